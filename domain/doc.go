@@ -1,0 +1,67 @@
+// Package domain holds the rules of Sluice: which queued executions may be
+// dispatched to Temporal, how a queue item moves between states, what a
+// workflow graph may look like, in which order its nodes run, and how node
+// configuration refers to data produced earlier.
+//
+// The package is pure. It imports only the standard library, performs no I/O,
+// reads no clock and keeps no global mutable state: every time-dependent
+// method takes "now" as an argument, and every rule is a function or a method
+// on a value. That keeps the rules testable without fakes and lets the
+// workflow code call them during Temporal replay, where determinism is
+// required.
+//
+// # Queue items
+//
+// A QueueItem is the durable record of one requested execution. Its states
+// are PENDING, CLAIMED, DISPATCHED, FAILED and CANCELLED, and it only changes
+// state through methods (Claim, ReleaseAtCapacity, ReleaseAfterDispatchError,
+// MarkDispatched, Fail, Cancel, RecordOutcome, RecoverStale). An illegal move
+// returns a *TransitionError wrapping ErrIllegalTransition and leaves the item
+// untouched, so adapters can load an item, apply one method and store it in
+// the same transaction without re-checking the rules.
+//
+// The design documents this service grew from said both that an at-capacity
+// release "increments attemptCount" and that it does "not count against
+// MAX_ATTEMPTS". Both are kept by using two counters: AttemptCount counts every
+// release for observability, DispatchFailures counts only dispatch errors and
+// alone is compared with MaxDispatchAttempts. A workspace that stays at
+// capacity for an hour therefore delays its items but never fails them.
+//
+// # Tier policy
+//
+// TierPolicy maps a Plan to the number of executions a workspace may run at
+// once and decides admission in one place (Admit). An item whose execution
+// already exists and is RUNNING (a retry after a failed dispatch) occupies its
+// own slot, so a retry is never blocked by itself.
+//
+// # Graphs and the scheduler
+//
+// A Graph is a DAG of nodes (HTTP_REQUEST, TRANSFORM, CONDITION, DELAY) and
+// edges. Graph.Validate reports every problem at once with JSON-pointer-like
+// paths, so an API can show the user all mistakes in one response.
+//
+// A Scheduler is created per execution and owns all the mutable state of one
+// run; nothing is shared between executions. (The system this replaces kept
+// the in-degree table in a singleton and corrupted concurrent runs.) The
+// scheduler is a pull model: Next returns every node whose predecessors are
+// all resolved, sorted by key so that Temporal replay sees the same order, and
+// the caller reports each node's end with Completed, Failed or Skipped.
+//
+// Branching follows one rule, "a node runs when at least one of its incoming
+// edges is live". An edge is dead when its source was skipped, or when its
+// source is a CONDITION whose result differs from the edge's `when`. A node
+// whose incoming edges are all dead is skipped, which cascades. A node with
+// both live and dead incoming edges runs once all its predecessors are
+// resolved. A failure stops new work; Unrun then names the nodes that never
+// started.
+//
+// # Templates and conditions
+//
+// Node configuration may refer to data with templates such as
+// {{ input.customer.id }} or {{ steps.fetch.output.body.items[0].id }}.
+// A template is a path lookup and nothing else: there are no functions,
+// operators or code. A string that is exactly one template keeps the JSON type
+// of the value it names; templates inside longer strings are interpolated as
+// text. A CONDITION node compares two resolved values with a fixed set of
+// operators (EvaluateCondition).
+package domain

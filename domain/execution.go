@@ -1,0 +1,99 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnknownStatus is wrapped by the Parse*Status functions when a stored
+// status is not one the domain knows, so adapters can report corrupt rows
+// distinctly from other errors.
+var ErrUnknownStatus = errors.New("unknown status")
+
+// ExecutionStatus is the state of one run of a workflow. Admission counts
+// RUNNING executions, and the queue item of an execution that ended FAILED or
+// CANCELLED records that outcome (QueueItem.RecordOutcome).
+type ExecutionStatus string
+
+const (
+	// ExecutionRunning means the execution was created for dispatch and has not
+	// ended; it occupies one of the workspace's concurrency slots.
+	ExecutionRunning ExecutionStatus = "RUNNING"
+	// ExecutionCompleted means every node that should run did run.
+	ExecutionCompleted ExecutionStatus = "COMPLETED"
+	// ExecutionFailed means a node failed or the workflow could not run.
+	ExecutionFailed ExecutionStatus = "FAILED"
+	// ExecutionCancelled means the execution was stopped on request.
+	ExecutionCancelled ExecutionStatus = "CANCELLED"
+)
+
+// ExecutionStatuses lists every execution status, for API enums and tests.
+func ExecutionStatuses() []ExecutionStatus {
+	return []ExecutionStatus{ExecutionRunning, ExecutionCompleted, ExecutionFailed, ExecutionCancelled}
+}
+
+// ParseExecutionStatus turns a stored status into an ExecutionStatus, wrapping
+// ErrUnknownStatus for anything else so corrupt data is not mistaken for a
+// state.
+func ParseExecutionStatus(s string) (ExecutionStatus, error) {
+	for _, st := range ExecutionStatuses() {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("%w: execution status %q", ErrUnknownStatus, s)
+}
+
+// Terminal reports whether the execution has ended. A terminal execution no
+// longer counts against the workspace's capacity.
+func (s ExecutionStatus) Terminal() bool {
+	switch s {
+	case ExecutionCompleted, ExecutionFailed, ExecutionCancelled:
+		return true
+	}
+	return false
+}
+
+// NodeStatus is the state of one node within an execution, as persisted for
+// users to inspect. Nodes that never started have no status.
+type NodeStatus string
+
+const (
+	// NodeRunning means the scheduler handed the node out and it has not ended.
+	NodeRunning NodeStatus = "RUNNING"
+	// NodeCompleted means the node ran and produced an output.
+	NodeCompleted NodeStatus = "COMPLETED"
+	// NodeFailed means the node ran and failed; the execution fails with it.
+	NodeFailed NodeStatus = "FAILED"
+	// NodeSkipped means the node will never run because no live edge leads to
+	// it (an untaken CONDITION branch, or only skipped predecessors).
+	NodeSkipped NodeStatus = "SKIPPED"
+	// NodeCancelled means the node was running when the execution was
+	// cancelled.
+	NodeCancelled NodeStatus = "CANCELLED"
+)
+
+// NodeStatuses lists every node status, for API enums and tests.
+func NodeStatuses() []NodeStatus {
+	return []NodeStatus{NodeRunning, NodeCompleted, NodeFailed, NodeSkipped, NodeCancelled}
+}
+
+// ParseNodeStatus turns a stored status into a NodeStatus, wrapping
+// ErrUnknownStatus for anything else.
+func ParseNodeStatus(s string) (NodeStatus, error) {
+	for _, st := range NodeStatuses() {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("%w: node status %q", ErrUnknownStatus, s)
+}
+
+// Terminal reports whether the node has ended, i.e. is anything but RUNNING.
+func (s NodeStatus) Terminal() bool {
+	switch s {
+	case NodeCompleted, NodeFailed, NodeSkipped, NodeCancelled:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,368 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// QueueStatus is the state of a QueueItem. Only the QueueItem methods move an
+// item between states, so the rules below hold for every stored item.
+//
+//	PENDING    --Claim-->                          CLAIMED
+//	CLAIMED    --ReleaseAtCapacity-->              PENDING
+//	CLAIMED    --ReleaseAfterDispatchError-->      PENDING, or FAILED on the last allowed attempt
+//	CLAIMED    --RecoverStale-->                   PENDING
+//	CLAIMED    --MarkDispatched-->                 DISPATCHED
+//	PENDING, CLAIMED, DISPATCHED --Fail-->         FAILED
+//	PENDING, CLAIMED --Cancel-->                   CANCELLED
+//	DISPATCHED --RecordOutcome(FAILED|CANCELLED)-> FAILED | CANCELLED
+//
+// A DISPATCHED item whose execution COMPLETED is deleted, not moved.
+type QueueStatus string
+
+const (
+	// QueuePending means the item waits to be claimed by a dispatcher poll.
+	QueuePending QueueStatus = "PENDING"
+	// QueueClaimed means one dispatcher owns the item and is deciding or
+	// dispatching it; stale recovery returns it to PENDING if that dispatcher
+	// dies.
+	QueueClaimed QueueStatus = "CLAIMED"
+	// QueueDispatched means the execution was started in Temporal; the item
+	// stays until the execution ends.
+	QueueDispatched QueueStatus = "DISPATCHED"
+	// QueueFailed is terminal: the item will never (again) be dispatched.
+	// LastError says why.
+	QueueFailed QueueStatus = "FAILED"
+	// QueueCancelled is terminal: the item was withdrawn on request, or its
+	// execution was cancelled.
+	QueueCancelled QueueStatus = "CANCELLED"
+)
+
+// QueueStatuses lists every queue status, for API enums and tests.
+func QueueStatuses() []QueueStatus {
+	return []QueueStatus{QueuePending, QueueClaimed, QueueDispatched, QueueFailed, QueueCancelled}
+}
+
+// ParseQueueStatus turns a stored status into a QueueStatus, wrapping
+// ErrUnknownStatus for anything else so a corrupt row is not treated as a
+// state.
+func ParseQueueStatus(s string) (QueueStatus, error) {
+	for _, st := range QueueStatuses() {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("%w: queue status %q", ErrUnknownStatus, s)
+}
+
+// Terminal reports whether no transition leaves s (FAILED, CANCELLED).
+func (s QueueStatus) Terminal() bool {
+	return s == QueueFailed || s == QueueCancelled
+}
+
+// MaxDispatchAttempts is how many dispatch errors an item may have before it
+// fails for good. Only QueueItem.DispatchFailures is compared with it; releases
+// for capacity or stale recovery never count, so a busy workspace delays its
+// items without failing them.
+const MaxDispatchAttempts = 3
+
+// Event names used in TransitionError.Event. They name the QueueItem methods,
+// so an error message points at the call that was refused.
+const (
+	// EventClaim names QueueItem.Claim.
+	EventClaim = "claim"
+	// EventReleaseAtCapacity names QueueItem.ReleaseAtCapacity.
+	EventReleaseAtCapacity = "release at capacity"
+	// EventReleaseAfterDispatchError names QueueItem.ReleaseAfterDispatchError.
+	EventReleaseAfterDispatchError = "release after dispatch error"
+	// EventMarkDispatched names QueueItem.MarkDispatched.
+	EventMarkDispatched = "mark dispatched"
+	// EventFail names QueueItem.Fail.
+	EventFail = "fail"
+	// EventCancel names QueueItem.Cancel.
+	EventCancel = "cancel"
+	// EventRecordOutcome names QueueItem.RecordOutcome; the error's Event adds
+	// the outcome, e.g. "record outcome COMPLETED".
+	EventRecordOutcome = "record outcome"
+	// EventRecoverStale names QueueItem.RecoverStale.
+	EventRecoverStale = "recover stale"
+)
+
+var (
+	// ErrIllegalTransition is wrapped by every refused transition (always a
+	// *TransitionError), so callers can treat "the item moved on meanwhile"
+	// as one case with errors.Is.
+	ErrIllegalTransition = errors.New("illegal queue transition")
+	// ErrNotAvailable is returned by Claim before the item's AvailableAt: a
+	// dispatch error backs the item off, and claiming it early would defeat
+	// the backoff.
+	ErrNotAvailable = errors.New("queue item not available yet")
+	// ErrClaimChanged is returned by RecoverStale when the item is no longer
+	// held by the claim the recovery job observed (it was released and
+	// claimed again). Recovering it would steal a live claim.
+	ErrClaimChanged = errors.New("queue item claim changed")
+	// ErrNotStale is returned by RecoverStale when the claim is younger than
+	// the threshold: its dispatcher may still be working on it.
+	ErrNotStale = errors.New("queue item claim is not stale")
+)
+
+// TransitionError reports a transition that the item's current state does not
+// allow. It wraps ErrIllegalTransition.
+type TransitionError struct {
+	// From is the state the item was in; it did not change.
+	From QueueStatus
+	// Event names the refused transition (one of the Event* constants, with
+	// the outcome appended for EventRecordOutcome).
+	Event string
+}
+
+// Error describes the refused transition, e.g. "queue item: cannot claim from
+// DISPATCHED".
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("queue item: cannot %s from %s", e.Event, e.From)
+}
+
+// Unwrap returns ErrIllegalTransition so errors.Is works on every refusal.
+func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }
+
+// QueueItem is the state of one requested execution in the dispatch queue.
+// The fields are exported so adapters can load and store them; change them
+// only through the methods, which enforce the state machine documented on
+// QueueStatus. A method that returns an error leaves the item unchanged.
+type QueueItem struct {
+	// Status is the current state.
+	Status QueueStatus
+	// ClaimedAt is when the current claim was taken; nil unless a claim was
+	// taken since the last release. Stale recovery compares it to spot the
+	// same claim.
+	ClaimedAt *time.Time
+	// DispatchedAt is when the execution was started in Temporal.
+	DispatchedAt *time.Time
+	// AvailableAt is the earliest time the item may be claimed (again). It
+	// implements the backoff after a dispatch error.
+	AvailableAt time.Time
+	// AttemptCount counts every release back to PENDING (at capacity, after a
+	// dispatch error, by stale recovery) and the final failed dispatch. It is
+	// for observability only: it never fails an item.
+	AttemptCount int
+	// DispatchFailures counts dispatch errors only. It alone is compared with
+	// MaxDispatchAttempts, because waiting for capacity is not a failure.
+	DispatchFailures int
+	// LastError is the most recent failure reason. Releases keep it, so a user
+	// can see why an item that is PENDING again had to wait.
+	LastError string
+}
+
+// NewQueueItem returns a PENDING item that may be claimed from now on, the
+// state of every freshly enqueued execution.
+func NewQueueItem(now time.Time) QueueItem {
+	return QueueItem{Status: QueuePending, AvailableAt: now}
+}
+
+// Validate checks the invariants the methods maintain, so an adapter can
+// reject a corrupt row on load instead of applying rules to it.
+func (q QueueItem) Validate() error {
+	var errs []error
+	if _, err := ParseQueueStatus(string(q.Status)); err != nil {
+		errs = append(errs, err)
+	}
+	if q.Status == QueueClaimed && q.ClaimedAt == nil {
+		errs = append(errs, errors.New("queue item: CLAIMED without ClaimedAt"))
+	}
+	if q.Status == QueueDispatched && q.DispatchedAt == nil {
+		errs = append(errs, errors.New("queue item: DISPATCHED without DispatchedAt"))
+	}
+	if q.AttemptCount < 0 || q.DispatchFailures < 0 {
+		errs = append(errs, errors.New("queue item: negative counter"))
+	}
+	if q.DispatchFailures > q.AttemptCount {
+		errs = append(errs, fmt.Errorf("queue item: %d dispatch failures but only %d attempts", q.DispatchFailures, q.AttemptCount))
+	}
+	return errors.Join(errs...)
+}
+
+// refuse builds the error for an illegal transition from the current state.
+func (q *QueueItem) refuse(event string) error {
+	return &TransitionError{From: q.Status, Event: event}
+}
+
+// Claim moves a PENDING item to CLAIMED and records when, so that stale
+// recovery can later tell a dead claim from a live one. Claiming before
+// AvailableAt is refused with ErrNotAvailable, because the item is backing off
+// after a dispatch error.
+func (q *QueueItem) Claim(now time.Time) error {
+	if q.Status != QueuePending {
+		return q.refuse(EventClaim)
+	}
+	if now.Before(q.AvailableAt) {
+		return fmt.Errorf("%w: available at %s, now %s", ErrNotAvailable,
+			q.AvailableAt.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+	}
+	t := now
+	q.Status = QueueClaimed
+	q.ClaimedAt = &t
+	return nil
+}
+
+// ReleaseAtCapacity returns a CLAIMED item to PENDING because its workspace
+// has no free slot. It counts the attempt but never fails the item: waiting
+// for capacity is the queue doing its job, not an error. LastError is kept and
+// AvailableAt is unchanged, so the item is claimable at the next poll.
+func (q *QueueItem) ReleaseAtCapacity() error {
+	if q.Status != QueueClaimed {
+		return q.refuse(EventReleaseAtCapacity)
+	}
+	q.Status = QueuePending
+	q.ClaimedAt = nil
+	q.AttemptCount++
+	return nil
+}
+
+// ReleaseAfterDispatchError handles a failed dispatch (Temporal unreachable,
+// execution row could not be written...) of a CLAIMED item. It counts the
+// attempt and the dispatch failure and records reason. If DispatchFailures has
+// now reached MaxDispatchAttempts the item becomes FAILED for good; otherwise it
+// returns to PENDING, not claimable before now + b.Delay(DispatchFailures), so
+// that a struggling Temporal is not hammered at every poll.
+func (q *QueueItem) ReleaseAfterDispatchError(reason string, now time.Time, b DispatchBackoff) error {
+	if q.Status != QueueClaimed {
+		return q.refuse(EventReleaseAfterDispatchError)
+	}
+	q.AttemptCount++
+	q.DispatchFailures++
+	q.LastError = reason
+	q.ClaimedAt = nil
+	if q.DispatchFailures >= MaxDispatchAttempts {
+		q.Status = QueueFailed
+		return nil
+	}
+	q.Status = QueuePending
+	q.AvailableAt = now.Add(b.Delay(q.DispatchFailures))
+	return nil
+}
+
+// MarkDispatched records that the execution of a CLAIMED item was started in
+// Temporal. From here only the execution's end changes the item.
+func (q *QueueItem) MarkDispatched(now time.Time) error {
+	if q.Status != QueueClaimed {
+		return q.refuse(EventMarkDispatched)
+	}
+	t := now
+	q.Status = QueueDispatched
+	q.DispatchedAt = &t
+	return nil
+}
+
+// Fail ends an item that can never be dispatched or whose dispatch went wrong
+// beyond retry (its workspace or workflow was deleted, for example). It is
+// allowed from PENDING, CLAIMED and DISPATCHED; terminal items stay as they
+// are so a late failure cannot overwrite a cancellation.
+func (q *QueueItem) Fail(reason string) error {
+	switch q.Status {
+	case QueuePending, QueueClaimed, QueueDispatched:
+	default:
+		return q.refuse(EventFail)
+	}
+	q.Status = QueueFailed
+	q.LastError = reason
+	return nil
+}
+
+// Cancel withdraws an item that has not been dispatched yet. A DISPATCHED item
+// cannot be cancelled here: its execution must be cancelled in Temporal, and
+// RecordOutcome records the result.
+func (q *QueueItem) Cancel() error {
+	if q.Status != QueuePending && q.Status != QueueClaimed {
+		return q.refuse(EventCancel)
+	}
+	q.Status = QueueCancelled
+	return nil
+}
+
+// RecordOutcome records on a DISPATCHED item that its execution ended FAILED
+// or CANCELLED, with reason as LastError, so the queue shows why the request
+// did not succeed. A COMPLETED execution is not a transition (its item is
+// deleted), and RUNNING is not an end; both are refused like any other
+// illegal transition.
+func (q *QueueItem) RecordOutcome(status ExecutionStatus, reason string) error {
+	event := EventRecordOutcome + " " + string(status)
+	if q.Status != QueueDispatched {
+		return q.refuse(event)
+	}
+	switch status {
+	case ExecutionFailed:
+		q.Status = QueueFailed
+	case ExecutionCancelled:
+		q.Status = QueueCancelled
+	default:
+		return q.refuse(event)
+	}
+	q.LastError = reason
+	return nil
+}
+
+// RecoverStale returns a CLAIMED item to PENDING when the dispatcher that
+// claimed it apparently died. It only acts on the claim the recovery job
+// observed (ClaimedAt equal to observedClaimedAt, compared with time.Equal
+// so a database round trip does not matter), otherwise ErrClaimChanged: the
+// item was released and claimed again meanwhile and that newer claim is
+// alive. The claim must also be older than threshold (ErrNotStale). The
+// release counts as an attempt but not as a dispatch failure.
+func (q *QueueItem) RecoverStale(observedClaimedAt time.Time, now time.Time, threshold time.Duration) error {
+	if q.Status != QueueClaimed {
+		return q.refuse(EventRecoverStale)
+	}
+	if threshold <= 0 {
+		return fmt.Errorf("recover stale: threshold %s must be positive", threshold)
+	}
+	if q.ClaimedAt == nil || !q.ClaimedAt.Equal(observedClaimedAt) {
+		return fmt.Errorf("%w: observed claim at %s", ErrClaimChanged, observedClaimedAt.Format(time.RFC3339Nano))
+	}
+	if age := now.Sub(*q.ClaimedAt); age <= threshold {
+		return fmt.Errorf("%w: claimed %s ago, threshold %s", ErrNotStale, age, threshold)
+	}
+	q.Status = QueuePending
+	q.ClaimedAt = nil
+	q.AttemptCount++
+	return nil
+}
+
+// DispatchBackoff spaces out the retries of an item whose dispatch failed.
+// Base should be at least the dispatcher's poll interval; a shorter delay has
+// no effect because the item is only looked at once per poll.
+type DispatchBackoff struct {
+	// Base is the delay after the first failure.
+	Base time.Duration
+	// Max caps the delay; 0 means no cap.
+	Max time.Duration
+}
+
+// DefaultDispatchBackoff waits 5s (one poll of the default interval) after the
+// first dispatch error and doubles from there, capped at one minute.
+func DefaultDispatchBackoff() DispatchBackoff {
+	return DispatchBackoff{Base: 5 * time.Second, Max: time.Minute}
+}
+
+// Delay returns how long an item waits after its failures-th dispatch error:
+// Base*2^(failures-1), capped at Max (when Max > 0). It is 0 for failures < 1
+// or Base <= 0, and never overflows.
+func (b DispatchBackoff) Delay(failures int) time.Duration {
+	if failures < 1 || b.Base <= 0 {
+		return 0
+	}
+	limit := time.Duration(math.MaxInt64)
+	if b.Max > 0 {
+		limit = b.Max
+	}
+	d := b.Base
+	for i := 1; i < failures && d < limit; i++ {
+		if d > limit/2 {
+			d = limit
+			break
+		}
+		d *= 2
+	}
+	return min(d, limit)
+}
