@@ -1,0 +1,28 @@
+package nodes
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Condition runs CONDITION nodes: the output is the comparison's result,
+// which the scheduler uses to pick the `when` edges to follow.
+type Condition struct{}
+
+// Type is CONDITION.
+func (Condition) Type() domain.NodeType { return domain.NodeCondition }
+
+// Execute evaluates the comparison; its errors are permanent.
+func (Condition) Execute(_ context.Context, run ports.NodeRun) (any, any, error) {
+	cfg, err := domain.DecodeConditionConfig(run.Node.Config)
+	if err != nil {
+		return nil, nil, ports.Permanent("invalid_config", err)
+	}
+	ok, err := domain.EvaluateCondition(cfg, run.Context)
+	if err != nil {
+		return nil, nil, ports.Permanent(templateKind(err), err)
+	}
+	return nil, ok, nil
+}

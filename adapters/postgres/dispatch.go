@@ -1,0 +1,336 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Claim runs one admission transaction; see ports.DispatchStore. Its
+// statements are set-based, so a batch costs the same few round trips
+// whatever its size, and the commit is the only durable write before the
+// Temporal calls.
+func (s *Store) Claim(ctx context.Context, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+	var res ports.ClaimResult
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		res = ports.ClaimResult{}
+		pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("pending workspaces: %w", err)
+		}
+		res.Workspaces = len(pending)
+		var gone, present []uuid.UUID
+		for _, p := range pending {
+			if p.Plan == "" {
+				gone = append(gone, p.WorkspaceID)
+			} else {
+				present = append(present, p.WorkspaceID)
+			}
+		}
+		if len(gone) > 0 {
+			reason := "workspace not found: it was deleted after the item was enqueued"
+			n, err := s.q.QueueFailPendingOfWorkspaces(ctx, tx, dbsqlc.QueueFailPendingOfWorkspacesParams{
+				WorkspaceIds: gone, LastError: &reason,
+			})
+			if err != nil {
+				return fmt.Errorf("failing items of deleted workspaces: %w", err)
+			}
+			res.Failed += int(n)
+		}
+		if len(present) == 0 {
+			return nil
+		}
+		locked, err := s.q.WorkspacesLockForAdmission(ctx, tx, present)
+		if err != nil {
+			return fmt.Errorf("locking workspaces: %w", err)
+		}
+		ids := make([]uuid.UUID, len(locked))
+		byID := make(map[uuid.UUID]*ports.PendingWorkspace, len(locked))
+		workspaces := make([]ports.PendingWorkspace, len(locked))
+		for i, w := range locked {
+			ids[i] = w.ID
+			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Running: map[uuid.UUID]bool{}}
+		}
+		for i := range workspaces {
+			byID[workspaces[i].ID] = &workspaces[i]
+		}
+		running, err := s.q.ExecutionsRunningForWorkspaces(ctx, tx, ids)
+		if err != nil {
+			return fmt.Errorf("counting running executions: %w", err)
+		}
+		for _, r := range running {
+			byID[r.WorkspaceID].Running[r.ID] = true
+		}
+		quotas := admit(workspaces)
+		var qIDs []uuid.UUID
+		var qNs []int32
+		for _, w := range workspaces {
+			if n := quotas[w.ID]; n > 0 {
+				qIDs, qNs = append(qIDs, w.ID), append(qNs, int32(n))
+			} else {
+				res.AtCapacity++
+			}
+		}
+		if len(qIDs) == 0 {
+			return nil
+		}
+		candidates, err := s.q.QueueClaimCandidates(ctx, tx, dbsqlc.QueueClaimCandidatesParams{WorkspaceIds: qIDs, Quotas: qNs})
+		if err != nil {
+			return fmt.Errorf("claiming items: %w", err)
+		}
+		var failed []ports.QueueTransition
+		up := dbsqlc.ExecutionsUpsertRunningParams{}
+		claim := dbsqlc.QueueMarkClaimedParams{}
+		now := time.Now()
+		for _, c := range candidates {
+			rec := candidateRecord(c)
+			from := rec.QueueItem
+			if c.CurrentVersion == 0 {
+				next := rec.QueueItem
+				if err := next.Fail("workflow definition not found: it was deleted after the item was enqueued"); err != nil {
+					return err
+				}
+				failed = append(failed, ports.QueueTransition{ID: rec.ID, FromStatus: from.Status, To: next})
+				continue
+			}
+			if err := rec.QueueItem.Claim(now); err != nil {
+				// The database's clock said it was available; ours lags.
+				// Claim it anyway at the database's word.
+				rec.Status, rec.ClaimedAt = domain.QueueClaimed, &now
+			}
+			execID := uuid.New()
+			if rec.ExecutionID != nil {
+				execID = *rec.ExecutionID // a retry keeps its workflow id
+			}
+			up.Ids = append(up.Ids, execID)
+			up.WorkspaceIds = append(up.WorkspaceIds, rec.WorkspaceID)
+			up.WorkflowDefinitionIds = append(up.WorkflowDefinitionIds, rec.DefinitionID)
+			up.WorkflowVersions = append(up.WorkflowVersions, c.CurrentVersion)
+			up.Inputs = append(up.Inputs, rec.Input)
+			claim.Ids = append(claim.Ids, rec.ID)
+			claim.ExecutionIds = append(claim.ExecutionIds, execID)
+			rec.ExecutionID = &execID
+			res.Claimed = append(res.Claimed, ports.ClaimedItem{QueueRecord: rec, ExecutionID: execID, Version: int(c.CurrentVersion)})
+		}
+		if len(failed) > 0 {
+			if _, err := s.applyTransitions(ctx, tx, failed); err != nil {
+				return fmt.Errorf("failing items of deleted definitions: %w", err)
+			}
+			res.Failed += len(failed)
+		}
+		if len(claim.Ids) == 0 {
+			return nil
+		}
+		if err := s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
+			return fmt.Errorf("creating executions: %w", err)
+		}
+		if err := s.q.QueueMarkClaimed(ctx, tx, claim); err != nil {
+			return fmt.Errorf("marking claimed: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return ports.ClaimResult{}, err
+	}
+	return res, nil
+}
+
+func candidateRecord(c dbsqlc.QueueClaimCandidatesRow) ports.QueueRecord {
+	rec := ports.QueueRecord{
+		ID: c.ID, WorkspaceID: c.WorkspaceID, DefinitionID: c.WorkflowDefinitionID, Input: c.Input,
+		Priority: int(c.Priority), CreatedAt: c.CreatedAt, ExecutionID: c.ExecutionID,
+		QueueItem: domain.QueueItem{
+			Status: domain.QueuePending, AvailableAt: c.AvailableAt,
+			AttemptCount: int(c.AttemptCount), DispatchFailures: int(c.DispatchFailures),
+		},
+	}
+	if c.LastError != nil {
+		rec.LastError = *c.LastError
+	}
+	return rec
+}
+
+// MarkDispatched moves items still in their claim to DISPATCHED.
+func (s *Store) MarkDispatched(ctx context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	p := dbsqlc.QueueMarkDispatchedParams{Ids: make([]uuid.UUID, len(items)), ExecutionIds: make([]uuid.UUID, len(items))}
+	for i, it := range items {
+		p.Ids[i], p.ExecutionIds[i] = it.ID, it.ExecutionID
+	}
+	rows, err := s.q.QueueMarkDispatched(ctx, s.pool, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.DispatchedRecord, len(rows))
+	for i, r := range rows {
+		out[i] = ports.DispatchedRecord{ID: r.ID, CreatedAt: r.CreatedAt}
+		if r.DispatchedAt != nil {
+			out[i].DispatchedAt = *r.DispatchedAt
+		}
+	}
+	return out, nil
+}
+
+// ApplyTransitions writes domain-computed states in one transaction.
+func (s *Store) ApplyTransitions(ctx context.Context, ts []ports.QueueTransition) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		ids, err = s.applyTransitions(ctx, tx, ts)
+		return err
+	})
+	return ids, err
+}
+
+func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.QueueTransition) ([]uuid.UUID, error) {
+	p := dbsqlc.QueueApplyTransitionsParams{}
+	var drop []uuid.UUID
+	for _, t := range ts {
+		p.Ids = append(p.Ids, t.ID)
+		p.FromStatuses = append(p.FromStatuses, string(t.FromStatus))
+		var from time.Time
+		if t.FromClaimedAt != nil {
+			from = *t.FromClaimedAt
+		}
+		p.FromClaimedAts = append(p.FromClaimedAts, from)
+		p.Statuses = append(p.Statuses, string(t.To.Status))
+		p.AvailableAts = append(p.AvailableAts, t.To.AvailableAt)
+		p.AttemptCounts = append(p.AttemptCounts, int32(t.To.AttemptCount))
+		p.DispatchFailures = append(p.DispatchFailures, int32(t.To.DispatchFailures))
+		p.LastErrors = append(p.LastErrors, t.To.LastError)
+	}
+	written, err := s.q.QueueApplyTransitions(ctx, tx, p)
+	if err != nil {
+		return nil, err
+	}
+	done := make(map[uuid.UUID]bool, len(written))
+	for _, id := range written {
+		done[id] = true
+	}
+	for _, t := range ts {
+		if t.DropExecution != nil && done[t.ID] {
+			drop = append(drop, *t.DropExecution)
+		}
+	}
+	if len(drop) > 0 {
+		if err := s.q.ExecutionsDelete(ctx, tx, drop); err != nil {
+			return nil, err
+		}
+		if err := s.q.ExecutionNotifySlotFree(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	return written, nil
+}
+
+// StaleClaimed returns items CLAIMED for longer than olderThan.
+func (s *Store) StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]ports.QueueRecord, error) {
+	rows, err := s.q.QueueStaleClaimed(ctx, s.pool, dbsqlc.QueueStaleClaimedParams{OlderThanSeconds: olderThan.Seconds(), MaxRows: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.QueueRecord, len(rows))
+	for i, r := range rows {
+		out[i] = queueFromRow(r)
+	}
+	return out, nil
+}
+
+// RunningStartedBefore returns RUNNING executions older than olderThan
+// whose item is not still CLAIMED.
+func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]ports.Execution, error) {
+	rows, err := s.q.ExecutionsRunningStartedBefore(ctx, s.pool, dbsqlc.ExecutionsRunningStartedBeforeParams{
+		OlderThanSeconds: olderThan.Seconds(), MaxRows: int32(limit),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.Execution, len(rows))
+	for i, r := range rows {
+		out[i] = executionFromRow(r)
+	}
+	return out, nil
+}
+
+// QueueDepthByPlan counts PENDING items per plan.
+func (s *Store) QueueDepthByPlan(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.q.QueueDepthByPlan(ctx, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Plan] = r.Depth
+	}
+	return out, nil
+}
+
+// StartNode records a node run as RUNNING.
+func (s *Store) StartNode(ctx context.Context, executionID uuid.UUID, n ports.NodeRecord) error {
+	_, err := s.q.NodeStart(ctx, s.pool, dbsqlc.NodeStartParams{
+		ID: uuid.New(), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Attempt: int32(max(1, n.Attempt)), Input: n.Input,
+	})
+	if err == pgx.ErrNoRows {
+		return nil // already finished: a replayed start after completion
+	}
+	return interpretError(err)
+}
+
+// FinishNode records how a node run ended.
+func (s *Store) FinishNode(ctx context.Context, executionID uuid.UUID, n ports.NodeRecord) error {
+	out := n.Output
+	if len(out) == 0 {
+		out = nil
+	}
+	return interpretError(s.q.NodeFinish(ctx, s.pool, dbsqlc.NodeFinishParams{
+		ID: uuid.New(), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Status: string(n.Status),
+		Attempt: int32(max(1, n.Attempt)), Output: json.RawMessage(out), Error: n.Error, StartedAt: n.StartedAt,
+	}))
+}
+
+// FinishExecution ends a RUNNING execution and settles its queue item in
+// one transaction, then wakes the dispatchers: a slot is free.
+func (s *Store) FinishExecution(ctx context.Context, id uuid.UUID, status domain.ExecutionStatus, errMsg *string) (bool, error) {
+	found := false
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := s.q.ExecutionFinish(ctx, tx, dbsqlc.ExecutionFinishParams{ID: id, Status: string(status), Error: errMsg}); err != nil {
+			if err == pgx.ErrNoRows {
+				return nil
+			}
+			return err
+		}
+		found = true
+		eid := id
+		if status == domain.ExecutionCompleted {
+			if _, err := s.q.QueueDeleteByExecution(ctx, tx, &eid); err != nil {
+				return err
+			}
+		} else {
+			r, err := s.q.QueueGetByExecution(ctx, tx, &eid)
+			if err != nil && err != pgx.ErrNoRows {
+				return err
+			}
+			if err == nil {
+				rec := queueFromRow(r)
+				reason := ""
+				if errMsg != nil {
+					reason = *errMsg
+				}
+				if err := rec.RecordOutcome(status, reason); err != nil {
+					s.log.Warn("queue item not in DISPATCHED at completion; leaving it", "queue_item_id", rec.ID, "status", rec.Status, "error", err)
+				} else if err := s.q.QueueSetOutcome(ctx, tx, dbsqlc.QueueSetOutcomeParams{ID: rec.ID, Status: string(rec.Status), LastError: errMsg}); err != nil {
+					return err
+				}
+			}
+		}
+		return s.q.ExecutionNotifySlotFree(ctx, tx)
+	})
+	return found, err
+}

@@ -1,0 +1,38 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Lease implements ShedLock's lease on the shedlock table, timed by the
+// database's clock so that skewed hosts agree.
+type Lease struct {
+	pool   *pgxpool.Pool
+	q      *dbsqlc.Queries
+	holder string
+}
+
+var _ ports.Lease = (*Lease)(nil)
+
+// NewLease builds a lease client; holder names this process in locked_by
+// and must be unique per process.
+func NewLease(pool *pgxpool.Pool, holder string) *Lease {
+	return &Lease{pool: pool, q: dbsqlc.New(), holder: holder}
+}
+
+// TryAcquire takes the lease if free or expired, or extends our own.
+func (l *Lease) TryAcquire(ctx context.Context, name string, atMostFor time.Duration) (bool, error) {
+	n, err := l.q.LeaseAcquire(ctx, l.pool, dbsqlc.LeaseAcquireParams{Name: name, LockAtMostForSeconds: atMostFor.Seconds(), LockedBy: l.holder})
+	return n == 1, err
+}
+
+// Release keeps the lease until atLeastFor after it was taken.
+func (l *Lease) Release(ctx context.Context, name string, atLeastFor time.Duration) error {
+	return l.q.LeaseRelease(ctx, l.pool, dbsqlc.LeaseReleaseParams{Name: name, LockAtLeastForSeconds: atLeastFor.Seconds(), LockedBy: l.holder})
+}

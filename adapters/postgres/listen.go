@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/ports"
+)
+
+// QueueChannel is the NOTIFY channel for enqueues and freed slots.
+const QueueChannel = "sluice_queue"
+
+// Listener turns NOTIFYs on QueueChannel into wake-ups. It holds one pooled
+// connection in LISTEN and reconnects after errors; while it is down the
+// dispatcher's polling covers.
+type Listener struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	c    chan struct{}
+}
+
+var _ ports.Wakeups = (*Listener)(nil)
+
+// NewListener builds a listener; call Run to start it.
+func NewListener(pool *pgxpool.Pool, log *slog.Logger) *Listener {
+	return &Listener{pool: pool, log: log, c: make(chan struct{}, 1)}
+}
+
+// C delivers coalesced wake-ups.
+func (l *Listener) C() <-chan struct{} { return l.c }
+
+func (l *Listener) signal() {
+	select {
+	case l.c <- struct{}{}:
+	default:
+	}
+}
+
+// Run listens until ctx ends.
+func (l *Listener) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := l.listen(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("queue listener lost its connection; polling covers until it is back", "error", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+func (l *Listener) listen(ctx context.Context) error {
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+QueueChannel); err != nil {
+		return err
+	}
+	defer func() {
+		// The connection goes back to the pool: stop listening on it.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
+	}()
+	// Work may have arrived while we were not listening.
+	l.signal()
+	for {
+		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+			return err
+		}
+		l.signal()
+	}
+}

@@ -1,0 +1,105 @@
+// Package postgres implements Sluice's storage ports on PostgreSQL through
+// sqlc-generated queries on pgx/v5. Generated rows never leave this package:
+// each is converted to a ports record at the edge, and pgx.ErrNoRows becomes
+// ports.ErrNotFound.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Store implements ports.Store, ports.DispatchStore and
+// ports.ExecutionStore on one pool.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *dbsqlc.Queries
+	log  *slog.Logger
+}
+
+var (
+	_ ports.Store          = (*Store)(nil)
+	_ ports.DispatchStore  = (*Store)(nil)
+	_ ports.ExecutionStore = (*Store)(nil)
+)
+
+// NewStore wraps a pool.
+func NewStore(pool *pgxpool.Pool, log *slog.Logger) *Store {
+	return &Store{pool: pool, q: dbsqlc.New(), log: log}
+}
+
+// Connect opens a pool and checks that the database answers.
+func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// withTx runs fn in a transaction and returns the commit's error. The
+// rollback runs without the caller's cancellation so a cancelled request
+// still rolls back cleanly.
+func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// interpretError maps driver errors to the ports' errors.
+func interpretError(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ports.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation
+		return fmt.Errorf("%w: %s", ports.ErrNotFound, pgErr.Detail)
+	}
+	return err
+}
+
+func graphFromJSON(raw json.RawMessage) (domain.Graph, error) {
+	g, err := domain.DecodeGraph(raw)
+	if err != nil {
+		return domain.Graph{}, fmt.Errorf("stored graph: %w", err)
+	}
+	return g, nil
+}
+
+func graphJSON(g domain.Graph) (json.RawMessage, error) {
+	if g.Nodes == nil {
+		g.Nodes = []domain.Node{}
+	}
+	if g.Edges == nil {
+		g.Edges = []domain.Edge{}
+	}
+	return json.Marshal(g)
+}

@@ -1,0 +1,417 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// IdempotencyRetention is how long an Idempotency-Key is honoured.
+const IdempotencyRetention = 24 * time.Hour
+
+func workspaceFromRow(r dbsqlc.Workspace) ports.Workspace {
+	return ports.Workspace{ID: r.ID, Name: r.Name, Plan: domain.Plan(r.Plan), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+// CreateWorkspace inserts a workspace.
+func (s *Store) CreateWorkspace(ctx context.Context, w ports.Workspace) (ports.Workspace, error) {
+	r, err := s.q.WorkspaceInsert(ctx, s.pool, dbsqlc.WorkspaceInsertParams{ID: w.ID, Name: w.Name, Plan: string(w.Plan)})
+	if err != nil {
+		return ports.Workspace{}, interpretError(err)
+	}
+	return workspaceFromRow(r), nil
+}
+
+// GetWorkspace loads a workspace.
+func (s *Store) GetWorkspace(ctx context.Context, id uuid.UUID) (ports.Workspace, error) {
+	r, err := s.q.WorkspaceGet(ctx, s.pool, id)
+	if err != nil {
+		return ports.Workspace{}, interpretError(err)
+	}
+	return workspaceFromRow(r), nil
+}
+
+// WorkspaceStats counts a workspace's slots in use and waiting items.
+func (s *Store) WorkspaceStats(ctx context.Context, id uuid.UUID) (ports.WorkspaceStats, error) {
+	r, err := s.q.WorkspaceStats(ctx, s.pool, id)
+	if err != nil {
+		return ports.WorkspaceStats{}, interpretError(err)
+	}
+	return ports.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued)}, nil
+}
+
+// ListWorkspaces pages through all workspaces by id.
+func (s *Store) ListWorkspaces(ctx context.Context, page ports.Page) ([]ports.Workspace, error) {
+	rows, err := s.q.WorkspaceList(ctx, s.pool, dbsqlc.WorkspaceListParams{After: page.After, MaxRows: int32(page.Limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.Workspace, len(rows))
+	for i, r := range rows {
+		out[i] = workspaceFromRow(r)
+	}
+	return out, nil
+}
+
+// UpdateWorkspacePlan changes a workspace's plan.
+func (s *Store) UpdateWorkspacePlan(ctx context.Context, id uuid.UUID, plan domain.Plan) (ports.Workspace, error) {
+	r, err := s.q.WorkspaceUpdatePlan(ctx, s.pool, dbsqlc.WorkspaceUpdatePlanParams{ID: id, Plan: string(plan)})
+	if err != nil {
+		return ports.Workspace{}, interpretError(err)
+	}
+	return workspaceFromRow(r), nil
+}
+
+// CreateAPIKey stores a key's hash.
+func (s *Store) CreateAPIKey(ctx context.Context, k ports.APIKey, secretHash []byte) (ports.APIKey, error) {
+	r, err := s.q.APIKeyInsert(ctx, s.pool, dbsqlc.APIKeyInsertParams{
+		ID: k.ID, WorkspaceID: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, SecretHash: secretHash,
+	})
+	if err != nil {
+		return ports.APIKey{}, interpretError(err)
+	}
+	return ports.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}, nil
+}
+
+// ListAPIKeys lists a workspace's keys.
+func (s *Store) ListAPIKeys(ctx context.Context, workspaceID uuid.UUID) ([]ports.APIKey, error) {
+	rows, err := s.q.APIKeyList(ctx, s.pool, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.APIKey, len(rows))
+	for i, r := range rows {
+		out[i] = ports.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}
+	}
+	return out, nil
+}
+
+// RevokeAPIKey revokes a key; revoking twice is a no-op.
+func (s *Store) RevokeAPIKey(ctx context.Context, workspaceID, keyID uuid.UUID) error {
+	n, err := s.q.APIKeyRevoke(ctx, s.pool, dbsqlc.APIKeyRevokeParams{ID: keyID, WorkspaceID: workspaceID})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ports.ErrNotFound
+	}
+	return nil
+}
+
+// APIKeyBySecretHash finds a key by its secret's hash.
+func (s *Store) APIKeyBySecretHash(ctx context.Context, hash []byte) (ports.APIKey, error) {
+	r, err := s.q.APIKeyBySecretHash(ctx, s.pool, hash)
+	if err != nil {
+		return ports.APIKey{}, interpretError(err)
+	}
+	return ports.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}, nil
+}
+
+// CreateDefinition stores a definition and its version 1 together.
+func (s *Store) CreateDefinition(ctx context.Context, d ports.Definition) (ports.Definition, error) {
+	graph, err := graphJSON(d.Graph)
+	if err != nil {
+		return ports.Definition{}, err
+	}
+	var out ports.Definition
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		r, err := s.q.DefinitionInsert(ctx, tx, dbsqlc.DefinitionInsertParams{ID: d.ID, WorkspaceID: d.WorkspaceID, Name: d.Name})
+		if err != nil {
+			return interpretError(err)
+		}
+		if _, err := s.q.DefinitionVersionInsert(ctx, tx, dbsqlc.DefinitionVersionInsertParams{
+			WorkflowDefinitionID: r.ID, Version: 1, Graph: graph,
+		}); err != nil {
+			return err
+		}
+		out = definitionFromRow(r, d.Graph)
+		return nil
+	})
+	return out, err
+}
+
+func definitionFromRow(r dbsqlc.WorkflowDefinition, g domain.Graph) ports.Definition {
+	return ports.Definition{
+		ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, CurrentVersion: int(r.CurrentVersion),
+		Graph: g, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+// GetDefinition loads a live definition with its current graph.
+func (s *Store) GetDefinition(ctx context.Context, id uuid.UUID) (ports.Definition, error) {
+	r, err := s.q.DefinitionGet(ctx, s.pool, id)
+	if err != nil {
+		return ports.Definition{}, interpretError(err)
+	}
+	return s.withGraph(ctx, r)
+}
+
+func (s *Store) withGraph(ctx context.Context, r dbsqlc.WorkflowDefinition) (ports.Definition, error) {
+	v, err := s.q.DefinitionVersionGet(ctx, s.pool, dbsqlc.DefinitionVersionGetParams{WorkflowDefinitionID: r.ID, Version: r.CurrentVersion})
+	if err != nil {
+		return ports.Definition{}, interpretError(err)
+	}
+	g, err := graphFromJSON(v.Graph)
+	if err != nil {
+		return ports.Definition{}, err
+	}
+	return definitionFromRow(r, g), nil
+}
+
+// ListDefinitions pages through a workspace's live definitions.
+func (s *Store) ListDefinitions(ctx context.Context, workspaceID uuid.UUID, page ports.Page) ([]ports.Definition, error) {
+	rows, err := s.q.DefinitionList(ctx, s.pool, dbsqlc.DefinitionListParams{WorkspaceID: workspaceID, After: page.After, MaxRows: int32(page.Limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.Definition, 0, len(rows))
+	for _, r := range rows {
+		d, err := s.withGraph(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// DeleteDefinition soft-deletes a definition.
+func (s *Store) DeleteDefinition(ctx context.Context, id uuid.UUID) error {
+	n, err := s.q.DefinitionSoftDelete(ctx, s.pool, id)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ports.ErrNotFound
+	}
+	return nil
+}
+
+// AddDefinitionVersion numbers and stores a new current version under the
+// definition's row lock.
+func (s *Store) AddDefinitionVersion(ctx context.Context, id uuid.UUID, g domain.Graph) (ports.DefinitionVersion, error) {
+	graph, err := graphJSON(g)
+	if err != nil {
+		return ports.DefinitionVersion{}, err
+	}
+	var out ports.DefinitionVersion
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		v, err := s.q.DefinitionNextVersion(ctx, tx, id)
+		if err != nil {
+			return interpretError(err)
+		}
+		r, err := s.q.DefinitionVersionInsert(ctx, tx, dbsqlc.DefinitionVersionInsertParams{WorkflowDefinitionID: id, Version: v, Graph: graph})
+		if err != nil {
+			return err
+		}
+		out = ports.DefinitionVersion{DefinitionID: id, Version: int(r.Version), Graph: g, CreatedAt: r.CreatedAt}
+		return nil
+	})
+	return out, err
+}
+
+// GetDefinitionVersion loads one version.
+func (s *Store) GetDefinitionVersion(ctx context.Context, id uuid.UUID, version int) (ports.DefinitionVersion, error) {
+	r, err := s.q.DefinitionVersionGet(ctx, s.pool, dbsqlc.DefinitionVersionGetParams{WorkflowDefinitionID: id, Version: int32(version)})
+	if err != nil {
+		return ports.DefinitionVersion{}, interpretError(err)
+	}
+	g, err := graphFromJSON(r.Graph)
+	if err != nil {
+		return ports.DefinitionVersion{}, err
+	}
+	return ports.DefinitionVersion{DefinitionID: r.WorkflowDefinitionID, Version: int(r.Version), Graph: g, CreatedAt: r.CreatedAt}, nil
+}
+
+func queueFromRow(r dbsqlc.WorkflowExecutionQueue) ports.QueueRecord {
+	rec := ports.QueueRecord{
+		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Input: r.Input,
+		Priority: int(r.Priority), CreatedAt: r.CreatedAt, ExecutionID: r.ExecutionID,
+		QueueItem: domain.QueueItem{
+			Status: domain.QueueStatus(r.Status), ClaimedAt: r.ClaimedAt, DispatchedAt: r.DispatchedAt,
+			AvailableAt: r.AvailableAt, AttemptCount: int(r.AttemptCount), DispatchFailures: int(r.DispatchFailures),
+		},
+	}
+	if r.LastError != nil {
+		rec.LastError = *r.LastError
+	}
+	return rec
+}
+
+// Enqueue writes the item, its audit row and its idempotency key in one
+// transaction, then NOTIFYs the dispatchers at commit.
+func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (ports.QueueRecord, bool, error) {
+	var out ports.QueueRecord
+	replayed := false
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if e.IdempotencyKey != "" {
+			n, err := s.q.IdempotencyKeyClaim(ctx, tx, dbsqlc.IdempotencyKeyClaimParams{
+				WorkspaceID: e.WorkspaceID, Key: e.IdempotencyKey, RequestHash: e.RequestHash, QueueID: e.ID,
+				RetentionSeconds: IdempotencyRetention.Seconds(),
+			})
+			if err != nil {
+				return interpretError(err)
+			}
+			if n == 0 {
+				prior, err := s.q.IdempotencyKeyGet(ctx, tx, dbsqlc.IdempotencyKeyGetParams{
+					WorkspaceID: e.WorkspaceID, Key: e.IdempotencyKey, RetentionSeconds: IdempotencyRetention.Seconds(),
+				})
+				if err != nil {
+					return interpretError(err)
+				}
+				if !bytes.Equal(prior.RequestHash, e.RequestHash) {
+					return fmt.Errorf("%w: Idempotency-Key was used with a different request", ports.ErrConflict)
+				}
+				r, err := s.q.QueueGet(ctx, tx, prior.QueueID)
+				if errors.Is(err, pgx.ErrNoRows) {
+					// The item completed and was deleted; its id still
+					// answers the replay.
+					out = ports.QueueRecord{ID: prior.QueueID, WorkspaceID: e.WorkspaceID, DefinitionID: e.DefinitionID,
+						QueueItem: domain.QueueItem{Status: domain.QueueDispatched}}
+					replayed = true
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				out, replayed = queueFromRow(r), true
+				return nil
+			}
+		}
+		r, err := s.q.QueueInsert(ctx, tx, dbsqlc.QueueInsertParams{
+			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
+		})
+		if err != nil {
+			return interpretError(err)
+		}
+		details, _ := json.Marshal(map[string]any{"workflowDefinitionId": e.DefinitionID, "priority": e.Priority, "idempotencyKey": e.IdempotencyKey})
+		ws := e.WorkspaceID
+		if err := s.q.ActivityInsert(ctx, tx, dbsqlc.ActivityInsertParams{
+			ID: uuid.New(), WorkspaceID: &ws, Actor: e.Actor.String(), Action: "execution.enqueued", SubjectID: &r.ID, Details: details,
+		}); err != nil {
+			return err
+		}
+		if err := s.q.QueueNotify(ctx, tx); err != nil {
+			return err
+		}
+		out = queueFromRow(r)
+		return nil
+	})
+	return out, replayed, err
+}
+
+// GetQueueItem loads a queue item.
+func (s *Store) GetQueueItem(ctx context.Context, id uuid.UUID) (ports.QueueRecord, error) {
+	r, err := s.q.QueueGet(ctx, s.pool, id)
+	if err != nil {
+		return ports.QueueRecord{}, interpretError(err)
+	}
+	return queueFromRow(r), nil
+}
+
+// ListQueue pages through a workspace's queue items.
+func (s *Store) ListQueue(ctx context.Context, workspaceID uuid.UUID, status *domain.QueueStatus, page ports.Page) ([]ports.QueueRecord, error) {
+	var st *string
+	if status != nil {
+		v := string(*status)
+		st = &v
+	}
+	rows, err := s.q.QueueList(ctx, s.pool, dbsqlc.QueueListParams{WorkspaceID: workspaceID, Status: st, After: page.After, MaxRows: int32(page.Limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.QueueRecord, len(rows))
+	for i, r := range rows {
+		out[i] = queueFromRow(r)
+	}
+	return out, nil
+}
+
+// CancelQueued cancels an undispatched item through the domain state
+// machine, under the item's row lock. A CLAIMED item's execution row is
+// dropped with it, so a dispatcher that started it anyway is undone by the
+// reconciler rather than holding a slot.
+func (s *Store) CancelQueued(ctx context.Context, id uuid.UUID) (ports.QueueRecord, error) {
+	var out ports.QueueRecord
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		r, err := s.q.QueueGetForUpdate(ctx, tx, id)
+		if err != nil {
+			return interpretError(err)
+		}
+		rec := queueFromRow(r)
+		claimed := rec.Status == domain.QueueClaimed
+		if err := rec.Cancel(); err != nil {
+			return err
+		}
+		if claimed && rec.ExecutionID != nil {
+			if err := s.q.ExecutionsDelete(ctx, tx, []uuid.UUID{*rec.ExecutionID}); err != nil {
+				return err
+			}
+		}
+		if err := s.q.QueueSetOutcome(ctx, tx, dbsqlc.QueueSetOutcomeParams{ID: id, Status: string(rec.Status)}); err != nil {
+			return err
+		}
+		out = rec
+		return nil
+	})
+	return out, err
+}
+
+func executionFromRow(r dbsqlc.WorkflowExecution) ports.Execution {
+	return ports.Execution{
+		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Version: int(r.WorkflowVersion),
+		Status: domain.ExecutionStatus(r.Status), Input: r.Input, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt,
+		DurationMs: r.DurationMs, Error: r.Error,
+	}
+}
+
+// GetExecution loads an execution with its node records.
+func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (ports.Execution, []ports.NodeRecord, error) {
+	r, err := s.q.ExecutionGet(ctx, s.pool, id)
+	if err != nil {
+		return ports.Execution{}, nil, interpretError(err)
+	}
+	rows, err := s.q.NodesForExecution(ctx, s.pool, id)
+	if err != nil {
+		return ports.Execution{}, nil, err
+	}
+	nodes := make([]ports.NodeRecord, len(rows))
+	for i, n := range rows {
+		nodes[i] = ports.NodeRecord{
+			Key: n.NodeKey, Type: domain.NodeType(n.NodeType), Status: domain.NodeStatus(n.Status), Attempt: int(n.Attempt),
+			Input: n.Input, Output: n.Output, Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
+		}
+	}
+	return executionFromRow(r), nodes, nil
+}
+
+// ListExecutions pages through a workspace's executions, newest first.
+func (s *Store) ListExecutions(ctx context.Context, workspaceID uuid.UUID, status *domain.ExecutionStatus, limit int, before *ports.ExecutionCursor) ([]ports.Execution, error) {
+	p := dbsqlc.ExecutionListParams{WorkspaceID: workspaceID, MaxRows: int32(limit)}
+	if status != nil {
+		v := string(*status)
+		p.Status = &v
+	}
+	if before != nil {
+		p.BeforeStartedAt, p.BeforeID = &before.StartedAt, &before.ID
+	}
+	rows, err := s.q.ExecutionList(ctx, s.pool, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.Execution, len(rows))
+	for i, r := range rows {
+		out[i] = executionFromRow(r)
+	}
+	return out, nil
+}

@@ -1,0 +1,3 @@
+-- name: ActivityInsert :exec
+INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
+VALUES (@id, @workspace_id, @actor, @action, @subject_id, @details);

@@ -1,0 +1,35 @@
+-- name: DefinitionInsert :one
+INSERT INTO workflow_definitions (id, workspace_id, name)
+VALUES (@id, @workspace_id, @name)
+RETURNING *;
+
+-- name: DefinitionVersionInsert :one
+INSERT INTO workflow_definition_versions (workflow_definition_id, version, graph)
+VALUES (@workflow_definition_id, @version, @graph)
+RETURNING *;
+
+-- name: DefinitionGet :one
+SELECT * FROM workflow_definitions WHERE id = @id AND deleted_at IS NULL;
+
+-- name: DefinitionList :many
+SELECT * FROM workflow_definitions
+WHERE workspace_id = @workspace_id AND deleted_at IS NULL
+  AND (sqlc.narg(after)::uuid IS NULL OR id > sqlc.narg(after)::uuid)
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: DefinitionNextVersion :one
+-- Takes the definition's row lock, so concurrent new versions get distinct
+-- numbers.
+UPDATE workflow_definitions
+SET current_version = current_version + 1, updated_at = now()
+WHERE id = @id AND deleted_at IS NULL
+RETURNING current_version;
+
+-- name: DefinitionSoftDelete :execrows
+UPDATE workflow_definitions SET deleted_at = now(), updated_at = now()
+WHERE id = @id AND deleted_at IS NULL;
+
+-- name: DefinitionVersionGet :one
+SELECT * FROM workflow_definition_versions
+WHERE workflow_definition_id = @workflow_definition_id AND version = @version;

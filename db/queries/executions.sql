@@ -1,0 +1,53 @@
+-- name: ExecutionsRunningForWorkspaces :many
+SELECT workspace_id, id FROM workflow_executions
+WHERE workspace_id = ANY(@workspace_ids::uuid[]) AND status = 'RUNNING';
+
+-- name: ExecutionsUpsertRunning :exec
+-- A retry reuses the id kept on its queue item, so its Temporal workflow id
+-- stays execution-{id}; a row left from an earlier try is reset to RUNNING.
+INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, input)
+SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input
+FROM (SELECT unnest(@ids::uuid[]) AS id,
+             unnest(@workspace_ids::uuid[]) AS workspace_id,
+             unnest(@workflow_definition_ids::uuid[]) AS workflow_definition_id,
+             unnest(@workflow_versions::int[]) AS workflow_version,
+             unnest(@inputs::jsonb[]) AS input) AS e
+ON CONFLICT (id) DO UPDATE
+SET status = 'RUNNING', started_at = now(), completed_at = NULL, duration_ms = NULL, error = NULL,
+    workflow_version = EXCLUDED.workflow_version, input = EXCLUDED.input;
+
+-- name: ExecutionsDelete :exec
+DELETE FROM workflow_executions WHERE id = ANY(@ids::uuid[]) AND status = 'RUNNING';
+
+-- name: ExecutionGet :one
+SELECT * FROM workflow_executions WHERE id = @id;
+
+-- name: ExecutionFinish :one
+-- Idempotent: only a RUNNING execution is finished, and a repeat finds none.
+UPDATE workflow_executions
+SET status = @status, completed_at = now(), error = sqlc.narg(error),
+    duration_ms = (extract(epoch FROM now() - started_at) * 1000)::bigint
+WHERE id = @id AND status = 'RUNNING'
+RETURNING *;
+
+-- name: ExecutionList :many
+-- Keyset pagination on (started_at, id), newest first.
+SELECT * FROM workflow_executions
+WHERE workspace_id = @workspace_id
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
+  AND (sqlc.narg(before_started_at)::timestamptz IS NULL
+       OR (started_at, id) < (sqlc.narg(before_started_at)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY started_at DESC, id DESC
+LIMIT @max_rows;
+
+-- name: ExecutionsRunningStartedBefore :many
+-- Executions whose item is still CLAIMED may not have started yet; stale
+-- recovery settles those, so the reconciler leaves them alone.
+SELECT e.* FROM workflow_executions e
+WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => @older_than_seconds::float8)
+  AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
+ORDER BY e.started_at
+LIMIT @max_rows;
+
+-- name: ExecutionNotifySlotFree :exec
+SELECT pg_notify('sluice_queue', '');

@@ -1,0 +1,150 @@
+-- name: QueueInsert :one
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority)
+VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority)
+RETURNING *;
+
+-- name: QueueNotify :exec
+-- Wakes every listening dispatcher once the surrounding transaction commits.
+SELECT pg_notify('sluice_queue', '');
+
+-- name: QueueGet :one
+SELECT * FROM workflow_execution_queue WHERE id = @id;
+
+-- name: QueueList :many
+SELECT * FROM workflow_execution_queue
+WHERE workspace_id = @workspace_id
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
+  AND (sqlc.narg(after)::uuid IS NULL OR id > sqlc.narg(after)::uuid)
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: QueuePendingWorkspaces :many
+-- The distinct workspaces with pending work, read as a loose index scan over
+-- the pending index: one index probe per workspace, however deep the backlog
+-- behind each one is. plan is empty when the workspace no longer exists.
+WITH RECURSIVE pending AS (
+    (SELECT q.workspace_id FROM workflow_execution_queue q
+     WHERE q.status = 'PENDING'
+     ORDER BY q.workspace_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT q.workspace_id FROM workflow_execution_queue q
+            WHERE q.status = 'PENDING' AND q.workspace_id > p.workspace_id
+            ORDER BY q.workspace_id LIMIT 1)
+    FROM pending p
+    WHERE p.workspace_id IS NOT NULL
+)
+SELECT p.workspace_id::uuid AS workspace_id, coalesce(w.plan, '')::text AS plan,
+       (SELECT count(*) FROM workflow_executions e
+        WHERE e.workspace_id = p.workspace_id AND e.status = 'RUNNING')::int AS active
+FROM pending p
+LEFT JOIN workspaces w ON w.id = p.workspace_id
+WHERE p.workspace_id IS NOT NULL;
+
+-- name: QueueFailPendingOfWorkspaces :execrows
+UPDATE workflow_execution_queue
+SET status = 'FAILED', last_error = @last_error
+WHERE workspace_id = ANY(@workspace_ids::uuid[]) AND status = 'PENDING'
+  AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = workflow_execution_queue.workspace_id);
+
+-- name: QueueClaimCandidates :many
+-- Up to n claimable items of each workspace, best priority first, then
+-- oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
+-- current_version is 0 when the definition is gone or deleted.
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.input, q.priority, q.created_at,
+       q.available_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id,
+       coalesce(d.current_version, 0)::int AS current_version
+FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@quotas::int[]) AS n) AS w
+CROSS JOIN LATERAL (
+    SELECT * FROM workflow_execution_queue i
+    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
+    ORDER BY i.priority, i.created_at, i.id
+    LIMIT w.n
+    FOR UPDATE SKIP LOCKED
+) q
+LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL;
+
+-- name: QueueMarkClaimed :exec
+UPDATE workflow_execution_queue q
+SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@execution_ids::uuid[]) AS execution_id) AS c
+WHERE q.id = c.id AND q.status = 'PENDING';
+
+-- name: QueueMarkDispatched :many
+-- Only items still in the claim that started their workflow move on, so a
+-- late dispatcher never overwrites what stale recovery already did.
+UPDATE workflow_execution_queue q
+SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@execution_ids::uuid[]) AS execution_id) AS c
+WHERE q.id = c.id AND q.status = 'CLAIMED' AND q.execution_id = c.execution_id
+RETURNING q.id, q.created_at, q.dispatched_at;
+
+-- name: QueueApplyTransitions :many
+-- Writes states computed by the domain state machine, each guarded by the
+-- state it was computed from (status and claimed_at), so a row that moved on
+-- meanwhile is left alone.
+UPDATE workflow_execution_queue q
+SET status = t.status,
+    claimed_at = NULL,
+    available_at = t.available_at,
+    attempt_count = t.attempt_count,
+    dispatch_failures = t.dispatch_failures,
+    last_error = NULLIF(t.last_error, '')
+FROM (SELECT unnest(@ids::uuid[]) AS id,
+             unnest(@from_statuses::text[]) AS from_status,
+             unnest(@from_claimed_ats::timestamptz[]) AS from_claimed_at,
+             unnest(@statuses::text[]) AS status,
+             unnest(@available_ats::timestamptz[]) AS available_at,
+             unnest(@attempt_counts::int[]) AS attempt_count,
+             unnest(@dispatch_failures::int[]) AS dispatch_failures,
+             unnest(@last_errors::text[]) AS last_error) AS t
+WHERE q.id = t.id AND q.status = t.from_status
+  AND q.claimed_at IS NOT DISTINCT FROM t.from_claimed_at
+RETURNING q.id;
+
+-- name: QueueStaleClaimed :many
+SELECT * FROM workflow_execution_queue
+WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => @older_than_seconds::float8)
+ORDER BY claimed_at
+LIMIT @max_rows
+FOR UPDATE SKIP LOCKED;
+
+-- name: QueueDeleteByExecution :execrows
+DELETE FROM workflow_execution_queue WHERE execution_id = @execution_id;
+
+-- name: QueueGetByExecution :one
+SELECT * FROM workflow_execution_queue WHERE execution_id = @execution_id;
+
+-- name: QueueGetForUpdate :one
+SELECT * FROM workflow_execution_queue WHERE id = @id FOR UPDATE;
+
+-- name: QueueDepthByPlan :many
+SELECT coalesce(w.plan, 'UNKNOWN')::text AS plan, count(*)::bigint AS depth
+FROM workflow_execution_queue q
+LEFT JOIN workspaces w ON w.id = q.workspace_id
+WHERE q.status = 'PENDING'
+GROUP BY 1;
+
+-- name: IdempotencyKeyGet :one
+-- Keys older than the retention window count as absent.
+SELECT * FROM idempotency_keys
+WHERE workspace_id = @workspace_id AND key = @key
+  AND created_at > now() - make_interval(secs => @retention_seconds::float8);
+
+-- name: IdempotencyKeyClaim :execrows
+-- Claims the key for this request, or replaces one past retention. Zero rows
+-- means the key is taken: a concurrent request with the same key waits here
+-- for the first one to commit, so both cannot enqueue.
+INSERT INTO idempotency_keys (workspace_id, key, request_hash, queue_id)
+VALUES (@workspace_id, @key, @request_hash, @queue_id)
+ON CONFLICT (workspace_id, key) DO UPDATE
+SET request_hash = EXCLUDED.request_hash, queue_id = EXCLUDED.queue_id, created_at = now()
+WHERE idempotency_keys.created_at <= now() - make_interval(secs => @retention_seconds::float8);
+
+-- name: IdempotencyKeysPurge :execrows
+DELETE FROM idempotency_keys
+WHERE created_at < now() - make_interval(secs => @retention_seconds::float8);
+
+-- name: QueueSetOutcome :exec
+UPDATE workflow_execution_queue
+SET status = @status, last_error = sqlc.narg(last_error), claimed_at = NULL
+WHERE id = @id;

@@ -1,0 +1,19 @@
+-- name: LeaseAcquire :execrows
+-- ShedLock's own algorithm on database time: take the lease when it is free
+-- or expired, or extend it when we already hold it.
+INSERT INTO shedlock (name, lock_until, locked_at, locked_by)
+VALUES (@name, now() + make_interval(secs => @lock_at_most_for_seconds::float8), now(), @locked_by)
+ON CONFLICT (name) DO UPDATE
+SET lock_until = EXCLUDED.lock_until,
+    locked_at = CASE WHEN shedlock.locked_by = EXCLUDED.locked_by AND shedlock.lock_until > now()
+                     THEN shedlock.locked_at ELSE EXCLUDED.locked_at END,
+    locked_by = EXCLUDED.locked_by
+WHERE shedlock.lock_until <= now() OR shedlock.locked_by = EXCLUDED.locked_by;
+
+-- name: LeaseRelease :exec
+-- Releasing keeps the lease until lockAtLeastFor has passed since it was
+-- taken, as ShedLock does, so instances with skewed schedules cannot run the
+-- same job back to back.
+UPDATE shedlock
+SET lock_until = GREATEST(now(), locked_at + make_interval(secs => @lock_at_least_for_seconds::float8))
+WHERE name = @name AND locked_by = @locked_by;

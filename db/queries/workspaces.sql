@@ -1,0 +1,36 @@
+-- name: WorkspaceInsert :one
+INSERT INTO workspaces (id, name, plan)
+VALUES (@id, @name, @plan)
+RETURNING *;
+
+-- name: WorkspaceGet :one
+SELECT * FROM workspaces WHERE id = @id;
+
+-- name: WorkspaceStats :one
+-- The live numbers a workspace view shows: executions holding a slot and
+-- items still waiting for one.
+SELECT
+    (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = @id AND e.status = 'RUNNING')::int AS active,
+    (SELECT count(*) FROM workflow_execution_queue q WHERE q.workspace_id = @id AND q.status IN ('PENDING', 'CLAIMED'))::int AS queued;
+
+-- name: WorkspaceList :many
+SELECT * FROM workspaces
+WHERE (sqlc.narg(after)::uuid IS NULL OR id > sqlc.narg(after)::uuid)
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: WorkspaceUpdatePlan :one
+UPDATE workspaces SET plan = @plan, updated_at = now()
+WHERE id = @id
+RETURNING *;
+
+-- name: WorkspacesLockForAdmission :many
+-- Admission is serialised per workspace by this row lock: every transaction
+-- that creates a RUNNING execution holds it, so the count taken under it is
+-- exact. NO KEY UPDATE does not conflict with the KEY SHARE lock that
+-- enqueue's foreign-key checks take, and SKIP LOCKED lets a second dispatcher
+-- move on to other workspaces instead of waiting.
+SELECT id, plan FROM workspaces
+WHERE id = ANY(@ids::uuid[])
+ORDER BY id
+FOR NO KEY UPDATE SKIP LOCKED;

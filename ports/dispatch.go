@@ -1,0 +1,130 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+// PendingWorkspace is a workspace with claimable work, as the admission
+// step sees it under the workspace's row lock.
+type PendingWorkspace struct {
+	ID   uuid.UUID
+	Plan domain.Plan
+	// Running holds the ids of the workspace's RUNNING executions, counted
+	// under the lock, so admission can tell an item's own execution (a
+	// retry) from others'.
+	Running map[uuid.UUID]bool
+}
+
+// AdmitFunc decides, under the workspaces' row locks, how many items to
+// claim from each workspace. Returning a quota above a workspace's free
+// slots would break its limit; the dispatcher's admission policy is the one
+// place that decides this.
+type AdmitFunc func(workspaces []PendingWorkspace) map[uuid.UUID]int
+
+// ClaimedItem is a queue item claimed for dispatch, with the execution row
+// already written as RUNNING and its id on the item.
+type ClaimedItem struct {
+	QueueRecord
+	ExecutionID uuid.UUID
+	Version     int
+}
+
+// ClaimResult is what one admission transaction did.
+type ClaimResult struct {
+	Claimed []ClaimedItem
+	// Failed are items failed for good because their workspace or
+	// definition is gone.
+	Failed int
+	// Workspaces is how many workspaces had pending work.
+	Workspaces int
+	// AtCapacity is how many of them had no free slot.
+	AtCapacity int
+}
+
+// QueueTransition is a queue item's new state computed by the domain state
+// machine, to be written only if the row is still in the state it was
+// computed from.
+type QueueTransition struct {
+	ID            uuid.UUID
+	FromStatus    domain.QueueStatus
+	FromClaimedAt *time.Time
+	To            domain.QueueItem
+	// DropExecution removes the item's RUNNING execution row, freeing its
+	// slot; the id stays on the item for the retry.
+	DropExecution *uuid.UUID
+}
+
+// DispatchedItem is an item whose workflow has started.
+type DispatchedItem struct {
+	ID          uuid.UUID
+	ExecutionID uuid.UUID
+}
+
+// DispatchedRecord reports an item marked DISPATCHED, for the
+// enqueue-to-dispatch latency.
+type DispatchedRecord struct {
+	ID           uuid.UUID
+	CreatedAt    time.Time
+	DispatchedAt time.Time
+}
+
+// DispatchStore is the dispatcher's side of storage.
+type DispatchStore interface {
+	// Claim runs one admission transaction: it fails items of vanished
+	// workspaces, locks the workspaces with pending work (skipping those
+	// another dispatcher holds), asks admit for quotas, claims that many
+	// items per workspace with FOR UPDATE SKIP LOCKED, fails items whose
+	// definition is gone, writes their executions as RUNNING and marks the
+	// items CLAIMED, then commits. limit bounds the claimed items.
+	Claim(ctx context.Context, admit AdmitFunc) (ClaimResult, error)
+	// MarkDispatched moves items still CLAIMED by the given execution to
+	// DISPATCHED in one statement.
+	MarkDispatched(ctx context.Context, items []DispatchedItem) ([]DispatchedRecord, error)
+	// ApplyTransitions writes domain-computed states, each guarded by the
+	// state it came from, in one transaction; it returns the ids written.
+	ApplyTransitions(ctx context.Context, ts []QueueTransition) ([]uuid.UUID, error)
+	// StaleClaimed returns items CLAIMED for longer than olderThan.
+	StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]QueueRecord, error)
+	// RunningStartedBefore returns RUNNING executions older than olderThan,
+	// for the reconciler.
+	RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]Execution, error)
+	// QueueDepthByPlan counts PENDING items per plan.
+	QueueDepthByPlan(ctx context.Context) (map[string]int64, error)
+}
+
+// Lease is a ShedLock-compatible named lease on database time.
+type Lease interface {
+	// TryAcquire takes or extends the lease for atMostFor; false means
+	// another holder has it.
+	TryAcquire(ctx context.Context, name string, atMostFor time.Duration) (bool, error)
+	// Release lets go of the lease, which stays held until atLeastFor after
+	// it was taken.
+	Release(ctx context.Context, name string, atLeastFor time.Duration) error
+}
+
+// Wakeups delivers a signal whenever work may have appeared: an enqueue or
+// a freed slot. Signals coalesce; a missed one is covered by polling.
+type Wakeups interface {
+	C() <-chan struct{}
+}
+
+// ExecutionStore is the worker's side of storage.
+type ExecutionStore interface {
+	GetExecution(ctx context.Context, id uuid.UUID) (Execution, []NodeRecord, error)
+	GetDefinitionVersion(ctx context.Context, definitionID uuid.UUID, version int) (DefinitionVersion, error)
+	// StartNode records a node run as RUNNING (or a retry's new attempt).
+	StartNode(ctx context.Context, executionID uuid.UUID, n NodeRecord) error
+	// FinishNode records how a node run ended, creating the row when the
+	// node never started (SKIPPED, CANCELLED).
+	FinishNode(ctx context.Context, executionID uuid.UUID, n NodeRecord) error
+	// FinishExecution ends a RUNNING execution and settles its queue item
+	// (deleted on COMPLETED, else FAILED or CANCELLED) in one transaction,
+	// then wakes the dispatchers. found=false when the execution was not
+	// RUNNING or missing: a repeat, logged by the caller.
+	FinishExecution(ctx context.Context, id uuid.UUID, status domain.ExecutionStatus, errMsg *string) (found bool, err error)
+}
