@@ -58,6 +58,10 @@ func joinOps() string {
 	return strings.Join(names, ", ")
 }
 
+// errNoRight is returned by EvaluateCondition when a comparison lacks its
+// right operand.
+var errNoRight = errors.New("condition: right operand is required")
+
 // EvaluateCondition resolves Left and Right through templates (see Resolve)
 // and compares them with Op. Its result is the output of a CONDITION node and
 // chooses the outgoing edges to follow.

@@ -3,7 +3,6 @@ package domain
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -386,7 +385,3 @@ func decodeDelayConfig(raw json.RawMessage, path string, ve *ValidationError) De
 	}
 	return DelayConfig{}
 }
-
-// errNoRight is returned by EvaluateCondition when a comparison lacks its
-// right operand.
-var errNoRight = errors.New("condition: right operand is required")

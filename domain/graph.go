@@ -66,7 +66,8 @@ type Edge struct {
 	From string `json:"from"`
 	// To is the key of the later node.
 	To string `json:"to"`
-	// When, on an edge leaving a CONDITION node, is the result that takes it.
+	// When is the CONDITION result that takes this edge; only on edges leaving
+	// a CONDITION node, nil means "always".
 	When *bool `json:"when,omitempty"`
 }
 

@@ -175,6 +175,16 @@ func (p TierPolicy) Limit(plan Plan) (int, error) {
 	return defaultLimits[i], nil
 }
 
+// Limits returns every plan's effective limit, for logging the configuration
+// a process runs with.
+func (p TierPolicy) Limits() map[Plan]int {
+	out := make(map[Plan]int, len(defaultLimits))
+	for _, plan := range Plans() {
+		out[plan], _ = p.Limit(plan)
+	}
+	return out
+}
+
 // Admission is the outcome of TierPolicy.Admit. It carries the numbers the
 // decision was made from, so the caller can log "at capacity (5/5)" without
 // recomputing them.

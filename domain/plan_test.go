@@ -64,6 +64,9 @@ func TestDefaultTierPolicyLimits(t *testing.T) {
 			}
 		}
 	}
+	if got := DefaultTierPolicy().Limits(); len(got) != 3 || got[PlanPro] != 5 {
+		t.Errorf("Limits() = %v", got)
+	}
 	if _, err := DefaultTierPolicy().Limit("GOLD"); !errors.Is(err, ErrUnknownPlan) {
 		t.Errorf("Limit(GOLD) error = %v, want ErrUnknownPlan", err)
 	}

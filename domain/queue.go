@@ -134,9 +134,9 @@ func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }
 type QueueItem struct {
 	// Status is the current state.
 	Status QueueStatus
-	// ClaimedAt is when the current claim was taken; nil unless a claim was
-	// taken since the last release. Stale recovery compares it to spot the
-	// same claim.
+	// ClaimedAt is when the latest claim was taken. Every return to PENDING
+	// clears it; DISPATCHED and the terminal states keep it as a record. Stale
+	// recovery compares it to recognise the claim it observed.
 	ClaimedAt *time.Time
 	// DispatchedAt is when the execution was started in Temporal.
 	DispatchedAt *time.Time
@@ -223,9 +223,10 @@ func (q *QueueItem) ReleaseAtCapacity() error {
 // ReleaseAfterDispatchError handles a failed dispatch (Temporal unreachable,
 // execution row could not be written...) of a CLAIMED item. It counts the
 // attempt and the dispatch failure and records reason. If DispatchFailures has
-// now reached MaxDispatchAttempts the item becomes FAILED for good; otherwise it
-// returns to PENDING, not claimable before now + b.Delay(DispatchFailures), so
-// that a struggling Temporal is not hammered at every poll.
+// now reached MaxDispatchAttempts the item becomes FAILED for good (keeping
+// ClaimedAt, like Fail); otherwise it returns to PENDING with ClaimedAt
+// cleared, not claimable before now + b.Delay(DispatchFailures), so that a
+// struggling Temporal is not hammered at every poll.
 func (q *QueueItem) ReleaseAfterDispatchError(reason string, now time.Time, b DispatchBackoff) error {
 	if q.Status != QueueClaimed {
 		return q.refuse(EventReleaseAfterDispatchError)
@@ -233,12 +234,12 @@ func (q *QueueItem) ReleaseAfterDispatchError(reason string, now time.Time, b Di
 	q.AttemptCount++
 	q.DispatchFailures++
 	q.LastError = reason
-	q.ClaimedAt = nil
 	if q.DispatchFailures >= MaxDispatchAttempts {
 		q.Status = QueueFailed
 		return nil
 	}
 	q.Status = QueuePending
+	q.ClaimedAt = nil
 	q.AvailableAt = now.Add(b.Delay(q.DispatchFailures))
 	return nil
 }

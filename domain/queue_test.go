@@ -217,8 +217,11 @@ func TestReleaseAfterDispatchError(t *testing.T) {
 			if q.Status != tt.wantStatus || q.DispatchFailures != tt.wantFailures || q.AttemptCount != tt.wantAttempts {
 				t.Fatalf("got %s failures=%d attempts=%d; want %s %d %d", q.Status, q.DispatchFailures, q.AttemptCount, tt.wantStatus, tt.wantFailures, tt.wantAttempts)
 			}
-			if q.LastError != "temporal down" || q.ClaimedAt != nil {
-				t.Fatalf("LastError=%q ClaimedAt=%v", q.LastError, q.ClaimedAt)
+			if q.LastError != "temporal down" {
+				t.Fatalf("LastError = %q", q.LastError)
+			}
+			if released := tt.wantStatus == QueuePending; released != (q.ClaimedAt == nil) {
+				t.Fatalf("status %s with ClaimedAt %v; a release clears it, a final failure keeps it", q.Status, q.ClaimedAt)
 			}
 			want := tt.wantAvailableAt
 			if tt.wantStatus == QueueFailed {
