@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+func workspaceOut(w app.WorkspaceView) api.Workspace {
+	return api.Workspace{
+		Id: w.ID, Name: w.Name, Plan: api.Plan(w.Plan), Limit: w.Limit, Active: w.Active, Queued: w.Queued,
+		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
+	}
+}
+
+// graphIn re-reads the request's graph with the domain's strict decoder,
+// so the API and the stored form agree on one definition of a graph.
+func graphIn(g api.Graph) (domain.Graph, error) {
+	raw, err := json.Marshal(g)
+	if err != nil {
+		return domain.Graph{}, err
+	}
+	out, err := domain.DecodeGraph(raw)
+	if err != nil {
+		var ve *domain.ValidationError
+		if errors.As(err, &ve) {
+			ps := make([]domain.Problem, len(ve.Problems))
+			for i, p := range ve.Problems {
+				ps[i] = domain.Problem{Path: "/graph" + p.Path, Message: p.Message}
+			}
+			return domain.Graph{}, &app.InvalidError{Problems: ps}
+		}
+		return domain.Graph{}, err
+	}
+	return out, nil
+}
+
+func graphOut(g domain.Graph) api.Graph {
+	out := api.Graph{Nodes: make([]api.Node, len(g.Nodes))}
+	for i, n := range g.Nodes {
+		out.Nodes[i] = api.Node{Key: n.Key, Type: string(n.Type)}
+		if len(n.Config) > 0 {
+			var cfg map[string]any
+			if json.Unmarshal(n.Config, &cfg) == nil && cfg != nil {
+				out.Nodes[i].Config = &cfg
+			}
+		}
+	}
+	edges := make([]api.Edge, len(g.Edges))
+	for i, e := range g.Edges {
+		edges[i] = api.Edge{From: e.From, To: e.To, When: e.When}
+	}
+	out.Edges = &edges
+	return out
+}
+
+func definitionOut(d ports.Definition) api.Definition {
+	return api.Definition{
+		Id: d.ID, WorkspaceId: d.WorkspaceID, Name: d.Name, CurrentVersion: d.CurrentVersion, Graph: graphOut(d.Graph),
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+	}
+}
+
+func versionOut(v ports.DefinitionVersion) api.DefinitionVersion {
+	return api.DefinitionVersion{DefinitionId: v.DefinitionID, Version: v.Version, Graph: graphOut(v.Graph), CreatedAt: v.CreatedAt}
+}
+
+func queueOut(q ports.QueueRecord) api.QueueItem {
+	out := api.QueueItem{
+		Id: q.ID, WorkspaceId: q.WorkspaceID, WorkflowDefinitionId: q.DefinitionID, Status: api.QueueStatus(q.Status),
+		Priority: q.Priority, AttemptCount: q.AttemptCount, DispatchFailures: q.DispatchFailures, ExecutionId: q.ExecutionID,
+		CreatedAt: q.CreatedAt, AvailableAt: q.AvailableAt, ClaimedAt: q.ClaimedAt, DispatchedAt: q.DispatchedAt,
+	}
+	if q.LastError != "" {
+		msg := q.LastError
+		out.LastError = &msg
+	}
+	return out
+}
+
+func executionOut(e ports.Execution) api.Execution {
+	out := api.Execution{
+		Id: e.ID, WorkspaceId: e.WorkspaceID, WorkflowDefinitionId: e.DefinitionID, WorkflowVersion: e.Version,
+		Status: api.ExecutionStatus(e.Status), StartedAt: e.StartedAt, CompletedAt: e.CompletedAt, DurationMs: e.DurationMs,
+		Error: e.Error, Input: map[string]any{},
+	}
+	_ = json.Unmarshal(e.Input, &out.Input)
+	if out.Input == nil {
+		out.Input = map[string]any{}
+	}
+	return out
+}
+
+func rawOrNil(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	return v
+}
+
+func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }

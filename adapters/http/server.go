@@ -1,0 +1,477 @@
+// Package httpapi is the HTTP adapter: the strict server generated from
+// openapi.yaml, implemented over the app use cases, behind middleware for
+// body limits, bearer authentication and request validation against the
+// same spec.
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/google/uuid"
+	middleware "github.com/oapi-codegen/nethttp-middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	sluice "github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// MaxBodyBytes bounds request bodies; larger ones get a 413.
+const MaxBodyBytes = 1 << 20
+
+// Server implements the generated strict server over the use cases.
+type Server struct {
+	svc *app.Service
+}
+
+var _ api.StrictServerInterface = (*Server)(nil)
+
+type actorKey struct{}
+
+func actorFrom(ctx context.Context) ports.Actor {
+	a, _ := ctx.Value(actorKey{}).(ports.Actor)
+	return a
+}
+
+// NewHandler builds the whole HTTP surface: /healthz, /readyz, /metrics,
+// /openapi.yaml and the /api/v1 operations.
+func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
+	spec, err := api.GetSwagger()
+	if err != nil {
+		return nil, fmt.Errorf("loading embedded spec: %w", err)
+	}
+	// Match operations by path alone, whatever host the server is reached on.
+	spec.Servers = nil
+	errs := errorResponder{log: log}
+	validator := middleware.OapiRequestValidatorWithOptions(spec, &middleware.Options{
+		Options: openapi3filter.Options{
+			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+			MultiError:         true,
+		},
+		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, opts middleware.ErrorHandlerOpts) {
+			if opts.StatusCode == http.StatusNotFound {
+				writeProblem(w, http.StatusNotFound, "not-found", "Not found", "no such operation: "+r.Method+" "+r.URL.Path, nil)
+				return
+			}
+			var tooLarge *http.MaxBytesError
+			if asMaxBytes(err, &tooLarge) {
+				errs.respond(w, r, tooLarge)
+				return
+			}
+			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", "the request does not match the API schema", validationFields(err))
+		},
+	})
+	strict := api.NewStrictHandlerWithOptions(&Server{svc: svc}, nil, api.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", err.Error(), nil)
+		},
+		ResponseErrorHandlerFunc: errs.respond,
+	})
+	operations := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", err.Error(), nil)
+		},
+	})
+	guarded := limitBody(authenticate(svc, errs, validator(operations)))
+
+	mux := http.NewServeMux()
+	mux.Handle("/api/", guarded)
+	mux.Handle("/healthz", operations)
+	mux.Handle("/readyz", operations)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(sluice.OpenAPISpec)
+	})
+	return mux, nil
+}
+
+// limitBody refuses bodies over MaxBodyBytes: at once when the length is
+// declared, else when the reader passes the limit.
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBodyBytes {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "Payload too large",
+				fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes), nil)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate resolves the bearer token before anything else looks at the
+// request, so an unauthenticated caller learns nothing about its shape.
+func authenticate(svc *app.Service, errs errorResponder, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			token = ""
+		}
+		actor, err := svc.Authenticate(r.Context(), strings.TrimSpace(token))
+		if err != nil {
+			errs.respond(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, actor)))
+	})
+}
+
+// GetHealthz answers while the process serves.
+func (s *Server) GetHealthz(context.Context, api.GetHealthzRequestObject) (api.GetHealthzResponseObject, error) {
+	return api.GetHealthz200JSONResponse{Status: "ok"}, nil
+}
+
+// GetReadyz checks Postgres and, where used, Temporal.
+func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (api.GetReadyzResponseObject, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	checks := map[string]string{}
+	var failed []string
+	for name, err := range s.svc.Ready(ctx) {
+		if err != nil {
+			checks[name] = err.Error()
+			failed = append(failed, name+": "+err.Error())
+			continue
+		}
+		checks[name] = "ok"
+	}
+	if len(failed) > 0 {
+		detail := strings.Join(failed, "; ")
+		return api.GetReadyz503ApplicationProblemPlusJSONResponse{
+			Type: problemBase + "not-ready", Title: "Not ready", Status: http.StatusServiceUnavailable, Detail: &detail,
+		}, nil
+	}
+	return api.GetReadyz200JSONResponse{Status: "ok", Checks: &checks}, nil
+}
+
+// CreateWorkspace creates a workspace.
+func (s *Server) CreateWorkspace(ctx context.Context, req api.CreateWorkspaceRequestObject) (api.CreateWorkspaceResponseObject, error) {
+	w, err := s.svc.CreateWorkspace(ctx, actorFrom(ctx), req.Body.Name, domain.Plan(req.Body.Plan))
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateWorkspace201JSONResponse(workspaceOut(w)), nil
+}
+
+// GetWorkspace shows a workspace.
+func (s *Server) GetWorkspace(ctx context.Context, req api.GetWorkspaceRequestObject) (api.GetWorkspaceResponseObject, error) {
+	w, err := s.svc.GetWorkspace(ctx, actorFrom(ctx), req.WorkspaceId)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetWorkspace200JSONResponse(workspaceOut(w)), nil
+}
+
+// ListWorkspaces lists workspaces.
+func (s *Server) ListWorkspaces(ctx context.Context, req api.ListWorkspacesRequestObject) (api.ListWorkspacesResponseObject, error) {
+	page, err := idPage(req.Params.Limit, req.Params.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := s.svc.ListWorkspaces(ctx, actorFrom(ctx), page)
+	if err != nil {
+		return nil, err
+	}
+	out := api.WorkspacePage{Items: make([]api.Workspace, len(ws))}
+	for i, w := range ws {
+		out.Items[i] = workspaceOut(w)
+	}
+	if len(ws) == page.Limit {
+		out.NextCursor = idCursor(ws[len(ws)-1].ID)
+	}
+	return api.ListWorkspaces200JSONResponse(out), nil
+}
+
+// UpdateWorkspacePlan changes a plan.
+func (s *Server) UpdateWorkspacePlan(ctx context.Context, req api.UpdateWorkspacePlanRequestObject) (api.UpdateWorkspacePlanResponseObject, error) {
+	w, err := s.svc.UpdateWorkspacePlan(ctx, actorFrom(ctx), req.WorkspaceId, domain.Plan(req.Body.Plan))
+	if err != nil {
+		return nil, err
+	}
+	return api.UpdateWorkspacePlan200JSONResponse(workspaceOut(w)), nil
+}
+
+// CreateApiKey creates a workspace key.
+func (s *Server) CreateApiKey(ctx context.Context, req api.CreateApiKeyRequestObject) (api.CreateApiKeyResponseObject, error) {
+	k, secret, err := s.svc.CreateAPIKey(ctx, actorFrom(ctx), req.WorkspaceId, req.Body.Name)
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateApiKey201JSONResponse{
+		Id: k.ID, WorkspaceId: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Secret: secret,
+	}, nil
+}
+
+// ListApiKeys lists a workspace's keys.
+func (s *Server) ListApiKeys(ctx context.Context, req api.ListApiKeysRequestObject) (api.ListApiKeysResponseObject, error) {
+	keys, err := s.svc.ListAPIKeys(ctx, actorFrom(ctx), req.WorkspaceId)
+	if err != nil {
+		return nil, err
+	}
+	out := make(api.ListApiKeys200JSONResponse, len(keys))
+	for i, k := range keys {
+		out[i] = api.ApiKey{Id: k.ID, WorkspaceId: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	}
+	return out, nil
+}
+
+// RevokeApiKey revokes a key.
+func (s *Server) RevokeApiKey(ctx context.Context, req api.RevokeApiKeyRequestObject) (api.RevokeApiKeyResponseObject, error) {
+	if err := s.svc.RevokeAPIKey(ctx, actorFrom(ctx), req.WorkspaceId, req.KeyId); err != nil {
+		return nil, err
+	}
+	return api.RevokeApiKey204Response{}, nil
+}
+
+// CreateDefinition creates a definition with version 1.
+func (s *Server) CreateDefinition(ctx context.Context, req api.CreateDefinitionRequestObject) (api.CreateDefinitionResponseObject, error) {
+	g, err := graphIn(req.Body.Graph)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.svc.CreateDefinition(ctx, actorFrom(ctx), req.Body.WorkspaceId, req.Body.Name, g)
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateDefinition201JSONResponse(definitionOut(d)), nil
+}
+
+// GetDefinition shows a definition.
+func (s *Server) GetDefinition(ctx context.Context, req api.GetDefinitionRequestObject) (api.GetDefinitionResponseObject, error) {
+	d, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionId)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetDefinition200JSONResponse(definitionOut(d)), nil
+}
+
+// ListDefinitions lists a workspace's definitions.
+func (s *Server) ListDefinitions(ctx context.Context, req api.ListDefinitionsRequestObject) (api.ListDefinitionsResponseObject, error) {
+	page, err := idPage(req.Params.Limit, req.Params.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := s.svc.ListDefinitions(ctx, actorFrom(ctx), req.Params.WorkspaceId, page)
+	if err != nil {
+		return nil, err
+	}
+	out := api.DefinitionPage{Items: make([]api.Definition, len(ds))}
+	for i, d := range ds {
+		out.Items[i] = definitionOut(d)
+	}
+	if len(ds) == page.Limit {
+		out.NextCursor = idCursor(ds[len(ds)-1].ID)
+	}
+	return api.ListDefinitions200JSONResponse(out), nil
+}
+
+// DeleteDefinition soft-deletes a definition.
+func (s *Server) DeleteDefinition(ctx context.Context, req api.DeleteDefinitionRequestObject) (api.DeleteDefinitionResponseObject, error) {
+	if err := s.svc.DeleteDefinition(ctx, actorFrom(ctx), req.DefinitionId); err != nil {
+		return nil, err
+	}
+	return api.DeleteDefinition204Response{}, nil
+}
+
+// CreateDefinitionVersion adds a version.
+func (s *Server) CreateDefinitionVersion(ctx context.Context, req api.CreateDefinitionVersionRequestObject) (api.CreateDefinitionVersionResponseObject, error) {
+	g, err := graphIn(req.Body.Graph)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.svc.AddDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionId, g)
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateDefinitionVersion201JSONResponse(versionOut(v)), nil
+}
+
+// GetDefinitionVersion shows a version.
+func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinitionVersionRequestObject) (api.GetDefinitionVersionResponseObject, error) {
+	v, err := s.svc.GetDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionId, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetDefinitionVersion200JSONResponse(versionOut(v)), nil
+}
+
+// StartExecution enqueues an execution.
+func (s *Server) StartExecution(ctx context.Context, req api.StartExecutionRequestObject) (api.StartExecutionResponseObject, error) {
+	in := app.StartRequest{WorkspaceID: req.Body.WorkspaceId, DefinitionID: req.Body.WorkflowDefinitionId}
+	if req.Body.Input != nil {
+		raw, err := json.Marshal(*req.Body.Input)
+		if err != nil {
+			return nil, fmt.Errorf("%w: input: %v", errBadRequest, err)
+		}
+		in.Input = raw
+	}
+	if req.Body.Priority != nil {
+		in.Priority = *req.Body.Priority
+	}
+	if req.Params.IdempotencyKey != nil {
+		in.IdempotencyKey = *req.Params.IdempotencyKey
+	}
+	q, _, err := s.svc.StartExecution(ctx, actorFrom(ctx), in)
+	if err != nil {
+		return nil, err
+	}
+	return api.StartExecution202JSONResponse{QueueId: q.ID, Status: api.QueueStatus(q.Status)}, nil
+}
+
+// GetQueueItem shows a queue item.
+func (s *Server) GetQueueItem(ctx context.Context, req api.GetQueueItemRequestObject) (api.GetQueueItemResponseObject, error) {
+	q, err := s.svc.GetQueueItem(ctx, actorFrom(ctx), req.QueueId)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetQueueItem200JSONResponse(queueOut(q)), nil
+}
+
+// ListQueue lists a workspace's queue items.
+func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) (api.ListQueueResponseObject, error) {
+	page, err := idPage(req.Params.Limit, req.Params.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	var status *domain.QueueStatus
+	if req.Params.Status != nil {
+		st := domain.QueueStatus(*req.Params.Status)
+		status = &st
+	}
+	qs, err := s.svc.ListQueue(ctx, actorFrom(ctx), req.Params.WorkspaceId, status, page)
+	if err != nil {
+		return nil, err
+	}
+	out := api.QueueItemPage{Items: make([]api.QueueItem, len(qs))}
+	for i, q := range qs {
+		out.Items[i] = queueOut(q)
+	}
+	if len(qs) == page.Limit {
+		out.NextCursor = idCursor(qs[len(qs)-1].ID)
+	}
+	return api.ListQueue200JSONResponse(out), nil
+}
+
+// GetExecution shows an execution with its node records.
+func (s *Server) GetExecution(ctx context.Context, req api.GetExecutionRequestObject) (api.GetExecutionResponseObject, error) {
+	e, nodes, err := s.svc.GetExecution(ctx, actorFrom(ctx), req.ExecutionId)
+	if err != nil {
+		return nil, err
+	}
+	out := executionOut(e)
+	records := make([]api.NodeRecord, len(nodes))
+	for i, n := range nodes {
+		records[i] = api.NodeRecord{
+			Key: n.Key, Type: string(n.Type), Status: api.NodeStatus(n.Status), Attempt: n.Attempt,
+			Input: rawOrNil(n.Input), Output: rawOrNil(n.Output), Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
+		}
+	}
+	out.Nodes = &records
+	return api.GetExecution200JSONResponse(out), nil
+}
+
+// ListExecutions lists a workspace's executions, newest first.
+func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsRequestObject) (api.ListExecutionsResponseObject, error) {
+	limit := pageLimit(req.Params.Limit)
+	var before *ports.ExecutionCursor
+	if req.Params.Cursor != nil {
+		c, err := decodeExecutionCursor(*req.Params.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		before = &c
+	}
+	var status *domain.ExecutionStatus
+	if req.Params.Status != nil {
+		st := domain.ExecutionStatus(*req.Params.Status)
+		status = &st
+	}
+	es, err := s.svc.ListExecutions(ctx, actorFrom(ctx), req.Params.WorkspaceId, status, limit, before)
+	if err != nil {
+		return nil, err
+	}
+	out := api.ExecutionPage{Items: make([]api.Execution, len(es))}
+	for i, e := range es {
+		out.Items[i] = executionOut(e)
+	}
+	if len(es) == limit {
+		last := es[len(es)-1]
+		c := encodeExecutionCursor(ports.ExecutionCursor{StartedAt: last.StartedAt, ID: last.ID})
+		out.NextCursor = &c
+	}
+	return api.ListExecutions200JSONResponse(out), nil
+}
+
+// CancelExecution cancels a queued item or a running execution.
+func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionRequestObject) (api.CancelExecutionResponseObject, error) {
+	id, outcome, err := s.svc.Cancel(ctx, actorFrom(ctx), req.ExecutionId)
+	if err != nil {
+		return nil, err
+	}
+	return api.CancelExecution202JSONResponse{Id: id, Status: api.CancelResponseStatus(outcome)}, nil
+}
+
+const defaultPageSize = 50
+
+func pageLimit(l *api.Limit) int {
+	if l == nil {
+		return defaultPageSize
+	}
+	return *l
+}
+
+// idPage reads a page of an id-ordered list; the cursor is the last id.
+func idPage(limit *api.Limit, cursor *api.Cursor) (ports.Page, error) {
+	p := ports.Page{Limit: pageLimit(limit)}
+	if cursor != nil {
+		id, err := uuid.Parse(*cursor)
+		if err != nil {
+			return p, fmt.Errorf("%w: cursor is not one this API returned", errBadRequest)
+		}
+		p.After = &id
+	}
+	return p, nil
+}
+
+func idCursor(id uuid.UUID) *string {
+	s := id.String()
+	return &s
+}
+
+func encodeExecutionCursor(c ports.ExecutionCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.StartedAt.UnixMicro(), 10) + "." + c.ID.String()))
+}
+
+func decodeExecutionCursor(s string) (ports.ExecutionCursor, error) {
+	bad := fmt.Errorf("%w: cursor is not one this API returned", errBadRequest)
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return ports.ExecutionCursor{}, bad
+	}
+	ts, id, ok := strings.Cut(string(raw), ".")
+	if !ok {
+		return ports.ExecutionCursor{}, bad
+	}
+	micros, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return ports.ExecutionCursor{}, bad
+	}
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return ports.ExecutionCursor{}, bad
+	}
+	return ports.ExecutionCursor{StartedAt: time.UnixMicro(micros), ID: uid}, nil
+}

@@ -1,0 +1,229 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// LoadGraphInput names the definition version to run.
+type LoadGraphInput struct {
+	DefinitionID string
+	Version      int
+}
+
+// RunNodeInput is one node to run and what its templates can see.
+type RunNodeInput struct {
+	ExecutionID string
+	WorkspaceID string
+	Node        domain.Node
+	Input       json.RawMessage
+	Steps       map[string]json.RawMessage
+}
+
+// RunNodeOutput is a node's output, as JSON.
+type RunNodeOutput struct {
+	Output json.RawMessage
+}
+
+// NodeRecordInput is one node record the workflow writes.
+type NodeRecordInput struct {
+	Key       string
+	Type      domain.NodeType
+	Status    domain.NodeStatus
+	Output    json.RawMessage
+	Error     string
+	StartedAt *time.Time
+}
+
+// RecordNodesInput carries node records of one execution.
+type RecordNodesInput struct {
+	ExecutionID string
+	Nodes       []NodeRecordInput
+}
+
+// CompleteInput is an execution's final status.
+type CompleteInput struct {
+	ExecutionID string
+	Status      domain.ExecutionStatus
+	Error       string
+}
+
+// Activities are the workflow's activities. They hold their dependencies,
+// as Temporal's samples do, and are registered by name.
+type Activities struct {
+	store     ports.ExecutionStore
+	executors map[domain.NodeType]ports.NodeExecutor
+	log       *slog.Logger
+}
+
+// NewActivities builds the activities over a store and the node executor
+// registry.
+func NewActivities(store ports.ExecutionStore, executors []ports.NodeExecutor, log *slog.Logger) *Activities {
+	reg := make(map[domain.NodeType]ports.NodeExecutor, len(executors))
+	for _, e := range executors {
+		reg[e.Type()] = e
+	}
+	return &Activities{store: store, executors: reg, log: log}
+}
+
+// LoadGraph reads the definition version's graph. A missing version cannot
+// appear later, so it is not retried.
+func (a *Activities) LoadGraph(ctx context.Context, in LoadGraphInput) (domain.Graph, error) {
+	id, err := uuid.Parse(in.DefinitionID)
+	if err != nil {
+		return domain.Graph{}, temporal.NewNonRetryableApplicationError("bad definition id", "invalid_input", err)
+	}
+	v, err := a.store.GetDefinitionVersion(ctx, id, in.Version)
+	if err != nil {
+		if isNotFound(err) {
+			return domain.Graph{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("definition %s version %d not found", in.DefinitionID, in.Version), "not_found", err)
+		}
+		return domain.Graph{}, err
+	}
+	return v.Graph, nil
+}
+
+// RunNode records the node RUNNING, runs it through its executor and
+// records it COMPLETED. A failure is returned to the workflow, which
+// records it once retries are over; a permanent failure is not retried.
+func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutput, error) {
+	execID, err := uuid.Parse(in.ExecutionID)
+	if err != nil {
+		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
+	}
+	exec, ok := a.executors[in.Node.Type]
+	if !ok {
+		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("no executor for node type "+string(in.Node.Type), "unknown_type", nil)
+	}
+	info := activity.GetInfo(ctx)
+	started := time.Now()
+	rec := ports.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
+	if err := a.store.StartNode(ctx, execID, rec); err != nil {
+		return RunNodeOutput{}, err
+	}
+	tc, err := templateContext(in)
+	if err != nil {
+		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", err)
+	}
+
+	// Heartbeats carry cancellation to the activity, so a cancelled
+	// execution stops waiting on a slow endpoint.
+	hbCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go heartbeat(hbCtx)
+
+	input, output, err := exec.Execute(ctx, ports.NodeRun{Node: in.Node, Context: tc})
+	if err != nil {
+		if ports.IsPermanent(err) {
+			var p *ports.PermanentError
+			_ = asPermanent(err, &p)
+			return RunNodeOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), p.Kind, err)
+		}
+		return RunNodeOutput{}, temporal.NewApplicationError(err.Error(), "retryable", err)
+	}
+	out, err := json.Marshal(output)
+	if err != nil {
+		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("output is not JSON: "+err.Error(), "invalid_output", err)
+	}
+	rec.Status = domain.NodeCompleted
+	rec.Output = out
+	if input != nil {
+		rec.Input, _ = json.Marshal(input)
+	}
+	if err := a.store.FinishNode(ctx, execID, rec); err != nil {
+		return RunNodeOutput{}, err
+	}
+	return RunNodeOutput{Output: out}, nil
+}
+
+func heartbeat(ctx context.Context) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+}
+
+func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
+	tc := domain.TemplateContext{ExecutionID: in.ExecutionID, WorkspaceID: in.WorkspaceID, Steps: map[string]any{}}
+	if len(in.Input) > 0 {
+		if err := json.Unmarshal(in.Input, &tc.Input); err != nil {
+			return tc, fmt.Errorf("execution input: %w", err)
+		}
+	}
+	for k, raw := range in.Steps {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return tc, fmt.Errorf("output of %s: %w", k, err)
+		}
+		tc.Steps[k] = v
+	}
+	return tc, nil
+}
+
+// RecordNodes writes node records the workflow decides: failures after
+// retries, skipped and cancelled nodes, DELAY timers.
+func (a *Activities) RecordNodes(ctx context.Context, in RecordNodesInput) error {
+	execID, err := uuid.Parse(in.ExecutionID)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
+	}
+	for _, n := range in.Nodes {
+		rec := ports.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: 1, Output: n.Output, StartedAt: n.StartedAt}
+		if n.Error != "" {
+			msg := n.Error
+			rec.Error = &msg
+		}
+		if n.Status == domain.NodeRunning {
+			err = a.store.StartNode(ctx, execID, rec)
+		} else {
+			err = a.store.FinishNode(ctx, execID, rec)
+		}
+		if err != nil {
+			if isNotFound(err) {
+				a.log.Warn("execution missing while recording nodes", "execution_id", in.ExecutionID)
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// CompleteExecution records the final status and settles the queue item.
+// It is idempotent, and a missing execution is a warning, not a failure,
+// as the seeds ask: the workflow's result stays authoritative.
+func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
+	execID, err := uuid.Parse(in.ExecutionID)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
+	}
+	var msg *string
+	if in.Error != "" {
+		msg = &in.Error
+	}
+	found, err := a.store.FinishExecution(ctx, execID, in.Status, msg)
+	if err != nil {
+		return err
+	}
+	if !found {
+		a.log.Warn("execution not RUNNING or missing at completion; nothing recorded", "execution_id", in.ExecutionID, "status", in.Status)
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+// Package temporal is Sluice's Temporal adapter: the client side that starts,
+// describes and cancels execution workflows, and the worker side that runs
+// them: the orchestration workflow and its activities.
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Task queue names. Workflows and their light activities run on
+// WorkflowTaskQueue; HTTP_REQUEST nodes run on ExternalAPITaskQueue, served
+// by their own worker, so slow third parties never starve orchestration.
+const (
+	WorkflowTaskQueue    = "workflows.default"
+	ExternalAPITaskQueue = "activities.external-api"
+)
+
+// TaskQueues are the queue names in use: the constants, optionally with a
+// prefix so that several test stacks can share one Temporal server.
+type TaskQueues struct {
+	Workflows   string
+	ExternalAPI string
+}
+
+// NewTaskQueues returns the queue names with prefix prepended.
+func NewTaskQueues(prefix string) TaskQueues {
+	return TaskQueues{Workflows: prefix + WorkflowTaskQueue, ExternalAPI: prefix + ExternalAPITaskQueue}
+}
+
+// WorkflowID names an execution's workflow. Being derived from the
+// execution id, it makes every start of the same execution the same start.
+func WorkflowID(executionID uuid.UUID) string { return "execution-" + executionID.String() }
+
+// Engine implements ports.WorkflowEngine on a Temporal client.
+type Engine struct {
+	client client.Client
+	queues TaskQueues
+}
+
+var _ ports.WorkflowEngine = (*Engine)(nil)
+
+// NewEngine wraps a connected client.
+func NewEngine(c client.Client, queues TaskQueues) *Engine {
+	return &Engine{client: c, queues: queues}
+}
+
+// StartExecution starts the execution's workflow. An existing workflow with
+// the same id, running or closed, counts as started: the id is never
+// reused, so no execution runs twice.
+func (e *Engine) StartExecution(ctx context.Context, req ports.StartRequest) error {
+	_, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    WorkflowID(req.ExecutionID),
+		TaskQueue:             e.queues.Workflows,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, ExecutionWorkflowName, ExecutionInput{
+		ExecutionID:  req.ExecutionID.String(),
+		WorkspaceID:  req.WorkspaceID.String(),
+		DefinitionID: req.DefinitionID.String(),
+		Version:      req.Version,
+		Input:        req.Input,
+	})
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return nil
+	}
+	return err
+}
+
+// DescribeExecution reports the workflow's state, WorkflowNotFound when
+// Temporal has never heard of it.
+func (e *Engine) DescribeExecution(ctx context.Context, executionID uuid.UUID) (ports.WorkflowState, error) {
+	resp, err := e.client.DescribeWorkflowExecution(ctx, WorkflowID(executionID), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return ports.WorkflowNotFound, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	switch s := resp.GetWorkflowExecutionInfo().GetStatus(); s {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return ports.WorkflowRunning, nil
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return ports.WorkflowCompleted, nil
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return ports.WorkflowFailed, nil
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return ports.WorkflowCancelled, nil
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return ports.WorkflowTerminated, nil
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return ports.WorkflowTimedOut, nil
+	default:
+		return "", fmt.Errorf("unexpected workflow status %s", s)
+	}
+}
+
+// CancelExecution asks the workflow to cancel; it records CANCELLED itself.
+func (e *Engine) CancelExecution(ctx context.Context, executionID uuid.UUID) error {
+	err := e.client.CancelWorkflow(ctx, WorkflowID(executionID), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w: workflow %s", ports.ErrNotFound, WorkflowID(executionID))
+	}
+	return err
+}
+
+// CheckHealth asks the frontend whether it serves.
+func (e *Engine) CheckHealth(ctx context.Context) error {
+	_, err := e.client.CheckHealth(ctx, &client.CheckHealthRequest{})
+	return err
+}

@@ -1,0 +1,11 @@
+package temporal
+
+import (
+	"errors"
+
+	"github.com/sluicehq/sluice/ports"
+)
+
+func isNotFound(err error) bool { return errors.Is(err, ports.ErrNotFound) }
+
+func asPermanent(err error, p **ports.PermanentError) bool { return errors.As(err, p) }

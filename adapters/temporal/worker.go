@@ -1,0 +1,84 @@
+package temporal
+
+import (
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// WorkerConfig says which task queues this process serves and how much of
+// each it runs at once. The defaults are the seeds': 50 on the workflow
+// queue, 20 on the external API queue.
+type WorkerConfig struct {
+	Queues           TaskQueues
+	ServeWorkflows   bool
+	ServeExternalAPI bool
+	WorkflowsSize    int
+	ExternalAPISize  int
+	Retry            RetryConfig
+}
+
+// Workers are the started Temporal workers of one process.
+type Workers struct {
+	workers []worker.Worker
+}
+
+// NewWorkers creates (but does not start) a worker per served queue. The
+// workflow queue's worker also runs the light activities; the external
+// queue's runs only RunNode, which is where HTTP nodes go.
+func NewWorkers(c client.Client, cfg WorkerConfig, acts *Activities, log *slog.Logger) *Workers {
+	ws := &Workers{}
+	retry := cfg.Retry
+	retry.ExternalAPIQueue = cfg.Queues.ExternalAPI
+	if cfg.ServeWorkflows {
+		w := worker.New(c, cfg.Queues.Workflows, worker.Options{
+			MaxConcurrentWorkflowTaskExecutionSize: cfg.WorkflowsSize,
+			MaxConcurrentActivityExecutionSize:     cfg.WorkflowsSize,
+		})
+		wf := &Workflows{Retry: retry}
+		w.RegisterWorkflowWithOptions(wf.Execution, workflow.RegisterOptions{Name: ExecutionWorkflowName})
+		registerActivities(w, acts)
+		ws.workers = append(ws.workers, w)
+		log.Info("serving task queue", "task_queue", cfg.Queues.Workflows, "concurrency", cfg.WorkflowsSize)
+	}
+	if cfg.ServeExternalAPI {
+		w := worker.New(c, cfg.Queues.ExternalAPI, worker.Options{MaxConcurrentActivityExecutionSize: cfg.ExternalAPISize})
+		w.RegisterActivityWithOptions(acts.RunNode, activity.RegisterOptions{Name: runNodeActivity})
+		ws.workers = append(ws.workers, w)
+		log.Info("serving task queue", "task_queue", cfg.Queues.ExternalAPI, "concurrency", cfg.ExternalAPISize)
+	}
+	return ws
+}
+
+func registerActivities(w worker.Registry, acts *Activities) {
+	w.RegisterActivityWithOptions(acts.LoadGraph, activity.RegisterOptions{Name: loadGraphActivity})
+	w.RegisterActivityWithOptions(acts.RunNode, activity.RegisterOptions{Name: runNodeActivity})
+	w.RegisterActivityWithOptions(acts.RecordNodes, activity.RegisterOptions{Name: recordNodesActivity})
+	w.RegisterActivityWithOptions(acts.CompleteExecution, activity.RegisterOptions{Name: completeActivity})
+}
+
+// Start starts every worker; on failure it stops those already started.
+func (ws *Workers) Start() error {
+	for i, w := range ws.workers {
+		if err := w.Start(); err != nil {
+			for _, started := range ws.workers[:i] {
+				started.Stop()
+			}
+			return fmt.Errorf("starting temporal worker: %w", err)
+		}
+	}
+	return nil
+}
+
+// Stop stops every worker. Each waits for its in-flight tasks up to the
+// worker's stop timeout and hands the rest back to Temporal, which
+// redelivers them.
+func (ws *Workers) Stop() {
+	for _, w := range ws.workers {
+		w.Stop()
+	}
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/adapters/temporal"
+	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/domain"
+)
+
+// Config is everything the binary reads from its environment.
+type Config struct {
+	HTTPAddr          string
+	DatabaseURL       string
+	TemporalAddress   string
+	TemporalNamespace string
+	AdminToken        string
+	LogLevel          slog.Level
+	Tiers             domain.TierPolicy
+	Dispatcher        app.DispatcherConfig
+	Worker            temporal.WorkerConfig
+}
+
+// env reads variables with defaults and collects every bad value, so that
+// start-up names all of them at once.
+type env struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+func (e *env) str(name, def string) string {
+	if v, ok := e.lookup(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func (e *env) bad(name, value, why string) {
+	e.errs = append(e.errs, fmt.Errorf("%s=%q: %s", name, value, why))
+}
+
+func (e *env) integer(name string, def, lo, hi int) int {
+	v, ok := e.lookup(name)
+	if !ok || v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		e.bad(name, v, fmt.Sprintf("want an integer from %d to %d", lo, hi))
+		return def
+	}
+	return n
+}
+
+func (e *env) duration(name string, def, lo time.Duration) time.Duration {
+	v, ok := e.lookup(name)
+	if !ok || v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo {
+		e.bad(name, v, fmt.Sprintf("want a duration such as 5s, at least %s", lo))
+		return def
+	}
+	return d
+}
+
+func (e *env) boolean(name string, def bool) bool {
+	v, ok := e.lookup(name)
+	if !ok || v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.bad(name, v, "want true or false")
+		return def
+	}
+	return b
+}
+
+// LoadConfig reads the configuration. needAdmin is set for processes that
+// serve the API, which refuses to start without an admin token.
+func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
+	e := &env{lookup: lookup}
+	c := Config{
+		HTTPAddr:          e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
+		DatabaseURL:       e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
+		TemporalAddress:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+		TemporalNamespace: e.str("TEMPORAL_NAMESPACE", "default"),
+		AdminToken:        e.str("SLUICE_ADMIN_TOKEN", ""),
+	}
+	if needAdmin && len(c.AdminToken) < 16 {
+		e.bad("SLUICE_ADMIN_TOKEN", strings.Repeat("*", len(c.AdminToken)), "set an admin bearer token of at least 16 characters")
+	}
+	switch lvl := strings.ToLower(e.str("SLUICE_LOG_LEVEL", "info")); lvl {
+	case "debug":
+		c.LogLevel = slog.LevelDebug
+	case "info":
+		c.LogLevel = slog.LevelInfo
+	case "warn":
+		c.LogLevel = slog.LevelWarn
+	case "error":
+		c.LogLevel = slog.LevelError
+	default:
+		e.bad("SLUICE_LOG_LEVEL", lvl, "want debug, info, warn or error")
+	}
+
+	limits, err := domain.ParseTierLimits(e.str("SLUICE_TIER_LIMITS", ""))
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("SLUICE_TIER_LIMITS: %w", err))
+	}
+	if c.Tiers, err = domain.NewTierPolicy(limits); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("SLUICE_TIER_LIMITS: %w", err))
+	}
+
+	d := app.DefaultDispatcherConfig()
+	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
+	d.BatchSize = e.integer("SLUICE_DISPATCH_BATCH_SIZE", d.BatchSize, 1, 1000)
+	d.PollInterval = e.duration("SLUICE_DISPATCH_POLL_INTERVAL", d.PollInterval, 10*time.Millisecond)
+	d.Exclusive = e.boolean("SLUICE_DISPATCH_EXCLUSIVE", d.Exclusive)
+	d.StartConcurrency = e.integer("SLUICE_DISPATCH_START_CONCURRENCY", d.StartConcurrency, 1, 256)
+	d.StaleAfter = e.duration("SLUICE_DISPATCH_STALE_AFTER", d.StaleAfter, time.Second)
+	d.RecoveryInterval = e.duration("SLUICE_DISPATCH_RECOVERY_INTERVAL", d.RecoveryInterval, 100*time.Millisecond)
+	d.ReconcileAfter = e.duration("SLUICE_DISPATCH_RECONCILE_AFTER", d.ReconcileAfter, 0)
+	// Retries wait at least one poll interval, so wake-ups cannot burn the
+	// attempts in a burst.
+	d.Backoff.Base = max(d.PollInterval, e.duration("SLUICE_DISPATCH_BACKOFF_BASE", d.PollInterval, 10*time.Millisecond))
+	d.Backoff.Max = e.duration("SLUICE_DISPATCH_BACKOFF_MAX", d.Backoff.Max, d.Backoff.Base)
+	c.Dispatcher = d
+
+	w := temporal.WorkerConfig{
+		Queues:          temporal.NewTaskQueues(e.str("TEMPORAL_TASK_QUEUE_PREFIX", "")),
+		WorkflowsSize:   e.integer("SLUICE_WORKER_WORKFLOWS_CONCURRENCY", 50, 1, 10000),
+		ExternalAPISize: e.integer("SLUICE_WORKER_EXTERNAL_API_CONCURRENCY", 20, 1, 10000),
+		Retry:           temporal.DefaultRetryConfig(),
+	}
+	for _, q := range strings.Split(e.str("SLUICE_WORKER_QUEUES", "workflows,external-api"), ",") {
+		switch strings.TrimSpace(q) {
+		case "workflows":
+			w.ServeWorkflows = true
+		case "external-api":
+			w.ServeExternalAPI = true
+		default:
+			e.bad("SLUICE_WORKER_QUEUES", q, "want a comma-separated list of workflows and external-api")
+		}
+	}
+	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
+	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
+	c.Worker = w
+
+	if err := errors.Join(e.errs...); err != nil {
+		return Config{}, fmt.Errorf("bad configuration:\n%w", err)
+	}
+	return c, nil
+}
+
+// osLookup reads the process environment.
+func osLookup(name string) (string, bool) { return os.LookupEnv(name) }
