@@ -20,10 +20,10 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/fx"
 
+	httpapi "github.com/sluicehq/sluice/adapters/http"
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/temporal"
-	httpapi "github.com/sluicehq/sluice/adapters/http"
 	"github.com/sluicehq/sluice/app"
 )
 
