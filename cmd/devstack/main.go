@@ -1,0 +1,212 @@
+// Command devstack brings up Sluice's local stack — a private PostgreSQL
+// cluster and an in-process Temporal server on SQLite, both on loopback — runs
+// one command against it, and tears the stack down when the command ends.
+//
+// It is its own Go module so that the Temporal server's large dependency tree
+// never enters the product module; the product binaries only dial Temporal.
+//
+// Usage:
+//
+//	devstack [-root DIR] [-pg-port N] [-temporal-port N] -- COMMAND [ARGS...]
+//	devstack temporal [-port N] [-db FILE]
+//
+// The first form exports DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
+// and DEVSTACK_BIN to COMMAND, forwards SIGINT and SIGTERM to it, and exits
+// with its exit code. A part whose variable is already set (DATABASE_URL,
+// TEMPORAL_ADDRESS) is not started. Data lives in <root>/.devstack and is
+// reused by the next run.
+//
+// The second form runs only a Temporal server in the foreground until SIGINT
+// or SIGTERM, so that integration tests can stop and restart Temporal to
+// simulate an outage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) > 0 && args[0] == "temporal" {
+		return runTemporalOnly(args[1:])
+	}
+
+	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: devstack [flags] -- COMMAND [ARGS...]\n       devstack temporal [-port N] [-db FILE]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	root := fs.String("root", ".", "repository root: the command runs there and data goes to ROOT/.devstack")
+	pgPort := fs.Int("pg-port", 55432, "PostgreSQL port on 127.0.0.1 (env DEVSTACK_PG_PORT)")
+	temporalPort := fs.Int("temporal-port", 7233, "Temporal frontend port on 127.0.0.1 (env DEVSTACK_TEMPORAL_PORT)")
+	if err := envDefault(fs, "pg-port", "DEVSTACK_PG_PORT"); err != nil {
+		return usageError(fs, err)
+	}
+	if err := envDefault(fs, "temporal-port", "DEVSTACK_TEMPORAL_PORT"); err != nil {
+		return usageError(fs, err)
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	command := fs.Args()
+	if len(command) == 0 {
+		return usageError(fs, errors.New("no command given"))
+	}
+	rootDir, err := filepath.Abs(*root)
+	if err != nil {
+		return usageError(fs, err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+
+	// One goroutine owns the signals for the whole run: before the child
+	// exists they abort start-up, afterwards they go to the child.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu          sync.Mutex
+		child       *os.Process
+		interrupted bool
+	)
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for sig := range signals {
+			mu.Lock()
+			if child != nil {
+				_ = child.Signal(sig)
+			} else {
+				interrupted = true
+				cancel()
+			}
+			mu.Unlock()
+		}
+	}()
+
+	started := time.Now()
+	s, err := newStack(rootDir)
+	if err == nil {
+		err = s.startPostgres(ctx, *pgPort)
+	}
+	if err == nil {
+		err = s.startTemporal(ctx, *temporalPort)
+	}
+	if err != nil {
+		if s != nil {
+			s.shutdown()
+		}
+		logf("%v", err)
+		return 1
+	}
+	defer s.shutdown()
+	logf("stack ready in %s", time.Since(started).Round(10*time.Millisecond))
+
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Dir = rootDir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// Later entries win, so ours override whatever the parent had.
+	cmd.Env = append(append(os.Environ(), s.env...), "DEVSTACK_BIN="+self)
+
+	mu.Lock()
+	if interrupted {
+		mu.Unlock()
+		logf("interrupted")
+		return 130
+	}
+	if err := cmd.Start(); err != nil {
+		mu.Unlock()
+		logf("%v", err)
+		return 127
+	}
+	child = cmd.Process
+	mu.Unlock()
+
+	return exitCode(cmd.Wait())
+}
+
+// exitCode maps the child's end to ours the way a shell does: its own code,
+// or 128+N when signal N killed it.
+func exitCode(err error) int {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		if err != nil {
+			logf("%v", err)
+			return 1
+		}
+		return 0
+	}
+	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return exit.ExitCode()
+}
+
+// runTemporalOnly is `devstack temporal`: a Temporal server in the
+// foreground, for tests that stop and restart it to simulate an outage.
+func runTemporalOnly(args []string) int {
+	fs := flag.NewFlagSet("devstack temporal", flag.ContinueOnError)
+	port := fs.Int("port", 7233, "frontend port on 127.0.0.1; 0 picks a free one")
+	db := fs.String("db", "", "SQLite file that keeps data across restarts (default: in memory)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+	}
+	if *port == 0 {
+		var err error
+		if *port, err = freePort(); err != nil {
+			logf("%v", err)
+			return 1
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t, err := startTemporal(ctx, temporalConfig{Port: *port, DBPath: *db})
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	// Tests wait for this line on stdout before they dial.
+	fmt.Printf("temporal listening on %s\n", t.Addr())
+	<-ctx.Done()
+	t.Stop()
+	return 0
+}
+
+// envDefault lets an environment variable replace a flag's default, so the
+// Makefile and CI can move ports without editing command lines.
+func envDefault(fs *flag.FlagSet, name, env string) error {
+	v := os.Getenv(env)
+	if v == "" {
+		return nil
+	}
+	if _, err := strconv.Atoi(v); err != nil {
+		return fmt.Errorf("%s=%q: not a port number", env, v)
+	}
+	return fs.Set(name, v)
+}
+
+func usageError(fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(fs.Output(), "devstack: %v\n", err)
+	fs.Usage()
+	return 2
+}
