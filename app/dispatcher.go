@@ -40,6 +40,9 @@ type DispatcherConfig struct {
 	Exclusive bool
 	// StartConcurrency bounds the Temporal starts in flight per batch.
 	StartConcurrency int
+	// StartTimeout bounds one Temporal start, so an unreachable server
+	// costs a failed attempt instead of a hung loop.
+	StartTimeout time.Duration
 	// StaleAfter is how long an item may stay CLAIMED before recovery.
 	StaleAfter time.Duration
 	// RecoveryInterval is how often stale recovery and the reconciler run.
@@ -60,6 +63,7 @@ func DefaultDispatcherConfig() DispatcherConfig {
 		PollInterval:     5 * time.Second,
 		Exclusive:        true,
 		StartConcurrency: 16,
+		StartTimeout:     10 * time.Second,
 		StaleAfter:       5 * time.Minute,
 		RecoveryInterval: time.Minute,
 		ReconcileAfter:   time.Minute,
@@ -344,6 +348,8 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem) []
 			defer func() { <-sem; wg.Done() }()
 			d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
 				"execution_id", item.ExecutionID)
+			ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+			defer cancel()
 			errs[i] = d.engine.StartExecution(ctx, ports.StartRequest{
 				ExecutionID:  item.ExecutionID,
 				WorkspaceID:  item.WorkspaceID,

@@ -102,9 +102,9 @@ func (s *Store) Claim(ctx context.Context, admit ports.AdmitFunc) (ports.ClaimRe
 				continue
 			}
 			if err := rec.QueueItem.Claim(now); err != nil {
-				// The database's clock said it was available; ours lags.
-				// Claim it anyway at the database's word.
-				rec.Status, rec.ClaimedAt = domain.QueueClaimed, &now
+				// The database's clock said it was available and ours
+				// lags; the database's word decides.
+				rec.Status = domain.QueueClaimed
 			}
 			execID := uuid.New()
 			if rec.ExecutionID != nil {
@@ -132,8 +132,16 @@ func (s *Store) Claim(ctx context.Context, admit ports.AdmitFunc) (ports.ClaimRe
 		if err := s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
 			return fmt.Errorf("creating executions: %w", err)
 		}
-		if err := s.q.QueueMarkClaimed(ctx, tx, claim); err != nil {
+		stamped, err := s.q.QueueMarkClaimed(ctx, tx, claim)
+		if err != nil {
 			return fmt.Errorf("marking claimed: %w", err)
+		}
+		claimedAt := make(map[uuid.UUID]*time.Time, len(stamped))
+		for _, r := range stamped {
+			claimedAt[r.ID] = r.ClaimedAt
+		}
+		for i := range res.Claimed {
+			res.Claimed[i].ClaimedAt = claimedAt[res.Claimed[i].ID]
 		}
 		return nil
 	})
@@ -199,6 +207,7 @@ func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.Queu
 		if t.FromClaimedAt != nil {
 			from = *t.FromClaimedAt
 		}
+		p.FromClaimed = append(p.FromClaimed, t.FromClaimedAt != nil)
 		p.FromClaimedAts = append(p.FromClaimedAts, from)
 		p.Statuses = append(p.Statuses, string(t.To.Status))
 		p.AvailableAts = append(p.AvailableAts, t.To.AvailableAt)

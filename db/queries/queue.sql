@@ -63,11 +63,13 @@ CROSS JOIN LATERAL (
 ) q
 LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL;
 
--- name: QueueMarkClaimed :exec
+-- name: QueueMarkClaimed :many
+-- Returns the claim times as stored, which guard every later transition.
 UPDATE workflow_execution_queue q
 SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@execution_ids::uuid[]) AS execution_id) AS c
-WHERE q.id = c.id AND q.status = 'PENDING';
+WHERE q.id = c.id AND q.status = 'PENDING'
+RETURNING q.id, q.claimed_at;
 
 -- name: QueueMarkDispatched :many
 -- Only items still in the claim that started their workflow move on, so a
@@ -91,6 +93,7 @@ SET status = t.status,
     last_error = NULLIF(t.last_error, '')
 FROM (SELECT unnest(@ids::uuid[]) AS id,
              unnest(@from_statuses::text[]) AS from_status,
+             unnest(@from_claimed::bool[]) AS from_claimed,
              unnest(@from_claimed_ats::timestamptz[]) AS from_claimed_at,
              unnest(@statuses::text[]) AS status,
              unnest(@available_ats::timestamptz[]) AS available_at,
@@ -98,7 +101,7 @@ FROM (SELECT unnest(@ids::uuid[]) AS id,
              unnest(@dispatch_failures::int[]) AS dispatch_failures,
              unnest(@last_errors::text[]) AS last_error) AS t
 WHERE q.id = t.id AND q.status = t.from_status
-  AND q.claimed_at IS NOT DISTINCT FROM t.from_claimed_at
+  AND CASE WHEN t.from_claimed THEN q.claimed_at = t.from_claimed_at ELSE q.claimed_at IS NULL END
 RETURNING q.id;
 
 -- name: QueueStaleClaimed :many

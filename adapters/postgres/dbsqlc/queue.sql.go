@@ -95,20 +95,22 @@ SET status = t.status,
     last_error = NULLIF(t.last_error, '')
 FROM (SELECT unnest($1::uuid[]) AS id,
              unnest($2::text[]) AS from_status,
-             unnest($3::timestamptz[]) AS from_claimed_at,
-             unnest($4::text[]) AS status,
-             unnest($5::timestamptz[]) AS available_at,
-             unnest($6::int[]) AS attempt_count,
-             unnest($7::int[]) AS dispatch_failures,
-             unnest($8::text[]) AS last_error) AS t
+             unnest($3::bool[]) AS from_claimed,
+             unnest($4::timestamptz[]) AS from_claimed_at,
+             unnest($5::text[]) AS status,
+             unnest($6::timestamptz[]) AS available_at,
+             unnest($7::int[]) AS attempt_count,
+             unnest($8::int[]) AS dispatch_failures,
+             unnest($9::text[]) AS last_error) AS t
 WHERE q.id = t.id AND q.status = t.from_status
-  AND q.claimed_at IS NOT DISTINCT FROM t.from_claimed_at
+  AND CASE WHEN t.from_claimed THEN q.claimed_at = t.from_claimed_at ELSE q.claimed_at IS NULL END
 RETURNING q.id
 `
 
 type QueueApplyTransitionsParams struct {
 	Ids              []uuid.UUID
 	FromStatuses     []string
+	FromClaimed      []bool
 	FromClaimedAts   []time.Time
 	Statuses         []string
 	AvailableAts     []time.Time
@@ -124,6 +126,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 	rows, err := db.Query(ctx, queueApplyTransitions,
 		arg.Ids,
 		arg.FromStatuses,
+		arg.FromClaimed,
 		arg.FromClaimedAts,
 		arg.Statuses,
 		arg.AvailableAts,
@@ -461,11 +464,12 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 	return items, nil
 }
 
-const queueMarkClaimed = `-- name: QueueMarkClaimed :exec
+const queueMarkClaimed = `-- name: QueueMarkClaimed :many
 UPDATE workflow_execution_queue q
 SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS execution_id) AS c
 WHERE q.id = c.id AND q.status = 'PENDING'
+RETURNING q.id, q.claimed_at
 `
 
 type QueueMarkClaimedParams struct {
@@ -473,9 +477,30 @@ type QueueMarkClaimedParams struct {
 	ExecutionIds []uuid.UUID
 }
 
-func (q *Queries) QueueMarkClaimed(ctx context.Context, db DBTX, arg QueueMarkClaimedParams) error {
-	_, err := db.Exec(ctx, queueMarkClaimed, arg.Ids, arg.ExecutionIds)
-	return err
+type QueueMarkClaimedRow struct {
+	ID        uuid.UUID
+	ClaimedAt *time.Time
+}
+
+// Returns the claim times as stored, which guard every later transition.
+func (q *Queries) QueueMarkClaimed(ctx context.Context, db DBTX, arg QueueMarkClaimedParams) ([]QueueMarkClaimedRow, error) {
+	rows, err := db.Query(ctx, queueMarkClaimed, arg.Ids, arg.ExecutionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueMarkClaimedRow{}
+	for rows.Next() {
+		var i QueueMarkClaimedRow
+		if err := rows.Scan(&i.ID, &i.ClaimedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const queueMarkDispatched = `-- name: QueueMarkDispatched :many
