@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 )
 
 // The tests run devstack itself by re-executing the test binary with this
@@ -152,7 +154,10 @@ func TestRunsCommandAndStopsStack(t *testing.T) {
 // startTemporalCmd starts `devstack temporal` and waits for its ready line.
 func startTemporalCmd(t *testing.T, args ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := devstackCmd(append([]string{"temporal"}, args...)...)
+	// The server logs many errors while it shuts down; keep them out of the
+	// test output but at hand.
+	log := filepath.Join(t.TempDir(), "temporal.log")
+	cmd := devstackCmd(append([]string{"temporal", "-log", log}, args...)...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -182,7 +187,7 @@ func stopTemporalCmd(t *testing.T, cmd *exec.Cmd) {
 
 // TestTemporalSubcommandKeepsDataAcrossRestart is the outage scenario the
 // product's integration tests need: a workflow started before a restart is
-// still there after it, on the same port.
+// still there after it, on the same port, and a worker then completes it.
 func TestTemporalSubcommandKeepsDataAcrossRestart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "temporal.db")
 	cmd, addr := startTemporalCmd(t, "-port", "0", "-db", db)
@@ -215,5 +220,18 @@ func TestTemporalSubcommandKeepsDataAcrossRestart(t *testing.T) {
 	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Errorf("status after restart = %v, want RUNNING", st)
 	}
+
+	w := worker.New(c, "nobody", worker.Options{})
+	w.RegisterWorkflowWithOptions(func(workflow.Context) (string, error) { return "done", nil },
+		workflow.RegisterOptions{Name: "Nothing"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var result string
+	if err := c.GetWorkflow(ctx, "survives-restart", run.GetRunID()).Get(ctx, &result); err != nil || result != "done" {
+		t.Errorf("workflow result = %q, %v; want done", result, err)
+	}
+	w.Stop()
 	stopTemporalCmd(t, cmd)
 }

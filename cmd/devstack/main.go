@@ -8,7 +8,7 @@
 // Usage:
 //
 //	devstack [-root DIR] [-pg-port N] [-temporal-port N] -- COMMAND [ARGS...]
-//	devstack temporal [-port N] [-db FILE]
+//	devstack temporal [-port N] [-db FILE] [-log FILE]
 //
 // The first form exports DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
 // and DEVSTACK_BIN to COMMAND, forwards SIGINT and SIGTERM to it, and exits
@@ -48,7 +48,7 @@ func run(args []string) int {
 
 	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: devstack [flags] -- COMMAND [ARGS...]\n       devstack temporal [-port N] [-db FILE]\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: devstack [flags] -- COMMAND [ARGS...]\n       devstack temporal [-port N] [-db FILE] [-log FILE]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	root := fs.String("root", ".", "repository root: the command runs there and data goes to ROOT/.devstack")
@@ -165,6 +165,7 @@ func runTemporalOnly(args []string) int {
 	fs := flag.NewFlagSet("devstack temporal", flag.ContinueOnError)
 	port := fs.Int("port", 7233, "frontend port on 127.0.0.1; 0 picks a free one")
 	db := fs.String("db", "", "SQLite file that keeps data across restarts (default: in memory)")
+	logFile := fs.String("log", "", "file for the server's warnings and errors (default: stderr)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -180,7 +181,7 @@ func runTemporalOnly(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	t, err := startTemporal(ctx, temporalConfig{Port: *port, DBPath: *db})
+	t, err := startTemporal(ctx, temporalConfig{Port: *port, DBPath: *db, LogPath: *logFile})
 	if err != nil {
 		logf("%v", err)
 		return 1

@@ -15,7 +15,11 @@ import (
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/metrics"
+	"go.temporal.io/server/common/persistence/sql"
+	"go.temporal.io/server/common/persistence/sql/sqlplugin"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/resolver"
 	"go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 )
@@ -68,6 +72,11 @@ func startTemporal(ctx context.Context, cfg temporalConfig) (*temporalServer, er
 	}
 	if err := sqlite.CreateNamespaces(sqlCfg, ns); err != nil {
 		return nil, fmt.Errorf("temporal: preparing %s: %w", sqlCfg.DatabaseName, err)
+	}
+	if cfg.DBPath != "" {
+		if err := forgetRingMembers(ctx, sqlCfg); err != nil {
+			return nil, fmt.Errorf("temporal: preparing %s: %w", sqlCfg.DatabaseName, err)
+		}
 	}
 
 	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: "warn", OutputFile: cfg.LogPath}))
@@ -126,6 +135,21 @@ func (t *temporalServer) waitReady(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// forgetRingMembers empties the membership table of a persisted database.
+// It still lists the hosts of the previous run, on ports that are gone; the
+// services then fail to reach them on shutdown and retry until their
+// timeouts, which made every stop after the first take about 14 s. Only this
+// process serves the file (its caller holds the lock), so every row is stale.
+func forgetRingMembers(ctx context.Context, sqlCfg *config.SQL) error {
+	db, err := sql.NewSQLDB(sqlplugin.DbKindMain, sqlCfg, resolver.NewNoopResolver(), log.NewNoopLogger(), metrics.NoopMetricsHandler)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.PruneClusterMembership(ctx, &sqlplugin.PruneClusterMembershipFilter{PruneRecordsBefore: time.Now().AddDate(100, 0, 0)})
+	return err
 }
 
 // temporalServerConfig is a single-node cluster "active" on loopback. Only
