@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -43,6 +44,9 @@ type NodeRecordInput struct {
 	Output    json.RawMessage
 	Error     string
 	StartedAt *time.Time
+	// CompletedAt is workflow time, when the workflow decided the record;
+	// nil for RUNNING.
+	CompletedAt *time.Time
 }
 
 // RecordNodesInput carries node records of one execution.
@@ -125,19 +129,26 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 
 	input, output, err := exec.Execute(ctx, ports.NodeRun{Node: in.Node, Context: tc})
 	if err != nil {
-		if ports.IsPermanent(err) {
-			var p *ports.PermanentError
-			_ = asPermanent(err, &p)
-			return RunNodeOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), p.Kind, err)
+		if ctx.Err() != nil {
+			// The activity itself was cancelled or timed out, whatever the
+			// executor made of it; returning the context's error lets
+			// Temporal report a cancellation as one.
+			return RunNodeOutput{}, ctx.Err()
 		}
-		return RunNodeOutput{}, temporal.NewApplicationError(err.Error(), "retryable", err)
+		var p *ports.PermanentError
+		if errors.As(err, &p) {
+			return RunNodeOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), p.Kind, nil)
+		}
+		return RunNodeOutput{}, temporal.NewApplicationError(err.Error(), "retryable", nil)
 	}
 	out, err := json.Marshal(output)
 	if err != nil {
 		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("output is not JSON: "+err.Error(), "invalid_output", err)
 	}
+	ended := time.Now()
 	rec.Status = domain.NodeCompleted
 	rec.Output = out
+	rec.CompletedAt = &ended
 	if input != nil {
 		rec.Input, _ = json.Marshal(input)
 	}
@@ -185,7 +196,7 @@ func (a *Activities) RecordNodes(ctx context.Context, in RecordNodesInput) error
 		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
 	for _, n := range in.Nodes {
-		rec := ports.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: 1, Output: n.Output, StartedAt: n.StartedAt}
+		rec := ports.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: 1, Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
 		if n.Error != "" {
 			msg := n.Error
 			rec.Error = &msg

@@ -36,9 +36,13 @@ func NewTaskQueues(prefix string) TaskQueues {
 	return TaskQueues{Workflows: prefix + WorkflowTaskQueue, ExternalAPI: prefix + ExternalAPITaskQueue}
 }
 
+// workflowIDPrefix starts every execution's workflow id; the workflow
+// parses the execution id back out of it.
+const workflowIDPrefix = "execution-"
+
 // WorkflowID names an execution's workflow. Being derived from the
 // execution id, it makes every start of the same execution the same start.
-func WorkflowID(executionID uuid.UUID) string { return "execution-" + executionID.String() }
+func WorkflowID(executionID uuid.UUID) string { return workflowIDPrefix + executionID.String() }
 
 // Engine implements ports.WorkflowEngine on a Temporal client.
 type Engine struct {

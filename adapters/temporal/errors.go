@@ -7,5 +7,3 @@ import (
 )
 
 func isNotFound(err error) bool { return errors.Is(err, ports.ErrNotFound) }
-
-func asPermanent(err error, p **ports.PermanentError) bool { return errors.As(err, p) }

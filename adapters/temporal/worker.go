@@ -3,6 +3,7 @@ package temporal
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -20,7 +21,15 @@ type WorkerConfig struct {
 	WorkflowsSize    int
 	ExternalAPISize  int
 	Retry            RetryConfig
+	// StopTimeout is how long Stop lets in-flight activities finish before
+	// cancelling them; Temporal then retries them on another worker.
+	// DefaultStopTimeout when zero; keep it below the process's shutdown
+	// timeout so the hand-back happens before the process is killed.
+	StopTimeout time.Duration
 }
+
+// DefaultStopTimeout fits inside fx's default 15 s stop timeout.
+const DefaultStopTimeout = 10 * time.Second
 
 // Workers are the started Temporal workers of one process.
 type Workers struct {
@@ -34,19 +43,26 @@ func NewWorkers(c client.Client, cfg WorkerConfig, acts *Activities, log *slog.L
 	ws := &Workers{}
 	retry := cfg.Retry
 	retry.ExternalAPIQueue = cfg.Queues.ExternalAPI
+	stop := cfg.StopTimeout
+	if stop <= 0 {
+		stop = DefaultStopTimeout
+	}
 	if cfg.ServeWorkflows {
 		w := worker.New(c, cfg.Queues.Workflows, worker.Options{
 			MaxConcurrentWorkflowTaskExecutionSize: cfg.WorkflowsSize,
 			MaxConcurrentActivityExecutionSize:     cfg.WorkflowsSize,
+			WorkerStopTimeout:                      stop,
 		})
-		wf := &Workflows{Retry: retry}
-		w.RegisterWorkflowWithOptions(wf.Execution, workflow.RegisterOptions{Name: ExecutionWorkflowName})
+		registerWorkflow(w, &Workflows{Retry: retry})
 		registerActivities(w, acts)
 		ws.workers = append(ws.workers, w)
 		log.Info("serving task queue", "task_queue", cfg.Queues.Workflows, "concurrency", cfg.WorkflowsSize)
 	}
 	if cfg.ServeExternalAPI {
-		w := worker.New(c, cfg.Queues.ExternalAPI, worker.Options{MaxConcurrentActivityExecutionSize: cfg.ExternalAPISize})
+		w := worker.New(c, cfg.Queues.ExternalAPI, worker.Options{
+			MaxConcurrentActivityExecutionSize: cfg.ExternalAPISize,
+			WorkerStopTimeout:                  stop,
+		})
 		w.RegisterActivityWithOptions(acts.RunNode, activity.RegisterOptions{Name: runNodeActivity})
 		ws.workers = append(ws.workers, w)
 		log.Info("serving task queue", "task_queue", cfg.Queues.ExternalAPI, "concurrency", cfg.ExternalAPISize)
@@ -54,7 +70,14 @@ func NewWorkers(c client.Client, cfg WorkerConfig, acts *Activities, log *slog.L
 	return ws
 }
 
-func registerActivities(w worker.Registry, acts *Activities) {
+// registerWorkflow registers the execution workflow under its recorded
+// name; workers, tests and the replayer share it so the name cannot drift.
+func registerWorkflow(w worker.WorkflowRegistry, wf *Workflows) {
+	w.RegisterWorkflowWithOptions(wf.Execution, workflow.RegisterOptions{Name: ExecutionWorkflowName})
+}
+
+// registerActivities registers every activity under its recorded name.
+func registerActivities(w worker.ActivityRegistry, acts *Activities) {
 	w.RegisterActivityWithOptions(acts.LoadGraph, activity.RegisterOptions{Name: loadGraphActivity})
 	w.RegisterActivityWithOptions(acts.RunNode, activity.RegisterOptions{Name: runNodeActivity})
 	w.RegisterActivityWithOptions(acts.RecordNodes, activity.RegisterOptions{Name: recordNodesActivity})

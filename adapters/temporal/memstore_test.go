@@ -1,0 +1,185 @@
+package temporal
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// memStore is an in-memory ports.ExecutionStore with the Postgres store's
+// rules: one record per node, a late StartNode never reopens a node that
+// ended COMPLETED, SKIPPED or CANCELLED, and FinishExecution only ends a
+// RUNNING execution. It also keeps every FinishExecution call, so tests can
+// check what the workflow asked for and not just the final row.
+type memStore struct {
+	mu          sync.Mutex
+	versions    map[string]domain.Graph // "<definition>/<version>"
+	executions  map[uuid.UUID]*memExecution
+	completions []completion
+	// beforeLoad and beforeFinish, when set, run at the start of
+	// GetDefinitionVersion and FinishExecution, so tests can act (cancel
+	// the workflow, say) while the activity using them runs.
+	beforeLoad, beforeFinish func()
+}
+
+type memExecution struct {
+	status domain.ExecutionStatus
+	err    *string
+	nodes  map[string]ports.NodeRecord
+}
+
+// completion is one FinishExecution call.
+type completion struct {
+	ID     uuid.UUID
+	Status domain.ExecutionStatus
+	Error  string
+}
+
+var _ ports.ExecutionStore = (*memStore)(nil)
+
+func newMemStore() *memStore {
+	return &memStore{versions: map[string]domain.Graph{}, executions: map[uuid.UUID]*memExecution{}}
+}
+
+// addRun stores a definition version with graph and a RUNNING execution of
+// it, as the dispatcher would have.
+func (s *memStore) addRun(definitionID, executionID uuid.UUID, version int, g domain.Graph) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.versions[fmt.Sprintf("%s/%d", definitionID, version)] = g
+	s.executions[executionID] = &memExecution{status: domain.ExecutionRunning, nodes: map[string]ports.NodeRecord{}}
+}
+
+func (s *memStore) GetExecution(_ context.Context, id uuid.UUID) (ports.Execution, []ports.NodeRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.executions[id]
+	if !ok {
+		return ports.Execution{}, nil, ports.ErrNotFound
+	}
+	nodes := make([]ports.NodeRecord, 0, len(e.nodes))
+	for _, n := range e.nodes {
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(a, b ports.NodeRecord) int { return cmp.Compare(a.Key, b.Key) })
+	return ports.Execution{ID: id, Status: e.status, Error: e.err}, nodes, nil
+}
+
+func (s *memStore) GetDefinitionVersion(_ context.Context, definitionID uuid.UUID, version int) (ports.DefinitionVersion, error) {
+	if s.beforeLoad != nil {
+		s.beforeLoad()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.versions[fmt.Sprintf("%s/%d", definitionID, version)]
+	if !ok {
+		return ports.DefinitionVersion{}, ports.ErrNotFound
+	}
+	return ports.DefinitionVersion{DefinitionID: definitionID, Version: version, Graph: g}, nil
+}
+
+func (s *memStore) StartNode(_ context.Context, executionID uuid.UUID, n ports.NodeRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.executions[executionID]
+	if !ok {
+		return ports.ErrNotFound
+	}
+	old, exists := e.nodes[n.Key]
+	if exists && old.Status != domain.NodeRunning && old.Status != domain.NodeFailed {
+		return nil
+	}
+	rec := ports.NodeRecord{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: max(1, n.Attempt), Input: n.Input, StartedAt: n.StartedAt}
+	if exists && old.StartedAt != nil {
+		rec.StartedAt = old.StartedAt
+	}
+	if rec.StartedAt == nil {
+		now := time.Now()
+		rec.StartedAt = &now
+	}
+	e.nodes[n.Key] = rec
+	return nil
+}
+
+func (s *memStore) FinishNode(_ context.Context, executionID uuid.UUID, n ports.NodeRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.executions[executionID]
+	if !ok {
+		return ports.ErrNotFound
+	}
+	rec := n
+	rec.Attempt = max(1, n.Attempt)
+	if old, exists := e.nodes[n.Key]; exists {
+		rec.Attempt = max(rec.Attempt, old.Attempt)
+		if old.StartedAt != nil {
+			rec.StartedAt = old.StartedAt
+		}
+		if len(rec.Input) == 0 {
+			rec.Input = old.Input
+		}
+	}
+	if rec.CompletedAt == nil {
+		now := time.Now()
+		rec.CompletedAt = &now
+	}
+	e.nodes[n.Key] = rec
+	return nil
+}
+
+func (s *memStore) FinishExecution(_ context.Context, id uuid.UUID, status domain.ExecutionStatus, errMsg *string) (bool, error) {
+	if s.beforeFinish != nil {
+		s.beforeFinish()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := completion{ID: id, Status: status}
+	if errMsg != nil {
+		c.Error = *errMsg
+	}
+	s.completions = append(s.completions, c)
+	e, ok := s.executions[id]
+	if !ok || e.status != domain.ExecutionRunning {
+		return false, nil
+	}
+	e.status, e.err = status, errMsg
+	return true, nil
+}
+
+// node returns one node record, and whether there is one.
+func (s *memStore) node(executionID uuid.UUID, key string) (ports.NodeRecord, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.executions[executionID]
+	if !ok {
+		return ports.NodeRecord{}, false
+	}
+	n, ok := e.nodes[key]
+	return n, ok
+}
+
+// statuses maps each recorded node to its status.
+func (s *memStore) statuses(executionID uuid.UUID) map[string]domain.NodeStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]domain.NodeStatus{}
+	for k, n := range s.executions[executionID].nodes {
+		out[k] = n.Status
+	}
+	return out
+}
+
+// finished returns the FinishExecution calls made so far.
+func (s *memStore) finished() []completion {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.completions)
+}
