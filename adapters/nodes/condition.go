@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -14,7 +15,9 @@ type Condition struct{}
 // Type is CONDITION.
 func (Condition) Type() domain.NodeType { return domain.NodeCondition }
 
-// Execute evaluates the comparison; its errors are permanent.
+// Execute evaluates the comparison. Its errors are permanent, since the
+// same values compare the same way on every attempt: a missing path, or a
+// comparison that makes no sense (ordering a number against a string).
 func (Condition) Execute(_ context.Context, run ports.NodeRun) (any, any, error) {
 	cfg, err := domain.DecodeConditionConfig(run.Node.Config)
 	if err != nil {
@@ -22,7 +25,11 @@ func (Condition) Execute(_ context.Context, run ports.NodeRun) (any, any, error)
 	}
 	ok, err := domain.EvaluateCondition(cfg, run.Context)
 	if err != nil {
-		return nil, nil, ports.Permanent(templateKind(err), err)
+		kind := "invalid_comparison"
+		if errors.Is(err, domain.ErrMissingPath) {
+			kind = "missing_path"
+		}
+		return nil, nil, ports.Permanent(kind, err)
 	}
 	return nil, ok, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/sluicehq/sluice/domain"
@@ -59,7 +60,7 @@ func (h *HTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, any,
 	}
 	in, err := resolveRequest(cfg, run.Context)
 	if err != nil {
-		return nil, nil, ports.Permanent(templateKind(err), err)
+		return in, nil, err
 	}
 	var body io.Reader
 	if in.Body != nil {
@@ -104,28 +105,54 @@ func (h *HTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, any,
 	return in, out, nil
 }
 
+// resolveRequest resolves the request's templates and checks what they
+// produced. Every error is permanent: the same templates over the same
+// outputs resolve the same way on every attempt.
 func resolveRequest(cfg domain.HTTPRequestConfig, tc domain.TemplateContext) (httpInput, error) {
 	in := httpInput{Method: cfg.Method, Headers: map[string]string{}}
-	url, err := domain.Resolve(cfg.URL, tc)
+	rawURL, err := domain.Resolve(cfg.URL, tc)
 	if err != nil {
-		return in, fmt.Errorf("url: %w", err)
+		return in, ports.Permanent(templateKind(err), fmt.Errorf("url: %w", err))
 	}
-	in.URL = fmt.Sprint(url)
+	in.URL = text(rawURL)
+	// Validation only checks URLs without templates; a resolved one is
+	// checked here, or a bad scheme would fail in the client as a
+	// "network error" and be retried for nothing.
+	if u, err := url.Parse(in.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return in, ports.Permanent("invalid_url", fmt.Errorf("url %q is not an absolute http(s) URL", in.URL))
+	}
 	for k, v := range cfg.Headers {
 		rv, err := domain.Resolve(v, tc)
 		if err != nil {
-			return in, fmt.Errorf("header %s: %w", k, err)
+			return in, ports.Permanent(templateKind(err), fmt.Errorf("header %s: %w", k, err))
 		}
-		in.Headers[k] = fmt.Sprint(rv)
+		in.Headers[k] = text(rv)
+		if strings.ContainsAny(in.Headers[k], "\r\n") {
+			return in, ports.Permanent("invalid_header", fmt.Errorf("header %s: resolved value contains a line break", k))
+		}
 	}
 	if len(cfg.Body) > 0 {
 		b, err := domain.ResolveJSON(cfg.Body, tc)
 		if err != nil {
-			return in, fmt.Errorf("body: %w", err)
+			return in, ports.Permanent(templateKind(err), fmt.Errorf("body: %w", err))
 		}
 		in.Body = b
 	}
 	return in, nil
+}
+
+// text renders a resolved template value for a URL or a header: strings as
+// they are, anything else (a number, an object) as compact JSON, which is
+// what a template interpolated into a longer string gives too.
+func text(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(raw)
 }
 
 func parseBody(contentType string, raw []byte) any {
