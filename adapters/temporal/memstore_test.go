@@ -171,7 +171,11 @@ func (s *memStore) statuses(executionID uuid.UUID) map[string]domain.NodeStatus 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string]domain.NodeStatus{}
-	for k, n := range s.executions[executionID].nodes {
+	e, ok := s.executions[executionID]
+	if !ok {
+		return out
+	}
+	for k, n := range e.nodes {
 		out[k] = n.Status
 	}
 	return out

@@ -1,0 +1,242 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/adapters/nodes"
+	"github.com/sluicehq/sluice/domain"
+)
+
+// TestRecordHistories runs representative executions on a real Temporal
+// server and writes their histories to testdata/histories for
+// TestReplayRecordedHistories. It is skipped unless
+// SLUICE_RECORD_HISTORIES=1 and TEMPORAL_ADDRESS are set; run it after a
+// deliberate, versioned change to the workflow (and only then), e.g.:
+//
+//	cd cmd/devstack && go build -o /tmp/devstack . && cd ../.. &&
+//	/tmp/devstack -- env SLUICE_RECORD_HISTORIES=1 go test -run TestRecordHistories ./adapters/temporal/
+//
+// The worker uses the in-memory store, so no database is needed.
+func TestRecordHistories(t *testing.T) {
+	addr := os.Getenv("TEMPORAL_ADDRESS")
+	if os.Getenv("SLUICE_RECORD_HISTORIES") != "1" || addr == "" {
+		t.Skip("set SLUICE_RECORD_HISTORIES=1 and TEMPORAL_ADDRESS to record histories")
+	}
+	namespace := os.Getenv("TEMPORAL_NAMESPACE")
+	if namespace == "" {
+		namespace = "default"
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: namespace, Logger: discardLogger{}})
+	if err != nil {
+		t.Fatalf("dialing Temporal at %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+
+	var flaky atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/orders":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"items": [{"id": 7}, {"id": 8}], "count": 2}`)
+		case "/flaky":
+			if flaky.Add(1) < 3 {
+				http.Error(w, "try later", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprint(w, `{"ok": true}`)
+		case "/hang":
+			<-r.Context().Done()
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+
+	store := newMemStore()
+	queues := NewTaskQueues("sluice-history-" + uuid.NewString()[:8] + ".")
+	ws := NewWorkers(c, WorkerConfig{
+		Queues: queues, ServeWorkflows: true, ServeExternalAPI: true,
+		WorkflowsSize: 10, ExternalAPISize: 10, Retry: testRetry,
+	}, NewActivities(store, nodes.All(nodes.NewHTTPRequest()), slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
+	if err := ws.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ws.Stop)
+
+	for _, sc := range []struct {
+		name  string
+		graph string
+		input string
+		// during runs while the execution does, e.g. to cancel it.
+		during func(t *testing.T, execID uuid.UUID)
+		want   domain.ExecutionStatus
+	}{
+		{
+			// An HTTP node feeding a TRANSFORM beside a DELAY, joined by a
+			// CONDITION whose false branch is skipped.
+			name: "diamond_http_transform_delay_condition",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "fetch", "type": "HTTP_REQUEST", "config": {"url": "%s/orders", "headers": {"X-Exec": "{{ execution.id }}"}}},
+					{"key": "shape", "type": "TRANSFORM", "config": {"output": {"first": "{{ steps.fetch.output.body.items[0].id }}", "count": "{{ steps.fetch.output.body.count }}"}}},
+					{"key": "wait", "type": "DELAY", "config": {"duration": "1s"}},
+					{"key": "check", "type": "CONDITION", "config": {"left": "{{ steps.shape.output.count }}", "op": ">", "right": "{{ input.min }}"}},
+					{"key": "many", "type": "TRANSFORM", "config": {"output": "many"}},
+					{"key": "few", "type": "TRANSFORM", "config": {"output": "few"}}
+				],
+				"edges": [
+					{"from": "fetch", "to": "shape"}, {"from": "shape", "to": "check"}, {"from": "wait", "to": "check"},
+					{"from": "check", "to": "many", "when": true}, {"from": "check", "to": "few", "when": false}
+				]
+			}`, srv.URL),
+			input: `{"min": 1}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			name:  "http_5xx_retried_then_completed",
+			graph: fmt.Sprintf(`{"nodes": [{"key": "flaky", "type": "HTTP_REQUEST", "config": {"url": "%s/flaky"}}]}`, srv.URL),
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			name: "http_404_fails_and_skips_downstream",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "get", "type": "HTTP_REQUEST", "config": {"url": "%s/missing"}},
+					{"key": "use", "type": "TRANSFORM", "config": {"output": "{{ steps.get.output.body }}"}}
+				],
+				"edges": [{"from": "get", "to": "use"}]
+			}`, srv.URL),
+			want: domain.ExecutionFailed,
+		},
+		{
+			// Cancelled while a DELAY waits and an HTTP call hangs.
+			name: "cancelled_during_delay_and_http",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "wait", "type": "DELAY", "config": {"duration": "1h"}},
+					{"key": "call", "type": "HTTP_REQUEST", "config": {"url": "%s/hang", "timeout": "5m"}},
+					{"key": "after", "type": "TRANSFORM", "config": {"output": 1}}
+				],
+				"edges": [{"from": "wait", "to": "after"}, {"from": "call", "to": "after"}]
+			}`, srv.URL),
+			during: func(t *testing.T, execID uuid.UUID) {
+				waitFor(t, "both nodes RUNNING", func() bool {
+					st := store.statuses(execID)
+					return st["wait"] == domain.NodeRunning && st["call"] == domain.NodeRunning
+				})
+				if err := c.CancelWorkflow(context.Background(), WorkflowID(execID), ""); err != nil {
+					t.Errorf("cancelling: %v", err)
+				}
+			},
+			want: domain.ExecutionCancelled,
+		},
+		{
+			name: "invalid_graph_cycle",
+			graph: `{
+				"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}, {"key": "b", "type": "TRANSFORM", "config": {"output": 2}}],
+				"edges": [{"from": "a", "to": "b"}, {"from": "b", "to": "a"}]
+			}`,
+			want: domain.ExecutionFailed,
+		},
+		{
+			name:  "empty_graph",
+			graph: `{}`,
+			want:  domain.ExecutionCompleted,
+		},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			g, err := domain.DecodeGraph([]byte(sc.graph))
+			if err != nil {
+				t.Fatal(err)
+			}
+			execID, defID := uuid.New(), uuid.New()
+			store.addRun(defID, execID, 1, g)
+			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1}
+			if sc.input != "" {
+				in.Input = []byte(sc.input)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: WorkflowID(execID), TaskQueue: queues.Workflows}, ExecutionWorkflowName, in)
+			if err != nil {
+				t.Fatalf("starting workflow: %v", err)
+			}
+			if sc.during != nil {
+				sc.during(t, execID)
+			}
+			var res ExecutionResult
+			err = run.Get(ctx, &res)
+			var cancelled *temporal.CanceledError
+			switch {
+			case errors.As(err, &cancelled):
+			case err != nil:
+				t.Fatalf("workflow: %v", err)
+			}
+			completions := store.finished()
+			var got []domain.ExecutionStatus
+			for _, cp := range completions {
+				if cp.ID == execID {
+					got = append(got, cp.Status)
+				}
+			}
+			if len(got) != 1 || got[0] != sc.want {
+				t.Fatalf("completions = %v, want one %s", got, sc.want)
+			}
+			writeHistory(ctx, t, c, WorkflowID(execID), filepath.Join(historyDir, sc.name+".json"))
+		})
+	}
+}
+
+// writeHistory fetches a closed workflow's history and writes it as the
+// JSON the replayer (and `temporal workflow show --output json`) uses.
+func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID, path string) {
+	t.Helper()
+	hist := &historypb.History{}
+	iter := c.GetWorkflowHistory(ctx, workflowID, "", false, 0)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatalf("reading history: %v", err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	raw, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d events)", path, len(hist.Events))
+}
+
+// waitFor polls cond until it holds, failing the test after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,72 @@
+package temporal
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// historyDir holds histories of real runs on a Temporal server, written by
+// TestRecordHistories. Replaying them against the current workflow code
+// fails on any change that would break a running execution's replay.
+const historyDir = "testdata/histories"
+
+// recordedHistories lists the recorded histories, failing the test if
+// there are none, so that deleting them cannot silently disable the check.
+func recordedHistories(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(historyDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no histories in %s; record them with SLUICE_RECORD_HISTORIES=1 (see history_record_test.go)", historyDir)
+	}
+	return files
+}
+
+func TestReplayRecordedHistories(t *testing.T) {
+	t.Parallel()
+	for _, file := range recordedHistories(t) {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".json"), func(t *testing.T) {
+			t.Parallel()
+			replayer := worker.NewWorkflowReplayer()
+			// The replayer reads the retry configuration from the
+			// history's side effect, never from here.
+			registerWorkflow(replayer, &Workflows{})
+			if err := replayer.ReplayWorkflowHistoryFromJSONFile(discardLogger{}, file); err != nil {
+				t.Errorf("replaying %s: %v", file, err)
+			}
+		})
+	}
+}
+
+// TestReplayDetectsADifferentWorkflow shows the replay test has teeth: a
+// workflow that schedules other commands than the recorded ones (here, one
+// that never loads the graph) fails to replay every history.
+func TestReplayDetectsADifferentWorkflow(t *testing.T) {
+	t.Parallel()
+	broken := func(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
+		var id string
+		_ = workflow.SideEffect(ctx, func(workflow.Context) any { return in.ExecutionID }).Get(&id)
+		var retry RetryConfig
+		_ = workflow.SideEffect(ctx, func(workflow.Context) any { return RetryConfig{} }).Get(&retry)
+		run := &executionRun{ctx: ctx, executionID: id, in: in}
+		return run.finish("COMPLETED", "")
+	}
+	failed := 0
+	files := recordedHistories(t)
+	for _, file := range files {
+		replayer := worker.NewWorkflowReplayer()
+		replayer.RegisterWorkflowWithOptions(broken, workflow.RegisterOptions{Name: ExecutionWorkflowName})
+		if err := replayer.ReplayWorkflowHistoryFromJSONFile(discardLogger{}, file); err != nil {
+			failed++
+		}
+	}
+	if failed != len(files) {
+		t.Errorf("a workflow that skips LoadGraph replayed %d of %d histories without error", len(files)-failed, len(files))
+	}
+}
