@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
@@ -195,7 +197,8 @@ func TestTemporalSubcommandKeepsDataAcrossRestart(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: namespace})
+	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: namespace, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +211,7 @@ func TestTemporalSubcommandKeepsDataAcrossRestart(t *testing.T) {
 	stopTemporalCmd(t, cmd)
 
 	cmd, addr = startTemporalCmd(t, "-port", port, "-db", db)
-	c, err = client.Dial(client.Options{HostPort: addr, Namespace: namespace})
+	c, err = client.Dial(client.Options{HostPort: addr, Namespace: namespace, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,6 +122,9 @@ func run(args []string) int {
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Dir = rootDir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// Should devstack itself be killed (SIGKILL, a crash), the child gets
+	// SIGTERM rather than living on against a stack that is gone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	// Later entries win, so ours override whatever the parent had.
 	cmd.Env = append(append(os.Environ(), s.env...), "DEVSTACK_BIN="+self)
 

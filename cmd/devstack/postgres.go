@@ -180,11 +180,18 @@ func (p *postgres) runningPort() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(lines[3]))
 }
 
+// start waits until the server accepts connections. On failure the error
+// carries the end of the server log, where the reason (such as the port
+// being taken) is, as pg_ctl itself only says "could not start server".
 func (p *postgres) start(ctx context.Context) error {
+	logPath := filepath.Join(p.dataDir, "server.log")
 	_, err := p.run(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", p.dataDir,
-		"-l", filepath.Join(p.dataDir, "server.log"), "-o", fmt.Sprintf("-p %d", p.port))
+		"-l", logPath, "-o", fmt.Sprintf("-p %d", p.port))
 	if err != nil {
-		return fmt.Errorf("%w\n(see %s)", err, filepath.Join(p.dataDir, "server.log"))
+		b, _ := os.ReadFile(logPath)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		tail := strings.Join(lines[max(0, len(lines)-5):], "\n")
+		return fmt.Errorf("%w\n%s:\n%s", err, logPath, tail)
 	}
 	return nil
 }
