@@ -3,6 +3,7 @@ package temporal
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -28,7 +29,8 @@ type WorkerConfig struct {
 	StopTimeout time.Duration
 }
 
-// DefaultStopTimeout fits inside fx's default 15 s stop timeout.
+// DefaultStopTimeout fits inside fx's default 15 s stop timeout (workers
+// of both queues stop together, see Workers.Stop).
 const DefaultStopTimeout = 10 * time.Second
 
 // Workers are the started Temporal workers of one process.
@@ -99,9 +101,12 @@ func (ws *Workers) Start() error {
 
 // Stop stops every worker. Each waits for its in-flight tasks up to the
 // worker's stop timeout and hands the rest back to Temporal, which
-// redelivers them.
+// redelivers them. The workers stop together, so stopping takes one stop
+// timeout, not one per queue served.
 func (ws *Workers) Stop() {
+	var wg sync.WaitGroup
 	for _, w := range ws.workers {
-		w.Stop()
+		wg.Go(w.Stop)
 	}
+	wg.Wait()
 }
