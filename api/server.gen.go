@@ -73,7 +73,7 @@ type ApiKey struct {
 	Id        openapi_types.UUID `json:"id"`
 	Name      string             `json:"name"`
 
-	// Prefix The first characters of the secret
+	// Prefix The first characters of the secret, to tell keys apart.
 	Prefix      string             `json:"prefix"`
 	RevokedAt   *time.Time         `json:"revokedAt"`
 	WorkspaceId openapi_types.UUID `json:"workspaceId"`
@@ -119,7 +119,7 @@ type CreatedApiKey struct {
 	Id        openapi_types.UUID `json:"id"`
 	Name      string             `json:"name"`
 
-	// Prefix The first characters of the secret
+	// Prefix The first characters of the secret, to tell keys apart.
 	Prefix    string     `json:"prefix"`
 	RevokedAt *time.Time `json:"revokedAt"`
 
@@ -367,6 +367,7 @@ type Unauthorized = Problem
 
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
+	// WorkspaceId The workspace to list.
 	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
 
 	// Limit Page size.
@@ -378,8 +379,11 @@ type ListDefinitionsParams struct {
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
+	// WorkspaceId The workspace to list.
 	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
-	Status      *ExecutionStatus   `form:"status,omitempty" json:"status,omitempty"`
+
+	// Status Only executions in this status.
+	Status *ExecutionStatus `form:"status,omitempty" json:"status,omitempty"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -390,13 +394,17 @@ type ListExecutionsParams struct {
 
 // StartExecutionParams defines parameters for StartExecution.
 type StartExecutionParams struct {
+	// IdempotencyKey Makes the start safe to retry. The same key with the same body returns the original queue item; with a different body it is a 409. Scoped per workspace, kept for at least 24 hours.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // ListQueueParams defines parameters for ListQueue.
 type ListQueueParams struct {
+	// WorkspaceId The workspace to list.
 	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
-	Status      *QueueStatus       `form:"status,omitempty" json:"status,omitempty"`
+
+	// Status Only items in this status.
+	Status *QueueStatus `form:"status,omitempty" json:"status,omitempty"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -3569,102 +3577,104 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/buJZ/hdAu0Bms/IzTps4n3yTtZKeT5ibpHew0xYSWjm1ey6RKUnE9Qf77gg9J",
-	"lCzbcuy2d4oAA0ya8HF4eN4P6sEL2CxmFKgUXv/BizHHM5DA9b9OEi4YVz+FIAJOYkkY9frezQTQHYUv",
-	"0gy4Q2yE5ARQzOGesESgGI+h6fkeUaM/J8AXnu9RPAOv7wVmUd8TwQRmWK0+w1/eAR3Lidfvttu+Jxex",
-	"GikkJ3TsPT763imMCCVq+/NQzdALx1hO8nVDd4jvcficEA6h15c8AXe3EeMzLL2+lyREjVze7ewLBMna",
-	"zcAZsdte78iMyGUUX+IxIEH+WonGSM9z9wphhJNIev3Dtq9QSmbJzCJ0Rqj5VycDgVAJY+Aaht8Zn4oY",
-	"B7DyvHNnxC7nfVSTRcyoAE1h/8DhFXxOQGgUBIxKoPpHHMcRCbDCRivmbBjB7H/+LRRqHjz4gmdxBObM",
-	"EpPI62uQQEg0ZOECTbBAmCLgXBOa/r/w+h8fvBkIgccKpFmiRgPCyIKqD9z3Wu5RHz/5npBYJsLr9zRl",
-	"Eqk29s7pPY5IiOy2+UknUsai32qJKCEBNEO4T8EXLWImNdJJjy7m/pvDyOt7/9XKGbJl/ipal2YFg79l",
-	"VkzPTgSa4UhdAYSIcTTkgKdCc6ZZqam2PGF0FJFgV4SfhzCLmQQaLBq/wgLNsUCJgBDNiZwgjEIyGgEH",
-	"aq7Ec/H4OsdjBkw9BDp7BunMfWMxXViYk0j9J8ESHsALgdQpQOPxDeNDEoZAd0Sk2iCXXWgIEaNjgSRD",
-	"mDI5AY4yiixg8SDHYg5KLTSOsuH7wp1kU6BohheIMokkSwKFOCIyzGmMnVMJnOJoR4QRu0zG3ylODosc",
-	"WhpVi0EtgPvAyzWbgZwQOkYjTCLFkdSwIvB74MeWsCzNTTAdQ6iwp2ZYbGlp8ZbjeLIjxrooPeIqaZjQ",
-	"KWVziigLAd16X249RyKOFQgtCMcgWu2WZN6j784NFkEEfYRR4zZptw8ADbOf8NIqagNRlKvd7rJc1YO3",
-	"k6pmyr4oWq+mJKoiaIwMVKeDt8cI7oEvUoSqERERMpV7RCrjR070DV4w+YYlNNzx9hT7jyI2d6XEEW6H",
-	"B/gVNLqj3rDRC152Gq/xETQOhy+DV+ERvB61Oxr0kQbAlRu9HNsXzoAamKZMNszwfWD5giGh5ERBRNww",
-	"9g7zMezTGoAvAUAoUKfdOzp89RINFxKEi5KOI0ov8SJiOESSMRRpSGqhRjLWMMP3RYAadEVdalWO5AS7",
-	"4gPhIIBYCo20DxQncsI4+Qt2pbUZEUKJrCFgrnZVcr1APZ0cVYVta2EpcWfsiYY0iL4yd7BVQ3KCtS2U",
-	"yjTGEYd7NoWwqa1du67adhCTX2GhHR/OYuCSGLM04IAlhANZsGlDLKEhyQyWDVvfI2EN+ze1px+W/xBz",
-	"GJEv1b7WiHCjJDgOlG+W+lsCAg7admJIQhShKSwEwjHmsun1aRJFFRBYXKw5m5qIh+qOjXm/tMS86C9s",
-	"dnJyh+Gjp4cU/QmNlAwFvoN+F9xP2cps+G8wlt8JpgFEV9alWL7ImreS0veDB1S5SR+9k8HFydm7d2en",
-	"np/+fH7x1oFh3enscpUA66MZunM8HxyGWrDj6NKBf4QjAX7pSCkFlZ3mGaHpvzuboNRrrAYv97afBuI4",
-	"tVnWsfXbVF8/6UA7EmEl/RmwV6PlX8DFN8FJCdhNcGXu+zckKN+LI0w3im41ppL47PzVhwpz2Yyj6P1I",
-	"G6zr9rLjlW1aPJ+VkkuS9XqitQMN4BgJyTggIhFl8+ZG6rErLgP/qRCq2oteCRKuvGhLe47qyAI4/pb8",
-	"tqumSuJw20N8JYVRwk2KiKICycGtIrb8ti7xuEqBSOU1uT+sw7Fz94/ZZphzvNAYzSKmmu3Wa9kyEqTx",
-	"3pw11h/HIZidaTAsRV830s52BHm/mrZLWCjFeO/XXHwVds7CqisecTarJHTJKn89n4AL65CxCCrEnF5W",
-	"L1IJCv2cQAJhFmpehksPON/WgFmH8X+qFa/N0DK46W5rrZc10KrtIpC7GZZhwrWv8psorEGofNlbPd+R",
-	"hCbYs5m7aktBQuNkjUItLJ7jyUQ56kqNCxbCFQSMh1VSQ0jMt+TXetSQXWZKEX4WajjdluHTiWvV1L61",
-	"QCW0y7Bk+Ehv08WpXyDcAgWm1LSWEfahNXKu+j5Ko0wIjht09eHiQvk9vnfy/rfLd2c32iF6MzgveEZn",
-	"pxWOke+9IRCFZylHFjGUhQ+rXGEdMXzYcDiboEoXqjpYFjstGn4DdDp420SK7azHzAEllHxO4FjnjcIx",
-	"oAjwPaFjhNHJ+4vT85vz9xcmOjrDCxRgzhfoTmmCOyQZikkw1bG/Icc0mDS9so2tg6f1CSI0gaQZ/nJu",
-	"xh+2nbxoThtbi5niqp2KVcvGut6iCrm/AI7MPZUUwQSCqVgtMqsUbXntXIBtMMRXqyp92gotRUdkvLU8",
-	"nxpHxPGQOjU8JPOLMvX9cnNz+efV2T8/nF3f+OjmanBx/eb91W++Q2eMo9Ozd4P/O0YamWlw2aaiZBr+",
-	"MTFqwUzEaykuzSFmSsohycYgJ8A3OzbqnHbMKpxaRbWEWSwlzGJZLfn3YhxsodtTpb0cSlP0/MLkpaJ7",
-	"CJEe2lzaPr/zpcVZIitXH9xjoldQAiHCErjeTCAskJAQi6ZOigRTWJjsSNOsVLn5ZqW/EQn1jAB1pbn+",
-	"Tym2NpU4ujUlgFzLWkylN7da7a6ita310fWv55eXNTTTpY1dpMu+uTo783zv8uq953tnFzdnV5dX59dn",
-	"1XNtOHqJAK7enKDXvcNXGQ+aqLpY1gZpuP1hBZGL5cW1Lm1EcA9RlszzEeBgkibc//f6/UUjZjqH2YjI",
-	"FGwiyq+nHRxlXWGFECokpkG1vl6S1g7n22TBQ13pOEBCaib6cHWOKJ4pFaxk3ZTQUMk9e/bNosySp9l/",
-	"rVOjvSKlEVcKtROW0AqOP9MSl0MEWAAa4mCqWP/y7OL0/OKtA6GDDpwKia1CQBEms92EwVOcfiJiLIPJ",
-	"G0yihEMVTZq8tuZqgRhFNzCLGceRSW4rstO5b4GwRAfVCEl32VE1FAu2yp7FvpzBCAt5VlsLxZwwTuSi",
-	"mjGe4LHv6J99A9crUwbZ2f0iD1WQlYtWv1RY58bxXNZxeaJEQ2s5fB/eWi4uvo+35pKEo8Ks2FGq793g",
-	"/DetBE/Pry8HNye/bOO0XStuzjzCp2UUagVN1lhPimCUBaVtpzu92p0jPnJcuCyWlT92y2t3dGUcExIl",
-	"fAxUNtF7HgIXurBKq09CEc7LrI6V1OIUhEA44EyI/E8CBWwGwmRkFUhZnWVvfZXl9+LdGmxbRWQfdNB8",
-	"x8TSkzNEK1NDGUAVqjqQ5L7CoMhIWaAJi0Lj0ouIlVM9rrfy1bL/UXWx7wmjNpWBIAdXV1RHmCIcRWwu",
-	"qmFdXU9QG/m+if2Gy3DpMAGaYyJ1GZuusVCoqwZl67xQlZpxk4N+VuRsLzeDdJsMT0Yz+xD+OQF+D+Gv",
-	"zAYIEiXxrhVA5gSmVqfa3cXhjNBCjUwmENDg8hxNYdFMi8h1MsOsVajmMYU3hI5YRQ5VV/mgsRbWcx2G",
-	"oLpCJTUFm+j3XHbq9A2gVApp8X46eCsQG91S7SwfG2tSkRujgMBkSQQi0keYhsjup44l1W8Ro9ECzSdE",
-	"KY4J3NLseC+EYR5dC45GHMBw/U/K10MdH11evUeHPsq9PdRtoyDjxFuas+LPzVt6S1Nz35SWJTQEju5a",
-	"OCat+84dorrG7G5gC5x0ELmP/mHqqIznr6/B+P53fQOucz9oxNkMmQCVDUKvujJfnViXzuFgAkIj4ZYq",
-	"jLA5zYc3kQFZ+5RKB96tKge7Qz+l3qs6q+a8AGxFjW0BGMRqs0a32VYsxyOn1ms+nzex/nOT8XHLzhWt",
-	"d+cnZxfXZ3pO7gumRDO4PHdyeH2v02ybcSwGimPi9b2DZrt5YGtINa1bdLdSEmrlGUFTZVGV6H9HhBQu",
-	"Hl8Ip5ZSmPAZ5qALJkPQUQmF+hA4hGi4QCRUTKKkBk71tl701NncL/TOfHyobNrYVxuFXy2lcghapq2k",
-	"xkArbB4/lTozuu32mlrCihpCKz8/fioKQiUGa5f6lbLxFRV/A91bhNjIvUFdBdkzAFctnx2s5fSb6Cmd",
-	"zVM+lIoWe+2DzZPeuCX2vXZv84ysWPjR9w7rHCWrptdqIZnNMF9YukQVJcOKQiUei2IaXXiflK3ARAXb",
-	"/AtHJNSCPQ82Kxmsa2W08MUCWfZFnVTYmHHL5dHaxO51u+U66TJflSvQLJ+AkP9g4WI7kszKEGz6RdOm",
-	"yZl8dHMBeUg3r2r/BaKI+ejhwYaIFQejx0eNbR0a9sYcwGlcySL5pgzIcnw6qGDEey9HnaATHHYaB8HL",
-	"YaOHD4eN18MjaLRHnbCLD4a94HCLAtlVRXuPRSPDhpZLXN7ZDqWObex1292XjU6n0e3cdNr9tvrvj+Wq",
-	"HOUNfc+LUKa5V6de3lu6NMeiXXXYr3mvbjXRsiS0ZXI/muzrdWpskbUJqAndbh1h6TTT7ChhDeKtPVGS",
-	"siuF7KO/1nZpPbilTY9GGCtDpMLkZqPUSmki46HhiAMOF8h4R9pRI1KHXhGWKA2PpYmCIALMjVF4jHhC",
-	"qbK2Hb9TwSEqJPOp3rMkmQuypLcMrZkUPmvonH4MSrakH7/atL2eKDeq1EKYadg0qGCV9AthtPPy1b4F",
-	"ue5e299bR/zIcvymcHnPjJIzyluQW3NJyQnb4PwU4qDaWthCSLcsWy09nLD1vqss8GtjaWNEYY7IbJaY",
-	"1Ghqc7tlIGlIYAgmQJ2yvtIFjmzPUyUm3EDZHCmi22SF57V0X8UY//S4pbFbasX4TpZusS66rnDaJOiy",
-	"iEj3CRImvagVgkYRkl3/2XD81objIAwRRnnR+j4sxUwItR7sT48r42DGWGAUqmUJdiRsTVPBFQtf2WL4",
-	"yrzW2T+v/aB8trtG38QBu2lxv/IBm/uCAquOuq59JafSOMg161bB53yaryQyCGkSyr4x3c0LSSjGY0Kx",
-	"MQqros95ZvObB5+rls9qP+qx0VL3wQ8b1C72CqyNaTuW2k+KFFgiTdE511W34udnYVKKdIPLBKk4cX5Z",
-	"rU/zAS2db9QWfKUJfpZmIDHN90ot74K+LDnbOlSOqZgDF7e02+4iLG2zqZ6aGuI8rZ8jEs0nYB55yDN+",
-	"efrylurUO/pdR3Eouiu9wHTnI4w4xICzAnGBZ/YhCQ4y4VTcUvVrxomSLJGJF+k6PZNdLb/aZJOc2VJT",
-	"0E9S4Fvaa79uol/T3okpxMbTwBJFgIVE3R6asIQLFLvvF5nUYlGSFeuNVkiyCeBQp6WtrCkdfeVjcoeH",
-	"m/riP+3g0WRlTmmGNMTFoqTuqqqfuubL14xKVBd61fKkutvhKWtk9A7CbtAZtnHj9egIGr3wVdA4Gr7E",
-	"jcNRD9K/Oc+NZEVt9WXtUltlhbxNB/1wHlD79eYJJ867aVu7TLuIa4v1giB9osx+cKpEN7k77nb2/bZE",
-	"aGmnHCGjV7WUMno2oZUujyugdnR13FaYKmen2f2j2IdoXmOw3S/mURcdC+3g7vAg6IWNQ3g5avRwZ9g4",
-	"Crph4wB6o0P8cvgqOAo9f5WUytNvWedOx68BXecPrwyM2cD8o5iRW5PPs2A4jS6rt8vkgdv0UZHt27jc",
-	"ysV2F9OF7tfO1xXda6Wbcj0zin+2F0vOZw3hs6376b4Wu8lNLIquVqCfL9o+flzcclX4eGDeCEPYMfQQ",
-	"0U+DFqxZEjbRIE0e6kE2inxLs1pxLTGJQBTugTthZDVzKYf4Iq//MxV5On5PBDLnjSA8VuYu0FCg4g7K",
-	"0BU6d6WN3VtqHniK1PIie1AxzXeaTCVowDBSNmmFgWlWWCPAt7RmtpG9uazJn5CqH+kuvm1VVQJgkKNB",
-	"tS/CPVs1u+X2NUafbKNoHtoqFJRzpvARi01lfbRQHpyyTwwB1SpG1H0hf8dIUOlVkh80ClTsQVobBXJo",
-	"4ll/l+I9Dm62ZszWg/VEN/kM8wlw46hYT9FRlkJiGoomek8D0Ioq/9MEK42ZWpV5DyQRaVWx1nH6YWQb",
-	"GUK9du8YjVgUsfktvXOMA/2uhCzYchXK7S3IvB9tVzIvdru2S92qK0s58u5U4wLUSeYs9Za2y62gld5A",
-	"u/dHqUewvhu0RfzB6fM0RyqEdDKlXmiv+88N9DgNi9XeQs5Tz+KmnKvKcVPbXajIPuWPaz1d2ZY9C9NT",
-	"s8HYcBoXlSwJcBQBV2Y4EgDoJxxFOm4r01YhH6VdJKNS68kUFj/XskPyfh9vW0/q76nZiw1mazV7fh3f",
-	"lNP20k+Q3WnKBc4vVzcRmHKdgtWLlLOim7OaaKD7nxiNFqtqkH53Pn7w5Eh9GvoK8ubCvn7tY8uyo6WG",
-	"2K9ReJR2srZrqVJSW2Fk7aeH/mqE5M2g7Rp1k9vzyN+4kv1bBssLNeYp+VcyXqVWaD04BsUma7eYcMzb",
-	"cyJs1YEmG/OjoU0UKBPRhIRk6sOGEMvqeqEiC+9koVrW6H5f1nj1zVjjxr2bZ+usqjZ4LXdsa4H8Xvr4",
-	"k3ZIKiKrudpCaVmlpiCkCRiEqa6V+k9fpLathCCMVjZcpK2nQrI4hgqzqvQaw6Vpjn+yNrQ07bxzVZtY",
-	"V7wLUUsN/qfxere9gtkdxNTl+cM987zd6sfl/W+rTfXnlUqRV/vExFOVqvp7YwqLTR5YQbu+EObB0bS2",
-	"S06AcPsZD1HtTpln7cWOqlM5ODlp1nrqIntPv/xAaCXBqmM966eS22Sfa3Cdpoxq9qCbqpN+JdVkiMu8",
-	"ByoTTvWHyALwEaHZJ9r0UY7NWxrKoJtgob99pTu9w1WemSWQ3d2ygGzrhxW/n/Kduj+0ymkPX0EPt6Hx",
-	"Gh++avSCg1HjKDwIGp1RFw7CXnA4fImdb5+S/DM3fU9E0z97oy5+HRS+c2NjjulnK5xhf07/2b1v//H5",
-	"aNb58io+GB7S10HvmzSXp1/jWM39fu45GMifNdYe/D+aypBqEbKNnmo9TGGxobfYFR6D9KtZadknh5H+",
-	"wGdq2qqBTXSlBulXOuckAJOJp6zB4mWxoYe6YmNT8/BV9tmuZ71iCcOgZCNh7KRbqjsoNPXsHsGe6GfD",
-	"/1ppNQ1sYqzbbufvOqGYswCEMF+/E+kjTMI+kC0QZSiEGGgINFhUBiF+sfvu6pZk2R82rS9E7VvpVbHh",
-	"iNxDs/C0l7XWHFPiHigI14owSLQCQNfC1EUoUHTJhBxzEOgnTMOsUMfXEf8ZC5MI7JNIiQBE5M82V3mM",
-	"DtsHSH+Rdk4EVCL5yoCyc41k9oR8bGE1+PY9aaHN8b/f69AHaBomPdjxW4op7H0UMEoh0DliK0QLX609",
-	"KH6RU99n/S9ymuH7+JriwOEhFDKwHz/Vt7+eRBXayEoaLU7MH6z7+EmXbOoPWhopVYRnhqe6Irfw3li/",
-	"1YpYgKMJE7J/1D5qa1vYbrr0BB5QTKWwaXflaymvT3ta5VIYoeVecXomFRsiYDGEKOAQApUER+4amdyt",
-	"XqH8EJMDzVIfprus2xS3vLItpyZ07KM5loEpjKNhWmNXjDE1Kz5dX7VqKmv0Sjy9VWe2vdXHT4//HwAA",
-	"//8Wi4uWO4AAAA==",
+	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9QDu48jNOmzqfvEnayZ1Omk3SHdxpig0tHdtcy6RKUnG9Qf77BR+S",
+	"KFm25dhtd4oAA0yaUOTh4Xk/yAcvYLOYUaBSeP0HL8Ycz0AC1/86SbhgXP0Uggg4iSVh1Ot7NxNAdxS+",
+	"SjPgDrERkhNAMYd7whKBYjyGpud7RI3+kgBfeL5H8Qy8vheYSX1PBBOYYTX7DH99D3QsJ16/2277nlzE",
+	"aqSQnNCx9/joe6cwIpSo5c/DanjmjE9HEZujMBv6QiASZmDEWE5yKEJ3Qt/j8CUhHEKvL3kCLmwjxmdY",
+	"en0vSYgauQzb2VcIknWgQTpAA4ReBpgGECEcCYYknoJAGH1JIAFEJMz0oF9WgA3OWrtB/Z7MiFyG9xKP",
+	"AQny75XHF+nv3LVCGOEkkl7/sO2roySzZGYPckao+VcnA4FQCWPgGoY/GJ+KGAew7lD1gHVHOXdm2QUn",
+	"j+pjETMqQFP/33B4BV8SEBpNAaMSqP4Rx3FEAqzgbMWcDSOY/c+/hAL6wYOveBZHYLYjMYm8vgYJhERD",
+	"Fi7QBAuEKQLONRPo/wuv/+nBm4EQeKxAmiVqNCCMLKh6w32v5W718bPvCYllIrx+T3MNkWph75ze44iE",
+	"yC6b73QiZSz6rZaIEhJAM4T7FHzRIuajRvrRo4u5/+Yw8vref7VyYdEyfxWtSzODwd/yCaZ7JwLNcKSO",
+	"AELEOBpywFOhpYaZqamWPGF0FJFgV4SfhzCLmQQaLBq/wQLNsUCJgBDNiZwgjEIyGgEHao7Ec/H4Jsdj",
+	"Bkw9BDprBumX+8ZiOrEwO5H6T4IlXHOI2gVoPL5lfEjCEOiOiFQL5JISDSFidCyQZAhTJifAcw4tYPEg",
+	"x2IOSi00jrLh+8KdZFOgaIYXiDKJJEsChTgiMsxpjJ1TCZziaEeEETtNxt8pTg6LHFoaVYtBLYD7wMs1",
+	"m4GcEDpGI0wixZHUsCLwe+DHlrAszU0wHUOosKe+sNjS0uIdx/FkR4x1UbrFVdIwoVPK5hRRFgK69b7e",
+	"eo5EHCsQWhCOQbTaLcm8R9/9NlgEEfQRRo3bpN0+ADTMfsJLs6gFRFGudrvLclUP3k6qmk/2RdF6NiVR",
+	"FUFjZKA6Hbw7RnAPfJEiVI2IiJCp3CNSGWZyok/wgsm3LKHhjqdXYXWhI9wOD/BraHRHvWGjF7zqNN7g",
+	"I2gcDl8Fr8MjeDNqdzToIw2AKzd6ObYvnAE1ME2ZbJjh+8DyBUNCyYmCiLhh7D3mY9inNQBfA4BQoE67",
+	"d3T4+hUaLiQIFyUdR5Re4kXEcIgkYyjSkNRCjWSsYYbviwA16Iq61KwcyQl2xQfCQQCxFBppHylO5IRx",
+	"8m/YldZmRAglsoaAuVpVyfUC9XRyVBWWrYWlxP1iTzSkQfSVuYOtGpITrG2hVKYxjjjcsymETW0R23nV",
+	"soOY/AYL7ZRxFgOXxJilAQcsIRzIgk0bYgkNSWawbNj6Hglr2L+pPf2w/IeYw4h8rTbRR4QbJcFxoPzG",
+	"1BcUEHCQvrIVJEQRmsJCIBxjLptVa1ssrNkVTaIID9XpGsN+aYp50ZvY7ALlrsInTw8pehIaHdnmfQfx",
+	"Lrifs5nZ8F9gbL4T7eBdWWdi+QhrnkdK2Q8eUOVEffJOBhcnZ+/fn516fvrz+cU7B4Z1u7PTVQKst2Yo",
+	"zvF5cBhqkY6jSwf+EY4E+KUtpbRTduVnhKb/7myCUs+xGrw8BvA0EMeptbKOod+lmvpJG9qRCCvpz4C9",
+	"Gi3/AC6+C05KwG6CK3PuvyNB+V4cYbpRaKsxlcRnv1+9qTCXyjiKPoy0qbpuLTteWaXF/Rn5uCxTryda",
+	"L9AAjpGQjAMiElE2b26kHjvjMvCfCwG0vWiUIOHKf7a05yiNLLzjb8lvu+qoJA633cQ3Uhgl3KSIKCqQ",
+	"HNwqYstP6xKPqxSIVP6S+8M6HDtn/5gthjnHC43RLI6r2W69li0jQRq/zZlj/XYcgtmZBsNSTHgj7WxH",
+	"kPerabuEhVIs+X7NwVdh5yysOuIRZ7NKQpes8tfzCbiwDhmLoELM6Wn1JJWgUB2HDrOQ9jJcesD5tgbM",
+	"Ooz/Xc14bYaWwU1XW2u9rIFWLReB3M2wDBOuvZTfRWEOQuWr3urvHUlowjybuau2FCQ0TtYo1MLkOZ5M",
+	"fKOu1LhgIVxBwHhYJTWExHxLfq1HDdlhphThZ0GG020ZPv1wrZratxaohHYZlgwf6Wm6OPULhFugwJSa",
+	"1jLCPrRGzlU/RmmUCcFxg64+Xlwov8f3Tj78fvn+7EY7RG8H5wXP6Oy0wjHyvbcEovAs5cgihrLAYZUT",
+	"rGOFDxs2Z1NT6URVG8uipkXDb4BOB++aSLGddZY5oISSLwkc64xROAYUAb4ndIwwOvlwcXp+c/7hwsRF",
+	"Z3iBAsz5At0pTXCn/O6YBFMd9RtyTINJ0yvb2DpsWp8gQhNCmuGv52b8YdvJ1ua0sbWYKc7aqZi1bKzr",
+	"JaqQ+yvgyJxTSRFMIJiK1SKzStGW584F2AZDfLWq0rut0FJ0RMZby/OpcUQcD6lTw0MyvyhT3683N5f/",
+	"vDr7+8ez6xsf3VwNLq7ffrj63XfojHF0evZ+8H/HSCMzDSvbJJRMAz8mOi2YiXUtRaQ5xExJOSTZGOQE",
+	"+GbHRu3TjlmFU6uoljCLpYRZLKsl/16Mgy10e6q0l4Noip5fmIxUdA8h0kObS8vnZ740OUtk5eyDe0z0",
+	"DEogRFgC14sJhAUSEmLR1OmQYAoLkxdpmpkqF9+s9DcioZ4RoI401/8pxdamEke3pgSQa1mLqfTkVqvd",
+	"VbS2tT66/u388rKGZrq0sYt02rdXZ2ee711effB87+zi5uzq8ur8+qz6WxuIXiKAq7cn6E3v8HXGgyae",
+	"Lpa1QRpof1hB5GJ5cq1LGxHcQ5Sl8XwEOJikqfb/vf5w0YiZzl42IjIFm4Ly62kHR1lXWCGEColpUK2v",
+	"l6S1w/k2TfBQVzoOkJCaiT5enSOKZ0oFK1k3JTRUcs/ufbMos+Rp1l/r1GivSGnElULthCW0guPPtMTl",
+	"EAEWgIY4mCrWvzy7OD2/eOdA6KADp0JiqxBQhMlsN2HwFKefiBjLYPIWkyjhUEWTJqOtuVogRtENzGLG",
+	"cWTS2orsdNZbICzRQTVC0lV2VA3FwrCyZ7EvZzDCQp7V1kIxJ4wTuahmjCd47Dv6Z9/B9cqUQbZ3v8hD",
+	"FWTlotUvld25cTyXdVyeKNHQWg7fh7eWi4sf4625JOGoMCt2lOp7Pzj/XSvB0/Pry8HNya/bOG3Xipsz",
+	"j/BpGYVaQZM11pMiGGVBadvpTs9254iPHBcui2XFkd3y3B1dE8eERAkfA5VN9IGHwIUuqdLqk1CE8wKr",
+	"YyW1OAUhEA44EyL/k0ABm4EwuVgFUlaF2Vtfg/mjeLcG21YR2UcdNN8xsfTkDNHK1FAGUIWqDiS5rzAo",
+	"MlIWaMKi0Lj0ImLlVI/rrXyzvH9UXQp8wqhNZeQVzKZiU2EC4Shic1EN6+pKgtrI903st6IwWIcJ0BwT",
+	"qQvYdHWFQl01KFvnharUjJsc9LMSaHu4GaTbZHgymtmH8M8J8EcIf2U2QJAoiXetADI7MFU61e4uDmeE",
+	"FqpjMoGABpfnaAqLZlpirpMZZq5CHY8puSF0xCpyqLq+B421sJ7rMATVtSmpKdhEf+SyU6dv8gYCLd5P",
+	"B+8EYqNbqp3lY2NNKnJjFBCYLIlARPoI0xDZ9dS2pPotYjRaoPmEKMUxgVvq1rFr5tFV4GjEAQzXv1S+",
+	"Hur46PLqAzr0Ue7toW4bBRkn3tKcFX9p3tJbmpr7pqgsoSFwdNfCMWndd+4Q1dVldwNb2qSDyH30N1NB",
+	"ZTx/fQzG97/rG3Cd80EjzmbIBKhsEHrVkflqx7poDgcTEBoJt1RhhM1pPryJDMjap1Q68G5VIdgdepl6",
+	"r2qvmvMCsBU1tvh/EKvFGt1mW7Ecj5wqr/l83sT6z03Gxy37rWi9Pz85u7g+09/kvmBKNIPLcyeH1/c6",
+	"zbYZx2KgOCZe3ztotpsHtnpU07pFdysloVaeETRVFlWJ/vdESOHi8YVwqiiFCZ9hDrpUMgQdlVCoD4FD",
+	"iIYL2xChpAZO9bae9NRZ3C909Hxa22OhI0TEGBBVnR/76rPwq4VZDmjL9KbUGGhl0uPnUutGt91eU2xY",
+	"UWRoxeynz0V5qaRl7VrAUtK+oiRwoBujEBu5B63LJHsG4Krps421nIYU/Uln8ycfS1WNvfbB5o/eujX4",
+	"vXZv8xdZNfGj7x3W2UpWbq+1RzKbYb6w5FvVyaUIWeKxKGbbhfdZmRRMVHDXP3BEQi3/85i0EtW6pEbL",
+	"aCyQ5XLUSWWSGbdcP60t8V63Wy6kLrNfuVDN8gkI+TcWLrYjyaxawWZpNG2a1MonN2WQR37zsvdfIYqY",
+	"jx4ebCRZcTB6fNTY1hFkb8wBnM6WLOBvqoUsx6eDCra+92rUCTrBYadxELwaNnr4cNh4MzyCRnvUCbv4",
+	"YNgLDreooF1V2/dYtEVsBLrE5Z3tUOqY0F633X3V6HQa3c5Np91vq//+XC7eUU7TjzwIZcF7dQrqvaVD",
+	"cwzfVZv9lufqFh0tS0JbTfezyb5ep8YSWR+B+qDbrSMsnW6bHSWsQbw1O0pSdqWQffTXmjitB7cC6tEI",
+	"Y2WvVFjmbJQaM01kHDkcccDhwnTAhtqfI1JHaBGWKI2ipfmEIALMje14jHhCqTLKHfdUwSEqJPOpXrMk",
+	"mQuypLcMrfkofNbQOf0YlGxJP361BXw9Ud5Wqccw07Bp7MEq6RfCaOflo30Hct25tn+0jviZ5fhN4fCe",
+	"GSVnlHcgt+aSkq+2wfkphEu1tbCFkG5Ztlq69WHrdVdZ4NfG0saIwhyR2SwxGdTU5narRdLIwRBMHDtl",
+	"faULHNmeZ1RMVIKyOVJEt8kKz0vuvokx/vlxS2O31LHxgyzdYvl0XeG0SdBlgZPuEyRMelArBI0iJDv/",
+	"s+H4vQ3HQRgijPLa9n1YipkQaj3Ynx5XhsuMscAoVMsSXLz3pY6p4IqFb2wxfGNe6+yf135SPttdo2/i",
+	"gN20uP+w+iwQTWbD9HYG03ZLBOqsuBXnvqD0qiO1a6/nqTQocm28VVw7/8xXUhyENBvwjblvroRCMR4T",
+	"io0hWRXYzpOm/6lx7SIUH2i0cO0XQs3FI6YeZRU4WbVKPY5e6pf4aePrxe6GteF1B+kvFYWxRJoyea7r",
+	"hMUvz3KtFHQHl7dSyeb8slq15wNaOkOqnYlKb+AszZlimq+VOgEF1V3y+3XUHlMxBy5uabfdRVja9lj9",
+	"aeoT8LTij0g0n4C5kCKXAXnC9ZbqYgH0hw4oUXRXui3qzkcYcYgBZyXtAs/spRccZMKpuKXq14wTJbAi",
+	"5/I2kw8u3zBl07LZVFPQ12fgW9prv2mi39JujynExunBEkWAhUTdHpqwhAsUu3ctmWRoUUAWK6Q2Ccjf",
+	"9bVzGiD1HRJ4pOUkB8kXTXTjQppV+S+hAa3AwnH1RVvqaNS2kd71dcBiCIsb89egIJOXE8ChrgawArN0",
+	"fitvFjw83HQdwecdPMSsuixNTIe4WAvWXVVsVdcc/JZRnur6ulqeaXc7PGX9o95B2A06wzZuvBkdQaMX",
+	"vg4aR8NXuHE46kH6N+d+l6yWsL7CWOpmrVAa6aCfzqNsv9n8wYlzUd3WLuguOsdivaANnqh4Hpzi3E3u",
+	"o7vci9QQ0yJbOZbGONASyRgLCa10IV0pu6Pr6HYgVTmPze6fxfZPcwmGbTpS5pONLXdwd3gQ9MLGIbwa",
+	"NXq4M2wcBd2wcQC90SF+NXwdHIWev0pK5enMrGGq49eArvOnVwbGLGD+UcxwrsmPWjCc/qLVy2XywO21",
+	"qciebpxu5WS7i+lC03Hn24rutdKtcP3ss9FbcuZrCJ9t3Xn3MuBNLnRRdLXMtcDbx+OLS64Kxw/MpWyF",
+	"q4YR0XexFkxyEjbRIE3G6kE2Kn9LsxJ9LTGJQBTugTthefXlUk72RV52aQohdT6ECGT2G0F4rAxDoKFA",
+	"xRWUtS50LlBb7LfU3KsVqelFdoNlmj82mV8IcxOzwko2M6wR4FtaM9vI3lzW5Dd31c8cFK8UqyqpMMjR",
+	"oNor+J6tmt1qJew93U+0UTQPbRUmyzlT+IjFpqEhWig3VNknhoBq1YDqdpy/UJRM7/nbBMhK18v8pMGx",
+	"YjPZ2uCYQ2XPFkEpDObgZmtWbz1Y33aTFzKfADeuj/U9HfUrJKahaKIPNACt+vI/TbDSwamdmjezEpGW",
+	"h2utqTnIBsxQr907RiMWRWx+S+8cc0NfECIL1mGFunwHMm8s3JXMi23L7VLb8cpim7zN2DgVddJtS03C",
+	"7XJPb6V/0e79WWr2rO9YbRHRcBp2zZYKQaLMTCj0Sf7nho6cztNq/yPnqWdxU84m5rip7YBUPMVi5c6d",
+	"6RkxEV0TooVVj2bkF6s9XZWX3RvTT7XB4nGaVpX4CXAUAVe+ABIA6CWOIh3+lWmbmI/SDqJRqe1oCotf",
+	"ahlDea+Xt60799c0BorNhWuNgfw4vitz7qVJJDvTlHGcX67uDDE1WAXTGymPSTfmNdFA974xGi1WFZb9",
+	"4Tx58eR0QRp/C/LG0r6+6WXLWrKlZuhvUU2WdjG3a2lfUlvHZK3Hh/5qhOSNwO0axbDb88hfuD3he0bs",
+	"C40DKflXMl6lVmg9ODbIJgO5mLrNe64ibNWBJhvzo6FNFCir0sSlZOpIhxDL6iKwIgvvZNRa1uj+WNZ4",
+	"/d1YoxA0eDboqgq+13LHthbIH6Unv7QPUxHezdUWSmtlNQUhTcAgTMm01H/6KrVtJQRhtLKLJm07FpLF",
+	"MVSYVaWbOC7NxQhP1oaWpp07zmoT64o7QWqpwf80Xu+2VzC7g5i6PH+4Z563S/28vP99tal+VKsU/rXX",
+	"izxVqaq/N6aw2OSBydLDivqy2bRKTk6AcPt4i6h2p8yTBmJH1akcnJw0a11zkr2lUL4ctpJg1bae9VPJ",
+	"bbJXdbhOU0Y1e9BN1ZnHkmoyxGXugjUxCl3P52fh/3Qrx+YeFWXQTbDQL57p9v1wlWdmCWR3tywg2/ph",
+	"xbdzflBLj1Y57eFr6OE2NN7gw9eNXnAwahyFB0GjM+rCQdgLDoevsPMaL8mfOOp7Ipr+szfq4jdB4Y0j",
+	"G6ZMnyxxhv1z+vfuffvPL0ezztfX8cHwkL4Jet/lxoD0JZbV3O/nnoOB/Flj7cH/o6kMqRYh2+ip1sMU",
+	"Fhsaxl3hMUjfSksLaDmM9LOuqWmrBjbRlRqkb2idkwBMOQBlDRYviw091BUbmzrCr7LH2p71iiUMg5KN",
+	"hLGTbqlsi7HLrXsaWtPX7jHuib5U/t8r7aqBzbZ12+381i8UcxaAEOZVRJFe0SXs9ekCUYZCiIGGQINF",
+	"ZZjiV7vuro5LllJi0/pi1t6kXxU9jsg9NAsXv1l7zjE27oGCcO0Mg0QrInTJTl2EAkWXTMgxB4FeYhpm",
+	"9US+zgnMWJhEYC/MSgQgIn+xCdBjdNg+QPql4jkRUInkKwPKzqWc2QMDsYXV4Nv3pIU2x/9+j0NvoGnY",
+	"+GDHNzZT2PsoYJRCoBPPVswWXjM+KL7Uqs+z/kutZvg+XtkcODyEQgb2UVx9+utJVKGNrKTR4of5dYaf",
+	"PuvKUv3QaVU+boanunC4cBtdv9WKWICjCROyf9Q+amtr2S66JNqAYiqFzeUrb0z5hdoXK5fiiArJmMnN",
+	"hjANFgGHEKgkOHLnyCRz9Qzl+7ccaJbab91p3V7I5Zlt1TehYx/NsQxM/R4N01LAYhTKmdbJiC7Pmsoa",
+	"PRNPT9X52p7q4+fH/w8AAP//yG+yju+CAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

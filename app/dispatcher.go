@@ -16,7 +16,8 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// Lease names and durations, as in the seeds' ShedLock configuration.
+// Lease names and default durations, as in the seeds' ShedLock
+// configuration.
 const (
 	QueueLeaseName          = "processExecutionQueue"
 	QueueLeaseAtMostFor     = 4 * time.Minute
@@ -52,6 +53,11 @@ type DispatcherConfig struct {
 	ReconcileAfter time.Duration
 	// Backoff spaces out dispatch retries; its Base is at least PollInterval.
 	Backoff domain.DispatchBackoff
+	// RecoveryLeaseAtMostFor and RecoveryLeaseAtLeastFor are the
+	// recoverStaleQueueItems lease's ShedLock terms. A holder that dies
+	// keeps recovery away for up to AtMostFor.
+	RecoveryLeaseAtMostFor  time.Duration
+	RecoveryLeaseAtLeastFor time.Duration
 }
 
 // DefaultDispatcherConfig returns the seeds' settings: batches of 10, a 5 s
@@ -68,6 +74,9 @@ func DefaultDispatcherConfig() DispatcherConfig {
 		RecoveryInterval: time.Minute,
 		ReconcileAfter:   time.Minute,
 		Backoff:          domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
+
+		RecoveryLeaseAtMostFor:  RecoveryLeaseAtMostFor,
+		RecoveryLeaseAtLeastFor: RecoveryLeaseAtLeastFor,
 	}
 }
 
@@ -399,7 +408,7 @@ func (d *Dispatcher) maintain(ctx context.Context) {
 			d.log.Error("maintenance panicked", "panic", fmt.Sprint(r))
 		}
 	}()
-	held, err := d.lease.TryAcquire(ctx, RecoveryLeaseName, RecoveryLeaseAtMostFor)
+	held, err := d.lease.TryAcquire(ctx, RecoveryLeaseName, d.cfg.RecoveryLeaseAtMostFor)
 	if err != nil || !held {
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("acquiring recovery lease failed", "lease", RecoveryLeaseName, "error", err)
@@ -408,7 +417,7 @@ func (d *Dispatcher) maintain(ctx context.Context) {
 		return
 	}
 	defer func() {
-		if err := d.lease.Release(context.WithoutCancel(ctx), RecoveryLeaseName, RecoveryLeaseAtLeastFor); err != nil {
+		if err := d.lease.Release(context.WithoutCancel(ctx), RecoveryLeaseName, d.cfg.RecoveryLeaseAtLeastFor); err != nil {
 			d.log.Warn("releasing recovery lease failed", "error", err)
 		}
 	}()

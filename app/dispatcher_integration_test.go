@@ -79,6 +79,7 @@ func testConfig() app.DispatcherConfig {
 	cfg.StaleAfter = 2 * time.Second
 	cfg.ReconcileAfter = 0
 	cfg.Exclusive = false
+	cfg.RecoveryLeaseAtLeastFor = 0
 	return cfg
 }
 

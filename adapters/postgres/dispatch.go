@@ -294,14 +294,17 @@ func (s *Store) StartNode(ctx context.Context, executionID uuid.UUID, n ports.No
 
 // FinishNode records how a node run ended.
 func (s *Store) FinishNode(ctx context.Context, executionID uuid.UUID, n ports.NodeRecord) error {
-	out := n.Output
-	if len(out) == 0 {
-		out = nil
-	}
 	return interpretError(s.q.NodeFinish(ctx, s.pool, dbsqlc.NodeFinishParams{
 		ID: uuid.New(), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Status: string(n.Status),
-		Attempt: int32(max(1, n.Attempt)), Output: json.RawMessage(out), Error: n.Error, StartedAt: n.StartedAt,
+		Attempt: int32(max(1, n.Attempt)), Input: nilIfEmpty(n.Input), Output: nilIfEmpty(n.Output), Error: n.Error, StartedAt: n.StartedAt,
 	}))
+}
+
+func nilIfEmpty(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
 }
 
 // FinishExecution ends a RUNNING execution and settles its queue item in

@@ -67,7 +67,7 @@ type ApiKey struct {
 	Id        openapi_types.UUID `json:"id"`
 	Name      string             `json:"name"`
 
-	// Prefix The first characters of the secret
+	// Prefix The first characters of the secret, to tell keys apart.
 	Prefix      string             `json:"prefix"`
 	RevokedAt   *time.Time         `json:"revokedAt"`
 	WorkspaceId openapi_types.UUID `json:"workspaceId"`
@@ -113,7 +113,7 @@ type CreatedApiKey struct {
 	Id        openapi_types.UUID `json:"id"`
 	Name      string             `json:"name"`
 
-	// Prefix The first characters of the secret
+	// Prefix The first characters of the secret, to tell keys apart.
 	Prefix    string     `json:"prefix"`
 	RevokedAt *time.Time `json:"revokedAt"`
 
@@ -361,6 +361,7 @@ type Unauthorized = Problem
 
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
+	// WorkspaceId The workspace to list.
 	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
 
 	// Limit Page size.
@@ -372,8 +373,11 @@ type ListDefinitionsParams struct {
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
+	// WorkspaceId The workspace to list.
 	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
-	Status      *ExecutionStatus   `form:"status,omitempty" json:"status,omitempty"`
+
+	// Status Only executions in this status.
+	Status *ExecutionStatus `form:"status,omitempty" json:"status,omitempty"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -384,13 +388,17 @@ type ListExecutionsParams struct {
 
 // StartExecutionParams defines parameters for StartExecution.
 type StartExecutionParams struct {
+	// IdempotencyKey Makes the start safe to retry. The same key with the same body returns the original queue item; with a different body it is a 409. Scoped per workspace, kept for at least 24 hours.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // ListQueueParams defines parameters for ListQueue.
 type ListQueueParams struct {
+	// WorkspaceId The workspace to list.
 	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
-	Status      *QueueStatus       `form:"status,omitempty" json:"status,omitempty"`
+
+	// Status Only items in this status.
+	Status *QueueStatus `form:"status,omitempty" json:"status,omitempty"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`

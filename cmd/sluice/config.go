@@ -128,6 +128,8 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	d.StartTimeout = e.duration("SLUICE_DISPATCH_START_TIMEOUT", d.StartTimeout, 100*time.Millisecond)
 	d.StaleAfter = e.duration("SLUICE_DISPATCH_STALE_AFTER", d.StaleAfter, time.Second)
 	d.RecoveryInterval = e.duration("SLUICE_DISPATCH_RECOVERY_INTERVAL", d.RecoveryInterval, 100*time.Millisecond)
+	d.RecoveryLeaseAtMostFor = e.duration("SLUICE_RECOVERY_LEASE_AT_MOST_FOR", d.RecoveryLeaseAtMostFor, time.Second)
+	d.RecoveryLeaseAtLeastFor = e.duration("SLUICE_RECOVERY_LEASE_AT_LEAST_FOR", d.RecoveryLeaseAtLeastFor, 0)
 	d.ReconcileAfter = e.duration("SLUICE_DISPATCH_RECONCILE_AFTER", d.ReconcileAfter, 0)
 	// Retries wait at least one poll interval, so wake-ups cannot burn the
 	// attempts in a burst.

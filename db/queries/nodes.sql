@@ -12,10 +12,11 @@ RETURNING *;
 -- name: NodeFinish :exec
 -- Records how a node ended; a row that does not exist yet (a node skipped
 -- before it ever started) is created.
-INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, output, error, started_at, completed_at)
-VALUES (@id, @execution_id, @node_key, @node_type, @status, @attempt, @output, sqlc.narg(error), sqlc.narg(started_at), now())
+INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at)
+VALUES (@id, @execution_id, @node_key, @node_type, @status, @attempt, @input, @output, sqlc.narg(error), sqlc.narg(started_at), now())
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
+    input = coalesce(EXCLUDED.input, workflow_execution_nodes.input),
     attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt), completed_at = now();
 
 -- name: NodesForExecution :many

@@ -14,10 +14,11 @@ import (
 )
 
 const nodeFinish = `-- name: NodeFinish :exec
-INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, output, error, started_at, completed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
+    input = coalesce(EXCLUDED.input, workflow_execution_nodes.input),
     attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt), completed_at = now()
 `
 
@@ -28,6 +29,7 @@ type NodeFinishParams struct {
 	NodeType    string
 	Status      string
 	Attempt     int32
+	Input       json.RawMessage
 	Output      json.RawMessage
 	Error       *string
 	StartedAt   *time.Time
@@ -43,6 +45,7 @@ func (q *Queries) NodeFinish(ctx context.Context, db DBTX, arg NodeFinishParams)
 		arg.NodeType,
 		arg.Status,
 		arg.Attempt,
+		arg.Input,
 		arg.Output,
 		arg.Error,
 		arg.StartedAt,

@@ -73,6 +73,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The workspace's id. */
                 workspaceId: components["parameters"]["WorkspaceId"];
             };
             cookie?: never;
@@ -99,6 +100,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The workspace's id. */
                 workspaceId: components["parameters"]["WorkspaceId"];
             };
             cookie?: never;
@@ -125,7 +127,9 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The workspace's id. */
                 workspaceId: components["parameters"]["WorkspaceId"];
+                /** @description The API key's id. */
                 keyId: string;
             };
             cookie?: never;
@@ -172,6 +176,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The workflow definition's id. */
                 definitionId: components["parameters"]["DefinitionId"];
             };
             cookie?: never;
@@ -198,6 +203,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The workflow definition's id. */
                 definitionId: components["parameters"]["DefinitionId"];
             };
             cookie?: never;
@@ -220,7 +226,9 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The workflow definition's id. */
                 definitionId: components["parameters"]["DefinitionId"];
+                /** @description The version number; the first is 1. */
                 version: number;
             };
             cookie?: never;
@@ -287,6 +295,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The `queueId` that start returned. */
                 queueId: string;
             };
             cookie?: never;
@@ -331,6 +340,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The execution's id (cancel also takes a queue item's id). */
                 executionId: components["parameters"]["ExecutionId"];
             };
             cookie?: never;
@@ -353,6 +363,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The execution's id (cancel also takes a queue item's id). */
                 executionId: components["parameters"]["ExecutionId"];
             };
             cookie?: never;
@@ -442,7 +453,7 @@ export interface components {
             /** Format: uuid */
             workspaceId: string;
             name: string;
-            /** @description The first characters of the secret */
+            /** @description The first characters of the secret, to tell keys apart. */
             prefix: string;
             /** Format: date-time */
             createdAt: string;
@@ -756,8 +767,11 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The workspace's id. */
         WorkspaceId: string;
+        /** @description The workflow definition's id. */
         DefinitionId: string;
+        /** @description The execution's id (cancel also takes a queue item's id). */
         ExecutionId: string;
         /** @description Page size. */
         Limit: number;
@@ -927,6 +941,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The workspace's id. */
                 workspaceId: components["parameters"]["WorkspaceId"];
             };
             cookie?: never;
@@ -966,6 +981,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The workspace's id. */
                 workspaceId: components["parameters"]["WorkspaceId"];
             };
             cookie?: never;
@@ -1015,6 +1031,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The workspace's id. */
                 workspaceId: components["parameters"]["WorkspaceId"];
             };
             cookie?: never;
@@ -1043,6 +1060,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The workspace's id. */
                 workspaceId: components["parameters"]["WorkspaceId"];
             };
             cookie?: never;
@@ -1091,7 +1109,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The workspace's id. */
                 workspaceId: components["parameters"]["WorkspaceId"];
+                /** @description The API key's id. */
                 keyId: string;
             };
             cookie?: never;
@@ -1115,6 +1135,7 @@ export interface operations {
     listDefinitions: {
         parameters: {
             query: {
+                /** @description The workspace to list. */
                 workspaceId: string;
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
@@ -1229,6 +1250,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The workflow definition's id. */
                 definitionId: components["parameters"]["DefinitionId"];
             };
             cookie?: never;
@@ -1270,6 +1292,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The workflow definition's id. */
                 definitionId: components["parameters"]["DefinitionId"];
             };
             cookie?: never;
@@ -1295,6 +1318,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The workflow definition's id. */
                 definitionId: components["parameters"]["DefinitionId"];
             };
             cookie?: never;
@@ -1347,7 +1371,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The workflow definition's id. */
                 definitionId: components["parameters"]["DefinitionId"];
+                /** @description The version number; the first is 1. */
                 version: number;
             };
             cookie?: never;
@@ -1385,6 +1411,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Makes the start safe to retry. The same key with the same body returns the original queue item; with a different body it is a 409. Scoped per workspace, kept for at least 24 hours. */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -1433,7 +1460,9 @@ export interface operations {
     listQueue: {
         parameters: {
             query: {
+                /** @description The workspace to list. */
                 workspaceId: string;
+                /** @description Only items in this status. */
                 status?: components["schemas"]["QueueStatus"];
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
@@ -1473,6 +1502,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The `queueId` that start returned. */
                 queueId: string;
             };
             cookie?: never;
@@ -1515,7 +1545,9 @@ export interface operations {
     listExecutions: {
         parameters: {
             query: {
+                /** @description The workspace to list. */
                 workspaceId: string;
+                /** @description Only executions in this status. */
                 status?: components["schemas"]["ExecutionStatus"];
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
@@ -1555,6 +1587,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The execution's id (cancel also takes a queue item's id). */
                 executionId: components["parameters"]["ExecutionId"];
             };
             cookie?: never;
@@ -1613,6 +1646,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The execution's id (cancel also takes a queue item's id). */
                 executionId: components["parameters"]["ExecutionId"];
             };
             cookie?: never;
