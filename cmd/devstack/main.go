@@ -113,6 +113,10 @@ func run(args []string) int {
 		if s != nil {
 			s.shutdown()
 		}
+		if ctx.Err() != nil {
+			logf("interrupted during start-up")
+			return 130
+		}
 		logf("%v", err)
 		return 1
 	}

@@ -111,13 +111,20 @@ func (p *postgres) run(ctx context.Context, name string, args ...string) (string
 }
 
 // initdb creates the cluster once; later runs find PG_VERSION and reuse it.
-// Settings that never change go into postgresql.conf; the port, which a flag
-// may change between runs, is given at every start instead.
+// It builds the cluster in a side dir and renames it into place when
+// complete, so an interrupted first run never leaves a half-made cluster
+// that later runs would take for a real one. Settings that never change go
+// into postgresql.conf; the port, which a flag may change between runs, is
+// given at every start instead.
 func (p *postgres) initdb(ctx context.Context) error {
 	if _, err := os.Stat(filepath.Join(p.dataDir, "PG_VERSION")); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(p.dataDir, 0o700); err != nil {
+	tmp := p.dataDir + ".initdb"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return err
 	}
 	if p.asPostgres {
@@ -127,12 +134,13 @@ func (p *postgres) initdb(ctx context.Context) error {
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(p.dataDir, uid, gid); err != nil {
+		if err := os.Chown(tmp, uid, gid); err != nil {
 			return err
 		}
 	}
-	if _, err := p.run(ctx, "initdb", "-D", p.dataDir, "-U", "postgres", "-E", "UTF8",
+	if _, err := p.run(ctx, "initdb", "-D", tmp, "-U", "postgres", "-E", "UTF8",
 		"--locale=C", "--auth-local=trust", "--auth-host=trust", "--no-instructions"); err != nil {
+		_ = os.RemoveAll(tmp)
 		return err
 	}
 	// Loopback only, and no unix socket: the default socket dir
@@ -140,7 +148,7 @@ func (p *postgres) initdb(ctx context.Context) error {
 	conf := "\n# devstack: a private cluster for local development and tests\n" +
 		"listen_addresses = '127.0.0.1'\n" +
 		"unix_socket_directories = ''\n"
-	f, err := os.OpenFile(filepath.Join(p.dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	f, err := os.OpenFile(filepath.Join(tmp, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -148,7 +156,10 @@ func (p *postgres) initdb(ctx context.Context) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p.dataDir)
 }
 
 // running reports whether a postmaster serves dataDir (pg_ctl status exits

@@ -92,15 +92,20 @@ func (s *stack) startPostgres(ctx context.Context, port int) error {
 			return fmt.Errorf("postgres: %w", err)
 		}
 	}
-	if err := pg.start(ctx); err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
+	// Registered before start: an interrupted pg_ctl start may still leave
+	// a postmaster behind, and it is ours to stop.
 	s.stops = append(s.stops, func() {
+		if up, _ := pg.running(context.Background()); !up {
+			return
+		}
 		logf("stopping postgres")
 		if err := pg.stop(); err != nil {
 			logf("postgres: %v", err)
 		}
 	})
+	if err := pg.start(ctx); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
 	if err := pg.createDatabase(ctx, dbName); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
