@@ -82,9 +82,8 @@ func run(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
-		mu          sync.Mutex
-		child       *os.Process
-		interrupted bool
+		mu    sync.Mutex
+		child *os.Process
 	)
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
@@ -94,7 +93,6 @@ func run(args []string) int {
 			if child != nil {
 				_ = child.Signal(sig)
 			} else {
-				interrupted = true
 				cancel()
 			}
 			mu.Unlock()
@@ -102,17 +100,8 @@ func run(args []string) int {
 	}()
 
 	started := time.Now()
-	s, err := newStack(rootDir)
-	if err == nil {
-		err = s.startPostgres(ctx, *pgPort)
-	}
-	if err == nil {
-		err = s.startTemporal(ctx, *temporalPort)
-	}
+	s, err := startStack(ctx, rootDir, *pgPort, *temporalPort)
 	if err != nil {
-		if s != nil {
-			s.shutdown()
-		}
 		if ctx.Err() != nil {
 			logf("interrupted during start-up")
 			return 130
@@ -133,9 +122,9 @@ func run(args []string) int {
 	cmd.Env = append(append(os.Environ(), s.env...), "DEVSTACK_BIN="+self)
 
 	mu.Lock()
-	if interrupted {
+	if ctx.Err() != nil {
 		mu.Unlock()
-		logf("interrupted")
+		logf("interrupted during start-up")
 		return 130
 	}
 	if err := cmd.Start(); err != nil {

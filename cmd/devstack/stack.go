@@ -21,20 +21,31 @@ const reuseWait = time.Minute
 // stack is the set of parts one devstack run brought up or reuses. The first
 // devstack on a root owns each part (it holds that part's lock file) and is
 // the only one that stops it; a second one, such as `make test` while
-// `make run` is up, reuses the parts and stops nothing.
+// `make run` is up, reuses the parts and stops nothing. If the owner ends
+// first, its parts go with it.
 type stack struct {
 	dir   string   // <root>/.devstack
 	env   []string // handed to the child
 	stops []func() // run in reverse order by shutdown
 }
 
-func newStack(root string) (*stack, error) {
-	dir := filepath.Join(root, ".devstack")
+// startStack brings up Postgres, then Temporal. If a part fails it stops
+// the parts already started before returning the error.
+func startStack(ctx context.Context, root string, pgPort, temporalPort int) (*stack, error) {
+	s := &stack{dir: filepath.Join(root, ".devstack")}
 	// 0755, not 0700: user postgres must reach the data dir inside.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
 	}
-	return &stack{dir: dir}, nil
+	err := s.startPostgres(ctx, pgPort)
+	if err == nil {
+		err = s.startTemporal(ctx, temporalPort)
+	}
+	if err != nil {
+		s.shutdown()
+		return nil, err
+	}
+	return s, nil
 }
 
 // shutdown stops every part this run started, the last started first.
@@ -45,6 +56,8 @@ func (s *stack) shutdown() {
 	s.stops = nil
 }
 
+// startPostgres brings up the private cluster in <root>/.devstack/pg with
+// database sluice, or reuses it when another devstack owns it.
 func (s *stack) startPostgres(ctx context.Context, port int) error {
 	if os.Getenv("DATABASE_URL") != "" {
 		logf("postgres: using DATABASE_URL from the environment")
@@ -114,6 +127,9 @@ func (s *stack) startPostgres(ctx context.Context, port int) error {
 	return nil
 }
 
+// startTemporal runs the Temporal server in this process on the SQLite file
+// <root>/.devstack/temporal/temporal.db, or reuses the server of another
+// devstack that owns that file.
 func (s *stack) startTemporal(ctx context.Context, port int) error {
 	if os.Getenv("TEMPORAL_NAMESPACE") == "" {
 		s.env = append(s.env, "TEMPORAL_NAMESPACE="+namespace)
