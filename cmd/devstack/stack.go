@@ -165,7 +165,9 @@ func (s *stack) startTemporal(ctx context.Context, port int) error {
 	s.stops = append(s.stops, func() { lock.Close() })
 	_ = os.Remove(addrFile) // left by a devstack that died
 
+	// The log holds this run only; across runs it would only grow.
 	cfg := temporalConfig{Port: port, DBPath: filepath.Join(dir, "temporal.db"), LogPath: filepath.Join(dir, "temporal.log")}
+	_ = os.Remove(cfg.LogPath)
 	t, err := startTemporal(ctx, cfg)
 	if err != nil {
 		return err
