@@ -1,0 +1,445 @@
+package app_test
+
+// The dispatch benchmarks that `make bench` runs. Each one runs a fixed
+// scenario once, whatever b.N is (`make bench` passes -benchtime=1x), and
+// reports its figures with b.ReportMetric and as a readable summary on
+// standard output. They all run on the same Postgres in one process, and
+// contenders that are compared run interleaved in rounds on databases that
+// exist side by side, so that the noise of a small shared machine falls on
+// all of them alike: compare ratios, not absolute rates.
+//
+// Temporal is replaced in-process by benchEngine, whose starts succeed at
+// once: what is measured is Sluice's own work and Postgres.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/adapters/postgres"
+	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+const (
+	// benchItems is how many items the throughput benchmark drains.
+	benchItems = 20_000
+	// benchWorkspaceCount is how many ENTERPRISE workspaces hold the
+	// measured items: with the default limit of 20 that is 1,000 free
+	// slots, more than any batch size measured, so limits never throttle.
+	benchWorkspaceCount = 50
+	// benchHistory is how many COMPLETED executions every database starts
+	// with, as a service that has been running has.
+	benchHistory = 20_000
+)
+
+// benchSeedMeasured creates the measured workspaces with their history and
+// n PENDING items at priority 2.
+func benchSeedMeasured(b *testing.B, db *benchDB, n int) (ws, defs []uuid.UUID) {
+	b.Helper()
+	ws, defs = db.workspaces(b, domain.PlanEnterprise, benchWorkspaceCount)
+	db.history(b, ws, defs, benchHistory)
+	db.items(b, ws, defs, n, 2, 2*time.Hour)
+	return ws, defs
+}
+
+// BenchmarkDispatchThroughput compares Sluice's dispatch throughput with a
+// plain-SQL ceiling. For each batch size, the contenders drain the same
+// 20,000 items (50 ENTERPRISE workspaces × 400, default tier limits) on
+// identical fresh databases, interleaved in ten rounds of 2,000 items.
+//
+//   - ceiling: one autocommit UPDATE ... WHERE id IN (SELECT ... FOR UPDATE
+//     SKIP LOCKED LIMIT batch) per batch (benchCeilingSQL).
+//   - sluice: Dispatcher.DispatchBatch in a loop on the real store and lease
+//     with the fake engine. Between batches, off the clock, the dispatched
+//     executions are completed, as workflows that finish at once would be;
+//     otherwise every workspace's RUNNING set grows with each item and
+//     admission reads it whole every batch, which no workspace with a limit
+//     of 20 does.
+//   - sluice, RUNNING kept (batch 100 only): no completions; ENTERPRISE's
+//     limit is raised to 400 so nothing throttles, and RUNNING executions
+//     pile up to 20,000.
+func BenchmarkDispatchThroughput(b *testing.B) {
+	benchRequireDB(b)
+	const rounds = 10
+	type result struct {
+		batch                 int
+		ceiling, slc, kept    benchMeter
+		slcPhases, keptPhases *benchPhases
+		slcStmts, keptStmts   string
+		hasKept               bool
+	}
+	var results []result
+	for _, batch := range []int{10, 100, 500} {
+		r := result{batch: batch, slcPhases: &benchPhases{}, keptPhases: &benchPhases{}, hasKept: batch == 100}
+		cfg := app.DefaultDispatcherConfig()
+		cfg.BatchSize = batch
+
+		ceilDB := benchOpenDB(b)
+		benchSeedMeasured(b, ceilDB, benchItems)
+		ceilDB.vacuumAnalyze(b)
+
+		slcDB := benchOpenDB(b)
+		slcWS, _ := benchSeedMeasured(b, slcDB, benchItems)
+		slcDB.vacuumAnalyze(b)
+		slc, slcEngine := slcDB.dispatcher(b, domain.DefaultTierPolicy(), cfg, nil, r.slcPhases)
+
+		steps := []func(){
+			func() { r.ceiling.add(ceilDB.ceiling(b, batch, benchItems/rounds)) },
+			func() { r.slc.add(benchDrain(b, slcDB, slc, benchItems/rounds, slcWS)) },
+		}
+		var keptDB *benchDB
+		if r.hasKept {
+			keptDB = benchOpenDB(b)
+			benchSeedMeasured(b, keptDB, benchItems)
+			keptDB.vacuumAnalyze(b)
+			tiers, err := domain.NewTierPolicy(map[domain.Plan]int{domain.PlanEnterprise: benchItems / benchWorkspaceCount})
+			if err != nil {
+				b.Fatal(err)
+			}
+			kept, _ := keptDB.dispatcher(b, tiers, cfg, nil, r.keptPhases)
+			steps = append(steps, func() { r.kept.add(benchDrain(b, keptDB, kept, benchItems/rounds, nil)) })
+		}
+		benchInterleave(rounds, steps)
+
+		if r.ceiling.items != benchItems || r.slc.items != benchItems {
+			b.Fatalf("batch %d: ceiling marked %d and sluice dispatched %d items, want %d each", batch, r.ceiling.items, r.slc.items, benchItems)
+		}
+		if got := slcDB.countStatus(b, "DISPATCHED"); got != benchItems || slcEngine.starts.Load() != benchItems {
+			b.Fatalf("sluice: %d DISPATCHED and %d starts, want %d of each", got, slcEngine.starts.Load(), benchItems)
+		}
+		r.slcStmts = slcDB.tracer.report(r.slcPhases.batches.Load())
+		ceilDB.close()
+		slcDB.close()
+		if keptDB != nil {
+			r.keptStmts = keptDB.tracer.report(r.keptPhases.batches.Load())
+			keptDB.close()
+		}
+		results = append(results, r)
+	}
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n== dispatch throughput: %d items in %d ENTERPRISE workspaces, fake Temporal, interleaved in %d rounds ==\n",
+		benchItems, benchWorkspaceCount, rounds)
+	for _, r := range results {
+		ratio := 100 * r.slc.rate() / r.ceiling.rate()
+		b.ReportMetric(r.ceiling.rate(), fmt.Sprintf("ceiling_b%d_items/s", r.batch))
+		b.ReportMetric(r.slc.rate(), fmt.Sprintf("sluice_b%d_items/s", r.batch))
+		b.ReportMetric(ratio, fmt.Sprintf("sluice/ceiling_b%d_%%", r.batch))
+		fmt.Fprintf(&sb, "batch %3d: ceiling %7.0f items/s (%v)  sluice %7.0f items/s (%v)  sluice/ceiling %5.1f %%  [target >= 50 %%: %s]\n",
+			r.batch, r.ceiling.rate(), r.ceiling.took.Round(time.Millisecond), r.slc.rate(), r.slc.took.Round(time.Millisecond), ratio, benchVerdict(ratio >= 50))
+		fmt.Fprintf(&sb, "    sluice %s\n    sluice %s\n", r.slcPhases, r.slcStmts)
+		if r.hasKept {
+			kr := 100 * r.kept.rate() / r.ceiling.rate()
+			b.ReportMetric(r.kept.rate(), fmt.Sprintf("sluice_running_kept_b%d_items/s", r.batch))
+			fmt.Fprintf(&sb, "batch %3d, RUNNING kept (ENTERPRISE limit 400): sluice %7.0f items/s (%v)  %5.1f %% of ceiling\n",
+				r.batch, r.kept.rate(), r.kept.took.Round(time.Millisecond), kr)
+			fmt.Fprintf(&sb, "    sluice %s\n    sluice %s\n", r.keptPhases, r.keptStmts)
+		}
+	}
+	benchPrint(sb.String())
+}
+
+// BenchmarkEnqueueToDispatchLatency enqueues at a steady 100 items/s for
+// 15 s through the API's use case (Service.StartExecution) while the
+// dispatcher's Run loop runs with its default configuration (batches of 10,
+// a 5 s poll, the queue lease) and LISTEN/NOTIFY wake-ups from
+// postgres.Listener. Latency runs from the start of the enqueue call to
+// dispatched_at, the database time at which the dispatcher marked the item
+// DISPATCHED (same host, same clock). The items are spread over 100
+// ENTERPRISE workspaces, 15 each, so the default limits never throttle.
+func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
+	benchRequireDB(b)
+	const (
+		rate     = 100
+		duration = 15 * time.Second
+		nWS      = 100
+	)
+	total := int(rate * duration / time.Second)
+	db := benchOpenDB(b)
+	ws, defs := db.workspaces(b, domain.PlanEnterprise, nWS)
+	db.history(b, ws, defs, benchHistory)
+	db.vacuumAnalyze(b)
+	log := benchLogger()
+	svc := app.NewService(postgres.NewStore(db.aux, log), nil, domain.DefaultTierPolicy(), "bench-admin-token")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	listener := postgres.NewListener(db.pool, log)
+	phases := &benchPhases{}
+	cfg := app.DefaultDispatcherConfig()
+	d, engine := db.dispatcher(b, domain.DefaultTierPolicy(), cfg, listener, phases)
+	var loops sync.WaitGroup
+	loops.Add(2)
+	go func() { defer loops.Done(); listener.Run(ctx) }()
+	go func() { defer loops.Done(); d.Run(ctx) }()
+	defer func() { cancel(); loops.Wait() }()
+
+	// Wait until the listener's LISTEN is in place, then push a few items
+	// through so that every connection is warm.
+	benchWaitFor(b, 10*time.Second, "the listener to LISTEN", func() bool {
+		var n int
+		err := db.aux.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query ILIKE 'LISTEN%'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	enqueue := func(i int) (uuid.UUID, error) {
+		w := i % nWS
+		rec, _, err := svc.StartExecution(context.Background(), ports.Actor{WorkspaceID: ws[w], KeyID: uuid.New()}, app.StartRequest{
+			WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
+		})
+		return rec.ID, err
+	}
+	const warmup = 10
+	for i := range warmup {
+		if _, err := enqueue(i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchWaitFor(b, 10*time.Second, "the warm-up items to dispatch", func() bool { return db.countStatus(b, "DISPATCHED") == warmup })
+	phases.reset()
+	db.tracer.reset()
+	warmStarts := engine.starts.Load()
+
+	type sent struct {
+		id       uuid.UUID
+		start    time.Time
+		enqueued time.Duration
+		err      error
+	}
+	out := make([]sent, total)
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for i := range total {
+		if wait := time.Until(begin.Add(time.Duration(i) * time.Second / rate)); wait > 0 {
+			time.Sleep(wait) // pacing the open-loop load, not synchronisation
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			id, err := enqueue(warmup + i)
+			out[i] = sent{id: id, start: start, enqueued: time.Since(start), err: err}
+		}()
+	}
+	wg.Wait()
+	sending := time.Since(begin)
+	ids := make([]uuid.UUID, total)
+	for i, s := range out {
+		if s.err != nil {
+			b.Fatalf("enqueue %d: %v", i, s.err)
+		}
+		ids[i] = s.id
+	}
+	benchWaitFor(b, 30*time.Second, "every item to dispatch", func() bool {
+		var n int
+		err := db.aux.QueryRow(context.Background(),
+			`SELECT count(*) FROM workflow_execution_queue WHERE id = ANY($1) AND status = 'DISPATCHED'`, ids).Scan(&n)
+		return err == nil && n == total
+	})
+	cancel()
+	loops.Wait()
+
+	dispatchedAt := map[uuid.UUID]time.Time{}
+	createdAt := map[uuid.UUID]time.Time{}
+	rows, err := db.aux.Query(context.Background(),
+		`SELECT id, created_at, dispatched_at FROM workflow_execution_queue WHERE id = ANY($1)`, ids)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var c, d time.Time
+		if err := rows.Scan(&id, &c, &d); err != nil {
+			b.Fatal(err)
+		}
+		createdAt[id], dispatchedAt[id] = c, d
+	}
+	rows.Close()
+	lat := make([]time.Duration, 0, total)
+	dbLat := make([]time.Duration, 0, total)
+	enq := make([]time.Duration, 0, total)
+	for _, s := range out {
+		lat = append(lat, dispatchedAt[s.id].Sub(s.start))
+		dbLat = append(dbLat, dispatchedAt[s.id].Sub(createdAt[s.id]))
+		enq = append(enq, s.enqueued)
+	}
+	benchSortDurations(lat)
+	benchSortDurations(dbLat)
+	benchSortDurations(enq)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	p50, p90, p99, pmax := benchPercentile(lat, 50), benchPercentile(lat, 90), benchPercentile(lat, 99), lat[len(lat)-1]
+	b.ReportMetric(ms(p50), "p50_ms")
+	b.ReportMetric(ms(p99), "p99_ms")
+	b.ReportMetric(ms(pmax), "max_ms")
+	b.ReportMetric(float64(total)/sending.Seconds(), "enqueues/s")
+
+	var sb strings.Builder
+	items := engine.starts.Load() - warmStarts
+	fmt.Fprintf(&sb, "\n== enqueue→dispatch latency: %d enqueues over %v (%.1f/s) into %d ENTERPRISE workspaces; Run loop with default config (batch %d, poll %v), LISTEN/NOTIFY wake-ups ==\n",
+		total, sending.Round(time.Millisecond), float64(total)/sending.Seconds(), nWS, cfg.BatchSize, cfg.PollInterval)
+	fmt.Fprintf(&sb, "enqueue call start → DISPATCHED: p50 %.1f ms [target <= 50: %s]  p90 %.1f ms  p99 %.1f ms [target <= 250: %s]  max %.1f ms\n",
+		ms(p50), benchVerdict(p50 <= 50*time.Millisecond), ms(p90), ms(p99), benchVerdict(p99 <= 250*time.Millisecond), ms(pmax))
+	fmt.Fprintf(&sb, "created_at → dispatched_at (database clock): p50 %.1f ms  p99 %.1f ms\n", ms(benchPercentile(dbLat, 50)), ms(benchPercentile(dbLat, 99)))
+	fmt.Fprintf(&sb, "enqueue call itself: p50 %.1f ms  p99 %.1f ms\n", ms(benchPercentile(enq, 50)), ms(benchPercentile(enq, 99)))
+	fmt.Fprintf(&sb, "%d claim transactions for %d items (%.2f items each)\n    %s\n    %s (maintenance included)\n",
+		phases.batches.Load(), items, float64(items)/float64(max(1, phases.batches.Load())), phases, db.tracer.report(phases.batches.Load()))
+	benchPrint(sb.String())
+}
+
+// BenchmarkDispatchUnderBacklog measures how much dispatch rate survives a
+// deep backlog. Every scenario drains the same measured items, 10,000 in 50
+// ENTERPRISE workspaces, first 5,000 in batches of 100, then 5,000 in
+// batches of 10 (the default), with the dispatched executions completed
+// between batches off the clock. The scenarios' databases exist side by
+// side and are drained interleaved in rounds, and they differ only in what
+// else is queued:
+//
+//   - empty: nothing;
+//   - 1M behind: 1,000,000 more PENDING items at priority 4 in the same
+//     workspaces, so they wait behind the measured ones;
+//   - 1000 at capacity: 1,000 FREE workspaces, each with one RUNNING
+//     execution and 10 older PENDING items (10,000);
+//   - 1M at capacity: 1,000 FREE workspaces at capacity holding 1,000,000
+//     older PENDING items between them.
+//
+// Every database is VACUUM ANALYZEd after seeding, as autovacuum would have
+// done to a backlog that built up over time. With SLUICE_BENCH_EXPLAIN=1 the
+// benchmark also prints EXPLAIN (ANALYZE, BUFFERS) of the claim path's
+// queries, read from db/queries, before and after the drain.
+func BenchmarkDispatchUnderBacklog(b *testing.B) {
+	benchRequireDB(b)
+	const (
+		measured   = 10_000
+		atCapacity = 1_000
+		million    = 1_000_000
+	)
+	phaseBatches := []struct{ batch, items, rounds int }{{100, measured / 2, 5}, {10, measured / 2, 10}}
+	type scenario struct {
+		name  string
+		key   string
+		setup func(db *benchDB, ws, defs []uuid.UUID)
+	}
+	scenarios := []scenario{
+		{"empty backlog", "empty", func(*benchDB, []uuid.UUID, []uuid.UUID) {}},
+		{"1M pending behind, same workspaces, priority 4", "1M_behind", func(db *benchDB, ws, defs []uuid.UUID) {
+			db.items(b, ws, defs, million, 4, time.Hour)
+		}},
+		{"1000 FREE workspaces at capacity, 10 pending each", "1000_at_capacity", func(db *benchDB, _, _ []uuid.UUID) {
+			fws, fdefs := db.workspaces(b, domain.PlanFree, atCapacity)
+			db.occupy(b, fws, fdefs)
+			db.items(b, fws, fdefs, 10*atCapacity, 2, 3*time.Hour)
+		}},
+		{"1M pending in 1000 FREE workspaces at capacity", "1M_at_capacity", func(db *benchDB, _, _ []uuid.UUID) {
+			fws, fdefs := db.workspaces(b, domain.PlanFree, atCapacity)
+			db.occupy(b, fws, fdefs)
+			db.items(b, fws, fdefs, million, 2, 3*time.Hour)
+		}},
+	}
+	explain := os.Getenv("SLUICE_BENCH_EXPLAIN") != ""
+	type state struct {
+		db     *benchDB
+		ws     []uuid.UUID
+		setup  time.Duration
+		meters []benchMeter
+		phases []*benchPhases
+		stmts  []string
+	}
+	states := make([]*state, len(scenarios))
+	benchStart := time.Now()
+	quotas := func(ws []uuid.UUID) map[uuid.UUID]int {
+		q := map[uuid.UUID]int{}
+		for _, w := range ws {
+			q[w] = 100 / benchWorkspaceCount
+		}
+		return q
+	}
+	for si, sc := range scenarios {
+		st := &state{db: benchOpenDB(b), meters: make([]benchMeter, len(phaseBatches))}
+		setupStart := time.Now()
+		var defs []uuid.UUID
+		st.ws, defs = benchSeedMeasured(b, st.db, measured)
+		sc.setup(st.db, st.ws, defs)
+		st.db.vacuumAnalyze(b)
+		st.setup = time.Since(setupStart)
+		if explain {
+			st.db.explainClaimPath(b, sc.name+", before the drain", quotas(st.ws))
+		}
+		states[si] = st
+	}
+	setupTotal := time.Since(benchStart)
+
+	for pi, pb := range phaseBatches {
+		var steps []func()
+		for _, st := range states {
+			cfg := app.DefaultDispatcherConfig()
+			cfg.BatchSize = pb.batch
+			ph := &benchPhases{}
+			st.phases = append(st.phases, ph)
+			d, _ := st.db.dispatcher(b, domain.DefaultTierPolicy(), cfg, nil, ph)
+			st.db.tracer.reset()
+			steps = append(steps, func() { st.meters[pi].add(benchDrain(b, st.db, d, pb.items/pb.rounds, st.ws)) })
+		}
+		benchInterleave(pb.rounds, steps)
+		for _, st := range states {
+			st.stmts = append(st.stmts, st.db.tracer.report(st.phases[pi].batches.Load()))
+		}
+	}
+	for si, st := range states {
+		if got := st.db.countStatus(b, "DISPATCHED"); got != measured {
+			b.Fatalf("%s: %d items DISPATCHED, want exactly the %d measured ones", scenarios[si].name, got, measured)
+		}
+		if explain {
+			st.db.explainClaimPath(b, scenarios[si].name+", after the drain", quotas(st.ws))
+		}
+		st.db.close()
+	}
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n== dispatch rate under backlog: %d measured items in %d ENTERPRISE workspaces, fake Temporal; setup %v, total %v ==\n",
+		measured, benchWorkspaceCount, setupTotal.Round(100*time.Millisecond), time.Since(benchStart).Round(time.Second))
+	for si, sc := range scenarios {
+		st := states[si]
+		fmt.Fprintf(&sb, "%s (setup %v):\n", sc.name, st.setup.Round(100*time.Millisecond))
+		for pi, pb := range phaseBatches {
+			rate := st.meters[pi].rate()
+			b.ReportMetric(rate, fmt.Sprintf("%s_b%d_items/s", sc.key, pb.batch))
+			if si == 0 {
+				fmt.Fprintf(&sb, "  batch %3d: %7.0f items/s\n", pb.batch, rate)
+			} else {
+				kept := 100 * rate / states[0].meters[pi].rate()
+				b.ReportMetric(kept, fmt.Sprintf("%s_b%d_kept_%%", sc.key, pb.batch))
+				fmt.Fprintf(&sb, "  batch %3d: %7.0f items/s  %5.1f %% of the empty-backlog rate  [target >= 80 %%: %s]\n",
+					pb.batch, rate, kept, benchVerdict(kept >= 80))
+			}
+			fmt.Fprintf(&sb, "      %s\n      %s\n", st.phases[pi], st.stmts[pi])
+		}
+	}
+	benchPrint(sb.String())
+}
+
+// benchWaitFor polls cond until it holds or the deadline passes.
+func benchWaitFor(b *testing.B, limit time.Duration, what string, cond func() bool) {
+	b.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func benchVerdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
