@@ -6,11 +6,17 @@
 SHELL := /bin/bash
 GO ?= go
 TOOL := $(GO) tool -modfile=tools.mod
-# Test stack: its own data folder and ports, so `make test` runs beside `make run`.
-TEST_STACK := bin/devstack -data .devstack/test -fresh -pg-port 55433 -temporal-port 7243
+# The test stack: a fresh Postgres and Temporal of its own each run, in its
+# own folder and on its own ports, so `make test` runs beside `make run`.
+TEST_ROOT := $(CURDIR)/.devstack/test
+TEST_STACK := bin/devstack -root $(TEST_ROOT) -pg-port 55433 -temporal-port 7243
 FUZZTIME ?= 10s
+# The walk-through's server, inside the test stack.
+TS_ADDR := 127.0.0.1:18080
+TS_TOKEN := walkthrough-admin-token-0123456789
+RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 
-.PHONY: all build run test test-go vet generate check-generated fuzz bench lint-spec ts-test clean
+.PHONY: all build run test test-go test-ts vet generate check-generated fuzz bench lint-spec ts-deps clean
 
 all: build
 
@@ -24,15 +30,33 @@ build: bin/sluice bin/devstack
 
 ## run: start Postgres, Temporal, the migrations and `sluice all` on :8080.
 run: build
-	bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
+	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
 
-## test: vet, generated-code drift, then unit, integration and fuzz tests on the real stack.
-test: vet check-generated build
-	$(TEST_STACK) -- $(MAKE) --no-print-directory test-go
+## test: vet, spec lint, generated-code drift, then unit, integration,
+## fuzz and the TypeScript walk-through on a fresh real stack.
+test: vet lint-spec check-generated build
+	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
+	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(MAKE) --no-print-directory test-go test-ts'
 
 test-go:
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -timeout 40m ./...
+	cd cmd/devstack && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
+
+# The README's walk-through through the TypeScript client, against
+# `sluice all` on the stack's own database.
+test-ts: ts-deps
+	bin/sluice migrate
+	@SLUICE_HTTP_ADDR=$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) SLUICE_LOG_LEVEL=warn bin/sluice all & pid=$$!; \
+	for i in $$(seq 1 100); do curl -sf http://$(TS_ADDR)/healthz >/dev/null && break; sleep 0.2; done; \
+	(cd api/typescript && SLUICE_URL=http://$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) npm test); rc=$$?; \
+	kill $$pid; wait $$pid; exit $$rc
+
+ts-deps:
+	cd api/typescript && npm ci --no-audit --no-fund
+
+lint-spec: ts-deps
+	cd api/typescript && npm run lint:spec
 
 fuzz:
 	@for target in FuzzParseTemplate FuzzResolve FuzzDecodeGraph; do \
@@ -44,19 +68,22 @@ vet:
 	$(GO) vet ./...
 	cd cmd/devstack && $(GO) vet ./...
 
-## generate: regenerate sqlc, oapi-codegen (server and Go client) output.
-generate:
+## generate: regenerate sqlc, oapi-codegen (server and Go client) and TypeScript client output.
+generate: ts-deps
 	$(TOOL) sqlc generate
 	$(TOOL) oapi-codegen -config api/oapi-server.yaml openapi.yaml
 	$(TOOL) oapi-codegen -config api/client/oapi-client.yaml openapi.yaml
+	cd api/typescript && npm run generate
 
+GENERATED := adapters/postgres/dbsqlc api/server.gen.go api/client api/typescript/src
 check-generated: generate
-	@git diff --exit-code -- adapters/postgres/dbsqlc api || { echo "generated code is out of date: run make generate and commit" >&2; exit 1; }
-	@test -z "$$(git status --porcelain -- adapters/postgres/dbsqlc api)" || { git status --porcelain -- adapters/postgres/dbsqlc api; echo "untracked generated files: run make generate and commit" >&2; exit 1; }
+	@git diff --exit-code -- $(GENERATED) || { echo "generated code is out of date: run make generate and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "untracked generated files: run make generate and commit" >&2; exit 1; }
 
 ## bench: throughput and latency benchmarks on the real Postgres; they print their figures.
 bench: build
-	$(TEST_STACK) -- $(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 60m ./...
+	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
+	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && $(GO) test -run="^$$" -bench=. -benchtime=1x -timeout 60m ./...'
 
 clean:
 	rm -rf bin

@@ -109,10 +109,10 @@ type benchTimedStore struct {
 	phases *benchPhases
 }
 
-func (s benchTimedStore) Claim(ctx context.Context, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+func (s benchTimedStore) Claim(ctx context.Context, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
 	start := time.Now()
 	var admitStart, admitEnd time.Time
-	res, err := s.DispatchStore.Claim(ctx, func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
+	res, err := s.DispatchStore.Claim(ctx, limits, func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
 		admitStart = time.Now()
 		q := admit(ws)
 		admitEnd = time.Now()

@@ -223,7 +223,7 @@ func (d *Dispatcher) releaseQueueLease() {
 // open while Temporal is called.
 func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	started := d.now()
-	claim, err := d.store.Claim(ctx, d.admit)
+	claim, err := d.store.Claim(ctx, d.tiers.Limits(), d.admit)
 	if err != nil {
 		return BatchResult{}, fmt.Errorf("claim: %w", err)
 	}
@@ -327,21 +327,16 @@ func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[uuid.UUID]in
 // freeSlots asks the tier policy how many more executions the workspace
 // may start now.
 func (d *Dispatcher) freeSlots(w ports.PendingWorkspace) int {
-	n := 0
-	for {
-		adm, err := d.tiers.Admit(w.Plan, len(w.Running)+n, false)
-		if err != nil {
-			d.log.Error("workspace has an unknown plan; not admitting", "workspace_id", w.ID, "plan", w.Plan, "error", err)
-			return 0
-		}
-		if !adm.Admitted {
-			if n == 0 {
-				d.log.Info("workspace at capacity", "workspace_id", w.ID, "active_count", len(w.Running), "tier_limit", adm.Limit)
-			}
-			return n
-		}
-		n++
+	adm, err := d.tiers.Admit(w.Plan, len(w.Running), false)
+	if err != nil {
+		d.log.Error("workspace has an unknown plan; not admitting", "workspace_id", w.ID, "plan", w.Plan, "error", err)
+		return 0
 	}
+	if !adm.Admitted {
+		d.log.Debug("workspace at capacity", "workspace_id", w.ID, "active_count", len(w.Running), "tier_limit", adm.Limit)
+		return 0
+	}
+	return adm.Limit - len(w.Running)
 }
 
 // startAll starts the claimed items' workflows concurrently, bounded by

@@ -438,7 +438,7 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 	ids := b.enqueue(t, ws, def, 2)
 	// A dispatcher that claims and then "crashes" before starting anything.
 	cfg := testConfig()
-	claim, err := b.store.Claim(ctx, func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
+	claim, err := b.store.Claim(ctx, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
 		out := map[uuid.UUID]int{}
 		for _, w := range ws {
 			out[w.ID] = 2

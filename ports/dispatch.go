@@ -76,12 +76,13 @@ type DispatchedRecord struct {
 // DispatchStore is the dispatcher's side of storage.
 type DispatchStore interface {
 	// Claim runs one admission transaction: it fails items of vanished
-	// workspaces, locks the workspaces with pending work (skipping those
-	// another dispatcher holds), asks admit for quotas, claims that many
+	// workspaces, locks the workspaces with pending work that limits says
+	// have room (skipping those another dispatcher holds), asks admit for
+	// quotas under the lock, claims that many
 	// items per workspace with FOR UPDATE SKIP LOCKED, fails items whose
 	// definition is gone, writes their executions as RUNNING and marks the
 	// items CLAIMED, then commits. limit bounds the claimed items.
-	Claim(ctx context.Context, admit AdmitFunc) (ClaimResult, error)
+	Claim(ctx context.Context, limits map[domain.Plan]int, admit AdmitFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
 	// DISPATCHED in one statement.
 	MarkDispatched(ctx context.Context, items []DispatchedItem) ([]DispatchedRecord, error)

@@ -18,21 +18,29 @@ import (
 // statements are set-based, so a batch costs the same few round trips
 // whatever its size, and the commit is the only durable write before the
 // Temporal calls.
-func (s *Store) Claim(ctx context.Context, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
+	params := dbsqlc.QueuePendingWorkspacesParams{}
+	for plan, n := range limits {
+		params.Plans = append(params.Plans, string(plan))
+		params.Limits = append(params.Limits, int32(n))
+	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ports.ClaimResult{}
-		pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
+		pending, err := s.q.QueuePendingWorkspaces(ctx, tx, params)
 		if err != nil {
 			return fmt.Errorf("pending workspaces: %w", err)
 		}
 		res.Workspaces = len(pending)
 		var gone, present []uuid.UUID
 		for _, p := range pending {
-			if p.Plan == "" {
+			switch {
+			case p.Plan == "":
 				gone = append(gone, p.WorkspaceID)
-			} else {
+			case p.HasRoom:
 				present = append(present, p.WorkspaceID)
+			default:
+				res.AtCapacity++
 			}
 		}
 		if len(gone) > 0 {

@@ -45,6 +45,16 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
+	// pgx caches prepared statements; with them Postgres may settle on a
+	// generic plan, which for the dispatcher's array statements compares
+	// every row with every array element. Planning each execution for its
+	// actual input is cheaper here, and JIT compilation costs more than
+	// these short queries run (both measured by make bench).
+	for k, v := range map[string]string{"plan_cache_mode": "force_custom_plan", "jit": "off"} {
+		if _, set := cfg.ConnConfig.RuntimeParams[k]; !set {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,9 @@ LIMIT @max_rows;
 -- The distinct workspaces with pending work, read as a loose index scan over
 -- the pending index: one index probe per workspace, however deep the backlog
 -- behind each one is. plan is empty when the workspace no longer exists.
+-- has_room pre-filters with the plans' limits (a cheap count on the RUNNING
+-- index) so that only workspaces with a free slot are locked; admission
+-- re-counts under the lock, which is what makes it exact.
 WITH RECURSIVE pending AS (
     (SELECT q.workspace_id FROM workflow_execution_queue q
      WHERE q.status = 'PENDING'
@@ -34,8 +37,10 @@ WITH RECURSIVE pending AS (
     WHERE p.workspace_id IS NOT NULL
 )
 SELECT p.workspace_id::uuid AS workspace_id, coalesce(w.plan, '')::text AS plan,
-       (SELECT count(*) FROM workflow_executions e
-        WHERE e.workspace_id = p.workspace_id AND e.status = 'RUNNING')::int AS active
+       (w.id IS NOT NULL AND
+        (SELECT count(*) FROM workflow_executions e
+         WHERE e.workspace_id = p.workspace_id AND e.status = 'RUNNING')
+        < coalesce((@limits::int[])[array_position(@plans::text[], w.plan)], 0))::bool AS has_room
 FROM pending p
 LEFT JOIN workspaces w ON w.id = p.workspace_id
 WHERE p.workspace_id IS NOT NULL;

@@ -567,24 +567,34 @@ WITH RECURSIVE pending AS (
     WHERE p.workspace_id IS NOT NULL
 )
 SELECT p.workspace_id::uuid AS workspace_id, coalesce(w.plan, '')::text AS plan,
-       (SELECT count(*) FROM workflow_executions e
-        WHERE e.workspace_id = p.workspace_id AND e.status = 'RUNNING')::int AS active
+       (w.id IS NOT NULL AND
+        (SELECT count(*) FROM workflow_executions e
+         WHERE e.workspace_id = p.workspace_id AND e.status = 'RUNNING')
+        < coalesce(($1::int[])[array_position($2::text[], w.plan)], 0))::bool AS has_room
 FROM pending p
 LEFT JOIN workspaces w ON w.id = p.workspace_id
 WHERE p.workspace_id IS NOT NULL
 `
 
+type QueuePendingWorkspacesParams struct {
+	Limits []int32
+	Plans  []string
+}
+
 type QueuePendingWorkspacesRow struct {
 	WorkspaceID uuid.UUID
 	Plan        string
-	Active      int32
+	HasRoom     bool
 }
 
 // The distinct workspaces with pending work, read as a loose index scan over
 // the pending index: one index probe per workspace, however deep the backlog
 // behind each one is. plan is empty when the workspace no longer exists.
-func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueuePendingWorkspacesRow, error) {
-	rows, err := db.Query(ctx, queuePendingWorkspaces)
+// has_room pre-filters with the plans' limits (a cheap count on the RUNNING
+// index) so that only workspaces with a free slot are locked; admission
+// re-counts under the lock, which is what makes it exact.
+func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg QueuePendingWorkspacesParams) ([]QueuePendingWorkspacesRow, error) {
+	rows, err := db.Query(ctx, queuePendingWorkspaces, arg.Limits, arg.Plans)
 	if err != nil {
 		return nil, err
 	}
@@ -592,7 +602,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueueP
 	items := []QueuePendingWorkspacesRow{}
 	for rows.Next() {
 		var i QueuePendingWorkspacesRow
-		if err := rows.Scan(&i.WorkspaceID, &i.Plan, &i.Active); err != nil {
+		if err := rows.Scan(&i.WorkspaceID, &i.Plan, &i.HasRoom); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
