@@ -24,7 +24,10 @@ const testAdminToken = "e2e-admin-token-0123456789"
 // task queues, and returns its base URL.
 func startSluice(t *testing.T, extra map[string]string) string {
 	t.Helper()
-	dbURL := pgtest.URL(t)
+	dbURL := extra["DATABASE_URL"]
+	if dbURL == "" {
+		dbURL = pgtest.URL(t)
+	}
 	temporalAddr := os.Getenv("TEMPORAL_ADDRESS")
 	if temporalAddr == "" {
 		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") != "" {
@@ -47,6 +50,9 @@ func startSluice(t *testing.T, extra map[string]string) string {
 		"SLUICE_LOG_LEVEL":              "warn",
 		"SLUICE_DISPATCH_POLL_INTERVAL": "1s",
 	}
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		env["SLUICE_LOG_LEVEL"] = "debug"
+	}
 	for k, v := range extra {
 		env[k] = v
 	}
@@ -65,6 +71,7 @@ func startSluice(t *testing.T, extra map[string]string) string {
 		defer cancel()
 		_ = app.Stop(ctx)
 	})
+	appsByBase["http://"+addr] = runningApp{app: app, dbURL: dbURL}
 	return "http://" + addr
 }
 
@@ -114,6 +121,38 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
+// executionOf follows a queue item to its execution. A run can complete,
+// and its item be deleted, before the first look, so a gone item is
+// found through the workspace's executions instead.
+func executionOf(t *testing.T, base, workspaceID, queueID string) string {
+	t.Helper()
+	var executionID string
+	eventually(t, 30*time.Second, "the queue item to name its execution", func() bool {
+		var q struct {
+			ExecutionID *string `json:"executionId"`
+			Status      string  `json:"status"`
+		}
+		switch call(t, "GET", base+"/api/v1/workflow/queue/"+queueID, testAdminToken, nil, &q) {
+		case 200:
+			if q.ExecutionID != nil && q.Status != "PENDING" && q.Status != "CLAIMED" {
+				executionID = *q.ExecutionID
+				return true
+			}
+		case 404:
+			var page struct {
+				Items []struct{ ID string } `json:"items"`
+			}
+			call(t, "GET", base+"/api/v1/workflow/executions?workspaceId="+workspaceID, testAdminToken, nil, &page)
+			if len(page.Items) == 1 {
+				executionID = page.Items[0].ID
+				return true
+			}
+		}
+		return false
+	})
+	return executionID
+}
+
 func TestSkeletonRunsAnExecutionToCompletion(t *testing.T) {
 	base := startSluice(t, nil)
 
@@ -143,17 +182,7 @@ func TestSkeletonRunsAnExecutionToCompletion(t *testing.T) {
 		t.Fatalf("a new queue item is %s, want PENDING", started.Status)
 	}
 
-	var executionID string
-	eventually(t, 30*time.Second, "the queue item to name its execution", func() bool {
-		var q struct {
-			ExecutionID *string `json:"executionId"`
-		}
-		if call(t, "GET", base+"/api/v1/workflow/queue/"+started.QueueID, testAdminToken, nil, &q) == 200 && q.ExecutionID != nil {
-			executionID = *q.ExecutionID
-			return true
-		}
-		return false
-	})
+	executionID := executionOf(t, base, ws.ID, started.QueueID)
 	type node struct {
 		Key    string         `json:"key"`
 		Status string         `json:"status"`

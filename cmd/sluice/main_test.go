@@ -1,0 +1,71 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"go.uber.org/fx"
+)
+
+func TestEveryRoleWiresUp(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(func(string) (string, bool) { return "", false }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"all", "api", "dispatcher", "worker"} {
+		opts, err := roleOptions(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fx.ValidateApp(append(opts, fx.Supply(cfg))...); err != nil {
+			t.Errorf("%s: %v", role, err)
+		}
+	}
+	if _, err := roleOptions("dispatch"); err == nil {
+		t.Error("an unknown role was accepted")
+	}
+}
+
+func TestConfigNamesEveryBadVariable(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"SLUICE_DISPATCH_BATCH_SIZE":    "zero",
+		"SLUICE_DISPATCH_POLL_INTERVAL": "5",
+		"SLUICE_TIER_LIMITS":            "FREE=0,GOLD=3",
+		"SLUICE_WORKER_QUEUES":          "workflows,emails",
+		"SLUICE_ADMIN_TOKEN":            "short",
+	}
+	_, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
+	if err == nil {
+		t.Fatal("bad configuration accepted")
+	}
+	for name := range env {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s:\n%v", name, err)
+		}
+	}
+}
+
+func TestConfigDefaultsAreTheSeeds(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(func(k string) (string, bool) {
+		if k == "SLUICE_ADMIN_TOKEN" {
+			return "0123456789abcdef", true
+		}
+		return "", false
+	}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Dispatcher
+	if d.BatchSize != 10 || d.PollInterval.Seconds() != 5 || !d.Enabled || !d.Exclusive || d.StaleAfter.Minutes() != 5 {
+		t.Errorf("dispatcher defaults = %+v", d)
+	}
+	if cfg.Worker.WorkflowsSize != 50 || cfg.Worker.ExternalAPISize != 20 || !cfg.Worker.ServeWorkflows || !cfg.Worker.ServeExternalAPI {
+		t.Errorf("worker defaults = %+v", cfg.Worker)
+	}
+	if cfg.Worker.Queues.Workflows != "workflows.default" || cfg.Worker.Queues.ExternalAPI != "activities.external-api" {
+		t.Errorf("task queues = %+v", cfg.Worker.Queues)
+	}
+}
