@@ -426,6 +426,9 @@ func (d *Dispatcher) maintain(ctx context.Context) {
 	} else if n > 0 {
 		d.log.Info("reconciled stuck executions", "count", n)
 	}
+	if _, err := d.store.PurgeIdempotencyKeys(ctx); err != nil {
+		d.log.Error("purging idempotency keys failed", "error", err)
+	}
 	if depth, err := d.store.QueueDepthByPlan(ctx); err != nil {
 		d.log.Error("reading queue depth failed", "error", err)
 	} else {

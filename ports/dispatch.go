@@ -96,6 +96,8 @@ type DispatchStore interface {
 	RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]Execution, error)
 	// QueueDepthByPlan counts PENDING items per plan.
 	QueueDepthByPlan(ctx context.Context) (map[string]int64, error)
+	// PurgeIdempotencyKeys forgets Idempotency-Keys past their retention.
+	PurgeIdempotencyKeys(ctx context.Context) (int64, error)
 }
 
 // Lease is a ShedLock-compatible named lease on database time.

@@ -240,7 +240,7 @@ func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.Queu
 		if err := s.q.ExecutionsDelete(ctx, tx, drop); err != nil {
 			return nil, err
 		}
-		if err := s.q.ExecutionNotifySlotFree(ctx, tx); err != nil {
+		if err := s.q.QueueNotify(ctx, tx); err != nil {
 			return nil, err
 		}
 	}
@@ -274,6 +274,11 @@ func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duratio
 		out[i] = executionFromRow(r)
 	}
 	return out, nil
+}
+
+// PurgeIdempotencyKeys deletes keys older than the retention window.
+func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
+	return s.q.IdempotencyKeysPurge(ctx, s.pool, IdempotencyRetention.Seconds())
 }
 
 // QueueDepthByPlan counts PENDING items per plan.
@@ -350,7 +355,7 @@ func (s *Store) FinishExecution(ctx context.Context, id uuid.UUID, status domain
 				}
 			}
 		}
-		return s.q.ExecutionNotifySlotFree(ctx, tx)
+		return s.q.QueueNotify(ctx, tx)
 	})
 	return found, err
 }

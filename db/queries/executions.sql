@@ -48,6 +48,3 @@ WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => @old
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
 ORDER BY e.started_at
 LIMIT @max_rows;
-
--- name: ExecutionNotifySlotFree :exec
-SELECT pg_notify('sluice_queue', '');

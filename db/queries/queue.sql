@@ -4,7 +4,8 @@ VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority)
 RETURNING *;
 
 -- name: QueueNotify :exec
--- Wakes every listening dispatcher once the surrounding transaction commits.
+-- Wakes every listening dispatcher once the surrounding transaction
+-- commits: on enqueue, and whenever a slot frees.
 SELECT pg_notify('sluice_queue', '');
 
 -- name: QueueGet :one

@@ -124,15 +124,6 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 	return items, nil
 }
 
-const executionNotifySlotFree = `-- name: ExecutionNotifySlotFree :exec
-SELECT pg_notify('sluice_queue', '')
-`
-
-func (q *Queries) ExecutionNotifySlotFree(ctx context.Context, db DBTX) error {
-	_, err := db.Exec(ctx, executionNotifySlotFree)
-	return err
-}
-
 const executionsDelete = `-- name: ExecutionsDelete :exec
 DELETE FROM workflow_executions WHERE id = ANY($1::uuid[]) AND status = 'RUNNING'
 `

@@ -548,7 +548,8 @@ const queueNotify = `-- name: QueueNotify :exec
 SELECT pg_notify('sluice_queue', '')
 `
 
-// Wakes every listening dispatcher once the surrounding transaction commits.
+// Wakes every listening dispatcher once the surrounding transaction
+// commits: on enqueue, and whenever a slot frees.
 func (q *Queries) QueueNotify(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, queueNotify)
 	return err

@@ -1,0 +1,229 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// fakeStore is an in-memory DispatchStore for the loop's unit tests: it
+// hands out one pending item per Claim until it has none, and can be told
+// to fail.
+type fakeStore struct {
+	ports.DispatchStore
+	mu         sync.Mutex
+	pending    int
+	failClaims int
+	claims     int
+	dispatched []ports.DispatchedItem
+	panicOnce  bool
+}
+
+func (f *fakeStore) Claim(_ context.Context, _ map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims++
+	if f.panicOnce {
+		f.panicOnce = false
+		panic("boom")
+	}
+	if f.failClaims > 0 {
+		f.failClaims--
+		return ports.ClaimResult{}, errors.New("connection refused")
+	}
+	if f.pending == 0 {
+		return ports.ClaimResult{}, nil
+	}
+	ws := uuid.New()
+	if admit([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Running: map[uuid.UUID]bool{}}})[ws] == 0 {
+		return ports.ClaimResult{}, nil
+	}
+	f.pending--
+	now := time.Now()
+	item := ports.ClaimedItem{
+		QueueRecord: ports.QueueRecord{ID: uuid.New(), WorkspaceID: ws, QueueItem: domain.QueueItem{Status: domain.QueueClaimed, ClaimedAt: &now}},
+		ExecutionID: uuid.New(), Version: 1,
+	}
+	return ports.ClaimResult{Claimed: []ports.ClaimedItem{item}, Workspaces: 1}, nil
+}
+
+func (f *fakeStore) MarkDispatched(_ context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dispatched = append(f.dispatched, items...)
+	out := make([]ports.DispatchedRecord, len(items))
+	for i, it := range items {
+		out[i] = ports.DispatchedRecord{ID: it.ID, CreatedAt: time.Now(), DispatchedAt: time.Now()}
+	}
+	return out, nil
+}
+
+func (f *fakeStore) StaleClaimed(context.Context, time.Duration, int) ([]ports.QueueRecord, error) {
+	return nil, nil
+}
+
+func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, int) ([]ports.Execution, error) {
+	return nil, nil
+}
+
+func (f *fakeStore) QueueDepthByPlan(context.Context) (map[string]int64, error) {
+	return map[string]int64{"FREE": int64(f.pendingNow())}, nil
+}
+
+func (f *fakeStore) PurgeIdempotencyKeys(context.Context) (int64, error) { return 0, nil }
+
+func (f *fakeStore) pendingNow() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pending
+}
+
+func (f *fakeStore) dispatchedNow() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.dispatched)
+}
+
+type okEngine struct{ ports.WorkflowEngine }
+
+func (okEngine) StartExecution(context.Context, ports.StartRequest) error { return nil }
+
+// fakeLease is held by someone else until released.
+type fakeLease struct {
+	mu   sync.Mutex
+	held bool
+}
+
+func (l *fakeLease) TryAcquire(context.Context, string, time.Duration) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.held, nil
+}
+
+func (l *fakeLease) Release(context.Context, string, time.Duration) error { return nil }
+
+type chanWakeups chan struct{}
+
+func (c chanWakeups) C() <-chan struct{} { return c }
+
+func newTestDispatcher(store *fakeStore, lease ports.Lease, wake ports.Wakeups, cfg DispatcherConfig) (*Dispatcher, *DispatchMetrics) {
+	m := NewDispatchMetrics(prometheus.NewRegistry())
+	return NewDispatcher(store, nil, okEngine{}, lease, wake, domain.DefaultTierPolicy(), cfg,
+		m, slog.New(slog.NewTextHandler(io.Discard, nil))), m
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRunSurvivesDatabaseErrorsAndPanics(t *testing.T) {
+	t.Parallel()
+	store := &fakeStore{pending: 3, failClaims: 2, panicOnce: true}
+	cfg := DefaultDispatcherConfig()
+	cfg.PollInterval = 10 * time.Millisecond
+	cfg.Exclusive = false
+	d, m := newTestDispatcher(store, &fakeLease{}, chanWakeups(make(chan struct{})), cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	waitUntil(t, "all items dispatched despite the errors", func() bool { return store.dispatchedNow() == 3 })
+	cancel()
+	<-done
+	if got := testutil.ToFloat64(m.Dispatched); got != 3 {
+		t.Errorf("queue_items_dispatched_total = %v, want 3", got)
+	}
+}
+
+func TestWakeupDispatchesWithoutWaitingForThePoll(t *testing.T) {
+	t.Parallel()
+	store := &fakeStore{}
+	cfg := DefaultDispatcherConfig()
+	cfg.PollInterval = time.Hour
+	cfg.Exclusive = false
+	wake := make(chanWakeups, 1)
+	d, _ := newTestDispatcher(store, &fakeLease{}, wake, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.Run(ctx)
+	waitUntil(t, "the first, empty cycle", func() bool { store.mu.Lock(); defer store.mu.Unlock(); return store.claims >= 1 })
+	store.mu.Lock()
+	store.pending = 1
+	store.mu.Unlock()
+	wake <- struct{}{}
+	waitUntil(t, "the woken dispatch", func() bool { return store.dispatchedNow() == 1 })
+}
+
+func TestExclusiveDispatcherWaitsForTheLease(t *testing.T) {
+	t.Parallel()
+	store := &fakeStore{pending: 1}
+	lease := &fakeLease{held: true}
+	cfg := DefaultDispatcherConfig()
+	cfg.PollInterval = 10 * time.Millisecond
+	d, m := newTestDispatcher(store, lease, chanWakeups(make(chan struct{})), cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.Run(ctx)
+	waitUntil(t, "failed lease attempts", func() bool { return testutil.ToFloat64(m.LeaseFailures) >= 3 })
+	if store.dispatchedNow() != 0 {
+		t.Fatal("dispatched without the lease")
+	}
+	lease.mu.Lock()
+	lease.held = false
+	lease.mu.Unlock()
+	waitUntil(t, "dispatch once the lease is free", func() bool { return store.dispatchedNow() == 1 })
+}
+
+func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultDispatcherConfig()
+	cfg.BatchSize = 7
+	d, _ := newTestDispatcher(&fakeStore{}, &fakeLease{}, nil, cfg)
+	full := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanFree, Running: map[uuid.UUID]bool{uuid.New(): true}}
+	pro := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanPro, Running: map[uuid.UUID]bool{uuid.New(): true, uuid.New(): true}}
+	ent := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanEnterprise, Running: map[uuid.UUID]bool{}}
+	free := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanFree, Running: map[uuid.UUID]bool{}}
+	q := d.admit([]ports.PendingWorkspace{full, pro, ent, free})
+	if q[full.ID] != 0 {
+		t.Errorf("a full workspace got %d", q[full.ID])
+	}
+	if q[free.ID] != 1 {
+		t.Errorf("an idle FREE workspace got %d, want its 1 slot", q[free.ID])
+	}
+	if q[pro.ID] != 3 {
+		t.Errorf("PRO with 2 running got %d, want its 3 free slots", q[pro.ID])
+	}
+	if q[ent.ID] != 3 {
+		t.Errorf("ENTERPRISE got %d, want the rest of the batch (3)", q[ent.ID])
+	}
+	total := 0
+	for _, n := range q {
+		total += n
+	}
+	if total != cfg.BatchSize {
+		t.Errorf("quotas sum to %d, want the batch size %d", total, cfg.BatchSize)
+	}
+	// The next batch starts after the workspace served first this time.
+	first := d.lastServed
+	d.admit([]ports.PendingWorkspace{full, pro, ent, free})
+	if d.lastServed == first {
+		t.Error("round-robin did not move on")
+	}
+}
