@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -46,6 +48,7 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 	var invalid *app.InvalidError
 	var ve *domain.ValidationError
 	var tooLarge *http.MaxBytesError
+	var bad *badRequestError
 	switch {
 	case errors.As(err, &invalid):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(invalid.Problems)), fieldErrors(invalid.Problems))
@@ -63,15 +66,28 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusConflict, "idempotency-conflict", "Conflict", err.Error(), nil)
 	case errors.Is(err, app.ErrFinished):
 		writeProblem(w, http.StatusConflict, "already-finished", "Conflict", err.Error(), nil)
-	case errors.Is(err, errBadRequest):
-		writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", err.Error(), nil)
+	case errors.As(err, &bad):
+		writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, []api.FieldError{{Path: bad.path, Message: bad.message}})
 	default:
 		e.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 		writeProblem(w, http.StatusInternalServerError, "internal", "Internal error", "internal error", nil)
 	}
 }
 
-var errBadRequest = errors.New("bad request")
+// badRequestError is a request the schema accepts but the handlers cannot
+// serve, such as a cursor this API never returned; path says where.
+type badRequestError struct {
+	path, message string
+}
+
+func (e *badRequestError) Error() string { return e.path + ": " + e.message }
+
+func badRequest(path, message string) error {
+	return &badRequestError{path: path, message: message}
+}
+
+// schemaMismatch is the detail of every 400 that lists field errors.
+const schemaMismatch = "the request does not match the API schema"
 
 func pluralProblems(n int) string {
 	if n == 1 {
@@ -88,43 +104,157 @@ func fieldErrors(ps []domain.Problem) []api.FieldError {
 	return out
 }
 
-// validationFields turns kin-openapi's request errors into field paths.
+// validationFields turns kin-openapi's request errors into field paths:
+// "/in/name" for a parameter ("/query/limit", "/path/workspaceId") and a
+// JSON pointer into the body for a body field ("/graph/nodes/0/key").
 func validationFields(err error) []api.FieldError {
 	var out []api.FieldError
-	var walk func(error)
-	walk = func(err error) {
+	var walk func(err error, base string)
+	walk = func(err error, base string) {
+		// Type switches, not errors.As: a RequestError wraps a MultiError of
+		// SchemaErrors, and matching the inner errors first would lose the
+		// parameter they belong to.
+		switch e := err.(type) {
+		case openapi3.MultiError:
+			for _, inner := range e {
+				walk(inner, base)
+			}
+			return
+		case *openapi3filter.RequestError:
+			if e.Parameter != nil {
+				base = "/" + e.Parameter.In + "/" + e.Parameter.Name
+			}
+			var multi openapi3.MultiError
+			var schemaErr *openapi3.SchemaError
+			if errors.As(e.Err, &multi) || errors.As(e.Err, &schemaErr) {
+				walk(e.Err, base)
+				return
+			}
+			msg := e.Reason
+			if e.Err != nil {
+				msg = strings.TrimSpace(msg + " " + e.Err.Error())
+			}
+			out = append(out, api.FieldError{Path: orRoot(base), Message: msg})
+			return
+		case *openapi3.SchemaError:
+			path := base
+			for _, seg := range e.JSONPointer() {
+				path += "/" + escapePointer(seg)
+			}
+			if name, ok := unsupportedProperty(e); ok {
+				path += "/" + escapePointer(name)
+			}
+			out = append(out, api.FieldError{Path: orRoot(path), Message: e.Reason})
+			return
+		}
 		var multi openapi3.MultiError
-		if errors.As(err, &multi) {
-			for _, e := range multi {
-				walk(e)
-			}
-			return
-		}
-		var schemaErr *openapi3.SchemaError
-		if errors.As(err, &schemaErr) {
-			path := "/" + strings.Join(schemaErr.JSONPointer(), "/")
-			var reqErr *openapi3filter.RequestError
-			if errors.As(err, &reqErr) && reqErr.Parameter != nil {
-				path = "/" + reqErr.Parameter.In + "/" + reqErr.Parameter.Name
-			}
-			out = append(out, api.FieldError{Path: path, Message: schemaErr.Reason})
-			return
-		}
 		var reqErr *openapi3filter.RequestError
-		if errors.As(err, &reqErr) {
-			path := "/body"
-			if reqErr.Parameter != nil {
-				path = "/" + reqErr.Parameter.In + "/" + reqErr.Parameter.Name
-			}
-			msg := reqErr.Reason
-			if reqErr.Err != nil {
-				msg = strings.TrimSpace(msg + " " + reqErr.Err.Error())
-			}
-			out = append(out, api.FieldError{Path: path, Message: msg})
+		var schemaErr *openapi3.SchemaError
+		switch {
+		case errors.As(err, &multi):
+			walk(multi, base)
+			return
+		case errors.As(err, &reqErr):
+			walk(reqErr, base)
+			return
+		case errors.As(err, &schemaErr):
+			walk(schemaErr, base)
 			return
 		}
-		out = append(out, api.FieldError{Path: "/", Message: err.Error()})
+		out = append(out, api.FieldError{Path: orRoot(base), Message: err.Error()})
 	}
-	walk(err)
+	walk(err, "")
 	return out
+}
+
+// unsupportedProperty reads the name out of kin-openapi's error for a
+// property that additionalProperties: false forbids, which points at the
+// object rather than at the property.
+func unsupportedProperty(e *openapi3.SchemaError) (string, bool) {
+	if e.SchemaField != "properties" {
+		return "", false
+	}
+	quoted, ok := strings.CutPrefix(e.Reason, "property ")
+	if !ok {
+		return "", false
+	}
+	quoted, ok = strings.CutSuffix(quoted, " is unsupported")
+	if !ok {
+		return "", false
+	}
+	name, err := strconv.Unquote(quoted)
+	return name, err == nil
+}
+
+// escapePointer escapes a JSON pointer segment (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "/"
+	}
+	return path
+}
+
+// decodeFields names the field a body failed to decode into, without the
+// Go type names that json's own message carries.
+func decodeFields(err error) []api.FieldError {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return []api.FieldError{{Path: "/", Message: "the body cannot be decoded"}}
+	}
+	path := "/"
+	if te.Field != "" {
+		segs := strings.Split(te.Field, ".")
+		for i, s := range segs {
+			segs[i] = escapePointer(s)
+		}
+		path += strings.Join(segs, "/")
+	}
+	msg := te.Value + " is not accepted here"
+	if te.Type != nil {
+		switch te.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			msg = te.Value + " is not an integer in range"
+		case reflect.Float32, reflect.Float64:
+			msg = te.Value + " is out of range"
+		}
+	}
+	return []api.FieldError{{Path: path, Message: msg}}
+}
+
+// paramFields names the parameter the generated router could not bind
+// (say, a version beyond the range of int), locating it in the request.
+func paramFields(r *http.Request, err error) []api.FieldError {
+	var name string
+	var format *api.InvalidParamFormatError
+	var required *api.RequiredParamError
+	var header *api.RequiredHeaderError
+	var tooMany *api.TooManyValuesForParamError
+	var unmarshal *api.UnmarshalingParamError
+	switch {
+	case errors.As(err, &format):
+		name = format.ParamName
+	case errors.As(err, &required):
+		name = required.ParamName
+	case errors.As(err, &header):
+		name = header.ParamName
+	case errors.As(err, &tooMany):
+		name = tooMany.ParamName
+	case errors.As(err, &unmarshal):
+		name = unmarshal.ParamName
+	default:
+		return []api.FieldError{{Path: "/", Message: "invalid parameter"}}
+	}
+	in := "path"
+	switch {
+	case r.URL.Query().Has(name):
+		in = "query"
+	case r.Header.Get(name) != "":
+		in = "header"
+	}
+	return []api.FieldError{{Path: "/" + in + "/" + name, Message: "invalid value"}}
 }

@@ -8,13 +8,17 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/google/uuid"
 	middleware "github.com/oapi-codegen/nethttp-middleware"
@@ -59,6 +63,12 @@ func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger
 		Options: openapi3filter.Options{
 			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
 			MultiError:         true,
+			// kin-openapi checks no uuid format by default, so an id that
+			// is not one would pass here and fail later, in the generated
+			// decoders, without saying which field it was.
+			SchemaValidationOptions: []openapi3.SchemaValidationOption{
+				openapi3.WithStringFormatValidators(map[string]openapi3.StringFormatValidator{"uuid": uuidFormat}),
+			},
 		},
 		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, opts middleware.ErrorHandlerOpts) {
 			if opts.StatusCode == http.StatusNotFound {
@@ -70,21 +80,25 @@ func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger
 				errs.respond(w, r, tooLarge)
 				return
 			}
-			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", "the request does not match the API schema", validationFields(err))
+			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, validationFields(err))
 		},
 	})
 	strict := api.NewStrictHandlerWithOptions(&Server{svc: svc}, nil, api.StrictHTTPServerOptions{
+		// Reached by bodies the schema accepts but the generated types
+		// cannot hold, such as 2.0 for an integer or 1e400.
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", err.Error(), nil)
+			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, decodeFields(err))
 		},
 		ResponseErrorHandlerFunc: errs.respond,
 	})
 	operations := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
+		// Reached by parameters the schema accepts but the generated types
+		// cannot hold.
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", err.Error(), nil)
+			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, paramFields(r, err))
 		},
 	})
-	guarded := limitBody(authenticate(svc, errs, validator(operations)))
+	guarded := limitBody(authenticate(svc, errs, checkJSONBody(errs, validator(operations))))
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", guarded)
@@ -97,6 +111,14 @@ func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger
 	})
 	return mux, nil
 }
+
+// uuidFormat accepts what the handlers' uuid decoding accepts.
+var uuidFormat = openapi3.NewCallbackValidator(func(s string) error {
+	if _, err := uuid.Parse(s); err != nil {
+		return errors.New("not a UUID")
+	}
+	return nil
+})
 
 // limitBody refuses bodies over MaxBodyBytes: at once when the length is
 // declared, else when the reader passes the limit.
@@ -301,6 +323,15 @@ func (s *Server) CreateDefinitionVersion(ctx context.Context, req api.CreateDefi
 
 // GetDefinitionVersion shows a version.
 func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinitionVersionRequestObject) (api.GetDefinitionVersionResponseObject, error) {
+	if req.Version > math.MaxInt32 {
+		// Versions are stored as integer; storage would truncate a larger
+		// number and answer another version. The definition's own 404 or
+		// 403 still comes first.
+		if _, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionId); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: definition %s has no version %d", ports.ErrNotFound, req.DefinitionId, req.Version)
+	}
 	v, err := s.svc.GetDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionId, req.Version)
 	if err != nil {
 		return nil, err
@@ -314,7 +345,7 @@ func (s *Server) StartExecution(ctx context.Context, req api.StartExecutionReque
 	if req.Body.Input != nil {
 		raw, err := json.Marshal(*req.Body.Input)
 		if err != nil {
-			return nil, fmt.Errorf("%w: input: %v", errBadRequest, err)
+			return nil, badRequest("/input", "cannot be encoded as JSON")
 		}
 		in.Input = raw
 	}
@@ -322,6 +353,11 @@ func (s *Server) StartExecution(ctx context.Context, req api.StartExecutionReque
 		in.Priority = *req.Body.Priority
 	}
 	if req.Params.IdempotencyKey != nil {
+		// Header values may carry any byte above 0x7f; Postgres text takes
+		// only UTF-8, and refused the key with a 500.
+		if !utf8.ValidString(*req.Params.IdempotencyKey) {
+			return nil, badRequest("/header/Idempotency-Key", "must be UTF-8")
+		}
 		in.IdempotencyKey = *req.Params.IdempotencyKey
 	}
 	q, _, err := s.svc.StartExecution(ctx, actorFrom(ctx), in)
@@ -439,12 +475,14 @@ func idPage(limit *api.Limit, cursor *api.Cursor) (ports.Page, error) {
 	if cursor != nil {
 		id, err := uuid.Parse(*cursor)
 		if err != nil {
-			return p, fmt.Errorf("%w: cursor is not one this API returned", errBadRequest)
+			return p, errBadCursor
 		}
 		p.After = &id
 	}
 	return p, nil
 }
+
+var errBadCursor = badRequest("/query/cursor", "not a cursor this API returned")
 
 func idCursor(id uuid.UUID) *string {
 	s := id.String()
@@ -455,8 +493,16 @@ func encodeExecutionCursor(c ports.ExecutionCursor) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.StartedAt.UnixMicro(), 10) + "." + c.ID.String()))
 }
 
+// The times an execution cursor may carry. Outside them pgx's encoding of a
+// timestamptz overflows: a cursor in the far past paged as if it were in the
+// far future, from the newest execution on.
+var (
+	minCursorMicros = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	maxCursorMicros = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC).UnixMicro()
+)
+
 func decodeExecutionCursor(s string) (ports.ExecutionCursor, error) {
-	bad := fmt.Errorf("%w: cursor is not one this API returned", errBadRequest)
+	bad := errBadCursor
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return ports.ExecutionCursor{}, bad
@@ -466,7 +512,7 @@ func decodeExecutionCursor(s string) (ports.ExecutionCursor, error) {
 		return ports.ExecutionCursor{}, bad
 	}
 	micros, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
+	if err != nil || micros < minCursorMicros || micros > maxCursorMicros {
 		return ports.ExecutionCursor{}, bad
 	}
 	uid, err := uuid.Parse(id)

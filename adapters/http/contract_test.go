@@ -1,0 +1,344 @@
+package httpapi_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/api/client"
+)
+
+// greetGraph is the README's one-node definition.
+func greetGraph() client.Graph {
+	return client.Graph{
+		Nodes: []client.Node{{Key: "greet", Type: "TRANSFORM", Config: &map[string]any{
+			"output": map[string]any{"message": "Hello, {{ input.name }}"},
+		}}},
+		Edges: &[]client.Edge{},
+	}
+}
+
+// twoStepGraph is a second version: greet, then shout.
+func twoStepGraph() client.Graph {
+	return client.Graph{
+		Nodes: []client.Node{
+			{Key: "greet", Type: "TRANSFORM", Config: &map[string]any{"output": map[string]any{"message": "Hello, {{ input.name }}"}}},
+			{Key: "shout", Type: "TRANSFORM", Config: &map[string]any{"output": map[string]any{"loud": "{{ steps.greet.output.message }}!"}}},
+		},
+		Edges: &[]client.Edge{{From: "greet", To: "shout"}},
+	}
+}
+
+// status fails the test unless the generated client's response r (a
+// *client.XxxResponse) came back with want.
+func status(t *testing.T, what string, r interface{ StatusCode() int }, err error, want int) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if r.StatusCode() != want {
+		body := reflect.ValueOf(r).Elem().FieldByName("Body").Bytes()
+		t.Fatalf("%s: got %d, want %d: %s", what, r.StatusCode(), want, body)
+	}
+}
+
+// TestContractEveryOperation calls every operation of openapi.yaml through
+// the generated Go client against a server on real Postgres and Temporal.
+// The checking transport validates each response against the spec; the
+// test checks that the answers say what the operations promise.
+func TestContractEveryOperation(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	anon := s.client(t, "")
+	admin := s.client(t, adminToken)
+
+	// Health.
+	hz, err := anon.GetHealthzWithResponse(ctx)
+	status(t, "getHealthz", hz, err, http.StatusOK)
+	if hz.JSON200.Status != "ok" {
+		t.Errorf("healthz status %q", hz.JSON200.Status)
+	}
+	rz, err := anon.GetReadyzWithResponse(ctx)
+	status(t, "getReadyz", rz, err, http.StatusOK)
+	if rz.JSON200.Checks == nil || (*rz.JSON200.Checks)["postgres"] != "ok" || (*rz.JSON200.Checks)["temporal"] != "ok" {
+		t.Errorf("readyz checks: %s", rz.Body)
+	}
+
+	// Workspaces: create two so that listing pages.
+	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "Acme", Plan: client.PRO})
+	status(t, "createWorkspace", cw, err, http.StatusCreated)
+	ws := *cw.JSON201
+	if ws.Name != "Acme" || ws.Plan != client.PRO || ws.Limit != 5 || ws.Active != 0 || ws.Queued != 0 {
+		t.Errorf("created workspace: %+v", ws)
+	}
+	other, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "Other", Plan: client.FREE})
+	status(t, "createWorkspace", other, err, http.StatusCreated)
+
+	var listed []uuid.UUID
+	var cursor *string
+	for page := 0; ; page++ {
+		lw, err := admin.ListWorkspacesWithResponse(ctx, &client.ListWorkspacesParams{Limit: ptr(1), Cursor: cursor})
+		status(t, "listWorkspaces", lw, err, http.StatusOK)
+		for _, w := range lw.JSON200.Items {
+			listed = append(listed, w.Id)
+		}
+		if cursor = lw.JSON200.NextCursor; cursor == nil {
+			break
+		}
+		if page > 3 {
+			t.Fatalf("listWorkspaces never ends: %v", listed)
+		}
+	}
+	if len(listed) != 2 || !slices.Contains(listed, ws.Id) || !slices.Contains(listed, other.JSON201.Id) {
+		t.Errorf("listWorkspaces pages gave %v, want both workspaces once", listed)
+	}
+
+	gw, err := admin.GetWorkspaceWithResponse(ctx, ws.Id)
+	status(t, "getWorkspace", gw, err, http.StatusOK)
+	if gw.JSON200.Id != ws.Id || gw.JSON200.Limit != 5 {
+		t.Errorf("getWorkspace: %+v", gw.JSON200)
+	}
+	up, err := admin.UpdateWorkspacePlanWithResponse(ctx, ws.Id, client.UpdateWorkspaceRequest{Plan: client.ENTERPRISE})
+	status(t, "updateWorkspacePlan", up, err, http.StatusOK)
+	if up.JSON200.Plan != client.ENTERPRISE || up.JSON200.Limit != 20 {
+		t.Errorf("updateWorkspacePlan: %+v", up.JSON200)
+	}
+
+	// API keys: the secret comes once, listings never carry it.
+	ck, err := admin.CreateApiKeyWithResponse(ctx, ws.Id, client.CreateApiKeyRequest{Name: "ci"})
+	status(t, "createApiKey", ck, err, http.StatusCreated)
+	created := *ck.JSON201
+	if !strings.HasPrefix(created.Secret, "slk_") || !strings.HasPrefix(created.Secret, created.Prefix) || created.RevokedAt != nil {
+		t.Errorf("createApiKey: %+v", created)
+	}
+	spare, err := admin.CreateApiKeyWithResponse(ctx, ws.Id, client.CreateApiKeyRequest{Name: "spare"})
+	status(t, "createApiKey", spare, err, http.StatusCreated)
+	key := s.client(t, created.Secret)
+
+	lk, err := key.ListApiKeysWithResponse(ctx, ws.Id)
+	status(t, "listApiKeys", lk, err, http.StatusOK)
+	if len(*lk.JSON200) != 2 {
+		t.Errorf("listApiKeys: %s", lk.Body)
+	}
+	if strings.Contains(string(lk.Body), created.Secret) || strings.Contains(string(lk.Body), "secret") {
+		t.Errorf("listApiKeys shows a secret: %s", lk.Body)
+	}
+	rk, err := admin.RevokeApiKeyWithResponse(ctx, ws.Id, spare.JSON201.Id)
+	status(t, "revokeApiKey", rk, err, http.StatusNoContent)
+	lk, err = admin.ListApiKeysWithResponse(ctx, ws.Id)
+	status(t, "listApiKeys", lk, err, http.StatusOK)
+	for _, k := range *lk.JSON200 {
+		if (k.Id == spare.JSON201.Id) != (k.RevokedAt != nil) {
+			t.Errorf("after revoking %s, key %s has revokedAt %v", spare.JSON201.Id, k.Id, k.RevokedAt)
+		}
+	}
+
+	// Definitions and versions, from here on with the workspace key.
+	cd, err := key.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceId: ws.Id, Name: "greet", Graph: greetGraph()})
+	status(t, "createDefinition", cd, err, http.StatusCreated)
+	def := *cd.JSON201
+	if def.CurrentVersion != 1 || def.WorkspaceId != ws.Id || len(def.Graph.Nodes) != 1 || def.Graph.Nodes[0].Config == nil {
+		t.Errorf("createDefinition: %s", cd.Body)
+	}
+	spareDef, err := key.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceId: ws.Id, Name: "to delete", Graph: greetGraph()})
+	status(t, "createDefinition", spareDef, err, http.StatusCreated)
+
+	ld, err := key.ListDefinitionsWithResponse(ctx, &client.ListDefinitionsParams{WorkspaceId: ws.Id})
+	status(t, "listDefinitions", ld, err, http.StatusOK)
+	if len(ld.JSON200.Items) != 2 || ld.JSON200.NextCursor != nil {
+		t.Errorf("listDefinitions: %s", ld.Body)
+	}
+	gd, err := key.GetDefinitionWithResponse(ctx, def.Id)
+	status(t, "getDefinition", gd, err, http.StatusOK)
+	if gd.JSON200.Id != def.Id || gd.JSON200.Name != "greet" {
+		t.Errorf("getDefinition: %s", gd.Body)
+	}
+	cv, err := key.CreateDefinitionVersionWithResponse(ctx, def.Id, client.CreateVersionRequest{Graph: twoStepGraph()})
+	status(t, "createDefinitionVersion", cv, err, http.StatusCreated)
+	if cv.JSON201.Version != 2 || cv.JSON201.DefinitionId != def.Id {
+		t.Errorf("createDefinitionVersion: %s", cv.Body)
+	}
+	for v, nodes := range map[int]int{1: 1, 2: 2} {
+		gv, err := key.GetDefinitionVersionWithResponse(ctx, def.Id, v)
+		status(t, "getDefinitionVersion", gv, err, http.StatusOK)
+		if gv.JSON200.Version != v || len(gv.JSON200.Graph.Nodes) != nodes {
+			t.Errorf("getDefinitionVersion %d: %s", v, gv.Body)
+		}
+	}
+	gd, err = key.GetDefinitionWithResponse(ctx, def.Id)
+	status(t, "getDefinition", gd, err, http.StatusOK)
+	if gd.JSON200.CurrentVersion != 2 || len(gd.JSON200.Graph.Nodes) != 2 {
+		t.Errorf("after a new version, getDefinition: %s", gd.Body)
+	}
+	dd, err := key.DeleteDefinitionWithResponse(ctx, spareDef.JSON201.Id)
+	status(t, "deleteDefinition", dd, err, http.StatusNoContent)
+	gone, err := key.GetDefinitionWithResponse(ctx, spareDef.JSON201.Id)
+	status(t, "getDefinition after delete", gone, err, http.StatusNotFound)
+
+	// Executions: six starts, one cancelled while queued, five dispatched.
+	var queueIDs []uuid.UUID
+	for i := range 6 {
+		st, err := key.StartExecutionWithResponse(ctx, nil, client.StartExecutionRequest{
+			WorkspaceId: ws.Id, WorkflowDefinitionId: def.Id, Input: &map[string]any{"name": "Ada", "i": i}, Priority: ptr(1 + i%4),
+		})
+		status(t, "startExecution", st, err, http.StatusAccepted)
+		if st.JSON202.Status != client.QueueStatusPENDING {
+			t.Errorf("startExecution: %s", st.Body)
+		}
+		queueIDs = append(queueIDs, st.JSON202.QueueId)
+	}
+	gq, err := key.GetQueueItemWithResponse(ctx, queueIDs[0])
+	status(t, "getQueueItem", gq, err, http.StatusOK)
+	if q := gq.JSON200; q.Id != queueIDs[0] || q.Status != client.QueueStatusPENDING || q.Priority != 1 || q.ExecutionId != nil || q.WorkflowDefinitionId != def.Id {
+		t.Errorf("getQueueItem: %s", gq.Body)
+	}
+	gw, err = key.GetWorkspaceWithResponse(ctx, ws.Id)
+	status(t, "getWorkspace", gw, err, http.StatusOK)
+	if gw.JSON200.Queued != 6 || gw.JSON200.Active != 0 {
+		t.Errorf("workspace with 6 queued: %s", gw.Body)
+	}
+
+	cq, err := key.CancelExecutionWithResponse(ctx, queueIDs[0])
+	status(t, "cancelExecution (queued)", cq, err, http.StatusAccepted)
+	if cq.JSON202.Status != client.CancelResponseStatusCANCELLED || cq.JSON202.Id != queueIDs[0] {
+		t.Errorf("cancelling a queued item: %s", cq.Body)
+	}
+	lq, err := key.ListQueueWithResponse(ctx, &client.ListQueueParams{WorkspaceId: ws.Id, Status: ptr(client.QueueStatusCANCELLED)})
+	status(t, "listQueue", lq, err, http.StatusOK)
+	if len(lq.JSON200.Items) != 1 || lq.JSON200.Items[0].Id != queueIDs[0] {
+		t.Errorf("listQueue CANCELLED: %s", lq.Body)
+	}
+	lq, err = key.ListQueueWithResponse(ctx, &client.ListQueueParams{WorkspaceId: ws.Id, Status: ptr(client.QueueStatusPENDING)})
+	status(t, "listQueue", lq, err, http.StatusOK)
+	if len(lq.JSON200.Items) != 5 {
+		t.Errorf("listQueue PENDING: %s", lq.Body)
+	}
+
+	s.dispatchAll(t)
+
+	var queued []uuid.UUID
+	cursor = nil
+	for page := 0; ; page++ {
+		lq, err := key.ListQueueWithResponse(ctx, &client.ListQueueParams{WorkspaceId: ws.Id, Limit: ptr(2), Cursor: cursor})
+		status(t, "listQueue", lq, err, http.StatusOK)
+		for _, q := range lq.JSON200.Items {
+			queued = append(queued, q.Id)
+			if want := client.QueueStatusDISPATCHED; q.Id != queueIDs[0] && (q.Status != want || q.ExecutionId == nil || q.DispatchedAt == nil) {
+				t.Errorf("after dispatch, queue item %s: %+v", q.Id, q)
+			}
+		}
+		if cursor = lq.JSON200.NextCursor; cursor == nil {
+			break
+		}
+		if page > 6 {
+			t.Fatal("listQueue never ends")
+		}
+	}
+	if !sameSet(queued, queueIDs) {
+		t.Errorf("listQueue pages gave %v, want %v", queued, queueIDs)
+	}
+
+	// Executions list newest first, in pages of two across three pages.
+	var execIDs []uuid.UUID
+	var starts []string
+	cursor = nil
+	pages := 0
+	for {
+		le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceId: ws.Id, Limit: ptr(2), Cursor: cursor})
+		status(t, "listExecutions", le, err, http.StatusOK)
+		pages++
+		for _, e := range le.JSON200.Items {
+			execIDs = append(execIDs, e.Id)
+			starts = append(starts, e.StartedAt.UTC().Format("2006-01-02T15:04:05.000000Z"))
+			if e.Status != client.ExecutionStatusRUNNING || e.WorkflowVersion != 2 || e.Nodes != nil {
+				t.Errorf("listed execution: %+v", e)
+			}
+		}
+		if cursor = le.JSON200.NextCursor; cursor == nil {
+			break
+		}
+		if pages > 6 {
+			t.Fatal("listExecutions never ends")
+		}
+	}
+	if len(execIDs) != 5 || pages != 3 || !distinct(execIDs) {
+		t.Errorf("listExecutions gave %d executions over %d pages (%v), want 5 distinct over 3", len(execIDs), pages, execIDs)
+	}
+	if !slices.IsSortedFunc(starts, func(a, b string) int { return strings.Compare(b, a) }) {
+		t.Errorf("listExecutions is not newest first: %v", starts)
+	}
+	le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceId: ws.Id, Status: ptr(client.ExecutionStatusCOMPLETED)})
+	status(t, "listExecutions", le, err, http.StatusOK)
+	if len(le.JSON200.Items) != 0 {
+		t.Errorf("listExecutions COMPLETED: %s", le.Body)
+	}
+
+	ge, err := key.GetExecutionWithResponse(ctx, execIDs[0])
+	status(t, "getExecution", ge, err, http.StatusOK)
+	if e := ge.JSON200; e.Id != execIDs[0] || e.Status != client.ExecutionStatusRUNNING || e.Input["name"] != "Ada" || e.Nodes == nil {
+		t.Errorf("getExecution: %s", ge.Body)
+	}
+	gw, err = key.GetWorkspaceWithResponse(ctx, ws.Id)
+	status(t, "getWorkspace", gw, err, http.StatusOK)
+	if gw.JSON200.Queued != 0 || gw.JSON200.Active != 5 {
+		t.Errorf("workspace with 5 running: %s", gw.Body)
+	}
+
+	// Cancelling a running execution, by its id and by its queue item's id.
+	ce, err := key.CancelExecutionWithResponse(ctx, execIDs[0])
+	status(t, "cancelExecution (running)", ce, err, http.StatusAccepted)
+	if ce.JSON202.Status != client.CancelResponseStatusCANCELLING || ce.JSON202.Id != execIDs[0] {
+		t.Errorf("cancelling a running execution: %s", ce.Body)
+	}
+	gq, err = key.GetQueueItemWithResponse(ctx, queueIDs[1])
+	status(t, "getQueueItem", gq, err, http.StatusOK)
+	ce, err = key.CancelExecutionWithResponse(ctx, queueIDs[1])
+	status(t, "cancelExecution (by queue id)", ce, err, http.StatusAccepted)
+	if ce.JSON202.Status != client.CancelResponseStatusCANCELLING || gq.JSON200.ExecutionId == nil || ce.JSON202.Id != *gq.JSON200.ExecutionId {
+		t.Errorf("cancelling by a dispatched queue item's id: %s (item %s)", ce.Body, gq.Body)
+	}
+
+	// Every operation of the spec has answered a success.
+	seen := s.contract.statuses()
+	for _, op := range s.contract.ops {
+		if !slices.ContainsFunc(seen[op], func(st int) bool { return st < 300 }) {
+			t.Errorf("operation %s was never called successfully (statuses %v)", op, seen[op])
+		}
+	}
+
+	// The routes outside the operations.
+	plain := &http.Client{}
+	for path, want := range map[string]string{"/metrics": "queue_items_dispatched_total", "/openapi.yaml": "operationId: cancelExecution"} {
+		resp, err := plain.Get(s.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, want 200 with %q", path, resp.StatusCode, want)
+		}
+	}
+}
+
+func sameSet(a, b []uuid.UUID) bool {
+	return len(a) == len(b) && distinct(a) && !slices.ContainsFunc(b, func(id uuid.UUID) bool { return !slices.Contains(a, id) })
+}
+
+func distinct(ids []uuid.UUID) bool {
+	seen := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			return false
+		}
+		seen[id] = true
+	}
+	return true
+}

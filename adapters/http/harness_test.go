@@ -1,0 +1,388 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	tclient "go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	sluice "github.com/sluicehq/sluice"
+	httpapi "github.com/sluicehq/sluice/adapters/http"
+	"github.com/sluicehq/sluice/adapters/postgres"
+	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/adapters/temporal"
+	"github.com/sluicehq/sluice/api/client"
+	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/domain"
+)
+
+// adminToken is the admin bearer token the test server is configured with.
+const adminToken = "contract-test-admin-token-0123456789"
+
+// problemBase prefixes every problem type the API answers with.
+const problemBase = "https://sluice.dev/problems/"
+
+// stack is one running server on real dependencies: a fresh migrated
+// Postgres database, the Temporal server named by TEMPORAL_ADDRESS (on task
+// queues no worker serves, so started workflows simply wait), and a
+// dispatcher the test drives by hand.
+type stack struct {
+	pool       *pgxpool.Pool
+	dispatcher *app.Dispatcher
+	url        string
+	contract   *contract
+}
+
+func testLog() *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// temporalAddress returns TEMPORAL_ADDRESS, skipping the test without it
+// unless SLUICE_REQUIRE_INTEGRATION is set, as pgtest.BaseURL does.
+func temporalAddress(t *testing.T) string {
+	t.Helper()
+	addr := os.Getenv("TEMPORAL_ADDRESS")
+	if addr == "" {
+		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") != "" {
+			t.Fatal("TEMPORAL_ADDRESS is not set; run through `make test`, which starts Temporal")
+		}
+		t.Skip("TEMPORAL_ADDRESS not set: integration test skipped (run `make test`)")
+	}
+	return addr
+}
+
+type noWakeups struct{}
+
+func (noWakeups) C() <-chan struct{} { return nil }
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	addr := temporalAddress(t)
+	log := testLog()
+	tc, err := tclient.NewLazyClient(tclient.Options{
+		HostPort: addr, Namespace: "default", Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	engine := temporal.NewEngine(tc, temporal.NewTaskQueues("http"+uuid.NewString()[:8]+"."))
+	store := postgres.NewStore(pool, log)
+
+	registry := prometheus.NewRegistry()
+	cfg := app.DefaultDispatcherConfig()
+	cfg.Exclusive = false
+	dispatcher := app.NewDispatcher(store, store, engine, postgres.NewLease(pool, uuid.NewString()), noWakeups{},
+		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(registry), log)
+
+	svc := app.NewService(store, engine, domain.DefaultTierPolicy(), adminToken)
+	handler, err := httpapi.NewHandler(svc, registry, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return &stack{pool: pool, dispatcher: dispatcher, url: srv.URL, contract: newContract(t)}
+}
+
+// client returns a generated client that sends token (none when empty)
+// and has every exchange checked by the contract.
+func (s *stack) client(t *testing.T, token string) *client.ClientWithResponses {
+	t.Helper()
+	if token == "" {
+		return s.clientWith(t)
+	}
+	return s.clientWith(t, bearer(token))
+}
+
+// clientWith returns a generated client that applies editors to every
+// request, with every exchange checked by the contract.
+func (s *stack) clientWith(t *testing.T, editors ...client.RequestEditorFn) *client.ClientWithResponses {
+	t.Helper()
+	opts := []client.ClientOption{client.WithHTTPClient(s.httpClient(t))}
+	for _, e := range editors {
+		opts = append(opts, client.WithRequestEditorFn(e))
+	}
+	c, err := client.NewClientWithResponses(s.url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// httpClient is a plain HTTP client whose exchanges the contract checks,
+// for the few requests the generated client cannot make (a path parameter
+// that is not a UUID, say).
+func (s *stack) httpClient(t *testing.T) *http.Client {
+	return &http.Client{Transport: &checkingTransport{t: t, contract: s.contract, next: http.DefaultTransport}, Timeout: 30 * time.Second}
+}
+
+// dispatchAll runs dispatch batches until every PENDING item of the
+// database is DISPATCHED, or fails the test at the deadline.
+func (s *stack) dispatchAll(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := s.dispatcher.DispatchBatch(ctx); err != nil {
+			t.Fatalf("dispatching: %v", err)
+		}
+		var pending int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE status IN ('PENDING', 'CLAIMED')").Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d items still not dispatched after 30s", pending)
+		}
+	}
+}
+
+// contract checks exchanges against openapi.yaml, as loaded from the
+// embedded spec the server publishes, and remembers which operations
+// answered which statuses.
+type contract struct {
+	router routers.Router
+	mu     sync.Mutex
+	seen   map[string][]int // operationId -> statuses, in order
+	ops    []string         // every operationId of the spec
+}
+
+func newContract(t *testing.T) *contract {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	spec, err := loader.LoadFromData(sluice.OpenAPISpec)
+	if err != nil {
+		t.Fatalf("loading openapi.yaml: %v", err)
+	}
+	if err := spec.Validate(loader.Context); err != nil {
+		t.Fatalf("openapi.yaml is not a valid OpenAPI document: %v", err)
+	}
+	// Match by path whatever host the test server listens on.
+	spec.Servers = nil
+	router, err := gorillamux.NewRouter(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &contract{router: router, seen: map[string][]int{}}
+	for _, item := range spec.Paths.Map() {
+		for _, op := range item.Operations() {
+			c.ops = append(c.ops, op.OperationID)
+		}
+	}
+	slices.Sort(c.ops)
+	return c
+}
+
+// formats makes the schema formats the API relies on part of the check:
+// kin-openapi validates neither uuid nor date-time bodies by default.
+var formats = openapi3.WithStringFormatValidators(map[string]openapi3.StringFormatValidator{
+	"uuid":      openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForUUIDOfRFC9562),
+	"date-time": openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringDateTime),
+})
+
+func (c *contract) record(op string, status int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[op] = append(c.seen[op], status)
+}
+
+// statuses returns the statuses each operation has answered so far.
+func (c *contract) statuses() map[string][]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string][]int, len(c.seen))
+	for op, s := range c.seen {
+		out[op] = slices.Clone(s)
+	}
+	return out
+}
+
+// checkingTransport validates every response against the operation the
+// spec routes its request to: the status must be one the operation
+// documents, and headers and body must match its schema. Whatever the
+// request, the server must not answer 5xx (but readiness's 503), and every
+// 4xx or 5xx is application/problem+json with a type under problemBase, a
+// title, a detail and the status repeated in the body.
+type checkingTransport struct {
+	t        testing.TB
+	contract *contract
+	next     http.RoundTripper
+}
+
+func (ct *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ct.t.Helper()
+	var reqBody []byte
+	if req.Body != nil {
+		var err error
+		if reqBody, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		_ = req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
+	resp, err := ct.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	what := req.Method + " " + req.URL.RequestURI()
+
+	route, params, routeErr := ct.contract.router.FindRoute(req)
+	// Readiness is the one operation whose 5xx is a designed answer.
+	notReady := routeErr == nil && route.Operation.OperationID == "getReadyz" && resp.StatusCode == http.StatusServiceUnavailable
+	if resp.StatusCode >= 500 && !notReady {
+		ct.t.Errorf("%s answered %d: %s", what, resp.StatusCode, body)
+	}
+	if resp.StatusCode >= 400 {
+		checkProblem(ct.t, what, resp.StatusCode, resp.Header, body)
+	}
+	if routeErr != nil {
+		ct.t.Errorf("%s: no operation in openapi.yaml: %v", what, routeErr)
+		return resp, nil
+	}
+	ct.contract.record(route.Operation.OperationID, resp.StatusCode)
+	// The request as sent, for the validator (it reads the body again).
+	vreq := req.Clone(req.Context())
+	vreq.Body = io.NopCloser(bytes.NewReader(reqBody))
+	input := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route},
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options: &openapi3filter.Options{
+			IncludeResponseStatus:   true,
+			MultiError:              true,
+			SchemaValidationOptions: []openapi3.SchemaValidationOption{formats},
+		},
+	}
+	if err := openapi3filter.ValidateResponse(req.Context(), input); err != nil {
+		ct.t.Errorf("%s answered %d, which breaks openapi.yaml:\n%v\nbody: %s", what, resp.StatusCode, err, body)
+	}
+	return resp, nil
+}
+
+// problem is the RFC 9457 body, decoded strictly enough to see what came.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Errors []struct {
+		Path    string `json:"path"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+func checkProblem(t testing.TB, what string, status int, h http.Header, body []byte) {
+	t.Helper()
+	if ct := h.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("%s answered %d with Content-Type %q, want application/problem+json", what, status, ct)
+	}
+	var p problem
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Errorf("%s answered %d with a body that is not a problem: %v: %s", what, status, err, body)
+		return
+	}
+	if !strings.HasPrefix(p.Type, problemBase) || p.Title == "" || p.Status != status || p.Detail == "" {
+		t.Errorf("%s answered %d with an incomplete problem: %s", what, status, body)
+	}
+}
+
+// answer is what a negative test looks at: the status and the problem.
+type answer struct {
+	status  int
+	problem problem
+	body    []byte
+}
+
+// reader returns a function that reads a raw response of the generated
+// client, so that a call can be passed to it directly:
+// read(c.GetWorkspace(ctx, id)).
+func reader(t *testing.T) func(*http.Response, error) answer {
+	return func(resp *http.Response, err error) answer {
+		t.Helper()
+		return read(t, resp, err)
+	}
+}
+
+func read(t *testing.T, resp *http.Response, err error) answer {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("request failed: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := answer{status: resp.StatusCode, body: body}
+	if resp.StatusCode >= 400 {
+		_ = json.Unmarshal(body, &a.problem)
+	}
+	return a
+}
+
+// expect fails unless the answer has the status and problem type.
+func (a answer) expect(t *testing.T, what string, status int, kind string) {
+	t.Helper()
+	if a.status != status || a.problem.Type != problemBase+kind {
+		t.Errorf("%s: got %d %s, want %d %s%s; body: %s", what, a.status, a.problem.Type, status, problemBase, kind, a.body)
+	}
+}
+
+// fieldPaths returns the paths of a problem's field errors.
+func (a answer) fieldPaths() []string {
+	out := make([]string, len(a.problem.Errors))
+	for i, e := range a.problem.Errors {
+		out[i] = e.Path
+	}
+	return out
+}
+
+func bearer(token string) client.RequestEditorFn {
+	return func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+}
+
+func must[T any](t *testing.T, v T, err error) T {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,465 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	httpapi "github.com/sluicehq/sluice/adapters/http"
+	"github.com/sluicehq/sluice/adapters/postgres"
+	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/api/client"
+	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/domain"
+)
+
+// world is two workspaces, A and B, each with a key and a definition; B
+// also has a queued item and a running execution. Negative tests aim A's
+// key, no key, bad keys and the admin at them.
+type world struct {
+	*stack
+	wsA, wsB     uuid.UUID
+	keyA, keyB   client.CreatedApiKey
+	defA, defB   uuid.UUID
+	queuedB      uuid.UUID // PENDING
+	dispatchedB  uuid.UUID // DISPATCHED, its execution is execB
+	execB        uuid.UUID
+	revokedA     string // the secret of a revoked key of A
+	finishedA    uuid.UUID
+	spareKeyOfA  uuid.UUID
+	definitionsB int
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{stack: newStack(t)}
+	ctx := context.Background()
+	admin := w.client(t, adminToken)
+	mkWorkspace := func(name string) (uuid.UUID, client.CreatedApiKey) {
+		cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: name, Plan: client.PRO})
+		status(t, "createWorkspace", cw, err, http.StatusCreated)
+		ck, err := admin.CreateApiKeyWithResponse(ctx, cw.JSON201.Id, client.CreateApiKeyRequest{Name: "key of " + name})
+		status(t, "createApiKey", ck, err, http.StatusCreated)
+		return cw.JSON201.Id, *ck.JSON201
+	}
+	w.wsA, w.keyA = mkWorkspace("A")
+	w.wsB, w.keyB = mkWorkspace("B")
+	a, b := w.client(t, w.keyA.Secret), w.client(t, w.keyB.Secret)
+	mkDefinition := func(c *client.ClientWithResponses, ws uuid.UUID) uuid.UUID {
+		cd, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceId: ws, Name: "greet", Graph: greetGraph()})
+		status(t, "createDefinition", cd, err, http.StatusCreated)
+		return cd.JSON201.Id
+	}
+	w.defA, w.defB = mkDefinition(a, w.wsA), mkDefinition(b, w.wsB)
+	w.definitionsB = 1
+	start := func(c *client.ClientWithResponses, ws, def uuid.UUID) uuid.UUID {
+		st, err := c.StartExecutionWithResponse(ctx, nil, client.StartExecutionRequest{WorkspaceId: ws, WorkflowDefinitionId: def})
+		status(t, "startExecution", st, err, http.StatusAccepted)
+		return st.JSON202.QueueId
+	}
+	w.dispatchedB = start(b, w.wsB, w.defB)
+	w.dispatchAll(t)
+	gq, err := b.GetQueueItemWithResponse(ctx, w.dispatchedB)
+	status(t, "getQueueItem", gq, err, http.StatusOK)
+	w.execB = *gq.JSON200.ExecutionId
+	w.queuedB = start(b, w.wsB, w.defB)
+	w.finishedA = start(a, w.wsA, w.defA)
+	cq, err := a.CancelExecutionWithResponse(ctx, w.finishedA)
+	status(t, "cancelExecution", cq, err, http.StatusAccepted)
+
+	revoked, err := admin.CreateApiKeyWithResponse(ctx, w.wsA, client.CreateApiKeyRequest{Name: "revoked"})
+	status(t, "createApiKey", revoked, err, http.StatusCreated)
+	rk, err := admin.RevokeApiKeyWithResponse(ctx, w.wsA, revoked.JSON201.Id)
+	status(t, "revokeApiKey", rk, err, http.StatusNoContent)
+	w.revokedA = revoked.JSON201.Secret
+	spare, err := admin.CreateApiKeyWithResponse(ctx, w.wsA, client.CreateApiKeyRequest{Name: "spare"})
+	status(t, "createApiKey", spare, err, http.StatusCreated)
+	w.spareKeyOfA = spare.JSON201.Id
+	return w
+}
+
+// op is one operation aimed at workspace B's resources with a valid request.
+type op struct {
+	name string
+	call func(ctx context.Context, c client.ClientInterface) (*http.Response, error)
+}
+
+// opsOnB returns every operation under /api/v1, each aimed at B.
+func (w *world) opsOnB() []op {
+	return []op{
+		{"createWorkspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateWorkspace(ctx, client.CreateWorkspaceRequest{Name: "intruder", Plan: client.FREE})
+		}},
+		{"listWorkspaces", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListWorkspaces(ctx, nil)
+		}},
+		{"getWorkspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetWorkspace(ctx, w.wsB)
+		}},
+		{"updateWorkspacePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdateWorkspacePlan(ctx, w.wsB, client.UpdateWorkspaceRequest{Plan: client.ENTERPRISE})
+		}},
+		{"createApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateApiKey(ctx, w.wsB, client.CreateApiKeyRequest{Name: "intruder"})
+		}},
+		{"listApiKeys", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListApiKeys(ctx, w.wsB)
+		}},
+		{"revokeApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeApiKey(ctx, w.wsB, w.keyB.Id)
+		}},
+		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceId: w.wsB, Name: "intruder", Graph: greetGraph()})
+		}},
+		{"listDefinitions", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceId: w.wsB})
+		}},
+		{"getDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetDefinition(ctx, w.defB)
+		}},
+		{"deleteDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteDefinition(ctx, w.defB)
+		}},
+		{"createDefinitionVersion", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateDefinitionVersion(ctx, w.defB, client.CreateVersionRequest{Graph: twoStepGraph()})
+		}},
+		{"getDefinitionVersion", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetDefinitionVersion(ctx, w.defB, 1)
+		}},
+		{"startExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.StartExecution(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsB, WorkflowDefinitionId: w.defB})
+		}},
+		{"listQueue", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListQueue(ctx, &client.ListQueueParams{WorkspaceId: w.wsB})
+		}},
+		{"getQueueItem", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetQueueItem(ctx, w.queuedB)
+		}},
+		{"listExecutions", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceId: w.wsB})
+		}},
+		{"getExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetExecution(ctx, w.execB)
+		}},
+		{"cancelExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CancelExecution(ctx, w.execB)
+		}},
+		{"cancelExecution (queue item)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CancelExecution(ctx, w.queuedB)
+		}},
+		{"cancelExecution (dispatched queue item)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CancelExecution(ctx, w.dispatchedB)
+		}},
+	}
+}
+
+// checkBUntouched fails unless B's resources are as newWorld left them.
+func (w *world) checkBUntouched(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var plan, queued, exec string
+	var defs, versions, keys, revoked, workspaces int
+	err := w.pool.QueryRow(ctx, `SELECT
+		(SELECT plan FROM workspaces WHERE id = $1),
+		(SELECT status FROM workflow_execution_queue WHERE id = $2),
+		(SELECT status FROM workflow_executions WHERE id = $3),
+		(SELECT count(*) FROM workflow_definitions WHERE workspace_id = $1 AND deleted_at IS NULL),
+		(SELECT count(*) FROM workflow_definition_versions WHERE workflow_definition_id = $4),
+		(SELECT count(*) FROM api_keys WHERE workspace_id = $1),
+		(SELECT count(*) FROM api_keys WHERE workspace_id = $1 AND revoked_at IS NOT NULL),
+		(SELECT count(*) FROM workspaces)`,
+		w.wsB, w.queuedB, w.execB, w.defB).Scan(&plan, &queued, &exec, &defs, &versions, &keys, &revoked, &workspaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan != "PRO" || queued != "PENDING" || exec != "RUNNING" || defs != w.definitionsB || versions != 1 || keys != 1 || revoked != 0 || workspaces != 2 {
+		t.Errorf("workspace B changed: plan %s, queued item %s, execution %s, %d definitions, %d versions, %d keys (%d revoked), %d workspaces",
+			plan, queued, exec, defs, versions, keys, revoked, workspaces)
+	}
+	var queueRows int
+	if err := w.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE workspace_id = $1", w.wsB).Scan(&queueRows); err != nil {
+		t.Fatal(err)
+	}
+	if queueRows != 2 {
+		t.Errorf("workspace B has %d queue rows, want 2", queueRows)
+	}
+}
+
+// TestNegativeUnauthenticated: every operation under /api/v1 refuses a
+// request without a valid bearer token with a 401, and changes nothing.
+func TestNegativeUnauthenticated(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	credentials := map[string]client.RequestEditorFn{
+		"no token":         func(context.Context, *http.Request) error { return nil },
+		"empty bearer":     func(_ context.Context, r *http.Request) error { r.Header.Set("Authorization", "Bearer "); return nil },
+		"basic auth":       func(_ context.Context, r *http.Request) error { r.SetBasicAuth("admin", adminToken); return nil },
+		"admin token typo": bearer(adminToken + "x"),
+		"unknown token":    bearer("not-a-sluice-token"),
+		"unknown slk key":  bearer("slk_" + strings.Repeat("a", 32)),
+		"revoked key":      bearer(w.revokedA),
+		"lower-case bearer": func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "bearer nope")
+			return nil
+		},
+	}
+	for name, cred := range credentials {
+		c := w.clientWith(t, cred)
+		for _, o := range w.opsOnB() {
+			a := read(o.call(ctx, c))
+			a.expect(t, o.name+" with "+name, http.StatusUnauthorized, "unauthorized")
+		}
+	}
+	anon := w.client(t, "")
+	// The revoked key says so.
+	a := read(anon.GetWorkspace(ctx, w.wsA, bearer(w.revokedA)))
+	if !strings.Contains(a.problem.Detail, "revoked") {
+		t.Errorf("a revoked key's 401 says %q", a.problem.Detail)
+	}
+	// Every operation under /api/v1 was among those refused.
+	seen := w.contract.statuses()
+	for _, op := range w.contract.ops {
+		if op == "getHealthz" || op == "getReadyz" {
+			continue
+		}
+		if !slices.Contains(seen[op], http.StatusUnauthorized) {
+			t.Errorf("operation %s was never tried without a valid token", op)
+		}
+	}
+	w.checkBUntouched(t)
+	// The health endpoints need no token.
+	hz, err := anon.GetHealthzWithResponse(ctx)
+	status(t, "getHealthz", hz, err, http.StatusOK)
+}
+
+// TestNegativeOtherWorkspace: a key of workspace A gets 403 on everything
+// of workspace B (its workspace, keys, definition, version, queue item,
+// execution, lists and cancel) and on the admin-only operations, and B is
+// left exactly as it was. This is the seeds' SecurityException case.
+func TestNegativeOtherWorkspace(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	for _, o := range w.opsOnB() {
+		if o.name == "listWorkspaces" {
+			continue // lists only the caller's own; checked below
+		}
+		read(o.call(ctx, a)).expect(t, o.name+" on B with A's key", http.StatusForbidden, "forbidden")
+	}
+
+	// Starting B's definition inside A is refused too: the definition
+	// belongs to another workspace.
+	read(a.StartExecution(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defB})).
+		expect(t, "startExecution of B's definition in A", http.StatusForbidden, "forbidden")
+
+	// The admin-only operations refuse a key even on its own workspace.
+	adminOnly := []op{
+		{"updateWorkspacePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdateWorkspacePlan(ctx, w.wsA, client.UpdateWorkspaceRequest{Plan: client.ENTERPRISE})
+		}},
+		{"createApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateApiKey(ctx, w.wsA, client.CreateApiKeyRequest{Name: "self-made"})
+		}},
+		{"revokeApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeApiKey(ctx, w.wsA, w.spareKeyOfA)
+		}},
+	}
+	for _, o := range adminOnly {
+		read(o.call(ctx, a)).expect(t, o.name+" on A with A's key", http.StatusForbidden, "forbidden")
+	}
+	var plan string
+	var keys, revoked int
+	if err := w.pool.QueryRow(ctx, `SELECT (SELECT plan FROM workspaces WHERE id = $1),
+		(SELECT count(*) FROM api_keys WHERE workspace_id = $1), (SELECT count(*) FROM api_keys WHERE workspace_id = $1 AND revoked_at IS NOT NULL)`,
+		w.wsA).Scan(&plan, &keys, &revoked); err != nil {
+		t.Fatal(err)
+	}
+	if plan != "PRO" || keys != 3 || revoked != 1 {
+		t.Errorf("admin-only calls with a key changed A: plan %s, %d keys, %d revoked", plan, keys, revoked)
+	}
+
+	// Listing workspaces with a key shows its own only, and pages end.
+	lw, err := a.ListWorkspacesWithResponse(ctx, nil)
+	status(t, "listWorkspaces", lw, err, http.StatusOK)
+	if len(lw.JSON200.Items) != 1 || lw.JSON200.Items[0].Id != w.wsA {
+		t.Errorf("listWorkspaces with A's key: %s", lw.Body)
+	}
+	lw, err = a.ListWorkspacesWithResponse(ctx, &client.ListWorkspacesParams{Limit: ptr(1)})
+	status(t, "listWorkspaces", lw, err, http.StatusOK)
+	if lw.JSON200.NextCursor != nil {
+		next, err := a.ListWorkspacesWithResponse(ctx, &client.ListWorkspacesParams{Limit: ptr(1), Cursor: lw.JSON200.NextCursor})
+		status(t, "listWorkspaces", next, err, http.StatusOK)
+		if len(next.JSON200.Items) != 0 {
+			t.Errorf("listWorkspaces with A's key, second page: %s", next.Body)
+		}
+	}
+	w.checkBUntouched(t)
+}
+
+// TestNegativeNotFound: ids that name nothing get 404, for the admin and,
+// where the id says nothing about a workspace, for a workspace key.
+func TestNegativeNotFound(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	missing := uuid.New()
+	cases := []op{
+		{"getWorkspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetWorkspace(ctx, missing)
+		}},
+		{"updateWorkspacePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdateWorkspacePlan(ctx, missing, client.UpdateWorkspaceRequest{Plan: client.FREE})
+		}},
+		{"createApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateApiKey(ctx, missing, client.CreateApiKeyRequest{Name: "k"})
+		}},
+		{"listApiKeys", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListApiKeys(ctx, missing)
+		}},
+		{"revokeApiKey (missing workspace)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeApiKey(ctx, missing, w.keyA.Id)
+		}},
+		{"revokeApiKey (missing key)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeApiKey(ctx, w.wsA, missing)
+		}},
+		{"revokeApiKey (B's key under A)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeApiKey(ctx, w.wsA, w.keyB.Id)
+		}},
+		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceId: missing, Name: "d", Graph: greetGraph()})
+		}},
+		{"listDefinitions", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceId: missing})
+		}},
+		{"getDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetDefinition(ctx, missing)
+		}},
+		{"deleteDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteDefinition(ctx, missing)
+		}},
+		{"createDefinitionVersion", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateDefinitionVersion(ctx, missing, client.CreateVersionRequest{Graph: greetGraph()})
+		}},
+		{"getDefinitionVersion (missing definition)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetDefinitionVersion(ctx, missing, 1)
+		}},
+		{"getDefinitionVersion (missing version)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetDefinitionVersion(ctx, w.defA, 2)
+		}},
+		{"getDefinitionVersion (beyond int32)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetDefinitionVersion(ctx, w.defA, 1<<40)
+		}},
+		{"getDefinitionVersion (1 modulo 2^32)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetDefinitionVersion(ctx, w.defA, 1<<32+1)
+		}},
+		{"startExecution (missing definition)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.StartExecution(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: missing})
+		}},
+		{"listQueue", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListQueue(ctx, &client.ListQueueParams{WorkspaceId: missing})
+		}},
+		{"getQueueItem", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetQueueItem(ctx, missing)
+		}},
+		{"listExecutions", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceId: missing})
+		}},
+		{"getExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetExecution(ctx, missing)
+		}},
+		{"cancelExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CancelExecution(ctx, missing)
+		}},
+	}
+	admin := w.client(t, adminToken)
+	for _, o := range cases {
+		read(o.call(ctx, admin)).expect(t, o.name+" (admin)", http.StatusNotFound, "not-found")
+	}
+	// A key gets 404 for ids that belong to no workspace.
+	a := w.client(t, w.keyA.Secret)
+	for _, o := range cases {
+		switch o.name {
+		case "getDefinition", "deleteDefinition", "createDefinitionVersion", "getDefinitionVersion (missing definition)",
+			"getDefinitionVersion (missing version)", "getDefinitionVersion (beyond int32)", "getDefinitionVersion (1 modulo 2^32)",
+			"startExecution (missing definition)",
+			"getQueueItem", "getExecution", "cancelExecution":
+			read(o.call(ctx, a)).expect(t, o.name+" (A's key)", http.StatusNotFound, "not-found")
+		}
+	}
+
+	// A deleted definition is gone for every operation on it.
+	dd, err := a.DeleteDefinitionWithResponse(ctx, w.defA)
+	status(t, "deleteDefinition", dd, err, http.StatusNoContent)
+	for name, call := range map[string]func() (*http.Response, error){
+		"getDefinition":        func() (*http.Response, error) { return a.GetDefinition(ctx, w.defA) },
+		"deleteDefinition":     func() (*http.Response, error) { return a.DeleteDefinition(ctx, w.defA) },
+		"getDefinitionVersion": func() (*http.Response, error) { return a.GetDefinitionVersion(ctx, w.defA, 1) },
+		"createDefinitionVersion": func() (*http.Response, error) {
+			return a.CreateDefinitionVersion(ctx, w.defA, client.CreateVersionRequest{Graph: greetGraph()})
+		},
+		"startExecution": func() (*http.Response, error) {
+			return a.StartExecution(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA})
+		},
+	} {
+		read(call()).expect(t, name+" of a deleted definition", http.StatusNotFound, "not-found")
+	}
+
+	// Routes outside the spec answer a problem too.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url+"/api/v1/nothing-here", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	got := read(http.DefaultClient.Do(req))
+	if got.status != http.StatusNotFound || got.problem.Type != problemBase+"not-found" {
+		t.Errorf("unknown route: %d %s", got.status, got.body)
+	}
+}
+
+// TestNegativeConflictOnFinished: cancelling what has already ended is a 409.
+func TestNegativeConflictOnFinished(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	read(a.CancelExecution(context.Background(), w.finishedA)).
+		expect(t, "cancelling a CANCELLED queue item", http.StatusConflict, "already-finished")
+}
+
+// TestReadyzIsAProblemWhenPostgresIsDown: readiness answers 503 with a
+// problem naming the failed dependency, as the spec documents.
+func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := postgres.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	store := postgres.NewStore(pool, testLog())
+	handler, err := httpapi.NewHandler(app.NewService(store, nil, domain.DefaultTierPolicy(), adminToken), prometheus.NewRegistry(), testLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	s := &stack{url: srv.URL, contract: newContract(t)}
+	rz, err := s.client(t, "").GetReadyzWithResponse(ctx)
+	status(t, "getReadyz", rz, err, http.StatusServiceUnavailable)
+	if p := rz.ApplicationproblemJSON503; p == nil || p.Type != problemBase+"not-ready" || p.Detail == nil || !strings.Contains(*p.Detail, "postgres") {
+		t.Errorf("readyz with Postgres down: %s", rz.Body)
+	}
+	hz, err := s.client(t, "").GetHealthzWithResponse(ctx)
+	status(t, "getHealthz", hz, err, http.StatusOK)
+}

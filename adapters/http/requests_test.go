@@ -1,0 +1,334 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/api/client"
+)
+
+// bodyOp sends a raw body to an operation that takes one.
+type bodyOp struct {
+	name string
+	send func(ctx context.Context, c client.ClientInterface, contentType string, body io.Reader) (*http.Response, error)
+}
+
+func (w *world) bodyOps() []bodyOp {
+	return []bodyOp{
+		{"createWorkspace", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
+			return c.CreateWorkspaceWithBody(ctx, ct, b)
+		}},
+		{"updateWorkspacePlan", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
+			return c.UpdateWorkspacePlanWithBody(ctx, w.wsA, ct, b)
+		}},
+		{"createApiKey", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
+			return c.CreateApiKeyWithBody(ctx, w.wsA, ct, b)
+		}},
+		{"createDefinition", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
+			return c.CreateDefinitionWithBody(ctx, ct, b)
+		}},
+		{"createDefinitionVersion", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
+			return c.CreateDefinitionVersionWithBody(ctx, w.defA, ct, b)
+		}},
+		{"startExecution", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
+			return c.StartExecutionWithBody(ctx, nil, ct, b)
+		}},
+	}
+}
+
+// TestNegativeMalformedBodies: malformed JSON, wrong types, unknown
+// fields and missing required fields get a 400 that names each field, and
+// nothing is written.
+func TestNegativeMalformedBodies(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	admin := w.client(t, adminToken)
+	ws, def := w.wsA.String(), w.defA.String()
+	graph := `{"nodes":[{"key":"greet","type":"TRANSFORM","config":{"output":{"m":"hi"}}}],"edges":[]}`
+	type bad struct {
+		body  string
+		paths []string // each must be among the problem's field paths
+	}
+	cases := map[string]map[string]bad{
+		"createWorkspace": {
+			"malformed JSON":   {`{"name": "x", "plan": `, nil},
+			"not an object":    {`["x"]`, nil},
+			"null":             {`null`, nil},
+			"empty":            {``, nil},
+			"wrong type":       {`{"name": 5, "plan": "PRO"}`, []string{"/name"}},
+			"unknown plan":     {`{"name": "x", "plan": "GOLD"}`, []string{"/plan"}},
+			"unknown field":    {`{"name": "x", "plan": "PRO", "owner": "me"}`, []string{"/owner"}},
+			"missing required": {`{"plan": "PRO"}`, []string{"/name"}},
+			"empty name":       {`{"name": "", "plan": "PRO"}`, []string{"/name"}},
+			"name too long":    {`{"name": "` + strings.Repeat("n", 201) + `", "plan": "PRO"}`, []string{"/name"}},
+			"every problem":    {`{"name": 5, "plan": "GOLD", "owner": "me"}`, []string{"/name", "/plan", "/owner"}},
+			"NUL in name":      {`{"name": "a\u0000b", "plan": "PRO"}`, []string{"/name"}},
+			"trailing data":    {`{"name": "x", "plan": "PRO"} {"name": "y", "plan": "FREE"}`, []string{"/"}},
+		},
+		"updateWorkspacePlan": {
+			"malformed JSON":   {`{"plan"`, nil},
+			"wrong type":       {`{"plan": 3}`, []string{"/plan"}},
+			"unknown field":    {`{"plan": "PRO", "limit": 100}`, []string{"/limit"}},
+			"missing required": {`{}`, []string{"/plan"}},
+		},
+		"createApiKey": {
+			"malformed JSON":   {`{"name": "k",}`, nil},
+			"wrong type":       {`{"name": ["k"]}`, []string{"/name"}},
+			"unknown field":    {`{"name": "k", "secret": "mine"}`, []string{"/secret"}},
+			"missing required": {`{}`, []string{"/name"}},
+			"NUL in name":      {`{"name": "\u0000"}`, []string{"/name"}},
+		},
+		"createDefinition": {
+			"malformed JSON":     {`{"workspaceId": "` + ws + `", "name": "d", "graph": {"nodes": [}`, nil},
+			"wrong type":         {`{"workspaceId": "` + ws + `", "name": "d", "graph": {"nodes": "greet"}}`, []string{"/graph/nodes"}},
+			"workspace not uuid": {`{"workspaceId": "acme", "name": "d", "graph": ` + graph + `}`, []string{"/workspaceId"}},
+			"node wrong type":    {`{"workspaceId": "` + ws + `", "name": "d", "graph": {"nodes": [{"key": 1, "type": "TRANSFORM"}]}}`, []string{"/graph/nodes/0/key"}},
+			"config not object":  {`{"workspaceId": "` + ws + `", "name": "d", "graph": {"nodes": [{"key": "a", "type": "TRANSFORM", "config": 7}]}}`, []string{"/graph/nodes/0/config"}},
+			"edge missing to":    {`{"workspaceId": "` + ws + `", "name": "d", "graph": {"nodes": [], "edges": [{"from": "a"}]}}`, []string{"/graph/edges/0/to"}},
+			"unknown field":      {`{"workspaceId": "` + ws + `", "name": "d", "graph": ` + graph + `, "version": 3}`, []string{"/version"}},
+			"missing required":   {`{"workspaceId": "` + ws + `", "graph": ` + graph + `}`, []string{"/name"}},
+			"missing graph":      {`{"workspaceId": "` + ws + `", "name": "d"}`, []string{"/graph"}},
+			"NUL in name":        {`{"workspaceId": "` + ws + `", "name": "d\u0000", "graph": ` + graph + `}`, []string{"/name"}},
+			"NUL in config":      {`{"workspaceId": "` + ws + `", "name": "d", "graph": {"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": {"m\u0000": "\u0000"}}}]}}`, []string{"/graph/nodes/0/config/output/m\u0000"}},
+		},
+		"createDefinitionVersion": {
+			"malformed JSON":   {`{"graph": ` + graph, nil},
+			"wrong type":       {`{"graph": []}`, []string{"/graph"}},
+			"unknown field":    {`{"graph": ` + graph + `, "version": 9}`, []string{"/version"}},
+			"missing required": {`{}`, []string{"/graph"}},
+			"NUL in config":    {`{"graph": {"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": "\u0000"}}]}}`, []string{"/graph/nodes/0/config/output"}},
+		},
+		"startExecution": {
+			"malformed JSON":      {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `"`, nil},
+			"wrong type":          {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "priority": "high"}`, []string{"/priority"}},
+			"priority range":      {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "priority": 9}`, []string{"/priority"}},
+			"input not object":    {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "input": "Ada"}`, []string{"/input"}},
+			"definition not uuid": {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "greet"}`, []string{"/workflowDefinitionId"}},
+			"unknown field":       {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "delay": 5}`, []string{"/delay"}},
+			"missing required":    {`{"workspaceId": "` + ws + `"}`, []string{"/workflowDefinitionId"}},
+			"NUL in input":        {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "input": {"name": ["Ada\u0000"]}}`, []string{"/input/name/0"}},
+			"integer as 2.0":      {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "priority": 2.0}`, []string{"/priority"}},
+			"number out of range": {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "input": {"n": 1e400}}`, []string{"/input"}},
+			"trailing data":       {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `"}]`, []string{"/"}},
+		},
+	}
+	before := counts(t, w)
+	for _, o := range w.bodyOps() {
+		for name, c := range cases[o.name] {
+			what := o.name + ": " + name
+			got := read(o.send(ctx, admin, "application/json", strings.NewReader(c.body)))
+			got.expect(t, what, http.StatusBadRequest, "invalid-request")
+			paths := got.fieldPaths()
+			for _, p := range c.paths {
+				if !slices.Contains(paths, p) {
+					t.Errorf("%s: field paths %v lack %s; body: %s", what, paths, p, got.body)
+				}
+			}
+			if got.status == http.StatusBadRequest && len(paths) == 0 {
+				t.Errorf("%s: a 400 without field paths: %s", what, got.body)
+			}
+		}
+		// A body that is not JSON at all.
+		got := read(o.send(ctx, admin, "text/plain", strings.NewReader("hello")))
+		got.expect(t, o.name+": text/plain", http.StatusBadRequest, "invalid-request")
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("malformed requests wrote rows: before %v, after %v", before, after)
+	}
+}
+
+// TestNegativeMalformedParameters: bad path, query and header parameters
+// get a 400 that names the parameter.
+func TestNegativeMalformedParameters(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	admin := w.client(t, adminToken)
+	hc := w.httpClient(t)
+	get := func(path string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		return hc.Do(req)
+	}
+	ws := w.wsA.String()
+	cases := map[string]struct {
+		call func() (*http.Response, error)
+		path string
+	}{
+		"workspace id not a uuid":  {func() (*http.Response, error) { return get("/api/v1/workspaces/acme") }, "/path/workspaceId"},
+		"definition id not a uuid": {func() (*http.Response, error) { return get("/api/v1/workflow/definitions/greet") }, "/path/definitionId"},
+		"version not a number": {func() (*http.Response, error) {
+			return get("/api/v1/workflow/definitions/" + w.defA.String() + "/versions/one")
+		}, "/path/version"},
+		"version beyond int64": {func() (*http.Response, error) {
+			return get("/api/v1/workflow/definitions/" + w.defA.String() + "/versions/99999999999999999999")
+		}, "/path/version"},
+		"version zero":              {func() (*http.Response, error) { return admin.GetDefinitionVersion(ctx, w.defA, 0) }, "/path/version"},
+		"queue id not a uuid":       {func() (*http.Response, error) { return get("/api/v1/workflow/queue/42") }, "/path/queueId"},
+		"execution id not a uuid":   {func() (*http.Response, error) { return get("/api/v1/workflow/executions/42") }, "/path/executionId"},
+		"list without workspace":    {func() (*http.Response, error) { return get("/api/v1/workflow/queue") }, "/query/workspaceId"},
+		"list workspace not a uuid": {func() (*http.Response, error) { return get("/api/v1/workflow/executions?workspaceId=acme") }, "/query/workspaceId"},
+		"limit zero": {func() (*http.Response, error) {
+			return admin.ListWorkspaces(ctx, &client.ListWorkspacesParams{Limit: ptr(0)})
+		}, "/query/limit"},
+		"limit too large": {func() (*http.Response, error) {
+			return admin.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceId: w.wsA, Limit: ptr(201)})
+		}, "/query/limit"},
+		"limit not a number": {func() (*http.Response, error) { return get("/api/v1/workflow/queue?workspaceId=" + ws + "&limit=ten") }, "/query/limit"},
+		"unknown queue status": {func() (*http.Response, error) {
+			return get("/api/v1/workflow/queue?workspaceId=" + ws + "&status=DONE")
+		}, "/query/status"},
+		"unknown execution status": {func() (*http.Response, error) {
+			return get("/api/v1/workflow/executions?workspaceId=" + ws + "&status=DONE")
+		}, "/query/status"},
+		"cursor too long": {func() (*http.Response, error) { return get("/api/v1/workspaces?cursor=" + strings.Repeat("c", 201)) }, "/query/cursor"},
+		"idempotency key too long": {func() (*http.Response, error) {
+			return admin.StartExecution(ctx, &client.StartExecutionParams{IdempotencyKey: ptr(strings.Repeat("k", 256))},
+				client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA})
+		}, "/header/Idempotency-Key"},
+		"idempotency key not UTF-8": {func() (*http.Response, error) {
+			return admin.StartExecution(ctx, &client.StartExecutionParams{IdempotencyKey: ptr("order-\xff")},
+				client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA})
+		}, "/header/Idempotency-Key"},
+	}
+	for name, c := range cases {
+		got := read(c.call())
+		got.expect(t, name, http.StatusBadRequest, "invalid-request")
+		if !slices.Contains(got.fieldPaths(), c.path) {
+			t.Errorf("%s: field paths %v lack %s; body: %s", name, got.fieldPaths(), c.path, got.body)
+		}
+	}
+
+	// Cursors the API never returned are refused, never a 500.
+	// Ones that decode but name a time no execution can have (pgx would
+	// wrap the far past around into the present) too.
+	badCursors := []string{
+		"not-a-cursor", "!!!", uuid.NewString(), b64("x." + uuid.NewString()), b64("12." + "nope"),
+		b64("9223372036854775807." + uuid.NewString()), b64("-9223372036854775808." + uuid.NewString()),
+	}
+	for _, cur := range badCursors {
+		got := read(admin.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceId: w.wsB, Cursor: ptr(cur)}))
+		got.expect(t, "listExecutions with cursor "+cur, http.StatusBadRequest, "invalid-request")
+		if !slices.Equal(got.fieldPaths(), []string{"/query/cursor"}) {
+			t.Errorf("listExecutions with cursor %s: field paths %v", cur, got.fieldPaths())
+		}
+	}
+	for _, cur := range []string{"not-a-cursor", b64("12." + uuid.NewString())} {
+		read(admin.ListWorkspaces(ctx, &client.ListWorkspacesParams{Cursor: ptr(cur)})).
+			expect(t, "listWorkspaces with cursor "+cur, http.StatusBadRequest, "invalid-request")
+		read(admin.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceId: w.wsA, Cursor: ptr(cur)})).
+			expect(t, "listDefinitions with cursor "+cur, http.StatusBadRequest, "invalid-request")
+		read(admin.ListQueue(ctx, &client.ListQueueParams{WorkspaceId: w.wsA, Cursor: ptr(cur)})).
+			expect(t, "listQueue with cursor "+cur, http.StatusBadRequest, "invalid-request")
+	}
+}
+
+func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+// TestNegativeTooLarge: a body over 1 MiB gets a 413 on every operation
+// that takes one, whether its length is declared or it comes chunked.
+func TestNegativeTooLarge(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	admin := w.client(t, adminToken)
+	// A valid-looking JSON document just over the limit.
+	big := `{"name": "` + strings.Repeat("x", 1<<20) + `"}`
+	before := counts(t, w)
+	for _, o := range w.bodyOps() {
+		read(o.send(ctx, admin, "application/json", strings.NewReader(big))).
+			expect(t, o.name+" with Content-Length", http.StatusRequestEntityTooLarge, "too-large")
+		// Hiding the length makes the client send it chunked.
+		read(o.send(ctx, admin, "application/json", io.MultiReader(strings.NewReader(big)))).
+			expect(t, o.name+" chunked", http.StatusRequestEntityTooLarge, "too-large")
+	}
+	// A start whose input alone passes the limit.
+	input := `{"workspaceId": "` + w.wsA.String() + `", "workflowDefinitionId": "` + w.defA.String() + `", "input": {"blob": "` + strings.Repeat("b", 1<<20) + `"}}`
+	read(admin.StartExecutionWithBody(ctx, nil, "application/json", io.MultiReader(bytes.NewReader([]byte(input))))).
+		expect(t, "startExecution with a large input", http.StatusRequestEntityTooLarge, "too-large")
+	if after := counts(t, w); after != before {
+		t.Errorf("oversized requests wrote rows: before %v, after %v", before, after)
+	}
+}
+
+// TestNegativeInvalidGraph: a graph with a cycle, an unknown node type and
+// an edge to a missing node gets one 422 listing every problem with its
+// path, on create and on a new version, and nothing is written.
+func TestNegativeInvalidGraph(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	out := &map[string]any{"output": map[string]any{"ok": true}}
+	graph := client.Graph{
+		Nodes: []client.Node{
+			{Key: "a", Type: "TRANSFORM", Config: out},
+			{Key: "b", Type: "TRANSFORM", Config: out},
+			{Key: "c", Type: "TELEPORT"},
+		},
+		Edges: &[]client.Edge{{From: "a", To: "b"}, {From: "b", To: "a"}, {From: "a", To: "ghost"}},
+	}
+	want := []string{"/graph/nodes/2/type", "/graph/edges/2/to", "/graph/edges/1"}
+	before := counts(t, w)
+	for name, call := range map[string]func() (*http.Response, error){
+		"createDefinition": func() (*http.Response, error) {
+			return a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceId: w.wsA, Name: "broken", Graph: graph})
+		},
+		"createDefinitionVersion": func() (*http.Response, error) {
+			return a.CreateDefinitionVersion(ctx, w.defA, client.CreateVersionRequest{Graph: graph})
+		},
+	} {
+		got := read(call())
+		got.expect(t, name, http.StatusUnprocessableEntity, "invalid-graph")
+		paths := got.fieldPaths()
+		slices.Sort(paths)
+		sorted := slices.Sorted(slices.Values(want))
+		if !slices.Equal(paths, sorted) {
+			t.Errorf("%s: problems at %v, want %v; body: %s", name, paths, sorted, got.body)
+		}
+		for _, e := range got.problem.Errors {
+			if e.Message == "" {
+				t.Errorf("%s: problem at %s has no message", name, e.Path)
+			}
+		}
+		if got.problem.Detail != "3 problems" {
+			t.Errorf("%s: detail %q", name, got.problem.Detail)
+		}
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("invalid graphs wrote rows: before %v, after %v", before, after)
+	}
+}
+
+// rowCounts is how many rows the tables the API writes hold.
+type rowCounts struct{ workspaces, keys, definitions, versions, queue, activity, idempotency int }
+
+func counts(t *testing.T, w *world) rowCounts {
+	t.Helper()
+	var c rowCounts
+	err := w.pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM workspaces), (SELECT count(*) FROM api_keys),
+		(SELECT count(*) FROM workflow_definitions WHERE deleted_at IS NULL), (SELECT count(*) FROM workflow_definition_versions),
+		(SELECT count(*) FROM workflow_execution_queue), (SELECT count(*) FROM activity), (SELECT count(*) FROM idempotency_keys)`).
+		Scan(&c.workspaces, &c.keys, &c.definitions, &c.versions, &c.queue, &c.activity, &c.idempotency)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
