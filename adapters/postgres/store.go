@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -222,6 +223,9 @@ func (s *Store) AddDefinitionVersion(ctx context.Context, id uuid.UUID, g domain
 
 // GetDefinitionVersion loads one version.
 func (s *Store) GetDefinitionVersion(ctx context.Context, id uuid.UUID, version int) (ports.DefinitionVersion, error) {
+	if version < 1 || version > math.MaxInt32 {
+		return ports.DefinitionVersion{}, ports.ErrNotFound
+	}
 	r, err := s.q.DefinitionVersionGet(ctx, s.pool, dbsqlc.DefinitionVersionGetParams{WorkflowDefinitionID: id, Version: int32(version)})
 	if err != nil {
 		return ports.DefinitionVersion{}, interpretError(err)
