@@ -12,14 +12,15 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/log"
-	"go.temporal.io/server/common/metrics"
-	"go.temporal.io/server/common/persistence/sql"
-	"go.temporal.io/server/common/persistence/sql/sqlplugin"
+	"go.temporal.io/server/common/membership/static"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
-	"go.temporal.io/server/common/resolver"
+	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 )
@@ -42,15 +43,19 @@ type temporalConfig struct {
 
 // temporalServer is a whole Temporal cluster (frontend, history, matching and
 // worker services) inside this process, backed by SQLite. It is the same
-// setup as the Temporal CLI's dev server, built from the server's public
-// packages because that CLI cannot be installed here.
+// setup as the Temporal CLI's dev server (temporal server start-dev), built
+// from the server's public packages because that CLI cannot be installed
+// here.
 type temporalServer struct {
 	srv  temporal.Server
 	addr string
 }
 
-// startTemporal starts the server and returns once the frontend answers and
-// namespace "default" is usable.
+// readyTimeout bounds start-up: from Start until a workflow has run.
+const readyTimeout = time.Minute
+
+// startTemporal starts the server and returns once it has run a workflow on
+// namespace "default" (see waitReady).
 func startTemporal(ctx context.Context, cfg temporalConfig) (*temporalServer, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))
 	// The server treats a port it cannot bind as fatal and exits the whole
@@ -58,7 +63,7 @@ func startTemporal(ctx context.Context, cfg temporalConfig) (*temporalServer, er
 	if err := portFree(addr); err != nil {
 		return nil, fmt.Errorf("temporal: %w (another Temporal server? set TEMPORAL_ADDRESS to use it, or choose another port)", err)
 	}
-	serverCfg, err := temporalServerConfig(cfg)
+	serverCfg, hosts, err := temporalServerConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -73,30 +78,53 @@ func startTemporal(ctx context.Context, cfg temporalConfig) (*temporalServer, er
 	if err := sqlite.CreateNamespaces(sqlCfg, ns); err != nil {
 		return nil, fmt.Errorf("temporal: preparing %s: %w", sqlCfg.DatabaseName, err)
 	}
-	if cfg.DBPath != "" {
-		if err := forgetRingMembers(ctx, sqlCfg); err != nil {
-			return nil, fmt.Errorf("temporal: preparing %s: %w", sqlCfg.DatabaseName, err)
-		}
-	}
 
 	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: "warn", OutputFile: cfg.LogPath}))
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(serverCfg),
 		temporal.ForServices(temporal.DefaultServices),
+		// Every service runs here, so each one's single host is known up
+		// front, as in the CLI's dev server. Without this the services find
+		// each other through ringpop seeded from the cluster_membership
+		// table, and a service that starts while the table lists a host it
+		// cannot reach (rows of an earlier run count as live for 20 s)
+		// retries that host for the whole MaxJoinDuration (30 s), waits
+		// 10 s, and tries again: for those ~50 s history and the frontend
+		// find no matching host ("Not enough hosts to serve the request"),
+		// so the first workflow's task waits in the transfer queue. There
+		// is no ring to converge, no table to read and none to clean.
+		temporal.WithStaticHosts(hosts),
+		temporal.WithDynamicConfigClient(devDynamicConfig()),
 		temporal.WithLogger(logger),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("temporal: %w", err)
 	}
+	started := time.Now()
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("temporal: start: %w", err)
 	}
 	t := &temporalServer{srv: srv, addr: addr}
-	if err := t.waitReady(ctx); err != nil {
+	if err := t.waitReady(ctx, started); err != nil {
 		t.Stop()
 		return nil, err
 	}
 	return t, nil
+}
+
+// devDynamicConfig is the dynamic configuration of the CLI's dev server
+// (temporal server start-dev): caches that a single-user server does not
+// need are read through, so a new search attribute or Nexus endpoint is
+// visible at once, and the rate limits are raised to match.
+func devDynamicConfig() dynamicconfig.StaticClient {
+	return dynamicconfig.StaticClient{
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key():      true,
+		dynamicconfig.ForceNexusEndpointRefreshOnRead.Key():              true,
+		dynamicconfig.FrontendPersistenceMaxQPS.Key():                    10000,
+		dynamicconfig.HistoryPersistenceMaxQPS.Key():                     45000,
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+	}
 }
 
 // Addr is host:port of the frontend, handed to clients as TEMPORAL_ADDRESS.
@@ -109,54 +137,92 @@ func (t *temporalServer) Stop() {
 	}
 }
 
-// waitReady dials the frontend the way Sluice will and describes the
-// namespace: Start returns before the services have joined their ring.
-func (t *temporalServer) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+// readyQueue and readyWorkflow are devstack's own: no Sluice worker polls
+// that queue or knows that workflow type.
+const (
+	readyQueue    = "devstack-ready"
+	readyWorkflow = "devstack.Ready"
+)
+
+// waitReady returns once a workflow has run on namespace "default": it dials
+// the frontend the way Sluice will, starts a worker of its own on readyQueue,
+// and starts a no-op workflow there and waits for its result. That takes
+// every path Sluice's first workflow takes (frontend, history, its transfer
+// queue, matching, a worker's poll), so "ready" means "runs workflows", not
+// merely "answers calls": Start returns before the services can reach each
+// other. Its deadline is readyTimeout after started.
+func (t *temporalServer) waitReady(ctx context.Context, started time.Time) error {
+	ctx, cancel := context.WithDeadline(ctx, started.Add(readyTimeout))
 	defer cancel()
+	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	var lastErr error
-	for {
-		c, err := client.DialContext(ctx, client.Options{
-			HostPort:  t.addr,
-			Namespace: namespace,
-			Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-		})
-		if err == nil {
-			_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
-			c.Close()
-			if err == nil {
-				return nil
-			}
-		}
-		lastErr = err
+	notReady := func() error {
+		return fmt.Errorf("temporal: no workflow ran on %s within %s: %w (last error: %v)", t.addr, readyTimeout, ctx.Err(), lastErr)
+	}
+	pause := func() bool {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("temporal: not ready on %s: %w (last error: %v)", t.addr, ctx.Err(), lastErr)
-		case <-time.After(200 * time.Millisecond):
+			return false
+		case <-time.After(50 * time.Millisecond):
+			return true
 		}
 	}
-}
 
-// forgetRingMembers empties the membership table of a persisted database.
-// It still lists the hosts of the previous run, on ports that are gone; the
-// services then fail to reach them on shutdown and retry until their
-// timeouts, which made every stop after the first take about 14 s. Only this
-// process serves the file (its caller holds the lock), so every row is stale.
-func forgetRingMembers(ctx context.Context, sqlCfg *config.SQL) error {
-	db, err := sql.NewSQLDB(sqlplugin.DbKindMain, sqlCfg, resolver.NewNoopResolver(), log.NewNoopLogger(), metrics.NoopMetricsHandler)
-	if err != nil {
-		return err
+	// Dial fails until the frontend's gRPC server is up and healthy, and
+	// describing the namespace until its namespace registry has loaded.
+	var c client.Client
+	for {
+		var err error
+		c, err = client.DialContext(ctx, client.Options{HostPort: t.addr, Namespace: namespace, Logger: quiet})
+		if err == nil {
+			_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+			if err == nil {
+				break
+			}
+			c.Close()
+		}
+		if lastErr = err; !pause() {
+			return notReady()
+		}
 	}
-	defer db.Close()
-	_, err = db.PruneClusterMembership(ctx, &sqlplugin.PruneClusterMembershipFilter{PruneRecordsBefore: time.Now().AddDate(100, 0, 0)})
-	return err
+	defer c.Close()
+
+	// Start is memoized: once failed, a worker stays failed, so it comes
+	// only after the checks above.
+	w := worker.New(c, readyQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: readyWorkflow})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("temporal: worker for the readiness check: %w", err)
+	}
+	defer w.Stop()
+
+	// Each run gets its own ID, and a timeout so that one left behind by a
+	// devstack killed mid-start does not stay open in a persisted database.
+	opts := client.StartWorkflowOptions{
+		ID:                       fmt.Sprintf("devstack-ready-%d", time.Now().UnixNano()),
+		TaskQueue:                readyQueue,
+		WorkflowExecutionTimeout: readyTimeout,
+	}
+	for {
+		run, err := c.ExecuteWorkflow(ctx, opts, readyWorkflow)
+		if err == nil {
+			err = run.Get(ctx, nil)
+		}
+		if err == nil {
+			return nil
+		}
+		if lastErr = err; !pause() {
+			return notReady()
+		}
+		opts.ID = fmt.Sprintf("devstack-ready-%d", time.Now().UnixNano())
+	}
 }
 
-// temporalServerConfig is a single-node cluster "active" on loopback. Only
-// the frontend has a fixed port; the other services and the membership ring
-// take free ports, as nothing outside this process talks to them. Metrics
-// and pprof stay off.
-func temporalServerConfig(cfg temporalConfig) (*config.Config, error) {
+// temporalServerConfig is a single-node cluster "active" on loopback, and
+// the static host of each service (see WithStaticHosts above). Only the
+// frontend has a fixed port; the other services take free ports, as nothing
+// outside this process talks to them. Metrics and pprof stay off.
+func temporalServerConfig(cfg temporalConfig) (*config.Config, map[primitives.ServiceName]static.Hosts, error) {
 	sqlCfg := &config.SQL{
 		PluginName:   sqliteplugin.PluginName,
 		DatabaseName: cfg.DBPath,
@@ -179,24 +245,22 @@ func temporalServerConfig(cfg temporalConfig) (*config.Config, error) {
 
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))
 	services := map[string]config.Service{}
+	hosts := map[primitives.ServiceName]static.Hosts{}
 	for _, name := range temporal.DefaultServices {
 		rpc := config.RPC{BindOnLocalHost: true}
-		var err error
-		if rpc.MembershipPort, err = freePort(); err != nil {
-			return nil, err
-		}
 		if name == "frontend" {
 			rpc.GRPCPort, rpc.BindOnLocalHost, rpc.BindOnIP = cfg.Port, false, "127.0.0.1"
-		} else if rpc.GRPCPort, err = freePort(); err != nil {
-			return nil, err
+		} else {
+			var err error
+			if rpc.GRPCPort, err = freePort(); err != nil {
+				return nil, nil, err
+			}
 		}
 		services[name] = config.Service{RPC: rpc}
+		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort("127.0.0.1", strconv.Itoa(rpc.GRPCPort)))
 	}
 
 	return &config.Config{
-		Global: config.Global{
-			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: "127.0.0.1"},
-		},
 		Persistence: config.Persistence{
 			DefaultStore:     sqliteplugin.PluginName,
 			VisibilityStore:  sqliteplugin.PluginName,
@@ -225,7 +289,7 @@ func temporalServerConfig(cfg temporalConfig) (*config.Config, error) {
 		},
 		// The worker service (system workflows) is a client of the frontend.
 		PublicClient: config.PublicClient{HostPort: addr},
-	}, nil
+	}, hosts, nil
 }
 
 // freePort asks the kernel for a free loopback port.
