@@ -128,14 +128,11 @@ func executionOf(t *testing.T, base, workspaceID, queueID string) string {
 	t.Helper()
 	var executionID string
 	eventually(t, 30*time.Second, "the queue item to name its execution", func() bool {
-		var q struct {
-			ExecutionID *string `json:"executionId"`
-			Status      string  `json:"status"`
-		}
+		var q map[string]any
 		switch call(t, "GET", base+"/api/v1/workflow/queue/"+queueID, testAdminToken, nil, &q) {
 		case 200:
-			if q.ExecutionID != nil && q.Status != "PENDING" && q.Status != "CLAIMED" {
-				executionID = *q.ExecutionID
+			if id, ok := q["executionId"].(string); ok && q["status"] != "PENDING" && q["status"] != "CLAIMED" {
+				executionID = id
 				return true
 			}
 		case 404:

@@ -18,7 +18,7 @@ func TestEveryRoleWiresUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := fx.ValidateApp(append(opts, fx.Supply(cfg))...); err != nil {
+		if err := fx.ValidateApp(append(opts, fx.Supply(cfg), fx.NopLogger)...); err != nil {
 			t.Errorf("%s: %v", role, err)
 		}
 	}
