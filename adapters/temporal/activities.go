@@ -1,11 +1,13 @@
 package temporal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -141,7 +143,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 		}
 		return RunNodeOutput{}, temporal.NewApplicationError(err.Error(), "retryable", nil)
 	}
-	out, err := json.Marshal(output)
+	out, err := json.Marshal(withoutNUL(output))
 	if err != nil {
 		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("output is not JSON: "+err.Error(), "invalid_output", err)
 	}
@@ -150,12 +152,46 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	rec.Output = out
 	rec.CompletedAt = &ended
 	if input != nil {
-		rec.Input, _ = json.Marshal(input)
+		rec.Input, _ = json.Marshal(withoutNUL(input))
 	}
 	if err := a.store.FinishNode(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
 	}
 	return RunNodeOutput{Output: out}, nil
+}
+
+// withoutNUL replaces NUL characters in a JSON tree's strings and keys
+// with U+FFFD. A third party can answer with them, and Postgres refuses
+// them in jsonb, which would make recording the node fail on every retry.
+func withoutNUL(v any) any {
+	clean := func(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
+	switch t := v.(type) {
+	case string:
+		return clean(t)
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = withoutNUL(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[clean(k)] = withoutNUL(e)
+		}
+		return out
+	default:
+		// Executors' own structs: round-trip through JSON to reach their strings.
+		raw, err := json.Marshal(v)
+		if err != nil || !bytes.Contains(raw, []byte(`\u0000`)) {
+			return v
+		}
+		var generic any
+		if json.Unmarshal(raw, &generic) != nil {
+			return v
+		}
+		return withoutNUL(generic)
+	}
 }
 
 func heartbeat(ctx context.Context) {
