@@ -279,10 +279,66 @@ func (g Graph) Validate() error {
 		}
 	}
 
-	for _, c := range findCycles(g, index) {
+	cycles := findCycles(g, index)
+	for _, c := range cycles {
 		ve.add("/edges/"+strconv.Itoa(c.closingEdge), "cycle: %s", strings.Join(c.keys, " -> "))
 	}
+	if len(cycles) == 0 && len(ve.Problems) == 0 {
+		checkStepReferences(g, &ve)
+	}
 	return ve.errOrNil()
+}
+
+// checkStepReferences reports templates that read steps.<key>.output of a
+// node that is not upstream of the node using it. Such a node may not have
+// run yet (or ever), so the reference would fail at run time; reporting it
+// when the graph is saved names the mistake where it was made. It runs only
+// on an otherwise valid graph, where upstream is well defined.
+func checkStepReferences(g Graph, ve *ValidationError) {
+	preds := map[string][]string{}
+	for _, e := range g.Edges {
+		preds[e.To] = append(preds[e.To], e.From)
+	}
+	upstream := func(key string) map[string]bool {
+		seen := map[string]bool{}
+		stack := append([]string(nil), preds[key]...)
+		for len(stack) > 0 {
+			k := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if !seen[k] {
+				seen[k] = true
+				stack = append(stack, preds[k]...)
+			}
+		}
+		return seen
+	}
+	for i, n := range g.Nodes {
+		if isNull(n.Config) {
+			continue
+		}
+		var v any
+		if json.Unmarshal(n.Config, &v) != nil {
+			continue
+		}
+		var up map[string]bool
+		walkStrings(v, "/nodes/"+strconv.Itoa(i)+"/config", func(p, s string) {
+			parts, err := ParseTemplate(s)
+			if err != nil {
+				return
+			}
+			for _, part := range parts {
+				if part.Ref == nil || part.Ref.Root != RootSteps {
+					continue
+				}
+				if up == nil {
+					up = upstream(n.Key)
+				}
+				if !up[part.Ref.Step] {
+					ve.add(p, "%s reads node %q, which is not upstream of %q: add an edge path from it", part.Ref, part.Ref.Step, n.Key)
+				}
+			}
+		})
+	}
 }
 
 // joinTypes lists the node types for messages.

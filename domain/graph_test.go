@@ -273,3 +273,62 @@ func TestNodeTypes(t *testing.T) {
 
 // keyOf returns a fixed-width key, so keys sort like their numbers.
 func keyOf(i int) string { return fmt.Sprintf("n%05d", i) }
+
+func TestValidateRejectsStepReferencesToNodesNotUpstream(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		graph string
+		want  []string // problem paths
+	}{
+		{
+			name: "reference to an ancestor two edges up is fine",
+			graph: `{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":1}},
+				{"key":"b","type":"TRANSFORM","config":{"output":2}},
+				{"key":"c","type":"TRANSFORM","config":{"output":"{{ steps.a.output }}"}}],
+				"edges":[{"from":"a","to":"b"},{"from":"b","to":"c"}]}`,
+		},
+		{
+			name: "reference to a sibling branch",
+			graph: `{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":1}},
+				{"key":"b","type":"TRANSFORM","config":{"output":{"x":"{{ steps.c.output }}"}}},
+				{"key":"c","type":"TRANSFORM","config":{"output":3}}],
+				"edges":[{"from":"a","to":"b"},{"from":"a","to":"c"}]}`,
+			want: []string{"/nodes/1/config/output/x"},
+		},
+		{
+			name: "reference to a downstream node and to itself",
+			graph: `{"nodes":[{"key":"a","type":"HTTP_REQUEST","config":{"url":"http://x/{{ steps.b.output.id }}/{{ steps.a.output }}"}},
+				{"key":"b","type":"TRANSFORM","config":{"output":1}}],
+				"edges":[{"from":"a","to":"b"}]}`,
+			want: []string{"/nodes/0/config/url", "/nodes/0/config/url"},
+		},
+		{
+			name:  "reference to a node that does not exist",
+			graph: `{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":"{{ steps.ghost.output }}"}}]}`,
+			want:  []string{"/nodes/0/config/output"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g, err := DecodeGraph([]byte(tt.graph))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = g.Validate()
+			var got []string
+			var ve *ValidationError
+			if errors.As(err, &ve) {
+				for _, p := range ve.Problems {
+					got = append(got, p.Path)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("problems at %v, want %v (%v)", got, tt.want, err)
+			}
+		})
+	}
+}
