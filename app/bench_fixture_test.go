@@ -83,7 +83,7 @@ type benchPhases struct {
 	admit      atomic.Int64 // ns: the Go admission policy
 	claimPost  atomic.Int64 // ns: admit returned → claim committed (candidates, executions, mark claimed, commit)
 	markDisp   atomic.Int64 // ns: MarkDispatched
-	workspaces atomic.Int64 // pending workspaces seen by Claim, summed over batches
+	workspaces atomic.Int64 // workspaces with pending work and room seen by Claim, summed over batches
 }
 
 func (p *benchPhases) reset() {
@@ -99,7 +99,7 @@ func (p *benchPhases) String() string {
 		return "no batches"
 	}
 	ms := func(v *atomic.Int64) float64 { return float64(v.Load()) / float64(n) / 1e6 }
-	return fmt.Sprintf("per batch: claim before admit %.2f ms, admit %.3f ms, claim after admit+commit %.2f ms, mark dispatched %.2f ms; %.0f pending workspaces seen",
+	return fmt.Sprintf("per batch: claim before admit %.2f ms, admit %.3f ms, claim after admit+commit %.2f ms, mark dispatched %.2f ms; %.0f pending workspaces with room seen",
 		ms(&p.claimPre), ms(&p.admit), ms(&p.claimPost), ms(&p.markDisp), float64(p.workspaces.Load())/float64(n))
 }
 
@@ -286,9 +286,9 @@ func (db *benchDB) occupy(b *testing.B, ws, defs []uuid.UUID) {
 // service that has been running has. Without them workflow_executions
 // starts empty, and the plans that pgx's statement cache keeps for the life
 // of a connection are made for an empty table: a sequential scan of
-// workflow_executions that QueuePendingWorkspaces then repeats once per
-// pending workspace per batch as the table grows, until autoanalyze
-// invalidates the plan.
+// workflow_executions that the admission recount under the workspace locks
+// (ExecutionsRunningForWorkspaces) then repeats every batch as the table
+// grows, until autoanalyze invalidates the plan.
 func (db *benchDB) history(b *testing.B, ws, defs []uuid.UUID, n int) {
 	b.Helper()
 	_, err := db.aux.Exec(context.Background(), `
@@ -307,7 +307,7 @@ func (db *benchDB) history(b *testing.B, ws, defs []uuid.UUID, n int) {
 // built up over time, so the planner sees the table's real size.
 func (db *benchDB) vacuumAnalyze(b *testing.B) {
 	b.Helper()
-	for _, t := range []string{"workflow_execution_queue", "workflow_executions", "workspaces"} {
+	for _, t := range []string{"workflow_execution_queue", "workflow_executions", "workspaces", "workspace_queue_stats"} {
 		if _, err := db.aux.Exec(context.Background(), "VACUUM ANALYZE "+t); err != nil {
 			b.Fatalf("vacuum analyze %s: %v", t, err)
 		}
@@ -519,8 +519,18 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[uuid.
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 
+	var plans []string
+	var limits []int32
+	for plan, n := range domain.DefaultTierPolicy().Limits() {
+		plans, limits = append(plans, string(plan)), append(limits, int32(n))
+	}
+	pendingArgs := map[string]any{"plans": plans, "limits": limits}
+	var args []any
+	for _, p := range qs["QueuePendingWorkspaces"].Params {
+		args = append(args, pendingArgs[p])
+	}
 	var pending []uuid.UUID
-	rows, err := tx.Query(ctx, qs["QueuePendingWorkspaces"].SQL)
+	rows, err := tx.Query(ctx, qs["QueuePendingWorkspaces"].SQL, args...)
 	if err != nil {
 		b.Logf("EXPLAIN skipped: QueuePendingWorkspaces: %v", err)
 		return
@@ -546,7 +556,7 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[uuid.
 		qIDs, qNs = append(qIDs, id), append(qNs, int32(n))
 	}
 	values := map[string]map[string]any{
-		"QueuePendingWorkspaces":         {},
+		"QueuePendingWorkspaces":         pendingArgs,
 		"WorkspacesLockForAdmission":     {"ids": pending},
 		"ExecutionsRunningForWorkspaces": {"workspace_ids": pending},
 		"QueueClaimCandidates":           {"workspace_ids": qIDs, "quotas": qNs},

@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -442,4 +443,84 @@ func benchVerdict(ok bool) string {
 		return "met"
 	}
 	return "MISSED"
+}
+
+// BenchmarkEnqueueContention measures what enqueue costs when many callers
+// write into one workspace at once. 16 callers each enqueue through the
+// API's use case (Service.StartExecution) as fast as they can, 4,000 items
+// a round, either all into one workspace ("hot") or each into a workspace
+// of its own ("spread"); the two alternate for three rounds each. Every
+// enqueue updates its workspace's row of workspace_queue_stats under a row
+// lock held until commit, so enqueues into one workspace serialise on that
+// row; the hot/spread ratio shows what that costs.
+func BenchmarkEnqueueContention(b *testing.B) {
+	benchRequireDB(b)
+	const (
+		callers  = 16
+		perRound = 4_000
+		rounds   = 3
+	)
+	db := benchOpenDB(b)
+	ws, defs := db.workspaces(b, domain.PlanEnterprise, callers)
+	db.vacuumAnalyze(b)
+	svc := app.NewService(postgres.NewStore(db.aux, benchLogger()), nil, domain.DefaultTierPolicy(), "bench-admin-token")
+	type meter struct {
+		benchMeter
+		lat []time.Duration
+	}
+	run := func(m *meter, spread bool) {
+		lat := make([]time.Duration, perRound)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for c := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w := 0
+				if spread {
+					w = c
+				}
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= perRound {
+						return
+					}
+					t0 := time.Now()
+					_, _, err := svc.StartExecution(context.Background(), ports.Actor{WorkspaceID: ws[w], KeyID: uuid.New()}, app.StartRequest{
+						WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
+					})
+					if err != nil {
+						b.Errorf("enqueue: %v", err)
+						return
+					}
+					lat[i] = time.Since(t0)
+				}
+			}()
+		}
+		wg.Wait()
+		m.add(perRound, time.Since(start))
+		m.lat = append(m.lat, lat...)
+	}
+	var hot, spread meter
+	benchInterleave(rounds, []func(){func() { run(&hot, false) }, func() { run(&spread, true) }})
+	if b.Failed() {
+		return
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n== enqueue contention: %d callers, %d enqueues a round, %d rounds each, through Service.StartExecution ==\n", callers, perRound, rounds)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	for _, r := range []struct {
+		name string
+		m    *meter
+	}{{"hot (one workspace)", &hot}, {"spread (16 workspaces)", &spread}} {
+		benchSortDurations(r.m.lat)
+		key := strings.Fields(r.name)[0]
+		b.ReportMetric(r.m.rate(), key+"_enqueues/s")
+		b.ReportMetric(ms(benchPercentile(r.m.lat, 99)), key+"_p99_ms")
+		fmt.Fprintf(&sb, "%-24s %7.0f enqueues/s  p50 %.1f ms  p99 %.1f ms\n", r.name+":", r.m.rate(),
+			ms(benchPercentile(r.m.lat, 50)), ms(benchPercentile(r.m.lat, 99)))
+	}
+	fmt.Fprintf(&sb, "hot/spread: %.1f %%\n", 100*hot.rate()/spread.rate())
+	benchPrint(sb.String())
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
@@ -22,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/adapters/temporal"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/db"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -628,6 +633,382 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 		}
 	}
 	t.Logf("%d items through 3 dispatchers, %d samples, no limit broken", total, samples)
+	b.requireExactStats(t, "after three dispatchers ran concurrently")
+}
+
+// statsDrift compares workspace_queue_stats with counts taken from the
+// base tables: PENDING items and RUNNING executions per workspace, and the
+// plan of every workspace that exists (NULL for one that does not). Every
+// workspace must have a row; a row with nothing counted on a workspace that
+// is gone is drift too, since the dispatcher forgets those.
+func (b *dispatchBundle) statsDrift(t *testing.T) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+		WITH truth AS (
+		    SELECT workspace_id, sum(p)::int AS pending, sum(r)::int AS running
+		    FROM (SELECT workspace_id, 1 AS p, 0 AS r FROM workflow_execution_queue WHERE status = 'PENDING'
+		          UNION ALL
+		          SELECT workspace_id, 0, 1 FROM workflow_executions WHERE status = 'RUNNING') x
+		    GROUP BY 1),
+		ids AS (SELECT workspace_id FROM workspace_queue_stats UNION SELECT workspace_id FROM truth UNION SELECT id FROM workspaces)
+		SELECT i.workspace_id, s.workspace_id IS NOT NULL, coalesce(s.pending, 0), coalesce(t.pending, 0),
+		       coalesce(s.running, 0), coalesce(t.running, 0), coalesce(s.plan, '-'), coalesce(w.plan, '-')
+		FROM ids i
+		LEFT JOIN workspace_queue_stats s ON s.workspace_id = i.workspace_id
+		LEFT JOIN truth t ON t.workspace_id = i.workspace_id
+		LEFT JOIN workspaces w ON w.id = i.workspace_id
+		WHERE (w.id IS NOT NULL AND s.workspace_id IS NULL)
+		   OR coalesce(s.pending, 0) <> coalesce(t.pending, 0)
+		   OR coalesce(s.running, 0) <> coalesce(t.running, 0)
+		   OR (s.workspace_id IS NOT NULL AND s.plan IS DISTINCT FROM w.plan)
+		   OR (s.workspace_id IS NOT NULL AND w.id IS NULL AND s.pending = 0 AND s.running = 0 AND t.workspace_id IS NULL)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var drift []string
+	for rows.Next() {
+		var id uuid.UUID
+		var hasRow bool
+		var pending, wantPending, running, wantRunning int
+		var plan, wantPlan string
+		if err := rows.Scan(&id, &hasRow, &pending, &wantPending, &running, &wantRunning, &plan, &wantPlan); err != nil {
+			t.Fatal(err)
+		}
+		drift = append(drift, fmt.Sprintf("workspace %s: row %v, pending %d (want %d), running %d (want %d), plan %s (want %s)",
+			id, hasRow, pending, wantPending, running, wantRunning, plan, wantPlan))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return drift
+}
+
+func (b *dispatchBundle) requireExactStats(t *testing.T, step string) {
+	t.Helper()
+	if drift := b.statsDrift(t); len(drift) > 0 {
+		t.Fatalf("%s: workspace_queue_stats differs from the base tables:\n%s", step, strings.Join(drift, "\n"))
+	}
+}
+
+// claimAll claims every admissible item as a dispatcher that then crashes
+// would: the items stay CLAIMED with RUNNING executions.
+func (b *dispatchBundle) claimAll(t *testing.T) ports.ClaimResult {
+	t.Helper()
+	res, err := b.store.Claim(context.Background(), domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
+		out := map[uuid.UUID]int{}
+		for _, w := range ws {
+			limit, _ := domain.DefaultTierPolicy().Limit(w.Plan)
+			out[w.ID] = limit - len(w.Running)
+		}
+		return out
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestQueueStatsStayExactThroughEveryTransition(t *testing.T) {
+	b := setupDispatch(t)
+	ctx := context.Background()
+	free, freeDef := b.workspace(t, domain.PlanFree)
+	pro, proDef := b.workspace(t, domain.PlanPro)
+	ent, entDef := b.workspace(t, domain.PlanEnterprise)
+	b.requireExactStats(t, "workspaces created")
+
+	freeItems := b.enqueue(t, free, freeDef, 3)
+	b.enqueue(t, pro, proDef, 4)
+	entItems := b.enqueue(t, ent, entDef, 6)
+	b.requireExactStats(t, "enqueue")
+
+	// One batch: claims, executions, DISPATCHED, and one failed start that
+	// goes back to PENDING with its execution row dropped.
+	var failOnce sync.Once
+	var failed uuid.UUID
+	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(id uuid.UUID) bool {
+		hit := false
+		failOnce.Do(func() { failed, hit = id, true })
+		return hit
+	}}
+	cfg := testConfig()
+	cfg.BatchSize = 50
+	d := b.dispatcher(eng, cfg, nil)
+	res, err := d.DispatchBatch(ctx)
+	if err != nil || res.Released != 1 || res.Dispatched != 10 {
+		t.Fatalf("batch = %+v, %v; want 10 dispatched and 1 released", res, err)
+	}
+	b.requireExactStats(t, "claim, dispatch and a dispatch-failure release")
+
+	// A retry whose earlier execution row is still there (here FAILED) is
+	// written by the upsert's UPDATE branch: FAILED back to RUNNING.
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, completed_at)
+		SELECT q.execution_id, q.workspace_id, q.workflow_definition_id, 1, 'FAILED', now()
+		FROM workflow_execution_queue q WHERE q.execution_id = $1`, failed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, "UPDATE workflow_execution_queue SET available_at = now() WHERE execution_id = $1", failed); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "a finished execution row left behind")
+	if res, err := d.DispatchBatch(ctx); err != nil || res.Dispatched != 1 {
+		t.Fatalf("retry batch = %+v, %v; want the released item dispatched", res, err)
+	}
+	b.requireExactStats(t, "a retry reusing its execution row")
+
+	// Cancel a PENDING item, then a CLAIMED one (its execution goes too).
+	if _, err := b.store.CancelQueued(ctx, freeItems[2]); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "cancel of a PENDING item")
+	more := b.enqueue(t, ent, entDef, 2)
+	if claim := b.claimAll(t); len(claim.Claimed) != 2 {
+		t.Fatalf("claimed %d, want the 2 new ENTERPRISE items", len(claim.Claimed))
+	}
+	if _, err := b.store.CancelQueued(ctx, more[0]); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "cancel of a CLAIMED item")
+
+	// Stale recovery releases the other claimed item, never started.
+	if _, err := b.pool.Exec(ctx, "UPDATE workflow_execution_queue SET claimed_at = now() - interval '10 minutes' WHERE status = 'CLAIMED'"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := d.RecoverStale(ctx); err != nil || n != 1 {
+		t.Fatalf("recovered %d, %v; want 1", n, err)
+	}
+	if q := b.item(t, more[1]); q.Status != domain.QueuePending {
+		t.Fatalf("stale item = %s, want PENDING", q.Status)
+	}
+	b.requireExactStats(t, "stale recovery")
+
+	// Completion in each final status frees the slots.
+	for i, status := range []domain.ExecutionStatus{domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionCancelled} {
+		q := b.item(t, entItems[i])
+		if found, err := b.store.FinishExecution(ctx, *q.ExecutionID, status, nil); err != nil || !found {
+			t.Fatalf("finishing %s: %v %v", status, found, err)
+		}
+	}
+	q := b.item(t, freeItems[0])
+	if _, err := b.store.FinishExecution(ctx, *q.ExecutionID, domain.ExecutionCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "completion")
+
+	// A plan change is copied; the upgraded workspace gets its new room.
+	if _, err := b.store.UpdateWorkspacePlan(ctx, free, domain.PlanPro); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "plan change")
+	if _, err := d.DispatchBatch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if q := b.item(t, freeItems[1]); q.Status != domain.QueueDispatched {
+		t.Fatalf("upgraded workspace's item = %s, want DISPATCHED", q.Status)
+	}
+	b.requireExactStats(t, "dispatch after the plan change")
+
+	// Deleting a workspace with RUNNING executions and PENDING items: the
+	// executions cascade away, the items stay and are counted until the
+	// dispatcher fails them, then the row is forgotten.
+	orphans := b.enqueue(t, pro, proDef, 7)
+	if _, err := b.pool.Exec(ctx, "DELETE FROM workspaces WHERE id = $1", pro); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "workspace deletion")
+	if _, err := d.DispatchBatch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range orphans {
+		if q := b.item(t, id); q.Status != domain.QueueFailed {
+			t.Fatalf("deleted workspace's item = %s, want FAILED", q.Status)
+		}
+	}
+	b.requireExactStats(t, "failing a deleted workspace's items")
+	var left int
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM workspace_queue_stats WHERE workspace_id = $1", pro).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("deleted workspace's row: %d, %v; want it forgotten", left, err)
+	}
+
+	// A workspace deleted with nothing counted on it leaves no row.
+	empty, _ := b.workspace(t, domain.PlanFree)
+	if _, err := b.pool.Exec(ctx, "DELETE FROM workspaces WHERE id = $1", empty); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "deleting an idle workspace")
+
+	// Bulk writes in one statement, and TRUNCATE.
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id)
+		SELECT gen_random_uuid(), CASE WHEN g % 2 = 0 THEN $1::uuid ELSE $2::uuid END, $3 FROM generate_series(1, 50) g`, free, ent, entDef); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "bulk insert")
+	if _, err := b.pool.Exec(ctx, "UPDATE workflow_execution_queue SET status = 'CANCELLED' WHERE status = 'PENDING' AND workspace_id = $1", free); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "bulk update")
+	if _, err := b.pool.Exec(ctx, "TRUNCATE workflow_execution_queue"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, "TRUNCATE workflow_executions CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "truncate")
+}
+
+// TestStatsStayExactUnderConcurrentWrites enqueues from eight callers into
+// two workspaces while two dispatchers claim and a completer finishes
+// executions, so the same counter rows are written by concurrent
+// transactions of every kind; at the end the counts match the base tables.
+func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
+	b := setupDispatch(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pro, proDef := b.workspace(t, domain.PlanPro)
+	ent, entDef := b.workspace(t, domain.PlanEnterprise)
+	cfg := testConfig()
+	cfg.PollInterval = 10 * time.Millisecond
+	var loops sync.WaitGroup
+	for range 2 {
+		d := b.dispatcher(b.engine, cfg, nil)
+		loops.Add(1)
+		go func() { defer loops.Done(); d.Run(ctx) }()
+	}
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		for ctx.Err() == nil {
+			var ids []uuid.UUID
+			rows, err := b.pool.Query(ctx, "SELECT id FROM workflow_executions WHERE status = 'RUNNING'")
+			if err == nil {
+				for rows.Next() {
+					var id uuid.UUID
+					_ = rows.Scan(&id)
+					ids = append(ids, id)
+				}
+				rows.Close()
+			}
+			for _, id := range ids {
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	const callers, each = 8, 25
+	var enqueuers sync.WaitGroup
+	for c := range callers {
+		ws, def := pro, proDef
+		if c%2 == 1 {
+			ws, def = ent, entDef
+		}
+		enqueuers.Add(1)
+		go func() {
+			defer enqueuers.Done()
+			for range each {
+				if _, _, err := b.store.Enqueue(context.Background(), ports.Enqueue{
+					ID: uuid.New(), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 2, Actor: ports.Actor{Admin: true},
+				}); err != nil {
+					t.Errorf("enqueue: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	enqueuers.Wait()
+	eventually(t, time.Minute, "every item to run", func() bool {
+		var left int
+		_ = b.pool.QueryRow(context.Background(), "SELECT count(*) FROM workflow_execution_queue").Scan(&left)
+		return left == 0
+	})
+	cancel()
+	loops.Wait()
+	b.requireExactStats(t, "after concurrent enqueues, claims and completions")
+	var pending, running int
+	if err := b.pool.QueryRow(context.Background(), "SELECT coalesce(sum(pending), 0), coalesce(sum(running), 0) FROM workspace_queue_stats").Scan(&pending, &running); err != nil || pending != 0 || running != 0 {
+		t.Fatalf("counts left: %d pending, %d running, %v; want none", pending, running, err)
+	}
+}
+
+// TestStatsMigrationBackfillsExistingRows migrates a database with queue
+// items and executions in every state down to before workspace_queue_stats
+// and up again: the backfill counts what is there, and the triggers take
+// over from it.
+func TestStatsMigrationBackfillsExistingRows(t *testing.T) {
+	b := setupDispatch(t)
+	ctx := context.Background()
+	migrations, err := fs.Sub(db.Migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB := stdlib.OpenDBFromPool(b.pool)
+	defer sqlDB.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.DownTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	free, freeDef := b.workspace(t, domain.PlanFree)
+	ent, entDef := b.workspace(t, domain.PlanEnterprise)
+	idle, _ := b.workspace(t, domain.PlanPro)
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, completed_at)
+		VALUES (gen_random_uuid(), $1, $2, 1, 'RUNNING', NULL), (gen_random_uuid(), $3, $4, 1, 'RUNNING', NULL),
+		       (gen_random_uuid(), $3, $4, 1, 'COMPLETED', now())`, free, freeDef, ent, entDef); err != nil {
+		t.Fatal(err)
+	}
+	// Two PENDING items behind FREE's busy slot, one PENDING and one
+	// CLAIMED in ENTERPRISE, and one of a workspace that does not exist.
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, status, claimed_at, execution_id)
+		VALUES (gen_random_uuid(), $1, $2, 'PENDING', NULL, NULL), (gen_random_uuid(), $1, $2, 'PENDING', NULL, NULL),
+		       (gen_random_uuid(), $3, $4, 'PENDING', NULL, NULL), (gen_random_uuid(), $3, $4, 'CLAIMED', now(), gen_random_uuid()),
+		       (gen_random_uuid(), $5, $2, 'PENDING', NULL, NULL)`, free, freeDef, ent, entDef, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.requireExactStats(t, "backfill")
+	var n int
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM workspace_queue_stats WHERE workspace_id = $1 AND pending = 0 AND running = 0", idle).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("idle workspace's row: %d, %v; want one with nothing counted", n, err)
+	}
+	d := b.dispatcher(b.engine, testConfig(), nil)
+	res, err := d.DispatchBatch(ctx)
+	if err != nil || res.Dispatched != 1 || res.Failed != 1 {
+		t.Fatalf("batch after the backfill = %+v, %v; want the ENTERPRISE item dispatched and the orphan failed", res, err)
+	}
+	b.requireExactStats(t, "dispatch after the backfill")
+}
+
+// TestWrongCountsNeverOverAdmit shows the counts are only a prefilter: with
+// a FREE workspace's RUNNING count wrongly zero, the dispatcher locks it,
+// recounts under the lock and admits nothing.
+func TestWrongCountsNeverOverAdmit(t *testing.T) {
+	b := setupDispatch(t)
+	ctx := context.Background()
+	ws, def := b.workspace(t, domain.PlanFree)
+	b.enqueue(t, ws, def, 3)
+	d := b.dispatcher(b.engine, testConfig(), nil)
+	if res, err := d.DispatchBatch(ctx); err != nil || res.Dispatched != 1 {
+		t.Fatalf("first batch = %+v, %v; want the one slot filled", res, err)
+	}
+	if _, err := b.pool.Exec(ctx, "UPDATE workspace_queue_stats SET running = 0 WHERE workspace_id = $1", ws); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		res, err := d.DispatchBatch(ctx)
+		if err != nil || res.Claimed != 0 {
+			t.Fatalf("batch with a wrong count = %+v, %v; want nothing claimed", res, err)
+		}
+	}
+	if got := b.running(t)[ws]; got != 1 {
+		t.Fatalf("FREE workspace has %d RUNNING, want exactly 1", got)
+	}
 }
 
 // nopTemporalLogger keeps the SDK's retries out of test output.

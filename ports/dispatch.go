@@ -40,9 +40,12 @@ type ClaimResult struct {
 	// Failed are items failed for good because their workspace or
 	// definition is gone.
 	Failed int
-	// Workspaces is how many workspaces had pending work.
+	// Workspaces is how many workspaces the store's prefilter found with
+	// pending work and, by its counts, a free slot (or no longer existing).
+	// Workspaces the counts show as full are not visited at all.
 	Workspaces int
-	// AtCapacity is how many of them had no free slot.
+	// AtCapacity is how many of them admission found without a free slot
+	// once locked and recounted.
 	AtCapacity int
 }
 

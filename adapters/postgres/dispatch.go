@@ -34,13 +34,10 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 		res.Workspaces = len(pending)
 		var gone, present []uuid.UUID
 		for _, p := range pending {
-			switch {
-			case p.Plan == "":
+			if p.Plan == "" {
 				gone = append(gone, p.WorkspaceID)
-			case p.HasRoom:
+			} else {
 				present = append(present, p.WorkspaceID)
-			default:
-				res.AtCapacity++
 			}
 		}
 		if len(gone) > 0 {
@@ -52,6 +49,9 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 				return fmt.Errorf("failing items of deleted workspaces: %w", err)
 			}
 			res.Failed += int(n)
+			if err := s.q.QueueStatsForgetGone(ctx, tx, gone); err != nil {
+				return fmt.Errorf("forgetting deleted workspaces' counts: %w", err)
+			}
 		}
 		if len(present) == 0 {
 			return nil

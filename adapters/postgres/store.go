@@ -292,21 +292,24 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (ports.QueueRecord
 				return nil
 			}
 		}
-		r, err := s.q.QueueInsert(ctx, tx, dbsqlc.QueueInsertParams{
-			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
-		})
-		if err != nil {
-			return interpretError(err)
-		}
+		// The item is inserted last: its trigger locks the workspace's row
+		// of workspace_queue_stats until commit, and enqueues into the same
+		// workspace wait for that lock, so it is held for the commit alone.
 		details, _ := json.Marshal(map[string]any{"workflowDefinitionId": e.DefinitionID, "priority": e.Priority, "idempotencyKey": e.IdempotencyKey})
-		ws := e.WorkspaceID
+		ws, subject := e.WorkspaceID, e.ID
 		if err := s.q.ActivityInsert(ctx, tx, dbsqlc.ActivityInsertParams{
-			ID: uuid.New(), WorkspaceID: &ws, Actor: e.Actor.String(), Action: "execution.enqueued", SubjectID: &r.ID, Details: details,
+			ID: uuid.New(), WorkspaceID: &ws, Actor: e.Actor.String(), Action: "execution.enqueued", SubjectID: &subject, Details: details,
 		}); err != nil {
 			return err
 		}
 		if err := s.q.QueueNotify(ctx, tx); err != nil {
 			return err
+		}
+		r, err := s.q.QueueInsert(ctx, tx, dbsqlc.QueueInsertParams{
+			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
+		})
+		if err != nil {
+			return interpretError(err)
 		}
 		out = queueFromRow(r)
 		return nil

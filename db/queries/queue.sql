@@ -20,37 +20,30 @@ ORDER BY id
 LIMIT @max_rows;
 
 -- name: QueuePendingWorkspaces :many
--- The distinct workspaces with pending work, read as a loose index scan over
--- the pending index: one index probe per workspace, however deep the backlog
--- behind each one is. plan is empty when the workspace no longer exists.
--- has_room pre-filters with the plans' limits (a cheap count on the RUNNING
--- index) so that only workspaces with a free slot are locked; admission
--- re-counts under the lock, which is what makes it exact.
-WITH RECURSIVE pending AS (
-    (SELECT q.workspace_id FROM workflow_execution_queue q
-     WHERE q.status = 'PENDING'
-     ORDER BY q.workspace_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT q.workspace_id FROM workflow_execution_queue q
-            WHERE q.status = 'PENDING' AND q.workspace_id > p.workspace_id
-            ORDER BY q.workspace_id LIMIT 1)
-    FROM pending p
-    WHERE p.workspace_id IS NOT NULL
-)
-SELECT p.workspace_id::uuid AS workspace_id, coalesce(w.plan, '')::text AS plan,
-       (w.id IS NOT NULL AND
-        (SELECT count(*) FROM workflow_executions e
-         WHERE e.workspace_id = p.workspace_id AND e.status = 'RUNNING')
-        < coalesce((@limits::int[])[array_position(@plans::text[], w.plan)], 0))::bool AS has_room
-FROM pending p
-LEFT JOIN workspaces w ON w.id = p.workspace_id
-WHERE p.workspace_id IS NOT NULL;
+-- The workspaces worth locking for admission: those whose counts in
+-- workspace_queue_stats say they have pending work and fewer RUNNING
+-- executions than their plan's limit, then those that no longer exist
+-- (plan ''), whose pending items are to be failed. The cost follows the
+-- workspaces with room, not every workspace with pending work (see the
+-- function in 00002_workspace_queue_stats.sql). The counts are a prefilter
+-- only: admission locks each workspace and recounts under the lock, which
+-- is what makes it exact.
+SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan
+FROM workspace_queue_stats_with_room(@plans::text[], @limits::int[]) AS r;
 
 -- name: QueueFailPendingOfWorkspaces :execrows
 UPDATE workflow_execution_queue
 SET status = 'FAILED', last_error = @last_error
 WHERE workspace_id = ANY(@workspace_ids::uuid[]) AND status = 'PENDING'
   AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = workflow_execution_queue.workspace_id);
+
+-- name: QueueStatsForgetGone :exec
+-- Drops the counts of deleted workspaces once nothing is counted on them.
+-- The row is locked and its counts rechecked, so an item that went back to
+-- PENDING meanwhile keeps its row.
+DELETE FROM workspace_queue_stats s
+WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pending = 0 AND s.running = 0
+  AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = s.workspace_id);
 
 -- name: QueueClaimCandidates :many
 -- Up to n claimable items of each workspace, best priority first, then
@@ -130,10 +123,10 @@ SELECT * FROM workflow_execution_queue WHERE execution_id = @execution_id;
 SELECT * FROM workflow_execution_queue WHERE id = @id FOR UPDATE;
 
 -- name: QueueDepthByPlan :many
-SELECT coalesce(w.plan, 'UNKNOWN')::text AS plan, count(*)::bigint AS depth
-FROM workflow_execution_queue q
-LEFT JOIN workspaces w ON w.id = q.workspace_id
-WHERE q.status = 'PENDING'
+-- Read from the per-workspace counts rather than by counting the backlog.
+SELECT coalesce(s.plan, 'UNKNOWN')::text AS plan, sum(s.pending)::bigint AS depth
+FROM workspace_queue_stats s
+WHERE s.has_pending
 GROUP BY 1;
 
 -- name: IdempotencyKeyGet :one

@@ -134,8 +134,13 @@ func (q *Queries) ExecutionsDelete(ctx context.Context, db DBTX, ids []uuid.UUID
 }
 
 const executionsRunningForWorkspaces = `-- name: ExecutionsRunningForWorkspaces :many
-SELECT workspace_id, id FROM workflow_executions
-WHERE workspace_id = ANY($1::uuid[]) AND status = 'RUNNING'
+SELECT w.id::uuid AS workspace_id, e.id
+FROM unnest($1::uuid[]) AS w(id)
+CROSS JOIN LATERAL (
+    SELECT x.id FROM workflow_executions x
+    WHERE x.workspace_id = w.id AND x.status = 'RUNNING'
+    OFFSET 0
+) AS e
 `
 
 type ExecutionsRunningForWorkspacesRow struct {
@@ -143,6 +148,14 @@ type ExecutionsRunningForWorkspacesRow struct {
 	ID          uuid.UUID
 }
 
+// Admission's recount under the workspace locks, as one probe of the
+// RUNNING index per workspace. Written as a lateral probe, not as
+// workspace_id = ANY(...), which the planner answers with a bitmap scan
+// once the index is large: every finished execution leaves a dead entry in
+// that index, a plain index scan marks the ones it passes so the next
+// skips them, and a bitmap scan visits them all again every batch until
+// vacuum (make bench, 1,000 FREE workspaces at capacity, batches of 10:
+// 0.45 ms a batch as a bitmap scan, 0.26 ms as probes).
 func (q *Queries) ExecutionsRunningForWorkspaces(ctx context.Context, db DBTX, workspaceIds []uuid.UUID) ([]ExecutionsRunningForWorkspacesRow, error) {
 	rows, err := db.Query(ctx, executionsRunningForWorkspaces, workspaceIds)
 	if err != nil {

@@ -114,3 +114,11 @@ type Workspace struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+type WorkspaceQueueStat struct {
+	WorkspaceID uuid.UUID
+	Plan        *string
+	Pending     int32
+	Running     int32
+	HasPending  bool
+}

@@ -236,10 +236,9 @@ func (q *Queries) QueueDeleteByExecution(ctx context.Context, db DBTX, execution
 }
 
 const queueDepthByPlan = `-- name: QueueDepthByPlan :many
-SELECT coalesce(w.plan, 'UNKNOWN')::text AS plan, count(*)::bigint AS depth
-FROM workflow_execution_queue q
-LEFT JOIN workspaces w ON w.id = q.workspace_id
-WHERE q.status = 'PENDING'
+SELECT coalesce(s.plan, 'UNKNOWN')::text AS plan, sum(s.pending)::bigint AS depth
+FROM workspace_queue_stats s
+WHERE s.has_pending
 GROUP BY 1
 `
 
@@ -248,6 +247,7 @@ type QueueDepthByPlanRow struct {
 	Depth int64
 }
 
+// Read from the per-workspace counts rather than by counting the backlog.
 func (q *Queries) QueueDepthByPlan(ctx context.Context, db DBTX) ([]QueueDepthByPlanRow, error) {
 	rows, err := db.Query(ctx, queueDepthByPlan)
 	if err != nil {
@@ -559,46 +559,30 @@ func (q *Queries) QueueNotify(ctx context.Context, db DBTX) error {
 }
 
 const queuePendingWorkspaces = `-- name: QueuePendingWorkspaces :many
-WITH RECURSIVE pending AS (
-    (SELECT q.workspace_id FROM workflow_execution_queue q
-     WHERE q.status = 'PENDING'
-     ORDER BY q.workspace_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT q.workspace_id FROM workflow_execution_queue q
-            WHERE q.status = 'PENDING' AND q.workspace_id > p.workspace_id
-            ORDER BY q.workspace_id LIMIT 1)
-    FROM pending p
-    WHERE p.workspace_id IS NOT NULL
-)
-SELECT p.workspace_id::uuid AS workspace_id, coalesce(w.plan, '')::text AS plan,
-       (w.id IS NOT NULL AND
-        (SELECT count(*) FROM workflow_executions e
-         WHERE e.workspace_id = p.workspace_id AND e.status = 'RUNNING')
-        < coalesce(($1::int[])[array_position($2::text[], w.plan)], 0))::bool AS has_room
-FROM pending p
-LEFT JOIN workspaces w ON w.id = p.workspace_id
-WHERE p.workspace_id IS NOT NULL
+SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan
+FROM workspace_queue_stats_with_room($1::text[], $2::int[]) AS r
 `
 
 type QueuePendingWorkspacesParams struct {
-	Limits []int32
 	Plans  []string
+	Limits []int32
 }
 
 type QueuePendingWorkspacesRow struct {
 	WorkspaceID uuid.UUID
 	Plan        string
-	HasRoom     bool
 }
 
-// The distinct workspaces with pending work, read as a loose index scan over
-// the pending index: one index probe per workspace, however deep the backlog
-// behind each one is. plan is empty when the workspace no longer exists.
-// has_room pre-filters with the plans' limits (a cheap count on the RUNNING
-// index) so that only workspaces with a free slot are locked; admission
-// re-counts under the lock, which is what makes it exact.
+// The workspaces worth locking for admission: those whose counts in
+// workspace_queue_stats say they have pending work and fewer RUNNING
+// executions than their plan's limit, then those that no longer exist
+// (plan ”), whose pending items are to be failed. The cost follows the
+// workspaces with room, not every workspace with pending work (see the
+// function in 00002_workspace_queue_stats.sql). The counts are a prefilter
+// only: admission locks each workspace and recounts under the lock, which
+// is what makes it exact.
 func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg QueuePendingWorkspacesParams) ([]QueuePendingWorkspacesRow, error) {
-	rows, err := db.Query(ctx, queuePendingWorkspaces, arg.Limits, arg.Plans)
+	rows, err := db.Query(ctx, queuePendingWorkspaces, arg.Plans, arg.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -606,7 +590,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg Queue
 	items := []QueuePendingWorkspacesRow{}
 	for rows.Next() {
 		var i QueuePendingWorkspacesRow
-		if err := rows.Scan(&i.WorkspaceID, &i.Plan, &i.HasRoom); err != nil {
+		if err := rows.Scan(&i.WorkspaceID, &i.Plan); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -680,4 +664,18 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 		return nil, err
 	}
 	return items, nil
+}
+
+const queueStatsForgetGone = `-- name: QueueStatsForgetGone :exec
+DELETE FROM workspace_queue_stats s
+WHERE s.workspace_id = ANY($1::uuid[]) AND s.plan IS NULL AND s.pending = 0 AND s.running = 0
+  AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = s.workspace_id)
+`
+
+// Drops the counts of deleted workspaces once nothing is counted on them.
+// The row is locked and its counts rechecked, so an item that went back to
+// PENDING meanwhile keeps its row.
+func (q *Queries) QueueStatsForgetGone(ctx context.Context, db DBTX, workspaceIds []uuid.UUID) error {
+	_, err := db.Exec(ctx, queueStatsForgetGone, workspaceIds)
+	return err
 }
