@@ -33,7 +33,7 @@ func NewDispatchMetrics(reg prometheus.Registerer) *DispatchMetrics {
 			Name: "queue_items_dispatched_total", Help: "Queue items whose workflow was started on Temporal.",
 		}),
 		AtCapacity: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "queue_items_at_capacity_total", Help: "Workspaces with pending items passed over because they were at capacity.",
+			Name: "queue_items_at_capacity_total", Help: "Workspaces the claim locked that turned out to have no free slot (full workspaces are filtered out before locking and not counted).",
 		}),
 		Failed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "queue_items_failed_total", Help: "Queue items failed for good, by reason.",
