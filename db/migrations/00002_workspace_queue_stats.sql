@@ -90,60 +90,54 @@ $$;
 -- or out of PENDING (or an execution into or out of RUNNING) net to an
 -- empty d and write nothing.
 -- +goose StatementBegin
+CREATE FUNCTION workspace_queue_stats_add(ids uuid[], pending_deltas integer[], running_deltas integer[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    WITH d AS (
+        SELECT * FROM unnest(ids, pending_deltas, running_deltas) AS d(workspace_id, pending, running)
+    ), u AS (
+        UPDATE workspace_queue_stats s SET pending = s.pending + l.pending, running = s.running + l.running
+        FROM (SELECT x.workspace_id, d.pending, d.running FROM workspace_queue_stats x JOIN d ON d.workspace_id = x.workspace_id
+              ORDER BY x.workspace_id FOR NO KEY UPDATE OF x) l
+        WHERE s.workspace_id = l.workspace_id
+        RETURNING s.workspace_id
+    )
+    INSERT INTO workspace_queue_stats AS s (workspace_id, plan, pending, running)
+    SELECT d.workspace_id, w.plan, d.pending, d.running
+    FROM d LEFT JOIN workspaces w ON w.id = d.workspace_id
+    WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.workspace_id = d.workspace_id)
+    ORDER BY d.workspace_id
+    ON CONFLICT (workspace_id) DO UPDATE
+    SET pending = s.pending + EXCLUDED.pending, running = s.running + EXCLUDED.running;
+END;
+$$;
+-- +goose StatementEnd
+
+-- The two counting triggers only work out their statement's net change per
+-- workspace (from the transition tables that TG_OP has) and hand it to
+-- workspace_queue_stats_add above.
+-- +goose StatementBegin
 CREATE FUNCTION workflow_execution_queue_count_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    ids uuid[];
+    deltas integer[];
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        WITH d AS (
-            SELECT workspace_id, count(*)::integer AS n FROM new_rows WHERE status = 'PENDING' GROUP BY 1
-        ), u AS (
-            UPDATE workspace_queue_stats s SET pending = s.pending + l.n
-            FROM (SELECT x.workspace_id, d.n FROM workspace_queue_stats x JOIN d ON d.workspace_id = x.workspace_id
-                  ORDER BY x.workspace_id FOR NO KEY UPDATE OF x) l
-            WHERE s.workspace_id = l.workspace_id
-            RETURNING s.workspace_id
-        )
-        INSERT INTO workspace_queue_stats AS s (workspace_id, plan, pending)
-        SELECT d.workspace_id, w.plan, d.n
-        FROM d LEFT JOIN workspaces w ON w.id = d.workspace_id
-        WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.workspace_id = d.workspace_id)
-        ORDER BY d.workspace_id
-        ON CONFLICT (workspace_id) DO UPDATE SET pending = s.pending + EXCLUDED.pending;
+        SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
+        FROM (SELECT workspace_id, count(*)::integer AS n FROM new_rows WHERE status = 'PENDING' GROUP BY 1) c;
     ELSIF TG_OP = 'DELETE' THEN
-        WITH d AS (
-            SELECT workspace_id, -count(*)::integer AS n FROM old_rows WHERE status = 'PENDING' GROUP BY 1
-        ), u AS (
-            UPDATE workspace_queue_stats s SET pending = s.pending + l.n
-            FROM (SELECT x.workspace_id, d.n FROM workspace_queue_stats x JOIN d ON d.workspace_id = x.workspace_id
-                  ORDER BY x.workspace_id FOR NO KEY UPDATE OF x) l
-            WHERE s.workspace_id = l.workspace_id
-            RETURNING s.workspace_id
-        )
-        INSERT INTO workspace_queue_stats AS s (workspace_id, plan, pending)
-        SELECT d.workspace_id, w.plan, d.n
-        FROM d LEFT JOIN workspaces w ON w.id = d.workspace_id
-        WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.workspace_id = d.workspace_id)
-        ORDER BY d.workspace_id
-        ON CONFLICT (workspace_id) DO UPDATE SET pending = s.pending + EXCLUDED.pending;
+        SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
+        FROM (SELECT workspace_id, -count(*)::integer AS n FROM old_rows WHERE status = 'PENDING' GROUP BY 1) c;
     ELSE
-        WITH d AS (
-            SELECT workspace_id, sum(n)::integer AS n
-            FROM (SELECT workspace_id, 1 AS n FROM new_rows WHERE status = 'PENDING'
-                  UNION ALL
-                  SELECT workspace_id, -1 FROM old_rows WHERE status = 'PENDING') c
-            GROUP BY 1 HAVING sum(n) <> 0
-        ), u AS (
-            UPDATE workspace_queue_stats s SET pending = s.pending + l.n
-            FROM (SELECT x.workspace_id, d.n FROM workspace_queue_stats x JOIN d ON d.workspace_id = x.workspace_id
-                  ORDER BY x.workspace_id FOR NO KEY UPDATE OF x) l
-            WHERE s.workspace_id = l.workspace_id
-            RETURNING s.workspace_id
-        )
-        INSERT INTO workspace_queue_stats AS s (workspace_id, plan, pending)
-        SELECT d.workspace_id, w.plan, d.n
-        FROM d LEFT JOIN workspaces w ON w.id = d.workspace_id
-        WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.workspace_id = d.workspace_id)
-        ORDER BY d.workspace_id
-        ON CONFLICT (workspace_id) DO UPDATE SET pending = s.pending + EXCLUDED.pending;
+        SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
+        FROM (SELECT workspace_id, sum(n)::integer AS n
+              FROM (SELECT workspace_id, 1 AS n FROM new_rows WHERE status = 'PENDING'
+                    UNION ALL
+                    SELECT workspace_id, -1 FROM old_rows WHERE status = 'PENDING') x
+              GROUP BY 1 HAVING sum(n) <> 0) c;
+    END IF;
+    IF ids IS NOT NULL THEN
+        PERFORM workspace_queue_stats_add(ids, deltas, array_fill(0, ARRAY[cardinality(ids)]));
     END IF;
     RETURN NULL;
 END;
@@ -152,59 +146,26 @@ $$;
 
 -- +goose StatementBegin
 CREATE FUNCTION workflow_executions_count_running() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    ids uuid[];
+    deltas integer[];
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        WITH d AS (
-            SELECT workspace_id, count(*)::integer AS n FROM new_rows WHERE status = 'RUNNING' GROUP BY 1
-        ), u AS (
-            UPDATE workspace_queue_stats s SET running = s.running + l.n
-            FROM (SELECT x.workspace_id, d.n FROM workspace_queue_stats x JOIN d ON d.workspace_id = x.workspace_id
-                  ORDER BY x.workspace_id FOR NO KEY UPDATE OF x) l
-            WHERE s.workspace_id = l.workspace_id
-            RETURNING s.workspace_id
-        )
-        INSERT INTO workspace_queue_stats AS s (workspace_id, plan, running)
-        SELECT d.workspace_id, w.plan, d.n
-        FROM d LEFT JOIN workspaces w ON w.id = d.workspace_id
-        WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.workspace_id = d.workspace_id)
-        ORDER BY d.workspace_id
-        ON CONFLICT (workspace_id) DO UPDATE SET running = s.running + EXCLUDED.running;
+        SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
+        FROM (SELECT workspace_id, count(*)::integer AS n FROM new_rows WHERE status = 'RUNNING' GROUP BY 1) c;
     ELSIF TG_OP = 'DELETE' THEN
-        WITH d AS (
-            SELECT workspace_id, -count(*)::integer AS n FROM old_rows WHERE status = 'RUNNING' GROUP BY 1
-        ), u AS (
-            UPDATE workspace_queue_stats s SET running = s.running + l.n
-            FROM (SELECT x.workspace_id, d.n FROM workspace_queue_stats x JOIN d ON d.workspace_id = x.workspace_id
-                  ORDER BY x.workspace_id FOR NO KEY UPDATE OF x) l
-            WHERE s.workspace_id = l.workspace_id
-            RETURNING s.workspace_id
-        )
-        INSERT INTO workspace_queue_stats AS s (workspace_id, plan, running)
-        SELECT d.workspace_id, w.plan, d.n
-        FROM d LEFT JOIN workspaces w ON w.id = d.workspace_id
-        WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.workspace_id = d.workspace_id)
-        ORDER BY d.workspace_id
-        ON CONFLICT (workspace_id) DO UPDATE SET running = s.running + EXCLUDED.running;
+        SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
+        FROM (SELECT workspace_id, -count(*)::integer AS n FROM old_rows WHERE status = 'RUNNING' GROUP BY 1) c;
     ELSE
-        WITH d AS (
-            SELECT workspace_id, sum(n)::integer AS n
-            FROM (SELECT workspace_id, 1 AS n FROM new_rows WHERE status = 'RUNNING'
-                  UNION ALL
-                  SELECT workspace_id, -1 FROM old_rows WHERE status = 'RUNNING') c
-            GROUP BY 1 HAVING sum(n) <> 0
-        ), u AS (
-            UPDATE workspace_queue_stats s SET running = s.running + l.n
-            FROM (SELECT x.workspace_id, d.n FROM workspace_queue_stats x JOIN d ON d.workspace_id = x.workspace_id
-                  ORDER BY x.workspace_id FOR NO KEY UPDATE OF x) l
-            WHERE s.workspace_id = l.workspace_id
-            RETURNING s.workspace_id
-        )
-        INSERT INTO workspace_queue_stats AS s (workspace_id, plan, running)
-        SELECT d.workspace_id, w.plan, d.n
-        FROM d LEFT JOIN workspaces w ON w.id = d.workspace_id
-        WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.workspace_id = d.workspace_id)
-        ORDER BY d.workspace_id
-        ON CONFLICT (workspace_id) DO UPDATE SET running = s.running + EXCLUDED.running;
+        SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
+        FROM (SELECT workspace_id, sum(n)::integer AS n
+              FROM (SELECT workspace_id, 1 AS n FROM new_rows WHERE status = 'RUNNING'
+                    UNION ALL
+                    SELECT workspace_id, -1 FROM old_rows WHERE status = 'RUNNING') x
+              GROUP BY 1 HAVING sum(n) <> 0) c;
+    END IF;
+    IF ids IS NOT NULL THEN
+        PERFORM workspace_queue_stats_add(ids, array_fill(0, ARRAY[cardinality(ids)]), deltas);
     END IF;
     RETURN NULL;
 END;
@@ -320,4 +281,5 @@ DROP FUNCTION workspace_queue_stats_with_room(text[], integer[]);
 DROP FUNCTION workspaces_sync_queue_stats();
 DROP FUNCTION workflow_executions_count_running();
 DROP FUNCTION workflow_execution_queue_count_pending();
+DROP FUNCTION workspace_queue_stats_add(uuid[], integer[], integer[]);
 DROP TABLE workspace_queue_stats;
