@@ -137,6 +137,9 @@ func (p *postgres) initdb(ctx context.Context) error {
 		if err := os.Chown(tmp, uid, gid); err != nil {
 			return err
 		}
+		if err := grantTraverse(filepath.Dir(tmp)); err != nil {
+			return err
+		}
 	}
 	if _, err := p.run(ctx, "initdb", "-D", tmp, "-U", "postgres", "-E", "UTF8",
 		"--locale=C", "--auth-local=trust", "--auth-host=trust", "--no-instructions"); err != nil {
@@ -160,6 +163,28 @@ func (p *postgres) initdb(ctx context.Context) error {
 		return err
 	}
 	return os.Rename(tmp, p.dataDir)
+}
+
+// grantTraverse makes every directory from dir up to / searchable by other
+// users (o+x, not readable), so that the postgres user can reach a data dir
+// under a root-only folder, such as a clone in a mktemp -d directory.
+// Without it initdb fails with "Permission denied".
+func grantTraverse(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		info, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if mode := info.Mode().Perm(); mode&0o001 == 0 {
+			if err := os.Chmod(d, mode|0o001); err != nil {
+				return fmt.Errorf("letting the postgres user reach %s: %w", d, err)
+			}
+			logf("postgres: granted traverse (o+x) on %s so the postgres user can reach its data", d)
+		}
+		if parent := filepath.Dir(d); parent == d {
+			return nil
+		}
+	}
 }
 
 // running reports whether a postmaster serves dataDir (pg_ctl status exits
