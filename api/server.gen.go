@@ -67,29 +67,29 @@ const (
 	QueueStatusPENDING    QueueStatus = "PENDING"
 )
 
-// ApiKey defines model for ApiKey.
-type ApiKey struct {
+// APIKey defines model for ApiKey.
+type APIKey struct {
 	CreatedAt time.Time          `json:"createdAt"`
-	Id        openapi_types.UUID `json:"id"`
+	ID        openapi_types.UUID `json:"id"`
 	Name      string             `json:"name"`
 
 	// Prefix The first characters of the secret, to tell keys apart.
 	Prefix      string             `json:"prefix"`
 	RevokedAt   *time.Time         `json:"revokedAt"`
-	WorkspaceId openapi_types.UUID `json:"workspaceId"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // CancelResponse defines model for CancelResponse.
 type CancelResponse struct {
-	Id     openapi_types.UUID   `json:"id"`
+	ID     openapi_types.UUID   `json:"id"`
 	Status CancelResponseStatus `json:"status"`
 }
 
 // CancelResponseStatus defines model for CancelResponse.Status.
 type CancelResponseStatus string
 
-// CreateApiKeyRequest defines model for CreateApiKeyRequest.
-type CreateApiKeyRequest struct {
+// CreateAPIKeyRequest defines model for CreateApiKeyRequest.
+type CreateAPIKeyRequest struct {
 	Name string `json:"name"`
 }
 
@@ -98,7 +98,7 @@ type CreateDefinitionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
-	WorkspaceId openapi_types.UUID `json:"workspaceId"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // CreateVersionRequest defines model for CreateVersionRequest.
@@ -113,10 +113,10 @@ type CreateWorkspaceRequest struct {
 	Plan Plan   `json:"plan"`
 }
 
-// CreatedApiKey defines model for CreatedApiKey.
-type CreatedApiKey struct {
+// CreatedAPIKey defines model for CreatedApiKey.
+type CreatedAPIKey struct {
 	CreatedAt time.Time          `json:"createdAt"`
-	Id        openapi_types.UUID `json:"id"`
+	ID        openapi_types.UUID `json:"id"`
 	Name      string             `json:"name"`
 
 	// Prefix The first characters of the secret, to tell keys apart.
@@ -125,7 +125,7 @@ type CreatedApiKey struct {
 
 	// Secret Shown once; store it now.
 	Secret      string             `json:"secret"`
-	WorkspaceId openapi_types.UUID `json:"workspaceId"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // Definition defines model for Definition.
@@ -135,10 +135,10 @@ type Definition struct {
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	Graph       Graph              `json:"graph"`
-	Id          openapi_types.UUID `json:"id"`
+	ID          openapi_types.UUID `json:"id"`
 	Name        string             `json:"name"`
 	UpdatedAt   time.Time          `json:"updatedAt"`
-	WorkspaceId openapi_types.UUID `json:"workspaceId"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // DefinitionPage defines model for DefinitionPage.
@@ -150,7 +150,7 @@ type DefinitionPage struct {
 // DefinitionVersion defines model for DefinitionVersion.
 type DefinitionVersion struct {
 	CreatedAt    time.Time          `json:"createdAt"`
-	DefinitionId openapi_types.UUID `json:"definitionId"`
+	DefinitionID openapi_types.UUID `json:"definitionId"`
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	Graph   Graph `json:"graph"`
@@ -164,9 +164,20 @@ type Edge struct {
 	When *bool  `json:"when,omitempty"`
 }
 
+// EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
+type EnqueueExecutionRequest struct {
+	// Input Available to templates as `input`.
+	Input *map[string]interface{} `json:"input,omitempty"`
+
+	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
+	Priority             *int               `json:"priority,omitempty"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
 // EnqueuedExecution defines model for EnqueuedExecution.
 type EnqueuedExecution struct {
-	QueueId openapi_types.UUID `json:"queueId"`
+	QueueID openapi_types.UUID `json:"queueId"`
 	Status  QueueStatus        `json:"status"`
 }
 
@@ -175,14 +186,14 @@ type Execution struct {
 	CompletedAt          *time.Time             `json:"completedAt"`
 	DurationMs           *int64                 `json:"durationMs"`
 	Error                *string                `json:"error"`
-	Id                   openapi_types.UUID     `json:"id"`
+	ID                   openapi_types.UUID     `json:"id"`
 	Input                map[string]interface{} `json:"input"`
 	Nodes                *[]NodeRecord          `json:"nodes,omitempty"`
 	StartedAt            time.Time              `json:"startedAt"`
 	Status               ExecutionStatus        `json:"status"`
-	WorkflowDefinitionId openapi_types.UUID     `json:"workflowDefinitionId"`
+	WorkflowDefinitionID openapi_types.UUID     `json:"workflowDefinitionId"`
 	WorkflowVersion      int                    `json:"workflowVersion"`
-	WorkspaceId          openapi_types.UUID     `json:"workspaceId"`
+	WorkspaceID          openapi_types.UUID     `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.
@@ -269,13 +280,13 @@ type QueueItem struct {
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
 	DispatchFailures     int                 `json:"dispatchFailures"`
 	DispatchedAt         *time.Time          `json:"dispatchedAt"`
-	ExecutionId          *openapi_types.UUID `json:"executionId"`
-	Id                   openapi_types.UUID  `json:"id"`
+	ExecutionID          *openapi_types.UUID `json:"executionId"`
+	ID                   openapi_types.UUID  `json:"id"`
 	LastError            *string             `json:"lastError"`
 	Priority             int                 `json:"priority"`
 	Status               QueueStatus         `json:"status"`
-	WorkflowDefinitionId openapi_types.UUID  `json:"workflowDefinitionId"`
-	WorkspaceId          openapi_types.UUID  `json:"workspaceId"`
+	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
 }
 
 // QueueItemPage defines model for QueueItemPage.
@@ -287,17 +298,6 @@ type QueueItemPage struct {
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
 
-// StartExecutionRequest defines model for StartExecutionRequest.
-type StartExecutionRequest struct {
-	// Input Available to templates as `input`.
-	Input *map[string]interface{} `json:"input,omitempty"`
-
-	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
-	Priority             *int               `json:"priority,omitempty"`
-	WorkflowDefinitionId openapi_types.UUID `json:"workflowDefinitionId"`
-	WorkspaceId          openapi_types.UUID `json:"workspaceId"`
-}
-
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
 type UpdateWorkspaceRequest struct {
 	Plan Plan `json:"plan"`
@@ -308,7 +308,7 @@ type Workspace struct {
 	// Active Executions holding a slot now.
 	Active    int                `json:"active"`
 	CreatedAt time.Time          `json:"createdAt"`
-	Id        openapi_types.UUID `json:"id"`
+	ID        openapi_types.UUID `json:"id"`
 
 	// Limit Concurrent executions the plan allows.
 	Limit int    `json:"limit"`
@@ -329,17 +329,17 @@ type WorkspacePage struct {
 // Cursor defines model for Cursor.
 type Cursor = string
 
-// DefinitionId defines model for DefinitionId.
-type DefinitionId = openapi_types.UUID
+// DefinitionID defines model for DefinitionId.
+type DefinitionID = openapi_types.UUID
 
-// ExecutionId defines model for ExecutionId.
-type ExecutionId = openapi_types.UUID
+// ExecutionID defines model for ExecutionId.
+type ExecutionID = openapi_types.UUID
 
 // Limit defines model for Limit.
 type Limit = int
 
-// WorkspaceId defines model for WorkspaceId.
-type WorkspaceId = openapi_types.UUID
+// WorkspaceID defines model for WorkspaceId.
+type WorkspaceID = openapi_types.UUID
 
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
@@ -367,8 +367,8 @@ type Unauthorized = Problem
 
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
-	// WorkspaceId The workspace to list.
-	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -379,8 +379,8 @@ type ListDefinitionsParams struct {
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
-	// WorkspaceId The workspace to list.
-	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
 
 	// Status Only executions in this status.
 	Status *ExecutionStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -392,16 +392,16 @@ type ListExecutionsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
-// StartExecutionParams defines parameters for StartExecution.
-type StartExecutionParams struct {
+// EnqueueExecutionParams defines parameters for EnqueueExecution.
+type EnqueueExecutionParams struct {
 	// IdempotencyKey Makes the start safe to retry. The same key with the same body returns the original queue item; with a different body it is a 409. Scoped per workspace, kept for at least 24 hours.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // ListQueueParams defines parameters for ListQueue.
 type ListQueueParams struct {
-	// WorkspaceId The workspace to list.
-	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
 
 	// Status Only items in this status.
 	Status *QueueStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -428,8 +428,8 @@ type CreateDefinitionJSONRequestBody = CreateDefinitionRequest
 // CreateDefinitionVersionJSONRequestBody defines body for CreateDefinitionVersion for application/json ContentType.
 type CreateDefinitionVersionJSONRequestBody = CreateVersionRequest
 
-// StartExecutionJSONRequestBody defines body for StartExecution for application/json ContentType.
-type StartExecutionJSONRequestBody = StartExecutionRequest
+// EnqueueExecutionJSONRequestBody defines body for EnqueueExecution for application/json ContentType.
+type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
@@ -437,8 +437,8 @@ type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 // UpdateWorkspacePlanJSONRequestBody defines body for UpdateWorkspacePlan for application/json ContentType.
 type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
 
-// CreateApiKeyJSONRequestBody defines body for CreateApiKey for application/json ContentType.
-type CreateApiKeyJSONRequestBody = CreateApiKeyRequest
+// CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
+type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -450,34 +450,34 @@ type ServerInterface interface {
 	CreateDefinition(w http.ResponseWriter, r *http.Request)
 	// Delete a workflow definition
 	// (DELETE /api/v1/workflow/definitions/{definitionId})
-	DeleteDefinition(w http.ResponseWriter, r *http.Request, definitionId DefinitionId)
+	DeleteDefinition(w http.ResponseWriter, r *http.Request, definitionID DefinitionID)
 	// Get a workflow definition
 	// (GET /api/v1/workflow/definitions/{definitionId})
-	GetDefinition(w http.ResponseWriter, r *http.Request, definitionId DefinitionId)
+	GetDefinition(w http.ResponseWriter, r *http.Request, definitionID DefinitionID)
 	// Add a version
 	// (POST /api/v1/workflow/definitions/{definitionId}/versions)
-	CreateDefinitionVersion(w http.ResponseWriter, r *http.Request, definitionId DefinitionId)
+	CreateDefinitionVersion(w http.ResponseWriter, r *http.Request, definitionID DefinitionID)
 	// Get a version
 	// (GET /api/v1/workflow/definitions/{definitionId}/versions/{version})
-	GetDefinitionVersion(w http.ResponseWriter, r *http.Request, definitionId DefinitionId, version int)
+	GetDefinitionVersion(w http.ResponseWriter, r *http.Request, definitionID DefinitionID, version int)
 	// List executions
 	// (GET /api/v1/workflow/executions)
 	ListExecutions(w http.ResponseWriter, r *http.Request, params ListExecutionsParams)
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
-	StartExecution(w http.ResponseWriter, r *http.Request, params StartExecutionParams)
+	EnqueueExecution(w http.ResponseWriter, r *http.Request, params EnqueueExecutionParams)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
-	GetExecution(w http.ResponseWriter, r *http.Request, executionId ExecutionId)
+	GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
-	CancelExecution(w http.ResponseWriter, r *http.Request, executionId ExecutionId)
+	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams)
 	// Get a queue item
 	// (GET /api/v1/workflow/queue/{queueId})
-	GetQueueItem(w http.ResponseWriter, r *http.Request, queueId openapi_types.UUID)
+	GetQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams)
@@ -486,19 +486,19 @@ type ServerInterface interface {
 	CreateWorkspace(w http.ResponseWriter, r *http.Request)
 	// Get a workspace
 	// (GET /api/v1/workspaces/{workspaceId})
-	GetWorkspace(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId)
+	GetWorkspace(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
 	// Change a workspace's plan
 	// (PATCH /api/v1/workspaces/{workspaceId})
-	UpdateWorkspacePlan(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId)
+	UpdateWorkspacePlan(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
 	// List API keys
 	// (GET /api/v1/workspaces/{workspaceId}/api-keys)
-	ListApiKeys(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId)
+	ListAPIKeys(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
 	// Create an API key
 	// (POST /api/v1/workspaces/{workspaceId}/api-keys)
-	CreateApiKey(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId)
+	CreateAPIKey(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
-	RevokeApiKey(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId, keyId openapi_types.UUID)
+	RevokeAPIKey(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, keyID openapi_types.UUID)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
@@ -539,7 +539,7 @@ func (siw *ServerInterfaceWrapper) ListDefinitions(w http.ResponseWriter, r *htt
 		return
 	}
 
-	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceId)
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
 		return
@@ -598,9 +598,9 @@ func (siw *ServerInterfaceWrapper) DeleteDefinition(w http.ResponseWriter, r *ht
 	var err error
 
 	// ------------- Path parameter "definitionId" -------------
-	var definitionId DefinitionId
+	var definitionID DefinitionID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "definitionId", r.PathValue("definitionId"), &definitionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "definitionId", r.PathValue("definitionId"), &definitionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "definitionId", Err: err})
 		return
@@ -613,7 +613,7 @@ func (siw *ServerInterfaceWrapper) DeleteDefinition(w http.ResponseWriter, r *ht
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteDefinition(w, r, definitionId)
+		siw.Handler.DeleteDefinition(w, r, definitionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -629,9 +629,9 @@ func (siw *ServerInterfaceWrapper) GetDefinition(w http.ResponseWriter, r *http.
 	var err error
 
 	// ------------- Path parameter "definitionId" -------------
-	var definitionId DefinitionId
+	var definitionID DefinitionID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "definitionId", r.PathValue("definitionId"), &definitionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "definitionId", r.PathValue("definitionId"), &definitionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "definitionId", Err: err})
 		return
@@ -644,7 +644,7 @@ func (siw *ServerInterfaceWrapper) GetDefinition(w http.ResponseWriter, r *http.
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetDefinition(w, r, definitionId)
+		siw.Handler.GetDefinition(w, r, definitionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -660,9 +660,9 @@ func (siw *ServerInterfaceWrapper) CreateDefinitionVersion(w http.ResponseWriter
 	var err error
 
 	// ------------- Path parameter "definitionId" -------------
-	var definitionId DefinitionId
+	var definitionID DefinitionID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "definitionId", r.PathValue("definitionId"), &definitionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "definitionId", r.PathValue("definitionId"), &definitionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "definitionId", Err: err})
 		return
@@ -675,7 +675,7 @@ func (siw *ServerInterfaceWrapper) CreateDefinitionVersion(w http.ResponseWriter
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.CreateDefinitionVersion(w, r, definitionId)
+		siw.Handler.CreateDefinitionVersion(w, r, definitionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -691,9 +691,9 @@ func (siw *ServerInterfaceWrapper) GetDefinitionVersion(w http.ResponseWriter, r
 	var err error
 
 	// ------------- Path parameter "definitionId" -------------
-	var definitionId DefinitionId
+	var definitionID DefinitionID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "definitionId", r.PathValue("definitionId"), &definitionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "definitionId", r.PathValue("definitionId"), &definitionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "definitionId", Err: err})
 		return
@@ -715,7 +715,7 @@ func (siw *ServerInterfaceWrapper) GetDefinitionVersion(w http.ResponseWriter, r
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetDefinitionVersion(w, r, definitionId, version)
+		siw.Handler.GetDefinitionVersion(w, r, definitionID, version)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -748,7 +748,7 @@ func (siw *ServerInterfaceWrapper) ListExecutions(w http.ResponseWriter, r *http
 		return
 	}
 
-	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceId)
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
 		return
@@ -789,8 +789,8 @@ func (siw *ServerInterfaceWrapper) ListExecutions(w http.ResponseWriter, r *http
 	handler.ServeHTTP(w, r)
 }
 
-// StartExecution operation middleware
-func (siw *ServerInterfaceWrapper) StartExecution(w http.ResponseWriter, r *http.Request) {
+// EnqueueExecution operation middleware
+func (siw *ServerInterfaceWrapper) EnqueueExecution(w http.ResponseWriter, r *http.Request) {
 
 	var err error
 
@@ -801,7 +801,7 @@ func (siw *ServerInterfaceWrapper) StartExecution(w http.ResponseWriter, r *http
 	r = r.WithContext(ctx)
 
 	// Parameter object where we will unmarshal all parameters from the context
-	var params StartExecutionParams
+	var params EnqueueExecutionParams
 
 	headers := r.Header
 
@@ -825,7 +825,7 @@ func (siw *ServerInterfaceWrapper) StartExecution(w http.ResponseWriter, r *http
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StartExecution(w, r, params)
+		siw.Handler.EnqueueExecution(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -841,9 +841,9 @@ func (siw *ServerInterfaceWrapper) GetExecution(w http.ResponseWriter, r *http.R
 	var err error
 
 	// ------------- Path parameter "executionId" -------------
-	var executionId ExecutionId
+	var executionID ExecutionID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
 		return
@@ -856,7 +856,7 @@ func (siw *ServerInterfaceWrapper) GetExecution(w http.ResponseWriter, r *http.R
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetExecution(w, r, executionId)
+		siw.Handler.GetExecution(w, r, executionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -872,9 +872,9 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 	var err error
 
 	// ------------- Path parameter "executionId" -------------
-	var executionId ExecutionId
+	var executionID ExecutionID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
 		return
@@ -887,7 +887,7 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.CancelExecution(w, r, executionId)
+		siw.Handler.CancelExecution(w, r, executionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -920,7 +920,7 @@ func (siw *ServerInterfaceWrapper) ListQueue(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
-	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceId)
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
 		return
@@ -967,9 +967,9 @@ func (siw *ServerInterfaceWrapper) GetQueueItem(w http.ResponseWriter, r *http.R
 	var err error
 
 	// ------------- Path parameter "queueId" -------------
-	var queueId openapi_types.UUID
+	var queueID openapi_types.UUID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "queueId", r.PathValue("queueId"), &queueId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "queueId", r.PathValue("queueId"), &queueID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queueId", Err: err})
 		return
@@ -982,7 +982,7 @@ func (siw *ServerInterfaceWrapper) GetQueueItem(w http.ResponseWriter, r *http.R
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetQueueItem(w, r, queueId)
+		siw.Handler.GetQueueItem(w, r, queueID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1059,9 +1059,9 @@ func (siw *ServerInterfaceWrapper) GetWorkspace(w http.ResponseWriter, r *http.R
 	var err error
 
 	// ------------- Path parameter "workspaceId" -------------
-	var workspaceId WorkspaceId
+	var workspaceID WorkspaceID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
 		return
@@ -1074,7 +1074,7 @@ func (siw *ServerInterfaceWrapper) GetWorkspace(w http.ResponseWriter, r *http.R
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetWorkspace(w, r, workspaceId)
+		siw.Handler.GetWorkspace(w, r, workspaceID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1090,9 +1090,9 @@ func (siw *ServerInterfaceWrapper) UpdateWorkspacePlan(w http.ResponseWriter, r 
 	var err error
 
 	// ------------- Path parameter "workspaceId" -------------
-	var workspaceId WorkspaceId
+	var workspaceID WorkspaceID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
 		return
@@ -1105,7 +1105,7 @@ func (siw *ServerInterfaceWrapper) UpdateWorkspacePlan(w http.ResponseWriter, r 
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.UpdateWorkspacePlan(w, r, workspaceId)
+		siw.Handler.UpdateWorkspacePlan(w, r, workspaceID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1115,15 +1115,15 @@ func (siw *ServerInterfaceWrapper) UpdateWorkspacePlan(w http.ResponseWriter, r 
 	handler.ServeHTTP(w, r)
 }
 
-// ListApiKeys operation middleware
-func (siw *ServerInterfaceWrapper) ListApiKeys(w http.ResponseWriter, r *http.Request) {
+// ListAPIKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListAPIKeys(w http.ResponseWriter, r *http.Request) {
 
 	var err error
 
 	// ------------- Path parameter "workspaceId" -------------
-	var workspaceId WorkspaceId
+	var workspaceID WorkspaceID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
 		return
@@ -1136,7 +1136,7 @@ func (siw *ServerInterfaceWrapper) ListApiKeys(w http.ResponseWriter, r *http.Re
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListApiKeys(w, r, workspaceId)
+		siw.Handler.ListAPIKeys(w, r, workspaceID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1146,15 +1146,15 @@ func (siw *ServerInterfaceWrapper) ListApiKeys(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
-// CreateApiKey operation middleware
-func (siw *ServerInterfaceWrapper) CreateApiKey(w http.ResponseWriter, r *http.Request) {
+// CreateAPIKey operation middleware
+func (siw *ServerInterfaceWrapper) CreateAPIKey(w http.ResponseWriter, r *http.Request) {
 
 	var err error
 
 	// ------------- Path parameter "workspaceId" -------------
-	var workspaceId WorkspaceId
+	var workspaceID WorkspaceID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
 		return
@@ -1167,7 +1167,7 @@ func (siw *ServerInterfaceWrapper) CreateApiKey(w http.ResponseWriter, r *http.R
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.CreateApiKey(w, r, workspaceId)
+		siw.Handler.CreateAPIKey(w, r, workspaceID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1177,24 +1177,24 @@ func (siw *ServerInterfaceWrapper) CreateApiKey(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
-// RevokeApiKey operation middleware
-func (siw *ServerInterfaceWrapper) RevokeApiKey(w http.ResponseWriter, r *http.Request) {
+// RevokeAPIKey operation middleware
+func (siw *ServerInterfaceWrapper) RevokeAPIKey(w http.ResponseWriter, r *http.Request) {
 
 	var err error
 
 	// ------------- Path parameter "workspaceId" -------------
-	var workspaceId WorkspaceId
+	var workspaceID WorkspaceID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
 		return
 	}
 
 	// ------------- Path parameter "keyId" -------------
-	var keyId openapi_types.UUID
+	var keyID openapi_types.UUID
 
-	err = runtime.BindStyledParameterWithOptions("simple", "keyId", r.PathValue("keyId"), &keyId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	err = runtime.BindStyledParameterWithOptions("simple", "keyId", r.PathValue("keyId"), &keyID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
 		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "keyId", Err: err})
 		return
@@ -1207,7 +1207,7 @@ func (siw *ServerInterfaceWrapper) RevokeApiKey(w http.ResponseWriter, r *http.R
 	r = r.WithContext(ctx)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RevokeApiKey(w, r, workspaceId, keyId)
+		siw.Handler.RevokeAPIKey(w, r, workspaceID, keyID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1372,7 +1372,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}/versions", wrapper.CreateDefinitionVersion)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}/versions/{version}", wrapper.GetDefinitionVersion)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions", wrapper.ListExecutions)
-	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.StartExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
@@ -1381,9 +1381,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces", wrapper.CreateWorkspace)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.GetWorkspace)
 	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.UpdateWorkspacePlan)
-	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.ListApiKeys)
-	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateApiKey)
-	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeApiKey)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.ListAPIKeys)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateAPIKey)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
 	m.HandleFunc("GET "+options.BaseURL+"/healthz", wrapper.GetHealthz)
 	m.HandleFunc("GET "+options.BaseURL+"/readyz", wrapper.GetReadyz)
 
@@ -1573,7 +1573,7 @@ func (response CreateDefinition500ApplicationProblemPlusJSONResponse) VisitCreat
 }
 
 type DeleteDefinitionRequestObject struct {
-	DefinitionId DefinitionId `json:"definitionId"`
+	DefinitionID DefinitionID `json:"definitionId"`
 }
 
 type DeleteDefinitionResponseObject interface {
@@ -1644,7 +1644,7 @@ func (response DeleteDefinition500ApplicationProblemPlusJSONResponse) VisitDelet
 }
 
 type GetDefinitionRequestObject struct {
-	DefinitionId DefinitionId `json:"definitionId"`
+	DefinitionID DefinitionID `json:"definitionId"`
 }
 
 type GetDefinitionResponseObject interface {
@@ -1716,7 +1716,7 @@ func (response GetDefinition500ApplicationProblemPlusJSONResponse) VisitGetDefin
 }
 
 type CreateDefinitionVersionRequestObject struct {
-	DefinitionId DefinitionId `json:"definitionId"`
+	DefinitionID DefinitionID `json:"definitionId"`
 	Body         *CreateDefinitionVersionJSONRequestBody
 }
 
@@ -1811,7 +1811,7 @@ func (response CreateDefinitionVersion500ApplicationProblemPlusJSONResponse) Vis
 }
 
 type GetDefinitionVersionRequestObject struct {
-	DefinitionId DefinitionId `json:"definitionId"`
+	DefinitionID DefinitionID `json:"definitionId"`
 	Version      int          `json:"version"`
 }
 
@@ -1955,95 +1955,95 @@ func (response ListExecutions500ApplicationProblemPlusJSONResponse) VisitListExe
 	return json.NewEncoder(w).Encode(response)
 }
 
-type StartExecutionRequestObject struct {
-	Params StartExecutionParams
-	Body   *StartExecutionJSONRequestBody
+type EnqueueExecutionRequestObject struct {
+	Params EnqueueExecutionParams
+	Body   *EnqueueExecutionJSONRequestBody
 }
 
-type StartExecutionResponseObject interface {
-	VisitStartExecutionResponse(w http.ResponseWriter) error
+type EnqueueExecutionResponseObject interface {
+	VisitEnqueueExecutionResponse(w http.ResponseWriter) error
 }
 
-type StartExecution202JSONResponse EnqueuedExecution
+type EnqueueExecution202JSONResponse EnqueuedExecution
 
-func (response StartExecution202JSONResponse) VisitStartExecutionResponse(w http.ResponseWriter) error {
+func (response EnqueueExecution202JSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(202)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type StartExecution400ApplicationProblemPlusJSONResponse struct {
+type EnqueueExecution400ApplicationProblemPlusJSONResponse struct {
 	BadRequestApplicationProblemPlusJSONResponse
 }
 
-func (response StartExecution400ApplicationProblemPlusJSONResponse) VisitStartExecutionResponse(w http.ResponseWriter) error {
+func (response EnqueueExecution400ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type StartExecution401ApplicationProblemPlusJSONResponse struct {
+type EnqueueExecution401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
 
-func (response StartExecution401ApplicationProblemPlusJSONResponse) VisitStartExecutionResponse(w http.ResponseWriter) error {
+func (response EnqueueExecution401ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(401)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type StartExecution403ApplicationProblemPlusJSONResponse struct {
+type EnqueueExecution403ApplicationProblemPlusJSONResponse struct {
 	ForbiddenApplicationProblemPlusJSONResponse
 }
 
-func (response StartExecution403ApplicationProblemPlusJSONResponse) VisitStartExecutionResponse(w http.ResponseWriter) error {
+func (response EnqueueExecution403ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type StartExecution404ApplicationProblemPlusJSONResponse struct {
+type EnqueueExecution404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
 
-func (response StartExecution404ApplicationProblemPlusJSONResponse) VisitStartExecutionResponse(w http.ResponseWriter) error {
+func (response EnqueueExecution404ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type StartExecution409ApplicationProblemPlusJSONResponse struct {
+type EnqueueExecution409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
 
-func (response StartExecution409ApplicationProblemPlusJSONResponse) VisitStartExecutionResponse(w http.ResponseWriter) error {
+func (response EnqueueExecution409ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type StartExecution413ApplicationProblemPlusJSONResponse struct {
+type EnqueueExecution413ApplicationProblemPlusJSONResponse struct {
 	TooLargeApplicationProblemPlusJSONResponse
 }
 
-func (response StartExecution413ApplicationProblemPlusJSONResponse) VisitStartExecutionResponse(w http.ResponseWriter) error {
+func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type StartExecution500ApplicationProblemPlusJSONResponse struct {
+type EnqueueExecution500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
 
-func (response StartExecution500ApplicationProblemPlusJSONResponse) VisitStartExecutionResponse(w http.ResponseWriter) error {
+func (response EnqueueExecution500ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
 
@@ -2051,7 +2051,7 @@ func (response StartExecution500ApplicationProblemPlusJSONResponse) VisitStartEx
 }
 
 type GetExecutionRequestObject struct {
-	ExecutionId ExecutionId `json:"executionId"`
+	ExecutionID ExecutionID `json:"executionId"`
 }
 
 type GetExecutionResponseObject interface {
@@ -2123,7 +2123,7 @@ func (response GetExecution500ApplicationProblemPlusJSONResponse) VisitGetExecut
 }
 
 type CancelExecutionRequestObject struct {
-	ExecutionId ExecutionId `json:"executionId"`
+	ExecutionID ExecutionID `json:"executionId"`
 }
 
 type CancelExecutionResponseObject interface {
@@ -2278,7 +2278,7 @@ func (response ListQueue500ApplicationProblemPlusJSONResponse) VisitListQueueRes
 }
 
 type GetQueueItemRequestObject struct {
-	QueueId openapi_types.UUID `json:"queueId"`
+	QueueID openapi_types.UUID `json:"queueId"`
 }
 
 type GetQueueItemResponseObject interface {
@@ -2472,7 +2472,7 @@ func (response CreateWorkspace500ApplicationProblemPlusJSONResponse) VisitCreate
 }
 
 type GetWorkspaceRequestObject struct {
-	WorkspaceId WorkspaceId `json:"workspaceId"`
+	WorkspaceID WorkspaceID `json:"workspaceId"`
 }
 
 type GetWorkspaceResponseObject interface {
@@ -2544,7 +2544,7 @@ func (response GetWorkspace500ApplicationProblemPlusJSONResponse) VisitGetWorksp
 }
 
 type UpdateWorkspacePlanRequestObject struct {
-	WorkspaceId WorkspaceId `json:"workspaceId"`
+	WorkspaceID WorkspaceID `json:"workspaceId"`
 	Body        *UpdateWorkspacePlanJSONRequestBody
 }
 
@@ -2627,228 +2627,228 @@ func (response UpdateWorkspacePlan500ApplicationProblemPlusJSONResponse) VisitUp
 	return json.NewEncoder(w).Encode(response)
 }
 
-type ListApiKeysRequestObject struct {
-	WorkspaceId WorkspaceId `json:"workspaceId"`
+type ListAPIKeysRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
 }
 
-type ListApiKeysResponseObject interface {
-	VisitListApiKeysResponse(w http.ResponseWriter) error
+type ListAPIKeysResponseObject interface {
+	VisitListAPIKeysResponse(w http.ResponseWriter) error
 }
 
-type ListApiKeys200JSONResponse []ApiKey
+type ListAPIKeys200JSONResponse []APIKey
 
-func (response ListApiKeys200JSONResponse) VisitListApiKeysResponse(w http.ResponseWriter) error {
+func (response ListAPIKeys200JSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type ListApiKeys400ApplicationProblemPlusJSONResponse struct {
+type ListAPIKeys400ApplicationProblemPlusJSONResponse struct {
 	BadRequestApplicationProblemPlusJSONResponse
 }
 
-func (response ListApiKeys400ApplicationProblemPlusJSONResponse) VisitListApiKeysResponse(w http.ResponseWriter) error {
+func (response ListAPIKeys400ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type ListApiKeys401ApplicationProblemPlusJSONResponse struct {
+type ListAPIKeys401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
 
-func (response ListApiKeys401ApplicationProblemPlusJSONResponse) VisitListApiKeysResponse(w http.ResponseWriter) error {
+func (response ListAPIKeys401ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(401)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type ListApiKeys403ApplicationProblemPlusJSONResponse struct {
+type ListAPIKeys403ApplicationProblemPlusJSONResponse struct {
 	ForbiddenApplicationProblemPlusJSONResponse
 }
 
-func (response ListApiKeys403ApplicationProblemPlusJSONResponse) VisitListApiKeysResponse(w http.ResponseWriter) error {
+func (response ListAPIKeys403ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type ListApiKeys404ApplicationProblemPlusJSONResponse struct {
+type ListAPIKeys404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
 
-func (response ListApiKeys404ApplicationProblemPlusJSONResponse) VisitListApiKeysResponse(w http.ResponseWriter) error {
+func (response ListAPIKeys404ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type ListApiKeys500ApplicationProblemPlusJSONResponse struct {
+type ListAPIKeys500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
 
-func (response ListApiKeys500ApplicationProblemPlusJSONResponse) VisitListApiKeysResponse(w http.ResponseWriter) error {
+func (response ListAPIKeys500ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type CreateApiKeyRequestObject struct {
-	WorkspaceId WorkspaceId `json:"workspaceId"`
-	Body        *CreateApiKeyJSONRequestBody
+type CreateAPIKeyRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Body        *CreateAPIKeyJSONRequestBody
 }
 
-type CreateApiKeyResponseObject interface {
-	VisitCreateApiKeyResponse(w http.ResponseWriter) error
+type CreateAPIKeyResponseObject interface {
+	VisitCreateAPIKeyResponse(w http.ResponseWriter) error
 }
 
-type CreateApiKey201JSONResponse CreatedApiKey
+type CreateAPIKey201JSONResponse CreatedAPIKey
 
-func (response CreateApiKey201JSONResponse) VisitCreateApiKeyResponse(w http.ResponseWriter) error {
+func (response CreateAPIKey201JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type CreateApiKey400ApplicationProblemPlusJSONResponse struct {
+type CreateAPIKey400ApplicationProblemPlusJSONResponse struct {
 	BadRequestApplicationProblemPlusJSONResponse
 }
 
-func (response CreateApiKey400ApplicationProblemPlusJSONResponse) VisitCreateApiKeyResponse(w http.ResponseWriter) error {
+func (response CreateAPIKey400ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type CreateApiKey401ApplicationProblemPlusJSONResponse struct {
+type CreateAPIKey401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
 
-func (response CreateApiKey401ApplicationProblemPlusJSONResponse) VisitCreateApiKeyResponse(w http.ResponseWriter) error {
+func (response CreateAPIKey401ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(401)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type CreateApiKey403ApplicationProblemPlusJSONResponse struct {
+type CreateAPIKey403ApplicationProblemPlusJSONResponse struct {
 	ForbiddenApplicationProblemPlusJSONResponse
 }
 
-func (response CreateApiKey403ApplicationProblemPlusJSONResponse) VisitCreateApiKeyResponse(w http.ResponseWriter) error {
+func (response CreateAPIKey403ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type CreateApiKey404ApplicationProblemPlusJSONResponse struct {
+type CreateAPIKey404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
 
-func (response CreateApiKey404ApplicationProblemPlusJSONResponse) VisitCreateApiKeyResponse(w http.ResponseWriter) error {
+func (response CreateAPIKey404ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type CreateApiKey413ApplicationProblemPlusJSONResponse struct {
+type CreateAPIKey413ApplicationProblemPlusJSONResponse struct {
 	TooLargeApplicationProblemPlusJSONResponse
 }
 
-func (response CreateApiKey413ApplicationProblemPlusJSONResponse) VisitCreateApiKeyResponse(w http.ResponseWriter) error {
+func (response CreateAPIKey413ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type CreateApiKey500ApplicationProblemPlusJSONResponse struct {
+type CreateAPIKey500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
 
-func (response CreateApiKey500ApplicationProblemPlusJSONResponse) VisitCreateApiKeyResponse(w http.ResponseWriter) error {
+func (response CreateAPIKey500ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type RevokeApiKeyRequestObject struct {
-	WorkspaceId WorkspaceId        `json:"workspaceId"`
-	KeyId       openapi_types.UUID `json:"keyId"`
+type RevokeAPIKeyRequestObject struct {
+	WorkspaceID WorkspaceID        `json:"workspaceId"`
+	KeyID       openapi_types.UUID `json:"keyId"`
 }
 
-type RevokeApiKeyResponseObject interface {
-	VisitRevokeApiKeyResponse(w http.ResponseWriter) error
+type RevokeAPIKeyResponseObject interface {
+	VisitRevokeAPIKeyResponse(w http.ResponseWriter) error
 }
 
-type RevokeApiKey204Response struct {
+type RevokeAPIKey204Response struct {
 }
 
-func (response RevokeApiKey204Response) VisitRevokeApiKeyResponse(w http.ResponseWriter) error {
+func (response RevokeAPIKey204Response) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
 }
 
-type RevokeApiKey400ApplicationProblemPlusJSONResponse struct {
+type RevokeAPIKey400ApplicationProblemPlusJSONResponse struct {
 	BadRequestApplicationProblemPlusJSONResponse
 }
 
-func (response RevokeApiKey400ApplicationProblemPlusJSONResponse) VisitRevokeApiKeyResponse(w http.ResponseWriter) error {
+func (response RevokeAPIKey400ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type RevokeApiKey401ApplicationProblemPlusJSONResponse struct {
+type RevokeAPIKey401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
 
-func (response RevokeApiKey401ApplicationProblemPlusJSONResponse) VisitRevokeApiKeyResponse(w http.ResponseWriter) error {
+func (response RevokeAPIKey401ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(401)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type RevokeApiKey403ApplicationProblemPlusJSONResponse struct {
+type RevokeAPIKey403ApplicationProblemPlusJSONResponse struct {
 	ForbiddenApplicationProblemPlusJSONResponse
 }
 
-func (response RevokeApiKey403ApplicationProblemPlusJSONResponse) VisitRevokeApiKeyResponse(w http.ResponseWriter) error {
+func (response RevokeAPIKey403ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type RevokeApiKey404ApplicationProblemPlusJSONResponse struct {
+type RevokeAPIKey404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
 
-func (response RevokeApiKey404ApplicationProblemPlusJSONResponse) VisitRevokeApiKeyResponse(w http.ResponseWriter) error {
+func (response RevokeAPIKey404ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
 
 	return json.NewEncoder(w).Encode(response)
 }
 
-type RevokeApiKey500ApplicationProblemPlusJSONResponse struct {
+type RevokeAPIKey500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
 
-func (response RevokeApiKey500ApplicationProblemPlusJSONResponse) VisitRevokeApiKeyResponse(w http.ResponseWriter) error {
+func (response RevokeAPIKey500ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
 
@@ -2921,7 +2921,7 @@ type StrictServerInterface interface {
 	ListExecutions(ctx context.Context, request ListExecutionsRequestObject) (ListExecutionsResponseObject, error)
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
-	StartExecution(ctx context.Context, request StartExecutionRequestObject) (StartExecutionResponseObject, error)
+	EnqueueExecution(ctx context.Context, request EnqueueExecutionRequestObject) (EnqueueExecutionResponseObject, error)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(ctx context.Context, request GetExecutionRequestObject) (GetExecutionResponseObject, error)
@@ -2948,13 +2948,13 @@ type StrictServerInterface interface {
 	UpdateWorkspacePlan(ctx context.Context, request UpdateWorkspacePlanRequestObject) (UpdateWorkspacePlanResponseObject, error)
 	// List API keys
 	// (GET /api/v1/workspaces/{workspaceId}/api-keys)
-	ListApiKeys(ctx context.Context, request ListApiKeysRequestObject) (ListApiKeysResponseObject, error)
+	ListAPIKeys(ctx context.Context, request ListAPIKeysRequestObject) (ListAPIKeysResponseObject, error)
 	// Create an API key
 	// (POST /api/v1/workspaces/{workspaceId}/api-keys)
-	CreateApiKey(ctx context.Context, request CreateApiKeyRequestObject) (CreateApiKeyResponseObject, error)
+	CreateAPIKey(ctx context.Context, request CreateAPIKeyRequestObject) (CreateAPIKeyResponseObject, error)
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
-	RevokeApiKey(ctx context.Context, request RevokeApiKeyRequestObject) (RevokeApiKeyResponseObject, error)
+	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -3050,10 +3050,10 @@ func (sh *strictHandler) CreateDefinition(w http.ResponseWriter, r *http.Request
 }
 
 // DeleteDefinition operation middleware
-func (sh *strictHandler) DeleteDefinition(w http.ResponseWriter, r *http.Request, definitionId DefinitionId) {
+func (sh *strictHandler) DeleteDefinition(w http.ResponseWriter, r *http.Request, definitionID DefinitionID) {
 	var request DeleteDefinitionRequestObject
 
-	request.DefinitionId = definitionId
+	request.DefinitionID = definitionID
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.DeleteDefinition(ctx, request.(DeleteDefinitionRequestObject))
@@ -3076,10 +3076,10 @@ func (sh *strictHandler) DeleteDefinition(w http.ResponseWriter, r *http.Request
 }
 
 // GetDefinition operation middleware
-func (sh *strictHandler) GetDefinition(w http.ResponseWriter, r *http.Request, definitionId DefinitionId) {
+func (sh *strictHandler) GetDefinition(w http.ResponseWriter, r *http.Request, definitionID DefinitionID) {
 	var request GetDefinitionRequestObject
 
-	request.DefinitionId = definitionId
+	request.DefinitionID = definitionID
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetDefinition(ctx, request.(GetDefinitionRequestObject))
@@ -3102,10 +3102,10 @@ func (sh *strictHandler) GetDefinition(w http.ResponseWriter, r *http.Request, d
 }
 
 // CreateDefinitionVersion operation middleware
-func (sh *strictHandler) CreateDefinitionVersion(w http.ResponseWriter, r *http.Request, definitionId DefinitionId) {
+func (sh *strictHandler) CreateDefinitionVersion(w http.ResponseWriter, r *http.Request, definitionID DefinitionID) {
 	var request CreateDefinitionVersionRequestObject
 
-	request.DefinitionId = definitionId
+	request.DefinitionID = definitionID
 
 	var body CreateDefinitionVersionJSONRequestBody
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
@@ -3135,10 +3135,10 @@ func (sh *strictHandler) CreateDefinitionVersion(w http.ResponseWriter, r *http.
 }
 
 // GetDefinitionVersion operation middleware
-func (sh *strictHandler) GetDefinitionVersion(w http.ResponseWriter, r *http.Request, definitionId DefinitionId, version int) {
+func (sh *strictHandler) GetDefinitionVersion(w http.ResponseWriter, r *http.Request, definitionID DefinitionID, version int) {
 	var request GetDefinitionVersionRequestObject
 
-	request.DefinitionId = definitionId
+	request.DefinitionID = definitionID
 	request.Version = version
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
@@ -3187,13 +3187,13 @@ func (sh *strictHandler) ListExecutions(w http.ResponseWriter, r *http.Request, 
 	}
 }
 
-// StartExecution operation middleware
-func (sh *strictHandler) StartExecution(w http.ResponseWriter, r *http.Request, params StartExecutionParams) {
-	var request StartExecutionRequestObject
+// EnqueueExecution operation middleware
+func (sh *strictHandler) EnqueueExecution(w http.ResponseWriter, r *http.Request, params EnqueueExecutionParams) {
+	var request EnqueueExecutionRequestObject
 
 	request.Params = params
 
-	var body StartExecutionJSONRequestBody
+	var body EnqueueExecutionJSONRequestBody
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
 		return
@@ -3201,18 +3201,18 @@ func (sh *strictHandler) StartExecution(w http.ResponseWriter, r *http.Request, 
 	request.Body = &body
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.StartExecution(ctx, request.(StartExecutionRequestObject))
+		return sh.ssi.EnqueueExecution(ctx, request.(EnqueueExecutionRequestObject))
 	}
 	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "StartExecution")
+		handler = middleware(handler, "EnqueueExecution")
 	}
 
 	response, err := handler(r.Context(), w, r, request)
 
 	if err != nil {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(StartExecutionResponseObject); ok {
-		if err := validResponse.VisitStartExecutionResponse(w); err != nil {
+	} else if validResponse, ok := response.(EnqueueExecutionResponseObject); ok {
+		if err := validResponse.VisitEnqueueExecutionResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3221,10 +3221,10 @@ func (sh *strictHandler) StartExecution(w http.ResponseWriter, r *http.Request, 
 }
 
 // GetExecution operation middleware
-func (sh *strictHandler) GetExecution(w http.ResponseWriter, r *http.Request, executionId ExecutionId) {
+func (sh *strictHandler) GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
 	var request GetExecutionRequestObject
 
-	request.ExecutionId = executionId
+	request.ExecutionID = executionID
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetExecution(ctx, request.(GetExecutionRequestObject))
@@ -3247,10 +3247,10 @@ func (sh *strictHandler) GetExecution(w http.ResponseWriter, r *http.Request, ex
 }
 
 // CancelExecution operation middleware
-func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request, executionId ExecutionId) {
+func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
 	var request CancelExecutionRequestObject
 
-	request.ExecutionId = executionId
+	request.ExecutionID = executionID
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.CancelExecution(ctx, request.(CancelExecutionRequestObject))
@@ -3299,10 +3299,10 @@ func (sh *strictHandler) ListQueue(w http.ResponseWriter, r *http.Request, param
 }
 
 // GetQueueItem operation middleware
-func (sh *strictHandler) GetQueueItem(w http.ResponseWriter, r *http.Request, queueId openapi_types.UUID) {
+func (sh *strictHandler) GetQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID) {
 	var request GetQueueItemRequestObject
 
-	request.QueueId = queueId
+	request.QueueID = queueID
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetQueueItem(ctx, request.(GetQueueItemRequestObject))
@@ -3382,10 +3382,10 @@ func (sh *strictHandler) CreateWorkspace(w http.ResponseWriter, r *http.Request)
 }
 
 // GetWorkspace operation middleware
-func (sh *strictHandler) GetWorkspace(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId) {
+func (sh *strictHandler) GetWorkspace(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
 	var request GetWorkspaceRequestObject
 
-	request.WorkspaceId = workspaceId
+	request.WorkspaceID = workspaceID
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetWorkspace(ctx, request.(GetWorkspaceRequestObject))
@@ -3408,10 +3408,10 @@ func (sh *strictHandler) GetWorkspace(w http.ResponseWriter, r *http.Request, wo
 }
 
 // UpdateWorkspacePlan operation middleware
-func (sh *strictHandler) UpdateWorkspacePlan(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId) {
+func (sh *strictHandler) UpdateWorkspacePlan(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
 	var request UpdateWorkspacePlanRequestObject
 
-	request.WorkspaceId = workspaceId
+	request.WorkspaceID = workspaceID
 
 	var body UpdateWorkspacePlanJSONRequestBody
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
@@ -3440,25 +3440,25 @@ func (sh *strictHandler) UpdateWorkspacePlan(w http.ResponseWriter, r *http.Requ
 	}
 }
 
-// ListApiKeys operation middleware
-func (sh *strictHandler) ListApiKeys(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId) {
-	var request ListApiKeysRequestObject
+// ListAPIKeys operation middleware
+func (sh *strictHandler) ListAPIKeys(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request ListAPIKeysRequestObject
 
-	request.WorkspaceId = workspaceId
+	request.WorkspaceID = workspaceID
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.ListApiKeys(ctx, request.(ListApiKeysRequestObject))
+		return sh.ssi.ListAPIKeys(ctx, request.(ListAPIKeysRequestObject))
 	}
 	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "ListApiKeys")
+		handler = middleware(handler, "ListAPIKeys")
 	}
 
 	response, err := handler(r.Context(), w, r, request)
 
 	if err != nil {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(ListApiKeysResponseObject); ok {
-		if err := validResponse.VisitListApiKeysResponse(w); err != nil {
+	} else if validResponse, ok := response.(ListAPIKeysResponseObject); ok {
+		if err := validResponse.VisitListAPIKeysResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3466,13 +3466,13 @@ func (sh *strictHandler) ListApiKeys(w http.ResponseWriter, r *http.Request, wor
 	}
 }
 
-// CreateApiKey operation middleware
-func (sh *strictHandler) CreateApiKey(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId) {
-	var request CreateApiKeyRequestObject
+// CreateAPIKey operation middleware
+func (sh *strictHandler) CreateAPIKey(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request CreateAPIKeyRequestObject
 
-	request.WorkspaceId = workspaceId
+	request.WorkspaceID = workspaceID
 
-	var body CreateApiKeyJSONRequestBody
+	var body CreateAPIKeyJSONRequestBody
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
 		return
@@ -3480,18 +3480,18 @@ func (sh *strictHandler) CreateApiKey(w http.ResponseWriter, r *http.Request, wo
 	request.Body = &body
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.CreateApiKey(ctx, request.(CreateApiKeyRequestObject))
+		return sh.ssi.CreateAPIKey(ctx, request.(CreateAPIKeyRequestObject))
 	}
 	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "CreateApiKey")
+		handler = middleware(handler, "CreateAPIKey")
 	}
 
 	response, err := handler(r.Context(), w, r, request)
 
 	if err != nil {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(CreateApiKeyResponseObject); ok {
-		if err := validResponse.VisitCreateApiKeyResponse(w); err != nil {
+	} else if validResponse, ok := response.(CreateAPIKeyResponseObject); ok {
+		if err := validResponse.VisitCreateAPIKeyResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3499,26 +3499,26 @@ func (sh *strictHandler) CreateApiKey(w http.ResponseWriter, r *http.Request, wo
 	}
 }
 
-// RevokeApiKey operation middleware
-func (sh *strictHandler) RevokeApiKey(w http.ResponseWriter, r *http.Request, workspaceId WorkspaceId, keyId openapi_types.UUID) {
-	var request RevokeApiKeyRequestObject
+// RevokeAPIKey operation middleware
+func (sh *strictHandler) RevokeAPIKey(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, keyID openapi_types.UUID) {
+	var request RevokeAPIKeyRequestObject
 
-	request.WorkspaceId = workspaceId
-	request.KeyId = keyId
+	request.WorkspaceID = workspaceID
+	request.KeyID = keyID
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.RevokeApiKey(ctx, request.(RevokeApiKeyRequestObject))
+		return sh.ssi.RevokeAPIKey(ctx, request.(RevokeAPIKeyRequestObject))
 	}
 	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "RevokeApiKey")
+		handler = middleware(handler, "RevokeAPIKey")
 	}
 
 	response, err := handler(r.Context(), w, r, request)
 
 	if err != nil {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(RevokeApiKeyResponseObject); ok {
-		if err := validResponse.VisitRevokeApiKeyResponse(w); err != nil {
+	} else if validResponse, ok := response.(RevokeAPIKeyResponseObject); ok {
+		if err := validResponse.VisitRevokeAPIKeyResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3577,104 +3577,104 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9QDu48jNOmzqfvEnayZ1Omk3SHdxpig0tHdtcy6RKUnG9Qf77BR+S",
-	"KFm25dhtd4oAA0yaUOTh4Xk/yAcvYLOYUaBSeP0HL8Ycz0AC1/86SbhgXP0Uggg4iSVh1Ot7NxNAdxS+",
-	"SjPgDrERkhNAMYd7whKBYjyGpud7RI3+kgBfeL5H8Qy8vheYSX1PBBOYYTX7DH99D3QsJ16/2277nlzE",
-	"aqSQnNCx9/joe6cwIpSo5c/DanjmjE9HEZujMBv6QiASZmDEWE5yKEJ3Qt/j8CUhHEKvL3kCLmwjxmdY",
-	"en0vSYgauQzb2VcIknWgQTpAA4ReBpgGECEcCYYknoJAGH1JIAFEJMz0oF9WgA3OWrtB/Z7MiFyG9xKP",
-	"AQny75XHF+nv3LVCGOEkkl7/sO2roySzZGYPckao+VcnA4FQCWPgGoY/GJ+KGAew7lD1gHVHOXdm2QUn",
-	"j+pjETMqQFP/33B4BV8SEBpNAaMSqP4Rx3FEAqzgbMWcDSOY/c+/hAL6wYOveBZHYLYjMYm8vgYJhERD",
-	"Fi7QBAuEKQLONRPo/wuv/+nBm4EQeKxAmiVqNCCMLKh6w32v5W718bPvCYllIrx+T3MNkWph75ze44iE",
-	"yC6b73QiZSz6rZaIEhJAM4T7FHzRIuajRvrRo4u5/+Yw8vref7VyYdEyfxWtSzODwd/yCaZ7JwLNcKSO",
-	"AELEOBpywFOhpYaZqamWPGF0FJFgV4SfhzCLmQQaLBq/wQLNsUCJgBDNiZwgjEIyGgEHao7Ec/H4Jsdj",
-	"Bkw9BDprBumX+8ZiOrEwO5H6T4IlXHOI2gVoPL5lfEjCEOiOiFQL5JISDSFidCyQZAhTJifAcw4tYPEg",
-	"x2IOSi00jrLh+8KdZFOgaIYXiDKJJEsChTgiMsxpjJ1TCZziaEeEETtNxt8pTg6LHFoaVYtBLYD7wMs1",
-	"m4GcEDpGI0wixZHUsCLwe+DHlrAszU0wHUOosKe+sNjS0uIdx/FkR4x1UbrFVdIwoVPK5hRRFgK69b7e",
-	"eo5EHCsQWhCOQbTaLcm8R9/9NlgEEfQRRo3bpN0+ADTMfsJLs6gFRFGudrvLclUP3k6qmk/2RdF6NiVR",
-	"FUFjZKA6Hbw7RnAPfJEiVI2IiJCp3CNSGWZyok/wgsm3LKHhjqdXYXWhI9wOD/BraHRHvWGjF7zqNN7g",
-	"I2gcDl8Fr8MjeDNqdzToIw2AKzd6ObYvnAE1ME2ZbJjh+8DyBUNCyYmCiLhh7D3mY9inNQBfA4BQoE67",
-	"d3T4+hUaLiQIFyUdR5Re4kXEcIgkYyjSkNRCjWSsYYbviwA16Iq61KwcyQl2xQfCQQCxFBppHylO5IRx",
-	"8m/YldZmRAglsoaAuVpVyfUC9XRyVBWWrYWlxP1iTzSkQfSVuYOtGpITrG2hVKYxjjjcsymETW0R23nV",
-	"soOY/AYL7ZRxFgOXxJilAQcsIRzIgk0bYgkNSWawbNj6Hglr2L+pPf2w/IeYw4h8rTbRR4QbJcFxoPzG",
-	"1BcUEHCQvrIVJEQRmsJCIBxjLptVa1ssrNkVTaIID9XpGsN+aYp50ZvY7ALlrsInTw8pehIaHdnmfQfx",
-	"Lrifs5nZ8F9gbL4T7eBdWWdi+QhrnkdK2Q8eUOVEffJOBhcnZ+/fn516fvrz+cU7B4Z1u7PTVQKst2Yo",
-	"zvF5cBhqkY6jSwf+EY4E+KUtpbRTduVnhKb/7myCUs+xGrw8BvA0EMeptbKOod+lmvpJG9qRCCvpz4C9",
-	"Gi3/AC6+C05KwG6CK3PuvyNB+V4cYbpRaKsxlcRnv1+9qTCXyjiKPoy0qbpuLTteWaXF/Rn5uCxTryda",
-	"L9AAjpGQjAMiElE2b26kHjvjMvCfCwG0vWiUIOHKf7a05yiNLLzjb8lvu+qoJA633cQ3Uhgl3KSIKCqQ",
-	"HNwqYstP6xKPqxSIVP6S+8M6HDtn/5gthjnHC43RLI6r2W69li0jQRq/zZlj/XYcgtmZBsNSTHgj7WxH",
-	"kPerabuEhVIs+X7NwVdh5yysOuIRZ7NKQpes8tfzCbiwDhmLoELM6Wn1JJWgUB2HDrOQ9jJcesD5tgbM",
-	"Ooz/Xc14bYaWwU1XW2u9rIFWLReB3M2wDBOuvZTfRWEOQuWr3urvHUlowjybuau2FCQ0TtYo1MLkOZ5M",
-	"fKOu1LhgIVxBwHhYJTWExHxLfq1HDdlhphThZ0GG020ZPv1wrZratxaohHYZlgwf6Wm6OPULhFugwJSa",
-	"1jLCPrRGzlU/RmmUCcFxg64+Xlwov8f3Tj78fvn+7EY7RG8H5wXP6Oy0wjHyvbcEovAs5cgihrLAYZUT",
-	"rGOFDxs2Z1NT6URVG8uipkXDb4BOB++aSLGddZY5oISSLwkc64xROAYUAb4ndIwwOvlwcXp+c/7hwsRF",
-	"Z3iBAsz5At0pTXCn/O6YBFMd9RtyTINJ0yvb2DpsWp8gQhNCmuGv52b8YdvJ1ua0sbWYKc7aqZi1bKzr",
-	"JaqQ+yvgyJxTSRFMIJiK1SKzStGW584F2AZDfLWq0rut0FJ0RMZby/OpcUQcD6lTw0MyvyhT3683N5f/",
-	"vDr7+8ez6xsf3VwNLq7ffrj63XfojHF0evZ+8H/HSCMzDSvbJJRMAz8mOi2YiXUtRaQ5xExJOSTZGOQE",
-	"+GbHRu3TjlmFU6uoljCLpYRZLKsl/16Mgy10e6q0l4Noip5fmIxUdA8h0kObS8vnZ740OUtk5eyDe0z0",
-	"DEogRFgC14sJhAUSEmLR1OmQYAoLkxdpmpkqF9+s9DcioZ4RoI401/8pxdamEke3pgSQa1mLqfTkVqvd",
-	"VbS2tT66/u388rKGZrq0sYt02rdXZ2ee711effB87+zi5uzq8ur8+qz6WxuIXiKAq7cn6E3v8HXGgyae",
-	"Lpa1QRpof1hB5GJ5cq1LGxHcQ5Sl8XwEOJikqfb/vf5w0YiZzl42IjIFm4Ly62kHR1lXWCGEColpUK2v",
-	"l6S1w/k2TfBQVzoOkJCaiT5enSOKZ0oFK1k3JTRUcs/ufbMos+Rp1l/r1GivSGnElULthCW0guPPtMTl",
-	"EAEWgIY4mCrWvzy7OD2/eOdA6KADp0JiqxBQhMlsN2HwFKefiBjLYPIWkyjhUEWTJqOtuVogRtENzGLG",
-	"cWTS2orsdNZbICzRQTVC0lV2VA3FwrCyZ7EvZzDCQp7V1kIxJ4wTuahmjCd47Dv6Z9/B9cqUQbZ3v8hD",
-	"FWTlotUvld25cTyXdVyeKNHQWg7fh7eWi4sf4625JOGoMCt2lOp7Pzj/XSvB0/Pry8HNya/bOG3Xipsz",
-	"j/BpGYVaQZM11pMiGGVBadvpTs9254iPHBcui2XFkd3y3B1dE8eERAkfA5VN9IGHwIUuqdLqk1CE8wKr",
-	"YyW1OAUhEA44EyL/k0ABm4EwuVgFUlaF2Vtfg/mjeLcG21YR2UcdNN8xsfTkDNHK1FAGUIWqDiS5rzAo",
-	"MlIWaMKi0Lj0ImLlVI/rrXyzvH9UXQp8wqhNZeQVzKZiU2EC4Shic1EN6+pKgtrI903st6IwWIcJ0BwT",
-	"qQvYdHWFQl01KFvnharUjJsc9LMSaHu4GaTbZHgymtmH8M8J8EcIf2U2QJAoiXetADI7MFU61e4uDmeE",
-	"FqpjMoGABpfnaAqLZlpirpMZZq5CHY8puSF0xCpyqLq+B421sJ7rMATVtSmpKdhEf+SyU6dv8gYCLd5P",
-	"B+8EYqNbqp3lY2NNKnJjFBCYLIlARPoI0xDZ9dS2pPotYjRaoPmEKMUxgVvq1rFr5tFV4GjEAQzXv1S+",
-	"Hur46PLqAzr0Ue7toW4bBRkn3tKcFX9p3tJbmpr7pqgsoSFwdNfCMWndd+4Q1dVldwNb2qSDyH30N1NB",
-	"ZTx/fQzG97/rG3Cd80EjzmbIBKhsEHrVkflqx7poDgcTEBoJt1RhhM1pPryJDMjap1Q68G5VIdgdepl6",
-	"r2qvmvMCsBU1tvh/EKvFGt1mW7Ecj5wqr/l83sT6z03Gxy37rWi9Pz85u7g+09/kvmBKNIPLcyeH1/c6",
-	"zbYZx2KgOCZe3ztotpsHtnpU07pFdysloVaeETRVFlWJ/vdESOHi8YVwqiiFCZ9hDrpUMgQdlVCoD4FD",
-	"iIYL2xChpAZO9bae9NRZ3C909Hxa22OhI0TEGBBVnR/76rPwq4VZDmjL9KbUGGhl0uPnUutGt91eU2xY",
-	"UWRoxeynz0V5qaRl7VrAUtK+oiRwoBujEBu5B63LJHsG4Krps421nIYU/Uln8ycfS1WNvfbB5o/eujX4",
-	"vXZv8xdZNfGj7x3W2UpWbq+1RzKbYb6w5FvVyaUIWeKxKGbbhfdZmRRMVHDXP3BEQi3/85i0EtW6pEbL",
-	"aCyQ5XLUSWWSGbdcP60t8V63Wy6kLrNfuVDN8gkI+TcWLrYjyaxawWZpNG2a1MonN2WQR37zsvdfIYqY",
-	"jx4ebCRZcTB6fNTY1hFkb8wBnM6WLOBvqoUsx6eDCra+92rUCTrBYadxELwaNnr4cNh4MzyCRnvUCbv4",
-	"YNgLDreooF1V2/dYtEVsBLrE5Z3tUOqY0F633X3V6HQa3c5Np91vq//+XC7eUU7TjzwIZcF7dQrqvaVD",
-	"cwzfVZv9lufqFh0tS0JbTfezyb5ep8YSWR+B+qDbrSMsnW6bHSWsQbw1O0pSdqWQffTXmjitB7cC6tEI",
-	"Y2WvVFjmbJQaM01kHDkcccDhwnTAhtqfI1JHaBGWKI2ipfmEIALMje14jHhCqTLKHfdUwSEqJPOpXrMk",
-	"mQuypLcMrfkofNbQOf0YlGxJP361BXw9Ud5Wqccw07Bp7MEq6RfCaOflo30Hct25tn+0jviZ5fhN4fCe",
-	"GSVnlHcgt+aSkq+2wfkphEu1tbCFkG5Ztlq69WHrdVdZ4NfG0saIwhyR2SwxGdTU5narRdLIwRBMHDtl",
-	"faULHNmeZ1RMVIKyOVJEt8kKz0vuvokx/vlxS2O31LHxgyzdYvl0XeG0SdBlgZPuEyRMelArBI0iJDv/",
-	"s+H4vQ3HQRgijPLa9n1YipkQaj3Ynx5XhsuMscAoVMsSXLz3pY6p4IqFb2wxfGNe6+yf135SPttdo2/i",
-	"gN20uP+w+iwQTWbD9HYG03ZLBOqsuBXnvqD0qiO1a6/nqTQocm28VVw7/8xXUhyENBvwjblvroRCMR4T",
-	"io0hWRXYzpOm/6lx7SIUH2i0cO0XQs3FI6YeZRU4WbVKPY5e6pf4aePrxe6GteF1B+kvFYWxRJoyea7r",
-	"hMUvz3KtFHQHl7dSyeb8slq15wNaOkOqnYlKb+AszZlimq+VOgEF1V3y+3XUHlMxBy5uabfdRVja9lj9",
-	"aeoT8LTij0g0n4C5kCKXAXnC9ZbqYgH0hw4oUXRXui3qzkcYcYgBZyXtAs/spRccZMKpuKXq14wTJbAi",
-	"5/I2kw8u3zBl07LZVFPQ12fgW9prv2mi39JujynExunBEkWAhUTdHpqwhAsUu3ctmWRoUUAWK6Q2Ccjf",
-	"9bVzGiD1HRJ4pOUkB8kXTXTjQppV+S+hAa3AwnH1RVvqaNS2kd71dcBiCIsb89egIJOXE8ChrgawArN0",
-	"fitvFjw83HQdwecdPMSsuixNTIe4WAvWXVVsVdcc/JZRnur6ulqeaXc7PGX9o95B2A06wzZuvBkdQaMX",
-	"vg4aR8NXuHE46kH6N+d+l6yWsL7CWOpmrVAa6aCfzqNsv9n8wYlzUd3WLuguOsdivaANnqh4Hpzi3E3u",
-	"o7vci9QQ0yJbOZbGONASyRgLCa10IV0pu6Pr6HYgVTmPze6fxfZPcwmGbTpS5pONLXdwd3gQ9MLGIbwa",
-	"NXq4M2wcBd2wcQC90SF+NXwdHIWev0pK5enMrGGq49eArvOnVwbGLGD+UcxwrsmPWjCc/qLVy2XywO21",
-	"qciebpxu5WS7i+lC03Hn24rutdKtcP3ss9FbcuZrCJ9t3Xn3MuBNLnRRdLXMtcDbx+OLS64Kxw/MpWyF",
-	"q4YR0XexFkxyEjbRIE3G6kE2Kn9LsxJ9LTGJQBTugTthefXlUk72RV52aQohdT6ECGT2G0F4rAxDoKFA",
-	"xRWUtS50LlBb7LfU3KsVqelFdoNlmj82mV8IcxOzwko2M6wR4FtaM9vI3lzW5Dd31c8cFK8UqyqpMMjR",
-	"oNor+J6tmt1qJew93U+0UTQPbRUmyzlT+IjFpqEhWig3VNknhoBq1YDqdpy/UJRM7/nbBMhK18v8pMGx",
-	"YjPZ2uCYQ2XPFkEpDObgZmtWbz1Y33aTFzKfADeuj/U9HfUrJKahaKIPNACt+vI/TbDSwamdmjezEpGW",
-	"h2utqTnIBsxQr907RiMWRWx+S+8cc0NfECIL1mGFunwHMm8s3JXMi23L7VLb8cpim7zN2DgVddJtS03C",
-	"7XJPb6V/0e79WWr2rO9YbRHRcBp2zZYKQaLMTCj0Sf7nho6cztNq/yPnqWdxU84m5rip7YBUPMVi5c6d",
-	"6RkxEV0TooVVj2bkF6s9XZWX3RvTT7XB4nGaVpX4CXAUAVe+ABIA6CWOIh3+lWmbmI/SDqJRqe1oCotf",
-	"ahlDea+Xt60799c0BorNhWuNgfw4vitz7qVJJDvTlHGcX67uDDE1WAXTGymPSTfmNdFA974xGi1WFZb9",
-	"4Tx58eR0QRp/C/LG0r6+6WXLWrKlZuhvUU2WdjG3a2lfUlvHZK3Hh/5qhOSNwO0axbDb88hfuD3he0bs",
-	"C40DKflXMl6lVmg9ODbIJgO5mLrNe64ibNWBJhvzo6FNFCir0sSlZOpIhxDL6iKwIgvvZNRa1uj+WNZ4",
-	"/d1YoxA0eDboqgq+13LHthbIH6Unv7QPUxHezdUWSmtlNQUhTcAgTMm01H/6KrVtJQRhtLKLJm07FpLF",
-	"MVSYVaWbOC7NxQhP1oaWpp07zmoT64o7QWqpwf80Xu+2VzC7g5i6PH+4Z563S/28vP99tal+VKsU/rXX",
-	"izxVqaq/N6aw2OSBydLDivqy2bRKTk6AcPt4i6h2p8yTBmJH1akcnJw0a11zkr2lUL4ctpJg1bae9VPJ",
-	"bbJXdbhOU0Y1e9BN1ZnHkmoyxGXugjUxCl3P52fh/3Qrx+YeFWXQTbDQL57p9v1wlWdmCWR3tywg2/ph",
-	"xbdzflBLj1Y57eFr6OE2NN7gw9eNXnAwahyFB0GjM+rCQdgLDoevsPMaL8mfOOp7Ipr+szfq4jdB4Y0j",
-	"G6ZMnyxxhv1z+vfuffvPL0ezztfX8cHwkL4Jet/lxoD0JZbV3O/nnoOB/Flj7cH/o6kMqRYh2+ip1sMU",
-	"Fhsaxl3hMUjfSksLaDmM9LOuqWmrBjbRlRqkb2idkwBMOQBlDRYviw091BUbmzrCr7LH2p71iiUMg5KN",
-	"hLGTbqlsi7HLrXsaWtPX7jHuib5U/t8r7aqBzbZ12+381i8UcxaAEOZVRJFe0SXs9ekCUYZCiIGGQINF",
-	"ZZjiV7vuro5LllJi0/pi1t6kXxU9jsg9NAsXv1l7zjE27oGCcO0Mg0QrInTJTl2EAkWXTMgxB4FeYhpm",
-	"9US+zgnMWJhEYC/MSgQgIn+xCdBjdNg+QPql4jkRUInkKwPKzqWc2QMDsYXV4Nv3pIU2x/9+j0NvoGnY",
-	"+GDHNzZT2PsoYJRCoBPPVswWXjM+KL7Uqs+z/kutZvg+XtkcODyEQgb2UVx9+utJVKGNrKTR4of5dYaf",
-	"PuvKUv3QaVU+boanunC4cBtdv9WKWICjCROyf9Q+amtr2S66JNqAYiqFzeUrb0z5hdoXK5fiiArJmMnN",
-	"hjANFgGHEKgkOHLnyCRz9Qzl+7ccaJbab91p3V7I5Zlt1TehYx/NsQxM/R4N01LAYhTKmdbJiC7Pmsoa",
-	"PRNPT9X52p7q4+fH/w8AAP//yG+yju+CAAA=",
+	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9QDu48jNOmzqfvEnayZ1Omk3SHdxpig0tHdtcy6RK0nG9Qf77BR+S",
+	"KFmy5dhtd4oAA0yaUOTh4Xk/yAcvYLOYUaBSeP0HL8Ycz0AC1/86mXPBuPopBBFwEkvCqNf3biaA7ih8",
+	"lWbAHWIjJCeAYg73hM0FivEYmp7vETX6yxz40vM9imfg9b3ATOp7IpjADKvZZ/jre6BjOfH63Xbb9+Qy",
+	"ViOF5ISOvcdH3zuFEaFELX8elsOzYHw6itgChenQFwKRMAUjxnKSQRG6E/oehy9zwiH0+pLPwYVtxPgM",
+	"S6/vzedEjVyF7ewrBPN1oEEyQAOEXgaYBhAhHAmGJJ6CQBh9mcMcEJEw04N+qQAbnLV2g/o9mRG5Cu8l",
+	"HgMS5N+Vxxfp79y1QhjheSS9/mHbV0dJZvOZPcgZoeZfnRQEQiWMgWsY/mB8KmIcwLpD1QPWHeXCmWUX",
+	"nDyqj0XMqABN/X/D4RV8mYPQaAoYlUD1jziOIxJgBWcr5mwYwex//iUU0A8efMWzOAKzHYlJ5PU1SCAk",
+	"GrJwiSZYIEwRcK6ZQP9feP1PD94MhMBjBdJsrkYDwsiCqjfc91ruVh8/+56QWM6F1+9priFSLeyd03sc",
+	"kRDZZbOdTqSMRb/VEtGcBNAM4T4BX7SI+aiRfPToYu6/OYy8vvdfrUxYtMxfRevSzGDwt3qCyd6JQDMc",
+	"qSOAEDGOhhzwVGipYWZqqiVPGB1FJNgV4echzGImgQbLxm+wRAss0FxAiBZEThBGIRmNgAM1R+K5eHyT",
+	"4TEFph4CnTWD5Mt9YzGZWJidSP0nweZcc4jaBWg8vmV8SMIQ6I6IVAtkkhINIWJ0LJBkCFMmJ8AzDs1h",
+	"8SDDYgZKLTSO0uH7wp1kU6BohpeIMokkmwcKcUSkmNMYO6cSOMXRjggjdpqUvxOcHOY5tDCqFoNaAPeB",
+	"l2s2AzkhdIxGmESKI6lhReD3wI8tYVmam2A6hlBhT31hsaWlxTuO48mOGOuiZItV0nBOp5QtKKIsBHTr",
+	"fb31HIk4ViC0IByDaLVbknmPvvttsAwi6COMGrfzdvsA0DD9Ca/MohYQebna7a7KVT14O6lqPtkXRevZ",
+	"lERVBI2Rgep08O4YwT3wZYJQNSIiQiZyj0hlmMmJPsELJt+yOQ13PL0Sqwsd4XZ4gF9DozvqDRu94FWn",
+	"8QYfQeNw+Cp4HR7Bm1G7o0EfaQBcudHLsH3hDKiBacpkwwzfB5YvGBJKTuRExA1j7zEfwz6tAfgaAIQC",
+	"ddq9o8PXr9BwKUG4KOk4ovQSLyOGQyQZQ5GGpBZqJGMNM3xfBKhBV9SlZuVITrArPhAOAoil0Ej7SPFc",
+	"Thgn/4ZdaW1GhFAiawiYq1WVXM9RTydDVW7ZWliau1/siYY0iL4yd7BVQ3KCtS2UyDTGEYd7NoWwqS1i",
+	"O69adhCT32CpnTLOYuCSGLM04IAlhAOZs2lDLKEhyQxWDVvfI2EN+zexpx9W/xBzGJGv5Sb6iHCjJDgO",
+	"lN+Y+IICAg7SV7aChChCU1gKhGPMZbNsbYuFNbui8yjCQ3W6xrBfmWKR9yY2u0CZq/DJ00PynoRGR7p5",
+	"30G8C+7ndGY2/BcYm+9EO3hX1plYPcKa55FQ9oMHVDlRn7yTwcXJ2fv3Z6een/x8fvHOgWHd7ux0pQDr",
+	"rRmKc3weHIZapOPo0oF/hCMBfmFLCe0UXfkZocm/O5ug1HNUg5fFAJ4G4jixVtYx9LtEUz9pQzsSYSn9",
+	"GbCr0fIP4OK74KQA7Ca4Uuf+OxKU78URphuFthpTSnz2++pNhZlUxlH0YaRN1XVr2fHKKs3vz8jHVZl6",
+	"PdF6gQZwjIRkHBCRiLJFcyP12BlXgf+cC6DtRaMEc678Z0t7jtJIwzv+lvy2q46ax+G2m/hGCqOAmwQR",
+	"eQWSgVtGbNlpXeJxmQKRyl9yf1iHY+fsH9PFMOd4qTGaxnE1263XskUkSOO3OXOs345DMDvTYFiICW+k",
+	"ne0I8r6atgtYKMSS79ccfBl2zsKyIx5xNisldMlKf72YgAvrkLEISsScnlZPUgoK1XHoNKL9NNFNaDxf",
+	"840hrLzUG9xjounO2IuzOMISBMIC3enZ7hzxl4Ebc8I4kctcFLpbnLujg49MSDTnY6CyiT7wUFmqinu1",
+	"a0wowlkk6xiNMOEUhEA44EyI7E8CBWwGwhi9CqQ03N1bH+z2U0/5dFuq3aNFUQrDGjoIU0JYpU894Hxb",
+	"Q3Yd5/1dzXhthhb3kay21opdA61aLgK5m4MRzrn2Vn8XuTkIla961d87NGDCfZulbG1tWIvTVvBk4lx1",
+	"tccFC+EKAsbDMu0hJOZbyu161JAeZkIRO7KQ+nCtubJva6AU2lVYUnwkp+ni1M8Rbo4CE2paywj7sB4y",
+	"rvoxxkOREBx3+OrjxYXyf33v5MPvl+/PbrRj/HZwnvOQz05LHGTfe0sgCs8SjsxjKA0glwVDdMz4YcPm",
+	"bIoymahsY2n0vKAK0engXRMptrNBEw5oTsmXORzrzGE4BhQBvid0jDA6+XBxen5z/uHCxMdneIkCzPkS",
+	"3SmL4E7p05gEUx39HXJMg0nTKypsHT6vTxChCSXO8NdzM/6w7WTtM9rYWszkZ+2UzFp02vQSZcj9FXBk",
+	"zqmgCCYQTEW1yCwzuIpzZwJsg0NWrar0bku0FB2R8dbyfGocUsdT7tTwlM0vitT3683N5T+vzv7+8ez6",
+	"xkc3V4OL67cfrn73HTpjHJ2evR/83zHSyEzSCzYZKZMAoMlSCGZiniuZCQ4xU1IOSTYGOQG+2cFV+7Rj",
+	"qnBqFdUKZrFURqUsl/x7MQ620O2J0l4Npip6fmEyk9E9hEgPba4sn535yuRsLktnzxnYyrjmejFtYgsJ",
+	"sWjqtFgwhaXJjzXNTKWLb1b6G5FQzwhQR5rp/4Ria1OJo1sTAsi0rMVUcnLVareK1rbWR9e/nV9e1tBM",
+	"lzaGlUz79urszPO9y6sPnu+dXdycXV1enV+flX9rExIrBHD19gS96R2+TnnQ5FXEqjZIEi4PFUQuVifX",
+	"urQRwT1EaTrXR4CDSVJy8b/XHy4aMdNZ7EZEpmBTkX497eAo6xIrhFAhMQ3K9fWKtHY436aLHupKxwES",
+	"UjPRx6tzRPFMqWAl66aEhkru2b1vFmWWPM36a50a7RUpjVgp1E7YnJZw/JmWuBwiwALQEAdTxfqXZxen",
+	"5xfvHAgddOBESGwVCowwme0mDJ4S/CEixjKYvMUkmnMoo0lT2aC5WiBG0Q3MYsZxZMobFNnp6geBsEQH",
+	"5QhJVtlRNeQLBIuexb6cwQgLeVZbC7mxk9WNP8Fj/1EhjvquV6oM0r37eR4qISsXrX6h/NKN57qs4/JE",
+	"gYbWcvg+vLVMXPwYb80lCUeFWbGjVN/7wfnvWgmenl9fDm5Oft3Gafuow+Y7ppaenCOqTA6lAJUI6UCS",
+	"+xJVkrq1Ak1YFBpnTkSsmOxx7dRvlvmPyouBTxi1yYyshtnUbCpMIBxFbCHKYa2uJaiNfN9E/UpKg7WD",
+	"iBaYSF3CpusrFOrKQdk6M1QmYNz0oJ8WQdvDTSHdJseT0sw+2D4jwB/B9kphQDBXIvVaAWR2YOp0yh0d",
+	"HM4IzdXHpBIcDS7P0RSWzaTIXKczzFy5Sh5TdEPoiJVkUXWFDxrrLMJCO6BUV6ckRkAT/ZEF9XUCJ2sh",
+	"0E7R6eCdQGx0S7WbdGzsCEVujAICEx8XiEgfYRoiu57allS/RYxGS7SYEOVwTeCWupXsmnl0HTgacQDD",
+	"9S+VlY86Prq8+oAOfZTZ+ajbRkHKibc0Y8Vfmrf0liaGnikrm9MQOLpr4Zi07jt3iOr6sruBLW7S4cM+",
+	"+pupoTI+nz4G4/Xd9Q24zvmgEWczZEITNvxYdWS+2rEum8PBBIRGwi1VGGELmg1vIgOy9iYQEeiuqhTs",
+	"Dr1M/Ba1V815AdiaGlv+P4jVYo1us61YjkdOnddisWhi/ecm4+OW/Va03p+fnF1cn+lvMi8gIZrB5bmT",
+	"xet7nWbbjGMxUBwTr+8dNNvNA1s/qmndoruVkFArywmaOouyVP97IqRw8fhCOHWUwgROMAddLBmC9kcV",
+	"6kPgEKLh0rZEKKmBE2tLT3rqLO7neno+re2y0LEBYjJbZb0f++q08MuFWQZoy3Sn1BhoZdLj50LzRrfd",
+	"XlNuWFJmaMXsp895eamkZe1qwELavqQocKBbo5Sr6By0LpTsGYDLpk831nJaUvQnnc2ffCzUNfbaB5s/",
+	"eutW4ffavc1fpPXEj753WGcracG91h7z2QzzpSXfsl4uRcgSj0U+3y68z8qkYKKEu/6BIxJq+Z9FI5Wo",
+	"1kU1WkZjgSyXo04ik8y41QpqnSLudbvFUuoi+xVL1SyfgJB/Y+FyO5JM6xVsfF7Tpgmqf3KDxVnMLyt8",
+	"/xWiiPno4cHGEBUHo8dHjW0dO/TGHMDpbUlDvaZeyHJ8MijnoXmvRp2gExx2GgfBq2Gjhw+HjTfDI2i0",
+	"R52wiw+GveBwixraquq+x7wtYmOPBS7vbIdSx4T2uu3uq0an0+h2bjrtflv99+dq+U6/4//Qg1AWvFen",
+	"pN5bOTTH8K3a7Lc8V7fsaFUS2nq6n0329To1lkg7CdQH3W4dYen02+woYQ3irdlRkLKVQvbRX2vitB7c",
+	"GqhHI4yVvVJimbNRYsw0kXHkcMQBh0vTAxtqf45IHZtDWKIkfpJEkoMIMDe24zHic0qVUe64pwoOUSKZ",
+	"T/WaBcmckyW9VWjNR+Gzhs7ox6BkS/rxyy3g64nytgpdhqmGTWIPVkm/EEY7rx7tO5DrzrX9o3XEzyzH",
+	"b3KH98woGaO8A7k1lxR8tQ3OTy6+ra2FLYR0y7LVyr0PW69bZYFfG0sbIwoLRGazucmdJTa3WyeQRA6G",
+	"YAosE9ZXusCR7Vks3UQlKFsgRXSbrPCs2OqbGOOfH7c0dgs9Gz/I0s0XUNcVTpsEXRo46T5BwiQHVSFo",
+	"FCHZ+Z8Nx+9tOA7CEGGUVbfvw1JMhVDrwf70WBkuM8YCo1AuS3D+5pc6poIrFr6xxfCNea2zf177Sfls",
+	"d42+iQN20+L+Q/VZIDqfDZP7GUzjLRGoU3Evzn1O6ZVHatde0FNqUGTaeKu4dvaZr6Q4CGk24Btz31wK",
+	"hWI8JhQbQ7IssJ0lTf9T49p5KD7QaOnaL4Saq0dMJUIVOGmdQj2OXqmU/2nj6/m69rXhdQfpLxWFsbk0",
+	"BdJcV4iKX57lWiHoDi5vJZLN+WW5as8GtHSGVDsTpd7AWZIzxTRbK3ECcqq74PfrqD2mYgFc3NJuu4uw",
+	"tA2y+tPEJ+BJrReRaDEBcyVFJgOyhOst1cUC6A8dUKLornBf1J2PMOIQA06LmQWe2WsvOMg5p+KWql8z",
+	"TpTAipzr20w+uHjHlE3LplNNQV+ggW9pr/2miX5L6vynEBunB0sUARYSdXtowuZcoNi9bckkQ/MCsti8",
+	"t0lE/q6vntMgKbwhgUdaUnKQfNlENy6saYX3CiJQBR6Oyy/bUoejNo70vq8DFkOY35q/BgmpxJwADnU9",
+	"gBWZhROsvF3w8HDTlQSfd/AR08ruJDUd4nypXbeqSK6uQfgt4zxVzZ+1vNPudphKuwe9g7AbdIZt3Hgz",
+	"OoJGL3wdNI6Gr3DjcNSD5G/OLS9pJdm223J6GUsURzLop/Mq2282f3DiXFe3tRu6i96xWM9phCcqnwen",
+	"NHOTC+ku9yIxxrTYVs6lMRC0TDIGw5yWupGunN3RfXT7T8ocyGb3z3zzn7kKw7acKBPKxpc7uDs8CHph",
+	"4xBejRo93Bk2joJu2DiA3ugQvxq+Do5Cz6+SU1lKM22X6fg1oOv86RWBMQuYf+SznGtypBYMp7ukerlU",
+	"HridFiUZ1I3TVU62u6DOtZx2vrHwXifdcpfQPhu+BYe+hvDZ1qV3rwTe5EbnRVfLXA68fUw+v2RVSH5g",
+	"rmbLXTiMiL6RNWeWk7CJBklCVg+ykflbmhZoa4lJBKJwD9wJzasvV/KyL7LSS1MMqXMiRCCz3wjCY2Ua",
+	"Ag0Fyq+gLHah84Haar+l5natSE0v0nsskxyyyf5CmBmZJZaymWGNAN/SmtlG9mayJru/q372IH+xWFlZ",
+	"hUGOBtVexPds1exWL2Fv636ijaJ5aKtQWcaZwkcsNk0N0VK5oso+MQRUqw5UN2P8hSJles/fJkhWuFzk",
+	"Jw2Q5VuJ1gbIHCp7tggKoTAHN1uzeuvB+rabvJDFBLhxfazv6ahfITENRRN9oAFo1Zf9aYKVDk7s1KyV",
+	"kYikRFxrTc1BNmiGeu3eMRqxKGKLW3rnmBv6egiZsw5L1OU7kFlb2a5knm9abReaTisLbrImU+NU1Em5",
+	"rbSItosdnaX+Rbv3Z6HVr75jtUVEw2nXNFvKhYlSMyHXJfefGzxy+g7L/Y+Mp57FTTGjmOGmtgNS8iCL",
+	"lTt3pm/ExHRNkBaqns7IrtV6uiovujemp2qDxePcqKbET4CjCLjyBZAAQC9xFOkAsExaxXyUdBGNCq1H",
+	"U1j+UssYyvq9vG3dub+mMZBvMFxrDGTH8V2Zcy+NIumZJozj/LK6O8TUYeVMb6Q8Jt2c10QD3f/GaLSs",
+	"Ki77w3n44skJgyT+FmTNpX19z8eW9WQrDdHfoqIs6WRu19K+pLaOSduPD/1qhGTNwO0aBbHb88hfuEXh",
+	"e0bsc80DCfmXMl6pVmg9ODbIJgM5n77N+q4ibNWBJhvzo6FNFCir0sSlZOJIhxDL8kKwPAvvZNRa1uj+",
+	"WNZ4/d1YIxc0eDboyoq+13LHthbIH4WHv7QPUxLezdQWSuplNQUhTcAgTNm01H/6KrVtJQRhtLSTJmk9",
+	"FpLFMZSYVYXbOC7N5QhP1oaWpp0brmoTa8W9ILXU4H8ar3fbFczuIKYuzx/umeftUj8v739fbaqf1iqE",
+	"f+0VI09VqurvjSksN3lgsvC8or5qNKmUkxMg3D7hIsrdqcHl+W9qld3YSTk4GWnWuuokfVGheDVoKcGq",
+	"bT3rp4LbZK/rcJ2mlGr2oJvKM48F1WSIy9wEamIUuqbPT8P/yVaOzV0qyqCbYKHfPdMt/GGVZ2Yocw9u",
+	"WUC29cPyL+j8oLYerXLaw9fQw21ovMGHrxu94GDUOAoPgkZn1IWDsBccDl9h501ekj101PdENP1nb9TF",
+	"b4LcS0c2TJk8XOIM++f079379p9fjmadr6/jg+EhfRP0vsutAcl7LNXc72eeg4H8WWPtwf+jiQwpFyHb",
+	"6KnWwxSWG5rGXeExSF5MS4poOYz0466JaasGNtGVGqTv51yQAEw5AGUNFq+KDT3UFRubusKv0ifbnvWK",
+	"JQyDko2EsZNuKW2NscuteyBa09fuMe6JvlL835V21cBm27rtdnbzF4o5C0AI8zaiSK7pEvbybIEoQyHE",
+	"QEOgwbI0TPGrXXdXxyVNKbFpfTFr71Evix5H5B6aucvfrD3nGBv3QEG4doZBohURumSnLkKBoksm5JiD",
+	"QC8xDdN6Il/nBGYsnEdgL82aC0BE/mIToMfosH2A9HvFCyKgFMlXBpSdSznT6+VjC6vBt+9JC22G//0e",
+	"h95A07DxwY4vbSaw91HAKIVAJ56tmM29aXyQf69Vn2f991rN8H28tTlweAiFDOzTuPr015OoQhuppNH8",
+	"h9mVhp8+68pS/dxpWT5uhqe6cDh3I12/1YpYgKMJE7J/1D5qa2vZLroi2oBiKoXN5StvTPmF2hcrluKI",
+	"EsmYys2GMC0WAYcQqCQ4cudIJXP5DMU7uBxoVlpw3WndfsjVmW3VN6FjHy2wDEz9Hg2TUsB8FMqZ1smI",
+	"rs6ayBo9E09O1fnanurj58f/DwAA//+7x7Yb9YIAAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -51,19 +51,19 @@ type benchEngine struct {
 
 var _ ports.WorkflowEngine = (*benchEngine)(nil)
 
-func (e *benchEngine) StartExecution(context.Context, ports.StartRequest) error {
+func (e *benchEngine) StartWorkflow(context.Context, ports.WorkflowStart) error {
 	e.starts.Add(1)
 	return nil
 }
 
-// DescribeExecution says every workflow runs, so the reconciler and stale
+// DescribeWorkflow says every workflow runs, so the reconciler and stale
 // recovery leave the benchmark's rows alone.
-func (e *benchEngine) DescribeExecution(context.Context, uuid.UUID) (ports.WorkflowState, error) {
+func (e *benchEngine) DescribeWorkflow(context.Context, uuid.UUID) (ports.WorkflowState, error) {
 	return ports.WorkflowRunning, nil
 }
 
-func (e *benchEngine) CancelExecution(context.Context, uuid.UUID) error { return nil }
-func (e *benchEngine) CheckHealth(context.Context) error                { return nil }
+func (e *benchEngine) CancelWorkflow(context.Context, uuid.UUID) error { return nil }
+func (e *benchEngine) CheckHealth(context.Context) error               { return nil }
 
 // benchNoWakeups never signals; the drain loops call DispatchBatch directly.
 type benchNoWakeups struct{}

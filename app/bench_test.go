@@ -150,7 +150,7 @@ func BenchmarkDispatchThroughput(b *testing.B) {
 }
 
 // BenchmarkEnqueueToDispatchLatency enqueues at a steady 100 items/s for
-// 15 s through the API's use case (Service.StartExecution) while the
+// 15 s through the API's use case (Service.Enqueue) while the
 // dispatcher's Run loop runs with its default configuration (batches of 10,
 // a 5 s poll, the queue lease) and LISTEN/NOTIFY wake-ups from
 // postgres.Listener. Latency runs from the start of the enqueue call to
@@ -193,7 +193,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	})
 	enqueue := func(i int) (uuid.UUID, error) {
 		w := i % nWS
-		rec, _, err := svc.StartExecution(context.Background(), ports.Actor{WorkspaceID: ws[w], KeyID: uuid.New()}, app.StartRequest{
+		rec, _, err := svc.Enqueue(context.Background(), ports.Actor{WorkspaceID: ws[w], KeyID: uuid.New()}, app.EnqueueRequest{
 			WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
 		})
 		return rec.ID, err
@@ -447,7 +447,7 @@ func benchVerdict(ok bool) string {
 
 // BenchmarkEnqueueContention measures what enqueue costs when many callers
 // write into one workspace at once. 16 callers each enqueue through the
-// API's use case (Service.StartExecution) as fast as they can, 4,000 items
+// API's use case (Service.Enqueue) as fast as they can, 4,000 items
 // a round, either all into one workspace ("hot") or each into a workspace
 // of its own ("spread"); the two alternate for three rounds each. Every
 // enqueue updates its workspace's row of workspace_queue_stats under a row
@@ -487,7 +487,7 @@ func BenchmarkEnqueueContention(b *testing.B) {
 						return
 					}
 					t0 := time.Now()
-					_, _, err := svc.StartExecution(context.Background(), ports.Actor{WorkspaceID: ws[w], KeyID: uuid.New()}, app.StartRequest{
+					_, _, err := svc.Enqueue(context.Background(), ports.Actor{WorkspaceID: ws[w], KeyID: uuid.New()}, app.EnqueueRequest{
 						WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
 					})
 					if err != nil {
@@ -508,7 +508,7 @@ func BenchmarkEnqueueContention(b *testing.B) {
 		return
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n== enqueue contention: %d callers, %d enqueues a round, %d rounds each, through Service.StartExecution ==\n", callers, perRound, rounds)
+	fmt.Fprintf(&sb, "\n== enqueue contention: %d callers, %d enqueues a round, %d rounds each, through Service.Enqueue ==\n", callers, perRound, rounds)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	for _, r := range []struct {
 		name string

@@ -354,7 +354,7 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem) []
 				"execution_id", item.ExecutionID)
 			ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 			defer cancel()
-			errs[i] = d.engine.StartExecution(ctx, ports.StartRequest{
+			errs[i] = d.engine.StartWorkflow(ctx, ports.WorkflowStart{
 				ExecutionID:  item.ExecutionID,
 				WorkspaceID:  item.WorkspaceID,
 				DefinitionID: item.DefinitionID,
@@ -451,7 +451,7 @@ func (d *Dispatcher) RecoverStale(ctx context.Context) (int, error) {
 		if item.ExecutionID == nil {
 			continue
 		}
-		state, err := d.engine.DescribeExecution(ctx, *item.ExecutionID)
+		state, err := d.engine.DescribeWorkflow(ctx, *item.ExecutionID)
 		if err != nil {
 			d.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", err)
 			continue
@@ -501,7 +501,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, e := range running {
-		state, err := d.engine.DescribeExecution(ctx, e.ID)
+		state, err := d.engine.DescribeWorkflow(ctx, e.ID)
 		if err != nil {
 			d.log.Warn("cannot describe execution's workflow", "execution_id", e.ID, "error", err)
 			continue

@@ -22,9 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/adapters/temporal"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/db"
 	"github.com/sluicehq/sluice/domain"
@@ -36,7 +36,7 @@ import (
 type dispatchBundle struct {
 	pool   *pgxpool.Pool
 	store  *postgres.Store
-	engine *temporal.Engine
+	engine *engine.Engine
 	client client.Client
 	log    *slog.Logger
 }
@@ -71,9 +71,9 @@ func setupDispatch(t *testing.T) *dispatchBundle {
 	c := temporalClient(t, addr)
 	// No worker serves this prefix: started workflows simply wait, which is
 	// all the dispatcher needs to observe.
-	queues := temporal.NewTaskQueues("disp" + uuid.NewString()[:8] + ".")
+	queues := engine.NewTaskQueues("disp" + uuid.NewString()[:8] + ".")
 	log := quietLog()
-	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: temporal.NewEngine(c, queues), client: c, log: log}
+	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: engine.NewEngine(c, queues), client: c, log: log}
 }
 
 func testConfig() app.DispatcherConfig {
@@ -183,11 +183,11 @@ type countingEngine struct {
 	ports.WorkflowEngine
 	mu     sync.Mutex
 	starts map[uuid.UUID]int
-	// fail makes StartExecution fail for the executions it returns true for.
+	// fail makes StartWorkflow fail for the executions it returns true for.
 	fail func(uuid.UUID) bool
 }
 
-func (c *countingEngine) StartExecution(ctx context.Context, req ports.StartRequest) error {
+func (c *countingEngine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) error {
 	c.mu.Lock()
 	if c.starts == nil {
 		c.starts = map[uuid.UUID]int{}
@@ -197,7 +197,7 @@ func (c *countingEngine) StartExecution(ctx context.Context, req ports.StartRequ
 	if c.fail != nil && c.fail(req.ExecutionID) {
 		return errors.New("injected start failure")
 	}
-	return c.WorkflowEngine.StartExecution(ctx, req)
+	return c.WorkflowEngine.StartWorkflow(ctx, req)
 }
 
 func TestDispatchClaimsABatchAndTheNextCycleTheRest(t *testing.T) {
@@ -229,7 +229,7 @@ func TestDispatchClaimsABatchAndTheNextCycleTheRest(t *testing.T) {
 		if err != nil || e.Status != domain.ExecutionRunning || e.Version != 1 {
 			t.Fatalf("execution of %s = %+v, %v; want RUNNING version 1", id, e, err)
 		}
-		state, err := b.engine.DescribeExecution(context.Background(), *q.ExecutionID)
+		state, err := b.engine.DescribeWorkflow(context.Background(), *q.ExecutionID)
 		if err != nil || state != ports.WorkflowRunning {
 			t.Fatalf("workflow of %s: %s, %v; want it started on Temporal", id, state, err)
 		}
@@ -368,7 +368,7 @@ func TestTemporalDownFailsTheItemAfterThreeAttempts(t *testing.T) {
 	ws, def := b.workspace(t, domain.PlanPro)
 	id := b.enqueue(t, ws, def, 1)[0]
 	// A client pointed at a port nobody listens on.
-	dead := temporal.NewEngine(temporalClient(t, "127.0.0.1:1"), temporal.NewTaskQueues("dead."))
+	dead := engine.NewEngine(temporalClient(t, "127.0.0.1:1"), engine.NewTaskQueues("dead."))
 	d := b.dispatcher(dead, testConfig(), nil)
 	var availability []time.Time
 	eventually(t, 60*time.Second, "the item to fail", func() bool {
@@ -455,7 +455,7 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 	}
 	// One of the two did reach Temporal before the crash.
 	started := claim.Claimed[0]
-	if err := b.engine.StartExecution(ctx, ports.StartRequest{ExecutionID: started.ExecutionID, WorkspaceID: ws, DefinitionID: def, Version: 1}); err != nil {
+	if err := b.engine.StartWorkflow(ctx, ports.WorkflowStart{ExecutionID: started.ExecutionID, WorkspaceID: ws, DefinitionID: def, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
 	d := b.dispatcher(b.engine, cfg, nil)
@@ -495,7 +495,7 @@ func TestReconcilerRecordsWorkflowsTerminatedOutsideSluice(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := b.item(t, id)
-	if err := b.client.TerminateWorkflow(ctx, temporal.WorkflowID(*q.ExecutionID), "", "operator"); err != nil {
+	if err := b.client.TerminateWorkflow(ctx, engine.WorkflowID(*q.ExecutionID), "", "operator"); err != nil {
 		t.Fatal(err)
 	}
 	n, err := d.Reconcile(ctx)

@@ -97,7 +97,7 @@ func (f *fakeStore) dispatchedNow() int {
 
 type okEngine struct{ ports.WorkflowEngine }
 
-func (okEngine) StartExecution(context.Context, ports.StartRequest) error { return nil }
+func (okEngine) StartWorkflow(context.Context, ports.WorkflowStart) error { return nil }
 
 // fakeLease is held by someone else until released.
 type fakeLease struct {

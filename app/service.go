@@ -316,8 +316,8 @@ func (s *Service) GetDefinitionVersion(ctx context.Context, a ports.Actor, id uu
 	return s.store.GetDefinitionVersion(ctx, id, version)
 }
 
-// StartRequest is the body of the start endpoint.
-type StartRequest struct {
+// EnqueueRequest is the body of the start endpoint.
+type EnqueueRequest struct {
 	WorkspaceID    uuid.UUID
 	DefinitionID   uuid.UUID
 	Input          json.RawMessage
@@ -328,9 +328,9 @@ type StartRequest struct {
 // DefaultPriority is the priority of an enqueue that names none.
 const DefaultPriority = 2
 
-// StartExecution enqueues an execution. The definition must exist (404) and
+// Enqueue enqueues an execution. The definition must exist (404) and
 // belong to the workspace (403, the seeds' SecurityException case).
-func (s *Service) StartExecution(ctx context.Context, a ports.Actor, req StartRequest) (ports.QueueRecord, bool, error) {
+func (s *Service) Enqueue(ctx context.Context, a ports.Actor, req EnqueueRequest) (ports.QueueRecord, bool, error) {
 	if err := requireWorkspace(a, req.WorkspaceID, "workspace"); err != nil {
 		return ports.QueueRecord{}, false, err
 	}
@@ -360,7 +360,7 @@ func (s *Service) StartExecution(ctx context.Context, a ports.Actor, req StartRe
 // requestHash identifies a start request's content for Idempotency-Key
 // checks. The input is compacted first so that formatting alone never
 // counts as a different body.
-func requestHash(req StartRequest) []byte {
+func requestHash(req EnqueueRequest) []byte {
 	var input any
 	_ = json.Unmarshal(req.Input, &input)
 	canonical, _ := json.Marshal(input) // encoding/json sorts map keys
@@ -463,7 +463,7 @@ func (s *Service) Cancel(ctx context.Context, a ports.Actor, id uuid.UUID) (uuid
 	if s.engine == nil {
 		return uuid.Nil, "", errors.New("this process has no workflow engine to cancel running executions")
 	}
-	if err := s.engine.CancelExecution(ctx, e.ID); err != nil {
+	if err := s.engine.CancelWorkflow(ctx, e.ID); err != nil {
 		return uuid.Nil, "", err
 	}
 	return e.ID, CancelRequested, nil

@@ -211,8 +211,8 @@ const (
 	WorkflowTimedOut   WorkflowState = "TIMED_OUT"
 )
 
-// StartRequest is what the engine needs to start one execution.
-type StartRequest struct {
+// WorkflowStart is what the engine needs to start one execution.
+type WorkflowStart struct {
 	ExecutionID  uuid.UUID
 	WorkspaceID  uuid.UUID
 	DefinitionID uuid.UUID
@@ -222,10 +222,10 @@ type StartRequest struct {
 
 // WorkflowEngine starts and inspects executions' workflows. Its
 // implementation names the workflow execution-{executionId}, so a start is
-// idempotent: StartExecution returns nil when that workflow already exists.
+// idempotent: StartWorkflow returns nil when that workflow already exists.
 type WorkflowEngine interface {
-	StartExecution(ctx context.Context, req StartRequest) error
-	DescribeExecution(ctx context.Context, executionID uuid.UUID) (WorkflowState, error)
-	CancelExecution(ctx context.Context, executionID uuid.UUID) error
+	StartWorkflow(ctx context.Context, req WorkflowStart) error
+	DescribeWorkflow(ctx context.Context, executionID uuid.UUID) (WorkflowState, error)
+	CancelWorkflow(ctx context.Context, executionID uuid.UUID) error
 	CheckHealth(ctx context.Context) error
 }

@@ -61,29 +61,29 @@ const (
 	QueueStatusPENDING    QueueStatus = "PENDING"
 )
 
-// ApiKey defines model for ApiKey.
-type ApiKey struct {
+// APIKey defines model for ApiKey.
+type APIKey struct {
 	CreatedAt time.Time          `json:"createdAt"`
-	Id        openapi_types.UUID `json:"id"`
+	ID        openapi_types.UUID `json:"id"`
 	Name      string             `json:"name"`
 
 	// Prefix The first characters of the secret, to tell keys apart.
 	Prefix      string             `json:"prefix"`
 	RevokedAt   *time.Time         `json:"revokedAt"`
-	WorkspaceId openapi_types.UUID `json:"workspaceId"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // CancelResponse defines model for CancelResponse.
 type CancelResponse struct {
-	Id     openapi_types.UUID   `json:"id"`
+	ID     openapi_types.UUID   `json:"id"`
 	Status CancelResponseStatus `json:"status"`
 }
 
 // CancelResponseStatus defines model for CancelResponse.Status.
 type CancelResponseStatus string
 
-// CreateApiKeyRequest defines model for CreateApiKeyRequest.
-type CreateApiKeyRequest struct {
+// CreateAPIKeyRequest defines model for CreateApiKeyRequest.
+type CreateAPIKeyRequest struct {
 	Name string `json:"name"`
 }
 
@@ -92,7 +92,7 @@ type CreateDefinitionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
-	WorkspaceId openapi_types.UUID `json:"workspaceId"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // CreateVersionRequest defines model for CreateVersionRequest.
@@ -107,10 +107,10 @@ type CreateWorkspaceRequest struct {
 	Plan Plan   `json:"plan"`
 }
 
-// CreatedApiKey defines model for CreatedApiKey.
-type CreatedApiKey struct {
+// CreatedAPIKey defines model for CreatedApiKey.
+type CreatedAPIKey struct {
 	CreatedAt time.Time          `json:"createdAt"`
-	Id        openapi_types.UUID `json:"id"`
+	ID        openapi_types.UUID `json:"id"`
 	Name      string             `json:"name"`
 
 	// Prefix The first characters of the secret, to tell keys apart.
@@ -119,7 +119,7 @@ type CreatedApiKey struct {
 
 	// Secret Shown once; store it now.
 	Secret      string             `json:"secret"`
-	WorkspaceId openapi_types.UUID `json:"workspaceId"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // Definition defines model for Definition.
@@ -129,10 +129,10 @@ type Definition struct {
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	Graph       Graph              `json:"graph"`
-	Id          openapi_types.UUID `json:"id"`
+	ID          openapi_types.UUID `json:"id"`
 	Name        string             `json:"name"`
 	UpdatedAt   time.Time          `json:"updatedAt"`
-	WorkspaceId openapi_types.UUID `json:"workspaceId"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // DefinitionPage defines model for DefinitionPage.
@@ -144,7 +144,7 @@ type DefinitionPage struct {
 // DefinitionVersion defines model for DefinitionVersion.
 type DefinitionVersion struct {
 	CreatedAt    time.Time          `json:"createdAt"`
-	DefinitionId openapi_types.UUID `json:"definitionId"`
+	DefinitionID openapi_types.UUID `json:"definitionId"`
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	Graph   Graph `json:"graph"`
@@ -158,9 +158,20 @@ type Edge struct {
 	When *bool  `json:"when,omitempty"`
 }
 
+// EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
+type EnqueueExecutionRequest struct {
+	// Input Available to templates as `input`.
+	Input *map[string]interface{} `json:"input,omitempty"`
+
+	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
+	Priority             *int               `json:"priority,omitempty"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
 // EnqueuedExecution defines model for EnqueuedExecution.
 type EnqueuedExecution struct {
-	QueueId openapi_types.UUID `json:"queueId"`
+	QueueID openapi_types.UUID `json:"queueId"`
 	Status  QueueStatus        `json:"status"`
 }
 
@@ -169,14 +180,14 @@ type Execution struct {
 	CompletedAt          *time.Time             `json:"completedAt"`
 	DurationMs           *int64                 `json:"durationMs"`
 	Error                *string                `json:"error"`
-	Id                   openapi_types.UUID     `json:"id"`
+	ID                   openapi_types.UUID     `json:"id"`
 	Input                map[string]interface{} `json:"input"`
 	Nodes                *[]NodeRecord          `json:"nodes,omitempty"`
 	StartedAt            time.Time              `json:"startedAt"`
 	Status               ExecutionStatus        `json:"status"`
-	WorkflowDefinitionId openapi_types.UUID     `json:"workflowDefinitionId"`
+	WorkflowDefinitionID openapi_types.UUID     `json:"workflowDefinitionId"`
 	WorkflowVersion      int                    `json:"workflowVersion"`
-	WorkspaceId          openapi_types.UUID     `json:"workspaceId"`
+	WorkspaceID          openapi_types.UUID     `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.
@@ -263,13 +274,13 @@ type QueueItem struct {
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
 	DispatchFailures     int                 `json:"dispatchFailures"`
 	DispatchedAt         *time.Time          `json:"dispatchedAt"`
-	ExecutionId          *openapi_types.UUID `json:"executionId"`
-	Id                   openapi_types.UUID  `json:"id"`
+	ExecutionID          *openapi_types.UUID `json:"executionId"`
+	ID                   openapi_types.UUID  `json:"id"`
 	LastError            *string             `json:"lastError"`
 	Priority             int                 `json:"priority"`
 	Status               QueueStatus         `json:"status"`
-	WorkflowDefinitionId openapi_types.UUID  `json:"workflowDefinitionId"`
-	WorkspaceId          openapi_types.UUID  `json:"workspaceId"`
+	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
 }
 
 // QueueItemPage defines model for QueueItemPage.
@@ -281,17 +292,6 @@ type QueueItemPage struct {
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
 
-// StartExecutionRequest defines model for StartExecutionRequest.
-type StartExecutionRequest struct {
-	// Input Available to templates as `input`.
-	Input *map[string]interface{} `json:"input,omitempty"`
-
-	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
-	Priority             *int               `json:"priority,omitempty"`
-	WorkflowDefinitionId openapi_types.UUID `json:"workflowDefinitionId"`
-	WorkspaceId          openapi_types.UUID `json:"workspaceId"`
-}
-
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
 type UpdateWorkspaceRequest struct {
 	Plan Plan `json:"plan"`
@@ -302,7 +302,7 @@ type Workspace struct {
 	// Active Executions holding a slot now.
 	Active    int                `json:"active"`
 	CreatedAt time.Time          `json:"createdAt"`
-	Id        openapi_types.UUID `json:"id"`
+	ID        openapi_types.UUID `json:"id"`
 
 	// Limit Concurrent executions the plan allows.
 	Limit int    `json:"limit"`
@@ -323,17 +323,17 @@ type WorkspacePage struct {
 // Cursor defines model for Cursor.
 type Cursor = string
 
-// DefinitionId defines model for DefinitionId.
-type DefinitionId = openapi_types.UUID
+// DefinitionID defines model for DefinitionId.
+type DefinitionID = openapi_types.UUID
 
-// ExecutionId defines model for ExecutionId.
-type ExecutionId = openapi_types.UUID
+// ExecutionID defines model for ExecutionId.
+type ExecutionID = openapi_types.UUID
 
 // Limit defines model for Limit.
 type Limit = int
 
-// WorkspaceId defines model for WorkspaceId.
-type WorkspaceId = openapi_types.UUID
+// WorkspaceID defines model for WorkspaceId.
+type WorkspaceID = openapi_types.UUID
 
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
@@ -361,8 +361,8 @@ type Unauthorized = Problem
 
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
-	// WorkspaceId The workspace to list.
-	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -373,8 +373,8 @@ type ListDefinitionsParams struct {
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
-	// WorkspaceId The workspace to list.
-	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
 
 	// Status Only executions in this status.
 	Status *ExecutionStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -386,16 +386,16 @@ type ListExecutionsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
-// StartExecutionParams defines parameters for StartExecution.
-type StartExecutionParams struct {
+// EnqueueExecutionParams defines parameters for EnqueueExecution.
+type EnqueueExecutionParams struct {
 	// IdempotencyKey Makes the start safe to retry. The same key with the same body returns the original queue item; with a different body it is a 409. Scoped per workspace, kept for at least 24 hours.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // ListQueueParams defines parameters for ListQueue.
 type ListQueueParams struct {
-	// WorkspaceId The workspace to list.
-	WorkspaceId openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
 
 	// Status Only items in this status.
 	Status *QueueStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -422,8 +422,8 @@ type CreateDefinitionJSONRequestBody = CreateDefinitionRequest
 // CreateDefinitionVersionJSONRequestBody defines body for CreateDefinitionVersion for application/json ContentType.
 type CreateDefinitionVersionJSONRequestBody = CreateVersionRequest
 
-// StartExecutionJSONRequestBody defines body for StartExecution for application/json ContentType.
-type StartExecutionJSONRequestBody = StartExecutionRequest
+// EnqueueExecutionJSONRequestBody defines body for EnqueueExecution for application/json ContentType.
+type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
@@ -431,8 +431,8 @@ type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 // UpdateWorkspacePlanJSONRequestBody defines body for UpdateWorkspacePlan for application/json ContentType.
 type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
 
-// CreateApiKeyJSONRequestBody defines body for CreateApiKey for application/json ContentType.
-type CreateApiKeyJSONRequestBody = CreateApiKeyRequest
+// CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
+type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
 // RequestEditorFn  is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -516,38 +516,38 @@ type ClientInterface interface {
 	CreateDefinition(ctx context.Context, body CreateDefinitionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteDefinition request
-	DeleteDefinition(ctx context.Context, definitionId DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteDefinition(ctx context.Context, definitionID DefinitionID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDefinition request
-	GetDefinition(ctx context.Context, definitionId DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetDefinition(ctx context.Context, definitionID DefinitionID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateDefinitionVersionWithBody request with any body
-	CreateDefinitionVersionWithBody(ctx context.Context, definitionId DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateDefinitionVersionWithBody(ctx context.Context, definitionID DefinitionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	CreateDefinitionVersion(ctx context.Context, definitionId DefinitionId, body CreateDefinitionVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateDefinitionVersion(ctx context.Context, definitionID DefinitionID, body CreateDefinitionVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDefinitionVersion request
-	GetDefinitionVersion(ctx context.Context, definitionId DefinitionId, version int, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetDefinitionVersion(ctx context.Context, definitionID DefinitionID, version int, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListExecutions request
 	ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// StartExecutionWithBody request with any body
-	StartExecutionWithBody(ctx context.Context, params *StartExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// EnqueueExecutionWithBody request with any body
+	EnqueueExecutionWithBody(ctx context.Context, params *EnqueueExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	StartExecution(ctx context.Context, params *StartExecutionParams, body StartExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	EnqueueExecution(ctx context.Context, params *EnqueueExecutionParams, body EnqueueExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetExecution request
-	GetExecution(ctx context.Context, executionId ExecutionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelExecution request
-	CancelExecution(ctx context.Context, executionId ExecutionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListQueue request
 	ListQueue(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQueueItem request
-	GetQueueItem(ctx context.Context, queueId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkspaces request
 	ListWorkspaces(ctx context.Context, params *ListWorkspacesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -558,23 +558,23 @@ type ClientInterface interface {
 	CreateWorkspace(ctx context.Context, body CreateWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetWorkspace request
-	GetWorkspace(ctx context.Context, workspaceId WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetWorkspace(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateWorkspacePlanWithBody request with any body
-	UpdateWorkspacePlanWithBody(ctx context.Context, workspaceId WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UpdateWorkspacePlanWithBody(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	UpdateWorkspacePlan(ctx context.Context, workspaceId WorkspaceId, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UpdateWorkspacePlan(ctx context.Context, workspaceID WorkspaceID, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListApiKeys request
-	ListApiKeys(ctx context.Context, workspaceId WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// ListAPIKeys request
+	ListAPIKeys(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateApiKeyWithBody request with any body
-	CreateApiKeyWithBody(ctx context.Context, workspaceId WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// CreateAPIKeyWithBody request with any body
+	CreateAPIKeyWithBody(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	CreateApiKey(ctx context.Context, workspaceId WorkspaceId, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateAPIKey(ctx context.Context, workspaceID WorkspaceID, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RevokeApiKey request
-	RevokeApiKey(ctx context.Context, workspaceId WorkspaceId, keyId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// RevokeAPIKey request
+	RevokeAPIKey(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHealthz request
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -619,8 +619,8 @@ func (c *Client) CreateDefinition(ctx context.Context, body CreateDefinitionJSON
 	return c.Client.Do(req)
 }
 
-func (c *Client) DeleteDefinition(ctx context.Context, definitionId DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteDefinitionRequest(c.Server, definitionId)
+func (c *Client) DeleteDefinition(ctx context.Context, definitionID DefinitionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteDefinitionRequest(c.Server, definitionID)
 	if err != nil {
 		return nil, err
 	}
@@ -631,8 +631,8 @@ func (c *Client) DeleteDefinition(ctx context.Context, definitionId DefinitionId
 	return c.Client.Do(req)
 }
 
-func (c *Client) GetDefinition(ctx context.Context, definitionId DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetDefinitionRequest(c.Server, definitionId)
+func (c *Client) GetDefinition(ctx context.Context, definitionID DefinitionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDefinitionRequest(c.Server, definitionID)
 	if err != nil {
 		return nil, err
 	}
@@ -643,8 +643,8 @@ func (c *Client) GetDefinition(ctx context.Context, definitionId DefinitionId, r
 	return c.Client.Do(req)
 }
 
-func (c *Client) CreateDefinitionVersionWithBody(ctx context.Context, definitionId DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateDefinitionVersionRequestWithBody(c.Server, definitionId, contentType, body)
+func (c *Client) CreateDefinitionVersionWithBody(ctx context.Context, definitionID DefinitionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDefinitionVersionRequestWithBody(c.Server, definitionID, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -655,8 +655,8 @@ func (c *Client) CreateDefinitionVersionWithBody(ctx context.Context, definition
 	return c.Client.Do(req)
 }
 
-func (c *Client) CreateDefinitionVersion(ctx context.Context, definitionId DefinitionId, body CreateDefinitionVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateDefinitionVersionRequest(c.Server, definitionId, body)
+func (c *Client) CreateDefinitionVersion(ctx context.Context, definitionID DefinitionID, body CreateDefinitionVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDefinitionVersionRequest(c.Server, definitionID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -667,8 +667,8 @@ func (c *Client) CreateDefinitionVersion(ctx context.Context, definitionId Defin
 	return c.Client.Do(req)
 }
 
-func (c *Client) GetDefinitionVersion(ctx context.Context, definitionId DefinitionId, version int, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetDefinitionVersionRequest(c.Server, definitionId, version)
+func (c *Client) GetDefinitionVersion(ctx context.Context, definitionID DefinitionID, version int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDefinitionVersionRequest(c.Server, definitionID, version)
 	if err != nil {
 		return nil, err
 	}
@@ -691,8 +691,8 @@ func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParam
 	return c.Client.Do(req)
 }
 
-func (c *Client) StartExecutionWithBody(ctx context.Context, params *StartExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStartExecutionRequestWithBody(c.Server, params, contentType, body)
+func (c *Client) EnqueueExecutionWithBody(ctx context.Context, params *EnqueueExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnqueueExecutionRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -703,8 +703,8 @@ func (c *Client) StartExecutionWithBody(ctx context.Context, params *StartExecut
 	return c.Client.Do(req)
 }
 
-func (c *Client) StartExecution(ctx context.Context, params *StartExecutionParams, body StartExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStartExecutionRequest(c.Server, params, body)
+func (c *Client) EnqueueExecution(ctx context.Context, params *EnqueueExecutionParams, body EnqueueExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnqueueExecutionRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -715,8 +715,8 @@ func (c *Client) StartExecution(ctx context.Context, params *StartExecutionParam
 	return c.Client.Do(req)
 }
 
-func (c *Client) GetExecution(ctx context.Context, executionId ExecutionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetExecutionRequest(c.Server, executionId)
+func (c *Client) GetExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetExecutionRequest(c.Server, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -727,8 +727,8 @@ func (c *Client) GetExecution(ctx context.Context, executionId ExecutionId, reqE
 	return c.Client.Do(req)
 }
 
-func (c *Client) CancelExecution(ctx context.Context, executionId ExecutionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCancelExecutionRequest(c.Server, executionId)
+func (c *Client) CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelExecutionRequest(c.Server, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -751,8 +751,8 @@ func (c *Client) ListQueue(ctx context.Context, params *ListQueueParams, reqEdit
 	return c.Client.Do(req)
 }
 
-func (c *Client) GetQueueItem(ctx context.Context, queueId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetQueueItemRequest(c.Server, queueId)
+func (c *Client) GetQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetQueueItemRequest(c.Server, queueID)
 	if err != nil {
 		return nil, err
 	}
@@ -799,8 +799,8 @@ func (c *Client) CreateWorkspace(ctx context.Context, body CreateWorkspaceJSONRe
 	return c.Client.Do(req)
 }
 
-func (c *Client) GetWorkspace(ctx context.Context, workspaceId WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetWorkspaceRequest(c.Server, workspaceId)
+func (c *Client) GetWorkspace(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWorkspaceRequest(c.Server, workspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -811,8 +811,8 @@ func (c *Client) GetWorkspace(ctx context.Context, workspaceId WorkspaceId, reqE
 	return c.Client.Do(req)
 }
 
-func (c *Client) UpdateWorkspacePlanWithBody(ctx context.Context, workspaceId WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateWorkspacePlanRequestWithBody(c.Server, workspaceId, contentType, body)
+func (c *Client) UpdateWorkspacePlanWithBody(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateWorkspacePlanRequestWithBody(c.Server, workspaceID, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -823,8 +823,8 @@ func (c *Client) UpdateWorkspacePlanWithBody(ctx context.Context, workspaceId Wo
 	return c.Client.Do(req)
 }
 
-func (c *Client) UpdateWorkspacePlan(ctx context.Context, workspaceId WorkspaceId, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateWorkspacePlanRequest(c.Server, workspaceId, body)
+func (c *Client) UpdateWorkspacePlan(ctx context.Context, workspaceID WorkspaceID, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateWorkspacePlanRequest(c.Server, workspaceID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -835,8 +835,8 @@ func (c *Client) UpdateWorkspacePlan(ctx context.Context, workspaceId WorkspaceI
 	return c.Client.Do(req)
 }
 
-func (c *Client) ListApiKeys(ctx context.Context, workspaceId WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListApiKeysRequest(c.Server, workspaceId)
+func (c *Client) ListAPIKeys(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAPIKeysRequest(c.Server, workspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -847,8 +847,8 @@ func (c *Client) ListApiKeys(ctx context.Context, workspaceId WorkspaceId, reqEd
 	return c.Client.Do(req)
 }
 
-func (c *Client) CreateApiKeyWithBody(ctx context.Context, workspaceId WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateApiKeyRequestWithBody(c.Server, workspaceId, contentType, body)
+func (c *Client) CreateAPIKeyWithBody(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAPIKeyRequestWithBody(c.Server, workspaceID, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -859,8 +859,8 @@ func (c *Client) CreateApiKeyWithBody(ctx context.Context, workspaceId Workspace
 	return c.Client.Do(req)
 }
 
-func (c *Client) CreateApiKey(ctx context.Context, workspaceId WorkspaceId, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateApiKeyRequest(c.Server, workspaceId, body)
+func (c *Client) CreateAPIKey(ctx context.Context, workspaceID WorkspaceID, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAPIKeyRequest(c.Server, workspaceID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -871,8 +871,8 @@ func (c *Client) CreateApiKey(ctx context.Context, workspaceId WorkspaceId, body
 	return c.Client.Do(req)
 }
 
-func (c *Client) RevokeApiKey(ctx context.Context, workspaceId WorkspaceId, keyId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRevokeApiKeyRequest(c.Server, workspaceId, keyId)
+func (c *Client) RevokeAPIKey(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeAPIKeyRequest(c.Server, workspaceID, keyID)
 	if err != nil {
 		return nil, err
 	}
@@ -929,7 +929,7 @@ func NewListDefinitionsRequest(server string, params *ListDefinitionsParams) (*h
 	if params != nil {
 		queryValues := queryURL.Query()
 
-		if queryFrag, err := runtime.StyleParamWithLocation("form", true, "workspaceId", runtime.ParamLocationQuery, params.WorkspaceId); err != nil {
+		if queryFrag, err := runtime.StyleParamWithLocation("form", true, "workspaceId", runtime.ParamLocationQuery, params.WorkspaceID); err != nil {
 			return nil, err
 		} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
 			return nil, err
@@ -1025,12 +1025,12 @@ func NewCreateDefinitionRequestWithBody(server string, contentType string, body 
 }
 
 // NewDeleteDefinitionRequest generates requests for DeleteDefinition
-func NewDeleteDefinitionRequest(server string, definitionId DefinitionId) (*http.Request, error) {
+func NewDeleteDefinitionRequest(server string, definitionID DefinitionID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "definitionId", runtime.ParamLocationPath, definitionId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "definitionId", runtime.ParamLocationPath, definitionID)
 	if err != nil {
 		return nil, err
 	}
@@ -1059,12 +1059,12 @@ func NewDeleteDefinitionRequest(server string, definitionId DefinitionId) (*http
 }
 
 // NewGetDefinitionRequest generates requests for GetDefinition
-func NewGetDefinitionRequest(server string, definitionId DefinitionId) (*http.Request, error) {
+func NewGetDefinitionRequest(server string, definitionID DefinitionID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "definitionId", runtime.ParamLocationPath, definitionId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "definitionId", runtime.ParamLocationPath, definitionID)
 	if err != nil {
 		return nil, err
 	}
@@ -1093,23 +1093,23 @@ func NewGetDefinitionRequest(server string, definitionId DefinitionId) (*http.Re
 }
 
 // NewCreateDefinitionVersionRequest calls the generic CreateDefinitionVersion builder with application/json body
-func NewCreateDefinitionVersionRequest(server string, definitionId DefinitionId, body CreateDefinitionVersionJSONRequestBody) (*http.Request, error) {
+func NewCreateDefinitionVersionRequest(server string, definitionID DefinitionID, body CreateDefinitionVersionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateDefinitionVersionRequestWithBody(server, definitionId, "application/json", bodyReader)
+	return NewCreateDefinitionVersionRequestWithBody(server, definitionID, "application/json", bodyReader)
 }
 
 // NewCreateDefinitionVersionRequestWithBody generates requests for CreateDefinitionVersion with any type of body
-func NewCreateDefinitionVersionRequestWithBody(server string, definitionId DefinitionId, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateDefinitionVersionRequestWithBody(server string, definitionID DefinitionID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "definitionId", runtime.ParamLocationPath, definitionId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "definitionId", runtime.ParamLocationPath, definitionID)
 	if err != nil {
 		return nil, err
 	}
@@ -1140,12 +1140,12 @@ func NewCreateDefinitionVersionRequestWithBody(server string, definitionId Defin
 }
 
 // NewGetDefinitionVersionRequest generates requests for GetDefinitionVersion
-func NewGetDefinitionVersionRequest(server string, definitionId DefinitionId, version int) (*http.Request, error) {
+func NewGetDefinitionVersionRequest(server string, definitionID DefinitionID, version int) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "definitionId", runtime.ParamLocationPath, definitionId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "definitionId", runtime.ParamLocationPath, definitionID)
 	if err != nil {
 		return nil, err
 	}
@@ -1202,7 +1202,7 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 	if params != nil {
 		queryValues := queryURL.Query()
 
-		if queryFrag, err := runtime.StyleParamWithLocation("form", true, "workspaceId", runtime.ParamLocationQuery, params.WorkspaceId); err != nil {
+		if queryFrag, err := runtime.StyleParamWithLocation("form", true, "workspaceId", runtime.ParamLocationQuery, params.WorkspaceID); err != nil {
 			return nil, err
 		} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
 			return nil, err
@@ -1273,19 +1273,19 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 	return req, nil
 }
 
-// NewStartExecutionRequest calls the generic StartExecution builder with application/json body
-func NewStartExecutionRequest(server string, params *StartExecutionParams, body StartExecutionJSONRequestBody) (*http.Request, error) {
+// NewEnqueueExecutionRequest calls the generic EnqueueExecution builder with application/json body
+func NewEnqueueExecutionRequest(server string, params *EnqueueExecutionParams, body EnqueueExecutionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewStartExecutionRequestWithBody(server, params, "application/json", bodyReader)
+	return NewEnqueueExecutionRequestWithBody(server, params, "application/json", bodyReader)
 }
 
-// NewStartExecutionRequestWithBody generates requests for StartExecution with any type of body
-func NewStartExecutionRequestWithBody(server string, params *StartExecutionParams, contentType string, body io.Reader) (*http.Request, error) {
+// NewEnqueueExecutionRequestWithBody generates requests for EnqueueExecution with any type of body
+func NewEnqueueExecutionRequestWithBody(server string, params *EnqueueExecutionParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -1329,12 +1329,12 @@ func NewStartExecutionRequestWithBody(server string, params *StartExecutionParam
 }
 
 // NewGetExecutionRequest generates requests for GetExecution
-func NewGetExecutionRequest(server string, executionId ExecutionId) (*http.Request, error) {
+func NewGetExecutionRequest(server string, executionID ExecutionID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -1363,12 +1363,12 @@ func NewGetExecutionRequest(server string, executionId ExecutionId) (*http.Reque
 }
 
 // NewCancelExecutionRequest generates requests for CancelExecution
-func NewCancelExecutionRequest(server string, executionId ExecutionId) (*http.Request, error) {
+func NewCancelExecutionRequest(server string, executionID ExecutionID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -1418,7 +1418,7 @@ func NewListQueueRequest(server string, params *ListQueueParams) (*http.Request,
 	if params != nil {
 		queryValues := queryURL.Query()
 
-		if queryFrag, err := runtime.StyleParamWithLocation("form", true, "workspaceId", runtime.ParamLocationQuery, params.WorkspaceId); err != nil {
+		if queryFrag, err := runtime.StyleParamWithLocation("form", true, "workspaceId", runtime.ParamLocationQuery, params.WorkspaceID); err != nil {
 			return nil, err
 		} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
 			return nil, err
@@ -1490,12 +1490,12 @@ func NewListQueueRequest(server string, params *ListQueueParams) (*http.Request,
 }
 
 // NewGetQueueItemRequest generates requests for GetQueueItem
-func NewGetQueueItemRequest(server string, queueId openapi_types.UUID) (*http.Request, error) {
+func NewGetQueueItemRequest(server string, queueID openapi_types.UUID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "queueId", runtime.ParamLocationPath, queueId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "queueId", runtime.ParamLocationPath, queueID)
 	if err != nil {
 		return nil, err
 	}
@@ -1629,12 +1629,12 @@ func NewCreateWorkspaceRequestWithBody(server string, contentType string, body i
 }
 
 // NewGetWorkspaceRequest generates requests for GetWorkspace
-func NewGetWorkspaceRequest(server string, workspaceId WorkspaceId) (*http.Request, error) {
+func NewGetWorkspaceRequest(server string, workspaceID WorkspaceID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -1663,23 +1663,23 @@ func NewGetWorkspaceRequest(server string, workspaceId WorkspaceId) (*http.Reque
 }
 
 // NewUpdateWorkspacePlanRequest calls the generic UpdateWorkspacePlan builder with application/json body
-func NewUpdateWorkspacePlanRequest(server string, workspaceId WorkspaceId, body UpdateWorkspacePlanJSONRequestBody) (*http.Request, error) {
+func NewUpdateWorkspacePlanRequest(server string, workspaceID WorkspaceID, body UpdateWorkspacePlanJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewUpdateWorkspacePlanRequestWithBody(server, workspaceId, "application/json", bodyReader)
+	return NewUpdateWorkspacePlanRequestWithBody(server, workspaceID, "application/json", bodyReader)
 }
 
 // NewUpdateWorkspacePlanRequestWithBody generates requests for UpdateWorkspacePlan with any type of body
-func NewUpdateWorkspacePlanRequestWithBody(server string, workspaceId WorkspaceId, contentType string, body io.Reader) (*http.Request, error) {
+func NewUpdateWorkspacePlanRequestWithBody(server string, workspaceID WorkspaceID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -1709,13 +1709,13 @@ func NewUpdateWorkspacePlanRequestWithBody(server string, workspaceId WorkspaceI
 	return req, nil
 }
 
-// NewListApiKeysRequest generates requests for ListApiKeys
-func NewListApiKeysRequest(server string, workspaceId WorkspaceId) (*http.Request, error) {
+// NewListAPIKeysRequest generates requests for ListAPIKeys
+func NewListAPIKeysRequest(server string, workspaceID WorkspaceID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -1743,24 +1743,24 @@ func NewListApiKeysRequest(server string, workspaceId WorkspaceId) (*http.Reques
 	return req, nil
 }
 
-// NewCreateApiKeyRequest calls the generic CreateApiKey builder with application/json body
-func NewCreateApiKeyRequest(server string, workspaceId WorkspaceId, body CreateApiKeyJSONRequestBody) (*http.Request, error) {
+// NewCreateAPIKeyRequest calls the generic CreateAPIKey builder with application/json body
+func NewCreateAPIKeyRequest(server string, workspaceID WorkspaceID, body CreateAPIKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateApiKeyRequestWithBody(server, workspaceId, "application/json", bodyReader)
+	return NewCreateAPIKeyRequestWithBody(server, workspaceID, "application/json", bodyReader)
 }
 
-// NewCreateApiKeyRequestWithBody generates requests for CreateApiKey with any type of body
-func NewCreateApiKeyRequestWithBody(server string, workspaceId WorkspaceId, contentType string, body io.Reader) (*http.Request, error) {
+// NewCreateAPIKeyRequestWithBody generates requests for CreateAPIKey with any type of body
+func NewCreateAPIKeyRequestWithBody(server string, workspaceID WorkspaceID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -1790,20 +1790,20 @@ func NewCreateApiKeyRequestWithBody(server string, workspaceId WorkspaceId, cont
 	return req, nil
 }
 
-// NewRevokeApiKeyRequest generates requests for RevokeApiKey
-func NewRevokeApiKeyRequest(server string, workspaceId WorkspaceId, keyId openapi_types.UUID) (*http.Request, error) {
+// NewRevokeAPIKeyRequest generates requests for RevokeAPIKey
+func NewRevokeAPIKeyRequest(server string, workspaceID WorkspaceID, keyID openapi_types.UUID) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceId)
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
 	if err != nil {
 		return nil, err
 	}
 
 	var pathParam1 string
 
-	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "keyId", runtime.ParamLocationPath, keyId)
+	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "keyId", runtime.ParamLocationPath, keyID)
 	if err != nil {
 		return nil, err
 	}
@@ -1937,38 +1937,38 @@ type ClientWithResponsesInterface interface {
 	CreateDefinitionWithResponse(ctx context.Context, body CreateDefinitionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDefinitionResponse, error)
 
 	// DeleteDefinitionWithResponse request
-	DeleteDefinitionWithResponse(ctx context.Context, definitionId DefinitionId, reqEditors ...RequestEditorFn) (*DeleteDefinitionResponse, error)
+	DeleteDefinitionWithResponse(ctx context.Context, definitionID DefinitionID, reqEditors ...RequestEditorFn) (*DeleteDefinitionResponse, error)
 
 	// GetDefinitionWithResponse request
-	GetDefinitionWithResponse(ctx context.Context, definitionId DefinitionId, reqEditors ...RequestEditorFn) (*GetDefinitionResponse, error)
+	GetDefinitionWithResponse(ctx context.Context, definitionID DefinitionID, reqEditors ...RequestEditorFn) (*GetDefinitionResponse, error)
 
 	// CreateDefinitionVersionWithBodyWithResponse request with any body
-	CreateDefinitionVersionWithBodyWithResponse(ctx context.Context, definitionId DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDefinitionVersionResponse, error)
+	CreateDefinitionVersionWithBodyWithResponse(ctx context.Context, definitionID DefinitionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDefinitionVersionResponse, error)
 
-	CreateDefinitionVersionWithResponse(ctx context.Context, definitionId DefinitionId, body CreateDefinitionVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDefinitionVersionResponse, error)
+	CreateDefinitionVersionWithResponse(ctx context.Context, definitionID DefinitionID, body CreateDefinitionVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDefinitionVersionResponse, error)
 
 	// GetDefinitionVersionWithResponse request
-	GetDefinitionVersionWithResponse(ctx context.Context, definitionId DefinitionId, version int, reqEditors ...RequestEditorFn) (*GetDefinitionVersionResponse, error)
+	GetDefinitionVersionWithResponse(ctx context.Context, definitionID DefinitionID, version int, reqEditors ...RequestEditorFn) (*GetDefinitionVersionResponse, error)
 
 	// ListExecutionsWithResponse request
 	ListExecutionsWithResponse(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*ListExecutionsResponse, error)
 
-	// StartExecutionWithBodyWithResponse request with any body
-	StartExecutionWithBodyWithResponse(ctx context.Context, params *StartExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartExecutionResponse, error)
+	// EnqueueExecutionWithBodyWithResponse request with any body
+	EnqueueExecutionWithBodyWithResponse(ctx context.Context, params *EnqueueExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnqueueExecutionResponse, error)
 
-	StartExecutionWithResponse(ctx context.Context, params *StartExecutionParams, body StartExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*StartExecutionResponse, error)
+	EnqueueExecutionWithResponse(ctx context.Context, params *EnqueueExecutionParams, body EnqueueExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueExecutionResponse, error)
 
 	// GetExecutionWithResponse request
-	GetExecutionWithResponse(ctx context.Context, executionId ExecutionId, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error)
+	GetExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error)
 
 	// CancelExecutionWithResponse request
-	CancelExecutionWithResponse(ctx context.Context, executionId ExecutionId, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
+	CancelExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
 
 	// ListQueueWithResponse request
 	ListQueueWithResponse(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*ListQueueResponse, error)
 
 	// GetQueueItemWithResponse request
-	GetQueueItemWithResponse(ctx context.Context, queueId openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetQueueItemResponse, error)
+	GetQueueItemWithResponse(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetQueueItemResponse, error)
 
 	// ListWorkspacesWithResponse request
 	ListWorkspacesWithResponse(ctx context.Context, params *ListWorkspacesParams, reqEditors ...RequestEditorFn) (*ListWorkspacesResponse, error)
@@ -1979,23 +1979,23 @@ type ClientWithResponsesInterface interface {
 	CreateWorkspaceWithResponse(ctx context.Context, body CreateWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkspaceResponse, error)
 
 	// GetWorkspaceWithResponse request
-	GetWorkspaceWithResponse(ctx context.Context, workspaceId WorkspaceId, reqEditors ...RequestEditorFn) (*GetWorkspaceResponse, error)
+	GetWorkspaceWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*GetWorkspaceResponse, error)
 
 	// UpdateWorkspacePlanWithBodyWithResponse request with any body
-	UpdateWorkspacePlanWithBodyWithResponse(ctx context.Context, workspaceId WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error)
+	UpdateWorkspacePlanWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error)
 
-	UpdateWorkspacePlanWithResponse(ctx context.Context, workspaceId WorkspaceId, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error)
+	UpdateWorkspacePlanWithResponse(ctx context.Context, workspaceID WorkspaceID, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error)
 
-	// ListApiKeysWithResponse request
-	ListApiKeysWithResponse(ctx context.Context, workspaceId WorkspaceId, reqEditors ...RequestEditorFn) (*ListApiKeysResponse, error)
+	// ListAPIKeysWithResponse request
+	ListAPIKeysWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListAPIKeysResponse, error)
 
-	// CreateApiKeyWithBodyWithResponse request with any body
-	CreateApiKeyWithBodyWithResponse(ctx context.Context, workspaceId WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+	// CreateAPIKeyWithBodyWithResponse request with any body
+	CreateAPIKeyWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
 
-	CreateApiKeyWithResponse(ctx context.Context, workspaceId WorkspaceId, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+	CreateAPIKeyWithResponse(ctx context.Context, workspaceID WorkspaceID, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error)
 
-	// RevokeApiKeyWithResponse request
-	RevokeApiKeyWithResponse(ctx context.Context, workspaceId WorkspaceId, keyId openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeApiKeyResponse, error)
+	// RevokeAPIKeyWithResponse request
+	RevokeAPIKeyWithResponse(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeAPIKeyResponse, error)
 
 	// GetHealthzWithResponse request
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzResponse, error)
@@ -2008,11 +2008,11 @@ type ListDefinitionsResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *DefinitionPage
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2035,13 +2035,13 @@ type CreateDefinitionResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON201                   *Definition
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON413 *TooLarge
-	ApplicationproblemJSON422 *InvalidGraph
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2063,11 +2063,11 @@ func (r CreateDefinitionResponse) StatusCode() int {
 type DeleteDefinitionResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2090,11 +2090,11 @@ type GetDefinitionResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *Definition
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2117,13 +2117,13 @@ type CreateDefinitionVersionResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON201                   *DefinitionVersion
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON413 *TooLarge
-	ApplicationproblemJSON422 *InvalidGraph
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2146,11 +2146,11 @@ type GetDefinitionVersionResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *DefinitionVersion
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2173,11 +2173,11 @@ type ListExecutionsResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *ExecutionPage
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2196,21 +2196,21 @@ func (r ListExecutionsResponse) StatusCode() int {
 	return 0
 }
 
-type StartExecutionResponse struct {
+type EnqueueExecutionResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON202                   *EnqueuedExecution
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON409 *Conflict
-	ApplicationproblemJSON413 *TooLarge
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
-func (r StartExecutionResponse) Status() string {
+func (r EnqueueExecutionResponse) Status() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Status
 	}
@@ -2218,7 +2218,7 @@ func (r StartExecutionResponse) Status() string {
 }
 
 // StatusCode returns HTTPResponse.StatusCode
-func (r StartExecutionResponse) StatusCode() int {
+func (r EnqueueExecutionResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -2229,11 +2229,11 @@ type GetExecutionResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *Execution
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2256,12 +2256,12 @@ type CancelExecutionResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON202                   *CancelResponse
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON409 *Conflict
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2284,11 +2284,11 @@ type ListQueueResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *QueueItemPage
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2311,11 +2311,11 @@ type GetQueueItemResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *QueueItem
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2338,9 +2338,9 @@ type ListWorkspacesResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *WorkspacePage
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2363,11 +2363,11 @@ type CreateWorkspaceResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON201                   *Workspace
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON413 *TooLarge
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2390,11 +2390,11 @@ type GetWorkspaceResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *Workspace
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2417,12 +2417,12 @@ type UpdateWorkspacePlanResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *Workspace
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON413 *TooLarge
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
@@ -2441,19 +2441,19 @@ func (r UpdateWorkspacePlanResponse) StatusCode() int {
 	return 0
 }
 
-type ListApiKeysResponse struct {
+type ListAPIKeysResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
-	JSON200                   *[]ApiKey
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	JSON200                   *[]APIKey
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
-func (r ListApiKeysResponse) Status() string {
+func (r ListAPIKeysResponse) Status() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Status
 	}
@@ -2461,27 +2461,27 @@ func (r ListApiKeysResponse) Status() string {
 }
 
 // StatusCode returns HTTPResponse.StatusCode
-func (r ListApiKeysResponse) StatusCode() int {
+func (r ListAPIKeysResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
 	return 0
 }
 
-type CreateApiKeyResponse struct {
+type CreateAPIKeyResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
-	JSON201                   *CreatedApiKey
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON413 *TooLarge
-	ApplicationproblemJSON500 *Internal
+	JSON201                   *CreatedAPIKey
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
-func (r CreateApiKeyResponse) Status() string {
+func (r CreateAPIKeyResponse) Status() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Status
 	}
@@ -2489,25 +2489,25 @@ func (r CreateApiKeyResponse) Status() string {
 }
 
 // StatusCode returns HTTPResponse.StatusCode
-func (r CreateApiKeyResponse) StatusCode() int {
+func (r CreateAPIKeyResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
 	return 0
 }
 
-type RevokeApiKeyResponse struct {
+type RevokeAPIKeyResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
-	ApplicationproblemJSON400 *BadRequest
-	ApplicationproblemJSON401 *Unauthorized
-	ApplicationproblemJSON403 *Forbidden
-	ApplicationproblemJSON404 *NotFound
-	ApplicationproblemJSON500 *Internal
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
 }
 
 // Status returns HTTPResponse.Status
-func (r RevokeApiKeyResponse) Status() string {
+func (r RevokeAPIKeyResponse) Status() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Status
 	}
@@ -2515,7 +2515,7 @@ func (r RevokeApiKeyResponse) Status() string {
 }
 
 // StatusCode returns HTTPResponse.StatusCode
-func (r RevokeApiKeyResponse) StatusCode() int {
+func (r RevokeAPIKeyResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -2548,7 +2548,7 @@ type GetReadyzResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
 	JSON200                   *Health
-	ApplicationproblemJSON503 *Problem
+	ApplicationProblemJSON503 *Problem
 }
 
 // Status returns HTTPResponse.Status
@@ -2594,8 +2594,8 @@ func (c *ClientWithResponses) CreateDefinitionWithResponse(ctx context.Context, 
 }
 
 // DeleteDefinitionWithResponse request returning *DeleteDefinitionResponse
-func (c *ClientWithResponses) DeleteDefinitionWithResponse(ctx context.Context, definitionId DefinitionId, reqEditors ...RequestEditorFn) (*DeleteDefinitionResponse, error) {
-	rsp, err := c.DeleteDefinition(ctx, definitionId, reqEditors...)
+func (c *ClientWithResponses) DeleteDefinitionWithResponse(ctx context.Context, definitionID DefinitionID, reqEditors ...RequestEditorFn) (*DeleteDefinitionResponse, error) {
+	rsp, err := c.DeleteDefinition(ctx, definitionID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2603,8 +2603,8 @@ func (c *ClientWithResponses) DeleteDefinitionWithResponse(ctx context.Context, 
 }
 
 // GetDefinitionWithResponse request returning *GetDefinitionResponse
-func (c *ClientWithResponses) GetDefinitionWithResponse(ctx context.Context, definitionId DefinitionId, reqEditors ...RequestEditorFn) (*GetDefinitionResponse, error) {
-	rsp, err := c.GetDefinition(ctx, definitionId, reqEditors...)
+func (c *ClientWithResponses) GetDefinitionWithResponse(ctx context.Context, definitionID DefinitionID, reqEditors ...RequestEditorFn) (*GetDefinitionResponse, error) {
+	rsp, err := c.GetDefinition(ctx, definitionID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2612,16 +2612,16 @@ func (c *ClientWithResponses) GetDefinitionWithResponse(ctx context.Context, def
 }
 
 // CreateDefinitionVersionWithBodyWithResponse request with arbitrary body returning *CreateDefinitionVersionResponse
-func (c *ClientWithResponses) CreateDefinitionVersionWithBodyWithResponse(ctx context.Context, definitionId DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDefinitionVersionResponse, error) {
-	rsp, err := c.CreateDefinitionVersionWithBody(ctx, definitionId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateDefinitionVersionWithBodyWithResponse(ctx context.Context, definitionID DefinitionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateDefinitionVersionResponse, error) {
+	rsp, err := c.CreateDefinitionVersionWithBody(ctx, definitionID, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseCreateDefinitionVersionResponse(rsp)
 }
 
-func (c *ClientWithResponses) CreateDefinitionVersionWithResponse(ctx context.Context, definitionId DefinitionId, body CreateDefinitionVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDefinitionVersionResponse, error) {
-	rsp, err := c.CreateDefinitionVersion(ctx, definitionId, body, reqEditors...)
+func (c *ClientWithResponses) CreateDefinitionVersionWithResponse(ctx context.Context, definitionID DefinitionID, body CreateDefinitionVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateDefinitionVersionResponse, error) {
+	rsp, err := c.CreateDefinitionVersion(ctx, definitionID, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2629,8 +2629,8 @@ func (c *ClientWithResponses) CreateDefinitionVersionWithResponse(ctx context.Co
 }
 
 // GetDefinitionVersionWithResponse request returning *GetDefinitionVersionResponse
-func (c *ClientWithResponses) GetDefinitionVersionWithResponse(ctx context.Context, definitionId DefinitionId, version int, reqEditors ...RequestEditorFn) (*GetDefinitionVersionResponse, error) {
-	rsp, err := c.GetDefinitionVersion(ctx, definitionId, version, reqEditors...)
+func (c *ClientWithResponses) GetDefinitionVersionWithResponse(ctx context.Context, definitionID DefinitionID, version int, reqEditors ...RequestEditorFn) (*GetDefinitionVersionResponse, error) {
+	rsp, err := c.GetDefinitionVersion(ctx, definitionID, version, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2646,26 +2646,26 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, pa
 	return ParseListExecutionsResponse(rsp)
 }
 
-// StartExecutionWithBodyWithResponse request with arbitrary body returning *StartExecutionResponse
-func (c *ClientWithResponses) StartExecutionWithBodyWithResponse(ctx context.Context, params *StartExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartExecutionResponse, error) {
-	rsp, err := c.StartExecutionWithBody(ctx, params, contentType, body, reqEditors...)
+// EnqueueExecutionWithBodyWithResponse request with arbitrary body returning *EnqueueExecutionResponse
+func (c *ClientWithResponses) EnqueueExecutionWithBodyWithResponse(ctx context.Context, params *EnqueueExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnqueueExecutionResponse, error) {
+	rsp, err := c.EnqueueExecutionWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseStartExecutionResponse(rsp)
+	return ParseEnqueueExecutionResponse(rsp)
 }
 
-func (c *ClientWithResponses) StartExecutionWithResponse(ctx context.Context, params *StartExecutionParams, body StartExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*StartExecutionResponse, error) {
-	rsp, err := c.StartExecution(ctx, params, body, reqEditors...)
+func (c *ClientWithResponses) EnqueueExecutionWithResponse(ctx context.Context, params *EnqueueExecutionParams, body EnqueueExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueExecutionResponse, error) {
+	rsp, err := c.EnqueueExecution(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseStartExecutionResponse(rsp)
+	return ParseEnqueueExecutionResponse(rsp)
 }
 
 // GetExecutionWithResponse request returning *GetExecutionResponse
-func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, executionId ExecutionId, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error) {
-	rsp, err := c.GetExecution(ctx, executionId, reqEditors...)
+func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error) {
+	rsp, err := c.GetExecution(ctx, executionID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2673,8 +2673,8 @@ func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, exec
 }
 
 // CancelExecutionWithResponse request returning *CancelExecutionResponse
-func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, executionId ExecutionId, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error) {
-	rsp, err := c.CancelExecution(ctx, executionId, reqEditors...)
+func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error) {
+	rsp, err := c.CancelExecution(ctx, executionID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2691,8 +2691,8 @@ func (c *ClientWithResponses) ListQueueWithResponse(ctx context.Context, params 
 }
 
 // GetQueueItemWithResponse request returning *GetQueueItemResponse
-func (c *ClientWithResponses) GetQueueItemWithResponse(ctx context.Context, queueId openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetQueueItemResponse, error) {
-	rsp, err := c.GetQueueItem(ctx, queueId, reqEditors...)
+func (c *ClientWithResponses) GetQueueItemWithResponse(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetQueueItemResponse, error) {
+	rsp, err := c.GetQueueItem(ctx, queueID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2726,8 +2726,8 @@ func (c *ClientWithResponses) CreateWorkspaceWithResponse(ctx context.Context, b
 }
 
 // GetWorkspaceWithResponse request returning *GetWorkspaceResponse
-func (c *ClientWithResponses) GetWorkspaceWithResponse(ctx context.Context, workspaceId WorkspaceId, reqEditors ...RequestEditorFn) (*GetWorkspaceResponse, error) {
-	rsp, err := c.GetWorkspace(ctx, workspaceId, reqEditors...)
+func (c *ClientWithResponses) GetWorkspaceWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*GetWorkspaceResponse, error) {
+	rsp, err := c.GetWorkspace(ctx, workspaceID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2735,55 +2735,55 @@ func (c *ClientWithResponses) GetWorkspaceWithResponse(ctx context.Context, work
 }
 
 // UpdateWorkspacePlanWithBodyWithResponse request with arbitrary body returning *UpdateWorkspacePlanResponse
-func (c *ClientWithResponses) UpdateWorkspacePlanWithBodyWithResponse(ctx context.Context, workspaceId WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error) {
-	rsp, err := c.UpdateWorkspacePlanWithBody(ctx, workspaceId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) UpdateWorkspacePlanWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error) {
+	rsp, err := c.UpdateWorkspacePlanWithBody(ctx, workspaceID, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseUpdateWorkspacePlanResponse(rsp)
 }
 
-func (c *ClientWithResponses) UpdateWorkspacePlanWithResponse(ctx context.Context, workspaceId WorkspaceId, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error) {
-	rsp, err := c.UpdateWorkspacePlan(ctx, workspaceId, body, reqEditors...)
+func (c *ClientWithResponses) UpdateWorkspacePlanWithResponse(ctx context.Context, workspaceID WorkspaceID, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error) {
+	rsp, err := c.UpdateWorkspacePlan(ctx, workspaceID, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseUpdateWorkspacePlanResponse(rsp)
 }
 
-// ListApiKeysWithResponse request returning *ListApiKeysResponse
-func (c *ClientWithResponses) ListApiKeysWithResponse(ctx context.Context, workspaceId WorkspaceId, reqEditors ...RequestEditorFn) (*ListApiKeysResponse, error) {
-	rsp, err := c.ListApiKeys(ctx, workspaceId, reqEditors...)
+// ListAPIKeysWithResponse request returning *ListAPIKeysResponse
+func (c *ClientWithResponses) ListAPIKeysWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListAPIKeysResponse, error) {
+	rsp, err := c.ListAPIKeys(ctx, workspaceID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseListApiKeysResponse(rsp)
+	return ParseListAPIKeysResponse(rsp)
 }
 
-// CreateApiKeyWithBodyWithResponse request with arbitrary body returning *CreateApiKeyResponse
-func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Context, workspaceId WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
-	rsp, err := c.CreateApiKeyWithBody(ctx, workspaceId, contentType, body, reqEditors...)
+// CreateAPIKeyWithBodyWithResponse request with arbitrary body returning *CreateAPIKeyResponse
+func (c *ClientWithResponses) CreateAPIKeyWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
+	rsp, err := c.CreateAPIKeyWithBody(ctx, workspaceID, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseCreateApiKeyResponse(rsp)
+	return ParseCreateAPIKeyResponse(rsp)
 }
 
-func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, workspaceId WorkspaceId, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
-	rsp, err := c.CreateApiKey(ctx, workspaceId, body, reqEditors...)
+func (c *ClientWithResponses) CreateAPIKeyWithResponse(ctx context.Context, workspaceID WorkspaceID, body CreateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAPIKeyResponse, error) {
+	rsp, err := c.CreateAPIKey(ctx, workspaceID, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseCreateApiKeyResponse(rsp)
+	return ParseCreateAPIKeyResponse(rsp)
 }
 
-// RevokeApiKeyWithResponse request returning *RevokeApiKeyResponse
-func (c *ClientWithResponses) RevokeApiKeyWithResponse(ctx context.Context, workspaceId WorkspaceId, keyId openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeApiKeyResponse, error) {
-	rsp, err := c.RevokeApiKey(ctx, workspaceId, keyId, reqEditors...)
+// RevokeAPIKeyWithResponse request returning *RevokeAPIKeyResponse
+func (c *ClientWithResponses) RevokeAPIKeyWithResponse(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeAPIKeyResponse, error) {
+	rsp, err := c.RevokeAPIKey(ctx, workspaceID, keyID, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseRevokeApiKeyResponse(rsp)
+	return ParseRevokeAPIKeyResponse(rsp)
 }
 
 // GetHealthzWithResponse request returning *GetHealthzResponse
@@ -2830,35 +2830,35 @@ func ParseListDefinitionsResponse(rsp *http.Response) (*ListDefinitionsResponse,
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -2891,49 +2891,49 @@ func ParseCreateDefinitionResponse(rsp *http.Response) (*CreateDefinitionRespons
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON413 = &dest
+		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest InvalidGraph
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON422 = &dest
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -2959,35 +2959,35 @@ func ParseDeleteDefinitionResponse(rsp *http.Response) (*DeleteDefinitionRespons
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3020,35 +3020,35 @@ func ParseGetDefinitionResponse(rsp *http.Response) (*GetDefinitionResponse, err
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3081,49 +3081,49 @@ func ParseCreateDefinitionVersionResponse(rsp *http.Response) (*CreateDefinition
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON413 = &dest
+		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest InvalidGraph
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON422 = &dest
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3156,35 +3156,35 @@ func ParseGetDefinitionVersionResponse(rsp *http.Response) (*GetDefinitionVersio
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3217,50 +3217,50 @@ func ParseListExecutionsResponse(rsp *http.Response) (*ListExecutionsResponse, e
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
 	return response, nil
 }
 
-// ParseStartExecutionResponse parses an HTTP response from a StartExecutionWithResponse call
-func ParseStartExecutionResponse(rsp *http.Response) (*StartExecutionResponse, error) {
+// ParseEnqueueExecutionResponse parses an HTTP response from a EnqueueExecutionWithResponse call
+func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
 	defer func() { _ = rsp.Body.Close() }()
 	if err != nil {
 		return nil, err
 	}
 
-	response := &StartExecutionResponse{
+	response := &EnqueueExecutionResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
@@ -3278,49 +3278,49 @@ func ParseStartExecutionResponse(rsp *http.Response) (*StartExecutionResponse, e
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON409 = &dest
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON413 = &dest
+		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3353,35 +3353,35 @@ func ParseGetExecutionResponse(rsp *http.Response) (*GetExecutionResponse, error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3414,42 +3414,42 @@ func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse,
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON409 = &dest
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3482,35 +3482,35 @@ func ParseListQueueResponse(rsp *http.Response) (*ListQueueResponse, error) {
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3543,35 +3543,35 @@ func ParseGetQueueItemResponse(rsp *http.Response) (*GetQueueItemResponse, error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3604,21 +3604,21 @@ func ParseListWorkspacesResponse(rsp *http.Response) (*ListWorkspacesResponse, e
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3651,35 +3651,35 @@ func ParseCreateWorkspaceResponse(rsp *http.Response) (*CreateWorkspaceResponse,
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON413 = &dest
+		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3712,35 +3712,35 @@ func ParseGetWorkspaceResponse(rsp *http.Response) (*GetWorkspaceResponse, error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -3773,64 +3773,64 @@ func ParseUpdateWorkspacePlanResponse(rsp *http.Response) (*UpdateWorkspacePlanR
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON413 = &dest
+		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
 	return response, nil
 }
 
-// ParseListApiKeysResponse parses an HTTP response from a ListApiKeysWithResponse call
-func ParseListApiKeysResponse(rsp *http.Response) (*ListApiKeysResponse, error) {
+// ParseListAPIKeysResponse parses an HTTP response from a ListAPIKeysWithResponse call
+func ParseListAPIKeysResponse(rsp *http.Response) (*ListAPIKeysResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
 	defer func() { _ = rsp.Body.Close() }()
 	if err != nil {
 		return nil, err
 	}
 
-	response := &ListApiKeysResponse{
+	response := &ListAPIKeysResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest []ApiKey
+		var dest []APIKey
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3841,57 +3841,57 @@ func ParseListApiKeysResponse(rsp *http.Response) (*ListApiKeysResponse, error) 
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
 	return response, nil
 }
 
-// ParseCreateApiKeyResponse parses an HTTP response from a CreateApiKeyWithResponse call
-func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error) {
+// ParseCreateAPIKeyResponse parses an HTTP response from a CreateAPIKeyWithResponse call
+func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
 	defer func() { _ = rsp.Body.Close() }()
 	if err != nil {
 		return nil, err
 	}
 
-	response := &CreateApiKeyResponse{
+	response := &CreateAPIKeyResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
-		var dest CreatedApiKey
+		var dest CreatedAPIKey
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3902,57 +3902,57 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON413 = &dest
+		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
 	return response, nil
 }
 
-// ParseRevokeApiKeyResponse parses an HTTP response from a RevokeApiKeyWithResponse call
-func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error) {
+// ParseRevokeAPIKeyResponse parses an HTTP response from a RevokeAPIKeyWithResponse call
+func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
 	defer func() { _ = rsp.Body.Close() }()
 	if err != nil {
 		return nil, err
 	}
 
-	response := &RevokeApiKeyResponse{
+	response := &RevokeAPIKeyResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
@@ -3963,35 +3963,35 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON400 = &dest
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON401 = &dest
+		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest Forbidden
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON403 = &dest
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON404 = &dest
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON500 = &dest
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 
@@ -4050,7 +4050,7 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSON503 = &dest
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 

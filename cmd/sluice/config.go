@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/adapters/temporal"
+	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
@@ -24,7 +24,7 @@ type Config struct {
 	LogLevel          slog.Level
 	Tiers             domain.TierPolicy
 	Dispatcher        app.DispatcherConfig
-	Worker            temporal.WorkerConfig
+	Worker            engine.WorkerConfig
 }
 
 // env reads variables with defaults and collects every bad value, so that
@@ -137,11 +137,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	d.Backoff.Max = e.duration("SLUICE_DISPATCH_BACKOFF_MAX", d.Backoff.Max, d.Backoff.Base)
 	c.Dispatcher = d
 
-	w := temporal.WorkerConfig{
-		Queues:          temporal.NewTaskQueues(e.str("TEMPORAL_TASK_QUEUE_PREFIX", "")),
+	w := engine.WorkerConfig{
+		Queues:          engine.NewTaskQueues(e.str("TEMPORAL_TASK_QUEUE_PREFIX", "")),
 		WorkflowsSize:   e.integer("SLUICE_WORKER_WORKFLOWS_CONCURRENCY", 50, 1, 10000),
 		ExternalAPISize: e.integer("SLUICE_WORKER_EXTERNAL_API_CONCURRENCY", 20, 1, 10000),
-		Retry:           temporal.DefaultRetryConfig(),
+		Retry:           engine.DefaultRetryConfig(),
 	}
 	for _, q := range strings.Split(e.str("SLUICE_WORKER_QUEUES", "workflows,external-api"), ",") {
 		switch strings.TrimSpace(q) {

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/adapters/temporal"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -122,7 +122,7 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 		t.Fatal(err)
 	}
 	defer c.Close()
-	engine := temporal.NewEngine(c, temporal.NewTaskQueues(queuePrefix))
+	workflows := engine.NewEngine(c, engine.NewTaskQueues(queuePrefix))
 	rows, err := conn.Query(ctx, "SELECT id FROM workflow_executions")
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		state, err := engine.DescribeExecution(ctx, id)
+		state, err := workflows.DescribeWorkflow(ctx, id)
 		if err != nil || state == ports.WorkflowNotFound {
 			t.Fatalf("execution %s: workflow %s, %v; every dispatched item's workflow must exist", id, state, err)
 		}

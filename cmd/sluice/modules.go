@@ -20,10 +20,10 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/fx"
 
-	httpapi "github.com/sluicehq/sluice/adapters/http"
+	"github.com/sluicehq/sluice/adapters/engine"
+	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
-	"github.com/sluicehq/sluice/adapters/temporal"
 	"github.com/sluicehq/sluice/app"
 )
 
@@ -36,14 +36,14 @@ var commonModule = fx.Module("common",
 		func(pool *pgxpool.Pool, log *slog.Logger) *postgres.Store { return postgres.NewStore(pool, log) },
 		newRegistry,
 		newTemporalClient,
-		func(c client.Client, cfg Config) *temporal.Engine { return temporal.NewEngine(c, cfg.Worker.Queues) },
+		func(c client.Client, cfg Config) *engine.Engine { return engine.NewEngine(c, cfg.Worker.Queues) },
 	),
 )
 
 // apiModule serves HTTP.
 var apiModule = fx.Module("api",
-	fx.Provide(func(store *postgres.Store, engine *temporal.Engine, cfg Config) *app.Service {
-		return app.NewService(store, engine, cfg.Tiers, cfg.AdminToken)
+	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Service {
+		return app.NewService(store, workflows, cfg.Tiers, cfg.AdminToken)
 	}),
 	fx.Invoke(startHTTP),
 )
@@ -161,11 +161,11 @@ func holderName() string {
 	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-func startDispatcher(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, store *postgres.Store, engine *temporal.Engine,
+func startDispatcher(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.Engine,
 	reg *prometheus.Registry, log *slog.Logger) {
 	log = log.With("component", "dispatcher")
 	listener := postgres.NewListener(pool, log)
-	d := app.NewDispatcher(store, store, engine, postgres.NewLease(pool, holderName()), listener, cfg.Tiers, cfg.Dispatcher,
+	d := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, holderName()), listener, cfg.Tiers, cfg.Dispatcher,
 		app.NewDispatchMetrics(reg), log)
 	log.Info("dispatcher configured", "enabled", cfg.Dispatcher.Enabled, "batch_size", cfg.Dispatcher.BatchSize,
 		"poll_interval", cfg.Dispatcher.PollInterval.String(), "exclusive", cfg.Dispatcher.Exclusive)
@@ -175,8 +175,8 @@ func startDispatcher(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, store *pos
 
 func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, log *slog.Logger) {
 	log = log.With("component", "worker")
-	acts := temporal.NewActivities(store, nodes.All(nodes.NewHTTPRequest()), log)
-	ws := temporal.NewWorkers(c, cfg.Worker, acts, log)
+	acts := engine.NewActivities(store, nodes.All(nodes.NewHTTPRequest()), log)
+	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return ws.Start() },
 		OnStop:  func(context.Context) error { ws.Stop(); return nil },

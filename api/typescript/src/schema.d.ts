@@ -263,7 +263,7 @@ export interface paths {
          *     the original queue item, and a different body under the same key is a
          *     409. Keys are kept for at least 24 hours per workspace.
          */
-        post: operations["startExecution"];
+        post: operations["enqueueExecution"];
         delete?: never;
         options?: never;
         head?: never;
@@ -516,7 +516,7 @@ export interface components {
             /** Format: date-time */
             createdAt: string;
         };
-        StartExecutionRequest: {
+        EnqueueExecutionRequest: {
             /** Format: uuid */
             workspaceId: string;
             /** Format: uuid */
@@ -1407,7 +1407,7 @@ export interface operations {
             500: components["responses"]["Internal"];
         };
     };
-    startExecution: {
+    enqueueExecution: {
         parameters: {
             query?: never;
             header?: {
@@ -1429,7 +1429,7 @@ export interface operations {
                  *       "priority": 2
                  *     }
                  */
-                "application/json": components["schemas"]["StartExecutionRequest"];
+                "application/json": components["schemas"]["EnqueueExecutionRequest"];
             };
         };
         responses: {

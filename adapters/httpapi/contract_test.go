@@ -87,7 +87,7 @@ func TestContractEveryOperation(t *testing.T) {
 		lw, err := admin.ListWorkspacesWithResponse(ctx, &client.ListWorkspacesParams{Limit: ptr(1), Cursor: cursor})
 		status(t, "listWorkspaces", lw, err, http.StatusOK)
 		for _, w := range lw.JSON200.Items {
-			listed = append(listed, w.Id)
+			listed = append(listed, w.ID)
 		}
 		if cursor = lw.JSON200.NextCursor; cursor == nil {
 			break
@@ -96,33 +96,33 @@ func TestContractEveryOperation(t *testing.T) {
 			t.Fatalf("listWorkspaces never ends: %v", listed)
 		}
 	}
-	if len(listed) != 2 || !slices.Contains(listed, ws.Id) || !slices.Contains(listed, other.JSON201.Id) {
+	if len(listed) != 2 || !slices.Contains(listed, ws.ID) || !slices.Contains(listed, other.JSON201.ID) {
 		t.Errorf("listWorkspaces pages gave %v, want both workspaces once", listed)
 	}
 
-	gw, err := admin.GetWorkspaceWithResponse(ctx, ws.Id)
+	gw, err := admin.GetWorkspaceWithResponse(ctx, ws.ID)
 	status(t, "getWorkspace", gw, err, http.StatusOK)
-	if gw.JSON200.Id != ws.Id || gw.JSON200.Limit != 5 {
+	if gw.JSON200.ID != ws.ID || gw.JSON200.Limit != 5 {
 		t.Errorf("getWorkspace: %+v", gw.JSON200)
 	}
-	up, err := admin.UpdateWorkspacePlanWithResponse(ctx, ws.Id, client.UpdateWorkspaceRequest{Plan: client.ENTERPRISE})
+	up, err := admin.UpdateWorkspacePlanWithResponse(ctx, ws.ID, client.UpdateWorkspaceRequest{Plan: client.ENTERPRISE})
 	status(t, "updateWorkspacePlan", up, err, http.StatusOK)
 	if up.JSON200.Plan != client.ENTERPRISE || up.JSON200.Limit != 20 {
 		t.Errorf("updateWorkspacePlan: %+v", up.JSON200)
 	}
 
 	// API keys: the secret comes once, listings never carry it.
-	ck, err := admin.CreateApiKeyWithResponse(ctx, ws.Id, client.CreateApiKeyRequest{Name: "ci"})
-	status(t, "createApiKey", ck, err, http.StatusCreated)
+	ck, err := admin.CreateAPIKeyWithResponse(ctx, ws.ID, client.CreateAPIKeyRequest{Name: "ci"})
+	status(t, "createAPIKey", ck, err, http.StatusCreated)
 	created := *ck.JSON201
 	if !strings.HasPrefix(created.Secret, "slk_") || !strings.HasPrefix(created.Secret, created.Prefix) || created.RevokedAt != nil {
-		t.Errorf("createApiKey: %+v", created)
+		t.Errorf("createAPIKey: %+v", created)
 	}
-	spare, err := admin.CreateApiKeyWithResponse(ctx, ws.Id, client.CreateApiKeyRequest{Name: "spare"})
-	status(t, "createApiKey", spare, err, http.StatusCreated)
+	spare, err := admin.CreateAPIKeyWithResponse(ctx, ws.ID, client.CreateAPIKeyRequest{Name: "spare"})
+	status(t, "createAPIKey", spare, err, http.StatusCreated)
 	key := s.client(t, created.Secret)
 
-	lk, err := key.ListApiKeysWithResponse(ctx, ws.Id)
+	lk, err := key.ListAPIKeysWithResponse(ctx, ws.ID)
 	status(t, "listApiKeys", lk, err, http.StatusOK)
 	if len(*lk.JSON200) != 2 {
 		t.Errorf("listApiKeys: %s", lk.Body)
@@ -130,76 +130,76 @@ func TestContractEveryOperation(t *testing.T) {
 	if strings.Contains(string(lk.Body), created.Secret) || strings.Contains(string(lk.Body), "secret") {
 		t.Errorf("listApiKeys shows a secret: %s", lk.Body)
 	}
-	rk, err := admin.RevokeApiKeyWithResponse(ctx, ws.Id, spare.JSON201.Id)
-	status(t, "revokeApiKey", rk, err, http.StatusNoContent)
-	lk, err = admin.ListApiKeysWithResponse(ctx, ws.Id)
+	rk, err := admin.RevokeAPIKeyWithResponse(ctx, ws.ID, spare.JSON201.ID)
+	status(t, "revokeAPIKey", rk, err, http.StatusNoContent)
+	lk, err = admin.ListAPIKeysWithResponse(ctx, ws.ID)
 	status(t, "listApiKeys", lk, err, http.StatusOK)
 	for _, k := range *lk.JSON200 {
-		if (k.Id == spare.JSON201.Id) != (k.RevokedAt != nil) {
-			t.Errorf("after revoking %s, key %s has revokedAt %v", spare.JSON201.Id, k.Id, k.RevokedAt)
+		if (k.ID == spare.JSON201.ID) != (k.RevokedAt != nil) {
+			t.Errorf("after revoking %s, key %s has revokedAt %v", spare.JSON201.ID, k.ID, k.RevokedAt)
 		}
 	}
 
 	// Definitions and versions, from here on with the workspace key.
-	cd, err := key.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceId: ws.Id, Name: "greet", Graph: greetGraph()})
+	cd, err := key.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.ID, Name: "greet", Graph: greetGraph()})
 	status(t, "createDefinition", cd, err, http.StatusCreated)
 	def := *cd.JSON201
-	if def.CurrentVersion != 1 || def.WorkspaceId != ws.Id || len(def.Graph.Nodes) != 1 || def.Graph.Nodes[0].Config == nil {
+	if def.CurrentVersion != 1 || def.WorkspaceID != ws.ID || len(def.Graph.Nodes) != 1 || def.Graph.Nodes[0].Config == nil {
 		t.Errorf("createDefinition: %s", cd.Body)
 	}
-	spareDef, err := key.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceId: ws.Id, Name: "to delete", Graph: greetGraph()})
+	spareDef, err := key.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.ID, Name: "to delete", Graph: greetGraph()})
 	status(t, "createDefinition", spareDef, err, http.StatusCreated)
 
-	ld, err := key.ListDefinitionsWithResponse(ctx, &client.ListDefinitionsParams{WorkspaceId: ws.Id})
+	ld, err := key.ListDefinitionsWithResponse(ctx, &client.ListDefinitionsParams{WorkspaceID: ws.ID})
 	status(t, "listDefinitions", ld, err, http.StatusOK)
 	if len(ld.JSON200.Items) != 2 || ld.JSON200.NextCursor != nil {
 		t.Errorf("listDefinitions: %s", ld.Body)
 	}
-	gd, err := key.GetDefinitionWithResponse(ctx, def.Id)
+	gd, err := key.GetDefinitionWithResponse(ctx, def.ID)
 	status(t, "getDefinition", gd, err, http.StatusOK)
-	if gd.JSON200.Id != def.Id || gd.JSON200.Name != "greet" {
+	if gd.JSON200.ID != def.ID || gd.JSON200.Name != "greet" {
 		t.Errorf("getDefinition: %s", gd.Body)
 	}
-	cv, err := key.CreateDefinitionVersionWithResponse(ctx, def.Id, client.CreateVersionRequest{Graph: twoStepGraph()})
+	cv, err := key.CreateDefinitionVersionWithResponse(ctx, def.ID, client.CreateVersionRequest{Graph: twoStepGraph()})
 	status(t, "createDefinitionVersion", cv, err, http.StatusCreated)
-	if cv.JSON201.Version != 2 || cv.JSON201.DefinitionId != def.Id {
+	if cv.JSON201.Version != 2 || cv.JSON201.DefinitionID != def.ID {
 		t.Errorf("createDefinitionVersion: %s", cv.Body)
 	}
 	for v, nodes := range map[int]int{1: 1, 2: 2} {
-		gv, err := key.GetDefinitionVersionWithResponse(ctx, def.Id, v)
+		gv, err := key.GetDefinitionVersionWithResponse(ctx, def.ID, v)
 		status(t, "getDefinitionVersion", gv, err, http.StatusOK)
 		if gv.JSON200.Version != v || len(gv.JSON200.Graph.Nodes) != nodes {
 			t.Errorf("getDefinitionVersion %d: %s", v, gv.Body)
 		}
 	}
-	gd, err = key.GetDefinitionWithResponse(ctx, def.Id)
+	gd, err = key.GetDefinitionWithResponse(ctx, def.ID)
 	status(t, "getDefinition", gd, err, http.StatusOK)
 	if gd.JSON200.CurrentVersion != 2 || len(gd.JSON200.Graph.Nodes) != 2 {
 		t.Errorf("after a new version, getDefinition: %s", gd.Body)
 	}
-	dd, err := key.DeleteDefinitionWithResponse(ctx, spareDef.JSON201.Id)
+	dd, err := key.DeleteDefinitionWithResponse(ctx, spareDef.JSON201.ID)
 	status(t, "deleteDefinition", dd, err, http.StatusNoContent)
-	gone, err := key.GetDefinitionWithResponse(ctx, spareDef.JSON201.Id)
+	gone, err := key.GetDefinitionWithResponse(ctx, spareDef.JSON201.ID)
 	status(t, "getDefinition after delete", gone, err, http.StatusNotFound)
 
 	// Executions: six starts, one cancelled while queued, five dispatched.
 	var queueIDs []uuid.UUID
 	for i := range 6 {
-		st, err := key.StartExecutionWithResponse(ctx, nil, client.StartExecutionRequest{
-			WorkspaceId: ws.Id, WorkflowDefinitionId: def.Id, Input: &map[string]any{"name": "Ada", "i": i}, Priority: ptr(1 + i%4),
+		st, err := key.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{
+			WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID, Input: &map[string]any{"name": "Ada", "i": i}, Priority: ptr(1 + i%4),
 		})
 		status(t, "startExecution", st, err, http.StatusAccepted)
 		if st.JSON202.Status != client.QueueStatusPENDING {
 			t.Errorf("startExecution: %s", st.Body)
 		}
-		queueIDs = append(queueIDs, st.JSON202.QueueId)
+		queueIDs = append(queueIDs, st.JSON202.QueueID)
 	}
 	gq, err := key.GetQueueItemWithResponse(ctx, queueIDs[0])
 	status(t, "getQueueItem", gq, err, http.StatusOK)
-	if q := gq.JSON200; q.Id != queueIDs[0] || q.Status != client.QueueStatusPENDING || q.Priority != 1 || q.ExecutionId != nil || q.WorkflowDefinitionId != def.Id {
+	if q := gq.JSON200; q.ID != queueIDs[0] || q.Status != client.QueueStatusPENDING || q.Priority != 1 || q.ExecutionID != nil || q.WorkflowDefinitionID != def.ID {
 		t.Errorf("getQueueItem: %s", gq.Body)
 	}
-	gw, err = key.GetWorkspaceWithResponse(ctx, ws.Id)
+	gw, err = key.GetWorkspaceWithResponse(ctx, ws.ID)
 	status(t, "getWorkspace", gw, err, http.StatusOK)
 	if gw.JSON200.Queued != 6 || gw.JSON200.Active != 0 {
 		t.Errorf("workspace with 6 queued: %s", gw.Body)
@@ -207,15 +207,15 @@ func TestContractEveryOperation(t *testing.T) {
 
 	cq, err := key.CancelExecutionWithResponse(ctx, queueIDs[0])
 	status(t, "cancelExecution (queued)", cq, err, http.StatusAccepted)
-	if cq.JSON202.Status != client.CancelResponseStatusCANCELLED || cq.JSON202.Id != queueIDs[0] {
+	if cq.JSON202.Status != client.CancelResponseStatusCANCELLED || cq.JSON202.ID != queueIDs[0] {
 		t.Errorf("cancelling a queued item: %s", cq.Body)
 	}
-	lq, err := key.ListQueueWithResponse(ctx, &client.ListQueueParams{WorkspaceId: ws.Id, Status: ptr(client.QueueStatusCANCELLED)})
+	lq, err := key.ListQueueWithResponse(ctx, &client.ListQueueParams{WorkspaceID: ws.ID, Status: ptr(client.QueueStatusCANCELLED)})
 	status(t, "listQueue", lq, err, http.StatusOK)
-	if len(lq.JSON200.Items) != 1 || lq.JSON200.Items[0].Id != queueIDs[0] {
+	if len(lq.JSON200.Items) != 1 || lq.JSON200.Items[0].ID != queueIDs[0] {
 		t.Errorf("listQueue CANCELLED: %s", lq.Body)
 	}
-	lq, err = key.ListQueueWithResponse(ctx, &client.ListQueueParams{WorkspaceId: ws.Id, Status: ptr(client.QueueStatusPENDING)})
+	lq, err = key.ListQueueWithResponse(ctx, &client.ListQueueParams{WorkspaceID: ws.ID, Status: ptr(client.QueueStatusPENDING)})
 	status(t, "listQueue", lq, err, http.StatusOK)
 	if len(lq.JSON200.Items) != 5 {
 		t.Errorf("listQueue PENDING: %s", lq.Body)
@@ -226,12 +226,12 @@ func TestContractEveryOperation(t *testing.T) {
 	var queued []uuid.UUID
 	cursor = nil
 	for page := 0; ; page++ {
-		lq, err := key.ListQueueWithResponse(ctx, &client.ListQueueParams{WorkspaceId: ws.Id, Limit: ptr(2), Cursor: cursor})
+		lq, err := key.ListQueueWithResponse(ctx, &client.ListQueueParams{WorkspaceID: ws.ID, Limit: ptr(2), Cursor: cursor})
 		status(t, "listQueue", lq, err, http.StatusOK)
 		for _, q := range lq.JSON200.Items {
-			queued = append(queued, q.Id)
-			if want := client.QueueStatusDISPATCHED; q.Id != queueIDs[0] && (q.Status != want || q.ExecutionId == nil || q.DispatchedAt == nil) {
-				t.Errorf("after dispatch, queue item %s: %+v", q.Id, q)
+			queued = append(queued, q.ID)
+			if want := client.QueueStatusDISPATCHED; q.ID != queueIDs[0] && (q.Status != want || q.ExecutionID == nil || q.DispatchedAt == nil) {
+				t.Errorf("after dispatch, queue item %s: %+v", q.ID, q)
 			}
 		}
 		if cursor = lq.JSON200.NextCursor; cursor == nil {
@@ -251,11 +251,11 @@ func TestContractEveryOperation(t *testing.T) {
 	cursor = nil
 	pages := 0
 	for {
-		le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceId: ws.Id, Limit: ptr(2), Cursor: cursor})
+		le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, Limit: ptr(2), Cursor: cursor})
 		status(t, "listExecutions", le, err, http.StatusOK)
 		pages++
 		for _, e := range le.JSON200.Items {
-			execIDs = append(execIDs, e.Id)
+			execIDs = append(execIDs, e.ID)
 			starts = append(starts, e.StartedAt.UTC().Format("2006-01-02T15:04:05.000000Z"))
 			if e.Status != client.ExecutionStatusRUNNING || e.WorkflowVersion != 2 || e.Nodes != nil {
 				t.Errorf("listed execution: %+v", e)
@@ -274,7 +274,7 @@ func TestContractEveryOperation(t *testing.T) {
 	if !slices.IsSortedFunc(starts, func(a, b string) int { return strings.Compare(b, a) }) {
 		t.Errorf("listExecutions is not newest first: %v", starts)
 	}
-	le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceId: ws.Id, Status: ptr(client.ExecutionStatusCOMPLETED)})
+	le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, Status: ptr(client.ExecutionStatusCOMPLETED)})
 	status(t, "listExecutions", le, err, http.StatusOK)
 	if len(le.JSON200.Items) != 0 {
 		t.Errorf("listExecutions COMPLETED: %s", le.Body)
@@ -282,10 +282,10 @@ func TestContractEveryOperation(t *testing.T) {
 
 	ge, err := key.GetExecutionWithResponse(ctx, execIDs[0])
 	status(t, "getExecution", ge, err, http.StatusOK)
-	if e := ge.JSON200; e.Id != execIDs[0] || e.Status != client.ExecutionStatusRUNNING || e.Input["name"] != "Ada" || e.Nodes == nil {
+	if e := ge.JSON200; e.ID != execIDs[0] || e.Status != client.ExecutionStatusRUNNING || e.Input["name"] != "Ada" || e.Nodes == nil {
 		t.Errorf("getExecution: %s", ge.Body)
 	}
-	gw, err = key.GetWorkspaceWithResponse(ctx, ws.Id)
+	gw, err = key.GetWorkspaceWithResponse(ctx, ws.ID)
 	status(t, "getWorkspace", gw, err, http.StatusOK)
 	if gw.JSON200.Queued != 0 || gw.JSON200.Active != 5 {
 		t.Errorf("workspace with 5 running: %s", gw.Body)
@@ -294,14 +294,14 @@ func TestContractEveryOperation(t *testing.T) {
 	// Cancelling a running execution, by its id and by its queue item's id.
 	ce, err := key.CancelExecutionWithResponse(ctx, execIDs[0])
 	status(t, "cancelExecution (running)", ce, err, http.StatusAccepted)
-	if ce.JSON202.Status != client.CancelResponseStatusCANCELLING || ce.JSON202.Id != execIDs[0] {
+	if ce.JSON202.Status != client.CancelResponseStatusCANCELLING || ce.JSON202.ID != execIDs[0] {
 		t.Errorf("cancelling a running execution: %s", ce.Body)
 	}
 	gq, err = key.GetQueueItemWithResponse(ctx, queueIDs[1])
 	status(t, "getQueueItem", gq, err, http.StatusOK)
 	ce, err = key.CancelExecutionWithResponse(ctx, queueIDs[1])
 	status(t, "cancelExecution (by queue id)", ce, err, http.StatusAccepted)
-	if ce.JSON202.Status != client.CancelResponseStatusCANCELLING || gq.JSON200.ExecutionId == nil || ce.JSON202.Id != *gq.JSON200.ExecutionId {
+	if ce.JSON202.Status != client.CancelResponseStatusCANCELLING || gq.JSON200.ExecutionID == nil || ce.JSON202.ID != *gq.JSON200.ExecutionID {
 		t.Errorf("cancelling by a dispatched queue item's id: %s (item %s)", ce.Body, gq.Body)
 	}
 

@@ -190,7 +190,7 @@ func (s *Server) CreateWorkspace(ctx context.Context, req api.CreateWorkspaceReq
 
 // GetWorkspace shows a workspace.
 func (s *Server) GetWorkspace(ctx context.Context, req api.GetWorkspaceRequestObject) (api.GetWorkspaceResponseObject, error) {
-	w, err := s.svc.GetWorkspace(ctx, actorFrom(ctx), req.WorkspaceId)
+	w, err := s.svc.GetWorkspace(ctx, actorFrom(ctx), req.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -219,43 +219,43 @@ func (s *Server) ListWorkspaces(ctx context.Context, req api.ListWorkspacesReque
 
 // UpdateWorkspacePlan changes a plan.
 func (s *Server) UpdateWorkspacePlan(ctx context.Context, req api.UpdateWorkspacePlanRequestObject) (api.UpdateWorkspacePlanResponseObject, error) {
-	w, err := s.svc.UpdateWorkspacePlan(ctx, actorFrom(ctx), req.WorkspaceId, domain.Plan(req.Body.Plan))
+	w, err := s.svc.UpdateWorkspacePlan(ctx, actorFrom(ctx), req.WorkspaceID, domain.Plan(req.Body.Plan))
 	if err != nil {
 		return nil, err
 	}
 	return api.UpdateWorkspacePlan200JSONResponse(workspaceOut(w)), nil
 }
 
-// CreateApiKey creates a workspace key.
-func (s *Server) CreateApiKey(ctx context.Context, req api.CreateApiKeyRequestObject) (api.CreateApiKeyResponseObject, error) {
-	k, secret, err := s.svc.CreateAPIKey(ctx, actorFrom(ctx), req.WorkspaceId, req.Body.Name)
+// CreateAPIKey creates a workspace key.
+func (s *Server) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequestObject) (api.CreateAPIKeyResponseObject, error) {
+	k, secret, err := s.svc.CreateAPIKey(ctx, actorFrom(ctx), req.WorkspaceID, req.Body.Name)
 	if err != nil {
 		return nil, err
 	}
-	return api.CreateApiKey201JSONResponse{
-		Id: k.ID, WorkspaceId: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Secret: secret,
+	return api.CreateAPIKey201JSONResponse{
+		ID: k.ID, WorkspaceID: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Secret: secret,
 	}, nil
 }
 
-// ListApiKeys lists a workspace's keys.
-func (s *Server) ListApiKeys(ctx context.Context, req api.ListApiKeysRequestObject) (api.ListApiKeysResponseObject, error) {
-	keys, err := s.svc.ListAPIKeys(ctx, actorFrom(ctx), req.WorkspaceId)
+// ListAPIKeys lists a workspace's keys.
+func (s *Server) ListAPIKeys(ctx context.Context, req api.ListAPIKeysRequestObject) (api.ListAPIKeysResponseObject, error) {
+	keys, err := s.svc.ListAPIKeys(ctx, actorFrom(ctx), req.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
-	out := make(api.ListApiKeys200JSONResponse, len(keys))
+	out := make(api.ListAPIKeys200JSONResponse, len(keys))
 	for i, k := range keys {
-		out[i] = api.ApiKey{Id: k.ID, WorkspaceId: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+		out[i] = api.APIKey{ID: k.ID, WorkspaceID: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 	}
 	return out, nil
 }
 
-// RevokeApiKey revokes a key.
-func (s *Server) RevokeApiKey(ctx context.Context, req api.RevokeApiKeyRequestObject) (api.RevokeApiKeyResponseObject, error) {
-	if err := s.svc.RevokeAPIKey(ctx, actorFrom(ctx), req.WorkspaceId, req.KeyId); err != nil {
+// RevokeAPIKey revokes a key.
+func (s *Server) RevokeAPIKey(ctx context.Context, req api.RevokeAPIKeyRequestObject) (api.RevokeAPIKeyResponseObject, error) {
+	if err := s.svc.RevokeAPIKey(ctx, actorFrom(ctx), req.WorkspaceID, req.KeyID); err != nil {
 		return nil, err
 	}
-	return api.RevokeApiKey204Response{}, nil
+	return api.RevokeAPIKey204Response{}, nil
 }
 
 // CreateDefinition creates a definition with version 1.
@@ -264,7 +264,7 @@ func (s *Server) CreateDefinition(ctx context.Context, req api.CreateDefinitionR
 	if err != nil {
 		return nil, err
 	}
-	d, err := s.svc.CreateDefinition(ctx, actorFrom(ctx), req.Body.WorkspaceId, req.Body.Name, g)
+	d, err := s.svc.CreateDefinition(ctx, actorFrom(ctx), req.Body.WorkspaceID, req.Body.Name, g)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func (s *Server) CreateDefinition(ctx context.Context, req api.CreateDefinitionR
 
 // GetDefinition shows a definition.
 func (s *Server) GetDefinition(ctx context.Context, req api.GetDefinitionRequestObject) (api.GetDefinitionResponseObject, error) {
-	d, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionId)
+	d, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionID)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +286,7 @@ func (s *Server) ListDefinitions(ctx context.Context, req api.ListDefinitionsReq
 	if err != nil {
 		return nil, err
 	}
-	ds, err := s.svc.ListDefinitions(ctx, actorFrom(ctx), req.Params.WorkspaceId, page)
+	ds, err := s.svc.ListDefinitions(ctx, actorFrom(ctx), req.Params.WorkspaceID, page)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +302,7 @@ func (s *Server) ListDefinitions(ctx context.Context, req api.ListDefinitionsReq
 
 // DeleteDefinition soft-deletes a definition.
 func (s *Server) DeleteDefinition(ctx context.Context, req api.DeleteDefinitionRequestObject) (api.DeleteDefinitionResponseObject, error) {
-	if err := s.svc.DeleteDefinition(ctx, actorFrom(ctx), req.DefinitionId); err != nil {
+	if err := s.svc.DeleteDefinition(ctx, actorFrom(ctx), req.DefinitionID); err != nil {
 		return nil, err
 	}
 	return api.DeleteDefinition204Response{}, nil
@@ -314,7 +314,7 @@ func (s *Server) CreateDefinitionVersion(ctx context.Context, req api.CreateDefi
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.svc.AddDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionId, g)
+	v, err := s.svc.AddDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionID, g)
 	if err != nil {
 		return nil, err
 	}
@@ -327,21 +327,21 @@ func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinition
 		// Versions are stored as integer; storage would truncate a larger
 		// number and answer another version. The definition's own 404 or
 		// 403 still comes first.
-		if _, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionId); err != nil {
+		if _, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionID); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: definition %s has no version %d", ports.ErrNotFound, req.DefinitionId, req.Version)
+		return nil, fmt.Errorf("%w: definition %s has no version %d", ports.ErrNotFound, req.DefinitionID, req.Version)
 	}
-	v, err := s.svc.GetDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionId, req.Version)
+	v, err := s.svc.GetDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionID, req.Version)
 	if err != nil {
 		return nil, err
 	}
 	return api.GetDefinitionVersion200JSONResponse(versionOut(v)), nil
 }
 
-// StartExecution enqueues an execution.
-func (s *Server) StartExecution(ctx context.Context, req api.StartExecutionRequestObject) (api.StartExecutionResponseObject, error) {
-	in := app.StartRequest{WorkspaceID: req.Body.WorkspaceId, DefinitionID: req.Body.WorkflowDefinitionId}
+// EnqueueExecution enqueues an execution.
+func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionRequestObject) (api.EnqueueExecutionResponseObject, error) {
+	in := app.EnqueueRequest{WorkspaceID: req.Body.WorkspaceID, DefinitionID: req.Body.WorkflowDefinitionID}
 	if req.Body.Input != nil {
 		raw, err := json.Marshal(*req.Body.Input)
 		if err != nil {
@@ -360,16 +360,16 @@ func (s *Server) StartExecution(ctx context.Context, req api.StartExecutionReque
 		}
 		in.IdempotencyKey = *req.Params.IdempotencyKey
 	}
-	q, _, err := s.svc.StartExecution(ctx, actorFrom(ctx), in)
+	q, _, err := s.svc.Enqueue(ctx, actorFrom(ctx), in)
 	if err != nil {
 		return nil, err
 	}
-	return api.StartExecution202JSONResponse{QueueId: q.ID, Status: api.QueueStatus(q.Status)}, nil
+	return api.EnqueueExecution202JSONResponse{QueueID: q.ID, Status: api.QueueStatus(q.Status)}, nil
 }
 
 // GetQueueItem shows a queue item.
 func (s *Server) GetQueueItem(ctx context.Context, req api.GetQueueItemRequestObject) (api.GetQueueItemResponseObject, error) {
-	q, err := s.svc.GetQueueItem(ctx, actorFrom(ctx), req.QueueId)
+	q, err := s.svc.GetQueueItem(ctx, actorFrom(ctx), req.QueueID)
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +387,7 @@ func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) 
 		st := domain.QueueStatus(*req.Params.Status)
 		status = &st
 	}
-	qs, err := s.svc.ListQueue(ctx, actorFrom(ctx), req.Params.WorkspaceId, status, page)
+	qs, err := s.svc.ListQueue(ctx, actorFrom(ctx), req.Params.WorkspaceID, status, page)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +403,7 @@ func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) 
 
 // GetExecution shows an execution with its node records.
 func (s *Server) GetExecution(ctx context.Context, req api.GetExecutionRequestObject) (api.GetExecutionResponseObject, error) {
-	e, nodes, err := s.svc.GetExecution(ctx, actorFrom(ctx), req.ExecutionId)
+	e, nodes, err := s.svc.GetExecution(ctx, actorFrom(ctx), req.ExecutionID)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +435,7 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 		st := domain.ExecutionStatus(*req.Params.Status)
 		status = &st
 	}
-	es, err := s.svc.ListExecutions(ctx, actorFrom(ctx), req.Params.WorkspaceId, status, limit, before)
+	es, err := s.svc.ListExecutions(ctx, actorFrom(ctx), req.Params.WorkspaceID, status, limit, before)
 	if err != nil {
 		return nil, err
 	}
@@ -453,11 +453,11 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 
 // CancelExecution cancels a queued item or a running execution.
 func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionRequestObject) (api.CancelExecutionResponseObject, error) {
-	id, outcome, err := s.svc.Cancel(ctx, actorFrom(ctx), req.ExecutionId)
+	id, outcome, err := s.svc.Cancel(ctx, actorFrom(ctx), req.ExecutionID)
 	if err != nil {
 		return nil, err
 	}
-	return api.CancelExecution202JSONResponse{Id: id, Status: api.CancelResponseStatus(outcome)}, nil
+	return api.CancelExecution202JSONResponse{ID: id, Status: api.CancelResponseStatus(outcome)}, nil
 }
 
 const defaultPageSize = 50

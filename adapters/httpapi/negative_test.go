@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	httpapi "github.com/sluicehq/sluice/adapters/http"
+	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
@@ -25,7 +25,7 @@ import (
 type world struct {
 	*stack
 	wsA, wsB     uuid.UUID
-	keyA, keyB   client.CreatedApiKey
+	keyA, keyB   client.CreatedAPIKey
 	defA, defB   uuid.UUID
 	queuedB      uuid.UUID // PENDING
 	dispatchedB  uuid.UUID // DISPATCHED, its execution is execB
@@ -41,46 +41,46 @@ func newWorld(t *testing.T) *world {
 	w := &world{stack: newStack(t)}
 	ctx := context.Background()
 	admin := w.client(t, adminToken)
-	mkWorkspace := func(name string) (uuid.UUID, client.CreatedApiKey) {
+	mkWorkspace := func(name string) (uuid.UUID, client.CreatedAPIKey) {
 		cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: name, Plan: client.PRO})
 		status(t, "createWorkspace", cw, err, http.StatusCreated)
-		ck, err := admin.CreateApiKeyWithResponse(ctx, cw.JSON201.Id, client.CreateApiKeyRequest{Name: "key of " + name})
-		status(t, "createApiKey", ck, err, http.StatusCreated)
-		return cw.JSON201.Id, *ck.JSON201
+		ck, err := admin.CreateAPIKeyWithResponse(ctx, cw.JSON201.ID, client.CreateAPIKeyRequest{Name: "key of " + name})
+		status(t, "createAPIKey", ck, err, http.StatusCreated)
+		return cw.JSON201.ID, *ck.JSON201
 	}
 	w.wsA, w.keyA = mkWorkspace("A")
 	w.wsB, w.keyB = mkWorkspace("B")
 	a, b := w.client(t, w.keyA.Secret), w.client(t, w.keyB.Secret)
 	mkDefinition := func(c *client.ClientWithResponses, ws uuid.UUID) uuid.UUID {
-		cd, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceId: ws, Name: "greet", Graph: greetGraph()})
+		cd, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "greet", Graph: greetGraph()})
 		status(t, "createDefinition", cd, err, http.StatusCreated)
-		return cd.JSON201.Id
+		return cd.JSON201.ID
 	}
 	w.defA, w.defB = mkDefinition(a, w.wsA), mkDefinition(b, w.wsB)
 	w.definitionsB = 1
 	start := func(c *client.ClientWithResponses, ws, def uuid.UUID) uuid.UUID {
-		st, err := c.StartExecutionWithResponse(ctx, nil, client.StartExecutionRequest{WorkspaceId: ws, WorkflowDefinitionId: def})
+		st, err := c.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: ws, WorkflowDefinitionID: def})
 		status(t, "startExecution", st, err, http.StatusAccepted)
-		return st.JSON202.QueueId
+		return st.JSON202.QueueID
 	}
 	w.dispatchedB = start(b, w.wsB, w.defB)
 	w.dispatchAll(t)
 	gq, err := b.GetQueueItemWithResponse(ctx, w.dispatchedB)
 	status(t, "getQueueItem", gq, err, http.StatusOK)
-	w.execB = *gq.JSON200.ExecutionId
+	w.execB = *gq.JSON200.ExecutionID
 	w.queuedB = start(b, w.wsB, w.defB)
 	w.finishedA = start(a, w.wsA, w.defA)
 	cq, err := a.CancelExecutionWithResponse(ctx, w.finishedA)
 	status(t, "cancelExecution", cq, err, http.StatusAccepted)
 
-	revoked, err := admin.CreateApiKeyWithResponse(ctx, w.wsA, client.CreateApiKeyRequest{Name: "revoked"})
-	status(t, "createApiKey", revoked, err, http.StatusCreated)
-	rk, err := admin.RevokeApiKeyWithResponse(ctx, w.wsA, revoked.JSON201.Id)
-	status(t, "revokeApiKey", rk, err, http.StatusNoContent)
+	revoked, err := admin.CreateAPIKeyWithResponse(ctx, w.wsA, client.CreateAPIKeyRequest{Name: "revoked"})
+	status(t, "createAPIKey", revoked, err, http.StatusCreated)
+	rk, err := admin.RevokeAPIKeyWithResponse(ctx, w.wsA, revoked.JSON201.ID)
+	status(t, "revokeAPIKey", rk, err, http.StatusNoContent)
 	w.revokedA = revoked.JSON201.Secret
-	spare, err := admin.CreateApiKeyWithResponse(ctx, w.wsA, client.CreateApiKeyRequest{Name: "spare"})
-	status(t, "createApiKey", spare, err, http.StatusCreated)
-	w.spareKeyOfA = spare.JSON201.Id
+	spare, err := admin.CreateAPIKeyWithResponse(ctx, w.wsA, client.CreateAPIKeyRequest{Name: "spare"})
+	status(t, "createAPIKey", spare, err, http.StatusCreated)
+	w.spareKeyOfA = spare.JSON201.ID
 	return w
 }
 
@@ -105,20 +105,20 @@ func (w *world) opsOnB() []op {
 		{"updateWorkspacePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.UpdateWorkspacePlan(ctx, w.wsB, client.UpdateWorkspaceRequest{Plan: client.ENTERPRISE})
 		}},
-		{"createApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.CreateApiKey(ctx, w.wsB, client.CreateApiKeyRequest{Name: "intruder"})
+		{"createAPIKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateAPIKey(ctx, w.wsB, client.CreateAPIKeyRequest{Name: "intruder"})
 		}},
 		{"listApiKeys", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.ListApiKeys(ctx, w.wsB)
+			return c.ListAPIKeys(ctx, w.wsB)
 		}},
-		{"revokeApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.RevokeApiKey(ctx, w.wsB, w.keyB.Id)
+		{"revokeAPIKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeAPIKey(ctx, w.wsB, w.keyB.ID)
 		}},
 		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceId: w.wsB, Name: "intruder", Graph: greetGraph()})
+			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsB, Name: "intruder", Graph: greetGraph()})
 		}},
 		{"listDefinitions", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceId: w.wsB})
+			return c.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceID: w.wsB})
 		}},
 		{"getDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetDefinition(ctx, w.defB)
@@ -133,16 +133,16 @@ func (w *world) opsOnB() []op {
 			return c.GetDefinitionVersion(ctx, w.defB, 1)
 		}},
 		{"startExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.StartExecution(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsB, WorkflowDefinitionId: w.defB})
+			return c.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB})
 		}},
 		{"listQueue", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.ListQueue(ctx, &client.ListQueueParams{WorkspaceId: w.wsB})
+			return c.ListQueue(ctx, &client.ListQueueParams{WorkspaceID: w.wsB})
 		}},
 		{"getQueueItem", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetQueueItem(ctx, w.queuedB)
 		}},
 		{"listExecutions", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceId: w.wsB})
+			return c.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceID: w.wsB})
 		}},
 		{"getExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetExecution(ctx, w.execB)
@@ -259,7 +259,7 @@ func TestNegativeOtherWorkspace(t *testing.T) {
 
 	// Starting B's definition inside A is refused too: the definition
 	// belongs to another workspace.
-	read(a.StartExecution(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defB})).
+	read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defB})).
 		expect(t, "startExecution of B's definition in A", http.StatusForbidden, "forbidden")
 
 	// The admin-only operations refuse a key even on its own workspace.
@@ -267,11 +267,11 @@ func TestNegativeOtherWorkspace(t *testing.T) {
 		{"updateWorkspacePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.UpdateWorkspacePlan(ctx, w.wsA, client.UpdateWorkspaceRequest{Plan: client.ENTERPRISE})
 		}},
-		{"createApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.CreateApiKey(ctx, w.wsA, client.CreateApiKeyRequest{Name: "self-made"})
+		{"createAPIKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateAPIKey(ctx, w.wsA, client.CreateAPIKeyRequest{Name: "self-made"})
 		}},
-		{"revokeApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.RevokeApiKey(ctx, w.wsA, w.spareKeyOfA)
+		{"revokeAPIKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeAPIKey(ctx, w.wsA, w.spareKeyOfA)
 		}},
 	}
 	for _, o := range adminOnly {
@@ -291,7 +291,7 @@ func TestNegativeOtherWorkspace(t *testing.T) {
 	// Listing workspaces with a key shows its own only, and pages end.
 	lw, err := a.ListWorkspacesWithResponse(ctx, nil)
 	status(t, "listWorkspaces", lw, err, http.StatusOK)
-	if len(lw.JSON200.Items) != 1 || lw.JSON200.Items[0].Id != w.wsA {
+	if len(lw.JSON200.Items) != 1 || lw.JSON200.Items[0].ID != w.wsA {
 		t.Errorf("listWorkspaces with A's key: %s", lw.Body)
 	}
 	lw, err = a.ListWorkspacesWithResponse(ctx, &client.ListWorkspacesParams{Limit: ptr(1)})
@@ -321,26 +321,26 @@ func TestNegativeNotFound(t *testing.T) {
 		{"updateWorkspacePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.UpdateWorkspacePlan(ctx, missing, client.UpdateWorkspaceRequest{Plan: client.FREE})
 		}},
-		{"createApiKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.CreateApiKey(ctx, missing, client.CreateApiKeyRequest{Name: "k"})
+		{"createAPIKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateAPIKey(ctx, missing, client.CreateAPIKeyRequest{Name: "k"})
 		}},
 		{"listApiKeys", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.ListApiKeys(ctx, missing)
+			return c.ListAPIKeys(ctx, missing)
 		}},
-		{"revokeApiKey (missing workspace)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.RevokeApiKey(ctx, missing, w.keyA.Id)
+		{"revokeAPIKey (missing workspace)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeAPIKey(ctx, missing, w.keyA.ID)
 		}},
-		{"revokeApiKey (missing key)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.RevokeApiKey(ctx, w.wsA, missing)
+		{"revokeAPIKey (missing key)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeAPIKey(ctx, w.wsA, missing)
 		}},
-		{"revokeApiKey (B's key under A)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.RevokeApiKey(ctx, w.wsA, w.keyB.Id)
+		{"revokeAPIKey (B's key under A)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RevokeAPIKey(ctx, w.wsA, w.keyB.ID)
 		}},
 		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceId: missing, Name: "d", Graph: greetGraph()})
+			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: missing, Name: "d", Graph: greetGraph()})
 		}},
 		{"listDefinitions", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceId: missing})
+			return c.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceID: missing})
 		}},
 		{"getDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetDefinition(ctx, missing)
@@ -364,16 +364,16 @@ func TestNegativeNotFound(t *testing.T) {
 			return c.GetDefinitionVersion(ctx, w.defA, 1<<32+1)
 		}},
 		{"startExecution (missing definition)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.StartExecution(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: missing})
+			return c.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: missing})
 		}},
 		{"listQueue", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.ListQueue(ctx, &client.ListQueueParams{WorkspaceId: missing})
+			return c.ListQueue(ctx, &client.ListQueueParams{WorkspaceID: missing})
 		}},
 		{"getQueueItem", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetQueueItem(ctx, missing)
 		}},
 		{"listExecutions", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceId: missing})
+			return c.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceID: missing})
 		}},
 		{"getExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetExecution(ctx, missing)
@@ -409,7 +409,7 @@ func TestNegativeNotFound(t *testing.T) {
 			return a.CreateDefinitionVersion(ctx, w.defA, client.CreateVersionRequest{Graph: greetGraph()})
 		},
 		"startExecution": func() (*http.Response, error) {
-			return a.StartExecution(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA})
+			return a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA})
 		},
 	} {
 		read(call()).expect(t, name+" of a deleted definition", http.StatusNotFound, "not-found")
@@ -457,7 +457,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	s := &stack{url: srv.URL, contract: newContract(t)}
 	rz, err := s.client(t, "").GetReadyzWithResponse(ctx)
 	status(t, "getReadyz", rz, err, http.StatusServiceUnavailable)
-	if p := rz.ApplicationproblemJSON503; p == nil || p.Type != problemBase+"not-ready" || p.Detail == nil || !strings.Contains(*p.Detail, "postgres") {
+	if p := rz.ApplicationProblemJSON503; p == nil || p.Type != problemBase+"not-ready" || p.Detail == nil || !strings.Contains(*p.Detail, "postgres") {
 		t.Errorf("readyz with Postgres down: %s", rz.Body)
 	}
 	hz, err := s.client(t, "").GetHealthzWithResponse(ctx)

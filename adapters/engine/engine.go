@@ -1,7 +1,7 @@
-// Package temporal is Sluice's Temporal adapter: the client side that starts,
+// Package engine is Sluice's Temporal adapter: the client side that starts,
 // describes and cancels execution workflows, and the worker side that runs
 // them: the orchestration workflow and its activities.
-package temporal
+package engine
 
 import (
 	"context"
@@ -57,10 +57,10 @@ func NewEngine(c client.Client, queues TaskQueues) *Engine {
 	return &Engine{client: c, queues: queues}
 }
 
-// StartExecution starts the execution's workflow. An existing workflow with
+// StartWorkflow starts the execution's workflow. An existing workflow with
 // the same id, running or closed, counts as started: the id is never
 // reused, so no execution runs twice.
-func (e *Engine) StartExecution(ctx context.Context, req ports.StartRequest) error {
+func (e *Engine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) error {
 	_, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                    WorkflowID(req.ExecutionID),
 		TaskQueue:             e.queues.Workflows,
@@ -79,9 +79,9 @@ func (e *Engine) StartExecution(ctx context.Context, req ports.StartRequest) err
 	return err
 }
 
-// DescribeExecution reports the workflow's state, WorkflowNotFound when
+// DescribeWorkflow reports the workflow's state, WorkflowNotFound when
 // Temporal has never heard of it.
-func (e *Engine) DescribeExecution(ctx context.Context, executionID uuid.UUID) (ports.WorkflowState, error) {
+func (e *Engine) DescribeWorkflow(ctx context.Context, executionID uuid.UUID) (ports.WorkflowState, error) {
 	resp, err := e.client.DescribeWorkflowExecution(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -108,8 +108,8 @@ func (e *Engine) DescribeExecution(ctx context.Context, executionID uuid.UUID) (
 	}
 }
 
-// CancelExecution asks the workflow to cancel; it records CANCELLED itself.
-func (e *Engine) CancelExecution(ctx context.Context, executionID uuid.UUID) error {
+// CancelWorkflow asks the workflow to cancel; it records CANCELLED itself.
+func (e *Engine) CancelWorkflow(ctx context.Context, executionID uuid.UUID) error {
 	err := e.client.CancelWorkflow(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {

@@ -1,4 +1,4 @@
-package temporal
+package engine
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 // deliberate, versioned change to the workflow (and only then), e.g.:
 //
 //	cd cmd/devstack && go build -o /tmp/devstack . && cd ../.. &&
-//	/tmp/devstack -- env SLUICE_RECORD_HISTORIES=1 go test -run TestRecordHistories ./adapters/temporal/
+//	/tmp/devstack -- env SLUICE_RECORD_HISTORIES=1 go test -run TestRecordHistories ./adapters/engine/
 //
 // The worker uses the in-memory store, so no database is needed.
 func TestRecordHistories(t *testing.T) {

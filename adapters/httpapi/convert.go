@@ -13,7 +13,7 @@ import (
 
 func workspaceOut(w app.WorkspaceView) api.Workspace {
 	return api.Workspace{
-		Id: w.ID, Name: w.Name, Plan: api.Plan(w.Plan), Limit: w.Limit, Active: w.Active, Queued: w.Queued,
+		ID: w.ID, Name: w.Name, Plan: api.Plan(w.Plan), Limit: w.Limit, Active: w.Active, Queued: w.Queued,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 	}
 }
@@ -61,19 +61,19 @@ func graphOut(g domain.Graph) api.Graph {
 
 func definitionOut(d ports.Definition) api.Definition {
 	return api.Definition{
-		Id: d.ID, WorkspaceId: d.WorkspaceID, Name: d.Name, CurrentVersion: d.CurrentVersion, Graph: graphOut(d.Graph),
+		ID: d.ID, WorkspaceID: d.WorkspaceID, Name: d.Name, CurrentVersion: d.CurrentVersion, Graph: graphOut(d.Graph),
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 	}
 }
 
 func versionOut(v ports.DefinitionVersion) api.DefinitionVersion {
-	return api.DefinitionVersion{DefinitionId: v.DefinitionID, Version: v.Version, Graph: graphOut(v.Graph), CreatedAt: v.CreatedAt}
+	return api.DefinitionVersion{DefinitionID: v.DefinitionID, Version: v.Version, Graph: graphOut(v.Graph), CreatedAt: v.CreatedAt}
 }
 
 func queueOut(q ports.QueueRecord) api.QueueItem {
 	out := api.QueueItem{
-		Id: q.ID, WorkspaceId: q.WorkspaceID, WorkflowDefinitionId: q.DefinitionID, Status: api.QueueStatus(q.Status),
-		Priority: q.Priority, AttemptCount: q.AttemptCount, DispatchFailures: q.DispatchFailures, ExecutionId: q.ExecutionID,
+		ID: q.ID, WorkspaceID: q.WorkspaceID, WorkflowDefinitionID: q.DefinitionID, Status: api.QueueStatus(q.Status),
+		Priority: q.Priority, AttemptCount: q.AttemptCount, DispatchFailures: q.DispatchFailures, ExecutionID: q.ExecutionID,
 		CreatedAt: q.CreatedAt, AvailableAt: q.AvailableAt, ClaimedAt: q.ClaimedAt, DispatchedAt: q.DispatchedAt,
 	}
 	if q.LastError != "" {
@@ -85,7 +85,7 @@ func queueOut(q ports.QueueRecord) api.QueueItem {
 
 func executionOut(e ports.Execution) api.Execution {
 	out := api.Execution{
-		Id: e.ID, WorkspaceId: e.WorkspaceID, WorkflowDefinitionId: e.DefinitionID, WorkflowVersion: e.Version,
+		ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, WorkflowVersion: e.Version,
 		Status: api.ExecutionStatus(e.Status), StartedAt: e.StartedAt, CompletedAt: e.CompletedAt, DurationMs: e.DurationMs,
 		Error: e.Error, Input: map[string]any{},
 	}

@@ -1,4 +1,4 @@
-package temporal
+package engine
 
 import (
 	"fmt"
@@ -44,7 +44,7 @@ type Workers struct {
 func NewWorkers(c client.Client, cfg WorkerConfig, acts *Activities, log *slog.Logger) *Workers {
 	ws := &Workers{}
 	retry := cfg.Retry
-	retry.ExternalAPIQueue = cfg.Queues.ExternalAPI
+	retry.ExternalAPITaskQueue = cfg.Queues.ExternalAPI
 	stop := cfg.StopTimeout
 	if stop <= 0 {
 		stop = DefaultStopTimeout

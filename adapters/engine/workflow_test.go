@@ -1,4 +1,4 @@
-package temporal
+package engine
 
 import (
 	"context"
@@ -29,11 +29,11 @@ import (
 // testRetry retries nodes quickly; the test clock skips the backoff anyway,
 // but short intervals keep the recorded histories small and readable.
 var testRetry = RetryConfig{
-	InitialInterval:    100 * time.Millisecond,
-	BackoffCoefficient: 2,
-	MaximumInterval:    time.Second,
-	MaximumAttempts:    3,
-	ExternalAPIQueue:   ExternalAPITaskQueue,
+	InitialInterval:      100 * time.Millisecond,
+	BackoffCoefficient:   2,
+	MaximumInterval:      time.Second,
+	MaximumAttempts:      3,
+	ExternalAPITaskQueue: ExternalAPITaskQueue,
 }
 
 // harness runs one execution's workflow in the SDK's test environment,

@@ -20,31 +20,31 @@ func TestIdempotentStart(t *testing.T) {
 	ctx := context.Background()
 	read := reader(t)
 	a, b := w.client(t, w.keyA.Secret), w.client(t, w.keyB.Secret)
-	key := &client.StartExecutionParams{IdempotencyKey: ptr("order-42")}
-	body := client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA, Input: &map[string]any{"name": "Ada", "n": 1}, Priority: ptr(3)}
+	key := &client.EnqueueExecutionParams{IdempotencyKey: ptr("order-42")}
+	body := client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: &map[string]any{"name": "Ada", "n": 1}, Priority: ptr(3)}
 
-	first, err := a.StartExecutionWithResponse(ctx, key, body)
+	first, err := a.EnqueueExecutionWithResponse(ctx, key, body)
 	status(t, "startExecution", first, err, http.StatusAccepted)
 	before := counts(t, w)
 
-	again, err := a.StartExecutionWithResponse(ctx, key, body)
+	again, err := a.EnqueueExecutionWithResponse(ctx, key, body)
 	status(t, "startExecution replay", again, err, http.StatusAccepted)
-	if again.JSON202.QueueId != first.JSON202.QueueId {
-		t.Errorf("replay returned queue id %s, want %s", again.JSON202.QueueId, first.JSON202.QueueId)
+	if again.JSON202.QueueID != first.JSON202.QueueID {
+		t.Errorf("replay returned queue id %s, want %s", again.JSON202.QueueID, first.JSON202.QueueID)
 	}
 	// The same content formatted differently is the same body.
 	raw := `{ "priority": 3, "input": {"n": 1.0, "name": "Ada"}, "workflowDefinitionId": "` + w.defA.String() + `",
 		"workspaceId": "` + w.wsA.String() + `" }`
-	reformatted, err := a.StartExecutionWithBodyWithResponse(ctx, key, "application/json", strings.NewReader(raw))
+	reformatted, err := a.EnqueueExecutionWithBodyWithResponse(ctx, key, "application/json", strings.NewReader(raw))
 	status(t, "startExecution replay, reformatted", reformatted, err, http.StatusAccepted)
-	if reformatted.JSON202.QueueId != first.JSON202.QueueId {
-		t.Errorf("reformatted replay returned queue id %s, want %s", reformatted.JSON202.QueueId, first.JSON202.QueueId)
+	if reformatted.JSON202.QueueID != first.JSON202.QueueID {
+		t.Errorf("reformatted replay returned queue id %s, want %s", reformatted.JSON202.QueueID, first.JSON202.QueueID)
 	}
 	// The admin replaying a key's start is the same workspace's request.
-	byAdmin, err := w.client(t, adminToken).StartExecutionWithResponse(ctx, key, body)
+	byAdmin, err := w.client(t, adminToken).EnqueueExecutionWithResponse(ctx, key, body)
 	status(t, "startExecution replay by the admin", byAdmin, err, http.StatusAccepted)
-	if byAdmin.JSON202.QueueId != first.JSON202.QueueId {
-		t.Errorf("admin replay returned queue id %s, want %s", byAdmin.JSON202.QueueId, first.JSON202.QueueId)
+	if byAdmin.JSON202.QueueID != first.JSON202.QueueID {
+		t.Errorf("admin replay returned queue id %s, want %s", byAdmin.JSON202.QueueID, first.JSON202.QueueID)
 	}
 	if after := counts(t, w); after != before {
 		t.Errorf("replays wrote rows: before %v, after %v", before, after)
@@ -52,37 +52,37 @@ func TestIdempotentStart(t *testing.T) {
 
 	// A different body under the same key: input, priority or definition.
 	other := w.client(t, adminToken)
-	cd, err := other.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceId: w.wsA, Name: "other", Graph: greetGraph()})
+	cd, err := other.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "other", Graph: greetGraph()})
 	status(t, "createDefinition", cd, err, http.StatusCreated)
 	before = counts(t, w)
-	for name, changed := range map[string]client.StartExecutionRequest{
-		"input":      {WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA, Input: &map[string]any{"name": "Grace", "n": 1}, Priority: ptr(3)},
-		"priority":   {WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA, Input: body.Input, Priority: ptr(1)},
-		"no input":   {WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA, Priority: ptr(3)},
-		"definition": {WorkspaceId: w.wsA, WorkflowDefinitionId: cd.JSON201.Id, Input: body.Input, Priority: ptr(3)},
+	for name, changed := range map[string]client.EnqueueExecutionRequest{
+		"input":      {WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: &map[string]any{"name": "Grace", "n": 1}, Priority: ptr(3)},
+		"priority":   {WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: body.Input, Priority: ptr(1)},
+		"no input":   {WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Priority: ptr(3)},
+		"definition": {WorkspaceID: w.wsA, WorkflowDefinitionID: cd.JSON201.ID, Input: body.Input, Priority: ptr(3)},
 	} {
-		read(a.StartExecution(ctx, key, changed)).expect(t, "same key, different "+name, http.StatusConflict, "idempotency-conflict")
+		read(a.EnqueueExecution(ctx, key, changed)).expect(t, "same key, different "+name, http.StatusConflict, "idempotency-conflict")
 	}
 	if after := counts(t, w); after != before {
 		t.Errorf("conflicting starts wrote rows: before %v, after %v", before, after)
 	}
 
 	// The same key in workspace B is B's own.
-	inB, err := b.StartExecutionWithResponse(ctx, key, client.StartExecutionRequest{WorkspaceId: w.wsB, WorkflowDefinitionId: w.defB})
+	inB, err := b.EnqueueExecutionWithResponse(ctx, key, client.EnqueueExecutionRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB})
 	status(t, "startExecution in B with A's key string", inB, err, http.StatusAccepted)
-	if inB.JSON202.QueueId == first.JSON202.QueueId {
+	if inB.JSON202.QueueID == first.JSON202.QueueID {
 		t.Error("the same Idempotency-Key in another workspace returned A's queue item")
 	}
-	againB, err := b.StartExecutionWithResponse(ctx, key, client.StartExecutionRequest{WorkspaceId: w.wsB, WorkflowDefinitionId: w.defB})
+	againB, err := b.EnqueueExecutionWithResponse(ctx, key, client.EnqueueExecutionRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB})
 	status(t, "startExecution replay in B", againB, err, http.StatusAccepted)
-	if againB.JSON202.QueueId != inB.JSON202.QueueId {
-		t.Errorf("replay in B returned %s, want %s", againB.JSON202.QueueId, inB.JSON202.QueueId)
+	if againB.JSON202.QueueID != inB.JSON202.QueueID {
+		t.Errorf("replay in B returned %s, want %s", againB.JSON202.QueueID, inB.JSON202.QueueID)
 	}
 
 	// A's item is still there and answers for itself.
-	gq, err := a.GetQueueItemWithResponse(ctx, first.JSON202.QueueId)
+	gq, err := a.GetQueueItemWithResponse(ctx, first.JSON202.QueueID)
 	status(t, "getQueueItem", gq, err, http.StatusOK)
-	if gq.JSON200.Priority != 3 || gq.JSON200.WorkspaceId != w.wsA {
+	if gq.JSON200.Priority != 3 || gq.JSON200.WorkspaceID != w.wsA {
 		t.Errorf("the original item: %s", gq.Body)
 	}
 	var rows int
@@ -104,22 +104,22 @@ func TestEachStartIsAudited(t *testing.T) {
 	admin := w.client(t, adminToken)
 	var started []uuid.UUID
 	for i := range 3 {
-		st, err := a.StartExecutionWithResponse(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA, Input: &map[string]any{"i": i}})
+		st, err := a.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: &map[string]any{"i": i}})
 		status(t, "startExecution", st, err, http.StatusAccepted)
-		started = append(started, st.JSON202.QueueId)
+		started = append(started, st.JSON202.QueueID)
 	}
-	key := &client.StartExecutionParams{IdempotencyKey: ptr("audit")}
-	st, err := a.StartExecutionWithResponse(ctx, key, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA})
+	key := &client.EnqueueExecutionParams{IdempotencyKey: ptr("audit")}
+	st, err := a.EnqueueExecutionWithResponse(ctx, key, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA})
 	status(t, "startExecution", st, err, http.StatusAccepted)
-	started = append(started, st.JSON202.QueueId)
-	replay, err := a.StartExecutionWithResponse(ctx, key, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA})
+	started = append(started, st.JSON202.QueueID)
+	replay, err := a.EnqueueExecutionWithResponse(ctx, key, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA})
 	status(t, "startExecution replay", replay, err, http.StatusAccepted)
-	byAdmin, err := admin.StartExecutionWithResponse(ctx, nil, client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA})
+	byAdmin, err := admin.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA})
 	status(t, "startExecution by the admin", byAdmin, err, http.StatusAccepted)
 
-	wantActor := map[uuid.UUID]string{byAdmin.JSON202.QueueId: "admin"}
+	wantActor := map[uuid.UUID]string{byAdmin.JSON202.QueueID: "admin"}
 	for _, id := range started {
-		wantActor[id] = "api-key:" + w.keyA.Id.String()
+		wantActor[id] = "api-key:" + w.keyA.ID.String()
 	}
 	for id, want := range wantActor {
 		rows, err := w.pool.Query(ctx, "SELECT actor, workspace_id FROM activity WHERE action = 'execution.enqueued' AND subject_id = $1", id)

@@ -1,4 +1,4 @@
-package temporal
+package engine
 
 import (
 	"path/filepath"

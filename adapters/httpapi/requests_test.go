@@ -29,8 +29,8 @@ func (w *world) bodyOps() []bodyOp {
 		{"updateWorkspacePlan", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
 			return c.UpdateWorkspacePlanWithBody(ctx, w.wsA, ct, b)
 		}},
-		{"createApiKey", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
-			return c.CreateApiKeyWithBody(ctx, w.wsA, ct, b)
+		{"createAPIKey", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
+			return c.CreateAPIKeyWithBody(ctx, w.wsA, ct, b)
 		}},
 		{"createDefinition", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
 			return c.CreateDefinitionWithBody(ctx, ct, b)
@@ -39,7 +39,7 @@ func (w *world) bodyOps() []bodyOp {
 			return c.CreateDefinitionVersionWithBody(ctx, w.defA, ct, b)
 		}},
 		{"startExecution", func(ctx context.Context, c client.ClientInterface, ct string, b io.Reader) (*http.Response, error) {
-			return c.StartExecutionWithBody(ctx, nil, ct, b)
+			return c.EnqueueExecutionWithBody(ctx, nil, ct, b)
 		}},
 	}
 }
@@ -81,7 +81,7 @@ func TestNegativeMalformedBodies(t *testing.T) {
 			"unknown field":    {`{"plan": "PRO", "limit": 100}`, []string{"/limit"}},
 			"missing required": {`{}`, []string{"/plan"}},
 		},
-		"createApiKey": {
+		"createAPIKey": {
 			"malformed JSON":   {`{"name": "k",}`, nil},
 			"wrong type":       {`{"name": ["k"]}`, []string{"/name"}},
 			"unknown field":    {`{"name": "k", "secret": "mine"}`, []string{"/secret"}},
@@ -186,7 +186,7 @@ func TestNegativeMalformedParameters(t *testing.T) {
 			return admin.ListWorkspaces(ctx, &client.ListWorkspacesParams{Limit: ptr(0)})
 		}, "/query/limit"},
 		"limit too large": {func() (*http.Response, error) {
-			return admin.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceId: w.wsA, Limit: ptr(201)})
+			return admin.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceID: w.wsA, Limit: ptr(201)})
 		}, "/query/limit"},
 		"limit not a number": {func() (*http.Response, error) { return get("/api/v1/workflow/queue?workspaceId=" + ws + "&limit=ten") }, "/query/limit"},
 		"unknown queue status": {func() (*http.Response, error) {
@@ -197,12 +197,12 @@ func TestNegativeMalformedParameters(t *testing.T) {
 		}, "/query/status"},
 		"cursor too long": {func() (*http.Response, error) { return get("/api/v1/workspaces?cursor=" + strings.Repeat("c", 201)) }, "/query/cursor"},
 		"idempotency key too long": {func() (*http.Response, error) {
-			return admin.StartExecution(ctx, &client.StartExecutionParams{IdempotencyKey: ptr(strings.Repeat("k", 256))},
-				client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA})
+			return admin.EnqueueExecution(ctx, &client.EnqueueExecutionParams{IdempotencyKey: ptr(strings.Repeat("k", 256))},
+				client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA})
 		}, "/header/Idempotency-Key"},
 		"idempotency key not UTF-8": {func() (*http.Response, error) {
-			return admin.StartExecution(ctx, &client.StartExecutionParams{IdempotencyKey: ptr("order-\xff")},
-				client.StartExecutionRequest{WorkspaceId: w.wsA, WorkflowDefinitionId: w.defA})
+			return admin.EnqueueExecution(ctx, &client.EnqueueExecutionParams{IdempotencyKey: ptr("order-\xff")},
+				client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA})
 		}, "/header/Idempotency-Key"},
 	}
 	for name, c := range cases {
@@ -221,7 +221,7 @@ func TestNegativeMalformedParameters(t *testing.T) {
 		b64("9223372036854775807." + uuid.NewString()), b64("-9223372036854775808." + uuid.NewString()),
 	}
 	for _, cur := range badCursors {
-		got := read(admin.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceId: w.wsB, Cursor: ptr(cur)}))
+		got := read(admin.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceID: w.wsB, Cursor: ptr(cur)}))
 		got.expect(t, "listExecutions with cursor "+cur, http.StatusBadRequest, "invalid-request")
 		if !slices.Equal(got.fieldPaths(), []string{"/query/cursor"}) {
 			t.Errorf("listExecutions with cursor %s: field paths %v", cur, got.fieldPaths())
@@ -230,9 +230,9 @@ func TestNegativeMalformedParameters(t *testing.T) {
 	for _, cur := range []string{"not-a-cursor", b64("12." + uuid.NewString())} {
 		read(admin.ListWorkspaces(ctx, &client.ListWorkspacesParams{Cursor: ptr(cur)})).
 			expect(t, "listWorkspaces with cursor "+cur, http.StatusBadRequest, "invalid-request")
-		read(admin.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceId: w.wsA, Cursor: ptr(cur)})).
+		read(admin.ListDefinitions(ctx, &client.ListDefinitionsParams{WorkspaceID: w.wsA, Cursor: ptr(cur)})).
 			expect(t, "listDefinitions with cursor "+cur, http.StatusBadRequest, "invalid-request")
-		read(admin.ListQueue(ctx, &client.ListQueueParams{WorkspaceId: w.wsA, Cursor: ptr(cur)})).
+		read(admin.ListQueue(ctx, &client.ListQueueParams{WorkspaceID: w.wsA, Cursor: ptr(cur)})).
 			expect(t, "listQueue with cursor "+cur, http.StatusBadRequest, "invalid-request")
 	}
 }
@@ -259,7 +259,7 @@ func TestNegativeTooLarge(t *testing.T) {
 	}
 	// A start whose input alone passes the limit.
 	input := `{"workspaceId": "` + w.wsA.String() + `", "workflowDefinitionId": "` + w.defA.String() + `", "input": {"blob": "` + strings.Repeat("b", 1<<20) + `"}}`
-	read(admin.StartExecutionWithBody(ctx, nil, "application/json", io.MultiReader(bytes.NewReader([]byte(input))))).
+	read(admin.EnqueueExecutionWithBody(ctx, nil, "application/json", io.MultiReader(bytes.NewReader([]byte(input))))).
 		expect(t, "startExecution with a large input", http.StatusRequestEntityTooLarge, "too-large")
 	if after := counts(t, w); after != before {
 		t.Errorf("oversized requests wrote rows: before %v, after %v", before, after)
@@ -288,7 +288,7 @@ func TestNegativeInvalidGraph(t *testing.T) {
 	before := counts(t, w)
 	for name, call := range map[string]func() (*http.Response, error){
 		"createDefinition": func() (*http.Response, error) {
-			return a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceId: w.wsA, Name: "broken", Graph: graph})
+			return a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "broken", Graph: graph})
 		},
 		"createDefinitionVersion": func() (*http.Response, error) {
 			return a.CreateDefinitionVersion(ctx, w.defA, client.CreateVersionRequest{Graph: graph})

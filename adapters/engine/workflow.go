@@ -1,4 +1,4 @@
-package temporal
+package engine
 
 import (
 	"encoding/json"
@@ -48,8 +48,8 @@ type RetryConfig struct {
 	BackoffCoefficient float64
 	MaximumInterval    time.Duration
 	MaximumAttempts    int32
-	// ExternalAPIQueue is where HTTP_REQUEST nodes run.
-	ExternalAPIQueue string
+	// ExternalAPITaskQueue is where HTTP_REQUEST nodes run.
+	ExternalAPITaskQueue string
 }
 
 // DefaultRetryConfig is three attempts with exponential backoff from 1 s.
@@ -238,8 +238,8 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 			MaximumAttempts:    r.retry.MaximumAttempts,
 		},
 	}
-	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPIQueue != "" {
-		opts.TaskQueue = r.retry.ExternalAPIQueue
+	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
+		opts.TaskQueue = r.retry.ExternalAPITaskQueue
 	}
 	f := workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, RunNodeInput{
 		ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n, Input: r.in.Input, Steps: maps.Clone(r.steps),

@@ -26,10 +26,10 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	sluice "github.com/sluicehq/sluice"
-	httpapi "github.com/sluicehq/sluice/adapters/http"
+	"github.com/sluicehq/sluice/adapters/engine"
+	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/adapters/temporal"
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
@@ -89,16 +89,16 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	engine := temporal.NewEngine(tc, temporal.NewTaskQueues("http"+uuid.NewString()[:8]+"."))
+	workflows := engine.NewEngine(tc, engine.NewTaskQueues("http"+uuid.NewString()[:8]+"."))
 	store := postgres.NewStore(pool, log)
 
 	registry := prometheus.NewRegistry()
 	cfg := app.DefaultDispatcherConfig()
 	cfg.Exclusive = false
-	dispatcher := app.NewDispatcher(store, store, engine, postgres.NewLease(pool, uuid.NewString()), noWakeups{},
+	dispatcher := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, uuid.NewString()), noWakeups{},
 		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(registry), log)
 
-	svc := app.NewService(store, engine, domain.DefaultTierPolicy(), adminToken)
+	svc := app.NewService(store, workflows, domain.DefaultTierPolicy(), adminToken)
 	handler, err := httpapi.NewHandler(svc, registry, log)
 	if err != nil {
 		t.Fatal(err)
