@@ -8,11 +8,13 @@ GO ?= go
 TOOL := $(GO) tool -modfile=tools.mod
 # The test stack: a fresh Postgres and Temporal of its own each run, in its
 # own folder and on its own ports, so `make test` runs beside `make run`.
-TEST_ROOT := $(CURDIR)/.devstack/test
-TEST_STACK := bin/devstack -root $(TEST_ROOT) -pg-port 55433 -temporal-port 7243
+TEST_ROOT ?= $(CURDIR)/.devstack/test
+TEST_PG_PORT ?= 55433
+TEST_TEMPORAL_PORT ?= 7243
+TEST_STACK := bin/devstack -root $(TEST_ROOT) -pg-port $(TEST_PG_PORT) -temporal-port $(TEST_TEMPORAL_PORT)
 FUZZTIME ?= 10s
 # The walk-through's server, inside the test stack.
-TS_ADDR := 127.0.0.1:18080
+TS_ADDR ?= 127.0.0.1:18080
 TS_TOKEN := walkthrough-admin-token-0123456789
 RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 
