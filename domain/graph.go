@@ -321,7 +321,7 @@ func checkStepReferences(g Graph, ve *ValidationError) {
 			continue
 		}
 		var up map[string]bool
-		walkStrings(v, "/nodes/"+strconv.Itoa(i)+"/config", func(p, s string) {
+		walkStrings(v, nil, func(at *pointerPath, s string) {
 			parts, err := ParseTemplate(s)
 			if err != nil {
 				return
@@ -334,7 +334,7 @@ func checkStepReferences(g Graph, ve *ValidationError) {
 					up = upstream(n.Key)
 				}
 				if !up[part.Ref.Step] {
-					ve.add(p, "%s reads node %q, which is not upstream of %q: add an edge path from it", part.Ref, part.Ref.Step, n.Key)
+					ve.add("/nodes/"+strconv.Itoa(i)+"/config"+at.String(), "%s reads node %q, which is not upstream of %q: add an edge path from it", part.Ref, part.Ref.Step, n.Key)
 				}
 			}
 		})
