@@ -212,7 +212,9 @@ func validKey(key string) bool {
 //     earlier edge between the same nodes, and a `when` on an edge that does
 //     not leave a CONDITION node;
 //   - cycles: one problem per group of mutually reachable nodes, naming the
-//     nodes of one cycle, e.g. "cycle: a -> b -> c -> a".
+//     nodes of one cycle, e.g. "cycle: a -> b -> c -> a";
+//   - template fan-out: a TRANSFORM or HTTP_REQUEST config whose templates
+//     cannot resolve within DefaultTemplateBudget bytes for any input.
 //
 // An empty graph is valid, and so are disconnected components.
 func (g Graph) Validate() error {
@@ -285,6 +287,9 @@ func (g Graph) Validate() error {
 	}
 	if len(cycles) == 0 && len(ve.Problems) == 0 {
 		checkStepReferences(g, &ve)
+	}
+	if len(cycles) == 0 && len(ve.Problems) == 0 {
+		checkTemplateFanOut(g, DefaultTemplateBudget, &ve)
 	}
 	return ve.errOrNil()
 }

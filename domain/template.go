@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -259,8 +260,11 @@ func parseReference(s string, start, end int) (*Reference, error) {
 	default:
 		return fail(segs[0].pos, "unknown root %q (want input, steps, execution or workspace)", first)
 	}
-	for _, sg := range rest {
-		ref.Path = append(ref.Path, sg.PathSegment)
+	if len(rest) > 0 {
+		ref.Path = make([]PathSegment, len(rest))
+		for i, sg := range rest {
+			ref.Path[i] = sg.PathSegment
+		}
 	}
 	return ref, nil
 }
@@ -555,8 +559,13 @@ func jsonSize(v any, stop int) int {
 		}
 		return 5
 	case float64:
-		var buf [32]byte
-		return len(strconv.AppendFloat(buf[:0], t, 'g', -1, 64))
+		// encoding/json writes plain decimals between 1e-6 and 1e21.
+		format := byte('f')
+		if a := math.Abs(t); a != 0 && (a < 1e-6 || a >= 1e21) {
+			format = 'e'
+		}
+		var buf [64]byte
+		return len(strconv.AppendFloat(buf[:0], t, format, -1, 64))
 	case json.Number:
 		return len(t)
 	case string:
