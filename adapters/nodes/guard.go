@@ -124,9 +124,6 @@ func (g guard) control(ctx context.Context, _, address string, _ syscall.RawConn
 		return fmt.Errorf("refused: cannot check address %q", h)
 	}
 	host, _ := ctx.Value(dialHostKey{}).(string)
-	if host == h {
-		host = ""
-	}
 	return g.check(host, ip.WithZone(""))
 }
 

@@ -284,3 +284,12 @@ func TestHTTPRequestSendsNonStringHeaderValuesAsJSON(t *testing.T) {
 		t.Errorf("X-Filter = %q, want the JSON of the value", h)
 	}
 }
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
