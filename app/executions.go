@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -72,16 +73,18 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	return s.queue.Enqueue(ctx, e)
 }
 
-// requestHash identifies a start request's content for Idempotency-Key
-// checks. The input is compacted first so that formatting alone never
-// counts as a different body.
+// requestHash identifies an enqueue's content for Idempotency-Key checks.
+// The input is compacted, not decoded: white space alone never makes a
+// different body, while its values, digits included, are compared as
+// stored.
 func requestHash(req EnqueueRequest) []byte {
-	var input any
-	_ = json.Unmarshal(req.Input, &input)
-	canonical, _ := json.Marshal(input) // encoding/json sorts map keys
+	var input bytes.Buffer
+	if err := json.Compact(&input, req.Input); err != nil {
+		input.Write(req.Input)
+	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%d\n", req.WorkspaceID, req.DefinitionID, req.Priority)
-	h.Write(canonical)
+	h.Write(input.Bytes())
 	return h.Sum(nil)
 }
 

@@ -7,7 +7,6 @@ package httpapi
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,8 +31,6 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// MaxBodyBytes bounds request bodies; larger ones get a 413.
-const MaxBodyBytes = 1 << 20
 
 // Server implements the generated strict server over the use cases.
 type Server struct {
@@ -51,7 +48,7 @@ func actorFrom(ctx context.Context) domain.Actor {
 
 // NewHandler builds the whole HTTP surface: /healthz, /readyz, /metrics,
 // /openapi.yaml and the /api/v1 operations.
-func NewHandler(application *app.Application, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
+func NewHandler(application *app.Application, limits Limits, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
 	spec, err := api.GetSwagger()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded spec: %w", err)
@@ -98,7 +95,7 @@ func NewHandler(application *app.Application, gatherer prometheus.Gatherer, log 
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, paramFields(r, err))
 		},
 	})
-	guarded := limitBody(authenticate(application.Auth, errs, checkJSONBody(errs, validator(operations))))
+	guarded := limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs, checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", guarded)
@@ -120,16 +117,16 @@ var uuidFormat = openapi3.NewCallbackValidator(func(s string) error {
 	return nil
 })
 
-// limitBody refuses bodies over MaxBodyBytes: at once when the length is
+// limitBody refuses bodies over maxBytes: at once when the length is
 // declared, else when the reader passes the limit.
-func limitBody(next http.Handler) http.Handler {
+func limitBody(maxBytes int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > MaxBodyBytes {
+		if r.ContentLength > maxBytes {
 			writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "Payload too large",
-				fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes), nil)
+				fmt.Sprintf("request body exceeds %d bytes", maxBytes), nil)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -343,11 +340,7 @@ func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinition
 func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionRequestObject) (api.EnqueueExecutionResponseObject, error) {
 	in := app.EnqueueRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), DefinitionID: domain.ID(req.Body.WorkflowDefinitionID)}
 	if req.Body.Input != nil {
-		raw, err := json.Marshal(*req.Body.Input)
-		if err != nil {
-			return nil, badRequest("/input", "cannot be encoded as JSON")
-		}
-		in.Input = raw
+		in.Input = *req.Body.Input
 	}
 	if req.Body.Priority != nil {
 		in.Priority = *req.Body.Priority
