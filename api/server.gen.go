@@ -366,6 +366,9 @@ type NotFound = Problem
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
 
+// TooMany RFC 9457 problem details.
+type TooMany = Problem
+
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
 
@@ -1408,6 +1411,15 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
+type TooManyResponseHeaders struct {
+	RetryAfter int
+}
+type TooManyApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers TooManyResponseHeaders
+}
+
 type UnauthorizedApplicationProblemPlusJSONResponse Problem
 
 type ListDefinitionsRequestObject struct {
@@ -1563,6 +1575,18 @@ func (response CreateDefinition422ApplicationProblemPlusJSONResponse) VisitCreat
 	w.WriteHeader(422)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateDefinition429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinition429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateDefinition500ApplicationProblemPlusJSONResponse struct {
@@ -1803,6 +1827,18 @@ func (response CreateDefinitionVersion422ApplicationProblemPlusJSONResponse) Vis
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateDefinitionVersion429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinitionVersion429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CreateDefinitionVersion500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2041,6 +2077,18 @@ func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnque
 	w.WriteHeader(413)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type EnqueueExecution500ApplicationProblemPlusJSONResponse struct {
@@ -3581,106 +3629,109 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9wHRw5WecNnU+eZO0kzttmk3SHdxpig0tHdtcy6RK0nG9Qf77BR+S",
-	"KFmy5dhtd4oABerYFHl4eN4P6sEL2CxmFKgUXv/BizHHM5DA9V8ncy4YV59CEAEnsSSMen3vZgLojsJX",
-	"aQbcITZCcgIo5nBP2FygGI+h6fkeUaO/zIEvPd+jeAZe3wvMpL4nggnMsJp9hr++AzqWE6/fbbd9Ty5j",
-	"NVJITujYe3z0vVMYEUrU8udhOTwLxqejiC1QmA79RSASpmDEWE4yKEJ3Qt/j8GVOOIReX/I5uLCNGJ9h",
-	"6fW9+ZyokauwnX2FYL4ONEgGaIDQiwDTACKEI8GQxFMQCKMvc5gDIhJmetCvFWCDs9ZuUL8jMyJX4b3E",
-	"Y0CC/Lvy+CL9nLtWCCM8j6TXP2z76ijJbD6zBzkj1PzVSUEgVMIYuIbhD8anIsYBrDtUPWDdUS6cWXbB",
-	"yaN6WMSMCtDU/zccXsGXOQiNpoBRCVR/xHEckQArOFsxZ8MIZv/zL6GAfvDgK57FEZjtSEwir69BAiHR",
-	"kIVLNMECYYqAc80E+n/h9T89eDMQAo8VSLO5Gg0IIwuq3nDfa7lbffzse0JiORdev6e5hki1sHdO73FE",
-	"QmSXzXY6kTIW/VZLRHMSQDOE+wR80SLmoUby0KOLuf/mMPL63n+1MmHRMr+K1qWZweBv9QSTvROBZjhS",
-	"RwAhYhwNOeCp0FLDzNRUS54wOopIsCvCz0OYxUwCDZaN32GJFliguYAQLYicIIxCMhoBB2qOxHPx+DrD",
-	"YwpMPQQ6awbJk/vGYjKxMDuR+ifB5lxziNoFaDy+YXxIwhDojohUC2SSEg0hYnQskGQIUyYnwDMOzWHx",
-	"IMNiBkotNI7S4fvCnWRToGiGl4gyiSSbBwpxRKSY0xg7pxI4xdGOCCN2mpS/E5wc5jm0MKoWg1oA94GX",
-	"azYDOSF0jEaYRIojqWFF4PfAjy1hWZqbYDqGUGFPPWGxpaXFW47jyY4Y66Jki1XScE6nlC0ooiwEdOt9",
-	"vfUciThWILQgHINotVuSeY+++2ywDCLoI4wat/N2+wDQMP2EV2ZRC4i8XO12V+WqHrydVDWP7Iui9WxK",
-	"oiqCxshAdTp4e4zgHvgyQagaEREhE7lHpDLM5ESf4AWTb9ichjueXonVhY5wOzzAr6DRHfWGjV7wstN4",
-	"jY+gcTh8GbwKj+D1qN3RoI80AK7c6GXYvnAG1MA0ZbJhhu8DyxcMCSUnciLihrF3mI9hn9YAfA0AQoE6",
-	"7d7R4auXaLiUIFyUdBxReomXEcMhkoyhSENSCzWSsYYZvi8C1KAr6lKzciQn2BUfCAcBxFJopH2keC4n",
-	"jJN/w660NiNCKJE1BMzVqkqu56ink6Eqt2wtLM3dJ/ZEQxpEX5k72KohOcHaFkpkGuOIwz2bQtjUFrGd",
-	"Vy07iMnvsNROGWcxcEmMWRpwwBLCgczZtCGW0JBkBquGre+RsIb9m9jTD6s/xBxG5Gu5iT4i3CgJjgPl",
-	"Nya+oICAg/SVrSAhitAUlgLhGHPZLFvbYmHNrug8ivBQna4x7FemWOS9ic0uUOYqfPL0kLwnodGRbt53",
-	"EO+C+zmdmQ3/BcbmO9EO3pV1JlaPsOZ5JJT94AFVTtQn72RwcXL27t3Zqecnn88v3jowrNudna4UYL01",
-	"Q3GOz4PDUIt0HF068I9wJMAvbCmhnaIrPyM0+buzCUo9RzV4WQzgaSCOE2tlHUO/TTT1kza0IxGW0p8B",
-	"uxot/wAuvgtOCsBugit17r8jQfleHGG6UWirMaXEZ5+v3lSYSWUcRR9G2lRdt5Ydr6zS/P6MfFyVqdcT",
-	"rRdoAMdISMYBEYkoWzQ3Uo+dcRX4z7kA2l40SjDnyn+2tOcojTS842/Jb7vqqHkcbruJb6QwCrhJEJFX",
-	"IBm4ZcSWndYlHpcpEKn8JffDOhw7Z/+YLoY5x0uN0TSOq9luvZYtIkEav82ZY/12HILZmQbDQkx4I+1s",
-	"R5D31bRdwEIhlny/5uDLsHMWlh3xiLNZKaFLVvr1YgIurEPGIigRc3paPUkpKFTHodOI9tNEN6HxfM0z",
-	"hrDyUm9wj4mmO2MvzuIISxAIC3SnZ7tromslDEOEaYg4yDmnEGp3CY0Y1x98JBii89lQWaFTgNi6wyEZ",
-	"E9fotNv1va+NMWvYLzleKN+jeYUX7230wBnQILOYcZnppWR8FkMAGrCQ0HFLf/2orWbCOJHLXIy8W9x5",
-	"R4dGmZBozsdAZRN94KHagZIt2nEnFOEsznaMRphwCkIgHHAmRPaTQAGbgTAmudpwGozvrQ/F+6kff7ot",
-	"T+3R3imFYQ2VhimZrnKPHnC+rZm9Ti78Xc14bYYW95GsttbGXgOtWi4CuZv7E8659qXfi9wchMqXvern",
-	"HRowwcjNOqC2rn6CHFAepX5MsT7Yc/bzfP4DWNlEBuvq2wsWwhUEjIdl+lZIzLfUdPUoNCWwhEp3ZGv1",
-	"4FoDb9/2Uym0q7Ck+EgozMWpn2OmHFckFL6WOfdhb2Wc/mPMrSIhOAGEq48XF+cXbz3fO/nw/vLd2Y0O",
-	"JbwZnOdiCmenJSEF33tDIArPEimRx1Aaci8LH2m2etiwOZvUTSYq21iabygYD+h08LaJFNvZMBMHNKfk",
-	"yxyOda41HAOKAN8TOkYYnXy4OD2/Of9wYTIKM7xEAeZ8ie6UDXWnLJCYBFMdLx9yTINJ0yuaODrhUJ8g",
-	"QhN8neGv52b8Ydupc8hoY2sxk5+1UzJr0c3VS5Qh9zfAkTmngnKaQDAV1WK8zEQtzp0JsA0ubLX61Lst",
-	"0Zx0RMabdMzKZFPjwjuxhU6N2IL5okh9v93cXP7z6uzvH8+ub3x0czW4uH7z4eq979AZ4+j07N3g/46R",
-	"RmaSkLHpW5mETE1eRzATJV7J5XBQigtCJNkY5AT45pCA2qcdU4VTq6hWMIulMsNlueTfi8Gyhb2RGBKr",
-	"xoKi519MLje6h9AYD82V5bMzX5mczWXp7DmXRLkjXC+mnRIhIRZNnUgMprA0GcWmmal08c1KfyMS6hkB",
-	"6kgz/Z9QbG0qcXRrQgCZlrWYSk6uWu1W0drW+uj69/PLyxqa6dJG/ZJp31ydnXm+d3n1wfO9s4ubs6vL",
-	"q/Prs/JnbQpnhQCu3pyg173DVykPmkyUWNUGSYrqoYLIxerkWpc2IriHKE2A+whwMEmKVP73+sNFI2Y6",
-	"79+IyBRs8tavpx0cZV1ihRAqJKZBub5ekdYO59sE20Nd6ThAQmom+nh1jiieKRWsZN2U0FDJPbv3zaLM",
-	"kqdZf62jpT01pRErhdoJm9MSjj/TEpdDBFgAGuJgqlj/8uzi9PzirQOhgw6cCImtgqcRJrPdhMFTwmVE",
-	"xFgGkzeYRHMOZTRpakE0VwvEKLoB5SvhyBSEKLLT9SICYYkOyhGSrLKjasiXVBY9i305qBEW8qy2FnLj",
-	"Oasbf0IU4UeFXeq7XqkySPfu53mohKxctPqFglU3Au6yjssTBRpay+H78NYycfFjvDWXJBwVZsWOUn3v",
-	"BufvtRI8Pb++HNyc/LaN0/ZRJxp2TMY9OatWmU5LASoR0oEk9yWqJHVrBZqwKDTOnIhYMT3m2qnfrFYi",
-	"Ki+fPmHUpn+yqm9T5aowgXAUsYUoh7W6+qI28n0TiSwpptYOIlpgInXRn65IUagrB2XrXFqZgHETqn5a",
-	"Nm4PN4V0m6xYSjP7YPuMAH8E2yuFAcFcidRrBZDZgalsKnd0cDgjNFdRlEpwNLg8R1NYNpOyfJ0AMnPl",
-	"ap9MmRKhI1aSd9Y1UWis8y4L7YBSXc+TGAFN9EeWaNApr6zpQjtFp4O3ArHRLdVu0rGxIxS5MQpJLFcg",
-	"In2dw7HrqW1J9S1iNFqixYQoh2sCt9St/dfMoyvn0YgDGK5/oax81PHR5dUHdOijzM5H3TYKUk68pRkr",
-	"/tq8pbc0MfRMId6chsDRXQvHpHXfuUNUV+TdDWw5mA4f9tHfTNWZ8fn0MRiv765vwHXOB404myETmrDh",
-	"x6oj89WOdaEhDiYgNBJuqcIIW9BseBMZkLU3gYhAd1XFc3foReK3qL1qzgvAViHZgPcgVos1us22Yjke",
-	"OZVxi8WiifXPTcbHLfusaL07Pzm7uD7Tz2ReQEI0g8tzJ+/Z9zrNthnHYqA4Jl7fO2i2mwc2xK5p3aK7",
-	"lZBQK8uimsqUsuKId0RI4eLxF+FUngoTOMEcdHlpCNofVagPgetsoW0iUVIDJ9aWnvTUWdzPdUF9WtuX",
-	"omMDxGTbyrpl9tWb4pcLswzQlunnqTHQyqTHz4V2l267vaZAs6Qw04rZT5/z8lJJy9r1k4VCh5IyyoFu",
-	"JlOuonPQurS0ZwAumz7dWMtp4tGPdDY/8rFQCdprH2x+6I3bt9Br9zY/kVZgP/reYZ2tpC0KWnvMZzPM",
-	"l5Z8y7rfFCFLPBb5CgXhfVYmBRMl3PUPHJFQy/8sGqlEtS5D0jIaC2S5HHUSmWTGrdac67R1r9stFp8X",
-	"2a9Y3Gf5BIT8GwuX25FkWuFh4/OaNk1Q/ZMbLM5iflmrwG8QRcxHDw82hqg4GD0+amzr2KE35gBON1Aa",
-	"6jUVVpbjk0E5D817OeoEneCw0zgIXg4bPXw4bLweHkGjPeqEXXww7AWHW1QdV9VDPuZtERt7LHB5ZzuU",
-	"Oia01213XzY6nUa3c9Np99vq35+rBU/9jv9DD0JZ8F6dJgRv5dAcw7dqs9/yXN1CrVVJaCsQfzbZ1+vU",
-	"WCLtvVAPdLt1hKXTobSjhDWIt2ZHQcpWCtlHf62J03pwq8YejTBW9kqJZc5GiTHTRMaRwxEHHC5N13Co",
-	"/TkidWwOYYmS+EkSSQ4iwNzYjseIzylVRrnjnio4RIlkPtVrFiRzTpb0VqE1D4XPGjqjH4OSLenHL7eA",
-	"ryfK2yr0ZaYaNok9WCX9izDaefVo34Jcd67tH60jfmY5fpM7vGdGyRjlLcituaTgq21wfnLxbW0tbCGk",
-	"W5atVm7K2HrdKgv82ljaGFFYIDKbzU3uLLG53TqBJHIwBFP0mbC+0gWObM9i6SYqQdkCKaLbZIVnxVbf",
-	"xBj//LilsVvocvlBlm6+5LyucNok6NLASfcJEiY5qApBowjJzv9sOH5vw3EQhgijrB9gH5ZiKoRaD/bT",
-	"Y2W4zBgLjEK5LMH5u3LqmAquWPjGFsM35rXO/nntJ+Wz3TX6Jg7YTYv7D9VnYftBTAGDaVUmAnUqbhK6",
-	"zym98kjt2iuNSg2KTBtvFdfOHvOVFAchzQZ8Y+6ba7RQjMeEYmNIlgW2s6Tpf2pcOw/FBxotXfuFUHNZ",
-	"i6lEqAInrVOox9ErlfI/bXw9X9e+NrzuIP2FojA2l6ZAmusKUfHrs1wrBN3B5a1Esjlflqv2bEBLZ0i1",
-	"M1HqDZwlOVNMs7USJyCnugt+v47aYyoWwMUt7ba7CEvbUqwfTXwCntR6EYkWEzCXeGQyIEu43lJdLID+",
-	"0AEliu4KN2zd+QgjDjHgtJhZ4Jm9KMR064lbqr5mnCiBFTkX3pl8cPFWLpuWTaeagr5yBN/SXvt1E/2e",
-	"1PlPITZOD5YoAiwk6vbQhM25QLF7P5VJhuYFZLHdcZOIfK8v69MgKbwhgUdaUnKQfNlENy6saYX3CiJQ",
-	"BR6Oy68nU4ejNo70vq8DFkOY35q/BgmpxJwADnU9gBWZhROsvI/x8HDTJQ6fd/AR08ruJDUd4nypXbeq",
-	"SK6uQfgt4zxV7bK1vNPudphKOxq9g7AbdIZt3Hg9OoJGL3wVNI6GL3HjcNSD5DfnXpy0kmzbbTn9lSWK",
-	"Ixn003mV7debHzhxLvjb2g3dRe9YrOc0whOVz4NTmrnJhXSX+yUxxrTYVs6lMRC0TDIGw5yWupGunN3R",
-	"fXT7T8ocyGb3z3zzn7k8xLacKBPKxpc7uDs8CHph4xBejho93Bk2joJu2DiA3ugQvxy+Co5Cz6+SU1lK",
-	"M22X6fg1oOv86RWBMQuYP/JZzjU5UguG011SvVwqD9xOi5IM6sbpKifbXVDnWk4731h4r5NuuWt7nw3f",
-	"gkNfQ/hs69K7lyhvcqPzoqtlrlPePiafX7IqJD8wl9nlrmhGRN9hmzPLSdhEgyQhqwfZyPwtTQu0tcQk",
-	"AlG4B+6E5tWTK3nZX7LSS1MMqXMiRCCz3wjCY2UaAg0Fyq+gLHah84Haar+l5j6ySE0v0ps/kxyyyf5C",
-	"mBmZJZaymWGNAN/SmtlG9mayJrvxrH72IH8VW1lZhUGOBtVeXfhs1exWL2HvN3+ijaJ5aKtQWcaZwkcs",
-	"Nk0N0VK5oso+MQRUqw5UN2P8hSJles/fJkhWuPDkJw2Q5VuJ1gbIHCp7tggKoTAHN1uzeuvB+rabvJDF",
-	"BLhxfazv6ahfITENRRN9oAFo1Zf9NMFKByd2atbKSERSIq61puYgGzRDvXbvGI1YFLHFLb1zzA19PYTM",
-	"WYcl6vItyKytbFcyzzettgtNp5UFN1mTqXEq6qTcVlpE28WOzlL/ot37s9DqV9+x2iKi4bRrmi3lwkSp",
-	"mZDrkvvPDR45fYfl/kfGU8/ipphRzHBT2wEpeYWNlTt3pm/ExHSTu+UqUoTZVV9PV+VF98b0VG2weJxb",
-	"3pT4CXAUAVe+ABIA6AWOIh0AlkmrmI+SLqJRofVoCstfaxlDWb+Xt60799c0BvINhmuNgew4vitz7qVR",
-	"JD3ThHGcL6u7Q0wdVs70Rspj0s15TTTQ/W+MRsuq4rI/nFeFPDlhkMTfgqy5tK/v+diynmylIfpbVJQl",
-	"ncztWtqX1NYxafvxoV+NkKwZuF2jIHZ7HvkLtyh8z4h9rnkgIf9SxivVCq0HxwbZZCDn07dZ31WErTrQ",
-	"ZGM+GtpEgbIqTVxKJo50CLEsLwTLs/BORq1lje6PZY1X3401ckGDZ4OurOh7LXdsa4H8UXhVmvZhSsK7",
-	"mdpCSb2spiCkCRiEKZuW+qevUttWQhBGSztpktZjIVkcQ4lZVbiN49JcjvBkbWhp2rnhqjaxVtwLUksN",
-	"/qfxerddwewOYury/OGeed4u9fPy/vfVpvplZIXwr71i5KlKVf3emMJykwcmCy+k1FeNJpVycgKE25fe",
-	"iHJ3anB5/rtaZTd2Ug5ORpq1rjpJ30FRvBq0lGDVtp71U8Ftstd1uE5TSjV70E3lmceCajLEZW4Ctfff",
-	"MxqAn4b/k60cm7tUlEE3wUK/KU638IdVnpmhzD24ZQHZ1g/Lv3PoB7X1aJXTHr6CHm5D4zU+fNXoBQej",
-	"xlF4EDQ6oy4chL3gcPgSO28xJtmrofqeiKb/7I26+HWQezeUDVMmr3pxhv1z+vfuffvPL0ezztdX8cHw",
-	"kL4Oet/l1oDkDTbV3O9nnoOB/Flj7cH/o4kMKRch2+ip1sMUlhuaxl3hMUjeMZcU0XIY6dfhJqatGthE",
-	"V2qQvp9zQQIw5QCUNVi8Kjb0UFdsbOoKv0pfcvesVyxhGJRsJIyddEtpa4xdbt0rtTV97R7jnugrxf9d",
-	"aVcNbLat225nN3+hmLMAhDBvkxTJNV3CXp4tEGUohBhoCDRYloYpfrPr7uq4pCklNq0vZu096mXR44jc",
-	"QzN3+Zu15xxj4x4oCNfOMEi0IkKX7NRFKFB0yYQccxDoBaZhWk/k65zAjIXzCOylWXMBiMhfbQL0GB22",
-	"D5B+w/OCCChF8pUBZedSzvR6+djCavDte9JCm+F/v8ehN9A0bHyw47tJE9j7KGCUQqATz1bM5t4CfZB/",
-	"w60+z/pvuDXD9/F20oHDQyhkYF8mrE9/PYkqtJFKGs0/mF1p+OmzrizVL4gty8fN8FQXDudupOu3WhEL",
-	"cDRhQvaP2kdtbS3bRVdEG1BMpbC5fOWNKb9Q+2LFUhxRIhlTudkQpsUi4BAClQRH7hypZC6foXgHlwPN",
-	"SguuO63bD7k6s636JnTsowWWganfo2FSCpiPQjnTOhnR1VkTWWNfqWVP1Xnanurj58f/DwAA//8538kT",
-	"J4QAAA==",
+	"H4sIAAAAAAAC/+w9a2/buJZ/hdAuMC1WfsZpU+eTb5J2stOmmSS9g52muKGlY5vXMqmSVFzfIP99wYck",
+	"SpZtOXbbmaJAgTo2RR4enveDevACNosZBSqF13/wYszxDCRw/ddJwgXj6lMIIuAkloRRr+/dTADdUfgi",
+	"zYA7xEZITgDFHO4JSwSK8Rianu8RNfpzAnzh+R7FM/D6XmAm9T0RTGCG1ewz/OUt0LGceP1uu+17chGr",
+	"kUJyQsfe46PvncKIUKKWPw+r4ZkzPh1FbI7CbOgvApEwAyPGcpJDEboT+h6HzwnhEHp9yRNwYRsxPsPS",
+	"63tJQtTIZdjOvkCQrAMN0gEaIPQswDSACOFIMCTxFATC6HMCCSAiYaYHPV8BNjhr7Qb1WzIjchneSzwG",
+	"JMh/Vh5fpJ9z1wphhJNIev3Dtq+OksySmT3IGaHmr04GAqESxsA1DH8wPhUxDmDdoeoB645y7syyC04e",
+	"1cMiZlSApv5/4PAKPicgNJoCRiVQ/RHHcUQCrOBsxZwNI5j9z7+FAvrBgy94FkdgtiMxiby+BgmEREMW",
+	"LtAEC4QpAs41E+j/hdf/+ODNQAg8ViDNEjUaEEYWVL3hvtdyt/r4yfeExDIRXr+nuYZItbB3Tu9xREJk",
+	"l813OpEyFv1WS0QJCaAZwn0KvmgR81AjfejRxdx/cxh5fe+/WrmwaJlfRevSzGDwt3yC6d6JQDMcqSOA",
+	"EDGOhhzwVGipYWZqqiVPGB1FJNgV4echzGImgQaLxm+wQHMsUCIgRHMiJwijkIxGwIGaI/FcPL7K8ZgB",
+	"Uw+BzppB+uS+sZhOLMxOpP5JsIRrDlG7AI3H14wPSRgC3RGRaoFcUqIhRIyOBZIMYcrkBHjOoQUsHuRY",
+	"zEGphcZRNnxfuJNsChTN8AJRJpFkSaAQR0SGOY2xcyqBUxztiDBip8n4O8XJYZFDS6NqMagFcB94uWYz",
+	"kBNCx2iESaQ4khpWBH4P/NgSlqW5CaZjCBX21BMWW1pavOE4nuyIsS5Kt7hKGiZ0StmcIspCQLfel1vP",
+	"kYhjBUILwjGIVrslmffou88GiyCCPsKocZu02weAhtknvDSLWkAU5Wq3uyxX9eDtpKp5ZF8UrWdTElUR",
+	"NEYGqtPBm2ME98AXKULViIgImco9IpVhJif6BC+YfM0SGu54ehVWFzrC7fAAv4RGd9QbNnrBi07jFT6C",
+	"xuHwRfAyPIJXo3ZHgz7SALhyo5dj+8IZUAPTlMmGGb4PLF8wJJScKIiIG8beYj6GfVoD8CUACAXqtHtH",
+	"hy9foOFCgnBR0nFE6SVeRAyHSDKGIg1JLdRIxhpm+L4IUIOuqEvNypGcYFd8IBwEEEuRIu0dposdcfY5",
+	"YRJbZEHYR1iiGRMSddrtNoqBhkqU5SZ0AYNdR6X/XpinHvr02o3smX2r9DlLohDFWAjEKKSelGv4agAE",
+	"elbY5y3VG/UdxhO+FpECxcCNjHjeRBdGamsTSEjGIUSYZsL8luKIAw4X6W9W2DfR3RVIvmgMRhL4nTpr",
+	"ARLNJ8ABzTGRasoJRLHoK3BvqcF9yDGhAmGRuzwCKfDEpHmrDIAJ4ND6ls78y7b/NQSMhtrQUKuhIYwY",
+	"B0NjeJYjT2l1hbpm0Z1c53Wo0/hAcSInjJP/wK4CcEaEUMgYAuaKFZSxURBpnZz6CsvWor3EfWJPgk2D",
+	"6CsbHFvbSE6wNtBTRcs44nDPphA2tZtm51XLDmLyG2hujjmLgUtifKWAA5YQDmTB0QqxhIYkM1j2tnyP",
+	"hDWcstTJe1j+IeYwIl+q/cYR4cZy4TiQwEXKVgICDtJXdCUhitAUFgLhGHPZrFrbYmHNrmgSRXioTtd4",
+	"m0tTzIsu7ma/PPdfP3p6SNG91ejINu87iHfB/ZTNzIb/BuOInOiow5X1cJePsOZ5pJT94AFVPPbROxlc",
+	"nJy9fXt26vnp5/OLNw4M63Znp6sEWG/NUJzjiOMw1OIOR5cO/CMcCfBLW0pppxxfmhGa/t3ZBKWeYzV4",
+	"eWDqaSCOUxN6HUO/Sc3HJ21oRyKspD8D9mq0/BO4+CY4KQG7Ca4s4vQNCcr34gjTjUJbjakkPvv86k2F",
+	"uVTGUfR+pP2ndWvZ8cpVKu7PyMcKfTzReoEGcGwsBUQkomze3Eg9dsZl4D8Vorp70ShBwjlQaWnPURqZ",
+	"9ve35LdddVQSh9tu4ispjBJuUkQUFUgObhWx5ad1icdVCkRb3u6HdTh2zv4xWwxzjhcao1lyQbPdei1b",
+	"RoL1AJw51m/HIZidaTAsJSo20s52BHm/mrZLWCglOO7XHHwVds7CqiMecTarJHTJKr+eT8CFdchYBBVi",
+	"Tk+rJ6kExXgXWZrlaaKb0DhZ84whrKLUG9xjounO2IuzOMIStHtzp2e7a6Lr3KXiIBNOIdQ+PBoxrj/4",
+	"SDBEk9lQWaFTgNjGaEIyJq7Rabfre18aY9awX3I8V75H8wrP39mQljOgQWYx4zLXS+n4PLAFNGDKZ2zp",
+	"rx+11UwYJ3JRSNx0yzvv6Hi98rATPgYqm+g9V46b9kt1NIlQhHMv9RiNMOEUhEA44EyI/CeBAjYDYUxy",
+	"teEsQ9Rbnx/ys+DS6bY8tUd7pxKGNVQaZmS6zD16wPm2ZvY6ufC7mvHaDC3vI11trY29Blq1XARyN/cn",
+	"TLj2pd+JwhyEyhe91c87NGAi5Jt1QG1d/QQ5oDxK/ZiObNhz9ot8/h1Y2YSr6+rbCxbCFQSMh1X6VkjM",
+	"t9R09Sg0I7CUSndka/XgWgNv3/ZTJbTLsGT4SCnMxalfYKYCV6QUvpY592Fv5Zz+fcytMiE4AYSrDxcX",
+	"5xdvPN87ef/u8u3ZjQ4lvB6cF2IKZ6cVIQXfe00gCs9SKVHEUJYHqgofabZ62LA5W2mQTlS1sSwJVjIe",
+	"0OngTRMptrNhJg4ooeRzAse6ACAcA4oA3xM6RhidvL84Pb85f39h0lwzvEAB5nyB7pQNdacskJgEU53E",
+	"GXJMg0nTK5s4OgtWnyBCkxGY4S/nZvxh2ym+yWljazFTnLVTMWvZzdVLVCH3V8CROaeScppAMBWrxXiV",
+	"iVqeOxdgG1zY1epT77ZCc9IRGW/SMUuTTY0L78QWOjViC+aLMvX9enNz+a+rs98/nF3f+OjmanBx/fr9",
+	"1TvfoTPG0enZ28H/HSONzDRLaGsKZBoyNclGwUyUeCnByEEpLgiRZGOQE+CbQwJqn3bMKpxaRbWEWSyV",
+	"GS6rJf9eDJYt7I3UkFg2FhQ9/2IKDKJ7CI3x0FxaPj/zpclZIitnL7gkyh3hNuej0zsQi6bObgdTWJg0",
+	"d9PMVLn4ZqW/EQn1jAB1pLn+Tym2NpU4ujUlgFzLWkylJ7da7a6ita310fVv55eXNTTTpY36pdO+vjo7",
+	"83zv8uq953tnFzdnV5dX59dn1c/aFM4SAVy9PkGveocvMx40mSixrA3SFNXDCiIXy5NrXdqI4B6irCrD",
+	"R4CDSVo59b/X7y8aMdPFKI2ITMFWFPj1tIOjrCusEEKFxDSo1tdL0trhfJtge6grHQdISM1EH67OEcUz",
+	"pYKVrJsSGiq5Z/e+WZRZ8jTrr3W0tKemNOJKoXbCElrB8Wda4nKIAAtAQxxMFetfnl2cnl+8cSB00IFT",
+	"IbFV8DTCZLabMHhKuIyIGMtg8hqTKOFQRZOmQElztUCMohtQvhKOTJWSIjtdxCQQluigGiHpKjuqhmKd",
+	"b9mz2JeDGmEhz2prITees7zxJ0QRvlfYpb7rlSmDbO9+kYcqyMpFq1+qonYj4C7ruDxRoqG1HL4Pby0X",
+	"F9/HW3NJwlFhVuwo1fd2cP5OK8HT8+vLwc3Jr9s4bR90omHHZNyTs2or02kZQBVCOpDkvkKVnOWFLhMW",
+	"hcaZExErp8dcO/Wr1UpE1TX9J4za9I9bl6MbNiJMEY4iNhfVsK6uvqiNfN9EIisq/LWDmJUTjXRFikJd",
+	"NShb59KqBIybUPWzXgZ7uBmk22TFMprZB9vnBPg92F4pDAgSJVKvFUBmB6ayqdrRweGM0EJFUSbB0eDy",
+	"HE1hkZVm6QSQmatQ+2TKlAgdsYq8s66JQmOdd5lrB5Tqep7UCGiiP/JEg0555Z1A2ik6HbwRiI1uqXaT",
+	"jo0dociNUUhjuQIR6escjl1PbUuqbxGj0QLNJyQCU+fm1uVp5tHtHGjEAQzXP1NWPur46PLqPTr0UW7n",
+	"o24bBRkn3tKcFZ83b+ktTQ09U9mW0BA4umvhmLTuO3eI6jLRu4EtB9Phwz76h6k6Mz6fPgbj9d3Zsjzn",
+	"fNCIsxkyoQkbflx1ZL7asa5+xcEEhEbCLVUYYXOaD28iA7L2JhAR6G5V8dwdepb6Lc9NIWBEArBVSDbg",
+	"PYjVYo1us61YjkdOZdx8Pm9i/XOT8XHLPitab89Pzi6uz/QzuReQEs3g8tzJe/a9TrNtxrEYKI6J1/cO",
+	"mu3mgQ2xa1q36G6lJNRyqit1ZUpVccRbIqRw8fiLcKsyTeAEc9A1zyFof1ShPgSus4W2s0lJDZxaW3rS",
+	"U2dxv9Ca93Fts5SODRCTbatq4dpXw5RfLcxyQFumyazGQCuTHj+VerC67faaAs2KwkwrZj9+KspLJS1r",
+	"10+WCh0qyigHusNRuYrOQet6554BuGr6bGMtp7NMP9LZ/MiHUiVor32w+aHXbjNNr93b/ETWFvDoe4d1",
+	"tpL1zWjtkcxmmC8s+Va1ZCpClngsihUKwvukTAomKrjrnzgioZb/eTRSiWpdhqRlNBbIcjnqpDLJjFtu",
+	"hNBp6163W+6IKLNfubjP8gkI+Q8WLrYjyazCw8bnNW2aoPpHN1icx/zy/pVfIYqYjx4ebAxRcTB6fNTY",
+	"1rFDb8wBnBa1LNRrKqwsx6eDCh6a92LUCTrBYadxELwYNnr4cNh4NTyCRnvUCbv4YNgLDreoOl5VD/lY",
+	"tEVs7LHE5Z3tUOqY0F633X3R6HQa3c5Np91vq39/Lhc89Tv+dz0IZcF7dTpjvKVDcwzfVZv9mufqFmot",
+	"S0Jbgfijyb5ep8YSWUOQeqDbrSMsnbY5/dCrWqvoDpodJbI5KGumlKTySqH86K81iVoPbpXZoxHeyr6p",
+	"sOTZKDV+msg4fmnriXG6tP9HpI7lISxRGm9JI89BBJgbW/MY8YRSZcQvt5ksSfJTvWZJkhdkT28ZWvNQ",
+	"+FOj5/RjULIl/fjVFvP1RHlnpebiTCOnsQqr1H8RRpsvH+0bkOvOtf29dcqPLPdvCof3k1FyRnkDcmsu",
+	"Kfl2G5ylQjxcWxdbCOmWZaul6162XneVxX5tLHOMKMwRmc0Sk2tLbXS3riCNNAzBFImmrK90gSPb89i7",
+	"iWJQNkeK6DZZ7Xlx1lcx3j89bmkcl7pivpNlXCxRryucNgm6LNDSfYKESQ9qhaBRhGTn/2lo/tUNzUEY",
+	"IozyfoN9WJaZ0Go92E+PK8NxxrhgFKplDy5eEFXHtHDFyFe2ML4yb3b2z5s/KF/ubgFs4oDdtL7/sPos",
+	"bL+JKZAwrdBEoM6K67PuC0qyOhK8tqO+0gDJtfdWcfP8MV9JfRDSbMA37oG5Ow7FeEwoNoZnVeA8T8r+",
+	"VePmRSje02jh2juEmhuKTKXDKnCyOoh6HL1Uif/Dxu+LdfNrw/cO0p8pCmOJNAXYXFegiuc/5VopqA8u",
+	"b6WSzfmyWrXnA1o6A6udj0rv4SzNyWKar5U6DQXVXYoT6KwApmIOXNzSbruLsLQty/rR1IfgaS0Z0Rea",
+	"0OJ9K05C95bqYgT0hw5AUXRXulbuzkcYcYgBZ8XS+nISfTuO6QYUt1R9zThRAityrqgx+ebyVXQ27ZtN",
+	"NQV9zw6+pb32qyb6Le0jmEJsnCQsUQRYSNTtoQlLuLn8JU/R6mRrUUCW2yk3ich3+oZKDZLCGxJ4pCUl",
+	"B8kXTXTjwppVkC8hAq3Aw3H1nXzqcNTGkd73dcBiCItb89cgIZOY5r6ZXGSWTnDlJaSHh5suifi0g0+Z",
+	"VY6nqe8QF0v5uquK8OoahF8zLrSqHbeWN9vdDlNZx6R3EHaDzrCNG69GR9DohS+DxtHwBW4cjnqQ/ubc",
+	"u5NVqm27Lad/s0JxpIN+OC+0XcM/PHFutXyC2/rtPFB7SgUN8kRl9eCUim5yOd3lfkmNNy3mlTNqDAot",
+	"w4yBkdBKt9OVyzu6m24/TJXD2ez+WWxGNJeZ2BYYZXLZ+HUHd4cHQS9sHMKLUaOHO8PGUdANGwfQGx3i",
+	"F8OXwVHo+avkWp5izdp3On4N6Dp/emVgzALmj2LWdU3O1oLhdLusXi6TH27nR0VGd+N0KyfbXbAXWmA7",
+	"X1nYr5OGhbutfxrKpQBADeGzbQjAvWl8k9tdFF0tc+f49jH/4pKrQv4Dc+Nj4R5zRPRFzwUznoRNNEgT",
+	"vnqQjfzf0qxgXEtMIhCFe+BO6F89uZT3/SUvBTXFmTrnQgQy+40gPFamJNBQoOIKysIXOt+orfxbau5H",
+	"i9T0IrseN81Rm+wyhLlRWmFZmxnWCPAtrZ9tZG8ua/Ib2OpnJ4pXw1WVeRjkaFDt/Z4/raDd6jHsSwCe",
+	"aKNoHtoqtOZcj+ojFpsmi2ihXFdlnxgCqlWXqptD/kaRNb3nrxNUK13A8oMG1IqtTWsDag6V/bQISqGz",
+	"4gXF27F668H6wpu8EHNHrxIr1ld11K+QmIaiid7TALTqy3+aYKWDUzs1b60kIi1Z11pTc5ANsqFeu3eM",
+	"RiyK2PyW3jnmhr6uQhaswwp1+QZk3ua2K5kXm2jbpSbYlQU9edOrcSrqpOiWWlbb5Q7TSv+i3fuz1HpY",
+	"37HaIgLitI+aLRXCSpmZUOja++sGm5w+yGr/I+epn+KmnIHMcVPbAal4z5OVO3emj8XEgNO77lakFPOr",
+	"x56uysvujenx2mDxOLfOKfET4CgCrnwBJADQMxxFOmAs09Y1H6VdTaNSK9QUFs9rGUN5/5m3rTv39zQG",
+	"ig2Pa42B/Di+KXPupXElO9OUcZwvV3ermDqvgumNlMekmwWbaKD78RiNFquK1/5w3qfz5ARDGn8L8mbX",
+	"vr53ZMt6taUG7a9RsZZ2VrdraV9SW8dk7dCH/mqE5M3J7RoFt9vzyN+4ZWLbCP/emhNS8q9kvEqt0Hpw",
+	"bJBNBnIx3Zv3gUXYqgNNNuajoU0UKKvSxKVk6kiHEMvqwrEiC+9k1FrW6H5f1nj5zVijEDT4adBVFZWv",
+	"5Y5tLZA/Su8T1D5MRXg3V1sorcfVFIQ0AYMwZdlS//RFattKCMJoZadO2gotJItjqDCrSreDXJrLGp6s",
+	"DS1NOzdu1SbWFfeU1FKDfzVe77ZXMLuDmLo8f7hnnrdL/bi8/221qX6JUyn8a688eapSVb83prDY5IGV",
+	"X16lrz5NK+vkBAi3L+ER1e7U4PL8N7XKbuykHJycNGtdvZK9E6N8VWklwapt/dRPJbfJXh/iOk0Z1exB",
+	"N1VnHkuqyRCXuZnU3sfPaAB+Fv5Pt3Js7nZRBt0EC/06RfMOtFWemaHMPbhlAdnWDyu+A+k7tQ1pldMe",
+	"voQebkPjFT582egFB6PGUXgQNDqjLhyEveBw+AI7r/om+auq+p6Ipv/qjbr4VVB4V5UNU6avnnGG/Wv6",
+	"e/e+/efno1nny8v4YHhIXwW9b3KLQfpGndXc7+eeg4H8p8bag/9HUxlSLUK20VOthyksNjSlu8JjkL7z",
+	"Li265TDS74xOTVs1sImu1CB9X+icBGDKAShrsHhZbOihrtjY1HV+lb1076desYRhULKRMHbSLZWtNHa5",
+	"de+d1/S1e4x7oq84/89Ku2pgs23ddju/iQzFnAUghHnlqkivDRP2Mm+BKEMhxEBDoMGiMkzxq113V8cl",
+	"SymxaX0xa+91r4oeR+QemoXL6Kw95xgb90BBuHaGQaIVEbpkpy5CgaJLJuSYg0DPMA2zeiJf5wRmLEwi",
+	"sJd4JQIQkc9tAvQYHbYPkH4N+pwIqETylQFl51LO7Lr72MJq8O170kKb43+/x6E30DRsfLDju1JT2Pso",
+	"YJRCoBPPVswWXpV+UHwNtD7P+q+BNsP38bbUgcNDKGRg37itT389iSq0kZU0Wnwwv2Lx4yddWarfolyV",
+	"j5vhqS4cLtyQ12+1IhbgaMKE7B+1j9raWraLLok2oJhKYXP5yhtTfqH2xcqlOKJCMmZysyFMS0bAIQQq",
+	"CY7cOTLJXD1D+U4wB5qlll13Wrd/cnlmW/VN6NhHcywDU79Hw7QUsBiFcqZ1MqLLs6ayxr7iy56q87Q9",
+	"1cdPj/8fAAD//6HrLXpMhwAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
