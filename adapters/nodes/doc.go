@@ -50,4 +50,3 @@ func (c capped) Execute(ctx context.Context, run ports.NodeRun) (any, any, error
 	}
 	return in, json.RawMessage(raw), nil
 }
-
