@@ -65,27 +65,27 @@ const apiKeyPrefix = "slk_"
 
 // Authenticate resolves a bearer token to an actor: the admin, or the
 // workspace of an unrevoked API key.
-func (s *Service) Authenticate(ctx context.Context, token string) (ports.Actor, error) {
+func (s *Service) Authenticate(ctx context.Context, token string) (domain.Actor, error) {
 	if token == "" {
-		return ports.Actor{}, fmt.Errorf("%w: missing bearer token", ErrUnauthenticated)
+		return domain.Actor{}, fmt.Errorf("%w: missing bearer token", ErrUnauthenticated)
 	}
 	if s.adminSecret != "" && constantTimeEqual(token, s.adminSecret) {
-		return ports.Actor{Admin: true}, nil
+		return domain.Actor{Admin: true}, nil
 	}
 	if !strings.HasPrefix(token, apiKeyPrefix) {
-		return ports.Actor{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+		return domain.Actor{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
 	}
 	key, err := s.store.APIKeyBySecretHash(ctx, hashSecret(token))
 	if errors.Is(err, ports.ErrNotFound) {
-		return ports.Actor{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+		return domain.Actor{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
 	}
 	if err != nil {
-		return ports.Actor{}, err
+		return domain.Actor{}, err
 	}
 	if key.RevokedAt != nil {
-		return ports.Actor{}, fmt.Errorf("%w: revoked key", ErrUnauthenticated)
+		return domain.Actor{}, fmt.Errorf("%w: revoked key", ErrUnauthenticated)
 	}
-	return ports.Actor{WorkspaceID: key.WorkspaceID, KeyID: key.ID}, nil
+	return domain.Actor{WorkspaceID: key.WorkspaceID, KeyID: key.ID}, nil
 }
 
 // constantTimeEqual compares the tokens' hashes, so neither their content
@@ -100,14 +100,14 @@ func hashSecret(secret string) []byte {
 	return h[:]
 }
 
-func requireAdmin(a ports.Actor) error {
+func requireAdmin(a domain.Actor) error {
 	if !a.Admin {
 		return fmt.Errorf("%w: admin token required", ErrForbidden)
 	}
 	return nil
 }
 
-func requireWorkspace(a ports.Actor, workspaceID uuid.UUID, what string) error {
+func requireWorkspace(a domain.Actor, workspaceID domain.ID, what string) error {
 	if a.Admin || a.WorkspaceID == workspaceID {
 		return nil
 	}
@@ -116,17 +116,17 @@ func requireWorkspace(a ports.Actor, workspaceID uuid.UUID, what string) error {
 
 // WorkspaceView is a workspace with its live numbers.
 type WorkspaceView struct {
-	ports.Workspace
+	domain.Workspace
 	Limit int
-	ports.WorkspaceStats
+	domain.WorkspaceStats
 }
 
 // CreateWorkspace creates a workspace. Admin only.
-func (s *Service) CreateWorkspace(ctx context.Context, a ports.Actor, name string, plan domain.Plan) (WorkspaceView, error) {
+func (s *Service) CreateWorkspace(ctx context.Context, a domain.Actor, name string, plan domain.Plan) (WorkspaceView, error) {
 	if err := requireAdmin(a); err != nil {
 		return WorkspaceView{}, err
 	}
-	w, err := s.store.CreateWorkspace(ctx, ports.Workspace{ID: uuid.New(), Name: name, Plan: plan})
+	w, err := s.store.CreateWorkspace(ctx, domain.Workspace{ID: domain.ID(uuid.New()), Name: name, Plan: plan})
 	if err != nil {
 		return WorkspaceView{}, err
 	}
@@ -134,7 +134,7 @@ func (s *Service) CreateWorkspace(ctx context.Context, a ports.Actor, name strin
 }
 
 // GetWorkspace shows a workspace with its limit, active count and depth.
-func (s *Service) GetWorkspace(ctx context.Context, a ports.Actor, id uuid.UUID) (WorkspaceView, error) {
+func (s *Service) GetWorkspace(ctx context.Context, a domain.Actor, id domain.ID) (WorkspaceView, error) {
 	w, err := s.store.GetWorkspace(ctx, id)
 	if err != nil {
 		return WorkspaceView{}, err
@@ -147,8 +147,8 @@ func (s *Service) GetWorkspace(ctx context.Context, a ports.Actor, id uuid.UUID)
 
 // ListWorkspaces lists all workspaces for the admin, and only its own for a
 // workspace key.
-func (s *Service) ListWorkspaces(ctx context.Context, a ports.Actor, page ports.Page) ([]WorkspaceView, error) {
-	var ws []ports.Workspace
+func (s *Service) ListWorkspaces(ctx context.Context, a domain.Actor, page ports.Page) ([]WorkspaceView, error) {
+	var ws []domain.Workspace
 	if a.Admin {
 		var err error
 		if ws, err = s.store.ListWorkspaces(ctx, page); err != nil {
@@ -159,7 +159,7 @@ func (s *Service) ListWorkspaces(ctx context.Context, a ports.Actor, page ports.
 		if err != nil {
 			return nil, err
 		}
-		ws = []ports.Workspace{w}
+		ws = []domain.Workspace{w}
 	}
 	out := make([]WorkspaceView, 0, len(ws))
 	for _, w := range ws {
@@ -174,7 +174,7 @@ func (s *Service) ListWorkspaces(ctx context.Context, a ports.Actor, page ports.
 
 // UpdateWorkspacePlan changes a plan; the next admission uses its limit.
 // Admin only.
-func (s *Service) UpdateWorkspacePlan(ctx context.Context, a ports.Actor, id uuid.UUID, plan domain.Plan) (WorkspaceView, error) {
+func (s *Service) UpdateWorkspacePlan(ctx context.Context, a domain.Actor, id domain.ID, plan domain.Plan) (WorkspaceView, error) {
 	if err := requireAdmin(a); err != nil {
 		return WorkspaceView{}, err
 	}
@@ -185,7 +185,7 @@ func (s *Service) UpdateWorkspacePlan(ctx context.Context, a ports.Actor, id uui
 	return s.view(ctx, w)
 }
 
-func (s *Service) view(ctx context.Context, w ports.Workspace) (WorkspaceView, error) {
+func (s *Service) view(ctx context.Context, w domain.Workspace) (WorkspaceView, error) {
 	limit, err := s.tiers.Limit(w.Plan)
 	if err != nil {
 		return WorkspaceView{}, err
@@ -199,29 +199,29 @@ func (s *Service) view(ctx context.Context, w ports.Workspace) (WorkspaceView, e
 
 // CreateAPIKey makes a workspace key and returns its secret, which is
 // never stored and never shown again. Admin only.
-func (s *Service) CreateAPIKey(ctx context.Context, a ports.Actor, workspaceID uuid.UUID, name string) (ports.APIKey, string, error) {
+func (s *Service) CreateAPIKey(ctx context.Context, a domain.Actor, workspaceID domain.ID, name string) (domain.APIKey, string, error) {
 	if err := requireAdmin(a); err != nil {
-		return ports.APIKey{}, "", err
+		return domain.APIKey{}, "", err
 	}
 	if _, err := s.store.GetWorkspace(ctx, workspaceID); err != nil {
-		return ports.APIKey{}, "", err
+		return domain.APIKey{}, "", err
 	}
 	raw := make([]byte, 20)
 	if _, err := rand.Read(raw); err != nil {
-		return ports.APIKey{}, "", err
+		return domain.APIKey{}, "", err
 	}
 	secret := apiKeyPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw))
-	key, err := s.store.CreateAPIKey(ctx, ports.APIKey{
-		ID: uuid.New(), WorkspaceID: workspaceID, Name: name, Prefix: secret[:len(apiKeyPrefix)+6],
+	key, err := s.store.CreateAPIKey(ctx, domain.APIKey{
+		ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Prefix: secret[:len(apiKeyPrefix)+6],
 	}, hashSecret(secret))
 	if err != nil {
-		return ports.APIKey{}, "", err
+		return domain.APIKey{}, "", err
 	}
 	return key, secret, nil
 }
 
 // ListAPIKeys lists a workspace's keys, without secrets.
-func (s *Service) ListAPIKeys(ctx context.Context, a ports.Actor, workspaceID uuid.UUID) ([]ports.APIKey, error) {
+func (s *Service) ListAPIKeys(ctx context.Context, a domain.Actor, workspaceID domain.ID) ([]domain.APIKey, error) {
 	if _, err := s.store.GetWorkspace(ctx, workspaceID); err != nil {
 		return nil, err
 	}
@@ -232,7 +232,7 @@ func (s *Service) ListAPIKeys(ctx context.Context, a ports.Actor, workspaceID uu
 }
 
 // RevokeAPIKey revokes a key. Admin only.
-func (s *Service) RevokeAPIKey(ctx context.Context, a ports.Actor, workspaceID, keyID uuid.UUID) error {
+func (s *Service) RevokeAPIKey(ctx context.Context, a domain.Actor, workspaceID, keyID domain.ID) error {
 	if err := requireAdmin(a); err != nil {
 		return err
 	}
@@ -240,17 +240,17 @@ func (s *Service) RevokeAPIKey(ctx context.Context, a ports.Actor, workspaceID, 
 }
 
 // CreateDefinition validates the graph and stores it as version 1.
-func (s *Service) CreateDefinition(ctx context.Context, a ports.Actor, workspaceID uuid.UUID, name string, graph domain.Graph) (ports.Definition, error) {
+func (s *Service) CreateDefinition(ctx context.Context, a domain.Actor, workspaceID domain.ID, name string, graph domain.Graph) (domain.Definition, error) {
 	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
-		return ports.Definition{}, err
+		return domain.Definition{}, err
 	}
 	if err := validateGraph(graph, "/graph"); err != nil {
-		return ports.Definition{}, err
+		return domain.Definition{}, err
 	}
 	if _, err := s.store.GetWorkspace(ctx, workspaceID); err != nil {
-		return ports.Definition{}, err
+		return domain.Definition{}, err
 	}
-	return s.store.CreateDefinition(ctx, ports.Definition{ID: uuid.New(), WorkspaceID: workspaceID, Name: name, Graph: graph})
+	return s.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Graph: graph})
 }
 
 func validateGraph(g domain.Graph, prefix string) error {
@@ -270,16 +270,16 @@ func validateGraph(g domain.Graph, prefix string) error {
 }
 
 // GetDefinition shows a definition with its current graph.
-func (s *Service) GetDefinition(ctx context.Context, a ports.Actor, id uuid.UUID) (ports.Definition, error) {
+func (s *Service) GetDefinition(ctx context.Context, a domain.Actor, id domain.ID) (domain.Definition, error) {
 	d, err := s.store.GetDefinition(ctx, id)
 	if err != nil {
-		return ports.Definition{}, err
+		return domain.Definition{}, err
 	}
 	return d, requireWorkspace(a, d.WorkspaceID, "workflow definition")
 }
 
 // ListDefinitions lists a workspace's live definitions.
-func (s *Service) ListDefinitions(ctx context.Context, a ports.Actor, workspaceID uuid.UUID, page ports.Page) ([]ports.Definition, error) {
+func (s *Service) ListDefinitions(ctx context.Context, a domain.Actor, workspaceID domain.ID, page ports.Page) ([]domain.Definition, error) {
 	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func (s *Service) ListDefinitions(ctx context.Context, a ports.Actor, workspaceI
 }
 
 // DeleteDefinition soft-deletes a definition.
-func (s *Service) DeleteDefinition(ctx context.Context, a ports.Actor, id uuid.UUID) error {
+func (s *Service) DeleteDefinition(ctx context.Context, a domain.Actor, id domain.ID) error {
 	if _, err := s.GetDefinition(ctx, a, id); err != nil {
 		return err
 	}
@@ -298,28 +298,28 @@ func (s *Service) DeleteDefinition(ctx context.Context, a ports.Actor, id uuid.U
 }
 
 // AddDefinitionVersion validates and stores a new current version.
-func (s *Service) AddDefinitionVersion(ctx context.Context, a ports.Actor, id uuid.UUID, graph domain.Graph) (ports.DefinitionVersion, error) {
+func (s *Service) AddDefinitionVersion(ctx context.Context, a domain.Actor, id domain.ID, graph domain.Graph) (domain.DefinitionVersion, error) {
 	if _, err := s.GetDefinition(ctx, a, id); err != nil {
-		return ports.DefinitionVersion{}, err
+		return domain.DefinitionVersion{}, err
 	}
 	if err := validateGraph(graph, "/graph"); err != nil {
-		return ports.DefinitionVersion{}, err
+		return domain.DefinitionVersion{}, err
 	}
 	return s.store.AddDefinitionVersion(ctx, id, graph)
 }
 
 // GetDefinitionVersion shows one version.
-func (s *Service) GetDefinitionVersion(ctx context.Context, a ports.Actor, id uuid.UUID, version int) (ports.DefinitionVersion, error) {
+func (s *Service) GetDefinitionVersion(ctx context.Context, a domain.Actor, id domain.ID, version int) (domain.DefinitionVersion, error) {
 	if _, err := s.GetDefinition(ctx, a, id); err != nil {
-		return ports.DefinitionVersion{}, err
+		return domain.DefinitionVersion{}, err
 	}
 	return s.store.GetDefinitionVersion(ctx, id, version)
 }
 
 // EnqueueRequest is the body of the start endpoint.
 type EnqueueRequest struct {
-	WorkspaceID    uuid.UUID
-	DefinitionID   uuid.UUID
+	WorkspaceID    domain.ID
+	DefinitionID   domain.ID
 	Input          json.RawMessage
 	Priority       int
 	IdempotencyKey string
@@ -330,16 +330,16 @@ const DefaultPriority = 2
 
 // Enqueue enqueues an execution. The definition must exist (404) and
 // belong to the workspace (403, the seeds' SecurityException case).
-func (s *Service) Enqueue(ctx context.Context, a ports.Actor, req EnqueueRequest) (ports.QueueRecord, bool, error) {
+func (s *Service) Enqueue(ctx context.Context, a domain.Actor, req EnqueueRequest) (domain.QueueItem, bool, error) {
 	if err := requireWorkspace(a, req.WorkspaceID, "workspace"); err != nil {
-		return ports.QueueRecord{}, false, err
+		return domain.QueueItem{}, false, err
 	}
 	d, err := s.store.GetDefinition(ctx, req.DefinitionID)
 	if err != nil {
-		return ports.QueueRecord{}, false, err
+		return domain.QueueItem{}, false, err
 	}
 	if d.WorkspaceID != req.WorkspaceID {
-		return ports.QueueRecord{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
+		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
 	if req.Priority == 0 {
 		req.Priority = DefaultPriority
@@ -348,7 +348,7 @@ func (s *Service) Enqueue(ctx context.Context, a ports.Actor, req EnqueueRequest
 		req.Input = json.RawMessage("{}")
 	}
 	e := ports.Enqueue{
-		ID: uuid.New(), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
+		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
 	}
 	if req.IdempotencyKey != "" {
@@ -371,16 +371,16 @@ func requestHash(req EnqueueRequest) []byte {
 }
 
 // GetQueueItem shows a queue item.
-func (s *Service) GetQueueItem(ctx context.Context, a ports.Actor, id uuid.UUID) (ports.QueueRecord, error) {
+func (s *Service) GetQueueItem(ctx context.Context, a domain.Actor, id domain.ID) (domain.QueueItem, error) {
 	q, err := s.store.GetQueueItem(ctx, id)
 	if err != nil {
-		return ports.QueueRecord{}, err
+		return domain.QueueItem{}, err
 	}
 	return q, requireWorkspace(a, q.WorkspaceID, "queue item")
 }
 
 // ListQueue lists a workspace's queue items.
-func (s *Service) ListQueue(ctx context.Context, a ports.Actor, workspaceID uuid.UUID, status *domain.QueueStatus, page ports.Page) ([]ports.QueueRecord, error) {
+func (s *Service) ListQueue(ctx context.Context, a domain.Actor, workspaceID domain.ID, status *domain.QueueStatus, page ports.Page) ([]domain.QueueItem, error) {
 	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
 		return nil, err
 	}
@@ -391,16 +391,16 @@ func (s *Service) ListQueue(ctx context.Context, a ports.Actor, workspaceID uuid
 }
 
 // GetExecution shows an execution and its node records.
-func (s *Service) GetExecution(ctx context.Context, a ports.Actor, id uuid.UUID) (ports.Execution, []ports.NodeRecord, error) {
+func (s *Service) GetExecution(ctx context.Context, a domain.Actor, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
 	e, nodes, err := s.store.GetExecution(ctx, id)
 	if err != nil {
-		return ports.Execution{}, nil, err
+		return domain.Execution{}, nil, err
 	}
 	return e, nodes, requireWorkspace(a, e.WorkspaceID, "execution")
 }
 
 // ListExecutions lists a workspace's executions, newest first.
-func (s *Service) ListExecutions(ctx context.Context, a ports.Actor, workspaceID uuid.UUID, status *domain.ExecutionStatus, limit int, before *ports.ExecutionCursor) ([]ports.Execution, error) {
+func (s *Service) ListExecutions(ctx context.Context, a domain.Actor, workspaceID domain.ID, status *domain.ExecutionStatus, limit int, before *ports.ExecutionCursor) ([]domain.Execution, error) {
 	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
 		return nil, err
 	}
@@ -424,10 +424,10 @@ const (
 // cancelled in place and never dispatched; a running execution's workflow
 // is asked to cancel, and its completion records CANCELLED and frees the
 // slot.
-func (s *Service) Cancel(ctx context.Context, a ports.Actor, id uuid.UUID) (uuid.UUID, CancelOutcome, error) {
+func (s *Service) Cancel(ctx context.Context, a domain.Actor, id domain.ID) (domain.ID, CancelOutcome, error) {
 	if q, err := s.store.GetQueueItem(ctx, id); err == nil {
 		if err := requireWorkspace(a, q.WorkspaceID, "queue item"); err != nil {
-			return uuid.Nil, "", err
+			return domain.NilID, "", err
 		}
 		if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
 			q, err = s.store.CancelQueued(ctx, id)
@@ -435,36 +435,36 @@ func (s *Service) Cancel(ctx context.Context, a ports.Actor, id uuid.UUID) (uuid
 				return q.ID, CancelDone, nil
 			}
 			if !errors.Is(err, domain.ErrIllegalTransition) {
-				return uuid.Nil, "", err
+				return domain.NilID, "", err
 			}
 			// Dispatched meanwhile: cancel the execution instead.
 			q, err = s.store.GetQueueItem(ctx, id)
 			if err != nil {
-				return uuid.Nil, "", err
+				return domain.NilID, "", err
 			}
 		}
 		if q.ExecutionID == nil || q.Status != domain.QueueDispatched {
-			return uuid.Nil, "", fmt.Errorf("%w: queue item is %s", ErrFinished, q.Status)
+			return domain.NilID, "", fmt.Errorf("%w: queue item is %s", ErrFinished, q.Status)
 		}
 		id = *q.ExecutionID
 	} else if !errors.Is(err, ports.ErrNotFound) {
-		return uuid.Nil, "", err
+		return domain.NilID, "", err
 	}
 	e, _, err := s.store.GetExecution(ctx, id)
 	if err != nil {
-		return uuid.Nil, "", err
+		return domain.NilID, "", err
 	}
 	if err := requireWorkspace(a, e.WorkspaceID, "execution"); err != nil {
-		return uuid.Nil, "", err
+		return domain.NilID, "", err
 	}
 	if e.Status.Terminal() {
-		return uuid.Nil, "", fmt.Errorf("%w: execution is %s", ErrFinished, e.Status)
+		return domain.NilID, "", fmt.Errorf("%w: execution is %s", ErrFinished, e.Status)
 	}
 	if s.engine == nil {
-		return uuid.Nil, "", errors.New("this process has no workflow engine to cancel running executions")
+		return domain.NilID, "", errors.New("this process has no workflow engine to cancel running executions")
 	}
 	if err := s.engine.CancelWorkflow(ctx, e.ID); err != nil {
-		return uuid.Nil, "", err
+		return domain.NilID, "", err
 	}
 	return e.ID, CancelRequested, nil
 }
