@@ -32,7 +32,7 @@ func (c Condition) Execute(_ context.Context, run ports.NodeRun) (any, any, erro
 	ok, err := domain.EvaluateCondition(cfg, tc)
 	if err != nil {
 		if errors.Is(err, domain.ErrMissingPath) || errors.Is(err, domain.ErrTemplateBudget) {
-			return nil, nil, templateError("condition", err)
+			return nil, nil, templateError("", err)
 		}
 		return nil, nil, ports.Permanent("invalid_comparison", err)
 	}

@@ -31,7 +31,7 @@ func (t Transform) Execute(_ context.Context, run ports.NodeRun) (any, any, erro
 	tc.Budget = newBudget(t.TemplateBudget)
 	out, err := domain.ResolveJSON(cfg.Output, tc)
 	if err != nil {
-		return nil, nil, templateError("output", err)
+		return nil, nil, templateError("", err)
 	}
 	return nil, out, nil
 }
@@ -46,13 +46,16 @@ func newBudget(limit int) *domain.TemplateBudget {
 
 // templateError makes a resolution error of a config field permanent, with
 // a kind that tells a missing path and an exhausted budget from other
-// template errors.
+// template errors. field, when set, prefixes the message.
 func templateError(field string, err error) error {
+	if field != "" {
+		err = fmt.Errorf("%s: %w", field, err)
+	}
 	switch {
 	case errors.Is(err, domain.ErrMissingPath):
-		return ports.Permanent("missing_path", fmt.Errorf("%s: %w", field, err))
+		return ports.Permanent("missing_path", err)
 	case errors.Is(err, domain.ErrTemplateBudget):
-		return ports.Permanent("template_budget", fmt.Errorf("%s: %w (%s)", field, err, EnvTemplateBudget))
+		return ports.Permanent("template_budget", fmt.Errorf("%w (%s)", err, EnvTemplateBudget))
 	}
-	return ports.Permanent("template", fmt.Errorf("%s: %w", field, err))
+	return ports.Permanent("template", err)
 }
