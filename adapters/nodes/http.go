@@ -180,7 +180,7 @@ func (h *HTTPRequest) readBody(resp *http.Response) ([]byte, error) {
 	tooLarge := func(size string) error {
 		return ports.Permanent("response_too_large", fmt.Errorf("response body of %s is over the limit of %d bytes (%s)", size, limit, EnvResponseBodyMax))
 	}
-	if resp.ContentLength > limit {
+	if resp.ContentLength > limit && resp.Request.Method != http.MethodHead {
 		return nil, tooLarge(fmt.Sprintf("%d bytes", resp.ContentLength))
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
