@@ -36,6 +36,7 @@ func TestResolveFailsPastTheBudgetWithBoundedAllocation(t *testing.T) {
 	if !strings.Contains(err.Error(), "at /out") {
 		t.Errorf("error %q does not name the field", err)
 	}
+	t.Logf("allocated %d bytes for a %d byte budget", after.TotalAlloc-before.TotalAlloc, budget)
 	// TotalAlloc only grows, so it bounds the peak of this one call.
 	if got := after.TotalAlloc - before.TotalAlloc; got > 2*budget {
 		t.Errorf("resolution allocated %d bytes, want under 2x the %d byte budget", got, budget)
