@@ -35,6 +35,7 @@ func checkTemplateFanOut(g Graph, budget int, ve *ValidationError) {
 	// least[key] is the smallest budget charge of a TRANSFORM's output,
 	// capped just past the budget so sums cannot overflow.
 	least := map[string]int{}
+	over := map[int]int{} // node index -> its smallest resolution, when over budget
 	for len(ready) > 0 {
 		key := ready[0]
 		ready = ready[1:]
@@ -56,7 +57,12 @@ func checkTemplateFanOut(g Graph, budget int, ve *ValidationError) {
 			least[key] = size
 		}
 		if size > budget {
-			ve.add("/nodes/"+strconv.Itoa(index[key])+"/config",
+			over[index[key]] = size
+		}
+	}
+	for i := range g.Nodes { // problems in document order
+		if size, ok := over[i]; ok {
+			ve.add("/nodes/"+strconv.Itoa(i)+"/config",
 				"templates resolve to at least %d bytes, over the node template budget of %d bytes", size, budget)
 		}
 	}
