@@ -169,7 +169,8 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	db.history(b, ws, defs, benchHistory)
 	db.vacuumAnalyze(b)
 	log := benchLogger()
-	svc := app.NewService(postgres.NewStore(db.aux, log), nil, domain.DefaultTierPolicy(), "bench-admin-token")
+	st := postgres.NewStore(db.aux, log)
+	svc := app.NewExecutions(st, st, st, st, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	listener := postgres.NewListener(db.pool, log)
@@ -462,7 +463,8 @@ func BenchmarkEnqueueContention(b *testing.B) {
 	db := benchOpenDB(b)
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, callers)
 	db.vacuumAnalyze(b)
-	svc := app.NewService(postgres.NewStore(db.aux, benchLogger()), nil, domain.DefaultTierPolicy(), "bench-admin-token")
+	st := postgres.NewStore(db.aux, benchLogger())
+	svc := app.NewExecutions(st, st, st, st, nil)
 	type meter struct {
 		benchMeter
 		lat []time.Duration

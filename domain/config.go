@@ -221,7 +221,7 @@ func decodeHTTPRequestConfig(raw json.RawMessage, path string, ve *ValidationErr
 		if hf, _ := objectFields(v, path+"/headers", ve, nil); hf != nil {
 			c.Headers = make(map[string]string, len(hf))
 			for _, name := range sortedKeys(hf) {
-				p := path + "/headers/" + pointerEscape(name)
+				p := path + "/headers/" + JSONPointerToken(name)
 				if !isHTTPToken(name) {
 					ve.add(p, "invalid header name %q", name)
 					continue

@@ -388,7 +388,7 @@ func (p *pointerPath) String() string {
 	var tokens []string
 	for q := p; q != nil; q = q.parent {
 		if q.isName {
-			tokens = append(tokens, pointerEscape(q.name))
+			tokens = append(tokens, JSONPointerToken(q.name))
 		} else {
 			tokens = append(tokens, strconv.Itoa(q.index))
 		}

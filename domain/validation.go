@@ -60,12 +60,6 @@ func (e *ValidationError) errOrNil() error {
 	return e
 }
 
-// pointerEscape escapes one JSON pointer reference token (RFC 6901).
-func pointerEscape(s string) string {
-	s = strings.ReplaceAll(s, "~", "~0")
-	return strings.ReplaceAll(s, "/", "~1")
-}
-
 // member is one name/value pair of a JSON object, in document order.
 type member struct {
 	name string
@@ -195,7 +189,7 @@ func objectFields(raw []byte, path string, ve *ValidationError, allowed []string
 	ok := true
 	for _, m := range members {
 		if allowed != nil && !contains(allowed, m.name) {
-			ve.add(path+"/"+pointerEscape(m.name), "unknown field %q (allowed: %s)", m.name, strings.Join(allowed, ", "))
+			ve.add(path+"/"+JSONPointerToken(m.name), "unknown field %q (allowed: %s)", m.name, strings.Join(allowed, ", "))
 			ok = false
 			continue
 		}

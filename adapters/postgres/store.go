@@ -157,6 +157,12 @@ func (s *Store) GetDefinition(ctx context.Context, id domain.ID) (domain.Definit
 	return s.withGraph(ctx, r)
 }
 
+// DefinitionWorkspace returns the owner of a live definition.
+func (s *Store) DefinitionWorkspace(ctx context.Context, id domain.ID) (domain.ID, error) {
+	ws, err := s.q.DefinitionWorkspace(ctx, s.pool, id)
+	return ws, interpretError(err)
+}
+
 func (s *Store) withGraph(ctx context.Context, r dbsqlc.WorkflowDefinition) (domain.Definition, error) {
 	v, err := s.q.DefinitionVersionGet(ctx, s.pool, dbsqlc.DefinitionVersionGetParams{WorkflowDefinitionID: r.ID, Version: r.CurrentVersion})
 	if err != nil {

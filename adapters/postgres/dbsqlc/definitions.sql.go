@@ -174,3 +174,15 @@ func (q *Queries) DefinitionVersionInsert(ctx context.Context, db DBTX, arg Defi
 	)
 	return i, err
 }
+
+const definitionWorkspace = `-- name: DefinitionWorkspace :one
+SELECT workspace_id FROM workflow_definitions WHERE id = $1 AND deleted_at IS NULL
+`
+
+// The owner of a live definition, for the ownership check on enqueue.
+func (q *Queries) DefinitionWorkspace(ctx context.Context, db DBTX, id domain.ID) (domain.ID, error) {
+	row := db.QueryRow(ctx, definitionWorkspace, id)
+	var workspace_id domain.ID
+	err := row.Scan(&workspace_id)
+	return workspace_id, err
+}
