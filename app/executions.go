@@ -45,7 +45,7 @@ type EnqueueRequest struct {
 const DefaultPriority = 2
 
 // Enqueue enqueues an execution. The definition must exist (404) and
-// belong to the workspace (403, the seeds' SecurityException case).
+// belong to the caller's workspace (403): no tenant runs another's graph.
 func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueRequest) (domain.QueueItem, bool, error) {
 	if err := requireWorkspace(a, req.WorkspaceID, "workspace"); err != nil {
 		return domain.QueueItem{}, false, err

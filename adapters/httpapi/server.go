@@ -204,14 +204,8 @@ func (s *Server) ListWorkspaces(ctx context.Context, req api.ListWorkspacesReque
 	if err != nil {
 		return nil, err
 	}
-	out := api.WorkspacePage{Items: make([]api.Workspace, len(ws))}
-	for i, w := range ws {
-		out.Items[i] = workspaceOut(w)
-	}
-	if len(ws) == page.Limit {
-		out.NextCursor = idCursor(ws[len(ws)-1].ID)
-	}
-	return api.ListWorkspaces200JSONResponse(out), nil
+	items, next := idPageOut(ws, page, func(w app.WorkspaceView) domain.ID { return w.ID }, workspaceOut)
+	return api.ListWorkspaces200JSONResponse(api.WorkspacePage{Items: items, NextCursor: next}), nil
 }
 
 // UpdateWorkspacePlan changes a plan.
@@ -287,14 +281,8 @@ func (s *Server) ListDefinitions(ctx context.Context, req api.ListDefinitionsReq
 	if err != nil {
 		return nil, err
 	}
-	out := api.DefinitionPage{Items: make([]api.Definition, len(ds))}
-	for i, d := range ds {
-		out.Items[i] = definitionOut(d)
-	}
-	if len(ds) == page.Limit {
-		out.NextCursor = idCursor(ds[len(ds)-1].ID)
-	}
-	return api.ListDefinitions200JSONResponse(out), nil
+	items, next := idPageOut(ds, page, func(d domain.Definition) domain.ID { return d.ID }, definitionOut)
+	return api.ListDefinitions200JSONResponse(api.DefinitionPage{Items: items, NextCursor: next}), nil
 }
 
 // DeleteDefinition soft-deletes a definition.
@@ -384,14 +372,8 @@ func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	out := api.QueueItemPage{Items: make([]api.QueueItem, len(qs))}
-	for i, q := range qs {
-		out.Items[i] = queueOut(q)
-	}
-	if len(qs) == page.Limit {
-		out.NextCursor = idCursor(qs[len(qs)-1].ID)
-	}
-	return api.ListQueue200JSONResponse(out), nil
+	items, next := idPageOut(qs, page, func(q domain.QueueItem) domain.ID { return q.ID }, queueOut)
+	return api.ListQueue200JSONResponse(api.QueueItemPage{Items: items, NextCursor: next}), nil
 }
 
 // GetExecution shows an execution with its node records.
@@ -460,6 +442,19 @@ func pageLimit(l *api.Limit) int {
 		return defaultPageSize
 	}
 	return *l
+}
+
+// idPageOut converts one page of an id-ordered list for the wire and,
+// when the page is full, names the cursor of the next.
+func idPageOut[T, O any](items []T, page ports.Page, id func(T) domain.ID, out func(T) O) ([]O, *api.Cursor) {
+	converted := make([]O, len(items))
+	for i, item := range items {
+		converted[i] = out(item)
+	}
+	if len(items) == 0 || len(items) < page.Limit {
+		return converted, nil
+	}
+	return converted, idCursor(id(items[len(items)-1]))
 }
 
 // idPage reads a page of an id-ordered list; the cursor is the last id.
