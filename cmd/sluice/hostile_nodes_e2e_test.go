@@ -59,7 +59,7 @@ func TestHostileNodesAreRefusedAndRecorded(t *testing.T) {
 	base := startSluice(t, map[string]string{"SLUICE_HTTP_NODE_ALLOW": "127.0.0.1/32"})
 	e := newE2E(t, base)
 
-	t.Run("private targets are refused, not retried, and the record names the rule", func(t *testing.T) {
+	t.Run("private targets are refused and the record names the rule", func(t *testing.T) {
 		e.t = t
 		for _, tt := range []struct{ url, want string }{
 			{"http://169.254.169.254/latest/meta-data/iam/security-credentials/", "refused: 169.254.169.254 is link-local; allow it with SLUICE_HTTP_NODE_ALLOW"},
@@ -102,6 +102,25 @@ func TestHostileNodesAreRefusedAndRecorded(t *testing.T) {
 		if status != "FAILED" || a.Status != "FAILED" || a.Error == nil ||
 			!strings.Contains(*a.Error, "the budget is 1048576 bytes") || !strings.Contains(*a.Error, "SLUICE_NODE_TEMPLATE_BUDGET") {
 			t.Errorf("execution %s, node %s, error %v; want FAILED naming the template budget", status, a.Status, a.Error)
+		}
+	})
+
+	t.Run("a response body over its cap fails the node, not cut", func(t *testing.T) {
+		e.t = t
+		var requests atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			_, _ = w.Write([]byte(strings.Repeat("a", 2<<20)))
+		}))
+		defer srv.Close()
+		id := e.start(map[string]any{"nodes": []any{node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL})}}, nil)
+		status, nodes, _ := finalRecords(e, id)
+		c := nodes["call"]
+		if status != "FAILED" || c.Error == nil || !strings.Contains(*c.Error, "over the limit of 1048576 bytes (SLUICE_HTTP_NODE_RESPONSE_MAX)") {
+			t.Errorf("execution %s, node %+v; want FAILED naming the response cap", status, c)
+		}
+		if n := requests.Load(); n != 1 {
+			t.Errorf("the server got %d requests, want 1: an answer over the cap is not retried", n)
 		}
 	})
 
