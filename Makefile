@@ -17,6 +17,8 @@ FUZZTIME ?= 10s
 TS_ADDR ?= 127.0.0.1:18080
 TS_TOKEN := walkthrough-admin-token-0123456789
 RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
+# Targets HTTP_REQUEST nodes may reach under `make run`.
+RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
 .PHONY: all build run test test-go test-ts vet generate check-generated fuzz bench lint-spec ts-deps clean
 
@@ -31,8 +33,10 @@ bin/devstack: FORCE
 build: bin/sluice bin/devstack
 
 ## run: start Postgres, Temporal, the migrations and `sluice all` on :8080.
+## HTTP_REQUEST nodes may reach loopback here, for local services; the
+## binary's own default refuses every private and local address.
 run: build
-	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
+	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" SLUICE_HTTP_NODE_ALLOW="$${SLUICE_HTTP_NODE_ALLOW-$(RUN_HTTP_NODE_ALLOW)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
 
 ## test: vet, spec lint, generated-code drift, then unit, integration,
 ## fuzz and the TypeScript walk-through on a fresh real stack.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
+	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
@@ -28,6 +30,8 @@ type Config struct {
 	Quotas            domain.Quotas
 	Dispatcher        app.DispatcherConfig
 	Worker            engine.WorkerConfig
+	// Nodes bounds what node executors produce and reach.
+	Nodes nodes.Config
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -208,6 +212,24 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
 	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
 	c.Worker = w
+
+	n := nodes.DefaultConfig()
+	n.TemplateBudget = e.integer(nodes.EnvTemplateBudget, n.TemplateBudget, 1<<10, 64<<20)
+	n.OutputMax = e.integer(nodes.EnvOutputMax, n.OutputMax, 1<<10, 64<<20)
+	n.ResponseBodyMax = int64(e.integer(nodes.EnvResponseBodyMax, int(n.ResponseBodyMax), 1<<10, 64<<20))
+	n.ResponseHeadersMax = int64(e.integer(nodes.EnvResponseHeadersMax, int(n.ResponseHeadersMax), 1<<10, 1<<20))
+	if n.Allow, err = nodes.ParseAllowList(e.str(nodes.EnvAllow, "")); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", nodes.EnvAllow, err))
+	}
+	if p := e.str(nodes.EnvProxy, ""); p != "" {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			e.bad(nodes.EnvProxy, domain.RedactURL(p), "want an http:// or https:// proxy URL")
+		} else {
+			n.Proxy = u
+		}
+	}
+	c.Nodes = n
 
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("bad configuration:\n%w", err)

@@ -180,7 +180,10 @@ func startDispatcher(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, store *pos
 
 func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, log *slog.Logger) {
 	log = log.With("component", "worker")
-	acts := engine.NewActivities(store, nodes.All(nodes.NewHTTPRequest()), log)
+	n := cfg.Nodes
+	log.Info("node limits", "template_budget", n.TemplateBudget, "output_max", n.OutputMax,
+		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
+	acts := engine.NewActivities(store, nodes.All(n), log)
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return ws.Start() },
