@@ -42,13 +42,14 @@ func (s *Store) GetWorkspace(ctx context.Context, id uuid.UUID) (ports.Workspace
 	return workspaceFromRow(r), nil
 }
 
-// WorkspaceStats counts a workspace's slots in use and waiting items.
+// WorkspaceStats counts a workspace's slots in use, waiting items and
+// recent failures.
 func (s *Store) WorkspaceStats(ctx context.Context, id uuid.UUID) (ports.WorkspaceStats, error) {
 	r, err := s.q.WorkspaceStats(ctx, s.pool, id)
 	if err != nil {
 		return ports.WorkspaceStats{}, interpretError(err)
 	}
-	return ports.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued)}, nil
+	return ports.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued), FailedLastHour: int(r.FailedLastHour)}, nil
 }
 
 // ListWorkspaces pages through all workspaces by id.

@@ -80,7 +80,7 @@ export interface paths {
         };
         /**
          * Get a workspace
-         * @description Shows the workspace with its plan, its limit, its active count and its queue depth.
+         * @description Shows the workspace with its plan, its limit, its active count, its queue depth and its executions that failed in the last hour.
          */
         get: operations["getWorkspace"];
         put?: never;
@@ -435,6 +435,8 @@ export interface components {
             active: number;
             /** @description Items waiting for a slot. */
             queued: number;
+            /** @description Executions that ended FAILED in the last hour. */
+            failedLastHour: number;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -922,6 +924,7 @@ export interface operations {
                      *       "limit": 5,
                      *       "active": 0,
                      *       "queued": 0,
+                     *       "failedLastHour": 0,
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "updatedAt": "2026-11-21T10:00:00Z"
                      *     }
@@ -962,6 +965,7 @@ export interface operations {
                      *       "limit": 5,
                      *       "active": 2,
                      *       "queued": 7,
+                     *       "failedLastHour": 1,
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "updatedAt": "2026-11-21T10:00:00Z"
                      *     }
@@ -1011,6 +1015,7 @@ export interface operations {
                      *       "limit": 20,
                      *       "active": 2,
                      *       "queued": 7,
+                     *       "failedLastHour": 1,
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
