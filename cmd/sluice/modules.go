@@ -20,6 +20,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/fx"
 
+	"github.com/sluicehq/sluice/adapters/console"
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
@@ -99,7 +100,7 @@ func startHTTP(lc fx.Lifecycle, cfg Config, svc *app.Service, gatherer prometheu
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: console.Mount(handler), ReadHeaderTimeout: 10 * time.Second}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
