@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	rawjson "encoding/json"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
 	strictnethttp "github.com/oapi-codegen/runtime/strictmiddleware/nethttp"
@@ -166,8 +168,8 @@ type Edge struct {
 
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
-	// Input Available to templates as `input`.
-	Input *map[string]interface{} `json:"input,omitempty"`
+	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -183,17 +185,19 @@ type EnqueuedExecution struct {
 
 // Execution defines model for Execution.
 type Execution struct {
-	CompletedAt          *time.Time             `json:"completedAt"`
-	DurationMs           *int64                 `json:"durationMs"`
-	Error                *string                `json:"error"`
-	ID                   openapi_types.UUID     `json:"id"`
-	Input                map[string]interface{} `json:"input"`
-	Nodes                *[]NodeRecord          `json:"nodes,omitempty"`
-	StartedAt            time.Time              `json:"startedAt"`
-	Status               ExecutionStatus        `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID     `json:"workflowDefinitionId"`
-	WorkflowVersion      int                    `json:"workflowVersion"`
-	WorkspaceID          openapi_types.UUID     `json:"workspaceId"`
+	CompletedAt *time.Time         `json:"completedAt"`
+	DurationMs  *int64             `json:"durationMs"`
+	Error       *string            `json:"error"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Input The input as enqueued, byte for byte.
+	Input                rawjson.RawMessage `json:"input"`
+	Nodes                *[]NodeRecord      `json:"nodes,omitempty"`
+	StartedAt            time.Time          `json:"startedAt"`
+	Status               ExecutionStatus    `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkflowVersion      int                `json:"workflowVersion"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.
@@ -3580,105 +3584,106 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9wHRw5WecNnU+eZO0zZ1Omk3SHdxpig0tHdtcy6RKUnG9Qf77BR+S",
-	"KFm25dhtd4oAA0yaUOTh4Xk/yAcvYLOYUaBSeP0HL8Ycz0AC1/86SbhgXP0Uggg4iSVh1Ot7NxNAdxS+",
-	"SjPgDrERkhNAMYd7whKBYjyGpud7RI3+kgBfeL5H8Qy8vheYSX1PBBOYYTX7DH99D3QsJ16/2277nlzE",
-	"aqSQnNCx9/joe6cwIpSo5c/DanjmjE9HEZujMBv6i0AkzMCIsZzkUITuhL7H4UtCOIReX/IEXNhGjM+w",
-	"9PpekhA1chm2s68QJOtAg3SABgi9CDANIEI4EgxJPAWBMPqSQAKISJjpQb+uABuctXaD+j2ZEbkM7yUe",
-	"AxLk3yuPL9LfuWuFMMJJJL3+YdtXR0lmycwe5IxQ869OBgKhEsbANQx/MD4VMQ5g3aHqAeuOcu7MsgtO",
-	"HtXHImZUgKb+v+HwCr4kIDSaAkYlUP0jjuOIBFjB2Yo5G0Yw+59/CQX0gwdf8SyOwGxHYhJ5fQ0SCImG",
-	"LFygCRYIUwScaybQ/xde/9ODNwMh8FiBNEvUaEAYWVD1hvtey93q42ffExLLRHj9nuYaItXC3jm9xxEJ",
-	"kV023+lEylj0Wy0RJSSAZgj3KfiiRcxHjfSjRxdz/81h5PW9/2rlwqJl/ipal2YGg7/lE0z3TgSa4Ugd",
-	"AYSIcTTkgKdCSw0zU1MtecLoKCLBrgg/D2EWMwk0WDR+gwWaY4ESASGaEzlBGIVkNAIO1ByJ5+LxdY7H",
-	"DJh6CHTWDNIv943FdGJhdiL1nwRLuOYQtQvQeHzD+JCEIdAdEakWyCUlGkLE6FggyRCmTE6A5xxawOJB",
-	"jsUclFpoHGXD94U7yaZA0QwvEGUSSZYECnFEZJjTGDunEjjF0Y4II3aajL9TnBwWObQ0qhaDWgD3gZdr",
-	"NgM5IXSMRphEiiOpYUXg98CPLWFZmptgOoZQYU99YbGlpcVbjuPJjhjronSLq6RhQqeUzSmiLAR06329",
-	"9RyJOFYgtCAcg2i1W5J5j777bbAIIugjjBq3Sbt9AGiY/YSXZlELiKJc7XaX5aoevJ1UNZ/si6L1bEqi",
-	"KoLGyEB1Onh7jOAe+CJFqBoRESFTuUekMszkRJ/gBZNvWELDHU+vwupCR7gdHuBX0OiOesNGL3jZabzG",
-	"R9A4HL4MXoVH8HrU7mjQRxoAV270cmxfOANqYJoy2TDD94HlC4aEkhMFEXHD2HvMx7BPawC+BgChQJ12",
-	"7+jw1Us0XEgQLko6jii9xIuI4RBJxlCkIamFGslYwwzfFwFq0BV1qVk5khPsig+EgwBiKTTSPlKcyAnj",
-	"5N+wK63NiBBKZA0Bc7WqkusF6unkqCosWwtLifvFnmhIg+grcwdbNSQnWNtCqUxjHHG4Z1MIm9oitvOq",
-	"ZQcx+Q0W2injLAYuiTFLAw5YQjiQBZs2xBIaksxg2bD1PRLWsH9Te/ph+Q8xhxH5Wm2ijwg3SoLjQPmN",
-	"qS8oIOAgfWUrSIgiNIWFQDjGXDar1rZYWLMrmkQRHqrTNYb90hTzojex2QXKXYVPnh5S9CQ0OrLN+w7i",
-	"XXA/ZzOz4b/A2Hwn2sG7ss7E8hHWPI+Ush88oMqJ+uSdDC5Ozt6/Pzv1/PTn84u3DgzrdmenqwRYb81Q",
-	"nOPz4DDUIh1Hlw78IxwJ8EtbSmmn7MrPCE3/3dkEpZ5jNXh5DOBpII5Ta2UdQ79NNfWTNrQjEVbSnwF7",
-	"NVr+AVx8F5yUgN0EV+bcf0eC8r04wnSj0FZjKonPfr96U2EulXEUfRhpU3XdWna8skqL+zPycVmmXk+0",
-	"XqABHCMhGQdEJKJs3txIPXbGZeA/FwJoe9EoQcKV/2xpz1EaWXjH35LfdtVRSRxuu4lvpDBKuEkRUVQg",
-	"ObhVxJaf1iUeVykQqfwl94d1OHbO/jFbDHOOFxqjWRxXs916LVtGgjR+mzPH+u04BLMzDYalmPBG2tmO",
-	"IO9X03YJC6VY8v2ag6/CzllYdcQjzmaVhC5Z5a/nE3BhHTIWQYWY09PqSSpBoToOnUW0nya6CY2TNd8Y",
-	"wipKvcE9JprujL04iyMsQSAs0J2e7c4Rfzm4MSeME7koRKG75bk7OvjIhEQJHwOVTfSBh8pSVdyrXWNC",
-	"Ec4jWcdohAmnIATCAWdC5H8SKGAzEMboVSBl4e7e+mC3n3nKp9tS7R4tikoY1tBBmBHCMn3qAefbGrLr",
-	"OO/vasZrM7S8j3S1tVbsGmjVchHI3RyMMOHaW/1dFOYgVL7srf7eoQET7tssZWtrw1qctoQnE+eqqz0u",
-	"WAhXEDAeVmkPITHfUm7Xo4bsMFOK2JGF1IdrzZV9WwOV0C7DkuEjPU0Xp36BcAsUmFLTWkbYh/WQc9WP",
-	"MR7KhOC4w1cfLy6U/+t7Jx9+v3x/dqMd4zeD84KHfHZa4SD73hsCUXiWcmQRQ1kAuSoYomPGDxs2Z1OU",
-	"6URVG8ui5yVViE4Hb5tIsZ0NmnBACSVfEjjWmcNwDCgCfE/oGGF08uHi9Pzm/MOFiY/P8AIFmPMFulMW",
-	"wZ3SpzEJpjr6O+SYBpOmV1bYOnxenyBCE0qc4a/nZvxh28na57SxtZgpztqpmLXstOklqpD7DnBkzqmk",
-	"CCYQTMVqkVllcJXnzgXYBodstarSu63QUnRExlvL86lxSB1PuVPDUza/KFPfu5uby39enf3949n1jY9u",
-	"rgYX128+XP3uO3TGODo9ez/4v2OkkZmmF2wyUqYBQJOlEMzEPJcyExxipqQckmwMcgJ8s4Or9mnHrMKp",
-	"VVRLmMVSGZWyWvLvxTjYQrenSns5mKro+ReTmYzuIUR6aHNp+fzMlyZniaycvWBgK+Oa68W0iS0kxKKp",
-	"02LBFBYmP9Y0M1Uuvlnpb0RCPSNAHWmu/1OKrU0ljm5NCSDXshZT6cmtVruraG1rfXT92/nlZQ3NdGlj",
-	"WOm0b67Ozjzfu7z64Pne2cXN2dXl1fn1WfW3NiGxRABXb07Q697hq4wHTV5FLGuDNOHysILIxfLkWpc2",
-	"IriHKEvn+ghwMElLLv73+sNFI2Y6i92IyBRsKtKvpx0cZV1hhRAqJKZBtb5ektYO59t00UNd6ThAQmom",
-	"+nh1jiieKRWsZN2U0FDJPbv3zaLMkqdZf61To70ipRFXCrUTltAKjj/TEpdDBFgAGuJgqlj/8uzi9Pzi",
-	"rQOhgw6cComtQoERJrPdhMFTgj9ExFgGkzeYRAmHKpo0lQ2aqwViFN3ALGYcR6a8QZGdrn4QCEt0UI2Q",
-	"dJUdVUOxQLDsWezLGYywkGe1tZAbO1ne+BM89h8V4qjvemXKINu7X+ShCrJy0eqXyi/deK7LOi5PlGho",
-	"LYfvw1vLxcWP8dZcknBUmBU7SvW9H5z/rpXg6fn15eDm5N02TttHHTbfMbX05BzRyuRQBlCFkA4kua9Q",
-	"JZlbK9CERaFx5kTEyske107dXkya8q73WMh3LOFroTBmOg0hROYwEDFVHYoB0IQlvBqqutKput74hFGb",
-	"L8nLpE1ZqEI2wlHE5qJ64dXlCrXP1zeBxYrqY+2DojkmUlfJ6RIOdTrVoGydfKqSYW4G0s/qrC39ZJAu",
-	"nek2eaWMTvchanKi/xGiRikpCBIlxq8VQGYHpjao2rnC4UxRtFOTk2kNNLg8R1NYNNPCdp1CMXMVqodM",
-	"oQ+hI1aRudVVRWisMxdzw026IiY1PJrojzyRoJNGeduCdsROB28FYqNbql2zY2O7KPpjFBCYmLxARPoI",
-	"0xDZ9dS2pPotYjRaoPmEKCdvArfUrZ7X3KRrz9GIAxhJ80J5Fqjjo8urD+jQR7lvgbptFGSseUtz3vy1",
-	"eUtvaWpcmlK2hIbA0V0Lx6R137lDVNe03Q1sQZUOWfbR30zdlvEz9TEYT/Oub8B1zgeNOJshEw6xIc9V",
-	"R+arHetSPRxMQGgk3FKFETan+fAmMiBrDwYRge5WlZ/doRepr6T2qlkxAFvHY1sOBrFarNFtthXL8cip",
-	"LZvP502s/9xkfNyy34rW+/OTs4vrM/1N7nmkRDO4PHcyh32v02ybcSwGimPi9b2DZrt5YGtWNa1bdLdS",
-	"EmrleUhT21FVXvCeCClcPP4inNpNqwUwB12gGYL2gRXqQ+AQouHCtmEoqYFTC09Peuos7hf6iD6t7ezQ",
-	"8QhismlV/Sb76u7wq4VZDmjLdMTUGGhl0uPnUsNIt91eU+JYUdpoxeynz0V5qaRl7QrEUqlARSHiQLdj",
-	"KffUOWhdnNkzAFdNn22s5bTB6E86mz/5WKql7LUPNn/0xq3877V7m7/Iapgffe+wzlayIn+tPZLZDPOF",
-	"Jd+q/jFFyBKPRTHHL7zPysZgooK7/oEjEmr5n0dAlajWhTxaRmOBLJejTiqTzLjlqm2dlu51u+Xy7TL7",
-	"lcvjLJ+AkH9j4WI7ksxqJGxOQNOmCeR/cgPUeZwxL7Z/B1HEfPTwYOOWioPR46PGto5XemMO4PTTZOFl",
-	"U6NkOT4dVPAKvZejTtAJDjuNg+DlsNHDh8PG6+ERNNqjTtjFB8NecLhF3e6qisLHoi1i450lLu9sh1LH",
-	"bPe67e7LRqfT6HZuOu1+W/3353LJUL/j/9CDUCa9V6eM31s6NMcSXrXZb3mubqnTsiS0NXw/m+zrdWos",
-	"kXUvqA+63TrC0unx2VHCGsRbs6MkZVcK2Ud/rYnTenDrrh6NMFb2SoVlzkapMdNExrPDEQccLkzfbagd",
-	"PCJ1PBBhidKYTRq9DiLA3NiOx4gnlCqj3PFXFRyiQjKf6jVLkrkgS3rL0JqPwmcNndOPQcmW9ONXW8DX",
-	"E+VtlTobMw2bBiOskv5FGO28fLRvQa471/aP1hE/sxy/KRzeM6PkjPIW5NZcUvLVNjg/hZi6tha2ENIt",
-	"y1ZLd01sve4qC/zaWNoYUZgjMpslJl+X2txubUIaORiCKepMWV/pAke25/F7E5WgbI4U0W2ywvMCr29i",
-	"jH9+3NLYLfWJ/CBLt1i0XVc4bRJ0WeCk+wQJkx7UCkGjCMnO/2w4fm/DcRCGCKO8on4flmImhFoP9qfH",
-	"leEyYywwCtWyBBdvm6ljKrhi4RtbDN+Y1zr757WflM921+ibOGA3Le4/rD4LRJPZML0TwjT7EoE6K+7i",
-	"uS8ovepI7dpLgSoNilwbbxXXzj/zlRQHIc0GfGPum4uoUIzHhGJjSFYFtvMU6X9qXLsIxQcaLVz7RWdx",
-	"ibkdJhGrwMlqI+px9FJ1/k8bXy/W0q8NrztIf6EojCXSFGVzXZUqfn2Wa6WgO7i8lUo255fVqj0f0NIZ",
-	"Uu1MVHoDZ2nOFNN8rdQJKKjukt+vo/aYijlwcUu77S7C0jbl6k9Tn4Cn9WVEovkETMFELgPyhOst1dUD",
-	"6A8dUKLornRH1Z2PMOIQA84KqAWe2as2OMiEU3FL1a8ZJ0pgRc6VcSYfXL7XyqZls6mmoC/twLe0137d",
-	"RL+lvQVTiI3TgyWKAAuJuj1d7yFQ7N7wZJKhRQFZbhjcJCJ/19fdaZAU3pDAIy0pOUi+aKIbF9asqnwJ",
-	"EWgFHo6rL/hSh6M2jvS+rwMWQ1jcmr8GCZnEnAAOdT2AFZmlE1x5o+Hh4aZrED7v4CNm1eRpajrExfK+",
-	"7qrCvLoG4beM86xqOK3lnXa3w1TWsegdhN2gM2zjxuvRETR64augcTR8iRuHox6kf3Nulsmq17bdltM/",
-	"WaE40kE/nVfZfr35gxPniryt3dBd9I7FekEjPFH5PDjloJtcSHe5X1JjTItt5VwaA0HLJGMwJLTSjXTl",
-	"7I7uo9vzUuVANrt/FhsOzfUbts1FmVA2vtzB3eFB0Asbh/By1OjhzrBxFHTDxgH0Rof45fBVcBR6/io5",
-	"lac0sxadjl8Dus6fXhkYs4D5RzHLuSZHasFwOlpWL5fJA7e7oyKDunG6lZPtLqgLba6dbyy810m3wsW3",
-	"z4ZvyaGvIXy2denda4g3udFF0dUyFxJvH5MvLrkqJD8w18EVLjlGRN8CWzDLSdhEgzQhqwfZyPwtzYrC",
-	"tcQkAlG4B+6E5tWXS3nZX/LSS1MMqXMiRCCz3wjCY2UaAg0FKq6gLHah84Haar+l5kavSE0vsrsz0xyy",
-	"yf5CmBuZFZaymWGNAN/SmtlG9uayJr8zrH72oHiZWVVZhUGOBtVe/vds1exWL2FvCH+ijaJ5aKtQWc6Z",
-	"wkcsNo0U0UK5oso+MQRUqw5UN4D8hSJles/fJkhWutDkJw2QFduX1gbIHCp7tghKoTAHN1uzeuvB+rab",
-	"vJD5BLhxfazv6ahfITENRRN9oAFo1Zf/aYKVDk7t1Lx9koi0RFxrTc1BNmiGeu3eMRqxKGLzW3rnmBv6",
-	"SgpZsA4r1OVbkHkr265kXmyUbZcaXVcW3OSNrcapqJNyW2pLbZe7SCv9i3bvz1J7YX3HaouIhtMiarZU",
-	"CBNlZkKhM+8/N3jk9DpW+x85Tz2Lm3JGMcdNbQek4hEYK3fuTN+IiemaIC2seq4jv8rr6aq87N6YnqoN",
-	"Fo9zi5sSPwGOIuDKF0ACAL3AUaQDwDJtFfNR2kU0KrUeTWHxay1jKO/38rZ15/6axkCxwXCtMZAfx3dl",
-	"zr00imRnmjKO88vV3SGmDqtgeiPlMenmvCYa6P43RqPFquKyP5zHNp6cMEjjb0HebdrXd4tsWU+21IT9",
-	"LSrK0u7pdi3tW+52blvtWEvtZC3Kh/5qHOUNw+0aNbLbs81fuGvhewbxC/0EKUdU8mKlomg9OGbJJpu5",
-	"mNHNW7EibDWEJhvzoyFXFChD0/zGqNkQYmk6wQqGtW23tG+wVLXbLxnFRRGwk1FsWav7JNbqfEPWevXd",
-	"WKsQh3i2EavqyNdy17ZGzR+l98u0W1QRMc41IUpLcDUFIU3TIEwlttR/+iq1uSYEYbSyOSftZhaSxTFU",
-	"WGqlS0UuzQUMT1awlqadi7pqE+uK601qada/APt32yv438FVXTFwuGcxYJf6ecXB91XQ+tGwUpDZ3mzy",
-	"VD2t/t6YwmKTnydLD0fqS1TTejw5AcLt4zSi2mkbXJ7/plbZjcOUG5WTZq0LVbK3IsqXnlYSrNrWs8oq",
-	"OWf2UhDXNcuoZg/qqjq/WdJWhrjMHacmEqIrB/0syZBu5djc2KJMwgkW+kU3fVFAuMr/M5S5B+cvINt6",
-	"e8W3gX5Q85BWOe3hK+jhNjRe48NXjV5wMGochQdBozPqwkHYCw6HL7Hz2jDJn3DqeyKa/rM36uLXQeEN",
-	"JxsMTZ9kcYb9c/r37n37zy9Hs87XV/HB8JC+Dnrf5W6C9KWZ1dzv586IgfxZY+3BpaSpDKkWIdvoqdbD",
-	"FBYbWtNd4TFI34JLS3U5jPSztam1qwY20ZUapG8enZMATNEBZQ0WL4sNPdQVG5t6z6+yx+ie9YolDIOS",
-	"jYSxk26pbMCxy617+lrT1+6R9Im+LP3fK+2qgc3pddvt/H4xFHMWgBDm1UeRXgYm7LXgAlGGQoiBhkCD",
-	"RWUw451dd1dfJktcsWl9MWtviK+KUUfkHpqFK+asPecYG/dAQbh2hkGiFRG6MKguQoGiSybkmINALzAN",
-	"s6olX2ceZixMIrCxokQAIvJXm2Y9RoftA6RfYp4TAZVIvjKg7Fwwml2cH1tYDb59T1poc/zv9zj0BpqG",
-	"jQ92fEM0hb2PAkYpBDq9bcVs4bXmg+JLtPo8679Ea4bv4xXRgcNDKGRgH/3Vp7+eRBXayEoaLX6YX5z4",
-	"6bOuX9UPuVZl/WZ4qsuTC/fe9VutiAU4mjAh+0fto7a2lu2iS6INKKZS2IoB5Y0pv1D7YuWCH1EhGTO5",
-	"2RCmkSPgEAKVBEfuHJlkrp6hfNOXA81So687rdt1uTyzrS0ndOyjOZaBqRKkYVpwWAxMOdM6edflWVNZ",
-	"o2fi6ak6X9tTffz8+P8BAAD//3sbNHzPgwAA",
+	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9wMzgys84bep88iZpmzttmk3SHdxpig0tHdtcy6RKUnG9Qf77BR+S",
+	"KFm25dhtd4oABerYFHl4eN4P6sEL2CxmFKgUXv/BizHHM5DA9V8nCReMq08hiICTWBJGvb53MwF0R+Gr",
+	"NAPuEBshOQEUc7gnLBEoxmNoer5H1OgvCfCF53sUz8Dre4GZ1PdEMIEZVrPP8Nd3QMdy4vW77bbvyUWs",
+	"RgrJCR17j4++dwojQola/jyshmfO+HQUsTkKs6G/CETCDIwYy0kORehO6HscviSEQ+j1JU/AhW3E+AxL",
+	"r+8lCVEjl2E7+wpBsg40SAdogNCvAaYBRAhHgiGJpyAQRl8SSAARCTM96LcVYIOz1m5QvyMzIpfhvcRj",
+	"QIL8e+XxRfo5d60QRjiJpNc/bPvqKMksmdmDnBFq/upkIBAqYQxcw/AH41MR4wDWHaoesO4o584su+Dk",
+	"UT0sYkYFaOr/Gw6v4EsCQqMpYFQC1R9xHEckwArOVszZMILZ//xLKKAfPPiKZ3EEZjsSk8jra5BASDRk",
+	"4QJNsECYIuBcM4H+X3j9Tw/eDITAYwXSLFGjAWFkQdUb7nstd6uPn31PSCwT4fV7mmuIVAt75/QeRyRE",
+	"dtl8pxMpY9FvtUSUkACaIdyn4IsWMQ810oceXcz9N4eR1/f+q5ULi5b5VbQuzQwGf8snmO6dCDTDkToC",
+	"CBHjaMgBT4WWGmamplryhNFRRIJdEX4ewixmEmiwaPwOCzTHAiUCQjQncoIwCsloBByoORLPxeOrHI8Z",
+	"MPUQ6KwZpE/uG4vpxMLsROqfBEu45hC1C9B4fM34kIQh0B0RqRbIJSUaQsToWCDJEKZMToDnHFrA4kGO",
+	"xRyUWmgcZcP3hTvJpkDRDC8QZRJJlgQKcURkmNMYO6cSOMXRjggjdpqMv1OcHBY5tDSqFoNaAPeBl2s2",
+	"AzkhdIxGmESKI6lhReD3wI8tYVmam2A6hlBhTz1hsaWlxRuO48mOGOuidIurpGFCp5TNKaIsBHTrfb31",
+	"HIk4ViC0IByDaLVbknmPvvtssAgi6COMGrdJu30AaJh9wkuzqAVEUa52u8tyVQ/eTqqaR/ZF0Xo2JVEV",
+	"QWNkoDodvDlGcA98kSJUjYiIkKncI1IZZnKiT/CCydcsoeGOp1dhdaEj3A4P8EtodEe9YaMXvOg0XuEj",
+	"aBwOXwQvwyN4NWp3NOgjDYArN3o5ti+cATUwTZlsmOH7wPIFQ0LJiYKIuGHsHeZj2Kc1AF8DgFCgTrt3",
+	"dPjyBRouJAgXJR1HlF7iRcRwiCRjKNKQ1EKNZKxhhu+LADXoirrUrBzJCXbFB8JBALEUGmkfKU7khHHy",
+	"b9iV1mZECCWyhoC5WlXJ9QL1dHJUFZathaXEfWJPNKRB9JW5g60akhOsbaFUpjGOONyzKYRNbRHbedWy",
+	"g5j8DgvtlHEWA5fEmKUBBywhHMiCTRtiCQ1JZrBs2PoeCWvYv6k9/bD8Q8xhRL5Wm+gjwo2S4DhQfmPq",
+	"CwoIOEhf2QoSoghNYSEQjjGXzaq1LRbW7IomUYSH6nSNYb80xbzoTWx2gXJX4ZOnhxQ9CY2ObPO+g3gX",
+	"3M/ZzGz4LzA234l28K6sM7F8hDXPI6XsBw+ocqI+eSeDi5Ozd+/OTj0//Xx+8caBYd3u7HSVAOutGYpz",
+	"fB4chlqk4+jSgX+EIwF+aUsp7ZRd+Rmh6d+dTVDqOVaDl8cAngbiOLVW1jH0m1RTP2lDOxJhJf0ZsFej",
+	"5R/AxXfBSQnYTXBlzv13JCjfiyNMNwptNaaS+OzzqzcV5lIZR9GHkTZV161lxyurtLg/Ix+XZer1ROsF",
+	"GsAxEpJxQEQiyubNjdRjZ1wG/nMhgLYXjRIkXPnPlvYcpZGFd/wt+W1XHZXE4bab+EYKo4SbFBFFBZKD",
+	"W0Vs+Wld4nGVApHKX3I/rMOxc/aP2WKYc7zQGM3iuJrt1mvZMhKk8ducOdZvxyGYnWkwLMWEN9LOdgR5",
+	"v5q2S1goxZLv1xx8FXbOwqojHnE2qyR0ySq/nk/AhXXIWAQVYk5PqyepBIXqOHQW0X6a6CY0TtY8Ywir",
+	"KPUG95houjP24iyOsASBsEB3era7JrpWwjBEmIaIg0w4hVC7S2jEuP7gI8EQTWZDZYVOAWLrDodkTFyj",
+	"027X9742xqxhv+R4rnyP5hWev7fRA2dAg8xixmWul9LxeQwBaMBCQsct/fWjtpoJ40QuCjHybnnnHR0a",
+	"ZUKihI+Byib6wEO1AyVbtONOKMJ5nO0YjTDhFIRAOOBMiPwngQI2A2FMcrXhLBjfWx+K9zM//nRbntqj",
+	"vVMJwxoqDTMyXeYePeB8WzN7nVz4u5rx2gwt7yNdba2NvQZatVwEcjf3J0y49qXfi8IchMoXvdXPOzRg",
+	"gpGbdUBtXf0EOaA8Sv2YYn2w5+wX+fwHsLKJDNbVtxcshCsIGA+r9K2QmG+p6epRaEZgKZXuyNbqwbUG",
+	"3r7tp0pol2HJ8JFSmItTv8BMBa5IKXwtc+7D3so5/ceYW2VCcAIIVx8vLs4v3ni+d/Lh/eW7sxsdSng9",
+	"OC/EFM5OK0IKvveaQBSepVKiiKEs5F4VPtJs9bBhczapm05UtbEs31AyHtDp4E0TKbazYSYOKKHkSwLH",
+	"OtcajgFFgO8JHSOMTj5cnJ7fnH+4MBmFGV6gAHO+QHfKhrpTFkhMgqmOlw85psGk6ZVNHJ1wqE8QoQm+",
+	"zvDXczP+sO3UOeS0sbWYKc7aqZi17ObqJaqQ+xZwZM6ppJwmEEzFajFeZaKW584F2AYXdrX61Lut0Jx0",
+	"RMabdMzSZFPjwjuxhU6N2IL5okx9b29uLv95dfb3j2fXNz66uRpcXL/+cPXed+iMcXR69m7wf8dIIzNN",
+	"yNj0rUxDpiavI5iJEi/lcjgoxQUhkmwMcgJ8c0hA7dOOWYVTq6iWMIulMsNlteTfi8Gyhb2RGhLLxoKi",
+	"519MLje6h9AYD82l5fMzX5qcJbJy9oJLotwRrhfTTomQEIumTiQGU1iYjGLTzFS5+GalvxEJ9YwAdaS5",
+	"/k8ptjaVOLo1JYBcy1pMpSe3Wu2uorWt9dH17+eXlzU006WN+qXTvr46O/N87/Lqg+d7Zxc3Z1eXV+fX",
+	"Z9XP2hTOEgFcvT5Br3qHLzMeNJkosawN0hTVwwoiF8uTa13aiOAeoiwB7iPAwSQtUvnf6w8XjZjpvH8j",
+	"IlOwyVu/nnZwlHWFFUKokJgG1fp6SVo7nG8TbA91peMACamZ6OPVOaJ4plSwknVTQkMl9+zeN4syS55m",
+	"/bWOlvbUlEZcKdROWEIrOP5MS1wOEWABaIiDqWL9y7OL0/OLNw6EDjpwKiS2Cp5GmMx2EwZPCZcREWMZ",
+	"TF5jEiUcqmjS1IJorhaIUXQDylfCkSkIUWSn60UEwhIdVCMkXWVH1VAsqSx7FvtyUCMs5FltLeTGc5Y3",
+	"/oQowo8Ku9R3vTJlkO3dL/JQBVm5aPVLBatuBNxlHZcnSjS0lsP34a3l4uLHeGsuSTgqzIodpfreDc7f",
+	"ayV4en59Obg5ebuN0/ZRJxp2TMY9Oau2Mp2WAVQhpANJ7itUSebWCjRhUWicORGxcnrMtVO3F5OmIO4d",
+	"FvItS/haKIyZTkMIkTkMREwdjGIANGEJr4aqrnSqrtA+YdRmmPLCclNIq5CNcBSxuaheeHWBR+3z9U2w",
+	"s6JeW/ugaI6J1HWFuuhFnU41KFun66pkmJuz9bPKdEs/GaRLZ7pNJi6j032Impzof4SoUUoKgkSJ8WsF",
+	"kNmBqaaqdq5wOFMU7VQxZVoDDS7P0RQWzbQVQCedzFyFeitTGkXoiFXkunUdFhrrXM/ccJOuIUoNjyb6",
+	"I09u6DRb3uihHbHTwRuB2OiWatfs2Nguiv4YhTR+LBCRvs4b2fXUtqT6FjEaLdB8QpSTN4Fb6vYbaG7S",
+	"1fpoxAGMpPlVeRao46PLqw/o0Ee5b4G6bRRkrHlLc978rXlLb2lqXJriv4SGwNFdC8ekdd+5Q1RXAd4N",
+	"bAmaDln20d9MpZvxM/UxGE/zrm/Adc4HjTibIRMOsSHPVUfmqx3r4kYcTEBoJNxShRE2p/nwJjIgaw8G",
+	"EYHuVhXs3aFfU19J7VWzYgC28skG2QexWqzRbbYVy/HIqcabz+dNrH9uMj5u2WdF6935ydnF9Zl+Jvc8",
+	"UqIZXJ47uda+12m2zTgWA8Ux8freQbPdPLBhfU3rFt2tlIRaeebWVMNUFWS8I0IKF4+/CKfa1WoBzEGX",
+	"tIagfWCF+hC4zlDaxhUlNXBq4elJT53F/ULn1ae1vTA6HkFMhq+qQ2df/TB+tTDLAW2ZHqIaA61Mevxc",
+	"arHptttrikIrikGtmP30uSgvlbSsXbNZKq6oKN0c6AY25Z46B63LWXsG4Krps421nMYh/Uhn8yMfS9Wn",
+	"vfbB5odeu70SvXZv8xNZ1fej7x3W2UrWFqG1RzKbYb6w5FvVcacIWeKxKFZFCO+zsjGYqOCuf+CIhFr+",
+	"5xFQJap16ZOW0Vggy+Wok8okM265zl2nynvdbrngvcx+5YJCyycg5N9YuNiOJLOqEpsT0LRpAvmf3AB1",
+	"HmfM2xPeQhQxHz082Lil4mD0+KixreOV3pgDOB1IWXjZVHVZjk8HFbxC78WoE3SCw07jIHgxbPTw4bDx",
+	"angEjfaoE3bxwbAXHG5R6byqBvOxaIvYeGeJyzvbodQx271uu/ui0ek0up2bTrvfVv/+XC6y6nf8H3oQ",
+	"yqT36jQ+eEuH5ljCqzb7Lc/VLQ5bloS26vFnk329To0lsn4P9UC3W0dYOl1RO0pYg3hrdpSk7Eoh++iv",
+	"NXFaD26l2qMRxspeqbDM2Sg1ZprIeHY44oDDhelUDrWDR6SOByIsURqzSaPXQQSYG9vxGPGEUmWUO/6q",
+	"gkNUSOZTvWZJMhdkSW8ZWvNQ+Kyhc/oxKNmSfvxqC/h6orytUi9opmHTYIRV0r8Io52Xj/YNyHXn2v7R",
+	"OuJnluM3hcN7ZpScUd6A3JpLSr7aBuenEFPX1sIWQrpl2Wrpdo6t111lgV8bSxsjCnNEZrPE5OtSm9ut",
+	"TUgjB0MwhaYp6ytd4Mj2PH5vohKUzZEiuk1WeF7g9U2M8c+PWxq7pc6aH2TpFsvc6wqnTYIuC5x0nyBh",
+	"0oNaIWgUIdn5nw3H7204DsIQYZT3IOzDUsyEUOvBfnpcGS4zxgKjUC1LcPF+njqmgisWvrHF8I15rbN/",
+	"XvtJ+Wx3jb6JA3bT4v7D6rOwPSimaMK0RxOBOituL7ovKL3qSO3aa5QqDYpcG28V184f85UUByHNBnxj",
+	"7puru1CMx4RiY0hWBbbzFOl/aly7CMUHGi1c+0VncYm5TycRq8DJaiPqcfRSdf5PG18v1tKvDa87SP9V",
+	"URhLpCnK5roqVfz2LNdKQXdweSuVbM6X1ao9H9DSGVLtTFR6A2dpzhTTfK3UCSio7pLfr6P2mIo5cHFL",
+	"u+0uwtK2MetHU5+Ap/VlRKL5BEzBRC4D8oTrLdXVA+gPHVCi6K50q9edjzDiEAPOCqgFntnLSUyHoLil",
+	"6mvGiRJYkXPJnskHl28Cs2nZbKop6GtO8C3ttV810e9pb8EUYuP0YIkiwEKibk/XewgUu3dimWRoUUCW",
+	"Wyw3icj3+oJADZLCGxJ4pCUlB8kXTXTjwppVlS8hAq3Aw3H1lWjqcNTGkd73dcBiCItb89cgIZOYE8Ch",
+	"rgewIrN0givvgDw83HRxxOcdfMSsmjxNTYe4WN7XXVWYV9cg/JZxnlUturW80+52mMq6KL2DsBt0hm3c",
+	"eDU6gkYvfBk0joYvcONw1IP0N+cunqx6bdttOT2dFYojHfTTeZXtV5sfOHEuFdzaDd1F71isFzTCE5XP",
+	"g1MOusmFdJf7JTXGtNhWzqUxELRMMgZDQivdSFfO7ug+uj0vVQ5ks/tnseHQXFhi21yUCWXjyx3cHR4E",
+	"vbBxCC9GjR7uDBtHQTdsHEBvdIhfDF8GR6Hnr5JTeUoza9Hp+DWg6/zplYExC5g/ilnONTlSC4bT0bJ6",
+	"uUweuN0dFRnUjdOtnGx3QV1oc+18Y+G9TroVrgp+NnxLDn0N4bOtS+9e3LzJjS6Krpa5wnn7mHxxyVUh",
+	"+YG5QK9wLTQi+t7cgllOwiYapAlZPchG5m9pVhSuJSYRiMI9cCc0r55cysv+kpdemmJInRMhApn9RhAe",
+	"K9MQaChQcQVlsQudD9RW+y01d6BFanqR3Taa5pBN9hfC3MissJTNDGsE+JbWzDayN5c1+S1r9bMHxevf",
+	"qsoqDHI0qPa6xGerZrd6CXun+hNtFM1DW4XKcs4UPmKxaaSIFsoVVfaJIaBadaC6AeQvFCnTe/42QbLS",
+	"JSs/aYCs2L60NkDmUNmzRVAKhTm42ZrVWw/Wt93khcwnwI3rY31PR/0KiWkomugDDUCrvvynCVY6OLVT",
+	"8/ZJItISca01NQfZoBnqtXvHaMSiiM1v6Z1jbugrKWTBOqxQl29A5q1su5J5sVG2XWp0XVlwkze2Gqei",
+	"TsptqS21Xe4irfQv2r0/S+2F9R2rLSIaTouo2VIhTJSZCYXOvP/c4JHT61jtf+Q89SxuyhnFHDe1HZCK",
+	"1+ZYuXNn+kZMTDe9z25FijC/Xuzpqrzs3pieqg0Wj3OznBI/AY4i4MoXQAIA/YqjSAeAZdoq5qO0i2hU",
+	"aj2awuK3WsZQ3u/lbevO/TWNgWKD4VpjID+O78qce2kUyc40ZRzny9XdIaYOq2B6I+Ux6ea8Jhro/jdG",
+	"o8Wq4rI/nNeTPDlhkMbfgrzbtK/vFtmynmypCftbVJSl3dPtWtq33O3cttqxltrJWpQP/dU4yhuG2zVq",
+	"ZLdnm79w18L3DOIX+glSjqjkxUpF0XpwzJJNNnMxo5u3YkXYaghNNuajIVcUKEPTfGPUbAixNJ1gBcPa",
+	"tlvat9ZUtdsvGcVFEbCTUWxZq/sk1up8Q9Z6+d1YqxCHeLYRq+rI13LXtkbNH6U3vmm3qCJinGtClJbg",
+	"agpCmqZBmEpsqX/6KrW5JgRhtLI5J+1mFpLFMVRYaqVLRS7NBQxPVrCWpp2LumoT64rrTWpp1r8A+3fb",
+	"K/jfwVVdMXC4ZzFgl/p5xcH3VdD6NWulILO92eSpelr93pjCYpOfJ0uv2tSXqKb1eHIChNvX+Yhqp21w",
+	"ef67WmU3DlNuVE6atS5Uyd6uUb70tJJg1baeVVbJObOXgriuWUY1e1BX1fnNkrYyxGXuOLU3+zMagJ8l",
+	"GdKtHJsbW5RJOMFCvwNPXxQQrvL/DGXuwfkLyLbeXvFtSj+oeUirnPbwJfRwGxqv8OHLRi84GDWOwoOg",
+	"0Rl14SDsBYfDF9h5PzPJX3rV90Q0/Wdv1MWvgsJbr2wwNH2JjTPsn9O/d+/bf345mnW+vowPhof0VdD7",
+	"LncTpO/mWc39fu6MGMifNdYeXEqaypBqEbKNnmo9TGGxoTXdFR6D9O15aakuh5F+0W9q7aqBTXSlBumb",
+	"R+ckAFN0QFmDxctiQw91xcam3vOr7PV9z3rFEoZByUbC2Em3VDbg2OXWvSxc09fukfSJviz93yvtqoHN",
+	"6XXb7fx+MRRzFoAQ5j2ZIr0MTNhrwQWiDIUQAw2BBovKYMZbu+6uvkyWuGLT+mLW3hBfFaOOyD00C1fM",
+	"WXvOMTbugYJw7QyDRCsidGFQXYQCRZdMyDEHgX7FNMyqlnydeZixMInAxooSAYjI32ya9Rgdtg+Qfnf1",
+	"nAioRPKVAWXngtHs4vzYwmrw7XvSQpvjf7/HoTfQNGx8sONbV1PY+yhglEKg09tWzBbeb31QfHevPs/6",
+	"7+41w/fx3tWBw0MoZGBfk6xPfz2JKrSRlTRafDC/OPHTZ12/ql99W5X1m+GpLk8u3HvXb7UiFuBowoTs",
+	"H7WP2tpatosuiTagmEphKwaUN6b8Qu2LlQt+RIVkzORmQ5hGjoBDCFQSHLlzZJK5eobyTV8ONEuNvu60",
+	"btfl8sy2tpzQsY/mWAamSpCGacFhMTDlTOvkXZdnTWWNfVmYPVXnaXuqj58f/z8AAP//9tWfxAGFAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

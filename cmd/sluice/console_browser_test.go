@@ -266,7 +266,7 @@ func TestConsoleWalkThrough(t *testing.T) {
 	}
 	b.screenshot("queue")
 	b.narrow("queue")
-	b.do(chromedp.Click(chromedp.CSS(`#queue tr[data-queue=`+attr(waiting)+`] button`)))
+	b.do(chromedp.Click(chromedp.CSS(`#queue tr[data-queue=` + attr(waiting) + `] button`)))
 	b.waitFor("the cancelled item", `document.querySelector("#queue tr[data-queue=`+attr(waiting)+`][data-status=CANCELLED]") !== null`, 15*time.Second)
 	var item struct{ Status string }
 	admin("GET", "/workflow/queue/"+waiting, nil, &item)

@@ -8,14 +8,14 @@ package dbsqlc
 import (
 	"context"
 
-	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/domain"
 )
 
 const workspaceGet = `-- name: WorkspaceGet :one
 SELECT id, name, plan, created_at, updated_at FROM workspaces WHERE id = $1
 `
 
-func (q *Queries) WorkspaceGet(ctx context.Context, db DBTX, id uuid.UUID) (Workspace, error) {
+func (q *Queries) WorkspaceGet(ctx context.Context, db DBTX, id domain.ID) (Workspace, error) {
 	row := db.QueryRow(ctx, workspaceGet, id)
 	var i Workspace
 	err := row.Scan(
@@ -35,7 +35,7 @@ RETURNING id, name, plan, created_at, updated_at
 `
 
 type WorkspaceInsertParams struct {
-	ID   uuid.UUID
+	ID   domain.ID
 	Name string
 	Plan string
 }
@@ -61,7 +61,7 @@ LIMIT $2
 `
 
 type WorkspaceListParams struct {
-	After   *uuid.UUID
+	After   *domain.ID
 	MaxRows int32
 }
 
@@ -109,7 +109,7 @@ type WorkspaceStatsRow struct {
 // still waiting for one, and executions that ended FAILED in the last hour
 // (a range on the failed index, so the console's polling costs the recent
 // failures, not the workspace's history).
-func (q *Queries) WorkspaceStats(ctx context.Context, db DBTX, id uuid.UUID) (WorkspaceStatsRow, error) {
+func (q *Queries) WorkspaceStats(ctx context.Context, db DBTX, id domain.ID) (WorkspaceStatsRow, error) {
 	row := db.QueryRow(ctx, workspaceStats, id)
 	var i WorkspaceStatsRow
 	err := row.Scan(&i.Active, &i.Queued, &i.FailedLastHour)
@@ -124,7 +124,7 @@ RETURNING id, name, plan, created_at, updated_at
 
 type WorkspaceUpdatePlanParams struct {
 	Plan string
-	ID   uuid.UUID
+	ID   domain.ID
 }
 
 func (q *Queries) WorkspaceUpdatePlan(ctx context.Context, db DBTX, arg WorkspaceUpdatePlanParams) (Workspace, error) {
@@ -148,7 +148,7 @@ FOR NO KEY UPDATE SKIP LOCKED
 `
 
 type WorkspacesLockForAdmissionRow struct {
-	ID   uuid.UUID
+	ID   domain.ID
 	Plan string
 }
 
@@ -157,7 +157,7 @@ type WorkspacesLockForAdmissionRow struct {
 // exact. NO KEY UPDATE does not conflict with the KEY SHARE lock that
 // enqueue's foreign-key checks take, and SKIP LOCKED lets a second dispatcher
 // move on to other workspaces instead of waiting.
-func (q *Queries) WorkspacesLockForAdmission(ctx context.Context, db DBTX, ids []uuid.UUID) ([]WorkspacesLockForAdmissionRow, error) {
+func (q *Queries) WorkspacesLockForAdmission(ctx context.Context, db DBTX, ids []domain.ID) ([]WorkspacesLockForAdmissionRow, error) {
 	rows, err := db.Query(ctx, workspacesLockForAdmission, ids)
 	if err != nil {
 		return nil, err
