@@ -219,6 +219,18 @@ func TestConsoleWalkThrough(t *testing.T) {
 		t.Errorf("versions list marks %q, want v1 (current)", got)
 	}
 	b.screenshot("definition")
+	b.narrow("definition")
+
+	// A new version from the page: the same graph, a warmer introduction.
+	v2 := `{"nodes": [
+		{"key": "greet", "type": "TRANSFORM", "config": {"output": {"message": "Hello, {{ input.name }}"}}},
+		{"key": "is_ada", "type": "CONDITION", "config": {"left": "{{ input.name }}", "op": "==", "right": "Ada"}},
+		{"key": "welcome", "type": "TRANSFORM", "config": {"output": {"text": "{{ steps.greet.output.message }}, welcome back"}}},
+		{"key": "introduce", "type": "TRANSFORM", "config": {"output": {"text": "{{ steps.greet.output.message }}, lovely to meet you"}}}],
+		"edges": [{"from": "greet", "to": "is_ada"}, {"from": "is_ada", "to": "welcome", "when": true}, {"from": "is_ada", "to": "introduce", "when": false}]}`
+	b.do(chromedp.Click(chromedp.CSS(`details:has(#version-form) > summary`)), chromedp.WaitVisible(chromedp.CSS("#version-graph")),
+		chromedp.SetValue(chromedp.CSS("#version-graph"), v2), chromedp.Click(chromedp.CSS(`#version-form button[type="submit"]`)))
+	b.waitFor("version 2", `location.hash.endsWith("?v=2") && document.querySelector(".filters[aria-label=Versions] a[aria-current=page]")?.textContent === "v2 (current)" && document.querySelectorAll(".filters[aria-label=Versions] a").length === 2`, 15*time.Second)
 
 	// 3. Start it from the page; the console follows the queue item to the
 	// run page, which draws the DAG live until the run completes.
@@ -226,6 +238,9 @@ func TestConsoleWalkThrough(t *testing.T) {
 	b.waitFor("the run page", `location.hash.startsWith("#/executions/")`, 30*time.Second)
 	b.waitFor("the run to complete", `document.querySelector("h1 .badge")?.dataset.status === "COMPLETED"`, 60*time.Second)
 	statuses := evalJS[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("svg.dag g.dag-node")].map(g => [g.dataset.node, g.dataset.status]))`)
+	if got := evalJS[string](b, `document.querySelector(".stats").innerText`); !strings.Contains(got, "greet v2") {
+		t.Errorf("the run page does not name the version it ran, greet v2: %q", got)
+	}
 	want := map[string]string{"greet": "COMPLETED", "is_ada": "COMPLETED", "welcome": "COMPLETED", "introduce": "SKIPPED"}
 	if fmt.Sprint(statuses) != fmt.Sprint(want) {
 		t.Errorf("DAG node statuses %v, want %v", statuses, want)
@@ -250,6 +265,7 @@ func TestConsoleWalkThrough(t *testing.T) {
 	// 4. The executions list shows the run and filters by status.
 	b.do(chromedp.Click(chromedp.CSS(`.crumbs a[href$="/executions"]`)))
 	b.waitFor("the executions list", `document.querySelector("#executions tbody tr[data-status=COMPLETED]") !== null`, 15*time.Second)
+	b.narrow("executions")
 	b.do(chromedp.Click(chromedp.CSS(`.filters a[href*="status=FAILED"]`)))
 	b.waitFor("the FAILED filter to empty the list", `location.hash.includes("status=FAILED") && document.querySelector("#executions td.empty") !== null`, 15*time.Second)
 

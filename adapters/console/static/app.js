@@ -886,7 +886,47 @@ async function viewDefinition(definitionId, params) {
     versions,
     h("section", { class: "card graph-card", "aria-label": "Graph" }, dagView(graph, null)),
     def.currentVersion === version ? startForm : null,
-    h("details", { class: "card" }, h("summary", {}, "Graph JSON"), h("pre", { class: "json" }, json(graph))),
+    versionForm(def, graph),
+  );
+}
+
+// versionForm saves an edited graph as the definition's next version;
+// versions are immutable, so this is the only way to change a graph.
+function versionForm(def, graph) {
+  const text = h("textarea", { id: "version-graph", name: "graph", rows: 14, spellcheck: "false" });
+  text.value = json(graph);
+  const status = h("div", { "aria-live": "polite" });
+  return h(
+    "details",
+    { class: "card" },
+    h("summary", {}, "Graph JSON and a new version"),
+    h(
+      "form",
+      {
+        id: "version-form",
+        onsubmit: async (e) => {
+          e.preventDefault();
+          let parsed;
+          try {
+            parsed = JSON.parse(text.value);
+          } catch (err) {
+            status.replaceChildren(h("div", { class: "problem", role: "alert" }, `The graph is not JSON: ${err.message}`));
+            text.focus();
+            return;
+          }
+          try {
+            const v = await api("POST", `/workflow/definitions/${def.id}/versions`, { graph: parsed });
+            go(`#/definitions/${def.id}?v=${v.version}`);
+          } catch (err) {
+            status.replaceChildren(problemView(err));
+          }
+        },
+      },
+      h("label", { for: "version-graph" }, "Graph (JSON)"),
+      text,
+      h("button", { type: "submit" }, `Save as version ${def.currentVersion + 1}`),
+      status,
+    ),
   );
 }
 
@@ -1188,11 +1228,11 @@ function configSummary(node) {
   const str = (v) => (typeof v === "string" ? v : JSON.stringify(v));
   switch (node.type) {
     case "CONDITION":
-      return clip(`${str(c.left)} ${c.op || ""} ${c.op === "exists" ? "" : str(c.right)}`.trim(), 26);
+      return clip(`${str(c.left)} ${c.op || ""} ${c.op === "exists" ? "" : str(c.right)}`.trim(), 22);
     case "DELAY":
       return `wait ${str(c.duration)}`;
     case "HTTP_REQUEST":
-      return clip(`${c.method || "GET"} ${str(c.url)}`, 26);
+      return clip(`${c.method || "GET"} ${str(c.url)}`, 22);
     default:
       return "";
   }
