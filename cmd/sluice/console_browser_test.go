@@ -337,4 +337,16 @@ func TestConsoleWalkThrough(t *testing.T) {
 	} else {
 		t.Logf("the overview showed a new run %s after it was enqueued", took.Round(time.Millisecond))
 	}
+
+	// A running execution's page: its DELAY node running in blue, and
+	// Cancel, after which the page turns CANCELLED by itself.
+	b.do(chromedp.Click(chromedp.CSS(`#workspaces tr[data-workspace=` + attr(acme) + `] th a`)))
+	b.waitFor("Acme's running item", `document.querySelector("#queue tr[data-status=DISPATCHED] a[href^='#/executions/']") !== null`, 15*time.Second)
+	b.do(chromedp.Click(chromedp.CSS(`#queue tr[data-status=DISPATCHED] a[href^='#/executions/']`)))
+	b.waitFor("the running DELAY node", `document.querySelector("svg.dag g.dag-node[data-node=wait]")?.dataset.status === "RUNNING"`, 15*time.Second)
+	if fill := evalJS[string](b, `getComputedStyle(document.querySelector("svg.dag g.dag-node[data-node=wait] rect")).fill`); fill != "rgb(219, 234, 254)" {
+		t.Errorf("a RUNNING node is filled %s, want blue", fill)
+	}
+	b.do(chromedp.Click(chromedp.CSS(`button.danger`)))
+	b.waitFor("the run page to show CANCELLED without a reload", `document.querySelector("h1 .badge")?.dataset.status === "CANCELLED"`, 30*time.Second)
 }
