@@ -369,6 +369,9 @@ type NotFound = Problem
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
 
+// TooMany RFC 9457 problem details.
+type TooMany = Problem
+
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
 
@@ -1411,6 +1414,15 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
+type TooManyResponseHeaders struct {
+	RetryAfter int
+}
+type TooManyApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers TooManyResponseHeaders
+}
+
 type UnauthorizedApplicationProblemPlusJSONResponse Problem
 
 type ListDefinitionsRequestObject struct {
@@ -1566,6 +1578,18 @@ func (response CreateDefinition422ApplicationProblemPlusJSONResponse) VisitCreat
 	w.WriteHeader(422)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateDefinition429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinition429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateDefinition500ApplicationProblemPlusJSONResponse struct {
@@ -1806,6 +1830,18 @@ func (response CreateDefinitionVersion422ApplicationProblemPlusJSONResponse) Vis
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateDefinitionVersion429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinitionVersion429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CreateDefinitionVersion500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2044,6 +2080,18 @@ func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnque
 	w.WriteHeader(413)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type EnqueueExecution500ApplicationProblemPlusJSONResponse struct {
@@ -3584,106 +3632,110 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9wMzgys84bep88iZpmzttmk3SHdxpig0tHdtcy6RKUnG9Qf77BR+S",
-	"KFm25dhtd4oABerYFHl4eN4P6sEL2CxmFKgUXv/BizHHM5DA9V8nCReMq08hiICTWBJGvb53MwF0R+Gr",
-	"NAPuEBshOQEUc7gnLBEoxmNoer5H1OgvCfCF53sUz8Dre4GZ1PdEMIEZVrPP8Nd3QMdy4vW77bbvyUWs",
-	"RgrJCR17j4++dwojQola/jyshmfO+HQUsTkKs6G/CETCDIwYy0kORehO6HscviSEQ+j1JU/AhW3E+AxL",
-	"r+8lCVEjl2E7+wpBsg40SAdogNCvAaYBRAhHgiGJpyAQRl8SSAARCTM96LcVYIOz1m5QvyMzIpfhvcRj",
-	"QIL8e+XxRfo5d60QRjiJpNc/bPvqKMksmdmDnBFq/upkIBAqYQxcw/AH41MR4wDWHaoesO4o584su+Dk",
-	"UT0sYkYFaOr/Gw6v4EsCQqMpYFQC1R9xHEckwArOVszZMILZ//xLKKAfPPiKZ3EEZjsSk8jra5BASDRk",
-	"4QJNsECYIuBcM4H+X3j9Tw/eDITAYwXSLFGjAWFkQdUb7nstd6uPn31PSCwT4fV7mmuIVAt75/QeRyRE",
-	"dtl8pxMpY9FvtUSUkACaIdyn4IsWMQ810oceXcz9N4eR1/f+q5ULi5b5VbQuzQwGf8snmO6dCDTDkToC",
-	"CBHjaMgBT4WWGmamplryhNFRRIJdEX4ewixmEmiwaPwOCzTHAiUCQjQncoIwCsloBByoORLPxeOrHI8Z",
-	"MPUQ6KwZpE/uG4vpxMLsROqfBEu45hC1C9B4fM34kIQh0B0RqRbIJSUaQsToWCDJEKZMToDnHFrA4kGO",
-	"xRyUWmgcZcP3hTvJpkDRDC8QZRJJlgQKcURkmNMYO6cSOMXRjggjdpqMv1OcHBY5tDSqFoNaAPeBl2s2",
-	"AzkhdIxGmESKI6lhReD3wI8tYVmam2A6hlBhTz1hsaWlxRuO48mOGOuidIurpGFCp5TNKaIsBHTrfb31",
-	"HIk4ViC0IByDaLVbknmPvvtssAgi6COMGrdJu30AaJh9wkuzqAVEUa52u8tyVQ/eTqqaR/ZF0Xo2JVEV",
-	"QWNkoDodvDlGcA98kSJUjYiIkKncI1IZZnKiT/CCydcsoeGOp1dhdaEj3A4P8EtodEe9YaMXvOg0XuEj",
-	"aBwOXwQvwyN4NWp3NOgjDYArN3o5ti+cATUwTZlsmOH7wPIFQ0LJiYKIuGHsHeZj2Kc1AF8DgFCgTrt3",
-	"dPjyBRouJAgXJR1HlF7iRcRwiCRjKNKQ1EKNZKxhhu+LADXoirrUrBzJCXbFB8JBALEUGmkfKU7khHHy",
-	"b9iV1mZECCWyhoC5WlXJ9QL1dHJUFZathaXEfWJPNKRB9JW5g60akhOsbaFUpjGOONyzKYRNbRHbedWy",
-	"g5j8DgvtlHEWA5fEmKUBBywhHMiCTRtiCQ1JZrBs2PoeCWvYv6k9/bD8Q8xhRL5Wm+gjwo2S4DhQfmPq",
-	"CwoIOEhf2QoSoghNYSEQjjGXzaq1LRbW7IomUYSH6nSNYb80xbzoTWx2gXJX4ZOnhxQ9CY2ObPO+g3gX",
-	"3M/ZzGz4LzA234l28K6sM7F8hDXPI6XsBw+ocqI+eSeDi5Ozd+/OTj0//Xx+8caBYd3u7HSVAOutGYpz",
-	"fB4chlqk4+jSgX+EIwF+aUsp7ZRd+Rmh6d+dTVDqOVaDl8cAngbiOLVW1jH0m1RTP2lDOxJhJf0ZsFej",
-	"5R/AxXfBSQnYTXBlzv13JCjfiyNMNwptNaaS+OzzqzcV5lIZR9GHkTZV161lxyurtLg/Ix+XZer1ROsF",
-	"GsAxEpJxQEQiyubNjdRjZ1wG/nMhgLYXjRIkXPnPlvYcpZGFd/wt+W1XHZXE4bab+EYKo4SbFBFFBZKD",
-	"W0Vs+Wld4nGVApHKX3I/rMOxc/aP2WKYc7zQGM3iuJrt1mvZMhKk8ducOdZvxyGYnWkwLMWEN9LOdgR5",
-	"v5q2S1goxZLv1xx8FXbOwqojHnE2qyR0ySq/nk/AhXXIWAQVYk5PqyepBIXqOHQW0X6a6CY0TtY8Ywir",
-	"KPUG95houjP24iyOsASBsEB3era7JrpWwjBEmIaIg0w4hVC7S2jEuP7gI8EQTWZDZYVOAWLrDodkTFyj",
-	"027X9742xqxhv+R4rnyP5hWev7fRA2dAg8xixmWul9LxeQwBaMBCQsct/fWjtpoJ40QuCjHybnnnHR0a",
-	"ZUKihI+Byib6wEO1AyVbtONOKMJ5nO0YjTDhFIRAOOBMiPwngQI2A2FMcrXhLBjfWx+K9zM//nRbntqj",
-	"vVMJwxoqDTMyXeYePeB8WzN7nVz4u5rx2gwt7yNdba2NvQZatVwEcjf3J0y49qXfi8IchMoXvdXPOzRg",
-	"gpGbdUBtXf0EOaA8Sv2YYn2w5+wX+fwHsLKJDNbVtxcshCsIGA+r9K2QmG+p6epRaEZgKZXuyNbqwbUG",
-	"3r7tp0pol2HJ8JFSmItTv8BMBa5IKXwtc+7D3so5/ceYW2VCcAIIVx8vLs4v3ni+d/Lh/eW7sxsdSng9",
-	"OC/EFM5OK0IKvveaQBSepVKiiKEs5F4VPtJs9bBhczapm05UtbEs31AyHtDp4E0TKbazYSYOKKHkSwLH",
-	"OtcajgFFgO8JHSOMTj5cnJ7fnH+4MBmFGV6gAHO+QHfKhrpTFkhMgqmOlw85psGk6ZVNHJ1wqE8QoQm+",
-	"zvDXczP+sO3UOeS0sbWYKc7aqZi17ObqJaqQ+xZwZM6ppJwmEEzFajFeZaKW584F2AYXdrX61Lut0Jx0",
-	"RMabdMzSZFPjwjuxhU6N2IL5okx9b29uLv95dfb3j2fXNz66uRpcXL/+cPXed+iMcXR69m7wf8dIIzNN",
-	"yNj0rUxDpiavI5iJEi/lcjgoxQUhkmwMcgJ8c0hA7dOOWYVTq6iWMIulMsNlteTfi8Gyhb2RGhLLxoKi",
-	"519MLje6h9AYD82l5fMzX5qcJbJy9oJLotwRrhfTTomQEIumTiQGU1iYjGLTzFS5+GalvxEJ9YwAdaS5",
-	"/k8ptjaVOLo1JYBcy1pMpSe3Wu2uorWt9dH17+eXlzU006WN+qXTvr46O/N87/Lqg+d7Zxc3Z1eXV+fX",
-	"Z9XP2hTOEgFcvT5Br3qHLzMeNJkosawN0hTVwwoiF8uTa13aiOAeoiwB7iPAwSQtUvnf6w8XjZjpvH8j",
-	"IlOwyVu/nnZwlHWFFUKokJgG1fp6SVo7nG8TbA91peMACamZ6OPVOaJ4plSwknVTQkMl9+zeN4syS55m",
-	"/bWOlvbUlEZcKdROWEIrOP5MS1wOEWABaIiDqWL9y7OL0/OLNw6EDjpwKiS2Cp5GmMx2EwZPCZcREWMZ",
-	"TF5jEiUcqmjS1IJorhaIUXQDylfCkSkIUWSn60UEwhIdVCMkXWVH1VAsqSx7FvtyUCMs5FltLeTGc5Y3",
-	"/oQowo8Ku9R3vTJlkO3dL/JQBVm5aPVLBatuBNxlHZcnSjS0lsP34a3l4uLHeGsuSTgqzIodpfreDc7f",
-	"ayV4en59Obg5ebuN0/ZRJxp2TMY9Oau2Mp2WAVQhpANJ7itUSebWCjRhUWicORGxcnrMtVO3F5OmIO4d",
-	"FvItS/haKIyZTkMIkTkMREwdjGIANGEJr4aqrnSqrtA+YdRmmPLCclNIq5CNcBSxuaheeHWBR+3z9U2w",
-	"s6JeW/ugaI6J1HWFuuhFnU41KFun66pkmJuz9bPKdEs/GaRLZ7pNJi6j032Impzof4SoUUoKgkSJ8WsF",
-	"kNmBqaaqdq5wOFMU7VQxZVoDDS7P0RQWzbQVQCedzFyFeitTGkXoiFXkunUdFhrrXM/ccJOuIUoNjyb6",
-	"I09u6DRb3uihHbHTwRuB2OiWatfs2Nguiv4YhTR+LBCRvs4b2fXUtqT6FjEaLdB8QpSTN4Fb6vYbaG7S",
-	"1fpoxAGMpPlVeRao46PLqw/o0Ee5b4G6bRRkrHlLc978rXlLb2lqXJriv4SGwNFdC8ekdd+5Q1RXAd4N",
-	"bAmaDln20d9MpZvxM/UxGE/zrm/Adc4HjTibIRMOsSHPVUfmqx3r4kYcTEBoJNxShRE2p/nwJjIgaw8G",
-	"EYHuVhXs3aFfU19J7VWzYgC28skG2QexWqzRbbYVy/HIqcabz+dNrH9uMj5u2WdF6935ydnF9Zl+Jvc8",
-	"UqIZXJ47uda+12m2zTgWA8Ux8freQbPdPLBhfU3rFt2tlIRaeebWVMNUFWS8I0IKF4+/CKfa1WoBzEGX",
-	"tIagfWCF+hC4zlDaxhUlNXBq4elJT53F/ULn1ae1vTA6HkFMhq+qQ2df/TB+tTDLAW2ZHqIaA61Mevxc",
-	"arHptttrikIrikGtmP30uSgvlbSsXbNZKq6oKN0c6AY25Z46B63LWXsG4Krps421nMYh/Uhn8yMfS9Wn",
-	"vfbB5odeu70SvXZv8xNZ1fej7x3W2UrWFqG1RzKbYb6w5FvVcacIWeKxKFZFCO+zsjGYqOCuf+CIhFr+",
-	"5xFQJap16ZOW0Vggy+Wok8okM265zl2nynvdbrngvcx+5YJCyycg5N9YuNiOJLOqEpsT0LRpAvmf3AB1",
-	"HmfM2xPeQhQxHz082Lil4mD0+KixreOV3pgDOB1IWXjZVHVZjk8HFbxC78WoE3SCw07jIHgxbPTw4bDx",
-	"angEjfaoE3bxwbAXHG5R6byqBvOxaIvYeGeJyzvbodQx271uu/ui0ek0up2bTrvfVv/+XC6y6nf8H3oQ",
-	"yqT36jQ+eEuH5ljCqzb7Lc/VLQ5bloS26vFnk329To0lsn4P9UC3W0dYOl1RO0pYg3hrdpSk7Eoh++iv",
-	"NXFaD26l2qMRxspeqbDM2Sg1ZprIeHY44oDDhelUDrWDR6SOByIsURqzSaPXQQSYG9vxGPGEUmWUO/6q",
-	"gkNUSOZTvWZJMhdkSW8ZWvNQ+Kyhc/oxKNmSfvxqC/h6orytUi9opmHTYIRV0r8Io52Xj/YNyHXn2v7R",
-	"OuJnluM3hcN7ZpScUd6A3JpLSr7aBuenEFPX1sIWQrpl2Wrpdo6t111lgV8bSxsjCnNEZrPE5OtSm9ut",
-	"TUgjB0MwhaYp6ytd4Mj2PH5vohKUzZEiuk1WeF7g9U2M8c+PWxq7pc6aH2TpFsvc6wqnTYIuC5x0nyBh",
-	"0oNaIWgUIdn5nw3H7204DsIQYZT3IOzDUsyEUOvBfnpcGS4zxgKjUC1LcPF+njqmgisWvrHF8I15rbN/",
-	"XvtJ+Wx3jb6JA3bT4v7D6rOwPSimaMK0RxOBOituL7ovKL3qSO3aa5QqDYpcG28V184f85UUByHNBnxj",
-	"7puru1CMx4RiY0hWBbbzFOl/aly7CMUHGi1c+0VncYm5TycRq8DJaiPqcfRSdf5PG18v1tKvDa87SP9V",
-	"URhLpCnK5roqVfz2LNdKQXdweSuVbM6X1ao9H9DSGVLtTFR6A2dpzhTTfK3UCSio7pLfr6P2mIo5cHFL",
-	"u+0uwtK2MetHU5+Ap/VlRKL5BEzBRC4D8oTrLdXVA+gPHVCi6K50q9edjzDiEAPOCqgFntnLSUyHoLil",
-	"6mvGiRJYkXPJnskHl28Cs2nZbKop6GtO8C3ttV810e9pb8EUYuP0YIkiwEKibk/XewgUu3dimWRoUUCW",
-	"Wyw3icj3+oJADZLCGxJ4pCUlB8kXTXTjwppVlS8hAq3Aw3H1lWjqcNTGkd73dcBiCItb89cgIZOYE8Ch",
-	"rgewIrN0givvgDw83HRxxOcdfMSsmjxNTYe4WN7XXVWYV9cg/JZxnlUturW80+52mMq6KL2DsBt0hm3c",
-	"eDU6gkYvfBk0joYvcONw1IP0N+cunqx6bdttOT2dFYojHfTTeZXtV5sfOHEuFdzaDd1F71isFzTCE5XP",
-	"g1MOusmFdJf7JTXGtNhWzqUxELRMMgZDQivdSFfO7ug+uj0vVQ5ks/tnseHQXFhi21yUCWXjyx3cHR4E",
-	"vbBxCC9GjR7uDBtHQTdsHEBvdIhfDF8GR6Hnr5JTeUoza9Hp+DWg6/zplYExC5g/ilnONTlSC4bT0bJ6",
-	"uUweuN0dFRnUjdOtnGx3QV1oc+18Y+G9TroVrgp+NnxLDn0N4bOtS+9e3LzJjS6Krpa5wnn7mHxxyVUh",
-	"+YG5QK9wLTQi+t7cgllOwiYapAlZPchG5m9pVhSuJSYRiMI9cCc0r55cysv+kpdemmJInRMhApn9RhAe",
-	"K9MQaChQcQVlsQudD9RW+y01d6BFanqR3Taa5pBN9hfC3MissJTNDGsE+JbWzDayN5c1+S1r9bMHxevf",
-	"qsoqDHI0qPa6xGerZrd6CXun+hNtFM1DW4XKcs4UPmKxaaSIFsoVVfaJIaBadaC6AeQvFCnTe/42QbLS",
-	"JSs/aYCs2L60NkDmUNmzRVAKhTm42ZrVWw/Wt93khcwnwI3rY31PR/0KiWkomugDDUCrvvynCVY6OLVT",
-	"8/ZJItISca01NQfZoBnqtXvHaMSiiM1v6Z1jbugrKWTBOqxQl29A5q1su5J5sVG2XWp0XVlwkze2Gqei",
-	"TsptqS21Xe4irfQv2r0/S+2F9R2rLSIaTouo2VIhTJSZCYXOvP/c4JHT61jtf+Q89SxuyhnFHDe1HZCK",
-	"1+ZYuXNn+kZMTDe9z25FijC/Xuzpqrzs3pieqg0Wj3OznBI/AY4i4MoXQAIA/YqjSAeAZdoq5qO0i2hU",
-	"aj2awuK3WsZQ3u/lbevO/TWNgWKD4VpjID+O78qce2kUyc40ZRzny9XdIaYOq2B6I+Ux6ea8Jhro/jdG",
-	"o8Wq4rI/nNeTPDlhkMbfgrzbtK/vFtmynmypCftbVJSl3dPtWtq33O3cttqxltrJWpQP/dU4yhuG2zVq",
-	"ZLdnm79w18L3DOIX+glSjqjkxUpF0XpwzJJNNnMxo5u3YkXYaghNNuajIVcUKEPTfGPUbAixNJ1gBcPa",
-	"tlvat9ZUtdsvGcVFEbCTUWxZq/sk1up8Q9Z6+d1YqxCHeLYRq+rI13LXtkbNH6U3vmm3qCJinGtClJbg",
-	"agpCmqZBmEpsqX/6KrW5JgRhtLI5J+1mFpLFMVRYaqVLRS7NBQxPVrCWpp2LumoT64rrTWpp1r8A+3fb",
-	"K/jfwVVdMXC4ZzFgl/p5xcH3VdD6NWulILO92eSpelr93pjCYpOfJ0uv2tSXqKb1eHIChNvX+Yhqp21w",
-	"ef67WmU3DlNuVE6atS5Uyd6uUb70tJJg1baeVVbJObOXgriuWUY1e1BX1fnNkrYyxGXuOLU3+zMagJ8l",
-	"GdKtHJsbW5RJOMFCvwNPXxQQrvL/DGXuwfkLyLbeXvFtSj+oeUirnPbwJfRwGxqv8OHLRi84GDWOwoOg",
-	"0Rl14SDsBYfDF9h5PzPJX3rV90Q0/Wdv1MWvgsJbr2wwNH2JjTPsn9O/d+/bf345mnW+vowPhof0VdD7",
-	"LncTpO/mWc39fu6MGMifNdYeXEqaypBqEbKNnmo9TGGxoTXdFR6D9O15aakuh5F+0W9q7aqBTXSlBumb",
-	"R+ckAFN0QFmDxctiQw91xcam3vOr7PV9z3rFEoZByUbC2Em3VDbg2OXWvSxc09fukfSJviz93yvtqoHN",
-	"6XXb7fx+MRRzFoAQ5j2ZIr0MTNhrwQWiDIUQAw2BBovKYMZbu+6uvkyWuGLT+mLW3hBfFaOOyD00C1fM",
-	"WXvOMTbugYJw7QyDRCsidGFQXYQCRZdMyDEHgX7FNMyqlnydeZixMInAxooSAYjI32ya9Rgdtg+Qfnf1",
-	"nAioRPKVAWXngtHs4vzYwmrw7XvSQpvjf7/HoTfQNGx8sONbV1PY+yhglEKg09tWzBbeb31QfHevPs/6",
-	"7+41w/fx3tWBw0MoZGBfk6xPfz2JKrSRlTRafDC/OPHTZ12/ql99W5X1m+GpLk8u3HvXb7UiFuBowoTs",
-	"H7WP2tpatosuiTagmEphKwaUN6b8Qu2LlQt+RIVkzORmQ5hGjoBDCFQSHLlzZJK5eobyTV8ONEuNvu60",
-	"btfl8sy2tpzQsY/mWAamSpCGacFhMTDlTOvkXZdnTWWNfVmYPVXnaXuqj58f/z8AAP//9tWfxAGFAAA=",
+	"H4sIAAAAAAAC/+w9a2/buJZ/hdAuMC1WfsZpU+eTb5J2stOmmSS9g52muKGlY5vXMqmSVFzfIP99wYck",
+	"SpZtOXbbmaLAAJMmFHl4eN4P8sEL2CxmFKgUXv/BizHHM5DA9b9OEi4YVz+FIAJOYkkY9frezQTQHYUv",
+	"0gy4Q2yE5ARQzOGesESgGI+h6fkeUaM/J8AXnu9RPAOv7wVmUt8TwQRmWM0+w1/eAh3Lidfvttu+Jxex",
+	"GikkJ3TsPT763imMCCVq+fOwGp4549NRxOYozIb+IhAJMzBiLCc5FKE7oe9x+JwQDqHXlzwBF7YR4zMs",
+	"vb6XJESNXIbt7AsEyTrQIB2gAULPAkwDiBCOBEMST0EgjD4nkAAiEmZ60PMVYIOz1m5QvyUzIpfhvcRj",
+	"QIL8Z+XxRfo7d60QRjiJpNc/bPvqKMksmdmDnBFq/tXJQCBUwhi4huEPxqcixgGsO1Q9YN1Rzp1ZdsHJ",
+	"o/pYxIwK0NT/DxxewecEhEZTwKgEqn/EcRyRACs4WzFnwwhm//NvoYB+8OALnsURmO1ITCKvr0ECIdGQ",
+	"hQs0wQJhioBzzQT6/8Lrf3zwZiAEHiuQZokaDQgjC6recN9ruVt9/OR7QmKZCK/f01xDpFrYO6f3OCIh",
+	"ssvmO51IGYt+qyWihATQDOE+BV+0iPmokX706GLuvzmMvL73X61cWLTMX0Xr0sxg8Ld8guneiUAzHKkj",
+	"gBAxjoYc8FRoqWFmaqolTxgdRSTYFeHnIcxiJoEGi8ZvsEBzLFAiIERzIicIo5CMRsCBmiPxXDy+yvGY",
+	"AVMPgc6aQfrlvrGYTizMTqT+k2AJ1xyidgEaj68ZH5IwBLojItUCuaREQ4gYHQskGcKUyQnwnEMLWDzI",
+	"sZiDUguNo2z4vnAn2RQomuEFokwiyZJAIY6IDHMaY+dUAqc42hFhxE6T8XeKk8Mih5ZG1WJQC+A+8HLN",
+	"ZiAnhI7RCJNIcSQ1rAj8HvixJSxLcxNMxxAq7KkvLLa0tHjDcTzZEWNdlG5xlTRM6JSyOUWUhYBuvS+3",
+	"niMRxwqEFoRjEK12SzLv0Xe/DRZBBH2EUeM2abcPAA2zn/DSLGoBUZSr3e6yXNWDt5Oq5pN9UbSeTUlU",
+	"RdAYGahOB2+OEdwDX6QIVSMiImQq94hUhpmc6BO8YPI1S2i44+lVWF3oCLfDA/wSGt1Rb9joBS86jVf4",
+	"CBqHwxfBy/AIXo3aHQ36SAPgyo1eju0LZ0ANTFMmG2b4PrB8wZBQcqIgIm4Ye4v5GPZpDcCXACAUqNPu",
+	"HR2+fIGGCwnCRUnHEaWXeBExHCLJGIo0JLVQIxlrmOH7IkANuqIuNStHcoJd8YFwEEAsRYq0d5gudsTZ",
+	"54RJbJEFYR9hiWZMSNRpt9soBhoqUZab0AUMdh2V/nthnnro02s3sm/2rdLnLIlCFGMhEKOQelKu4asB",
+	"EOhZYZ+3VG/UdxhP+FpEChQDNzLieRNdGKmtTSAhGYcQYZoJ81uKIw44XKR/s8K+ie6uQPJFYzCSwO/U",
+	"WQuQaD4BDmiOiVRTTiCKRV+Be0sN7kOOCRUIi9zlEUiBJybNW2UATACH1rd05l+2/a8hYDTUhoZaDQ1h",
+	"xDgYGsOzHHlKqyvUNYvu5DqvQ53GB4oTOWGc/Ad2FYAzIoRCxhAwV6ygjI2CSOvk1FdYthbtJe4XexJs",
+	"GkRf2eDY2kZygrWBnipaxhGHezaFsKndNDuvWnYQk99Ac3PMWQxcEuMrBRywhHAgC45WiCU0JJnBsrfl",
+	"eySs4ZSlTt7D8h9iDiPypdpvHBFuLBeOAwlcpGwlIOAgfUVXEqIITWEhEI4xl82qtS0W1uyKJlGEh+p0",
+	"jbe5NMW86OJu9stz//Wjp4cU3VuNjmzzvoN4F9xP2cxs+G8wjsiJjjpcWQ93+QhrnkdK2Q8eUMVjH72T",
+	"wcXJ2du3Z6een/58fvHGgWHd7ux0lQDrrRmKcxxxHIZa3OHo0oF/hCMBfmlLKe2U40szQtN/dzZBqedY",
+	"DV4emHoaiOPUhF7H0G9S8/FJG9qRCCvpz4C9Gi3/BC6+CU5KwG6CK4s4fUOC8r04wnSj0FZjKonPfr96",
+	"U2EulXEUvR9p/2ndWna8cpWK+zPysUIfT7ReoAEcG0sBEYkomzc3Uo+dcRn4T4Wo7l40SpBwDlRa2nOU",
+	"Rqb9/S35bVcdlcThtpv4SgqjhJsUEUUFkoNbRWz5aV3icZUC0Za3+8M6HDtn/5gthjnHC43RLLmg2W69",
+	"li0jwXoAzhzrt+MQzM40GJYSFRtpZzuCvF9N2yUslBIc92sOvgo7Z2HVEY84m1USumSVv55PwIV1yFgE",
+	"FWJOT6snqQTFeBdZmuVpopvQOFnzjSGsotQb3GOi6c7Yi7M4whK0e3OnZ7trouvcpeIgE04h1D48GjGu",
+	"f/CRYIgms6GyQqcAsY3RhGRMXKPTbtf3vjTGrGF/yfFc+R7NKzx/Z0NazoAGmcWMy1wvpePzwBbQgCmf",
+	"saV//aitZsI4kYtC4qZb3nlHx+uVh53wMVDZRO+5cty0X6qjSYQinHupx2iECacgBMIBZ0LkfxIoYDMQ",
+	"xiRXG84yRL31+SE/Cy6dbstTe7R3KmFYQ6VhRqbL3KMHnG9rZq+TC7+rGa/N0PI+0tXW2throFXLRSB3",
+	"c3/ChGtf+p0ozEGofNFb/b1DAyZCvlkH1NbVT5ADyqPUn+nIhj1nv8jn34GVTbi6rr69YCFcQcB4WKVv",
+	"hcR8S01Xj0IzAkupdEe2Vh+uNfD2bT9VQrsMS4aPlMJcnPoFZipwRUrha5lzH/ZWzunfx9wqE4ITQLj6",
+	"cHFxfvHG872T9+8u357d6FDC68F5IaZwdloRUvC91wSi8CyVEkUMZXmgqvCRZquHDZuzlQbpRFUby5Jg",
+	"JeMBnQ7eNJFiOxtm4oASSj4ncKwLAMIxoAjwPaFjhNHJ+4vT85vz9xcmzTXDCxRgzhfoTtlQd8oCiUkw",
+	"1UmcIcc0mDS9somjs2D1CSI0GYEZ/nJuxh+2neKbnDa2FjPFWTsVs5bdXL1EFXJ/BRyZcyoppwkEU7Fa",
+	"jFeZqOW5cwG2wYVdrT71bis0Jx2R8SYdszTZ1LjwTmyhUyO2YH5Rpr5fb24u/3V19vuHs+sbH91cDS6u",
+	"X7+/euc7dMY4Oj17O/i/Y6SRmWYJbU2BTEOmJtkomIkSLyUYOSjFBSGSbAxyAnxzSEDt045ZhVOrqJYw",
+	"i6Uyw2W15N+LwbKFvZEaEsvGgqLnX0yBQXQPoTEemkvL52e+NDlLZOXsBZdEuSPc5nx0egdi0dTZ7WAK",
+	"C5PmbpqZKhffrPQ3IqGeEaCONNf/KcXWphJHt6YEkGtZi6n05Far3VW0trU+uv7t/PKyhma6tFG/dNrX",
+	"V2dnnu9dXr33fO/s4ubs6vLq/Pqs+lubwlkigKvXJ+hV7/BlxoMmEyWWtUGaonpYQeRieXKtSxsR3EOU",
+	"VWX4CHAwSSun/vf6/UUjZroYpRGRKdiKAr+ednCUdYUVQqiQmAbV+npJWjucbxNsD3Wl4wAJqZnow9U5",
+	"onimVLCSdVNCQyX37N43izJLnmb9tY6W9tSURlwp1E5YQis4/kxLXA4RYAFoiIOpYv3Ls4vT84s3DoQO",
+	"OnAqJLYKnkaYzHYTBk8JlxERYxlMXmMSJRyqaNIUKGmuFohRdAPKV8KRqVJSZKeLmATCEh1UIyRdZUfV",
+	"UKzzLXsW+3JQIyzkWW0t5MZzljf+hCjC9wq71He9MmWQ7d0v8lAFWblo9UtV1G4E3GUdlydKNLSWw/fh",
+	"reXi4vt4ay5JOCrMih2l+t4Ozt9pJXh6fn05uDn5dRun7YNONOyYjHtyVm1lOi0DqEJIB5LcV6iSs7zQ",
+	"ZcKi0DhzImLl9Jhrp24vJk2V5lss5K8s4WuhMGY6DSFE5jAQMcVZigHQhCW8Gqq60qm6beCEUZthckt/",
+	"dE9IhCnCUcTmonrh1QUetc/XN8HOiiYC7YNmFUsjXfSiTqcalK3TdVUyzM3Z+lm7hKWfDNKlM90mE5fR",
+	"6T5ETU7030PUKCUFQaLE+LUCyOzAVFNVO1c4nCmKdqqYMq2BBpfnaAqLrBxMJ53MXIV6K1MaReiIVeS6",
+	"dR0WGutcz9xwk64hSg2PJvojT27oNFvefaQdsdPBG4HY6JZq1+zY2C6K/hiFNH4sEJG+zhvZ9dS2pPot",
+	"YjRaoPmERGBq69xaQM1NuoUEjTiAkTTPlGeBOj66vHqPDn2U+xao20ZBxpq3NOfN581bektT49JU0yU0",
+	"BI7uWjgmrfvOHaK6NPVuYEvQdMiyj/5hKt2Mn6mPwXiad7YU0DkfNOJshkw4xIY8Vx2Zr3asK25xMAGh",
+	"kXBLFUbYnObDm8iArD0YRAS6W1Wwd4eepb7Sc1N8GJEAbOWTDbIPYrVYo9tsK5bjkVONN5/Pm1j/ucn4",
+	"uGW/Fa235ydnF9dn+pvc80iJZnB57uRa+16n2TbjWAwUx8TrewfNdvPAhvU1rVt0t1ISajkVnboapqog",
+	"4y0RUrh4/EW4laBGC2AOus46BO0DK9SHwHWG0nZTKamBUwtPT3rqLO4X2gE/rm3Q0vEIYjJ8VW1j+2rS",
+	"8quFWQ5oyzS21RhoZdLjp1LfV7fdXlMUWlEMasXsx09FeamkZe2azVJxRUXp5kB3VSr31DloXWPdMwBX",
+	"TZ9trOV0s+lPOps/+VCqPu21DzZ/9Npt4Om1e5u/yFoRHn3vsM5Wsl4drT2S2QzzhSXfqjZQRcgSj0Wx",
+	"KkJ4n5SNwUQFd/0TRyTU8j+PgCpRrUuftIzGAlkuR51UJplxy80XOlXe63bLXRhl9isXFFo+ASH/wcLF",
+	"diSZVZXYnICmTRPI/+gGqPM4Y94z8ytEEfPRw4ONWyoORo+PGts6XumNOYDTFpeFl01Vl+X4dFDBK/Re",
+	"jDpBJzjsNA6CF8NGDx8OG6+GR9BojzphFx8Me8HhFpXOq2owH4u2iI13lri8sx1KHbPd67a7LxqdTqPb",
+	"uem0+23135/LRVb9jv9dD0KZ9F6dbhxv6dAcS3jVZr/mubrFYcuS0FY9/miyr9epsUTWhKQ+6HbrCEun",
+	"VU9/9KrWKrprZ0eJbA7KmiklqbxSKD/6a02i1oNb2fZohLeybyoseTZKjZ8mMp5g2u5ivDDtEBKp44cI",
+	"S5TGeNJodxAB5sbWPEY8oVQZ8cutLUuS/FSvWZLkBdnTW4bWfBT+1Og5/RiUbEk/frXFfD1R3lmpoTnT",
+	"yGnwwir1X4TR5stH+wbkunNtf2+d8iPL/ZvC4f1klJxR3oDcmktKvt0GZ6kQg9fWxRZCumXZaumKma3X",
+	"XWWxXxvLHCMKc0Rms8Tk91Ib3a1lSCMNQzCFqSnrK13gyPY83m+iGJTNkSK6TVZ7XhD2VYz3T49bGsel",
+	"TpzvZBkXy+LrCqdNgi4LtHSfIGHSg1ohaBQh2fl/Gpp/dUNzEIYIo7zHYR+WZSa0Wg/2p8eV4ThjXDAK",
+	"1bIHFy+lqmNauGLkK1sYX5k3O/vnzR+UL3e3ADZxwG5a339YfRa2x8UUZZj2ayJQZ8WVXfcFJVkdCV7b",
+	"xV9pgOTae6u4ef6Zr6Q+CGk24Bv3wNxXh2I8JhQbw7MqcJ6nYP+qcfMiFO9ptHDtHZ0lJuYSqUSsAier",
+	"vajH0UvV/z9s/L5Yq782fO8g/ZmiMJZIU/TNddWreP5TrpWC+uDyVirZnF9Wq/Z8QEtnYLXzUek9nKU5",
+	"WUzztVKnoaC6S3ECnRXAVMyBi1vabXcRlrZNWn+a+hA8rV8j+hIVWrzjxUno3lJdnYD+0AEoiu5KV9nd",
+	"+QgjDjHgrEBbX4iib+QxHYjilqpfM06UwIqca3FMvrl8/Z1N+2ZTTUHf7YNvaa/9qol+S3sXphAbJwlL",
+	"FAEWEnV7up7EXDiTp2h1srUoIMstnJtE5Dt9K6YGSeENCTzSkpKD5IsmunFhzarWlxCBVuDhuPoeQHU4",
+	"auNI7/s6YDGExa35a5CQSUxzx00uMksnuPLi08PDTRdTfNrBp8yq1dPUd4iL5YPdVYV/dQ3CrxkXWtUC",
+	"XMub7W6HqaxL0zsIu0Fn2MaNV6MjaPTCl0HjaPgCNw5HPUj/5tz1k1XHbbstp2e0QnGkg344L7Rdwz88",
+	"cW7SfILb+u08UHtKBQ3yRGX14JSnbnI53eV+SY03LeaVM2oMCi3DjIGR0Eq305XLO7qbbg9OlcPZ7P5Z",
+	"bIA0F6jYthtlctn4dQd3hwdBL2wcwotRo4c7w8ZR0A0bB9AbHeIXw5fBUej5q+RanmLNWoY6fg3oOn96",
+	"ZWDMAuYfxazrmpytBcPpsFm9XCY/3G6TiozuxulWTra7YC+03Xa+srBfJw0L92n/NJRLAYAawmfbEIB7",
+	"u/kmt7soulrmnvPtY/7FJVeF/AfmlsnC3emI6MulC2Y8CZtokCZ89SAb+b+lWZG6lphEIAr3wJ3Qv/py",
+	"Ke/7S14Kaoozdc6FCGT2G0F4rExJoKFAxRWUhS90vlFb+bfU3MkWqelFdiVvmqM22WUIc6O0wrI2M6wR",
+	"4FtaP9vI3lzW5Le+1c9OFK+jqyrzMMjRoNo7RX9aQbvVY9iHB55oo2ge2iq05lzJ6iMWm8aOaKFcV2Wf",
+	"GAKqVZeqG1L+RpE1veevE1QrXfrygwbUiu1UawNqDpX9tAhKobPipcjbsXrrwfrCm7wQcy+wEivWV3XU",
+	"r5CYhqKJ3tMAtOrL/zTBSgendmrezklEWrKutabmIBtkQ7127xiNWBSx+S29c8wNfUWGLFiHFeryDci8",
+	"tW5XMi827rZLjbcrC3ryRlvjVNRJ0S21ybbLXa2V/kW792ep3bG+Y7VFBMRpWTVbKoSVMjOh0Cn41w02",
+	"Ob2X1f5HzlM/xU05A5njprYDUvG2lJU7d6aPxcSA0/v1VqQU8+vOnq7Ky+6N6fHaYPE4N90p8RPgKAKu",
+	"fAEkANAzHEU6YCzT1jUfpV1No1Ir1BQWz2sZQ3n/mbetO/f3NAaKDY9rjYH8OL4pc+6lcSU705RxnF+u",
+	"7lYxdV4F0xspj0k3CzbRQPfjMRotVhWv/eG84fPkBEMafwvy7te+vutky3q1pabwr1GxlnZzt2tp33L3",
+	"ddtqx1pqJ2uZPvRX4yhvYG7XqMHdnm3+xl0U2wb999avkHJEJS9WKorWg2OWbLKZixngvDUswlZDaLIx",
+	"PxpyRYEyNM1v7HsbEEvTmVYwrG37p33aqar9f8koLoqAnYxiy1rdJ7FW5yuy1stvxlqFOMRPG7GqTn0t",
+	"d21r1PxRehZRu0UVEeNcE6K0xFdTENI0DcJUekv9py9Sm2tCEEYrm3/S7mohWRxDhaVWuuTk0lwI8WQF",
+	"a2nauTisNrGuuG6llmb9G7B/t72C/x1c1RUDh3sWA3apH1ccfFsFrZ+nKgWZ7U0rT9XT6u+NKSw2+Xnl",
+	"Z7n0pa5p/Z6cAOH2eSFR7bQNLs9/U6vsxmHKjcpJs9YFL9lrH+VLWCsJVm3rp8oqOWf2khLXNcuoZg/q",
+	"qjq/WdJWhrjMnav2pQFGA/CzJEO6lWNzg4wyCSdY6Icizetuq/w/Q5l7cP4Csq23V3zd6Ts1J2mV0x6+",
+	"hB5uQ+MVPnzZ6AUHo8ZReBA0OqMuHIS94HD4AjuPmJP8Ea6+J6Lpv3qjLn4VFF7hssHQ9FEdZ9i/pr93",
+	"79t/fj6adb68jA+Gh/RV0PsmdyWkbwWt5n4/d0YM5D811h5cSprKkGoRso2eaj1MYbGh9d0VHoP0Nb+0",
+	"tJfDSL+GnVq7amATXalB+ibUOQnAFB1Q1mDxstjQQ12xsam3/Sp7TvCnXrGEYVCykTB20i2VDTt2uXUv",
+	"6mv62j2SPtGXt/9npV01sDm9brud33eGYs4CEMI8JivSy8mEvaZcIMpQCDHQEGiwqAxm/GrX3dWXyRJX",
+	"bFpfzNob66ti1BG5h2bhyjtrzznGxj1QEK6dYZBoRYQuDKqLUKDokgk55iDQM0zDrGrJ15mHGQuTCGys",
+	"KBGAiHxu06zH6LB9gPQD73MioBLJVwaUnQtGs4v8YwurwbfvSQttjv/9HofeQNOw8cGOr8CmsPdRwCiF",
+	"QKe3rZgtPAJ/UHzgWp9n/QeuzfB9vAM7cHgIhQzsW+L69NeTqEIbWUmjxQ/zixw/ftL1q/p96Kqs3wxP",
+	"dXly4R6+fqsVsQBHEyZk/6h91NbWsl10SbQBxVQKWzGgvDHlF2pfrFzwIyokYyY3G8I0fgQcQqCS4Mid",
+	"I5PM1TOUbx5zoFlqDHandbs0l2e2teWEjn00xzIwVYI0TAsOi4EpZ1on77o8aypr7ONl9lSdr+2pPn56",
+	"/P8AAAD//+OVga4miAAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

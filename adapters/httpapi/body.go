@@ -33,7 +33,8 @@ func DefaultLimits() Limits {
 // checkJSONBody refuses JSON bodies that schema validation would let
 // through but that are not what they claim, or that would cost more than
 // their size to look at: nesting deeper than MaxJSONDepth, bytes that are
-// not UTF-8 (the decoders would silently turn them into U+FFFD), strings
+// not UTF-8 (the decoders would silently turn them into U+FFFD), numbers
+// beyond float64's range, strings
 // holding U+0000 (which Postgres cannot store in text or jsonb), and a
 // document followed by more data (the decoders would read the first and
 // drop the rest). Each refusal is a 400 naming where. The check is one
@@ -167,6 +168,13 @@ func jsonBodyProblem(body []byte, maxDepth int) *api.FieldError {
 			}
 			if strings.IndexByte(t, 0) >= 0 {
 				return &api.FieldError{Path: path.pointer(), Message: nulMessage}
+			}
+			path.valueDone()
+		case json.Number:
+			// Values beyond float64 are stored, but no template, condition
+			// or client could use them.
+			if _, err := strconv.ParseFloat(string(t), 64); err != nil {
+				return &api.FieldError{Path: path.pointer(), Message: "is a number out of range"}
 			}
 			path.valueDone()
 		default:

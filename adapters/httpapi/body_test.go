@@ -18,6 +18,8 @@ func TestJSONBodyProblemNamesTheFieldAtFault(t *testing.T) {
 		{"NUL in a value", `{"input":{"s":"a\u0000b"}}`, "/input/s", nulMessage},
 		{"NUL in a name", `{"input":{"a\u0000":1}}`, "/input/a\u0000", "property name " + nulMessage},
 		{"escaped name in the path", `{"a/b":{"~":"\u0000"}}`, "/a~1b/~0", nulMessage},
+		{"number out of range", `{"input":{"n":[1e400]}}`, "/input/n/0", "is a number out of range"},
+		{"twenty digits are in range", `{"input":{"n":12345678901234567890}}`, "", ""},
 		{"trailing data", `{"a":1} {"b":2}`, "/", "unexpected data after the JSON document"},
 		{"not JSON is left to the validator", `{"a":`, "", ""},
 	}

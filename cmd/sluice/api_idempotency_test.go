@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -146,5 +147,34 @@ func TestEachStartIsAudited(t *testing.T) {
 		if len(actors) != 1 || actors[0] != want {
 			t.Errorf("start %s: activity actors %v, want exactly [%s]", id, actors, want)
 		}
+	}
+}
+
+// TestInputKeepsEveryDigit: the input travels as raw JSON from the request
+// to the database and back, so an integer beyond float64's 53 bits comes
+// back from GET /workflow/executions/{id} with the digits it was sent with.
+func TestInputKeepsEveryDigit(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	a := w.client(t, w.keyA.Secret)
+	const digits = "12345678901234567890"
+	body := `{"workspaceId": "` + w.wsA.String() + `", "workflowDefinitionId": "` + w.defA.String() + `", "input": {"big": ` + digits + `, "name": "Ada"}}`
+	enq, err := a.EnqueueExecutionWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(body))
+	status(t, "enqueueExecution", enq, err, http.StatusAccepted)
+	w.dispatchAll(t)
+	q, err := a.GetQueueItemWithResponse(ctx, enq.JSON202.QueueID)
+	status(t, "getQueueItem", q, err, http.StatusOK)
+	if q.JSON200.ExecutionID == nil {
+		t.Fatalf("queue item %s has no execution after dispatch", enq.JSON202.QueueID)
+	}
+	ge, err := a.GetExecutionWithResponse(ctx, *q.JSON200.ExecutionID)
+	status(t, "getExecution", ge, err, http.StatusOK)
+	var input map[string]json.RawMessage
+	if err := json.Unmarshal(ge.JSON200.Input, &input); err != nil {
+		t.Fatalf("execution input %s: %v", ge.JSON200.Input, err)
+	}
+	if got := string(input["big"]); got != digits {
+		t.Fatalf("input.big came back as %s, want %s", got, digits)
 	}
 }

@@ -690,6 +690,30 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /**
+         * @description The request would pass one of the workspace's quotas (pending queue
+         *     items, definitions, nodes per graph). Nothing was stored and nothing
+         *     already stored changed. `Retry-After` is set where waiting helps: the
+         *     queue drains as executions finish.
+         */
+        TooMany: {
+            headers: {
+                /** @description Seconds to wait before the same request may pass. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sluice.dev/problems/quota-exceeded",
+                 *       "title": "Quota exceeded",
+                 *       "status": 429,
+                 *       "detail": "quota exceeded: at most 1000 pending queue items"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description The request conflicts with the resource's state. */
         Conflict: {
             headers: {
@@ -1248,6 +1272,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
         };
     };
@@ -1369,6 +1394,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
         };
     };
@@ -1460,6 +1486,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
         };
     };
