@@ -42,13 +42,14 @@ func (s *Store) GetWorkspace(ctx context.Context, id domain.ID) (domain.Workspac
 	return workspaceFromRow(r), nil
 }
 
-// WorkspaceStats counts a workspace's slots in use and waiting items.
+// WorkspaceStats counts a workspace's slots in use, waiting items and
+// recent failures.
 func (s *Store) WorkspaceStats(ctx context.Context, id domain.ID) (domain.WorkspaceStats, error) {
 	r, err := s.q.WorkspaceStats(ctx, s.pool, id)
 	if err != nil {
 		return domain.WorkspaceStats{}, interpretError(err)
 	}
-	return domain.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued)}, nil
+	return domain.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued), FailedLastHour: int(r.FailedLastHour)}, nil
 }
 
 // ListWorkspaces pages through all workspaces by id.

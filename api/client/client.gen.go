@@ -304,9 +304,12 @@ type UpdateWorkspaceRequest struct {
 // Workspace defines model for Workspace.
 type Workspace struct {
 	// Active Executions holding a slot now.
-	Active    int                `json:"active"`
-	CreatedAt time.Time          `json:"createdAt"`
-	ID        openapi_types.UUID `json:"id"`
+	Active    int       `json:"active"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// FailedLastHour Executions that ended FAILED in the last hour.
+	FailedLastHour int                `json:"failedLastHour"`
+	ID             openapi_types.UUID `json:"id"`
 
 	// Limit Concurrent executions the plan allows.
 	Limit int    `json:"limit"`

@@ -20,6 +20,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/fx"
 
+	"github.com/sluicehq/sluice/adapters/console"
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
@@ -100,7 +101,7 @@ func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gather
 		return err
 	}
 	srv := &http.Server{
-		Addr: cfg.HTTPAddr, Handler: handler,
+		Addr: cfg.HTTPAddr, Handler: console.Mount(handler),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
 		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes,
