@@ -27,6 +27,7 @@ type Config struct {
 	AdminToken        string
 	LogLevel          slog.Level
 	Tiers             domain.TierPolicy
+	Quotas            domain.Quotas
 	Dispatcher        app.DispatcherConfig
 	Worker            engine.WorkerConfig
 	// Nodes bounds what node executors produce and reach.
@@ -101,6 +102,27 @@ func (e *env) boolean(name string, def bool) bool {
 	return b
 }
 
+// perPlan reads PLAN=N pairs over def, as SLUICE_TIER_LIMITS does.
+func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int {
+	v, ok := e.lookup(name)
+	if !ok || v == "" {
+		return def
+	}
+	parsed, err := domain.ParseTierLimits(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
+		return def
+	}
+	out := make(map[domain.Plan]int, len(def))
+	for p, n := range def {
+		out[p] = n
+	}
+	for p, n := range parsed {
+		out[p] = n
+	}
+	return out
+}
+
 // LoadConfig reads the configuration. needAdmin is set for processes that
 // serve the API, which refuses to start without an admin token.
 func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
@@ -147,6 +169,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	if c.Tiers, err = domain.NewTierPolicy(limits); err != nil {
 		e.errs = append(e.errs, fmt.Errorf("SLUICE_TIER_LIMITS: %w", err))
 	}
+
+	c.Quotas = domain.DefaultQuotas()
+	c.Quotas.PendingItems = e.perPlan("SLUICE_QUOTA_PENDING_ITEMS", c.Quotas.PendingItems)
+	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
+	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
 
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)

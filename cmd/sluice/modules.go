@@ -20,6 +20,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/fx"
 
+	"github.com/sluicehq/sluice/adapters/console"
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
@@ -43,7 +44,7 @@ var commonModule = fx.Module("common",
 // apiModule serves HTTP.
 var apiModule = fx.Module("api",
 	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Application {
-		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.AdminToken)
+		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.AdminToken)
 	}),
 	fx.Invoke(startHTTP),
 )
@@ -100,7 +101,7 @@ func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gather
 		return err
 	}
 	srv := &http.Server{
-		Addr: cfg.HTTPAddr, Handler: handler,
+		Addr: cfg.HTTPAddr, Handler: console.Mount(handler),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
 		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes,
