@@ -77,17 +77,7 @@ func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, int) ([
 	return nil, nil
 }
 
-func (f *fakeStore) QueueDepthByPlan(context.Context) (map[string]int64, error) {
-	return map[string]int64{"FREE": int64(f.pendingNow())}, nil
-}
-
 func (f *fakeStore) PurgeIdempotencyKeys(context.Context) (int64, error) { return 0, nil }
-
-func (f *fakeStore) pendingNow() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.pending
-}
 
 func (f *fakeStore) dispatchedNow() int {
 	f.mu.Lock()
