@@ -16,15 +16,20 @@ import (
 
 // Config is everything the binary reads from its environment.
 type Config struct {
-	HTTPAddr          string
-	DatabaseURL       string
-	TemporalAddress   string
-	TemporalNamespace string
-	AdminToken        string
-	LogLevel          slog.Level
-	Tiers             domain.TierPolicy
-	Dispatcher        app.DispatcherConfig
-	Worker            engine.WorkerConfig
+	HTTPAddr string
+	// AdminAddr serves /metrics, /healthz and /readyz for every role.
+	AdminAddr   string
+	DatabaseURL string
+	// Temporal is how to reach Temporal: address, namespace, TLS, API key.
+	Temporal   engine.Connection
+	AdminToken string
+	// MetricsWorkspaceLabel adds a workspace label to the per-workspace
+	// series; off by default, as it grows with the tenants.
+	MetricsWorkspaceLabel bool
+	LogLevel              slog.Level
+	Tiers                 domain.TierPolicy
+	Dispatcher            app.DispatcherConfig
+	Worker                engine.WorkerConfig
 }
 
 // env reads variables with defaults and collects every bad value, so that
@@ -89,12 +94,18 @@ func (e *env) boolean(name string, def bool) bool {
 func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
 	e := &env{lookup: lookup}
 	c := Config{
-		HTTPAddr:          e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
-		DatabaseURL:       e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
-		TemporalAddress:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		TemporalNamespace: e.str("TEMPORAL_NAMESPACE", "default"),
-		AdminToken:        e.str("SLUICE_ADMIN_TOKEN", ""),
+		HTTPAddr:    e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
+		AdminAddr:   e.str("SLUICE_ADMIN_ADDR", "127.0.0.1:9090"),
+		DatabaseURL: e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
+		Temporal: engine.Connection{
+			Address:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+			Namespace: e.str("TEMPORAL_NAMESPACE", "default"),
+			APIKey:    e.str("TEMPORAL_API_KEY", ""),
+		},
+		AdminToken:            e.str("SLUICE_ADMIN_TOKEN", ""),
+		MetricsWorkspaceLabel: e.boolean("SLUICE_METRICS_WORKSPACE_LABEL", false),
 	}
+	c.Temporal.TLS = temporalTLS(e)
 	if needAdmin && len(c.AdminToken) < 16 {
 		e.bad("SLUICE_ADMIN_TOKEN", strings.Repeat("*", len(c.AdminToken)), "set an admin bearer token of at least 16 characters")
 	}

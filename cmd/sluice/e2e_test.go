@@ -46,6 +46,7 @@ func startSluice(t *testing.T, extra map[string]string) string {
 		"TEMPORAL_ADDRESS":              temporalAddr,
 		"TEMPORAL_TASK_QUEUE_PREFIX":    "t" + uuid.NewString()[:8] + ".",
 		"SLUICE_HTTP_ADDR":              addr,
+		"SLUICE_ADMIN_ADDR":             "127.0.0.1:0",
 		"SLUICE_ADMIN_TOKEN":            testAdminToken,
 		"SLUICE_LOG_LEVEL":              "warn",
 		"SLUICE_DISPATCH_POLL_INTERVAL": "1s",
