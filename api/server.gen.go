@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	rawjson "encoding/json"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
 	strictnethttp "github.com/oapi-codegen/runtime/strictmiddleware/nethttp"
@@ -166,8 +168,8 @@ type Edge struct {
 
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
-	// Input Available to templates as `input`.
-	Input *map[string]interface{} `json:"input,omitempty"`
+	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -183,17 +185,19 @@ type EnqueuedExecution struct {
 
 // Execution defines model for Execution.
 type Execution struct {
-	CompletedAt          *time.Time             `json:"completedAt"`
-	DurationMs           *int64                 `json:"durationMs"`
-	Error                *string                `json:"error"`
-	ID                   openapi_types.UUID     `json:"id"`
-	Input                map[string]interface{} `json:"input"`
-	Nodes                *[]NodeRecord          `json:"nodes,omitempty"`
-	StartedAt            time.Time              `json:"startedAt"`
-	Status               ExecutionStatus        `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID     `json:"workflowDefinitionId"`
-	WorkflowVersion      int                    `json:"workflowVersion"`
-	WorkspaceID          openapi_types.UUID     `json:"workspaceId"`
+	CompletedAt *time.Time         `json:"completedAt"`
+	DurationMs  *int64             `json:"durationMs"`
+	Error       *string            `json:"error"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Input The input as enqueued, byte for byte.
+	Input                rawjson.RawMessage `json:"input"`
+	Nodes                *[]NodeRecord      `json:"nodes,omitempty"`
+	StartedAt            time.Time          `json:"startedAt"`
+	Status               ExecutionStatus    `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkflowVersion      int                `json:"workflowVersion"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.
@@ -3578,104 +3582,105 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 var swaggerSpec = []string{
 
 	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9QDu48jNOmzqfvEnayZ1Omk3SHdxpig0tHdtcy6RK0nG9Qf77BR+S",
-	"KFmy5dhtd4oAA0yaSOTh4Xm/9OAFbBYzClQKr//gxZjjGUjg+l8ncy4YVz+FIAJOYkkY9frezQTQHYWv",
-	"0jxwh9gIyQmgmMM9YXOBYjyGpud7RD39ZQ586fkexTPw+l5gFvU9EUxghtXqM/z1PdCxnHj9brvte3IZ",
-	"qyeF5ISOvcdH3zuFEaFEbX8elsOzYHw6itgChemjLwQiYQpGjOUkgyJ0F/Q9Dl/mhEPo9SWfgwvbiPEZ",
-	"ll7fm8+JenIVtrOvEMzXgQbJAxog9DLANIAI4UgwJPEUBMLoyxzmgIiEmX7olwqwwdlrN6jfkxmRq/Be",
-	"4jEgQf5deX2Rfs/dK4QRnkfS6x+2fXWVZDaf2YucEWr+1UlBIFTCGLiG4Q/GpyLGAay7VP3AuqtcOKvs",
-	"gpNH9bKIGRWgqf9vOLyCL3MQGk0BoxKo/hHHcUQCrOBsxZwNI5j9z7+EAvrBg694FkdgjiMxiby+BgmE",
-	"REMWLtEEC4QpAs41E+j/C6//6cGbgRB4rECazdXTgDCyoOoD972We9THz74nJJZz4fV7mmuIVBt75/Qe",
-	"RyREdtvspBMpY9FvtUQ0JwE0Q7hPwBctYl5qJC89upj7bw4jr+/9VysTFi3zV9G6NCsY/K3eYHJ2ItAM",
-	"R+oKIESMoyEHPBVaapiVmmrLE0ZHEQl2Rfh5CLOYSaDBsvEbLNECCzQXEKIFkROEUUhGI+BAzZV4Lh7f",
-	"ZHhMgamHQGfPIHlz31hMFhbmJFL/SbA51xyiTgEaj28ZH5IwBLojItUGmaREQ4gYHQskGcKUyQnwjENz",
-	"WDzIsJiBUguNo/TxfeFOsilQNMNLRJlEks0DhTgiUsxpjJ1TCZziaEeEEbtMyt8JTg7zHFp4qhaDWgD3",
-	"gZdrNgM5IXSMRphEiiOpYUXg98CPLWFZmptgOoZQYU+9YbGlpcU7juPJjhjrouSIVdJwTqeULSiiLAR0",
-	"63299RyJOFYgtCAcg2i1W5J5j777brAMIugjjBq383b7ANAw/QmvrKI2EHm52u2uylX98HZS1byyL4rW",
-	"qymJqggaIwPV6eDdMYJ74MsEoeqJiAiZyD0ilWEmJ/oGL5h8y+Y03PH2SqwudITb4QF+DY3uqDds9IJX",
-	"ncYbfASNw+Gr4HV4BG9G7Y4GfaQBcOVGL8P2hfNADUxTJhvm8X1g+YIhoeRETkTcMPYe8zHs0xqArwFA",
-	"KFCn3Ts6fP0KDZcShIuSjiNKL/EyYjhEkjEUaUhqoUYy1jCP74sANeiKutSqHMkJdsUHwkEAsRQaaR8p",
-	"nssJ4+TfsCutzYgQSmQNAXO1q5LrOerpZKjKbVsLS3P3jT3RkAbRV+YOtmpITrC2hRKZxjjicM+mEDa1",
-	"RWzXVdsOYvIbLLVTxlkMXBJjlgYcsIRwIHM2bYglNCSZwaph63skrGH/Jvb0w+ofYg4j8rXcRB8RbpQE",
-	"x4HyGxNfUEDAQfrKVpAQRWgKS4FwjLlslu1tsbDmVHQeRXiobtcY9itLLPLexGYXKHMVPnn6kbwnodGR",
-	"Ht53EO+C+zldmQ3/BcbmO9EO3pV1JlavsOZ9JJT94AFVTtQn72RwcXL2/v3ZqecnP59fvHNgWHc6u1wp",
-	"wPpohuIcnweHoRbpOLp04B/hSIBfOFJCO0VXfkZo8u/OJij1GtXgZTGAp4E4TqyVdQz9LtHUTzrQjkRY",
-	"Sn8G7Gq0/AO4+C44KQC7Ca7Uuf+OBOV7cYTpRqGtniklPvt+9aHCTCrjKPow0qbqur3s88oqzZ/PyMdV",
-	"mXo90XqBBnCMhGQcEJGIskVzI/XYFVeB/5wLoO1FowRzrvxnS3uO0kjDO/6W/LarjprH4baH+EYKo4Cb",
-	"BBF5BZKBW0Zs2W1d4nGZApHKX3J/WIdj5+4f080w53ipMZrGcTXbrdeyRSRI47c5a6w/jkMwO9NgWIgJ",
-	"b6Sd7Qjyvpq2C1goxJLv11x8GXbOwrIrHnE2KyV0yUp/vZiAC+uQsQhKxJxeVi9SCgrVceg0ov000U1o",
-	"PF/zjiGsvNQb3GOi6c7Yi7M4whIEwgLd6dXuHPGXgRtzwjiRy1wUultcu6ODj0xINOdjoLKJPvBQWaqK",
-	"e7VrTCjCWSTrGI0w4RSEQDjgTIjsTwIFbAbCGL0KpDTc3Vsf7PZTT/l0W6rdo0VRCsMaOghTQlilT/3A",
-	"+baG7DrO+7ta8do8WjxHsttaK3YNtGq7CORuDkY459pb/V3k1iBUvupVv+/QgAn3bZaytbVhLU5bwZOJ",
-	"c9XVHhcshCsIGA/LtIeQmG8pt+tRQ3qZCUXsyELqxbXmyr6tgVJoV2FJ8ZHcpotTP0e4OQpMqGktI+zD",
-	"esi46scYD0VCcNzhq48XF8r/9b2TD79fvj+70Y7x28F5zkM+Oy1xkH3vLYEoPEs4Mo+hNIBcFgzRMeOH",
-	"DYezKcpkobKDpdHzgipEp4N3TaTYzgZNOKA5JV/mcKwzh+EYUAT4ntAxwujkw8Xp+c35hwsTH5/hJQow",
-	"50t0pyyCO6VPYxJMdfR3yDENJk2vqLB1+Lw+QYQmlDjDX8/N84dtJ2uf0cbWYia/aqdk1aLTprcoQ+6v",
-	"gCNzTwVFMIFgKqpFZpnBVVw7E2AbHLJqVaVPW6Kl6IiMt5bnU+OQOp5yp4anbH5RpL5fb24u/3l19veP",
-	"Z9c3Prq5Glxcv/1w9bvv0Bnj6PTs/eD/jpFGZpJesMlImQQATZZCMBPzXMlMcIiZknJIsjHICfDNDq46",
-	"p32mCqdWUa1gFktlVMpyyb8X42AL3Z4o7dVgqqLnFyYzGd1DiPSjzZXtsztfWZzNZenqOQNbGddcb6ZN",
-	"bCEhFk2dFgumsDT5saZZqXTzzUp/IxLqGQHqSjP9n1BsbSpxdGtCAJmWtZhKbq5a7VbR2tb66Pq388vL",
-	"Gprp0sawkmXfXp2deb53efXB872zi5uzq8ur8+uz8ndtQmKFAK7enqA3vcPXKQ+avIpY1QZJwuWhgsjF",
-	"6uJalzYiuIcoTef6CHAwSUou/vf6w0UjZjqL3YjIFGwq0q+nHRxlXWKFECokpkG5vl6R1g7n23TRQ13p",
-	"OEBCaib6eHWOKJ4pFaxk3ZTQUMk9e/bNosySp9l/rVOjvSKlESuF2gmb0xKOP9MSl0MEWAAa4mCqWP/y",
-	"7OL0/OKdA6GDDpwIia1CgREms92EwVOCP0TEWAaTt5hEcw5lNGkqGzRXC8QouoFZzDiOTHmDIjtd/SAQ",
-	"luigHCHJLjuqhnyBYNGz2JczGGEhz2prITd2snrwJ3jsPyrEUd/1SpVBenY/z0MlZOWi1S+UX7rxXJd1",
-	"XJ4o0NBaDt+Ht5aJix/jrbkk4agwK3aU6ns/OP9dK8HT8+vLwc3Jr9s4bR912HzH1NKTc0SVyaEUoBIh",
-	"HUhyX6JKUrdWoAmLQuPMiYgVkz2unfrNMv9ReTHwCaM2mZHVMJuaTYUJhKOILUQ5rNW1BLWR75uoX0lp",
-	"sHYQ0QITqUvYdH2FQl05KFtnhsoEjJse9NMiaHu5KaTb5HhSmtkH22cE+CPYXikMCOZKpF4rgMwJTJ1O",
-	"uaODwxmhufqYVIKjweU5msKymRSZ63SGWStXyWOKbggdsZIsqq7wQWOdRVhoB5Tq6pTECGiiP7Kgvk7g",
-	"ZC0E2ik6HbwTiI1uqXaTjo0dociNUUBg4uMCEekjTENk91PHkuq3iNFoiRYTohyuCdxSt5JdM4+uA0cj",
-	"DmC4/qWy8lHHR5dXH9ChjzI7H3XbKEg58ZZmrPhL85be0sTQM2VlcxoCR3ctHJPWfecOUV1fdjewxU06",
-	"fNhHfzM1VMbn09dgvL67vgHXuR804myGTGjChh+rrsxXJ9ZlcziYgNBIuKUKI2xBs8ebyICsvQlEBLqr",
-	"KgW7Qy8Tv0WdVXNeALamxpb/D2K1WaPbbCuW45FT57VYLJpY/7nJ+Lhl3xWt9+cnZxfXZ/qdzAtIiGZw",
-	"ee5k8fpep9k2z7EYKI6J1/cOmu3mga0f1bRu0d1KSKiV5QRNnUVZqv89EVK4eHwhnDpKYQInmIMulgxB",
-	"+6MK9SFwCNFwaVsilNTAibWlFz11NvdzPT2f1nZZ6NgAMZmtst6PfXVa+OXCLAO0ZbpTajxoZdLj50Lz",
-	"RrfdXlNuWFJmaMXsp895eamkZe1qwELavqQocKBbo5Sr6Fy0LpTsGYDLlk8P1nJaUvQrnc2vfCzUNfba",
-	"B5tfeutW4ffavc1vpPXEj753WOcoacG91h7z2QzzpSXfsl4uRcgSj0U+3y68z8qkYKKEu/6BIxJq+Z9F",
-	"I5Wo1kU1WkZjgSyXo04ik8xzqxXUOkXc63aLpdRF9iuWqlk+ASH/xsLldiSZ1ivY+LymTRNU/+QGi7OY",
-	"X1b4/itEEfPRw4ONISoORo+PGts6duiNOYDT25KGek29kOX45KGch+a9GnWCTnDYaRwEr4aNHj4cNt4M",
-	"j6DRHnXCLj4Y9oLDLWpoq6r7HvO2iI09Fri8sx1KHRPa67a7rxqdTqPbuem0+23135+r5Tv9jv9DL0JZ",
-	"8F6dknpv5dIcw7fqsN/yXt2yo1VJaOvpfjbZ1+vU2CLtJFAvdLt1hKXTb7OjhDWIt2ZHQcpWCtlHf62J",
-	"03pwa6AejTBW9kqJZc5GiTHTRMaRwxEHHC5ND2yo/TkidWwOYYmS+EkSSQ4iwNzYjseIzylVRrnjnio4",
-	"RIlkPtV7FiRzTpb0VqE1L4XPGjqjH4OSLenHL7eAryfK2yp0GaYaNok9WCX9QhjtvHq170Cuu9f2j9YR",
-	"P7Mcv8ld3jOjZIzyDuTWXFLw1TY4P7n4trYWthDSLctWK3Mftt63ygK/NpY2RhQWiMxmc5M7S2xut04g",
-	"iRwMwRRYJqyvdIEj27NYuolKULZAiug2WeFZsdU3McY/P25p7BZ6Nn6QpZsvoK4rnDYJujRw0n2ChEku",
-	"qkLQKEKy6z8bjt/bcByEIcIoq27fh6WYCqHWg/3psTJcZowFRqFcluD85Jc6poIrFr6xxfCNea2zf177",
-	"Sflsd42+iQN20+L+Q/VdIDqfDZP5DKbxlgjUqZiLc59TeuWR2rUDekoNikwbbxXXzl7zlRQHIc0BfGPu",
-	"m6FQKMZjQrExJMsC21nS9D81rp2H4gONlq79QqgZPWIqEarASesU6nH0SqX8Txtfz9e1rw2vO0h/qSiM",
-	"zaUpkOa6QlT88izXCkF3cHkrkWzOL8tVe/ZAS2dItTNR6g2cJTlTTLO9Eicgp7oLfr+O2mMqFsDFLe22",
-	"uwhL2yCrX018Ap7UehGJFhMwIykyGZAlXG+pLhZAf+iAEkV3hXlRdz7CiEMMOC1mFnhmx15wkHNOxS1V",
-	"v2acKIEVOePbTD64OGPKpmXTpaagB2jgW9prv2mi35I6/ynExunBEkWAhUTdHpqwORcodqctmWRoXkAW",
-	"m/c2icjf9eg5DZLCGxJ4pCUlB8mXTXTjwppWeK8gAlXg4bh82Ja6HHVwpM99HbAYwvzR/DVISCXmBHCo",
-	"6wGsyCzcYOV0wcPDTSMJPu/gI6aV3UlqOsT5UrtuVZFcXYPwW8Z5qpo/a3mn3e0wlXYPegdhN+gM27jx",
-	"ZnQEjV74OmgcDV/hxuGoB8nfnCkvaSXZtsdyehlLFEfy0E/nVbbfbH7hxBlXt7UbuovesVjPaYQnKp8H",
-	"pzRzkwvpbvciMca02FbOpTEQtEwyBsOclrqRrpzd0X10+0/KHMhm9898858ZhWFbTpQJZePLHdwdHgS9",
-	"sHEIr0aNHu4MG0dBN2wcQG90iF8NXwdHoedXyakspZm2y3T8GtB1/vSKwJgNzD/yWc41OVILhtNdUr1d",
-	"Kg/cTouSDOrG5SoX211Q51pOO99YeK+TbrkhtM+Gb8GhryF8tnXp3ZHAm9zovOhqmeHA28fk81tWheQH",
-	"ZjRbbuAwInoia84sJ2ETDZKErH7IRuZvaVqgrSUmEYjCPXAnNK/eXMnLvshKL00xpM6JEIHMeSMIj5Vp",
-	"CDQUKL+DstiFzgdqq/2WmulakVpepHMskxyyyf5CmBmZJZayWWGNAN/SmtlG9mayJpvfVT97kB8sVlZW",
-	"YZCjQbWD+J6tmt3qJey07ifaKJqHtgqVZZwpfMRi09QQLZUrquwTQ0C16kB1M8ZfKFKmz/xtgmSF4SI/",
-	"aYAs30q0NkDmUNmzRVAIhTm42ZrVWw/Wt93khSwmwI3rY31PR/0KiWkomugDDUCrvuxPE6x0cGKnZq2M",
-	"RCQl4lprag6yQTPUa/eO0YhFEVvc0jvH3NDjIWTOOixRl+9AZm1lu5J5vmm1XWg6rSy4yZpMjVNRJ+W2",
-	"0iLaLnZ0lvoX7d6fhVa/+o7VFhENp13THCkXJkrNhFyX3H9u8MjpOyz3PzKeehY3xYxihpvaDkjJB1ms",
-	"3LkzfSMmpmuCtFD16YxsrNbTVXnRvTE9VRssHmeimhI/AY4i4MoXQAIAvcRRpAPAMmkV81HSRTQqtB5N",
-	"YflLLWMo6/fytnXn/prGQL7BcK0xkF3Hd2XOvTSKpHeaMI7zy+ruEFOHlTO9kfKYdHNeEw10/xuj0bKq",
-	"uOwP58MXT04YJPG3IGsu7es5H1vWk600RH+LirKkk7ldS/uS2jombT8+9KsRkjUDt2sUxG7PI3/hFoXv",
-	"GbHPNQ8k5F/KeKVaofXg2CCbDOR8+jbru4qwVQeabMyPhjZRoKxKE5eSiSMdQizLC8HyLLyTUWtZo/tj",
-	"WeP1d2ONXNDg2aArK/peyx3bWiB/FD78pX2YkvBuprZQUi+rKQhpAgZhyqal/tNXqW0rIQijpZ00Seux",
-	"kCyOocSsKkzjuDTDEZ6sDS1NOxOuahNrxVyQWmrwP43Xu+0KZncQU5fnD/fM83arn5f3v6821Z/WKoR/",
-	"7YiRpypV9ffGFJabPDBZ+LyiHjWaVMrJCRBuP+Eiyt2pweX5b2qX3dhJOTgZadYadZJ+UaE4GrSUYNWx",
-	"nvVTwW2y4zpcpymlmj3opvLMY0E1GeIyk0BNjELX9Plp+D85yrGZpaIMugkW+rtnuoU/rPLMDGXuwS0L",
-	"yLZ+WP4LOj+orUernPbwNfRwGxpv8OHrRi84GDWOwoOg0Rl14SDsBYfDV9j5Ji/JPnTU90Q0/Wdv1MVv",
-	"gtyXjmyYMvlwifPYP6d/7963//xyNOt8fR0fDA/pm6D3XaYGJN9jqeZ+P/McDOTPGmsP/h9NZEi5CNlG",
-	"T7UeprDc0DTuCo9B8sW0pIiWw0h/3DUxbdWDTXSlHtLzORckAFMOQFmDxatiQz/qio1NXeFX6SfbnvWK",
-	"JQyDko2EsZNuKW2Nsdut+0C0pq/dY9wTPVL835V21cBm27rtdjb5C8WcBSCE+TaiSMZ0CTs8WyDKUAgx",
-	"0BBosCwNU/xq993VcUlTSmxaX8zaOepl0eOI3EMzN/zN2nOOsXEPFIRrZxgkWhGhS3bqIhQoumRCjjkI",
-	"9BLTMK0n8nVOYMbCeQR2aNZcACLyF5sAPUaH7QOkv1e8IAJ8d3LvCBNdSRTrzoGh7hJJ7F8z7ThpTR6z",
-	"JFlqPnP5QqCIjUtv7Mqca+e60HRWfWwPbi7P96Q9enaZ+71bfYCmkQkHO362U+FTX3QfJcdIsf7SDqE2",
-	"Rh8ohP6S+2jyQf6DsHqd+h+ENY/v42OeA4dJUcjAfntXk9d6HlCoJJVMkH8xm5n46bMuXdWEVpbwm+Gp",
-	"rkzOjbzrt1oRC3A0YUL2j9pHbW2O201XZCdQTKWwxQKK3JXjqZ29Yq2PKBG9qWBuCNPDEXAIgUqCI3eN",
-	"VPSXr1Ac8uVAs9Lj6y7rNlyurmzLygkd+2iBZWAKBGmY1Brmw1zOsk7KdXXVRJjplXhyq87b9lYfPz/+",
-	"fwAAAP//j0XDtFaDAAA=",
+	"KFmy5dhtd4oABerYFHl4eN4P6sEL2CxmFKgUXv/BizHHM5DA9V8ncy4YV59CEAEnsSSMen3vZgLojsJX",
+	"aQbcITZCcgIo5nBP2FygGI+h6fkeUaO/zIEvPd+jeAZe3wvMpL4nggnMsJp9hr++BzqWE6/fbbd9Ty5j",
+	"NVJITujYe3z0vVMYEUrU8udhOTwLxqejiC1QmA59IRAJUzBiLCcZFKE7oe9x+DInHEKvL/kcXNhGjM+w",
+	"9PrefE7UyFXYzr5CMF8HGiQDNEDoZYBpABHCkWBI4ikIhNGXOcwBEQkzPeiXCrDBWWs3qN+TGZGr8F7i",
+	"MSBB/l15fJF+zl0rhBGeR9LrH7Z9dZRkNp/Zg5wRav7qpCAQKmEMXMPwB+NTEeMA1h2qHrDuKBfOLLvg",
+	"5FE9LGJGBWjq/xsOr+DLHIRGU8CoBKo/4jiOSIAVnK2Ys2EEs//5l1BAP3jwFc/iCMx2JCaR19cggZBo",
+	"yMIlmmCBMEXAuWYC/b/w+p8evBkIgccKpNlcjQaEkQVVb7jvtdytPn72PSGxnAuv39NcQ6Ra2Dun9zgi",
+	"IbLLZjudSBmLfqslojkJoBnCfQK+aBHzUCN56NHF3H9zGHl9779ambBomV9F69LMYPC3eoLJ3olAMxyp",
+	"I4AQMY6GHPBUaKlhZmqqJU8YHUUk2BXh5yHMYiaBBsvGb7BECyzQXECIFkROEEYhGY2AAzVH4rl4fJPh",
+	"MQWmHgKdNYPkyX1jMZlYmJ1I/ZNgc645RO0CNB7fMj4kYQh0R0SqBTJJiYYQMToWSDKEKZMT4BmH5rB4",
+	"kGExA6UWGkfp8H3hTrIpUDTDS0SZRJLNA4U4IlLMaYydUwmc4mhHhBE7TcrfCU4O8xxaGFWLQS2A+8DL",
+	"NZuBnBA6RiNMIsWR1LAi8Hvgx5awLM1NMB1DqLCnnrDY0tLiHcfxZEeMdVGyxSppOKdTyhYUURYCuvW+",
+	"3nqORBwrEFoQjkG02i3JvEfffTZYBhH0EUaN23m7fQBomH7CK7OoBURerna7q3JVD95OqppH9kXRejYl",
+	"URVBY2SgOh28O0ZwD3yZIFSNiIiQidwjUhlmcqJP8ILJt2xOwx1Pr8TqQke4HR7g19DojnrDRi941Wm8",
+	"wUfQOBy+Cl6HR/Bm1O5o0EcaAFdu9DJsXzgDamCaMtkww/eB5QuGhJITORFxw9h7zMewT2sAvgYAoUCd",
+	"du/o8PUrNFxKEC5KOo4ovcTLiOEQScZQpCGphRrJWMMM3xcBatAVdalZOZIT7IoPhIMAYik00j5SPJcT",
+	"xsm/YVdamxEhlMgaAuZqVSXXc9TTyVCVW7YWlubuE3uiIQ2ir8wdbNWQnGBtCyUyjXHE4Z5NIWxqi9jO",
+	"q5YdxOQ3WGqnjLMYuCTGLA04YAnhQOZs2hBLaEgyg1XD1vdIWMP+Tezph9UfYg4j8rXcRB8RbpQEx4Hy",
+	"GxNfUEDAQfrKVpAQRWgKS4FwjLlslq1tsbBmV3QeRXioTtcY9itTLPLexGYXKHMVPnl6SN6T0OhIN+87",
+	"iHfB/ZzOzIb/AmPznWgH78o6E6tHWPM8Esp+8IAqJ+qTdzK4ODl7//7s1POTz+cX7xwY1u3OTlcKsN6a",
+	"oTjH58FhqEU6ji4d+Ec4EuAXtpTQTtGVnxGa/N3ZBKWeoxq8LAbwNBDHibWyjqHfJZr6SRvakQhL6c+A",
+	"XY2WfwAX3wUnBWA3wZU699+RoHwvjjDdKLTVmFLis89XbyrMpDKOog8jbaquW8uOV1Zpfn9GPq7K1OuJ",
+	"1gs0gGMkJOOAiESULZobqcfOuAr851wAbS8aJZhz5T9b2nOURhre8bfkt1111DwOt93EN1IYBdwkiMgr",
+	"kAzcMmLLTusSj8sUiFT+kvthHY6ds39MF8Oc46XGaBrH1Wy3XssWkSCN3+bMsX47DsHsTINhISa8kXa2",
+	"I8j7atouYKEQS75fc/Bl2DkLy454xNmslNAlK/16MQEX1iFjEZSIOT2tnqQUFKrj0GlE+2mim9B4vuYZ",
+	"Q1h5qTe4x0TTnbEXZ3GEJQiEBbrTs9010bUShiHCNEQc5JxTCLW7hEaM6w8+EgzR+WyorNApQGzd4ZCM",
+	"iWt02u363tfGmDXslxwvlO/RvMKL3230wBnQILOYcZnppWR8FkMAGrCQ0HFLf/2orWbCOJHLXIy8W9x5",
+	"R4dGmZBozsdAZRN94KHagZIt2nEnFOEsznaMRphwCkIgHHAmRPaTQAGbgTAmudpwGozvrQ/F+6kff7ot",
+	"T+3R3imFYQ2VhimZrnKPHnC+rZm9Ti78Xc14bYYW95GsttbGXgOtWi4CuZv7E8659qV/F7k5CJWvetXP",
+	"OzRggpGbdUBtXf0EOaA8Sv2YYn2w5+zn+fwHsLKJDNbVtxcshCsIGA/L9K2QmG+p6epRaEpgCZXuyNbq",
+	"wbUG3r7tp1JoV2FJ8ZFQmItTP8dMOa5IKHwtc+7D3so4/ceYW0VCcAIIVx8vLs4v3nm+d/Lh98v3Zzc6",
+	"lPB2cJ6LKZydloQUfO8tgSg8S6REHkNpyL0sfKTZ6mHD5mxSN5mobGNpvqFgPKDTwbsmUmxnw0wc0JyS",
+	"L3M41rnWcAwoAnxP6BhhdPLh4vT85vzDhckozPASBZjzJbpTNtSdskBiEkx1vHzIMQ0mTa9o4uiEQ32C",
+	"CE3wdYa/npvxh22nziGjja3FTH7WTsmsRTdXL1GG3F8BR+acCsppAsFUVIvxMhO1OHcmwDa4sNXqU++2",
+	"RHPSERlv0jErk02NC+/EFjo1YgvmiyL1/Xpzc/nPq7O/fzy7vvHRzdXg4vrth6vffYfOGEenZ+8H/3eM",
+	"NDKThIxN38okZGryOoKZKPFKLoeDUlwQIsnGICfAN4cE1D7tmCqcWkW1glkslRkuyyX/XgyWLeyNxJBY",
+	"NRYUPb8wudzoHkJjPDRXls/OfGVyNpels+dcEuWOcL2YdkqEhFg0dSIxmMLSZBSbZqbSxTcr/Y1IqGcE",
+	"qCPN9H9CsbWpxNGtCQFkWtZiKjm5arVbRWtb66Pr384vL2topksb9UumfXt1dub53uXVB8/3zi5uzq4u",
+	"r86vz8qftSmcFQK4enuC3vQOX6c8aDJRYlUbJCmqhwoiF6uTa13aiOAeojQB7iPAwSQpUvnf6w8XjZjp",
+	"vH8jIlOwyVu/nnZwlHWJFUKokJgG5fp6RVo7nG8TbA91peMACamZ6OPVOaJ4plSwknVTQkMl9+zeN4sy",
+	"S55m/bWOlvbUlEasFGonbE5LOP5MS1wOEWABaIiDqWL9y7OL0/OLdw6EDjpwIiS2Cp5GmMx2EwZPCZcR",
+	"EWMZTN5iEs05lNGkqQXRXC0Qo+gGlK+EI1MQoshO14sIhCU6KEdIssqOqiFfUln0LPbloEZYyLPaWsiN",
+	"56xu/AlRhB8VdqnveqXKIN27n+ehErJy0eoXClbdCLjLOi5PFGhoLYfvw1vLxMWP8dZcknBUmBU7SvW9",
+	"H5z/rpXg6fn15eDm5NdtnLaPOtGwYzLuyVm1ynRaClCJkA4kuS9RJalbK9CERaFx5kTEiukx1079ZrUS",
+	"UXn59AmjNv2TVX2bKleFCYSjiC1EOazV1Re1ke+bSGRJMbV2ENECE6mL/nRFikJdOShb59LKBIybUPXT",
+	"snF7uCmk22TFUprZB9tnBPgj2F4pDAjmSqReK4DMDkxlU7mjg8MZobmKolSCo8HlOZrCspmU5esEkJkr",
+	"V/tkypQIHbGSvLOuiUJjnXdZaAeU6nqexAhooj+yRINOeWVNF9opOh28E4iNbql2k46NHaHIjVFIYrkC",
+	"EenrHI5dT21Lqm8Ro9ESLSZEOVwTuKVu7b9mHl05j0YcwHD9S2Xlo46PLq8+oEMfZXY+6rZRkHLiLc1Y",
+	"8ZfmLb2liaFnCvHmNASO7lo4Jq37zh2iuiLvbmDLwXT4sI/+ZqrOjM+nj8F4fXd9A65zPmjE2QyZ0IQN",
+	"P1Ydma92rAsNcTABoZFwSxVG2IJmw5vIgKy9CUQEuqsqnrtDLxO/Re1Vc14AtgrJBrwHsVqs0W22Fcvx",
+	"yKmMWywWTax/bjI+btlnRev9+cnZxfWZfibzAhKiGVyeO3nPvtdpts04FgPFMfH63kGz3TywIXZN6xbd",
+	"rYSEWlkW1VSmlBVHvCdCChePL4RTeSpM4ARz0OWlIWh/VKE+BK6zhbaJREkNnFhbetJTZ3E/1wX1aW1f",
+	"io4NEJNtK+uW2Vdvil8uzDJAW6afp8ZAK5MePxfaXbrt9poCzZLCTCtmP33Oy0slLWvXTxYKHUrKKAe6",
+	"mUy5is5B69LSngG4bPp0Yy2niUc/0tn8yMdCJWivfbD5obdu30Kv3dv8RFqB/eh7h3W2krYoaO0xn80w",
+	"X1ryLet+U4Qs8VjkKxSE91mZFEyUcNc/cERCLf+zaKQS1boMSctoLJDlctRJZJIZt1pzrtPWvW63WHxe",
+	"ZL9icZ/lExDybyxcbkeSaYWHjc9r2jRB9U9usDiL+WWtAr9CFDEfPTzYGKLiYPT4qLGtY4femAM43UBp",
+	"qNdUWFmOTwblPDTv1agTdILDTuMgeDVs9PDhsPFmeASN9qgTdvHBsBccblF1XFUP+Zi3RWzsscDlne1Q",
+	"6pjQXrfdfdXodBrdzk2n3W+rf3+uFjz1O/4PPQhlwXt1mhC8lUNzDN+qzX7Lc3ULtVYloa1A/NlkX69T",
+	"Y4m090I90O3WEZZOh9KOEtYg3podBSlbKWQf/bUmTuvBrRp7NMJY2SslljkbJcZMExlHDkcccLg0XcOh",
+	"9ueI1LE5hCVK4idJJDmIAHNjOx4jPqdUGeWOe6rgECWS+VSvWZDMOVnSW4XWPBQ+a+iMfgxKtqQfv9wC",
+	"vp4ob6vQl5lq2CT2YJX0C2G08+rRvgO57lzbP1pH/Mxy/CZ3eM+MkjHKO5Bbc0nBV9vg/OTi29pa2EJI",
+	"tyxbrdyUsfW6VRb4tbG0MaKwQGQ2m5vcWWJzu3UCSeRgCKboM2F9pQsc2Z7F0k1UgrIFUkS3yQrPiq2+",
+	"iTH++XFLY7fQ5fKDLN18yXld4bRJ0KWBk+4TJExyUBWCRhGSnf/ZcPzehuMgDBFGWT/APizFVAi1Huyn",
+	"x8pwmTEWGIVyWYLzd+XUMRVcsfCNLYZvzGud/fPaT8pnu2v0TRywmxb3H6rPwvaDmAIG06pMBOpU3CR0",
+	"n1N65ZHatVcalRoUmTbeKq6dPeYrKQ5Cmg34xtw312ihGI8JxcaQLAtsZ0nT/9S4dh6KDzRauvYLoeay",
+	"FlOJUAVOWqdQj6NXKuV/2vh6vq59bXjdQfpLRWFsLk2BNNcVouKXZ7lWCLqDy1uJZHO+LFft2YCWzpBq",
+	"Z6LUGzhLcqaYZmslTkBOdRf8fh21x1QsgItb2m13EZa2pVg/mvgEPKn1IhItJmAu8chkQJZwvaW6WAD9",
+	"oQNKFN0Vbti68xFGHGLAaTGzwDN7UYjp1hO3VH3NOFECK3IuvDP54OKtXDYtm041BX3lCL6lvfabJvot",
+	"qfOfQmycHixRBFhI1O2hCZtzgWL3fiqTDM0LyGK74yYR+bu+rE+DpPCGBB5pSclB8mUT3biwphXeK4hA",
+	"FXg4Lr+eTB2O2jjS+74OWAxhfmv+GiSkEnMCONT1AFZkFk6w8j7Gw8NNlzh83sFHTCu7k9R0iPOldt2q",
+	"Irm6BuG3jPNUtcvW8k6722Eq7Wj0DsJu0Bm2cePN6AgavfB10DgavsKNw1EPkt+ce3HSSrJtt+X0V5Yo",
+	"jmTQT+dVtt9sfuDEueBvazd0F71jsZ7TCE9UPg9OaeYmF9Jd7kVijGmxrZxLYyBomWQMhjktdSNdObuj",
+	"++j2n5Q5kM3un/nmP3N5iG05USaUjS93cHd4EPTCxiG8GjV6uDNsHAXdsHEAvdEhfjV8HRyFnl8lp7KU",
+	"Ztou0/FrQNf50ysCYxYwf+SznGtypBYMp7ukerlUHridFiUZ1I3TVU62u6DOtZx2vrHwXifdctf2Phu+",
+	"BYe+hvDZ1qV3L1He5EbnRVfLXKe8fUw+v2RVSH5gLrPLXdGMiL7DNmeWk7CJBklCVg+ykflbmhZoa4lJ",
+	"BKJwD9wJzasnV/KyL7LSS1MMqXMiRCCz3wjCY2UaAg0Fyq+gLHah84Haar+l5j6ySE0v0ps/kxyyyf5C",
+	"mBmZJZaymWGNAN/SmtlG9mayJrvxrH72IH8VW1lZhUGOBtVeXfhs1exWL2HvN3+ijaJ5aKtQWcaZwkcs",
+	"Nk0N0VK5oso+MQRUqw5UN2P8hSJles/fJkhWuPDkJw2Q5VuJ1gbIHCp7tggKoTAHN1uzeuvB+rabvJDF",
+	"BLhxfazv6ahfITENRRN9oAFo1Zf9NMFKByd2atbKSERSIq61puYgGzRDvXbvGI1YFLHFLb1zzA19PYTM",
+	"WYcl6vIdyKytbFcyzzettgtNp5UFN1mTqXEq6qTcVlpE28WOzlL/ot37s9DqV9+x2iKi4bRrmi3lwkSp",
+	"mZDrkvvPDR45fYfl/kfGU8/ipphRzHBT2wEpeYWNlTt3pm/ExHSTu+UqUoTZVV9PV+VF98b0VG2weJxb",
+	"3pT4CXAUAVe+ABIA6CWOIh0AlkmrmI+SLqJRofVoCstfahlDWb+Xt60799c0BvINhmuNgew4vitz7qVR",
+	"JD3ThHGcL6u7Q0wdVs70Rspj0s15TTTQ/W+MRsuq4rI/nFeFPDlhkMTfgqy5tK/v+diynmylIfpbVJQl",
+	"ncztWtqX1NYxafvxoV+NkKwZuF2jIHZ7HvkLtyh8z4h9rnkgIf9SxivVCq0HxwbZZCDn07dZ31WErTrQ",
+	"ZGM+GtpEgbIqTVxKJo50CLEsLwTLs/BORq1lje6PZY3X3401ckGDZ4OurOh7LXdsa4H8UXhVmvZhSsK7",
+	"mdpCSb2spiCkCRiEKZuW+qevUttWQhBGSztpktZjIVkcQ4lZVbiN49JcjvBkbWhp2rnhqjaxVtwLUksN",
+	"/qfxerddwewOYury/OGeed4u9fPy/vfVpvplZIXwr71i5KlKVf3emMJykwcmCy+k1FeNJpVycgKE25fe",
+	"iHJ3anB5/ptaZTd2Ug5ORpq1rjpJ30FRvBq0lGDVtp71U8Ftstd1uE5TSjV70E3lmceCajLEZW4Ctfff",
+	"MxqAn4b/k60cm7tUlEE3wUK/KU638IdVnpmhzD24ZQHZ1g/Lv3PoB7X1aJXTHr6GHm5D4w0+fN3oBQej",
+	"xlF4EDQ6oy4chL3gcPgKO28xJtmrofqeiKb/7I26+E2QezeUDVMmr3pxhv1z+vfuffvPL0ezztfX8cHw",
+	"kL4Jet/l1oDkDTbV3O9nnoOB/Flj7cH/o4kMKRch2+ip1sMUlhuaxl3hMUjeMZcU0XIY6dfhJqatGthE",
+	"V2qQvp9zQQIw5QCUNVi8Kjb0UFdsbOoKv0pfcvesVyxhGJRsJIyddEtpa4xdbt0rtTV97R7jnugrxf9d",
+	"aVcNbLat225nN3+hmLMAhDBvkxTJNV3CXp4tEGUohBhoCDRYloYpfrXr7uq4pCklNq0vZu096mXR44jc",
+	"QzN3+Zu15xxj4x4oCNfOMEi0IkKX7NRFKFB0yYQccxDoJaZhWk/k65zAjIXzCOylWXMBiMhfbAL0GB22",
+	"D5B+w/OCCPDdm3tHmOhKolh3Dgx1l0hi/5rbjpPW5DFLkqXmxaAvBIrYuPTErsy+dq4LTe+qj+3GzeH5",
+	"nrRbzw5zv2erN9A0MuFgxxedKnzqg+6jZBsp1l/aS6iN0QcKob/kXjN9kH+Frp6n/it0zfB9vP504DAp",
+	"ChnYtxVr8lrPAwqVpJIJ8g9mdyZ++qxLVzWhlSX8ZniqK5NzV971W62IBTiaMCH7R+2jtjbH7aIrshMo",
+	"plLYYgFF7srx1M5esdZHlIjeVDA3hOnhCDiEQCXBkTtHKvrLZyhe8uVAs9Lj607rNlyuzmzLygkd+2iB",
+	"ZWAKBGmY1Brmw1zOtE7KdXXWRJjZd3bZU3Wetqf6+Pnx/wMAAP//XvFMR4iEAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -52,8 +52,8 @@ var commonModule = fx.Module("common",
 // apiModule serves HTTP. Its own port also answers /metrics, /healthz and
 // /readyz (which checks Temporal too, for cancellations).
 var apiModule = fx.Module("api",
-	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Service {
-		return app.NewService(store, workflows, cfg.Tiers, cfg.AdminToken)
+	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Application {
+		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.AdminToken)
 	}),
 	fx.Invoke(startHTTP),
 )
@@ -171,8 +171,8 @@ func newTemporalClient(lc fx.Lifecycle, cfg Config, tp trace.TracerProvider, log
 
 // startHTTP serves the API, each request traced by otelhttp, which
 // continues a caller's W3C traceparent when it sends one.
-func startHTTP(lc fx.Lifecycle, cfg Config, svc *app.Service, gatherer prometheus.Gatherer, tp trace.TracerProvider, log *slog.Logger) error {
-	handler, err := httpapi.NewHandler(svc, gatherer, log)
+func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gatherer prometheus.Gatherer, tp trace.TracerProvider, log *slog.Logger) error {
+	handler, err := httpapi.NewHandler(application, cfg.HTTP.Limits, gatherer, log)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,12 @@ func startHTTP(lc fx.Lifecycle, cfg Config, svc *app.Service, gatherer prometheu
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
 	)
-	srv := &http.Server{Handler: traced, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           traced,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
+		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes,
+	}
 	serve(lc, srv, "SLUICE_HTTP_ADDR", cfg.HTTPAddr, "http", log)
 	return nil
 }

@@ -521,7 +521,7 @@ export interface components {
             workspaceId: string;
             /** Format: uuid */
             workflowDefinitionId: string;
-            /** @description Available to templates as `input`. */
+            /** @description Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit. */
             input?: {
                 [key: string]: unknown;
             };
@@ -589,6 +589,7 @@ export interface components {
             workflowDefinitionId: string;
             workflowVersion: number;
             status: components["schemas"]["ExecutionStatus"];
+            /** @description The input as enqueued, byte for byte. */
             input: {
                 [key: string]: unknown;
             };
