@@ -54,7 +54,7 @@ test-go:
 # `sluice all` on the stack's own database.
 test-ts: ts-deps
 	bin/sluice migrate
-	@SLUICE_HTTP_ADDR=$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) SLUICE_LOG_LEVEL=warn bin/sluice all & pid=$$!; \
+	@SLUICE_HTTP_ADDR=$(TS_ADDR) SLUICE_ADMIN_ADDR=127.0.0.1:0 SLUICE_ADMIN_TOKEN=$(TS_TOKEN) SLUICE_LOG_LEVEL=warn bin/sluice all & pid=$$!; \
 	for i in $$(seq 1 100); do curl -sf http://$(TS_ADDR)/healthz >/dev/null && break; sleep 0.2; done; \
 	(cd api/typescript && SLUICE_URL=http://$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) npm test); rc=$$?; \
 	kill $$pid; wait $$pid; exit $$rc

@@ -19,17 +19,22 @@ import (
 
 // Config is everything the binary reads from its environment.
 type Config struct {
-	HTTPAddr          string
-	HTTP              HTTPConfig
-	DatabaseURL       string
-	TemporalAddress   string
-	TemporalNamespace string
-	AdminToken        string
-	LogLevel          slog.Level
-	Tiers             domain.TierPolicy
-	Quotas            domain.Quotas
-	Dispatcher        app.DispatcherConfig
-	Worker            engine.WorkerConfig
+	HTTPAddr string
+	HTTP     HTTPConfig
+	// AdminAddr serves /metrics, /healthz and /readyz for every role.
+	AdminAddr   string
+	DatabaseURL string
+	// Temporal is how to reach Temporal: address, namespace, TLS, API key.
+	Temporal   engine.Connection
+	AdminToken string
+	// MetricsWorkspaceLabel adds a workspace label to the per-workspace
+	// series; off by default, as it grows with the tenants.
+	MetricsWorkspaceLabel bool
+	LogLevel              slog.Level
+	Tiers                 domain.TierPolicy
+	Quotas                domain.Quotas
+	Dispatcher            app.DispatcherConfig
+	Worker                engine.WorkerConfig
 	// Nodes bounds what node executors produce and reach.
 	Nodes nodes.Config
 }
@@ -128,12 +133,18 @@ func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int 
 func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
 	e := &env{lookup: lookup}
 	c := Config{
-		HTTPAddr:          e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
-		DatabaseURL:       e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
-		TemporalAddress:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		TemporalNamespace: e.str("TEMPORAL_NAMESPACE", "default"),
-		AdminToken:        e.str("SLUICE_ADMIN_TOKEN", ""),
+		HTTPAddr:    e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
+		AdminAddr:   e.str("SLUICE_ADMIN_ADDR", "127.0.0.1:9090"),
+		DatabaseURL: e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
+		Temporal: engine.Connection{
+			Address:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+			Namespace: e.str("TEMPORAL_NAMESPACE", "default"),
+			APIKey:    e.str("TEMPORAL_API_KEY", ""),
+		},
+		AdminToken:            e.str("SLUICE_ADMIN_TOKEN", ""),
+		MetricsWorkspaceLabel: e.boolean("SLUICE_METRICS_WORKSPACE_LABEL", false),
 	}
+	c.Temporal.TLS = temporalTLS(e)
 	httpLimits := httpapi.DefaultLimits()
 	c.HTTP = HTTPConfig{
 		Limits: httpapi.Limits{
