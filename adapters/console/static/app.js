@@ -213,15 +213,19 @@ function problemView(err) {
 // The route is the hash: #/workspaces, #/workspaces/ID/queue?status=FAILED,
 // #/definitions/ID?v=2, #/executions/ID. Links are real anchors, so they
 // work with the keyboard, open in new tabs and survive a reload.
+// Ids in a route must be UUIDs, so a crafted link cannot steer the
+// console's API calls to another path.
+const ID = "([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})";
+const re = (src) => new RegExp(src);
 const routes = [
-  [/^\/?$/, () => viewWorkspaces()],
-  [/^\/workspaces$/, () => viewWorkspaces()],
-  [/^\/workspaces\/([^/]+)$/, (m, q) => viewQueue(m[1], q)],
-  [/^\/workspaces\/([^/]+)\/queue$/, (m, q) => viewQueue(m[1], q)],
-  [/^\/workspaces\/([^/]+)\/executions$/, (m, q) => viewExecutions(m[1], q)],
-  [/^\/workspaces\/([^/]+)\/definitions$/, (m, q) => viewDefinitions(m[1], q)],
-  [/^\/definitions\/([^/]+)$/, (m, q) => viewDefinition(m[1], q)],
-  [/^\/executions\/([^/]+)$/, (m, q) => viewExecution(m[1], q)],
+  [re(`^\/?$`), () => viewWorkspaces()],
+  [re(`^\/workspaces$`), () => viewWorkspaces()],
+  [re(`^\/workspaces\/${ID}$`), (m, q) => viewQueue(m[1], q)],
+  [re(`^\/workspaces\/${ID}\/queue$`), (m, q) => viewQueue(m[1], q)],
+  [re(`^\/workspaces\/${ID}\/executions$`), (m, q) => viewExecutions(m[1], q)],
+  [re(`^\/workspaces\/${ID}\/definitions$`), (m) => viewDefinitions(m[1])],
+  [re(`^\/definitions\/${ID}$`), (m, q) => viewDefinition(m[1], q)],
+  [re(`^\/executions\/${ID}$`), (m) => viewExecution(m[1])],
 ];
 
 let generation = 0;
