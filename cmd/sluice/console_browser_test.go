@@ -255,6 +255,9 @@ func TestConsoleWalkThrough(t *testing.T) {
 	if got := evalJS[string](b, `document.querySelector("#node-welcome dl").innerText`); !strings.Contains(got, "Attempt") || !strings.Contains(got, "Took") {
 		t.Errorf("welcome's card lacks its attempt and timing: %q", got)
 	}
+	if evalJS[bool](b, `document.querySelector("#node-introduce .problem") !== null || document.querySelector("#node-introduce .skip-reason") === null`) {
+		t.Error("the skipped node's card shows its reason as an error, or not at all")
+	}
 	// A node in the drawing is a keyboard control that leads to its card.
 	b.do(chromedp.Focus(chromedp.CSS(`svg.dag g.dag-node[data-node="welcome"]`)), chromedp.KeyEvent("\r"))
 	b.waitFor("Enter on a node to focus its card", `document.activeElement?.id === "node-welcome"`, 5*time.Second)

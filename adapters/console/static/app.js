@@ -1062,7 +1062,9 @@ function nodeCard(node, rec) {
     { class: `node-card st-${status}`, id: `node-${node.key}`, tabindex: "-1", "data-node": node.key, "data-status": status },
     h("header", {}, h("h3", {}, node.key), h("span", { class: "muted" }, node.type), badge(status)),
     rec ? h("dl", { class: "kv" }, fields.filter(([, v]) => v).map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v)))) : h("p", { class: "muted" }, "Not run yet."),
-    rec && rec.error ? h("div", { class: "problem" }, h("strong", {}, "Error "), rec.error) : null,
+    // A skipped node's error is why it was skipped, not a failure.
+    rec && rec.error && status === "SKIPPED" ? h("p", { class: "muted skip-reason" }, `Skipped: ${rec.error}`) : null,
+    rec && rec.error && status !== "SKIPPED" ? h("div", { class: "problem" }, h("strong", {}, "Error "), rec.error) : null,
     rec && rec.input !== null && rec.input !== undefined ? h("details", { open: true }, h("summary", {}, "Resolved input"), h("pre", { class: "json" }, json(rec.input))) : null,
     rec && rec.output !== null && rec.output !== undefined ? h("details", { open: true }, h("summary", {}, "Output"), h("pre", { class: "json node-output" }, json(rec.output))) : null,
   );
