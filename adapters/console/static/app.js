@@ -161,7 +161,9 @@ function token() {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
-async function api(method, path, body) {
+// api calls the JSON API with the tab's token. A 401 signs the tab out,
+// except for the sign-in form's own probe, which shows the refusal itself.
+async function api(method, path, body, { probe = false } = {}) {
   const headers = { Authorization: `Bearer ${token()}`, Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const res = await fetch(`/api/v1${path}`, {
@@ -180,7 +182,7 @@ async function api(method, path, body) {
       data = { detail: text.slice(0, 200) };
     }
   }
-  if (res.status === 401 && token()) {
+  if (res.status === 401 && token() && !probe) {
     signOut("The token was refused: sign in again.");
   }
   if (!res.ok) throw new ApiError(res.status, data);
@@ -358,7 +360,7 @@ function viewSignIn() {
         e.preventDefault();
         sessionStorage.setItem(TOKEN_KEY, input.value.trim());
         try {
-          await api("GET", "/workspaces?limit=1");
+          await api("GET", "/workspaces?limit=1", undefined, { probe: true });
           signInMessage = "";
           if (!location.hash.startsWith("#/")) location.hash = "#/workspaces";
           route();
