@@ -17,6 +17,8 @@ FUZZTIME ?= 10s
 TS_ADDR ?= 127.0.0.1:18080
 TS_TOKEN := walkthrough-admin-token-0123456789
 RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
+# Targets HTTP_REQUEST nodes may reach under `make run`.
+RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
 .PHONY: all build run test test-go test-ts vet generate check-generated fuzz bench lint-spec ts-deps browser clean
 
@@ -31,8 +33,10 @@ bin/devstack: FORCE
 build: bin/sluice bin/devstack
 
 ## run: start Postgres, Temporal, the migrations and `sluice all` on :8080.
+## HTTP_REQUEST nodes may reach loopback here, for local services; the
+## binary's own default refuses every private and local address.
 run: build
-	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
+	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" SLUICE_HTTP_NODE_ALLOW="$${SLUICE_HTTP_NODE_ALLOW-$(RUN_HTTP_NODE_ALLOW)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
 
 ## test: vet, spec lint, generated-code drift, then unit, integration,
 ## fuzz, the console's browser test and the TypeScript walk-through on a
@@ -50,7 +54,7 @@ test-go:
 # `sluice all` on the stack's own database.
 test-ts: ts-deps
 	bin/sluice migrate
-	@SLUICE_HTTP_ADDR=$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) SLUICE_LOG_LEVEL=warn bin/sluice all & pid=$$!; \
+	@SLUICE_HTTP_ADDR=$(TS_ADDR) SLUICE_ADMIN_ADDR=127.0.0.1:0 SLUICE_ADMIN_TOKEN=$(TS_TOKEN) SLUICE_LOG_LEVEL=warn bin/sluice all & pid=$$!; \
 	for i in $$(seq 1 100); do curl -sf http://$(TS_ADDR)/healthz >/dev/null && break; sleep 0.2; done; \
 	(cd api/typescript && SLUICE_URL=http://$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) npm test); rc=$$?; \
 	kill $$pid; wait $$pid; exit $$rc

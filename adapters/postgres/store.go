@@ -329,6 +329,7 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 		}
 		r, err := s.q.QueueInsert(ctx, tx, dbsqlc.QueueInsertParams{
 			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
+			TraceContext: traceParent(ctx),
 		})
 		if err != nil {
 			return interpretError(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -11,23 +12,31 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
+	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
 
 // Config is everything the binary reads from its environment.
 type Config struct {
-	HTTPAddr          string
-	HTTP              HTTPConfig
-	DatabaseURL       string
-	TemporalAddress   string
-	TemporalNamespace string
-	AdminToken        string
-	LogLevel          slog.Level
-	Tiers             domain.TierPolicy
-	Quotas            domain.Quotas
-	Dispatcher        app.DispatcherConfig
-	Worker            engine.WorkerConfig
+	HTTPAddr string
+	HTTP     HTTPConfig
+	// AdminAddr serves /metrics, /healthz and /readyz for every role.
+	AdminAddr   string
+	DatabaseURL string
+	// Temporal is how to reach Temporal: address, namespace, TLS, API key.
+	Temporal   engine.Connection
+	AdminToken string
+	// MetricsWorkspaceLabel adds a workspace label to the per-workspace
+	// series; off by default, as it grows with the tenants.
+	MetricsWorkspaceLabel bool
+	LogLevel              slog.Level
+	Tiers                 domain.TierPolicy
+	Quotas                domain.Quotas
+	Dispatcher            app.DispatcherConfig
+	Worker                engine.WorkerConfig
+	// Nodes bounds what node executors produce and reach.
+	Nodes nodes.Config
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -124,12 +133,18 @@ func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int 
 func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
 	e := &env{lookup: lookup}
 	c := Config{
-		HTTPAddr:          e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
-		DatabaseURL:       e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
-		TemporalAddress:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		TemporalNamespace: e.str("TEMPORAL_NAMESPACE", "default"),
-		AdminToken:        e.str("SLUICE_ADMIN_TOKEN", ""),
+		HTTPAddr:    e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
+		AdminAddr:   e.str("SLUICE_ADMIN_ADDR", "127.0.0.1:9090"),
+		DatabaseURL: e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
+		Temporal: engine.Connection{
+			Address:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+			Namespace: e.str("TEMPORAL_NAMESPACE", "default"),
+			APIKey:    e.str("TEMPORAL_API_KEY", ""),
+		},
+		AdminToken:            e.str("SLUICE_ADMIN_TOKEN", ""),
+		MetricsWorkspaceLabel: e.boolean("SLUICE_METRICS_WORKSPACE_LABEL", false),
 	}
+	c.Temporal.TLS = temporalTLS(e)
 	httpLimits := httpapi.DefaultLimits()
 	c.HTTP = HTTPConfig{
 		Limits: httpapi.Limits{
@@ -208,6 +223,24 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
 	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
 	c.Worker = w
+
+	n := nodes.DefaultConfig()
+	n.TemplateBudget = e.integer(nodes.EnvTemplateBudget, n.TemplateBudget, 1<<10, 64<<20)
+	n.OutputMax = e.integer(nodes.EnvOutputMax, n.OutputMax, 1<<10, 64<<20)
+	n.ResponseBodyMax = int64(e.integer(nodes.EnvResponseBodyMax, int(n.ResponseBodyMax), 1<<10, 64<<20))
+	n.ResponseHeadersMax = int64(e.integer(nodes.EnvResponseHeadersMax, int(n.ResponseHeadersMax), 1<<10, 1<<20))
+	if n.Allow, err = nodes.ParseAllowList(e.str(nodes.EnvAllow, "")); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", nodes.EnvAllow, err))
+	}
+	if p := e.str(nodes.EnvProxy, ""); p != "" {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			e.bad(nodes.EnvProxy, domain.RedactURL(p), "want an http:// or https:// proxy URL")
+		} else {
+			n.Proxy = u
+		}
+	}
+	c.Nodes = n
 
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("bad configuration:\n%w", err)

@@ -33,7 +33,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description Answers 200 when Postgres (and Temporal, for modules that use it) answer; 503 otherwise.
+         * @description Answers 200 when Postgres (and Temporal, for modules that use it) answer; 503 otherwise, naming the failing parts but not their errors, which go to the server's log.
          */
         get: operations["getReadyz"];
         put?: never;
@@ -874,7 +874,7 @@ export interface operations {
                      *       "type": "https://sluice.dev/problems/not-ready",
                      *       "title": "Not ready",
                      *       "status": 503,
-                     *       "detail": "postgres: connection refused"
+                     *       "detail": "not ready: postgres failing (details in the log)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
