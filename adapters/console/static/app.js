@@ -449,26 +449,27 @@ async function viewWorkspaces() {
   });
 }
 
+// workspaceRows draws the overview's rows.
 function workspaceRows(items) {
-    const rows = items.map((w) =>
+  const rows = items.map((w) =>
+    h(
+      "tr",
+      { dataset: { workspace: w.id } },
+      h("th", { scope: "row", "data-label": "Workspace" }, h("a", { href: `#/workspaces/${w.id}/queue`, "data-focus-key": `ws-${w.id}` }, w.name)),
+      h("td", { "data-label": "Plan" }, h("span", { class: `plan plan-${w.plan}` }, w.plan)),
+      h("td", { "data-label": "Running / limit", class: "running" }, meter(w.active, w.limit)),
+      h("td", { "data-label": "Pending", class: "num pending" }, String(w.queued)),
       h(
-        "tr",
-        { dataset: { workspace: w.id } },
-        h("th", { scope: "row", "data-label": "Workspace" }, h("a", { href: `#/workspaces/${w.id}/queue`, "data-focus-key": `ws-${w.id}` }, w.name)),
-        h("td", { "data-label": "Plan" }, h("span", { class: `plan plan-${w.plan}` }, w.plan)),
-        h("td", { "data-label": "Running / limit", class: "running" }, meter(w.active, w.limit)),
-        h("td", { "data-label": "Pending", class: "num pending" }, String(w.queued)),
-        h(
-          "td",
-          { "data-label": "Failed (1 h)", class: "num failed" },
-          w.failedLastHour > 0
-            ? h("a", { href: `#/workspaces/${w.id}/executions?status=FAILED`, class: "bad", "data-focus-key": `wsf-${w.id}` }, String(w.failedLastHour))
-            : "0",
-        ),
+        "td",
+        { "data-label": "Failed (1 h)", class: "num failed" },
+        w.failedLastHour > 0
+          ? h("a", { href: `#/workspaces/${w.id}/executions?status=FAILED`, class: "bad", "data-focus-key": `wsf-${w.id}` }, String(w.failedLastHour))
+          : "0",
       ),
-    );
-    if (rows.length === 0) rows.push(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No workspaces yet.")));
-    return rows;
+    ),
+  );
+  if (rows.length === 0) rows.push(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No workspaces yet.")));
+  return rows;
 }
 
 // workspaceHeader draws a workspace's name, live numbers and tabs; it
