@@ -310,9 +310,12 @@ type UpdateWorkspaceRequest struct {
 // Workspace defines model for Workspace.
 type Workspace struct {
 	// Active Executions holding a slot now.
-	Active    int                `json:"active"`
-	CreatedAt time.Time          `json:"createdAt"`
-	ID        openapi_types.UUID `json:"id"`
+	Active    int       `json:"active"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// FailedLastHour Executions that ended FAILED in the last hour.
+	FailedLastHour int                `json:"failedLastHour"`
+	ID             openapi_types.UUID `json:"id"`
 
 	// Limit Concurrent executions the plan allows.
 	Limit int    `json:"limit"`
@@ -365,6 +368,9 @@ type NotFound = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
+
+// TooMany RFC 9457 problem details.
+type TooMany = Problem
 
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
@@ -1408,6 +1414,15 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
+type TooManyResponseHeaders struct {
+	RetryAfter int
+}
+type TooManyApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers TooManyResponseHeaders
+}
+
 type UnauthorizedApplicationProblemPlusJSONResponse Problem
 
 type ListDefinitionsRequestObject struct {
@@ -1563,6 +1578,18 @@ func (response CreateDefinition422ApplicationProblemPlusJSONResponse) VisitCreat
 	w.WriteHeader(422)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateDefinition429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinition429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateDefinition500ApplicationProblemPlusJSONResponse struct {
@@ -1803,6 +1830,18 @@ func (response CreateDefinitionVersion422ApplicationProblemPlusJSONResponse) Vis
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateDefinitionVersion429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinitionVersion429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CreateDefinitionVersion500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2041,6 +2080,18 @@ func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnque
 	w.WriteHeader(413)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type EnqueueExecution500ApplicationProblemPlusJSONResponse struct {
@@ -3581,106 +3632,110 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9QDu48jNOmzqfvEnayZ1Omk3SHdxpig0tHdtcy6RK0nG9Qf77BR+S",
-	"KFmy5dhtd4oABerYFHl4eN4P6sEL2CxmFKgUXv/BizHHM5DA9V8ncy4YV59CEAEnsSSMen3vZgLojsJX",
-	"aQbcITZCcgIo5nBP2FygGI+h6fkeUaO/zIEvPd+jeAZe3wvMpL4nggnMsJp9hr++BzqWE6/fbbd9Ty5j",
-	"NVJITujYe3z0vVMYEUrU8udhOTwLxqejiC1QmA59IRAJUzBiLCcZFKE7oe9x+DInHEKvL/kcXNhGjM+w",
-	"9PrefE7UyFXYzr5CMF8HGiQDNEDoZYBpABHCkWBI4ikIhNGXOcwBEQkzPeiXCrDBWWs3qN+TGZGr8F7i",
-	"MSBB/l15fJF+zl0rhBGeR9LrH7Z9dZRkNp/Zg5wRav7qpCAQKmEMXMPwB+NTEeMA1h2qHrDuKBfOLLvg",
-	"5FE9LGJGBWjq/xsOr+DLHIRGU8CoBKo/4jiOSIAVnK2Ys2EEs//5l1BAP3jwFc/iCMx2JCaR19cggZBo",
-	"yMIlmmCBMEXAuWYC/b/w+p8evBkIgccKpNlcjQaEkQVVb7jvtdytPn72PSGxnAuv39NcQ6Ra2Dun9zgi",
-	"IbLLZjudSBmLfqslojkJoBnCfQK+aBHzUCN56NHF3H9zGHl9779ambBomV9F69LMYPC3eoLJ3olAMxyp",
-	"I4AQMY6GHPBUaKlhZmqqJU8YHUUk2BXh5yHMYiaBBsvGb7BECyzQXECIFkROEEYhGY2AAzVH4rl4fJPh",
-	"MQWmHgKdNYPkyX1jMZlYmJ1I/ZNgc645RO0CNB7fMj4kYQh0R0SqBTJJiYYQMToWSDKEKZMT4BmH5rB4",
-	"kGExA6UWGkfp8H3hTrIpUDTDS0SZRJLNA4U4IlLMaYydUwmc4mhHhBE7TcrfCU4O8xxaGFWLQS2A+8DL",
-	"NZuBnBA6RiNMIsWR1LAi8Hvgx5awLM1NMB1DqLCnnrDY0tLiHcfxZEeMdVGyxSppOKdTyhYUURYCuvW+",
-	"3nqORBwrEFoQjkG02i3JvEfffTZYBhH0EUaN23m7fQBomH7CK7OoBURerna7q3JVD95OqppH9kXRejYl",
-	"URVBY2SgOh28O0ZwD3yZIFSNiIiQidwjUhlmcqJP8ILJt2xOwx1Pr8TqQke4HR7g19DojnrDRi941Wm8",
-	"wUfQOBy+Cl6HR/Bm1O5o0EcaAFdu9DJsXzgDamCaMtkww/eB5QuGhJITORFxw9h7zMewT2sAvgYAoUCd",
-	"du/o8PUrNFxKEC5KOo4ovcTLiOEQScZQpCGphRrJWMMM3xcBatAVdalZOZIT7IoPhIMAYik00j5SPJcT",
-	"xsm/YVdamxEhlMgaAuZqVSXXc9TTyVCVW7YWlubuE3uiIQ2ir8wdbNWQnGBtCyUyjXHE4Z5NIWxqi9jO",
-	"q5YdxOQ3WGqnjLMYuCTGLA04YAnhQOZs2hBLaEgyg1XD1vdIWMP+Tezph9UfYg4j8rXcRB8RbpQEx4Hy",
-	"GxNfUEDAQfrKVpAQRWgKS4FwjLlslq1tsbBmV3QeRXioTtcY9itTLPLexGYXKHMVPnl6SN6T0OhIN+87",
-	"iHfB/ZzOzIb/AmPznWgH78o6E6tHWPM8Esp+8IAqJ+qTdzK4ODl7//7s1POTz+cX7xwY1u3OTlcKsN6a",
-	"oTjH58FhqEU6ji4d+Ec4EuAXtpTQTtGVnxGa/N3ZBKWeoxq8LAbwNBDHibWyjqHfJZr6SRvakQhL6c+A",
-	"XY2WfwAX3wUnBWA3wZU699+RoHwvjjDdKLTVmFLis89XbyrMpDKOog8jbaquW8uOV1Zpfn9GPq7K1OuJ",
-	"1gs0gGMkJOOAiESULZobqcfOuAr851wAbS8aJZhz5T9b2nOURhre8bfkt1111DwOt93EN1IYBdwkiMgr",
-	"kAzcMmLLTusSj8sUiFT+kvthHY6ds39MF8Oc46XGaBrH1Wy3XssWkSCN3+bMsX47DsHsTINhISa8kXa2",
-	"I8j7atouYKEQS75fc/Bl2DkLy454xNmslNAlK/16MQEX1iFjEZSIOT2tnqQUFKrj0GlE+2mim9B4vuYZ",
-	"Q1h5qTe4x0TTnbEXZ3GEJQiEBbrTs9010bUShiHCNEQc5JxTCLW7hEaM6w8+EgzR+WyorNApQGzd4ZCM",
-	"iWt02u363tfGmDXslxwvlO/RvMKL3230wBnQILOYcZnppWR8FkMAGrCQ0HFLf/2orWbCOJHLXIy8W9x5",
-	"R4dGmZBozsdAZRN94KHagZIt2nEnFOEsznaMRphwCkIgHHAmRPaTQAGbgTAmudpwGozvrQ/F+6kff7ot",
-	"T+3R3imFYQ2VhimZrnKPHnC+rZm9Ti78Xc14bYYW95GsttbGXgOtWi4CuZv7E8659qV/F7k5CJWvetXP",
-	"OzRggpGbdUBtXf0EOaA8Sv2YYn2w5+zn+fwHsLKJDNbVtxcshCsIGA/L9K2QmG+p6epRaEpgCZXuyNbq",
-	"wbUG3r7tp1JoV2FJ8ZFQmItTP8dMOa5IKHwtc+7D3so4/ceYW0VCcAIIVx8vLs4v3nm+d/Lh98v3Zzc6",
-	"lPB2cJ6LKZydloQUfO8tgSg8S6REHkNpyL0sfKTZ6mHD5mxSN5mobGNpvqFgPKDTwbsmUmxnw0wc0JyS",
-	"L3M41rnWcAwoAnxP6BhhdPLh4vT85vzDhckozPASBZjzJbpTNtSdskBiEkx1vHzIMQ0mTa9o4uiEQ32C",
-	"CE3wdYa/npvxh22nziGjja3FTH7WTsmsRTdXL1GG3F8BR+acCsppAsFUVIvxMhO1OHcmwDa4sNXqU++2",
-	"RHPSERlv0jErk02NC+/EFjo1YgvmiyL1/Xpzc/nPq7O/fzy7vvHRzdXg4vrth6vffYfOGEenZ+8H/3eM",
-	"NDKThIxN38okZGryOoKZKPFKLoeDUlwQIsnGICfAN4cE1D7tmCqcWkW1glkslRkuyyX/XgyWLeyNxJBY",
-	"NRYUPb8wudzoHkJjPDRXls/OfGVyNpels+dcEuWOcL2YdkqEhFg0dSIxmMLSZBSbZqbSxTcr/Y1IqGcE",
-	"qCPN9H9CsbWpxNGtCQFkWtZiKjm5arVbRWtb66Pr384vL2topksb9UumfXt1dub53uXVB8/3zi5uzq4u",
-	"r86vz8qftSmcFQK4enuC3vQOX6c8aDJRYlUbJCmqhwoiF6uTa13aiOAeojQB7iPAwSQpUvnf6w8XjZjp",
-	"vH8jIlOwyVu/nnZwlHWJFUKokJgG5fp6RVo7nG8TbA91peMACamZ6OPVOaJ4plSwknVTQkMl9+zeN4sy",
-	"S55m/bWOlvbUlEasFGonbE5LOP5MS1wOEWABaIiDqWL9y7OL0/OLdw6EDjpwIiS2Cp5GmMx2EwZPCZcR",
-	"EWMZTN5iEs05lNGkqQXRXC0Qo+gGlK+EI1MQoshO14sIhCU6KEdIssqOqiFfUln0LPbloEZYyLPaWsiN",
-	"56xu/AlRhB8VdqnveqXKIN27n+ehErJy0eoXClbdCLjLOi5PFGhoLYfvw1vLxMWP8dZcknBUmBU7SvW9",
-	"H5z/rpXg6fn15eDm5NdtnLaPOtGwYzLuyVm1ynRaClCJkA4kuS9RJalbK9CERaFx5kTEiukx1079ZrUS",
-	"UXn59AmjNv2TVX2bKleFCYSjiC1EOazV1Re1ke+bSGRJMbV2ENECE6mL/nRFikJdOShb59LKBIybUPXT",
-	"snF7uCmk22TFUprZB9tnBPgj2F4pDAjmSqReK4DMDkxlU7mjg8MZobmKolSCo8HlOZrCspmU5esEkJkr",
-	"V/tkypQIHbGSvLOuiUJjnXdZaAeU6nqexAhooj+yRINOeWVNF9opOh28E4iNbql2k46NHaHIjVFIYrkC",
-	"EenrHI5dT21Lqm8Ro9ESLSZEOVwTuKVu7b9mHl05j0YcwHD9S2Xlo46PLq8+oEMfZXY+6rZRkHLiLc1Y",
-	"8ZfmLb2liaFnCvHmNASO7lo4Jq37zh2iuiLvbmDLwXT4sI/+ZqrOjM+nj8F4fXd9A65zPmjE2QyZ0IQN",
-	"P1Ydma92rAsNcTABoZFwSxVG2IJmw5vIgKy9CUQEuqsqnrtDLxO/Re1Vc14AtgrJBrwHsVqs0W22Fcvx",
-	"yKmMWywWTax/bjI+btlnRev9+cnZxfWZfibzAhKiGVyeO3nPvtdpts04FgPFMfH63kGz3TywIXZN6xbd",
-	"rYSEWlkW1VSmlBVHvCdCChePL4RTeSpM4ARz0OWlIWh/VKE+BK6zhbaJREkNnFhbetJTZ3E/1wX1aW1f",
-	"io4NEJNtK+uW2Vdvil8uzDJAW6afp8ZAK5MePxfaXbrt9poCzZLCTCtmP33Oy0slLWvXTxYKHUrKKAe6",
-	"mUy5is5B69LSngG4bPp0Yy2niUc/0tn8yMdCJWivfbD5obdu30Kv3dv8RFqB/eh7h3W2krYoaO0xn80w",
-	"X1ryLet+U4Qs8VjkKxSE91mZFEyUcNc/cERCLf+zaKQS1boMSctoLJDlctRJZJIZt1pzrtPWvW63WHxe",
-	"ZL9icZ/lExDybyxcbkeSaYWHjc9r2jRB9U9usDiL+WWtAr9CFDEfPTzYGKLiYPT4qLGtY4femAM43UBp",
-	"qNdUWFmOTwblPDTv1agTdILDTuMgeDVs9PDhsPFmeASN9qgTdvHBsBccblF1XFUP+Zi3RWzsscDlne1Q",
-	"6pjQXrfdfdXodBrdzk2n3W+rf3+uFjz1O/4PPQhlwXt1mhC8lUNzDN+qzX7Lc3ULtVYloa1A/NlkX69T",
-	"Y4m090I90O3WEZZOh9KOEtYg3podBSlbKWQf/bUmTuvBrRp7NMJY2SslljkbJcZMExlHDkcccLg0XcOh",
-	"9ueI1LE5hCVK4idJJDmIAHNjOx4jPqdUGeWOe6rgECWS+VSvWZDMOVnSW4XWPBQ+a+iMfgxKtqQfv9wC",
-	"vp4ob6vQl5lq2CT2YJX0C2G08+rRvgO57lzbP1pH/Mxy/CZ3eM+MkjHKO5Bbc0nBV9vg/OTi29pa2EJI",
-	"tyxbrdyUsfW6VRb4tbG0MaKwQGQ2m5vcWWJzu3UCSeRgCKboM2F9pQsc2Z7F0k1UgrIFUkS3yQrPiq2+",
-	"iTH++XFLY7fQ5fKDLN18yXld4bRJ0KWBk+4TJExyUBWCRhGSnf/ZcPzehuMgDBFGWT/APizFVAi1Huyn",
-	"x8pwmTEWGIVyWYLzd+XUMRVcsfCNLYZvzGud/fPaT8pnu2v0TRywmxb3H6rPwvaDmAIG06pMBOpU3CR0",
-	"n1N65ZHatVcalRoUmTbeKq6dPeYrKQ5Cmg34xtw312ihGI8JxcaQLAtsZ0nT/9S4dh6KDzRauvYLoeay",
-	"FlOJUAVOWqdQj6NXKuV/2vh6vq59bXjdQfpLRWFsLk2BNNcVouKXZ7lWCLqDy1uJZHO+LFft2YCWzpBq",
-	"Z6LUGzhLcqaYZmslTkBOdRf8fh21x1QsgItb2m13EZa2pVg/mvgEPKn1IhItJmAu8chkQJZwvaW6WAD9",
-	"oQNKFN0Vbti68xFGHGLAaTGzwDN7UYjp1hO3VH3NOFECK3IuvDP54OKtXDYtm041BX3lCL6lvfabJvot",
-	"qfOfQmycHixRBFhI1O2hCZtzgWL3fiqTDM0LyGK74yYR+bu+rE+DpPCGBB5pSclB8mUT3biwphXeK4hA",
-	"FXg4Lr+eTB2O2jjS+74OWAxhfmv+GiSkEnMCONT1AFZkFk6w8j7Gw8NNlzh83sFHTCu7k9R0iPOldt2q",
-	"Irm6BuG3jPNUtcvW8k6722Eq7Wj0DsJu0Bm2cePN6AgavfB10DgavsKNw1EPkt+ce3HSSrJtt+X0V5Yo",
-	"jmTQT+dVtt9sfuDEueBvazd0F71jsZ7TCE9UPg9OaeYmF9Jd7kVijGmxrZxLYyBomWQMhjktdSNdObuj",
-	"++j2n5Q5kM3un/nmP3N5iG05USaUjS93cHd4EPTCxiG8GjV6uDNsHAXdsHEAvdEhfjV8HRyFnl8lp7KU",
-	"Ztou0/FrQNf50ysCYxYwf+SznGtypBYMp7ukerlUHridFiUZ1I3TVU62u6DOtZx2vrHwXifdctf2Phu+",
-	"BYe+hvDZ1qV3L1He5EbnRVfLXKe8fUw+v2RVSH5gLrPLXdGMiL7DNmeWk7CJBklCVg+ykflbmhZoa4lJ",
-	"BKJwD9wJzasnV/KyL7LSS1MMqXMiRCCz3wjCY2UaAg0Fyq+gLHah84Haar+l5j6ySE0v0ps/kxyyyf5C",
-	"mBmZJZaymWGNAN/SmtlG9mayJrvxrH72IH8VW1lZhUGOBtVeXfhs1exWL2HvN3+ijaJ5aKtQWcaZwkcs",
-	"Nk0N0VK5oso+MQRUqw5UN2P8hSJles/fJkhWuPDkJw2Q5VuJ1gbIHCp7tggKoTAHN1uzeuvB+rabvJDF",
-	"BLhxfazv6ahfITENRRN9oAFo1Zf9NMFKByd2atbKSERSIq61puYgGzRDvXbvGI1YFLHFLb1zzA19PYTM",
-	"WYcl6vIdyKytbFcyzzettgtNp5UFN1mTqXEq6qTcVlpE28WOzlL/ot37s9DqV9+x2iKi4bRrmi3lwkSp",
-	"mZDrkvvPDR45fYfl/kfGU8/ipphRzHBT2wEpeYWNlTt3pm/ExHSTu+UqUoTZVV9PV+VF98b0VG2weJxb",
-	"3pT4CXAUAVe+ABIA6CWOIh0AlkmrmI+SLqJRofVoCstfahlDWb+Xt60799c0BvINhmuNgew4vitz7qVR",
-	"JD3ThHGcL6u7Q0wdVs70Rspj0s15TTTQ/W+MRsuq4rI/nFeFPDlhkMTfgqy5tK/v+diynmylIfpbVJQl",
-	"ncztWtqX1NYxafvxoV+NkKwZuF2jIHZ7HvkLtyh8z4h9rnkgIf9SxivVCq0HxwbZZCDn07dZ31WErTrQ",
-	"ZGM+GtpEgbIqTVxKJo50CLEsLwTLs/BORq1lje6PZY3X3401ckGDZ4OurOh7LXdsa4H8UXhVmvZhSsK7",
-	"mdpCSb2spiCkCRiEKZuW+qevUttWQhBGSztpktZjIVkcQ4lZVbiN49JcjvBkbWhp2rnhqjaxVtwLUksN",
-	"/qfxerddwewOYury/OGeed4u9fPy/vfVpvplZIXwr71i5KlKVf3emMJykwcmCy+k1FeNJpVycgKE25fe",
-	"iHJ3anB5/ptaZTd2Ug5ORpq1rjpJ30FRvBq0lGDVtp71U8Ftstd1uE5TSjV70E3lmceCajLEZW4Ctfff",
-	"MxqAn4b/k60cm7tUlEE3wUK/KU638IdVnpmhzD24ZQHZ1g/Lv3PoB7X1aJXTHr6GHm5D4w0+fN3oBQej",
-	"xlF4EDQ6oy4chL3gcPgKO28xJtmrofqeiKb/7I26+E2QezeUDVMmr3pxhv1z+vfuffvPL0ezztfX8cHw",
-	"kL4Jet/l1oDkDTbV3O9nnoOB/Flj7cH/o4kMKRch2+ip1sMUlhuaxl3hMUjeMZcU0XIY6dfhJqatGthE",
-	"V2qQvp9zQQIw5QCUNVi8Kjb0UFdsbOoKv0pfcvesVyxhGJRsJIyddEtpa4xdbt0rtTV97R7jnugrxf9d",
-	"aVcNbLat225nN3+hmLMAhDBvkxTJNV3CXp4tEGUohBhoCDRYloYpfrXr7uq4pCklNq0vZu096mXR44jc",
-	"QzN3+Zu15xxj4x4oCNfOMEi0IkKX7NRFKFB0yYQccxDoJaZhWk/k65zAjIXzCOylWXMBiMhfbAL0GB22",
-	"D5B+w/OCCPDdm3tHmOhKolh3Dgx1l0hi/5rbjpPW5DFLkqXmxaAvBIrYuPTErsy+dq4LTe+qj+3GzeH5",
-	"nrRbzw5zv2erN9A0MuFgxxedKnzqg+6jZBsp1l/aS6iN0QcKob/kXjN9kH+Frp6n/it0zfB9vP504DAp",
-	"ChnYtxVr8lrPAwqVpJIJ8g9mdyZ++qxLVzWhlSX8ZniqK5NzV971W62IBTiaMCH7R+2jtjbH7aIrshMo",
-	"plLYYgFF7srx1M5esdZHlIjeVDA3hOnhCDiEQCXBkTtHKvrLZyhe8uVAs9Lj607rNlyuzmzLygkd+2iB",
-	"ZWAKBGmY1Brmw1zOtE7KdXXWRJjZd3bZU3Wetqf6+Pnx/wMAAP//XvFMR4iEAAA=",
+	"H4sIAAAAAAAC/+w9a2/buJZ/hdAu0BYrP+O0qfPJN0k72WnTTJK5g52muKGlY5vXMqmSVFzfIP99wYck",
+	"SpZtOXbbmaLAAJMmFHl4eN4P8sEL2CxmFKgUXv/BizHHM5DA9b9OEi4YVz+FIAJOYkkY9frezQTQHYUv",
+	"0gy4Q2yE5ARQzOGesESgGI+h6fkeUaM/J8AXnu9RPAOv7wVmUt8TwQRmWM0+w1/eAR3Lidfvttu+Jxex",
+	"GikkJ3TsPT763imMCCVq+fOwGp4549NRxOYozIY+E4iEGRgxlpMcitCd0Pc4fE4Ih9DrS56AC9uI8RmW",
+	"Xt9LEqJGLsN29gWCZB1okA7QAKHnAaYBRAhHgiGJpyAQRp8TSAARCTM96MUKsMFZazeo35EZkcvwXuIx",
+	"IEH+s/L4Iv2du1YII5xE0usftn11lGSWzOxBzgg1/+pkIBAqYQxcw/AH41MR4wDWHaoesO4o584su+Dk",
+	"UX0sYkYFaOr/Bw6v4HMCQqMpYFQC1T/iOI5IgBWcrZizYQSz//m3UEA/ePAFz+IIzHYkJpHX1yCBkGjI",
+	"wgWaYIEwRcC5ZgL9f+H1Pz54MxACjxVIs0SNBoSRBVVvuO+13K0+fvI9IbFMhNfvaa4hUi3sndN7HJEQ",
+	"2WXznU6kjEW/1RJRQgJohnCfgi9axHzUSD96dDH33xxGXt/7r1YuLFrmr6J1aWYw+Fs+wXTvRKAZjtQR",
+	"QIgYR0MOeCq01DAzNdWSJ4yOIhLsivDzEGYxk0CDReNXWKA5FigREKI5kROEUUhGI+BAzZF4Lh5f53jM",
+	"gKmHQGfNIP1y31hMJxZmJ1L/SbCEaw5RuwCNxzeMD0kYAt0RkWqBXFKiIUSMjgWSDGHK5AR4zqEFLB7k",
+	"WMxBqYXGUTZ8X7iTbAoUzfACUSaRZEmgEEdEhjmNsXMqgVMc7YgwYqfJ+DvFyWGRQ0ujajGoBXAfeLlm",
+	"M5ATQsdohEmkOJIaVgR+D/zYEpaluQmmYwgV9tQXFltaWrzlOJ7siLEuSre4ShomdErZnCLKQkC33pdb",
+	"z5GIYwVCC8IxiFa7JZn36LvfBosggj7CqHGbtNsHgIbZT3hpFrWAKMrVbndZrurB20lV88m+KFrPpiSq",
+	"ImiMDFSng7fHCO6BL1KEqhERETKVe0Qqw0xO9AleMPmGJTTc8fQqrC50hNvhAX4Fje6oN2z0gpedxmt8",
+	"BI3D4cvgVXgEr0ftjgZ9pAFw5UYvx/aFM6AGpimTDTN8H1i+YEgoOVEQETeMvcN8DPu0BuBLABAK1Gn3",
+	"jg5fvUTDhQThoqTjiNJLvIgYDpFkDEUaklqokYw1zPB9EaAGXVGXmpUjOcGu+EA4CCCWIkXae0wXO+Ls",
+	"c8IktsiCsI+wRDMmJOq0220UAw2VKMtN6AIGu45K/60wTz306bUb2Tf7VulzlkQhirEQiFFIPSnX8NUA",
+	"CPS8sM9bqjfqO4wnfC0iBYqBGxnxookujNTWJpCQjEOIMM2E+S3FEQccLtK/WWHfRHdXIPmiMRhJ4Hfq",
+	"rAVINJ8ABzTHRKopJxDFoq/AvaUG9yHHhAqERe7yCKTAE5PmrTIAJoBD61s68y/b/tcQMBpqQ0OthoYw",
+	"YhwMjeFZjjyl1RXqmkV3cp3XoU7jd4oTOWGc/Ad2FYAzIoRCxhAwV6ygjI2CSOvk1FdYthbtJe4XexJs",
+	"GkRf2eDY2kZygrWBnipaxhGHezaFsKndNDuvWnYQk19Bc3PMWQxcEuMrBRywhHAgC45WiCU0JJnBsrfl",
+	"eySs4ZSlTt7D8h9iDiPypdpvHBFuLBeOAwlcpGwlIOAgfUVXEqIITWEhEI4xl82qtS0W1uyKJlGEh+p0",
+	"jbe5NMW86OJu9stz//Wjp4cU3VuNjmzzvoN4F9xP2cxs+G8wjsiJjjpcWQ93+QhrnkdK2Q8eUMVjH72T",
+	"wcXJ2bt3Z6een/58fvHWgWHd7ux0lQDrrRmKcxxxHIZa3OHo0oF/hCMBfmlLKe2U40szQtN/dzZBqedY",
+	"DV4emHoaiOPUhF7H0G9T8/FJG9qRCCvpz4C9Gi3/BC6+CU5KwG6CK4s4fUOC8r04wnSj0FZjKonPfr96",
+	"U2EulXEUfRhp/2ndWna8cpWK+zPysUIfT7ReoAEcG0sBEYkomzc3Uo+dcRn4T4Wo7l40SpBwDlRa2nOU",
+	"Rqb9/S35bVcdlcThtpv4SgqjhJsUEUUFkoNbRWz5aV3icZUC0Za3+8M6HDtn/5gthjnHC43RLLmg2W69",
+	"li0jwXoAzhzrt+MQzM40GJYSFRtpZzuCvF9N2yUslBIc92sOvgo7Z2HVEY84m1USumSVv55PwIV1yFgE",
+	"FWJOT6snqQTFeBdZmuVpopvQOFnzjSGsotQb3GOi6c7Yi7M4whK0e3OnZ7trouvcpeIgE04h1D48GjGu",
+	"f/CRYIgms6GyQqcAsY3RhGRMXKPTbtf3vjTGrGF/yfFc+R7NKzx/b0NazoAGmcWMy1wvpePzwBbQgCmf",
+	"saV//aitZsI4kYtC4qZb3nlHx+uVh53wMVDZRB+4cty0X6qjSYQinHupx2iECacgBMIBZ0LkfxIoYDMQ",
+	"xiRXG84yRL31+SE/Cy6dbstTe7R3KmFYQ6VhRqbL3KMHnG9rZq+TC7+pGa/N0PI+0tXW2throFXLRSB3",
+	"c3/ChGtf+r0ozEGofNlb/b1DAyZCvlkH1NbVT5ADyqPUn+nIhj1nv8jn34GVTbi6rr69YCFcQcB4WKVv",
+	"hcR8S01Xj0IzAkupdEe2Vh+uNfD2bT9VQrsMS4aPlMJcnPoFZipwRUrha5lzH/ZWzunfx9wqE4ITQLj6",
+	"/eLi/OKt53snH95fvju70aGEN4PzQkzh7LQipOB7bwhE4VkqJYoYyvJAVeEjzVYPGzZnKw3Siao2liXB",
+	"SsYDOh28bSLFdjbMxAEllHxO4FgXAIRjQBHge0LHCKOTDxen5zfnHy5MmmuGFyjAnC/QnbKh7pQFEpNg",
+	"qpM4Q45pMGl6ZRNHZ8HqE0RoMgIz/OXcjD9sO8U3OW1sLWaKs3YqZi27uXqJKuT+Ajgy51RSThMIpmK1",
+	"GK8yUctz5wJsgwu7Wn3q3VZoTjoi4006ZmmyqXHhndhCp0ZswfyiTH2/3Nxc/uvq7Lffz65vfHRzNbi4",
+	"fvPh6r3v0Bnj6PTs3eD/jpFGZpoltDUFMg2ZmmSjYCZKvJRg5KAUF4RIsjHICfDNIQG1TztmFU6tolrC",
+	"LJbKDJfVkn8vBssW9kZqSCwbC4qen5kCg+geQmM8NJeWz898aXKWyMrZCy6Jcke4zfno9A7Eoqmz28EU",
+	"FibN3TQzVS6+WelvREI9I0Adaa7/U4qtTSWObk0JINeyFlPpya1Wu6tobWt9dP3r+eVlDc10aaN+6bRv",
+	"rs7OPN+7vPrg+d7Zxc3Z1eXV+fVZ9bc2hbNEAFdvTtDr3uGrjAdNJkosa4M0RfWwgsjF8uRalzYiuIco",
+	"q8rwEeBgklZO/e/1h4tGzHQxSiMiU7AVBX497eAo6worhFAhMQ2q9fWStHY43ybYHupKxwESUjPR71fn",
+	"iOKZUsFK1k0JDZXcs3vfLMoseZr11zpa2lNTGnGlUDthCa3g+DMtcTlEgAWgIQ6mivUvzy5Ozy/eOhA6",
+	"6MCpkNgqeBphMttNGDwlXEZEjGUweYNJlHCooklToKS5WiBG0Q0oXwlHpkpJkZ0uYhIIS3RQjZB0lR1V",
+	"Q7HOt+xZ7MtBjbCQZ7W1kBvPWd74E6II3yvsUt/1ypRBtne/yEMVZOWi1S9VUbsRcJd1XJ4o0dBaDt+H",
+	"t5aLi+/jrbkk4agwK3aU6ns3OH+vleDp+fXl4Obkl22ctt91omHHZNyTs2or02kZQBVCOpDkvkKVnOWF",
+	"LhMWhcaZExErp8dcO3V7MWmqNN9hIX9hCV8LhTHTaQghMoeBiCnOUgyAJizh1VDVlU7VbQMnjNoMk1v6",
+	"o3tCIkwRjiI2F9ULry7wqH2+vgl2VjQRaB80q1ga6aIXdTrVoGydrquSYW7O1s/aJSz9ZJAunek2mbiM",
+	"TvchanKi/x6iRikpCBIlxq8VQGYHppqq2rnC4UxRtFPFlGkNNLg8R1NYZOVgOulk5irUW5nSKEJHrCLX",
+	"reuw0FjneuaGm3QNUWp4NNEfeXJDp9ny7iPtiJ0O3grERrdUu2bHxnZR9McopPFjgYj0dd7Irqe2JdVv",
+	"EaPRAs0nJAJTW+fWAmpu0i0kaMQBjKR5rjwL1PHR5dUHdOij3LdA3TYKMta8pTlvvmje0luaGpemmi6h",
+	"IXB018Ixad137hDVpal3A1uCpkOWffQPU+lm/Ex9DMbTvLOlgM75oBFnM2TCITbkuerIfLVjXXGLgwkI",
+	"jYRbqjDC5jQf3kQGZO3BICLQ3aqCvTv0PPWVXpjiw4gEYCufbJB9EKvFGt1mW7Ecj5xqvPl83sT6z03G",
+	"xy37rWi9Oz85u7g+09/knkdKNIPLcyfX2vc6zbYZx2KgOCZe3ztotpsHNqyvad2iu5WSUMup6NTVMFUF",
+	"Ge+IkMLF4zPhVoIaLYA56DrrELQPrFAfAtcZSttNpaQGTi08Pemps7hfaAf8uLZBS8cjiMnwVbWN7atJ",
+	"y68WZjmgLdPYVmOglUmPn0p9X912e01RaEUxqBWzHz8V5aWSlrVrNkvFFRWlmwPdVancU+egdY11zwBc",
+	"NX22sZbTzaY/6Wz+5PdS9WmvfbD5ozduA0+v3dv8RdaK8Oh7h3W2kvXqaO2RzGaYLyz5VrWBKkKWeCyK",
+	"VRHC+6RsDCYquOufOCKhlv95BFSJal36pGU0FshyOeqkMsmMW26+0KnyXrdb7sIos1+5oNDyCQj5DxYu",
+	"tiPJrKrE5gQ0bZpA/kc3QJ3HGfOemV8gipiPHh5s3FJxMHp81NjW8UpvzAGctrgsvGyquizHp4MKXqH3",
+	"ctQJOsFhp3EQvBw2evhw2Hg9PIJGe9QJu/hg2AsOt6h0XlWD+Vi0RWy8s8Tlne1Q6pjtXrfdfdnodBrd",
+	"zk2n3W+r//5cLrLqd/zvehDKpPfqdON4S4fmWMKrNvs1z9UtDluWhLbq8UeTfb1OjSWyJiT1QbdbR1g6",
+	"rXr6o9e1VtFdOztKZHNQ1kwpSeWVQvnRX2sStR7cyrZHI7yVfVNhybNRavw0kfEE03YX44Vph5BIHT9E",
+	"WKI0xpNGu4MIMDe25jHiCaXKiF9ubVmS5Kd6zZIkL8ie3jK05qPwp0bP6cegZEv68ast5uuJ8s5KDc2Z",
+	"Rk6DF1apPxNGmy8f7VuQ6861/b11yo8s928Kh/eTUXJGeQtyay4p+XYbnKVCDF5bF1sI6ZZlq6UrZrZe",
+	"d5XFfm0sc4wozBGZzRKT30ttdLeWIY00DMEUpqasr3SBI9vzeL+JYlA2R4roNlnteUHYVzHePz1uaRyX",
+	"OnG+k2VcLIuvK5w2Cbos0NJ9goRJD2qFoFGEZOf/aWj+1Q3NQRgijPIeh31YlpnQaj3Ynx5XhuOMccEo",
+	"VMseXLyUqo5p4YqRr2xhfGXe7OyfN39QvtzdAtjEAbtpff9h9VnYHhdTlGHar4lAnRVXdt0XlGR1JHht",
+	"F3+lAZJr763i5vlnvpL6IKTZgG/cA3NfHYrxmFBsDM+qwHmegv2rxs2LUHyg0cK1d3SWmJhLpBKxCpys",
+	"9qIeRy9V//+w8ftirf7a8L2D9OeKwlgiTdE311Wv4sVPuVYK6oPLW6lkc35ZrdrzAS2dgdXOR6X3cJbm",
+	"ZDHN10qdhoLqLsUJdFYAUzEHLm5pt91FWNo2af1p6kPwtH6N6EtUaPGOFyehe0t1dQL6QwegKLorXWV3",
+	"5yOMOMSAswJtfSGKvpHHdCCKW6p+zThRAityrsUx+eby9Xc27ZtNNQV9tw++pb326yb6Ne1dmEJsnCQs",
+	"UQRYSNTt6XoSc+FMnqLVydaigCy3cG4Ske/1rZgaJIU3JPBIS0oOki+a6MaFNataX0IEWoGH4+p7ANXh",
+	"qI0jve/rgMUQFrfmr0FCJjHNHTe5yCyd4MqLTw8PN11M8WkHnzKrVk9T3yEulg92VxX+1TUIv2ZcaFUL",
+	"cC1vtrsdprIuTe8g7AadYRs3Xo+OoNELXwWNo+FL3Dgc9SD9m3PXT1Ydt+22nJ7RCsWRDvrhvNB2Df/w",
+	"xLlJ8wlu67fzQO0pFTTIE5XVg1OeusnldJd7lhpvWswrZ9QYFFqGGQMjoZVupyuXd3Q33R6cKoez2f2z",
+	"2ABpLlCxbTfK5LLx6w7uDg+CXtg4hJejRg93ho2joBs2DqA3OsQvh6+Co9DzV8m1PMWatQx1/BrQdf70",
+	"ysCYBcw/ilnXNTlbC4bTYbN6uUx+uN0mFRndjdOtnGx3wV5ou+18ZWG/ThoW7tP+aSiXAgA1hM+2IQD3",
+	"dvNNbndRdLXMPefbx/yLS64K+Q/MLZOFu9MR0ZdLF8x4EjbRIE346kE28n9LsyJ1LTGJQBTugTuhf/Xl",
+	"Ut73WV4Kaoozdc6FCGT2G0F4rExJoKFAxRWUhS90vlFb+bfU3MkWqelFdiVvmqM22WUIc6O0wrI2M6wR",
+	"4FtaP9vI3lzW5Le+1c9OFK+jqyrzMMjRoNo7RX9aQbvVY9iHB55oo2ge2iq05lzJ6iMWm8aOaKFcV2Wf",
+	"GAKqVZeqG1L+RpE1veevE1QrXfrygwbUiu1UawNqDpX9tAhKobPipcjbsXrrwfrCm7wQcy+wEivWV3XU",
+	"r5CYhqKJPtAAtOrL/zTBSgendmrezklEWrKutabmIBtkQ7127xiNWBSx+S29c8wNfUWGLFiHFeryLci8",
+	"tW5XMi827rZLjbcrC3ryRlvjVNRJ0S21ybbLXa2V/kW792ep3bG+Y7VFBMRpWTVbKoSVMjOh0Cn41w02",
+	"Ob2X1f5HzlM/xU05A5njprYDUvG2lJU7d6aPxcSA0/v1VqQU8+vOnq7Ky+6N6fHaYPE4N90p8RPgKAKu",
+	"fAEkANBzHEU6YCzT1jUfpV1No1Ir1BQWL2oZQ3n/mbetO/f3NAaKDY9rjYH8OL4pc+6lcSU705RxnF+u",
+	"7lYxdV4F0xspj0k3CzbRQPfjMRotVhWv/eG84fPkBEMafwvy7te+vutky3q1pabwr1GxlnZzt2tp33L3",
+	"ddtqx1pqJ2uZPvRX4yhvYG7XqMHdnm3+xl0U2wb999avkHJEJS9WKorWg2OWbLKZixngvDUswlZDaLIx",
+	"PxpyRYEyNM1v7HsbEEvTmVYwrG37p33aqar9f8koLoqAnYxiy1rdJ7FW5yuy1qtvxlqFOMRPG7GqTn0t",
+	"d21r1PxRehZRu0UVEeNcE6K0xFdTENI0DcJUekv9py9Sm2tCEEYrm3/S7mohWRxDhaVWuuTk0lwI8WQF",
+	"a2nauTisNrGuuG6llmb9G7B/t72C/x1c1RUDh3sWA3apH1ccfFsFrZ+nKgWZ7U0rT9XT6u+NKSw2+Xnl",
+	"Z7n0pa5p/Z6cAOH2eSFR7bQNLs9/VavsxmHKjcpJs9YFL9lrH+VLWCsJVm3rp8oqOWf2khLXNcuoZg/q",
+	"qjq/WdJWhrjMnav2pQFGA/CzJEO6lWNzg4wyCSdY6Icizetuq/w/Q5l7cP4Csq23V3zd6Ts1J2mV0x6+",
+	"gh5uQ+M1PnzV6AUHo8ZReBA0OqMuHIS94HD4EjuPmJP8Ea6+J6Lpv3qjLn4dFF7hssHQ9FEdZ9i/pr91",
+	"79t/fj6adb68ig+Gh/R10PsmdyWkbwWt5n4/d0YM5D811h5cSprKkGoRso2eaj1MYbGh9d0VHoP0Nb+0",
+	"tJfDSL+GnVq7amATXalB+ibUOQnAFB1Q1mDxstjQQ12xsam3/Sp7TvCnXrGEYVCykTB20i2VDTt2uXUv",
+	"6mv62j2SPtGXt/9npV01sDm9brud33eGYs4CEMI8JivSy8mEvaZcIMpQCDHQEGiwqAxm/GLX3dWXyRJX",
+	"bFpfzNob66ti1BG5h2bhyjtrzznGxj1QEK6dYZBoRYQuDKqLUKDokgk55iDQc0zDrGrJ15mHGQuTCGys",
+	"KBGAiHxh06zH6LB9gPQD73MiwHfvSFYum/o51v0MQ927ktq/5l7ptMF6zNKUrHkX+JlAERtXntiV2dfO",
+	"1afZqwCx3bg5PN+Tduv5Ye73bPUGmkYmHOz4pKzCpz7oPkq3kWH9ub3uO4vqsfGLwivzB8UXtPU89V/Q",
+	"NsP38dDswGFSFDKwj5Vr8lrPAwqVZCUTFD/Mb4r8+EkXyGpCq0orzvBU1z8XLvrrt1oRC3A0YUL2j9pH",
+	"bW2O20WXZCdQTKWwJQmK3JXjqZ29ckWRqBC9mWBuCNNZEnAIgUqCI3eOTPRXz1C+2syBZqnz2J3WbQNd",
+	"ntkWrxM69tEcy8CUIdIwrWgsRr6caZ3E7vKsqTCzr6PZU3W+tqf6+Onx/wMAAP//v5ilzoeIAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

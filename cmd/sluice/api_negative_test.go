@@ -243,7 +243,7 @@ func TestNegativeUnauthenticated(t *testing.T) {
 // TestNegativeOtherWorkspace: a key of workspace A gets 403 on everything
 // of workspace B (its workspace, keys, definition, version, queue item,
 // execution, lists and cancel) and on the admin-only operations, and B is
-// left exactly as it was. This is the seeds' SecurityException case.
+// left exactly as it was: no tenant reads or changes another's work.
 func TestNegativeOtherWorkspace(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -449,7 +449,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, testLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, nil, domain.DefaultTierPolicy(), adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(), testLog())
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(), testLog())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
+	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
@@ -30,8 +32,11 @@ type Config struct {
 	MetricsWorkspaceLabel bool
 	LogLevel              slog.Level
 	Tiers                 domain.TierPolicy
+	Quotas                domain.Quotas
 	Dispatcher            app.DispatcherConfig
 	Worker                engine.WorkerConfig
+	// Nodes bounds what node executors produce and reach.
+	Nodes nodes.Config
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -102,6 +107,27 @@ func (e *env) boolean(name string, def bool) bool {
 	return b
 }
 
+// perPlan reads PLAN=N pairs over def, as SLUICE_TIER_LIMITS does.
+func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int {
+	v, ok := e.lookup(name)
+	if !ok || v == "" {
+		return def
+	}
+	parsed, err := domain.ParseTierLimits(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
+		return def
+	}
+	out := make(map[domain.Plan]int, len(def))
+	for p, n := range def {
+		out[p] = n
+	}
+	for p, n := range parsed {
+		out[p] = n
+	}
+	return out
+}
+
 // LoadConfig reads the configuration. needAdmin is set for processes that
 // serve the API, which refuses to start without an admin token.
 func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
@@ -155,6 +181,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		e.errs = append(e.errs, fmt.Errorf("SLUICE_TIER_LIMITS: %w", err))
 	}
 
+	c.Quotas = domain.DefaultQuotas()
+	c.Quotas.PendingItems = e.perPlan("SLUICE_QUOTA_PENDING_ITEMS", c.Quotas.PendingItems)
+	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
+	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
+
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
 	d.BatchSize = e.integer("SLUICE_DISPATCH_BATCH_SIZE", d.BatchSize, 1, 1000)
@@ -192,6 +223,24 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
 	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
 	c.Worker = w
+
+	n := nodes.DefaultConfig()
+	n.TemplateBudget = e.integer(nodes.EnvTemplateBudget, n.TemplateBudget, 1<<10, 64<<20)
+	n.OutputMax = e.integer(nodes.EnvOutputMax, n.OutputMax, 1<<10, 64<<20)
+	n.ResponseBodyMax = int64(e.integer(nodes.EnvResponseBodyMax, int(n.ResponseBodyMax), 1<<10, 64<<20))
+	n.ResponseHeadersMax = int64(e.integer(nodes.EnvResponseHeadersMax, int(n.ResponseHeadersMax), 1<<10, 1<<20))
+	if n.Allow, err = nodes.ParseAllowList(e.str(nodes.EnvAllow, "")); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", nodes.EnvAllow, err))
+	}
+	if p := e.str(nodes.EnvProxy, ""); p != "" {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			e.bad(nodes.EnvProxy, domain.RedactURL(p), "want an http:// or https:// proxy URL")
+		} else {
+			n.Proxy = u
+		}
+	}
+	c.Nodes = n
 
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("bad configuration:\n%w", err)

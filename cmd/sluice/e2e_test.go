@@ -57,6 +57,9 @@ func startSluiceWith(t *testing.T, extra map[string]string, opts ...fx.Option) s
 		"SLUICE_ADMIN_TOKEN":            testAdminToken,
 		"SLUICE_LOG_LEVEL":              "warn",
 		"SLUICE_DISPATCH_POLL_INTERVAL": "1s",
+		// The tests' HTTP servers listen on loopback, which the binary's
+		// default refuses.
+		"SLUICE_HTTP_NODE_ALLOW": "127.0.0.0/8,::1/128",
 	}
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		env["SLUICE_LOG_LEVEL"] = "debug"

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/fx"
 
+	"github.com/sluicehq/sluice/adapters/console"
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
@@ -53,7 +54,7 @@ var commonModule = fx.Module("common",
 // /readyz (which checks Temporal too, for cancellations).
 var apiModule = fx.Module("api",
 	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Application {
-		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.AdminToken)
+		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.AdminToken)
 	}),
 	fx.Invoke(startHTTP),
 )
@@ -176,7 +177,7 @@ func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gather
 	if err != nil {
 		return err
 	}
-	traced := otelhttp.NewHandler(handler, "sluice-api",
+	traced := otelhttp.NewHandler(console.Mount(handler), "sluice-api",
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
@@ -265,7 +266,10 @@ func runDispatcher(lc fx.Lifecycle, cfg Config, d *app.Dispatcher, listener *pos
 func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, reg *prometheus.Registry,
 	tp trace.TracerProvider, log *slog.Logger) {
 	log = log.With("component", "worker")
-	acts := engine.NewActivities(store, nodes.All(nodes.NewHTTPRequest()), log,
+	n := cfg.Nodes
+	log.Info("node limits", "template_budget", n.TemplateBudget, "output_max", n.OutputMax,
+		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
+	acts := engine.NewActivities(store, nodes.All(n), log,
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp))
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{

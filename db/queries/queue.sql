@@ -169,3 +169,9 @@ WHERE created_at < now() - make_interval(secs => @retention_seconds::float8);
 UPDATE workflow_execution_queue
 SET status = @status, last_error = sqlc.narg(last_error), claimed_at = NULL
 WHERE id = @id;
+
+-- name: QueuePendingLockCount :one
+-- The workspace's PENDING count, its counter row locked until commit, so
+-- concurrent enqueues check the pending-items quota one at a time (the
+-- insert's trigger would take the same lock a moment later).
+SELECT pending FROM workspace_queue_stats WHERE workspace_id = @workspace_id FOR NO KEY UPDATE;

@@ -534,6 +534,20 @@ func (q *Queries) QueueNotify(ctx context.Context, db DBTX) error {
 	return err
 }
 
+const queuePendingLockCount = `-- name: QueuePendingLockCount :one
+SELECT pending FROM workspace_queue_stats WHERE workspace_id = $1 FOR NO KEY UPDATE
+`
+
+// The workspace's PENDING count, its counter row locked until commit, so
+// concurrent enqueues check the pending-items quota one at a time (the
+// insert's trigger would take the same lock a moment later).
+func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceID domain.ID) (int32, error) {
+	row := db.QueryRow(ctx, queuePendingLockCount, workspaceID)
+	var pending int32
+	err := row.Scan(&pending)
+	return pending, err
+}
+
 const queuePendingWorkspaces = `-- name: QueuePendingWorkspaces :many
 SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan
 FROM workspace_queue_stats_with_room($1::text[], $2::int[]) AS r

@@ -80,7 +80,7 @@ export interface paths {
         };
         /**
          * Get a workspace
-         * @description Shows the workspace with its plan, its limit, its active count and its queue depth.
+         * @description Shows the workspace with its plan, its limit, its active count, its queue depth and its executions that failed in the last hour.
          */
         get: operations["getWorkspace"];
         put?: never;
@@ -435,6 +435,8 @@ export interface components {
             active: number;
             /** @description Items waiting for a slot. */
             queued: number;
+            /** @description Executions that ended FAILED in the last hour. */
+            failedLastHour: number;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -688,6 +690,30 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /**
+         * @description The request would pass one of the workspace's quotas (pending queue
+         *     items, definitions, nodes per graph). Nothing was stored and nothing
+         *     already stored changed. `Retry-After` is set where waiting helps: the
+         *     queue drains as executions finish.
+         */
+        TooMany: {
+            headers: {
+                /** @description Seconds to wait before the same request may pass. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sluice.dev/problems/quota-exceeded",
+                 *       "title": "Quota exceeded",
+                 *       "status": 429,
+                 *       "detail": "quota exceeded: at most 1000 pending queue items"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description The request conflicts with the resource's state. */
         Conflict: {
             headers: {
@@ -923,6 +949,7 @@ export interface operations {
                      *       "limit": 5,
                      *       "active": 0,
                      *       "queued": 0,
+                     *       "failedLastHour": 0,
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "updatedAt": "2026-11-21T10:00:00Z"
                      *     }
@@ -963,6 +990,7 @@ export interface operations {
                      *       "limit": 5,
                      *       "active": 2,
                      *       "queued": 7,
+                     *       "failedLastHour": 1,
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "updatedAt": "2026-11-21T10:00:00Z"
                      *     }
@@ -1012,6 +1040,7 @@ export interface operations {
                      *       "limit": 20,
                      *       "active": 2,
                      *       "queued": 7,
+                     *       "failedLastHour": 1,
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
@@ -1243,6 +1272,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
         };
     };
@@ -1364,6 +1394,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
         };
     };
@@ -1455,6 +1486,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
         };
     };
