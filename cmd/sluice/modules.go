@@ -69,9 +69,9 @@ var dispatcherModule = fx.Module("dispatcher",
 		fx.Annotate(func(d *app.Dispatcher) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error { return d.LeaseReady() }}
 		}, fx.ResultTags(`group:"readiness"`)),
-		// The Temporal circuit breaker's state joins here as a check
-		// named "temporal_breaker" over Dispatcher.Ready, once the
-		// dispatcher has its breaker (see NOTES-ops.md).
+		// The Temporal circuit breaker's state joins here, as another
+		// check named "temporal_breaker" over the dispatcher's Ready-style
+		// method, once the dispatcher has one.
 	),
 	fx.Invoke(runDispatcher),
 )
@@ -177,13 +177,13 @@ func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gather
 	if err != nil {
 		return err
 	}
-	traced := otelhttp.NewHandler(console.Mount(handler), "sluice-api",
+	traced := otelhttp.NewHandler(handler, "sluice-api",
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
 	)
 	srv := &http.Server{
-		Handler:           traced,
+		Handler:           console.Mount(traced),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
 		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes,
