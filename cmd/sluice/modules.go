@@ -69,9 +69,9 @@ var dispatcherModule = fx.Module("dispatcher",
 		fx.Annotate(func(d *app.Dispatcher) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error { return d.LeaseReady() }}
 		}, fx.ResultTags(`group:"readiness"`)),
-		// The Temporal circuit breaker's state joins here, as another
-		// check named "temporal_breaker" over the dispatcher's Ready-style
-		// method, once the dispatcher has one.
+		// The Temporal circuit breaker's state joins here as a check
+		// named "temporal_breaker" over Dispatcher.Ready, once the
+		// dispatcher has its breaker (see NOTES-ops.md).
 	),
 	fx.Invoke(runDispatcher),
 )
