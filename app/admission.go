@@ -24,7 +24,7 @@ func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[uuid.UUID]in
 		free[i] = d.freeSlots(w)
 	}
 	quotas := map[uuid.UUID]int{}
-	budget := d.cfg.BatchSize
+	budget := d.batchSize
 	first := true
 	for budget > 0 {
 		progressed := false

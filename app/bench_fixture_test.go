@@ -62,6 +62,10 @@ func (e *benchEngine) DescribeWorkflow(context.Context, uuid.UUID) (ports.Workfl
 	return ports.WorkflowRunning, nil
 }
 
+func (e *benchEngine) WorkflowResult(context.Context, uuid.UUID) (domain.ExecutionStatus, string, error) {
+	return domain.ExecutionCompleted, "", nil
+}
+
 func (e *benchEngine) CancelWorkflow(context.Context, uuid.UUID) error { return nil }
 func (e *benchEngine) CheckHealth(context.Context) error               { return nil }
 
@@ -109,10 +113,10 @@ type benchTimedStore struct {
 	phases *benchPhases
 }
 
-func (s benchTimedStore) Claim(ctx context.Context, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
 	start := time.Now()
 	var admitStart, admitEnd time.Time
-	res, err := s.DispatchStore.Claim(ctx, limits, func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
+	res, err := s.DispatchStore.Claim(ctx, fence, limits, func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
 		admitStart = time.Now()
 		q := admit(ws)
 		admitEnd = time.Now()

@@ -443,7 +443,7 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 	ids := b.enqueue(t, ws, def, 2)
 	// A dispatcher that claims and then "crashes" before starting anything.
 	cfg := testConfig()
-	claim, err := b.store.Claim(ctx, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
+	claim, err := b.store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
 		out := map[uuid.UUID]int{}
 		for _, w := range ws {
 			out[w.ID] = 2
@@ -695,7 +695,7 @@ func (b *dispatchBundle) requireExactStats(t *testing.T, step string) {
 // would: the items stay CLAIMED with RUNNING executions.
 func (b *dispatchBundle) claimAll(t *testing.T) ports.ClaimResult {
 	t.Helper()
-	res, err := b.store.Claim(context.Background(), domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
+	res, err := b.store.Claim(context.Background(), ports.Fence{}, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
 		out := map[uuid.UUID]int{}
 		for _, w := range ws {
 			limit, _ := domain.DefaultTierPolicy().Limit(w.Plan)

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -27,10 +28,11 @@ type fakeStore struct {
 	failClaims int
 	claims     int
 	dispatched []ports.DispatchedItem
+	released   []ports.QueueTransition
 	panicOnce  bool
 }
 
-func (f *fakeStore) Claim(_ context.Context, _ map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+func (f *fakeStore) Claim(_ context.Context, _ ports.Fence, _ map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims++
@@ -69,11 +71,26 @@ func (f *fakeStore) MarkDispatched(_ context.Context, items []ports.DispatchedIt
 	return out, nil
 }
 
+// ApplyTransitions puts items released to PENDING back in the pile.
+func (f *fakeStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransition) ([]uuid.UUID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := make([]uuid.UUID, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+		if t.To.Status == domain.QueuePending {
+			f.pending++
+		}
+		f.released = append(f.released, t)
+	}
+	return ids, nil
+}
+
 func (f *fakeStore) StaleClaimed(context.Context, time.Duration, int) ([]ports.QueueRecord, error) {
 	return nil, nil
 }
 
-func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, int) ([]ports.Execution, error) {
+func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, ports.ExecutionCursor, int) ([]ports.Execution, error) {
 	return nil, nil
 }
 
@@ -113,13 +130,19 @@ func (l *fakeLease) TryAcquire(context.Context, string, time.Duration) (bool, er
 
 func (l *fakeLease) Release(context.Context, string, time.Duration) error { return nil }
 
+func (l *fakeLease) Holder() string { return "test" }
+
 type chanWakeups chan struct{}
 
 func (c chanWakeups) C() <-chan struct{} { return c }
 
 func newTestDispatcher(store *fakeStore, lease ports.Lease, wake ports.Wakeups, cfg DispatcherConfig) (*Dispatcher, *DispatchMetrics) {
+	return newTestDispatcherWith(store, okEngine{}, lease, wake, cfg)
+}
+
+func newTestDispatcherWith(store *fakeStore, engine ports.WorkflowEngine, lease ports.Lease, wake ports.Wakeups, cfg DispatcherConfig) (*Dispatcher, *DispatchMetrics) {
 	m := NewDispatchMetrics(prometheus.NewRegistry())
-	return NewDispatcher(store, nil, okEngine{}, lease, wake, domain.DefaultTierPolicy(), cfg,
+	return NewDispatcher(store, nil, engine, lease, wake, domain.DefaultTierPolicy(), cfg,
 		m, slog.New(slog.NewTextHandler(io.Discard, nil))), m
 }
 
@@ -225,5 +248,121 @@ func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 	d.admit([]ports.PendingWorkspace{full, pro, ent, free})
 	if d.lastServed == first {
 		t.Error("round-robin did not move on")
+	}
+}
+
+// outageEngine is a Temporal that is down until brought back: starts,
+// describes and health checks fail as unavailable.
+type outageEngine struct {
+	ports.WorkflowEngine
+	mu     sync.Mutex
+	down   bool
+	starts int
+}
+
+func (e *outageEngine) setDown(down bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.down = down
+}
+
+func (e *outageEngine) err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.down {
+		return fmt.Errorf("%w: connection refused", ports.ErrEngineUnavailable)
+	}
+	return nil
+}
+
+func (e *outageEngine) StartWorkflow(context.Context, ports.WorkflowStart) error {
+	e.mu.Lock()
+	e.starts++
+	e.mu.Unlock()
+	return e.err()
+}
+
+func (e *outageEngine) DescribeWorkflow(context.Context, uuid.UUID) (ports.WorkflowState, error) {
+	if err := e.err(); err != nil {
+		return "", err
+	}
+	return ports.WorkflowNotFound, nil
+}
+
+func (e *outageEngine) CheckHealth(context.Context) error { return e.err() }
+
+func (e *outageEngine) startsNow() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.starts
+}
+
+func TestUnavailableTemporalOpensTheBreakerAndFailsNothing(t *testing.T) {
+	t.Parallel()
+	store := &fakeStore{pending: 5}
+	engine := &outageEngine{down: true}
+	cfg := DefaultDispatcherConfig()
+	cfg.PollInterval = 5 * time.Millisecond
+	cfg.Exclusive = false
+	cfg.BreakerBackoff = domain.DispatchBackoff{Base: 20 * time.Millisecond, Max: 50 * time.Millisecond}
+	d, m := newTestDispatcherWith(store, engine, &fakeLease{}, chanWakeups(make(chan struct{})), cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	waitUntil(t, "the breaker to open", func() bool { return d.Ready() != nil })
+	if got := testutil.ToFloat64(m.BreakerOpen); got != 1 {
+		t.Errorf("dispatcher_temporal_breaker_open = %v while Temporal is down, want 1", got)
+	}
+	// While open, nothing more is claimed: only the first batch's item
+	// was tried, and it was not counted as a failure.
+	time.Sleep(100 * time.Millisecond) // several probe periods, to show no claims happen; not synchronisation
+	store.mu.Lock()
+	claims := store.claims
+	store.mu.Unlock()
+	if claims != 1 || engine.startsNow() != 1 {
+		t.Errorf("while the breaker is open: %d claims and %d starts, want 1 each", claims, engine.startsNow())
+	}
+	if got := testutil.ToFloat64(m.Failed.WithLabelValues("dispatch_attempts_exhausted")); got != 0 {
+		t.Errorf("%v items failed during the outage, want 0", got)
+	}
+	engine.setDown(false)
+	waitUntil(t, "all items dispatched once Temporal is back", func() bool { return store.dispatchedNow() == 5 })
+	if err := d.Ready(); err != nil {
+		t.Errorf("Ready after recovery: %v", err)
+	}
+	store.mu.Lock()
+	for _, r := range store.released {
+		if r.To.DispatchFailures != 0 || r.To.Status != domain.QueuePending {
+			t.Errorf("the item caught by the outage was released as %s with %d dispatch failures, want PENDING with 0", r.To.Status, r.To.DispatchFailures)
+		}
+	}
+	store.mu.Unlock()
+	if got := testutil.ToFloat64(m.BreakerOpen); got != 0 {
+		t.Errorf("dispatcher_temporal_breaker_open = %v after recovery, want 0", got)
+	}
+	cancel()
+	<-done
+}
+
+func TestBatchGrowsWhileFullAndShrinksWhenShallow(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultDispatcherConfig()
+	cfg.BatchSize, cfg.MaxBatchSize = 10, 50
+	cfg.Exclusive = false
+	store := &fakeStore{}
+	d, _ := newTestDispatcher(store, &fakeLease{}, nil, cfg)
+	if d.batchSize != 10 {
+		t.Fatalf("first batch %d, want BatchSize 10", d.batchSize)
+	}
+	var sizes []int
+	for _, full := range []bool{true, true, true, true, false} {
+		d.adaptBatch(full)
+		sizes = append(sizes, d.batchSize)
+	}
+	want := []int{20, 40, 50, 50, 10}
+	for i := range want {
+		if sizes[i] != want[i] {
+			t.Fatalf("batch sizes %v, want %v", sizes, want)
+		}
 	}
 }

@@ -16,6 +16,8 @@ type DispatchMetrics struct {
 	LeaseFailures  prometheus.Counter
 	QueueDepth     *prometheus.GaugeVec
 	Latency        prometheus.Histogram
+	BreakerOpen    prometheus.Gauge
+	BreakerTrips   prometheus.Counter
 }
 
 // NewDispatchMetrics creates the series and registers them with reg.
@@ -23,7 +25,7 @@ func NewDispatchMetrics(reg prometheus.Registerer) *DispatchMetrics {
 	m := &DispatchMetrics{
 		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "queue_processing_batch_size", Help: "Items claimed per dispatch batch.",
-			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
 		}),
 		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "queue_processing_duration_seconds", Help: "Time to process one dispatch batch.",
@@ -51,8 +53,15 @@ func NewDispatchMetrics(reg prometheus.Registerer) *DispatchMetrics {
 			Name: "queue_enqueue_to_dispatch_seconds", Help: "Time from enqueue to DISPATCHED.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
+		BreakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dispatcher_temporal_breaker_open", Help: "1 while the dispatcher's circuit breaker holds dispatch back because Temporal is unavailable, else 0.",
+		}),
+		BreakerTrips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dispatcher_temporal_breaker_trips_total", Help: "Times the circuit breaker opened because Temporal was unavailable.",
+		}),
 	}
-	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.LeaseFailures, m.QueueDepth, m.Latency)
+	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.LeaseFailures, m.QueueDepth, m.Latency,
+		m.BreakerOpen, m.BreakerTrips)
 	return m
 }
 

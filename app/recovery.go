@@ -44,6 +44,11 @@ func (d *Dispatcher) maintain(ctx context.Context) {
 			d.log.Warn("releasing recovery lease failed", "error", err)
 		}
 	}()
+	if !d.breaker.closed() {
+		// Stale recovery and the reconciler ask Temporal; they wait for
+		// the probe that closes the breaker.
+		return
+	}
 	if n, err := d.RecoverStale(ctx); err != nil {
 		d.log.Error("stale recovery failed", "error", err)
 	} else if n > 0 {
@@ -118,25 +123,46 @@ func (d *Dispatcher) RecoverStale(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Reconcile finds RUNNING executions whose workflow is closed or missing
-// in Temporal (terminated outside Sluice, say), records their real final
-// status and frees their slots. Executions whose item is still CLAIMED are
-// stale recovery's business and are not returned by the store.
+// Reconcile checks one page of RUNNING executions past ReconcileAfter
+// against Temporal and records the real final status of those whose
+// workflow is closed or missing (terminated outside Sluice, say), freeing
+// their slots. Pages follow each other across calls in (started_at, id)
+// order and wrap around at the end, so every such execution is checked
+// within ceil(total/ReconcilePageSize) calls however many long runs are
+// older. Executions whose item is still CLAIMED are stale recovery's
+// business and are not returned by the store.
 func (d *Dispatcher) Reconcile(ctx context.Context) (int, error) {
-	running, err := d.store.RunningStartedBefore(ctx, d.cfg.ReconcileAfter, 500)
+	running, err := d.store.RunningStartedBefore(ctx, d.cfg.ReconcileAfter, d.reconcileAfter, d.cfg.ReconcilePageSize)
 	if err != nil {
 		return 0, err
+	}
+	if len(running) < d.cfg.ReconcilePageSize {
+		d.reconcileAfter = ports.ExecutionCursor{}
+	} else {
+		last := running[len(running)-1]
+		d.reconcileAfter = ports.ExecutionCursor{StartedAt: last.StartedAt, ID: last.ID}
 	}
 	n := 0
 	for _, e := range running {
 		state, err := d.engine.DescribeWorkflow(ctx, e.ID)
 		if err != nil {
+			if errors.Is(err, ports.ErrEngineUnavailable) {
+				return n, fmt.Errorf("describing workflows: %w", err)
+			}
 			d.log.Warn("cannot describe execution's workflow", "execution_id", e.ID, "error", err)
 			continue
 		}
 		status, msg, closed := finalStatus(state)
 		if !closed {
 			continue
+		}
+		if state == ports.WorkflowCompleted {
+			// A DAG that failed or was cancelled also ends its workflow
+			// normally; the status it recorded is in its result.
+			if status, msg, err = d.engine.WorkflowResult(ctx, e.ID); err != nil {
+				d.log.Warn("cannot read a completed workflow's result", "execution_id", e.ID, "error", err)
+				continue
+			}
 		}
 		var errMsg *string
 		if msg != "" {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/google/uuid"
@@ -432,6 +433,7 @@ func (s *Service) Cancel(ctx context.Context, a ports.Actor, id uuid.UUID) (uuid
 		if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
 			q, err = s.store.CancelQueued(ctx, id)
 			if err == nil {
+				s.cancelClaimedWorkflow(ctx, q)
 				return q.ID, CancelDone, nil
 			}
 			if !errors.Is(err, domain.ErrIllegalTransition) {
@@ -467,6 +469,19 @@ func (s *Service) Cancel(ctx context.Context, a ports.Actor, id uuid.UUID) (uuid
 		return uuid.Nil, "", err
 	}
 	return e.ID, CancelRequested, nil
+}
+
+// cancelClaimedWorkflow cancels the workflow a dispatcher may already have
+// started for an item cancelled while CLAIMED, so its first node does not
+// run. A dispatcher that starts it after this finds the item CANCELLED when
+// it marks it, and cancels the workflow itself.
+func (s *Service) cancelClaimedWorkflow(ctx context.Context, q ports.QueueRecord) {
+	if q.ExecutionID == nil || q.ClaimedAt == nil || s.engine == nil {
+		return
+	}
+	if err := s.engine.CancelWorkflow(ctx, *q.ExecutionID); err != nil && !errors.Is(err, ports.ErrNotFound) {
+		slog.Default().Warn("cancelling a claimed item's workflow failed; its dispatcher will", "queue_item_id", q.ID, "error", err)
+	}
 }
 
 // Ready checks the dependencies the API needs.
