@@ -270,7 +270,6 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 		}
 		return false
 	}
-	d.adaptBatch(res.Full)
 	return res.Full
 }
 
@@ -389,6 +388,7 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 		d.metrics.Failed.WithLabelValues("missing_workspace_or_definition").Add(float64(claim.Failed))
 	}
 	res := BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.batchSize}
+	d.adaptBatch(res.Full)
 	if len(claim.Claimed) == 0 {
 		return res, nil
 	}

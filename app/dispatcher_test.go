@@ -366,3 +366,82 @@ func TestBatchGrowsWhileFullAndShrinksWhenShallow(t *testing.T) {
 		}
 	}
 }
+
+// closedEngine says every workflow completed, with the given result.
+type closedEngine struct {
+	ports.WorkflowEngine
+	status domain.ExecutionStatus
+	msg    string
+}
+
+func (e closedEngine) DescribeWorkflow(context.Context, uuid.UUID) (ports.WorkflowState, error) {
+	return ports.WorkflowCompleted, nil
+}
+
+func (e closedEngine) WorkflowResult(context.Context, uuid.UUID) (domain.ExecutionStatus, string, error) {
+	return e.status, e.msg, nil
+}
+
+// pagedStore serves RUNNING executions in pages after a cursor.
+type pagedStore struct {
+	fakeStore
+	running []ports.Execution
+	cursors []ports.ExecutionCursor
+}
+
+func (s *pagedStore) RunningStartedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]ports.Execution, error) {
+	s.cursors = append(s.cursors, after)
+	var out []ports.Execution
+	for _, e := range s.running {
+		if e.StartedAt.After(after.StartedAt) && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// finishRecorder records FinishExecution calls.
+type finishRecorder struct {
+	ports.ExecutionStore
+	finished map[uuid.UUID]domain.ExecutionStatus
+}
+
+func (f *finishRecorder) FinishExecution(_ context.Context, id uuid.UUID, status domain.ExecutionStatus, _ *string) (bool, error) {
+	f.finished[id] = status
+	return true, nil
+}
+
+func TestReconcileWalksEveryPageAndRecordsTheWorkflowsResult(t *testing.T) {
+	t.Parallel()
+	store := &pagedStore{}
+	t0 := time.Now().Add(-time.Hour)
+	for i := range 5 {
+		store.running = append(store.running, ports.Execution{ID: uuid.New(), StartedAt: t0.Add(time.Duration(i) * time.Second)})
+	}
+	rec := &finishRecorder{finished: map[uuid.UUID]domain.ExecutionStatus{}}
+	cfg := DefaultDispatcherConfig()
+	cfg.ReconcilePageSize = 2
+	// The workflow completed normally, but the DAG it ran failed.
+	d := NewDispatcher(store, rec, closedEngine{status: domain.ExecutionFailed, msg: "node a failed"}, &fakeLease{}, nil,
+		domain.DefaultTierPolicy(), cfg, NewDispatchMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for range 3 {
+		if _, err := d.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.finished) != 5 {
+		t.Fatalf("reconciled %d of 5 executions in 3 pages of 2", len(rec.finished))
+	}
+	for id, st := range rec.finished {
+		if st != domain.ExecutionFailed {
+			t.Errorf("execution %s recorded %s, want FAILED from the workflow's result", id, st)
+		}
+	}
+	// The walk wraps around after a short page.
+	if _, err := d.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if last := store.cursors[len(store.cursors)-1]; last != (ports.ExecutionCursor{}) {
+		t.Errorf("after the last page the walk resumed at %v, want the start", last)
+	}
+}
