@@ -223,9 +223,17 @@ func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.Dis
 	if wakeups == nil {
 		wakeups = benchNoWakeups{}
 	}
+	lease := postgres.NewLease(db.pool, "bench-"+uuid.NewString())
+	if cfg.Exclusive {
+		// The drain loops call DispatchBatch without Run's heartbeat, so
+		// the lease its claims are fenced by is taken here, for longer
+		// than any benchmark runs.
+		if held, err := lease.TryAcquire(context.Background(), app.QueueLeaseName, 24*time.Hour); err != nil || !held {
+			b.Fatalf("taking the queue lease: %v, %v", held, err)
+		}
+	}
 	d := app.NewDispatcher(benchTimedStore{DispatchStore: store, phases: phases}, store, engine,
-		postgres.NewLease(db.pool, "bench-"+uuid.NewString()), wakeups, tiers, cfg,
-		app.NewDispatchMetrics(prometheus.NewRegistry()), log)
+		lease, wakeups, tiers, cfg, app.NewDispatchMetrics(prometheus.NewRegistry()), log)
 	return d, engine
 }
 

@@ -27,7 +27,9 @@ import (
 // The fault suite runs Sluice's roles as separate processes of the real
 // binary against the real stack, injects one fault each (kill -9, Temporal
 // stopped, Postgres restarted, a bad row, a workflow terminated behind
-// Sluice's back) and prints what it measured next to the target.
+// Sluice's back) and prints what it measured next to the target. The
+// faults that stop a server stop one of the test's own, so the tests run
+// in parallel: the 3-minute Temporal outage overlaps the rest.
 
 var (
 	faultBinOnce sync.Once
@@ -175,6 +177,7 @@ func TestFaultLeaseHolderKilledDispatchResumesWithin15s(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault suite runs the binary")
 	}
+	t.Parallel()
 	dbURL := pgtest.URL(t)
 	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
 	ctx := context.Background()
@@ -349,6 +352,7 @@ func TestFaultTemporalStoppedFor3MinutesFailsNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault suite runs the binary")
 	}
+	t.Parallel()
 	dbURL := pgtest.URL(t)
 	server := newTemporalServer(t)
 	ctx := context.Background()
@@ -469,6 +473,7 @@ func TestFaultPostgresRestartedMidLoadLosesAndDuplicatesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault suite runs the binary")
 	}
+	t.Parallel()
 	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
 	dbURL, restart := privatePostgres(t, temporalAddr)
 	migrate := exec.Command(sluiceBinary(t), "migrate")
@@ -552,6 +557,7 @@ func TestFaultMissingVersionFailsOneItemAndTheBatchCompletes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault suite runs the binary")
 	}
+	t.Parallel()
 	dbURL := pgtest.URL(t)
 	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
 	ctx := context.Background()
@@ -597,6 +603,7 @@ func TestFaultReconcilerFindsARunTerminatedBehindManyLongRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault suite runs the binary")
 	}
+	t.Parallel()
 	dbURL := pgtest.URL(t)
 	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
 	ctx := context.Background()
