@@ -265,13 +265,30 @@ func candidateRecord(c dbsqlc.QueueClaimCandidatesRow) ports.QueueRecord {
 	return rec
 }
 
-// MarkDispatched moves items still in their claim to DISPATCHED.
+// MarkDispatched moves items still in their claim to DISPATCHED, in one
+// statement. If a row refuses the update, each item is marked on its own
+// so the others are not held back; the refused ones are logged and left
+// CLAIMED for stale recovery.
 func (s *Store) MarkDispatched(ctx context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
 	p := dbsqlc.QueueMarkDispatchedParams{Ids: make([]uuid.UUID, len(items)), ExecutionIds: make([]uuid.UUID, len(items))}
 	for i, it := range items {
 		p.Ids[i], p.ExecutionIds[i] = it.ID, it.ExecutionID
 	}
 	rows, err := s.q.QueueMarkDispatched(ctx, s.pool, p)
+	var rowErr *rowError
+	if err != nil && errors.As(asRowError(err), &rowErr) && len(items) > 1 {
+		rows, err = nil, nil
+		for _, it := range items {
+			one, err := s.q.QueueMarkDispatched(ctx, s.pool, dbsqlc.QueueMarkDispatchedParams{
+				Ids: []uuid.UUID{it.ID}, ExecutionIds: []uuid.UUID{it.ExecutionID},
+			})
+			if err != nil {
+				s.log.Error("queue item cannot be marked DISPATCHED; leaving it to stale recovery", "queue_item_id", it.ID, "error", err)
+				continue
+			}
+			rows = append(rows, one...)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
