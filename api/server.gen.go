@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	rawjson "encoding/json"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
 	strictnethttp "github.com/oapi-codegen/runtime/strictmiddleware/nethttp"
@@ -166,8 +168,8 @@ type Edge struct {
 
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
-	// Input Available to templates as `input`.
-	Input *map[string]interface{} `json:"input,omitempty"`
+	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -183,17 +185,19 @@ type EnqueuedExecution struct {
 
 // Execution defines model for Execution.
 type Execution struct {
-	CompletedAt          *time.Time             `json:"completedAt"`
-	DurationMs           *int64                 `json:"durationMs"`
-	Error                *string                `json:"error"`
-	ID                   openapi_types.UUID     `json:"id"`
-	Input                map[string]interface{} `json:"input"`
-	Nodes                *[]NodeRecord          `json:"nodes,omitempty"`
-	StartedAt            time.Time              `json:"startedAt"`
-	Status               ExecutionStatus        `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID     `json:"workflowDefinitionId"`
-	WorkflowVersion      int                    `json:"workflowVersion"`
-	WorkspaceID          openapi_types.UUID     `json:"workspaceId"`
+	CompletedAt *time.Time         `json:"completedAt"`
+	DurationMs  *int64             `json:"durationMs"`
+	Error       *string            `json:"error"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Input The input as enqueued, byte for byte.
+	Input                rawjson.RawMessage `json:"input"`
+	Nodes                *[]NodeRecord      `json:"nodes,omitempty"`
+	StartedAt            time.Time          `json:"startedAt"`
+	Status               ExecutionStatus    `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkflowVersion      int                `json:"workflowVersion"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.
@@ -3577,104 +3581,106 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9QDu48jNOmzqfvEnayZ1Omk3SHdxpig0tHdtcy6RK0nG9Qf77BR+S",
-	"KFmy5dhtd4oAA0yaUOTh4Xk/yAcvYLOYUaBSeP0HL8Ycz0AC1/86mXPBuPopBBFwEkvCqNf3biaA7ih8",
-	"lWbAHWIjJCeAYg73hM0FivEYmp7vETX6yxz40vM9imfg9b3ATOp7IpjADKvZZ/jre6BjOfH63Xbb9+Qy",
-	"ViOF5ISOvcdH3zuFEaFELX8elsOzYHw6itgChenQFwKRMAUjxnKSQRG6E/oehy9zwiH0+pLPwYVtxPgM",
-	"S6/vzedEjVyF7ewrBPN1oEEyQAOEXgaYBhAhHAmGJJ6CQBh9mcMcEJEw04N+qQAbnLV2g/o9mRG5Cu8l",
-	"HgMS5N+Vxxfp79y1QhjheSS9/mHbV0dJZvOZPcgZoeZfnRQEQiWMgWsY/mB8KmIcwLpD1QPWHeXCmWUX",
-	"nDyqj0XMqABN/X/D4RV8mYPQaAoYlUD1jziOIxJgBWcr5mwYwex//iUU0A8efMWzOAKzHYlJ5PU1SCAk",
-	"GrJwiSZYIEwRcK6ZQP9feP1PD94MhMBjBdJsrkYDwsiCqjfc91ruVh8/+56QWM6F1+9priFSLeyd03sc",
-	"kRDZZbOdTqSMRb/VEtGcBNAM4T4BX7SI+aiRfPToYu6/OYy8vvdfrUxYtMxfRevSzGDwt3qCyd6JQDMc",
-	"qSOAEDGOhhzwVGipYWZqqiVPGB1FJNgV4echzGImgQbLxm+wRAss0FxAiBZEThBGIRmNgAM1R+K5eHyT",
-	"4TEFph4CnTWD5Mt9YzGZWJidSP0nweZcc4jaBWg8vmV8SMIQ6I6IVAtkkhINIWJ0LJBkCFMmJ8AzDs1h",
-	"8SDDYgZKLTSO0uH7wp1kU6BohpeIMokkmwcKcUSkmNMYO6cSOMXRjggjdpqUvxOcHOY5tDCqFoNaAPeB",
-	"l2s2AzkhdIxGmESKI6lhReD3wI8tYVmam2A6hlBhT31hsaWlxTuO48mOGOuiZItV0nBOp5QtKKIsBHTr",
-	"fb31HIk4ViC0IByDaLVbknmPvvttsAwi6COMGrfzdvsA0DD9Ca/MohYQebna7a7KVT14O6lqPtkXRevZ",
-	"lERVBI2Rgep08O4YwT3wZYJQNSIiQiZyj0hlmMmJPsELJt+yOQ13PL0Sqwsd4XZ4gF9DozvqDRu94FWn",
-	"8QYfQeNw+Cp4HR7Bm1G7o0EfaQBcudHLsH3hDKiBacpkwwzfB5YvGBJKTuRExA1j7zEfwz6tAfgaAIQC",
-	"ddq9o8PXr9BwKUG4KOk4ovQSLyOGQyQZQ5GGpBZqJGMNM3xfBKhBV9SlZuVITrArPhAOAoil0Ej7SPFc",
-	"Thgn/4ZdaW1GhFAiawiYq1WVXM9RTydDVW7ZWliau1/siYY0iL4yd7BVQ3KCtS2UyDTGEYd7NoWwqS1i",
-	"O69adhCT32CpnTLOYuCSGLM04IAlhAOZs2lDLKEhyQxWDVvfI2EN+zexpx9W/xBzGJGv5Sb6iHCjJDgO",
-	"lN+Y+IICAg7SV7aChChCU1gKhGPMZbNsbYuFNbui8yjCQ3W6xrBfmWKR9yY2u0CZq/DJ00PynoRGR7p5",
-	"30G8C+7ndGY2/BcYm+9EO3hX1plYPcKa55FQ9oMHVDlRn7yTwcXJ2fv3Z6een/x8fvHOgWHd7ux0pQDr",
-	"rRmKc3weHIZapOPo0oF/hCMBfmFLCe0UXfkZocm/O5ug1HNUg5fFAJ4G4jixVtYx9LtEUz9pQzsSYSn9",
-	"GbCr0fIP4OK74KQA7Ca4Uuf+OxKU78URphuFthpTSnz2++pNhZlUxlH0YaRN1XVr2fHKKs3vz8jHVZl6",
-	"PdF6gQZwjIRkHBCRiLJFcyP12BlXgf+cC6DtRaMEc678Z0t7jtJIwzv+lvy2q46ax+G2m/hGCqOAmwQR",
-	"eQWSgVtGbNlpXeJxmQKRyl9yf1iHY+fsH9PFMOd4qTGaxnE1263XskUkSOO3OXOs345DMDvTYFiICW+k",
-	"ne0I8r6atgtYKMSS79ccfBl2zsKyIx5xNisldMlKf72YgAvrkLEISsScnlZPUgoK1XHoNKL9NNFNaDxf",
-	"840hrLzUG9xjounO2IuzOMISBMIC3enZ7hzxl4Ebc8I4kctcFLpbnLujg49MSDTnY6CyiT7wUFmqinu1",
-	"a0wowlkk6xiNMOEUhEA44EyI7E8CBWwGwhi9CqQ03N1bH+z2U0/5dFuq3aNFUQrDGjoIU0JYpU894Hxb",
-	"Q3Yd5/1dzXhthhb3kay21opdA61aLgK5m4MRzrn2Vn8XuTkIla961d87NGDCfZulbG1tWIvTVvBk4lx1",
-	"tccFC+EKAsbDMu0hJOZbyu161JAeZkIRO7KQ+nCtubJva6AU2lVYUnwkp+ni1M8Rbo4CE2paywj7sB4y",
-	"rvoxxkOREBx3+OrjxYXyf33v5MPvl+/PbrRj/HZwnvOQz05LHGTfe0sgCs8SjsxjKA0glwVDdMz4YcPm",
-	"bIoymahsY2n0vKAK0engXRMptrNBEw5oTsmXORzrzGE4BhQBvid0jDA6+XBxen5z/uHCxMdneIkCzPkS",
-	"3SmL4E7p05gEUx39HXJMg0nTKypsHT6vTxChCSXO8NdzM/6w7WTtM9rYWszkZ+2UzFp02vQSZcj9FXBk",
-	"zqmgCCYQTEW1yCwzuIpzZwJsg0NWrar0bku0FB2R8dbyfGocUsdT7tTwlM0vitT3683N5T+vzv7+8ez6",
-	"xkc3V4OL67cfrn73HTpjHJ2evR/83zHSyEzSCzYZKZMAoMlSCGZiniuZCQ4xU1IOSTYGOQG+2cFV+7Rj",
-	"qnBqFdUKZrFURqUsl/x7MQ620O2J0l4Npip6fmEyk9E9hEgPba4sn535yuRsLktnzxnYyrjmejFtYgsJ",
-	"sWjqtFgwhaXJjzXNTKWLb1b6G5FQzwhQR5rp/4Ria1OJo1sTAsi0rMVUcnLVareK1rbWR9e/nV9e1tBM",
-	"lzaGlUz79urszPO9y6sPnu+dXdycXV1enV+flX9rExIrBHD19gS96R2+TnnQ5FXEqjZIEi4PFUQuVifX",
-	"urQRwT1EaTrXR4CDSVJy8b/XHy4aMdNZ7EZEpmBTkX497eAo6xIrhFAhMQ3K9fWKtHY436aLHupKxwES",
-	"UjPRx6tzRPFMqWAl66aEhkru2b1vFmWWPM36a50a7RUpjVgp1E7YnJZw/JmWuBwiwALQEAdTxfqXZxen",
-	"5xfvHAgddOBESGwVCowwme0mDJ4S/CEixjKYvMUkmnMoo0lT2aC5WiBG0Q3MYsZxZMobFNnp6geBsEQH",
-	"5QhJVtlRNeQLBIuexb6cwQgLeVZbC7mxk9WNP8Fj/1EhjvquV6oM0r37eR4qISsXrX6h/NKN57qs4/JE",
-	"gYbWcvg+vLVMXPwYb80lCUeFWbGjVN/7wfnvWgmenl9fDm5Oft3Gafuow+Y7ppaenCOqTA6lAJUI6UCS",
-	"+xJVkrq1Ak1YFBpnTkSsmOxx7dRvlvmPyouBTxi1yYyshtnUbCpMIBxFbCHKYa2uJaiNfN9E/UpKg7WD",
-	"iBaYSF3CpusrFOrKQdk6M1QmYNz0oJ8WQdvDTSHdJseT0sw+2D4jwB/B9kphQDBXIvVaAWR2YOp0yh0d",
-	"HM4IzdXHpBIcDS7P0RSWzaTIXKczzFy5Sh5TdEPoiJVkUXWFDxrrLMJCO6BUV6ckRkAT/ZEF9XUCJ2sh",
-	"0E7R6eCdQGx0S7WbdGzsCEVujAICEx8XiEgfYRoiu57allS/RYxGS7SYEOVwTeCWupXsmnl0HTgacQDD",
-	"9S+VlY86Prq8+oAOfZTZ+ajbRkHKibc0Y8Vfmrf0liaGnikrm9MQOLpr4Zi07jt3iOr6sruBLW7S4cM+",
-	"+pupoTI+nz4G4/Xd9Q24zvmgEWczZEITNvxYdWS+2rEum8PBBIRGwi1VGGELmg1vIgOy9iYQEeiuqhTs",
-	"Dr1M/Ba1V815AdiaGlv+P4jVYo1us61YjkdOnddisWhi/ecm4+OW/Va03p+fnF1cn+lvMi8gIZrB5bmT",
-	"xet7nWbbjGMxUBwTr+8dNNvNA1s/qmndoruVkFArywmaOouyVP97IqRw8fhCOHWUwgROMAddLBmC9kcV",
-	"6kPgEKLh0rZEKKmBE2tLT3rqLO7neno+re2y0LEBYjJbZb0f++q08MuFWQZoy3Sn1BhoZdLj50LzRrfd",
-	"XlNuWFJmaMXsp895eamkZe1qwELavqQocKBbo5Sr6By0LpTsGYDLpk831nJaUvQnnc2ffCzUNfbaB5s/",
-	"eutW4ffavc1fpPXEj753WGcracG91h7z2QzzpSXfsl4uRcgSj0U+3y68z8qkYKKEu/6BIxJq+Z9FI5Wo",
-	"1kU1WkZjgSyXo04ik8y41QpqnSLudbvFUuoi+xVL1SyfgJB/Y+FyO5JM6xVsfF7Tpgmqf3KDxVnMLyt8",
-	"/xWiiPno4cHGEBUHo8dHjW0dO/TGHMDpbUlDvaZeyHJ8MijnoXmvRp2gExx2GgfBq2Gjhw+HjTfDI2i0",
-	"R52wiw+GveBwixraquq+x7wtYmOPBS7vbIdSx4T2uu3uq0an0+h2bjrtflv99+dq+U6/4//Qg1AWvFen",
-	"pN5bOTTH8K3a7Lc8V7fsaFUS2nq6n0329To1lkg7CdQH3W4dYen02+woYQ3irdlRkLKVQvbRX2vitB7c",
-	"GqhHI4yVvVJimbNRYsw0kXHkcMQBh0vTAxtqf45IHZtDWKIkfpJEkoMIMDe24zHic0qVUe64pwoOUSKZ",
-	"T/WaBcmckyW9VWjNR+Gzhs7ox6BkS/rxyy3g64nytgpdhqmGTWIPVkm/EEY7rx7tO5DrzrX9o3XEzyzH",
-	"b3KH98woGaO8A7k1lxR8tQ3OTy6+ra2FLYR0y7LVyr0PW69bZYFfG0sbIwoLRGazucmdJTa3WyeQRA6G",
-	"YAosE9ZXusCR7Vks3UQlKFsgRXSbrPCs2OqbGOOfH7c0dgs9Gz/I0s0XUNcVTpsEXRo46T5BwiQHVSFo",
-	"FCHZ+Z8Nx+9tOA7CEGGUVbfvw1JMhVDrwf70WBkuM8YCo1AuS3D+5pc6poIrFr6xxfCNea2zf177Sfls",
-	"d42+iQN20+L+Q/VZIDqfDZP7GUzjLRGoU3Evzn1O6ZVHatde0FNqUGTaeKu4dvaZr6Q4CGk24Btz31wK",
-	"hWI8JhQbQ7IssJ0lTf9T49p5KD7QaOnaL4Saq0dMJUIVOGmdQj2OXqmU/2nj6/m69rXhdQfpLxWFsbk0",
-	"BdJcV4iKX57lWiHoDi5vJZLN+WW5as8GtHSGVDsTpd7AWZIzxTRbK3ECcqq74PfrqD2mYgFc3NJuu4uw",
-	"tA2y+tPEJ+BJrReRaDEBcyVFJgOyhOst1cUC6A8dUKLornBf1J2PMOIQA06LmQWe2WsvOMg5p+KWql8z",
-	"TpTAipzr20w+uHjHlE3LplNNQV+ggW9pr/2miX5L6vynEBunB0sUARYSdXtowuZcoNi9bckkQ/MCsti8",
-	"t0lE/q6vntMgKbwhgUdaUnKQfNlENy6saYX3CiJQBR6Oyy/bUoejNo70vq8DFkOY35q/BgmpxJwADnU9",
-	"gBWZhROsvF3w8HDTlQSfd/AR08ruJDUd4nypXbeqSK6uQfgt4zxVzZ+1vNPudphKuwe9g7AbdIZt3Hgz",
-	"OoJGL3wdNI6Gr3DjcNSD5G/OLS9pJdm223J6GUsURzLop/Mq2282f3DiXFe3tRu6i96xWM9phCcqnwen",
-	"NHOTC+ku9yIxxrTYVs6lMRC0TDIGw5yWupGunN3RfXT7T8ocyGb3z3zzn7kKw7acKBPKxpc7uDs8CHph",
-	"4xBejRo93Bk2joJu2DiA3ugQvxq+Do5Cz6+SU1lKM22X6fg1oOv86RWBMQuYf+SznGtypBYMp7ukerlU",
-	"HridFiUZ1I3TVU62u6DOtZx2vrHwXifdcpfQPhu+BYe+hvDZ1qV3rwTe5EbnRVfLXA68fUw+v2RVSH5g",
-	"rmbLXTiMiL6RNWeWk7CJBklCVg+ykflbmhZoa4lJBKJwD9wJzasvV/KyL7LSS1MMqXMiRCCz3wjCY2Ua",
-	"Ag0Fyq+gLHah84Haar+l5natSE0v0nsskxyyyf5CmBmZJZaymWGNAN/SmtlG9mayJru/q372IH+xWFlZ",
-	"hUGOBtVexPds1exWL2Fv636ijaJ5aKtQWcaZwkcsNk0N0VK5oso+MQRUqw5UN2P8hSJles/fJkhWuFzk",
-	"Jw2Q5VuJ1gbIHCp7tggKoTAHN1uzeuvB+rabvJDFBLhxfazv6ahfITENRRN9oAFo1Zf9aYKVDk7s1KyV",
-	"kYikRFxrTc1BNmiGeu3eMRqxKGKLW3rnmBv6egiZsw5L1OU7kFlb2a5knm9abReaTisLbrImU+NU1Em5",
-	"rbSItosdnaX+Rbv3Z6HVr75jtUVEw2nXNFvKhYlSMyHXJfefGzxy+g7L/Y+Mp57FTTGjmOGmtgNS8iCL",
-	"lTt3pm/ExHRNkBaqns7IrtV6uiovujemp2qDxePcqKbET4CjCLjyBZAAQC9xFOkAsExaxXyUdBGNCq1H",
-	"U1j+UssYyvq9vG3dub+mMZBvMFxrDGTH8V2Zcy+NIumZJozj/LK6O8TUYeVMb6Q8Jt2c10QD3f/GaLSs",
-	"Ki77w3n44skJgyT+FmTNpX19z8eW9WQrDdHfoqIs6WRu19K+pLaOSduPD/1qhGTNwO0aBbHb88hfuEXh",
-	"e0bsc80DCfmXMl6pVmg9ODbIJgM5n77N+q4ibNWBJhvzo6FNFCir0sSlZOJIhxDL8kKwPAvvZNRa1uj+",
-	"WNZ4/d1YIxc0eDboyoq+13LHthbIH4WHv7QPUxLezdQWSuplNQUhTcAgTNm01H/6KrVtJQRhtLSTJmk9",
-	"FpLFMZSYVYXbOC7N5QhP1oaWpp0brmoTa8W9ILXU4H8ar3fbFczuIKYuzx/umeftUj8v739fbaqf1iqE",
-	"f+0VI09VqurvjSksN3lgsvC8or5qNKmUkxMg3D7hIsrdqcHl+W9qld3YSTk4GWnWuuokfVGheDVoKcGq",
-	"bT3rp4LbZK/rcJ2mlGr2oJvKM48F1WSIy9wEamIUuqbPT8P/yVaOzV0qyqCbYKHfPdMt/GGVZ2Yocw9u",
-	"WUC29cPyL+j8oLYerXLaw9fQw21ovMGHrxu94GDUOAoPgkZn1IWDsBccDl9h501ekj101PdENP1nb9TF",
-	"b4LcS0c2TJk8XOIM++f079379p9fjmadr6/jg+EhfRP0vsutAcl7LNXc72eeg4H8WWPtwf+jiQwpFyHb",
-	"6KnWwxSWG5rGXeExSF5MS4poOYz0466JaasGNtGVGqTv51yQAEw5AGUNFq+KDT3UFRubusKv0ifbnvWK",
-	"JQyDko2EsZNuKW2NscuteyBa09fuMe6JvlL835V21cBm27rtdnbzF4o5C0AI8zaiSK7pEvbybIEoQyHE",
-	"QEOgwbI0TPGrXXdXxyVNKbFpfTFr71Evix5H5B6aucvfrD3nGBv3QEG4doZBohURumSnLkKBoksm5JiD",
-	"QC8xDdN6Il/nBGYsnEdgL82aC0BE/mIToMfosH2A9HvFCyKgFMlXBpSdSznT6+VjC6vBt+9JC22G//0e",
-	"h95A07DxwY4vbSaw91HAKIVAJ56tmM29aXyQf69Vn2f991rN8H28tTlweAiFDOzTuPr015OoQhuppNH8",
-	"h9mVhp8+68pS/dxpWT5uhqe6cDh3I12/1YpYgKMJE7J/1D5qa2vZLroi2oBiKoXN5StvTPmF2hcrluKI",
-	"EsmYys2GMC0WAYcQqCQ4cudIJXP5DMU7uBxoVlpw3WndfsjVmW3VN6FjHy2wDEz9Hg2TUsB8FMqZ1smI",
-	"rs6ayBo9E09O1fnanurj58f/DwAA//+7x7Yb9YIAAA==",
+	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9wHRw5WecNnU+eZO0kzttmk3SHdxpig0tHdtcy6RK0nG9Qf77BR+S",
+	"KFmy5dhtd4oABerYFHl4eN4P6sEL2CxmFKgUXv/BizHHM5DA9V8ncy4YV59CEAEnsSSMen3vZgLojsJX",
+	"aQbcITZCcgIo5nBP2FygGI+h6fkeUaO/zIEvPd+jeAZe3wvMpL4nggnMsJp9hr++AzqWE6/fbbd9Ty5j",
+	"NVJITujYe3z0vVMYEUrU8udhOTwLxqejiC1QmA79RSASpmDEWE4yKEJ3Qt/j8GVOOIReX/I5uLCNGJ9h",
+	"6fW9+ZyokauwnX2FYL4ONEgGaIDQiwDTACKEI8GQxFMQCKMvc5gDIhJmetCvFWCDs9ZuUL8jMyJX4b3E",
+	"Y0CC/Lvy+CL9nLtWCCM8j6TXP2z76ijJbD6zBzkj1PzVSUEgVMIYuIbhD8anIsYBrDtUPWDdUS6cWXbB",
+	"yaN6WMSMCtDU/zccXsGXOQiNpoBRCVR/xHEckQArOFsxZ8MIZv/zL6GAfvDgK57FEZjtSEwir69BAiHR",
+	"kIVLNMECYYqAc80E+n/h9T89eDMQAo8VSLO5Gg0IIwuq3nDfa7lbffzse0JiORdev6e5hki1sHdO73FE",
+	"QmSXzXY6kTIW/VZLRHMSQDOE+wR80SLmoUby0KOLuf/mMPL63n+1MmHRMr+K1qWZweBv9QSTvROBZjhS",
+	"RwAhYhwNOeCp0FLDzNRUS54wOopIsCvCz0OYxUwCDZaN32GJFliguYAQLYicIIxCMhoBB2qOxHPx+DrD",
+	"YwpMPQQ6awbJk/vGYjKxMDuR+ifB5lxziNoFaDy+YXxIwhDojohUC2SSEg0hYnQskGQIUyYnwDMOzWHx",
+	"IMNiBkotNI7S4fvCnWRToGiGl4gyiSSbBwpxRKSY0xg7pxI4xdGOCCN2mpS/E5wc5jm0MKoWg1oA94GX",
+	"azYDOSF0jEaYRIojqWFF4PfAjy1hWZqbYDqGUGFPPWGxpaXFW47jyY4Y66Jki1XScE6nlC0ooiwEdOt9",
+	"vfUciThWILQgHINotVuSeY+++2ywDCLoI4wat/N2+wDQMP2EV2ZRC4i8XO12V+WqHrydVDWP7Iui9WxK",
+	"oiqCxshAdTp4e4zgHvgyQagaEREhE7lHpDLM5ESf4AWTb9ichjueXonVhY5wOzzAr6DRHfWGjV7wstN4",
+	"jY+gcTh8GbwKj+D1qN3RoI80AK7c6GXYvnAG1MA0ZbJhhu8DyxcMCSUnciLihrF3mI9hn9YAfA0AQoE6",
+	"7d7R4auXaLiUIFyUdBxReomXEcMhkoyhSENSCzWSsYYZvi8C1KAr6lKzciQn2BUfCAcBxFJopH2keC4n",
+	"jJN/w660NiNCKJE1BMzVqkqu56ink6Eqt2wtLM3dJ/ZEQxpEX5k72KohOcHaFkpkGuOIwz2bQtjUFrGd",
+	"Vy07iMnvsNROGWcxcEmMWRpwwBLCgczZtCGW0JBkBquGre+RsIb9m9jTD6s/xBxG5Gu5iT4i3CgJjgPl",
+	"Nya+oICAg/SVrSAhitAUlgLhGHPZLFvbYmHNrug8ivBQna4x7FemWOS9ic0uUOYqfPL0kLwnodGRbt53",
+	"EO+C+zmdmQ3/BcbmO9EO3pV1JlaPsOZ5JJT94AFVTtQn72RwcXL27t3Zqecnn88v3jowrNudna4UYL01",
+	"Q3GOz4PDUIt0HF068I9wJMAvbCmhnaIrPyM0+buzCUo9RzV4WQzgaSCOE2tlHUO/TTT1kza0IxGW0p8B",
+	"uxot/wAuvgtOCsBugit17r8jQfleHGG6UWirMaXEZ5+v3lSYSWUcRR9G2lRdt5Ydr6zS/P6MfFyVqdcT",
+	"rRdoAMdISMYBEYkoWzQ3Uo+dcRX4z7kA2l40SjDnyn+2tOcojTS842/Jb7vqqHkcbruJb6QwCrhJEJFX",
+	"IBm4ZcSWndYlHpcpEKn8JffDOhw7Z/+YLoY5x0uN0TSOq9luvZYtIkEav82ZY/12HILZmQbDQkx4I+1s",
+	"R5D31bRdwEIhlny/5uDLsHMWlh3xiLNZKaFLVvr1YgIurEPGIigRc3paPUkpKFTHodOI9tNEN6HxfM0z",
+	"hrDyUm9wj4mmO2MvzuIISxAIC3SnZ7tromslDEOEaYg4yDmnEGp3CY0Y1x98JBii89lQWaFTgNi6wyEZ",
+	"E9fotNv1va+NMWvYLzleKN+jeYUX7230wBnQILOYcZnppWR8FkMAGrCQ0HFLf/2orWbCOJHLXIy8W9x5",
+	"R4dGmZBozsdAZRN94KHagZIt2nEnFOEsznaMRphwCkIgHHAmRPaTQAGbgTAmudpwGozvrQ/F+6kff7ot",
+	"T+3R3imFYQ2VhimZrnKPHnC+rZm9Ti78Xc14bYYW95GsttbGXgOtWi4CuZv7E8659qXfi9wchMqXvern",
+	"HRowwcjNOqC2rn6CHFAepX5MsT7Yc/bzfP4DWNlEBuvq2wsWwhUEjIdl+lZIzLfUdPUoNCWwhEp3ZGv1",
+	"4FoDb9/2Uym0q7Ck+EgozMWpn2OmHFckFL6WOfdhb2Wc/mPMrSIhOAGEq48XF+cXbz3fO/nw/vLd2Y0O",
+	"JbwZnOdiCmenJSEF33tDIArPEimRx1Aaci8LH2m2etiwOZvUTSYq21iabygYD+h08LaJFNvZMBMHNKfk",
+	"yxyOda41HAOKAN8TOkYYnXy4OD2/Of9wYTIKM7xEAeZ8ie6UDXWnLJCYBFMdLx9yTINJ0yuaODrhUJ8g",
+	"QhN8neGv52b8Ydupc8hoY2sxk5+1UzJr0c3VS5Qh9zfAkTmngnKaQDAV1WK8zEQtzp0JsA0ubLX61Lst",
+	"0Zx0RMabdMzKZFPjwjuxhU6N2IL5okh9v93cXP7z6uzvH8+ub3x0czW4uH7z4eq979AZ4+j07N3g/46R",
+	"RmaSkLHpW5mETE1eRzATJV7J5XBQigtCJNkY5AT45pCA2qcdU4VTq6hWMIulMsNlueTfi8Gyhb2RGBKr",
+	"xoKi519MLje6h9AYD82V5bMzX5mczWXp7DmXRLkjXC+mnRIhIRZNnUgMprA0GcWmmal08c1KfyMS6hkB",
+	"6kgz/Z9QbG0qcXRrQgCZlrWYSk6uWu1W0drW+uj69/PLyxqa6dJG/ZJp31ydnXm+d3n1wfO9s4ubs6vL",
+	"q/Prs/JnbQpnhQCu3pyg173DVykPmkyUWNUGSYrqoYLIxerkWpc2IriHKE2A+whwMEmKVP73+sNFI2Y6",
+	"79+IyBRs8tavpx0cZV1ihRAqJKZBub5ekdYO59sE20Nd6ThAQmom+nh1jiieKRWsZN2U0FDJPbv3zaLM",
+	"kqdZf62jpT01pRErhdoJm9MSjj/TEpdDBFgAGuJgqlj/8uzi9PzirQOhgw6cCImtgqcRJrPdhMFTwmVE",
+	"xFgGkzeYRHMOZTRpakE0VwvEKLoB5SvhyBSEKLLT9SICYYkOyhGSrLKjasiXVBY9i305qBEW8qy2FnLj",
+	"Oasbf0IU4UeFXeq7XqkySPfu53mohKxctPqFglU3Au6yjssTBRpay+H78NYycfFjvDWXJBwVZsWOUn3v",
+	"BufvtRI8Pb++HNyc/LaN0/ZRJxp2TMY9OatWmU5LASoR0oEk9yWqJHVrBZqwKDTOnIhYMT3m2qnfrFYi",
+	"Ki+fPmHUpn+yqm9T5aowgXAUsYUoh7W6+qI28n0TiSwpptYOIlpgInXRn65IUagrB2XrXFqZgHETqn5a",
+	"Nm4PN4V0m6xYSjP7YPuMAH8E2yuFAcFcidRrBZDZgalsKnd0cDgjNFdRlEpwNLg8R1NYNpOyfJ0AMnPl",
+	"ap9MmRKhI1aSd9Y1UWis8y4L7YBSXc+TGAFN9EeWaNApr6zpQjtFp4O3ArHRLdVu0rGxIxS5MQpJLFcg",
+	"In2dw7HrqW1J9S1iNFqixYQoh2sCt9St/dfMoyvn0YgDGK5/oax81PHR5dUHdOijzM5H3TYKUk68pRkr",
+	"/tq8pbc0MfRMId6chsDRXQvHpHXfuUNUV+TdDWw5mA4f9tHfTNWZ8fn0MRiv765vwHXOB404myETmrDh",
+	"x6oj89WOdaEhDiYgNBJuqcIIW9BseBMZkLU3gYhAd1XFc3foReK3qL1qzgvAViHZgPcgVos1us22Yjke",
+	"OZVxi8WiifXPTcbHLfusaL07Pzm7uD7Tz2ReQEI0g8tzJ+/Z9zrNthnHYqA4Jl7fO2i2mwc2xK5p3aK7",
+	"lZBQK8uimsqUsuKId0RI4eLxF+FUngoTOMEcdHlpCNofVagPgetsoW0iUVIDJ9aWnvTUWdzPdUF9WtuX",
+	"omMDxGTbyrpl9tWb4pcLswzQlunnqTHQyqTHz4V2l267vaZAs6Qw04rZT5/z8lJJy9r1k4VCh5IyyoFu",
+	"JlOuonPQurS0ZwAumz7dWMtp4tGPdDY/8rFQCdprH2x+6I3bt9Br9zY/kVZgP/reYZ2tpC0KWnvMZzPM",
+	"l5Z8y7rfFCFLPBb5CgXhfVYmBRMl3PUPHJFQy/8sGqlEtS5D0jIaC2S5HHUSmWTGrdac67R1r9stFp8X",
+	"2a9Y3Gf5BIT8GwuX25FkWuFh4/OaNk1Q/ZMbLM5iflmrwG8QRcxHDw82hqg4GD0+amzr2KE35gBON1Aa",
+	"6jUVVpbjk0E5D817OeoEneCw0zgIXg4bPXw4bLweHkGjPeqEXXww7AWHW1QdV9VDPuZtERt7LHB5ZzuU",
+	"Oia01213XzY6nUa3c9Np99vq35+rBU/9jv9DD0JZ8F6dJgRv5dAcw7dqs9/yXN1CrVVJaCsQfzbZ1+vU",
+	"WCLtvVAPdLt1hKXTobSjhDWIt2ZHQcpWCtlHf62J03pwq8YejTBW9kqJZc5GiTHTRMaRwxEHHC5N13Co",
+	"/TkidWwOYYmS+EkSSQ4iwNzYjseIzylVRrnjnio4RIlkPtVrFiRzTpb0VqE1D4XPGjqjH4OSLenHL7eA",
+	"ryfK2yr0ZaYaNok9WCX9izDaefVo34Jcd67tH60jfmY5fpM7vGdGyRjlLcituaTgq21wfnLxbW0tbCGk",
+	"W5atVm7K2HrdKgv82ljaGFFYIDKbzU3uLLG53TqBJHIwBFP0mbC+0gWObM9i6SYqQdkCKaLbZIVnxVbf",
+	"xBj//LilsVvocvlBlm6+5LyucNok6NLASfcJEiY5qApBowjJzv9sOH5vw3EQhgijrB9gH5ZiKoRaD/bT",
+	"Y2W4zBgLjEK5LMH5u3LqmAquWPjGFsM35rXO/nntJ+Wz3TX6Jg7YTYv7D9VnYftBTAGDaVUmAnUqbhK6",
+	"zym98kjt2iuNSg2KTBtvFdfOHvOVFAchzQZ8Y+6ba7RQjMeEYmNIlgW2s6Tpf2pcOw/FBxotXfuFUHNZ",
+	"i6lEqAInrVOox9ErlfI/bXw9X9e+NrzuIP2FojA2l6ZAmusKUfHrs1wrBN3B5a1Esjlflqv2bEBLZ0i1",
+	"M1HqDZwlOVNMs7USJyCnugt+v47aYyoWwMUt7ba7CEvbUqwfTXwCntR6EYkWEzCXeGQyIEu43lJdLID+",
+	"0AEliu4KN2zd+QgjDjHgtJhZ4Jm9KMR064lbqr5mnCiBFTkX3pl8cPFWLpuWTaeagr5yBN/SXvt1E/2e",
+	"1PlPITZOD5YoAiwk6vbQhM25QLF7P5VJhuYFZLHdcZOIfK8v69MgKbwhgUdaUnKQfNlENy6saYX3CiJQ",
+	"BR6Oy68nU4ejNo70vq8DFkOY35q/BgmpxJwADnU9gBWZhROsvI/x8HDTJQ6fd/AR08ruJDUd4nypXbeq",
+	"SK6uQfgt4zxV7bK1vNPudphKOxq9g7AbdIZt3Hg9OoJGL3wVNI6GL3HjcNSD5DfnXpy0kmzbbTn9lSWK",
+	"Ixn003mV7debHzhxLvjb2g3dRe9YrOc0whOVz4NTmrnJhXSX+yUxxrTYVs6lMRC0TDIGw5yWupGunN3R",
+	"fXT7T8ocyGb3z3zzn7k8xLacKBPKxpc7uDs8CHph4xBejho93Bk2joJu2DiA3ugQvxy+Co5Cz6+SU1lK",
+	"M22X6fg1oOv86RWBMQuYP/JZzjU5UguG011SvVwqD9xOi5IM6sbpKifbXVDnWk4731h4r5NuuWt7nw3f",
+	"gkNfQ/hs69K7lyhvcqPzoqtlrlPePiafX7IqJD8wl9nlrmhGRN9hmzPLSdhEgyQhqwfZyPwtTQu0tcQk",
+	"AlG4B+6E5tWTK3nZX7LSS1MMqXMiRCCz3wjCY2UaAg0Fyq+gLHah84Haar+l5j6ySE0v0ps/kxyyyf5C",
+	"mBmZJZaymWGNAN/SmtlG9mayJrvxrH72IH8VW1lZhUGOBtVeXfhs1exWL2HvN3+ijaJ5aKtQWcaZwkcs",
+	"Nk0N0VK5oso+MQRUqw5UN2P8hSJles/fJkhWuPDkJw2Q5VuJ1gbIHCp7tggKoTAHN1uzeuvB+rabvJDF",
+	"BLhxfazv6ahfITENRRN9oAFo1Zf9NMFKByd2atbKSERSIq61puYgGzRDvXbvGI1YFLHFLb1zzA19PYTM",
+	"WYcl6vItyKytbFcyzzettgtNp5UFN1mTqXEq6qTcVlpE28WOzlL/ot37s9DqV9+x2iKi4bRrmi3lwkSp",
+	"mZDrkvvPDR45fYfl/kfGU8/ipphRzHBT2wEpeYWNlTt3pm/ExHSTu+UqUoTZVV9PV+VF98b0VG2weJxb",
+	"3pT4CXAUAVe+ABIA6AWOIh0AlkmrmI+SLqJRofVoCstfaxlDWb+Xt60799c0BvINhmuNgew4vitz7qVR",
+	"JD3ThHGcL6u7Q0wdVs70Rspj0s15TTTQ/W+MRsuq4rI/nFeFPDlhkMTfgqy5tK/v+diynmylIfpbVJQl",
+	"ncztWtqX1NYxafvxoV+NkKwZuF2jIHZ7HvkLtyh8z4h9rnkgIf9SxivVCq0HxwbZZCDn07dZ31WErTrQ",
+	"ZGM+GtpEgbIqTVxKJo50CLEsLwTLs/BORq1lje6PZY1X3401ckGDZ4OurOh7LXdsa4H8UXhVmvZhSsK7",
+	"mdpCSb2spiCkCRiEKZuW+qevUttWQhBGSztpktZjIVkcQ4lZVbiN49JcjvBkbWhp2rnhqjaxVtwLUksN",
+	"/qfxerddwewOYury/OGeed4u9fPy/vfVpvplZIXwr71i5KlKVf3emMJykwcmCy+k1FeNJpVycgKE25fe",
+	"iHJ3anB5/rtaZTd2Ug5ORpq1rjpJ30FRvBq0lGDVtp71U8Ftstd1uE5TSjV70E3lmceCajLEZW4Ctfff",
+	"MxqAn4b/k60cm7tUlEE3wUK/KU638IdVnpmhzD24ZQHZ1g/Lv3PoB7X1aJXTHr6CHm5D4zU+fNXoBQej",
+	"xlF4EDQ6oy4chL3gcPgSO28xJtmrofqeiKb/7I26+HWQezeUDVMmr3pxhv1z+vfuffvPL0ezztdX8cHw",
+	"kL4Oet/l1oDkDTbV3O9nnoOB/Flj7cH/o4kMKRch2+ip1sMUlhuaxl3hMUjeMZcU0XIY6dfhJqatGthE",
+	"V2qQvp9zQQIw5QCUNVi8Kjb0UFdsbOoKv0pfcvesVyxhGJRsJIyddEtpa4xdbt0rtTV97R7jnugrxf9d",
+	"aVcNbLat225nN3+hmLMAhDBvkxTJNV3CXp4tEGUohBhoCDRYloYpfrPr7uq4pCklNq0vZu096mXR44jc",
+	"QzN3+Zu15xxj4x4oCNfOMEi0IkKX7NRFKFB0yYQccxDoBaZhWk/k65zAjIXzCOylWXMBiMhfbQL0GB22",
+	"D5B+w/OCCChF8pUBZedSzvR6+djCavDte9JCm+F/v8ehN9A0bHyw47tJE9j7KGCUQqATz1bM5t4CfZB/",
+	"w60+z/pvuDXD9/F20oHDQyhkYF8mrE9/PYkqtJFKGs0/mF1p+OmzrizVL4gty8fN8FQXDudupOu3WhEL",
+	"cDRhQvaP2kdtbS3bRVdEG1BMpbC5fOWNKb9Q+2LFUhxRIhlTudkQpsUi4BAClQRH7hypZC6foXgHlwPN",
+	"SguuO63bD7k6s636JnTsowWWganfo2FSCpiPQjnTOhnR1VkTWWNfqWVP1Xnanurj58f/DwAA//8538kT",
+	"J4QAAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"sort"
 
-	"github.com/google/uuid"
-
+	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -14,7 +13,7 @@ import (
 // round-robin order from after the workspace served first last time, until
 // the batch is full. A workspace at capacity gets nothing, so its backlog
 // never stands in front of anyone else's items.
-func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[uuid.UUID]int {
+func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[domain.ID]int {
 	sort.Slice(workspaces, func(i, j int) bool { return bytes.Compare(workspaces[i].ID[:], workspaces[j].ID[:]) < 0 })
 	start := sort.Search(len(workspaces), func(i int) bool {
 		return bytes.Compare(workspaces[i].ID[:], d.lastServed[:]) > 0
@@ -23,7 +22,7 @@ func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[uuid.UUID]in
 	for i, w := range workspaces {
 		free[i] = d.freeSlots(w)
 	}
-	quotas := map[uuid.UUID]int{}
+	quotas := map[domain.ID]int{}
 	budget := d.batchSize
 	first := true
 	for budget > 0 {

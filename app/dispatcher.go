@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -120,7 +118,7 @@ type Dispatcher struct {
 
 	// lastServed is the workspace the previous batch started its
 	// round-robin after, so that no workspace is always first.
-	lastServed uuid.UUID
+	lastServed domain.ID
 	// batchSize is the next batch's size, between BatchSize and
 	// MaxBatchSize.
 	batchSize int
@@ -471,7 +469,7 @@ func (d *Dispatcher) resolve(ctx context.Context, items []unsettledItem) (starte
 			}
 			unknown = append(unknown, u)
 		case state == ports.WorkflowNotFound:
-			next := u.item.QueueItem
+			next := u.item.QueueState
 			if err := next.ReleaseUnstarted("not started: temporal was unavailable"); err != nil {
 				d.log.Error("error releasing unstarted queue item", "queue_item_id", u.item.ID, "error", err)
 				continue
@@ -534,7 +532,7 @@ func (d *Dispatcher) markDispatched(ctx context.Context, items []ports.ClaimedIt
 		d.log.Info("dispatched execution", "queue_item_id", r.ID)
 	}
 	if len(recs) < len(items) {
-		marked := make(map[uuid.UUID]bool, len(recs))
+		marked := make(map[domain.ID]bool, len(recs))
 		for _, r := range recs {
 			marked[r.ID] = true
 		}
@@ -559,14 +557,14 @@ func (d *Dispatcher) applyReleases(ctx context.Context, ts []ports.QueueTransiti
 	if len(written) == len(ts) {
 		return nil
 	}
-	done := make(map[uuid.UUID]bool, len(written))
+	done := make(map[domain.ID]bool, len(written))
 	for _, id := range written {
 		done[id] = true
 	}
 	var missed []ports.ClaimedItem
 	for _, t := range ts {
 		if !done[t.ID] && t.DropExecution != nil {
-			missed = append(missed, ports.ClaimedItem{QueueRecord: ports.QueueRecord{ID: t.ID}, ExecutionID: *t.DropExecution})
+			missed = append(missed, ports.ClaimedItem{QueueItem: domain.QueueItem{ID: t.ID}, ExecutionID: *t.DropExecution})
 		}
 	}
 	d.cancelWithdrawn(ctx, missed, false)
@@ -578,7 +576,7 @@ func (d *Dispatcher) applyReleases(ctx context.Context, ts []ports.QueueTransiti
 // records CANCELLED itself), an unstarted one's execution is recorded
 // CANCELLED at once.
 func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedItem, started bool) {
-	ids := make([]uuid.UUID, len(items))
+	ids := make([]domain.ID, len(items))
 	for i, it := range items {
 		ids[i] = it.ID
 	}
@@ -637,7 +635,7 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem) []
 // at the last allowed attempt. Its execution row goes either way, freeing
 // the slot; the execution id stays on the item so a retry reuses it.
 func (d *Dispatcher) releaseAfterError(item ports.ClaimedItem, cause error) (ports.QueueTransition, error) {
-	next := item.QueueItem
+	next := item.QueueState
 	from := next.Status
 	fromClaimedAt := next.ClaimedAt
 	if err := next.ReleaseAfterDispatchError(cause.Error(), d.now(), d.cfg.Backoff); err != nil {

@@ -47,15 +47,15 @@ func (f *fakeStore) Claim(_ context.Context, _ ports.Fence, _ map[domain.Plan]in
 	if f.pending == 0 {
 		return ports.ClaimResult{}, nil
 	}
-	ws := uuid.New()
-	if admit([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Running: map[uuid.UUID]bool{}}})[ws] == 0 {
+	ws := domain.ID(uuid.New())
+	if admit([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Running: map[domain.ID]bool{}}})[ws] == 0 {
 		return ports.ClaimResult{}, nil
 	}
 	f.pending--
 	now := time.Now()
 	item := ports.ClaimedItem{
-		QueueRecord: ports.QueueRecord{ID: uuid.New(), WorkspaceID: ws, QueueItem: domain.QueueItem{Status: domain.QueueClaimed, ClaimedAt: &now}},
-		ExecutionID: uuid.New(), Version: 1,
+		QueueItem:   domain.QueueItem{ID: domain.ID(uuid.New()), WorkspaceID: ws, QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}},
+		ExecutionID: domain.ID(uuid.New()), Version: 1,
 	}
 	return ports.ClaimResult{Claimed: []ports.ClaimedItem{item}, Workspaces: 1}, nil
 }
@@ -72,10 +72,10 @@ func (f *fakeStore) MarkDispatched(_ context.Context, items []ports.DispatchedIt
 }
 
 // ApplyTransitions puts items released to PENDING back in the pile.
-func (f *fakeStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransition) ([]uuid.UUID, error) {
+func (f *fakeStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransition) ([]domain.ID, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ids := make([]uuid.UUID, len(ts))
+	ids := make([]domain.ID, len(ts))
 	for i, t := range ts {
 		ids[i] = t.ID
 		if t.To.Status == domain.QueuePending {
@@ -86,11 +86,11 @@ func (f *fakeStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransiti
 	return ids, nil
 }
 
-func (f *fakeStore) StaleClaimed(context.Context, time.Duration, int) ([]ports.QueueRecord, error) {
+func (f *fakeStore) StaleClaimed(context.Context, time.Duration, int) ([]domain.QueueItem, error) {
 	return nil, nil
 }
 
-func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, ports.ExecutionCursor, int) ([]ports.Execution, error) {
+func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, ports.ExecutionCursor, int) ([]domain.Execution, error) {
 	return nil, nil
 }
 
@@ -219,10 +219,10 @@ func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 	cfg := DefaultDispatcherConfig()
 	cfg.BatchSize = 7
 	d, _ := newTestDispatcher(&fakeStore{}, &fakeLease{}, nil, cfg)
-	full := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanFree, Running: map[uuid.UUID]bool{uuid.New(): true}}
-	pro := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanPro, Running: map[uuid.UUID]bool{uuid.New(): true, uuid.New(): true}}
-	ent := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanEnterprise, Running: map[uuid.UUID]bool{}}
-	free := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanFree, Running: map[uuid.UUID]bool{}}
+	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Running: map[domain.ID]bool{domain.ID(uuid.New()): true}}
+	pro := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Running: map[domain.ID]bool{domain.ID(uuid.New()): true, domain.ID(uuid.New()): true}}
+	ent := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Running: map[domain.ID]bool{}}
+	free := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Running: map[domain.ID]bool{}}
 	q := d.admit([]ports.PendingWorkspace{full, pro, ent, free})
 	if q[full.ID] != 0 {
 		t.Errorf("a full workspace got %d", q[full.ID])
@@ -282,7 +282,7 @@ func (e *outageEngine) StartWorkflow(context.Context, ports.WorkflowStart) error
 	return e.err()
 }
 
-func (e *outageEngine) DescribeWorkflow(context.Context, uuid.UUID) (ports.WorkflowState, error) {
+func (e *outageEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
 	if err := e.err(); err != nil {
 		return "", err
 	}
@@ -374,24 +374,24 @@ type closedEngine struct {
 	msg    string
 }
 
-func (e closedEngine) DescribeWorkflow(context.Context, uuid.UUID) (ports.WorkflowState, error) {
+func (e closedEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
 	return ports.WorkflowCompleted, nil
 }
 
-func (e closedEngine) WorkflowResult(context.Context, uuid.UUID) (domain.ExecutionStatus, string, error) {
+func (e closedEngine) WorkflowResult(context.Context, domain.ID) (domain.ExecutionStatus, string, error) {
 	return e.status, e.msg, nil
 }
 
 // pagedStore serves RUNNING executions in pages after a cursor.
 type pagedStore struct {
 	fakeStore
-	running []ports.Execution
+	running []domain.Execution
 	cursors []ports.ExecutionCursor
 }
 
-func (s *pagedStore) RunningStartedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]ports.Execution, error) {
+func (s *pagedStore) RunningStartedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
 	s.cursors = append(s.cursors, after)
-	var out []ports.Execution
+	var out []domain.Execution
 	for _, e := range s.running {
 		if e.StartedAt.After(after.StartedAt) && len(out) < limit {
 			out = append(out, e)
@@ -403,10 +403,10 @@ func (s *pagedStore) RunningStartedBefore(_ context.Context, _ time.Duration, af
 // finishRecorder records FinishExecution calls.
 type finishRecorder struct {
 	ports.ExecutionStore
-	finished map[uuid.UUID]domain.ExecutionStatus
+	finished map[domain.ID]domain.ExecutionStatus
 }
 
-func (f *finishRecorder) FinishExecution(_ context.Context, id uuid.UUID, status domain.ExecutionStatus, _ *string) (bool, error) {
+func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string) (bool, error) {
 	f.finished[id] = status
 	return true, nil
 }
@@ -416,9 +416,9 @@ func TestReconcileWalksEveryPageAndRecordsTheWorkflowsResult(t *testing.T) {
 	store := &pagedStore{}
 	t0 := time.Now().Add(-time.Hour)
 	for i := range 5 {
-		store.running = append(store.running, ports.Execution{ID: uuid.New(), StartedAt: t0.Add(time.Duration(i) * time.Second)})
+		store.running = append(store.running, domain.Execution{ID: domain.ID(uuid.New()), StartedAt: t0.Add(time.Duration(i) * time.Second)})
 	}
-	rec := &finishRecorder{finished: map[uuid.UUID]domain.ExecutionStatus{}}
+	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
 	cfg := DefaultDispatcherConfig()
 	cfg.ReconcilePageSize = 2
 	// The workflow completed normally, but the DAG it ran failed.

@@ -93,7 +93,7 @@ func (d *Dispatcher) RecoverStale(ctx context.Context) (int, error) {
 			started = append(started, ports.DispatchedItem{ID: item.ID, ExecutionID: *item.ExecutionID})
 			continue
 		}
-		next := item.QueueItem
+		next := item.QueueState
 		if err := next.RecoverStale(*item.ClaimedAt, d.now(), d.cfg.StaleAfter); err != nil {
 			if !errors.Is(err, domain.ErrNotStale) {
 				d.log.Warn("stale recovery refused", "queue_item_id", item.ID, "error", err)

@@ -341,7 +341,7 @@ func resolveAt(value any, path string, ctx TemplateContext) (any, error) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for _, k := range sortedKeys(v) {
-			r, err := resolveAt(v[k], path+"/"+pointerEscape(k), ctx)
+			r, err := resolveAt(v[k], path+"/"+JSONPointerToken(k), ctx)
 			if err != nil {
 				return nil, err
 			}

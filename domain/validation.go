@@ -61,12 +61,6 @@ func (e *ValidationError) errOrNil() error {
 	return e
 }
 
-// pointerEscape escapes one JSON pointer reference token (RFC 6901).
-func pointerEscape(s string) string {
-	s = strings.ReplaceAll(s, "~", "~0")
-	return strings.ReplaceAll(s, "/", "~1")
-}
-
 // member is one name/value pair of a JSON object, in document order.
 type member struct {
 	name string
@@ -196,7 +190,7 @@ func objectFields(raw []byte, path string, ve *ValidationError, allowed []string
 	ok := true
 	for _, m := range members {
 		if allowed != nil && !contains(allowed, m.name) {
-			ve.add(path+"/"+pointerEscape(m.name), "unknown field %q (allowed: %s)", m.name, strings.Join(allowed, ", "))
+			ve.add(path+"/"+JSONPointerToken(m.name), "unknown field %q (allowed: %s)", m.name, strings.Join(allowed, ", "))
 			ok = false
 			continue
 		}
@@ -244,7 +238,7 @@ func walkStrings(v any, prefix string, fn func(path, s string)) {
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(t) {
-			walkStrings(t[k], prefix+"/"+pointerEscape(k), fn)
+			walkStrings(t[k], prefix+"/"+JSONPointerToken(k), fn)
 		}
 	}
 }

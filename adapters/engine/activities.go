@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -85,7 +84,7 @@ func NewActivities(store ports.ExecutionStore, executors []ports.NodeExecutor, l
 // LoadGraph reads the definition version's graph. A missing version cannot
 // appear later, so it is not retried.
 func (a *Activities) LoadGraph(ctx context.Context, in LoadGraphInput) (domain.Graph, error) {
-	id, err := uuid.Parse(in.DefinitionID)
+	id, err := domain.ParseID(in.DefinitionID)
 	if err != nil {
 		return domain.Graph{}, temporal.NewNonRetryableApplicationError("bad definition id", "invalid_input", err)
 	}
@@ -104,7 +103,7 @@ func (a *Activities) LoadGraph(ctx context.Context, in LoadGraphInput) (domain.G
 // records it COMPLETED. A failure is returned to the workflow, which
 // records it once retries are over; a permanent failure is not retried.
 func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutput, error) {
-	execID, err := uuid.Parse(in.ExecutionID)
+	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
 		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
@@ -114,7 +113,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	}
 	info := activity.GetInfo(ctx)
 	started := time.Now()
-	rec := ports.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
+	rec := domain.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
 	if err := a.store.StartNode(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
 	}
@@ -227,12 +226,12 @@ func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
 // RecordNodes writes node records the workflow decides: failures after
 // retries, skipped and cancelled nodes, DELAY timers.
 func (a *Activities) RecordNodes(ctx context.Context, in RecordNodesInput) error {
-	execID, err := uuid.Parse(in.ExecutionID)
+	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
 	for _, n := range in.Nodes {
-		rec := ports.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: 1, Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
+		rec := domain.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: 1, Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
 		if n.Error != "" {
 			msg := n.Error
 			rec.Error = &msg
@@ -257,7 +256,7 @@ func (a *Activities) RecordNodes(ctx context.Context, in RecordNodesInput) error
 // It is idempotent, and a missing execution is a warning, not a failure,
 // as the seeds ask: the workflow's result stays authoritative.
 func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
-	execID, err := uuid.Parse(in.ExecutionID)
+	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}

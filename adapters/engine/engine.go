@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -43,7 +42,7 @@ const workflowIDPrefix = "execution-"
 
 // WorkflowID names an execution's workflow. Being derived from the
 // execution id, it makes every start of the same execution the same start.
-func WorkflowID(executionID uuid.UUID) string { return workflowIDPrefix + executionID.String() }
+func WorkflowID(executionID domain.ID) string { return workflowIDPrefix + executionID.String() }
 
 // Engine implements ports.WorkflowEngine on a Temporal client.
 type Engine struct {
@@ -82,7 +81,7 @@ func (e *Engine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) err
 
 // DescribeWorkflow reports the workflow's state, WorkflowNotFound when
 // Temporal has never heard of it.
-func (e *Engine) DescribeWorkflow(ctx context.Context, executionID uuid.UUID) (ports.WorkflowState, error) {
+func (e *Engine) DescribeWorkflow(ctx context.Context, executionID domain.ID) (ports.WorkflowState, error) {
 	resp, err := e.client.DescribeWorkflowExecution(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -110,7 +109,7 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, executionID uuid.UUID) (p
 }
 
 // WorkflowResult reads the ExecutionResult a completed workflow returned.
-func (e *Engine) WorkflowResult(ctx context.Context, executionID uuid.UUID) (domain.ExecutionStatus, string, error) {
+func (e *Engine) WorkflowResult(ctx context.Context, executionID domain.ID) (domain.ExecutionStatus, string, error) {
 	var res ExecutionResult
 	if err := e.client.GetWorkflow(ctx, WorkflowID(executionID), "").Get(ctx, &res); err != nil {
 		return "", "", classify(err)
@@ -122,7 +121,7 @@ func (e *Engine) WorkflowResult(ctx context.Context, executionID uuid.UUID) (dom
 }
 
 // CancelWorkflow asks the workflow to cancel; it records CANCELLED itself.
-func (e *Engine) CancelWorkflow(ctx context.Context, executionID uuid.UUID) error {
+func (e *Engine) CancelWorkflow(ctx context.Context, executionID domain.ID) error {
 	err := e.client.CancelWorkflow(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {

@@ -139,10 +139,10 @@ func validationFields(err error) []api.FieldError {
 		case *openapi3.SchemaError:
 			path := base
 			for _, seg := range e.JSONPointer() {
-				path += "/" + escapePointer(seg)
+				path += "/" + domain.JSONPointerToken(seg)
 			}
 			if name, ok := unsupportedProperty(e); ok {
-				path += "/" + escapePointer(name)
+				path += "/" + domain.JSONPointerToken(name)
 			}
 			out = append(out, api.FieldError{Path: orRoot(path), Message: e.Reason})
 			return
@@ -186,11 +186,6 @@ func unsupportedProperty(e *openapi3.SchemaError) (string, bool) {
 	return name, err == nil
 }
 
-// escapePointer escapes a JSON pointer segment (RFC 6901).
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
 func orRoot(path string) string {
 	if path == "" {
 		return "/"
@@ -209,7 +204,7 @@ func decodeFields(err error) []api.FieldError {
 	if te.Field != "" {
 		segs := strings.Split(te.Field, ".")
 		for i, s := range segs {
-			segs[i] = escapePointer(s)
+			segs[i] = domain.JSONPointerToken(s)
 		}
 		path += strings.Join(segs, "/")
 	}

@@ -7,7 +7,6 @@ package httpapi
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,26 +31,24 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// MaxBodyBytes bounds request bodies; larger ones get a 413.
-const MaxBodyBytes = 1 << 20
 
 // Server implements the generated strict server over the use cases.
 type Server struct {
-	svc *app.Service
+	app *app.Application
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
 
 type actorKey struct{}
 
-func actorFrom(ctx context.Context) ports.Actor {
-	a, _ := ctx.Value(actorKey{}).(ports.Actor)
+func actorFrom(ctx context.Context) domain.Actor {
+	a, _ := ctx.Value(actorKey{}).(domain.Actor)
 	return a
 }
 
 // NewHandler builds the whole HTTP surface: /healthz, /readyz, /metrics,
 // /openapi.yaml and the /api/v1 operations.
-func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
+func NewHandler(application *app.Application, limits Limits, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
 	spec, err := api.GetSwagger()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded spec: %w", err)
@@ -83,7 +80,7 @@ func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, validationFields(err))
 		},
 	})
-	strict := api.NewStrictHandlerWithOptions(&Server{svc: svc}, nil, api.StrictHTTPServerOptions{
+	strict := api.NewStrictHandlerWithOptions(&Server{app: application}, nil, api.StrictHTTPServerOptions{
 		// Reached by bodies the schema accepts but the generated types
 		// cannot hold, such as 2.0 for an integer or 1e400.
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -98,7 +95,7 @@ func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, paramFields(r, err))
 		},
 	})
-	guarded := limitBody(authenticate(svc, errs, checkJSONBody(errs, validator(operations))))
+	guarded := limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs, checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", guarded)
@@ -114,35 +111,35 @@ func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger
 
 // uuidFormat accepts what the handlers' uuid decoding accepts.
 var uuidFormat = openapi3.NewCallbackValidator(func(s string) error {
-	if _, err := uuid.Parse(s); err != nil {
+	if _, err := domain.ParseID(s); err != nil {
 		return errors.New("not a UUID")
 	}
 	return nil
 })
 
-// limitBody refuses bodies over MaxBodyBytes: at once when the length is
+// limitBody refuses bodies over maxBytes: at once when the length is
 // declared, else when the reader passes the limit.
-func limitBody(next http.Handler) http.Handler {
+func limitBody(maxBytes int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > MaxBodyBytes {
+		if r.ContentLength > maxBytes {
 			writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "Payload too large",
-				fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes), nil)
+				fmt.Sprintf("request body exceeds %d bytes", maxBytes), nil)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
 		next.ServeHTTP(w, r)
 	})
 }
 
 // authenticate resolves the bearer token before anything else looks at the
 // request, so an unauthenticated caller learns nothing about its shape.
-func authenticate(svc *app.Service, errs errorResponder, next http.Handler) http.Handler {
+func authenticate(auth *app.Authenticator, errs errorResponder, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
 			token = ""
 		}
-		actor, err := svc.Authenticate(r.Context(), strings.TrimSpace(token))
+		actor, err := auth.Authenticate(r.Context(), strings.TrimSpace(token))
 		if err != nil {
 			errs.respond(w, r, err)
 			return
@@ -162,7 +159,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 	defer cancel()
 	checks := map[string]string{}
 	var failed []string
-	for name, err := range s.svc.Ready(ctx) {
+	for name, err := range s.app.Ready(ctx) {
 		if err != nil {
 			checks[name] = err.Error()
 			failed = append(failed, name+": "+err.Error())
@@ -181,7 +178,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 
 // CreateWorkspace creates a workspace.
 func (s *Server) CreateWorkspace(ctx context.Context, req api.CreateWorkspaceRequestObject) (api.CreateWorkspaceResponseObject, error) {
-	w, err := s.svc.CreateWorkspace(ctx, actorFrom(ctx), req.Body.Name, domain.Plan(req.Body.Plan))
+	w, err := s.app.Workspaces.CreateWorkspace(ctx, actorFrom(ctx), req.Body.Name, domain.Plan(req.Body.Plan))
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +187,7 @@ func (s *Server) CreateWorkspace(ctx context.Context, req api.CreateWorkspaceReq
 
 // GetWorkspace shows a workspace.
 func (s *Server) GetWorkspace(ctx context.Context, req api.GetWorkspaceRequestObject) (api.GetWorkspaceResponseObject, error) {
-	w, err := s.svc.GetWorkspace(ctx, actorFrom(ctx), req.WorkspaceID)
+	w, err := s.app.Workspaces.GetWorkspace(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID))
 	if err != nil {
 		return nil, err
 	}
@@ -203,23 +200,17 @@ func (s *Server) ListWorkspaces(ctx context.Context, req api.ListWorkspacesReque
 	if err != nil {
 		return nil, err
 	}
-	ws, err := s.svc.ListWorkspaces(ctx, actorFrom(ctx), page)
+	ws, err := s.app.Workspaces.ListWorkspaces(ctx, actorFrom(ctx), page)
 	if err != nil {
 		return nil, err
 	}
-	out := api.WorkspacePage{Items: make([]api.Workspace, len(ws))}
-	for i, w := range ws {
-		out.Items[i] = workspaceOut(w)
-	}
-	if len(ws) == page.Limit {
-		out.NextCursor = idCursor(ws[len(ws)-1].ID)
-	}
-	return api.ListWorkspaces200JSONResponse(out), nil
+	items, next := idPageOut(ws, page, func(w app.WorkspaceView) domain.ID { return w.ID }, workspaceOut)
+	return api.ListWorkspaces200JSONResponse(api.WorkspacePage{Items: items, NextCursor: next}), nil
 }
 
 // UpdateWorkspacePlan changes a plan.
 func (s *Server) UpdateWorkspacePlan(ctx context.Context, req api.UpdateWorkspacePlanRequestObject) (api.UpdateWorkspacePlanResponseObject, error) {
-	w, err := s.svc.UpdateWorkspacePlan(ctx, actorFrom(ctx), req.WorkspaceID, domain.Plan(req.Body.Plan))
+	w, err := s.app.Workspaces.UpdateWorkspacePlan(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID), domain.Plan(req.Body.Plan))
 	if err != nil {
 		return nil, err
 	}
@@ -228,31 +219,31 @@ func (s *Server) UpdateWorkspacePlan(ctx context.Context, req api.UpdateWorkspac
 
 // CreateAPIKey creates a workspace key.
 func (s *Server) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequestObject) (api.CreateAPIKeyResponseObject, error) {
-	k, secret, err := s.svc.CreateAPIKey(ctx, actorFrom(ctx), req.WorkspaceID, req.Body.Name)
+	k, secret, err := s.app.Workspaces.CreateAPIKey(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID), req.Body.Name)
 	if err != nil {
 		return nil, err
 	}
 	return api.CreateAPIKey201JSONResponse{
-		ID: k.ID, WorkspaceID: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Secret: secret,
+		ID: uuid.UUID(k.ID), WorkspaceID: uuid.UUID(k.WorkspaceID), Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Secret: secret,
 	}, nil
 }
 
 // ListAPIKeys lists a workspace's keys.
 func (s *Server) ListAPIKeys(ctx context.Context, req api.ListAPIKeysRequestObject) (api.ListAPIKeysResponseObject, error) {
-	keys, err := s.svc.ListAPIKeys(ctx, actorFrom(ctx), req.WorkspaceID)
+	keys, err := s.app.Workspaces.ListAPIKeys(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID))
 	if err != nil {
 		return nil, err
 	}
 	out := make(api.ListAPIKeys200JSONResponse, len(keys))
 	for i, k := range keys {
-		out[i] = api.APIKey{ID: k.ID, WorkspaceID: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+		out[i] = api.APIKey{ID: uuid.UUID(k.ID), WorkspaceID: uuid.UUID(k.WorkspaceID), Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 	}
 	return out, nil
 }
 
 // RevokeAPIKey revokes a key.
 func (s *Server) RevokeAPIKey(ctx context.Context, req api.RevokeAPIKeyRequestObject) (api.RevokeAPIKeyResponseObject, error) {
-	if err := s.svc.RevokeAPIKey(ctx, actorFrom(ctx), req.WorkspaceID, req.KeyID); err != nil {
+	if err := s.app.Workspaces.RevokeAPIKey(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID), domain.ID(req.KeyID)); err != nil {
 		return nil, err
 	}
 	return api.RevokeAPIKey204Response{}, nil
@@ -264,7 +255,7 @@ func (s *Server) CreateDefinition(ctx context.Context, req api.CreateDefinitionR
 	if err != nil {
 		return nil, err
 	}
-	d, err := s.svc.CreateDefinition(ctx, actorFrom(ctx), req.Body.WorkspaceID, req.Body.Name, g)
+	d, err := s.app.Definitions.CreateDefinition(ctx, actorFrom(ctx), domain.ID(req.Body.WorkspaceID), req.Body.Name, g)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +264,7 @@ func (s *Server) CreateDefinition(ctx context.Context, req api.CreateDefinitionR
 
 // GetDefinition shows a definition.
 func (s *Server) GetDefinition(ctx context.Context, req api.GetDefinitionRequestObject) (api.GetDefinitionResponseObject, error) {
-	d, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionID)
+	d, err := s.app.Definitions.GetDefinition(ctx, actorFrom(ctx), domain.ID(req.DefinitionID))
 	if err != nil {
 		return nil, err
 	}
@@ -286,23 +277,17 @@ func (s *Server) ListDefinitions(ctx context.Context, req api.ListDefinitionsReq
 	if err != nil {
 		return nil, err
 	}
-	ds, err := s.svc.ListDefinitions(ctx, actorFrom(ctx), req.Params.WorkspaceID, page)
+	ds, err := s.app.Definitions.ListDefinitions(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), page)
 	if err != nil {
 		return nil, err
 	}
-	out := api.DefinitionPage{Items: make([]api.Definition, len(ds))}
-	for i, d := range ds {
-		out.Items[i] = definitionOut(d)
-	}
-	if len(ds) == page.Limit {
-		out.NextCursor = idCursor(ds[len(ds)-1].ID)
-	}
-	return api.ListDefinitions200JSONResponse(out), nil
+	items, next := idPageOut(ds, page, func(d domain.Definition) domain.ID { return d.ID }, definitionOut)
+	return api.ListDefinitions200JSONResponse(api.DefinitionPage{Items: items, NextCursor: next}), nil
 }
 
 // DeleteDefinition soft-deletes a definition.
 func (s *Server) DeleteDefinition(ctx context.Context, req api.DeleteDefinitionRequestObject) (api.DeleteDefinitionResponseObject, error) {
-	if err := s.svc.DeleteDefinition(ctx, actorFrom(ctx), req.DefinitionID); err != nil {
+	if err := s.app.Definitions.DeleteDefinition(ctx, actorFrom(ctx), domain.ID(req.DefinitionID)); err != nil {
 		return nil, err
 	}
 	return api.DeleteDefinition204Response{}, nil
@@ -314,7 +299,7 @@ func (s *Server) CreateDefinitionVersion(ctx context.Context, req api.CreateDefi
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.svc.AddDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionID, g)
+	v, err := s.app.Definitions.AddDefinitionVersion(ctx, actorFrom(ctx), domain.ID(req.DefinitionID), g)
 	if err != nil {
 		return nil, err
 	}
@@ -327,12 +312,12 @@ func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinition
 		// Versions are stored as integer; storage would truncate a larger
 		// number and answer another version. The definition's own 404 or
 		// 403 still comes first.
-		if _, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionID); err != nil {
+		if _, err := s.app.Definitions.GetDefinition(ctx, actorFrom(ctx), domain.ID(req.DefinitionID)); err != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: definition %s has no version %d", ports.ErrNotFound, req.DefinitionID, req.Version)
 	}
-	v, err := s.svc.GetDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionID, req.Version)
+	v, err := s.app.Definitions.GetDefinitionVersion(ctx, actorFrom(ctx), domain.ID(req.DefinitionID), req.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -341,13 +326,9 @@ func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinition
 
 // EnqueueExecution enqueues an execution.
 func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionRequestObject) (api.EnqueueExecutionResponseObject, error) {
-	in := app.EnqueueRequest{WorkspaceID: req.Body.WorkspaceID, DefinitionID: req.Body.WorkflowDefinitionID}
+	in := app.EnqueueRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), DefinitionID: domain.ID(req.Body.WorkflowDefinitionID)}
 	if req.Body.Input != nil {
-		raw, err := json.Marshal(*req.Body.Input)
-		if err != nil {
-			return nil, badRequest("/input", "cannot be encoded as JSON")
-		}
-		in.Input = raw
+		in.Input = *req.Body.Input
 	}
 	if req.Body.Priority != nil {
 		in.Priority = *req.Body.Priority
@@ -360,16 +341,16 @@ func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionR
 		}
 		in.IdempotencyKey = *req.Params.IdempotencyKey
 	}
-	q, _, err := s.svc.Enqueue(ctx, actorFrom(ctx), in)
+	q, _, err := s.app.Executions.Enqueue(ctx, actorFrom(ctx), in)
 	if err != nil {
 		return nil, err
 	}
-	return api.EnqueueExecution202JSONResponse{QueueID: q.ID, Status: api.QueueStatus(q.Status)}, nil
+	return api.EnqueueExecution202JSONResponse{QueueID: uuid.UUID(q.ID), Status: api.QueueStatus(q.Status)}, nil
 }
 
 // GetQueueItem shows a queue item.
 func (s *Server) GetQueueItem(ctx context.Context, req api.GetQueueItemRequestObject) (api.GetQueueItemResponseObject, error) {
-	q, err := s.svc.GetQueueItem(ctx, actorFrom(ctx), req.QueueID)
+	q, err := s.app.Executions.GetQueueItem(ctx, actorFrom(ctx), domain.ID(req.QueueID))
 	if err != nil {
 		return nil, err
 	}
@@ -387,23 +368,17 @@ func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) 
 		st := domain.QueueStatus(*req.Params.Status)
 		status = &st
 	}
-	qs, err := s.svc.ListQueue(ctx, actorFrom(ctx), req.Params.WorkspaceID, status, page)
+	qs, err := s.app.Executions.ListQueue(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), status, page)
 	if err != nil {
 		return nil, err
 	}
-	out := api.QueueItemPage{Items: make([]api.QueueItem, len(qs))}
-	for i, q := range qs {
-		out.Items[i] = queueOut(q)
-	}
-	if len(qs) == page.Limit {
-		out.NextCursor = idCursor(qs[len(qs)-1].ID)
-	}
-	return api.ListQueue200JSONResponse(out), nil
+	items, next := idPageOut(qs, page, func(q domain.QueueItem) domain.ID { return q.ID }, queueOut)
+	return api.ListQueue200JSONResponse(api.QueueItemPage{Items: items, NextCursor: next}), nil
 }
 
 // GetExecution shows an execution with its node records.
 func (s *Server) GetExecution(ctx context.Context, req api.GetExecutionRequestObject) (api.GetExecutionResponseObject, error) {
-	e, nodes, err := s.svc.GetExecution(ctx, actorFrom(ctx), req.ExecutionID)
+	e, nodes, err := s.app.Executions.GetExecution(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +410,7 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 		st := domain.ExecutionStatus(*req.Params.Status)
 		status = &st
 	}
-	es, err := s.svc.ListExecutions(ctx, actorFrom(ctx), req.Params.WorkspaceID, status, limit, before)
+	es, err := s.app.Executions.ListExecutions(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), status, limit, before)
 	if err != nil {
 		return nil, err
 	}
@@ -453,11 +428,11 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 
 // CancelExecution cancels a queued item or a running execution.
 func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionRequestObject) (api.CancelExecutionResponseObject, error) {
-	id, outcome, err := s.svc.Cancel(ctx, actorFrom(ctx), req.ExecutionID)
+	id, outcome, err := s.app.Executions.Cancel(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))
 	if err != nil {
 		return nil, err
 	}
-	return api.CancelExecution202JSONResponse{ID: id, Status: api.CancelResponseStatus(outcome)}, nil
+	return api.CancelExecution202JSONResponse{ID: uuid.UUID(id), Status: api.CancelResponseStatus(outcome)}, nil
 }
 
 const defaultPageSize = 50
@@ -469,11 +444,24 @@ func pageLimit(l *api.Limit) int {
 	return *l
 }
 
+// idPageOut converts one page of an id-ordered list for the wire and,
+// when the page is full, names the cursor of the next.
+func idPageOut[T, O any](items []T, page ports.Page, id func(T) domain.ID, out func(T) O) ([]O, *api.Cursor) {
+	converted := make([]O, len(items))
+	for i, item := range items {
+		converted[i] = out(item)
+	}
+	if len(items) == 0 || len(items) < page.Limit {
+		return converted, nil
+	}
+	return converted, idCursor(id(items[len(items)-1]))
+}
+
 // idPage reads a page of an id-ordered list; the cursor is the last id.
 func idPage(limit *api.Limit, cursor *api.Cursor) (ports.Page, error) {
 	p := ports.Page{Limit: pageLimit(limit)}
 	if cursor != nil {
-		id, err := uuid.Parse(*cursor)
+		id, err := domain.ParseID(*cursor)
 		if err != nil {
 			return p, errBadCursor
 		}
@@ -484,7 +472,7 @@ func idPage(limit *api.Limit, cursor *api.Cursor) (ports.Page, error) {
 
 var errBadCursor = badRequest("/query/cursor", "not a cursor this API returned")
 
-func idCursor(id uuid.UUID) *string {
+func idCursor(id domain.ID) *string {
 	s := id.String()
 	return &s
 }
@@ -515,7 +503,7 @@ func decodeExecutionCursor(s string) (ports.ExecutionCursor, error) {
 	if err != nil || micros < minCursorMicros || micros > maxCursorMicros {
 		return ports.ExecutionCursor{}, bad
 	}
-	uid, err := uuid.Parse(id)
+	uid, err := domain.ParseID(id)
 	if err != nil {
 		return ports.ExecutionCursor{}, bad
 	}

@@ -45,8 +45,8 @@ func seedQueue(t *testing.T, pool *pgxpool.Pool, n int) (uuid.UUID, []uuid.UUID)
 	return def, ids
 }
 
-func admitAll(ws []ports.PendingWorkspace) map[uuid.UUID]int {
-	out := map[uuid.UUID]int{}
+func admitAll(ws []ports.PendingWorkspace) map[domain.ID]int {
+	out := map[domain.ID]int{}
 	for _, w := range ws {
 		out[w.ID] = 100
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	rawjson "encoding/json"
+
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
@@ -160,8 +162,8 @@ type Edge struct {
 
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
-	// Input Available to templates as `input`.
-	Input *map[string]interface{} `json:"input,omitempty"`
+	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -177,17 +179,19 @@ type EnqueuedExecution struct {
 
 // Execution defines model for Execution.
 type Execution struct {
-	CompletedAt          *time.Time             `json:"completedAt"`
-	DurationMs           *int64                 `json:"durationMs"`
-	Error                *string                `json:"error"`
-	ID                   openapi_types.UUID     `json:"id"`
-	Input                map[string]interface{} `json:"input"`
-	Nodes                *[]NodeRecord          `json:"nodes,omitempty"`
-	StartedAt            time.Time              `json:"startedAt"`
-	Status               ExecutionStatus        `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID     `json:"workflowDefinitionId"`
-	WorkflowVersion      int                    `json:"workflowVersion"`
-	WorkspaceID          openapi_types.UUID     `json:"workspaceId"`
+	CompletedAt *time.Time         `json:"completedAt"`
+	DurationMs  *int64             `json:"durationMs"`
+	Error       *string            `json:"error"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Input The input as enqueued, byte for byte.
+	Input                rawjson.RawMessage `json:"input"`
+	Nodes                *[]NodeRecord      `json:"nodes,omitempty"`
+	StartedAt            time.Time          `json:"startedAt"`
+	Status               ExecutionStatus    `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkflowVersion      int                `json:"workflowVersion"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.

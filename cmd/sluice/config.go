@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adapters/engine"
+	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
@@ -17,6 +18,7 @@ import (
 // Config is everything the binary reads from its environment.
 type Config struct {
 	HTTPAddr          string
+	HTTP              HTTPConfig
 	DatabaseURL       string
 	TemporalAddress   string
 	TemporalNamespace string
@@ -25,6 +27,17 @@ type Config struct {
 	Tiers             domain.TierPolicy
 	Dispatcher        app.DispatcherConfig
 	Worker            engine.WorkerConfig
+}
+
+// HTTPConfig bounds what one client can hold of the API server: its
+// request sizes, and how long a slow client may take to send or read.
+type HTTPConfig struct {
+	Limits            httpapi.Limits
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
 }
 
 // env reads variables with defaults and collects every bad value, so that
@@ -94,6 +107,18 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		TemporalAddress:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
 		TemporalNamespace: e.str("TEMPORAL_NAMESPACE", "default"),
 		AdminToken:        e.str("SLUICE_ADMIN_TOKEN", ""),
+	}
+	httpLimits := httpapi.DefaultLimits()
+	c.HTTP = HTTPConfig{
+		Limits: httpapi.Limits{
+			MaxBodyBytes: int64(e.integer("SLUICE_HTTP_MAX_BODY_BYTES", int(httpLimits.MaxBodyBytes), 1<<10, 64<<20)),
+			MaxJSONDepth: e.integer("SLUICE_HTTP_MAX_JSON_DEPTH", httpLimits.MaxJSONDepth, 2, 1000),
+		},
+		ReadHeaderTimeout: e.duration("SLUICE_HTTP_READ_HEADER_TIMEOUT", 10*time.Second, 100*time.Millisecond),
+		ReadTimeout:       e.duration("SLUICE_HTTP_READ_TIMEOUT", 30*time.Second, 100*time.Millisecond),
+		WriteTimeout:      e.duration("SLUICE_HTTP_WRITE_TIMEOUT", 60*time.Second, 100*time.Millisecond),
+		IdleTimeout:       e.duration("SLUICE_HTTP_IDLE_TIMEOUT", 120*time.Second, 100*time.Millisecond),
+		MaxHeaderBytes:    e.integer("SLUICE_HTTP_MAX_HEADER_BYTES", 64<<10, 4<<10, 1<<20),
 	}
 	if needAdmin && len(c.AdminToken) < 16 {
 		e.bad("SLUICE_ADMIN_TOKEN", strings.Repeat("*", len(c.AdminToken)), "set an admin bearer token of at least 16 characters")

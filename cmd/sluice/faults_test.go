@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/domain"
 )
 
 // The fault suite runs Sluice's roles as separate processes of the real
@@ -638,7 +639,7 @@ func TestFaultReconcilerFindsARunTerminatedBehindManyLongRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.TerminateWorkflow(ctx, engine.WorkflowID(victim), "", "terminated outside Sluice by the fault test"); err != nil {
+	if err := c.TerminateWorkflow(ctx, engine.WorkflowID(domain.ID(victim)), "", "terminated outside Sluice by the fault test"); err != nil {
 		t.Fatal(err)
 	}
 	terminatedAt := time.Now()

@@ -33,3 +33,7 @@ WHERE id = @id AND deleted_at IS NULL;
 -- name: DefinitionVersionGet :one
 SELECT * FROM workflow_definition_versions
 WHERE workflow_definition_id = @workflow_definition_id AND version = @version;
+
+-- name: DefinitionWorkspace :one
+-- The owner of a live definition, for the ownership check on enqueue.
+SELECT workspace_id FROM workflow_definitions WHERE id = @id AND deleted_at IS NULL;

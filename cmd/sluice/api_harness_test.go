@@ -1,4 +1,4 @@
-package httpapi_test
+package main
 
 import (
 	"bytes"
@@ -98,8 +98,8 @@ func newStack(t *testing.T) *stack {
 	dispatcher := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, uuid.NewString()), noWakeups{},
 		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(registry), log)
 
-	svc := app.NewService(store, workflows, domain.DefaultTierPolicy(), adminToken)
-	handler, err := httpapi.NewHandler(svc, registry, log)
+	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), adminToken)
+	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), registry, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,3 +386,23 @@ func must[T any](t *testing.T, v T, err error) T {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// rawInput encodes an enqueue input.
+func rawInput(v map[string]any) *json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	m := json.RawMessage(raw)
+	return &m
+}
+
+// inputField reads one top-level field of an execution's input.
+func inputField(t *testing.T, input json.RawMessage, name string) any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(input, &m); err != nil {
+		t.Fatalf("execution input %s: %v", input, err)
+	}
+	return m[name]
+}
