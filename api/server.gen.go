@@ -310,9 +310,12 @@ type UpdateWorkspaceRequest struct {
 // Workspace defines model for Workspace.
 type Workspace struct {
 	// Active Executions holding a slot now.
-	Active    int                `json:"active"`
-	CreatedAt time.Time          `json:"createdAt"`
-	ID        openapi_types.UUID `json:"id"`
+	Active    int       `json:"active"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// FailedLastHour Executions that ended FAILED in the last hour.
+	FailedLastHour int                `json:"failedLastHour"`
+	ID             openapi_types.UUID `json:"id"`
 
 	// Limit Concurrent executions the plan allows.
 	Limit int    `json:"limit"`
@@ -365,6 +368,9 @@ type NotFound = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
+
+// TooMany RFC 9457 problem details.
+type TooMany = Problem
 
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
@@ -1408,6 +1414,15 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
+type TooManyResponseHeaders struct {
+	RetryAfter int
+}
+type TooManyApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers TooManyResponseHeaders
+}
+
 type UnauthorizedApplicationProblemPlusJSONResponse Problem
 
 type ListDefinitionsRequestObject struct {
@@ -1563,6 +1578,18 @@ func (response CreateDefinition422ApplicationProblemPlusJSONResponse) VisitCreat
 	w.WriteHeader(422)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateDefinition429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinition429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateDefinition500ApplicationProblemPlusJSONResponse struct {
@@ -1803,6 +1830,18 @@ func (response CreateDefinitionVersion422ApplicationProblemPlusJSONResponse) Vis
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateDefinitionVersion429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinitionVersion429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CreateDefinitionVersion500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2041,6 +2080,18 @@ func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnque
 	w.WriteHeader(413)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type EnqueueExecution500ApplicationProblemPlusJSONResponse struct {
@@ -3581,106 +3632,110 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9wHRw5WecNnU+eZO0kzttmk3SHdxpig0tHdtcy6RK0nG9Qf77BR+S",
-	"KFmy5dhtd4oABerYFHl4eN4P6sEL2CxmFKgUXv/BizHHM5DA9V8ncy4YV59CEAEnsSSMen3vZgLojsJX",
-	"aQbcITZCcgIo5nBP2FygGI+h6fkeUaO/zIEvPd+jeAZe3wvMpL4nggnMsJp9hr++AzqWE6/fbbd9Ty5j",
-	"NVJITujYe3z0vVMYEUrU8udhOTwLxqejiC1QmA79RSASpmDEWE4yKEJ3Qt/j8GVOOIReX/I5uLCNGJ9h",
-	"6fW9+ZyokauwnX2FYL4ONEgGaIDQiwDTACKEI8GQxFMQCKMvc5gDIhJmetCvFWCDs9ZuUL8jMyJX4b3E",
-	"Y0CC/Lvy+CL9nLtWCCM8j6TXP2z76ijJbD6zBzkj1PzVSUEgVMIYuIbhD8anIsYBrDtUPWDdUS6cWXbB",
-	"yaN6WMSMCtDU/zccXsGXOQiNpoBRCVR/xHEckQArOFsxZ8MIZv/zL6GAfvDgK57FEZjtSEwir69BAiHR",
-	"kIVLNMECYYqAc80E+n/h9T89eDMQAo8VSLO5Gg0IIwuq3nDfa7lbffzse0JiORdev6e5hki1sHdO73FE",
-	"QmSXzXY6kTIW/VZLRHMSQDOE+wR80SLmoUby0KOLuf/mMPL63n+1MmHRMr+K1qWZweBv9QSTvROBZjhS",
-	"RwAhYhwNOeCp0FLDzNRUS54wOopIsCvCz0OYxUwCDZaN32GJFliguYAQLYicIIxCMhoBB2qOxHPx+DrD",
-	"YwpMPQQ6awbJk/vGYjKxMDuR+ifB5lxziNoFaDy+YXxIwhDojohUC2SSEg0hYnQskGQIUyYnwDMOzWHx",
-	"IMNiBkotNI7S4fvCnWRToGiGl4gyiSSbBwpxRKSY0xg7pxI4xdGOCCN2mpS/E5wc5jm0MKoWg1oA94GX",
-	"azYDOSF0jEaYRIojqWFF4PfAjy1hWZqbYDqGUGFPPWGxpaXFW47jyY4Y66Jki1XScE6nlC0ooiwEdOt9",
-	"vfUciThWILQgHINotVuSeY+++2ywDCLoI4wat/N2+wDQMP2EV2ZRC4i8XO12V+WqHrydVDWP7Iui9WxK",
-	"oiqCxshAdTp4e4zgHvgyQagaEREhE7lHpDLM5ESf4AWTb9ichjueXonVhY5wOzzAr6DRHfWGjV7wstN4",
-	"jY+gcTh8GbwKj+D1qN3RoI80AK7c6GXYvnAG1MA0ZbJhhu8DyxcMCSUnciLihrF3mI9hn9YAfA0AQoE6",
-	"7d7R4auXaLiUIFyUdBxReomXEcMhkoyhSENSCzWSsYYZvi8C1KAr6lKzciQn2BUfCAcBxFJopH2keC4n",
-	"jJN/w660NiNCKJE1BMzVqkqu56ink6Eqt2wtLM3dJ/ZEQxpEX5k72KohOcHaFkpkGuOIwz2bQtjUFrGd",
-	"Vy07iMnvsNROGWcxcEmMWRpwwBLCgczZtCGW0JBkBquGre+RsIb9m9jTD6s/xBxG5Gu5iT4i3CgJjgPl",
-	"Nya+oICAg/SVrSAhitAUlgLhGHPZLFvbYmHNrug8ivBQna4x7FemWOS9ic0uUOYqfPL0kLwnodGRbt53",
-	"EO+C+zmdmQ3/BcbmO9EO3pV1JlaPsOZ5JJT94AFVTtQn72RwcXL27t3Zqecnn88v3jowrNudna4UYL01",
-	"Q3GOz4PDUIt0HF068I9wJMAvbCmhnaIrPyM0+buzCUo9RzV4WQzgaSCOE2tlHUO/TTT1kza0IxGW0p8B",
-	"uxot/wAuvgtOCsBugit17r8jQfleHGG6UWirMaXEZ5+v3lSYSWUcRR9G2lRdt5Ydr6zS/P6MfFyVqdcT",
-	"rRdoAMdISMYBEYkoWzQ3Uo+dcRX4z7kA2l40SjDnyn+2tOcojTS842/Jb7vqqHkcbruJb6QwCrhJEJFX",
-	"IBm4ZcSWndYlHpcpEKn8JffDOhw7Z/+YLoY5x0uN0TSOq9luvZYtIkEav82ZY/12HILZmQbDQkx4I+1s",
-	"R5D31bRdwEIhlny/5uDLsHMWlh3xiLNZKaFLVvr1YgIurEPGIigRc3paPUkpKFTHodOI9tNEN6HxfM0z",
-	"hrDyUm9wj4mmO2MvzuIISxAIC3SnZ7tromslDEOEaYg4yDmnEGp3CY0Y1x98JBii89lQWaFTgNi6wyEZ",
-	"E9fotNv1va+NMWvYLzleKN+jeYUX7230wBnQILOYcZnppWR8FkMAGrCQ0HFLf/2orWbCOJHLXIy8W9x5",
-	"R4dGmZBozsdAZRN94KHagZIt2nEnFOEsznaMRphwCkIgHHAmRPaTQAGbgTAmudpwGozvrQ/F+6kff7ot",
-	"T+3R3imFYQ2VhimZrnKPHnC+rZm9Ti78Xc14bYYW95GsttbGXgOtWi4CuZv7E8659qXfi9wchMqXvern",
-	"HRowwcjNOqC2rn6CHFAepX5MsT7Yc/bzfP4DWNlEBuvq2wsWwhUEjIdl+lZIzLfUdPUoNCWwhEp3ZGv1",
-	"4FoDb9/2Uym0q7Ck+EgozMWpn2OmHFckFL6WOfdhb2Wc/mPMrSIhOAGEq48XF+cXbz3fO/nw/vLd2Y0O",
-	"JbwZnOdiCmenJSEF33tDIArPEimRx1Aaci8LH2m2etiwOZvUTSYq21iabygYD+h08LaJFNvZMBMHNKfk",
-	"yxyOda41HAOKAN8TOkYYnXy4OD2/Of9wYTIKM7xEAeZ8ie6UDXWnLJCYBFMdLx9yTINJ0yuaODrhUJ8g",
-	"QhN8neGv52b8Ydupc8hoY2sxk5+1UzJr0c3VS5Qh9zfAkTmngnKaQDAV1WK8zEQtzp0JsA0ubLX61Lst",
-	"0Zx0RMabdMzKZFPjwjuxhU6N2IL5okh9v93cXP7z6uzvH8+ub3x0czW4uH7z4eq979AZ4+j07N3g/46R",
-	"RmaSkLHpW5mETE1eRzATJV7J5XBQigtCJNkY5AT45pCA2qcdU4VTq6hWMIulMsNlueTfi8Gyhb2RGBKr",
-	"xoKi519MLje6h9AYD82V5bMzX5mczWXp7DmXRLkjXC+mnRIhIRZNnUgMprA0GcWmmal08c1KfyMS6hkB",
-	"6kgz/Z9QbG0qcXRrQgCZlrWYSk6uWu1W0drW+uj69/PLyxqa6dJG/ZJp31ydnXm+d3n1wfO9s4ubs6vL",
-	"q/Prs/JnbQpnhQCu3pyg173DVykPmkyUWNUGSYrqoYLIxerkWpc2IriHKE2A+whwMEmKVP73+sNFI2Y6",
-	"79+IyBRs8tavpx0cZV1ihRAqJKZBub5ekdYO59sE20Nd6ThAQmom+nh1jiieKRWsZN2U0FDJPbv3zaLM",
-	"kqdZf62jpT01pRErhdoJm9MSjj/TEpdDBFgAGuJgqlj/8uzi9PzirQOhgw6cCImtgqcRJrPdhMFTwmVE",
-	"xFgGkzeYRHMOZTRpakE0VwvEKLoB5SvhyBSEKLLT9SICYYkOyhGSrLKjasiXVBY9i305qBEW8qy2FnLj",
-	"Oasbf0IU4UeFXeq7XqkySPfu53mohKxctPqFglU3Au6yjssTBRpay+H78NYycfFjvDWXJBwVZsWOUn3v",
-	"BufvtRI8Pb++HNyc/LaN0/ZRJxp2TMY9OatWmU5LASoR0oEk9yWqJHVrBZqwKDTOnIhYMT3m2qnfrFYi",
-	"Ki+fPmHUpn+yqm9T5aowgXAUsYUoh7W6+qI28n0TiSwpptYOIlpgInXRn65IUagrB2XrXFqZgHETqn5a",
-	"Nm4PN4V0m6xYSjP7YPuMAH8E2yuFAcFcidRrBZDZgalsKnd0cDgjNFdRlEpwNLg8R1NYNpOyfJ0AMnPl",
-	"ap9MmRKhI1aSd9Y1UWis8y4L7YBSXc+TGAFN9EeWaNApr6zpQjtFp4O3ArHRLdVu0rGxIxS5MQpJLFcg",
-	"In2dw7HrqW1J9S1iNFqixYQoh2sCt9St/dfMoyvn0YgDGK5/oax81PHR5dUHdOijzM5H3TYKUk68pRkr",
-	"/tq8pbc0MfRMId6chsDRXQvHpHXfuUNUV+TdDWw5mA4f9tHfTNWZ8fn0MRiv765vwHXOB404myETmrDh",
-	"x6oj89WOdaEhDiYgNBJuqcIIW9BseBMZkLU3gYhAd1XFc3foReK3qL1qzgvAViHZgPcgVos1us22Yjke",
-	"OZVxi8WiifXPTcbHLfusaL07Pzm7uD7Tz2ReQEI0g8tzJ+/Z9zrNthnHYqA4Jl7fO2i2mwc2xK5p3aK7",
-	"lZBQK8uimsqUsuKId0RI4eLxF+FUngoTOMEcdHlpCNofVagPgetsoW0iUVIDJ9aWnvTUWdzPdUF9WtuX",
-	"omMDxGTbyrpl9tWb4pcLswzQlunnqTHQyqTHz4V2l267vaZAs6Qw04rZT5/z8lJJy9r1k4VCh5IyyoFu",
-	"JlOuonPQurS0ZwAumz7dWMtp4tGPdDY/8rFQCdprH2x+6I3bt9Br9zY/kVZgP/reYZ2tpC0KWnvMZzPM",
-	"l5Z8y7rfFCFLPBb5CgXhfVYmBRMl3PUPHJFQy/8sGqlEtS5D0jIaC2S5HHUSmWTGrdac67R1r9stFp8X",
-	"2a9Y3Gf5BIT8GwuX25FkWuFh4/OaNk1Q/ZMbLM5iflmrwG8QRcxHDw82hqg4GD0+amzr2KE35gBON1Aa",
-	"6jUVVpbjk0E5D817OeoEneCw0zgIXg4bPXw4bLweHkGjPeqEXXww7AWHW1QdV9VDPuZtERt7LHB5ZzuU",
-	"Oia01213XzY6nUa3c9Np99vq35+rBU/9jv9DD0JZ8F6dJgRv5dAcw7dqs9/yXN1CrVVJaCsQfzbZ1+vU",
-	"WCLtvVAPdLt1hKXTobSjhDWIt2ZHQcpWCtlHf62J03pwq8YejTBW9kqJZc5GiTHTRMaRwxEHHC5N13Co",
-	"/TkidWwOYYmS+EkSSQ4iwNzYjseIzylVRrnjnio4RIlkPtVrFiRzTpb0VqE1D4XPGjqjH4OSLenHL7eA",
-	"ryfK2yr0ZaYaNok9WCX9izDaefVo34Jcd67tH60jfmY5fpM7vGdGyRjlLcituaTgq21wfnLxbW0tbCGk",
-	"W5atVm7K2HrdKgv82ljaGFFYIDKbzU3uLLG53TqBJHIwBFP0mbC+0gWObM9i6SYqQdkCKaLbZIVnxVbf",
-	"xBj//LilsVvocvlBlm6+5LyucNok6NLASfcJEiY5qApBowjJzv9sOH5vw3EQhgijrB9gH5ZiKoRaD/bT",
-	"Y2W4zBgLjEK5LMH5u3LqmAquWPjGFsM35rXO/nntJ+Wz3TX6Jg7YTYv7D9VnYftBTAGDaVUmAnUqbhK6",
-	"zym98kjt2iuNSg2KTBtvFdfOHvOVFAchzQZ8Y+6ba7RQjMeEYmNIlgW2s6Tpf2pcOw/FBxotXfuFUHNZ",
-	"i6lEqAInrVOox9ErlfI/bXw9X9e+NrzuIP2FojA2l6ZAmusKUfHrs1wrBN3B5a1Esjlflqv2bEBLZ0i1",
-	"M1HqDZwlOVNMs7USJyCnugt+v47aYyoWwMUt7ba7CEvbUqwfTXwCntR6EYkWEzCXeGQyIEu43lJdLID+",
-	"0AEliu4KN2zd+QgjDjHgtJhZ4Jm9KMR064lbqr5mnCiBFTkX3pl8cPFWLpuWTaeagr5yBN/SXvt1E/2e",
-	"1PlPITZOD5YoAiwk6vbQhM25QLF7P5VJhuYFZLHdcZOIfK8v69MgKbwhgUdaUnKQfNlENy6saYX3CiJQ",
-	"BR6Oy68nU4ejNo70vq8DFkOY35q/BgmpxJwADnU9gBWZhROsvI/x8HDTJQ6fd/AR08ruJDUd4nypXbeq",
-	"SK6uQfgt4zxV7bK1vNPudphKOxq9g7AbdIZt3Hg9OoJGL3wVNI6GL3HjcNSD5DfnXpy0kmzbbTn9lSWK",
-	"Ixn003mV7debHzhxLvjb2g3dRe9YrOc0whOVz4NTmrnJhXSX+yUxxrTYVs6lMRC0TDIGw5yWupGunN3R",
-	"fXT7T8ocyGb3z3zzn7k8xLacKBPKxpc7uDs8CHph4xBejho93Bk2joJu2DiA3ugQvxy+Co5Cz6+SU1lK",
-	"M22X6fg1oOv86RWBMQuYP/JZzjU5UguG011SvVwqD9xOi5IM6sbpKifbXVDnWk4731h4r5NuuWt7nw3f",
-	"gkNfQ/hs69K7lyhvcqPzoqtlrlPePiafX7IqJD8wl9nlrmhGRN9hmzPLSdhEgyQhqwfZyPwtTQu0tcQk",
-	"AlG4B+6E5tWTK3nZX7LSS1MMqXMiRCCz3wjCY2UaAg0Fyq+gLHah84Haar+l5j6ySE0v0ps/kxyyyf5C",
-	"mBmZJZaymWGNAN/SmtlG9mayJrvxrH72IH8VW1lZhUGOBtVeXfhs1exWL2HvN3+ijaJ5aKtQWcaZwkcs",
-	"Nk0N0VK5oso+MQRUqw5UN2P8hSJles/fJkhWuPDkJw2Q5VuJ1gbIHCp7tggKoTAHN1uzeuvB+rabvJDF",
-	"BLhxfazv6ahfITENRRN9oAFo1Zf9NMFKByd2atbKSERSIq61puYgGzRDvXbvGI1YFLHFLb1zzA19PYTM",
-	"WYcl6vItyKytbFcyzzettgtNp5UFN1mTqXEq6qTcVlpE28WOzlL/ot37s9DqV9+x2iKi4bRrmi3lwkSp",
-	"mZDrkvvPDR45fYfl/kfGU8/ipphRzHBT2wEpeYWNlTt3pm/ExHSTu+UqUoTZVV9PV+VF98b0VG2weJxb",
-	"3pT4CXAUAVe+ABIA6AWOIh0AlkmrmI+SLqJRofVoCstfaxlDWb+Xt60799c0BvINhmuNgew4vitz7qVR",
-	"JD3ThHGcL6u7Q0wdVs70Rspj0s15TTTQ/W+MRsuq4rI/nFeFPDlhkMTfgqy5tK/v+diynmylIfpbVJQl",
-	"ncztWtqX1NYxafvxoV+NkKwZuF2jIHZ7HvkLtyh8z4h9rnkgIf9SxivVCq0HxwbZZCDn07dZ31WErTrQ",
-	"ZGM+GtpEgbIqTVxKJo50CLEsLwTLs/BORq1lje6PZY1X3401ckGDZ4OurOh7LXdsa4H8UXhVmvZhSsK7",
-	"mdpCSb2spiCkCRiEKZuW+qevUttWQhBGSztpktZjIVkcQ4lZVbiN49JcjvBkbWhp2rnhqjaxVtwLUksN",
-	"/qfxerddwewOYury/OGeed4u9fPy/vfVpvplZIXwr71i5KlKVf3emMJykwcmCy+k1FeNJpVycgKE25fe",
-	"iHJ3anB5/rtaZTd2Ug5ORpq1rjpJ30FRvBq0lGDVtp71U8Ftstd1uE5TSjV70E3lmceCajLEZW4Ctfff",
-	"MxqAn4b/k60cm7tUlEE3wUK/KU638IdVnpmhzD24ZQHZ1g/Lv3PoB7X1aJXTHr6CHm5D4zU+fNXoBQej",
-	"xlF4EDQ6oy4chL3gcPgSO28xJtmrofqeiKb/7I26+HWQezeUDVMmr3pxhv1z+vfuffvPL0ezztdX8cHw",
-	"kL4Oet/l1oDkDTbV3O9nnoOB/Flj7cH/o4kMKRch2+ip1sMUlhuaxl3hMUjeMZcU0XIY6dfhJqatGthE",
-	"V2qQvp9zQQIw5QCUNVi8Kjb0UFdsbOoKv0pfcvesVyxhGJRsJIyddEtpa4xdbt0rtTV97R7jnugrxf9d",
-	"aVcNbLat225nN3+hmLMAhDBvkxTJNV3CXp4tEGUohBhoCDRYloYpfrPr7uq4pCklNq0vZu096mXR44jc",
-	"QzN3+Zu15xxj4x4oCNfOMEi0IkKX7NRFKFB0yYQccxDoBaZhWk/k65zAjIXzCOylWXMBiMhfbQL0GB22",
-	"D5B+w/OCCChF8pUBZedSzvR6+djCavDte9JCm+F/v8ehN9A0bHyw47tJE9j7KGCUQqATz1bM5t4CfZB/",
-	"w60+z/pvuDXD9/F20oHDQyhkYF8mrE9/PYkqtJFKGs0/mF1p+OmzrizVL4gty8fN8FQXDudupOu3WhEL",
-	"cDRhQvaP2kdtbS3bRVdEG1BMpbC5fOWNKb9Q+2LFUhxRIhlTudkQpsUi4BAClQRH7hypZC6foXgHlwPN",
-	"SguuO63bD7k6s636JnTsowWWganfo2FSCpiPQjnTOhnR1VkTWWNfqWVP1Xnanurj58f/DwAA//8538kT",
-	"J4QAAA==",
+	"H4sIAAAAAAAC/+w9a2/buJZ/hdAu0BYrP+O0qfPJN0k72WnTTJK5g52muKGlY5vXMqmSVFzfIP99wYck",
+	"SpZtOXbbmaLAAJMmFHl4eN4P8sEL2CxmFKgUXv/BizHHM5DA9b9OEi4YVz+FIAJOYkkY9frezQTQHYUv",
+	"0gy4Q2yE5ARQzOGesESgGI+h6fkeUaM/J8AXnu9RPAOv7wVmUt8TwQRmWM0+w1/eAR3Lidfvttu+Jxex",
+	"GikkJ3TsPT763imMCCVq+fOwGp4549NRxOYozIY+E4iEGRgxlpMcitCd0Pc4fE4Ih9DrS56AC9uI8RmW",
+	"Xt9LEqJGLsN29gWCZB1okA7QAKHnAaYBRAhHgiGJpyAQRp8TSAARCTM96MUKsMFZazeo35EZkcvwXuIx",
+	"IEH+s/L4Iv2du1YII5xE0usftn11lGSWzOxBzgg1/+pkIBAqYQxcw/AH41MR4wDWHaoesO4o584su+Dk",
+	"UX0sYkYFaOr/Bw6v4HMCQqMpYFQC1T/iOI5IgBWcrZizYQSz//m3UEA/ePAFz+IIzHYkJpHX1yCBkGjI",
+	"wgWaYIEwRcC5ZgL9f+H1Pz54MxACjxVIs0SNBoSRBVVvuO+13K0+fvI9IbFMhNfvaa4hUi3sndN7HJEQ",
+	"2WXznU6kjEW/1RJRQgJohnCfgi9axHzUSD96dDH33xxGXt/7r1YuLFrmr6J1aWYw+Fs+wXTvRKAZjtQR",
+	"QIgYR0MOeCq01DAzNdWSJ4yOIhLsivDzEGYxk0CDReNXWKA5FigREKI5kROEUUhGI+BAzZF4Lh5f53jM",
+	"gKmHQGfNIP1y31hMJxZmJ1L/SbCEaw5RuwCNxzeMD0kYAt0RkWqBXFKiIUSMjgWSDGHK5AR4zqEFLB7k",
+	"WMxBqYXGUTZ8X7iTbAoUzfACUSaRZEmgEEdEhjmNsXMqgVMc7YgwYqfJ+DvFyWGRQ0ujajGoBXAfeLlm",
+	"M5ATQsdohEmkOJIaVgR+D/zYEpaluQmmYwgV9tQXFltaWrzlOJ7siLEuSre4ShomdErZnCLKQkC33pdb",
+	"z5GIYwVCC8IxiFa7JZn36LvfBosggj7CqHGbtNsHgIbZT3hpFrWAKMrVbndZrurB20lV88m+KFrPpiSq",
+	"ImiMDFSng7fHCO6BL1KEqhERETKVe0Qqw0xO9AleMPmGJTTc8fQqrC50hNvhAX4Fje6oN2z0gpedxmt8",
+	"BI3D4cvgVXgEr0ftjgZ9pAFw5UYvx/aFM6AGpimTDTN8H1i+YEgoOVEQETeMvcN8DPu0BuBLABAK1Gn3",
+	"jg5fvUTDhQThoqTjiNJLvIgYDpFkDEUaklqokYw1zPB9EaAGXVGXmpUjOcGu+EA4CCCWIkXae0wXO+Ls",
+	"c8IktsiCsI+wRDMmJOq0220UAw2VKMtN6AIGu45K/60wTz306bUb2Tf7VulzlkQhirEQiFFIPSnX8NUA",
+	"CPS8sM9bqjfqO4wnfC0iBYqBGxnxookujNTWJpCQjEOIMM2E+S3FEQccLtK/WWHfRHdXIPmiMRhJ4Hfq",
+	"rAVINJ8ABzTHRKopJxDFoq/AvaUG9yHHhAqERe7yCKTAE5PmrTIAJoBD61s68y/b/tcQMBpqQ0OthoYw",
+	"YhwMjeFZjjyl1RXqmkV3cp3XoU7jd4oTOWGc/Ad2FYAzIoRCxhAwV6ygjI2CSOvk1FdYthbtJe4XexJs",
+	"GkRf2eDY2kZygrWBnipaxhGHezaFsKndNDuvWnYQk19Bc3PMWQxcEuMrBRywhHAgC45WiCU0JJnBsrfl",
+	"eySs4ZSlTt7D8h9iDiPypdpvHBFuLBeOAwlcpGwlIOAgfUVXEqIITWEhEI4xl82qtS0W1uyKJlGEh+p0",
+	"jbe5NMW86OJu9stz//Wjp4cU3VuNjmzzvoN4F9xP2cxs+G8wjsiJjjpcWQ93+QhrnkdK2Q8eUMVjH72T",
+	"wcXJ2bt3Z6een/58fvHWgWHd7ux0lQDrrRmKcxxxHIZa3OHo0oF/hCMBfmlLKe2U40szQtN/dzZBqedY",
+	"DV4emHoaiOPUhF7H0G9T8/FJG9qRCCvpz4C9Gi3/BC6+CU5KwG6CK4s4fUOC8r04wnSj0FZjKonPfr96",
+	"U2EulXEUfRhp/2ndWna8cpWK+zPysUIfT7ReoAEcG0sBEYkomzc3Uo+dcRn4T4Wo7l40SpBwDlRa2nOU",
+	"Rqb9/S35bVcdlcThtpv4SgqjhJsUEUUFkoNbRWz5aV3icZUC0Za3+8M6HDtn/5gthjnHC43RLLmg2W69",
+	"li0jwXoAzhzrt+MQzM40GJYSFRtpZzuCvF9N2yUslBIc92sOvgo7Z2HVEY84m1USumSVv55PwIV1yFgE",
+	"FWJOT6snqQTFeBdZmuVpopvQOFnzjSGsotQb3GOi6c7Yi7M4whK0e3OnZ7trouvcpeIgE04h1D48GjGu",
+	"f/CRYIgms6GyQqcAsY3RhGRMXKPTbtf3vjTGrGF/yfFc+R7NKzx/b0NazoAGmcWMy1wvpePzwBbQgCmf",
+	"saV//aitZsI4kYtC4qZb3nlHx+uVh53wMVDZRB+4cty0X6qjSYQinHupx2iECacgBMIBZ0LkfxIoYDMQ",
+	"xiRXG84yRL31+SE/Cy6dbstTe7R3KmFYQ6VhRqbL3KMHnG9rZq+TC7+pGa/N0PI+0tXW2throFXLRSB3",
+	"c3/ChGtf+r0ozEGofNlb/b1DAyZCvlkH1NbVT5ADyqPUn+nIhj1nv8jn34GVTbi6rr69YCFcQcB4WKVv",
+	"hcR8S01Xj0IzAkupdEe2Vh+uNfD2bT9VQrsMS4aPlMJcnPoFZipwRUrha5lzH/ZWzunfx9wqE4ITQLj6",
+	"/eLi/OKt53snH95fvju70aGEN4PzQkzh7LQipOB7bwhE4VkqJYoYyvJAVeEjzVYPGzZnKw3Siao2liXB",
+	"SsYDOh28bSLFdjbMxAEllHxO4FgXAIRjQBHge0LHCKOTDxen5zfnHy5MmmuGFyjAnC/QnbKh7pQFEpNg",
+	"qpM4Q45pMGl6ZRNHZ8HqE0RoMgIz/OXcjD9sO8U3OW1sLWaKs3YqZi27uXqJKuT+Ajgy51RSThMIpmK1",
+	"GK8yUctz5wJsgwu7Wn3q3VZoTjoi4006ZmmyqXHhndhCp0ZswfyiTH2/3Nxc/uvq7Lffz65vfHRzNbi4",
+	"fvPh6r3v0Bnj6PTs3eD/jpFGZpoltDUFMg2ZmmSjYCZKvJRg5KAUF4RIsjHICfDNIQG1TztmFU6tolrC",
+	"LJbKDJfVkn8vBssW9kZqSCwbC4qen5kCg+geQmM8NJeWz898aXKWyMrZCy6Jcke4zfno9A7Eoqmz28EU",
+	"FibN3TQzVS6+WelvREI9I0Adaa7/U4qtTSWObk0JINeyFlPpya1Wu6tobWt9dP3r+eVlDc10aaN+6bRv",
+	"rs7OPN+7vPrg+d7Zxc3Z1eXV+fVZ9bc2hbNEAFdvTtDr3uGrjAdNJkosa4M0RfWwgsjF8uRalzYiuIco",
+	"q8rwEeBgklZO/e/1h4tGzHQxSiMiU7AVBX497eAo6worhFAhMQ2q9fWStHY43ybYHupKxwESUjPR71fn",
+	"iOKZUsFK1k0JDZXcs3vfLMoseZr11zpa2lNTGnGlUDthCa3g+DMtcTlEgAWgIQ6mivUvzy5Ozy/eOhA6",
+	"6MCpkNgqeBphMttNGDwlXEZEjGUweYNJlHCooklToKS5WiBG0Q0oXwlHpkpJkZ0uYhIIS3RQjZB0lR1V",
+	"Q7HOt+xZ7MtBjbCQZ7W1kBvPWd74E6II3yvsUt/1ypRBtne/yEMVZOWi1S9VUbsRcJd1XJ4o0dBaDt+H",
+	"t5aLi+/jrbkk4agwK3aU6ns3OH+vleDp+fXl4Obkl22ctt91omHHZNyTs2or02kZQBVCOpDkvkKVnOWF",
+	"LhMWhcaZExErp8dcO3V7MWmqNN9hIX9hCV8LhTHTaQghMoeBiCnOUgyAJizh1VDVlU7VbQMnjNoMk1v6",
+	"o3tCIkwRjiI2F9ULry7wqH2+vgl2VjQRaB80q1ga6aIXdTrVoGydrquSYW7O1s/aJSz9ZJAunek2mbiM",
+	"TvchanKi/x6iRikpCBIlxq8VQGYHppqq2rnC4UxRtFPFlGkNNLg8R1NYZOVgOulk5irUW5nSKEJHrCLX",
+	"reuw0FjneuaGm3QNUWp4NNEfeXJDp9ny7iPtiJ0O3grERrdUu2bHxnZR9McopPFjgYj0dd7Irqe2JdVv",
+	"EaPRAs0nJAJTW+fWAmpu0i0kaMQBjKR5rjwL1PHR5dUHdOij3LdA3TYKMta8pTlvvmje0luaGpemmi6h",
+	"IXB018Ixad137hDVpal3A1uCpkOWffQPU+lm/Ex9DMbTvLOlgM75oBFnM2TCITbkuerIfLVjXXGLgwkI",
+	"jYRbqjDC5jQf3kQGZO3BICLQ3aqCvTv0PPWVXpjiw4gEYCufbJB9EKvFGt1mW7Ecj5xqvPl83sT6z03G",
+	"xy37rWi9Oz85u7g+09/knkdKNIPLcyfX2vc6zbYZx2KgOCZe3ztotpsHNqyvad2iu5WSUMup6NTVMFUF",
+	"Ge+IkMLF4zPhVoIaLYA56DrrELQPrFAfAtcZSttNpaQGTi08Pemps7hfaAf8uLZBS8cjiMnwVbWN7atJ",
+	"y68WZjmgLdPYVmOglUmPn0p9X912e01RaEUxqBWzHz8V5aWSlrVrNkvFFRWlmwPdVancU+egdY11zwBc",
+	"NX22sZbTzaY/6Wz+5PdS9WmvfbD5ozduA0+v3dv8RdaK8Oh7h3W2kvXqaO2RzGaYLyz5VrWBKkKWeCyK",
+	"VRHC+6RsDCYquOufOCKhlv95BFSJal36pGU0FshyOeqkMsmMW26+0KnyXrdb7sIos1+5oNDyCQj5DxYu",
+	"tiPJrKrE5gQ0bZpA/kc3QJ3HGfOemV8gipiPHh5s3FJxMHp81NjW8UpvzAGctrgsvGyquizHp4MKXqH3",
+	"ctQJOsFhp3EQvBw2evhw2Hg9PIJGe9QJu/hg2AsOt6h0XlWD+Vi0RWy8s8Tlne1Q6pjtXrfdfdnodBrd",
+	"zk2n3W+r//5cLrLqd/zvehDKpPfqdON4S4fmWMKrNvs1z9UtDluWhLbq8UeTfb1OjSWyJiT1QbdbR1g6",
+	"rXr6o9e1VtFdOztKZHNQ1kwpSeWVQvnRX2sStR7cyrZHI7yVfVNhybNRavw0kfEE03YX44Vph5BIHT9E",
+	"WKI0xpNGu4MIMDe25jHiCaXKiF9ubVmS5Kd6zZIkL8ie3jK05qPwp0bP6cegZEv68ast5uuJ8s5KDc2Z",
+	"Rk6DF1apPxNGmy8f7VuQ6861/b11yo8s928Kh/eTUXJGeQtyay4p+XYbnKVCDF5bF1sI6ZZlq6UrZrZe",
+	"d5XFfm0sc4wozBGZzRKT30ttdLeWIY00DMEUpqasr3SBI9vzeL+JYlA2R4roNlnteUHYVzHePz1uaRyX",
+	"OnG+k2VcLIuvK5w2Cbos0NJ9goRJD2qFoFGEZOf/aWj+1Q3NQRgijPIeh31YlpnQaj3Ynx5XhuOMccEo",
+	"VMseXLyUqo5p4YqRr2xhfGXe7OyfN39QvtzdAtjEAbtpff9h9VnYHhdTlGHar4lAnRVXdt0XlGR1JHht",
+	"F3+lAZJr763i5vlnvpL6IKTZgG/cA3NfHYrxmFBsDM+qwHmegv2rxs2LUHyg0cK1d3SWmJhLpBKxCpys",
+	"9qIeRy9V//+w8ftirf7a8L2D9OeKwlgiTdE311Wv4sVPuVYK6oPLW6lkc35ZrdrzAS2dgdXOR6X3cJbm",
+	"ZDHN10qdhoLqLsUJdFYAUzEHLm5pt91FWNo2af1p6kPwtH6N6EtUaPGOFyehe0t1dQL6QwegKLorXWV3",
+	"5yOMOMSAswJtfSGKvpHHdCCKW6p+zThRAityrsUx+eby9Xc27ZtNNQV9tw++pb326yb6Ne1dmEJsnCQs",
+	"UQRYSNTt6XoSc+FMnqLVydaigCy3cG4Ske/1rZgaJIU3JPBIS0oOki+a6MaFNataX0IEWoGH4+p7ANXh",
+	"qI0jve/rgMUQFrfmr0FCJjHNHTe5yCyd4MqLTw8PN11M8WkHnzKrVk9T3yEulg92VxX+1TUIv2ZcaFUL",
+	"cC1vtrsdprIuTe8g7AadYRs3Xo+OoNELXwWNo+FL3Dgc9SD9m3PXT1Ydt+22nJ7RCsWRDvrhvNB2Df/w",
+	"xLlJ8wlu67fzQO0pFTTIE5XVg1OeusnldJd7lhpvWswrZ9QYFFqGGQMjoZVupyuXd3Q33R6cKoez2f2z",
+	"2ABpLlCxbTfK5LLx6w7uDg+CXtg4hJejRg93ho2joBs2DqA3OsQvh6+Co9DzV8m1PMWatQx1/BrQdf70",
+	"ysCYBcw/ilnXNTlbC4bTYbN6uUx+uN0mFRndjdOtnGx3wV5ou+18ZWG/ThoW7tP+aSiXAgA1hM+2IQD3",
+	"dvNNbndRdLXMPefbx/yLS64K+Q/MLZOFu9MR0ZdLF8x4EjbRIE346kE28n9LsyJ1LTGJQBTugTuhf/Xl",
+	"Ut73WV4Kaoozdc6FCGT2G0F4rExJoKFAxRWUhS90vlFb+bfU3MkWqelFdiVvmqM22WUIc6O0wrI2M6wR",
+	"4FtaP9vI3lzW5Le+1c9OFK+jqyrzMMjRoNo7RX9aQbvVY9iHB55oo2ge2iq05lzJ6iMWm8aOaKFcV2Wf",
+	"GAKqVZeqG1L+RpE1veevE1QrXfrygwbUiu1UawNqDpX9tAhKobPipcjbsXrrwfrCm7wQcy+wEivWV3XU",
+	"r5CYhqKJPtAAtOrL/zTBSgendmrezklEWrKutabmIBtkQ7127xiNWBSx+S29c8wNfUWGLFiHFeryLci8",
+	"tW5XMi827rZLjbcrC3ryRlvjVNRJ0S21ybbLXa2V/kW792ep3bG+Y7VFBMRpWTVbKoSVMjOh0Cn41w02",
+	"Ob2X1f5HzlM/xU05A5njprYDUvG2lJU7d6aPxcSA0/v1VqQU8+vOnq7Ky+6N6fHaYPE4N90p8RPgKAKu",
+	"fAEkANBzHEU6YCzT1jUfpV1No1Ir1BQWL2oZQ3n/mbetO/f3NAaKDY9rjYH8OL4pc+6lcSU705RxnF+u",
+	"7lYxdV4F0xspj0k3CzbRQPfjMRotVhWv/eG84fPkBEMafwvy7te+vutky3q1pabwr1GxlnZzt2tp33L3",
+	"ddtqx1pqJ2uZPvRX4yhvYG7XqMHdnm3+xl0U2wb999avkHJEJS9WKorWg2OWbLKZixngvDUswlZDaLIx",
+	"PxpyRYEyNM1v7HsbEEvTmVYwrG37p33aqar9f8koLoqAnYxiy1rdJ7FW5yuy1qtvxlqFOMRPG7GqTn0t",
+	"d21r1PxRehZRu0UVEeNcE6K0xFdTENI0DcJUekv9py9Sm2tCEEYrm3/S7mohWRxDhaVWuuTk0lwI8WQF",
+	"a2nauTisNrGuuG6llmb9G7B/t72C/x1c1RUDh3sWA3apH1ccfFsFrZ+nKgWZ7U0rT9XT6u+NKSw2+Xnl",
+	"Z7n0pa5p/Z6cAOH2eSFR7bQNLs9/VavsxmHKjcpJs9YFL9lrH+VLWCsJVm3rp8oqOWf2khLXNcuoZg/q",
+	"qjq/WdJWhrjMnav2pQFGA/CzJEO6lWNzg4wyCSdY6Icizetuq/w/Q5l7cP4Csq23V3zd6Ts1J2mV0x6+",
+	"gh5uQ+M1PnzV6AUHo8ZReBA0OqMuHIS94HD4EjuPmJP8Ea6+J6Lpv3qjLn4dFF7hssHQ9FEdZ9i/pr91",
+	"79t/fj6adb68ig+Gh/R10PsmdyWkbwWt5n4/d0YM5D811h5cSprKkGoRso2eaj1MYbGh9d0VHoP0Nb+0",
+	"tJfDSL+GnVq7amATXalB+ibUOQnAFB1Q1mDxstjQQ12xsam3/Sp7TvCnXrGEYVCykTB20i2VDTt2uXUv",
+	"6mv62j2SPtGXt/9npV01sDm9brud33eGYs4CEMI8JivSy8mEvaZcIMpQCDHQEGiwqAxm/GLX3dWXyRJX",
+	"bFpfzNob66ti1BG5h2bhyjtrzznGxj1QEK6dYZBoRYQuDKqLUKDokgk55iDQc0zDrGrJ15mHGQuTCGys",
+	"KBGAiHxh06zH6LB9gPQD73MiwHfvSFYum/o51v0MQ927ktq/5l7ptMF6zNKUrHkX+JlAERtXntiV2dfO",
+	"1afZqwCx3bg5PN+Tduv5Ye73bPUGmkYmHOz4pKzCpz7oPkq3kWH9ub3uO4vqsfGLwivzB8UXtPU89V/Q",
+	"NsP38dDswGFSFDKwj5Vr8lrPAwqVZCUTFD/Mb4r8+EkXyGpCq0orzvBU1z8XLvrrt1oRC3A0YUL2j9pH",
+	"bW2O20WXZCdQTKWwJQmK3JXjqZ29ckWRqBC9mWBuCNNZEnAIgUqCI3eOTPRXz1C+2syBZqnz2J3WbQNd",
+	"ntkWrxM69tEcy8CUIdIwrWgsRr6caZ3E7vKsqTCzr6PZU3W+tqf6+Onx/wMAAP//v5ilzoeIAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -113,6 +115,7 @@ type Dispatcher struct {
 	cfg        DispatcherConfig
 	log        *slog.Logger
 	metrics    *DispatchMetrics
+	tracer     trace.Tracer
 	now        func() time.Time
 	breaker    *breaker
 
@@ -127,6 +130,9 @@ type Dispatcher struct {
 	leaseHeld atomic.Bool
 	// leaseGained wakes the loop when the heartbeat takes the lease over.
 	leaseGained chan struct{}
+	// leaseRenewedAt is when the heartbeat last took or renewed the lease;
+	// only the heartbeat touches it.
+	leaseRenewedAt time.Time
 	// unsettled are claimed items whose start or marking could not be
 	// finished (Temporal or Postgres away); every cycle tries to settle
 	// them before claiming more. Stale recovery covers them if this
@@ -134,6 +140,42 @@ type Dispatcher struct {
 	unsettled []unsettledItem
 	// reconcileAfter is where the reconciler's walk resumes.
 	reconcileAfter ports.ExecutionCursor
+	// leaseSeen is what the last attempt on the queue lease found, for
+	// readiness.
+	leaseSeen leaseState
+}
+
+// leaseState is the outcome of the latest queue lease attempt.
+type leaseState struct {
+	mu    sync.Mutex
+	tried bool
+	err   error
+}
+
+// ErrLeaseNotTried means the dispatcher has not yet tried the queue lease.
+var ErrLeaseNotTried = errors.New("queue lease not tried yet")
+
+// LeaseReady reports whether the dispatcher can take part in the queue
+// lease: nil when it holds the lease or saw it held elsewhere (a standby is
+// ready to take over), the error when the last attempt failed. A dispatcher
+// that is disabled, or not exclusive, needs no lease.
+func (d *Dispatcher) LeaseReady() error {
+	if !d.cfg.Enabled || !d.cfg.Exclusive {
+		return nil
+	}
+	d.leaseSeen.mu.Lock()
+	defer d.leaseSeen.mu.Unlock()
+	if !d.leaseSeen.tried {
+		return ErrLeaseNotTried
+	}
+	return d.leaseSeen.err
+}
+
+func (d *Dispatcher) recordLease(held bool, err error) {
+	d.leaseSeen.mu.Lock()
+	d.leaseSeen.tried, d.leaseSeen.err = true, err
+	d.leaseSeen.mu.Unlock()
+	d.metrics.leaseHeld(QueueLeaseName, held && err == nil)
 }
 
 // unsettledItem is a claimed item whose fate the dispatcher still owes.
@@ -322,38 +364,47 @@ func (d *Dispatcher) runLease(ctx context.Context) {
 	every := max(d.cfg.LeaseTTL/5, 10*time.Millisecond)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	var renewedAt time.Time
 	for {
-		held, err := d.lease.TryAcquire(ctx, QueueLeaseName, d.cfg.LeaseTTL)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			d.metrics.LeaseFailures.Inc()
-			d.log.Error("renewing queue lease failed", "lease", QueueLeaseName, "error", err)
-			// Our own clock says when the lease certainly ran out; the
-			// claim's fence catches anything sooner.
-			if d.now().Sub(renewedAt) >= d.cfg.LeaseTTL {
-				d.leaseHeld.Store(false)
-			}
-		case held:
-			renewedAt = d.now()
-			if !d.leaseHeld.Swap(true) {
-				d.log.Info("queue lease acquired", "lease", QueueLeaseName)
-				select {
-				case d.leaseGained <- struct{}{}:
-				default:
-				}
-			}
-		case err == nil:
-			d.metrics.LeaseFailures.Inc()
-			if d.leaseHeld.Swap(false) {
-				d.log.Warn("queue lease taken over by another dispatcher", "lease", QueueLeaseName)
-			}
-		}
+		d.beatLease(ctx)
 		select {
 		case <-ctx.Done():
 			d.releaseQueueLease()
 			return
 		case <-tick.C:
+		}
+	}
+}
+
+// beatLease is one heartbeat: take or renew the queue lease and record
+// what happened.
+func (d *Dispatcher) beatLease(ctx context.Context) {
+	held, err := d.lease.TryAcquire(ctx, QueueLeaseName, d.cfg.LeaseTTL)
+	if ctx.Err() != nil {
+		return
+	}
+	d.recordLease(held, err)
+	switch {
+	case err != nil:
+		d.metrics.LeaseFailures.Inc()
+		d.log.Error("renewing queue lease failed", "lease", QueueLeaseName, "error", err)
+		// Our own clock says when the lease certainly ran out; the claim's
+		// fence catches anything sooner.
+		if d.now().Sub(d.leaseRenewedAt) >= d.cfg.LeaseTTL {
+			d.leaseHeld.Store(false)
+		}
+	case held:
+		d.leaseRenewedAt = d.now()
+		if !d.leaseHeld.Swap(true) {
+			d.log.Info("queue lease acquired", "lease", QueueLeaseName)
+			select {
+			case d.leaseGained <- struct{}{}:
+			default:
+			}
+		}
+	default:
+		d.metrics.LeaseFailures.Inc()
+		if d.leaseHeld.Swap(false) {
+			d.log.Warn("queue lease taken over by another dispatcher", "lease", QueueLeaseName)
 		}
 	}
 }
@@ -367,6 +418,7 @@ func (d *Dispatcher) releaseQueueLease() {
 	if err := d.lease.Release(ctx, QueueLeaseName, 0); err != nil {
 		d.log.Warn("releasing queue lease failed", "error", err)
 	}
+	d.metrics.leaseHeld(QueueLeaseName, false)
 }
 
 // DispatchBatch claims one batch, starts its workflows and records each
@@ -377,13 +429,14 @@ func (d *Dispatcher) releaseQueueLease() {
 // fate stays unknown is kept CLAIMED, holding its slot, until it is known.
 func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	started := d.now()
-	claim, err := d.store.Claim(ctx, d.fence(), d.tiers.Limits(), d.admit)
+	claim, claimSpan, err := d.claim(ctx)
 	if err != nil {
 		return BatchResult{}, fmt.Errorf("claim: %w", err)
 	}
 	d.metrics.AtCapacity.Add(float64(claim.AtCapacity))
+	d.metrics.refused(claim.Refused)
 	if claim.Failed > 0 {
-		d.metrics.Failed.WithLabelValues("missing_workspace_or_definition").Add(float64(claim.Failed))
+		d.metrics.Failed.WithLabelValues(ReasonMissingReference).Add(float64(claim.Failed))
 	}
 	res := BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.batchSize}
 	d.adaptBatch(res.Full)
@@ -393,7 +446,7 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	d.metrics.BatchSize.Observe(float64(len(claim.Claimed)))
 	d.log.Debug("processing queue items", "batch_size", len(claim.Claimed))
 
-	errs := d.startAll(ctx, claim.Claimed)
+	errs := d.startAll(ctx, claim.Claimed, claimSpan)
 	var ok []ports.ClaimedItem
 	var unknown []unsettledItem
 	var failed []ports.QueueTransition
@@ -401,6 +454,7 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 		switch {
 		case errs[i] == nil:
 			ok = append(ok, item)
+			d.metrics.FailuresPerItem.Observe(float64(item.DispatchFailures))
 			continue
 		case errors.Is(errs[i], ports.ErrEngineUnavailable):
 			d.breaker.trip(d.now(), errs[i])
@@ -415,11 +469,15 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 			continue
 		}
 		failed = append(failed, t)
+		reason := startFailureReason(errs[i])
 		if t.To.Status == domain.QueueFailed {
 			res.Failed++
 			d.metrics.Failed.WithLabelValues("dispatch_attempts_exhausted").Inc()
+			d.metrics.dispatchFailed(reason, OutcomeFailed, item.WorkspaceID.String())
+			d.metrics.FailuresPerItem.Observe(float64(t.To.DispatchFailures))
 		} else {
 			res.Released++
+			d.metrics.dispatchFailed(reason, OutcomeReleased, item.WorkspaceID.String())
 		}
 	}
 	if len(unknown) > 0 {
@@ -604,7 +662,7 @@ func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedI
 
 // startAll starts the claimed items' workflows concurrently, bounded by
 // StartConcurrency, and returns each item's error.
-func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem) []error {
+func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem, claimSpan trace.SpanContext) []error {
 	errs := make([]error, len(items))
 	sem := make(chan struct{}, max(1, d.cfg.StartConcurrency))
 	var wg sync.WaitGroup
@@ -615,6 +673,8 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem) []
 			defer func() { <-sem; wg.Done() }()
 			d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
 				"execution_id", item.ExecutionID)
+			ctx, span := d.startSpan(ctx, item, claimSpan)
+			defer func() { endStartSpan(span, errs[i]) }()
 			ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 			defer cancel()
 			errs[i] = d.engine.StartWorkflow(ctx, ports.WorkflowStart{

@@ -23,14 +23,15 @@ type Executions struct {
 	definitions ports.DefinitionStore
 	workspaces  ports.WorkspaceStore
 	engine      ports.WorkflowEngine
+	quotas      domain.Quotas
 }
 
 // NewExecutions builds the execution use cases. engine may be nil in a
 // process that cannot reach Temporal; running executions then cannot be
 // cancelled from it.
 func NewExecutions(queue ports.QueueStore, executions ports.ExecutionReader, definitions ports.DefinitionStore,
-	workspaces ports.WorkspaceStore, engine ports.WorkflowEngine) *Executions {
-	return &Executions{queue: queue, executions: executions, definitions: definitions, workspaces: workspaces, engine: engine}
+	workspaces ports.WorkspaceStore, engine ports.WorkflowEngine, quotas domain.Quotas) *Executions {
+	return &Executions{queue: queue, executions: executions, definitions: definitions, workspaces: workspaces, engine: engine, quotas: quotas}
 }
 
 // EnqueueRequest is the body of the start endpoint.
@@ -58,6 +59,10 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	if owner != req.WorkspaceID {
 		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
+	w, err := s.workspaces.GetWorkspace(ctx, req.WorkspaceID)
+	if err != nil {
+		return domain.QueueItem{}, false, err
+	}
 	if req.Priority == 0 {
 		req.Priority = DefaultPriority
 	}
@@ -67,6 +72,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
+		MaxPending: s.quotas.MaxPending(w.Plan),
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)

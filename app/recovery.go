@@ -10,8 +10,8 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// runMaintenance runs stale recovery, the reconciler and the queue depth
-// gauge on their own schedule beside the dispatch loop.
+// runMaintenance runs stale recovery and the reconciler on their own
+// schedule beside the dispatch loop.
 func (d *Dispatcher) runMaintenance(ctx context.Context) {
 	tick := time.NewTicker(d.cfg.RecoveryInterval)
 	defer tick.Stop()
@@ -61,11 +61,6 @@ func (d *Dispatcher) maintain(ctx context.Context) {
 	}
 	if _, err := d.store.PurgeIdempotencyKeys(ctx); err != nil {
 		d.log.Error("purging idempotency keys failed", "error", err)
-	}
-	if depth, err := d.store.QueueDepthByPlan(ctx); err != nil {
-		d.log.Error("reading queue depth failed", "error", err)
-	} else {
-		d.metrics.setDepth(depth)
 	}
 }
 

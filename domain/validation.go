@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 )
 
@@ -225,20 +224,21 @@ func stringField(raw []byte, path string, ve *ValidationError) (string, bool) {
 	return s, true
 }
 
-// walkStrings calls fn for every string in the JSON tree v, with its path
-// below prefix. Object members are visited in sorted order so problems come
-// out deterministically.
-func walkStrings(v any, prefix string, fn func(path, s string)) {
+// walkStrings calls fn for every string in the JSON tree v, with its
+// pointer below at (rendered by the caller only when it reports a problem).
+// Object members are visited in sorted order so problems come out
+// deterministically.
+func walkStrings(v any, at *pointerPath, fn func(at *pointerPath, s string)) {
 	switch t := v.(type) {
 	case string:
-		fn(prefix, t)
+		fn(at, t)
 	case []any:
 		for i, e := range t {
-			walkStrings(e, prefix+"/"+strconv.Itoa(i), fn)
+			walkStrings(e, &pointerPath{parent: at, index: i}, fn)
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(t) {
-			walkStrings(t[k], prefix+"/"+JSONPointerToken(k), fn)
+			walkStrings(t[k], &pointerPath{parent: at, name: k, isName: true}, fn)
 		}
 	}
 }
@@ -255,9 +255,9 @@ func checkTemplates(raw []byte, path string, ve *ValidationError) {
 		ve.add(path, "%s", syntaxProblem(err).Error())
 		return
 	}
-	walkStrings(v, path, func(p, s string) {
+	walkStrings(v, nil, func(at *pointerPath, s string) {
 		if _, err := ParseTemplate(s); err != nil {
-			ve.add(p, "%s", err.Error())
+			ve.add(path+at.String(), "%s", err.Error())
 		}
 	})
 }

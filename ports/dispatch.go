@@ -31,6 +31,9 @@ type ClaimedItem struct {
 	domain.QueueItem
 	ExecutionID domain.ID
 	Version     int
+	// TraceParent is the W3C traceparent of the request that enqueued the
+	// item, empty when it was not traced; the start continues its trace.
+	TraceParent string
 }
 
 // ClaimResult is what one admission transaction did.
@@ -46,6 +49,10 @@ type ClaimResult struct {
 	// AtCapacity is how many of them admission found without a free slot
 	// once locked and recounted.
 	AtCapacity int
+	// Refused counts, by plan, the workspaces with pending work that got
+	// no slot in this claim: those the prefilter's counts showed as full
+	// (never visited) and the AtCapacity ones.
+	Refused map[domain.Plan]int
 }
 
 // QueueTransition is a queue item's new state computed by the domain state
@@ -103,8 +110,6 @@ type DispatchStore interface {
 	// QueueStatuses returns the current status of the given items; ids not
 	// found are absent from the map.
 	QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.QueueStatus, error)
-	// QueueDepthByPlan counts PENDING items per plan.
-	QueueDepthByPlan(ctx context.Context) (map[string]int64, error)
 	// PurgeIdempotencyKeys forgets Idempotency-Keys past their retention.
 	PurgeIdempotencyKeys(ctx context.Context) (int64, error)
 }

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -69,16 +73,37 @@ type Activities struct {
 	store     ports.ExecutionStore
 	executors map[domain.NodeType]ports.NodeExecutor
 	log       *slog.Logger
+	metrics   *NodeMetrics
+	tracer    trace.Tracer
+}
+
+// ActivitiesOption adds instrumentation to the activities.
+type ActivitiesOption func(*Activities)
+
+// WithNodeMetrics observes every node run into m.
+func WithNodeMetrics(m *NodeMetrics) ActivitiesOption {
+	return func(a *Activities) { a.metrics = m }
+}
+
+// WithTracer takes node spans from tp instead of the global provider.
+// Every node run gets a span of its own, under the activity's span that
+// Temporal's tracing interceptor starts.
+func WithTracer(tp trace.TracerProvider) ActivitiesOption {
+	return func(a *Activities) { a.tracer = tp.Tracer(tracerName) }
 }
 
 // NewActivities builds the activities over a store and the node executor
 // registry.
-func NewActivities(store ports.ExecutionStore, executors []ports.NodeExecutor, log *slog.Logger) *Activities {
+func NewActivities(store ports.ExecutionStore, executors []ports.NodeExecutor, log *slog.Logger, opts ...ActivitiesOption) *Activities {
 	reg := make(map[domain.NodeType]ports.NodeExecutor, len(executors))
 	for _, e := range executors {
 		reg[e.Type()] = e
 	}
-	return &Activities{store: store, executors: reg, log: log}
+	a := &Activities{store: store, executors: reg, log: log, tracer: otel.Tracer(tracerName)}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
 }
 
 // LoadGraph reads the definition version's graph. A missing version cannot
@@ -128,7 +153,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	defer stop()
 	go heartbeat(hbCtx)
 
-	input, output, err := exec.Execute(ctx, ports.NodeRun{Node: in.Node, Context: tc})
+	input, output, err := a.execute(ctx, exec, in.Node, tc)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The activity itself was cancelled or timed out, whatever the
@@ -190,6 +215,43 @@ func withoutNUL(v any) any {
 			return v
 		}
 		return withoutNUL(generic)
+	}
+}
+
+// execute runs the node's executor inside a span carrying the node's key
+// and type, and observes its duration and outcome. It is the one place a
+// node runs, whatever runs the activity.
+func (a *Activities) execute(ctx context.Context, exec ports.NodeExecutor, node domain.Node, tc domain.TemplateContext) (any, any, error) {
+	ctx, span := a.tracer.Start(ctx, "node "+node.Key, trace.WithAttributes(
+		attribute.String("sluice.node.key", node.Key),
+		attribute.String("sluice.node.type", string(node.Type)),
+	))
+	defer span.End()
+	started := time.Now()
+	input, output, err := exec.Execute(ctx, ports.NodeRun{Node: node, Context: tc})
+	outcome := runOutcome(ctx, err)
+	if a.metrics != nil {
+		a.metrics.Duration.WithLabelValues(string(node.Type), outcome).Observe(time.Since(started).Seconds())
+	}
+	span.SetAttributes(attribute.String("sluice.node.outcome", outcome))
+	if err != nil {
+		span.SetStatus(codes.Error, outcome)
+	}
+	return input, output, err
+}
+
+// runOutcome classifies one executor run for metrics and spans.
+func runOutcome(ctx context.Context, err error) string {
+	var p *ports.PermanentError
+	switch {
+	case err == nil:
+		return NodeOutcomeCompleted
+	case ctx.Err() != nil:
+		return NodeOutcomeCancelled
+	case errors.As(err, &p):
+		return NodeOutcomeFailed
+	default:
+		return NodeOutcomeRetryable
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 func workspaceOut(w app.WorkspaceView) api.Workspace {
 	return api.Workspace{
 		ID: uuid.UUID(w.ID), Name: w.Name, Plan: api.Plan(w.Plan), Limit: w.Limit, Active: w.Active, Queued: w.Queued,
-		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
+		FailedLastHour: w.FailedLastHour, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -49,7 +50,17 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 	var ve *domain.ValidationError
 	var tooLarge *http.MaxBytesError
 	var bad *badRequestError
+	var quota *domain.QuotaError
 	switch {
+	case errors.As(err, &quota):
+		var fields []api.FieldError
+		if quota.Field != "" {
+			fields = []api.FieldError{{Path: quota.Field, Message: quota.Error()}}
+		}
+		if quota.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(quota.RetryAfter.Seconds()))))
+		}
+		writeProblem(w, http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quota.Error(), fields)
 	case errors.As(err, &invalid):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(invalid.Problems)), fieldErrors(invalid.Problems))
 	case errors.As(err, &ve):

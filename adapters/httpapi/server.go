@@ -31,10 +31,10 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-
 // Server implements the generated strict server over the use cases.
 type Server struct {
 	app *app.Application
+	log *slog.Logger
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -80,7 +80,7 @@ func NewHandler(application *app.Application, limits Limits, gatherer prometheus
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, validationFields(err))
 		},
 	})
-	strict := api.NewStrictHandlerWithOptions(&Server{app: application}, nil, api.StrictHTTPServerOptions{
+	strict := api.NewStrictHandlerWithOptions(&Server{app: application, log: log}, nil, api.StrictHTTPServerOptions{
 		// Reached by bodies the schema accepts but the generated types
 		// cannot hold, such as 2.0 for an integer or 1e400.
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -153,22 +153,14 @@ func (s *Server) GetHealthz(context.Context, api.GetHealthzRequestObject) (api.G
 	return api.GetHealthz200JSONResponse{Status: "ok"}, nil
 }
 
-// GetReadyz checks Postgres and, where used, Temporal.
+// GetReadyz checks Postgres and, where used, Temporal. It names what fails,
+// never how: the errors go to the log.
 func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (api.GetReadyzResponseObject, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
 	defer cancel()
-	checks := map[string]string{}
-	var failed []string
-	for name, err := range s.app.Ready(ctx) {
-		if err != nil {
-			checks[name] = err.Error()
-			failed = append(failed, name+": "+err.Error())
-			continue
-		}
-		checks[name] = "ok"
-	}
-	if len(failed) > 0 {
-		detail := strings.Join(failed, "; ")
+	checks, failing := readinessReport(s.app.Ready(ctx), s.log)
+	if len(failing) > 0 {
+		detail := notReadyDetail(failing)
 		return api.GetReadyz503ApplicationProblemPlusJSONResponse{
 			Type: problemBase + "not-ready", Title: "Not ready", Status: http.StatusServiceUnavailable, Detail: &detail,
 		}, nil

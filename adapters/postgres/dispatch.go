@@ -59,7 +59,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		params.Limits = append(params.Limits, int32(n))
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		res = ports.ClaimResult{}
+		res = ports.ClaimResult{Refused: map[domain.Plan]int{}}
 		if fence != (ports.Fence{}) {
 			if _, err := s.q.LeaseFence(ctx, tx, dbsqlc.LeaseFenceParams{Name: fence.Lease, LockedBy: fence.Holder}); err != nil {
 				if errors.Is(err, pgx.ErrNoRows) {
@@ -71,6 +71,13 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		pending, err := s.q.QueuePendingWorkspaces(ctx, tx, params)
 		if err != nil {
 			return fmt.Errorf("pending workspaces: %w", err)
+		}
+		full, err := s.q.QueueStatsFullByPlan(ctx, tx, dbsqlc.QueueStatsFullByPlanParams{Plans: params.Plans, Limits: params.Limits})
+		if err != nil {
+			return fmt.Errorf("counting full workspaces: %w", err)
+		}
+		for _, f := range full {
+			res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
 		}
 		res.Workspaces = len(pending)
 		var gone, present []domain.ID
@@ -126,6 +133,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 				qIDs, qNs = append(qIDs, w.ID), append(qNs, int32(n))
 			} else {
 				res.AtCapacity++
+				res.Refused[w.Plan]++
 			}
 		}
 		if len(qIDs) == 0 {
@@ -171,7 +179,11 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 			claim.Ids = append(claim.Ids, rec.ID)
 			claim.ExecutionIds = append(claim.ExecutionIds, execID)
 			rec.ExecutionID = &execID
-			res.Claimed = append(res.Claimed, ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: int(c.CurrentVersion)})
+			item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: int(c.CurrentVersion)}
+			if c.TraceContext != nil {
+				item.TraceParent = *c.TraceContext
+			}
+			res.Claimed = append(res.Claimed, item)
 		}
 		if itemByItem {
 			var rejected []ports.QueueTransition
@@ -400,19 +412,6 @@ func (s *Store) QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.
 // PurgeIdempotencyKeys deletes keys older than the retention window.
 func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 	return s.q.IdempotencyKeysPurge(ctx, s.pool, IdempotencyRetention.Seconds())
-}
-
-// QueueDepthByPlan counts PENDING items per plan.
-func (s *Store) QueueDepthByPlan(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.q.QueueDepthByPlan(ctx, s.pool)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		out[r.Plan] = r.Depth
-	}
-	return out, nil
 }
 
 // StartNode records a node run as RUNNING.

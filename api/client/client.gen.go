@@ -304,9 +304,12 @@ type UpdateWorkspaceRequest struct {
 // Workspace defines model for Workspace.
 type Workspace struct {
 	// Active Executions holding a slot now.
-	Active    int                `json:"active"`
-	CreatedAt time.Time          `json:"createdAt"`
-	ID        openapi_types.UUID `json:"id"`
+	Active    int       `json:"active"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// FailedLastHour Executions that ended FAILED in the last hour.
+	FailedLastHour int                `json:"failedLastHour"`
+	ID             openapi_types.UUID `json:"id"`
 
 	// Limit Concurrent executions the plan allows.
 	Limit int    `json:"limit"`
@@ -359,6 +362,9 @@ type NotFound = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
+
+// TooMany RFC 9457 problem details.
+type TooMany = Problem
 
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
@@ -2045,6 +2051,7 @@ type CreateDefinitionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
 	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 }
 
@@ -2127,6 +2134,7 @@ type CreateDefinitionVersionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
 	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 }
 
@@ -2210,6 +2218,7 @@ type EnqueueExecutionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 }
 
@@ -2932,6 +2941,13 @@ func ParseCreateDefinitionResponse(rsp *http.Response) (*CreateDefinitionRespons
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3121,6 +3137,13 @@ func ParseCreateDefinitionVersionResponse(rsp *http.Response) (*CreateDefinition
 			return nil, err
 		}
 		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
@@ -3318,6 +3341,13 @@ func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionRespons
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal

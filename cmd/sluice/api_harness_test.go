@@ -79,6 +79,12 @@ func (noWakeups) C() <-chan struct{} { return nil }
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
+	return newStackWithQuotas(t, domain.DefaultQuotas())
+}
+
+// newStackWithQuotas is newStack with the given workspace quotas.
+func newStackWithQuotas(t *testing.T, quotas domain.Quotas) *stack {
+	t.Helper()
 	pool := pgtest.Pool(t)
 	addr := temporalAddress(t)
 	log := testLog()
@@ -98,7 +104,7 @@ func newStack(t *testing.T) *stack {
 	dispatcher := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, uuid.NewString()), noWakeups{},
 		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(registry), log)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), adminToken)
+	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), quotas, adminToken)
 	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), registry, log)
 	if err != nil {
 		t.Fatal(err)

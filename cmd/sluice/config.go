@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -11,22 +12,31 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
+	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
 
 // Config is everything the binary reads from its environment.
 type Config struct {
-	HTTPAddr          string
-	HTTP              HTTPConfig
-	DatabaseURL       string
-	TemporalAddress   string
-	TemporalNamespace string
-	AdminToken        string
-	LogLevel          slog.Level
-	Tiers             domain.TierPolicy
-	Dispatcher        app.DispatcherConfig
-	Worker            engine.WorkerConfig
+	HTTPAddr string
+	HTTP     HTTPConfig
+	// AdminAddr serves /metrics, /healthz and /readyz for every role.
+	AdminAddr   string
+	DatabaseURL string
+	// Temporal is how to reach Temporal: address, namespace, TLS, API key.
+	Temporal   engine.Connection
+	AdminToken string
+	// MetricsWorkspaceLabel adds a workspace label to the per-workspace
+	// series; off by default, as it grows with the tenants.
+	MetricsWorkspaceLabel bool
+	LogLevel              slog.Level
+	Tiers                 domain.TierPolicy
+	Quotas                domain.Quotas
+	Dispatcher            app.DispatcherConfig
+	Worker                engine.WorkerConfig
+	// Nodes bounds what node executors produce and reach.
+	Nodes nodes.Config
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -97,17 +107,44 @@ func (e *env) boolean(name string, def bool) bool {
 	return b
 }
 
+// perPlan reads PLAN=N pairs over def, as SLUICE_TIER_LIMITS does.
+func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int {
+	v, ok := e.lookup(name)
+	if !ok || v == "" {
+		return def
+	}
+	parsed, err := domain.ParseTierLimits(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
+		return def
+	}
+	out := make(map[domain.Plan]int, len(def))
+	for p, n := range def {
+		out[p] = n
+	}
+	for p, n := range parsed {
+		out[p] = n
+	}
+	return out
+}
+
 // LoadConfig reads the configuration. needAdmin is set for processes that
 // serve the API, which refuses to start without an admin token.
 func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
 	e := &env{lookup: lookup}
 	c := Config{
-		HTTPAddr:          e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
-		DatabaseURL:       e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
-		TemporalAddress:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		TemporalNamespace: e.str("TEMPORAL_NAMESPACE", "default"),
-		AdminToken:        e.str("SLUICE_ADMIN_TOKEN", ""),
+		HTTPAddr:    e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
+		AdminAddr:   e.str("SLUICE_ADMIN_ADDR", "127.0.0.1:9090"),
+		DatabaseURL: e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
+		Temporal: engine.Connection{
+			Address:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+			Namespace: e.str("TEMPORAL_NAMESPACE", "default"),
+			APIKey:    e.str("TEMPORAL_API_KEY", ""),
+		},
+		AdminToken:            e.str("SLUICE_ADMIN_TOKEN", ""),
+		MetricsWorkspaceLabel: e.boolean("SLUICE_METRICS_WORKSPACE_LABEL", false),
 	}
+	c.Temporal.TLS = temporalTLS(e)
 	httpLimits := httpapi.DefaultLimits()
 	c.HTTP = HTTPConfig{
 		Limits: httpapi.Limits{
@@ -143,6 +180,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	if c.Tiers, err = domain.NewTierPolicy(limits); err != nil {
 		e.errs = append(e.errs, fmt.Errorf("SLUICE_TIER_LIMITS: %w", err))
 	}
+
+	c.Quotas = domain.DefaultQuotas()
+	c.Quotas.PendingItems = e.perPlan("SLUICE_QUOTA_PENDING_ITEMS", c.Quotas.PendingItems)
+	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
+	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
 
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
@@ -186,6 +228,24 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
 	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
 	c.Worker = w
+
+	n := nodes.DefaultConfig()
+	n.TemplateBudget = e.integer(nodes.EnvTemplateBudget, n.TemplateBudget, 1<<10, 64<<20)
+	n.OutputMax = e.integer(nodes.EnvOutputMax, n.OutputMax, 1<<10, 64<<20)
+	n.ResponseBodyMax = int64(e.integer(nodes.EnvResponseBodyMax, int(n.ResponseBodyMax), 1<<10, 64<<20))
+	n.ResponseHeadersMax = int64(e.integer(nodes.EnvResponseHeadersMax, int(n.ResponseHeadersMax), 1<<10, 1<<20))
+	if n.Allow, err = nodes.ParseAllowList(e.str(nodes.EnvAllow, "")); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", nodes.EnvAllow, err))
+	}
+	if p := e.str(nodes.EnvProxy, ""); p != "" {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			e.bad(nodes.EnvProxy, domain.RedactURL(p), "want an http:// or https:// proxy URL")
+		} else {
+			n.Proxy = u
+		}
+	}
+	c.Nodes = n
 
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("bad configuration:\n%w", err)

@@ -227,7 +227,11 @@ func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.Dis
 	if cfg.Exclusive {
 		// The drain loops call DispatchBatch without Run's heartbeat, so
 		// the lease its claims are fenced by is taken here, for longer
-		// than any benchmark runs.
+		// than any benchmark runs, from any earlier dispatcher of this
+		// database.
+		if _, err := db.aux.Exec(context.Background(), "DELETE FROM shedlock WHERE name = $1", app.QueueLeaseName); err != nil {
+			b.Fatal(err)
+		}
 		if held, err := lease.TryAcquire(context.Background(), app.QueueLeaseName, 24*time.Hour); err != nil || !held {
 			b.Fatalf("taking the queue lease: %v, %v", held, err)
 		}

@@ -70,15 +70,15 @@ func requireEnv(t *testing.T, name string) string {
 	return v
 }
 
-// role is one running sluice process.
-type role struct {
+// faultRole is one running sluice process.
+type faultRole struct {
 	name string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// startRole runs `sluice <name>` with env and stops it when the test ends.
-func startRole(t *testing.T, name string, env []string) *role {
+// startFaultRole runs `sluice <name>` with env and stops it when the test ends.
+func startFaultRole(t *testing.T, name string, env []string) *faultRole {
 	t.Helper()
 	cmd := exec.Command(sluiceBinary(t), name)
 	cmd.Env = append(os.Environ(), env...)
@@ -86,7 +86,7 @@ func startRole(t *testing.T, name string, env []string) *role {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := &role{name: name, cmd: cmd, done: make(chan struct{})}
+	r := &faultRole{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(r.done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -100,7 +100,7 @@ func startRole(t *testing.T, name string, env []string) *role {
 	return r
 }
 
-func (r *role) alive() bool {
+func (r *faultRole) alive() bool {
 	select {
 	case <-r.done:
 		return false
@@ -117,6 +117,7 @@ func faultEnv(dbURL, temporalAddr, queuePrefix string, extra ...string) []string
 		"TEMPORAL_ADDRESS=" + temporalAddr,
 		"TEMPORAL_TASK_QUEUE_PREFIX=" + queuePrefix,
 		"SLUICE_LOG_LEVEL=error",
+		"SLUICE_ADMIN_ADDR=127.0.0.1:0",
 		"SLUICE_TIER_LIMITS=ENTERPRISE=1000",
 		"SLUICE_DISPATCH_POLL_INTERVAL=50ms",
 		"SLUICE_DISPATCH_BACKOFF_BASE=50ms",
@@ -190,15 +191,15 @@ func TestFaultLeaseHolderKilledDispatchResumesWithin15s(t *testing.T) {
 	// Default mode: exclusive, default lease. No worker: dispatch is what
 	// is measured.
 	env := faultEnv(dbURL, temporalAddr, "lease"+uuid.NewString()[:8]+".")
-	dispatchers := map[int]*role{}
+	dispatchers := map[int]*faultRole{}
 	for range 3 {
-		r := startRole(t, "dispatcher", env)
+		r := startFaultRole(t, "dispatcher", env)
 		dispatchers[r.cmd.Process.Pid] = r
 	}
 	def := seedItems(t, conn, emptyGraph, 1)
 	waitCount(t, conn, time.Minute, "first item dispatched", 1, `SELECT count(*) FROM workflow_execution_queue WHERE status = 'DISPATCHED'`)
 
-	holder := func() *role {
+	holder := func() *faultRole {
 		var lockedBy string
 		if err := conn.QueryRow(ctx, `SELECT locked_by FROM shedlock WHERE name = 'processExecutionQueue' AND lock_until > now()`).Scan(&lockedBy); err != nil {
 			t.Fatalf("reading the lease holder: %v", err)
@@ -363,7 +364,7 @@ func TestFaultTemporalStoppedFor3MinutesFailsNothing(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	env := faultEnv(dbURL, server.addr(), "outage"+uuid.NewString()[:8]+".")
-	roles := []*role{startRole(t, "dispatcher", env), startRole(t, "worker", env)}
+	roles := []*faultRole{startFaultRole(t, "dispatcher", env), startFaultRole(t, "worker", env)}
 
 	def := seedItems(t, conn, emptyGraph, 20)
 	const completedQ = `SELECT count(*) FROM workflow_executions WHERE status = 'COMPLETED'`
@@ -491,10 +492,15 @@ func TestFaultPostgresRestartedMidLoadLosesAndDuplicatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", httpPort)
+	adminPort, err := freeTCPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", adminPort)
 	env := faultEnv(dbURL, temporalAddr, "pgrestart"+uuid.NewString()[:8]+".",
 		fmt.Sprintf("SLUICE_HTTP_ADDR=127.0.0.1:%d", httpPort), "SLUICE_ADMIN_TOKEN="+testAdminToken)
-	roles := []*role{startRole(t, "dispatcher", env), startRole(t, "worker", env), startRole(t, "api", env)}
+	apiEnv := append(append([]string{}, env...), fmt.Sprintf("SLUICE_ADMIN_ADDR=127.0.0.1:%d", adminPort))
+	roles := []*faultRole{startFaultRole(t, "dispatcher", env), startFaultRole(t, "worker", env), startFaultRole(t, "api", apiEnv)}
 	def := seedItems(t, conn, emptyGraph, 0)
 
 	// Load: items arrive in small transactions throughout; each insert
@@ -584,8 +590,8 @@ func TestFaultMissingVersionFailsOneItemAndTheBatchCompletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := faultEnv(dbURL, temporalAddr, "badrow"+uuid.NewString()[:8]+".", "SLUICE_DISPATCH_BATCH_SIZE=60")
-	startRole(t, "dispatcher", env)
-	startRole(t, "worker", env)
+	startFaultRole(t, "dispatcher", env)
+	startFaultRole(t, "worker", env)
 	took := waitCount(t, conn, 2*time.Minute, "good runs completed", 50,
 		`SELECT count(*) FROM workflow_executions WHERE status = 'COMPLETED' AND workflow_definition_id = $1`, good)
 	var status, lastErr string
@@ -625,7 +631,7 @@ func TestFaultReconcilerFindsARunTerminatedBehindManyLongRuns(t *testing.T) {
 		"SLUICE_DISPATCH_RECOVERY_INTERVAL="+interval.String(),
 		"SLUICE_RECOVERY_LEASE_AT_LEAST_FOR=0s",
 		"SLUICE_RECONCILE_PAGE_SIZE=500")
-	startRole(t, "dispatcher", env)
+	startFaultRole(t, "dispatcher", env)
 	waitCount(t, conn, 2*time.Minute, "runs started", long+1, `SELECT count(*) FROM workflow_execution_queue WHERE status = 'DISPATCHED'`)
 
 	// Terminate the newest run behind Sluice's back: it sorts last, behind

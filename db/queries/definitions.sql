@@ -37,3 +37,6 @@ WHERE workflow_definition_id = @workflow_definition_id AND version = @version;
 -- name: DefinitionWorkspace :one
 -- The owner of a live definition, for the ownership check on enqueue.
 SELECT workspace_id FROM workflow_definitions WHERE id = @id AND deleted_at IS NULL;
+
+-- name: DefinitionCountLive :one
+SELECT count(*)::int FROM workflow_definitions WHERE workspace_id = @workspace_id AND deleted_at IS NULL;
