@@ -210,6 +210,15 @@ func bookkeeping(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// completionWrite is the activity context of the completion write: bookkeeping's
+// options with no limit on attempts.
+func completionWrite(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+}
+
 // launch starts one node and registers its completion with the selector.
 func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 	if n.Type == domain.NodeDelay {
@@ -312,10 +321,12 @@ func (r *executionRun) cancelled(unrun []string) (ExecutionResult, error) {
 
 // finish records the execution's final status. It runs on a disconnected
 // context: a cancellation arriving at the end must not stop the write that
-// frees the execution's slot.
+// frees the execution's slot. The write is idempotent and retried until it
+// succeeds, however long Postgres is away: a lost completion would hold
+// the slot and misreport the run, a slow one only delays both.
 func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (ExecutionResult, error) {
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
-	if err := workflow.ExecuteActivity(bookkeeping(ctx), completeActivity, CompleteInput{
+	if err := workflow.ExecuteActivity(completionWrite(ctx), completeActivity, CompleteInput{
 		ExecutionID: r.executionID, Status: status, Error: msg,
 	}).Get(ctx, nil); err != nil {
 		return ExecutionResult{}, err
