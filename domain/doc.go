@@ -12,13 +12,16 @@
 //
 // # Queue items
 //
-// A QueueState is the durable record of one requested execution. Its states
-// are PENDING, CLAIMED, DISPATCHED, FAILED and CANCELLED, and it only changes
-// state through methods (Claim, ReleaseAtCapacity, ReleaseAfterDispatchError,
-// MarkDispatched, Fail, Cancel, RecordOutcome, RecoverStale). An illegal move
-// returns a *TransitionError wrapping ErrIllegalTransition and leaves the item
-// untouched, so adapters can load an item, apply one method and store it in
-// the same transaction without re-checking the rules.
+// A QueueItem is the durable record of one requested execution; its
+// QueueState moves between PENDING, CLAIMED, DISPATCHED, FAILED and
+// CANCELLED. Each edge has one home. SQL owns the two set-based edges that
+// move whole batches (the claim and the DISPATCHED marking), because a
+// per-row round trip through Go would cost the dispatcher its throughput;
+// every other edge is a QueueState method (ReleaseAfterDispatchError,
+// ReleaseUnstarted, RecoverStale, Fail, Cancel, RecordOutcome) whose result
+// the store writes guarded by the state it was computed from. An illegal
+// move returns a *TransitionError wrapping ErrIllegalTransition and leaves
+// the item untouched. The diagram on QueueStatus is the whole machine.
 //
 // The design documents this service grew from said both that an at-capacity
 // release "increments attemptCount" and that it does "not count against

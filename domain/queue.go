@@ -8,20 +8,24 @@ import (
 	"time"
 )
 
-// QueueStatus is the state of a QueueState. Only the QueueState methods move an
-// item between states, so the rules below hold for every stored item.
+// QueueStatus is the state of a queue item. The diagram below is the whole
+// state machine, and each edge has exactly one home: the two set-based
+// edges that move whole batches are SQL statements (named in brackets),
+// every other edge is a QueueState method whose result the store writes
+// guarded by the state it was computed from.
 //
-//	PENDING    --Claim-->                          CLAIMED
-//	CLAIMED    --ReleaseAtCapacity-->              PENDING
-//	CLAIMED    --ReleaseAfterDispatchError-->      PENDING, or FAILED on the last allowed attempt
-//	CLAIMED    --RecoverStale-->                   PENDING
-//	CLAIMED    --ReleaseUnstarted-->               PENDING
-//	CLAIMED    --MarkDispatched-->                 DISPATCHED
-//	PENDING, CLAIMED, DISPATCHED --Fail-->         FAILED
-//	PENDING, CLAIMED --Cancel-->                   CANCELLED
-//	DISPATCHED --RecordOutcome(FAILED|CANCELLED)-> FAILED | CANCELLED
+//	PENDING    --claim [QueueMarkClaimed]-->                 CLAIMED
+//	CLAIMED    --mark dispatched [QueueMarkDispatched]-->    DISPATCHED
+//	CLAIMED    --ReleaseAfterDispatchError-->                PENDING, or FAILED on the last allowed attempt
+//	CLAIMED    --ReleaseUnstarted-->                         PENDING
+//	CLAIMED    --RecoverStale-->                             PENDING
+//	PENDING, CLAIMED, DISPATCHED --Fail-->                   FAILED
+//	PENDING, CLAIMED --Cancel-->                             CANCELLED
+//	CLAIMED, DISPATCHED --RecordOutcome(FAILED|CANCELLED)--> FAILED | CANCELLED
+//	CLAIMED, DISPATCHED --execution COMPLETED [QueueDeleteByExecution]--> deleted
 //
-// A DISPATCHED item whose execution COMPLETED is deleted, not moved.
+// ClaimedAt is set exactly while an item is CLAIMED (the table's CHECK
+// says the same), so every edge out of CLAIMED clears it.
 type QueueStatus string
 
 const (
@@ -73,16 +77,10 @@ const MaxDispatchAttempts = 3
 // Event names used in TransitionError.Event. They name the QueueState methods,
 // so an error message points at the call that was refused.
 const (
-	// EventClaim names QueueState.Claim.
-	EventClaim = "claim"
-	// EventReleaseAtCapacity names QueueState.ReleaseAtCapacity.
-	EventReleaseAtCapacity = "release at capacity"
 	// EventReleaseAfterDispatchError names QueueState.ReleaseAfterDispatchError.
 	EventReleaseAfterDispatchError = "release after dispatch error"
 	// EventReleaseUnstarted names QueueState.ReleaseUnstarted.
 	EventReleaseUnstarted = "release unstarted"
-	// EventMarkDispatched names QueueState.MarkDispatched.
-	EventMarkDispatched = "mark dispatched"
 	// EventFail names QueueState.Fail.
 	EventFail = "fail"
 	// EventCancel names QueueState.Cancel.
@@ -99,10 +97,6 @@ var (
 	// *TransitionError), so callers can treat "the item moved on meanwhile"
 	// as one case with errors.Is.
 	ErrIllegalTransition = errors.New("illegal queue transition")
-	// ErrNotAvailable is returned by Claim before the item's AvailableAt: a
-	// dispatch error backs the item off, and claiming it early would defeat
-	// the backoff.
-	ErrNotAvailable = errors.New("queue item not available yet")
 	// ErrClaimChanged is returned by RecoverStale when the item is no longer
 	// held by the claim the recovery job observed (it was released and
 	// claimed again). Recovering it would steal a live claim.
@@ -138,9 +132,9 @@ func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }
 type QueueState struct {
 	// Status is the current state.
 	Status QueueStatus
-	// ClaimedAt is when the latest claim was taken. Every return to PENDING
-	// clears it; DISPATCHED and the terminal states keep it as a record. Stale
-	// recovery compares it to recognise the claim it observed.
+	// ClaimedAt is when the current claim was taken, set only while
+	// CLAIMED. Stale recovery compares it to recognise the claim it
+	// observed.
 	ClaimedAt *time.Time
 	// DispatchedAt is when the execution was started in Temporal.
 	DispatchedAt *time.Time
@@ -159,12 +153,6 @@ type QueueState struct {
 	LastError string
 }
 
-// NewQueueItem returns a PENDING item that may be claimed from now on, the
-// state of every freshly enqueued execution.
-func NewQueueItem(now time.Time) QueueState {
-	return QueueState{Status: QueuePending, AvailableAt: now}
-}
-
 // Validate checks the invariants the methods maintain, so an adapter can
 // reject a corrupt row on load instead of applying rules to it.
 func (q QueueState) Validate() error {
@@ -172,8 +160,8 @@ func (q QueueState) Validate() error {
 	if _, err := ParseQueueStatus(string(q.Status)); err != nil {
 		errs = append(errs, err)
 	}
-	if q.Status == QueueClaimed && q.ClaimedAt == nil {
-		errs = append(errs, errors.New("queue item: CLAIMED without ClaimedAt"))
+	if (q.Status == QueueClaimed) != (q.ClaimedAt != nil) {
+		errs = append(errs, errors.New("queue item: ClaimedAt set outside CLAIMED, or CLAIMED without it"))
 	}
 	if q.Status == QueueDispatched && q.DispatchedAt == nil {
 		errs = append(errs, errors.New("queue item: DISPATCHED without DispatchedAt"))
@@ -192,44 +180,11 @@ func (q *QueueState) refuse(event string) error {
 	return &TransitionError{From: q.Status, Event: event}
 }
 
-// Claim moves a PENDING item to CLAIMED and records when, so that stale
-// recovery can later tell a dead claim from a live one. Claiming before
-// AvailableAt is refused with ErrNotAvailable, because the item is backing off
-// after a dispatch error.
-func (q *QueueState) Claim(now time.Time) error {
-	if q.Status != QueuePending {
-		return q.refuse(EventClaim)
-	}
-	if now.Before(q.AvailableAt) {
-		return fmt.Errorf("%w: available at %s, now %s", ErrNotAvailable,
-			q.AvailableAt.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
-	}
-	t := now
-	q.Status = QueueClaimed
-	q.ClaimedAt = &t
-	return nil
-}
-
-// ReleaseAtCapacity returns a CLAIMED item to PENDING because its workspace
-// has no free slot. It counts the attempt but never fails the item: waiting
-// for capacity is the queue doing its job, not an error. LastError is kept and
-// AvailableAt is unchanged, so the item is claimable at the next poll.
-func (q *QueueState) ReleaseAtCapacity() error {
-	if q.Status != QueueClaimed {
-		return q.refuse(EventReleaseAtCapacity)
-	}
-	q.Status = QueuePending
-	q.ClaimedAt = nil
-	q.AttemptCount++
-	return nil
-}
-
 // ReleaseAfterDispatchError handles a failed dispatch (Temporal unreachable,
 // execution row could not be written...) of a CLAIMED item. It counts the
 // attempt and the dispatch failure and records reason. If DispatchFailures has
-// now reached MaxDispatchAttempts the item becomes FAILED for good (keeping
-// ClaimedAt, like Fail); otherwise it returns to PENDING with ClaimedAt
-// cleared, not claimable before now + b.Delay(DispatchFailures), so that a
+// now reached MaxDispatchAttempts the item becomes FAILED for good;
+// otherwise it returns to PENDING, not claimable before now + b.Delay(DispatchFailures), so that a
 // struggling Temporal is not hammered at every poll.
 func (q *QueueState) ReleaseAfterDispatchError(reason string, now time.Time, b DispatchBackoff) error {
 	if q.Status != QueueClaimed {
@@ -238,12 +193,12 @@ func (q *QueueState) ReleaseAfterDispatchError(reason string, now time.Time, b D
 	q.AttemptCount++
 	q.DispatchFailures++
 	q.LastError = reason
+	q.ClaimedAt = nil
 	if q.DispatchFailures >= MaxDispatchAttempts {
 		q.Status = QueueFailed
 		return nil
 	}
 	q.Status = QueuePending
-	q.ClaimedAt = nil
 	q.AvailableAt = now.Add(b.Delay(q.DispatchFailures))
 	return nil
 }
@@ -265,18 +220,6 @@ func (q *QueueState) ReleaseUnstarted(reason string) error {
 	return nil
 }
 
-// MarkDispatched records that the execution of a CLAIMED item was started in
-// Temporal. From here only the execution's end changes the item.
-func (q *QueueState) MarkDispatched(now time.Time) error {
-	if q.Status != QueueClaimed {
-		return q.refuse(EventMarkDispatched)
-	}
-	t := now
-	q.Status = QueueDispatched
-	q.DispatchedAt = &t
-	return nil
-}
-
 // Fail ends an item that can never be dispatched or whose dispatch went wrong
 // beyond retry (its workspace or workflow was deleted, for example). It is
 // allowed from PENDING, CLAIMED and DISPATCHED; terminal items stay as they
@@ -288,6 +231,7 @@ func (q *QueueState) Fail(reason string) error {
 		return q.refuse(EventFail)
 	}
 	q.Status = QueueFailed
+	q.ClaimedAt = nil
 	q.LastError = reason
 	return nil
 }
@@ -300,17 +244,19 @@ func (q *QueueState) Cancel() error {
 		return q.refuse(EventCancel)
 	}
 	q.Status = QueueCancelled
+	q.ClaimedAt = nil
 	return nil
 }
 
-// RecordOutcome records on a DISPATCHED item that its execution ended FAILED
-// or CANCELLED, with reason as LastError, so the queue shows why the request
-// did not succeed. A COMPLETED execution is not a transition (its item is
-// deleted), and RUNNING is not an end; both are refused like any other
-// illegal transition.
+// RecordOutcome records that the item's execution ended FAILED or
+// CANCELLED, with reason as LastError, so the queue shows why the request
+// did not succeed. The item may still be CLAIMED: a short run can end
+// before its dispatcher marks it DISPATCHED. A COMPLETED execution is not a
+// transition (its item is deleted), and RUNNING is not an end; both are
+// refused like any other illegal transition.
 func (q *QueueState) RecordOutcome(status ExecutionStatus, reason string) error {
 	event := EventRecordOutcome + " " + string(status)
-	if q.Status != QueueDispatched {
+	if q.Status != QueueDispatched && q.Status != QueueClaimed {
 		return q.refuse(event)
 	}
 	switch status {
@@ -321,6 +267,7 @@ func (q *QueueState) RecordOutcome(status ExecutionStatus, reason string) error 
 	default:
 		return q.refuse(event)
 	}
+	q.ClaimedAt = nil
 	q.LastError = reason
 	return nil
 }
@@ -359,12 +306,6 @@ type DispatchBackoff struct {
 	Base time.Duration
 	// Max caps the delay; 0 means no cap.
 	Max time.Duration
-}
-
-// DefaultDispatchBackoff waits 5s (one poll of the default interval) after the
-// first dispatch error and doubles from there, capped at one minute.
-func DefaultDispatchBackoff() DispatchBackoff {
-	return DispatchBackoff{Base: 5 * time.Second, Max: time.Minute}
 }
 
 // Delay returns how long an item waits after its failures-th dispatch error:

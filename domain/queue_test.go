@@ -16,13 +16,11 @@ func ptr[T any](v T) *T { return &v }
 
 // itemIn returns a consistent item in status s.
 func itemIn(s QueueStatus) QueueState {
-	q := NewQueueItem(t0.Add(-time.Hour))
-	q.Status = s
+	q := QueueState{Status: s, AvailableAt: t0.Add(-time.Hour)}
 	switch s {
 	case QueueClaimed:
 		q.ClaimedAt = ptr(t0.Add(-10 * time.Minute))
 	case QueueDispatched:
-		q.ClaimedAt = ptr(t0.Add(-10 * time.Minute))
 		q.DispatchedAt = ptr(t0.Add(-9 * time.Minute))
 	}
 	return q
@@ -35,10 +33,8 @@ type queueEvent struct {
 }
 
 var queueEvents = []queueEvent{
-	{EventClaim, func(q *QueueState) error { return q.Claim(t0) }},
-	{EventReleaseAtCapacity, func(q *QueueState) error { return q.ReleaseAtCapacity() }},
 	{EventReleaseAfterDispatchError, func(q *QueueState) error { return q.ReleaseAfterDispatchError("temporal down", t0, backoff) }},
-	{EventMarkDispatched, func(q *QueueState) error { return q.MarkDispatched(t0) }},
+	{EventReleaseUnstarted, func(q *QueueState) error { return q.ReleaseUnstarted("temporal unavailable") }},
 	{EventFail, func(q *QueueState) error { return q.Fail("workspace deleted") }},
 	{EventCancel, func(q *QueueState) error { return q.Cancel() }},
 	{EventRecordOutcome + " FAILED", func(q *QueueState) error { return q.RecordOutcome(ExecutionFailed, "node failed") }},
@@ -61,17 +57,17 @@ func TestQueueTransitionMatrix(t *testing.T) {
 	t.Parallel()
 	legal := map[QueueStatus]map[string]QueueStatus{
 		QueuePending: {
-			EventClaim:  QueueClaimed,
 			EventFail:   QueueFailed,
 			EventCancel: QueueCancelled,
 		},
 		QueueClaimed: {
-			EventReleaseAtCapacity:         QueuePending,
-			EventReleaseAfterDispatchError: QueuePending,
-			EventMarkDispatched:            QueueDispatched,
-			EventFail:                      QueueFailed,
-			EventCancel:                    QueueCancelled,
-			EventRecoverStale:              QueuePending,
+			EventReleaseAfterDispatchError:    QueuePending,
+			EventReleaseUnstarted:             QueuePending,
+			EventFail:                         QueueFailed,
+			EventCancel:                       QueueCancelled,
+			EventRecoverStale:                 QueuePending,
+			EventRecordOutcome + " FAILED":    QueueFailed,
+			EventRecordOutcome + " CANCELLED": QueueCancelled,
 		},
 		QueueDispatched: {
 			EventFail:                         QueueFailed,
@@ -120,75 +116,6 @@ func TestQueueTransitionMatrix(t *testing.T) {
 	}
 }
 
-func TestClaim(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name        string
-		availableAt time.Time
-		now         time.Time
-		wantErr     error
-	}{
-		{name: "available in the past", availableAt: t0.Add(-time.Second), now: t0},
-		{name: "available exactly now", availableAt: t0, now: t0},
-		{name: "backing off", availableAt: t0.Add(time.Second), now: t0, wantErr: ErrNotAvailable},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			q := NewQueueItem(tt.availableAt)
-			q.LastError = "earlier"
-			before := q
-			err := q.Claim(tt.now)
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) || q != before {
-					t.Fatalf("Claim = %v, item %+v; want %v and no change", err, q, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if q.Status != QueueClaimed || q.ClaimedAt == nil || !q.ClaimedAt.Equal(tt.now) {
-				t.Fatalf("after Claim: %+v", q)
-			}
-			if q.LastError != "earlier" || q.AttemptCount != 0 {
-				t.Fatalf("Claim changed other fields: %+v", q)
-			}
-		})
-	}
-}
-
-func TestReleaseAtCapacityNeverFails(t *testing.T) {
-	t.Parallel()
-	q := NewQueueItem(t0)
-	q.LastError = "temporal down"
-	q.DispatchFailures = MaxDispatchAttempts - 1
-	q.AttemptCount = MaxDispatchAttempts - 1
-	for i := 1; i <= 50; i++ {
-		if err := q.Claim(t0); err != nil {
-			t.Fatalf("round %d: Claim: %v", i, err)
-		}
-		if err := q.ReleaseAtCapacity(); err != nil {
-			t.Fatalf("round %d: ReleaseAtCapacity: %v", i, err)
-		}
-		if q.Status != QueuePending || q.ClaimedAt != nil {
-			t.Fatalf("round %d: %+v", i, q)
-		}
-	}
-	if q.AttemptCount != MaxDispatchAttempts-1+50 {
-		t.Errorf("AttemptCount = %d, want every release counted", q.AttemptCount)
-	}
-	if q.DispatchFailures != MaxDispatchAttempts-1 {
-		t.Errorf("DispatchFailures = %d, capacity releases must not count", q.DispatchFailures)
-	}
-	if q.LastError != "temporal down" {
-		t.Errorf("LastError = %q, want kept", q.LastError)
-	}
-	if !q.AvailableAt.Equal(t0) {
-		t.Errorf("AvailableAt moved to %s", q.AvailableAt)
-	}
-}
-
 func TestReleaseAfterDispatchError(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -220,8 +147,8 @@ func TestReleaseAfterDispatchError(t *testing.T) {
 			if q.LastError != "temporal down" {
 				t.Fatalf("LastError = %q", q.LastError)
 			}
-			if released := tt.wantStatus == QueuePending; released != (q.ClaimedAt == nil) {
-				t.Fatalf("status %s with ClaimedAt %v; a release clears it, a final failure keeps it", q.Status, q.ClaimedAt)
+			if q.ClaimedAt != nil {
+				t.Fatalf("status %s with ClaimedAt %v; every edge out of CLAIMED clears it", q.Status, q.ClaimedAt)
 			}
 			want := tt.wantAvailableAt
 			if tt.wantStatus == QueueFailed {
@@ -234,43 +161,33 @@ func TestReleaseAfterDispatchError(t *testing.T) {
 	}
 }
 
-// TestDispatchErrorsFailAfterMaxAttempts walks the seed's scenario: Temporal
-// is down, the item is retried, and fails on the MaxDispatchAttempts-th error,
-// never claimable during its backoff.
+// TestDispatchErrorsFailAfterMaxAttempts: an item whose start keeps failing
+// for its own reasons is retried after a growing backoff and fails on the
+// MaxDispatchAttempts-th error.
 func TestDispatchErrorsFailAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	q := NewQueueItem(t0)
+	q := QueueState{Status: QueuePending, AvailableAt: t0}
 	now := t0
 	for i := 1; i <= MaxDispatchAttempts; i++ {
-		if err := q.Claim(now); err != nil {
-			t.Fatalf("attempt %d: Claim: %v", i, err)
-		}
+		q.Status, q.ClaimedAt = QueueClaimed, ptr(now) // the claim, which SQL does
 		if err := q.ReleaseAfterDispatchError(fmt.Sprintf("error %d", i), now, backoff); err != nil {
 			t.Fatal(err)
+		}
+		if err := q.Validate(); err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
 		}
 		if i < MaxDispatchAttempts {
 			if q.Status != QueuePending {
 				t.Fatalf("attempt %d: status %s", i, q.Status)
 			}
-			if err := q.Claim(q.AvailableAt.Add(-time.Nanosecond)); !errors.Is(err, ErrNotAvailable) {
-				t.Fatalf("attempt %d: claim during backoff: %v", i, err)
+			if want := now.Add(backoff.Delay(i)); !q.AvailableAt.Equal(want) {
+				t.Fatalf("attempt %d: available at %s, want %s after the backoff", i, q.AvailableAt, want)
 			}
 			now = q.AvailableAt
 		}
 	}
 	if q.Status != QueueFailed || q.LastError != "error 3" {
 		t.Fatalf("after %d dispatch errors: %+v", MaxDispatchAttempts, q)
-	}
-}
-
-func TestMarkDispatched(t *testing.T) {
-	t.Parallel()
-	q := itemIn(QueueClaimed)
-	if err := q.MarkDispatched(t0); err != nil {
-		t.Fatal(err)
-	}
-	if q.Status != QueueDispatched || q.DispatchedAt == nil || !q.DispatchedAt.Equal(t0) {
-		t.Fatalf("%+v", q)
 	}
 }
 
@@ -352,18 +269,13 @@ func TestRecoverStale(t *testing.T) {
 
 func TestRecoverStaleAfterReclaimIsRefused(t *testing.T) {
 	t.Parallel()
-	q := NewQueueItem(t0)
-	if err := q.Claim(t0); err != nil {
-		t.Fatal(err)
-	}
+	q := itemIn(QueueClaimed)
 	observed := *q.ClaimedAt
 	// Another dispatcher releases and claims again before recovery runs.
-	if err := q.ReleaseAtCapacity(); err != nil {
+	if err := q.ReleaseUnstarted("temporal unavailable"); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Claim(t0.Add(time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	q.Status, q.ClaimedAt = QueueClaimed, ptr(t0.Add(time.Second))
 	if err := q.RecoverStale(observed, t0.Add(time.Hour), 5*time.Minute); !errors.Is(err, ErrClaimChanged) {
 		t.Fatalf("RecoverStale = %v, want ErrClaimChanged", err)
 	}
@@ -423,7 +335,8 @@ func TestQueueItemValidate(t *testing.T) {
 		item    QueueState
 		wantErr bool
 	}{
-		{name: "fresh item", item: NewQueueItem(t0)},
+		{name: "fresh item", item: QueueState{Status: QueuePending, AvailableAt: t0}},
+		{name: "claimed time outside CLAIMED", item: QueueState{Status: QueueFailed, ClaimedAt: ptr(t0)}, wantErr: true},
 		{name: "claimed item", item: itemIn(QueueClaimed)},
 		{name: "dispatched item", item: itemIn(QueueDispatched)},
 		{name: "unknown status", item: QueueState{Status: "LOST"}, wantErr: true},
@@ -471,10 +384,7 @@ func TestExecutionAndNodeStatuses(t *testing.T) {
 
 func TestReleaseUnstartedCountsTheAttemptButNoFailure(t *testing.T) {
 	now := time.Now()
-	q := NewQueueItem(now)
-	if err := q.Claim(now); err != nil {
-		t.Fatal(err)
-	}
+	q := QueueState{Status: QueueClaimed, ClaimedAt: &now, AvailableAt: now}
 	if err := q.ReleaseUnstarted("temporal unavailable"); err != nil {
 		t.Fatal(err)
 	}

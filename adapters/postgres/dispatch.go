@@ -162,11 +162,8 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 				failed = append(failed, ports.QueueTransition{ID: rec.ID, FromStatus: from.Status, To: next})
 				continue
 			}
-			if err := rec.QueueState.Claim(now); err != nil {
-				// The database's clock said it was available and ours
-				// lags; the database's word decides.
-				rec.Status = domain.QueueClaimed
-			}
+			// QueueMarkClaimed below writes the same state.
+			rec.Status, rec.ClaimedAt = domain.QueueClaimed, &now
 			execID := domain.ID(uuid.New())
 			if rec.ExecutionID != nil {
 				execID = *rec.ExecutionID // a retry keeps its workflow id
@@ -472,11 +469,6 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 		rec := queueFromRow(r)
 		if rec.Status.Terminal() {
 			return s.q.QueueNotify(ctx, tx)
-		}
-		if rec.Status == domain.QueueClaimed {
-			if err := rec.MarkDispatched(time.Now()); err != nil {
-				return err
-			}
 		}
 		if status == domain.ExecutionCompleted {
 			if _, err := s.q.QueueDeleteByExecution(ctx, tx, &eid); err != nil {
