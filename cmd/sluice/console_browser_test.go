@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,31 @@ func (b *browser) narrow(name string) {
 	b.waitFor("the page to lay out at 1280 px", `window.innerWidth === 1280`, 5*time.Second)
 }
 
+// follow clicks a link as a user would and waits until the page is at the
+// link's address. A live update can move the link under the pointer between
+// finding it and clicking it, so it clicks again while the address is
+// unchanged.
+func (b *browser) follow(selector string) {
+	b.t.Helper()
+	b.do(chromedp.WaitVisible(chromedp.CSS(selector)))
+	href := evalJS[string](b, `document.querySelector(`+strconv.Quote(selector)+`).getAttribute("href")`)
+	arrived := `location.hash === ` + strconv.Quote(href)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if evalJS[bool](b, `document.querySelector(`+strconv.Quote(selector)+`) !== null`) {
+			b.do(chromedp.Click(chromedp.CSS(selector)))
+		}
+		_, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](arrived,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("following %s to %s: %v", selector, href, err)
+		}
+	}
+}
+
 // signIn signs in from the sign-in form, submitting with the Enter key.
 func (b *browser) signIn(token string) {
 	b.t.Helper()
@@ -213,8 +239,8 @@ func TestConsoleWalkThrough(t *testing.T) {
 	// 2. Its definitions page creates the example definition, and the
 	// definition page draws the graph: four nodes, three edges, two of them
 	// with their when.
-	b.do(chromedp.Click(chromedp.CSS(`#workspaces a[href$="/queue"]`)))
-	b.do(chromedp.WaitVisible(chromedp.CSS(`.tabs a[href$="/definitions"]`)), chromedp.Click(chromedp.CSS(`.tabs a[href$="/definitions"]`)))
+	b.follow(`#workspaces a[href$="/queue"]`)
+	b.follow(`.tabs a[href$="/definitions"]`)
 	b.do(chromedp.WaitVisible(chromedp.CSS("#def-name")), chromedp.SendKeys(chromedp.CSS("#def-name"), "greet"),
 		chromedp.Click(chromedp.CSS(`#new-definition button[type="submit"]`)))
 	b.waitFor("the definition's graph", `document.querySelectorAll("svg.dag g.dag-node").length === 4`, 15*time.Second)
@@ -278,10 +304,10 @@ func TestConsoleWalkThrough(t *testing.T) {
 	b.narrow("run")
 
 	// 4. The executions list shows the run and filters by status.
-	b.do(chromedp.Click(chromedp.CSS(`.crumbs a[href$="/executions"]`)))
+	b.follow(`.crumbs a[href$="/executions"]`)
 	b.waitFor("the executions list", `document.querySelector("#executions tbody tr[data-status=COMPLETED]") !== null`, 15*time.Second)
 	b.narrow("executions")
-	b.do(chromedp.Click(chromedp.CSS(`.filters a[href*="status=FAILED"]`)))
+	b.follow(`.filters a[href*="status=FAILED"]`)
 	b.waitFor("the FAILED filter to empty the list", `location.hash.includes("status=FAILED") && document.querySelector("#executions td.empty") !== null`, 15*time.Second)
 
 	// 5. The queue page: a run that holds Acme's only slot, an item waiting
@@ -289,7 +315,7 @@ func TestConsoleWalkThrough(t *testing.T) {
 	hold := newDefinition(acme, "hold", delay)
 	enqueue(key.Secret, acme, hold, nil)
 	waiting := enqueue(key.Secret, acme, hold, nil)
-	b.do(chromedp.Click(chromedp.CSS(`.tabs a[href$="/queue"]`)))
+	b.follow(`.tabs a[href$="/queue"]`)
 	b.waitFor("the queue to show the held slot and the waiting item",
 		`document.querySelector("#queue tr[data-status=DISPATCHED]") && document.querySelector("#queue tr[data-queue=`+attr(waiting)+`][data-status=PENDING]")`, 30*time.Second)
 	// The header is read in the same poll but a moment before the list.
@@ -327,9 +353,9 @@ func TestConsoleWalkThrough(t *testing.T) {
 
 	// Initech's failure leads from the overview to the failed node, in red,
 	// with its error.
-	b.do(chromedp.Click(chromedp.CSS(`#workspaces tr[data-workspace=` + attr(initech) + `] .failed a`)))
+	b.follow(`#workspaces tr[data-workspace=` + attr(initech) + `] .failed a`)
 	b.waitFor("Initech's failed execution", `location.hash.includes("status=FAILED") && document.querySelector("#executions tbody tr[data-status=FAILED] a") !== null`, 15*time.Second)
-	b.do(chromedp.Click(chromedp.CSS(`#executions tbody tr[data-status=FAILED] a`)))
+	b.follow(`#executions tbody tr[data-status=FAILED] a`)
 	b.waitFor("the failed run's DAG", `document.querySelector("svg.dag g.dag-node[data-node=pick]")?.dataset.status === "FAILED"`, 15*time.Second)
 	if fill := evalJS[string](b, `getComputedStyle(document.querySelector("svg.dag g.dag-node[data-node=pick] rect")).fill`); fill != "rgb(254, 226, 226)" {
 		t.Errorf("a FAILED node is filled %s, want red", fill)
@@ -340,7 +366,7 @@ func TestConsoleWalkThrough(t *testing.T) {
 	if got := evalJS[string](b, `document.querySelector("h1").innerText`); !strings.Contains(got, "FAILED") {
 		t.Errorf("the failed run's title is %q", got)
 	}
-	b.do(chromedp.Click(chromedp.CSS(`.top a[href="#/workspaces"]`)))
+	b.follow(`.top a[href="#/workspaces"]`)
 	b.waitFor("the overview again", `document.querySelectorAll("#workspaces tbody tr[data-workspace]").length === 3`, 15*time.Second)
 
 	// Live: a fourth Globex run shows without a reload, within 2 s.
@@ -355,9 +381,9 @@ func TestConsoleWalkThrough(t *testing.T) {
 
 	// A running execution's page: its DELAY node running in blue, and
 	// Cancel, after which the page turns CANCELLED by itself.
-	b.do(chromedp.Click(chromedp.CSS(`#workspaces tr[data-workspace=` + attr(acme) + `] th a`)))
+	b.follow(`#workspaces tr[data-workspace=` + attr(acme) + `] th a`)
 	b.waitFor("Acme's running item", `document.querySelector("#queue tr[data-status=DISPATCHED] a[href^='#/executions/']") !== null`, 15*time.Second)
-	b.do(chromedp.Click(chromedp.CSS(`#queue tr[data-status=DISPATCHED] a[href^='#/executions/']`)))
+	b.follow(`#queue tr[data-status=DISPATCHED] a[href^='#/executions/']`)
 	b.waitFor("the running DELAY node", `document.querySelector("svg.dag g.dag-node[data-node=wait]")?.dataset.status === "RUNNING"`, 15*time.Second)
 	if fill := evalJS[string](b, `getComputedStyle(document.querySelector("svg.dag g.dag-node[data-node=wait] rect")).fill`); fill != "rgb(219, 234, 254)" {
 		t.Errorf("a RUNNING node is filled %s, want blue", fill)
