@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,6 +33,12 @@ type ClaimedItem struct {
 	QueueRecord
 	ExecutionID uuid.UUID
 	Version     int
+	// Plan is the workspace's plan at admission; the workflow sizes its
+	// nodes in flight by it.
+	Plan domain.Plan
+	// Graph is the definition version's graph as stored, read in the same
+	// transaction, so the workflow needs no round trip to load it.
+	Graph json.RawMessage
 }
 
 // ClaimResult is what one admission transaction did.
@@ -128,6 +135,10 @@ type ExecutionStore interface {
 	// FinishNode records how a node run ended, creating the row when the
 	// node never started (SKIPPED, CANCELLED).
 	FinishNode(ctx context.Context, executionID uuid.UUID, n NodeRecord) error
+	// RecordNodes writes several records of one execution in one round
+	// trip: RUNNING ones as StartNode does, the rest as FinishNode does
+	// (input is left as it was). Keys must be distinct.
+	RecordNodes(ctx context.Context, executionID uuid.UUID, nodes []NodeRecord) error
 	// FinishExecution ends a RUNNING execution and settles its queue item
 	// (deleted on COMPLETED, else FAILED or CANCELLED) in one transaction,
 	// then wakes the dispatchers. found=false when the execution was not

@@ -218,6 +218,11 @@ type WorkflowStart struct {
 	DefinitionID uuid.UUID
 	Version      int
 	Input        json.RawMessage
+	// Plan is the workspace's plan, which bounds the nodes in flight.
+	Plan domain.Plan
+	// Graph is the version's graph as stored; empty makes the workflow load
+	// it itself.
+	Graph json.RawMessage
 }
 
 // WorkflowEngine starts and inspects executions' workflows. Its

@@ -45,6 +45,22 @@ type completion struct {
 
 var _ ports.ExecutionStore = (*memStore)(nil)
 
+// RecordNodes applies StartNode or FinishNode to each record.
+func (s *memStore) RecordNodes(ctx context.Context, executionID uuid.UUID, nodes []ports.NodeRecord) error {
+	for _, n := range nodes {
+		var err error
+		if n.Status == domain.NodeRunning {
+			err = s.StartNode(ctx, executionID, n)
+		} else {
+			err = s.FinishNode(ctx, executionID, n)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func newMemStore() *memStore {
 	return &memStore{versions: map[string]domain.Graph{}, executions: map[uuid.UUID]*memExecution{}}
 }

@@ -126,7 +126,9 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 			claim.Ids = append(claim.Ids, rec.ID)
 			claim.ExecutionIds = append(claim.ExecutionIds, execID)
 			rec.ExecutionID = &execID
-			res.Claimed = append(res.Claimed, ports.ClaimedItem{QueueRecord: rec, ExecutionID: execID, Version: int(c.CurrentVersion)})
+			res.Claimed = append(res.Claimed, ports.ClaimedItem{
+				QueueRecord: rec, ExecutionID: execID, Version: int(c.CurrentVersion), Plan: byID[rec.WorkspaceID].Plan,
+			})
 		}
 		if len(failed) > 0 {
 			if _, err := s.applyTransitions(ctx, tx, failed); err != nil {
@@ -136,6 +138,9 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 		}
 		if len(claim.Ids) == 0 {
 			return nil
+		}
+		if err := s.attachGraphs(ctx, tx, res.Claimed); err != nil {
+			return err
 		}
 		if err := s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
 			return fmt.Errorf("creating executions: %w", err)
@@ -157,6 +162,36 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 		return ports.ClaimResult{}, err
 	}
 	return res, nil
+}
+
+// attachGraphs reads the claimed items' graphs in one statement, each
+// distinct definition version once.
+func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.ClaimedItem) error {
+	type version struct {
+		id uuid.UUID
+		n  int32
+	}
+	seen := map[version]bool{}
+	p := dbsqlc.DefinitionVersionGraphsParams{}
+	for _, c := range claimed {
+		v := version{c.DefinitionID, int32(c.Version)}
+		if !seen[v] {
+			seen[v] = true
+			p.WorkflowDefinitionIds, p.Versions = append(p.WorkflowDefinitionIds, v.id), append(p.Versions, v.n)
+		}
+	}
+	rows, err := s.q.DefinitionVersionGraphs(ctx, tx, p)
+	if err != nil {
+		return fmt.Errorf("reading graphs: %w", err)
+	}
+	graphs := make(map[version]json.RawMessage, len(rows))
+	for _, r := range rows {
+		graphs[version{r.WorkflowDefinitionID, r.Version}] = r.Graph
+	}
+	for i := range claimed {
+		claimed[i].Graph = graphs[version{claimed[i].DefinitionID, int32(claimed[i].Version)}]
+	}
+	return nil
 }
 
 func candidateRecord(c dbsqlc.QueueClaimCandidatesRow) ports.QueueRecord {
@@ -311,6 +346,38 @@ func (s *Store) FinishNode(ctx context.Context, executionID uuid.UUID, n ports.N
 		ID: uuid.New(), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Status: string(n.Status),
 		Attempt: int32(max(1, n.Attempt)), Input: nilIfEmpty(n.Input), Output: nilIfEmpty(n.Output), Error: n.Error, StartedAt: n.StartedAt,
 	}))
+}
+
+// RecordNodes writes several node records of one execution: RUNNING ones
+// one by one as StartNode does, the rest in one statement.
+func (s *Store) RecordNodes(ctx context.Context, executionID uuid.UUID, nodes []ports.NodeRecord) error {
+	p := dbsqlc.NodesFinishParams{ExecutionID: executionID}
+	for _, n := range nodes {
+		if n.Status == domain.NodeRunning {
+			if err := s.StartNode(ctx, executionID, n); err != nil {
+				return err
+			}
+			continue
+		}
+		started, errMsg := "", ""
+		if n.StartedAt != nil {
+			started = n.StartedAt.UTC().Format(time.RFC3339Nano)
+		}
+		if n.Error != nil {
+			errMsg = *n.Error
+		}
+		p.NodeKeys = append(p.NodeKeys, n.Key)
+		p.NodeTypes = append(p.NodeTypes, string(n.Type))
+		p.Statuses = append(p.Statuses, string(n.Status))
+		p.Attempts = append(p.Attempts, int32(max(1, n.Attempt)))
+		p.Outputs = append(p.Outputs, string(n.Output))
+		p.Errors = append(p.Errors, errMsg)
+		p.StartedAts = append(p.StartedAts, started)
+	}
+	if len(p.NodeKeys) == 0 {
+		return nil
+	}
+	return interpretError(s.q.NodesFinish(ctx, s.pool, p))
 }
 
 func nilIfEmpty(raw json.RawMessage) json.RawMessage {

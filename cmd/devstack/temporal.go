@@ -116,8 +116,15 @@ func startTemporal(ctx context.Context, cfg temporalConfig) (*temporalServer, er
 // (temporal server start-dev): caches that a single-user server does not
 // need are read through, so a new search attribute or Nexus endpoint is
 // visible at once, and the rate limits are raised to match.
+//
+// It also turns on task-queue fairness (matching.enableFairness), which
+// Sluice relies on in production too: HTTP_REQUEST activities carry their
+// workspace as the fairness key, and with fairness on the matching service
+// hands out a queue's backlog round robin across keys, so one workspace's
+// backlog never keeps another's nodes waiting behind it.
 func devDynamicConfig() dynamicconfig.StaticClient {
 	return dynamicconfig.StaticClient{
+		dynamicconfig.MatchingEnableFairness.Key():                       true,
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key():      true,
 		dynamicconfig.ForceNexusEndpointRefreshOnRead.Key():              true,
 		dynamicconfig.FrontendPersistenceMaxQPS.Key():                    10000,

@@ -33,3 +33,11 @@ WHERE id = @id AND deleted_at IS NULL;
 -- name: DefinitionVersionGet :one
 SELECT * FROM workflow_definition_versions
 WHERE workflow_definition_id = @workflow_definition_id AND version = @version;
+
+-- name: DefinitionVersionGraphs :many
+-- The graphs of the claimed items' definition versions, read in the claim's
+-- transaction so each workflow starts with its graph in its input.
+SELECT v.workflow_definition_id, v.version, v.graph
+FROM workflow_definition_versions v
+JOIN (SELECT unnest(@workflow_definition_ids::uuid[]) AS id, unnest(@versions::int[]) AS version) AS w
+  ON v.workflow_definition_id = w.id AND v.version = w.version;
