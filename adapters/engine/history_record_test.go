@@ -86,6 +86,8 @@ func TestRecordHistories(t *testing.T) {
 		// during runs while the execution does, e.g. to cancel it.
 		during func(t *testing.T, execID uuid.UUID)
 		want   domain.ExecutionStatus
+		// loadGraph leaves the graph out of the input.
+		loadGraph bool
 	}{
 		{
 			// An HTTP node feeding a TRANSFORM beside a DELAY, joined by a
@@ -159,6 +161,33 @@ func TestRecordHistories(t *testing.T) {
 			graph: `{}`,
 			want:  domain.ExecutionCompleted,
 		},
+		{
+			// More ready nodes than FREE's cap, a zero DELAY and a join
+			// reading two of them.
+			name: "fan_out_over_the_cap_with_zero_delay",
+			graph: `{
+				"nodes": [
+					{"key": "a", "type": "TRANSFORM", "config": {"output": "{{ input.a }}"}},
+					{"key": "b", "type": "TRANSFORM", "config": {"output": 2}},
+					{"key": "c", "type": "TRANSFORM", "config": {"output": 3}},
+					{"key": "d", "type": "TRANSFORM", "config": {"output": 4}},
+					{"key": "e", "type": "TRANSFORM", "config": {"output": 5}},
+					{"key": "f", "type": "TRANSFORM", "config": {"output": 6}},
+					{"key": "z", "type": "DELAY", "config": {"duration": "0s"}},
+					{"key": "join", "type": "TRANSFORM", "config": {"output": ["{{ steps.a.output }}", "{{ steps.f.output }}"]}}
+				],
+				"edges": [{"from": "a", "to": "join"}, {"from": "f", "to": "join"}, {"from": "z", "to": "join"}]
+			}`,
+			input: `{"a": 1, "unused": "x"}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			// A dispatcher that could not fit the graph in the input.
+			name:      "graph_loaded_by_the_workflow",
+			graph:     `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
+			loadGraph: true,
+			want:      domain.ExecutionCompleted,
+		},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			g, err := domain.DecodeGraph([]byte(sc.graph))
@@ -167,7 +196,10 @@ func TestRecordHistories(t *testing.T) {
 			}
 			execID, defID := uuid.New(), uuid.New()
 			store.addRun(defID, execID, 1, g)
-			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1}
+			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1, Plan: domain.PlanFree}
+			if !sc.loadGraph {
+				in.Graph = []byte(sc.graph)
+			}
 			if sc.input != "" {
 				in.Input = []byte(sc.input)
 			}
