@@ -79,6 +79,11 @@ func (e *Engine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) err
 		ID:                    WorkflowID(req.ExecutionID),
 		TaskQueue:             e.queues.Workflows,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// Eager start: when this process also runs a workflow worker with
+		// a free slot (`sluice all`), the server returns the first workflow
+		// task with the start, skipping a trip through matching; otherwise
+		// the start is an ordinary one.
+		EnableEagerStart: true,
 	}, ExecutionWorkflowName, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
