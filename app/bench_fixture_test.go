@@ -58,11 +58,11 @@ func (e *benchEngine) StartWorkflow(context.Context, ports.WorkflowStart) error 
 
 // DescribeWorkflow says every workflow runs, so the reconciler and stale
 // recovery leave the benchmark's rows alone.
-func (e *benchEngine) DescribeWorkflow(context.Context, uuid.UUID) (ports.WorkflowState, error) {
+func (e *benchEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
 	return ports.WorkflowRunning, nil
 }
 
-func (e *benchEngine) CancelWorkflow(context.Context, uuid.UUID) error { return nil }
+func (e *benchEngine) CancelWorkflow(context.Context, domain.ID) error { return nil }
 func (e *benchEngine) CheckHealth(context.Context) error               { return nil }
 
 // benchNoWakeups never signals; the drain loops call DispatchBatch directly.
@@ -112,7 +112,7 @@ type benchTimedStore struct {
 func (s benchTimedStore) Claim(ctx context.Context, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
 	start := time.Now()
 	var admitStart, admitEnd time.Time
-	res, err := s.DispatchStore.Claim(ctx, limits, func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
+	res, err := s.DispatchStore.Claim(ctx, limits, func(ws []ports.PendingWorkspace) map[domain.ID]int {
 		admitStart = time.Now()
 		q := admit(ws)
 		admitEnd = time.Now()
@@ -228,12 +228,12 @@ func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.Dis
 // benchWorkspaces creates n workspaces on plan, each with one definition at
 // version 1 (an empty graph), and returns the workspaces' and definitions'
 // ids in matching order.
-func (db *benchDB) workspaces(b *testing.B, plan domain.Plan, n int) (ws, defs []uuid.UUID) {
+func (db *benchDB) workspaces(b *testing.B, plan domain.Plan, n int) (ws, defs []domain.ID) {
 	b.Helper()
 	ctx := context.Background()
-	ws, defs = make([]uuid.UUID, n), make([]uuid.UUID, n)
+	ws, defs = make([]domain.ID, n), make([]domain.ID, n)
 	for i := range ws {
-		ws[i], defs[i] = uuid.New(), uuid.New()
+		ws[i], defs[i] = domain.ID(uuid.New()), domain.ID(uuid.New())
 	}
 	stmts := []struct {
 		sql  string
@@ -255,7 +255,7 @@ func (db *benchDB) workspaces(b *testing.B, plan domain.Plan, n int) (ws, defs [
 // items bulk-inserts n PENDING items spread round-robin over the given
 // workspaces in one INSERT ... SELECT generate_series, created age ago in
 // order, so that different seeds order against each other by age.
-func (db *benchDB) items(b *testing.B, ws, defs []uuid.UUID, n, priority int, age time.Duration) {
+func (db *benchDB) items(b *testing.B, ws, defs []domain.ID, n, priority int, age time.Duration) {
 	b.Helper()
 	_, err := db.aux.Exec(context.Background(), `
 		INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, priority, created_at, available_at)
@@ -272,7 +272,7 @@ func (db *benchDB) items(b *testing.B, ws, defs []uuid.UUID, n, priority int, ag
 
 // occupy gives each workspace one RUNNING execution: a FREE workspace is
 // then at capacity.
-func (db *benchDB) occupy(b *testing.B, ws, defs []uuid.UUID) {
+func (db *benchDB) occupy(b *testing.B, ws, defs []domain.ID) {
 	b.Helper()
 	_, err := db.aux.Exec(context.Background(), `
 		INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status)
@@ -289,7 +289,7 @@ func (db *benchDB) occupy(b *testing.B, ws, defs []uuid.UUID) {
 // workflow_executions that the admission recount under the workspace locks
 // (ExecutionsRunningForWorkspaces) then repeats every batch as the table
 // grows, until autoanalyze invalidates the plan.
-func (db *benchDB) history(b *testing.B, ws, defs []uuid.UUID, n int) {
+func (db *benchDB) history(b *testing.B, ws, defs []domain.ID, n int) {
 	b.Helper()
 	_, err := db.aux.Exec(context.Background(), `
 		INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, started_at, completed_at, duration_ms)
@@ -318,7 +318,7 @@ func (db *benchDB) vacuumAnalyze(b *testing.B) {
 // workflows that finish at once would. The drain loops call it between
 // batches, off the clock, so that running counts stay as small as they are
 // in production instead of growing with every dispatched item.
-func (db *benchDB) completeRunning(b *testing.B, ws []uuid.UUID) {
+func (db *benchDB) completeRunning(b *testing.B, ws []domain.ID) {
 	b.Helper()
 	_, err := db.aux.Exec(context.Background(), `
 		UPDATE workflow_executions SET status = 'COMPLETED', completed_at = now(), duration_ms = 0
@@ -376,7 +376,7 @@ func (db *benchDB) ceiling(b *testing.B, batch, want int) (int, time.Duration) {
 // DISPATCHED and returns how many were and the time spent inside
 // DispatchBatch. With complete set, the given workspaces' executions are
 // completed between batches, off the clock.
-func benchDrain(b *testing.B, db *benchDB, d *app.Dispatcher, want int, complete []uuid.UUID) (int, time.Duration) {
+func benchDrain(b *testing.B, db *benchDB, d *app.Dispatcher, want int, complete []domain.ID) (int, time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	var spent time.Duration
@@ -505,7 +505,7 @@ func benchQueries() (map[string]benchQuery, error) {
 // queries as one dispatcher batch would issue them, inside a transaction
 // that is rolled back, and logs the plans. quotas are the workspaces a batch
 // would claim from.
-func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[uuid.UUID]int) {
+func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[domain.ID]int) {
 	b.Helper()
 	qs, err := benchQueries()
 	if err != nil {
@@ -529,7 +529,7 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[uuid.
 	for _, p := range qs["QueuePendingWorkspaces"].Params {
 		args = append(args, pendingArgs[p])
 	}
-	var pending []uuid.UUID
+	var pending []domain.ID
 	rows, err := tx.Query(ctx, qs["QueuePendingWorkspaces"].SQL, args...)
 	if err != nil {
 		b.Logf("EXPLAIN skipped: QueuePendingWorkspaces: %v", err)
@@ -542,15 +542,15 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[uuid.
 		}
 		switch id := vals[0].(type) {
 		case [16]byte:
-			pending = append(pending, uuid.UUID(id))
+			pending = append(pending, domain.ID(id))
 		default:
-			if u, err := uuid.Parse(fmt.Sprint(id)); err == nil {
+			if u, err := domain.ParseID(fmt.Sprint(id)); err == nil {
 				pending = append(pending, u)
 			}
 		}
 	}
 	rows.Close()
-	var qIDs []uuid.UUID
+	var qIDs []domain.ID
 	var qNs []int32
 	for id, n := range quotas {
 		qIDs, qNs = append(qIDs, id), append(qNs, int32(n))

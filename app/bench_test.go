@@ -27,7 +27,6 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
-	"github.com/sluicehq/sluice/ports"
 )
 
 const (
@@ -44,7 +43,7 @@ const (
 
 // benchSeedMeasured creates the measured workspaces with their history and
 // n PENDING items at priority 2.
-func benchSeedMeasured(b *testing.B, db *benchDB, n int) (ws, defs []uuid.UUID) {
+func benchSeedMeasured(b *testing.B, db *benchDB, n int) (ws, defs []domain.ID) {
 	b.Helper()
 	ws, defs = db.workspaces(b, domain.PlanEnterprise, benchWorkspaceCount)
 	db.history(b, ws, defs, benchHistory)
@@ -170,7 +169,8 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	db.history(b, ws, defs, benchHistory)
 	db.vacuumAnalyze(b)
 	log := benchLogger()
-	svc := app.NewService(postgres.NewStore(db.aux, log), nil, domain.DefaultTierPolicy(), "bench-admin-token")
+	st := postgres.NewStore(db.aux, log)
+	svc := app.NewExecutions(st, st, st, st, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	listener := postgres.NewListener(db.pool, log)
@@ -191,9 +191,9 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 			WHERE datname = current_database() AND query ILIKE 'LISTEN%'`).Scan(&n)
 		return err == nil && n > 0
 	})
-	enqueue := func(i int) (uuid.UUID, error) {
+	enqueue := func(i int) (domain.ID, error) {
 		w := i % nWS
-		rec, _, err := svc.Enqueue(context.Background(), ports.Actor{WorkspaceID: ws[w], KeyID: uuid.New()}, app.EnqueueRequest{
+		rec, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, app.EnqueueRequest{
 			WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
 		})
 		return rec.ID, err
@@ -210,7 +210,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	warmStarts := engine.starts.Load()
 
 	type sent struct {
-		id       uuid.UUID
+		id       domain.ID
 		start    time.Time
 		enqueued time.Duration
 		err      error
@@ -232,7 +232,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	}
 	wg.Wait()
 	sending := time.Since(begin)
-	ids := make([]uuid.UUID, total)
+	ids := make([]domain.ID, total)
 	for i, s := range out {
 		if s.err != nil {
 			b.Fatalf("enqueue %d: %v", i, s.err)
@@ -248,15 +248,15 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	cancel()
 	loops.Wait()
 
-	dispatchedAt := map[uuid.UUID]time.Time{}
-	createdAt := map[uuid.UUID]time.Time{}
+	dispatchedAt := map[domain.ID]time.Time{}
+	createdAt := map[domain.ID]time.Time{}
 	rows, err := db.aux.Query(context.Background(),
 		`SELECT id, created_at, dispatched_at FROM workflow_execution_queue WHERE id = ANY($1)`, ids)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for rows.Next() {
-		var id uuid.UUID
+		var id domain.ID
 		var c, d time.Time
 		if err := rows.Scan(&id, &c, &d); err != nil {
 			b.Fatal(err)
@@ -326,19 +326,19 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 	type scenario struct {
 		name  string
 		key   string
-		setup func(db *benchDB, ws, defs []uuid.UUID)
+		setup func(db *benchDB, ws, defs []domain.ID)
 	}
 	scenarios := []scenario{
-		{"empty backlog", "empty", func(*benchDB, []uuid.UUID, []uuid.UUID) {}},
-		{"1M pending behind, same workspaces, priority 4", "1M_behind", func(db *benchDB, ws, defs []uuid.UUID) {
+		{"empty backlog", "empty", func(*benchDB, []domain.ID, []domain.ID) {}},
+		{"1M pending behind, same workspaces, priority 4", "1M_behind", func(db *benchDB, ws, defs []domain.ID) {
 			db.items(b, ws, defs, million, 4, time.Hour)
 		}},
-		{"1000 FREE workspaces at capacity, 10 pending each", "1000_at_capacity", func(db *benchDB, _, _ []uuid.UUID) {
+		{"1000 FREE workspaces at capacity, 10 pending each", "1000_at_capacity", func(db *benchDB, _, _ []domain.ID) {
 			fws, fdefs := db.workspaces(b, domain.PlanFree, atCapacity)
 			db.occupy(b, fws, fdefs)
 			db.items(b, fws, fdefs, 10*atCapacity, 2, 3*time.Hour)
 		}},
-		{"1M pending in 1000 FREE workspaces at capacity", "1M_at_capacity", func(db *benchDB, _, _ []uuid.UUID) {
+		{"1M pending in 1000 FREE workspaces at capacity", "1M_at_capacity", func(db *benchDB, _, _ []domain.ID) {
 			fws, fdefs := db.workspaces(b, domain.PlanFree, atCapacity)
 			db.occupy(b, fws, fdefs)
 			db.items(b, fws, fdefs, million, 2, 3*time.Hour)
@@ -347,7 +347,7 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 	explain := os.Getenv("SLUICE_BENCH_EXPLAIN") != ""
 	type state struct {
 		db     *benchDB
-		ws     []uuid.UUID
+		ws     []domain.ID
 		setup  time.Duration
 		meters []benchMeter
 		phases []*benchPhases
@@ -355,8 +355,8 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 	}
 	states := make([]*state, len(scenarios))
 	benchStart := time.Now()
-	quotas := func(ws []uuid.UUID) map[uuid.UUID]int {
-		q := map[uuid.UUID]int{}
+	quotas := func(ws []domain.ID) map[domain.ID]int {
+		q := map[domain.ID]int{}
 		for _, w := range ws {
 			q[w] = 100 / benchWorkspaceCount
 		}
@@ -365,7 +365,7 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 	for si, sc := range scenarios {
 		st := &state{db: benchOpenDB(b), meters: make([]benchMeter, len(phaseBatches))}
 		setupStart := time.Now()
-		var defs []uuid.UUID
+		var defs []domain.ID
 		st.ws, defs = benchSeedMeasured(b, st.db, measured)
 		sc.setup(st.db, st.ws, defs)
 		st.db.vacuumAnalyze(b)
@@ -463,7 +463,8 @@ func BenchmarkEnqueueContention(b *testing.B) {
 	db := benchOpenDB(b)
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, callers)
 	db.vacuumAnalyze(b)
-	svc := app.NewService(postgres.NewStore(db.aux, benchLogger()), nil, domain.DefaultTierPolicy(), "bench-admin-token")
+	st := postgres.NewStore(db.aux, benchLogger())
+	svc := app.NewExecutions(st, st, st, st, nil)
 	type meter struct {
 		benchMeter
 		lat []time.Duration
@@ -487,7 +488,7 @@ func BenchmarkEnqueueContention(b *testing.B) {
 						return
 					}
 					t0 := time.Now()
-					_, _, err := svc.Enqueue(context.Background(), ports.Actor{WorkspaceID: ws[w], KeyID: uuid.New()}, app.EnqueueRequest{
+					_, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, app.EnqueueRequest{
 						WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
 					})
 					if err != nil {

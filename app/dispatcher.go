@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -96,7 +94,7 @@ type Dispatcher struct {
 
 	// lastServed is the workspace the previous batch started its
 	// round-robin after, so that no workspace is always first.
-	lastServed uuid.UUID
+	lastServed domain.ID
 	// leaseRenewedAt is when the queue lease was last taken or extended.
 	leaseRenewedAt time.Time
 }
@@ -289,7 +287,7 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 // round-robin order from after the workspace served first last time, until
 // the batch is full. A workspace at capacity gets nothing, so its backlog
 // never stands in front of anyone else's items.
-func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[uuid.UUID]int {
+func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[domain.ID]int {
 	sort.Slice(workspaces, func(i, j int) bool { return bytes.Compare(workspaces[i].ID[:], workspaces[j].ID[:]) < 0 })
 	start := sort.Search(len(workspaces), func(i int) bool {
 		return bytes.Compare(workspaces[i].ID[:], d.lastServed[:]) > 0
@@ -298,7 +296,7 @@ func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[uuid.UUID]in
 	for i, w := range workspaces {
 		free[i] = d.freeSlots(w)
 	}
-	quotas := map[uuid.UUID]int{}
+	quotas := map[domain.ID]int{}
 	budget := d.cfg.BatchSize
 	first := true
 	for budget > 0 {
@@ -374,7 +372,7 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem) []
 // at the last allowed attempt. Its execution row goes either way, freeing
 // the slot; the execution id stays on the item so a retry reuses it.
 func (d *Dispatcher) releaseAfterError(item ports.ClaimedItem, cause error) (ports.QueueTransition, error) {
-	next := item.QueueItem
+	next := item.QueueState
 	from := next.Status
 	fromClaimedAt := next.ClaimedAt
 	if err := next.ReleaseAfterDispatchError(cause.Error(), d.now(), d.cfg.Backoff); err != nil {
@@ -462,7 +460,7 @@ func (d *Dispatcher) RecoverStale(ctx context.Context) (int, error) {
 			started = append(started, ports.DispatchedItem{ID: item.ID, ExecutionID: *item.ExecutionID})
 			continue
 		}
-		next := item.QueueItem
+		next := item.QueueState
 		if err := next.RecoverStale(*item.ClaimedAt, d.now(), d.cfg.StaleAfter); err != nil {
 			if !errors.Is(err, domain.ErrNotStale) {
 				d.log.Warn("stale recovery refused", "queue_item_id", item.ID, "error", err)

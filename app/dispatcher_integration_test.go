@@ -101,26 +101,26 @@ type noWakeups struct{}
 func (noWakeups) C() <-chan struct{} { return nil }
 
 // workspace creates a workspace on plan with one empty-graph definition.
-func (b *dispatchBundle) workspace(t *testing.T, plan domain.Plan) (uuid.UUID, uuid.UUID) {
+func (b *dispatchBundle) workspace(t *testing.T, plan domain.Plan) (domain.ID, domain.ID) {
 	t.Helper()
 	ctx := context.Background()
-	w, err := b.store.CreateWorkspace(ctx, ports.Workspace{ID: uuid.New(), Name: "ws", Plan: plan})
+	w, err := b.store.CreateWorkspace(ctx, domain.Workspace{ID: domain.ID(uuid.New()), Name: "ws", Plan: plan})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := b.store.CreateDefinition(ctx, ports.Definition{ID: uuid.New(), WorkspaceID: w.ID, Name: "d"})
+	d, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w.ID, d.ID
 }
 
-func (b *dispatchBundle) enqueue(t *testing.T, ws, def uuid.UUID, n int) []uuid.UUID {
+func (b *dispatchBundle) enqueue(t *testing.T, ws, def domain.ID, n int) []domain.ID {
 	t.Helper()
-	ids := make([]uuid.UUID, n)
+	ids := make([]domain.ID, n)
 	for i := range ids {
 		q, _, err := b.store.Enqueue(context.Background(), ports.Enqueue{
-			ID: uuid.New(), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 2, Actor: ports.Actor{Admin: true},
+			ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +130,7 @@ func (b *dispatchBundle) enqueue(t *testing.T, ws, def uuid.UUID, n int) []uuid.
 	return ids
 }
 
-func (b *dispatchBundle) item(t *testing.T, id uuid.UUID) ports.QueueRecord {
+func (b *dispatchBundle) item(t *testing.T, id domain.ID) domain.QueueItem {
 	t.Helper()
 	q, err := b.store.GetQueueItem(context.Background(), id)
 	if err != nil {
@@ -148,16 +148,16 @@ func (b *dispatchBundle) countStatus(t *testing.T, status domain.QueueStatus) in
 	return n
 }
 
-func (b *dispatchBundle) running(t *testing.T) map[uuid.UUID]int {
+func (b *dispatchBundle) running(t *testing.T) map[domain.ID]int {
 	t.Helper()
 	rows, err := b.pool.Query(context.Background(), "SELECT workspace_id, count(*) FROM workflow_executions WHERE status = 'RUNNING' GROUP BY 1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := map[uuid.UUID]int{}
+	out := map[domain.ID]int{}
 	for rows.Next() {
-		var id uuid.UUID
+		var id domain.ID
 		var n int
 		if err := rows.Scan(&id, &n); err != nil {
 			t.Fatal(err)
@@ -182,15 +182,15 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 type countingEngine struct {
 	ports.WorkflowEngine
 	mu     sync.Mutex
-	starts map[uuid.UUID]int
+	starts map[domain.ID]int
 	// fail makes StartWorkflow fail for the executions it returns true for.
-	fail func(uuid.UUID) bool
+	fail func(domain.ID) bool
 }
 
 func (c *countingEngine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) error {
 	c.mu.Lock()
 	if c.starts == nil {
-		c.starts = map[uuid.UUID]int{}
+		c.starts = map[domain.ID]int{}
 	}
 	c.starts[req.ExecutionID]++
 	c.mu.Unlock()
@@ -306,7 +306,7 @@ func TestPriorityOrdersWorkWithinAWorkspace(t *testing.T) {
 	ws, def := b.workspace(t, domain.PlanFree)
 	b.enqueue(t, ws, def, 2)
 	urgent, _, err := b.store.Enqueue(context.Background(), ports.Enqueue{
-		ID: uuid.New(), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 1, Actor: ports.Actor{Admin: true},
+		ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 1, Actor: domain.Actor{Admin: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestRetryReusesTheExecutionIDAndSurvivesAShortOutage(t *testing.T) {
 	// Temporal is "down" for the first two attempts, as during an outage
 	// shorter than the backoff schedule.
 	var calls atomic.Int32
-	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(uuid.UUID) bool { return calls.Add(1) <= 2 }}
+	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(domain.ID) bool { return calls.Add(1) <= 2 }}
 	cfg := testConfig()
 	d := b.dispatcher(eng, cfg, nil)
 
@@ -398,7 +398,7 @@ func TestOneFailedStartDoesNotRollBackTheBatch(t *testing.T) {
 	ws, def := b.workspace(t, domain.PlanEnterprise)
 	b.enqueue(t, ws, def, 6)
 	var victim atomic.Value
-	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(id uuid.UUID) bool {
+	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(id domain.ID) bool {
 		return victim.CompareAndSwap(nil, id) || victim.Load() == id
 	}}
 	d := b.dispatcher(eng, testConfig(), nil)
@@ -428,7 +428,7 @@ func TestDeletedWorkspaceOrDefinitionFailsItsItems(t *testing.T) {
 	if _, err := d.DispatchBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[uuid.UUID]string{gone: "workspace not found", orphan: "workflow definition not found"} {
+	for id, want := range map[domain.ID]string{gone: "workspace not found", orphan: "workflow definition not found"} {
 		q := b.item(t, id)
 		if q.Status != domain.QueueFailed || len(q.LastError) < len(want) || q.LastError[:len(want)] != want {
 			t.Errorf("item %s = %s %q, want FAILED starting %q", id, q.Status, q.LastError, want)
@@ -443,8 +443,8 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 	ids := b.enqueue(t, ws, def, 2)
 	// A dispatcher that claims and then "crashes" before starting anything.
 	cfg := testConfig()
-	claim, err := b.store.Claim(ctx, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
-		out := map[uuid.UUID]int{}
+	claim, err := b.store.Claim(ctx, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+		out := map[domain.ID]int{}
 		for _, w := range ws {
 			out[w.ID] = 2
 		}
@@ -553,7 +553,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 	b := setupDispatch(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	limits := map[uuid.UUID]int{}
+	limits := map[domain.ID]int{}
 	total := 0
 	for _, spec := range []struct {
 		plan  domain.Plan
@@ -584,9 +584,9 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			var ids []uuid.UUID
+			var ids []domain.ID
 			for rows.Next() {
-				var id uuid.UUID
+				var id domain.ID
 				_ = rows.Scan(&id)
 				ids = append(ids, id)
 			}
@@ -668,7 +668,7 @@ func (b *dispatchBundle) statsDrift(t *testing.T) []string {
 	defer rows.Close()
 	var drift []string
 	for rows.Next() {
-		var id uuid.UUID
+		var id domain.ID
 		var hasRow bool
 		var pending, wantPending, running, wantRunning int
 		var plan, wantPlan string
@@ -695,8 +695,8 @@ func (b *dispatchBundle) requireExactStats(t *testing.T, step string) {
 // would: the items stay CLAIMED with RUNNING executions.
 func (b *dispatchBundle) claimAll(t *testing.T) ports.ClaimResult {
 	t.Helper()
-	res, err := b.store.Claim(context.Background(), domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
-		out := map[uuid.UUID]int{}
+	res, err := b.store.Claim(context.Background(), domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+		out := map[domain.ID]int{}
 		for _, w := range ws {
 			limit, _ := domain.DefaultTierPolicy().Limit(w.Plan)
 			out[w.ID] = limit - len(w.Running)
@@ -725,8 +725,8 @@ func TestQueueStatsStayExactThroughEveryTransition(t *testing.T) {
 	// One batch: claims, executions, DISPATCHED, and one failed start that
 	// goes back to PENDING with its execution row dropped.
 	var failOnce sync.Once
-	var failed uuid.UUID
-	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(id uuid.UUID) bool {
+	var failed domain.ID
+	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(id domain.ID) bool {
 		hit := false
 		failOnce.Do(func() { failed, hit = id, true })
 		return hit
@@ -880,11 +880,11 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 	go func() {
 		defer loops.Done()
 		for ctx.Err() == nil {
-			var ids []uuid.UUID
+			var ids []domain.ID
 			rows, err := b.pool.Query(ctx, "SELECT id FROM workflow_executions WHERE status = 'RUNNING'")
 			if err == nil {
 				for rows.Next() {
-					var id uuid.UUID
+					var id domain.ID
 					_ = rows.Scan(&id)
 					ids = append(ids, id)
 				}
@@ -908,7 +908,7 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 			defer enqueuers.Done()
 			for range each {
 				if _, _, err := b.store.Enqueue(context.Background(), ports.Enqueue{
-					ID: uuid.New(), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 2, Actor: ports.Actor{Admin: true},
+					ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true},
 				}); err != nil {
 					t.Errorf("enqueue: %v", err)
 					return
@@ -966,7 +966,7 @@ func TestStatsMigrationBackfillsExistingRows(t *testing.T) {
 		INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, status, claimed_at, execution_id)
 		VALUES (gen_random_uuid(), $1, $2, 'PENDING', NULL, NULL), (gen_random_uuid(), $1, $2, 'PENDING', NULL, NULL),
 		       (gen_random_uuid(), $3, $4, 'PENDING', NULL, NULL), (gen_random_uuid(), $3, $4, 'CLAIMED', now(), gen_random_uuid()),
-		       (gen_random_uuid(), $5, $2, 'PENDING', NULL, NULL)`, free, freeDef, ent, entDef, uuid.New()); err != nil {
+		       (gen_random_uuid(), $5, $2, 'PENDING', NULL, NULL)`, free, freeDef, ent, entDef, domain.ID(uuid.New())); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := provider.Up(ctx); err != nil {

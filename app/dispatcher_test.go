@@ -45,15 +45,15 @@ func (f *fakeStore) Claim(_ context.Context, _ map[domain.Plan]int, admit ports.
 	if f.pending == 0 {
 		return ports.ClaimResult{}, nil
 	}
-	ws := uuid.New()
-	if admit([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Running: map[uuid.UUID]bool{}}})[ws] == 0 {
+	ws := domain.ID(uuid.New())
+	if admit([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Running: map[domain.ID]bool{}}})[ws] == 0 {
 		return ports.ClaimResult{}, nil
 	}
 	f.pending--
 	now := time.Now()
 	item := ports.ClaimedItem{
-		QueueRecord: ports.QueueRecord{ID: uuid.New(), WorkspaceID: ws, QueueItem: domain.QueueItem{Status: domain.QueueClaimed, ClaimedAt: &now}},
-		ExecutionID: uuid.New(), Version: 1,
+		QueueItem:   domain.QueueItem{ID: domain.ID(uuid.New()), WorkspaceID: ws, QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}},
+		ExecutionID: domain.ID(uuid.New()), Version: 1,
 	}
 	return ports.ClaimResult{Claimed: []ports.ClaimedItem{item}, Workspaces: 1}, nil
 }
@@ -69,11 +69,11 @@ func (f *fakeStore) MarkDispatched(_ context.Context, items []ports.DispatchedIt
 	return out, nil
 }
 
-func (f *fakeStore) StaleClaimed(context.Context, time.Duration, int) ([]ports.QueueRecord, error) {
+func (f *fakeStore) StaleClaimed(context.Context, time.Duration, int) ([]domain.QueueItem, error) {
 	return nil, nil
 }
 
-func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, int) ([]ports.Execution, error) {
+func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, int) ([]domain.Execution, error) {
 	return nil, nil
 }
 
@@ -196,10 +196,10 @@ func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 	cfg := DefaultDispatcherConfig()
 	cfg.BatchSize = 7
 	d, _ := newTestDispatcher(&fakeStore{}, &fakeLease{}, nil, cfg)
-	full := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanFree, Running: map[uuid.UUID]bool{uuid.New(): true}}
-	pro := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanPro, Running: map[uuid.UUID]bool{uuid.New(): true, uuid.New(): true}}
-	ent := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanEnterprise, Running: map[uuid.UUID]bool{}}
-	free := ports.PendingWorkspace{ID: uuid.New(), Plan: domain.PlanFree, Running: map[uuid.UUID]bool{}}
+	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Running: map[domain.ID]bool{domain.ID(uuid.New()): true}}
+	pro := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Running: map[domain.ID]bool{domain.ID(uuid.New()): true, domain.ID(uuid.New()): true}}
+	ent := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Running: map[domain.ID]bool{}}
+	free := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Running: map[domain.ID]bool{}}
 	q := d.admit([]ports.PendingWorkspace{full, pro, ent, free})
 	if q[full.ID] != 0 {
 		t.Errorf("a full workspace got %d", q[full.ID])

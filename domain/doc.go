@@ -12,7 +12,7 @@
 //
 // # Queue items
 //
-// A QueueItem is the durable record of one requested execution. Its states
+// A QueueState is the durable record of one requested execution. Its states
 // are PENDING, CLAIMED, DISPATCHED, FAILED and CANCELLED, and it only changes
 // state through methods (Claim, ReleaseAtCapacity, ReleaseAfterDispatchError,
 // MarkDispatched, Fail, Cancel, RecordOutcome, RecoverStale). An illegal move

@@ -1,8 +1,10 @@
 package domain
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrUnknownStatus is wrapped by the Parse*Status functions when a stored
@@ -96,4 +98,51 @@ func (s NodeStatus) Terminal() bool {
 		return true
 	}
 	return false
+}
+
+// Execution is one run of a definition version. Its RUNNING row is what
+// admission counts against the workspace's limit.
+type Execution struct {
+	// ID names the execution and, as execution-{ID}, its workflow.
+	ID ID
+	// WorkspaceID owns the execution.
+	WorkspaceID ID
+	// DefinitionID and Version name the graph the execution runs.
+	DefinitionID ID
+	// Version is the definition version the execution runs.
+	Version int
+	// Status is RUNNING until the workflow records its end.
+	Status ExecutionStatus
+	// Input is the JSON the caller enqueued, kept byte for byte.
+	Input json.RawMessage
+	// StartedAt is when admission wrote the execution.
+	StartedAt time.Time
+	// CompletedAt is when the execution ended, nil while RUNNING.
+	CompletedAt *time.Time
+	// DurationMs is CompletedAt minus StartedAt in milliseconds.
+	DurationMs *int64
+	// Error says why a FAILED or CANCELLED execution ended.
+	Error *string
+}
+
+// NodeRecord is one node run of an execution, as users see it.
+type NodeRecord struct {
+	// Key names the node in its graph.
+	Key string
+	// Type is the node's type.
+	Type NodeType
+	// Status is RUNNING while the node runs, then how it ended.
+	Status NodeStatus
+	// Attempt counts the node's tries from 1.
+	Attempt int
+	// Input is the node's resolved configuration.
+	Input json.RawMessage
+	// Output is what the node produced, nil unless COMPLETED.
+	Output json.RawMessage
+	// Error says why the node FAILED.
+	Error *string
+	// StartedAt is when the latest attempt started.
+	StartedAt *time.Time
+	// CompletedAt is when the node ended.
+	CompletedAt *time.Time
 }

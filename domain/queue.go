@@ -1,13 +1,14 @@
 package domain
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"time"
 )
 
-// QueueStatus is the state of a QueueItem. Only the QueueItem methods move an
+// QueueStatus is the state of a QueueState. Only the QueueState methods move an
 // item between states, so the rules below hold for every stored item.
 //
 //	PENDING    --Claim-->                          CLAIMED
@@ -63,30 +64,30 @@ func (s QueueStatus) Terminal() bool {
 }
 
 // MaxDispatchAttempts is how many dispatch errors an item may have before it
-// fails for good. Only QueueItem.DispatchFailures is compared with it; releases
+// fails for good. Only QueueState.DispatchFailures is compared with it; releases
 // for capacity or stale recovery never count, so a busy workspace delays its
 // items without failing them.
 const MaxDispatchAttempts = 3
 
-// Event names used in TransitionError.Event. They name the QueueItem methods,
+// Event names used in TransitionError.Event. They name the QueueState methods,
 // so an error message points at the call that was refused.
 const (
-	// EventClaim names QueueItem.Claim.
+	// EventClaim names QueueState.Claim.
 	EventClaim = "claim"
-	// EventReleaseAtCapacity names QueueItem.ReleaseAtCapacity.
+	// EventReleaseAtCapacity names QueueState.ReleaseAtCapacity.
 	EventReleaseAtCapacity = "release at capacity"
-	// EventReleaseAfterDispatchError names QueueItem.ReleaseAfterDispatchError.
+	// EventReleaseAfterDispatchError names QueueState.ReleaseAfterDispatchError.
 	EventReleaseAfterDispatchError = "release after dispatch error"
-	// EventMarkDispatched names QueueItem.MarkDispatched.
+	// EventMarkDispatched names QueueState.MarkDispatched.
 	EventMarkDispatched = "mark dispatched"
-	// EventFail names QueueItem.Fail.
+	// EventFail names QueueState.Fail.
 	EventFail = "fail"
-	// EventCancel names QueueItem.Cancel.
+	// EventCancel names QueueState.Cancel.
 	EventCancel = "cancel"
-	// EventRecordOutcome names QueueItem.RecordOutcome; the error's Event adds
+	// EventRecordOutcome names QueueState.RecordOutcome; the error's Event adds
 	// the outcome, e.g. "record outcome COMPLETED".
 	EventRecordOutcome = "record outcome"
-	// EventRecoverStale names QueueItem.RecoverStale.
+	// EventRecoverStale names QueueState.RecoverStale.
 	EventRecoverStale = "recover stale"
 )
 
@@ -127,11 +128,11 @@ func (e *TransitionError) Error() string {
 // Unwrap returns ErrIllegalTransition so errors.Is works on every refusal.
 func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }
 
-// QueueItem is the state of one requested execution in the dispatch queue.
+// QueueState is the state of one requested execution in the dispatch queue.
 // The fields are exported so adapters can load and store them; change them
 // only through the methods, which enforce the state machine documented on
 // QueueStatus. A method that returns an error leaves the item unchanged.
-type QueueItem struct {
+type QueueState struct {
 	// Status is the current state.
 	Status QueueStatus
 	// ClaimedAt is when the latest claim was taken. Every return to PENDING
@@ -157,13 +158,13 @@ type QueueItem struct {
 
 // NewQueueItem returns a PENDING item that may be claimed from now on, the
 // state of every freshly enqueued execution.
-func NewQueueItem(now time.Time) QueueItem {
-	return QueueItem{Status: QueuePending, AvailableAt: now}
+func NewQueueItem(now time.Time) QueueState {
+	return QueueState{Status: QueuePending, AvailableAt: now}
 }
 
 // Validate checks the invariants the methods maintain, so an adapter can
 // reject a corrupt row on load instead of applying rules to it.
-func (q QueueItem) Validate() error {
+func (q QueueState) Validate() error {
 	var errs []error
 	if _, err := ParseQueueStatus(string(q.Status)); err != nil {
 		errs = append(errs, err)
@@ -184,7 +185,7 @@ func (q QueueItem) Validate() error {
 }
 
 // refuse builds the error for an illegal transition from the current state.
-func (q *QueueItem) refuse(event string) error {
+func (q *QueueState) refuse(event string) error {
 	return &TransitionError{From: q.Status, Event: event}
 }
 
@@ -192,7 +193,7 @@ func (q *QueueItem) refuse(event string) error {
 // recovery can later tell a dead claim from a live one. Claiming before
 // AvailableAt is refused with ErrNotAvailable, because the item is backing off
 // after a dispatch error.
-func (q *QueueItem) Claim(now time.Time) error {
+func (q *QueueState) Claim(now time.Time) error {
 	if q.Status != QueuePending {
 		return q.refuse(EventClaim)
 	}
@@ -210,7 +211,7 @@ func (q *QueueItem) Claim(now time.Time) error {
 // has no free slot. It counts the attempt but never fails the item: waiting
 // for capacity is the queue doing its job, not an error. LastError is kept and
 // AvailableAt is unchanged, so the item is claimable at the next poll.
-func (q *QueueItem) ReleaseAtCapacity() error {
+func (q *QueueState) ReleaseAtCapacity() error {
 	if q.Status != QueueClaimed {
 		return q.refuse(EventReleaseAtCapacity)
 	}
@@ -227,7 +228,7 @@ func (q *QueueItem) ReleaseAtCapacity() error {
 // ClaimedAt, like Fail); otherwise it returns to PENDING with ClaimedAt
 // cleared, not claimable before now + b.Delay(DispatchFailures), so that a
 // struggling Temporal is not hammered at every poll.
-func (q *QueueItem) ReleaseAfterDispatchError(reason string, now time.Time, b DispatchBackoff) error {
+func (q *QueueState) ReleaseAfterDispatchError(reason string, now time.Time, b DispatchBackoff) error {
 	if q.Status != QueueClaimed {
 		return q.refuse(EventReleaseAfterDispatchError)
 	}
@@ -246,7 +247,7 @@ func (q *QueueItem) ReleaseAfterDispatchError(reason string, now time.Time, b Di
 
 // MarkDispatched records that the execution of a CLAIMED item was started in
 // Temporal. From here only the execution's end changes the item.
-func (q *QueueItem) MarkDispatched(now time.Time) error {
+func (q *QueueState) MarkDispatched(now time.Time) error {
 	if q.Status != QueueClaimed {
 		return q.refuse(EventMarkDispatched)
 	}
@@ -260,7 +261,7 @@ func (q *QueueItem) MarkDispatched(now time.Time) error {
 // beyond retry (its workspace or workflow was deleted, for example). It is
 // allowed from PENDING, CLAIMED and DISPATCHED; terminal items stay as they
 // are so a late failure cannot overwrite a cancellation.
-func (q *QueueItem) Fail(reason string) error {
+func (q *QueueState) Fail(reason string) error {
 	switch q.Status {
 	case QueuePending, QueueClaimed, QueueDispatched:
 	default:
@@ -274,7 +275,7 @@ func (q *QueueItem) Fail(reason string) error {
 // Cancel withdraws an item that has not been dispatched yet. A DISPATCHED item
 // cannot be cancelled here: its execution must be cancelled in Temporal, and
 // RecordOutcome records the result.
-func (q *QueueItem) Cancel() error {
+func (q *QueueState) Cancel() error {
 	if q.Status != QueuePending && q.Status != QueueClaimed {
 		return q.refuse(EventCancel)
 	}
@@ -287,7 +288,7 @@ func (q *QueueItem) Cancel() error {
 // did not succeed. A COMPLETED execution is not a transition (its item is
 // deleted), and RUNNING is not an end; both are refused like any other
 // illegal transition.
-func (q *QueueItem) RecordOutcome(status ExecutionStatus, reason string) error {
+func (q *QueueState) RecordOutcome(status ExecutionStatus, reason string) error {
 	event := EventRecordOutcome + " " + string(status)
 	if q.Status != QueueDispatched {
 		return q.refuse(event)
@@ -311,7 +312,7 @@ func (q *QueueItem) RecordOutcome(status ExecutionStatus, reason string) error {
 // item was released and claimed again meanwhile and that newer claim is
 // alive. The claim must also be older than threshold (ErrNotStale). The
 // release counts as an attempt but not as a dispatch failure.
-func (q *QueueItem) RecoverStale(observedClaimedAt time.Time, now time.Time, threshold time.Duration) error {
+func (q *QueueState) RecoverStale(observedClaimedAt time.Time, now time.Time, threshold time.Duration) error {
 	if q.Status != QueueClaimed {
 		return q.refuse(EventRecoverStale)
 	}
@@ -366,4 +367,29 @@ func (b DispatchBackoff) Delay(failures int) time.Duration {
 		d *= 2
 	}
 	return min(d, limit)
+}
+
+// QueueItem is one requested execution waiting in, or passing through, the
+// dispatch queue: its identity and payload around the QueueState that the
+// state machine governs.
+type QueueItem struct {
+	// ID names the item; the enqueue answer returns it.
+	ID ID
+	// WorkspaceID is the workspace whose limit admits the item.
+	WorkspaceID ID
+	// DefinitionID names the definition to run; the claim pins its current
+	// version.
+	DefinitionID ID
+	// Input is the JSON the caller enqueued, kept byte for byte.
+	Input json.RawMessage
+	// Priority orders a workspace's items: higher first, then oldest.
+	Priority int
+	// CreatedAt is when the item was enqueued.
+	CreatedAt time.Time
+	// ExecutionID is set by the claim that writes the item's execution and
+	// kept through a failed dispatch, so the retry starts the same
+	// execution.
+	ExecutionID *ID
+	// QueueState is the part the state machine moves.
+	QueueState
 }

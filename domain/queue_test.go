@@ -15,7 +15,7 @@ var (
 func ptr[T any](v T) *T { return &v }
 
 // itemIn returns a consistent item in status s.
-func itemIn(s QueueStatus) QueueItem {
+func itemIn(s QueueStatus) QueueState {
 	q := NewQueueItem(t0.Add(-time.Hour))
 	q.Status = s
 	switch s {
@@ -31,21 +31,21 @@ func itemIn(s QueueStatus) QueueItem {
 // queueEvent is one transition applied with fixed arguments.
 type queueEvent struct {
 	name  string
-	apply func(q *QueueItem) error
+	apply func(q *QueueState) error
 }
 
 var queueEvents = []queueEvent{
-	{EventClaim, func(q *QueueItem) error { return q.Claim(t0) }},
-	{EventReleaseAtCapacity, func(q *QueueItem) error { return q.ReleaseAtCapacity() }},
-	{EventReleaseAfterDispatchError, func(q *QueueItem) error { return q.ReleaseAfterDispatchError("temporal down", t0, backoff) }},
-	{EventMarkDispatched, func(q *QueueItem) error { return q.MarkDispatched(t0) }},
-	{EventFail, func(q *QueueItem) error { return q.Fail("workspace deleted") }},
-	{EventCancel, func(q *QueueItem) error { return q.Cancel() }},
-	{EventRecordOutcome + " FAILED", func(q *QueueItem) error { return q.RecordOutcome(ExecutionFailed, "node failed") }},
-	{EventRecordOutcome + " CANCELLED", func(q *QueueItem) error { return q.RecordOutcome(ExecutionCancelled, "cancelled by user") }},
-	{EventRecordOutcome + " COMPLETED", func(q *QueueItem) error { return q.RecordOutcome(ExecutionCompleted, "") }},
-	{EventRecordOutcome + " RUNNING", func(q *QueueItem) error { return q.RecordOutcome(ExecutionRunning, "") }},
-	{EventRecoverStale, func(q *QueueItem) error {
+	{EventClaim, func(q *QueueState) error { return q.Claim(t0) }},
+	{EventReleaseAtCapacity, func(q *QueueState) error { return q.ReleaseAtCapacity() }},
+	{EventReleaseAfterDispatchError, func(q *QueueState) error { return q.ReleaseAfterDispatchError("temporal down", t0, backoff) }},
+	{EventMarkDispatched, func(q *QueueState) error { return q.MarkDispatched(t0) }},
+	{EventFail, func(q *QueueState) error { return q.Fail("workspace deleted") }},
+	{EventCancel, func(q *QueueState) error { return q.Cancel() }},
+	{EventRecordOutcome + " FAILED", func(q *QueueState) error { return q.RecordOutcome(ExecutionFailed, "node failed") }},
+	{EventRecordOutcome + " CANCELLED", func(q *QueueState) error { return q.RecordOutcome(ExecutionCancelled, "cancelled by user") }},
+	{EventRecordOutcome + " COMPLETED", func(q *QueueState) error { return q.RecordOutcome(ExecutionCompleted, "") }},
+	{EventRecordOutcome + " RUNNING", func(q *QueueState) error { return q.RecordOutcome(ExecutionRunning, "") }},
+	{EventRecoverStale, func(q *QueueState) error {
 		if q.ClaimedAt == nil {
 			return q.RecoverStale(t0.Add(-10*time.Minute), t0, 5*time.Minute)
 		}
@@ -279,16 +279,16 @@ func TestFailAndRecordOutcomeSetLastError(t *testing.T) {
 	tests := []struct {
 		name       string
 		from       QueueStatus
-		apply      func(q *QueueItem) error
+		apply      func(q *QueueState) error
 		wantStatus QueueStatus
 		wantError  string
 	}{
-		{name: "fail pending", from: QueuePending, apply: func(q *QueueItem) error { return q.Fail("workspace deleted") }, wantStatus: QueueFailed, wantError: "workspace deleted"},
-		{name: "fail claimed", from: QueueClaimed, apply: func(q *QueueItem) error { return q.Fail("definition deleted") }, wantStatus: QueueFailed, wantError: "definition deleted"},
-		{name: "fail dispatched", from: QueueDispatched, apply: func(q *QueueItem) error { return q.Fail("lost") }, wantStatus: QueueFailed, wantError: "lost"},
-		{name: "execution failed", from: QueueDispatched, apply: func(q *QueueItem) error { return q.RecordOutcome(ExecutionFailed, "node b failed") }, wantStatus: QueueFailed, wantError: "node b failed"},
-		{name: "execution cancelled", from: QueueDispatched, apply: func(q *QueueItem) error { return q.RecordOutcome(ExecutionCancelled, "by user") }, wantStatus: QueueCancelled, wantError: "by user"},
-		{name: "cancel keeps last error", from: QueuePending, apply: func(q *QueueItem) error { return q.Cancel() }, wantStatus: QueueCancelled, wantError: "earlier"},
+		{name: "fail pending", from: QueuePending, apply: func(q *QueueState) error { return q.Fail("workspace deleted") }, wantStatus: QueueFailed, wantError: "workspace deleted"},
+		{name: "fail claimed", from: QueueClaimed, apply: func(q *QueueState) error { return q.Fail("definition deleted") }, wantStatus: QueueFailed, wantError: "definition deleted"},
+		{name: "fail dispatched", from: QueueDispatched, apply: func(q *QueueState) error { return q.Fail("lost") }, wantStatus: QueueFailed, wantError: "lost"},
+		{name: "execution failed", from: QueueDispatched, apply: func(q *QueueState) error { return q.RecordOutcome(ExecutionFailed, "node b failed") }, wantStatus: QueueFailed, wantError: "node b failed"},
+		{name: "execution cancelled", from: QueueDispatched, apply: func(q *QueueState) error { return q.RecordOutcome(ExecutionCancelled, "by user") }, wantStatus: QueueCancelled, wantError: "by user"},
+		{name: "cancel keeps last error", from: QueuePending, apply: func(q *QueueState) error { return q.Cancel() }, wantStatus: QueueCancelled, wantError: "earlier"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -420,17 +420,17 @@ func TestQueueItemValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		item    QueueItem
+		item    QueueState
 		wantErr bool
 	}{
 		{name: "fresh item", item: NewQueueItem(t0)},
 		{name: "claimed item", item: itemIn(QueueClaimed)},
 		{name: "dispatched item", item: itemIn(QueueDispatched)},
-		{name: "unknown status", item: QueueItem{Status: "LOST"}, wantErr: true},
-		{name: "claimed without time", item: QueueItem{Status: QueueClaimed}, wantErr: true},
-		{name: "dispatched without time", item: QueueItem{Status: QueueDispatched}, wantErr: true},
-		{name: "negative counter", item: QueueItem{Status: QueuePending, AttemptCount: -1}, wantErr: true},
-		{name: "more failures than attempts", item: QueueItem{Status: QueuePending, DispatchFailures: 2, AttemptCount: 1}, wantErr: true},
+		{name: "unknown status", item: QueueState{Status: "LOST"}, wantErr: true},
+		{name: "claimed without time", item: QueueState{Status: QueueClaimed}, wantErr: true},
+		{name: "dispatched without time", item: QueueState{Status: QueueDispatched}, wantErr: true},
+		{name: "negative counter", item: QueueState{Status: QueuePending, AttemptCount: -1}, wantErr: true},
+		{name: "more failures than attempts", item: QueueState{Status: QueuePending, DispatchFailures: 2, AttemptCount: 1}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,33 +5,31 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/sluicehq/sluice/domain"
 )
 
 // PendingWorkspace is a workspace with claimable work, as the admission
 // step sees it under the workspace's row lock.
 type PendingWorkspace struct {
-	ID   uuid.UUID
+	ID   domain.ID
 	Plan domain.Plan
 	// Running holds the ids of the workspace's RUNNING executions, counted
 	// under the lock, so admission can tell an item's own execution (a
 	// retry) from others'.
-	Running map[uuid.UUID]bool
+	Running map[domain.ID]bool
 }
 
 // AdmitFunc decides, under the workspaces' row locks, how many items to
 // claim from each workspace. Returning a quota above a workspace's free
 // slots would break its limit; the dispatcher's admission policy is the one
 // place that decides this.
-type AdmitFunc func(workspaces []PendingWorkspace) map[uuid.UUID]int
+type AdmitFunc func(workspaces []PendingWorkspace) map[domain.ID]int
 
 // ClaimedItem is a queue item claimed for dispatch, with the execution row
 // already written as RUNNING and its id on the item.
 type ClaimedItem struct {
-	QueueRecord
-	ExecutionID uuid.UUID
+	domain.QueueItem
+	ExecutionID domain.ID
 	Version     int
 	// Plan is the workspace's plan at admission; the workflow sizes its
 	// nodes in flight by it.
@@ -60,25 +58,25 @@ type ClaimResult struct {
 // machine, to be written only if the row is still in the state it was
 // computed from.
 type QueueTransition struct {
-	ID            uuid.UUID
+	ID            domain.ID
 	FromStatus    domain.QueueStatus
 	FromClaimedAt *time.Time
-	To            domain.QueueItem
+	To            domain.QueueState
 	// DropExecution removes the item's RUNNING execution row, freeing its
 	// slot; the id stays on the item for the retry.
-	DropExecution *uuid.UUID
+	DropExecution *domain.ID
 }
 
 // DispatchedItem is an item whose workflow has started.
 type DispatchedItem struct {
-	ID          uuid.UUID
-	ExecutionID uuid.UUID
+	ID          domain.ID
+	ExecutionID domain.ID
 }
 
 // DispatchedRecord reports an item marked DISPATCHED, for the
 // enqueue-to-dispatch latency.
 type DispatchedRecord struct {
-	ID           uuid.UUID
+	ID           domain.ID
 	CreatedAt    time.Time
 	DispatchedAt time.Time
 }
@@ -98,12 +96,12 @@ type DispatchStore interface {
 	MarkDispatched(ctx context.Context, items []DispatchedItem) ([]DispatchedRecord, error)
 	// ApplyTransitions writes domain-computed states, each guarded by the
 	// state it came from, in one transaction; it returns the ids written.
-	ApplyTransitions(ctx context.Context, ts []QueueTransition) ([]uuid.UUID, error)
+	ApplyTransitions(ctx context.Context, ts []QueueTransition) ([]domain.ID, error)
 	// StaleClaimed returns items CLAIMED for longer than olderThan.
-	StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]QueueRecord, error)
+	StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]domain.QueueItem, error)
 	// RunningStartedBefore returns RUNNING executions older than olderThan,
 	// for the reconciler.
-	RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]Execution, error)
+	RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]domain.Execution, error)
 	// QueueDepthByPlan counts PENDING items per plan.
 	QueueDepthByPlan(ctx context.Context) (map[string]int64, error)
 	// PurgeIdempotencyKeys forgets Idempotency-Keys past their retention.
@@ -128,20 +126,20 @@ type Wakeups interface {
 
 // ExecutionStore is the worker's side of storage.
 type ExecutionStore interface {
-	GetExecution(ctx context.Context, id uuid.UUID) (Execution, []NodeRecord, error)
-	GetDefinitionVersion(ctx context.Context, definitionID uuid.UUID, version int) (DefinitionVersion, error)
+	GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error)
+	GetDefinitionVersion(ctx context.Context, definitionID domain.ID, version int) (domain.DefinitionVersion, error)
 	// StartNode records a node run as RUNNING (or a retry's new attempt).
-	StartNode(ctx context.Context, executionID uuid.UUID, n NodeRecord) error
+	StartNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error
 	// FinishNode records how a node run ended, creating the row when the
 	// node never started (SKIPPED, CANCELLED).
-	FinishNode(ctx context.Context, executionID uuid.UUID, n NodeRecord) error
+	FinishNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error
 	// RecordNodes writes several records of one execution in one round
 	// trip: RUNNING ones as StartNode does, the rest as FinishNode does
 	// (input is left as it was). Keys must be distinct.
-	RecordNodes(ctx context.Context, executionID uuid.UUID, nodes []NodeRecord) error
+	RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error
 	// FinishExecution ends a RUNNING execution and settles its queue item
 	// (deleted on COMPLETED, else FAILED or CANCELLED) in one transaction,
 	// then wakes the dispatchers. found=false when the execution was not
 	// RUNNING or missing: a repeat, logged by the caller.
-	FinishExecution(ctx context.Context, id uuid.UUID, status domain.ExecutionStatus, errMsg *string) (found bool, err error)
+	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string) (found bool, err error)
 }

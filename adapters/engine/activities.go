@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -100,7 +99,7 @@ func NewActivities(store ports.ExecutionStore, executors []ports.NodeExecutor, l
 // LoadGraph reads the definition version's graph. A missing version cannot
 // appear later, so it is not retried.
 func (a *Activities) LoadGraph(ctx context.Context, in LoadGraphInput) (domain.Graph, error) {
-	id, err := uuid.Parse(in.DefinitionID)
+	id, err := domain.ParseID(in.DefinitionID)
 	if err != nil {
 		return domain.Graph{}, temporal.NewNonRetryableApplicationError("bad definition id", "invalid_input", err)
 	}
@@ -119,13 +118,13 @@ func (a *Activities) LoadGraph(ctx context.Context, in LoadGraphInput) (domain.G
 // records it COMPLETED. A failure is returned to the workflow, which
 // records it once retries are over; a permanent failure is not retried.
 func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutput, error) {
-	execID, err := uuid.Parse(in.ExecutionID)
+	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
 		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
 	info := activity.GetInfo(ctx)
 	started := time.Now()
-	rec := ports.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
+	rec := domain.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
 	if err := a.store.StartNode(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
 	}
@@ -274,20 +273,20 @@ func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
 // pure nodes, failures after retries, skipped and cancelled nodes, DELAY
 // timers.
 func (a *Activities) RecordNodes(ctx context.Context, in RecordNodesInput) error {
-	execID, err := uuid.Parse(in.ExecutionID)
+	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
 	return a.recordNodes(ctx, execID, in.Nodes)
 }
 
-func (a *Activities) recordNodes(ctx context.Context, execID uuid.UUID, nodes []NodeRecordInput) error {
+func (a *Activities) recordNodes(ctx context.Context, execID domain.ID, nodes []NodeRecordInput) error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	recs := make([]ports.NodeRecord, len(nodes))
+	recs := make([]domain.NodeRecord, len(nodes))
 	for i, n := range nodes {
-		recs[i] = ports.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: max(1, n.Attempt), Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
+		recs[i] = domain.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: max(1, n.Attempt), Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
 		if n.Error != "" {
 			msg := n.Error
 			recs[i].Error = &msg
@@ -308,7 +307,7 @@ func (a *Activities) recordNodes(ctx context.Context, execID uuid.UUID, nodes []
 // execution is a warning, not a failure, as the seeds ask: the workflow's
 // result stays authoritative.
 func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
-	execID, err := uuid.Parse(in.ExecutionID)
+	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}

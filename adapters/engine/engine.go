@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -42,7 +42,7 @@ const workflowIDPrefix = "execution-"
 
 // WorkflowID names an execution's workflow. Being derived from the
 // execution id, it makes every start of the same execution the same start.
-func WorkflowID(executionID uuid.UUID) string { return workflowIDPrefix + executionID.String() }
+func WorkflowID(executionID domain.ID) string { return workflowIDPrefix + executionID.String() }
 
 // Engine implements ports.WorkflowEngine on a Temporal client.
 type Engine struct {
@@ -94,7 +94,7 @@ func (e *Engine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) err
 
 // DescribeWorkflow reports the workflow's state, WorkflowNotFound when
 // Temporal has never heard of it.
-func (e *Engine) DescribeWorkflow(ctx context.Context, executionID uuid.UUID) (ports.WorkflowState, error) {
+func (e *Engine) DescribeWorkflow(ctx context.Context, executionID domain.ID) (ports.WorkflowState, error) {
 	resp, err := e.client.DescribeWorkflowExecution(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -122,7 +122,7 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, executionID uuid.UUID) (p
 }
 
 // CancelWorkflow asks the workflow to cancel; it records CANCELLED itself.
-func (e *Engine) CancelWorkflow(ctx context.Context, executionID uuid.UUID) error {
+func (e *Engine) CancelWorkflow(ctx context.Context, executionID domain.ID) error {
 	err := e.client.CancelWorkflow(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {

@@ -84,7 +84,7 @@ func TestRecordHistories(t *testing.T) {
 		graph string
 		input string
 		// during runs while the execution does, e.g. to cancel it.
-		during func(t *testing.T, execID uuid.UUID)
+		during func(t *testing.T, execID domain.ID)
 		want   domain.ExecutionStatus
 		// loadGraph leaves the graph out of the input.
 		loadGraph bool
@@ -137,7 +137,7 @@ func TestRecordHistories(t *testing.T) {
 				],
 				"edges": [{"from": "wait", "to": "after"}, {"from": "call", "to": "after"}]
 			}`, srv.URL),
-			during: func(t *testing.T, execID uuid.UUID) {
+			during: func(t *testing.T, execID domain.ID) {
 				waitFor(t, "both nodes RUNNING", func() bool {
 					st := store.statuses(execID)
 					return st["wait"] == domain.NodeRunning && st["call"] == domain.NodeRunning
@@ -194,7 +194,7 @@ func TestRecordHistories(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			execID, defID := uuid.New(), uuid.New()
+			execID, defID := domain.ID(uuid.New()), domain.ID(uuid.New())
 			store.addRun(defID, execID, 1, g)
 			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1, Plan: domain.PlanFree}
 			if !sc.loadGraph {

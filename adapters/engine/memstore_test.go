@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -22,7 +20,7 @@ import (
 type memStore struct {
 	mu          sync.Mutex
 	versions    map[string]domain.Graph // "<definition>/<version>"
-	executions  map[uuid.UUID]*memExecution
+	executions  map[domain.ID]*memExecution
 	completions []completion
 	// beforeLoad and beforeFinish, when set, run at the start of
 	// GetDefinitionVersion and FinishExecution, so tests can act (cancel
@@ -33,12 +31,12 @@ type memStore struct {
 type memExecution struct {
 	status domain.ExecutionStatus
 	err    *string
-	nodes  map[string]ports.NodeRecord
+	nodes  map[string]domain.NodeRecord
 }
 
 // completion is one FinishExecution call.
 type completion struct {
-	ID     uuid.UUID
+	ID     domain.ID
 	Status domain.ExecutionStatus
 	Error  string
 }
@@ -46,7 +44,7 @@ type completion struct {
 var _ ports.ExecutionStore = (*memStore)(nil)
 
 // RecordNodes applies StartNode or FinishNode to each record.
-func (s *memStore) RecordNodes(ctx context.Context, executionID uuid.UUID, nodes []ports.NodeRecord) error {
+func (s *memStore) RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
 	for _, n := range nodes {
 		var err error
 		if n.Status == domain.NodeRunning {
@@ -62,34 +60,34 @@ func (s *memStore) RecordNodes(ctx context.Context, executionID uuid.UUID, nodes
 }
 
 func newMemStore() *memStore {
-	return &memStore{versions: map[string]domain.Graph{}, executions: map[uuid.UUID]*memExecution{}}
+	return &memStore{versions: map[string]domain.Graph{}, executions: map[domain.ID]*memExecution{}}
 }
 
 // addRun stores a definition version with graph and a RUNNING execution of
 // it, as the dispatcher would have.
-func (s *memStore) addRun(definitionID, executionID uuid.UUID, version int, g domain.Graph) {
+func (s *memStore) addRun(definitionID, executionID domain.ID, version int, g domain.Graph) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.versions[fmt.Sprintf("%s/%d", definitionID, version)] = g
-	s.executions[executionID] = &memExecution{status: domain.ExecutionRunning, nodes: map[string]ports.NodeRecord{}}
+	s.executions[executionID] = &memExecution{status: domain.ExecutionRunning, nodes: map[string]domain.NodeRecord{}}
 }
 
-func (s *memStore) GetExecution(_ context.Context, id uuid.UUID) (ports.Execution, []ports.NodeRecord, error) {
+func (s *memStore) GetExecution(_ context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.executions[id]
 	if !ok {
-		return ports.Execution{}, nil, ports.ErrNotFound
+		return domain.Execution{}, nil, ports.ErrNotFound
 	}
-	nodes := make([]ports.NodeRecord, 0, len(e.nodes))
+	nodes := make([]domain.NodeRecord, 0, len(e.nodes))
 	for _, n := range e.nodes {
 		nodes = append(nodes, n)
 	}
-	slices.SortFunc(nodes, func(a, b ports.NodeRecord) int { return cmp.Compare(a.Key, b.Key) })
-	return ports.Execution{ID: id, Status: e.status, Error: e.err}, nodes, nil
+	slices.SortFunc(nodes, func(a, b domain.NodeRecord) int { return cmp.Compare(a.Key, b.Key) })
+	return domain.Execution{ID: id, Status: e.status, Error: e.err}, nodes, nil
 }
 
-func (s *memStore) GetDefinitionVersion(_ context.Context, definitionID uuid.UUID, version int) (ports.DefinitionVersion, error) {
+func (s *memStore) GetDefinitionVersion(_ context.Context, definitionID domain.ID, version int) (domain.DefinitionVersion, error) {
 	if s.beforeLoad != nil {
 		s.beforeLoad()
 	}
@@ -97,12 +95,12 @@ func (s *memStore) GetDefinitionVersion(_ context.Context, definitionID uuid.UUI
 	defer s.mu.Unlock()
 	g, ok := s.versions[fmt.Sprintf("%s/%d", definitionID, version)]
 	if !ok {
-		return ports.DefinitionVersion{}, ports.ErrNotFound
+		return domain.DefinitionVersion{}, ports.ErrNotFound
 	}
-	return ports.DefinitionVersion{DefinitionID: definitionID, Version: version, Graph: g}, nil
+	return domain.DefinitionVersion{DefinitionID: definitionID, Version: version, Graph: g}, nil
 }
 
-func (s *memStore) StartNode(_ context.Context, executionID uuid.UUID, n ports.NodeRecord) error {
+func (s *memStore) StartNode(_ context.Context, executionID domain.ID, n domain.NodeRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.executions[executionID]
@@ -113,7 +111,7 @@ func (s *memStore) StartNode(_ context.Context, executionID uuid.UUID, n ports.N
 	if exists && old.Status != domain.NodeRunning && old.Status != domain.NodeFailed {
 		return nil
 	}
-	rec := ports.NodeRecord{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: max(1, n.Attempt), Input: n.Input, StartedAt: n.StartedAt}
+	rec := domain.NodeRecord{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: max(1, n.Attempt), Input: n.Input, StartedAt: n.StartedAt}
 	if exists && old.StartedAt != nil {
 		rec.StartedAt = old.StartedAt
 	}
@@ -125,7 +123,7 @@ func (s *memStore) StartNode(_ context.Context, executionID uuid.UUID, n ports.N
 	return nil
 }
 
-func (s *memStore) FinishNode(_ context.Context, executionID uuid.UUID, n ports.NodeRecord) error {
+func (s *memStore) FinishNode(_ context.Context, executionID domain.ID, n domain.NodeRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.executions[executionID]
@@ -151,7 +149,7 @@ func (s *memStore) FinishNode(_ context.Context, executionID uuid.UUID, n ports.
 	return nil
 }
 
-func (s *memStore) FinishExecution(_ context.Context, id uuid.UUID, status domain.ExecutionStatus, errMsg *string) (bool, error) {
+func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string) (bool, error) {
 	if s.beforeFinish != nil {
 		s.beforeFinish()
 	}
@@ -171,19 +169,19 @@ func (s *memStore) FinishExecution(_ context.Context, id uuid.UUID, status domai
 }
 
 // node returns one node record, and whether there is one.
-func (s *memStore) node(executionID uuid.UUID, key string) (ports.NodeRecord, bool) {
+func (s *memStore) node(executionID domain.ID, key string) (domain.NodeRecord, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.executions[executionID]
 	if !ok {
-		return ports.NodeRecord{}, false
+		return domain.NodeRecord{}, false
 	}
 	n, ok := e.nodes[key]
 	return n, ok
 }
 
 // statuses maps each recorded node to its status.
-func (s *memStore) statuses(executionID uuid.UUID) map[string]domain.NodeStatus {
+func (s *memStore) statuses(executionID domain.ID) map[string]domain.NodeStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string]domain.NodeStatus{}

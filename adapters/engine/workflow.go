@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -238,7 +237,7 @@ func (r *executionRun) graph() (domain.Graph, string) {
 // started under another id falls back to the id in its input.
 func executionIDFrom(workflowID, fallback string) string {
 	if id, ok := strings.CutPrefix(workflowID, workflowIDPrefix); ok {
-		if _, err := uuid.Parse(id); err == nil {
+		if _, err := domain.ParseID(id); err == nil {
 			return id
 		}
 	}

@@ -42,7 +42,7 @@ type harness struct {
 	t      *testing.T
 	env    *testsuite.TestWorkflowEnvironment
 	store  *memStore
-	execID uuid.UUID
+	execID domain.ID
 	in     ExecutionInput
 	// wf and acts are registered; tests may set their limits before run.
 	wf   *Workflows
@@ -76,8 +76,8 @@ func newHarnessWith(t *testing.T, graph string, executors []ports.NodeExecutor) 
 	if err != nil {
 		t.Fatalf("decoding graph: %v", err)
 	}
-	h := &harness{t: t, store: newMemStore(), execID: uuid.New()}
-	defID := uuid.New()
+	h := &harness{t: t, store: newMemStore(), execID: domain.ID(uuid.New())}
+	defID := domain.ID(uuid.New())
 	h.store.addRun(defID, h.execID, 1, g)
 	h.in = ExecutionInput{ExecutionID: h.execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1,
 		Plan: domain.PlanFree, Graph: json.RawMessage(graph)}
@@ -589,7 +589,7 @@ func TestExecutionInvalidGraphFailsWithValidationError(t *testing.T) {
 	}`)
 	res := h.mustRun()
 
-	g, _ := h.store.GetDefinitionVersion(context.Background(), uuid.MustParse(h.in.DefinitionID), 1)
+	g, _ := h.store.GetDefinitionVersion(context.Background(), domain.ID(uuid.MustParse(h.in.DefinitionID)), 1)
 	validation := g.Graph.Validate()
 	if validation == nil {
 		t.Fatal("test graph is valid; want a cycle")
@@ -721,7 +721,7 @@ func TestExecutionCancelDuringCompletionDoesNotInterruptIt(t *testing.T) {
 
 func TestExecutionIDComesFromWorkflowID(t *testing.T) {
 	t.Parallel()
-	id := uuid.New()
+	id := domain.ID(uuid.New())
 	for _, tc := range []struct {
 		name, workflowID, want string
 	}{

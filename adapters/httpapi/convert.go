@@ -5,15 +5,16 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/google/uuid"
+
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
-	"github.com/sluicehq/sluice/ports"
 )
 
 func workspaceOut(w app.WorkspaceView) api.Workspace {
 	return api.Workspace{
-		ID: w.ID, Name: w.Name, Plan: api.Plan(w.Plan), Limit: w.Limit, Active: w.Active, Queued: w.Queued,
+		ID: uuid.UUID(w.ID), Name: w.Name, Plan: api.Plan(w.Plan), Limit: w.Limit, Active: w.Active, Queued: w.Queued,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 	}
 }
@@ -59,21 +60,21 @@ func graphOut(g domain.Graph) api.Graph {
 	return out
 }
 
-func definitionOut(d ports.Definition) api.Definition {
+func definitionOut(d domain.Definition) api.Definition {
 	return api.Definition{
-		ID: d.ID, WorkspaceID: d.WorkspaceID, Name: d.Name, CurrentVersion: d.CurrentVersion, Graph: graphOut(d.Graph),
+		ID: uuid.UUID(d.ID), WorkspaceID: uuid.UUID(d.WorkspaceID), Name: d.Name, CurrentVersion: d.CurrentVersion, Graph: graphOut(d.Graph),
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 	}
 }
 
-func versionOut(v ports.DefinitionVersion) api.DefinitionVersion {
-	return api.DefinitionVersion{DefinitionID: v.DefinitionID, Version: v.Version, Graph: graphOut(v.Graph), CreatedAt: v.CreatedAt}
+func versionOut(v domain.DefinitionVersion) api.DefinitionVersion {
+	return api.DefinitionVersion{DefinitionID: uuid.UUID(v.DefinitionID), Version: v.Version, Graph: graphOut(v.Graph), CreatedAt: v.CreatedAt}
 }
 
-func queueOut(q ports.QueueRecord) api.QueueItem {
+func queueOut(q domain.QueueItem) api.QueueItem {
 	out := api.QueueItem{
-		ID: q.ID, WorkspaceID: q.WorkspaceID, WorkflowDefinitionID: q.DefinitionID, Status: api.QueueStatus(q.Status),
-		Priority: q.Priority, AttemptCount: q.AttemptCount, DispatchFailures: q.DispatchFailures, ExecutionID: q.ExecutionID,
+		ID: uuid.UUID(q.ID), WorkspaceID: uuid.UUID(q.WorkspaceID), WorkflowDefinitionID: uuid.UUID(q.DefinitionID), Status: api.QueueStatus(q.Status),
+		Priority: q.Priority, AttemptCount: q.AttemptCount, DispatchFailures: q.DispatchFailures, ExecutionID: (*uuid.UUID)(q.ExecutionID),
 		CreatedAt: q.CreatedAt, AvailableAt: q.AvailableAt, ClaimedAt: q.ClaimedAt, DispatchedAt: q.DispatchedAt,
 	}
 	if q.LastError != "" {
@@ -83,9 +84,9 @@ func queueOut(q ports.QueueRecord) api.QueueItem {
 	return out
 }
 
-func executionOut(e ports.Execution) api.Execution {
+func executionOut(e domain.Execution) api.Execution {
 	out := api.Execution{
-		ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, WorkflowVersion: e.Version,
+		ID: uuid.UUID(e.ID), WorkspaceID: uuid.UUID(e.WorkspaceID), WorkflowDefinitionID: uuid.UUID(e.DefinitionID), WorkflowVersion: e.Version,
 		Status: api.ExecutionStatus(e.Status), StartedAt: e.StartedAt, CompletedAt: e.CompletedAt, DurationMs: e.DurationMs,
 		Error: e.Error, Input: map[string]any{},
 	}

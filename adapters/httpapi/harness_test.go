@@ -98,8 +98,8 @@ func newStack(t *testing.T) *stack {
 	dispatcher := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, uuid.NewString()), noWakeups{},
 		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(registry), log)
 
-	svc := app.NewService(store, workflows, domain.DefaultTierPolicy(), adminToken)
-	handler, err := httpapi.NewHandler(svc, registry, log)
+	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), adminToken)
+	handler, err := httpapi.NewHandler(application, registry, log)
 	if err != nil {
 		t.Fatal(err)
 	}

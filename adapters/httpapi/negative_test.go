@@ -448,7 +448,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, testLog())
-	handler, err := httpapi.NewHandler(app.NewService(store, nil, domain.DefaultTierPolicy(), adminToken), prometheus.NewRegistry(), testLog())
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, nil, domain.DefaultTierPolicy(), adminToken), prometheus.NewRegistry(), testLog())
 	if err != nil {
 		t.Fatal(err)
 	}

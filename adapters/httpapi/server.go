@@ -37,21 +37,21 @@ const MaxBodyBytes = 1 << 20
 
 // Server implements the generated strict server over the use cases.
 type Server struct {
-	svc *app.Service
+	app *app.Application
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
 
 type actorKey struct{}
 
-func actorFrom(ctx context.Context) ports.Actor {
-	a, _ := ctx.Value(actorKey{}).(ports.Actor)
+func actorFrom(ctx context.Context) domain.Actor {
+	a, _ := ctx.Value(actorKey{}).(domain.Actor)
 	return a
 }
 
 // NewHandler builds the whole HTTP surface: /healthz, /readyz, /metrics,
 // /openapi.yaml and the /api/v1 operations.
-func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
+func NewHandler(application *app.Application, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
 	spec, err := api.GetSwagger()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded spec: %w", err)
@@ -83,7 +83,7 @@ func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, validationFields(err))
 		},
 	})
-	strict := api.NewStrictHandlerWithOptions(&Server{svc: svc}, nil, api.StrictHTTPServerOptions{
+	strict := api.NewStrictHandlerWithOptions(&Server{app: application}, nil, api.StrictHTTPServerOptions{
 		// Reached by bodies the schema accepts but the generated types
 		// cannot hold, such as 2.0 for an integer or 1e400.
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -98,7 +98,7 @@ func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, paramFields(r, err))
 		},
 	})
-	guarded := limitBody(authenticate(svc, errs, checkJSONBody(errs, validator(operations))))
+	guarded := limitBody(authenticate(application.Auth, errs, checkJSONBody(errs, validator(operations))))
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", guarded)
@@ -114,7 +114,7 @@ func NewHandler(svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger
 
 // uuidFormat accepts what the handlers' uuid decoding accepts.
 var uuidFormat = openapi3.NewCallbackValidator(func(s string) error {
-	if _, err := uuid.Parse(s); err != nil {
+	if _, err := domain.ParseID(s); err != nil {
 		return errors.New("not a UUID")
 	}
 	return nil
@@ -136,13 +136,13 @@ func limitBody(next http.Handler) http.Handler {
 
 // authenticate resolves the bearer token before anything else looks at the
 // request, so an unauthenticated caller learns nothing about its shape.
-func authenticate(svc *app.Service, errs errorResponder, next http.Handler) http.Handler {
+func authenticate(auth *app.Authenticator, errs errorResponder, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
 			token = ""
 		}
-		actor, err := svc.Authenticate(r.Context(), strings.TrimSpace(token))
+		actor, err := auth.Authenticate(r.Context(), strings.TrimSpace(token))
 		if err != nil {
 			errs.respond(w, r, err)
 			return
@@ -162,7 +162,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 	defer cancel()
 	checks := map[string]string{}
 	var failed []string
-	for name, err := range s.svc.Ready(ctx) {
+	for name, err := range s.app.Ready(ctx) {
 		if err != nil {
 			checks[name] = err.Error()
 			failed = append(failed, name+": "+err.Error())
@@ -181,7 +181,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 
 // CreateWorkspace creates a workspace.
 func (s *Server) CreateWorkspace(ctx context.Context, req api.CreateWorkspaceRequestObject) (api.CreateWorkspaceResponseObject, error) {
-	w, err := s.svc.CreateWorkspace(ctx, actorFrom(ctx), req.Body.Name, domain.Plan(req.Body.Plan))
+	w, err := s.app.Workspaces.CreateWorkspace(ctx, actorFrom(ctx), req.Body.Name, domain.Plan(req.Body.Plan))
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (s *Server) CreateWorkspace(ctx context.Context, req api.CreateWorkspaceReq
 
 // GetWorkspace shows a workspace.
 func (s *Server) GetWorkspace(ctx context.Context, req api.GetWorkspaceRequestObject) (api.GetWorkspaceResponseObject, error) {
-	w, err := s.svc.GetWorkspace(ctx, actorFrom(ctx), req.WorkspaceID)
+	w, err := s.app.Workspaces.GetWorkspace(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID))
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func (s *Server) ListWorkspaces(ctx context.Context, req api.ListWorkspacesReque
 	if err != nil {
 		return nil, err
 	}
-	ws, err := s.svc.ListWorkspaces(ctx, actorFrom(ctx), page)
+	ws, err := s.app.Workspaces.ListWorkspaces(ctx, actorFrom(ctx), page)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +219,7 @@ func (s *Server) ListWorkspaces(ctx context.Context, req api.ListWorkspacesReque
 
 // UpdateWorkspacePlan changes a plan.
 func (s *Server) UpdateWorkspacePlan(ctx context.Context, req api.UpdateWorkspacePlanRequestObject) (api.UpdateWorkspacePlanResponseObject, error) {
-	w, err := s.svc.UpdateWorkspacePlan(ctx, actorFrom(ctx), req.WorkspaceID, domain.Plan(req.Body.Plan))
+	w, err := s.app.Workspaces.UpdateWorkspacePlan(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID), domain.Plan(req.Body.Plan))
 	if err != nil {
 		return nil, err
 	}
@@ -228,31 +228,31 @@ func (s *Server) UpdateWorkspacePlan(ctx context.Context, req api.UpdateWorkspac
 
 // CreateAPIKey creates a workspace key.
 func (s *Server) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequestObject) (api.CreateAPIKeyResponseObject, error) {
-	k, secret, err := s.svc.CreateAPIKey(ctx, actorFrom(ctx), req.WorkspaceID, req.Body.Name)
+	k, secret, err := s.app.Workspaces.CreateAPIKey(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID), req.Body.Name)
 	if err != nil {
 		return nil, err
 	}
 	return api.CreateAPIKey201JSONResponse{
-		ID: k.ID, WorkspaceID: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Secret: secret,
+		ID: uuid.UUID(k.ID), WorkspaceID: uuid.UUID(k.WorkspaceID), Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Secret: secret,
 	}, nil
 }
 
 // ListAPIKeys lists a workspace's keys.
 func (s *Server) ListAPIKeys(ctx context.Context, req api.ListAPIKeysRequestObject) (api.ListAPIKeysResponseObject, error) {
-	keys, err := s.svc.ListAPIKeys(ctx, actorFrom(ctx), req.WorkspaceID)
+	keys, err := s.app.Workspaces.ListAPIKeys(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID))
 	if err != nil {
 		return nil, err
 	}
 	out := make(api.ListAPIKeys200JSONResponse, len(keys))
 	for i, k := range keys {
-		out[i] = api.APIKey{ID: k.ID, WorkspaceID: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+		out[i] = api.APIKey{ID: uuid.UUID(k.ID), WorkspaceID: uuid.UUID(k.WorkspaceID), Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 	}
 	return out, nil
 }
 
 // RevokeAPIKey revokes a key.
 func (s *Server) RevokeAPIKey(ctx context.Context, req api.RevokeAPIKeyRequestObject) (api.RevokeAPIKeyResponseObject, error) {
-	if err := s.svc.RevokeAPIKey(ctx, actorFrom(ctx), req.WorkspaceID, req.KeyID); err != nil {
+	if err := s.app.Workspaces.RevokeAPIKey(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID), domain.ID(req.KeyID)); err != nil {
 		return nil, err
 	}
 	return api.RevokeAPIKey204Response{}, nil
@@ -264,7 +264,7 @@ func (s *Server) CreateDefinition(ctx context.Context, req api.CreateDefinitionR
 	if err != nil {
 		return nil, err
 	}
-	d, err := s.svc.CreateDefinition(ctx, actorFrom(ctx), req.Body.WorkspaceID, req.Body.Name, g)
+	d, err := s.app.Definitions.CreateDefinition(ctx, actorFrom(ctx), domain.ID(req.Body.WorkspaceID), req.Body.Name, g)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func (s *Server) CreateDefinition(ctx context.Context, req api.CreateDefinitionR
 
 // GetDefinition shows a definition.
 func (s *Server) GetDefinition(ctx context.Context, req api.GetDefinitionRequestObject) (api.GetDefinitionResponseObject, error) {
-	d, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionID)
+	d, err := s.app.Definitions.GetDefinition(ctx, actorFrom(ctx), domain.ID(req.DefinitionID))
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +286,7 @@ func (s *Server) ListDefinitions(ctx context.Context, req api.ListDefinitionsReq
 	if err != nil {
 		return nil, err
 	}
-	ds, err := s.svc.ListDefinitions(ctx, actorFrom(ctx), req.Params.WorkspaceID, page)
+	ds, err := s.app.Definitions.ListDefinitions(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), page)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +302,7 @@ func (s *Server) ListDefinitions(ctx context.Context, req api.ListDefinitionsReq
 
 // DeleteDefinition soft-deletes a definition.
 func (s *Server) DeleteDefinition(ctx context.Context, req api.DeleteDefinitionRequestObject) (api.DeleteDefinitionResponseObject, error) {
-	if err := s.svc.DeleteDefinition(ctx, actorFrom(ctx), req.DefinitionID); err != nil {
+	if err := s.app.Definitions.DeleteDefinition(ctx, actorFrom(ctx), domain.ID(req.DefinitionID)); err != nil {
 		return nil, err
 	}
 	return api.DeleteDefinition204Response{}, nil
@@ -314,7 +314,7 @@ func (s *Server) CreateDefinitionVersion(ctx context.Context, req api.CreateDefi
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.svc.AddDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionID, g)
+	v, err := s.app.Definitions.AddDefinitionVersion(ctx, actorFrom(ctx), domain.ID(req.DefinitionID), g)
 	if err != nil {
 		return nil, err
 	}
@@ -327,12 +327,12 @@ func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinition
 		// Versions are stored as integer; storage would truncate a larger
 		// number and answer another version. The definition's own 404 or
 		// 403 still comes first.
-		if _, err := s.svc.GetDefinition(ctx, actorFrom(ctx), req.DefinitionID); err != nil {
+		if _, err := s.app.Definitions.GetDefinition(ctx, actorFrom(ctx), domain.ID(req.DefinitionID)); err != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: definition %s has no version %d", ports.ErrNotFound, req.DefinitionID, req.Version)
 	}
-	v, err := s.svc.GetDefinitionVersion(ctx, actorFrom(ctx), req.DefinitionID, req.Version)
+	v, err := s.app.Definitions.GetDefinitionVersion(ctx, actorFrom(ctx), domain.ID(req.DefinitionID), req.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +341,7 @@ func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinition
 
 // EnqueueExecution enqueues an execution.
 func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionRequestObject) (api.EnqueueExecutionResponseObject, error) {
-	in := app.EnqueueRequest{WorkspaceID: req.Body.WorkspaceID, DefinitionID: req.Body.WorkflowDefinitionID}
+	in := app.EnqueueRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), DefinitionID: domain.ID(req.Body.WorkflowDefinitionID)}
 	if req.Body.Input != nil {
 		raw, err := json.Marshal(*req.Body.Input)
 		if err != nil {
@@ -360,16 +360,16 @@ func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionR
 		}
 		in.IdempotencyKey = *req.Params.IdempotencyKey
 	}
-	q, _, err := s.svc.Enqueue(ctx, actorFrom(ctx), in)
+	q, _, err := s.app.Executions.Enqueue(ctx, actorFrom(ctx), in)
 	if err != nil {
 		return nil, err
 	}
-	return api.EnqueueExecution202JSONResponse{QueueID: q.ID, Status: api.QueueStatus(q.Status)}, nil
+	return api.EnqueueExecution202JSONResponse{QueueID: uuid.UUID(q.ID), Status: api.QueueStatus(q.Status)}, nil
 }
 
 // GetQueueItem shows a queue item.
 func (s *Server) GetQueueItem(ctx context.Context, req api.GetQueueItemRequestObject) (api.GetQueueItemResponseObject, error) {
-	q, err := s.svc.GetQueueItem(ctx, actorFrom(ctx), req.QueueID)
+	q, err := s.app.Executions.GetQueueItem(ctx, actorFrom(ctx), domain.ID(req.QueueID))
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +387,7 @@ func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) 
 		st := domain.QueueStatus(*req.Params.Status)
 		status = &st
 	}
-	qs, err := s.svc.ListQueue(ctx, actorFrom(ctx), req.Params.WorkspaceID, status, page)
+	qs, err := s.app.Executions.ListQueue(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), status, page)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +403,7 @@ func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) 
 
 // GetExecution shows an execution with its node records.
 func (s *Server) GetExecution(ctx context.Context, req api.GetExecutionRequestObject) (api.GetExecutionResponseObject, error) {
-	e, nodes, err := s.svc.GetExecution(ctx, actorFrom(ctx), req.ExecutionID)
+	e, nodes, err := s.app.Executions.GetExecution(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +435,7 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 		st := domain.ExecutionStatus(*req.Params.Status)
 		status = &st
 	}
-	es, err := s.svc.ListExecutions(ctx, actorFrom(ctx), req.Params.WorkspaceID, status, limit, before)
+	es, err := s.app.Executions.ListExecutions(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), status, limit, before)
 	if err != nil {
 		return nil, err
 	}
@@ -453,11 +453,11 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 
 // CancelExecution cancels a queued item or a running execution.
 func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionRequestObject) (api.CancelExecutionResponseObject, error) {
-	id, outcome, err := s.svc.Cancel(ctx, actorFrom(ctx), req.ExecutionID)
+	id, outcome, err := s.app.Executions.Cancel(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))
 	if err != nil {
 		return nil, err
 	}
-	return api.CancelExecution202JSONResponse{ID: id, Status: api.CancelResponseStatus(outcome)}, nil
+	return api.CancelExecution202JSONResponse{ID: uuid.UUID(id), Status: api.CancelResponseStatus(outcome)}, nil
 }
 
 const defaultPageSize = 50
@@ -473,7 +473,7 @@ func pageLimit(l *api.Limit) int {
 func idPage(limit *api.Limit, cursor *api.Cursor) (ports.Page, error) {
 	p := ports.Page{Limit: pageLimit(limit)}
 	if cursor != nil {
-		id, err := uuid.Parse(*cursor)
+		id, err := domain.ParseID(*cursor)
 		if err != nil {
 			return p, errBadCursor
 		}
@@ -484,7 +484,7 @@ func idPage(limit *api.Limit, cursor *api.Cursor) (ports.Page, error) {
 
 var errBadCursor = badRequest("/query/cursor", "not a cursor this API returned")
 
-func idCursor(id uuid.UUID) *string {
+func idCursor(id domain.ID) *string {
 	s := id.String()
 	return &s
 }
@@ -515,7 +515,7 @@ func decodeExecutionCursor(s string) (ports.ExecutionCursor, error) {
 	if err != nil || micros < minCursorMicros || micros > maxCursorMicros {
 		return ports.ExecutionCursor{}, bad
 	}
-	uid, err := uuid.Parse(id)
+	uid, err := domain.ParseID(id)
 	if err != nil {
 		return ports.ExecutionCursor{}, bad
 	}

@@ -32,7 +32,7 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 			return fmt.Errorf("pending workspaces: %w", err)
 		}
 		res.Workspaces = len(pending)
-		var gone, present []uuid.UUID
+		var gone, present []domain.ID
 		for _, p := range pending {
 			if p.Plan == "" {
 				gone = append(gone, p.WorkspaceID)
@@ -60,12 +60,12 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 		if err != nil {
 			return fmt.Errorf("locking workspaces: %w", err)
 		}
-		ids := make([]uuid.UUID, len(locked))
-		byID := make(map[uuid.UUID]*ports.PendingWorkspace, len(locked))
+		ids := make([]domain.ID, len(locked))
+		byID := make(map[domain.ID]*ports.PendingWorkspace, len(locked))
 		workspaces := make([]ports.PendingWorkspace, len(locked))
 		for i, w := range locked {
 			ids[i] = w.ID
-			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Running: map[uuid.UUID]bool{}}
+			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Running: map[domain.ID]bool{}}
 		}
 		for i := range workspaces {
 			byID[workspaces[i].ID] = &workspaces[i]
@@ -78,7 +78,7 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 			byID[r.WorkspaceID].Running[r.ID] = true
 		}
 		quotas := admit(workspaces)
-		var qIDs []uuid.UUID
+		var qIDs []domain.ID
 		var qNs []int32
 		for _, w := range workspaces {
 			if n := quotas[w.ID]; n > 0 {
@@ -100,21 +100,21 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 		now := time.Now()
 		for _, c := range candidates {
 			rec := candidateRecord(c)
-			from := rec.QueueItem
+			from := rec.QueueState
 			if c.CurrentVersion == 0 {
-				next := rec.QueueItem
+				next := rec.QueueState
 				if err := next.Fail("workflow definition not found: it was deleted after the item was enqueued"); err != nil {
 					return err
 				}
 				failed = append(failed, ports.QueueTransition{ID: rec.ID, FromStatus: from.Status, To: next})
 				continue
 			}
-			if err := rec.QueueItem.Claim(now); err != nil {
+			if err := rec.QueueState.Claim(now); err != nil {
 				// The database's clock said it was available and ours
 				// lags; the database's word decides.
 				rec.Status = domain.QueueClaimed
 			}
-			execID := uuid.New()
+			execID := domain.ID(uuid.New())
 			if rec.ExecutionID != nil {
 				execID = *rec.ExecutionID // a retry keeps its workflow id
 			}
@@ -127,7 +127,7 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 			claim.ExecutionIds = append(claim.ExecutionIds, execID)
 			rec.ExecutionID = &execID
 			res.Claimed = append(res.Claimed, ports.ClaimedItem{
-				QueueRecord: rec, ExecutionID: execID, Version: int(c.CurrentVersion), Plan: byID[rec.WorkspaceID].Plan,
+				QueueItem: rec, ExecutionID: execID, Version: int(c.CurrentVersion), Plan: byID[rec.WorkspaceID].Plan,
 			})
 		}
 		if len(failed) > 0 {
@@ -149,7 +149,7 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 		if err != nil {
 			return fmt.Errorf("marking claimed: %w", err)
 		}
-		claimedAt := make(map[uuid.UUID]*time.Time, len(stamped))
+		claimedAt := make(map[domain.ID]*time.Time, len(stamped))
 		for _, r := range stamped {
 			claimedAt[r.ID] = r.ClaimedAt
 		}
@@ -168,7 +168,7 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 // distinct definition version once.
 func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.ClaimedItem) error {
 	type version struct {
-		id uuid.UUID
+		id domain.ID
 		n  int32
 	}
 	seen := map[version]bool{}
@@ -194,11 +194,11 @@ func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.Cla
 	return nil
 }
 
-func candidateRecord(c dbsqlc.QueueClaimCandidatesRow) ports.QueueRecord {
-	rec := ports.QueueRecord{
+func candidateRecord(c dbsqlc.QueueClaimCandidatesRow) domain.QueueItem {
+	rec := domain.QueueItem{
 		ID: c.ID, WorkspaceID: c.WorkspaceID, DefinitionID: c.WorkflowDefinitionID, Input: c.Input,
 		Priority: int(c.Priority), CreatedAt: c.CreatedAt, ExecutionID: c.ExecutionID,
-		QueueItem: domain.QueueItem{
+		QueueState: domain.QueueState{
 			Status: domain.QueuePending, AvailableAt: c.AvailableAt,
 			AttemptCount: int(c.AttemptCount), DispatchFailures: int(c.DispatchFailures),
 		},
@@ -211,7 +211,7 @@ func candidateRecord(c dbsqlc.QueueClaimCandidatesRow) ports.QueueRecord {
 
 // MarkDispatched moves items still in their claim to DISPATCHED.
 func (s *Store) MarkDispatched(ctx context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
-	p := dbsqlc.QueueMarkDispatchedParams{Ids: make([]uuid.UUID, len(items)), ExecutionIds: make([]uuid.UUID, len(items))}
+	p := dbsqlc.QueueMarkDispatchedParams{Ids: make([]domain.ID, len(items)), ExecutionIds: make([]domain.ID, len(items))}
 	for i, it := range items {
 		p.Ids[i], p.ExecutionIds[i] = it.ID, it.ExecutionID
 	}
@@ -230,8 +230,8 @@ func (s *Store) MarkDispatched(ctx context.Context, items []ports.DispatchedItem
 }
 
 // ApplyTransitions writes domain-computed states in one transaction.
-func (s *Store) ApplyTransitions(ctx context.Context, ts []ports.QueueTransition) ([]uuid.UUID, error) {
-	var ids []uuid.UUID
+func (s *Store) ApplyTransitions(ctx context.Context, ts []ports.QueueTransition) ([]domain.ID, error) {
+	var ids []domain.ID
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		ids, err = s.applyTransitions(ctx, tx, ts)
@@ -240,9 +240,9 @@ func (s *Store) ApplyTransitions(ctx context.Context, ts []ports.QueueTransition
 	return ids, err
 }
 
-func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.QueueTransition) ([]uuid.UUID, error) {
+func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.QueueTransition) ([]domain.ID, error) {
 	p := dbsqlc.QueueApplyTransitionsParams{}
-	var drop []uuid.UUID
+	var drop []domain.ID
 	for _, t := range ts {
 		p.Ids = append(p.Ids, t.ID)
 		p.FromStatuses = append(p.FromStatuses, string(t.FromStatus))
@@ -262,7 +262,7 @@ func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.Queu
 	if err != nil {
 		return nil, err
 	}
-	done := make(map[uuid.UUID]bool, len(written))
+	done := make(map[domain.ID]bool, len(written))
 	for _, id := range written {
 		done[id] = true
 	}
@@ -283,12 +283,12 @@ func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.Queu
 }
 
 // StaleClaimed returns items CLAIMED for longer than olderThan.
-func (s *Store) StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]ports.QueueRecord, error) {
+func (s *Store) StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]domain.QueueItem, error) {
 	rows, err := s.q.QueueStaleClaimed(ctx, s.pool, dbsqlc.QueueStaleClaimedParams{OlderThanSeconds: olderThan.Seconds(), MaxRows: int32(limit)})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ports.QueueRecord, len(rows))
+	out := make([]domain.QueueItem, len(rows))
 	for i, r := range rows {
 		out[i] = queueFromRow(r)
 	}
@@ -297,14 +297,14 @@ func (s *Store) StaleClaimed(ctx context.Context, olderThan time.Duration, limit
 
 // RunningStartedBefore returns RUNNING executions older than olderThan
 // whose item is not still CLAIMED.
-func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]ports.Execution, error) {
+func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]domain.Execution, error) {
 	rows, err := s.q.ExecutionsRunningStartedBefore(ctx, s.pool, dbsqlc.ExecutionsRunningStartedBeforeParams{
 		OlderThanSeconds: olderThan.Seconds(), MaxRows: int32(limit),
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ports.Execution, len(rows))
+	out := make([]domain.Execution, len(rows))
 	for i, r := range rows {
 		out[i] = executionFromRow(r)
 	}
@@ -330,9 +330,9 @@ func (s *Store) QueueDepthByPlan(ctx context.Context) (map[string]int64, error) 
 }
 
 // StartNode records a node run as RUNNING.
-func (s *Store) StartNode(ctx context.Context, executionID uuid.UUID, n ports.NodeRecord) error {
+func (s *Store) StartNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
 	_, err := s.q.NodeStart(ctx, s.pool, dbsqlc.NodeStartParams{
-		ID: uuid.New(), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Attempt: int32(max(1, n.Attempt)), Input: n.Input,
+		ID: domain.ID(uuid.New()), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Attempt: int32(max(1, n.Attempt)), Input: n.Input,
 	})
 	if err == pgx.ErrNoRows {
 		return nil // already finished: a replayed start after completion
@@ -341,16 +341,16 @@ func (s *Store) StartNode(ctx context.Context, executionID uuid.UUID, n ports.No
 }
 
 // FinishNode records how a node run ended.
-func (s *Store) FinishNode(ctx context.Context, executionID uuid.UUID, n ports.NodeRecord) error {
+func (s *Store) FinishNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
 	return interpretError(s.q.NodeFinish(ctx, s.pool, dbsqlc.NodeFinishParams{
-		ID: uuid.New(), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Status: string(n.Status),
+		ID: domain.ID(uuid.New()), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Status: string(n.Status),
 		Attempt: int32(max(1, n.Attempt)), Input: nilIfEmpty(n.Input), Output: nilIfEmpty(n.Output), Error: n.Error, StartedAt: n.StartedAt,
 	}))
 }
 
 // RecordNodes writes several node records of one execution: RUNNING ones
 // one by one as StartNode does, the rest in one statement.
-func (s *Store) RecordNodes(ctx context.Context, executionID uuid.UUID, nodes []ports.NodeRecord) error {
+func (s *Store) RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
 	p := dbsqlc.NodesFinishParams{ExecutionID: executionID}
 	for _, n := range nodes {
 		if n.Status == domain.NodeRunning {
@@ -389,7 +389,7 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 
 // FinishExecution ends a RUNNING execution and settles its queue item in
 // one transaction, then wakes the dispatchers: a slot is free.
-func (s *Store) FinishExecution(ctx context.Context, id uuid.UUID, status domain.ExecutionStatus, errMsg *string) (bool, error) {
+func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string) (bool, error) {
 	found := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := s.q.ExecutionFinish(ctx, tx, dbsqlc.ExecutionFinishParams{ID: id, Status: string(status), Error: errMsg}); err != nil {

@@ -25,19 +25,19 @@ func claimOne(t *testing.T, store *postgres.Store, plan domain.Plan, graph strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := store.CreateWorkspace(ctx, ports.Workspace{ID: uuid.New(), Name: "ws", Plan: plan})
+	w, err := store.CreateWorkspace(ctx, domain.Workspace{ID: domain.ID(uuid.New()), Name: "ws", Plan: plan})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := store.CreateDefinition(ctx, ports.Definition{ID: uuid.New(), WorkspaceID: w.ID, Name: "d", Graph: g})
+	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d", Graph: g})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := store.Enqueue(ctx, ports.Enqueue{ID: uuid.New(), WorkspaceID: w.ID, DefinitionID: d.ID, Input: json.RawMessage(`{}`), Priority: 2, Actor: ports.Actor{Admin: true}}); err != nil {
+	if _, _, err := store.Enqueue(ctx, ports.Enqueue{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, DefinitionID: d.ID, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[uuid.UUID]int {
-		q := map[uuid.UUID]int{}
+	res, err := store.Claim(ctx, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+		q := map[domain.ID]int{}
 		for _, w := range ws {
 			q[w.ID] = 1
 		}
@@ -76,7 +76,7 @@ func TestRecordNodesWritesABatchInOneGo(t *testing.T) {
 	item := claimOne(t, store, domain.PlanFree, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
 	started := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
 	failed := "boom"
-	err := store.RecordNodes(ctx, item.ExecutionID, []ports.NodeRecord{
+	err := store.RecordNodes(ctx, item.ExecutionID, []domain.NodeRecord{
 		{Key: "done", Type: domain.NodeTransform, Status: domain.NodeCompleted, Attempt: 2, Output: json.RawMessage(`{"x": 1}`), StartedAt: &started},
 		{Key: "bad", Type: domain.NodeTransform, Status: domain.NodeFailed, Error: &failed},
 		{Key: "gone", Type: domain.NodeTransform, Status: domain.NodeSkipped},
@@ -89,7 +89,7 @@ func TestRecordNodesWritesABatchInOneGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]ports.NodeRecord{}
+	got := map[string]domain.NodeRecord{}
 	for _, n := range nodes {
 		got[n.Key] = n
 	}
@@ -107,7 +107,7 @@ func TestRecordNodesWritesABatchInOneGo(t *testing.T) {
 	}
 
 	// A later batch finishes the RUNNING node and keeps its start.
-	if err := store.RecordNodes(ctx, item.ExecutionID, []ports.NodeRecord{{Key: "wait", Type: domain.NodeDelay, Status: domain.NodeCompleted, Output: json.RawMessage(`{}`)}}); err != nil {
+	if err := store.RecordNodes(ctx, item.ExecutionID, []domain.NodeRecord{{Key: "wait", Type: domain.NodeDelay, Status: domain.NodeCompleted, Output: json.RawMessage(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	_, nodes, _ = store.GetExecution(ctx, item.ExecutionID)
@@ -117,7 +117,7 @@ func TestRecordNodesWritesABatchInOneGo(t *testing.T) {
 		}
 	}
 
-	if err := store.RecordNodes(ctx, uuid.New(), []ports.NodeRecord{{Key: "x", Type: domain.NodeTransform, Status: domain.NodeSkipped}}); !isNotFound(err) {
+	if err := store.RecordNodes(ctx, domain.ID(uuid.New()), []domain.NodeRecord{{Key: "x", Type: domain.NodeTransform, Status: domain.NodeSkipped}}); !isNotFound(err) {
 		t.Errorf("recording nodes of a missing execution: %v, want ErrNotFound", err)
 	}
 }

@@ -29,9 +29,14 @@ type Store struct {
 }
 
 var (
-	_ ports.Store          = (*Store)(nil)
-	_ ports.DispatchStore  = (*Store)(nil)
-	_ ports.ExecutionStore = (*Store)(nil)
+	_ ports.WorkspaceStore  = (*Store)(nil)
+	_ ports.APIKeyStore     = (*Store)(nil)
+	_ ports.DefinitionStore = (*Store)(nil)
+	_ ports.QueueStore      = (*Store)(nil)
+	_ ports.ExecutionReader = (*Store)(nil)
+	_ ports.HealthCheck     = (*Store)(nil)
+	_ ports.DispatchStore   = (*Store)(nil)
+	_ ports.ExecutionStore  = (*Store)(nil)
 )
 
 // NewStore wraps a pool.
@@ -66,8 +71,8 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// Ping checks the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+// CheckHealth checks the database answers.
+func (s *Store) CheckHealth(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // withTx runs fn in a transaction and returns the commit's error. The
 // rollback runs without the caller's cancellation so a cancelled request

@@ -20,44 +20,44 @@ import (
 // IdempotencyRetention is how long an Idempotency-Key is honoured.
 const IdempotencyRetention = 24 * time.Hour
 
-func workspaceFromRow(r dbsqlc.Workspace) ports.Workspace {
-	return ports.Workspace{ID: r.ID, Name: r.Name, Plan: domain.Plan(r.Plan), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+func workspaceFromRow(r dbsqlc.Workspace) domain.Workspace {
+	return domain.Workspace{ID: r.ID, Name: r.Name, Plan: domain.Plan(r.Plan), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
 // CreateWorkspace inserts a workspace.
-func (s *Store) CreateWorkspace(ctx context.Context, w ports.Workspace) (ports.Workspace, error) {
+func (s *Store) CreateWorkspace(ctx context.Context, w domain.Workspace) (domain.Workspace, error) {
 	r, err := s.q.WorkspaceInsert(ctx, s.pool, dbsqlc.WorkspaceInsertParams{ID: w.ID, Name: w.Name, Plan: string(w.Plan)})
 	if err != nil {
-		return ports.Workspace{}, interpretError(err)
+		return domain.Workspace{}, interpretError(err)
 	}
 	return workspaceFromRow(r), nil
 }
 
 // GetWorkspace loads a workspace.
-func (s *Store) GetWorkspace(ctx context.Context, id uuid.UUID) (ports.Workspace, error) {
+func (s *Store) GetWorkspace(ctx context.Context, id domain.ID) (domain.Workspace, error) {
 	r, err := s.q.WorkspaceGet(ctx, s.pool, id)
 	if err != nil {
-		return ports.Workspace{}, interpretError(err)
+		return domain.Workspace{}, interpretError(err)
 	}
 	return workspaceFromRow(r), nil
 }
 
 // WorkspaceStats counts a workspace's slots in use and waiting items.
-func (s *Store) WorkspaceStats(ctx context.Context, id uuid.UUID) (ports.WorkspaceStats, error) {
+func (s *Store) WorkspaceStats(ctx context.Context, id domain.ID) (domain.WorkspaceStats, error) {
 	r, err := s.q.WorkspaceStats(ctx, s.pool, id)
 	if err != nil {
-		return ports.WorkspaceStats{}, interpretError(err)
+		return domain.WorkspaceStats{}, interpretError(err)
 	}
-	return ports.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued)}, nil
+	return domain.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued)}, nil
 }
 
 // ListWorkspaces pages through all workspaces by id.
-func (s *Store) ListWorkspaces(ctx context.Context, page ports.Page) ([]ports.Workspace, error) {
+func (s *Store) ListWorkspaces(ctx context.Context, page ports.Page) ([]domain.Workspace, error) {
 	rows, err := s.q.WorkspaceList(ctx, s.pool, dbsqlc.WorkspaceListParams{After: page.After, MaxRows: int32(page.Limit)})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ports.Workspace, len(rows))
+	out := make([]domain.Workspace, len(rows))
 	for i, r := range rows {
 		out[i] = workspaceFromRow(r)
 	}
@@ -65,40 +65,40 @@ func (s *Store) ListWorkspaces(ctx context.Context, page ports.Page) ([]ports.Wo
 }
 
 // UpdateWorkspacePlan changes a workspace's plan.
-func (s *Store) UpdateWorkspacePlan(ctx context.Context, id uuid.UUID, plan domain.Plan) (ports.Workspace, error) {
+func (s *Store) UpdateWorkspacePlan(ctx context.Context, id domain.ID, plan domain.Plan) (domain.Workspace, error) {
 	r, err := s.q.WorkspaceUpdatePlan(ctx, s.pool, dbsqlc.WorkspaceUpdatePlanParams{ID: id, Plan: string(plan)})
 	if err != nil {
-		return ports.Workspace{}, interpretError(err)
+		return domain.Workspace{}, interpretError(err)
 	}
 	return workspaceFromRow(r), nil
 }
 
 // CreateAPIKey stores a key's hash.
-func (s *Store) CreateAPIKey(ctx context.Context, k ports.APIKey, secretHash []byte) (ports.APIKey, error) {
+func (s *Store) CreateAPIKey(ctx context.Context, k domain.APIKey, secretHash []byte) (domain.APIKey, error) {
 	r, err := s.q.APIKeyInsert(ctx, s.pool, dbsqlc.APIKeyInsertParams{
 		ID: k.ID, WorkspaceID: k.WorkspaceID, Name: k.Name, Prefix: k.Prefix, SecretHash: secretHash,
 	})
 	if err != nil {
-		return ports.APIKey{}, interpretError(err)
+		return domain.APIKey{}, interpretError(err)
 	}
-	return ports.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}, nil
+	return domain.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}, nil
 }
 
 // ListAPIKeys lists a workspace's keys.
-func (s *Store) ListAPIKeys(ctx context.Context, workspaceID uuid.UUID) ([]ports.APIKey, error) {
+func (s *Store) ListAPIKeys(ctx context.Context, workspaceID domain.ID) ([]domain.APIKey, error) {
 	rows, err := s.q.APIKeyList(ctx, s.pool, workspaceID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ports.APIKey, len(rows))
+	out := make([]domain.APIKey, len(rows))
 	for i, r := range rows {
-		out[i] = ports.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}
+		out[i] = domain.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}
 	}
 	return out, nil
 }
 
 // RevokeAPIKey revokes a key; revoking twice is a no-op.
-func (s *Store) RevokeAPIKey(ctx context.Context, workspaceID, keyID uuid.UUID) error {
+func (s *Store) RevokeAPIKey(ctx context.Context, workspaceID, keyID domain.ID) error {
 	n, err := s.q.APIKeyRevoke(ctx, s.pool, dbsqlc.APIKeyRevokeParams{ID: keyID, WorkspaceID: workspaceID})
 	if err != nil {
 		return err
@@ -110,21 +110,21 @@ func (s *Store) RevokeAPIKey(ctx context.Context, workspaceID, keyID uuid.UUID) 
 }
 
 // APIKeyBySecretHash finds a key by its secret's hash.
-func (s *Store) APIKeyBySecretHash(ctx context.Context, hash []byte) (ports.APIKey, error) {
+func (s *Store) APIKeyBySecretHash(ctx context.Context, hash []byte) (domain.APIKey, error) {
 	r, err := s.q.APIKeyBySecretHash(ctx, s.pool, hash)
 	if err != nil {
-		return ports.APIKey{}, interpretError(err)
+		return domain.APIKey{}, interpretError(err)
 	}
-	return ports.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}, nil
+	return domain.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}, nil
 }
 
 // CreateDefinition stores a definition and its version 1 together.
-func (s *Store) CreateDefinition(ctx context.Context, d ports.Definition) (ports.Definition, error) {
+func (s *Store) CreateDefinition(ctx context.Context, d domain.Definition) (domain.Definition, error) {
 	graph, err := graphJSON(d.Graph)
 	if err != nil {
-		return ports.Definition{}, err
+		return domain.Definition{}, err
 	}
-	var out ports.Definition
+	var out domain.Definition
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		r, err := s.q.DefinitionInsert(ctx, tx, dbsqlc.DefinitionInsertParams{ID: d.ID, WorkspaceID: d.WorkspaceID, Name: d.Name})
 		if err != nil {
@@ -141,41 +141,47 @@ func (s *Store) CreateDefinition(ctx context.Context, d ports.Definition) (ports
 	return out, err
 }
 
-func definitionFromRow(r dbsqlc.WorkflowDefinition, g domain.Graph) ports.Definition {
-	return ports.Definition{
+func definitionFromRow(r dbsqlc.WorkflowDefinition, g domain.Graph) domain.Definition {
+	return domain.Definition{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, CurrentVersion: int(r.CurrentVersion),
 		Graph: g, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 
 // GetDefinition loads a live definition with its current graph.
-func (s *Store) GetDefinition(ctx context.Context, id uuid.UUID) (ports.Definition, error) {
+func (s *Store) GetDefinition(ctx context.Context, id domain.ID) (domain.Definition, error) {
 	r, err := s.q.DefinitionGet(ctx, s.pool, id)
 	if err != nil {
-		return ports.Definition{}, interpretError(err)
+		return domain.Definition{}, interpretError(err)
 	}
 	return s.withGraph(ctx, r)
 }
 
-func (s *Store) withGraph(ctx context.Context, r dbsqlc.WorkflowDefinition) (ports.Definition, error) {
+// DefinitionWorkspace returns the owner of a live definition.
+func (s *Store) DefinitionWorkspace(ctx context.Context, id domain.ID) (domain.ID, error) {
+	ws, err := s.q.DefinitionWorkspace(ctx, s.pool, id)
+	return ws, interpretError(err)
+}
+
+func (s *Store) withGraph(ctx context.Context, r dbsqlc.WorkflowDefinition) (domain.Definition, error) {
 	v, err := s.q.DefinitionVersionGet(ctx, s.pool, dbsqlc.DefinitionVersionGetParams{WorkflowDefinitionID: r.ID, Version: r.CurrentVersion})
 	if err != nil {
-		return ports.Definition{}, interpretError(err)
+		return domain.Definition{}, interpretError(err)
 	}
 	g, err := graphFromJSON(v.Graph)
 	if err != nil {
-		return ports.Definition{}, err
+		return domain.Definition{}, err
 	}
 	return definitionFromRow(r, g), nil
 }
 
 // ListDefinitions pages through a workspace's live definitions.
-func (s *Store) ListDefinitions(ctx context.Context, workspaceID uuid.UUID, page ports.Page) ([]ports.Definition, error) {
+func (s *Store) ListDefinitions(ctx context.Context, workspaceID domain.ID, page ports.Page) ([]domain.Definition, error) {
 	rows, err := s.q.DefinitionList(ctx, s.pool, dbsqlc.DefinitionListParams{WorkspaceID: workspaceID, After: page.After, MaxRows: int32(page.Limit)})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ports.Definition, 0, len(rows))
+	out := make([]domain.Definition, 0, len(rows))
 	for _, r := range rows {
 		d, err := s.withGraph(ctx, r)
 		if err != nil {
@@ -187,7 +193,7 @@ func (s *Store) ListDefinitions(ctx context.Context, workspaceID uuid.UUID, page
 }
 
 // DeleteDefinition soft-deletes a definition.
-func (s *Store) DeleteDefinition(ctx context.Context, id uuid.UUID) error {
+func (s *Store) DeleteDefinition(ctx context.Context, id domain.ID) error {
 	n, err := s.q.DefinitionSoftDelete(ctx, s.pool, id)
 	if err != nil {
 		return err
@@ -200,12 +206,12 @@ func (s *Store) DeleteDefinition(ctx context.Context, id uuid.UUID) error {
 
 // AddDefinitionVersion numbers and stores a new current version under the
 // definition's row lock.
-func (s *Store) AddDefinitionVersion(ctx context.Context, id uuid.UUID, g domain.Graph) (ports.DefinitionVersion, error) {
+func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain.Graph) (domain.DefinitionVersion, error) {
 	graph, err := graphJSON(g)
 	if err != nil {
-		return ports.DefinitionVersion{}, err
+		return domain.DefinitionVersion{}, err
 	}
-	var out ports.DefinitionVersion
+	var out domain.DefinitionVersion
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		v, err := s.q.DefinitionNextVersion(ctx, tx, id)
 		if err != nil {
@@ -215,33 +221,33 @@ func (s *Store) AddDefinitionVersion(ctx context.Context, id uuid.UUID, g domain
 		if err != nil {
 			return err
 		}
-		out = ports.DefinitionVersion{DefinitionID: id, Version: int(r.Version), Graph: g, CreatedAt: r.CreatedAt}
+		out = domain.DefinitionVersion{DefinitionID: id, Version: int(r.Version), Graph: g, CreatedAt: r.CreatedAt}
 		return nil
 	})
 	return out, err
 }
 
 // GetDefinitionVersion loads one version.
-func (s *Store) GetDefinitionVersion(ctx context.Context, id uuid.UUID, version int) (ports.DefinitionVersion, error) {
+func (s *Store) GetDefinitionVersion(ctx context.Context, id domain.ID, version int) (domain.DefinitionVersion, error) {
 	if version < 1 || version > math.MaxInt32 {
-		return ports.DefinitionVersion{}, ports.ErrNotFound
+		return domain.DefinitionVersion{}, ports.ErrNotFound
 	}
 	r, err := s.q.DefinitionVersionGet(ctx, s.pool, dbsqlc.DefinitionVersionGetParams{WorkflowDefinitionID: id, Version: int32(version)})
 	if err != nil {
-		return ports.DefinitionVersion{}, interpretError(err)
+		return domain.DefinitionVersion{}, interpretError(err)
 	}
 	g, err := graphFromJSON(r.Graph)
 	if err != nil {
-		return ports.DefinitionVersion{}, err
+		return domain.DefinitionVersion{}, err
 	}
-	return ports.DefinitionVersion{DefinitionID: r.WorkflowDefinitionID, Version: int(r.Version), Graph: g, CreatedAt: r.CreatedAt}, nil
+	return domain.DefinitionVersion{DefinitionID: r.WorkflowDefinitionID, Version: int(r.Version), Graph: g, CreatedAt: r.CreatedAt}, nil
 }
 
-func queueFromRow(r dbsqlc.WorkflowExecutionQueue) ports.QueueRecord {
-	rec := ports.QueueRecord{
+func queueFromRow(r dbsqlc.WorkflowExecutionQueue) domain.QueueItem {
+	rec := domain.QueueItem{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Input: r.Input,
 		Priority: int(r.Priority), CreatedAt: r.CreatedAt, ExecutionID: r.ExecutionID,
-		QueueItem: domain.QueueItem{
+		QueueState: domain.QueueState{
 			Status: domain.QueueStatus(r.Status), ClaimedAt: r.ClaimedAt, DispatchedAt: r.DispatchedAt,
 			AvailableAt: r.AvailableAt, AttemptCount: int(r.AttemptCount), DispatchFailures: int(r.DispatchFailures),
 		},
@@ -254,8 +260,8 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) ports.QueueRecord {
 
 // Enqueue writes the item, its audit row and its idempotency key in one
 // transaction, then NOTIFYs the dispatchers at commit.
-func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (ports.QueueRecord, bool, error) {
-	var out ports.QueueRecord
+func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem, bool, error) {
+	var out domain.QueueItem
 	replayed := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if e.IdempotencyKey != "" {
@@ -280,8 +286,8 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (ports.QueueRecord
 				if errors.Is(err, pgx.ErrNoRows) {
 					// The item completed and was deleted; its id still
 					// answers the replay.
-					out = ports.QueueRecord{ID: prior.QueueID, WorkspaceID: e.WorkspaceID, DefinitionID: e.DefinitionID,
-						QueueItem: domain.QueueItem{Status: domain.QueueDispatched}}
+					out = domain.QueueItem{ID: prior.QueueID, WorkspaceID: e.WorkspaceID, DefinitionID: e.DefinitionID,
+						QueueState: domain.QueueState{Status: domain.QueueDispatched}}
 					replayed = true
 					return nil
 				}
@@ -298,7 +304,7 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (ports.QueueRecord
 		details, _ := json.Marshal(map[string]any{"workflowDefinitionId": e.DefinitionID, "priority": e.Priority, "idempotencyKey": e.IdempotencyKey})
 		ws, subject := e.WorkspaceID, e.ID
 		if err := s.q.ActivityInsert(ctx, tx, dbsqlc.ActivityInsertParams{
-			ID: uuid.New(), WorkspaceID: &ws, Actor: e.Actor.String(), Action: "execution.enqueued", SubjectID: &subject, Details: details,
+			ID: domain.ID(uuid.New()), WorkspaceID: &ws, Actor: e.Actor.String(), Action: "execution.enqueued", SubjectID: &subject, Details: details,
 		}); err != nil {
 			return err
 		}
@@ -318,16 +324,16 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (ports.QueueRecord
 }
 
 // GetQueueItem loads a queue item.
-func (s *Store) GetQueueItem(ctx context.Context, id uuid.UUID) (ports.QueueRecord, error) {
+func (s *Store) GetQueueItem(ctx context.Context, id domain.ID) (domain.QueueItem, error) {
 	r, err := s.q.QueueGet(ctx, s.pool, id)
 	if err != nil {
-		return ports.QueueRecord{}, interpretError(err)
+		return domain.QueueItem{}, interpretError(err)
 	}
 	return queueFromRow(r), nil
 }
 
 // ListQueue pages through a workspace's queue items.
-func (s *Store) ListQueue(ctx context.Context, workspaceID uuid.UUID, status *domain.QueueStatus, page ports.Page) ([]ports.QueueRecord, error) {
+func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, page ports.Page) ([]domain.QueueItem, error) {
 	var st *string
 	if status != nil {
 		v := string(*status)
@@ -337,7 +343,7 @@ func (s *Store) ListQueue(ctx context.Context, workspaceID uuid.UUID, status *do
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ports.QueueRecord, len(rows))
+	out := make([]domain.QueueItem, len(rows))
 	for i, r := range rows {
 		out[i] = queueFromRow(r)
 	}
@@ -348,8 +354,8 @@ func (s *Store) ListQueue(ctx context.Context, workspaceID uuid.UUID, status *do
 // machine, under the item's row lock. A CLAIMED item's execution row is
 // dropped with it, so a dispatcher that started it anyway is undone by the
 // reconciler rather than holding a slot.
-func (s *Store) CancelQueued(ctx context.Context, id uuid.UUID) (ports.QueueRecord, error) {
-	var out ports.QueueRecord
+func (s *Store) CancelQueued(ctx context.Context, id domain.ID) (domain.QueueItem, error) {
+	var out domain.QueueItem
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		r, err := s.q.QueueGetForUpdate(ctx, tx, id)
 		if err != nil {
@@ -361,7 +367,7 @@ func (s *Store) CancelQueued(ctx context.Context, id uuid.UUID) (ports.QueueReco
 			return err
 		}
 		if claimed && rec.ExecutionID != nil {
-			if err := s.q.ExecutionsDelete(ctx, tx, []uuid.UUID{*rec.ExecutionID}); err != nil {
+			if err := s.q.ExecutionsDelete(ctx, tx, []domain.ID{*rec.ExecutionID}); err != nil {
 				return err
 			}
 		}
@@ -374,8 +380,8 @@ func (s *Store) CancelQueued(ctx context.Context, id uuid.UUID) (ports.QueueReco
 	return out, err
 }
 
-func executionFromRow(r dbsqlc.WorkflowExecution) ports.Execution {
-	return ports.Execution{
+func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
+	return domain.Execution{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Version: int(r.WorkflowVersion),
 		Status: domain.ExecutionStatus(r.Status), Input: r.Input, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt,
 		DurationMs: r.DurationMs, Error: r.Error,
@@ -383,18 +389,18 @@ func executionFromRow(r dbsqlc.WorkflowExecution) ports.Execution {
 }
 
 // GetExecution loads an execution with its node records.
-func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (ports.Execution, []ports.NodeRecord, error) {
+func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
 	r, err := s.q.ExecutionGet(ctx, s.pool, id)
 	if err != nil {
-		return ports.Execution{}, nil, interpretError(err)
+		return domain.Execution{}, nil, interpretError(err)
 	}
 	rows, err := s.q.NodesForExecution(ctx, s.pool, id)
 	if err != nil {
-		return ports.Execution{}, nil, err
+		return domain.Execution{}, nil, err
 	}
-	nodes := make([]ports.NodeRecord, len(rows))
+	nodes := make([]domain.NodeRecord, len(rows))
 	for i, n := range rows {
-		nodes[i] = ports.NodeRecord{
+		nodes[i] = domain.NodeRecord{
 			Key: n.NodeKey, Type: domain.NodeType(n.NodeType), Status: domain.NodeStatus(n.Status), Attempt: int(n.Attempt),
 			Input: n.Input, Output: n.Output, Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
 		}
@@ -403,7 +409,7 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (ports.Execution
 }
 
 // ListExecutions pages through a workspace's executions, newest first.
-func (s *Store) ListExecutions(ctx context.Context, workspaceID uuid.UUID, status *domain.ExecutionStatus, limit int, before *ports.ExecutionCursor) ([]ports.Execution, error) {
+func (s *Store) ListExecutions(ctx context.Context, workspaceID domain.ID, status *domain.ExecutionStatus, limit int, before *ports.ExecutionCursor) ([]domain.Execution, error) {
 	p := dbsqlc.ExecutionListParams{WorkspaceID: workspaceID, MaxRows: int32(limit)}
 	if status != nil {
 		v := string(*status)
@@ -416,7 +422,7 @@ func (s *Store) ListExecutions(ctx context.Context, workspaceID uuid.UUID, statu
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ports.Execution, len(rows))
+	out := make([]domain.Execution, len(rows))
 	for i, r := range rows {
 		out[i] = executionFromRow(r)
 	}

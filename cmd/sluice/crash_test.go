@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -127,7 +128,7 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[domain.ID])
 	if err != nil {
 		t.Fatal(err)
 	}

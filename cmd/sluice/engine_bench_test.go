@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/adapters/engine"
+	"github.com/sluicehq/sluice/domain"
 )
 
 // The engine benchmark that `make bench` runs: runs completed per second on
@@ -337,7 +338,7 @@ func (s *sluiceBench) throughput(graph map[string]any) benchRate {
 		durations[i] = e.stopped.Sub(e.started)
 	}
 	r.p50, r.p99 = benchPercentiles(durations)
-	r.events = benchEvents(s.b, s.c, engine.WorkflowID(ended[0].id))
+	r.events = benchEvents(s.b, s.c, engine.WorkflowID(domain.ID(ended[0].id)))
 	return r
 }
 

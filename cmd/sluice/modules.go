@@ -42,8 +42,8 @@ var commonModule = fx.Module("common",
 
 // apiModule serves HTTP.
 var apiModule = fx.Module("api",
-	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Service {
-		return app.NewService(store, workflows, cfg.Tiers, cfg.AdminToken)
+	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Application {
+		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.AdminToken)
 	}),
 	fx.Invoke(startHTTP),
 )
@@ -94,8 +94,8 @@ func newTemporalClient(lc fx.Lifecycle, cfg Config, log *slog.Logger) (client.Cl
 	return c, nil
 }
 
-func startHTTP(lc fx.Lifecycle, cfg Config, svc *app.Service, gatherer prometheus.Gatherer, log *slog.Logger) error {
-	handler, err := httpapi.NewHandler(svc, gatherer, log)
+func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gatherer prometheus.Gatherer, log *slog.Logger) error {
+	handler, err := httpapi.NewHandler(application, gatherer, log)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,10 @@ WHERE id = @id AND deleted_at IS NULL;
 SELECT * FROM workflow_definition_versions
 WHERE workflow_definition_id = @workflow_definition_id AND version = @version;
 
+-- name: DefinitionWorkspace :one
+-- The owner of a live definition, for the ownership check on enqueue.
+SELECT workspace_id FROM workflow_definitions WHERE id = @id AND deleted_at IS NULL;
+
 -- name: DefinitionVersionGraphs :many
 -- The graphs of the claimed items' definition versions, read in the claim's
 -- transaction so each workflow starts with its graph in its input.

@@ -9,7 +9,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/domain"
 )
 
 const activityInsert = `-- name: ActivityInsert :exec
@@ -18,11 +18,11 @@ VALUES ($1, $2, $3, $4, $5, $6)
 `
 
 type ActivityInsertParams struct {
-	ID          uuid.UUID
-	WorkspaceID *uuid.UUID
+	ID          domain.ID
+	WorkspaceID *domain.ID
 	Actor       string
 	Action      string
-	SubjectID   *uuid.UUID
+	SubjectID   *domain.ID
 	Details     json.RawMessage
 }
 

@@ -9,7 +9,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/domain"
 )
 
 const aPIKeyBySecretHash = `-- name: APIKeyBySecretHash :one
@@ -18,8 +18,8 @@ WHERE secret_hash = $1
 `
 
 type APIKeyBySecretHashRow struct {
-	ID          uuid.UUID
-	WorkspaceID uuid.UUID
+	ID          domain.ID
+	WorkspaceID domain.ID
 	Name        string
 	Prefix      string
 	CreatedAt   time.Time
@@ -47,16 +47,16 @@ RETURNING id, workspace_id, name, prefix, created_at, revoked_at
 `
 
 type APIKeyInsertParams struct {
-	ID          uuid.UUID
-	WorkspaceID uuid.UUID
+	ID          domain.ID
+	WorkspaceID domain.ID
 	Name        string
 	Prefix      string
 	SecretHash  []byte
 }
 
 type APIKeyInsertRow struct {
-	ID          uuid.UUID
-	WorkspaceID uuid.UUID
+	ID          domain.ID
+	WorkspaceID domain.ID
 	Name        string
 	Prefix      string
 	CreatedAt   time.Time
@@ -90,15 +90,15 @@ ORDER BY created_at, id
 `
 
 type APIKeyListRow struct {
-	ID          uuid.UUID
-	WorkspaceID uuid.UUID
+	ID          domain.ID
+	WorkspaceID domain.ID
 	Name        string
 	Prefix      string
 	CreatedAt   time.Time
 	RevokedAt   *time.Time
 }
 
-func (q *Queries) APIKeyList(ctx context.Context, db DBTX, workspaceID uuid.UUID) ([]APIKeyListRow, error) {
+func (q *Queries) APIKeyList(ctx context.Context, db DBTX, workspaceID domain.ID) ([]APIKeyListRow, error) {
 	rows, err := db.Query(ctx, aPIKeyList, workspaceID)
 	if err != nil {
 		return nil, err
@@ -131,8 +131,8 @@ WHERE id = $1 AND workspace_id = $2
 `
 
 type APIKeyRevokeParams struct {
-	ID          uuid.UUID
-	WorkspaceID uuid.UUID
+	ID          domain.ID
+	WorkspaceID domain.ID
 }
 
 func (q *Queries) APIKeyRevoke(ctx context.Context, db DBTX, arg APIKeyRevokeParams) (int64, error) {

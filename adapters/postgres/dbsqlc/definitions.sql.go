@@ -9,14 +9,14 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/domain"
 )
 
 const definitionGet = `-- name: DefinitionGet :one
 SELECT id, workspace_id, name, current_version, created_at, updated_at, deleted_at FROM workflow_definitions WHERE id = $1 AND deleted_at IS NULL
 `
 
-func (q *Queries) DefinitionGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkflowDefinition, error) {
+func (q *Queries) DefinitionGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowDefinition, error) {
 	row := db.QueryRow(ctx, definitionGet, id)
 	var i WorkflowDefinition
 	err := row.Scan(
@@ -38,8 +38,8 @@ RETURNING id, workspace_id, name, current_version, created_at, updated_at, delet
 `
 
 type DefinitionInsertParams struct {
-	ID          uuid.UUID
-	WorkspaceID uuid.UUID
+	ID          domain.ID
+	WorkspaceID domain.ID
 	Name        string
 }
 
@@ -67,8 +67,8 @@ LIMIT $3
 `
 
 type DefinitionListParams struct {
-	WorkspaceID uuid.UUID
-	After       *uuid.UUID
+	WorkspaceID domain.ID
+	After       *domain.ID
 	MaxRows     int32
 }
 
@@ -109,7 +109,7 @@ RETURNING current_version
 
 // Takes the definition's row lock, so concurrent new versions get distinct
 // numbers.
-func (q *Queries) DefinitionNextVersion(ctx context.Context, db DBTX, id uuid.UUID) (int32, error) {
+func (q *Queries) DefinitionNextVersion(ctx context.Context, db DBTX, id domain.ID) (int32, error) {
 	row := db.QueryRow(ctx, definitionNextVersion, id)
 	var current_version int32
 	err := row.Scan(&current_version)
@@ -121,7 +121,7 @@ UPDATE workflow_definitions SET deleted_at = now(), updated_at = now()
 WHERE id = $1 AND deleted_at IS NULL
 `
 
-func (q *Queries) DefinitionSoftDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
+func (q *Queries) DefinitionSoftDelete(ctx context.Context, db DBTX, id domain.ID) (int64, error) {
 	result, err := db.Exec(ctx, definitionSoftDelete, id)
 	if err != nil {
 		return 0, err
@@ -135,7 +135,7 @@ WHERE workflow_definition_id = $1 AND version = $2
 `
 
 type DefinitionVersionGetParams struct {
-	WorkflowDefinitionID uuid.UUID
+	WorkflowDefinitionID domain.ID
 	Version              int32
 }
 
@@ -159,12 +159,12 @@ JOIN (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS version) AS w
 `
 
 type DefinitionVersionGraphsParams struct {
-	WorkflowDefinitionIds []uuid.UUID
+	WorkflowDefinitionIds []domain.ID
 	Versions              []int32
 }
 
 type DefinitionVersionGraphsRow struct {
-	WorkflowDefinitionID uuid.UUID
+	WorkflowDefinitionID domain.ID
 	Version              int32
 	Graph                json.RawMessage
 }
@@ -198,7 +198,7 @@ RETURNING workflow_definition_id, version, graph, created_at
 `
 
 type DefinitionVersionInsertParams struct {
-	WorkflowDefinitionID uuid.UUID
+	WorkflowDefinitionID domain.ID
 	Version              int32
 	Graph                json.RawMessage
 }
@@ -213,4 +213,16 @@ func (q *Queries) DefinitionVersionInsert(ctx context.Context, db DBTX, arg Defi
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const definitionWorkspace = `-- name: DefinitionWorkspace :one
+SELECT workspace_id FROM workflow_definitions WHERE id = $1 AND deleted_at IS NULL
+`
+
+// The owner of a live definition, for the ownership check on enqueue.
+func (q *Queries) DefinitionWorkspace(ctx context.Context, db DBTX, id domain.ID) (domain.ID, error) {
+	row := db.QueryRow(ctx, definitionWorkspace, id)
+	var workspace_id domain.ID
+	err := row.Scan(&workspace_id)
+	return workspace_id, err
 }

@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/domain"
 )
 
 const executionFinish = `-- name: ExecutionFinish :one
@@ -24,7 +24,7 @@ RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, in
 type ExecutionFinishParams struct {
 	Status string
 	Error  *string
-	ID     uuid.UUID
+	ID     domain.ID
 }
 
 // Idempotent: only a RUNNING execution is finished, and a repeat finds none.
@@ -50,7 +50,7 @@ const executionGet = `-- name: ExecutionGet :one
 SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error FROM workflow_executions WHERE id = $1
 `
 
-func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkflowExecution, error) {
+func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecution, error) {
 	row := db.QueryRow(ctx, executionGet, id)
 	var i WorkflowExecution
 	err := row.Scan(
@@ -79,10 +79,10 @@ LIMIT $5
 `
 
 type ExecutionListParams struct {
-	WorkspaceID     uuid.UUID
+	WorkspaceID     domain.ID
 	Status          *string
 	BeforeStartedAt *time.Time
-	BeforeID        *uuid.UUID
+	BeforeID        *domain.ID
 	MaxRows         int32
 }
 
@@ -128,7 +128,7 @@ const executionsDelete = `-- name: ExecutionsDelete :exec
 DELETE FROM workflow_executions WHERE id = ANY($1::uuid[]) AND status = 'RUNNING'
 `
 
-func (q *Queries) ExecutionsDelete(ctx context.Context, db DBTX, ids []uuid.UUID) error {
+func (q *Queries) ExecutionsDelete(ctx context.Context, db DBTX, ids []domain.ID) error {
 	_, err := db.Exec(ctx, executionsDelete, ids)
 	return err
 }
@@ -144,8 +144,8 @@ CROSS JOIN LATERAL (
 `
 
 type ExecutionsRunningForWorkspacesRow struct {
-	WorkspaceID uuid.UUID
-	ID          uuid.UUID
+	WorkspaceID domain.ID
+	ID          domain.ID
 }
 
 // Admission's recount under the workspace locks, as one probe of the
@@ -156,7 +156,7 @@ type ExecutionsRunningForWorkspacesRow struct {
 // skips them, and a bitmap scan visits them all again every batch until
 // vacuum (make bench, 1,000 FREE workspaces at capacity, batches of 10:
 // 0.45 ms a batch as a bitmap scan, 0.26 ms as probes).
-func (q *Queries) ExecutionsRunningForWorkspaces(ctx context.Context, db DBTX, workspaceIds []uuid.UUID) ([]ExecutionsRunningForWorkspacesRow, error) {
+func (q *Queries) ExecutionsRunningForWorkspaces(ctx context.Context, db DBTX, workspaceIds []domain.ID) ([]ExecutionsRunningForWorkspacesRow, error) {
 	rows, err := db.Query(ctx, executionsRunningForWorkspaces, workspaceIds)
 	if err != nil {
 		return nil, err
@@ -236,9 +236,9 @@ SET status = 'RUNNING', started_at = now(), completed_at = NULL, duration_ms = N
 `
 
 type ExecutionsUpsertRunningParams struct {
-	Ids                   []uuid.UUID
-	WorkspaceIds          []uuid.UUID
-	WorkflowDefinitionIds []uuid.UUID
+	Ids                   []domain.ID
+	WorkspaceIds          []domain.ID
+	WorkflowDefinitionIds []domain.ID
 	WorkflowVersions      []int32
 	Inputs                []json.RawMessage
 }

@@ -8,22 +8,22 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/domain"
 )
 
 type Activity struct {
-	ID          uuid.UUID
-	WorkspaceID *uuid.UUID
+	ID          domain.ID
+	WorkspaceID *domain.ID
 	Actor       string
 	Action      string
-	SubjectID   *uuid.UUID
+	SubjectID   *domain.ID
 	Details     json.RawMessage
 	CreatedAt   time.Time
 }
 
 type ApiKey struct {
-	ID          uuid.UUID
-	WorkspaceID uuid.UUID
+	ID          domain.ID
+	WorkspaceID domain.ID
 	Name        string
 	Prefix      string
 	SecretHash  []byte
@@ -32,10 +32,10 @@ type ApiKey struct {
 }
 
 type IdempotencyKey struct {
-	WorkspaceID uuid.UUID
+	WorkspaceID domain.ID
 	Key         string
 	RequestHash []byte
-	QueueID     uuid.UUID
+	QueueID     domain.ID
 	CreatedAt   time.Time
 }
 
@@ -47,8 +47,8 @@ type Shedlock struct {
 }
 
 type WorkflowDefinition struct {
-	ID             uuid.UUID
-	WorkspaceID    uuid.UUID
+	ID             domain.ID
+	WorkspaceID    domain.ID
 	Name           string
 	CurrentVersion int32
 	CreatedAt      time.Time
@@ -57,16 +57,16 @@ type WorkflowDefinition struct {
 }
 
 type WorkflowDefinitionVersion struct {
-	WorkflowDefinitionID uuid.UUID
+	WorkflowDefinitionID domain.ID
 	Version              int32
 	Graph                json.RawMessage
 	CreatedAt            time.Time
 }
 
 type WorkflowExecution struct {
-	ID                   uuid.UUID
-	WorkspaceID          uuid.UUID
-	WorkflowDefinitionID uuid.UUID
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
 	WorkflowVersion      int32
 	Status               string
 	Input                json.RawMessage
@@ -77,8 +77,8 @@ type WorkflowExecution struct {
 }
 
 type WorkflowExecutionNode struct {
-	ID          uuid.UUID
-	ExecutionID uuid.UUID
+	ID          domain.ID
+	ExecutionID domain.ID
 	NodeKey     string
 	NodeType    string
 	Status      string
@@ -91,9 +91,9 @@ type WorkflowExecutionNode struct {
 }
 
 type WorkflowExecutionQueue struct {
-	ID                   uuid.UUID
-	WorkspaceID          uuid.UUID
-	WorkflowDefinitionID uuid.UUID
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
 	Status               string
 	Input                json.RawMessage
 	Priority             int16
@@ -104,11 +104,11 @@ type WorkflowExecutionQueue struct {
 	AttemptCount         int32
 	DispatchFailures     int32
 	LastError            *string
-	ExecutionID          *uuid.UUID
+	ExecutionID          *domain.ID
 }
 
 type Workspace struct {
-	ID        uuid.UUID
+	ID        domain.ID
 	Name      string
 	Plan      string
 	CreatedAt time.Time
@@ -116,7 +116,7 @@ type Workspace struct {
 }
 
 type WorkspaceQueueStat struct {
-	WorkspaceID uuid.UUID
+	WorkspaceID domain.ID
 	Plan        *string
 	Pending     int32
 	Running     int32

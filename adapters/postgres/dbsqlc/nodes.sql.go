@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/domain"
 )
 
 const nodeFinish = `-- name: NodeFinish :exec
@@ -23,8 +23,8 @@ SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
 `
 
 type NodeFinishParams struct {
-	ID          uuid.UUID
-	ExecutionID uuid.UUID
+	ID          domain.ID
+	ExecutionID domain.ID
 	NodeKey     string
 	NodeType    string
 	Status      string
@@ -64,8 +64,8 @@ RETURNING id, execution_id, node_key, node_type, status, attempt, input, output,
 `
 
 type NodeStartParams struct {
-	ID          uuid.UUID
-	ExecutionID uuid.UUID
+	ID          domain.ID
+	ExecutionID domain.ID
 	NodeKey     string
 	NodeType    string
 	Attempt     int32
@@ -114,7 +114,7 @@ SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
 `
 
 type NodesFinishParams struct {
-	ExecutionID uuid.UUID
+	ExecutionID domain.ID
 	NodeKeys    []string
 	NodeTypes   []string
 	Statuses    []string
@@ -148,7 +148,7 @@ WHERE execution_id = $1
 ORDER BY started_at NULLS LAST, node_key
 `
 
-func (q *Queries) NodesForExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]WorkflowExecutionNode, error) {
+func (q *Queries) NodesForExecution(ctx context.Context, db DBTX, executionID domain.ID) ([]WorkflowExecutionNode, error) {
 	rows, err := db.Query(ctx, nodesForExecution, executionID)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/domain"
 )
 
 const idempotencyKeyClaim = `-- name: IdempotencyKeyClaim :execrows
@@ -22,10 +22,10 @@ WHERE idempotency_keys.created_at <= now() - make_interval(secs => $5::float8)
 `
 
 type IdempotencyKeyClaimParams struct {
-	WorkspaceID      uuid.UUID
+	WorkspaceID      domain.ID
 	Key              string
 	RequestHash      []byte
-	QueueID          uuid.UUID
+	QueueID          domain.ID
 	RetentionSeconds float64
 }
 
@@ -53,7 +53,7 @@ WHERE workspace_id = $1 AND key = $2
 `
 
 type IdempotencyKeyGetParams struct {
-	WorkspaceID      uuid.UUID
+	WorkspaceID      domain.ID
 	Key              string
 	RetentionSeconds float64
 }
@@ -108,7 +108,7 @@ RETURNING q.id
 `
 
 type QueueApplyTransitionsParams struct {
-	Ids              []uuid.UUID
+	Ids              []domain.ID
 	FromStatuses     []string
 	FromClaimed      []bool
 	FromClaimedAts   []time.Time
@@ -122,7 +122,7 @@ type QueueApplyTransitionsParams struct {
 // Writes states computed by the domain state machine, each guarded by the
 // state it was computed from (status and claimed_at), so a row that moved on
 // meanwhile is left alone.
-func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueApplyTransitionsParams) ([]uuid.UUID, error) {
+func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueApplyTransitionsParams) ([]domain.ID, error) {
 	rows, err := db.Query(ctx, queueApplyTransitions,
 		arg.Ids,
 		arg.FromStatuses,
@@ -138,9 +138,9 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 		return nil, err
 	}
 	defer rows.Close()
-	items := []uuid.UUID{}
+	items := []domain.ID{}
 	for rows.Next() {
-		var id uuid.UUID
+		var id domain.ID
 		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
@@ -168,14 +168,14 @@ LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.delete
 `
 
 type QueueClaimCandidatesParams struct {
-	WorkspaceIds []uuid.UUID
+	WorkspaceIds []domain.ID
 	Quotas       []int32
 }
 
 type QueueClaimCandidatesRow struct {
-	ID                   uuid.UUID
-	WorkspaceID          uuid.UUID
-	WorkflowDefinitionID uuid.UUID
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
 	Input                json.RawMessage
 	Priority             int16
 	CreatedAt            time.Time
@@ -183,7 +183,7 @@ type QueueClaimCandidatesRow struct {
 	AttemptCount         int32
 	DispatchFailures     int32
 	LastError            *string
-	ExecutionID          *uuid.UUID
+	ExecutionID          *domain.ID
 	CurrentVersion       int32
 }
 
@@ -227,7 +227,7 @@ const queueDeleteByExecution = `-- name: QueueDeleteByExecution :execrows
 DELETE FROM workflow_execution_queue WHERE execution_id = $1
 `
 
-func (q *Queries) QueueDeleteByExecution(ctx context.Context, db DBTX, executionID *uuid.UUID) (int64, error) {
+func (q *Queries) QueueDeleteByExecution(ctx context.Context, db DBTX, executionID *domain.ID) (int64, error) {
 	result, err := db.Exec(ctx, queueDeleteByExecution, executionID)
 	if err != nil {
 		return 0, err
@@ -277,7 +277,7 @@ WHERE workspace_id = ANY($2::uuid[]) AND status = 'PENDING'
 
 type QueueFailPendingOfWorkspacesParams struct {
 	LastError    *string
-	WorkspaceIds []uuid.UUID
+	WorkspaceIds []domain.ID
 }
 
 func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg QueueFailPendingOfWorkspacesParams) (int64, error) {
@@ -292,7 +292,7 @@ const queueGet = `-- name: QueueGet :one
 SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id FROM workflow_execution_queue WHERE id = $1
 `
 
-func (q *Queries) QueueGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkflowExecutionQueue, error) {
+func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
 	row := db.QueryRow(ctx, queueGet, id)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
@@ -318,7 +318,7 @@ const queueGetByExecution = `-- name: QueueGetByExecution :one
 SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id FROM workflow_execution_queue WHERE execution_id = $1
 `
 
-func (q *Queries) QueueGetByExecution(ctx context.Context, db DBTX, executionID *uuid.UUID) (WorkflowExecutionQueue, error) {
+func (q *Queries) QueueGetByExecution(ctx context.Context, db DBTX, executionID *domain.ID) (WorkflowExecutionQueue, error) {
 	row := db.QueryRow(ctx, queueGetByExecution, executionID)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
@@ -344,7 +344,7 @@ const queueGetForUpdate = `-- name: QueueGetForUpdate :one
 SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
-func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkflowExecutionQueue, error) {
+func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
 	row := db.QueryRow(ctx, queueGetForUpdate, id)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
@@ -373,9 +373,9 @@ RETURNING id, workspace_id, workflow_definition_id, status, input, priority, cre
 `
 
 type QueueInsertParams struct {
-	ID                   uuid.UUID
-	WorkspaceID          uuid.UUID
-	WorkflowDefinitionID uuid.UUID
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
 	Input                json.RawMessage
 	Priority             int16
 }
@@ -418,9 +418,9 @@ LIMIT $4
 `
 
 type QueueListParams struct {
-	WorkspaceID uuid.UUID
+	WorkspaceID domain.ID
 	Status      *string
-	After       *uuid.UUID
+	After       *domain.ID
 	MaxRows     int32
 }
 
@@ -473,12 +473,12 @@ RETURNING q.id, q.claimed_at
 `
 
 type QueueMarkClaimedParams struct {
-	Ids          []uuid.UUID
-	ExecutionIds []uuid.UUID
+	Ids          []domain.ID
+	ExecutionIds []domain.ID
 }
 
 type QueueMarkClaimedRow struct {
-	ID        uuid.UUID
+	ID        domain.ID
 	ClaimedAt *time.Time
 }
 
@@ -511,12 +511,12 @@ RETURNING q.id, q.created_at, q.dispatched_at
 `
 
 type QueueMarkDispatchedParams struct {
-	Ids          []uuid.UUID
-	ExecutionIds []uuid.UUID
+	Ids          []domain.ID
+	ExecutionIds []domain.ID
 }
 
 type QueueMarkDispatchedRow struct {
-	ID           uuid.UUID
+	ID           domain.ID
 	CreatedAt    time.Time
 	DispatchedAt *time.Time
 }
@@ -569,7 +569,7 @@ type QueuePendingWorkspacesParams struct {
 }
 
 type QueuePendingWorkspacesRow struct {
-	WorkspaceID uuid.UUID
+	WorkspaceID domain.ID
 	Plan        string
 }
 
@@ -610,7 +610,7 @@ WHERE id = $3
 type QueueSetOutcomeParams struct {
 	Status    string
 	LastError *string
-	ID        uuid.UUID
+	ID        domain.ID
 }
 
 func (q *Queries) QueueSetOutcome(ctx context.Context, db DBTX, arg QueueSetOutcomeParams) error {
@@ -675,7 +675,7 @@ WHERE s.workspace_id = ANY($1::uuid[]) AND s.plan IS NULL AND s.pending = 0 AND 
 // Drops the counts of deleted workspaces once nothing is counted on them.
 // The row is locked and its counts rechecked, so an item that went back to
 // PENDING meanwhile keeps its row.
-func (q *Queries) QueueStatsForgetGone(ctx context.Context, db DBTX, workspaceIds []uuid.UUID) error {
+func (q *Queries) QueueStatsForgetGone(ctx context.Context, db DBTX, workspaceIds []domain.ID) error {
 	_, err := db.Exec(ctx, queueStatsForgetGone, workspaceIds)
 	return err
 }

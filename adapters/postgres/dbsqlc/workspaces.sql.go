@@ -8,14 +8,14 @@ package dbsqlc
 import (
 	"context"
 
-	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/domain"
 )
 
 const workspaceGet = `-- name: WorkspaceGet :one
 SELECT id, name, plan, created_at, updated_at FROM workspaces WHERE id = $1
 `
 
-func (q *Queries) WorkspaceGet(ctx context.Context, db DBTX, id uuid.UUID) (Workspace, error) {
+func (q *Queries) WorkspaceGet(ctx context.Context, db DBTX, id domain.ID) (Workspace, error) {
 	row := db.QueryRow(ctx, workspaceGet, id)
 	var i Workspace
 	err := row.Scan(
@@ -35,7 +35,7 @@ RETURNING id, name, plan, created_at, updated_at
 `
 
 type WorkspaceInsertParams struct {
-	ID   uuid.UUID
+	ID   domain.ID
 	Name string
 	Plan string
 }
@@ -61,7 +61,7 @@ LIMIT $2
 `
 
 type WorkspaceListParams struct {
-	After   *uuid.UUID
+	After   *domain.ID
 	MaxRows int32
 }
 
@@ -104,7 +104,7 @@ type WorkspaceStatsRow struct {
 
 // The live numbers a workspace view shows: executions holding a slot and
 // items still waiting for one.
-func (q *Queries) WorkspaceStats(ctx context.Context, db DBTX, id uuid.UUID) (WorkspaceStatsRow, error) {
+func (q *Queries) WorkspaceStats(ctx context.Context, db DBTX, id domain.ID) (WorkspaceStatsRow, error) {
 	row := db.QueryRow(ctx, workspaceStats, id)
 	var i WorkspaceStatsRow
 	err := row.Scan(&i.Active, &i.Queued)
@@ -119,7 +119,7 @@ RETURNING id, name, plan, created_at, updated_at
 
 type WorkspaceUpdatePlanParams struct {
 	Plan string
-	ID   uuid.UUID
+	ID   domain.ID
 }
 
 func (q *Queries) WorkspaceUpdatePlan(ctx context.Context, db DBTX, arg WorkspaceUpdatePlanParams) (Workspace, error) {
@@ -143,7 +143,7 @@ FOR NO KEY UPDATE SKIP LOCKED
 `
 
 type WorkspacesLockForAdmissionRow struct {
-	ID   uuid.UUID
+	ID   domain.ID
 	Plan string
 }
 
@@ -152,7 +152,7 @@ type WorkspacesLockForAdmissionRow struct {
 // exact. NO KEY UPDATE does not conflict with the KEY SHARE lock that
 // enqueue's foreign-key checks take, and SKIP LOCKED lets a second dispatcher
 // move on to other workspaces instead of waiting.
-func (q *Queries) WorkspacesLockForAdmission(ctx context.Context, db DBTX, ids []uuid.UUID) ([]WorkspacesLockForAdmissionRow, error) {
+func (q *Queries) WorkspacesLockForAdmission(ctx context.Context, db DBTX, ids []domain.ID) ([]WorkspacesLockForAdmissionRow, error) {
 	rows, err := db.Query(ctx, workspacesLockForAdmission, ids)
 	if err != nil {
 		return nil, err

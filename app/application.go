@@ -1,0 +1,53 @@
+package app
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Application is the API's use cases, one group per aggregate. Every use
+// case takes the caller (a domain.Actor), checks what it may do, and then
+// acts through its ports.
+type Application struct {
+	Auth        *Authenticator
+	Workspaces  *Workspaces
+	Definitions *Definitions
+	Executions  *Executions
+	database    ports.HealthCheck
+	engine      ports.WorkflowEngine
+}
+
+// Stores are the storage ports the API's use cases need; one adapter may
+// implement them all.
+type Stores struct {
+	Workspaces  ports.WorkspaceStore
+	APIKeys     ports.APIKeyStore
+	Definitions ports.DefinitionStore
+	Queue       ports.QueueStore
+	Executions  ports.ExecutionReader
+	Database    ports.HealthCheck
+}
+
+// NewApplication wires the use cases. engine may be nil in a process that
+// cannot reach Temporal.
+func NewApplication(s Stores, engine ports.WorkflowEngine, tiers domain.TierPolicy, adminToken string) *Application {
+	return &Application{
+		Auth:        NewAuthenticator(s.APIKeys, adminToken),
+		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, tiers),
+		Definitions: NewDefinitions(s.Definitions, s.Workspaces),
+		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine),
+		database:    s.Database,
+		engine:      engine,
+	}
+}
+
+// Ready checks the dependencies the API needs, by name.
+func (a *Application) Ready(ctx context.Context) map[string]error {
+	checks := map[string]error{"postgres": a.database.CheckHealth(ctx)}
+	if a.engine != nil {
+		checks["temporal"] = a.engine.CheckHealth(ctx)
+	}
+	return checks
+}

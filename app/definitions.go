@@ -1,0 +1,101 @@
+package app
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Definitions are the use cases of workflow definitions: commands create,
+// version and delete them, queries show them. A graph is validated before
+// it is stored, so every stored version can run.
+type Definitions struct {
+	definitions ports.DefinitionStore
+	workspaces  ports.WorkspaceStore
+}
+
+// NewDefinitions builds the definition use cases.
+func NewDefinitions(definitions ports.DefinitionStore, workspaces ports.WorkspaceStore) *Definitions {
+	return &Definitions{definitions: definitions, workspaces: workspaces}
+}
+
+// CreateDefinition validates the graph and stores it as version 1.
+func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, workspaceID domain.ID, name string, graph domain.Graph) (domain.Definition, error) {
+	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
+		return domain.Definition{}, err
+	}
+	if err := validateGraph(graph, "/graph"); err != nil {
+		return domain.Definition{}, err
+	}
+	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
+		return domain.Definition{}, err
+	}
+	return s.definitions.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Graph: graph})
+}
+
+func validateGraph(g domain.Graph, prefix string) error {
+	err := g.Validate()
+	if err == nil {
+		return nil
+	}
+	var ve *domain.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	problems := make([]domain.Problem, len(ve.Problems))
+	for i, p := range ve.Problems {
+		problems[i] = domain.Problem{Path: prefix + p.Path, Message: p.Message}
+	}
+	return &InvalidError{Problems: problems}
+}
+
+// GetDefinition shows a definition with its current graph.
+func (s *Definitions) GetDefinition(ctx context.Context, a domain.Actor, id domain.ID) (domain.Definition, error) {
+	d, err := s.definitions.GetDefinition(ctx, id)
+	if err != nil {
+		return domain.Definition{}, err
+	}
+	return d, requireWorkspace(a, d.WorkspaceID, "workflow definition")
+}
+
+// ListDefinitions lists a workspace's live definitions.
+func (s *Definitions) ListDefinitions(ctx context.Context, a domain.Actor, workspaceID domain.ID, page ports.Page) ([]domain.Definition, error) {
+	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
+		return nil, err
+	}
+	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
+		return nil, err
+	}
+	return s.definitions.ListDefinitions(ctx, workspaceID, page)
+}
+
+// DeleteDefinition soft-deletes a definition.
+func (s *Definitions) DeleteDefinition(ctx context.Context, a domain.Actor, id domain.ID) error {
+	if _, err := s.GetDefinition(ctx, a, id); err != nil {
+		return err
+	}
+	return s.definitions.DeleteDefinition(ctx, id)
+}
+
+// AddDefinitionVersion validates and stores a new current version.
+func (s *Definitions) AddDefinitionVersion(ctx context.Context, a domain.Actor, id domain.ID, graph domain.Graph) (domain.DefinitionVersion, error) {
+	if _, err := s.GetDefinition(ctx, a, id); err != nil {
+		return domain.DefinitionVersion{}, err
+	}
+	if err := validateGraph(graph, "/graph"); err != nil {
+		return domain.DefinitionVersion{}, err
+	}
+	return s.definitions.AddDefinitionVersion(ctx, id, graph)
+}
+
+// GetDefinitionVersion shows one version.
+func (s *Definitions) GetDefinitionVersion(ctx context.Context, a domain.Actor, id domain.ID, version int) (domain.DefinitionVersion, error) {
+	if _, err := s.GetDefinition(ctx, a, id); err != nil {
+		return domain.DefinitionVersion{}, err
+	}
+	return s.definitions.GetDefinitionVersion(ctx, id, version)
+}

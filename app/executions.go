@@ -1,0 +1,185 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Executions are the use cases of runs: commands enqueue and cancel them,
+// queries show queue items and executions.
+type Executions struct {
+	queue       ports.QueueStore
+	executions  ports.ExecutionReader
+	definitions ports.DefinitionStore
+	workspaces  ports.WorkspaceStore
+	engine      ports.WorkflowEngine
+}
+
+// NewExecutions builds the execution use cases. engine may be nil in a
+// process that cannot reach Temporal; running executions then cannot be
+// cancelled from it.
+func NewExecutions(queue ports.QueueStore, executions ports.ExecutionReader, definitions ports.DefinitionStore,
+	workspaces ports.WorkspaceStore, engine ports.WorkflowEngine) *Executions {
+	return &Executions{queue: queue, executions: executions, definitions: definitions, workspaces: workspaces, engine: engine}
+}
+
+// EnqueueRequest is the body of the start endpoint.
+type EnqueueRequest struct {
+	WorkspaceID    domain.ID
+	DefinitionID   domain.ID
+	Input          json.RawMessage
+	Priority       int
+	IdempotencyKey string
+}
+
+// DefaultPriority is the priority of an enqueue that names none.
+const DefaultPriority = 2
+
+// Enqueue enqueues an execution. The definition must exist (404) and
+// belong to the workspace (403, the seeds' SecurityException case).
+func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueRequest) (domain.QueueItem, bool, error) {
+	if err := requireWorkspace(a, req.WorkspaceID, "workspace"); err != nil {
+		return domain.QueueItem{}, false, err
+	}
+	owner, err := s.definitions.DefinitionWorkspace(ctx, req.DefinitionID)
+	if err != nil {
+		return domain.QueueItem{}, false, err
+	}
+	if owner != req.WorkspaceID {
+		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
+	}
+	if req.Priority == 0 {
+		req.Priority = DefaultPriority
+	}
+	if len(req.Input) == 0 {
+		req.Input = json.RawMessage("{}")
+	}
+	e := ports.Enqueue{
+		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
+		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
+	}
+	if req.IdempotencyKey != "" {
+		e.RequestHash = requestHash(req)
+	}
+	return s.queue.Enqueue(ctx, e)
+}
+
+// requestHash identifies a start request's content for Idempotency-Key
+// checks. The input is compacted first so that formatting alone never
+// counts as a different body.
+func requestHash(req EnqueueRequest) []byte {
+	var input any
+	_ = json.Unmarshal(req.Input, &input)
+	canonical, _ := json.Marshal(input) // encoding/json sorts map keys
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%d\n", req.WorkspaceID, req.DefinitionID, req.Priority)
+	h.Write(canonical)
+	return h.Sum(nil)
+}
+
+// GetQueueItem shows a queue item.
+func (s *Executions) GetQueueItem(ctx context.Context, a domain.Actor, id domain.ID) (domain.QueueItem, error) {
+	q, err := s.queue.GetQueueItem(ctx, id)
+	if err != nil {
+		return domain.QueueItem{}, err
+	}
+	return q, requireWorkspace(a, q.WorkspaceID, "queue item")
+}
+
+// ListQueue lists a workspace's queue items.
+func (s *Executions) ListQueue(ctx context.Context, a domain.Actor, workspaceID domain.ID, status *domain.QueueStatus, page ports.Page) ([]domain.QueueItem, error) {
+	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
+		return nil, err
+	}
+	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
+		return nil, err
+	}
+	return s.queue.ListQueue(ctx, workspaceID, status, page)
+}
+
+// GetExecution shows an execution and its node records.
+func (s *Executions) GetExecution(ctx context.Context, a domain.Actor, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
+	e, nodes, err := s.executions.GetExecution(ctx, id)
+	if err != nil {
+		return domain.Execution{}, nil, err
+	}
+	return e, nodes, requireWorkspace(a, e.WorkspaceID, "execution")
+}
+
+// ListExecutions lists a workspace's executions, newest first.
+func (s *Executions) ListExecutions(ctx context.Context, a domain.Actor, workspaceID domain.ID, status *domain.ExecutionStatus, limit int, before *ports.ExecutionCursor) ([]domain.Execution, error) {
+	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
+		return nil, err
+	}
+	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
+		return nil, err
+	}
+	return s.executions.ListExecutions(ctx, workspaceID, status, limit, before)
+}
+
+// CancelOutcome says whether a cancel finished at once (a queued item) or
+// was handed to the running workflow.
+type CancelOutcome string
+
+// The two outcomes of Cancel.
+const (
+	CancelDone      CancelOutcome = "CANCELLED"
+	CancelRequested CancelOutcome = "CANCELLING"
+)
+
+// Cancel cancels by queue item id or execution id. A queued item is
+// cancelled in place and never dispatched; a running execution's workflow
+// is asked to cancel, and its completion records CANCELLED and frees the
+// slot.
+func (s *Executions) Cancel(ctx context.Context, a domain.Actor, id domain.ID) (domain.ID, CancelOutcome, error) {
+	if q, err := s.queue.GetQueueItem(ctx, id); err == nil {
+		if err := requireWorkspace(a, q.WorkspaceID, "queue item"); err != nil {
+			return domain.NilID, "", err
+		}
+		if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
+			q, err = s.queue.CancelQueued(ctx, id)
+			if err == nil {
+				return q.ID, CancelDone, nil
+			}
+			if !errors.Is(err, domain.ErrIllegalTransition) {
+				return domain.NilID, "", err
+			}
+			// Dispatched meanwhile: cancel the execution instead.
+			q, err = s.queue.GetQueueItem(ctx, id)
+			if err != nil {
+				return domain.NilID, "", err
+			}
+		}
+		if q.ExecutionID == nil || q.Status != domain.QueueDispatched {
+			return domain.NilID, "", fmt.Errorf("%w: queue item is %s", ErrFinished, q.Status)
+		}
+		id = *q.ExecutionID
+	} else if !errors.Is(err, ports.ErrNotFound) {
+		return domain.NilID, "", err
+	}
+	e, _, err := s.executions.GetExecution(ctx, id)
+	if err != nil {
+		return domain.NilID, "", err
+	}
+	if err := requireWorkspace(a, e.WorkspaceID, "execution"); err != nil {
+		return domain.NilID, "", err
+	}
+	if e.Status.Terminal() {
+		return domain.NilID, "", fmt.Errorf("%w: execution is %s", ErrFinished, e.Status)
+	}
+	if s.engine == nil {
+		return domain.NilID, "", errors.New("this process has no workflow engine to cancel running executions")
+	}
+	if err := s.engine.CancelWorkflow(ctx, e.ID); err != nil {
+		return domain.NilID, "", err
+	}
+	return e.ID, CancelRequested, nil
+}

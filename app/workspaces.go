@@ -1,0 +1,152 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Workspaces are the use cases of tenants and their keys. Commands create
+// workspaces and keys, change plans and revoke keys (admin only); queries
+// show workspaces with their live numbers and list keys.
+type Workspaces struct {
+	workspaces ports.WorkspaceStore
+	keys       ports.APIKeyStore
+	tiers      domain.TierPolicy
+}
+
+// NewWorkspaces builds the workspace use cases.
+func NewWorkspaces(workspaces ports.WorkspaceStore, keys ports.APIKeyStore, tiers domain.TierPolicy) *Workspaces {
+	return &Workspaces{workspaces: workspaces, keys: keys, tiers: tiers}
+}
+
+// WorkspaceView is a workspace with its live numbers.
+type WorkspaceView struct {
+	domain.Workspace
+	Limit int
+	domain.WorkspaceStats
+}
+
+// CreateWorkspace creates a workspace. Admin only.
+func (s *Workspaces) CreateWorkspace(ctx context.Context, a domain.Actor, name string, plan domain.Plan) (WorkspaceView, error) {
+	if err := requireAdmin(a); err != nil {
+		return WorkspaceView{}, err
+	}
+	w, err := s.workspaces.CreateWorkspace(ctx, domain.Workspace{ID: domain.ID(uuid.New()), Name: name, Plan: plan})
+	if err != nil {
+		return WorkspaceView{}, err
+	}
+	return s.view(ctx, w)
+}
+
+// GetWorkspace shows a workspace with its limit, active count and depth.
+func (s *Workspaces) GetWorkspace(ctx context.Context, a domain.Actor, id domain.ID) (WorkspaceView, error) {
+	w, err := s.workspaces.GetWorkspace(ctx, id)
+	if err != nil {
+		return WorkspaceView{}, err
+	}
+	if err := requireWorkspace(a, id, "workspace"); err != nil {
+		return WorkspaceView{}, err
+	}
+	return s.view(ctx, w)
+}
+
+// ListWorkspaces lists all workspaces for the admin, and only its own for a
+// workspace key.
+func (s *Workspaces) ListWorkspaces(ctx context.Context, a domain.Actor, page ports.Page) ([]WorkspaceView, error) {
+	var ws []domain.Workspace
+	if a.Admin {
+		var err error
+		if ws, err = s.workspaces.ListWorkspaces(ctx, page); err != nil {
+			return nil, err
+		}
+	} else if page.After == nil {
+		w, err := s.workspaces.GetWorkspace(ctx, a.WorkspaceID)
+		if err != nil {
+			return nil, err
+		}
+		ws = []domain.Workspace{w}
+	}
+	out := make([]WorkspaceView, 0, len(ws))
+	for _, w := range ws {
+		v, err := s.view(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// UpdateWorkspacePlan changes a plan; the next admission uses its limit.
+// Admin only.
+func (s *Workspaces) UpdateWorkspacePlan(ctx context.Context, a domain.Actor, id domain.ID, plan domain.Plan) (WorkspaceView, error) {
+	if err := requireAdmin(a); err != nil {
+		return WorkspaceView{}, err
+	}
+	w, err := s.workspaces.UpdateWorkspacePlan(ctx, id, plan)
+	if err != nil {
+		return WorkspaceView{}, err
+	}
+	return s.view(ctx, w)
+}
+
+func (s *Workspaces) view(ctx context.Context, w domain.Workspace) (WorkspaceView, error) {
+	limit, err := s.tiers.Limit(w.Plan)
+	if err != nil {
+		return WorkspaceView{}, err
+	}
+	stats, err := s.workspaces.WorkspaceStats(ctx, w.ID)
+	if err != nil {
+		return WorkspaceView{}, err
+	}
+	return WorkspaceView{Workspace: w, Limit: limit, WorkspaceStats: stats}, nil
+}
+
+// CreateAPIKey makes a workspace key and returns its secret, which is
+// never stored and never shown again. Admin only.
+func (s *Workspaces) CreateAPIKey(ctx context.Context, a domain.Actor, workspaceID domain.ID, name string) (domain.APIKey, string, error) {
+	if err := requireAdmin(a); err != nil {
+		return domain.APIKey{}, "", err
+	}
+	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
+		return domain.APIKey{}, "", err
+	}
+	raw := make([]byte, 20)
+	if _, err := rand.Read(raw); err != nil {
+		return domain.APIKey{}, "", err
+	}
+	secret := apiKeyPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw))
+	key, err := s.keys.CreateAPIKey(ctx, domain.APIKey{
+		ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Prefix: secret[:len(apiKeyPrefix)+6],
+	}, hashSecret(secret))
+	if err != nil {
+		return domain.APIKey{}, "", err
+	}
+	return key, secret, nil
+}
+
+// ListAPIKeys lists a workspace's keys, without secrets.
+func (s *Workspaces) ListAPIKeys(ctx context.Context, a domain.Actor, workspaceID domain.ID) ([]domain.APIKey, error) {
+	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
+		return nil, err
+	}
+	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
+		return nil, err
+	}
+	return s.keys.ListAPIKeys(ctx, workspaceID)
+}
+
+// RevokeAPIKey revokes a key. Admin only.
+func (s *Workspaces) RevokeAPIKey(ctx context.Context, a domain.Actor, workspaceID, keyID domain.ID) error {
+	if err := requireAdmin(a); err != nil {
+		return err
+	}
+	return s.keys.RevokeAPIKey(ctx, workspaceID, keyID)
+}

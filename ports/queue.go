@@ -1,0 +1,49 @@
+package ports
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+// Enqueue is what the enqueue use case asks storage to write.
+type Enqueue struct {
+	ID           domain.ID
+	WorkspaceID  domain.ID
+	DefinitionID domain.ID
+	Input        json.RawMessage
+	Priority     int
+	Actor        domain.Actor
+	// IdempotencyKey is empty when the caller sent none.
+	IdempotencyKey string
+	// RequestHash identifies the body sent under IdempotencyKey.
+	RequestHash []byte
+}
+
+// QueueStore is the API's side of the dispatch queue.
+type QueueStore interface {
+	// Enqueue writes the queue item, its audit row and its idempotency
+	// record in one transaction and wakes the dispatchers. With a key
+	// already used for the same request hash it returns the original item
+	// and replayed=true; with a different hash, ErrConflict.
+	Enqueue(ctx context.Context, e Enqueue) (item domain.QueueItem, replayed bool, err error)
+	GetQueueItem(ctx context.Context, id domain.ID) (domain.QueueItem, error)
+	ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, page Page) ([]domain.QueueItem, error)
+	// CancelQueued cancels an item that has not been dispatched, through the
+	// domain state machine under the item's row lock.
+	CancelQueued(ctx context.Context, id domain.ID) (domain.QueueItem, error)
+}
+
+// ExecutionCursor is the keyset position of the last execution of a page.
+type ExecutionCursor struct {
+	StartedAt time.Time
+	ID        domain.ID
+}
+
+// ExecutionReader shows executions and their node records.
+type ExecutionReader interface {
+	GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error)
+	ListExecutions(ctx context.Context, workspaceID domain.ID, status *domain.ExecutionStatus, limit int, before *ExecutionCursor) ([]domain.Execution, error)
+}
