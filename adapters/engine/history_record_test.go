@@ -26,8 +26,10 @@ import (
 // TestRecordHistories runs representative executions on a real Temporal
 // server and writes their histories to testdata/histories for
 // TestReplayRecordedHistories. It is skipped unless
-// SLUICE_RECORD_HISTORIES=1 and TEMPORAL_ADDRESS are set; run it after a
-// deliberate, versioned change to the workflow (and only then), e.g.:
+// SLUICE_RECORD_HISTORIES=1 and TEMPORAL_ADDRESS are set. It writes only
+// histories that do not exist yet: after a versioned change to the
+// workflow (workflow.GetVersion), add a scenario that takes the new branch
+// under a new name and run, e.g.:
 //
 //	cd cmd/devstack && go build -o /tmp/devstack . && cd ../.. &&
 //	/tmp/devstack -- env SLUICE_RECORD_HISTORIES=1 go test -run TestRecordHistories ./adapters/engine/
@@ -190,6 +192,12 @@ func TestRecordHistories(t *testing.T) {
 		},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
+			path := filepath.Join(historyDir, sc.name+".json")
+			if _, err := os.Stat(path); err == nil {
+				// Histories are append-only: re-recording one would let a
+				// change that breaks running executions pass the replay test.
+				t.Skipf("%s exists and is kept; a new scenario gets a new name", path)
+			}
 			g, err := domain.DecodeGraph([]byte(sc.graph))
 			if err != nil {
 				t.Fatal(err)
@@ -230,7 +238,7 @@ func TestRecordHistories(t *testing.T) {
 			if len(got) != 1 || got[0] != sc.want {
 				t.Fatalf("completions = %v, want one %s", got, sc.want)
 			}
-			writeHistory(ctx, t, c, WorkflowID(execID), filepath.Join(historyDir, sc.name+".json"))
+			writeHistory(ctx, t, c, WorkflowID(execID), path)
 		})
 	}
 }
