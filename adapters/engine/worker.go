@@ -56,8 +56,11 @@ func NewWorkers(c client.Client, cfg WorkerConfig, acts *Activities, log *slog.L
 	if cfg.ServeWorkflows {
 		w := worker.New(c, cfg.Queues.Workflows, worker.Options{
 			MaxConcurrentWorkflowTaskExecutionSize: cfg.WorkflowsSize,
-			MaxConcurrentActivityExecutionSize:     cfg.WorkflowsSize,
-			WorkerStopTimeout:                      stop,
+			// Every activity on this queue is local (HTTP nodes go to the
+			// external queue), so polling it for activity tasks would only
+			// load the server.
+			LocalActivityWorkerOnly: true,
+			WorkerStopTimeout:       stop,
 		})
 		registerWorkflow(w, &Workflows{Retry: retry, Limits: limits})
 		registerActivities(w, acts)
