@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 )
 
 // httpNodeAllow lets HTTP_REQUEST nodes reach the tests' local servers
@@ -78,4 +84,85 @@ func newE2EWithPlan(t testing.TB, base, plan string) *e2e {
 		t.Fatalf("create workspace: %d", code)
 	}
 	return &e2e{t: t, base: base, ws: ws.ID}
+}
+
+// TestTheExternalQueueServesWorkspacesFairly checks task-queue fairness on
+// the real server: with one external-API slot, an ENTERPRISE execution
+// queues 25 HTTP nodes of 300 ms each; another workspace's one-node HTTP
+// task, scheduled while they wait, is counted in hog requests served
+// between its scheduling (from its history) and its own request.
+func TestTheExternalQueueServesWorkspacesFairly(t *testing.T) {
+	t.Setenv("SLUICE_HTTP_NODE_ALLOW", httpNodeAllow)
+	var mu sync.Mutex
+	var hogTimes []time.Time
+	var otherTime time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if r.URL.Path == "/other" {
+			otherTime = time.Now()
+		} else {
+			hogTimes = append(hogTimes, time.Now())
+		}
+		mu.Unlock()
+		if r.URL.Path != "/other" {
+			select {
+			case <-time.After(300 * time.Millisecond):
+			case <-r.Context().Done():
+			}
+		}
+		fmt.Fprint(w, `{}`)
+	}))
+	defer srv.Close()
+	base := startSluice(t, map[string]string{"SLUICE_HTTP_NODE_ALLOW": httpNodeAllow, "SLUICE_WORKER_EXTERNAL_API_CONCURRENCY": "1"})
+
+	hog := newE2EWithPlan(t, base, "ENTERPRISE")
+	nodes := make([]any, 25)
+	for i := range nodes {
+		nodes[i] = node(fmt.Sprintf("n%02d", i), "HTTP_REQUEST", map[string]any{"url": fmt.Sprintf("%s/hog/%d", srv.URL, i)})
+	}
+	hogID := hog.startIn(map[string]any{"nodes": nodes}, nil)
+	eventually(t, 30*time.Second, "the hog's first request", func() bool { mu.Lock(); defer mu.Unlock(); return len(hogTimes) >= 1 })
+
+	other := newE2EWithPlan(t, base, "FREE")
+	id := other.startIn(map[string]any{"nodes": []any{node("get", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/other"})}}, nil)
+	if ex := other.waitFor(id, "COMPLETED", "FAILED"); ex.Status != "COMPLETED" {
+		t.Fatalf("the other run ended %s (%v)", ex.Status, ex.Error)
+	}
+	scheduled := activityScheduledAt(t, id)
+	mu.Lock()
+	between := 0
+	for _, at := range hogTimes {
+		if at.After(scheduled) && at.Before(otherTime) {
+			between++
+		}
+	}
+	mu.Unlock()
+	t.Logf("hog requests served between the other task's scheduling and its request: %d", between)
+	if between > 3 {
+		t.Errorf("%d of the hog's queued requests went before the other workspace's task, want at most 3 (fairness)", between)
+	}
+	hog.waitFor(hogID, "COMPLETED", "FAILED")
+}
+
+// activityScheduledAt reads when the execution's first activity was
+// scheduled, from its workflow history.
+func activityScheduledAt(t *testing.T, executionID string) time.Time {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS"), Logger: nopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	it := c.GetWorkflowHistory(context.Background(), "execution-"+executionID, "", false, 0)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+			return ev.GetEventTime().AsTime()
+		}
+	}
+	t.Fatal("no activity scheduled in the history")
+	return time.Time{}
 }
