@@ -17,8 +17,10 @@ FUZZTIME ?= 10s
 TS_ADDR ?= 127.0.0.1:18080
 TS_TOKEN := walkthrough-admin-token-0123456789
 RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
+# Targets HTTP_REQUEST nodes may reach under `make run`.
+RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
-.PHONY: all build run test test-go test-ts vet generate check-generated fuzz bench lint-spec ts-deps clean
+.PHONY: all build run test test-go test-ts vet generate check-generated fuzz bench lint-spec ts-deps browser clean
 
 all: build
 
@@ -31,12 +33,15 @@ bin/devstack: FORCE
 build: bin/sluice bin/devstack
 
 ## run: start Postgres, Temporal, the migrations and `sluice all` on :8080.
+## HTTP_REQUEST nodes may reach loopback here, for local services; the
+## binary's own default refuses every private and local address.
 run: build
-	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
+	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" SLUICE_HTTP_NODE_ALLOW="$${SLUICE_HTTP_NODE_ALLOW-$(RUN_HTTP_NODE_ALLOW)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
 
 ## test: vet, spec lint, generated-code drift, then unit, integration,
-## fuzz and the TypeScript walk-through on a fresh real stack.
-test: vet lint-spec check-generated build
+## fuzz, the console's browser test and the TypeScript walk-through on a
+## fresh real stack.
+test: vet lint-spec check-generated build browser
 	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
 	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(MAKE) --no-print-directory test-go test-ts'
 
@@ -49,10 +54,15 @@ test-go:
 # `sluice all` on the stack's own database.
 test-ts: ts-deps
 	bin/sluice migrate
-	@SLUICE_HTTP_ADDR=$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) SLUICE_LOG_LEVEL=warn bin/sluice all & pid=$$!; \
+	@SLUICE_HTTP_ADDR=$(TS_ADDR) SLUICE_ADMIN_ADDR=127.0.0.1:0 SLUICE_ADMIN_TOKEN=$(TS_TOKEN) SLUICE_LOG_LEVEL=warn bin/sluice all & pid=$$!; \
 	for i in $$(seq 1 100); do curl -sf http://$(TS_ADDR)/healthz >/dev/null && break; sleep 0.2; done; \
 	(cd api/typescript && SLUICE_URL=http://$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) npm test); rc=$$?; \
 	kill $$pid; wait $$pid; exit $$rc
+
+## browser: Debian's chromium, which the console's browser test drives;
+## installed only when missing.
+browser:
+	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
 ts-deps:
 	cd api/typescript && npm ci --no-audit --no-fund

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	rawjson "encoding/json"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
 	strictnethttp "github.com/oapi-codegen/runtime/strictmiddleware/nethttp"
@@ -166,8 +168,8 @@ type Edge struct {
 
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
-	// Input Available to templates as `input`.
-	Input *map[string]interface{} `json:"input,omitempty"`
+	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -183,17 +185,19 @@ type EnqueuedExecution struct {
 
 // Execution defines model for Execution.
 type Execution struct {
-	CompletedAt          *time.Time             `json:"completedAt"`
-	DurationMs           *int64                 `json:"durationMs"`
-	Error                *string                `json:"error"`
-	ID                   openapi_types.UUID     `json:"id"`
-	Input                map[string]interface{} `json:"input"`
-	Nodes                *[]NodeRecord          `json:"nodes,omitempty"`
-	StartedAt            time.Time              `json:"startedAt"`
-	Status               ExecutionStatus        `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID     `json:"workflowDefinitionId"`
-	WorkflowVersion      int                    `json:"workflowVersion"`
-	WorkspaceID          openapi_types.UUID     `json:"workspaceId"`
+	CompletedAt *time.Time         `json:"completedAt"`
+	DurationMs  *int64             `json:"durationMs"`
+	Error       *string            `json:"error"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Input The input as enqueued, byte for byte.
+	Input                rawjson.RawMessage `json:"input"`
+	Nodes                *[]NodeRecord      `json:"nodes,omitempty"`
+	StartedAt            time.Time          `json:"startedAt"`
+	Status               ExecutionStatus    `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkflowVersion      int                `json:"workflowVersion"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.
@@ -306,9 +310,12 @@ type UpdateWorkspaceRequest struct {
 // Workspace defines model for Workspace.
 type Workspace struct {
 	// Active Executions holding a slot now.
-	Active    int                `json:"active"`
-	CreatedAt time.Time          `json:"createdAt"`
-	ID        openapi_types.UUID `json:"id"`
+	Active    int       `json:"active"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// FailedLastHour Executions that ended FAILED in the last hour.
+	FailedLastHour int                `json:"failedLastHour"`
+	ID             openapi_types.UUID `json:"id"`
 
 	// Limit Concurrent executions the plan allows.
 	Limit int    `json:"limit"`
@@ -361,6 +368,9 @@ type NotFound = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
+
+// TooMany RFC 9457 problem details.
+type TooMany = Problem
 
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
@@ -1404,6 +1414,15 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
+type TooManyResponseHeaders struct {
+	RetryAfter int
+}
+type TooManyApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers TooManyResponseHeaders
+}
+
 type UnauthorizedApplicationProblemPlusJSONResponse Problem
 
 type ListDefinitionsRequestObject struct {
@@ -1559,6 +1578,18 @@ func (response CreateDefinition422ApplicationProblemPlusJSONResponse) VisitCreat
 	w.WriteHeader(422)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateDefinition429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinition429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateDefinition500ApplicationProblemPlusJSONResponse struct {
@@ -1799,6 +1830,18 @@ func (response CreateDefinitionVersion422ApplicationProblemPlusJSONResponse) Vis
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateDefinitionVersion429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinitionVersion429ApplicationProblemPlusJSONResponse) VisitCreateDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CreateDefinitionVersion500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2037,6 +2080,18 @@ func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnque
 	w.WriteHeader(413)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type EnqueueExecution500ApplicationProblemPlusJSONResponse struct {
@@ -3577,104 +3632,110 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/bOLZ/hdC9QDu48jNOmzqfvEnayZ1Omk3SHdxpig0tHdtcy6RK0nG9Qf77BR+S",
-	"KFmy5dhtd4oAA0yaUOTh4Xk/yAcvYLOYUaBSeP0HL8Ycz0AC1/86mXPBuPopBBFwEkvCqNf3biaA7ih8",
-	"lWbAHWIjJCeAYg73hM0FivEYmp7vETX6yxz40vM9imfg9b3ATOp7IpjADKvZZ/jre6BjOfH63Xbb9+Qy",
-	"ViOF5ISOvcdH3zuFEaFELX8elsOzYHw6itgChenQFwKRMAUjxnKSQRG6E/oehy9zwiH0+pLPwYVtxPgM",
-	"S6/vzedEjVyF7ewrBPN1oEEyQAOEXgaYBhAhHAmGJJ6CQBh9mcMcEJEw04N+qQAbnLV2g/o9mRG5Cu8l",
-	"HgMS5N+Vxxfp79y1QhjheSS9/mHbV0dJZvOZPcgZoeZfnRQEQiWMgWsY/mB8KmIcwLpD1QPWHeXCmWUX",
-	"nDyqj0XMqABN/X/D4RV8mYPQaAoYlUD1jziOIxJgBWcr5mwYwex//iUU0A8efMWzOAKzHYlJ5PU1SCAk",
-	"GrJwiSZYIEwRcK6ZQP9feP1PD94MhMBjBdJsrkYDwsiCqjfc91ruVh8/+56QWM6F1+9priFSLeyd03sc",
-	"kRDZZbOdTqSMRb/VEtGcBNAM4T4BX7SI+aiRfPToYu6/OYy8vvdfrUxYtMxfRevSzGDwt3qCyd6JQDMc",
-	"qSOAEDGOhhzwVGipYWZqqiVPGB1FJNgV4echzGImgQbLxm+wRAss0FxAiBZEThBGIRmNgAM1R+K5eHyT",
-	"4TEFph4CnTWD5Mt9YzGZWJidSP0nweZcc4jaBWg8vmV8SMIQ6I6IVAtkkhINIWJ0LJBkCFMmJ8AzDs1h",
-	"8SDDYgZKLTSO0uH7wp1kU6BohpeIMokkmwcKcUSkmNMYO6cSOMXRjggjdpqUvxOcHOY5tDCqFoNaAPeB",
-	"l2s2AzkhdIxGmESKI6lhReD3wI8tYVmam2A6hlBhT31hsaWlxTuO48mOGOuiZItV0nBOp5QtKKIsBHTr",
-	"fb31HIk4ViC0IByDaLVbknmPvvttsAwi6COMGrfzdvsA0DD9Ca/MohYQebna7a7KVT14O6lqPtkXRevZ",
-	"lERVBI2Rgep08O4YwT3wZYJQNSIiQiZyj0hlmMmJPsELJt+yOQ13PL0Sqwsd4XZ4gF9DozvqDRu94FWn",
-	"8QYfQeNw+Cp4HR7Bm1G7o0EfaQBcudHLsH3hDKiBacpkwwzfB5YvGBJKTuRExA1j7zEfwz6tAfgaAIQC",
-	"ddq9o8PXr9BwKUG4KOk4ovQSLyOGQyQZQ5GGpBZqJGMNM3xfBKhBV9SlZuVITrArPhAOAoil0Ej7SPFc",
-	"Thgn/4ZdaW1GhFAiawiYq1WVXM9RTydDVW7ZWliau1/siYY0iL4yd7BVQ3KCtS2UyDTGEYd7NoWwqS1i",
-	"O69adhCT32CpnTLOYuCSGLM04IAlhAOZs2lDLKEhyQxWDVvfI2EN+zexpx9W/xBzGJGv5Sb6iHCjJDgO",
-	"lN+Y+IICAg7SV7aChChCU1gKhGPMZbNsbYuFNbui8yjCQ3W6xrBfmWKR9yY2u0CZq/DJ00PynoRGR7p5",
-	"30G8C+7ndGY2/BcYm+9EO3hX1plYPcKa55FQ9oMHVDlRn7yTwcXJ2fv3Z6een/x8fvHOgWHd7ux0pQDr",
-	"rRmKc3weHIZapOPo0oF/hCMBfmFLCe0UXfkZocm/O5ug1HNUg5fFAJ4G4jixVtYx9LtEUz9pQzsSYSn9",
-	"GbCr0fIP4OK74KQA7Ca4Uuf+OxKU78URphuFthpTSnz2++pNhZlUxlH0YaRN1XVr2fHKKs3vz8jHVZl6",
-	"PdF6gQZwjIRkHBCRiLJFcyP12BlXgf+cC6DtRaMEc678Z0t7jtJIwzv+lvy2q46ax+G2m/hGCqOAmwQR",
-	"eQWSgVtGbNlpXeJxmQKRyl9yf1iHY+fsH9PFMOd4qTGaxnE1263XskUkSOO3OXOs345DMDvTYFiICW+k",
-	"ne0I8r6atgtYKMSS79ccfBl2zsKyIx5xNisldMlKf72YgAvrkLEISsScnlZPUgoK1XHoNKL9NNFNaDxf",
-	"840hrLzUG9xjounO2IuzOMISBMIC3enZ7hzxl4Ebc8I4kctcFLpbnLujg49MSDTnY6CyiT7wUFmqinu1",
-	"a0wowlkk6xiNMOEUhEA44EyI7E8CBWwGwhi9CqQ03N1bH+z2U0/5dFuq3aNFUQrDGjoIU0JYpU894Hxb",
-	"Q3Yd5/1dzXhthhb3kay21opdA61aLgK5m4MRzrn2Vn8XuTkIla961d87NGDCfZulbG1tWIvTVvBk4lx1",
-	"tccFC+EKAsbDMu0hJOZbyu161JAeZkIRO7KQ+nCtubJva6AU2lVYUnwkp+ni1M8Rbo4CE2paywj7sB4y",
-	"rvoxxkOREBx3+OrjxYXyf33v5MPvl+/PbrRj/HZwnvOQz05LHGTfe0sgCs8SjsxjKA0glwVDdMz4YcPm",
-	"bIoymahsY2n0vKAK0engXRMptrNBEw5oTsmXORzrzGE4BhQBvid0jDA6+XBxen5z/uHCxMdneIkCzPkS",
-	"3SmL4E7p05gEUx39HXJMg0nTKypsHT6vTxChCSXO8NdzM/6w7WTtM9rYWszkZ+2UzFp02vQSZcj9FXBk",
-	"zqmgCCYQTEW1yCwzuIpzZwJsg0NWrar0bku0FB2R8dbyfGocUsdT7tTwlM0vitT3683N5T+vzv7+8ez6",
-	"xkc3V4OL67cfrn73HTpjHJ2evR/83zHSyEzSCzYZKZMAoMlSCGZiniuZCQ4xU1IOSTYGOQG+2cFV+7Rj",
-	"qnBqFdUKZrFURqUsl/x7MQ620O2J0l4Npip6fmEyk9E9hEgPba4sn535yuRsLktnzxnYyrjmejFtYgsJ",
-	"sWjqtFgwhaXJjzXNTKWLb1b6G5FQzwhQR5rp/4Ria1OJo1sTAsi0rMVUcnLVareK1rbWR9e/nV9e1tBM",
-	"lzaGlUz79urszPO9y6sPnu+dXdycXV1enV+flX9rExIrBHD19gS96R2+TnnQ5FXEqjZIEi4PFUQuVifX",
-	"urQRwT1EaTrXR4CDSVJy8b/XHy4aMdNZ7EZEpmBTkX497eAo6xIrhFAhMQ3K9fWKtHY436aLHupKxwES",
-	"UjPRx6tzRPFMqWAl66aEhkru2b1vFmWWPM36a50a7RUpjVgp1E7YnJZw/JmWuBwiwALQEAdTxfqXZxen",
-	"5xfvHAgddOBESGwVCowwme0mDJ4S/CEixjKYvMUkmnMoo0lT2aC5WiBG0Q3MYsZxZMobFNnp6geBsEQH",
-	"5QhJVtlRNeQLBIuexb6cwQgLeVZbC7mxk9WNP8Fj/1EhjvquV6oM0r37eR4qISsXrX6h/NKN57qs4/JE",
-	"gYbWcvg+vLVMXPwYb80lCUeFWbGjVN/7wfnvWgmenl9fDm5Oft3Gafuow+Y7ppaenCOqTA6lAJUI6UCS",
-	"+xJVkrq1Ak1YFBpnTkSsmOxx7dRvlvmPyouBTxi1yYyshtnUbCpMIBxFbCHKYa2uJaiNfN9E/UpKg7WD",
-	"iBaYSF3CpusrFOrKQdk6M1QmYNz0oJ8WQdvDTSHdJseT0sw+2D4jwB/B9kphQDBXIvVaAWR2YOp0yh0d",
-	"HM4IzdXHpBIcDS7P0RSWzaTIXKczzFy5Sh5TdEPoiJVkUXWFDxrrLMJCO6BUV6ckRkAT/ZEF9XUCJ2sh",
-	"0E7R6eCdQGx0S7WbdGzsCEVujAICEx8XiEgfYRoiu57allS/RYxGS7SYEOVwTeCWupXsmnl0HTgacQDD",
-	"9S+VlY86Prq8+oAOfZTZ+ajbRkHKibc0Y8Vfmrf0liaGnikrm9MQOLpr4Zi07jt3iOr6sruBLW7S4cM+",
-	"+pupoTI+nz4G4/Xd9Q24zvmgEWczZEITNvxYdWS+2rEum8PBBIRGwi1VGGELmg1vIgOy9iYQEeiuqhTs",
-	"Dr1M/Ba1V815AdiaGlv+P4jVYo1us61YjkdOnddisWhi/ecm4+OW/Va03p+fnF1cn+lvMi8gIZrB5bmT",
-	"xet7nWbbjGMxUBwTr+8dNNvNA1s/qmndoruVkFArywmaOouyVP97IqRw8fhCOHWUwgROMAddLBmC9kcV",
-	"6kPgEKLh0rZEKKmBE2tLT3rqLO7neno+re2y0LEBYjJbZb0f++q08MuFWQZoy3Sn1BhoZdLj50LzRrfd",
-	"XlNuWFJmaMXsp895eamkZe1qwELavqQocKBbo5Sr6By0LpTsGYDLpk831nJaUvQnnc2ffCzUNfbaB5s/",
-	"eutW4ffavc1fpPXEj753WGcracG91h7z2QzzpSXfsl4uRcgSj0U+3y68z8qkYKKEu/6BIxJq+Z9FI5Wo",
-	"1kU1WkZjgSyXo04ik8y41QpqnSLudbvFUuoi+xVL1SyfgJB/Y+FyO5JM6xVsfF7Tpgmqf3KDxVnMLyt8",
-	"/xWiiPno4cHGEBUHo8dHjW0dO/TGHMDpbUlDvaZeyHJ8MijnoXmvRp2gExx2GgfBq2Gjhw+HjTfDI2i0",
-	"R52wiw+GveBwixraquq+x7wtYmOPBS7vbIdSx4T2uu3uq0an0+h2bjrtflv99+dq+U6/4//Qg1AWvFen",
-	"pN5bOTTH8K3a7Lc8V7fsaFUS2nq6n0329To1lkg7CdQH3W4dYen02+woYQ3irdlRkLKVQvbRX2vitB7c",
-	"GqhHI4yVvVJimbNRYsw0kXHkcMQBh0vTAxtqf45IHZtDWKIkfpJEkoMIMDe24zHic0qVUe64pwoOUSKZ",
-	"T/WaBcmckyW9VWjNR+Gzhs7ox6BkS/rxyy3g64nytgpdhqmGTWIPVkm/EEY7rx7tO5DrzrX9o3XEzyzH",
-	"b3KH98woGaO8A7k1lxR8tQ3OTy6+ra2FLYR0y7LVyr0PW69bZYFfG0sbIwoLRGazucmdJTa3WyeQRA6G",
-	"YAosE9ZXusCR7Vks3UQlKFsgRXSbrPCs2OqbGOOfH7c0dgs9Gz/I0s0XUNcVTpsEXRo46T5BwiQHVSFo",
-	"FCHZ+Z8Nx+9tOA7CEGGUVbfvw1JMhVDrwf70WBkuM8YCo1AuS3D+5pc6poIrFr6xxfCNea2zf177Sfls",
-	"d42+iQN20+L+Q/VZIDqfDZP7GUzjLRGoU3Evzn1O6ZVHatde0FNqUGTaeKu4dvaZr6Q4CGk24Btz31wK",
-	"hWI8JhQbQ7IssJ0lTf9T49p5KD7QaOnaL4Saq0dMJUIVOGmdQj2OXqmU/2nj6/m69rXhdQfpLxWFsbk0",
-	"BdJcV4iKX57lWiHoDi5vJZLN+WW5as8GtHSGVDsTpd7AWZIzxTRbK3ECcqq74PfrqD2mYgFc3NJuu4uw",
-	"tA2y+tPEJ+BJrReRaDEBcyVFJgOyhOst1cUC6A8dUKLornBf1J2PMOIQA06LmQWe2WsvOMg5p+KWql8z",
-	"TpTAipzr20w+uHjHlE3LplNNQV+ggW9pr/2miX5L6vynEBunB0sUARYSdXtowuZcoNi9bckkQ/MCsti8",
-	"t0lE/q6vntMgKbwhgUdaUnKQfNlENy6saYX3CiJQBR6Oyy/bUoejNo70vq8DFkOY35q/BgmpxJwADnU9",
-	"gBWZhROsvF3w8HDTlQSfd/AR08ruJDUd4nypXbeqSK6uQfgt4zxVzZ+1vNPudphKuwe9g7AbdIZt3Hgz",
-	"OoJGL3wdNI6Gr3DjcNSD5G/OLS9pJdm223J6GUsURzLop/Mq2282f3DiXFe3tRu6i96xWM9phCcqnwen",
-	"NHOTC+ku9yIxxrTYVs6lMRC0TDIGw5yWupGunN3RfXT7T8ocyGb3z3zzn7kKw7acKBPKxpc7uDs8CHph",
-	"4xBejRo93Bk2joJu2DiA3ugQvxq+Do5Cz6+SU1lKM22X6fg1oOv86RWBMQuYf+SznGtypBYMp7ukerlU",
-	"HridFiUZ1I3TVU62u6DOtZx2vrHwXifdcpfQPhu+BYe+hvDZ1qV3rwTe5EbnRVfLXA68fUw+v2RVSH5g",
-	"rmbLXTiMiL6RNWeWk7CJBklCVg+ykflbmhZoa4lJBKJwD9wJzasvV/KyL7LSS1MMqXMiRCCz3wjCY2Ua",
-	"Ag0Fyq+gLHah84Haar+l5natSE0v0nsskxyyyf5CmBmZJZaymWGNAN/SmtlG9mayJru/q372IH+xWFlZ",
-	"hUGOBtVexPds1exWL2Fv636ijaJ5aKtQWcaZwkcsNk0N0VK5oso+MQRUqw5UN2P8hSJles/fJkhWuFzk",
-	"Jw2Q5VuJ1gbIHCp7tggKoTAHN1uzeuvB+rabvJDFBLhxfazv6ahfITENRRN9oAFo1Zf9aYKVDk7s1KyV",
-	"kYikRFxrTc1BNmiGeu3eMRqxKGKLW3rnmBv6egiZsw5L1OU7kFlb2a5knm9abReaTisLbrImU+NU1Em5",
-	"rbSItosdnaX+Rbv3Z6HVr75jtUVEw2nXNFvKhYlSMyHXJfefGzxy+g7L/Y+Mp57FTTGjmOGmtgNS8iCL",
-	"lTt3pm/ExHRNkBaqns7IrtV6uiovujemp2qDxePcqKbET4CjCLjyBZAAQC9xFOkAsExaxXyUdBGNCq1H",
-	"U1j+UssYyvq9vG3dub+mMZBvMFxrDGTH8V2Zcy+NIumZJozj/LK6O8TUYeVMb6Q8Jt2c10QD3f/GaLSs",
-	"Ki77w3n44skJgyT+FmTNpX19z8eW9WQrDdHfoqIs6WRu19K+pLaOSduPD/1qhGTNwO0aBbHb88hfuEXh",
-	"e0bsc80DCfmXMl6pVmg9ODbIJgM5n77N+q4ibNWBJhvzo6FNFCir0sSlZOJIhxDL8kKwPAvvZNRa1uj+",
-	"WNZ4/d1YIxc0eDboyoq+13LHthbIH4WHv7QPUxLezdQWSuplNQUhTcAgTNm01H/6KrVtJQRhtLSTJmk9",
-	"FpLFMZSYVYXbOC7N5QhP1oaWpp0brmoTa8W9ILXU4H8ar3fbFczuIKYuzx/umeftUj8v739fbaqf1iqE",
-	"f+0VI09VqurvjSksN3lgsvC8or5qNKmUkxMg3D7hIsrdqcHl+W9qld3YSTk4GWnWuuokfVGheDVoKcGq",
-	"bT3rp4LbZK/rcJ2mlGr2oJvKM48F1WSIy9wEamIUuqbPT8P/yVaOzV0qyqCbYKHfPdMt/GGVZ2Yocw9u",
-	"WUC29cPyL+j8oLYerXLaw9fQw21ovMGHrxu94GDUOAoPgkZn1IWDsBccDl9h501ekj101PdENP1nb9TF",
-	"b4LcS0c2TJk8XOIM++f079379p9fjmadr6/jg+EhfRP0vsutAcl7LNXc72eeg4H8WWPtwf+jiQwpFyHb",
-	"6KnWwxSWG5rGXeExSF5MS4poOYz0466JaasGNtGVGqTv51yQAEw5AGUNFq+KDT3UFRubusKv0ifbnvWK",
-	"JQyDko2EsZNuKW2NscuteyBa09fuMe6JvlL835V21cBm27rtdnbzF4o5C0AI8zaiSK7pEvbybIEoQyHE",
-	"QEOgwbI0TPGrXXdXxyVNKbFpfTFr71Evix5H5B6aucvfrD3nGBv3QEG4doZBohURumSnLkKBoksm5JiD",
-	"QC8xDdN6Il/nBGYsnEdgL82aC0BE/mIToMfosH2A9HvFCyKgFMlXBpSdSznT6+VjC6vBt+9JC22G//0e",
-	"h95A07DxwY4vbSaw91HAKIVAJ56tmM29aXyQf69Vn2f991rN8H28tTlweAiFDOzTuPr015OoQhuppNH8",
-	"h9mVhp8+68pS/dxpWT5uhqe6cDh3I12/1YpYgKMJE7J/1D5qa2vZLroi2oBiKoXN5StvTPmF2hcrluKI",
-	"EsmYys2GMC0WAYcQqCQ4cudIJXP5DMU7uBxoVlpw3WndfsjVmW3VN6FjHy2wDEz9Hg2TUsB8FMqZ1smI",
-	"rs6ayBo9E09O1fnanurj58f/DwAA//+7x7Yb9YIAAA==",
+	"H4sIAAAAAAAC/+w9a2/buJZ/hdAu0BYrP+O0qfPJN0k72WnTTJK5g52muKGlY5vXMqmSVFzfIP99wYck",
+	"SpZtOXbbmaLAAJMmFHl4eN4P8sEL2CxmFKgUXv/BizHHM5DA9b9OEi4YVz+FIAJOYkkY9frezQTQHYUv",
+	"0gy4Q2yE5ARQzOGesESgGI+h6fkeUaM/J8AXnu9RPAOv7wVmUt8TwQRmWM0+w1/eAR3Lidfvttu+Jxex",
+	"GikkJ3TsPT763imMCCVq+fOwGp4549NRxOYozIY+E4iEGRgxlpMcitCd0Pc4fE4Ih9DrS56AC9uI8RmW",
+	"Xt9LEqJGLsN29gWCZB1okA7QAKHnAaYBRAhHgiGJpyAQRp8TSAARCTM96MUKsMFZazeo35EZkcvwXuIx",
+	"IEH+s/L4Iv2du1YII5xE0usftn11lGSWzOxBzgg1/+pkIBAqYQxcw/AH41MR4wDWHaoesO4o584su+Dk",
+	"UX0sYkYFaOr/Bw6v4HMCQqMpYFQC1T/iOI5IgBWcrZizYQSz//m3UEA/ePAFz+IIzHYkJpHX1yCBkGjI",
+	"wgWaYIEwRcC5ZgL9f+H1Pz54MxACjxVIs0SNBoSRBVVvuO+13K0+fvI9IbFMhNfvaa4hUi3sndN7HJEQ",
+	"2WXznU6kjEW/1RJRQgJohnCfgi9axHzUSD96dDH33xxGXt/7r1YuLFrmr6J1aWYw+Fs+wXTvRKAZjtQR",
+	"QIgYR0MOeCq01DAzNdWSJ4yOIhLsivDzEGYxk0CDReNXWKA5FigREKI5kROEUUhGI+BAzZF4Lh5f53jM",
+	"gKmHQGfNIP1y31hMJxZmJ1L/SbCEaw5RuwCNxzeMD0kYAt0RkWqBXFKiIUSMjgWSDGHK5AR4zqEFLB7k",
+	"WMxBqYXGUTZ8X7iTbAoUzfACUSaRZEmgEEdEhjmNsXMqgVMc7YgwYqfJ+DvFyWGRQ0ujajGoBXAfeLlm",
+	"M5ATQsdohEmkOJIaVgR+D/zYEpaluQmmYwgV9tQXFltaWrzlOJ7siLEuSre4ShomdErZnCLKQkC33pdb",
+	"z5GIYwVCC8IxiFa7JZn36LvfBosggj7CqHGbtNsHgIbZT3hpFrWAKMrVbndZrurB20lV88m+KFrPpiSq",
+	"ImiMDFSng7fHCO6BL1KEqhERETKVe0Qqw0xO9AleMPmGJTTc8fQqrC50hNvhAX4Fje6oN2z0gpedxmt8",
+	"BI3D4cvgVXgEr0ftjgZ9pAFw5UYvx/aFM6AGpimTDTN8H1i+YEgoOVEQETeMvcN8DPu0BuBLABAK1Gn3",
+	"jg5fvUTDhQThoqTjiNJLvIgYDpFkDEUaklqokYw1zPB9EaAGXVGXmpUjOcGu+EA4CCCWIkXae0wXO+Ls",
+	"c8IktsiCsI+wRDMmJOq0220UAw2VKMtN6AIGu45K/60wTz306bUb2Tf7VulzlkQhirEQiFFIPSnX8NUA",
+	"CPS8sM9bqjfqO4wnfC0iBYqBGxnxookujNTWJpCQjEOIMM2E+S3FEQccLtK/WWHfRHdXIPmiMRhJ4Hfq",
+	"rAVINJ8ABzTHRKopJxDFoq/AvaUG9yHHhAqERe7yCKTAE5PmrTIAJoBD61s68y/b/tcQMBpqQ0OthoYw",
+	"YhwMjeFZjjyl1RXqmkV3cp3XoU7jd4oTOWGc/Ad2FYAzIoRCxhAwV6ygjI2CSOvk1FdYthbtJe4XexJs",
+	"GkRf2eDY2kZygrWBnipaxhGHezaFsKndNDuvWnYQk19Bc3PMWQxcEuMrBRywhHAgC45WiCU0JJnBsrfl",
+	"eySs4ZSlTt7D8h9iDiPypdpvHBFuLBeOAwlcpGwlIOAgfUVXEqIITWEhEI4xl82qtS0W1uyKJlGEh+p0",
+	"jbe5NMW86OJu9stz//Wjp4cU3VuNjmzzvoN4F9xP2cxs+G8wjsiJjjpcWQ93+QhrnkdK2Q8eUMVjH72T",
+	"wcXJ2bt3Z6een/58fvHWgWHd7ux0lQDrrRmKcxxxHIZa3OHo0oF/hCMBfmlLKe2U40szQtN/dzZBqedY",
+	"DV4emHoaiOPUhF7H0G9T8/FJG9qRCCvpz4C9Gi3/BC6+CU5KwG6CK4s4fUOC8r04wnSj0FZjKonPfr96",
+	"U2EulXEUfRhp/2ndWna8cpWK+zPysUIfT7ReoAEcG0sBEYkomzc3Uo+dcRn4T4Wo7l40SpBwDlRa2nOU",
+	"Rqb9/S35bVcdlcThtpv4SgqjhJsUEUUFkoNbRWz5aV3icZUC0Za3+8M6HDtn/5gthjnHC43RLLmg2W69",
+	"li0jwXoAzhzrt+MQzM40GJYSFRtpZzuCvF9N2yUslBIc92sOvgo7Z2HVEY84m1USumSVv55PwIV1yFgE",
+	"FWJOT6snqQTFeBdZmuVpopvQOFnzjSGsotQb3GOi6c7Yi7M4whK0e3OnZ7trouvcpeIgE04h1D48GjGu",
+	"f/CRYIgms6GyQqcAsY3RhGRMXKPTbtf3vjTGrGF/yfFc+R7NKzx/b0NazoAGmcWMy1wvpePzwBbQgCmf",
+	"saV//aitZsI4kYtC4qZb3nlHx+uVh53wMVDZRB+4cty0X6qjSYQinHupx2iECacgBMIBZ0LkfxIoYDMQ",
+	"xiRXG84yRL31+SE/Cy6dbstTe7R3KmFYQ6VhRqbL3KMHnG9rZq+TC7+pGa/N0PI+0tXW2throFXLRSB3",
+	"c3/ChGtf+r0ozEGofNlb/b1DAyZCvlkH1NbVT5ADyqPUn+nIhj1nv8jn34GVTbi6rr69YCFcQcB4WKVv",
+	"hcR8S01Xj0IzAkupdEe2Vh+uNfD2bT9VQrsMS4aPlMJcnPoFZipwRUrha5lzH/ZWzunfx9wqE4ITQLj6",
+	"/eLi/OKt53snH95fvju70aGEN4PzQkzh7LQipOB7bwhE4VkqJYoYyvJAVeEjzVYPGzZnKw3Siao2liXB",
+	"SsYDOh28bSLFdjbMxAEllHxO4FgXAIRjQBHge0LHCKOTDxen5zfnHy5MmmuGFyjAnC/QnbKh7pQFEpNg",
+	"qpM4Q45pMGl6ZRNHZ8HqE0RoMgIz/OXcjD9sO8U3OW1sLWaKs3YqZi27uXqJKuT+Ajgy51RSThMIpmK1",
+	"GK8yUctz5wJsgwu7Wn3q3VZoTjoi4006ZmmyqXHhndhCp0ZswfyiTH2/3Nxc/uvq7Lffz65vfHRzNbi4",
+	"fvPh6r3v0Bnj6PTs3eD/jpFGZpoltDUFMg2ZmmSjYCZKvJRg5KAUF4RIsjHICfDNIQG1TztmFU6tolrC",
+	"LJbKDJfVkn8vBssW9kZqSCwbC4qen5kCg+geQmM8NJeWz898aXKWyMrZCy6Jcke4zfno9A7Eoqmz28EU",
+	"FibN3TQzVS6+WelvREI9I0Adaa7/U4qtTSWObk0JINeyFlPpya1Wu6tobWt9dP3r+eVlDc10aaN+6bRv",
+	"rs7OPN+7vPrg+d7Zxc3Z1eXV+fVZ9bc2hbNEAFdvTtDr3uGrjAdNJkosa4M0RfWwgsjF8uRalzYiuIco",
+	"q8rwEeBgklZO/e/1h4tGzHQxSiMiU7AVBX497eAo6worhFAhMQ2q9fWStHY43ybYHupKxwESUjPR71fn",
+	"iOKZUsFK1k0JDZXcs3vfLMoseZr11zpa2lNTGnGlUDthCa3g+DMtcTlEgAWgIQ6mivUvzy5Ozy/eOhA6",
+	"6MCpkNgqeBphMttNGDwlXEZEjGUweYNJlHCooklToKS5WiBG0Q0oXwlHpkpJkZ0uYhIIS3RQjZB0lR1V",
+	"Q7HOt+xZ7MtBjbCQZ7W1kBvPWd74E6II3yvsUt/1ypRBtne/yEMVZOWi1S9VUbsRcJd1XJ4o0dBaDt+H",
+	"t5aLi+/jrbkk4agwK3aU6ns3OH+vleDp+fXl4Obkl22ctt91omHHZNyTs2or02kZQBVCOpDkvkKVnOWF",
+	"LhMWhcaZExErp8dcO3V7MWmqNN9hIX9hCV8LhTHTaQghMoeBiCnOUgyAJizh1VDVlU7VbQMnjNoMk1v6",
+	"o3tCIkwRjiI2F9ULry7wqH2+vgl2VjQRaB80q1ga6aIXdTrVoGydrquSYW7O1s/aJSz9ZJAunek2mbiM",
+	"TvchanKi/x6iRikpCBIlxq8VQGYHppqq2rnC4UxRtFPFlGkNNLg8R1NYZOVgOulk5irUW5nSKEJHrCLX",
+	"reuw0FjneuaGm3QNUWp4NNEfeXJDp9ny7iPtiJ0O3grERrdUu2bHxnZR9McopPFjgYj0dd7Irqe2JdVv",
+	"EaPRAs0nJAJTW+fWAmpu0i0kaMQBjKR5rjwL1PHR5dUHdOij3LdA3TYKMta8pTlvvmje0luaGpemmi6h",
+	"IXB018Ixad137hDVpal3A1uCpkOWffQPU+lm/Ex9DMbTvLOlgM75oBFnM2TCITbkuerIfLVjXXGLgwkI",
+	"jYRbqjDC5jQf3kQGZO3BICLQ3aqCvTv0PPWVXpjiw4gEYCufbJB9EKvFGt1mW7Ecj5xqvPl83sT6z03G",
+	"xy37rWi9Oz85u7g+09/knkdKNIPLcyfX2vc6zbYZx2KgOCZe3ztotpsHNqyvad2iu5WSUMup6NTVMFUF",
+	"Ge+IkMLF4zPhVoIaLYA56DrrELQPrFAfAtcZSttNpaQGTi08Pemps7hfaAf8uLZBS8cjiMnwVbWN7atJ",
+	"y68WZjmgLdPYVmOglUmPn0p9X912e01RaEUxqBWzHz8V5aWSlrVrNkvFFRWlmwPdVancU+egdY11zwBc",
+	"NX22sZbTzaY/6Wz+5PdS9WmvfbD5ozduA0+v3dv8RdaK8Oh7h3W2kvXqaO2RzGaYLyz5VrWBKkKWeCyK",
+	"VRHC+6RsDCYquOufOCKhlv95BFSJal36pGU0FshyOeqkMsmMW26+0KnyXrdb7sIos1+5oNDyCQj5DxYu",
+	"tiPJrKrE5gQ0bZpA/kc3QJ3HGfOemV8gipiPHh5s3FJxMHp81NjW8UpvzAGctrgsvGyquizHp4MKXqH3",
+	"ctQJOsFhp3EQvBw2evhw2Hg9PIJGe9QJu/hg2AsOt6h0XlWD+Vi0RWy8s8Tlne1Q6pjtXrfdfdnodBrd",
+	"zk2n3W+r//5cLrLqd/zvehDKpPfqdON4S4fmWMKrNvs1z9UtDluWhLbq8UeTfb1OjSWyJiT1QbdbR1g6",
+	"rXr6o9e1VtFdOztKZHNQ1kwpSeWVQvnRX2sStR7cyrZHI7yVfVNhybNRavw0kfEE03YX44Vph5BIHT9E",
+	"WKI0xpNGu4MIMDe25jHiCaXKiF9ubVmS5Kd6zZIkL8ie3jK05qPwp0bP6cegZEv68ast5uuJ8s5KDc2Z",
+	"Rk6DF1apPxNGmy8f7VuQ6861/b11yo8s928Kh/eTUXJGeQtyay4p+XYbnKVCDF5bF1sI6ZZlq6UrZrZe",
+	"d5XFfm0sc4wozBGZzRKT30ttdLeWIY00DMEUpqasr3SBI9vzeL+JYlA2R4roNlnteUHYVzHePz1uaRyX",
+	"OnG+k2VcLIuvK5w2Cbos0NJ9goRJD2qFoFGEZOf/aWj+1Q3NQRgijPIeh31YlpnQaj3Ynx5XhuOMccEo",
+	"VMseXLyUqo5p4YqRr2xhfGXe7OyfN39QvtzdAtjEAbtpff9h9VnYHhdTlGHar4lAnRVXdt0XlGR1JHht",
+	"F3+lAZJr763i5vlnvpL6IKTZgG/cA3NfHYrxmFBsDM+qwHmegv2rxs2LUHyg0cK1d3SWmJhLpBKxCpys",
+	"9qIeRy9V//+w8ftirf7a8L2D9OeKwlgiTdE311Wv4sVPuVYK6oPLW6lkc35ZrdrzAS2dgdXOR6X3cJbm",
+	"ZDHN10qdhoLqLsUJdFYAUzEHLm5pt91FWNo2af1p6kPwtH6N6EtUaPGOFyehe0t1dQL6QwegKLorXWV3",
+	"5yOMOMSAswJtfSGKvpHHdCCKW6p+zThRAityrsUx+eby9Xc27ZtNNQV9tw++pb326yb6Ne1dmEJsnCQs",
+	"UQRYSNTt6XoSc+FMnqLVydaigCy3cG4Ske/1rZgaJIU3JPBIS0oOki+a6MaFNataX0IEWoGH4+p7ANXh",
+	"qI0jve/rgMUQFrfmr0FCJjHNHTe5yCyd4MqLTw8PN11M8WkHnzKrVk9T3yEulg92VxX+1TUIv2ZcaFUL",
+	"cC1vtrsdprIuTe8g7AadYRs3Xo+OoNELXwWNo+FL3Dgc9SD9m3PXT1Ydt+22nJ7RCsWRDvrhvNB2Df/w",
+	"xLlJ8wlu67fzQO0pFTTIE5XVg1OeusnldJd7lhpvWswrZ9QYFFqGGQMjoZVupyuXd3Q33R6cKoez2f2z",
+	"2ABpLlCxbTfK5LLx6w7uDg+CXtg4hJejRg93ho2joBs2DqA3OsQvh6+Co9DzV8m1PMWatQx1/BrQdf70",
+	"ysCYBcw/ilnXNTlbC4bTYbN6uUx+uN0mFRndjdOtnGx3wV5ou+18ZWG/ThoW7tP+aSiXAgA1hM+2IQD3",
+	"dvNNbndRdLXMPefbx/yLS64K+Q/MLZOFu9MR0ZdLF8x4EjbRIE346kE28n9LsyJ1LTGJQBTugTuhf/Xl",
+	"Ut73WV4Kaoozdc6FCGT2G0F4rExJoKFAxRWUhS90vlFb+bfU3MkWqelFdiVvmqM22WUIc6O0wrI2M6wR",
+	"4FtaP9vI3lzW5Le+1c9OFK+jqyrzMMjRoNo7RX9aQbvVY9iHB55oo2ge2iq05lzJ6iMWm8aOaKFcV2Wf",
+	"GAKqVZeqG1L+RpE1veevE1QrXfrygwbUiu1UawNqDpX9tAhKobPipcjbsXrrwfrCm7wQcy+wEivWV3XU",
+	"r5CYhqKJPtAAtOrL/zTBSgendmrezklEWrKutabmIBtkQ7127xiNWBSx+S29c8wNfUWGLFiHFeryLci8",
+	"tW5XMi827rZLjbcrC3ryRlvjVNRJ0S21ybbLXa2V/kW792ep3bG+Y7VFBMRpWTVbKoSVMjOh0Cn41w02",
+	"Ob2X1f5HzlM/xU05A5njprYDUvG2lJU7d6aPxcSA0/v1VqQU8+vOnq7Ky+6N6fHaYPE4N90p8RPgKAKu",
+	"fAEkANBzHEU6YCzT1jUfpV1No1Ir1BQWL2oZQ3n/mbetO/f3NAaKDY9rjYH8OL4pc+6lcSU705RxnF+u",
+	"7lYxdV4F0xspj0k3CzbRQPfjMRotVhWv/eG84fPkBEMafwvy7te+vutky3q1pabwr1GxlnZzt2tp33L3",
+	"ddtqx1pqJ2uZPvRX4yhvYG7XqMHdnm3+xl0U2wb999avkHJEJS9WKorWg2OWbLKZixngvDUswlZDaLIx",
+	"PxpyRYEyNM1v7HsbEEvTmVYwrG37p33aqar9f8koLoqAnYxiy1rdJ7FW5yuy1qtvxlqFOMRPG7GqTn0t",
+	"d21r1PxRehZRu0UVEeNcE6K0xFdTENI0DcJUekv9py9Sm2tCEEYrm3/S7mohWRxDhaVWuuTk0lwI8WQF",
+	"a2nauTisNrGuuG6llmb9G7B/t72C/x1c1RUDh3sWA3apH1ccfFsFrZ+nKgWZ7U0rT9XT6u+NKSw2+Xnl",
+	"Z7n0pa5p/Z6cAOH2eSFR7bQNLs9/VavsxmHKjcpJs9YFL9lrH+VLWCsJVm3rp8oqOWf2khLXNcuoZg/q",
+	"qjq/WdJWhrjMnav2pQFGA/CzJEO6lWNzg4wyCSdY6Icizetuq/w/Q5l7cP4Csq23V3zd6Ts1J2mV0x6+",
+	"gh5uQ+M1PnzV6AUHo8ZReBA0OqMuHIS94HD4EjuPmJP8Ea6+J6Lpv3qjLn4dFF7hssHQ9FEdZ9i/pr91",
+	"79t/fj6adb68ig+Gh/R10PsmdyWkbwWt5n4/d0YM5D811h5cSprKkGoRso2eaj1MYbGh9d0VHoP0Nb+0",
+	"tJfDSL+GnVq7amATXalB+ibUOQnAFB1Q1mDxstjQQ12xsam3/Sp7TvCnXrGEYVCykTB20i2VDTt2uXUv",
+	"6mv62j2SPtGXt/9npV01sDm9brud33eGYs4CEMI8JivSy8mEvaZcIMpQCDHQEGiwqAxm/GLX3dWXyRJX",
+	"bFpfzNob66ti1BG5h2bhyjtrzznGxj1QEK6dYZBoRYQuDKqLUKDokgk55iDQc0zDrGrJ15mHGQuTCGys",
+	"KBGAiHxh06zH6LB9gPQD73MiwHfvSFYum/o51v0MQ927ktq/5l7ptMF6zNKUrHkX+JlAERtXntiV2dfO",
+	"1afZqwCx3bg5PN+Tduv5Ye73bPUGmkYmHOz4pKzCpz7oPkq3kWH9ub3uO4vqsfGLwivzB8UXtPU89V/Q",
+	"NsP38dDswGFSFDKwj5Vr8lrPAwqVZCUTFD/Mb4r8+EkXyGpCq0orzvBU1z8XLvrrt1oRC3A0YUL2j9pH",
+	"bW2O20WXZCdQTKWwJQmK3JXjqZ29ckWRqBC9mWBuCNNZEnAIgUqCI3eOTPRXz1C+2syBZqnz2J3WbQNd",
+	"ntkWrxM69tEcy8CUIdIwrWgsRr6caZ3E7vKsqTCzr6PZU3W+tqf6+Onx/wMAAP//v5ilzoeIAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

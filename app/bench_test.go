@@ -170,7 +170,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	db.vacuumAnalyze(b)
 	log := benchLogger()
 	st := postgres.NewStore(db.aux, log)
-	svc := app.NewExecutions(st, st, st, st, nil)
+	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultQuotas())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	listener := postgres.NewListener(db.pool, log)
@@ -464,7 +464,7 @@ func BenchmarkEnqueueContention(b *testing.B) {
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, callers)
 	db.vacuumAnalyze(b)
 	st := postgres.NewStore(db.aux, benchLogger())
-	svc := app.NewExecutions(st, st, st, st, nil)
+	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultQuotas())
 	type meter struct {
 		benchMeter
 		lat []time.Duration

@@ -16,11 +16,12 @@ import (
 type Definitions struct {
 	definitions ports.DefinitionStore
 	workspaces  ports.WorkspaceStore
+	quotas      domain.Quotas
 }
 
 // NewDefinitions builds the definition use cases.
-func NewDefinitions(definitions ports.DefinitionStore, workspaces ports.WorkspaceStore) *Definitions {
-	return &Definitions{definitions: definitions, workspaces: workspaces}
+func NewDefinitions(definitions ports.DefinitionStore, workspaces ports.WorkspaceStore, quotas domain.Quotas) *Definitions {
+	return &Definitions{definitions: definitions, workspaces: workspaces, quotas: quotas}
 }
 
 // CreateDefinition validates the graph and stores it as version 1.
@@ -28,10 +29,21 @@ func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, work
 	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
 		return domain.Definition{}, err
 	}
+	if err := s.quotas.CheckGraph(graph, "/graph"); err != nil {
+		return domain.Definition{}, err
+	}
 	if err := validateGraph(graph, "/graph"); err != nil {
 		return domain.Definition{}, err
 	}
-	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
+	w, err := s.workspaces.GetWorkspace(ctx, workspaceID)
+	if err != nil {
+		return domain.Definition{}, err
+	}
+	live, err := s.definitions.CountLiveDefinitions(ctx, workspaceID)
+	if err != nil {
+		return domain.Definition{}, err
+	}
+	if err := s.quotas.CheckDefinitions(w.Plan, live); err != nil {
 		return domain.Definition{}, err
 	}
 	return s.definitions.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Graph: graph})
@@ -84,6 +96,9 @@ func (s *Definitions) DeleteDefinition(ctx context.Context, a domain.Actor, id d
 // AddDefinitionVersion validates and stores a new current version.
 func (s *Definitions) AddDefinitionVersion(ctx context.Context, a domain.Actor, id domain.ID, graph domain.Graph) (domain.DefinitionVersion, error) {
 	if _, err := s.GetDefinition(ctx, a, id); err != nil {
+		return domain.DefinitionVersion{}, err
+	}
+	if err := s.quotas.CheckGraph(graph, "/graph"); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
 	if err := validateGraph(graph, "/graph"); err != nil {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -90,6 +92,7 @@ type Dispatcher struct {
 	cfg        DispatcherConfig
 	log        *slog.Logger
 	metrics    *DispatchMetrics
+	tracer     trace.Tracer
 	now        func() time.Time
 
 	// lastServed is the workspace the previous batch started its
@@ -97,6 +100,42 @@ type Dispatcher struct {
 	lastServed domain.ID
 	// leaseRenewedAt is when the queue lease was last taken or extended.
 	leaseRenewedAt time.Time
+	// leaseSeen is what the last attempt on the queue lease found, for
+	// readiness.
+	leaseSeen leaseState
+}
+
+// leaseState is the outcome of the latest queue lease attempt.
+type leaseState struct {
+	mu    sync.Mutex
+	tried bool
+	err   error
+}
+
+// ErrLeaseNotTried means the dispatcher has not yet tried the queue lease.
+var ErrLeaseNotTried = errors.New("queue lease not tried yet")
+
+// LeaseReady reports whether the dispatcher can take part in the queue
+// lease: nil when it holds the lease or saw it held elsewhere (a standby is
+// ready to take over), the error when the last attempt failed. A dispatcher
+// that is disabled, or not exclusive, needs no lease.
+func (d *Dispatcher) LeaseReady() error {
+	if !d.cfg.Enabled || !d.cfg.Exclusive {
+		return nil
+	}
+	d.leaseSeen.mu.Lock()
+	defer d.leaseSeen.mu.Unlock()
+	if !d.leaseSeen.tried {
+		return ErrLeaseNotTried
+	}
+	return d.leaseSeen.err
+}
+
+func (d *Dispatcher) recordLease(held bool, err error) {
+	d.leaseSeen.mu.Lock()
+	d.leaseSeen.tried, d.leaseSeen.err = true, err
+	d.leaseSeen.mu.Unlock()
+	d.metrics.leaseHeld(QueueLeaseName, held && err == nil)
 }
 
 // NewDispatcher builds a Dispatcher.
@@ -165,6 +204,7 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	}()
 	if d.cfg.Exclusive {
 		held, err := d.holdQueueLease(ctx)
+		d.recordLease(held, err)
 		if err != nil {
 			d.metrics.LeaseFailures.Inc()
 			d.log.Error("acquiring queue lease failed", "lease", QueueLeaseName, "error", err)
@@ -214,6 +254,7 @@ func (d *Dispatcher) releaseQueueLease() {
 		d.log.Warn("releasing queue lease failed", "error", err)
 	}
 	d.leaseRenewedAt = time.Time{}
+	d.metrics.leaseHeld(QueueLeaseName, false)
 }
 
 // DispatchBatch claims one batch, starts its workflows and records each
@@ -221,13 +262,14 @@ func (d *Dispatcher) releaseQueueLease() {
 // open while Temporal is called.
 func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	started := d.now()
-	claim, err := d.store.Claim(ctx, d.tiers.Limits(), d.admit)
+	claim, claimSpan, err := d.claim(ctx)
 	if err != nil {
 		return BatchResult{}, fmt.Errorf("claim: %w", err)
 	}
 	d.metrics.AtCapacity.Add(float64(claim.AtCapacity))
+	d.metrics.refused(claim.Refused)
 	if claim.Failed > 0 {
-		d.metrics.Failed.WithLabelValues("missing_workspace_or_definition").Add(float64(claim.Failed))
+		d.metrics.Failed.WithLabelValues(ReasonMissingReference).Add(float64(claim.Failed))
 	}
 	res := BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.cfg.BatchSize}
 	if len(claim.Claimed) == 0 {
@@ -236,12 +278,13 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	d.metrics.BatchSize.Observe(float64(len(claim.Claimed)))
 	d.log.Debug("processing queue items", "batch_size", len(claim.Claimed))
 
-	errs := d.startAll(ctx, claim.Claimed)
+	errs := d.startAll(ctx, claim.Claimed, claimSpan)
 	var ok []ports.DispatchedItem
 	var failed []ports.QueueTransition
 	for i, item := range claim.Claimed {
 		if errs[i] == nil {
 			ok = append(ok, ports.DispatchedItem{ID: item.ID, ExecutionID: item.ExecutionID})
+			d.metrics.FailuresPerItem.Observe(float64(item.DispatchFailures))
 			continue
 		}
 		d.log.Error("failed to start temporal workflow", "queue_item_id", item.ID, "execution_id", item.ExecutionID,
@@ -252,11 +295,15 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 			continue
 		}
 		failed = append(failed, t)
+		reason := startFailureReason(errs[i])
 		if t.To.Status == domain.QueueFailed {
 			res.Failed++
 			d.metrics.Failed.WithLabelValues("dispatch_attempts_exhausted").Inc()
+			d.metrics.dispatchFailed(reason, OutcomeFailed, item.WorkspaceID.String())
+			d.metrics.FailuresPerItem.Observe(float64(t.To.DispatchFailures))
 		} else {
 			res.Released++
+			d.metrics.dispatchFailed(reason, OutcomeReleased, item.WorkspaceID.String())
 		}
 	}
 	if len(ok) > 0 {
@@ -339,7 +386,7 @@ func (d *Dispatcher) freeSlots(w ports.PendingWorkspace) int {
 
 // startAll starts the claimed items' workflows concurrently, bounded by
 // StartConcurrency, and returns each item's error.
-func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem) []error {
+func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem, claimSpan trace.SpanContext) []error {
 	errs := make([]error, len(items))
 	sem := make(chan struct{}, max(1, d.cfg.StartConcurrency))
 	var wg sync.WaitGroup
@@ -350,6 +397,8 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem) []
 			defer func() { <-sem; wg.Done() }()
 			d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
 				"execution_id", item.ExecutionID)
+			ctx, span := d.startSpan(ctx, item, claimSpan)
+			defer func() { endStartSpan(span, errs[i]) }()
 			ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 			defer cancel()
 			errs[i] = d.engine.StartWorkflow(ctx, ports.WorkflowStart{
@@ -382,8 +431,8 @@ func (d *Dispatcher) releaseAfterError(item ports.ClaimedItem, cause error) (por
 	return ports.QueueTransition{ID: item.ID, FromStatus: from, FromClaimedAt: fromClaimedAt, To: next, DropExecution: &exec}, nil
 }
 
-// runMaintenance runs stale recovery, the reconciler and the queue depth
-// gauge on their own schedule beside the dispatch loop.
+// runMaintenance runs stale recovery and the reconciler on their own
+// schedule beside the dispatch loop.
 func (d *Dispatcher) runMaintenance(ctx context.Context) {
 	tick := time.NewTicker(d.cfg.RecoveryInterval)
 	defer tick.Stop()
@@ -428,11 +477,6 @@ func (d *Dispatcher) maintain(ctx context.Context) {
 	}
 	if _, err := d.store.PurgeIdempotencyKeys(ctx); err != nil {
 		d.log.Error("purging idempotency keys failed", "error", err)
-	}
-	if depth, err := d.store.QueueDepthByPlan(ctx); err != nil {
-		d.log.Error("reading queue depth failed", "error", err)
-	} else {
-		d.metrics.setDepth(depth)
 	}
 }
 

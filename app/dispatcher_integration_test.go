@@ -1018,3 +1018,29 @@ func (nopTemporalLogger) Debug(string, ...any) {}
 func (nopTemporalLogger) Info(string, ...any)  {}
 func (nopTemporalLogger) Warn(string, ...any)  {}
 func (nopTemporalLogger) Error(string, ...any) {}
+
+// TestClaimCountsTheFullWorkspacesItsPrefilterSkips: a full workspace with
+// pending work is never locked (the prefilter skips it by its counts), yet
+// the claim reports it as refused, by plan, for
+// queue_admission_refusals_total.
+func TestClaimCountsTheFullWorkspacesItsPrefilterSkips(t *testing.T) {
+	b := setupDispatch(t)
+	ws, def := b.workspace(t, domain.PlanFree)
+	b.enqueue(t, ws, def, 2)
+	d := b.dispatcher(b.engine, testConfig(), nil)
+	if res, err := d.DispatchBatch(context.Background()); err != nil || res.Dispatched != 1 {
+		t.Fatalf("occupying the slot: %+v, %v", res, err)
+	}
+	res, err := b.store.Claim(context.Background(), domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+		for _, w := range ws {
+			t.Errorf("workspace %s was locked; the prefilter should have skipped it", w.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Refused[domain.PlanFree] < 1 || res.AtCapacity != 0 {
+		t.Errorf("claim = %+v; want the full FREE workspace among the refused, none found full under the lock", res)
+	}
+}

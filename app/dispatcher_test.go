@@ -77,17 +77,7 @@ func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, int) ([
 	return nil, nil
 }
 
-func (f *fakeStore) QueueDepthByPlan(context.Context) (map[string]int64, error) {
-	return map[string]int64{"FREE": int64(f.pendingNow())}, nil
-}
-
 func (f *fakeStore) PurgeIdempotencyKeys(context.Context) (int64, error) { return 0, nil }
-
-func (f *fakeStore) pendingNow() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.pending
-}
 
 func (f *fakeStore) dispatchedNow() int {
 	f.mu.Lock()
@@ -227,3 +217,93 @@ func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 		t.Error("round-robin did not move on")
 	}
 }
+
+// failingStarts is a store whose claims come back with the refusals the
+// prefilter counted and whose released items are accepted.
+type failingStarts struct {
+	*fakeStore
+	refused map[domain.Plan]int
+	applied []ports.QueueTransition
+}
+
+func (f *failingStarts) Claim(ctx context.Context, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+	res, err := f.fakeStore.Claim(ctx, limits, admit)
+	res.Refused = f.refused
+	return res, err
+}
+
+func (f *failingStarts) ApplyTransitions(_ context.Context, ts []ports.QueueTransition) ([]domain.ID, error) {
+	f.applied = append(f.applied, ts...)
+	ids := make([]domain.ID, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids, nil
+}
+
+type timingOutEngine struct{ ports.WorkflowEngine }
+
+func (timingOutEngine) StartWorkflow(context.Context, ports.WorkflowStart) error {
+	return context.DeadlineExceeded
+}
+
+func TestFailedStartsAndRefusalsAreCounted(t *testing.T) {
+	t.Parallel()
+	store := &failingStarts{fakeStore: &fakeStore{pending: 2}, refused: map[domain.Plan]int{domain.PlanFree: 3, domain.PlanPro: 1}}
+	m := NewDispatchMetrics(prometheus.NewRegistry())
+	d := NewDispatcher(store, nil, timingOutEngine{}, &fakeLease{}, chanWakeups(nil), domain.DefaultTierPolicy(),
+		DefaultDispatcherConfig(), m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	res, err := d.DispatchBatch(context.Background())
+	if err != nil || res.Released != 1 {
+		t.Fatalf("batch = %+v, %v; want the item released for a retry", res, err)
+	}
+	if got := testutil.ToFloat64(m.DispatchFailures.WithLabelValues(ReasonStartTimeout, OutcomeReleased)); got != 1 {
+		t.Errorf("queue_dispatch_failures_total{start_timeout,released} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.AdmissionRefusals.WithLabelValues("FREE")); got != 3 {
+		t.Errorf("queue_admission_refusals_total{FREE} = %v, want the 3 the claim counted", got)
+	}
+	if got := testutil.ToFloat64(m.AdmissionRefusals.WithLabelValues("PRO")); got != 1 {
+		t.Errorf("queue_admission_refusals_total{PRO} = %v, want 1", got)
+	}
+	if n := testutil.CollectAndCount(m.FailuresPerItem); n != 1 {
+		t.Errorf("%d failures-per-item series, want 1", n)
+	}
+}
+
+func TestLeaseReadinessFollowsTheLastAttempt(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultDispatcherConfig()
+	d, m := newTestDispatcher(&fakeStore{}, &fakeLease{held: true}, chanWakeups(nil), cfg)
+	if err := d.LeaseReady(); !errors.Is(err, ErrLeaseNotTried) {
+		t.Errorf("before any attempt: %v, want ErrLeaseNotTried", err)
+	}
+	d.cycle(context.Background())
+	if err := d.LeaseReady(); err != nil {
+		t.Errorf("a standby whose lease is held elsewhere is not ready: %v", err)
+	}
+	if got := testutil.ToFloat64(m.LeaseHeld.WithLabelValues(QueueLeaseName)); got != 0 {
+		t.Errorf("dispatcher_lease_held = %v for a standby, want 0", got)
+	}
+	d.lease = brokenLease{}
+	d.cycle(context.Background())
+	if err := d.LeaseReady(); err == nil {
+		t.Error("ready although the lease query failed")
+	}
+	d.lease = &fakeLease{}
+	d.cycle(context.Background())
+	if err := d.LeaseReady(); err != nil {
+		t.Errorf("holder not ready: %v", err)
+	}
+	if got := testutil.ToFloat64(m.LeaseHeld.WithLabelValues(QueueLeaseName)); got != 1 {
+		t.Errorf("dispatcher_lease_held = %v for the holder, want 1", got)
+	}
+}
+
+type brokenLease struct{}
+
+func (brokenLease) TryAcquire(context.Context, string, time.Duration) (bool, error) {
+	return false, errors.New("connection refused")
+}
+
+func (brokenLease) Release(context.Context, string, time.Duration) error { return nil }

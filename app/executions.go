@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -21,14 +22,15 @@ type Executions struct {
 	definitions ports.DefinitionStore
 	workspaces  ports.WorkspaceStore
 	engine      ports.WorkflowEngine
+	quotas      domain.Quotas
 }
 
 // NewExecutions builds the execution use cases. engine may be nil in a
 // process that cannot reach Temporal; running executions then cannot be
 // cancelled from it.
 func NewExecutions(queue ports.QueueStore, executions ports.ExecutionReader, definitions ports.DefinitionStore,
-	workspaces ports.WorkspaceStore, engine ports.WorkflowEngine) *Executions {
-	return &Executions{queue: queue, executions: executions, definitions: definitions, workspaces: workspaces, engine: engine}
+	workspaces ports.WorkspaceStore, engine ports.WorkflowEngine, quotas domain.Quotas) *Executions {
+	return &Executions{queue: queue, executions: executions, definitions: definitions, workspaces: workspaces, engine: engine, quotas: quotas}
 }
 
 // EnqueueRequest is the body of the start endpoint.
@@ -44,7 +46,7 @@ type EnqueueRequest struct {
 const DefaultPriority = 2
 
 // Enqueue enqueues an execution. The definition must exist (404) and
-// belong to the workspace (403, the seeds' SecurityException case).
+// belong to the caller's workspace (403): no tenant runs another's graph.
 func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueRequest) (domain.QueueItem, bool, error) {
 	if err := requireWorkspace(a, req.WorkspaceID, "workspace"); err != nil {
 		return domain.QueueItem{}, false, err
@@ -56,6 +58,10 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	if owner != req.WorkspaceID {
 		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
+	w, err := s.workspaces.GetWorkspace(ctx, req.WorkspaceID)
+	if err != nil {
+		return domain.QueueItem{}, false, err
+	}
 	if req.Priority == 0 {
 		req.Priority = DefaultPriority
 	}
@@ -65,6 +71,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
+		MaxPending: s.quotas.MaxPending(w.Plan),
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)
@@ -72,16 +79,18 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	return s.queue.Enqueue(ctx, e)
 }
 
-// requestHash identifies a start request's content for Idempotency-Key
-// checks. The input is compacted first so that formatting alone never
-// counts as a different body.
+// requestHash identifies an enqueue's content for Idempotency-Key checks.
+// The input is compacted, not decoded: white space alone never makes a
+// different body, while its values, digits included, are compared as
+// stored.
 func requestHash(req EnqueueRequest) []byte {
-	var input any
-	_ = json.Unmarshal(req.Input, &input)
-	canonical, _ := json.Marshal(input) // encoding/json sorts map keys
+	var input bytes.Buffer
+	if err := json.Compact(&input, req.Input); err != nil {
+		input.Write(req.Input)
+	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%d\n", req.WorkspaceID, req.DefinitionID, req.Priority)
-	h.Write(canonical)
+	h.Write(input.Bytes())
 	return h.Sum(nil)
 }
 

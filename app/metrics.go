@@ -1,11 +1,19 @@
 package app
 
 import (
+	"context"
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/domain"
 )
 
-// DispatchMetrics are the dispatcher's Prometheus series, named as in the
-// seeds so existing dashboards keep working.
+// DispatchMetrics are the dispatcher's Prometheus series. The queue_*
+// names are the seeds', so existing dashboards keep working. Labels are
+// bounded: plan and reason take a handful of values; a workspace label is
+// added only when WorkspaceLabel is set (SLUICE_METRICS_WORKSPACE_LABEL),
+// as it grows with the tenants.
 type DispatchMetrics struct {
 	BatchSize      prometheus.Histogram
 	Duration       prometheus.Histogram
@@ -14,51 +22,133 @@ type DispatchMetrics struct {
 	Failed         *prometheus.CounterVec
 	StaleRecovered prometheus.Counter
 	LeaseFailures  prometheus.Counter
-	QueueDepth     *prometheus.GaugeVec
 	Latency        prometheus.Histogram
+	// DispatchFailures counts failed Temporal starts by reason and by what
+	// became of the item: released for a retry, or failed for good.
+	DispatchFailures *prometheus.CounterVec
+	// FailuresPerItem observes, when an item settles (dispatched or failed
+	// for good), how many failed starts it took.
+	FailuresPerItem prometheus.Histogram
+	// AdmissionRefusals counts, per batch and plan, the workspaces with
+	// pending work that had no free slot: those the prefilter skipped by
+	// their counts and those found full once locked.
+	AdmissionRefusals *prometheus.CounterVec
+	// LeaseHeld is 1 while this process holds the named lease.
+	LeaseHeld *prometheus.GaugeVec
+
+	workspaceLabel bool
+}
+
+// Dispatch failure reasons, the values of the reason label.
+const (
+	ReasonStartTimeout     = "start_timeout"
+	ReasonStartError       = "start_error"
+	ReasonMissingReference = "missing_workspace_or_definition"
+)
+
+// Dispatch failure outcomes, the values of the outcome label.
+const (
+	OutcomeReleased = "released"
+	OutcomeFailed   = "failed"
+)
+
+// DispatchMetricsOption adjusts the series before they are created.
+type DispatchMetricsOption func(*DispatchMetrics)
+
+// WithWorkspaceLabel adds a workspace label to queue_dispatch_failures_total.
+// Its cardinality grows with the tenants, so it is for operators who opt in.
+func WithWorkspaceLabel() DispatchMetricsOption {
+	return func(m *DispatchMetrics) { m.workspaceLabel = true }
 }
 
 // NewDispatchMetrics creates the series and registers them with reg.
-func NewDispatchMetrics(reg prometheus.Registerer) *DispatchMetrics {
-	m := &DispatchMetrics{
-		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "queue_processing_batch_size", Help: "Items claimed per dispatch batch.",
-			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
-		}),
-		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "queue_processing_duration_seconds", Help: "Time to process one dispatch batch.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
-		}),
-		Dispatched: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "queue_items_dispatched_total", Help: "Queue items whose workflow was started on Temporal.",
-		}),
-		AtCapacity: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "queue_items_at_capacity_total", Help: "Workspaces the claim locked that turned out to have no free slot (full workspaces are filtered out before locking and not counted).",
-		}),
-		Failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "queue_items_failed_total", Help: "Queue items failed for good, by reason.",
-		}, []string{"reason"}),
-		StaleRecovered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "queue_stale_recovery_count", Help: "Stale CLAIMED items settled by recovery.",
-		}),
-		LeaseFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shedlock_acquisition_failures", Help: "Lease acquisitions that failed or found the lease held elsewhere.",
-		}),
-		QueueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "queue_depth", Help: "PENDING queue items by workspace plan.",
-		}, []string{"plan"}),
-		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "queue_enqueue_to_dispatch_seconds", Help: "Time from enqueue to DISPATCHED.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
-		}),
+func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption) *DispatchMetrics {
+	m := &DispatchMetrics{}
+	for _, o := range opts {
+		o(m)
 	}
-	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.LeaseFailures, m.QueueDepth, m.Latency)
+	failureLabels := []string{"reason", "outcome"}
+	if m.workspaceLabel {
+		failureLabels = append(failureLabels, "workspace")
+	}
+	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "queue_processing_batch_size", Help: "Items claimed per dispatch batch.",
+		Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
+	})
+	m.Duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "queue_processing_duration_seconds", Help: "Time to process one dispatch batch.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+	})
+	m.Dispatched = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "queue_items_dispatched_total", Help: "Queue items whose workflow was started on Temporal.",
+	})
+	m.AtCapacity = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "queue_items_at_capacity_total", Help: "Workspaces the claim locked that turned out to have no free slot (full workspaces are filtered out before locking; queue_admission_refusals_total counts those too).",
+	})
+	m.Failed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "queue_items_failed_total", Help: "Queue items failed for good, by reason.",
+	}, []string{"reason"})
+	m.StaleRecovered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "queue_stale_recovery_count", Help: "Stale CLAIMED items settled by recovery.",
+	})
+	m.LeaseFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shedlock_acquisition_failures", Help: "Lease acquisitions that failed or found the lease held elsewhere.",
+	})
+	m.Latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "queue_enqueue_to_dispatch_seconds", Help: "Time from enqueue to DISPATCHED.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+	})
+	m.DispatchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "queue_dispatch_failures_total",
+		Help: "Failed Temporal starts of queue items, by reason, and by outcome: released for a retry or failed for good.",
+	}, failureLabels)
+	m.FailuresPerItem = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "queue_item_dispatch_failures",
+		Help:    "Failed Temporal starts an item had when it settled (dispatched or failed for good).",
+		Buckets: []float64{0, 1, 2, 3, 5, 8, 13, 21},
+	})
+	m.AdmissionRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "queue_admission_refusals_total",
+		Help: "Workspaces with pending work passed over by a dispatch batch for want of a free slot, by plan, whether the prefilter skipped them by their counts or admission found them full under the lock.",
+	}, []string{"plan"})
+	m.LeaseHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dispatcher_lease_held", Help: "1 while this process holds the named lease, else 0.",
+	}, []string{"lease"})
+	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.LeaseFailures,
+		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.LeaseHeld)
 	return m
 }
 
-func (m *DispatchMetrics) setDepth(depth map[string]int64) {
-	m.QueueDepth.Reset()
-	for plan, n := range depth {
-		m.QueueDepth.WithLabelValues(plan).Set(float64(n))
+// dispatchFailed counts one failed start of an item of workspace ws.
+func (m *DispatchMetrics) dispatchFailed(reason, outcome string, ws string) {
+	labels := []string{reason, outcome}
+	if m.workspaceLabel {
+		labels = append(labels, ws)
 	}
+	m.DispatchFailures.WithLabelValues(labels...).Inc()
+}
+
+// refused counts the workspaces passed over in one batch, by plan.
+func (m *DispatchMetrics) refused(byPlan map[domain.Plan]int) {
+	for plan, n := range byPlan {
+		m.AdmissionRefusals.WithLabelValues(string(plan)).Add(float64(n))
+	}
+}
+
+// leaseHeld records whether this process holds lease.
+func (m *DispatchMetrics) leaseHeld(lease string, held bool) {
+	v := 0.0
+	if held {
+		v = 1
+	}
+	m.LeaseHeld.WithLabelValues(lease).Set(v)
+}
+
+// startFailureReason names why a Temporal start failed, from a small fixed
+// set, so the label stays bounded whatever the error says.
+func startFailureReason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ReasonStartTimeout
+	}
+	return ReasonStartError
 }

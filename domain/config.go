@@ -129,43 +129,35 @@ type DelayConfig struct {
 // (unknown fields rejected) and applies the defaults. Problems are returned
 // as a *ValidationError with paths relative to the config, such as "/url".
 func DecodeHTTPRequestConfig(raw json.RawMessage) (HTTPRequestConfig, error) {
-	var ve ValidationError
-	c := decodeHTTPRequestConfig(raw, "", &ve)
-	if err := ve.errOrNil(); err != nil {
-		return HTTPRequestConfig{}, err
-	}
-	return c, nil
+	return decodeStrict(raw, decodeHTTPRequestConfig)
 }
 
 // DecodeTransformConfig reads and checks a TRANSFORM config strictly; see
 // DecodeHTTPRequestConfig for the error form.
 func DecodeTransformConfig(raw json.RawMessage) (TransformConfig, error) {
-	var ve ValidationError
-	c := decodeTransformConfig(raw, "", &ve)
-	if err := ve.errOrNil(); err != nil {
-		return TransformConfig{}, err
-	}
-	return c, nil
+	return decodeStrict(raw, decodeTransformConfig)
 }
 
 // DecodeConditionConfig reads and checks a CONDITION config strictly; see
 // DecodeHTTPRequestConfig for the error form.
 func DecodeConditionConfig(raw json.RawMessage) (ConditionConfig, error) {
-	var ve ValidationError
-	c := decodeConditionConfig(raw, "", &ve)
-	if err := ve.errOrNil(); err != nil {
-		return ConditionConfig{}, err
-	}
-	return c, nil
+	return decodeStrict(raw, decodeConditionConfig)
 }
 
 // DecodeDelayConfig reads and checks a DELAY config strictly; see
 // DecodeHTTPRequestConfig for the error form.
 func DecodeDelayConfig(raw json.RawMessage) (DelayConfig, error) {
+	return decodeStrict(raw, decodeDelayConfig)
+}
+
+// decodeStrict runs one config decoder at the root and turns the problems
+// it found into an error, or returns the config when there were none.
+func decodeStrict[C any](raw json.RawMessage, decode func(json.RawMessage, string, *ValidationError) C) (C, error) {
 	var ve ValidationError
-	c := decodeDelayConfig(raw, "", &ve)
+	c := decode(raw, "", &ve)
 	if err := ve.errOrNil(); err != nil {
-		return DelayConfig{}, err
+		var zero C
+		return zero, err
 	}
 	return c, nil
 }
@@ -222,7 +214,7 @@ func decodeHTTPRequestConfig(raw json.RawMessage, path string, ve *ValidationErr
 		if hf, _ := objectFields(v, path+"/headers", ve, nil); hf != nil {
 			c.Headers = make(map[string]string, len(hf))
 			for _, name := range sortedKeys(hf) {
-				p := path + "/headers/" + pointerEscape(name)
+				p := path + "/headers/" + JSONPointerToken(name)
 				if !isHTTPToken(name) {
 					ve.add(p, "invalid header name %q", name)
 					continue

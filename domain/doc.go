@@ -64,4 +64,17 @@
 // of the value it names; templates inside longer strings are interpolated as
 // text. A CONDITION node compares two resolved values with a fixed set of
 // operators (EvaluateCondition).
+//
+// Resolution is bounded: what one node's templates produce is charged to a
+// TemplateBudget before it is built, so a template that repeats a large
+// value fails at the budget rather than at the worker's memory, and
+// Graph.Validate refuses configs whose templates could never fit. Paths in
+// errors are rendered only when there is an error, keeping the cost of deep
+// trees linear.
+//
+// # Secrets
+//
+// SensitiveHeader, RedactHeaders and RedactURL are the one rule for what
+// counts as a credential in a header or a URL, and how it is shown
+// (Redacted) in records, errors and logs.
 package domain

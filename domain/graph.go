@@ -212,7 +212,9 @@ func validKey(key string) bool {
 //     earlier edge between the same nodes, and a `when` on an edge that does
 //     not leave a CONDITION node;
 //   - cycles: one problem per group of mutually reachable nodes, naming the
-//     nodes of one cycle, e.g. "cycle: a -> b -> c -> a".
+//     nodes of one cycle, e.g. "cycle: a -> b -> c -> a";
+//   - template fan-out: a TRANSFORM or HTTP_REQUEST config whose templates
+//     cannot resolve within DefaultTemplateBudget bytes for any input.
 //
 // An empty graph is valid, and so are disconnected components.
 func (g Graph) Validate() error {
@@ -286,6 +288,9 @@ func (g Graph) Validate() error {
 	if len(cycles) == 0 && len(ve.Problems) == 0 {
 		checkStepReferences(g, &ve)
 	}
+	if len(cycles) == 0 && len(ve.Problems) == 0 {
+		checkTemplateFanOut(g, DefaultTemplateBudget, &ve)
+	}
 	return ve.errOrNil()
 }
 
@@ -321,7 +326,7 @@ func checkStepReferences(g Graph, ve *ValidationError) {
 			continue
 		}
 		var up map[string]bool
-		walkStrings(v, "/nodes/"+strconv.Itoa(i)+"/config", func(p, s string) {
+		walkStrings(v, nil, func(at *pointerPath, s string) {
 			parts, err := ParseTemplate(s)
 			if err != nil {
 				return
@@ -334,7 +339,7 @@ func checkStepReferences(g Graph, ve *ValidationError) {
 					up = upstream(n.Key)
 				}
 				if !up[part.Ref.Step] {
-					ve.add(p, "%s reads node %q, which is not upstream of %q: add an edge path from it", part.Ref, part.Ref.Step, n.Key)
+					ve.add("/nodes/"+strconv.Itoa(i)+"/config"+at.String(), "%s reads node %q, which is not upstream of %q: add an edge path from it", part.Ref, part.Ref.Step, n.Key)
 				}
 			}
 		})

@@ -332,3 +332,18 @@ func TestValidateRejectsStepReferencesToNodesNotUpstream(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateRefusesTemplateFanOutThatCanNeverFit(t *testing.T) {
+	t.Parallel()
+	// 600 KB of literal text fits once; a node repeating it twice cannot.
+	literal := strings.Repeat("x", 600<<10)
+	seed := Node{Key: "seed", Type: NodeTransform, Config: json.RawMessage(fmt.Sprintf(`{"output": %q}`, literal))}
+	twice := Node{Key: "twice", Type: NodeTransform, Config: json.RawMessage(`{"output": ["{{ steps.seed.output }}", "and {{ steps.seed.output }}"]}`)}
+	send := Node{Key: "send", Type: NodeHTTPRequest, Config: json.RawMessage(`{"url": "http://example.test", "body": {"a": "{{ steps.seed.output }}", "b": "{{ steps.seed.output }}"}}`)}
+	fits := Node{Key: "fits", Type: NodeTransform, Config: json.RawMessage(`{"output": ["{{ steps.seed.output }}", "{{ steps.seed.output.part }}", "{{ input.big }}"]}`)}
+	g := Graph{Nodes: []Node{seed, twice, send, fits}, Edges: []Edge{edge("seed", "twice"), edge("seed", "send"), edge("seed", "fits")}}
+	assertProblems(t, problems(t, g.Validate()), []Problem{
+		{Path: "/nodes/1/config", Message: "over the node template budget of 1048576 bytes"},
+		{Path: "/nodes/2/config", Message: "over the node template budget"},
+	})
+}

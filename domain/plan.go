@@ -114,7 +114,8 @@ func NewTierPolicy(limits map[Plan]int) (TierPolicy, error) {
 	return p, nil
 }
 
-// ParseTierLimits parses limit overrides from configuration, written as
+// ParseTierLimits parses per-plan numbers from configuration (tier limits,
+// quotas), written as
 // "FREE=1,PRO=5,ENTERPRISE=20". Any subset of plans may be given, and spaces
 // around parts are ignored; an empty string means no overrides. Each error
 // names the part that is wrong, because a typo in an environment variable is
@@ -128,7 +129,7 @@ func ParseTierLimits(s string) (map[Plan]int, error) {
 	for i, raw := range strings.Split(s, ",") {
 		part := strings.TrimSpace(raw)
 		bad := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("tier limits: part %d %q: %s", i+1, part, fmt.Sprintf(format, args...)))
+			errs = append(errs, fmt.Errorf("part %d %q: %s", i+1, part, fmt.Sprintf(format, args...)))
 		}
 		name, value, ok := strings.Cut(part, "=")
 		if !ok {
@@ -137,7 +138,7 @@ func ParseTierLimits(s string) (map[Plan]int, error) {
 		}
 		plan, err := ParsePlan(strings.TrimSpace(name))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("tier limits: part %d %q: %w", i+1, part, err))
+			errs = append(errs, fmt.Errorf("part %d %q: %w", i+1, part, err))
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(value))

@@ -42,7 +42,7 @@ func ReadsOf(n Node) TemplateReads {
 	if json.Unmarshal(n.Config, &v) != nil {
 		return reads
 	}
-	walkStrings(v, "", func(_, s string) {
+	walkStrings(v, nil, func(_ *pointerPath, s string) {
 		parts, err := ParseTemplate(s)
 		if err != nil {
 			return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -259,8 +260,11 @@ func parseReference(s string, start, end int) (*Reference, error) {
 	default:
 		return fail(segs[0].pos, "unknown root %q (want input, steps, execution or workspace)", first)
 	}
-	for _, sg := range rest {
-		ref.Path = append(ref.Path, sg.PathSegment)
+	if len(rest) > 0 {
+		ref.Path = make([]PathSegment, len(rest))
+		for i, sg := range rest {
+			ref.Path[i] = sg.PathSegment
+		}
 	}
 	return ref, nil
 }
@@ -291,6 +295,63 @@ func (e *MissingPathError) Error() string {
 // Unwrap returns ErrMissingPath.
 func (e *MissingPathError) Unwrap() error { return ErrMissingPath }
 
+// DefaultTemplateBudget is the number of bytes one node's templates may
+// produce when resolved, unless the worker is configured otherwise.
+const DefaultTemplateBudget = 1 << 20
+
+// ErrTemplateBudget is wrapped when resolving a node's templates would
+// produce more bytes than its TemplateBudget allows.
+var ErrTemplateBudget = errors.New("template output is over budget")
+
+// TemplateBudgetError says how large the budget was and where resolution
+// stopped. It wraps ErrTemplateBudget.
+type TemplateBudgetError struct {
+	// Limit is the budget in bytes.
+	Limit int
+	// Need is how many bytes the resolution had produced, counting the piece
+	// that did not fit.
+	Need int
+}
+
+// Error renders the limit and what was needed.
+func (e *TemplateBudgetError) Error() string {
+	return fmt.Sprintf("%s: resolving needs more than %d bytes, the budget is %d bytes", ErrTemplateBudget, e.Need-1, e.Limit)
+}
+
+// Unwrap returns ErrTemplateBudget.
+func (e *TemplateBudgetError) Unwrap() error { return ErrTemplateBudget }
+
+// TemplateBudget counts the bytes template resolution produces for one node
+// and refuses a piece before it is built when it would pass the limit, so a
+// template that repeats a large value many times costs at most its budget.
+// The bytes counted are those of every string resolution yields (literal or
+// interpolated) and the compact JSON size of every value a whole-string
+// reference yields. One budget is shared by all of a node's Resolve calls.
+type TemplateBudget struct {
+	limit int
+	used  int
+}
+
+// NewTemplateBudget returns a budget of limit bytes.
+func NewTemplateBudget(limit int) *TemplateBudget {
+	return &TemplateBudget{limit: limit}
+}
+
+// Used is the number of bytes charged so far.
+func (b *TemplateBudget) Used() int { return b.used }
+
+// charge takes n bytes from the budget, or fails without taking any.
+func (b *TemplateBudget) charge(n int) error {
+	if n > b.limit-b.used {
+		return &TemplateBudgetError{Limit: b.limit, Need: b.used + n}
+	}
+	b.used += n
+	return nil
+}
+
+// remaining is what is left of the budget.
+func (b *TemplateBudget) remaining() int { return b.limit - b.used }
+
 // TemplateContext is the data references resolve against. Values are JSON
 // trees as encoding/json decodes them into any (map[string]any, []any,
 // float64, string, bool, nil); other Go values are converted through JSON
@@ -304,6 +365,40 @@ type TemplateContext struct {
 	ExecutionID string
 	// WorkspaceID is the value of {{ workspace.id }}.
 	WorkspaceID string
+	// Budget bounds what resolution may produce. Nil gives every Resolve
+	// call a budget of its own of DefaultTemplateBudget bytes; a node
+	// executor sets one budget for all of its node's templates.
+	Budget *TemplateBudget
+}
+
+// pointerPath is the JSON pointer of a value inside the tree Resolve walks,
+// as a chain from child to parent. The walk adds one link per level and
+// renders the string only when a problem is found, so a deep tree costs
+// memory linear in its size rather than one path string per level.
+type pointerPath struct {
+	parent *pointerPath
+	name   string
+	index  int
+	// isName tells a member name from an array index.
+	isName bool
+}
+
+// String renders the pointer, "" for the root.
+func (p *pointerPath) String() string {
+	var tokens []string
+	for q := p; q != nil; q = q.parent {
+		if q.isName {
+			tokens = append(tokens, JSONPointerToken(q.name))
+		} else {
+			tokens = append(tokens, strconv.Itoa(q.index))
+		}
+	}
+	var b strings.Builder
+	for i := len(tokens) - 1; i >= 0; i-- {
+		b.WriteByte('/')
+		b.WriteString(tokens[i])
+	}
+	return b.String()
 }
 
 // Resolve returns a copy of value with every template string resolved. Maps
@@ -312,26 +407,31 @@ type TemplateContext struct {
 // referenced value with its JSON type (a number stays a number, an object an
 // object), so configs can pass structured data along. References inside
 // longer strings are interpolated as text: strings as they are, other values
-// as compact JSON ("null" for null). value is not modified.
+// as compact JSON ("null" for null). value is not modified. What resolution
+// produces is charged to ctx.Budget; past it, Resolve fails with a
+// *TemplateBudgetError before building the piece that did not fit.
 func Resolve(value any, ctx TemplateContext) (any, error) {
-	return resolveAt(value, "", ctx)
+	if ctx.Budget == nil {
+		ctx.Budget = NewTemplateBudget(DefaultTemplateBudget)
+	}
+	return resolveAt(value, nil, ctx)
 }
 
 // resolveAt is Resolve with the JSON pointer of value, for error messages.
-func resolveAt(value any, path string, ctx TemplateContext) (any, error) {
+func resolveAt(value any, path *pointerPath, ctx TemplateContext) (any, error) {
 	switch v := value.(type) {
 	case nil, bool, float64, json.Number:
 		return v, nil
 	case string:
 		out, err := resolveString(v, ctx)
-		if err != nil && path != "" {
+		if err != nil && path != nil {
 			return nil, fmt.Errorf("at %s: %w", path, err)
 		}
 		return out, err
 	case []any:
 		out := make([]any, len(v))
 		for i, e := range v {
-			r, err := resolveAt(e, path+"/"+strconv.Itoa(i), ctx)
+			r, err := resolveAt(e, &pointerPath{parent: path, index: i}, ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -341,7 +441,7 @@ func resolveAt(value any, path string, ctx TemplateContext) (any, error) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for _, k := range sortedKeys(v) {
-			r, err := resolveAt(v[k], path+"/"+pointerEscape(k), ctx)
+			r, err := resolveAt(v[k], &pointerPath{parent: path, name: k, isName: true}, ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -369,29 +469,50 @@ func ResolveJSON(raw json.RawMessage, ctx TemplateContext) (any, error) {
 	return Resolve(v, ctx)
 }
 
-// resolveString resolves the templates in one string.
+// resolveString resolves the templates in one string. An interpolated
+// string is sized before it is built: every reference is looked up and
+// charged first, and the result is allocated once at its final size.
 func resolveString(s string, ctx TemplateContext) (any, error) {
 	if !strings.Contains(s, "{{") {
-		return s, nil
+		return s, ctx.Budget.charge(len(s))
 	}
 	parts, err := ParseTemplate(s)
 	if err != nil {
 		return nil, err
 	}
 	if len(parts) == 1 && parts[0].Ref != nil {
-		return lookup(*parts[0].Ref, ctx)
+		v, err := find(*parts[0].Ref, ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.Budget.charge(jsonSize(v, ctx.Budget.remaining()+1)); err != nil {
+			return nil, err
+		}
+		return deepCopy(v)
+	}
+	values := make([]any, len(parts))
+	total := 0
+	for i, p := range parts {
+		n := len(p.Text)
+		if p.Ref != nil {
+			if values[i], err = find(*p.Ref, ctx); err != nil {
+				return nil, err
+			}
+			n = textSize(values[i], ctx.Budget.remaining()+1)
+		}
+		if err := ctx.Budget.charge(n); err != nil {
+			return nil, err
+		}
+		total += n
 	}
 	var b strings.Builder
-	for _, p := range parts {
+	b.Grow(total)
+	for i, p := range parts {
 		if p.Ref == nil {
 			b.WriteString(p.Text)
 			continue
 		}
-		v, err := lookup(*p.Ref, ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := writeText(&b, v); err != nil {
+		if err := writeText(&b, values[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -415,17 +536,90 @@ func writeText(b *strings.Builder, v any) error {
 	return nil
 }
 
-// lookup resolves one reference to a deep copy of the value it names, so the
-// caller can change the result without changing the context.
-func lookup(ref Reference, ctx TemplateContext) (any, error) {
+// textSize is the number of bytes writeText produces for v, counted up to
+// stop (the count may end anywhere past stop once it gets there).
+func textSize(v any, stop int) int {
+	if s, ok := v.(string); ok {
+		return len(s)
+	}
+	return jsonSize(v, stop)
+}
+
+// jsonSize is the length of v as compact JSON, counted without encoding it
+// and up to stop: once the count passes stop it returns, so sizing a huge
+// value against a small budget costs little. String escapes are counted at
+// their longest form, so the figure never falls short of the encoding.
+func jsonSize(v any, stop int) int {
+	switch t := v.(type) {
+	case nil:
+		return 4
+	case bool:
+		if t {
+			return 4
+		}
+		return 5
+	case float64:
+		// encoding/json writes plain decimals between 1e-6 and 1e21.
+		format := byte('f')
+		if a := math.Abs(t); a != 0 && (a < 1e-6 || a >= 1e21) {
+			format = 'e'
+		}
+		var buf [64]byte
+		return len(strconv.AppendFloat(buf[:0], t, format, -1, 64))
+	case json.Number:
+		return len(t)
+	case string:
+		return quotedSize(t)
+	case []any:
+		n := 2 + max(len(t)-1, 0)
+		for _, e := range t {
+			if n > stop {
+				return n
+			}
+			n += jsonSize(e, stop-n)
+		}
+		return n
+	case map[string]any:
+		n := 2 + max(len(t)-1, 0)
+		for k, e := range t {
+			if n > stop {
+				return n
+			}
+			n += quotedSize(k) + 1 + jsonSize(e, stop-n)
+		}
+		return n
+	}
+	norm, err := normalizeJSON(v)
+	if err != nil {
+		return 0 // deepCopy reports the same value as not JSON
+	}
+	return jsonSize(norm, stop)
+}
+
+// quotedSize is the length of s as a JSON string, counting each byte that
+// needs an escape at the six bytes of a \u escape.
+func quotedSize(s string) int {
+	n := len(s) + 2
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 5
+		case c == '"' || c == '\\':
+			n++
+		}
+	}
+	return n
+}
+
+// find resolves one reference to the value it names, which may be part of
+// the context: callers copy it before handing it out.
+func find(ref Reference, ctx TemplateContext) (any, error) {
 	var cur any
-	walked := string(ref.Root)
 	switch ref.Root {
 	case RootInput:
 		cur = ctx.Input
 	case RootSteps:
 		out, ok := ctx.Steps[ref.Step]
-		walked = "steps." + ref.Step + ".output"
 		if !ok {
 			return nil, &MissingPathError{Path: ref.String(), Reason: fmt.Sprintf("step %q has no output", ref.Step)}
 		}
@@ -437,8 +631,8 @@ func lookup(ref Reference, ctx TemplateContext) (any, error) {
 	default:
 		return nil, fmt.Errorf("template: unknown root %q", ref.Root)
 	}
-	for _, seg := range ref.Path {
-		next, reason, err := step(cur, seg, walked)
+	for i, seg := range ref.Path {
+		next, reason, err := step(cur, seg, func() string { return ref.prefix(i) })
 		if err != nil {
 			return nil, err
 		}
@@ -446,22 +640,28 @@ func lookup(ref Reference, ctx TemplateContext) (any, error) {
 			return nil, &MissingPathError{Path: ref.String(), Reason: reason}
 		}
 		cur = next
-		walked += seg.String()
 	}
-	return deepCopy(cur)
+	return cur, nil
+}
+
+// prefix renders the reference up to, not including, path segment n:
+// the part that was walked when segment n failed.
+func (r Reference) prefix(n int) string {
+	return Reference{Root: r.Root, Step: r.Step, Path: r.Path[:n]}.String()
 }
 
 // step applies one path segment to cur. A non-empty reason means the path is
-// missing; err is for values that cannot be converted to JSON.
-func step(cur any, seg PathSegment, walked string) (next any, reason string, err error) {
+// missing; err is for values that cannot be converted to JSON. walkedPath
+// renders the path up to cur, only when a reason needs it.
+func step(cur any, seg PathSegment, walkedPath func() string) (next any, reason string, err error) {
 	switch v := cur.(type) {
 	case map[string]any:
 		if seg.IsIndex {
-			return nil, fmt.Sprintf("%s is an object, not an array", walked), nil
+			return nil, fmt.Sprintf("%s is an object, not an array", walkedPath()), nil
 		}
 		next, ok := v[seg.Name]
 		if !ok {
-			return nil, fmt.Sprintf("%s has no member %q", walked, seg.Name), nil
+			return nil, fmt.Sprintf("%s has no member %q", walkedPath(), seg.Name), nil
 		}
 		return next, "", nil
 	case []any:
@@ -469,28 +669,28 @@ func step(cur any, seg PathSegment, walked string) (next any, reason string, err
 		if !seg.IsIndex {
 			n, convErr := strconv.Atoi(seg.Name)
 			if convErr != nil || !isDigits(seg.Name) {
-				return nil, fmt.Sprintf("%s is an array, not an object", walked), nil
+				return nil, fmt.Sprintf("%s is an array, not an object", walkedPath()), nil
 			}
 			idx = n
 		}
 		if idx < 0 || idx >= len(v) {
-			return nil, fmt.Sprintf("index %d is out of range: %s has %d elements", idx, walked, len(v)), nil
+			return nil, fmt.Sprintf("index %d is out of range: %s has %d elements", idx, walkedPath(), len(v)), nil
 		}
 		return v[idx], "", nil
 	case nil:
-		return nil, fmt.Sprintf("%s is null", walked), nil
+		return nil, fmt.Sprintf("%s is null", walkedPath()), nil
 	case string:
-		return nil, fmt.Sprintf("%s is a string", walked), nil
+		return nil, fmt.Sprintf("%s is a string", walkedPath()), nil
 	case bool:
-		return nil, fmt.Sprintf("%s is a boolean", walked), nil
+		return nil, fmt.Sprintf("%s is a boolean", walkedPath()), nil
 	case float64, json.Number:
-		return nil, fmt.Sprintf("%s is a number", walked), nil
+		return nil, fmt.Sprintf("%s is a number", walkedPath()), nil
 	}
 	norm, err := normalizeJSON(cur)
 	if err != nil {
 		return nil, "", err
 	}
-	return step(norm, seg, walked)
+	return step(norm, seg, walkedPath)
 }
 
 // isDigits reports whether s is non-empty and all ASCII digits.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 )
 
@@ -59,12 +58,6 @@ func (e *ValidationError) errOrNil() error {
 		return nil
 	}
 	return e
-}
-
-// pointerEscape escapes one JSON pointer reference token (RFC 6901).
-func pointerEscape(s string) string {
-	s = strings.ReplaceAll(s, "~", "~0")
-	return strings.ReplaceAll(s, "/", "~1")
 }
 
 // member is one name/value pair of a JSON object, in document order.
@@ -196,7 +189,7 @@ func objectFields(raw []byte, path string, ve *ValidationError, allowed []string
 	ok := true
 	for _, m := range members {
 		if allowed != nil && !contains(allowed, m.name) {
-			ve.add(path+"/"+pointerEscape(m.name), "unknown field %q (allowed: %s)", m.name, strings.Join(allowed, ", "))
+			ve.add(path+"/"+JSONPointerToken(m.name), "unknown field %q (allowed: %s)", m.name, strings.Join(allowed, ", "))
 			ok = false
 			continue
 		}
@@ -231,20 +224,21 @@ func stringField(raw []byte, path string, ve *ValidationError) (string, bool) {
 	return s, true
 }
 
-// walkStrings calls fn for every string in the JSON tree v, with its path
-// below prefix. Object members are visited in sorted order so problems come
-// out deterministically.
-func walkStrings(v any, prefix string, fn func(path, s string)) {
+// walkStrings calls fn for every string in the JSON tree v, with its
+// pointer below at (rendered by the caller only when it reports a problem).
+// Object members are visited in sorted order so problems come out
+// deterministically.
+func walkStrings(v any, at *pointerPath, fn func(at *pointerPath, s string)) {
 	switch t := v.(type) {
 	case string:
-		fn(prefix, t)
+		fn(at, t)
 	case []any:
 		for i, e := range t {
-			walkStrings(e, prefix+"/"+strconv.Itoa(i), fn)
+			walkStrings(e, &pointerPath{parent: at, index: i}, fn)
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(t) {
-			walkStrings(t[k], prefix+"/"+pointerEscape(k), fn)
+			walkStrings(t[k], &pointerPath{parent: at, name: k, isName: true}, fn)
 		}
 	}
 }
@@ -261,9 +255,9 @@ func checkTemplates(raw []byte, path string, ve *ValidationError) {
 		ve.add(path, "%s", syntaxProblem(err).Error())
 		return
 	}
-	walkStrings(v, path, func(p, s string) {
+	walkStrings(v, nil, func(at *pointerPath, s string) {
 		if _, err := ParseTemplate(s); err != nil {
-			ve.add(p, "%s", err.Error())
+			ve.add(path+at.String(), "%s", err.Error())
 		}
 	})
 }

@@ -22,6 +22,8 @@ type WorkspaceStats struct {
 	Active int
 	// Queued counts items PENDING or CLAIMED: waiting for a slot.
 	Queued int
+	// FailedLastHour counts executions that ended FAILED in the last hour.
+	FailedLastHour int
 }
 
 // APIKey is a workspace-scoped credential. The secret itself is never

@@ -14,6 +14,8 @@ type DefinitionStore interface {
 	// DefinitionWorkspace returns the workspace owning a live definition,
 	// reading no graph: the ownership check on every enqueue.
 	DefinitionWorkspace(ctx context.Context, id domain.ID) (domain.ID, error)
+	// CountLiveDefinitions counts the workspace's definitions not deleted.
+	CountLiveDefinitions(ctx context.Context, workspaceID domain.ID) (int, error)
 	ListDefinitions(ctx context.Context, workspaceID domain.ID, page Page) ([]domain.Definition, error)
 	DeleteDefinition(ctx context.Context, id domain.ID) error
 	// AddDefinitionVersion stores graph as the next version and makes it current.

@@ -37,6 +37,9 @@ type ClaimedItem struct {
 	// Graph is the definition version's graph as stored, read in the same
 	// transaction, so the workflow needs no round trip to load it.
 	Graph json.RawMessage
+	// TraceParent is the W3C traceparent of the request that enqueued the
+	// item, empty when it was not traced; the start continues its trace.
+	TraceParent string
 }
 
 // ClaimResult is what one admission transaction did.
@@ -52,6 +55,10 @@ type ClaimResult struct {
 	// AtCapacity is how many of them admission found without a free slot
 	// once locked and recounted.
 	AtCapacity int
+	// Refused counts, by plan, the workspaces with pending work that got
+	// no slot in this claim: those the prefilter's counts showed as full
+	// (never visited) and the AtCapacity ones.
+	Refused map[domain.Plan]int
 }
 
 // QueueTransition is a queue item's new state computed by the domain state
@@ -102,8 +109,6 @@ type DispatchStore interface {
 	// RunningStartedBefore returns RUNNING executions older than olderThan,
 	// for the reconciler.
 	RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]domain.Execution, error)
-	// QueueDepthByPlan counts PENDING items per plan.
-	QueueDepthByPlan(ctx context.Context) (map[string]int64, error)
 	// PurgeIdempotencyKeys forgets Idempotency-Keys past their retention.
 	PurgeIdempotencyKeys(ctx context.Context) (int64, error)
 }

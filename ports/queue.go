@@ -20,6 +20,10 @@ type Enqueue struct {
 	IdempotencyKey string
 	// RequestHash identifies the body sent under IdempotencyKey.
 	RequestHash []byte
+	// MaxPending is the workspace's pending-items quota, 0 for none.
+	// Enqueue checks it under the workspace's counter lock and refuses
+	// with a *domain.QuotaError.
+	MaxPending int
 }
 
 // QueueStore is the API's side of the dispatch queue.

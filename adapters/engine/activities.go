@@ -10,6 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -81,19 +85,40 @@ type Activities struct {
 	store     ports.ExecutionStore
 	executors map[domain.NodeType]ports.NodeExecutor
 	log       *slog.Logger
+	metrics   *NodeMetrics
+	tracer    trace.Tracer
 	// PayloadLimit is the largest node output, in bytes, handed back to
 	// Temporal (Limits.PayloadLimit); DefaultPayloadLimit when zero.
 	PayloadLimit int
 }
 
+// ActivitiesOption adds instrumentation to the activities.
+type ActivitiesOption func(*Activities)
+
+// WithNodeMetrics observes every node run into m.
+func WithNodeMetrics(m *NodeMetrics) ActivitiesOption {
+	return func(a *Activities) { a.metrics = m }
+}
+
+// WithTracer takes node spans from tp instead of the global provider.
+// Every node run gets a span of its own, under the activity's span that
+// Temporal's tracing interceptor starts.
+func WithTracer(tp trace.TracerProvider) ActivitiesOption {
+	return func(a *Activities) { a.tracer = tp.Tracer(tracerName) }
+}
+
 // NewActivities builds the activities over a store and the node executor
 // registry.
-func NewActivities(store ports.ExecutionStore, executors []ports.NodeExecutor, log *slog.Logger) *Activities {
+func NewActivities(store ports.ExecutionStore, executors []ports.NodeExecutor, log *slog.Logger, opts ...ActivitiesOption) *Activities {
 	reg := make(map[domain.NodeType]ports.NodeExecutor, len(executors))
 	for _, e := range executors {
 		reg[e.Type()] = e
 	}
-	return &Activities{store: store, executors: reg, log: log}
+	a := &Activities{store: store, executors: reg, log: log, tracer: otel.Tracer(tracerName)}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
 }
 
 // LoadGraph reads the definition version's graph. A missing version cannot
@@ -135,7 +160,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	defer stop()
 	go heartbeat(hbCtx)
 
-	input, out, err := a.execute(ctx, in)
+	input, out, err := a.runNode(ctx, in)
 	if err != nil {
 		return RunNodeOutput{}, err
 	}
@@ -157,7 +182,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 // workflow task, and the workflow records it with its next batch.
 func (a *Activities) RunPureNode(ctx context.Context, in RunNodeInput) (PureNodeOutput, error) {
 	started := time.Now()
-	_, out, err := a.execute(ctx, in)
+	_, out, err := a.runNode(ctx, in)
 	if err != nil {
 		return PureNodeOutput{}, err
 	}
@@ -165,9 +190,9 @@ func (a *Activities) RunPureNode(ctx context.Context, in RunNodeInput) (PureNode
 	return PureNodeOutput{Output: out, Attempt: int(activity.GetInfo(ctx).Attempt), StartedAt: &started, CompletedAt: &ended}, nil
 }
 
-// execute runs a node through its executor and encodes its output,
+// runNode runs a node through its executor and encodes its output,
 // mapping failures to Temporal's retryable and non-retryable errors.
-func (a *Activities) execute(ctx context.Context, in RunNodeInput) (input any, out json.RawMessage, err error) {
+func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, out json.RawMessage, err error) {
 	exec, ok := a.executors[in.Node.Type]
 	if !ok {
 		return nil, nil, temporal.NewNonRetryableApplicationError("no executor for node type "+string(in.Node.Type), "unknown_type", nil)
@@ -176,7 +201,7 @@ func (a *Activities) execute(ctx context.Context, in RunNodeInput) (input any, o
 	if err != nil {
 		return nil, nil, temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", err)
 	}
-	input, output, err := exec.Execute(ctx, ports.NodeRun{Node: in.Node, Context: tc})
+	input, output, err := a.execute(ctx, exec, in.Node, tc)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The activity itself was cancelled or timed out, whatever the
@@ -236,6 +261,43 @@ func withoutNUL(v any) any {
 			return v
 		}
 		return withoutNUL(generic)
+	}
+}
+
+// execute runs the node's executor inside a span carrying the node's key
+// and type, and observes its duration and outcome. It is the one place a
+// node runs, whatever runs the activity.
+func (a *Activities) execute(ctx context.Context, exec ports.NodeExecutor, node domain.Node, tc domain.TemplateContext) (any, any, error) {
+	ctx, span := a.tracer.Start(ctx, "node "+node.Key, trace.WithAttributes(
+		attribute.String("sluice.node.key", node.Key),
+		attribute.String("sluice.node.type", string(node.Type)),
+	))
+	defer span.End()
+	started := time.Now()
+	input, output, err := exec.Execute(ctx, ports.NodeRun{Node: node, Context: tc})
+	outcome := runOutcome(ctx, err)
+	if a.metrics != nil {
+		a.metrics.Duration.WithLabelValues(string(node.Type), outcome).Observe(time.Since(started).Seconds())
+	}
+	span.SetAttributes(attribute.String("sluice.node.outcome", outcome))
+	if err != nil {
+		span.SetStatus(codes.Error, outcome)
+	}
+	return input, output, err
+}
+
+// runOutcome classifies one executor run for metrics and spans.
+func runOutcome(ctx context.Context, err error) string {
+	var p *ports.PermanentError
+	switch {
+	case err == nil:
+		return NodeOutcomeCompleted
+	case ctx.Err() != nil:
+		return NodeOutcomeCancelled
+	case errors.As(err, &p):
+		return NodeOutcomeFailed
+	default:
+		return NodeOutcomeRetryable
 	}
 }
 

@@ -75,7 +75,7 @@ func TestRecordHistories(t *testing.T) {
 	ws := NewWorkers(c, WorkerConfig{
 		Queues: queues, ServeWorkflows: true, ServeExternalAPI: true,
 		WorkflowsSize: 10, ExternalAPISize: 10, Retry: testRetry,
-	}, NewActivities(store, nodes.All(nodes.NewHTTPRequest()), slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
+	}, NewActivities(store, nodes.All(loopbackNodes(t)), slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
 	if err := ws.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,20 @@ type ranNode struct {
 // RUNNING execution of it.
 func newHarness(t *testing.T, graph string) *harness {
 	t.Helper()
-	return newHarnessWith(t, graph, nodes.All(nodes.NewHTTPRequest()))
+	return newHarnessWith(t, graph, nodes.All(loopbackNodes(t)))
+}
+
+// loopbackNodes is the node configuration with loopback allowed, where the
+// tests' HTTP servers listen; the binary's default refuses it.
+func loopbackNodes(t *testing.T) nodes.Config {
+	t.Helper()
+	cfg := nodes.DefaultConfig()
+	allow, err := nodes.ParseAllowList("127.0.0.0/8,::1/128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Allow = allow
+	return cfg
 }
 
 // newHarnessWith is newHarness with the given node executors.

@@ -15,7 +15,7 @@ import (
 func workspaceOut(w app.WorkspaceView) api.Workspace {
 	return api.Workspace{
 		ID: uuid.UUID(w.ID), Name: w.Name, Plan: api.Plan(w.Plan), Limit: w.Limit, Active: w.Active, Queued: w.Queued,
-		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
+		FailedLastHour: w.FailedLastHour, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 	}
 }
 
@@ -88,11 +88,10 @@ func executionOut(e domain.Execution) api.Execution {
 	out := api.Execution{
 		ID: uuid.UUID(e.ID), WorkspaceID: uuid.UUID(e.WorkspaceID), WorkflowDefinitionID: uuid.UUID(e.DefinitionID), WorkflowVersion: e.Version,
 		Status: api.ExecutionStatus(e.Status), StartedAt: e.StartedAt, CompletedAt: e.CompletedAt, DurationMs: e.DurationMs,
-		Error: e.Error, Input: map[string]any{},
+		Error: e.Error, Input: e.Input,
 	}
-	_ = json.Unmarshal(e.Input, &out.Input)
-	if out.Input == nil {
-		out.Input = map[string]any{}
+	if len(out.Input) == 0 {
+		out.Input = json.RawMessage("{}")
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -49,7 +50,17 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 	var ve *domain.ValidationError
 	var tooLarge *http.MaxBytesError
 	var bad *badRequestError
+	var quota *domain.QuotaError
 	switch {
+	case errors.As(err, &quota):
+		var fields []api.FieldError
+		if quota.Field != "" {
+			fields = []api.FieldError{{Path: quota.Field, Message: quota.Error()}}
+		}
+		if quota.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(quota.RetryAfter.Seconds()))))
+		}
+		writeProblem(w, http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quota.Error(), fields)
 	case errors.As(err, &invalid):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(invalid.Problems)), fieldErrors(invalid.Problems))
 	case errors.As(err, &ve):
@@ -139,10 +150,10 @@ func validationFields(err error) []api.FieldError {
 		case *openapi3.SchemaError:
 			path := base
 			for _, seg := range e.JSONPointer() {
-				path += "/" + escapePointer(seg)
+				path += "/" + domain.JSONPointerToken(seg)
 			}
 			if name, ok := unsupportedProperty(e); ok {
-				path += "/" + escapePointer(name)
+				path += "/" + domain.JSONPointerToken(name)
 			}
 			out = append(out, api.FieldError{Path: orRoot(path), Message: e.Reason})
 			return
@@ -186,11 +197,6 @@ func unsupportedProperty(e *openapi3.SchemaError) (string, bool) {
 	return name, err == nil
 }
 
-// escapePointer escapes a JSON pointer segment (RFC 6901).
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
 func orRoot(path string) string {
 	if path == "" {
 		return "/"
@@ -209,7 +215,7 @@ func decodeFields(err error) []api.FieldError {
 	if te.Field != "" {
 		segs := strings.Split(te.Field, ".")
 		for i, s := range segs {
-			segs[i] = escapePointer(s)
+			segs[i] = domain.JSONPointerToken(s)
 		}
 		path += strings.Join(segs, "/")
 	}

@@ -7,7 +7,6 @@ package httpapi
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,12 +31,10 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// MaxBodyBytes bounds request bodies; larger ones get a 413.
-const MaxBodyBytes = 1 << 20
-
 // Server implements the generated strict server over the use cases.
 type Server struct {
 	app *app.Application
+	log *slog.Logger
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -51,7 +48,7 @@ func actorFrom(ctx context.Context) domain.Actor {
 
 // NewHandler builds the whole HTTP surface: /healthz, /readyz, /metrics,
 // /openapi.yaml and the /api/v1 operations.
-func NewHandler(application *app.Application, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
+func NewHandler(application *app.Application, limits Limits, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
 	spec, err := api.GetSwagger()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded spec: %w", err)
@@ -83,7 +80,7 @@ func NewHandler(application *app.Application, gatherer prometheus.Gatherer, log 
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, validationFields(err))
 		},
 	})
-	strict := api.NewStrictHandlerWithOptions(&Server{app: application}, nil, api.StrictHTTPServerOptions{
+	strict := api.NewStrictHandlerWithOptions(&Server{app: application, log: log}, nil, api.StrictHTTPServerOptions{
 		// Reached by bodies the schema accepts but the generated types
 		// cannot hold, such as 2.0 for an integer or 1e400.
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -98,7 +95,7 @@ func NewHandler(application *app.Application, gatherer prometheus.Gatherer, log 
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, paramFields(r, err))
 		},
 	})
-	guarded := limitBody(authenticate(application.Auth, errs, checkJSONBody(errs, validator(operations))))
+	guarded := limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs, checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", guarded)
@@ -120,16 +117,16 @@ var uuidFormat = openapi3.NewCallbackValidator(func(s string) error {
 	return nil
 })
 
-// limitBody refuses bodies over MaxBodyBytes: at once when the length is
+// limitBody refuses bodies over maxBytes: at once when the length is
 // declared, else when the reader passes the limit.
-func limitBody(next http.Handler) http.Handler {
+func limitBody(maxBytes int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > MaxBodyBytes {
+		if r.ContentLength > maxBytes {
 			writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "Payload too large",
-				fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes), nil)
+				fmt.Sprintf("request body exceeds %d bytes", maxBytes), nil)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -156,22 +153,14 @@ func (s *Server) GetHealthz(context.Context, api.GetHealthzRequestObject) (api.G
 	return api.GetHealthz200JSONResponse{Status: "ok"}, nil
 }
 
-// GetReadyz checks Postgres and, where used, Temporal.
+// GetReadyz checks Postgres and, where used, Temporal. It names what fails,
+// never how: the errors go to the log.
 func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (api.GetReadyzResponseObject, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
 	defer cancel()
-	checks := map[string]string{}
-	var failed []string
-	for name, err := range s.app.Ready(ctx) {
-		if err != nil {
-			checks[name] = err.Error()
-			failed = append(failed, name+": "+err.Error())
-			continue
-		}
-		checks[name] = "ok"
-	}
-	if len(failed) > 0 {
-		detail := strings.Join(failed, "; ")
+	checks, failing := readinessReport(s.app.Ready(ctx), s.log)
+	if len(failing) > 0 {
+		detail := notReadyDetail(failing)
 		return api.GetReadyz503ApplicationProblemPlusJSONResponse{
 			Type: problemBase + "not-ready", Title: "Not ready", Status: http.StatusServiceUnavailable, Detail: &detail,
 		}, nil
@@ -207,14 +196,8 @@ func (s *Server) ListWorkspaces(ctx context.Context, req api.ListWorkspacesReque
 	if err != nil {
 		return nil, err
 	}
-	out := api.WorkspacePage{Items: make([]api.Workspace, len(ws))}
-	for i, w := range ws {
-		out.Items[i] = workspaceOut(w)
-	}
-	if len(ws) == page.Limit {
-		out.NextCursor = idCursor(ws[len(ws)-1].ID)
-	}
-	return api.ListWorkspaces200JSONResponse(out), nil
+	items, next := idPageOut(ws, page, func(w app.WorkspaceView) domain.ID { return w.ID }, workspaceOut)
+	return api.ListWorkspaces200JSONResponse(api.WorkspacePage{Items: items, NextCursor: next}), nil
 }
 
 // UpdateWorkspacePlan changes a plan.
@@ -290,14 +273,8 @@ func (s *Server) ListDefinitions(ctx context.Context, req api.ListDefinitionsReq
 	if err != nil {
 		return nil, err
 	}
-	out := api.DefinitionPage{Items: make([]api.Definition, len(ds))}
-	for i, d := range ds {
-		out.Items[i] = definitionOut(d)
-	}
-	if len(ds) == page.Limit {
-		out.NextCursor = idCursor(ds[len(ds)-1].ID)
-	}
-	return api.ListDefinitions200JSONResponse(out), nil
+	items, next := idPageOut(ds, page, func(d domain.Definition) domain.ID { return d.ID }, definitionOut)
+	return api.ListDefinitions200JSONResponse(api.DefinitionPage{Items: items, NextCursor: next}), nil
 }
 
 // DeleteDefinition soft-deletes a definition.
@@ -343,11 +320,7 @@ func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinition
 func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionRequestObject) (api.EnqueueExecutionResponseObject, error) {
 	in := app.EnqueueRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), DefinitionID: domain.ID(req.Body.WorkflowDefinitionID)}
 	if req.Body.Input != nil {
-		raw, err := json.Marshal(*req.Body.Input)
-		if err != nil {
-			return nil, badRequest("/input", "cannot be encoded as JSON")
-		}
-		in.Input = raw
+		in.Input = *req.Body.Input
 	}
 	if req.Body.Priority != nil {
 		in.Priority = *req.Body.Priority
@@ -391,14 +364,8 @@ func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	out := api.QueueItemPage{Items: make([]api.QueueItem, len(qs))}
-	for i, q := range qs {
-		out.Items[i] = queueOut(q)
-	}
-	if len(qs) == page.Limit {
-		out.NextCursor = idCursor(qs[len(qs)-1].ID)
-	}
-	return api.ListQueue200JSONResponse(out), nil
+	items, next := idPageOut(qs, page, func(q domain.QueueItem) domain.ID { return q.ID }, queueOut)
+	return api.ListQueue200JSONResponse(api.QueueItemPage{Items: items, NextCursor: next}), nil
 }
 
 // GetExecution shows an execution with its node records.
@@ -467,6 +434,19 @@ func pageLimit(l *api.Limit) int {
 		return defaultPageSize
 	}
 	return *l
+}
+
+// idPageOut converts one page of an id-ordered list for the wire and,
+// when the page is full, names the cursor of the next.
+func idPageOut[T, O any](items []T, page ports.Page, id func(T) domain.ID, out func(T) O) ([]O, *api.Cursor) {
+	converted := make([]O, len(items))
+	for i, item := range items {
+		converted[i] = out(item)
+	}
+	if len(items) == 0 || len(items) < page.Limit {
+		return converted, nil
+	}
+	return converted, idCursor(id(items[len(items)-1]))
 }
 
 // idPage reads a page of an id-ordered list; the cursor is the last id.

@@ -60,7 +60,7 @@ func TestConditionErrorsArePermanent(t *testing.T) {
 func TestAllRegistersEveryActivityNodeType(t *testing.T) {
 	t.Parallel()
 	got := map[domain.NodeType]bool{}
-	for _, e := range nodes.All(nodes.NewHTTPRequest()) {
+	for _, e := range nodes.All(nodes.DefaultConfig()) {
 		if got[e.Type()] {
 			t.Errorf("two executors for %s", e.Type())
 		}

@@ -4,31 +4,49 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
-// maxResponseBody bounds what a node keeps of a response, since outputs
-// are stored and passed through Temporal's history.
-const maxResponseBody = 1 << 20
-
 // HTTPRequest runs HTTP_REQUEST nodes. A 4xx answer is a permanent failure;
 // a 5xx, a timeout or a network error is returned as retryable so that
-// Temporal retries it with backoff.
+// Temporal retries it with backoff. A target the network guard refuses, a
+// redirect past MaxRedirects and an answer over a size limit are permanent.
 type HTTPRequest struct {
-	Client *http.Client
+	client *http.Client
+	guard  guard
+	cfg    Config
 }
 
-// NewHTTPRequest builds the executor on a client without its own timeout:
-// each node's config sets one.
-func NewHTTPRequest() *HTTPRequest {
-	return &HTTPRequest{Client: &http.Client{}}
+// NewHTTPRequest builds the executor. Its client has no timeout of its own
+// (each node's config sets one), ignores the proxy environment variables
+// and connects only where the guard lets it.
+func NewHTTPRequest(cfg Config) *HTTPRequest {
+	cfg = cfg.withDefaults()
+	h := &HTTPRequest{cfg: cfg, guard: guard{allow: cfg.Allow}}
+	transport := &http.Transport{
+		MaxIdleConns:           100,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		ForceAttemptHTTP2:      true,
+		MaxResponseHeaderBytes: cfg.ResponseHeadersMax,
+	}
+	if cfg.Proxy != nil {
+		transport.Proxy = http.ProxyURL(cfg.Proxy)
+		h.guard.proxyHost = cfg.Proxy.Hostname()
+	}
+	transport.DialContext = h.guard.dialContext(h.guard.newDialer(cfg.Resolver))
+	h.client = &http.Client{Transport: transport, CheckRedirect: h.checkRedirect}
+	return h
 }
 
 // Type is HTTP_REQUEST.
@@ -37,13 +55,15 @@ func (*HTTPRequest) Type() domain.NodeType { return domain.NodeHTTPRequest }
 // HTTPOutput is an HTTP node's output, available to later templates as
 // steps.<key>.output.status, .headers and .body.
 type HTTPOutput struct {
-	Status  int               `json:"status"`
+	Status int `json:"status"`
+	// Headers has lower-cased names; sensitive values are domain.Redacted.
 	Headers map[string]string `json:"headers"`
 	// Body is the parsed JSON when the response is JSON, else the text.
 	Body any `json:"body"`
 }
 
-// httpInput is the resolved request, kept on the node record.
+// httpInput is the resolved request, kept on the node record with its
+// secrets redacted.
 type httpInput struct {
 	Method  string            `json:"method"`
 	URL     string            `json:"url"`
@@ -51,17 +71,37 @@ type httpInput struct {
 	Body    any               `json:"body,omitempty"`
 }
 
+// redacted is the input as it may be stored and shown.
+func (in httpInput) redacted() httpInput {
+	in.URL = domain.RedactURL(in.URL)
+	in.Headers = domain.RedactHeaders(in.Headers)
+	return in
+}
+
 // Execute resolves the request's templates, sends it and classifies the
-// answer.
+// answer. The input it returns, and every error text, has the URL's
+// credentials and query values and the sensitive header values redacted.
 func (h *HTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, any, error) {
+	in, out, err := h.execute(ctx, run)
+	if err != nil {
+		return in.redacted(), nil, err
+	}
+	return in.redacted(), out, nil
+}
+
+func (h *HTTPRequest) execute(ctx context.Context, run ports.NodeRun) (httpInput, any, error) {
 	cfg, err := domain.DecodeHTTPRequestConfig(run.Node.Config)
 	if err != nil {
-		return nil, nil, ports.Permanent("invalid_config", err)
+		return httpInput{}, nil, ports.Permanent("invalid_config", err)
 	}
-	in, err := resolveRequest(cfg, run.Context)
+	tc := run.Context
+	tc.Budget = domain.NewTemplateBudget(h.cfg.TemplateBudget)
+	in, err := resolveRequest(cfg, tc)
 	if err != nil {
 		return in, nil, err
 	}
+	// what names the request in errors, without its secrets.
+	what := in.Method + " " + domain.RedactURL(in.URL)
 	var body io.Reader
 	if in.Body != nil {
 		raw, err := json.Marshal(in.Body)
@@ -74,7 +114,10 @@ func (h *HTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, any,
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, in.Method, in.URL, body)
 	if err != nil {
-		return in, nil, ports.Permanent("invalid_request", err)
+		return in, nil, ports.Permanent("invalid_request", fmt.Errorf("http %s: %s", what, domain.RedactURLsIn(err.Error(), in.URL)))
+	}
+	if err := h.guard.checkLiteral(req.URL.Hostname()); err != nil {
+		return in, nil, ports.Permanent("refused_target", fmt.Errorf("http %s: %w", what, err))
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -82,49 +125,124 @@ func (h *HTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, any,
 	for k, v := range in.Headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := h.Client.Do(req)
+	resp, err := h.client.Do(req)
 	if err != nil {
-		// Timeouts and network errors: worth another try.
-		return in, nil, fmt.Errorf("http %s %s: %w", in.Method, in.URL, err)
+		return in, nil, h.requestError(what, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	raw, err := h.readBody(resp)
 	if err != nil {
-		return in, nil, fmt.Errorf("http %s %s: reading body: %w", in.Method, in.URL, err)
+		return in, nil, fmt.Errorf("http %s: %w", what, err)
 	}
 	out := HTTPOutput{Status: resp.StatusCode, Headers: map[string]string{}, Body: parseBody(resp.Header.Get("Content-Type"), raw)}
 	for k := range resp.Header {
 		out.Headers[strings.ToLower(k)] = resp.Header.Get(k)
 	}
+	out.Headers = domain.RedactHeaders(out.Headers)
 	switch {
 	case resp.StatusCode >= 500:
-		return in, nil, fmt.Errorf("http %s %s: server error %d", in.Method, in.URL, resp.StatusCode)
+		return in, nil, fmt.Errorf("http %s: server error %d", what, resp.StatusCode)
 	case resp.StatusCode >= 400:
-		return in, nil, ports.Permanent("http_4xx", fmt.Errorf("http %s %s: client error %d", in.Method, in.URL, resp.StatusCode))
+		return in, nil, ports.Permanent("http_4xx", fmt.Errorf("http %s: client error %d", what, resp.StatusCode))
 	}
 	return in, out, nil
 }
 
-// resolveRequest resolves the request's templates and checks what they
-// produced. Every error is permanent: the same templates over the same
-// outputs resolve the same way on every attempt.
+// errTooManyRedirects fails a request on its redirect past MaxRedirects.
+var errTooManyRedirects = fmt.Errorf("stopped after %d redirects", MaxRedirects)
+
+// requestError classifies a failed round trip. The client's own error
+// quotes the full URL, so only its cause is kept, under the redacted one.
+func (h *HTTPRequest) requestError(what string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var refused *RefusedError
+	switch {
+	case errors.As(err, &refused):
+		return ports.Permanent("refused_target", fmt.Errorf("http %s: %w", what, refused))
+	case errors.Is(err, errTooManyRedirects):
+		return ports.Permanent("too_many_redirects", fmt.Errorf("http %s: %w", what, err))
+	case strings.Contains(err.Error(), "server response headers exceeded"):
+		return ports.Permanent("response_too_large", fmt.Errorf("http %s: response headers are over %d bytes (%s)",
+			what, h.cfg.ResponseHeadersMax, EnvResponseHeadersMax))
+	}
+	// Timeouts and network errors: worth another try.
+	return fmt.Errorf("http %s: %w", what, err)
+}
+
+// readBody reads the whole body, failing (permanently) rather than cutting
+// one that is over the limit: a cut JSON body would not parse, and a cut
+// text would pass for the whole answer.
+func (h *HTTPRequest) readBody(resp *http.Response) ([]byte, error) {
+	limit := h.cfg.ResponseBodyMax
+	tooLarge := func(size string) error {
+		return ports.Permanent("response_too_large", fmt.Errorf("response body of %s is over the limit of %d bytes (%s)", size, limit, EnvResponseBodyMax))
+	}
+	if resp.ContentLength > limit && resp.Request.Method != http.MethodHead {
+		return nil, tooLarge(fmt.Sprintf("%d bytes", resp.ContentLength))
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading body: %w", err)
+	}
+	if int64(len(raw)) > limit {
+		return nil, tooLarge("more than " + fmt.Sprint(limit) + " bytes")
+	}
+	return raw, nil
+}
+
+// checkRedirect follows at most MaxRedirects redirects, each to a target
+// the guard accepts, and drops the sensitive headers (domain.SensitiveHeader)
+// when one leaves the first request's origin: a token meant for one service
+// is not handed to whichever host it redirects to.
+func (h *HTTPRequest) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > MaxRedirects {
+		return errTooManyRedirects
+	}
+	if err := h.guard.checkLiteral(req.URL.Hostname()); err != nil {
+		return err
+	}
+	if origin(req.URL) != origin(via[0].URL) {
+		for name := range req.Header {
+			if domain.SensitiveHeader(name) {
+				req.Header.Del(name)
+			}
+		}
+	}
+	return nil
+}
+
+// origin is a URL's scheme, host and port, the port made explicit.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
+}
+
+// resolveRequest resolves the request's templates, all charged to tc's
+// budget, and checks what they produced. Every error is permanent: the same
+// templates over the same outputs resolve the same way on every attempt.
 func resolveRequest(cfg domain.HTTPRequestConfig, tc domain.TemplateContext) (httpInput, error) {
 	in := httpInput{Method: cfg.Method, Headers: map[string]string{}}
 	rawURL, err := domain.Resolve(cfg.URL, tc)
 	if err != nil {
-		return in, ports.Permanent(templateKind(err), fmt.Errorf("url: %w", err))
+		return in, templateError("url", err)
 	}
 	in.URL = text(rawURL)
 	// Validation only checks URLs without templates; a resolved one is
 	// checked here, or a bad scheme would fail in the client as a
 	// "network error" and be retried for nothing.
 	if u, err := url.Parse(in.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return in, ports.Permanent("invalid_url", fmt.Errorf("url %q is not an absolute http(s) URL", in.URL))
+		return in, ports.Permanent("invalid_url", fmt.Errorf("url %q is not an absolute http(s) URL", domain.RedactURL(in.URL)))
 	}
 	for k, v := range cfg.Headers {
 		rv, err := domain.Resolve(v, tc)
 		if err != nil {
-			return in, ports.Permanent(templateKind(err), fmt.Errorf("header %s: %w", k, err))
+			return in, templateError("header "+k, err)
 		}
 		in.Headers[k] = text(rv)
 		if strings.ContainsAny(in.Headers[k], "\r\n") {
@@ -134,7 +252,7 @@ func resolveRequest(cfg domain.HTTPRequestConfig, tc domain.TemplateContext) (ht
 	if len(cfg.Body) > 0 {
 		b, err := domain.ResolveJSON(cfg.Body, tc)
 		if err != nil {
-			return in, ports.Permanent(templateKind(err), fmt.Errorf("body: %w", err))
+			return in, templateError("body", err)
 		}
 		in.Body = b
 	}

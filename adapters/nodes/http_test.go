@@ -24,6 +24,24 @@ func run(t *testing.T, exec ports.NodeExecutor, config string, tc domain.Templat
 	return exec.Execute(context.Background(), ports.NodeRun{Node: node, Context: tc})
 }
 
+// loopbackHTTP is the executor with loopback allowed, as the tests' servers
+// listen there and the guard refuses it by default.
+func loopbackHTTP(t *testing.T) *nodes.HTTPRequest {
+	t.Helper()
+	cfg := nodes.DefaultConfig()
+	cfg.Allow = allowList(t, "127.0.0.0/8,::1/128")
+	return nodes.NewHTTPRequest(cfg)
+}
+
+func allowList(t *testing.T, s string) nodes.AllowList {
+	t.Helper()
+	a, err := nodes.ParseAllowList(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // roundTrip turns v into what it becomes as JSON, as node outputs do
 // between activities.
 func roundTrip(t *testing.T, v any) any {
@@ -72,7 +90,7 @@ func TestHTTPRequestOutputsStatusHeadersAndParsedJSON(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	_, out, err := run(t, nodes.NewHTTPRequest(), fmt.Sprintf(`{"url": %q}`, srv.URL), domain.TemplateContext{})
+	_, out, err := run(t, loopbackHTTP(t), fmt.Sprintf(`{"url": %q}`, srv.URL), domain.TemplateContext{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +127,7 @@ func TestHTTPRequestBodyParsing(t *testing.T) {
 				fmt.Fprint(w, tc.body)
 			}))
 			t.Cleanup(srv.Close)
-			_, out, err := run(t, nodes.NewHTTPRequest(), fmt.Sprintf(`{"url": %q}`, srv.URL), domain.TemplateContext{})
+			_, out, err := run(t, loopbackHTTP(t), fmt.Sprintf(`{"url": %q}`, srv.URL), domain.TemplateContext{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +164,7 @@ func TestHTTPRequestResolvesTemplatesInURLHeadersAndBody(t *testing.T) {
 		"body": {"id": "{{ steps.prev.output.body.id }}", "tags": "{{ steps.prev.output.body.tags }}", "note": "id {{ steps.prev.output.body.id }}"}
 	}`, srv.URL)
 
-	input, _, err := run(t, nodes.NewHTTPRequest(), config, tc)
+	input, _, err := run(t, loopbackHTTP(t), config, tc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +175,14 @@ func TestHTTPRequestResolvesTemplatesInURLHeadersAndBody(t *testing.T) {
 	if s := <-got; !reflect.DeepEqual(s, want) {
 		t.Errorf("server saw %+v, want %+v", s, want)
 	}
-	// The resolved request is the node's recorded input.
+	// The resolved request is the node's recorded input, its secrets
+	// redacted: query values and the Authorization header.
 	in := roundTrip(t, input).(map[string]any)
-	if in["url"] != srv.URL+"/users/u1?exec=e-1" || in["method"] != "POST" {
+	if in["url"] != srv.URL+"/users/u1?exec=[redacted]" || in["method"] != "POST" {
 		t.Errorf("recorded input = %v, want the resolved request", in)
+	}
+	if h := in["headers"].(map[string]any); h["Authorization"] != "[redacted]" || h["X-Count"] != "3" {
+		t.Errorf("recorded headers = %v, want Authorization redacted and X-Count kept", h)
 	}
 }
 
@@ -184,7 +206,7 @@ func TestHTTPRequestClassifiesFailures(t *testing.T) {
 				w.WriteHeader(tc.status)
 			}))
 			t.Cleanup(srv.Close)
-			_, out, err := run(t, nodes.NewHTTPRequest(), fmt.Sprintf(`{"url": %q}`, srv.URL), domain.TemplateContext{})
+			_, out, err := run(t, loopbackHTTP(t), fmt.Sprintf(`{"url": %q}`, srv.URL), domain.TemplateContext{})
 			if out != nil {
 				t.Errorf("output = %v, want none on failure", out)
 			}
@@ -207,7 +229,7 @@ func TestHTTPRequestTimeoutIsRetryable(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	t.Cleanup(srv.Close)
-	_, _, err := run(t, nodes.NewHTTPRequest(), fmt.Sprintf(`{"url": %q, "timeout": "50ms"}`, srv.URL), domain.TemplateContext{})
+	_, _, err := run(t, loopbackHTTP(t), fmt.Sprintf(`{"url": %q, "timeout": "50ms"}`, srv.URL), domain.TemplateContext{})
 	wantRetryable(t, err)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error = %v, want the node's deadline", err)
@@ -219,7 +241,7 @@ func TestHTTPRequestNetworkErrorIsRetryable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := srv.URL
 	srv.Close() // nothing listens there any more
-	_, _, err := run(t, nodes.NewHTTPRequest(), fmt.Sprintf(`{"url": %q}`, addr), domain.TemplateContext{})
+	_, _, err := run(t, loopbackHTTP(t), fmt.Sprintf(`{"url": %q}`, addr), domain.TemplateContext{})
 	wantRetryable(t, err)
 }
 
@@ -241,7 +263,7 @@ func TestHTTPRequestBadRequestsArePermanent(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := run(t, nodes.NewHTTPRequest(), c.config, tc)
+			_, _, err := run(t, loopbackHTTP(t), c.config, tc)
 			wantPermanent(t, err, c.kind)
 		})
 	}
@@ -255,10 +277,19 @@ func TestHTTPRequestSendsNonStringHeaderValuesAsJSON(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	tc := domain.TemplateContext{Input: map[string]any{"filter": map[string]any{"a": float64(1)}}}
-	if _, _, err := run(t, nodes.NewHTTPRequest(), fmt.Sprintf(`{"url": %q, "headers": {"X-Filter": "{{ input.filter }}"}}`, srv.URL), tc); err != nil {
+	if _, _, err := run(t, loopbackHTTP(t), fmt.Sprintf(`{"url": %q, "headers": {"X-Filter": "{{ input.filter }}"}}`, srv.URL), tc); err != nil {
 		t.Fatal(err)
 	}
 	if h := <-got; h != `{"a":1}` {
 		t.Errorf("X-Filter = %q, want the JSON of the value", h)
 	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
 }

@@ -26,10 +26,17 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 		params.Limits = append(params.Limits, int32(n))
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		res = ports.ClaimResult{}
+		res = ports.ClaimResult{Refused: map[domain.Plan]int{}}
 		pending, err := s.q.QueuePendingWorkspaces(ctx, tx, params)
 		if err != nil {
 			return fmt.Errorf("pending workspaces: %w", err)
+		}
+		full, err := s.q.QueueStatsFullByPlan(ctx, tx, dbsqlc.QueueStatsFullByPlanParams{Plans: params.Plans, Limits: params.Limits})
+		if err != nil {
+			return fmt.Errorf("counting full workspaces: %w", err)
+		}
+		for _, f := range full {
+			res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
 		}
 		res.Workspaces = len(pending)
 		var gone, present []domain.ID
@@ -85,6 +92,7 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 				qIDs, qNs = append(qIDs, w.ID), append(qNs, int32(n))
 			} else {
 				res.AtCapacity++
+				res.Refused[w.Plan]++
 			}
 		}
 		if len(qIDs) == 0 {
@@ -126,9 +134,11 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 			claim.Ids = append(claim.Ids, rec.ID)
 			claim.ExecutionIds = append(claim.ExecutionIds, execID)
 			rec.ExecutionID = &execID
-			res.Claimed = append(res.Claimed, ports.ClaimedItem{
-				QueueItem: rec, ExecutionID: execID, Version: int(c.CurrentVersion), Plan: byID[rec.WorkspaceID].Plan,
-			})
+			item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: int(c.CurrentVersion), Plan: byID[rec.WorkspaceID].Plan}
+			if c.TraceContext != nil {
+				item.TraceParent = *c.TraceContext
+			}
+			res.Claimed = append(res.Claimed, item)
 		}
 		if len(failed) > 0 {
 			if _, err := s.applyTransitions(ctx, tx, failed); err != nil {
@@ -314,19 +324,6 @@ func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duratio
 // PurgeIdempotencyKeys deletes keys older than the retention window.
 func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 	return s.q.IdempotencyKeysPurge(ctx, s.pool, IdempotencyRetention.Seconds())
-}
-
-// QueueDepthByPlan counts PENDING items per plan.
-func (s *Store) QueueDepthByPlan(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.q.QueueDepthByPlan(ctx, s.pool)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		out[r.Plan] = r.Depth
-	}
-	return out, nil
 }
 
 // StartNode records a node run as RUNNING.

@@ -42,13 +42,14 @@ func (s *Store) GetWorkspace(ctx context.Context, id domain.ID) (domain.Workspac
 	return workspaceFromRow(r), nil
 }
 
-// WorkspaceStats counts a workspace's slots in use and waiting items.
+// WorkspaceStats counts a workspace's slots in use, waiting items and
+// recent failures.
 func (s *Store) WorkspaceStats(ctx context.Context, id domain.ID) (domain.WorkspaceStats, error) {
 	r, err := s.q.WorkspaceStats(ctx, s.pool, id)
 	if err != nil {
 		return domain.WorkspaceStats{}, interpretError(err)
 	}
-	return domain.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued)}, nil
+	return domain.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued), FailedLastHour: int(r.FailedLastHour)}, nil
 }
 
 // ListWorkspaces pages through all workspaces by id.
@@ -155,6 +156,12 @@ func (s *Store) GetDefinition(ctx context.Context, id domain.ID) (domain.Definit
 		return domain.Definition{}, interpretError(err)
 	}
 	return s.withGraph(ctx, r)
+}
+
+// CountLiveDefinitions counts a workspace's definitions not deleted.
+func (s *Store) CountLiveDefinitions(ctx context.Context, workspaceID domain.ID) (int, error) {
+	n, err := s.q.DefinitionCountLive(ctx, s.pool, workspaceID)
+	return int(n), err
 }
 
 // DefinitionWorkspace returns the owner of a live definition.
@@ -311,8 +318,18 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 		if err := s.q.QueueNotify(ctx, tx); err != nil {
 			return err
 		}
+		if e.MaxPending > 0 {
+			pending, err := s.q.QueuePendingLockCount(ctx, tx, e.WorkspaceID)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if int(pending) >= e.MaxPending {
+				return &domain.QuotaError{Quota: "pending queue items", Limit: e.MaxPending, RetryAfter: domain.PendingRetryAfter}
+			}
+		}
 		r, err := s.q.QueueInsert(ctx, tx, dbsqlc.QueueInsertParams{
 			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
+			TraceContext: traceParent(ctx),
 		})
 		if err != nil {
 			return interpretError(err)

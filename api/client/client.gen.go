@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	rawjson "encoding/json"
+
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
@@ -160,8 +162,8 @@ type Edge struct {
 
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
-	// Input Available to templates as `input`.
-	Input *map[string]interface{} `json:"input,omitempty"`
+	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -177,17 +179,19 @@ type EnqueuedExecution struct {
 
 // Execution defines model for Execution.
 type Execution struct {
-	CompletedAt          *time.Time             `json:"completedAt"`
-	DurationMs           *int64                 `json:"durationMs"`
-	Error                *string                `json:"error"`
-	ID                   openapi_types.UUID     `json:"id"`
-	Input                map[string]interface{} `json:"input"`
-	Nodes                *[]NodeRecord          `json:"nodes,omitempty"`
-	StartedAt            time.Time              `json:"startedAt"`
-	Status               ExecutionStatus        `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID     `json:"workflowDefinitionId"`
-	WorkflowVersion      int                    `json:"workflowVersion"`
-	WorkspaceID          openapi_types.UUID     `json:"workspaceId"`
+	CompletedAt *time.Time         `json:"completedAt"`
+	DurationMs  *int64             `json:"durationMs"`
+	Error       *string            `json:"error"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Input The input as enqueued, byte for byte.
+	Input                rawjson.RawMessage `json:"input"`
+	Nodes                *[]NodeRecord      `json:"nodes,omitempty"`
+	StartedAt            time.Time          `json:"startedAt"`
+	Status               ExecutionStatus    `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkflowVersion      int                `json:"workflowVersion"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.
@@ -300,9 +304,12 @@ type UpdateWorkspaceRequest struct {
 // Workspace defines model for Workspace.
 type Workspace struct {
 	// Active Executions holding a slot now.
-	Active    int                `json:"active"`
-	CreatedAt time.Time          `json:"createdAt"`
-	ID        openapi_types.UUID `json:"id"`
+	Active    int       `json:"active"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// FailedLastHour Executions that ended FAILED in the last hour.
+	FailedLastHour int                `json:"failedLastHour"`
+	ID             openapi_types.UUID `json:"id"`
 
 	// Limit Concurrent executions the plan allows.
 	Limit int    `json:"limit"`
@@ -355,6 +362,9 @@ type NotFound = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
+
+// TooMany RFC 9457 problem details.
+type TooMany = Problem
 
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
@@ -2041,6 +2051,7 @@ type CreateDefinitionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
 	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 }
 
@@ -2123,6 +2134,7 @@ type CreateDefinitionVersionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
 	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 }
 
@@ -2206,6 +2218,7 @@ type EnqueueExecutionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 }
 
@@ -2928,6 +2941,13 @@ func ParseCreateDefinitionResponse(rsp *http.Response) (*CreateDefinitionRespons
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3117,6 +3137,13 @@ func ParseCreateDefinitionVersionResponse(rsp *http.Response) (*CreateDefinition
 			return nil, err
 		}
 		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
@@ -3314,6 +3341,13 @@ func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionRespons
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal

@@ -8,7 +8,7 @@
 // Usage:
 //
 //	devstack [-root DIR] [-pg-port N] [-temporal-port N] -- COMMAND [ARGS...]
-//	devstack temporal [-port N] [-db FILE] [-log FILE]
+//	devstack temporal [-port N] [-db FILE] [-log FILE] [-tls-cert FILE -tls-key FILE [-tls-ca FILE [-tls-require-client-cert]]]
 //
 // The first form exports DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
 // and DEVSTACK_BIN to COMMAND, forwards SIGINT and SIGTERM to it, and exits
@@ -18,7 +18,8 @@
 //
 // The second form runs only a Temporal server in the foreground until SIGINT
 // or SIGTERM, so that integration tests can stop and restart Temporal to
-// simulate an outage.
+// simulate an outage, or run it with TLS (and mTLS) on the frontend to test
+// production connections.
 package main
 
 import (
@@ -48,7 +49,7 @@ func run(args []string) int {
 
 	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: devstack [flags] -- COMMAND [ARGS...]\n       devstack temporal [-port N] [-db FILE] [-log FILE]\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: devstack [flags] -- COMMAND [ARGS...]\n       devstack temporal [-port N] [-db FILE] [-log FILE] [-tls-cert FILE -tls-key FILE [-tls-ca FILE [-tls-require-client-cert]]]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	root := fs.String("root", ".", "repository root: the command runs there and data goes to ROOT/.devstack")
@@ -162,11 +163,20 @@ func runTemporalOnly(args []string) int {
 	port := fs.Int("port", 7233, "frontend port on 127.0.0.1; 0 picks a free one")
 	db := fs.String("db", "", "SQLite file that keeps data across restarts (default: in memory)")
 	logFile := fs.String("log", "", "file for the server's warnings and errors (default: stderr)")
+	var tlsCfg frontendTLS
+	fs.StringVar(&tlsCfg.CertFile, "tls-cert", "", "PEM certificate of the frontend: turns TLS on (it must also allow client auth: the server's own clients present it)")
+	fs.StringVar(&tlsCfg.KeyFile, "tls-key", "", "PEM private key of -tls-cert")
+	fs.StringVar(&tlsCfg.CAFile, "tls-ca", "", "PEM CA that signed -tls-cert, and client certificates under -tls-require-client-cert")
+	fs.BoolVar(&tlsCfg.RequireClientCert, "tls-require-client-cert", false, "mTLS: refuse clients without a certificate signed by -tls-ca")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+	}
+	if (tlsCfg.CertFile == "") != (tlsCfg.KeyFile == "") || (tlsCfg.RequireClientCert && tlsCfg.CAFile == "") ||
+		(tlsCfg.CertFile == "" && (tlsCfg.CAFile != "" || tlsCfg.RequireClientCert)) {
+		return usageError(fs, errors.New("TLS needs -tls-cert and -tls-key together, and -tls-ca for -tls-require-client-cert"))
 	}
 	if *port == 0 {
 		var err error
@@ -177,7 +187,7 @@ func runTemporalOnly(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	t, err := startTemporal(ctx, temporalConfig{Port: *port, DBPath: *db, LogPath: *logFile})
+	t, err := startTemporal(ctx, temporalConfig{Port: *port, DBPath: *db, LogPath: *logFile, TLS: tlsCfg})
 	if err != nil {
 		logf("%v", err)
 		return 1

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -39,6 +41,43 @@ type temporalConfig struct {
 	// LogPath receives the server's own logs (warn and above); empty means
 	// stderr. They are noisy and rarely needed, hence warn.
 	LogPath string
+	// TLS, when its files are set, turns TLS on for the frontend.
+	TLS frontendTLS
+}
+
+// frontendTLS is the frontend's TLS: its certificate and key (PEM files),
+// the CA that signed them, and whether clients must present a certificate
+// signed by that CA (mTLS). The certificate also serves as the client
+// certificate of the server's own system workers and of the readiness
+// check, so it must allow client authentication too.
+type frontendTLS struct {
+	CertFile, KeyFile, CAFile string
+	RequireClientCert         bool
+}
+
+func (t frontendTLS) enabled() bool { return t.CertFile != "" }
+
+// clientConfig is how devstack's own clients dial a TLS frontend.
+func (t frontendTLS) clientConfig() (*tls.Config, error) {
+	if !t.enabled() {
+		return nil, nil
+	}
+	pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("temporal: tls: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		ca, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("temporal: tls: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(ca) {
+			return nil, fmt.Errorf("temporal: tls: no certificate in %s", t.CAFile)
+		}
+	}
+	return cfg, nil
 }
 
 // temporalServer is a whole Temporal cluster (frontend, history, matching and
@@ -49,6 +88,8 @@ type temporalConfig struct {
 type temporalServer struct {
 	srv  temporal.Server
 	addr string
+	// tls is how to dial the frontend; nil for plain text.
+	tls *tls.Config
 }
 
 // readyTimeout bounds start-up: from Start until a workflow has run.
@@ -104,7 +145,11 @@ func startTemporal(ctx context.Context, cfg temporalConfig) (*temporalServer, er
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("temporal: start: %w", err)
 	}
-	t := &temporalServer{srv: srv, addr: addr}
+	clientTLS, err := cfg.TLS.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	t := &temporalServer{srv: srv, addr: addr, tls: clientTLS}
 	if err := t.waitReady(ctx, started); err != nil {
 		t.Stop()
 		return nil, err
@@ -187,7 +232,8 @@ func (t *temporalServer) waitReady(ctx context.Context, started time.Time) error
 	var c client.Client
 	for {
 		var err error
-		c, err = client.DialContext(ctx, client.Options{HostPort: t.addr, Namespace: namespace, Logger: quiet})
+		c, err = client.DialContext(ctx, client.Options{HostPort: t.addr, Namespace: namespace, Logger: quiet,
+			ConnectionOptions: client.ConnectionOptions{TLS: t.tls}})
 		if err == nil {
 			_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
 			if err == nil {
@@ -274,7 +320,27 @@ func temporalServerConfig(cfg temporalConfig) (*config.Config, map[primitives.Se
 		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort("127.0.0.1", strconv.Itoa(rpc.GRPCPort)))
 	}
 
+	var global config.Global
+	if cfg.TLS.enabled() {
+		var cas []string
+		if cfg.TLS.CAFile != "" {
+			cas = []string{cfg.TLS.CAFile}
+		}
+		internal := config.ClientTLS{ServerName: "127.0.0.1", RootCAFiles: cas}
+		global.TLS = config.RootTLS{
+			Frontend: config.GroupTLS{
+				Server: config.ServerTLS{
+					CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
+					ClientCAFiles: cas, RequireClientAuth: cfg.TLS.RequireClientCert,
+				},
+				Client: internal,
+			},
+			SystemWorker: config.WorkerTLS{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, Client: internal},
+		}
+	}
+
 	return &config.Config{
+		Global: global,
 		Persistence: config.Persistence{
 			DefaultStore:     sqliteplugin.PluginName,
 			VisibilityStore:  sqliteplugin.PluginName,

@@ -4,27 +4,50 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/adapters/engine"
+	"github.com/sluicehq/sluice/adapters/httpapi"
+	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
 
 // Config is everything the binary reads from its environment.
 type Config struct {
-	HTTPAddr          string
-	DatabaseURL       string
-	TemporalAddress   string
-	TemporalNamespace string
-	AdminToken        string
-	LogLevel          slog.Level
-	Tiers             domain.TierPolicy
-	Dispatcher        app.DispatcherConfig
-	Worker            engine.WorkerConfig
+	HTTPAddr string
+	HTTP     HTTPConfig
+	// AdminAddr serves /metrics, /healthz and /readyz for every role.
+	AdminAddr   string
+	DatabaseURL string
+	// Temporal is how to reach Temporal: address, namespace, TLS, API key.
+	Temporal   engine.Connection
+	AdminToken string
+	// MetricsWorkspaceLabel adds a workspace label to the per-workspace
+	// series; off by default, as it grows with the tenants.
+	MetricsWorkspaceLabel bool
+	LogLevel              slog.Level
+	Tiers                 domain.TierPolicy
+	Quotas                domain.Quotas
+	Dispatcher            app.DispatcherConfig
+	Worker                engine.WorkerConfig
+	// Nodes bounds what node executors produce and reach.
+	Nodes nodes.Config
+}
+
+// HTTPConfig bounds what one client can hold of the API server: its
+// request sizes, and how long a slow client may take to send or read.
+type HTTPConfig struct {
+	Limits            httpapi.Limits
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
 }
 
 // env reads variables with defaults and collects every bad value, so that
@@ -84,16 +107,55 @@ func (e *env) boolean(name string, def bool) bool {
 	return b
 }
 
+// perPlan reads PLAN=N pairs over def, as SLUICE_TIER_LIMITS does.
+func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int {
+	v, ok := e.lookup(name)
+	if !ok || v == "" {
+		return def
+	}
+	parsed, err := domain.ParseTierLimits(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
+		return def
+	}
+	out := make(map[domain.Plan]int, len(def))
+	for p, n := range def {
+		out[p] = n
+	}
+	for p, n := range parsed {
+		out[p] = n
+	}
+	return out
+}
+
 // LoadConfig reads the configuration. needAdmin is set for processes that
 // serve the API, which refuses to start without an admin token.
 func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
 	e := &env{lookup: lookup}
 	c := Config{
-		HTTPAddr:          e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
-		DatabaseURL:       e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
-		TemporalAddress:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		TemporalNamespace: e.str("TEMPORAL_NAMESPACE", "default"),
-		AdminToken:        e.str("SLUICE_ADMIN_TOKEN", ""),
+		HTTPAddr:    e.str("SLUICE_HTTP_ADDR", "127.0.0.1:8080"),
+		AdminAddr:   e.str("SLUICE_ADMIN_ADDR", "127.0.0.1:9090"),
+		DatabaseURL: e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable"),
+		Temporal: engine.Connection{
+			Address:   e.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+			Namespace: e.str("TEMPORAL_NAMESPACE", "default"),
+			APIKey:    e.str("TEMPORAL_API_KEY", ""),
+		},
+		AdminToken:            e.str("SLUICE_ADMIN_TOKEN", ""),
+		MetricsWorkspaceLabel: e.boolean("SLUICE_METRICS_WORKSPACE_LABEL", false),
+	}
+	c.Temporal.TLS = temporalTLS(e)
+	httpLimits := httpapi.DefaultLimits()
+	c.HTTP = HTTPConfig{
+		Limits: httpapi.Limits{
+			MaxBodyBytes: int64(e.integer("SLUICE_HTTP_MAX_BODY_BYTES", int(httpLimits.MaxBodyBytes), 1<<10, 64<<20)),
+			MaxJSONDepth: e.integer("SLUICE_HTTP_MAX_JSON_DEPTH", httpLimits.MaxJSONDepth, 2, 1000),
+		},
+		ReadHeaderTimeout: e.duration("SLUICE_HTTP_READ_HEADER_TIMEOUT", 10*time.Second, 100*time.Millisecond),
+		ReadTimeout:       e.duration("SLUICE_HTTP_READ_TIMEOUT", 30*time.Second, 100*time.Millisecond),
+		WriteTimeout:      e.duration("SLUICE_HTTP_WRITE_TIMEOUT", 60*time.Second, 100*time.Millisecond),
+		IdleTimeout:       e.duration("SLUICE_HTTP_IDLE_TIMEOUT", 120*time.Second, 100*time.Millisecond),
+		MaxHeaderBytes:    e.integer("SLUICE_HTTP_MAX_HEADER_BYTES", 64<<10, 4<<10, 1<<20),
 	}
 	if needAdmin && len(c.AdminToken) < 16 {
 		e.bad("SLUICE_ADMIN_TOKEN", strings.Repeat("*", len(c.AdminToken)), "set an admin bearer token of at least 16 characters")
@@ -118,6 +180,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	if c.Tiers, err = domain.NewTierPolicy(limits); err != nil {
 		e.errs = append(e.errs, fmt.Errorf("SLUICE_TIER_LIMITS: %w", err))
 	}
+
+	c.Quotas = domain.DefaultQuotas()
+	c.Quotas.PendingItems = e.perPlan("SLUICE_QUOTA_PENDING_ITEMS", c.Quotas.PendingItems)
+	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
+	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
 
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
@@ -169,6 +236,24 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	// Temporal ends a workflow whose history passes 50 MB.
 	w.Limits.HistoryLimit = e.integer("SLUICE_ENGINE_HISTORY_LIMIT", w.Limits.HistoryLimit, 1<<20, 45<<20)
 	c.Worker = w
+
+	n := nodes.DefaultConfig()
+	n.TemplateBudget = e.integer(nodes.EnvTemplateBudget, n.TemplateBudget, 1<<10, 64<<20)
+	n.OutputMax = e.integer(nodes.EnvOutputMax, n.OutputMax, 1<<10, 64<<20)
+	n.ResponseBodyMax = int64(e.integer(nodes.EnvResponseBodyMax, int(n.ResponseBodyMax), 1<<10, 64<<20))
+	n.ResponseHeadersMax = int64(e.integer(nodes.EnvResponseHeadersMax, int(n.ResponseHeadersMax), 1<<10, 1<<20))
+	if n.Allow, err = nodes.ParseAllowList(e.str(nodes.EnvAllow, "")); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", nodes.EnvAllow, err))
+	}
+	if p := e.str(nodes.EnvProxy, ""); p != "" {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			e.bad(nodes.EnvProxy, domain.RedactURL(p), "want an http:// or https:// proxy URL")
+		} else {
+			n.Proxy = u
+		}
+	}
+	c.Nodes = n
 
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("bad configuration:\n%w", err)

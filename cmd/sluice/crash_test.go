@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -34,10 +33,7 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 	if temporalAddr == "" {
 		t.Skip("TEMPORAL_ADDRESS not set (run `make test`)")
 	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building sluice: %v\n%s", err, out)
-	}
+	bin := buildSluice(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -63,6 +59,7 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 		"TEMPORAL_ADDRESS="+temporalAddr,
 		"TEMPORAL_TASK_QUEUE_PREFIX="+queuePrefix,
 		"SLUICE_LOG_LEVEL=error",
+		"SLUICE_ADMIN_ADDR=127.0.0.1:0",
 		"SLUICE_TIER_LIMITS=ENTERPRISE=1000",
 		"SLUICE_DISPATCH_POLL_INTERVAL=50ms",
 		"SLUICE_DISPATCH_BATCH_SIZE=7",

@@ -24,6 +24,13 @@ const testAdminToken = "e2e-admin-token-0123456789"
 // task queues, and returns its base URL.
 func startSluice(t testing.TB, extra map[string]string) string {
 	t.Helper()
+	return startSluiceWith(t, extra)
+}
+
+// startSluiceWith is startSluice with extra fx options, such as a decorator
+// that replaces a component.
+func startSluiceWith(t testing.TB, extra map[string]string, opts ...fx.Option) string {
+	t.Helper()
 	dbURL := extra["DATABASE_URL"]
 	if dbURL == "" {
 		dbURL = pgtest.URL(t)
@@ -46,9 +53,13 @@ func startSluice(t testing.TB, extra map[string]string) string {
 		"TEMPORAL_ADDRESS":              temporalAddr,
 		"TEMPORAL_TASK_QUEUE_PREFIX":    "t" + uuid.NewString()[:8] + ".",
 		"SLUICE_HTTP_ADDR":              addr,
+		"SLUICE_ADMIN_ADDR":             "127.0.0.1:0",
 		"SLUICE_ADMIN_TOKEN":            testAdminToken,
 		"SLUICE_LOG_LEVEL":              "warn",
 		"SLUICE_DISPATCH_POLL_INTERVAL": "1s",
+		// The tests' HTTP servers listen on loopback, which the binary's
+		// default refuses.
+		"SLUICE_HTTP_NODE_ALLOW": "127.0.0.0/8,::1/128",
 	}
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		env["SLUICE_LOG_LEVEL"] = "debug"
@@ -60,7 +71,7 @@ func startSluice(t testing.TB, extra map[string]string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := fx.New(commonModule, apiModule, dispatcherModule, workerModule, fx.Supply(cfg), fx.NopLogger)
+	app := fx.New(append([]fx.Option{commonModule, apiModule, dispatcherModule, workerModule, fx.Supply(cfg), fx.NopLogger}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/adapters/engine"
+	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -41,6 +43,9 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 		"SLUICE_NODES_IN_FLIGHT":        "FREE=0",
 		"SLUICE_ENGINE_PAYLOAD_LIMIT":   "3000000",
 		"SLUICE_ENGINE_HISTORY_LIMIT":   "60000000",
+		"SLUICE_NODE_TEMPLATE_BUDGET":   "12",
+		"SLUICE_HTTP_NODE_ALLOW":        "10.0.0.0/99",
+		"SLUICE_HTTP_NODE_PROXY":        "ftp://proxy.internal",
 	}
 	_, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
 	if err == nil {
@@ -70,6 +75,9 @@ func TestConfigDefaultsAreTheSeeds(t *testing.T) {
 	}
 	if cfg.Worker.WorkflowsSize != 50 || cfg.Worker.ExternalAPISize != 20 || !cfg.Worker.ServeWorkflows || !cfg.Worker.ServeExternalAPI {
 		t.Errorf("worker defaults = %+v", cfg.Worker)
+	}
+	if n := cfg.Nodes; n.TemplateBudget != 1<<20 || n.ResponseBodyMax != 1<<20 || n.Proxy != nil || !reflect.DeepEqual(n.Allow, nodes.AllowList{}) {
+		t.Errorf("node limits = %+v, want 1 MiB budgets, no proxy and nothing private allowed", n)
 	}
 	if cfg.Worker.Queues.Workflows != "workflows.default" || cfg.Worker.Queues.ExternalAPI != "activities.external-api" {
 		t.Errorf("task queues = %+v", cfg.Worker.Queues)

@@ -16,10 +16,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/fx"
 
+	"github.com/sluicehq/sluice/adapters/console"
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
@@ -28,35 +31,104 @@ import (
 )
 
 // commonModule provides what every role needs: configuration, logs, the
-// Postgres pool and store, the metrics registry and a Temporal client.
+// Postgres pool and store, the metrics registry, the tracer provider, a
+// Temporal client, and the admin server with its Postgres readiness check.
+// Being common, the admin server is one per process, `sluice all` included.
 var commonModule = fx.Module("common",
 	fx.Provide(
 		newLogger,
 		newPool,
 		func(pool *pgxpool.Pool, log *slog.Logger) *postgres.Store { return postgres.NewStore(pool, log) },
 		newRegistry,
+		newTracerProvider,
 		newTemporalClient,
 		func(c client.Client, cfg Config) *engine.Engine { return engine.NewEngine(c, cfg.Worker.Queues) },
+		fx.Annotate(func(pool *pgxpool.Pool) httpapi.ReadinessCheck {
+			return httpapi.ReadinessCheck{Name: "postgres", Check: pool.Ping}
+		}, fx.ResultTags(`group:"readiness"`)),
 	),
+	fx.Invoke(startAdmin),
 )
 
-// apiModule serves HTTP.
+// apiModule serves HTTP. Its own port also answers /metrics, /healthz and
+// /readyz (which checks Temporal too, for cancellations).
 var apiModule = fx.Module("api",
 	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Application {
-		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.AdminToken)
+		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.AdminToken)
 	}),
 	fx.Invoke(startHTTP),
 )
 
-// dispatcherModule admits queue items into Temporal.
+// dispatcherModule admits queue items into Temporal. It is ready when
+// Postgres and Temporal answer and its last try at the queue lease did not
+// fail.
 var dispatcherModule = fx.Module("dispatcher",
-	fx.Invoke(startDispatcher),
+	fx.Provide(
+		newDispatcher,
+		fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`)),
+		fx.Annotate(func(d *app.Dispatcher) httpapi.ReadinessCheck {
+			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error { return d.LeaseReady() }}
+		}, fx.ResultTags(`group:"readiness"`)),
+		// The Temporal circuit breaker's state joins here, as another
+		// check named "temporal_breaker" over the dispatcher's Ready-style
+		// method, once the dispatcher has one.
+	),
+	fx.Invoke(runDispatcher),
 )
 
-// workerModule runs executions' workflows and activities.
+// workerModule runs executions' workflows and activities. It is ready when
+// Postgres and Temporal answer.
 var workerModule = fx.Module("worker",
+	fx.Provide(fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`))),
 	fx.Invoke(startWorkers),
 )
+
+// temporalReadiness checks that the Temporal frontend answers. The
+// dispatcher and the worker both provide it; the admin server runs it once.
+func temporalReadiness(e *engine.Engine) httpapi.ReadinessCheck {
+	return httpapi.ReadinessCheck{Name: "temporal", Check: e.CheckHealth}
+}
+
+// adminParams are what the admin server serves: the metrics and every
+// readiness check the process's roles provided.
+type adminParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    Config
+	Gatherer  prometheus.Gatherer
+	Checks    []httpapi.ReadinessCheck `group:"readiness"`
+	Log       *slog.Logger
+}
+
+// startAdmin serves /metrics, /healthz and /readyz on SLUICE_ADMIN_ADDR.
+func startAdmin(p adminParams) {
+	srv := &http.Server{
+		Handler:           httpapi.NewAdminHandler(p.Gatherer, p.Checks, p.Log),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+	}
+	serve(p.Lifecycle, srv, "SLUICE_ADMIN_ADDR", p.Config.AdminAddr, "admin", p.Log)
+}
+
+// serve listens on addr at start, failing the start with the variable's
+// name when it cannot, serves in the background and shuts down on stop.
+func serve(lc fx.Lifecycle, srv *http.Server, variable, addr, what string, log *slog.Logger) {
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("%s: %w", variable, err)
+			}
+			log.Info(what+" listening", "addr", ln.Addr().String())
+			go func() {
+				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error(what+" server stopped", "error", err)
+				}
+			}()
+			return nil
+		},
+		OnStop: srv.Shutdown,
+	})
+}
 
 func newLogger(cfg Config) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
@@ -80,13 +152,17 @@ func newRegistry() (*prometheus.Registry, prometheus.Gatherer) {
 }
 
 // newTemporalClient connects lazily, so a role starts while Temporal is
-// still coming up; readyz reports it until then.
-func newTemporalClient(lc fx.Lifecycle, cfg Config, log *slog.Logger) (client.Client, error) {
-	c, err := client.NewLazyClient(client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    tlog.NewStructuredLogger(log.With("component", "temporal")),
-	})
+// still coming up; readyz reports it until then. Temporal's tracing
+// interceptor on the client traces starts and, through the workers built
+// on the client, the workflows and activities.
+func newTemporalClient(lc fx.Lifecycle, cfg Config, tp trace.TracerProvider, log *slog.Logger) (client.Client, error) {
+	tracing, err := engine.NewTracingInterceptor(tp)
+	if err != nil {
+		return nil, err
+	}
+	conn := cfg.Temporal
+	conn.Interceptors = append(conn.Interceptors, tracing)
+	c, err := client.NewLazyClient(conn.ClientOptions(log.With("component", "temporal")))
 	if err != nil {
 		return nil, fmt.Errorf("TEMPORAL_ADDRESS: %w", err)
 	}
@@ -94,28 +170,25 @@ func newTemporalClient(lc fx.Lifecycle, cfg Config, log *slog.Logger) (client.Cl
 	return c, nil
 }
 
-func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gatherer prometheus.Gatherer, log *slog.Logger) error {
-	handler, err := httpapi.NewHandler(application, gatherer, log)
+// startHTTP serves the API, each request traced by otelhttp, which
+// continues a caller's W3C traceparent when it sends one.
+func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gatherer prometheus.Gatherer, tp trace.TracerProvider, log *slog.Logger) error {
+	handler, err := httpapi.NewHandler(application, cfg.HTTP.Limits, gatherer, log)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			ln, err := net.Listen("tcp", cfg.HTTPAddr)
-			if err != nil {
-				return fmt.Errorf("SLUICE_HTTP_ADDR: %w", err)
-			}
-			log.Info("http listening", "addr", ln.Addr().String())
-			go func() {
-				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					log.Error("http server stopped", "error", err)
-				}
-			}()
-			return nil
-		},
-		OnStop: srv.Shutdown,
-	})
+	traced := otelhttp.NewHandler(handler, "sluice-api",
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
+	)
+	srv := &http.Server{
+		Handler:           console.Mount(traced),
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
+		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes,
+	}
+	serve(lc, srv, "SLUICE_HTTP_ADDR", cfg.HTTPAddr, "http", log)
 	return nil
 }
 
@@ -161,21 +234,43 @@ func holderName() string {
 	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-func startDispatcher(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.Engine,
-	reg *prometheus.Registry, log *slog.Logger) {
+// dispatcher is the dispatch loop and the listener that wakes it.
+type dispatcher struct {
+	fx.Out
+	Dispatcher *app.Dispatcher
+	Listener   *postgres.Listener
+}
+
+func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.Engine,
+	reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger) dispatcher {
 	log = log.With("component", "dispatcher")
 	listener := postgres.NewListener(pool, log)
+	var metricOpts []app.DispatchMetricsOption
+	if cfg.MetricsWorkspaceLabel {
+		metricOpts = append(metricOpts, app.WithWorkspaceLabel())
+	}
+	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.MetricsWorkspaceLabel))
 	d := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, holderName()), listener, cfg.Tiers, cfg.Dispatcher,
-		app.NewDispatchMetrics(reg), log)
-	log.Info("dispatcher configured", "enabled", cfg.Dispatcher.Enabled, "batch_size", cfg.Dispatcher.BatchSize,
-		"poll_interval", cfg.Dispatcher.PollInterval.String(), "exclusive", cfg.Dispatcher.Exclusive)
+		app.NewDispatchMetrics(reg, metricOpts...), log)
+	d.SetTracerProvider(tp)
+	return dispatcher{Dispatcher: d, Listener: listener}
+}
+
+func runDispatcher(lc fx.Lifecycle, cfg Config, d *app.Dispatcher, listener *postgres.Listener, log *slog.Logger) {
+	log.Info("dispatcher configured", "component", "dispatcher", "enabled", cfg.Dispatcher.Enabled,
+		"batch_size", cfg.Dispatcher.BatchSize, "poll_interval", cfg.Dispatcher.PollInterval.String(), "exclusive", cfg.Dispatcher.Exclusive)
 	var bg background
 	bg.start(lc, listener.Run, d.Run)
 }
 
-func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, log *slog.Logger) {
+func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, reg *prometheus.Registry,
+	tp trace.TracerProvider, log *slog.Logger) {
 	log = log.With("component", "worker")
-	acts := engine.NewActivities(store, nodes.All(nodes.NewHTTPRequest()), log)
+	n := cfg.Nodes
+	log.Info("node limits", "template_budget", n.TemplateBudget, "output_max", n.OutputMax,
+		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
+	acts := engine.NewActivities(store, nodes.All(n), log,
+		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp))
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return ws.Start() },

@@ -113,59 +113,41 @@ END;
 $$;
 -- +goose StatementEnd
 
--- The two counting triggers only work out their statement's net change per
--- workspace (from the transition tables that TG_OP has) and hand it to
+-- One counting function serves both tables: TG_ARGV[0] is the status it
+-- counts (PENDING queue items, RUNNING executions) and TG_ARGV[1] the
+-- column it adds to. It only works out its statement's net change per
+-- workspace (from the transition tables that TG_OP has) and hands it to
 -- workspace_queue_stats_add above.
 -- +goose StatementBegin
-CREATE FUNCTION workflow_execution_queue_count_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION workspace_queue_stats_count() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
+    counted text := TG_ARGV[0];
     ids uuid[];
     deltas integer[];
+    zeros integer[];
 BEGIN
     IF TG_OP = 'INSERT' THEN
         SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
-        FROM (SELECT workspace_id, count(*)::integer AS n FROM new_rows WHERE status = 'PENDING' GROUP BY 1) c;
+        FROM (SELECT workspace_id, count(*)::integer AS n FROM new_rows WHERE status = counted GROUP BY 1) c;
     ELSIF TG_OP = 'DELETE' THEN
         SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
-        FROM (SELECT workspace_id, -count(*)::integer AS n FROM old_rows WHERE status = 'PENDING' GROUP BY 1) c;
+        FROM (SELECT workspace_id, -count(*)::integer AS n FROM old_rows WHERE status = counted GROUP BY 1) c;
     ELSE
         SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
         FROM (SELECT workspace_id, sum(n)::integer AS n
-              FROM (SELECT workspace_id, 1 AS n FROM new_rows WHERE status = 'PENDING'
+              FROM (SELECT workspace_id, 1 AS n FROM new_rows WHERE status = counted
                     UNION ALL
-                    SELECT workspace_id, -1 FROM old_rows WHERE status = 'PENDING') x
+                    SELECT workspace_id, -1 FROM old_rows WHERE status = counted) x
               GROUP BY 1 HAVING sum(n) <> 0) c;
     END IF;
-    IF ids IS NOT NULL THEN
-        PERFORM workspace_queue_stats_add(ids, deltas, array_fill(0, ARRAY[cardinality(ids)]));
+    IF ids IS NULL THEN
+        RETURN NULL;
     END IF;
-    RETURN NULL;
-END;
-$$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-CREATE FUNCTION workflow_executions_count_running() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    ids uuid[];
-    deltas integer[];
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
-        FROM (SELECT workspace_id, count(*)::integer AS n FROM new_rows WHERE status = 'RUNNING' GROUP BY 1) c;
-    ELSIF TG_OP = 'DELETE' THEN
-        SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
-        FROM (SELECT workspace_id, -count(*)::integer AS n FROM old_rows WHERE status = 'RUNNING' GROUP BY 1) c;
+    zeros := array_fill(0, ARRAY[cardinality(ids)]);
+    IF TG_ARGV[1] = 'pending' THEN
+        PERFORM workspace_queue_stats_add(ids, deltas, zeros);
     ELSE
-        SELECT array_agg(workspace_id ORDER BY workspace_id), array_agg(n ORDER BY workspace_id) INTO ids, deltas
-        FROM (SELECT workspace_id, sum(n)::integer AS n
-              FROM (SELECT workspace_id, 1 AS n FROM new_rows WHERE status = 'RUNNING'
-                    UNION ALL
-                    SELECT workspace_id, -1 FROM old_rows WHERE status = 'RUNNING') x
-              GROUP BY 1 HAVING sum(n) <> 0) c;
-    END IF;
-    IF ids IS NOT NULL THEN
-        PERFORM workspace_queue_stats_add(ids, array_fill(0, ARRAY[cardinality(ids)]), deltas);
+        PERFORM workspace_queue_stats_add(ids, zeros, deltas);
     END IF;
     RETURN NULL;
 END;
@@ -237,20 +219,20 @@ FULL JOIN (
 ) c ON c.workspace_id = w.id;
 
 CREATE TRIGGER workflow_execution_queue_count_pending_insert AFTER INSERT ON workflow_execution_queue
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION workflow_execution_queue_count_pending();
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_count('PENDING', 'pending');
 CREATE TRIGGER workflow_execution_queue_count_pending_update AFTER UPDATE ON workflow_execution_queue
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION workflow_execution_queue_count_pending();
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_count('PENDING', 'pending');
 CREATE TRIGGER workflow_execution_queue_count_pending_delete AFTER DELETE ON workflow_execution_queue
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION workflow_execution_queue_count_pending();
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_count('PENDING', 'pending');
 CREATE TRIGGER workflow_execution_queue_count_pending_truncate AFTER TRUNCATE ON workflow_execution_queue
     FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_truncated();
 
 CREATE TRIGGER workflow_executions_count_running_insert AFTER INSERT ON workflow_executions
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION workflow_executions_count_running();
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_count('RUNNING', 'running');
 CREATE TRIGGER workflow_executions_count_running_update AFTER UPDATE ON workflow_executions
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION workflow_executions_count_running();
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_count('RUNNING', 'running');
 CREATE TRIGGER workflow_executions_count_running_delete AFTER DELETE ON workflow_executions
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION workflow_executions_count_running();
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_count('RUNNING', 'running');
 CREATE TRIGGER workflow_executions_count_running_truncate AFTER TRUNCATE ON workflow_executions
     FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_truncated();
 
@@ -279,7 +261,6 @@ DROP TRIGGER workflow_execution_queue_count_pending_insert ON workflow_execution
 DROP FUNCTION workspace_queue_stats_truncated();
 DROP FUNCTION workspace_queue_stats_with_room(text[], integer[]);
 DROP FUNCTION workspaces_sync_queue_stats();
-DROP FUNCTION workflow_executions_count_running();
-DROP FUNCTION workflow_execution_queue_count_pending();
+DROP FUNCTION workspace_queue_stats_count();
 DROP FUNCTION workspace_queue_stats_add(uuid[], integer[], integer[]);
 DROP TABLE workspace_queue_stats;

@@ -38,6 +38,9 @@ WHERE workflow_definition_id = @workflow_definition_id AND version = @version;
 -- The owner of a live definition, for the ownership check on enqueue.
 SELECT workspace_id FROM workflow_definitions WHERE id = @id AND deleted_at IS NULL;
 
+-- name: DefinitionCountLive :one
+SELECT count(*)::int FROM workflow_definitions WHERE workspace_id = @workspace_id AND deleted_at IS NULL;
+
 -- name: DefinitionVersionGraphs :many
 -- The graphs of the claimed items' definition versions, read in the claim's
 -- transaction so each workflow starts with its graph in its input.

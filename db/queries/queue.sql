@@ -1,6 +1,6 @@
 -- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority)
-VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority)
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context)
+VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context))
 RETURNING *;
 
 -- name: QueueNotify :exec
@@ -50,7 +50,7 @@ WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pend
 -- oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
 -- current_version is 0 when the definition is gone or deleted.
 SELECT q.id, q.workspace_id, q.workflow_definition_id, q.input, q.priority, q.created_at,
-       q.available_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id,
+       q.available_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context,
        coalesce(d.current_version, 0)::int AS current_version
 FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@quotas::int[]) AS n) AS w
 CROSS JOIN LATERAL (
@@ -122,12 +122,28 @@ SELECT * FROM workflow_execution_queue WHERE execution_id = @execution_id;
 -- name: QueueGetForUpdate :one
 SELECT * FROM workflow_execution_queue WHERE id = @id FOR UPDATE;
 
--- name: QueueDepthByPlan :many
--- Read from the per-workspace counts rather than by counting the backlog.
-SELECT coalesce(s.plan, 'UNKNOWN')::text AS plan, sum(s.pending)::bigint AS depth
+-- name: QueueStatsByPlan :many
+-- The queue depth and RUNNING executions per plan, for the gauges: read
+-- from the per-workspace counts rather than by counting the rows. A
+-- workspace that is gone counts under plan UNKNOWN.
+SELECT coalesce(s.plan, 'UNKNOWN')::text AS plan, sum(s.pending)::bigint AS pending, sum(s.running)::bigint AS running
 FROM workspace_queue_stats s
-WHERE s.has_pending
 GROUP BY 1;
+
+-- name: QueueStatsByWorkspace :many
+-- The same per workspace, for operators who opt in to a workspace label.
+SELECT s.workspace_id, coalesce(s.plan, 'UNKNOWN')::text AS plan, s.pending::bigint AS pending, s.running::bigint AS running
+FROM workspace_queue_stats s
+WHERE s.pending > 0 OR s.running > 0;
+
+-- name: QueueStatsFullByPlan :many
+-- The workspaces the claim's prefilter skips: pending work and, by their
+-- counts, no free slot. Counted for the admission refusals metric with one
+-- range scan per plan on the same room index the prefilter reads.
+SELECT l.plan::text AS plan, count(*)::int AS full_workspaces
+FROM (SELECT unnest(@plans::text[]) AS plan, unnest(@limits::int[]) AS max_running) AS l
+JOIN workspace_queue_stats s ON s.plan = l.plan AND s.running >= l.max_running AND s.has_pending
+GROUP BY l.plan;
 
 -- name: IdempotencyKeyGet :one
 -- Keys older than the retention window count as absent.
@@ -153,3 +169,9 @@ WHERE created_at < now() - make_interval(secs => @retention_seconds::float8);
 UPDATE workflow_execution_queue
 SET status = @status, last_error = sqlc.narg(last_error), claimed_at = NULL
 WHERE id = @id;
+
+-- name: QueuePendingLockCount :one
+-- The workspace's PENDING count, its counter row locked until commit, so
+-- concurrent enqueues check the pending-items quota one at a time (the
+-- insert's trigger would take the same lock a moment later).
+SELECT pending FROM workspace_queue_stats WHERE workspace_id = @workspace_id FOR NO KEY UPDATE;

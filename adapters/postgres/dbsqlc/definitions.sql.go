@@ -12,6 +12,17 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
+const definitionCountLive = `-- name: DefinitionCountLive :one
+SELECT count(*)::int FROM workflow_definitions WHERE workspace_id = $1 AND deleted_at IS NULL
+`
+
+func (q *Queries) DefinitionCountLive(ctx context.Context, db DBTX, workspaceID domain.ID) (int32, error) {
+	row := db.QueryRow(ctx, definitionCountLive, workspaceID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const definitionGet = `-- name: DefinitionGet :one
 SELECT id, workspace_id, name, current_version, created_at, updated_at, deleted_at FROM workflow_definitions WHERE id = $1 AND deleted_at IS NULL
 `

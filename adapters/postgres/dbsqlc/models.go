@@ -105,6 +105,7 @@ type WorkflowExecutionQueue struct {
 	DispatchFailures     int32
 	LastError            *string
 	ExecutionID          *domain.ID
+	TraceContext         *string
 }
 
 type Workspace struct {

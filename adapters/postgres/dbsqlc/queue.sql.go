@@ -154,11 +154,11 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
 SELECT q.id, q.workspace_id, q.workflow_definition_id, q.input, q.priority, q.created_at,
-       q.available_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id,
+       q.available_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context,
        coalesce(d.current_version, 0)::int AS current_version
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
 CROSS JOIN LATERAL (
-    SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id FROM workflow_execution_queue i
+    SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue i
     WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
     ORDER BY i.priority, i.created_at, i.id
     LIMIT w.n
@@ -184,6 +184,7 @@ type QueueClaimCandidatesRow struct {
 	DispatchFailures     int32
 	LastError            *string
 	ExecutionID          *domain.ID
+	TraceContext         *string
 	CurrentVersion       int32
 }
 
@@ -211,6 +212,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 			&i.DispatchFailures,
 			&i.LastError,
 			&i.ExecutionID,
+			&i.TraceContext,
 			&i.CurrentVersion,
 		); err != nil {
 			return nil, err
@@ -235,39 +237,6 @@ func (q *Queries) QueueDeleteByExecution(ctx context.Context, db DBTX, execution
 	return result.RowsAffected(), nil
 }
 
-const queueDepthByPlan = `-- name: QueueDepthByPlan :many
-SELECT coalesce(s.plan, 'UNKNOWN')::text AS plan, sum(s.pending)::bigint AS depth
-FROM workspace_queue_stats s
-WHERE s.has_pending
-GROUP BY 1
-`
-
-type QueueDepthByPlanRow struct {
-	Plan  string
-	Depth int64
-}
-
-// Read from the per-workspace counts rather than by counting the backlog.
-func (q *Queries) QueueDepthByPlan(ctx context.Context, db DBTX) ([]QueueDepthByPlanRow, error) {
-	rows, err := db.Query(ctx, queueDepthByPlan)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []QueueDepthByPlanRow{}
-	for rows.Next() {
-		var i QueueDepthByPlanRow
-		if err := rows.Scan(&i.Plan, &i.Depth); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const queueFailPendingOfWorkspaces = `-- name: QueueFailPendingOfWorkspaces :execrows
 UPDATE workflow_execution_queue
 SET status = 'FAILED', last_error = $1
@@ -289,7 +258,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -310,12 +279,13 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.DispatchFailures,
 		&i.LastError,
 		&i.ExecutionID,
+		&i.TraceContext,
 	)
 	return i, err
 }
 
 const queueGetByExecution = `-- name: QueueGetByExecution :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id FROM workflow_execution_queue WHERE execution_id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE execution_id = $1
 `
 
 func (q *Queries) QueueGetByExecution(ctx context.Context, db DBTX, executionID *domain.ID) (WorkflowExecutionQueue, error) {
@@ -336,12 +306,13 @@ func (q *Queries) QueueGetByExecution(ctx context.Context, db DBTX, executionID 
 		&i.DispatchFailures,
 		&i.LastError,
 		&i.ExecutionID,
+		&i.TraceContext,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -362,14 +333,15 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.DispatchFailures,
 		&i.LastError,
 		&i.ExecutionID,
+		&i.TraceContext,
 	)
 	return i, err
 }
 
 const queueInsert = `-- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority)
-VALUES ($1, $2, $3, $4, $5)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context
 `
 
 type QueueInsertParams struct {
@@ -378,6 +350,7 @@ type QueueInsertParams struct {
 	WorkflowDefinitionID domain.ID
 	Input                json.RawMessage
 	Priority             int16
+	TraceContext         *string
 }
 
 func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParams) (WorkflowExecutionQueue, error) {
@@ -387,6 +360,7 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		arg.WorkflowDefinitionID,
 		arg.Input,
 		arg.Priority,
+		arg.TraceContext,
 	)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
@@ -404,12 +378,13 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.DispatchFailures,
 		&i.LastError,
 		&i.ExecutionID,
+		&i.TraceContext,
 	)
 	return i, err
 }
 
 const queueList = `-- name: QueueList :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
   AND ($3::uuid IS NULL OR id > $3::uuid)
@@ -453,6 +428,7 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 			&i.DispatchFailures,
 			&i.LastError,
 			&i.ExecutionID,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -558,6 +534,20 @@ func (q *Queries) QueueNotify(ctx context.Context, db DBTX) error {
 	return err
 }
 
+const queuePendingLockCount = `-- name: QueuePendingLockCount :one
+SELECT pending FROM workspace_queue_stats WHERE workspace_id = $1 FOR NO KEY UPDATE
+`
+
+// The workspace's PENDING count, its counter row locked until commit, so
+// concurrent enqueues check the pending-items quota one at a time (the
+// insert's trigger would take the same lock a moment later).
+func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceID domain.ID) (int32, error) {
+	row := db.QueryRow(ctx, queuePendingLockCount, workspaceID)
+	var pending int32
+	err := row.Scan(&pending)
+	return pending, err
+}
+
 const queuePendingWorkspaces = `-- name: QueuePendingWorkspaces :many
 SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan
 FROM workspace_queue_stats_with_room($1::text[], $2::int[]) AS r
@@ -619,7 +609,7 @@ func (q *Queries) QueueSetOutcome(ctx context.Context, db DBTX, arg QueueSetOutc
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -655,6 +645,81 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.DispatchFailures,
 			&i.LastError,
 			&i.ExecutionID,
+			&i.TraceContext,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueStatsByPlan = `-- name: QueueStatsByPlan :many
+SELECT coalesce(s.plan, 'UNKNOWN')::text AS plan, sum(s.pending)::bigint AS pending, sum(s.running)::bigint AS running
+FROM workspace_queue_stats s
+GROUP BY 1
+`
+
+type QueueStatsByPlanRow struct {
+	Plan    string
+	Pending int64
+	Running int64
+}
+
+// The queue depth and RUNNING executions per plan, for the gauges: read
+// from the per-workspace counts rather than by counting the rows. A
+// workspace that is gone counts under plan UNKNOWN.
+func (q *Queries) QueueStatsByPlan(ctx context.Context, db DBTX) ([]QueueStatsByPlanRow, error) {
+	rows, err := db.Query(ctx, queueStatsByPlan)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueStatsByPlanRow{}
+	for rows.Next() {
+		var i QueueStatsByPlanRow
+		if err := rows.Scan(&i.Plan, &i.Pending, &i.Running); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueStatsByWorkspace = `-- name: QueueStatsByWorkspace :many
+SELECT s.workspace_id, coalesce(s.plan, 'UNKNOWN')::text AS plan, s.pending::bigint AS pending, s.running::bigint AS running
+FROM workspace_queue_stats s
+WHERE s.pending > 0 OR s.running > 0
+`
+
+type QueueStatsByWorkspaceRow struct {
+	WorkspaceID domain.ID
+	Plan        string
+	Pending     int64
+	Running     int64
+}
+
+// The same per workspace, for operators who opt in to a workspace label.
+func (q *Queries) QueueStatsByWorkspace(ctx context.Context, db DBTX) ([]QueueStatsByWorkspaceRow, error) {
+	rows, err := db.Query(ctx, queueStatsByWorkspace)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueStatsByWorkspaceRow{}
+	for rows.Next() {
+		var i QueueStatsByWorkspaceRow
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.Plan,
+			&i.Pending,
+			&i.Running,
 		); err != nil {
 			return nil, err
 		}
@@ -678,4 +743,44 @@ WHERE s.workspace_id = ANY($1::uuid[]) AND s.plan IS NULL AND s.pending = 0 AND 
 func (q *Queries) QueueStatsForgetGone(ctx context.Context, db DBTX, workspaceIds []domain.ID) error {
 	_, err := db.Exec(ctx, queueStatsForgetGone, workspaceIds)
 	return err
+}
+
+const queueStatsFullByPlan = `-- name: QueueStatsFullByPlan :many
+SELECT l.plan::text AS plan, count(*)::int AS full_workspaces
+FROM (SELECT unnest($1::text[]) AS plan, unnest($2::int[]) AS max_running) AS l
+JOIN workspace_queue_stats s ON s.plan = l.plan AND s.running >= l.max_running AND s.has_pending
+GROUP BY l.plan
+`
+
+type QueueStatsFullByPlanParams struct {
+	Plans  []string
+	Limits []int32
+}
+
+type QueueStatsFullByPlanRow struct {
+	Plan           string
+	FullWorkspaces int32
+}
+
+// The workspaces the claim's prefilter skips: pending work and, by their
+// counts, no free slot. Counted for the admission refusals metric with one
+// range scan per plan on the same room index the prefilter reads.
+func (q *Queries) QueueStatsFullByPlan(ctx context.Context, db DBTX, arg QueueStatsFullByPlanParams) ([]QueueStatsFullByPlanRow, error) {
+	rows, err := db.Query(ctx, queueStatsFullByPlan, arg.Plans, arg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueStatsFullByPlanRow{}
+	for rows.Next() {
+		var i QueueStatsFullByPlanRow
+		if err := rows.Scan(&i.Plan, &i.FullWorkspaces); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -94,20 +94,25 @@ func (q *Queries) WorkspaceList(ctx context.Context, db DBTX, arg WorkspaceListP
 const workspaceStats = `-- name: WorkspaceStats :one
 SELECT
     (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = $1 AND e.status = 'RUNNING')::int AS active,
-    (SELECT count(*) FROM workflow_execution_queue q WHERE q.workspace_id = $1 AND q.status IN ('PENDING', 'CLAIMED'))::int AS queued
+    (SELECT count(*) FROM workflow_execution_queue q WHERE q.workspace_id = $1 AND q.status IN ('PENDING', 'CLAIMED'))::int AS queued,
+    (SELECT count(*) FROM workflow_executions e
+     WHERE e.workspace_id = $1 AND e.status = 'FAILED' AND e.completed_at > now() - interval '1 hour')::int AS failed_last_hour
 `
 
 type WorkspaceStatsRow struct {
-	Active int32
-	Queued int32
+	Active         int32
+	Queued         int32
+	FailedLastHour int32
 }
 
-// The live numbers a workspace view shows: executions holding a slot and
-// items still waiting for one.
+// The live numbers a workspace view shows: executions holding a slot, items
+// still waiting for one, and executions that ended FAILED in the last hour
+// (a range on the failed index, so the console's polling costs the recent
+// failures, not the workspace's history).
 func (q *Queries) WorkspaceStats(ctx context.Context, db DBTX, id domain.ID) (WorkspaceStatsRow, error) {
 	row := db.QueryRow(ctx, workspaceStats, id)
 	var i WorkspaceStatsRow
-	err := row.Scan(&i.Active, &i.Queued)
+	err := row.Scan(&i.Active, &i.Queued, &i.FailedLastHour)
 	return i, err
 }
 

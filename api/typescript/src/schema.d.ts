@@ -33,7 +33,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description Answers 200 when Postgres (and Temporal, for modules that use it) answer; 503 otherwise.
+         * @description Answers 200 when Postgres (and Temporal, for modules that use it) answer; 503 otherwise, naming the failing parts but not their errors, which go to the server's log.
          */
         get: operations["getReadyz"];
         put?: never;
@@ -80,7 +80,7 @@ export interface paths {
         };
         /**
          * Get a workspace
-         * @description Shows the workspace with its plan, its limit, its active count and its queue depth.
+         * @description Shows the workspace with its plan, its limit, its active count, its queue depth and its executions that failed in the last hour.
          */
         get: operations["getWorkspace"];
         put?: never;
@@ -435,6 +435,8 @@ export interface components {
             active: number;
             /** @description Items waiting for a slot. */
             queued: number;
+            /** @description Executions that ended FAILED in the last hour. */
+            failedLastHour: number;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -521,7 +523,7 @@ export interface components {
             workspaceId: string;
             /** Format: uuid */
             workflowDefinitionId: string;
-            /** @description Available to templates as `input`. */
+            /** @description Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit. */
             input?: {
                 [key: string]: unknown;
             };
@@ -589,6 +591,7 @@ export interface components {
             workflowDefinitionId: string;
             workflowVersion: number;
             status: components["schemas"]["ExecutionStatus"];
+            /** @description The input as enqueued, byte for byte. */
             input: {
                 [key: string]: unknown;
             };
@@ -682,6 +685,30 @@ export interface components {
                  *       "title": "Not found",
                  *       "status": 404,
                  *       "detail": "workflow definition 8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01 not found"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description The request would pass one of the workspace's quotas (pending queue
+         *     items, definitions, nodes per graph). Nothing was stored and nothing
+         *     already stored changed. `Retry-After` is set where waiting helps: the
+         *     queue drains as executions finish.
+         */
+        TooMany: {
+            headers: {
+                /** @description Seconds to wait before the same request may pass. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sluice.dev/problems/quota-exceeded",
+                 *       "title": "Quota exceeded",
+                 *       "status": 429,
+                 *       "detail": "quota exceeded: at most 1000 pending queue items"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -847,7 +874,7 @@ export interface operations {
                      *       "type": "https://sluice.dev/problems/not-ready",
                      *       "title": "Not ready",
                      *       "status": 503,
-                     *       "detail": "postgres: connection refused"
+                     *       "detail": "not ready: postgres failing (details in the log)"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -922,6 +949,7 @@ export interface operations {
                      *       "limit": 5,
                      *       "active": 0,
                      *       "queued": 0,
+                     *       "failedLastHour": 0,
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "updatedAt": "2026-11-21T10:00:00Z"
                      *     }
@@ -962,6 +990,7 @@ export interface operations {
                      *       "limit": 5,
                      *       "active": 2,
                      *       "queued": 7,
+                     *       "failedLastHour": 1,
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "updatedAt": "2026-11-21T10:00:00Z"
                      *     }
@@ -1011,6 +1040,7 @@ export interface operations {
                      *       "limit": 20,
                      *       "active": 2,
                      *       "queued": 7,
+                     *       "failedLastHour": 1,
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
@@ -1242,6 +1272,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
         };
     };
@@ -1363,6 +1394,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
         };
     };
@@ -1454,6 +1486,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
         };
     };

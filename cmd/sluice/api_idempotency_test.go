@@ -1,7 +1,8 @@
-package httpapi_test
+package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestIdempotentStart(t *testing.T) {
 	read := reader(t)
 	a, b := w.client(t, w.keyA.Secret), w.client(t, w.keyB.Secret)
 	key := &client.EnqueueExecutionParams{IdempotencyKey: ptr("order-42")}
-	body := client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: &map[string]any{"name": "Ada", "n": 1}, Priority: ptr(3)}
+	body := client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: rawInput(map[string]any{"name": "Ada", "n": 1}), Priority: ptr(3)}
 
 	first, err := a.EnqueueExecutionWithResponse(ctx, key, body)
 	status(t, "startExecution", first, err, http.StatusAccepted)
@@ -32,8 +33,10 @@ func TestIdempotentStart(t *testing.T) {
 	if again.JSON202.QueueID != first.JSON202.QueueID {
 		t.Errorf("replay returned queue id %s, want %s", again.JSON202.QueueID, first.JSON202.QueueID)
 	}
-	// The same content formatted differently is the same body.
-	raw := `{ "priority": 3, "input": {"n": 1.0, "name": "Ada"}, "workflowDefinitionId": "` + w.defA.String() + `",
+	// The same content with other white space and member order around the
+	// input is the same body. The input itself is kept byte for byte, so its
+	// numbers must be written as before (1.0 is not 1).
+	raw := `{ "priority": 3, "input": {"n": 1, "name": "Ada"}, "workflowDefinitionId": "` + w.defA.String() + `",
 		"workspaceId": "` + w.wsA.String() + `" }`
 	reformatted, err := a.EnqueueExecutionWithBodyWithResponse(ctx, key, "application/json", strings.NewReader(raw))
 	status(t, "startExecution replay, reformatted", reformatted, err, http.StatusAccepted)
@@ -56,7 +59,7 @@ func TestIdempotentStart(t *testing.T) {
 	status(t, "createDefinition", cd, err, http.StatusCreated)
 	before = counts(t, w)
 	for name, changed := range map[string]client.EnqueueExecutionRequest{
-		"input":      {WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: &map[string]any{"name": "Grace", "n": 1}, Priority: ptr(3)},
+		"input":      {WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: rawInput(map[string]any{"name": "Grace", "n": 1}), Priority: ptr(3)},
 		"priority":   {WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: body.Input, Priority: ptr(1)},
 		"no input":   {WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Priority: ptr(3)},
 		"definition": {WorkspaceID: w.wsA, WorkflowDefinitionID: cd.JSON201.ID, Input: body.Input, Priority: ptr(3)},
@@ -104,7 +107,7 @@ func TestEachStartIsAudited(t *testing.T) {
 	admin := w.client(t, adminToken)
 	var started []uuid.UUID
 	for i := range 3 {
-		st, err := a.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: &map[string]any{"i": i}})
+		st, err := a.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, Input: rawInput(map[string]any{"i": i})})
 		status(t, "startExecution", st, err, http.StatusAccepted)
 		started = append(started, st.JSON202.QueueID)
 	}
@@ -144,5 +147,34 @@ func TestEachStartIsAudited(t *testing.T) {
 		if len(actors) != 1 || actors[0] != want {
 			t.Errorf("start %s: activity actors %v, want exactly [%s]", id, actors, want)
 		}
+	}
+}
+
+// TestInputKeepsEveryDigit: the input travels as raw JSON from the request
+// to the database and back, so an integer beyond float64's 53 bits comes
+// back from GET /workflow/executions/{id} with the digits it was sent with.
+func TestInputKeepsEveryDigit(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	a := w.client(t, w.keyA.Secret)
+	const digits = "12345678901234567890"
+	body := `{"workspaceId": "` + w.wsA.String() + `", "workflowDefinitionId": "` + w.defA.String() + `", "input": {"big": ` + digits + `, "name": "Ada"}}`
+	enq, err := a.EnqueueExecutionWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(body))
+	status(t, "enqueueExecution", enq, err, http.StatusAccepted)
+	w.dispatchAll(t)
+	q, err := a.GetQueueItemWithResponse(ctx, enq.JSON202.QueueID)
+	status(t, "getQueueItem", q, err, http.StatusOK)
+	if q.JSON200.ExecutionID == nil {
+		t.Fatalf("queue item %s has no execution after dispatch", enq.JSON202.QueueID)
+	}
+	ge, err := a.GetExecutionWithResponse(ctx, *q.JSON200.ExecutionID)
+	status(t, "getExecution", ge, err, http.StatusOK)
+	var input map[string]json.RawMessage
+	if err := json.Unmarshal(ge.JSON200.Input, &input); err != nil {
+		t.Fatalf("execution input %s: %v", ge.JSON200.Input, err)
+	}
+	if got := string(input["big"]); got != digits {
+		t.Fatalf("input.big came back as %s, want %s", got, digits)
 	}
 }

@@ -1,4 +1,4 @@
-package httpapi_test
+package main
 
 import (
 	"bytes"
@@ -79,6 +79,12 @@ func (noWakeups) C() <-chan struct{} { return nil }
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
+	return newStackWithQuotas(t, domain.DefaultQuotas())
+}
+
+// newStackWithQuotas is newStack with the given workspace quotas.
+func newStackWithQuotas(t *testing.T, quotas domain.Quotas) *stack {
+	t.Helper()
 	pool := pgtest.Pool(t)
 	addr := temporalAddress(t)
 	log := testLog()
@@ -98,8 +104,8 @@ func newStack(t *testing.T) *stack {
 	dispatcher := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, uuid.NewString()), noWakeups{},
 		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(registry), log)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), adminToken)
-	handler, err := httpapi.NewHandler(application, registry, log)
+	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), quotas, adminToken)
+	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), registry, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,3 +392,23 @@ func must[T any](t *testing.T, v T, err error) T {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// rawInput encodes an enqueue input.
+func rawInput(v map[string]any) *json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	m := json.RawMessage(raw)
+	return &m
+}
+
+// inputField reads one top-level field of an execution's input.
+func inputField(t *testing.T, input json.RawMessage, name string) any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(input, &m); err != nil {
+		t.Fatalf("execution input %s: %v", input, err)
+	}
+	return m[name]
+}

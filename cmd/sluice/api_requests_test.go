@@ -1,4 +1,4 @@
-package httpapi_test
+package main
 
 import (
 	"bytes"
@@ -118,7 +118,9 @@ func TestNegativeMalformedBodies(t *testing.T) {
 			"missing required":    {`{"workspaceId": "` + ws + `"}`, []string{"/workflowDefinitionId"}},
 			"NUL in input":        {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "input": {"name": ["Ada\u0000"]}}`, []string{"/input/name/0"}},
 			"integer as 2.0":      {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "priority": 2.0}`, []string{"/priority"}},
-			"number out of range": {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "input": {"n": 1e400}}`, []string{"/input"}},
+			"invalid UTF-8":       {"{\"workspaceId\": \"" + ws + "\", \"workflowDefinitionId\": \"" + def + "\", \"input\": {\"name\": \"Ad\xffa\"}}", []string{"/input/name"}},
+			"nested too deep":     {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "input": ` + strings.Repeat(`{"a":`, 80) + "1" + strings.Repeat("}", 80) + `}`, []string{"/input/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a"}},
+			"number out of range": {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `", "input": {"n": 1e400}}`, []string{"/input/n"}},
 			"trailing data":       {`{"workspaceId": "` + ws + `", "workflowDefinitionId": "` + def + `"}]`, []string{"/"}},
 		},
 	}

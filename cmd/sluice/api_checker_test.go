@@ -1,4 +1,4 @@
-package httpapi_test
+package main
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func TestCheckerCatchesBreaches(t *testing.T) {
 	t.Parallel()
 	c := newContract(t)
 	const ws = "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d"
-	workspace := `{"id":"` + ws + `","name":"Acme","plan":"PRO","limit":5,"active":0,"queued":0,` +
+	workspace := `{"id":"` + ws + `","name":"Acme","plan":"PRO","limit":5,"active":0,"queued":0,"failedLastHour":0,` +
 		`"createdAt":"2026-11-21T10:00:00Z","updatedAt":"2026-11-21T10:00:00Z"}`
 	problem := `{"type":"https://sluice.dev/problems/not-found","title":"Not found","status":404,"detail":"no"}`
 	tests := []struct {

@@ -1,4 +1,4 @@
-package httpapi_test
+package main
 
 import (
 	"context"
@@ -243,7 +243,7 @@ func TestNegativeUnauthenticated(t *testing.T) {
 // TestNegativeOtherWorkspace: a key of workspace A gets 403 on everything
 // of workspace B (its workspace, keys, definition, version, queue item,
 // execution, lists and cancel) and on the admin-only operations, and B is
-// left exactly as it was. This is the seeds' SecurityException case.
+// left exactly as it was: no tenant reads or changes another's work.
 func TestNegativeOtherWorkspace(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -438,7 +438,8 @@ func TestNegativeConflictOnFinished(t *testing.T) {
 }
 
 // TestReadyzIsAProblemWhenPostgresIsDown: readiness answers 503 with a
-// problem naming the failed dependency, as the spec documents.
+// problem naming the failed dependency, as the spec documents, and not its
+// error text, which would tell an unauthenticated caller about the database.
 func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -448,7 +449,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, testLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, nil, domain.DefaultTierPolicy(), adminToken), prometheus.NewRegistry(), testLog())
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(), testLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +458,8 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	s := &stack{url: srv.URL, contract: newContract(t)}
 	rz, err := s.client(t, "").GetReadyzWithResponse(ctx)
 	status(t, "getReadyz", rz, err, http.StatusServiceUnavailable)
-	if p := rz.ApplicationProblemJSON503; p == nil || p.Type != problemBase+"not-ready" || p.Detail == nil || !strings.Contains(*p.Detail, "postgres") {
+	if p := rz.ApplicationProblemJSON503; p == nil || p.Type != problemBase+"not-ready" || p.Detail == nil ||
+		*p.Detail != "not ready: postgres failing (details in the log)" {
 		t.Errorf("readyz with Postgres down: %s", rz.Body)
 	}
 	hz, err := s.client(t, "").GetHealthzWithResponse(ctx)

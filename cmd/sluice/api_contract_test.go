@@ -1,4 +1,4 @@
-package httpapi_test
+package main
 
 import (
 	"context"
@@ -186,7 +186,7 @@ func TestContractEveryOperation(t *testing.T) {
 	var queueIDs []uuid.UUID
 	for i := range 6 {
 		st, err := key.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{
-			WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID, Input: &map[string]any{"name": "Ada", "i": i}, Priority: ptr(1 + i%4),
+			WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID, Input: rawInput(map[string]any{"name": "Ada", "i": i}), Priority: ptr(1 + i%4),
 		})
 		status(t, "startExecution", st, err, http.StatusAccepted)
 		if st.JSON202.Status != client.QueueStatusPENDING {
@@ -282,7 +282,7 @@ func TestContractEveryOperation(t *testing.T) {
 
 	ge, err := key.GetExecutionWithResponse(ctx, execIDs[0])
 	status(t, "getExecution", ge, err, http.StatusOK)
-	if e := ge.JSON200; e.ID != execIDs[0] || e.Status != client.ExecutionStatusRUNNING || e.Input["name"] != "Ada" || e.Nodes == nil {
+	if e := ge.JSON200; e.ID != execIDs[0] || e.Status != client.ExecutionStatusRUNNING || inputField(t, e.Input, "name") != "Ada" || e.Nodes == nil {
 		t.Errorf("getExecution: %s", ge.Body)
 	}
 	gw, err = key.GetWorkspaceWithResponse(ctx, ws.ID)

@@ -1,0 +1,95 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ReadinessCheck is one thing a role needs before it can do its work:
+// Postgres, Temporal, the dispatcher's lease. Check returns nil when ready.
+type ReadinessCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// readinessTimeout bounds one /readyz answer, so a hung dependency reads as
+// failing rather than as a probe timeout.
+const readinessTimeout = 3 * time.Second
+
+// NewAdminHandler is the operator's surface of every role, served on
+// SLUICE_ADMIN_ADDR: /metrics for Prometheus, /healthz for liveness (the
+// process serves) and /readyz for readiness (every check passes). Checks
+// with the same name run once.
+func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, log *slog.Logger) http.Handler {
+	unique := map[string]ReadinessCheck{}
+	for _, c := range checks {
+		unique[c.Name] = c
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readinessTimeout)
+		defer cancel()
+		results := make(map[string]error, len(unique))
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for name, c := range unique {
+			wg.Go(func() {
+				err := c.Check(ctx)
+				mu.Lock()
+				results[name] = err
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		checks, failing := readinessReport(results, log)
+		if len(failing) > 0 {
+			writeProblem(w, http.StatusServiceUnavailable, "not-ready", "Not ready", notReadyDetail(failing), nil)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "checks": checks})
+	})
+	return mux
+}
+
+// readinessReport turns check results into what /readyz may say: each
+// check's name with "ok" or "failing", and the failing names in order. The
+// errors go to the log only: their text names hosts, users and databases,
+// which an unauthenticated probe must not learn.
+func readinessReport(results map[string]error, log *slog.Logger) (map[string]string, []string) {
+	checks := make(map[string]string, len(results))
+	var failing []string
+	for name, err := range results {
+		if err != nil {
+			checks[name] = "failing"
+			failing = append(failing, name)
+			log.Warn("not ready", "check", name, "error", err)
+			continue
+		}
+		checks[name] = "ok"
+	}
+	sort.Strings(failing)
+	return checks, failing
+}
+
+func notReadyDetail(failing []string) string {
+	return "not ready: " + strings.Join(failing, ", ") + " failing (details in the log)"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// screenshotDir is where the browser test writes the pictures the README
+// shows: docs/screenshots at the repository's root.
+var screenshotDir = filepath.Join("..", "..", "docs", "screenshots")
+
+// browser is one headless Chromium tab driven over the DevTools protocol.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// newBrowser starts Debian's chromium with a fresh profile. Without it the
+// test is skipped, unless SLUICE_REQUIRE_INTEGRATION is set (as `make
+// test` does, after `make browser` installed it), when it fails.
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") != "" {
+			t.Fatal("chromium is not installed; `make browser` installs it")
+		}
+		t.Skip("chromium not installed: browser test skipped (run `make test`)")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancelTab(); cancelAlloc() })
+	// The first action starts the browser, which lives as long as the
+	// context it ran with: this one, not a step's shorter one.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatal(err)
+	}
+	return &browser{t: t, ctx: ctx}
+}
+
+// do runs steps, each run within 30 s.
+func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// waitFor polls a JavaScript predicate in the page until it holds.
+func (b *browser) waitFor(what, predicate string, within time.Duration) {
+	b.t.Helper()
+	_, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](predicate,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(within)))
+	if err != nil {
+		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.getElementById("main").innerText`))
+		b.t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, text)
+	}
+}
+
+func evalJS[T any](b *browser, expression string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expression))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v", expression, err)
+	}
+	return v
+}
+
+// screenshot writes the whole page as docs/screenshots/<name>.png.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(screenshotDir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// narrow shows the page at a phone's width, checks that nothing sticks out
+// sideways, screenshots it and goes back to the desktop width.
+func (b *browser) narrow(name string) {
+	b.t.Helper()
+	b.do(chromedp.EmulateViewport(390, 844))
+	b.waitFor("the page to lay out at 390 px", `window.innerWidth === 390`, 5*time.Second)
+	if w := evalJS[int](b, `document.documentElement.scrollWidth`); w > 390 {
+		b.t.Errorf("%s at 390 px is %d px wide: it scrolls sideways", name, w)
+	}
+	b.screenshot(name + "-390")
+	b.do(chromedp.EmulateViewport(1280, 900))
+	b.waitFor("the page to lay out at 1280 px", `window.innerWidth === 1280`, 5*time.Second)
+}
+
+// signIn signs in from the sign-in form, submitting with the Enter key.
+func (b *browser) signIn(token string) {
+	b.t.Helper()
+	b.do(chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), token+"\r"))
+	b.waitFor("the workspaces page", `document.querySelectorAll("#workspaces tbody tr[data-workspace]").length > 0`, 15*time.Second)
+}
+
+// attr quotes an id for a CSS attribute selector inside a JavaScript
+// string in double quotes.
+func attr(id string) string { return "'" + id + "'" }
+
+// TestConsoleWalkThrough does the README's walk-through in the web console,
+// in a real browser: a workspace key signs in and sees only its workspace,
+// creates a definition whose graph is drawn, starts it from the page and
+// watches the run's DAG complete; then it cancels a queued item from the
+// queue page, and the admin token sees every workspace, updated live. It
+// writes the README's screenshots on the way.
+func TestConsoleWalkThrough(t *testing.T) {
+	base := startSluice(t, nil)
+	b := newBrowser(t)
+	admin := func(method, path string, body, out any) int {
+		t.Helper()
+		return call(t, method, base+"/api/v1"+path, testAdminToken, body, out)
+	}
+	type created struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	newWorkspace := func(name, plan string) string {
+		var w created
+		if code := admin("POST", "/workspaces", map[string]any{"name": name, "plan": plan}, &w); code != 201 {
+			t.Fatalf("create workspace %s: %d", name, code)
+		}
+		return w.ID
+	}
+	newDefinition := func(workspaceID, name string, nodes []any) string {
+		var d created
+		if code := admin("POST", "/workflow/definitions", map[string]any{"workspaceId": workspaceID, "name": name,
+			"graph": map[string]any{"nodes": nodes}}, &d); code != 201 {
+			t.Fatalf("create definition %s: %d", name, code)
+		}
+		return d.ID
+	}
+	enqueue := func(token, workspaceID, definitionID string, input map[string]any) string {
+		var q struct {
+			QueueID string `json:"queueId"`
+		}
+		body := map[string]any{"workspaceId": workspaceID, "workflowDefinitionId": definitionID}
+		if input != nil {
+			body["input"] = input
+		}
+		if code := call(t, "POST", base+"/api/v1/workflow/executions/start", token, body, &q); code != 202 {
+			t.Fatalf("enqueue: %d", code)
+		}
+		return q.QueueID
+	}
+	delay := []any{map[string]any{"key": "wait", "type": "DELAY", "config": map[string]any{"duration": "10m"}}}
+
+	// The admin makes the workspace and its key through the API, as the
+	// README does; everything else happens in the console.
+	acme := newWorkspace("Acme", "FREE")
+	var key created
+	if code := admin("POST", "/workspaces/"+acme+"/api-keys", map[string]any{"name": "console"}, &key); code != 201 {
+		t.Fatalf("create key: %d", code)
+	}
+	globex := newWorkspace("Globex", "PRO")
+	initech := newWorkspace("Initech", "ENTERPRISE")
+
+	// 1. The key signs in and sees its own workspace only.
+	b.do(chromedp.Navigate(base + "/"))
+	b.signIn(key.Secret)
+	rows := evalJS[[]string](b, `[...document.querySelectorAll("#workspaces tbody tr")].map(r => r.innerText.replace(/\s+/g, " ").trim())`)
+	if len(rows) != 1 || !strings.Contains(rows[0], "Acme") || !strings.Contains(rows[0], "FREE") || !strings.Contains(rows[0], "0 / 1") {
+		t.Fatalf("a workspace key's overview shows %q, want Acme alone, FREE, 0 / 1 running", rows)
+	}
+
+	// 2. Its definitions page creates the example definition, and the
+	// definition page draws the graph: four nodes, three edges, two of them
+	// with their when.
+	b.do(chromedp.Click(chromedp.CSS(`#workspaces a[href$="/queue"]`)))
+	b.do(chromedp.WaitVisible(chromedp.CSS(`.tabs a[href$="/definitions"]`)), chromedp.Click(chromedp.CSS(`.tabs a[href$="/definitions"]`)))
+	b.do(chromedp.WaitVisible(chromedp.CSS("#def-name")), chromedp.SendKeys(chromedp.CSS("#def-name"), "greet"),
+		chromedp.Click(chromedp.CSS(`#new-definition button[type="submit"]`)))
+	b.waitFor("the definition's graph", `document.querySelectorAll("svg.dag g.dag-node").length === 4`, 15*time.Second)
+	if got := evalJS[string](b, `document.querySelector("h1").innerText`); got != "greet" {
+		t.Errorf("definition page title %q, want greet", got)
+	}
+	if n := evalJS[int](b, `document.querySelectorAll("svg.dag g.edge").length`); n != 3 {
+		t.Errorf("the graph draws %d edges, want 3", n)
+	}
+	if got := evalJS[[]string](b, `[...document.querySelectorAll("svg.dag .edge-label")].map(e => e.textContent).sort()`); strings.Join(got, ",") != "when false,when true" {
+		t.Errorf("edge labels %q, want when false and when true", got)
+	}
+	if got := evalJS[string](b, `document.querySelector(".filters[aria-label=Versions] a[aria-current=page]").textContent`); got != "v1 (current)" {
+		t.Errorf("versions list marks %q, want v1 (current)", got)
+	}
+	b.screenshot("definition")
+	b.narrow("definition")
+
+	// A new version from the page: the same graph, a warmer introduction.
+	v2 := `{"nodes": [
+		{"key": "greet", "type": "TRANSFORM", "config": {"output": {"message": "Hello, {{ input.name }}"}}},
+		{"key": "is_ada", "type": "CONDITION", "config": {"left": "{{ input.name }}", "op": "==", "right": "Ada"}},
+		{"key": "welcome", "type": "TRANSFORM", "config": {"output": {"text": "{{ steps.greet.output.message }}, welcome back"}}},
+		{"key": "introduce", "type": "TRANSFORM", "config": {"output": {"text": "{{ steps.greet.output.message }}, lovely to meet you"}}}],
+		"edges": [{"from": "greet", "to": "is_ada"}, {"from": "is_ada", "to": "welcome", "when": true}, {"from": "is_ada", "to": "introduce", "when": false}]}`
+	b.do(chromedp.Click(chromedp.CSS(`details:has(#version-form) > summary`)), chromedp.WaitVisible(chromedp.CSS("#version-graph")),
+		chromedp.SetValue(chromedp.CSS("#version-graph"), v2), chromedp.Click(chromedp.CSS(`#version-form button[type="submit"]`)))
+	b.waitFor("version 2", `location.hash.endsWith("?v=2") && document.querySelector(".filters[aria-label=Versions] a[aria-current=page]")?.textContent === "v2 (current)" && document.querySelectorAll(".filters[aria-label=Versions] a").length === 2`, 15*time.Second)
+
+	// 3. Start it from the page; the console follows the queue item to the
+	// run page, which draws the DAG live until the run completes.
+	b.do(chromedp.SetValue(chromedp.CSS("#run-input"), `{"name": "Ada"}`), chromedp.Click(chromedp.CSS(`#start-form button[type="submit"]`)))
+	b.waitFor("the run page", `location.hash.startsWith("#/executions/")`, 30*time.Second)
+	b.waitFor("the run to complete", `document.querySelector("h1 .badge")?.dataset.status === "COMPLETED"`, 60*time.Second)
+	statuses := evalJS[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("svg.dag g.dag-node")].map(g => [g.dataset.node, g.dataset.status]))`)
+	if got := evalJS[string](b, `document.querySelector(".stats").innerText`); !strings.Contains(got, "greet v2") {
+		t.Errorf("the run page does not name the version it ran, greet v2: %q", got)
+	}
+	want := map[string]string{"greet": "COMPLETED", "is_ada": "COMPLETED", "welcome": "COMPLETED", "introduce": "SKIPPED"}
+	if fmt.Sprint(statuses) != fmt.Sprint(want) {
+		t.Errorf("DAG node statuses %v, want %v", statuses, want)
+	}
+	fills := evalJS[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("svg.dag g.dag-node")].map(g => [g.dataset.node, getComputedStyle(g.querySelector("rect")).fill]))`)
+	if fills["welcome"] != "rgb(220, 252, 231)" || fills["introduce"] != "rgb(243, 244, 246)" {
+		t.Errorf("node fills %v: want green for COMPLETED, grey for SKIPPED", fills)
+	}
+	if got := evalJS[string](b, `document.querySelector("#node-welcome .node-output").textContent`); !strings.Contains(got, "Hello, Ada, welcome back") {
+		t.Errorf("welcome's output on the page is %q", got)
+	}
+	if got := evalJS[string](b, `document.querySelector("#node-welcome dl").innerText`); !strings.Contains(got, "Attempt") || !strings.Contains(got, "Took") {
+		t.Errorf("welcome's card lacks its attempt and timing: %q", got)
+	}
+	// A node in the drawing is a keyboard control that leads to its card.
+	b.do(chromedp.Focus(chromedp.CSS(`svg.dag g.dag-node[data-node="welcome"]`)), chromedp.KeyEvent("\r"))
+	b.waitFor("Enter on a node to focus its card", `document.activeElement?.id === "node-welcome"`, 5*time.Second)
+	b.do(chromedp.Evaluate[chromedp.Void](`document.activeElement.blur(), window.scrollTo(0, 0)`))
+	b.screenshot("run")
+	b.narrow("run")
+
+	// 4. The executions list shows the run and filters by status.
+	b.do(chromedp.Click(chromedp.CSS(`.crumbs a[href$="/executions"]`)))
+	b.waitFor("the executions list", `document.querySelector("#executions tbody tr[data-status=COMPLETED]") !== null`, 15*time.Second)
+	b.narrow("executions")
+	b.do(chromedp.Click(chromedp.CSS(`.filters a[href*="status=FAILED"]`)))
+	b.waitFor("the FAILED filter to empty the list", `location.hash.includes("status=FAILED") && document.querySelector("#executions td.empty") !== null`, 15*time.Second)
+
+	// 5. The queue page: a run that holds Acme's only slot, an item waiting
+	// behind it, and Cancel on the waiting one.
+	hold := newDefinition(acme, "hold", delay)
+	enqueue(key.Secret, acme, hold, nil)
+	waiting := enqueue(key.Secret, acme, hold, nil)
+	b.do(chromedp.Click(chromedp.CSS(`.tabs a[href$="/queue"]`)))
+	b.waitFor("the queue to show the held slot and the waiting item",
+		`document.querySelector("#queue tr[data-status=DISPATCHED]") && document.querySelector("#queue tr[data-queue=`+attr(waiting)+`][data-status=PENDING]")`, 30*time.Second)
+	// The header is read in the same poll but a moment before the list.
+	b.waitFor("the workspace header to show the slot taken", `document.querySelector(".stats .running").innerText.includes("1 / 1")`, 5*time.Second)
+	b.screenshot("queue")
+	b.narrow("queue")
+	b.do(chromedp.Click(chromedp.CSS(`#queue tr[data-queue=` + attr(waiting) + `] button`)))
+	b.waitFor("the cancelled item", `document.querySelector("#queue tr[data-queue=`+attr(waiting)+`][data-status=CANCELLED]") !== null`, 15*time.Second)
+	var item struct{ Status string }
+	admin("GET", "/workflow/queue/"+waiting, nil, &item)
+	if item.Status != "CANCELLED" {
+		t.Errorf("the item cancelled from the page is %s in the API", item.Status)
+	}
+
+	// 6. The admin token sees every workspace, live: busy Globex, failing
+	// Initech.
+	globexHold := newDefinition(globex, "hold", delay)
+	for range 3 {
+		enqueue(testAdminToken, globex, globexHold, nil)
+	}
+	broken := newDefinition(initech, "broken", []any{map[string]any{"key": "pick", "type": "TRANSFORM",
+		"config": map[string]any{"output": "{{ input.order.id }}"}}})
+	enqueue(testAdminToken, initech, broken, map[string]any{})
+	b.do(chromedp.Click(chromedp.CSS(".who button")))
+	b.signIn(testAdminToken)
+	row := func(id string) string {
+		return `document.querySelector("#workspaces tr[data-workspace=` + attr(id) + `]")`
+	}
+	b.waitFor("every workspace with its numbers", `document.querySelectorAll("#workspaces tbody tr[data-workspace]").length === 3 && `+
+		row(globex)+`.querySelector(".running").innerText.includes("3 / 5") && `+
+		row(initech)+`.querySelector(".failed").innerText.trim() === "1" && `+
+		row(acme)+`.querySelector(".running").innerText.includes("1 / 1")`, 60*time.Second)
+	b.screenshot("workspaces")
+	b.narrow("workspaces")
+
+	// Initech's failure leads from the overview to the failed node, in red,
+	// with its error.
+	b.do(chromedp.Click(chromedp.CSS(`#workspaces tr[data-workspace=` + attr(initech) + `] .failed a`)))
+	b.waitFor("Initech's failed execution", `location.hash.includes("status=FAILED") && document.querySelector("#executions tbody tr[data-status=FAILED] a") !== null`, 15*time.Second)
+	b.do(chromedp.Click(chromedp.CSS(`#executions tbody tr[data-status=FAILED] a`)))
+	b.waitFor("the failed run's DAG", `document.querySelector("svg.dag g.dag-node[data-node=pick]")?.dataset.status === "FAILED"`, 15*time.Second)
+	if fill := evalJS[string](b, `getComputedStyle(document.querySelector("svg.dag g.dag-node[data-node=pick] rect")).fill`); fill != "rgb(254, 226, 226)" {
+		t.Errorf("a FAILED node is filled %s, want red", fill)
+	}
+	if got := evalJS[string](b, `document.querySelector("#node-pick .problem").innerText`); !strings.Contains(got, "missing path input.order.id") {
+		t.Errorf("the failed node's error on the page is %q", got)
+	}
+	if got := evalJS[string](b, `document.querySelector("h1").innerText`); !strings.Contains(got, "FAILED") {
+		t.Errorf("the failed run's title is %q", got)
+	}
+	b.do(chromedp.Click(chromedp.CSS(`.top a[href="#/workspaces"]`)))
+	b.waitFor("the overview again", `document.querySelectorAll("#workspaces tbody tr[data-workspace]").length === 3`, 15*time.Second)
+
+	// Live: a fourth Globex run shows without a reload, within 2 s.
+	enqueue(testAdminToken, globex, globexHold, nil)
+	enqueued := time.Now()
+	b.waitFor("the overview to show the new run", row(globex)+`.innerText.replace(/\s+/g, " ").match(/4 \/ 5|3 \/ 5 1/)`, 10*time.Second)
+	if took := time.Since(enqueued); took > 2*time.Second {
+		t.Errorf("the overview showed a new run after %s, want under 2 s", took)
+	} else {
+		t.Logf("the overview showed a new run %s after it was enqueued", took.Round(time.Millisecond))
+	}
+
+	// A running execution's page: its DELAY node running in blue, and
+	// Cancel, after which the page turns CANCELLED by itself.
+	b.do(chromedp.Click(chromedp.CSS(`#workspaces tr[data-workspace=` + attr(acme) + `] th a`)))
+	b.waitFor("Acme's running item", `document.querySelector("#queue tr[data-status=DISPATCHED] a[href^='#/executions/']") !== null`, 15*time.Second)
+	b.do(chromedp.Click(chromedp.CSS(`#queue tr[data-status=DISPATCHED] a[href^='#/executions/']`)))
+	b.waitFor("the running DELAY node", `document.querySelector("svg.dag g.dag-node[data-node=wait]")?.dataset.status === "RUNNING"`, 15*time.Second)
+	if fill := evalJS[string](b, `getComputedStyle(document.querySelector("svg.dag g.dag-node[data-node=wait] rect")).fill`); fill != "rgb(219, 234, 254)" {
+		t.Errorf("a RUNNING node is filled %s, want blue", fill)
+	}
+	b.do(chromedp.Click(chromedp.CSS(`button.danger`)))
+	b.waitFor("the run page to show CANCELLED without a reload", `document.querySelector("h1 .badge")?.dataset.status === "CANCELLED"`, 30*time.Second)
+}
