@@ -16,8 +16,8 @@ import (
 // with OpenTelemetry's in-memory exporter, on the real Postgres and
 // Temporal, and follows one execution: the enqueue request's trace must go
 // through the queue (its span context stored with the item) into the
-// dispatcher's start, Temporal's workflow, the node's activity and span,
-// and the completion activity. The batch's claim span links to it.
+// dispatcher's start, Temporal's workflow, the node's (local) activity and
+// span, and the completion (local) activity. The batch's claim span links to it.
 func TestOneTraceFromRequestToCompletion(t *testing.T) {
 	exporter := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
@@ -63,7 +63,7 @@ func TestOneTraceFromRequestToCompletion(t *testing.T) {
 		"queue dispatch",
 		"StartWorkflow:SluiceExecution",
 		"RunWorkflow:SluiceExecution",
-		"RunActivity:RunNode",
+		"RunActivity:RunPureNode",
 		"node shape",
 		"RunActivity:CompleteExecution",
 	}
@@ -110,7 +110,7 @@ func TestOneTraceFromRequestToCompletion(t *testing.T) {
 			t.Errorf("%s does not descend from the dispatch span", name)
 		}
 	}
-	if !descends(inTrace["node shape"], inTrace["RunActivity:RunNode"]) {
+	if !descends(inTrace["node shape"], inTrace["RunActivity:RunPureNode"]) {
 		t.Error("the node span is not under its activity's span")
 	}
 	attrs := map[attribute.Key]string{}
