@@ -863,3 +863,28 @@ func TestExecutionFailsANodeOverThePayloadLimitWithARecordedError(t *testing.T) 
 		})
 	}
 }
+
+func TestExecutionZeroDelayIsAJoinPointWithoutATimer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{
+		"nodes": [
+			{"key": "now", "type": "DELAY", "config": {"duration": "0s"}},
+			{"key": "after", "type": "TRANSFORM", "config": {"output": "{{ steps.now.output.waitedMs }}"}}
+		],
+		"edges": [{"from": "now", "to": "after"}]
+	}`)
+	timers := 0
+	h.env.SetOnTimerScheduledListener(func(string, time.Duration) { timers++ })
+	res := h.mustRun()
+
+	if res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if timers != 0 {
+		t.Errorf("%d timers scheduled for a zero delay, want none", timers)
+	}
+	if out := h.record("after").Output; out != float64(0) {
+		t.Errorf("after's output = %v, want 0", out)
+	}
+	h.wantStatuses(map[string]domain.NodeStatus{"now": domain.NodeCompleted, "after": domain.NodeCompleted})
+}
