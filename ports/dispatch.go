@@ -142,9 +142,10 @@ type ExecutionStore interface {
 	// trip: RUNNING ones as StartNode does, the rest as FinishNode does
 	// (input is left as it was). Keys must be distinct.
 	RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error
-	// FinishExecution ends a RUNNING execution and settles its queue item
-	// (deleted on COMPLETED, else FAILED or CANCELLED) in one transaction,
-	// then wakes the dispatchers. found=false when the execution was not
+	// FinishExecution ends a RUNNING execution, writes nodes as RecordNodes
+	// does and settles its queue item (deleted on COMPLETED, else FAILED or
+	// CANCELLED) in one transaction, then wakes the dispatchers.
+	// found=false, with nothing written, when the execution was not
 	// RUNNING or missing: a repeat, logged by the caller.
-	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string) (found bool, err error)
+	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (found bool, err error)
 }

@@ -346,15 +346,7 @@ func (a *Activities) recordNodes(ctx context.Context, execID domain.ID, nodes []
 	if len(nodes) == 0 {
 		return nil
 	}
-	recs := make([]domain.NodeRecord, len(nodes))
-	for i, n := range nodes {
-		recs[i] = domain.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: max(1, n.Attempt), Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
-		if n.Error != "" {
-			msg := n.Error
-			recs[i].Error = &msg
-		}
-	}
-	if err := a.store.RecordNodes(ctx, execID, recs); err != nil {
+	if err := a.store.RecordNodes(ctx, execID, nodeRecords(nodes)); err != nil {
 		if isNotFound(err) {
 			a.log.Warn("execution missing while recording nodes", "execution_id", execID)
 			return nil
@@ -364,8 +356,21 @@ func (a *Activities) recordNodes(ctx context.Context, execID domain.ID, nodes []
 	return nil
 }
 
-// CompleteExecution writes the last node records, then records the final
-// status and settles the queue item. It is idempotent, and a missing
+// nodeRecords converts the workflow's records for the store.
+func nodeRecords(nodes []NodeRecordInput) []domain.NodeRecord {
+	recs := make([]domain.NodeRecord, len(nodes))
+	for i, n := range nodes {
+		recs[i] = domain.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: max(1, n.Attempt), Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
+		if n.Error != "" {
+			msg := n.Error
+			recs[i].Error = &msg
+		}
+	}
+	return recs
+}
+
+// CompleteExecution records the final status with the last node records
+// and settles the queue item, in one transaction. It is idempotent, and a missing
 // execution is a warning, not a failure, as the seeds ask: the workflow's
 // result stays authoritative.
 func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
@@ -373,14 +378,11 @@ func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) er
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
-	if err := a.recordNodes(ctx, execID, in.Nodes); err != nil {
-		return err
-	}
 	var msg *string
 	if in.Error != "" {
 		msg = &in.Error
 	}
-	found, err := a.store.FinishExecution(ctx, execID, in.Status, msg)
+	found, err := a.store.FinishExecution(ctx, execID, in.Status, msg, nodeRecords(in.Nodes)...)
 	if err != nil {
 		return err
 	}

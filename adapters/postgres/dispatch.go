@@ -328,7 +328,11 @@ func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 
 // StartNode records a node run as RUNNING.
 func (s *Store) StartNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
-	_, err := s.q.NodeStart(ctx, s.pool, dbsqlc.NodeStartParams{
+	return s.startNode(ctx, s.pool, executionID, n)
+}
+
+func (s *Store) startNode(ctx context.Context, db dbsqlc.DBTX, executionID domain.ID, n domain.NodeRecord) error {
+	_, err := s.q.NodeStart(ctx, db, dbsqlc.NodeStartParams{
 		ID: domain.ID(uuid.New()), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Attempt: int32(max(1, n.Attempt)), Input: n.Input,
 	})
 	if err == pgx.ErrNoRows {
@@ -348,10 +352,14 @@ func (s *Store) FinishNode(ctx context.Context, executionID domain.ID, n domain.
 // RecordNodes writes several node records of one execution: RUNNING ones
 // one by one as StartNode does, the rest in one statement.
 func (s *Store) RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
+	return s.recordNodes(ctx, s.pool, executionID, nodes)
+}
+
+func (s *Store) recordNodes(ctx context.Context, db dbsqlc.DBTX, executionID domain.ID, nodes []domain.NodeRecord) error {
 	p := dbsqlc.NodesFinishParams{ExecutionID: executionID}
 	for _, n := range nodes {
 		if n.Status == domain.NodeRunning {
-			if err := s.StartNode(ctx, executionID, n); err != nil {
+			if err := s.startNode(ctx, db, executionID, n); err != nil {
 				return err
 			}
 			continue
@@ -374,7 +382,7 @@ func (s *Store) RecordNodes(ctx context.Context, executionID domain.ID, nodes []
 	if len(p.NodeKeys) == 0 {
 		return nil
 	}
-	return interpretError(s.q.NodesFinish(ctx, s.pool, p))
+	return interpretError(s.q.NodesFinish(ctx, db, p))
 }
 
 func nilIfEmpty(raw json.RawMessage) json.RawMessage {
@@ -384,9 +392,10 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-// FinishExecution ends a RUNNING execution and settles its queue item in
-// one transaction, then wakes the dispatchers: a slot is free.
-func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string) (bool, error) {
+// FinishExecution ends a RUNNING execution, writes its last node records
+// and settles its queue item in one transaction, then wakes the
+// dispatchers: a slot is free.
+func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := s.q.ExecutionFinish(ctx, tx, dbsqlc.ExecutionFinishParams{ID: id, Status: string(status), Error: errMsg}); err != nil {
@@ -396,6 +405,9 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 			return err
 		}
 		found = true
+		if err := s.recordNodes(ctx, tx, id, nodes); err != nil {
+			return err
+		}
 		eid := id
 		if status == domain.ExecutionCompleted {
 			if _, err := s.q.QueueDeleteByExecution(ctx, tx, &eid); err != nil {

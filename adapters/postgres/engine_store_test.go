@@ -123,3 +123,30 @@ func TestRecordNodesWritesABatchInOneGo(t *testing.T) {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, ports.ErrNotFound) }
+
+func TestFinishExecutionWritesItsLastRecordsOnlyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
+	item := claimOne(t, store, domain.PlanFree, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
+
+	found, err := store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionCompleted, nil,
+		domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeCompleted, Output: json.RawMessage(`1`)})
+	if err != nil || !found {
+		t.Fatalf("finishing: found %v, %v", found, err)
+	}
+	// A repeat (a replayed completion) finds the execution ended and
+	// writes nothing, not even its records.
+	found, err = store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionFailed, nil,
+		domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeFailed})
+	if err != nil || found {
+		t.Fatalf("repeating: found %v, %v", found, err)
+	}
+	exec, nodes, err := store.GetExecution(ctx, item.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exec.Status != domain.ExecutionCompleted || len(nodes) != 1 || nodes[0].Status != domain.NodeCompleted || string(nodes[0].Output) != "1" {
+		t.Errorf("after finishing twice: %s with nodes %+v", exec.Status, nodes)
+	}
+}
