@@ -1,13 +1,12 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -16,12 +15,13 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// Lease names and default durations, as in the seeds' ShedLock
-// configuration.
+// Lease names and default durations. The queue lease is short and renewed
+// by a heartbeat, so a dispatcher that dies hands dispatch over within one
+// lease term; the recovery lease keeps ShedLock's terms, since recovery
+// running a minute late harms nothing.
 const (
 	QueueLeaseName          = "processExecutionQueue"
-	QueueLeaseAtMostFor     = 4 * time.Minute
-	QueueLeaseAtLeastFor    = 10 * time.Second
+	QueueLeaseTTL           = 10 * time.Second
 	RecoveryLeaseName       = "recoverStaleQueueItems"
 	RecoveryLeaseAtMostFor  = 2 * time.Minute
 	RecoveryLeaseAtLeastFor = 30 * time.Second
@@ -31,19 +31,33 @@ const (
 type DispatcherConfig struct {
 	// Enabled turns the engine off without removing the module.
 	Enabled bool
-	// BatchSize bounds the items claimed by one admission transaction.
+	// BatchSize is the smallest batch one admission transaction claims:
+	// the batch while the queue is shallow, which keeps a lone item's wait
+	// short.
 	BatchSize int
+	// MaxBatchSize caps the batch. A batch that comes back full doubles
+	// the next one up to this cap, and one that does not returns to
+	// BatchSize, so the batch follows the backlog.
+	MaxBatchSize int
 	// PollInterval is the fallback cadence when no wake-up arrives.
 	PollInterval time.Duration
-	// Exclusive makes one dispatcher hold the processExecutionQueue lease,
-	// as in the seeds. Without it several dispatch at once, which is safe
-	// because admission is atomic per workspace and starts are idempotent.
+	// Exclusive makes one dispatcher at a time hold the
+	// processExecutionQueue lease and dispatch. Without it several dispatch
+	// at once, which is as exact, because admission locks each workspace
+	// and starts are idempotent; see the README for the trade-off.
 	Exclusive bool
+	// LeaseTTL is the queue lease's term. The holder renews it every fifth
+	// of a term and others try as often, so a dead holder's lease passes on
+	// within about LeaseTTL * 6/5.
+	LeaseTTL time.Duration
 	// StartConcurrency bounds the Temporal starts in flight per batch.
 	StartConcurrency int
 	// StartTimeout bounds one Temporal start, so an unreachable server
 	// costs a failed attempt instead of a hung loop.
 	StartTimeout time.Duration
+	// BreakerBackoff spaces the probes of an unavailable Temporal: the
+	// first after Base, doubling to Max.
+	BreakerBackoff domain.DispatchBackoff
 	// StaleAfter is how long an item may stay CLAIMED before recovery.
 	StaleAfter time.Duration
 	// RecoveryInterval is how often stale recovery and the reconciler run.
@@ -51,6 +65,10 @@ type DispatcherConfig struct {
 	// ReconcileAfter is the minimum age of a RUNNING execution before the
 	// reconciler asks Temporal about it.
 	ReconcileAfter time.Duration
+	// ReconcilePageSize is how many RUNNING executions the reconciler
+	// checks per cycle; it walks through all of them over successive
+	// cycles.
+	ReconcilePageSize int
 	// Backoff spaces out dispatch retries; its Base is at least PollInterval.
 	Backoff domain.DispatchBackoff
 	// RecoveryLeaseAtMostFor and RecoveryLeaseAtLeastFor are the
@@ -60,20 +78,25 @@ type DispatcherConfig struct {
 	RecoveryLeaseAtLeastFor time.Duration
 }
 
-// DefaultDispatcherConfig returns the seeds' settings: batches of 10, a 5 s
-// poll, a 5 min stale threshold checked every 60 s.
+// DefaultDispatcherConfig returns the seeds' settings (batches from 10, a
+// 5 s poll, a 5 min stale threshold checked every 60 s) with a 10 s queue
+// lease.
 func DefaultDispatcherConfig() DispatcherConfig {
 	return DispatcherConfig{
-		Enabled:          true,
-		BatchSize:        10,
-		PollInterval:     5 * time.Second,
-		Exclusive:        true,
-		StartConcurrency: 16,
-		StartTimeout:     10 * time.Second,
-		StaleAfter:       5 * time.Minute,
-		RecoveryInterval: time.Minute,
-		ReconcileAfter:   time.Minute,
-		Backoff:          domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
+		Enabled:           true,
+		BatchSize:         10,
+		MaxBatchSize:      200,
+		PollInterval:      5 * time.Second,
+		Exclusive:         true,
+		LeaseTTL:          QueueLeaseTTL,
+		StartConcurrency:  16,
+		StartTimeout:      10 * time.Second,
+		BreakerBackoff:    domain.DispatchBackoff{Base: time.Second, Max: 30 * time.Second},
+		StaleAfter:        5 * time.Minute,
+		RecoveryInterval:  time.Minute,
+		ReconcileAfter:    time.Minute,
+		ReconcilePageSize: 500,
+		Backoff:           domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
 
 		RecoveryLeaseAtMostFor:  RecoveryLeaseAtMostFor,
 		RecoveryLeaseAtLeastFor: RecoveryLeaseAtLeastFor,
@@ -94,12 +117,29 @@ type Dispatcher struct {
 	metrics    *DispatchMetrics
 	tracer     trace.Tracer
 	now        func() time.Time
+	breaker    *breaker
 
 	// lastServed is the workspace the previous batch started its
 	// round-robin after, so that no workspace is always first.
 	lastServed domain.ID
-	// leaseRenewedAt is when the queue lease was last taken or extended.
+	// batchSize is the next batch's size, between BatchSize and
+	// MaxBatchSize.
+	batchSize int
+	// leaseHeld says the heartbeat holds the queue lease; the claim's fence
+	// is what makes acting on it safe.
+	leaseHeld atomic.Bool
+	// leaseGained wakes the loop when the heartbeat takes the lease over.
+	leaseGained chan struct{}
+	// leaseRenewedAt is when the heartbeat last took or renewed the lease;
+	// only the heartbeat touches it.
 	leaseRenewedAt time.Time
+	// unsettled are claimed items whose start or marking could not be
+	// finished (Temporal or Postgres away); every cycle tries to settle
+	// them before claiming more. Stale recovery covers them if this
+	// process dies.
+	unsettled []unsettledItem
+	// reconcileAfter is where the reconciler's walk resumes.
+	reconcileAfter ports.ExecutionCursor
 	// leaseSeen is what the last attempt on the queue lease found, for
 	// readiness.
 	leaseSeen leaseState
@@ -138,12 +178,33 @@ func (d *Dispatcher) recordLease(held bool, err error) {
 	d.metrics.leaseHeld(QueueLeaseName, held && err == nil)
 }
 
+// unsettledItem is a claimed item whose fate the dispatcher still owes.
+type unsettledItem struct {
+	item ports.ClaimedItem
+	// started is true when Temporal accepted the start; otherwise whether
+	// it did is unknown until DescribeWorkflow answers.
+	started bool
+}
+
 // NewDispatcher builds a Dispatcher.
 func NewDispatcher(store ports.DispatchStore, executions ports.ExecutionStore, engine ports.WorkflowEngine, lease ports.Lease,
 	wakeups ports.Wakeups, tiers domain.TierPolicy, cfg DispatcherConfig, metrics *DispatchMetrics, log *slog.Logger) *Dispatcher {
+	if cfg.MaxBatchSize < cfg.BatchSize {
+		cfg.MaxBatchSize = cfg.BatchSize
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = QueueLeaseTTL
+	}
+	if cfg.ReconcilePageSize <= 0 {
+		cfg.ReconcilePageSize = 500
+	}
+	if cfg.BreakerBackoff.Base <= 0 {
+		cfg.BreakerBackoff = DefaultDispatcherConfig().BreakerBackoff
+	}
 	return &Dispatcher{
 		store: store, executions: executions, engine: engine, lease: lease, wakeups: wakeups,
 		tiers: tiers, cfg: cfg, metrics: metrics, log: log, now: time.Now,
+		breaker: newBreaker(cfg.BreakerBackoff, metrics), batchSize: cfg.BatchSize, leaseGained: make(chan struct{}, 1),
 	}
 }
 
@@ -158,9 +219,18 @@ type BatchResult struct {
 	Full bool
 }
 
+// Ready reports whether the dispatcher can dispatch: an error while the
+// circuit breaker holds dispatch back because Temporal is unavailable.
+// Readiness probes call it.
+func (d *Dispatcher) Ready() error {
+	return d.breaker.err()
+}
+
 // Run dispatches until ctx ends: on every wake-up, on every poll tick, and
 // back to back while batches come back full. Errors are logged and retried
-// on the next cycle; the loop never dies of them.
+// on the next cycle; the loop never dies of them. In exclusive mode a
+// heartbeat holds the queue lease beside the loop and releases it at once
+// when ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) {
 	if !d.cfg.Enabled {
 		d.log.Info("dispatcher disabled by configuration")
@@ -172,29 +242,44 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		defer wg.Done()
 		d.runMaintenance(ctx)
 	}()
+	if d.cfg.Exclusive {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.runLease(ctx)
+		}()
+	}
 	defer wg.Wait()
 
 	poll := time.NewTicker(d.cfg.PollInterval)
 	defer poll.Stop()
+	probe := time.NewTimer(time.Hour)
+	defer probe.Stop()
 	for {
 		full := d.cycle(ctx)
 		if ctx.Err() != nil {
-			d.releaseQueueLease()
 			return
 		}
 		if full {
 			continue
 		}
+		if at, open := d.breaker.nextProbe(); open {
+			probe.Reset(max(0, at.Sub(d.now())))
+		}
 		select {
 		case <-ctx.Done():
-			d.releaseQueueLease()
 			return
 		case <-poll.C:
 		case <-d.wakeups.C():
+		case <-d.leaseGained:
+		case <-probe.C:
 		}
 	}
 }
 
+// cycle runs one turn of the loop: probe Temporal if the breaker is open,
+// settle what earlier cycles left unsettled, then claim and dispatch a
+// batch. It reports whether the batch came back full.
 func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -202,22 +287,24 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 			full = false
 		}
 	}()
-	if d.cfg.Exclusive {
-		held, err := d.holdQueueLease(ctx)
-		d.recordLease(held, err)
-		if err != nil {
-			d.metrics.LeaseFailures.Inc()
-			d.log.Error("acquiring queue lease failed", "lease", QueueLeaseName, "error", err)
-			return false
-		}
-		if !held {
-			d.metrics.LeaseFailures.Inc()
-			d.log.Debug("queue lease held elsewhere", "lease", QueueLeaseName)
-			return false
-		}
+	if !d.probeEngine(ctx) {
+		return false
+	}
+	d.settle(ctx)
+	if !d.breaker.closed() {
+		return false
+	}
+	if d.cfg.Exclusive && !d.leaseHeld.Load() {
+		return false
 	}
 	res, err := d.DispatchBatch(ctx)
-	if err != nil {
+	switch {
+	case errors.Is(err, ports.ErrLeaseLost):
+		d.leaseHeld.Store(false)
+		d.metrics.LeaseFailures.Inc()
+		d.log.Warn("queue lease lost before the claim; not dispatching", "lease", QueueLeaseName)
+		return false
+	case err != nil:
 		if ctx.Err() == nil {
 			d.log.Error("dispatch batch failed; retrying next cycle", "error", err)
 		}
@@ -226,40 +313,120 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	return res.Full
 }
 
-// holdQueueLease takes the lease, or extends it once a quarter of its term
-// has passed, so a dispatcher that keeps working keeps it.
-func (d *Dispatcher) holdQueueLease(ctx context.Context) (bool, error) {
-	if !d.leaseRenewedAt.IsZero() && d.now().Sub(d.leaseRenewedAt) < QueueLeaseAtMostFor/4 {
-		return true, nil
+// adaptBatch sizes the next batch after the backlog: double after a full
+// batch, up to MaxBatchSize, since more items are waiting; back to
+// BatchSize after one that was not, so a shallow queue's items are claimed
+// by small, quick transactions.
+func (d *Dispatcher) adaptBatch(full bool) {
+	if full {
+		d.batchSize = min(d.batchSize*2, d.cfg.MaxBatchSize)
+	} else {
+		d.batchSize = d.cfg.BatchSize
 	}
-	held, err := d.lease.TryAcquire(ctx, QueueLeaseName, QueueLeaseAtMostFor)
-	if err != nil || !held {
-		d.leaseRenewedAt = time.Time{}
-		return false, err
+}
+
+// probeEngine asks an unavailable Temporal whether it is back, once its
+// backoff has passed. It reports whether dispatch may go on.
+func (d *Dispatcher) probeEngine(ctx context.Context) bool {
+	at, open := d.breaker.nextProbe()
+	if !open {
+		return true
 	}
-	if d.leaseRenewedAt.IsZero() {
-		d.log.Info("queue lease acquired", "lease", QueueLeaseName)
+	if d.now().Before(at) {
+		return false
 	}
-	d.leaseRenewedAt = d.now()
-	return true, nil
+	pctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancel()
+	if err := d.engine.CheckHealth(pctx); err != nil {
+		d.breaker.trip(d.now(), err)
+		d.log.Warn("temporal still unavailable; dispatch stays paused", "error", err)
+		return false
+	}
+	d.breaker.reset()
+	d.log.Info("temporal reachable again; dispatch resumes")
+	return true
+}
+
+// fence is what the claim must still hold: the queue lease in exclusive
+// mode, nothing otherwise.
+func (d *Dispatcher) fence() ports.Fence {
+	if !d.cfg.Exclusive {
+		return ports.Fence{}
+	}
+	return ports.Fence{Lease: QueueLeaseName, Holder: d.lease.Holder()}
+}
+
+// runLease is the queue lease's heartbeat: it takes the lease when free and
+// renews it while held, every fifth of its term, and releases it at once
+// when ctx ends, so a graceful stop hands dispatch over without waiting
+// out the term.
+func (d *Dispatcher) runLease(ctx context.Context) {
+	every := max(d.cfg.LeaseTTL/5, 10*time.Millisecond)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		d.beatLease(ctx)
+		select {
+		case <-ctx.Done():
+			d.releaseQueueLease()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// beatLease is one heartbeat: take or renew the queue lease and record
+// what happened.
+func (d *Dispatcher) beatLease(ctx context.Context) {
+	held, err := d.lease.TryAcquire(ctx, QueueLeaseName, d.cfg.LeaseTTL)
+	if ctx.Err() != nil {
+		return
+	}
+	d.recordLease(held, err)
+	switch {
+	case err != nil:
+		d.metrics.LeaseFailures.Inc()
+		d.log.Error("renewing queue lease failed", "lease", QueueLeaseName, "error", err)
+		// Our own clock says when the lease certainly ran out; the claim's
+		// fence catches anything sooner.
+		if d.now().Sub(d.leaseRenewedAt) >= d.cfg.LeaseTTL {
+			d.leaseHeld.Store(false)
+		}
+	case held:
+		d.leaseRenewedAt = d.now()
+		if !d.leaseHeld.Swap(true) {
+			d.log.Info("queue lease acquired", "lease", QueueLeaseName)
+			select {
+			case d.leaseGained <- struct{}{}:
+			default:
+			}
+		}
+	default:
+		d.metrics.LeaseFailures.Inc()
+		if d.leaseHeld.Swap(false) {
+			d.log.Warn("queue lease taken over by another dispatcher", "lease", QueueLeaseName)
+		}
+	}
 }
 
 func (d *Dispatcher) releaseQueueLease() {
-	if d.leaseRenewedAt.IsZero() {
+	if !d.leaseHeld.Swap(false) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := d.lease.Release(ctx, QueueLeaseName, QueueLeaseAtLeastFor); err != nil {
+	if err := d.lease.Release(ctx, QueueLeaseName, 0); err != nil {
 		d.log.Warn("releasing queue lease failed", "error", err)
 	}
-	d.leaseRenewedAt = time.Time{}
 	d.metrics.leaseHeld(QueueLeaseName, false)
 }
 
 // DispatchBatch claims one batch, starts its workflows and records each
 // outcome. The claim commits before any Temporal call, and no transaction is
-// open while Temporal is called.
+// open while Temporal is called. A start that failed because Temporal is
+// unavailable counts nothing against its item: whether it started is
+// resolved with DescribeWorkflow, the breaker opens, and an item whose
+// fate stays unknown is kept CLAIMED, holding its slot, until it is known.
 func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	started := d.now()
 	claim, claimSpan, err := d.claim(ctx)
@@ -271,7 +438,8 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	if claim.Failed > 0 {
 		d.metrics.Failed.WithLabelValues(ReasonMissingReference).Add(float64(claim.Failed))
 	}
-	res := BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.cfg.BatchSize}
+	res := BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.batchSize}
+	d.adaptBatch(res.Full)
 	if len(claim.Claimed) == 0 {
 		return res, nil
 	}
@@ -279,12 +447,18 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	d.log.Debug("processing queue items", "batch_size", len(claim.Claimed))
 
 	errs := d.startAll(ctx, claim.Claimed, claimSpan)
-	var ok []ports.DispatchedItem
+	var ok []ports.ClaimedItem
+	var unknown []unsettledItem
 	var failed []ports.QueueTransition
 	for i, item := range claim.Claimed {
-		if errs[i] == nil {
-			ok = append(ok, ports.DispatchedItem{ID: item.ID, ExecutionID: item.ExecutionID})
+		switch {
+		case errs[i] == nil:
+			ok = append(ok, item)
 			d.metrics.FailuresPerItem.Observe(float64(item.DispatchFailures))
+			continue
+		case errors.Is(errs[i], ports.ErrEngineUnavailable):
+			d.breaker.trip(d.now(), errs[i])
+			unknown = append(unknown, unsettledItem{item: item})
 			continue
 		}
 		d.log.Error("failed to start temporal workflow", "queue_item_id", item.ID, "execution_id", item.ExecutionID,
@@ -306,22 +480,26 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 			d.metrics.dispatchFailed(reason, OutcomeReleased, item.WorkspaceID.String())
 		}
 	}
+	if len(unknown) > 0 {
+		d.log.Warn("temporal unavailable; pausing dispatch", "unresolved_items", len(unknown), "error", d.breaker.err())
+		started, released, stillUnknown := d.resolve(ctx, unknown)
+		ok = append(ok, started...)
+		failed = append(failed, released...)
+		res.Released += len(released)
+		d.unsettled = append(d.unsettled, stillUnknown...)
+	}
 	if len(ok) > 0 {
-		recs, err := d.store.MarkDispatched(context.WithoutCancel(ctx), ok)
+		n, err := d.markDispatched(ctx, ok)
+		res.Dispatched = n
 		if err != nil {
-			// The workflows run; stale recovery will find them started and
-			// mark their items DISPATCHED.
+			for _, item := range ok {
+				d.unsettled = append(d.unsettled, unsettledItem{item: item, started: true})
+			}
 			return res, fmt.Errorf("mark dispatched: %w", err)
-		}
-		res.Dispatched = len(recs)
-		d.metrics.Dispatched.Add(float64(len(recs)))
-		for _, r := range recs {
-			d.metrics.Latency.Observe(r.DispatchedAt.Sub(r.CreatedAt).Seconds())
-			d.log.Info("dispatched execution", "queue_item_id", r.ID)
 		}
 	}
 	if len(failed) > 0 {
-		if _, err := d.store.ApplyTransitions(context.WithoutCancel(ctx), failed); err != nil {
+		if err := d.applyReleases(ctx, failed); err != nil {
 			return res, fmt.Errorf("release failed dispatches: %w", err)
 		}
 	}
@@ -329,59 +507,157 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	return res, nil
 }
 
-// admit turns the workspaces' locked counts into claim quotas: each
-// workspace gets at most its free slots, handed out one at a time in
-// round-robin order from after the workspace served first last time, until
-// the batch is full. A workspace at capacity gets nothing, so its backlog
-// never stands in front of anyone else's items.
-func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[domain.ID]int {
-	sort.Slice(workspaces, func(i, j int) bool { return bytes.Compare(workspaces[i].ID[:], workspaces[j].ID[:]) < 0 })
-	start := sort.Search(len(workspaces), func(i int) bool {
-		return bytes.Compare(workspaces[i].ID[:], d.lastServed[:]) > 0
-	})
-	free := make([]int, len(workspaces))
-	for i, w := range workspaces {
-		free[i] = d.freeSlots(w)
-	}
-	quotas := map[domain.ID]int{}
-	budget := d.cfg.BatchSize
-	first := true
-	for budget > 0 {
-		progressed := false
-		for k := 0; k < len(workspaces) && budget > 0; k++ {
-			i := (start + k) % len(workspaces)
-			if free[i] == 0 {
+// resolve asks Temporal whether items whose start failed for want of
+// Temporal did start after all: those that did are returned as started,
+// those Temporal has never seen are released without counting a failure,
+// and those it cannot answer for stay unknown.
+func (d *Dispatcher) resolve(ctx context.Context, items []unsettledItem) (started []ports.ClaimedItem, released []ports.QueueTransition, unknown []unsettledItem) {
+	for _, u := range items {
+		if u.started {
+			started = append(started, u.item)
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+		state, err := d.engine.DescribeWorkflow(dctx, u.item.ExecutionID)
+		cancel()
+		switch {
+		case err != nil:
+			if errors.Is(err, ports.ErrEngineUnavailable) {
+				d.breaker.trip(d.now(), err)
+			}
+			unknown = append(unknown, u)
+		case state == ports.WorkflowNotFound:
+			next := u.item.QueueState
+			if err := next.ReleaseUnstarted("not started: temporal was unavailable"); err != nil {
+				d.log.Error("error releasing unstarted queue item", "queue_item_id", u.item.ID, "error", err)
 				continue
 			}
-			if first {
-				d.lastServed = workspaces[i].ID
-				first = false
-			}
-			free[i]--
-			quotas[workspaces[i].ID]++
-			budget--
-			progressed = true
-		}
-		if !progressed {
-			break
+			exec := u.item.ExecutionID
+			released = append(released, ports.QueueTransition{
+				ID: u.item.ID, FromStatus: u.item.Status, FromClaimedAt: u.item.ClaimedAt, To: next, DropExecution: &exec,
+			})
+		default:
+			started = append(started, u.item)
 		}
 	}
-	return quotas
+	return started, released, unknown
 }
 
-// freeSlots asks the tier policy how many more executions the workspace
-// may start now.
-func (d *Dispatcher) freeSlots(w ports.PendingWorkspace) int {
-	adm, err := d.tiers.Admit(w.Plan, len(w.Running), false)
+// settle finishes what earlier cycles could not: items whose start is
+// unresolved or whose marking failed.
+func (d *Dispatcher) settle(ctx context.Context) {
+	if len(d.unsettled) == 0 {
+		return
+	}
+	items := d.unsettled
+	d.unsettled = nil
+	started, released, unknown := d.resolve(ctx, items)
+	d.unsettled = append(d.unsettled, unknown...)
+	if len(started) > 0 {
+		if _, err := d.markDispatched(ctx, started); err != nil {
+			d.log.Warn("marking started items dispatched failed; retrying next cycle", "count", len(started), "error", err)
+			for _, item := range started {
+				d.unsettled = append(d.unsettled, unsettledItem{item: item, started: true})
+			}
+		}
+	}
+	if len(released) > 0 {
+		if err := d.applyReleases(ctx, released); err != nil {
+			// Stale recovery releases them if this keeps failing.
+			d.log.Warn("releasing unstarted items failed", "count", len(released), "error", err)
+		}
+	}
+	if len(d.unsettled) == 0 {
+		d.log.Info("settled the items an outage left claimed", "count", len(items))
+	}
+}
+
+// markDispatched marks started items DISPATCHED. An item no longer in its
+// claim was either settled by stale recovery or cancelled meanwhile; a
+// cancelled one's workflow, which should not run, is cancelled.
+func (d *Dispatcher) markDispatched(ctx context.Context, items []ports.ClaimedItem) (int, error) {
+	req := make([]ports.DispatchedItem, len(items))
+	for i, it := range items {
+		req[i] = ports.DispatchedItem{ID: it.ID, ExecutionID: it.ExecutionID}
+	}
+	recs, err := d.store.MarkDispatched(context.WithoutCancel(ctx), req)
 	if err != nil {
-		d.log.Error("workspace has an unknown plan; not admitting", "workspace_id", w.ID, "plan", w.Plan, "error", err)
-		return 0
+		return 0, err
 	}
-	if !adm.Admitted {
-		d.log.Debug("workspace at capacity", "workspace_id", w.ID, "active_count", len(w.Running), "tier_limit", adm.Limit)
-		return 0
+	d.metrics.Dispatched.Add(float64(len(recs)))
+	for _, r := range recs {
+		d.metrics.Latency.Observe(r.DispatchedAt.Sub(r.CreatedAt).Seconds())
+		d.log.Info("dispatched execution", "queue_item_id", r.ID)
 	}
-	return adm.Limit - len(w.Running)
+	if len(recs) < len(items) {
+		marked := make(map[domain.ID]bool, len(recs))
+		for _, r := range recs {
+			marked[r.ID] = true
+		}
+		var missed []ports.ClaimedItem
+		for _, it := range items {
+			if !marked[it.ID] {
+				missed = append(missed, it)
+			}
+		}
+		d.cancelWithdrawn(ctx, missed, true)
+	}
+	return len(recs), nil
+}
+
+// applyReleases writes the releases of unstarted items; an item cancelled
+// meanwhile gets its execution recorded CANCELLED, freeing its slot.
+func (d *Dispatcher) applyReleases(ctx context.Context, ts []ports.QueueTransition) error {
+	written, err := d.store.ApplyTransitions(context.WithoutCancel(ctx), ts)
+	if err != nil {
+		return err
+	}
+	if len(written) == len(ts) {
+		return nil
+	}
+	done := make(map[domain.ID]bool, len(written))
+	for _, id := range written {
+		done[id] = true
+	}
+	var missed []ports.ClaimedItem
+	for _, t := range ts {
+		if !done[t.ID] && t.DropExecution != nil {
+			missed = append(missed, ports.ClaimedItem{QueueItem: domain.QueueItem{ID: t.ID}, ExecutionID: *t.DropExecution})
+		}
+	}
+	d.cancelWithdrawn(ctx, missed, false)
+	return nil
+}
+
+// cancelWithdrawn handles claimed items that were cancelled while this
+// dispatcher worked on them: a started workflow is asked to cancel (it
+// records CANCELLED itself), an unstarted one's execution is recorded
+// CANCELLED at once.
+func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedItem, started bool) {
+	ids := make([]domain.ID, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	statuses, err := d.store.QueueStatuses(ctx, ids)
+	if err != nil {
+		d.log.Warn("cannot read the status of items that moved on during dispatch", "error", err)
+		return
+	}
+	for _, it := range items {
+		if statuses[it.ID] != domain.QueueCancelled {
+			continue
+		}
+		if started {
+			if err := d.engine.CancelWorkflow(ctx, it.ExecutionID); err != nil && !errors.Is(err, ports.ErrNotFound) {
+				d.log.Error("cancelling the workflow of an item cancelled during dispatch failed", "queue_item_id", it.ID, "error", err)
+			}
+			continue
+		}
+		msg := "cancelled before its workflow started"
+		if _, err := d.executions.FinishExecution(ctx, it.ExecutionID, domain.ExecutionCancelled, &msg); err != nil {
+			d.log.Error("recording a cancelled item's execution failed", "queue_item_id", it.ID, "error", err)
+		}
+	}
 }
 
 // startAll starts the claimed items' workflows concurrently, bounded by
@@ -429,164 +705,4 @@ func (d *Dispatcher) releaseAfterError(item ports.ClaimedItem, cause error) (por
 	}
 	exec := item.ExecutionID
 	return ports.QueueTransition{ID: item.ID, FromStatus: from, FromClaimedAt: fromClaimedAt, To: next, DropExecution: &exec}, nil
-}
-
-// runMaintenance runs stale recovery and the reconciler on their own
-// schedule beside the dispatch loop.
-func (d *Dispatcher) runMaintenance(ctx context.Context) {
-	tick := time.NewTicker(d.cfg.RecoveryInterval)
-	defer tick.Stop()
-	for {
-		d.maintain(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-func (d *Dispatcher) maintain(ctx context.Context) {
-	defer func() {
-		if r := recover(); r != nil {
-			d.log.Error("maintenance panicked", "panic", fmt.Sprint(r))
-		}
-	}()
-	held, err := d.lease.TryAcquire(ctx, RecoveryLeaseName, d.cfg.RecoveryLeaseAtMostFor)
-	if err != nil || !held {
-		if err != nil && ctx.Err() == nil {
-			d.log.Error("acquiring recovery lease failed", "lease", RecoveryLeaseName, "error", err)
-		}
-		d.metrics.LeaseFailures.Inc()
-		return
-	}
-	defer func() {
-		if err := d.lease.Release(context.WithoutCancel(ctx), RecoveryLeaseName, d.cfg.RecoveryLeaseAtLeastFor); err != nil {
-			d.log.Warn("releasing recovery lease failed", "error", err)
-		}
-	}()
-	if n, err := d.RecoverStale(ctx); err != nil {
-		d.log.Error("stale recovery failed", "error", err)
-	} else if n > 0 {
-		d.log.Info("recovered stale queue items", "recovered_count", n)
-	}
-	if n, err := d.Reconcile(ctx); err != nil {
-		d.log.Error("reconciling stuck executions failed", "error", err)
-	} else if n > 0 {
-		d.log.Info("reconciled stuck executions", "count", n)
-	}
-	if _, err := d.store.PurgeIdempotencyKeys(ctx); err != nil {
-		d.log.Error("purging idempotency keys failed", "error", err)
-	}
-}
-
-// RecoverStale settles items CLAIMED for longer than StaleAfter: one whose
-// workflow did start is marked DISPATCHED (so it never starts twice); any
-// other goes back to PENDING, but only if it is still in the claim that was
-// observed, and its execution row is dropped to free the slot.
-func (d *Dispatcher) RecoverStale(ctx context.Context) (int, error) {
-	stale, err := d.store.StaleClaimed(ctx, d.cfg.StaleAfter, 500)
-	if err != nil {
-		return 0, err
-	}
-	var started []ports.DispatchedItem
-	var released []ports.QueueTransition
-	for _, item := range stale {
-		if item.ExecutionID == nil {
-			continue
-		}
-		state, err := d.engine.DescribeWorkflow(ctx, *item.ExecutionID)
-		if err != nil {
-			d.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", err)
-			continue
-		}
-		if state != ports.WorkflowNotFound {
-			started = append(started, ports.DispatchedItem{ID: item.ID, ExecutionID: *item.ExecutionID})
-			continue
-		}
-		next := item.QueueState
-		if err := next.RecoverStale(*item.ClaimedAt, d.now(), d.cfg.StaleAfter); err != nil {
-			if !errors.Is(err, domain.ErrNotStale) {
-				d.log.Warn("stale recovery refused", "queue_item_id", item.ID, "error", err)
-			}
-			continue
-		}
-		released = append(released, ports.QueueTransition{
-			ID: item.ID, FromStatus: item.Status, FromClaimedAt: item.ClaimedAt, To: next, DropExecution: item.ExecutionID,
-		})
-	}
-	n := 0
-	if len(started) > 0 {
-		recs, err := d.store.MarkDispatched(ctx, started)
-		if err != nil {
-			return n, err
-		}
-		n += len(recs)
-	}
-	if len(released) > 0 {
-		ids, err := d.store.ApplyTransitions(ctx, released)
-		if err != nil {
-			return n, err
-		}
-		n += len(ids)
-	}
-	d.metrics.StaleRecovered.Add(float64(n))
-	return n, nil
-}
-
-// Reconcile finds RUNNING executions whose workflow is closed or missing
-// in Temporal (terminated outside Sluice, say), records their real final
-// status and frees their slots. Executions whose item is still CLAIMED are
-// stale recovery's business and are not returned by the store.
-func (d *Dispatcher) Reconcile(ctx context.Context) (int, error) {
-	running, err := d.store.RunningStartedBefore(ctx, d.cfg.ReconcileAfter, 500)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, e := range running {
-		state, err := d.engine.DescribeWorkflow(ctx, e.ID)
-		if err != nil {
-			d.log.Warn("cannot describe execution's workflow", "execution_id", e.ID, "error", err)
-			continue
-		}
-		status, msg, closed := finalStatus(state)
-		if !closed {
-			continue
-		}
-		var errMsg *string
-		if msg != "" {
-			errMsg = &msg
-		}
-		found, err := d.executions.FinishExecution(ctx, e.ID, status, errMsg)
-		if err != nil {
-			return n, err
-		}
-		if found {
-			n++
-			d.log.Warn("reconciled stuck execution", "execution_id", e.ID, "workflow_state", state, "status", status)
-		}
-	}
-	return n, nil
-}
-
-// finalStatus maps a closed or missing workflow to the execution status to
-// record.
-func finalStatus(s ports.WorkflowState) (domain.ExecutionStatus, string, bool) {
-	switch s {
-	case ports.WorkflowNotFound:
-		return domain.ExecutionFailed, "workflow not found in Temporal", true
-	case ports.WorkflowCompleted:
-		return domain.ExecutionCompleted, "", true
-	case ports.WorkflowFailed:
-		return domain.ExecutionFailed, "workflow failed without recording completion", true
-	case ports.WorkflowCancelled:
-		return domain.ExecutionCancelled, "workflow cancelled outside Sluice", true
-	case ports.WorkflowTerminated:
-		return domain.ExecutionFailed, "workflow terminated outside Sluice", true
-	case ports.WorkflowTimedOut:
-		return domain.ExecutionFailed, "workflow timed out", true
-	default:
-		return "", "", false
-	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -27,10 +28,11 @@ type fakeStore struct {
 	failClaims int
 	claims     int
 	dispatched []ports.DispatchedItem
+	released   []ports.QueueTransition
 	panicOnce  bool
 }
 
-func (f *fakeStore) Claim(_ context.Context, _ map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+func (f *fakeStore) Claim(_ context.Context, _ ports.Fence, _ map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims++
@@ -69,11 +71,26 @@ func (f *fakeStore) MarkDispatched(_ context.Context, items []ports.DispatchedIt
 	return out, nil
 }
 
+// ApplyTransitions puts items released to PENDING back in the pile.
+func (f *fakeStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransition) ([]domain.ID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := make([]domain.ID, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+		if t.To.Status == domain.QueuePending {
+			f.pending++
+		}
+		f.released = append(f.released, t)
+	}
+	return ids, nil
+}
+
 func (f *fakeStore) StaleClaimed(context.Context, time.Duration, int) ([]domain.QueueItem, error) {
 	return nil, nil
 }
 
-func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, int) ([]domain.Execution, error) {
+func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, ports.ExecutionCursor, int) ([]domain.Execution, error) {
 	return nil, nil
 }
 
@@ -103,13 +120,19 @@ func (l *fakeLease) TryAcquire(context.Context, string, time.Duration) (bool, er
 
 func (l *fakeLease) Release(context.Context, string, time.Duration) error { return nil }
 
+func (l *fakeLease) Holder() string { return "test" }
+
 type chanWakeups chan struct{}
 
 func (c chanWakeups) C() <-chan struct{} { return c }
 
 func newTestDispatcher(store *fakeStore, lease ports.Lease, wake ports.Wakeups, cfg DispatcherConfig) (*Dispatcher, *DispatchMetrics) {
+	return newTestDispatcherWith(store, okEngine{}, lease, wake, cfg)
+}
+
+func newTestDispatcherWith(store *fakeStore, engine ports.WorkflowEngine, lease ports.Lease, wake ports.Wakeups, cfg DispatcherConfig) (*Dispatcher, *DispatchMetrics) {
 	m := NewDispatchMetrics(prometheus.NewRegistry())
-	return NewDispatcher(store, nil, okEngine{}, lease, wake, domain.DefaultTierPolicy(), cfg,
+	return NewDispatcher(store, nil, engine, lease, wake, domain.DefaultTierPolicy(), cfg,
 		m, slog.New(slog.NewTextHandler(io.Discard, nil))), m
 }
 
@@ -218,6 +241,201 @@ func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 	}
 }
 
+// outageEngine is a Temporal that is down until brought back: starts,
+// describes and health checks fail as unavailable.
+type outageEngine struct {
+	ports.WorkflowEngine
+	mu     sync.Mutex
+	down   bool
+	starts int
+}
+
+func (e *outageEngine) setDown(down bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.down = down
+}
+
+func (e *outageEngine) err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.down {
+		return fmt.Errorf("%w: connection refused", ports.ErrEngineUnavailable)
+	}
+	return nil
+}
+
+func (e *outageEngine) StartWorkflow(context.Context, ports.WorkflowStart) error {
+	e.mu.Lock()
+	e.starts++
+	e.mu.Unlock()
+	return e.err()
+}
+
+func (e *outageEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
+	if err := e.err(); err != nil {
+		return "", err
+	}
+	return ports.WorkflowNotFound, nil
+}
+
+func (e *outageEngine) CheckHealth(context.Context) error { return e.err() }
+
+func (e *outageEngine) startsNow() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.starts
+}
+
+func TestUnavailableTemporalOpensTheBreakerAndFailsNothing(t *testing.T) {
+	t.Parallel()
+	store := &fakeStore{pending: 5}
+	engine := &outageEngine{down: true}
+	cfg := DefaultDispatcherConfig()
+	cfg.PollInterval = 5 * time.Millisecond
+	cfg.Exclusive = false
+	cfg.BreakerBackoff = domain.DispatchBackoff{Base: 20 * time.Millisecond, Max: 50 * time.Millisecond}
+	d, m := newTestDispatcherWith(store, engine, &fakeLease{}, chanWakeups(make(chan struct{})), cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	waitUntil(t, "the breaker to open", func() bool { return d.Ready() != nil })
+	if got := testutil.ToFloat64(m.BreakerOpen); got != 1 {
+		t.Errorf("dispatcher_temporal_breaker_open = %v while Temporal is down, want 1", got)
+	}
+	// While open, nothing more is claimed: only the first batch's item
+	// was tried, and it was not counted as a failure.
+	time.Sleep(100 * time.Millisecond) // several probe periods, to show no claims happen; not synchronisation
+	store.mu.Lock()
+	claims := store.claims
+	store.mu.Unlock()
+	if claims != 1 || engine.startsNow() != 1 {
+		t.Errorf("while the breaker is open: %d claims and %d starts, want 1 each", claims, engine.startsNow())
+	}
+	if got := testutil.ToFloat64(m.Failed.WithLabelValues("dispatch_attempts_exhausted")); got != 0 {
+		t.Errorf("%v items failed during the outage, want 0", got)
+	}
+	engine.setDown(false)
+	waitUntil(t, "all items dispatched once Temporal is back", func() bool { return store.dispatchedNow() == 5 })
+	if err := d.Ready(); err != nil {
+		t.Errorf("Ready after recovery: %v", err)
+	}
+	store.mu.Lock()
+	for _, r := range store.released {
+		if r.To.DispatchFailures != 0 || r.To.Status != domain.QueuePending {
+			t.Errorf("the item caught by the outage was released as %s with %d dispatch failures, want PENDING with 0", r.To.Status, r.To.DispatchFailures)
+		}
+	}
+	store.mu.Unlock()
+	if got := testutil.ToFloat64(m.BreakerOpen); got != 0 {
+		t.Errorf("dispatcher_temporal_breaker_open = %v after recovery, want 0", got)
+	}
+	cancel()
+	<-done
+}
+
+func TestBatchGrowsWhileFullAndShrinksWhenShallow(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultDispatcherConfig()
+	cfg.BatchSize, cfg.MaxBatchSize = 10, 50
+	cfg.Exclusive = false
+	store := &fakeStore{}
+	d, _ := newTestDispatcher(store, &fakeLease{}, nil, cfg)
+	if d.batchSize != 10 {
+		t.Fatalf("first batch %d, want BatchSize 10", d.batchSize)
+	}
+	var sizes []int
+	for _, full := range []bool{true, true, true, true, false} {
+		d.adaptBatch(full)
+		sizes = append(sizes, d.batchSize)
+	}
+	want := []int{20, 40, 50, 50, 10}
+	for i := range want {
+		if sizes[i] != want[i] {
+			t.Fatalf("batch sizes %v, want %v", sizes, want)
+		}
+	}
+}
+
+// closedEngine says every workflow completed, with the given result.
+type closedEngine struct {
+	ports.WorkflowEngine
+	status domain.ExecutionStatus
+	msg    string
+}
+
+func (e closedEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
+	return ports.WorkflowCompleted, nil
+}
+
+func (e closedEngine) WorkflowResult(context.Context, domain.ID) (domain.ExecutionStatus, string, error) {
+	return e.status, e.msg, nil
+}
+
+// pagedStore serves RUNNING executions in pages after a cursor.
+type pagedStore struct {
+	fakeStore
+	running []domain.Execution
+	cursors []ports.ExecutionCursor
+}
+
+func (s *pagedStore) RunningStartedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
+	s.cursors = append(s.cursors, after)
+	var out []domain.Execution
+	for _, e := range s.running {
+		if e.StartedAt.After(after.StartedAt) && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// finishRecorder records FinishExecution calls.
+type finishRecorder struct {
+	ports.ExecutionStore
+	finished map[domain.ID]domain.ExecutionStatus
+}
+
+func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ...domain.NodeRecord) (bool, error) {
+	f.finished[id] = status
+	return true, nil
+}
+
+func TestReconcileWalksEveryPageAndRecordsTheWorkflowsResult(t *testing.T) {
+	t.Parallel()
+	store := &pagedStore{}
+	t0 := time.Now().Add(-time.Hour)
+	for i := range 5 {
+		store.running = append(store.running, domain.Execution{ID: domain.ID(uuid.New()), StartedAt: t0.Add(time.Duration(i) * time.Second)})
+	}
+	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
+	cfg := DefaultDispatcherConfig()
+	cfg.ReconcilePageSize = 2
+	// The workflow completed normally, but the DAG it ran failed.
+	d := NewDispatcher(store, rec, closedEngine{status: domain.ExecutionFailed, msg: "node a failed"}, &fakeLease{}, nil,
+		domain.DefaultTierPolicy(), cfg, NewDispatchMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for range 3 {
+		if _, err := d.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.finished) != 5 {
+		t.Fatalf("reconciled %d of 5 executions in 3 pages of 2", len(rec.finished))
+	}
+	for id, st := range rec.finished {
+		if st != domain.ExecutionFailed {
+			t.Errorf("execution %s recorded %s, want FAILED from the workflow's result", id, st)
+		}
+	}
+	// The walk wraps around after a short page.
+	if _, err := d.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if last := store.cursors[len(store.cursors)-1]; last != (ports.ExecutionCursor{}) {
+		t.Errorf("after the last page the walk resumed at %v, want the start", last)
+	}
+}
+
 // failingStarts is a store whose claims come back with the refusals the
 // prefilter counted and whose released items are accepted.
 type failingStarts struct {
@@ -226,8 +444,8 @@ type failingStarts struct {
 	applied []ports.QueueTransition
 }
 
-func (f *failingStarts) Claim(ctx context.Context, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
-	res, err := f.fakeStore.Claim(ctx, limits, admit)
+func (f *failingStarts) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+	res, err := f.fakeStore.Claim(ctx, fence, limits, admit)
 	res.Refused = f.refused
 	return res, err
 }
@@ -278,7 +496,7 @@ func TestLeaseReadinessFollowsTheLastAttempt(t *testing.T) {
 	if err := d.LeaseReady(); !errors.Is(err, ErrLeaseNotTried) {
 		t.Errorf("before any attempt: %v, want ErrLeaseNotTried", err)
 	}
-	d.cycle(context.Background())
+	d.beatLease(context.Background())
 	if err := d.LeaseReady(); err != nil {
 		t.Errorf("a standby whose lease is held elsewhere is not ready: %v", err)
 	}
@@ -286,12 +504,12 @@ func TestLeaseReadinessFollowsTheLastAttempt(t *testing.T) {
 		t.Errorf("dispatcher_lease_held = %v for a standby, want 0", got)
 	}
 	d.lease = brokenLease{}
-	d.cycle(context.Background())
+	d.beatLease(context.Background())
 	if err := d.LeaseReady(); err == nil {
 		t.Error("ready although the lease query failed")
 	}
 	d.lease = &fakeLease{}
-	d.cycle(context.Background())
+	d.beatLease(context.Background())
 	if err := d.LeaseReady(); err != nil {
 		t.Errorf("holder not ready: %v", err)
 	}
@@ -307,3 +525,5 @@ func (brokenLease) TryAcquire(context.Context, string, time.Duration) (bool, err
 }
 
 func (brokenLease) Release(context.Context, string, time.Duration) error { return nil }
+
+func (brokenLease) Holder() string { return "broken" }

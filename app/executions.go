@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/google/uuid"
 
@@ -156,6 +157,7 @@ func (s *Executions) Cancel(ctx context.Context, a domain.Actor, id domain.ID) (
 		if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
 			q, err = s.queue.CancelQueued(ctx, id)
 			if err == nil {
+				s.cancelClaimedWorkflow(ctx, q)
 				return q.ID, CancelDone, nil
 			}
 			if !errors.Is(err, domain.ErrIllegalTransition) {
@@ -191,4 +193,17 @@ func (s *Executions) Cancel(ctx context.Context, a domain.Actor, id domain.ID) (
 		return domain.NilID, "", err
 	}
 	return e.ID, CancelRequested, nil
+}
+
+// cancelClaimedWorkflow cancels the workflow a dispatcher may already have
+// started for an item cancelled while CLAIMED, so its first node does not
+// run. A dispatcher that starts it after this finds the item CANCELLED when
+// it marks it, and cancels the workflow itself.
+func (s *Executions) cancelClaimedWorkflow(ctx context.Context, q domain.QueueItem) {
+	if q.ExecutionID == nil || q.ClaimedAt == nil || s.engine == nil {
+		return
+	}
+	if err := s.engine.CancelWorkflow(ctx, *q.ExecutionID); err != nil && !errors.Is(err, ports.ErrNotFound) {
+		slog.Default().Warn("cancelling a claimed item's workflow failed; its dispatcher will", "queue_item_id", q.ID, "error", err)
+	}
 }

@@ -35,6 +35,11 @@ type DispatchMetrics struct {
 	AdmissionRefusals *prometheus.CounterVec
 	// LeaseHeld is 1 while this process holds the named lease.
 	LeaseHeld *prometheus.GaugeVec
+	// BreakerOpen is 1 while the circuit breaker holds dispatch back
+	// because Temporal is unavailable.
+	BreakerOpen prometheus.Gauge
+	// BreakerTrips counts the times the breaker opened.
+	BreakerTrips prometheus.Counter
 
 	workspaceLabel bool
 }
@@ -73,7 +78,7 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	}
 	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "queue_processing_batch_size", Help: "Items claimed per dispatch batch.",
-		Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
+		Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
 	})
 	m.Duration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "queue_processing_duration_seconds", Help: "Time to process one dispatch batch.",
@@ -114,8 +119,14 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	m.LeaseHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dispatcher_lease_held", Help: "1 while this process holds the named lease, else 0.",
 	}, []string{"lease"})
+	m.BreakerOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dispatcher_temporal_breaker_open", Help: "1 while the dispatcher's circuit breaker holds dispatch back because Temporal is unavailable, else 0.",
+	})
+	m.BreakerTrips = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dispatcher_temporal_breaker_trips_total", Help: "Times the circuit breaker opened because Temporal was unavailable.",
+	})
 	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.LeaseFailures,
-		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.LeaseHeld)
+		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.LeaseHeld, m.BreakerOpen, m.BreakerTrips)
 	return m
 }
 

@@ -15,6 +15,7 @@ import (
 //	CLAIMED    --ReleaseAtCapacity-->              PENDING
 //	CLAIMED    --ReleaseAfterDispatchError-->      PENDING, or FAILED on the last allowed attempt
 //	CLAIMED    --RecoverStale-->                   PENDING
+//	CLAIMED    --ReleaseUnstarted-->               PENDING
 //	CLAIMED    --MarkDispatched-->                 DISPATCHED
 //	PENDING, CLAIMED, DISPATCHED --Fail-->         FAILED
 //	PENDING, CLAIMED --Cancel-->                   CANCELLED
@@ -78,6 +79,8 @@ const (
 	EventReleaseAtCapacity = "release at capacity"
 	// EventReleaseAfterDispatchError names QueueState.ReleaseAfterDispatchError.
 	EventReleaseAfterDispatchError = "release after dispatch error"
+	// EventReleaseUnstarted names QueueState.ReleaseUnstarted.
+	EventReleaseUnstarted = "release unstarted"
 	// EventMarkDispatched names QueueState.MarkDispatched.
 	EventMarkDispatched = "mark dispatched"
 	// EventFail names QueueState.Fail.
@@ -242,6 +245,23 @@ func (q *QueueState) ReleaseAfterDispatchError(reason string, now time.Time, b D
 	q.Status = QueuePending
 	q.ClaimedAt = nil
 	q.AvailableAt = now.Add(b.Delay(q.DispatchFailures))
+	return nil
+}
+
+// ReleaseUnstarted returns a CLAIMED item to PENDING when its workflow is
+// known not to have started because the workflow engine was unavailable.
+// The engine's outage says nothing about the item, so the attempt counts
+// but no dispatch failure does, and the item is claimable again as soon as
+// the engine is back. reason becomes LastError, so a user can see why the
+// item waited.
+func (q *QueueState) ReleaseUnstarted(reason string) error {
+	if q.Status != QueueClaimed {
+		return q.refuse(EventReleaseUnstarted)
+	}
+	q.Status = QueuePending
+	q.ClaimedAt = nil
+	q.AttemptCount++
+	q.LastError = reason
 	return nil
 }
 

@@ -468,3 +468,20 @@ func TestExecutionAndNodeStatuses(t *testing.T) {
 		t.Errorf("ParseNodeStatus(PENDING) error = %v", err)
 	}
 }
+
+func TestReleaseUnstartedCountsTheAttemptButNoFailure(t *testing.T) {
+	now := time.Now()
+	q := NewQueueItem(now)
+	if err := q.Claim(now); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ReleaseUnstarted("temporal unavailable"); err != nil {
+		t.Fatal(err)
+	}
+	if q.Status != QueuePending || q.ClaimedAt != nil || q.AttemptCount != 1 || q.DispatchFailures != 0 || q.LastError != "temporal unavailable" || !q.AvailableAt.Equal(now) {
+		t.Fatalf("after ReleaseUnstarted: %+v", q)
+	}
+	if err := q.ReleaseUnstarted("again"); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("ReleaseUnstarted from PENDING: %v, want an illegal transition", err)
+	}
+}

@@ -3,6 +3,7 @@ package ports
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice/domain"
@@ -97,7 +98,10 @@ type DispatchStore interface {
 	// items per workspace with FOR UPDATE SKIP LOCKED, fails items whose
 	// definition is gone, writes their executions as RUNNING and marks the
 	// items CLAIMED, then commits. limit bounds the claimed items.
-	Claim(ctx context.Context, limits map[domain.Plan]int, admit AdmitFunc) (ClaimResult, error)
+	// With a non-zero fence the transaction first checks, and holds for
+	// its length, that the fence's lease is still this holder's; without
+	// it the claim returns ErrLeaseLost and changes nothing.
+	Claim(ctx context.Context, fence Fence, limits map[domain.Plan]int, admit AdmitFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
 	// DISPATCHED in one statement.
 	MarkDispatched(ctx context.Context, items []DispatchedItem) ([]DispatchedRecord, error)
@@ -106,15 +110,32 @@ type DispatchStore interface {
 	ApplyTransitions(ctx context.Context, ts []QueueTransition) ([]domain.ID, error)
 	// StaleClaimed returns items CLAIMED for longer than olderThan.
 	StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]domain.QueueItem, error)
-	// RunningStartedBefore returns RUNNING executions older than olderThan,
-	// for the reconciler.
-	RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]domain.Execution, error)
+	// RunningStartedBefore returns up to limit RUNNING executions older
+	// than olderThan that come after the cursor in (StartedAt, ID) order,
+	// for the reconciler; a zero cursor starts from the oldest.
+	RunningStartedBefore(ctx context.Context, olderThan time.Duration, after ExecutionCursor, limit int) ([]domain.Execution, error)
+	// QueueStatuses returns the current status of the given items; ids not
+	// found are absent from the map.
+	QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.QueueStatus, error)
 	// PurgeIdempotencyKeys forgets Idempotency-Keys past their retention.
 	PurgeIdempotencyKeys(ctx context.Context) (int64, error)
 }
 
+// ErrLeaseLost is returned by work fenced by a lease that is no longer the
+// caller's: it expired, or another holder took it.
+var ErrLeaseLost = errors.New("lease lost")
+
+// Fence names the lease a transaction must still hold to act. The zero
+// Fence fences nothing.
+type Fence struct {
+	Lease  string
+	Holder string
+}
+
 // Lease is a ShedLock-compatible named lease on database time.
 type Lease interface {
+	// Holder names this process in the lease table, for fencing.
+	Holder() string
 	// TryAcquire takes or extends the lease for atMostFor; false means
 	// another holder has it.
 	TryAcquire(ctx context.Context, name string, atMostFor time.Duration) (bool, error)

@@ -3,6 +3,7 @@ package ports
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/sluicehq/sluice/domain"
 )
@@ -36,12 +37,23 @@ type WorkflowStart struct {
 	Graph json.RawMessage
 }
 
+// ErrEngineUnavailable marks an engine call that failed because the engine
+// could not be reached or did not answer in time (connection refused,
+// Unavailable, a deadline), as opposed to an error about the request
+// itself. Such a failure says nothing about the item, so it must never
+// count against it.
+var ErrEngineUnavailable = errors.New("workflow engine unavailable")
+
 // WorkflowEngine starts and inspects executions' workflows. Its
 // implementation names the workflow execution-{executionId}, so a start is
 // idempotent: StartWorkflow returns nil when that workflow already exists.
 type WorkflowEngine interface {
 	StartWorkflow(ctx context.Context, req WorkflowStart) error
 	DescribeWorkflow(ctx context.Context, executionID domain.ID) (WorkflowState, error)
+	// WorkflowResult reads the final status a WorkflowCompleted workflow
+	// returned: a DAG that failed still ends its workflow normally, so the
+	// close status alone cannot tell.
+	WorkflowResult(ctx context.Context, executionID domain.ID) (status domain.ExecutionStatus, errMsg string, err error)
 	CancelWorkflow(ctx context.Context, executionID domain.ID) error
 	HealthCheck
 }

@@ -89,7 +89,7 @@ func (e *Engine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) err
 	if errors.As(err, &already) {
 		return nil
 	}
-	return err
+	return classify(err)
 }
 
 // DescribeWorkflow reports the workflow's state, WorkflowNotFound when
@@ -101,7 +101,7 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, executionID domain.ID) (p
 		return ports.WorkflowNotFound, nil
 	}
 	if err != nil {
-		return "", err
+		return "", classify(err)
 	}
 	switch s := resp.GetWorkflowExecutionInfo().GetStatus(); s {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
@@ -121,6 +121,18 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, executionID domain.ID) (p
 	}
 }
 
+// WorkflowResult reads the ExecutionResult a completed workflow returned.
+func (e *Engine) WorkflowResult(ctx context.Context, executionID domain.ID) (domain.ExecutionStatus, string, error) {
+	var res ExecutionResult
+	if err := e.client.GetWorkflow(ctx, WorkflowID(executionID), "").Get(ctx, &res); err != nil {
+		return "", "", classify(err)
+	}
+	if res.Status == "" {
+		return "", "", fmt.Errorf("workflow %s returned no status", WorkflowID(executionID))
+	}
+	return res.Status, res.Error, nil
+}
+
 // CancelWorkflow asks the workflow to cancel; it records CANCELLED itself.
 func (e *Engine) CancelWorkflow(ctx context.Context, executionID domain.ID) error {
 	err := e.client.CancelWorkflow(ctx, WorkflowID(executionID), "")
@@ -128,11 +140,11 @@ func (e *Engine) CancelWorkflow(ctx context.Context, executionID domain.ID) erro
 	if errors.As(err, &nf) {
 		return fmt.Errorf("%w: workflow %s", ports.ErrNotFound, WorkflowID(executionID))
 	}
-	return err
+	return classify(err)
 }
 
 // CheckHealth asks the frontend whether it serves.
 func (e *Engine) CheckHealth(ctx context.Context) error {
 	_, err := e.client.CheckHealth(ctx, &client.CheckHealthRequest{})
-	return err
+	return classify(err)
 }

@@ -1,9 +1,46 @@
 package engine
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"syscall"
+
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/ports"
 )
 
 func isNotFound(err error) bool { return errors.Is(err, ports.ErrNotFound) }
+
+// classify wraps an error that says Temporal could not be reached or did
+// not answer in time with ports.ErrEngineUnavailable, so the dispatcher
+// holds back instead of counting it against the item. Anything else, such
+// as InvalidArgument, is about the request and is returned as it is.
+func classify(err error) error {
+	if err == nil || !unavailable(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ports.ErrEngineUnavailable, err)
+}
+
+func unavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	var (
+		down *serviceerror.Unavailable
+		late *serviceerror.DeadlineExceeded
+		busy *serviceerror.ResourceExhausted
+	)
+	if errors.As(err, &down) || errors.As(err, &late) || errors.As(err, &busy) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}

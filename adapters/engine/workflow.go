@@ -370,6 +370,15 @@ func bookkeeping(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// completionWrite is the local activity context of the completion write:
+// bookkeeping's options with no limit on attempts.
+func completionWrite(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+}
+
 // nodeRetry is the retry policy of node activities.
 func (r *executionRun) nodeRetry() *temporal.RetryPolicy {
 	return &temporal.RetryPolicy{
@@ -578,10 +587,12 @@ func (r *executionRun) cancelled(unrun []string) (ExecutionResult, error) {
 // finish writes the queued records and the execution's final status in
 // one local activity. It runs on a disconnected context: a cancellation
 // arriving at the end must not stop the write that frees the execution's
-// slot.
+// slot. The write is idempotent and retried until it succeeds, however
+// long Postgres is away: a lost completion would hold the slot and
+// misreport the run, a slow one only delays both.
 func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (ExecutionResult, error) {
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
-	if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), completeActivity, CompleteInput{
+	if err := workflow.ExecuteLocalActivity(completionWrite(ctx), completeActivity, CompleteInput{
 		ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending(),
 	}).Get(ctx, nil); err != nil {
 		return ExecutionResult{}, err

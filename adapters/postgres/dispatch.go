@@ -3,11 +3,14 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
 	"github.com/sluicehq/sluice/domain"
@@ -17,8 +20,38 @@ import (
 // Claim runs one admission transaction; see ports.DispatchStore. Its
 // statements are set-based, so a batch costs the same few round trips
 // whatever its size, and the commit is the only durable write before the
-// Temporal calls.
-func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+// Temporal calls. When writing the batch's executions fails on a row, the
+// transaction is run again writing each execution under its own
+// savepoint, so that the rows at fault fail their items alone and the rest
+// of the batch is claimed; the happy path pays nothing for this.
+func (s *Store) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+	res, err := s.claim(ctx, fence, limits, admit, false)
+	var rowErr *rowError
+	if errors.As(err, &rowErr) {
+		s.log.Warn("a claimed item's execution could not be written; claiming again item by item", "error", rowErr.err)
+		res, err = s.claim(ctx, fence, limits, admit, true)
+	}
+	return res, err
+}
+
+// rowError is a statement error caused by a row's data rather than by the
+// connection, which per-item writes can isolate.
+type rowError struct{ err error }
+
+func (e *rowError) Error() string { return e.err.Error() }
+
+func (e *rowError) Unwrap() error { return e.err }
+
+func asRowError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+		// Class 22 is data exception, class 23 integrity constraint violation.
+		return &rowError{err: err}
+	}
+	return err
+}
+
+func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, itemByItem bool) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
 	params := dbsqlc.QueuePendingWorkspacesParams{}
 	for plan, n := range limits {
@@ -27,6 +60,14 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ports.ClaimResult{Refused: map[domain.Plan]int{}}
+		if fence != (ports.Fence{}) {
+			if _, err := s.q.LeaseFence(ctx, tx, dbsqlc.LeaseFenceParams{Name: fence.Lease, LockedBy: fence.Holder}); err != nil {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return ports.ErrLeaseLost
+				}
+				return fmt.Errorf("checking the lease: %w", err)
+			}
+		}
 		pending, err := s.q.QueuePendingWorkspaces(ctx, tx, params)
 		if err != nil {
 			return fmt.Errorf("pending workspaces: %w", err)
@@ -109,9 +150,13 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 		for _, c := range candidates {
 			rec := candidateRecord(c)
 			from := rec.QueueState
-			if c.CurrentVersion == 0 {
+			if c.CurrentVersion == 0 || !c.VersionFound {
+				reason := "workflow definition not found: it was deleted after the item was enqueued"
+				if c.CurrentVersion != 0 {
+					reason = fmt.Sprintf("workflow definition version %d not found", c.CurrentVersion)
+				}
 				next := rec.QueueState
-				if err := next.Fail("workflow definition not found: it was deleted after the item was enqueued"); err != nil {
+				if err := next.Fail(reason); err != nil {
 					return err
 				}
 				failed = append(failed, ports.QueueTransition{ID: rec.ID, FromStatus: from.Status, To: next})
@@ -140,9 +185,14 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 			}
 			res.Claimed = append(res.Claimed, item)
 		}
+		if itemByItem {
+			var rejected []ports.QueueTransition
+			up, claim, res.Claimed, rejected = s.upsertEachRunning(ctx, tx, up, claim, res.Claimed)
+			failed = append(failed, rejected...)
+		}
 		if len(failed) > 0 {
 			if _, err := s.applyTransitions(ctx, tx, failed); err != nil {
-				return fmt.Errorf("failing items of deleted definitions: %w", err)
+				return fmt.Errorf("failing items that cannot run: %w", err)
 			}
 			res.Failed += len(failed)
 		}
@@ -152,8 +202,10 @@ func (s *Store) Claim(ctx context.Context, limits map[domain.Plan]int, admit por
 		if err := s.attachGraphs(ctx, tx, res.Claimed); err != nil {
 			return err
 		}
-		if err := s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
-			return fmt.Errorf("creating executions: %w", err)
+		if !itemByItem {
+			if err := s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
+				return fmt.Errorf("creating executions: %w", asRowError(err))
+			}
 		}
 		stamped, err := s.q.QueueMarkClaimed(ctx, tx, claim)
 		if err != nil {
@@ -204,6 +256,45 @@ func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.Cla
 	return nil
 }
 
+// upsertEachRunning writes the claimed items' executions one by one, each
+// under its own savepoint. An item whose row is refused leaves the batch
+// with a FAILED transition carrying the database's reason; the others are
+// returned, written.
+func (s *Store) upsertEachRunning(ctx context.Context, tx pgx.Tx, up dbsqlc.ExecutionsUpsertRunningParams,
+	claim dbsqlc.QueueMarkClaimedParams, items []ports.ClaimedItem) (dbsqlc.ExecutionsUpsertRunningParams, dbsqlc.QueueMarkClaimedParams, []ports.ClaimedItem, []ports.QueueTransition) {
+	var keptUp dbsqlc.ExecutionsUpsertRunningParams
+	var keptClaim dbsqlc.QueueMarkClaimedParams
+	var kept []ports.ClaimedItem
+	var failed []ports.QueueTransition
+	for i, item := range items {
+		one := dbsqlc.ExecutionsUpsertRunningParams{
+			Ids: up.Ids[i : i+1], WorkspaceIds: up.WorkspaceIds[i : i+1], WorkflowDefinitionIds: up.WorkflowDefinitionIds[i : i+1],
+			WorkflowVersions: up.WorkflowVersions[i : i+1], Inputs: up.Inputs[i : i+1],
+		}
+		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return s.q.ExecutionsUpsertRunning(ctx, sp, one) })
+		if err == nil {
+			keptUp.Ids = append(keptUp.Ids, one.Ids...)
+			keptUp.WorkspaceIds = append(keptUp.WorkspaceIds, one.WorkspaceIds...)
+			keptUp.WorkflowDefinitionIds = append(keptUp.WorkflowDefinitionIds, one.WorkflowDefinitionIds...)
+			keptUp.WorkflowVersions = append(keptUp.WorkflowVersions, one.WorkflowVersions...)
+			keptUp.Inputs = append(keptUp.Inputs, one.Inputs...)
+			keptClaim.Ids = append(keptClaim.Ids, claim.Ids[i])
+			keptClaim.ExecutionIds = append(keptClaim.ExecutionIds, claim.ExecutionIds[i])
+			kept = append(kept, item)
+			continue
+		}
+		s.log.Warn("failing a queue item whose execution cannot be written", "queue_item_id", item.ID, "error", err)
+		pending := item.QueueState
+		pending.Status, pending.ClaimedAt = domain.QueuePending, nil
+		next := pending
+		if ferr := next.Fail("execution cannot be written: " + err.Error()); ferr != nil {
+			continue
+		}
+		failed = append(failed, ports.QueueTransition{ID: item.ID, FromStatus: domain.QueuePending, To: next})
+	}
+	return keptUp, keptClaim, kept, failed
+}
+
 func candidateRecord(c dbsqlc.QueueClaimCandidatesRow) domain.QueueItem {
 	rec := domain.QueueItem{
 		ID: c.ID, WorkspaceID: c.WorkspaceID, DefinitionID: c.WorkflowDefinitionID, Input: c.Input,
@@ -219,13 +310,30 @@ func candidateRecord(c dbsqlc.QueueClaimCandidatesRow) domain.QueueItem {
 	return rec
 }
 
-// MarkDispatched moves items still in their claim to DISPATCHED.
+// MarkDispatched moves items still in their claim to DISPATCHED, in one
+// statement. If a row refuses the update, each item is marked on its own
+// so the others are not held back; the refused ones are logged and left
+// CLAIMED for stale recovery.
 func (s *Store) MarkDispatched(ctx context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
 	p := dbsqlc.QueueMarkDispatchedParams{Ids: make([]domain.ID, len(items)), ExecutionIds: make([]domain.ID, len(items))}
 	for i, it := range items {
 		p.Ids[i], p.ExecutionIds[i] = it.ID, it.ExecutionID
 	}
 	rows, err := s.q.QueueMarkDispatched(ctx, s.pool, p)
+	var rowErr *rowError
+	if err != nil && errors.As(asRowError(err), &rowErr) && len(items) > 1 {
+		rows, err = nil, nil
+		for _, it := range items {
+			one, err := s.q.QueueMarkDispatched(ctx, s.pool, dbsqlc.QueueMarkDispatchedParams{
+				Ids: []domain.ID{it.ID}, ExecutionIds: []domain.ID{it.ExecutionID},
+			})
+			if err != nil {
+				s.log.Error("queue item cannot be marked DISPATCHED; leaving it to stale recovery", "queue_item_id", it.ID, "error", err)
+				continue
+			}
+			rows = append(rows, one...)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -305,11 +413,11 @@ func (s *Store) StaleClaimed(ctx context.Context, olderThan time.Duration, limit
 	return out, nil
 }
 
-// RunningStartedBefore returns RUNNING executions older than olderThan
-// whose item is not still CLAIMED.
-func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duration, limit int) ([]domain.Execution, error) {
+// RunningStartedBefore returns one page of RUNNING executions older than
+// olderThan whose item is not still CLAIMED, after the cursor.
+func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
 	rows, err := s.q.ExecutionsRunningStartedBefore(ctx, s.pool, dbsqlc.ExecutionsRunningStartedBeforeParams{
-		OlderThanSeconds: olderThan.Seconds(), MaxRows: int32(limit),
+		OlderThanSeconds: olderThan.Seconds(), AfterStartedAt: after.StartedAt, AfterID: after.ID, MaxRows: int32(limit),
 	})
 	if err != nil {
 		return nil, err
@@ -317,6 +425,19 @@ func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duratio
 	out := make([]domain.Execution, len(rows))
 	for i, r := range rows {
 		out[i] = executionFromRow(r)
+	}
+	return out, nil
+}
+
+// QueueStatuses reads the current status of the given items.
+func (s *Store) QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.QueueStatus, error) {
+	rows, err := s.q.QueueStatusesByIDs(ctx, s.pool, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[domain.ID]domain.QueueStatus, len(rows))
+	for _, r := range rows {
+		out[r.ID] = domain.QueueStatus(r.Status)
 	}
 	return out, nil
 }
@@ -394,42 +515,61 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 
 // FinishExecution ends a RUNNING execution, writes its last node records
 // and settles its queue item in one transaction, then wakes the
-// dispatchers: a slot is free.
+// dispatchers: a slot is free. The queue item is settled even when the
+// execution row is missing or already ended (a repeat, or a row dropped
+// while its workflow ran), so no item is left DISPATCHED or CLAIMED behind
+// a finished workflow; an item still CLAIMED is first marked DISPATCHED,
+// since its workflow evidently ran. The node records are written only with
+// the execution's end, so a repeat writes none.
 func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := s.q.ExecutionFinish(ctx, tx, dbsqlc.ExecutionFinishParams{ID: id, Status: string(status), Error: errMsg}); err != nil {
-			if err == pgx.ErrNoRows {
-				return nil
+			if err != pgx.ErrNoRows {
+				return err
 			}
-			return err
-		}
-		found = true
-		if err := s.recordNodes(ctx, tx, id, nodes); err != nil {
-			return err
+			if _, err := s.q.ExecutionGet(ctx, tx, id); errors.Is(err, pgx.ErrNoRows) {
+				s.log.Warn("execution row missing at completion; settling its queue item anyway", "execution_id", id, "status", status)
+			} else if err != nil {
+				return err
+			}
+		} else {
+			found = true
+			if err := s.recordNodes(ctx, tx, id, nodes); err != nil {
+				return err
+			}
 		}
 		eid := id
+		r, err := s.q.QueueGetByExecution(ctx, tx, &eid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.q.QueueNotify(ctx, tx)
+		}
+		if err != nil {
+			return err
+		}
+		rec := queueFromRow(r)
+		if rec.Status.Terminal() {
+			return s.q.QueueNotify(ctx, tx)
+		}
+		if rec.Status == domain.QueueClaimed {
+			if err := rec.MarkDispatched(time.Now()); err != nil {
+				return err
+			}
+		}
 		if status == domain.ExecutionCompleted {
 			if _, err := s.q.QueueDeleteByExecution(ctx, tx, &eid); err != nil {
 				return err
 			}
-		} else {
-			r, err := s.q.QueueGetByExecution(ctx, tx, &eid)
-			if err != nil && err != pgx.ErrNoRows {
-				return err
-			}
-			if err == nil {
-				rec := queueFromRow(r)
-				reason := ""
-				if errMsg != nil {
-					reason = *errMsg
-				}
-				if err := rec.RecordOutcome(status, reason); err != nil {
-					s.log.Warn("queue item not in DISPATCHED at completion; leaving it", "queue_item_id", rec.ID, "status", rec.Status, "error", err)
-				} else if err := s.q.QueueSetOutcome(ctx, tx, dbsqlc.QueueSetOutcomeParams{ID: rec.ID, Status: string(rec.Status), LastError: errMsg}); err != nil {
-					return err
-				}
-			}
+			return s.q.QueueNotify(ctx, tx)
+		}
+		reason := ""
+		if errMsg != nil {
+			reason = *errMsg
+		}
+		if err := rec.RecordOutcome(status, reason); err != nil {
+			s.log.Warn("queue item cannot take the execution's outcome; leaving it", "queue_item_id", rec.ID, "status", rec.Status, "error", err)
+		} else if err := s.q.QueueSetOutcome(ctx, tx, dbsqlc.QueueSetOutcomeParams{ID: rec.ID, Status: string(rec.Status), LastError: errMsg}); err != nil {
+			return err
 		}
 		return s.q.QueueNotify(ctx, tx)
 	})

@@ -26,6 +26,9 @@ func NewLease(pool *pgxpool.Pool, holder string) *Lease {
 	return &Lease{pool: pool, q: dbsqlc.New(), holder: holder}
 }
 
+// Holder names this process in locked_by.
+func (l *Lease) Holder() string { return l.holder }
+
 // TryAcquire takes the lease if free or expired, or extends our own.
 func (l *Lease) TryAcquire(ctx context.Context, name string, atMostFor time.Duration) (bool, error) {
 	n, err := l.q.LeaseAcquire(ctx, l.pool, dbsqlc.LeaseAcquireParams{Name: name, LockAtMostForSeconds: atMostFor.Seconds(), LockedBy: l.holder})

@@ -368,9 +368,11 @@ func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *do
 }
 
 // CancelQueued cancels an undispatched item through the domain state
-// machine, under the item's row lock. A CLAIMED item's execution row is
-// dropped with it, so a dispatcher that started it anyway is undone by the
-// reconciler rather than holding a slot.
+// machine, under the item's row lock. A CLAIMED item keeps its RUNNING
+// execution row, and with it its slot, because its dispatcher may be
+// starting the workflow right now: the slot is freed when that workflow,
+// cancelled, records CANCELLED, or when the dispatcher finds it never
+// started.
 func (s *Store) CancelQueued(ctx context.Context, id domain.ID) (domain.QueueItem, error) {
 	var out domain.QueueItem
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -379,14 +381,8 @@ func (s *Store) CancelQueued(ctx context.Context, id domain.ID) (domain.QueueIte
 			return interpretError(err)
 		}
 		rec := queueFromRow(r)
-		claimed := rec.Status == domain.QueueClaimed
 		if err := rec.Cancel(); err != nil {
 			return err
-		}
-		if claimed && rec.ExecutionID != nil {
-			if err := s.q.ExecutionsDelete(ctx, tx, []domain.ID{*rec.ExecutionID}); err != nil {
-				return err
-			}
 		}
 		if err := s.q.QueueSetOutcome(ctx, tx, dbsqlc.QueueSetOutcomeParams{ID: id, Status: string(rec.Status)}); err != nil {
 			return err

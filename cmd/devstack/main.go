@@ -10,8 +10,9 @@
 //	devstack [-root DIR] [-pg-port N] [-temporal-port N] -- COMMAND [ARGS...]
 //	devstack temporal [-port N] [-db FILE] [-log FILE] [-tls-cert FILE -tls-key FILE [-tls-ca FILE [-tls-require-client-cert]]]
 //
-// The first form exports DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
-// and DEVSTACK_BIN to COMMAND, forwards SIGINT and SIGTERM to it, and exits
+// The first form exports DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// DEVSTACK_BIN and, for tests that restart Postgres, DEVSTACK_PG_BIN,
+// DEVSTACK_PG_DATA and DEVSTACK_PG_USER to COMMAND, forwards SIGINT and SIGTERM to it, and exits
 // with its exit code. A part whose variable is already set (DATABASE_URL,
 // TEMPORAL_ADDRESS) is not started. Data lives in <root>/.devstack and is
 // reused by the next run.

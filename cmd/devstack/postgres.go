@@ -232,6 +232,18 @@ func (p *postgres) start(ctx context.Context) error {
 	return nil
 }
 
+// controlEnv tells the command where the cluster lives, so that fault
+// tests can restart it with pg_ctl: DEVSTACK_PG_BIN holds the server
+// binaries, DEVSTACK_PG_DATA is the data directory, and DEVSTACK_PG_USER
+// names the system user to run them as ("" to run them as the caller).
+func (p *postgres) controlEnv() []string {
+	runAs := ""
+	if p.asPostgres {
+		runAs = "postgres"
+	}
+	return []string{"DEVSTACK_PG_BIN=" + p.binDir, "DEVSTACK_PG_DATA=" + p.dataDir, "DEVSTACK_PG_USER=" + runAs}
+}
+
 // stop uses fast mode: it rolls back open transactions and disconnects
 // clients instead of waiting for them, which is what Ctrl-C should mean.
 func (p *postgres) stop() error {

@@ -87,6 +87,7 @@ func (s *stack) startPostgres(ctx context.Context, port int) error {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		s.env = append(s.env, "DATABASE_URL="+pg.URL(dbName))
+		s.env = append(s.env, pg.controlEnv()...)
 		logf("postgres: reusing the server of another devstack on 127.0.0.1:%d", pg.port)
 		return nil
 	}
@@ -123,6 +124,7 @@ func (s *stack) startPostgres(ctx context.Context, port int) error {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	s.env = append(s.env, "DATABASE_URL="+pg.URL(dbName))
+	s.env = append(s.env, pg.controlEnv()...)
 	logf("postgres listening on 127.0.0.1:%d, database %s (data %s)", port, dbName, pg.dataDir)
 	return nil
 }

@@ -190,13 +190,25 @@ func TestConsoleWalkThrough(t *testing.T) {
 	globex := newWorkspace("Globex", "PRO")
 	initech := newWorkspace("Initech", "ENTERPRISE")
 
-	// 1. The key signs in and sees its own workspace only.
+	// 1. A wrong token is refused on the form; the key signs in and sees
+	// its own workspace only, and another workspace's pages answer 403.
 	b.do(chromedp.Navigate(base + "/"))
+	b.do(chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), "slk_not_a_key\r"))
+	b.waitFor("the refusal", `document.querySelector(".signin .problem")?.innerText.includes("Unauthorized")`, 15*time.Second)
+	b.do(chromedp.Evaluate[chromedp.Void](`document.getElementById("token").value = ""`))
 	b.signIn(key.Secret)
 	rows := evalJS[[]string](b, `[...document.querySelectorAll("#workspaces tbody tr")].map(r => r.innerText.replace(/\s+/g, " ").trim())`)
 	if len(rows) != 1 || !strings.Contains(rows[0], "Acme") || !strings.Contains(rows[0], "FREE") || !strings.Contains(rows[0], "0 / 1") {
 		t.Fatalf("a workspace key's overview shows %q, want Acme alone, FREE, 0 / 1 running", rows)
 	}
+
+	b.do(chromedp.Navigate(base + "/ui/#/workspaces/" + globex + "/queue"))
+	b.waitFor("another workspace's queue to be forbidden", `document.querySelector("#main .problem")?.innerText.includes("Forbidden")`, 15*time.Second)
+	if n := evalJS[int](b, `document.querySelectorAll("#queue tbody tr[data-queue]").length`); n != 0 {
+		t.Errorf("a workspace key sees %d of another workspace's queue items", n)
+	}
+	b.do(chromedp.Navigate(base + "/ui/#/workspaces"))
+	b.waitFor("the overview", `document.querySelectorAll("#workspaces tbody tr[data-workspace]").length === 1`, 15*time.Second)
 
 	// 2. Its definitions page creates the example definition, and the
 	// definition page draws the graph: four nodes, three edges, two of them
@@ -254,6 +266,9 @@ func TestConsoleWalkThrough(t *testing.T) {
 	}
 	if got := evalJS[string](b, `document.querySelector("#node-welcome dl").innerText`); !strings.Contains(got, "Attempt") || !strings.Contains(got, "Took") {
 		t.Errorf("welcome's card lacks its attempt and timing: %q", got)
+	}
+	if evalJS[bool](b, `document.querySelector("#node-introduce .problem") !== null || document.querySelector("#node-introduce .skip-reason") === null`) {
+		t.Error("the skipped node's card shows its reason as an error, or not at all")
 	}
 	// A node in the drawing is a keyboard control that leads to its card.
 	b.do(chromedp.Focus(chromedp.CSS(`svg.dag g.dag-node[data-node="welcome"]`)), chromedp.KeyEvent("\r"))

@@ -82,7 +82,7 @@ func BenchmarkEngineRunsPerSecond(b *testing.B) {
 			benchRuns, benchCallers, bare.rate(), bare.took.Round(time.Millisecond), bare.events)
 		for _, f := range []struct {
 			name   string
-			r      benchRate
+			r      engineRate
 			target float64
 		}{
 			{"(b) Sluice, one-node TRANSFORM, enqueued over HTTP", transform, 100},
@@ -112,15 +112,15 @@ func benchMet(ok bool) string {
 	return "MISSED"
 }
 
-// benchRate is one throughput figure.
-type benchRate struct {
+// engineRate is one throughput figure.
+type engineRate struct {
 	took     time.Duration
 	n        int
 	events   int
 	p50, p99 time.Duration
 }
 
-func (r benchRate) rate() float64 { return float64(r.n) / r.took.Seconds() }
+func (r engineRate) rate() float64 { return float64(r.n) / r.took.Seconds() }
 
 // benchBareWorkflow is the baseline: one activity that does nothing.
 func benchBareWorkflow(ctx workflow.Context) error {
@@ -131,7 +131,7 @@ func benchBareWorkflow(ctx workflow.Context) error {
 func benchNoop(context.Context) error { return nil }
 
 // benchBare runs (a) on a worker sized like Sluice's workflow worker.
-func benchBare(b *testing.B, c client.Client) benchRate {
+func benchBare(b *testing.B, c client.Client) engineRate {
 	queue := "bench-bare-" + uuid.NewString()[:8]
 	w := worker.New(c, queue, worker.Options{MaxConcurrentWorkflowTaskExecutionSize: 50, MaxConcurrentActivityExecutionSize: 50})
 	w.RegisterWorkflow(benchBareWorkflow)
@@ -162,7 +162,7 @@ func benchBare(b *testing.B, c client.Client) benchRate {
 		})
 	}
 	wg.Wait()
-	r := benchRate{took: time.Since(began), n: benchRuns}
+	r := engineRate{took: time.Since(began), n: benchRuns}
 	if id, ok := lastID.Load().(string); ok {
 		r.events = benchEvents(b, c, id)
 	}
@@ -319,7 +319,7 @@ func (s *sluiceBench) waitEnded(n int) []benchEnded {
 
 // throughput enqueues benchRuns runs of graph from benchCallers callers
 // and times them from the first enqueue until all are COMPLETED.
-func (s *sluiceBench) throughput(graph map[string]any) benchRate {
+func (s *sluiceBench) throughput(graph map[string]any) engineRate {
 	s.phase++
 	defs := s.definitions(graph)
 	var next atomic.Int32
@@ -334,7 +334,7 @@ func (s *sluiceBench) throughput(graph map[string]any) benchRate {
 	}
 	wg.Wait()
 	ended := s.waitEnded(benchRuns)
-	r := benchRate{took: time.Since(began), n: benchRuns}
+	r := engineRate{took: time.Since(began), n: benchRuns}
 	durations := make([]time.Duration, len(ended))
 	for i, e := range ended {
 		durations[i] = e.stopped.Sub(e.started)

@@ -60,8 +60,8 @@ var apiModule = fx.Module("api",
 )
 
 // dispatcherModule admits queue items into Temporal. It is ready when
-// Postgres and Temporal answer and its last try at the queue lease did not
-// fail.
+// Postgres and Temporal answer, its last try at the queue lease did not
+// fail, and its circuit breaker on Temporal is closed.
 var dispatcherModule = fx.Module("dispatcher",
 	fx.Provide(
 		newDispatcher,
@@ -69,9 +69,9 @@ var dispatcherModule = fx.Module("dispatcher",
 		fx.Annotate(func(d *app.Dispatcher) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error { return d.LeaseReady() }}
 		}, fx.ResultTags(`group:"readiness"`)),
-		// The Temporal circuit breaker's state joins here, as another
-		// check named "temporal_breaker" over the dispatcher's Ready-style
-		// method, once the dispatcher has one.
+		fx.Annotate(func(d *app.Dispatcher) httpapi.ReadinessCheck {
+			return httpapi.ReadinessCheck{Name: "temporal_breaker", Check: func(context.Context) error { return d.Ready() }}
+		}, fx.ResultTags(`group:"readiness"`)),
 	),
 	fx.Invoke(runDispatcher),
 )

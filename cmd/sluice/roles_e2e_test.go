@@ -178,7 +178,7 @@ func TestStandaloneRolesServeMetricsAndReadiness(t *testing.T) {
 	}
 	wantChecks := map[string][]string{
 		"api":        {"postgres"},
-		"dispatcher": {"postgres", "temporal", "lease"},
+		"dispatcher": {"postgres", "temporal", "lease", "temporal_breaker"},
 		"worker":     {"postgres", "temporal"},
 	}
 	for name, r := range map[string]*role{"api": api, "dispatcher": dispatcher, "worker": worker} {

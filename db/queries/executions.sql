@@ -54,10 +54,15 @@ ORDER BY started_at DESC, id DESC
 LIMIT @max_rows;
 
 -- name: ExecutionsRunningStartedBefore :many
--- Executions whose item is still CLAIMED may not have started yet; stale
--- recovery settles those, so the reconciler leaves them alone.
+-- One page of the reconciler's walk through RUNNING executions past an
+-- age, in (started_at, id) order after the cursor, so that every such
+-- execution is visited within total/page cycles however many long runs sit
+-- in front of it. Executions whose item is still CLAIMED may not have
+-- started yet; stale recovery settles those, so the reconciler leaves them
+-- alone.
 SELECT e.* FROM workflow_executions e
 WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => @older_than_seconds::float8)
+  AND (e.started_at, e.id) > (@after_started_at::timestamptz, @after_id::uuid)
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
-ORDER BY e.started_at
+ORDER BY e.started_at, e.id
 LIMIT @max_rows;

@@ -48,10 +48,14 @@ WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pend
 -- name: QueueClaimCandidates :many
 -- Up to n claimable items of each workspace, best priority first, then
 -- oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
--- current_version is 0 when the definition is gone or deleted.
+-- current_version is 0 when the definition is gone or deleted;
+-- version_found is false when the current version's row is missing, which
+-- fails that item alone instead of the executions' foreign key failing the
+-- whole batch.
 SELECT q.id, q.workspace_id, q.workflow_definition_id, q.input, q.priority, q.created_at,
        q.available_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context,
-       coalesce(d.current_version, 0)::int AS current_version
+       coalesce(d.current_version, 0)::int AS current_version,
+       (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@quotas::int[]) AS n) AS w
 CROSS JOIN LATERAL (
     SELECT * FROM workflow_execution_queue i
@@ -60,7 +64,8 @@ CROSS JOIN LATERAL (
     LIMIT w.n
     FOR UPDATE SKIP LOCKED
 ) q
-LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL;
+LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL
+LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version;
 
 -- name: QueueMarkClaimed :many
 -- Returns the claim times as stored, which guard every later transition.
@@ -169,6 +174,12 @@ WHERE created_at < now() - make_interval(secs => @retention_seconds::float8);
 UPDATE workflow_execution_queue
 SET status = @status, last_error = sqlc.narg(last_error), claimed_at = NULL
 WHERE id = @id;
+
+-- name: QueueStatusesByIDs :many
+-- The current status of items a dispatcher started but could not mark
+-- DISPATCHED, so it can tell a cancelled item from one stale recovery
+-- already settled.
+SELECT id, status FROM workflow_execution_queue WHERE id = ANY(@ids::uuid[]);
 
 -- name: QueuePendingLockCount :one
 -- The workspace's PENDING count, its counter row locked until commit, so

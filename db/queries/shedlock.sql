@@ -17,3 +17,13 @@ WHERE shedlock.lock_until <= now() OR shedlock.locked_by = EXCLUDED.locked_by;
 UPDATE shedlock
 SET lock_until = GREATEST(now(), locked_at + make_interval(secs => @lock_at_least_for_seconds::float8))
 WHERE name = @name AND locked_by = @locked_by;
+
+-- name: LeaseFence :one
+-- Fences a lease holder's work: run inside the transaction that acts under
+-- the lease, it finds the row only while this holder's lease is unexpired,
+-- and its share lock keeps anyone from taking the lease over until that
+-- transaction ends. A holder that was paused past its lease finds nothing
+-- and must not act.
+SELECT name FROM shedlock
+WHERE name = @name AND locked_by = @locked_by AND lock_until > now()
+FOR SHARE;

@@ -161,7 +161,9 @@ function token() {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
-async function api(method, path, body) {
+// api calls the JSON API with the tab's token. A 401 signs the tab out,
+// except for the sign-in form's own probe, which shows the refusal itself.
+async function api(method, path, body, { probe = false } = {}) {
   const headers = { Authorization: `Bearer ${token()}`, Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const res = await fetch(`/api/v1${path}`, {
@@ -180,7 +182,7 @@ async function api(method, path, body) {
       data = { detail: text.slice(0, 200) };
     }
   }
-  if (res.status === 401 && token()) {
+  if (res.status === 401 && token() && !probe) {
     signOut("The token was refused: sign in again.");
   }
   if (!res.ok) throw new ApiError(res.status, data);
@@ -213,15 +215,19 @@ function problemView(err) {
 // The route is the hash: #/workspaces, #/workspaces/ID/queue?status=FAILED,
 // #/definitions/ID?v=2, #/executions/ID. Links are real anchors, so they
 // work with the keyboard, open in new tabs and survive a reload.
+// Ids in a route must be UUIDs, so a crafted link cannot steer the
+// console's API calls to another path.
+const ID = "([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})";
+const re = (src) => new RegExp(src);
 const routes = [
-  [/^\/?$/, () => viewWorkspaces()],
-  [/^\/workspaces$/, () => viewWorkspaces()],
-  [/^\/workspaces\/([^/]+)$/, (m, q) => viewQueue(m[1], q)],
-  [/^\/workspaces\/([^/]+)\/queue$/, (m, q) => viewQueue(m[1], q)],
-  [/^\/workspaces\/([^/]+)\/executions$/, (m, q) => viewExecutions(m[1], q)],
-  [/^\/workspaces\/([^/]+)\/definitions$/, (m, q) => viewDefinitions(m[1], q)],
-  [/^\/definitions\/([^/]+)$/, (m, q) => viewDefinition(m[1], q)],
-  [/^\/executions\/([^/]+)$/, (m, q) => viewExecution(m[1], q)],
+  [re(`^\/?$`), () => viewWorkspaces()],
+  [re(`^\/workspaces$`), () => viewWorkspaces()],
+  [re(`^\/workspaces\/${ID}$`), (m, q) => viewQueue(m[1], q)],
+  [re(`^\/workspaces\/${ID}\/queue$`), (m, q) => viewQueue(m[1], q)],
+  [re(`^\/workspaces\/${ID}\/executions$`), (m, q) => viewExecutions(m[1], q)],
+  [re(`^\/workspaces\/${ID}\/definitions$`), (m) => viewDefinitions(m[1])],
+  [re(`^\/definitions\/${ID}$`), (m, q) => viewDefinition(m[1], q)],
+  [re(`^\/executions\/${ID}$`), (m) => viewExecution(m[1])],
 ];
 
 let generation = 0;
@@ -354,7 +360,7 @@ function viewSignIn() {
         e.preventDefault();
         sessionStorage.setItem(TOKEN_KEY, input.value.trim());
         try {
-          await api("GET", "/workspaces?limit=1");
+          await api("GET", "/workspaces?limit=1", undefined, { probe: true });
           signInMessage = "";
           if (!location.hash.startsWith("#/")) location.hash = "#/workspaces";
           route();
@@ -443,26 +449,27 @@ async function viewWorkspaces() {
   });
 }
 
+// workspaceRows draws the overview's rows.
 function workspaceRows(items) {
-    const rows = items.map((w) =>
+  const rows = items.map((w) =>
+    h(
+      "tr",
+      { dataset: { workspace: w.id } },
+      h("th", { scope: "row", "data-label": "Workspace" }, h("a", { href: `#/workspaces/${w.id}/queue`, "data-focus-key": `ws-${w.id}` }, w.name)),
+      h("td", { "data-label": "Plan" }, h("span", { class: `plan plan-${w.plan}` }, w.plan)),
+      h("td", { "data-label": "Running / limit", class: "running" }, meter(w.active, w.limit)),
+      h("td", { "data-label": "Pending", class: "num pending" }, String(w.queued)),
       h(
-        "tr",
-        { dataset: { workspace: w.id } },
-        h("th", { scope: "row", "data-label": "Workspace" }, h("a", { href: `#/workspaces/${w.id}/queue`, "data-focus-key": `ws-${w.id}` }, w.name)),
-        h("td", { "data-label": "Plan" }, h("span", { class: `plan plan-${w.plan}` }, w.plan)),
-        h("td", { "data-label": "Running / limit", class: "running" }, meter(w.active, w.limit)),
-        h("td", { "data-label": "Pending", class: "num pending" }, String(w.queued)),
-        h(
-          "td",
-          { "data-label": "Failed (1 h)", class: "num failed" },
-          w.failedLastHour > 0
-            ? h("a", { href: `#/workspaces/${w.id}/executions?status=FAILED`, class: "bad", "data-focus-key": `wsf-${w.id}` }, String(w.failedLastHour))
-            : "0",
-        ),
+        "td",
+        { "data-label": "Failed (1 h)", class: "num failed" },
+        w.failedLastHour > 0
+          ? h("a", { href: `#/workspaces/${w.id}/executions?status=FAILED`, class: "bad", "data-focus-key": `wsf-${w.id}` }, String(w.failedLastHour))
+          : "0",
       ),
-    );
-    if (rows.length === 0) rows.push(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No workspaces yet.")));
-    return rows;
+    ),
+  );
+  if (rows.length === 0) rows.push(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No workspaces yet.")));
+  return rows;
 }
 
 // workspaceHeader draws a workspace's name, live numbers and tabs; it
@@ -1058,7 +1065,9 @@ function nodeCard(node, rec) {
     { class: `node-card st-${status}`, id: `node-${node.key}`, tabindex: "-1", "data-node": node.key, "data-status": status },
     h("header", {}, h("h3", {}, node.key), h("span", { class: "muted" }, node.type), badge(status)),
     rec ? h("dl", { class: "kv" }, fields.filter(([, v]) => v).map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v)))) : h("p", { class: "muted" }, "Not run yet."),
-    rec && rec.error ? h("div", { class: "problem" }, h("strong", {}, "Error "), rec.error) : null,
+    // A skipped node's error is why it was skipped, not a failure.
+    rec && rec.error && status === "SKIPPED" ? h("p", { class: "muted skip-reason" }, `Skipped: ${rec.error}`) : null,
+    rec && rec.error && status !== "SKIPPED" ? h("div", { class: "problem" }, h("strong", {}, "Error "), rec.error) : null,
     rec && rec.input !== null && rec.input !== undefined ? h("details", { open: true }, h("summary", {}, "Resolved input"), h("pre", { class: "json" }, json(rec.input))) : null,
     rec && rec.output !== null && rec.output !== undefined ? h("details", { open: true }, h("summary", {}, "Output"), h("pre", { class: "json node-output" }, json(rec.output))) : null,
   );

@@ -179,20 +179,32 @@ func (q *Queries) ExecutionsRunningForWorkspaces(ctx context.Context, db DBTX, w
 const executionsRunningStartedBefore = `-- name: ExecutionsRunningStartedBefore :many
 SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error FROM workflow_executions e
 WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => $1::float8)
+  AND (e.started_at, e.id) > ($2::timestamptz, $3::uuid)
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
-ORDER BY e.started_at
-LIMIT $2
+ORDER BY e.started_at, e.id
+LIMIT $4
 `
 
 type ExecutionsRunningStartedBeforeParams struct {
 	OlderThanSeconds float64
+	AfterStartedAt   time.Time
+	AfterID          domain.ID
 	MaxRows          int32
 }
 
-// Executions whose item is still CLAIMED may not have started yet; stale
-// recovery settles those, so the reconciler leaves them alone.
+// One page of the reconciler's walk through RUNNING executions past an
+// age, in (started_at, id) order after the cursor, so that every such
+// execution is visited within total/page cycles however many long runs sit
+// in front of it. Executions whose item is still CLAIMED may not have
+// started yet; stale recovery settles those, so the reconciler leaves them
+// alone.
 func (q *Queries) ExecutionsRunningStartedBefore(ctx context.Context, db DBTX, arg ExecutionsRunningStartedBeforeParams) ([]WorkflowExecution, error) {
-	rows, err := db.Query(ctx, executionsRunningStartedBefore, arg.OlderThanSeconds, arg.MaxRows)
+	rows, err := db.Query(ctx, executionsRunningStartedBefore,
+		arg.OlderThanSeconds,
+		arg.AfterStartedAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -155,7 +155,8 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
 SELECT q.id, q.workspace_id, q.workflow_definition_id, q.input, q.priority, q.created_at,
        q.available_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context,
-       coalesce(d.current_version, 0)::int AS current_version
+       coalesce(d.current_version, 0)::int AS current_version,
+       (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
 CROSS JOIN LATERAL (
     SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue i
@@ -165,6 +166,7 @@ CROSS JOIN LATERAL (
     FOR UPDATE SKIP LOCKED
 ) q
 LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL
+LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
 `
 
 type QueueClaimCandidatesParams struct {
@@ -186,11 +188,15 @@ type QueueClaimCandidatesRow struct {
 	ExecutionID          *domain.ID
 	TraceContext         *string
 	CurrentVersion       int32
+	VersionFound         bool
 }
 
 // Up to n claimable items of each workspace, best priority first, then
 // oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
-// current_version is 0 when the definition is gone or deleted.
+// current_version is 0 when the definition is gone or deleted;
+// version_found is false when the current version's row is missing, which
+// fails that item alone instead of the executions' foreign key failing the
+// whole batch.
 func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueClaimCandidatesParams) ([]QueueClaimCandidatesRow, error) {
 	rows, err := db.Query(ctx, queueClaimCandidates, arg.WorkspaceIds, arg.Quotas)
 	if err != nil {
@@ -214,6 +220,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 			&i.ExecutionID,
 			&i.TraceContext,
 			&i.CurrentVersion,
+			&i.VersionFound,
 		); err != nil {
 			return nil, err
 		}
@@ -775,6 +782,38 @@ func (q *Queries) QueueStatsFullByPlan(ctx context.Context, db DBTX, arg QueueSt
 	for rows.Next() {
 		var i QueueStatsFullByPlanRow
 		if err := rows.Scan(&i.Plan, &i.FullWorkspaces); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueStatusesByIDs = `-- name: QueueStatusesByIDs :many
+SELECT id, status FROM workflow_execution_queue WHERE id = ANY($1::uuid[])
+`
+
+type QueueStatusesByIDsRow struct {
+	ID     domain.ID
+	Status string
+}
+
+// The current status of items a dispatcher started but could not mark
+// DISPATCHED, so it can tell a cancelled item from one stale recovery
+// already settled.
+func (q *Queries) QueueStatusesByIDs(ctx context.Context, db DBTX, ids []domain.ID) ([]QueueStatusesByIDsRow, error) {
+	rows, err := db.Query(ctx, queueStatusesByIDs, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueStatusesByIDsRow{}
+	for rows.Next() {
+		var i QueueStatusesByIDsRow
+		if err := rows.Scan(&i.ID, &i.Status); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

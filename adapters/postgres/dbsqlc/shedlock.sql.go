@@ -36,6 +36,29 @@ func (q *Queries) LeaseAcquire(ctx context.Context, db DBTX, arg LeaseAcquirePar
 	return result.RowsAffected(), nil
 }
 
+const leaseFence = `-- name: LeaseFence :one
+SELECT name FROM shedlock
+WHERE name = $1 AND locked_by = $2 AND lock_until > now()
+FOR SHARE
+`
+
+type LeaseFenceParams struct {
+	Name     string
+	LockedBy string
+}
+
+// Fences a lease holder's work: run inside the transaction that acts under
+// the lease, it finds the row only while this holder's lease is unexpired,
+// and its share lock keeps anyone from taking the lease over until that
+// transaction ends. A holder that was paused past its lease finds nothing
+// and must not act.
+func (q *Queries) LeaseFence(ctx context.Context, db DBTX, arg LeaseFenceParams) (string, error) {
+	row := db.QueryRow(ctx, leaseFence, arg.Name, arg.LockedBy)
+	var name string
+	err := row.Scan(&name)
+	return name, err
+}
+
 const leaseRelease = `-- name: LeaseRelease :exec
 UPDATE shedlock
 SET lock_until = GREATEST(now(), locked_at + make_interval(secs => $1::float8))

@@ -1,0 +1,192 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/adapters/postgres"
+	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// seedQueue makes an ENTERPRISE workspace with a definition at version 1
+// and n PENDING items of it, and returns the definition and the items.
+func seedQueue(t *testing.T, pool *pgxpool.Pool, n int) (uuid.UUID, []uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	ws, def := uuid.New(), uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO workspaces (id, name, plan) VALUES ($1, 'w', 'ENTERPRISE')`, ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO workflow_definitions (id, workspace_id, name) VALUES ($1, $2, 'd')`, def, ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO workflow_definition_versions (workflow_definition_id, version, graph) VALUES ($1, 1, '{"nodes":[],"edges":[]}')`, def); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = uuid.New()
+		if _, err := pool.Exec(ctx, `INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id) VALUES ($1, $2, $3)`, ids[i], ws, def); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return def, ids
+}
+
+func admitAll(ws []ports.PendingWorkspace) map[domain.ID]int {
+	out := map[domain.ID]int{}
+	for _, w := range ws {
+		out[w.ID] = 100
+	}
+	return out
+}
+
+func itemState(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) (string, string) {
+	t.Helper()
+	var status string
+	var lastErr *string
+	if err := pool.QueryRow(context.Background(), `SELECT status, last_error FROM workflow_execution_queue WHERE id = $1`, id).Scan(&status, &lastErr); err != nil {
+		return "GONE", ""
+	}
+	if lastErr == nil {
+		return status, ""
+	}
+	return status, *lastErr
+}
+
+func TestClaimFailsAnItemWhoseVersionIsMissingAndClaimsTheRest(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	_, good := seedQueue(t, pool, 50)
+	badDef, bad := seedQueue(t, pool, 1)
+	if _, err := pool.Exec(ctx, `DELETE FROM workflow_definition_versions WHERE workflow_definition_id = $1`, badDef); err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll)
+	if err != nil {
+		t.Fatalf("claim with one item missing its version: %v", err)
+	}
+	if len(res.Claimed) != 50 || res.Failed != 1 {
+		t.Fatalf("claimed %d, failed %d; want the 50 good items claimed in the same batch and the bad item failed", len(res.Claimed), res.Failed)
+	}
+	if status, lastErr := itemState(t, pool, bad[0]); status != "FAILED" || !strings.Contains(lastErr, "version 1 not found") {
+		t.Fatalf("bad item: %s %q, want FAILED naming the missing version", status, lastErr)
+	}
+	claimed := 0
+	for _, id := range good {
+		if status, _ := itemState(t, pool, id); status == "CLAIMED" {
+			claimed++
+		}
+	}
+	if claimed != 50 {
+		t.Fatalf("%d good items CLAIMED, want 50", claimed)
+	}
+}
+
+func TestClaimFailsAnItemWhoseExecutionRowIsRefusedAndClaimsTheRest(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	_, good := seedQueue(t, pool, 5)
+	_, bad := seedQueue(t, pool, 1)
+	// A row-level refusal the claim cannot foresee: a check the bad item's
+	// execution breaks.
+	if _, err := pool.Exec(ctx, `ALTER TABLE workflow_executions ADD CONSTRAINT test_refuse CHECK (input IS DISTINCT FROM '{"refuse":true}'::jsonb)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET input = '{"refuse":true}' WHERE id = $1`, bad[0]); err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if len(res.Claimed) != 5 || res.Failed != 1 {
+		t.Fatalf("claimed %d, failed %d; want 5 and 1", len(res.Claimed), res.Failed)
+	}
+	if status, lastErr := itemState(t, pool, bad[0]); status != "FAILED" || !strings.Contains(lastErr, "test_refuse") {
+		t.Fatalf("refused item: %s %q, want FAILED with the database's reason", status, lastErr)
+	}
+	for _, id := range good {
+		if status, _ := itemState(t, pool, id); status != "CLAIMED" {
+			t.Fatalf("good item %s is %s, want CLAIMED", id, status)
+		}
+	}
+}
+
+func TestClaimIsFencedByTheQueueLease(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	seedQueue(t, pool, 3)
+	one, two := postgres.NewLease(pool, "one"), postgres.NewLease(pool, "two")
+	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	limits := domain.DefaultTierPolicy().Limits()
+	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, limits, admitAll); !errors.Is(err, ports.ErrLeaseLost) {
+		t.Fatalf("claim by a non-holder: %v, want ErrLeaseLost", err)
+	}
+	// The holder's lease runs out while it is paused: it must not claim.
+	if _, err := pool.Exec(ctx, `UPDATE shedlock SET lock_until = now() - interval '1 second' WHERE name = 'q'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, limits, admitAll); !errors.Is(err, ports.ErrLeaseLost) {
+		t.Fatalf("claim on an expired lease: %v, want ErrLeaseLost", err)
+	}
+	if ok, err := two.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+		t.Fatalf("takeover: %v %v", ok, err)
+	}
+	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, limits, admitAll)
+	if err != nil || len(res.Claimed) != 3 {
+		t.Fatalf("claim by the new holder: %d claimed, %v; want 3", len(res.Claimed), err)
+	}
+}
+
+func TestFinishExecutionSettlesTheItemWhenTheExecutionRowIsGone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	_, ids := seedQueue(t, pool, 2)
+	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll)
+	if err != nil || len(res.Claimed) != 2 {
+		t.Fatalf("claim: %d, %v", len(res.Claimed), err)
+	}
+	// One item is DISPATCHED, the other still CLAIMED (its marking was
+	// lost); both execution rows are gone.
+	first := res.Claimed[0]
+	if _, err := store.MarkDispatched(ctx, []ports.DispatchedItem{{ID: first.ID, ExecutionID: first.ExecutionID}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM workflow_executions`); err != nil {
+		t.Fatal(err)
+	}
+	msg := "node a failed"
+	for _, c := range res.Claimed {
+		if _, err := store.FinishExecution(ctx, c.ExecutionID, domain.ExecutionFailed, &msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		if status, lastErr := itemState(t, pool, id); status != "FAILED" || lastErr != msg {
+			t.Fatalf("item %s after completion without its execution: %s %q, want FAILED %q", id, status, lastErr, msg)
+		}
+	}
+}
