@@ -683,6 +683,8 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem, cl
 				DefinitionID: item.DefinitionID,
 				Version:      item.Version,
 				Input:        item.Input,
+				Plan:         item.Plan,
+				Graph:        item.Graph,
 			})
 		}()
 	}

@@ -396,7 +396,7 @@ type finishRecorder struct {
 	finished map[domain.ID]domain.ExecutionStatus
 }
 
-func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string) (bool, error) {
+func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ...domain.NodeRecord) (bool, error) {
 	f.finished[id] = status
 	return true, nil
 }

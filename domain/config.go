@@ -120,7 +120,8 @@ type ConditionConfig struct {
 
 // DelayConfig configures a DELAY node.
 type DelayConfig struct {
-	// Duration is how long to wait; more than 0 and at most MaxDelay.
+	// Duration is how long to wait, from 0 to MaxDelay. A zero DELAY waits
+	// for nothing; it is a join point that costs no timer.
 	Duration Duration `json:"duration"`
 }
 
@@ -368,8 +369,8 @@ func decodeDelayConfig(raw json.RawMessage, path string, ve *ValidationError) De
 	switch {
 	case err != nil:
 		ve.add(path+"/duration", "%s", err.Error())
-	case d <= 0:
-		ve.add(path+"/duration", "must be positive")
+	case d < 0:
+		ve.add(path+"/duration", "must not be negative")
 	case d.Std() > MaxDelay:
 		ve.add(path+"/duration", "%s is longer than the maximum of %s", d, MaxDelay)
 	default:

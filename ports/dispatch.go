@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -31,6 +32,12 @@ type ClaimedItem struct {
 	domain.QueueItem
 	ExecutionID domain.ID
 	Version     int
+	// Plan is the workspace's plan at admission; the workflow sizes its
+	// nodes in flight by it.
+	Plan domain.Plan
+	// Graph is the definition version's graph as stored, read in the same
+	// transaction, so the workflow needs no round trip to load it.
+	Graph json.RawMessage
 	// TraceParent is the W3C traceparent of the request that enqueued the
 	// item, empty when it was not traced; the start continues its trace.
 	TraceParent string
@@ -152,9 +159,14 @@ type ExecutionStore interface {
 	// FinishNode records how a node run ended, creating the row when the
 	// node never started (SKIPPED, CANCELLED).
 	FinishNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error
-	// FinishExecution ends a RUNNING execution and settles its queue item
-	// (deleted on COMPLETED, else FAILED or CANCELLED) in one transaction,
-	// then wakes the dispatchers. found=false when the execution was not
+	// RecordNodes writes several records of one execution in one round
+	// trip: RUNNING ones as StartNode does, the rest as FinishNode does
+	// (input is left as it was). Keys must be distinct.
+	RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error
+	// FinishExecution ends a RUNNING execution, writes nodes as RecordNodes
+	// does and settles its queue item (deleted on COMPLETED, else FAILED or
+	// CANCELLED) in one transaction, then wakes the dispatchers.
+	// found=false, with nothing written, when the execution was not
 	// RUNNING or missing: a repeat, logged by the caller.
-	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string) (found bool, err error)
+	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (found bool, err error)
 }

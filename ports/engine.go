@@ -30,6 +30,11 @@ type WorkflowStart struct {
 	DefinitionID domain.ID
 	Version      int
 	Input        json.RawMessage
+	// Plan is the workspace's plan, which bounds the nodes in flight.
+	Plan domain.Plan
+	// Graph is the version's graph as stored; empty makes the workflow load
+	// it itself.
+	Graph json.RawMessage
 }
 
 // ErrEngineUnavailable marks an engine call that failed because the engine

@@ -41,11 +41,21 @@ type RunNodeOutput struct {
 	Output json.RawMessage
 }
 
+// PureNodeOutput is a pure node's output with what its record needs; the
+// workflow writes the record.
+type PureNodeOutput struct {
+	Output      json.RawMessage
+	Attempt     int
+	StartedAt   *time.Time
+	CompletedAt *time.Time
+}
+
 // NodeRecordInput is one node record the workflow writes.
 type NodeRecordInput struct {
 	Key       string
 	Type      domain.NodeType
 	Status    domain.NodeStatus
+	Attempt   int
 	Output    json.RawMessage
 	Error     string
 	StartedAt *time.Time
@@ -60,11 +70,13 @@ type RecordNodesInput struct {
 	Nodes       []NodeRecordInput
 }
 
-// CompleteInput is an execution's final status.
+// CompleteInput is an execution's final status, with the node records
+// still to write.
 type CompleteInput struct {
 	ExecutionID string
 	Status      domain.ExecutionStatus
 	Error       string
+	Nodes       []NodeRecordInput
 }
 
 // Activities are the workflow's activities. They hold their dependencies,
@@ -75,6 +87,9 @@ type Activities struct {
 	log       *slog.Logger
 	metrics   *NodeMetrics
 	tracer    trace.Tracer
+	// PayloadLimit is the largest node output, in bytes, handed back to
+	// Temporal (Limits.PayloadLimit); DefaultPayloadLimit when zero.
+	PayloadLimit int
 }
 
 // ActivitiesOption adds instrumentation to the activities.
@@ -132,19 +147,11 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	if err != nil {
 		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
-	exec, ok := a.executors[in.Node.Type]
-	if !ok {
-		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("no executor for node type "+string(in.Node.Type), "unknown_type", nil)
-	}
 	info := activity.GetInfo(ctx)
 	started := time.Now()
 	rec := domain.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
 	if err := a.store.StartNode(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
-	}
-	tc, err := templateContext(in)
-	if err != nil {
-		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", err)
 	}
 
 	// Heartbeats carry cancellation to the activity, so a cancelled
@@ -153,23 +160,9 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	defer stop()
 	go heartbeat(hbCtx)
 
-	input, output, err := a.execute(ctx, exec, in.Node, tc)
+	input, out, err := a.runNode(ctx, in)
 	if err != nil {
-		if ctx.Err() != nil {
-			// The activity itself was cancelled or timed out, whatever the
-			// executor made of it; returning the context's error lets
-			// Temporal report a cancellation as one.
-			return RunNodeOutput{}, ctx.Err()
-		}
-		var p *ports.PermanentError
-		if errors.As(err, &p) {
-			return RunNodeOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), p.Kind, nil)
-		}
-		return RunNodeOutput{}, temporal.NewApplicationError(err.Error(), "retryable", nil)
-	}
-	out, err := json.Marshal(withoutNUL(output))
-	if err != nil {
-		return RunNodeOutput{}, temporal.NewNonRetryableApplicationError("output is not JSON: "+err.Error(), "invalid_output", err)
+		return RunNodeOutput{}, err
 	}
 	ended := time.Now()
 	rec.Status = domain.NodeCompleted
@@ -182,6 +175,59 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 		return RunNodeOutput{}, err
 	}
 	return RunNodeOutput{Output: out}, nil
+}
+
+// RunPureNode runs a TRANSFORM or CONDITION node, as a local activity: it
+// does no I/O and writes no record, so its result travels back inside the
+// workflow task, and the workflow records it with its next batch.
+func (a *Activities) RunPureNode(ctx context.Context, in RunNodeInput) (PureNodeOutput, error) {
+	started := time.Now()
+	_, out, err := a.runNode(ctx, in)
+	if err != nil {
+		return PureNodeOutput{}, err
+	}
+	ended := time.Now()
+	return PureNodeOutput{Output: out, Attempt: int(activity.GetInfo(ctx).Attempt), StartedAt: &started, CompletedAt: &ended}, nil
+}
+
+// runNode runs a node through its executor and encodes its output,
+// mapping failures to Temporal's retryable and non-retryable errors.
+func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, out json.RawMessage, err error) {
+	exec, ok := a.executors[in.Node.Type]
+	if !ok {
+		return nil, nil, temporal.NewNonRetryableApplicationError("no executor for node type "+string(in.Node.Type), "unknown_type", nil)
+	}
+	tc, err := templateContext(in)
+	if err != nil {
+		return nil, nil, temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", err)
+	}
+	input, output, err := a.execute(ctx, exec, in.Node, tc)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The activity itself was cancelled or timed out, whatever the
+			// executor made of it; returning the context's error lets
+			// Temporal report a cancellation as one.
+			return nil, nil, ctx.Err()
+		}
+		var p *ports.PermanentError
+		if errors.As(err, &p) {
+			return nil, nil, temporal.NewNonRetryableApplicationError(err.Error(), p.Kind, nil)
+		}
+		return nil, nil, temporal.NewApplicationError(err.Error(), "retryable", nil)
+	}
+	out, err = json.Marshal(withoutNUL(output))
+	if err != nil {
+		return nil, nil, temporal.NewNonRetryableApplicationError("output is not JSON: "+err.Error(), "invalid_output", err)
+	}
+	limit := a.PayloadLimit
+	if limit <= 0 {
+		limit = DefaultPayloadLimit
+	}
+	if len(out) > limit {
+		return nil, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"output is %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", len(out), limit), "payload_too_large", nil)
+	}
+	return input, out, nil
 }
 
 // withoutNUL replaces NUL characters in a JSON tree's strings and keys
@@ -285,38 +331,48 @@ func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
 	return tc, nil
 }
 
-// RecordNodes writes node records the workflow decides: failures after
-// retries, skipped and cancelled nodes, DELAY timers.
+// RecordNodes writes node records the workflow decides, in one batch:
+// pure nodes, failures after retries, skipped and cancelled nodes, DELAY
+// timers.
 func (a *Activities) RecordNodes(ctx context.Context, in RecordNodesInput) error {
 	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
-	for _, n := range in.Nodes {
-		rec := domain.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: 1, Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
-		if n.Error != "" {
-			msg := n.Error
-			rec.Error = &msg
+	return a.recordNodes(ctx, execID, in.Nodes)
+}
+
+func (a *Activities) recordNodes(ctx context.Context, execID domain.ID, nodes []NodeRecordInput) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	if err := a.store.RecordNodes(ctx, execID, nodeRecords(nodes)); err != nil {
+		if isNotFound(err) {
+			a.log.Warn("execution missing while recording nodes", "execution_id", execID)
+			return nil
 		}
-		if n.Status == domain.NodeRunning {
-			err = a.store.StartNode(ctx, execID, rec)
-		} else {
-			err = a.store.FinishNode(ctx, execID, rec)
-		}
-		if err != nil {
-			if isNotFound(err) {
-				a.log.Warn("execution missing while recording nodes", "execution_id", in.ExecutionID)
-				return nil
-			}
-			return err
-		}
+		return err
 	}
 	return nil
 }
 
-// CompleteExecution records the final status and settles the queue item.
-// It is idempotent, and a missing execution is a warning, not a failure,
-// as the seeds ask: the workflow's result stays authoritative.
+// nodeRecords converts the workflow's records for the store.
+func nodeRecords(nodes []NodeRecordInput) []domain.NodeRecord {
+	recs := make([]domain.NodeRecord, len(nodes))
+	for i, n := range nodes {
+		recs[i] = domain.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: max(1, n.Attempt), Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
+		if n.Error != "" {
+			msg := n.Error
+			recs[i].Error = &msg
+		}
+	}
+	return recs
+}
+
+// CompleteExecution records the final status with the last node records
+// and settles the queue item, in one transaction. It is idempotent, and a missing
+// execution is a warning, not a failure, as the seeds ask: the workflow's
+// result stays authoritative.
 func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
 	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
@@ -326,7 +382,7 @@ func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) er
 	if in.Error != "" {
 		msg = &in.Error
 	}
-	found, err := a.store.FinishExecution(ctx, execID, in.Status, msg)
+	found, err := a.store.FinishExecution(ctx, execID, in.Status, msg, nodeRecords(in.Nodes)...)
 	if err != nil {
 		return err
 	}

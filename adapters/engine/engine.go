@@ -61,17 +61,30 @@ func NewEngine(c client.Client, queues TaskQueues) *Engine {
 // the same id, running or closed, counts as started: the id is never
 // reused, so no execution runs twice.
 func (e *Engine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) error {
-	_, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                    WorkflowID(req.ExecutionID),
-		TaskQueue:             e.queues.Workflows,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, ExecutionWorkflowName, ExecutionInput{
+	in := ExecutionInput{
 		ExecutionID:  req.ExecutionID.String(),
 		WorkspaceID:  req.WorkspaceID.String(),
 		DefinitionID: req.DefinitionID.String(),
 		Version:      req.Version,
 		Input:        req.Input,
-	})
+		Plan:         req.Plan,
+		Graph:        req.Graph,
+	}
+	if len(in.Input)+len(in.Graph) > DefaultPayloadLimit {
+		// Together they would pass Temporal's payload limit; the workflow
+		// loads the graph itself instead.
+		in.Graph = nil
+	}
+	_, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    WorkflowID(req.ExecutionID),
+		TaskQueue:             e.queues.Workflows,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// Eager start: when this process also runs a workflow worker with
+		// a free slot (`sluice all`), the server returns the first workflow
+		// task with the start, skipping a trip through matching; otherwise
+		// the start is an ordinary one.
+		EnableEagerStart: true,
+	}, ExecutionWorkflowName, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return nil

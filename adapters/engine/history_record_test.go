@@ -26,8 +26,10 @@ import (
 // TestRecordHistories runs representative executions on a real Temporal
 // server and writes their histories to testdata/histories for
 // TestReplayRecordedHistories. It is skipped unless
-// SLUICE_RECORD_HISTORIES=1 and TEMPORAL_ADDRESS are set; run it after a
-// deliberate, versioned change to the workflow (and only then), e.g.:
+// SLUICE_RECORD_HISTORIES=1 and TEMPORAL_ADDRESS are set. It writes only
+// histories that do not exist yet: after a versioned change to the
+// workflow (workflow.GetVersion), add a scenario that takes the new branch
+// under a new name and run, e.g.:
 //
 //	cd cmd/devstack && go build -o /tmp/devstack . && cd ../.. &&
 //	/tmp/devstack -- env SLUICE_RECORD_HISTORIES=1 go test -run TestRecordHistories ./adapters/engine/
@@ -86,6 +88,8 @@ func TestRecordHistories(t *testing.T) {
 		// during runs while the execution does, e.g. to cancel it.
 		during func(t *testing.T, execID domain.ID)
 		want   domain.ExecutionStatus
+		// loadGraph leaves the graph out of the input.
+		loadGraph bool
 	}{
 		{
 			// An HTTP node feeding a TRANSFORM beside a DELAY, joined by a
@@ -159,15 +163,51 @@ func TestRecordHistories(t *testing.T) {
 			graph: `{}`,
 			want:  domain.ExecutionCompleted,
 		},
+		{
+			// More ready nodes than FREE's cap, a zero DELAY and a join
+			// reading two of them.
+			name: "fan_out_over_the_cap_with_zero_delay",
+			graph: `{
+				"nodes": [
+					{"key": "a", "type": "TRANSFORM", "config": {"output": "{{ input.a }}"}},
+					{"key": "b", "type": "TRANSFORM", "config": {"output": 2}},
+					{"key": "c", "type": "TRANSFORM", "config": {"output": 3}},
+					{"key": "d", "type": "TRANSFORM", "config": {"output": 4}},
+					{"key": "e", "type": "TRANSFORM", "config": {"output": 5}},
+					{"key": "f", "type": "TRANSFORM", "config": {"output": 6}},
+					{"key": "z", "type": "DELAY", "config": {"duration": "0s"}},
+					{"key": "join", "type": "TRANSFORM", "config": {"output": ["{{ steps.a.output }}", "{{ steps.f.output }}"]}}
+				],
+				"edges": [{"from": "a", "to": "join"}, {"from": "f", "to": "join"}, {"from": "z", "to": "join"}]
+			}`,
+			input: `{"a": 1, "unused": "x"}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			// A dispatcher that could not fit the graph in the input.
+			name:      "graph_loaded_by_the_workflow",
+			graph:     `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
+			loadGraph: true,
+			want:      domain.ExecutionCompleted,
+		},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
+			path := filepath.Join(historyDir, sc.name+".json")
+			if _, err := os.Stat(path); err == nil {
+				// Histories are append-only: re-recording one would let a
+				// change that breaks running executions pass the replay test.
+				t.Skipf("%s exists and is kept; a new scenario gets a new name", path)
+			}
 			g, err := domain.DecodeGraph([]byte(sc.graph))
 			if err != nil {
 				t.Fatal(err)
 			}
 			execID, defID := domain.ID(uuid.New()), domain.ID(uuid.New())
 			store.addRun(defID, execID, 1, g)
-			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1}
+			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1, Plan: domain.PlanFree}
+			if !sc.loadGraph {
+				in.Graph = []byte(sc.graph)
+			}
 			if sc.input != "" {
 				in.Input = []byte(sc.input)
 			}
@@ -198,7 +238,7 @@ func TestRecordHistories(t *testing.T) {
 			if len(got) != 1 || got[0] != sc.want {
 				t.Fatalf("completions = %v, want one %s", got, sc.want)
 			}
-			writeHistory(ctx, t, c, WorkflowID(execID), filepath.Join(historyDir, sc.name+".json"))
+			writeHistory(ctx, t, c, WorkflowID(execID), path)
 		})
 	}
 }

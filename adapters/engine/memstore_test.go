@@ -43,6 +43,22 @@ type completion struct {
 
 var _ ports.ExecutionStore = (*memStore)(nil)
 
+// RecordNodes applies StartNode or FinishNode to each record.
+func (s *memStore) RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
+	for _, n := range nodes {
+		var err error
+		if n.Status == domain.NodeRunning {
+			err = s.StartNode(ctx, executionID, n)
+		} else {
+			err = s.FinishNode(ctx, executionID, n)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func newMemStore() *memStore {
 	return &memStore{versions: map[string]domain.Graph{}, executions: map[domain.ID]*memExecution{}}
 }
@@ -133,9 +149,20 @@ func (s *memStore) FinishNode(_ context.Context, executionID domain.ID, n domain
 	return nil
 }
 
-func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string) (bool, error) {
+func (s *memStore) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (bool, error) {
 	if s.beforeFinish != nil {
 		s.beforeFinish()
+	}
+	// Records first, as the Postgres store does in its transaction, and
+	// only for a RUNNING execution.
+	s.mu.Lock()
+	e, ok := s.executions[id]
+	running := ok && e.status == domain.ExecutionRunning
+	s.mu.Unlock()
+	if running {
+		if err := s.RecordNodes(ctx, id, nodes); err != nil {
+			return false, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,8 +171,7 @@ func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domai
 		c.Error = *errMsg
 	}
 	s.completions = append(s.completions, c)
-	e, ok := s.executions[id]
-	if !ok || e.status != domain.ExecutionRunning {
+	if e, ok = s.executions[id]; !ok || e.status != domain.ExecutionRunning {
 		return false, nil
 	}
 	e.status, e.err = status, errMsg

@@ -46,15 +46,12 @@ func TestReplayRecordedHistories(t *testing.T) {
 
 // TestReplayDetectsADifferentWorkflow shows the replay test has teeth: a
 // workflow that schedules other commands than the recorded ones (here, one
-// that never loads the graph) fails to replay every history.
+// that completes at once without reading its settings or running a node)
+// fails to replay every history.
 func TestReplayDetectsADifferentWorkflow(t *testing.T) {
 	t.Parallel()
 	broken := func(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
-		var id string
-		_ = workflow.SideEffect(ctx, func(workflow.Context) any { return in.ExecutionID }).Get(&id)
-		var retry RetryConfig
-		_ = workflow.SideEffect(ctx, func(workflow.Context) any { return RetryConfig{} }).Get(&retry)
-		run := &executionRun{ctx: ctx, executionID: id, in: in}
+		run := &executionRun{ctx: ctx, executionID: in.ExecutionID, in: in}
 		return run.finish("COMPLETED", "")
 	}
 	failed := 0
@@ -67,6 +64,42 @@ func TestReplayDetectsADifferentWorkflow(t *testing.T) {
 		}
 	}
 	if failed != len(files) {
-		t.Errorf("a workflow that skips LoadGraph replayed %d of %d histories without error", len(files)-failed, len(files))
+		t.Errorf("a workflow that skips its settings and nodes replayed %d of %d histories without error", len(files)-failed, len(files))
+	}
+}
+
+// TestReplayAcceptsAChangeBehindGetVersion shows the safe way to change the
+// workflow: the same extra command that breaks every recorded history
+// unguarded replays them all once it sits behind workflow.GetVersion,
+// because a history recorded before the change has no version marker and
+// takes the old branch.
+func TestReplayAcceptsAChangeBehindGetVersion(t *testing.T) {
+	t.Parallel()
+	extra := func(ctx workflow.Context) {
+		_ = workflow.SideEffect(ctx, func(workflow.Context) any { return 1 }).Get(nil)
+	}
+	unguarded := func(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
+		extra(ctx)
+		return (&Workflows{}).Execution(ctx, in)
+	}
+	guarded := func(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
+		if workflow.GetVersion(ctx, "example-extra-side-effect", workflow.DefaultVersion, 1) == 1 {
+			extra(ctx)
+		}
+		return (&Workflows{}).Execution(ctx, in)
+	}
+	for _, file := range recordedHistories(t) {
+		for _, tc := range []struct {
+			name   string
+			wf     func(workflow.Context, ExecutionInput) (ExecutionResult, error)
+			replay bool
+		}{{"unguarded", unguarded, false}, {"guarded", guarded, true}} {
+			replayer := worker.NewWorkflowReplayer()
+			replayer.RegisterWorkflowWithOptions(tc.wf, workflow.RegisterOptions{Name: ExecutionWorkflowName})
+			err := replayer.ReplayWorkflowHistoryFromJSONFile(discardLogger{}, file)
+			if (err == nil) != tc.replay {
+				t.Errorf("%s change, %s: replay error %v, want replayed=%v", tc.name, filepath.Base(file), err, tc.replay)
+			}
+		}
 	}
 }

@@ -22,6 +22,7 @@ type WorkerConfig struct {
 	WorkflowsSize    int
 	ExternalAPISize  int
 	Retry            RetryConfig
+	Limits           Limits
 	// StopTimeout is how long Stop lets in-flight activities finish before
 	// cancelling them; Temporal then retries them on another worker.
 	// DefaultStopTimeout when zero; keep it below the process's shutdown
@@ -39,12 +40,15 @@ type Workers struct {
 }
 
 // NewWorkers creates (but does not start) a worker per served queue. The
-// workflow queue's worker also runs the light activities; the external
-// queue's runs only RunNode, which is where HTTP nodes go.
+// workflow queue's worker also runs the local activities (pure nodes and
+// Sluice's own database work); the external queue's runs only RunNode,
+// which is where HTTP nodes go.
 func NewWorkers(c client.Client, cfg WorkerConfig, acts *Activities, log *slog.Logger) *Workers {
 	ws := &Workers{}
 	retry := cfg.Retry
 	retry.ExternalAPITaskQueue = cfg.Queues.ExternalAPI
+	limits := cfg.Limits.withDefaults()
+	acts.PayloadLimit = limits.PayloadLimit
 	stop := cfg.StopTimeout
 	if stop <= 0 {
 		stop = DefaultStopTimeout
@@ -52,10 +56,13 @@ func NewWorkers(c client.Client, cfg WorkerConfig, acts *Activities, log *slog.L
 	if cfg.ServeWorkflows {
 		w := worker.New(c, cfg.Queues.Workflows, worker.Options{
 			MaxConcurrentWorkflowTaskExecutionSize: cfg.WorkflowsSize,
-			MaxConcurrentActivityExecutionSize:     cfg.WorkflowsSize,
-			WorkerStopTimeout:                      stop,
+			// Every activity on this queue is local (HTTP nodes go to the
+			// external queue), so polling it for activity tasks would only
+			// load the server.
+			LocalActivityWorkerOnly: true,
+			WorkerStopTimeout:       stop,
 		})
-		registerWorkflow(w, &Workflows{Retry: retry})
+		registerWorkflow(w, &Workflows{Retry: retry, Limits: limits})
 		registerActivities(w, acts)
 		ws.workers = append(ws.workers, w)
 		log.Info("serving task queue", "task_queue", cfg.Queues.Workflows, "concurrency", cfg.WorkflowsSize)
@@ -82,6 +89,7 @@ func registerWorkflow(w worker.WorkflowRegistry, wf *Workflows) {
 func registerActivities(w worker.ActivityRegistry, acts *Activities) {
 	w.RegisterActivityWithOptions(acts.LoadGraph, activity.RegisterOptions{Name: loadGraphActivity})
 	w.RegisterActivityWithOptions(acts.RunNode, activity.RegisterOptions{Name: runNodeActivity})
+	w.RegisterActivityWithOptions(acts.RunPureNode, activity.RegisterOptions{Name: runPureNodeActivity})
 	w.RegisterActivityWithOptions(acts.RecordNodes, activity.RegisterOptions{Name: recordNodesActivity})
 	w.RegisterActivityWithOptions(acts.CompleteExecution, activity.RegisterOptions{Name: completeActivity})
 }

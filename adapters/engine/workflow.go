@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,17 +20,25 @@ const (
 	ExecutionWorkflowName = "SluiceExecution"
 	loadGraphActivity     = "LoadGraph"
 	runNodeActivity       = "RunNode"
+	runPureNodeActivity   = "RunPureNode"
 	recordNodesActivity   = "RecordNodes"
 	completeActivity      = "CompleteExecution"
 )
 
-// ExecutionInput starts an execution's workflow.
+// ExecutionInput starts an execution's workflow. It carries the graph and
+// the plan the dispatcher read at admission, so the run needs no round trip
+// to learn them.
 type ExecutionInput struct {
 	ExecutionID  string
 	WorkspaceID  string
 	DefinitionID string
 	Version      int
 	Input        json.RawMessage
+	// Plan sizes the nodes in flight (Limits.NodesInFlight).
+	Plan domain.Plan
+	// Graph is the version's graph as stored; when empty the workflow
+	// loads it through the LoadGraph local activity.
+	Graph json.RawMessage `json:",omitempty"`
 }
 
 // ExecutionResult is what the workflow returns: the status it recorded.
@@ -56,67 +64,172 @@ func DefaultRetryConfig() RetryConfig {
 	return RetryConfig{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 3}
 }
 
+// Limits bound what one execution takes of the shared service. Like
+// RetryConfig they are read once per execution through a side effect.
+type Limits struct {
+	// NodesInFlight caps, per plan, the nodes of one execution that run at
+	// once (DELAY timers hold no worker slot and are not counted); the rest
+	// wait, ready, in the workflow. A plan missing here gets FREE's cap.
+	NodesInFlight map[domain.Plan]int
+	// PayloadLimit is the largest node input or output, in bytes, the
+	// engine hands to Temporal. Temporal refuses payloads over 2 MB by
+	// ending the workflow; below this limit a node fails instead, with a
+	// recorded error.
+	PayloadLimit int
+	// HistoryLimit is the history size, in bytes, past which no further
+	// node starts and the execution fails; Temporal ends a workflow whose
+	// history passes 50 MB.
+	HistoryLimit int
+}
+
+// Default limits.
+const (
+	DefaultPayloadLimit = 1536 * 1024
+	DefaultHistoryLimit = 32 * 1024 * 1024
+)
+
+// DefaultNodesInFlight is FREE 4, PRO 10, ENTERPRISE 25.
+func DefaultNodesInFlight() map[domain.Plan]int {
+	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 25}
+}
+
+// DefaultLimits are DefaultNodesInFlight and the default payload and
+// history limits.
+func DefaultLimits() Limits {
+	return Limits{NodesInFlight: DefaultNodesInFlight(), PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit}
+}
+
+// withDefaults fills unset limits with the defaults.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if len(l.NodesInFlight) == 0 {
+		l.NodesInFlight = d.NodesInFlight
+	}
+	if l.PayloadLimit <= 0 {
+		l.PayloadLimit = d.PayloadLimit
+	}
+	if l.HistoryLimit <= 0 {
+		l.HistoryLimit = d.HistoryLimit
+	}
+	return l
+}
+
+// inFlight is the cap of plan.
+func (l Limits) inFlight(plan domain.Plan) int {
+	if n, ok := l.NodesInFlight[plan]; ok && n > 0 {
+		return n
+	}
+	if n := l.NodesInFlight[domain.PlanFree]; n > 0 {
+		return n
+	}
+	return 1
+}
+
 // Workflows holds the worker's configuration for the workflow.
 type Workflows struct {
-	Retry RetryConfig
+	Retry  RetryConfig
+	Limits Limits
+}
+
+// settings is the configuration one execution runs with, fixed at its
+// start by a side effect.
+type settings struct {
+	Retry  RetryConfig
+	Limits Limits
 }
 
 // nodeOutcome is one finished node, as the selector hands it back.
 type nodeOutcome struct {
-	node   domain.Node
-	output json.RawMessage
-	err    error
+	node    domain.Node
+	output  json.RawMessage
+	err     error
+	started *time.Time
+	ended   *time.Time
+	attempt int
+	// recorded is set when the node's own activity wrote its COMPLETED
+	// record (HTTP_REQUEST); otherwise the workflow writes it.
+	recorded bool
 }
 
-// Execution runs one execution's DAG: every ready node at once, each as its
-// own activity (or a durable timer for DELAY), with results applied to the
-// per-execution domain scheduler one at a time in the order their events
-// appear in the history, which replay reproduces exactly.
+// Execution runs one execution's DAG: every ready node at once, up to the
+// plan's nodes in flight, with results applied to the per-execution domain
+// scheduler one at a time in the order their events appear in the history,
+// which replay reproduces exactly.
+//
+// Only HTTP_REQUEST nodes leave the worker, as activities on the external
+// API queue that record themselves (RUNNING while they run). TRANSFORM and
+// CONDITION nodes run as local activities: their results are markers in
+// the workflow task that ran them, with no round trip to the server. The
+// workflow's own records (pure nodes, DELAY, failures, skips) are batched
+// and written by a local activity whenever the workflow is about to wait on
+// the server, and at the end together with the execution's status.
 //
 // It always ends by recording the execution's status through
 // CompleteExecution, on a context that cancellation cannot interrupt, so a
 // cancelled or failed execution frees its slot like a completed one.
 func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
-	var executionID string
-	if err := workflow.SideEffect(ctx, func(ctx workflow.Context) any {
-		return executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID)
-	}).Get(&executionID); err != nil {
+	var cfg settings
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		return settings{Retry: w.Retry, Limits: w.Limits.withDefaults()}
+	}).Get(&cfg); err != nil {
 		return ExecutionResult{}, err
 	}
-	var retry RetryConfig
-	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return w.Retry }).Get(&retry); err != nil {
-		return ExecutionResult{}, err
+	run := &executionRun{
+		ctx: ctx, executionID: executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID),
+		in: in, retry: cfg.Retry, limits: cfg.Limits, outputs: map[string]any{},
 	}
-	run := &executionRun{ctx: ctx, executionID: executionID, in: in, retry: retry, steps: map[string]json.RawMessage{}}
 
-	var graph domain.Graph
-	if err := workflow.ExecuteActivity(bookkeeping(ctx), loadGraphActivity, LoadGraphInput{
-		DefinitionID: in.DefinitionID, Version: in.Version,
-	}).Get(ctx, &graph); err != nil {
-		if ctx.Err() != nil {
-			return run.cancelled(nil)
-		}
-		return run.finish(domain.ExecutionFailed, "loading graph: "+errorMessage(err))
+	graph, msg := run.graph()
+	if ctx.Err() != nil {
+		return run.cancelled(nil)
+	}
+	if msg != "" {
+		return run.finish(domain.ExecutionFailed, msg)
 	}
 	sched, err := domain.NewScheduler(graph)
 	if err != nil {
 		return run.finish(domain.ExecutionFailed, "graph "+err.Error())
+	}
+	if len(in.Input) > 0 {
+		if err := json.Unmarshal(in.Input, &run.input); err != nil {
+			return run.finish(domain.ExecutionFailed, "execution input: "+err.Error())
+		}
 	}
 	run.types = make(map[string]domain.NodeType, len(graph.Nodes))
 	for _, n := range graph.Nodes {
 		run.types[n.Key] = n.Type
 	}
 
-	failure := run.drive(sched)
+	failure, held := run.drive(sched)
 	switch {
 	case ctx.Err() != nil:
-		workflow.GetLogger(ctx).Info("execution cancelled", "execution_id", executionID)
-		return run.cancelled(sched.Unrun())
+		workflow.GetLogger(ctx).Info("execution cancelled", "execution_id", run.executionID)
+		return run.cancelled(sortedUnion(sched.Unrun(), held))
 	case failure != "":
-		run.record(run.skipped(sched.Unrun(), "not run: "+failure))
+		run.record(run.skipped(sortedUnion(sched.Unrun(), held), "not run: "+failure)...)
 		return run.finish(domain.ExecutionFailed, failure)
 	}
 	return run.finish(domain.ExecutionCompleted, "")
+}
+
+// graph decodes the graph the input carries, or loads it when the input
+// carries none. It returns a failure message, "" on success.
+func (r *executionRun) graph() (domain.Graph, string) {
+	if len(r.in.Graph) > 0 && string(r.in.Graph) != "null" {
+		g, err := domain.DecodeGraph(r.in.Graph)
+		if err != nil {
+			return domain.Graph{}, "graph " + err.Error()
+		}
+		return g, ""
+	}
+	var g domain.Graph
+	err := workflow.ExecuteLocalActivity(bookkeeping(r.ctx), loadGraphActivity, LoadGraphInput{
+		DefinitionID: r.in.DefinitionID, Version: r.in.Version,
+	}).Get(r.ctx, &g)
+	if err != nil {
+		return domain.Graph{}, "loading graph: " + errorMessage(err)
+	}
+	return g, ""
 }
 
 // executionIDFrom parses the execution id out of the workflow id
@@ -137,39 +250,82 @@ type executionRun struct {
 	executionID string
 	in          ExecutionInput
 	retry       RetryConfig
+	limits      Limits
 	types       map[string]domain.NodeType
-	steps       map[string]json.RawMessage
-	last        nodeOutcome
+	// input is the execution's input and outputs the completed nodes'
+	// outputs, decoded, from which each node gets the parts it reads.
+	input   any
+	outputs map[string]any
+	// pending are records decided but not yet written; see flush.
+	pending []NodeRecordInput
+	last    nodeOutcome
 }
 
-// drive launches ready nodes and applies their outcomes until nothing runs.
-// After a failure or a cancellation it launches nothing new but still
-// waits for the nodes in flight, so that each gets its final record. It
-// returns the first failure, "" if none.
-func (r *executionRun) drive(sched *domain.Scheduler) string {
+// drive launches ready nodes, at most the plan's cap of them at once, and
+// applies their outcomes until nothing runs. After a failure or a
+// cancellation it launches nothing new but still waits for the nodes in
+// flight, so that each gets its final record. It returns the first failure
+// ("" if none) and the keys of ready nodes it never launched.
+func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	sel := workflow.NewSelector(r.ctx)
-	pending := 0
+	capacity := r.limits.inFlight(r.in.Plan)
+	var ready []domain.Node
+	pending, busy, local := 0, 0, 0
 	failure := ""
 	for {
 		if r.ctx.Err() == nil && failure == "" {
-			ready, err := sched.Next()
+			next, err := sched.Next()
 			if err != nil {
 				failure = err.Error()
 			}
+			ready = append(ready, next...)
+			held := ready[:0]
 			for _, n := range ready {
+				if n.Type != domain.NodeDelay && busy >= capacity {
+					held = append(held, n)
+					continue
+				}
+				if n.Type != domain.NodeDelay {
+					busy++
+				}
+				if isPure(n.Type) {
+					local++
+				}
 				r.launch(sel, n)
 				pending++
 			}
+			ready = held
 		}
 		if pending == 0 {
-			return failure
+			keys := make([]string, len(ready))
+			for i, n := range ready {
+				keys[i] = n.Key
+			}
+			return failure, keys
+		}
+		if local == 0 {
+			// Only the server can wake the workflow now, so this is the
+			// moment to make the decided records visible.
+			r.flush()
 		}
 		sel.Select(r.ctx)
 		pending--
+		if t := r.last.node.Type; t != domain.NodeDelay {
+			busy--
+			if isPure(t) {
+				local--
+			}
+		}
 		if msg := r.apply(sched, r.last); failure == "" {
 			failure = msg
 		}
 	}
+}
+
+// isPure reports whether a node type runs inside the worker, as a local
+// activity, with no I/O of its own.
+func isPure(t domain.NodeType) bool {
+	return t == domain.NodeTransform || t == domain.NodeCondition
 }
 
 // apply feeds one node's outcome to the scheduler and records what the
@@ -184,52 +340,80 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 		}
 		skipped, err := sched.Completed(key, out)
 		if err == nil {
-			r.steps[key] = o.output
-			r.record(r.skipped(skipped, "branch not taken"))
+			r.outputs[key] = out
+			if !o.recorded {
+				r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCompleted, Attempt: o.attempt,
+					Output: o.output, StartedAt: o.started, CompletedAt: o.ended})
+			}
+			r.record(r.skipped(skipped, "branch not taken")...)
 			return ""
 		}
 		o.err = err
 	} else if temporal.IsCanceledError(o.err) && r.ctx.Err() != nil {
-		r.record([]NodeRecordInput{{Key: key, Type: o.node.Type, Status: domain.NodeCancelled, Error: "execution cancelled"}})
+		r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCancelled, Error: "execution cancelled", StartedAt: o.started})
 		return ""
 	}
 	// A node failed, or was cancelled without the execution being
 	// cancelled, which leaves its successors as stuck as a failure would.
 	msg := errorMessage(o.err)
 	_ = sched.Failed(key)
-	r.record([]NodeRecordInput{{Key: key, Type: o.node.Type, Status: domain.NodeFailed, Error: msg}})
+	r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeFailed, Error: msg, StartedAt: o.started})
 	return fmt.Sprintf("node %s failed: %s", key, msg)
 }
 
-// bookkeeping is the activity context for Sluice's own database writes:
-// short, retried generously, never on the external queue.
+// bookkeeping is the local activity context for Sluice's own database
+// work: short, retried generously.
 func bookkeeping(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	})
 }
 
-// completionWrite is the activity context of the completion write: bookkeeping's
-// options with no limit on attempts.
+// completionWrite is the local activity context of the completion write:
+// bookkeeping's options with no limit on attempts.
 func completionWrite(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 	})
 }
 
+// nodeRetry is the retry policy of node activities.
+func (r *executionRun) nodeRetry() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:    r.retry.InitialInterval,
+		BackoffCoefficient: r.retry.BackoffCoefficient,
+		MaximumInterval:    r.retry.MaximumInterval,
+		MaximumAttempts:    r.retry.MaximumAttempts,
+	}
+}
+
 // launch starts one node and registers its completion with the selector.
 func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 	if n.Type == domain.NodeDelay {
+		r.launchDelay(sel, n)
+		return
+	}
+	in, err := r.nodeInput(n)
+	if err != nil {
 		f, settle := workflow.NewFuture(r.ctx)
-		workflow.Go(r.ctx, func(gctx workflow.Context) {
-			settle.Set(r.delay(gctx, n))
-		})
+		settle.SetError(err)
 		sel.AddFuture(f, func(f workflow.Future) {
-			var out json.RawMessage
+			r.last = nodeOutcome{node: n, err: f.Get(r.ctx, nil)}
+		})
+		return
+	}
+	if isPure(n.Type) {
+		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: nodeTimeout(n),
+			RetryPolicy:         r.nodeRetry(),
+		})
+		f := workflow.ExecuteLocalActivity(ctx, runPureNodeActivity, in)
+		sel.AddFuture(f, func(f workflow.Future) {
+			var out PureNodeOutput
 			err := f.Get(r.ctx, &out)
-			r.last = nodeOutcome{node: n, output: out, err: err}
+			r.last = nodeOutcome{node: n, output: out.Output, err: err, started: out.StartedAt, ended: out.CompletedAt, attempt: out.Attempt}
 		})
 		return
 	}
@@ -239,72 +423,153 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 		// Waiting lets the activity acknowledge a cancellation before the
 		// node is recorded CANCELLED, so no late write follows the record.
 		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    r.retry.InitialInterval,
-			BackoffCoefficient: r.retry.BackoffCoefficient,
-			MaximumInterval:    r.retry.MaximumInterval,
-			MaximumAttempts:    r.retry.MaximumAttempts,
-		},
+		RetryPolicy:         r.nodeRetry(),
+		// Task-queue fairness: the server hands out a queue's tasks round
+		// robin across fairness keys, so one workspace's backlog cannot
+		// keep another's nodes waiting behind it.
+		Priority: temporal.Priority{FairnessKey: r.in.WorkspaceID},
 	}
 	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
 		opts.TaskQueue = r.retry.ExternalAPITaskQueue
 	}
-	f := workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, RunNodeInput{
-		ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n, Input: r.in.Input, Steps: maps.Clone(r.steps),
-	})
+	f := workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, in)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out RunNodeOutput
 		err := f.Get(r.ctx, &out)
-		r.last = nodeOutcome{node: n, output: out.Output, err: err}
+		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
 	})
 }
 
-// delay runs a DELAY node as a durable timer: the wait lives in Temporal's
-// history, so a worker restart resumes it rather than starting over. Only
-// the timer listens to cancellation; its records are written regardless,
-// so a cancellation cannot leave a half-written node behind.
-func (r *executionRun) delay(ctx workflow.Context, n domain.Node) (json.RawMessage, error) {
+// nodeInput builds a node's activity input with only the parts of the
+// execution input and of upstream outputs its templates read. It fails the
+// node, without retries, when that is over the payload limit or when the
+// history has grown past its limit.
+func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
+	if size := workflow.GetInfo(r.ctx).GetCurrentHistorySize(); size > r.limits.HistoryLimit {
+		return RunNodeInput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the execution's history is %d bytes, over the limit of %d (SLUICE_ENGINE_HISTORY_LIMIT): no further node starts", size, r.limits.HistoryLimit),
+			"history_too_large", nil)
+	}
+	reads := domain.ReadsOf(n)
+	in := RunNodeInput{ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n}
+	size := len(n.Config)
+	if len(reads.Input) > 0 {
+		raw, err := pickJSON(r.input, reads.Input, r.in.Input)
+		if err != nil {
+			return RunNodeInput{}, temporal.NewNonRetryableApplicationError("execution input: "+err.Error(), "invalid_input", nil)
+		}
+		in.Input = raw
+		size += len(raw)
+	}
+	for _, key := range reads.StepKeys() {
+		out, ok := r.outputs[key]
+		if !ok {
+			continue // not run (yet): resolving the reference says so
+		}
+		raw, err := pickJSON(out, reads.Steps[key], nil)
+		if err != nil {
+			return RunNodeInput{}, temporal.NewNonRetryableApplicationError("output of "+key+": "+err.Error(), "invalid_input", nil)
+		}
+		if in.Steps == nil {
+			in.Steps = map[string]json.RawMessage{}
+		}
+		in.Steps[key] = raw
+		size += len(raw)
+	}
+	if size > r.limits.PayloadLimit {
+		return RunNodeInput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the node's config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", size, r.limits.PayloadLimit),
+			"payload_too_large", nil)
+	}
+	return in, nil
+}
+
+// pickJSON encodes the part of v the paths read; whole, when given, is v
+// already encoded and is used when picking saves nothing.
+func pickJSON(v any, paths [][]domain.PathSegment, whole json.RawMessage) (json.RawMessage, error) {
+	raw, err := json.Marshal(domain.PickPaths(v, paths))
+	if err != nil {
+		return nil, err
+	}
+	if whole != nil && len(whole) <= len(raw) {
+		return whole, nil
+	}
+	return raw, nil
+}
+
+// launchDelay runs a DELAY node as a durable timer: the wait lives in
+// Temporal's history, so a worker restart resumes it rather than starting
+// over. Its RUNNING record is written before the workflow waits (see
+// drive); a zero delay needs no timer at all.
+func (r *executionRun) launchDelay(sel workflow.Selector, n domain.Node) {
+	started := workflow.Now(r.ctx)
 	cfg, err := domain.DecodeDelayConfig(n.Config)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "invalid_config", nil)
+		f, settle := workflow.NewFuture(r.ctx)
+		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_config", nil))
+		sel.AddFuture(f, func(f workflow.Future) {
+			r.last = nodeOutcome{node: n, err: f.Get(r.ctx, nil), started: &started}
+		})
+		return
 	}
-	started := workflow.Now(ctx)
-	if err := r.write(ctx, []NodeRecordInput{{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, StartedAt: &started}}); err != nil {
-		return nil, err
+	wait := cfg.Duration.Std()
+	if wait > 0 {
+		r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: 1, StartedAt: &started})
 	}
-	if err := workflow.Sleep(ctx, cfg.Duration.Std()); err != nil {
-		return nil, err
-	}
-	ended := workflow.Now(ctx)
-	out, err := json.Marshal(map[string]any{"waitedMs": cfg.Duration.Std().Milliseconds()})
-	if err != nil {
-		return nil, err
-	}
-	if err := r.write(ctx, []NodeRecordInput{{Key: n.Key, Type: n.Type, Status: domain.NodeCompleted, Output: out, StartedAt: &started, CompletedAt: &ended}}); err != nil {
-		return nil, err
-	}
-	return out, nil
+	f := workflow.NewTimer(r.ctx, wait)
+	sel.AddFuture(f, func(f workflow.Future) {
+		ended := workflow.Now(r.ctx)
+		o := nodeOutcome{node: n, err: f.Get(r.ctx, nil), started: &started, ended: &ended, attempt: 1}
+		if o.err == nil {
+			o.output, o.err = json.Marshal(map[string]any{"waitedMs": wait.Milliseconds()})
+		}
+		r.last = o
+	})
 }
 
-// write records nodes on a context disconnected from ctx (the calling
-// coroutine's), so that records decided before or during a cancellation
-// are still written.
-func (r *executionRun) write(ctx workflow.Context, nodes []NodeRecordInput) error {
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	return workflow.ExecuteActivity(bookkeeping(ctx), recordNodesActivity, RecordNodesInput{ExecutionID: r.executionID, Nodes: nodes}).Get(ctx, nil)
+// record queues node records for the next write. A record decided before
+// or during a cancellation is still written: flush and finish write on
+// disconnected contexts.
+func (r *executionRun) record(nodes ...NodeRecordInput) {
+	now := workflow.Now(r.ctx)
+	for _, n := range nodes {
+		if n.Status != domain.NodeRunning && n.CompletedAt == nil {
+			n.CompletedAt = &now
+		}
+		r.pending = append(r.pending, n)
+	}
 }
 
-// record writes node records; a failure to record is logged, not fatal:
-// the execution's own status stays authoritative.
-func (r *executionRun) record(nodes []NodeRecordInput) {
+// takePending returns the queued records, the last one per node (a DELAY's
+// RUNNING and COMPLETED decided in one go become one COMPLETED write).
+func (r *executionRun) takePending() []NodeRecordInput {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	last := make(map[string]int, len(r.pending))
+	for i, n := range r.pending {
+		last[n.Key] = i
+	}
+	out := make([]NodeRecordInput, 0, len(last))
+	for i, n := range r.pending {
+		if last[n.Key] == i {
+			out = append(out, n)
+		}
+	}
+	r.pending = nil
+	return out
+}
+
+// flush writes the queued records. A failure to record is logged, not
+// fatal: the execution's own status stays authoritative.
+func (r *executionRun) flush() {
+	nodes := r.takePending()
 	if len(nodes) == 0 {
 		return
 	}
-	now := workflow.Now(r.ctx)
-	for i := range nodes {
-		nodes[i].CompletedAt = &now
-	}
-	if err := r.write(r.ctx, nodes); err != nil {
+	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
+	err := workflow.ExecuteLocalActivity(bookkeeping(ctx), recordNodesActivity, RecordNodesInput{ExecutionID: r.executionID, Nodes: nodes}).Get(ctx, nil)
+	if err != nil {
 		workflow.GetLogger(r.ctx).Warn("recording nodes failed", "execution_id", r.executionID, "error", err)
 	}
 }
@@ -312,22 +577,23 @@ func (r *executionRun) record(nodes []NodeRecordInput) {
 // cancelled records the nodes the cancellation kept from running as
 // SKIPPED, the execution as CANCELLED, and ends the workflow as cancelled.
 func (r *executionRun) cancelled(unrun []string) (ExecutionResult, error) {
-	r.record(r.skipped(unrun, "execution cancelled"))
+	r.record(r.skipped(unrun, "execution cancelled")...)
 	if _, err := r.finish(domain.ExecutionCancelled, "execution cancelled"); err != nil {
 		return ExecutionResult{}, err
 	}
 	return ExecutionResult{}, temporal.NewCanceledError("execution cancelled")
 }
 
-// finish records the execution's final status. It runs on a disconnected
-// context: a cancellation arriving at the end must not stop the write that
-// frees the execution's slot. The write is idempotent and retried until it
-// succeeds, however long Postgres is away: a lost completion would hold
-// the slot and misreport the run, a slow one only delays both.
+// finish writes the queued records and the execution's final status in
+// one local activity. It runs on a disconnected context: a cancellation
+// arriving at the end must not stop the write that frees the execution's
+// slot. The write is idempotent and retried until it succeeds, however
+// long Postgres is away: a lost completion would hold the slot and
+// misreport the run, a slow one only delays both.
 func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (ExecutionResult, error) {
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
-	if err := workflow.ExecuteActivity(completionWrite(ctx), completeActivity, CompleteInput{
-		ExecutionID: r.executionID, Status: status, Error: msg,
+	if err := workflow.ExecuteLocalActivity(completionWrite(ctx), completeActivity, CompleteInput{
+		ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending(),
 	}).Get(ctx, nil); err != nil {
 		return ExecutionResult{}, err
 	}
@@ -341,6 +607,13 @@ func (r *executionRun) skipped(keys []string, reason string) []NodeRecordInput {
 		out[i] = NodeRecordInput{Key: k, Type: r.types[k], Status: domain.NodeSkipped, Error: reason}
 	}
 	return out
+}
+
+// sortedUnion merges two key lists into one sorted list.
+func sortedUnion(a, b []string) []string {
+	out := append(append([]string(nil), a...), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // nodeTimeout is the start-to-close timeout of a node's activity: an

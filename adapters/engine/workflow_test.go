@@ -44,11 +44,16 @@ type harness struct {
 	store  *memStore
 	execID domain.ID
 	in     ExecutionInput
+	// wf and acts are registered; tests may set their limits before run.
+	wf   *Workflows
+	acts *Activities
 
 	mu sync.Mutex
 	// ran lists the nodes RunNode was started for, in order, with the
 	// task queue each attempt ran on.
 	ran []ranNode
+	// inputs are the inputs of those activities.
+	inputs []RunNodeInput
 }
 
 type ranNode struct {
@@ -87,14 +92,17 @@ func newHarnessWith(t *testing.T, graph string, executors []ports.NodeExecutor) 
 	h := &harness{t: t, store: newMemStore(), execID: domain.ID(uuid.New())}
 	defID := domain.ID(uuid.New())
 	h.store.addRun(defID, h.execID, 1, g)
-	h.in = ExecutionInput{ExecutionID: h.execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1}
+	h.in = ExecutionInput{ExecutionID: h.execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1,
+		Plan: domain.PlanFree, Graph: json.RawMessage(graph)}
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(discardLogger{})
 	h.env = suite.NewTestWorkflowEnvironment()
-	registerWorkflow(h.env, &Workflows{Retry: testRetry})
+	h.wf = &Workflows{Retry: testRetry}
+	registerWorkflow(h.env, h.wf)
 	h.env.SetTestTimeout(30 * time.Second)
-	registerActivities(h.env, NewActivities(h.store, executors, slog.New(slog.DiscardHandler)))
+	h.acts = NewActivities(h.store, executors, slog.New(slog.DiscardHandler))
+	registerActivities(h.env, h.acts)
 	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: WorkflowID(h.execID)})
 	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
 		if info.ActivityType.Name != runNodeActivity {
@@ -105,10 +113,31 @@ func newHarnessWith(t *testing.T, graph string, executors []ports.NodeExecutor) 
 			t.Errorf("decoding RunNode input: %v", err)
 			return
 		}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.ran = append(h.ran, ranNode{Key: in.Node.Key, TaskQueue: info.TaskQueue})
+		h.ran1(in, info.TaskQueue)
 	})
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+		if info.ActivityType.Name != runPureNodeActivity || len(args) != 1 {
+			return
+		}
+		if in, ok := args[0].(RunNodeInput); ok {
+			h.ran1(in, "local")
+		}
+	})
+	return h
+}
+
+// ran1 notes that a node's activity started.
+func (h *harness) ran1(in RunNodeInput, queue string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ran = append(h.ran, ranNode{Key: in.Node.Key, TaskQueue: queue})
+	h.inputs = append(h.inputs, in)
+}
+
+// withoutGraph makes the workflow load its graph, as when the input could
+// not carry it.
+func (h *harness) withoutGraph() *harness {
+	h.in.Graph = nil
 	return h
 }
 
@@ -590,7 +619,7 @@ func TestExecutionInvalidGraphFailsWithValidationError(t *testing.T) {
 
 func TestExecutionMissingDefinitionFails(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, `{}`)
+	h := newHarness(t, `{}`).withoutGraph()
 	h.in.Version = 2
 	res := h.mustRun()
 
@@ -676,7 +705,7 @@ func TestExecutionCancelledWhileNodeActivityRuns(t *testing.T) {
 
 func TestExecutionCancelledWhileLoadingGraphStillRecordsCancelled(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
+	h := newHarness(t, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`).withoutGraph()
 	h.store.beforeLoad = h.env.CancelWorkflow
 	_, err := h.run()
 
@@ -720,4 +749,142 @@ func TestExecutionIDComesFromWorkflowID(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestExecutionLoadsItsGraphWhenTheInputCarriesNone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": "{{ input.x }}"}}]}`).withoutGraph().withInput(`{"x": 5}`)
+	res := h.mustRun()
+
+	if res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if out := h.record("a").Output; out != float64(5) {
+		t.Errorf("a's output = %v, want 5", out)
+	}
+}
+
+func TestExecutionCapsNodesInFlightByPlan(t *testing.T) {
+	t.Parallel()
+	var now, peak atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		// Held long enough for the workflow to start every node it may.
+		time.Sleep(50 * time.Millisecond)
+		fmt.Fprint(w, `{}`)
+	}))
+	t.Cleanup(srv.Close)
+	var nodes []string
+	for i := range 10 {
+		nodes = append(nodes, fmt.Sprintf(`{"key": "n%d", "type": "HTTP_REQUEST", "config": {"url": "%s/%d"}}`, i, srv.URL, i))
+	}
+	h := newHarness(t, `{"nodes": [`+strings.Join(nodes, ",")+`]}`)
+	h.wf.Limits = Limits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: 3, domain.PlanPro: 10}}
+	res := h.mustRun()
+
+	if res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if p := peak.Load(); p != 3 {
+		t.Errorf("at most %d requests ran at once, want FREE's cap of 3 reached and kept", p)
+	}
+	if n := len(h.ranKeys()); n != 10 {
+		t.Errorf("%d nodes ran, want all 10", n)
+	}
+}
+
+func TestExecutionHandsEachNodeOnlyTheDataItReads(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{
+		"nodes": [
+			{"key": "a", "type": "TRANSFORM", "config": {"output": {"keep": "{{ input.small }}", "also": "x"}}},
+			{"key": "b", "type": "TRANSFORM", "config": {"output": {"big": "{{ input.big }}", "other": 1}}},
+			{"key": "c", "type": "TRANSFORM", "config": {"output": "{{ steps.a.output.keep }}"}}
+		],
+		"edges": [{"from": "a", "to": "c"}, {"from": "b", "to": "c"}]
+	}`).withInput(`{"small": 1, "big": "` + strings.Repeat("x", 1000) + `"}`)
+	res := h.mustRun()
+
+	if res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	got := map[string]string{}
+	for _, in := range h.inputs {
+		steps, _ := json.Marshal(in.Steps)
+		got[in.Node.Key] = string(in.Input) + " " + string(steps)
+	}
+	want := map[string]string{
+		"a": `{"small":1} null`,
+		"c": ` {"a":{"keep":1}}`,
+	}
+	for key, w := range want {
+		if got[key] != w {
+			t.Errorf("node %s got input and steps %s, want %s", key, got[key], w)
+		}
+	}
+	if out := h.record("c").Output; out != float64(1) {
+		t.Errorf("c's output = %v, want 1", out)
+	}
+}
+
+func TestExecutionFailsANodeOverThePayloadLimitWithARecordedError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, output, wantErr string
+	}{
+		{name: "input", output: `"{{ input.s }}"`, wantErr: "the node's config and the data its templates read are"},
+		{name: "output", output: `["{{ input.t }}", "{{ input.t }}", "{{ input.t }}", "{{ input.t }}", "{{ input.t }}"]`, wantErr: "output is"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, `{
+				"nodes": [
+					{"key": "big", "type": "TRANSFORM", "config": {"output": `+tc.output+`}},
+					{"key": "after", "type": "TRANSFORM", "config": {"output": 1}}
+				],
+				"edges": [{"from": "big", "to": "after"}]
+			}`).withInput(`{"s": "` + strings.Repeat("s", 300) + `", "t": "` + strings.Repeat("t", 60) + `"}`)
+			h.wf.Limits = Limits{PayloadLimit: 200}
+			h.acts.PayloadLimit = 200
+			res := h.mustRun()
+
+			if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, tc.wantErr) || !strings.Contains(res.Error, "payload limit of 200") {
+				t.Fatalf("result = %+v, want FAILED naming the payload limit (%q)", res, tc.wantErr)
+			}
+			if rec := h.record("big"); rec.Status != domain.NodeFailed || !strings.Contains(rec.Error, "payload limit of 200") {
+				t.Errorf("big's record = %s %q, want FAILED naming the limit", rec.Status, rec.Error)
+			}
+			h.wantStatuses(map[string]domain.NodeStatus{"big": domain.NodeFailed, "after": domain.NodeSkipped})
+		})
+	}
+}
+
+func TestExecutionZeroDelayIsAJoinPointWithoutATimer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{
+		"nodes": [
+			{"key": "now", "type": "DELAY", "config": {"duration": "0s"}},
+			{"key": "after", "type": "TRANSFORM", "config": {"output": "{{ steps.now.output.waitedMs }}"}}
+		],
+		"edges": [{"from": "now", "to": "after"}]
+	}`)
+	timers := 0
+	h.env.SetOnTimerScheduledListener(func(string, time.Duration) { timers++ })
+	res := h.mustRun()
+
+	if res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if timers != 0 {
+		t.Errorf("%d timers scheduled for a zero delay, want none", timers)
+	}
+	if out := h.record("after").Output; out != float64(0) {
+		t.Errorf("after's output = %v, want 0", out)
+	}
+	h.wantStatuses(map[string]domain.NodeStatus{"now": domain.NodeCompleted, "after": domain.NodeCompleted})
 }

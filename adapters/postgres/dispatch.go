@@ -176,7 +176,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 			claim.Ids = append(claim.Ids, rec.ID)
 			claim.ExecutionIds = append(claim.ExecutionIds, execID)
 			rec.ExecutionID = &execID
-			item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: int(c.CurrentVersion)}
+			item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: int(c.CurrentVersion), Plan: byID[rec.WorkspaceID].Plan}
 			if c.TraceContext != nil {
 				item.TraceParent = *c.TraceContext
 			}
@@ -195,6 +195,9 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		}
 		if len(claim.Ids) == 0 {
 			return nil
+		}
+		if err := s.attachGraphs(ctx, tx, res.Claimed); err != nil {
+			return err
 		}
 		if !itemByItem {
 			if err := s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
@@ -218,6 +221,36 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		return ports.ClaimResult{}, err
 	}
 	return res, nil
+}
+
+// attachGraphs reads the claimed items' graphs in one statement, each
+// distinct definition version once.
+func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.ClaimedItem) error {
+	type version struct {
+		id domain.ID
+		n  int32
+	}
+	seen := map[version]bool{}
+	p := dbsqlc.DefinitionVersionGraphsParams{}
+	for _, c := range claimed {
+		v := version{c.DefinitionID, int32(c.Version)}
+		if !seen[v] {
+			seen[v] = true
+			p.WorkflowDefinitionIds, p.Versions = append(p.WorkflowDefinitionIds, v.id), append(p.Versions, v.n)
+		}
+	}
+	rows, err := s.q.DefinitionVersionGraphs(ctx, tx, p)
+	if err != nil {
+		return fmt.Errorf("reading graphs: %w", err)
+	}
+	graphs := make(map[version]json.RawMessage, len(rows))
+	for _, r := range rows {
+		graphs[version{r.WorkflowDefinitionID, r.Version}] = r.Graph
+	}
+	for i := range claimed {
+		claimed[i].Graph = graphs[version{claimed[i].DefinitionID, int32(claimed[i].Version)}]
+	}
+	return nil
 }
 
 // upsertEachRunning writes the claimed items' executions one by one, each
@@ -413,7 +446,11 @@ func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 
 // StartNode records a node run as RUNNING.
 func (s *Store) StartNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
-	_, err := s.q.NodeStart(ctx, s.pool, dbsqlc.NodeStartParams{
+	return s.startNode(ctx, s.pool, executionID, n)
+}
+
+func (s *Store) startNode(ctx context.Context, db dbsqlc.DBTX, executionID domain.ID, n domain.NodeRecord) error {
+	_, err := s.q.NodeStart(ctx, db, dbsqlc.NodeStartParams{
 		ID: domain.ID(uuid.New()), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Attempt: int32(max(1, n.Attempt)), Input: n.Input,
 	})
 	if err == pgx.ErrNoRows {
@@ -430,6 +467,42 @@ func (s *Store) FinishNode(ctx context.Context, executionID domain.ID, n domain.
 	}))
 }
 
+// RecordNodes writes several node records of one execution: RUNNING ones
+// one by one as StartNode does, the rest in one statement.
+func (s *Store) RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
+	return s.recordNodes(ctx, s.pool, executionID, nodes)
+}
+
+func (s *Store) recordNodes(ctx context.Context, db dbsqlc.DBTX, executionID domain.ID, nodes []domain.NodeRecord) error {
+	p := dbsqlc.NodesFinishParams{ExecutionID: executionID}
+	for _, n := range nodes {
+		if n.Status == domain.NodeRunning {
+			if err := s.startNode(ctx, db, executionID, n); err != nil {
+				return err
+			}
+			continue
+		}
+		started, errMsg := "", ""
+		if n.StartedAt != nil {
+			started = n.StartedAt.UTC().Format(time.RFC3339Nano)
+		}
+		if n.Error != nil {
+			errMsg = *n.Error
+		}
+		p.NodeKeys = append(p.NodeKeys, n.Key)
+		p.NodeTypes = append(p.NodeTypes, string(n.Type))
+		p.Statuses = append(p.Statuses, string(n.Status))
+		p.Attempts = append(p.Attempts, int32(max(1, n.Attempt)))
+		p.Outputs = append(p.Outputs, string(n.Output))
+		p.Errors = append(p.Errors, errMsg)
+		p.StartedAts = append(p.StartedAts, started)
+	}
+	if len(p.NodeKeys) == 0 {
+		return nil
+	}
+	return interpretError(s.q.NodesFinish(ctx, db, p))
+}
+
 func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return nil
@@ -437,13 +510,15 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-// FinishExecution ends a RUNNING execution and settles its queue item in
-// one transaction, then wakes the dispatchers: a slot is free. The queue
-// item is settled even when the execution row is missing or already ended
-// (a repeat, or a row dropped while its workflow ran), so no item is left
-// DISPATCHED or CLAIMED behind a finished workflow; an item still CLAIMED
-// is first marked DISPATCHED, since its workflow evidently ran.
-func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string) (bool, error) {
+// FinishExecution ends a RUNNING execution, writes its last node records
+// and settles its queue item in one transaction, then wakes the
+// dispatchers: a slot is free. The queue item is settled even when the
+// execution row is missing or already ended (a repeat, or a row dropped
+// while its workflow ran), so no item is left DISPATCHED or CLAIMED behind
+// a finished workflow; an item still CLAIMED is first marked DISPATCHED,
+// since its workflow evidently ran. The node records are written only with
+// the execution's end, so a repeat writes none.
+func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := s.q.ExecutionFinish(ctx, tx, dbsqlc.ExecutionFinishParams{ID: id, Status: string(status), Error: errMsg}); err != nil {
@@ -457,6 +532,9 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 			}
 		} else {
 			found = true
+			if err := s.recordNodes(ctx, tx, id, nodes); err != nil {
+				return err
+			}
 		}
 		eid := id
 		r, err := s.q.QueueGetByExecution(ctx, tx, &eid)

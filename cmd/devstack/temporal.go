@@ -161,8 +161,22 @@ func startTemporal(ctx context.Context, cfg temporalConfig) (*temporalServer, er
 // (temporal server start-dev): caches that a single-user server does not
 // need are read through, so a new search attribute or Nexus endpoint is
 // visible at once, and the rate limits are raised to match.
+//
+// It also turns on task-queue fairness (matching.enableFairness), which
+// Sluice relies on in production too: HTTP_REQUEST activities carry their
+// workspace as the fairness key, and with fairness on the matching service
+// hands out a queue's backlog round robin across keys, so one workspace's
+// backlog never keeps another's nodes waiting behind it. Task queues get
+// one partition: a single-host server gains nothing from four, and
+// fairness orders each partition on its own, so with four a task can still
+// wait behind another workspace's backlog in its partition while the
+// poller serves the others (measured: 18 of 25 queued tasks went first in
+// most runs with four partitions, 1 with one).
 func devDynamicConfig() dynamicconfig.StaticClient {
 	return dynamicconfig.StaticClient{
+		dynamicconfig.MatchingEnableFairness.Key():                       true,
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():           1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key():          1,
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key():      true,
 		dynamicconfig.ForceNexusEndpointRefreshOnRead.Key():              true,
 		dynamicconfig.FrontendPersistenceMaxQPS.Key():                    10000,

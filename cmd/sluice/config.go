@@ -227,6 +227,19 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	}
 	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
 	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
+	w.Limits = engine.DefaultLimits()
+	inFlight, err := domain.ParseTierLimits(e.str("SLUICE_NODES_IN_FLIGHT", ""))
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("SLUICE_NODES_IN_FLIGHT: %w", err))
+	}
+	for plan, n := range inFlight {
+		w.Limits.NodesInFlight[plan] = n
+	}
+	// Temporal refuses a payload over 2 MB (2,097,152 bytes) by ending the
+	// workflow; the limit stays below it, with room for the envelope.
+	w.Limits.PayloadLimit = e.integer("SLUICE_ENGINE_PAYLOAD_LIMIT", w.Limits.PayloadLimit, 1024, 2_000_000)
+	// Temporal ends a workflow whose history passes 50 MB.
+	w.Limits.HistoryLimit = e.integer("SLUICE_ENGINE_HISTORY_LIMIT", w.Limits.HistoryLimit, 1<<20, 45<<20)
 	c.Worker = w
 
 	n := nodes.DefaultConfig()

@@ -22,14 +22,14 @@ const testAdminToken = "e2e-admin-token-0123456789"
 // startSluice runs `sluice all` in-process against a fresh database on the
 // real Postgres and the real Temporal server of the test stack, on its own
 // task queues, and returns its base URL.
-func startSluice(t *testing.T, extra map[string]string) string {
+func startSluice(t testing.TB, extra map[string]string) string {
 	t.Helper()
 	return startSluiceWith(t, extra)
 }
 
 // startSluiceWith is startSluice with extra fx options, such as a decorator
 // that replaces a component.
-func startSluiceWith(t *testing.T, extra map[string]string, opts ...fx.Option) string {
+func startSluiceWith(t testing.TB, extra map[string]string, opts ...fx.Option) string {
 	t.Helper()
 	dbURL := extra["DATABASE_URL"]
 	if dbURL == "" {
@@ -87,7 +87,7 @@ func startSluiceWith(t *testing.T, extra map[string]string, opts ...fx.Option) s
 }
 
 // call sends a JSON request and decodes a JSON answer into out.
-func call(t *testing.T, method, url, token string, body any, out any) int {
+func call(t testing.TB, method, url, token string, body any, out any) int {
 	t.Helper()
 	var rd *bytes.Reader
 	if body != nil {
@@ -121,7 +121,7 @@ func call(t *testing.T, method, url, token string, body any, out any) int {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
@@ -135,7 +135,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 // executionOf follows a queue item to its execution. A run can complete,
 // and its item be deleted, before the first look, so a gone item is
 // found through the workspace's executions instead.
-func executionOf(t *testing.T, base, workspaceID, queueID string) string {
+func executionOf(t testing.TB, base, workspaceID, queueID string) string {
 	t.Helper()
 	var executionID string
 	eventually(t, 30*time.Second, "the queue item to name its execution", func() bool {

@@ -15,12 +15,12 @@ import (
 
 // e2e drives one workspace on a running sluice.
 type e2e struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	ws   string
 }
 
-func newE2E(t *testing.T, base string) *e2e {
+func newE2E(t testing.TB, base string) *e2e {
 	var ws struct{ ID string }
 	if code := call(t, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": "e2e", "plan": "ENTERPRISE"}, &ws); code != 201 {
 		t.Fatalf("create workspace: %d", code)
@@ -60,9 +60,15 @@ func (e *execution) node(key string) nodeRecord {
 // Each start gets a workspace of its own, so its execution is the only one
 // there (see executionOf).
 func (e *e2e) start(graph map[string]any, input map[string]any) string {
+	e.t.Helper()
+	e.ws = newE2E(e.t, e.base).ws
+	return e.startIn(graph, input)
+}
+
+// startIn is start in e's own workspace.
+func (e *e2e) startIn(graph map[string]any, input map[string]any) string {
 	t := e.t
 	t.Helper()
-	e.ws = newE2E(t, e.base).ws
 	var def struct{ ID string }
 	if code := call(t, "POST", e.base+"/api/v1/workflow/definitions", testAdminToken,
 		map[string]any{"workspaceId": e.ws, "name": "g", "graph": graph}, &def); code != 201 {

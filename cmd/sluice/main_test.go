@@ -7,7 +7,9 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/nodes"
+	"github.com/sluicehq/sluice/domain"
 )
 
 func TestEveryRoleWiresUp(t *testing.T) {
@@ -38,6 +40,9 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 		"SLUICE_TIER_LIMITS":            "FREE=0,GOLD=3",
 		"SLUICE_WORKER_QUEUES":          "workflows,emails",
 		"SLUICE_ADMIN_TOKEN":            "short",
+		"SLUICE_NODES_IN_FLIGHT":        "FREE=0",
+		"SLUICE_ENGINE_PAYLOAD_LIMIT":   "3000000",
+		"SLUICE_ENGINE_HISTORY_LIMIT":   "60000000",
 		"SLUICE_NODE_TEMPLATE_BUDGET":   "12",
 		"SLUICE_HTTP_NODE_ALLOW":        "10.0.0.0/99",
 		"SLUICE_HTTP_NODE_PROXY":        "ftp://proxy.internal",
@@ -76,5 +81,22 @@ func TestConfigDefaultsAreTheSeeds(t *testing.T) {
 	}
 	if cfg.Worker.Queues.Workflows != "workflows.default" || cfg.Worker.Queues.ExternalAPI != "activities.external-api" {
 		t.Errorf("task queues = %+v", cfg.Worker.Queues)
+	}
+	l := cfg.Worker.Limits
+	if l.NodesInFlight[domain.PlanFree] != 4 || l.NodesInFlight[domain.PlanPro] != 10 || l.NodesInFlight[domain.PlanEnterprise] != 25 ||
+		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit {
+		t.Errorf("engine limits = %+v", l)
+	}
+}
+
+func TestConfigOverridesOnePlansNodesInFlight(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SLUICE_ADMIN_TOKEN": "0123456789abcdef", "SLUICE_NODES_IN_FLIGHT": "PRO=12"}
+	cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Worker.Limits.NodesInFlight; got[domain.PlanPro] != 12 || got[domain.PlanFree] != 4 || got[domain.PlanEnterprise] != 25 {
+		t.Errorf("nodes in flight = %v, want PRO 12 and the other defaults", got)
 	}
 }

@@ -16,8 +16,8 @@ import (
 // with OpenTelemetry's in-memory exporter, on the real Postgres and
 // Temporal, and follows one execution: the enqueue request's trace must go
 // through the queue (its span context stored with the item) into the
-// dispatcher's start, Temporal's workflow, the node's activity and span,
-// and the completion activity. The batch's claim span links to it.
+// dispatcher's start, Temporal's workflow, the node's (local) activity and
+// span, and the completion (local) activity. The batch's claim span links to it.
 func TestOneTraceFromRequestToCompletion(t *testing.T) {
 	exporter := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))

@@ -40,3 +40,11 @@ SELECT workspace_id FROM workflow_definitions WHERE id = @id AND deleted_at IS N
 
 -- name: DefinitionCountLive :one
 SELECT count(*)::int FROM workflow_definitions WHERE workspace_id = @workspace_id AND deleted_at IS NULL;
+
+-- name: DefinitionVersionGraphs :many
+-- The graphs of the claimed items' definition versions, read in the claim's
+-- transaction so each workflow starts with its graph in its input.
+SELECT v.workflow_definition_id, v.version, v.graph
+FROM workflow_definition_versions v
+JOIN (SELECT unnest(@workflow_definition_ids::uuid[]) AS id, unnest(@versions::int[]) AS version) AS w
+  ON v.workflow_definition_id = w.id AND v.version = w.version;

@@ -162,6 +162,46 @@ func (q *Queries) DefinitionVersionGet(ctx context.Context, db DBTX, arg Definit
 	return i, err
 }
 
+const definitionVersionGraphs = `-- name: DefinitionVersionGraphs :many
+SELECT v.workflow_definition_id, v.version, v.graph
+FROM workflow_definition_versions v
+JOIN (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS version) AS w
+  ON v.workflow_definition_id = w.id AND v.version = w.version
+`
+
+type DefinitionVersionGraphsParams struct {
+	WorkflowDefinitionIds []domain.ID
+	Versions              []int32
+}
+
+type DefinitionVersionGraphsRow struct {
+	WorkflowDefinitionID domain.ID
+	Version              int32
+	Graph                json.RawMessage
+}
+
+// The graphs of the claimed items' definition versions, read in the claim's
+// transaction so each workflow starts with its graph in its input.
+func (q *Queries) DefinitionVersionGraphs(ctx context.Context, db DBTX, arg DefinitionVersionGraphsParams) ([]DefinitionVersionGraphsRow, error) {
+	rows, err := db.Query(ctx, definitionVersionGraphs, arg.WorkflowDefinitionIds, arg.Versions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []DefinitionVersionGraphsRow{}
+	for rows.Next() {
+		var i DefinitionVersionGraphsRow
+		if err := rows.Scan(&i.WorkflowDefinitionID, &i.Version, &i.Graph); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const definitionVersionInsert = `-- name: DefinitionVersionInsert :one
 INSERT INTO workflow_definition_versions (workflow_definition_id, version, graph)
 VALUES ($1, $2, $3)

@@ -100,6 +100,48 @@ func (q *Queries) NodeStart(ctx context.Context, db DBTX, arg NodeStartParams) (
 	return i, err
 }
 
+const nodesFinish = `-- name: NodesFinish :exec
+INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at)
+SELECT gen_random_uuid(), $1::uuid, r.node_key, r.node_type, r.status, r.attempt, NULL::jsonb, nullif(r.output, '')::jsonb,
+       nullif(r.error, ''), nullif(r.started_at, '')::timestamptz, now()
+FROM (SELECT unnest($2::text[]) AS node_key, unnest($3::text[]) AS node_type,
+             unnest($4::text[]) AS status, unnest($5::int[]) AS attempt,
+             unnest($6::text[]) AS output, unnest($7::text[]) AS error,
+             unnest($8::text[]) AS started_at) AS r
+ON CONFLICT (execution_id, node_key) DO UPDATE
+SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
+    attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt), completed_at = now()
+`
+
+type NodesFinishParams struct {
+	ExecutionID domain.ID
+	NodeKeys    []string
+	NodeTypes   []string
+	Statuses    []string
+	Attempts    []int32
+	Outputs     []string
+	Errors      []string
+	StartedAts  []string
+}
+
+// NodeFinish for many nodes of one execution in one statement: the records
+// the workflow decides (pure nodes, DELAY, failures, skips) are written in
+// batches. The keys must be distinct; an empty output, error or start time
+// (RFC 3339) stands for NULL.
+func (q *Queries) NodesFinish(ctx context.Context, db DBTX, arg NodesFinishParams) error {
+	_, err := db.Exec(ctx, nodesFinish,
+		arg.ExecutionID,
+		arg.NodeKeys,
+		arg.NodeTypes,
+		arg.Statuses,
+		arg.Attempts,
+		arg.Outputs,
+		arg.Errors,
+		arg.StartedAts,
+	)
+	return err
+}
+
 const nodesForExecution = `-- name: NodesForExecution :many
 SELECT id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at FROM workflow_execution_nodes
 WHERE execution_id = $1

@@ -1,0 +1,152 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/adapters/postgres"
+	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// claimOne enqueues one item in a new workspace on plan with graph, and
+// claims it.
+func claimOne(t *testing.T, store *postgres.Store, plan domain.Plan, graph string) ports.ClaimedItem {
+	t.Helper()
+	ctx := context.Background()
+	g, err := domain.DecodeGraph([]byte(graph))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := store.CreateWorkspace(ctx, domain.Workspace{ID: domain.ID(uuid.New()), Name: "ws", Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d", Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Enqueue(ctx, ports.Enqueue{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, DefinitionID: d.ID, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+		q := map[domain.ID]int{}
+		for _, w := range ws {
+			q[w.ID] = 1
+		}
+		return q
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Claimed) != 1 {
+		t.Fatalf("claimed %d items, want 1", len(res.Claimed))
+	}
+	return res.Claimed[0]
+}
+
+func TestClaimHandsOutThePlanAndTheGraph(t *testing.T) {
+	t.Parallel()
+	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
+	item := claimOne(t, store, domain.PlanPro, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
+
+	if item.Plan != domain.PlanPro {
+		t.Errorf("plan = %q, want PRO", item.Plan)
+	}
+	g, err := domain.DecodeGraph(item.Graph)
+	if err != nil {
+		t.Fatalf("graph %s: %v", item.Graph, err)
+	}
+	if len(g.Nodes) != 1 || g.Nodes[0].Key != "a" {
+		t.Errorf("graph = %s, want the stored one", item.Graph)
+	}
+}
+
+func TestRecordNodesWritesABatchInOneGo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
+	item := claimOne(t, store, domain.PlanFree, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
+	started := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
+	failed := "boom"
+	err := store.RecordNodes(ctx, item.ExecutionID, []domain.NodeRecord{
+		{Key: "done", Type: domain.NodeTransform, Status: domain.NodeCompleted, Attempt: 2, Output: json.RawMessage(`{"x": 1}`), StartedAt: &started},
+		{Key: "bad", Type: domain.NodeTransform, Status: domain.NodeFailed, Error: &failed},
+		{Key: "gone", Type: domain.NodeTransform, Status: domain.NodeSkipped},
+		{Key: "wait", Type: domain.NodeDelay, Status: domain.NodeRunning, StartedAt: &started},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, nodes, err := store.GetExecution(ctx, item.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]domain.NodeRecord{}
+	for _, n := range nodes {
+		got[n.Key] = n
+	}
+	if n := got["done"]; n.Status != domain.NodeCompleted || n.Attempt != 2 || string(n.Output) != `{"x": 1}` || n.StartedAt == nil || !n.StartedAt.Equal(started) || n.CompletedAt == nil {
+		t.Errorf("done = %+v", n)
+	}
+	if n := got["bad"]; n.Status != domain.NodeFailed || n.Error == nil || *n.Error != "boom" || n.StartedAt != nil {
+		t.Errorf("bad = %+v", n)
+	}
+	if n := got["gone"]; n.Status != domain.NodeSkipped || n.Error != nil || n.Output != nil {
+		t.Errorf("gone = %+v", n)
+	}
+	if n := got["wait"]; n.Status != domain.NodeRunning || n.CompletedAt != nil {
+		t.Errorf("wait = %+v", n)
+	}
+
+	// A later batch finishes the RUNNING node and keeps its start.
+	if err := store.RecordNodes(ctx, item.ExecutionID, []domain.NodeRecord{{Key: "wait", Type: domain.NodeDelay, Status: domain.NodeCompleted, Output: json.RawMessage(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	_, nodes, _ = store.GetExecution(ctx, item.ExecutionID)
+	for _, n := range nodes {
+		if n.Key == "wait" && (n.Status != domain.NodeCompleted || n.StartedAt == nil || n.CompletedAt == nil) {
+			t.Errorf("wait after finishing = %+v", n)
+		}
+	}
+
+	if err := store.RecordNodes(ctx, domain.ID(uuid.New()), []domain.NodeRecord{{Key: "x", Type: domain.NodeTransform, Status: domain.NodeSkipped}}); !isNotFound(err) {
+		t.Errorf("recording nodes of a missing execution: %v, want ErrNotFound", err)
+	}
+}
+
+func isNotFound(err error) bool { return errors.Is(err, ports.ErrNotFound) }
+
+func TestFinishExecutionWritesItsLastRecordsOnlyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
+	item := claimOne(t, store, domain.PlanFree, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
+
+	found, err := store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionCompleted, nil,
+		domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeCompleted, Output: json.RawMessage(`1`)})
+	if err != nil || !found {
+		t.Fatalf("finishing: found %v, %v", found, err)
+	}
+	// A repeat (a replayed completion) finds the execution ended and
+	// writes nothing, not even its records.
+	found, err = store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionFailed, nil,
+		domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeFailed})
+	if err != nil || found {
+		t.Fatalf("repeating: found %v, %v", found, err)
+	}
+	exec, nodes, err := store.GetExecution(ctx, item.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exec.Status != domain.ExecutionCompleted || len(nodes) != 1 || nodes[0].Status != domain.NodeCompleted || string(nodes[0].Output) != "1" {
+		t.Errorf("after finishing twice: %s with nodes %+v", exec.Status, nodes)
+	}
+}

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/adapters/engine"
+	"github.com/sluicehq/sluice/domain"
+)
+
+// The engine benchmark that `make bench` runs: runs completed per second on
+// the real Temporal dev server and the real Postgres, in one process and
+// in this order on the fresh server of `make bench`, so the figures are
+// compared as ratios measured side by side:
+//
+//	(a) a bare workflow with one no-op activity, 400 runs from 32 callers;
+//	(b) Sluice, one-node TRANSFORM runs enqueued over HTTP into 20
+//	    ENTERPRISE workspaces, timed from the first enqueue until all are
+//	    COMPLETED, then enqueue-to-COMPLETED latency at a steady 20 runs/s;
+//	(c) Sluice, a 6-node DAG: HTTP_REQUEST to a local server, a CONDITION,
+//	    two TRANSFORM branches and a joining TRANSFORM, beside a DELAY of 0s.
+//
+// Each figure is printed with its ratio to (a), its target, whether it was
+// met, and the events in one run's history: the server's own count of
+// the round trips a run cost.
+
+const (
+	benchRuns       = 400
+	benchCallers    = 32
+	benchWorkspaces = 20
+	// benchSteadyRate and benchSteadyFor pace the latency phase.
+	benchSteadyRate = 20
+	benchSteadyFor  = 10 * time.Second
+)
+
+func BenchmarkEngineRunsPerSecond(b *testing.B) {
+	addr := os.Getenv("TEMPORAL_ADDRESS")
+	if addr == "" {
+		b.Skip("TEMPORAL_ADDRESS not set: run through `make bench`")
+	}
+	b.Setenv("SLUICE_HTTP_NODE_ALLOW", httpNodeAllow)
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: nopLogger{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for range b.N {
+		bare := benchBare(b, c)
+
+		base := startSluice(b, map[string]string{"SLUICE_HTTP_NODE_ALLOW": httpNodeAllow})
+		s := newSluiceBench(b, c, base)
+		transform := s.throughput(map[string]any{"nodes": []any{node("t", "TRANSFORM", map[string]any{"output": "{{ input.run }}"})}})
+		latency := s.steadyLatency()
+
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"value": 7}`)
+		}))
+		dag := s.throughput(benchDAG(srv.URL))
+		srv.Close()
+
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "\n== engine: runs completed per second on the real Temporal dev server, one run, in this order ==\n")
+		fmt.Fprintf(&sb, "(a) bare workflow, one no-op activity, %d runs from %d callers: %6.1f runs/s (%v); %d events per run\n",
+			benchRuns, benchCallers, bare.rate(), bare.took.Round(time.Millisecond), bare.events)
+		for _, f := range []struct {
+			name   string
+			r      engineRate
+			target float64
+		}{
+			{"(b) Sluice, one-node TRANSFORM, enqueued over HTTP", transform, 100},
+			{"(c) Sluice, 6-node DAG (HTTP, CONDITION, 2 TRANSFORM, join, DELAY 0s)", dag, 50},
+		} {
+			ratio := 100 * f.r.rate() / bare.rate()
+			fmt.Fprintf(&sb, "%s, %d runs in %d ENTERPRISE workspaces: %6.1f runs/s (%v) = %5.1f %% of (a) [target >= %.0f %%: %s]; %d events per run\n",
+				f.name, benchRuns, benchWorkspaces, f.r.rate(), f.r.took.Round(time.Millisecond), ratio, f.target, benchMet(ratio >= f.target), f.r.events)
+			fmt.Fprintf(&sb, "    run duration (claim to COMPLETED) p50 %v, p99 %v\n", f.r.p50.Round(time.Millisecond), f.r.p99.Round(time.Millisecond))
+		}
+		fmt.Fprintf(&sb, "(b) enqueue -> COMPLETED at a steady %d runs/s for %v (%d runs): p50 %v, p99 %v [target p50 <= 100 ms: %s]\n",
+			benchSteadyRate, benchSteadyFor, latency.n, latency.p50.Round(time.Millisecond), latency.p99.Round(time.Millisecond), benchMet(latency.p50 <= 100*time.Millisecond))
+		fmt.Fprintf(&sb, "    p50 enqueue -> claimed (dispatcher) %v, claimed -> COMPLETED (engine) %v\n",
+			latency.toClaim.Round(time.Millisecond), latency.claimToEnd.Round(time.Millisecond))
+		fmt.Print(sb.String())
+		b.ReportMetric(bare.rate(), "bare_runs/s")
+		b.ReportMetric(transform.rate(), "transform_runs/s")
+		b.ReportMetric(dag.rate(), "dag_runs/s")
+		b.ReportMetric(float64(latency.p50.Microseconds())/1000, "steady_p50_ms")
+	}
+}
+
+func benchMet(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// engineRate is one throughput figure.
+type engineRate struct {
+	took     time.Duration
+	n        int
+	events   int
+	p50, p99 time.Duration
+}
+
+func (r engineRate) rate() float64 { return float64(r.n) / r.took.Seconds() }
+
+// benchBareWorkflow is the baseline: one activity that does nothing.
+func benchBareWorkflow(ctx workflow.Context) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	return workflow.ExecuteActivity(ctx, benchNoop).Get(ctx, nil)
+}
+
+func benchNoop(context.Context) error { return nil }
+
+// benchBare runs (a) on a worker sized like Sluice's workflow worker.
+func benchBare(b *testing.B, c client.Client) engineRate {
+	queue := "bench-bare-" + uuid.NewString()[:8]
+	w := worker.New(c, queue, worker.Options{MaxConcurrentWorkflowTaskExecutionSize: 50, MaxConcurrentActivityExecutionSize: 50})
+	w.RegisterWorkflow(benchBareWorkflow)
+	w.RegisterActivity(benchNoop)
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	var lastID atomic.Value
+	began := time.Now()
+	for range benchCallers {
+		wg.Go(func() {
+			for next.Add(1) <= benchRuns {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, benchBareWorkflow)
+				if err == nil {
+					err = run.Get(ctx, nil)
+					lastID.Store(run.GetID())
+				}
+				cancel()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r := engineRate{took: time.Since(began), n: benchRuns}
+	if id, ok := lastID.Load().(string); ok {
+		r.events = benchEvents(b, c, id)
+	}
+	return r
+}
+
+// benchEvents counts the events in a closed workflow's history.
+func benchEvents(b *testing.B, c client.Client, workflowID string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	it := c.GetWorkflowHistory(ctx, workflowID, "", false, 0)
+	for it.HasNext() {
+		if _, err := it.Next(); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+// benchDAG is (c)'s graph: fetch -> check -> (left, right) -> join, and a
+// zero delay joined too.
+func benchDAG(url string) map[string]any {
+	yes := true
+	when := func(from, to string) map[string]any { return map[string]any{"from": from, "to": to, "when": yes} }
+	return map[string]any{
+		"nodes": []any{
+			node("fetch", "HTTP_REQUEST", map[string]any{"url": url, "timeout": "10s"}),
+			node("check", "CONDITION", map[string]any{"left": "{{ steps.fetch.output.body.value }}", "op": ">", "right": 5}),
+			node("left", "TRANSFORM", map[string]any{"output": map[string]any{"v": "{{ steps.fetch.output.body.value }}"}}),
+			node("right", "TRANSFORM", map[string]any{"output": "{{ input.run }}"}),
+			node("pause", "DELAY", map[string]any{"duration": "0s"}),
+			node("join", "TRANSFORM", map[string]any{"output": []any{"{{ steps.left.output.v }}", "{{ steps.right.output }}"}}),
+		},
+		"edges": []any{edge("fetch", "check"), when("check", "left"), when("check", "right"),
+			edge("left", "join"), edge("right", "join"), edge("pause", "join")},
+	}
+}
+
+// sluiceBench drives a started sluice: its workspaces, its database and
+// an HTTP client that keeps its connections.
+type sluiceBench struct {
+	b      *testing.B
+	c      client.Client
+	base   string
+	db     *pgx.Conn
+	http   *http.Client
+	ws     []string
+	phase  int
+	phases []string
+}
+
+func newSluiceBench(b *testing.B, c client.Client, base string) *sluiceBench {
+	db, err := pgx.Connect(context.Background(), appsByBase[base].dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close(context.Background()) })
+	s := &sluiceBench{b: b, c: c, base: base, db: db,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchCallers}, Timeout: time.Minute}}
+	for i := range benchWorkspaces {
+		var ws struct{ ID string }
+		if code := call(b, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": fmt.Sprintf("bench-%d", i), "plan": "ENTERPRISE"}, &ws); code != 201 {
+			b.Fatalf("create workspace: %d", code)
+		}
+		s.ws = append(s.ws, ws.ID)
+	}
+	return s
+}
+
+// definitions creates graph in every workspace, returning the ids in
+// workspace order.
+func (s *sluiceBench) definitions(graph map[string]any) []string {
+	ids := make([]string, len(s.ws))
+	for i, ws := range s.ws {
+		var def struct{ ID string }
+		if code := call(s.b, "POST", s.base+"/api/v1/workflow/definitions", testAdminToken,
+			map[string]any{"workspaceId": ws, "name": fmt.Sprintf("bench-%d", s.phase), "graph": graph}, &def); code != 201 {
+			s.b.Fatalf("create definition: %d", code)
+		}
+		ids[i] = def.ID
+	}
+	return ids
+}
+
+// enqueue starts run n of the phase (its input names the phase and n) in
+// workspace n mod 20.
+func (s *sluiceBench) enqueue(defs []string, n int) {
+	i := n % len(s.ws)
+	body, _ := json.Marshal(map[string]any{"workspaceId": s.ws[i], "workflowDefinitionId": defs[i],
+		"input": map[string]any{"phase": s.phase, "run": n}})
+	req, _ := http.NewRequest("POST", s.base+"/api/v1/workflow/executions/start", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		s.b.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 202 {
+		s.b.Errorf("enqueue: %d", resp.StatusCode)
+	}
+}
+
+// benchEnded is one ended execution of a phase.
+type benchEnded struct {
+	run              int
+	status           string
+	started, stopped time.Time
+	id               uuid.UUID
+}
+
+// ended lists the phase's ended executions.
+func (s *sluiceBench) ended() []benchEnded {
+	rows, err := s.db.Query(context.Background(), `
+		SELECT (input->>'run')::int, status, started_at, completed_at, id FROM workflow_executions
+		WHERE (input->>'phase')::int = $1 AND status <> 'RUNNING'`, s.phase)
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (benchEnded, error) {
+		var e benchEnded
+		err := r.Scan(&e.run, &e.status, &e.started, &e.stopped, &e.id)
+		return e, err
+	})
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	return out
+}
+
+// waitEnded polls until n executions of the phase ended, failing on any
+// that did not complete.
+func (s *sluiceBench) waitEnded(n int) []benchEnded {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ended := s.ended()
+		for _, e := range ended {
+			if e.status != "COMPLETED" {
+				s.b.Fatalf("run %d of phase %d ended %s", e.run, s.phase, e.status)
+			}
+		}
+		if len(ended) >= n {
+			return ended
+		}
+		if time.Now().After(deadline) {
+			s.b.Fatalf("phase %d: %d of %d runs ended after 5 minutes", s.phase, len(ended), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// throughput enqueues benchRuns runs of graph from benchCallers callers
+// and times them from the first enqueue until all are COMPLETED.
+func (s *sluiceBench) throughput(graph map[string]any) engineRate {
+	s.phase++
+	defs := s.definitions(graph)
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	began := time.Now()
+	for range benchCallers {
+		wg.Go(func() {
+			for n := int(next.Add(1)); n <= benchRuns; n = int(next.Add(1)) {
+				s.enqueue(defs, n)
+			}
+		})
+	}
+	wg.Wait()
+	ended := s.waitEnded(benchRuns)
+	r := engineRate{took: time.Since(began), n: benchRuns}
+	durations := make([]time.Duration, len(ended))
+	for i, e := range ended {
+		durations[i] = e.stopped.Sub(e.started)
+	}
+	r.p50, r.p99 = benchPercentiles(durations)
+	r.events = benchEvents(s.b, s.c, engine.WorkflowID(domain.ID(ended[0].id)))
+	return r
+}
+
+// benchLatency is the steady-rate figure.
+type benchLatency struct {
+	n        int
+	p50, p99 time.Duration
+	// toClaim and claimToEnd split p50 into the dispatcher's part (enqueue
+	// to the claim that wrote the execution) and the engine's.
+	toClaim, claimToEnd time.Duration
+}
+
+// steadyLatency enqueues one-node TRANSFORM runs at benchSteadyRate for
+// benchSteadyFor, each from its own goroutine so a slow answer does not
+// delay the pace, and measures from the start of each enqueue call to its
+// execution's completed_at (database time, same host and clock).
+func (s *sluiceBench) steadyLatency() benchLatency {
+	s.phase++
+	defs := s.definitions(map[string]any{"nodes": []any{node("t", "TRANSFORM", map[string]any{"output": "{{ input.run }}"})}})
+	total := int(benchSteadyFor.Seconds() * benchSteadyRate)
+	sent := make([]time.Time, total)
+	tick := time.NewTicker(time.Second / benchSteadyRate)
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	for n := range total {
+		<-tick.C
+		sent[n] = time.Now()
+		wg.Go(func() { s.enqueue(defs, n) })
+	}
+	wg.Wait()
+	ended := s.waitEnded(total)
+	lat := make([]time.Duration, len(ended))
+	toClaim := make([]time.Duration, len(ended))
+	claimToEnd := make([]time.Duration, len(ended))
+	for i, e := range ended {
+		lat[i] = e.stopped.Sub(sent[e.run])
+		toClaim[i] = e.started.Sub(sent[e.run])
+		claimToEnd[i] = e.stopped.Sub(e.started)
+	}
+	r := benchLatency{n: total}
+	r.p50, r.p99 = benchPercentiles(lat)
+	r.toClaim, _ = benchPercentiles(toClaim)
+	r.claimToEnd, _ = benchPercentiles(claimToEnd)
+	return r
+}
+
+func benchPercentiles(ds []time.Duration) (p50, p99 time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)*50/100], ds[min(len(ds)-1, len(ds)*99/100)]
+}

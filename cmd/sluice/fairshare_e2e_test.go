@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// httpNodeAllow lets HTTP_REQUEST nodes reach the tests' local servers
+// past the outbound guard, which refuses loopback by default.
+const httpNodeAllow = "127.0.0.0/8,::1/128"
+
+// TestAWorkspaceWithHundredsOfSlowHTTPNodesLeavesOthersTheirShare runs, on
+// the real stack, a FREE execution of 200 parallel HTTP nodes against a
+// server that holds each request 30 s, and meanwhile another workspace's
+// one-node HTTP run: the plan's nodes-in-flight cap (FREE 4) leaves the
+// other 16 of the external queue's 20 slots free, so the second run
+// completes within 5 s instead of waiting behind 200 slow requests.
+func TestAWorkspaceWithHundredsOfSlowHTTPNodesLeavesOthersTheirShare(t *testing.T) {
+	t.Setenv("SLUICE_HTTP_NODE_ALLOW", httpNodeAllow)
+	var held, peak atomic.Int32
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := held.Add(1)
+		defer held.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		select {
+		case <-time.After(30 * time.Second):
+		case <-release:
+		case <-r.Context().Done():
+		}
+		fmt.Fprint(w, `{}`)
+	}))
+	defer slow.Close()
+	defer close(release)
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"ok": true}`) }))
+	defer fast.Close()
+
+	base := startSluice(t, map[string]string{"SLUICE_HTTP_NODE_ALLOW": httpNodeAllow})
+	hog := newE2EWithPlan(t, base, "FREE")
+	nodes := make([]any, 200)
+	for i := range nodes {
+		nodes[i] = node(fmt.Sprintf("n%03d", i), "HTTP_REQUEST", map[string]any{"url": fmt.Sprintf("%s/%d", slow.URL, i), "timeout": "60s"})
+	}
+	hogID := hog.startIn(map[string]any{"nodes": nodes}, nil)
+	eventually(t, 30*time.Second, "the FREE execution to hold its requests", func() bool { return held.Load() >= 4 })
+
+	other := newE2EWithPlan(t, base, "FREE")
+	began := time.Now()
+	id := other.startIn(map[string]any{"nodes": []any{node("get", "HTTP_REQUEST", map[string]any{"url": fast.URL})}}, nil)
+	ex := other.waitFor(id, "COMPLETED", "FAILED")
+	took := time.Since(began)
+	if ex.Status != "COMPLETED" {
+		t.Fatalf("the other workspace's run ended %s (%v)", ex.Status, ex.Error)
+	}
+	if took > 5*time.Second {
+		t.Errorf("the other workspace's one-node run took %s beside the FREE execution's 200 slow nodes, want within 5s", took)
+	}
+	t.Logf("other workspace's one-node HTTP run: enqueue to COMPLETED %s; slow requests held at once: at most %d", took.Round(time.Millisecond), peak.Load())
+	if p := peak.Load(); p > 4 {
+		t.Errorf("the FREE execution had %d HTTP nodes in flight, over its cap of 4", p)
+	}
+	var res struct{ Status string }
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/"+hogID+"/cancel", testAdminToken, nil, &res); code != 202 {
+		t.Errorf("cancelling the FREE execution: %d", code)
+	}
+	hog.waitFor(hogID, "CANCELLED")
+}
+
+// newE2EWithPlan is newE2E with a workspace on plan.
+func newE2EWithPlan(t testing.TB, base, plan string) *e2e {
+	var ws struct{ ID string }
+	if code := call(t, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": "e2e-" + plan, "plan": plan}, &ws); code != 201 {
+		t.Fatalf("create workspace: %d", code)
+	}
+	return &e2e{t: t, base: base, ws: ws.ID}
+}
+
+// TestTheExternalQueueServesWorkspacesFairly checks task-queue fairness on
+// the real server: with one external-API slot, an ENTERPRISE execution
+// queues 25 HTTP nodes of 300 ms each; another workspace's one-node HTTP
+// task, scheduled while they wait, is counted in hog requests served
+// between its scheduling (from its history) and its own request.
+func TestTheExternalQueueServesWorkspacesFairly(t *testing.T) {
+	t.Setenv("SLUICE_HTTP_NODE_ALLOW", httpNodeAllow)
+	var mu sync.Mutex
+	var hogTimes []time.Time
+	var otherTime time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if r.URL.Path == "/other" {
+			otherTime = time.Now()
+		} else {
+			hogTimes = append(hogTimes, time.Now())
+		}
+		mu.Unlock()
+		if r.URL.Path != "/other" {
+			select {
+			case <-time.After(300 * time.Millisecond):
+			case <-r.Context().Done():
+			}
+		}
+		fmt.Fprint(w, `{}`)
+	}))
+	defer srv.Close()
+	base := startSluice(t, map[string]string{"SLUICE_HTTP_NODE_ALLOW": httpNodeAllow, "SLUICE_WORKER_EXTERNAL_API_CONCURRENCY": "1"})
+
+	hog := newE2EWithPlan(t, base, "ENTERPRISE")
+	nodes := make([]any, 25)
+	for i := range nodes {
+		nodes[i] = node(fmt.Sprintf("n%02d", i), "HTTP_REQUEST", map[string]any{"url": fmt.Sprintf("%s/hog/%d", srv.URL, i)})
+	}
+	hogID := hog.startIn(map[string]any{"nodes": nodes}, nil)
+	eventually(t, 30*time.Second, "the hog's first request", func() bool { mu.Lock(); defer mu.Unlock(); return len(hogTimes) >= 1 })
+
+	other := newE2EWithPlan(t, base, "FREE")
+	id := other.startIn(map[string]any{"nodes": []any{node("get", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/other"})}}, nil)
+	if ex := other.waitFor(id, "COMPLETED", "FAILED"); ex.Status != "COMPLETED" {
+		t.Fatalf("the other run ended %s (%v)", ex.Status, ex.Error)
+	}
+	scheduled := activityScheduledAt(t, id)
+	mu.Lock()
+	between := 0
+	for _, at := range hogTimes {
+		if at.After(scheduled) && at.Before(otherTime) {
+			between++
+		}
+	}
+	mu.Unlock()
+	t.Logf("hog requests served between the other task's scheduling and its request: %d", between)
+	if between > 3 {
+		t.Errorf("%d of the hog's queued requests went before the other workspace's task, want at most 3 (fairness)", between)
+	}
+	hog.waitFor(hogID, "COMPLETED", "FAILED")
+}
+
+// activityScheduledAt reads when the execution's first activity was
+// scheduled, from its workflow history.
+func activityScheduledAt(t *testing.T, executionID string) time.Time {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS"), Logger: nopLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	it := c.GetWorkflowHistory(context.Background(), "execution-"+executionID, "", false, 0)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+			return ev.GetEventTime().AsTime()
+		}
+	}
+	t.Fatal("no activity scheduled in the history")
+	return time.Time{}
+}
