@@ -1,14 +1,12 @@
-package app_test
+package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,16 +39,9 @@ type dispatchBundle struct {
 	log    *slog.Logger
 }
 
-func quietLog() *slog.Logger {
-	if os.Getenv("SLUICE_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 func temporalClient(t *testing.T, hostPort string) client.Client {
 	t.Helper()
-	c, err := client.NewLazyClient(client.Options{HostPort: hostPort, Namespace: "default", Logger: nopTemporalLogger{}})
+	c, err := client.NewLazyClient(client.Options{HostPort: hostPort, Namespace: "default", Logger: nopLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,18 +52,11 @@ func temporalClient(t *testing.T, hostPort string) client.Client {
 func setupDispatch(t *testing.T) *dispatchBundle {
 	t.Helper()
 	pool := pgtest.Pool(t)
-	addr := os.Getenv("TEMPORAL_ADDRESS")
-	if addr == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") != "" {
-			t.Fatal("TEMPORAL_ADDRESS is not set; run through `make test`")
-		}
-		t.Skip("TEMPORAL_ADDRESS not set (run `make test`)")
-	}
-	c := temporalClient(t, addr)
+	c := temporalClient(t, temporalAddress(t))
 	// No worker serves this prefix: started workflows simply wait, which is
 	// all the dispatcher needs to observe.
 	queues := engine.NewTaskQueues("disp" + uuid.NewString()[:8] + ".")
-	log := quietLog()
+	log := testLog()
 	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: engine.NewEngine(c, queues), client: c, log: log}
 }
 
@@ -95,10 +79,6 @@ func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg app.Dispatc
 	return app.NewDispatcher(b.store, b.store, engine, postgres.NewLease(b.pool, uuid.NewString()), wake,
 		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(prometheus.NewRegistry()), b.log)
 }
-
-type noWakeups struct{}
-
-func (noWakeups) C() <-chan struct{} { return nil }
 
 // workspace creates a workspace on plan with one empty-graph definition.
 func (b *dispatchBundle) workspace(t *testing.T, plan domain.Plan) (domain.ID, domain.ID) {
@@ -165,17 +145,6 @@ func (b *dispatchBundle) running(t *testing.T) map[domain.ID]int {
 		out[id] = n
 	}
 	return out
-}
-
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // countingEngine wraps an engine and counts starts per execution.
@@ -1014,14 +983,6 @@ func TestWrongCountsNeverOverAdmit(t *testing.T) {
 		t.Fatalf("FREE workspace has %d RUNNING, want exactly 1", got)
 	}
 }
-
-// nopTemporalLogger keeps the SDK's retries out of test output.
-type nopTemporalLogger struct{}
-
-func (nopTemporalLogger) Debug(string, ...any) {}
-func (nopTemporalLogger) Info(string, ...any)  {}
-func (nopTemporalLogger) Warn(string, ...any)  {}
-func (nopTemporalLogger) Error(string, ...any) {}
 
 // TestClaimCountsTheFullWorkspacesItsPrefilterSkips: a full workspace with
 // pending work is never locked (the prefilter skips it by its counts), yet
