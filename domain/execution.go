@@ -2,15 +2,8 @@ package domain
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 )
-
-// ErrUnknownStatus is wrapped by the Parse*Status functions when a stored
-// status is not one the domain knows, so adapters can report corrupt rows
-// distinctly from other errors.
-var ErrUnknownStatus = errors.New("unknown status")
 
 // ExecutionStatus is the state of one run of a workflow. Admission counts
 // RUNNING executions, and the queue item of an execution that ended FAILED or
@@ -28,23 +21,6 @@ const (
 	// ExecutionCancelled means the execution was stopped on request.
 	ExecutionCancelled ExecutionStatus = "CANCELLED"
 )
-
-// ExecutionStatuses lists every execution status, for API enums and tests.
-func ExecutionStatuses() []ExecutionStatus {
-	return []ExecutionStatus{ExecutionRunning, ExecutionCompleted, ExecutionFailed, ExecutionCancelled}
-}
-
-// ParseExecutionStatus turns a stored status into an ExecutionStatus, wrapping
-// ErrUnknownStatus for anything else so corrupt data is not mistaken for a
-// state.
-func ParseExecutionStatus(s string) (ExecutionStatus, error) {
-	for _, st := range ExecutionStatuses() {
-		if string(st) == s {
-			return st, nil
-		}
-	}
-	return "", fmt.Errorf("%w: execution status %q", ErrUnknownStatus, s)
-}
 
 // Terminal reports whether the execution has ended. A terminal execution no
 // longer counts against the workspace's capacity.
@@ -74,22 +50,6 @@ const (
 	// cancelled.
 	NodeCancelled NodeStatus = "CANCELLED"
 )
-
-// NodeStatuses lists every node status, for API enums and tests.
-func NodeStatuses() []NodeStatus {
-	return []NodeStatus{NodeRunning, NodeCompleted, NodeFailed, NodeSkipped, NodeCancelled}
-}
-
-// ParseNodeStatus turns a stored status into a NodeStatus, wrapping
-// ErrUnknownStatus for anything else.
-func ParseNodeStatus(s string) (NodeStatus, error) {
-	for _, st := range NodeStatuses() {
-		if string(st) == s {
-			return st, nil
-		}
-	}
-	return "", fmt.Errorf("%w: node status %q", ErrUnknownStatus, s)
-}
 
 // Terminal reports whether the node has ended, i.e. is anything but RUNNING.
 func (s NodeStatus) Terminal() bool {

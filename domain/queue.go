@@ -51,6 +51,11 @@ func QueueStatuses() []QueueStatus {
 	return []QueueStatus{QueuePending, QueueClaimed, QueueDispatched, QueueFailed, QueueCancelled}
 }
 
+// ErrUnknownStatus is wrapped by ParseQueueStatus when a status is not one
+// the domain knows, so a corrupt row is reported distinctly from other
+// errors.
+var ErrUnknownStatus = errors.New("unknown status")
+
 // ParseQueueStatus turns a stored status into a QueueStatus, wrapping
 // ErrUnknownStatus for anything else so a corrupt row is not treated as a
 // state.

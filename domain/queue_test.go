@@ -355,33 +355,6 @@ func TestQueueItemValidate(t *testing.T) {
 	}
 }
 
-func TestExecutionAndNodeStatuses(t *testing.T) {
-	t.Parallel()
-	terminal := map[ExecutionStatus]bool{ExecutionRunning: false, ExecutionCompleted: true, ExecutionFailed: true, ExecutionCancelled: true}
-	for _, s := range ExecutionStatuses() {
-		if got, err := ParseExecutionStatus(string(s)); err != nil || got != s {
-			t.Errorf("ParseExecutionStatus(%s) = %s, %v", s, got, err)
-		}
-		if s.Terminal() != terminal[s] {
-			t.Errorf("%s.Terminal() = %v", s, s.Terminal())
-		}
-	}
-	if _, err := ParseExecutionStatus("DONE"); !errors.Is(err, ErrUnknownStatus) {
-		t.Errorf("ParseExecutionStatus(DONE) error = %v", err)
-	}
-	for _, s := range NodeStatuses() {
-		if got, err := ParseNodeStatus(string(s)); err != nil || got != s {
-			t.Errorf("ParseNodeStatus(%s) = %s, %v", s, got, err)
-		}
-		if s.Terminal() == (s == NodeRunning) {
-			t.Errorf("%s.Terminal() = %v", s, s.Terminal())
-		}
-	}
-	if _, err := ParseNodeStatus("PENDING"); !errors.Is(err, ErrUnknownStatus) {
-		t.Errorf("ParseNodeStatus(PENDING) error = %v", err)
-	}
-}
-
 func TestReleaseUnstartedCountsTheAttemptButNoFailure(t *testing.T) {
 	now := time.Now()
 	q := QueueState{Status: QueueClaimed, ClaimedAt: &now, AvailableAt: now}

@@ -3,7 +3,6 @@ package domain
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 )
 
@@ -56,7 +55,6 @@ type Scheduler struct {
 	resolved []int // incoming edges whose source is completed or skipped
 	live     []int // incoming edges that were taken
 	state    []nodeState
-	outputs  map[string]any
 	running  int
 	left     int // nodes not yet completed, failed or skipped
 	failed   bool
@@ -82,9 +80,8 @@ func NewScheduler(g Graph) (*Scheduler, error) {
 // directly, to reach states a valid graph cannot (a deadlock).
 func newScheduler(g Graph) *Scheduler {
 	s := &Scheduler{
-		nodes:   append([]Node(nil), g.Nodes...),
-		index:   make(map[string]int, len(g.Nodes)),
-		outputs: map[string]any{},
+		nodes: append([]Node(nil), g.Nodes...),
+		index: make(map[string]int, len(g.Nodes)),
 	}
 	sort.SliceStable(s.nodes, func(i, j int) bool { return s.nodes[i].Key < s.nodes[j].Key })
 	for i, n := range s.nodes {
@@ -188,7 +185,6 @@ func (s *Scheduler) Completed(key string, output any) (skipped []string, err err
 	s.state[i] = stateCompleted
 	s.running--
 	s.left--
-	s.outputs[key] = output
 	var newly []int
 	for _, e := range s.out[i] {
 		taken := !isCondition || s.edges[e].when == nil || *s.edges[e].when == result
@@ -209,25 +205,6 @@ func (s *Scheduler) Failed(key string) error {
 	s.left--
 	s.failed = true
 	return nil
-}
-
-// Skipped records that a running node decided not to run (its implementation
-// found nothing to do). Like a skip decided by the scheduler it makes the
-// node's outgoing edges dead, and it returns the nodes skipped as a
-// consequence, sorted. The skipped node itself is not in the list.
-func (s *Scheduler) Skipped(key string) (skipped []string, err error) {
-	i, err := s.runningNode(key)
-	if err != nil {
-		return nil, err
-	}
-	s.state[i] = stateSkipped
-	s.running--
-	s.left--
-	var newly []int
-	for _, e := range s.out[i] {
-		newly = s.resolveEdge(s.edges[e].to, false, newly)
-	}
-	return s.keysOf(newly), nil
 }
 
 // resolveEdge records that one incoming edge of node to is resolved, live or
@@ -279,13 +256,6 @@ func (s *Scheduler) keysOf(ids []int) []string {
 	return keys
 }
 
-// Finished reports whether the run is over: nothing is running, and either
-// every node is resolved or a node failed. The caller can then compute the
-// execution's status.
-func (s *Scheduler) Finished() bool {
-	return s.running == 0 && (s.left == 0 || s.failed)
-}
-
 // Unrun lists, sorted, the nodes that never started and were not skipped.
 // After a failure these are the nodes the failure prevented, which an
 // execution report should show.
@@ -297,10 +267,4 @@ func (s *Scheduler) Unrun() []string {
 		}
 	}
 	return keys
-}
-
-// Outputs returns the outputs of completed nodes by key, as a new map (the
-// values are not copied). It is the Steps of a TemplateContext.
-func (s *Scheduler) Outputs() map[string]any {
-	return maps.Clone(s.outputs)
 }

@@ -8,7 +8,7 @@ import (
 
 // schedStep is one call in a scheduler scenario.
 type schedStep struct {
-	op          string // "next", "complete", "fail", "skip"
+	op          string // "next", "complete", "fail"
 	key         string
 	output      any
 	want        []string // nodes from next, or newly skipped nodes
@@ -24,10 +24,6 @@ func complete(key string, output any, skipped ...string) schedStep {
 
 func fail(key string) schedStep { return schedStep{op: "fail", key: key} }
 
-func skip(key string, skipped ...string) schedStep {
-	return schedStep{op: "skip", key: key, want: skipped}
-}
-
 func refused(s schedStep, err error) schedStep {
 	s.wantErr = err
 	return s
@@ -42,14 +38,12 @@ func TestScheduler(t *testing.T) {
 		steps        []schedStep
 		wantFinished bool
 		wantUnrun    []string
-		wantOutputs  map[string]any
 	}{
 		{
 			name:         "empty graph finishes at once",
 			g:            Graph{},
 			steps:        []schedStep{next(), next()},
 			wantFinished: true,
-			wantOutputs:  map[string]any{},
 		},
 		{
 			name: "chain runs in order",
@@ -60,7 +54,6 @@ func TestScheduler(t *testing.T) {
 				next("c"), complete("c", 3.0), next(),
 			},
 			wantFinished: true,
-			wantOutputs:  map[string]any{"a": 1.0, "b": 2.0, "c": 3.0},
 		},
 		{
 			name: "independent nodes are ready together, sorted",
@@ -73,7 +66,6 @@ func TestScheduler(t *testing.T) {
 				complete("b", nil), next("d"), complete("d", nil),
 			},
 			wantFinished: true,
-			wantOutputs:  map[string]any{"a": nil, "b": nil, "c": nil, "d": nil},
 		},
 		{
 			name: "disconnected components run in parallel",
@@ -82,7 +74,6 @@ func TestScheduler(t *testing.T) {
 				next("a", "x"), complete("x", nil), complete("a", nil), next("b"), complete("b", nil),
 			},
 			wantFinished: true,
-			wantOutputs:  map[string]any{"a": nil, "b": nil, "x": nil},
 		},
 		{
 			name: "condition true skips the false branch and cascades",
@@ -96,7 +87,6 @@ func TestScheduler(t *testing.T) {
 				next("join"), complete("always", nil), complete("join", nil),
 			},
 			wantFinished: true,
-			wantOutputs:  map[string]any{"if": true, "yes": "y", "always": nil, "join": nil},
 		},
 		{
 			name: "condition false skips the true branch",
@@ -108,7 +98,6 @@ func TestScheduler(t *testing.T) {
 				next("if"), complete("if", false, "yes"), next("no"), complete("no", nil), next("join"), complete("join", nil),
 			},
 			wantFinished: true,
-			wantOutputs:  map[string]any{"if": false, "no": nil, "join": nil},
 		},
 		{
 			name: "a node whose every incoming edge is dead is skipped, through two levels",
@@ -123,25 +112,6 @@ func TestScheduler(t *testing.T) {
 				next(),
 			},
 			wantFinished: true,
-			wantOutputs:  map[string]any{"if": false, "if2": false},
-		},
-		{
-			name: "external skip cascades",
-			g:    Graph{Nodes: nodes(transform("a"), transform("b"), transform("c"), transform("d")), Edges: []Edge{edge("a", "b"), edge("b", "c"), edge("a", "d")}},
-			steps: []schedStep{
-				next("a"), skip("a", "b", "c", "d"), next(),
-			},
-			wantFinished: true,
-			wantOutputs:  map[string]any{},
-		},
-		{
-			name: "external skip of one predecessor does not skip a node with a live edge",
-			g:    Graph{Nodes: nodes(transform("a"), transform("b"), transform("c")), Edges: []Edge{edge("a", "c"), edge("b", "c")}},
-			steps: []schedStep{
-				next("a", "b"), skip("a"), next(), complete("b", nil), next("c"), complete("c", nil),
-			},
-			wantFinished: true,
-			wantOutputs:  map[string]any{"b": nil, "c": nil},
 		},
 		{
 			name: "failure stops new work and reports what never ran",
@@ -156,7 +126,6 @@ func TestScheduler(t *testing.T) {
 			},
 			wantFinished: true,
 			wantUnrun:    []string{"d", "e"},
-			wantOutputs:  map[string]any{"a": nil, "c": "late"},
 		},
 		{
 			name: "not finished while a node still runs after a failure",
@@ -165,7 +134,6 @@ func TestScheduler(t *testing.T) {
 				next("a", "b"), fail("a"), next(),
 			},
 			wantFinished: false,
-			wantOutputs:  map[string]any{},
 		},
 		{
 			name: "refused calls",
@@ -173,7 +141,6 @@ func TestScheduler(t *testing.T) {
 			steps: []schedStep{
 				refused(complete("ghost", nil), ErrUnknownNode),
 				refused(fail("ghost"), ErrUnknownNode),
-				refused(skip("ghost"), ErrUnknownNode),
 				refused(complete("if", true), ErrNodeNotRunning), // ready but not handed out
 				next("if"),
 				refused(complete("a", nil), ErrNodeNotRunning), // pending
@@ -182,11 +149,9 @@ func TestScheduler(t *testing.T) {
 				complete("if", true),
 				refused(complete("if", true), ErrNodeNotRunning), // twice
 				refused(fail("if"), ErrNodeNotRunning),
-				refused(skip("if"), ErrNodeNotRunning),
 				next("a"), complete("a", nil),
 			},
 			wantFinished: true,
-			wantOutputs:  map[string]any{"if": true, "a": nil},
 		},
 	}
 	for _, tt := range tests {
@@ -210,8 +175,6 @@ func TestScheduler(t *testing.T) {
 					got, err = s.Completed(st.key, st.output)
 				case "fail":
 					err = s.Failed(st.key)
-				case "skip":
-					got, err = s.Skipped(st.key)
 				}
 				if st.wantErr != nil {
 					if !errors.Is(err, st.wantErr) {
@@ -226,14 +189,11 @@ func TestScheduler(t *testing.T) {
 					t.Fatalf("step %d %s(%s) = %q, want %q", i, st.op, st.key, got, st.want)
 				}
 			}
-			if s.Finished() != tt.wantFinished {
-				t.Errorf("Finished() = %v, want %v", s.Finished(), tt.wantFinished)
+			if s.finished() != tt.wantFinished {
+				t.Errorf("finished() = %v, want %v", s.finished(), tt.wantFinished)
 			}
 			if got := s.Unrun(); !reflect.DeepEqual(got, tt.wantUnrun) {
 				t.Errorf("Unrun() = %q, want %q", got, tt.wantUnrun)
-			}
-			if got := s.Outputs(); !reflect.DeepEqual(got, tt.wantOutputs) {
-				t.Errorf("Outputs() = %v, want %v", got, tt.wantOutputs)
 			}
 		})
 	}
@@ -270,7 +230,7 @@ func TestSchedulerDeadlock(t *testing.T) {
 	if !errors.Is(err, ErrDeadlock) {
 		t.Fatalf("Next() error = %v, want ErrDeadlock", err)
 	}
-	if s.Finished() {
+	if s.finished() {
 		t.Fatal("deadlocked run reports Finished")
 	}
 	if got := s.Unrun(); !reflect.DeepEqual(got, []string{"b", "c"}) {
@@ -279,7 +239,7 @@ func TestSchedulerDeadlock(t *testing.T) {
 }
 
 // TestSchedulersAreIndependent runs two schedulers of one graph interleaved;
-// neither may see the other's progress (the seed's singleton bug).
+// neither may see the other's progress: a scheduler is one run's state.
 func TestSchedulersAreIndependent(t *testing.T) {
 	t.Parallel()
 	g := Graph{Nodes: []Node{transform("a"), transform("b")}, Edges: []Edge{edge("a", "b")}}
@@ -294,20 +254,10 @@ func TestSchedulersAreIndependent(t *testing.T) {
 	if r, _ := s2.Next(); len(r) != 1 || r[0].Key != "a" {
 		t.Fatalf("second scheduler saw the first one's progress: %v", r)
 	}
-	if len(s2.Outputs()) != 0 {
-		t.Fatal("outputs shared")
-	}
 }
 
-func TestOutputsIsACopy(t *testing.T) {
-	t.Parallel()
-	s, _ := NewScheduler(Graph{Nodes: []Node{transform("a")}})
-	_, _ = s.Next()
-	_, _ = s.Completed("a", 1)
-	out := s.Outputs()
-	out["b"] = 2
-	delete(out, "a")
-	if got := s.Outputs(); len(got) != 1 || got["a"] != 1 {
-		t.Fatalf("Outputs() = %v after changing a copy", got)
-	}
+// finished reports whether the run is over: nothing is running, and either
+// every node is resolved or a node failed.
+func (s *Scheduler) finished() bool {
+	return s.running == 0 && (s.left == 0 || s.failed)
 }

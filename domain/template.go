@@ -100,15 +100,6 @@ type TemplatePart struct {
 	Pos int
 }
 
-// String renders the part so that parsing the concatenated parts again gives
-// the same parts (positions aside).
-func (p TemplatePart) String() string {
-	if p.Ref == nil {
-		return p.Text
-	}
-	return "{{ " + p.Ref.String() + " }}"
-}
-
 // TemplateSyntaxError reports a malformed template with the byte position of
 // the problem, so an editor can point at it.
 type TemplateSyntaxError struct {

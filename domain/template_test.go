@@ -94,7 +94,7 @@ func TestParseTemplate(t *testing.T) {
 			}
 			var got []string
 			for _, p := range parts {
-				got = append(got, p.String())
+				got = append(got, renderPart(p))
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("parts %q, want %q", got, tt.want)

@@ -2,7 +2,6 @@ package ports
 
 import (
 	"context"
-	"errors"
 
 	"github.com/sluicehq/sluice/domain"
 )
@@ -40,10 +39,4 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 // Permanent wraps err as a PermanentError of the given kind.
 func Permanent(kind string, err error) error {
 	return &PermanentError{Kind: kind, Err: err}
-}
-
-// IsPermanent reports whether err is marked permanent.
-func IsPermanent(err error) bool {
-	var p *PermanentError
-	return errors.As(err, &p)
 }

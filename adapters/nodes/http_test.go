@@ -75,7 +75,7 @@ func wantRetryable(t *testing.T, err error) {
 	if err == nil {
 		t.Fatal("no error, want a retryable one")
 	}
-	if ports.IsPermanent(err) {
+	if perm := (*ports.PermanentError)(nil); errors.As(err, &perm) {
 		t.Errorf("error %v is permanent, want retryable", err)
 	}
 }
