@@ -27,7 +27,7 @@ const (
 	RecoveryLeaseAtLeastFor = 30 * time.Second
 )
 
-// DispatcherConfig tunes the dispatcher. The defaults come from the seeds.
+// DispatcherConfig tunes the dispatcher.
 type DispatcherConfig struct {
 	// Enabled turns the engine off without removing the module.
 	Enabled bool
@@ -78,9 +78,9 @@ type DispatcherConfig struct {
 	RecoveryLeaseAtLeastFor time.Duration
 }
 
-// DefaultDispatcherConfig returns the seeds' settings (batches from 10, a
-// 5 s poll, a 5 min stale threshold checked every 60 s) with a 10 s queue
-// lease.
+// DefaultDispatcherConfig returns the defaults: batches from 10, a 5 s
+// fallback poll (LISTEN/NOTIFY wakes the dispatcher sooner), a 5 min stale
+// threshold checked every 60 s, and a 10 s queue lease.
 func DefaultDispatcherConfig() DispatcherConfig {
 	return DispatcherConfig{
 		Enabled:           true,

@@ -10,7 +10,7 @@ import (
 )
 
 // DispatchMetrics are the dispatcher's Prometheus series. The queue_*
-// names are the seeds', so existing dashboards keep working. Labels are
+// names are stable: dashboards and alerts are written against them. Labels are
 // bounded: plan and reason take a handful of values; a workspace label is
 // added only when WorkspaceLabel is set (SLUICE_METRICS_WORKSPACE_LABEL),
 // as it grows with the tenants.

@@ -371,8 +371,8 @@ func nodeRecords(nodes []NodeRecordInput) []domain.NodeRecord {
 
 // CompleteExecution records the final status with the last node records
 // and settles the queue item, in one transaction. It is idempotent, and a missing
-// execution is a warning, not a failure, as the seeds ask: the workflow's
-// result stays authoritative.
+// execution is a warning, not a failure: the workflow's result stays
+// authoritative, and the queue item is settled all the same.
 func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
 	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {

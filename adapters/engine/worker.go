@@ -13,8 +13,8 @@ import (
 )
 
 // WorkerConfig says which task queues this process serves and how much of
-// each it runs at once. The defaults are the seeds': 50 on the workflow
-// queue, 20 on the external API queue.
+// each it runs at once: by default 50 on the workflow queue and 20 on the
+// external API queue, which bounds how many slow HTTP calls one worker holds.
 type WorkerConfig struct {
 	Queues           TaskQueues
 	ServeWorkflows   bool

@@ -233,8 +233,9 @@ func (r *executionRun) graph() (domain.Graph, string) {
 }
 
 // executionIDFrom parses the execution id out of the workflow id
-// ("execution-<uuid>"), which the seeds make the authority; a workflow
-// started under another id falls back to the id in its input.
+// ("execution-<uuid>"), the authority because it is what makes a start
+// idempotent; a workflow started under another id falls back to the id in
+// its input.
 func executionIDFrom(workflowID, fallback string) string {
 	if id, ok := strings.CutPrefix(workflowID, workflowIDPrefix); ok {
 		if _, err := domain.ParseID(id); err == nil {

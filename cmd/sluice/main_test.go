@@ -58,7 +58,7 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 	}
 }
 
-func TestConfigDefaultsAreTheSeeds(t *testing.T) {
+func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	t.Parallel()
 	cfg, err := LoadConfig(func(k string) (string, bool) {
 		if k == "SLUICE_ADMIN_TOKEN" {
