@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -34,7 +33,9 @@ import (
 //	cd cmd/devstack && go build -o /tmp/devstack . && cd ../.. &&
 //	/tmp/devstack -- env SLUICE_RECORD_HISTORIES=1 go test -run TestRecordHistories ./adapters/engine/
 //
-// The worker uses the in-memory store, so no database is needed.
+// The worker uses the in-memory store, so no database is needed, and the
+// fake node executors of executors_test.go: what a history records is the
+// workflow's commands, which do not depend on how a node did its work.
 func TestRecordHistories(t *testing.T) {
 	addr := os.Getenv("TEMPORAL_ADDRESS")
 	if os.Getenv("SLUICE_RECORD_HISTORIES") != "1" || addr == "" {
@@ -75,7 +76,7 @@ func TestRecordHistories(t *testing.T) {
 	ws := NewWorkers(c, WorkerConfig{
 		Queues: queues, ServeWorkflows: true, ServeExternalAPI: true,
 		WorkflowsSize: 10, ExternalAPISize: 10, Retry: testRetry,
-	}, NewActivities(store, nodes.All(loopbackNodes(t)), slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
+	}, NewActivities(store, fakeExecutors(), slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
 	if err := ws.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -37,7 +36,8 @@ var testRetry = RetryConfig{
 }
 
 // harness runs one execution's workflow in the SDK's test environment,
-// with the real activities and node executors over an in-memory store.
+// with the real activities over an in-memory store and the fake node
+// executors of executors_test.go.
 type harness struct {
 	t      *testing.T
 	env    *testsuite.TestWorkflowEnvironment
@@ -66,20 +66,7 @@ type ranNode struct {
 // RUNNING execution of it.
 func newHarness(t *testing.T, graph string) *harness {
 	t.Helper()
-	return newHarnessWith(t, graph, nodes.All(loopbackNodes(t)))
-}
-
-// loopbackNodes is the node configuration with loopback allowed, where the
-// tests' HTTP servers listen; the binary's default refuses it.
-func loopbackNodes(t *testing.T) nodes.Config {
-	t.Helper()
-	cfg := nodes.DefaultConfig()
-	allow, err := nodes.ParseAllowList("127.0.0.0/8,::1/128")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Allow = allow
-	return cfg
+	return newHarnessWith(t, graph, fakeExecutors())
 }
 
 // newHarnessWith is newHarness with the given node executors.
@@ -399,7 +386,8 @@ func TestExecutionHTTP4xxIsNotRetried(t *testing.T) {
 	if n := hits.Load(); n != 1 {
 		t.Errorf("server got %d requests, want exactly 1: a 4xx must not be retried", n)
 	}
-	nodeErr := fmt.Sprintf("http GET %s/missing: client error 404", srv.URL)
+	// The executor's error, recorded as it is.
+	nodeErr := fmt.Sprintf("GET %s/missing: status 404", srv.URL)
 	if res.Status != domain.ExecutionFailed || res.Error != "node get failed: "+nodeErr {
 		t.Fatalf("result = %+v, want FAILED with the 404", res)
 	}
@@ -455,7 +443,8 @@ func TestExecutionHTTP5xxExhaustsRetriesAndFails(t *testing.T) {
 	if n := hits.Load(); n != testRetry.MaximumAttempts {
 		t.Errorf("server got %d requests, want MaximumAttempts = %d", n, testRetry.MaximumAttempts)
 	}
-	nodeErr := fmt.Sprintf("http GET %s: server error 502", srv.URL)
+	// The last attempt's error, recorded as the executor gave it.
+	nodeErr := fmt.Sprintf("GET %s: status 502", srv.URL)
 	if res.Status != domain.ExecutionFailed || res.Error != "node down failed: "+nodeErr {
 		t.Fatalf("result = %+v, want FAILED with %q", res, nodeErr)
 	}
