@@ -32,11 +32,11 @@ type Stores struct {
 
 // NewApplication wires the use cases. engine may be nil in a process that
 // cannot reach Temporal.
-func NewApplication(s Stores, engine ports.WorkflowEngine, tiers domain.TierPolicy, quotas domain.Quotas, adminToken string) *Application {
+func NewApplication(s Stores, engine ports.WorkflowEngine, tiers domain.TierPolicy, quotas domain.Quotas, templateBudget int, adminToken string) *Application {
 	return &Application{
 		Auth:        NewAuthenticator(s.APIKeys, adminToken),
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, tiers),
-		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas),
+		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
 		database:    s.Database,
 		engine:      engine,

@@ -17,11 +17,15 @@ type Definitions struct {
 	definitions ports.DefinitionStore
 	workspaces  ports.WorkspaceStore
 	quotas      domain.Quotas
+	// templateBudget is the bytes a node's templates may produce when it
+	// runs; a graph whose templates can never fit in it is refused.
+	templateBudget int
 }
 
-// NewDefinitions builds the definition use cases.
-func NewDefinitions(definitions ports.DefinitionStore, workspaces ports.WorkspaceStore, quotas domain.Quotas) *Definitions {
-	return &Definitions{definitions: definitions, workspaces: workspaces, quotas: quotas}
+// NewDefinitions builds the definition use cases. templateBudget is the
+// node template budget the workers run with (SLUICE_NODE_TEMPLATE_BUDGET).
+func NewDefinitions(definitions ports.DefinitionStore, workspaces ports.WorkspaceStore, quotas domain.Quotas, templateBudget int) *Definitions {
+	return &Definitions{definitions: definitions, workspaces: workspaces, quotas: quotas, templateBudget: templateBudget}
 }
 
 // CreateDefinition validates the graph and stores it as version 1.
@@ -32,7 +36,7 @@ func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, work
 	if err := s.quotas.CheckGraph(graph, "/graph"); err != nil {
 		return domain.Definition{}, err
 	}
-	if err := validateGraph(graph, "/graph"); err != nil {
+	if err := s.validateGraph(graph, "/graph"); err != nil {
 		return domain.Definition{}, err
 	}
 	w, err := s.workspaces.GetWorkspace(ctx, workspaceID)
@@ -49,8 +53,13 @@ func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, work
 	return s.definitions.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Graph: graph})
 }
 
-func validateGraph(g domain.Graph, prefix string) error {
+// validateGraph checks the graph's structure, then its template fan-out
+// against the budget, reporting problems under prefix.
+func (s *Definitions) validateGraph(g domain.Graph, prefix string) error {
 	err := g.Validate()
+	if err == nil {
+		err = g.CheckTemplateFanOut(s.templateBudget)
+	}
 	if err == nil {
 		return nil
 	}
@@ -101,7 +110,7 @@ func (s *Definitions) AddDefinitionVersion(ctx context.Context, a domain.Actor, 
 	if err := s.quotas.CheckGraph(graph, "/graph"); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
-	if err := validateGraph(graph, "/graph"); err != nil {
+	if err := s.validateGraph(graph, "/graph"); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
 	return s.definitions.AddDefinitionVersion(ctx, id, graph)

@@ -5,6 +5,16 @@ import (
 	"strconv"
 )
 
+// CheckTemplateFanOut refuses, as a *ValidationError, a valid graph (one
+// that Validate accepts) with a TRANSFORM or HTTP_REQUEST config whose
+// templates can never resolve within budget bytes, whatever the input: its
+// runs could only fail, so it is refused when it is saved.
+func (g Graph) CheckTemplateFanOut(budget int) error {
+	var ve ValidationError
+	checkTemplateFanOut(g, budget, &ve)
+	return ve.errOrNil()
+}
+
 // checkTemplateFanOut reports nodes whose templates can never resolve within
 // budget, whatever data a run brings. Each config's smallest possible
 // resolution is counted as Resolve's budget counts it: literal text in full,

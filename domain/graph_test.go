@@ -333,7 +333,7 @@ func TestValidateRejectsStepReferencesToNodesNotUpstream(t *testing.T) {
 	}
 }
 
-func TestValidateRefusesTemplateFanOutThatCanNeverFit(t *testing.T) {
+func TestCheckTemplateFanOutRefusesWhatCanNeverFit(t *testing.T) {
 	t.Parallel()
 	// 600 KB of literal text fits once; a node repeating it twice cannot.
 	literal := strings.Repeat("x", 600<<10)
@@ -342,7 +342,10 @@ func TestValidateRefusesTemplateFanOutThatCanNeverFit(t *testing.T) {
 	send := Node{Key: "send", Type: NodeHTTPRequest, Config: json.RawMessage(`{"url": "http://example.test", "body": {"a": "{{ steps.seed.output }}", "b": "{{ steps.seed.output }}"}}`)}
 	fits := Node{Key: "fits", Type: NodeTransform, Config: json.RawMessage(`{"output": ["{{ steps.seed.output }}", "{{ steps.seed.output.part }}", "{{ input.big }}"]}`)}
 	g := Graph{Nodes: []Node{seed, twice, send, fits}, Edges: []Edge{edge("seed", "twice"), edge("seed", "send"), edge("seed", "fits")}}
-	assertProblems(t, problems(t, g.Validate()), []Problem{
+	if err := g.Validate(); err != nil {
+		t.Fatalf("the graph is valid apart from its fan-out: %v", err)
+	}
+	assertProblems(t, problems(t, g.CheckTemplateFanOut(DefaultTemplateBudget)), []Problem{
 		{Path: "/nodes/1/config", Message: "over the node template budget of 1048576 bytes"},
 		{Path: "/nodes/2/config", Message: "over the node template budget"},
 	})

@@ -104,7 +104,7 @@ func newStackWithQuotas(t *testing.T, quotas domain.Quotas) *stack {
 	dispatcher := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, uuid.NewString()), noWakeups{},
 		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(registry), log)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), quotas, adminToken)
+	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
 	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), registry, log)
 	if err != nil {
 		t.Fatal(err)

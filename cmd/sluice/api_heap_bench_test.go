@@ -33,7 +33,7 @@ func BenchmarkAPIPeakHeapHostileBodies(b *testing.B) {
 	pool := pgtest.Pool(b)
 	store := postgres.NewStore(pool, testLog())
 	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store},
-		nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), adminToken)
+		nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken)
 	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), testLog())
 	if err != nil {
 		b.Fatal(err)

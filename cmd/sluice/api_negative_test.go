@@ -449,7 +449,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, testLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(), testLog())
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(), testLog())
 	if err != nil {
 		t.Fatal(err)
 	}

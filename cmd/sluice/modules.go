@@ -54,7 +54,7 @@ var commonModule = fx.Module("common",
 // /readyz (which checks Temporal too, for cancellations).
 var apiModule = fx.Module("api",
 	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Application {
-		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.AdminToken)
+		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
 	}),
 	fx.Invoke(startHTTP),
 )

@@ -1,0 +1,81 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// definitionsOnly is a DefinitionStore that stores what it is given; the
+// methods a test does not reach stay nil and would panic.
+type definitionsOnly struct {
+	ports.DefinitionStore
+	created []domain.Definition
+}
+
+func (d *definitionsOnly) GetDefinition(_ context.Context, id domain.ID) (domain.Definition, error) {
+	for _, def := range d.created {
+		if def.ID == id {
+			return def, nil
+		}
+	}
+	return domain.Definition{}, ports.ErrNotFound
+}
+
+func (d *definitionsOnly) CountLiveDefinitions(context.Context, domain.ID) (int, error) {
+	return len(d.created), nil
+}
+
+func (d *definitionsOnly) CreateDefinition(_ context.Context, def domain.Definition) (domain.Definition, error) {
+	d.created = append(d.created, def)
+	return def, nil
+}
+
+type oneWorkspace struct {
+	ports.WorkspaceStore
+	w domain.Workspace
+}
+
+func (o oneWorkspace) GetWorkspace(_ context.Context, id domain.ID) (domain.Workspace, error) {
+	if id != o.w.ID {
+		return domain.Workspace{}, ports.ErrNotFound
+	}
+	return o.w, nil
+}
+
+// TestSavingRefusesFanOutPastTheConfiguredBudget: a definition is judged
+// against the template budget its nodes will run with, not the default.
+func TestSavingRefusesFanOutPastTheConfiguredBudget(t *testing.T) {
+	t.Parallel()
+	ws := domain.Workspace{ID: domain.ID{1}, Plan: domain.PlanPro}
+	admin := domain.Actor{Admin: true}
+	literal := strings.Repeat("x", 4<<10)
+	graph := domain.Graph{Nodes: []domain.Node{{Key: "big", Type: domain.NodeTransform, Config: json.RawMessage(fmt.Sprintf(`{"output": %q}`, literal))}}}
+
+	store := &definitionsOnly{}
+	defaults := NewDefinitions(store, oneWorkspace{w: ws}, domain.DefaultQuotas(), domain.DefaultTemplateBudget)
+	saved, err := defaults.CreateDefinition(context.Background(), admin, ws.ID, "big", graph)
+	if err != nil {
+		t.Fatalf("4 KiB of literal text under the default 1 MiB budget: %v", err)
+	}
+
+	small := NewDefinitions(store, oneWorkspace{w: ws}, domain.DefaultQuotas(), 1<<10)
+	_, err = small.CreateDefinition(context.Background(), admin, ws.ID, "big", graph)
+	var invalid *InvalidError
+	if !errors.As(err, &invalid) || len(invalid.Problems) != 1 || invalid.Problems[0].Path != "/graph/nodes/0/config" ||
+		!strings.Contains(invalid.Problems[0].Message, "budget of 1024 bytes") {
+		t.Fatalf("4 KiB of literal text under a 1 KiB budget: %v, want one problem at /graph/nodes/0/config naming the budget", err)
+	}
+	if len(store.created) != 1 {
+		t.Fatalf("a refused definition was stored: %+v", store.created)
+	}
+	if _, err := small.AddDefinitionVersion(context.Background(), admin, saved.ID, graph); !errors.As(err, &invalid) {
+		t.Fatalf("a new version over the budget: %v, want it refused the same way", err)
+	}
+}
