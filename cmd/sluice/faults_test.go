@@ -619,12 +619,12 @@ func TestFaultReconcilerFindsARunTerminatedBehindManyLongRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	// No worker serves these task queues, so every started workflow stays
-	// RUNNING, as a long DELAY run does; the reconciler's page is 500.
+	// Every run waits in an hour-long DELAY, so all of them stay RUNNING
+	// past the test; the reconciler's page is 500.
 	const long = 600
 	const interval = 5 * time.Second
 	queuePrefix := "reconcile" + uuid.NewString()[:8] + "."
-	seedItems(t, conn, emptyGraph, long+1)
+	seedItems(t, conn, `{"nodes":[{"key":"wait","type":"DELAY","config":{"duration":"1h"}}],"edges":[]}`, long+1)
 	env := faultEnv(dbURL, temporalAddr, queuePrefix,
 		"SLUICE_DISPATCH_BATCH_SIZE=100",
 		"SLUICE_DISPATCH_RECONCILE_AFTER=0s",
@@ -632,7 +632,9 @@ func TestFaultReconcilerFindsARunTerminatedBehindManyLongRuns(t *testing.T) {
 		"SLUICE_RECOVERY_LEASE_AT_LEAST_FOR=0s",
 		"SLUICE_RECONCILE_PAGE_SIZE=500")
 	startFaultRole(t, "dispatcher", env)
-	waitCount(t, conn, 2*time.Minute, "runs started", long+1, `SELECT count(*) FROM workflow_execution_queue WHERE status = 'DISPATCHED'`)
+	startFaultRole(t, "worker", env)
+	waitCount(t, conn, 3*time.Minute, "every run waiting in its DELAY", long+1,
+		`SELECT count(*) FROM workflow_execution_nodes WHERE node_key = 'wait' AND status = 'RUNNING'`)
 
 	// Terminate the newest run behind Sluice's back: it sorts last, behind
 	// the 600 others.
@@ -656,7 +658,7 @@ func TestFaultReconcilerFindsARunTerminatedBehindManyLongRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	cycles := took.Seconds() / interval.Seconds()
-	t.Logf("FIGURE reconciler, %d long runs (page 500) and one terminated outside Sluice: slot freed and FAILED recorded %.1f s (%.1f cycles of %s) after termination (target <= 2 cycles: %s); its item %s",
+	t.Logf("FIGURE reconciler, %d runs in an hour-long DELAY (page 500) and one terminated outside Sluice: slot freed and FAILED recorded %.1f s (%.1f cycles of %s) after termination (target <= 2 cycles: %s); its item %s",
 		long, time.Since(terminatedAt).Seconds(), cycles, interval, metOrMissed(cycles <= 2.5), itemStatus)
 	// A cycle runs its page of describes after the tick; half a cycle of
 	// slack covers that work.
