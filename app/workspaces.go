@@ -73,15 +73,7 @@ func (s *Workspaces) ListWorkspaces(ctx context.Context, a domain.Actor, page po
 		}
 		ws = []domain.Workspace{w}
 	}
-	out := make([]WorkspaceView, 0, len(ws))
-	for _, w := range ws {
-		v, err := s.view(ctx, w)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return s.views(ctx, ws)
 }
 
 // UpdateWorkspacePlan changes a plan; the next admission uses its limit.
@@ -98,15 +90,33 @@ func (s *Workspaces) UpdateWorkspacePlan(ctx context.Context, a domain.Actor, id
 }
 
 func (s *Workspaces) view(ctx context.Context, w domain.Workspace) (WorkspaceView, error) {
-	limit, err := s.tiers.Limit(w.Plan)
+	vs, err := s.views(ctx, []domain.Workspace{w})
 	if err != nil {
 		return WorkspaceView{}, err
 	}
-	stats, err := s.workspaces.WorkspaceStats(ctx, w.ID)
-	if err != nil {
-		return WorkspaceView{}, err
+	return vs[0], nil
+}
+
+// views adds each workspace's limit and live numbers, read in one query
+// for the whole page: the console polls the list every second.
+func (s *Workspaces) views(ctx context.Context, ws []domain.Workspace) ([]WorkspaceView, error) {
+	ids := make([]domain.ID, len(ws))
+	for i, w := range ws {
+		ids[i] = w.ID
 	}
-	return WorkspaceView{Workspace: w, Limit: limit, WorkspaceStats: stats}, nil
+	stats, err := s.workspaces.WorkspaceStats(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WorkspaceView, len(ws))
+	for i, w := range ws {
+		limit, err := s.tiers.Limit(w.Plan)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = WorkspaceView{Workspace: w, Limit: limit, WorkspaceStats: stats[w.ID]}
+	}
+	return out, nil
 }
 
 // CreateAPIKey makes a workspace key and returns its secret, which is

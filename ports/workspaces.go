@@ -17,7 +17,8 @@ type Page struct {
 type WorkspaceStore interface {
 	CreateWorkspace(ctx context.Context, w domain.Workspace) (domain.Workspace, error)
 	GetWorkspace(ctx context.Context, id domain.ID) (domain.Workspace, error)
-	WorkspaceStats(ctx context.Context, id domain.ID) (domain.WorkspaceStats, error)
+	// WorkspaceStats counts the live work of each workspace, in one read.
+	WorkspaceStats(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.WorkspaceStats, error)
 	ListWorkspaces(ctx context.Context, page Page) ([]domain.Workspace, error)
 	UpdateWorkspacePlan(ctx context.Context, id domain.ID, plan domain.Plan) (domain.Workspace, error)
 }

@@ -42,14 +42,18 @@ func (s *Store) GetWorkspace(ctx context.Context, id domain.ID) (domain.Workspac
 	return workspaceFromRow(r), nil
 }
 
-// WorkspaceStats counts a workspace's slots in use, waiting items and
-// recent failures.
-func (s *Store) WorkspaceStats(ctx context.Context, id domain.ID) (domain.WorkspaceStats, error) {
-	r, err := s.q.WorkspaceStats(ctx, s.pool, id)
+// WorkspaceStats counts each workspace's slots in use, waiting items and
+// recent failures, in one statement however many workspaces there are.
+func (s *Store) WorkspaceStats(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.WorkspaceStats, error) {
+	rows, err := s.q.WorkspaceStats(ctx, s.pool, ids)
 	if err != nil {
-		return domain.WorkspaceStats{}, interpretError(err)
+		return nil, err
 	}
-	return domain.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued), FailedLastHour: int(r.FailedLastHour)}, nil
+	out := make(map[domain.ID]domain.WorkspaceStats, len(rows))
+	for _, r := range rows {
+		out[r.ID] = domain.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued), FailedLastHour: int(r.FailedLastHour)}
+	}
+	return out, nil
 }
 
 // ListWorkspaces pages through all workspaces by id.

@@ -6,16 +6,18 @@ RETURNING *;
 -- name: WorkspaceGet :one
 SELECT * FROM workspaces WHERE id = @id;
 
--- name: WorkspaceStats :one
--- The live numbers a workspace view shows: executions holding a slot, items
--- still waiting for one, and executions that ended FAILED in the last hour
--- (a range on the failed index, so the console's polling costs the recent
--- failures, not the workspace's history).
-SELECT
-    (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = @id AND e.status = 'RUNNING')::int AS active,
-    (SELECT count(*) FROM workflow_execution_queue q WHERE q.workspace_id = @id AND q.status IN ('PENDING', 'CLAIMED'))::int AS queued,
+-- name: WorkspaceStats :many
+-- The live numbers a workspace view shows, for every workspace of a page in
+-- one statement: executions holding a slot, items still waiting for one,
+-- and executions that ended FAILED in the last hour (a range on the failed
+-- index, so the console's polling costs the recent failures, not the
+-- workspace's history).
+SELECT w.id::uuid AS id,
+    (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = w.id AND e.status = 'RUNNING')::int AS active,
+    (SELECT count(*) FROM workflow_execution_queue q WHERE q.workspace_id = w.id AND q.status IN ('PENDING', 'CLAIMED'))::int AS queued,
     (SELECT count(*) FROM workflow_executions e
-     WHERE e.workspace_id = @id AND e.status = 'FAILED' AND e.completed_at > now() - interval '1 hour')::int AS failed_last_hour;
+     WHERE e.workspace_id = w.id AND e.status = 'FAILED' AND e.completed_at > now() - interval '1 hour')::int AS failed_last_hour
+FROM unnest(@ids::uuid[]) AS w(id);
 
 -- name: WorkspaceList :many
 SELECT * FROM workspaces

@@ -91,29 +91,50 @@ func (q *Queries) WorkspaceList(ctx context.Context, db DBTX, arg WorkspaceListP
 	return items, nil
 }
 
-const workspaceStats = `-- name: WorkspaceStats :one
-SELECT
-    (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = $1 AND e.status = 'RUNNING')::int AS active,
-    (SELECT count(*) FROM workflow_execution_queue q WHERE q.workspace_id = $1 AND q.status IN ('PENDING', 'CLAIMED'))::int AS queued,
+const workspaceStats = `-- name: WorkspaceStats :many
+SELECT w.id::uuid AS id,
+    (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = w.id AND e.status = 'RUNNING')::int AS active,
+    (SELECT count(*) FROM workflow_execution_queue q WHERE q.workspace_id = w.id AND q.status IN ('PENDING', 'CLAIMED'))::int AS queued,
     (SELECT count(*) FROM workflow_executions e
-     WHERE e.workspace_id = $1 AND e.status = 'FAILED' AND e.completed_at > now() - interval '1 hour')::int AS failed_last_hour
+     WHERE e.workspace_id = w.id AND e.status = 'FAILED' AND e.completed_at > now() - interval '1 hour')::int AS failed_last_hour
+FROM unnest($1::uuid[]) AS w(id)
 `
 
 type WorkspaceStatsRow struct {
+	ID             domain.ID
 	Active         int32
 	Queued         int32
 	FailedLastHour int32
 }
 
-// The live numbers a workspace view shows: executions holding a slot, items
-// still waiting for one, and executions that ended FAILED in the last hour
-// (a range on the failed index, so the console's polling costs the recent
-// failures, not the workspace's history).
-func (q *Queries) WorkspaceStats(ctx context.Context, db DBTX, id domain.ID) (WorkspaceStatsRow, error) {
-	row := db.QueryRow(ctx, workspaceStats, id)
-	var i WorkspaceStatsRow
-	err := row.Scan(&i.Active, &i.Queued, &i.FailedLastHour)
-	return i, err
+// The live numbers a workspace view shows, for every workspace of a page in
+// one statement: executions holding a slot, items still waiting for one,
+// and executions that ended FAILED in the last hour (a range on the failed
+// index, so the console's polling costs the recent failures, not the
+// workspace's history).
+func (q *Queries) WorkspaceStats(ctx context.Context, db DBTX, ids []domain.ID) ([]WorkspaceStatsRow, error) {
+	rows, err := db.Query(ctx, workspaceStats, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkspaceStatsRow{}
+	for rows.Next() {
+		var i WorkspaceStatsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Active,
+			&i.Queued,
+			&i.FailedLastHour,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const workspaceUpdatePlan = `-- name: WorkspaceUpdatePlan :one
