@@ -59,10 +59,6 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	if owner != req.WorkspaceID {
 		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
-	w, err := s.workspaces.GetWorkspace(ctx, req.WorkspaceID)
-	if err != nil {
-		return domain.QueueItem{}, false, err
-	}
 	if req.Priority == 0 {
 		req.Priority = DefaultPriority
 	}
@@ -72,7 +68,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
-		MaxPending: s.quotas.MaxPending(w.Plan),
+		PendingQuota: s.quotas.PendingItems,
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)

@@ -61,9 +61,6 @@ func (q Quotas) CheckGraph(g Graph, field string) error {
 	return nil
 }
 
-// MaxPending is the pending-items quota of plan, 0 for none.
-func (q Quotas) MaxPending(plan Plan) int { return q.PendingItems[plan] }
-
 // CheckDefinitions refuses a new definition when the workspace already has
 // its plan's number of live ones.
 func (q Quotas) CheckDefinitions(plan Plan, live int) error {

@@ -20,10 +20,11 @@ type Enqueue struct {
 	IdempotencyKey string
 	// RequestHash identifies the body sent under IdempotencyKey.
 	RequestHash []byte
-	// MaxPending is the workspace's pending-items quota, 0 for none.
-	// Enqueue checks it under the workspace's counter lock and refuses
-	// with a *domain.QuotaError.
-	MaxPending int
+	// PendingQuota is the pending-items quota per plan; a plan it lacks has
+	// none. Enqueue reads the workspace's plan and PENDING count under the
+	// workspace's counter lock, so the quota of the plan in force applies,
+	// and refuses past it with a *domain.QuotaError.
+	PendingQuota map[domain.Plan]int
 }
 
 // QueueStore is the API's side of the dispatch queue.

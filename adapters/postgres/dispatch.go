@@ -148,7 +148,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		claim := dbsqlc.QueueMarkClaimedParams{}
 		now := time.Now()
 		for _, c := range candidates {
-			rec := candidateRecord(c)
+			rec := queueFromRow(c.WorkflowExecutionQueue)
 			from := rec.QueueState
 			if c.CurrentVersion == 0 || !c.VersionFound {
 				reason := "workflow definition not found: it was deleted after the item was enqueued"
@@ -177,8 +177,8 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 			claim.ExecutionIds = append(claim.ExecutionIds, execID)
 			rec.ExecutionID = &execID
 			item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: int(c.CurrentVersion), Plan: byID[rec.WorkspaceID].Plan}
-			if c.TraceContext != nil {
-				item.TraceParent = *c.TraceContext
+			if c.WorkflowExecutionQueue.TraceContext != nil {
+				item.TraceParent = *c.WorkflowExecutionQueue.TraceContext
 			}
 			res.Claimed = append(res.Claimed, item)
 		}
@@ -290,21 +290,6 @@ func (s *Store) upsertEachRunning(ctx context.Context, tx pgx.Tx, up dbsqlc.Exec
 		failed = append(failed, ports.QueueTransition{ID: item.ID, FromStatus: domain.QueuePending, To: next})
 	}
 	return keptUp, keptClaim, kept, failed
-}
-
-func candidateRecord(c dbsqlc.QueueClaimCandidatesRow) domain.QueueItem {
-	rec := domain.QueueItem{
-		ID: c.ID, WorkspaceID: c.WorkspaceID, DefinitionID: c.WorkflowDefinitionID, Input: c.Input,
-		Priority: int(c.Priority), CreatedAt: c.CreatedAt, ExecutionID: c.ExecutionID,
-		QueueState: domain.QueueState{
-			Status: domain.QueuePending, AvailableAt: c.AvailableAt,
-			AttemptCount: int(c.AttemptCount), DispatchFailures: int(c.DispatchFailures),
-		},
-	}
-	if c.LastError != nil {
-		rec.LastError = *c.LastError
-	}
-	return rec
 }
 
 // MarkDispatched moves items still in their claim to DISPATCHED, in one

@@ -322,13 +322,16 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 		if err := s.q.QueueNotify(ctx, tx); err != nil {
 			return err
 		}
-		if e.MaxPending > 0 {
-			pending, err := s.q.QueuePendingLockCount(ctx, tx, e.WorkspaceID)
+		if len(e.PendingQuota) > 0 {
+			stats, err := s.q.QueuePendingLockCount(ctx, tx, e.WorkspaceID)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			if int(pending) >= e.MaxPending {
-				return &domain.QuotaError{Quota: "pending queue items", Limit: e.MaxPending, RetryAfter: domain.PendingRetryAfter}
+			if stats.Plan != nil {
+				limit, ok := e.PendingQuota[domain.Plan(*stats.Plan)]
+				if ok && int(stats.Pending) >= limit {
+					return &domain.QuotaError{Quota: "pending queue items", Limit: limit, RetryAfter: domain.PendingRetryAfter}
+				}
 			}
 		}
 		r, err := s.q.QueueInsert(ctx, tx, dbsqlc.QueueInsertParams{

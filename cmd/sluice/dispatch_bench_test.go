@@ -416,8 +416,10 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 		}
 	}
 	for si, st := range states {
-		if got := st.db.countStatus(b, "DISPATCHED"); got != measured {
-			b.Fatalf("%s: %d items DISPATCHED, want exactly the %d measured ones", scenarios[si].name, got, measured)
+		// The adaptive batch of the last phase may run past the measured
+		// items into a backlog queued behind them in the same workspaces.
+		if got := st.db.countStatus(b, "DISPATCHED"); got < measured {
+			b.Fatalf("%s: %d items DISPATCHED, want at least the %d measured ones", scenarios[si].name, got, measured)
 		}
 		if explain {
 			st.db.explainClaimPath(b, scenarios[si].name+", after the drain", quotas(st.ws))

@@ -52,18 +52,18 @@ WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pend
 -- version_found is false when the current version's row is missing, which
 -- fails that item alone instead of the executions' foreign key failing the
 -- whole batch.
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.input, q.priority, q.created_at,
-       q.available_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context,
+SELECT sqlc.embed(q),
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@quotas::int[]) AS n) AS w
 CROSS JOIN LATERAL (
-    SELECT * FROM workflow_execution_queue i
+    SELECT i.id FROM workflow_execution_queue i
     WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
     ORDER BY i.priority, i.created_at, i.id
     LIMIT w.n
     FOR UPDATE SKIP LOCKED
-) q
+) c
+JOIN workflow_execution_queue q ON q.id = c.id
 LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL
 LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version;
 
@@ -182,7 +182,8 @@ WHERE id = @id;
 SELECT id, status FROM workflow_execution_queue WHERE id = ANY(@ids::uuid[]);
 
 -- name: QueuePendingLockCount :one
--- The workspace's PENDING count, its counter row locked until commit, so
--- concurrent enqueues check the pending-items quota one at a time (the
--- insert's trigger would take the same lock a moment later).
-SELECT pending FROM workspace_queue_stats WHERE workspace_id = @workspace_id FOR NO KEY UPDATE;
+-- The workspace's PENDING count and plan, its counter row locked until
+-- commit, so concurrent enqueues check the pending-items quota one at a
+-- time, against the plan in force (the insert's trigger would take the
+-- same lock a moment later).
+SELECT pending, plan FROM workspace_queue_stats WHERE workspace_id = @workspace_id FOR NO KEY UPDATE;

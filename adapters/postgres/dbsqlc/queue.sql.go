@@ -153,18 +153,18 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.input, q.priority, q.created_at,
-       q.available_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
 CROSS JOIN LATERAL (
-    SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue i
+    SELECT i.id FROM workflow_execution_queue i
     WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
     ORDER BY i.priority, i.created_at, i.id
     LIMIT w.n
     FOR UPDATE SKIP LOCKED
-) q
+) c
+JOIN workflow_execution_queue q ON q.id = c.id
 LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL
 LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
 `
@@ -175,20 +175,9 @@ type QueueClaimCandidatesParams struct {
 }
 
 type QueueClaimCandidatesRow struct {
-	ID                   domain.ID
-	WorkspaceID          domain.ID
-	WorkflowDefinitionID domain.ID
-	Input                json.RawMessage
-	Priority             int16
-	CreatedAt            time.Time
-	AvailableAt          time.Time
-	AttemptCount         int32
-	DispatchFailures     int32
-	LastError            *string
-	ExecutionID          *domain.ID
-	TraceContext         *string
-	CurrentVersion       int32
-	VersionFound         bool
+	WorkflowExecutionQueue WorkflowExecutionQueue
+	CurrentVersion         int32
+	VersionFound           bool
 }
 
 // Up to n claimable items of each workspace, best priority first, then
@@ -207,18 +196,21 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 	for rows.Next() {
 		var i QueueClaimCandidatesRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.WorkspaceID,
-			&i.WorkflowDefinitionID,
-			&i.Input,
-			&i.Priority,
-			&i.CreatedAt,
-			&i.AvailableAt,
-			&i.AttemptCount,
-			&i.DispatchFailures,
-			&i.LastError,
-			&i.ExecutionID,
-			&i.TraceContext,
+			&i.WorkflowExecutionQueue.ID,
+			&i.WorkflowExecutionQueue.WorkspaceID,
+			&i.WorkflowExecutionQueue.WorkflowDefinitionID,
+			&i.WorkflowExecutionQueue.Status,
+			&i.WorkflowExecutionQueue.Input,
+			&i.WorkflowExecutionQueue.Priority,
+			&i.WorkflowExecutionQueue.CreatedAt,
+			&i.WorkflowExecutionQueue.AvailableAt,
+			&i.WorkflowExecutionQueue.ClaimedAt,
+			&i.WorkflowExecutionQueue.DispatchedAt,
+			&i.WorkflowExecutionQueue.AttemptCount,
+			&i.WorkflowExecutionQueue.DispatchFailures,
+			&i.WorkflowExecutionQueue.LastError,
+			&i.WorkflowExecutionQueue.ExecutionID,
+			&i.WorkflowExecutionQueue.TraceContext,
 			&i.CurrentVersion,
 			&i.VersionFound,
 		); err != nil {
@@ -542,17 +534,23 @@ func (q *Queries) QueueNotify(ctx context.Context, db DBTX) error {
 }
 
 const queuePendingLockCount = `-- name: QueuePendingLockCount :one
-SELECT pending FROM workspace_queue_stats WHERE workspace_id = $1 FOR NO KEY UPDATE
+SELECT pending, plan FROM workspace_queue_stats WHERE workspace_id = $1 FOR NO KEY UPDATE
 `
 
-// The workspace's PENDING count, its counter row locked until commit, so
-// concurrent enqueues check the pending-items quota one at a time (the
-// insert's trigger would take the same lock a moment later).
-func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceID domain.ID) (int32, error) {
+type QueuePendingLockCountRow struct {
+	Pending int32
+	Plan    *string
+}
+
+// The workspace's PENDING count and plan, its counter row locked until
+// commit, so concurrent enqueues check the pending-items quota one at a
+// time, against the plan in force (the insert's trigger would take the
+// same lock a moment later).
+func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceID domain.ID) (QueuePendingLockCountRow, error) {
 	row := db.QueryRow(ctx, queuePendingLockCount, workspaceID)
-	var pending int32
-	err := row.Scan(&pending)
-	return pending, err
+	var i QueuePendingLockCountRow
+	err := row.Scan(&i.Pending, &i.Plan)
+	return i, err
 }
 
 const queuePendingWorkspaces = `-- name: QueuePendingWorkspaces :many
