@@ -772,3 +772,59 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 		})
 	}
 }
+
+// TestExecutionOutcomeNeverOverwritesACancellationItRacedWith: an item
+// CLAIMED when its execution ends FAILED, while a cancellation of the item
+// holds its row: the outcome is decided from the state the item is in once
+// the cancellation commits, so the cancellation stands.
+func TestExecutionOutcomeNeverOverwritesACancellationItRacedWith(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newQueueBench(t)
+	item := b.claimed(t)
+
+	cancel, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cancel.Rollback(ctx) }()
+	if _, err := cancel.Exec(ctx, "UPDATE workflow_execution_queue SET status = 'CANCELLED', claimed_at = NULL WHERE id = $1", item.ID); err != nil {
+		t.Fatal(err)
+	}
+	msg := "node a failed"
+	finished := make(chan error, 1)
+	go func() {
+		_, err := b.store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionFailed, &msg)
+		finished <- err
+	}()
+	// Let the outcome reach the item's row lock before the cancellation
+	// commits.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-finished:
+			t.Fatalf("the outcome was written without waiting for the item's row lock (err %v)", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the outcome never waited for the item's row lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := cancel.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-finished; err != nil {
+		t.Fatal(err)
+	}
+	b.requireRow(t, "after the race", item.ID, rowWant{status: domain.QueueCancelled, executionID: &item.ExecutionID, execution: domain.ExecutionFailed})
+	pgtest.RequireExactStats(t, b.pool, "after the race")
+}
