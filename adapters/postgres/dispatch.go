@@ -500,9 +500,11 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 // dispatchers: a slot is free. The queue item is settled even when the
 // execution row is missing or already ended (a repeat, or a row dropped
 // while its workflow ran), so no item is left DISPATCHED or CLAIMED behind
-// a finished workflow; an item still CLAIMED is first marked DISPATCHED,
-// since its workflow evidently ran. The node records are written only with
-// the execution's end, so a repeat writes none.
+// a finished workflow; an item still CLAIMED takes the outcome as a
+// DISPATCHED one would, since its workflow evidently ran. The item is read under its row lock,
+// so the outcome is decided from the state a concurrent cancellation or
+// release left, never written over it. The node records are written only
+// with the execution's end, so a repeat writes none.
 func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -522,7 +524,7 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 			}
 		}
 		eid := id
-		r, err := s.q.QueueGetByExecution(ctx, tx, &eid)
+		r, err := s.q.QueueGetByExecutionForUpdate(ctx, tx, &eid)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.q.QueueNotify(ctx, tx)
 		}

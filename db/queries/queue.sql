@@ -121,8 +121,11 @@ FOR UPDATE SKIP LOCKED;
 -- name: QueueDeleteByExecution :execrows
 DELETE FROM workflow_execution_queue WHERE execution_id = @execution_id;
 
--- name: QueueGetByExecution :one
-SELECT * FROM workflow_execution_queue WHERE execution_id = @execution_id;
+-- name: QueueGetByExecutionForUpdate :one
+-- Locks the item whose execution ended until commit, so the outcome is
+-- decided from the state the item really has: a cancellation or release
+-- that holds the row commits first, and the outcome then sees it.
+SELECT * FROM workflow_execution_queue WHERE execution_id = @execution_id FOR UPDATE;
 
 -- name: QueueGetForUpdate :one
 SELECT * FROM workflow_execution_queue WHERE id = @id FOR UPDATE;

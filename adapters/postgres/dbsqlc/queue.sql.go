@@ -283,12 +283,15 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 	return i, err
 }
 
-const queueGetByExecution = `-- name: QueueGetByExecution :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE execution_id = $1
+const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
-func (q *Queries) QueueGetByExecution(ctx context.Context, db DBTX, executionID *domain.ID) (WorkflowExecutionQueue, error) {
-	row := db.QueryRow(ctx, queueGetByExecution, executionID)
+// Locks the item whose execution ended until commit, so the outcome is
+// decided from the state the item really has: a cancellation or release
+// that holds the row commits first, and the outcome then sees it.
+func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, executionID *domain.ID) (WorkflowExecutionQueue, error) {
+	row := db.QueryRow(ctx, queueGetByExecutionForUpdate, executionID)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
 		&i.ID,
