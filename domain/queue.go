@@ -9,20 +9,25 @@ import (
 )
 
 // QueueStatus is the state of a queue item. The diagram below is the whole
-// state machine, and each edge has exactly one home: the two set-based
-// edges that move whole batches are SQL statements (named in brackets),
-// every other edge is a QueueState method whose result the store writes
-// guarded by the state it was computed from.
+// state machine, and each edge has exactly one home: the set-based edges
+// that move whole batches or every item of a workspace are SQL statements
+// (named in brackets), every other edge is a QueueState method whose result
+// the store writes guarded by the state it was computed from.
 //
 //	PENDING    --claim [QueueMarkClaimed]-->                 CLAIMED
 //	CLAIMED    --mark dispatched [QueueMarkDispatched]-->    DISPATCHED
 //	CLAIMED    --ReleaseAfterDispatchError-->                PENDING, or FAILED on the last allowed attempt
 //	CLAIMED    --ReleaseUnstarted-->                         PENDING
 //	CLAIMED    --RecoverStale-->                             PENDING
-//	PENDING, CLAIMED, DISPATCHED --Fail-->                   FAILED
+//	PENDING    --Fail-->                                     FAILED
+//	PENDING    --workspace gone [QueueFailPendingOfWorkspaces]--> FAILED
 //	PENDING, CLAIMED --Cancel-->                             CANCELLED
 //	CLAIMED, DISPATCHED --RecordOutcome(FAILED|CANCELLED)--> FAILED | CANCELLED
-//	CLAIMED, DISPATCHED --execution COMPLETED [QueueDeleteByExecution]--> deleted
+//	PENDING, CLAIMED, DISPATCHED --execution COMPLETED [QueueDeleteByExecution]--> deleted
+//
+// A completion finds its item PENDING only when the workflow started
+// although its start was judged not to have happened; deleting the item
+// then keeps a finished run from being started again.
 //
 // ClaimedAt is set exactly while an item is CLAIMED (the table's CHECK
 // says the same), so every edge out of CLAIMED clears it.
@@ -225,14 +230,12 @@ func (q *QueueState) ReleaseUnstarted(reason string) error {
 	return nil
 }
 
-// Fail ends an item that can never be dispatched or whose dispatch went wrong
-// beyond retry (its workspace or workflow was deleted, for example). It is
-// allowed from PENDING, CLAIMED and DISPATCHED; terminal items stay as they
-// are so a late failure cannot overwrite a cancellation.
+// Fail ends a PENDING item that can never be dispatched: its definition or
+// version is gone, or its execution cannot be written. An item that has
+// been claimed ends through its release or its outcome instead, so that a
+// started workflow is never forgotten.
 func (q *QueueState) Fail(reason string) error {
-	switch q.Status {
-	case QueuePending, QueueClaimed, QueueDispatched:
-	default:
+	if q.Status != QueuePending {
 		return q.refuse(EventFail)
 	}
 	q.Status = QueueFailed

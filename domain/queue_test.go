@@ -63,14 +63,12 @@ func TestQueueTransitionMatrix(t *testing.T) {
 		QueueClaimed: {
 			EventReleaseAfterDispatchError:    QueuePending,
 			EventReleaseUnstarted:             QueuePending,
-			EventFail:                         QueueFailed,
 			EventCancel:                       QueueCancelled,
 			EventRecoverStale:                 QueuePending,
 			EventRecordOutcome + " FAILED":    QueueFailed,
 			EventRecordOutcome + " CANCELLED": QueueCancelled,
 		},
 		QueueDispatched: {
-			EventFail:                         QueueFailed,
 			EventRecordOutcome + " FAILED":    QueueFailed,
 			EventRecordOutcome + " CANCELLED": QueueCancelled,
 		},
@@ -201,8 +199,6 @@ func TestFailAndRecordOutcomeSetLastError(t *testing.T) {
 		wantError  string
 	}{
 		{name: "fail pending", from: QueuePending, apply: func(q *QueueState) error { return q.Fail("workspace deleted") }, wantStatus: QueueFailed, wantError: "workspace deleted"},
-		{name: "fail claimed", from: QueueClaimed, apply: func(q *QueueState) error { return q.Fail("definition deleted") }, wantStatus: QueueFailed, wantError: "definition deleted"},
-		{name: "fail dispatched", from: QueueDispatched, apply: func(q *QueueState) error { return q.Fail("lost") }, wantStatus: QueueFailed, wantError: "lost"},
 		{name: "execution failed", from: QueueDispatched, apply: func(q *QueueState) error { return q.RecordOutcome(ExecutionFailed, "node b failed") }, wantStatus: QueueFailed, wantError: "node b failed"},
 		{name: "execution cancelled", from: QueueDispatched, apply: func(q *QueueState) error { return q.RecordOutcome(ExecutionCancelled, "by user") }, wantStatus: QueueCancelled, wantError: "by user"},
 		{name: "cancel keeps last error", from: QueuePending, apply: func(q *QueueState) error { return q.Cancel() }, wantStatus: QueueCancelled, wantError: "earlier"},

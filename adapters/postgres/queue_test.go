@@ -344,13 +344,26 @@ func queueEdges() []queueEdge {
 	completed := func(from domain.QueueStatus) queueEdge {
 		return queueEdge{from: from, label: completedLabel, to: "deleted", walk: func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
-			if from == domain.QueueDispatched {
+			switch from {
+			case domain.QueueDispatched:
 				b.markDispatched(t, item)
+			case domain.QueuePending:
+				// The start was judged not to have happened and the item
+				// went back to PENDING; then the workflow reports in.
+				next := item.QueueState
+				if err := next.ReleaseUnstarted("not started"); err != nil {
+					t.Fatal(err)
+				}
+				b.apply(t, transition(item.QueueItem, next, true))
 			}
-			if found, err := b.store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionCompleted, nil); err != nil || !found {
+			found, err := b.store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionCompleted, nil)
+			if err != nil || (!found && from != domain.QueuePending) {
 				t.Fatalf("finishing: found %v, %v", found, err)
 			}
 			b.requireGone(t, "after the execution completed", item.ID)
+			if from == domain.QueuePending {
+				return
+			}
 			if got := b.execution(t, item.ExecutionID); got != domain.ExecutionCompleted {
 				t.Fatalf("execution %q, want COMPLETED", got)
 			}
@@ -468,7 +481,7 @@ func queueEdges() []queueEdge {
 			}
 			b.requireRow(t, "failed by the claim", id, rowWant{status: domain.QueueFailed, lastError: "workflow definition not found", lastErrorHas: true})
 		}},
-		{from: domain.QueuePending, label: "Fail", to: "FAILED", how: "workspace deleted", walk: func(t *testing.T, b *queueBench) {
+		{from: domain.QueuePending, label: "workspace gone [QueueFailPendingOfWorkspaces]", to: "FAILED", walk: func(t *testing.T, b *queueBench) {
 			id := b.pending(t)
 			if _, err := b.pool.Exec(ctx, "DELETE FROM workspaces WHERE id = $1", b.ws); err != nil {
 				t.Fatal(err)
@@ -477,29 +490,6 @@ func queueEdges() []queueEdge {
 				t.Fatalf("claim = %+v; want the item failed", res)
 			}
 			b.requireRow(t, "failed by the claim", id, rowWant{status: domain.QueueFailed, lastError: "workspace not found", lastErrorHas: true})
-		}},
-		{from: domain.QueueClaimed, label: "Fail", to: "FAILED", walk: func(t *testing.T, b *queueBench) {
-			item := b.claimed(t)
-			next := item.QueueState
-			if err := next.Fail("cannot run"); err != nil {
-				t.Fatal(err)
-			}
-			if ids := b.apply(t, transition(item.QueueItem, next, true)); len(ids) != 1 {
-				t.Fatalf("fail wrote %d rows, want 1", len(ids))
-			}
-			b.requireRow(t, "failed", item.ID, rowWant{status: domain.QueueFailed, lastError: "cannot run", executionID: &item.ExecutionID})
-		}},
-		{from: domain.QueueDispatched, label: "Fail", to: "FAILED", walk: func(t *testing.T, b *queueBench) {
-			item := b.dispatched(t)
-			q, _ := b.item(t, item.ID)
-			next := q.QueueState
-			if err := next.Fail("cannot run"); err != nil {
-				t.Fatal(err)
-			}
-			if ids := b.apply(t, transition(q, next, false)); len(ids) != 1 {
-				t.Fatalf("fail wrote %d rows, want 1", len(ids))
-			}
-			b.requireRow(t, "failed", item.ID, rowWant{status: domain.QueueFailed, lastError: "cannot run", executionID: &item.ExecutionID, execution: domain.ExecutionRunning})
 		}},
 		{from: domain.QueuePending, label: "Cancel", to: "CANCELLED", walk: func(t *testing.T, b *queueBench) {
 			id := b.pending(t)
@@ -521,6 +511,7 @@ func queueEdges() []queueEdge {
 		recordOutcome(domain.QueueClaimed, domain.ExecutionCancelled),
 		recordOutcome(domain.QueueDispatched, domain.ExecutionFailed),
 		recordOutcome(domain.QueueDispatched, domain.ExecutionCancelled),
+		completed(domain.QueuePending),
 		completed(domain.QueueClaimed),
 		completed(domain.QueueDispatched),
 	}
@@ -753,7 +744,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 			item := b.dispatched(t)
 			q, _ := b.item(t, item.ID)
 			next := q.QueueState
-			if err := next.Fail("gave up"); err != nil {
+			if err := next.RecordOutcome(domain.ExecutionFailed, "gave up"); err != nil {
 				t.Fatal(err)
 			}
 			b.apply(t, transition(q, next, false))
