@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -169,7 +168,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	rec.Output = out
 	rec.CompletedAt = &ended
 	if input != nil {
-		rec.Input, _ = json.Marshal(withoutNUL(input))
+		rec.Input, _ = marshalWithoutNUL(input)
 	}
 	if err := a.store.FinishNode(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
@@ -215,7 +214,7 @@ func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, o
 		}
 		return nil, nil, temporal.NewApplicationError(err.Error(), "retryable", nil)
 	}
-	out, err = json.Marshal(withoutNUL(output))
+	out, err = marshalWithoutNUL(output)
 	if err != nil {
 		return nil, nil, temporal.NewNonRetryableApplicationError("output is not JSON: "+err.Error(), "invalid_output", err)
 	}
@@ -230,38 +229,32 @@ func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, o
 	return input, out, nil
 }
 
-// withoutNUL replaces NUL characters in a JSON tree's strings and keys
-// with U+FFFD. A third party can answer with them, and Postgres refuses
-// them in jsonb, which would make recording the node fail on every retry.
-func withoutNUL(v any) any {
-	clean := func(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
-	switch t := v.(type) {
-	case string:
-		return clean(t)
-	case []any:
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = withoutNUL(e)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			out[clean(k)] = withoutNUL(e)
-		}
-		return out
-	default:
-		// Executors' own structs: round-trip through JSON to reach their strings.
-		raw, err := json.Marshal(v)
-		if err != nil || !bytes.Contains(raw, []byte(`\u0000`)) {
-			return v
-		}
-		var generic any
-		if json.Unmarshal(raw, &generic) != nil {
-			return v
-		}
-		return withoutNUL(generic)
+// marshalWithoutNUL encodes v as JSON with every NUL character in its
+// strings and keys replaced by U+FFFD. A third party can answer with NULs,
+// and Postgres refuses them in jsonb, which would make recording the node
+// fail on every retry. encoding/json writes a NUL as the escape \u0000 and
+// a backslash as \\, so one pass over the escapes finds every NUL and
+// leaves literal text alone.
+func marshalWithoutNUL(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil || !bytes.Contains(raw, []byte(`\u0000`)) {
+		return raw, err
 	}
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			out = append(out, raw[i])
+			continue
+		}
+		if bytes.HasPrefix(raw[i+1:], []byte("u0000")) {
+			out = append(out, `\ufffd`...)
+			i += 5
+			continue
+		}
+		out = append(out, raw[i], raw[i+1])
+		i++
+	}
+	return out, nil
 }
 
 // execute runs the node's executor inside a span carrying the node's key

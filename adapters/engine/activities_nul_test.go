@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestWithoutNULCleansStringsKeysAndStructs(t *testing.T) {
+func TestMarshalWithoutNULCleansStringsKeysAndStructs(t *testing.T) {
 	t.Parallel()
 	type out struct {
 		Body any `json:"body"`
@@ -16,7 +16,7 @@ func TestWithoutNULCleansStringsKeysAndStructs(t *testing.T) {
 		"s":     out{Body: "z\x00"},
 		"ok":    `a backslash-u: \u0000 stays text`,
 	}
-	raw, err := json.Marshal(withoutNUL(in))
+	raw, err := marshalWithoutNUL(in)
 	if err != nil {
 		t.Fatal(err)
 	}
