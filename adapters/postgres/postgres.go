@@ -44,21 +44,33 @@ func NewStore(pool *pgxpool.Pool, log *slog.Logger) *Store {
 	return &Store{pool: pool, q: dbsqlc.New(), log: log}
 }
 
-// Connect opens a pool and checks that the database answers.
-func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// PoolConfig is the pool configuration every Sluice process uses for url.
+// pgx caches prepared statements; with them Postgres may settle on a
+// generic plan, which for the dispatcher's array statements compares every
+// row with every array element, so each execution is planned for its
+// actual input. JIT is off: the claim's cost estimate grows with the
+// backlog behind it, and past jit_above_cost every claim would spend 13 to
+// 22 ms compiling a query that runs in 2 (make bench, 1M items pending).
+// Settings in url win.
+func PoolConfig(url string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	// pgx caches prepared statements; with them Postgres may settle on a
-	// generic plan, which for the dispatcher's array statements compares
-	// every row with every array element. Planning each execution for its
-	// actual input is cheaper here, and JIT compilation costs more than
-	// these short queries run (both measured by make bench).
 	for k, v := range map[string]string{"plan_cache_mode": "force_custom_plan", "jit": "off"} {
 		if _, set := cfg.ConnConfig.RuntimeParams[k]; !set {
 			cfg.ConnConfig.RuntimeParams[k] = v
 		}
+	}
+	return cfg, nil
+}
+
+// Connect opens a pool configured by PoolConfig and checks that the
+// database answers.
+func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := PoolConfig(url)
+	if err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

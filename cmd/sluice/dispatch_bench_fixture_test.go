@@ -163,9 +163,9 @@ func benchOpenDB(b *testing.B) *benchDB {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	u := pgtest.URL(b)
-	// The dispatcher's pool is configured as postgres.Connect configures
-	// it, plus a tracer that times each statement.
-	dcfg, err := pgxpool.ParseConfig(u)
+	// Both pools are configured as every Sluice process configures its
+	// pool; the dispatcher's also gets a tracer that times each statement.
+	dcfg, err := postgres.PoolConfig(u)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func benchOpenDB(b *testing.B) *benchDB {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(u)
+	cfg, err := postgres.PoolConfig(u)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -508,10 +508,11 @@ type benchQuery struct {
 // benchQueries reads the named queries from db/queries, so that EXPLAIN
 // runs exactly the text the store runs, whatever it is at the time.
 func benchQueries() (map[string]benchQuery, error) {
-	files, err := filepath.Glob(filepath.Join("..", "db", "queries", "*.sql"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "db", "queries", "*.sql"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no query files found under ../db/queries: %v", err)
+		return nil, fmt.Errorf("no query files found under ../../db/queries: %v", err)
 	}
+	embedRe := regexp.MustCompile(`sqlc\.embed\((\w+)\)`)
 	nameRe := regexp.MustCompile(`^-- name: (\w+)`)
 	paramRe := regexp.MustCompile(`sqlc\.n?arg\((\w+)\)|@(\w+)`)
 	out := map[string]benchQuery{}
@@ -528,7 +529,8 @@ func benchQueries() (map[string]benchQuery, error) {
 			}
 			q := benchQuery{}
 			idx := map[string]int{}
-			q.SQL = paramRe.ReplaceAllStringFunc(strings.Join(body, "\n"), func(m string) string {
+			text := embedRe.ReplaceAllString(strings.Join(body, "\n"), "$1.*")
+			q.SQL = paramRe.ReplaceAllStringFunc(text, func(m string) string {
 				sub := paramRe.FindStringSubmatch(m)
 				p := sub[1] + sub[2]
 				if _, ok := idx[p]; !ok {
