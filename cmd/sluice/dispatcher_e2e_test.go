@@ -293,6 +293,9 @@ func TestRetryReusesTheExecutionIDAndSurvivesAShortOutage(t *testing.T) {
 	var calls atomic.Int32
 	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(domain.ID) bool { return calls.Add(1) <= 2 }}
 	cfg := testConfig()
+	// Long enough that a loaded machine cannot reach the immediate retry
+	// below only after the backoff has passed.
+	cfg.Backoff = domain.DispatchBackoff{Base: 2 * time.Second, Max: 4 * time.Second}
 	d := b.dispatcher(eng, cfg, nil)
 
 	res, err := d.DispatchBatch(context.Background())
@@ -314,7 +317,7 @@ func TestRetryReusesTheExecutionIDAndSurvivesAShortOutage(t *testing.T) {
 	if res, _ := d.DispatchBatch(context.Background()); res.Claimed != 0 {
 		t.Fatalf("claimed during backoff: %+v", res)
 	}
-	eventually(t, 10*time.Second, "the item to be dispatched after the outage", func() bool {
+	eventually(t, 30*time.Second, "the item to be dispatched after the outage", func() bool {
 		_, _ = d.DispatchBatch(context.Background())
 		return b.item(t, id).Status == domain.QueueDispatched
 	})
