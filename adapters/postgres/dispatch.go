@@ -508,6 +508,15 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		// The item is locked before the execution row, the order every
+		// other writer of both (claim, release, cancel) takes, so a
+		// completion racing one of them waits instead of deadlocking.
+		eid := id
+		r, err := s.q.QueueGetByExecutionForUpdate(ctx, tx, &eid)
+		itemFound := err == nil
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
 		if _, err := s.q.ExecutionFinish(ctx, tx, dbsqlc.ExecutionFinishParams{ID: id, Status: string(status), Error: errMsg}); err != nil {
 			if err != pgx.ErrNoRows {
 				return err
@@ -523,13 +532,8 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 				return err
 			}
 		}
-		eid := id
-		r, err := s.q.QueueGetByExecutionForUpdate(ctx, tx, &eid)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if !itemFound {
 			return s.q.QueueNotify(ctx, tx)
-		}
-		if err != nil {
-			return err
 		}
 		rec := queueFromRow(r)
 		if rec.Status.Terminal() {
