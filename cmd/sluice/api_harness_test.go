@@ -59,18 +59,25 @@ func testLog() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// temporalAddress returns TEMPORAL_ADDRESS, skipping the test without it
-// unless SLUICE_REQUIRE_INTEGRATION is set, as pgtest.BaseURL does.
-func temporalAddress(t *testing.T) string {
+// requireEnv returns the variable the real stack sets (make test runs
+// the tests under devstack), skipping the test without it unless
+// SLUICE_REQUIRE_INTEGRATION is set, as pgtest.BaseURL does.
+func requireEnv(t testing.TB, name string) string {
 	t.Helper()
-	addr := os.Getenv("TEMPORAL_ADDRESS")
-	if addr == "" {
+	v := os.Getenv(name)
+	if v == "" {
 		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") != "" {
-			t.Fatal("TEMPORAL_ADDRESS is not set; run through `make test`, which starts Temporal")
+			t.Fatalf("%s is not set; run through `make test`, which starts the stack", name)
 		}
-		t.Skip("TEMPORAL_ADDRESS not set: integration test skipped (run `make test`)")
+		t.Skipf("%s not set: integration test skipped (run `make test`)", name)
 	}
-	return addr
+	return v
+}
+
+// temporalAddress is the real Temporal server's address; see requireEnv.
+func temporalAddress(t testing.TB) string {
+	t.Helper()
+	return requireEnv(t, "TEMPORAL_ADDRESS")
 }
 
 type noWakeups struct{}

@@ -29,10 +29,7 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 		t.Skip("crash test builds and runs the binary")
 	}
 	dbURL := pgtest.URL(t)
-	temporalAddr := os.Getenv("TEMPORAL_ADDRESS")
-	if temporalAddr == "" {
-		t.Skip("TEMPORAL_ADDRESS not set (run `make test`)")
-	}
+	temporalAddr := temporalAddress(t)
 	bin := buildSluice(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dbURL)

@@ -35,13 +35,7 @@ func startSluiceWith(t testing.TB, extra map[string]string, opts ...fx.Option) s
 	if dbURL == "" {
 		dbURL = pgtest.URL(t)
 	}
-	temporalAddr := os.Getenv("TEMPORAL_ADDRESS")
-	if temporalAddr == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") != "" {
-			t.Fatal("TEMPORAL_ADDRESS is not set; run through `make test`")
-		}
-		t.Skip("TEMPORAL_ADDRESS not set: integration test skipped (run `make test`)")
-	}
+	temporalAddr := temporalAddress(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -58,18 +58,6 @@ func sluiceBinary(t *testing.T) string {
 	return faultBin
 }
 
-func requireEnv(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") != "" {
-			t.Fatalf("%s is not set; run through `make test`", name)
-		}
-		t.Skipf("%s not set (run `make test`)", name)
-	}
-	return v
-}
-
 // faultRole is one running sluice process.
 type faultRole struct {
 	name string

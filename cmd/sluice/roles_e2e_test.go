@@ -140,13 +140,7 @@ func get(t *testing.T, url string) (int, string) {
 
 func integrationEnv(t *testing.T) (dbURL, temporalAddr string) {
 	t.Helper()
-	temporalAddr = os.Getenv("TEMPORAL_ADDRESS")
-	if temporalAddr == "" {
-		if os.Getenv("SLUICE_REQUIRE_INTEGRATION") != "" {
-			t.Fatal("TEMPORAL_ADDRESS is not set; run through `make test`")
-		}
-		t.Skip("TEMPORAL_ADDRESS not set: integration test skipped (run `make test`)")
-	}
+	temporalAddr = temporalAddress(t)
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
