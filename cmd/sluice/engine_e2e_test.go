@@ -20,12 +20,9 @@ type e2e struct {
 	ws   string
 }
 
+// newE2E drives a new ENTERPRISE workspace.
 func newE2E(t testing.TB, base string) *e2e {
-	var ws struct{ ID string }
-	if code := call(t, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": "e2e", "plan": "ENTERPRISE"}, &ws); code != 201 {
-		t.Fatalf("create workspace: %d", code)
-	}
-	return &e2e{t: t, base: base, ws: ws.ID}
+	return newE2EWithPlan(t, base, "ENTERPRISE")
 }
 
 type nodeRecord struct {

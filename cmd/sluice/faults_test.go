@@ -163,19 +163,33 @@ func waitCount(t *testing.T, conn *pgx.Conn, within time.Duration, what string, 
 	return 0
 }
 
-func TestFaultLeaseHolderKilledDispatchResumesWithin15s(t *testing.T) {
+// faultTest marks a test of the fault suite: it runs the binary, so -short
+// skips it, and it runs beside the others.
+func faultTest(t *testing.T) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("fault suite runs the binary")
 	}
 	t.Parallel()
-	dbURL := pgtest.URL(t)
-	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
+}
+
+// connect opens a connection to dbURL for the test's own reads and writes.
+func connect(t *testing.T, dbURL string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+func TestFaultLeaseHolderKilledDispatchResumesWithin15s(t *testing.T) {
+	faultTest(t)
+	dbURL := pgtest.URL(t)
+	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
+	ctx := context.Background()
+	conn := connect(t, dbURL)
 	// Default mode: exclusive, default lease. No worker: dispatch is what
 	// is measured.
 	env := faultEnv(dbURL, temporalAddr, "lease"+uuid.NewString()[:8]+".")
@@ -339,18 +353,11 @@ func faultDuration(name string, def time.Duration) time.Duration {
 }
 
 func TestFaultTemporalStoppedFor3MinutesFailsNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault suite runs the binary")
-	}
-	t.Parallel()
+	faultTest(t)
 	dbURL := pgtest.URL(t)
 	server := newTemporalServer(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, dbURL)
 	env := faultEnv(dbURL, server.addr(), "outage"+uuid.NewString()[:8]+".")
 	roles := []*faultRole{startFaultRole(t, "dispatcher", env), startFaultRole(t, "worker", env)}
 
@@ -460,10 +467,7 @@ func removeEnv(env []string, name string) []string {
 }
 
 func TestFaultPostgresRestartedMidLoadLosesAndDuplicatesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault suite runs the binary")
-	}
-	t.Parallel()
+	faultTest(t)
 	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
 	dbURL, restart := privatePostgres(t, temporalAddr)
 	migrate := exec.Command(sluiceBinary(t), "migrate")
@@ -549,18 +553,11 @@ func TestFaultPostgresRestartedMidLoadLosesAndDuplicatesNothing(t *testing.T) {
 }
 
 func TestFaultMissingVersionFailsOneItemAndTheBatchCompletes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault suite runs the binary")
-	}
-	t.Parallel()
+	faultTest(t)
 	dbURL := pgtest.URL(t)
 	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, dbURL)
 	// All 51 items of one workspace fit one batch.
 	good := seedItems(t, conn, emptyGraph, 0)
 	bad := seedItems(t, conn, emptyGraph, 0)
@@ -595,18 +592,11 @@ func TestFaultMissingVersionFailsOneItemAndTheBatchCompletes(t *testing.T) {
 }
 
 func TestFaultReconcilerFindsARunTerminatedBehindManyLongRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault suite runs the binary")
-	}
-	t.Parallel()
+	faultTest(t)
 	dbURL := pgtest.URL(t)
 	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, dbURL)
 	// Every run waits in an hour-long DELAY, so all of them stay RUNNING
 	// past the test; the reconciler's page is 500.
 	const long = 600

@@ -195,28 +195,9 @@ func TestStandaloneRolesServeMetricsAndReadiness(t *testing.T) {
 	}
 
 	base := api.http
-	var ws, def struct{ ID string }
-	if code := call(t, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": "Ops", "plan": "FREE"}, &ws); code != 201 {
-		t.Fatalf("create workspace: %d", code)
-	}
-	graph := map[string]any{"nodes": []any{map[string]any{"key": "t", "type": "TRANSFORM", "config": map[string]any{"output": map[string]any{"x": "{{ input.x }}"}}}}}
-	if code := call(t, "POST", base+"/api/v1/workflow/definitions", testAdminToken,
-		map[string]any{"workspaceId": ws.ID, "name": "ops", "graph": graph}, &def); code != 201 {
-		t.Fatalf("create definition: %d", code)
-	}
-	var started struct {
-		QueueID string `json:"queueId"`
-	}
-	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
-		map[string]any{"workspaceId": ws.ID, "workflowDefinitionId": def.ID, "input": map[string]any{"x": 1}}, &started); code != 202 {
-		t.Fatalf("enqueue: %d", code)
-	}
-	executionID := executionOf(t, base, ws.ID, started.QueueID)
-	eventually(t, 60*time.Second, "the execution to complete", func() bool {
-		var exec struct{ Status string }
-		call(t, "GET", base+"/api/v1/workflow/executions/"+executionID, testAdminToken, nil, &exec)
-		return exec.Status == "COMPLETED"
-	})
+	graph := map[string]any{"nodes": []any{node("t", "TRANSFORM", map[string]any{"output": map[string]any{"x": "{{ input.x }}"}})}}
+	ops := newE2EWithPlan(t, base, "FREE")
+	ops.waitFor(ops.startIn(graph, map[string]any{"x": 1}), "COMPLETED")
 
 	wantMetrics := map[*role][]string{
 		dispatcher: {

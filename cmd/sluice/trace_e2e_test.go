@@ -24,28 +24,9 @@ func TestOneTraceFromRequestToCompletion(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
 	base := startSluiceWith(t, nil, fx.Decorate(func(trace.TracerProvider) trace.TracerProvider { return tp }))
 
-	var ws, def struct{ ID string }
-	if code := call(t, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": "Traced", "plan": "FREE"}, &ws); code != 201 {
-		t.Fatalf("create workspace: %d", code)
-	}
-	graph := map[string]any{"nodes": []any{map[string]any{"key": "shape", "type": "TRANSFORM", "config": map[string]any{"output": map[string]any{"y": "{{ input.y }}"}}}}}
-	if code := call(t, "POST", base+"/api/v1/workflow/definitions", testAdminToken,
-		map[string]any{"workspaceId": ws.ID, "name": "traced", "graph": graph}, &def); code != 201 {
-		t.Fatalf("create definition: %d", code)
-	}
-	var started struct {
-		QueueID string `json:"queueId"`
-	}
-	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
-		map[string]any{"workspaceId": ws.ID, "workflowDefinitionId": def.ID, "input": map[string]any{"y": 2}}, &started); code != 202 {
-		t.Fatalf("enqueue: %d", code)
-	}
-	executionID := executionOf(t, base, ws.ID, started.QueueID)
-	eventually(t, 60*time.Second, "the execution to complete", func() bool {
-		var exec struct{ Status string }
-		call(t, "GET", base+"/api/v1/workflow/executions/"+executionID, testAdminToken, nil, &exec)
-		return exec.Status == "COMPLETED"
-	})
+	graph := map[string]any{"nodes": []any{node("shape", "TRANSFORM", map[string]any{"output": map[string]any{"y": "{{ input.y }}"}})}}
+	traced := newE2EWithPlan(t, base, "FREE")
+	traced.waitFor(traced.startIn(graph, map[string]any{"y": 2}), "COMPLETED")
 
 	var request tracetest.SpanStub
 	for _, s := range exporter.GetSpans() {
