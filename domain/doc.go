@@ -14,8 +14,9 @@
 //
 // A QueueItem is the durable record of one requested execution; its
 // QueueState moves between PENDING, CLAIMED, DISPATCHED, FAILED and
-// CANCELLED. Each edge has one home. SQL owns the two set-based edges that
-// move whole batches (the claim and the DISPATCHED marking), because a
+// CANCELLED. Each edge has one home. SQL owns the set-based edges (the
+// claim and the DISPATCHED marking of whole batches, failing every item of
+// a deleted workspace, deleting the item of a completed run), because a
 // per-row round trip through Go would cost the dispatcher its throughput;
 // every other edge is a QueueState method (ReleaseAfterDispatchError,
 // ReleaseUnstarted, RecoverStale, Fail, Cancel, RecordOutcome) whose result
@@ -23,12 +24,11 @@
 // move returns a *TransitionError wrapping ErrIllegalTransition and leaves
 // the item untouched. The diagram on QueueStatus is the whole machine.
 //
-// The design documents this service grew from said both that an at-capacity
-// release "increments attemptCount" and that it does "not count against
-// MAX_ATTEMPTS". Both are kept by using two counters: AttemptCount counts every
-// release for observability, DispatchFailures counts only dispatch errors and
-// alone is compared with MaxDispatchAttempts. A workspace that stays at
-// capacity for an hour therefore delays its items but never fails them.
+// Two counters keep apart what a release means: AttemptCount counts every
+// release, for observability, and DispatchFailures counts only start errors
+// that belong to the item and alone is compared with MaxDispatchAttempts. A
+// workspace that stays at capacity, or a Temporal outage, therefore delays
+// items but never fails them.
 //
 // # Tier policy
 //
@@ -44,11 +44,11 @@
 // paths, so an API can show the user all mistakes in one response.
 //
 // A Scheduler is created per execution and owns all the mutable state of one
-// run; nothing is shared between executions. (The system this replaces kept
-// the in-degree table in a singleton and corrupted concurrent runs.) The
-// scheduler is a pull model: Next returns every node whose predecessors are
-// all resolved, sorted by key so that Temporal replay sees the same order, and
-// the caller reports each node's end with Completed, Failed or Skipped.
+// run; nothing is shared between executions, so concurrent runs of one
+// graph cannot see each other's progress. The scheduler is a pull model:
+// Next returns every node whose predecessors are all resolved, sorted by key
+// so that Temporal replay sees the same order, and the caller reports each
+// node's end with Completed or Failed.
 //
 // Branching follows one rule, "a node runs when at least one of its incoming
 // edges is live". An edge is dead when its source was skipped, or when its
