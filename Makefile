@@ -20,7 +20,7 @@ RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 # Targets HTTP_REQUEST nodes may reach under `make run`.
 RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
-.PHONY: all build run test test-go test-ts vet generate check-generated fuzz bench lint-spec ts-deps browser clean
+.PHONY: all build run test test-go test-race test-ts vet generate check-generated fuzz bench lint-spec ts-deps browser clean
 
 all: build
 
@@ -49,6 +49,16 @@ test-go:
 	$(GO) test -count=1 -timeout 40m ./...
 	cd cmd/devstack && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
+
+# The race detector over every package whose tests run in this process:
+# the domain, app, adapters and cmd/sluice's in-process end-to-end suites
+# (its subprocess suites drive bin/sluice, which is built without it).
+RACE_PACKAGES := ./domain/... ./ports/... ./app/... ./adapters/... ./cmd/sluice/...
+
+## test-race: the in-process suites under `go test -race`, on a fresh stack.
+test-race: build
+	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
+	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(GO) test -race -count=1 -timeout 60m $(RACE_PACKAGES)'
 
 # The README's walk-through through the TypeScript client, against
 # `sluice all` on the stack's own database.

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // TestRecordHistories runs representative executions on a real Temporal
@@ -141,10 +142,10 @@ func TestRecordHistories(t *testing.T) {
 				"edges": [{"from": "wait", "to": "after"}, {"from": "call", "to": "after"}]
 			}`, srv.URL),
 			during: func(t *testing.T, execID domain.ID) {
-				waitFor(t, "both nodes RUNNING", func() bool {
+				porttest.Eventually(t, time.Minute, porttest.Holds("both nodes RUNNING", func() bool {
 					st := store.statuses(execID)
 					return st["wait"] == domain.NodeRunning && st["call"] == domain.NodeRunning
-				})
+				}))
 				if err := c.CancelWorkflow(context.Background(), WorkflowID(execID), ""); err != nil {
 					t.Errorf("cancelling: %v", err)
 				}
@@ -268,16 +269,4 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d events)", path, len(hist.Events))
-}
-
-// waitFor polls cond until it holds, failing the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/db"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // claimAll claims every item the default tier limits admit, counting the
@@ -317,20 +319,16 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 		})
 	}
 	enqueuers.Wait()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	porttest.Eventually(t, time.Minute, func() error {
 		var left int
 		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM workflow_execution_queue").Scan(&left); err != nil {
 			t.Fatal(err)
 		}
-		if left == 0 {
-			break
+		if left > 0 {
+			return fmt.Errorf("%d items still queued", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d items still queued after a minute", left)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	loops.Wait()
 	pgtest.RequireExactStats(t, pool, "after concurrent enqueues, claims and completions")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice runs the
@@ -90,13 +92,12 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 	// Recovery phase: a dispatcher that lives must settle everything the
 	// kills left behind, without starting anything twice.
 	cmd := start()
-	deadline := time.Now().Add(2 * time.Minute)
-	for pendingItems(t, conn) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d items still not dispatched after %d kills", pendingItems(t, conn), kills)
+	porttest.Eventually(t, 2*time.Minute, func() error {
+		if n := pendingItems(t, conn); n > 0 {
+			return fmt.Errorf("%d items not dispatched after %d kills", n, kills)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
 

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 const (
@@ -204,12 +205,12 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 
 	// Wait until the listener's LISTEN is in place, then push a few items
 	// through so that every connection is warm.
-	benchWaitFor(b, 10*time.Second, "the listener to LISTEN", func() bool {
+	porttest.Eventually(b, 10*time.Second, porttest.Holds("the listener to LISTEN", func() bool {
 		var n int
 		err := db.aux.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND query ILIKE 'LISTEN%'`).Scan(&n)
 		return err == nil && n > 0
-	})
+	}))
 	enqueue := func(i int) (domain.ID, error) {
 		w := i % nWS
 		rec, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, app.EnqueueRequest{
@@ -223,7 +224,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	benchWaitFor(b, 10*time.Second, "the warm-up items to dispatch", func() bool { return db.countStatus(b, "DISPATCHED") == warmup })
+	porttest.Eventually(b, 10*time.Second, porttest.Holds("the warm-up items to dispatch", func() bool { return db.countStatus(b, "DISPATCHED") == warmup }))
 	phases.reset()
 	db.tracer.reset()
 	warmStarts := engine.starts.Load()
@@ -258,12 +259,12 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 		}
 		ids[i] = s.id
 	}
-	benchWaitFor(b, 30*time.Second, "every item to dispatch", func() bool {
+	porttest.Eventually(b, 30*time.Second, porttest.Holds("every item to dispatch", func() bool {
 		var n int
 		err := db.aux.QueryRow(context.Background(),
 			`SELECT count(*) FROM workflow_execution_queue WHERE id = ANY($1) AND status = 'DISPATCHED'`, ids).Scan(&n)
 		return err == nil && n == total
-	})
+	}))
 	cancel()
 	loops.Wait()
 
@@ -452,18 +453,6 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 		}
 	}
 	benchPrint(sb.String())
-}
-
-// benchWaitFor polls cond until it holds or the deadline passes.
-func benchWaitFor(b *testing.B, limit time.Duration, what string, cond func() bool) {
-	b.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func benchVerdict(ok bool) string {

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // dispatchBundle is what a dispatcher test works with: a real Postgres
@@ -317,10 +318,10 @@ func TestRetryReusesTheExecutionIDAndSurvivesAShortOutage(t *testing.T) {
 	if res, _ := d.DispatchBatch(context.Background()); res.Claimed != 0 {
 		t.Fatalf("claimed during backoff: %+v", res)
 	}
-	eventually(t, 30*time.Second, "the item to be dispatched after the outage", func() bool {
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the item to be dispatched after the outage", func() bool {
 		_, _ = d.DispatchBatch(context.Background())
 		return b.item(t, id).Status == domain.QueueDispatched
-	})
+	}))
 	q = b.item(t, id)
 	if *q.ExecutionID != firstExec {
 		t.Fatalf("retry used execution %s, want the kept id %s", *q.ExecutionID, firstExec)
@@ -570,7 +571,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 	}()
 	var violations []string
 	samples := 0
-	eventually(t, 3*time.Minute, "every item to run", func() bool {
+	porttest.Eventually(t, 3*time.Minute, porttest.Holds("every item to run", func() bool {
 		for ws, n := range b.running(t) {
 			if n > limits[ws] {
 				violations = append(violations, fmt.Sprintf("workspace %s: %d RUNNING > limit %d", ws, n, limits[ws]))
@@ -580,7 +581,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 		var left int
 		_ = b.pool.QueryRow(context.Background(), "SELECT count(*) FROM workflow_execution_queue").Scan(&left)
 		return left == 0
-	})
+	}))
 	cancel()
 	wg.Wait()
 	if len(violations) > 0 {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 const testAdminToken = "e2e-admin-token-0123456789"
@@ -114,25 +115,13 @@ func call(t testing.TB, method, url, token string, body any, out any) int {
 	return resp.StatusCode
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // executionOf follows a queue item to its execution. A run can complete,
 // and its item be deleted, before the first look, so a gone item is
 // found through the workspace's executions instead.
 func executionOf(t testing.TB, base, workspaceID, queueID string) string {
 	t.Helper()
 	var executionID string
-	eventually(t, 30*time.Second, "the queue item to name its execution", func() bool {
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the queue item to name its execution", func() bool {
 		var q map[string]any
 		switch call(t, "GET", base+"/api/v1/workflow/queue/"+queueID, testAdminToken, nil, &q) {
 		case 200:
@@ -151,7 +140,7 @@ func executionOf(t testing.TB, base, workspaceID, queueID string) string {
 			}
 		}
 		return false
-	})
+	}))
 	return executionID
 }
 
@@ -195,10 +184,10 @@ func TestSkeletonRunsAnExecutionToCompletion(t *testing.T) {
 		DurationMs *int64 `json:"durationMs"`
 		Nodes      []node `json:"nodes"`
 	}
-	eventually(t, 60*time.Second, "the execution to complete", func() bool {
+	porttest.Eventually(t, 60*time.Second, porttest.Holds("the execution to complete", func() bool {
 		call(t, "GET", base+"/api/v1/workflow/executions/"+executionID, testAdminToken, nil, &exec)
 		return exec.Status == "COMPLETED"
-	})
+	}))
 	if exec.DurationMs == nil {
 		t.Error("a completed execution has no duration")
 	}

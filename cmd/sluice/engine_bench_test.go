@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // The engine benchmark that `make bench` runs: runs completed per second on
@@ -299,22 +300,20 @@ func (s *sluiceBench) ended() []benchEnded {
 // waitEnded polls until n executions of the phase ended, failing on any
 // that did not complete.
 func (s *sluiceBench) waitEnded(n int) []benchEnded {
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		ended := s.ended()
+	var ended []benchEnded
+	porttest.Eventually(s.b, 5*time.Minute, func() error {
+		ended = s.ended()
 		for _, e := range ended {
 			if e.status != "COMPLETED" {
 				s.b.Fatalf("run %d of phase %d ended %s", e.run, s.phase, e.status)
 			}
 		}
-		if len(ended) >= n {
-			return ended
+		if len(ended) < n {
+			return fmt.Errorf("phase %d: %d of %d runs ended", s.phase, len(ended), n)
 		}
-		if time.Now().After(deadline) {
-			s.b.Fatalf("phase %d: %d of %d runs ended after 5 minutes", s.phase, len(ended), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return ended
 }
 
 // throughput enqueues benchRuns runs of graph from benchCallers callers

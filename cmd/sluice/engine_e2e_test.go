@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sluicehq/sluice/ports/porttest"
 	"go.uber.org/fx"
 )
 
@@ -87,7 +88,7 @@ func (e *e2e) startIn(graph map[string]any, input map[string]any) string {
 func (e *e2e) waitFor(execID string, statuses ...string) execution {
 	e.t.Helper()
 	var ex execution
-	eventually(e.t, 60*time.Second, "execution to reach "+statuses[0], func() bool {
+	porttest.Eventually(e.t, 60*time.Second, porttest.Holds("execution to reach "+statuses[0], func() bool {
 		ex = execution{}
 		call(e.t, "GET", e.base+"/api/v1/workflow/executions/"+execID, testAdminToken, nil, &ex)
 		for _, s := range statuses {
@@ -96,7 +97,7 @@ func (e *e2e) waitFor(execID string, statuses ...string) execution {
 			}
 		}
 		return false
-	})
+	}))
 	return ex
 }
 
@@ -192,11 +193,11 @@ func TestCancellingARunningExecutionFreesItsSlot(t *testing.T) {
 		"edges": []any{edge("wait", "after")},
 	}
 	id := e.start(graph, nil)
-	eventually(t, 30*time.Second, "the delay to start", func() bool {
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the delay to start", func() bool {
 		var ex execution
 		call(t, "GET", base+"/api/v1/workflow/executions/"+id, testAdminToken, nil, &ex)
 		return ex.node("wait").Status == "RUNNING"
-	})
+	}))
 	var res struct{ Status string }
 	if code := call(t, "POST", base+"/api/v1/workflow/executions/"+id+"/cancel", testAdminToken, nil, &res); code != 202 || res.Status != "CANCELLING" {
 		t.Fatalf("cancel: %d %+v", code, res)
@@ -218,11 +219,11 @@ func TestDelaySurvivesAWorkerRestart(t *testing.T) {
 	base := startSluice(t, env)
 	e := newE2E(t, base)
 	id := e.start(map[string]any{"nodes": []any{node("wait", "DELAY", map[string]any{"duration": "3s"})}}, nil)
-	eventually(t, 30*time.Second, "the delay to start", func() bool {
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the delay to start", func() bool {
 		var ex execution
 		call(t, "GET", base+"/api/v1/workflow/executions/"+id, testAdminToken, nil, &ex)
 		return ex.node("wait").Status == "RUNNING"
-	})
+	}))
 	// Stop the only worker mid-delay, then bring a new one up on the same
 	// database and task queues.
 	stop := appsByBase[base]

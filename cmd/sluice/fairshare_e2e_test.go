@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ports/porttest"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -53,7 +54,7 @@ func TestAWorkspaceWithHundredsOfSlowHTTPNodesLeavesOthersTheirShare(t *testing.
 		nodes[i] = node(fmt.Sprintf("n%03d", i), "HTTP_REQUEST", map[string]any{"url": fmt.Sprintf("%s/%d", slow.URL, i), "timeout": "60s"})
 	}
 	hogID := hog.startIn(map[string]any{"nodes": nodes}, nil)
-	eventually(t, 30*time.Second, "the FREE execution to hold its requests", func() bool { return held.Load() >= 4 })
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the FREE execution to hold its requests", func() bool { return held.Load() >= 4 }))
 
 	other := newE2EWithPlan(t, base, "FREE")
 	began := time.Now()
@@ -121,7 +122,7 @@ func TestTheExternalQueueServesWorkspacesFairly(t *testing.T) {
 		nodes[i] = node(fmt.Sprintf("n%02d", i), "HTTP_REQUEST", map[string]any{"url": fmt.Sprintf("%s/hog/%d", srv.URL, i)})
 	}
 	hogID := hog.startIn(map[string]any{"nodes": nodes}, nil)
-	eventually(t, 30*time.Second, "the hog's first request", func() bool { mu.Lock(); defer mu.Unlock(); return len(hogTimes) >= 1 })
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the hog's first request", func() bool { mu.Lock(); defer mu.Unlock(); return len(hogTimes) >= 1 }))
 
 	other := newE2EWithPlan(t, base, "FREE")
 	id := other.startIn(map[string]any{"nodes": []any{node("get", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/other"})}}, nil)

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // The fault suite runs Sluice's roles as separate processes of the real
@@ -151,16 +152,12 @@ func count(t *testing.T, conn *pgx.Conn, query string, args ...any) int {
 // waitCount polls query until it returns want, and returns how long that took.
 func waitCount(t *testing.T, conn *pgx.Conn, within time.Duration, what string, want int, query string, args ...any) time.Duration {
 	t.Helper()
-	start := time.Now()
-	last := -1
-	for time.Since(start) < within {
-		if last = count(t, conn, query, args...); last == want {
-			return time.Since(start)
+	return porttest.Eventually(t, within, func() error {
+		if n := count(t, conn, query, args...); n != want {
+			return fmt.Errorf("%s: %d, want %d", what, n, want)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: %d after %s, want %d", what, last, within, want)
-	return 0
+		return nil
+	})
 }
 
 // faultTest marks a test of the fault suite: it runs the binary, so -short
@@ -427,21 +424,16 @@ func privatePostgres(t *testing.T, temporalAddr string) (string, func()) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	})
+	var env []byte
+	porttest.Eventually(t, 2*time.Minute, func() (err error) {
+		env, err = os.ReadFile(envFile)
+		return err
+	})
 	vars := map[string]string{}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if b, err := os.ReadFile(envFile); err == nil {
-			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-				if k, v, ok := strings.Cut(line, "="); ok {
-					vars[k] = v
-				}
-			}
-			break
+	for _, line := range strings.Split(strings.TrimSpace(string(env)), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			vars[k] = v
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("private postgres did not come up in 2 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	restart := func() {
 		args := []string{filepath.Join(vars["DEVSTACK_PG_BIN"], "pg_ctl"), "restart", "-m", "fast", "-w", "-t", "60",
@@ -536,14 +528,14 @@ func TestFaultPostgresRestartedMidLoadLosesAndDuplicatesNothing(t *testing.T) {
 			t.Fatalf("the %s process died when Postgres restarted", r.name)
 		}
 	}
-	eventually(t, time.Minute, "the api ready again", func() bool {
+	porttest.Eventually(t, time.Minute, porttest.Holds("the api ready again", func() bool {
 		resp, err := http.Get(readyz)
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	})
+	}))
 	lost, duplicated := len(inserted)-distinct, executions-distinct
 	t.Logf("FIGURE Postgres restarted (pg_ctl restart -m fast) amid %d enqueues: %d lost, %d duplicated (target 0 and 0: %s), queue drained %.1f s after the restart, api, dispatcher and worker recovered without a restart",
 		len(inserted), lost, duplicated, metOrMissed(lost == 0 && duplicated == 0), recovered.Seconds())

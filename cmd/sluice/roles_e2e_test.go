@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 var (
@@ -180,10 +181,10 @@ func TestStandaloneRolesServeMetricsAndReadiness(t *testing.T) {
 			Status string            `json:"status"`
 			Checks map[string]string `json:"checks"`
 		}
-		eventually(t, 30*time.Second, name+" to be ready", func() bool {
+		porttest.Eventually(t, 30*time.Second, porttest.Holds(name+" to be ready", func() bool {
 			code, body := get(t, r.admin+"/readyz")
 			return code == 200 && json.Unmarshal([]byte(body), &ready) == nil
-		})
+		}))
 		if len(ready.Checks) != len(wantChecks[name]) {
 			t.Errorf("%s /readyz checks = %v, want %v", name, ready.Checks, wantChecks[name])
 		}
@@ -212,7 +213,7 @@ func TestStandaloneRolesServeMetricsAndReadiness(t *testing.T) {
 	}
 	for r, want := range wantMetrics {
 		var body string
-		eventually(t, 10*time.Second, "the metrics", func() bool {
+		porttest.Eventually(t, 10*time.Second, porttest.Holds("the metrics", func() bool {
 			_, body = get(t, r.admin+"/metrics")
 			for _, w := range want {
 				if !strings.Contains(body, w) {
@@ -220,7 +221,7 @@ func TestStandaloneRolesServeMetricsAndReadiness(t *testing.T) {
 				}
 			}
 			return true
-		})
+		}))
 	}
 }
 
@@ -242,10 +243,10 @@ func TestReadyzNamesTheFailingPartWithoutItsError(t *testing.T) {
 		Type, Detail string
 	}
 	// Until its first lease attempt the lease is failing too.
-	eventually(t, 20*time.Second, "readyz to name temporal alone", func() bool {
+	porttest.Eventually(t, 20*time.Second, porttest.Holds("readyz to name temporal alone", func() bool {
 		code, body = get(t, dispatcher.admin+"/readyz")
 		return code == 503 && json.Unmarshal([]byte(body), &p) == nil && p.Detail == "not ready: temporal failing (details in the log)"
-	})
+	}))
 	if p.Type != "https://sluice.dev/problems/not-ready" {
 		t.Errorf("/readyz problem = %+v", p)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ports/porttest"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -51,7 +52,7 @@ func TestOneTraceFromRequestToCompletion(t *testing.T) {
 		"RunActivity:CompleteExecution",
 	}
 	var inTrace map[string]tracetest.SpanStub
-	eventually(t, 10*time.Second, "every span of the run to end", func() bool {
+	porttest.Eventually(t, 10*time.Second, porttest.Holds("every span of the run to end", func() bool {
 		inTrace = map[string]tracetest.SpanStub{}
 		for _, s := range exporter.GetSpans() {
 			if s.SpanContext.TraceID() == traceID {
@@ -64,7 +65,7 @@ func TestOneTraceFromRequestToCompletion(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
 
 	spans := make(map[trace.SpanID]tracetest.SpanStub, len(inTrace))
 	for _, s := range inTrace {

@@ -82,9 +82,15 @@ function walkthrough(url: string, admin: string): void {
   let other: Schema<"Workspace"> | undefined;
   let otherDefinition: Schema<"Definition"> | undefined;
   let otherQueueId: string | undefined;
+  let otherExecutionId: string | undefined;
 
   const greetGraph: Schema<"Graph"> = {
     nodes: [{ key: "greet", type: "TRANSFORM", config: { output: { message: "Hello, {{ input.name }}" } } }],
+    edges: [],
+  };
+  // Holds its run RUNNING far longer than the test takes; the test cancels it.
+  const holdGraph: Schema<"Graph"> = {
+    nodes: [{ key: "hold", type: "DELAY", config: { duration: "1h" } }],
     edges: [],
   };
 
@@ -229,18 +235,44 @@ function walkthrough(url: string, admin: string): void {
       }
     });
 
-    it("answers 403 when the key reaches another workspace's resources", async () => {
+    it("answers 403 when the key reaches another workspace's resources", async (t) => {
       const ws = needs(workspace, "create workspace");
       const def = needs(definition, "create definition");
       const client = needs(asKey, "create API key");
 
-      // Workspace B, its definition and a queue item, all made by the admin.
+      // Workspace B, its definitions and two queue items, all made by the admin.
+      // B is FREE: one slot. A long DELAY run holds it, so B's second item stays
+      // PENDING, and the holder's execution RUNNING, while key A asks for them;
+      // a run that completes deletes its queue item, which would turn the
+      // 403 asserted below into a correct 404.
       other = expectStatus(
         await asAdmin.POST("/api/v1/workspaces", { body: { name: `ts-walkthrough-other-${suffix}`, plan: "FREE" } }),
         201,
         "create workspace B",
       );
       const b = other;
+      const holdDef = expectStatus(
+        await asAdmin.POST("/api/v1/workflow/definitions", {
+          body: { workspaceId: b.id, name: `hold-other-${suffix}`, graph: holdGraph },
+        }),
+        201,
+        "create the holding definition in B",
+      );
+      const holdQueueId = expectStatus(
+        await asAdmin.POST("/api/v1/workflow/executions/start", {
+          body: { workspaceId: b.id, workflowDefinitionId: holdDef.id, input: {} },
+        }),
+        202,
+        "start the holding execution in B",
+      ).queueId;
+      otherExecutionId = await waitForExecutionId(
+        asAdmin,
+        holdQueueId,
+        b.id,
+        holdDef.id,
+        Date.now() + COMPLETION_DEADLINE_MS,
+        t,
+      );
       otherDefinition = expectStatus(
         await asAdmin.POST("/api/v1/workflow/definitions", {
           body: { workspaceId: b.id, name: `greet-other-${suffix}`, graph: greetGraph },
@@ -256,6 +288,15 @@ function walkthrough(url: string, admin: string): void {
         202,
         "start execution in B",
       ).queueId;
+      const queueId = otherQueueId;
+
+      // The state the assertions rely on: B's item waits behind the holder.
+      const waiting = expectStatus(
+        await asAdmin.GET("/api/v1/workflow/queue/{queueId}", { params: { path: { queueId } } }),
+        200,
+        "admin: get B's waiting queue item",
+      );
+      assert.equal(waiting.status, "PENDING", `B's second item waits for B's one slot: ${JSON.stringify(waiting)}`);
 
       expectProblem(
         await client.GET("/api/v1/workspaces/{workspaceId}", { params: { path: { workspaceId: b.id } } }),
@@ -270,7 +311,7 @@ function walkthrough(url: string, admin: string): void {
         "key A: get definition of B",
       );
       expectProblem(
-        await client.GET("/api/v1/workflow/queue/{queueId}", { params: { path: { queueId: otherQueueId } } }),
+        await client.GET("/api/v1/workflow/queue/{queueId}", { params: { path: { queueId } } }),
         403,
         "key A: get queue item of B",
       );
@@ -307,19 +348,15 @@ function walkthrough(url: string, admin: string): void {
       );
     });
 
-    it("answers 403 when the key reaches another workspace's execution", async (t) => {
+    it("answers 403 when the key reaches another workspace's execution", async () => {
       const client = needs(asKey, "create API key");
-      const b = needs(other, "create workspace B");
-      const bDef = needs(otherDefinition, "create definition in B");
-      const queueId = needs(otherQueueId, "start execution in B");
-      const executionId = await waitForExecutionId(
-        asAdmin,
-        queueId,
-        b.id,
-        bDef.id,
-        Date.now() + COMPLETION_DEADLINE_MS,
-        t,
+      const executionId = needs(otherExecutionId, "start the holding execution in B");
+      const holding = expectStatus(
+        await asAdmin.GET("/api/v1/workflow/executions/{executionId}", { params: { path: { executionId } } }),
+        200,
+        "admin: get B's holding execution",
       );
+      assert.equal(holding.status, "RUNNING", `B's holding run is in its DELAY: ${JSON.stringify(holding)}`);
       expectProblem(
         await client.GET("/api/v1/workflow/executions/{executionId}", { params: { path: { executionId } } }),
         403,
@@ -330,6 +367,22 @@ function walkthrough(url: string, admin: string): void {
         403,
         "key A: cancel execution of B",
       );
+    });
+
+    it("lets B's owner cancel the holding run, after which B's waiting item runs", async (t) => {
+      const b = needs(other, "create workspace B");
+      const bDef = needs(otherDefinition, "create definition in B");
+      const executionId = needs(otherExecutionId, "start the holding execution in B");
+      const queueId = needs(otherQueueId, "start execution in B");
+      expectStatus(
+        await asAdmin.POST("/api/v1/workflow/executions/{executionId}/cancel", { params: { path: { executionId } } }),
+        202,
+        "admin: cancel B's holding execution",
+      );
+      const deadline = Date.now() + COMPLETION_DEADLINE_MS;
+      const waitingExecutionId = await waitForExecutionId(asAdmin, queueId, b.id, bDef.id, deadline, t);
+      const execution = await waitForCompletion(asAdmin, waitingExecutionId, deadline);
+      assert.deepEqual(execution.input, { name: "Grace" });
     });
   });
 }
