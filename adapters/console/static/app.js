@@ -570,7 +570,7 @@ async function viewQueue(workspaceId, params) {
   }
   const cancel = async (item) => {
     try {
-      const res = await api("POST", `/workflow/executions/${item.id}/cancel`);
+      const res = await api("POST", `/workflow/queue/${item.id}/cancel`);
       problem.replaceChildren(h("div", { class: "notice", role: "status" }, `Item ${shortId(item.id)}: ${res.status}.`));
     } catch (err) {
       problem.replaceChildren(problemView(err));
@@ -939,8 +939,8 @@ function versionForm(def, graph) {
 
 // followQueueItem watches a just-enqueued item until it names its
 // execution, then opens the run page. A quick run may complete, and its
-// item be deleted, between two looks: then the run is found as the
-// workspace's newest execution of the definition started since.
+// item be deleted, between two looks: then the run is found by the queue
+// id it keeps.
 function followQueueItem(queueId, def, since, status) {
   every(250, async () => {
     try {
@@ -958,8 +958,8 @@ function followQueueItem(queueId, def, since, status) {
       );
     } catch (err) {
       if (err.status !== 404) throw err;
-      const pg = await api("GET", `/workflow/executions${query({ workspaceId: def.workspaceId, limit: 20 })}`);
-      const run = pg.items.find((e) => e.workflowDefinitionId === def.id && Date.parse(e.startedAt) >= since - 5000);
+      const pg = await api("GET", `/workflow/executions${query({ workspaceId: def.workspaceId, queueId, limit: 1 })}`);
+      const run = pg.items[0];
       if (run) {
         go(`#/executions/${run.id}`);
         return false;
