@@ -20,7 +20,7 @@ RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 # Targets HTTP_REQUEST nodes may reach under `make run`.
 RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
-.PHONY: all build run test test-go test-race test-ts vet generate check-generated fuzz bench lint-spec ts-deps browser clean
+.PHONY: all build run test test-go test-race test-ts vet generate check-generated fuzz bench lint-spec console-check ts-deps browser clean
 
 all: build
 
@@ -41,7 +41,7 @@ run: build
 ## test: vet, spec lint, generated-code drift, then unit, integration,
 ## fuzz, the console's browser test and the TypeScript walk-through on a
 ## fresh real stack.
-test: vet lint-spec check-generated build browser
+test: vet lint-spec console-check check-generated build browser
 	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
 	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(MAKE) --no-print-directory test-go test-ts'
 
@@ -79,6 +79,11 @@ ts-deps:
 
 lint-spec: ts-deps
 	cd api/typescript && npm run lint:spec
+
+## console-check: type-check the console's modules (// @ts-check, JSDoc)
+## against the TypeScript client's generated schema, with the client's tsc.
+console-check: ts-deps
+	cd api/typescript && npx tsc -p ../../adapters/console/tsconfig.json
 
 fuzz:
 	@for target in FuzzParseTemplate FuzzResolve FuzzDecodeGraph; do \

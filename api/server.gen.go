@@ -191,13 +191,16 @@ type Execution struct {
 	ID          openapi_types.UUID `json:"id"`
 
 	// Input The input as enqueued, byte for byte.
-	Input                rawjson.RawMessage `json:"input"`
-	Nodes                *[]NodeRecord      `json:"nodes,omitempty"`
-	StartedAt            time.Time          `json:"startedAt"`
-	Status               ExecutionStatus    `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
-	WorkflowVersion      int                `json:"workflowVersion"`
-	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+	Input rawjson.RawMessage `json:"input"`
+	Nodes *[]NodeRecord      `json:"nodes,omitempty"`
+
+	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
+	QueueID              *openapi_types.UUID `json:"queueId"`
+	StartedAt            time.Time           `json:"startedAt"`
+	Status               ExecutionStatus     `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
+	WorkflowVersion      int                 `json:"workflowVersion"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.
@@ -395,6 +398,14 @@ type ListExecutionsParams struct {
 	// Status Only executions in this status.
 	Status *ExecutionStatus `form:"status,omitempty" json:"status,omitempty"`
 
+	// WorkflowDefinitionID Only executions of this definition.
+	WorkflowDefinitionID *openapi_types.UUID `form:"workflowDefinitionId,omitempty" json:"workflowDefinitionId,omitempty"`
+
+	// QueueID Only the execution started from this queue item (the `queueId`
+	// start returned): a page of at most one. It finds the run also
+	// after its item was deleted on completion.
+	QueueID *openapi_types.UUID `form:"queueId,omitempty" json:"queueId,omitempty"`
+
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -488,6 +499,9 @@ type ServerInterface interface {
 	// Get a queue item
 	// (GET /api/v1/workflow/queue/{queueId})
 	GetQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
+	// Cancel a queue item
+	// (POST /api/v1/workflow/queue/{queueId}/cancel)
+	CancelQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams)
@@ -772,6 +786,22 @@ func (siw *ServerInterfaceWrapper) ListExecutions(w http.ResponseWriter, r *http
 		return
 	}
 
+	// ------------- Optional query parameter "workflowDefinitionId" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "workflowDefinitionId", r.URL.Query(), &params.WorkflowDefinitionID)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workflowDefinitionId", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "queueId" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "queueId", r.URL.Query(), &params.QueueID)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queueId", Err: err})
+		return
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
@@ -993,6 +1023,37 @@ func (siw *ServerInterfaceWrapper) GetQueueItem(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetQueueItem(w, r, queueID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelQueueItem operation middleware
+func (siw *ServerInterfaceWrapper) CancelQueueItem(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "queueId" -------------
+	var queueID openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "queueId", r.PathValue("queueId"), &queueID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queueId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelQueueItem(w, r, queueID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1387,6 +1448,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces", wrapper.ListWorkspaces)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces", wrapper.CreateWorkspace)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.GetWorkspace)
@@ -2404,6 +2466,89 @@ func (response GetQueueItem500ApplicationProblemPlusJSONResponse) VisitGetQueueI
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CancelQueueItemRequestObject struct {
+	QueueID openapi_types.UUID `json:"queueId"`
+}
+
+type CancelQueueItemResponseObject interface {
+	VisitCancelQueueItemResponse(w http.ResponseWriter) error
+}
+
+type CancelQueueItem202JSONResponse CancelResponse
+
+func (response CancelQueueItem202JSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelQueueItem400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem400ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelQueueItem401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem401ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelQueueItem403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem403ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelQueueItem404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem404ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelQueueItem409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem409ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelQueueItem500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem500ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListWorkspacesRequestObject struct {
 	Params ListWorkspacesParams
 }
@@ -2989,6 +3134,9 @@ type StrictServerInterface interface {
 	// Get a queue item
 	// (GET /api/v1/workflow/queue/{queueId})
 	GetQueueItem(ctx context.Context, request GetQueueItemRequestObject) (GetQueueItemResponseObject, error)
+	// Cancel a queue item
+	// (POST /api/v1/workflow/queue/{queueId}/cancel)
+	CancelQueueItem(ctx context.Context, request CancelQueueItemRequestObject) (CancelQueueItemResponseObject, error)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(ctx context.Context, request ListWorkspacesRequestObject) (ListWorkspacesResponseObject, error)
@@ -3379,6 +3527,32 @@ func (sh *strictHandler) GetQueueItem(w http.ResponseWriter, r *http.Request, qu
 	}
 }
 
+// CancelQueueItem operation middleware
+func (sh *strictHandler) CancelQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID) {
+	var request CancelQueueItemRequestObject
+
+	request.QueueID = queueID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelQueueItem(ctx, request.(CancelQueueItemRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelQueueItem")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CancelQueueItemResponseObject); ok {
+		if err := validResponse.VisitCancelQueueItemResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListWorkspaces operation middleware
 func (sh *strictHandler) ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams) {
 	var request ListWorkspacesRequestObject
@@ -3632,110 +3806,117 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/buJZ/hdAu0BYrP+O0qfPJN0k72WnTTJK5g52muKGlY5vXMqmSVFzfIP99wYck",
-	"SpZtOXbbmaLAAJMmFHl4eN4P8sEL2CxmFKgUXv/BizHHM5DA9b9OEi4YVz+FIAJOYkkY9frezQTQHYUv",
-	"0gy4Q2yE5ARQzOGesESgGI+h6fkeUaM/J8AXnu9RPAOv7wVmUt8TwQRmWM0+w1/eAR3Lidfvttu+Jxex",
-	"GikkJ3TsPT763imMCCVq+fOwGp4549NRxOYozIY+E4iEGRgxlpMcitCd0Pc4fE4Ih9DrS56AC9uI8RmW",
-	"Xt9LEqJGLsN29gWCZB1okA7QAKHnAaYBRAhHgiGJpyAQRp8TSAARCTM96MUKsMFZazeo35EZkcvwXuIx",
-	"IEH+s/L4Iv2du1YII5xE0usftn11lGSWzOxBzgg1/+pkIBAqYQxcw/AH41MR4wDWHaoesO4o584su+Dk",
-	"UX0sYkYFaOr/Bw6v4HMCQqMpYFQC1T/iOI5IgBWcrZizYQSz//m3UEA/ePAFz+IIzHYkJpHX1yCBkGjI",
-	"wgWaYIEwRcC5ZgL9f+H1Pz54MxACjxVIs0SNBoSRBVVvuO+13K0+fvI9IbFMhNfvaa4hUi3sndN7HJEQ",
-	"2WXznU6kjEW/1RJRQgJohnCfgi9axHzUSD96dDH33xxGXt/7r1YuLFrmr6J1aWYw+Fs+wXTvRKAZjtQR",
-	"QIgYR0MOeCq01DAzNdWSJ4yOIhLsivDzEGYxk0CDReNXWKA5FigREKI5kROEUUhGI+BAzZF4Lh5f53jM",
-	"gKmHQGfNIP1y31hMJxZmJ1L/SbCEaw5RuwCNxzeMD0kYAt0RkWqBXFKiIUSMjgWSDGHK5AR4zqEFLB7k",
-	"WMxBqYXGUTZ8X7iTbAoUzfACUSaRZEmgEEdEhjmNsXMqgVMc7YgwYqfJ+DvFyWGRQ0ujajGoBXAfeLlm",
-	"M5ATQsdohEmkOJIaVgR+D/zYEpaluQmmYwgV9tQXFltaWrzlOJ7siLEuSre4ShomdErZnCLKQkC33pdb",
-	"z5GIYwVCC8IxiFa7JZn36LvfBosggj7CqHGbtNsHgIbZT3hpFrWAKMrVbndZrurB20lV88m+KFrPpiSq",
-	"ImiMDFSng7fHCO6BL1KEqhERETKVe0Qqw0xO9AleMPmGJTTc8fQqrC50hNvhAX4Fje6oN2z0gpedxmt8",
-	"BI3D4cvgVXgEr0ftjgZ9pAFw5UYvx/aFM6AGpimTDTN8H1i+YEgoOVEQETeMvcN8DPu0BuBLABAK1Gn3",
-	"jg5fvUTDhQThoqTjiNJLvIgYDpFkDEUaklqokYw1zPB9EaAGXVGXmpUjOcGu+EA4CCCWIkXae0wXO+Ls",
-	"c8IktsiCsI+wRDMmJOq0220UAw2VKMtN6AIGu45K/60wTz306bUb2Tf7VulzlkQhirEQiFFIPSnX8NUA",
-	"CPS8sM9bqjfqO4wnfC0iBYqBGxnxookujNTWJpCQjEOIMM2E+S3FEQccLtK/WWHfRHdXIPmiMRhJ4Hfq",
-	"rAVINJ8ABzTHRKopJxDFoq/AvaUG9yHHhAqERe7yCKTAE5PmrTIAJoBD61s68y/b/tcQMBpqQ0OthoYw",
-	"YhwMjeFZjjyl1RXqmkV3cp3XoU7jd4oTOWGc/Ad2FYAzIoRCxhAwV6ygjI2CSOvk1FdYthbtJe4XexJs",
-	"GkRf2eDY2kZygrWBnipaxhGHezaFsKndNDuvWnYQk19Bc3PMWQxcEuMrBRywhHAgC45WiCU0JJnBsrfl",
-	"eySs4ZSlTt7D8h9iDiPypdpvHBFuLBeOAwlcpGwlIOAgfUVXEqIITWEhEI4xl82qtS0W1uyKJlGEh+p0",
-	"jbe5NMW86OJu9stz//Wjp4cU3VuNjmzzvoN4F9xP2cxs+G8wjsiJjjpcWQ93+QhrnkdK2Q8eUMVjH72T",
-	"wcXJ2bt3Z6een/58fvHWgWHd7ux0lQDrrRmKcxxxHIZa3OHo0oF/hCMBfmlLKe2U40szQtN/dzZBqedY",
-	"DV4emHoaiOPUhF7H0G9T8/FJG9qRCCvpz4C9Gi3/BC6+CU5KwG6CK4s4fUOC8r04wnSj0FZjKonPfr96",
-	"U2EulXEUfRhp/2ndWna8cpWK+zPysUIfT7ReoAEcG0sBEYkomzc3Uo+dcRn4T4Wo7l40SpBwDlRa2nOU",
-	"Rqb9/S35bVcdlcThtpv4SgqjhJsUEUUFkoNbRWz5aV3icZUC0Za3+8M6HDtn/5gthjnHC43RLLmg2W69",
-	"li0jwXoAzhzrt+MQzM40GJYSFRtpZzuCvF9N2yUslBIc92sOvgo7Z2HVEY84m1USumSVv55PwIV1yFgE",
-	"FWJOT6snqQTFeBdZmuVpopvQOFnzjSGsotQb3GOi6c7Yi7M4whK0e3OnZ7trouvcpeIgE04h1D48GjGu",
-	"f/CRYIgms6GyQqcAsY3RhGRMXKPTbtf3vjTGrGF/yfFc+R7NKzx/b0NazoAGmcWMy1wvpePzwBbQgCmf",
-	"saV//aitZsI4kYtC4qZb3nlHx+uVh53wMVDZRB+4cty0X6qjSYQinHupx2iECacgBMIBZ0LkfxIoYDMQ",
-	"xiRXG84yRL31+SE/Cy6dbstTe7R3KmFYQ6VhRqbL3KMHnG9rZq+TC7+pGa/N0PI+0tXW2throFXLRSB3",
-	"c3/ChGtf+r0ozEGofNlb/b1DAyZCvlkH1NbVT5ADyqPUn+nIhj1nv8jn34GVTbi6rr69YCFcQcB4WKVv",
-	"hcR8S01Xj0IzAkupdEe2Vh+uNfD2bT9VQrsMS4aPlMJcnPoFZipwRUrha5lzH/ZWzunfx9wqE4ITQLj6",
-	"/eLi/OKt53snH95fvju70aGEN4PzQkzh7LQipOB7bwhE4VkqJYoYyvJAVeEjzVYPGzZnKw3Siao2liXB",
-	"SsYDOh28bSLFdjbMxAEllHxO4FgXAIRjQBHge0LHCKOTDxen5zfnHy5MmmuGFyjAnC/QnbKh7pQFEpNg",
-	"qpM4Q45pMGl6ZRNHZ8HqE0RoMgIz/OXcjD9sO8U3OW1sLWaKs3YqZi27uXqJKuT+Ajgy51RSThMIpmK1",
-	"GK8yUctz5wJsgwu7Wn3q3VZoTjoi4006ZmmyqXHhndhCp0ZswfyiTH2/3Nxc/uvq7Lffz65vfHRzNbi4",
-	"fvPh6r3v0Bnj6PTs3eD/jpFGZpoltDUFMg2ZmmSjYCZKvJRg5KAUF4RIsjHICfDNIQG1TztmFU6tolrC",
-	"LJbKDJfVkn8vBssW9kZqSCwbC4qen5kCg+geQmM8NJeWz898aXKWyMrZCy6Jcke4zfno9A7Eoqmz28EU",
-	"FibN3TQzVS6+WelvREI9I0Adaa7/U4qtTSWObk0JINeyFlPpya1Wu6tobWt9dP3r+eVlDc10aaN+6bRv",
-	"rs7OPN+7vPrg+d7Zxc3Z1eXV+fVZ9bc2hbNEAFdvTtDr3uGrjAdNJkosa4M0RfWwgsjF8uRalzYiuIco",
-	"q8rwEeBgklZO/e/1h4tGzHQxSiMiU7AVBX497eAo6worhFAhMQ2q9fWStHY43ybYHupKxwESUjPR71fn",
-	"iOKZUsFK1k0JDZXcs3vfLMoseZr11zpa2lNTGnGlUDthCa3g+DMtcTlEgAWgIQ6mivUvzy5Ozy/eOhA6",
-	"6MCpkNgqeBphMttNGDwlXEZEjGUweYNJlHCooklToKS5WiBG0Q0oXwlHpkpJkZ0uYhIIS3RQjZB0lR1V",
-	"Q7HOt+xZ7MtBjbCQZ7W1kBvPWd74E6II3yvsUt/1ypRBtne/yEMVZOWi1S9VUbsRcJd1XJ4o0dBaDt+H",
-	"t5aLi+/jrbkk4agwK3aU6ns3OH+vleDp+fXl4Obkl22ctt91omHHZNyTs2or02kZQBVCOpDkvkKVnOWF",
-	"LhMWhcaZExErp8dcO3V7MWmqNN9hIX9hCV8LhTHTaQghMoeBiCnOUgyAJizh1VDVlU7VbQMnjNoMk1v6",
-	"o3tCIkwRjiI2F9ULry7wqH2+vgl2VjQRaB80q1ga6aIXdTrVoGydrquSYW7O1s/aJSz9ZJAunek2mbiM",
-	"TvchanKi/x6iRikpCBIlxq8VQGYHppqq2rnC4UxRtFPFlGkNNLg8R1NYZOVgOulk5irUW5nSKEJHrCLX",
-	"reuw0FjneuaGm3QNUWp4NNEfeXJDp9ny7iPtiJ0O3grERrdUu2bHxnZR9McopPFjgYj0dd7Irqe2JdVv",
-	"EaPRAs0nJAJTW+fWAmpu0i0kaMQBjKR5rjwL1PHR5dUHdOij3LdA3TYKMta8pTlvvmje0luaGpemmi6h",
-	"IXB018Ixad137hDVpal3A1uCpkOWffQPU+lm/Ex9DMbTvLOlgM75oBFnM2TCITbkuerIfLVjXXGLgwkI",
-	"jYRbqjDC5jQf3kQGZO3BICLQ3aqCvTv0PPWVXpjiw4gEYCufbJB9EKvFGt1mW7Ecj5xqvPl83sT6z03G",
-	"xy37rWi9Oz85u7g+09/knkdKNIPLcyfX2vc6zbYZx2KgOCZe3ztotpsHNqyvad2iu5WSUMup6NTVMFUF",
-	"Ge+IkMLF4zPhVoIaLYA56DrrELQPrFAfAtcZSttNpaQGTi08Pemps7hfaAf8uLZBS8cjiMnwVbWN7atJ",
-	"y68WZjmgLdPYVmOglUmPn0p9X912e01RaEUxqBWzHz8V5aWSlrVrNkvFFRWlmwPdVancU+egdY11zwBc",
-	"NX22sZbTzaY/6Wz+5PdS9WmvfbD5ozduA0+v3dv8RdaK8Oh7h3W2kvXqaO2RzGaYLyz5VrWBKkKWeCyK",
-	"VRHC+6RsDCYquOufOCKhlv95BFSJal36pGU0FshyOeqkMsmMW26+0KnyXrdb7sIos1+5oNDyCQj5DxYu",
-	"tiPJrKrE5gQ0bZpA/kc3QJ3HGfOemV8gipiPHh5s3FJxMHp81NjW8UpvzAGctrgsvGyquizHp4MKXqH3",
-	"ctQJOsFhp3EQvBw2evhw2Hg9PIJGe9QJu/hg2AsOt6h0XlWD+Vi0RWy8s8Tlne1Q6pjtXrfdfdnodBrd",
-	"zk2n3W+r//5cLrLqd/zvehDKpPfqdON4S4fmWMKrNvs1z9UtDluWhLbq8UeTfb1OjSWyJiT1QbdbR1g6",
-	"rXr6o9e1VtFdOztKZHNQ1kwpSeWVQvnRX2sStR7cyrZHI7yVfVNhybNRavw0kfEE03YX44Vph5BIHT9E",
-	"WKI0xpNGu4MIMDe25jHiCaXKiF9ubVmS5Kd6zZIkL8ie3jK05qPwp0bP6cegZEv68ast5uuJ8s5KDc2Z",
-	"Rk6DF1apPxNGmy8f7VuQ6861/b11yo8s928Kh/eTUXJGeQtyay4p+XYbnKVCDF5bF1sI6ZZlq6UrZrZe",
-	"d5XFfm0sc4wozBGZzRKT30ttdLeWIY00DMEUpqasr3SBI9vzeL+JYlA2R4roNlnteUHYVzHePz1uaRyX",
-	"OnG+k2VcLIuvK5w2Cbos0NJ9goRJD2qFoFGEZOf/aWj+1Q3NQRgijPIeh31YlpnQaj3Ynx5XhuOMccEo",
-	"VMseXLyUqo5p4YqRr2xhfGXe7OyfN39QvtzdAtjEAbtpff9h9VnYHhdTlGHar4lAnRVXdt0XlGR1JHht",
-	"F3+lAZJr763i5vlnvpL6IKTZgG/cA3NfHYrxmFBsDM+qwHmegv2rxs2LUHyg0cK1d3SWmJhLpBKxCpys",
-	"9qIeRy9V//+w8ftirf7a8L2D9OeKwlgiTdE311Wv4sVPuVYK6oPLW6lkc35ZrdrzAS2dgdXOR6X3cJbm",
-	"ZDHN10qdhoLqLsUJdFYAUzEHLm5pt91FWNo2af1p6kPwtH6N6EtUaPGOFyehe0t1dQL6QwegKLorXWV3",
-	"5yOMOMSAswJtfSGKvpHHdCCKW6p+zThRAityrsUx+eby9Xc27ZtNNQV9tw++pb326yb6Ne1dmEJsnCQs",
-	"UQRYSNTt6XoSc+FMnqLVydaigCy3cG4Ske/1rZgaJIU3JPBIS0oOki+a6MaFNataX0IEWoGH4+p7ANXh",
-	"qI0jve/rgMUQFrfmr0FCJjHNHTe5yCyd4MqLTw8PN11M8WkHnzKrVk9T3yEulg92VxX+1TUIv2ZcaFUL",
-	"cC1vtrsdprIuTe8g7AadYRs3Xo+OoNELXwWNo+FL3Dgc9SD9m3PXT1Ydt+22nJ7RCsWRDvrhvNB2Df/w",
-	"xLlJ8wlu67fzQO0pFTTIE5XVg1OeusnldJd7lhpvWswrZ9QYFFqGGQMjoZVupyuXd3Q33R6cKoez2f2z",
-	"2ABpLlCxbTfK5LLx6w7uDg+CXtg4hJejRg93ho2joBs2DqA3OsQvh6+Co9DzV8m1PMWatQx1/BrQdf70",
-	"ysCYBcw/ilnXNTlbC4bTYbN6uUx+uN0mFRndjdOtnGx3wV5ou+18ZWG/ThoW7tP+aSiXAgA1hM+2IQD3",
-	"dvNNbndRdLXMPefbx/yLS64K+Q/MLZOFu9MR0ZdLF8x4EjbRIE346kE28n9LsyJ1LTGJQBTugTuhf/Xl",
-	"Ut73WV4Kaoozdc6FCGT2G0F4rExJoKFAxRWUhS90vlFb+bfU3MkWqelFdiVvmqM22WUIc6O0wrI2M6wR",
-	"4FtaP9vI3lzW5Le+1c9OFK+jqyrzMMjRoNo7RX9aQbvVY9iHB55oo2ge2iq05lzJ6iMWm8aOaKFcV2Wf",
-	"GAKqVZeqG1L+RpE1veevE1QrXfrygwbUiu1UawNqDpX9tAhKobPipcjbsXrrwfrCm7wQcy+wEivWV3XU",
-	"r5CYhqKJPtAAtOrL/zTBSgendmrezklEWrKutabmIBtkQ7127xiNWBSx+S29c8wNfUWGLFiHFeryLci8",
-	"tW5XMi827rZLjbcrC3ryRlvjVNRJ0S21ybbLXa2V/kW792ep3bG+Y7VFBMRpWTVbKoSVMjOh0Cn41w02",
-	"Ob2X1f5HzlM/xU05A5njprYDUvG2lJU7d6aPxcSA0/v1VqQU8+vOnq7Ky+6N6fHaYPE4N90p8RPgKAKu",
-	"fAEkANBzHEU6YCzT1jUfpV1No1Ir1BQWL2oZQ3n/mbetO/f3NAaKDY9rjYH8OL4pc+6lcSU705RxnF+u",
-	"7lYxdV4F0xspj0k3CzbRQPfjMRotVhWv/eG84fPkBEMafwvy7te+vutky3q1pabwr1GxlnZzt2tp33L3",
-	"ddtqx1pqJ2uZPvRX4yhvYG7XqMHdnm3+xl0U2wb999avkHJEJS9WKorWg2OWbLKZixngvDUswlZDaLIx",
-	"PxpyRYEyNM1v7HsbEEvTmVYwrG37p33aqar9f8koLoqAnYxiy1rdJ7FW5yuy1qtvxlqFOMRPG7GqTn0t",
-	"d21r1PxRehZRu0UVEeNcE6K0xFdTENI0DcJUekv9py9Sm2tCEEYrm3/S7mohWRxDhaVWuuTk0lwI8WQF",
-	"a2nauTisNrGuuG6llmb9G7B/t72C/x1c1RUDh3sWA3apH1ccfFsFrZ+nKgWZ7U0rT9XT6u+NKSw2+Xnl",
-	"Z7n0pa5p/Z6cAOH2eSFR7bQNLs9/VavsxmHKjcpJs9YFL9lrH+VLWCsJVm3rp8oqOWf2khLXNcuoZg/q",
-	"qjq/WdJWhrjMnav2pQFGA/CzJEO6lWNzg4wyCSdY6Icizetuq/w/Q5l7cP4Csq23V3zd6Ts1J2mV0x6+",
-	"gh5uQ+M1PnzV6AUHo8ZReBA0OqMuHIS94HD4EjuPmJP8Ea6+J6Lpv3qjLn4dFF7hssHQ9FEdZ9i/pr91",
-	"79t/fj6adb68ig+Gh/R10PsmdyWkbwWt5n4/d0YM5D811h5cSprKkGoRso2eaj1MYbGh9d0VHoP0Nb+0",
-	"tJfDSL+GnVq7amATXalB+ibUOQnAFB1Q1mDxstjQQ12xsam3/Sp7TvCnXrGEYVCykTB20i2VDTt2uXUv",
-	"6mv62j2SPtGXt/9npV01sDm9brud33eGYs4CEMI8JivSy8mEvaZcIMpQCDHQEGiwqAxm/GLX3dWXyRJX",
-	"bFpfzNob66ti1BG5h2bhyjtrzznGxj1QEK6dYZBoRYQuDKqLUKDokgk55iDQc0zDrGrJ15mHGQuTCGys",
-	"KBGAiHxh06zH6LB9gPQD73MiwHfvSFYum/o51v0MQ927ktq/5l7ptMF6zNKUrHkX+JlAERtXntiV2dfO",
-	"1afZqwCx3bg5PN+Tduv5Ye73bPUGmkYmHOz4pKzCpz7oPkq3kWH9ub3uO4vqsfGLwivzB8UXtPU89V/Q",
-	"NsP38dDswGFSFDKwj5Vr8lrPAwqVZCUTFD/Mb4r8+EkXyGpCq0orzvBU1z8XLvrrt1oRC3A0YUL2j9pH",
-	"bW2O20WXZCdQTKWwJQmK3JXjqZ29ckWRqBC9mWBuCNNZEnAIgUqCI3eOTPRXz1C+2syBZqnz2J3WbQNd",
-	"ntkWrxM69tEcy8CUIdIwrWgsRr6caZ3E7vKsqTCzr6PZU3W+tqf6+Onx/wMAAP//v5ilzoeIAAA=",
+	"H4sIAAAAAAAC/+x9eXPbtrb4V8Hw95tpMo9aLWeR/9KNndSviePa7u28RplriDyScEUBDABa0fX4u7/B",
+	"QhKkKImylKTt80xn6tgkcHBw9o33XsDmMaNApfD6916MOZ6DBK7/9SbhgnH1Uwgi4CSWhFGv791MAd1S",
+	"+CrNA7eIjZGcAoo53BGWCBTjCTQ93yPq6S8J8KXnexTPwet7gVnU90QwhTlWq8/x1/dAJ3Lq9bvttu/J",
+	"ZayeFJITOvEeHnzvFMaEErX9eVgNz4Lx2ThiCxRmj/4kEAkzMGIspzkUobug73H4khAOodeXPAEXtjHj",
+	"cyy9vpckRD25CtvZVwiSTaBB+sAmgMBZZT943pM5kauQXOIJIEH+s/ZiIv2eu1cIY5xE0usft311SWSe",
+	"zO0VzQk1/+pkIBAqYQJcw/A74zMR4wA2XZd+YBNOFs4q++DkQb0sYkYFaLr+Bw6v4EsCQqMpYFQC1T/i",
+	"OI5IgBWcrZizUQTz//q3UEDfe/AVz+MIzHEkJpHX1yCBkGjEwiWaYoEwRcC5Jm/9f+H1P917cxACTxRI",
+	"80Q9DQgjC6o+cN9ruUd9+Ox7QmKZCK/f0/xApNrYO6d3OCIhstvmJ51KGYt+qyWihATQDOEuBV+0iHmp",
+	"kb704GLu/3MYe33v/7VyMdAyfxWtS7OCwd/qDaZnJwLNcaSuAELEOBpxwDOh5YFZqam2fMPoOCLBvgg/",
+	"D2EeMwk0WDZ+gSVaYIESASFaEDlFGIVkPAYO1FyJ5+LxdY7HDJh6CHT2DNI3D43FdGFhTiL1nwRLuOYQ",
+	"dQrQeHzL+IiEIdA9Eak2yGUgGkHE6EQgyRCmTE6B5xxawOJRjsUclFpoHGePHwp3ks2AojleIsokkiwJ",
+	"FOKIyDCnMXZOJXCKoz0RRuwyGX+nODkucmjpqVoMagE8BF6u2RzklNAJGmMSKY6khhWB3wE/sYRlaW6K",
+	"6QRChT31hsWWlhbvOI6ne2Ksi9IjrpOGCZ1RtqCIshDQ0Ps69ByJOFEgtCCcgGi1W5J5D777brAMIugj",
+	"jBrDpN0+AjTKfsIrq6gNRFGudrurclU/vJtUNa8ciqL1akqiKoLGyEB1Onh3guAO+DJFqHoiIkKmco9I",
+	"ZXLJqb7BCybfsoSGe95ehT2FXuF2eIRfQqM77o0aveBFp/Eav4LG8ehF8DJ8Ba/H7Y4GfawBcOVGL8f2",
+	"hfNADUxTJhvm8UNg+YIhoeREQUTcMPYe8wkc0hqArwFAKFCn3Xt1/PIFGi0lCBclHUeUXuJlxHCIJGMo",
+	"0pDUQo1krGEePxQBatAVdalVOZJT7IoPhIMAYilSpH3AdLknzr4kTGKLLAj7CEs0Z0KiTrvdRjHQUImy",
+	"LwkkgIg0oiRnYUel/1pYpx769N6N7J1Dq/QFS6IQxVgIxCikPpJr+GoABHpWOOeQ6oP6DuMJX4tIgWLg",
+	"RkY8b6ILI7W1CSQk4xAiTDNhPqQ44oDDZfo3K+yb6PYKJF82BmMJ/FbdtQCJFlPggBaYSLXkFKJY9BW4",
+	"Q2pwH3JMqEBY5M6MQAo8MW0OlQEwBRxar9FZf9X2v4aA0VAbGmo3NIIx42BoDM9z5CmtrlDXLDqKm7wO",
+	"dRu/UZzIKePkP7CvAJwTIRQyRoC5YgVlbBREWienvsK2tWgvcd84kGDTIPrKBsfWNpJTrA30VNEyjjjc",
+	"sRmETe2m2XXVtoOY/AKam2POYuCSGF8p4IAlhANZcLRCLKEhyRxWvS3fI2ENpyx18u5X/xBzGJOv1X7j",
+	"mHBjuXAcSOAiZSsBAQfpK7qSEEVoBkuBcIy5bFbtbbGw4VQ0iSI8UrdrvM2VJRZFF3e7X577r588/UjR",
+	"vdXoyA7vO4h3wf2crcxG/wbjiLzBNIDoynq4q1dY8z5Syr73gCoe++S9GVy8OXv//uzU89Ofzy/eOTBs",
+	"Op1drhJgfTRDcY4jjsNQizscXTrwj3EkwC8dKaWdcuRoTmj67842KPUa68HLQ06PA3GSmtCbGPpdaj4+",
+	"6kB7EmEl/Rmw16Pln8DFd8FJCdhtcGURp+9IUL4XR5huFdrqmUris++vP1SYS2UcRR/H2n/atJd9XrlK",
+	"xfMZ+Vihj6daL9AAToylgIhElC2aW6nHrrgK/OdCvPYgGiVIOAcqLe05SiPT/v6O/LavjkricNdDfCOF",
+	"UcJNioiiAsnBrSK2/LYu8aRKgWjL2/1hE46du3/INsOc46XGaJY20Gy3WcuWkWA9AGeNzcdxCGZvGgxL",
+	"KYittLMbQd6tp+0SFkqpi7sNF1+FnbOw6orHnM0rCV2yyl8vpuDCOmIsggoxp5fVi1SCYryLLIHyONFN",
+	"aJxseMcQVlHqDe4w0XRn7MV5HGEJ2r251avdNtF17lJxkAmnEGofHo0Z1z/4SDBEk/lIWaEzgNjGaEIy",
+	"Ia7RaY/re18bE9awv+R4oXyP5hVefLAhLeeBBpnHjMtcL6XP54EtoAFTPmNL//pBW82EcSKXhcRNt3zy",
+	"jo7XKw874ROgsok+cuW4ab9UR5MIRTj3Uk/QGBNOQQiEA86EyP8kUMDmIIxJrg6cZYh6m/NDfhZcOt2V",
+	"pw5o71TCsIFKw4xMV7lHP3C+q5m9SS78qla8No+Wz5HuttHG3gCt2i4CuZ/7EyZc+9IfRGENQuWL3vr3",
+	"HRowEfLtOqC2rn6EHFAepX5NRzbsPftFPv8BrGzC1XX17QUL4QoCxsMqfeuQ5urZ88CadqKz2I4NKmEu",
+	"IURKhp8gdUuI0WipEeNEgdLHbCTnWgc7ENcAQYiMLCxf3tY7t6vuoqDrMVbGFylz7SmN1Isb7dL9zb6c",
+	"32tIsFWoMsykLOJi1y9IgwJbpyy6UbocwmDMRdWPsRfLJOFEQK5+u7g4v3jn+d6bjx8u35/d6FjI28F5",
+	"IShydloRE/G9twSi8CwVc0UMZYmsqviXlgv3Ww5nSyXShaoOlmXxStYPOh28ayIlN2ycjANKKPmSwImu",
+	"YAgngCLAd4ROEEZvPl6cnt+cf7wwebo5XqIAc75Et8oIvFUmVEyCmc5CjTimwbTplW00ncarTxChSWnM",
+	"8ddz8/xx26kLymljZzlZXLVTsWrZT9dbVCH3Z8CRuaeSdp1CMBPr9VCVjV1eOxdlW3zw9fpfn7ZC9dMx",
+	"mWxTkiuLzUwMwgmOdGoER8wvytT3883N5b+uzn797ez6xkc3V4OL67cfrz74Dp0xjk7P3g/+5wRpZKZp",
+	"TlsUIdOYr8mWCmbC3CsZUg5K80KIJJuAnALfHtNQ57TPrMOp1bQrmMVS+RGyWgccxOLawWBKLaFVja/o",
+	"+SdTIRHdKfWsHm2ubJ/f+criLJGVqxd8KuVPcZu00qYExKKp0/PBDJYmT980K1Vuvl3917EgapgD6kpz",
+	"SyCl2NpU4ujWlAByLWsxld7cerW7jtZ21kfXv5xfXtbQTJc2bJku+/bq7Mzzvcurj57vnV3cnF1dXp1f",
+	"n1W/a3NQKwRw9fYNet07fpnxoEmliVVtkObY7tcQuVhdXOvSRgR3EGVlJT4CHEzT0q//vv540YiZrqZp",
+	"RGQGtiTCr6cdHGVdYYUQKiSmQbW+XpHWDufbDOF9Xek4UPa0YqLfrs4RxXOlgpWsmxEaKrlnz75dlFny",
+	"NPtv9BS1q6k04lqh9oYltILjz7TE5RABFoBGOJgp1r88uzg9v3jnQOigA6dCYqfob4TJfD9h8Jh4HxEx",
+	"lsH0LSZRwqGKJk2FleZqgRhFN6CcPRyZMivtVo0VByAs0VE1QtJd9lQNxRLknb2tmh52hIU8q62F3IDU",
+	"6sEfEQb5UXEjUtv1ypRBdna/yEMVZOWi1S+VgbshfJd1XJ4o0dBGDj+Et5aLix/jrbkk4agwK3aU6ns/",
+	"OP+gleDp+fXl4ObNz7s4bb/pTMme2cRHpwXX5gMzgCqEdCDJXYUqOctjNFMWhcaZExEr5/dcO3V3MWnK",
+	"TN9jIX9mCd8IhTHTaQghMpeBiKkuUwyApizh1VDVlU7VfQ9vGLUpMjdqpdtVIkwRjiK2ENUbr69QqX2/",
+	"NnpTEX/TPmhWcjXWVTvqdqpB2TnfWCXD3KSzn/V7WPrJIF25011SiRmdHkLU5ET/I0SNUlIQJEqMXyuA",
+	"zAlMOVi1c4XDuaJopwwr0xpocHmOZrDM6tl01sysVSgYM7VdhI5ZRbLexFYnOlm1MNyki6BSw6OJfs+z",
+	"MzpPmDdGaUfsdPBOIDYeUu2anRjbRdEfo5AGwAUi0teJL7ufOpZUvzXx38WURGCKA91iRs1NugcGjTmA",
+	"kTTPlGeBOj66vPqIjn2U+xao20ZBxppDmvPm8+aQDmlqXJpywISGwNFtC8ekdde5RVTX1t4ObA2dDln2",
+	"0T9MqZ7xM/U1GE/z1tYyOvejo9rIhENsyHPdlfnqxLpkGAdTEBoJQ6owwhY0f7yJDMjag0FEoNt1FYe3",
+	"6FnqKz031ZMRCcCWbtkswSBWmzW6zbZiOR455YSLxaKJ9Z+bjE9a9l3Ren/+5uzi+ky/k3seKdEMLs+d",
+	"ZHHf6zTb5jkWA8Ux8freUbPdPLJ5CU3rFt2tlIRaTkmqLuepqih5T4QULh5/Em4pq9ECmIMuFA9B+8AK",
+	"9SFwnWK17WBKauDUwtOLnjqb+4VOxU8bO8x0PIKYFGVV39uhusz8amGWA9oynXk1HrQy6eFzqXGt225v",
+	"qGqtqGa1YvbT56K8VNKydtFpqTqkovZ0oBs+lXvqXLQuEu8ZgKuWzw7Wctrx9Cud7a/8Viqf7bWPtr/0",
+	"1u1A6rV729/IeikefO+4zlGyZiOtPZL5HPOlJd+qDlVFyBJPRLGsQ3iflY3BRAV3/RNHJNTyP4+AKlGt",
+	"a7e0jMYCWS5HnVQmmedWu0d0rr/X7ZbbSMrsV66ItHwCQv6DhcvdSDIri7E5AU2bJpD/yQ1Q53HGvOnn",
+	"Z4gi5qP7exu3VByMHh40tnW80ptwAKevLwsvm7I0y/HpQwWv0Hsx7gSd4LjTOApejBo9fDxqvB69gkZ7",
+	"3Am7+GjUC453KNVeV0T6ULRFbLyzxOWd3VDqmO1et9190eh0Gt3OTafdb6v//litEut3/B96Ecqk9+q0",
+	"E3krl+ZYwusO+y3v1a1uW5WEtmzz7yb7ep0aW2RdVOqFbreOsHR6DfVLr2vtotuO9pTI5qKsmVKSymuF",
+	"8oO/0SRq3buleQ9GeCv7psKSZ+PU+Gki4wmm/TrGC9MOIZE6foiwRGmMJ412BxFgbmzNE8QTSpURv9qb",
+	"syLJT/WeJUlekD29VWjNS+GTRs/px6BkR/rxqy3m66nyzkod2ZlGToMXVqn/JIw2X73adyA33Wv7R+uU",
+	"v7Pcvylc3hOj5IzyDuTOXFLy7bY4S4UYvLYudhDSLctWK9Nvdt53ncV+bSxzjCgsEJnPE5PfS210t5Yh",
+	"jTSMwFTWpqxfqrjL4/0mikHZAimi22a15wVh38R4//ywo3FcaiX6QZZxsa6/rnDaJuiyQEv3ERImvag1",
+	"gkYRkl3/ydD8sxuagzBEGOVNGoewLDOh1bq3Pz2sDccZ44JRqJY9uDgvq45p4YqRb2xhfGPe7ByeN/+m",
+	"fLm/BbCNA/bT+v79+ruwTTqmKMP0jxOBOmtmjt0VlGR1JHjjGIJKAyTX3jvFzfPXfCX1QUhzAN+4B2aU",
+	"HorxhFBsDM+qwHmegv2zxs2LUHyk0dK1d3SWmJgpWIlYB05We1GPo1f6ALbDoU01IgqG/nrUVJWH7ImT",
+	"Yo+G259hAHPaOZ6pZ29t58DtkOqHs062532Es5h9OnKFUR2LQGOiB3RMAfGEIhwJNqR4LIEjkwWEuW4P",
+	"sakbxCiytYwKITqdVYUSp2np/3xGpdg9sTGh4pDfM8XzLJGmDN802IjnT5qmlGYBV9qlusb5ZbWxlT/Q",
+	"0qyi3cFKf+4szZJj6jCjdeMKxlQpcqPzNJiKBXAxpN12V3Ge6bzXr6ZeHU8rComey0OLY4OcFPuQ6noR",
+	"9LsOCVJ0W5qOeOsjjDjEgLOSeT1jRw95MqJADKn6NeNEqZDIkSCmAqA8UdEm4rOlZqDHReEh7bVfN9Ev",
+	"aTfJDGLjtmKJIsBCom5PV/iYGUZ50lzLi6LKKncFb1NaH/DMpsOMkBN4rHUXB8mXTXTjwpr1EawgAq3B",
+	"w0n1aEl1OergSJ/7OmAxhMWj+RuQkOkNMzYpl5KlG1w7Jff4eNusk897ePlZ/0BajBDiYkFnd10pZl0T",
+	"/VtG6tZ1ldeKL3R3w1TWXekdhd2gM2rjxuvxK2j0wpdB49XoBW4cj3uQ/s0ZH5XVK+56LKcNuUJxpA/9",
+	"7eIC7Roe+xtnOOsjAgnfLyZgb6mgQR6prO6dguFtQQB3u59Sc1qLeUZTg0LLMGNgJLQyEODK5T0DAG5X",
+	"VFUIoNn9o9iSamby2EYoZXLZjEIHd0dHQS9sHMOLcaOHO6PGq6AbNo6gNz7GL0Yvg1eh56+Ta3nSO2vi",
+	"6vg1oOv84ZWBMRuYfxTz4Buy6BYMp+dp/XaZ/HD7fypy7P6jRBPfEo+p3H1/TVDooe58Y+2wSXwWprU/",
+	"WdalGE4NabVrFMednb8tclKUda1AT73bPW1T3HJd1sbM1FMG3kpyva/94LTkNk9tEYEMTBGE2noeUqLr",
+	"3QXKWg60tFW2u9CLGPvd7BWlZbi2EGBITQ4fQsfQHFDjgAtJoigrHrdl9EapKP+AMqegFi1BnljQdIGY",
+	"RLc5fvVLrXsrLVK03lYZ5gbODfJ/R+NpF9GdS558DmH9dFNxQGJV3Y65Ag2qnXL7ZETtV2Bj6O2xJo6m",
+	"x51ipc6QYB+x2HTqREvl+SquMgTkW14ZUl1wXHa8ZepKzvso9XbQs44Juj731V8oYlEIQir25EIa/9JE",
+	"ldOYjTXtDSyKeXWpPk+oQBS+ygyE3Kd/hi1f22bKEJmAG06nuBvPVvG7QCyRSngM6QgHMzYeW+iqOFbh",
+	"SfdL/YUCvxZr3yLmWxqq9DeNLha7/TZGFx2eebJ2SnHE4tDx3QRXrk+3uGRm7rYSktZxL8b3aSia6CMN",
+	"QFsL+Z+mWAxpZoPn3cYkD8srQ0NzkI04ol67d1LKIBAxpHq0PhotNceXigh15CtLIlQJmHcg837QfYm/",
+	"2G3eLnWLr61Cy7vDjd9VJ6+80tvdLrdiV7pg7d4fpR7d+r7nDp6Y02dtjlSIvGWmUKG99c8bj3Mahqs9",
+	"rpzTnoRQOW2e46a2y1XxrbaUhU3zVTEXuCYPnufrHq/gP9cQkOv9uD/RObZ5idrAy6SwEdxozHgTDTJr",
+	"kHFkO9PNU7bIb0iLziFRRuIdcKfKT62S87p+260N0GLceqm1fVO04poOaZVvmjqcGuG2a5txnQDO4c78",
+	"0yE1H8AwpI3UFQjHNdUsvtax3KBIHuNY7hqQz8cCPPmVfwG/soZkLEkf0xa9xad0ptsqug1wFAFXvIME",
+	"KD8tinRGT6bd3j5KG4HHpe7hGSyf1+przVu2vV3DZ39NB6U4I2Cjg5Jfx3dlmoP0emZ3mhKn88v1DZ6m",
+	"NLoQ3EBKduj++iYa6BZ2RqPlunrv353v9j06A5wmSIJ8YERfjwfbscR7ZY7KtyjyTgegtGvZ/uWBJW1r",
+	"m9cyerMpI8f+ehzlMz/aNdpWdmebv3Dj4a5Z2YO1+KUcUcmLlYqide84Rdv8+GKJTt5NHWGrITTZmB8N",
+	"uaJAubnmN/YbWxDLqbXNRHFWDZZpILBqYs6KS14UAXu55Ja1uo9irc43ZK2X3421CrHRJw+1qrVrI3ft",
+	"atT8XvoUsvaCKiYl5poQpV0xmoKQpmkQaWEsmKi7MteEIIxW9sumA0mEZHEMFZZaaS7YpZmh9GgFa2na",
+	"mbVZm1jXTCirpVn/Auzfba/hfwdXdcXA8YHFgN3q7ysOvq+C1p+kLKXx7HCyx+pp9ffGDJbb/Lzypzj1",
+	"HPS0wFpOgXD7SUFR7bQNLs9/Ubvsx2HKjcpJs9ZMtOwLX+W55ZUEq471pLJKzpmd6+W6ZhnVHEBdVbp1",
+	"ZW1liMuMKbdfF2I0AD9LfKZHOTFD15RJOMVCfxzafNF1nf9nKPMAzl9AdvX2il90/EH9vFrltEcvoYfb",
+	"0HiNj182esHRuPEqPAoanXEXjsJecDx6gfMYcUDyD2/2PRHN/tUbd/HroPDlTZuKST+k5zz2r9mv3bv2",
+	"H19ezTtfX8ZHo2P6Ouh9l/FC6fcB13O/nzsjBvInjXUAl5KmMqRahOyip1r3M1humRbjCo9B+gXftPeC",
+	"wzgReRsYqAeb6Eo9pIeHL0gAJkJPWYPFq2JDP+qKjW3jYK6yTwg/6RVLGAYlWwljL91S2eNqt/tJ2PBy",
+	"RQZM09f+ebyp/t7Jf9baVQNbZ9Btt/MRoSjmLAAhzAfkRTrPU9gvewhEGQohBhoCDZaVwYyf7b77+jJZ",
+	"oofN6otZ+5GXqhh1RO6gWZgSa+05x9i4AwrCtTMMEq2I0GWedREKFF0yISccBHqGaZgl+XydeZizMInA",
+	"xooSAYjI57b04wQdt48Qk1PgCyLAdz8roFw29XOsG85GurkwtX/NpxjSmSQTpr+VqE0Xfgf8J4EiNqm8",
+	"sStzrr3bA7IP6cT24ObyfE/ao+eXedi71QdoGplwtOdn5BU+9UX3UXqMDOvP7Bcysqgemzx3UpLH7aN8",
+	"jOtFuk6978tTJhvm8UN8XH7gMCkKGQhNJoa8NvOAQiVZywTFF/Phyp8+K0vaEFpVMcAcz3SDSmE2br/V",
+	"iliAoykTsv+q/aqtzXG76YrsBIqpFLZMSpG7cjy1s1euchQVojcTzA1hWv8CDiFQSXDkrpGJ/uoVytNA",
+	"HWhWhnW4y7qTE1ZXtt1FhE58tMAymOrJ7zRMKwCKkS9nWSd5urpqKszsF1HtrTpv21t9+PzwvwEAAP//",
+	"+lRJlFWQAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -100,15 +100,16 @@ func (s *Executions) GetQueueItem(ctx context.Context, a domain.Actor, id domain
 	return q, requireWorkspace(a, q.WorkspaceID, "queue item")
 }
 
-// ListQueue lists a workspace's queue items.
-func (s *Executions) ListQueue(ctx context.Context, a domain.Actor, workspaceID domain.ID, status *domain.QueueStatus, page ports.Page) ([]domain.QueueItem, error) {
+// ListQueue lists a workspace's queue items in the order the dispatcher
+// takes them.
+func (s *Executions) ListQueue(ctx context.Context, a domain.Actor, workspaceID domain.ID, status *domain.QueueStatus, limit int, after *ports.QueueCursor) ([]domain.QueueItem, error) {
 	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
 		return nil, err
 	}
 	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
 		return nil, err
 	}
-	return s.queue.ListQueue(ctx, workspaceID, status, page)
+	return s.queue.ListQueue(ctx, workspaceID, status, limit, after)
 }
 
 // GetExecution shows an execution and its node records.
@@ -120,15 +121,17 @@ func (s *Executions) GetExecution(ctx context.Context, a domain.Actor, id domain
 	return e, nodes, requireWorkspace(a, e.WorkspaceID, "execution")
 }
 
-// ListExecutions lists a workspace's executions, newest first.
-func (s *Executions) ListExecutions(ctx context.Context, a domain.Actor, workspaceID domain.ID, status *domain.ExecutionStatus, limit int, before *ports.ExecutionCursor) ([]domain.Execution, error) {
+// ListExecutions lists a workspace's executions, newest first. The filter
+// narrows within the workspace, so a definition or queue item of another
+// workspace matches nothing.
+func (s *Executions) ListExecutions(ctx context.Context, a domain.Actor, workspaceID domain.ID, filter ports.ExecutionFilter, limit int, before *ports.ExecutionCursor) ([]domain.Execution, error) {
 	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
 		return nil, err
 	}
 	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
 		return nil, err
 	}
-	return s.executions.ListExecutions(ctx, workspaceID, status, limit, before)
+	return s.executions.ListExecutions(ctx, workspaceID, filter, limit, before)
 }
 
 // CancelOutcome says whether a cancel finished at once (a queued item) or
@@ -141,54 +144,58 @@ const (
 	CancelRequested CancelOutcome = "CANCELLING"
 )
 
-// Cancel cancels by queue item id or execution id. A queued item is
-// cancelled in place and never dispatched; a running execution's workflow
-// is asked to cancel, and its completion records CANCELLED and frees the
-// slot.
-func (s *Executions) Cancel(ctx context.Context, a domain.Actor, id domain.ID) (domain.ID, CancelOutcome, error) {
-	if q, err := s.queue.GetQueueItem(ctx, id); err == nil {
-		if err := requireWorkspace(a, q.WorkspaceID, "queue item"); err != nil {
-			return domain.NilID, "", err
-		}
-		if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
-			q, err = s.queue.CancelQueued(ctx, id)
-			if err == nil {
-				s.cancelClaimedWorkflow(ctx, q)
-				return q.ID, CancelDone, nil
-			}
-			if !errors.Is(err, domain.ErrIllegalTransition) {
-				return domain.NilID, "", err
-			}
-			// Dispatched meanwhile: cancel the execution instead.
-			q, err = s.queue.GetQueueItem(ctx, id)
-			if err != nil {
-				return domain.NilID, "", err
-			}
-		}
-		if q.ExecutionID == nil || q.Status != domain.QueueDispatched {
-			return domain.NilID, "", fmt.Errorf("%w: queue item is %s", ErrFinished, q.Status)
-		}
-		id = *q.ExecutionID
-	} else if !errors.Is(err, ports.ErrNotFound) {
-		return domain.NilID, "", err
+// CancelQueueItem cancels what a queue item stands for. An item not yet
+// dispatched is cancelled in place and never dispatched; a DISPATCHED
+// item's execution is running, and is cancelled as CancelExecution does.
+// An item that has FAILED or was CANCELLED is finished.
+func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id domain.ID) (CancelOutcome, error) {
+	q, err := s.queue.GetQueueItem(ctx, id)
+	if err != nil {
+		return "", err
 	}
+	if err := requireWorkspace(a, q.WorkspaceID, "queue item"); err != nil {
+		return "", err
+	}
+	if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
+		q, err = s.queue.CancelQueued(ctx, id)
+		if err == nil {
+			s.cancelClaimedWorkflow(ctx, q)
+			return CancelDone, nil
+		}
+		if !errors.Is(err, domain.ErrIllegalTransition) {
+			return "", err
+		}
+		// Dispatched meanwhile: cancel the execution instead.
+		if q, err = s.queue.GetQueueItem(ctx, id); err != nil {
+			return "", err
+		}
+	}
+	if q.ExecutionID == nil || q.Status != domain.QueueDispatched {
+		return "", fmt.Errorf("%w: queue item is %s", ErrFinished, q.Status)
+	}
+	return s.CancelExecution(ctx, a, *q.ExecutionID)
+}
+
+// CancelExecution asks a running execution's workflow to cancel; its
+// completion records CANCELLED and frees the slot.
+func (s *Executions) CancelExecution(ctx context.Context, a domain.Actor, id domain.ID) (CancelOutcome, error) {
 	e, _, err := s.executions.GetExecution(ctx, id)
 	if err != nil {
-		return domain.NilID, "", err
+		return "", err
 	}
 	if err := requireWorkspace(a, e.WorkspaceID, "execution"); err != nil {
-		return domain.NilID, "", err
+		return "", err
 	}
 	if e.Status.Terminal() {
-		return domain.NilID, "", fmt.Errorf("%w: execution is %s", ErrFinished, e.Status)
+		return "", fmt.Errorf("%w: execution is %s", ErrFinished, e.Status)
 	}
 	if s.engine == nil {
-		return domain.NilID, "", errors.New("this process has no workflow engine to cancel running executions")
+		return "", errors.New("this process has no workflow engine to cancel running executions")
 	}
 	if err := s.engine.CancelWorkflow(ctx, e.ID); err != nil {
-		return domain.NilID, "", err
+		return "", err
 	}
-	return e.ID, CancelRequested, nil
+	return CancelRequested, nil
 }
 
 // cancelClaimedWorkflow cancels the workflow a dispatcher may already have

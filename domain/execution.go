@@ -65,6 +65,10 @@ func (s NodeStatus) Terminal() bool {
 type Execution struct {
 	// ID names the execution and, as execution-{ID}, its workflow.
 	ID ID
+	// QueueID is the queue item the execution was started from, which is
+	// how a client that enqueued finds its run. Nil only for executions
+	// written before it was recorded.
+	QueueID *ID
 	// WorkspaceID owns the execution.
 	WorkspaceID ID
 	// DefinitionID and Version name the graph the execution runs.

@@ -35,10 +35,30 @@ type QueueStore interface {
 	// and replayed=true; with a different hash, ErrConflict.
 	Enqueue(ctx context.Context, e Enqueue) (item domain.QueueItem, replayed bool, err error)
 	GetQueueItem(ctx context.Context, id domain.ID) (domain.QueueItem, error)
-	ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, page Page) ([]domain.QueueItem, error)
+	// ListQueue lists a workspace's items in the order the claim takes
+	// them (priority, then age, then id), from after on.
+	ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, limit int, after *QueueCursor) ([]domain.QueueItem, error)
 	// CancelQueued cancels an item that has not been dispatched, through the
 	// domain state machine under the item's row lock.
 	CancelQueued(ctx context.Context, id domain.ID) (domain.QueueItem, error)
+}
+
+// QueueCursor is the keyset position of the last queue item of a page, in
+// the claim's order.
+type QueueCursor struct {
+	Priority  int
+	CreatedAt time.Time
+	ID        domain.ID
+}
+
+// ExecutionFilter narrows a workspace's executions; a nil field does not
+// filter.
+type ExecutionFilter struct {
+	Status       *domain.ExecutionStatus
+	DefinitionID *domain.ID
+	// QueueID names the item an execution was started from: at most one
+	// execution matches.
+	QueueID *domain.ID
 }
 
 // ExecutionCursor is the keyset position of the last execution of a page.
@@ -50,5 +70,5 @@ type ExecutionCursor struct {
 // ExecutionReader shows executions and their node records.
 type ExecutionReader interface {
 	GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error)
-	ListExecutions(ctx context.Context, workspaceID domain.ID, status *domain.ExecutionStatus, limit int, before *ExecutionCursor) ([]domain.Execution, error)
+	ListExecutions(ctx context.Context, workspaceID domain.ID, filter ExecutionFilter, limit int, before *ExecutionCursor) ([]domain.Execution, error)
 }

@@ -4,6 +4,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -30,8 +33,9 @@ func TestMountServesTheConsoleAndPassesEverythingElseOn(t *testing.T) {
 		location    string
 		api         bool
 	}{
-		{name: "the page", method: "GET", path: "/ui/", status: 200, contentType: "text/html", body: `<script src="app.js" defer></script>`},
-		{name: "the script", method: "GET", path: "/ui/app.js", status: 200, contentType: "text/javascript", body: "function layout(graph)"},
+		{name: "the page", method: "GET", path: "/ui/", status: 200, contentType: "text/html", body: `<script type="module" src="app.js"></script>`},
+		{name: "the entry module", method: "GET", path: "/ui/app.js", status: 200, contentType: "text/javascript", body: `from "./run.js"`},
+		{name: "a module it imports", method: "GET", path: "/ui/dag.js", status: 200, contentType: "text/javascript", body: "function layout(graph)"},
 		{name: "the styles", method: "GET", path: "/ui/app.css", status: 200, contentType: "text/css", body: ".dag-node"},
 		{name: "a missing file", method: "GET", path: "/ui/nope.js", status: 404},
 		{name: "a write", method: "POST", path: "/ui/", status: 405},
@@ -78,5 +82,38 @@ func TestMountServesTheConsoleAndPassesEverythingElseOn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEveryModuleImportIsServed: the browser loads the console's modules by
+// the paths they import each other by, so each must be a file that is
+// served as JavaScript, which a module script requires.
+func TestEveryModuleImportIsServed(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(console.Handler())
+	t.Cleanup(srv.Close)
+	files, err := filepath.Glob(filepath.Join("static", "*.js"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("console modules: %v %v", files, err)
+	}
+	imports := regexp.MustCompile(`(?m)^import .* from "\./([a-z]+\.js)";$`)
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(src), "// @ts-check\n") {
+			t.Errorf("%s does not start with // @ts-check", f)
+		}
+		for _, m := range imports.FindAllStringSubmatch(string(src), -1) {
+			resp, err := http.Get(srv.URL + console.Prefix + m[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/javascript") {
+				t.Errorf("%s imports %s, served %d %s", f, m[1], resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+		}
 	}
 }

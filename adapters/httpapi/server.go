@@ -349,23 +349,37 @@ func (s *Server) GetQueueItem(ctx context.Context, req api.GetQueueItemRequestOb
 	return api.GetQueueItem200JSONResponse(queueOut(q)), nil
 }
 
-// ListQueue lists a workspace's queue items.
+// ListQueue lists a workspace's queue items in the order the dispatcher
+// takes them.
 func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) (api.ListQueueResponseObject, error) {
-	page, err := idPage(req.Params.Limit, req.Params.Cursor)
-	if err != nil {
-		return nil, err
+	limit := pageLimit(req.Params.Limit)
+	var after *ports.QueueCursor
+	if req.Params.Cursor != nil {
+		c, err := decodeQueueCursor(*req.Params.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = &c
 	}
 	var status *domain.QueueStatus
 	if req.Params.Status != nil {
 		st := domain.QueueStatus(*req.Params.Status)
 		status = &st
 	}
-	qs, err := s.app.Executions.ListQueue(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), status, page)
+	qs, err := s.app.Executions.ListQueue(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), status, limit, after)
 	if err != nil {
 		return nil, err
 	}
-	items, next := idPageOut(qs, page, func(q domain.QueueItem) domain.ID { return q.ID }, queueOut)
-	return api.ListQueue200JSONResponse(api.QueueItemPage{Items: items, NextCursor: next}), nil
+	out := api.QueueItemPage{Items: make([]api.QueueItem, len(qs))}
+	for i, q := range qs {
+		out.Items[i] = queueOut(q)
+	}
+	if len(qs) == limit {
+		last := qs[len(qs)-1]
+		c := encodeQueueCursor(ports.QueueCursor{Priority: last.Priority, CreatedAt: last.CreatedAt, ID: last.ID})
+		out.NextCursor = &c
+	}
+	return api.ListQueue200JSONResponse(out), nil
 }
 
 // GetExecution shows an execution with its node records.
@@ -397,12 +411,15 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 		}
 		before = &c
 	}
-	var status *domain.ExecutionStatus
+	filter := ports.ExecutionFilter{
+		DefinitionID: (*domain.ID)(req.Params.WorkflowDefinitionID),
+		QueueID:      (*domain.ID)(req.Params.QueueID),
+	}
 	if req.Params.Status != nil {
 		st := domain.ExecutionStatus(*req.Params.Status)
-		status = &st
+		filter.Status = &st
 	}
-	es, err := s.app.Executions.ListExecutions(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), status, limit, before)
+	es, err := s.app.Executions.ListExecutions(ctx, actorFrom(ctx), domain.ID(req.Params.WorkspaceID), filter, limit, before)
 	if err != nil {
 		return nil, err
 	}
@@ -418,13 +435,22 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 	return api.ListExecutions200JSONResponse(out), nil
 }
 
-// CancelExecution cancels a queued item or a running execution.
-func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionRequestObject) (api.CancelExecutionResponseObject, error) {
-	id, outcome, err := s.app.Executions.Cancel(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))
+// CancelQueueItem cancels a queue item, or the execution it became.
+func (s *Server) CancelQueueItem(ctx context.Context, req api.CancelQueueItemRequestObject) (api.CancelQueueItemResponseObject, error) {
+	outcome, err := s.app.Executions.CancelQueueItem(ctx, actorFrom(ctx), domain.ID(req.QueueID))
 	if err != nil {
 		return nil, err
 	}
-	return api.CancelExecution202JSONResponse{ID: uuid.UUID(id), Status: api.CancelResponseStatus(outcome)}, nil
+	return api.CancelQueueItem202JSONResponse{ID: req.QueueID, Status: api.CancelResponseStatus(outcome)}, nil
+}
+
+// CancelExecution cancels a running execution.
+func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionRequestObject) (api.CancelExecutionResponseObject, error) {
+	outcome, err := s.app.Executions.CancelExecution(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))
+	if err != nil {
+		return nil, err
+	}
+	return api.CancelExecution202JSONResponse{ID: req.ExecutionID, Status: api.CancelResponseStatus(outcome)}, nil
 }
 
 const defaultPageSize = 50
@@ -469,6 +495,39 @@ func idCursor(id domain.ID) *string {
 	return &s
 }
 
+// encodeQueueCursor writes the claim order's key of a page's last item;
+// created_at is stored to the microsecond, so the key is exact.
+func encodeQueueCursor(c ports.QueueCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(c.Priority) + "." +
+		strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "." + c.ID.String()))
+}
+
+func decodeQueueCursor(s string) (ports.QueueCursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return ports.QueueCursor{}, errBadCursor
+	}
+	parts := strings.SplitN(string(raw), ".", 3)
+	if len(parts) != 3 {
+		return ports.QueueCursor{}, errBadCursor
+	}
+	// Priorities are stored as smallint; a larger number would overflow
+	// the query's parameter instead of paging.
+	priority, err := strconv.ParseInt(parts[0], 10, 16)
+	if err != nil {
+		return ports.QueueCursor{}, errBadCursor
+	}
+	created, ok := cursorTime(parts[1])
+	if !ok {
+		return ports.QueueCursor{}, errBadCursor
+	}
+	id, err := domain.ParseID(parts[2])
+	if err != nil {
+		return ports.QueueCursor{}, errBadCursor
+	}
+	return ports.QueueCursor{Priority: int(priority), CreatedAt: created, ID: id}, nil
+}
+
 func encodeExecutionCursor(c ports.ExecutionCursor) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.StartedAt.UnixMicro(), 10) + "." + c.ID.String()))
 }
@@ -491,13 +550,23 @@ func decodeExecutionCursor(s string) (ports.ExecutionCursor, error) {
 	if !ok {
 		return ports.ExecutionCursor{}, bad
 	}
-	micros, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || micros < minCursorMicros || micros > maxCursorMicros {
+	started, ok := cursorTime(ts)
+	if !ok {
 		return ports.ExecutionCursor{}, bad
 	}
 	uid, err := domain.ParseID(id)
 	if err != nil {
 		return ports.ExecutionCursor{}, bad
 	}
-	return ports.ExecutionCursor{StartedAt: time.UnixMicro(micros), ID: uid}, nil
+	return ports.ExecutionCursor{StartedAt: started, ID: uid}, nil
+}
+
+// cursorTime reads a cursor's microseconds since the epoch, refusing times
+// a timestamptz parameter cannot carry.
+func cursorTime(s string) (time.Time, bool) {
+	micros, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || micros < minCursorMicros || micros > maxCursorMicros {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(micros), true
 }

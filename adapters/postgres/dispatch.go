@@ -169,6 +169,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 				execID = *rec.ExecutionID // a retry keeps its workflow id
 			}
 			up.Ids = append(up.Ids, execID)
+			up.QueueIds = append(up.QueueIds, rec.ID)
 			up.WorkspaceIds = append(up.WorkspaceIds, rec.WorkspaceID)
 			up.WorkflowDefinitionIds = append(up.WorkflowDefinitionIds, rec.DefinitionID)
 			up.WorkflowVersions = append(up.WorkflowVersions, c.CurrentVersion)
@@ -265,12 +266,13 @@ func (s *Store) upsertEachRunning(ctx context.Context, tx pgx.Tx, up dbsqlc.Exec
 	var failed []ports.QueueTransition
 	for i, item := range items {
 		one := dbsqlc.ExecutionsUpsertRunningParams{
-			Ids: up.Ids[i : i+1], WorkspaceIds: up.WorkspaceIds[i : i+1], WorkflowDefinitionIds: up.WorkflowDefinitionIds[i : i+1],
+			Ids: up.Ids[i : i+1], QueueIds: up.QueueIds[i : i+1], WorkspaceIds: up.WorkspaceIds[i : i+1], WorkflowDefinitionIds: up.WorkflowDefinitionIds[i : i+1],
 			WorkflowVersions: up.WorkflowVersions[i : i+1], Inputs: up.Inputs[i : i+1],
 		}
 		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return s.q.ExecutionsUpsertRunning(ctx, sp, one) })
 		if err == nil {
 			keptUp.Ids = append(keptUp.Ids, one.Ids...)
+			keptUp.QueueIds = append(keptUp.QueueIds, one.QueueIds...)
 			keptUp.WorkspaceIds = append(keptUp.WorkspaceIds, one.WorkspaceIds...)
 			keptUp.WorkflowDefinitionIds = append(keptUp.WorkflowDefinitionIds, one.WorkflowDefinitionIds...)
 			keptUp.WorkflowVersions = append(keptUp.WorkflowVersions, one.WorkflowVersions...)

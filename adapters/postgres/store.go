@@ -356,14 +356,18 @@ func (s *Store) GetQueueItem(ctx context.Context, id domain.ID) (domain.QueueIte
 	return queueFromRow(r), nil
 }
 
-// ListQueue pages through a workspace's queue items.
-func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, page ports.Page) ([]domain.QueueItem, error) {
-	var st *string
+// ListQueue pages through a workspace's queue items in the claim's order.
+func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, limit int, after *ports.QueueCursor) ([]domain.QueueItem, error) {
+	p := dbsqlc.QueueListParams{WorkspaceID: workspaceID, MaxRows: int32(limit)}
 	if status != nil {
 		v := string(*status)
-		st = &v
+		p.Status = &v
 	}
-	rows, err := s.q.QueueList(ctx, s.pool, dbsqlc.QueueListParams{WorkspaceID: workspaceID, Status: st, After: page.After, MaxRows: int32(page.Limit)})
+	if after != nil {
+		priority := int16(after.Priority)
+		p.AfterPriority, p.AfterCreatedAt, p.AfterID = &priority, &after.CreatedAt, &after.ID
+	}
+	rows, err := s.q.QueueList(ctx, s.pool, p)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +406,7 @@ func (s *Store) CancelQueued(ctx context.Context, id domain.ID) (domain.QueueIte
 
 func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
 	return domain.Execution{
-		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Version: int(r.WorkflowVersion),
+		ID: r.ID, QueueID: r.QueueID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Version: int(r.WorkflowVersion),
 		Status: domain.ExecutionStatus(r.Status), Input: r.Input, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt,
 		DurationMs: r.DurationMs, Error: r.Error,
 	}
@@ -429,10 +433,11 @@ func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Executio
 }
 
 // ListExecutions pages through a workspace's executions, newest first.
-func (s *Store) ListExecutions(ctx context.Context, workspaceID domain.ID, status *domain.ExecutionStatus, limit int, before *ports.ExecutionCursor) ([]domain.Execution, error) {
-	p := dbsqlc.ExecutionListParams{WorkspaceID: workspaceID, MaxRows: int32(limit)}
-	if status != nil {
-		v := string(*status)
+func (s *Store) ListExecutions(ctx context.Context, workspaceID domain.ID, filter ports.ExecutionFilter, limit int, before *ports.ExecutionCursor) ([]domain.Execution, error) {
+	p := dbsqlc.ExecutionListParams{WorkspaceID: workspaceID, MaxRows: int32(limit),
+		WorkflowDefinitionID: filter.DefinitionID, QueueID: filter.QueueID}
+	if filter.Status != nil {
+		v := string(*filter.Status)
 		p.Status = &v
 	}
 	if before != nil {

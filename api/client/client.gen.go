@@ -185,13 +185,16 @@ type Execution struct {
 	ID          openapi_types.UUID `json:"id"`
 
 	// Input The input as enqueued, byte for byte.
-	Input                rawjson.RawMessage `json:"input"`
-	Nodes                *[]NodeRecord      `json:"nodes,omitempty"`
-	StartedAt            time.Time          `json:"startedAt"`
-	Status               ExecutionStatus    `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
-	WorkflowVersion      int                `json:"workflowVersion"`
-	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+	Input rawjson.RawMessage `json:"input"`
+	Nodes *[]NodeRecord      `json:"nodes,omitempty"`
+
+	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
+	QueueID              *openapi_types.UUID `json:"queueId"`
+	StartedAt            time.Time           `json:"startedAt"`
+	Status               ExecutionStatus     `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
+	WorkflowVersion      int                 `json:"workflowVersion"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
 }
 
 // ExecutionPage defines model for ExecutionPage.
@@ -389,6 +392,14 @@ type ListExecutionsParams struct {
 	// Status Only executions in this status.
 	Status *ExecutionStatus `form:"status,omitempty" json:"status,omitempty"`
 
+	// WorkflowDefinitionID Only executions of this definition.
+	WorkflowDefinitionID *openapi_types.UUID `form:"workflowDefinitionId,omitempty" json:"workflowDefinitionId,omitempty"`
+
+	// QueueID Only the execution started from this queue item (the `queueId`
+	// start returned): a page of at most one. It finds the run also
+	// after its item was deleted on completion.
+	QueueID *openapi_types.UUID `form:"queueId,omitempty" json:"queueId,omitempty"`
+
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -558,6 +569,9 @@ type ClientInterface interface {
 
 	// GetQueueItem request
 	GetQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelQueueItem request
+	CancelQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkspaces request
 	ListWorkspaces(ctx context.Context, params *ListWorkspacesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -763,6 +777,18 @@ func (c *Client) ListQueue(ctx context.Context, params *ListQueueParams, reqEdit
 
 func (c *Client) GetQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetQueueItemRequest(c.Server, queueID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) CancelQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelQueueItemRequest(c.Server, queueID)
 	if err != nil {
 		return nil, err
 	}
@@ -1240,6 +1266,38 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 
 		}
 
+		if params.WorkflowDefinitionID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "workflowDefinitionId", runtime.ParamLocationQuery, *params.WorkflowDefinitionID); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		if params.QueueID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "queueId", runtime.ParamLocationQuery, *params.QueueID); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "limit", runtime.ParamLocationQuery, *params.Limit); err != nil {
@@ -1526,6 +1584,40 @@ func NewGetQueueItemRequest(server string, queueID openapi_types.UUID) (*http.Re
 	}
 
 	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelQueueItemRequest generates requests for CancelQueueItem
+func NewCancelQueueItemRequest(server string, queueID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "queueId", runtime.ParamLocationPath, queueID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workflow/queue/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("POST", queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -1980,6 +2072,9 @@ type ClientWithResponsesInterface interface {
 	// GetQueueItemWithResponse request
 	GetQueueItemWithResponse(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetQueueItemResponse, error)
 
+	// CancelQueueItemWithResponse request
+	CancelQueueItemWithResponse(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelQueueItemResponse, error)
+
 	// ListWorkspacesWithResponse request
 	ListWorkspacesWithResponse(ctx context.Context, params *ListWorkspacesParams, reqEditors ...RequestEditorFn) (*ListWorkspacesResponse, error)
 
@@ -2341,6 +2436,34 @@ func (r GetQueueItemResponse) Status() string {
 
 // StatusCode returns HTTPResponse.StatusCode
 func (r GetQueueItemResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type CancelQueueItemResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON202                   *CancelResponse
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON500 *Internal
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelQueueItemResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelQueueItemResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -2710,6 +2833,15 @@ func (c *ClientWithResponses) GetQueueItemWithResponse(ctx context.Context, queu
 		return nil, err
 	}
 	return ParseGetQueueItemResponse(rsp)
+}
+
+// CancelQueueItemWithResponse request returning *CancelQueueItemResponse
+func (c *ClientWithResponses) CancelQueueItemWithResponse(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelQueueItemResponse, error) {
+	rsp, err := c.CancelQueueItem(ctx, queueID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelQueueItemResponse(rsp)
 }
 
 // ListWorkspacesWithResponse request returning *ListWorkspacesResponse
@@ -3599,6 +3731,74 @@ func ParseGetQueueItemResponse(rsp *http.Response) (*GetQueueItemResponse, error
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelQueueItemResponse parses an HTTP response from a CancelQueueItemWithResponse call
+func ParseCancelQueueItemResponse(rsp *http.Response) (*CancelQueueItemResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelQueueItemResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest CancelResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal

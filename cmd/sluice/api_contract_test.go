@@ -205,8 +205,11 @@ func TestContractEveryOperation(t *testing.T) {
 		t.Errorf("workspace with 6 queued: %s", gw.Body)
 	}
 
-	cq, err := key.CancelExecutionWithResponse(ctx, queueIDs[0])
-	status(t, "cancelExecution (queued)", cq, err, http.StatusAccepted)
+	// A queue item's id is no execution's: it is cancelled at its own path.
+	wrong, err := key.CancelExecutionWithResponse(ctx, queueIDs[0])
+	status(t, "cancelExecution (a queue id)", wrong, err, http.StatusNotFound)
+	cq, err := key.CancelQueueItemWithResponse(ctx, queueIDs[0])
+	status(t, "cancelQueueItem (queued)", cq, err, http.StatusAccepted)
 	if cq.JSON202.Status != client.CancelResponseStatusCANCELLED || cq.JSON202.ID != queueIDs[0] {
 		t.Errorf("cancelling a queued item: %s", cq.Body)
 	}
@@ -223,6 +226,9 @@ func TestContractEveryOperation(t *testing.T) {
 
 	s.dispatchAll(t)
 
+	// The queue lists in the order the dispatcher takes it, priority (1
+	// first) then age, paged on that order: the six starts had priorities
+	// 1, 2, 3, 4, 1, 2.
 	var queued []uuid.UUID
 	cursor = nil
 	for page := 0; ; page++ {
@@ -241,8 +247,8 @@ func TestContractEveryOperation(t *testing.T) {
 			t.Fatal("listQueue never ends")
 		}
 	}
-	if !sameSet(queued, queueIDs) {
-		t.Errorf("listQueue pages gave %v, want %v", queued, queueIDs)
+	if want := []uuid.UUID{queueIDs[0], queueIDs[4], queueIDs[1], queueIDs[5], queueIDs[2], queueIDs[3]}; !slices.Equal(queued, want) {
+		t.Errorf("listQueue pages gave %v, want priority then age: %v", queued, want)
 	}
 
 	// Executions list newest first, in pages of two across three pages.
@@ -274,7 +280,32 @@ func TestContractEveryOperation(t *testing.T) {
 	if !slices.IsSortedFunc(starts, func(a, b string) int { return strings.Compare(b, a) }) {
 		t.Errorf("listExecutions is not newest first: %v", starts)
 	}
-	le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, Status: ptr(client.ExecutionStatusCOMPLETED)})
+
+	// Each execution names its queue item, and is found by it.
+	for _, q := range queueIDs[1:] {
+		gq, err := key.GetQueueItemWithResponse(ctx, q)
+		status(t, "getQueueItem", gq, err, http.StatusOK)
+		le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, QueueID: &q})
+		status(t, "listExecutions by queueId", le, err, http.StatusOK)
+		if len(le.JSON200.Items) != 1 || gq.JSON200.ExecutionID == nil || le.JSON200.Items[0].ID != *gq.JSON200.ExecutionID ||
+			le.JSON200.Items[0].QueueID == nil || *le.JSON200.Items[0].QueueID != q {
+			t.Errorf("listExecutions by queueId %s: %s (item %s)", q, le.Body, gq.Body)
+		}
+	}
+	le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, QueueID: &queueIDs[0]})
+	status(t, "listExecutions by queueId", le, err, http.StatusOK)
+	if len(le.JSON200.Items) != 0 {
+		t.Errorf("the item cancelled while queued has an execution: %s", le.Body)
+	}
+	// Executions filter by definition on the server.
+	for d, want := range map[uuid.UUID]int{def.ID: 5, spareDef.JSON201.ID: 0} {
+		le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, WorkflowDefinitionID: &d})
+		status(t, "listExecutions by definition", le, err, http.StatusOK)
+		if len(le.JSON200.Items) != want || slices.ContainsFunc(le.JSON200.Items, func(e client.Execution) bool { return e.WorkflowDefinitionID != d }) {
+			t.Errorf("listExecutions of definition %s: %d items, want %d: %s", d, len(le.JSON200.Items), want, le.Body)
+		}
+	}
+	le, err = key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, Status: ptr(client.ExecutionStatusCOMPLETED)})
 	status(t, "listExecutions", le, err, http.StatusOK)
 	if len(le.JSON200.Items) != 0 {
 		t.Errorf("listExecutions COMPLETED: %s", le.Body)
@@ -291,18 +322,16 @@ func TestContractEveryOperation(t *testing.T) {
 		t.Errorf("workspace with 5 running: %s", gw.Body)
 	}
 
-	// Cancelling a running execution, by its id and by its queue item's id.
+	// Cancelling a running execution, by its id and by its queue item.
 	ce, err := key.CancelExecutionWithResponse(ctx, execIDs[0])
 	status(t, "cancelExecution (running)", ce, err, http.StatusAccepted)
 	if ce.JSON202.Status != client.CancelResponseStatusCANCELLING || ce.JSON202.ID != execIDs[0] {
 		t.Errorf("cancelling a running execution: %s", ce.Body)
 	}
-	gq, err = key.GetQueueItemWithResponse(ctx, queueIDs[1])
-	status(t, "getQueueItem", gq, err, http.StatusOK)
-	ce, err = key.CancelExecutionWithResponse(ctx, queueIDs[1])
-	status(t, "cancelExecution (by queue id)", ce, err, http.StatusAccepted)
-	if ce.JSON202.Status != client.CancelResponseStatusCANCELLING || gq.JSON200.ExecutionID == nil || ce.JSON202.ID != *gq.JSON200.ExecutionID {
-		t.Errorf("cancelling by a dispatched queue item's id: %s (item %s)", ce.Body, gq.Body)
+	cqd, err := key.CancelQueueItemWithResponse(ctx, queueIDs[1])
+	status(t, "cancelQueueItem (dispatched)", cqd, err, http.StatusAccepted)
+	if cqd.JSON202.Status != client.CancelResponseStatusCANCELLING || cqd.JSON202.ID != queueIDs[1] {
+		t.Errorf("cancelling a dispatched queue item: %s", cqd.Body)
 	}
 
 	// Every operation of the spec has answered a success.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -70,8 +71,8 @@ func newWorld(t *testing.T) *world {
 	w.execB = *gq.JSON200.ExecutionID
 	w.queuedB = start(b, w.wsB, w.defB)
 	w.finishedA = start(a, w.wsA, w.defA)
-	cq, err := a.CancelExecutionWithResponse(ctx, w.finishedA)
-	status(t, "cancelExecution", cq, err, http.StatusAccepted)
+	cq, err := a.CancelQueueItemWithResponse(ctx, w.finishedA)
+	status(t, "cancelQueueItem", cq, err, http.StatusAccepted)
 
 	revoked, err := admin.CreateAPIKeyWithResponse(ctx, w.wsA, client.CreateAPIKeyRequest{Name: "revoked"})
 	status(t, "createAPIKey", revoked, err, http.StatusCreated)
@@ -150,11 +151,11 @@ func (w *world) opsOnB() []op {
 		{"cancelExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelExecution(ctx, w.execB)
 		}},
-		{"cancelExecution (queue item)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.CancelExecution(ctx, w.queuedB)
+		{"cancelQueueItem", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CancelQueueItem(ctx, w.queuedB)
 		}},
-		{"cancelExecution (dispatched queue item)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.CancelExecution(ctx, w.dispatchedB)
+		{"cancelQueueItem (dispatched)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CancelQueueItem(ctx, w.dispatchedB)
 		}},
 	}
 }
@@ -381,6 +382,9 @@ func TestNegativeNotFound(t *testing.T) {
 		{"cancelExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelExecution(ctx, missing)
 		}},
+		{"cancelQueueItem", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CancelQueueItem(ctx, missing)
+		}},
 	}
 	admin := w.client(t, adminToken)
 	for _, o := range cases {
@@ -433,8 +437,47 @@ func TestNegativeConflictOnFinished(t *testing.T) {
 	w := newWorld(t)
 	read := reader(t)
 	a := w.client(t, w.keyA.Secret)
-	read(a.CancelExecution(context.Background(), w.finishedA)).
+	read(a.CancelQueueItem(context.Background(), w.finishedA)).
 		expect(t, "cancelling a CANCELLED queue item", http.StatusConflict, "already-finished")
+}
+
+// TestNegativeExecutionFiltersStayInTheWorkspace: another workspace's
+// definition or queue item, as a filter, matches none of the listed
+// workspace's executions and shows none of its own; a filter that is no
+// uuid is a 400 naming it.
+func TestNegativeExecutionFiltersStayInTheWorkspace(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	read := reader(t)
+	ctx := context.Background()
+	admin := w.client(t, adminToken)
+	for name, p := range map[string]client.ListExecutionsParams{
+		"B's definition": {WorkspaceID: w.wsA, WorkflowDefinitionID: &w.defB},
+		"B's queue item": {WorkspaceID: w.wsA, QueueID: &w.dispatchedB},
+	} {
+		var page client.ExecutionPage
+		got := read(admin.ListExecutions(ctx, &p))
+		if err := json.Unmarshal(got.body, &page); err != nil || got.status != http.StatusOK || len(page.Items) != 0 {
+			t.Errorf("listExecutions of A by %s: %d %s", name, got.status, got.body)
+		}
+	}
+	got := read(admin.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceID: w.wsB, QueueID: &w.dispatchedB}))
+	var page client.ExecutionPage
+	if err := json.Unmarshal(got.body, &page); err != nil || len(page.Items) != 1 || page.Items[0].ID != w.execB {
+		t.Errorf("listExecutions of B by its own queue item: %d %s", got.status, got.body)
+	}
+	for _, param := range []string{"workflowDefinitionId", "queueId"} {
+		got := read(admin.ListExecutions(ctx, &client.ListExecutionsParams{WorkspaceID: w.wsA}, func(_ context.Context, r *http.Request) error {
+			q := r.URL.Query()
+			q.Set(param, "not-a-uuid")
+			r.URL.RawQuery = q.Encode()
+			return nil
+		}))
+		got.expect(t, "listExecutions with "+param+"=not-a-uuid", http.StatusBadRequest, "invalid-request")
+		if !slices.Equal(got.fieldPaths(), []string{"/query/" + param}) {
+			t.Errorf("listExecutions with a bad %s: field paths %v", param, got.fieldPaths())
+		}
+	}
 }
 
 // TestReadyzIsAProblemWhenPostgresIsDown: readiness answers 503 with a

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // screenshotDir is where the browser test writes the pictures the README
@@ -270,10 +272,43 @@ func TestConsoleWalkThrough(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#version-graph"), v2), chromedp.Click(chromedp.CSS(`#version-form button[type="submit"]`)))
 	b.waitFor("version 2", `location.hash.endsWith("?v=2") && document.querySelector(".filters[aria-label=Versions] a[aria-current=page]")?.textContent === "v2 (current)" && document.querySelectorAll(".filters[aria-label=Versions] a").length === 2`, 15*time.Second)
 
-	// 3. Start it from the page; the console follows the queue item to the
-	// run page, which draws the DAG live until the run completes.
+	// 3. Start it from the page, while a run holds Acme's only slot and
+	// another client's run of the same definition waits before it: the
+	// console names the queue item it enqueued, and when the slot frees it
+	// opens exactly that item's run, not the other one, which ran first. The
+	// run page draws the DAG live until the run completes.
+	greet := strings.TrimSuffix(strings.TrimPrefix(evalJS[string](b, `location.hash`), "#/definitions/"), "?v=2")
+	hold := newDefinition(acme, "hold", delay)
+	holding := enqueue(key.Secret, acme, hold, nil)
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the holding run to take the slot", func() bool {
+		var q struct{ Status string }
+		return admin("GET", "/workflow/queue/"+holding, nil, &q) == 200 && q.Status == "DISPATCHED"
+	}))
+	other := enqueue(key.Secret, acme, greet, map[string]any{"name": "Grace"})
 	b.do(chromedp.SetValue(chromedp.CSS("#run-input"), `{"name": "Ada"}`), chromedp.Click(chromedp.CSS(`#start-form button[type="submit"]`)))
-	b.waitFor("the run page", `location.hash.startsWith("#/executions/")`, 30*time.Second)
+	b.waitFor("the page to name the item it enqueued", `document.querySelector("#start-status [data-queue]") !== null`, 15*time.Second)
+	started := evalJS[string](b, `document.querySelector("#start-status [data-queue]").dataset.queue`)
+	if started == other || len(started) != 36 {
+		t.Fatalf("the page names queue item %q for its start, beside the other client's %s", started, other)
+	}
+	if code := admin("POST", "/workflow/queue/"+holding+"/cancel", nil, nil); code != 202 {
+		t.Fatalf("cancelling the holding run: %d", code)
+	}
+	b.waitFor("the run page", `location.hash.startsWith("#/executions/")`, 60*time.Second)
+	opened := strings.TrimPrefix(evalJS[string](b, `location.hash`), "#/executions/")
+	var runs struct {
+		Items []struct {
+			ID      string `json:"id"`
+			QueueID string `json:"queueId"`
+		} `json:"items"`
+	}
+	if code := admin("GET", "/workflow/executions?workspaceId="+acme+"&queueId="+started, nil, &runs); code != 200 || len(runs.Items) != 1 {
+		t.Fatalf("the execution of queue item %s: %d %+v", started, code, runs)
+	}
+	if opened != runs.Items[0].ID {
+		t.Fatalf("the console opened run %s; the queue item it started names run %s", opened, runs.Items[0].ID)
+	}
+	b.waitFor("the run page to name its queue item", `document.querySelector(".queue-item")?.dataset.queue === `+strconv.Quote(started), 15*time.Second)
 	b.waitFor("the run to complete", `document.querySelector("h1 .badge")?.dataset.status === "COMPLETED"`, 60*time.Second)
 	statuses := evalJS[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("svg.dag g.dag-node")].map(g => [g.dataset.node, g.dataset.status]))`)
 	if got := evalJS[string](b, `document.querySelector(".stats").innerText`); !strings.Contains(got, "greet v2") {
@@ -312,7 +347,6 @@ func TestConsoleWalkThrough(t *testing.T) {
 
 	// 5. The queue page: a run that holds Acme's only slot, an item waiting
 	// behind it, and Cancel on the waiting one.
-	hold := newDefinition(acme, "hold", delay)
 	enqueue(key.Secret, acme, hold, nil)
 	waiting := enqueue(key.Secret, acme, hold, nil)
 	b.follow(`.tabs a[href$="/queue"]`)

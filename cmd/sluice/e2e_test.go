@@ -116,8 +116,8 @@ func call(t testing.TB, method, url, token string, body any, out any) int {
 }
 
 // executionOf follows a queue item to its execution. A run can complete,
-// and its item be deleted, before the first look, so a gone item is
-// found through the workspace's executions instead.
+// and its item be deleted, before the first look, so a gone item's
+// execution is found by the queue id it keeps.
 func executionOf(t testing.TB, base, workspaceID, queueID string) string {
 	t.Helper()
 	var executionID string
@@ -133,7 +133,7 @@ func executionOf(t testing.TB, base, workspaceID, queueID string) string {
 			var page struct {
 				Items []struct{ ID string } `json:"items"`
 			}
-			call(t, "GET", base+"/api/v1/workflow/executions?workspaceId="+workspaceID, testAdminToken, nil, &page)
+			call(t, "GET", base+"/api/v1/workflow/executions?workspaceId="+workspaceID+"&queueId="+queueID, testAdminToken, nil, &page)
 			if len(page.Items) == 1 {
 				executionID = page.Items[0].ID
 				return true

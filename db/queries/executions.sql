@@ -18,9 +18,10 @@ CROSS JOIN LATERAL (
 -- name: ExecutionsUpsertRunning :exec
 -- A retry reuses the id kept on its queue item, so its Temporal workflow id
 -- stays execution-{id}; a row left from an earlier try is reset to RUNNING.
-INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, input)
-SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input
+INSERT INTO workflow_executions (id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, input)
+SELECT e.id, e.queue_id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input
 FROM (SELECT unnest(@ids::uuid[]) AS id,
+             unnest(@queue_ids::uuid[]) AS queue_id,
              unnest(@workspace_ids::uuid[]) AS workspace_id,
              unnest(@workflow_definition_ids::uuid[]) AS workflow_definition_id,
              unnest(@workflow_versions::int[]) AS workflow_version,
@@ -44,10 +45,16 @@ WHERE id = @id AND status = 'RUNNING'
 RETURNING *;
 
 -- name: ExecutionList :many
--- Keyset pagination on (started_at, id), newest first.
+-- Keyset pagination on (started_at, id), newest first. The filters are
+-- folded away when absent (the pool plans every statement for its values,
+-- see plan_cache_mode in postgres.go), so a definition's executions are a
+-- range of workflow_executions_definition_idx and a queue id one probe of
+-- workflow_executions_queue_idx.
 SELECT * FROM workflow_executions
 WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
+  AND (sqlc.narg(workflow_definition_id)::uuid IS NULL OR workflow_definition_id = sqlc.narg(workflow_definition_id)::uuid)
+  AND (sqlc.narg(queue_id)::uuid IS NULL OR queue_id = sqlc.narg(queue_id)::uuid)
   AND (sqlc.narg(before_started_at)::timestamptz IS NULL
        OR (started_at, id) < (sqlc.narg(before_started_at)::timestamptz, sqlc.narg(before_id)::uuid))
 ORDER BY started_at DESC, id DESC

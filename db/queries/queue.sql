@@ -12,11 +12,16 @@ SELECT pg_notify('sluice_queue', '');
 SELECT * FROM workflow_execution_queue WHERE id = @id;
 
 -- name: QueueList :many
+-- A workspace's items in the order the claim takes them
+-- (QueueClaimCandidates: priority, then age, then id), so the first page is
+-- what runs next. Keyset paging on that triple: each page is a range of
+-- workflow_execution_queue_list_idx, or of its status twin, and no sort.
 SELECT * FROM workflow_execution_queue
 WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
-  AND (sqlc.narg(after)::uuid IS NULL OR id > sqlc.narg(after)::uuid)
-ORDER BY id
+  AND (sqlc.narg(after_id)::uuid IS NULL
+       OR (priority, created_at, id) > (sqlc.narg(after_priority)::smallint, sqlc.narg(after_created_at)::timestamptz, sqlc.narg(after_id)::uuid))
+ORDER BY priority, created_at, id
 LIMIT @max_rows;
 
 -- name: QueuePendingWorkspaces :many

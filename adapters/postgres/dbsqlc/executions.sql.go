@@ -18,7 +18,7 @@ UPDATE workflow_executions
 SET status = $1, completed_at = now(), error = $2,
     duration_ms = (extract(epoch FROM now() - started_at) * 1000)::bigint
 WHERE id = $3 AND status = 'RUNNING'
-RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error
+RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id
 `
 
 type ExecutionFinishParams struct {
@@ -42,12 +42,13 @@ func (q *Queries) ExecutionFinish(ctx context.Context, db DBTX, arg ExecutionFin
 		&i.CompletedAt,
 		&i.DurationMs,
 		&i.Error,
+		&i.QueueID,
 	)
 	return i, err
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error FROM workflow_executions WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id FROM workflow_executions WHERE id = $1
 `
 
 func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecution, error) {
@@ -64,33 +65,44 @@ func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (Work
 		&i.CompletedAt,
 		&i.DurationMs,
 		&i.Error,
+		&i.QueueID,
 	)
 	return i, err
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error FROM workflow_executions
+SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id FROM workflow_executions
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
-  AND ($3::timestamptz IS NULL
-       OR (started_at, id) < ($3::timestamptz, $4::uuid))
+  AND ($3::uuid IS NULL OR workflow_definition_id = $3::uuid)
+  AND ($4::uuid IS NULL OR queue_id = $4::uuid)
+  AND ($5::timestamptz IS NULL
+       OR (started_at, id) < ($5::timestamptz, $6::uuid))
 ORDER BY started_at DESC, id DESC
-LIMIT $5
+LIMIT $7
 `
 
 type ExecutionListParams struct {
-	WorkspaceID     domain.ID
-	Status          *string
-	BeforeStartedAt *time.Time
-	BeforeID        *domain.ID
-	MaxRows         int32
+	WorkspaceID          domain.ID
+	Status               *string
+	WorkflowDefinitionID *domain.ID
+	QueueID              *domain.ID
+	BeforeStartedAt      *time.Time
+	BeforeID             *domain.ID
+	MaxRows              int32
 }
 
-// Keyset pagination on (started_at, id), newest first.
+// Keyset pagination on (started_at, id), newest first. The filters are
+// folded away when absent (the pool plans every statement for its values,
+// see plan_cache_mode in postgres.go), so a definition's executions are a
+// range of workflow_executions_definition_idx and a queue id one probe of
+// workflow_executions_queue_idx.
 func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListParams) ([]WorkflowExecution, error) {
 	rows, err := db.Query(ctx, executionList,
 		arg.WorkspaceID,
 		arg.Status,
+		arg.WorkflowDefinitionID,
+		arg.QueueID,
 		arg.BeforeStartedAt,
 		arg.BeforeID,
 		arg.MaxRows,
@@ -113,6 +125,7 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 			&i.CompletedAt,
 			&i.DurationMs,
 			&i.Error,
+			&i.QueueID,
 		); err != nil {
 			return nil, err
 		}
@@ -177,7 +190,7 @@ func (q *Queries) ExecutionsRunningForWorkspaces(ctx context.Context, db DBTX, w
 }
 
 const executionsRunningStartedBefore = `-- name: ExecutionsRunningStartedBefore :many
-SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error FROM workflow_executions e
+SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error, e.queue_id FROM workflow_executions e
 WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => $1::float8)
   AND (e.started_at, e.id) > ($2::timestamptz, $3::uuid)
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
@@ -223,6 +236,7 @@ func (q *Queries) ExecutionsRunningStartedBefore(ctx context.Context, db DBTX, a
 			&i.CompletedAt,
 			&i.DurationMs,
 			&i.Error,
+			&i.QueueID,
 		); err != nil {
 			return nil, err
 		}
@@ -235,13 +249,14 @@ func (q *Queries) ExecutionsRunningStartedBefore(ctx context.Context, db DBTX, a
 }
 
 const executionsUpsertRunning = `-- name: ExecutionsUpsertRunning :exec
-INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, input)
-SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input
+INSERT INTO workflow_executions (id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, input)
+SELECT e.id, e.queue_id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input
 FROM (SELECT unnest($1::uuid[]) AS id,
-             unnest($2::uuid[]) AS workspace_id,
-             unnest($3::uuid[]) AS workflow_definition_id,
-             unnest($4::int[]) AS workflow_version,
-             unnest($5::jsonb[]) AS input) AS e
+             unnest($2::uuid[]) AS queue_id,
+             unnest($3::uuid[]) AS workspace_id,
+             unnest($4::uuid[]) AS workflow_definition_id,
+             unnest($5::int[]) AS workflow_version,
+             unnest($6::jsonb[]) AS input) AS e
 ON CONFLICT (id) DO UPDATE
 SET status = 'RUNNING', started_at = now(), completed_at = NULL, duration_ms = NULL, error = NULL,
     workflow_version = EXCLUDED.workflow_version, input = EXCLUDED.input
@@ -249,6 +264,7 @@ SET status = 'RUNNING', started_at = now(), completed_at = NULL, duration_ms = N
 
 type ExecutionsUpsertRunningParams struct {
 	Ids                   []domain.ID
+	QueueIds              []domain.ID
 	WorkspaceIds          []domain.ID
 	WorkflowDefinitionIds []domain.ID
 	WorkflowVersions      []int32
@@ -260,6 +276,7 @@ type ExecutionsUpsertRunningParams struct {
 func (q *Queries) ExecutionsUpsertRunning(ctx context.Context, db DBTX, arg ExecutionsUpsertRunningParams) error {
 	_, err := db.Exec(ctx, executionsUpsertRunning,
 		arg.Ids,
+		arg.QueueIds,
 		arg.WorkspaceIds,
 		arg.WorkflowDefinitionIds,
 		arg.WorkflowVersions,

@@ -74,6 +74,7 @@ type WorkflowExecution struct {
 	CompletedAt          *time.Time
 	DurationMs           *int64
 	Error                *string
+	QueueID              *domain.ID
 }
 
 type WorkflowExecutionNode struct {

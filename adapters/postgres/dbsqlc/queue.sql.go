@@ -389,23 +389,32 @@ const queueList = `-- name: QueueList :many
 SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
-  AND ($3::uuid IS NULL OR id > $3::uuid)
-ORDER BY id
-LIMIT $4
+  AND ($3::uuid IS NULL
+       OR (priority, created_at, id) > ($4::smallint, $5::timestamptz, $3::uuid))
+ORDER BY priority, created_at, id
+LIMIT $6
 `
 
 type QueueListParams struct {
-	WorkspaceID domain.ID
-	Status      *string
-	After       *domain.ID
-	MaxRows     int32
+	WorkspaceID    domain.ID
+	Status         *string
+	AfterID        *domain.ID
+	AfterPriority  *int16
+	AfterCreatedAt *time.Time
+	MaxRows        int32
 }
 
+// A workspace's items in the order the claim takes them
+// (QueueClaimCandidates: priority, then age, then id), so the first page is
+// what runs next. Keyset paging on that triple: each page is a range of
+// workflow_execution_queue_list_idx, or of its status twin, and no sort.
 func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) ([]WorkflowExecutionQueue, error) {
 	rows, err := db.Query(ctx, queueList,
 		arg.WorkspaceID,
 		arg.Status,
-		arg.After,
+		arg.AfterID,
+		arg.AfterPriority,
+		arg.AfterCreatedAt,
 		arg.MaxRows,
 	)
 	if err != nil {

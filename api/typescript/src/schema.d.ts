@@ -279,7 +279,11 @@ export interface paths {
         };
         /**
          * List queue items
-         * @description Lists a workspace's queue items, optionally of one status, ordered by id.
+         * @description Lists a workspace's queue items, optionally of one status, in the
+         *     order the dispatcher takes them: priority (1 first), then oldest
+         *     first. The first page of PENDING items is what runs next in the
+         *     workspace (an item released after a failed start waits out its
+         *     backoff first).
          */
         get: operations["listQueue"];
         put?: never;
@@ -303,12 +307,39 @@ export interface paths {
         /**
          * Get a queue item
          * @description Shows where an enqueued execution stands. Once its execution has
-         *     COMPLETED the item is deleted and this answers 404; follow
-         *     `executionId` to the execution.
+         *     COMPLETED the item is deleted and this answers 404; the execution is
+         *     found by listing executions with `queueId`.
          */
         get: operations["getQueueItem"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workflow/queue/{queueId}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The `queueId` that start returned. */
+                queueId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a queue item
+         * @description Cancels what the item stands for. A PENDING or CLAIMED item becomes
+         *     CANCELLED and is never dispatched. A DISPATCHED item's execution is
+         *     running: its Temporal workflow is cancelled, and it ends CANCELLED
+         *     and frees its slot. An item that FAILED or was CANCELLED is a 409.
+         *     The response names the queue item.
+         */
+        post: operations["cancelQueueItem"];
         delete?: never;
         options?: never;
         head?: never;
@@ -340,7 +371,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The execution's id (cancel also takes a queue item's id). */
+                /** @description The execution's id. */
                 executionId: components["parameters"]["ExecutionId"];
             };
             cookie?: never;
@@ -363,7 +394,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The execution's id (cancel also takes a queue item's id). */
+                /** @description The execution's id. */
                 executionId: components["parameters"]["ExecutionId"];
             };
             cookie?: never;
@@ -372,10 +403,10 @@ export interface paths {
         put?: never;
         /**
          * Cancel an execution
-         * @description Accepts a queue item id or an execution id. A queued item becomes
-         *     CANCELLED and is never dispatched. A running execution's Temporal
-         *     workflow is cancelled; it ends CANCELLED and frees its slot.
-         *     Cancelling something already finished is a 409.
+         * @description Cancels a running execution: its Temporal workflow is cancelled, and
+         *     it ends CANCELLED and frees its slot. Cancelling one already
+         *     finished is a 409. An item still waiting in the queue has no
+         *     execution yet; cancel it at `/workflow/queue/{queueId}/cancel`.
          */
         post: operations["cancelExecution"];
         delete?: never;
@@ -585,6 +616,11 @@ export interface components {
         Execution: {
             /** Format: uuid */
             id: string;
+            /**
+             * Format: uuid
+             * @description The queue item the execution was started from; null only for executions started before Sluice recorded it.
+             */
+            queueId: string | null;
             /** Format: uuid */
             workspaceId: string;
             /** Format: uuid */
@@ -798,7 +834,7 @@ export interface components {
         WorkspaceId: string;
         /** @description The workflow definition's id. */
         DefinitionId: string;
-        /** @description The execution's id (cancel also takes a queue item's id). */
+        /** @description The execution's id. */
         ExecutionId: string;
         /** @description Page size. */
         Limit: number;
@@ -1575,6 +1611,41 @@ export interface operations {
             500: components["responses"]["Internal"];
         };
     };
+    cancelQueueItem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The `queueId` that start returned. */
+                queueId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Cancellation accepted. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a",
+                     *       "status": "CANCELLED"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CancelResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
     listExecutions: {
         parameters: {
             query: {
@@ -1582,6 +1653,14 @@ export interface operations {
                 workspaceId: string;
                 /** @description Only executions in this status. */
                 status?: components["schemas"]["ExecutionStatus"];
+                /** @description Only executions of this definition. */
+                workflowDefinitionId?: string;
+                /**
+                 * @description Only the execution started from this queue item (the `queueId`
+                 *     start returned): a page of at most one. It finds the run also
+                 *     after its item was deleted on completion.
+                 */
+                queueId?: string;
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
                 /** @description The `nextCursor` of the previous page. */
@@ -1620,7 +1699,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The execution's id (cancel also takes a queue item's id). */
+                /** @description The execution's id. */
                 executionId: components["parameters"]["ExecutionId"];
             };
             cookie?: never;
@@ -1636,6 +1715,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d",
+                     *       "queueId": "3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a",
                      *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
                      *       "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
                      *       "workflowVersion": 1,
@@ -1679,7 +1759,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The execution's id (cancel also takes a queue item's id). */
+                /** @description The execution's id. */
                 executionId: components["parameters"]["ExecutionId"];
             };
             cookie?: never;

@@ -193,6 +193,7 @@ function walkthrough(url: string, admin: string): void {
       const execution = await waitForCompletion(client, executionId, deadline);
       t.diagnostic(`execution: ${JSON.stringify(execution)}`);
       assert.equal(execution.id, executionId);
+      assert.equal(execution.queueId, queueId);
       assert.equal(execution.workspaceId, ws.id);
       assert.equal(execution.workflowDefinitionId, def.id);
       assert.equal(execution.workflowVersion, 1);
@@ -316,6 +317,11 @@ function walkthrough(url: string, admin: string): void {
         "key A: get queue item of B",
       );
       expectProblem(
+        await client.POST("/api/v1/workflow/queue/{queueId}/cancel", { params: { path: { queueId: otherQueueId } } }),
+        403,
+        "key A: cancel queue item of B",
+      );
+      expectProblem(
         await client.POST("/api/v1/workflow/executions/start", {
           body: { workspaceId: b.id, workflowDefinitionId: bDef.id, input: { name: "Ada" } },
         }),
@@ -419,9 +425,9 @@ async function waitForCompletion(
 
 /**
  * Polls GET /workflow/queue/{queueId} until the item names its execution.
- * The item is deleted once its execution COMPLETES (then the answer is 404),
- * so the id is kept as soon as it shows; if the item is already gone before
- * it was ever seen, the workspace's executions of the definition are listed.
+ * The item is deleted once its execution COMPLETES (then the answer is 404);
+ * the execution keeps the item's id, so it is then found by listing the
+ * workspace's executions with that queueId.
  */
 async function waitForExecutionId(
   client: SluiceClient,
@@ -435,21 +441,19 @@ async function waitForExecutionId(
   for (;;) {
     const result = await client.GET("/api/v1/workflow/queue/{queueId}", { params: { path: { queueId } } });
     if (result.response.status === 404) {
-      t.diagnostic(`queue item ${queueId} already gone (its execution completed); listing executions`);
+      t.diagnostic(`queue item ${queueId} already gone (its execution completed); finding its execution`);
       const page = expectStatus(
         await client.GET("/api/v1/workflow/executions", {
-          params: { query: { workspaceId, limit: 200 } },
+          params: { query: { workspaceId, queueId } },
         }),
         200,
-        "list executions",
+        "list executions by queueId",
       );
-      const matches = page.items.filter((e) => e.workflowDefinitionId === definitionId);
-      assert.equal(
-        matches.length,
-        1,
-        `queue item ${queueId} is gone but its workspace has ${matches.length} executions of the definition`,
-      );
-      return matches[0]!.id;
+      assert.equal(page.items.length, 1, `queue item ${queueId} is gone and names ${page.items.length} executions`);
+      const run = page.items[0]!;
+      assert.equal(run.queueId, queueId);
+      assert.equal(run.workflowDefinitionId, definitionId);
+      return run.id;
     }
     const item = expectStatus(result, 200, "get queue item");
     last = item;

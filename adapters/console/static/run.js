@@ -1,0 +1,143 @@
+// @ts-check
+// One run: its DAG coloured by status, and every node's record, live while
+// it runs.
+import { api, problemView } from "./api.js";
+import { badge, crumbs, h, page, renderIfChanged, replaceKeepingFocus, sinceEl } from "./dom.js";
+import { dagView } from "./dag.js";
+import { duration, json, shortId, span, when } from "./format.js";
+import { current, every, view } from "./live.js";
+import { NODE_STATUSES } from "./types.js";
+
+/** @typedef {import('./types.js').Execution} Execution */
+/** @typedef {import('./types.js').Definition} Definition */
+/** @typedef {import('./types.js').DefinitionVersion} DefinitionVersion */
+/** @typedef {import('./types.js').Graph} Graph */
+/** @typedef {import('./types.js').GraphNode} GraphNode */
+/** @typedef {import('./types.js').NodeRecord} NodeRecord */
+/** @typedef {import('./types.js').CancelResponse} CancelResponse */
+
+const RUN_POLL_MS = 1000;
+
+/** @param {string} executionId */
+export async function viewExecution(executionId) {
+  const gen = view();
+  const head = h("div", {});
+  const graphCard = h("section", { class: "card graph-card", "aria-label": "Graph" });
+  const nodesEl = h("section", { class: "nodes", "aria-label": "Nodes" });
+  const actions = h("div", { "aria-live": "polite" });
+  page("Execution", head, actions, graphCard, h("h2", {}, "Nodes"), nodesEl);
+  /** @type {Graph | null} */
+  let graph = null;
+  /** @type {Definition | null} */
+  let def = null;
+  await every(RUN_POLL_MS, async () => {
+    /** @type {Execution} */
+    let e;
+    try {
+      e = await api("GET", `/workflow/executions/${executionId}`);
+    } catch (err) {
+      if (current(gen)) head.replaceChildren(h("h1", {}, "Execution"), problemView(err));
+      return false;
+    }
+    if (!graph) {
+      try {
+        def = await api("GET", `/workflow/definitions/${e.workflowDefinitionId}`);
+      } catch {
+        def = null; // deleted: the version below still shows the graph
+      }
+      /** @type {DefinitionVersion} */
+      const v = await api("GET", `/workflow/definitions/${e.workflowDefinitionId}/versions/${e.workflowVersion}`);
+      graph = v.graph;
+    }
+    if (!current(gen)) return;
+    const g = graph;
+    /** @type {Map<string, NodeRecord>} */
+    const records = new Map((e.nodes || []).map((n) => [n.key, n]));
+    const title = def ? `${def.name} v${e.workflowVersion}` : `v${e.workflowVersion}`;
+    document.title = `${title} · ${e.status} · Sluice`;
+    const rebuilt = renderIfChanged(head, e, () => [
+      crumbs(
+        { href: "#/workspaces", label: "Workspaces" },
+        { href: `#/workspaces/${e.workspaceId}/executions`, label: "Executions" },
+        { label: shortId(e.id) },
+      ),
+      h("h1", {}, "Execution ", h("code", {}, shortId(e.id)), " ", badge(e.status)),
+      h(
+        "dl",
+        { class: "stats" },
+        h("div", {}, h("dt", {}, "Definition"), h("dd", {}, def ? h("a", { href: `#/definitions/${def.id}?v=${e.workflowVersion}` }, title) : title)),
+        h("div", {}, h("dt", {}, "Queue item"), h("dd", { class: "queue-item", "data-queue": e.queueId || "" }, e.queueId ? h("code", { title: e.queueId }, shortId(e.queueId)) : "unknown")),
+        h("div", {}, h("dt", {}, "Started"), h("dd", {}, h("time", { datetime: e.startedAt }, when(e.startedAt)))),
+        h("div", {}, h("dt", {}, "Duration"), h("dd", { id: "run-duration" }, e.durationMs !== null ? duration(e.durationMs) : sinceEl(e.startedAt))),
+        h("div", {}, h("dt", {}, "Nodes"), h("dd", {}, `${[...records.values()].filter((n) => n.status === "COMPLETED").length} of ${g.nodes.length} completed`)),
+      ),
+      e.error ? h("div", { class: "problem", role: "alert" }, h("strong", {}, "Error "), e.error) : null,
+      h("details", {}, h("summary", {}, "Input"), h("pre", { class: "json" }, json(e.input))),
+    ]);
+    if (!rebuilt) return e.status === "RUNNING";
+    replaceKeepingFocus(
+      actions,
+      e.status === "RUNNING"
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "danger",
+              "data-focus-key": "cancel-run",
+              onclick: async () => {
+                try {
+                  /** @type {CancelResponse} */
+                  const r = await api("POST", `/workflow/executions/${e.id}/cancel`);
+                  actions.append(h("div", { class: "notice", role: "status" }, `Cancellation: ${r.status}.`));
+                } catch (err) {
+                  actions.append(problemView(err));
+                }
+              },
+            },
+            "Cancel execution",
+          )
+        : null,
+    );
+    replaceKeepingFocus(graphCard, dagView(g, records), legend());
+    replaceKeepingFocus(nodesEl, g.nodes.map((n) => nodeCard(n, records.get(n.key))));
+    return e.status === "RUNNING";
+  });
+}
+
+/**
+ * nodeCard shows one node's record: attempt, timing, resolved input,
+ * output and error.
+ * @param {GraphNode} node
+ * @param {NodeRecord | undefined} rec
+ */
+function nodeCard(node, rec) {
+  const status = rec ? rec.status : "WAITING";
+  /** @type {[string, import('./dom.js').Child][]} */
+  const fields = [];
+  if (rec) {
+    fields.push(["Attempt", String(rec.attempt)]);
+    fields.push(["Started", rec.startedAt ? when(rec.startedAt) : ""]);
+    fields.push(["Completed", rec.completedAt ? when(rec.completedAt) : ""]);
+    const d = span(rec.startedAt, rec.completedAt);
+    fields.push(["Took", d === null ? "" : rec.completedAt ? duration(d) : rec.startedAt ? sinceEl(rec.startedAt) : ""]);
+  }
+  return h(
+    "article",
+    { class: `node-card st-${status}`, id: `node-${node.key}`, tabindex: "-1", "data-node": node.key, "data-status": status },
+    h("header", {}, h("h3", {}, node.key), h("span", { class: "muted" }, node.type), badge(status)),
+    rec ? h("dl", { class: "kv" }, fields.filter(([, v]) => v).map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v)))) : h("p", { class: "muted" }, "Not run yet."),
+    // A skipped node's error is why it was skipped, not a failure.
+    rec && rec.error && status === "SKIPPED" ? h("p", { class: "muted skip-reason" }, `Skipped: ${rec.error}`) : null,
+    rec && rec.error && status !== "SKIPPED" ? h("div", { class: "problem" }, h("strong", {}, "Error "), rec.error) : null,
+    rec && rec.input !== null && rec.input !== undefined ? h("details", { open: true }, h("summary", {}, "Resolved input"), h("pre", { class: "json" }, json(rec.input))) : null,
+    rec && rec.output !== null && rec.output !== undefined ? h("details", { open: true }, h("summary", {}, "Output"), h("pre", { class: "json node-output" }, json(rec.output))) : null,
+  );
+}
+
+function legend() {
+  return h(
+    "ul",
+    { class: "legend", "aria-label": "Colours" },
+    NODE_STATUSES.map((st) => h("li", {}, h("span", { class: `swatch st-${st}` }), st)),
+  );
+}
