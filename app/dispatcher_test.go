@@ -32,7 +32,7 @@ type fakeStore struct {
 	panicOnce  bool
 }
 
-func (f *fakeStore) Claim(_ context.Context, _ ports.Fence, _ map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+func (f *fakeStore) Claim(_ context.Context, _ ports.Fence, _ map[domain.Plan]int, admit ports.AdmitFunc, _ ports.RejectFunc) (ports.ClaimResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims++
@@ -396,7 +396,7 @@ type finishRecorder struct {
 	finished map[domain.ID]domain.ExecutionStatus
 }
 
-func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ...domain.NodeRecord) (bool, error) {
+func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ports.SettleFunc, _ ...domain.NodeRecord) (bool, error) {
 	f.finished[id] = status
 	return true, nil
 }
@@ -444,8 +444,8 @@ type failingStarts struct {
 	applied []ports.QueueTransition
 }
 
-func (f *failingStarts) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
-	res, err := f.fakeStore.Claim(ctx, fence, limits, admit)
+func (f *failingStarts) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := f.fakeStore.Claim(ctx, fence, limits, admit, reject)
 	res.Refused = f.refused
 	return res, err
 }

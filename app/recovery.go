@@ -159,11 +159,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context) (int, error) {
 				continue
 			}
 		}
-		var errMsg *string
-		if msg != "" {
-			errMsg = &msg
-		}
-		found, err := d.executions.FinishExecution(ctx, e.ID, status, errMsg)
+		found, err := finishExecution(ctx, d.executions, d.log, e.ID, status, msg)
 		if err != nil {
 			return n, err
 		}

@@ -36,9 +36,12 @@ type QueueStore interface {
 	Enqueue(ctx context.Context, e Enqueue) (item domain.QueueItem, replayed bool, err error)
 	GetQueueItem(ctx context.Context, id domain.ID) (domain.QueueItem, error)
 	ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, page Page) ([]domain.QueueItem, error)
-	// CancelQueued cancels an item that has not been dispatched, through the
-	// domain state machine under the item's row lock.
-	CancelQueued(ctx context.Context, id domain.ID) (domain.QueueItem, error)
+	// UpdateQueueItem loads the item under its row lock, rejecting a row
+	// that is not a valid state, lets update apply domain transitions to
+	// it, and writes the result guarded by the state it was loaded in, in
+	// one transaction. An error from update writes nothing and is returned
+	// as it is. The item as written is returned.
+	UpdateQueueItem(ctx context.Context, id domain.ID, update func(*domain.QueueItem) error) (domain.QueueItem, error)
 }
 
 // ExecutionCursor is the keyset position of the last execution of a page.

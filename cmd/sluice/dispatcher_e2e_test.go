@@ -225,7 +225,7 @@ func TestWorkspaceAtCapacityIsPassedOverAndNeverFails(t *testing.T) {
 	}
 	// Freeing the slot admits the next one, oldest first.
 	first := b.item(t, ids[0])
-	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil); err != nil {
+	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", testLog())); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.DispatchBatch(context.Background()); err != nil {
@@ -420,7 +420,7 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 			out[w.ID] = 2
 		}
 		return out
-	})
+	}, app.RejectUnrunnable)
 	if err != nil || len(claim.Claimed) != 2 {
 		t.Fatalf("claim: %+v %v", claim, err)
 	}
@@ -563,7 +563,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil)
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", testLog()))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

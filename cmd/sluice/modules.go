@@ -269,7 +269,7 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	n := cfg.Nodes
 	log.Info("node limits", "template_budget", n.TemplateBudget, "output_max", n.OutputMax,
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
-	acts := engine.NewActivities(store, nodes.All(n), log,
+	acts := engine.NewActivities(app.NewRuns(store, log), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp))
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{

@@ -173,11 +173,6 @@ WHERE idempotency_keys.created_at <= now() - make_interval(secs => @retention_se
 DELETE FROM idempotency_keys
 WHERE created_at < now() - make_interval(secs => @retention_seconds::float8);
 
--- name: QueueSetOutcome :exec
-UPDATE workflow_execution_queue
-SET status = @status, last_error = sqlc.narg(last_error), claimed_at = NULL
-WHERE id = @id;
-
 -- name: QueueStatusesByIDs :many
 -- The current status of items a dispatcher started but could not mark
 -- DISPATCHED, so it can tell a cancelled item from one stale recovery

@@ -599,23 +599,6 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg Queue
 	return items, nil
 }
 
-const queueSetOutcome = `-- name: QueueSetOutcome :exec
-UPDATE workflow_execution_queue
-SET status = $1, last_error = $2, claimed_at = NULL
-WHERE id = $3
-`
-
-type QueueSetOutcomeParams struct {
-	Status    string
-	LastError *string
-	ID        domain.ID
-}
-
-func (q *Queries) QueueSetOutcome(ctx context.Context, db DBTX, arg QueueSetOutcomeParams) error {
-	_, err := db.Exec(ctx, queueSetOutcome, arg.Status, arg.LastError, arg.ID)
-	return err
-}
-
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
 SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
