@@ -90,7 +90,7 @@ func (f *fakeStore) StaleClaimed(context.Context, time.Duration, int) ([]domain.
 	return nil, nil
 }
 
-func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, ports.ExecutionCursor, int) ([]domain.Execution, error) {
+func (f *fakeStore) RunningAdmittedBefore(context.Context, time.Duration, ports.ExecutionCursor, int) ([]domain.Execution, error) {
 	return nil, nil
 }
 
@@ -379,11 +379,11 @@ type pagedStore struct {
 	cursors []ports.ExecutionCursor
 }
 
-func (s *pagedStore) RunningStartedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
+func (s *pagedStore) RunningAdmittedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
 	s.cursors = append(s.cursors, after)
 	var out []domain.Execution
 	for _, e := range s.running {
-		if e.StartedAt.After(after.StartedAt) && len(out) < limit {
+		if e.AdmittedAt.After(after.AdmittedAt) && len(out) < limit {
 			out = append(out, e)
 		}
 	}
@@ -406,7 +406,7 @@ func TestReconcileWalksEveryPageAndRecordsTheWorkflowsResult(t *testing.T) {
 	store := &pagedStore{}
 	t0 := time.Now().Add(-time.Hour)
 	for i := range 5 {
-		store.running = append(store.running, domain.Execution{ID: domain.ID(uuid.New()), StartedAt: t0.Add(time.Duration(i) * time.Second)})
+		store.running = append(store.running, domain.Execution{ID: domain.ID(uuid.New()), AdmittedAt: t0.Add(time.Duration(i) * time.Second)})
 	}
 	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
 	cfg := DefaultDispatcherConfig()

@@ -351,7 +351,8 @@ type QueueItem struct {
 	DefinitionID ID
 	// Input is the JSON the caller enqueued, kept byte for byte.
 	Input json.RawMessage
-	// Priority orders a workspace's items: higher first, then oldest.
+	// Priority orders a workspace's items: the lowest number (1, the most
+	// urgent) is claimed first, then the oldest.
 	Priority int
 	// CreatedAt is when the item was enqueued.
 	CreatedAt time.Time

@@ -117,10 +117,10 @@ type DispatchStore interface {
 	ApplyTransitions(ctx context.Context, ts []QueueTransition) ([]domain.ID, error)
 	// StaleClaimed returns items CLAIMED for longer than olderThan.
 	StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]domain.QueueItem, error)
-	// RunningStartedBefore returns up to limit RUNNING executions older
-	// than olderThan that come after the cursor in (StartedAt, ID) order,
+	// RunningAdmittedBefore returns up to limit RUNNING executions older
+	// than olderThan that come after the cursor in (AdmittedAt, ID) order,
 	// for the reconciler; a zero cursor starts from the oldest.
-	RunningStartedBefore(ctx context.Context, olderThan time.Duration, after ExecutionCursor, limit int) ([]domain.Execution, error)
+	RunningAdmittedBefore(ctx context.Context, olderThan time.Duration, after ExecutionCursor, limit int) ([]domain.Execution, error)
 	// QueueStatuses returns the current status of the given items; ids not
 	// found are absent from the map.
 	QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.QueueStatus, error)

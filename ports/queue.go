@@ -46,8 +46,8 @@ type QueueStore interface {
 
 // ExecutionCursor is the keyset position of the last execution of a page.
 type ExecutionCursor struct {
-	StartedAt time.Time
-	ID        domain.ID
+	AdmittedAt time.Time
+	ID         domain.ID
 }
 
 // ExecutionReader shows executions and their node records.

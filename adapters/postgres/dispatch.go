@@ -412,11 +412,11 @@ func (s *Store) StaleClaimed(ctx context.Context, olderThan time.Duration, limit
 	return queueFromRows(rows)
 }
 
-// RunningStartedBefore returns one page of RUNNING executions older than
+// RunningAdmittedBefore returns one page of RUNNING executions older than
 // olderThan whose item is not still CLAIMED, after the cursor.
-func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
+func (s *Store) RunningAdmittedBefore(ctx context.Context, olderThan time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
 	rows, err := s.q.ExecutionsRunningStartedBefore(ctx, s.pool, dbsqlc.ExecutionsRunningStartedBeforeParams{
-		OlderThanSeconds: olderThan.Seconds(), AfterStartedAt: after.StartedAt, AfterID: after.ID, MaxRows: int32(limit),
+		OlderThanSeconds: olderThan.Seconds(), AfterStartedAt: after.AdmittedAt, AfterID: after.ID, MaxRows: int32(limit),
 	})
 	if err != nil {
 		return nil, err

@@ -437,7 +437,7 @@ func (s *Store) writeState(ctx context.Context, tx pgx.Tx, from domain.QueueItem
 func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
 	return domain.Execution{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Version: int(r.WorkflowVersion),
-		Status: domain.ExecutionStatus(r.Status), Input: r.Input, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt,
+		Status: domain.ExecutionStatus(r.Status), Input: r.Input, AdmittedAt: r.StartedAt, CompletedAt: r.CompletedAt,
 		DurationMs: r.DurationMs, Error: r.Error,
 	}
 }
@@ -470,7 +470,7 @@ func (s *Store) ListExecutions(ctx context.Context, workspaceID domain.ID, statu
 		p.Status = &v
 	}
 	if before != nil {
-		p.BeforeStartedAt, p.BeforeID = &before.StartedAt, &before.ID
+		p.BeforeStartedAt, p.BeforeID = &before.AdmittedAt, &before.ID
 	}
 	rows, err := s.q.ExecutionList(ctx, s.pool, p)
 	if err != nil {
