@@ -74,6 +74,10 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 			Attempt: 1, Input: json.RawMessage(`{"in": 1}`), StartedAt: &at}); err != nil {
 			t.Fatal(err)
 		}
+		opened := node(t, f.Store, run.ExecutionID, "a")
+		if opened.Status != domain.NodeRunning || opened.StartedAt == nil {
+			t.Fatalf("started record = %s, started at %v; want RUNNING with a start time", opened.Status, opened.StartedAt)
+		}
 		if err := f.Store.FinishNode(ctx, run.ExecutionID, domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeCompleted,
 			Attempt: 1, Output: json.RawMessage(`2`)}); err != nil {
 			t.Fatal(err)
@@ -82,8 +86,11 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		if n.Status != domain.NodeCompleted || string(n.Output) != "2" {
 			t.Errorf("record = %s with output %s, want COMPLETED with 2", n.Status, n.Output)
 		}
-		if n.StartedAt == nil || !n.StartedAt.Equal(at) {
-			t.Errorf("started at %v, want the start's %v", n.StartedAt, at)
+		if n.StartedAt == nil || !n.StartedAt.Equal(*opened.StartedAt) {
+			t.Errorf("started at %v, want the start's %v", n.StartedAt, opened.StartedAt)
+		}
+		if n.CompletedAt == nil {
+			t.Error("finished record has no end time")
 		}
 		if !jsonEqual(n.Input, `{"in": 1}`) {
 			t.Errorf("input = %s, want the start's", n.Input)
