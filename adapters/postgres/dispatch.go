@@ -211,13 +211,26 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		if err != nil {
 			return fmt.Errorf("marking claimed: %w", err)
 		}
-		// The items are handed out in the state QueueMarkClaimed wrote.
-		claimedAt := make(map[domain.ID]*time.Time, len(stamped))
+		// The items are handed out in the state QueueMarkClaimed wrote,
+		// checked as any loaded state is.
+		claimed := make(map[domain.ID]domain.QueueState, len(stamped))
 		for _, r := range stamped {
-			claimedAt[r.ID] = r.ClaimedAt
+			status, err := domain.ParseQueueStatus(r.Status)
+			if err != nil {
+				return fmt.Errorf("queue item %s: %w", r.ID, err)
+			}
+			claimed[r.ID] = domain.QueueState{Status: status, ClaimedAt: r.ClaimedAt}
 		}
 		for i := range res.Claimed {
-			res.Claimed[i].Status, res.Claimed[i].ClaimedAt = domain.QueueClaimed, claimedAt[res.Claimed[i].ID]
+			item := &res.Claimed[i]
+			st, ok := claimed[item.ID]
+			if !ok {
+				return fmt.Errorf("queue item %s was not claimed although it was locked", item.ID)
+			}
+			item.Status, item.ClaimedAt = st.Status, st.ClaimedAt
+			if err := item.Validate(); err != nil {
+				return fmt.Errorf("queue item %s: %w", item.ID, err)
+			}
 		}
 		return nil
 	})

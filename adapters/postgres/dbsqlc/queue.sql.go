@@ -447,7 +447,7 @@ UPDATE workflow_execution_queue q
 SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS execution_id) AS c
 WHERE q.id = c.id AND q.status = 'PENDING'
-RETURNING q.id, q.claimed_at
+RETURNING q.id, q.status, q.claimed_at
 `
 
 type QueueMarkClaimedParams struct {
@@ -457,10 +457,12 @@ type QueueMarkClaimedParams struct {
 
 type QueueMarkClaimedRow struct {
 	ID        domain.ID
+	Status    string
 	ClaimedAt *time.Time
 }
 
-// Returns the claim times as stored, which guard every later transition.
+// Returns the state as stored, whose claim time guards every later
+// transition.
 func (q *Queries) QueueMarkClaimed(ctx context.Context, db DBTX, arg QueueMarkClaimedParams) ([]QueueMarkClaimedRow, error) {
 	rows, err := db.Query(ctx, queueMarkClaimed, arg.Ids, arg.ExecutionIds)
 	if err != nil {
@@ -470,7 +472,7 @@ func (q *Queries) QueueMarkClaimed(ctx context.Context, db DBTX, arg QueueMarkCl
 	items := []QueueMarkClaimedRow{}
 	for rows.Next() {
 		var i QueueMarkClaimedRow
-		if err := rows.Scan(&i.ID, &i.ClaimedAt); err != nil {
+		if err := rows.Scan(&i.ID, &i.Status, &i.ClaimedAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
