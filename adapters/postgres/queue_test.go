@@ -846,3 +846,34 @@ func TestCancelledItemReadsBackAsTheCancelAnsweredIt(t *testing.T) {
 		t.Errorf("last error answered %q, stored %q; want both %q", answered.LastError, stored.LastError, "temporal said no")
 	}
 }
+
+// A row whose state the domain does not allow is refused on load, so no
+// transition is ever applied to it: reading it fails, and an update
+// neither runs its closure nor writes.
+func TestACorruptQueueRowIsRefusedOnLoad(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newQueueBench(t)
+	id := b.pending(t)
+	if _, err := b.pool.Exec(ctx, "UPDATE workflow_execution_queue SET dispatch_failures = 2, attempt_count = 1 WHERE id = $1", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.GetQueueItem(ctx, id); err == nil {
+		t.Error("a corrupt row was loaded")
+	}
+	called := false
+	_, err := b.store.UpdateQueueItem(ctx, id, func(q *domain.QueueItem) error {
+		called = true
+		return q.Cancel()
+	})
+	if err == nil || called {
+		t.Errorf("update of a corrupt row: %v, closure called %v; want an error and no call", err, called)
+	}
+	var status string
+	if err := b.pool.QueryRow(ctx, "SELECT status FROM workflow_execution_queue WHERE id = $1", id).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != string(domain.QueuePending) {
+		t.Errorf("corrupt row is now %s, want it left PENDING", status)
+	}
+}
