@@ -19,7 +19,9 @@ type queueFake struct {
 	item domain.QueueItem
 }
 
-func (q *queueFake) GetQueueItem(context.Context, domain.ID) (domain.QueueItem, error) { return q.item, nil }
+func (q *queueFake) GetQueueItem(context.Context, domain.ID) (domain.QueueItem, error) {
+	return q.item, nil
+}
 
 func (q *queueFake) UpdateQueueItem(_ context.Context, _ domain.ID, update func(*domain.QueueItem) error) (domain.QueueItem, error) {
 	next := q.item

@@ -42,7 +42,9 @@ var commonModule = fx.Module("common",
 		newRegistry,
 		newTracerProvider,
 		newTemporalClient,
-		func(c client.Client, cfg Config) *engine.WorkflowClient { return engine.NewWorkflowClient(c, cfg.Worker.Queues) },
+		func(c client.Client, cfg Config) *engine.WorkflowClient {
+			return engine.NewWorkflowClient(c, cfg.Worker.Queues)
+		},
 		fx.Annotate(func(pool *pgxpool.Pool) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "postgres", Check: pool.Ping}
 		}, fx.ResultTags(`group:"readiness"`)),
