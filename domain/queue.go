@@ -11,8 +11,9 @@ import (
 // QueueStatus is the state of a queue item. The diagram below is the whole
 // state machine, and each edge has exactly one home: the set-based edges
 // that move whole batches or every item of a workspace are SQL statements
-// (named in brackets), every other edge is a QueueState method whose result
-// the store writes guarded by the state it was computed from.
+// (named in brackets), every other edge is a QueueState method that app
+// applies and whose result the store writes guarded by the state it was
+// computed from.
 //
 //	PENDING    --claim [QueueMarkClaimed]-->                 CLAIMED
 //	CLAIMED    --mark dispatched [QueueMarkDispatched]-->    DISPATCHED
