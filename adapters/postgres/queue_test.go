@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // queueBench is one ENTERPRISE workspace with one definition on a fresh
@@ -876,4 +877,25 @@ func TestACorruptQueueRowIsRefusedOnLoad(t *testing.T) {
 	if status != string(domain.QueuePending) {
 		t.Errorf("corrupt row is now %s, want it left PENDING", status)
 	}
+}
+
+func TestStoreKeepsTheQueueStoreContract(t *testing.T) {
+	t.Parallel()
+	porttest.QueueStore(t, func(t *testing.T) porttest.QueueStoreFixture {
+		b := newQueueBench(t)
+		return porttest.QueueStoreFixture{
+			Store: b.store,
+			NewWaitingItem: func(t *testing.T) domain.ID {
+				item := b.claimed(t)
+				next := item.QueueState
+				if err := next.ReleaseUnstarted("temporal was unavailable"); err != nil {
+					t.Fatal(err)
+				}
+				if ids := b.apply(t, transition(item.QueueItem, next, true)); len(ids) != 1 {
+					t.Fatalf("released %d items, want 1", len(ids))
+				}
+				return item.ID
+			},
+		}
+	})
 }
