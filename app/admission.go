@@ -48,6 +48,12 @@ func (d *Dispatcher) admit(workspaces []ports.PendingWorkspace) map[domain.ID]in
 	return quotas
 }
 
+// RejectUnrunnable fails an item the claim found can never run: its
+// definition or version is gone, or its execution cannot be written.
+func RejectUnrunnable(item *domain.QueueItem, reason string) error {
+	return item.Fail(reason)
+}
+
 // freeSlots asks the tier policy how many more executions the workspace
 // may start now.
 func (d *Dispatcher) freeSlots(w ports.PendingWorkspace) int {

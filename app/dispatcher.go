@@ -654,7 +654,7 @@ func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedI
 			continue
 		}
 		msg := "cancelled before its workflow started"
-		if _, err := d.executions.FinishExecution(ctx, it.ExecutionID, domain.ExecutionCancelled, &msg); err != nil {
+		if _, err := finishExecution(ctx, d.executions, d.log, it.ExecutionID, domain.ExecutionCancelled, msg); err != nil {
 			d.log.Error("recording a cancelled item's execution failed", "queue_item_id", it.ID, "error", err)
 		}
 	}

@@ -32,7 +32,7 @@ type fakeStore struct {
 	panicOnce  bool
 }
 
-func (f *fakeStore) Claim(_ context.Context, _ ports.Fence, _ map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+func (f *fakeStore) Claim(_ context.Context, _ ports.Fence, _ map[domain.Plan]int, admit ports.AdmitFunc, _ ports.RejectFunc) (ports.ClaimResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims++
@@ -90,7 +90,7 @@ func (f *fakeStore) StaleClaimed(context.Context, time.Duration, int) ([]domain.
 	return nil, nil
 }
 
-func (f *fakeStore) RunningStartedBefore(context.Context, time.Duration, ports.ExecutionCursor, int) ([]domain.Execution, error) {
+func (f *fakeStore) RunningAdmittedBefore(context.Context, time.Duration, ports.ExecutionCursor, int) ([]domain.Execution, error) {
 	return nil, nil
 }
 
@@ -379,11 +379,11 @@ type pagedStore struct {
 	cursors []ports.ExecutionCursor
 }
 
-func (s *pagedStore) RunningStartedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
+func (s *pagedStore) RunningAdmittedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
 	s.cursors = append(s.cursors, after)
 	var out []domain.Execution
 	for _, e := range s.running {
-		if e.StartedAt.After(after.StartedAt) && len(out) < limit {
+		if e.AdmittedAt.After(after.AdmittedAt) && len(out) < limit {
 			out = append(out, e)
 		}
 	}
@@ -396,7 +396,7 @@ type finishRecorder struct {
 	finished map[domain.ID]domain.ExecutionStatus
 }
 
-func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ...domain.NodeRecord) (bool, error) {
+func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ports.SettleFunc, _ ...domain.NodeRecord) (bool, error) {
 	f.finished[id] = status
 	return true, nil
 }
@@ -406,7 +406,7 @@ func TestReconcileWalksEveryPageAndRecordsTheWorkflowsResult(t *testing.T) {
 	store := &pagedStore{}
 	t0 := time.Now().Add(-time.Hour)
 	for i := range 5 {
-		store.running = append(store.running, domain.Execution{ID: domain.ID(uuid.New()), StartedAt: t0.Add(time.Duration(i) * time.Second)})
+		store.running = append(store.running, domain.Execution{ID: domain.ID(uuid.New()), AdmittedAt: t0.Add(time.Duration(i) * time.Second)})
 	}
 	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
 	cfg := DefaultDispatcherConfig()
@@ -444,8 +444,8 @@ type failingStarts struct {
 	applied []ports.QueueTransition
 }
 
-func (f *failingStarts) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
-	res, err := f.fakeStore.Claim(ctx, fence, limits, admit)
+func (f *failingStarts) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := f.fakeStore.Claim(ctx, fence, limits, admit, reject)
 	res.Refused = f.refused
 	return res, err
 }

@@ -157,9 +157,15 @@ func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id dom
 		return "", err
 	}
 	if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
-		q, err = s.queue.CancelQueued(ctx, id)
+		wasClaimed := false
+		q, err = s.queue.UpdateQueueItem(ctx, id, func(q *domain.QueueItem) error {
+			wasClaimed = q.Status == domain.QueueClaimed
+			return q.Cancel()
+		})
 		if err == nil {
-			s.cancelClaimedWorkflow(ctx, q)
+			if wasClaimed {
+				s.cancelClaimedWorkflow(ctx, q)
+			}
 			return CancelDone, nil
 		}
 		if !errors.Is(err, domain.ErrIllegalTransition) {
@@ -203,7 +209,7 @@ func (s *Executions) CancelExecution(ctx context.Context, a domain.Actor, id dom
 // run. A dispatcher that starts it after this finds the item CANCELLED when
 // it marks it, and cancels the workflow itself.
 func (s *Executions) cancelClaimedWorkflow(ctx context.Context, q domain.QueueItem) {
-	if q.ExecutionID == nil || q.ClaimedAt == nil || s.engine == nil {
+	if q.ExecutionID == nil || s.engine == nil {
 		return
 	}
 	if err := s.engine.CancelWorkflow(ctx, *q.ExecutionID); err != nil && !errors.Is(err, ports.ErrNotFound) {

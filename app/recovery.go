@@ -127,7 +127,7 @@ func (d *Dispatcher) RecoverStale(ctx context.Context) (int, error) {
 // older. Executions whose item is still CLAIMED are stale recovery's
 // business and are not returned by the store.
 func (d *Dispatcher) Reconcile(ctx context.Context) (int, error) {
-	running, err := d.store.RunningStartedBefore(ctx, d.cfg.ReconcileAfter, d.reconcileAfter, d.cfg.ReconcilePageSize)
+	running, err := d.store.RunningAdmittedBefore(ctx, d.cfg.ReconcileAfter, d.reconcileAfter, d.cfg.ReconcilePageSize)
 	if err != nil {
 		return 0, err
 	}
@@ -135,7 +135,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context) (int, error) {
 		d.reconcileAfter = ports.ExecutionCursor{}
 	} else {
 		last := running[len(running)-1]
-		d.reconcileAfter = ports.ExecutionCursor{StartedAt: last.StartedAt, ID: last.ID}
+		d.reconcileAfter = ports.ExecutionCursor{AdmittedAt: last.AdmittedAt, ID: last.ID}
 	}
 	n := 0
 	for _, e := range running {
@@ -159,11 +159,7 @@ func (d *Dispatcher) Reconcile(ctx context.Context) (int, error) {
 				continue
 			}
 		}
-		var errMsg *string
-		if msg != "" {
-			errMsg = &msg
-		}
-		found, err := d.executions.FinishExecution(ctx, e.ID, status, errMsg)
+		found, err := finishExecution(ctx, d.executions, d.log, e.ID, status, msg)
 		if err != nil {
 			return n, err
 		}

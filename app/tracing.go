@@ -33,7 +33,7 @@ func (d *Dispatcher) tracerOrGlobal() trace.Tracer {
 func (d *Dispatcher) claim(ctx context.Context) (ports.ClaimResult, trace.SpanContext, error) {
 	ctx, span := d.tracerOrGlobal().Start(ctx, "queue claim")
 	defer span.End()
-	claim, err := d.store.Claim(ctx, d.fence(), d.tiers.Limits(), d.admit)
+	claim, err := d.store.Claim(ctx, d.fence(), d.tiers.Limits(), d.admit, RejectUnrunnable)
 	if err != nil {
 		span.SetStatus(codes.Error, "claim failed")
 		return claim, span.SpanContext(), err

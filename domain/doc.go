@@ -19,8 +19,11 @@
 // a deleted workspace, deleting the item of a completed run), because a
 // per-row round trip through Go would cost the dispatcher its throughput;
 // every other edge is a QueueState method (ReleaseAfterDispatchError,
-// ReleaseUnstarted, RecoverStale, Fail, Cancel, RecordOutcome) whose result
-// the store writes guarded by the state it was computed from. An illegal
+// ReleaseUnstarted, RecoverStale, Fail, Cancel, RecordOutcome) that app
+// applies, through the store's update closures where the item must be
+// locked, and whose result the store writes guarded by the state it was
+// computed from. Adapters validate every row they load (ParseQueueStatus,
+// QueueState.Validate) and call no transition. An illegal
 // move returns a *TransitionError wrapping ErrIllegalTransition and leaves
 // the item untouched. The diagram on QueueStatus is the whole machine.
 //

@@ -79,11 +79,12 @@ type Execution struct {
 	Status ExecutionStatus
 	// Input is the JSON the caller enqueued, kept byte for byte.
 	Input json.RawMessage
-	// StartedAt is when admission wrote the execution.
-	StartedAt time.Time
+	// AdmittedAt is when admission wrote the execution, just before its
+	// workflow was started; the API shows it as startedAt.
+	AdmittedAt time.Time
 	// CompletedAt is when the execution ended, nil while RUNNING.
 	CompletedAt *time.Time
-	// DurationMs is CompletedAt minus StartedAt in milliseconds.
+	// DurationMs is CompletedAt minus AdmittedAt in milliseconds.
 	DurationMs *int64
 	// Error says why a FAILED or CANCELLED execution ended.
 	Error *string

@@ -11,8 +11,9 @@ import (
 // QueueStatus is the state of a queue item. The diagram below is the whole
 // state machine, and each edge has exactly one home: the set-based edges
 // that move whole batches or every item of a workspace are SQL statements
-// (named in brackets), every other edge is a QueueState method whose result
-// the store writes guarded by the state it was computed from.
+// (named in brackets), every other edge is a QueueState method that app
+// applies and whose result the store writes guarded by the state it was
+// computed from.
 //
 //	PENDING    --claim [QueueMarkClaimed]-->                 CLAIMED
 //	CLAIMED    --mark dispatched [QueueMarkDispatched]-->    DISPATCHED
@@ -351,7 +352,8 @@ type QueueItem struct {
 	DefinitionID ID
 	// Input is the JSON the caller enqueued, kept byte for byte.
 	Input json.RawMessage
-	// Priority orders a workspace's items: higher first, then oldest.
+	// Priority orders a workspace's items: the lowest number (1, the most
+	// urgent) is claimed first, then the oldest.
 	Priority int
 	// CreatedAt is when the item was enqueued.
 	CreatedAt time.Time

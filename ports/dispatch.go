@@ -26,6 +26,13 @@ type PendingWorkspace struct {
 // place that decides this.
 type AdmitFunc func(workspaces []PendingWorkspace) map[domain.ID]int
 
+// RejectFunc applies the domain's verdict to a PENDING item the claim
+// found can never run (its definition or version is gone, or its
+// execution row is refused), reason saying why. The store writes the
+// state it leaves, guarded by the state the item was claimed in, in the
+// claim's transaction.
+type RejectFunc func(item *domain.QueueItem, reason string) error
+
 // ClaimedItem is a queue item claimed for dispatch, with the execution row
 // already written as RUNNING and its id on the item.
 type ClaimedItem struct {
@@ -95,13 +102,13 @@ type DispatchStore interface {
 	// workspaces, locks the workspaces with pending work that limits says
 	// have room (skipping those another dispatcher holds), asks admit for
 	// quotas under the lock, claims that many
-	// items per workspace with FOR UPDATE SKIP LOCKED, fails items whose
-	// definition is gone, writes their executions as RUNNING and marks the
-	// items CLAIMED, then commits. limit bounds the claimed items.
+	// items per workspace with FOR UPDATE SKIP LOCKED, hands items that
+	// cannot run to reject, writes the others' executions as RUNNING and
+	// marks those items CLAIMED, then commits.
 	// With a non-zero fence the transaction first checks, and holds for
 	// its length, that the fence's lease is still this holder's; without
 	// it the claim returns ErrLeaseLost and changes nothing.
-	Claim(ctx context.Context, fence Fence, limits map[domain.Plan]int, admit AdmitFunc) (ClaimResult, error)
+	Claim(ctx context.Context, fence Fence, limits map[domain.Plan]int, admit AdmitFunc, reject RejectFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
 	// DISPATCHED in one statement.
 	MarkDispatched(ctx context.Context, items []DispatchedItem) ([]DispatchedRecord, error)
@@ -110,10 +117,10 @@ type DispatchStore interface {
 	ApplyTransitions(ctx context.Context, ts []QueueTransition) ([]domain.ID, error)
 	// StaleClaimed returns items CLAIMED for longer than olderThan.
 	StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]domain.QueueItem, error)
-	// RunningStartedBefore returns up to limit RUNNING executions older
-	// than olderThan that come after the cursor in (StartedAt, ID) order,
+	// RunningAdmittedBefore returns up to limit RUNNING executions older
+	// than olderThan that come after the cursor in (AdmittedAt, ID) order,
 	// for the reconciler; a zero cursor starts from the oldest.
-	RunningStartedBefore(ctx context.Context, olderThan time.Duration, after ExecutionCursor, limit int) ([]domain.Execution, error)
+	RunningAdmittedBefore(ctx context.Context, olderThan time.Duration, after ExecutionCursor, limit int) ([]domain.Execution, error)
 	// QueueStatuses returns the current status of the given items; ids not
 	// found are absent from the map.
 	QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.QueueStatus, error)
@@ -163,10 +170,32 @@ type ExecutionStore interface {
 	// trip: RUNNING ones as StartNode does, the rest as FinishNode does
 	// (input is left as it was). Keys must be distinct.
 	RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error
-	// FinishExecution ends a RUNNING execution, writes nodes as RecordNodes
-	// does and settles its queue item (deleted on COMPLETED, else FAILED or
-	// CANCELLED) in one transaction, then wakes the dispatchers.
-	// found=false, with nothing written, when the execution was not
-	// RUNNING or missing: a repeat, logged by the caller.
-	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (found bool, err error)
+	// FinishExecution ends a RUNNING execution and writes nodes as
+	// RecordNodes does; then it hands the execution's queue item, under its
+	// row lock, to settle and persists what settle decides, all in one
+	// transaction, and wakes the dispatchers. settle is called even when
+	// the execution was not RUNNING or is missing, so no item is left
+	// behind a finished workflow; it is not called when there is no item.
+	// found=false, with no execution or node written, when the execution
+	// was not RUNNING or missing: a repeat, logged by the caller.
+	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle SettleFunc, nodes ...domain.NodeRecord) (found bool, err error)
 }
+
+// Settlement is what a finished execution does to its queue item.
+type Settlement int
+
+const (
+	// SettleKeep leaves the item as it is.
+	SettleKeep Settlement = iota
+	// SettleWrite writes the state the settle function left on the item,
+	// guarded by the state it was read in.
+	SettleWrite
+	// SettleDelete deletes the item: its run completed, and a deleted item
+	// can never be started again.
+	SettleDelete
+)
+
+// SettleFunc decides, under the item's row lock, what the finished
+// execution does to its queue item; for SettleWrite it applies the domain
+// transition to item first.
+type SettleFunc func(item *domain.QueueItem) (Settlement, error)

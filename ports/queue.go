@@ -38,9 +38,12 @@ type QueueStore interface {
 	// ListQueue lists a workspace's items in the order the claim takes
 	// them (priority, then age, then id), from after on.
 	ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, limit int, after *QueueCursor) ([]domain.QueueItem, error)
-	// CancelQueued cancels an item that has not been dispatched, through the
-	// domain state machine under the item's row lock.
-	CancelQueued(ctx context.Context, id domain.ID) (domain.QueueItem, error)
+	// UpdateQueueItem loads the item under its row lock, rejecting a row
+	// that is not a valid state, lets update apply domain transitions to
+	// it, and writes the result guarded by the state it was loaded in, in
+	// one transaction. An error from update writes nothing and is returned
+	// as it is. The item as written is returned.
+	UpdateQueueItem(ctx context.Context, id domain.ID, update func(*domain.QueueItem) error) (domain.QueueItem, error)
 }
 
 // QueueCursor is the keyset position of the last queue item of a page, in
@@ -63,8 +66,8 @@ type ExecutionFilter struct {
 
 // ExecutionCursor is the keyset position of the last execution of a page.
 type ExecutionCursor struct {
-	StartedAt time.Time
-	ID        domain.ID
+	AdmittedAt time.Time
+	ID         domain.ID
 }
 
 // ExecutionReader shows executions and their node records.

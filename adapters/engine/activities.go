@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -16,6 +15,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -78,12 +78,13 @@ type CompleteInput struct {
 	Nodes       []NodeRecordInput
 }
 
-// Activities are the workflow's activities. They hold their dependencies,
-// as Temporal's samples do, and are registered by name.
+// Activities are the workflow's activities: the Temporal side of the
+// worker's use cases in app.Runs, which they call for everything they
+// record, and the node executors. They hold their dependencies, as
+// Temporal's samples do, and are registered by name.
 type Activities struct {
-	store     ports.ExecutionStore
+	runs      *app.Runs
 	executors map[domain.NodeType]ports.NodeExecutor
-	log       *slog.Logger
 	metrics   *NodeMetrics
 	tracer    trace.Tracer
 	// PayloadLimit is the largest node output, in bytes, handed back to
@@ -106,14 +107,14 @@ func WithTracer(tp trace.TracerProvider) ActivitiesOption {
 	return func(a *Activities) { a.tracer = tp.Tracer(tracerName) }
 }
 
-// NewActivities builds the activities over a store and the node executor
-// registry.
-func NewActivities(store ports.ExecutionStore, executors []ports.NodeExecutor, log *slog.Logger, opts ...ActivitiesOption) *Activities {
+// NewActivities builds the activities over the worker's use cases and the
+// node executor registry.
+func NewActivities(runs *app.Runs, executors []ports.NodeExecutor, opts ...ActivitiesOption) *Activities {
 	reg := make(map[domain.NodeType]ports.NodeExecutor, len(executors))
 	for _, e := range executors {
 		reg[e.Type()] = e
 	}
-	a := &Activities{store: store, executors: reg, log: log, tracer: otel.Tracer(tracerName)}
+	a := &Activities{runs: runs, executors: reg, tracer: otel.Tracer(tracerName)}
 	for _, o := range opts {
 		o(a)
 	}
@@ -127,7 +128,7 @@ func (a *Activities) LoadGraph(ctx context.Context, in LoadGraphInput) (domain.G
 	if err != nil {
 		return domain.Graph{}, temporal.NewNonRetryableApplicationError("bad definition id", "invalid_input", err)
 	}
-	v, err := a.store.GetDefinitionVersion(ctx, id, in.Version)
+	g, err := a.runs.Graph(ctx, id, in.Version)
 	if err != nil {
 		if isNotFound(err) {
 			return domain.Graph{}, temporal.NewNonRetryableApplicationError(
@@ -135,7 +136,7 @@ func (a *Activities) LoadGraph(ctx context.Context, in LoadGraphInput) (domain.G
 		}
 		return domain.Graph{}, err
 	}
-	return v.Graph, nil
+	return g, nil
 }
 
 // RunNode records the node RUNNING, runs it through its executor and
@@ -149,7 +150,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	info := activity.GetInfo(ctx)
 	started := time.Now()
 	rec := domain.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
-	if err := a.store.StartNode(ctx, execID, rec); err != nil {
+	if err := a.runs.NodeStarted(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
 	}
 
@@ -170,7 +171,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	if input != nil {
 		rec.Input, _ = marshalWithoutNUL(input)
 	}
-	if err := a.store.FinishNode(ctx, execID, rec); err != nil {
+	if err := a.runs.NodeFinished(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
 	}
 	return RunNodeOutput{Output: out}, nil
@@ -332,21 +333,7 @@ func (a *Activities) RecordNodes(ctx context.Context, in RecordNodesInput) error
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
-	return a.recordNodes(ctx, execID, in.Nodes)
-}
-
-func (a *Activities) recordNodes(ctx context.Context, execID domain.ID, nodes []NodeRecordInput) error {
-	if len(nodes) == 0 {
-		return nil
-	}
-	if err := a.store.RecordNodes(ctx, execID, nodeRecords(nodes)); err != nil {
-		if isNotFound(err) {
-			a.log.Warn("execution missing while recording nodes", "execution_id", execID)
-			return nil
-		}
-		return err
-	}
-	return nil
+	return a.runs.RecordNodes(ctx, execID, nodeRecords(in.Nodes))
 }
 
 // nodeRecords converts the workflow's records for the store.
@@ -363,24 +350,11 @@ func nodeRecords(nodes []NodeRecordInput) []domain.NodeRecord {
 }
 
 // CompleteExecution records the final status with the last node records
-// and settles the queue item, in one transaction. It is idempotent, and a missing
-// execution is a warning, not a failure: the workflow's result stays
-// authoritative, and the queue item is settled all the same.
+// and settles the queue item (app.Runs.Complete).
 func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
 	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
-	var msg *string
-	if in.Error != "" {
-		msg = &in.Error
-	}
-	found, err := a.store.FinishExecution(ctx, execID, in.Status, msg, nodeRecords(in.Nodes)...)
-	if err != nil {
-		return err
-	}
-	if !found {
-		a.log.Warn("execution not RUNNING or missing at completion; nothing recorded", "execution_id", in.ExecutionID, "status", in.Status)
-	}
-	return nil
+	return a.runs.Complete(ctx, execID, in.Status, in.Error, nodeRecords(in.Nodes)...)
 }

@@ -44,23 +44,24 @@ const workflowIDPrefix = "execution-"
 // execution id, it makes every start of the same execution the same start.
 func WorkflowID(executionID domain.ID) string { return workflowIDPrefix + executionID.String() }
 
-// Engine implements ports.WorkflowEngine on a Temporal client.
-type Engine struct {
+// WorkflowClient starts, inspects and cancels executions' workflows in
+// Temporal: ports.WorkflowEngine on a Temporal client.
+type WorkflowClient struct {
 	client client.Client
 	queues TaskQueues
 }
 
-var _ ports.WorkflowEngine = (*Engine)(nil)
+var _ ports.WorkflowEngine = (*WorkflowClient)(nil)
 
-// NewEngine wraps a connected client.
-func NewEngine(c client.Client, queues TaskQueues) *Engine {
-	return &Engine{client: c, queues: queues}
+// NewWorkflowClient wraps a connected client.
+func NewWorkflowClient(c client.Client, queues TaskQueues) *WorkflowClient {
+	return &WorkflowClient{client: c, queues: queues}
 }
 
 // StartWorkflow starts the execution's workflow. An existing workflow with
 // the same id, running or closed, counts as started: the id is never
 // reused, so no execution runs twice.
-func (e *Engine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) error {
+func (e *WorkflowClient) StartWorkflow(ctx context.Context, req ports.WorkflowStart) error {
 	in := ExecutionInput{
 		ExecutionID:  req.ExecutionID.String(),
 		WorkspaceID:  req.WorkspaceID.String(),
@@ -94,7 +95,7 @@ func (e *Engine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) err
 
 // DescribeWorkflow reports the workflow's state, WorkflowNotFound when
 // Temporal has never heard of it.
-func (e *Engine) DescribeWorkflow(ctx context.Context, executionID domain.ID) (ports.WorkflowState, error) {
+func (e *WorkflowClient) DescribeWorkflow(ctx context.Context, executionID domain.ID) (ports.WorkflowState, error) {
 	resp, err := e.client.DescribeWorkflowExecution(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -122,7 +123,7 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, executionID domain.ID) (p
 }
 
 // WorkflowResult reads the ExecutionResult a completed workflow returned.
-func (e *Engine) WorkflowResult(ctx context.Context, executionID domain.ID) (domain.ExecutionStatus, string, error) {
+func (e *WorkflowClient) WorkflowResult(ctx context.Context, executionID domain.ID) (domain.ExecutionStatus, string, error) {
 	var res ExecutionResult
 	if err := e.client.GetWorkflow(ctx, WorkflowID(executionID), "").Get(ctx, &res); err != nil {
 		return "", "", classify(err)
@@ -134,7 +135,7 @@ func (e *Engine) WorkflowResult(ctx context.Context, executionID domain.ID) (dom
 }
 
 // CancelWorkflow asks the workflow to cancel; it records CANCELLED itself.
-func (e *Engine) CancelWorkflow(ctx context.Context, executionID domain.ID) error {
+func (e *WorkflowClient) CancelWorkflow(ctx context.Context, executionID domain.ID) error {
 	err := e.client.CancelWorkflow(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -144,7 +145,7 @@ func (e *Engine) CancelWorkflow(ctx context.Context, executionID domain.ID) erro
 }
 
 // CheckHealth asks the frontend whether it serves.
-func (e *Engine) CheckHealth(ctx context.Context) error {
+func (e *WorkflowClient) CheckHealth(ctx context.Context) error {
 	_, err := e.client.CheckHealth(ctx, &client.CheckHealthRequest{})
 	return classify(err)
 }

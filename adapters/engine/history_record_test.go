@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -77,7 +78,7 @@ func TestRecordHistories(t *testing.T) {
 	ws := NewWorkers(c, WorkerConfig{
 		Queues: queues, ServeWorkflows: true, ServeExternalAPI: true,
 		WorkflowsSize: 10, ExternalAPISize: 10, Retry: testRetry,
-	}, NewActivities(store, fakeExecutors(), slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
+	}, NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors()), slog.New(slog.DiscardHandler))
 	if err := ws.Start(); err != nil {
 		t.Fatal(err)
 	}

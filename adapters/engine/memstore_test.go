@@ -6,21 +6,29 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
-// memStore is an in-memory ports.ExecutionStore with the Postgres store's
-// rules: one record per node, a late StartNode never reopens a node that
-// ended COMPLETED, SKIPPED or CANCELLED, and FinishExecution only ends a
-// RUNNING execution. It also keeps every FinishExecution call, so tests can
-// check what the workflow asked for and not just the final row.
+// memStore is an in-memory ports.ExecutionStore keeping the port's
+// contract (porttest.ExecutionStore, which runs against it and against the
+// Postgres store): one record per node, a late StartNode never reopens a
+// node that ended COMPLETED, SKIPPED or CANCELLED, FinishExecution only
+// ends a RUNNING execution and persists what settle decides for its queue
+// item. It also keeps every FinishExecution call, so tests can check what
+// the workflow asked for and not just the final row.
 type memStore struct {
-	mu          sync.Mutex
-	versions    map[string]domain.Graph // "<definition>/<version>"
-	executions  map[domain.ID]*memExecution
+	mu         sync.Mutex
+	versions   map[string]domain.Graph // "<definition>/<version>"
+	executions map[domain.ID]*memExecution
+	// items holds each run's queue item by execution id.
+	items       map[domain.ID]*domain.QueueItem
 	completions []completion
 	// beforeLoad and beforeFinish, when set, run at the start of
 	// GetDefinitionVersion and FinishExecution, so tests can act (cancel
@@ -44,13 +52,19 @@ type completion struct {
 var _ ports.ExecutionStore = (*memStore)(nil)
 
 // RecordNodes applies StartNode or FinishNode to each record.
-func (s *memStore) RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
+func (s *memStore) RecordNodes(_ context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recordNodes(executionID, nodes)
+}
+
+func (s *memStore) recordNodes(executionID domain.ID, nodes []domain.NodeRecord) error {
 	for _, n := range nodes {
 		var err error
 		if n.Status == domain.NodeRunning {
-			err = s.StartNode(ctx, executionID, n)
+			err = s.startNode(executionID, n)
 		} else {
-			err = s.FinishNode(ctx, executionID, n)
+			err = s.finishNode(executionID, n)
 		}
 		if err != nil {
 			return err
@@ -60,16 +74,34 @@ func (s *memStore) RecordNodes(ctx context.Context, executionID domain.ID, nodes
 }
 
 func newMemStore() *memStore {
-	return &memStore{versions: map[string]domain.Graph{}, executions: map[domain.ID]*memExecution{}}
+	return &memStore{versions: map[string]domain.Graph{}, executions: map[domain.ID]*memExecution{}, items: map[domain.ID]*domain.QueueItem{}}
 }
 
 // addRun stores a definition version with graph and a RUNNING execution of
-// it, as the dispatcher would have.
-func (s *memStore) addRun(definitionID, executionID domain.ID, version int, g domain.Graph) {
+// it whose queue item is DISPATCHED, as the dispatcher would have, and
+// returns the item's id.
+func (s *memStore) addRun(definitionID, executionID domain.ID, version int, g domain.Graph) domain.ID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.versions[fmt.Sprintf("%s/%d", definitionID, version)] = g
 	s.executions[executionID] = &memExecution{status: domain.ExecutionRunning, nodes: map[string]domain.NodeRecord{}}
+	now := time.Now()
+	item := &domain.QueueItem{ID: domain.ID(uuid.New()), DefinitionID: definitionID, ExecutionID: &executionID,
+		QueueState: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now, AvailableAt: now}}
+	s.items[executionID] = item
+	return item.ID
+}
+
+// queueItem returns the queue item with id, and whether there is one.
+func (s *memStore) queueItem(id domain.ID) (domain.QueueItem, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range s.items {
+		if q.ID == id {
+			return *q, true
+		}
+	}
+	return domain.QueueItem{}, false
 }
 
 func (s *memStore) GetExecution(_ context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
@@ -103,6 +135,10 @@ func (s *memStore) GetDefinitionVersion(_ context.Context, definitionID domain.I
 func (s *memStore) StartNode(_ context.Context, executionID domain.ID, n domain.NodeRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.startNode(executionID, n)
+}
+
+func (s *memStore) startNode(executionID domain.ID, n domain.NodeRecord) error {
 	e, ok := s.executions[executionID]
 	if !ok {
 		return ports.ErrNotFound
@@ -126,6 +162,10 @@ func (s *memStore) StartNode(_ context.Context, executionID domain.ID, n domain.
 func (s *memStore) FinishNode(_ context.Context, executionID domain.ID, n domain.NodeRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.finishNode(executionID, n)
+}
+
+func (s *memStore) finishNode(executionID domain.ID, n domain.NodeRecord) error {
 	e, ok := s.executions[executionID]
 	if !ok {
 		return ports.ErrNotFound
@@ -149,20 +189,12 @@ func (s *memStore) FinishNode(_ context.Context, executionID domain.ID, n domain
 	return nil
 }
 
-func (s *memStore) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (bool, error) {
+// FinishExecution does all it writes at once, under the lock, as the
+// Postgres store does in one transaction: settle decides on a copy of the
+// item before anything changes.
+func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
 	if s.beforeFinish != nil {
 		s.beforeFinish()
-	}
-	// Records first, as the Postgres store does in its transaction, and
-	// only for a RUNNING execution.
-	s.mu.Lock()
-	e, ok := s.executions[id]
-	running := ok && e.status == domain.ExecutionRunning
-	s.mu.Unlock()
-	if running {
-		if err := s.RecordNodes(ctx, id, nodes); err != nil {
-			return false, err
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -171,11 +203,31 @@ func (s *memStore) FinishExecution(ctx context.Context, id domain.ID, status dom
 		c.Error = *errMsg
 	}
 	s.completions = append(s.completions, c)
-	if e, ok = s.executions[id]; !ok || e.status != domain.ExecutionRunning {
-		return false, nil
+	item, hasItem := s.items[id]
+	var next domain.QueueItem
+	decision := ports.SettleKeep
+	if hasItem {
+		next = *item
+		var err error
+		if decision, err = settle(&next); err != nil {
+			return false, err
+		}
 	}
-	e.status, e.err = status, errMsg
-	return true, nil
+	e, ok := s.executions[id]
+	found := ok && e.status == domain.ExecutionRunning
+	if found {
+		if err := s.recordNodes(id, nodes); err != nil {
+			return false, err
+		}
+		e.status, e.err = status, errMsg
+	}
+	switch decision {
+	case ports.SettleWrite:
+		*item = next
+	case ports.SettleDelete:
+		delete(s.items, id)
+	}
+	return found, nil
 }
 
 // node returns one node record, and whether there is one.
@@ -210,4 +262,20 @@ func (s *memStore) finished() []completion {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.completions)
+}
+
+func TestMemStoreKeepsTheExecutionStoreContract(t *testing.T) {
+	t.Parallel()
+	porttest.ExecutionStore(t, func(t *testing.T) porttest.ExecutionStoreFixture {
+		s := newMemStore()
+		return porttest.ExecutionStoreFixture{
+			Store: s,
+			NewRun: func(_ *testing.T, g domain.Graph) porttest.Run {
+				run := porttest.Run{ExecutionID: domain.ID(uuid.New()), DefinitionID: domain.ID(uuid.New()), Version: 1}
+				run.QueueID = s.addRun(run.DefinitionID, run.ExecutionID, run.Version, g)
+				return run
+			},
+			QueueItem: func(_ *testing.T, id domain.ID) (domain.QueueItem, bool) { return s.queueItem(id) },
+		}
+	})
 }

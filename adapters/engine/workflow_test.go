@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -88,7 +89,7 @@ func newHarnessWith(t *testing.T, graph string, executors []ports.NodeExecutor) 
 	h.wf = &Workflows{Retry: testRetry}
 	registerWorkflow(h.env, h.wf)
 	h.env.SetTestTimeout(30 * time.Second)
-	h.acts = NewActivities(h.store, executors, slog.New(slog.DiscardHandler))
+	h.acts = NewActivities(app.NewRuns(h.store, slog.New(slog.DiscardHandler)), executors)
 	registerActivities(h.env, h.acts)
 	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: WorkflowID(h.execID)})
 	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
@@ -755,33 +756,55 @@ func TestExecutionLoadsItsGraphWhenTheInputCarriesNone(t *testing.T) {
 
 func TestExecutionCapsNodesInFlightByPlan(t *testing.T) {
 	t.Parallel()
-	var now, peak atomic.Int32
+	// Each request is held until the workflow has as many in flight as
+	// FREE's cap allows, and then one at a time is let go, so the cap is
+	// reached deterministically and any request past it would be seen in
+	// flight beside the held ones. The last arrival lets every request go.
+	const total, limit = 10, 3
+	var (
+		mu                      sync.Mutex
+		inFlight, arrived, peak int
+	)
+	tokens, last := make(chan struct{}, total), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := now.Add(1)
-		defer now.Add(-1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		mu.Lock()
+		inFlight++
+		arrived++
+		peak = max(peak, inFlight)
+		if arrived == total {
+			close(last)
+		} else if inFlight >= limit {
+			tokens <- struct{}{}
 		}
-		// Held long enough for the workflow to start every node it may.
-		time.Sleep(50 * time.Millisecond)
+		mu.Unlock()
+		select {
+		case <-tokens:
+		case <-last:
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
 		fmt.Fprint(w, `{}`)
 	}))
 	t.Cleanup(srv.Close)
 	var nodes []string
-	for i := range 10 {
+	for i := range total {
 		nodes = append(nodes, fmt.Sprintf(`{"key": "n%d", "type": "HTTP_REQUEST", "config": {"url": "%s/%d"}}`, i, srv.URL, i))
 	}
 	h := newHarness(t, `{"nodes": [`+strings.Join(nodes, ",")+`]}`)
-	h.wf.Limits = Limits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: 3, domain.PlanPro: 10}}
+	h.wf.Limits = Limits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: limit, domain.PlanPro: total}}
 	res := h.mustRun()
 
 	if res.Status != domain.ExecutionCompleted {
 		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
 	}
-	if p := peak.Load(); p != 3 {
-		t.Errorf("at most %d requests ran at once, want FREE's cap of 3 reached and kept", p)
+	mu.Lock()
+	defer mu.Unlock()
+	if peak != limit {
+		t.Errorf("at most %d requests ran at once, want FREE's cap of %d reached and kept", peak, limit)
 	}
-	if n := len(h.ranKeys()); n != 10 {
-		t.Errorf("%d nodes ran, want all 10", n)
+	if n := len(h.ranKeys()); n != total {
+		t.Errorf("%d nodes ran, want all %d", n, total)
 	}
 }
 

@@ -429,7 +429,7 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 	}
 	if len(es) == limit {
 		last := es[len(es)-1]
-		c := encodeExecutionCursor(ports.ExecutionCursor{StartedAt: last.StartedAt, ID: last.ID})
+		c := encodeExecutionCursor(ports.ExecutionCursor{AdmittedAt: last.AdmittedAt, ID: last.ID})
 		out.NextCursor = &c
 	}
 	return api.ListExecutions200JSONResponse(out), nil
@@ -529,7 +529,7 @@ func decodeQueueCursor(s string) (ports.QueueCursor, error) {
 }
 
 func encodeExecutionCursor(c ports.ExecutionCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.StartedAt.UnixMicro(), 10) + "." + c.ID.String()))
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.AdmittedAt.UnixMicro(), 10) + "." + c.ID.String()))
 }
 
 // The times an execution cursor may carry. Outside them pgx's encoding of a
@@ -558,7 +558,7 @@ func decodeExecutionCursor(s string) (ports.ExecutionCursor, error) {
 	if err != nil {
 		return ports.ExecutionCursor{}, bad
 	}
-	return ports.ExecutionCursor{StartedAt: started, ID: uid}, nil
+	return ports.ExecutionCursor{AdmittedAt: started, ID: uid}, nil
 }
 
 // cursorTime reads a cursor's microseconds since the epoch, refusing times

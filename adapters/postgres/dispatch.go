@@ -24,12 +24,12 @@ import (
 // transaction is run again writing each execution under its own
 // savepoint, so that the rows at fault fail their items alone and the rest
 // of the batch is claimed; the happy path pays nothing for this.
-func (s *Store) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
-	res, err := s.claim(ctx, fence, limits, admit, false)
+func (s *Store) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := s.claim(ctx, fence, limits, admit, reject, false)
 	var rowErr *rowError
 	if errors.As(err, &rowErr) {
 		s.log.Warn("a claimed item's execution could not be written; claiming again item by item", "error", rowErr.err)
-		res, err = s.claim(ctx, fence, limits, admit, true)
+		res, err = s.claim(ctx, fence, limits, admit, reject, true)
 	}
 	return res, err
 }
@@ -51,7 +51,7 @@ func asRowError(err error) error {
 	return err
 }
 
-func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, itemByItem bool) (ports.ClaimResult, error) {
+func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
 	params := dbsqlc.QueuePendingWorkspacesParams{}
 	for plan, n := range limits {
@@ -146,24 +146,23 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		var failed []ports.QueueTransition
 		up := dbsqlc.ExecutionsUpsertRunningParams{}
 		claim := dbsqlc.QueueMarkClaimedParams{}
-		now := time.Now()
 		for _, c := range candidates {
-			rec := queueFromRow(c.WorkflowExecutionQueue)
-			from := rec.QueueState
+			rec, err := queueFromRow(c.WorkflowExecutionQueue)
+			if err != nil {
+				return err
+			}
 			if c.CurrentVersion == 0 || !c.VersionFound {
 				reason := "workflow definition not found: it was deleted after the item was enqueued"
 				if c.CurrentVersion != 0 {
 					reason = fmt.Sprintf("workflow definition version %d not found", c.CurrentVersion)
 				}
-				next := rec.QueueState
-				if err := next.Fail(reason); err != nil {
+				t, err := rejected(rec, reason, reject)
+				if err != nil {
 					return err
 				}
-				failed = append(failed, ports.QueueTransition{ID: rec.ID, FromStatus: from.Status, To: next})
+				failed = append(failed, t)
 				continue
 			}
-			// QueueMarkClaimed below writes the same state.
-			rec.Status, rec.ClaimedAt = domain.QueueClaimed, &now
 			execID := domain.ID(uuid.New())
 			if rec.ExecutionID != nil {
 				execID = *rec.ExecutionID // a retry keeps its workflow id
@@ -184,9 +183,13 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 			res.Claimed = append(res.Claimed, item)
 		}
 		if itemByItem {
-			var rejected []ports.QueueTransition
-			up, claim, res.Claimed, rejected = s.upsertEachRunning(ctx, tx, up, claim, res.Claimed)
-			failed = append(failed, rejected...)
+			var refused []ports.QueueTransition
+			var err error
+			up, claim, res.Claimed, refused, err = s.upsertEachRunning(ctx, tx, up, claim, res.Claimed, reject)
+			if err != nil {
+				return err
+			}
+			failed = append(failed, refused...)
 		}
 		if len(failed) > 0 {
 			if _, err := s.applyTransitions(ctx, tx, failed); err != nil {
@@ -209,12 +212,26 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		if err != nil {
 			return fmt.Errorf("marking claimed: %w", err)
 		}
-		claimedAt := make(map[domain.ID]*time.Time, len(stamped))
+		// The items are handed out in the state QueueMarkClaimed wrote,
+		// checked as any loaded state is.
+		claimed := make(map[domain.ID]domain.QueueState, len(stamped))
 		for _, r := range stamped {
-			claimedAt[r.ID] = r.ClaimedAt
+			status, err := domain.ParseQueueStatus(r.Status)
+			if err != nil {
+				return fmt.Errorf("queue item %s: %w", r.ID, err)
+			}
+			claimed[r.ID] = domain.QueueState{Status: status, ClaimedAt: r.ClaimedAt}
 		}
 		for i := range res.Claimed {
-			res.Claimed[i].ClaimedAt = claimedAt[res.Claimed[i].ID]
+			item := &res.Claimed[i]
+			st, ok := claimed[item.ID]
+			if !ok {
+				return fmt.Errorf("queue item %s was not claimed although it was locked", item.ID)
+			}
+			item.Status, item.ClaimedAt = st.Status, st.ClaimedAt
+			if err := item.Validate(); err != nil {
+				return fmt.Errorf("queue item %s: %w", item.ID, err)
+			}
 		}
 		return nil
 	})
@@ -256,10 +273,11 @@ func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.Cla
 
 // upsertEachRunning writes the claimed items' executions one by one, each
 // under its own savepoint. An item whose row is refused leaves the batch
-// with a FAILED transition carrying the database's reason; the others are
+// and is handed to reject with the database's reason; the others are
 // returned, written.
 func (s *Store) upsertEachRunning(ctx context.Context, tx pgx.Tx, up dbsqlc.ExecutionsUpsertRunningParams,
-	claim dbsqlc.QueueMarkClaimedParams, items []ports.ClaimedItem) (dbsqlc.ExecutionsUpsertRunningParams, dbsqlc.QueueMarkClaimedParams, []ports.ClaimedItem, []ports.QueueTransition) {
+	claim dbsqlc.QueueMarkClaimedParams, items []ports.ClaimedItem, reject ports.RejectFunc,
+) (dbsqlc.ExecutionsUpsertRunningParams, dbsqlc.QueueMarkClaimedParams, []ports.ClaimedItem, []ports.QueueTransition, error) {
 	var keptUp dbsqlc.ExecutionsUpsertRunningParams
 	var keptClaim dbsqlc.QueueMarkClaimedParams
 	var kept []ports.ClaimedItem
@@ -283,15 +301,23 @@ func (s *Store) upsertEachRunning(ctx context.Context, tx pgx.Tx, up dbsqlc.Exec
 			continue
 		}
 		s.log.Warn("failing a queue item whose execution cannot be written", "queue_item_id", item.ID, "error", err)
-		pending := item.QueueState
-		pending.Status, pending.ClaimedAt = domain.QueuePending, nil
-		next := pending
-		if ferr := next.Fail("execution cannot be written: " + err.Error()); ferr != nil {
-			continue
+		t, rerr := rejected(item.QueueItem, "execution cannot be written: "+err.Error(), reject)
+		if rerr != nil {
+			return keptUp, keptClaim, kept, failed, rerr
 		}
-		failed = append(failed, ports.QueueTransition{ID: item.ID, FromStatus: domain.QueuePending, To: next})
+		failed = append(failed, t)
 	}
-	return keptUp, keptClaim, kept, failed
+	return keptUp, keptClaim, kept, failed, nil
+}
+
+// rejected is the guarded write of what reject makes of a PENDING item
+// that cannot run.
+func rejected(item domain.QueueItem, reason string, reject ports.RejectFunc) (ports.QueueTransition, error) {
+	next := item
+	if err := reject(&next, reason); err != nil {
+		return ports.QueueTransition{}, fmt.Errorf("rejecting queue item %s: %w", item.ID, err)
+	}
+	return ports.QueueTransition{ID: item.ID, FromStatus: item.Status, FromClaimedAt: item.ClaimedAt, To: next.QueueState}, nil
 }
 
 // MarkDispatched moves items still in their claim to DISPATCHED, in one
@@ -342,10 +368,18 @@ func (s *Store) ApplyTransitions(ctx context.Context, ts []ports.QueueTransition
 	return ids, err
 }
 
+// applyTransitions is the one write of per-item transitions: each state
+// computed by the domain is written whole, guarded by the state it was
+// computed from. No such transition ends in CLAIMED (the claim is a
+// set-based edge), so the statement clears claimed_at, and a state it
+// cannot write faithfully is refused.
 func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.QueueTransition) ([]domain.ID, error) {
 	p := dbsqlc.QueueApplyTransitionsParams{}
 	var drop []domain.ID
 	for _, t := range ts {
+		if t.To.Status == domain.QueueClaimed || t.To.ClaimedAt != nil {
+			return nil, fmt.Errorf("queue item %s: a guarded transition cannot end CLAIMED", t.ID)
+		}
 		p.Ids = append(p.Ids, t.ID)
 		p.FromStatuses = append(p.FromStatuses, string(t.FromStatus))
 		var from time.Time
@@ -390,18 +424,14 @@ func (s *Store) StaleClaimed(ctx context.Context, olderThan time.Duration, limit
 	if err != nil {
 		return nil, err
 	}
-	out := make([]domain.QueueItem, len(rows))
-	for i, r := range rows {
-		out[i] = queueFromRow(r)
-	}
-	return out, nil
+	return queueFromRows(rows)
 }
 
-// RunningStartedBefore returns one page of RUNNING executions older than
+// RunningAdmittedBefore returns one page of RUNNING executions older than
 // olderThan whose item is not still CLAIMED, after the cursor.
-func (s *Store) RunningStartedBefore(ctx context.Context, olderThan time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
+func (s *Store) RunningAdmittedBefore(ctx context.Context, olderThan time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
 	rows, err := s.q.ExecutionsRunningStartedBefore(ctx, s.pool, dbsqlc.ExecutionsRunningStartedBeforeParams{
-		OlderThanSeconds: olderThan.Seconds(), AfterStartedAt: after.StartedAt, AfterID: after.ID, MaxRows: int32(limit),
+		OlderThanSeconds: olderThan.Seconds(), AfterStartedAt: after.AdmittedAt, AfterID: after.ID, MaxRows: int32(limit),
 	})
 	if err != nil {
 		return nil, err
@@ -498,16 +528,15 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 }
 
 // FinishExecution ends a RUNNING execution, writes its last node records
-// and settles its queue item in one transaction, then wakes the
-// dispatchers: a slot is free. The queue item is settled even when the
-// execution row is missing or already ended (a repeat, or a row dropped
+// and persists what settle decides for its queue item, in one transaction,
+// then wakes the dispatchers: a slot is free. The item is settled even when
+// the execution row is missing or already ended (a repeat, or a row dropped
 // while its workflow ran), so no item is left DISPATCHED or CLAIMED behind
-// a finished workflow; an item still CLAIMED takes the outcome as a
-// DISPATCHED one would, since its workflow evidently ran. The item is read under its row lock,
-// so the outcome is decided from the state a concurrent cancellation or
-// release left, never written over it. The node records are written only
-// with the execution's end, so a repeat writes none.
-func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, nodes ...domain.NodeRecord) (bool, error) {
+// a finished workflow. The item is read under its row lock, so settle
+// decides from the state a concurrent cancellation or release left, never
+// over it. The node records are written only with the execution's end, so
+// a repeat writes none.
+func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		// The item is locked before the execution row, the order every
@@ -534,29 +563,36 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 				return err
 			}
 		}
-		if !itemFound {
-			return s.q.QueueNotify(ctx, tx)
-		}
-		rec := queueFromRow(r)
-		if rec.Status.Terminal() {
-			return s.q.QueueNotify(ctx, tx)
-		}
-		if status == domain.ExecutionCompleted {
-			if _, err := s.q.QueueDeleteByExecution(ctx, tx, &eid); err != nil {
+		if itemFound {
+			if err := s.settle(ctx, tx, r, settle); err != nil {
 				return err
 			}
-			return s.q.QueueNotify(ctx, tx)
-		}
-		reason := ""
-		if errMsg != nil {
-			reason = *errMsg
-		}
-		if err := rec.RecordOutcome(status, reason); err != nil {
-			s.log.Warn("queue item cannot take the execution's outcome; leaving it", "queue_item_id", rec.ID, "status", rec.Status, "error", err)
-		} else if err := s.q.QueueSetOutcome(ctx, tx, dbsqlc.QueueSetOutcomeParams{ID: rec.ID, Status: string(rec.Status), LastError: errMsg}); err != nil {
-			return err
 		}
 		return s.q.QueueNotify(ctx, tx)
 	})
 	return found, err
+}
+
+// settle persists what settle decides for the locked item r.
+func (s *Store) settle(ctx context.Context, tx pgx.Tx, r dbsqlc.WorkflowExecutionQueue, settle ports.SettleFunc) error {
+	from, err := queueFromRow(r)
+	if err != nil {
+		return err
+	}
+	next := from
+	decision, err := settle(&next)
+	if err != nil {
+		return err
+	}
+	switch decision {
+	case ports.SettleKeep:
+		return nil
+	case ports.SettleWrite:
+		return s.writeState(ctx, tx, from, next.QueueState)
+	case ports.SettleDelete:
+		_, err := s.q.QueueDeleteByExecution(ctx, tx, from.ExecutionID)
+		return err
+	default:
+		return fmt.Errorf("queue item %s: unknown settlement %d", from.ID, decision)
+	}
 }

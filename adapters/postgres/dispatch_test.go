@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -76,7 +77,7 @@ func TestClaimFailsAnItemWhoseVersionIsMissingAndClaimsTheRest(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DELETE FROM workflow_definition_versions WHERE workflow_definition_id = $1`, badDef); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll)
+	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll, app.RejectUnrunnable)
 	if err != nil {
 		t.Fatalf("claim with one item missing its version: %v", err)
 	}
@@ -112,7 +113,7 @@ func TestClaimFailsAnItemWhoseExecutionRowIsRefusedAndClaimsTheRest(t *testing.T
 	if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET input = '{"refuse":true}' WHERE id = $1`, bad[0]); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll)
+	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll, app.RejectUnrunnable)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -140,20 +141,20 @@ func TestClaimIsFencedByTheQueueLease(t *testing.T) {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
 	limits := domain.DefaultTierPolicy().Limits()
-	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, limits, admitAll); !errors.Is(err, ports.ErrLeaseLost) {
+	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, limits, admitAll, app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
 		t.Fatalf("claim by a non-holder: %v, want ErrLeaseLost", err)
 	}
 	// The holder's lease runs out while it is paused: it must not claim.
 	if _, err := pool.Exec(ctx, `UPDATE shedlock SET lock_until = now() - interval '1 second' WHERE name = 'q'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, limits, admitAll); !errors.Is(err, ports.ErrLeaseLost) {
+	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, limits, admitAll, app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
 		t.Fatalf("claim on an expired lease: %v, want ErrLeaseLost", err)
 	}
 	if ok, err := two.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("takeover: %v %v", ok, err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, limits, admitAll)
+	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, limits, admitAll, app.RejectUnrunnable)
 	if err != nil || len(res.Claimed) != 3 {
 		t.Fatalf("claim by the new holder: %d claimed, %v; want 3", len(res.Claimed), err)
 	}
@@ -165,7 +166,7 @@ func TestFinishExecutionSettlesTheItemWhenTheExecutionRowIsGone(t *testing.T) {
 	store := postgres.NewStore(pool, quiet())
 	ctx := context.Background()
 	_, ids := seedQueue(t, pool, 2)
-	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll)
+	res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll, app.RejectUnrunnable)
 	if err != nil || len(res.Claimed) != 2 {
 		t.Fatalf("claim: %d, %v", len(res.Claimed), err)
 	}
@@ -180,7 +181,7 @@ func TestFinishExecutionSettlesTheItemWhenTheExecutionRowIsGone(t *testing.T) {
 	}
 	msg := "node a failed"
 	for _, c := range res.Claimed {
-		if _, err := store.FinishExecution(ctx, c.ExecutionID, domain.ExecutionFailed, &msg); err != nil {
+		if _, err := finish(ctx, store, c.ExecutionID, domain.ExecutionFailed, &msg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,4 +190,20 @@ func TestFinishExecutionSettlesTheItemWhenTheExecutionRowIsGone(t *testing.T) {
 			t.Fatalf("item %s after completion without its execution: %s %q, want FAILED %q", id, status, lastErr, msg)
 		}
 	}
+}
+
+// finish ends an execution as the worker does, settling its queue item by
+// app's rule.
+func finish(ctx context.Context, store *postgres.Store, id domain.ID, status domain.ExecutionStatus, msg *string, nodes ...domain.NodeRecord) (bool, error) {
+	reason := ""
+	if msg != nil {
+		reason = *msg
+	}
+	return store.FinishExecution(ctx, id, status, msg, app.SettleQueueItem(status, reason, quiet()), nodes...)
+}
+
+// cancel cancels a queue item as the API does: Cancel applied under the
+// item's row lock.
+func cancel(ctx context.Context, store *postgres.Store, id domain.ID) (domain.QueueItem, error) {
+	return store.UpdateQueueItem(ctx, id, func(q *domain.QueueItem) error { return q.Cancel() })
 }

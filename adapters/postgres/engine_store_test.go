@@ -12,8 +12,10 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // claimOne enqueues one item in a new workspace on plan with graph, and
@@ -42,7 +44,7 @@ func claimOne(t *testing.T, store *postgres.Store, plan domain.Plan, graph strin
 			q[w.ID] = 1
 		}
 		return q
-	})
+	}, app.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,14 +132,14 @@ func TestFinishExecutionWritesItsLastRecordsOnlyOnce(t *testing.T) {
 	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
 	item := claimOne(t, store, domain.PlanFree, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
 
-	found, err := store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionCompleted, nil,
+	found, err := finish(ctx, store, item.ExecutionID, domain.ExecutionCompleted, nil,
 		domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeCompleted, Output: json.RawMessage(`1`)})
 	if err != nil || !found {
 		t.Fatalf("finishing: found %v, %v", found, err)
 	}
 	// A repeat (a replayed completion) finds the execution ended and
 	// writes nothing, not even its records.
-	found, err = store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionFailed, nil,
+	found, err = finish(ctx, store, item.ExecutionID, domain.ExecutionFailed, nil,
 		domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeFailed})
 	if err != nil || found {
 		t.Fatalf("repeating: found %v, %v", found, err)
@@ -149,4 +151,35 @@ func TestFinishExecutionWritesItsLastRecordsOnlyOnce(t *testing.T) {
 	if exec.Status != domain.ExecutionCompleted || len(nodes) != 1 || nodes[0].Status != domain.NodeCompleted || string(nodes[0].Output) != "1" {
 		t.Errorf("after finishing twice: %s with nodes %+v", exec.Status, nodes)
 	}
+}
+
+func TestStoreKeepsTheExecutionStoreContract(t *testing.T) {
+	t.Parallel()
+	porttest.ExecutionStore(t, func(t *testing.T) porttest.ExecutionStoreFixture {
+		store := postgres.NewStore(pgtest.Pool(t), quiet())
+		return porttest.ExecutionStoreFixture{
+			Store: store,
+			NewRun: func(t *testing.T, g domain.Graph) porttest.Run {
+				raw, err := json.Marshal(g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				item := claimOne(t, store, domain.PlanFree, string(raw))
+				if recs, err := store.MarkDispatched(context.Background(), []ports.DispatchedItem{{ID: item.ID, ExecutionID: item.ExecutionID}}); err != nil || len(recs) != 1 {
+					t.Fatalf("marking dispatched: %d, %v", len(recs), err)
+				}
+				return porttest.Run{ExecutionID: item.ExecutionID, QueueID: item.ID, DefinitionID: item.DefinitionID, Version: item.Version}
+			},
+			QueueItem: func(t *testing.T, id domain.ID) (domain.QueueItem, bool) {
+				q, err := store.GetQueueItem(context.Background(), id)
+				if errors.Is(err, ports.ErrNotFound) {
+					return domain.QueueItem{}, false
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return q, true
+			},
+		}
+	})
 }

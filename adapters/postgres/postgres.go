@@ -20,8 +20,9 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// Store implements ports.Store, ports.DispatchStore and
-// ports.ExecutionStore on one pool.
+// Store implements every storage port (the API's stores, the dispatcher's
+// DispatchStore and the worker's ExecutionStore) on one pool, so a use case
+// that spans them, such as a claim writing executions, is one transaction.
 type Store struct {
 	pool *pgxpool.Pool
 	q    *dbsqlc.Queries

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/db"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -26,7 +27,7 @@ import (
 // admission does.
 func claimAll(t *testing.T, store *postgres.Store) ports.ClaimResult {
 	t.Helper()
-	res, err := store.Claim(context.Background(), ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitByTier)
+	res, err := store.Claim(context.Background(), ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitByTier, app.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestQueueStatsStayExactThroughEveryTransition(t *testing.T) {
 
 	// Cancel a PENDING item, then a CLAIMED one (its execution stays RUNNING
 	// until its dispatcher settles it).
-	if _, err := store.CancelQueued(ctx, freeItems[2]); err != nil {
+	if _, err := cancel(ctx, store, freeItems[2]); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.RequireExactStats(t, pool, "cancel of a PENDING item")
@@ -151,14 +152,14 @@ func TestQueueStatsStayExactThroughEveryTransition(t *testing.T) {
 	if len(claim.Claimed) != 2 {
 		t.Fatalf("claimed %d, want the 2 new ENTERPRISE items", len(claim.Claimed))
 	}
-	if _, err := store.CancelQueued(ctx, more[0]); err != nil {
+	if _, err := cancel(ctx, store, more[0]); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.RequireExactStats(t, pool, "cancel of a CLAIMED item")
 	msg := "cancelled before its workflow started"
 	for _, c := range claim.Claimed {
 		if c.ID == more[0] {
-			if _, err := store.FinishExecution(ctx, c.ExecutionID, domain.ExecutionCancelled, &msg); err != nil {
+			if _, err := finish(ctx, store, c.ExecutionID, domain.ExecutionCancelled, &msg); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,12 +191,12 @@ func TestQueueStatsStayExactThroughEveryTransition(t *testing.T) {
 	// Completion in each final status frees the slots.
 	for i, status := range []domain.ExecutionStatus{domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionCancelled} {
 		q := queueItem(t, store, entItems[i])
-		if found, err := store.FinishExecution(ctx, *q.ExecutionID, status, nil); err != nil || !found {
+		if found, err := finish(ctx, store, *q.ExecutionID, status, nil); err != nil || !found {
 			t.Fatalf("finishing %s: %v %v", status, found, err)
 		}
 	}
 	q := queueItem(t, store, freeItems[0])
-	if _, err := store.FinishExecution(ctx, *q.ExecutionID, domain.ExecutionCompleted, nil); err != nil {
+	if _, err := finish(ctx, store, *q.ExecutionID, domain.ExecutionCompleted, nil); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.RequireExactStats(t, pool, "completion")
@@ -277,7 +278,7 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 	for range 2 {
 		loops.Go(func() {
 			for ctx.Err() == nil {
-				res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitByTier)
+				res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitByTier, app.RejectUnrunnable)
 				if err != nil {
 					continue
 				}
@@ -295,7 +296,7 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 			rows, _ := pool.Query(ctx, "SELECT id FROM workflow_executions WHERE status = 'RUNNING'")
 			ids, _ := pgx.CollectRows(rows, pgx.RowTo[domain.ID])
 			for _, id := range ids {
-				_, _ = store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil)
+				_, _ = finish(ctx, store, id, domain.ExecutionCompleted, nil)
 			}
 			time.Sleep(2 * time.Millisecond) // pacing, not synchronisation
 		}
@@ -438,7 +439,7 @@ func TestClaimCountsTheFullWorkspacesItsPrefilterSkips(t *testing.T) {
 			t.Errorf("workspace %s was locked; the prefilter should have skipped it", w.ID)
 		}
 		return nil
-	})
+	}, app.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}

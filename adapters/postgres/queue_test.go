@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // queueBench is one ENTERPRISE workspace with one definition on a fresh
@@ -333,7 +334,7 @@ func queueEdges() []queueEdge {
 				b.markDispatched(t, item)
 			}
 			msg := "node a: " + string(outcome)
-			if found, err := b.store.FinishExecution(ctx, item.ExecutionID, outcome, &msg); err != nil || !found {
+			if found, err := finish(ctx, b.store, item.ExecutionID, outcome, &msg); err != nil || !found {
 				t.Fatalf("finishing %s: found %v, %v", outcome, found, err)
 			}
 			b.requireRow(t, "after the execution ended "+string(outcome), item.ID, rowWant{
@@ -356,7 +357,7 @@ func queueEdges() []queueEdge {
 				}
 				b.apply(t, transition(item.QueueItem, next, true))
 			}
-			found, err := b.store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionCompleted, nil)
+			found, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionCompleted, nil)
 			if err != nil || (!found && from != domain.QueuePending) {
 				t.Fatalf("finishing: found %v, %v", found, err)
 			}
@@ -493,7 +494,7 @@ func queueEdges() []queueEdge {
 		}},
 		{from: domain.QueuePending, label: "Cancel", to: "CANCELLED", walk: func(t *testing.T, b *queueBench) {
 			id := b.pending(t)
-			if _, err := b.store.CancelQueued(ctx, id); err != nil {
+			if _, err := cancel(ctx, b.store, id); err != nil {
 				t.Fatal(err)
 			}
 			b.requireRow(t, "cancelled", id, rowWant{status: domain.QueueCancelled})
@@ -501,7 +502,7 @@ func queueEdges() []queueEdge {
 		}},
 		{from: domain.QueueClaimed, label: "Cancel", to: "CANCELLED", walk: func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
-			if _, err := b.store.CancelQueued(ctx, item.ID); err != nil {
+			if _, err := cancel(ctx, b.store, item.ID); err != nil {
 				t.Fatal(err)
 			}
 			// The execution keeps its slot until its dispatcher settles it.
@@ -621,7 +622,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 		}},
 		{"mark dispatched after the item was cancelled", func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
-			if _, err := b.store.CancelQueued(ctx, item.ID); err != nil {
+			if _, err := cancel(ctx, b.store, item.ID); err != nil {
 				t.Fatal(err)
 			}
 			if n := b.markDispatched(t, item); n != 0 {
@@ -653,7 +654,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 		}},
 		{"release after a dispatch error of an item cancelled meanwhile", func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
-			if _, err := b.store.CancelQueued(ctx, item.ID); err != nil {
+			if _, err := cancel(ctx, b.store, item.ID); err != nil {
 				t.Fatal(err)
 			}
 			if ids := b.releaseAfterError(t, item.QueueItem, "late error", time.Now()); len(ids) != 0 {
@@ -703,7 +704,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 		}},
 		{"cancel of a DISPATCHED item", func(t *testing.T, b *queueBench) {
 			item := b.dispatched(t)
-			if _, err := b.store.CancelQueued(ctx, item.ID); !errors.Is(err, domain.ErrIllegalTransition) {
+			if _, err := cancel(ctx, b.store, item.ID); !errors.Is(err, domain.ErrIllegalTransition) {
 				t.Fatalf("cancel: %v, want ErrIllegalTransition", err)
 			}
 			b.requireRow(t, "after the refused cancel", item.ID, rowWant{status: domain.QueueDispatched, executionID: &item.ExecutionID, execution: domain.ExecutionRunning})
@@ -711,10 +712,10 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 		{"cancel of a FAILED item", func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
 			msg := "boom"
-			if _, err := b.store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionFailed, &msg); err != nil {
+			if _, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionFailed, &msg); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.store.CancelQueued(ctx, item.ID); !errors.Is(err, domain.ErrIllegalTransition) {
+			if _, err := cancel(ctx, b.store, item.ID); !errors.Is(err, domain.ErrIllegalTransition) {
 				t.Fatalf("cancel: %v, want ErrIllegalTransition", err)
 			}
 			b.requireRow(t, "after the refused cancel", item.ID, rowWant{status: domain.QueueFailed, lastError: msg, executionID: &item.ExecutionID, execution: domain.ExecutionFailed})
@@ -723,18 +724,18 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 			item := b.claimed(t)
 			b.releaseAfterError(t, item.QueueItem, "start failed", time.Now())
 			msg := "late outcome"
-			if _, err := b.store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionFailed, &msg); err != nil {
+			if _, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionFailed, &msg); err != nil {
 				t.Fatal(err)
 			}
 			b.requireRow(t, "after a late outcome", item.ID, rowWant{status: domain.QueuePending, attempts: 1, failures: 1, lastError: "start failed", executionID: &item.ExecutionID})
 		}},
 		{"execution outcome for a CANCELLED item", func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
-			if _, err := b.store.CancelQueued(ctx, item.ID); err != nil {
+			if _, err := cancel(ctx, b.store, item.ID); err != nil {
 				t.Fatal(err)
 			}
 			msg := "node failed"
-			if found, err := b.store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionFailed, &msg); err != nil || !found {
+			if found, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionFailed, &msg); err != nil || !found {
 				t.Fatalf("finishing: %v, %v", found, err)
 			}
 			// The execution ends and frees its slot; the cancellation stands.
@@ -748,7 +749,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.apply(t, transition(q, next, false))
-			if _, err := b.store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionCompleted, nil); err != nil {
+			if _, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionCompleted, nil); err != nil {
 				t.Fatal(err)
 			}
 			b.requireRow(t, "after the completion", item.ID, rowWant{status: domain.QueueFailed, lastError: "gave up", executionID: &item.ExecutionID, execution: domain.ExecutionCompleted})
@@ -785,7 +786,7 @@ func TestExecutionOutcomeNeverOverwritesACancellationItRacedWith(t *testing.T) {
 	msg := "node a failed"
 	finished := make(chan error, 1)
 	go func() {
-		_, err := b.store.FinishExecution(ctx, item.ExecutionID, domain.ExecutionFailed, &msg)
+		_, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionFailed, &msg)
 		finished <- err
 	}()
 	// Let the outcome reach the item's row lock before the cancellation
@@ -818,4 +819,83 @@ func TestExecutionOutcomeNeverOverwritesACancellationItRacedWith(t *testing.T) {
 	}
 	b.requireRow(t, "after the race", item.ID, rowWant{status: domain.QueueCancelled, executionID: &item.ExecutionID, execution: domain.ExecutionFailed})
 	pgtest.RequireExactStats(t, b.pool, "after the race")
+}
+
+// A cancellation answers with the item as it is stored: the reason an
+// item had to wait (kept by the release, as Cancel keeps it) is still
+// there when it is read back.
+func TestCancelledItemReadsBackAsTheCancelAnsweredIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newQueueBench(t)
+	item := b.claimed(t)
+	if ids := b.releaseAfterError(t, item.QueueItem, "temporal said no", time.Now()); len(ids) != 1 {
+		t.Fatalf("released %d items, want 1", len(ids))
+	}
+	answered, err := cancel(ctx, b.store, item.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, ok := b.item(t, item.ID)
+	if !ok {
+		t.Fatal("cancelled item is gone")
+	}
+	if answered.Status != domain.QueueCancelled || stored.Status != domain.QueueCancelled {
+		t.Errorf("status answered %s, stored %s; want CANCELLED", answered.Status, stored.Status)
+	}
+	if answered.LastError != "temporal said no" || stored.LastError != answered.LastError {
+		t.Errorf("last error answered %q, stored %q; want both %q", answered.LastError, stored.LastError, "temporal said no")
+	}
+}
+
+// A row whose state the domain does not allow is refused on load, so no
+// transition is ever applied to it: reading it fails, and an update
+// neither runs its closure nor writes.
+func TestACorruptQueueRowIsRefusedOnLoad(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newQueueBench(t)
+	id := b.pending(t)
+	if _, err := b.pool.Exec(ctx, "UPDATE workflow_execution_queue SET dispatch_failures = 2, attempt_count = 1 WHERE id = $1", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.GetQueueItem(ctx, id); err == nil {
+		t.Error("a corrupt row was loaded")
+	}
+	called := false
+	_, err := b.store.UpdateQueueItem(ctx, id, func(q *domain.QueueItem) error {
+		called = true
+		return q.Cancel()
+	})
+	if err == nil || called {
+		t.Errorf("update of a corrupt row: %v, closure called %v; want an error and no call", err, called)
+	}
+	var status string
+	if err := b.pool.QueryRow(ctx, "SELECT status FROM workflow_execution_queue WHERE id = $1", id).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != string(domain.QueuePending) {
+		t.Errorf("corrupt row is now %s, want it left PENDING", status)
+	}
+}
+
+func TestStoreKeepsTheQueueStoreContract(t *testing.T) {
+	t.Parallel()
+	porttest.QueueStore(t, func(t *testing.T) porttest.QueueStoreFixture {
+		b := newQueueBench(t)
+		return porttest.QueueStoreFixture{
+			Store: b.store,
+			NewWaitingItem: func(t *testing.T) domain.ID {
+				item := b.claimed(t)
+				next := item.QueueState
+				if err := next.ReleaseUnstarted("temporal was unavailable"); err != nil {
+					t.Fatal(err)
+				}
+				if ids := b.apply(t, transition(item.QueueItem, next, true)); len(ids) != 1 {
+					t.Fatalf("released %d items, want 1", len(ids))
+				}
+				return item.ID
+			},
+		}
+	})
 }

@@ -254,19 +254,28 @@ func (s *Store) GetDefinitionVersion(ctx context.Context, id domain.ID, version 
 	return domain.DefinitionVersion{DefinitionID: r.WorkflowDefinitionID, Version: int(r.Version), Graph: g, CreatedAt: r.CreatedAt}, nil
 }
 
-func queueFromRow(r dbsqlc.WorkflowExecutionQueue) domain.QueueItem {
+// queueFromRow converts a stored row, refusing one whose state the domain
+// does not allow, so that no rule is ever applied to a corrupt row.
+func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
+	status, err := domain.ParseQueueStatus(r.Status)
+	if err != nil {
+		return domain.QueueItem{}, fmt.Errorf("queue item %s: %w", r.ID, err)
+	}
 	rec := domain.QueueItem{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Input: r.Input,
 		Priority: int(r.Priority), CreatedAt: r.CreatedAt, ExecutionID: r.ExecutionID,
 		QueueState: domain.QueueState{
-			Status: domain.QueueStatus(r.Status), ClaimedAt: r.ClaimedAt, DispatchedAt: r.DispatchedAt,
+			Status: status, ClaimedAt: r.ClaimedAt, DispatchedAt: r.DispatchedAt,
 			AvailableAt: r.AvailableAt, AttemptCount: int(r.AttemptCount), DispatchFailures: int(r.DispatchFailures),
 		},
 	}
 	if r.LastError != nil {
 		rec.LastError = *r.LastError
 	}
-	return rec
+	if err := rec.Validate(); err != nil {
+		return domain.QueueItem{}, fmt.Errorf("queue item %s: %w", r.ID, err)
+	}
+	return rec, nil
 }
 
 // Enqueue writes the item, its audit row and its idempotency key in one
@@ -293,8 +302,8 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 				if !bytes.Equal(prior.RequestHash, e.RequestHash) {
 					return fmt.Errorf("%w: Idempotency-Key was used with a different request", ports.ErrConflict)
 				}
-				r, err := s.q.QueueGet(ctx, tx, prior.QueueID)
-				if errors.Is(err, pgx.ErrNoRows) {
+				r, err := s.queueGet(ctx, tx, prior.QueueID)
+				if errors.Is(err, ports.ErrNotFound) {
 					// The item completed and was deleted; its id still
 					// answers the replay.
 					out = domain.QueueItem{ID: prior.QueueID, WorkspaceID: e.WorkspaceID, DefinitionID: e.DefinitionID,
@@ -305,7 +314,7 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 				if err != nil {
 					return err
 				}
-				out, replayed = queueFromRow(r), true
+				out, replayed = r, true
 				return nil
 			}
 		}
@@ -341,19 +350,23 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 		if err != nil {
 			return interpretError(err)
 		}
-		out = queueFromRow(r)
-		return nil
+		out, err = queueFromRow(r)
+		return err
 	})
 	return out, replayed, err
 }
 
 // GetQueueItem loads a queue item.
 func (s *Store) GetQueueItem(ctx context.Context, id domain.ID) (domain.QueueItem, error) {
-	r, err := s.q.QueueGet(ctx, s.pool, id)
+	return s.queueGet(ctx, s.pool, id)
+}
+
+func (s *Store) queueGet(ctx context.Context, db dbsqlc.DBTX, id domain.ID) (domain.QueueItem, error) {
+	r, err := s.q.QueueGet(ctx, db, id)
 	if err != nil {
 		return domain.QueueItem{}, interpretError(err)
 	}
-	return queueFromRow(r), nil
+	return queueFromRow(r)
 }
 
 // ListQueue pages through a workspace's queue items in the claim's order.
@@ -371,43 +384,64 @@ func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *do
 	if err != nil {
 		return nil, err
 	}
+	return queueFromRows(rows)
+}
+
+func queueFromRows(rows []dbsqlc.WorkflowExecutionQueue) ([]domain.QueueItem, error) {
 	out := make([]domain.QueueItem, len(rows))
 	for i, r := range rows {
-		out[i] = queueFromRow(r)
+		var err error
+		if out[i], err = queueFromRow(r); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
-// CancelQueued cancels an undispatched item through the domain state
-// machine, under the item's row lock. A CLAIMED item keeps its RUNNING
-// execution row, and with it its slot, because its dispatcher may be
-// starting the workflow right now: the slot is freed when that workflow,
-// cancelled, records CANCELLED, or when the dispatcher finds it never
-// started.
-func (s *Store) CancelQueued(ctx context.Context, id domain.ID) (domain.QueueItem, error) {
+// UpdateQueueItem applies update to the item under its row lock and writes
+// the result with the one guarded write every per-item transition takes.
+func (s *Store) UpdateQueueItem(ctx context.Context, id domain.ID, update func(*domain.QueueItem) error) (domain.QueueItem, error) {
 	var out domain.QueueItem
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		r, err := s.q.QueueGetForUpdate(ctx, tx, id)
 		if err != nil {
 			return interpretError(err)
 		}
-		rec := queueFromRow(r)
-		if err := rec.Cancel(); err != nil {
+		from, err := queueFromRow(r)
+		if err != nil {
 			return err
 		}
-		if err := s.q.QueueSetOutcome(ctx, tx, dbsqlc.QueueSetOutcomeParams{ID: id, Status: string(rec.Status)}); err != nil {
+		next := from
+		if err := update(&next); err != nil {
 			return err
 		}
-		out = rec
+		if err := s.writeState(ctx, tx, from, next.QueueState); err != nil {
+			return err
+		}
+		out = next
 		return nil
 	})
 	return out, err
 }
 
+// writeState writes to, computed by the domain from the locked item from,
+// guarded by from's state; a row that is not in it is an error, since the
+// lock should have kept it there.
+func (s *Store) writeState(ctx context.Context, tx pgx.Tx, from domain.QueueItem, to domain.QueueState) error {
+	written, err := s.applyTransitions(ctx, tx, []ports.QueueTransition{{ID: from.ID, FromStatus: from.Status, FromClaimedAt: from.ClaimedAt, To: to}})
+	if err != nil {
+		return err
+	}
+	if len(written) != 1 {
+		return fmt.Errorf("queue item %s moved on under its row lock", from.ID)
+	}
+	return nil
+}
+
 func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
 	return domain.Execution{
 		ID: r.ID, QueueID: r.QueueID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Version: int(r.WorkflowVersion),
-		Status: domain.ExecutionStatus(r.Status), Input: r.Input, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt,
+		Status: domain.ExecutionStatus(r.Status), Input: r.Input, AdmittedAt: r.StartedAt, CompletedAt: r.CompletedAt,
 		DurationMs: r.DurationMs, Error: r.Error,
 	}
 }
@@ -441,7 +475,7 @@ func (s *Store) ListExecutions(ctx context.Context, workspaceID domain.ID, filte
 		p.Status = &v
 	}
 	if before != nil {
-		p.BeforeStartedAt, p.BeforeID = &before.StartedAt, &before.ID
+		p.BeforeStartedAt, p.BeforeID = &before.AdmittedAt, &before.ID
 	}
 	rows, err := s.q.ExecutionList(ctx, s.pool, p)
 	if err != nil {

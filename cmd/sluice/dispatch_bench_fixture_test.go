@@ -113,7 +113,7 @@ type benchTimedStore struct {
 	phases *benchPhases
 }
 
-func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc) (ports.ClaimResult, error) {
+func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
 	start := time.Now()
 	var admitStart, admitEnd time.Time
 	res, err := s.DispatchStore.Claim(ctx, fence, limits, func(ws []ports.PendingWorkspace) map[domain.ID]int {
@@ -121,7 +121,7 @@ func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, limits ma
 		q := admit(ws)
 		admitEnd = time.Now()
 		return q
-	})
+	}, reject)
 	end := time.Now()
 	if err != nil {
 		return res, err

@@ -30,7 +30,7 @@ import (
 type dispatchBundle struct {
 	pool   *pgxpool.Pool
 	store  *postgres.Store
-	engine *engine.Engine
+	engine *engine.WorkflowClient
 	client client.Client
 	log    *slog.Logger
 }
@@ -53,7 +53,7 @@ func setupDispatch(t *testing.T) *dispatchBundle {
 	// all the dispatcher needs to observe.
 	queues := engine.NewTaskQueues("disp" + uuid.NewString()[:8] + ".")
 	log := testLog()
-	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: engine.NewEngine(c, queues), client: c, log: log}
+	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: engine.NewWorkflowClient(c, queues), client: c, log: log}
 }
 
 func testConfig() app.DispatcherConfig {
@@ -226,7 +226,7 @@ func TestWorkspaceAtCapacityIsPassedOverAndNeverFails(t *testing.T) {
 	}
 	// Freeing the slot admits the next one, oldest first.
 	first := b.item(t, ids[0])
-	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil); err != nil {
+	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", testLog())); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.DispatchBatch(context.Background()); err != nil {
@@ -336,7 +336,7 @@ func TestTemporalDownFailsNothingAndPausesDispatch(t *testing.T) {
 	ws, def := b.workspace(t, domain.PlanPro)
 	ids := b.enqueue(t, ws, def, 3)
 	// A client pointed at a port nobody listens on.
-	dead := engine.NewEngine(temporalClient(t, "127.0.0.1:1"), engine.NewTaskQueues("dead."))
+	dead := engine.NewWorkflowClient(temporalClient(t, "127.0.0.1:1"), engine.NewTaskQueues("dead."))
 	cfg := testConfig()
 	cfg.BatchSize = 1
 	d := b.dispatcher(dead, cfg, nil)
@@ -421,7 +421,7 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 			out[w.ID] = 2
 		}
 		return out
-	})
+	}, app.RejectUnrunnable)
 	if err != nil || len(claim.Claimed) != 2 {
 		t.Fatalf("claim: %+v %v", claim, err)
 	}
@@ -564,7 +564,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil)
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", testLog()))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -42,7 +42,9 @@ var commonModule = fx.Module("common",
 		newRegistry,
 		newTracerProvider,
 		newTemporalClient,
-		func(c client.Client, cfg Config) *engine.Engine { return engine.NewEngine(c, cfg.Worker.Queues) },
+		func(c client.Client, cfg Config) *engine.WorkflowClient {
+			return engine.NewWorkflowClient(c, cfg.Worker.Queues)
+		},
 		fx.Annotate(func(pool *pgxpool.Pool) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "postgres", Check: pool.Ping}
 		}, fx.ResultTags(`group:"readiness"`)),
@@ -53,7 +55,7 @@ var commonModule = fx.Module("common",
 // apiModule serves HTTP. Its own port also answers /metrics, /healthz and
 // /readyz (which checks Temporal too, for cancellations).
 var apiModule = fx.Module("api",
-	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Application {
+	fx.Provide(func(store *postgres.Store, workflows *engine.WorkflowClient, cfg Config) *app.Application {
 		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
 	}),
 	fx.Invoke(startHTTP),
@@ -85,7 +87,7 @@ var workerModule = fx.Module("worker",
 
 // temporalReadiness checks that the Temporal frontend answers. The
 // dispatcher and the worker both provide it; the admin server runs it once.
-func temporalReadiness(e *engine.Engine) httpapi.ReadinessCheck {
+func temporalReadiness(e *engine.WorkflowClient) httpapi.ReadinessCheck {
 	return httpapi.ReadinessCheck{Name: "temporal", Check: e.CheckHealth}
 }
 
@@ -241,7 +243,7 @@ type dispatcher struct {
 	Listener   *postgres.Listener
 }
 
-func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.Engine,
+func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.WorkflowClient,
 	reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger) dispatcher {
 	log = log.With("component", "dispatcher")
 	listener := postgres.NewListener(pool, log)
@@ -269,7 +271,7 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	n := cfg.Nodes
 	log.Info("node limits", "template_budget", n.TemplateBudget, "output_max", n.OutputMax,
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
-	acts := engine.NewActivities(store, nodes.All(n), log,
+	acts := engine.NewActivities(app.NewRuns(store, log), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp))
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{

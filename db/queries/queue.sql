@@ -73,12 +73,13 @@ LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.delete
 LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version;
 
 -- name: QueueMarkClaimed :many
--- Returns the claim times as stored, which guard every later transition.
+-- Returns the state as stored, whose claim time guards every later
+-- transition.
 UPDATE workflow_execution_queue q
 SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@execution_ids::uuid[]) AS execution_id) AS c
 WHERE q.id = c.id AND q.status = 'PENDING'
-RETURNING q.id, q.claimed_at;
+RETURNING q.id, q.status, q.claimed_at;
 
 -- name: QueueMarkDispatched :many
 -- Only items still in the claim that started their workflow move on, so a
@@ -177,11 +178,6 @@ WHERE idempotency_keys.created_at <= now() - make_interval(secs => @retention_se
 -- name: IdempotencyKeysPurge :execrows
 DELETE FROM idempotency_keys
 WHERE created_at < now() - make_interval(secs => @retention_seconds::float8);
-
--- name: QueueSetOutcome :exec
-UPDATE workflow_execution_queue
-SET status = @status, last_error = sqlc.narg(last_error), claimed_at = NULL
-WHERE id = @id;
 
 -- name: QueueStatusesByIDs :many
 -- The current status of items a dispatcher started but could not mark

@@ -456,7 +456,7 @@ UPDATE workflow_execution_queue q
 SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS execution_id) AS c
 WHERE q.id = c.id AND q.status = 'PENDING'
-RETURNING q.id, q.claimed_at
+RETURNING q.id, q.status, q.claimed_at
 `
 
 type QueueMarkClaimedParams struct {
@@ -466,10 +466,12 @@ type QueueMarkClaimedParams struct {
 
 type QueueMarkClaimedRow struct {
 	ID        domain.ID
+	Status    string
 	ClaimedAt *time.Time
 }
 
-// Returns the claim times as stored, which guard every later transition.
+// Returns the state as stored, whose claim time guards every later
+// transition.
 func (q *Queries) QueueMarkClaimed(ctx context.Context, db DBTX, arg QueueMarkClaimedParams) ([]QueueMarkClaimedRow, error) {
 	rows, err := db.Query(ctx, queueMarkClaimed, arg.Ids, arg.ExecutionIds)
 	if err != nil {
@@ -479,7 +481,7 @@ func (q *Queries) QueueMarkClaimed(ctx context.Context, db DBTX, arg QueueMarkCl
 	items := []QueueMarkClaimedRow{}
 	for rows.Next() {
 		var i QueueMarkClaimedRow
-		if err := rows.Scan(&i.ID, &i.ClaimedAt); err != nil {
+		if err := rows.Scan(&i.ID, &i.Status, &i.ClaimedAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -606,23 +608,6 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg Queue
 		return nil, err
 	}
 	return items, nil
-}
-
-const queueSetOutcome = `-- name: QueueSetOutcome :exec
-UPDATE workflow_execution_queue
-SET status = $1, last_error = $2, claimed_at = NULL
-WHERE id = $3
-`
-
-type QueueSetOutcomeParams struct {
-	Status    string
-	LastError *string
-	ID        domain.ID
-}
-
-func (q *Queries) QueueSetOutcome(ctx context.Context, db DBTX, arg QueueSetOutcomeParams) error {
-	_, err := db.Exec(ctx, queueSetOutcome, arg.Status, arg.LastError, arg.ID)
-	return err
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many

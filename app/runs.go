@@ -1,0 +1,114 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Runs are the worker's use cases: what a running execution records as its
+// nodes start and end, and what its end does to the execution and its
+// queue item. The workflow engine's activities call them; they know
+// nothing of Temporal.
+type Runs struct {
+	store ports.ExecutionStore
+	log   *slog.Logger
+}
+
+// NewRuns builds the worker's use cases over the execution store.
+func NewRuns(store ports.ExecutionStore, log *slog.Logger) *Runs {
+	return &Runs{store: store, log: log}
+}
+
+// Graph loads the graph of a definition version; ports.ErrNotFound when it
+// is gone, which no retry can change.
+func (r *Runs) Graph(ctx context.Context, definitionID domain.ID, version int) (domain.Graph, error) {
+	v, err := r.store.GetDefinitionVersion(ctx, definitionID, version)
+	if err != nil {
+		return domain.Graph{}, err
+	}
+	return v.Graph, nil
+}
+
+// NodeStarted records a node run, or a retry's new attempt, as RUNNING. A
+// node that has already ended keeps its record.
+func (r *Runs) NodeStarted(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
+	n.Status = domain.NodeRunning
+	return r.store.StartNode(ctx, executionID, n)
+}
+
+// NodeFinished records how a node run ended.
+func (r *Runs) NodeFinished(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
+	return r.store.FinishNode(ctx, executionID, n)
+}
+
+// RecordNodes writes records the workflow decided (pure nodes, failures
+// after retries, skipped and cancelled nodes, timers) in one batch. An
+// execution that is gone is logged, not an error: its workflow's result
+// stays authoritative, and retrying cannot bring the row back.
+func (r *Runs) RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	if err := r.store.RecordNodes(ctx, executionID, nodes); err != nil {
+		if errors.Is(err, ports.ErrNotFound) {
+			r.log.Warn("execution missing while recording nodes", "execution_id", executionID)
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// Complete records an execution's end with its last node records and
+// settles its queue item, in one transaction. It is idempotent: an
+// execution that is not RUNNING, or missing, is logged and its item
+// settled all the same, so no item outlives its workflow.
+func (r *Runs) Complete(ctx context.Context, executionID domain.ID, status domain.ExecutionStatus, errMsg string, nodes ...domain.NodeRecord) error {
+	found, err := finishExecution(ctx, r.store, r.log, executionID, status, errMsg, nodes...)
+	if err != nil {
+		return err
+	}
+	if !found {
+		r.log.Warn("execution not RUNNING or missing at completion; nothing recorded", "execution_id", executionID, "status", status)
+	}
+	return nil
+}
+
+// finishExecution ends an execution through the store with the one rule
+// for its queue item (SettleQueueItem). The worker's completion and the
+// dispatcher's reconciliation both end executions through it.
+func finishExecution(ctx context.Context, store ports.ExecutionStore, log *slog.Logger, id domain.ID,
+	status domain.ExecutionStatus, errMsg string, nodes ...domain.NodeRecord) (bool, error) {
+	var msg *string
+	if errMsg != "" {
+		msg = &errMsg
+	}
+	return store.FinishExecution(ctx, id, status, msg, SettleQueueItem(status, errMsg, log), nodes...)
+}
+
+// SettleQueueItem is what an execution that ended with status does to its
+// queue item: a completed run deletes it, so it can never be started
+// again (even when it is still PENDING because its start was judged not
+// to have happened); a failed or cancelled one records the outcome on it
+// (RecordOutcome). An item that is already FAILED or CANCELLED keeps its
+// own end, and one that cannot take the outcome is left as it is and
+// logged: the execution's end is recorded either way.
+func SettleQueueItem(status domain.ExecutionStatus, reason string, log *slog.Logger) ports.SettleFunc {
+	return func(item *domain.QueueItem) (ports.Settlement, error) {
+		if item.Status.Terminal() {
+			return ports.SettleKeep, nil
+		}
+		if status == domain.ExecutionCompleted {
+			return ports.SettleDelete, nil
+		}
+		if err := item.RecordOutcome(status, reason); err != nil {
+			log.Warn("queue item cannot take the execution's outcome; leaving it", "queue_item_id", item.ID, "status", item.Status, "error", err)
+			return ports.SettleKeep, nil
+		}
+		return ports.SettleWrite, nil
+	}
+}

@@ -1,0 +1,149 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestSettleQueueItemDecidesWhatAnExecutionsEndDoesToItsItem(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		name      string
+		from      domain.QueueState
+		status    domain.ExecutionStatus
+		want      ports.Settlement
+		wantState domain.QueueStatus
+	}{
+		{name: "completed run deletes its dispatched item", from: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now},
+			status: domain.ExecutionCompleted, want: ports.SettleDelete, wantState: domain.QueueDispatched},
+		{name: "completed run deletes an item judged unstarted", from: domain.QueueState{Status: domain.QueuePending},
+			status: domain.ExecutionCompleted, want: ports.SettleDelete, wantState: domain.QueuePending},
+		{name: "failed run fails its dispatched item", from: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now},
+			status: domain.ExecutionFailed, want: ports.SettleWrite, wantState: domain.QueueFailed},
+		{name: "short run ends while its item is still claimed", from: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now},
+			status: domain.ExecutionCancelled, want: ports.SettleWrite, wantState: domain.QueueCancelled},
+		{name: "a cancellation it raced with stays", from: domain.QueueState{Status: domain.QueueCancelled},
+			status: domain.ExecutionFailed, want: ports.SettleKeep, wantState: domain.QueueCancelled},
+		{name: "a pending item cannot take a failure", from: domain.QueueState{Status: domain.QueuePending},
+			status: domain.ExecutionFailed, want: ports.SettleKeep, wantState: domain.QueuePending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			item := domain.QueueItem{ID: domain.ID(uuid.New()), QueueState: tc.from}
+			got, err := SettleQueueItem(tc.status, "why", discard())(&item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want || item.Status != tc.wantState {
+				t.Errorf("settlement %d leaving %s, want %d leaving %s", got, item.Status, tc.want, tc.wantState)
+			}
+			if got == ports.SettleWrite && (item.LastError != "why" || item.ClaimedAt != nil) {
+				t.Errorf("written state %+v, want the outcome's reason and no claim", item.QueueState)
+			}
+		})
+	}
+}
+
+// runStore is an ExecutionStore fake that records what the use cases ask
+// of it and answers as told.
+type runStore struct {
+	ports.ExecutionStore
+	started, finished, recorded []domain.NodeRecord
+	recordErr                   error
+	found                       bool
+	status                      domain.ExecutionStatus
+	errMsg                      *string
+	item                        domain.QueueItem
+	settled                     ports.Settlement
+}
+
+func (s *runStore) StartNode(_ context.Context, _ domain.ID, n domain.NodeRecord) error {
+	s.started = append(s.started, n)
+	return nil
+}
+
+func (s *runStore) FinishNode(_ context.Context, _ domain.ID, n domain.NodeRecord) error {
+	s.finished = append(s.finished, n)
+	return nil
+}
+
+func (s *runStore) RecordNodes(_ context.Context, _ domain.ID, nodes []domain.NodeRecord) error {
+	s.recorded = append(s.recorded, nodes...)
+	return s.recordErr
+}
+
+func (s *runStore) FinishExecution(_ context.Context, _ domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
+	s.status, s.errMsg, s.recorded = status, errMsg, append(s.recorded, nodes...)
+	var err error
+	s.settled, err = settle(&s.item)
+	return s.found, err
+}
+
+func TestRunsRecordANodeStartAsRunning(t *testing.T) {
+	t.Parallel()
+	store := &runStore{}
+	runs := NewRuns(store, discard())
+	if err := runs.NodeStarted(context.Background(), domain.ID(uuid.New()), domain.NodeRecord{Key: "a", Status: domain.NodeCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	if len(store.started) != 1 || store.started[0].Status != domain.NodeRunning {
+		t.Errorf("started %+v, want one RUNNING record", store.started)
+	}
+}
+
+func TestRunsRecordNodesOfAVanishedExecutionWithoutFailing(t *testing.T) {
+	t.Parallel()
+	store := &runStore{recordErr: ports.ErrNotFound}
+	runs := NewRuns(store, discard())
+	if err := runs.RecordNodes(context.Background(), domain.ID(uuid.New()), []domain.NodeRecord{{Key: "a"}}); err != nil {
+		t.Errorf("recording for a vanished execution: %v, want nil", err)
+	}
+	store.recordErr = errors.New("connection refused")
+	if err := runs.RecordNodes(context.Background(), domain.ID(uuid.New()), []domain.NodeRecord{{Key: "a"}}); err == nil {
+		t.Error("a store failure was swallowed; the activity must retry it")
+	}
+	store.recorded = nil
+	if err := runs.RecordNodes(context.Background(), domain.ID(uuid.New()), nil); err != nil || store.recorded != nil {
+		t.Errorf("recording nothing: %v, %d records", err, len(store.recorded))
+	}
+}
+
+func TestRunsCompleteSettlesTheItemByTheOutcome(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	store := &runStore{found: true, item: domain.QueueItem{QueueState: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now}}}
+	runs := NewRuns(store, discard())
+	err := runs.Complete(context.Background(), domain.ID(uuid.New()), domain.ExecutionFailed, "node a failed",
+		domain.NodeRecord{Key: "a", Status: domain.NodeFailed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.status != domain.ExecutionFailed || store.errMsg == nil || *store.errMsg != "node a failed" || len(store.recorded) != 1 {
+		t.Errorf("finished %s (%v) with %d records", store.status, store.errMsg, len(store.recorded))
+	}
+	if store.settled != ports.SettleWrite || store.item.Status != domain.QueueFailed || store.item.LastError != "node a failed" {
+		t.Errorf("item settled %d to %+v, want FAILED with the reason written", store.settled, store.item.QueueState)
+	}
+
+	// A completion without an error records none, and a repeat (not
+	// found) is not a failure.
+	store = &runStore{item: domain.QueueItem{QueueState: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now}}}
+	if err := NewRuns(store, discard()).Complete(context.Background(), domain.ID(uuid.New()), domain.ExecutionCompleted, ""); err != nil {
+		t.Fatal(err)
+	}
+	if store.errMsg != nil || store.settled != ports.SettleDelete {
+		t.Errorf("completion: error %v, settlement %d; want none and delete", store.errMsg, store.settled)
+	}
+}

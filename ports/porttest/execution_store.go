@@ -1,0 +1,284 @@
+// Package porttest holds the contract suites of the store ports: one suite
+// per port, run against every implementation (the Postgres store, and the
+// in-memory store the engine's tests use), so a fake that tests trust
+// keeps the same rules as the real thing.
+package porttest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Run is one execution seeded for a suite: RUNNING, with its queue item
+// DISPATCHED, as the dispatcher leaves a started run.
+type Run struct {
+	ExecutionID  domain.ID
+	QueueID      domain.ID
+	DefinitionID domain.ID
+	Version      int
+}
+
+// ExecutionStoreFixture is an implementation of ports.ExecutionStore under
+// test, with what the suite needs to seed and inspect it.
+type ExecutionStoreFixture struct {
+	Store ports.ExecutionStore
+	// NewRun stores graph as a definition version with a started run of it.
+	NewRun func(t *testing.T, graph domain.Graph) Run
+	// QueueItem reads a queue item back; ok is false when it is gone.
+	QueueItem func(t *testing.T, id domain.ID) (item domain.QueueItem, ok bool)
+}
+
+// ExecutionStore runs the contract of ports.ExecutionStore against the
+// fixture newFixture builds, a fresh one per case.
+func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFixture) {
+	graph, err := domain.DecodeGraph([]byte(`{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	at := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
+	setup := func(t *testing.T) (ExecutionStoreFixture, Run) {
+		t.Helper()
+		f := newFixture(t)
+		return f, f.NewRun(t, graph)
+	}
+	keep := func(*domain.QueueItem) (ports.Settlement, error) { return ports.SettleKeep, nil }
+
+	t.Run("GetDefinitionVersionReturnsTheStoredGraph", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		v, err := f.Store.GetDefinitionVersion(ctx, run.DefinitionID, run.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Graph.Nodes) != 1 || v.Graph.Nodes[0].Key != "a" {
+			t.Errorf("graph = %+v, want the stored one", v.Graph)
+		}
+		if _, err := f.Store.GetDefinitionVersion(ctx, run.DefinitionID, run.Version+1); !errors.Is(err, ports.ErrNotFound) {
+			t.Errorf("missing version: %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("FinishNodeEndsTheRecordStartNodeOpened", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		if err := f.Store.StartNode(ctx, run.ExecutionID, domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeRunning,
+			Attempt: 1, Input: json.RawMessage(`{"in": 1}`), StartedAt: &at}); err != nil {
+			t.Fatal(err)
+		}
+		opened := node(t, f.Store, run.ExecutionID, "a")
+		if opened.Status != domain.NodeRunning || opened.StartedAt == nil {
+			t.Fatalf("started record = %s, started at %v; want RUNNING with a start time", opened.Status, opened.StartedAt)
+		}
+		if err := f.Store.FinishNode(ctx, run.ExecutionID, domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeCompleted,
+			Attempt: 1, Output: json.RawMessage(`2`)}); err != nil {
+			t.Fatal(err)
+		}
+		n := node(t, f.Store, run.ExecutionID, "a")
+		if n.Status != domain.NodeCompleted || string(n.Output) != "2" {
+			t.Errorf("record = %s with output %s, want COMPLETED with 2", n.Status, n.Output)
+		}
+		if n.StartedAt == nil || !n.StartedAt.Equal(*opened.StartedAt) {
+			t.Errorf("started at %v, want the start's %v", n.StartedAt, opened.StartedAt)
+		}
+		if n.CompletedAt == nil {
+			t.Error("finished record has no end time")
+		}
+		if !jsonEqual(n.Input, `{"in": 1}`) {
+			t.Errorf("input = %s, want the start's", n.Input)
+		}
+	})
+
+	t.Run("ALateStartNeverReopensAnEndedNode", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		for _, status := range []domain.NodeStatus{domain.NodeCompleted, domain.NodeSkipped, domain.NodeCancelled} {
+			key := string(status)
+			if err := f.Store.FinishNode(ctx, run.ExecutionID, domain.NodeRecord{Key: key, Type: domain.NodeTransform, Status: status, Attempt: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Store.StartNode(ctx, run.ExecutionID, domain.NodeRecord{Key: key, Type: domain.NodeTransform, Status: domain.NodeRunning, Attempt: 2, StartedAt: &at}); err != nil {
+				t.Fatal(err)
+			}
+			if n := node(t, f.Store, run.ExecutionID, key); n.Status != status {
+				t.Errorf("%s node after a late start: %s", status, n.Status)
+			}
+		}
+	})
+
+	t.Run("RecordNodesStartsRunningOnesAndEndsTheRest", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		msg := "boom"
+		err := f.Store.RecordNodes(ctx, run.ExecutionID, []domain.NodeRecord{
+			{Key: "running", Type: domain.NodeDelay, Status: domain.NodeRunning, Attempt: 1, StartedAt: &at},
+			{Key: "failed", Type: domain.NodeTransform, Status: domain.NodeFailed, Attempt: 3, Error: &msg, StartedAt: &at},
+			{Key: "skipped", Type: domain.NodeTransform, Status: domain.NodeSkipped},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := node(t, f.Store, run.ExecutionID, "running"); n.Status != domain.NodeRunning {
+			t.Errorf("running node recorded %s", n.Status)
+		}
+		if n := node(t, f.Store, run.ExecutionID, "failed"); n.Status != domain.NodeFailed || n.Attempt != 3 || n.Error == nil || *n.Error != msg {
+			t.Errorf("failed node recorded %+v", n)
+		}
+		if n := node(t, f.Store, run.ExecutionID, "skipped"); n.Status != domain.NodeSkipped || n.Attempt != 1 {
+			t.Errorf("skipped node recorded %s, attempt %d; want SKIPPED, 1", n.Status, n.Attempt)
+		}
+		if err := f.Store.RecordNodes(ctx, domain.ID(uuid.New()), []domain.NodeRecord{{Key: "x", Type: domain.NodeTransform, Status: domain.NodeSkipped}}); !errors.Is(err, ports.ErrNotFound) {
+			t.Errorf("recording for a missing execution: %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("FinishExecutionEndsARunningExecutionOnce", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		found, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, keep,
+			domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeCompleted, Output: json.RawMessage(`1`)})
+		if err != nil || !found {
+			t.Fatalf("finishing: found %v, %v", found, err)
+		}
+		msg := "late"
+		found, err = f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionFailed, &msg, keep,
+			domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeFailed})
+		if err != nil || found {
+			t.Fatalf("repeating: found %v, %v; want not found", found, err)
+		}
+		e, nodes, err := f.Store.GetExecution(ctx, run.ExecutionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Status != domain.ExecutionCompleted || e.Error != nil {
+			t.Errorf("execution = %s (%v), want the first end, COMPLETED", e.Status, e.Error)
+		}
+		if len(nodes) != 1 || nodes[0].Status != domain.NodeCompleted {
+			t.Errorf("nodes = %+v, want only the first end's record", nodes)
+		}
+	})
+
+	t.Run("FinishExecutionPersistsWhatSettleDecides", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name     string
+			decision ports.Settlement
+			wantGone bool
+			want     domain.QueueStatus
+		}{
+			{name: "keep", decision: ports.SettleKeep, want: domain.QueueDispatched},
+			{name: "write", decision: ports.SettleWrite, want: domain.QueueFailed},
+			{name: "delete", decision: ports.SettleDelete, wantGone: true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				f, run := setup(t)
+				var seen domain.QueueItem
+				settle := func(item *domain.QueueItem) (ports.Settlement, error) {
+					seen = *item
+					if err := item.RecordOutcome(domain.ExecutionFailed, "node a failed"); err != nil {
+						return 0, err
+					}
+					return tc.decision, nil
+				}
+				msg := "node a failed"
+				if _, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionFailed, &msg, settle); err != nil {
+					t.Fatal(err)
+				}
+				if seen.ID != run.QueueID || seen.Status != domain.QueueDispatched {
+					t.Errorf("settle saw item %s in %s, want %s DISPATCHED", seen.ID, seen.Status, run.QueueID)
+				}
+				item, ok := f.QueueItem(t, run.QueueID)
+				if ok == tc.wantGone {
+					t.Fatalf("item present = %v, want %v", ok, !tc.wantGone)
+				}
+				if ok && item.Status != tc.want {
+					t.Errorf("item is %s, want %s", item.Status, tc.want)
+				}
+				if ok && tc.decision == ports.SettleWrite && item.LastError != msg {
+					t.Errorf("item's last error = %q, want %q", item.LastError, msg)
+				}
+			})
+		}
+	})
+
+	t.Run("FinishExecutionSettlesTheItemOfAnEndedExecution", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		if _, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, keep); err != nil {
+			t.Fatal(err)
+		}
+		called := false
+		found, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, func(*domain.QueueItem) (ports.Settlement, error) {
+			called = true
+			return ports.SettleDelete, nil
+		})
+		if err != nil || found {
+			t.Fatalf("repeat: found %v, %v", found, err)
+		}
+		if !called {
+			t.Fatal("settle was not called for the item of an execution already ended")
+		}
+		if _, ok := f.QueueItem(t, run.QueueID); ok {
+			t.Error("the item outlived its finished run")
+		}
+	})
+
+	t.Run("ASettleErrorWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		refused := errors.New("refused")
+		_, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, func(*domain.QueueItem) (ports.Settlement, error) {
+			return ports.SettleDelete, refused
+		}, domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeCompleted})
+		if !errors.Is(err, refused) {
+			t.Fatalf("finishing: %v, want the settle error", err)
+		}
+		e, nodes, err := f.Store.GetExecution(ctx, run.ExecutionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Status != domain.ExecutionRunning || len(nodes) != 0 {
+			t.Errorf("after a refused settle: %s with %d nodes, want RUNNING with none", e.Status, len(nodes))
+		}
+		if item, ok := f.QueueItem(t, run.QueueID); !ok || item.Status != domain.QueueDispatched {
+			t.Errorf("after a refused settle the item is %+v (present %v), want DISPATCHED", item.QueueState, ok)
+		}
+	})
+}
+
+// node reads one node record of an execution, failing when there is none.
+func node(t *testing.T, store ports.ExecutionStore, executionID domain.ID, key string) domain.NodeRecord {
+	t.Helper()
+	_, nodes, err := store.GetExecution(context.Background(), executionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.Key == key {
+			return n
+		}
+	}
+	t.Fatalf("no record of node %s", key)
+	return domain.NodeRecord{}
+}
+
+// jsonEqual reports whether raw is the JSON value want, whatever its
+// spacing (Postgres's jsonb normalises it).
+func jsonEqual(raw json.RawMessage, want string) bool {
+	var a, b any
+	if json.Unmarshal(raw, &a) != nil || json.Unmarshal([]byte(want), &b) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
