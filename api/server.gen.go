@@ -98,6 +98,8 @@ type CreateAPIKeyRequest struct {
 // CreateDefinitionRequest defines model for CreateDefinitionRequest.
 type CreateDefinitionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit.
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
@@ -106,6 +108,8 @@ type CreateDefinitionRequest struct {
 // CreateVersionRequest defines model for CreateVersionRequest.
 type CreateVersionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit.
 	Graph Graph `json:"graph"`
 }
 
@@ -136,6 +140,8 @@ type Definition struct {
 	CurrentVersion int       `json:"currentVersion"`
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit.
 	Graph       Graph              `json:"graph"`
 	ID          openapi_types.UUID `json:"id"`
 	Name        string             `json:"name"`
@@ -155,6 +161,8 @@ type DefinitionVersion struct {
 	DefinitionID openapi_types.UUID `json:"definitionId"`
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit.
 	Graph   Graph `json:"graph"`
 	Version int   `json:"version"`
 }
@@ -216,10 +224,9 @@ type FieldError struct {
 }
 
 // Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
-type Graph struct {
-	Edges *[]Edge `json:"edges,omitempty"`
-	Nodes []Node  `json:"nodes"`
-}
+// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+// configs keep every digit.
+type Graph = rawjson.RawMessage
 
 // Health defines model for Health.
 type Health struct {
@@ -229,8 +236,8 @@ type Health struct {
 
 // Node defines model for Node.
 type Node struct {
-	Config *map[string]interface{} `json:"config,omitempty"`
-	Key    string                  `json:"key"`
+	Config *rawjson.RawMessage `json:"config,omitempty"`
+	Key    string              `json:"key"`
 
 	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
@@ -242,15 +249,15 @@ type NodeRecord struct {
 	CompletedAt *time.Time `json:"completedAt"`
 	Error       *string    `json:"error"`
 
-	// Input The node's resolved input.
-	Input interface{} `json:"input"`
-	Key   string      `json:"key"`
+	// Input The node's resolved input, with every digit of its numbers.
+	Input *rawjson.RawMessage `json:"input"`
+	Key   string              `json:"key"`
 
-	// Output Available to later nodes as steps.<key>.output.
-	Output    interface{} `json:"output"`
-	StartedAt *time.Time  `json:"startedAt"`
-	Status    NodeStatus  `json:"status"`
-	Type      string      `json:"type"`
+	// Output Available to later nodes as steps.<key>.output; numbers keep every digit.
+	Output    *rawjson.RawMessage `json:"output"`
+	StartedAt *time.Time          `json:"startedAt"`
+	Status    NodeStatus          `json:"status"`
+	Type      string              `json:"type"`
 }
 
 // NodeStatus defines model for NodeStatus.
@@ -3633,109 +3640,111 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 var swaggerSpec = []string{
 
 	"H4sIAAAAAAAC/+w9a2/buJZ/hdAu0BYrP+O0qfPJN0k72WnTTJK5g52muKGlY5vXMqmSVFzfIP99wYck",
-	"SpZtOXbbmaLAAJMmFHl4eN4P8sEL2CxmFKgUXv/BizHHM5DA9b9OEi4YVz+FIAJOYkkY9frezQTQHYUv",
-	"0gy4Q2yE5ARQzOGesESgGI+h6fkeUaM/J8AXnu9RPAOv7wVmUt8TwQRmWM0+w1/eAR3Lidfvttu+Jxex",
-	"GikkJ3TsPT763imMCCVq+fOwGp4549NRxOYozIY+E4iEGRgxlpMcitCd0Pc4fE4Ih9DrS56AC9uI8RmW",
-	"Xt9LEqJGLsN29gWCZB1okA7QAKHnAaYBRAhHgiGJpyAQRp8TSAARCTM96MUKsMFZazeo35EZkcvwXuIx",
-	"IEH+s/L4Iv2du1YII5xE0usftn11lGSWzOxBzgg1/+pkIBAqYQxcw/AH41MR4wDWHaoesO4o584su+Dk",
-	"UX0sYkYFaOr/Bw6v4HMCQqMpYFQC1T/iOI5IgBWcrZizYQSz//m3UEA/ePAFz+IIzHYkJpHX1yCBkGjI",
-	"wgWaYIEwRcC5ZgL9f+H1Pz54MxACjxVIs0SNBoSRBVVvuO+13K0+fvI9IbFMhNfvaa4hUi3sndN7HJEQ",
-	"2WXznU6kjEW/1RJRQgJohnCfgi9axHzUSD96dDH33xxGXt/7r1YuLFrmr6J1aWYw+Fs+wXTvRKAZjtQR",
-	"QIgYR0MOeCq01DAzNdWSJ4yOIhLsivDzEGYxk0CDReNXWKA5FigREKI5kROEUUhGI+BAzZF4Lh5f53jM",
-	"gKmHQGfNIP1y31hMJxZmJ1L/SbCEaw5RuwCNxzeMD0kYAt0RkWqBXFKiIUSMjgWSDGHK5AR4zqEFLB7k",
-	"WMxBqYXGUTZ8X7iTbAoUzfACUSaRZEmgEEdEhjmNsXMqgVMc7YgwYqfJ+DvFyWGRQ0ujajGoBXAfeLlm",
-	"M5ATQsdohEmkOJIaVgR+D/zYEpaluQmmYwgV9tQXFltaWrzlOJ7siLEuSre4ShomdErZnCLKQkC33pdb",
-	"z5GIYwVCC8IxiFa7JZn36LvfBosggj7CqHGbtNsHgIbZT3hpFrWAKMrVbndZrurB20lV88m+KFrPpiSq",
-	"ImiMDFSng7fHCO6BL1KEqhERETKVe0Qqw0xO9AleMPmGJTTc8fQqrC50hNvhAX4Fje6oN2z0gpedxmt8",
-	"BI3D4cvgVXgEr0ftjgZ9pAFw5UYvx/aFM6AGpimTDTN8H1i+YEgoOVEQETeMvcN8DPu0BuBLABAK1Gn3",
-	"jg5fvUTDhQThoqTjiNJLvIgYDpFkDEUaklqokYw1zPB9EaAGXVGXmpUjOcGu+EA4CCCWIkXae0wXO+Ls",
-	"c8IktsiCsI+wRDMmJOq0220UAw2VKMtN6AIGu45K/60wTz306bUb2Tf7VulzlkQhirEQiFFIPSnX8NUA",
-	"CPS8sM9bqjfqO4wnfC0iBYqBGxnxookujNTWJpCQjEOIMM2E+S3FEQccLtK/WWHfRHdXIPmiMRhJ4Hfq",
-	"rAVINJ8ABzTHRKopJxDFoq/AvaUG9yHHhAqERe7yCKTAE5PmrTIAJoBD61s68y/b/tcQMBpqQ0OthoYw",
-	"YhwMjeFZjjyl1RXqmkV3cp3XoU7jd4oTOWGc/Ad2FYAzIoRCxhAwV6ygjI2CSOvk1FdYthbtJe4XexJs",
-	"GkRf2eDY2kZygrWBnipaxhGHezaFsKndNDuvWnYQk19Bc3PMWQxcEuMrBRywhHAgC45WiCU0JJnBsrfl",
-	"eySs4ZSlTt7D8h9iDiPypdpvHBFuLBeOAwlcpGwlIOAgfUVXEqIITWEhEI4xl82qtS0W1uyKJlGEh+p0",
-	"jbe5NMW86OJu9stz//Wjp4cU3VuNjmzzvoN4F9xP2cxs+G8wjsiJjjpcWQ93+QhrnkdK2Q8eUMVjH72T",
-	"wcXJ2bt3Z6een/58fvHWgWHd7ux0lQDrrRmKcxxxHIZa3OHo0oF/hCMBfmlLKe2U40szQtN/dzZBqedY",
-	"DV4emHoaiOPUhF7H0G9T8/FJG9qRCCvpz4C9Gi3/BC6+CU5KwG6CK4s4fUOC8r04wnSj0FZjKonPfr96",
-	"U2EulXEUfRhp/2ndWna8cpWK+zPysUIfT7ReoAEcG0sBEYkomzc3Uo+dcRn4T4Wo7l40SpBwDlRa2nOU",
-	"Rqb9/S35bVcdlcThtpv4SgqjhJsUEUUFkoNbRWz5aV3icZUC0Za3+8M6HDtn/5gthjnHC43RLLmg2W69",
-	"li0jwXoAzhzrt+MQzM40GJYSFRtpZzuCvF9N2yUslBIc92sOvgo7Z2HVEY84m1USumSVv55PwIV1yFgE",
-	"FWJOT6snqQTFeBdZmuVpopvQOFnzjSGsotQb3GOi6c7Yi7M4whK0e3OnZ7trouvcpeIgE04h1D48GjGu",
-	"f/CRYIgms6GyQqcAsY3RhGRMXKPTbtf3vjTGrGF/yfFc+R7NKzx/b0NazoAGmcWMy1wvpePzwBbQgCmf",
-	"saV//aitZsI4kYtC4qZb3nlHx+uVh53wMVDZRB+4cty0X6qjSYQinHupx2iECacgBMIBZ0LkfxIoYDMQ",
-	"xiRXG84yRL31+SE/Cy6dbstTe7R3KmFYQ6VhRqbL3KMHnG9rZq+TC7+pGa/N0PI+0tXW2throFXLRSB3",
-	"c3/ChGtf+r0ozEGofNlb/b1DAyZCvlkH1NbVT5ADyqPUn+nIhj1nv8jn34GVTbi6rr69YCFcQcB4WKVv",
-	"hcR8S01Xj0IzAkupdEe2Vh+uNfD2bT9VQrsMS4aPlMJcnPoFZipwRUrha5lzH/ZWzunfx9wqE4ITQLj6",
-	"/eLi/OKt53snH95fvju70aGEN4PzQkzh7LQipOB7bwhE4VkqJYoYyvJAVeEjzVYPGzZnKw3Siao2liXB",
-	"SsYDOh28bSLFdjbMxAEllHxO4FgXAIRjQBHge0LHCKOTDxen5zfnHy5MmmuGFyjAnC/QnbKh7pQFEpNg",
-	"qpM4Q45pMGl6ZRNHZ8HqE0RoMgIz/OXcjD9sO8U3OW1sLWaKs3YqZi27uXqJKuT+Ajgy51RSThMIpmK1",
-	"GK8yUctz5wJsgwu7Wn3q3VZoTjoi4006ZmmyqXHhndhCp0ZswfyiTH2/3Nxc/uvq7Lffz65vfHRzNbi4",
-	"fvPh6r3v0Bnj6PTs3eD/jpFGZpoltDUFMg2ZmmSjYCZKvJRg5KAUF4RIsjHICfDNIQG1TztmFU6tolrC",
-	"LJbKDJfVkn8vBssW9kZqSCwbC4qen5kCg+geQmM8NJeWz898aXKWyMrZCy6Jcke4zfno9A7Eoqmz28EU",
-	"FibN3TQzVS6+WelvREI9I0Adaa7/U4qtTSWObk0JINeyFlPpya1Wu6tobWt9dP3r+eVlDc10aaN+6bRv",
-	"rs7OPN+7vPrg+d7Zxc3Z1eXV+fVZ9bc2hbNEAFdvTtDr3uGrjAdNJkosa4M0RfWwgsjF8uRalzYiuIco",
-	"q8rwEeBgklZO/e/1h4tGzHQxSiMiU7AVBX497eAo6worhFAhMQ2q9fWStHY43ybYHupKxwESUjPR71fn",
-	"iOKZUsFK1k0JDZXcs3vfLMoseZr11zpa2lNTGnGlUDthCa3g+DMtcTlEgAWgIQ6mivUvzy5Ozy/eOhA6",
-	"6MCpkNgqeBphMttNGDwlXEZEjGUweYNJlHCooklToKS5WiBG0Q0oXwlHpkpJkZ0uYhIIS3RQjZB0lR1V",
-	"Q7HOt+xZ7MtBjbCQZ7W1kBvPWd74E6II3yvsUt/1ypRBtne/yEMVZOWi1S9VUbsRcJd1XJ4o0dBaDt+H",
-	"t5aLi+/jrbkk4agwK3aU6ns3OH+vleDp+fXl4Obkl22ctt91omHHZNyTs2or02kZQBVCOpDkvkKVnOWF",
-	"LhMWhcaZExErp8dcO3V7MWmqNN9hIX9hCV8LhTHTaQghMoeBiCnOUgyAJizh1VDVlU7VbQMnjNoMk1v6",
-	"o3tCIkwRjiI2F9ULry7wqH2+vgl2VjQRaB80q1ga6aIXdTrVoGydrquSYW7O1s/aJSz9ZJAunek2mbiM",
-	"TvchanKi/x6iRikpCBIlxq8VQGYHppqq2rnC4UxRtFPFlGkNNLg8R1NYZOVgOulk5irUW5nSKEJHrCLX",
-	"reuw0FjneuaGm3QNUWp4NNEfeXJDp9ny7iPtiJ0O3grERrdUu2bHxnZR9McopPFjgYj0dd7Irqe2JdVv",
-	"EaPRAs0nJAJTW+fWAmpu0i0kaMQBjKR5rjwL1PHR5dUHdOij3LdA3TYKMta8pTlvvmje0luaGpemmi6h",
-	"IXB018Ixad137hDVpal3A1uCpkOWffQPU+lm/Ex9DMbTvLOlgM75oBFnM2TCITbkuerIfLVjXXGLgwkI",
-	"jYRbqjDC5jQf3kQGZO3BICLQ3aqCvTv0PPWVXpjiw4gEYCufbJB9EKvFGt1mW7Ecj5xqvPl83sT6z03G",
-	"xy37rWi9Oz85u7g+09/knkdKNIPLcyfX2vc6zbYZx2KgOCZe3ztotpsHNqyvad2iu5WSUMup6NTVMFUF",
-	"Ge+IkMLF4zPhVoIaLYA56DrrELQPrFAfAtcZSttNpaQGTi08Pemps7hfaAf8uLZBS8cjiMnwVbWN7atJ",
-	"y68WZjmgLdPYVmOglUmPn0p9X912e01RaEUxqBWzHz8V5aWSlrVrNkvFFRWlmwPdVancU+egdY11zwBc",
-	"NX22sZbTzaY/6Wz+5PdS9WmvfbD5ozduA0+v3dv8RdaK8Oh7h3W2kvXqaO2RzGaYLyz5VrWBKkKWeCyK",
-	"VRHC+6RsDCYquOufOCKhlv95BFSJal36pGU0FshyOeqkMsmMW26+0KnyXrdb7sIos1+5oNDyCQj5DxYu",
-	"tiPJrKrE5gQ0bZpA/kc3QJ3HGfOemV8gipiPHh5s3FJxMHp81NjW8UpvzAGctrgsvGyquizHp4MKXqH3",
-	"ctQJOsFhp3EQvBw2evhw2Hg9PIJGe9QJu/hg2AsOt6h0XlWD+Vi0RWy8s8Tlne1Q6pjtXrfdfdnodBrd",
-	"zk2n3W+r//5cLrLqd/zvehDKpPfqdON4S4fmWMKrNvs1z9UtDluWhLbq8UeTfb1OjSWyJiT1QbdbR1g6",
-	"rXr6o9e1VtFdOztKZHNQ1kwpSeWVQvnRX2sStR7cyrZHI7yVfVNhybNRavw0kfEE03YX44Vph5BIHT9E",
-	"WKI0xpNGu4MIMDe25jHiCaXKiF9ubVmS5Kd6zZIkL8ie3jK05qPwp0bP6cegZEv68ast5uuJ8s5KDc2Z",
-	"Rk6DF1apPxNGmy8f7VuQ6861/b11yo8s928Kh/eTUXJGeQtyay4p+XYbnKVCDF5bF1sI6ZZlq6UrZrZe",
-	"d5XFfm0sc4wozBGZzRKT30ttdLeWIY00DMEUpqasr3SBI9vzeL+JYlA2R4roNlnteUHYVzHePz1uaRyX",
-	"OnG+k2VcLIuvK5w2Cbos0NJ9goRJD2qFoFGEZOf/aWj+1Q3NQRgijPIeh31YlpnQaj3Ynx5XhuOMccEo",
-	"VMseXLyUqo5p4YqRr2xhfGXe7OyfN39QvtzdAtjEAbtpff9h9VnYHhdTlGHar4lAnRVXdt0XlGR1JHht",
-	"F3+lAZJr763i5vlnvpL6IKTZgG/cA3NfHYrxmFBsDM+qwHmegv2rxs2LUHyg0cK1d3SWmJhLpBKxCpys",
-	"9qIeRy9V//+w8ftirf7a8L2D9OeKwlgiTdE311Wv4sVPuVYK6oPLW6lkc35ZrdrzAS2dgdXOR6X3cJbm",
-	"ZDHN10qdhoLqLsUJdFYAUzEHLm5pt91FWNo2af1p6kPwtH6N6EtUaPGOFyehe0t1dQL6QwegKLorXWV3",
-	"5yOMOMSAswJtfSGKvpHHdCCKW6p+zThRAityrsUx+eby9Xc27ZtNNQV9tw++pb326yb6Ne1dmEJsnCQs",
-	"UQRYSNTt6XoSc+FMnqLVydaigCy3cG4Ske/1rZgaJIU3JPBIS0oOki+a6MaFNataX0IEWoGH4+p7ANXh",
-	"qI0jve/rgMUQFrfmr0FCJjHNHTe5yCyd4MqLTw8PN11M8WkHnzKrVk9T3yEulg92VxX+1TUIv2ZcaFUL",
-	"cC1vtrsdprIuTe8g7AadYRs3Xo+OoNELXwWNo+FL3Dgc9SD9m3PXT1Ydt+22nJ7RCsWRDvrhvNB2Df/w",
-	"xLlJ8wlu67fzQO0pFTTIE5XVg1OeusnldJd7lhpvWswrZ9QYFFqGGQMjoZVupyuXd3Q33R6cKoez2f2z",
-	"2ABpLlCxbTfK5LLx6w7uDg+CXtg4hJejRg93ho2joBs2DqA3OsQvh6+Co9DzV8m1PMWatQx1/BrQdf70",
-	"ysCYBcw/ilnXNTlbC4bTYbN6uUx+uN0mFRndjdOtnGx3wV5ou+18ZWG/ThoW7tP+aSiXAgA1hM+2IQD3",
-	"dvNNbndRdLXMPefbx/yLS64K+Q/MLZOFu9MR0ZdLF8x4EjbRIE346kE28n9LsyJ1LTGJQBTugTuhf/Xl",
-	"Ut73WV4Kaoozdc6FCGT2G0F4rExJoKFAxRWUhS90vlFb+bfU3MkWqelFdiVvmqM22WUIc6O0wrI2M6wR",
-	"4FtaP9vI3lzW5Le+1c9OFK+jqyrzMMjRoNo7RX9aQbvVY9iHB55oo2ge2iq05lzJ6iMWm8aOaKFcV2Wf",
-	"GAKqVZeqG1L+RpE1veevE1QrXfrygwbUiu1UawNqDpX9tAhKobPipcjbsXrrwfrCm7wQcy+wEivWV3XU",
-	"r5CYhqKJPtAAtOrL/zTBSgendmrezklEWrKutabmIBtkQ7127xiNWBSx+S29c8wNfUWGLFiHFeryLci8",
-	"tW5XMi827rZLjbcrC3ryRlvjVNRJ0S21ybbLXa2V/kW792ep3bG+Y7VFBMRpWTVbKoSVMjOh0Cn41w02",
-	"Ob2X1f5HzlM/xU05A5njprYDUvG2lJU7d6aPxcSA0/v1VqQU8+vOnq7Ky+6N6fHaYPE4N90p8RPgKAKu",
-	"fAEkANBzHEU6YCzT1jUfpV1No1Ir1BQWL2oZQ3n/mbetO/f3NAaKDY9rjYH8OL4pc+6lcSU705RxnF+u",
-	"7lYxdV4F0xspj0k3CzbRQPfjMRotVhWv/eG84fPkBEMafwvy7te+vutky3q1pabwr1GxlnZzt2tp33L3",
-	"ddtqx1pqJ2uZPvRX4yhvYG7XqMHdnm3+xl0U2wb999avkHJEJS9WKorWg2OWbLKZixngvDUswlZDaLIx",
-	"PxpyRYEyNM1v7HsbEEvTmVYwrG37p33aqar9f8koLoqAnYxiy1rdJ7FW5yuy1qtvxlqFOMRPG7GqTn0t",
-	"d21r1PxRehZRu0UVEeNcE6K0xFdTENI0DcJUekv9py9Sm2tCEEYrm3/S7mohWRxDhaVWuuTk0lwI8WQF",
-	"a2nauTisNrGuuG6llmb9G7B/t72C/x1c1RUDh3sWA3apH1ccfFsFrZ+nKgWZ7U0rT9XT6u+NKSw2+Xnl",
-	"Z7n0pa5p/Z6cAOH2eSFR7bQNLs9/VavsxmHKjcpJs9YFL9lrH+VLWCsJVm3rp8oqOWf2khLXNcuoZg/q",
-	"qjq/WdJWhrjMnav2pQFGA/CzJEO6lWNzg4wyCSdY6Icizetuq/w/Q5l7cP4Csq23V3zd6Ts1J2mV0x6+",
-	"gh5uQ+M1PnzV6AUHo8ZReBA0OqMuHIS94HD4EjuPmJP8Ea6+J6Lpv3qjLn4dFF7hssHQ9FEdZ9i/pr91",
-	"79t/fj6adb68ig+Gh/R10PsmdyWkbwWt5n4/d0YM5D811h5cSprKkGoRso2eaj1MYbGh9d0VHoP0Nb+0",
-	"tJfDSL+GnVq7amATXalB+ibUOQnAFB1Q1mDxstjQQ12xsam3/Sp7TvCnXrGEYVCykTB20i2VDTt2uXUv",
-	"6mv62j2SPtGXt/9npV01sDm9brud33eGYs4CEMI8JivSy8mEvaZcIMpQCDHQEGiwqAxm/GLX3dWXyRJX",
-	"bFpfzNob66ti1BG5h2bhyjtrzznGxj1QEK6dYZBoRYQuDKqLUKDokgk55iDQc0zDrGrJ15mHGQuTCGys",
-	"KBGAiHxh06zH6LB9gPQD73MiwHfvSFYum/o51v0MQ927ktq/5l7ptMF6zNKUrHkX+JlAERtXntiV2dfO",
-	"1afZqwCx3bg5PN+Tduv5Ye73bPUGmkYmHOz4pKzCpz7oPkq3kWH9ub3uO4vqsfGLwivzB8UXtPU89V/Q",
-	"NsP38dDswGFSFDKwj5Vr8lrPAwqVZCUTFD/Mb4r8+EkXyGpCq0orzvBU1z8XLvrrt1oRC3A0YUL2j9pH",
-	"bW2O20WXZCdQTKWwJQmK3JXjqZ29ckWRqBC9mWBuCNNZEnAIgUqCI3eOTPRXz1C+2syBZqnz2J3WbQNd",
-	"ntkWrxM69tEcy8CUIdIwrWgsRr6caZ3E7vKsqTCzr6PZU3W+tqf6+Onx/wMAAP//v5ilzoeIAAA=",
+	"SpZtOXbbmaJAgTo2RR4enveDevACNosZBSqF13/wYszxDCRw/ddJwgXj6lMIIuAkloRRr+/dTADdUfgi",
+	"zYA7xEZITgDFHO4JSwSK8Rianu8RNfpzAnzh+R7FM/D6XmAm9T0RTGCG1ewz/OUd0LGceP1uu+17chGr",
+	"kUJyQsfe46PvncKIUKKWPw+r4ZkzPh1FbI7CbOgzgUiYgRFjOcmhCN0JfY/D54RwCL2+5Am4sI0Yn2Hp",
+	"9b0kIWrkMmxnXyBI1oEG6QANEHoeYBpAhHAkGJJ4CgJh9DmBBBCRMNODXqwAG5y1doP6HZkRuQzvJR4D",
+	"EuQ/K48v0s+5a4Uwwkkkvf5h21dHSWbJzB7kjFDzVycDgVAJY+Aahj8Yn4oYB7DuUPWAdUc5d2bZBSeP",
+	"6mERMypAU/8/cHgFnxMQGk0BoxKo/ojjOCIBVnC2Ys6GEcz+599CAf3gwRc8iyMw25GYRF5fgwRCoiEL",
+	"F2iCBcIUAeeaCfT/wut/fPBmIAQeK5BmiRoNCCMLqt5w32u5W3385HtCYpkIr9/TXEOkWtg7p/c4IiGy",
+	"y+Y7nUgZi36rJaKEBNAM4T4FX7SIeaiRPvToYu6/OYy8vvdfrVxYtMyvonVpZjD4Wz7BdO9EoBmO1BFA",
+	"iBhHQw54KrTUMDM11ZInjI4iEuyK8PMQZjGTQINF41dYoDkWKBEQojmRE4RRSEYj4EDNkXguHl/neMyA",
+	"qYdAZ80gfXLfWEwnFmYnUv8kWMI1h6hdgMbjG8aHJAyB7ohItUAuKdEQIkbHAkmGMGVyAjzn0AIWD3Is",
+	"5qDUQuMoG74v3Ek2BYpmeIEok0iyJFCIIyLDnMbYOZXAKY52RBix02T8neLksMihpVG1GNQCuA+8XLMZ",
+	"yAmhYzTCJFIcSQ0rAr8HfmwJy9LcBNMxhAp76gmLLS0t3nIcT3bEWBelW1wlDRM6pWxOEWUhoFvvy63n",
+	"SMSxAqEF4RhEq92SzHv03WeDRRBBH2HUuE3a7QNAw+wTXppFLSCKcrXbXZarevB2UtU8si+K1rMpiaoI",
+	"GiMD1eng7TGCe+CLFKFqRESETOUekcowkxN9ghdMvmEJDXc8vQqrCx3hdniAX0GjO+oNG73gZafxGh9B",
+	"43D4MngVHsHrUbujQR9pAFy50cuxfeEMqIFpymTDDN8Hli8YEkpOFETEDWPvMB/DPq0B+BIAhAJ12r2j",
+	"w1cv0XAhQbgo6Tii9BIvIoZDJBlDkYakFmokYw0zfF8EqEFX1KVm5UhOsCs+EA4CiKVIkfYe08WOOPuc",
+	"MIktsiDsIyzRjAmJOu12G8VAQyXKchO6gMGuo9J/K8xTD3167Ub2zL5V+pwlUYhiLARiFFJPyjV8NQAC",
+	"PS/s85bqjfoO4wlfi0iBYuBGRrxoogsjtbUJJCTjECJMM2F+S3HEAYeL9Dcr7Jvo7gokXzQGIwn8Tp21",
+	"AInmE+CA5phINeUEolj0Fbi31OA+5JhQgbDIXR6BFHhi0rxVBsAEcGh9S2f+Zdv/GgJGQ21oqNXQEEaM",
+	"g6ExPMuRp7S6Ql2z6E6u8zrUafxOcSInjJP/wK4CcEaEUMgYAuaKFZSxURBpnZz6CsvWor3EfWJPgk2D",
+	"6CsbHFvbSE6wNtBTRcs44nDPphA2tZtm51XLDmLyK2hujjmLgUtifKWAA5YQDmTB0QqxhIYkM1j2tnyP",
+	"hDWcstTJe1j+IeYwIl+q/cYR4cZy4TiQwEXKVgICDtJXdCUhitAUFgLhGHPZrFrbYmHNrmgSRXioTtd4",
+	"m0tTzIsu7ma/PPdfP3p6SNG91ejINu87iHfB/ZTNzIb/BuOInOiow5X1cJePsOZ5pJT94AFVPPbROxlc",
+	"nJy9e3d26vnp5/OLtw4M63Znp6sEWG/NUJzjiOMw1OIOR5cO/CMcCfBLW0pppxxfmhGa/t3ZBKWeYzV4",
+	"eWDqaSCOUxN6HUO/Tc3HJ21oRyKspD8D9mq0/BO4+CY4KQG7Ca4s4vQNCcr34gjTjUJbjakkPvv86k2F",
+	"uVTGUfRhpP2ndWvZ8cpVKu7PyMcKfTzReoEGcGwsBUQkomze3Eg9dsZl4D8Vorp70ShBwjlQaWnPURqZ",
+	"9ve35LdddVQSh9tu4ispjBJuUkQUFUgObhWx5ad1icdVCkRb3u6HdTh2zv4xWwxzjhcao1lyQbPdei1b",
+	"RoL1AJw51m/HIZidaTAsJSo20s52BHm/mrZLWCglOO7XHHwVds7CqiMecTarJHTJKr+eT8CFdchYBBVi",
+	"Tk+rJ6kExXgXWZrlaaKb0DhZ84whrKLUG9xjounO2IuzOMIStHtzp2e7a6Lr3KXiIBNOIdQ+PBoxrj/4",
+	"SDBEk9lQWaFTgNjGaEIyJq7Rabfre18aY9awX3I8V75H8wrP39uQljOgQWYx4zLXS+n4PLAFNGDKZ2zp",
+	"rx+11UwYJ3JRSNx0yzvv6Hi98rATPgYqm+gDV46b9kt1NIlQhHMv9RiNMOEUhEA44EyI/CeBAjYDYUxy",
+	"teEsQ9Rbnx/ys+DS6bY8tUd7pxKGNVQaZmS6zD16wPm2ZvY6ufCbmvHaDC3vI11trY29Blq1XARyN/cn",
+	"TLj2pd+LwhyEype91c87NGAi5Jt1QG1d/QQ5oDxK/ZiObNhz9ot8/h1Y2YSr6+rbCxbCFQSMh1X6VkjM",
+	"t9R09Sg0I7CUSndka/XgWgNv3/ZTJbTLsGT4SCnMxalfYKYCV6QUvpY592Fv5Zz+fcytMiE4AYSr3y8u",
+	"zi/eer538uH95buzGx1KeDM4L8QUzk4rQgq+94ZAFJ6lUqKIoSwPVBU+0mz1sGFzttIgnahqY1kSrGQ8",
+	"oNPB2yZSbGfDTBxQQsnnBI51AUA4BhQBvid0jDA6+XBxen5z/uHCpLlmeIECzPkC3Skb6k5ZIDEJpjqJ",
+	"M+SYBpPmLX0Pyq5ASmSY+eELDiR6HmABDQFUEEnu4YVfjOzF2u5DjNqHOIwSoQSaDgxbU4XQWxowOiLj",
+	"CrNFx3KLqNYZuPrEGJpsxAx/OTfjD9tO4U9Ol1uLuOKsnYpZyy62XuLTN5fevwCODAWW1O4EgqlYraCq",
+	"jO8ySeaieYNzvtow0LissAkURWzSnt8Yk1MT+nBiMp0aMRnzRZlrf7m5ufzX1dlvv59d3/jo5mpwcf3m",
+	"w9V73+FPxtHp2bvB/x0jfVRpdtXWYsg01GyStIKZ6PpSYpaD2iiESLIxyAnwzaEUtU87ZtWJWQW/dG5Y",
+	"KvdFVmvMvRh6W9hpqQG2bGQpXnxmCjOiewiN0eUb/DryR6FYyUErq5oV8H0bklvaG0tk5eYKnqTyIrlN",
+	"1emsHMSiqYsSgiksTHVC08x0vNZ1/Mab3mwjbjz7ejajouTcXEwZtTZzOKZYSve5UWZPKCXY1VbaKhbb",
+	"2ny5/vX88rKGIXNpg8TptG+uzs4837u8+uD53tnFzdnV5dX59Vn1szbjt0R4V29O0Ove4atM9JjEpeaZ",
+	"oohIM5oPK3hbLE+uTa9GBPcQZUU8PgIcTNJCu/+9/nDRiJmuXWpEZAq2AMWvp9Ad267CaCVUSEyDavNu",
+	"SQU6As/mYx/qKoUBElIz7+9X58rYUhabEvFTQkMli+zeN0twS55m/bV+uXbslRGzUpafsIRWSJozLSI4",
+	"RIAFoCEOpkrkXJ5dnJ5fvHUgdNCBU+G0Vaw9wmS2mzB4SnSViBjLYPIGkyjhUEWTpp5Nc7VAjKIbUKIO",
+	"R6aoTZGdrnkTCEt0UI2QdJUdNWKxLLzsiO4rnhFhIc9qK183/Le88ScEnb5XlK6+p54pg2zvfpGHKsjK",
+	"RatfKrp3EyYu67g8UaKhtRy+D+c+Fxffx7l3ScJRYVbsKNX3bnD+XivB0/Pry8HNyS/b+Pi/67zUjrnb",
+	"JydhV2ZfM4AqhHSgPO8K8ZzXRU1YFBrfX0SsnE11zfPtxaQp6n2HhfyFJXwtFMY7oSGEyBwGIqaWTzEA",
+	"mrCEV0NVVzpVd5mcMGoTkm6lmG4hijBFOIrYXFQvvLoeqPb5+iY2XtFzosMGWYHbSNdIqdOpBmXr7G6V",
+	"DHNT/H7WXWPpJ4N06Uy3SdxmdLoPUZMT/fcQNUpJQZAoMX6tADI7MMV31T4lDmeKop2it0xroMHlOZrC",
+	"Iqse1DlKM1ehPM9U0hE6YhWlEbpsD411anBuuEmXnKWGRxP9kefCdFY2b1bTDuDp4K1AbHRLtUt4bGwX",
+	"RX+MQppuEIhIE6Cz66ltSfUtYjRaoPmERGBKMd3SUc1NuuMIjTiAkTTPlWeBOj66vPqADn2U+xao20ZB",
+	"xpq3NOfNF81bektT49IUXyY0BI7uWjgmrfvOHaK6kvluYCsWdYS7j/5hCiONf6uPwXi4d7Zy1DkfNOJs",
+	"hkyMyUbIVx2Zr3asC7RxMAGhkXBLFUbYnObDm8iArD0YRAS6W1XfeYeep77SCxPfjEgAtlDO+siDWC3W",
+	"6DbbiuV45BRvzufzJtY/Nxkft+yzovXu/OTs4vpMP5N7HinRDC7PndR83+s022Yci4HimHh976DZbh5Y",
+	"r1zTukV3KyWhllMArIunqup33hEhhYvHZ8ItHDZaAHPQZfkhaB9YoT4ErhPatvlOSQ2cWnh60lNncb/Q",
+	"PfpxbT+fjoMQkxCu6jLcV0+fXy3MckBbpg+yxkArkx4/ldoEu+32mhriitphK2Y/firKSyUta5f4lmpx",
+	"Kip9B7oJV7mnzkHrkvyeAbhq+mxjLaf5UT/S2fzI76Vi5V77YPNDb9x+r167t/mJrHPl0fcO62wla+3S",
+	"2iOZzTBfWPKt6hpWhCzxWBSLaIT3SdkYTFRw1z9xREIt//PArxLVulJOy2gskOVy1Ellkhm33KujKyt6",
+	"3W65aafMfuX6U8snIOQ/WLjYjiSzIiSbxtG0aXIvH92ofx7fzFusfoEoYj56eDDh2qbiYPT4mMdJvTEH",
+	"cLoos6i6KQK0HJ8OKniF3stRJ+gEh53GQfBy2Ojhw2Hj9fAIGu1RJ+zig2EvONyiMH5Vye5j0RZRQuZx",
+	"ics726HUMdu9brv7stHpNLqdm06731b//lyuyet3/O96EMqk9+o0b3lLh+ZYwqs2+zXP1a0lXJaEtkj2",
+	"R5N9vU6NJbKeNfVAt1tHWDqdnfqh17VW0U1eO0pkc1DWTClJ5ZVC+dFfaxK1HtxCyEcjvJV9U2HJs1Fq",
+	"/DSR8QTT7ijjhWmHkEgdP0RYojTGk0a7gwgwN7bmMeIJpcqIX+6EWpLkp3rNkiQvyJ7eMrTmofCnRs/p",
+	"x6BkS/rxqy3m64nyzkr975lGToMXVqk/E0abLx/tW5DrzrX9vXXKjyz3bwqH95NRckZ5C3JrLin5dhuc",
+	"pUIMXlsXWwjplmWrpRuJtl53lcV+bSxzjCjMEZnNEpPfS210t4QjjTQMwdQxp6yvdIEj2/N4v4liUDZH",
+	"iug2We15/eBXMd4/PW5pHJcat76TZVzsoqgrnDYJuizQ0n2ChEkPaoWgUYRk5/9paP7VDc1BGCKM8paY",
+	"fViWmdBqPdhPjyvDcca4YBSqZQ8u3mFWx7RwxchXtjC+Mm929s+bPyhf7m4BbOKA3bS+/7D6LGxdmynK",
+	"MN36RKDOihve7gtKsjoSvPbSh0oDJNfeW8XN88d8JfVBSLMBW6dorjdEMR4Tio3hWRU4z1Owf9W4eRGK",
+	"DzRauPaOzhITc+dYIlaBk9Ve1OPopWaRHzZ+X2ztWBu+d5D+XFEYS6TpEeC62Fe8+CnXSkF9cHkrlWzO",
+	"l9WqPR/Q0hlY7XxUeg9naU4W03yt1GkoqO5SnEBnBTAVc+DilnbbXYSl7arXj6Y+BE/r14i+c4cWrwRy",
+	"Erq3VFcnoD90AIqiu9LNh3c+wrbjI7sCBc/sBU6mYVXcUvU140QJrMi5Rcnkm8u3Jdq0bzbVFPRVUPiW",
+	"9tqvm+jXtNVlCrFxkrBEEWAhUben60nM/UR5ilYnW4sCstzxu0lEvteXqGqQFN6QwCMtKTlIvmiiGxfW",
+	"rFh/CRFoBR6Oq6+NVIejNo70vq8DFkNY3Jq/BgmZxDRXIuUis3SCK+/JPTzcdI/Jpx18yqxIP019h7hY",
+	"PthdVfhX1yD8mnGhVR3jtbzZ7naYypp6vYOwG3SGbdx4PTqCRi98FTSOhi9x43DUg/Q352qorDpu2205",
+	"LcYViiMd9MN5oe0a/uGJc/HqE9zWb+eB2lMqaJAnKqsHpzx1k8vpLvcsNd60mFfOqDEotAwzBkZCK91O",
+	"Vy7v6G66rUdVDmez+2exX9bct2O7jZTJZePXHdwdHgS9sHEIL0eNHu4MG0dBN2wcQG90iF8OXwVHoeev",
+	"kmt5ijXrlOr4NaDr/OmVgTELmD+KWdc1OVsLhtNhs3q5TH643SYVGd2N062cbHfBXujS7nxlYb9OGhau",
+	"X/9pKJcCADWEz7YhAPcy/E1ud1F0tcy1+NvH/ItLrgr5D8ylpIWr9hHRd5EXzHgSNtEgTfjqQTbyf0uz",
+	"InUtMYlAFO6BO6F/9eRS3vdZXgpqijN1zoUIZPYbQXisTEmgoUDFFZSFL3S+UVv5t9Rc4Rep6UV2g3Oa",
+	"ozbZZQhzo7TCsjYzrBHgW1o/28jeXNbklwTWz04Uby+sKvMwyNGg2itof1pBu9Vj2PdUPNFG0Ty0VWjN",
+	"ucHXRyw2jR3RQrmuyj4xBFSrLlU3pPyNImt6z18nqFa6I+gHDagV26nWBtQcKvtpEZRCZ8U7tLdj9daD",
+	"9YU3eSHmGmklVqyv6qhfITENRRN9oAFo1Zf/NMFKB6d2at7OSURasq61puYgG2RDvXbvGI1YFLH5Lb1z",
+	"zA19o4osWIcV6vItyLy1blcyLzbutkuNtysLevJGW+NU1EnRLbXJtstdrZX+Rbv3Z6ndsb5jtUUExGlZ",
+	"NVsqhJUyM6HQKfjXDTY5vZfV/kfOUz/FTTkDmeOmtgNS8SoyK3fuTB+LiQGn1zGuSCnmt+M9XZWX3RvT",
+	"47XB4nEuRlTiJ8BRBFz5AkgAoOc4inTAWKataz5Ku5pGpVaoKSxe1DKG8v4zb1t37u9pDBQbHtcaA/lx",
+	"fFPm3EvjSnamKeM4X67uVjF1XgXTGymPSTcLNtFA9+MxGi1WFa/94bzy6ckJhjT+FuTdr31918mW9WpL",
+	"TeFfo2It7eZu19K+5e7rttWOtdRO1jJ96K/GUd7A3K5Rg7s92/yNuyi2DfrvrV8h5YhKXqxUFK0HxyzZ",
+	"ZDMXM8B5a1iErYbQZGM+GnJFgTI0zTf29SwQS9OZVjCsbfunfRNYVfv/klFcFAE7GcWWtbpPYq3OV2St",
+	"V9+MtQpxiJ82YlWd+lru2tao+aP0Fk3tFlVEjHNNiNISX01BSNM0CFPpLfVPX6Q214QgjFY2/6Td1UKy",
+	"OIYKS610ycmluRDiyQrW0rRzcVhtYl1x3Uotzfo3YP9uewX/O7iqKwYO9ywG7FI/rjj4tgpav82sFGS2",
+	"N608VU+r3xtTWGzy88pvcdN3AKf1e3IChNu3UYlqp21wef6rWmU3DlNuVE6atS54yV4OU743t5Jg1bZ+",
+	"qqySc2YvKXFds4xq9qCuqvObJW1liMtcNWtfTMFoAH6WZEi3cmxukFEm4QQL/V5R8zLAVf6focw9OH8B",
+	"2dbbK74M7Ds1J2mV0x6+gh5uQ+M1PnzV6AUHo8ZReBA0OqMuHIS94HD4EjvvvCf5O9v6noim/+qNuvh1",
+	"UHhpmw2Gpu9gcob9a/pb97795+ejWefLq/hgeEhfB71vcldC+mqp1dzv586IgfynxtqDS0lTGVItQrbR",
+	"U62HKSw2tL67wmOQvvwxLe2198Nn1q4a2ERXapC+CXVOAjBFB5Q1WLwsNvRQV2xs6m2/yt4++VOvWMIw",
+	"KNlIGDvplsqGHbvcM2HDyxWxdE1fu0fSJ/pG/P+stKsGNqfXbbfz+85QzFkAQph3D4v0cjJhb2cXiDIU",
+	"Qgw0BBosKoMZv9h1d/VlssQVm9YXs/Y1AFUx6ojcQ7Nw5Z215xxj4x4oCNfOMEi0IkIXBtVFKFB0yYQc",
+	"cxDoOaZhVrXk68zDjIVJBDZWlAhARL6wadZjdNg+QExOgM+JAN+9I1m5bOpzrPsZhrp3JbV/zb3SaYP1",
+	"mKUpWfMa6WcCRWxceWJXZl87V59mr1qI7cbN4fmetFvPD3O/Z6s30DQy4WDHNxArfOqD7qN0GxnWn9vr",
+	"vrOoHhu/cCqxDtsHxReu63nqv3DdDN/He4kHDpOikIF9t70mr/U8oFBJVjJB8cH8psiPn3SBrCa0qrTi",
+	"DE91/XPhor9+qxWxAEcTJmT/qH3U1ua4XXRJdgLFVApbkqDIXTme5mUFpYoiUSF6M8HcEKazJOAQApUE",
+	"R+4cmeivnqF8tZkDzVLnsTut2wa6PLMtXid07KM5loEpQ6RhWtFYjHw50zqJ3eVZU2FmX6ZnT9V52p7q",
+	"46fH/w8AAP//S+kZDLaKAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

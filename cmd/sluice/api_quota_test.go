@@ -31,10 +31,11 @@ func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 	key := keyResp.JSON201
 	c := s.client(t, key.Secret)
 
-	node := func(k string) client.Node {
-		return client.Node{Key: k, Type: "TRANSFORM", Config: &map[string]any{"output": map[string]any{"k": k}}}
-	}
-	big := client.Graph{Nodes: []client.Node{node("a"), node("b"), node("c")}, Edges: &[]client.Edge{}}
+	big := client.Graph(`{"nodes":[
+		{"key":"a","type":"TRANSFORM","config":{"output":{"k":"a"}}},
+		{"key":"b","type":"TRANSFORM","config":{"output":{"k":"b"}}},
+		{"key":"c","type":"TRANSFORM","config":{"output":{"k":"c"}}}
+	],"edges":[]}`)
 	tooBig, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.ID, Name: "big", Graph: big})
 	status(t, "createDefinition over the node quota", tooBig, err, http.StatusTooManyRequests)
 	if tooBig.ApplicationProblemJSON429 == nil || tooBig.ApplicationProblemJSON429.Errors == nil ||
@@ -42,7 +43,7 @@ func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 		t.Errorf("node quota problem does not name /graph/nodes: %s", tooBig.Body)
 	}
 
-	small := client.Graph{Nodes: []client.Node{node("a")}, Edges: &[]client.Edge{}}
+	small := client.Graph(`{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":{"k":"a"}}}],"edges":[]}`)
 	defResp, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.ID, Name: "one", Graph: small})
 	status(t, "def", defResp, err, http.StatusCreated)
 	def := defResp.JSON201
