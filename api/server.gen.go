@@ -99,7 +99,8 @@ type CreateAPIKeyRequest struct {
 type CreateDefinitionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-	// configs keep every digit.
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
@@ -109,7 +110,8 @@ type CreateDefinitionRequest struct {
 type CreateVersionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-	// configs keep every digit.
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph Graph `json:"graph"`
 }
 
@@ -141,7 +143,8 @@ type Definition struct {
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-	// configs keep every digit.
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph       Graph              `json:"graph"`
 	ID          openapi_types.UUID `json:"id"`
 	Name        string             `json:"name"`
@@ -162,7 +165,8 @@ type DefinitionVersion struct {
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-	// configs keep every digit.
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph   Graph `json:"graph"`
 	Version int   `json:"version"`
 }
@@ -225,7 +229,8 @@ type FieldError struct {
 
 // Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 // Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-// configs keep every digit.
+// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+// request body limit the bytes.
 type Graph = rawjson.RawMessage
 
 // Health defines model for Health.
@@ -3639,112 +3644,112 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a2/buJZ/hdAu0BYrP+O0qfPJN0k72WnTTJK5g52muKGlY5vXMqmSVFzfIP99wYck",
-	"SpZtOXbbmaJAgTo2RR4enveDevACNosZBSqF13/wYszxDCRw/ddJwgXj6lMIIuAkloRRr+/dTADdUfgi",
-	"zYA7xEZITgDFHO4JSwSK8Rianu8RNfpzAnzh+R7FM/D6XmAm9T0RTGCG1ewz/OUd0LGceP1uu+17chGr",
-	"kUJyQsfe46PvncKIUKKWPw+r4ZkzPh1FbI7CbOgzgUiYgRFjOcmhCN0JfY/D54RwCL2+5Am4sI0Yn2Hp",
-	"9b0kIWrkMmxnXyBI1oEG6QANEHoeYBpAhHAkGJJ4CgJh9DmBBBCRMNODXqwAG5y1doP6HZkRuQzvJR4D",
-	"EuQ/K48v0s+5a4Uwwkkkvf5h21dHSWbJzB7kjFDzVycDgVAJY+Aahj8Yn4oYB7DuUPWAdUc5d2bZBSeP",
-	"6mERMypAU/8/cHgFnxMQGk0BoxKo/ojjOCIBVnC2Ys6GEcz+599CAf3gwRc8iyMw25GYRF5fgwRCoiEL",
-	"F2iCBcIUAeeaCfT/wut/fPBmIAQeK5BmiRoNCCMLqt5w32u5W3385HtCYpkIr9/TXEOkWtg7p/c4IiGy",
-	"y+Y7nUgZi36rJaKEBNAM4T4FX7SIeaiRPvToYu6/OYy8vvdfrVxYtMyvonVpZjD4Wz7BdO9EoBmO1BFA",
-	"iBhHQw54KrTUMDM11ZInjI4iEuyK8PMQZjGTQINF41dYoDkWKBEQojmRE4RRSEYj4EDNkXguHl/neMyA",
-	"qYdAZ80gfXLfWEwnFmYnUv8kWMI1h6hdgMbjG8aHJAyB7ohItUAuKdEQIkbHAkmGMGVyAjzn0AIWD3Is",
-	"5qDUQuMoG74v3Ek2BYpmeIEok0iyJFCIIyLDnMbYOZXAKY52RBix02T8neLksMihpVG1GNQCuA+8XLMZ",
-	"yAmhYzTCJFIcSQ0rAr8HfmwJy9LcBNMxhAp76gmLLS0t3nIcT3bEWBelW1wlDRM6pWxOEWUhoFvvy63n",
-	"SMSxAqEF4RhEq92SzHv03WeDRRBBH2HUuE3a7QNAw+wTXppFLSCKcrXbXZarevB2UtU8si+K1rMpiaoI",
-	"GiMD1eng7TGCe+CLFKFqRESETOUekcowkxN9ghdMvmEJDXc8vQqrCx3hdniAX0GjO+oNG73gZafxGh9B",
-	"43D4MngVHsHrUbujQR9pAFy50cuxfeEMqIFpymTDDN8Hli8YEkpOFETEDWPvMB/DPq0B+BIAhAJ12r2j",
-	"w1cv0XAhQbgo6Tii9BIvIoZDJBlDkYakFmokYw0zfF8EqEFX1KVm5UhOsCs+EA4CiKVIkfYe08WOOPuc",
-	"MIktsiDsIyzRjAmJOu12G8VAQyXKchO6gMGuo9J/K8xTD3167Ub2zL5V+pwlUYhiLARiFFJPyjV8NQAC",
-	"PS/s85bqjfoO4wlfi0iBYuBGRrxoogsjtbUJJCTjECJMM2F+S3HEAYeL9Dcr7Jvo7gokXzQGIwn8Tp21",
-	"AInmE+CA5phINeUEolj0Fbi31OA+5JhQgbDIXR6BFHhi0rxVBsAEcGh9S2f+Zdv/GgJGQ21oqNXQEEaM",
-	"g6ExPMuRp7S6Ql2z6E6u8zrUafxOcSInjJP/wK4CcEaEUMgYAuaKFZSxURBpnZz6CsvWor3EfWJPgk2D",
-	"6CsbHFvbSE6wNtBTRcs44nDPphA2tZtm51XLDmLyK2hujjmLgUtifKWAA5YQDmTB0QqxhIYkM1j2tnyP",
-	"hDWcstTJe1j+IeYwIl+q/cYR4cZy4TiQwEXKVgICDtJXdCUhitAUFgLhGHPZrFrbYmHNrmgSRXioTtd4",
-	"m0tTzIsu7ma/PPdfP3p6SNG91ejINu87iHfB/ZTNzIb/BuOInOiow5X1cJePsOZ5pJT94AFVPPbROxlc",
-	"nJy9e3d26vnp5/OLtw4M63Znp6sEWG/NUJzjiOMw1OIOR5cO/CMcCfBLW0pppxxfmhGa/t3ZBKWeYzV4",
-	"eWDqaSCOUxN6HUO/Tc3HJ21oRyKspD8D9mq0/BO4+CY4KQG7Ca4s4vQNCcr34gjTjUJbjakkPvv86k2F",
-	"uVTGUfRhpP2ndWvZ8cpVKu7PyMcKfTzReoEGcGwsBUQkomze3Eg9dsZl4D8Vorp70ShBwjlQaWnPURqZ",
-	"9ve35LdddVQSh9tu4ispjBJuUkQUFUgObhWx5ad1icdVCkRb3u6HdTh2zv4xWwxzjhcao1lyQbPdei1b",
-	"RoL1AJw51m/HIZidaTAsJSo20s52BHm/mrZLWCglOO7XHHwVds7CqiMecTarJHTJKr+eT8CFdchYBBVi",
-	"Tk+rJ6kExXgXWZrlaaKb0DhZ84whrKLUG9xjounO2IuzOMIStHtzp2e7a6Lr3KXiIBNOIdQ+PBoxrj/4",
-	"SDBEk9lQWaFTgNjGaEIyJq7Rabfre18aY9awX3I8V75H8wrP39uQljOgQWYx4zLXS+n4PLAFNGDKZ2zp",
-	"rx+11UwYJ3JRSNx0yzvv6Hi98rATPgYqm+gDV46b9kt1NIlQhHMv9RiNMOEUhEA44EyI/CeBAjYDYUxy",
-	"teEsQ9Rbnx/ys+DS6bY8tUd7pxKGNVQaZmS6zD16wPm2ZvY6ufCbmvHaDC3vI11trY29Blq1XARyN/cn",
-	"TLj2pd+LwhyEype91c87NGAi5Jt1QG1d/QQ5oDxK/ZiObNhz9ot8/h1Y2YSr6+rbCxbCFQSMh1X6VkjM",
-	"t9R09Sg0I7CUSndka/XgWgNv3/ZTJbTLsGT4SCnMxalfYKYCV6QUvpY592Fv5Zz+fcytMiE4AYSr3y8u",
-	"zi/eer538uH95buzGx1KeDM4L8QUzk4rQgq+94ZAFJ6lUqKIoSwPVBU+0mz1sGFzttIgnahqY1kSrGQ8",
-	"oNPB2yZSbGfDTBxQQsnnBI51AUA4BhQBvid0jDA6+XBxen5z/uHCpLlmeIECzPkC3Skb6k5ZIDEJpjqJ",
-	"M+SYBpPmLX0Pyq5ASmSY+eELDiR6HmABDQFUEEnu4YVfjOzF2u5DjNqHOIwSoQSaDgxbU4XQWxowOiLj",
-	"CrNFx3KLqNYZuPrEGJpsxAx/OTfjD9tO4U9Ol1uLuOKsnYpZyy62XuLTN5fevwCODAWW1O4EgqlYraCq",
-	"jO8ySeaieYNzvtow0LissAkURWzSnt8Yk1MT+nBiMp0aMRnzRZlrf7m5ufzX1dlvv59d3/jo5mpwcf3m",
-	"w9V73+FPxtHp2bvB/x0jfVRpdtXWYsg01GyStIKZ6PpSYpaD2iiESLIxyAnwzaEUtU87ZtWJWQW/dG5Y",
-	"KvdFVmvMvRh6W9hpqQG2bGQpXnxmCjOiewiN0eUb/DryR6FYyUErq5oV8H0bklvaG0tk5eYKnqTyIrlN",
-	"1emsHMSiqYsSgiksTHVC08x0vNZ1/Mab3mwjbjz7ejajouTcXEwZtTZzOKZYSve5UWZPKCXY1VbaKhbb",
-	"2ny5/vX88rKGIXNpg8TptG+uzs4837u8+uD53tnFzdnV5dX59Vn1szbjt0R4V29O0Ove4atM9JjEpeaZ",
-	"oohIM5oPK3hbLE+uTa9GBPcQZUU8PgIcTNJCu/+9/nDRiJmuXWpEZAq2AMWvp9Ad267CaCVUSEyDavNu",
-	"SQU6As/mYx/qKoUBElIz7+9X58rYUhabEvFTQkMli+zeN0twS55m/bV+uXbslRGzUpafsIRWSJozLSI4",
-	"RIAFoCEOpkrkXJ5dnJ5fvHUgdNCBU+G0Vaw9wmS2mzB4SnSViBjLYPIGkyjhUEWTpp5Nc7VAjKIbUKIO",
-	"R6aoTZGdrnkTCEt0UI2QdJUdNWKxLLzsiO4rnhFhIc9qK183/Le88ScEnb5XlK6+p54pg2zvfpGHKsjK",
-	"RatfKrp3EyYu67g8UaKhtRy+D+c+Fxffx7l3ScJRYVbsKNX3bnD+XivB0/Pry8HNyS/b+Pi/67zUjrnb",
-	"JydhV2ZfM4AqhHSgPO8K8ZzXRU1YFBrfX0SsnE11zfPtxaQp6n2HhfyFJXwtFMY7oSGEyBwGIqaWTzEA",
-	"mrCEV0NVVzpVd5mcMGoTkm6lmG4hijBFOIrYXFQvvLoeqPb5+iY2XtFzosMGWYHbSNdIqdOpBmXr7G6V",
-	"DHNT/H7WXWPpJ4N06Uy3SdxmdLoPUZMT/fcQNUpJQZAoMX6tADI7MMV31T4lDmeKop2it0xroMHlOZrC",
-	"Iqse1DlKM1ehPM9U0hE6YhWlEbpsD411anBuuEmXnKWGRxP9kefCdFY2b1bTDuDp4K1AbHRLtUt4bGwX",
-	"RX+MQppuEIhIE6Cz66ltSfUtYjRaoPmERGBKMd3SUc1NuuMIjTiAkTTPlWeBOj66vPqADn2U+xao20ZB",
-	"xpq3NOfNF81bektT49IUXyY0BI7uWjgmrfvOHaK6kvluYCsWdYS7j/5hCiONf6uPwXi4d7Zy1DkfNOJs",
-	"hkyMyUbIVx2Zr3asC7RxMAGhkXBLFUbYnObDm8iArD0YRAS6W1XfeYeep77SCxPfjEgAtlDO+siDWC3W",
-	"6DbbiuV45BRvzufzJtY/Nxkft+yzovXu/OTs4vpMP5N7HinRDC7PndR83+s022Yci4HimHh976DZbh5Y",
-	"r1zTukV3KyWhllMArIunqup33hEhhYvHZ8ItHDZaAHPQZfkhaB9YoT4ErhPatvlOSQ2cWnh60lNncb/Q",
-	"PfpxbT+fjoMQkxCu6jLcV0+fXy3MckBbpg+yxkArkx4/ldoEu+32mhriitphK2Y/firKSyUta5f4lmpx",
-	"Kip9B7oJV7mnzkHrkvyeAbhq+mxjLaf5UT/S2fzI76Vi5V77YPNDb9x+r167t/mJrHPl0fcO62wla+3S",
-	"2iOZzTBfWPKt6hpWhCzxWBSLaIT3SdkYTFRw1z9xREIt//PArxLVulJOy2gskOVy1Ellkhm33KujKyt6",
-	"3W65aafMfuX6U8snIOQ/WLjYjiSzIiSbxtG0aXIvH92ofx7fzFusfoEoYj56eDDh2qbiYPT4mMdJvTEH",
-	"cLoos6i6KQK0HJ8OKniF3stRJ+gEh53GQfBy2Ojhw2Hj9fAIGu1RJ+zig2EvONyiMH5Vye5j0RZRQuZx",
-	"ics726HUMdu9brv7stHpNLqdm06731b//lyuyet3/O96EMqk9+o0b3lLh+ZYwqs2+zXP1a0lXJaEtkj2",
-	"R5N9vU6NJbKeNfVAt1tHWDqdnfqh17VW0U1eO0pkc1DWTClJ5ZVC+dFfaxK1HtxCyEcjvJV9U2HJs1Fq",
-	"/DSR8QTT7ijjhWmHkEgdP0RYojTGk0a7gwgwN7bmMeIJpcqIX+6EWpLkp3rNkiQvyJ7eMrTmofCnRs/p",
-	"x6BkS/rxqy3m64nyzkr975lGToMXVqk/E0abLx/tW5DrzrX9vXXKjyz3bwqH95NRckZ5C3JrLin5dhuc",
-	"pUIMXlsXWwjplmWrpRuJtl53lcV+bSxzjCjMEZnNEpPfS210t4QjjTQMwdQxp6yvdIEj2/N4v4liUDZH",
-	"iug2We15/eBXMd4/PW5pHJcat76TZVzsoqgrnDYJuizQ0n2ChEkPaoWgUYRk5/9paP7VDc1BGCKM8paY",
-	"fViWmdBqPdhPjyvDcca4YBSqZQ8u3mFWx7RwxchXtjC+Mm929s+bPyhf7m4BbOKA3bS+/7D6LGxdmynK",
-	"MN36RKDOihve7gtKsjoSvPbSh0oDJNfeW8XN88d8JfVBSLMBW6dorjdEMR4Tio3hWRU4z1Owf9W4eRGK",
-	"DzRauPaOzhITc+dYIlaBk9Ve1OPopWaRHzZ+X2ztWBu+d5D+XFEYS6TpEeC62Fe8+CnXSkF9cHkrlWzO",
-	"l9WqPR/Q0hlY7XxUeg9naU4W03yt1GkoqO5SnEBnBTAVc+DilnbbXYSl7arXj6Y+BE/r14i+c4cWrwRy",
-	"Erq3VFcnoD90AIqiu9LNh3c+wrbjI7sCBc/sBU6mYVXcUvU140QJrMi5Rcnkm8u3Jdq0bzbVFPRVUPiW",
-	"9tqvm+jXtNVlCrFxkrBEEWAhUben60nM/UR5ilYnW4sCstzxu0lEvteXqGqQFN6QwCMtKTlIvmiiGxfW",
-	"rFh/CRFoBR6Oq6+NVIejNo70vq8DFkNY3Jq/BgmZxDRXIuUis3SCK+/JPTzcdI/Jpx18yqxIP019h7hY",
-	"PthdVfhX1yD8mnGhVR3jtbzZ7naYypp6vYOwG3SGbdx4PTqCRi98FTSOhi9x43DUg/Q352qorDpu2205",
-	"LcYViiMd9MN5oe0a/uGJc/HqE9zWb+eB2lMqaJAnKqsHpzx1k8vpLvcsNd60mFfOqDEotAwzBkZCK91O",
-	"Vy7v6G66rUdVDmez+2exX9bct2O7jZTJZePXHdwdHgS9sHEIL0eNHu4MG0dBN2wcQG90iF8OXwVHoeev",
-	"kmt5ijXrlOr4NaDr/OmVgTELmD+KWdc1OVsLhtNhs3q5TH643SYVGd2N062cbHfBXujS7nxlYb9OGhau",
-	"X/9pKJcCADWEz7YhAPcy/E1ud1F0tcy1+NvH/ItLrgr5D8ylpIWr9hHRd5EXzHgSNtEgTfjqQTbyf0uz",
-	"InUtMYlAFO6BO6F/9eRS3vdZXgpqijN1zoUIZPYbQXisTEmgoUDFFZSFL3S+UVv5t9Rc4Rep6UV2g3Oa",
-	"ozbZZQhzo7TCsjYzrBHgW1o/28jeXNbklwTWz04Uby+sKvMwyNGg2itof1pBu9Vj2PdUPNFG0Ty0VWjN",
-	"ucHXRyw2jR3RQrmuyj4xBFSrLlU3pPyNImt6z18nqFa6I+gHDagV26nWBtQcKvtpEZRCZ8U7tLdj9daD",
-	"9YU3eSHmGmklVqyv6qhfITENRRN9oAFo1Zf/NMFKB6d2at7OSURasq61puYgG2RDvXbvGI1YFLH5Lb1z",
-	"zA19o4osWIcV6vItyLy1blcyLzbutkuNtysLevJGW+NU1EnRLbXJtstdrZX+Rbv3Z6ndsb5jtUUExGlZ",
-	"NVsqhJUyM6HQKfjXDTY5vZfV/kfOUz/FTTkDmeOmtgNS8SoyK3fuTB+LiQGn1zGuSCnmt+M9XZWX3RvT",
-	"47XB4nEuRlTiJ8BRBFz5AkgAoOc4inTAWKataz5Ku5pGpVaoKSxe1DKG8v4zb1t37u9pDBQbHtcaA/lx",
-	"fFPm3EvjSnamKeM4X67uVjF1XgXTGymPSTcLNtFA9+MxGi1WFa/94bzy6ckJhjT+FuTdr31918mW9WpL",
-	"TeFfo2It7eZu19K+5e7rttWOtdRO1jJ96K/GUd7A3K5Rg7s92/yNuyi2DfrvrV8h5YhKXqxUFK0HxyzZ",
-	"ZDMXM8B5a1iErYbQZGM+GnJFgTI0zTf29SwQS9OZVjCsbfunfRNYVfv/klFcFAE7GcWWtbpPYq3OV2St",
-	"V9+MtQpxiJ82YlWd+lru2tao+aP0Fk3tFlVEjHNNiNISX01BSNM0CFPpLfVPX6Q214QgjFY2/6Td1UKy",
-	"OIYKS610ycmluRDiyQrW0rRzcVhtYl1x3Uotzfo3YP9uewX/O7iqKwYO9ywG7FI/rjj4tgpav82sFGS2",
-	"N608VU+r3xtTWGzy88pvcdN3AKf1e3IChNu3UYlqp21wef6rWmU3DlNuVE6atS54yV4OU743t5Jg1bZ+",
-	"qqySc2YvKXFds4xq9qCuqvObJW1liMtcNWtfTMFoAH6WZEi3cmxukFEm4QQL/V5R8zLAVf6focw9OH8B",
-	"2dbbK74M7Ds1J2mV0x6+gh5uQ+M1PnzV6AUHo8ZReBA0OqMuHIS94HD4EjvvvCf5O9v6noim/+qNuvh1",
-	"UHhpmw2Gpu9gcob9a/pb97795+ejWefLq/hgeEhfB71vcldC+mqp1dzv586IgfynxtqDS0lTGVItQrbR",
-	"U62HKSw2tL67wmOQvvwxLe2198Nn1q4a2ERXapC+CXVOAjBFB5Q1WLwsNvRQV2xs6m2/yt4++VOvWMIw",
-	"KNlIGDvplsqGHbvcM2HDyxWxdE1fu0fSJ/pG/P+stKsGNqfXbbfz+85QzFkAQph3D4v0cjJhb2cXiDIU",
-	"Qgw0BBosKoMZv9h1d/VlssQVm9YXs/Y1AFUx6ojcQ7Nw5Z215xxj4x4oCNfOMEi0IkIXBtVFKFB0yYQc",
-	"cxDoOaZhVrXk68zDjIVJBDZWlAhARL6wadZjdNg+QExOgM+JAN+9I1m5bOpzrPsZhrp3JbV/zb3SaYP1",
-	"mKUpWfMa6WcCRWxceWJXZl87V59mr1qI7cbN4fmetFvPD3O/Z6s30DQy4WDHNxArfOqD7qN0GxnWn9vr",
-	"vrOoHhu/cCqxDtsHxReu63nqv3DdDN/He4kHDpOikIF9t70mr/U8oFBJVjJB8cH8psiPn3SBrCa0qrTi",
-	"DE91/XPhor9+qxWxAEcTJmT/qH3U1ua4XXRJdgLFVApbkqDIXTme5mUFpYoiUSF6M8HcEKazJOAQApUE",
-	"R+4cmeivnqF8tZkDzVLnsTut2wa6PLMtXid07KM5loEpQ6RhWtFYjHw50zqJ3eVZU2FmX6ZnT9V52p7q",
-	"46fH/w8AAP//S+kZDLaKAAA=",
+	"H4sIAAAAAAAC/+xde2/buJb/KoR2gbZY+RmnTZ2/fJO0k502zSSZO9hpihtaOrZ5LZMqScX1DfLdF3xI",
+	"omTZlmO3nSkKDDBpIvFxeM7vvKkHL2CzmFGgUnj9By/GHM9AAtf/Okm4YFz9FIIIOIklYdTrezcTQHcU",
+	"vkjzwB1iIyQngGIO94QlAsV4DE3P94h6+nMCfOH5HsUz8PpeYAb1PRFMYIbV6DP85R3QsZx4/W677Xty",
+	"EasnheSEjr3HR987hRGhRE1/HlavZ874dBSxOQqzR58JRMJsGTGWk3wVoTug73H4nBAOodeXPAF3bSPG",
+	"Z1h6fS9JiHpyeW1nXyBI1i0N0gf0gtDzANMAIoQjwZDEUxAIo88JJICIhJl+6MWKZYMz126rfkdmRC6v",
+	"9xKPAQnyn5XHF+n33LlCGOEkkl7/sO2roySzZGYPckao+VcnWwKhEsbA9Rr+YHwqYhzAukPVD6w7yrkz",
+	"yi40eVQvi5hRAZr7/4HDK/icgNBkChiVQPWPOI4jEmC1zlbM2TCC2f/8W6hFP3jwBc/iCMx2JCaR19dL",
+	"AiHRkIULNMECYYqAcy0E+v/C63988GYgBB6rJc0S9TQgjOxS9Yb7Xsvd6uMn3xMSy0R4/Z6WGiLVxN45",
+	"vccRCZGdNt/pRMpY9FstESUkgGYI9+nyRYuYlxrpS48u5f6bw8jre//VysGiZf4qWpdmBEO/5RNM904E",
+	"muFIHQGEiHE05ICnQqOGGamppjxhdBSRYFeCn4cwi5kEGiwav8ICzbFAiYAQzYmcIIxCMhoBB2qOxHPp",
+	"+DqnY7aYegR05gzSN/dNxXRgYXYi9Z8ES7iWELUL0HR8w/iQhCHQHQmpJsiREg0hYnQskGQIUyYnwHMJ",
+	"LVDxIKdivpRaZBxlj++LdpJNgaIZXiDKJJIsCRThiMgopyl2TiVwiqMdCUbsMJl8pzQ5LEpo6alaAmoX",
+	"uA+6XLMZyAmhYzTCJFISSY0oAr8HfmwZy/LcBNMxhIp66g1LLY0WbzmOJztSrIvSLa5Cw4ROKZtTRFkI",
+	"6Nb7cus5iDhWS2hBOAbRarck8x59991gEUTQRxg1bpN2+wDQMPsJL42iJhBFXO12l3FVP7wdqppX9sXR",
+	"ejSFqIqhMTKrOh28PUZwD3yRElQ9EREhU9wjUhlmcqJP8ILJNyyh4Y6nV2F1oSPcDg/wK2h0R71hoxe8",
+	"7DRe4yNoHA5fBq/CI3g9anf00kd6AS5u9HJqXzgP1KA0ZbJhHt8HlS8YEgonChBxw9g7zMewT2sAvgQA",
+	"oUCddu/o8NVLNFxIEC5JOg6UXuJFxHCIJGMo0iupRRrJWMM8vi8G1EtX3KVG5UhOsAsfCAcBxFKkRHuP",
+	"6WJHmn1OmMSWWBD2EZZoxoREnXa7jWKgoYKy3IQuULDrqPTfCuPUI5+eu5G9s2+VPmdJFKIYC4EYhdST",
+	"cg1fvQCBnhf2eUv1Rn1H8ISvIVKgGLjBiBdNdGFQW5tAQjIOIcI0A/NbiiMOOFykf7Ng30R3VyD5ojEY",
+	"SeB36qwFSDSfAAc0x0SqIScQxaKvlntLDe1DjgkVCIvc5RFILU9MmrfKAJgADq1v6Yy/bPtfQ8BoqA0N",
+	"NRsawohxMDyGZznxlFZXpGsW3cl1Xoc6jd8pTuSEcfIf2BUAZ0QIRYwhYK5EQRkbBUjr5NxXmLYW7yXu",
+	"G3sCNr1EX9ng2NpGcoK1gZ4qWsYRh3s2hbCp3TQ7rpp2EJNfQUtzzFkMXBLjKwUcsIRwIAuOVoglNCSZ",
+	"wbK35XskrOGUpU7ew/IfYg4j8qXabxwRbiwXjgMJXKRiJSDgIH3FVxKiCE1hIRCOMZfNqrktFdbsiiZR",
+	"hIfqdI23uTTEvOjibvbLc//1o6cfKbq3mhzZ5n2H8O5yP2Ujs+G/wTgiJzrqcGU93OUjrHkeKWc/eECV",
+	"jH30TgYXJ2fv3p2den768/nFW2cN63Znh6tcsN6a4TjHEcdhqOEOR5fO+kc4EuCXtpTyTjm+NCM0/Xdn",
+	"0yr1GKuXlwemnrbEcWpCrxPot6n5+KQN7ciElfxnlr2aLP8ELr4JTUqL3bSuLOL0DRnK9+II042grZ6p",
+	"ZD77/upNhTkq4yj6MNL+07q57PPKVSruz+BjhT6eaL1AAzg2lgIiElE2b27kHjvi8uI/FaK6e9EoQcI5",
+	"UGl5z1Eamfb3t5S3XXVUEofbbuIrKYwSbVJCFBVIvtwqZstP6xKPqxSItrzdH9bR2Dn7x2wyzDleaIpm",
+	"yQUtduu1bJkI1gNwxli/HYdhdubBsJSo2Mg72zHk/WreLlGhlOC4X3PwVdQ5C6uOeMTZrJLRJav89XwC",
+	"7lqHjEVQAXN6WD1I5VKMd5GlWZ4G3YTGyZp3DGMVUW9wj4nmO2MvzuIIS9DuzZ0e7a6JrnOXioNMOIVQ",
+	"+/BoxLj+wUeCIZrMhsoKnQLENkYTkjFxjU67Xd/70hizhv0lx3PlezSv8Py9DWk5DzTILGZc5nopfT4P",
+	"bAENmPIZW/rXj9pqJowTuSgkbrrlnXd0vF552AkfA5VN9IErx037pTqaRCjCuZd6jEaYcApCIBxwJkT+",
+	"J4ECNgNhTHK14SxD1FufH/Kz4NLptjK1R3uncg1ruDTM2HRZevQD59ua2etw4Tc14rV5tLyPdLa1Nvaa",
+	"1arpIpC7uT9hwrUv/V4UxiBUvuytft/hARMh36wDauvqJ+CA8ij1azqyYc/ZL8r5dxBlE66uq28vWAhX",
+	"EDAeVulbITHfUtPV49CMwVIu3VGs1YtrDbx920+Vq11eS0aPlMNcmvoFYSpIRcrha4VzH/ZWLunfx9wq",
+	"M4ITQLj6/eLi/OKt53snH95fvju70aGEN4PzQkzh7LQipOB7bwhE4VmKEkUKZXmgqvCRFquHDZuzlQbp",
+	"QFUby5JgJeMBnQ7eNpESOxtm4oASSj4ncKwLAMIxoAjwPaFjhNHJh4vT85vzDxcmzTXDCxRgzhfoTtlQ",
+	"d8oCiUkw1UmcIcc0mDRv6XtQdgVSkGHGhy84kOh5gAU0BFBBJLmHF34xshdruw8xal/iMEqEAjQdGLam",
+	"CqG3NGB0RMYVZgu6qQpRoyFLdNB2AjYQ/RyjXve1Wp/apJtle+GbuHEhGaJLS/TrOg1iQsbFE9WJvvo8",
+	"H5qkxxK7b42cy6OUPXU95KdvrgR+ARwZRi5p7wkEU7Faz1XZ8GXOzhF+g4+/2r7QtKswLRRjbVLC35iS",
+	"UxNBcUI7nRqhHfOLsvD/cnNz+a+rs99+P7u+8dHN1eDi+s2Hq/e+I+aMo9Ozd4P/O0b6qNIkrS3pkGnE",
+	"2uR6BTNB+qX8Lge1UQiRZGOQE+CbIzJqn/aZVSdm7YSlc8NSeUGyWvHuxV7cwtxL7bhlW03J4jNT3xHd",
+	"Q2hsN9/Q14ExRWIFpxbymhXr+zYst7Q3lsjKzRUcUuWMcgu0OrkHsWjq2oZgCgtT5NA0Ix2v9UC/8aY3",
+	"m5obz76e6ak4Obc6U0GtLRyORZfyfW7b2RNKGXa1sbdKxLa2gq5/Pb+8rGEPXdpYczrsm6uzM8/3Lq8+",
+	"eL53dnFzdnV5dX59Vv2uTRwuMd7VmxP0unf4KoMek//UMlOEiDQx+rBCtsXy4NqCa0RwD1FWC+QjwMEk",
+	"rdf73+sPF42Y6RKoRkSmYOtY/HoK3DERK4wBQoXENKi2EpdUoAN4Nq37UFcpDJCQWnh/vzpPbSIF8VNC",
+	"Q4VFdu+bEdyyp5l/rXuv4wPn0hxpJZafsIRWIM2ZhggOEWABaIiDqYKcy7OL0/OLt84KHXLgFJy2CtlH",
+	"mMx2A4OnBGmJiLEMJm8wiRIOVTxpyuK0VAvEKLoBBXU4MrVxiu106ZxAWKKDaoKks+yoEYvV5WV/dl9h",
+	"kQgLeVZb+bpRxOWNPyF29b2CffUd/kwZZHv3izJUwVYuWf1S7b6bd3FFx5WJEg+tlfB9xAhyuPg+MQKX",
+	"JRwVZmFHqb53g/P3Wgmenl9fDm5OftkmVPC7Tm/tmAJ+ci53ZRI3W1AFSAfKga+A57y8asKi0IQQRMTK",
+	"SVnXPN8eJk1t8Dss5C8s4WtXYbwTGkKIzGEgYkoClQCgCUt49arqolN1s8oJozav6Rac6U6kCFOEo4jN",
+	"RfXEq8uKap+vb0LsFa0rSoREVic30qVW6nSql7J1krgKw9xKAT9r0rH8k6106Uy3yf9mfLoPqMmZ/ntA",
+	"jVJSECQKxq/VgswOTA1ftU+Jw5niaKd2LtMaaHB5jqawyIoQdarTjFWo8jMFeYSOWEWFha7+Q2OdYZwb",
+	"adKVa6nh0UR/5Ck1ndzNe960A3g6eCsQG91S7RIeG9tF8R+jkGYtBCLSxPnsfGpbUv0WMRot0HxCIjCR",
+	"OTe8p6VJNy6hEQcwSPNceRao46PLqw/o0Ee5b4G6bRRkonlLc9l80byltzQ1Lk3oL6EhcHTXwjFp3Xfu",
+	"ENUF0XcDW/ioA+V99A9TX2n8W30MxsO9swWozvmgEWczZGJMNtC+6sh8tWNd542DCQhNhFuqKMLmNH+8",
+	"icyStQeDiEB3q8pE79Dz1Fd6YeKXEQnA1ttZH3kQq8ka3WZbiRyPnBrQ+XzexPrPTcbHLfuuaL07Pzm7",
+	"uD7T7+SeR8o0g8tzJ8Pf9zrNtnmOxUBxTLy+d9BsNw+sV6553ZK7lbJQy6kj1jVYVWVA74iQwqXjM+HW",
+	"HxstgDno6v4QtA+sSB8C13lx28OnUAOnFp4e9NSZ3C80oX5c2xao4yDE5JWrmhX31RroV4NZvtCWaaes",
+	"8aDFpMdPpW7Dbru9phS5ogTZwuzHT0W8VGhZu1K4VNJTUTA80L28yj11DlpX9vfMgquGzzbWcnoo9Sud",
+	"za/8Xqp57rUPNr/0xm0b67V7m9/IGmAefe+wzlayDjGtPZLZDPOFZd+q5mPFyBKPRbEWR3iflI3BRIV0",
+	"/RNHJNT4nwd+FVTrgjuN0VggK+Wok2KSeW655UcXaPS63XLvT1n8ymWsVk5AyH+wcLEdS2a1TDZNo3nT",
+	"5Fo+ulH/PL6Zd2r9AlHEfPTwYMK1TSXB6PExj5N6Yw7gNGNmUXVTS2glPn2o4BV6L0edoBMcdhoHwcth",
+	"o4cPh43XwyNotEedsIsPhr3gcIv6+lWVv49FW0SBzOOSlHe2I6ljtnvddvdlo9NpdDs3nXa/rf77c7m0",
+	"r9/xv+tBKJPeq9MD5i0dmmMJr9rs1zxXtyRxGQltre2Phn29To0pstY39UK3WwcsnQZR/dLrWrPoXrEd",
+	"EdkclDVTSqi8EpQf/bUmUevBrad8NOCt7JsKS56NUuOniYwnmDZZGS9MO4RE6vghwhKlMZ402h1EgLmx",
+	"NY8RTyhVRvxyQ9USkp/qOUtIXsCe3vJqzUvhT42e848hyZb841dbzNcT5Z2V2ugzjZwGL6xSfyaMNl8+",
+	"2rcg151r+3vrlB8Z928Kh/dTUHJBeQtyaykp+XYbnKVCDF5bF1uAdMuK1dLFRlvPu8pivzaWOUYU5ojM",
+	"ZonJ76U2ulvCkUYahmDKoVPRV7rAwfY83m+iGJTNkWK6TVZ7Xob4VYz3T49bGsel/q/vZBkXmzHqgtMm",
+	"oMsCLd0nIEx6UCuARjGSHf+noflXNzQHYYgwyjtr9mFZZqDVerA/Pa4MxxnjglGoxh5cvAqtjmnhwshX",
+	"tjC+smx29i+bP6hc7m4BbJKA3bS+/7D6LGxdmynKME3/RKDOiovi7gtKsjoSvPbuiEoDJNfeW8XN89d8",
+	"hfogpNmArVM0tySiGI8JxcbwrAqc5ynYv2rcvLiKDzRauPaOzhITc3VZIlYtJ6u9qCfRSz0nP2z8vtgh",
+	"sjZ87xD9ueIwlkjTasB1sa948RPXSkF9cGUrRTbnl9WqPX+gpTOw2vmo9B7O0pwspvlcqdNQUN2lOIHO",
+	"CmAq5sDFLe22uwhL25yvX019CJ7WrxF9dQ8t3izkJHRvqa5OQH/oABRFd6ULFO98hG3jSHaTCp7Ze6BM",
+	"36u4perXjBMFWJFzGZPJN5cvXbRp32yoKegbpfAt7bVfN9GvacfMFGLjJGGJIsBCom5P15OYa47yFK1O",
+	"thYBstw4vAki3+u7WPWSFN2QwCONlBwkX5iml2ytWbH+EiHQCjocV98+qQ5HbRzpfV8HLIawuDV/DREy",
+	"xDQ3K+WQWTrBldftHh5uug7l0w4+ZVakn6a+Q1wsH+yuKvyraxB+zbjQqsbzWt5sdztKZb3B3kHYDTrD",
+	"Nm68Hh1Boxe+ChpHw5e4cTjqQfo354aprDpu2205ncoViiN96IfzQts1/MMT5/7WJ7it384DtadU0CBP",
+	"VFYPTnnqJpfTne5ZarxpmFfOqDEoNIYZAyOhlW6ni8s7uptu61GVw9ns/llsuzXX9thuI2Vy2fh1B3eH",
+	"B0EvbBzCy1GjhzvDxlHQDRsH0Bsd4pfDV8FR6PmrcC1PsWadUh2/xuo6f3rlxZgJzD+KWdc1OVu7DKfD",
+	"ZvV0GX643SYVGd2Nw60cbHdgLzR7d74y2K9Dw8It7j8N5VIAoAb4bBsCcO/U3+R2F6GrZW7X3z7mX5xy",
+	"Vch/YO42LdzYj4i+0rxgxpOwiQZpwlc/ZCP/tzQrUteISQSicA/cCf2rN5fyvs/yUlBTnKlzLkQgs98I",
+	"wmNlSgINBSrOoCx8ofON2sq/peYmwEgNL7KLoNMctckuQ5gbpRWWtRlhDYBvaf1sg7051uR3DdbPThQv",
+	"Qawq8zDE0Uu1N9n+tIJ2q8ewn7t4oo2iZWir0JpzEbCPWGwaO6KFcl2VfWIYqFZdqm5I+RtF1vSev05Q",
+	"rXTV0A8aUCu2U60NqDlc9tMiKIXOildxbyfqrQfrC2/yQsxt1ApWrK/qqF8hMQ1FE32gAWjVl/9pgpUO",
+	"Tu3UvJ2TiLRkXWtNLUE2yIZ67d4xGrEoYvNbeueYG/piFlmwDivU5VuQeWvdrmxebNxtlxpvVxb05I22",
+	"xqmok6JbapNtl7taK/2Ldu/PUrtjfcdqiwiI07JqtlQIK2VmQqFT8K8bbHJ6L6v9j1ymfsJNOQOZ06a2",
+	"A1LxRTOLO3emj8XEgNNbHVekFPNL9p6uysvujenx2mDxOPcrKvgJcBQBV74AEgDoOY4iHTCWaeuaj9Ku",
+	"plGpFWoKixe1jKG8/8zb1p37exoDxYbHtcZAfhzfVDj30riSnWkqOM4vV3ermDqvgumNlMekmwWbaKD7",
+	"8RiNFquK1/5wvhz15ARDGn8L8u7Xvr7rZMt6taWm8K9RsZZ2c7drad9y93XbasdaaidrmT70V9Mob2Bu",
+	"16jB3V5s/sZdFNsG/ffWr5BKRKUsViqK1oNjlmyymYsZ4Lw1LMJWQ2i2MT8adkWBMjTNb+xXXiCWpjOt",
+	"YFjb9k/7QbGq9v8lo7gIATsZxVa0uk8Src5XFK1X30y0CnGInzZiVZ36Wuna1qj5o/QxTu0WVUSMc02I",
+	"0hJfc9Ol5mkQptJb35oJX6Q214QgjFY2/6Td1UKyOIYKS610ycmluRDiyQrW8rRzcVhtZl1x3Uotzfo3",
+	"EP9ue4X8O7SqCwOHe4YBO9WPCwffVkHrj6KVgsz2ppWn6mn198YUFpv8vPLH4PRVwmn9npwA4fajVqLa",
+	"aRtcnv+qZtlNwpQblbNmrQtesm/MlO/NrWRYta2fKqvknNlLSlzXLOOaPair6vxmSVsZ5jJXzdrvWzAa",
+	"gJ8lGdKtHJsbZJRJOMFCf57UfFNwlf9nOHMPzl9AtvX2it8U+07NSVrltIevoIfb0HiND181esHBqHEU",
+	"HgSNzqgLB2EvOBy+xM6n80n+6be+J6Lpv3qjLn4dFL79ZoOh6aecnMf+Nf2te9/+8/PRrPPlVXwwPKSv",
+	"g943uSsh/ULVaun3c2fErPynxtqDS0lTDKmGkG30VOthCosNre8ueAzSb0impb32mvnM2lUPNtGVekjf",
+	"hDonAZiiA8oaLF6GDf2oCxubetuvso9Y/tQrljEMSTYyxk66pbJhx073TNjwckUsXfPX7pH0ib4R/z8r",
+	"7aqBzel12+38vjMUcxaAEOYTxiK9nEzY29kFogyFEAMNgQaLymDGL3beXX2ZLHHFpvVh1n4GoCpGHZF7",
+	"aBauvLP2nGNs3AMF4doZhogWInRhUF2CAkWXTMgx199/oGFWteTrzMOMhUkENlaUCEBEvrBp1mN02D5A",
+	"TE6Az4kA370jWbls6udY9zMMde9Kav+ae6XTBusxS1Oy5mvUzwSK2LjyxK7MvnauPs0+tRDbjZvD8z1p",
+	"t54f5n7PVm+gaTDhYMcPGSt66oPuo3QbGdWf2+u+s6geG79wKrEO2wfF77brcep/t908vo/PGw8cIUUh",
+	"A/uJfM1e62VAkZKsFILii/lNkR8/6QJZzWhVacUZnur658JFf/1WK2IBjiZMyP5R+6itzXE76RJ2AsVU",
+	"CluSoNhdOZ7mYwWliiJRAb0ZMDeE6SwJOIRAJcGRO0YG/dUjlK82c1az1HnsDuu2gS6PbIvXCR37aI5l",
+	"YMoQaZhWNBYjX86wTmJ3edQUzOw3+eypOm/bU3389Pj/AQAA//8rkTzc/YoAAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

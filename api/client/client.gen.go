@@ -93,7 +93,8 @@ type CreateAPIKeyRequest struct {
 type CreateDefinitionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-	// configs keep every digit.
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
@@ -103,7 +104,8 @@ type CreateDefinitionRequest struct {
 type CreateVersionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-	// configs keep every digit.
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph Graph `json:"graph"`
 }
 
@@ -135,7 +137,8 @@ type Definition struct {
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-	// configs keep every digit.
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph       Graph              `json:"graph"`
 	ID          openapi_types.UUID `json:"id"`
 	Name        string             `json:"name"`
@@ -156,7 +159,8 @@ type DefinitionVersion struct {
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-	// configs keep every digit.
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph   Graph `json:"graph"`
 	Version int   `json:"version"`
 }
@@ -219,7 +223,8 @@ type FieldError struct {
 
 // Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
 // Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-// configs keep every digit.
+// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+// request body limit the bytes.
 type Graph = rawjson.RawMessage
 
 // Health defines model for Health.

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/api/client"
@@ -89,4 +91,40 @@ func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 	proDef := proDefResp.JSON201
 	r, err := pc.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: pro.ID, WorkflowDefinitionID: proDef.ID})
 	status(t, "enqueueExecution in another workspace", r, err, http.StatusAccepted)
+}
+
+// TestTheGraphNodeQuotaIsTheOneBoundOnNodes: a quota above 1,000 nodes per
+// graph lets such graphs in, and refuses the one past it with 429 naming
+// /graph/nodes. The spec capped nodes at 1,000 (and edges at 5,000), so
+// the 1,001-node chain got a 400 whatever the quota said.
+func TestTheGraphNodeQuotaIsTheOneBoundOnNodes(t *testing.T) {
+	t.Parallel()
+	const quota = 1_500
+	quotas := domain.DefaultQuotas()
+	quotas.NodesPerGraph = quota
+	s := newStackWithQuotas(t, quotas)
+	ctx := context.Background()
+	admin := s.client(t, adminToken)
+	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "large graphs", Plan: client.ENTERPRISE})
+	status(t, "createWorkspace", cw, err, http.StatusCreated)
+
+	// chain is n TRANSFORM nodes, each after the one before.
+	chain := func(n int) client.Graph {
+		nodes, edges := make([]string, n), make([]string, 0, n-1)
+		for i := range n {
+			nodes[i] = fmt.Sprintf(`{"key":"n%d","type":"TRANSFORM","config":{"output":%d}}`, i, i)
+			if i > 0 {
+				edges = append(edges, fmt.Sprintf(`{"from":"n%d","to":"n%d"}`, i-1, i))
+			}
+		}
+		return client.Graph(`{"nodes":[` + strings.Join(nodes, ",") + `],"edges":[` + strings.Join(edges, ",") + `]}`)
+	}
+	ok, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: cw.JSON201.ID, Name: "1001", Graph: chain(1_001)})
+	status(t, "createDefinition with 1,001 nodes under a quota of 1,500", ok, err, http.StatusCreated)
+	over, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: cw.JSON201.ID, Name: "1501", Graph: chain(quota + 1)})
+	status(t, "createDefinition past the quota", over, err, http.StatusTooManyRequests)
+	if p := over.ApplicationProblemJSON429; p == nil || p.Errors == nil ||
+		!slices.ContainsFunc(*p.Errors, func(e client.FieldError) bool { return e.Path == "/graph/nodes" }) {
+		t.Errorf("node quota problem does not name /graph/nodes: %s", over.Body)
+	}
 }

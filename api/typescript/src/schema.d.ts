@@ -469,7 +469,8 @@ export interface components {
         /**
          * @description A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
          *     Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
-         *     configs keep every digit.
+         *     configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+         *     request body limit the bytes.
          */
         Graph: {
             nodes: components["schemas"]["Node"][];
