@@ -344,9 +344,9 @@ func (b *TemplateBudget) charge(n int) error {
 func (b *TemplateBudget) remaining() int { return b.limit - b.used }
 
 // TemplateContext is the data references resolve against. Values are JSON
-// trees as encoding/json decodes them into any (map[string]any, []any,
-// float64, string, bool, nil); other Go values are converted through JSON
-// when a path walks into them.
+// trees as DecodeJSON decodes them (map[string]any, []any, json.Number,
+// string, bool, nil; float64 is read too); other Go values are converted
+// through JSON when a path walks into them.
 type TemplateContext struct {
 	// Input is the execution's input.
 	Input any
@@ -447,17 +447,36 @@ func resolveAt(value any, path *pointerPath, ctx TemplateContext) (any, error) {
 	return resolveAt(norm, path, ctx)
 }
 
-// ResolveJSON decodes raw JSON and resolves it (see Resolve). Empty raw
-// (an omitted field) resolves to nil.
+// ResolveJSON decodes raw JSON (see DecodeJSON) and resolves it (see
+// Resolve). Empty raw (an omitted field) resolves to nil.
 func ResolveJSON(raw json.RawMessage, ctx TemplateContext) (any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, err := DecodeJSON(raw)
+	if err != nil {
 		return nil, fmt.Errorf("resolve: %w", err)
 	}
 	return Resolve(v, ctx)
+}
+
+// DecodeJSON decodes one JSON value into the tree templates work on
+// (map[string]any, []any, string, bool, nil) with every number a
+// json.Number, its text as written. Inputs, configs and outputs carry ids
+// and amounts past 2^53 that float64 would round, so a value decoded here
+// and encoded again keeps every digit. It is the one way the engine and the
+// executors read JSON they pass on.
+func DecodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if err := expectEOF(dec); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // resolveString resolves the templates in one string. An interpolated
@@ -704,8 +723,8 @@ func normalizeJSON(v any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("template: value of type %T is not JSON: %w", v, err)
 	}
-	var out any
-	if err := json.Unmarshal(data, &out); err != nil {
+	out, err := DecodeJSON(data)
+	if err != nil {
 		return nil, fmt.Errorf("template: value of type %T is not JSON: %w", v, err)
 	}
 	return out, nil

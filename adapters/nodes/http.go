@@ -275,8 +275,7 @@ func text(v any) string {
 
 func parseBody(contentType string, raw []byte) any {
 	if strings.Contains(contentType, "json") || json.Valid(raw) && len(raw) > 0 && (raw[0] == '{' || raw[0] == '[') {
-		var v any
-		if err := json.Unmarshal(raw, &v); err == nil {
+		if v, err := domain.DecodeJSON(raw); err == nil {
 			return v
 		}
 	}

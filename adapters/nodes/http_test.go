@@ -293,3 +293,25 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(raw)
 }
+
+// TestHTTPRequestOutputKeepsEveryDigit: a JSON response's integers past
+// 2^53 keep their digits in the node's output, where float64 rounded them.
+func TestHTTPRequestOutputKeepsEveryDigit(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id": 12345678901234567890, "price": 0.10}`)
+	}))
+	t.Cleanup(srv.Close)
+	_, out, err := run(t, loopbackHTTP(t), fmt.Sprintf(`{"url": %q}`, srv.URL), domain.TemplateContext{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var output struct{ Body json.RawMessage }
+	if err := json.Unmarshal([]byte(mustJSON(t, out)), &output); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"id":12345678901234567890,"price":0.10}`; string(output.Body) != want {
+		t.Errorf("body = %s, want %s", output.Body, want)
+	}
+}
