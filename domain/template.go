@@ -529,21 +529,45 @@ func resolveString(s string, ctx TemplateContext) (any, error) {
 	return b.String(), nil
 }
 
-// writeText interpolates v: a string as is, anything else as compact JSON
-// without HTML escaping (the text is not HTML).
+// writeText interpolates v as TemplateText renders it.
 func writeText(b *strings.Builder, v any) error {
-	if s, ok := v.(string); ok {
-		b.WriteString(s)
-		return nil
+	text, err := TemplateText(v)
+	if err != nil {
+		return err
 	}
+	b.WriteString(text)
+	return nil
+}
+
+// TemplateText renders a resolved value where text is wanted: inside a
+// longer string, and as a URL or header value a whole reference fills. A
+// string is itself; anything else is its JSON as EncodeJSON writes it.
+func TemplateText(v any) (string, error) {
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	raw, err := EncodeJSON(v)
+	if err != nil {
+		return "", fmt.Errorf("template: cannot render value as text: %w", err)
+	}
+	return string(raw), nil
+}
+
+// EncodeJSON writes v as compact JSON, the form a node sends: in text
+// (TemplateText) and as an HTTP_REQUEST body. '<', '>' and '&' are written
+// as themselves, not as encoding/json's \u003c, \u003e and \u0026: what
+// receives them is a program, not an HTML page, so the escapes protect
+// nothing, while they make the same value read differently as a header
+// than inside a longer string, and give a service that signs or compares
+// a body other bytes than the ones the author wrote.
+func EncodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("template: cannot render value as text: %w", err)
+		return nil, err
 	}
-	b.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // textSize is the number of bytes writeText produces for v, counted up to
