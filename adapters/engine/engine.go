@@ -48,13 +48,17 @@ func WorkflowID(executionID domain.ID) string { return workflowIDPrefix + execut
 type Engine struct {
 	client client.Client
 	queues TaskQueues
+	// payloadLimit is Limits.PayloadLimit, the workers' bound on what one
+	// payload may carry, which a start's input must keep to as well.
+	payloadLimit int
 }
 
 var _ ports.WorkflowEngine = (*Engine)(nil)
 
-// NewEngine wraps a connected client.
-func NewEngine(c client.Client, queues TaskQueues) *Engine {
-	return &Engine{client: c, queues: queues}
+// NewEngine wraps a connected client; limits are the workers' (only the
+// payload limit applies to starting a workflow).
+func NewEngine(c client.Client, queues TaskQueues, limits Limits) *Engine {
+	return &Engine{client: c, queues: queues, payloadLimit: limits.withDefaults().PayloadLimit}
 }
 
 // StartWorkflow starts the execution's workflow. An existing workflow with
@@ -70,9 +74,9 @@ func (e *Engine) StartWorkflow(ctx context.Context, req ports.WorkflowStart) err
 		Plan:         req.Plan,
 		Graph:        req.Graph,
 	}
-	if len(in.Input)+len(in.Graph) > DefaultPayloadLimit {
-		// Together they would pass Temporal's payload limit; the workflow
-		// loads the graph itself instead.
+	if len(in.Input)+len(in.Graph) > e.payloadLimit {
+		// Together they would pass the payload limit; the workflow loads
+		// the graph itself instead.
 		in.Graph = nil
 	}
 	_, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{

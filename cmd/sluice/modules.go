@@ -42,7 +42,9 @@ var commonModule = fx.Module("common",
 		newRegistry,
 		newTracerProvider,
 		newTemporalClient,
-		func(c client.Client, cfg Config) *engine.Engine { return engine.NewEngine(c, cfg.Worker.Queues) },
+		func(c client.Client, cfg Config) *engine.Engine {
+			return engine.NewEngine(c, cfg.Worker.Queues, cfg.Worker.Limits)
+		},
 		fx.Annotate(func(pool *pgxpool.Pool) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "postgres", Check: pool.Ping}
 		}, fx.ResultTags(`group:"readiness"`)),
@@ -267,7 +269,7 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	tp trace.TracerProvider, log *slog.Logger) {
 	log = log.With("component", "worker")
 	n := cfg.Nodes
-	log.Info("node limits", "template_budget", n.TemplateBudget, "output_max", n.OutputMax,
+	log.Info("node limits", "template_budget", n.TemplateBudget, "payload_limit", cfg.Worker.Limits.PayloadLimit,
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
 	acts := engine.NewActivities(store, nodes.All(n), log,
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp))
