@@ -98,6 +98,9 @@ type CreateAPIKeyRequest struct {
 // CreateDefinitionRequest defines model for CreateDefinitionRequest.
 type CreateDefinitionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
@@ -106,6 +109,9 @@ type CreateDefinitionRequest struct {
 // CreateVersionRequest defines model for CreateVersionRequest.
 type CreateVersionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph Graph `json:"graph"`
 }
 
@@ -136,6 +142,9 @@ type Definition struct {
 	CurrentVersion int       `json:"currentVersion"`
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph       Graph              `json:"graph"`
 	ID          openapi_types.UUID `json:"id"`
 	Name        string             `json:"name"`
@@ -155,6 +164,9 @@ type DefinitionVersion struct {
 	DefinitionID openapi_types.UUID `json:"definitionId"`
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph   Graph `json:"graph"`
 	Version int   `json:"version"`
 }
@@ -219,10 +231,10 @@ type FieldError struct {
 }
 
 // Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
-type Graph struct {
-	Edges *[]Edge `json:"edges,omitempty"`
-	Nodes []Node  `json:"nodes"`
-}
+// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+// request body limit the bytes.
+type Graph = rawjson.RawMessage
 
 // Health defines model for Health.
 type Health struct {
@@ -232,8 +244,8 @@ type Health struct {
 
 // Node defines model for Node.
 type Node struct {
-	Config *map[string]interface{} `json:"config,omitempty"`
-	Key    string                  `json:"key"`
+	Config *rawjson.RawMessage `json:"config,omitempty"`
+	Key    string              `json:"key"`
 
 	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
@@ -245,15 +257,15 @@ type NodeRecord struct {
 	CompletedAt *time.Time `json:"completedAt"`
 	Error       *string    `json:"error"`
 
-	// Input The node's resolved input.
-	Input interface{} `json:"input"`
-	Key   string      `json:"key"`
+	// Input The node's resolved input, with every digit of its numbers.
+	Input *rawjson.RawMessage `json:"input"`
+	Key   string              `json:"key"`
 
-	// Output Available to later nodes as steps.<key>.output.
-	Output    interface{} `json:"output"`
-	StartedAt *time.Time  `json:"startedAt"`
-	Status    NodeStatus  `json:"status"`
-	Type      string      `json:"type"`
+	// Output Available to later nodes as steps.<key>.output; numbers keep every digit.
+	Output    *rawjson.RawMessage `json:"output"`
+	StartedAt *time.Time          `json:"startedAt"`
+	Status    NodeStatus          `json:"status"`
+	Type      string              `json:"type"`
 }
 
 // NodeStatus defines model for NodeStatus.
@@ -3806,117 +3818,119 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9eXPbtrb4V8Hw95tpMo9aLWeR/9KNndSviePa7u28RplriDyScEUBDABa0fX4u7/B",
-	"QhKkKImylKTt80xn6tgkcHBw9o33XsDmMaNApfD6916MOZ6DBK7/9SbhgnH1Uwgi4CSWhFGv791MAd1S",
-	"+CrNA7eIjZGcAoo53BGWCBTjCTQ93yPq6S8J8KXnexTPwet7gVnU90QwhTlWq8/x1/dAJ3Lq9bvttu/J",
-	"ZayeFJITOvEeHnzvFMaEErX9eVgNz4Lx2ThiCxRmj/4kEAkzMGIspzkUobug73H4khAOodeXPAEXtjHj",
-	"cyy9vpckRD25CtvZVwiSTaBB+sAmgMBZZT943pM5kauQXOIJIEH+s/ZiIv2eu1cIY5xE0usft311SWSe",
-	"zO0VzQk1/+pkIBAqYQJcw/A74zMR4wA2XZd+YBNOFs4q++DkQb0sYkYFaLr+Bw6v4EsCQqMpYFQC1T/i",
-	"OI5IgBWcrZizUQTz//q3UEDfe/AVz+MIzHEkJpHX1yCBkGjEwiWaYoEwRcC5Jm/9f+H1P917cxACTxRI",
-	"80Q9DQgjC6o+cN9ruUd9+Ox7QmKZCK/f0/xApNrYO6d3OCIhstvmJ51KGYt+qyWihATQDOEuBV+0iHmp",
-	"kb704GLu/3MYe33v/7VyMdAyfxWtS7OCwd/qDaZnJwLNcaSuAELEOBpxwDOh5YFZqam2fMPoOCLBvgg/",
-	"D2EeMwk0WDZ+gSVaYIESASFaEDlFGIVkPAYO1FyJ5+LxdY7HDJh6CHT2DNI3D43FdGFhTiL1nwRLuOYQ",
-	"dQrQeHzL+IiEIdA9Eak2yGUgGkHE6EQgyRCmTE6B5xxawOJRjsUclFpoHGePHwp3ks2AojleIsokkiwJ",
-	"FOKIyDCnMXZOJXCKoz0RRuwyGX+nODkucmjpqVoMagE8BF6u2RzklNAJGmMSKY6khhWB3wE/sYRlaW6K",
-	"6QRChT31hsWWlhbvOI6ne2Ksi9IjrpOGCZ1RtqCIshDQ0Ps69ByJOFEgtCCcgGi1W5J5D777brAMIugj",
-	"jBrDpN0+AjTKfsIrq6gNRFGudrurclU/vJtUNa8ciqL1akqiKoLGyEB1Onh3guAO+DJFqHoiIkKmco9I",
-	"ZXLJqb7BCybfsoSGe95ehT2FXuF2eIRfQqM77o0aveBFp/Eav4LG8ehF8DJ8Ba/H7Y4GfawBcOVGL8f2",
-	"hfNADUxTJhvm8UNg+YIhoeREQUTcMPYe8wkc0hqArwFAKFCn3Xt1/PIFGi0lCBclHUeUXuJlxHCIJGMo",
-	"0pDUQo1krGEePxQBatAVdalVOZJT7IoPhIMAYilSpH3AdLknzr4kTGKLLAj7CEs0Z0KiTrvdRjHQUImy",
-	"LwkkgIg0oiRnYUel/1pYpx769N6N7J1Dq/QFS6IQxVgIxCikPpJr+GoABHpWOOeQ6oP6DuMJX4tIgWLg",
-	"RkY8b6ILI7W1CSQk4xAiTDNhPqQ44oDDZfo3K+yb6PYKJF82BmMJ/FbdtQCJFlPggBaYSLXkFKJY9BW4",
-	"Q2pwH3JMqEBY5M6MQAo8MW0OlQEwBRxar9FZf9X2v4aA0VAbGmo3NIIx42BoDM9z5CmtrlDXLDqKm7wO",
-	"dRu/UZzIKePkP7CvAJwTIRQyRoC5YgVlbBREWienvsK2tWgvcd84kGDTIPrKBsfWNpJTrA30VNEyjjjc",
-	"sRmETe2m2XXVtoOY/AKam2POYuCSGF8p4IAlhANZcLRCLKEhyRxWvS3fI2ENpyx18u5X/xBzGJOv1X7j",
-	"mHBjuXAcSOAiZSsBAQfpK7qSEEVoBkuBcIy5bFbtbbGw4VQ0iSI8UrdrvM2VJRZFF3e7X577r588/UjR",
-	"vdXoyA7vO4h3wf2crcxG/wbjiLzBNIDoynq4q1dY8z5Syr73gCoe++S9GVy8OXv//uzU89Ofzy/eOTBs",
-	"Op1drhJgfTRDcY4jjsNQizscXTrwj3EkwC8dKaWdcuRoTmj67842KPUa68HLQ06PA3GSmtCbGPpdaj4+",
-	"6kB7EmEl/Rmw16Pln8DFd8FJCdhtcGURp+9IUL4XR5huFdrqmUris++vP1SYS2UcRR/H2n/atJd9XrlK",
-	"xfMZ+Vihj6daL9AAToylgIhElC2aW6nHrrgK/OdCvPYgGiVIOAcqLe05SiPT/v6O/LavjkricNdDfCOF",
-	"UcJNioiiAsnBrSK2/LYu8aRKgWjL2/1hE46du3/INsOc46XGaJY20Gy3WcuWkWA9AGeNzcdxCGZvGgxL",
-	"KYittLMbQd6tp+0SFkqpi7sNF1+FnbOw6orHnM0rCV2yyl8vpuDCOmIsggoxp5fVi1SCYryLLIHyONFN",
-	"aJxseMcQVlHqDe4w0XRn7MV5HGEJ2r251avdNtF17lJxkAmnEGofHo0Z1z/4SDBEk/lIWaEzgNjGaEIy",
-	"Ia7RaY/re18bE9awv+R4oXyP5hVefLAhLeeBBpnHjMtcL6XP54EtoAFTPmNL//pBW82EcSKXhcRNt3zy",
-	"jo7XKw874ROgsok+cuW4ab9UR5MIRTj3Uk/QGBNOQQiEA86EyP8kUMDmIIxJrg6cZYh6m/NDfhZcOt2V",
-	"pw5o71TCsIFKw4xMV7lHP3C+q5m9SS78qla8No+Wz5HuttHG3gCt2i4CuZ/7EyZc+9IfRGENQuWL3vr3",
-	"HRowEfLtOqC2rn6EHFAepX5NRzbsPftFPv8BrGzC1XX17QUL4QoCxsMqfeuQ5urZ88CadqKz2I4NKmEu",
-	"IURKhp8gdUuI0WipEeNEgdLHbCTnWgc7ENcAQYiMLCxf3tY7t6vuoqDrMVbGFylz7SmN1Isb7dL9zb6c",
-	"32tIsFWoMsykLOJi1y9IgwJbpyy6UbocwmDMRdWPsRfLJOFEQK5+u7g4v3jn+d6bjx8u35/d6FjI28F5",
-	"IShydloRE/G9twSi8CwVc0UMZYmsqviXlgv3Ww5nSyXShaoOlmXxStYPOh28ayIlN2ycjANKKPmSwImu",
-	"YAgngCLAd4ROEEZvPl6cnt+cf7wwebo5XqIAc75Et8oIvFUmVEyCmc5CjTimwbTplW00ncarTxChSWnM",
-	"8ddz8/xx26kLymljZzlZXLVTsWrZT9dbVCH3Z8CRuaeSdp1CMBPr9VCVjV1eOxdlW3zw9fpfn7ZC9dMx",
-	"mWxTkiuLzUwMwgmOdGoER8wvytT3883N5b+uzn797ez6xkc3V4OL67cfrz74Dp0xjk7P3g/+5wRpZKZp",
-	"TlsUIdOYr8mWCmbC3CsZUg5K80KIJJuAnALfHtNQ57TPrMOp1bQrmMVS+RGyWgccxOLawWBKLaFVja/o",
-	"+SdTIRHdKfWsHm2ubJ/f+criLJGVqxd8KuVPcZu00qYExKKp0/PBDJYmT980K1Vuvl3917EgapgD6kpz",
-	"SyCl2NpU4ujWlAByLWsxld7cerW7jtZ21kfXv5xfXtbQTJc2bJku+/bq7Mzzvcurj57vnV3cnF1dXp1f",
-	"n1W/a3NQKwRw9fYNet07fpnxoEmliVVtkObY7tcQuVhdXOvSRgR3EGVlJT4CHEzT0q//vv540YiZrqZp",
-	"RGQGtiTCr6cdHGVdYYUQKiSmQbW+XpHWDufbDOF9Xek4UPa0YqLfrs4RxXOlgpWsmxEaKrlnz75dlFny",
-	"NPtv9BS1q6k04lqh9oYltILjz7TE5RABFoBGOJgp1r88uzg9v3jnQOigA6dCYqfob4TJfD9h8Jh4HxEx",
-	"lsH0LSZRwqGKJk2FleZqgRhFN6CcPRyZMivtVo0VByAs0VE1QtJd9lQNxRLknb2tmh52hIU8q62F3IDU",
-	"6sEfEQb5UXEjUtv1ypRBdna/yEMVZOWi1S+VgbshfJd1XJ4o0dBGDj+Et5aLix/jrbkk4agwK3aU6ns/",
-	"OP+gleDp+fXl4ObNz7s4bb/pTMme2cRHpwXX5gMzgCqEdCDJXYUqOctjNFMWhcaZExEr5/dcO3V3MWnK",
-	"TN9jIX9mCd8IhTHTaQghMpeBiKkuUwyApizh1VDVlU7VfQ9vGLUpMjdqpdtVIkwRjiK2ENUbr69QqX2/",
-	"NnpTEX/TPmhWcjXWVTvqdqpB2TnfWCXD3KSzn/V7WPrJIF25011SiRmdHkLU5ET/I0SNUlIQJEqMXyuA",
-	"zAlMOVi1c4XDuaJopwwr0xpocHmOZrDM6tl01sysVSgYM7VdhI5ZRbLexFYnOlm1MNyki6BSw6OJfs+z",
-	"MzpPmDdGaUfsdPBOIDYeUu2anRjbRdEfo5AGwAUi0teJL7ufOpZUvzXx38WURGCKA91iRs1NugcGjTmA",
-	"kTTPlGeBOj66vPqIjn2U+xao20ZBxppDmvPm8+aQDmlqXJpywISGwNFtC8ekdde5RVTX1t4ObA2dDln2",
-	"0T9MqZ7xM/U1GE/z1tYyOvejo9rIhENsyHPdlfnqxLpkGAdTEBoJQ6owwhY0f7yJDMjag0FEoNt1FYe3",
-	"6FnqKz031ZMRCcCWbtkswSBWmzW6zbZiOR455YSLxaKJ9Z+bjE9a9l3Ren/+5uzi+ky/k3seKdEMLs+d",
-	"ZHHf6zTb5jkWA8Ux8freUbPdPLJ5CU3rFt2tlIRaTkmqLuepqih5T4QULh5/Em4pq9ECmIMuFA9B+8AK",
-	"9SFwnWK17WBKauDUwtOLnjqb+4VOxU8bO8x0PIKYFGVV39uhusz8amGWA9oynXk1HrQy6eFzqXGt225v",
-	"qGqtqGa1YvbT56K8VNKydtFpqTqkovZ0oBs+lXvqXLQuEu8ZgKuWzw7Wctrx9Cud7a/8Viqf7bWPtr/0",
-	"1u1A6rV729/IeikefO+4zlGyZiOtPZL5HPOlJd+qDlVFyBJPRLGsQ3iflY3BRAV3/RNHJNTyP4+AKlGt",
-	"a7e0jMYCWS5HnVQmmedWu0d0rr/X7ZbbSMrsV66ItHwCQv6DhcvdSDIri7E5AU2bJpD/yQ1Q53HGvOnn",
-	"Z4gi5qP7exu3VByMHh40tnW80ptwAKevLwsvm7I0y/HpQwWv0Hsx7gSd4LjTOApejBo9fDxqvB69gkZ7",
-	"3Am7+GjUC453KNVeV0T6ULRFbLyzxOWd3VDqmO1et9190eh0Gt3OTafdb6v//litEut3/B96Ecqk9+q0",
-	"E3krl+ZYwusO+y3v1a1uW5WEtmzz7yb7ep0aW2RdVOqFbreOsHR6DfVLr2vtotuO9pTI5qKsmVKSymuF",
-	"8oO/0SRq3buleQ9GeCv7psKSZ+PU+Gki4wmm/TrGC9MOIZE6foiwRGmMJ412BxFgbmzNE8QTSpURv9qb",
-	"syLJT/WeJUlekD29VWjNS+GTRs/px6BkR/rxqy3m66nyzkod2ZlGToMXVqn/JIw2X73adyA33Wv7R+uU",
-	"v7Pcvylc3hOj5IzyDuTOXFLy7bY4S4UYvLYudhDSLctWK9Nvdt53ncV+bSxzjCgsEJnPE5PfS210t5Yh",
-	"jTSMwFTWpqxfqrjL4/0mikHZAimi22a15wVh38R4//ywo3FcaiX6QZZxsa6/rnDaJuiyQEv3ERImvag1",
-	"gkYRkl3/ydD8sxuagzBEGOVNGoewLDOh1bq3Pz2sDccZ44JRqJY9uDgvq45p4YqRb2xhfGPe7ByeN/+m",
-	"fLm/BbCNA/bT+v79+ruwTTqmKMP0jxOBOmtmjt0VlGR1JHjjGIJKAyTX3jvFzfPXfCX1QUhzAN+4B2aU",
-	"HorxhFBsDM+qwHmegv2zxs2LUHyk0dK1d3SWmJgpWIlYB05We1GPo1f6ALbDoU01IgqG/nrUVJWH7ImT",
-	"Yo+G259hAHPaOZ6pZ29t58DtkOqHs062532Es5h9OnKFUR2LQGOiB3RMAfGEIhwJNqR4LIEjkwWEuW4P",
-	"sakbxCiytYwKITqdVYUSp2np/3xGpdg9sTGh4pDfM8XzLJGmDN802IjnT5qmlGYBV9qlusb5ZbWxlT/Q",
-	"0qyi3cFKf+4szZJj6jCjdeMKxlQpcqPzNJiKBXAxpN12V3Ge6bzXr6ZeHU8rComey0OLY4OcFPuQ6noR",
-	"9LsOCVJ0W5qOeOsjjDjEgLOSeT1jRw95MqJADKn6NeNEqZDIkSCmAqA8UdEm4rOlZqDHReEh7bVfN9Ev",
-	"aTfJDGLjtmKJIsBCom5PV/iYGUZ50lzLi6LKKncFb1NaH/DMpsOMkBN4rHUXB8mXTXTjwpr1EawgAq3B",
-	"w0n1aEl1OergSJ/7OmAxhMWj+RuQkOkNMzYpl5KlG1w7Jff4eNusk897ePlZ/0BajBDiYkFnd10pZl0T",
-	"/VtG6tZ1ldeKL3R3w1TWXekdhd2gM2rjxuvxK2j0wpdB49XoBW4cj3uQ/s0ZH5XVK+56LKcNuUJxpA/9",
-	"7eIC7Roe+xtnOOsjAgnfLyZgb6mgQR6prO6dguFtQQB3u59Sc1qLeUZTg0LLMGNgJLQyEODK5T0DAG5X",
-	"VFUIoNn9o9iSamby2EYoZXLZjEIHd0dHQS9sHMOLcaOHO6PGq6AbNo6gNz7GL0Yvg1eh56+Ta3nSO2vi",
-	"6vg1oOv84ZWBMRuYfxTz4Buy6BYMp+dp/XaZ/HD7fypy7P6jRBPfEo+p3H1/TVDooe58Y+2wSXwWprU/",
-	"WdalGE4NabVrFMednb8tclKUda1AT73bPW1T3HJd1sbM1FMG3kpyva/94LTkNk9tEYEMTBGE2noeUqLr",
-	"3QXKWg60tFW2u9CLGPvd7BWlZbi2EGBITQ4fQsfQHFDjgAtJoigrHrdl9EapKP+AMqegFi1BnljQdIGY",
-	"RLc5fvVLrXsrLVK03lYZ5gbODfJ/R+NpF9GdS558DmH9dFNxQGJV3Y65Ag2qnXL7ZETtV2Bj6O2xJo6m",
-	"x51ipc6QYB+x2HTqREvl+SquMgTkW14ZUl1wXHa8ZepKzvso9XbQs44Juj731V8oYlEIQir25EIa/9JE",
-	"ldOYjTXtDSyKeXWpPk+oQBS+ygyE3Kd/hi1f22bKEJmAG06nuBvPVvG7QCyRSngM6QgHMzYeW+iqOFbh",
-	"SfdL/YUCvxZr3yLmWxqq9DeNLha7/TZGFx2eebJ2SnHE4tDx3QRXrk+3uGRm7rYSktZxL8b3aSia6CMN",
-	"QFsL+Z+mWAxpZoPn3cYkD8srQ0NzkI04ol67d1LKIBAxpHq0PhotNceXigh15CtLIlQJmHcg837QfYm/",
-	"2G3eLnWLr61Cy7vDjd9VJ6+80tvdLrdiV7pg7d4fpR7d+r7nDp6Y02dtjlSIvGWmUKG99c8bj3Mahqs9",
-	"rpzTnoRQOW2e46a2y1XxrbaUhU3zVTEXuCYPnufrHq/gP9cQkOv9uD/RObZ5idrAy6SwEdxozHgTDTJr",
-	"kHFkO9PNU7bIb0iLziFRRuIdcKfKT62S87p+260N0GLceqm1fVO04poOaZVvmjqcGuG2a5txnQDO4c78",
-	"0yE1H8AwpI3UFQjHNdUsvtax3KBIHuNY7hqQz8cCPPmVfwG/soZkLEkf0xa9xad0ptsqug1wFAFXvIME",
-	"KD8tinRGT6bd3j5KG4HHpe7hGSyf1+przVu2vV3DZ39NB6U4I2Cjg5Jfx3dlmoP0emZ3mhKn88v1DZ6m",
-	"NLoQ3EBKduj++iYa6BZ2RqPlunrv353v9j06A5wmSIJ8YERfjwfbscR7ZY7KtyjyTgegtGvZ/uWBJW1r",
-	"m9cyerMpI8f+ehzlMz/aNdpWdmebv3Dj4a5Z2YO1+KUcUcmLlYqide84Rdv8+GKJTt5NHWGrITTZmB8N",
-	"uaJAubnmN/YbWxDLqbXNRHFWDZZpILBqYs6KS14UAXu55Ja1uo9irc43ZK2X3421CrHRJw+1qrVrI3ft",
-	"atT8XvoUsvaCKiYl5poQpV0xmoKQpmkQaWEsmKi7MteEIIxW9sumA0mEZHEMFZZaaS7YpZmh9GgFa2na",
-	"mbVZm1jXTCirpVn/Auzfba/hfwdXdcXA8YHFgN3q7ysOvq+C1p+kLKXx7HCyx+pp9ffGDJbb/Lzypzj1",
-	"HPS0wFpOgXD7SUFR7bQNLs9/Ubvsx2HKjcpJs9ZMtOwLX+W55ZUEq471pLJKzpmd6+W6ZhnVHEBdVbp1",
-	"ZW1liMuMKbdfF2I0AD9LfKZHOTFD15RJOMVCfxzafNF1nf9nKPMAzl9AdvX2il90/EH9vFrltEcvoYfb",
-	"0HiNj182esHRuPEqPAoanXEXjsJecDx6gfMYcUDyD2/2PRHN/tUbd/HroPDlTZuKST+k5zz2r9mv3bv2",
-	"H19ezTtfX8ZHo2P6Ouh9l/FC6fcB13O/nzsjBvInjXUAl5KmMqRahOyip1r3M1humRbjCo9B+gXftPeC",
-	"wzgReRsYqAeb6Eo9pIeHL0gAJkJPWYPFq2JDP+qKjW3jYK6yTwg/6RVLGAYlWwljL91S2eNqt/tJ2PBy",
-	"RQZM09f+ebyp/t7Jf9baVQNbZ9Btt/MRoSjmLAAhzAfkRTrPU9gvewhEGQohBhoCDZaVwYyf7b77+jJZ",
-	"oofN6otZ+5GXqhh1RO6gWZgSa+05x9i4AwrCtTMMEq2I0GWedREKFF0yISccBHqGaZgl+XydeZizMInA",
-	"xooSAYjI57b04wQdt48Qk1PgCyLAdz8roFw29XOsG85GurkwtX/NpxjSmSQTpr+VqE0Xfgf8J4EiNqm8",
-	"sStzrr3bA7IP6cT24ObyfE/ao+eXedi71QdoGplwtOdn5BU+9UX3UXqMDOvP7Bcysqgemzx3UpLH7aN8",
-	"jOtFuk6978tTJhvm8UN8XH7gMCkKGQhNJoa8NvOAQiVZywTFF/Phyp8+K0vaEFpVMcAcz3SDSmE2br/V",
-	"iliAoykTsv+q/aqtzXG76YrsBIqpFLZMSpG7cjy1s1euchQVojcTzA1hWv8CDiFQSXDkrpGJ/uoVytNA",
-	"HWhWhnW4y7qTE1ZXtt1FhE58tMAymOrJ7zRMKwCKkS9nWSd5urpqKszsF1HtrTpv21t9+PzwvwEAAP//",
-	"+lRJlFWQAAA=",
+	"H4sIAAAAAAAC/+x9+3Lbtrb3q2D4fTNN5lBXy7nIf3knTurTxHFtd3dOo8w2RC5J2KYABgCtaHv87mdw",
+	"I0GKkijLSdqezHSmjg2CwMJaP6w774KIzVNGgUoRDO+CFHM8Bwlc/+tVxgXj6qcYRMRJKgmjwTC4mgG6",
+	"pvBFmgHXiE2QnAFKOdwSlgmU4im0gzAgavTnDPgyCAOK5xAMg8hMGgYimsEcq9nn+Ms7oFM5C4b9bjcM",
+	"5DJVI4XkhE6D+/sweA0TQol6/Wlcv54F4zeThC1QnA/9SSAS58tIsZwVq4j9CcOAw+eMcIiDoeQZ+Gub",
+	"MD7HMhgGWUbUyNW1nXyBKNu0NHADNi0IvFn2W887MidydSXneApIkP+sPZhEP+e/K4YJzhIZDA+7oTok",
+	"Ms/m9ojmhJp/9fIlECphClyv4XfGb0SKI9h0XHrAJposvFn2ocm9elikjArQfP0PHF/A5wyEJlPEqASq",
+	"f8RpmpAIq3V2Us7GCcz/699CLfougC94niZgtiMxSYKhXhIIicYsXqIZFghTBJxr9tb/F8Hw410wByHw",
+	"VC1pnqnRgDCyS9UbHgYdf6v3n8JASCwzEQwHWh6IVC8OTuktTkiM7GuLnc6kTMWw0xFJRiJox3Drli86",
+	"xDzUcg/d+5T7/xwmwTD4f50CBjrmr6JzbmYw9Fs9Qbd3ItAcJ+oIIEaMozEHfCM0HpiZ2uqVrxidJCTa",
+	"l+CnMcxTJoFGy9YvsEQLLFAmIEYLImcIo5hMJsCBmiMJfDq+LOiYL6YZAb13Ru7Jx6aim1iYnUj9J8Ey",
+	"riVE7QI0Hd8wPiZxDHRPQqoXFBiIxpAwOhVIMoQpkzPghYSWqHhQULFYSiMyTvLhj0U7yW6AojleIsok",
+	"kiyLFOGIyCmnKXZKJXCKkz0JRuw0uXw7mhyWJbQyqpGA2gU+Bl0u2RzkjNApmmCSKImkRhSB3wI/soxl",
+	"eW6G6RRiRT31hKWWRou3HKezPSnWR26L69AwozeULSiiLAY0Cr6MAg8Rp2oJHYinIDrdjmTBfeg/Gy2j",
+	"BIYIo9Yo63YPAI3zn/DKLOoFooyr/f4qrurBu6GqeeSxOFrPphBVMTRGZlWvj98eIbgFvnQEVSMSIqTD",
+	"PSKVyiVn+gTPmHzDMhrveXo1+hR6gbvxAX4Orf5kMG4Nome91kv8AlqH42fR8/gFvJx0e3rpE70AHzcG",
+	"BbXPvAENKE2ZbJnhj0HlM4aEwokSRFwx9g7zKTymNgBfIoBYoF538OLw+TM0XkoQPkl6HpSe42XCcIwk",
+	"YyjRK2lEGslYywx/LAbUS1fcpWblSM6wDx8IRxGkUjiivcd0uSfNPmdMYkssiIcISzRnQqJet9tFKdBY",
+	"QdnnDDJARBooKUTYu9J/Lc3TjHz63a38mce+0hcsS2KUYiEQo+BsJF/x1QsQ6ElpnyOqNxp6gidCDZEC",
+	"pcANRjxtozOD2loFEpJxiBGmOZiPKE444Hjp/mbBvo2uL0DyZet4IoFfq7MWINFiBhzQAhOpppxBkoqh",
+	"Wu6IGtrHHBMqEBaFMSOQWp6YtUdKAZgBjq3V6M2/qvtfQsRorBUN9TY0hgnjYHgMzwviqVtdka5dNhQ3",
+	"WR3qNH6jOJMzxsl/YF8AnBMhFDHGgLkSBaVslCCtV3Bf6bWNeC/zn3gkYNNLDJUOjq1uJGdYK+juomUc",
+	"cbhlNxC3tZlm51WvPU7JL6ClOeUsBS6JsZUiDlhCfCxLhlaMJbQkmcOqtRUGJG5glDkj7271DymHCflS",
+	"bzdOCDeaC8eRBC6cWAmIOMhQ8ZWEJEE3sBQIp5jLdt27LRU27IpmSYLH6nSNtbkyxaJs4m63ywv79WOg",
+	"h5TNW02OfPOhR3h/uZ/ymdn432AMkVeYRpBcWAt39Qgbnofj7LsAqJKxj8Gr47NXJ+/enbwOQvfz6dlb",
+	"bw2bdmenq12w3prhOM8Qx3Gs4Q4n5976JzgREFa25Hin6jmaE+r+3du2Sj3H+uUVLqeHLXHqVOhNAv3W",
+	"qY8P2tCeTFjLf2bZ68nyT+Dim9Ckstht68o9Tt+QocIgTTDdCtpqTC3z2efXbyouUBknyYeJtp82vcuO",
+	"V6ZSeX8GH2vu45m+F2gER0ZTQEQiyhbtrdxjZ1xd/KeSv/ZRbpQo4xyotLznXRr57R/uKG/73lFZGu+6",
+	"ia90YVRo4whRvkCK5dYxW3Fa53had4Fozdv/YRONvbO/z1+GOcdLTdE8bKDFbvMtWyWCtQC8OTZvx2OY",
+	"vXkwroQgtvLObgx5u563K1SohC5uNxx8HXVO4rojnnA2r2V0yWp/vZiBv9YxYwnUwJyeVk9SuxRjXeQB",
+	"lIdBN6FptuEZw1hl1Du+xUTzndEX52mCJWjz5lrPdt1Gl4VJxUFmnEKsbXg0YVz/ECLBEM3mY6WF3gCk",
+	"1kcTkynxlU673TD40pqylv0lxwtle7Qv8OK9dWl5A1pknjIui3vJjS8cW0AjpmzGjv71vdaaCeNELkuB",
+	"m3515z3tr1cWdsanQGUbfeDKcNN2qfYmEYpwYaUeoQkmnIIQCEecCVH8SaCIzUEYlVxtOI8QDTbHh8Lc",
+	"ufR6V5l6RH2ndg0buDTO2XRVevSA013V7E248Kua8dIMre7DvW2jjr1htep1Ccj9zJ8449qWfi9KcxAq",
+	"nw3WP+/xgPGQb78DGt/VD8ABZVHqx7Rnw55zWJbz7yDKxl3d9L49YzFcQMR4XHffeqy5uvfCsaaN6Ny3",
+	"Y51KmEuIkcLwI6ROCTGaLDVhPC+QG2Y9OZfa2YG4XhDEyGBh9fC2nrmddZcLuplg5XLhhGtPNFIPbtRL",
+	"91f7CnlvgGCrq8op40TEp25YQoOSWDsR3Yguj6EwFlD1ffTFKkt4HpCL387OTs/eBmHw6sP783cnV9oX",
+	"8ub4tOQUOXld4xMJgzcEkvjEwVyZQnkgq87/pXHhbsvmbKqEm6huY3kUr6L9oNfHb9tI4Yb1k3FAGSWf",
+	"MzjSGQzxFFAC+JbQKcLo1Yez16dXpx/OTJxujpcowpwv0bVSAq+VCpWS6EZHocYc02jWHtH3oBQjpDDP",
+	"zA9fcCTRkwgLaAmggkhyC0/Dsmsy1YorYtQ+xGGSCYXI2rNtdS1CRzRidEKmNXoXuqrzsaMxy7TXeQbW",
+	"k/4Eo0H/pVqf2qQfJnwaGsd3KZqjc2P04zqOY3ze5RPVkcrmPB+bqM0Ku+8M/auzVF0NespP3/wW+xlw",
+	"Yhi5on7MILoR6y/qOiOkytkF1m9xUqxXkDTtanQjxVjbtIhvTMkb4wLyfFO9Br4p84uq8P98dXX+r4uT",
+	"X387ubwK0dXF8dnlmw8X70NPzBlHr0/eHf/PEdJH5aLMNidFOpe7CVYLZqIMKwFqDmqjECPJpiBnwLe7",
+	"lNQ+7Zh1J2YVnZVzw1KZcbL+Cn4UhXcHfdUpoqsKl5LFn0yCSnKrtCM1NDT09WBMkVjBqYW8ds36vg3L",
+	"reyNZbJ2cyWLWlnT3AKtViQhFW2dnBHdwNJkabTNTEcbTehvvOntSmcTvbWBEqo4udA/naA2Fg5Po3N8",
+	"X+h29oQcw65X9taJ2M5a0OUvp+fnDfShc+ssd9O+uTg5CcLg/OJDEAYnZ1cnF+cXp5cn9c/ayOcK4128",
+	"eYVeDg6f59BjArhaZsoQ4SK7d2tkW6xOrjW4VgK3kOTJTCECHM1cwuF/X344a6VM53C1EnIDNhEnbHaB",
+	"eypijTJAqJCYRvVa4soV6AGejUvfNb0UjpUVp4T3t4tTpxMpiL8hNFZYZPe+HcEte5r3b/RPaAfHqTRH",
+	"Wovlr1hGa5DmREMEhwSwADTG0Y2CnPOTs9enZ2+9FXrkwA6cdoo5JJjM9wODh3iZiUixjGZvMEkyDnU8",
+	"afL6tFQLxCi6AgV1ODHJfdqYnygJQFiig3qCuLfseSOWE993tvEb+nUSLORJ48vXd4OubvwBzrfv5a0k",
+	"jQ3+/DLI9x6WZaiGrXyyhpXiAz9w5IuOLxMVHtoo4Y/hIyjg4vv4CHyW8K4wCzvq6nt3fPpeX4KvTy/P",
+	"j69e/byLq+A3HZ/bM4b94GD02ih0vqAakI6UAV8Dz4VncMaS2LgQRMKqUWVfPd8dJk1y8zss5M8s4xtX",
+	"YawTGkOMzGEgYnIalQCgGct4/aqaolN9tc0rRm1g1veV6iKpBFOEk4QtRP2L1+dFNT5f6zOs8foqERJ5",
+	"ot9E54qp06lfys5R7joM81MdwrzKyPJPvtKVM90lgJ3z6WNATcH03wNq1CUFUaZg/FItyOzAJCHW25Q4",
+	"niuO9pL/8lsDHZ+fohtY5lmUOlZr5iqlKZqMQkInrCZFxHj0pzpEujDSpFPvnOLRRr8XMUEdnS7K8bQB",
+	"+Pr4rUBsMqLaJDwyuoviP0bBhV0EItL4+ez71Lak+q2JOixmJAHjmfPde1qadOUVmnAAgzRPlGWBeiE6",
+	"v/iADkNU2Bao30VRLpojWsjm0/aIjqhTLo3rL6MxcHTdwSnp3PauEdUZ3dfHNnNTO8qH6B8mQdTYt/oY",
+	"jIV7bTNovfPRsRRkfEzW0b7uyEK1Y52ojqMZCE2EEVUUYQtaDG8js2RtwSAi0PW6PNdr9MTZSk+N/zIh",
+	"EdiEQWsjH6fqZa1+u6tEjideEutisWhj/ec249OOfVZ03p2+Ojm7PNHPFJaHY5rj81MvRWEY9NpdM46l",
+	"QHFKgmFw0O62D6xVrnndkrvjWKjjJULrJLK6PKZ3REjh0/En4SdQm1sAc9DlCTFoG1iRPgauA/u2CFGh",
+	"BnYanp70tffysFQf+3FjXaP2gxATGK+rtnys2sawHsyKhXZMPWiDgRaT7j9VyiX73e6GXOqaHGoLsx8/",
+	"lfFSoWXjVOdKTlJNxvOxLjNW5ql30Lo0YWAWXDd9vrGOVwSqH+ltf+S3StL2oHuw/aE3ft3boDvY/kRe",
+	"wXMfBodNtpKXuOnbI5vPMV9a9q2ri1aMLPFUlJOJRPBJ6RhM1EjXP3FCYo3/heNXQbXOGNQYjQWyUo56",
+	"DpPMuNWaJZ1hMuj3q8VLVfGr5uFaOQEh/8Hi5W4smSdj2TCN5k0Ta/noe/0L/2ZRavYzJAkL0d2dcde2",
+	"lQSj+/vCTxpMOYBXTZp71U0ypJV4N6hkFQbPJr2oFx32WgfRs3FrgA/HrZfjF9DqTnpxHx+MB9HhDgUC",
+	"61KX78u6iAKZ+xUp7+1GUk9tD/rd/rNWr9fq96563WFX/ffHam7isBd+14NQKn3QpIgtWDk0TxNet9mv",
+	"ea5+TuUqEtpk4b8b9g16DV6R1+6pB/r9JmDpVbjqh142eosudtsTkc1BWTWlgsprQfk+3KgSde78hNB7",
+	"A95Kv6nR5NnEKT9tZCxBVyVmrDBtEBKp/YcIS+R8PM7bHSWAudE1jxDPKFVK/GpF2AqSv9bvrCB5CXsG",
+	"q6s1D8U/bvSCfwxJduSfsF5jvpwp66zSByC/kZ3zwl7qPwlzm68e7VuQm861+73vlL8z7l+VDu+HoBSC",
+	"8hbkzlJSse22GEslH7zWLnYA6Y4Vq5WeSzu/d53Gfmk0c4woLBCZzzMT33M6up/C4TwNYzD53E70K3me",
+	"hb/feDEoWyDFdNu09iIN8aso75/ud1SOKwVs30kzLleTNAWnbUCXO1r6D0AYd1BrgEYxkp3/h6L5Z1c0",
+	"j+MYYVSUBj2GZpmDVufO/nS/1h1nlAtGoR57cLlLWxPVwoeRr6xhfGXZ7D2+bP5N5XJ/DWCbBOx364d3",
+	"68/C5rWZpAzTtYAI1FvT6e62dEnWe4I3Nr+oVUCK23snv3nxWKhQH4Q0G7B5iqaBI0rxlFBsFM86x3kR",
+	"gv2z+s3Lq/hAk6Wv7+goMTG91zKxbjl57kUziV6pPtm+Dq2qEVFS9NeTpi49ZE+alCuD/KogszCviOiJ",
+	"Gntt61WuR1QPzusnnw4Rzn32rtEPo9oXgSbEJejzjCKcCDaieCKBIxMFhLkuSrKhG8QosrmMiiA6nFVH",
+	"Eq9U7v98RKVcs7MxoOKx3xMl8yyTpvjDlHWJpz9umkqYBXy0c3eN98t6ZasY0NGios3BWnvuxEXJMfWE",
+	"0ZpxJWWq4rnRcRpMxQK4GNF+t68kz/R70I86q467jEKiu0HRcrMqL8Q+ojpfBP2uXYIUXVd6cl6HCNtS",
+	"nrw5D57b1mIGCsSIql8zTtQVkngIYjIAqn08bSA+n+oGdJMyPKKD7ss2+sXVMN1AasxWLFECWEjUH+gM",
+	"H9M5qwiaa7woX1nVWvRtl9Z7fGPDYQbkBJ7ou4uD5EtThpSvNS+fWCEEWkOHo/qGpupw1MaR3vdlxFKI",
+	"y1sLNxAhvzdMs64CJSsnuLY38+Hhtg47n/aw8vOyCZeMEONyQmd/XSpmUxX9a3rq1vUyaORf6O9Gqbym",
+	"NziI+1Fv3MWtl5MX0BrEz6PWi/Ez3DqcDMD9zWtalucr7rotr/i95uJwg/52foFuA4v9ldcS+AGOhG/n",
+	"E7CnVLpBHnhZ3XkJw9ucAP7rfnLqtIZ5Rp1CoTHMKBgZrXUE+Li8pwPALwarcwG0+3+UC6FNJyhb/6VU",
+	"LhtR6OH++CAaxK1DeDZpDXBv3HoR9ePWAQwmh/jZ+Hn0Ig7CdbhWBL3z2rVe2GB1vT+C6mLMC8w/ynHw",
+	"DVF0uwyv5mn963L88Ot/amLs4YOgiW/xx9S+ff+boFS53/vKt8Mm+Cx9I+CHZl3x4TRAq129OP4XG7Z5",
+	"TspY14l0r8XdwzblV66L2phOjkrBWwmuD7Ud7FJui9AWEcisKbF18iNKdL67QHnJgUZbpbsLPYnR3827",
+	"EpeGaxMBRtTE8CH2FM1jagxwIUmS5MnjNo3eXCrKPqDMS6hFS5BHdmk6QUyi64K++qHOnUULR9brOsXc",
+	"rHMD/u+oPO0C3QXyFN0vm4ebym056/J2zBHopdreyj+UqP0SbAy/PVTF0fy4k6/Ua00dIpaaSp1kqSxf",
+	"JVWGgUIrKyOqE46rhrd0puR8iJy1g570jNPVtKOgiCUxCKnEkwvb5sJ4lZ3Pxqr2Zi1KeHWqPs+oQBS+",
+	"yHwJhU3/BFu5tsWUMTION+y+HWAsWyXvArFMKvAY0TGObthkYldXJ7GKTrpe6i/k+LVU+xo+30orr7+p",
+	"d7Fc7bfRu+jJzA9tp+JHLLe63w24ivt0i0lmur0rkLSGe9m/T2PRRh9oBFpbKP40w2JEcx28qDYmhVte",
+	"KRpagqzHEQ26g6NKBIGIEdUfdEDjpZb4ShKh9nzlQYQ6gHkLsqgH3Zf5y9Xm3Uq1+NostKI63NhdTeLK",
+	"K7Xd3Wopdq0J1h38UanRbW577mCJeXXWZkslz1uuCpXKW/+8/jivYLje4iok7QcIVcPmBW0am1w1Xwh0",
+	"ImyKr8qxwDVx8CJe9/AL/lMDgFxvx/2J9rHNStQKXo7CBrjRhPE2Os61QcaRrUw3o2yS34iWjUOilMRb",
+	"4F6Wn5qlkHX9tJ8boGHcWqmNbVO0YpqOaJ1t6gxOTXBbtc24DgAX687t0xE1n10xrG17zsmyiK81LDdc",
+	"JA8xLHd1yBdtAX7YlX8Bu7IBMlbQx5RFb7EpvZ7Kim8jnCTAlewgAcpOSxId0ZOu2jtErhB4UqkevoHl",
+	"00Z1rUXJdrCr++yvaaCUewRsNFCK4/imQvMotZ75mTrm9H65vsDTpEaXnBtIYYeur2+jY13CzmiyXJfv",
+	"/bv3tcgHR4BdgCQqGkYMdXuwHVO8V/qofI0kb9cApdtI9682LOla3byR0pt3GTkM19Oo6PnRbVC2srvY",
+	"/IULD3eNyj5aiZ+TiFpZrL0oOneeUbTNji+n6BTV1Am2N4RmG/OjYVcUKTPX/MZ+2Q1SObO6mSj3qsHS",
+	"OQLrOuasmORlCNjLJLei1X+QaPW+omg9/2aiVfKN/rBQ60q7NkrXrkrN75UPcGsrqKZTYnETIlcVY5pD",
+	"a54G4RJjwXjdlbomBGG0tl7WNSQRkqUp1Ghqlb5g56aH0oMvWMvTXq/Nxsy6pkNZo5v1LyD+/e4a+fdo",
+	"1RQGDh8ZBuyr/r5w8G0vaP0h1EoYzzYne+g9rf7euoHlNjuv+gFY3X3fJVjLGRBuP2Qp6o224/PTX9Rb",
+	"9pMwZUYVrNmoJ1r+Xblqq/lahlXb+nFlVYwz29fLN81yrnmE66rWrKveVoa5THd2+00rRiMI88Cn28qR",
+	"abqmVMIZFvqT5OY7wuvsP8OZj2D8RWRXa6/8HdHvVM+rr5zu+DkMcBdaL/Hh89YgOpi0XsQHUas36cNB",
+	"PIgOx89w4SOOSPG512Egkpt/DSZ9/DIqfe/VhmLc5xu9Yf+6+bV/2/3j84t578vz9GB8SF9Gg2/SXsh9",
+	"lXK99IeFMWJW/uPGegSTkjoMqYeQXe6pzt0NLLd0i/HB49h9N9rVXtgvs+TarhrYRhdqkG4eviARGA89",
+	"ZS2WrsKGHurDxrZ2MBf5h6t/3CuWMQxJtjLGXndLbY2rfd1PwrqXayJgmr/2j+PN9Edk/rNWrzq2eQb9",
+	"brdoEYpSziIQCnz4LQjXz1PYD5oIRBmKIQUaA42Wtc6Mn+1797Vl8kAPu2kOs/bLOXU+6oTcQrvUJdbq",
+	"c56ycQsUhK9nGCJaiNBpnk0JChSdMyGnXH8yicZ5kC/UkYc5i7MErK8oE4CIfGpTP47QYfcAMTkDviAC",
+	"Qv+zAspkUz+nuuBsrIsLnf5rPsXgepJMmf5Cp1Zd+C3wnwRK2LT2xC7MvvYuD8i/TpTajZvDCwNpt14c",
+	"5uOerd5A22DCwYZF+01dK4t3n7gIFD31QQ+R20ZO9Sf2Cxm5V49Nn3ohycPuQdHG9czNU24XLIadjtAd",
+	"Xtsx3LoViQ5lsmWGN6aH+7BHbUCmEFIUMxCaTQx7bZYBRUqyVgjKDxbNlT9+Upq0YbS6ZIA5vtEFKqXe",
+	"uMNOJ2ERTmZMyOGL7ouuVsftS1ewEyimUtg0KcXuyvA03/epZDmKGujNgbklTOlfxCEGKglO/Dly6K+f",
+	"odoN1FvNSrMOf1q/c8LqzLa6iNBpiBZYRjPd+Z3GLgOg7PnypvWCp6uzOjCz3+G1p+o9bU/1/tP9/wYA",
+	"AP//23SMjcuSAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -117,6 +117,19 @@ func DecodeGraph(data []byte) (Graph, error) {
 	return g, nil
 }
 
+// EncodeGraph writes g as the JSON DecodeGraph reads back: nodes and edges
+// are lists even when empty (never null), and each config is written as
+// the bytes it was decoded from, so its numbers keep every digit.
+func EncodeGraph(g Graph) ([]byte, error) {
+	if g.Nodes == nil {
+		g.Nodes = []Node{}
+	}
+	if g.Edges == nil {
+		g.Edges = []Edge{}
+	}
+	return json.Marshal(g)
+}
+
 // arrayField decodes raw as a JSON array (null meaning empty).
 func arrayField(raw []byte, path string, ve *ValidationError) []json.RawMessage {
 	if isNull(raw) {

@@ -344,9 +344,9 @@ func (b *TemplateBudget) charge(n int) error {
 func (b *TemplateBudget) remaining() int { return b.limit - b.used }
 
 // TemplateContext is the data references resolve against. Values are JSON
-// trees as encoding/json decodes them into any (map[string]any, []any,
-// float64, string, bool, nil); other Go values are converted through JSON
-// when a path walks into them.
+// trees as DecodeJSON decodes them (map[string]any, []any, json.Number,
+// string, bool, nil; float64 is read too); other Go values are converted
+// through JSON when a path walks into them.
 type TemplateContext struct {
 	// Input is the execution's input.
 	Input any
@@ -447,17 +447,36 @@ func resolveAt(value any, path *pointerPath, ctx TemplateContext) (any, error) {
 	return resolveAt(norm, path, ctx)
 }
 
-// ResolveJSON decodes raw JSON and resolves it (see Resolve). Empty raw
-// (an omitted field) resolves to nil.
+// ResolveJSON decodes raw JSON (see DecodeJSON) and resolves it (see
+// Resolve). Empty raw (an omitted field) resolves to nil.
 func ResolveJSON(raw json.RawMessage, ctx TemplateContext) (any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, err := DecodeJSON(raw)
+	if err != nil {
 		return nil, fmt.Errorf("resolve: %w", err)
 	}
 	return Resolve(v, ctx)
+}
+
+// DecodeJSON decodes one JSON value into the tree templates work on
+// (map[string]any, []any, string, bool, nil) with every number a
+// json.Number, its text as written. Inputs, configs and outputs carry ids
+// and amounts past 2^53 that float64 would round, so a value decoded here
+// and encoded again keeps every digit. It is the one way the engine and the
+// executors read JSON they pass on.
+func DecodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if err := expectEOF(dec); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // resolveString resolves the templates in one string. An interpolated
@@ -510,21 +529,45 @@ func resolveString(s string, ctx TemplateContext) (any, error) {
 	return b.String(), nil
 }
 
-// writeText interpolates v: a string as is, anything else as compact JSON
-// without HTML escaping (the text is not HTML).
+// writeText interpolates v as TemplateText renders it.
 func writeText(b *strings.Builder, v any) error {
-	if s, ok := v.(string); ok {
-		b.WriteString(s)
-		return nil
+	text, err := TemplateText(v)
+	if err != nil {
+		return err
 	}
+	b.WriteString(text)
+	return nil
+}
+
+// TemplateText renders a resolved value where text is wanted: inside a
+// longer string, and as a URL or header value a whole reference fills. A
+// string is itself; anything else is its JSON as EncodeJSON writes it.
+func TemplateText(v any) (string, error) {
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	raw, err := EncodeJSON(v)
+	if err != nil {
+		return "", fmt.Errorf("template: cannot render value as text: %w", err)
+	}
+	return string(raw), nil
+}
+
+// EncodeJSON writes v as compact JSON, the form a node sends: in text
+// (TemplateText) and as an HTTP_REQUEST body. '<', '>' and '&' are written
+// as themselves, not as encoding/json's \u003c, \u003e and \u0026: what
+// receives them is a program, not an HTML page, so the escapes protect
+// nothing, while they make the same value read differently as a header
+// than inside a longer string, and give a service that signs or compares
+// a body other bytes than the ones the author wrote.
+func EncodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("template: cannot render value as text: %w", err)
+		return nil, err
 	}
-	b.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // textSize is the number of bytes writeText produces for v, counted up to
@@ -704,8 +747,8 @@ func normalizeJSON(v any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("template: value of type %T is not JSON: %w", v, err)
 	}
-	var out any
-	if err := json.Unmarshal(data, &out); err != nil {
+	out, err := DecodeJSON(data)
+	if err != nil {
 		return nil, fmt.Errorf("template: value of type %T is not JSON: %w", v, err)
 	}
 	return out, nil

@@ -199,7 +199,7 @@ func TestResolveWalksTrees(t *testing.T) {
 	}
 	want := map[string]any{
 		"id":            36.0,
-		"list":          []any{"Ada", 1.0, true, nil, map[string]any{"deep": "x3"}},
+		"list":          []any{"Ada", json.Number("1"), true, nil, map[string]any{"deep": "x3"}},
 		"{{ input.n }}": "keys are not templates",
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -237,7 +237,7 @@ func TestResolveGoValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []any{"y", 1.0, 2.0}; !reflect.DeepEqual(got, want) {
+	if want := []any{"y", json.Number("1"), json.Number("2")}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %#v, want %#v", got, want)
 	}
 }
@@ -286,6 +286,38 @@ func TestResolveSyntaxErrorIsNotMissingPath(t *testing.T) {
 	var se *TemplateSyntaxError
 	if !errors.As(err, &se) || errors.Is(err, ErrMissingPath) {
 		t.Fatalf("error = %v", err)
+	}
+}
+
+// TestResolveJSONKeepsEveryDigit: integers past 2^53, in a config and in
+// the data its templates read, come out with the digits they went in
+// with, whole or interpolated. Decoded as float64 they came out rounded
+// (12345678901234567000).
+func TestResolveJSONKeepsEveryDigit(t *testing.T) {
+	t.Parallel()
+	input, err := DecodeJSON([]byte(`{"id":98765432109876543210,"ratio":1.10}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := json.RawMessage(`{"literal":12345678901234567890,"whole":"{{ input.id }}","text":"id={{ input.id }} r={{ input.ratio }}","all":"{{ input }}"}`)
+	got, err := ResolveJSON(raw, TemplateContext{Input: input})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"all":{"id":98765432109876543210,"ratio":1.10},"literal":12345678901234567890,"text":"id=98765432109876543210 r=1.10","whole":98765432109876543210}`
+	if string(out) != want {
+		t.Fatalf("resolved to %s\nwant        %s", out, want)
+	}
+}
+
+func TestDecodeJSONRefusesTrailingData(t *testing.T) {
+	t.Parallel()
+	if _, err := DecodeJSON([]byte(`{"a":1} {"b":2}`)); err == nil {
+		t.Fatal("a second value after the first was accepted")
 	}
 }
 

@@ -311,13 +311,15 @@ func heartbeat(ctx context.Context) {
 func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
 	tc := domain.TemplateContext{ExecutionID: in.ExecutionID, WorkspaceID: in.WorkspaceID, Steps: map[string]any{}}
 	if len(in.Input) > 0 {
-		if err := json.Unmarshal(in.Input, &tc.Input); err != nil {
+		v, err := domain.DecodeJSON(in.Input)
+		if err != nil {
 			return tc, fmt.Errorf("execution input: %w", err)
 		}
+		tc.Input = v
 	}
 	for k, raw := range in.Steps {
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
+		v, err := domain.DecodeJSON(raw)
+		if err != nil {
 			return tc, fmt.Errorf("output of %s: %w", k, err)
 		}
 		tc.Steps[k] = v

@@ -49,13 +49,17 @@ func WorkflowID(executionID domain.ID) string { return workflowIDPrefix + execut
 type WorkflowClient struct {
 	client client.Client
 	queues TaskQueues
+	// payloadLimit is Limits.PayloadLimit, the workers' bound on what one
+	// payload may carry, which a start's input must keep to as well.
+	payloadLimit int
 }
 
 var _ ports.WorkflowEngine = (*WorkflowClient)(nil)
 
-// NewWorkflowClient wraps a connected client.
-func NewWorkflowClient(c client.Client, queues TaskQueues) *WorkflowClient {
-	return &WorkflowClient{client: c, queues: queues}
+// NewWorkflowClient wraps a connected client; limits are the workers' (only the
+// payload limit applies to starting a workflow).
+func NewWorkflowClient(c client.Client, queues TaskQueues, limits Limits) *WorkflowClient {
+	return &WorkflowClient{client: c, queues: queues, payloadLimit: limits.withDefaults().PayloadLimit}
 }
 
 // StartWorkflow starts the execution's workflow. An existing workflow with
@@ -71,9 +75,9 @@ func (e *WorkflowClient) StartWorkflow(ctx context.Context, req ports.WorkflowSt
 		Plan:         req.Plan,
 		Graph:        req.Graph,
 	}
-	if len(in.Input)+len(in.Graph) > DefaultPayloadLimit {
-		// Together they would pass Temporal's payload limit; the workflow
-		// loads the graph itself instead.
+	if len(in.Input)+len(in.Graph) > e.payloadLimit {
+		// Together they would pass the payload limit; the workflow loads
+		// the graph itself instead.
 		in.Graph = nil
 	}
 	_, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{

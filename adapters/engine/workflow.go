@@ -191,7 +191,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		return run.finish(domain.ExecutionFailed, "graph "+err.Error())
 	}
 	if len(in.Input) > 0 {
-		if err := json.Unmarshal(in.Input, &run.input); err != nil {
+		if run.input, err = domain.DecodeJSON(in.Input); err != nil {
 			return run.finish(domain.ExecutionFailed, "execution input: "+err.Error())
 		}
 	}
@@ -335,8 +335,8 @@ func isPure(t domain.NodeType) bool {
 func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 	key := o.node.Key
 	if o.err == nil {
-		var out any
-		if err := json.Unmarshal(o.output, &out); err != nil {
+		out, err := domain.DecodeJSON(o.output)
+		if err != nil {
 			out = nil
 		}
 		skipped, err := sched.Completed(key, out)

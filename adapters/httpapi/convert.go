@@ -19,13 +19,11 @@ func workspaceOut(w app.WorkspaceView) api.Workspace {
 	}
 }
 
-// graphIn re-reads the request's graph with the domain's strict decoder,
-// so the API and the stored form agree on one definition of a graph.
-func graphIn(g api.Graph) (domain.Graph, error) {
-	raw, err := json.Marshal(g)
-	if err != nil {
-		return domain.Graph{}, err
-	}
+// graphIn decodes the request's graph, as the bytes the client sent, with
+// the domain's strict decoder: the API and the stored form agree on one
+// definition of a graph, so a misspelt, repeated or wrongly cased member is
+// refused at its path instead of dropped, and numbers keep every digit.
+func graphIn(raw api.Graph) (domain.Graph, error) {
 	out, err := domain.DecodeGraph(raw)
 	if err != nil {
 		var ve *domain.ValidationError
@@ -41,34 +39,23 @@ func graphIn(g api.Graph) (domain.Graph, error) {
 	return out, nil
 }
 
-func graphOut(g domain.Graph) api.Graph {
-	out := api.Graph{Nodes: make([]api.Node, len(g.Nodes))}
-	for i, n := range g.Nodes {
-		out.Nodes[i] = api.Node{Key: n.Key, Type: string(n.Type)}
-		if len(n.Config) > 0 {
-			var cfg map[string]any
-			if json.Unmarshal(n.Config, &cfg) == nil && cfg != nil {
-				out.Nodes[i].Config = &cfg
-			}
-		}
+func definitionOut(d domain.Definition) (api.Definition, error) {
+	graph, err := domain.EncodeGraph(d.Graph)
+	if err != nil {
+		return api.Definition{}, err
 	}
-	edges := make([]api.Edge, len(g.Edges))
-	for i, e := range g.Edges {
-		edges[i] = api.Edge{From: e.From, To: e.To, When: e.When}
-	}
-	out.Edges = &edges
-	return out
-}
-
-func definitionOut(d domain.Definition) api.Definition {
 	return api.Definition{
-		ID: uuid.UUID(d.ID), WorkspaceID: uuid.UUID(d.WorkspaceID), Name: d.Name, CurrentVersion: d.CurrentVersion, Graph: graphOut(d.Graph),
+		ID: uuid.UUID(d.ID), WorkspaceID: uuid.UUID(d.WorkspaceID), Name: d.Name, CurrentVersion: d.CurrentVersion, Graph: graph,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
-	}
+	}, nil
 }
 
-func versionOut(v domain.DefinitionVersion) api.DefinitionVersion {
-	return api.DefinitionVersion{DefinitionID: uuid.UUID(v.DefinitionID), Version: v.Version, Graph: graphOut(v.Graph), CreatedAt: v.CreatedAt}
+func versionOut(v domain.DefinitionVersion) (api.DefinitionVersion, error) {
+	graph, err := domain.EncodeGraph(v.Graph)
+	if err != nil {
+		return api.DefinitionVersion{}, err
+	}
+	return api.DefinitionVersion{DefinitionID: uuid.UUID(v.DefinitionID), Version: v.Version, Graph: graph, CreatedAt: v.CreatedAt}, nil
 }
 
 func queueOut(q domain.QueueItem) api.QueueItem {
@@ -96,15 +83,13 @@ func executionOut(e domain.Execution) api.Execution {
 	return out
 }
 
-func rawOrNil(raw json.RawMessage) any {
+// rawOrNull hands stored JSON to the response as it is, so its numbers keep
+// every digit; nothing stored is null.
+func rawOrNull(raw json.RawMessage) *json.RawMessage {
 	if len(raw) == 0 {
 		return nil
 	}
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return nil
-	}
-	return v
+	return &raw
 }
 
 func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }

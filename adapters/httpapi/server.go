@@ -251,7 +251,11 @@ func (s *Server) CreateDefinition(ctx context.Context, req api.CreateDefinitionR
 	if err != nil {
 		return nil, err
 	}
-	return api.CreateDefinition201JSONResponse(definitionOut(d)), nil
+	out, err := definitionOut(d)
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateDefinition201JSONResponse(out), nil
 }
 
 // GetDefinition shows a definition.
@@ -260,7 +264,11 @@ func (s *Server) GetDefinition(ctx context.Context, req api.GetDefinitionRequest
 	if err != nil {
 		return nil, err
 	}
-	return api.GetDefinition200JSONResponse(definitionOut(d)), nil
+	out, err := definitionOut(d)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetDefinition200JSONResponse(out), nil
 }
 
 // ListDefinitions lists a workspace's definitions.
@@ -273,7 +281,13 @@ func (s *Server) ListDefinitions(ctx context.Context, req api.ListDefinitionsReq
 	if err != nil {
 		return nil, err
 	}
-	items, next := idPageOut(ds, page, func(d domain.Definition) domain.ID { return d.ID }, definitionOut)
+	items := make([]api.Definition, len(ds))
+	for i, d := range ds {
+		if items[i], err = definitionOut(d); err != nil {
+			return nil, err
+		}
+	}
+	next := nextIDCursor(ds, page, func(d domain.Definition) domain.ID { return d.ID })
 	return api.ListDefinitions200JSONResponse(api.DefinitionPage{Items: items, NextCursor: next}), nil
 }
 
@@ -295,7 +309,11 @@ func (s *Server) CreateDefinitionVersion(ctx context.Context, req api.CreateDefi
 	if err != nil {
 		return nil, err
 	}
-	return api.CreateDefinitionVersion201JSONResponse(versionOut(v)), nil
+	out, err := versionOut(v)
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateDefinitionVersion201JSONResponse(out), nil
 }
 
 // GetDefinitionVersion shows a version.
@@ -313,7 +331,11 @@ func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinition
 	if err != nil {
 		return nil, err
 	}
-	return api.GetDefinitionVersion200JSONResponse(versionOut(v)), nil
+	out, err := versionOut(v)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetDefinitionVersion200JSONResponse(out), nil
 }
 
 // EnqueueExecution enqueues an execution.
@@ -393,7 +415,7 @@ func (s *Server) GetExecution(ctx context.Context, req api.GetExecutionRequestOb
 	for i, n := range nodes {
 		records[i] = api.NodeRecord{
 			Key: n.Key, Type: string(n.Type), Status: api.NodeStatus(n.Status), Attempt: n.Attempt,
-			Input: rawOrNil(n.Input), Output: rawOrNil(n.Output), Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
+			Input: rawOrNull(n.Input), Output: rawOrNull(n.Output), Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
 		}
 	}
 	out.Nodes = &records
@@ -469,10 +491,16 @@ func idPageOut[T, O any](items []T, page ports.Page, id func(T) domain.ID, out f
 	for i, item := range items {
 		converted[i] = out(item)
 	}
+	return converted, nextIDCursor(items, page, id)
+}
+
+// nextIDCursor names the cursor of the page after items when items fill
+// their page, and nil when they are the last.
+func nextIDCursor[T any](items []T, page ports.Page, id func(T) domain.ID) *api.Cursor {
 	if len(items) == 0 || len(items) < page.Limit {
-		return converted, nil
+		return nil
 	}
-	return converted, idCursor(id(items[len(items)-1]))
+	return idCursor(id(items[len(items)-1]))
 }
 
 // idPage reads a page of an id-ordered list; the cursor is the last id.

@@ -14,12 +14,10 @@ import (
 // cause so that an operator reading a node record knows which knob it is.
 const (
 	EnvTemplateBudget       = "SLUICE_NODE_TEMPLATE_BUDGET"
-	EnvOutputMax            = "SLUICE_NODE_OUTPUT_MAX"
 	EnvResponseBodyMax      = "SLUICE_HTTP_NODE_RESPONSE_MAX"
 	EnvResponseHeadersMax   = "SLUICE_HTTP_NODE_HEADERS_MAX"
 	EnvAllow                = "SLUICE_HTTP_NODE_ALLOW"
 	EnvProxy                = "SLUICE_HTTP_NODE_PROXY"
-	defaultOutputMax        = 1536 << 10
 	defaultResponseBodyMax  = 1 << 20
 	defaultResponseHeadsMax = 64 << 10
 )
@@ -31,15 +29,12 @@ const MaxRedirects = 5
 // Config bounds what the node executors may produce and reach. Every tenant
 // shares the worker, so each bound is enforced before the memory is spent
 // or the connection is made, and a node that meets one fails with an error
-// that names it.
+// that names it. A node's output is bounded once, by the engine's payload
+// limit (SLUICE_ENGINE_PAYLOAD_LIMIT), where it is handed to Temporal.
 type Config struct {
 	// TemplateBudget is the number of bytes one node's templates may produce
 	// when resolved (see domain.TemplateBudget).
 	TemplateBudget int
-	// OutputMax bounds a node's output as JSON. It is stored on the node
-	// record and carried through Temporal's history to later nodes, whose
-	// payloads Temporal refuses past 2 MB.
-	OutputMax int
 	// ResponseBodyMax bounds the body an HTTP_REQUEST node reads. A larger
 	// body fails the node; it is never cut.
 	ResponseBodyMax int64
@@ -62,7 +57,6 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		TemplateBudget:     domain.DefaultTemplateBudget,
-		OutputMax:          defaultOutputMax,
 		ResponseBodyMax:    defaultResponseBodyMax,
 		ResponseHeadersMax: defaultResponseHeadsMax,
 	}
@@ -73,9 +67,6 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.TemplateBudget <= 0 {
 		c.TemplateBudget = d.TemplateBudget
-	}
-	if c.OutputMax <= 0 {
-		c.OutputMax = d.OutputMax
 	}
 	if c.ResponseBodyMax <= 0 {
 		c.ResponseBodyMax = d.ResponseBodyMax

@@ -104,7 +104,7 @@ func (h *HTTPRequest) execute(ctx context.Context, run ports.NodeRun) (httpInput
 	what := in.Method + " " + domain.RedactURL(in.URL)
 	var body io.Reader
 	if in.Body != nil {
-		raw, err := json.Marshal(in.Body)
+		raw, err := domain.EncodeJSON(in.Body)
 		if err != nil {
 			return in, nil, ports.Permanent("invalid_body", err)
 		}
@@ -232,7 +232,9 @@ func resolveRequest(cfg domain.HTTPRequestConfig, tc domain.TemplateContext) (ht
 	if err != nil {
 		return in, templateError("url", err)
 	}
-	in.URL = text(rawURL)
+	if in.URL, err = domain.TemplateText(rawURL); err != nil {
+		return in, templateError("url", err)
+	}
 	// Validation only checks URLs without templates; a resolved one is
 	// checked here, or a bad scheme would fail in the client as a
 	// "network error" and be retried for nothing.
@@ -244,7 +246,9 @@ func resolveRequest(cfg domain.HTTPRequestConfig, tc domain.TemplateContext) (ht
 		if err != nil {
 			return in, templateError("header "+k, err)
 		}
-		in.Headers[k] = text(rv)
+		if in.Headers[k], err = domain.TemplateText(rv); err != nil {
+			return in, templateError("header "+k, err)
+		}
 		if strings.ContainsAny(in.Headers[k], "\r\n") {
 			return in, ports.Permanent("invalid_header", fmt.Errorf("header %s: resolved value contains a line break", k))
 		}
@@ -259,24 +263,9 @@ func resolveRequest(cfg domain.HTTPRequestConfig, tc domain.TemplateContext) (ht
 	return in, nil
 }
 
-// text renders a resolved template value for a URL or a header: strings as
-// they are, anything else (a number, an object) as compact JSON, which is
-// what a template interpolated into a longer string gives too.
-func text(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(raw)
-}
-
 func parseBody(contentType string, raw []byte) any {
 	if strings.Contains(contentType, "json") || json.Valid(raw) && len(raw) > 0 && (raw[0] == '{' || raw[0] == '[') {
-		var v any
-		if err := json.Unmarshal(raw, &v); err == nil {
+		if v, err := domain.DecodeJSON(raw); err == nil {
 			return v
 		}
 	}

@@ -293,3 +293,56 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(raw)
 }
+
+// TestHTTPRequestSendsWhatInterpolationWrites: a header value a whole
+// reference fills and the request body are written as a template
+// interpolation writes text, with '<', '>' and '&' as themselves
+// (domain.TemplateText, domain.EncodeJSON), and with every digit of a
+// number. They were HTML-escaped (\u003c, \u0026), unlike the same value
+// interpolated into a longer string.
+func TestHTTPRequestSendsWhatInterpolationWrites(t *testing.T) {
+	t.Parallel()
+	type seen struct{ header, text, body string }
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		got <- seen{r.Header.Get("X-Filter"), r.Header.Get("X-Text"), string(raw)}
+	}))
+	t.Cleanup(srv.Close)
+	input, err := domain.DecodeJSON([]byte(`{"filter":{"q":"a<b&c"},"id":12345678901234567890}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := fmt.Sprintf(`{"url": %q, "method": "POST",
+		"headers": {"X-Filter": "{{ input.filter }}", "X-Text": "f={{ input.filter }}"},
+		"body": {"q": "{{ input.filter.q }}", "id": "{{ input.id }}", "note": "<&>"}}`, srv.URL)
+	if _, _, err := run(t, loopbackHTTP(t), config, domain.TemplateContext{Input: input}); err != nil {
+		t.Fatal(err)
+	}
+	want := seen{header: `{"q":"a<b&c"}`, text: `f={"q":"a<b&c"}`, body: `{"id":12345678901234567890,"note":"<&>","q":"a<b&c"}`}
+	if s := <-got; s != want {
+		t.Errorf("server saw %+v,\nwant       %+v", s, want)
+	}
+}
+
+// TestHTTPRequestOutputKeepsEveryDigit: a JSON response's integers past
+// 2^53 keep their digits in the node's output, where float64 rounded them.
+func TestHTTPRequestOutputKeepsEveryDigit(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id": 12345678901234567890, "price": 0.10}`)
+	}))
+	t.Cleanup(srv.Close)
+	_, out, err := run(t, loopbackHTTP(t), fmt.Sprintf(`{"url": %q}`, srv.URL), domain.TemplateContext{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var output struct{ Body json.RawMessage }
+	if err := json.Unmarshal([]byte(mustJSON(t, out)), &output); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"id":12345678901234567890,"price":0.10}`; string(output.Body) != want {
+		t.Errorf("body = %s, want %s", output.Body, want)
+	}
+}

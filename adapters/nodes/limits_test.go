@@ -84,22 +84,6 @@ func TestResponseHeadersOverTheLimitFailTheNode(t *testing.T) {
 	}
 }
 
-func TestOutputOverTheLimitFailsTheNode(t *testing.T) {
-	t.Parallel()
-	exec := executor(t, limited(t, func(c *nodes.Config) { c.OutputMax = 100 }), domain.NodeTransform)
-	tc := domain.TemplateContext{Input: map[string]any{"s": strings.Repeat("x", 200)}}
-	_, out, err := run(t, exec, `{"output": {"s": "{{ input.s }}"}}`, tc)
-	wantPermanent(t, err, "output_too_large")
-	if out != nil || !strings.Contains(err.Error(), "over the limit of 100 bytes (SLUICE_NODE_OUTPUT_MAX)") {
-		t.Errorf("output %v, error %v: want no output and an error naming the limit", out, err)
-	}
-	// Under the limit the output passes unchanged.
-	_, out, err = run(t, exec, `{"output": {"n": 1}}`, tc)
-	if err != nil || fmt.Sprint(roundTrip(t, out)) != "map[n:1]" {
-		t.Errorf("small output = %v, %v", out, err)
-	}
-}
-
 func TestTemplateAmplificationFailsTheNode(t *testing.T) {
 	t.Parallel()
 	tc := domain.TemplateContext{Input: map[string]any{"s": strings.Repeat("x", 400<<10)}}

@@ -123,11 +123,5 @@ func graphFromJSON(raw json.RawMessage) (domain.Graph, error) {
 }
 
 func graphJSON(g domain.Graph) (json.RawMessage, error) {
-	if g.Nodes == nil {
-		g.Nodes = []domain.Node{}
-	}
-	if g.Edges == nil {
-		g.Edges = []domain.Edge{}
-	}
-	return json.Marshal(g)
+	return domain.EncodeGraph(g)
 }

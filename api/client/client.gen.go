@@ -92,6 +92,9 @@ type CreateAPIKeyRequest struct {
 // CreateDefinitionRequest defines model for CreateDefinitionRequest.
 type CreateDefinitionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
@@ -100,6 +103,9 @@ type CreateDefinitionRequest struct {
 // CreateVersionRequest defines model for CreateVersionRequest.
 type CreateVersionRequest struct {
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph Graph `json:"graph"`
 }
 
@@ -130,6 +136,9 @@ type Definition struct {
 	CurrentVersion int       `json:"currentVersion"`
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph       Graph              `json:"graph"`
 	ID          openapi_types.UUID `json:"id"`
 	Name        string             `json:"name"`
@@ -149,6 +158,9 @@ type DefinitionVersion struct {
 	DefinitionID openapi_types.UUID `json:"definitionId"`
 
 	// Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+	// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+	// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+	// request body limit the bytes.
 	Graph   Graph `json:"graph"`
 	Version int   `json:"version"`
 }
@@ -213,10 +225,10 @@ type FieldError struct {
 }
 
 // Graph A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
-type Graph struct {
-	Edges *[]Edge `json:"edges,omitempty"`
-	Nodes []Node  `json:"nodes"`
-}
+// Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+// configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+// request body limit the bytes.
+type Graph = rawjson.RawMessage
 
 // Health defines model for Health.
 type Health struct {
@@ -226,8 +238,8 @@ type Health struct {
 
 // Node defines model for Node.
 type Node struct {
-	Config *map[string]interface{} `json:"config,omitempty"`
-	Key    string                  `json:"key"`
+	Config *rawjson.RawMessage `json:"config,omitempty"`
+	Key    string              `json:"key"`
 
 	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
@@ -239,15 +251,15 @@ type NodeRecord struct {
 	CompletedAt *time.Time `json:"completedAt"`
 	Error       *string    `json:"error"`
 
-	// Input The node's resolved input.
-	Input interface{} `json:"input"`
-	Key   string      `json:"key"`
+	// Input The node's resolved input, with every digit of its numbers.
+	Input *rawjson.RawMessage `json:"input"`
+	Key   string              `json:"key"`
 
-	// Output Available to later nodes as steps.<key>.output.
-	Output    interface{} `json:"output"`
-	StartedAt *time.Time  `json:"startedAt"`
-	Status    NodeStatus  `json:"status"`
-	Type      string      `json:"type"`
+	// Output Available to later nodes as steps.<key>.output; numbers keep every digit.
+	Output    *rawjson.RawMessage `json:"output"`
+	StartedAt *time.Time          `json:"startedAt"`
+	Status    NodeStatus          `json:"status"`
+	Type      string              `json:"type"`
 }
 
 // NodeStatus defines model for NodeStatus.

@@ -12,27 +12,30 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api/client"
+	"github.com/sluicehq/sluice/domain"
 )
 
 // greetGraph is the README's one-node definition.
 func greetGraph() client.Graph {
-	return client.Graph{
-		Nodes: []client.Node{{Key: "greet", Type: "TRANSFORM", Config: &map[string]any{
-			"output": map[string]any{"message": "Hello, {{ input.name }}"},
-		}}},
-		Edges: &[]client.Edge{},
-	}
+	return client.Graph(`{"nodes":[{"key":"greet","type":"TRANSFORM","config":{"output":{"message":"Hello, {{ input.name }}"}}}],"edges":[]}`)
 }
 
 // twoStepGraph is a second version: greet, then shout.
 func twoStepGraph() client.Graph {
-	return client.Graph{
-		Nodes: []client.Node{
-			{Key: "greet", Type: "TRANSFORM", Config: &map[string]any{"output": map[string]any{"message": "Hello, {{ input.name }}"}}},
-			{Key: "shout", Type: "TRANSFORM", Config: &map[string]any{"output": map[string]any{"loud": "{{ steps.greet.output.message }}!"}}},
-		},
-		Edges: &[]client.Edge{{From: "greet", To: "shout"}},
+	return client.Graph(`{"nodes":[
+		{"key":"greet","type":"TRANSFORM","config":{"output":{"message":"Hello, {{ input.name }}"}}},
+		{"key":"shout","type":"TRANSFORM","config":{"output":{"loud":"{{ steps.greet.output.message }}!"}}}
+	],"edges":[{"from":"greet","to":"shout"}]}`)
+}
+
+// graphOf reads a graph the API answered with, as the domain reads it.
+func graphOf(t *testing.T, raw client.Graph) domain.Graph {
+	t.Helper()
+	g, err := domain.DecodeGraph(raw)
+	if err != nil {
+		t.Fatalf("graph %s: %v", raw, err)
 	}
+	return g
 }
 
 // status fails the test unless the generated client's response r (a
@@ -144,7 +147,7 @@ func TestContractEveryOperation(t *testing.T) {
 	cd, err := key.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.ID, Name: "greet", Graph: greetGraph()})
 	status(t, "createDefinition", cd, err, http.StatusCreated)
 	def := *cd.JSON201
-	if def.CurrentVersion != 1 || def.WorkspaceID != ws.ID || len(def.Graph.Nodes) != 1 || def.Graph.Nodes[0].Config == nil {
+	if def.CurrentVersion != 1 || def.WorkspaceID != ws.ID || len(graphOf(t, def.Graph).Nodes) != 1 || graphOf(t, def.Graph).Nodes[0].Config == nil {
 		t.Errorf("createDefinition: %s", cd.Body)
 	}
 	spareDef, err := key.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.ID, Name: "to delete", Graph: greetGraph()})
@@ -168,13 +171,13 @@ func TestContractEveryOperation(t *testing.T) {
 	for v, nodes := range map[int]int{1: 1, 2: 2} {
 		gv, err := key.GetDefinitionVersionWithResponse(ctx, def.ID, v)
 		status(t, "getDefinitionVersion", gv, err, http.StatusOK)
-		if gv.JSON200.Version != v || len(gv.JSON200.Graph.Nodes) != nodes {
+		if gv.JSON200.Version != v || len(graphOf(t, gv.JSON200.Graph).Nodes) != nodes {
 			t.Errorf("getDefinitionVersion %d: %s", v, gv.Body)
 		}
 	}
 	gd, err = key.GetDefinitionWithResponse(ctx, def.ID)
 	status(t, "getDefinition", gd, err, http.StatusOK)
-	if gd.JSON200.CurrentVersion != 2 || len(gd.JSON200.Graph.Nodes) != 2 {
+	if gd.JSON200.CurrentVersion != 2 || len(graphOf(t, gd.JSON200.Graph).Nodes) != 2 {
 		t.Errorf("after a new version, getDefinition: %s", gd.Body)
 	}
 	dd, err := key.DeleteDefinitionWithResponse(ctx, spareDef.JSON201.ID)

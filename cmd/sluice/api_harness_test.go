@@ -102,7 +102,7 @@ func newStackWithQuotas(t *testing.T, quotas domain.Quotas) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	workflows := engine.NewWorkflowClient(tc, engine.NewTaskQueues("http"+uuid.NewString()[:8]+"."))
+	workflows := engine.NewWorkflowClient(tc, engine.NewTaskQueues("http"+uuid.NewString()[:8]+"."), engine.DefaultLimits())
 	store := postgres.NewStore(pool, log)
 
 	registry := prometheus.NewRegistry()

@@ -49,7 +49,7 @@ func BenchmarkAPIPeakHeapHostileBodies(b *testing.B) {
 	if err != nil || ws.JSON201 == nil {
 		b.Fatalf("workspace: %v", err)
 	}
-	graph := client.Graph{Nodes: []client.Node{{Key: "a", Type: "TRANSFORM", Config: &map[string]any{"output": map[string]any{"x": 1}}}}, Edges: &[]client.Edge{}}
+	graph := client.Graph(`{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":{"x":1}}}],"edges":[]}`)
 	def, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.JSON201.ID, Name: "heap", Graph: graph})
 	if err != nil || def.JSON201 == nil {
 		b.Fatalf("definition: %v", err)

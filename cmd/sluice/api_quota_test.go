@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/api/client"
@@ -31,10 +33,11 @@ func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 	key := keyResp.JSON201
 	c := s.client(t, key.Secret)
 
-	node := func(k string) client.Node {
-		return client.Node{Key: k, Type: "TRANSFORM", Config: &map[string]any{"output": map[string]any{"k": k}}}
-	}
-	big := client.Graph{Nodes: []client.Node{node("a"), node("b"), node("c")}, Edges: &[]client.Edge{}}
+	big := client.Graph(`{"nodes":[
+		{"key":"a","type":"TRANSFORM","config":{"output":{"k":"a"}}},
+		{"key":"b","type":"TRANSFORM","config":{"output":{"k":"b"}}},
+		{"key":"c","type":"TRANSFORM","config":{"output":{"k":"c"}}}
+	],"edges":[]}`)
 	tooBig, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.ID, Name: "big", Graph: big})
 	status(t, "createDefinition over the node quota", tooBig, err, http.StatusTooManyRequests)
 	if tooBig.ApplicationProblemJSON429 == nil || tooBig.ApplicationProblemJSON429.Errors == nil ||
@@ -42,7 +45,7 @@ func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 		t.Errorf("node quota problem does not name /graph/nodes: %s", tooBig.Body)
 	}
 
-	small := client.Graph{Nodes: []client.Node{node("a")}, Edges: &[]client.Edge{}}
+	small := client.Graph(`{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":{"k":"a"}}}],"edges":[]}`)
 	defResp, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.ID, Name: "one", Graph: small})
 	status(t, "def", defResp, err, http.StatusCreated)
 	def := defResp.JSON201
@@ -88,4 +91,40 @@ func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 	proDef := proDefResp.JSON201
 	r, err := pc.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: pro.ID, WorkflowDefinitionID: proDef.ID})
 	status(t, "enqueueExecution in another workspace", r, err, http.StatusAccepted)
+}
+
+// TestTheGraphNodeQuotaIsTheOneBoundOnNodes: a quota above 1,000 nodes per
+// graph lets such graphs in, and refuses the one past it with 429 naming
+// /graph/nodes. The spec capped nodes at 1,000 (and edges at 5,000), so
+// the 1,001-node chain got a 400 whatever the quota said.
+func TestTheGraphNodeQuotaIsTheOneBoundOnNodes(t *testing.T) {
+	t.Parallel()
+	const quota = 1_500
+	quotas := domain.DefaultQuotas()
+	quotas.NodesPerGraph = quota
+	s := newStackWithQuotas(t, quotas)
+	ctx := context.Background()
+	admin := s.client(t, adminToken)
+	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "large graphs", Plan: client.ENTERPRISE})
+	status(t, "createWorkspace", cw, err, http.StatusCreated)
+
+	// chain is n TRANSFORM nodes, each after the one before.
+	chain := func(n int) client.Graph {
+		nodes, edges := make([]string, n), make([]string, 0, n-1)
+		for i := range n {
+			nodes[i] = fmt.Sprintf(`{"key":"n%d","type":"TRANSFORM","config":{"output":%d}}`, i, i)
+			if i > 0 {
+				edges = append(edges, fmt.Sprintf(`{"from":"n%d","to":"n%d"}`, i-1, i))
+			}
+		}
+		return client.Graph(`{"nodes":[` + strings.Join(nodes, ",") + `],"edges":[` + strings.Join(edges, ",") + `]}`)
+	}
+	ok, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: cw.JSON201.ID, Name: "1001", Graph: chain(1_001)})
+	status(t, "createDefinition with 1,001 nodes under a quota of 1,500", ok, err, http.StatusCreated)
+	over, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: cw.JSON201.ID, Name: "1501", Graph: chain(quota + 1)})
+	status(t, "createDefinition past the quota", over, err, http.StatusTooManyRequests)
+	if p := over.ApplicationProblemJSON429; p == nil || p.Errors == nil ||
+		!slices.ContainsFunc(*p.Errors, func(e client.FieldError) bool { return e.Path == "/graph/nodes" }) {
+		t.Errorf("node quota problem does not name /graph/nodes: %s", over.Body)
+	}
 }

@@ -285,15 +285,11 @@ func TestNegativeInvalidGraph(t *testing.T) {
 	ctx := context.Background()
 	read := reader(t)
 	a := w.client(t, w.keyA.Secret)
-	out := &map[string]any{"output": map[string]any{"ok": true}}
-	graph := client.Graph{
-		Nodes: []client.Node{
-			{Key: "a", Type: "TRANSFORM", Config: out},
-			{Key: "b", Type: "TRANSFORM", Config: out},
-			{Key: "c", Type: "TELEPORT"},
-		},
-		Edges: &[]client.Edge{{From: "a", To: "b"}, {From: "b", To: "a"}, {From: "a", To: "ghost"}},
-	}
+	graph := client.Graph(`{"nodes":[
+		{"key":"a","type":"TRANSFORM","config":{"output":{"ok":true}}},
+		{"key":"b","type":"TRANSFORM","config":{"output":{"ok":true}}},
+		{"key":"c","type":"TELEPORT"}
+	],"edges":[{"from":"a","to":"b"},{"from":"b","to":"a"},{"from":"a","to":"ghost"}]}`)
 	want := []string{"/graph/nodes/2/type", "/graph/edges/2/to", "/graph/edges/1"}
 	before := counts(t, w)
 	for name, call := range map[string]func() (*http.Response, error){
@@ -341,4 +337,89 @@ func counts(t *testing.T, w *world) rowCounts {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestNegativeGraphMembersAreExact: the graph reaches the domain's strict
+// decoder as the bytes the client sent, so a misspelt, repeated or wrongly
+// cased member is one 422 naming it, on create and on a new version, and
+// nothing is stored. Decoded into generated structs first, these were
+// dropped ("edge"), merged (the last "nodes" won) or matched without case
+// ("Edges"), and the definition was stored.
+func TestNegativeGraphMembersAreExact(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	read := reader(t)
+	admin := s.client(t, adminToken)
+	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "exact", Plan: client.PRO})
+	status(t, "createWorkspace", cw, err, http.StatusCreated)
+	ws := cw.JSON201.ID
+	cd, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "greet", Graph: greetGraph()})
+	status(t, "createDefinition", cd, err, http.StatusCreated)
+
+	const node = `{"key":"a","type":"TRANSFORM","config":{"output":1}}`
+	for _, tc := range []struct{ name, graph, path string }{
+		{"edge for edges", `{"nodes":[` + node + `],"edge":[{"from":"a","to":"a"}]}`, "/graph/edge"},
+		{"Edges for edges", `{"nodes":[` + node + `],"Edges":[]}`, "/graph/Edges"},
+		{"Config for config", `{"nodes":[{"key":"a","type":"TRANSFORM","Config":{"output":1}}],"edges":[]}`, "/graph/nodes/0/Config"},
+		{"nodes twice", `{"nodes":[` + node + `],"edges":[],"nodes":[]}`, "/graph"},
+		{"key twice", `{"nodes":[{"key":"a","type":"TRANSFORM","key":"b","config":{"output":1}}],"edges":[]}`, "/graph/nodes/0"},
+		{"config member twice", `{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":1,"output":2}}],"edges":[]}`, "/graph/nodes/0/config"},
+	} {
+		for op, call := range map[string]func() (*http.Response, error){
+			"createDefinition": func() (*http.Response, error) {
+				return admin.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "exact", Graph: client.Graph(tc.graph)})
+			},
+			"createDefinitionVersion": func() (*http.Response, error) {
+				return admin.CreateDefinitionVersion(ctx, cd.JSON201.ID, client.CreateVersionRequest{Graph: client.Graph(tc.graph)})
+			},
+		} {
+			got := read(call())
+			got.expect(t, op+", "+tc.name, http.StatusUnprocessableEntity, "invalid-graph")
+			if paths := got.fieldPaths(); !slices.Equal(paths, []string{tc.path}) {
+				t.Errorf("%s, %s: problems at %v, want [%s]; body: %s", op, tc.name, paths, tc.path, got.body)
+			}
+		}
+	}
+	ld, err := admin.ListDefinitionsWithResponse(ctx, &client.ListDefinitionsParams{WorkspaceID: ws})
+	status(t, "listDefinitions", ld, err, http.StatusOK)
+	gd, err := admin.GetDefinitionWithResponse(ctx, cd.JSON201.ID)
+	status(t, "getDefinition", gd, err, http.StatusOK)
+	if len(ld.JSON200.Items) != 1 || gd.JSON200.CurrentVersion != 1 {
+		t.Errorf("refused graphs were stored: %d definitions, current version %d", len(ld.JSON200.Items), gd.JSON200.CurrentVersion)
+	}
+}
+
+// TestDefinitionConfigNumbersKeepEveryDigit: a 20-digit integer in a node
+// config, past float64's 2^53, comes back from every read of the
+// definition with the digits it was sent with. Through generated structs
+// it came back as 12345678901234567000.
+func TestDefinitionConfigNumbersKeepEveryDigit(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	admin := s.client(t, adminToken)
+	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "digits", Plan: client.PRO})
+	status(t, "createWorkspace", cw, err, http.StatusCreated)
+	const digits = "12345678901234567890"
+	graph := client.Graph(`{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":{"id":` + digits + `}}}],"edges":[]}`)
+	cd, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: cw.JSON201.ID, Name: "digits", Graph: graph})
+	status(t, "createDefinition", cd, err, http.StatusCreated)
+	def := cd.JSON201.ID
+	cv, err := admin.CreateDefinitionVersionWithResponse(ctx, def, client.CreateVersionRequest{Graph: graph})
+	status(t, "createDefinitionVersion", cv, err, http.StatusCreated)
+	gd, err := admin.GetDefinitionWithResponse(ctx, def)
+	status(t, "getDefinition", gd, err, http.StatusOK)
+	gv, err := admin.GetDefinitionVersionWithResponse(ctx, def, 1)
+	status(t, "getDefinitionVersion", gv, err, http.StatusOK)
+	ld, err := admin.ListDefinitionsWithResponse(ctx, &client.ListDefinitionsParams{WorkspaceID: cw.JSON201.ID})
+	status(t, "listDefinitions", ld, err, http.StatusOK)
+	for what, body := range map[string][]byte{
+		"createDefinition": cd.Body, "createDefinitionVersion": cv.Body, "getDefinition": gd.Body,
+		"getDefinitionVersion": gv.Body, "listDefinitions": ld.Body,
+	} {
+		if !bytes.Contains(body, []byte(`"id":`+digits)) {
+			t.Errorf("%s lost digits of %s: %s", what, digits, body)
+		}
+	}
 }

@@ -26,7 +26,7 @@ func TestWorkspaceCountsExecutionsFailedInTheLastHour(t *testing.T) {
 		status(t, "createWorkspace", cw, err, http.StatusCreated)
 		cd, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{
 			WorkspaceID: cw.JSON201.ID, Name: "greet",
-			Graph: client.Graph{Nodes: []client.Node{{Key: "greet", Type: "TRANSFORM", Config: &map[string]any{"output": "hi"}}}},
+			Graph: client.Graph(`{"nodes":[{"key":"greet","type":"TRANSFORM","config":{"output":"hi"}}]}`),
 		})
 		status(t, "createDefinition", cd, err, http.StatusCreated)
 		wsIDs, defIDs = append(wsIDs, cw.JSON201.ID), append(defIDs, cd.JSON201.ID)

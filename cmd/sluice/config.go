@@ -244,7 +244,9 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 
 	n := nodes.DefaultConfig()
 	n.TemplateBudget = e.integer(nodes.EnvTemplateBudget, n.TemplateBudget, 1<<10, 64<<20)
-	n.OutputMax = e.integer(nodes.EnvOutputMax, n.OutputMax, 1<<10, 64<<20)
+	if v, ok := e.lookup(retiredOutputMax); ok {
+		e.bad(retiredOutputMax, v, "replaced by SLUICE_ENGINE_PAYLOAD_LIMIT, the one bound on a node's output; set that instead")
+	}
 	n.ResponseBodyMax = int64(e.integer(nodes.EnvResponseBodyMax, int(n.ResponseBodyMax), 1<<10, 64<<20))
 	n.ResponseHeadersMax = int64(e.integer(nodes.EnvResponseHeadersMax, int(n.ResponseHeadersMax), 1<<10, 1<<20))
 	if n.Allow, err = nodes.ParseAllowList(e.str(nodes.EnvAllow, "")); err != nil {
@@ -265,6 +267,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	}
 	return c, nil
 }
+
+// retiredOutputMax was a second bound on node output, beside the payload
+// limit that the engine enforced anyway; an operator who set it is told,
+// rather than have it ignored.
+const retiredOutputMax = "SLUICE_NODE_OUTPUT_MAX"
 
 // osLookup reads the process environment.
 func osLookup(name string) (string, bool) { return os.LookupEnv(name) }

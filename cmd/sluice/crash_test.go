@@ -118,7 +118,7 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 		t.Fatal(err)
 	}
 	defer c.Close()
-	workflows := engine.NewWorkflowClient(c, engine.NewTaskQueues(queuePrefix))
+	workflows := engine.NewWorkflowClient(c, engine.NewTaskQueues(queuePrefix), engine.DefaultLimits())
 	rows, err := conn.Query(ctx, "SELECT id FROM workflow_executions")
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +33,7 @@ type nodeRecord struct {
 	Key         string          `json:"key"`
 	Status      string          `json:"status"`
 	Attempt     int             `json:"attempt"`
+	Input       json.RawMessage `json:"input"`
 	Output      json.RawMessage `json:"output"`
 	Error       *string         `json:"error"`
 	StartedAt   *time.Time      `json:"startedAt"`
@@ -151,6 +155,51 @@ func TestDiamondRunsItsBranchesInParallel(t *testing.T) {
 	_ = json.Unmarshal(ex.node("d").Output, &d)
 	if d["b"] != "b" || d["c"] != "c" || d["n"] != float64(3) {
 		t.Fatalf("d's output = %v: the HTTP nodes' JSON output must feed the TRANSFORM", d)
+	}
+}
+
+// TestARunKeepsEveryDigitOfItsNumbers: integers past 2^53 in the input, in
+// a config and in an HTTP answer reach the templates, the request sent and
+// the node records with every digit. Decoded as float64 on the way they
+// came out as 98765432109876543000.
+func TestARunKeepsEveryDigitOfItsNumbers(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	sent := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		sent <- string(body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	const fromInput, literal = "98765432109876543210", "12345678901234567890"
+	graph := map[string]any{
+		"nodes": []any{
+			node("t", "TRANSFORM", map[string]any{"output": map[string]any{"literal": json.Number(literal), "id": "{{ input.id }}"}}),
+			node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL, "method": "POST",
+				"body": map[string]any{"id": "{{ steps.t.output.id }}", "literal": "{{ steps.t.output.literal }}"}}),
+		},
+		"edges": []any{edge("t", "call")},
+	}
+	ex := e.waitFor(e.start(graph, map[string]any{"id": json.Number(fromInput)}), "COMPLETED", "FAILED")
+	if ex.Status != "COMPLETED" {
+		t.Fatalf("run ended %s (%v)", ex.Status, ex.Error)
+	}
+	want := []string{`"id":` + fromInput, `"literal":` + literal}
+	for what, raw := range map[string][]byte{
+		"t's output": ex.node("t").Output, "call's input": ex.node("call").Input,
+		"call's output": ex.node("call").Output, "the request body": []byte(<-sent),
+	} {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, raw); err != nil {
+			t.Fatalf("%s is not JSON: %v: %s", what, err, raw)
+		}
+		for _, w := range want {
+			if !strings.Contains(compact.String(), w) {
+				t.Errorf("%s lost digits, want %s in %s", what, w, compact.String())
+			}
+		}
 	}
 }
 

@@ -46,6 +46,9 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 		"SLUICE_NODE_TEMPLATE_BUDGET":   "12",
 		"SLUICE_HTTP_NODE_ALLOW":        "10.0.0.0/99",
 		"SLUICE_HTTP_NODE_PROXY":        "ftp://proxy.internal",
+		// Retired for SLUICE_ENGINE_PAYLOAD_LIMIT: refused, not ignored,
+		// whatever its value.
+		"SLUICE_NODE_OUTPUT_MAX": "1572864",
 	}
 	_, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
 	if err == nil {

@@ -43,7 +43,7 @@ var commonModule = fx.Module("common",
 		newTracerProvider,
 		newTemporalClient,
 		func(c client.Client, cfg Config) *engine.WorkflowClient {
-			return engine.NewWorkflowClient(c, cfg.Worker.Queues)
+			return engine.NewWorkflowClient(c, cfg.Worker.Queues, cfg.Worker.Limits)
 		},
 		fx.Annotate(func(pool *pgxpool.Pool) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "postgres", Check: pool.Ping}
@@ -269,7 +269,7 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	tp trace.TracerProvider, log *slog.Logger) {
 	log = log.With("component", "worker")
 	n := cfg.Nodes
-	log.Info("node limits", "template_budget", n.TemplateBudget, "output_max", n.OutputMax,
+	log.Info("node limits", "template_budget", n.TemplateBudget, "payload_limit", cfg.Worker.Limits.PayloadLimit,
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
 	acts := engine.NewActivities(app.NewRuns(store, log), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp))

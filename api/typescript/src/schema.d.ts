@@ -497,7 +497,12 @@ export interface components {
             /** @description Shown once; store it now. */
             secret: string;
         };
-        /** @description A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch. */
+        /**
+         * @description A DAG. Node keys are unique; an edge leaving a CONDITION node may carry `when` to pick its branch.
+         *     Member names are exact (case-sensitive), unknown or repeated ones are refused, and numbers in
+         *     configs keep every digit. The workspace's quota bounds the nodes (a 429 naming /graph/nodes), the
+         *     request body limit the bytes.
+         */
         Graph: {
             nodes: components["schemas"]["Node"][];
             edges?: components["schemas"]["Edge"][];
@@ -603,9 +608,9 @@ export interface components {
             type: string;
             status: components["schemas"]["NodeStatus"];
             attempt: number;
-            /** @description The node's resolved input. */
+            /** @description The node's resolved input, with every digit of its numbers. */
             input: unknown;
-            /** @description Available to later nodes as steps.<key>.output. */
+            /** @description Available to later nodes as steps.<key>.output; numbers keep every digit. */
             output: unknown;
             error: string | null;
             /** Format: date-time */
