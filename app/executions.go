@@ -147,7 +147,7 @@ const (
 // slot.
 func (s *Executions) Cancel(ctx context.Context, a domain.Actor, id domain.ID) (domain.ID, CancelOutcome, error) {
 	if q, err := s.queue.GetQueueItem(ctx, id); err == nil {
-		if err := requireWorkspace(a, q.WorkspaceID, "queue item"); err != nil {
+		if err = requireWorkspace(a, q.WorkspaceID, "queue item"); err != nil {
 			return domain.NilID, "", err
 		}
 		if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
