@@ -20,7 +20,7 @@ RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 # Targets HTTP_REQUEST nodes may reach under `make run`.
 RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
-.PHONY: all build run test test-go test-race test-ts vet generate check-generated fuzz bench lint-spec console-check ts-deps browser clean
+.PHONY: all build run test test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser clean
 
 all: build
 
@@ -38,10 +38,10 @@ build: bin/sluice bin/devstack
 run: build
 	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" SLUICE_HTTP_NODE_ALLOW="$${SLUICE_HTTP_NODE_ALLOW-$(RUN_HTTP_NODE_ALLOW)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
 
-## test: vet, spec lint, generated-code drift, then unit, integration,
+## test: vet, lint, spec lint, generated-code drift, then unit, integration,
 ## fuzz, the console's browser test and the TypeScript walk-through on a
 ## fresh real stack.
-test: vet lint-spec console-check check-generated build browser
+test: vet lint lint-spec console-check check-generated build browser
 	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
 	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(MAKE) --no-print-directory test-go test-ts'
 
@@ -94,6 +94,20 @@ fuzz:
 vet:
 	$(GO) vet ./...
 	cd cmd/devstack && $(GO) vet ./...
+
+# One package at a time by default: the machines have two cores. Parallel
+# runners are allowed because several checkouts on one machine may lint at
+# once, and golangci-lint's machine-wide lock would fail the second.
+LINT_CONCURRENCY ?= 1
+
+## lint: golangci-lint with .golangci.yml, and Temporal's workflowcheck
+## over the workflow code (its overrides, each argued, are in
+## adapters/engine/workflowcheck.yaml). Both are pinned in tools.mod.
+## cmd/devstack gets vet only: linting it analyses the whole Temporal
+## server it embeds, over 3 GB and minutes of CPU, for four small files.
+lint:
+	$(TOOL) golangci-lint run --allow-parallel-runners --concurrency $(LINT_CONCURRENCY) ./...
+	$(TOOL) workflowcheck -config adapters/engine/workflowcheck.yaml ./adapters/engine/...
 
 ## generate: regenerate sqlc, oapi-codegen (server and Go client) and TypeScript client output.
 generate: ts-deps

@@ -74,5 +74,5 @@ func (b *breaker) err() error {
 	if !b.open {
 		return nil
 	}
-	return fmt.Errorf("temporal unavailable since %s, dispatch paused: %v", b.since.Format(time.RFC3339), b.cause)
+	return fmt.Errorf("temporal unavailable since %s, dispatch paused: %w", b.since.Format(time.RFC3339), b.cause)
 }

@@ -673,11 +673,11 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem, cl
 			defer func() { <-sem; wg.Done() }()
 			d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
 				"execution_id", item.ExecutionID)
-			ctx, span := d.startSpan(ctx, item, claimSpan)
+			startCtx, span := d.startSpan(ctx, item, claimSpan)
 			defer func() { endStartSpan(span, errs[i]) }()
-			ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+			startCtx, cancel := context.WithTimeout(startCtx, d.cfg.StartTimeout)
 			defer cancel()
-			errs[i] = d.engine.StartWorkflow(ctx, ports.WorkflowStart{
+			errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
 				ExecutionID:  item.ExecutionID,
 				WorkspaceID:  item.WorkspaceID,
 				DefinitionID: item.DefinitionID,

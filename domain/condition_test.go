@@ -85,7 +85,7 @@ func TestEvaluateCondition(t *testing.T) {
 			}
 			got, err := EvaluateCondition(cfg, ctx)
 			switch {
-			case tt.wantErr == errAny:
+			case errors.Is(tt.wantErr, errAny):
 				if err == nil {
 					t.Fatalf("got %v, want an error", got)
 				}

@@ -93,7 +93,7 @@ func DecodeGraph(data []byte) (Graph, error) {
 	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
 		return g, nil
 	}
-	top, ok := objectFields(data, "", &ve, []string{"nodes", "edges"})
+	top, topOK := objectFields(data, "", &ve, []string{"nodes", "edges"})
 	if top == nil {
 		return Graph{}, &ve
 	}
@@ -111,7 +111,7 @@ func DecodeGraph(data []byte) (Graph, error) {
 			}
 		}
 	}
-	if !ok || len(ve.Problems) > 0 {
+	if !topOK || len(ve.Problems) > 0 {
 		return Graph{}, &ve
 	}
 	return g, nil

@@ -160,14 +160,6 @@ func (m *model) reachable() map[string]bool {
 	return reach
 }
 
-func newSet(keys []string) map[string]bool {
-	s := map[string]bool{}
-	for _, k := range keys {
-		s[k] = true
-	}
-	return s
-}
-
 func sortedSet(s map[string]bool) []string {
 	var out []string
 	for k, v := range s {

@@ -8,12 +8,11 @@ import (
 
 // schedStep is one call in a scheduler scenario.
 type schedStep struct {
-	op          string // "next", "complete", "fail"
-	key         string
-	output      any
-	want        []string // nodes from next, or newly skipped nodes
-	wantErr     error
-	wantNoState bool // the refused call must not change anything
+	op      string // "next", "complete", "fail"
+	key     string
+	output  any
+	want    []string // nodes from next, or newly skipped nodes
+	wantErr error
 }
 
 func next(want ...string) schedStep { return schedStep{op: "next", want: want} }

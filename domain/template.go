@@ -491,11 +491,11 @@ func resolveString(s string, ctx TemplateContext) (any, error) {
 		return nil, err
 	}
 	if len(parts) == 1 && parts[0].Ref != nil {
-		v, err := find(*parts[0].Ref, ctx)
-		if err != nil {
-			return nil, err
+		v, findErr := find(*parts[0].Ref, ctx)
+		if findErr != nil {
+			return nil, findErr
 		}
-		if err := ctx.Budget.charge(jsonSize(v, ctx.Budget.remaining()+1)); err != nil {
+		if err = ctx.Budget.charge(jsonSize(v, ctx.Budget.remaining()+1)); err != nil {
 			return nil, err
 		}
 		return deepCopy(v)

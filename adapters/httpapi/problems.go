@@ -125,7 +125,7 @@ func validationFields(err error) []api.FieldError {
 		// Type switches, not errors.As: a RequestError wraps a MultiError of
 		// SchemaErrors, and matching the inner errors first would lose the
 		// parameter they belong to.
-		switch e := err.(type) {
+		switch e := err.(type) { //nolint:errorlint // outermost first, on purpose: see above
 		case openapi3.MultiError:
 			for _, inner := range e {
 				walk(inner, base)

@@ -245,7 +245,10 @@ func TestRedirectsStopAfterFive(t *testing.T) {
 	// /hop/N redirects to /hop/N-1; /hop/0 answers.
 	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		var n int
-		fmt.Sscanf(r.URL.Path, "/hop/%d", &n)
+		if _, err := fmt.Sscanf(r.URL.Path, "/hop/%d", &n); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
 		if n > 0 {
 			http.Redirect(w, r, fmt.Sprintf("/hop/%d", n-1), http.StatusFound)
 		}

@@ -116,7 +116,7 @@ func (h *HTTPRequest) execute(ctx context.Context, run ports.NodeRun) (httpInput
 	if err != nil {
 		return in, nil, ports.Permanent("invalid_request", fmt.Errorf("http %s: %s", what, domain.RedactURLsIn(err.Error(), in.URL)))
 	}
-	if err := h.guard.checkLiteral(req.URL.Hostname()); err != nil {
+	if err = h.guard.checkLiteral(req.URL.Hostname()); err != nil {
 		return in, nil, ports.Permanent("refused_target", fmt.Errorf("http %s: %w", what, err))
 	}
 	if body != nil {

@@ -90,14 +90,14 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		}
 		if len(gone) > 0 {
 			reason := "workspace not found: it was deleted after the item was enqueued"
-			n, err := s.q.QueueFailPendingOfWorkspaces(ctx, tx, dbsqlc.QueueFailPendingOfWorkspacesParams{
+			n, failErr := s.q.QueueFailPendingOfWorkspaces(ctx, tx, dbsqlc.QueueFailPendingOfWorkspacesParams{
 				WorkspaceIds: gone, LastError: &reason,
 			})
-			if err != nil {
-				return fmt.Errorf("failing items of deleted workspaces: %w", err)
+			if failErr != nil {
+				return fmt.Errorf("failing items of deleted workspaces: %w", failErr)
 			}
 			res.Failed += int(n)
-			if err := s.q.QueueStatsForgetGone(ctx, tx, gone); err != nil {
+			if err = s.q.QueueStatsForgetGone(ctx, tx, gone); err != nil {
 				return fmt.Errorf("forgetting deleted workspaces' counts: %w", err)
 			}
 		}
@@ -192,7 +192,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 			failed = append(failed, refused...)
 		}
 		if len(failed) > 0 {
-			if _, err := s.applyTransitions(ctx, tx, failed); err != nil {
+			if _, err = s.applyTransitions(ctx, tx, failed); err != nil {
 				return fmt.Errorf("failing items that cannot run: %w", err)
 			}
 			res.Failed += len(failed)
@@ -200,11 +200,11 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		if len(claim.Ids) == 0 {
 			return nil
 		}
-		if err := s.attachGraphs(ctx, tx, res.Claimed); err != nil {
+		if err = s.attachGraphs(ctx, tx, res.Claimed); err != nil {
 			return err
 		}
 		if !itemByItem {
-			if err := s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
+			if err = s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
 				return fmt.Errorf("creating executions: %w", asRowError(err))
 			}
 		}
@@ -334,11 +334,11 @@ func (s *Store) MarkDispatched(ctx context.Context, items []ports.DispatchedItem
 	if err != nil && errors.As(asRowError(err), &rowErr) && len(items) > 1 {
 		rows, err = nil, nil
 		for _, it := range items {
-			one, err := s.q.QueueMarkDispatched(ctx, s.pool, dbsqlc.QueueMarkDispatchedParams{
+			one, oneErr := s.q.QueueMarkDispatched(ctx, s.pool, dbsqlc.QueueMarkDispatchedParams{
 				Ids: []domain.ID{it.ID}, ExecutionIds: []domain.ID{it.ExecutionID},
 			})
-			if err != nil {
-				s.log.Error("queue item cannot be marked DISPATCHED; leaving it to stale recovery", "queue_item_id", it.ID, "error", err)
+			if oneErr != nil {
+				s.log.Error("queue item cannot be marked DISPATCHED; leaving it to stale recovery", "queue_item_id", it.ID, "error", oneErr)
 				continue
 			}
 			rows = append(rows, one...)
@@ -470,7 +470,7 @@ func (s *Store) startNode(ctx context.Context, db dbsqlc.DBTX, executionID domai
 	_, err := s.q.NodeStart(ctx, db, dbsqlc.NodeStartParams{
 		ID: domain.ID(uuid.New()), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Attempt: int32(max(1, n.Attempt)), Input: n.Input,
 	})
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // already finished: a replayed start after completion
 	}
 	return interpretError(err)
@@ -549,7 +549,7 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 			return err
 		}
 		if _, err := s.q.ExecutionFinish(ctx, tx, dbsqlc.ExecutionFinishParams{ID: id, Status: string(status), Error: errMsg}); err != nil {
-			if err != pgx.ErrNoRows {
+			if !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			if _, err := s.q.ExecutionGet(ctx, tx, id); errors.Is(err, pgx.ErrNoRows) {

@@ -130,7 +130,7 @@ func (s *Store) CreateDefinition(ctx context.Context, d domain.Definition) (doma
 		return domain.Definition{}, err
 	}
 	var out domain.Definition
-	err = s.withTx(ctx, func(tx pgx.Tx) error {
+	txErr := s.withTx(ctx, func(tx pgx.Tx) error {
 		r, err := s.q.DefinitionInsert(ctx, tx, dbsqlc.DefinitionInsertParams{ID: d.ID, WorkspaceID: d.WorkspaceID, Name: d.Name})
 		if err != nil {
 			return interpretError(err)
@@ -143,7 +143,7 @@ func (s *Store) CreateDefinition(ctx context.Context, d domain.Definition) (doma
 		out = definitionFromRow(r, d.Graph)
 		return nil
 	})
-	return out, err
+	return out, txErr
 }
 
 func definitionFromRow(r dbsqlc.WorkflowDefinition, g domain.Graph) domain.Definition {
@@ -223,7 +223,7 @@ func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain
 		return domain.DefinitionVersion{}, err
 	}
 	var out domain.DefinitionVersion
-	err = s.withTx(ctx, func(tx pgx.Tx) error {
+	txErr := s.withTx(ctx, func(tx pgx.Tx) error {
 		v, err := s.q.DefinitionNextVersion(ctx, tx, id)
 		if err != nil {
 			return interpretError(err)
@@ -235,7 +235,7 @@ func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain
 		out = domain.DefinitionVersion{DefinitionID: id, Version: int(r.Version), Graph: g, CreatedAt: r.CreatedAt}
 		return nil
 	})
-	return out, err
+	return out, txErr
 }
 
 // GetDefinitionVersion loads one version.

@@ -390,14 +390,6 @@ func bearer(token string) client.RequestEditorFn {
 	}
 }
 
-func must[T any](t *testing.T, v T, err error) T {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 func ptr[T any](v T) *T { return &v }
 
 // rawInput encodes an enqueue input.

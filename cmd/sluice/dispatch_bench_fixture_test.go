@@ -510,7 +510,7 @@ type benchQuery struct {
 func benchQueries() (map[string]benchQuery, error) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "db", "queries", "*.sql"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no query files found under ../../db/queries: %v", err)
+		return nil, fmt.Errorf("no query files found under ../../db/queries: %w", err)
 	}
 	embedRe := regexp.MustCompile(`sqlc\.embed\((\w+)\)`)
 	nameRe := regexp.MustCompile(`^-- name: (\w+)`)

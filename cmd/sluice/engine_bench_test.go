@@ -207,14 +207,13 @@ func benchDAG(url string) map[string]any {
 // sluiceBench drives a started sluice: its workspaces, its database and
 // an HTTP client that keeps its connections.
 type sluiceBench struct {
-	b      *testing.B
-	c      client.Client
-	base   string
-	db     *pgx.Conn
-	http   *http.Client
-	ws     []string
-	phase  int
-	phases []string
+	b     *testing.B
+	c     client.Client
+	base  string
+	db    *pgx.Conn
+	http  *http.Client
+	ws    []string
+	phase int
 }
 
 func newSluiceBench(b *testing.B, c client.Client, base string) *sluiceBench {

@@ -50,7 +50,7 @@ func sluiceBinary(t *testing.T) string {
 		}
 		faultBin = filepath.Join(dir, "sluice")
 		if out, err := exec.Command("go", "build", "-o", faultBin, ".").CombinedOutput(); err != nil {
-			faultBinErr = fmt.Errorf("building sluice: %v\n%s", err, out)
+			faultBinErr = fmt.Errorf("building sluice: %w\n%s", err, out)
 		}
 	})
 	if faultBinErr != nil {

@@ -99,7 +99,7 @@ func TestOneTraceFromRequestToCompletion(t *testing.T) {
 	}
 	attrs := map[attribute.Key]string{}
 	for _, kv := range inTrace["node shape"].Attributes {
-		attrs[kv.Key] = kv.Value.Emit()
+		attrs[kv.Key] = kv.Value.String()
 	}
 	if attrs["sluice.node.key"] != "shape" || attrs["sluice.node.type"] != "TRANSFORM" || attrs["sluice.node.outcome"] != "completed" {
 		t.Errorf("node span attributes = %v", attrs)

@@ -70,14 +70,14 @@ func URL(t testing.TB) string {
 		t.Fatalf("connecting to %s: %v", base, err)
 	}
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, templateName)); err != nil {
+	if _, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, templateName)); err != nil {
 		t.Fatalf("creating test database: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		admin, err := pgx.Connect(ctx, base)
-		if err != nil {
+		admin, connErr := pgx.Connect(ctx, base)
+		if connErr != nil {
 			return
 		}
 		defer admin.Close(ctx)
@@ -110,7 +110,7 @@ func makeTemplate(ctx context.Context, base string) (string, error) {
 		return "", err
 	}
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err = admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", err
 	}
 	u, err := withDatabase(base, name)
