@@ -153,7 +153,7 @@ func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id dom
 	if err != nil {
 		return "", err
 	}
-	if err := requireWorkspace(a, q.WorkspaceID, "queue item"); err != nil {
+	if err = requireWorkspace(a, q.WorkspaceID, "queue item"); err != nil {
 		return "", err
 	}
 	if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {

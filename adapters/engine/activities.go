@@ -150,7 +150,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	info := activity.GetInfo(ctx)
 	started := time.Now()
 	rec := domain.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
-	if err := a.runs.NodeStarted(ctx, execID, rec); err != nil {
+	if err = a.runs.NodeStarted(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
 	}
 

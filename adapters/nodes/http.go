@@ -104,9 +104,9 @@ func (h *HTTPRequest) execute(ctx context.Context, run ports.NodeRun) (httpInput
 	what := in.Method + " " + domain.RedactURL(in.URL)
 	var body io.Reader
 	if in.Body != nil {
-		raw, err := domain.EncodeJSON(in.Body)
-		if err != nil {
-			return in, nil, ports.Permanent("invalid_body", err)
+		raw, encodeErr := domain.EncodeJSON(in.Body)
+		if encodeErr != nil {
+			return in, nil, ports.Permanent("invalid_body", encodeErr)
 		}
 		body = bytes.NewReader(raw)
 	}

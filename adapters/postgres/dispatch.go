@@ -147,18 +147,18 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		up := dbsqlc.ExecutionsUpsertRunningParams{}
 		claim := dbsqlc.QueueMarkClaimedParams{}
 		for _, c := range candidates {
-			rec, err := queueFromRow(c.WorkflowExecutionQueue)
-			if err != nil {
-				return err
+			rec, rowErr := queueFromRow(c.WorkflowExecutionQueue)
+			if rowErr != nil {
+				return rowErr
 			}
 			if c.CurrentVersion == 0 || !c.VersionFound {
 				reason := "workflow definition not found: it was deleted after the item was enqueued"
 				if c.CurrentVersion != 0 {
 					reason = fmt.Sprintf("workflow definition version %d not found", c.CurrentVersion)
 				}
-				t, err := rejected(rec, reason, reject)
-				if err != nil {
-					return err
+				t, rejectErr := rejected(rec, reason, reject)
+				if rejectErr != nil {
+					return rejectErr
 				}
 				failed = append(failed, t)
 				continue
@@ -184,7 +184,6 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		}
 		if itemByItem {
 			var refused []ports.QueueTransition
-			var err error
 			up, claim, res.Claimed, refused, err = s.upsertEachRunning(ctx, tx, up, claim, res.Claimed, reject)
 			if err != nil {
 				return err

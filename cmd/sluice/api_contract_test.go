@@ -302,10 +302,10 @@ func TestContractEveryOperation(t *testing.T) {
 	}
 	// Executions filter by definition on the server.
 	for d, want := range map[uuid.UUID]int{def.ID: 5, spareDef.JSON201.ID: 0} {
-		le, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, WorkflowDefinitionID: &d})
-		status(t, "listExecutions by definition", le, err, http.StatusOK)
-		if len(le.JSON200.Items) != want || slices.ContainsFunc(le.JSON200.Items, func(e client.Execution) bool { return e.WorkflowDefinitionID != d }) {
-			t.Errorf("listExecutions of definition %s: %d items, want %d: %s", d, len(le.JSON200.Items), want, le.Body)
+		byDef, err := key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, WorkflowDefinitionID: &d})
+		status(t, "listExecutions by definition", byDef, err, http.StatusOK)
+		if len(byDef.JSON200.Items) != want || slices.ContainsFunc(byDef.JSON200.Items, func(e client.Execution) bool { return e.WorkflowDefinitionID != d }) {
+			t.Errorf("listExecutions of definition %s: %d items, want %d: %s", d, len(byDef.JSON200.Items), want, byDef.Body)
 		}
 	}
 	le, err = key.ListExecutionsWithResponse(ctx, &client.ListExecutionsParams{WorkspaceID: ws.ID, Status: ptr(client.ExecutionStatusCOMPLETED)})
@@ -358,10 +358,6 @@ func TestContractEveryOperation(t *testing.T) {
 			t.Errorf("GET %s: %d, want 200 with %q", path, resp.StatusCode, want)
 		}
 	}
-}
-
-func sameSet(a, b []uuid.UUID) bool {
-	return len(a) == len(b) && distinct(a) && !slices.ContainsFunc(b, func(id uuid.UUID) bool { return !slices.Contains(a, id) })
 }
 
 func distinct(ids []uuid.UUID) bool {
