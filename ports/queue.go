@@ -41,6 +41,14 @@ type QueueStore interface {
 	CancelQueued(ctx context.Context, id domain.ID) (domain.QueueItem, error)
 }
 
+// IdempotencyKeyStore keeps the API's Idempotency-Keys, which Enqueue
+// writes.
+type IdempotencyKeyStore interface {
+	// PurgeIdempotencyKeys forgets keys past their retention and returns
+	// how many it forgot.
+	PurgeIdempotencyKeys(ctx context.Context) (int64, error)
+}
+
 // ExecutionCursor is the keyset position of the last execution of a page.
 type ExecutionCursor struct {
 	StartedAt time.Time
