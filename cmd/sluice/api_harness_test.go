@@ -114,8 +114,9 @@ func newStackWithQuotas(t *testing.T, quotas domain.Quotas) *stack {
 		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, domain.DefaultTierPolicy(), cfg)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
-	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), registry, log)
+	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
+	checks := []httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}, {Name: "temporal", Check: workflows.CheckHealth}}
+	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), registry, checks, log)
 	if err != nil {
 		t.Fatal(err)
 	}

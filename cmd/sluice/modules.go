@@ -58,11 +58,11 @@ var commonModule = fx.Module("common",
 )
 
 // apiModule serves HTTP. Its own port also answers /metrics, /healthz and
-// /readyz (which checks Temporal too, for cancellations). It purges
+// /readyz, with the same checks as the admin server's. It purges
 // expired Idempotency-Keys, one api process at a time.
 var apiModule = fx.Module("api",
 	fx.Provide(func(store *postgres.Store, workflows *engine.Engine, cfg Config) *app.Application {
-		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
+		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
 	}),
 	fx.Invoke(startHTTP, runIdempotencyKeyPurge),
 )
@@ -190,15 +190,30 @@ func newTemporalClient(lc fx.Lifecycle, cfg Config, tp trace.TracerProvider, log
 	return c, nil
 }
 
+// httpParams are what the API server serves: the use cases, the metrics
+// and the process's readiness checks, which its /readyz shares with the
+// admin server's.
+type httpParams struct {
+	fx.In
+	Lifecycle   fx.Lifecycle
+	Config      Config
+	Application *app.Application
+	Gatherer    prometheus.Gatherer
+	Checks      []httpapi.ReadinessCheck `group:"readiness"`
+	Tracer      trace.TracerProvider
+	Log         *slog.Logger
+}
+
 // startHTTP serves the API, each request traced by otelhttp, which
 // continues a caller's W3C traceparent when it sends one.
-func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gatherer prometheus.Gatherer, tp trace.TracerProvider, log *slog.Logger) error {
-	handler, err := httpapi.NewHandler(application, cfg.HTTP.Limits, gatherer, log)
+func startHTTP(p httpParams) error {
+	lc, cfg, log := p.Lifecycle, p.Config, p.Log
+	handler, err := httpapi.NewHandler(p.Application, cfg.HTTP.Limits, p.Gatherer, p.Checks, log)
 	if err != nil {
 		return err
 	}
 	traced := otelhttp.NewHandler(handler, "sluice-api",
-		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithTracerProvider(p.Tracer),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
 	)
