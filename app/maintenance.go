@@ -39,7 +39,7 @@ func DefaultMaintenanceSchedule() MaintenanceSchedule {
 }
 
 // maintenance runs one job on its schedule under its own lease. Each
-// maintenance service embeds one; the job is the service's own.
+// maintenance service holds one whose job is the service's run.
 type maintenance struct {
 	name     string
 	lease    ports.Lease
