@@ -1,8 +1,6 @@
 package app
 
 import (
-	"context"
-
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -15,8 +13,6 @@ type Application struct {
 	Workspaces  *Workspaces
 	Definitions *Definitions
 	Executions  *Executions
-	database    ports.HealthCheck
-	engine      ports.WorkflowEngine
 }
 
 // Stores are the storage ports the API's use cases need; one adapter may
@@ -27,7 +23,6 @@ type Stores struct {
 	Definitions ports.DefinitionStore
 	Queue       ports.QueueStore
 	Executions  ports.ExecutionReader
-	Database    ports.HealthCheck
 }
 
 // NewApplication wires the use cases. engine may be nil in a process that
@@ -38,16 +33,5 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, tiers domain.TierPoli
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, tiers),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
-		database:    s.Database,
-		engine:      engine,
 	}
-}
-
-// Ready checks the dependencies the API needs, by name.
-func (a *Application) Ready(ctx context.Context) map[string]error {
-	checks := map[string]error{"postgres": a.database.CheckHealth(ctx)}
-	if a.engine != nil {
-		checks["temporal"] = a.engine.CheckHealth(ctx)
-	}
-	return checks
 }

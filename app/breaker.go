@@ -8,11 +8,17 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// breaker is the dispatcher's circuit breaker on Temporal. It opens when a
-// start fails because Temporal is unavailable; while open, the dispatcher
-// claims nothing, so queued items stay PENDING with no failure counted, and
-// probes Temporal's health with a doubling backoff until it answers.
-type breaker struct {
+// DefaultBreakerBackoff spaces the probes of an unavailable Temporal: the
+// first after a second, doubling to 30 s.
+var DefaultBreakerBackoff = domain.DispatchBackoff{Base: time.Second, Max: 30 * time.Second}
+
+// Breaker is the dispatcher role's circuit breaker on Temporal. It opens
+// when a start fails because Temporal is unavailable; while it is open the
+// claim loop claims nothing, so queued items stay PENDING with no failure
+// counted, and probes Temporal's health with a doubling backoff until it
+// answers. Stale recovery and the reconciler, which ask Temporal too, wait
+// for the probe that closes it.
+type Breaker struct {
 	backoff domain.DispatchBackoff
 	metrics *DispatchMetrics
 
@@ -24,13 +30,28 @@ type breaker struct {
 	cause   error
 }
 
-func newBreaker(backoff domain.DispatchBackoff, metrics *DispatchMetrics) *breaker {
-	return &breaker{backoff: backoff, metrics: metrics}
+// NewBreaker builds a closed breaker whose probes follow backoff
+// (DefaultBreakerBackoff when its Base is not positive).
+func NewBreaker(backoff domain.DispatchBackoff, metrics *DispatchMetrics) *Breaker {
+	if backoff.Base <= 0 {
+		backoff = DefaultBreakerBackoff
+	}
+	return &Breaker{backoff: backoff, metrics: metrics}
+}
+
+// Err describes the open breaker, for readiness; nil while it is closed.
+func (b *Breaker) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.open {
+		return nil
+	}
+	return fmt.Errorf("temporal unavailable since %s, dispatch paused: %w", b.since.Format(time.RFC3339), b.cause)
 }
 
 // trip opens the breaker, or after a failed probe pushes the next probe
 // further out.
-func (b *breaker) trip(now time.Time, cause error) {
+func (b *Breaker) trip(now time.Time, cause error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.open {
@@ -48,7 +69,7 @@ func (b *breaker) trip(now time.Time, cause error) {
 }
 
 // reset closes the breaker after a successful probe.
-func (b *breaker) reset() {
+func (b *Breaker) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.open, b.probes, b.cause = false, 0, nil
@@ -56,23 +77,14 @@ func (b *breaker) reset() {
 }
 
 // nextProbe says whether the breaker is open and when to probe next.
-func (b *breaker) nextProbe() (time.Time, bool) {
+func (b *Breaker) nextProbe() (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.probeAt, b.open
 }
 
-func (b *breaker) closed() bool {
+// closed reports whether Temporal may be called.
+func (b *Breaker) closed() bool {
 	_, open := b.nextProbe()
 	return !open
-}
-
-// err describes the open breaker for readiness, nil when closed.
-func (b *breaker) err() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.open {
-		return nil
-	}
-	return fmt.Errorf("temporal unavailable since %s, dispatch paused: %w", b.since.Format(time.RFC3339), b.cause)
 }

@@ -71,7 +71,7 @@ func (s *Definitions) validateGraph(g domain.Graph, prefix string) error {
 	for i, p := range ve.Problems {
 		problems[i] = domain.Problem{Path: prefix + p.Path, Message: p.Message}
 	}
-	return &InvalidError{Problems: problems}
+	return &domain.ValidationError{Problems: problems}
 }
 
 // GetDefinition shows a definition with its current graph.

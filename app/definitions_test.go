@@ -67,7 +67,7 @@ func TestSavingRefusesFanOutPastTheConfiguredBudget(t *testing.T) {
 
 	small := NewDefinitions(store, oneWorkspace{w: ws}, domain.DefaultQuotas(), 1<<10)
 	_, err = small.CreateDefinition(context.Background(), admin, ws.ID, "big", graph)
-	var invalid *InvalidError
+	var invalid *domain.ValidationError
 	if !errors.As(err, &invalid) || len(invalid.Problems) != 1 || invalid.Problems[0].Path != "/graph/nodes/0/config" ||
 		!strings.Contains(invalid.Problems[0].Message, "budget of 1024 bytes") {
 		t.Fatalf("4 KiB of literal text under a 1 KiB budget: %v, want one problem at /graph/nodes/0/config naming the budget", err)

@@ -21,7 +21,6 @@ type DispatchMetrics struct {
 	AtCapacity     prometheus.Counter
 	Failed         *prometheus.CounterVec
 	StaleRecovered prometheus.Counter
-	LeaseFailures  prometheus.Counter
 	Latency        prometheus.Histogram
 	// DispatchFailures counts failed Temporal starts by reason and by what
 	// became of the item: released for a retry, or failed for good.
@@ -33,8 +32,6 @@ type DispatchMetrics struct {
 	// pending work that had no free slot: those the prefilter skipped by
 	// their counts and those found full once locked.
 	AdmissionRefusals *prometheus.CounterVec
-	// LeaseHeld is 1 while this process holds the named lease.
-	LeaseHeld *prometheus.GaugeVec
 	// BreakerOpen is 1 while the circuit breaker holds dispatch back
 	// because Temporal is unavailable.
 	BreakerOpen prometheus.Gauge
@@ -96,9 +93,6 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	m.StaleRecovered = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "queue_stale_recovery_count", Help: "Stale CLAIMED items settled by recovery.",
 	})
-	m.LeaseFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "shedlock_acquisition_failures", Help: "Lease acquisitions that failed or found the lease held elsewhere.",
-	})
 	m.Latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "queue_enqueue_to_dispatch_seconds", Help: "Time from enqueue to DISPATCHED.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
@@ -116,17 +110,14 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 		Name: "queue_admission_refusals_total",
 		Help: "Workspaces with pending work passed over by a dispatch batch for want of a free slot, by plan, whether the prefilter skipped them by their counts or admission found them full under the lock.",
 	}, []string{"plan"})
-	m.LeaseHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "dispatcher_lease_held", Help: "1 while this process holds the named lease, else 0.",
-	}, []string{"lease"})
 	m.BreakerOpen = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dispatcher_temporal_breaker_open", Help: "1 while the dispatcher's circuit breaker holds dispatch back because Temporal is unavailable, else 0.",
 	})
 	m.BreakerTrips = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dispatcher_temporal_breaker_trips_total", Help: "Times the circuit breaker opened because Temporal was unavailable.",
 	})
-	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.LeaseFailures,
-		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.LeaseHeld, m.BreakerOpen, m.BreakerTrips)
+	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered,
+		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.BreakerOpen, m.BreakerTrips)
 	return m
 }
 
@@ -146,13 +137,38 @@ func (m *DispatchMetrics) refused(byPlan map[domain.Plan]int) {
 	}
 }
 
-// leaseHeld records whether this process holds lease.
-func (m *DispatchMetrics) leaseHeld(lease string, held bool) {
+// LeaseMetrics are the series of the ShedLock leases every lease holder
+// shares: the queue lease's heartbeat and the maintenance jobs' leases, in
+// whichever roles run them. One process registers them once.
+type LeaseMetrics struct {
+	// Failures counts lease attempts that failed or found the lease held
+	// elsewhere; a standby counts up steadily.
+	Failures prometheus.Counter
+	// Held is 1 while this process holds the named lease.
+	Held *prometheus.GaugeVec
+}
+
+// NewLeaseMetrics creates the series and registers them with reg.
+func NewLeaseMetrics(reg prometheus.Registerer) *LeaseMetrics {
+	m := &LeaseMetrics{
+		Failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shedlock_acquisition_failures", Help: "Lease acquisitions that failed or found the lease held elsewhere.",
+		}),
+		Held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dispatcher_lease_held", Help: "1 while this process holds the named lease, else 0.",
+		}, []string{"lease"}),
+	}
+	reg.MustRegister(m.Failures, m.Held)
+	return m
+}
+
+// setHeld records whether this process holds lease.
+func (m *LeaseMetrics) setHeld(lease string, held bool) {
 	v := 0.0
 	if held {
 		v = 1
 	}
-	m.LeaseHeld.WithLabelValues(lease).Set(v)
+	m.Held.WithLabelValues(lease).Set(v)
 }
 
 // startFailureReason names why a Temporal start failed, from a small fixed

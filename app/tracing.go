@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -14,29 +13,20 @@ import (
 
 const tracerName = "github.com/sluicehq/sluice/app"
 
-// SetTracerProvider makes the dispatcher take its spans from tp instead of
-// the global provider. Call it before Run.
-func (d *Dispatcher) SetTracerProvider(tp trace.TracerProvider) {
-	d.tracer = tp.Tracer(tracerName)
+// startClaimSpan starts the span of one admission transaction. One batch
+// serves many requests, so it belongs to none of their traces: endClaimSpan
+// links it to each claimed item's instead.
+func (d *Dispatcher) startClaimSpan(ctx context.Context) (context.Context, trace.Span) {
+	return d.tracer.Start(ctx, "queue claim")
 }
 
-func (d *Dispatcher) tracerOrGlobal() trace.Tracer {
-	if d.tracer == nil {
-		return otel.Tracer(tracerName)
-	}
-	return d.tracer
-}
-
-// claim runs the admission transaction inside a span of its own, linked to
-// the trace of every item it claims: one batch serves many requests, so it
-// belongs to none of their traces.
-func (d *Dispatcher) claim(ctx context.Context) (ports.ClaimResult, trace.SpanContext, error) {
-	ctx, span := d.tracerOrGlobal().Start(ctx, "queue claim")
+// endClaimSpan records what the claim did and links the span to the trace
+// of every item it claimed.
+func endClaimSpan(span trace.Span, claim ports.ClaimResult, err error) {
 	defer span.End()
-	claim, err := d.store.Claim(ctx, d.fence(), d.tiers.Limits(), d.admit, RejectUnrunnable)
 	if err != nil {
 		span.SetStatus(codes.Error, "claim failed")
-		return claim, span.SpanContext(), err
+		return
 	}
 	span.SetAttributes(attribute.Int("sluice.claimed", len(claim.Claimed)), attribute.Int("sluice.failed", claim.Failed))
 	for _, item := range claim.Claimed {
@@ -44,7 +34,6 @@ func (d *Dispatcher) claim(ctx context.Context) (ports.ClaimResult, trace.SpanCo
 			span.AddLink(trace.Link{SpanContext: sc})
 		}
 	}
-	return claim, span.SpanContext(), nil
 }
 
 // startSpan starts the span of one item's workflow start as a child of the
@@ -63,7 +52,7 @@ func (d *Dispatcher) startSpan(ctx context.Context, item ports.ClaimedItem, clai
 	if claim.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: claim}))
 	}
-	return d.tracerOrGlobal().Start(ctx, "queue dispatch", opts...)
+	return d.tracer.Start(ctx, "queue dispatch", opts...)
 }
 
 // endStartSpan records how the start went.

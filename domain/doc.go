@@ -36,9 +36,9 @@
 // # Tier policy
 //
 // TierPolicy maps a Plan to the number of executions a workspace may run at
-// once and decides admission in one place (Admit). An item whose execution
-// already exists and is RUNNING (a retry after a failed dispatch) occupies its
-// own slot, so a retry is never blocked by itself.
+// once and decides admission in one place (Admit), from the workspace's
+// RUNNING count alone. A retry is never blocked by itself: releasing a failed
+// dispatch drops its execution row, so the retry's slot is free again.
 //
 // # Graphs and the scheduler
 //

@@ -114,13 +114,13 @@ func NewTierPolicy(limits map[Plan]int) (TierPolicy, error) {
 	return p, nil
 }
 
-// ParseTierLimits parses per-plan numbers from configuration (tier limits,
-// quotas), written as
-// "FREE=1,PRO=5,ENTERPRISE=20". Any subset of plans may be given, and spaces
-// around parts are ignored; an empty string means no overrides. Each error
-// names the part that is wrong, because a typo in an environment variable is
-// otherwise hard to find.
-func ParseTierLimits(s string) (map[Plan]int, error) {
+// ParsePerPlan parses a per-plan setting from configuration (tier limits,
+// quotas, nodes in flight), written as "FREE=1,PRO=5,ENTERPRISE=20". Every
+// value must be a positive integer. Any subset of plans may be given, and
+// spaces around parts are ignored; an empty string means no overrides. Each
+// error names the part that is wrong, because a typo in an environment
+// variable is otherwise hard to find.
+func ParsePerPlan(s string) (map[Plan]int, error) {
 	out := map[Plan]int{}
 	if strings.TrimSpace(s) == "" {
 		return out, nil
@@ -133,7 +133,7 @@ func ParseTierLimits(s string) (map[Plan]int, error) {
 		}
 		name, value, ok := strings.Cut(part, "=")
 		if !ok {
-			bad("want PLAN=LIMIT")
+			bad("want PLAN=N")
 			continue
 		}
 		plan, err := ParsePlan(strings.TrimSpace(name))
@@ -143,11 +143,11 @@ func ParseTierLimits(s string) (map[Plan]int, error) {
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(value))
 		if err != nil {
-			bad("limit %q is not an integer", strings.TrimSpace(value))
+			bad("value %q is not an integer", strings.TrimSpace(value))
 			continue
 		}
 		if n < 1 {
-			bad("limit %d must be at least 1", n)
+			bad("value %d must be at least 1", n)
 			continue
 		}
 		if _, dup := out[plan]; dup {
@@ -190,29 +190,21 @@ func (p TierPolicy) Limits() map[Plan]int {
 // decision was made from, so the caller can log "at capacity (5/5)" without
 // recomputing them.
 type Admission struct {
-	// Admitted is true when the item may be dispatched now.
+	// Admitted is true when the workspace may start one more execution now.
 	Admitted bool
 	// Limit is the plan's concurrency limit.
 	Limit int
-	// Active is the RUNNING count the decision saw, as passed to Admit
-	// (including the item's own execution when ownActive was true).
+	// Active is the RUNNING count the decision saw, as passed to Admit.
 	Active int
 }
 
-// Admit decides whether a workspace on plan may start one more execution.
-// This is the only place the capacity rule lives, so the dispatcher and any
-// API preview agree.
-//
-// active is the number of RUNNING executions in the workspace. ownActive says
-// that the item's own execution is already among them: the item is a retry
-// whose execution was created (and set RUNNING) by an earlier dispatch
-// attempt. That execution occupies the slot the item would use, so it is not
-// counted against the item and a retry is never blocked by itself. Without
-// this, a FREE workspace (limit 1) would block its own retry forever.
-//
-// A negative active, or ownActive with active 0, is an inconsistent count and
-// an error.
-func (p TierPolicy) Admit(plan Plan, active int, ownActive bool) (Admission, error) {
+// Admit decides whether a workspace on plan with active RUNNING executions
+// may start one more. This is the only place the capacity rule lives, so
+// the dispatcher and any API preview agree. A retry needs no exception: its
+// earlier attempt's execution row is dropped when the attempt is released,
+// so it never counts against the retry. A negative active is an
+// inconsistent count and an error.
+func (p TierPolicy) Admit(plan Plan, active int) (Admission, error) {
 	limit, err := p.Limit(plan)
 	if err != nil {
 		return Admission{}, err
@@ -220,12 +212,5 @@ func (p TierPolicy) Admit(plan Plan, active int, ownActive bool) (Admission, err
 	if active < 0 {
 		return Admission{}, fmt.Errorf("admit: active count %d is negative", active)
 	}
-	if ownActive && active == 0 {
-		return Admission{}, errors.New("admit: the item's own execution is said to be active, but the active count is 0")
-	}
-	others := active
-	if ownActive {
-		others--
-	}
-	return Admission{Admitted: others < limit, Limit: limit, Active: active}, nil
+	return Admission{Admitted: active < limit, Limit: limit, Active: active}, nil
 }

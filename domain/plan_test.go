@@ -119,7 +119,7 @@ func TestNewTierPolicy(t *testing.T) {
 	}
 }
 
-func TestParseTierLimits(t *testing.T) {
+func TestParsePerPlan(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name        string
@@ -131,7 +131,7 @@ func TestParseTierLimits(t *testing.T) {
 		{name: "blank means no overrides", in: "  ", want: map[Plan]int{}},
 		{name: "all plans", in: "FREE=1,PRO=5,ENTERPRISE=20", want: map[Plan]int{PlanFree: 1, PlanPro: 5, PlanEnterprise: 20}},
 		{name: "subset with spaces", in: " PRO = 7 , FREE=2", want: map[Plan]int{PlanPro: 7, PlanFree: 2}},
-		{name: "missing equals", in: "FREE=1,PRO5", errContains: []string{`part 2 "PRO5"`, "PLAN=LIMIT"}},
+		{name: "missing equals", in: "FREE=1,PRO5", errContains: []string{`part 2 "PRO5"`, "PLAN=N"}},
 		{name: "unknown plan", in: "GOLD=3", errContains: []string{`part 1 "GOLD=3"`, "GOLD"}},
 		{name: "not a number", in: "PRO=five", errContains: []string{`"PRO=five"`, "not an integer"}},
 		{name: "zero", in: "FREE=0", errContains: []string{`"FREE=0"`, "at least 1"}},
@@ -142,10 +142,10 @@ func TestParseTierLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := ParseTierLimits(tt.in)
+			got, err := ParsePerPlan(tt.in)
 			if tt.errContains != nil {
 				if err == nil {
-					t.Fatalf("ParseTierLimits(%q) = %v, want error", tt.in, got)
+					t.Fatalf("ParsePerPlan(%q) = %v, want error", tt.in, got)
 				}
 				for _, s := range tt.errContains {
 					if !strings.Contains(err.Error(), s) {
@@ -179,33 +179,28 @@ func TestAdmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name      string
-		policy    TierPolicy
-		plan      Plan
-		active    int
-		ownActive bool
-		want      Admission
-		wantErr   bool
+		name    string
+		policy  TierPolicy
+		plan    Plan
+		active  int
+		want    Admission
+		wantErr bool
 	}{
 		{name: "free with nothing running is admitted", plan: PlanFree, active: 0, want: Admission{Admitted: true, Limit: 1, Active: 0}},
 		{name: "free with one running is at capacity", plan: PlanFree, active: 1, want: Admission{Admitted: false, Limit: 1, Active: 1}},
-		{name: "free retry is not blocked by its own execution", plan: PlanFree, active: 1, ownActive: true, want: Admission{Admitted: true, Limit: 1, Active: 1}},
-		{name: "free retry is blocked by another execution", plan: PlanFree, active: 2, ownActive: true, want: Admission{Admitted: false, Limit: 1, Active: 2}},
 		{name: "pro below limit", plan: PlanPro, active: 4, want: Admission{Admitted: true, Limit: 5, Active: 4}},
 		{name: "pro at limit", plan: PlanPro, active: 5, want: Admission{Admitted: false, Limit: 5, Active: 5}},
-		{name: "pro retry at limit counts itself", plan: PlanPro, active: 5, ownActive: true, want: Admission{Admitted: true, Limit: 5, Active: 5}},
 		{name: "over limit (racy dispatch) stays blocked", plan: PlanPro, active: 7, want: Admission{Admitted: false, Limit: 5, Active: 7}},
 		{name: "enterprise", plan: PlanEnterprise, active: 19, want: Admission{Admitted: true, Limit: 20, Active: 19}},
 		{name: "enterprise at limit", plan: PlanEnterprise, active: 20, want: Admission{Admitted: false, Limit: 20, Active: 20}},
 		{name: "override applies", policy: custom, plan: PlanPro, active: 2, want: Admission{Admitted: false, Limit: 2, Active: 2}},
 		{name: "unknown plan", plan: "GOLD", active: 0, wantErr: true},
 		{name: "negative active", plan: PlanFree, active: -1, wantErr: true},
-		{name: "own execution active but count zero", plan: PlanFree, active: 0, ownActive: true, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := tt.policy.Admit(tt.plan, tt.active, tt.ownActive)
+			got, err := tt.policy.Admit(tt.plan, tt.active)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatalf("Admit = %+v, want error", got)

@@ -14,10 +14,9 @@ import (
 type PendingWorkspace struct {
 	ID   domain.ID
 	Plan domain.Plan
-	// Running holds the ids of the workspace's RUNNING executions, counted
-	// under the lock, so admission can tell an item's own execution (a
-	// retry) from others'.
-	Running map[domain.ID]bool
+	// Running is the workspace's RUNNING executions, counted under the
+	// lock.
+	Running int
 }
 
 // AdmitFunc decides, under the workspaces' row locks, how many items to
@@ -124,8 +123,6 @@ type DispatchStore interface {
 	// QueueStatuses returns the current status of the given items; ids not
 	// found are absent from the map.
 	QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.QueueStatus, error)
-	// PurgeIdempotencyKeys forgets Idempotency-Keys past their retention.
-	PurgeIdempotencyKeys(ctx context.Context) (int64, error)
 }
 
 // ErrLeaseLost is returned by work fenced by a lease that is no longer the

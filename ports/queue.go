@@ -64,6 +64,14 @@ type ExecutionFilter struct {
 	QueueID *domain.ID
 }
 
+// IdempotencyKeyStore keeps the API's Idempotency-Keys, which Enqueue
+// writes.
+type IdempotencyKeyStore interface {
+	// PurgeIdempotencyKeys forgets keys past their retention and returns
+	// how many it forgot.
+	PurgeIdempotencyKeys(ctx context.Context) (int64, error)
+}
+
 // ExecutionCursor is the keyset position of the last execution of a page.
 type ExecutionCursor struct {
 	AdmittedAt time.Time

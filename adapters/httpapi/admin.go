@@ -25,36 +25,51 @@ type ReadinessCheck struct {
 // failing rather than as a probe timeout.
 const readinessTimeout = 3 * time.Second
 
+// readiness is a process's readiness checks, run by both /readyz answers:
+// the admin server's and the API port's. Checks with the same name, which
+// several roles in one process provide, run once.
+type readiness map[string]ReadinessCheck
+
+func newReadiness(checks []ReadinessCheck) readiness {
+	r := readiness{}
+	for _, c := range checks {
+		r[c.Name] = c
+	}
+	return r
+}
+
+// run runs every check at once, bounded by readinessTimeout, and returns
+// each one's error by name.
+func (r readiness) run(ctx context.Context) map[string]error {
+	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
+	defer cancel()
+	results := make(map[string]error, len(r))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, c := range r {
+		wg.Go(func() {
+			err := c.Check(ctx)
+			mu.Lock()
+			results[name] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return results
+}
+
 // NewAdminHandler is the operator's surface of every role, served on
 // SLUICE_ADMIN_ADDR: /metrics for Prometheus, /healthz for liveness (the
-// process serves) and /readyz for readiness (every check passes). Checks
-// with the same name run once.
+// process serves) and /readyz for readiness (every check passes).
 func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, log *slog.Logger) http.Handler {
-	unique := map[string]ReadinessCheck{}
-	for _, c := range checks {
-		unique[c.Name] = c
-	}
+	ready := newReadiness(checks)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), readinessTimeout)
-		defer cancel()
-		results := make(map[string]error, len(unique))
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for name, c := range unique {
-			wg.Go(func() {
-				err := c.Check(ctx)
-				mu.Lock()
-				results[name] = err
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		checks, failing := readinessReport(results, log)
+		checks, failing := readinessReport(ready.run(r.Context()), log)
 		if len(failing) > 0 {
 			writeProblem(w, http.StatusServiceUnavailable, "not-ready", "Not ready", notReadyDetail(failing), nil)
 			return

@@ -46,7 +46,6 @@ type errorResponder struct {
 }
 
 func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err error) {
-	var invalid *app.InvalidError
 	var ve *domain.ValidationError
 	var tooLarge *http.MaxBytesError
 	var bad *badRequestError
@@ -61,8 +60,6 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(quota.RetryAfter.Seconds()))))
 		}
 		writeProblem(w, http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quota.Error(), fields)
-	case errors.As(err, &invalid):
-		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(invalid.Problems)), fieldErrors(invalid.Problems))
 	case errors.As(err, &ve):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &tooLarge):

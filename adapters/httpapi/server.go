@@ -33,8 +33,9 @@ import (
 
 // Server implements the generated strict server over the use cases.
 type Server struct {
-	app *app.Application
-	log *slog.Logger
+	app   *app.Application
+	ready readiness
+	log   *slog.Logger
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -47,8 +48,9 @@ func actorFrom(ctx context.Context) domain.Actor {
 }
 
 // NewHandler builds the whole HTTP surface: /healthz, /readyz, /metrics,
-// /openapi.yaml and the /api/v1 operations.
-func NewHandler(application *app.Application, limits Limits, gatherer prometheus.Gatherer, log *slog.Logger) (http.Handler, error) {
+// /openapi.yaml and the /api/v1 operations. Its /readyz runs checks, the
+// process's readiness checks, as the admin server's does.
+func NewHandler(application *app.Application, limits Limits, gatherer prometheus.Gatherer, checks []ReadinessCheck, log *slog.Logger) (http.Handler, error) {
 	spec, err := api.GetSwagger()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded spec: %w", err)
@@ -80,7 +82,7 @@ func NewHandler(application *app.Application, limits Limits, gatherer prometheus
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, validationFields(err))
 		},
 	})
-	strict := api.NewStrictHandlerWithOptions(&Server{app: application, log: log}, nil, api.StrictHTTPServerOptions{
+	strict := api.NewStrictHandlerWithOptions(&Server{app: application, ready: newReadiness(checks), log: log}, nil, api.StrictHTTPServerOptions{
 		// Reached by bodies the schema accepts but the generated types
 		// cannot hold, such as 2.0 for an integer or 1e400.
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -153,12 +155,10 @@ func (s *Server) GetHealthz(context.Context, api.GetHealthzRequestObject) (api.G
 	return api.GetHealthz200JSONResponse{Status: "ok"}, nil
 }
 
-// GetReadyz checks Postgres and, where used, Temporal. It names what fails,
-// never how: the errors go to the log.
+// GetReadyz runs the process's readiness checks, as the admin server's
+// /readyz does. It names what fails, never how: the errors go to the log.
 func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (api.GetReadyzResponseObject, error) {
-	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
-	defer cancel()
-	checks, failing := readinessReport(s.app.Ready(ctx), s.log)
+	checks, failing := readinessReport(s.ready.run(ctx), s.log)
 	if len(failing) > 0 {
 		detail := notReadyDetail(failing)
 		return api.GetReadyz503ApplicationProblemPlusJSONResponse{

@@ -113,7 +113,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		workspaces := make([]ports.PendingWorkspace, len(locked))
 		for i, w := range locked {
 			ids[i] = w.ID
-			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Running: map[domain.ID]bool{}}
+			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan)}
 		}
 		for i := range workspaces {
 			byID[workspaces[i].ID] = &workspaces[i]
@@ -123,7 +123,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 			return fmt.Errorf("counting running executions: %w", err)
 		}
 		for _, r := range running {
-			byID[r.WorkspaceID].Running[r.ID] = true
+			byID[r.WorkspaceID].Running++
 		}
 		quotas := admit(workspaces)
 		var qIDs []domain.ID

@@ -40,7 +40,7 @@ func admitByTier(ws []ports.PendingWorkspace) map[domain.ID]int {
 	out := map[domain.ID]int{}
 	for _, w := range ws {
 		limit, _ := domain.DefaultTierPolicy().Limit(w.Plan)
-		out[w.ID] = limit - len(w.Running)
+		out[w.ID] = limit - w.Running
 	}
 	return out
 }

@@ -108,11 +108,15 @@ func newStackWithQuotas(t *testing.T, quotas domain.Quotas) *stack {
 	registry := prometheus.NewRegistry()
 	cfg := app.DefaultDispatcherConfig()
 	cfg.Exclusive = false
-	dispatcher := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, uuid.NewString()), noWakeups{},
-		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(registry), log)
+	metrics := app.NewDispatchMetrics(registry)
+	dispatcher := app.NewDispatcher(app.DispatcherDeps{
+		Store: store, Executions: store, Engine: workflows, Wakeups: noWakeups{},
+		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
+	}, domain.DefaultTierPolicy(), cfg)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
-	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), registry, log)
+	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
+	checks := []httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}, {Name: "temporal", Check: workflows.CheckHealth}}
+	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), registry, checks, log)
 	if err != nil {
 		t.Fatal(err)
 	}

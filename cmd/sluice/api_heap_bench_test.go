@@ -32,9 +32,9 @@ import (
 func BenchmarkAPIPeakHeapHostileBodies(b *testing.B) {
 	pool := pgtest.Pool(b)
 	store := postgres.NewStore(pool, testLog())
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store},
+	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
 		nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken)
-	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), testLog())
+	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), nil, testLog())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,7 +34,10 @@ type Config struct {
 	Tiers                 domain.TierPolicy
 	Quotas                domain.Quotas
 	Dispatcher            app.DispatcherConfig
-	Worker                engine.WorkerConfig
+	// Maintenance schedules the maintenance jobs: stale recovery and the
+	// reconciler on the dispatcher, the idempotency-key purge on the api.
+	Maintenance app.MaintenanceSchedule
+	Worker      engine.WorkerConfig
 	// Nodes bounds what node executors produce and reach.
 	Nodes nodes.Config
 }
@@ -113,7 +116,7 @@ func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int 
 	if !ok || v == "" {
 		return def
 	}
-	parsed, err := domain.ParseTierLimits(v)
+	parsed, err := domain.ParsePerPlan(v)
 	if err != nil {
 		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
 		return def
@@ -173,7 +176,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		e.bad("SLUICE_LOG_LEVEL", lvl, "want debug, info, warn or error")
 	}
 
-	limits, err := domain.ParseTierLimits(e.str("SLUICE_TIER_LIMITS", ""))
+	limits, err := domain.ParsePerPlan(e.str("SLUICE_TIER_LIMITS", ""))
 	if err != nil {
 		e.errs = append(e.errs, fmt.Errorf("SLUICE_TIER_LIMITS: %w", err))
 	}
@@ -199,15 +202,18 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	d.StartConcurrency = e.integer("SLUICE_DISPATCH_START_CONCURRENCY", d.StartConcurrency, 1, 256)
 	d.StartTimeout = e.duration("SLUICE_DISPATCH_START_TIMEOUT", d.StartTimeout, 100*time.Millisecond)
 	d.StaleAfter = e.duration("SLUICE_DISPATCH_STALE_AFTER", d.StaleAfter, time.Second)
-	d.RecoveryInterval = e.duration("SLUICE_DISPATCH_RECOVERY_INTERVAL", d.RecoveryInterval, 100*time.Millisecond)
-	d.RecoveryLeaseAtMostFor = e.duration("SLUICE_RECOVERY_LEASE_AT_MOST_FOR", d.RecoveryLeaseAtMostFor, time.Second)
-	d.RecoveryLeaseAtLeastFor = e.duration("SLUICE_RECOVERY_LEASE_AT_LEAST_FOR", d.RecoveryLeaseAtLeastFor, 0)
 	d.ReconcileAfter = e.duration("SLUICE_DISPATCH_RECONCILE_AFTER", d.ReconcileAfter, 0)
 	// Retries wait at least one poll interval, so wake-ups cannot burn the
 	// attempts in a burst.
 	d.Backoff.Base = max(d.PollInterval, e.duration("SLUICE_DISPATCH_BACKOFF_BASE", d.PollInterval, 10*time.Millisecond))
 	d.Backoff.Max = e.duration("SLUICE_DISPATCH_BACKOFF_MAX", d.Backoff.Max, d.Backoff.Base)
 	c.Dispatcher = d
+
+	m := app.DefaultMaintenanceSchedule()
+	m.Interval = e.duration("SLUICE_DISPATCH_RECOVERY_INTERVAL", m.Interval, 100*time.Millisecond)
+	m.LeaseAtMostFor = e.duration("SLUICE_RECOVERY_LEASE_AT_MOST_FOR", m.LeaseAtMostFor, time.Second)
+	m.LeaseAtLeastFor = e.duration("SLUICE_RECOVERY_LEASE_AT_LEAST_FOR", m.LeaseAtLeastFor, 0)
+	c.Maintenance = m
 
 	w := engine.WorkerConfig{
 		Queues:          engine.NewTaskQueues(e.str("TEMPORAL_TASK_QUEUE_PREFIX", "")),
@@ -228,7 +234,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
 	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
 	w.Limits = engine.DefaultLimits()
-	inFlight, err := domain.ParseTierLimits(e.str("SLUICE_NODES_IN_FLIGHT", ""))
+	inFlight, err := domain.ParsePerPlan(e.str("SLUICE_NODES_IN_FLIGHT", ""))
 	if err != nil {
 		e.errs = append(e.errs, fmt.Errorf("SLUICE_NODES_IN_FLIGHT: %w", err))
 	}

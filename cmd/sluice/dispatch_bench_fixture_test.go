@@ -213,9 +213,29 @@ func (db *benchDB) close() {
 	_, _ = admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{db.database}.Sanitize()))
 }
 
-// benchDispatcher builds a dispatcher on the real store and lease with the
+// benchDispatcher is a claim loop on the real store and lease with the
+// fake engine, and, in exclusive mode, the queue lease's holder.
+type benchDispatcher struct {
+	*app.Dispatcher
+	queueLease *app.QueueLease
+}
+
+// run runs the claim loop, and the queue lease's heartbeat in exclusive
+// mode, until ctx ends.
+func (d benchDispatcher) run(ctx context.Context) {
+	if d.queueLease == nil {
+		d.Run(ctx)
+		return
+	}
+	done := make(chan struct{})
+	go func() { d.queueLease.Run(ctx); close(done) }()
+	d.Run(ctx)
+	<-done
+}
+
+// dispatcher builds a dispatcher on the real store and lease with the
 // fake engine, its store calls timed into phases.
-func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (*app.Dispatcher, *benchEngine) {
+func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (benchDispatcher, *benchEngine) {
 	b.Helper()
 	log := benchLogger()
 	store := postgres.NewStore(db.pool, log)
@@ -224,8 +244,9 @@ func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.Dis
 		wakeups = benchNoWakeups{}
 	}
 	lease := postgres.NewLease(db.pool, "bench-"+uuid.NewString())
+	var queueLease *app.QueueLease
 	if cfg.Exclusive {
-		// The drain loops call DispatchBatch without Run's heartbeat, so
+		// The drain loops call DispatchBatch without the heartbeat, so
 		// the lease its claims are fenced by is taken here, for longer
 		// than any benchmark runs, from any earlier dispatcher of this
 		// database.
@@ -235,10 +256,14 @@ func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.Dis
 		if held, err := lease.TryAcquire(context.Background(), app.QueueLeaseName, 24*time.Hour); err != nil || !held {
 			b.Fatalf("taking the queue lease: %v, %v", held, err)
 		}
+		queueLease = app.NewQueueLease(lease, cfg.LeaseTTL, app.NewLeaseMetrics(prometheus.NewRegistry()), log)
 	}
-	d := app.NewDispatcher(benchTimedStore{DispatchStore: store, phases: phases}, store, engine,
-		lease, wakeups, tiers, cfg, app.NewDispatchMetrics(prometheus.NewRegistry()), log)
-	return d, engine
+	metrics := app.NewDispatchMetrics(prometheus.NewRegistry())
+	d := app.NewDispatcher(app.DispatcherDeps{
+		Store: benchTimedStore{DispatchStore: store, phases: phases}, Executions: store, Engine: engine, Wakeups: wakeups,
+		Lease: queueLease, Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
+	}, tiers, cfg)
+	return benchDispatcher{Dispatcher: d, queueLease: queueLease}, engine
 }
 
 // benchWorkspaces creates n workspaces on plan, each with one definition at
@@ -421,7 +446,7 @@ func (db *benchDB) ceiling(b *testing.B, batch, want int) (int, time.Duration) {
 // DISPATCHED and returns how many were and the time spent inside
 // DispatchBatch. With complete set, the given workspaces' executions are
 // completed between batches, off the clock.
-func benchDrain(b *testing.B, db *benchDB, d *app.Dispatcher, want int, complete []domain.ID) (int, time.Duration) {
+func benchDrain(b *testing.B, db *benchDB, d benchDispatcher, want int, complete []domain.ID) (int, time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	var spent time.Duration

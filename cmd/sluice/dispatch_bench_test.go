@@ -200,7 +200,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	var loops sync.WaitGroup
 	loops.Add(2)
 	go func() { defer loops.Done(); listener.Run(ctx) }()
-	go func() { defer loops.Done(); d.Run(ctx) }()
+	go func() { defer loops.Done(); d.run(ctx) }()
 	defer func() { cancel(); loops.Wait() }()
 
 	// Wait until the listener's LISTEN is in place, then push a few items

@@ -60,20 +60,38 @@ func testConfig() app.DispatcherConfig {
 	cfg := app.DefaultDispatcherConfig()
 	cfg.PollInterval = 100 * time.Millisecond
 	cfg.Backoff = domain.DispatchBackoff{Base: 100 * time.Millisecond, Max: time.Second}
-	cfg.RecoveryInterval = 200 * time.Millisecond
 	cfg.StaleAfter = 2 * time.Second
 	cfg.ReconcileAfter = 0
 	cfg.Exclusive = false
-	cfg.RecoveryLeaseAtLeastFor = 0
 	return cfg
 }
 
-func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg app.DispatcherConfig, wake ports.Wakeups) *app.Dispatcher {
+// dispatcherParts are a non-exclusive dispatcher's claim loop with the
+// breaker and maintenance jobs it shares, on the bundle's store.
+type dispatcherParts struct {
+	*app.Dispatcher
+	breaker    *app.Breaker
+	recovery   *app.StaleRecovery
+	reconciler *app.Reconciler
+}
+
+func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg app.DispatcherConfig, wake ports.Wakeups) *dispatcherParts {
 	if wake == nil {
 		wake = noWakeups{}
 	}
-	return app.NewDispatcher(b.store, b.store, engine, postgres.NewLease(b.pool, uuid.NewString()), wake,
-		domain.DefaultTierPolicy(), cfg, app.NewDispatchMetrics(prometheus.NewRegistry()), b.log)
+	metrics := app.NewDispatchMetrics(prometheus.NewRegistry())
+	leaseMetrics := app.NewLeaseMetrics(prometheus.NewRegistry())
+	breaker := app.NewBreaker(cfg.BreakerBackoff, metrics)
+	lease := postgres.NewLease(b.pool, uuid.NewString())
+	schedule := app.DefaultMaintenanceSchedule()
+	return &dispatcherParts{
+		Dispatcher: app.NewDispatcher(app.DispatcherDeps{
+			Store: b.store, Executions: b.store, Engine: engine, Wakeups: wake, Breaker: breaker, Metrics: metrics, Log: b.log,
+		}, domain.DefaultTierPolicy(), cfg),
+		breaker:    breaker,
+		recovery:   app.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, schedule, metrics, leaseMetrics, b.log),
+		reconciler: app.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.ReconcilePageSize, schedule, leaseMetrics, b.log),
+	}
 }
 
 // workspace creates a workspace on plan with one empty-graph definition.
@@ -345,8 +363,8 @@ func TestTemporalDownFailsNothingAndPausesDispatch(t *testing.T) {
 	if _, err := d.DispatchBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d.Ready() == nil {
-		t.Fatal("Ready() = nil with Temporal unreachable, want the open breaker's error")
+	if d.breaker.Err() == nil {
+		t.Fatal("breaker closed with Temporal unreachable, want the open breaker's error")
 	}
 	// The item caught by the outage cannot be resolved: it stays CLAIMED,
 	// holding its slot, with no failure counted; the others wait PENDING.
@@ -431,13 +449,13 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := b.dispatcher(b.engine, cfg, nil)
-	if n, err := d.RecoverStale(ctx); err != nil || n != 0 {
+	if n, err := d.recovery.Recover(ctx); err != nil || n != 0 {
 		t.Fatalf("fresh claims recovered: %d %v; want none before the threshold", n, err)
 	}
 	if _, err := b.pool.Exec(ctx, "UPDATE workflow_execution_queue SET claimed_at = now() - interval '10 minutes' WHERE status = 'CLAIMED'"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := d.RecoverStale(ctx)
+	n, err := d.recovery.Recover(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("recovered %d, %v; want 2", n, err)
 	}
@@ -470,7 +488,7 @@ func TestReconcilerRecordsWorkflowsTerminatedOutsideSluice(t *testing.T) {
 	if err := b.client.TerminateWorkflow(ctx, engine.WorkflowID(*q.ExecutionID), "", "operator"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := d.Reconcile(ctx)
+	n, err := d.reconciler.Reconcile(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("reconciled %d, %v; want 1", n, err)
 	}

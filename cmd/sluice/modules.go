@@ -28,12 +28,17 @@ import (
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/ports"
 )
 
 // commonModule provides what every role needs: configuration, logs, the
 // Postgres pool and store, the metrics registry, the tracer provider, a
 // Temporal client, and the admin server with its Postgres readiness check.
 // Being common, the admin server is one per process, `sluice all` included.
+// It also provides the ShedLock leases and their metrics, which the api's
+// and the dispatcher's jobs share, so one process holds its leases under
+// one holder name and registers their series once; fx builds them only in
+// roles that use them.
 var commonModule = fx.Module("common",
 	fx.Provide(
 		newLogger,
@@ -48,31 +53,46 @@ var commonModule = fx.Module("common",
 		fx.Annotate(func(pool *pgxpool.Pool) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "postgres", Check: pool.Ping}
 		}, fx.ResultTags(`group:"readiness"`)),
+		func(pool *pgxpool.Pool) ports.Lease { return postgres.NewLease(pool, holderName()) },
+		func(reg *prometheus.Registry) *app.LeaseMetrics { return app.NewLeaseMetrics(reg) },
 	),
 	fx.Invoke(startAdmin),
 )
 
 // apiModule serves HTTP. Its own port also answers /metrics, /healthz and
-// /readyz (which checks Temporal too, for cancellations).
+// /readyz, with the same checks as the admin server's. It purges
+// expired Idempotency-Keys, one api process at a time.
 var apiModule = fx.Module("api",
 	fx.Provide(func(store *postgres.Store, workflows *engine.WorkflowClient, cfg Config) *app.Application {
-		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Database: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
+		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
 	}),
-	fx.Invoke(startHTTP),
+	fx.Invoke(startHTTP, runIdempotencyKeyPurge),
 )
 
-// dispatcherModule admits queue items into Temporal. It is ready when
+// dispatcherModule admits queue items into Temporal: the claim loop, the
+// queue lease's heartbeat in exclusive mode, the breaker they share with
+// stale recovery and the reconciler, and those two jobs. It is ready when
 // Postgres and Temporal answer, its last try at the queue lease did not
 // fail, and its circuit breaker on Temporal is closed.
 var dispatcherModule = fx.Module("dispatcher",
 	fx.Provide(
+		newDispatchMetrics,
+		func(cfg Config, m *app.DispatchMetrics) *app.Breaker {
+			return app.NewBreaker(cfg.Dispatcher.BreakerBackoff, m)
+		},
+		newQueueLease,
 		newDispatcher,
 		fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`)),
-		fx.Annotate(func(d *app.Dispatcher) httpapi.ReadinessCheck {
-			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error { return d.LeaseReady() }}
+		fx.Annotate(func(l *app.QueueLease) httpapi.ReadinessCheck {
+			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error {
+				if l == nil {
+					return nil // a dispatcher that is off or not exclusive needs no lease
+				}
+				return l.Ready()
+			}}
 		}, fx.ResultTags(`group:"readiness"`)),
-		fx.Annotate(func(d *app.Dispatcher) httpapi.ReadinessCheck {
-			return httpapi.ReadinessCheck{Name: "temporal_breaker", Check: func(context.Context) error { return d.Ready() }}
+		fx.Annotate(func(b *app.Breaker) httpapi.ReadinessCheck {
+			return httpapi.ReadinessCheck{Name: "temporal_breaker", Check: func(context.Context) error { return b.Err() }}
 		}, fx.ResultTags(`group:"readiness"`)),
 	),
 	fx.Invoke(runDispatcher),
@@ -172,15 +192,30 @@ func newTemporalClient(lc fx.Lifecycle, cfg Config, tp trace.TracerProvider, log
 	return c, nil
 }
 
+// httpParams are what the API server serves: the use cases, the metrics
+// and the process's readiness checks, which its /readyz shares with the
+// admin server's.
+type httpParams struct {
+	fx.In
+	Lifecycle   fx.Lifecycle
+	Config      Config
+	Application *app.Application
+	Gatherer    prometheus.Gatherer
+	Checks      []httpapi.ReadinessCheck `group:"readiness"`
+	Tracer      trace.TracerProvider
+	Log         *slog.Logger
+}
+
 // startHTTP serves the API, each request traced by otelhttp, which
 // continues a caller's W3C traceparent when it sends one.
-func startHTTP(lc fx.Lifecycle, cfg Config, application *app.Application, gatherer prometheus.Gatherer, tp trace.TracerProvider, log *slog.Logger) error {
-	handler, err := httpapi.NewHandler(application, cfg.HTTP.Limits, gatherer, log)
+func startHTTP(p httpParams) error {
+	lc, cfg, log := p.Lifecycle, p.Config, p.Log
+	handler, err := httpapi.NewHandler(p.Application, cfg.HTTP.Limits, p.Gatherer, p.Checks, log)
 	if err != nil {
 		return err
 	}
 	traced := otelhttp.NewHandler(handler, "sluice-api",
-		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithTracerProvider(p.Tracer),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
 	)
@@ -236,33 +271,89 @@ func holderName() string {
 	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-// dispatcher is the dispatch loop and the listener that wakes it.
+// runIdempotencyKeyPurge purges expired Idempotency-Keys on the
+// maintenance schedule, under its lease so that one api process does it.
+func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics, log *slog.Logger) {
+	purge := app.NewIdempotencyKeyPurge(store, lease, cfg.Maintenance, lm, log.With("component", "api"))
+	var bg background
+	bg.start(lc, purge.Run)
+}
+
+// newDispatchMetrics registers the dispatcher's series and the queue
+// gauges read at scrape time.
+func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *app.DispatchMetrics {
+	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.MetricsWorkspaceLabel))
+	var opts []app.DispatchMetricsOption
+	if cfg.MetricsWorkspaceLabel {
+		opts = append(opts, app.WithWorkspaceLabel())
+	}
+	return app.NewDispatchMetrics(reg, opts...)
+}
+
+// newQueueLease is the queue lease's holder of an exclusive dispatcher,
+// nil for one that is off or dispatches beside others.
+func newQueueLease(cfg Config, lease ports.Lease, lm *app.LeaseMetrics, log *slog.Logger) *app.QueueLease {
+	if !cfg.Dispatcher.Enabled || !cfg.Dispatcher.Exclusive {
+		return nil
+	}
+	return app.NewQueueLease(lease, cfg.Dispatcher.LeaseTTL, lm, log.With("component", "dispatcher"))
+}
+
+// dispatcher is the claim loop and the listener that wakes it.
 type dispatcher struct {
 	fx.Out
 	Dispatcher *app.Dispatcher
 	Listener   *postgres.Listener
 }
 
-func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.WorkflowClient,
-	reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger) dispatcher {
+func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.WorkflowClient, queueLease *app.QueueLease,
+	breaker *app.Breaker, metrics *app.DispatchMetrics, tp trace.TracerProvider, log *slog.Logger) dispatcher {
 	log = log.With("component", "dispatcher")
 	listener := postgres.NewListener(pool, log)
-	var metricOpts []app.DispatchMetricsOption
-	if cfg.MetricsWorkspaceLabel {
-		metricOpts = append(metricOpts, app.WithWorkspaceLabel())
-	}
-	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.MetricsWorkspaceLabel))
-	d := app.NewDispatcher(store, store, workflows, postgres.NewLease(pool, holderName()), listener, cfg.Tiers, cfg.Dispatcher,
-		app.NewDispatchMetrics(reg, metricOpts...), log)
-	d.SetTracerProvider(tp)
+	d := app.NewDispatcher(app.DispatcherDeps{
+		Store: store, Executions: store, Engine: workflows, Wakeups: listener, Lease: queueLease,
+		Breaker: breaker, Metrics: metrics, Tracer: tp, Log: log,
+	}, cfg.Tiers, cfg.Dispatcher)
 	return dispatcher{Dispatcher: d, Listener: listener}
 }
 
-func runDispatcher(lc fx.Lifecycle, cfg Config, d *app.Dispatcher, listener *postgres.Listener, log *slog.Logger) {
-	log.Info("dispatcher configured", "component", "dispatcher", "enabled", cfg.Dispatcher.Enabled,
-		"batch_size", cfg.Dispatcher.BatchSize, "poll_interval", cfg.Dispatcher.PollInterval.String(), "exclusive", cfg.Dispatcher.Exclusive)
+// dispatcherParams are the dispatcher role's parts that run as loops.
+type dispatcherParams struct {
+	fx.In
+	Lifecycle    fx.Lifecycle
+	Config       Config
+	Dispatcher   *app.Dispatcher
+	Listener     *postgres.Listener
+	QueueLease   *app.QueueLease
+	Breaker      *app.Breaker
+	Store        *postgres.Store
+	Engine       *engine.WorkflowClient
+	Lease        ports.Lease
+	Metrics      *app.DispatchMetrics
+	LeaseMetrics *app.LeaseMetrics
+	Log          *slog.Logger
+}
+
+// runDispatcher runs the listener, the queue lease's heartbeat (exclusive
+// mode), the claim loop, stale recovery and the reconciler, each in its
+// own loop, unless the dispatcher is off.
+func runDispatcher(p dispatcherParams) {
+	d, m := p.Config.Dispatcher, p.Config.Maintenance
+	log := p.Log.With("component", "dispatcher")
+	log.Info("dispatcher configured", "enabled", d.Enabled, "batch_size", d.BatchSize,
+		"poll_interval", d.PollInterval.String(), "exclusive", d.Exclusive)
+	if !d.Enabled {
+		log.Info("dispatcher disabled by configuration")
+		return
+	}
+	recovery := app.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
+	reconciler := app.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log)
+	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run}
+	if p.QueueLease != nil {
+		loops = append(loops, p.QueueLease.Run)
+	}
 	var bg background
-	bg.start(lc, listener.Run, d.Run)
+	bg.start(p.Lifecycle, loops...)
 }
 
 func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, reg *prometheus.Registry,

@@ -209,7 +209,8 @@ func TestStandaloneRolesServeMetricsAndReadiness(t *testing.T) {
 			`executions_running{plan="FREE"} 0`,
 		},
 		worker: {`node_duration_seconds_count{outcome="completed",type="TRANSFORM"} 1`},
-		api:    {"go_goroutines"},
+		// The api holds the idempotency-key purge's lease.
+		api: {"go_goroutines", "shedlock_acquisition_failures"},
 	}
 	for r, want := range wantMetrics {
 		var body string

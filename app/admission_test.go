@@ -1,0 +1,55 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
+	t.Parallel()
+	a := newAdmission(domain.DefaultTierPolicy(), discardLog())
+	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Running: 1}
+	pro := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Running: 2}
+	ent := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise}
+	free := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree}
+	const budget = 7
+	q := a.admit([]ports.PendingWorkspace{full, pro, ent, free}, budget)
+	if q[full.ID] != 0 {
+		t.Errorf("a full workspace got %d", q[full.ID])
+	}
+	if q[free.ID] != 1 {
+		t.Errorf("an idle FREE workspace got %d, want its 1 slot", q[free.ID])
+	}
+	if q[pro.ID] != 3 {
+		t.Errorf("PRO with 2 running got %d, want its 3 free slots", q[pro.ID])
+	}
+	if q[ent.ID] != 3 {
+		t.Errorf("ENTERPRISE got %d, want the rest of the batch (3)", q[ent.ID])
+	}
+	total := 0
+	for _, n := range q {
+		total += n
+	}
+	if total != budget {
+		t.Errorf("quotas sum to %d, want the batch size %d", total, budget)
+	}
+	// The next batch starts after the workspace served first this time.
+	first := a.lastServed
+	a.admit([]ports.PendingWorkspace{full, pro, ent, free}, budget)
+	if a.lastServed == first {
+		t.Error("round-robin did not move on")
+	}
+}
+
+func TestAdmitGivesAnUnknownPlanNothing(t *testing.T) {
+	t.Parallel()
+	a := newAdmission(domain.DefaultTierPolicy(), discardLog())
+	gold := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: "GOLD"}
+	if q := a.admit([]ports.PendingWorkspace{gold}, 10); q[gold.ID] != 0 {
+		t.Errorf("a workspace on an unknown plan got %d", q[gold.ID])
+	}
+}

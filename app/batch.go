@@ -1,0 +1,185 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// BatchResult says what one dispatch batch did.
+type BatchResult struct {
+	Claimed    int
+	Dispatched int
+	Released   int
+	Failed     int
+	// Full is true when the batch claimed as many items as it could, so
+	// more work is likely waiting and the loop should not sleep.
+	Full bool
+}
+
+// DispatchBatch claims one batch, starts its workflows and records each
+// outcome. The claim commits before any Temporal call, and no transaction is
+// open while Temporal is called. A start that failed because Temporal is
+// unavailable counts nothing against its item: whether it started is
+// resolved with DescribeWorkflow, the breaker opens, and an item whose
+// fate stays unknown is kept CLAIMED, holding its slot, until it is known.
+func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
+	begun := d.now()
+	claim, claimSpan, err := d.claim(ctx)
+	if err != nil {
+		return BatchResult{}, fmt.Errorf("claim: %w", err)
+	}
+	d.metrics.AtCapacity.Add(float64(claim.AtCapacity))
+	d.metrics.refused(claim.Refused)
+	if claim.Failed > 0 {
+		d.metrics.Failed.WithLabelValues(ReasonMissingReference).Add(float64(claim.Failed))
+	}
+	res := BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.batchSize}
+	d.adaptBatch(res.Full)
+	if len(claim.Claimed) == 0 {
+		return res, nil
+	}
+	d.metrics.BatchSize.Observe(float64(len(claim.Claimed)))
+	d.log.Debug("processing queue items", "batch_size", len(claim.Claimed))
+
+	errs := d.startAll(ctx, claim.Claimed, claimSpan)
+	var ok []ports.ClaimedItem
+	var unknown []unsettledItem
+	var failed []ports.QueueTransition
+	for i, item := range claim.Claimed {
+		switch {
+		case errs[i] == nil:
+			ok = append(ok, item)
+			d.metrics.FailuresPerItem.Observe(float64(item.DispatchFailures))
+			continue
+		case errors.Is(errs[i], ports.ErrEngineUnavailable):
+			d.breaker.trip(d.now(), errs[i])
+			unknown = append(unknown, unsettledItem{item: item})
+			continue
+		}
+		d.log.Error("failed to start temporal workflow", "queue_item_id", item.ID, "execution_id", item.ExecutionID,
+			"attempt_count", item.AttemptCount, "dispatch_failures", item.DispatchFailures+1, "error", errs[i])
+		t, err := d.releaseAfterError(item, errs[i])
+		if err != nil {
+			d.log.Error("error processing queue item", "queue_item_id", item.ID, "error", err)
+			continue
+		}
+		failed = append(failed, t)
+		reason := startFailureReason(errs[i])
+		if t.To.Status == domain.QueueFailed {
+			res.Failed++
+			d.metrics.Failed.WithLabelValues("dispatch_attempts_exhausted").Inc()
+			d.metrics.dispatchFailed(reason, OutcomeFailed, item.WorkspaceID.String())
+			d.metrics.FailuresPerItem.Observe(float64(t.To.DispatchFailures))
+		} else {
+			res.Released++
+			d.metrics.dispatchFailed(reason, OutcomeReleased, item.WorkspaceID.String())
+		}
+	}
+	if len(unknown) > 0 {
+		d.log.Warn("temporal unavailable; pausing dispatch", "unresolved_items", len(unknown), "error", d.breaker.Err())
+		started, released, stillUnknown := d.resolve(ctx, unknown)
+		ok = append(ok, started...)
+		failed = append(failed, released...)
+		res.Released += len(released)
+		d.unsettled = append(d.unsettled, stillUnknown...)
+	}
+	if len(ok) > 0 {
+		n, err := d.markDispatched(ctx, ok)
+		res.Dispatched = n
+		if err != nil {
+			for _, item := range ok {
+				d.unsettled = append(d.unsettled, unsettledItem{item: item, accepted: true})
+			}
+			return res, fmt.Errorf("mark dispatched: %w", err)
+		}
+	}
+	if len(failed) > 0 {
+		if err := d.applyReleases(ctx, failed); err != nil {
+			return res, fmt.Errorf("release failed dispatches: %w", err)
+		}
+	}
+	d.metrics.Duration.Observe(d.now().Sub(begun).Seconds())
+	return res, nil
+}
+
+// claim runs the admission transaction, fenced by the queue lease in
+// exclusive mode, inside a span of its own.
+func (d *Dispatcher) claim(ctx context.Context) (ports.ClaimResult, trace.SpanContext, error) {
+	ctx, span := d.startClaimSpan(ctx)
+	var fence ports.Fence
+	if d.lease != nil {
+		fence = d.lease.Fence()
+	}
+	budget := d.batchSize
+	claim, err := d.store.Claim(ctx, fence, d.admission.tiers.Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+		return d.admission.admit(ws, budget)
+	}, RejectUnrunnable)
+	endClaimSpan(span, claim, err)
+	return claim, span.SpanContext(), err
+}
+
+// adaptBatch sizes the next batch after the backlog: double after a full
+// batch, up to MaxBatchSize, since more items are waiting; back to
+// BatchSize after one that was not, so a shallow queue's items are claimed
+// by small, quick transactions.
+func (d *Dispatcher) adaptBatch(full bool) {
+	if full {
+		d.batchSize = min(d.batchSize*2, d.cfg.MaxBatchSize)
+	} else {
+		d.batchSize = d.cfg.BatchSize
+	}
+}
+
+// startAll starts the claimed items' workflows concurrently, bounded by
+// StartConcurrency, and returns each item's error.
+func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem, claimSpan trace.SpanContext) []error {
+	errs := make([]error, len(items))
+	sem := make(chan struct{}, max(1, d.cfg.StartConcurrency))
+	var wg sync.WaitGroup
+	for i, item := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
+				"execution_id", item.ExecutionID)
+			startCtx, span := d.startSpan(ctx, item, claimSpan)
+			defer func() { endStartSpan(span, errs[i]) }()
+			startCtx, cancel := context.WithTimeout(startCtx, d.cfg.StartTimeout)
+			defer cancel()
+			errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
+				ExecutionID:  item.ExecutionID,
+				WorkspaceID:  item.WorkspaceID,
+				DefinitionID: item.DefinitionID,
+				Version:      item.Version,
+				Input:        item.Input,
+				Plan:         item.Plan,
+				Graph:        item.Graph,
+			})
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// releaseAfterError computes the item's next state after a failed start
+// with the domain state machine: back to PENDING after a backoff, or FAILED
+// at the last allowed attempt. Its execution row goes either way, freeing
+// the slot; the execution id stays on the item so a retry reuses it.
+func (d *Dispatcher) releaseAfterError(item ports.ClaimedItem, cause error) (ports.QueueTransition, error) {
+	next := item.QueueState
+	from := next.Status
+	fromClaimedAt := next.ClaimedAt
+	if err := next.ReleaseAfterDispatchError(cause.Error(), d.now(), d.cfg.Backoff); err != nil {
+		return ports.QueueTransition{}, err
+	}
+	exec := item.ExecutionID
+	return ports.QueueTransition{ID: item.ID, FromStatus: from, FromClaimedAt: fromClaimedAt, To: next, DropExecution: &exec}, nil
+}

@@ -1,0 +1,236 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// fakeStore is an in-memory DispatchStore for the claim loop's tests: it
+// hands out one queued item per Claim until it has none, and can be told
+// to fail.
+type fakeStore struct {
+	ports.DispatchStore
+	mu         sync.Mutex
+	queued     int
+	failClaims int
+	claims     int
+	fences     []ports.Fence
+	dispatched []ports.DispatchedItem
+	released   []ports.QueueTransition
+	panicOnce  bool
+	// refused is what every claim reports the prefilter refused.
+	refused map[domain.Plan]int
+}
+
+func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, _ map[domain.Plan]int, admit ports.AdmitFunc, _ ports.RejectFunc) (ports.ClaimResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims++
+	f.fences = append(f.fences, fence)
+	if f.panicOnce {
+		f.panicOnce = false
+		panic("boom")
+	}
+	if f.failClaims > 0 {
+		f.failClaims--
+		return ports.ClaimResult{}, errors.New("connection refused")
+	}
+	if f.queued == 0 {
+		return ports.ClaimResult{Refused: f.refused}, nil
+	}
+	ws := domain.ID(uuid.New())
+	if admit([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree}})[ws] == 0 {
+		return ports.ClaimResult{Refused: f.refused}, nil
+	}
+	f.queued--
+	now := time.Now()
+	item := ports.ClaimedItem{
+		QueueItem:   domain.QueueItem{ID: domain.ID(uuid.New()), WorkspaceID: ws, QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}},
+		ExecutionID: domain.ID(uuid.New()), Version: 1,
+	}
+	return ports.ClaimResult{Claimed: []ports.ClaimedItem{item}, Workspaces: 1, Refused: f.refused}, nil
+}
+
+func (f *fakeStore) MarkDispatched(_ context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dispatched = append(f.dispatched, items...)
+	out := make([]ports.DispatchedRecord, len(items))
+	for i, it := range items {
+		out[i] = ports.DispatchedRecord{ID: it.ID, CreatedAt: time.Now(), DispatchedAt: time.Now()}
+	}
+	return out, nil
+}
+
+// ApplyTransitions puts items released to PENDING back in the pile.
+func (f *fakeStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransition) ([]domain.ID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := make([]domain.ID, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+		if t.To.Status == domain.QueuePending {
+			f.queued++
+		}
+		f.released = append(f.released, t)
+	}
+	return ids, nil
+}
+
+func (f *fakeStore) counts() (claims, dispatched int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.claims, len(f.dispatched)
+}
+
+type okEngine struct{ ports.WorkflowEngine }
+
+func (okEngine) StartWorkflow(context.Context, ports.WorkflowStart) error { return nil }
+
+// outageEngine is a Temporal that is down until brought back: starts,
+// describes and health checks fail as unavailable.
+type outageEngine struct {
+	ports.WorkflowEngine
+	mu     sync.Mutex
+	down   bool
+	starts int
+}
+
+func (e *outageEngine) setDown(down bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.down = down
+}
+
+func (e *outageEngine) err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.down {
+		return fmt.Errorf("%w: connection refused", ports.ErrEngineUnavailable)
+	}
+	return nil
+}
+
+func (e *outageEngine) StartWorkflow(context.Context, ports.WorkflowStart) error {
+	e.mu.Lock()
+	e.starts++
+	e.mu.Unlock()
+	return e.err()
+}
+
+func (e *outageEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
+	if err := e.err(); err != nil {
+		return "", err
+	}
+	return ports.WorkflowNotFound, nil
+}
+
+func (e *outageEngine) CheckHealth(context.Context) error { return e.err() }
+
+func (e *outageEngine) startsNow() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.starts
+}
+
+// fakeLease is a ShedLock table of one process's view: a lease is free,
+// ours, or held by another holder, and a query can be made to fail.
+type fakeLease struct {
+	mu       sync.Mutex
+	others   map[string]bool // names another holder has
+	fail     error           // what every TryAcquire returns while set
+	ours     map[string]bool
+	acquires map[string]int
+	releases []leaseRelease
+}
+
+type leaseRelease struct {
+	name       string
+	atLeastFor time.Duration
+}
+
+func newFakeLease() *fakeLease {
+	return &fakeLease{others: map[string]bool{}, ours: map[string]bool{}, acquires: map[string]int{}}
+}
+
+func (l *fakeLease) Holder() string { return "test-holder" }
+
+func (l *fakeLease) TryAcquire(_ context.Context, name string, _ time.Duration) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.acquires[name]++
+	if l.fail != nil {
+		return false, l.fail
+	}
+	if l.others[name] {
+		l.ours[name] = false
+		return false, nil
+	}
+	l.ours[name] = true
+	return true, nil
+}
+
+func (l *fakeLease) Release(_ context.Context, name string, atLeastFor time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ours[name] = false
+	l.releases = append(l.releases, leaseRelease{name: name, atLeastFor: atLeastFor})
+	return nil
+}
+
+// setOther gives the named lease to another holder, or takes it back.
+func (l *fakeLease) setOther(name string, held bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.others[name] = held
+}
+
+func (l *fakeLease) setFail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fail = err
+}
+
+func (l *fakeLease) released() []leaseRelease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]leaseRelease(nil), l.releases...)
+}
+
+type chanWakeups chan struct{}
+
+func (c chanWakeups) C() <-chan struct{} { return c }
+
+// testDispatcher is a claim loop on fakes with what a test inspects.
+type testDispatcher struct {
+	*Dispatcher
+	metrics *DispatchMetrics
+	breaker *Breaker
+}
+
+// newTestDispatcher builds a claim loop on store and engine; lease, when
+// not nil, makes it exclusive.
+func newTestDispatcher(store ports.DispatchStore, engine ports.WorkflowEngine, lease *QueueLease, wake ports.Wakeups, cfg DispatcherConfig) testDispatcher {
+	m := NewDispatchMetrics(prometheus.NewRegistry())
+	b := NewBreaker(cfg.BreakerBackoff, m)
+	if wake == nil {
+		wake = chanWakeups(nil)
+	}
+	d := NewDispatcher(DispatcherDeps{
+		Store: store, Engine: engine, Wakeups: wake, Lease: lease, Breaker: b, Metrics: m, Log: discardLog(),
+	}, domain.DefaultTierPolicy(), cfg)
+	return testDispatcher{Dispatcher: d, metrics: m, breaker: b}
+}

@@ -1,0 +1,184 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// queueLeaseBundle is a queue lease on a fake ShedLock table, its signals
+// ready to wait on.
+type queueLeaseBundle struct {
+	lease   *QueueLease
+	shed    *fakeLease
+	metrics *LeaseMetrics
+}
+
+func setupQueueLease(t *testing.T) *queueLeaseBundle {
+	t.Helper()
+	shed := newFakeLease()
+	m := NewLeaseMetrics(prometheus.NewRegistry())
+	// A short term makes the heartbeat beat every 10 ms; the tests wait on
+	// its signals, not on its period.
+	l := NewQueueLease(shed, 50*time.Millisecond, m, discardLog())
+	l.testSignals.gained.init()
+	l.testSignals.kept.init()
+	l.testSignals.denied.init()
+	l.testSignals.failed.init()
+	l.testSignals.released.init()
+	return &queueLeaseBundle{lease: l, shed: shed, metrics: m}
+}
+
+// run starts the heartbeat; the returned stop ends it and waits.
+func (b *queueLeaseBundle) run(t *testing.T) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.lease.Run(ctx); close(done) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+func (b *queueLeaseBundle) heldGauge() float64 {
+	return testutil.ToFloat64(b.metrics.Held.WithLabelValues(QueueLeaseName))
+}
+
+func TestQueueLease(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NotReadyBeforeTheFirstAttempt", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		if err := b.lease.Ready(); !errors.Is(err, ErrLeaseNotTried) {
+			t.Errorf("Ready before any attempt = %v, want ErrLeaseNotTried", err)
+		}
+	})
+
+	t.Run("TakesAFreeLeaseAndWakesTheClaimLoop", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		b.run(t)
+		b.lease.testSignals.gained.wait(t, "the lease gained")
+		if !b.lease.Holding() {
+			t.Error("not holding after gaining the lease")
+		}
+		select {
+		case <-b.lease.Gained():
+		default:
+			t.Error("gaining the lease did not wake the claim loop")
+		}
+		if err := b.lease.Ready(); err != nil {
+			t.Errorf("holder not ready: %v", err)
+		}
+		if got := b.heldGauge(); got != 1 {
+			t.Errorf("dispatcher_lease_held = %v for the holder, want 1", got)
+		}
+		b.lease.testSignals.kept.wait(t, "the lease renewed")
+		b.lease.testSignals.gained.requireNone(t, "second gain while holding")
+	})
+
+	t.Run("StandbyIsReadyButDoesNotHold", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		b.shed.setOther(QueueLeaseName, true)
+		b.run(t)
+		b.lease.testSignals.denied.wait(t, "the lease denied")
+		b.lease.testSignals.denied.wait(t, "the lease denied again")
+		if b.lease.Holding() {
+			t.Error("holding a lease held elsewhere")
+		}
+		if err := b.lease.Ready(); err != nil {
+			t.Errorf("a standby whose lease is held elsewhere is not ready: %v", err)
+		}
+		if got := b.heldGauge(); got != 0 {
+			t.Errorf("dispatcher_lease_held = %v for a standby, want 0", got)
+		}
+		if got := testutil.ToFloat64(b.metrics.Failures); got < 2 {
+			t.Errorf("shedlock_acquisition_failures = %v after two denials, want at least 2", got)
+		}
+	})
+
+	t.Run("TakenOverStopsHolding", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		b.run(t)
+		b.lease.testSignals.gained.wait(t, "the lease gained")
+		b.shed.setOther(QueueLeaseName, true)
+		b.lease.testSignals.denied.wait(t, "the lease denied")
+		if b.lease.Holding() {
+			t.Error("still holding after another dispatcher took the lease")
+		}
+	})
+
+	t.Run("FailedQueryIsNotReadyAndHoldsOnlyUntilTheTermRunsOut", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		now := time.Now()
+		b.lease.now = func() time.Time { return now }
+		b.lease.beat(context.Background())
+		b.lease.testSignals.gained.wait(t, "the lease gained")
+		b.shed.setFail(errors.New("connection refused"))
+		b.lease.beat(context.Background())
+		b.lease.testSignals.failed.wait(t, "the failed attempt")
+		if err := b.lease.Ready(); err == nil {
+			t.Error("ready although the lease query failed")
+		}
+		if !b.lease.Holding() {
+			t.Error("gave up a lease whose term has not run out by our clock")
+		}
+		now = now.Add(b.lease.ttl)
+		b.lease.beat(context.Background())
+		b.lease.testSignals.failed.wait(t, "the second failed attempt")
+		if b.lease.Holding() {
+			t.Error("still holding a lease whose term ran out")
+		}
+	})
+
+	t.Run("StopReleasesAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		stop := b.run(t)
+		b.lease.testSignals.gained.wait(t, "the lease gained")
+		stop()
+		b.lease.testSignals.released.wait(t, "the lease released")
+		rel := b.shed.released()
+		if len(rel) != 1 || rel[0] != (leaseRelease{name: QueueLeaseName}) {
+			t.Errorf("releases = %+v, want the queue lease released with no lock-at-least-for", rel)
+		}
+		if got := b.heldGauge(); got != 0 {
+			t.Errorf("dispatcher_lease_held = %v after stop, want 0", got)
+		}
+	})
+
+	t.Run("StandbyStopsWithoutReleasing", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		b.shed.setOther(QueueLeaseName, true)
+		stop := b.run(t)
+		b.lease.testSignals.denied.wait(t, "the lease denied")
+		stop()
+		if rel := b.shed.released(); len(rel) != 0 {
+			t.Errorf("a standby released %+v, another holder's lease", rel)
+		}
+	})
+
+	t.Run("LostClaimStopsHolding", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		b.lease.beat(context.Background())
+		b.lease.testSignals.gained.wait(t, "the lease gained")
+		before := testutil.ToFloat64(b.metrics.Failures)
+		b.lease.Lost()
+		if b.lease.Holding() {
+			t.Error("still holding after a claim found the lease lost")
+		}
+		if got := testutil.ToFloat64(b.metrics.Failures); got != before+1 {
+			t.Errorf("shedlock_acquisition_failures = %v, want %v", got, before+1)
+		}
+	})
+}

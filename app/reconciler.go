@@ -1,0 +1,132 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Reconciler records the real outcome of RUNNING executions whose workflow
+// closed or vanished without telling Sluice (terminated by an operator,
+// say), freeing their slots. It runs in one process at a time under the
+// reconcileExecutions lease.
+type Reconciler struct {
+	store      ports.DispatchStore
+	executions ports.ExecutionStore
+	engine     ports.WorkflowEngine
+	breaker    *Breaker
+	olderThan  time.Duration
+	pageSize   int
+	log        *slog.Logger
+	loop       maintenance
+
+	// cursor is where the walk resumes; only the loop touches it.
+	cursor ports.ExecutionCursor
+}
+
+// NewReconciler builds the reconciler. It asks Temporal only about
+// executions RUNNING for longer than olderThan, pageSize of them per run
+// (500 when not positive).
+func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, engine ports.WorkflowEngine, breaker *Breaker, lease ports.Lease,
+	olderThan time.Duration, pageSize int, schedule MaintenanceSchedule, leaseMetrics *LeaseMetrics, log *slog.Logger) *Reconciler {
+	if pageSize <= 0 {
+		pageSize = 500
+	}
+	r := &Reconciler{store: store, executions: executions, engine: engine, breaker: breaker, olderThan: olderThan, pageSize: pageSize, log: log}
+	r.loop = maintenance{name: ReconcilerLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
+	return r
+}
+
+// Run reconciles a page on the schedule until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) { r.loop.run(ctx) }
+
+// run is one scheduled run: skipped while the breaker is open, since the
+// reconciler must ask Temporal and waits for the probe that closes it.
+func (r *Reconciler) run(ctx context.Context) {
+	if !r.breaker.closed() {
+		return
+	}
+	if n, err := r.Reconcile(ctx); err != nil {
+		r.log.Error("reconciling stuck executions failed", "error", err)
+	} else if n > 0 {
+		r.log.Info("reconciled stuck executions", "count", n)
+	}
+}
+
+// Reconcile checks one page of RUNNING executions past olderThan against
+// Temporal and records the real final status of those whose workflow is
+// closed or missing. Pages follow each other across calls in (started_at,
+// id) order and wrap around at the end, so every such execution is checked
+// within ceil(total/pageSize) calls however many long runs are older.
+// Executions whose item is still CLAIMED are stale recovery's business and
+// are not returned by the store.
+func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
+	running, err := r.store.RunningAdmittedBefore(ctx, r.olderThan, r.cursor, r.pageSize)
+	if err != nil {
+		return 0, err
+	}
+	if len(running) < r.pageSize {
+		r.cursor = ports.ExecutionCursor{}
+	} else {
+		last := running[len(running)-1]
+		r.cursor = ports.ExecutionCursor{AdmittedAt: last.AdmittedAt, ID: last.ID}
+	}
+	n := 0
+	for _, e := range running {
+		state, err := r.engine.DescribeWorkflow(ctx, e.ID)
+		if err != nil {
+			if errors.Is(err, ports.ErrEngineUnavailable) {
+				return n, fmt.Errorf("describing workflows: %w", err)
+			}
+			r.log.Warn("cannot describe execution's workflow", "execution_id", e.ID, "error", err)
+			continue
+		}
+		status, msg, closed := finalStatus(state)
+		if !closed {
+			continue
+		}
+		if state == ports.WorkflowCompleted {
+			// A DAG that failed or was cancelled also ends its workflow
+			// normally; the status it recorded is in its result.
+			if status, msg, err = r.engine.WorkflowResult(ctx, e.ID); err != nil {
+				r.log.Warn("cannot read a completed workflow's result", "execution_id", e.ID, "error", err)
+				continue
+			}
+		}
+		found, err := finishExecution(ctx, r.executions, r.log, e.ID, status, msg)
+		if err != nil {
+			return n, err
+		}
+		if found {
+			n++
+			r.log.Warn("reconciled stuck execution", "execution_id", e.ID, "workflow_state", state, "status", status)
+		}
+	}
+	return n, nil
+}
+
+// finalStatus maps a closed or missing workflow to the execution status to
+// record.
+func finalStatus(s ports.WorkflowState) (domain.ExecutionStatus, string, bool) {
+	switch s {
+	case ports.WorkflowNotFound:
+		return domain.ExecutionFailed, "workflow not found in Temporal", true
+	case ports.WorkflowCompleted:
+		return domain.ExecutionCompleted, "", true
+	case ports.WorkflowFailed:
+		return domain.ExecutionFailed, "workflow failed without recording completion", true
+	case ports.WorkflowCancelled:
+		return domain.ExecutionCancelled, "workflow cancelled outside Sluice", true
+	case ports.WorkflowTerminated:
+		return domain.ExecutionFailed, "workflow terminated outside Sluice", true
+	case ports.WorkflowTimedOut:
+		return domain.ExecutionFailed, "workflow timed out", true
+	default:
+		return "", "", false
+	}
+}

@@ -1,0 +1,111 @@
+package app
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// closedEngine says every workflow completed, with the given result.
+type closedEngine struct {
+	ports.WorkflowEngine
+	status domain.ExecutionStatus
+	msg    string
+}
+
+func (e closedEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
+	return ports.WorkflowCompleted, nil
+}
+
+func (e closedEngine) WorkflowResult(context.Context, domain.ID) (domain.ExecutionStatus, string, error) {
+	return e.status, e.msg, nil
+}
+
+// pagedStore serves RUNNING executions in pages after a cursor.
+type pagedStore struct {
+	ports.DispatchStore
+	running []domain.Execution
+	cursors []ports.ExecutionCursor
+}
+
+func (s *pagedStore) RunningAdmittedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
+	s.cursors = append(s.cursors, after)
+	var out []domain.Execution
+	for _, e := range s.running {
+		if e.AdmittedAt.After(after.AdmittedAt) && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// finishRecorder records FinishExecution calls.
+type finishRecorder struct {
+	ports.ExecutionStore
+	finished map[domain.ID]domain.ExecutionStatus
+}
+
+func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ports.SettleFunc, _ ...domain.NodeRecord) (bool, error) {
+	f.finished[id] = status
+	return true, nil
+}
+
+func newTestReconciler(store ports.DispatchStore, rec ports.ExecutionStore, engine ports.WorkflowEngine, pageSize int) (*Reconciler, *Breaker) {
+	b := NewBreaker(DefaultBreakerBackoff, NewDispatchMetrics(prometheus.NewRegistry()))
+	r := NewReconciler(store, rec, engine, b, newFakeLease(), 0, pageSize, testSchedule(), NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+	return r, b
+}
+
+func TestReconcileWalksEveryPageAndRecordsTheWorkflowsResult(t *testing.T) {
+	t.Parallel()
+	store := &pagedStore{}
+	t0 := time.Now().Add(-time.Hour)
+	for i := range 5 {
+		store.running = append(store.running, domain.Execution{ID: domain.ID(uuid.New()), AdmittedAt: t0.Add(time.Duration(i) * time.Second)})
+	}
+	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
+	// The workflow completed normally, but the DAG it ran failed.
+	r, _ := newTestReconciler(store, rec, closedEngine{status: domain.ExecutionFailed, msg: "node a failed"}, 2)
+	for range 3 {
+		if _, err := r.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.finished) != 5 {
+		t.Fatalf("reconciled %d of 5 executions in 3 pages of 2", len(rec.finished))
+	}
+	for id, st := range rec.finished {
+		if st != domain.ExecutionFailed {
+			t.Errorf("execution %s recorded %s, want FAILED from the workflow's result", id, st)
+		}
+	}
+	// The walk wraps around after a short page.
+	if _, err := r.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if last := store.cursors[len(store.cursors)-1]; last != (ports.ExecutionCursor{}) {
+		t.Errorf("after the last page the walk resumed at %v, want the start", last)
+	}
+}
+
+func TestReconcilerLeavesRunningWorkflowsAndWaitsForTheBreaker(t *testing.T) {
+	t.Parallel()
+	store := &pagedStore{running: []domain.Execution{{ID: domain.ID(uuid.New()), AdmittedAt: time.Now().Add(-time.Hour)}}}
+	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
+	running := describingEngine{states: map[domain.ID]ports.WorkflowState{store.running[0].ID: ports.WorkflowRunning}}
+	r, b := newTestReconciler(store, rec, running, 10)
+	if n, err := r.Reconcile(context.Background()); err != nil || n != 0 || len(rec.finished) != 0 {
+		t.Fatalf("Reconcile = %d, %v, finished %v; want a running workflow left alone", n, err, rec.finished)
+	}
+	b.trip(time.Now(), ports.ErrEngineUnavailable)
+	r.run(context.Background())
+	if len(store.cursors) != 1 {
+		t.Errorf("the reconciler read a page while the breaker was open")
+	}
+}

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// unsettledItem is a claimed item whose fate the dispatcher still owes.
+type unsettledItem struct {
+	item ports.ClaimedItem
+	// accepted is true when Temporal accepted the start; otherwise whether
+	// it started is unknown until DescribeWorkflow answers.
+	accepted bool
+}
+
+// settle finishes what earlier cycles could not: items whose start is
+// unresolved or whose marking failed.
+func (d *Dispatcher) settle(ctx context.Context) {
+	if len(d.unsettled) == 0 {
+		return
+	}
+	items := d.unsettled
+	d.unsettled = nil
+	started, released, unknown := d.resolve(ctx, items)
+	d.unsettled = append(d.unsettled, unknown...)
+	if len(started) > 0 {
+		if _, err := d.markDispatched(ctx, started); err != nil {
+			d.log.Warn("marking started items dispatched failed; retrying next cycle", "count", len(started), "error", err)
+			for _, item := range started {
+				d.unsettled = append(d.unsettled, unsettledItem{item: item, accepted: true})
+			}
+		}
+	}
+	if len(released) > 0 {
+		if err := d.applyReleases(ctx, released); err != nil {
+			// Stale recovery releases them if this keeps failing.
+			d.log.Warn("releasing unstarted items failed", "count", len(released), "error", err)
+		}
+	}
+	if len(d.unsettled) == 0 {
+		d.log.Info("settled the items an outage left claimed", "count", len(items))
+	}
+}
+
+// resolve asks Temporal whether items whose start failed for want of
+// Temporal did start after all: those that did are returned as started,
+// those Temporal has never seen are released without counting a failure,
+// and those it cannot answer for stay unknown.
+func (d *Dispatcher) resolve(ctx context.Context, items []unsettledItem) (started []ports.ClaimedItem, released []ports.QueueTransition, unknown []unsettledItem) {
+	for _, u := range items {
+		if u.accepted {
+			started = append(started, u.item)
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+		state, err := d.engine.DescribeWorkflow(dctx, u.item.ExecutionID)
+		cancel()
+		switch {
+		case err != nil:
+			if errors.Is(err, ports.ErrEngineUnavailable) {
+				d.breaker.trip(d.now(), err)
+			}
+			unknown = append(unknown, u)
+		case state == ports.WorkflowNotFound:
+			next := u.item.QueueState
+			if err := next.ReleaseUnstarted("not started: temporal was unavailable"); err != nil {
+				d.log.Error("error releasing unstarted queue item", "queue_item_id", u.item.ID, "error", err)
+				continue
+			}
+			exec := u.item.ExecutionID
+			released = append(released, ports.QueueTransition{
+				ID: u.item.ID, FromStatus: u.item.Status, FromClaimedAt: u.item.ClaimedAt, To: next, DropExecution: &exec,
+			})
+		default:
+			started = append(started, u.item)
+		}
+	}
+	return started, released, unknown
+}
+
+// markDispatched marks started items DISPATCHED. An item no longer in its
+// claim was either settled by stale recovery or cancelled meanwhile; a
+// cancelled one's workflow, which should not run, is cancelled.
+func (d *Dispatcher) markDispatched(ctx context.Context, items []ports.ClaimedItem) (int, error) {
+	req := make([]ports.DispatchedItem, len(items))
+	for i, it := range items {
+		req[i] = ports.DispatchedItem{ID: it.ID, ExecutionID: it.ExecutionID}
+	}
+	recs, err := d.store.MarkDispatched(context.WithoutCancel(ctx), req)
+	if err != nil {
+		return 0, err
+	}
+	d.metrics.Dispatched.Add(float64(len(recs)))
+	for _, r := range recs {
+		d.metrics.Latency.Observe(r.DispatchedAt.Sub(r.CreatedAt).Seconds())
+		d.log.Info("dispatched execution", "queue_item_id", r.ID)
+	}
+	if len(recs) < len(items) {
+		marked := make(map[domain.ID]bool, len(recs))
+		for _, r := range recs {
+			marked[r.ID] = true
+		}
+		var missed []ports.ClaimedItem
+		for _, it := range items {
+			if !marked[it.ID] {
+				missed = append(missed, it)
+			}
+		}
+		d.cancelWithdrawn(ctx, missed, true)
+	}
+	return len(recs), nil
+}
+
+// applyReleases writes the releases of unstarted items; an item cancelled
+// meanwhile gets its execution recorded CANCELLED, freeing its slot.
+func (d *Dispatcher) applyReleases(ctx context.Context, ts []ports.QueueTransition) error {
+	written, err := d.store.ApplyTransitions(context.WithoutCancel(ctx), ts)
+	if err != nil {
+		return err
+	}
+	if len(written) == len(ts) {
+		return nil
+	}
+	done := make(map[domain.ID]bool, len(written))
+	for _, id := range written {
+		done[id] = true
+	}
+	var missed []ports.ClaimedItem
+	for _, t := range ts {
+		if !done[t.ID] && t.DropExecution != nil {
+			missed = append(missed, ports.ClaimedItem{QueueItem: domain.QueueItem{ID: t.ID}, ExecutionID: *t.DropExecution})
+		}
+	}
+	d.cancelWithdrawn(ctx, missed, false)
+	return nil
+}
+
+// cancelWithdrawn handles claimed items that were cancelled while this
+// dispatcher worked on them: a started workflow is asked to cancel (it
+// records CANCELLED itself), an unstarted one's execution is recorded
+// CANCELLED at once.
+func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedItem, started bool) {
+	ids := make([]domain.ID, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	statuses, err := d.store.QueueStatuses(ctx, ids)
+	if err != nil {
+		d.log.Warn("cannot read the status of items that moved on during dispatch", "error", err)
+		return
+	}
+	for _, it := range items {
+		if statuses[it.ID] != domain.QueueCancelled {
+			continue
+		}
+		if started {
+			if err := d.engine.CancelWorkflow(ctx, it.ExecutionID); err != nil && !errors.Is(err, ports.ErrNotFound) {
+				d.log.Error("cancelling the workflow of an item cancelled during dispatch failed", "queue_item_id", it.ID, "error", err)
+			}
+			continue
+		}
+		msg := "cancelled before its workflow started"
+		if _, err := finishExecution(ctx, d.executions, d.log, it.ExecutionID, domain.ExecutionCancelled, msg); err != nil {
+			d.log.Error("recording a cancelled item's execution failed", "queue_item_id", it.ID, "error", err)
+		}
+	}
+}

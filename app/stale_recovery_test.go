@@ -1,0 +1,141 @@
+package app
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// staleStore serves fixed stale items and records what recovery wrote.
+type staleStore struct {
+	ports.DispatchStore
+	mu         sync.Mutex
+	stale      []domain.QueueItem
+	dispatched []ports.DispatchedItem
+	applied    []ports.QueueTransition
+}
+
+func (s *staleStore) StaleClaimed(context.Context, time.Duration, int) ([]domain.QueueItem, error) {
+	return s.stale, nil
+}
+
+func (s *staleStore) MarkDispatched(_ context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dispatched = append(s.dispatched, items...)
+	out := make([]ports.DispatchedRecord, len(items))
+	for i, it := range items {
+		out[i] = ports.DispatchedRecord{ID: it.ID}
+	}
+	return out, nil
+}
+
+func (s *staleStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransition) ([]domain.ID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.applied = append(s.applied, ts...)
+	ids := make([]domain.ID, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids, nil
+}
+
+// describingEngine answers DescribeWorkflow from a map; an execution it
+// lacks was never started.
+type describingEngine struct {
+	ports.WorkflowEngine
+	states map[domain.ID]ports.WorkflowState
+	errs   map[domain.ID]error
+}
+
+func (e describingEngine) DescribeWorkflow(_ context.Context, id domain.ID) (ports.WorkflowState, error) {
+	if err := e.errs[id]; err != nil {
+		return "", err
+	}
+	if s, ok := e.states[id]; ok {
+		return s, nil
+	}
+	return ports.WorkflowNotFound, nil
+}
+
+func staleItem(claimedAgo time.Duration) domain.QueueItem {
+	at := time.Now().Add(-claimedAgo)
+	exec := domain.ID(uuid.New())
+	return domain.QueueItem{ID: domain.ID(uuid.New()), ExecutionID: &exec,
+		QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &at, AttemptCount: 1}}
+}
+
+func newTestStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine) (*StaleRecovery, *DispatchMetrics, *Breaker) {
+	m := NewDispatchMetrics(prometheus.NewRegistry())
+	b := NewBreaker(DefaultBreakerBackoff, m)
+	r := NewStaleRecovery(store, engine, b, newFakeLease(), 5*time.Minute, testSchedule(), m,
+		NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+	return r, m, b
+}
+
+func TestStaleRecovery(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StartedIsDispatchedAndUnstartedGoesBackWithItsSlotFreed", func(t *testing.T) {
+		t.Parallel()
+		started, unstarted, unknown := staleItem(10*time.Minute), staleItem(10*time.Minute), staleItem(10*time.Minute)
+		store := &staleStore{stale: []domain.QueueItem{started, unstarted, unknown}}
+		engine := describingEngine{
+			states: map[domain.ID]ports.WorkflowState{*started.ExecutionID: ports.WorkflowRunning},
+			errs:   map[domain.ID]error{*unknown.ExecutionID: ports.ErrEngineUnavailable},
+		}
+		r, m, _ := newTestStaleRecovery(store, engine)
+		n, err := r.Recover(context.Background())
+		if err != nil || n != 2 {
+			t.Fatalf("Recover = %d, %v; want 2", n, err)
+		}
+		if len(store.dispatched) != 1 || store.dispatched[0].ID != started.ID {
+			t.Errorf("marked dispatched %+v, want only the item whose workflow started (never started twice)", store.dispatched)
+		}
+		if len(store.applied) != 1 {
+			t.Fatalf("transitions %+v, want the unstarted item's alone", store.applied)
+		}
+		tr := store.applied[0]
+		if tr.ID != unstarted.ID || tr.To.Status != domain.QueuePending || tr.FromStatus != domain.QueueClaimed ||
+			tr.FromClaimedAt != unstarted.ClaimedAt || tr.DropExecution != unstarted.ExecutionID {
+			t.Errorf("transition %+v, want PENDING guarded by the observed claim, dropping its execution", tr)
+		}
+		if got := testutil.ToFloat64(m.StaleRecovered); got != 2 {
+			t.Errorf("queue_stale_recovery_count = %v, want 2", got)
+		}
+	})
+
+	t.Run("AClaimYoungerThanTheThresholdIsLeft", func(t *testing.T) {
+		t.Parallel()
+		store := &staleStore{stale: []domain.QueueItem{staleItem(time.Minute)}}
+		r, _, _ := newTestStaleRecovery(store, describingEngine{})
+		if n, err := r.Recover(context.Background()); err != nil || n != 0 || len(store.applied) != 0 {
+			t.Fatalf("Recover = %d, %v, wrote %+v; want nothing for a fresh claim", n, err, store.applied)
+		}
+	})
+
+	t.Run("WaitsWhileTheBreakerIsOpen", func(t *testing.T) {
+		t.Parallel()
+		store := &staleStore{stale: []domain.QueueItem{staleItem(10 * time.Minute)}}
+		r, _, b := newTestStaleRecovery(store, describingEngine{})
+		b.trip(time.Now(), ports.ErrEngineUnavailable)
+		r.run(context.Background())
+		if len(store.applied)+len(store.dispatched) != 0 {
+			t.Fatal("recovered while Temporal was unavailable")
+		}
+		b.reset()
+		r.run(context.Background())
+		if len(store.applied) != 1 {
+			t.Fatalf("transitions %+v once the breaker closed, want 1", store.applied)
+		}
+	})
+}
