@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,7 +125,9 @@ func TestQueueLease(t *testing.T) {
 		b.lease.testSignals.gained.wait(t, "the lease gained")
 		b.shed.setFail(errors.New("connection refused"))
 		b.lease.beat(context.Background())
-		b.lease.testSignals.failed.wait(t, "the failed attempt")
+		if err := b.lease.testSignals.failed.wait(t, "the failed attempt"); err == nil || !strings.Contains(err.Error(), "connection refused") {
+			t.Errorf("the failed attempt signalled %v, want the lease query's error", err)
+		}
 		if err := b.lease.Ready(); err == nil {
 			t.Error("ready although the lease query failed")
 		}
@@ -133,7 +136,9 @@ func TestQueueLease(t *testing.T) {
 		}
 		now = now.Add(b.lease.ttl)
 		b.lease.beat(context.Background())
-		b.lease.testSignals.failed.wait(t, "the second failed attempt")
+		if err := b.lease.testSignals.failed.wait(t, "the second failed attempt"); err == nil || !strings.Contains(err.Error(), "connection refused") {
+			t.Errorf("the second failed attempt signalled %v, want the lease query's error", err)
+		}
 		if b.lease.Holding() {
 			t.Error("still holding a lease whose term ran out")
 		}
