@@ -1,5 +1,3 @@
-// Package porttest holds what the tests of every layer share: the one way a
-// test waits for a state that something else brings about.
 package porttest
 
 import (

@@ -1,7 +1,3 @@
-// Package porttest holds the contract suites of the store ports: one suite
-// per port, run against every implementation (the Postgres store, and the
-// in-memory store the engine's tests use), so a fake that tests trust
-// keeps the same rules as the real thing.
 package porttest
 
 import (
