@@ -254,8 +254,9 @@ const staleAfter = time.Millisecond
 // stale, and returns the observed item with the domain's recovery of it.
 func (b *queueBench) recoverStale(t *testing.T, id domain.ID) (domain.QueueItem, domain.QueueState) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var item domain.QueueItem
+	var next domain.QueueState
+	porttest.Eventually(t, 10*time.Second, func() error {
 		items, err := b.store.StaleClaimed(context.Background(), staleAfter, 100)
 		if err != nil {
 			t.Fatal(err)
@@ -264,16 +265,18 @@ func (b *queueBench) recoverStale(t *testing.T, id domain.ID) (domain.QueueItem,
 			if q.ID != id {
 				continue
 			}
-			next := q.QueueState
-			if err := next.RecoverStale(*q.ClaimedAt, time.Now(), staleAfter); err == nil {
-				return q, next
-			} else if !errors.Is(err, domain.ErrNotStale) {
+			item, next = q, q.QueueState
+			err := next.RecoverStale(*q.ClaimedAt, time.Now(), staleAfter)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, domain.ErrNotStale) {
 				t.Fatal(err)
 			}
 		}
-	}
-	t.Fatalf("item %s never became a stale claim", id)
-	return domain.QueueItem{}, domain.QueueState{}
+		return fmt.Errorf("item %s is not a stale claim yet", id)
+	})
+	return item, next
 }
 
 // testBackoff is long enough that an item released after a dispatch error
@@ -791,26 +794,22 @@ func TestExecutionOutcomeNeverOverwritesACancellationItRacedWith(t *testing.T) {
 	}()
 	// Let the outcome reach the item's row lock before the cancellation
 	// commits.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	porttest.Eventually(t, 10*time.Second, func() error {
 		var waiting int
 		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {
-			break
+			return nil
 		}
 		select {
 		case err := <-finished:
 			t.Fatalf("the outcome was written without waiting for the item's row lock (err %v)", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the outcome never waited for the item's row lock")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("the outcome is not waiting for the item's row lock")
+	})
 	if err := cancel.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

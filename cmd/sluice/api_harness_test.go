@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -33,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // adminToken is the admin bearer token the test server is configured with.
@@ -162,8 +164,7 @@ func (s *stack) httpClient(t *testing.T) *http.Client {
 func (s *stack) dispatchAll(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	porttest.Eventually(t, 30*time.Second, func() error {
 		if _, err := s.dispatcher.DispatchBatch(ctx); err != nil {
 			t.Fatalf("dispatching: %v", err)
 		}
@@ -171,13 +172,11 @@ func (s *stack) dispatchAll(t *testing.T) {
 		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE status IN ('PENDING', 'CLAIMED')").Scan(&pending); err != nil {
 			t.Fatal(err)
 		}
-		if pending == 0 {
-			return
+		if pending > 0 {
+			return fmt.Errorf("%d items not dispatched", pending)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d items still not dispatched after 30s", pending)
-		}
-	}
+		return nil
+	})
 }
 
 // contract checks exchanges against openapi.yaml, as loaded from the

@@ -584,7 +584,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 			for _, id := range ids {
 				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", testLog()))
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}
 	}()
 	var violations []string
