@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -52,6 +54,9 @@ type WorkflowClient struct {
 	// payloadLimit is Limits.PayloadLimit, the workers' bound on what one
 	// payload may carry, which a start's input must keep to as well.
 	payloadLimit int
+	// initMu and initialized: see initialize.
+	initMu      sync.Mutex
+	initialized atomic.Bool
 }
 
 var _ ports.WorkflowEngine = (*WorkflowClient)(nil)
@@ -60,6 +65,27 @@ var _ ports.WorkflowEngine = (*WorkflowClient)(nil)
 // payload limit applies to starting a workflow).
 func NewWorkflowClient(c client.Client, queues TaskQueues, limits Limits) *WorkflowClient {
 	return &WorkflowClient{client: c, queues: queues, payloadLimit: limits.withDefaults().PayloadLimit}
+}
+
+// initialize has the SDK load the server's capabilities once, before any
+// other call this client makes. The SDK (v1.50.0) memoizes them on the first
+// call and ExecuteWorkflow reads them without its lock, so the first calls
+// made in parallel (the dispatcher's first batch of starts) race on them, as
+// `make test-race` showed; once loaded they are never written again.
+func (e *WorkflowClient) initialize(ctx context.Context) error {
+	if e.initialized.Load() {
+		return nil
+	}
+	e.initMu.Lock()
+	defer e.initMu.Unlock()
+	if e.initialized.Load() {
+		return nil
+	}
+	if _, err := e.client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return classify(err)
+	}
+	e.initialized.Store(true)
+	return nil
 }
 
 // StartWorkflow starts the execution's workflow. An existing workflow with
@@ -74,6 +100,9 @@ func (e *WorkflowClient) StartWorkflow(ctx context.Context, req ports.WorkflowSt
 		Input:        req.Input,
 		Plan:         req.Plan,
 		Graph:        req.Graph,
+	}
+	if err := e.initialize(ctx); err != nil {
+		return err
 	}
 	if len(in.Input)+len(in.Graph) > e.payloadLimit {
 		// Together they would pass the payload limit; the workflow loads
@@ -100,6 +129,9 @@ func (e *WorkflowClient) StartWorkflow(ctx context.Context, req ports.WorkflowSt
 // DescribeWorkflow reports the workflow's state, WorkflowNotFound when
 // Temporal has never heard of it.
 func (e *WorkflowClient) DescribeWorkflow(ctx context.Context, executionID domain.ID) (ports.WorkflowState, error) {
+	if err := e.initialize(ctx); err != nil {
+		return "", err
+	}
 	resp, err := e.client.DescribeWorkflowExecution(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -128,6 +160,9 @@ func (e *WorkflowClient) DescribeWorkflow(ctx context.Context, executionID domai
 
 // WorkflowResult reads the ExecutionResult a completed workflow returned.
 func (e *WorkflowClient) WorkflowResult(ctx context.Context, executionID domain.ID) (domain.ExecutionStatus, string, error) {
+	if err := e.initialize(ctx); err != nil {
+		return "", "", err
+	}
 	var res ExecutionResult
 	if err := e.client.GetWorkflow(ctx, WorkflowID(executionID), "").Get(ctx, &res); err != nil {
 		return "", "", classify(err)
@@ -140,6 +175,9 @@ func (e *WorkflowClient) WorkflowResult(ctx context.Context, executionID domain.
 
 // CancelWorkflow asks the workflow to cancel; it records CANCELLED itself.
 func (e *WorkflowClient) CancelWorkflow(ctx context.Context, executionID domain.ID) error {
+	if err := e.initialize(ctx); err != nil {
+		return err
+	}
 	err := e.client.CancelWorkflow(ctx, WorkflowID(executionID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {

@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -18,6 +21,10 @@ import (
 type startRecorder struct {
 	client.Client
 	in ExecutionInput
+}
+
+func (r *startRecorder) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+	return &client.CheckHealthResponse{}, nil
 }
 
 func (r *startRecorder) ExecuteWorkflow(_ context.Context, _ client.StartWorkflowOptions, _ any, args ...any) (client.WorkflowRun, error) {
@@ -58,5 +65,60 @@ func TestStartWorkflowCarriesTheGraphWithinTheConfiguredPayloadLimit(t *testing.
 					carried, len(input)+len(graph), tc.limit, tc.carried)
 			}
 		})
+	}
+}
+
+// firstCallCounter is a Temporal client that counts health checks and
+// starts; its health check fails while down is set.
+type firstCallCounter struct {
+	client.Client
+	down   atomic.Bool
+	checks atomic.Int32
+	starts atomic.Int32
+}
+
+func (c *firstCallCounter) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+	c.checks.Add(1)
+	if c.down.Load() {
+		return nil, errors.New("connection refused")
+	}
+	return &client.CheckHealthResponse{}, nil
+}
+
+func (c *firstCallCounter) ExecuteWorkflow(context.Context, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+	c.starts.Add(1)
+	return nil, nil
+}
+
+// TestTheFirstStartsInParallelLoadTheCapabilitiesOnce: the SDK reads the
+// server's capabilities without its lock when it starts a workflow, so the
+// client has them loaded by one call before any start runs; a load that
+// fails is tried again by the next call.
+func TestTheFirstStartsInParallelLoadTheCapabilitiesOnce(t *testing.T) {
+	t.Parallel()
+	c := &firstCallCounter{}
+	e := NewWorkflowClient(c, NewTaskQueues("test."), Limits{})
+	c.down.Store(true)
+	if err := e.StartWorkflow(context.Background(), ports.WorkflowStart{ExecutionID: domain.ID(uuid.New())}); err == nil {
+		t.Fatal("a start while the server is down succeeded")
+	}
+	if c.starts.Load() != 0 {
+		t.Fatal("a start ran before the capabilities were loaded")
+	}
+	c.down.Store(false)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if err := e.StartWorkflow(context.Background(), ports.WorkflowStart{ExecutionID: domain.ID(uuid.New())}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := c.checks.Load(); got != 2 {
+		t.Errorf("%d capability loads, want 2: the failed one and one for all 20 parallel starts", got)
+	}
+	if got := c.starts.Load(); got != 20 {
+		t.Errorf("%d starts, want 20", got)
 	}
 }
