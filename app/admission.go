@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"sort"
+	"time"
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -15,22 +16,69 @@ import (
 type admission struct {
 	tiers domain.TierPolicy
 	log   *slog.Logger
+	now   func() time.Time
 	// lastServed is the workspace the previous batch started its
 	// round-robin with, so that no workspace is always first. Only the
 	// claim loop touches it.
 	lastServed domain.ID
+	// capacityLogged is when each workspace was last logged at capacity,
+	// so a full workspace is logged once per capacityLogEvery however
+	// many batches pass it over. Only the claim loop touches it.
+	capacityLogged map[domain.ID]time.Time
 }
 
+// capacityLogEvery is how often one workspace that stays full is logged
+// at capacity again; capacityLogMax bounds the workspaces remembered.
+const (
+	capacityLogEvery = time.Minute
+	capacityLogMax   = 10_000
+)
+
 func newAdmission(tiers domain.TierPolicy, log *slog.Logger) *admission {
-	return &admission{tiers: tiers, log: log}
+	return &admission{tiers: tiers, log: log, now: time.Now, capacityLogged: map[domain.ID]time.Time{}}
 }
 
 // admit turns the workspaces' locked counts into claim quotas for a batch
 // of up to budget items: each workspace gets at most its free slots,
 // handed out one at a time in round-robin order from after the workspace
 // served first last time. A workspace at capacity gets nothing, so its
-// backlog never stands in front of anyone else's items.
+// backlog never stands in front of anyone else's items. A workspace found
+// full, or filled by this batch, is logged at capacity: later batches'
+// prefilter skips it by its counts without locking it, so the batch that
+// fills it is the one that can say so.
 func (a *admission) admit(workspaces []ports.PendingWorkspace, budget int) map[domain.ID]int {
+	quotas := a.quotas(workspaces, budget)
+	for _, w := range workspaces {
+		limit, err := a.tiers.Limit(w.Plan)
+		if active := w.Running + quotas[w.ID]; err == nil && active >= limit {
+			a.logAtCapacity(w.ID, active, limit)
+		}
+	}
+	return quotas
+}
+
+// logAtCapacity logs that workspace ws has active executions of its limit
+// at INFO, once per capacityLogEvery per workspace.
+func (a *admission) logAtCapacity(ws domain.ID, active, limit int) {
+	now := a.now()
+	if last, ok := a.capacityLogged[ws]; ok && now.Sub(last) < capacityLogEvery {
+		return
+	}
+	if len(a.capacityLogged) >= capacityLogMax {
+		for id, at := range a.capacityLogged {
+			if now.Sub(at) >= capacityLogEvery {
+				delete(a.capacityLogged, id)
+			}
+		}
+		if len(a.capacityLogged) >= capacityLogMax {
+			return
+		}
+	}
+	a.capacityLogged[ws] = now
+	a.log.Info("workspace at capacity", "workspace_id", ws, "active_count", active, "tier_limit", limit)
+}
+
+func (a *admission) quotas(workspaces []ports.PendingWorkspace, budget int) map[domain.ID]int {
 	sort.Slice(workspaces, func(i, j int) bool { return bytes.Compare(workspaces[i].ID[:], workspaces[j].ID[:]) < 0 })
 	start := sort.Search(len(workspaces), func(i int) bool {
 		return bytes.Compare(workspaces[i].ID[:], a.lastServed[:]) > 0
@@ -79,7 +127,6 @@ func (a *admission) freeSlots(w ports.PendingWorkspace) int {
 		return 0
 	}
 	if !adm.Admitted {
-		a.log.Debug("workspace at capacity", "workspace_id", w.ID, "active_count", w.Running, "tier_limit", adm.Limit)
 		return 0
 	}
 	return adm.Limit - w.Running

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -51,5 +53,38 @@ func TestAdmitGivesAnUnknownPlanNothing(t *testing.T) {
 	gold := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: "GOLD"}
 	if q := a.admit([]ports.PendingWorkspace{gold}, 10); q[gold.ID] != 0 {
 		t.Errorf("a workspace on an unknown plan got %d", q[gold.ID])
+	}
+}
+
+func TestAdmitLogsAWorkspaceAtCapacityOncePerInterval(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	a := newAdmission(domain.DefaultTierPolicy(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a.now = func() time.Time { return now }
+	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Running: 5}
+	filled := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree}
+	roomy := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise}
+	// The first batch finds one full and fills another, which later
+	// batches' prefilter skips by its counts: both are logged, once.
+	for range 3 {
+		a.admit([]ports.PendingWorkspace{full, filled, roomy}, 2)
+		filled.Running = 1
+	}
+	recs := logs.lines(t, "workspace at capacity")
+	want := map[string]float64{full.ID.String(): 5, filled.ID.String(): 1}
+	if len(recs) != len(want) {
+		t.Fatalf("%d workspace at capacity lines over three batches, want one per full workspace: %v", len(recs), recs)
+	}
+	for _, r := range recs {
+		active, ok := want[r["workspace_id"].(string)]
+		if !ok || r["level"] != "INFO" || r["active_count"] != active || r["tier_limit"] != active {
+			t.Errorf("logged %v, want INFO with the workspace, its active count and its limit (%v)", r, active)
+		}
+	}
+	now = now.Add(capacityLogEvery)
+	a.admit([]ports.PendingWorkspace{full, roomy}, 2)
+	if n := len(logs.lines(t, "workspace at capacity")); n != 3 {
+		t.Errorf("%d lines after the interval, want the full workspace logged again (3)", n)
 	}
 }

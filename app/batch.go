@@ -60,6 +60,7 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 			continue
 		case errors.Is(errs[i], ports.ErrEngineUnavailable):
 			d.breaker.trip(d.now(), errs[i])
+			d.metrics.dispatchFailed(startFailureReason(errs[i]), OutcomeHeld, item.WorkspaceID.String())
 			unknown = append(unknown, unsettledItem{item: item})
 			continue
 		}

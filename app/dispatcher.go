@@ -180,6 +180,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // came back full.
 func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	defer func() {
+		d.metrics.Cycles.Inc()
 		if r := recover(); r != nil {
 			d.log.Error("dispatch cycle panicked", "panic", fmt.Sprint(r))
 			full = false

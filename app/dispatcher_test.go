@@ -2,6 +2,9 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -191,6 +194,9 @@ func TestUnavailableTemporalOpensTheBreakerAndFailsNothing(t *testing.T) {
 		if got := testutil.ToFloat64(d.metrics.Failed.WithLabelValues("dispatch_attempts_exhausted")); got != 0 {
 			t.Errorf("%v items failed during the outage, want 0", got)
 		}
+		if got := testutil.ToFloat64(d.metrics.DispatchFailures.WithLabelValues(ReasonTemporalUnavailable, OutcomeHeld)); got != 1 {
+			t.Errorf("queue_dispatch_failures_total{temporal_unavailable,held} = %v during the outage, want the 1 start that met it", got)
+		}
 		engine.setDown(false)
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -264,5 +270,63 @@ func TestFailedStartsAndRefusalsAreCounted(t *testing.T) {
 	defer store.mu.Unlock()
 	if len(store.released) != 1 || store.released[0].To.Status != domain.QueuePending || store.released[0].DropExecution == nil {
 		t.Errorf("released %+v, want the item back to PENDING with its execution dropped", store.released)
+	}
+}
+
+func TestCyclesAreCountedWhileTheQueueIsEmpty(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{}
+		cfg := nonExclusive()
+		cfg.PollInterval = 10 * time.Millisecond
+		d := newTestDispatcher(store, okEngine{}, nil, nil, cfg)
+		stop := runLoops(d.Run)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		stop()
+		claims, dispatched := store.counts()
+		if dispatched != 0 {
+			t.Fatalf("%d dispatched from an empty queue", dispatched)
+		}
+		// One cycle at the start, then one per poll tick.
+		if got := testutil.ToFloat64(d.metrics.Cycles); got < 100 || int(got) != claims {
+			t.Errorf("queue_dispatch_cycles_total = %v after 1 s of 10 ms polls with %d empty claims, want every cycle (at least 100) counted", got, claims)
+		}
+	})
+}
+
+func TestStartFailuresAreCountedByBoundedReason(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: %w: deadline", ports.ErrEngineUnavailable, ports.ErrEngineTimeout), ReasonStartTimeout},
+		{context.DeadlineExceeded, ReasonStartTimeout},
+		{fmt.Errorf("%w: connection refused", ports.ErrEngineUnavailable), ReasonTemporalUnavailable},
+		{errors.New("input too large"), ReasonStartError},
+	}
+	for _, c := range cases {
+		if got := startFailureReason(c.err); got != c.want {
+			t.Errorf("startFailureReason(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+}
+
+func TestDispatchedExecutionIsLoggedWithItsItem(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	store := &fakeStore{queued: 1}
+	d := newTestDispatcher(store, okEngine{}, nil, nil, DefaultDispatcherConfig())
+	d.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	if _, err := d.DispatchBatch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	item := store.dispatched[0]
+	store.mu.Unlock()
+	line := logs.line(t, "dispatched execution")
+	if line["level"] != "INFO" || line["queue_item_id"] != item.ID.String() || line["execution_id"] != item.ExecutionID.String() {
+		t.Errorf("dispatched execution logged as %v, want INFO with queue item %s and execution %s", line, item.ID, item.ExecutionID)
 	}
 }

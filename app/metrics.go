@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
 )
 
 // DispatchMetrics are the dispatcher's Prometheus series. The queue_*
@@ -15,6 +16,9 @@ import (
 // added only when WorkspaceLabel is set (SLUICE_METRICS_WORKSPACE_LABEL),
 // as it grows with the tenants.
 type DispatchMetrics struct {
+	// Cycles counts the claim loop's finished cycles, idle ones included,
+	// so an idle dispatcher (counting up) and a stuck one (flat) differ.
+	Cycles         prometheus.Counter
 	BatchSize      prometheus.Histogram
 	Duration       prometheus.Histogram
 	Dispatched     prometheus.Counter
@@ -23,7 +27,8 @@ type DispatchMetrics struct {
 	StaleRecovered prometheus.Counter
 	Latency        prometheus.Histogram
 	// DispatchFailures counts failed Temporal starts by reason and by what
-	// became of the item: released for a retry, or failed for good.
+	// became of the item: released for a retry, failed for good, or held
+	// CLAIMED with no failure counted because Temporal was unavailable.
 	DispatchFailures *prometheus.CounterVec
 	// FailuresPerItem observes, when an item settles (dispatched or failed
 	// for good), how many failed starts it took.
@@ -41,17 +46,25 @@ type DispatchMetrics struct {
 	workspaceLabel bool
 }
 
-// Dispatch failure reasons, the values of the reason label.
+// Dispatch failure reasons, the values of the reason label: Temporal did
+// not answer in time, could not be reached, or refused the start itself;
+// and, for queue_items_failed_total, the item's workspace or definition is
+// gone.
 const (
-	ReasonStartTimeout     = "start_timeout"
-	ReasonStartError       = "start_error"
-	ReasonMissingReference = "missing_workspace_or_definition"
+	ReasonStartTimeout        = "start_timeout"
+	ReasonTemporalUnavailable = "temporal_unavailable"
+	ReasonStartError          = "start_error"
+	ReasonMissingReference    = "missing_workspace_or_definition"
 )
 
-// Dispatch failure outcomes, the values of the outcome label.
+// Dispatch failure outcomes, the values of the outcome label: the item
+// went back to PENDING for a retry, failed for good, or is held CLAIMED,
+// with no failure counted against it, until Temporal says whether it
+// started.
 const (
 	OutcomeReleased = "released"
 	OutcomeFailed   = "failed"
+	OutcomeHeld     = "held"
 )
 
 // DispatchMetricsOption adjusts the series before they are created.
@@ -73,6 +86,9 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	if m.workspaceLabel {
 		failureLabels = append(failureLabels, "workspace")
 	}
+	m.Cycles = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "queue_dispatch_cycles_total", Help: "Finished cycles of the dispatcher's claim loop, idle ones included.",
+	})
 	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "queue_processing_batch_size", Help: "Items claimed per dispatch batch.",
 		Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
@@ -99,7 +115,7 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	})
 	m.DispatchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "queue_dispatch_failures_total",
-		Help: "Failed Temporal starts of queue items, by reason, and by outcome: released for a retry or failed for good.",
+		Help: "Failed Temporal starts of queue items, by reason (start_timeout, temporal_unavailable, start_error), and by outcome: released for a retry, failed for good, or held claimed while Temporal is unavailable.",
 	}, failureLabels)
 	m.FailuresPerItem = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "queue_item_dispatch_failures",
@@ -116,7 +132,7 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	m.BreakerTrips = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dispatcher_temporal_breaker_trips_total", Help: "Times the circuit breaker opened because Temporal was unavailable.",
 	})
-	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered,
+	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered,
 		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.BreakerOpen, m.BreakerTrips)
 	return m
 }
@@ -174,8 +190,11 @@ func (m *LeaseMetrics) setHeld(lease string, held bool) {
 // startFailureReason names why a Temporal start failed, from a small fixed
 // set, so the label stays bounded whatever the error says.
 func startFailureReason(err error) string {
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, ports.ErrEngineTimeout), errors.Is(err, context.DeadlineExceeded):
 		return ReasonStartTimeout
+	case errors.Is(err, ports.ErrEngineUnavailable):
+		return ReasonTemporalUnavailable
 	}
 	return ReasonStartError
 }

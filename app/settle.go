@@ -86,8 +86,10 @@ func (d *Dispatcher) resolve(ctx context.Context, items []unsettledItem) (starte
 // cancelled one's workflow, which should not run, is cancelled.
 func (d *Dispatcher) markDispatched(ctx context.Context, items []ports.ClaimedItem) (int, error) {
 	req := make([]ports.DispatchedItem, len(items))
+	executionOf := make(map[domain.ID]domain.ID, len(items))
 	for i, it := range items {
 		req[i] = ports.DispatchedItem{ID: it.ID, ExecutionID: it.ExecutionID}
+		executionOf[it.ID] = it.ExecutionID
 	}
 	recs, err := d.store.MarkDispatched(context.WithoutCancel(ctx), req)
 	if err != nil {
@@ -96,7 +98,7 @@ func (d *Dispatcher) markDispatched(ctx context.Context, items []ports.ClaimedIt
 	d.metrics.Dispatched.Add(float64(len(recs)))
 	for _, r := range recs {
 		d.metrics.Latency.Observe(r.DispatchedAt.Sub(r.CreatedAt).Seconds())
-		d.log.Info("dispatched execution", "queue_item_id", r.ID)
+		d.log.Info("dispatched execution", "queue_item_id", r.ID, "execution_id", executionOf[r.ID])
 	}
 	if len(recs) < len(items) {
 		marked := make(map[domain.ID]bool, len(recs))

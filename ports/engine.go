@@ -44,6 +44,11 @@ type WorkflowStart struct {
 // count against it.
 var ErrEngineUnavailable = errors.New("workflow engine unavailable")
 
+// ErrEngineTimeout marks, beside ErrEngineUnavailable, an unavailable
+// engine that did not answer in time (a deadline, its own or the server's),
+// as opposed to one that could not be reached or refused the load.
+var ErrEngineTimeout = errors.New("workflow engine did not answer in time")
+
 // WorkflowEngine starts and inspects executions' workflows. Its
 // implementation names the workflow execution-{executionId}, so a start is
 // idempotent: StartWorkflow returns nil when that workflow already exists.

@@ -21,6 +21,41 @@ type ReadinessCheck struct {
 	Check func(ctx context.Context) error
 }
 
+// ObserveReadiness returns checks that also record each result in the
+// gauge readiness_check_ok{check} (1 passing, 0 failing), registered with
+// reg, so a role that stays not ready can be alerted on from its metrics.
+// The gauge moves when /readyz is asked, as the orchestrator's probe does.
+func ObserveReadiness(reg prometheus.Registerer, checks []ReadinessCheck) []ReadinessCheck {
+	ok := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "readiness_check_ok", Help: "1 if the named readiness check passed when /readyz last ran it, 0 if it failed.",
+	}, []string{"check"})
+	reg.MustRegister(ok)
+	out := make([]ReadinessCheck, len(checks))
+	for i, c := range checks {
+		out[i] = ReadinessCheck{Name: c.Name, Check: func(ctx context.Context) error {
+			err := c.Check(ctx)
+			v := 1.0
+			if err != nil {
+				v = 0
+			}
+			ok.WithLabelValues(c.Name).Set(v)
+			return err
+		}}
+	}
+	return out
+}
+
+// InstrumentAPI counts the API's answers in api_requests_total{code,
+// method}, registered with reg, so an error rate can be alerted on. Both
+// labels are bounded: HTTP status codes and methods.
+func InstrumentAPI(reg prometheus.Registerer, h http.Handler) http.Handler {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "api_requests_total", Help: "Requests the API answered, by status code and method.",
+	}, []string{"code", "method"})
+	reg.MustRegister(requests)
+	return promhttp.InstrumentHandlerCounter(requests, h)
+}
+
 // readinessTimeout bounds one /readyz answer, so a hung dependency reads as
 // failing rather than as a probe timeout.
 const readinessTimeout = 3 * time.Second

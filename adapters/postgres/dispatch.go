@@ -97,6 +97,9 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 				return fmt.Errorf("failing items of deleted workspaces: %w", failErr)
 			}
 			res.Failed += int(n)
+			for _, ws := range gone {
+				s.log.Warn("workspace not found; failing its pending queue items", "workspace_id", ws)
+			}
 			if err = s.q.QueueStatsForgetGone(ctx, tx, gone); err != nil {
 				return fmt.Errorf("forgetting deleted workspaces' counts: %w", err)
 			}
@@ -156,6 +159,8 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 				if c.CurrentVersion != 0 {
 					reason = fmt.Sprintf("workflow definition version %d not found", c.CurrentVersion)
 				}
+				s.log.Warn("definition not found; failing the queue item", "queue_item_id", rec.ID,
+					"workspace_id", rec.WorkspaceID, "workflow_definition_id", rec.DefinitionID, "version", c.CurrentVersion)
 				t, rejectErr := rejected(rec, reason, reject)
 				if rejectErr != nil {
 					return rejectErr
@@ -191,7 +196,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 			failed = append(failed, refused...)
 		}
 		if len(failed) > 0 {
-			if _, err = s.applyTransitions(ctx, tx, failed); err != nil {
+			if _, err = s.applyTransitions(ctx, tx, failed, auditDispatcher); err != nil {
 				return fmt.Errorf("failing items that cannot run: %w", err)
 			}
 			res.Failed += len(failed)
@@ -361,19 +366,29 @@ func (s *Store) ApplyTransitions(ctx context.Context, ts []ports.QueueTransition
 	var ids []domain.ID
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		ids, err = s.applyTransitions(ctx, tx, ts)
+		ids, err = s.applyTransitions(ctx, tx, ts, auditDispatcher)
 		return err
 	})
 	return ids, err
 }
 
+// The actors of the queue transitions' audit rows in the activity table:
+// the role that moved the item, since the store is not told which caller
+// asked.
+const (
+	auditDispatcher = "dispatcher"
+	auditAPI        = "api"
+	auditWorkflow   = "workflow"
+)
+
 // applyTransitions is the one write of per-item transitions: each state
 // computed by the domain is written whole, guarded by the state it was
-// computed from. No such transition ends in CLAIMED (the claim is a
-// set-based edge), so the statement clears claimed_at, and a state it
-// cannot write faithfully is refused.
-func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.QueueTransition) ([]domain.ID, error) {
-	p := dbsqlc.QueueApplyTransitionsParams{}
+// computed from, with its audit row by actor in the same statement. No
+// such transition ends in CLAIMED (the claim is a set-based edge), so the
+// statement clears claimed_at, and a state it cannot write faithfully is
+// refused.
+func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.QueueTransition, actor string) ([]domain.ID, error) {
+	p := dbsqlc.QueueApplyTransitionsParams{Actor: actor}
 	var drop []domain.ID
 	for _, t := range ts {
 		if t.To.Status == domain.QueueClaimed || t.To.ClaimedAt != nil {
@@ -566,6 +581,8 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 			if err := s.settle(ctx, tx, r, settle); err != nil {
 				return err
 			}
+		} else {
+			s.log.Warn("completion found no queue item", "execution_id", id, "status", status)
 		}
 		return s.q.QueueNotify(ctx, tx)
 	})
@@ -587,9 +604,9 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, r dbsqlc.WorkflowExecutio
 	case ports.SettleKeep:
 		return nil
 	case ports.SettleWrite:
-		return s.writeState(ctx, tx, from, next.QueueState)
+		return s.writeState(ctx, tx, from, next.QueueState, auditWorkflow)
 	case ports.SettleDelete:
-		_, err := s.q.QueueDeleteByExecution(ctx, tx, from.ExecutionID)
+		_, err := s.q.QueueDeleteByExecution(ctx, tx, dbsqlc.QueueDeleteByExecutionParams{ExecutionID: from.ExecutionID, Actor: auditWorkflow})
 		return err
 	default:
 		return fmt.Errorf("queue item %s: unknown settlement %d", from.ID, decision)

@@ -1,11 +1,15 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -206,4 +210,147 @@ func finish(ctx context.Context, store *postgres.Store, id domain.ID, status dom
 // item's row lock.
 func cancel(ctx context.Context, store *postgres.Store, id domain.ID) (domain.QueueItem, error) {
 	return store.UpdateQueueItem(ctx, id, func(q *domain.QueueItem) error { return q.Cancel() })
+}
+
+// auditTrail is the item's audit rows in the order they were written:
+// "actor action" each.
+func auditTrail(t *testing.T, pool *pgxpool.Pool, id domain.ID) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT actor, action FROM activity WHERE subject_id = $1 ORDER BY created_at, action`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var actor, action string
+		if err := rows.Scan(&actor, &action); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, actor+" "+action)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestEveryQueueTransitionWritesItsAuditRow(t *testing.T) {
+	t.Parallel()
+	b := newQueueBench(t)
+	ctx := context.Background()
+
+	// One item's whole life: a failed start, a retry, a completed run.
+	first := b.claimed(t)
+	b.releaseAfterError(t, first.QueueItem, "start failed", time.Now())
+	b.elapseBackoff(t, first.ID)
+	retry := b.claim(t, 1)[0]
+	if n := b.markDispatched(t, retry); n != 1 {
+		t.Fatalf("marked %d DISPATCHED, want 1", n)
+	}
+	if _, err := finish(ctx, b.store, retry.ExecutionID, domain.ExecutionCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"admin execution.enqueued", "dispatcher queue.claimed", "dispatcher queue.released",
+		"dispatcher queue.claimed", "dispatcher queue.dispatched", "workflow queue.completed",
+	}
+	if got := auditTrail(t, b.pool, first.ID); !slices.Equal(got, want) {
+		t.Errorf("audit rows of a completed item:\n got %q\nwant %q", got, want)
+	}
+
+	// The other ends: cancelled while PENDING, and a failed run.
+	cancelled := b.pending(t)
+	if _, err := cancel(ctx, b.store, cancelled); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := auditTrail(t, b.pool, cancelled), []string{"admin execution.enqueued", "api queue.cancelled"}; !slices.Equal(got, want) {
+		t.Errorf("audit rows of a cancelled item: got %q, want %q", got, want)
+	}
+	failed := b.dispatched(t)
+	msg := "node a failed"
+	if _, err := finish(ctx, b.store, failed.ExecutionID, domain.ExecutionFailed, &msg); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"admin execution.enqueued", "dispatcher queue.claimed", "dispatcher queue.dispatched", "workflow queue.failed"}
+	if got := auditTrail(t, b.pool, failed.ID); !slices.Equal(got, want) {
+		t.Errorf("audit rows of a failed item:\n got %q\nwant %q", got, want)
+	}
+	var details map[string]any
+	if err := b.pool.QueryRow(ctx, `SELECT details FROM activity WHERE subject_id = $1 AND action = 'queue.failed'`, failed.ID).Scan(&details); err != nil {
+		t.Fatal(err)
+	}
+	if details["from"] != "DISPATCHED" || details["executionId"] != failed.ExecutionID.String() || details["lastError"] != msg {
+		t.Errorf("queue.failed details = %v, want from DISPATCHED, the execution id and the error", details)
+	}
+}
+
+// jsonLog is a JSON slog handler's output, written from any goroutine.
+type jsonLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *jsonLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// records returns the records logged with msg.
+func (l *jsonLog) records(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, raw := range bytes.Split(bytes.TrimSpace(l.buf.Bytes()), []byte("\n")) {
+		var rec map[string]any
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatalf("log line %q: %v", raw, err)
+		}
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func TestMissingReferencesAndOrphanCompletionsAreLogged(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	var logs jsonLog
+	store := postgres.NewStore(pool, slog.New(slog.NewJSONHandler(&logs, nil)))
+	ctx := context.Background()
+	goneDef, goneDefItems := seedQueue(t, pool, 1)
+	if _, err := pool.Exec(ctx, `UPDATE workflow_definitions SET deleted_at = now() WHERE id = $1`, goneDef); err != nil {
+		t.Fatal(err)
+	}
+	otherDef, _ := seedQueue(t, pool, 1)
+	var goneWS uuid.UUID
+	if err := pool.QueryRow(ctx, `SELECT workspace_id FROM workflow_definitions WHERE id = $1`, otherDef).Scan(&goneWS); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM workspaces WHERE id = $1`, goneWS); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll, app.RejectUnrunnable); err != nil {
+		t.Fatal(err)
+	}
+	if recs := logs.records(t, "definition not found; failing the queue item"); len(recs) != 1 ||
+		recs[0]["level"] != "WARN" || recs[0]["queue_item_id"] != goneDefItems[0].String() || recs[0]["workflow_definition_id"] != goneDef.String() {
+		t.Errorf("definition not found logged as %v, want one WARN naming the item and its definition", recs)
+	}
+	if recs := logs.records(t, "workspace not found; failing its pending queue items"); len(recs) != 1 ||
+		recs[0]["level"] != "WARN" || recs[0]["workspace_id"] != goneWS.String() {
+		t.Errorf("workspace not found logged as %v, want one WARN naming the workspace", recs)
+	}
+
+	orphan := domain.ID(uuid.New())
+	if _, err := finish(ctx, store, orphan, domain.ExecutionCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if recs := logs.records(t, "completion found no queue item"); len(recs) != 1 ||
+		recs[0]["level"] != "WARN" || recs[0]["execution_id"] != orphan.String() {
+		t.Errorf("an orphan completion logged as %v, want one WARN naming the execution", recs)
+	}
 }

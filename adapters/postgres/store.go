@@ -415,7 +415,7 @@ func (s *Store) UpdateQueueItem(ctx context.Context, id domain.ID, update func(*
 		if err := update(&next); err != nil {
 			return err
 		}
-		if err := s.writeState(ctx, tx, from, next.QueueState); err != nil {
+		if err := s.writeState(ctx, tx, from, next.QueueState, auditAPI); err != nil {
 			return err
 		}
 		out = next
@@ -427,8 +427,8 @@ func (s *Store) UpdateQueueItem(ctx context.Context, id domain.ID, update func(*
 // writeState writes to, computed by the domain from the locked item from,
 // guarded by from's state; a row that is not in it is an error, since the
 // lock should have kept it there.
-func (s *Store) writeState(ctx context.Context, tx pgx.Tx, from domain.QueueItem, to domain.QueueState) error {
-	written, err := s.applyTransitions(ctx, tx, []ports.QueueTransition{{ID: from.ID, FromStatus: from.Status, FromClaimedAt: from.ClaimedAt, To: to}})
+func (s *Store) writeState(ctx context.Context, tx pgx.Tx, from domain.QueueItem, to domain.QueueState, actor string) error {
+	written, err := s.applyTransitions(ctx, tx, []ports.QueueTransition{{ID: from.ID, FromStatus: from.Status, FromClaimedAt: from.ClaimedAt, To: to}}, actor)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,7 @@ var commonModule = fx.Module("common",
 			return httpapi.ReadinessCheck{Name: "postgres", Check: pool.Ping}
 		}, fx.ResultTags(`group:"readiness"`)),
 		func(pool *pgxpool.Pool) ports.Lease { return postgres.NewLease(pool, holderName()) },
+		observedReadiness,
 		func(reg *prometheus.Registry) *app.LeaseMetrics { return app.NewLeaseMetrics(reg) },
 	),
 	fx.Invoke(startAdmin),
@@ -111,6 +112,19 @@ func temporalReadiness(e *engine.WorkflowClient) httpapi.ReadinessCheck {
 	return httpapi.ReadinessCheck{Name: "temporal", Check: e.CheckHealth}
 }
 
+// readinessIn are the readiness checks the process's roles provided.
+type readinessIn struct {
+	fx.In
+	Registry *prometheus.Registry
+	Checks   []httpapi.ReadinessCheck `group:"readiness"`
+}
+
+// observedReadiness is every readiness check the process's roles provided,
+// each recording its result in the readiness_check_ok gauge.
+func observedReadiness(p readinessIn) []httpapi.ReadinessCheck {
+	return httpapi.ObserveReadiness(p.Registry, p.Checks)
+}
+
 // adminParams are what the admin server serves: the metrics and every
 // readiness check the process's roles provided.
 type adminParams struct {
@@ -118,7 +132,7 @@ type adminParams struct {
 	Lifecycle fx.Lifecycle
 	Config    Config
 	Gatherer  prometheus.Gatherer
-	Checks    []httpapi.ReadinessCheck `group:"readiness"`
+	Checks    []httpapi.ReadinessCheck
 	Log       *slog.Logger
 }
 
@@ -200,8 +214,9 @@ type httpParams struct {
 	Lifecycle   fx.Lifecycle
 	Config      Config
 	Application *app.Application
+	Registry    *prometheus.Registry
 	Gatherer    prometheus.Gatherer
-	Checks      []httpapi.ReadinessCheck `group:"readiness"`
+	Checks      []httpapi.ReadinessCheck
 	Tracer      trace.TracerProvider
 	Log         *slog.Logger
 }
@@ -214,7 +229,7 @@ func startHTTP(p httpParams) error {
 	if err != nil {
 		return err
 	}
-	traced := otelhttp.NewHandler(handler, "sluice-api",
+	traced := otelhttp.NewHandler(httpapi.InstrumentAPI(p.Registry, handler), "sluice-api",
 		otelhttp.WithTracerProvider(p.Tracer),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
@@ -282,7 +297,7 @@ func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, 
 // newDispatchMetrics registers the dispatcher's series and the queue
 // gauges read at scrape time.
 func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *app.DispatchMetrics {
-	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.MetricsWorkspaceLabel))
+	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.Tiers.Limits(), cfg.MetricsWorkspaceLabel))
 	var opts []app.DispatchMetricsOption
 	if cfg.MetricsWorkspaceLabel {
 		opts = append(opts, app.WithWorkspaceLabel())

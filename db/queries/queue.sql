@@ -74,12 +74,21 @@ LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND 
 
 -- name: QueueMarkClaimed :many
 -- Returns the state as stored, whose claim time guards every later
--- transition.
-UPDATE workflow_execution_queue q
-SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@execution_ids::uuid[]) AS execution_id) AS c
-WHERE q.id = c.id AND q.status = 'PENDING'
-RETURNING q.id, q.status, q.claimed_at;
+-- transition, and writes each claimed item's audit row in the same
+-- statement.
+WITH claimed AS (
+    UPDATE workflow_execution_queue q
+    SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
+    FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@execution_ids::uuid[]) AS execution_id) AS c
+    WHERE q.id = c.id AND q.status = 'PENDING'
+    RETURNING q.id, q.workspace_id, q.execution_id, q.status, q.claimed_at, q.attempt_count
+), audit AS (
+    INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
+    SELECT gen_random_uuid(), c.workspace_id, 'dispatcher', 'queue.claimed', c.id,
+           jsonb_build_object('executionId', c.execution_id, 'attemptCount', c.attempt_count)
+    FROM claimed c
+)
+SELECT c.id, c.status, c.claimed_at FROM claimed c;
 
 -- name: QueueMarkDispatched :many
 -- Only items still in the claim that started their workflow move on, so a
@@ -88,34 +97,55 @@ RETURNING q.id, q.status, q.claimed_at;
 -- both lists by ANY is the same test, and it is two index lookups instead
 -- of a join the planner misjudges (make bench measured the join at 50 ms
 -- for 500 items).
-UPDATE workflow_execution_queue q
-SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
-WHERE q.id = ANY(@ids::uuid[]) AND q.status = 'CLAIMED' AND q.execution_id = ANY(@execution_ids::uuid[])
-RETURNING q.id, q.created_at, q.dispatched_at;
+-- Each dispatched item's audit row is written by the same statement.
+WITH dispatched AS (
+    UPDATE workflow_execution_queue q
+    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
+    WHERE q.id = ANY(@ids::uuid[]) AND q.status = 'CLAIMED' AND q.execution_id = ANY(@execution_ids::uuid[])
+    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.dispatched_at
+), audit AS (
+    INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
+    SELECT gen_random_uuid(), w.id, 'dispatcher', 'queue.dispatched', d.id,
+           jsonb_build_object('executionId', d.execution_id)
+    FROM dispatched d LEFT JOIN workspaces w ON w.id = d.workspace_id
+)
+SELECT d.id, d.created_at, d.dispatched_at FROM dispatched d;
 
 -- name: QueueApplyTransitions :many
 -- Writes states computed by the domain state machine, each guarded by the
 -- state it was computed from (status and claimed_at), so a row that moved on
--- meanwhile is left alone.
-UPDATE workflow_execution_queue q
-SET status = t.status,
-    claimed_at = NULL,
-    available_at = t.available_at,
-    attempt_count = t.attempt_count,
-    dispatch_failures = t.dispatch_failures,
-    last_error = NULLIF(t.last_error, '')
-FROM (SELECT unnest(@ids::uuid[]) AS id,
-             unnest(@from_statuses::text[]) AS from_status,
-             unnest(@from_claimed::bool[]) AS from_claimed,
-             unnest(@from_claimed_ats::timestamptz[]) AS from_claimed_at,
-             unnest(@statuses::text[]) AS status,
-             unnest(@available_ats::timestamptz[]) AS available_at,
-             unnest(@attempt_counts::int[]) AS attempt_count,
-             unnest(@dispatch_failures::int[]) AS dispatch_failures,
-             unnest(@last_errors::text[]) AS last_error) AS t
-WHERE q.id = t.id AND q.status = t.from_status
-  AND CASE WHEN t.from_claimed THEN q.claimed_at = t.from_claimed_at ELSE q.claimed_at IS NULL END
-RETURNING q.id;
+-- meanwhile is left alone. Each written transition's audit row, by @actor,
+-- is written by the same statement; the workspace is named only while it
+-- exists (an item outlives a deleted workspace until it is failed).
+WITH moved AS (
+    UPDATE workflow_execution_queue q
+    SET status = t.status,
+        claimed_at = NULL,
+        available_at = t.available_at,
+        attempt_count = t.attempt_count,
+        dispatch_failures = t.dispatch_failures,
+        last_error = NULLIF(t.last_error, '')
+    FROM (SELECT unnest(@ids::uuid[]) AS id,
+                 unnest(@from_statuses::text[]) AS from_status,
+                 unnest(@from_claimed::bool[]) AS from_claimed,
+                 unnest(@from_claimed_ats::timestamptz[]) AS from_claimed_at,
+                 unnest(@statuses::text[]) AS status,
+                 unnest(@available_ats::timestamptz[]) AS available_at,
+                 unnest(@attempt_counts::int[]) AS attempt_count,
+                 unnest(@dispatch_failures::int[]) AS dispatch_failures,
+                 unnest(@last_errors::text[]) AS last_error) AS t
+    WHERE q.id = t.id AND q.status = t.from_status
+      AND CASE WHEN t.from_claimed THEN q.claimed_at = t.from_claimed_at ELSE q.claimed_at IS NULL END
+    RETURNING q.id, q.workspace_id, q.execution_id, t.from_status, q.status, q.attempt_count, q.dispatch_failures, q.last_error
+), audit AS (
+    INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
+    SELECT gen_random_uuid(), w.id, @actor::text,
+           CASE m.status WHEN 'PENDING' THEN 'queue.released' ELSE 'queue.' || lower(m.status) END, m.id,
+           jsonb_strip_nulls(jsonb_build_object('from', m.from_status, 'executionId', m.execution_id, 'attemptCount', m.attempt_count,
+                                                'dispatchFailures', m.dispatch_failures, 'lastError', m.last_error))
+    FROM moved m LEFT JOIN workspaces w ON w.id = m.workspace_id
+)
+SELECT m.id FROM moved m;
 
 -- name: QueueStaleClaimed :many
 SELECT * FROM workflow_execution_queue
@@ -125,7 +155,15 @@ LIMIT @max_rows
 FOR UPDATE SKIP LOCKED;
 
 -- name: QueueDeleteByExecution :execrows
-DELETE FROM workflow_execution_queue WHERE execution_id = @execution_id;
+-- Deletes the item of an execution that completed, writing its audit row
+-- in the same statement.
+WITH gone AS (
+    DELETE FROM workflow_execution_queue WHERE execution_id = @execution_id
+    RETURNING id, workspace_id, execution_id
+)
+INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
+SELECT gen_random_uuid(), w.id, @actor::text, 'queue.completed', g.id, jsonb_build_object('executionId', g.execution_id)
+FROM gone g LEFT JOIN workspaces w ON w.id = g.workspace_id;
 
 -- name: QueueGetByExecutionForUpdate :one
 -- Locks the item whose execution ended until commit, so the outcome is
@@ -191,3 +229,19 @@ SELECT id, status FROM workflow_execution_queue WHERE id = ANY(@ids::uuid[]);
 -- time, against the plan in force (the insert's trigger would take the
 -- same lock a moment later).
 SELECT pending, plan FROM workspace_queue_stats WHERE workspace_id = @workspace_id FOR NO KEY UPDATE;
+
+-- name: QueueOldestAdmissibleByPlan :many
+-- Per plan, the age of the oldest item that could be claimed now: the
+-- head of each workspace the claim's prefilter finds with room (the
+-- workspaces at capacity wait by design and are left out), due now. One
+-- index probe per such workspace on the claim's own index.
+SELECT r.plan::text AS plan, extract(epoch FROM now() - min(h.created_at))::float8 AS age_seconds
+FROM workspace_queue_stats_with_room(@plans::text[], @limits::int[]) AS r
+CROSS JOIN LATERAL (
+    SELECT i.created_at FROM workflow_execution_queue i
+    WHERE i.workspace_id = r.workspace_id AND i.status = 'PENDING' AND i.available_at <= now()
+    ORDER BY i.priority, i.created_at, i.id
+    LIMIT 1
+) h
+WHERE r.plan IS NOT NULL
+GROUP BY r.plan;
