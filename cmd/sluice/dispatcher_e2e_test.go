@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sluicehq/sluice/adapters/engine"
@@ -71,6 +72,7 @@ func testConfig() app.DispatcherConfig {
 type dispatcherParts struct {
 	*app.Dispatcher
 	breaker    *app.Breaker
+	metrics    *app.DispatchMetrics
 	recovery   *app.StaleRecovery
 	reconciler *app.Reconciler
 }
@@ -89,6 +91,7 @@ func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg app.Dispatc
 			Store: b.store, Executions: b.store, Engine: engine, Wakeups: wake, Breaker: breaker, Metrics: metrics, Log: b.log,
 		}, domain.DefaultTierPolicy(), cfg),
 		breaker:    breaker,
+		metrics:    metrics,
 		recovery:   app.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, schedule, metrics, leaseMetrics, b.log),
 		reconciler: app.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.ReconcilePageSize, schedule, leaseMetrics, b.log),
 	}
@@ -380,6 +383,11 @@ func TestTemporalDownFailsNothingAndPausesDispatch(t *testing.T) {
 	}
 	if claimed != 1 {
 		t.Fatalf("%d items CLAIMED, want only the one whose start met the outage", claimed)
+	}
+	// The failed start is counted, by why it failed, as held: no failure
+	// counts against the item.
+	if got := testutil.ToFloat64(d.metrics.DispatchFailures.WithLabelValues(app.ReasonTemporalUnavailable, app.OutcomeHeld)); got != 1 {
+		t.Errorf("queue_dispatch_failures_total{temporal_unavailable,held} = %v with Temporal unreachable, want 1", got)
 	}
 }
 
