@@ -24,7 +24,7 @@ RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 # Targets HTTP_REQUEST nodes may reach under `make run`.
 RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
-.PHONY: all build run test test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser clean
+.PHONY: all build run test test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules clean
 
 all: build
 
@@ -45,7 +45,7 @@ run: build
 ## test: vet, lint, spec lint, generated-code drift, then unit, integration,
 ## fuzz, the console's browser test and the TypeScript walk-through on a
 ## fresh real stack.
-test: vet lint lint-spec console-check check-generated build browser
+test: vet lint lint-spec console-check check-generated check-rules build browser
 	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
 	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(MAKE) --no-print-directory test-go test-ts'
 
@@ -77,6 +77,19 @@ test-ts: ts-deps
 ## installed only when missing.
 browser:
 	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+## promtool: Debian's prometheus package, whose promtool checks and
+## unit-tests the alert rules; installed only when missing.
+promtool:
+	@command -v promtool >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus)
+
+## check-rules: the alert and recording rules in deploy/prometheus pass
+## promtool's checks and their unit tests (a firing and a silent case per
+## alert). That every metric they name is served is checked by
+## deploy/check against a running stack, in test-go.
+check-rules: promtool
+	promtool check rules deploy/prometheus/sluice.rules.yaml
+	cd deploy/prometheus && promtool test rules sluice.rules_test.yaml
 
 ts-deps:
 	cd api/typescript && npm ci --no-audit --no-fund

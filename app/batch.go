@@ -75,7 +75,7 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 		reason := startFailureReason(errs[i])
 		if t.To.Status == domain.QueueFailed {
 			res.Failed++
-			d.metrics.Failed.WithLabelValues("dispatch_attempts_exhausted").Inc()
+			d.metrics.Failed.WithLabelValues(ReasonAttemptsExhausted).Inc()
 			d.metrics.dispatchFailed(reason, OutcomeFailed, item.WorkspaceID.String())
 			d.metrics.FailuresPerItem.Observe(float64(t.To.DispatchFailures))
 		} else {

@@ -49,12 +49,13 @@ type DispatchMetrics struct {
 // Dispatch failure reasons, the values of the reason label: Temporal did
 // not answer in time, could not be reached, or refused the start itself;
 // and, for queue_items_failed_total, the item's workspace or definition is
-// gone.
+// gone, or its last allowed start failed.
 const (
 	ReasonStartTimeout        = "start_timeout"
 	ReasonTemporalUnavailable = "temporal_unavailable"
 	ReasonStartError          = "start_error"
 	ReasonMissingReference    = "missing_workspace_or_definition"
+	ReasonAttemptsExhausted   = "dispatch_attempts_exhausted"
 )
 
 // Dispatch failure outcomes, the values of the outcome label: the item
@@ -132,6 +133,21 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	m.BreakerTrips = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dispatcher_temporal_breaker_trips_total", Help: "Times the circuit breaker opened because Temporal was unavailable.",
 	})
+	// Every bounded label value starts at zero, so the series exist (and
+	// rate() over them reads 0) before the first event.
+	if !m.workspaceLabel {
+		for _, reason := range []string{ReasonStartTimeout, ReasonTemporalUnavailable, ReasonStartError} {
+			for _, outcome := range []string{OutcomeReleased, OutcomeFailed, OutcomeHeld} {
+				m.DispatchFailures.WithLabelValues(reason, outcome)
+			}
+		}
+	}
+	for _, reason := range []string{ReasonAttemptsExhausted, ReasonMissingReference} {
+		m.Failed.WithLabelValues(reason)
+	}
+	for _, plan := range domain.Plans() {
+		m.AdmissionRefusals.WithLabelValues(string(plan))
+	}
 	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered,
 		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.BreakerOpen, m.BreakerTrips)
 	return m
