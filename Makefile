@@ -24,12 +24,21 @@ RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 # Targets HTTP_REQUEST nodes may reach under `make run`.
 RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
-.PHONY: all build run test test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules clean
+.PHONY: all build run test test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules image ca-certificates clean
 
 all: build
 
+# What `sluice version` and the image's labels say: the nearest tag (or
+# the commit) and the commit it was built from.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# The image's time stamps: the commit's time, so a rebuild of one commit
+# gives the same image.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+VERSION_LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
+
 bin/sluice: FORCE
-	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o bin/sluice ./cmd/sluice
 
 bin/devstack: FORCE
 	cd cmd/devstack && $(GO) build -o ../../bin/devstack .
@@ -52,6 +61,7 @@ test: vet lint lint-spec console-check check-generated check-rules build browser
 test-go:
 	$(GO) test -count=1 -timeout 40m ./...
 	cd cmd/devstack && $(GO) test -count=1 ./...
+	cd deploy && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 
 # The race detector over every package whose tests run in this process:
@@ -77,6 +87,22 @@ test-ts: ts-deps
 ## installed only when missing.
 browser:
 	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+## image: the OCI image of every role (deploy/image): the static binary
+## (CGO off) FROM scratch with the CA certificates and the time-zone
+## database, as user 65532. Writes bin/image/oci (an OCI layout) and
+## bin/image/sluice.tar (for docker or podman load), checks them and prints
+## the size. No daemon, no registry, no base image.
+image: ca-certificates
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)' -o bin/sluice-linux-amd64 ./cmd/sluice
+	mkdir -p bin/image
+	cd deploy && $(GO) run ./image -binary ../bin/sluice-linux-amd64 -layout ../bin/image/oci -tarball ../bin/image/sluice.tar \
+		-tag sluice:$(VERSION) -version $(VERSION) -revision $(REVISION) -source-date-epoch $(SOURCE_DATE_EPOCH)
+
+## ca-certificates: Debian's CA bundle, which the image ships; installed
+## only when missing.
+ca-certificates:
+	@test -s /etc/ssl/certs/ca-certificates.crt || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ca-certificates)
 
 ## promtool: Debian's prometheus package, whose promtool checks and
 ## unit-tests the alert rules; installed only when missing.
@@ -111,6 +137,7 @@ fuzz:
 vet:
 	$(GO) vet ./...
 	cd cmd/devstack && $(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 
 # One package at a time by default: the machines have two cores. Parallel
 # runners are allowed because several checkouts on one machine may lint at

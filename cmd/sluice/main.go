@@ -26,6 +26,7 @@ commands:
   dispatcher  admit queued executions into Temporal
   worker      run execution workflows and activities
   migrate     apply database migrations and exit
+  version     print the version and the revision it was built from
 
 Configuration comes from environment variables; see README.md.`
 
@@ -41,8 +42,12 @@ func main() {
 }
 
 func run(command string) error {
-	if command == "migrate" {
+	switch command {
+	case "migrate":
 		return migrate()
+	case "version":
+		printVersion(os.Stdout)
+		return nil
 	}
 	opts, err := roleOptions(command)
 	if err != nil {
