@@ -55,10 +55,10 @@ const (
 )
 
 type options struct {
-	binary, caCerts, zoneinfo      string
-	layoutDir, tarballPath, tag    string
-	version, revision, source      string
-	created                        time.Time
+	binary, caCerts, zoneinfo   string
+	layoutDir, tarballPath, tag string
+	version, revision, source   string
+	created                     time.Time
 }
 
 func main() {
