@@ -264,8 +264,8 @@ func TestEveryQueueTransitionWritesItsAuditRow(t *testing.T) {
 	if _, err := cancel(ctx, b.store, cancelled); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := auditTrail(t, b.pool, cancelled), []string{"admin execution.enqueued", "api queue.cancelled"}; !slices.Equal(got, want) {
-		t.Errorf("audit rows of a cancelled item: got %q, want %q", got, want)
+	if got, wantCancelled := auditTrail(t, b.pool, cancelled), []string{"admin execution.enqueued", "api queue.cancelled"}; !slices.Equal(got, wantCancelled) {
+		t.Errorf("audit rows of a cancelled item: got %q, want %q", got, wantCancelled)
 	}
 	failed := b.dispatched(t)
 	msg := "node a failed"
