@@ -46,7 +46,8 @@ func valueSets(t *testing.T) map[string]map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]map[string]any{"default values": {}, "production example": prod}
+	mtls := map[string]any{"temporal": map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "sluice-temporal-tls"}}}
+	return map[string]map[string]any{"default values": {}, "production example": prod, "temporal mTLS": mtls}
 }
 
 func TestChartPassesHelmLint(t *testing.T) {
@@ -265,6 +266,9 @@ func checkPod(t *testing.T, what string, pod corev1.PodSpec, role string, probed
 		if slices.Contains(secretVariables, e.Name) && (e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
 			t.Errorf("%s: %s is not taken from a Secret", what, e.Name)
 		}
+		if e.Name == "TEMPORAL_TLS_KEY" && !mountsSecret(pod, c, e.Value) {
+			t.Errorf("%s: TEMPORAL_TLS_KEY %s is not in a mounted Secret", what, e.Value)
+		}
 	}
 	if !probed {
 		return
@@ -290,4 +294,20 @@ func checkPod(t *testing.T, what string, pod corev1.PodSpec, role string, probed
 			t.Errorf("%s: %s probe on %s port %s, want %s on the admin port", what, p.name, g.Path, g.Port.String(), p.path)
 		}
 	}
+}
+
+// mountsSecret reports whether path lies in a read-only mount of a Secret
+// volume of the pod.
+func mountsSecret(pod corev1.PodSpec, c corev1.Container, path string) bool {
+	for _, m := range c.VolumeMounts {
+		if !m.ReadOnly || !strings.HasPrefix(path, m.MountPath+"/") {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
