@@ -121,6 +121,8 @@ type Dispatcher struct {
 	// them before claiming more. Stale recovery covers them if this
 	// process dies.
 	unsettled []unsettledItem
+	// takeover tracks the settling of ended lease terms' claims.
+	takeover takeover
 }
 
 // NewDispatcher builds the claim loop.
@@ -193,6 +195,9 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 		return false
 	}
 	if d.lease != nil && !d.lease.Holding() {
+		return false
+	}
+	if !d.settleEndedTerms(ctx) {
 		return false
 	}
 	res, err := d.DispatchBatch(ctx)

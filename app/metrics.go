@@ -21,6 +21,9 @@ type DispatchMetrics struct {
 	AtCapacity     prometheus.Counter
 	Failed         *prometheus.CounterVec
 	StaleRecovered prometheus.Counter
+	// TermClaimsSettled counts the claims of ended lease terms settled by
+	// a later holder (settleEndedTerms).
+	TermClaimsSettled prometheus.Counter
 	Latency        prometheus.Histogram
 	// DispatchFailures counts failed Temporal starts by reason and by what
 	// became of the item: released for a retry, or failed for good.
@@ -93,6 +96,9 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	m.StaleRecovered = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "queue_stale_recovery_count", Help: "Stale CLAIMED items settled by recovery.",
 	})
+	m.TermClaimsSettled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "queue_term_claims_settled_total", Help: "CLAIMED items of an ended lease term settled by a later holder.",
+	})
 	m.Latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "queue_enqueue_to_dispatch_seconds", Help: "Time from enqueue to DISPATCHED.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
@@ -116,7 +122,7 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	m.BreakerTrips = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dispatcher_temporal_breaker_trips_total", Help: "Times the circuit breaker opened because Temporal was unavailable.",
 	})
-	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered,
+	reg.MustRegister(m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.TermClaimsSettled,
 		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.BreakerOpen, m.BreakerTrips)
 	return m
 }

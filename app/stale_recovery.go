@@ -93,7 +93,7 @@ func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 	}
 	n := 0
 	if len(started) > 0 {
-		recs, err := r.store.MarkDispatched(ctx, started)
+		recs, err := r.store.MarkDispatched(ctx, ports.Fence{}, started)
 		if err != nil {
 			return n, err
 		}

@@ -27,7 +27,7 @@ func (s *staleStore) StaleClaimed(context.Context, time.Duration, int) ([]domain
 	return s.stale, nil
 }
 
-func (s *staleStore) MarkDispatched(_ context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+func (s *staleStore) MarkDispatched(_ context.Context, _ ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dispatched = append(s.dispatched, items...)

@@ -173,7 +173,7 @@ func TestFinishExecutionSettlesTheItemWhenTheExecutionRowIsGone(t *testing.T) {
 	// One item is DISPATCHED, the other still CLAIMED (its marking was
 	// lost); both execution rows are gone.
 	first := res.Claimed[0]
-	if _, err := store.MarkDispatched(ctx, []ports.DispatchedItem{{ID: first.ID, ExecutionID: first.ExecutionID}}); err != nil {
+	if _, err := store.MarkDispatched(ctx, ports.Fence{}, []ports.DispatchedItem{{ID: first.ID, ExecutionID: first.ExecutionID}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `DELETE FROM workflow_executions`); err != nil {

@@ -104,7 +104,7 @@ func (b *queueBench) markDispatched(t *testing.T, items ...ports.ClaimedItem) in
 	for i, it := range items {
 		req[i] = ports.DispatchedItem{ID: it.ID, ExecutionID: it.ExecutionID}
 	}
-	recs, err := b.store.MarkDispatched(context.Background(), req)
+	recs, err := b.store.MarkDispatched(context.Background(), ports.Fence{}, req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ var dispatcherModule = fx.Module("dispatcher",
 		fx.Annotate(func(l *app.QueueLease) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error {
 				if l == nil {
-					return nil // a dispatcher that is off or not exclusive needs no lease
+					return nil // a dispatcher that is off needs no lease
 				}
 				return l.Ready()
 			}}
@@ -290,13 +290,18 @@ func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry
 	return app.NewDispatchMetrics(reg, opts...)
 }
 
-// newQueueLease is the queue lease's holder of an exclusive dispatcher,
-// nil for one that is off or dispatches beside others.
+// newQueueLease is the lease the dispatcher claims under: the queue lease
+// of an exclusive dispatcher, its own registration lease for one that
+// dispatches beside others, nil for one that is off.
 func newQueueLease(cfg Config, lease ports.Lease, lm *app.LeaseMetrics, log *slog.Logger) *app.QueueLease {
-	if !cfg.Dispatcher.Enabled || !cfg.Dispatcher.Exclusive {
+	if !cfg.Dispatcher.Enabled {
 		return nil
 	}
-	return app.NewQueueLease(lease, cfg.Dispatcher.LeaseTTL, lm, log.With("component", "dispatcher"))
+	log = log.With("component", "dispatcher")
+	if !cfg.Dispatcher.Exclusive {
+		return app.NewRegistrationLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
+	}
+	return app.NewQueueLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
 }
 
 // dispatcher is the claim loop and the listener that wakes it.

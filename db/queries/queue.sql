@@ -74,9 +74,11 @@ LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND 
 
 -- name: QueueMarkClaimed :many
 -- Returns the state as stored, whose claim time guards every later
--- transition.
+-- transition. The claimer (lease, holder, term) is NULL for an unfenced
+-- claim.
 UPDATE workflow_execution_queue q
-SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
+SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id,
+    claim_lease = sqlc.narg(claim_lease), claimed_by = sqlc.narg(claimed_by), claim_term = sqlc.narg(claim_term)
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@execution_ids::uuid[]) AS execution_id) AS c
 WHERE q.id = c.id AND q.status = 'PENDING'
 RETURNING q.id, q.status, q.claimed_at;
@@ -123,6 +125,22 @@ WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => @older_t
 ORDER BY claimed_at
 LIMIT @max_rows
 FOR UPDATE SKIP LOCKED;
+
+-- name: QueueClaimsOfEndedTerms :many
+-- CLAIMED items whose claimer's term is over: no live shedlock row has
+-- their lease, holder and term any more (the lease expired, was released,
+-- or another holder took it over). Their dispatcher can no longer mark
+-- them (its marks are fenced by that term), so whoever holds a live term
+-- settles them. Items claimed unfenced carry no claimer and are left to
+-- stale recovery. CLAIMED items are few (the partial index), so the
+-- anti-join costs one primary-key probe of shedlock each.
+SELECT * FROM workflow_execution_queue q
+WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM shedlock l
+      WHERE l.name = q.claim_lease AND l.locked_by = q.claimed_by AND l.locked_at = q.claim_term AND l.lock_until > now())
+ORDER BY q.claimed_at
+LIMIT @max_rows;
 
 -- name: QueueDeleteByExecution :execrows
 DELETE FROM workflow_execution_queue WHERE execution_id = @execution_id;

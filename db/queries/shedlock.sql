@@ -20,10 +20,12 @@ WHERE name = @name AND locked_by = @locked_by;
 
 -- name: LeaseFence :one
 -- Fences a lease holder's work: run inside the transaction that acts under
--- the lease, it finds the row only while this holder's lease is unexpired,
--- and its share lock keeps anyone from taking the lease over until that
--- transaction ends. A holder that was paused past its lease finds nothing
--- and must not act.
-SELECT name FROM shedlock
+-- the lease, it finds the row only while this holder's lease is unexpired
+-- (and, given a term, still in that term), and its share lock keeps anyone
+-- from taking the lease over until that transaction ends. A holder that
+-- was paused past its lease finds nothing and must not act. It returns the
+-- term: locked_at, which stays put while the holder renews.
+SELECT locked_at FROM shedlock
 WHERE name = @name AND locked_by = @locked_by AND lock_until > now()
+  AND (sqlc.narg(term)::timestamptz IS NULL OR locked_at = sqlc.narg(term)::timestamptz)
 FOR SHARE;

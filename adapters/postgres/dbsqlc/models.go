@@ -107,6 +107,9 @@ type WorkflowExecutionQueue struct {
 	LastError            *string
 	ExecutionID          *domain.ID
 	TraceContext         *string
+	ClaimLease           *string
+	ClaimedBy            *string
+	ClaimTerm            *time.Time
 }
 
 type Workspace struct {

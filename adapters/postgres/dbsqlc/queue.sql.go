@@ -153,7 +153,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
@@ -211,8 +211,67 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 			&i.WorkflowExecutionQueue.LastError,
 			&i.WorkflowExecutionQueue.ExecutionID,
 			&i.WorkflowExecutionQueue.TraceContext,
+			&i.WorkflowExecutionQueue.ClaimLease,
+			&i.WorkflowExecutionQueue.ClaimedBy,
+			&i.WorkflowExecutionQueue.ClaimTerm,
 			&i.CurrentVersion,
 			&i.VersionFound,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue q
+WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM shedlock l
+      WHERE l.name = q.claim_lease AND l.locked_by = q.claimed_by AND l.locked_at = q.claim_term AND l.lock_until > now())
+ORDER BY q.claimed_at
+LIMIT $1
+`
+
+// CLAIMED items whose claimer's term is over: no live shedlock row has
+// their lease, holder and term any more (the lease expired, was released,
+// or another holder took it over). Their dispatcher can no longer mark
+// them (its marks are fenced by that term), so whoever holds a live term
+// settles them. Items claimed unfenced carry no claimer and are left to
+// stale recovery. CLAIMED items are few (the partial index), so the
+// anti-join costs one primary-key probe of shedlock each.
+func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows int32) ([]WorkflowExecutionQueue, error) {
+	rows, err := db.Query(ctx, queueClaimsOfEndedTerms, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkflowExecutionQueue{}
+	for rows.Next() {
+		var i WorkflowExecutionQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.WorkflowDefinitionID,
+			&i.Status,
+			&i.Input,
+			&i.Priority,
+			&i.CreatedAt,
+			&i.AvailableAt,
+			&i.ClaimedAt,
+			&i.DispatchedAt,
+			&i.AttemptCount,
+			&i.DispatchFailures,
+			&i.LastError,
+			&i.ExecutionID,
+			&i.TraceContext,
+			&i.ClaimLease,
+			&i.ClaimedBy,
+			&i.ClaimTerm,
 		); err != nil {
 			return nil, err
 		}
@@ -257,7 +316,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -279,12 +338,15 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.LastError,
 		&i.ExecutionID,
 		&i.TraceContext,
+		&i.ClaimLease,
+		&i.ClaimedBy,
+		&i.ClaimTerm,
 	)
 	return i, err
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -309,12 +371,15 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.LastError,
 		&i.ExecutionID,
 		&i.TraceContext,
+		&i.ClaimLease,
+		&i.ClaimedBy,
+		&i.ClaimTerm,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -336,6 +401,9 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.LastError,
 		&i.ExecutionID,
 		&i.TraceContext,
+		&i.ClaimLease,
+		&i.ClaimedBy,
+		&i.ClaimTerm,
 	)
 	return i, err
 }
@@ -343,7 +411,7 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 const queueInsert = `-- name: QueueInsert :one
 INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context)
 VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term
 `
 
 type QueueInsertParams struct {
@@ -381,12 +449,15 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.LastError,
 		&i.ExecutionID,
 		&i.TraceContext,
+		&i.ClaimLease,
+		&i.ClaimedBy,
+		&i.ClaimTerm,
 	)
 	return i, err
 }
 
 const queueList = `-- name: QueueList :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
   AND ($3::uuid IS NULL
@@ -440,6 +511,9 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 			&i.LastError,
 			&i.ExecutionID,
 			&i.TraceContext,
+			&i.ClaimLease,
+			&i.ClaimedBy,
+			&i.ClaimTerm,
 		); err != nil {
 			return nil, err
 		}
@@ -453,13 +527,17 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 
 const queueMarkClaimed = `-- name: QueueMarkClaimed :many
 UPDATE workflow_execution_queue q
-SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS execution_id) AS c
+SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id,
+    claim_lease = $1, claimed_by = $2, claim_term = $3
+FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::uuid[]) AS execution_id) AS c
 WHERE q.id = c.id AND q.status = 'PENDING'
 RETURNING q.id, q.status, q.claimed_at
 `
 
 type QueueMarkClaimedParams struct {
+	ClaimLease   *string
+	ClaimedBy    *string
+	ClaimTerm    *time.Time
 	Ids          []domain.ID
 	ExecutionIds []domain.ID
 }
@@ -471,9 +549,16 @@ type QueueMarkClaimedRow struct {
 }
 
 // Returns the state as stored, whose claim time guards every later
-// transition.
+// transition. The claimer (lease, holder, term) is NULL for an unfenced
+// claim.
 func (q *Queries) QueueMarkClaimed(ctx context.Context, db DBTX, arg QueueMarkClaimedParams) ([]QueueMarkClaimedRow, error) {
-	rows, err := db.Query(ctx, queueMarkClaimed, arg.Ids, arg.ExecutionIds)
+	rows, err := db.Query(ctx, queueMarkClaimed,
+		arg.ClaimLease,
+		arg.ClaimedBy,
+		arg.ClaimTerm,
+		arg.Ids,
+		arg.ExecutionIds,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -611,7 +696,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg Queue
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -648,6 +733,9 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.LastError,
 			&i.ExecutionID,
 			&i.TraceContext,
+			&i.ClaimLease,
+			&i.ClaimedBy,
+			&i.ClaimTerm,
 		); err != nil {
 			return nil, err
 		}
