@@ -58,6 +58,10 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 			ok = append(ok, item)
 			d.metrics.FailuresPerItem.Observe(float64(item.DispatchFailures))
 			continue
+		case errors.Is(errs[i], errLeaseTermEnded):
+			d.log.Warn("not starting a claimed item: the lease term it was claimed under has ended; leaving it to the next holder",
+				"queue_item_id", item.ID)
+			continue
 		case errors.Is(errs[i], ports.ErrEngineUnavailable):
 			d.breaker.trip(d.now(), errs[i])
 			unknown = append(unknown, unsettledItem{item: item})
@@ -152,7 +156,12 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem, cl
 				"execution_id", item.ExecutionID)
 			startCtx, span := d.startSpan(ctx, item, claimSpan)
 			defer func() { endStartSpan(span, errs[i]) }()
-			startCtx, cancel := context.WithTimeout(startCtx, d.cfg.StartTimeout)
+			deadline, ok := d.startDeadline()
+			if !ok {
+				errs[i] = errLeaseTermEnded
+				return
+			}
+			startCtx, cancel := context.WithDeadline(startCtx, deadline)
 			defer cancel()
 			errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
 				ExecutionID:  item.ExecutionID,

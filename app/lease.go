@@ -58,10 +58,15 @@ type QueueLease struct {
 	tenures atomic.Uint64
 
 	// mu guards tried and lastErr, what the last attempt found, for
-	// readiness.
+	// readiness, and heldUntil.
 	mu      sync.Mutex
 	tried   bool
 	lastErr error
+	// heldUntil is when the lease certainly runs out unless renewed: the
+	// term from the moment the last successful attempt was sent. The
+	// database's lock_until is later still, since it counts the term from
+	// the database's now(), so no other holder can take over before it.
+	heldUntil time.Time
 
 	testSignals queueLeaseSignals
 }
@@ -135,6 +140,20 @@ func (l *QueueLease) Fence() ports.Fence {
 	return ports.Fence{Lease: l.name, Holder: l.lease.Holder()}
 }
 
+// HeldUntil is when the lease certainly runs out unless renewed, by this
+// process's clock; the zero time when it is not held. Work done under the
+// lease whose effect no transaction can fence (a Temporal start) is done
+// only before it, and with it as its deadline, so none lands after another
+// holder took over and settled the claims of this term.
+func (l *QueueLease) HeldUntil() time.Time {
+	if !l.holding.Load() {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.heldUntil
+}
+
 // Tenure counts the times the heartbeat took the lease over; it changes
 // exactly when a new tenure begins.
 func (l *QueueLease) Tenure() uint64 { return l.tenures.Load() }
@@ -163,12 +182,19 @@ func (l *QueueLease) Ready() error {
 
 // beat is one heartbeat: take or renew the lease and record what happened.
 func (l *QueueLease) beat(ctx context.Context) {
+	asked := l.now()
 	held, err := l.lease.TryAcquire(ctx, l.name, l.ttl)
 	if ctx.Err() != nil {
 		return
 	}
 	l.mu.Lock()
 	l.tried, l.lastErr = true, err
+	if err == nil {
+		l.heldUntil = time.Time{}
+		if held {
+			l.heldUntil = asked.Add(l.ttl)
+		}
+	}
 	l.mu.Unlock()
 	l.metrics.setHeld(l.label, held && err == nil)
 	switch {

@@ -24,7 +24,7 @@ type DispatchMetrics struct {
 	// TermClaimsSettled counts the claims of ended lease terms settled by
 	// a later holder (settleEndedTerms).
 	TermClaimsSettled prometheus.Counter
-	Latency        prometheus.Histogram
+	Latency           prometheus.Histogram
 	// DispatchFailures counts failed Temporal starts by reason and by what
 	// became of the item: released for a retry, or failed for good.
 	DispatchFailures *prometheus.CounterVec

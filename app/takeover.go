@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice/ports"
@@ -70,4 +71,31 @@ func (d *Dispatcher) settleEndedTerms(ctx context.Context) bool {
 	}
 	d.takeover = takeover{settledTenure: tenure, nextLook: d.now().Add(next)}
 	return d.breaker.closed()
+}
+
+// errLeaseTermEnded is the outcome of a start not made because the lease
+// term its item was claimed under had run out: the item stays CLAIMED for
+// the term's next holder, which finds it never started.
+var errLeaseTermEnded = errors.New("the lease term the item was claimed under has ended")
+
+// startDeadline is the deadline of a Temporal start: StartTimeout from
+// now, but no later than the end of this dispatcher's lease term (its
+// HeldUntil), and not at all (false) once the term is over. A start cannot
+// be fenced in a transaction, so it is fenced in time: the next holder
+// takes over only after the term ends, and then asks Temporal whether each
+// of the term's claims started.
+func (d *Dispatcher) startDeadline() (time.Time, bool) {
+	now := d.now()
+	deadline := now.Add(d.cfg.StartTimeout)
+	if d.lease == nil {
+		return deadline, true
+	}
+	until := d.lease.HeldUntil()
+	if !now.Before(until) {
+		return time.Time{}, false
+	}
+	if until.Before(deadline) {
+		deadline = until
+	}
+	return deadline, true
 }

@@ -114,3 +114,46 @@ func (s *termEndedStore) MarkDispatched(ctx context.Context, fence ports.Fence, 
 	}
 	return s.fakeStore.MarkDispatched(ctx, fence, items)
 }
+
+func TestNoStartOnceTheLeaseTermHasRunOut(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		shed := newFakeLease()
+		// The claim takes longer than the term, and the renewals fail
+		// meanwhile: by the time it returns, another holder may have the
+		// lease and be settling this claim.
+		store := &slowClaimStore{fakeStore: &fakeStore{queued: 1}, during: func() { shed.setFail(errors.New("connection refused")) }}
+		lease := NewQueueLease(shed, QueueLeaseTTL, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+		engine := &outageEngine{}
+		cfg := DefaultDispatcherConfig()
+		cfg.PollInterval = time.Hour
+		d := newTestDispatcher(store, engine, lease, nil, cfg)
+		stop := runLoops(lease.Run, d.Run)
+		defer stop()
+		time.Sleep(2 * QueueLeaseTTL)
+		synctest.Wait()
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		engine.mu.Lock()
+		defer engine.mu.Unlock()
+		if store.claims != 1 || engine.starts != 0 {
+			t.Fatalf("%d claims, %d starts; want the claim made and its start not made after the term", store.claims, engine.starts)
+		}
+		if len(store.dispatched) != 0 || len(store.released) != 0 {
+			t.Errorf("marked %v, released %v; want the item left CLAIMED for the next holder", store.dispatched, store.released)
+		}
+	})
+}
+
+// slowClaimStore's claim outlasts the queue lease's term, calling during
+// as it starts.
+type slowClaimStore struct {
+	*fakeStore
+	during func()
+}
+
+func (s *slowClaimStore) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	s.during()
+	time.Sleep(QueueLeaseTTL + time.Second)
+	return s.fakeStore.Claim(ctx, fence, limits, admit, reject)
+}
