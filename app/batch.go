@@ -45,10 +45,12 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	if len(claim.Claimed) == 0 {
 		return res, nil
 	}
+	d.faultPoint(FaultAfterClaim)
 	d.metrics.BatchSize.Observe(float64(len(claim.Claimed)))
 	d.log.Debug("processing queue items", "batch_size", len(claim.Claimed))
 
 	errs := d.startAll(ctx, claim.Claimed, claimSpan)
+	d.faultPoint(FaultAfterStart)
 	var ok []ports.ClaimedItem
 	var unknown []unsettledItem
 	var failed []ports.QueueTransition

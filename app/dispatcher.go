@@ -95,7 +95,21 @@ type DispatcherDeps struct {
 	// provider.
 	Tracer trace.TracerProvider
 	Log    *slog.Logger
+	// Halt, for the fault suite only, is called at each FaultPoint of a
+	// batch with items and may block there; nil in production.
+	Halt func(FaultPoint)
 }
+
+// FaultPoint names a point of a dispatch batch where the fault suite halts
+// the real binary, to kill or pause it there.
+type FaultPoint string
+
+const (
+	// FaultAfterClaim is after the claim committed, before any start.
+	FaultAfterClaim FaultPoint = "claimed"
+	// FaultAfterStart is after the starts returned, before any marking.
+	FaultAfterStart FaultPoint = "started"
+)
 
 // Dispatcher is the claim loop: it admits queue items against their
 // workspace's limit, starts their workflows and records the outcome.
@@ -123,6 +137,7 @@ type Dispatcher struct {
 	unsettled []unsettledItem
 	// takeover tracks the settling of ended lease terms' claims.
 	takeover takeover
+	halt     func(FaultPoint)
 }
 
 // NewDispatcher builds the claim loop.
@@ -137,7 +152,7 @@ func NewDispatcher(deps DispatcherDeps, tiers domain.TierPolicy, cfg DispatcherC
 	return &Dispatcher{
 		store: deps.Store, executions: deps.Executions, engine: deps.Engine, wakeups: deps.Wakeups, lease: deps.Lease,
 		breaker: deps.Breaker, metrics: deps.Metrics, log: deps.Log, cfg: cfg, admission: newAdmission(tiers, deps.Log),
-		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize,
+		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize, halt: deps.Halt,
 	}
 }
 

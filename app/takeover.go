@@ -99,3 +99,10 @@ func (d *Dispatcher) startDeadline() (time.Time, bool) {
 	}
 	return deadline, true
 }
+
+// faultPoint halts at p when the fault suite asked for it.
+func (d *Dispatcher) faultPoint(p FaultPoint) {
+	if d.halt != nil {
+		d.halt(p)
+	}
+}

@@ -312,14 +312,18 @@ type dispatcher struct {
 }
 
 func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.WorkflowClient, queueLease *app.QueueLease,
-	breaker *app.Breaker, metrics *app.DispatchMetrics, tp trace.TracerProvider, log *slog.Logger) dispatcher {
+	breaker *app.Breaker, metrics *app.DispatchMetrics, tp trace.TracerProvider, log *slog.Logger) (dispatcher, error) {
 	log = log.With("component", "dispatcher")
 	listener := postgres.NewListener(pool, log)
+	halt, err := testHalt()
+	if err != nil {
+		return dispatcher{}, err
+	}
 	d := app.NewDispatcher(app.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: listener, Lease: queueLease,
-		Breaker: breaker, Metrics: metrics, Tracer: tp, Log: log,
+		Breaker: breaker, Metrics: metrics, Tracer: tp, Log: log, Halt: halt,
 	}, cfg.Tiers, cfg.Dispatcher)
-	return dispatcher{Dispatcher: d, Listener: listener}
+	return dispatcher{Dispatcher: d, Listener: listener}, nil
 }
 
 // dispatcherParams are the dispatcher role's parts that run as loops.
