@@ -21,8 +21,9 @@ type takeover struct {
 // dispatcher's, whose marks its term's fence now refuses. It runs when
 // this dispatcher's lease begins a new tenure (it took the queue lease
 // over, or took its registration lease back after a lapse), and otherwise
-// once per lease term, which is how a dispatcher beside others finds the
-// claims of one whose registration expired. Each item is asked of Temporal
+// at the heartbeat's cadence (a fifth of the lease's term), which is how a
+// dispatcher beside others finds the claims of one whose registration
+// expired. Each item is asked of Temporal
 // as stale recovery asks: one whose workflow started is marked DISPATCHED,
 // one Temporal has never seen goes back to PENDING and frees its slot, and
 // one Temporal cannot answer for stays CLAIMED, looked at again next
@@ -41,7 +42,7 @@ func (d *Dispatcher) settleEndedTerms(ctx context.Context) bool {
 		d.log.Error("reading the claims of ended lease terms failed; not claiming", "error", err)
 		return false
 	}
-	next := d.cfg.LeaseTTL
+	next := d.cfg.LeaseTTL / 5
 	if len(items) > 0 {
 		unsettled := make([]unsettledItem, 0, len(items))
 		for _, item := range items {

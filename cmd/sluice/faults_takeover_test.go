@@ -237,3 +237,69 @@ func TestFaultLeaseHolderKilledBetweenClaimAndMarkIsSettledAtTakeover(t *testing
 	}
 	requireStartedOnce(t, conn, temporalAddr, queuePrefix, ws, 2, 1)
 }
+
+func TestFaultLeaseHolderPausedPastItsLeaseNeitherClaimsNorLosesItsItems(t *testing.T) {
+	faultTest(t)
+	for _, tc := range []struct {
+		halt app.FaultPoint
+		// refused is what the resumed holder logs as its fence refuses it.
+		refused string
+		// keeps is how many items still show the holder as their claimer:
+		// the started ones were marked by the next holder; the unstarted
+		// ones were released and claimed again by it.
+		keeps int
+	}{
+		{halt: app.FaultAfterStart, refused: "the lease term these items were claimed under has ended", keeps: 3},
+		{halt: app.FaultAfterClaim, refused: "not starting a claimed item: the lease term it was claimed under has ended", keeps: 0},
+	} {
+		t.Run("halted "+string(tc.halt), func(t *testing.T) {
+			t.Parallel()
+			dbURL := pgtest.URL(t)
+			temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
+			conn := connect(t, dbURL)
+			queuePrefix := "paused" + uuid.NewString()[:8] + "."
+			env := defaultEnv(dbURL, temporalAddr, queuePrefix)
+			holder := startWatchedRole(t, "dispatcher", append(env, testHaltEnv+"="+string(tc.halt)))
+			waitHoldsQueueLease(t, conn, holder.faultRole)
+			standby := startFaultRole(t, "dispatcher", env)
+			byHolder := func() int {
+				return count(t, conn, `SELECT count(*) FROM workflow_execution_queue WHERE claimed_by LIKE $1`, holderPattern(holder.faultRole))
+			}
+
+			ws := seedWorkspace(t, conn, domain.PlanEnterprise, 3)
+			holder.waitLine(t, time.Minute, testHaltedLine+" "+string(tc.halt))
+			if n := count(t, conn, `SELECT count(*) FROM workflow_execution_queue WHERE status = 'CLAIMED' AND claimed_by LIKE $1`, holderPattern(holder.faultRole)); n != 3 {
+				t.Fatalf("%d items CLAIMED by the holder at its halt, want 3", n)
+			}
+			// Paused (SIGSTOP stops its heartbeat too): the standby takes
+			// over and settles the paused holder's claims, asking Temporal.
+			_ = holder.cmd.Process.Signal(syscall.SIGSTOP)
+			stoppedAt := time.Now()
+			settled := waitCount(t, conn, time.Minute, "the paused holder's items DISPATCHED", 3,
+				`SELECT count(*) FROM workflow_execution_queue WHERE workspace_id = $1 AND status = 'DISPATCHED'`, ws)
+			waitHoldsQueueLease(t, conn, standby)
+			// The pause outlasts a whole lease term: the fault itself, not
+			// synchronisation.
+			time.Sleep(time.Until(stoppedAt.Add(app.QueueLeaseTTL + time.Second)))
+
+			// Resumed: the fence of the term it claimed under refuses its
+			// starts and marks, it claims nothing more, and its items'
+			// outcomes stand.
+			_ = holder.cmd.Process.Signal(syscall.SIGCONT)
+			pausedFor := time.Since(stoppedAt)
+			holder.waitLine(t, time.Minute, tc.refused)
+			enqueue(t, conn, ws, 2)
+			waitCount(t, conn, time.Minute, "items DISPATCHED", 5,
+				`SELECT count(*) FROM workflow_execution_queue WHERE workspace_id = $1 AND status = 'DISPATCHED'`, ws)
+			if n := byHolder(); n != tc.keeps {
+				t.Errorf("%d items show the resumed holder as their claimer, want %d: it must claim nothing after resuming", n, tc.keeps)
+			}
+			if !holder.alive() || !standby.alive() {
+				t.Fatal("a dispatcher died")
+			}
+			t.Logf("FIGURE holder paused after %s (SIGSTOP for %.1f s, default settings): its 3 items settled by the next holder %.1f s after the pause; on resuming it was refused by the term fence and claimed nothing",
+				tc.halt, pausedFor.Seconds(), settled.Seconds())
+			requireStartedOnce(t, conn, temporalAddr, queuePrefix, ws, 5, 5)
+		})
+	}
+}
