@@ -23,12 +23,12 @@ type takeover struct {
 // over, or took its registration lease back after a lapse), and otherwise
 // at the heartbeat's cadence (a fifth of the lease's term), which is how a
 // dispatcher beside others finds the claims of one whose registration
-// expired. Each item is asked of Temporal
-// as stale recovery asks: one whose workflow started is marked DISPATCHED,
-// one Temporal has never seen goes back to PENDING and frees its slot, and
-// one Temporal cannot answer for stays CLAIMED, looked at again next
-// cycle. It reports whether the loop may claim: not when the claims could
-// not be read or written, nor when Temporal turned out to be unavailable.
+// expired. Each item is asked of Temporal as stale recovery asks: one
+// whose workflow started is marked DISPATCHED, one Temporal has never seen
+// goes back to PENDING and frees its slot, and one Temporal cannot answer
+// for stays CLAIMED, looked at again next cycle. It reports whether the
+// loop may claim: not when the claims could not be read or written, nor
+// when Temporal turned out to be unavailable.
 func (d *Dispatcher) settleEndedTerms(ctx context.Context) bool {
 	if d.lease == nil {
 		return true

@@ -70,10 +70,10 @@ var apiModule = fx.Module("api",
 )
 
 // dispatcherModule admits queue items into Temporal: the claim loop, the
-// queue lease's heartbeat in exclusive mode, the breaker they share with
+// heartbeat of the lease it claims under, the breaker they share with
 // stale recovery and the reconciler, and those two jobs. It is ready when
-// Postgres and Temporal answer, its last try at the queue lease did not
-// fail, and its circuit breaker on Temporal is closed.
+// Postgres and Temporal answer, its last try at its lease did not fail,
+// and its circuit breaker on Temporal is closed.
 var dispatcherModule = fx.Module("dispatcher",
 	fx.Provide(
 		newDispatchMetrics,
@@ -343,9 +343,9 @@ type dispatcherParams struct {
 	Log          *slog.Logger
 }
 
-// runDispatcher runs the listener, the queue lease's heartbeat (exclusive
-// mode), the claim loop, stale recovery and the reconciler, each in its
-// own loop, unless the dispatcher is off.
+// runDispatcher runs the listener, the heartbeat of the lease the claim
+// loop claims under, the claim loop, stale recovery and the reconciler,
+// each in its own loop, unless the dispatcher is off.
 func runDispatcher(p dispatcherParams) {
 	d, m := p.Config.Dispatcher, p.Config.Maintenance
 	log := p.Log.With("component", "dispatcher")
