@@ -303,3 +303,46 @@ func TestFaultLeaseHolderPausedPastItsLeaseNeitherClaimsNorLosesItsItems(t *test
 		})
 	}
 }
+
+func TestFaultNonExclusiveDispatcherKilledBetweenClaimAndMarkIsSettledWhenItsRegistrationExpires(t *testing.T) {
+	faultTest(t)
+	dbURL := pgtest.URL(t)
+	temporalAddr := requireEnv(t, "TEMPORAL_ADDRESS")
+	conn := connect(t, dbURL)
+	queuePrefix := "registration" + uuid.NewString()[:8] + "."
+	env := defaultEnv(dbURL, temporalAddr, queuePrefix, "SLUICE_DISPATCH_EXCLUSIVE=false")
+	killed := startWatchedRole(t, "dispatcher", append(env, testHaltEnv+"="+string(app.FaultAfterClaim)))
+	waitCount(t, conn, time.Minute, "the first dispatcher's registration", 1,
+		`SELECT count(*) FROM shedlock WHERE name = $1 AND lock_until > now()`, app.RegistrationLeaseName(lockedBy(t, conn, killed.faultRole)))
+	ws := seedWorkspace(t, conn, domain.PlanFree, 2)
+	killed.waitLine(t, time.Minute, testHaltedLine+" "+string(app.FaultAfterClaim))
+	other := startFaultRole(t, "dispatcher", env)
+
+	_ = killed.cmd.Process.Signal(syscall.SIGKILL)
+	<-killed.done
+	killedAt := time.Now()
+	settled := waitCount(t, conn, time.Minute, "items still CLAIMED by the killed dispatcher", 0,
+		`SELECT count(*) FROM workflow_execution_queue WHERE status = 'CLAIMED' AND claimed_by LIKE $1`, holderPattern(killed.faultRole))
+	waitCount(t, conn, time.Minute, "the FREE workspace's items DISPATCHED", 1,
+		`SELECT count(*) FROM workflow_execution_queue WHERE workspace_id = $1 AND status = 'DISPATCHED'`, ws)
+	ranAfter := time.Since(killedAt)
+	t.Logf("FIGURE non-exclusive dispatcher killed between claim and mark (default settings otherwise): its claims settled %.1f s after the kill, once its registration expired; the FREE workspace's next item started %.1f s after it",
+		settled.Seconds(), ranAfter.Seconds())
+	if settled > 15*time.Second {
+		t.Fatalf("claims settled after %s, want <= 15 s: one registration term and one look", settled)
+	}
+	if !other.alive() {
+		t.Fatal("the other dispatcher died")
+	}
+	requireStartedOnce(t, conn, temporalAddr, queuePrefix, ws, 2, 1)
+}
+
+// lockedBy is the holder name of role r's process, from its lease rows.
+func lockedBy(t *testing.T, conn *pgx.Conn, r *faultRole) string {
+	t.Helper()
+	var holder string
+	porttest.Eventually(t, time.Minute, func() error {
+		return conn.QueryRow(context.Background(), `SELECT locked_by FROM shedlock WHERE locked_by LIKE $1 LIMIT 1`, holderPattern(r)).Scan(&holder)
+	})
+	return holder
+}
