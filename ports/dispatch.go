@@ -110,7 +110,9 @@ type DispatchStore interface {
 	// marks those items CLAIMED, then commits.
 	// With a non-zero fence the transaction first checks, and holds for
 	// its length, that the fence's lease is still this holder's; without
-	// it the claim returns ErrLeaseLost and changes nothing.
+	// it the claim returns ErrLeaseLost and changes nothing. The fence,
+	// with the lease's current term, is recorded on each claimed item as
+	// its claimer (ClaimedItem.Claimer) in the same transaction.
 	Claim(ctx context.Context, fence Fence, limits map[domain.Plan]int, admit AdmitFunc, reject RejectFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
 	// DISPATCHED in one statement. With a non-zero fence it first checks,
