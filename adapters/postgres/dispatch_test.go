@@ -288,4 +288,13 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 	if recs, err := store.MarkDispatched(ctx, ports.Fence{}, []ports.DispatchedItem{{ID: res.Claimed[1].ID, ExecutionID: res.Claimed[1].ExecutionID}}); err != nil || len(recs) != 1 {
 		t.Fatalf("settling mark: %d, %v; want 1", len(recs), err)
 	}
+	// An unfenced claim has no claimer, so no term of its ends: it is
+	// stale recovery's alone.
+	seedQueue(t, pool, 1)
+	if res, err := store.Claim(ctx, ports.Fence{}, limits, admitAll, app.RejectUnrunnable); err != nil || len(res.Claimed) != 1 || res.Claimed[0].Claimer.Fenced() {
+		t.Fatalf("unfenced claim: %+v, %v; want 1 item with no claimer", res.Claimed, err)
+	}
+	if ended, err := store.ClaimsOfEndedTerms(ctx, 10); err != nil || len(ended) != 0 {
+		t.Fatalf("ended terms' claims with only an unfenced claim CLAIMED: %d, %v; want none", len(ended), err)
+	}
 }
