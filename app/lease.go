@@ -96,11 +96,17 @@ func NewRegistrationLease(lease ports.Lease, ttl time.Duration, metrics *LeaseMe
 }
 
 // RegistrationLeaseName names a non-exclusive dispatcher's registration
-// lease after its holder, hashed to fit shedlock.name.
+// lease after its holder, hashed to fit shedlock.name, behind
+// RegistrationLeasePrefix.
 func RegistrationLeaseName(holder string) string {
 	sum := sha256.Sum256([]byte(holder))
-	return "dispatcher-" + hex.EncodeToString(sum[:8])
+	return RegistrationLeasePrefix + hex.EncodeToString(sum[:8])
 }
+
+// RegistrationLeasePrefix starts every registration lease's name. Stale
+// recovery deletes the expired ones, so the lease table holds about one
+// row per live dispatcher, not one per process ever started.
+const RegistrationLeasePrefix = "dispatcher-"
 
 // registrationLeaseLabel is every registration lease's name in metrics.
 const registrationLeaseLabel = "dispatcherRegistration"

@@ -127,6 +127,9 @@ type DispatchStore interface {
 	// lease term is over (expired, released or taken over), oldest claim
 	// first. Items claimed without a fence are not among them.
 	ClaimsOfEndedTerms(ctx context.Context, limit int) ([]domain.QueueItem, error)
+	// ForgetExpiredLeases deletes the expired leases whose names start
+	// with prefix, and returns how many.
+	ForgetExpiredLeases(ctx context.Context, prefix string) (int64, error)
 	// StaleClaimed returns items CLAIMED for longer than olderThan.
 	StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]domain.QueueItem, error)
 	// RunningAdmittedBefore returns up to limit RUNNING executions older

@@ -470,6 +470,12 @@ func (s *Store) ClaimsOfEndedTerms(ctx context.Context, limit int) ([]domain.Que
 	return queueFromRows(rows)
 }
 
+// ForgetExpiredLeases deletes the expired leases whose names start with
+// prefix.
+func (s *Store) ForgetExpiredLeases(ctx context.Context, prefix string) (int64, error) {
+	return s.q.LeaseForgetExpired(ctx, s.pool, prefix)
+}
+
 // StaleClaimed returns items CLAIMED for longer than olderThan.
 func (s *Store) StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]domain.QueueItem, error) {
 	rows, err := s.q.QueueStaleClaimed(ctx, s.pool, dbsqlc.QueueStaleClaimedParams{OlderThanSeconds: olderThan.Seconds(), MaxRows: int32(limit)})

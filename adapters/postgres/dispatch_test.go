@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/adapters/postgres"
@@ -287,6 +289,24 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 	// The settler's unfenced mark goes through.
 	if recs, err := store.MarkDispatched(ctx, ports.Fence{}, []ports.DispatchedItem{{ID: res.Claimed[1].ID, ExecutionID: res.Claimed[1].ExecutionID}}); err != nil || len(recs) != 1 {
 		t.Fatalf("settling mark: %d, %v; want 1", len(recs), err)
+	}
+	// Expired leases with the prefix are forgotten; live ones and others
+	// stay.
+	if _, err := pool.Exec(ctx, `INSERT INTO shedlock (name, lock_until, locked_at, locked_by) VALUES
+		('reg-gone', now() - interval '1 second', now() - interval '1 minute', 'x'),
+		('reg-live', now() + interval '1 minute', now(), 'y')`); err != nil {
+		t.Fatal(err)
+	}
+	expire()
+	if n, err := store.ForgetExpiredLeases(ctx, "reg-"); err != nil || n != 1 {
+		t.Fatalf("forgot %d expired leases, %v; want the one with the prefix", n, err)
+	}
+	rows, err := pool.Query(ctx, `SELECT name FROM shedlock ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names, err := pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || !slices.Equal(names, []string{"q", "reg-live"}) {
+		t.Fatalf("leases left %v, %v; want q (expired, another prefix) and reg-live", names, err)
 	}
 	// An unfenced claim has no claimer, so no term of its ends: it is
 	// stale recovery's alone.

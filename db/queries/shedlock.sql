@@ -18,6 +18,15 @@ UPDATE shedlock
 SET lock_until = GREATEST(now(), locked_at + make_interval(secs => @lock_at_least_for_seconds::float8))
 WHERE name = @name AND locked_by = @locked_by;
 
+-- name: LeaseForgetExpired :execrows
+-- Deletes the expired leases whose names start with @prefix: the
+-- registration leases of dispatchers that are gone, one row per process
+-- ever started otherwise. Deleting an expired one is safe at any time: its
+-- term is over either way (its claims are settled as an ended term's),
+-- and a dispatcher that comes back takes a new row, in a new term. A
+-- renewal that commits first is seen by the recheck under the row lock.
+DELETE FROM shedlock WHERE starts_with(name, @prefix::text) AND lock_until < now();
+
 -- name: LeaseFence :one
 -- Fences a lease holder's work: run inside the transaction that acts under
 -- the lease, it finds the row only while this holder's lease is unexpired

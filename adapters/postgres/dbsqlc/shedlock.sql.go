@@ -63,6 +63,24 @@ func (q *Queries) LeaseFence(ctx context.Context, db DBTX, arg LeaseFenceParams)
 	return locked_at, err
 }
 
+const leaseForgetExpired = `-- name: LeaseForgetExpired :execrows
+DELETE FROM shedlock WHERE starts_with(name, $1::text) AND lock_until < now()
+`
+
+// Deletes the expired leases whose names start with @prefix: the
+// registration leases of dispatchers that are gone, one row per process
+// ever started otherwise. Deleting an expired one is safe at any time: its
+// term is over either way (its claims are settled as an ended term's),
+// and a dispatcher that comes back takes a new row, in a new term. A
+// renewal that commits first is seen by the recheck under the row lock.
+func (q *Queries) LeaseForgetExpired(ctx context.Context, db DBTX, prefix string) (int64, error) {
+	result, err := db.Exec(ctx, leaseForgetExpired, prefix)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const leaseRelease = `-- name: LeaseRelease :exec
 UPDATE shedlock
 SET lock_until = GREATEST(now(), locked_at + make_interval(secs => $1::float8))
