@@ -20,11 +20,12 @@ type Enqueue struct {
 	IdempotencyKey string
 	// RequestHash identifies the body sent under IdempotencyKey.
 	RequestHash []byte
-	// PendingQuota is the pending-items quota per plan; a plan it lacks has
-	// none. Enqueue reads the workspace's plan and PENDING count under the
-	// workspace's counter lock, so the quota of the plan in force applies,
-	// and refuses past it with a *domain.QuotaError.
-	PendingQuota map[domain.Plan]int
+	// Quotas holds the pending-items and stored-items quotas per plan; a
+	// plan they lack has none. Enqueue reads the workspace's plan, PENDING
+	// and stored counts under the workspace's counter lock, so the quotas
+	// of the plan in force apply (Quotas.CheckEnqueue), and refuses past
+	// them with a *domain.QuotaError.
+	Quotas domain.Quotas
 }
 
 // QueueStore is the API's side of the dispatch queue.

@@ -186,7 +186,9 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 
 	c.Quotas = domain.DefaultQuotas()
 	c.Quotas.PendingItems = e.perPlan("SLUICE_QUOTA_PENDING_ITEMS", c.Quotas.PendingItems)
+	c.Quotas.StoredItems = e.perPlan("SLUICE_QUOTA_STORED_ITEMS", c.Quotas.StoredItems)
 	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
+	c.Quotas.DefinitionVersions = e.perPlan("SLUICE_QUOTA_DEFINITION_VERSIONS", c.Quotas.DefinitionVersions)
 	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
 
 	d := app.DefaultDispatcherConfig()

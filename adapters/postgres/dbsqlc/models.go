@@ -124,3 +124,8 @@ type WorkspaceQueueStat struct {
 	Running     int32
 	HasPending  bool
 }
+
+type WorkspaceQueueStored struct {
+	WorkspaceID domain.ID
+	Items       int32
+}
