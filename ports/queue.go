@@ -84,3 +84,15 @@ type ExecutionReader interface {
 	GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error)
 	ListExecutions(ctx context.Context, workspaceID domain.ID, filter ExecutionFilter, limit int, before *ExecutionCursor) ([]domain.Execution, error)
 }
+
+// RetentionStore deletes what is past its retention period, a small batch
+// at a time, for the retention job.
+type RetentionStore interface {
+	// DeleteExpired deletes at most limit rows of kind belonging to plan's
+	// workspaces (plan "": rows of no existing workspace) whose age mark is
+	// before before, and returns how many it deleted. Each call is one
+	// short statement.
+	DeleteExpired(ctx context.Context, kind domain.RetainedKind, plan domain.Plan, before time.Time, limit int) (int, error)
+	// OldestKept returns each kind's oldest age mark still stored.
+	OldestKept(ctx context.Context) (map[domain.RetainedKind]time.Time, error)
+}

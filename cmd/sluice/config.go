@@ -37,6 +37,9 @@ type Config struct {
 	// Maintenance schedules the maintenance jobs: stale recovery and the
 	// reconciler on the dispatcher, the idempotency-key purge on the api.
 	Maintenance app.MaintenanceSchedule
+	// Retention is how long each plan's history is kept, and the batches
+	// the api role's retention job deletes it in.
+	Retention app.RetentionConfig
 	Worker      engine.WorkerConfig
 	// Nodes bounds what node executors produce and reach.
 	Nodes nodes.Config
@@ -216,6 +219,13 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	m.LeaseAtMostFor = e.duration("SLUICE_RECOVERY_LEASE_AT_MOST_FOR", m.LeaseAtMostFor, time.Second)
 	m.LeaseAtLeastFor = e.duration("SLUICE_RECOVERY_LEASE_AT_LEAST_FOR", m.LeaseAtLeastFor, 0)
 	c.Maintenance = m
+
+	r := app.DefaultRetentionConfig()
+	if r.Policy, err = domain.NewRetentionPolicy(e.perPlan("SLUICE_RETENTION_DAYS", domain.DefaultRetentionDays())); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("SLUICE_RETENTION_DAYS: %w", err))
+	}
+	r.BatchSize = e.integer("SLUICE_RETENTION_BATCH_SIZE", r.BatchSize, 1, 10_000)
+	c.Retention = r
 
 	w := engine.WorkerConfig{
 		Queues:          engine.NewTaskQueues(e.str("TEMPORAL_TASK_QUEUE_PREFIX", "")),

@@ -61,12 +61,13 @@ var commonModule = fx.Module("common",
 
 // apiModule serves HTTP. Its own port also answers /metrics, /healthz and
 // /readyz, with the same checks as the admin server's. It purges
-// expired Idempotency-Keys, one api process at a time.
+// expired Idempotency-Keys and deletes what is past its retention, each
+// one api process at a time.
 var apiModule = fx.Module("api",
 	fx.Provide(func(store *postgres.Store, workflows *engine.WorkflowClient, cfg Config) *app.Application {
 		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
 	}),
-	fx.Invoke(startHTTP, runIdempotencyKeyPurge),
+	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention),
 )
 
 // dispatcherModule admits queue items into Temporal: the claim loop, the
@@ -277,6 +278,15 @@ func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, 
 	purge := app.NewIdempotencyKeyPurge(store, lease, cfg.Maintenance, lm, log.With("component", "api"))
 	var bg background
 	bg.start(lc, purge.Run)
+}
+
+// runRetention deletes what is past its plan's retention period on the
+// maintenance schedule, under its lease so that one api process does it.
+func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics,
+	reg *prometheus.Registry, log *slog.Logger) {
+	retention := app.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, app.NewRetentionMetrics(reg), lm, log.With("component", "retention"))
+	var bg background
+	bg.start(lc, retention.Run)
 }
 
 // newDispatchMetrics registers the dispatcher's series and the queue
