@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/domain"
 )
@@ -244,7 +245,9 @@ func TestConcurrentDefinitionCreatesLeaveExactlyTheQuota(t *testing.T) {
 	const quota, before, concurrent = 20, 15, 50
 	quotas := domain.DefaultQuotas()
 	quotas.Definitions = map[domain.Plan]int{domain.PlanPro: quota}
-	s := newStackWithQuotas(t, quotas)
+	limits := httpapi.DefaultLimits()
+	limits.Tenancy.WorkspaceConcurrency = concurrent // the quota, not the request caps, is under test
+	s := newStackWith(t, quotas, limits)
 	ctx := context.Background()
 	ws, c := quotaWorkspace(t, s, client.PRO)
 	for i := range before {
@@ -288,4 +291,39 @@ func TestConcurrentDefinitionCreatesLeaveExactlyTheQuota(t *testing.T) {
 		t.Errorf("created %d, refused %d, stored %d; want %d, %d and exactly the quota, %d",
 			created, refused, stored, quota-before, concurrent-(quota-before), quota)
 	}
+}
+
+// TestAWorkspacePastItsRequestRateGetsTooManyRequests: a workspace key
+// sending faster than its rate meets 429 with Retry-After once its burst
+// is spent, and another workspace's key is still served at once.
+func TestAWorkspacePastItsRequestRateGetsTooManyRequests(t *testing.T) {
+	t.Parallel()
+	const burst = 5
+	limits := httpapi.DefaultLimits()
+	limits.Tenancy.Rate, limits.Tenancy.Burst = 1, burst
+	s := newStackWith(t, domain.DefaultQuotas(), limits)
+	ctx := context.Background()
+	ws, c := quotaWorkspace(t, s, client.PRO)
+	refusedAt := 0
+	for i := 1; i <= 3*burst && refusedAt == 0; i++ {
+		r, err := c.ListDefinitionsWithResponse(ctx, &client.ListDefinitionsParams{WorkspaceID: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.StatusCode() == http.StatusTooManyRequests {
+			refusedAt = i
+			if ra := r.HTTPResponse.Header.Get("Retry-After"); ra == "" {
+				t.Error("rate refusal has no Retry-After")
+			}
+			continue
+		}
+		status(t, "listDefinitions", r, nil, http.StatusOK)
+	}
+	// The bucket refills one a second, so the loop may get one more in.
+	if refusedAt < burst+1 || refusedAt > burst+2 {
+		t.Errorf("first 429 at request %d, want right after the burst of %d", refusedAt, burst)
+	}
+	other, oc := quotaWorkspace(t, s, client.FREE)
+	r, err := oc.ListDefinitionsWithResponse(ctx, &client.ListDefinitionsParams{WorkspaceID: other})
+	status(t, "listDefinitions by another workspace", r, err, http.StatusOK)
 }

@@ -46,9 +46,13 @@ type Config struct {
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
-// request sizes, and how long a slow client may take to send or read.
+// request sizes, how long a slow client may take to send or read, and
+// what a workspace may hold of the API's database pool.
 type HTTPConfig struct {
-	Limits            httpapi.Limits
+	Limits httpapi.Limits
+	// StatementTimeout is the API pool's statement_timeout; the pool has
+	// Limits.Tenancy.Concurrency connections.
+	StatementTimeout  time.Duration
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
@@ -152,11 +156,19 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	}
 	c.Temporal.TLS = temporalTLS(e)
 	httpLimits := httpapi.DefaultLimits()
+	tenancy := httpLimits.Tenancy
+	tenancy.Rate = float64(e.integer("SLUICE_API_WORKSPACE_RATE", int(tenancy.Rate), 1, 100_000))
+	tenancy.Burst = e.integer("SLUICE_API_WORKSPACE_BURST", tenancy.Burst, 1, 100_000)
+	tenancy.Concurrency = e.integer("SLUICE_API_DB_CONNS", tenancy.Concurrency, 2, 1000)
+	tenancy.WorkspaceConcurrency = e.integer("SLUICE_API_WORKSPACE_CONCURRENCY", min(tenancy.WorkspaceConcurrency, tenancy.Concurrency-1), 1, tenancy.Concurrency-1)
+	tenancy.QueueWait = e.duration("SLUICE_API_DB_WAIT", tenancy.QueueWait, 10*time.Millisecond)
 	c.HTTP = HTTPConfig{
 		Limits: httpapi.Limits{
 			MaxBodyBytes: int64(e.integer("SLUICE_HTTP_MAX_BODY_BYTES", int(httpLimits.MaxBodyBytes), 1<<10, 64<<20)),
 			MaxJSONDepth: e.integer("SLUICE_HTTP_MAX_JSON_DEPTH", httpLimits.MaxJSONDepth, 2, 1000),
+			Tenancy:      tenancy,
 		},
+		StatementTimeout:  e.duration("SLUICE_API_STATEMENT_TIMEOUT", 5*time.Second, 100*time.Millisecond),
 		ReadHeaderTimeout: e.duration("SLUICE_HTTP_READ_HEADER_TIMEOUT", 10*time.Second, 100*time.Millisecond),
 		ReadTimeout:       e.duration("SLUICE_HTTP_READ_TIMEOUT", 30*time.Second, 100*time.Millisecond),
 		WriteTimeout:      e.duration("SLUICE_HTTP_WRITE_TIMEOUT", 60*time.Second, 100*time.Millisecond),

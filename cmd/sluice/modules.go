@@ -64,9 +64,7 @@ var commonModule = fx.Module("common",
 // expired Idempotency-Keys and deletes what is past its retention, each
 // one api process at a time.
 var apiModule = fx.Module("api",
-	fx.Provide(func(store *postgres.Store, workflows *engine.WorkflowClient, cfg Config) *app.Application {
-		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
-	}),
+	fx.Provide(newApplication),
 	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention),
 )
 
@@ -228,6 +226,27 @@ func startHTTP(p httpParams) error {
 	}
 	serve(lc, srv, "SLUICE_HTTP_ADDR", cfg.HTTPAddr, "http", log)
 	return nil
+}
+
+// newApplication builds the API's use cases on the API's own pool: its
+// connections are the API's places (SLUICE_API_DB_CONNS) and its
+// statements time out (SLUICE_API_STATEMENT_TIMEOUT), so tenants' requests
+// neither wait on nor take the connections of the process's other roles.
+func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, log *slog.Logger) (*app.Application, error) {
+	poolCfg, err := postgres.APIPoolConfig(cfg.DatabaseURL, cfg.HTTP.Limits.Tenancy.Concurrency, cfg.HTTP.StatementTimeout)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	pool, err := postgres.ConnectConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(pool.Close))
+	store := postgres.NewStore(pool, log)
+	return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
+		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken), nil
 }
 
 // background runs long loops with their own context, cancelled on stop;
