@@ -68,7 +68,24 @@ CREATE INDEX workflow_definitions_deleted_idx ON workflow_definitions (workspace
 -- A version may go only when no execution uses it.
 CREATE INDEX workflow_executions_version_idx ON workflow_executions (workflow_definition_id, workflow_version);
 
+-- A workspace's share of the external-API worker: one row per HTTP node
+-- holding a slot, taken before the node's activity is scheduled and
+-- deleted after it ends. A row counts only while its execution is RUNNING
+-- and its lease has not run out, so a holder that dies (a workflow
+-- terminated outside Sluice) stops counting when the reconciler records
+-- its execution, or at the latest when the lease, the node's longest
+-- possible run, has passed.
+CREATE TABLE workspace_node_slots (
+    execution_id uuid NOT NULL,
+    node_key     text NOT NULL,
+    workspace_id uuid NOT NULL,
+    lease_until  timestamptz NOT NULL,
+    PRIMARY KEY (execution_id, node_key)
+);
+CREATE INDEX workspace_node_slots_workspace_idx ON workspace_node_slots (workspace_id);
+
 -- +goose Down
+DROP TABLE workspace_node_slots;
 DROP INDEX workflow_executions_version_idx;
 DROP INDEX workflow_definitions_deleted_idx;
 DROP INDEX workflow_execution_queue_ended_idx;

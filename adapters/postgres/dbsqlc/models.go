@@ -117,6 +117,13 @@ type Workspace struct {
 	UpdatedAt time.Time
 }
 
+type WorkspaceNodeSlot struct {
+	ExecutionID domain.ID
+	NodeKey     string
+	WorkspaceID domain.ID
+	LeaseUntil  time.Time
+}
+
 type WorkspaceQueueStat struct {
 	WorkspaceID domain.ID
 	Plan        *string
