@@ -136,10 +136,10 @@ func (s *Store) CreateDefinition(ctx context.Context, d domain.Definition, quota
 		if err != nil {
 			return err
 		}
-		if err := quotas.CheckDefinitions(plan, int(counts.Definitions)); err != nil {
+		if err = quotas.CheckDefinitions(plan, int(counts.Definitions)); err != nil {
 			return err
 		}
-		if err := quotas.CheckDefinitionVersions(plan, int(counts.Versions)); err != nil {
+		if err = quotas.CheckDefinitionVersions(plan, int(counts.Versions)); err != nil {
 			return err
 		}
 		r, err := s.q.DefinitionInsert(ctx, tx, dbsqlc.DefinitionInsertParams{ID: d.ID, WorkspaceID: d.WorkspaceID, Name: d.Name})
@@ -248,7 +248,7 @@ func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain
 		if err != nil {
 			return err
 		}
-		if err := quotas.CheckDefinitionVersions(plan, int(counts.Versions)); err != nil {
+		if err = quotas.CheckDefinitionVersions(plan, int(counts.Versions)); err != nil {
 			return err
 		}
 		v, err := s.q.DefinitionNextVersion(ctx, tx, id)
@@ -363,7 +363,7 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 			return err
 		}
 		if stats.Plan != nil {
-			if err := e.Quotas.CheckEnqueue(domain.Plan(*stats.Plan), int(stats.Pending), int(stats.Stored)); err != nil {
+			if err = e.Quotas.CheckEnqueue(domain.Plan(*stats.Plan), int(stats.Pending), int(stats.Stored)); err != nil {
 				return err
 			}
 		}

@@ -40,7 +40,7 @@ type Config struct {
 	// Retention is how long each plan's history is kept, and the batches
 	// the api role's retention job deletes it in.
 	Retention app.RetentionConfig
-	Worker      engine.WorkerConfig
+	Worker    engine.WorkerConfig
 	// Nodes bounds what node executors produce and reach.
 	Nodes nodes.Config
 }
