@@ -477,10 +477,10 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 }
 
 // Waits for a slot of the workspace's share start at a second and double
-// up to shareWaitMax.
+// up to shareWaitLongest.
 const (
-	shareWaitMin = time.Second
-	shareWaitMax = 10 * time.Second
+	shareWaitFirst   = time.Second
+	shareWaitLongest = 10 * time.Second
 )
 
 // runInShare runs an HTTP node's activity within its workspace's share of
@@ -497,7 +497,7 @@ func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, 
 		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
 	}
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
-		for wait := shareWaitMin; ; wait = min(2*wait, shareWaitMax) {
+		for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
 			var taken bool
 			if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), acquireNodeSlotActivity, slot).Get(ctx, &taken); err != nil {
 				settle.SetError(err)
