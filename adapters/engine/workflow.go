@@ -202,9 +202,6 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		ctx: ctx, executionID: executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID),
 		in: in, retry: cfg.Retry, limits: cfg.Limits, outputs: map[string]any{},
 	}
-	if workflow.GetVersion(ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
-		run.share = cfg.Limits.WorkspaceNodesInFlight[in.Plan]
-	}
 
 	graph, msg := run.graph()
 	if ctx.Err() != nil {
@@ -286,7 +283,10 @@ type executionRun struct {
 	outputs map[string]any
 	// share is the workspace's share of the external-API worker its HTTP
 	// nodes take a slot of (Limits.WorkspaceNodesInFlight); 0 for none.
-	share int
+	// It is decided at the first HTTP node (shareDecided), so that runs
+	// without one record no version marker.
+	share        int
+	shareDecided bool
 	// pending are records decided but not yet written; see flush.
 	pending []NodeRecordInput
 	last    nodeOutcome
@@ -462,6 +462,12 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 	}
 	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
 		opts.TaskQueue = r.retry.ExternalAPITaskQueue
+	}
+	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
+		r.shareDecided = true
+		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
+			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
+		}
 	}
 	var f workflow.Future
 	if r.share > 0 && n.Type == domain.NodeHTTPRequest {
