@@ -390,6 +390,9 @@ type TooMany = Problem
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
 
+// Unavailable RFC 9457 problem details.
+type Unavailable = Problem
+
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
 	// WorkspaceID The workspace to list.
@@ -1499,6 +1502,15 @@ type TooManyApplicationProblemPlusJSONResponse struct {
 
 type UnauthorizedApplicationProblemPlusJSONResponse Problem
 
+type UnavailableResponseHeaders struct {
+	RetryAfter int
+}
+type UnavailableApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnavailableResponseHeaders
+}
+
 type ListDefinitionsRequestObject struct {
 	Params ListDefinitionsParams
 }
@@ -1560,6 +1572,18 @@ func (response ListDefinitions404ApplicationProblemPlusJSONResponse) VisitListDe
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListDefinitions429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListDefinitions429ApplicationProblemPlusJSONResponse) VisitListDefinitionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListDefinitions500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1569,6 +1593,18 @@ func (response ListDefinitions500ApplicationProblemPlusJSONResponse) VisitListDe
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListDefinitions503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListDefinitions503ApplicationProblemPlusJSONResponse) VisitListDefinitionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateDefinitionRequestObject struct {
@@ -1677,6 +1713,18 @@ func (response CreateDefinition500ApplicationProblemPlusJSONResponse) VisitCreat
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateDefinition503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinition503ApplicationProblemPlusJSONResponse) VisitCreateDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type DeleteDefinitionRequestObject struct {
 	DefinitionID DefinitionID `json:"definitionId"`
 }
@@ -1737,6 +1785,18 @@ func (response DeleteDefinition404ApplicationProblemPlusJSONResponse) VisitDelet
 	return json.NewEncoder(w).Encode(response)
 }
 
+type DeleteDefinition429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteDefinition429ApplicationProblemPlusJSONResponse) VisitDeleteDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type DeleteDefinition500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1746,6 +1806,18 @@ func (response DeleteDefinition500ApplicationProblemPlusJSONResponse) VisitDelet
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteDefinition503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteDefinition503ApplicationProblemPlusJSONResponse) VisitDeleteDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetDefinitionRequestObject struct {
@@ -1809,6 +1881,18 @@ func (response GetDefinition404ApplicationProblemPlusJSONResponse) VisitGetDefin
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetDefinition429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetDefinition429ApplicationProblemPlusJSONResponse) VisitGetDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetDefinition500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1818,6 +1902,18 @@ func (response GetDefinition500ApplicationProblemPlusJSONResponse) VisitGetDefin
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetDefinition503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetDefinition503ApplicationProblemPlusJSONResponse) VisitGetDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateDefinitionVersionRequestObject struct {
@@ -1927,6 +2023,18 @@ func (response CreateDefinitionVersion500ApplicationProblemPlusJSONResponse) Vis
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateDefinitionVersion503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinitionVersion503ApplicationProblemPlusJSONResponse) VisitCreateDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetDefinitionVersionRequestObject struct {
 	DefinitionID DefinitionID `json:"definitionId"`
 	Version      int          `json:"version"`
@@ -1989,6 +2097,18 @@ func (response GetDefinitionVersion404ApplicationProblemPlusJSONResponse) VisitG
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetDefinitionVersion429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetDefinitionVersion429ApplicationProblemPlusJSONResponse) VisitGetDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetDefinitionVersion500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1998,6 +2118,18 @@ func (response GetDefinitionVersion500ApplicationProblemPlusJSONResponse) VisitG
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetDefinitionVersion503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetDefinitionVersion503ApplicationProblemPlusJSONResponse) VisitGetDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListExecutionsRequestObject struct {
@@ -2061,6 +2193,18 @@ func (response ListExecutions404ApplicationProblemPlusJSONResponse) VisitListExe
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListExecutions429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutions429ApplicationProblemPlusJSONResponse) VisitListExecutionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListExecutions500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2070,6 +2214,18 @@ func (response ListExecutions500ApplicationProblemPlusJSONResponse) VisitListExe
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutions503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutions503ApplicationProblemPlusJSONResponse) VisitListExecutionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type EnqueueExecutionRequestObject struct {
@@ -2179,6 +2335,18 @@ func (response EnqueueExecution500ApplicationProblemPlusJSONResponse) VisitEnque
 	return json.NewEncoder(w).Encode(response)
 }
 
+type EnqueueExecution503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution503ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetExecutionRequestObject struct {
 	ExecutionID ExecutionID `json:"executionId"`
 }
@@ -2240,6 +2408,18 @@ func (response GetExecution404ApplicationProblemPlusJSONResponse) VisitGetExecut
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetExecution429ApplicationProblemPlusJSONResponse) VisitGetExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetExecution500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2249,6 +2429,18 @@ func (response GetExecution500ApplicationProblemPlusJSONResponse) VisitGetExecut
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetExecution503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetExecution503ApplicationProblemPlusJSONResponse) VisitGetExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CancelExecutionRequestObject struct {
@@ -2323,6 +2515,18 @@ func (response CancelExecution409ApplicationProblemPlusJSONResponse) VisitCancel
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CancelExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CancelExecution429ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CancelExecution500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2332,6 +2536,18 @@ func (response CancelExecution500ApplicationProblemPlusJSONResponse) VisitCancel
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelExecution503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelExecution503ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListQueueRequestObject struct {
@@ -2395,6 +2611,18 @@ func (response ListQueue404ApplicationProblemPlusJSONResponse) VisitListQueueRes
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListQueue429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueue429ApplicationProblemPlusJSONResponse) VisitListQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListQueue500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2404,6 +2632,18 @@ func (response ListQueue500ApplicationProblemPlusJSONResponse) VisitListQueueRes
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListQueue503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueue503ApplicationProblemPlusJSONResponse) VisitListQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetQueueItemRequestObject struct {
@@ -2467,6 +2707,18 @@ func (response GetQueueItem404ApplicationProblemPlusJSONResponse) VisitGetQueueI
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetQueueItem429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueueItem429ApplicationProblemPlusJSONResponse) VisitGetQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetQueueItem500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2476,6 +2728,18 @@ func (response GetQueueItem500ApplicationProblemPlusJSONResponse) VisitGetQueueI
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetQueueItem503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueueItem503ApplicationProblemPlusJSONResponse) VisitGetQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CancelQueueItemRequestObject struct {
@@ -2550,6 +2814,18 @@ func (response CancelQueueItem409ApplicationProblemPlusJSONResponse) VisitCancel
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CancelQueueItem429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem429ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CancelQueueItem500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2559,6 +2835,18 @@ func (response CancelQueueItem500ApplicationProblemPlusJSONResponse) VisitCancel
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelQueueItem503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem503ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListWorkspacesRequestObject struct {
@@ -2600,6 +2888,18 @@ func (response ListWorkspaces401ApplicationProblemPlusJSONResponse) VisitListWor
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListWorkspaces429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListWorkspaces429ApplicationProblemPlusJSONResponse) VisitListWorkspacesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListWorkspaces500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2609,6 +2909,18 @@ func (response ListWorkspaces500ApplicationProblemPlusJSONResponse) VisitListWor
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWorkspaces503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListWorkspaces503ApplicationProblemPlusJSONResponse) VisitListWorkspacesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateWorkspaceRequestObject struct {
@@ -2672,6 +2984,18 @@ func (response CreateWorkspace413ApplicationProblemPlusJSONResponse) VisitCreate
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateWorkspace429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWorkspace429ApplicationProblemPlusJSONResponse) VisitCreateWorkspaceResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CreateWorkspace500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2681,6 +3005,18 @@ func (response CreateWorkspace500ApplicationProblemPlusJSONResponse) VisitCreate
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWorkspace503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWorkspace503ApplicationProblemPlusJSONResponse) VisitCreateWorkspaceResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetWorkspaceRequestObject struct {
@@ -2744,6 +3080,18 @@ func (response GetWorkspace404ApplicationProblemPlusJSONResponse) VisitGetWorksp
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetWorkspace429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspace429ApplicationProblemPlusJSONResponse) VisitGetWorkspaceResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetWorkspace500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2753,6 +3101,18 @@ func (response GetWorkspace500ApplicationProblemPlusJSONResponse) VisitGetWorksp
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspace503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspace503ApplicationProblemPlusJSONResponse) VisitGetWorkspaceResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type UpdateWorkspacePlanRequestObject struct {
@@ -2828,6 +3188,18 @@ func (response UpdateWorkspacePlan413ApplicationProblemPlusJSONResponse) VisitUp
 	return json.NewEncoder(w).Encode(response)
 }
 
+type UpdateWorkspacePlan429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWorkspacePlan429ApplicationProblemPlusJSONResponse) VisitUpdateWorkspacePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type UpdateWorkspacePlan500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2837,6 +3209,18 @@ func (response UpdateWorkspacePlan500ApplicationProblemPlusJSONResponse) VisitUp
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateWorkspacePlan503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWorkspacePlan503ApplicationProblemPlusJSONResponse) VisitUpdateWorkspacePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListAPIKeysRequestObject struct {
@@ -2900,6 +3284,18 @@ func (response ListAPIKeys404ApplicationProblemPlusJSONResponse) VisitListAPIKey
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListAPIKeys429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys429ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListAPIKeys500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2909,6 +3305,18 @@ func (response ListAPIKeys500ApplicationProblemPlusJSONResponse) VisitListAPIKey
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListAPIKeys503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys503ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateAPIKeyRequestObject struct {
@@ -2984,6 +3392,18 @@ func (response CreateAPIKey413ApplicationProblemPlusJSONResponse) VisitCreateAPI
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateAPIKey429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey429ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CreateAPIKey500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2993,6 +3413,18 @@ func (response CreateAPIKey500ApplicationProblemPlusJSONResponse) VisitCreateAPI
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateAPIKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey503ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type RevokeAPIKeyRequestObject struct {
@@ -3056,6 +3488,18 @@ func (response RevokeAPIKey404ApplicationProblemPlusJSONResponse) VisitRevokeAPI
 	return json.NewEncoder(w).Encode(response)
 }
 
+type RevokeAPIKey429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey429ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type RevokeAPIKey500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -3065,6 +3509,18 @@ func (response RevokeAPIKey500ApplicationProblemPlusJSONResponse) VisitRevokeAPI
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type RevokeAPIKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey503ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetHealthzRequestObject struct {
@@ -3818,119 +4274,122 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9+3Lbtrb3q2D4fTNN5lBXy7nIf3knTurTxHFtd3dOo8w2RC5J2KYABgCtaHv87mdw",
-	"I0GKkijLSdqezHSmjg2CwMJaP6w774KIzVNGgUoRDO+CFHM8Bwlc/+tVxgXj6qcYRMRJKgmjwTC4mgG6",
-	"pvBFmgHXiE2QnAFKOdwSlgmU4im0gzAgavTnDPgyCAOK5xAMg8hMGgYimsEcq9nn+Ms7oFM5C4b9bjcM",
-	"5DJVI4XkhE6D+/sweA0TQol6/Wlcv54F4zeThC1QnA/9SSAS58tIsZwVq4j9CcOAw+eMcIiDoeQZ+Gub",
-	"MD7HMhgGWUbUyNW1nXyBKNu0NHADNi0IvFn2W887MidydSXneApIkP+sPZhEP+e/K4YJzhIZDA+7oTok",
-	"Ms/m9ojmhJp/9fIlECphClyv4XfGb0SKI9h0XHrAJposvFn2ocm9elikjArQfP0PHF/A5wyEJlPEqASq",
-	"f8RpmpAIq3V2Us7GCcz/699CLfougC94niZgtiMxSYKhXhIIicYsXqIZFghTBJxr9tb/F8Hw410wByHw",
-	"VC1pnqnRgDCyS9UbHgYdf6v3n8JASCwzEQwHWh6IVC8OTuktTkiM7GuLnc6kTMWw0xFJRiJox3Drli86",
-	"xDzUcg/d+5T7/xwmwTD4f50CBjrmr6JzbmYw9Fs9Qbd3ItAcJ+oIIEaMozEHfCM0HpiZ2uqVrxidJCTa",
-	"l+CnMcxTJoFGy9YvsEQLLFAmIEYLImcIo5hMJsCBmiMJfDq+LOiYL6YZAb13Ru7Jx6aim1iYnUj9J8Ey",
-	"riVE7QI0Hd8wPiZxDHRPQqoXFBiIxpAwOhVIMoQpkzPghYSWqHhQULFYSiMyTvLhj0U7yW6AojleIsok",
-	"kiyLFOGIyCmnKXZKJXCKkz0JRuw0uXw7mhyWJbQyqpGA2gU+Bl0u2RzkjNApmmCSKImkRhSB3wI/soxl",
-	"eW6G6RRiRT31hKWWRou3HKezPSnWR26L69AwozeULSiiLAY0Cr6MAg8Rp2oJHYinIDrdjmTBfeg/Gy2j",
-	"BIYIo9Yo63YPAI3zn/DKLOoFooyr/f4qrurBu6GqeeSxOFrPphBVMTRGZlWvj98eIbgFvnQEVSMSIqTD",
-	"PSKVyiVn+gTPmHzDMhrveXo1+hR6gbvxAX4Orf5kMG4Nome91kv8AlqH42fR8/gFvJx0e3rpE70AHzcG",
-	"BbXPvAENKE2ZbJnhj0HlM4aEwokSRFwx9g7zKTymNgBfIoBYoF538OLw+TM0XkoQPkl6HpSe42XCcIwk",
-	"YyjRK2lEGslYywx/LAbUS1fcpWblSM6wDx8IRxGkUjiivcd0uSfNPmdMYkssiIcISzRnQqJet9tFKdBY",
-	"QdnnDDJARBooKUTYu9J/Lc3TjHz63a38mce+0hcsS2KUYiEQo+BsJF/x1QsQ6ElpnyOqNxp6gidCDZEC",
-	"pcANRjxtozOD2loFEpJxiBGmOZiPKE444Hjp/mbBvo2uL0DyZet4IoFfq7MWINFiBhzQAhOpppxBkoqh",
-	"Wu6IGtrHHBMqEBaFMSOQWp6YtUdKAZgBjq3V6M2/qvtfQsRorBUN9TY0hgnjYHgMzwviqVtdka5dNhQ3",
-	"WR3qNH6jOJMzxsl/YF8AnBMhFDHGgLkSBaVslCCtV3Bf6bWNeC/zn3gkYNNLDJUOjq1uJGdYK+juomUc",
-	"cbhlNxC3tZlm51WvPU7JL6ClOeUsBS6JsZUiDlhCfCxLhlaMJbQkmcOqtRUGJG5glDkj7271DymHCflS",
-	"bzdOCDeaC8eRBC6cWAmIOMhQ8ZWEJEE3sBQIp5jLdt27LRU27IpmSYLH6nSNtbkyxaJs4m63ywv79WOg",
-	"h5TNW02OfPOhR3h/uZ/ymdn432AMkVeYRpBcWAt39Qgbnofj7LsAqJKxj8Gr47NXJ+/enbwOQvfz6dlb",
-	"bw2bdmenq12w3prhOM8Qx3Gs4Q4n5976JzgREFa25Hin6jmaE+r+3du2Sj3H+uUVLqeHLXHqVOhNAv3W",
-	"qY8P2tCeTFjLf2bZ68nyT+Dim9Ckstht68o9Tt+QocIgTTDdCtpqTC3z2efXbyouUBknyYeJtp82vcuO",
-	"V6ZSeX8GH2vu45m+F2gER0ZTQEQiyhbtrdxjZ1xd/KeSv/ZRbpQo4xyotLznXRr57R/uKG/73lFZGu+6",
-	"ia90YVRo4whRvkCK5dYxW3Fa53had4Fozdv/YRONvbO/z1+GOcdLTdE8bKDFbvMtWyWCtQC8OTZvx2OY",
-	"vXkwroQgtvLObgx5u563K1SohC5uNxx8HXVO4rojnnA2r2V0yWp/vZiBv9YxYwnUwJyeVk9SuxRjXeQB",
-	"lIdBN6FptuEZw1hl1Du+xUTzndEX52mCJWjz5lrPdt1Gl4VJxUFmnEKsbXg0YVz/ECLBEM3mY6WF3gCk",
-	"1kcTkynxlU673TD40pqylv0lxwtle7Qv8OK9dWl5A1pknjIui3vJjS8cW0AjpmzGjv71vdaaCeNELkuB",
-	"m3515z3tr1cWdsanQGUbfeDKcNN2qfYmEYpwYaUeoQkmnIIQCEecCVH8SaCIzUEYlVxtOI8QDTbHh8Lc",
-	"ufR6V5l6RH2ndg0buDTO2XRVevSA013V7E248Kua8dIMre7DvW2jjr1htep1Ccj9zJ8449qWfi9KcxAq",
-	"nw3WP+/xgPGQb78DGt/VD8ABZVHqx7Rnw55zWJbz7yDKxl3d9L49YzFcQMR4XHffeqy5uvfCsaaN6Ny3",
-	"Y51KmEuIkcLwI6ROCTGaLDVhPC+QG2Y9OZfa2YG4XhDEyGBh9fC2nrmddZcLuplg5XLhhGtPNFIPbtRL",
-	"91f7CnlvgGCrq8op40TEp25YQoOSWDsR3Yguj6EwFlD1ffTFKkt4HpCL387OTs/eBmHw6sP783cnV9oX",
-	"8ub4tOQUOXld4xMJgzcEkvjEwVyZQnkgq87/pXHhbsvmbKqEm6huY3kUr6L9oNfHb9tI4Yb1k3FAGSWf",
-	"MzjSGQzxFFAC+JbQKcLo1Yez16dXpx/OTJxujpcowpwv0bVSAq+VCpWS6EZHocYc02jWHtH3oBQjpDDP",
-	"zA9fcCTRkwgLaAmggkhyC0/Dsmsy1YorYtQ+xGGSCYXI2rNtdS1CRzRidEKmNXoXuqrzsaMxy7TXeQbW",
-	"k/4Eo0H/pVqf2qQfJnwaGsd3KZqjc2P04zqOY3ze5RPVkcrmPB+bqM0Ku+8M/auzVF0NespP3/wW+xlw",
-	"Yhi5on7MILoR6y/qOiOkytkF1m9xUqxXkDTtanQjxVjbtIhvTMkb4wLyfFO9Br4p84uq8P98dXX+r4uT",
-	"X387ubwK0dXF8dnlmw8X70NPzBlHr0/eHf/PEdJH5aLMNidFOpe7CVYLZqIMKwFqDmqjECPJpiBnwLe7",
-	"lNQ+7Zh1J2YVnZVzw1KZcbL+Cn4UhXcHfdUpoqsKl5LFn0yCSnKrtCM1NDT09WBMkVjBqYW8ds36vg3L",
-	"reyNZbJ2cyWLWlnT3AKtViQhFW2dnBHdwNJkabTNTEcbTehvvOntSmcTvbWBEqo4udA/naA2Fg5Po3N8",
-	"X+h29oQcw65X9taJ2M5a0OUvp+fnDfShc+ssd9O+uTg5CcLg/OJDEAYnZ1cnF+cXp5cn9c/ayOcK4128",
-	"eYVeDg6f59BjArhaZsoQ4SK7d2tkW6xOrjW4VgK3kOTJTCECHM1cwuF/X344a6VM53C1EnIDNhEnbHaB",
-	"eypijTJAqJCYRvVa4soV6AGejUvfNb0UjpUVp4T3t4tTpxMpiL8hNFZYZPe+HcEte5r3b/RPaAfHqTRH",
-	"Wovlr1hGa5DmREMEhwSwADTG0Y2CnPOTs9enZ2+9FXrkwA6cdoo5JJjM9wODh3iZiUixjGZvMEkyDnU8",
-	"afL6tFQLxCi6AgV1ODHJfdqYnygJQFiig3qCuLfseSOWE993tvEb+nUSLORJ48vXd4OubvwBzrfv5a0k",
-	"jQ3+/DLI9x6WZaiGrXyyhpXiAz9w5IuOLxMVHtoo4Y/hIyjg4vv4CHyW8K4wCzvq6nt3fPpeX4KvTy/P",
-	"j69e/byLq+A3HZ/bM4b94GD02ih0vqAakI6UAV8Dz4VncMaS2LgQRMKqUWVfPd8dJk1y8zss5M8s4xtX",
-	"YawTGkOMzGEgYnIalQCgGct4/aqaolN9tc0rRm1g1veV6iKpBFOEk4QtRP2L1+dFNT5f6zOs8foqERJ5",
-	"ot9E54qp06lfys5R7joM81MdwrzKyPJPvtKVM90lgJ3z6WNATcH03wNq1CUFUaZg/FItyOzAJCHW25Q4",
-	"niuO9pL/8lsDHZ+fohtY5lmUOlZr5iqlKZqMQkInrCZFxHj0pzpEujDSpFPvnOLRRr8XMUEdnS7K8bQB",
-	"+Pr4rUBsMqLaJDwyuoviP0bBhV0EItL4+ez71Lak+q2JOixmJAHjmfPde1qadOUVmnAAgzRPlGWBeiE6",
-	"v/iADkNU2Bao30VRLpojWsjm0/aIjqhTLo3rL6MxcHTdwSnp3PauEdUZ3dfHNnNTO8qH6B8mQdTYt/oY",
-	"jIV7bTNovfPRsRRkfEzW0b7uyEK1Y52ojqMZCE2EEVUUYQtaDG8js2RtwSAi0PW6PNdr9MTZSk+N/zIh",
-	"EdiEQWsjH6fqZa1+u6tEjideEutisWhj/ec249OOfVZ03p2+Ojm7PNHPFJaHY5rj81MvRWEY9NpdM46l",
-	"QHFKgmFw0O62D6xVrnndkrvjWKjjJULrJLK6PKZ3REjh0/En4SdQm1sAc9DlCTFoG1iRPgauA/u2CFGh",
-	"BnYanp70tffysFQf+3FjXaP2gxATGK+rtnys2sawHsyKhXZMPWiDgRaT7j9VyiX73e6GXOqaHGoLsx8/",
-	"lfFSoWXjVOdKTlJNxvOxLjNW5ql30Lo0YWAWXDd9vrGOVwSqH+ltf+S3StL2oHuw/aE3ft3boDvY/kRe",
-	"wXMfBodNtpKXuOnbI5vPMV9a9q2ri1aMLPFUlJOJRPBJ6RhM1EjXP3FCYo3/heNXQbXOGNQYjQWyUo56",
-	"DpPMuNWaJZ1hMuj3q8VLVfGr5uFaOQEh/8Hi5W4smSdj2TCN5k0Ta/noe/0L/2ZRavYzJAkL0d2dcde2",
-	"lQSj+/vCTxpMOYBXTZp71U0ypJV4N6hkFQbPJr2oFx32WgfRs3FrgA/HrZfjF9DqTnpxHx+MB9HhDgUC",
-	"61KX78u6iAKZ+xUp7+1GUk9tD/rd/rNWr9fq96563WFX/ffHam7isBd+14NQKn3QpIgtWDk0TxNet9mv",
-	"ea5+TuUqEtpk4b8b9g16DV6R1+6pB/r9JmDpVbjqh142eosudtsTkc1BWTWlgsprQfk+3KgSde78hNB7",
-	"A95Kv6nR5NnEKT9tZCxBVyVmrDBtEBKp/YcIS+R8PM7bHSWAudE1jxDPKFVK/GpF2AqSv9bvrCB5CXsG",
-	"q6s1D8U/bvSCfwxJduSfsF5jvpwp66zSByC/kZ3zwl7qPwlzm68e7VuQm861+73vlL8z7l+VDu+HoBSC",
-	"8hbkzlJSse22GEslH7zWLnYA6Y4Vq5WeSzu/d53Gfmk0c4woLBCZzzMT33M6up/C4TwNYzD53E70K3me",
-	"hb/feDEoWyDFdNu09iIN8aso75/ud1SOKwVs30kzLleTNAWnbUCXO1r6D0AYd1BrgEYxkp3/h6L5Z1c0",
-	"j+MYYVSUBj2GZpmDVufO/nS/1h1nlAtGoR57cLlLWxPVwoeRr6xhfGXZ7D2+bP5N5XJ/DWCbBOx364d3",
-	"68/C5rWZpAzTtYAI1FvT6e62dEnWe4I3Nr+oVUCK23snv3nxWKhQH4Q0G7B5iqaBI0rxlFBsFM86x3kR",
-	"gv2z+s3Lq/hAk6Wv7+goMTG91zKxbjl57kUziV6pPtm+Dq2qEVFS9NeTpi49ZE+alCuD/KogszCviOiJ",
-	"Gntt61WuR1QPzusnnw4Rzn32rtEPo9oXgSbEJejzjCKcCDaieCKBIxMFhLkuSrKhG8QosrmMiiA6nFVH",
-	"Eq9U7v98RKVcs7MxoOKx3xMl8yyTpvjDlHWJpz9umkqYBXy0c3eN98t6ZasY0NGios3BWnvuxEXJMfWE",
-	"0ZpxJWWq4rnRcRpMxQK4GNF+t68kz/R70I86q467jEKiu0HRcrMqL8Q+ojpfBP2uXYIUXVd6cl6HCNtS",
-	"nrw5D57b1mIGCsSIql8zTtQVkngIYjIAqn08bSA+n+oGdJMyPKKD7ss2+sXVMN1AasxWLFECWEjUH+gM",
-	"H9M5qwiaa7woX1nVWvRtl9Z7fGPDYQbkBJ7ou4uD5EtThpSvNS+fWCEEWkOHo/qGpupw1MaR3vdlxFKI",
-	"y1sLNxAhvzdMs64CJSsnuLY38+Hhtg47n/aw8vOyCZeMEONyQmd/XSpmUxX9a3rq1vUyaORf6O9Gqbym",
-	"NziI+1Fv3MWtl5MX0BrEz6PWi/Ez3DqcDMD9zWtalucr7rotr/i95uJwg/52foFuA4v9ldcS+AGOhG/n",
-	"E7CnVLpBHnhZ3XkJw9ucAP7rfnLqtIZ5Rp1CoTHMKBgZrXUE+Li8pwPALwarcwG0+3+UC6FNJyhb/6VU",
-	"LhtR6OH++CAaxK1DeDZpDXBv3HoR9ePWAQwmh/jZ+Hn0Ig7CdbhWBL3z2rVe2GB1vT+C6mLMC8w/ynHw",
-	"DVF0uwyv5mn963L88Ot/amLs4YOgiW/xx9S+ff+boFS53/vKt8Mm+Cx9I+CHZl3x4TRAq129OP4XG7Z5",
-	"TspY14l0r8XdwzblV66L2phOjkrBWwmuD7Ud7FJui9AWEcisKbF18iNKdL67QHnJgUZbpbsLPYnR3827",
-	"EpeGaxMBRtTE8CH2FM1jagxwIUmS5MnjNo3eXCrKPqDMS6hFS5BHdmk6QUyi64K++qHOnUULR9brOsXc",
-	"rHMD/u+oPO0C3QXyFN0vm4ebym056/J2zBHopdreyj+UqP0SbAy/PVTF0fy4k6/Ua00dIpaaSp1kqSxf",
-	"JVWGgUIrKyOqE46rhrd0puR8iJy1g570jNPVtKOgiCUxCKnEkwvb5sJ4lZ3Pxqr2Zi1KeHWqPs+oQBS+",
-	"yHwJhU3/BFu5tsWUMTION+y+HWAsWyXvArFMKvAY0TGObthkYldXJ7GKTrpe6i/k+LVU+xo+30orr7+p",
-	"d7Fc7bfRu+jJzA9tp+JHLLe63w24ivt0i0lmur0rkLSGe9m/T2PRRh9oBFpbKP40w2JEcx28qDYmhVte",
-	"KRpagqzHEQ26g6NKBIGIEdUfdEDjpZb4ShKh9nzlQYQ6gHkLsqgH3Zf5y9Xm3Uq1+NostKI63NhdTeLK",
-	"K7Xd3Wopdq0J1h38UanRbW577mCJeXXWZkslz1uuCpXKW/+8/jivYLje4iok7QcIVcPmBW0am1w1Xwh0",
-	"ImyKr8qxwDVx8CJe9/AL/lMDgFxvx/2J9rHNStQKXo7CBrjRhPE2Os61QcaRrUw3o2yS34iWjUOilMRb",
-	"4F6Wn5qlkHX9tJ8boGHcWqmNbVO0YpqOaJ1t6gxOTXBbtc24DgAX687t0xE1n10xrG17zsmyiK81LDdc",
-	"JA8xLHd1yBdtAX7YlX8Bu7IBMlbQx5RFb7EpvZ7Kim8jnCTAlewgAcpOSxId0ZOu2jtErhB4UqkevoHl",
-	"00Z1rUXJdrCr++yvaaCUewRsNFCK4/imQvMotZ75mTrm9H65vsDTpEaXnBtIYYeur2+jY13CzmiyXJfv",
-	"/bv3tcgHR4BdgCQqGkYMdXuwHVO8V/qofI0kb9cApdtI9682LOla3byR0pt3GTkM19Oo6PnRbVC2srvY",
-	"/IULD3eNyj5aiZ+TiFpZrL0oOneeUbTNji+n6BTV1Am2N4RmG/OjYVcUKTPX/MZ+2Q1SObO6mSj3qsHS",
-	"OQLrOuasmORlCNjLJLei1X+QaPW+omg9/2aiVfKN/rBQ60q7NkrXrkrN75UPcGsrqKZTYnETIlcVY5pD",
-	"a54G4RJjwXjdlbomBGG0tl7WNSQRkqUp1Ghqlb5g56aH0oMvWMvTXq/Nxsy6pkNZo5v1LyD+/e4a+fdo",
-	"1RQGDh8ZBuyr/r5w8G0vaP0h1EoYzzYne+g9rf7euoHlNjuv+gFY3X3fJVjLGRBuP2Qp6o224/PTX9Rb",
-	"9pMwZUYVrNmoJ1r+Xblqq/lahlXb+nFlVYwz29fLN81yrnmE66rWrKveVoa5THd2+00rRiMI88Cn28qR",
-	"abqmVMIZFvqT5OY7wuvsP8OZj2D8RWRXa6/8HdHvVM+rr5zu+DkMcBdaL/Hh89YgOpi0XsQHUas36cNB",
-	"PIgOx89w4SOOSPG512Egkpt/DSZ9/DIqfe/VhmLc5xu9Yf+6+bV/2/3j84t578vz9GB8SF9Gg2/SXsh9",
-	"lXK99IeFMWJW/uPGegSTkjoMqYeQXe6pzt0NLLd0i/HB49h9N9rVXtgvs+TarhrYRhdqkG4eviARGA89",
-	"ZS2WrsKGHurDxrZ2MBf5h6t/3CuWMQxJtjLGXndLbY2rfd1PwrqXayJgmr/2j+PN9Edk/rNWrzq2eQb9",
-	"brdoEYpSziIQCnz4LQjXz1PYD5oIRBmKIQUaA42Wtc6Mn+1797Vl8kAPu2kOs/bLOXU+6oTcQrvUJdbq",
-	"c56ycQsUhK9nGCJaiNBpnk0JChSdMyGnXH8yicZ5kC/UkYc5i7MErK8oE4CIfGpTP47QYfcAMTkDviAC",
-	"Qv+zAspkUz+nuuBsrIsLnf5rPsXgepJMmf5Cp1Zd+C3wnwRK2LT2xC7MvvYuD8i/TpTajZvDCwNpt14c",
-	"5uOerd5A22DCwYZF+01dK4t3n7gIFD31QQ+R20ZO9Sf2Cxm5V49Nn3ohycPuQdHG9czNU24XLIadjtAd",
-	"Xtsx3LoViQ5lsmWGN6aH+7BHbUCmEFIUMxCaTQx7bZYBRUqyVgjKDxbNlT9+Upq0YbS6ZIA5vtEFKqXe",
-	"uMNOJ2ERTmZMyOGL7ouuVsftS1ewEyimUtg0KcXuyvA03/epZDmKGujNgbklTOlfxCEGKglO/Dly6K+f",
-	"odoN1FvNSrMOf1q/c8LqzLa6iNBpiBZYRjPd+Z3GLgOg7PnypvWCp6uzOjCz3+G1p+o9bU/1/tP9/wYA",
-	"AP//23SMjcuSAAA=",
+	"H4sIAAAAAAAC/+x9eW/buLb4VyH0+wFt8eQ1Thfnr9w27eRNm2aS9A7e1MUNLR3bvJZJl6SS+gb57g/c",
+	"JEqWbTlOm2lfgAEmTSTq8PDsG2+CiM3mjAKVIujfBHPM8QwkcP2v1ykXjKufYhARJ3NJGA36wcUE0CWF",
+	"b9I8cInYCMkJoDmHK8JSgeZ4DM0gDIh6+msKfBGEAcUzCPpBZBYNAxFNYIbV6jP87T3QsZwE/W67HQZy",
+	"MVdPCskJHQe3t2HwBkaEEvX547ganmvGp6OEXaM4e/SJQCTOwJhjOcmhiP0Fw4DD15RwiIO+5Cn4sI0Y",
+	"n2EZ9IM0JerJZdiOvkGUrgMN3APrAAJvld3geU9mRC5DcorHgAT5z8qDSfR7/rdiGOE0kUF/vx2qQyKz",
+	"dGaPaEao+VcnA4FQCWPgGoY/GZ+KOY5g3XHpB9bh5NpbZRec3KqXxZxRAZqu/4HjM/iagtBoihiVQPWP",
+	"eD5PSIQVnK05Z8MEZv/1b6GAvgngG57NEzDbkZgkQV+DBEKiIYsXaIIFwhQB55q89f9F0P98E8xACDxW",
+	"IM1S9TQgjCyoesP9oOVv9fZLGAiJZSqCfk/zA5Hqw8ExvcIJiZH9bL7TiZRz0W+1RJKSCJoxXDnwRYuY",
+	"lxrupVsfc/+fwyjoB/+vlYuBlvmraJ2aFQz+lk/Q7Z0INMOJOgKIEeNoyAFPhZYHZqWm+uRrRkcJiXZF",
+	"+HEMszmTQKNF43dYoGssUCogRtdEThBGMRmNgAM1RxL4eHyV4zEDph4CvW9G7s37xqJbWJidSP0nwVKu",
+	"OUTtAjQe3zI+JHEMdEdEqg/kMhANIWF0LJBkCFMmJ8BzDi1gcS/HYg5KLTSOssfvC3eSTYGiGV4gyiSS",
+	"LI0U4ojIMKcxdkwlcIqTHRFG7DIZfzuc7Bc5tPRULQa1AN4HXs7ZDOSE0DEaYZIojqSGFYFfAT+whGVp",
+	"boLpGGKFPfWGxZaWFu84nk92xFgXuS2ukoYpnVJ2TRFlMaBB8G0QeBJxrEBoQTwG0Wq3JAtuQ//daBEl",
+	"0EcYNQZpu70HaJj9hJdWUR8QRbna7S7LVf3wdlLVvHJfFK1XUxJVETRGBqo3h+8OEFwBXziEqicSIqST",
+	"e0Qqk0tO9AmeMPmWpTTe8fQq7Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2ALzd6",
+	"ObZPvAdqYJoy2TCP3weWTxgSSk4URMQFY+8xH8N9WgPwLQKIBeq0ey/3XzxHw4UE4aOk44nSU7xIGI6R",
+	"ZAwlGpJaqJGMNczj90WAGnRFXWpVjuQE++ID4SiCuRQOaR8wXeyIs68pk9giC+I+whLNmJCo02630Rxo",
+	"rETZ1xRSQEQaUZKzsKfS/yisUw99+tuN7J37VunXLE1iNMdCIEbB+Ui+4asBEOip2yfjAyok4xD7Ww49",
+	"Fiz8A10BF+aXWsChOfAB1TLkWahMscL31LEK+yELokAjLKQ7ZyVFOJYwoIxrY1ZR4wzTBSIUjRIynkh1",
+	"PIxG0EQnRmdoA8yCjGmmSgYUJxxwvHB/s6qmiS7PQPJF43AkgV8akCS6ngAHdI2JVEtOIJmL/oAq6A0a",
+	"Yo4JFQiL3JUSSGFBTEL9Wa3VsFS4H5EkEc2BMkomgGPryXpfXfZHziFiNNbGj4IBDWHEOBi6x7P8QJWl",
+	"oY6zWXRe13lCikI+UZzKCePkP7CrUJ4RIRSKhoC5OjZlABXEbCfniMJna/FD6r9xT8JWg6iJEVt7TU6w",
+	"dhqc8mcccbhiU4i1WPlE8RUmCR4mcA8mrpVbRKBhKhYHSPIFwmNMKBITxmWyKBhynkQ+B35FIkCpB05d",
+	"JGYv3JdEyXehWFLtRNGqxFMo2HOUXfcRZSjGEg+xgAGNGKUQaVkRKUoecQBtMhAj1odKryorAhNZ5OmY",
+	"UTgY0BxfWPFOkX3vh8v4Qn1Tf2QrxsqQqz99OCe/g1ZGc87mwCUxrn7EAUuID2UhThBjCQ1JZrAcLAgD",
+	"EteIKbgYxc3yH+ZKCH2rDnuMCDeGN8eRBC6cVhAQcZChPlZIEjSFhUB4jrlsVn3bMsyaXdE0sTxkgiVL",
+	"S1wXIzSbw0p5+OVzoB8pRmc0OrLNhx7ifXC/ZCuz4b/B+NGvMY0gObMBmuUjrHkejo1vAqCKaj4Hrw9P",
+	"Xh+9f3/0Jgjdz8cn7zwY1u3OLlcJsN6aoTgvjoTjWKtlnJx68I9wIiAsbcnRTjnwOSPU/buzCUq9xmrw",
+	"8ojp3UAcOw9wndx657yfO21oRyKspD8D9mq0/NOYTN8fJyVgN8GVBUx/IEGFwTzBdKNuUs9UEp99f/Wm",
+	"4lwq4yT5ONLu/7pv2eeVp1/cn5GPFUplok0IGsGBMTUR0XqwuZF67IrLwH8ppBvuRaNEKedApaU9T2lk",
+	"+izckt921VHpPN52E99JYZRw4xBRVCA5uFXElp/WKR5XKRDtOPo/rMOxd/a32ccw53ihMZplvTTbrdey",
+	"ZSRYB9ZbY/12PILZmQbjUgZtI+1sR5BXq2m7hIVS5u1qzcFXYecorjriEWezSkKXrPLX1xPwYR0ylkCF",
+	"mNPL6kUqQaHaPc3yf3cT3YTO0zXvGMIqSr1D52EYe3E2T7AE7R9f6tUum+g898k5yJRTiHUICo0Y1z+E",
+	"SDBE09lQWaFTgLkNMcZkTHyj0243DL41xqxhf8nxtfK8mmf4+oONyHoPNMhszrjM9ZJ7Po/LAo1YTOi4",
+	"pX99q61mwjiRi0LesVveeUenm5iQKOVjoLKJPnLlfegwh/NscB70OEAjTDgFIRCOOBMi/5NAEZuBMCa5",
+	"2nCW4OytT2+GWWz0zbY8dY/2TiUMa6g0zsh0mXv0A8fbmtnr5MIfasVz82h5H+5ra23sNdCqzyUgd3N/",
+	"4pTrSMIHUViDUPm8t/p9jwZMgmezDqitq+8gB5RHqV/ToTF7zmGRzx+AlU22pa6+PWExnEHEeFylbz3S",
+	"XN57HiTVTnQWHLRRScwlxEjJ8AOkTgkxmiw0YrwwonvMhiPOdUgHcQ0QxMjIwvLhbTxzu+o2CroeY2V8",
+	"4ZhrR2mkXlxrl+5u9uX8XkOCLUOVYcaxiI/dsCANCmztWHStdLkPgzEXVQ9jL5ZJwouAnH06OTk+eReE",
+	"weuPH07fH13oWMjbw+NCUOToTUVMJAzeEkjiIyfmihjK8rBV8S8tF242bM5W+riFqjaWJaFL1g96c/iu",
+	"iZTcsHEyDiil5GsKB7oAJx4DSgBf6bgiev3x5M3xxfHHE5NmnuEFijDnC3SpjMBLZULNSTTV6Y8hxzSa",
+	"NAf0AyjDCCmZZ9aHbziS6GmEBTQEUEEkuYJnYTGKPdeGK2LUvsRhlAolkXVqxNpahOq47IiMK+wudFGV",
+	"IjJxWlNTYzI9TzHqdV8p+NQm/Sz3s1A9NqCFZKQu7TIR34UEmx4pnqhOtNen+dgkHZfIfWvRv7xKOdSg",
+	"l/zyw7XYb4ATQ8gl82MC0VSsVtRVTkiZsnNZvyFIsdpA0rirsI0UYW2yIn4wJqcmBOTFpjo1YlPmF2Xm",
+	"/+3i4vRfZ0d/fDo6vwjRxdnhyfnbj2cfQo/NGUdvjt4f/s8B0kfliiRsSZV0IXdTayGYSUgt1VdwUBuF",
+	"GEk2BjkBvjmkpPZpn1l1YtbQWTo3LJUbJ6tV8L0YvFvYq84QXTa4FC8+MfVVyZWyjtSjocGvJ8YUipU4",
+	"tSKvWQHfjyG5pb2xVFZuruBRK2+aW0GrDUmYi6auLYqmsDBFRk2z0sFaF/oHb3qz0VnHbq1hhCpKzu1P",
+	"x6i1mcOz6Bzd57adPSFHsKuNvVUstrUVdP778elpDXvo1AbL3bJvz46OgjA4PfsYhMHRycXR2enZ8flR",
+	"9bs2wbtEeGdvX6NXvf0Xmegx6WvNM0UR4fLaNyt4Wywvri24RgJXkGS1eCECHE1cvex/n388acyZLkFs",
+	"JGQKto4srKfAPROxwhggVEhMo2orcUkFegLPJuFv6iqFQ+XFKeb9dHbsbCIl4qeExkoW2b1vluCWPM33",
+	"18YndIDjWJojrZTlr1lKKyTNkRYRHBLAAtAQR1Mlck6PTt4cn7zzIPTQkRUUbJVzSDCZ7SYM7hJlJmKO",
+	"ZTR5i0mScqiiSVOWqrlaIEbRBShRhxNTm6qd+ZHiAIQl2qtGiPvKjhqx2LextY9fM66TYCGPaitfPwy6",
+	"vPE7BN8eKlpJajv8mTLI9h4WeaiCrHy0hqXeGT9x5LOOzxMlGlrL4fcRI8jFxcPECHyS8FSYFTtK9b0/",
+	"PP6gleCb4/PTw4vXv20TKvik83M75rDvnIxemYXOAKoQ0pFy4CvEcx4ZnLAkNiEEkbByVtk3z7cXk6Y2",
+	"/z0W8jeW8rVQGO9EV2mZw0C2dksxAJqwlFdDVVc6VTeLvWbUJmb9WKnu8UswRThJ2LWo/vDquqja52tj",
+	"hhVRX8VCIqsUHemyQnU61aBsneWukmF+qUOYNclZ+skgXTrTbRLYGZ3eh6jJif4hRI1SUhClSoyfK4DM",
+	"Dky9arVPieOZomivTjQvWT48PUZTWGR1gTpXa9YqFGOawklCR6yiRMRE9Mc6RXptuEmX3jnDo4n+zHOC",
+	"Ojudd5NqB/DN4TuB2GhAtUt4YGwXXa9NwaVdBCLSxPns99S2pPqtyTpcT0gCJjLnh/c0N+nGQVObqSXN",
+	"U+VZoE6ITs8+ov0Q5b4F6rZRlLHmgOa8+aw5oAPqjEsT+ktpDBxdtvCctK46l4jqhoTLQ1vkqwPlffQP",
+	"U0ts/Ft9DMbDvewbcL3z0bkUZGJMNtC+6shCtWPdZ4GjCQiNhAFVGGHXNH+8iQzI2oNBRKDLVVW+l+ip",
+	"85WemfhlQiKwBYPWRz6cq481us22YjmeeKW619fXTaz/3GR83LLvitb749dHJ+dH+p1br/zXHOLh6bFX",
+	"otAPOs22eY7NgeI5CfrBXrPd3LNeuaZ1i+6WI6GWV72vi8iq6pjeEyGFj8cnwq/6N1oAc9DdNTFoH1ih",
+	"PgauE/u2h1ZJDewsPL3oG+/jYaG9+/PatlwdByEmMV7VLHxfrblhtTDLAW2ZduYaD1qZdPul1O3bbbfX",
+	"VJJXVJBbMfv5S1FeKmlZu6K7VJNUUdh9qLvklXvqHbQuge8ZgKuWzzbW8nqY9Sudza98KtX399p7m196",
+	"67dt9tq9zW9kDWjqhe6rzS+4TqLbMNivs/Vjr2Fyv84e/J4CraHS2QzzhWWRqtEBilkkHotiwZIIvig7",
+	"hokKDv4nTkisdUweXFbqQFclaj2AhWvYQR0n98xzy219uoql1+2W+/vKLF6u9bW8CEL+g8WL7cg+K/iy",
+	"qSBN/yaf89nPLOQx1Lwb8zdIEhaimxsTEm4qKYFub/NYbDDmAF7DdRa5NwWXVqq4hwqeZ/B81Ik60X6n",
+	"sRc9HzZ6eH/YeDV8CY32qBN38d6wF+1v0a+yqjz6tmjvKEF2uyRJOtuh1HMNgm67+7zR6TS6nYtOu99W",
+	"//21XP/Y74QPehDKbQjq9HkGS4fmWdurNvs9z9Wv21yWtrYg+ZeTr529WvL1vesS7XW7dQSs1wT+E0hx",
+	"c7jWfCpJ8pWC/DZca6q1bvxC1Vsj8JXdVeFhsJEzyprIeKiu/dF4h9pRJVLHNRGWyMWeXBQ+SgBzYwMf",
+	"IJ5SqpyLpVbHZen/Rn+zJP0L8qq3DK15KX60NH4sjRq0b0mjYbW3cD5RnmlphEdmKbjAjTU2nghjZSyT",
+	"zzuQ62in/dC67lfWRxeFw3tkxh/LjO9Abs2JJd95gzNayHFoy2oLZdNyjf3lkWxbf3eVt3JuvBKMKFwj",
+	"MpulJn/q/BO/RMZFcoZg6uWdeCnV0eb5FBMlouwaMbrZY8nLPL+L4/LldkvHoNQg+EBeQbFbp64A3CRM",
+	"s0BW9w5SzB3UCmGmCMmu/2hk/4pG9mEcI4zydq37sKozQde6sT/drgyRGqOHUaiWV7g4+LGOyeOLnu9s",
+	"+Xxnfu7cPz//qrz8U1gmm7hsN2skvFl93rae0RTjmGkVRKDOigGdVwXlXZ0BWDvGo9Iwyq2KrfIl+Wuh",
+	"0kYgpNmArU81c2fRHI8JxcborkqY5Kn3v2u+pAjFR5osfDtMVwcQMzIyFavAyWpu6kmNpa6jzXBoE5KI",
+	"gpOzGjVVZUE74qTYEeZ3gxnAvOaxp+rZS9undDmg+uGsb/ZZH+EsV+PmkzGqYz1oRFxjBk8pwolgA2pG",
+	"5ZjsL8zMOB0TdEGMIlvDqhCi05hVKPFaJP/PZ9KKvVprE2ke+T1VPM9SaZp+TDufePaozR4gvQa+RHX6",
+	"zPtltdGYP9DS7Khd4Upf9shVYGDqMbx1YQtGYSkypvNzmIpr4GJAu+2uG29ntF/m0XJXrUr0qDpamquX",
+	"l28MqK5FQn/qsC5Fl6VxxZchwrZNLBv8hGd26qIRN8LMvWOcKDWVeFLKVJeURxzbIo9sqSno+Y14QHvt",
+	"V030u+uPm8LcuOxYogSwkKjb09VjemqgV5ChZVJRLZbnHGxSjB/w1KZBjSAVeKT1IwfJF6bFLYM1a81Z",
+	"QgRagYeD6lnP6nDUxpHe93nE5hAXtxauQUKmm8w0s1wSl05w5dj6/f1N05u+7BDhyFpyXKFLjIvFwt1V",
+	"Zb51XY3vGQldNSejVmylux2msn7xYC/uRp1hGzdejV5Coxe/iBovh89xY3/UA/c3b/pfVgu77ba8wQoV",
+	"ysk99MtpnnYNzfPam5Z+hyDK31u32ZMtaJ07Krgbr4B9UwDE/9wTZ+Zr1cCoM3S03DOGT0orgyC+LN8x",
+	"+OE3J1aFP5rdv4qN+WYyme1HVKagzfJ0cHe4F/Xixj48HzV6uDNsvIy6cWMPeqN9/Hz4InoZB+EqWZgX",
+	"SGS9lJ2wBnSdv4IyMOYD5h/Fmok1FRcWDK8Hb/XnMpnj96NV1GOEdxJnfEMsqvLru2uPwiSJznfWKOtE",
+	"buHKlUeL/wHiVzUk4rYRLP+SnU1Ro6I8bUV6vuj2qbTiJ1dl0sz0UmV4LhVu9HUMwJWZ5+lGIpCBKbGz",
+	"IQaU6B4PgbI2Gy3RlU8h9CLGrzDfSlzpuS0yGVBTHwKxZwAfUhN8EJIkSdYwYVtHjOJSfgtlXhE5WoA8",
+	"sKDpgkWJLnP86pdaN1YiObReVjkMBs41OmZLo24b9ZBLt3zia/0UYHEUbVUdmTkCDaodh/9o3P39C8QM",
+	"Td/VVNM0v1UsujC+n81NB1yyUF6/4lxDpKHlxwHVhfzloIN0bvSsj5ynh552TFDbjHmhiCUxCKlEABd2",
+	"fIyJ2ruYmHVrDCxKQOgWGJ5SgSh8kxkIeTzjKbaywzYpx3b2N3ZXyhivXskUgVgqlYAa0CGOpmw0stBV",
+	"SQWFJ92H+BMF1i3WvkdMvTQi7xeN3ha7aNdGbz2eebTaHiBOW7xlZTvhmNsFG9xXc9WHEsQ2MFLM0dBY",
+	"NNFHGoG2evI/TbAY0MxfyScFkDy1Yu4BURaQieiiXrt3UMoCETGg+i4hNFxoqVIqtNWRxSwRVCXE3oHM",
+	"e7l3ZbDipIh2adLDyirKfLKD8VHr1B8szWVol8coVLqr7d5fpf76+n76Fl6rNyPBbKkQ2cxMukJr+t83",
+	"3uk1+1d7pzmnPQq6hyivyPFf2z2tuADXiQnTnFnMGa+ol8jzunc3VL7UEMKrfd6/0T42edTaUM0kvVEO",
+	"aMR4Ex1mVi3jyE6uME/ZItUBLTrSRBm7V8C9KlW1Si5P9Nt+DYlWFdajr+3HoyU3fkCr/HjnnGuE26kO",
+	"jOtCgRzuzJcfUHOrmKFuO5NSFsXISid8jbK6ixO+bVIlHxvy6IM/+uDaB68hfUsSzoxm2OB/e3PdFW9E",
+	"OEmAK/5EApRPmyQ68yvdxIkQuWEEo9IEgyksntXqrc/HRgTbhjN/TmeuOKdkrTOXH8ePZcyfpd88oxvH",
+	"AN4vVzeZmxaFQrAJKRmo54g00aEe1cFosljVd/Gnd6nznasRXOItygfj9PUYxC1bLZbmRX2PZgs36Kld",
+	"y08qD2ZqWz+mloOQTVPaD1fjKJ9t1K7RorY9a/7Ezc+/WoVAoS3ZcV0lv1cqvNaN56RuiqsUS9LyqREJ",
+	"tppOk6b50bAEilhK7W/sNaswlxNrx4ri3C8sXfC3avrYUoikKGZ2CpFY9u3eiX0735F9X/ww9i3Ewx8j",
+	"Bg/VKrqWg7c1AP/04k/aFVZeacVk21yjI9dlZ4b5a74B4QrawWRzlGkrBGG0co6AGyAlJJvPocKqLc1x",
+	"PDUz7+5sKFi+8WYj12aIFRMla1kIP4GI6bZXyBgPV3VFzf49ixr7qV9Y5Pxyhoa+Xb2UgrYDK+9qb6i/",
+	"N6aw2OR3l++01zeyuOYLOQHC7eXGotqJPjw9/l19ZTcuVm5tTv615mRmd42Wrx+pZAq1rUfV+wDOsp0n",
+	"6bvKGWXeg9qtdLPLWtcQsLkVxN6lyGgEYVYY4HZzYIZ9KvN5gsUE6ZoBxqtUrb1EWlP/PTjjEdnW+y7e",
+	"X/1Acw606mwPX0APt6HxCu+/aPSivVHjZbwXNTqjLuzFvWh/+BznuYeI5NeM9wORTP/VG3Xxq6hwz7hN",
+	"I7prg73H/jX9o3vV/uvry1nn24v53nCfvop6P2TknLsNebWECXPHzUD+qHl/EhefOjlVLaa20betmyks",
+	"Nkwc8wXUIbJk73q/7K1jmWegHmyiM/WQvhjjmkRgskuUNdh8WTTpR33RtGmkmHnhcaTYDyY+g/aNxLeT",
+	"jqycFWA/90TY1EhFhljT8O557om+hO0/K23QQ1vr02238xHbaM5ZBEIJUX4Fws3DFvZCMIEoQzHMgcZA",
+	"o0VlAOs3+91dfcssEcqm9dWFvXmuKr+SkCvljnlT1q3t6xlNV0BB+PaSQaIVQ7pkvC5CgaJTJuSY6ysH",
+	"aZwlwUOdNZuxOE3AxgdTAYjIZ7b86gDtt/cQkxPg10RA6F/Lo1xo9fNcN9UOdZO28xXMVUZu5tSY6Ruu",
+	"tQnGr4A/EShh48oTOzP72rmdKbvdb243bg4vDKTden6Y93u2egNNTyysANofil4C3l0RFSh86oPuI7eN",
+	"DOtP7Q1TWSSXjZ95Kfv99l4+Bv3ErVMcty/6rZbQE9KbMVw5iESLMtkwj9fGh7sYqzKZmDMpihkITSaG",
+	"vNbzgEIlWckExRfzywk+f1EegSG0qmKZGZ7qhrrCbPl+q5WwCCcTJmT/ZftlW7sV9qNLshMoplLYUkVF",
+	"7spJN/fjlaqZRYXozQRzQ5j25ohDDFQSnPhrZKK/eoXypGsPmqXBSv6y/gSa5ZVtNySh4xBdYxlN9M0p",
+	"NHYVMsVIpLesl/hfXtUJM3uPvT1V7217qrdfbv83AAD//1+tX2TKnAAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -68,7 +68,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
-		PendingQuota: s.quotas.PendingItems,
+		Quotas: s.quotas,
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)

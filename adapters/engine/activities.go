@@ -85,8 +85,11 @@ type CompleteInput struct {
 type Activities struct {
 	runs      *app.Runs
 	executors map[domain.NodeType]ports.NodeExecutor
-	metrics   *NodeMetrics
-	tracer    trace.Tracer
+	// slots keep the workspaces' shares of the external-API worker; nil
+	// grants every slot.
+	slots   ports.NodeSlots
+	metrics *NodeMetrics
+	tracer  trace.Tracer
 	// PayloadLimit is the largest node output, in bytes, handed back to
 	// Temporal (Limits.PayloadLimit); DefaultPayloadLimit when zero.
 	PayloadLimit int
@@ -105,6 +108,61 @@ func WithNodeMetrics(m *NodeMetrics) ActivitiesOption {
 // Temporal's tracing interceptor starts.
 func WithTracer(tp trace.TracerProvider) ActivitiesOption {
 	return func(a *Activities) { a.tracer = tp.Tracer(tracerName) }
+}
+
+// WithNodeSlots keeps the workspaces' shares of the external-API worker in
+// slots.
+func WithNodeSlots(slots ports.NodeSlots) ActivitiesOption {
+	return func(a *Activities) { a.slots = slots }
+}
+
+// NodeSlotInput names an HTTP node's slot of its workspace's share.
+type NodeSlotInput struct {
+	WorkspaceID string
+	ExecutionID string
+	NodeKey     string
+	// Share is the workspace's plan's share; Lease how long the slot may
+	// be held at most (the node's longest possible run).
+	Share int
+	Lease time.Duration
+}
+
+func (in NodeSlotInput) slot() (ports.NodeSlot, error) {
+	ws, err := domain.ParseID(in.WorkspaceID)
+	if err != nil {
+		return ports.NodeSlot{}, temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
+	}
+	exec, err := domain.ParseID(in.ExecutionID)
+	if err != nil {
+		return ports.NodeSlot{}, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
+	}
+	return ports.NodeSlot{WorkspaceID: ws, ExecutionID: exec, NodeKey: in.NodeKey}, nil
+}
+
+// AcquireNodeSlot takes a slot of the node's workspace's share, reporting
+// false when the workspace holds its whole share; the workflow then waits
+// on a timer, holding no worker slot, and tries again.
+func (a *Activities) AcquireNodeSlot(ctx context.Context, in NodeSlotInput) (bool, error) {
+	if a.slots == nil {
+		return true, nil
+	}
+	slot, err := in.slot()
+	if err != nil {
+		return false, err
+	}
+	return a.slots.AcquireNodeSlot(ctx, slot, in.Share, in.Lease)
+}
+
+// ReleaseNodeSlot gives the node's slot back once its activity has ended.
+func (a *Activities) ReleaseNodeSlot(ctx context.Context, in NodeSlotInput) error {
+	if a.slots == nil {
+		return nil
+	}
+	slot, err := in.slot()
+	if err != nil {
+		return err
+	}
+	return a.slots.ReleaseNodeSlot(ctx, slot)
 }
 
 // NewActivities builds the activities over the worker's use cases and the

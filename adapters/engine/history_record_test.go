@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
 
@@ -78,7 +80,7 @@ func TestRecordHistories(t *testing.T) {
 	ws := NewWorkers(c, WorkerConfig{
 		Queues: queues, ServeWorkflows: true, ServeExternalAPI: true,
 		WorkflowsSize: 10, ExternalAPISize: 10, Retry: testRetry,
-	}, NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors()), slog.New(slog.DiscardHandler))
+	}, NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors(), WithNodeSlots(&refusedOnce{})), slog.New(slog.DiscardHandler))
 	if err := ws.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +189,20 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionCompleted,
 		},
 		{
+			// Two HTTP nodes, each refused a slot of its workspace's share
+			// once: each waits on a timer and takes one on the next try.
+			name: "http_nodes_wait_for_the_workspace_share",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "one", "type": "HTTP_REQUEST", "config": {"url": "%[1]s/orders"}},
+					{"key": "two", "type": "HTTP_REQUEST", "config": {"url": "%[1]s/orders"}},
+					{"key": "both", "type": "TRANSFORM", "config": {"output": ["{{ steps.one.output.status }}", "{{ steps.two.output.status }}"]}}
+				],
+				"edges": [{"from": "one", "to": "both"}, {"from": "two", "to": "both"}]
+			}`, srv.URL),
+			want: domain.ExecutionCompleted,
+		},
+		{
 			// A dispatcher that could not fit the graph in the input.
 			name:      "graph_loaded_by_the_workflow",
 			graph:     `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
@@ -245,6 +261,26 @@ func TestRecordHistories(t *testing.T) {
 		})
 	}
 }
+
+// refusedOnce refuses each node's first try at a slot of its workspace's
+// share and grants the next, so a recorded history takes the wait.
+type refusedOnce struct {
+	mu    sync.Mutex
+	tried map[ports.NodeSlot]bool
+}
+
+func (r *refusedOnce) AcquireNodeSlot(_ context.Context, s ports.NodeSlot, _ int, _ time.Duration) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tried == nil {
+		r.tried = map[ports.NodeSlot]bool{}
+	}
+	taken := r.tried[s]
+	r.tried[s] = true
+	return taken, nil
+}
+
+func (r *refusedOnce) ReleaseNodeSlot(context.Context, ports.NodeSlot) error { return nil }
 
 // writeHistory fetches a closed workflow's history and writes it as the
 // JSON the replayer (and `temporal workflow show --output json`) uses.

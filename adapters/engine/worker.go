@@ -92,6 +92,8 @@ func registerActivities(w worker.ActivityRegistry, acts *Activities) {
 	w.RegisterActivityWithOptions(acts.RunPureNode, activity.RegisterOptions{Name: runPureNodeActivity})
 	w.RegisterActivityWithOptions(acts.RecordNodes, activity.RegisterOptions{Name: recordNodesActivity})
 	w.RegisterActivityWithOptions(acts.CompleteExecution, activity.RegisterOptions{Name: completeActivity})
+	w.RegisterActivityWithOptions(acts.AcquireNodeSlot, activity.RegisterOptions{Name: acquireNodeSlotActivity})
+	w.RegisterActivityWithOptions(acts.ReleaseNodeSlot, activity.RegisterOptions{Name: releaseNodeSlotActivity})
 }
 
 // Start starts every worker; on failure it stops those already started.

@@ -17,13 +17,20 @@ import (
 // Registered names. They are part of the recorded histories, so they never
 // change.
 const (
-	ExecutionWorkflowName = "SluiceExecution"
-	loadGraphActivity     = "LoadGraph"
-	runNodeActivity       = "RunNode"
-	runPureNodeActivity   = "RunPureNode"
-	recordNodesActivity   = "RecordNodes"
-	completeActivity      = "CompleteExecution"
+	ExecutionWorkflowName   = "SluiceExecution"
+	loadGraphActivity       = "LoadGraph"
+	runNodeActivity         = "RunNode"
+	runPureNodeActivity     = "RunPureNode"
+	recordNodesActivity     = "RecordNodes"
+	completeActivity        = "CompleteExecution"
+	acquireNodeSlotActivity = "AcquireNodeSlot"
+	releaseNodeSlotActivity = "ReleaseNodeSlot"
 )
+
+// workspaceShareVersion is the GetVersion change id of the workspace's
+// share of the external-API worker: executions recorded before it run
+// their HTTP nodes without taking a slot of the share.
+const workspaceShareVersion = "workspace-node-share"
 
 // ExecutionInput starts an execution's workflow. It carries the graph and
 // the plan the dispatcher read at admission, so the run needs no round trip
@@ -71,6 +78,12 @@ type Limits struct {
 	// once (DELAY timers hold no worker slot and are not counted); the rest
 	// wait, ready, in the workflow. A plan missing here gets FREE's cap.
 	NodesInFlight map[domain.Plan]int
+	// WorkspaceNodesInFlight caps, per plan, the HTTP nodes of all of one
+	// workspace's executions that hold or wait for an external-API worker
+	// slot at once: the workspace's share of that worker. A node past it
+	// waits in its workflow, on a timer, holding no worker slot. A plan
+	// missing here has no share cap.
+	WorkspaceNodesInFlight map[domain.Plan]int
 	// PayloadLimit is the largest node input or output, in bytes, the
 	// engine hands to Temporal. Temporal refuses payloads over 2 MB by
 	// ending the workflow; below this limit a node fails instead, with a
@@ -93,10 +106,18 @@ func DefaultNodesInFlight() map[domain.Plan]int {
 	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 25}
 }
 
-// DefaultLimits are DefaultNodesInFlight and the default payload and
-// history limits.
+// DefaultWorkspaceNodesInFlight is FREE 4, PRO 10, ENTERPRISE 15: each
+// below the external-API worker's default 20 slots, so that one workspace
+// always leaves room for the others.
+func DefaultWorkspaceNodesInFlight() map[domain.Plan]int {
+	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}
+}
+
+// DefaultLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight
+// and the default payload and history limits.
 func DefaultLimits() Limits {
-	return Limits{NodesInFlight: DefaultNodesInFlight(), PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit}
+	return Limits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
+		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit}
 }
 
 // withDefaults fills unset limits with the defaults.
@@ -104,6 +125,9 @@ func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
 	if len(l.NodesInFlight) == 0 {
 		l.NodesInFlight = d.NodesInFlight
+	}
+	if len(l.WorkspaceNodesInFlight) == 0 {
+		l.WorkspaceNodesInFlight = d.WorkspaceNodesInFlight
 	}
 	if l.PayloadLimit <= 0 {
 		l.PayloadLimit = d.PayloadLimit
@@ -257,6 +281,12 @@ type executionRun struct {
 	// outputs, decoded, from which each node gets the parts it reads.
 	input   any
 	outputs map[string]any
+	// share is the workspace's share of the external-API worker its HTTP
+	// nodes take a slot of (Limits.WorkspaceNodesInFlight); 0 for none.
+	// It is decided at the first HTTP node (shareDecided), so that runs
+	// without one record no version marker.
+	share        int
+	shareDecided bool
 	// pending are records decided but not yet written; see flush.
 	pending []NodeRecordInput
 	last    nodeOutcome
@@ -433,12 +463,67 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
 		opts.TaskQueue = r.retry.ExternalAPITaskQueue
 	}
-	f := workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, in)
+	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
+		r.shareDecided = true
+		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
+			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
+		}
+	}
+	var f workflow.Future
+	if r.share > 0 && n.Type == domain.NodeHTTPRequest {
+		f = r.runInShare(n, opts, in)
+	} else {
+		f = workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, in)
+	}
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out RunNodeOutput
 		err := f.Get(r.ctx, &out)
 		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
 	})
+}
+
+// Waits for a slot of the workspace's share start at a second and double
+// up to shareWaitLongest.
+const (
+	shareWaitFirst   = time.Second
+	shareWaitLongest = 10 * time.Second
+)
+
+// runInShare runs an HTTP node's activity within its workspace's share of
+// the external-API worker: it takes a slot (a local activity), waiting on a
+// durable timer while the workspace holds its whole share, so a waiting
+// node holds no worker slot; runs the activity; and gives the slot back on
+// a context that cancellation cannot interrupt. The future settles as the
+// activity's would.
+func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
+	f, settle := workflow.NewFuture(r.ctx)
+	attempts := time.Duration(max(1, r.retry.MaximumAttempts))
+	slot := NodeSlotInput{
+		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: n.Key, Share: r.share,
+		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
+	}
+	workflow.Go(r.ctx, func(ctx workflow.Context) {
+		for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
+			var taken bool
+			if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), acquireNodeSlotActivity, slot).Get(ctx, &taken); err != nil {
+				settle.SetError(err)
+				return
+			}
+			if taken {
+				break
+			}
+			if err := workflow.Sleep(ctx, wait); err != nil {
+				settle.SetError(err)
+				return
+			}
+		}
+		var out RunNodeOutput
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in).Get(ctx, &out)
+		release, _ := workflow.NewDisconnectedContext(ctx)
+		_ = workflow.ExecuteLocalActivity(bookkeeping(release), releaseNodeSlotActivity, slot).Get(release, nil)
+		settle.Set(out, err)
+	})
+	return f
 }
 
 // nodeInput builds a node's activity input with only the parts of the

@@ -23,11 +23,15 @@ type Limits struct {
 	// MaxJSONDepth refuses JSON nested deeper (objects and arrays) with 400,
 	// before anything decodes it into a tree.
 	MaxJSONDepth int
+	// Tenancy bounds the requests each workspace and the process have in
+	// flight, and each workspace's rate.
+	Tenancy Tenancy
 }
 
-// DefaultLimits are 1 MiB bodies nested at most 64 deep.
+// DefaultLimits are 1 MiB bodies nested at most 64 deep, and the default
+// Tenancy.
 func DefaultLimits() Limits {
-	return Limits{MaxBodyBytes: 1 << 20, MaxJSONDepth: 64}
+	return Limits{MaxBodyBytes: 1 << 20, MaxJSONDepth: 64, Tenancy: DefaultTenancy()}
 }
 
 // checkJSONBody refuses JSON bodies that schema validation would let

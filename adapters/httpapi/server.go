@@ -34,7 +34,7 @@ import (
 // Server implements the generated strict server over the use cases.
 type Server struct {
 	app   *app.Application
-	ready readiness
+	ready *readiness
 	log   *slog.Logger
 }
 
@@ -97,7 +97,9 @@ func NewHandler(application *app.Application, limits Limits, gatherer prometheus
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, paramFields(r, err))
 		},
 	})
-	guarded := limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs, checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))
+	tenancy := newGate(limits.Tenancy)
+	guarded := tenancy.process(limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs,
+		tenancy.workspace(checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))))
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", guarded)

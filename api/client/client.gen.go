@@ -384,6 +384,9 @@ type TooMany = Problem
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
 
+// Unavailable RFC 9457 problem details.
+type Unavailable = Problem
+
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
 	// WorkspaceID The workspace to list.
@@ -2129,7 +2132,9 @@ type ListDefinitionsResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2160,6 +2165,7 @@ type CreateDefinitionResponse struct {
 	ApplicationProblemJSON422 *InvalidGraph
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2185,7 +2191,9 @@ type DeleteDefinitionResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2212,7 +2220,9 @@ type GetDefinitionResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2243,6 +2253,7 @@ type CreateDefinitionVersionResponse struct {
 	ApplicationProblemJSON422 *InvalidGraph
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2269,7 +2280,9 @@ type GetDefinitionVersionResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2296,7 +2309,9 @@ type ListExecutionsResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2327,6 +2342,7 @@ type EnqueueExecutionResponse struct {
 	ApplicationProblemJSON413 *TooLarge
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2353,7 +2369,9 @@ type GetExecutionResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2381,7 +2399,9 @@ type CancelExecutionResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2408,7 +2428,9 @@ type ListQueueResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2435,7 +2457,9 @@ type GetQueueItemResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2463,7 +2487,9 @@ type CancelQueueItemResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2488,7 +2514,9 @@ type ListWorkspacesResponse struct {
 	JSON200                   *WorkspacePage
 	ApplicationProblemJSON400 *BadRequest
 	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2515,7 +2543,9 @@ type CreateWorkspaceResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2542,7 +2572,9 @@ type GetWorkspaceResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2570,7 +2602,9 @@ type UpdateWorkspacePlanResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2597,7 +2631,9 @@ type ListAPIKeysResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2625,7 +2661,9 @@ type CreateAPIKeyResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2651,7 +2689,9 @@ type RevokeAPIKeyResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -3010,12 +3050,26 @@ func ParseListDefinitionsResponse(rsp *http.Response) (*ListDefinitionsResponse,
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3099,6 +3153,13 @@ func ParseCreateDefinitionResponse(rsp *http.Response) (*CreateDefinitionRespons
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -3146,12 +3207,26 @@ func ParseDeleteDefinitionResponse(rsp *http.Response) (*DeleteDefinitionRespons
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3207,12 +3282,26 @@ func ParseGetDefinitionResponse(rsp *http.Response) (*GetDefinitionResponse, err
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3296,6 +3385,13 @@ func ParseCreateDefinitionVersionResponse(rsp *http.Response) (*CreateDefinition
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -3350,12 +3446,26 @@ func ParseGetDefinitionVersionResponse(rsp *http.Response) (*GetDefinitionVersio
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3411,12 +3521,26 @@ func ParseListExecutionsResponse(rsp *http.Response) (*ListExecutionsResponse, e
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3500,6 +3624,13 @@ func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionRespons
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -3554,12 +3685,26 @@ func ParseGetExecutionResponse(rsp *http.Response) (*GetExecutionResponse, error
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3622,12 +3767,26 @@ func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse,
 		}
 		response.ApplicationProblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3683,12 +3842,26 @@ func ParseListQueueResponse(rsp *http.Response) (*ListQueueResponse, error) {
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3744,12 +3917,26 @@ func ParseGetQueueItemResponse(rsp *http.Response) (*GetQueueItemResponse, error
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3812,12 +3999,26 @@ func ParseCancelQueueItemResponse(rsp *http.Response) (*CancelQueueItemResponse,
 		}
 		response.ApplicationProblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3859,12 +4060,26 @@ func ParseListWorkspacesResponse(rsp *http.Response) (*ListWorkspacesResponse, e
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3920,12 +4135,26 @@ func ParseCreateWorkspaceResponse(rsp *http.Response) (*CreateWorkspaceResponse,
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3981,12 +4210,26 @@ func ParseGetWorkspaceResponse(rsp *http.Response) (*GetWorkspaceResponse, error
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -4049,12 +4292,26 @@ func ParseUpdateWorkspacePlanResponse(rsp *http.Response) (*UpdateWorkspacePlanR
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -4110,12 +4367,26 @@ func ParseListAPIKeysResponse(rsp *http.Response) (*ListAPIKeysResponse, error) 
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -4178,12 +4449,26 @@ func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -4232,12 +4517,26 @@ func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/fx"
 
@@ -35,17 +36,26 @@ func TestEveryRoleWiresUp(t *testing.T) {
 func TestConfigNamesEveryBadVariable(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"SLUICE_DISPATCH_BATCH_SIZE":    "zero",
-		"SLUICE_DISPATCH_POLL_INTERVAL": "5",
-		"SLUICE_TIER_LIMITS":            "FREE=0,GOLD=3",
-		"SLUICE_WORKER_QUEUES":          "workflows,emails",
-		"SLUICE_ADMIN_TOKEN":            "short",
-		"SLUICE_NODES_IN_FLIGHT":        "FREE=0",
-		"SLUICE_ENGINE_PAYLOAD_LIMIT":   "3000000",
-		"SLUICE_ENGINE_HISTORY_LIMIT":   "60000000",
-		"SLUICE_NODE_TEMPLATE_BUDGET":   "12",
-		"SLUICE_HTTP_NODE_ALLOW":        "10.0.0.0/99",
-		"SLUICE_HTTP_NODE_PROXY":        "ftp://proxy.internal",
+		"SLUICE_DISPATCH_BATCH_SIZE":       "zero",
+		"SLUICE_DISPATCH_POLL_INTERVAL":    "5",
+		"SLUICE_TIER_LIMITS":               "FREE=0,GOLD=3",
+		"SLUICE_WORKER_QUEUES":             "workflows,emails",
+		"SLUICE_ADMIN_TOKEN":               "short",
+		"SLUICE_NODES_IN_FLIGHT":           "FREE=0",
+		"SLUICE_ENGINE_PAYLOAD_LIMIT":      "3000000",
+		"SLUICE_ENGINE_HISTORY_LIMIT":      "60000000",
+		"SLUICE_NODE_TEMPLATE_BUDGET":      "12",
+		"SLUICE_HTTP_NODE_ALLOW":           "10.0.0.0/99",
+		"SLUICE_HTTP_NODE_PROXY":           "ftp://proxy.internal",
+		"SLUICE_QUOTA_STORED_ITEMS":        "PRO=-1",
+		"SLUICE_QUOTA_DEFINITION_VERSIONS": "GOLD=1",
+		"SLUICE_RETENTION_DAYS":            "FREE=0",
+		"SLUICE_RETENTION_BATCH_SIZE":      "0",
+		"SLUICE_API_WORKSPACE_RATE":        "0",
+		"SLUICE_API_WORKSPACE_CONCURRENCY": "10",
+		"SLUICE_API_DB_WAIT":               "1ms",
+		"SLUICE_API_STATEMENT_TIMEOUT":     "5",
+		"SLUICE_WORKSPACE_NODES_IN_FLIGHT": "PRO=x",
 		// Retired for SLUICE_ENGINE_PAYLOAD_LIMIT: refused, not ignored,
 		// whatever its value.
 		"SLUICE_NODE_OUTPUT_MAX": "1572864",
@@ -89,6 +99,23 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	if l.NodesInFlight[domain.PlanFree] != 4 || l.NodesInFlight[domain.PlanPro] != 10 || l.NodesInFlight[domain.PlanEnterprise] != 25 ||
 		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit {
 		t.Errorf("engine limits = %+v", l)
+	}
+	if !reflect.DeepEqual(l.WorkspaceNodesInFlight, map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}) {
+		t.Errorf("workspace shares = %v, want FREE 4, PRO 10, ENTERPRISE 15", l.WorkspaceNodesInFlight)
+	}
+	q := cfg.Quotas
+	if !reflect.DeepEqual(q.StoredItems, map[domain.Plan]int{domain.PlanFree: 2_000, domain.PlanPro: 20_000, domain.PlanEnterprise: 200_000}) ||
+		!reflect.DeepEqual(q.DefinitionVersions, map[domain.Plan]int{domain.PlanFree: 200, domain.PlanPro: 2_000, domain.PlanEnterprise: 20_000}) {
+		t.Errorf("quotas = %+v", q)
+	}
+	day := 24 * time.Hour
+	if r := cfg.Retention; r.Policy.Period(domain.PlanFree) != 7*day || r.Policy.Period(domain.PlanPro) != 30*day ||
+		r.Policy.Period(domain.PlanEnterprise) != 90*day || r.BatchSize != 100 {
+		t.Errorf("retention = %+v", r)
+	}
+	if tn := cfg.HTTP.Limits.Tenancy; tn.Rate != 50 || tn.Burst != 100 || tn.WorkspaceConcurrency != 4 || tn.Concurrency != 10 ||
+		tn.QueueWait != 2*time.Second || cfg.HTTP.StatementTimeout != 5*time.Second {
+		t.Errorf("API sharing = %+v, statement timeout %s", tn, cfg.HTTP.StatementTimeout)
 	}
 }
 

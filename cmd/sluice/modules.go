@@ -61,12 +61,11 @@ var commonModule = fx.Module("common",
 
 // apiModule serves HTTP. Its own port also answers /metrics, /healthz and
 // /readyz, with the same checks as the admin server's. It purges
-// expired Idempotency-Keys, one api process at a time.
+// expired Idempotency-Keys and deletes what is past its retention, each
+// one api process at a time.
 var apiModule = fx.Module("api",
-	fx.Provide(func(store *postgres.Store, workflows *engine.WorkflowClient, cfg Config) *app.Application {
-		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
-	}),
-	fx.Invoke(startHTTP, runIdempotencyKeyPurge),
+	fx.Provide(newApplication),
+	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention),
 )
 
 // dispatcherModule admits queue items into Temporal: the claim loop, the
@@ -229,6 +228,27 @@ func startHTTP(p httpParams) error {
 	return nil
 }
 
+// newApplication builds the API's use cases on the API's own pool: its
+// connections are the API's places (SLUICE_API_DB_CONNS) and its
+// statements time out (SLUICE_API_STATEMENT_TIMEOUT), so tenants' requests
+// neither wait on nor take the connections of the process's other roles.
+func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, log *slog.Logger) (*app.Application, error) {
+	poolCfg, err := postgres.APIPoolConfig(cfg.DatabaseURL, cfg.HTTP.Limits.Tenancy.Concurrency, cfg.HTTP.StatementTimeout)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	pool, err := postgres.ConnectConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(pool.Close))
+	store := postgres.NewStore(pool, log)
+	return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
+		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken), nil
+}
+
 // background runs long loops with their own context, cancelled on stop;
 // OnStart's context would end after the start timeout.
 type background struct {
@@ -277,6 +297,15 @@ func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, 
 	purge := app.NewIdempotencyKeyPurge(store, lease, cfg.Maintenance, lm, log.With("component", "api"))
 	var bg background
 	bg.start(lc, purge.Run)
+}
+
+// runRetention deletes what is past its plan's retention period on the
+// maintenance schedule, under its lease so that one api process does it.
+func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics,
+	reg *prometheus.Registry, log *slog.Logger) {
+	retention := app.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, app.NewRetentionMetrics(reg), lm, log.With("component", "retention"))
+	var bg background
+	bg.start(lc, retention.Run)
 }
 
 // newDispatchMetrics registers the dispatcher's series and the queue
@@ -371,8 +400,10 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	n := cfg.Nodes
 	log.Info("node limits", "template_budget", n.TemplateBudget, "payload_limit", cfg.Worker.Limits.PayloadLimit,
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
+	log.Info("workspace shares of the external-API worker", "nodes_in_flight", cfg.Worker.Limits.WorkspaceNodesInFlight,
+		"external_api_slots", cfg.Worker.ExternalAPISize)
 	acts := engine.NewActivities(app.NewRuns(store, log), nodes.All(n),
-		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp))
+		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store))
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return ws.Start() },

@@ -204,8 +204,10 @@ WHERE created_at < now() - make_interval(secs => @retention_seconds::float8);
 SELECT id, status FROM workflow_execution_queue WHERE id = ANY(@ids::uuid[]);
 
 -- name: QueuePendingLockCount :one
--- The workspace's PENDING count and plan, its counter row locked until
--- commit, so concurrent enqueues check the pending-items quota one at a
--- time, against the plan in force (the insert's trigger would take the
--- same lock a moment later).
-SELECT pending, plan FROM workspace_queue_stats WHERE workspace_id = @workspace_id FOR NO KEY UPDATE;
+-- The workspace's PENDING and stored counts and plan, its counter row
+-- locked until commit, so concurrent enqueues check the queue quotas one
+-- at a time, against the plan in force (the insert's trigger would take
+-- the same lock a moment later).
+SELECT s.pending, s.plan, coalesce(q.items, 0)::int AS stored
+FROM workspace_queue_stats s LEFT JOIN workspace_queue_stored q ON q.workspace_id = s.workspace_id
+WHERE s.workspace_id = @workspace_id FOR NO KEY UPDATE OF s;

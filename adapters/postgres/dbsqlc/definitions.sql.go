@@ -12,17 +12,6 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-const definitionCountLive = `-- name: DefinitionCountLive :one
-SELECT count(*)::int FROM workflow_definitions WHERE workspace_id = $1 AND deleted_at IS NULL
-`
-
-func (q *Queries) DefinitionCountLive(ctx context.Context, db DBTX, workspaceID domain.ID) (int32, error) {
-	row := db.QueryRow(ctx, definitionCountLive, workspaceID)
-	var column_1 int32
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const definitionGet = `-- name: DefinitionGet :one
 SELECT id, workspace_id, name, current_version, created_at, updated_at, deleted_at FROM workflow_definitions WHERE id = $1 AND deleted_at IS NULL
 `
@@ -140,6 +129,27 @@ func (q *Queries) DefinitionSoftDelete(ctx context.Context, db DBTX, id domain.I
 	return result.RowsAffected(), nil
 }
 
+const definitionStorageCounts = `-- name: DefinitionStorageCounts :one
+SELECT
+    (SELECT count(*) FROM workflow_definitions d WHERE d.workspace_id = $1)::int AS definitions,
+    (SELECT count(*) FROM workflow_definition_versions v JOIN workflow_definitions d ON d.id = v.workflow_definition_id
+     WHERE d.workspace_id = $1)::int AS versions
+`
+
+type DefinitionStorageCountsRow struct {
+	Definitions int32
+	Versions    int32
+}
+
+// The workspace's stored definitions (live or deleted) and their versions,
+// both until retention deletes them.
+func (q *Queries) DefinitionStorageCounts(ctx context.Context, db DBTX, workspaceID domain.ID) (DefinitionStorageCountsRow, error) {
+	row := db.QueryRow(ctx, definitionStorageCounts, workspaceID)
+	var i DefinitionStorageCountsRow
+	err := row.Scan(&i.Definitions, &i.Versions)
+	return i, err
+}
+
 const definitionVersionGet = `-- name: DefinitionVersionGet :one
 SELECT workflow_definition_id, version, graph, created_at FROM workflow_definition_versions
 WHERE workflow_definition_id = $1 AND version = $2
@@ -236,4 +246,22 @@ func (q *Queries) DefinitionWorkspace(ctx context.Context, db DBTX, id domain.ID
 	var workspace_id domain.ID
 	err := row.Scan(&workspace_id)
 	return workspace_id, err
+}
+
+const workspaceStorageLock = `-- name: WorkspaceStorageLock :one
+SELECT w.plan FROM workspaces w
+WHERE w.id = $1 AND pg_advisory_xact_lock(1936488035, hashtext(w.id::text)) IS NOT NULL
+`
+
+// Serialises the workspace's definition and version writes until commit,
+// so the counts read after it stay exact until the insert. An advisory
+// lock rather than the workspace row's: admission locks that row with SKIP
+// LOCKED, and would pass the workspace over while a definition is saved.
+// The first key names this lock among the database's advisory locks; two
+// workspaces whose ids hash alike only take turns. Returns the plan.
+func (q *Queries) WorkspaceStorageLock(ctx context.Context, db DBTX, workspaceID domain.ID) (string, error) {
+	row := db.QueryRow(ctx, workspaceStorageLock, workspaceID)
+	var plan string
+	err := row.Scan(&plan)
+	return plan, err
 }

@@ -633,22 +633,25 @@ func (q *Queries) QueueNotify(ctx context.Context, db DBTX) error {
 }
 
 const queuePendingLockCount = `-- name: QueuePendingLockCount :one
-SELECT pending, plan FROM workspace_queue_stats WHERE workspace_id = $1 FOR NO KEY UPDATE
+SELECT s.pending, s.plan, coalesce(q.items, 0)::int AS stored
+FROM workspace_queue_stats s LEFT JOIN workspace_queue_stored q ON q.workspace_id = s.workspace_id
+WHERE s.workspace_id = $1 FOR NO KEY UPDATE OF s
 `
 
 type QueuePendingLockCountRow struct {
 	Pending int32
 	Plan    *string
+	Stored  int32
 }
 
-// The workspace's PENDING count and plan, its counter row locked until
-// commit, so concurrent enqueues check the pending-items quota one at a
-// time, against the plan in force (the insert's trigger would take the
-// same lock a moment later).
+// The workspace's PENDING and stored counts and plan, its counter row
+// locked until commit, so concurrent enqueues check the queue quotas one
+// at a time, against the plan in force (the insert's trigger would take
+// the same lock a moment later).
 func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceID domain.ID) (QueuePendingLockCountRow, error) {
 	row := db.QueryRow(ctx, queuePendingLockCount, workspaceID)
 	var i QueuePendingLockCountRow
-	err := row.Scan(&i.Pending, &i.Plan)
+	err := row.Scan(&i.Pending, &i.Plan, &i.Stored)
 	return i, err
 }
 
