@@ -78,7 +78,7 @@ func TestRetentionDeletesWhatIsPastItsPlansPeriodAndNothingElse(t *testing.T) {
 				return
 			default:
 			}
-			id := executionOf(t, base, flowing.ws, enqueue(t, base, flowing.ws, flowDef))
+			id := executionOf(t, base, flowing.ws, enqueueThroughAPI(t, base, flowing.ws, flowDef))
 			if ex := flowing.waitFor(id, "COMPLETED", "FAILED"); ex.Status == "COMPLETED" {
 				completed.Add(1)
 			}
@@ -92,9 +92,9 @@ func TestRetentionDeletesWhatIsPastItsPlansPeriodAndNothingElse(t *testing.T) {
 		e := newE2EWithPlan(t, base, f.plan)
 		f.ws = e.ws
 		def := createDefinition(t, base, f.ws, oneTransform)
-		f.oldExec = executionOf(t, base, f.ws, enqueue(t, base, f.ws, def))
+		f.oldExec = executionOf(t, base, f.ws, enqueueThroughAPI(t, base, f.ws, def))
 		e.waitFor(f.oldExec, "COMPLETED")
-		f.youngExec = executionOf(t, base, f.ws, enqueue(t, base, f.ws, def))
+		f.youngExec = executionOf(t, base, f.ws, enqueueThroughAPI(t, base, f.ws, def))
 		e.waitFor(f.youngExec, "COMPLETED")
 		// Cancelled items and their activity are written directly: through
 		// the API the dispatcher may start an item before the cancel.
@@ -214,8 +214,8 @@ func createDefinition(t *testing.T, base, ws string, graph map[string]any) strin
 	return def.ID
 }
 
-// enqueue starts def in ws and returns the queue id.
-func enqueue(t *testing.T, base, ws, def string) string {
+// enqueueThroughAPI starts def in ws and returns the queue id.
+func enqueueThroughAPI(t *testing.T, base, ws, def string) string {
 	t.Helper()
 	var q struct {
 		QueueID string `json:"queueId"`
