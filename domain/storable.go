@@ -57,11 +57,11 @@ func StorableJSON(raw json.RawMessage) json.RawMessage {
 	return out
 }
 
-// BoundedJSON returns raw storable (StorableJSON) and at most about max
-// bytes: a value over max is replaced by the TruncatedMarker object
-// holding its true size and a preview of its first max bytes as text
-// (never split inside a character), so a reader always sees that it was
-// cut and by how much. Nothing is cut silently.
+// BoundedJSON returns raw storable (StorableJSON) and at most max bytes: a
+// value over max is replaced by the TruncatedMarker object holding its true
+// size and a preview of its first bytes as text (never split inside a
+// character), the whole object within max bytes, so a reader always sees
+// that it was cut and by how much. Nothing is cut silently.
 func BoundedJSON(raw json.RawMessage, max int) json.RawMessage {
 	if len(raw) == 0 {
 		return raw
@@ -71,20 +71,39 @@ func BoundedJSON(raw json.RawMessage, max int) json.RawMessage {
 	if max <= 0 || len(raw) <= max {
 		return raw
 	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(raw[cut]) {
+	head := []byte(`{"` + TruncatedMarker + `":{"bytes":` + strconv.Itoa(size) + `,"preview":`)
+	room := max - len(head) - len("}}")
+	// Escaping can make the preview longer than the text it shows (a
+	// quote takes two bytes, a control character six), so the cut shrinks
+	// until the encoded preview fits.
+	cut := room - 2
+	for {
+		cut = runeStart(raw, cut)
+		preview := jsonString(raw[:cut])
+		if len(preview) <= room || cut == 0 {
+			out := append(head, preview...)
+			return append(out, "}}"...)
+		}
+		cut = cut * room / len(preview)
+	}
+}
+
+// jsonString encodes b as a JSON string, without HTML escapes.
+func jsonString(b []byte) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(string(b)) // a string always encodes
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// runeStart moves cut back to the start of the character it falls in.
+func runeStart(b []byte, cut int) int {
+	cut = min(max(cut, 0), len(b))
+	for cut > 0 && cut < len(b) && !utf8.RuneStart(b[cut]) {
 		cut--
 	}
-	preview, err := json.Marshal(string(raw[:cut]))
-	if err != nil {
-		preview = []byte(`""`)
-	}
-	out := make([]byte, 0, len(preview)+64)
-	out = append(out, `{"`+TruncatedMarker+`":{"bytes":`...)
-	out = strconv.AppendInt(out, int64(size), 10)
-	out = append(out, `,"preview":`...)
-	out = append(out, preview...)
-	return append(out, "}}"...)
+	return cut
 }
 
 // BoundedText returns s storable (StorableText) and at most max bytes: a
@@ -95,11 +114,8 @@ func BoundedText(s string, max int) string {
 	if max <= 0 || len(s) <= max {
 		return s
 	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "… [truncated: " + strconv.Itoa(size) + " bytes]"
+	tail := "… [truncated: " + strconv.Itoa(size) + " bytes]"
+	return s[:runeStart([]byte(s), max-len(tail))] + tail
 }
 
 // Storable returns the record as it may be stored: input, output and error

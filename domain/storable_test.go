@@ -69,11 +69,16 @@ func TestBoundedJSONKeepsAMarkedPreviewAndTheTrueSize(t *testing.T) {
 	if !ok || m.Bytes != len(big) {
 		t.Fatalf("marker = %+v, want the true size %d", marked, len(big))
 	}
-	if len(m.Preview) > 1000 || !strings.HasPrefix(string(big), m.Preview) || len(m.Preview) < 990 {
-		t.Errorf("preview is %d bytes, want the first bytes of the value up to 1000, cut on a character", len(m.Preview))
+	if !strings.HasPrefix(string(big), m.Preview) || len(m.Preview) < 900 {
+		t.Errorf("preview is %d bytes, want the first bytes of the value, cut on a character", len(m.Preview))
 	}
-	if len(got) > 1100 {
-		t.Errorf("bounded value is %d bytes", len(got))
+	if len(got) > 1000 {
+		t.Errorf("bounded value is %d bytes, over the bound of 1000", len(got))
+	}
+	// Text that escaping lengthens six times still fits.
+	ctl, _ := json.Marshal(strings.Repeat("\x01", 5000))
+	if got := BoundedJSON(ctl, 1000); len(got) > 1000 || !json.Valid(got) {
+		t.Errorf("control characters: %d bytes (valid JSON: %v), want at most 1000", len(got), json.Valid(got))
 	}
 }
 
@@ -82,7 +87,7 @@ func TestNodeRecordStorableBoundsEveryValue(t *testing.T) {
 	msg := strings.Repeat("e\x00", 1000)
 	n := NodeRecord{Input: json.RawMessage(`"` + strings.Repeat("i", 3000) + `"`), Output: json.RawMessage(`"` + strings.Repeat("o", 3000) + `"`), Error: &msg}
 	got := n.Storable(1024)
-	if len(got.Input) > 1100 || len(got.Output) > 1100 || len(*got.Error) > 1100 {
+	if len(got.Input) > 1024 || len(got.Output) > 1024 || len(*got.Error) > 1024 {
 		t.Errorf("sizes %d/%d/%d, want each about 1 KiB", len(got.Input), len(got.Output), len(*got.Error))
 	}
 	if strings.ContainsRune(*got.Error, 0) || !strings.Contains(*got.Error, "[truncated: 2000 bytes]") {

@@ -486,16 +486,12 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 	return fmt.Sprintf("node %s failed: %s", key, msg)
 }
 
-// bookkeepingAttempts is how often Sluice's own writes are tried: about
-// two and a half minutes with the backoff, which a Postgres restart fits.
-const bookkeepingAttempts = 10
-
 // bookkeeping is the local activity context for Sluice's own database
 // work: short, retried generously.
 func bookkeeping(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: bookkeepingAttempts},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	})
 }
 
@@ -505,6 +501,23 @@ func completionWrite(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+}
+
+// completionAttempts is how often the completion is tried before the
+// execution is recorded FAILED without its last records: with the
+// backoff, about two and a half minutes, which a Postgres restart fits.
+const completionAttempts = 10
+
+// boundedCompletionWrite is the local activity context of the completion
+// write under boundedTasksChange: completionAttempts tries within five
+// minutes (a local activity's retries otherwise end with its
+// start-to-close timeout).
+func boundedCompletionWrite(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: completionAttempts},
 	})
 }
 
@@ -540,11 +553,7 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		})
 		return
 	}
-	for _, key := range domain.ReadsOf(n).StepKeys() {
-		if r.readers[key]--; r.readers[key] <= 0 {
-			delete(r.outputs, key)
-		}
-	}
+	r.started(n)
 	if isPure(n.Type) {
 		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: nodeTimeout(n),
@@ -579,6 +588,16 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		err := f.Get(r.ctx, &out)
 		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
 	})
+}
+
+// started notes that n has its input: an upstream output it read is
+// dropped once no node is left to read it.
+func (r *executionRun) started(n domain.Node) {
+	for _, key := range domain.ReadsOf(n).StepKeys() {
+		if r.readers[key]--; r.readers[key] <= 0 {
+			delete(r.outputs, key)
+		}
+	}
 }
 
 // nodeInput builds a node's activity input with only the parts of the
@@ -746,12 +765,12 @@ func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (Execut
 		}
 		return ExecutionResult{Status: status, Error: msg}, nil
 	}
-	err := workflow.ExecuteLocalActivity(bookkeeping(ctx), completeActivity, in).Get(ctx, nil)
+	err := workflow.ExecuteLocalActivity(boundedCompletionWrite(ctx), completeActivity, in).Get(ctx, nil)
 	if err == nil {
 		return ExecutionResult{Status: status, Error: msg}, nil
 	}
 	failed := fmt.Sprintf("recording the execution %s failed after %d attempts, so it is recorded FAILED without its last node records: %s",
-		status, bookkeepingAttempts, errorMessage(err))
+		status, completionAttempts, errorMessage(err))
 	workflow.GetLogger(r.ctx).Error("completion write failed; recording the execution FAILED", "execution_id", r.executionID, "error", err)
 	if err := workflow.ExecuteLocalActivity(completionWrite(ctx), completeActivity, CompleteInput{
 		ExecutionID: r.executionID, Status: domain.ExecutionFailed, Error: failed,
@@ -807,6 +826,10 @@ func errorMessage(err error) string {
 	}
 	if temporal.IsCanceledError(err) {
 		return "cancelled"
+	}
+	var act *temporal.ActivityError
+	if errors.As(err, &act) && act.Unwrap() != nil {
+		return act.Unwrap().Error()
 	}
 	return err.Error()
 }

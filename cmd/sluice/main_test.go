@@ -43,6 +43,8 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 		"SLUICE_NODES_IN_FLIGHT":        "FREE=0",
 		"SLUICE_ENGINE_PAYLOAD_LIMIT":   "3000000",
 		"SLUICE_ENGINE_HISTORY_LIMIT":   "60000000",
+		"SLUICE_ENGINE_TASK_LIMIT":      "5000000",
+		"SLUICE_RECORD_VALUE_MAX":       "12",
 		"SLUICE_NODE_TEMPLATE_BUDGET":   "12",
 		"SLUICE_HTTP_NODE_ALLOW":        "10.0.0.0/99",
 		"SLUICE_HTTP_NODE_PROXY":        "ftp://proxy.internal",
@@ -87,8 +89,24 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	}
 	l := cfg.Worker.Limits
 	if l.NodesInFlight[domain.PlanFree] != 4 || l.NodesInFlight[domain.PlanPro] != 10 || l.NodesInFlight[domain.PlanEnterprise] != 25 ||
-		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit {
+		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit || l.TaskLimit != engine.DefaultTaskLimit {
 		t.Errorf("engine limits = %+v", l)
+	}
+}
+
+func TestConfigRecordValueMaxDefaultsTo16KiB(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(func(k string) (string, bool) {
+		if k == "SLUICE_ADMIN_TOKEN" {
+			return "0123456789abcdef", true
+		}
+		return "", false
+	}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RecordValueMax != 16384 {
+		t.Errorf("record value max = %d, want 16384", cfg.RecordValueMax)
 	}
 }
 
