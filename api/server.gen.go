@@ -202,9 +202,14 @@ type Execution struct {
 	Error       *string            `json:"error"`
 	ID          openapi_types.UUID `json:"id"`
 
-	// Input The input as enqueued, byte for byte.
-	Input rawjson.RawMessage `json:"input"`
-	Nodes *[]NodeRecord      `json:"nodes,omitempty"`
+	// Input The input as enqueued, byte for byte. Shown by GET of one execution only; the list leaves it out.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// Nodes The first page of node records (GET of one execution only).
+	Nodes *[]NodeRecord `json:"nodes,omitempty"`
+
+	// NodesNextCursor The cursor of the next page of node records at `/workflow/executions/{executionId}/nodes`; null when `nodes` holds them all.
+	NodesNextCursor *string `json:"nodesNextCursor"`
 
 	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
 	QueueID              *openapi_types.UUID `json:"queueId"`
@@ -255,17 +260,30 @@ type Node struct {
 type NodeRecord struct {
 	Attempt     int        `json:"attempt"`
 	CompletedAt *time.Time `json:"completedAt"`
-	Error       *string    `json:"error"`
 
-	// Input The node's resolved input, with every digit of its numbers.
+	// Error Why the node failed; NUL and bytes that are not UTF-8 are shown as U+FFFD, and past `SLUICE_RECORD_VALUE_MAX` bytes it ends with its true size.
+	Error *string `json:"error"`
+
+	// Input The node's resolved input, with every digit of its numbers. A
+	// value over `SLUICE_RECORD_VALUE_MAX` bytes is kept as
+	// `{"sluice:truncated": {"bytes": <its size>, "preview": "<its first bytes, as text>"}}`.
 	Input *rawjson.RawMessage `json:"input"`
 	Key   string              `json:"key"`
 
-	// Output Available to later nodes as steps.<key>.output; numbers keep every digit.
+	// Output Available to later nodes as steps.<key>.output (whole); numbers
+	// keep every digit. Recorded like `input`: over
+	// `SLUICE_RECORD_VALUE_MAX` bytes, as a marked preview with the
+	// true size.
 	Output    *rawjson.RawMessage `json:"output"`
 	StartedAt *time.Time          `json:"startedAt"`
 	Status    NodeStatus          `json:"status"`
 	Type      string              `json:"type"`
+}
+
+// NodeRecordPage defines model for NodeRecordPage.
+type NodeRecordPage struct {
+	Items      []NodeRecord `json:"items"`
+	NextCursor *string      `json:"nextCursor"`
 }
 
 // NodeStatus defines model for NodeStatus.
@@ -431,6 +449,15 @@ type EnqueueExecutionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// ListExecutionNodesParams defines parameters for ListExecutionNodes.
+type ListExecutionNodesParams struct {
+	// Limit Page size.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListQueueParams defines parameters for ListQueue.
 type ListQueueParams struct {
 	// WorkspaceID The workspace to list.
@@ -505,6 +532,9 @@ type ServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
+	// List an execution's node records
+	// (GET /api/v1/workflow/executions/{executionId}/nodes)
+	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams)
@@ -940,6 +970,56 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListExecutionNodes operation middleware
+func (siw *ServerInterfaceWrapper) ListExecutionNodes(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListExecutionNodesParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListExecutionNodes(w, r, executionID, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1458,6 +1538,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
@@ -2334,6 +2415,79 @@ func (response CancelExecution500ApplicationProblemPlusJSONResponse) VisitCancel
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListExecutionNodesRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Params      ListExecutionNodesParams
+}
+
+type ListExecutionNodesResponseObject interface {
+	VisitListExecutionNodesResponse(w http.ResponseWriter) error
+}
+
+type ListExecutionNodes200JSONResponse NodeRecordPage
+
+func (response ListExecutionNodes200JSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes400ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes401ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes403ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes404ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes500ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListQueueRequestObject struct {
 	Params ListQueueParams
 }
@@ -3140,6 +3294,9 @@ type StrictServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(ctx context.Context, request CancelExecutionRequestObject) (CancelExecutionResponseObject, error)
+	// List an execution's node records
+	// (GET /api/v1/workflow/executions/{executionId}/nodes)
+	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(ctx context.Context, request ListQueueRequestObject) (ListQueueResponseObject, error)
@@ -3487,6 +3644,33 @@ func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// ListExecutionNodes operation middleware
+func (sh *strictHandler) ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams) {
+	var request ListExecutionNodesRequestObject
+
+	request.ExecutionID = executionID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListExecutionNodes(ctx, request.(ListExecutionNodesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListExecutionNodes")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListExecutionNodesResponseObject); ok {
+		if err := validResponse.VisitListExecutionNodesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueue operation middleware
 func (sh *strictHandler) ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams) {
 	var request ListQueueRequestObject
@@ -3818,119 +4002,129 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9+3Lbtrb3q2D4fTNN5lBXy7nIf3knTurTxHFtd3dOo8w2RC5J2KYABgCtaHv87mdw",
-	"I0GKkijLSdqezHSmjg2CwMJaP6w774KIzVNGgUoRDO+CFHM8Bwlc/+tVxgXj6qcYRMRJKgmjwTC4mgG6",
-	"pvBFmgHXiE2QnAFKOdwSlgmU4im0gzAgavTnDPgyCAOK5xAMg8hMGgYimsEcq9nn+Ms7oFM5C4b9bjcM",
-	"5DJVI4XkhE6D+/sweA0TQol6/Wlcv54F4zeThC1QnA/9SSAS58tIsZwVq4j9CcOAw+eMcIiDoeQZ+Gub",
-	"MD7HMhgGWUbUyNW1nXyBKNu0NHADNi0IvFn2W887MidydSXneApIkP+sPZhEP+e/K4YJzhIZDA+7oTok",
-	"Ms/m9ojmhJp/9fIlECphClyv4XfGb0SKI9h0XHrAJposvFn2ocm9elikjArQfP0PHF/A5wyEJlPEqASq",
-	"f8RpmpAIq3V2Us7GCcz/699CLfougC94niZgtiMxSYKhXhIIicYsXqIZFghTBJxr9tb/F8Hw410wByHw",
-	"VC1pnqnRgDCyS9UbHgYdf6v3n8JASCwzEQwHWh6IVC8OTuktTkiM7GuLnc6kTMWw0xFJRiJox3Drli86",
-	"xDzUcg/d+5T7/xwmwTD4f50CBjrmr6JzbmYw9Fs9Qbd3ItAcJ+oIIEaMozEHfCM0HpiZ2uqVrxidJCTa",
-	"l+CnMcxTJoFGy9YvsEQLLFAmIEYLImcIo5hMJsCBmiMJfDq+LOiYL6YZAb13Ru7Jx6aim1iYnUj9J8Ey",
-	"riVE7QI0Hd8wPiZxDHRPQqoXFBiIxpAwOhVIMoQpkzPghYSWqHhQULFYSiMyTvLhj0U7yW6AojleIsok",
-	"kiyLFOGIyCmnKXZKJXCKkz0JRuw0uXw7mhyWJbQyqpGA2gU+Bl0u2RzkjNApmmCSKImkRhSB3wI/soxl",
-	"eW6G6RRiRT31hKWWRou3HKezPSnWR26L69AwozeULSiiLAY0Cr6MAg8Rp2oJHYinIDrdjmTBfeg/Gy2j",
-	"BIYIo9Yo63YPAI3zn/DKLOoFooyr/f4qrurBu6GqeeSxOFrPphBVMTRGZlWvj98eIbgFvnQEVSMSIqTD",
-	"PSKVyiVn+gTPmHzDMhrveXo1+hR6gbvxAX4Orf5kMG4Nome91kv8AlqH42fR8/gFvJx0e3rpE70AHzcG",
-	"BbXPvAENKE2ZbJnhj0HlM4aEwokSRFwx9g7zKTymNgBfIoBYoF538OLw+TM0XkoQPkl6HpSe42XCcIwk",
-	"YyjRK2lEGslYywx/LAbUS1fcpWblSM6wDx8IRxGkUjiivcd0uSfNPmdMYkssiIcISzRnQqJet9tFKdBY",
-	"QdnnDDJARBooKUTYu9J/Lc3TjHz63a38mce+0hcsS2KUYiEQo+BsJF/x1QsQ6ElpnyOqNxp6gidCDZEC",
-	"pcANRjxtozOD2loFEpJxiBGmOZiPKE444Hjp/mbBvo2uL0DyZet4IoFfq7MWINFiBhzQAhOpppxBkoqh",
-	"Wu6IGtrHHBMqEBaFMSOQWp6YtUdKAZgBjq3V6M2/qvtfQsRorBUN9TY0hgnjYHgMzwviqVtdka5dNhQ3",
-	"WR3qNH6jOJMzxsl/YF8AnBMhFDHGgLkSBaVslCCtV3Bf6bWNeC/zn3gkYNNLDJUOjq1uJGdYK+juomUc",
-	"cbhlNxC3tZlm51WvPU7JL6ClOeUsBS6JsZUiDlhCfCxLhlaMJbQkmcOqtRUGJG5glDkj7271DymHCflS",
-	"bzdOCDeaC8eRBC6cWAmIOMhQ8ZWEJEE3sBQIp5jLdt27LRU27IpmSYLH6nSNtbkyxaJs4m63ywv79WOg",
-	"h5TNW02OfPOhR3h/uZ/ymdn432AMkVeYRpBcWAt39Qgbnofj7LsAqJKxj8Gr47NXJ+/enbwOQvfz6dlb",
-	"bw2bdmenq12w3prhOM8Qx3Gs4Q4n5976JzgREFa25Hin6jmaE+r+3du2Sj3H+uUVLqeHLXHqVOhNAv3W",
-	"qY8P2tCeTFjLf2bZ68nyT+Dim9Ckstht68o9Tt+QocIgTTDdCtpqTC3z2efXbyouUBknyYeJtp82vcuO",
-	"V6ZSeX8GH2vu45m+F2gER0ZTQEQiyhbtrdxjZ1xd/KeSv/ZRbpQo4xyotLznXRr57R/uKG/73lFZGu+6",
-	"ia90YVRo4whRvkCK5dYxW3Fa53had4Fozdv/YRONvbO/z1+GOcdLTdE8bKDFbvMtWyWCtQC8OTZvx2OY",
-	"vXkwroQgtvLObgx5u563K1SohC5uNxx8HXVO4rojnnA2r2V0yWp/vZiBv9YxYwnUwJyeVk9SuxRjXeQB",
-	"lIdBN6FptuEZw1hl1Du+xUTzndEX52mCJWjz5lrPdt1Gl4VJxUFmnEKsbXg0YVz/ECLBEM3mY6WF3gCk",
-	"1kcTkynxlU673TD40pqylv0lxwtle7Qv8OK9dWl5A1pknjIui3vJjS8cW0AjpmzGjv71vdaaCeNELkuB",
-	"m3515z3tr1cWdsanQGUbfeDKcNN2qfYmEYpwYaUeoQkmnIIQCEecCVH8SaCIzUEYlVxtOI8QDTbHh8Lc",
-	"ufR6V5l6RH2ndg0buDTO2XRVevSA013V7E248Kua8dIMre7DvW2jjr1htep1Ccj9zJ8449qWfi9KcxAq",
-	"nw3WP+/xgPGQb78DGt/VD8ABZVHqx7Rnw55zWJbz7yDKxl3d9L49YzFcQMR4XHffeqy5uvfCsaaN6Ny3",
-	"Y51KmEuIkcLwI6ROCTGaLDVhPC+QG2Y9OZfa2YG4XhDEyGBh9fC2nrmddZcLuplg5XLhhGtPNFIPbtRL",
-	"91f7CnlvgGCrq8op40TEp25YQoOSWDsR3Yguj6EwFlD1ffTFKkt4HpCL387OTs/eBmHw6sP783cnV9oX",
-	"8ub4tOQUOXld4xMJgzcEkvjEwVyZQnkgq87/pXHhbsvmbKqEm6huY3kUr6L9oNfHb9tI4Yb1k3FAGSWf",
-	"MzjSGQzxFFAC+JbQKcLo1Yez16dXpx/OTJxujpcowpwv0bVSAq+VCpWS6EZHocYc02jWHtH3oBQjpDDP",
-	"zA9fcCTRkwgLaAmggkhyC0/Dsmsy1YorYtQ+xGGSCYXI2rNtdS1CRzRidEKmNXoXuqrzsaMxy7TXeQbW",
-	"k/4Eo0H/pVqf2qQfJnwaGsd3KZqjc2P04zqOY3ze5RPVkcrmPB+bqM0Ku+8M/auzVF0NespP3/wW+xlw",
-	"Yhi5on7MILoR6y/qOiOkytkF1m9xUqxXkDTtanQjxVjbtIhvTMkb4wLyfFO9Br4p84uq8P98dXX+r4uT",
-	"X387ubwK0dXF8dnlmw8X70NPzBlHr0/eHf/PEdJH5aLMNidFOpe7CVYLZqIMKwFqDmqjECPJpiBnwLe7",
-	"lNQ+7Zh1J2YVnZVzw1KZcbL+Cn4UhXcHfdUpoqsKl5LFn0yCSnKrtCM1NDT09WBMkVjBqYW8ds36vg3L",
-	"reyNZbJ2cyWLWlnT3AKtViQhFW2dnBHdwNJkabTNTEcbTehvvOntSmcTvbWBEqo4udA/naA2Fg5Po3N8",
-	"X+h29oQcw65X9taJ2M5a0OUvp+fnDfShc+ssd9O+uTg5CcLg/OJDEAYnZ1cnF+cXp5cn9c/ayOcK4128",
-	"eYVeDg6f59BjArhaZsoQ4SK7d2tkW6xOrjW4VgK3kOTJTCECHM1cwuF/X344a6VM53C1EnIDNhEnbHaB",
-	"eypijTJAqJCYRvVa4soV6AGejUvfNb0UjpUVp4T3t4tTpxMpiL8hNFZYZPe+HcEte5r3b/RPaAfHqTRH",
-	"Wovlr1hGa5DmREMEhwSwADTG0Y2CnPOTs9enZ2+9FXrkwA6cdoo5JJjM9wODh3iZiUixjGZvMEkyDnU8",
-	"afL6tFQLxCi6AgV1ODHJfdqYnygJQFiig3qCuLfseSOWE993tvEb+nUSLORJ48vXd4OubvwBzrfv5a0k",
-	"jQ3+/DLI9x6WZaiGrXyyhpXiAz9w5IuOLxMVHtoo4Y/hIyjg4vv4CHyW8K4wCzvq6nt3fPpeX4KvTy/P",
-	"j69e/byLq+A3HZ/bM4b94GD02ih0vqAakI6UAV8Dz4VncMaS2LgQRMKqUWVfPd8dJk1y8zss5M8s4xtX",
-	"YawTGkOMzGEgYnIalQCgGct4/aqaolN9tc0rRm1g1veV6iKpBFOEk4QtRP2L1+dFNT5f6zOs8foqERJ5",
-	"ot9E54qp06lfys5R7joM81MdwrzKyPJPvtKVM90lgJ3z6WNATcH03wNq1CUFUaZg/FItyOzAJCHW25Q4",
-	"niuO9pL/8lsDHZ+fohtY5lmUOlZr5iqlKZqMQkInrCZFxHj0pzpEujDSpFPvnOLRRr8XMUEdnS7K8bQB",
-	"+Pr4rUBsMqLaJDwyuoviP0bBhV0EItL4+ez71Lak+q2JOixmJAHjmfPde1qadOUVmnAAgzRPlGWBeiE6",
-	"v/iADkNU2Bao30VRLpojWsjm0/aIjqhTLo3rL6MxcHTdwSnp3PauEdUZ3dfHNnNTO8qH6B8mQdTYt/oY",
-	"jIV7bTNovfPRsRRkfEzW0b7uyEK1Y52ojqMZCE2EEVUUYQtaDG8js2RtwSAi0PW6PNdr9MTZSk+N/zIh",
-	"EdiEQWsjH6fqZa1+u6tEjideEutisWhj/ec249OOfVZ03p2+Ojm7PNHPFJaHY5rj81MvRWEY9NpdM46l",
-	"QHFKgmFw0O62D6xVrnndkrvjWKjjJULrJLK6PKZ3REjh0/En4SdQm1sAc9DlCTFoG1iRPgauA/u2CFGh",
-	"BnYanp70tffysFQf+3FjXaP2gxATGK+rtnys2sawHsyKhXZMPWiDgRaT7j9VyiX73e6GXOqaHGoLsx8/",
-	"lfFSoWXjVOdKTlJNxvOxLjNW5ql30Lo0YWAWXDd9vrGOVwSqH+ltf+S3StL2oHuw/aE3ft3boDvY/kRe",
-	"wXMfBodNtpKXuOnbI5vPMV9a9q2ri1aMLPFUlJOJRPBJ6RhM1EjXP3FCYo3/heNXQbXOGNQYjQWyUo56",
-	"DpPMuNWaJZ1hMuj3q8VLVfGr5uFaOQEh/8Hi5W4smSdj2TCN5k0Ta/noe/0L/2ZRavYzJAkL0d2dcde2",
-	"lQSj+/vCTxpMOYBXTZp71U0ypJV4N6hkFQbPJr2oFx32WgfRs3FrgA/HrZfjF9DqTnpxHx+MB9HhDgUC",
-	"61KX78u6iAKZ+xUp7+1GUk9tD/rd/rNWr9fq96563WFX/ffHam7isBd+14NQKn3QpIgtWDk0TxNet9mv",
-	"ea5+TuUqEtpk4b8b9g16DV6R1+6pB/r9JmDpVbjqh142eosudtsTkc1BWTWlgsprQfk+3KgSde78hNB7",
-	"A95Kv6nR5NnEKT9tZCxBVyVmrDBtEBKp/YcIS+R8PM7bHSWAudE1jxDPKFVK/GpF2AqSv9bvrCB5CXsG",
-	"q6s1D8U/bvSCfwxJduSfsF5jvpwp66zSByC/kZ3zwl7qPwlzm68e7VuQm861+73vlL8z7l+VDu+HoBSC",
-	"8hbkzlJSse22GEslH7zWLnYA6Y4Vq5WeSzu/d53Gfmk0c4woLBCZzzMT33M6up/C4TwNYzD53E70K3me",
-	"hb/feDEoWyDFdNu09iIN8aso75/ud1SOKwVs30kzLleTNAWnbUCXO1r6D0AYd1BrgEYxkp3/h6L5Z1c0",
-	"j+MYYVSUBj2GZpmDVufO/nS/1h1nlAtGoR57cLlLWxPVwoeRr6xhfGXZ7D2+bP5N5XJ/DWCbBOx364d3",
-	"68/C5rWZpAzTtYAI1FvT6e62dEnWe4I3Nr+oVUCK23snv3nxWKhQH4Q0G7B5iqaBI0rxlFBsFM86x3kR",
-	"gv2z+s3Lq/hAk6Wv7+goMTG91zKxbjl57kUziV6pPtm+Dq2qEVFS9NeTpi49ZE+alCuD/KogszCviOiJ",
-	"Gntt61WuR1QPzusnnw4Rzn32rtEPo9oXgSbEJejzjCKcCDaieCKBIxMFhLkuSrKhG8QosrmMiiA6nFVH",
-	"Eq9U7v98RKVcs7MxoOKx3xMl8yyTpvjDlHWJpz9umkqYBXy0c3eN98t6ZasY0NGios3BWnvuxEXJMfWE",
-	"0ZpxJWWq4rnRcRpMxQK4GNF+t68kz/R70I86q467jEKiu0HRcrMqL8Q+ojpfBP2uXYIUXVd6cl6HCNtS",
-	"nrw5D57b1mIGCsSIql8zTtQVkngIYjIAqn08bSA+n+oGdJMyPKKD7ss2+sXVMN1AasxWLFECWEjUH+gM",
-	"H9M5qwiaa7woX1nVWvRtl9Z7fGPDYQbkBJ7ou4uD5EtThpSvNS+fWCEEWkOHo/qGpupw1MaR3vdlxFKI",
-	"y1sLNxAhvzdMs64CJSsnuLY38+Hhtg47n/aw8vOyCZeMEONyQmd/XSpmUxX9a3rq1vUyaORf6O9Gqbym",
-	"NziI+1Fv3MWtl5MX0BrEz6PWi/Ez3DqcDMD9zWtalucr7rotr/i95uJwg/52foFuA4v9ldcS+AGOhG/n",
-	"E7CnVLpBHnhZ3XkJw9ucAP7rfnLqtIZ5Rp1CoTHMKBgZrXUE+Li8pwPALwarcwG0+3+UC6FNJyhb/6VU",
-	"LhtR6OH++CAaxK1DeDZpDXBv3HoR9ePWAQwmh/jZ+Hn0Ig7CdbhWBL3z2rVe2GB1vT+C6mLMC8w/ynHw",
-	"DVF0uwyv5mn963L88Ot/amLs4YOgiW/xx9S+ff+boFS53/vKt8Mm+Cx9I+CHZl3x4TRAq129OP4XG7Z5",
-	"TspY14l0r8XdwzblV66L2phOjkrBWwmuD7Ud7FJui9AWEcisKbF18iNKdL67QHnJgUZbpbsLPYnR3827",
-	"EpeGaxMBRtTE8CH2FM1jagxwIUmS5MnjNo3eXCrKPqDMS6hFS5BHdmk6QUyi64K++qHOnUULR9brOsXc",
-	"rHMD/u+oPO0C3QXyFN0vm4ebym056/J2zBHopdreyj+UqP0SbAy/PVTF0fy4k6/Ua00dIpaaSp1kqSxf",
-	"JVWGgUIrKyOqE46rhrd0puR8iJy1g570jNPVtKOgiCUxCKnEkwvb5sJ4lZ3Pxqr2Zi1KeHWqPs+oQBS+",
-	"yHwJhU3/BFu5tsWUMTION+y+HWAsWyXvArFMKvAY0TGObthkYldXJ7GKTrpe6i/k+LVU+xo+30orr7+p",
-	"d7Fc7bfRu+jJzA9tp+JHLLe63w24ivt0i0lmur0rkLSGe9m/T2PRRh9oBFpbKP40w2JEcx28qDYmhVte",
-	"KRpagqzHEQ26g6NKBIGIEdUfdEDjpZb4ShKh9nzlQYQ6gHkLsqgH3Zf5y9Xm3Uq1+NostKI63NhdTeLK",
-	"K7Xd3Wopdq0J1h38UanRbW577mCJeXXWZkslz1uuCpXKW/+8/jivYLje4iok7QcIVcPmBW0am1w1Xwh0",
-	"ImyKr8qxwDVx8CJe9/AL/lMDgFxvx/2J9rHNStQKXo7CBrjRhPE2Os61QcaRrUw3o2yS34iWjUOilMRb",
-	"4F6Wn5qlkHX9tJ8boGHcWqmNbVO0YpqOaJ1t6gxOTXBbtc24DgAX687t0xE1n10xrG17zsmyiK81LDdc",
-	"JA8xLHd1yBdtAX7YlX8Bu7IBMlbQx5RFb7EpvZ7Kim8jnCTAlewgAcpOSxId0ZOu2jtErhB4UqkevoHl",
-	"00Z1rUXJdrCr++yvaaCUewRsNFCK4/imQvMotZ75mTrm9H65vsDTpEaXnBtIYYeur2+jY13CzmiyXJfv",
-	"/bv3tcgHR4BdgCQqGkYMdXuwHVO8V/qofI0kb9cApdtI9682LOla3byR0pt3GTkM19Oo6PnRbVC2srvY",
-	"/IULD3eNyj5aiZ+TiFpZrL0oOneeUbTNji+n6BTV1Am2N4RmG/OjYVcUKTPX/MZ+2Q1SObO6mSj3qsHS",
-	"OQLrOuasmORlCNjLJLei1X+QaPW+omg9/2aiVfKN/rBQ60q7NkrXrkrN75UPcGsrqKZTYnETIlcVY5pD",
-	"a54G4RJjwXjdlbomBGG0tl7WNSQRkqUp1Ghqlb5g56aH0oMvWMvTXq/Nxsy6pkNZo5v1LyD+/e4a+fdo",
-	"1RQGDh8ZBuyr/r5w8G0vaP0h1EoYzzYne+g9rf7euoHlNjuv+gFY3X3fJVjLGRBuP2Qp6o224/PTX9Rb",
-	"9pMwZUYVrNmoJ1r+Xblqq/lahlXb+nFlVYwz29fLN81yrnmE66rWrKveVoa5THd2+00rRiMI88Cn28qR",
-	"abqmVMIZFvqT5OY7wuvsP8OZj2D8RWRXa6/8HdHvVM+rr5zu+DkMcBdaL/Hh89YgOpi0XsQHUas36cNB",
-	"PIgOx89w4SOOSPG512Egkpt/DSZ9/DIqfe/VhmLc5xu9Yf+6+bV/2/3j84t578vz9GB8SF9Gg2/SXsh9",
-	"lXK99IeFMWJW/uPGegSTkjoMqYeQXe6pzt0NLLd0i/HB49h9N9rVXtgvs+TarhrYRhdqkG4eviARGA89",
-	"ZS2WrsKGHurDxrZ2MBf5h6t/3CuWMQxJtjLGXndLbY2rfd1PwrqXayJgmr/2j+PN9Edk/rNWrzq2eQb9",
-	"brdoEYpSziIQCnz4LQjXz1PYD5oIRBmKIQUaA42Wtc6Mn+1797Vl8kAPu2kOs/bLOXU+6oTcQrvUJdbq",
-	"c56ycQsUhK9nGCJaiNBpnk0JChSdMyGnXH8yicZ5kC/UkYc5i7MErK8oE4CIfGpTP47QYfcAMTkDviAC",
-	"Qv+zAspkUz+nuuBsrIsLnf5rPsXgepJMmf5Cp1Zd+C3wnwRK2LT2xC7MvvYuD8i/TpTajZvDCwNpt14c",
-	"5uOerd5A22DCwYZF+01dK4t3n7gIFD31QQ+R20ZO9Sf2Cxm5V49Nn3ohycPuQdHG9czNU24XLIadjtAd",
-	"Xtsx3LoViQ5lsmWGN6aH+7BHbUCmEFIUMxCaTQx7bZYBRUqyVgjKDxbNlT9+Upq0YbS6ZIA5vtEFKqXe",
-	"uMNOJ2ERTmZMyOGL7ouuVsftS1ewEyimUtg0KcXuyvA03/epZDmKGujNgbklTOlfxCEGKglO/Dly6K+f",
-	"odoN1FvNSrMOf1q/c8LqzLa6iNBpiBZYRjPd+Z3GLgOg7PnypvWCp6uzOjCz3+G1p+o9bU/1/tP9/wYA",
-	"AP//23SMjcuSAAA=",
+	"H4sIAAAAAAAC/+x963Lbttboq2B4zkzi2dTVci7yL9d2Up8mjms7u+e0ytQQuSRhmwJUALSievwc54G+",
+	"F/sGNxKkKImynKTtl5k9u45NggsL637DfRCx6YxRoFIE/ftghjmeggSu/3WccsG4+ikGEXEyk4TRoB9c",
+	"TwDdUPgszQM3iI2QnACacbgjLBVohsfQDMKAqKf/SIEvgjCgeApBP4jMomEgoglMsVp9ij+/AzqWk6Df",
+	"bbfDQC5m6kkhOaHj4OEhDE5gRChRnz+Lq+GZM347StgcxdmjzwQicQbGDMtJDkXsLxgGHP5ICYc46Eue",
+	"gg/biPEplkE/SFOinlyG7fQzROk60MA9sA4g8FbZDZ53ZErkMiQXeAxIkD9XHkyi3/O/FcMIp4kM+gft",
+	"UB0SmaZTe0RTQs2/OhkIhEoYA9cw/ML4rZjhCNYdl35gHU7m3iq74ORBvSxmjArQdP0Dji/hjxSERlPE",
+	"qASqf8SzWUIirOBszTgbJjD913+EAvo+gM94OkvAbEdikgR9DRIIiYYsXqAJFghTBJxr8tb/FUH/t/tg",
+	"CkLgsQJpmqqnAWFkQdUb7gctf6sPn8JASCxTEfR7mh+IVB8OzugdTkiM7GfznU6knIl+qyWSlETQjOHO",
+	"gS9axLzUcC89+Jj73xxGQT/4X61cDLTMX0Xrwqxg8Ld8gm7vRKApTtQRQIwYR0MO+FZoeWBWaqpPHjM6",
+	"Ski0K8LPYpjOmAQaLRo/wQLNsUCpgBjNiZwgjGIyGgEHao4k8PH4OsdjBkw9BHrfjNybT41Ft7AwO5H6",
+	"T4KlXHOI2gVoPL5hfEjiGOiOiFQfyGUgGkLC6FggyRCmTE6A5xxawOJ+jsUclFpoHGWPPxXuJLsFiqZ4",
+	"gSiTSLI0UogjIsOcxtgZlcApTnZEGLHLZPztcHJQ5NDSU7UY1AL4FHi5YlOQE0LHaIRJojiSGlYEfgf8",
+	"0BKWpbkJpmOIFfbUGxZbWlq85Xg22RFjXeS2uEoapvSWsjlFlMWABsHnQeBJxLECoQXxGESr3ZIseAj9",
+	"d6NFlEAfYdQYpO32PqBh9hNeWkV9QBTlare7LFf1w9tJVfPKU1G0Xk1JVEXQGBmoTo7eHiK4A75wCFVP",
+	"JERIJ/eIVCaXnOgTPGfyDUtpvOPpVdhT6BVux/v4JTS6o96w0YtedBqv8StoHAxfRC/jV/B61O5o0Eca",
+	"AF9u9HJsn3sP1MA0ZbJhHn8KLJ8zJJScKIiIa8beYT6Gp7QG4HMEEAvUafdeHbx8gYYLCcJHSccTpRd4",
+	"kTAcI8kYSjQktVAjGWuYx5+KADXoirrUqhzJCfbFB8JRBDMpHNLeY7rYEWd/pExiiyyI+whLNGVCok67",
+	"3UYzoLESZX+kkAIi0oiSnIU9lf5zYZ166NPfbmTvPLVKn7M0idEMC4EYBecj+YavBkCg54V9DqjeaOgx",
+	"ngi1iBRoBtzIiL0mOjdSW5tAQjIOMcI0E+YDihMOOF64v1lh30Q3lyD5onE0ksBv1FkLkGg+AQ5ojolU",
+	"S04gmYm+AndADe5jjgkVCIvcmRFIgScmzYEyACaAY+s1eusv2/5XEDEaa0NDfQ0NYcQ4GBrD0xx5Sqsr",
+	"1DWLjuI6r0OdxkeKUzlhnPwJuwrAKRFCIWMImCtWUMZGQaR1cuorfLYW7aX+G08k2DSIobLBsbWN5ARr",
+	"A90pWsYRhzt2C3FTu2l2XfXZoxn5CTQ3zzibAZfE+EoRBywhPpIFRyvGEhqSTGHZ2woDEtdwypyTd7/8",
+	"hxmHEflc7TeOCDeWC8eRBC4cWwmIOMhQ0ZWEJEG3sBAIzzCXzapvWyys2RVNkwQP1ekab3NpiXnRxd3s",
+	"l+f+62+BfqTo3mp0ZJsPPcT74H7KVmbD/4BxRI4xjSC5tB7u8hHWPA9H2fcBUMVjvwXHR+fHp+/enZ4E",
+	"ofv57PytB8O63dnlKgHWWzMU5zniOI61uMPJhQf/CCcCwtKWHO2UI0dTQt2/O5ug1GusBi8POT0OxLEz",
+	"odcx9FtnPj5qQzsSYSX9GbBXo+XfwMVXwUkJ2E1wZRGnr0hQYTBLMN0otNUzlcRn31+9qTiXyjhJPoy0",
+	"/7TuW/Z55SoV92fkY4U+nmi9QCM4NJYCIhJRNm9upB674jLwnwrx2ifRKFHKOVBpac9TGpn2D7fkt111",
+	"VDqLt93EF1IYJdw4RBQVSA5uFbHlp3WBx1UKRFve/g/rcOyd/UP2Mcw5XmiMZmkDzXbrtWwZCdYD8NZY",
+	"vx2PYHamwbiUgthIO9sR5N1q2i5hoZS6uFtz8FXYOY2rjnjE2bSS0CWr/PV8Aj6sQ8YSqBBzelm9SCUo",
+	"xrvIEiiPE92EztI17xjCKkq9oztMNN0Ze3E6S7AE7d7c6NVumugqd6k4yJRTiLUPj0aM6x9CJBii6XSo",
+	"rNBbgJmN0cRkTHyj0243DD43xqxhf8nxXPkezUs8f29DWt4DDTKdMS5zveSezwNbQCOmfMaW/vWDtpoJ",
+	"40QuCombbnnnHR2vVx52ysdAZRN94Mpx036pjiYRinDupR6iESacghAIR5wJkf9JoIhNQRiTXG04yxD1",
+	"1ueHwiy4dLItTz2hvVMJwxoqjTMyXeYe/cDZtmb2Ornws1rxyjxa3of72lobew206nMJyN3cnzjl2pd+",
+	"LwprECpf9Fa/79GAiZBv1gG1dfUj5IDyKPVrOrJhzzks8nkTGRtpuEBvT6+Vv8mol9NFjCYLE1dPiJAo",
+	"AXwHQllRLP0WYsCEutf4zjM81sEoHXTnEDEeC/R85db2dG62jt4/ZzFc6vUq9b6C67yg/JchNLUBzqdX",
+	"ar4aXCzRTcsxcCsPSbXuvTT6gwn73xwiRWFIaSx0Y36FJiyJdY5yinCSNOsQvMfjy4DnEUoNeY5CE53D",
+	"XEKMlDK0wCjMagrzwmnuMRsSu9JRI7tliJFRKmUu2Ai2XXUbS6eehMoEjJNSO4p19eJaA393+zkXnDVU",
+	"wTJUGWZ8rIYFcVqQi07GrRXPT2Fx57L+2xjcZVLwQkiXH8/Pz87fBmFw/OH9xbvTax1MenN0VogqnZ5U",
+	"BJXC4A2BJD51eqKIoSwTWBVA1MLxfsPmbK2JW6hqY1katGQ+opOjt02kBJ4NNHJAKSV/pHCoS0DiMWhF",
+	"QOgYYXT84fzk7Prsw7kRYlO8QBHmfIFulEy6UTbojES3Oo035JhGk+aAvgdlWSIl+M368BlHEj2PsICG",
+	"ACqIJHewFxZjuzNt+Ssxbl7iMEqFUmk6NWCNVUIHNGJ0RMYVhiu6rkpSoCFLqZGYNhXxHKNe97WCT23S",
+	"z7PuhSZzUEiH6eIi/bpOhJmkQfFEdaq3Ps3HJu1VqWdqr6KOcHmVcqxGL/npq6vyHwEnhpBL9tsEolux",
+	"2tKp8uLKlJ3L+A1RntUWpsZdhXGpCGuTGfaVMXlrYmhecK9TI7hnflFm/h+vry9+vzz9+ePp1XWIri+P",
+	"zq/efLh8H3pszjg6OX139P8OkT4ql6a3RT3S2Tcm2y+YSdMsZfg5qI1CjCQbg5wA3xyTU/u0z6w6MWuh",
+	"LZ0blsoPltWq90k8hszgL+Lzl8kiEyu2aOUQnX98p0WWFhYGP0qcUSbRx+s3jVf6X0Lb5Vigj/968+bN",
+	"iRFyMywkurl69/Hs+PT3y9PjD5cnv//76N3H09/fH/3fG7sgkQiUOMuqJxTIWXHkZofEeRrLhqDaxTNT",
+	"gZTcKatNPRqaD3liVpGA+q4VyU10NKB3OEkBsTvgm+FXgnumvJYBvbkfBCbDqMClkVIAg6CP7geBflj9",
+	"rAtjIvVBtUdTJhOiQaALdmGuHwnyh4yjoN8OFX4lfJbmpUHw8HBjhHcZS1+HhZfOgqWy8jAKIZ4ES6VL",
+	"teLSBjnMRNPs9xYWZmtNsxJ6Pp+wBPYO3dkM6LKOvHRGeUJuwcWM+vrsBnTD4WmMYjTFXAkGewKZgBjQ",
+	"nBS/BZo3uwt1PI4a7oOSRbnn4ERtbfHm2eJOcjm+zGjCiZzV5vp6IfkUpvkGp/jL2+Yenuub5Vc/nV1c",
+	"1DDQL2z6yy375vL0NAiDi8sPQRicnl+fXl5cnl2dVr9raxmWOPfyzTF63Tt4melCU5KhS0GKR+FqNe5X",
+	"KJuKOIh2KRoJ3EGSlSeGCHA0cSXE/+fqw3ljxnRVZkPztymtqxkF8XyWigMnVEhMo2q3Zckm8zSwrTS5",
+	"r2ulHCEhtfT7eHnmjHSlZW8JjZXysXvfbFJYbjPfXxtx1CHLM2mOtNK4OGYprRDVp1q0ckgAC0BDHN0q",
+	"mX1xen5ydv7Wg9BDB3bSfassYoLJdDfZ9pi8EREzLKPJG0ySlFfF5t6YSl0tpARiFF2Dktw4MWFFHVVS",
+	"hpGOe+1XI8R9ZUcTrdjKsnWwqWakNsFCntYO//qJjeWNPyKc/q3yD6R25CnTbdnewyIPVZCVj9aw1E7k",
+	"p4J91vF5okRDazn8KTRjLi6+jWL0ScJTYVbsKNX37ujsvVaCJ2dXF0fXxz9uE7v6qDPuO1alPLq8ZGVd",
+	"SQZQhZCOJLmrUCWneYh6wpLYxLREwsp1Ir6/uL2YNJ7fOyzkjyzla6Ew7jJV9rc5DERMlbJiADRhKa+G",
+	"qq50qu6fO2bUllr4QXvd9phginCSsLmo/vDqSsfa52uD1xXpB8VCIivdHenqT3U61aBsXbdSJcP84qUw",
+	"6xu09JNBunSm25SkZHT6FKImJ/pvIWqUkoIoVWL8SgFkdmDKiquDCDieKor2ynkzrYGOLs7QLSyyumhd",
+	"fWHWKhQemxphQkesoujLpJbGuuhhbrhJF9M6w6OJfsmz/LreJG+w1R70ydFbgdhoQLVPfWhsF0V/OoFo",
+	"EqkCEWliMvZ7alvSpEZpskDzCUnA+Lx+vFlzk+6lRCMOYCTNc+VZoE6ILi4/oIMQ5b4F6rZRlLHmgOa8",
+	"udcc0AF1xqWJRac0Bo5uWnhGWnedG0R1j8bNka3F1pmbPvrBlHybAIE+BhMiuLE18d756KQeMkFPm/lZ",
+	"dWSh2rFuPcHRBIRGwoAqjLA5zR9vIgOy9mAQEehmVeX6DXrufKU9EyxISAS2BNi6/Ecz9bFGt9lWLMcT",
+	"ryx9Pp83sf5zk/Fxy74rWu/Ojk/Pr071O7nn4Yjm6OLMKzrqB51m2zzHZkDxjAT9YL/Zbu7bIIOmdYvu",
+	"PGPrtTbostCqysR3REjh4/GZ8FsiikHBGLRLr1AfA9elOratWEkN7Cw8veiJ9/Gw0PH+29pOZR1IIqbU",
+	"pap/+qm6lcNqYZYD2jId3jUetDLp4VOpAbrbbq/pjqjoirBi9rdPRXmppGXt5oVSlWFFD8NRlu33Dlo3",
+	"G/UMwFXLZxtreW3d+pXO5lc+ltoweu39zS+98TtZe+3e5jeynryHMDios5WsaVVrj3Q6xXxhybdq0oEi",
+	"ZInHolgeKIJPysZgooK7/o0TEmMTXHeZCCWqdQ2wltFYIMvlqONkknluuQtR14z1ut1yO2KZ/cqV9ZZP",
+	"QMgfWLzYjiSz8kqbN9S0aZJ/v/lpqDxAnDeP/ghJwkJ0f2/i803FwejhIQ80B2MO4PWHZ2keU95sOd49",
+	"VPAKgxejTtSJDjqN/ejFsNHDB8PG6+EraLRHnbiL94e96GCLlp9VzQgPRVtECZmHJS7vbIdSz2wPuu3u",
+	"i0an0+h2rjvtflv979flauN+J/ymB6FM+qBOW2qwdGieJbxqs1/yXP0q6WVJaMv//2myr9ep8YmsG1e9",
+	"0O3WEZZez7p+6XWtr+j21R0lsjkoa6aUpPJKofwQrjWJWvd+ifeDEd7Kvqmw5NnIGT9NZDxB1/dpvDDt",
+	"EBKp44cIS+RiPC7aHSWAubE1DxFPKVVG/HKP55IkP9HfLEnyguzpLUNrXoq/a/ScfgxKtqSfsNpivpoo",
+	"76w02SPTyC54YZX6M2G0+fLRvgW57lzb31qn/JPl/nXh8L4zSs4ob0FuzSUl326Ds1SIwWvrYgsh3bJs",
+	"tTRFbevvrrLYr4xljhGFOSLTaWrye85G92uKXKRhCKZDw7F+qeA4j/ebKAZlc6SIbpPVntfDfhHj/dPD",
+	"lsZxqSX1G1nGxf6wusJpk6DLAi3dR0gYd1ArBI0iJLv+d0Pzr25oHsUxwihv9nsKyzITWq17+9PDynCc",
+	"MS4YhWrZg4tzF+uYFr4Y+cIWxhfmzc7T8+Y/lC93twA2ccBuWj+8X30WtiDQFGWYEkkiUGfF7Mq7gpKs",
+	"jgSvHWdTaYDk2nuruHn+WqikPghpNmALU23b1QyPCcXG8KwKnOcp2L9q3LwIxQeaLHx7R2eJiZmmmIpV",
+	"4OQ9PrU4eqkNajMc2lQjomDor0ZNVXnIjjgptqj57WkGMK+b7bl69sY2Tt0MqH4464je6yOcxezd6C5G",
+	"dSwCjYjrGOEpRTgRbEDxSAJHJgsIU90dZ1M3iFFkSzMVQnQ6qwolXvPr//iMSrGJbG1CxSO/54rnWaq7",
+	"cQg3gVdhZ4flPZZ731VPKe8Cvvhzysf7ZbX15TWnat7R/mGlg3fq0uaY+j24o1JE59lSKEefHaZirqvV",
+	"u+2uYkUz0kW/6tw87koMiTTdsIV5dF7OfUB1AQn6RccIKbopjd29CRG2zWbZ/C08tdMDjWwQA6p+zThR",
+	"OiXxRIopCSiP6rWZ+WypW9BzCPGA9tqvm+gn12Wn2x50kYtutRYSdXu65McMx8uz6FqAFHVYedzEJi32",
+	"Ht/a/JiRegKPtDLjIPnCNMplsGYNPkuIQCvwcFg9s1gdjto40vu+itgM4uLWwjVIyBSJmceXi83SCa4c",
+	"v35wsGmI1qcd3P6sccZVJ8S4WOHZXVWbWddm/5Khu1XjSmoFHLrbYSrrNg/2427UGbZx4/XoFTR68cuo",
+	"8Wr4AjcORj1wf/PmEmYFjNtuy5tvUaFJ3EP/uEBBu4YLf+xN/X5EZOHrBQnsKRU0yCOVVWGSwoaogP+5",
+	"Z86+Do2ZZ6Zr0NjzmpxNQqQwBWT5GApnQx60Q2WuK8mqK3r2Du3ohnPv1gndG230TD4qYqvREE10iqPJ",
+	"gJrvPxOuXc+2gimwTRlWpnrSGZJsY4+XaSh53nmBfiI/oOEC2YE8e6Fp94QBNfpai3q7Zzy0RpkroPM7",
+	"p2dJKtBBG/3X/0f76v/kBMtwQOcTLOHOKU7yZzZmlqe0SgW+Bemrvx0DL35XaFXopdn9tTgRwczUs42g",
+	"ytS1mZwO7g73o17cOIAXo0YPd4aNV1E3buxDb3SAXwxfRq/iIFylPvJig6yJtRPWgK7za1AGxnzA/KNY",
+	"f7CmesGC4bXOrf5cJqb9vquK2obwURqAb4iDVX59d4VbGN3R+cJKeJ2WKty28t2BKcXOaiiFbaNn/t03",
+	"myJWJQkc6am126fLip9clS0zM3GVHb1U1NDXismVOucpRSKQgSmxAzMG1PWJZ60eWiUoF0noRYybZL6V",
+	"uPJnW4AxoKZ2AmLPnj+iJvAhJEmSrGjfti8Yoa/cMMq8Qma0AHloQdOFeQUNp19q3Vtp4dB6UyX8DZxr",
+	"5P+WNuo2ojuXPPkc4fppvuKA46p6KXMEGlQ7pf67rbpbYZOht6e2JFvZfJZKe/ICj7XLzVk6npTtyoKp",
+	"6FuHTWQCXQNq5no5i+pG2043uXnZabfdH/ds16+dujAyKfMBJcLMujE15CvtPDP9kRmbc8yVFZy38Ncw",
+	"xArx9HONkw3RiCe7v6uz+f6uv1cYtNSxvzYO6tPQdwOhFOFcw29fz2DQmmyr7JZ3PUiI2Mz0ViYLN88w",
+	"c0ep4U4tMsqRUelifdM+cuEo9LxjPFYz0YoilsQgpFLsXNhJWUWP1sZeDCxK7evmKp5SYTxUB0IedH2O",
+	"rUVg299jZFIk2N3fZEKPylIQyi01TvMQR7dsNLLQrZIvusP1b5Sqs1j7Elm60jjVf2g+qNifvVYOejzz",
+	"XQyWxGDxuqHaJk/JEt8QMzM37iiJayOrxYwsjUUTfaARaD8j/9MEiwHNvPd8PgTJE6km2KZ8DpMSQr12",
+	"77CU8yViQPWlWsrIURxfKvvWtkyW9l0RSco7+Hcl/uJ8kHZpvsfKuuF8noeJ2NSpBFqaxtEuD8+oDN60",
+	"e7+WpirUj1ptEcPxJmOYLRVSI5kTVRhI8NdNmHgjHqpjNTmnfRdC5UKnHDe1ba+KW5odC5t22WL1xorK",
+	"pbzC4vEK/lMNAbk6AvQX2sem+JI28DIpbAQ3GjHtkjprkHFkZ4mYp2xZ9oAWw0pEGYl3wL26bLVKzuv6",
+	"bb+aS4txG9+qHdVCS0GtAa2KarlQlUa4nbPBuC7ZyeHOIlsDaq6+M6Rtx9bKIouvDEmtUSSPCUltmzHN",
+	"B7l8j0j9DSJSNSRjSfqYQRYbfErvXgtFtxFOEuCKd5AA5acliS65kG4+h8lvsjm1M1dyJ+oWFnu1JhHk",
+	"QzaCbf3ov6eDUpzqstZByY/jqzLNk3TnZ2fqiNP75eqWfNPMUghuICU79ESUJjrSQ0cYTRarOnR+8W7s",
+	"fnSJjkutRvmIn74e6LhlU87S5Ksv0ZbjRla1a9n+5RFTbWub1zJ6s7lQB+FqHOVTmto1Gg23Z5u/cav4",
+	"tmUzT9aU7TiikhcrFUXr3nOKNvnxxRrKfP5Fgq2G0GRjfjTkiiLl5prf2Nt1YSYn1jYTxeliWLpAYNWM",
+	"syWXvCgCdnLJLWt1H8VanS/IWi+/GmsVYqPfPdSqZty13LWtUfOLF4vQrpfygipm2+aaELk+RlMlpWka",
+	"hGtlsHVhylwTgjBaOeHAjZASks1mUGGplSY5Xpipd49WsJamvenItYl1xUzJWpr1b8D+3fYK/vdwVVcM",
+	"HDyxGLCf+ueKg6+roPVl9KU0nh0n+Vg9rf7euIXFJj+vfAm/vsCn2BJjrrYV1U7b0cXZT+oru3GYcqNy",
+	"0qw1xTK727d8W00lwaptfVdZJefMTmL0XbOMap5AXVW6dWVtZYjLXPBi7xVlNIIwS3y6rRyaMZnKJJxg",
+	"MUE6J8p4lYqyF6prynwC5y8i23p7xbvcv9EEBq1y2sOX0MNtaLzGBy8bvWh/1HgV70eNzqgL+3EvOhi+",
+	"wHmMOCL5lfv9QCS3v/dGXfw6Kty5b1Mx7gpt77Hfb3/u3rV//ePVtPP55Wx/eEBfR72vMhDO3Qy+mvvD",
+	"3BkxkH/XWE/gUlInQ6pFyDZ6qnV/C4sN87184XGELEm65jh7uVtm7aoHm+hSPaSve5iTCEyEnrIGmy2L",
+	"Df2oLzY2DfAyL3wf4OURhkHJRsLYSbdUTiWwn3smbHi5IgOm6Wv3PN5E30P350q76sjWGXTb7XyoM5px",
+	"FoFQwoffgXATmIW9E00gylAMM6Ax0GhRGcz40X53V18mS/Sw2/pi1l6+VxWjTsidMv+9ud7WnvOMjTug",
+	"IHw7wyDRighdIF4XoUDRBRNyzPWtizTOknyhzjxMWZwm7pK0VAAics+Wfhyig/Y+YnICfE4EhP5FMMpl",
+	"Uz/PdEfwMJXaCTb2r7k8x02RGjN9S7o2Xfgd8GcCJWxceWKXZl87NxZlFxzO7MbN4YWBtFvPD/Npz1Zv",
+	"oGlkwv4aoP0x3CXg3aVEgcKnPug+ctvIsP7c3mmURfXYeM9LSR609/PB2+duneKAd9Fvtcy9b80Y7hxE",
+	"okWZbJjHa+PDXcVUmZDJmRTFDIQmE0Ne63lAoZKsZILii/k4/N8+KUvaEFpVMcAU3+qa6sI0836rlbAI",
+	"JxMmZP9V+1Vbm+P2o0uyEyimduCBIXfleGpnr1zlKCpEbyaYG8L0ZkccYqCS4MRfIxP91SuU5zd70CyN",
+	"V/KX9WfdLK9s2z8JHYdojmU00Xd10NhVABQjX96yXvJ0eVUnzPRK3J2q97Y91YdPD/8dAAD//9E8d89P",
+	"nAAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -112,13 +112,40 @@ func (s *Executions) ListQueue(ctx context.Context, a domain.Actor, workspaceID 
 	return s.queue.ListQueue(ctx, workspaceID, status, limit, after)
 }
 
-// GetExecution shows an execution and its node records.
-func (s *Executions) GetExecution(ctx context.Context, a domain.Actor, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
-	e, nodes, err := s.executions.GetExecution(ctx, id)
+// GetExecution shows an execution and the first page of its node records
+// (ListNodes). Its workspace is checked before anything else is loaded.
+func (s *Executions) GetExecution(ctx context.Context, a domain.Actor, id domain.ID, nodeLimit int) (domain.Execution, []domain.NodeRecord, error) {
+	if err := s.requireExecutionWorkspace(ctx, a, id); err != nil {
+		return domain.Execution{}, nil, err
+	}
+	e, err := s.executions.GetExecutionWithoutNodes(ctx, id)
 	if err != nil {
 		return domain.Execution{}, nil, err
 	}
-	return e, nodes, requireWorkspace(a, e.WorkspaceID, "execution")
+	nodes, err := s.executions.ListNodes(ctx, id, nodeLimit, "")
+	if err != nil {
+		return domain.Execution{}, nil, err
+	}
+	return e, nodes, nil
+}
+
+// ListNodes pages through an execution's node records in key order, after
+// afterKey ("" for the first page). Its workspace is checked first.
+func (s *Executions) ListNodes(ctx context.Context, a domain.Actor, id domain.ID, limit int, afterKey string) ([]domain.NodeRecord, error) {
+	if err := s.requireExecutionWorkspace(ctx, a, id); err != nil {
+		return nil, err
+	}
+	return s.executions.ListNodes(ctx, id, limit, afterKey)
+}
+
+// requireExecutionWorkspace checks that the actor may see the execution,
+// from its owner alone.
+func (s *Executions) requireExecutionWorkspace(ctx context.Context, a domain.Actor, id domain.ID) error {
+	ws, err := s.executions.ExecutionWorkspace(ctx, id)
+	if err != nil {
+		return err
+	}
+	return requireWorkspace(a, ws, "execution")
 }
 
 // ListExecutions lists a workspace's executions, newest first. The filter
@@ -185,11 +212,11 @@ func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id dom
 // CancelExecution asks a running execution's workflow to cancel; its
 // completion records CANCELLED and frees the slot.
 func (s *Executions) CancelExecution(ctx context.Context, a domain.Actor, id domain.ID) (CancelOutcome, error) {
-	e, _, err := s.executions.GetExecution(ctx, id)
-	if err != nil {
+	if err := s.requireExecutionWorkspace(ctx, a, id); err != nil {
 		return "", err
 	}
-	if err := requireWorkspace(a, e.WorkspaceID, "execution"); err != nil {
+	e, err := s.executions.GetExecutionWithoutNodes(ctx, id)
+	if err != nil {
 		return "", err
 	}
 	if e.Status.Terminal() {

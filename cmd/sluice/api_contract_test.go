@@ -316,7 +316,7 @@ func TestContractEveryOperation(t *testing.T) {
 
 	ge, err := key.GetExecutionWithResponse(ctx, execIDs[0])
 	status(t, "getExecution", ge, err, http.StatusOK)
-	if e := ge.JSON200; e.ID != execIDs[0] || e.Status != client.ExecutionStatusRUNNING || inputField(t, e.Input, "name") != "Ada" || e.Nodes == nil {
+	if e := ge.JSON200; e.ID != execIDs[0] || e.Status != client.ExecutionStatusRUNNING || e.Input == nil || inputField(t, *e.Input, "name") != "Ada" || e.Nodes == nil {
 		t.Errorf("getExecution: %s", ge.Body)
 	}
 	gw, err = key.GetWorkspaceWithResponse(ctx, ws.ID)
