@@ -144,6 +144,13 @@ func TestNegativeMalformedBodies(t *testing.T) {
 		got := read(o.send(ctx, admin, "text/plain", strings.NewReader("hello")))
 		got.expect(t, o.name+": text/plain", http.StatusBadRequest, "invalid-request")
 	}
+	// A malformed Content-Type parameter does not skip the body's checks.
+	start := w.bodyOps()[5]
+	got := read(start.send(ctx, admin, "application/json; charset", strings.NewReader(cases["startExecution"]["NUL in input"].body)))
+	got.expect(t, "startExecution: malformed Content-Type parameter", http.StatusBadRequest, "invalid-request")
+	if paths := got.fieldPaths(); !slices.Contains(paths, "/input/name/0") {
+		t.Errorf("malformed Content-Type parameter: field paths %v lack /input/name/0; body: %s", paths, got.body)
+	}
 	if after := counts(t, w); after != before {
 		t.Errorf("malformed requests wrote rows: before %v, after %v", before, after)
 	}
