@@ -324,6 +324,15 @@ func TestNegativeInvalidGraph(t *testing.T) {
 			t.Errorf("%s: detail %q", name, got.problem.Detail)
 		}
 	}
+	// Hosts other resolvers read as IPv4 addresses are refused at save time.
+	for _, host := range []string{"127.1", "2130706433", "0x7f000001"} {
+		g := client.Graph(`{"nodes":[{"key":"call","type":"HTTP_REQUEST","config":{"url":"http://` + host + `/admin"}}],"edges":[]}`)
+		got := read(a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "disguised", Graph: g}))
+		got.expect(t, "createDefinition with host "+host, http.StatusUnprocessableEntity, "invalid-graph")
+		if paths := got.fieldPaths(); !slices.Contains(paths, "/graph/nodes/0/config/url") {
+			t.Errorf("host %s: problems at %v, want /graph/nodes/0/config/url; body: %s", host, paths, got.body)
+		}
+	}
 	if after := counts(t, w); after != before {
 		t.Errorf("invalid graphs wrote rows: before %v, after %v", before, after)
 	}
