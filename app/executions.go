@@ -192,7 +192,7 @@ func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id dom
 	if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
 		workflowCancelled := false
 		if q.Status == domain.QueueClaimed {
-			if err := s.cancelClaimedWorkflow(ctx, q); err != nil {
+			if err = s.cancelClaimedWorkflow(ctx, q); err != nil {
 				return "", err
 			}
 			workflowCancelled = true
@@ -207,8 +207,8 @@ func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id dom
 				// Claimed between the read and the cancel: its dispatcher
 				// finds the item CANCELLED when it marks it, and cancels
 				// the workflow itself if this cannot.
-				if err := s.cancelClaimedWorkflow(ctx, q); err != nil {
-					slog.Default().Warn("cancelling a claimed item's workflow failed; its dispatcher will", "queue_item_id", q.ID, "error", err)
+				if cancelErr := s.cancelClaimedWorkflow(ctx, q); cancelErr != nil {
+					slog.Default().Warn("cancelling a claimed item's workflow failed; its dispatcher will", "queue_item_id", q.ID, "error", cancelErr)
 				}
 			}
 			return CancelDone, nil

@@ -57,22 +57,22 @@ func StorableJSON(raw json.RawMessage) json.RawMessage {
 	return out
 }
 
-// BoundedJSON returns raw storable (StorableJSON) and at most max bytes: a
-// value over max is replaced by the TruncatedMarker object holding its true
+// BoundedJSON returns raw storable (StorableJSON) and at most limit bytes:
+// a value over limit is replaced by the TruncatedMarker object holding its true
 // size and a preview of its first bytes as text (never split inside a
-// character), the whole object within max bytes, so a reader always sees
+// character), the whole object within limit bytes, so a reader always sees
 // that it was cut and by how much. Nothing is cut silently.
-func BoundedJSON(raw json.RawMessage, max int) json.RawMessage {
+func BoundedJSON(raw json.RawMessage, limit int) json.RawMessage {
 	if len(raw) == 0 {
 		return raw
 	}
 	size := len(raw)
 	raw = StorableJSON(raw)
-	if max <= 0 || len(raw) <= max {
+	if limit <= 0 || len(raw) <= limit {
 		return raw
 	}
 	head := []byte(`{"` + TruncatedMarker + `":{"bytes":` + strconv.Itoa(size) + `,"preview":`)
-	room := max - len(head) - len("}}")
+	room := limit - len(head) - len("}}")
 	// Escaping can make the preview longer than the text it shows (a
 	// quote takes two bytes, a control character six), so the cut shrinks
 	// until the encoded preview fits.
@@ -106,26 +106,26 @@ func runeStart(b []byte, cut int) int {
 	return cut
 }
 
-// BoundedText returns s storable (StorableText) and at most max bytes: a
+// BoundedText returns s storable (StorableText) and at most limit bytes: a
 // longer one keeps its first bytes and says how long it was.
-func BoundedText(s string, max int) string {
+func BoundedText(s string, limit int) string {
 	size := len(s)
 	s = StorableText(s)
-	if max <= 0 || len(s) <= max {
+	if limit <= 0 || len(s) <= limit {
 		return s
 	}
 	tail := "… [truncated: " + strconv.Itoa(size) + " bytes]"
-	return s[:runeStart([]byte(s), max-len(tail))] + tail
+	return s[:runeStart([]byte(s), limit-len(tail))] + tail
 }
 
 // Storable returns the record as it may be stored: input, output and error
-// storable and each within max bytes (BoundedJSON, BoundedText). It is the
+// storable and each within limit bytes (BoundedJSON, BoundedText). It is the
 // one rule for what a node record keeps.
-func (n NodeRecord) Storable(max int) NodeRecord {
-	n.Input = BoundedJSON(n.Input, max)
-	n.Output = BoundedJSON(n.Output, max)
+func (n NodeRecord) Storable(limit int) NodeRecord {
+	n.Input = BoundedJSON(n.Input, limit)
+	n.Output = BoundedJSON(n.Output, limit)
 	if n.Error != nil {
-		msg := BoundedText(*n.Error, max)
+		msg := BoundedText(*n.Error, limit)
 		n.Error = &msg
 	}
 	return n

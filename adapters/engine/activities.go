@@ -32,16 +32,9 @@ type RunNodeInput struct {
 	Node        domain.Node
 	Input       json.RawMessage
 	Steps       map[string]json.RawMessage
-}
-
-// size is the bytes of data the input carries: the node's config and what
-// its templates read.
-func (in RunNodeInput) size() int {
-	n := len(in.Node.Config) + len(in.Input)
-	for _, raw := range in.Steps {
-		n += len(raw)
-	}
-	return n
+	// size is the bytes of data the input carries, its config and what its
+	// templates read, as the workflow measured them; not sent.
+	size int
 }
 
 // RunNodeOutput is a node's output, as JSON.

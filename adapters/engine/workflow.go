@@ -416,7 +416,7 @@ func (r *executionRun) fitsTask(n domain.Node, in RunNodeInput) bool {
 	if isPure(n.Type) {
 		share += r.limits.PayloadLimit
 	} else {
-		share += in.size()
+		share += in.size
 	}
 	if taken := r.task.used + r.task.reserved; taken > 0 && taken+share > r.limits.TaskLimit {
 		return false
@@ -636,6 +636,7 @@ func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 		in.Steps[key] = raw
 		size += len(raw)
 	}
+	in.size = size
 	if size > r.limits.PayloadLimit {
 		return RunNodeInput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"the node's config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", size, r.limits.PayloadLimit),
