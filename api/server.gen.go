@@ -202,9 +202,14 @@ type Execution struct {
 	Error       *string            `json:"error"`
 	ID          openapi_types.UUID `json:"id"`
 
-	// Input The input as enqueued, byte for byte.
-	Input rawjson.RawMessage `json:"input"`
-	Nodes *[]NodeRecord      `json:"nodes,omitempty"`
+	// Input The input as enqueued, byte for byte. Shown by GET of one execution only; the list leaves it out.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// Nodes The first page of node records (GET of one execution only).
+	Nodes *[]NodeRecord `json:"nodes,omitempty"`
+
+	// NodesNextCursor The cursor of the next page of node records at `/workflow/executions/{executionId}/nodes`; null when `nodes` holds them all.
+	NodesNextCursor *string `json:"nodesNextCursor"`
 
 	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
 	QueueID              *openapi_types.UUID `json:"queueId"`
@@ -255,17 +260,30 @@ type Node struct {
 type NodeRecord struct {
 	Attempt     int        `json:"attempt"`
 	CompletedAt *time.Time `json:"completedAt"`
-	Error       *string    `json:"error"`
 
-	// Input The node's resolved input, with every digit of its numbers.
+	// Error Why the node failed; NUL and bytes that are not UTF-8 are shown as U+FFFD, and past `SLUICE_RECORD_VALUE_MAX` bytes it ends with its true size.
+	Error *string `json:"error"`
+
+	// Input The node's resolved input, with every digit of its numbers. A
+	// value over `SLUICE_RECORD_VALUE_MAX` bytes is kept as
+	// `{"sluice:truncated": {"bytes": <its size>, "preview": "<its first bytes, as text>"}}`.
 	Input *rawjson.RawMessage `json:"input"`
 	Key   string              `json:"key"`
 
-	// Output Available to later nodes as steps.<key>.output; numbers keep every digit.
+	// Output Available to later nodes as steps.<key>.output (whole); numbers
+	// keep every digit. Recorded like `input`: over
+	// `SLUICE_RECORD_VALUE_MAX` bytes, as a marked preview with the
+	// true size.
 	Output    *rawjson.RawMessage `json:"output"`
 	StartedAt *time.Time          `json:"startedAt"`
 	Status    NodeStatus          `json:"status"`
 	Type      string              `json:"type"`
+}
+
+// NodeRecordPage defines model for NodeRecordPage.
+type NodeRecordPage struct {
+	Items      []NodeRecord `json:"items"`
+	NextCursor *string      `json:"nextCursor"`
 }
 
 // NodeStatus defines model for NodeStatus.
@@ -434,6 +452,15 @@ type EnqueueExecutionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// ListExecutionNodesParams defines parameters for ListExecutionNodes.
+type ListExecutionNodesParams struct {
+	// Limit Page size.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListQueueParams defines parameters for ListQueue.
 type ListQueueParams struct {
 	// WorkspaceID The workspace to list.
@@ -508,6 +535,9 @@ type ServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
+	// List an execution's node records
+	// (GET /api/v1/workflow/executions/{executionId}/nodes)
+	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams)
@@ -943,6 +973,56 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListExecutionNodes operation middleware
+func (siw *ServerInterfaceWrapper) ListExecutionNodes(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListExecutionNodesParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListExecutionNodes(w, r, executionID, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1461,6 +1541,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
@@ -2550,6 +2631,79 @@ func (response CancelExecution503ApplicationProblemPlusJSONResponse) VisitCancel
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type ListExecutionNodesRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Params      ListExecutionNodesParams
+}
+
+type ListExecutionNodesResponseObject interface {
+	VisitListExecutionNodesResponse(w http.ResponseWriter) error
+}
+
+type ListExecutionNodes200JSONResponse NodeRecordPage
+
+func (response ListExecutionNodes200JSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes400ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes401ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes403ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes404ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes500ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListQueueRequestObject struct {
 	Params ListQueueParams
 }
@@ -3596,6 +3750,9 @@ type StrictServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(ctx context.Context, request CancelExecutionRequestObject) (CancelExecutionResponseObject, error)
+	// List an execution's node records
+	// (GET /api/v1/workflow/executions/{executionId}/nodes)
+	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(ctx context.Context, request ListQueueRequestObject) (ListQueueResponseObject, error)
@@ -3943,6 +4100,33 @@ func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// ListExecutionNodes operation middleware
+func (sh *strictHandler) ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams) {
+	var request ListExecutionNodesRequestObject
+
+	request.ExecutionID = executionID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListExecutionNodes(ctx, request.(ListExecutionNodesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListExecutionNodes")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListExecutionNodesResponseObject); ok {
+		if err := validResponse.VisitListExecutionNodesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueue operation middleware
 func (sh *strictHandler) ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams) {
 	var request ListQueueRequestObject
@@ -4274,122 +4458,132 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9eW/buLb4VyH0+wFt8eQ1Thfnr9w27eRNm2aS9A7e1MUNLR3bvJZJl6SS+gb57g/c",
-	"JEqWbTlOm2lfgAEmTSTq8PDsG2+CiM3mjAKVIujfBHPM8QwkcP2v1ykXjKufYhARJ3NJGA36wcUE0CWF",
-	"b9I8cInYCMkJoDmHK8JSgeZ4DM0gDIh6+msKfBGEAcUzCPpBZBYNAxFNYIbV6jP87T3QsZwE/W67HQZy",
-	"MVdPCskJHQe3t2HwBkaEEvX547ganmvGp6OEXaM4e/SJQCTOwJhjOcmhiP0Fw4DD15RwiIO+5Cn4sI0Y",
-	"n2EZ9IM0JerJZdiOvkGUrgMN3APrAAJvld3geU9mRC5DcorHgAT5z8qDSfR7/rdiGOE0kUF/vx2qQyKz",
-	"dGaPaEao+VcnA4FQCWPgGoY/GZ+KOY5g3XHpB9bh5NpbZRec3KqXxZxRAZqu/4HjM/iagtBoihiVQPWP",
-	"eD5PSIQVnK05Z8MEZv/1b6GAvgngG57NEzDbkZgkQV+DBEKiIYsXaIIFwhQB55q89f9F0P98E8xACDxW",
-	"IM1S9TQgjCyoesP9oOVv9fZLGAiJZSqCfk/zA5Hqw8ExvcIJiZH9bL7TiZRz0W+1RJKSCJoxXDnwRYuY",
-	"lxrupVsfc/+fwyjoB/+vlYuBlvmraJ2aFQz+lk/Q7Z0INMOJOgKIEeNoyAFPhZYHZqWm+uRrRkcJiXZF",
-	"+HEMszmTQKNF43dYoGssUCogRtdEThBGMRmNgAM1RxL4eHyV4zEDph4CvW9G7s37xqJbWJidSP0nwVKu",
-	"OUTtAjQe3zI+JHEMdEdEqg/kMhANIWF0LJBkCFMmJ8BzDi1gcS/HYg5KLTSOssfvC3eSTYGiGV4gyiSS",
-	"LI0U4ojIMKcxdkwlcIqTHRFG7DIZfzuc7Bc5tPRULQa1AN4HXs7ZDOSE0DEaYZIojqSGFYFfAT+whGVp",
-	"boLpGGKFPfWGxZaWFu84nk92xFgXuS2ukoYpnVJ2TRFlMaBB8G0QeBJxrEBoQTwG0Wq3JAtuQ//daBEl",
-	"0EcYNQZpu70HaJj9hJdWUR8QRbna7S7LVf3wdlLVvHJfFK1XUxJVETRGBqo3h+8OEFwBXziEqicSIqST",
-	"e0Qqk0tO9AmeMPmWpTTe8fQq7Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2ALzd6",
-	"ObZPvAdqYJoy2TCP3weWTxgSSk4URMQFY+8xH8N9WgPwLQKIBeq0ey/3XzxHw4UE4aOk44nSU7xIGI6R",
-	"ZAwlGpJaqJGMNczj90WAGnRFXWpVjuQE++ID4SiCuRQOaR8wXeyIs68pk9giC+I+whLNmJCo02630Rxo",
-	"rETZ1xRSQEQaUZKzsKfS/yisUw99+tuN7J37VunXLE1iNMdCIEbB+Ui+4asBEOip2yfjAyok4xD7Ww49",
-	"Fiz8A10BF+aXWsChOfAB1TLkWahMscL31LEK+yELokAjLKQ7ZyVFOJYwoIxrY1ZR4wzTBSIUjRIynkh1",
-	"PIxG0EQnRmdoA8yCjGmmSgYUJxxwvHB/s6qmiS7PQPJF43AkgV8akCS6ngAHdI2JVEtOIJmL/oAq6A0a",
-	"Yo4JFQiL3JUSSGFBTEL9Wa3VsFS4H5EkEc2BMkomgGPryXpfXfZHziFiNNbGj4IBDWHEOBi6x7P8QJWl",
-	"oY6zWXRe13lCikI+UZzKCePkP7CrUJ4RIRSKhoC5OjZlABXEbCfniMJna/FD6r9xT8JWg6iJEVt7TU6w",
-	"dhqc8mcccbhiU4i1WPlE8RUmCR4mcA8mrpVbRKBhKhYHSPIFwmNMKBITxmWyKBhynkQ+B35FIkCpB05d",
-	"JGYv3JdEyXehWFLtRNGqxFMo2HOUXfcRZSjGEg+xgAGNGKUQaVkRKUoecQBtMhAj1odKryorAhNZ5OmY",
-	"UTgY0BxfWPFOkX3vh8v4Qn1Tf2QrxsqQqz99OCe/g1ZGc87mwCUxrn7EAUuID2UhThBjCQ1JZrAcLAgD",
-	"EteIKbgYxc3yH+ZKCH2rDnuMCDeGN8eRBC6cVhAQcZChPlZIEjSFhUB4jrlsVn3bMsyaXdE0sTxkgiVL",
-	"S1wXIzSbw0p5+OVzoB8pRmc0OrLNhx7ifXC/ZCuz4b/B+NGvMY0gObMBmuUjrHkejo1vAqCKaj4Hrw9P",
-	"Xh+9f3/0Jgjdz8cn7zwY1u3OLlcJsN6aoTgvjoTjWKtlnJx68I9wIiAsbcnRTjnwOSPU/buzCUq9xmrw",
-	"8ojp3UAcOw9wndx657yfO21oRyKspD8D9mq0/NOYTN8fJyVgN8GVBUx/IEGFwTzBdKNuUs9UEp99f/Wm",
-	"4lwq4yT5ONLu/7pv2eeVp1/cn5GPFUplok0IGsGBMTUR0XqwuZF67IrLwH8ppBvuRaNEKedApaU9T2lk",
-	"+izckt921VHpPN52E99JYZRw4xBRVCA5uFXElp/WKR5XKRDtOPo/rMOxd/a32ccw53ihMZplvTTbrdey",
-	"ZSRYB9ZbY/12PILZmQbjUgZtI+1sR5BXq2m7hIVS5u1qzcFXYecorjriEWezSkKXrPLX1xPwYR0ylkCF",
-	"mNPL6kUqQaHaPc3yf3cT3YTO0zXvGMIqSr1D52EYe3E2T7AE7R9f6tUum+g898k5yJRTiHUICo0Y1z+E",
-	"SDBE09lQWaFTgLkNMcZkTHyj0243DL41xqxhf8nxtfK8mmf4+oONyHoPNMhszrjM9ZJ7Po/LAo1YTOi4",
-	"pX99q61mwjiRi0LesVveeUenm5iQKOVjoLKJPnLlfegwh/NscB70OEAjTDgFIRCOOBMi/5NAEZuBMCa5",
-	"2nCW4OytT2+GWWz0zbY8dY/2TiUMa6g0zsh0mXv0A8fbmtnr5MIfasVz82h5H+5ra23sNdCqzyUgd3N/",
-	"4pTrSMIHUViDUPm8t/p9jwZMgmezDqitq+8gB5RHqV/ToTF7zmGRzx+AlU22pa6+PWExnEHEeFylbz3S",
-	"XN57HiTVTnQWHLRRScwlxEjJ8AOkTgkxmiw0YrwwonvMhiPOdUgHcQ0QxMjIwvLhbTxzu+o2CroeY2V8",
-	"4ZhrR2mkXlxrl+5u9uX8XkOCLUOVYcaxiI/dsCANCmztWHStdLkPgzEXVQ9jL5ZJwouAnH06OTk+eReE",
-	"weuPH07fH13oWMjbw+NCUOToTUVMJAzeEkjiIyfmihjK8rBV8S8tF242bM5W+riFqjaWJaFL1g96c/iu",
-	"iZTcsHEyDiil5GsKB7oAJx4DSgBf6bgiev3x5M3xxfHHE5NmnuEFijDnC3SpjMBLZULNSTTV6Y8hxzSa",
-	"NAf0AyjDCCmZZ9aHbziS6GmEBTQEUEEkuYJnYTGKPdeGK2LUvsRhlAolkXVqxNpahOq47IiMK+wudFGV",
-	"IjJxWlNTYzI9TzHqdV8p+NQm/Sz3s1A9NqCFZKQu7TIR34UEmx4pnqhOtNen+dgkHZfIfWvRv7xKOdSg",
-	"l/zyw7XYb4ATQ8gl82MC0VSsVtRVTkiZsnNZvyFIsdpA0rirsI0UYW2yIn4wJqcmBOTFpjo1YlPmF2Xm",
-	"/+3i4vRfZ0d/fDo6vwjRxdnhyfnbj2cfQo/NGUdvjt4f/s8B0kfliiRsSZV0IXdTayGYSUgt1VdwUBuF",
-	"GEk2BjkBvjmkpPZpn1l1YtbQWTo3LJUbJ6tV8L0YvFvYq84QXTa4FC8+MfVVyZWyjtSjocGvJ8YUipU4",
-	"tSKvWQHfjyG5pb2xVFZuruBRK2+aW0GrDUmYi6auLYqmsDBFRk2z0sFaF/oHb3qz0VnHbq1hhCpKzu1P",
-	"x6i1mcOz6Bzd57adPSFHsKuNvVUstrUVdP778elpDXvo1AbL3bJvz46OgjA4PfsYhMHRycXR2enZ8flR",
-	"9bs2wbtEeGdvX6NXvf0Xmegx6WvNM0UR4fLaNyt4Wywvri24RgJXkGS1eCECHE1cvex/n388acyZLkFs",
-	"JGQKto4srKfAPROxwhggVEhMo2orcUkFegLPJuFv6iqFQ+XFKeb9dHbsbCIl4qeExkoW2b1vluCWPM33",
-	"18YndIDjWJojrZTlr1lKKyTNkRYRHBLAAtAQR1Mlck6PTt4cn7zzIPTQkRUUbJVzSDCZ7SYM7hJlJmKO",
-	"ZTR5i0mScqiiSVOWqrlaIEbRBShRhxNTm6qd+ZHiAIQl2qtGiPvKjhqx2LextY9fM66TYCGPaitfPwy6",
-	"vPE7BN8eKlpJajv8mTLI9h4WeaiCrHy0hqXeGT9x5LOOzxMlGlrL4fcRI8jFxcPECHyS8FSYFTtK9b0/",
-	"PP6gleCb4/PTw4vXv20TKvik83M75rDvnIxemYXOAKoQ0pFy4CvEcx4ZnLAkNiEEkbByVtk3z7cXk6Y2",
-	"/z0W8jeW8rVQGO9EV2mZw0C2dksxAJqwlFdDVVc6VTeLvWbUJmb9WKnu8UswRThJ2LWo/vDquqja52tj",
-	"hhVRX8VCIqsUHemyQnU61aBsneWukmF+qUOYNclZ+skgXTrTbRLYGZ3eh6jJif4hRI1SUhClSoyfK4DM",
-	"Dky9arVPieOZomivTjQvWT48PUZTWGR1gTpXa9YqFGOawklCR6yiRMRE9Mc6RXptuEmX3jnDo4n+zHOC",
-	"Ojudd5NqB/DN4TuB2GhAtUt4YGwXXa9NwaVdBCLSxPns99S2pPqtyTpcT0gCJjLnh/c0N+nGQVObqSXN",
-	"U+VZoE6ITs8+ov0Q5b4F6rZRlLHmgOa8+aw5oAPqjEsT+ktpDBxdtvCctK46l4jqhoTLQ1vkqwPlffQP",
-	"U0ts/Ft9DMbDvewbcL3z0bkUZGJMNtC+6shCtWPdZ4GjCQiNhAFVGGHXNH+8iQzI2oNBRKDLVVW+l+ip",
-	"85WemfhlQiKwBYPWRz6cq481us22YjmeeKW619fXTaz/3GR83LLvitb749dHJ+dH+p1br/zXHOLh6bFX",
-	"otAPOs22eY7NgeI5CfrBXrPd3LNeuaZ1i+6WI6GWV72vi8iq6pjeEyGFj8cnwq/6N1oAc9DdNTFoH1ih",
-	"PgauE/u2h1ZJDewsPL3oG+/jYaG9+/PatlwdByEmMV7VLHxfrblhtTDLAW2ZduYaD1qZdPul1O3bbbfX",
-	"VJJXVJBbMfv5S1FeKmlZu6K7VJNUUdh9qLvklXvqHbQuge8ZgKuWzzbW8nqY9Sudza98KtX399p7m196",
-	"67dt9tq9zW9kDWjqhe6rzS+4TqLbMNivs/Vjr2Fyv84e/J4CraHS2QzzhWWRqtEBilkkHotiwZIIvig7",
-	"hokKDv4nTkisdUweXFbqQFclaj2AhWvYQR0n98xzy219uoql1+2W+/vKLF6u9bW8CEL+g8WL7cg+K/iy",
-	"qSBN/yaf89nPLOQx1Lwb8zdIEhaimxsTEm4qKYFub/NYbDDmAF7DdRa5NwWXVqq4hwqeZ/B81Ik60X6n",
-	"sRc9HzZ6eH/YeDV8CY32qBN38d6wF+1v0a+yqjz6tmjvKEF2uyRJOtuh1HMNgm67+7zR6TS6nYtOu99W",
-	"//21XP/Y74QPehDKbQjq9HkGS4fmWdurNvs9z9Wv21yWtrYg+ZeTr529WvL1vesS7XW7dQSs1wT+E0hx",
-	"c7jWfCpJ8pWC/DZca6q1bvxC1Vsj8JXdVeFhsJEzyprIeKiu/dF4h9pRJVLHNRGWyMWeXBQ+SgBzYwMf",
-	"IJ5SqpyLpVbHZen/Rn+zJP0L8qq3DK15KX60NH4sjRq0b0mjYbW3cD5RnmlphEdmKbjAjTU2nghjZSyT",
-	"zzuQ62in/dC67lfWRxeFw3tkxh/LjO9Abs2JJd95gzNayHFoy2oLZdNyjf3lkWxbf3eVt3JuvBKMKFwj",
-	"MpulJn/q/BO/RMZFcoZg6uWdeCnV0eb5FBMlouwaMbrZY8nLPL+L4/LldkvHoNQg+EBeQbFbp64A3CRM",
-	"s0BW9w5SzB3UCmGmCMmu/2hk/4pG9mEcI4zydq37sKozQde6sT/drgyRGqOHUaiWV7g4+LGOyeOLnu9s",
-	"+Xxnfu7cPz//qrz8U1gmm7hsN2skvFl93rae0RTjmGkVRKDOigGdVwXlXZ0BWDvGo9Iwyq2KrfIl+Wuh",
-	"0kYgpNmArU81c2fRHI8JxcborkqY5Kn3v2u+pAjFR5osfDtMVwcQMzIyFavAyWpu6kmNpa6jzXBoE5KI",
-	"gpOzGjVVZUE74qTYEeZ3gxnAvOaxp+rZS9undDmg+uGsb/ZZH+EsV+PmkzGqYz1oRFxjBk8pwolgA2pG",
-	"5ZjsL8zMOB0TdEGMIlvDqhCi05hVKPFaJP/PZ9KKvVprE2ke+T1VPM9SaZp+TDufePaozR4gvQa+RHX6",
-	"zPtltdGYP9DS7Khd4Upf9shVYGDqMbx1YQtGYSkypvNzmIpr4GJAu+2uG29ntF/m0XJXrUr0qDpamquX",
-	"l28MqK5FQn/qsC5Fl6VxxZchwrZNLBv8hGd26qIRN8LMvWOcKDWVeFLKVJeURxzbIo9sqSno+Y14QHvt",
-	"V030u+uPm8LcuOxYogSwkKjb09VjemqgV5ChZVJRLZbnHGxSjB/w1KZBjSAVeKT1IwfJF6bFLYM1a81Z",
-	"QgRagYeD6lnP6nDUxpHe93nE5hAXtxauQUKmm8w0s1wSl05w5dj6/f1N05u+7BDhyFpyXKFLjIvFwt1V",
-	"Zb51XY3vGQldNSejVmylux2msn7xYC/uRp1hGzdejV5Coxe/iBovh89xY3/UA/c3b/pfVgu77ba8wQoV",
-	"ysk99MtpnnYNzfPam5Z+hyDK31u32ZMtaJ07Krgbr4B9UwDE/9wTZ+Zr1cCoM3S03DOGT0orgyC+LN8x",
-	"+OE3J1aFP5rdv4qN+WYyme1HVKagzfJ0cHe4F/Xixj48HzV6uDNsvIy6cWMPeqN9/Hz4InoZB+EqWZgX",
-	"SGS9lJ2wBnSdv4IyMOYD5h/Fmok1FRcWDK8Hb/XnMpnj96NV1GOEdxJnfEMsqvLru2uPwiSJznfWKOtE",
-	"buHKlUeL/wHiVzUk4rYRLP+SnU1Ro6I8bUV6vuj2qbTiJ1dl0sz0UmV4LhVu9HUMwJWZ5+lGIpCBKbGz",
-	"IQaU6B4PgbI2Gy3RlU8h9CLGrzDfSlzpuS0yGVBTHwKxZwAfUhN8EJIkSdYwYVtHjOJSfgtlXhE5WoA8",
-	"sKDpgkWJLnP86pdaN1YiObReVjkMBs41OmZLo24b9ZBLt3zia/0UYHEUbVUdmTkCDaodh/9o3P39C8QM",
-	"Td/VVNM0v1UsujC+n81NB1yyUF6/4lxDpKHlxwHVhfzloIN0bvSsj5ynh552TFDbjHmhiCUxCKlEABd2",
-	"fIyJ2ruYmHVrDCxKQOgWGJ5SgSh8kxkIeTzjKbaywzYpx3b2N3ZXyhivXskUgVgqlYAa0CGOpmw0stBV",
-	"SQWFJ92H+BMF1i3WvkdMvTQi7xeN3ha7aNdGbz2eebTaHiBOW7xlZTvhmNsFG9xXc9WHEsQ2MFLM0dBY",
-	"NNFHGoG2evI/TbAY0MxfyScFkDy1Yu4BURaQieiiXrt3UMoCETGg+i4hNFxoqVIqtNWRxSwRVCXE3oHM",
-	"e7l3ZbDipIh2adLDyirKfLKD8VHr1B8szWVol8coVLqr7d5fpf76+n76Fl6rNyPBbKkQ2cxMukJr+t83",
-	"3uk1+1d7pzmnPQq6hyivyPFf2z2tuADXiQnTnFnMGa+ol8jzunc3VL7UEMKrfd6/0T42edTaUM0kvVEO",
-	"aMR4Ex1mVi3jyE6uME/ZItUBLTrSRBm7V8C9KlW1Si5P9Nt+DYlWFdajr+3HoyU3fkCr/HjnnGuE26kO",
-	"jOtCgRzuzJcfUHOrmKFuO5NSFsXISid8jbK6ixO+bVIlHxvy6IM/+uDaB68hfUsSzoxm2OB/e3PdFW9E",
-	"OEmAK/5EApRPmyQ68yvdxIkQuWEEo9IEgyksntXqrc/HRgTbhjN/TmeuOKdkrTOXH8ePZcyfpd88oxvH",
-	"AN4vVzeZmxaFQrAJKRmo54g00aEe1cFosljVd/Gnd6nznasRXOItygfj9PUYxC1bLZbmRX2PZgs36Kld",
-	"y08qD2ZqWz+mloOQTVPaD1fjKJ9t1K7RorY9a/7Ezc+/WoVAoS3ZcV0lv1cqvNaN56RuiqsUS9LyqREJ",
-	"tppOk6b50bAEilhK7W/sNaswlxNrx4ri3C8sXfC3avrYUoikKGZ2CpFY9u3eiX0735F9X/ww9i3Ewx8j",
-	"Bg/VKrqWg7c1AP/04k/aFVZeacVk21yjI9dlZ4b5a74B4QrawWRzlGkrBGG0co6AGyAlJJvPocKqLc1x",
-	"PDUz7+5sKFi+8WYj12aIFRMla1kIP4GI6bZXyBgPV3VFzf49ixr7qV9Y5Pxyhoa+Xb2UgrYDK+9qb6i/",
-	"N6aw2OR3l++01zeyuOYLOQHC7eXGotqJPjw9/l19ZTcuVm5tTv615mRmd42Wrx+pZAq1rUfV+wDOsp0n",
-	"6bvKGWXeg9qtdLPLWtcQsLkVxN6lyGgEYVYY4HZzYIZ9KvN5gsUE6ZoBxqtUrb1EWlP/PTjjEdnW+y7e",
-	"X/1Acw606mwPX0APt6HxCu+/aPSivVHjZbwXNTqjLuzFvWh/+BznuYeI5NeM9wORTP/VG3Xxq6hwz7hN",
-	"I7prg73H/jX9o3vV/uvry1nn24v53nCfvop6P2TknLsNebWECXPHzUD+qHl/EhefOjlVLaa20betmyks",
-	"Nkwc8wXUIbJk73q/7K1jmWegHmyiM/WQvhjjmkRgskuUNdh8WTTpR33RtGmkmHnhcaTYDyY+g/aNxLeT",
-	"jqycFWA/90TY1EhFhljT8O557om+hO0/K23QQ1vr02238xHbaM5ZBEIJUX4Fws3DFvZCMIEoQzHMgcZA",
-	"o0VlAOs3+91dfcssEcqm9dWFvXmuKr+SkCvljnlT1q3t6xlNV0BB+PaSQaIVQ7pkvC5CgaJTJuSY6ysH",
-	"aZwlwUOdNZuxOE3AxgdTAYjIZ7b86gDtt/cQkxPg10RA6F/Lo1xo9fNcN9UOdZO28xXMVUZu5tSY6Ruu",
-	"tQnGr4A/EShh48oTOzP72rmdKbvdb243bg4vDKTden6Y93u2egNNTyysANofil4C3l0RFSh86oPuI7eN",
-	"DOtP7Q1TWSSXjZ95Kfv99l4+Bv3ErVMcty/6rZbQE9KbMVw5iESLMtkwj9fGh7sYqzKZmDMpihkITSaG",
-	"vNbzgEIlWckExRfzywk+f1EegSG0qmKZGZ7qhrrCbPl+q5WwCCcTJmT/ZftlW7sV9qNLshMoplLYUkVF",
-	"7spJN/fjlaqZRYXozQRzQ5j25ohDDFQSnPhrZKK/eoXypGsPmqXBSv6y/gSa5ZVtNySh4xBdYxlN9M0p",
-	"NHYVMsVIpLesl/hfXtUJM3uPvT1V7217qrdfbv83AAD//1+tX2TKnAAA",
+	"H4sIAAAAAAAC/+x963Lbttboq2B4zkyS2dTVci7yLzdxUp86jms7u+e0ytQQuSRhmwJUALSievwc54G+",
+	"F/sGNxKkKImynLjJl5k9u44NAgsLWPcLboOITWeMApUi6N8GM8zxFCRw/a/XKReMq59iEBEnM0kYDfrB",
+	"5QTQFYXP0gy4QmyE5ATQjMMNYalAMzyGZhAGRI3+KwW+CMKA4ikE/SAyk4aBiCYwxWr2Kf58AnQsJ0G/",
+	"226HgVzM1EghOaHj4O4uDN7AiFCilj+Oq+GZM349StgcxdnQJwKROANjhuUkhyL2JwwDDn+lhEMc9CVP",
+	"wYdtxPgUy6AfpClRI5dhO/oMUboONHAD1gEE3iy7wXNCpkQuQ3KGx4AE+XvlwST6O3+tGEY4TWTQ32+H",
+	"6pDINJ3aI5oSav7VyUAgVMIYuIbhN8avxQxHsO649IB1OJl7s+yCkzv1sZgxKkDf659wfA5/pSA0miJG",
+	"JVD9I57NEhJhBWdrxtkwgem//iMU0LcBfMbTWQJmOxKTJOhrkEBINGTxAk2wQJgi4Fxfb/1fEfT/uA2m",
+	"IAQeK5CmqRoNCCMLqt5wP2j5W737FAZCYpmKoN/T9ECkWjg4pjc4ITGyy+Y7nUg5E/1WSyQpiaAZw40D",
+	"X7SI+ajhPrrzMfe/OYyCfvC/WjkbaJm/itaZmcHgb/kE3d6JQFOcqCOAGDGOhhzwtdD8wMzUVEu+ZnSU",
+	"kGhXhB/HMJ0xCTRaNH6BBZpjgVIBMZoTOUEYxWQ0Ag7UHEng4/FVjscMmHoI9NaM3JcPjUU3sTA7kfpP",
+	"gqVcU4jaBWg8vmV8SOIY6I6IVAvkPBANIWF0LJBkCFMmJ8BzCi1gcS/HYg5KLTSOsuEPhTvJroGiKV4g",
+	"yiSSLI0U4ojIMKcxdkwlcIqTHRFG7DQZfTuc7BcptDSqFoFaAB8CLxdsCnJC6BiNMEkURVJDisBvgB/Y",
+	"i2Xv3ATTMcQKe+oLiy3NLd5xPJvsiLEucltcxQ1Tek3ZnCLKYkCD4PMg8DjiWIHQgngMotVuSRbchf63",
+	"0SJKoI8wagzSdnsP0DD7CS/NohYQRb7a7S7zVT14O65qPnmoG61nUxxVXWiMDFRvDt8dILgBvnAIVSMS",
+	"IqTje0QqlUtO9AmeMvmWpTTe8fQq9Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2A",
+	"zzd6ObZPvQE1ME2ZbJjhD4HlU4aE4hMFFnHJ2AnmY3hIbQA+RwCxQJ127+X+i+douJAgfJR0PFZ6hhcJ",
+	"wzGSjKFEQ1ILNZKxhhn+UBdQg65ul5qVIznBPvtAOIpgJoVD2ntMFzvi7K+USWyRBXEfYYmmTEjUabfb",
+	"aAY0VqzsrxRSQEQaVpKTsCfSfy3MUw99eu1G9s1Di/Q5S5MYzbAQiFFwNpKv+GoABHrq9sn4gArJOMT+",
+	"lkOPBAv/QDfAhfmlZnBoBnxANQ95FipVrLCeOlZhF7IgCjTCQrpzVlyEYwkDyrhWZtVtnGK6QISiUULG",
+	"E6mOh9EImujUyAytgFmQMc1EyYDihAOOF+5vVtQ00dU5SL5oHI4k8CsDkkTzCXBAc0ykmnICyUz0B1RB",
+	"b9AQc0yoQFjkppRACgtiEupltVTDUuF+RJJENAdKKZkAjq0l6626bI9cQMRorJUfBQMawohxMPceT/MD",
+	"VZqGOs5m0XhdZwmpG/KR4lROGCd/w65MeUqEUCgaAubq2JQCVGCznZwiCsvWoofU/+KBmK0GUV9GbPU1",
+	"OcHaaHDCn3HE4YZdQ6zZykeKbzBJ8DCBB1BxLd8iAg1TsThAki8QHmNCkZgwLpNFQZHzOPIF8BsSAUo9",
+	"cOoiMfvgoThKvgtFkmon6q5KfA0FfY6yeR9RhmIs8RALGNCIUQqR5hWRuskjDqBVBmLY+lDJVaVFYCKL",
+	"NB0zCgcDmuMLK9opku/DUBlfqDX1IlsRVoZcvfThjPwCWhjNOJsBl8SY+hEHLCE+lAU/QYwlNCSZwrKz",
+	"IAxIXMOn4HwUt8t/mCkm9Lna7TEi3CjeHEcSuHBSQUDEQYb6WCFJ0DUsBMIzzGWzam1LMGt2RdPE0pBx",
+	"lixNMS96aDa7lXL3yx+BHlL0zmh0ZJsPPcT74H7KZmbD/4Cxo19jGkFybh00y0dY8zwcGd8GQNWt+SN4",
+	"fXj6+ujk5OhNELqfj0/feTCs252drhJgvTVz4zw/Eo5jLZZxcubBP8KJgLC0JXd3yo7PKaHu351NUOo5",
+	"VoOXe0zvB+LYWYDr+NY7Z/3ca0M7XsLK+2fAXo2WfxuV6cvjpATsJrgyh+lXvFBhMEsw3Sib1JjKy2e/",
+	"X72pOOfKOEk+jLT5v24tO15Z+sX9Gf5YIVQmWoWgERwYVRMRLQebG2+PnXEZ+E+FcMODSJQo5RyotHfP",
+	"ExqZPAu3pLddZVQ6i7fdxBcSGCXcOEQUBUgObtVly0/rDI+rBIg2HP0f1uHYO/u7bDHMOV5ojGZRL012",
+	"66VsGQnWgPXmWL8d78LsfAfjUgRt493Z7kLerL7bJSyUIm83aw6+CjtHcdURjzibVl50ySp/PZ+AD+uQ",
+	"sQQq2JyeVk9SCQrV5mkW/7sf6yZ0lq75xlysItc7dBaG0RenswRL0PbxlZ7tqokucpucg0w5hVi7oNCI",
+	"cf1DiARDNJ0OlRZ6DTCzLsaYjImvdNrthsHnxpg17C85nivLq3mO5++tR9Yb0CDTGeMyl0tufO6XBRqx",
+	"mNBxS//6TmvNhHEiF4W4Y7e8844ONzEhUcrHQGUTfeDK+tBuDmfZ4NzpcYBGmHAKQiAccSZE/ieBIjYF",
+	"YVRyteEswNlbH94MM9/om21p6gH1nUoY1tzSOLumy9SjBxxvq2av4wu/qhkvzNDyPtxqa3XsNdCq5RKQ",
+	"u5k/ccq1J+G9KMxBqHzeW/29dwdMgGezDKgtq+/BB5RFqT/TrjF7zmGRzpvI6EjDBXp3dKnsTUa9lATE",
+	"aLIwYaGECIkSwDcglBbF0sdgAyZSs8Z2nuGx9qXqmBGHiPFYoKcrt/ZMpxbUkfunLIZzPV+l3FdwnRaE",
+	"/zKEJrXF2fRKzFeDiyW6ajkCbuU+zdatlwVyZ6JWVwdI3TCkJBa6Mr9CE5bEOsQ+RThJmnUuvEfjy4Dn",
+	"3mYNeY5C497FXEKMlDC0wCjM6hvm+WPdMOvXudC+MbtliJERKmUq2Ai2nXUbTaceh8oYjONSO7J19eFa",
+	"BX93/TlnnDVEwTJUGWZ8rIYFdlrgi47HrWXPD6Fx57z+cRTu8lXwXEjnH09Pj0/fBWHw+sP7s5OjS+1M",
+	"ent4XPAqHb2pcCqFwVsCSXzk5EQRQ1kgu8qBqJnj7YbN2VQpN1HVxrIofkl9RG8O3zWRYnjW0cgBpZT8",
+	"lcKBzmCKx6AFgXbMotcfTt8cXx5/ODVMbIoXKMKcL9CV4klXSgedkehax4+GHNNo0hzQ96A0S6QYv5kf",
+	"PuNIoqcRFtAQQAWR5AaehcUwwExr/oqNm484jFKhRJqOLVlllVDt2B6RcYXiii6rYmzG0W2Skkyo7ClG",
+	"ve4rBZ/apJ8m8CxUwwa0EM3VuXHGZb6QYONLxRPVmQr173xsoraVcqb2LOoIl2cp+2r0lJ++uij/GXBi",
+	"LnJJf5tAdC1WazpVVlz5Zuc8foOXZ7WGqXFXoVyqi7VJDfvKmLw2PjTPudep4dwzvygT/8+Xl2d/nh/9",
+	"+vHo4jJEl+eHpxdvP5y/Dz0yZxy9OTo5/H8HSB+VyzKxOWnS6TcmWUUwE9FbSlDhoDYKMZJsDHICfLNP",
+	"Tu3Tjll1YlZDWzo3LJUdLKtF74NYDJnCX8Tnb5NFxlZsztUBOv14olmWZhYGP4qdUSbRx8u3jZf6X0Lr",
+	"5Vigj/96+/btG8PkZlhIdHVx8vH49dGf50evP5y/+fPfhycfj/58f/h/r+yERCJQ7CxL/lEgZ7m9mw0S",
+	"Z2ksK4JqF09MAl1yo7Q2NTQ0C3lsVl0Bta5lyU10OKA3OEkBsRvgm+FXjHumrJYBvbodBCaOqsClkRIA",
+	"g6CPbgeBHqx+1nldkVpQ7dFkeYVoEOh8c5jrIUE+yBgK+utQ4VfCZ2k+GgR3dzZsWcbS1yHhpbNgqaw8",
+	"jIKLJ8FSyVItuLRCDjPRNPu9hoXZWtPMhJ7OJyyBZwfubAZ0WUaeO6U8IdfgfEZ9fXYDuuHwNEYxmmKu",
+	"GIM9gYxBDGh+FR8DzZvNhToWRw3zQfGi3HJwrLY2e/N0cce5HF1md8KxnNXq+nom+RCq+Qaj+Mvr5h6e",
+	"66vlF78cn53VUNDPbPjLTfv2/OgoCIOz8w9BGBydXh6dn50fXxxVf2tTNpYo9/zta/Sqt/8ik4UmIUVn",
+	"DRWPwmWq3K4QNhV+EG1SNBK4gSTLrg0R4GjiMuD/z8WH08aM6aTihqZvkxla0wvi2SwVB06okJhG1WbL",
+	"kk7mSWCbVnNbV0s5REJq7vfx/Ngp6UrKXhMaK+Fj975ZpbDUZtZf63HULstjaY60Url4zVJawaqPNGvl",
+	"kAAWgIY4ulY8++zo9M3x6TsPQg8dWYrQVlHEBJPpbrztPnEjImZYRpO3mCQpr/LNvTWJ5ppJCcQougTF",
+	"uXFi3Iraq6QUI+332qtGiFtlRxWtWIm1tbOppqc2wUIe1Xb/+oGN5Y3fw53+WPEHUtvzlMm2bO9hkYYq",
+	"rpWP1rBUDeeHgn3S8WmidIfWUvhDSMacXTyOYPSvhCfCLNtRou/k8Pi9FoJvji/ODi9f/7yN7+qjjrjv",
+	"mJVy7/SSlXklGUAVTDqS5KZClBzlLuoJS2Lj0xIJK+eJ+Pbi9mzSWH4nWMifWcrXQmHMZZ13aQ4D2WxM",
+	"RQBowlJeDVVd7lRd/vmaUZtq4TvtddVuginCScLmonrh1ZmOtc/XOq8rwg+KhESW+z3SicLqdKpB2Tpv",
+	"pYqH+clLYVb2au9PBunSmW6TkpLd04dgNfmlfwxWo4QURKli4xcKILMDk4Fe7UTA8VTdaC/zOy9CODw7",
+	"RtewyDJ9dfaFmauQXm1SoQkdsYqkLxNaGuukh7mhJp1M6xSPJvotj/LrfJO8Plxb0G8O3wnERgOqbeoD",
+	"o7voCgwKLpAqEJHGJ2PXU9uSJjRKkwWaT0gCxub1/c2amnQpsMm21pzmqbIsUCdEZ+cf0H6IctsCddso",
+	"ykhzQHPafNYc0AF1yqXxRac0Bo6uWnhGWjedK0R1idHVoU3b15GbPvrJVAcYB4E+BuMiuOobcL3z0UE9",
+	"ZJyeNvKz6shCtWNdOYWjCQiNhAFVGGFzmg9vIgOytmAQEehqVd7+FXrqbKVnxlmQkAhsCrA1+Q9narFG",
+	"t9lWJMcTL/l+Pp83sf5zk/Fxy34rWifHr49OL470N3deQr85xMOzYy/pqB90mm0zjs2A4hkJ+sFes93c",
+	"s04GfdctuvOIrVePo9NCqzITT4iQwsfjE+HX8RSdgjFok16hPgauU3VsVbziGthpeHrSN97iYaFhwx9r",
+	"C+21I4mYVJeq8v+HKrYPq5lZDmjLNCioMdDypLtPpfr9bru9pjakoibEstk/PhX5peKWtWs0SlmGFaUa",
+	"h1m03ztoXdTSMwBXTZ9trOV1JdCfdDZ/8rFUsdNr723+6K1fiN1r9zZ/kZWUqg+6rzZ/4GoD78Jgv87W",
+	"j70S6P06e/CrhLSESqdTzBeWRKqagShikXgsiimIIvik9BgmKij43zghMTYOfBftUOJA5xlrOYCFK8FD",
+	"Hcf3zLjlQl2dl9brdssVu2USL2fvW1oEIX9i8WK7a5+lcNrYpL7/JsD4hx/qyp3QeX31z5AkLES3tyYG",
+	"0FRcAt3d5c7sYMwBvBYKWSjJpFBbruIGFSzP4PmoE3Wi/U5jL3o+bPTw/rDxavgSGu1RJ+7ivWEv2t+i",
+	"Am1VwcNdUd9RjOxuiZN0tkOpZxoE3Xb3eaPTaXQ7l512v63+9/tyRnO/Ez7qQSizIahTuR0sHZqnba/a",
+	"7Jc8Vz8Te5nb2hKD746/dvZq8dcTV/fd63brMFivrcM3wMXN4Vr1qcTJVzLyu3Ctqta69VPP7wzDV3pX",
+	"hYXBRk4payJjobqCZmMdakOVSO3XRFgi53tyXvgoAcyNDnyAeEqpMi6WipeXuf8bvWaJ+xf4VW8ZWvNR",
+	"/EPT+Lp31KB9yzsaVlsLFxNlmZaa8mSagnPcWGXjiTBaxvL1eQdy3d1pP7as+57l0WXh8H4Q49clxncg",
+	"t6bEku28wRgtxDi0ZrWFsGm5Vh3lJotbr7vKWrkwVglGFOaITKepiZ86+8TP2XKenCGYChjHXkoJ3Xk8",
+	"xXiJKJsjRjdbLHm+8RcxXD7dbWkYlEp+H8kqKNbf1WWAm5hp5sjq3oOLuYNawczURbLz/1Cyv0cl+zCO",
+	"EUZ5AeZDaNUZo2vd2p/uVrpIjdLDKFTzK1xs5VpH5fFZzxfWfL4wPXcenp6/V1r+JjSTTVS2mzYS3q4+",
+	"b5sIapJxTGosEaizouXuTUF4V0cA1jbmqVSMcq1iq3hJ/lmopBEIaTZgE5Jtud0MjwnFRumuCpjkofd/",
+	"arykCMUHmix8PUxnBxDTBDYVq8DJa7tqcY2l8rfNcGgVkoiCkbMaNVVpQTvipFia6JclGsC8KsanauyV",
+	"LZi7GlA9OKuEf9ZHOIvVuI6DjGpfDxoRVynEU4pwItiAmuZXJvoLU9MgyzhdEKPIpuQqhOgwZhVKvKLn",
+	"//GRtGLx4NpAmnf9niqaZ6muwiLcOMOFbTqY19Y++yHeHiHeBj6LdQLO+2W1FukVPmv61LZxpXF75FIy",
+	"MPXru0clj9mTJVeZvh+YirmuhOi2u66DpRGHmYnLXfoqkabSutg6M8/nGFCdnIR+035eiq5KHcmvQoRt",
+	"IWPW2w1PbWNVw3+EaW3JOFFyK/HYlkk3KXcxt1kf2VTXoFu04gHttV810S+uglOX1OgEKl3GLyTq9nQ6",
+	"mW4M6mVoaCZVlJPlViabJOV7fG3jooazCjzSApOD5AtThJnBmhWPLSECrcDDQXU7d3U4auNI7/siYjOI",
+	"i1sL1yAhE1amYWHOmksnuPJliv39TQ3aPu3g8siKslzmS4yL2cPdVXm/dW2PL+kaXdUKp5azpbsdprJO",
+	"BsFe3I06wzZuvBq9hEYvfhE1Xg6f48b+qAfub16Dzyw5dttteb1TKqSVG/TdSZ52Dcnz2nsQ4R5elX+2",
+	"bLMnW5A69xRwhc4eGzwi/nJPnN4fGvXTdHuxLY+LHVGIFCahMW+L4nTb/XaozAjFjXWG2bMD20rk1HvE",
+	"R9fqG9mUty7ZqlVJEx3haDKgZv0nwpWP2tJEBbZJC8zEVTpDkm2sOTQFTk87z9Ev5Cc0XCDbIOpZaMqP",
+	"YUCNjNfiwe4ZD62y6BI6/Ur+WZIKtN9G//X/0Z76PznBMhzQ+QRLuHHClvydde3mKa0Sm+9A+iJzR6eT",
+	"X6Vc5XZqdn8vdugwPR5tYbJSwW10rYO7w72oFzf24fmo0cOdYeNl1I0be9Ab7ePnwxfRyzgIV4mcPDEl",
+	"K6ruhDWg6/welIExC5h/FHNV1mS6WDC8Us7Vy2Ws3a8DrMiDCe8lNfgGH2Dl6rsL6UIrmc4XFtzrJFvh",
+	"8aofhtUj+A1rCJ5tPYf+c2WbvHUlLh/pTs3bhzCLS66KYJo+0Eq/X0qY6Wvh59L78zAvEcjAlNgmMQPq",
+	"eiNk5U1a7CjTTehJjPlm1kpcyr9N7hlQk5cDsWdnHFLj9BGSJElWqGJLdoxgUeYhZV7yPlqAPLCg6UTR",
+	"ghTVH7VuLUdyaL2qEjAGzjUyZkvdeRvxkHO3vHd2/dBrsal3Vf6eOQINqn1Y5IcO/c9PzDN3+qE14lbW",
+	"96hSLz7DY+1u4CwdT8r6cUHl9bXcJjKOxAE1/fKcZnildcCrXE3utNvuj89sNb3tZjIyqRIDSkT2WMJw",
+	"sbrBiemqyozuPOZKm89bY9RQKAvxilONkw2emAd71rGz+VnHb8vNXOqEsdbP7N+h740Hbckilr27a+jt",
+	"6yklWlpuFT0sPKHEZqZmOVm4PqGZWU0NdWqWUfYKS+fnnPaRc8Whpx1jeZtOcRSxJAYhlfLAhe1AV7TM",
+	"rd/JwKJUC120yFMqjKXtQMgdzk+x1TpsW4nYvr+C3bN+xu2qtBGhzGtj/A9xdM1GIwvdKv6iK8e/oVCo",
+	"xdqXiIKW2hR/p/G2Yt+DtXzQo5kf9t4jBNKKL93VVqtKFsUG/6J5bk1xdeu5LkbVaSya6AONQNtL+Z8m",
+	"WAxo5unIe7uQPBhuHJPKdjIhN9Rr9w5KcXsiBlS/56gUKcVVSqURWl/KQvcrvG55941dCazY26dd6s2z",
+	"Mu8978VjvFt1MsaWOum0y41vKh1d7d7vpY4o9T18W/i7vK42ZkuF0FNmDBaaifxzA1Jee5Zqv1ZOaT8Y",
+	"3WMkxOX4r61DLh9ixiZMOX0xy2dFhlueiXN/ReVTDSa82lv2D9rHJl+cVlQzTm+EAxoxbVo7rZZxZHsN",
+	"mVG2rGBAiy44opTdG+BeXYGaJecn+ms/60+LCusLrO0BREsOwAGt8gA6t55GuO3Dw7hO7crhzryAA2pe",
+	"djW327a1lkU2stJ9t0ZY3cd9t23UO2/09MN798N7p713NbhvicOZZjob7G/vbR1FGxFOEuCKPpEAZdMm",
+	"iU7Nka5HkIlpszm1fZ9yg/MaFs9qdUPJG/0E2/ocvk1jrthZaq0xlx/H1yXMb6VDSHZvHAF4v1zdFsQU",
+	"lRWcTUjxQN35qYkOdXMlRpPFqkq5vJ3XDuliLmQf5a3M+rpx7ZbFcUsd/r5EeZxrzdeuZSeVW+m1rR1T",
+	"y0DI+t/th6txlHeja9coKt6eNL/hdhXfWwpXoZGEo7pKeq8UeK1bz0jd5Fcp5gznfX4SbCWdvprmR0MS",
+	"KGIptb+xT93DTE6sHiuKnRqxdM7fqn6RSy6SIpvZyUViybd7L/LtfEHyffHVyLfgD//hMXis4v61FLyt",
+	"Avib53/SprCySit6kecSHbm6aJNFqOkGhCtBsnmTSrUVgjBa2fnFtfwTks1mUKHVljrvnpkupfdWFCzd",
+	"eN3saxPEih7AtTSEb4DFdNsreIyHq7qsZv+BWY1d6jtmOd+dojHBdAylELRtMXxffUP9vXENi012tyy9",
+	"eaYfdSuWy5nnzkW1EX14dvyLWmU3KlZmbX79a3U2zt57L79gVkkUals/RO8jGMu2A7BvKmc38wHEbqWZ",
+	"XZa65gKbh8Xse9aMRhBmiQFuNwemPbNSnydYTJDOGWC8StQa48Dc/gcwxiOyrfVt7v8jd6bRorM9fAE9",
+	"3IbGK7z/otGL9kaNl/Fe1OiMurAX96L94XOcxx4ioh93gBH5HPQDkVz/2Rt18atII/GGXfuRUXNwhWF/",
+	"Xv/avWn//tfLaefzi9necJ++inpfpUlo7DjOSg4T5oabgfyH5P1GTHzq+FQ1m9pG3rZur2GxoUekz6AO",
+	"kb32rjjXPlyaWQZqYBOdq0H6KaM5icBElyhrsNkya9JDfda0qQmk+eBHE8ivfPkM2jdevp1kZGV3F7vc",
+	"E2FDIxURYn2Hd49zT/Q7rn+v1EEPba5Pt93OH0VAM84iEIqJ8hsQ7gUDYd8UFYgyFMMMaAw0WlQ6sH62",
+	"6+5qW2aBUHZdX1zYx2ur4isJuVHmmPcuhtV9PaXpBigIX18ySLRsSBeb1EUoUHTGhBxz/WoxjbMgeKij",
+	"ZlMWp4l7ZDQVgIh8ZtOvDtB+ew8xOQE+JwJC/yE1ZUKrn2e668EwldopYWwF8/ic6xI4ZkgyUxCpjpI/",
+	"EShh48oTOzf72rkQMnsgeGY3bg4vDKTden6YD3u2egNNjy2sANp/xqIEvHvUL1D41AfdR24bGdaf2jcB",
+	"M08uGz/zQvb77b384YpTN0/xgRTRb7XMu6nNGG4cRKJFmWyY4bXx4Z4yrAwm5kSKYgZCXxNzvdbTgEIl",
+	"WUkExQ/z52T++KQsAnPRqpJlpvha104UXgPpt1oJi3AyYUL2X7ZftrVZYRdd4p1AMbWNY8x1V0a6NozL",
+	"2cyigvVmjLkhTP+JiEMMVBKc+HNkrL96hvLbBB40S63w/Gn9nmHLM9tydULHIZpjGU30W1c0dhkyRU+k",
+	"N60X+F+e1TEzPRN3p+p9bU/17tPdfwcAAP//qq8po06mAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

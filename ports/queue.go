@@ -79,9 +79,15 @@ type ExecutionCursor struct {
 	ID         domain.ID
 }
 
-// ExecutionReader shows executions and their node records.
+// ExecutionReader shows executions and their node records: the owner
+// first, so that nothing of another workspace's run is loaded, and the
+// node records a page at a time, so that no read grows with the run.
 type ExecutionReader interface {
-	GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error)
+	ExecutionWorkspace(ctx context.Context, id domain.ID) (domain.ID, error)
+	GetExecutionWithoutNodes(ctx context.Context, id domain.ID) (domain.Execution, error)
+	// ListNodes returns up to limit node records of an execution in key
+	// order, after afterKey ("" for the first page).
+	ListNodes(ctx context.Context, executionID domain.ID, limit int, afterKey string) ([]domain.NodeRecord, error)
 	ListExecutions(ctx context.Context, workspaceID domain.ID, filter ExecutionFilter, limit int, before *ExecutionCursor) ([]domain.Execution, error)
 }
 

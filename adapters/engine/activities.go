@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +32,9 @@ type RunNodeInput struct {
 	Node        domain.Node
 	Input       json.RawMessage
 	Steps       map[string]json.RawMessage
+	// size is the bytes of data the input carries, its config and what its
+	// templates read, as the workflow measured them; not sent.
+	size int
 }
 
 // RunNodeOutput is a node's output, as JSON.
@@ -227,7 +229,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	rec.Output = out
 	rec.CompletedAt = &ended
 	if input != nil {
-		rec.Input, _ = marshalWithoutNUL(input)
+		rec.Input, _ = json.Marshal(input)
 	}
 	if err := a.runs.NodeFinished(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
@@ -273,7 +275,7 @@ func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, o
 		}
 		return nil, nil, temporal.NewApplicationError(err.Error(), "retryable", nil)
 	}
-	out, err = marshalWithoutNUL(output)
+	out, err = json.Marshal(output)
 	if err != nil {
 		return nil, nil, temporal.NewNonRetryableApplicationError("output is not JSON: "+err.Error(), "invalid_output", err)
 	}
@@ -286,34 +288,6 @@ func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, o
 			"output is %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", len(out), limit), "payload_too_large", nil)
 	}
 	return input, out, nil
-}
-
-// marshalWithoutNUL encodes v as JSON with every NUL character in its
-// strings and keys replaced by U+FFFD. A third party can answer with NULs,
-// and Postgres refuses them in jsonb, which would make recording the node
-// fail on every retry. encoding/json writes a NUL as the escape \u0000 and
-// a backslash as \\, so one pass over the escapes finds every NUL and
-// leaves literal text alone.
-func marshalWithoutNUL(v any) ([]byte, error) {
-	raw, err := json.Marshal(v)
-	if err != nil || !bytes.Contains(raw, []byte(`\u0000`)) {
-		return raw, err
-	}
-	out := make([]byte, 0, len(raw))
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' || i+1 >= len(raw) {
-			out = append(out, raw[i])
-			continue
-		}
-		if bytes.HasPrefix(raw[i+1:], []byte("u0000")) {
-			out = append(out, `\ufffd`...)
-			i += 5
-			continue
-		}
-		out = append(out, raw[i], raw[i+1])
-		i++
-	}
-	return out, nil
 }
 
 // execute runs the node's executor inside a span carrying the node's key

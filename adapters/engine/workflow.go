@@ -93,13 +93,27 @@ type Limits struct {
 	// node starts and the execution fails; Temporal ends a workflow whose
 	// history passes 50 MB.
 	HistoryLimit int
+	// TaskLimit bounds the bytes one workflow task hands back to Temporal,
+	// whose reply is refused past 4 MiB (gRPC's message limit), which
+	// would fail the task again on every retry and hold the slot for
+	// ever. A task carries the results of the pure nodes that ended in it
+	// (local activity markers) and the inputs of the activities it
+	// schedules; a node starts only while its share fits, each pure node
+	// counted at PayloadLimit until its result is known. Never below
+	// PayloadLimit.
+	TaskLimit int
 }
 
 // Default limits.
 const (
 	DefaultPayloadLimit = 1536 * 1024
 	DefaultHistoryLimit = 32 * 1024 * 1024
+	DefaultTaskLimit    = 3 * 1024 * 1024
 )
+
+// taskShareOverhead is what one node's share of a task carries besides its
+// data: the command or marker around it and the encoding of its fields.
+const taskShareOverhead = 1024
 
 // DefaultNodesInFlight is FREE 4, PRO 10, ENTERPRISE 25.
 func DefaultNodesInFlight() map[domain.Plan]int {
@@ -117,7 +131,7 @@ func DefaultWorkspaceNodesInFlight() map[domain.Plan]int {
 // and the default payload and history limits.
 func DefaultLimits() Limits {
 	return Limits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
-		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit}
+		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, TaskLimit: DefaultTaskLimit}
 }
 
 // withDefaults fills unset limits with the defaults.
@@ -135,6 +149,10 @@ func (l Limits) withDefaults() Limits {
 	if l.HistoryLimit <= 0 {
 		l.HistoryLimit = d.HistoryLimit
 	}
+	if l.TaskLimit <= 0 {
+		l.TaskLimit = d.TaskLimit
+	}
+	l.TaskLimit = max(l.TaskLimit, l.PayloadLimit+taskShareOverhead)
 	return l
 }
 
@@ -154,6 +172,11 @@ type Workflows struct {
 	Retry  RetryConfig
 	Limits Limits
 }
+
+// boundedTasksChange names the version under which the workflow sizes each
+// workflow task against Limits.TaskLimit and bounds the completion's
+// retries (then records the execution FAILED without its last records).
+const boundedTasksChange = "bounded-tasks"
 
 // settings is the configuration one execution runs with, fixed at its
 // start by a side effect.
@@ -201,6 +224,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 	run := &executionRun{
 		ctx: ctx, executionID: executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID),
 		in: in, retry: cfg.Retry, limits: cfg.Limits, outputs: map[string]any{},
+		bounded: workflow.GetVersion(ctx, boundedTasksChange, workflow.DefaultVersion, 1) == 1,
 	}
 
 	graph, msg := run.graph()
@@ -220,8 +244,12 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		}
 	}
 	run.types = make(map[string]domain.NodeType, len(graph.Nodes))
+	run.readers = map[string]int{}
 	for _, n := range graph.Nodes {
 		run.types[n.Key] = n.Type
+		for _, key := range domain.ReadsOf(n).StepKeys() {
+			run.readers[key]++
+		}
 	}
 
 	failure, held := run.drive(sched)
@@ -278,9 +306,13 @@ type executionRun struct {
 	limits      Limits
 	types       map[string]domain.NodeType
 	// input is the execution's input and outputs the completed nodes'
-	// outputs, decoded, from which each node gets the parts it reads.
+	// outputs, decoded, from which each node gets the parts it reads. An
+	// output is kept only while a node that reads it has still to start:
+	// readers counts them per key, so a run parked in a long DELAY pins
+	// only what is still to be read.
 	input   any
 	outputs map[string]any
+	readers map[string]int
 	// share is the workspace's share of the external-API worker its HTTP
 	// nodes take a slot of (Limits.WorkspaceNodesInFlight); 0 for none.
 	// It is decided at the first HTTP node (shareDecided), so that runs
@@ -290,6 +322,22 @@ type executionRun struct {
 	// pending are records decided but not yet written; see flush.
 	pending []NodeRecordInput
 	last    nodeOutcome
+	// bounded is set for executions started under boundedTasksChange:
+	// task sizes each workflow task, and the completion's retries end.
+	bounded bool
+	task    taskShare
+}
+
+// taskShare is what the current workflow task carries back to Temporal,
+// as far as nodes make it: used by results and scheduled inputs, reserved
+// by pure nodes still running (PayloadLimit each, their results being
+// unknown). historyLength is the history length the task started at,
+// which changes, deterministically on replay, when a new task starts.
+type taskShare struct {
+	used, reserved int
+	historyLength  int
+	// pures are the pure nodes holding a reservation.
+	pures map[string]bool
 }
 
 // drive launches ready nodes, at most the plan's cap of them at once, and
@@ -297,6 +345,11 @@ type executionRun struct {
 // cancellation it launches nothing new but still waits for the nodes in
 // flight, so that each gets its final record. It returns the first failure
 // ("" if none) and the keys of ready nodes it never launched.
+//
+// Under boundedTasksChange a ready node also waits while its share would
+// take the current workflow task past Limits.TaskLimit; when only such
+// nodes are left, a 1 ms timer ends the task (its markers and commands go
+// to the server) and the next one starts empty.
 func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	sel := workflow.NewSelector(r.ctx)
 	capacity := r.limits.inFlight(r.in.Plan)
@@ -304,17 +357,30 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	pending, busy, local := 0, 0, 0
 	failure := ""
 	for {
+		waitingForTask := false
 		if r.ctx.Err() == nil && failure == "" {
 			next, err := sched.Next()
 			if err != nil {
 				failure = err.Error()
 			}
 			ready = append(ready, next...)
+			r.observeTask()
 			held := ready[:0]
 			for _, n := range ready {
 				if n.Type != domain.NodeDelay && busy >= capacity {
 					held = append(held, n)
 					continue
+				}
+				if r.bounded && n.Type != domain.NodeDelay {
+					in, err := r.nodeInput(n)
+					if err == nil && !r.fitsTask(n, in) {
+						held = append(held, n)
+						waitingForTask = true
+						continue
+					}
+					r.launchPrepared(sel, n, in, err)
+				} else {
+					r.launch(sel, n)
 				}
 				if n.Type != domain.NodeDelay {
 					busy++
@@ -322,10 +388,15 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 				if isPure(n.Type) {
 					local++
 				}
-				r.launch(sel, n)
 				pending++
 			}
 			ready = held
+		}
+		if pending == 0 && waitingForTask {
+			r.flush()
+			_ = workflow.Sleep(r.ctx, time.Millisecond)
+			r.task.used = 0
+			continue
 		}
 		if pending == 0 {
 			keys := make([]string, len(ready))
@@ -345,12 +416,63 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 			busy--
 			if isPure(t) {
 				local--
+				r.pureEnded(r.last)
 			}
 		}
 		if msg := r.apply(sched, r.last); failure == "" {
 			failure = msg
 		}
 	}
+}
+
+// observeTask starts a new task share when a new workflow task has
+// started since the last look.
+func (r *executionRun) observeTask() {
+	if !r.bounded {
+		return
+	}
+	if n := workflow.GetInfo(r.ctx).GetCurrentHistoryLength(); n != r.task.historyLength {
+		r.task.historyLength = n
+		r.task.used = 0
+	}
+}
+
+// fitsTask reports whether node n, with activity input in, fits in the
+// current workflow task, and if so takes its share: a pure node reserves
+// PayloadLimit for its result, an activity its input. A node always fits
+// an empty task (PayloadLimit is below TaskLimit).
+func (r *executionRun) fitsTask(n domain.Node, in RunNodeInput) bool {
+	share := taskShareOverhead
+	if isPure(n.Type) {
+		share += r.limits.PayloadLimit
+	} else {
+		share += in.size
+	}
+	if taken := r.task.used + r.task.reserved; taken > 0 && taken+share > r.limits.TaskLimit {
+		return false
+	}
+	if isPure(n.Type) {
+		r.task.reserved += share
+		if r.task.pures == nil {
+			r.task.pures = map[string]bool{}
+		}
+		r.task.pures[n.Key] = true
+	} else {
+		r.task.used += share
+	}
+	return true
+}
+
+// pureEnded replaces a pure node's reservation by the size of its result,
+// which its marker carries in the current task.
+func (r *executionRun) pureEnded(o nodeOutcome) {
+	if !r.task.pures[o.node.Key] {
+		return
+	}
+	delete(r.task.pures, o.node.Key)
+	r.observeTask()
+	r.task.reserved -= taskShareOverhead + r.limits.PayloadLimit
+	r.task.used += taskShareOverhead + len(o.output)
 }
 
 // isPure reports whether a node type runs inside the worker, as a local
@@ -371,7 +493,9 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 		}
 		skipped, err := sched.Completed(key, out)
 		if err == nil {
-			r.outputs[key] = out
+			if r.readers[key] > 0 {
+				r.outputs[key] = out
+			}
 			if !o.recorded {
 				r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCompleted, Attempt: o.attempt,
 					Output: o.output, StartedAt: o.started, CompletedAt: o.ended})
@@ -410,6 +534,23 @@ func completionWrite(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// completionAttempts is how often the completion is tried before the
+// execution is recorded FAILED without its last records: with the
+// backoff, about two and a half minutes, which a Postgres restart fits.
+const completionAttempts = 10
+
+// boundedCompletionWrite is the local activity context of the completion
+// write under boundedTasksChange: completionAttempts tries within five
+// minutes (a local activity's retries otherwise end with its
+// start-to-close timeout).
+func boundedCompletionWrite(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: completionAttempts},
+	})
+}
+
 // nodeRetry is the retry policy of node activities.
 func (r *executionRun) nodeRetry() *temporal.RetryPolicy {
 	return &temporal.RetryPolicy{
@@ -427,6 +568,13 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 		return
 	}
 	in, err := r.nodeInput(n)
+	r.launchPrepared(sel, n, in, err)
+}
+
+// launchPrepared starts node n with its activity input in, or fails it
+// with err from building that input. A started node no longer needs the
+// outputs it reads, which are dropped once no other node is to read them.
+func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in RunNodeInput, err error) {
 	if err != nil {
 		f, settle := workflow.NewFuture(r.ctx)
 		settle.SetError(err)
@@ -435,6 +583,7 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 		})
 		return
 	}
+	r.started(n)
 	if isPure(n.Type) {
 		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: nodeTimeout(n),
@@ -526,6 +675,16 @@ func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, 
 	return f
 }
 
+// started notes that n has its input: an upstream output it read is
+// dropped once no node is left to read it.
+func (r *executionRun) started(n domain.Node) {
+	for _, key := range domain.ReadsOf(n).StepKeys() {
+		if r.readers[key]--; r.readers[key] <= 0 {
+			delete(r.outputs, key)
+		}
+	}
+}
+
 // nodeInput builds a node's activity input with only the parts of the
 // execution input and of upstream outputs its templates read. It fails the
 // node, without retries, when that is over the payload limit or when the
@@ -562,6 +721,7 @@ func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 		in.Steps[key] = raw
 		size += len(raw)
 	}
+	in.size = size
 	if size > r.limits.PayloadLimit {
 		return RunNodeInput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"the node's config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", size, r.limits.PayloadLimit),
@@ -676,14 +836,34 @@ func (r *executionRun) cancelled(unrun []string) (ExecutionResult, error) {
 // slot. The write is idempotent and retried until it succeeds, however
 // long Postgres is away: a lost completion would hold the slot and
 // misreport the run, a slow one only delays both.
+//
+// Under boundedTasksChange the write is tried with bookkeeping's attempts;
+// if it still fails (a write Postgres refuses would fail for ever), the
+// execution is recorded FAILED, naming the error, without its last node
+// records: that small write is retried until it succeeds, and frees the
+// slot.
 func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (ExecutionResult, error) {
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
+	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending()}
+	if !r.bounded {
+		if err := workflow.ExecuteLocalActivity(completionWrite(ctx), completeActivity, in).Get(ctx, nil); err != nil {
+			return ExecutionResult{}, err
+		}
+		return ExecutionResult{Status: status, Error: msg}, nil
+	}
+	err := workflow.ExecuteLocalActivity(boundedCompletionWrite(ctx), completeActivity, in).Get(ctx, nil)
+	if err == nil {
+		return ExecutionResult{Status: status, Error: msg}, nil
+	}
+	failed := fmt.Sprintf("recording the execution %s failed after %d attempts, so it is recorded FAILED without its last node records: %s",
+		status, completionAttempts, errorMessage(err))
+	workflow.GetLogger(r.ctx).Error("completion write failed; recording the execution FAILED", "execution_id", r.executionID, "error", err)
 	if err := workflow.ExecuteLocalActivity(completionWrite(ctx), completeActivity, CompleteInput{
-		ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending(),
+		ExecutionID: r.executionID, Status: domain.ExecutionFailed, Error: failed,
 	}).Get(ctx, nil); err != nil {
 		return ExecutionResult{}, err
 	}
-	return ExecutionResult{Status: status, Error: msg}, nil
+	return ExecutionResult{Status: domain.ExecutionFailed, Error: failed}, nil
 }
 
 // skipped builds SKIPPED records for nodes that will never run.
@@ -732,6 +912,10 @@ func errorMessage(err error) string {
 	}
 	if temporal.IsCanceledError(err) {
 		return "cancelled"
+	}
+	var act *temporal.ActivityError
+	if errors.As(err, &act) && act.Unwrap() != nil {
+		return act.Unwrap().Error()
 	}
 	return err.Error()
 }

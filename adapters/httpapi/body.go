@@ -70,9 +70,16 @@ func checkJSONBody(errs errorResponder, maxDepth int, next http.Handler) http.Ha
 	})
 }
 
+// isJSON reports whether a body is to be checked as JSON. A Content-Type
+// whose parameters do not parse is judged by its media type alone: the
+// server's decoder reads the body all the same, so a malformed parameter
+// must not be a way past the checks.
 func isJSON(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+	if err != nil {
+		mt = strings.ToLower(strings.TrimSpace(strings.SplitN(contentType, ";", 2)[0]))
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 // jsonFrame is one open object or array on the path to the current token.

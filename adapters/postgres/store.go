@@ -210,11 +210,11 @@ func (s *Store) ListDefinitions(ctx context.Context, workspaceID domain.ID, page
 	}
 	out := make([]domain.Definition, 0, len(rows))
 	for _, r := range rows {
-		d, err := s.withGraph(ctx, r)
+		g, err := graphFromJSON(r.Graph)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, d)
+		out = append(out, definitionFromRow(r.WorkflowDefinition, g))
 	}
 	return out, nil
 }
@@ -408,7 +408,19 @@ func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *do
 	if err != nil {
 		return nil, err
 	}
-	return queueFromRows(rows)
+	out := make([]domain.QueueItem, len(rows))
+	for i, r := range rows {
+		// The list reads no input; the item carries none.
+		if out[i], err = queueFromRow(dbsqlc.WorkflowExecutionQueue{
+			ID: r.ID, WorkspaceID: r.WorkspaceID, WorkflowDefinitionID: r.WorkflowDefinitionID, Status: r.Status,
+			Priority: r.Priority, CreatedAt: r.CreatedAt, AvailableAt: r.AvailableAt, ClaimedAt: r.ClaimedAt,
+			DispatchedAt: r.DispatchedAt, AttemptCount: r.AttemptCount, DispatchFailures: r.DispatchFailures,
+			LastError: r.LastError, ExecutionID: r.ExecutionID,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func queueFromRows(rows []dbsqlc.WorkflowExecutionQueue) ([]domain.QueueItem, error) {
@@ -470,7 +482,8 @@ func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
 	}
 }
 
-// GetExecution loads an execution with its node records.
+// GetExecution loads an execution with all its node records (the
+// worker's port; the API pages through ListNodes).
 func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
 	r, err := s.q.ExecutionGet(ctx, s.pool, id)
 	if err != nil {
@@ -480,6 +493,10 @@ func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Executio
 	if err != nil {
 		return domain.Execution{}, nil, err
 	}
+	return executionFromRow(r), nodesFromRows(rows), nil
+}
+
+func nodesFromRows(rows []dbsqlc.WorkflowExecutionNode) []domain.NodeRecord {
 	nodes := make([]domain.NodeRecord, len(rows))
 	for i, n := range rows {
 		nodes[i] = domain.NodeRecord{
@@ -487,7 +504,31 @@ func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Executio
 			Input: n.Input, Output: n.Output, Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
 		}
 	}
-	return executionFromRow(r), nodes, nil
+	return nodes
+}
+
+// ExecutionWorkspace names the workspace an execution belongs to.
+func (s *Store) ExecutionWorkspace(ctx context.Context, id domain.ID) (domain.ID, error) {
+	ws, err := s.q.ExecutionWorkspace(ctx, s.pool, id)
+	return ws, interpretError(err)
+}
+
+// GetExecutionWithoutNodes loads an execution's own row.
+func (s *Store) GetExecutionWithoutNodes(ctx context.Context, id domain.ID) (domain.Execution, error) {
+	r, err := s.q.ExecutionGet(ctx, s.pool, id)
+	if err != nil {
+		return domain.Execution{}, interpretError(err)
+	}
+	return executionFromRow(r), nil
+}
+
+// ListNodes pages through an execution's node records in key order.
+func (s *Store) ListNodes(ctx context.Context, executionID domain.ID, limit int, afterKey string) ([]domain.NodeRecord, error) {
+	rows, err := s.q.NodesPage(ctx, s.pool, dbsqlc.NodesPageParams{ExecutionID: executionID, AfterKey: afterKey, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	return nodesFromRows(rows), nil
 }
 
 // ListExecutions pages through a workspace's executions, newest first.
@@ -507,7 +548,12 @@ func (s *Store) ListExecutions(ctx context.Context, workspaceID domain.ID, filte
 	}
 	out := make([]domain.Execution, len(rows))
 	for i, r := range rows {
-		out[i] = executionFromRow(r)
+		// The list reads no input; the execution carries none.
+		out[i] = executionFromRow(dbsqlc.WorkflowExecution{
+			ID: r.ID, QueueID: r.QueueID, WorkspaceID: r.WorkspaceID, WorkflowDefinitionID: r.WorkflowDefinitionID,
+			WorkflowVersion: r.WorkflowVersion, Status: r.Status, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt,
+			DurationMs: r.DurationMs, Error: r.Error,
+		})
 	}
 	return out, nil
 }

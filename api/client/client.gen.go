@@ -196,9 +196,14 @@ type Execution struct {
 	Error       *string            `json:"error"`
 	ID          openapi_types.UUID `json:"id"`
 
-	// Input The input as enqueued, byte for byte.
-	Input rawjson.RawMessage `json:"input"`
-	Nodes *[]NodeRecord      `json:"nodes,omitempty"`
+	// Input The input as enqueued, byte for byte. Shown by GET of one execution only; the list leaves it out.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// Nodes The first page of node records (GET of one execution only).
+	Nodes *[]NodeRecord `json:"nodes,omitempty"`
+
+	// NodesNextCursor The cursor of the next page of node records at `/workflow/executions/{executionId}/nodes`; null when `nodes` holds them all.
+	NodesNextCursor *string `json:"nodesNextCursor"`
 
 	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
 	QueueID              *openapi_types.UUID `json:"queueId"`
@@ -249,17 +254,30 @@ type Node struct {
 type NodeRecord struct {
 	Attempt     int        `json:"attempt"`
 	CompletedAt *time.Time `json:"completedAt"`
-	Error       *string    `json:"error"`
 
-	// Input The node's resolved input, with every digit of its numbers.
+	// Error Why the node failed; NUL and bytes that are not UTF-8 are shown as U+FFFD, and past `SLUICE_RECORD_VALUE_MAX` bytes it ends with its true size.
+	Error *string `json:"error"`
+
+	// Input The node's resolved input, with every digit of its numbers. A
+	// value over `SLUICE_RECORD_VALUE_MAX` bytes is kept as
+	// `{"sluice:truncated": {"bytes": <its size>, "preview": "<its first bytes, as text>"}}`.
 	Input *rawjson.RawMessage `json:"input"`
 	Key   string              `json:"key"`
 
-	// Output Available to later nodes as steps.<key>.output; numbers keep every digit.
+	// Output Available to later nodes as steps.<key>.output (whole); numbers
+	// keep every digit. Recorded like `input`: over
+	// `SLUICE_RECORD_VALUE_MAX` bytes, as a marked preview with the
+	// true size.
 	Output    *rawjson.RawMessage `json:"output"`
 	StartedAt *time.Time          `json:"startedAt"`
 	Status    NodeStatus          `json:"status"`
 	Type      string              `json:"type"`
+}
+
+// NodeRecordPage defines model for NodeRecordPage.
+type NodeRecordPage struct {
+	Items      []NodeRecord `json:"items"`
+	NextCursor *string      `json:"nextCursor"`
 }
 
 // NodeStatus defines model for NodeStatus.
@@ -428,6 +446,15 @@ type EnqueueExecutionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// ListExecutionNodesParams defines parameters for ListExecutionNodes.
+type ListExecutionNodesParams struct {
+	// Limit Page size.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListQueueParams defines parameters for ListQueue.
 type ListQueueParams struct {
 	// WorkspaceID The workspace to list.
@@ -578,6 +605,9 @@ type ClientInterface interface {
 
 	// CancelExecution request
 	CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListExecutionNodes request
+	ListExecutionNodes(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListQueue request
 	ListQueue(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -768,6 +798,18 @@ func (c *Client) GetExecution(ctx context.Context, executionID ExecutionID, reqE
 
 func (c *Client) CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelExecutionRequest(c.Server, executionID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) ListExecutionNodes(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListExecutionNodesRequest(c.Server, executionID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1479,6 +1521,78 @@ func NewCancelExecutionRequest(server string, executionID ExecutionID) (*http.Re
 	return req, nil
 }
 
+// NewListExecutionNodesRequest generates requests for ListExecutionNodes
+func NewListExecutionNodesRequest(server string, executionID ExecutionID, params *ListExecutionNodesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workflow/executions/%s/nodes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		queryValues := queryURL.Query()
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "limit", runtime.ParamLocationQuery, *params.Limit); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "cursor", runtime.ParamLocationQuery, *params.Cursor); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		queryURL.RawQuery = queryValues.Encode()
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListQueueRequest generates requests for ListQueue
 func NewListQueueRequest(server string, params *ListQueueParams) (*http.Request, error) {
 	var err error
@@ -2081,6 +2195,9 @@ type ClientWithResponsesInterface interface {
 	// CancelExecutionWithResponse request
 	CancelExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
 
+	// ListExecutionNodesWithResponse request
+	ListExecutionNodesWithResponse(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*ListExecutionNodesResponse, error)
+
 	// ListQueueWithResponse request
 	ListQueueWithResponse(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*ListQueueResponse, error)
 
@@ -2414,6 +2531,33 @@ func (r CancelExecutionResponse) Status() string {
 
 // StatusCode returns HTTPResponse.StatusCode
 func (r CancelExecutionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type ListExecutionNodesResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *NodeRecordPage
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
+}
+
+// Status returns HTTPResponse.Status
+func (r ListExecutionNodesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListExecutionNodesResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -2867,6 +3011,15 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, e
 		return nil, err
 	}
 	return ParseCancelExecutionResponse(rsp)
+}
+
+// ListExecutionNodesWithResponse request returning *ListExecutionNodesResponse
+func (c *ClientWithResponses) ListExecutionNodesWithResponse(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*ListExecutionNodesResponse, error) {
+	rsp, err := c.ListExecutionNodes(ctx, executionID, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListExecutionNodesResponse(rsp)
 }
 
 // ListQueueWithResponse request returning *ListQueueResponse
@@ -3787,6 +3940,67 @@ func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse,
 			return nil, err
 		}
 		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListExecutionNodesResponse parses an HTTP response from a ListExecutionNodesWithResponse call
+func ParseListExecutionNodesResponse(rsp *http.Response) (*ListExecutionNodesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListExecutionNodesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NodeRecordPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 

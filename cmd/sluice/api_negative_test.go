@@ -148,6 +148,9 @@ func (w *world) opsOnB() []op {
 		{"getExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetExecution(ctx, w.execB)
 		}},
+		{"listExecutionNodes", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListExecutionNodes(ctx, w.execB, &client.ListExecutionNodesParams{})
+		}},
 		{"cancelExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelExecution(ctx, w.execB)
 		}},
@@ -378,6 +381,9 @@ func TestNegativeNotFound(t *testing.T) {
 		}},
 		{"getExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetExecution(ctx, missing)
+		}},
+		{"listExecutionNodes", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListExecutionNodes(ctx, missing, &client.ListExecutionNodesParams{})
 		}},
 		{"cancelExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelExecution(ctx, missing)

@@ -41,6 +41,9 @@ type Config struct {
 	// the api role's retention job deletes it in.
 	Retention app.RetentionConfig
 	Worker    engine.WorkerConfig
+	// RecordValueMax bounds each input, output and error a node record
+	// keeps; past it the record keeps a marked preview and the true size.
+	RecordValueMax int
 	// Nodes bounds what node executors produce and reach.
 	Nodes nodes.Config
 }
@@ -271,7 +274,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	w.Limits.PayloadLimit = e.integer("SLUICE_ENGINE_PAYLOAD_LIMIT", w.Limits.PayloadLimit, 1024, 2_000_000)
 	// Temporal ends a workflow whose history passes 50 MB.
 	w.Limits.HistoryLimit = e.integer("SLUICE_ENGINE_HISTORY_LIMIT", w.Limits.HistoryLimit, 1<<20, 45<<20)
+	// Temporal refuses a workflow task's reply over 4 MiB (gRPC's message
+	// limit); a task must hold at least one node's payload.
+	w.Limits.TaskLimit = e.integer("SLUICE_ENGINE_TASK_LIMIT", w.Limits.TaskLimit, w.Limits.PayloadLimit+1024, 3840<<10)
 	c.Worker = w
+	c.RecordValueMax = e.integer("SLUICE_RECORD_VALUE_MAX", domain.DefaultRecordValueMax, 1<<10, 1<<20)
 
 	n := nodes.DefaultConfig()
 	n.TemplateBudget = e.integer(nodes.EnvTemplateBudget, n.TemplateBudget, 1<<10, 64<<20)

@@ -56,6 +56,8 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 		"SLUICE_API_DB_WAIT":               "1ms",
 		"SLUICE_API_STATEMENT_TIMEOUT":     "5",
 		"SLUICE_WORKSPACE_NODES_IN_FLIGHT": "PRO=x",
+		"SLUICE_ENGINE_TASK_LIMIT":         "5000000",
+		"SLUICE_RECORD_VALUE_MAX":          "12",
 		// Retired for SLUICE_ENGINE_PAYLOAD_LIMIT: refused, not ignored,
 		// whatever its value.
 		"SLUICE_NODE_OUTPUT_MAX": "1572864",
@@ -97,7 +99,7 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	}
 	l := cfg.Worker.Limits
 	if l.NodesInFlight[domain.PlanFree] != 4 || l.NodesInFlight[domain.PlanPro] != 10 || l.NodesInFlight[domain.PlanEnterprise] != 25 ||
-		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit {
+		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit || l.TaskLimit != engine.DefaultTaskLimit {
 		t.Errorf("engine limits = %+v", l)
 	}
 	if !reflect.DeepEqual(l.WorkspaceNodesInFlight, map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}) {
@@ -116,6 +118,22 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	if tn := cfg.HTTP.Limits.Tenancy; tn.Rate != 50 || tn.Burst != 100 || tn.WorkspaceConcurrency != 4 || tn.Concurrency != 10 ||
 		tn.QueueWait != 2*time.Second || cfg.HTTP.StatementTimeout != 5*time.Second {
 		t.Errorf("API sharing = %+v, statement timeout %s", tn, cfg.HTTP.StatementTimeout)
+	}
+}
+
+func TestConfigRecordValueMaxDefaultsTo16KiB(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(func(k string) (string, bool) {
+		if k == "SLUICE_ADMIN_TOKEN" {
+			return "0123456789abcdef", true
+		}
+		return "", false
+	}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RecordValueMax != 16384 {
+		t.Errorf("record value max = %d, want 16384", cfg.RecordValueMax)
 	}
 }
 

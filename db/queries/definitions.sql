@@ -12,10 +12,15 @@ RETURNING *;
 SELECT * FROM workflow_definitions WHERE id = @id AND deleted_at IS NULL;
 
 -- name: DefinitionList :many
-SELECT * FROM workflow_definitions
-WHERE workspace_id = @workspace_id AND deleted_at IS NULL
-  AND (sqlc.narg(after)::uuid IS NULL OR id > sqlc.narg(after)::uuid)
-ORDER BY id
+-- A page of live definitions with their current graphs, in one statement:
+-- the page is a range of the definitions' primary key, and each graph one
+-- probe of the versions' key.
+SELECT sqlc.embed(d), v.graph
+FROM workflow_definitions d
+JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
+WHERE d.workspace_id = @workspace_id AND d.deleted_at IS NULL
+  AND (sqlc.narg(after)::uuid IS NULL OR d.id > sqlc.narg(after)::uuid)
+ORDER BY d.id
 LIMIT @max_rows;
 
 -- name: DefinitionNextVersion :one

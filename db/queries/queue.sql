@@ -16,7 +16,11 @@ SELECT * FROM workflow_execution_queue WHERE id = @id;
 -- (QueueClaimCandidates: priority, then age, then id), so the first page is
 -- what runs next. Keyset paging on that triple: each page is a range of
 -- workflow_execution_queue_list_idx, or of its status twin, and no sort.
-SELECT * FROM workflow_execution_queue
+-- The input (up to the request body's size per item) is not read: the
+-- list does not return it.
+SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id
+FROM workflow_execution_queue
 WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
   AND (sqlc.narg(after_id)::uuid IS NULL

@@ -59,10 +59,12 @@ func (q *Queries) DefinitionInsert(ctx context.Context, db DBTX, arg DefinitionI
 }
 
 const definitionList = `-- name: DefinitionList :many
-SELECT id, workspace_id, name, current_version, created_at, updated_at, deleted_at FROM workflow_definitions
-WHERE workspace_id = $1 AND deleted_at IS NULL
-  AND ($2::uuid IS NULL OR id > $2::uuid)
-ORDER BY id
+SELECT d.id, d.workspace_id, d.name, d.current_version, d.created_at, d.updated_at, d.deleted_at, v.graph
+FROM workflow_definitions d
+JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
+WHERE d.workspace_id = $1 AND d.deleted_at IS NULL
+  AND ($2::uuid IS NULL OR d.id > $2::uuid)
+ORDER BY d.id
 LIMIT $3
 `
 
@@ -72,23 +74,32 @@ type DefinitionListParams struct {
 	MaxRows     int32
 }
 
-func (q *Queries) DefinitionList(ctx context.Context, db DBTX, arg DefinitionListParams) ([]WorkflowDefinition, error) {
+type DefinitionListRow struct {
+	WorkflowDefinition WorkflowDefinition
+	Graph              json.RawMessage
+}
+
+// A page of live definitions with their current graphs, in one statement:
+// the page is a range of the definitions' primary key, and each graph one
+// probe of the versions' key.
+func (q *Queries) DefinitionList(ctx context.Context, db DBTX, arg DefinitionListParams) ([]DefinitionListRow, error) {
 	rows, err := db.Query(ctx, definitionList, arg.WorkspaceID, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []WorkflowDefinition{}
+	items := []DefinitionListRow{}
 	for rows.Next() {
-		var i WorkflowDefinition
+		var i DefinitionListRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.WorkspaceID,
-			&i.Name,
-			&i.CurrentVersion,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.DeletedAt,
+			&i.WorkflowDefinition.ID,
+			&i.WorkflowDefinition.WorkspaceID,
+			&i.WorkflowDefinition.Name,
+			&i.WorkflowDefinition.CurrentVersion,
+			&i.WorkflowDefinition.CreatedAt,
+			&i.WorkflowDefinition.UpdatedAt,
+			&i.WorkflowDefinition.DeletedAt,
+			&i.Graph,
 		); err != nil {
 			return nil, err
 		}

@@ -457,7 +457,9 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 }
 
 const queueList = `-- name: QueueList :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id
+FROM workflow_execution_queue
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
   AND ($3::uuid IS NULL
@@ -475,11 +477,29 @@ type QueueListParams struct {
 	MaxRows        int32
 }
 
+type QueueListRow struct {
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
+	Status               string
+	Priority             int16
+	CreatedAt            time.Time
+	AvailableAt          time.Time
+	ClaimedAt            *time.Time
+	DispatchedAt         *time.Time
+	AttemptCount         int32
+	DispatchFailures     int32
+	LastError            *string
+	ExecutionID          *domain.ID
+}
+
 // A workspace's items in the order the claim takes them
 // (QueueClaimCandidates: priority, then age, then id), so the first page is
 // what runs next. Keyset paging on that triple: each page is a range of
 // workflow_execution_queue_list_idx, or of its status twin, and no sort.
-func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) ([]WorkflowExecutionQueue, error) {
+// The input (up to the request body's size per item) is not read: the
+// list does not return it.
+func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) ([]QueueListRow, error) {
 	rows, err := db.Query(ctx, queueList,
 		arg.WorkspaceID,
 		arg.Status,
@@ -492,15 +512,14 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 		return nil, err
 	}
 	defer rows.Close()
-	items := []WorkflowExecutionQueue{}
+	items := []QueueListRow{}
 	for rows.Next() {
-		var i WorkflowExecutionQueue
+		var i QueueListRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.WorkspaceID,
 			&i.WorkflowDefinitionID,
 			&i.Status,
-			&i.Input,
 			&i.Priority,
 			&i.CreatedAt,
 			&i.AvailableAt,
@@ -510,10 +529,6 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 			&i.DispatchFailures,
 			&i.LastError,
 			&i.ExecutionID,
-			&i.TraceContext,
-			&i.ClaimLease,
-			&i.ClaimedBy,
-			&i.ClaimTerm,
 		); err != nil {
 			return nil, err
 		}

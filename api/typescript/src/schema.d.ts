@@ -378,9 +378,41 @@ export interface paths {
         };
         /**
          * Get an execution
-         * @description Shows an execution's status and one record per node run.
+         * @description Shows an execution's status, its input and the first page of its
+         *     node records (at most 50, in key order); `nodesNextCursor` names
+         *     the next page at `/workflow/executions/{executionId}/nodes`. Each
+         *     record's input, output and error are kept up to
+         *     `SLUICE_RECORD_VALUE_MAX` bytes each (16 KiB by default), so the
+         *     answer is at most about the enqueue body limit plus 50 × 3 × that,
+         *     whatever the size of the run.
          */
         get: operations["getExecution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workflow/executions/{executionId}/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an execution's node records
+         * @description Pages through an execution's node records in key order. A page
+         *     holds at most `limit` records (100 at most), each value of which
+         *     is bounded by `SLUICE_RECORD_VALUE_MAX`, so no page grows with the
+         *     size of the run.
+         */
+        get: operations["listExecutionNodes"];
         put?: never;
         post?: never;
         delete?: never;
@@ -608,15 +640,29 @@ export interface components {
             type: string;
             status: components["schemas"]["NodeStatus"];
             attempt: number;
-            /** @description The node's resolved input, with every digit of its numbers. */
+            /**
+             * @description The node's resolved input, with every digit of its numbers. A
+             *     value over `SLUICE_RECORD_VALUE_MAX` bytes is kept as
+             *     `{"sluice:truncated": {"bytes": <its size>, "preview": "<its first bytes, as text>"}}`.
+             */
             input: unknown;
-            /** @description Available to later nodes as steps.<key>.output; numbers keep every digit. */
+            /**
+             * @description Available to later nodes as steps.<key>.output (whole); numbers
+             *     keep every digit. Recorded like `input`: over
+             *     `SLUICE_RECORD_VALUE_MAX` bytes, as a marked preview with the
+             *     true size.
+             */
             output: unknown;
+            /** @description Why the node failed; NUL and bytes that are not UTF-8 are shown as U+FFFD, and past `SLUICE_RECORD_VALUE_MAX` bytes it ends with its true size. */
             error: string | null;
             /** Format: date-time */
             startedAt: string | null;
             /** Format: date-time */
             completedAt: string | null;
+        };
+        NodeRecordPage: {
+            items: components["schemas"]["NodeRecord"][];
+            nextCursor: string | null;
         };
         Execution: {
             /** Format: uuid */
@@ -632,8 +678,8 @@ export interface components {
             workflowDefinitionId: string;
             workflowVersion: number;
             status: components["schemas"]["ExecutionStatus"];
-            /** @description The input as enqueued, byte for byte. */
-            input: {
+            /** @description The input as enqueued, byte for byte. Shown by GET of one execution only; the list leaves it out. */
+            input?: {
                 [key: string]: unknown;
             };
             /** Format: date-time */
@@ -643,7 +689,10 @@ export interface components {
             /** Format: int64 */
             durationMs: number | null;
             error: string | null;
+            /** @description The first page of node records (GET of one execution only). */
             nodes?: components["schemas"]["NodeRecord"][];
+            /** @description The cursor of the next page of node records at `/workflow/executions/{executionId}/nodes`; null when `nodes` holds them all. */
+            nodesNextCursor?: string | null;
         };
         ExecutionPage: {
             items: components["schemas"]["Execution"][];
@@ -1733,7 +1782,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of executions (without node records). */
+            /** @description A page of executions (without their inputs and node records). */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1817,6 +1866,45 @@ export interface operations {
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    listExecutionNodes: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: number;
+                /** @description The `nextCursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of node records. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NodeRecordPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
         };
     };
     cancelExecution: {
