@@ -34,8 +34,8 @@ import (
 // shapes, `sluice all` in this process and the api, the dispatcher and the
 // worker as three processes of the built binary (the production shape,
 // where eager start cannot apply). Each shape is measured against its own
-// bare baseline run just before it on the same server, so the figures are
-// compared as ratios measured side by side:
+// bare baseline, run just before and again just after it on the same
+// server, so the figures are compared as ratios measured side by side:
 //
 //	(a) a bare workflow with one no-op activity, 400 runs from 32 callers;
 //	(b) Sluice, one-node TRANSFORM runs enqueued over HTTP into 20
@@ -50,6 +50,7 @@ import (
 // legs from the database's timestamps and the runs' histories: enqueue to
 // claim, claim to the server's WorkflowExecutionStarted, that to the first
 // WorkflowTaskStarted (the wait for a poll), and that to COMPLETED.
+// SLUICE_BENCH_SHAPE=1 or 2 runs that shape alone.
 
 const (
 	benchRuns       = 400
@@ -136,9 +137,12 @@ func BenchmarkEngineRunsPerSecond(b *testing.B) {
 	}
 }
 
-// benchShapeOnce measures one shape against a bare run just before it.
+// benchShapeOnce measures one shape against bare runs just before and
+// just after it: the baseline is the two together, so a machine whose load
+// drifts during the shape moves both sides of each ratio alike.
 func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
-	bare := benchBare(b, c)
+	loadBefore := benchLoad()
+	bareBefore := benchBare(b, c)
 
 	base, dbURL := shape.start(b)
 	s := newSluiceBench(b, c, base, dbURL)
@@ -151,11 +155,14 @@ func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
 	}))
 	dag := s.throughput(benchDAG(srv.URL))
 	srv.Close()
+	bareAfter := benchBare(b, c)
+	bare := engineRate{took: bareBefore.took + bareAfter.took, n: bareBefore.n + bareAfter.n, events: bareBefore.events}
 
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n== engine, shape %d, %s: runs completed per second on the real Temporal dev server, one run, in this order ==\n", n, shape.name)
-	fmt.Fprintf(&sb, "(a) bare workflow, one no-op activity, %d runs from %d callers: %6.1f runs/s (%v); %d events per run\n",
-		benchRuns, benchCallers, bare.rate(), bare.took.Round(time.Millisecond), bare.events)
+	fmt.Fprintf(&sb, "\n== engine, shape %d, %s: runs completed per second on the real Temporal dev server, one run, in this order; load average %s before, %s after ==\n",
+		n, shape.name, loadBefore, benchLoad())
+	fmt.Fprintf(&sb, "(a) bare workflow, one no-op activity, %d runs from %d callers before and again after (b) and (c): %6.1f runs/s (before %.1f, after %.1f); %d events per run\n",
+		benchRuns, benchCallers, bare.rate(), bareBefore.rate(), bareAfter.rate(), bare.events)
 	for _, f := range []struct {
 		name   string
 		r      engineRate
@@ -178,6 +185,20 @@ func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
 	b.ReportMetric(transform.rate(), fmt.Sprintf("shape%d_transform_runs/s", n))
 	b.ReportMetric(dag.rate(), fmt.Sprintf("shape%d_dag_runs/s", n))
 	b.ReportMetric(float64(latency.p50.Microseconds())/1000, fmt.Sprintf("shape%d_steady_p50_ms", n))
+}
+
+// benchLoad is the machine's 1-minute load average, printed beside the
+// figures because the absolute rates follow it.
+func benchLoad() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "unknown"
+	}
+	return f[0]
 }
 
 func benchMet(ok bool) string {
