@@ -248,6 +248,13 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		ExternalAPISize: e.integer("SLUICE_WORKER_EXTERNAL_API_CONCURRENCY", 20, 1, 10000),
 		Retry:           engine.DefaultRetryConfig(),
 	}
+	// The pollers' bounds are read in order so each range is the one the
+	// earlier values leave: Min, then Max from Min, then Initial between.
+	pollers := engine.DefaultPollers()
+	pollers.Min = e.integer("SLUICE_WORKER_POLLERS_MIN", pollers.Min, 1, 1000)
+	pollers.Max = e.integer("SLUICE_WORKER_POLLERS_MAX", max(pollers.Max, pollers.Min), pollers.Min, 1000)
+	pollers.Initial = e.integer("SLUICE_WORKER_POLLERS_INITIAL", min(max(pollers.Initial, pollers.Min), pollers.Max), pollers.Min, pollers.Max)
+	w.Pollers = pollers
 	for _, q := range strings.Split(e.str("SLUICE_WORKER_QUEUES", "workflows,external-api"), ",") {
 		switch strings.TrimSpace(q) {
 		case "workflows":

@@ -58,6 +58,9 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 		"SLUICE_WORKSPACE_NODES_IN_FLIGHT": "PRO=x",
 		"SLUICE_ENGINE_TASK_LIMIT":         "5000000",
 		"SLUICE_RECORD_VALUE_MAX":          "12",
+		"SLUICE_WORKER_POLLERS_MIN":        "0",
+		"SLUICE_WORKER_POLLERS_MAX":        "1001",
+		"SLUICE_WORKER_POLLERS_INITIAL":    "many",
 		// Retired for SLUICE_ENGINE_PAYLOAD_LIMIT: refused, not ignored,
 		// whatever its value.
 		"SLUICE_NODE_OUTPUT_MAX": "1572864",
@@ -90,6 +93,9 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	}
 	if cfg.Worker.WorkflowsSize != 50 || cfg.Worker.ExternalAPISize != 20 || !cfg.Worker.ServeWorkflows || !cfg.Worker.ServeExternalAPI {
 		t.Errorf("worker defaults = %+v", cfg.Worker)
+	}
+	if p := cfg.Worker.Pollers; p != (engine.Pollers{Min: 1, Initial: 5, Max: 100}) {
+		t.Errorf("pollers = %+v, want from 5 between 1 and 100", p)
 	}
 	if n := cfg.Nodes; n.TemplateBudget != 1<<20 || n.ResponseBodyMax != 1<<20 || n.Proxy != nil || !reflect.DeepEqual(n.Allow, nodes.AllowList{}) {
 		t.Errorf("node limits = %+v, want 1 MiB budgets, no proxy and nothing private allowed", n)
@@ -146,5 +152,31 @@ func TestConfigOverridesOnePlansNodesInFlight(t *testing.T) {
 	}
 	if got := cfg.Worker.Limits.NodesInFlight; got[domain.PlanPro] != 12 || got[domain.PlanFree] != 4 || got[domain.PlanEnterprise] != 25 {
 		t.Errorf("nodes in flight = %v, want PRO 12 and the other defaults", got)
+	}
+}
+
+// TestConfigKeepsThePollersInitialBetweenTheirBounds: each poller bound's
+// range is the one the others leave, so an initial count outside min..max
+// is refused by name rather than silently clamped by the SDK.
+func TestConfigKeepsThePollersInitialBetweenTheirBounds(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string) (Config, error) {
+		env["SLUICE_ADMIN_TOKEN"] = "0123456789abcdef"
+		return LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
+	}
+	cfg, err := load(map[string]string{"SLUICE_WORKER_POLLERS_MIN": "8", "SLUICE_WORKER_POLLERS_MAX": "12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Worker.Pollers; p != (engine.Pollers{Min: 8, Initial: 8, Max: 12}) {
+		t.Errorf("pollers = %+v, want the default initial raised to the minimum", p)
+	}
+	for _, bad := range []map[string]string{
+		{"SLUICE_WORKER_POLLERS_MAX": "4", "SLUICE_WORKER_POLLERS_INITIAL": "5"},
+		{"SLUICE_WORKER_POLLERS_MIN": "6", "SLUICE_WORKER_POLLERS_MAX": "5"},
+	} {
+		if _, err := load(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }
