@@ -202,9 +202,14 @@ type Execution struct {
 	Error       *string            `json:"error"`
 	ID          openapi_types.UUID `json:"id"`
 
-	// Input The input as enqueued, byte for byte.
-	Input rawjson.RawMessage `json:"input"`
-	Nodes *[]NodeRecord      `json:"nodes,omitempty"`
+	// Input The input as enqueued, byte for byte. Shown by GET of one execution only; the list leaves it out.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// Nodes The first page of node records (GET of one execution only).
+	Nodes *[]NodeRecord `json:"nodes,omitempty"`
+
+	// NodesNextCursor The cursor of the next page of node records at `/workflow/executions/{executionId}/nodes`; null when `nodes` holds them all.
+	NodesNextCursor *string `json:"nodesNextCursor"`
 
 	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
 	QueueID              *openapi_types.UUID `json:"queueId"`
@@ -255,17 +260,30 @@ type Node struct {
 type NodeRecord struct {
 	Attempt     int        `json:"attempt"`
 	CompletedAt *time.Time `json:"completedAt"`
-	Error       *string    `json:"error"`
 
-	// Input The node's resolved input, with every digit of its numbers.
+	// Error Why the node failed; NUL and bytes that are not UTF-8 are shown as U+FFFD, and past `SLUICE_RECORD_VALUE_MAX` bytes it ends with its true size.
+	Error *string `json:"error"`
+
+	// Input The node's resolved input, with every digit of its numbers. A
+	// value over `SLUICE_RECORD_VALUE_MAX` bytes is kept as
+	// `{"sluice:truncated": {"bytes": <its size>, "preview": "<its first bytes, as text>"}}`.
 	Input *rawjson.RawMessage `json:"input"`
 	Key   string              `json:"key"`
 
-	// Output Available to later nodes as steps.<key>.output; numbers keep every digit.
+	// Output Available to later nodes as steps.<key>.output (whole); numbers
+	// keep every digit. Recorded like `input`: over
+	// `SLUICE_RECORD_VALUE_MAX` bytes, as a marked preview with the
+	// true size.
 	Output    *rawjson.RawMessage `json:"output"`
 	StartedAt *time.Time          `json:"startedAt"`
 	Status    NodeStatus          `json:"status"`
 	Type      string              `json:"type"`
+}
+
+// NodeRecordPage defines model for NodeRecordPage.
+type NodeRecordPage struct {
+	Items      []NodeRecord `json:"items"`
+	NextCursor *string      `json:"nextCursor"`
 }
 
 // NodeStatus defines model for NodeStatus.
@@ -390,6 +408,9 @@ type TooMany = Problem
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
 
+// Unavailable RFC 9457 problem details.
+type Unavailable = Problem
+
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
 	// WorkspaceID The workspace to list.
@@ -429,6 +450,15 @@ type ListExecutionsParams struct {
 type EnqueueExecutionParams struct {
 	// IdempotencyKey Makes the start safe to retry. The same key with the same body returns the original queue item; with a different body it is a 409. Scoped per workspace, kept for at least 24 hours.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// ListExecutionNodesParams defines parameters for ListExecutionNodes.
+type ListExecutionNodesParams struct {
+	// Limit Page size.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListQueueParams defines parameters for ListQueue.
@@ -505,6 +535,9 @@ type ServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
+	// List an execution's node records
+	// (GET /api/v1/workflow/executions/{executionId}/nodes)
+	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams)
@@ -940,6 +973,56 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListExecutionNodes operation middleware
+func (siw *ServerInterfaceWrapper) ListExecutionNodes(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListExecutionNodesParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListExecutionNodes(w, r, executionID, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1458,6 +1541,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
@@ -1498,6 +1582,15 @@ type TooManyApplicationProblemPlusJSONResponse struct {
 }
 
 type UnauthorizedApplicationProblemPlusJSONResponse Problem
+
+type UnavailableResponseHeaders struct {
+	RetryAfter int
+}
+type UnavailableApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnavailableResponseHeaders
+}
 
 type ListDefinitionsRequestObject struct {
 	Params ListDefinitionsParams
@@ -1560,6 +1653,18 @@ func (response ListDefinitions404ApplicationProblemPlusJSONResponse) VisitListDe
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListDefinitions429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListDefinitions429ApplicationProblemPlusJSONResponse) VisitListDefinitionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListDefinitions500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1569,6 +1674,18 @@ func (response ListDefinitions500ApplicationProblemPlusJSONResponse) VisitListDe
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListDefinitions503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListDefinitions503ApplicationProblemPlusJSONResponse) VisitListDefinitionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateDefinitionRequestObject struct {
@@ -1677,6 +1794,18 @@ func (response CreateDefinition500ApplicationProblemPlusJSONResponse) VisitCreat
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateDefinition503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinition503ApplicationProblemPlusJSONResponse) VisitCreateDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type DeleteDefinitionRequestObject struct {
 	DefinitionID DefinitionID `json:"definitionId"`
 }
@@ -1737,6 +1866,18 @@ func (response DeleteDefinition404ApplicationProblemPlusJSONResponse) VisitDelet
 	return json.NewEncoder(w).Encode(response)
 }
 
+type DeleteDefinition429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteDefinition429ApplicationProblemPlusJSONResponse) VisitDeleteDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type DeleteDefinition500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1746,6 +1887,18 @@ func (response DeleteDefinition500ApplicationProblemPlusJSONResponse) VisitDelet
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteDefinition503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteDefinition503ApplicationProblemPlusJSONResponse) VisitDeleteDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetDefinitionRequestObject struct {
@@ -1809,6 +1962,18 @@ func (response GetDefinition404ApplicationProblemPlusJSONResponse) VisitGetDefin
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetDefinition429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetDefinition429ApplicationProblemPlusJSONResponse) VisitGetDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetDefinition500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1818,6 +1983,18 @@ func (response GetDefinition500ApplicationProblemPlusJSONResponse) VisitGetDefin
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetDefinition503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetDefinition503ApplicationProblemPlusJSONResponse) VisitGetDefinitionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateDefinitionVersionRequestObject struct {
@@ -1927,6 +2104,18 @@ func (response CreateDefinitionVersion500ApplicationProblemPlusJSONResponse) Vis
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateDefinitionVersion503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDefinitionVersion503ApplicationProblemPlusJSONResponse) VisitCreateDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetDefinitionVersionRequestObject struct {
 	DefinitionID DefinitionID `json:"definitionId"`
 	Version      int          `json:"version"`
@@ -1989,6 +2178,18 @@ func (response GetDefinitionVersion404ApplicationProblemPlusJSONResponse) VisitG
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetDefinitionVersion429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetDefinitionVersion429ApplicationProblemPlusJSONResponse) VisitGetDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetDefinitionVersion500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1998,6 +2199,18 @@ func (response GetDefinitionVersion500ApplicationProblemPlusJSONResponse) VisitG
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetDefinitionVersion503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetDefinitionVersion503ApplicationProblemPlusJSONResponse) VisitGetDefinitionVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListExecutionsRequestObject struct {
@@ -2061,6 +2274,18 @@ func (response ListExecutions404ApplicationProblemPlusJSONResponse) VisitListExe
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListExecutions429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutions429ApplicationProblemPlusJSONResponse) VisitListExecutionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListExecutions500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2070,6 +2295,18 @@ func (response ListExecutions500ApplicationProblemPlusJSONResponse) VisitListExe
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutions503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutions503ApplicationProblemPlusJSONResponse) VisitListExecutionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type EnqueueExecutionRequestObject struct {
@@ -2179,6 +2416,18 @@ func (response EnqueueExecution500ApplicationProblemPlusJSONResponse) VisitEnque
 	return json.NewEncoder(w).Encode(response)
 }
 
+type EnqueueExecution503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution503ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetExecutionRequestObject struct {
 	ExecutionID ExecutionID `json:"executionId"`
 }
@@ -2240,6 +2489,18 @@ func (response GetExecution404ApplicationProblemPlusJSONResponse) VisitGetExecut
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetExecution429ApplicationProblemPlusJSONResponse) VisitGetExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetExecution500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2249,6 +2510,18 @@ func (response GetExecution500ApplicationProblemPlusJSONResponse) VisitGetExecut
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetExecution503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetExecution503ApplicationProblemPlusJSONResponse) VisitGetExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CancelExecutionRequestObject struct {
@@ -2323,11 +2596,108 @@ func (response CancelExecution409ApplicationProblemPlusJSONResponse) VisitCancel
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CancelExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CancelExecution429ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CancelExecution500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
 
 func (response CancelExecution500ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelExecution503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelExecution503ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListExecutionNodesRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Params      ListExecutionNodesParams
+}
+
+type ListExecutionNodesResponseObject interface {
+	VisitListExecutionNodesResponse(w http.ResponseWriter) error
+}
+
+type ListExecutionNodes200JSONResponse NodeRecordPage
+
+func (response ListExecutionNodes200JSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes400ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes401ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes403ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes404ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListExecutionNodes500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListExecutionNodes500ApplicationProblemPlusJSONResponse) VisitListExecutionNodesResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
 
@@ -2395,6 +2765,18 @@ func (response ListQueue404ApplicationProblemPlusJSONResponse) VisitListQueueRes
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListQueue429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueue429ApplicationProblemPlusJSONResponse) VisitListQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListQueue500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2404,6 +2786,18 @@ func (response ListQueue500ApplicationProblemPlusJSONResponse) VisitListQueueRes
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListQueue503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueue503ApplicationProblemPlusJSONResponse) VisitListQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetQueueItemRequestObject struct {
@@ -2467,6 +2861,18 @@ func (response GetQueueItem404ApplicationProblemPlusJSONResponse) VisitGetQueueI
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetQueueItem429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueueItem429ApplicationProblemPlusJSONResponse) VisitGetQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetQueueItem500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2476,6 +2882,18 @@ func (response GetQueueItem500ApplicationProblemPlusJSONResponse) VisitGetQueueI
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetQueueItem503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueueItem503ApplicationProblemPlusJSONResponse) VisitGetQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CancelQueueItemRequestObject struct {
@@ -2550,6 +2968,18 @@ func (response CancelQueueItem409ApplicationProblemPlusJSONResponse) VisitCancel
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CancelQueueItem429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem429ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CancelQueueItem500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2559,6 +2989,18 @@ func (response CancelQueueItem500ApplicationProblemPlusJSONResponse) VisitCancel
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelQueueItem503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelQueueItem503ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListWorkspacesRequestObject struct {
@@ -2600,6 +3042,18 @@ func (response ListWorkspaces401ApplicationProblemPlusJSONResponse) VisitListWor
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListWorkspaces429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListWorkspaces429ApplicationProblemPlusJSONResponse) VisitListWorkspacesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListWorkspaces500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2609,6 +3063,18 @@ func (response ListWorkspaces500ApplicationProblemPlusJSONResponse) VisitListWor
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWorkspaces503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListWorkspaces503ApplicationProblemPlusJSONResponse) VisitListWorkspacesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateWorkspaceRequestObject struct {
@@ -2672,6 +3138,18 @@ func (response CreateWorkspace413ApplicationProblemPlusJSONResponse) VisitCreate
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateWorkspace429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWorkspace429ApplicationProblemPlusJSONResponse) VisitCreateWorkspaceResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CreateWorkspace500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2681,6 +3159,18 @@ func (response CreateWorkspace500ApplicationProblemPlusJSONResponse) VisitCreate
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWorkspace503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWorkspace503ApplicationProblemPlusJSONResponse) VisitCreateWorkspaceResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetWorkspaceRequestObject struct {
@@ -2744,6 +3234,18 @@ func (response GetWorkspace404ApplicationProblemPlusJSONResponse) VisitGetWorksp
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetWorkspace429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspace429ApplicationProblemPlusJSONResponse) VisitGetWorkspaceResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetWorkspace500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2753,6 +3255,18 @@ func (response GetWorkspace500ApplicationProblemPlusJSONResponse) VisitGetWorksp
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspace503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspace503ApplicationProblemPlusJSONResponse) VisitGetWorkspaceResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type UpdateWorkspacePlanRequestObject struct {
@@ -2828,6 +3342,18 @@ func (response UpdateWorkspacePlan413ApplicationProblemPlusJSONResponse) VisitUp
 	return json.NewEncoder(w).Encode(response)
 }
 
+type UpdateWorkspacePlan429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWorkspacePlan429ApplicationProblemPlusJSONResponse) VisitUpdateWorkspacePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type UpdateWorkspacePlan500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2837,6 +3363,18 @@ func (response UpdateWorkspacePlan500ApplicationProblemPlusJSONResponse) VisitUp
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateWorkspacePlan503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWorkspacePlan503ApplicationProblemPlusJSONResponse) VisitUpdateWorkspacePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListAPIKeysRequestObject struct {
@@ -2900,6 +3438,18 @@ func (response ListAPIKeys404ApplicationProblemPlusJSONResponse) VisitListAPIKey
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListAPIKeys429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys429ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListAPIKeys500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2909,6 +3459,18 @@ func (response ListAPIKeys500ApplicationProblemPlusJSONResponse) VisitListAPIKey
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type ListAPIKeys503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys503ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateAPIKeyRequestObject struct {
@@ -2984,6 +3546,18 @@ func (response CreateAPIKey413ApplicationProblemPlusJSONResponse) VisitCreateAPI
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateAPIKey429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey429ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type CreateAPIKey500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -2993,6 +3567,18 @@ func (response CreateAPIKey500ApplicationProblemPlusJSONResponse) VisitCreateAPI
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateAPIKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey503ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type RevokeAPIKeyRequestObject struct {
@@ -3056,6 +3642,18 @@ func (response RevokeAPIKey404ApplicationProblemPlusJSONResponse) VisitRevokeAPI
 	return json.NewEncoder(w).Encode(response)
 }
 
+type RevokeAPIKey429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey429ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type RevokeAPIKey500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -3065,6 +3663,18 @@ func (response RevokeAPIKey500ApplicationProblemPlusJSONResponse) VisitRevokeAPI
 	w.WriteHeader(500)
 
 	return json.NewEncoder(w).Encode(response)
+}
+
+type RevokeAPIKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey503ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetHealthzRequestObject struct {
@@ -3140,6 +3750,9 @@ type StrictServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(ctx context.Context, request CancelExecutionRequestObject) (CancelExecutionResponseObject, error)
+	// List an execution's node records
+	// (GET /api/v1/workflow/executions/{executionId}/nodes)
+	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(ctx context.Context, request ListQueueRequestObject) (ListQueueResponseObject, error)
@@ -3487,6 +4100,33 @@ func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// ListExecutionNodes operation middleware
+func (sh *strictHandler) ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams) {
+	var request ListExecutionNodesRequestObject
+
+	request.ExecutionID = executionID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListExecutionNodes(ctx, request.(ListExecutionNodesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListExecutionNodes")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListExecutionNodesResponseObject); ok {
+		if err := validResponse.VisitListExecutionNodesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueue operation middleware
 func (sh *strictHandler) ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams) {
 	var request ListQueueRequestObject
@@ -3818,119 +4458,132 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9+3Lbtrb3q2D4fTNN5lBXy7nIf3knTurTxHFtd3dOo8w2RC5J2KYABgCtaHv87mdw",
-	"I0GKkijLSdqezHSmjg2CwMJaP6w774KIzVNGgUoRDO+CFHM8Bwlc/+tVxgXj6qcYRMRJKgmjwTC4mgG6",
-	"pvBFmgHXiE2QnAFKOdwSlgmU4im0gzAgavTnDPgyCAOK5xAMg8hMGgYimsEcq9nn+Ms7oFM5C4b9bjcM",
-	"5DJVI4XkhE6D+/sweA0TQol6/Wlcv54F4zeThC1QnA/9SSAS58tIsZwVq4j9CcOAw+eMcIiDoeQZ+Gub",
-	"MD7HMhgGWUbUyNW1nXyBKNu0NHADNi0IvFn2W887MidydSXneApIkP+sPZhEP+e/K4YJzhIZDA+7oTok",
-	"Ms/m9ojmhJp/9fIlECphClyv4XfGb0SKI9h0XHrAJposvFn2ocm9elikjArQfP0PHF/A5wyEJlPEqASq",
-	"f8RpmpAIq3V2Us7GCcz/699CLfougC94niZgtiMxSYKhXhIIicYsXqIZFghTBJxr9tb/F8Hw410wByHw",
-	"VC1pnqnRgDCyS9UbHgYdf6v3n8JASCwzEQwHWh6IVC8OTuktTkiM7GuLnc6kTMWw0xFJRiJox3Drli86",
-	"xDzUcg/d+5T7/xwmwTD4f50CBjrmr6JzbmYw9Fs9Qbd3ItAcJ+oIIEaMozEHfCM0HpiZ2uqVrxidJCTa",
-	"l+CnMcxTJoFGy9YvsEQLLFAmIEYLImcIo5hMJsCBmiMJfDq+LOiYL6YZAb13Ru7Jx6aim1iYnUj9J8Ey",
-	"riVE7QI0Hd8wPiZxDHRPQqoXFBiIxpAwOhVIMoQpkzPghYSWqHhQULFYSiMyTvLhj0U7yW6AojleIsok",
-	"kiyLFOGIyCmnKXZKJXCKkz0JRuw0uXw7mhyWJbQyqpGA2gU+Bl0u2RzkjNApmmCSKImkRhSB3wI/soxl",
-	"eW6G6RRiRT31hKWWRou3HKezPSnWR26L69AwozeULSiiLAY0Cr6MAg8Rp2oJHYinIDrdjmTBfeg/Gy2j",
-	"BIYIo9Yo63YPAI3zn/DKLOoFooyr/f4qrurBu6GqeeSxOFrPphBVMTRGZlWvj98eIbgFvnQEVSMSIqTD",
-	"PSKVyiVn+gTPmHzDMhrveXo1+hR6gbvxAX4Orf5kMG4Nome91kv8AlqH42fR8/gFvJx0e3rpE70AHzcG",
-	"BbXPvAENKE2ZbJnhj0HlM4aEwokSRFwx9g7zKTymNgBfIoBYoF538OLw+TM0XkoQPkl6HpSe42XCcIwk",
-	"YyjRK2lEGslYywx/LAbUS1fcpWblSM6wDx8IRxGkUjiivcd0uSfNPmdMYkssiIcISzRnQqJet9tFKdBY",
-	"QdnnDDJARBooKUTYu9J/Lc3TjHz63a38mce+0hcsS2KUYiEQo+BsJF/x1QsQ6ElpnyOqNxp6gidCDZEC",
-	"pcANRjxtozOD2loFEpJxiBGmOZiPKE444Hjp/mbBvo2uL0DyZet4IoFfq7MWINFiBhzQAhOpppxBkoqh",
-	"Wu6IGtrHHBMqEBaFMSOQWp6YtUdKAZgBjq3V6M2/qvtfQsRorBUN9TY0hgnjYHgMzwviqVtdka5dNhQ3",
-	"WR3qNH6jOJMzxsl/YF8AnBMhFDHGgLkSBaVslCCtV3Bf6bWNeC/zn3gkYNNLDJUOjq1uJGdYK+juomUc",
-	"cbhlNxC3tZlm51WvPU7JL6ClOeUsBS6JsZUiDlhCfCxLhlaMJbQkmcOqtRUGJG5glDkj7271DymHCflS",
-	"bzdOCDeaC8eRBC6cWAmIOMhQ8ZWEJEE3sBQIp5jLdt27LRU27IpmSYLH6nSNtbkyxaJs4m63ywv79WOg",
-	"h5TNW02OfPOhR3h/uZ/ymdn432AMkVeYRpBcWAt39Qgbnofj7LsAqJKxj8Gr47NXJ+/enbwOQvfz6dlb",
-	"bw2bdmenq12w3prhOM8Qx3Gs4Q4n5976JzgREFa25Hin6jmaE+r+3du2Sj3H+uUVLqeHLXHqVOhNAv3W",
-	"qY8P2tCeTFjLf2bZ68nyT+Dim9Ckstht68o9Tt+QocIgTTDdCtpqTC3z2efXbyouUBknyYeJtp82vcuO",
-	"V6ZSeX8GH2vu45m+F2gER0ZTQEQiyhbtrdxjZ1xd/KeSv/ZRbpQo4xyotLznXRr57R/uKG/73lFZGu+6",
-	"ia90YVRo4whRvkCK5dYxW3Fa53had4Fozdv/YRONvbO/z1+GOcdLTdE8bKDFbvMtWyWCtQC8OTZvx2OY",
-	"vXkwroQgtvLObgx5u563K1SohC5uNxx8HXVO4rojnnA2r2V0yWp/vZiBv9YxYwnUwJyeVk9SuxRjXeQB",
-	"lIdBN6FptuEZw1hl1Du+xUTzndEX52mCJWjz5lrPdt1Gl4VJxUFmnEKsbXg0YVz/ECLBEM3mY6WF3gCk",
-	"1kcTkynxlU673TD40pqylv0lxwtle7Qv8OK9dWl5A1pknjIui3vJjS8cW0AjpmzGjv71vdaaCeNELkuB",
-	"m3515z3tr1cWdsanQGUbfeDKcNN2qfYmEYpwYaUeoQkmnIIQCEecCVH8SaCIzUEYlVxtOI8QDTbHh8Lc",
-	"ufR6V5l6RH2ndg0buDTO2XRVevSA013V7E248Kua8dIMre7DvW2jjr1htep1Ccj9zJ8449qWfi9KcxAq",
-	"nw3WP+/xgPGQb78DGt/VD8ABZVHqx7Rnw55zWJbz7yDKxl3d9L49YzFcQMR4XHffeqy5uvfCsaaN6Ny3",
-	"Y51KmEuIkcLwI6ROCTGaLDVhPC+QG2Y9OZfa2YG4XhDEyGBh9fC2nrmddZcLuplg5XLhhGtPNFIPbtRL",
-	"91f7CnlvgGCrq8op40TEp25YQoOSWDsR3Yguj6EwFlD1ffTFKkt4HpCL387OTs/eBmHw6sP783cnV9oX",
-	"8ub4tOQUOXld4xMJgzcEkvjEwVyZQnkgq87/pXHhbsvmbKqEm6huY3kUr6L9oNfHb9tI4Yb1k3FAGSWf",
-	"MzjSGQzxFFAC+JbQKcLo1Yez16dXpx/OTJxujpcowpwv0bVSAq+VCpWS6EZHocYc02jWHtH3oBQjpDDP",
-	"zA9fcCTRkwgLaAmggkhyC0/Dsmsy1YorYtQ+xGGSCYXI2rNtdS1CRzRidEKmNXoXuqrzsaMxy7TXeQbW",
-	"k/4Eo0H/pVqf2qQfJnwaGsd3KZqjc2P04zqOY3ze5RPVkcrmPB+bqM0Ku+8M/auzVF0NespP3/wW+xlw",
-	"Yhi5on7MILoR6y/qOiOkytkF1m9xUqxXkDTtanQjxVjbtIhvTMkb4wLyfFO9Br4p84uq8P98dXX+r4uT",
-	"X387ubwK0dXF8dnlmw8X70NPzBlHr0/eHf/PEdJH5aLMNidFOpe7CVYLZqIMKwFqDmqjECPJpiBnwLe7",
-	"lNQ+7Zh1J2YVnZVzw1KZcbL+Cn4UhXcHfdUpoqsKl5LFn0yCSnKrtCM1NDT09WBMkVjBqYW8ds36vg3L",
-	"reyNZbJ2cyWLWlnT3AKtViQhFW2dnBHdwNJkabTNTEcbTehvvOntSmcTvbWBEqo4udA/naA2Fg5Po3N8",
-	"X+h29oQcw65X9taJ2M5a0OUvp+fnDfShc+ssd9O+uTg5CcLg/OJDEAYnZ1cnF+cXp5cn9c/ayOcK4128",
-	"eYVeDg6f59BjArhaZsoQ4SK7d2tkW6xOrjW4VgK3kOTJTCECHM1cwuF/X344a6VM53C1EnIDNhEnbHaB",
-	"eypijTJAqJCYRvVa4soV6AGejUvfNb0UjpUVp4T3t4tTpxMpiL8hNFZYZPe+HcEte5r3b/RPaAfHqTRH",
-	"Wovlr1hGa5DmREMEhwSwADTG0Y2CnPOTs9enZ2+9FXrkwA6cdoo5JJjM9wODh3iZiUixjGZvMEkyDnU8",
-	"afL6tFQLxCi6AgV1ODHJfdqYnygJQFiig3qCuLfseSOWE993tvEb+nUSLORJ48vXd4OubvwBzrfv5a0k",
-	"jQ3+/DLI9x6WZaiGrXyyhpXiAz9w5IuOLxMVHtoo4Y/hIyjg4vv4CHyW8K4wCzvq6nt3fPpeX4KvTy/P",
-	"j69e/byLq+A3HZ/bM4b94GD02ih0vqAakI6UAV8Dz4VncMaS2LgQRMKqUWVfPd8dJk1y8zss5M8s4xtX",
-	"YawTGkOMzGEgYnIalQCgGct4/aqaolN9tc0rRm1g1veV6iKpBFOEk4QtRP2L1+dFNT5f6zOs8foqERJ5",
-	"ot9E54qp06lfys5R7joM81MdwrzKyPJPvtKVM90lgJ3z6WNATcH03wNq1CUFUaZg/FItyOzAJCHW25Q4",
-	"niuO9pL/8lsDHZ+fohtY5lmUOlZr5iqlKZqMQkInrCZFxHj0pzpEujDSpFPvnOLRRr8XMUEdnS7K8bQB",
-	"+Pr4rUBsMqLaJDwyuoviP0bBhV0EItL4+ez71Lak+q2JOixmJAHjmfPde1qadOUVmnAAgzRPlGWBeiE6",
-	"v/iADkNU2Bao30VRLpojWsjm0/aIjqhTLo3rL6MxcHTdwSnp3PauEdUZ3dfHNnNTO8qH6B8mQdTYt/oY",
-	"jIV7bTNovfPRsRRkfEzW0b7uyEK1Y52ojqMZCE2EEVUUYQtaDG8js2RtwSAi0PW6PNdr9MTZSk+N/zIh",
-	"EdiEQWsjH6fqZa1+u6tEjideEutisWhj/ec249OOfVZ03p2+Ojm7PNHPFJaHY5rj81MvRWEY9NpdM46l",
-	"QHFKgmFw0O62D6xVrnndkrvjWKjjJULrJLK6PKZ3REjh0/En4SdQm1sAc9DlCTFoG1iRPgauA/u2CFGh",
-	"BnYanp70tffysFQf+3FjXaP2gxATGK+rtnys2sawHsyKhXZMPWiDgRaT7j9VyiX73e6GXOqaHGoLsx8/",
-	"lfFSoWXjVOdKTlJNxvOxLjNW5ql30Lo0YWAWXDd9vrGOVwSqH+ltf+S3StL2oHuw/aE3ft3boDvY/kRe",
-	"wXMfBodNtpKXuOnbI5vPMV9a9q2ri1aMLPFUlJOJRPBJ6RhM1EjXP3FCYo3/heNXQbXOGNQYjQWyUo56",
-	"DpPMuNWaJZ1hMuj3q8VLVfGr5uFaOQEh/8Hi5W4smSdj2TCN5k0Ta/noe/0L/2ZRavYzJAkL0d2dcde2",
-	"lQSj+/vCTxpMOYBXTZp71U0ypJV4N6hkFQbPJr2oFx32WgfRs3FrgA/HrZfjF9DqTnpxHx+MB9HhDgUC",
-	"61KX78u6iAKZ+xUp7+1GUk9tD/rd/rNWr9fq96563WFX/ffHam7isBd+14NQKn3QpIgtWDk0TxNet9mv",
-	"ea5+TuUqEtpk4b8b9g16DV6R1+6pB/r9JmDpVbjqh142eosudtsTkc1BWTWlgsprQfk+3KgSde78hNB7",
-	"A95Kv6nR5NnEKT9tZCxBVyVmrDBtEBKp/YcIS+R8PM7bHSWAudE1jxDPKFVK/GpF2AqSv9bvrCB5CXsG",
-	"q6s1D8U/bvSCfwxJduSfsF5jvpwp66zSByC/kZ3zwl7qPwlzm68e7VuQm861+73vlL8z7l+VDu+HoBSC",
-	"8hbkzlJSse22GEslH7zWLnYA6Y4Vq5WeSzu/d53Gfmk0c4woLBCZzzMT33M6up/C4TwNYzD53E70K3me",
-	"hb/feDEoWyDFdNu09iIN8aso75/ud1SOKwVs30kzLleTNAWnbUCXO1r6D0AYd1BrgEYxkp3/h6L5Z1c0",
-	"j+MYYVSUBj2GZpmDVufO/nS/1h1nlAtGoR57cLlLWxPVwoeRr6xhfGXZ7D2+bP5N5XJ/DWCbBOx364d3",
-	"68/C5rWZpAzTtYAI1FvT6e62dEnWe4I3Nr+oVUCK23snv3nxWKhQH4Q0G7B5iqaBI0rxlFBsFM86x3kR",
-	"gv2z+s3Lq/hAk6Wv7+goMTG91zKxbjl57kUziV6pPtm+Dq2qEVFS9NeTpi49ZE+alCuD/KogszCviOiJ",
-	"Gntt61WuR1QPzusnnw4Rzn32rtEPo9oXgSbEJejzjCKcCDaieCKBIxMFhLkuSrKhG8QosrmMiiA6nFVH",
-	"Eq9U7v98RKVcs7MxoOKx3xMl8yyTpvjDlHWJpz9umkqYBXy0c3eN98t6ZasY0NGios3BWnvuxEXJMfWE",
-	"0ZpxJWWq4rnRcRpMxQK4GNF+t68kz/R70I86q467jEKiu0HRcrMqL8Q+ojpfBP2uXYIUXVd6cl6HCNtS",
-	"nrw5D57b1mIGCsSIql8zTtQVkngIYjIAqn08bSA+n+oGdJMyPKKD7ss2+sXVMN1AasxWLFECWEjUH+gM",
-	"H9M5qwiaa7woX1nVWvRtl9Z7fGPDYQbkBJ7ou4uD5EtThpSvNS+fWCEEWkOHo/qGpupw1MaR3vdlxFKI",
-	"y1sLNxAhvzdMs64CJSsnuLY38+Hhtg47n/aw8vOyCZeMEONyQmd/XSpmUxX9a3rq1vUyaORf6O9Gqbym",
-	"NziI+1Fv3MWtl5MX0BrEz6PWi/Ez3DqcDMD9zWtalucr7rotr/i95uJwg/52foFuA4v9ldcS+AGOhG/n",
-	"E7CnVLpBHnhZ3XkJw9ucAP7rfnLqtIZ5Rp1CoTHMKBgZrXUE+Li8pwPALwarcwG0+3+UC6FNJyhb/6VU",
-	"LhtR6OH++CAaxK1DeDZpDXBv3HoR9ePWAQwmh/jZ+Hn0Ig7CdbhWBL3z2rVe2GB1vT+C6mLMC8w/ynHw",
-	"DVF0uwyv5mn963L88Ot/amLs4YOgiW/xx9S+ff+boFS53/vKt8Mm+Cx9I+CHZl3x4TRAq129OP4XG7Z5",
-	"TspY14l0r8XdwzblV66L2phOjkrBWwmuD7Ud7FJui9AWEcisKbF18iNKdL67QHnJgUZbpbsLPYnR3827",
-	"EpeGaxMBRtTE8CH2FM1jagxwIUmS5MnjNo3eXCrKPqDMS6hFS5BHdmk6QUyi64K++qHOnUULR9brOsXc",
-	"rHMD/u+oPO0C3QXyFN0vm4ebym056/J2zBHopdreyj+UqP0SbAy/PVTF0fy4k6/Ua00dIpaaSp1kqSxf",
-	"JVWGgUIrKyOqE46rhrd0puR8iJy1g570jNPVtKOgiCUxCKnEkwvb5sJ4lZ3Pxqr2Zi1KeHWqPs+oQBS+",
-	"yHwJhU3/BFu5tsWUMTION+y+HWAsWyXvArFMKvAY0TGObthkYldXJ7GKTrpe6i/k+LVU+xo+30orr7+p",
-	"d7Fc7bfRu+jJzA9tp+JHLLe63w24ivt0i0lmur0rkLSGe9m/T2PRRh9oBFpbKP40w2JEcx28qDYmhVte",
-	"KRpagqzHEQ26g6NKBIGIEdUfdEDjpZb4ShKh9nzlQYQ6gHkLsqgH3Zf5y9Xm3Uq1+NostKI63NhdTeLK",
-	"K7Xd3Wopdq0J1h38UanRbW577mCJeXXWZkslz1uuCpXKW/+8/jivYLje4iok7QcIVcPmBW0am1w1Xwh0",
-	"ImyKr8qxwDVx8CJe9/AL/lMDgFxvx/2J9rHNStQKXo7CBrjRhPE2Os61QcaRrUw3o2yS34iWjUOilMRb",
-	"4F6Wn5qlkHX9tJ8boGHcWqmNbVO0YpqOaJ1t6gxOTXBbtc24DgAX687t0xE1n10xrG17zsmyiK81LDdc",
-	"JA8xLHd1yBdtAX7YlX8Bu7IBMlbQx5RFb7EpvZ7Kim8jnCTAlewgAcpOSxId0ZOu2jtErhB4UqkevoHl",
-	"00Z1rUXJdrCr++yvaaCUewRsNFCK4/imQvMotZ75mTrm9H65vsDTpEaXnBtIYYeur2+jY13CzmiyXJfv",
-	"/bv3tcgHR4BdgCQqGkYMdXuwHVO8V/qofI0kb9cApdtI9682LOla3byR0pt3GTkM19Oo6PnRbVC2srvY",
-	"/IULD3eNyj5aiZ+TiFpZrL0oOneeUbTNji+n6BTV1Am2N4RmG/OjYVcUKTPX/MZ+2Q1SObO6mSj3qsHS",
-	"OQLrOuasmORlCNjLJLei1X+QaPW+omg9/2aiVfKN/rBQ60q7NkrXrkrN75UPcGsrqKZTYnETIlcVY5pD",
-	"a54G4RJjwXjdlbomBGG0tl7WNSQRkqUp1Ghqlb5g56aH0oMvWMvTXq/Nxsy6pkNZo5v1LyD+/e4a+fdo",
-	"1RQGDh8ZBuyr/r5w8G0vaP0h1EoYzzYne+g9rf7euoHlNjuv+gFY3X3fJVjLGRBuP2Qp6o224/PTX9Rb",
-	"9pMwZUYVrNmoJ1r+Xblqq/lahlXb+nFlVYwz29fLN81yrnmE66rWrKveVoa5THd2+00rRiMI88Cn28qR",
-	"abqmVMIZFvqT5OY7wuvsP8OZj2D8RWRXa6/8HdHvVM+rr5zu+DkMcBdaL/Hh89YgOpi0XsQHUas36cNB",
-	"PIgOx89w4SOOSPG512Egkpt/DSZ9/DIqfe/VhmLc5xu9Yf+6+bV/2/3j84t578vz9GB8SF9Gg2/SXsh9",
-	"lXK99IeFMWJW/uPGegSTkjoMqYeQXe6pzt0NLLd0i/HB49h9N9rVXtgvs+TarhrYRhdqkG4eviARGA89",
-	"ZS2WrsKGHurDxrZ2MBf5h6t/3CuWMQxJtjLGXndLbY2rfd1PwrqXayJgmr/2j+PN9Edk/rNWrzq2eQb9",
-	"brdoEYpSziIQCnz4LQjXz1PYD5oIRBmKIQUaA42Wtc6Mn+1797Vl8kAPu2kOs/bLOXU+6oTcQrvUJdbq",
-	"c56ycQsUhK9nGCJaiNBpnk0JChSdMyGnXH8yicZ5kC/UkYc5i7MErK8oE4CIfGpTP47QYfcAMTkDviAC",
-	"Qv+zAspkUz+nuuBsrIsLnf5rPsXgepJMmf5Cp1Zd+C3wnwRK2LT2xC7MvvYuD8i/TpTajZvDCwNpt14c",
-	"5uOerd5A22DCwYZF+01dK4t3n7gIFD31QQ+R20ZO9Sf2Cxm5V49Nn3ohycPuQdHG9czNU24XLIadjtAd",
-	"Xtsx3LoViQ5lsmWGN6aH+7BHbUCmEFIUMxCaTQx7bZYBRUqyVgjKDxbNlT9+Upq0YbS6ZIA5vtEFKqXe",
-	"uMNOJ2ERTmZMyOGL7ouuVsftS1ewEyimUtg0KcXuyvA03/epZDmKGujNgbklTOlfxCEGKglO/Dly6K+f",
-	"odoN1FvNSrMOf1q/c8LqzLa6iNBpiBZYRjPd+Z3GLgOg7PnypvWCp6uzOjCz3+G1p+o9bU/1/tP9/wYA",
-	"AP//23SMjcuSAAA=",
+	"H4sIAAAAAAAC/+x963Lbttboq2B4zkyS2dTVci7yLzdxUp86jms7u+e0ytQQuSRhmwJUALSievwc54G+",
+	"F/sGNxKkKImynLjJl5k9u44NAgsLWPcLboOITWeMApUi6N8GM8zxFCRw/a/XKReMq59iEBEnM0kYDfrB",
+	"5QTQFYXP0gy4QmyE5ATQjMMNYalAMzyGZhAGRI3+KwW+CMKA4ikE/SAyk4aBiCYwxWr2Kf58AnQsJ0G/",
+	"226HgVzM1EghOaHj4O4uDN7AiFCilj+Oq+GZM349StgcxdnQJwKROANjhuUkhyL2JwwDDn+lhEMc9CVP",
+	"wYdtxPgUy6AfpClRI5dhO/oMUboONHAD1gEE3iy7wXNCpkQuQ3KGx4AE+XvlwST6O3+tGEY4TWTQ32+H",
+	"6pDINJ3aI5oSav7VyUAgVMIYuIbhN8avxQxHsO649IB1OJl7s+yCkzv1sZgxKkDf659wfA5/pSA0miJG",
+	"JVD9I57NEhJhBWdrxtkwgem//iMU0LcBfMbTWQJmOxKTJOhrkEBINGTxAk2wQJgi4Fxfb/1fEfT/uA2m",
+	"IAQeK5CmqRoNCCMLqt5wP2j5W737FAZCYpmKoN/T9ECkWjg4pjc4ITGyy+Y7nUg5E/1WSyQpiaAZw40D",
+	"X7SI+ajhPrrzMfe/OYyCfvC/WjkbaJm/itaZmcHgb/kE3d6JQFOcqCOAGDGOhhzwtdD8wMzUVEu+ZnSU",
+	"kGhXhB/HMJ0xCTRaNH6BBZpjgVIBMZoTOUEYxWQ0Ag7UHEng4/FVjscMmHoI9NaM3JcPjUU3sTA7kfpP",
+	"gqVcU4jaBWg8vmV8SOIY6I6IVAvkPBANIWF0LJBkCFMmJ8BzCi1gcS/HYg5KLTSOsuEPhTvJroGiKV4g",
+	"yiSSLI0U4ojIMKcxdkwlcIqTHRFG7DQZfTuc7BcptDSqFoFaAB8CLxdsCnJC6BiNMEkURVJDisBvgB/Y",
+	"i2Xv3ATTMcQKe+oLiy3NLd5xPJvsiLEucltcxQ1Tek3ZnCLKYkCD4PMg8DjiWIHQgngMotVuSRbchf63",
+	"0SJKoI8wagzSdnsP0DD7CS/NohYQRb7a7S7zVT14O65qPnmoG61nUxxVXWiMDFRvDt8dILgBvnAIVSMS",
+	"IqTje0QqlUtO9AmeMvmWpTTe8fQq9Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2A",
+	"zzd6ObZPvQE1ME2ZbJjhD4HlU4aE4hMFFnHJ2AnmY3hIbQA+RwCxQJ127+X+i+douJAgfJR0PFZ6hhcJ",
+	"wzGSjKFEQ1ILNZKxhhn+UBdQg65ul5qVIznBPvtAOIpgJoVD2ntMFzvi7K+USWyRBXEfYYmmTEjUabfb",
+	"aAY0VqzsrxRSQEQaVpKTsCfSfy3MUw99eu1G9s1Di/Q5S5MYzbAQiFFwNpKv+GoABHrq9sn4gArJOMT+",
+	"lkOPBAv/QDfAhfmlZnBoBnxANQ95FipVrLCeOlZhF7IgCjTCQrpzVlyEYwkDyrhWZtVtnGK6QISiUULG",
+	"E6mOh9EImujUyAytgFmQMc1EyYDihAOOF+5vVtQ00dU5SL5oHI4k8CsDkkTzCXBAc0ykmnICyUz0B1RB",
+	"b9AQc0yoQFjkppRACgtiEupltVTDUuF+RJJENAdKKZkAjq0l6626bI9cQMRorJUfBQMawohxMPceT/MD",
+	"VZqGOs5m0XhdZwmpG/KR4lROGCd/w65MeUqEUCgaAubq2JQCVGCznZwiCsvWoofU/+KBmK0GUV9GbPU1",
+	"OcHaaHDCn3HE4YZdQ6zZykeKbzBJ8DCBB1BxLd8iAg1TsThAki8QHmNCkZgwLpNFQZHzOPIF8BsSAUo9",
+	"cOoiMfvgoThKvgtFkmon6q5KfA0FfY6yeR9RhmIs8RALGNCIUQqR5hWRuskjDqBVBmLY+lDJVaVFYCKL",
+	"NB0zCgcDmuMLK9opku/DUBlfqDX1IlsRVoZcvfThjPwCWhjNOJsBl8SY+hEHLCE+lAU/QYwlNCSZwrKz",
+	"IAxIXMOn4HwUt8t/mCkm9Lna7TEi3CjeHEcSuHBSQUDEQYb6WCFJ0DUsBMIzzGWzam1LMGt2RdPE0pBx",
+	"lixNMS96aDa7lXL3yx+BHlL0zmh0ZJsPPcT74H7KZmbD/4Cxo19jGkFybh00y0dY8zwcGd8GQNWt+SN4",
+	"fXj6+ujk5OhNELqfj0/feTCs252drhJgvTVz4zw/Eo5jLZZxcubBP8KJgLC0JXd3yo7PKaHu351NUOo5",
+	"VoOXe0zvB+LYWYDr+NY7Z/3ca0M7XsLK+2fAXo2WfxuV6cvjpATsJrgyh+lXvFBhMEsw3Sib1JjKy2e/",
+	"X72pOOfKOEk+jLT5v24tO15Z+sX9Gf5YIVQmWoWgERwYVRMRLQebG2+PnXEZ+E+FcMODSJQo5RyotHfP",
+	"ExqZPAu3pLddZVQ6i7fdxBcSGCXcOEQUBUgObtVly0/rDI+rBIg2HP0f1uHYO/u7bDHMOV5ojGZRL012",
+	"66VsGQnWgPXmWL8d78LsfAfjUgRt493Z7kLerL7bJSyUIm83aw6+CjtHcdURjzibVl50ySp/PZ+AD+uQ",
+	"sQQq2JyeVk9SCQrV5mkW/7sf6yZ0lq75xlysItc7dBaG0RenswRL0PbxlZ7tqokucpucg0w5hVi7oNCI",
+	"cf1DiARDNJ0OlRZ6DTCzLsaYjImvdNrthsHnxpg17C85nivLq3mO5++tR9Yb0CDTGeMyl0tufO6XBRqx",
+	"mNBxS//6TmvNhHEiF4W4Y7e8844ONzEhUcrHQGUTfeDK+tBuDmfZ4NzpcYBGmHAKQiAccSZE/ieBIjYF",
+	"YVRyteEswNlbH94MM9/om21p6gH1nUoY1tzSOLumy9SjBxxvq2av4wu/qhkvzNDyPtxqa3XsNdCq5RKQ",
+	"u5k/ccq1J+G9KMxBqHzeW/29dwdMgGezDKgtq+/BB5RFqT/TrjF7zmGRzpvI6EjDBXp3dKnsTUa9lATE",
+	"aLIwYaGECIkSwDcglBbF0sdgAyZSs8Z2nuGx9qXqmBGHiPFYoKcrt/ZMpxbUkfunLIZzPV+l3FdwnRaE",
+	"/zKEJrXF2fRKzFeDiyW6ajkCbuU+zdatlwVyZ6JWVwdI3TCkJBa6Mr9CE5bEOsQ+RThJmnUuvEfjy4Dn",
+	"3mYNeY5C497FXEKMlDC0wCjM6hvm+WPdMOvXudC+MbtliJERKmUq2Ai2nXUbTaceh8oYjONSO7J19eFa",
+	"BX93/TlnnDVEwTJUGWZ8rIYFdlrgi47HrWXPD6Fx57z+cRTu8lXwXEjnH09Pj0/fBWHw+sP7s5OjS+1M",
+	"ent4XPAqHb2pcCqFwVsCSXzk5EQRQ1kgu8qBqJnj7YbN2VQpN1HVxrIofkl9RG8O3zWRYnjW0cgBpZT8",
+	"lcKBzmCKx6AFgXbMotcfTt8cXx5/ODVMbIoXKMKcL9CV4klXSgedkehax4+GHNNo0hzQ96A0S6QYv5kf",
+	"PuNIoqcRFtAQQAWR5AaehcUwwExr/oqNm484jFKhRJqOLVlllVDt2B6RcYXiii6rYmzG0W2Skkyo7ClG",
+	"ve4rBZ/apJ8m8CxUwwa0EM3VuXHGZb6QYONLxRPVmQr173xsoraVcqb2LOoIl2cp+2r0lJ++uij/GXBi",
+	"LnJJf5tAdC1WazpVVlz5Zuc8foOXZ7WGqXFXoVyqi7VJDfvKmLw2PjTPudep4dwzvygT/8+Xl2d/nh/9",
+	"+vHo4jJEl+eHpxdvP5y/Dz0yZxy9OTo5/H8HSB+VyzKxOWnS6TcmWUUwE9FbSlDhoDYKMZJsDHICfLNP",
+	"Tu3Tjll1YlZDWzo3LJUdLKtF74NYDJnCX8Tnb5NFxlZsztUBOv14olmWZhYGP4qdUSbRx8u3jZf6X0Lr",
+	"5Vigj/96+/btG8PkZlhIdHVx8vH49dGf50evP5y/+fPfhycfj/58f/h/r+yERCJQ7CxL/lEgZ7m9mw0S",
+	"Z2ksK4JqF09MAl1yo7Q2NTQ0C3lsVl0Bta5lyU10OKA3OEkBsRvgm+FXjHumrJYBvbodBCaOqsClkRIA",
+	"g6CPbgeBHqx+1nldkVpQ7dFkeYVoEOh8c5jrIUE+yBgK+utQ4VfCZ2k+GgR3dzZsWcbS1yHhpbNgqaw8",
+	"jIKLJ8FSyVItuLRCDjPRNPu9hoXZWtPMhJ7OJyyBZwfubAZ0WUaeO6U8IdfgfEZ9fXYDuuHwNEYxmmKu",
+	"GIM9gYxBDGh+FR8DzZvNhToWRw3zQfGi3HJwrLY2e/N0cce5HF1md8KxnNXq+nom+RCq+Qaj+Mvr5h6e",
+	"66vlF78cn53VUNDPbPjLTfv2/OgoCIOz8w9BGBydXh6dn50fXxxVf2tTNpYo9/zta/Sqt/8ik4UmIUVn",
+	"DRWPwmWq3K4QNhV+EG1SNBK4gSTLrg0R4GjiMuD/z8WH08aM6aTihqZvkxla0wvi2SwVB06okJhG1WbL",
+	"kk7mSWCbVnNbV0s5REJq7vfx/Ngp6UrKXhMaK+Fj975ZpbDUZtZf63HULstjaY60Url4zVJawaqPNGvl",
+	"kAAWgIY4ulY8++zo9M3x6TsPQg8dWYrQVlHEBJPpbrztPnEjImZYRpO3mCQpr/LNvTWJ5ppJCcQougTF",
+	"uXFi3Iraq6QUI+332qtGiFtlRxWtWIm1tbOppqc2wUIe1Xb/+oGN5Y3fw53+WPEHUtvzlMm2bO9hkYYq",
+	"rpWP1rBUDeeHgn3S8WmidIfWUvhDSMacXTyOYPSvhCfCLNtRou/k8Pi9FoJvji/ODi9f/7yN7+qjjrjv",
+	"mJVy7/SSlXklGUAVTDqS5KZClBzlLuoJS2Lj0xIJK+eJ+Pbi9mzSWH4nWMifWcrXQmHMZZ13aQ4D2WxM",
+	"RQBowlJeDVVd7lRd/vmaUZtq4TvtddVuginCScLmonrh1ZmOtc/XOq8rwg+KhESW+z3SicLqdKpB2Tpv",
+	"pYqH+clLYVb2au9PBunSmW6TkpLd04dgNfmlfwxWo4QURKli4xcKILMDk4Fe7UTA8VTdaC/zOy9CODw7",
+	"RtewyDJ9dfaFmauQXm1SoQkdsYqkLxNaGuukh7mhJp1M6xSPJvotj/LrfJO8Plxb0G8O3wnERgOqbeoD",
+	"o7voCgwKLpAqEJHGJ2PXU9uSJjRKkwWaT0gCxub1/c2amnQpsMm21pzmqbIsUCdEZ+cf0H6IctsCddso",
+	"ykhzQHPafNYc0AF1yqXxRac0Bo6uWnhGWjedK0R1idHVoU3b15GbPvrJVAcYB4E+BuMiuOobcL3z0UE9",
+	"ZJyeNvKz6shCtWNdOYWjCQiNhAFVGGFzmg9vIgOytmAQEehqVd7+FXrqbKVnxlmQkAhsCrA1+Q9narFG",
+	"t9lWJMcTL/l+Pp83sf5zk/Fxy34rWifHr49OL470N3deQr85xMOzYy/pqB90mm0zjs2A4hkJ+sFes93c",
+	"s04GfdctuvOIrVePo9NCqzITT4iQwsfjE+HX8RSdgjFok16hPgauU3VsVbziGthpeHrSN97iYaFhwx9r",
+	"C+21I4mYVJeq8v+HKrYPq5lZDmjLNCioMdDypLtPpfr9bru9pjakoibEstk/PhX5peKWtWs0SlmGFaUa",
+	"h1m03ztoXdTSMwBXTZ9trOV1JdCfdDZ/8rFUsdNr723+6K1fiN1r9zZ/kZWUqg+6rzZ/4GoD78Jgv87W",
+	"j70S6P06e/CrhLSESqdTzBeWRKqagShikXgsiimIIvik9BgmKij43zghMTYOfBftUOJA5xlrOYCFK8FD",
+	"Hcf3zLjlQl2dl9brdssVu2USL2fvW1oEIX9i8WK7a5+lcNrYpL7/JsD4hx/qyp3QeX31z5AkLES3tyYG",
+	"0FRcAt3d5c7sYMwBvBYKWSjJpFBbruIGFSzP4PmoE3Wi/U5jL3o+bPTw/rDxavgSGu1RJ+7ivWEv2t+i",
+	"Am1VwcNdUd9RjOxuiZN0tkOpZxoE3Xb3eaPTaXQ7l512v63+9/tyRnO/Ez7qQSizIahTuR0sHZqnba/a",
+	"7Jc8Vz8Te5nb2hKD746/dvZq8dcTV/fd63brMFivrcM3wMXN4Vr1qcTJVzLyu3Ctqta69VPP7wzDV3pX",
+	"hYXBRk4payJjobqCZmMdakOVSO3XRFgi53tyXvgoAcyNDnyAeEqpMi6WipeXuf8bvWaJ+xf4VW8ZWvNR",
+	"/EPT+Lp31KB9yzsaVlsLFxNlmZaa8mSagnPcWGXjiTBaxvL1eQdy3d1pP7as+57l0WXh8H4Q49clxncg",
+	"t6bEku28wRgtxDi0ZrWFsGm5Vh3lJotbr7vKWrkwVglGFOaITKepiZ86+8TP2XKenCGYChjHXkoJ3Xk8",
+	"xXiJKJsjRjdbLHm+8RcxXD7dbWkYlEp+H8kqKNbf1WWAm5hp5sjq3oOLuYNawczURbLz/1Cyv0cl+zCO",
+	"EUZ5AeZDaNUZo2vd2p/uVrpIjdLDKFTzK1xs5VpH5fFZzxfWfL4wPXcenp6/V1r+JjSTTVS2mzYS3q4+",
+	"b5sIapJxTGosEaizouXuTUF4V0cA1jbmqVSMcq1iq3hJ/lmopBEIaTZgE5Jtud0MjwnFRumuCpjkofd/",
+	"arykCMUHmix8PUxnBxDTBDYVq8DJa7tqcY2l8rfNcGgVkoiCkbMaNVVpQTvipFia6JclGsC8KsanauyV",
+	"LZi7GlA9OKuEf9ZHOIvVuI6DjGpfDxoRVynEU4pwItiAmuZXJvoLU9MgyzhdEKPIpuQqhOgwZhVKvKLn",
+	"//GRtGLx4NpAmnf9niqaZ6muwiLcOMOFbTqY19Y++yHeHiHeBj6LdQLO+2W1FukVPmv61LZxpXF75FIy",
+	"MPXru0clj9mTJVeZvh+YirmuhOi2u66DpRGHmYnLXfoqkabSutg6M8/nGFCdnIR+035eiq5KHcmvQoRt",
+	"IWPW2w1PbWNVw3+EaW3JOFFyK/HYlkk3KXcxt1kf2VTXoFu04gHttV810S+uglOX1OgEKl3GLyTq9nQ6",
+	"mW4M6mVoaCZVlJPlViabJOV7fG3jooazCjzSApOD5AtThJnBmhWPLSECrcDDQXU7d3U4auNI7/siYjOI",
+	"i1sL1yAhE1amYWHOmksnuPJliv39TQ3aPu3g8siKslzmS4yL2cPdVXm/dW2PL+kaXdUKp5azpbsdprJO",
+	"BsFe3I06wzZuvBq9hEYvfhE1Xg6f48b+qAfub16Dzyw5dttteb1TKqSVG/TdSZ52Dcnz2nsQ4R5elX+2",
+	"bLMnW5A69xRwhc4eGzwi/nJPnN4fGvXTdHuxLY+LHVGIFCahMW+L4nTb/XaozAjFjXWG2bMD20rk1HvE",
+	"R9fqG9mUty7ZqlVJEx3haDKgZv0nwpWP2tJEBbZJC8zEVTpDkm2sOTQFTk87z9Ev5Cc0XCDbIOpZaMqP",
+	"YUCNjNfiwe4ZD62y6BI6/Ur+WZIKtN9G//X/0Z76PznBMhzQ+QRLuHHClvydde3mKa0Sm+9A+iJzR6eT",
+	"X6Vc5XZqdn8vdugwPR5tYbJSwW10rYO7w72oFzf24fmo0cOdYeNl1I0be9Ab7ePnwxfRyzgIV4mcPDEl",
+	"K6ruhDWg6/welIExC5h/FHNV1mS6WDC8Us7Vy2Ws3a8DrMiDCe8lNfgGH2Dl6rsL6UIrmc4XFtzrJFvh",
+	"8aofhtUj+A1rCJ5tPYf+c2WbvHUlLh/pTs3bhzCLS66KYJo+0Eq/X0qY6Wvh59L78zAvEcjAlNgmMQPq",
+	"eiNk5U1a7CjTTehJjPlm1kpcyr9N7hlQk5cDsWdnHFLj9BGSJElWqGJLdoxgUeYhZV7yPlqAPLCg6UTR",
+	"ghTVH7VuLUdyaL2qEjAGzjUyZkvdeRvxkHO3vHd2/dBrsal3Vf6eOQINqn1Y5IcO/c9PzDN3+qE14lbW",
+	"96hSLz7DY+1u4CwdT8r6cUHl9bXcJjKOxAE1/fKcZnildcCrXE3utNvuj89sNb3tZjIyqRIDSkT2WMJw",
+	"sbrBiemqyozuPOZKm89bY9RQKAvxilONkw2emAd71rGz+VnHb8vNXOqEsdbP7N+h740Hbckilr27a+jt",
+	"6yklWlpuFT0sPKHEZqZmOVm4PqGZWU0NdWqWUfYKS+fnnPaRc8Whpx1jeZtOcRSxJAYhlfLAhe1AV7TM",
+	"rd/JwKJUC120yFMqjKXtQMgdzk+x1TpsW4nYvr+C3bN+xu2qtBGhzGtj/A9xdM1GIwvdKv6iK8e/oVCo",
+	"xdqXiIKW2hR/p/G2Yt+DtXzQo5kf9t4jBNKKL93VVqtKFsUG/6J5bk1xdeu5LkbVaSya6AONQNtL+Z8m",
+	"WAxo5unIe7uQPBhuHJPKdjIhN9Rr9w5KcXsiBlS/56gUKcVVSqURWl/KQvcrvG55941dCazY26dd6s2z",
+	"Mu8978VjvFt1MsaWOum0y41vKh1d7d7vpY4o9T18W/i7vK42ZkuF0FNmDBaaifxzA1Jee5Zqv1ZOaT8Y",
+	"3WMkxOX4r61DLh9ixiZMOX0xy2dFhlueiXN/ReVTDSa82lv2D9rHJl+cVlQzTm+EAxoxbVo7rZZxZHsN",
+	"mVG2rGBAiy44opTdG+BeXYGaJecn+ms/60+LCusLrO0BREsOwAGt8gA6t55GuO3Dw7hO7crhzryAA2pe",
+	"djW327a1lkU2stJ9t0ZY3cd9t23UO2/09MN798N7p713NbhvicOZZjob7G/vbR1FGxFOEuCKPpEAZdMm",
+	"iU7Nka5HkIlpszm1fZ9yg/MaFs9qdUPJG/0E2/ocvk1jrthZaq0xlx/H1yXMb6VDSHZvHAF4v1zdFsQU",
+	"lRWcTUjxQN35qYkOdXMlRpPFqkq5vJ3XDuliLmQf5a3M+rpx7ZbFcUsd/r5EeZxrzdeuZSeVW+m1rR1T",
+	"y0DI+t/th6txlHeja9coKt6eNL/hdhXfWwpXoZGEo7pKeq8UeK1bz0jd5Fcp5gznfX4SbCWdvprmR0MS",
+	"KGIptb+xT93DTE6sHiuKnRqxdM7fqn6RSy6SIpvZyUViybd7L/LtfEHyffHVyLfgD//hMXis4v61FLyt",
+	"Avib53/SprCySit6kecSHbm6aJNFqOkGhCtBsnmTSrUVgjBa2fnFtfwTks1mUKHVljrvnpkupfdWFCzd",
+	"eN3saxPEih7AtTSEb4DFdNsreIyHq7qsZv+BWY1d6jtmOd+dojHBdAylELRtMXxffUP9vXENi012tyy9",
+	"eaYfdSuWy5nnzkW1EX14dvyLWmU3KlZmbX79a3U2zt57L79gVkkUals/RO8jGMu2A7BvKmc38wHEbqWZ",
+	"XZa65gKbh8Xse9aMRhBmiQFuNwemPbNSnydYTJDOGWC8StQa48Dc/gcwxiOyrfVt7v8jd6bRorM9fAE9",
+	"3IbGK7z/otGL9kaNl/Fe1OiMurAX96L94XOcxx4ioh93gBH5HPQDkVz/2Rt18atII/GGXfuRUXNwhWF/",
+	"Xv/avWn//tfLaefzi9necJ++inpfpUlo7DjOSg4T5oabgfyH5P1GTHzq+FQ1m9pG3rZur2GxoUekz6AO",
+	"kb32rjjXPlyaWQZqYBOdq0H6KaM5icBElyhrsNkya9JDfda0qQmk+eBHE8ivfPkM2jdevp1kZGV3F7vc",
+	"E2FDIxURYn2Hd49zT/Q7rn+v1EEPba5Pt93OH0VAM84iEIqJ8hsQ7gUDYd8UFYgyFMMMaAw0WlQ6sH62",
+	"6+5qW2aBUHZdX1zYx2ur4isJuVHmmPcuhtV9PaXpBigIX18ySLRsSBeb1EUoUHTGhBxz/WoxjbMgeKij",
+	"ZlMWp4l7ZDQVgIh8ZtOvDtB+ew8xOQE+JwJC/yE1ZUKrn2e668EwldopYWwF8/ic6xI4ZkgyUxCpjpI/",
+	"EShh48oTOzf72rkQMnsgeGY3bg4vDKTden6YD3u2egNNjy2sANp/xqIEvHvUL1D41AfdR24bGdaf2jcB",
+	"M08uGz/zQvb77b384YpTN0/xgRTRb7XMu6nNGG4cRKJFmWyY4bXx4Z4yrAwm5kSKYgZCXxNzvdbTgEIl",
+	"WUkExQ/z52T++KQsAnPRqpJlpvha104UXgPpt1oJi3AyYUL2X7ZftrVZYRdd4p1AMbWNY8x1V0a6NozL",
+	"2cyigvVmjLkhTP+JiEMMVBKc+HNkrL96hvLbBB40S63w/Gn9nmHLM9tydULHIZpjGU30W1c0dhkyRU+k",
+	"N60X+F+e1TEzPRN3p+p9bU/17tPdfwcAAP//qq8po06mAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

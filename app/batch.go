@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -30,49 +31,97 @@ type BatchResult struct {
 // resolved with DescribeWorkflow, the breaker opens, and an item whose
 // fate stays unknown is kept CLAIMED, holding its slot, until it is known.
 func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
-	begun := d.now()
+	b, err := d.claimBatch(ctx)
+	if err != nil {
+		return BatchResult{}, err
+	}
+	return d.finishBatch(ctx, b)
+}
+
+// claimedBatch is a committed claim whose starts are under way.
+type claimedBatch struct {
+	// tenure is the lease's tenure the batch was claimed in.
+	tenure uint64
+	items  []ports.ClaimedItem
+	res    BatchResult
+	begun  time.Time
+	// errs holds each item's start error; read it only after done.
+	errs []error
+	// launched is closed once every start holds a slot of the start
+	// concurrency (or ran), done once every start has returned.
+	launched, done chan struct{}
+}
+
+// claimBatch runs the claim and, once it has committed, launches the
+// batch's starts in the background; finishBatch waits for them and
+// records the outcomes.
+func (d *Dispatcher) claimBatch(ctx context.Context) (*claimedBatch, error) {
+	b := &claimedBatch{begun: d.now(), launched: make(chan struct{}), done: make(chan struct{})}
+	if d.lease != nil {
+		b.tenure = d.lease.Tenure()
+	}
 	claim, claimSpan, err := d.claim(ctx)
 	if err != nil {
-		return BatchResult{}, fmt.Errorf("claim: %w", err)
+		return nil, fmt.Errorf("claim: %w", err)
 	}
 	d.metrics.AtCapacity.Add(float64(claim.AtCapacity))
 	d.metrics.refused(claim.Refused)
 	if claim.Failed > 0 {
 		d.metrics.Failed.WithLabelValues(ReasonMissingReference).Add(float64(claim.Failed))
 	}
-	res := BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.batchSize}
-	d.adaptBatch(res.Full)
-	if len(claim.Claimed) == 0 {
+	b.items = claim.Claimed
+	b.res = BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.batchSize}
+	d.adaptBatch(b.res.Full)
+	if len(b.items) == 0 {
+		close(b.launched)
+		close(b.done)
+		return b, nil
+	}
+	d.metrics.BatchSize.Observe(float64(len(b.items)))
+	d.log.Debug("processing queue items", "batch_size", len(b.items))
+	b.errs = make([]error, len(b.items))
+	d.faultPoint(FaultAfterClaim)
+	go d.startAll(ctx, b, claimSpan)
+	return b, nil
+}
+
+// finishBatch waits for the batch's starts and records each outcome:
+// started items DISPATCHED, failed ones released or FAILED, and those
+// Temporal's absence left in doubt resolved or kept unsettled.
+func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchResult, error) {
+	<-b.done
+	res := b.res
+	if len(b.items) == 0 {
 		return res, nil
 	}
-	d.metrics.BatchSize.Observe(float64(len(claim.Claimed)))
-	d.log.Debug("processing queue items", "batch_size", len(claim.Claimed))
-
-	errs := d.startAll(ctx, claim.Claimed, claimSpan)
+	d.faultPoint(FaultAfterStart)
 	var ok []ports.ClaimedItem
 	var unknown []unsettledItem
 	var failed []ports.QueueTransition
-	for i, item := range claim.Claimed {
+	for i, item := range b.items {
 		switch {
-		case errs[i] == nil:
+		case b.errs[i] == nil:
 			ok = append(ok, item)
 			d.metrics.FailuresPerItem.Observe(float64(item.DispatchFailures))
 			continue
-		case errors.Is(errs[i], ports.ErrEngineUnavailable):
-			d.breaker.trip(d.now(), errs[i])
-			d.metrics.dispatchFailed(startFailureReason(errs[i]), OutcomeHeld, item.WorkspaceID.String())
+		case errors.Is(b.errs[i], errLeaseTermEnded):
+			d.log.Warn("not starting a claimed item: the lease term it was claimed under has ended; leaving it to the next holder",
+				"queue_item_id", item.ID)
+			continue
+		case errors.Is(b.errs[i], ports.ErrEngineUnavailable):
+			d.metrics.dispatchFailed(startFailureReason(b.errs[i]), OutcomeHeld, item.WorkspaceID.String())
 			unknown = append(unknown, unsettledItem{item: item})
 			continue
 		}
 		d.log.Error("failed to start temporal workflow", "queue_item_id", item.ID, "execution_id", item.ExecutionID,
-			"attempt_count", item.AttemptCount, "dispatch_failures", item.DispatchFailures+1, "error", errs[i])
-		t, err := d.releaseAfterError(item, errs[i])
+			"attempt_count", item.AttemptCount, "dispatch_failures", item.DispatchFailures+1, "error", b.errs[i])
+		t, err := d.releaseAfterError(item, b.errs[i])
 		if err != nil {
 			d.log.Error("error processing queue item", "queue_item_id", item.ID, "error", err)
 			continue
 		}
 		failed = append(failed, t)
-		reason := startFailureReason(errs[i])
+		reason := startFailureReason(b.errs[i])
 		if t.To.Status == domain.QueueFailed {
 			res.Failed++
 			d.metrics.Failed.WithLabelValues(ReasonAttemptsExhausted).Inc()
@@ -106,7 +155,7 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 			return res, fmt.Errorf("release failed dispatches: %w", err)
 		}
 	}
-	d.metrics.Duration.Observe(d.now().Sub(begun).Seconds())
+	d.metrics.Duration.Observe(d.now().Sub(b.begun).Seconds())
 	return res, nil
 }
 
@@ -138,24 +187,29 @@ func (d *Dispatcher) adaptBatch(full bool) {
 	}
 }
 
-// startAll starts the claimed items' workflows concurrently, bounded by
-// StartConcurrency, and returns each item's error.
-func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem, claimSpan trace.SpanContext) []error {
-	errs := make([]error, len(items))
-	sem := make(chan struct{}, max(1, d.cfg.StartConcurrency))
+// startAll starts the batch's workflows concurrently, each holding a slot
+// of the dispatcher's start concurrency, which the batch claimed behind it
+// shares, and records each item's error. A start that finds Temporal
+// unavailable opens the breaker at once, so no further batch is claimed
+// while this one's other starts are still failing.
+func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan trace.SpanContext) {
 	var wg sync.WaitGroup
-	for i, item := range items {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+	for i, item := range b.items {
+		d.starts <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-d.starts }()
 			d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
 				"execution_id", item.ExecutionID)
 			startCtx, span := d.startSpan(ctx, item, claimSpan)
-			defer func() { endStartSpan(span, errs[i]) }()
-			startCtx, cancel := context.WithTimeout(startCtx, d.cfg.StartTimeout)
+			defer func() { endStartSpan(span, b.errs[i]) }()
+			deadline, ok := d.startDeadline()
+			if !ok {
+				b.errs[i] = errLeaseTermEnded
+				return
+			}
+			startCtx, cancel := context.WithDeadline(startCtx, deadline)
 			defer cancel()
-			errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
+			b.errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
 				ExecutionID:  item.ExecutionID,
 				WorkspaceID:  item.WorkspaceID,
 				DefinitionID: item.DefinitionID,
@@ -164,10 +218,14 @@ func (d *Dispatcher) startAll(ctx context.Context, items []ports.ClaimedItem, cl
 				Plan:         item.Plan,
 				Graph:        item.Graph,
 			})
-		}()
+			if errors.Is(b.errs[i], ports.ErrEngineUnavailable) {
+				d.breaker.trip(d.now(), b.errs[i])
+			}
+		})
 	}
+	close(b.launched)
 	wg.Wait()
-	return errs
+	close(b.done)
 }
 
 // releaseAfterError computes the item's next state after a failed start

@@ -39,18 +39,10 @@ func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, work
 	if err := s.validateGraph(graph, "/graph"); err != nil {
 		return domain.Definition{}, err
 	}
-	w, err := s.workspaces.GetWorkspace(ctx, workspaceID)
-	if err != nil {
+	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
 		return domain.Definition{}, err
 	}
-	live, err := s.definitions.CountLiveDefinitions(ctx, workspaceID)
-	if err != nil {
-		return domain.Definition{}, err
-	}
-	if err := s.quotas.CheckDefinitions(w.Plan, live); err != nil {
-		return domain.Definition{}, err
-	}
-	return s.definitions.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Graph: graph})
+	return s.definitions.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Graph: graph}, s.quotas)
 }
 
 // validateGraph checks the graph's structure, then its template fan-out
@@ -113,7 +105,7 @@ func (s *Definitions) AddDefinitionVersion(ctx context.Context, a domain.Actor, 
 	if err := s.validateGraph(graph, "/graph"); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
-	return s.definitions.AddDefinitionVersion(ctx, id, graph)
+	return s.definitions.AddDefinitionVersion(ctx, id, graph, s.quotas)
 }
 
 // GetDefinitionVersion shows one version.

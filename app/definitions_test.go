@@ -28,11 +28,7 @@ func (d *definitionsOnly) GetDefinition(_ context.Context, id domain.ID) (domain
 	return domain.Definition{}, ports.ErrNotFound
 }
 
-func (d *definitionsOnly) CountLiveDefinitions(context.Context, domain.ID) (int, error) {
-	return len(d.created), nil
-}
-
-func (d *definitionsOnly) CreateDefinition(_ context.Context, def domain.Definition) (domain.Definition, error) {
+func (d *definitionsOnly) CreateDefinition(_ context.Context, def domain.Definition, _ domain.Quotas) (domain.Definition, error) {
 	d.created = append(d.created, def)
 	return def, nil
 }

@@ -38,7 +38,8 @@ type DispatcherConfig struct {
 	// of a term and others try as often, so a dead holder's lease passes on
 	// within about LeaseTTL * 6/5.
 	LeaseTTL time.Duration
-	// StartConcurrency bounds the Temporal starts in flight per batch.
+	// StartConcurrency bounds the Temporal starts in flight, those of the
+	// batch being started and of the one claimed behind it together.
 	StartConcurrency int
 	// StartTimeout bounds one Temporal start, so an unreachable server
 	// costs a failed attempt instead of a hung loop.
@@ -95,7 +96,21 @@ type DispatcherDeps struct {
 	// provider.
 	Tracer trace.TracerProvider
 	Log    *slog.Logger
+	// Halt, for the fault suite only, is called at each FaultPoint of a
+	// batch with items and may block there; nil in production.
+	Halt func(FaultPoint)
 }
+
+// FaultPoint names a point of a dispatch batch where the fault suite halts
+// the real binary, to kill or pause it there.
+type FaultPoint string
+
+const (
+	// FaultAfterClaim is after the claim committed, before any start.
+	FaultAfterClaim FaultPoint = "claimed"
+	// FaultAfterStart is after the starts returned, before any marking.
+	FaultAfterStart FaultPoint = "started"
+)
 
 // Dispatcher is the claim loop: it admits queue items against their
 // workspace's limit, starts their workflows and records the outcome.
@@ -121,6 +136,15 @@ type Dispatcher struct {
 	// them before claiming more. Stale recovery covers them if this
 	// process dies.
 	unsettled []unsettledItem
+	// takeover tracks the settling of ended lease terms' claims.
+	takeover takeover
+	halt     func(FaultPoint)
+	// starts holds a slot per Temporal start in flight, StartConcurrency
+	// in all.
+	starts chan struct{}
+	// inFlight is the batch whose starts run while the loop claims the
+	// next one; the loop finishes it before it sleeps or stops.
+	inFlight *claimedBatch
 }
 
 // NewDispatcher builds the claim loop.
@@ -135,15 +159,18 @@ func NewDispatcher(deps DispatcherDeps, tiers domain.TierPolicy, cfg DispatcherC
 	return &Dispatcher{
 		store: deps.Store, executions: deps.Executions, engine: deps.Engine, wakeups: deps.Wakeups, lease: deps.Lease,
 		breaker: deps.Breaker, metrics: deps.Metrics, log: deps.Log, cfg: cfg, admission: newAdmission(tiers, deps.Log),
-		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize,
+		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize, halt: deps.Halt,
+		starts: make(chan struct{}, max(1, cfg.StartConcurrency)),
 	}
 }
 
 // Run dispatches until ctx ends: on every wake-up, on every poll tick, when
 // the queue lease is gained, when the breaker's next probe is due, and
 // back to back while batches come back full. Errors are logged and retried
-// on the next cycle; the loop never dies of them.
+// on the next cycle; the loop never dies of them. A batch still starting
+// when ctx ends is finished before Run returns.
 func (d *Dispatcher) Run(ctx context.Context) {
+	defer d.finishInFlight(ctx)
 	poll := time.NewTicker(d.cfg.PollInterval)
 	defer poll.Stop()
 	probe := time.NewTimer(time.Hour)
@@ -177,13 +204,19 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // cycle runs one turn of the loop: probe Temporal if the breaker is open,
 // settle what earlier cycles left unsettled, then, holding the lease where
 // one is needed, claim and dispatch a batch. It reports whether the batch
-// came back full.
+// came back full; only then does it leave the batch's starts running, for
+// the next cycle to claim behind them, and otherwise it finishes the batch.
 func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	defer func() {
 		d.metrics.Cycles.Inc()
 		if r := recover(); r != nil {
 			d.log.Error("dispatch cycle panicked", "panic", fmt.Sprint(r))
 			full = false
+		}
+	}()
+	defer func() {
+		if !full {
+			d.finishInFlight(ctx)
 		}
 	}()
 	if !d.probeEngine(ctx) {
@@ -196,7 +229,23 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	if d.lease != nil && !d.lease.Holding() {
 		return false
 	}
-	res, err := d.DispatchBatch(ctx)
+	// A batch in flight from an earlier tenure of the lease is finished
+	// first: its claims are now an ended term's, which settling would
+	// otherwise ask Temporal about while its own starts are still going.
+	if b := d.inFlight; b != nil && d.lease != nil && b.tenure != d.lease.Tenure() {
+		d.finishInFlight(ctx)
+	}
+	if !d.settleEndedTerms(ctx) {
+		return false
+	}
+	// The next claim waits until the batch in flight has all its starts
+	// under way, so claimed items wait for at most one batch's starts; the
+	// claim commits before any of its own starts, as always.
+	if prev := d.inFlight; prev != nil {
+		<-prev.launched
+	}
+	b, err := d.claimBatch(ctx)
+	d.finishInFlight(ctx)
 	switch {
 	case errors.Is(err, ports.ErrLeaseLost) && d.lease != nil:
 		d.lease.Lost()
@@ -207,7 +256,21 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 		}
 		return false
 	}
-	return res.Full
+	d.inFlight = b
+	return b.res.Full
+}
+
+// finishInFlight waits for the batch in flight, if any, and records its
+// outcomes.
+func (d *Dispatcher) finishInFlight(ctx context.Context) {
+	b := d.inFlight
+	if b == nil {
+		return
+	}
+	d.inFlight = nil
+	if _, err := d.finishBatch(ctx, b); err != nil && ctx.Err() == nil {
+		d.log.Error("dispatch batch failed; retrying next cycle", "error", err)
+	}
 }
 
 // probeEngine asks an unavailable Temporal whether it is back, once its

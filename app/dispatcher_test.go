@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -329,4 +330,66 @@ func TestDispatchedExecutionIsLoggedWithItsItem(t *testing.T) {
 	if line["level"] != "INFO" || line["queue_item_id"] != item.ID.String() || line["execution_id"] != item.ExecutionID.String() {
 		t.Errorf("dispatched execution logged as %v, want INFO with queue item %s and execution %s", line, item.ID, item.ExecutionID)
 	}
+}
+
+// gatedEngine holds every start until release lets it return, and keeps
+// the most starts it saw in flight at once.
+type gatedEngine struct {
+	ports.WorkflowEngine
+	release  chan struct{}
+	mu       sync.Mutex
+	inFlight int
+	most     int
+}
+
+func (e *gatedEngine) StartWorkflow(ctx context.Context, _ ports.WorkflowStart) error {
+	e.mu.Lock()
+	e.inFlight++
+	e.most = max(e.most, e.inFlight)
+	e.mu.Unlock()
+	defer func() { e.mu.Lock(); e.inFlight--; e.mu.Unlock() }()
+	select {
+	case <-e.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *gatedEngine) counts() (inFlight, most int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.inFlight, e.most
+}
+
+// TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency:
+// while a full batch's starts are in flight the loop claims the next
+// batch, one batch ahead and no more, and the two batches' starts share
+// StartConcurrency.
+func TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{queued: 5}
+		cfg := nonExclusive()
+		cfg.BatchSize, cfg.MaxBatchSize, cfg.StartConcurrency = 1, 1, 2
+		engine := &gatedEngine{release: make(chan struct{})}
+		d := newTestDispatcher(store, engine, nil, nil, cfg)
+		stop := runLoops(d.Run)
+		defer stop()
+		synctest.Wait()
+		claims, dispatched := store.counts()
+		if inFlight, _ := engine.counts(); claims != 2 || inFlight != 2 || dispatched != 0 {
+			t.Fatalf("with the first start held: %d claims, %d starts in flight, %d dispatched; want 2, 2, 0", claims, inFlight, dispatched)
+		}
+		for range 5 {
+			engine.release <- struct{}{}
+		}
+		synctest.Wait()
+		if _, n := store.counts(); n != 5 {
+			t.Fatalf("%d dispatched, want all 5", n)
+		}
+		if _, most := engine.counts(); most != 2 {
+			t.Errorf("at most %d starts in flight, want StartConcurrency 2", most)
+		}
+	})
 }

@@ -68,7 +68,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
-		PendingQuota: s.quotas.PendingItems,
+		Quotas: s.quotas,
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)
@@ -112,13 +112,40 @@ func (s *Executions) ListQueue(ctx context.Context, a domain.Actor, workspaceID 
 	return s.queue.ListQueue(ctx, workspaceID, status, limit, after)
 }
 
-// GetExecution shows an execution and its node records.
-func (s *Executions) GetExecution(ctx context.Context, a domain.Actor, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
-	e, nodes, err := s.executions.GetExecution(ctx, id)
+// GetExecution shows an execution and the first page of its node records
+// (ListNodes). Its workspace is checked before anything else is loaded.
+func (s *Executions) GetExecution(ctx context.Context, a domain.Actor, id domain.ID, nodeLimit int) (domain.Execution, []domain.NodeRecord, error) {
+	if err := s.requireExecutionWorkspace(ctx, a, id); err != nil {
+		return domain.Execution{}, nil, err
+	}
+	e, err := s.executions.GetExecutionWithoutNodes(ctx, id)
 	if err != nil {
 		return domain.Execution{}, nil, err
 	}
-	return e, nodes, requireWorkspace(a, e.WorkspaceID, "execution")
+	nodes, err := s.executions.ListNodes(ctx, id, nodeLimit, "")
+	if err != nil {
+		return domain.Execution{}, nil, err
+	}
+	return e, nodes, nil
+}
+
+// ListNodes pages through an execution's node records in key order, after
+// afterKey ("" for the first page). Its workspace is checked first.
+func (s *Executions) ListNodes(ctx context.Context, a domain.Actor, id domain.ID, limit int, afterKey string) ([]domain.NodeRecord, error) {
+	if err := s.requireExecutionWorkspace(ctx, a, id); err != nil {
+		return nil, err
+	}
+	return s.executions.ListNodes(ctx, id, limit, afterKey)
+}
+
+// requireExecutionWorkspace checks that the actor may see the execution,
+// from its owner alone.
+func (s *Executions) requireExecutionWorkspace(ctx context.Context, a domain.Actor, id domain.ID) error {
+	ws, err := s.executions.ExecutionWorkspace(ctx, id)
+	if err != nil {
+		return err
+	}
+	return requireWorkspace(a, ws, "execution")
 }
 
 // ListExecutions lists a workspace's executions, newest first. The filter
@@ -148,6 +175,12 @@ const (
 // dispatched is cancelled in place and never dispatched; a DISPATCHED
 // item's execution is running, and is cancelled as CancelExecution does.
 // An item that has FAILED or was CANCELLED is finished.
+//
+// A CLAIMED item's workflow may already have started (its dispatcher can
+// die between the start and marking the item), so that workflow is
+// cancelled first: if Temporal cannot be asked, the item is left as it was
+// and the error returned for the caller to retry, rather than the item
+// answered CANCELLED while its run goes on.
 func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id domain.ID) (CancelOutcome, error) {
 	q, err := s.queue.GetQueueItem(ctx, id)
 	if err != nil {
@@ -157,14 +190,26 @@ func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id dom
 		return "", err
 	}
 	if q.Status == domain.QueuePending || q.Status == domain.QueueClaimed {
+		workflowCancelled := false
+		if q.Status == domain.QueueClaimed {
+			if err = s.cancelClaimedWorkflow(ctx, q); err != nil {
+				return "", err
+			}
+			workflowCancelled = true
+		}
 		wasClaimed := false
 		q, err = s.queue.UpdateQueueItem(ctx, id, func(q *domain.QueueItem) error {
 			wasClaimed = q.Status == domain.QueueClaimed
 			return q.Cancel()
 		})
 		if err == nil {
-			if wasClaimed {
-				s.cancelClaimedWorkflow(ctx, q)
+			if wasClaimed && !workflowCancelled {
+				// Claimed between the read and the cancel: its dispatcher
+				// finds the item CANCELLED when it marks it, and cancels
+				// the workflow itself if this cannot.
+				if cancelErr := s.cancelClaimedWorkflow(ctx, q); cancelErr != nil {
+					slog.Default().Warn("cancelling a claimed item's workflow failed; its dispatcher will", "queue_item_id", q.ID, "error", cancelErr)
+				}
 			}
 			return CancelDone, nil
 		}
@@ -185,11 +230,11 @@ func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id dom
 // CancelExecution asks a running execution's workflow to cancel; its
 // completion records CANCELLED and frees the slot.
 func (s *Executions) CancelExecution(ctx context.Context, a domain.Actor, id domain.ID) (CancelOutcome, error) {
-	e, _, err := s.executions.GetExecution(ctx, id)
-	if err != nil {
+	if err := s.requireExecutionWorkspace(ctx, a, id); err != nil {
 		return "", err
 	}
-	if err := requireWorkspace(a, e.WorkspaceID, "execution"); err != nil {
+	e, err := s.executions.GetExecutionWithoutNodes(ctx, id)
+	if err != nil {
 		return "", err
 	}
 	if e.Status.Terminal() {
@@ -205,14 +250,18 @@ func (s *Executions) CancelExecution(ctx context.Context, a domain.Actor, id dom
 }
 
 // cancelClaimedWorkflow cancels the workflow a dispatcher may already have
-// started for an item cancelled while CLAIMED, so its first node does not
-// run. A dispatcher that starts it after this finds the item CANCELLED when
-// it marks it, and cancels the workflow itself.
-func (s *Executions) cancelClaimedWorkflow(ctx context.Context, q domain.QueueItem) {
-	if q.ExecutionID == nil || s.engine == nil {
-		return
+// started for a CLAIMED item, so its first node does not run. A workflow
+// that was never started is not an error: a dispatcher that starts it
+// later finds the item CANCELLED when it marks it, and cancels it.
+func (s *Executions) cancelClaimedWorkflow(ctx context.Context, q domain.QueueItem) error {
+	if q.ExecutionID == nil {
+		return nil
+	}
+	if s.engine == nil {
+		return errors.New("this process has no workflow engine to cancel a claimed item's workflow")
 	}
 	if err := s.engine.CancelWorkflow(ctx, *q.ExecutionID); err != nil && !errors.Is(err, ports.ErrNotFound) {
-		slog.Default().Warn("cancelling a claimed item's workflow failed; its dispatcher will", "queue_item_id", q.ID, "error", err)
+		return fmt.Errorf("cancelling the workflow of claimed queue item %s: %w", q.ID, err)
 	}
+	return nil
 }

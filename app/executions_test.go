@@ -32,15 +32,17 @@ func (q *queueFake) UpdateQueueItem(_ context.Context, _ domain.ID, update func(
 	return next, nil
 }
 
-// cancelEngine records the workflows it was asked to cancel.
+// cancelEngine records the workflows it was asked to cancel, answering
+// err.
 type cancelEngine struct {
 	ports.WorkflowEngine
 	cancelled []domain.ID
+	err       error
 }
 
 func (e *cancelEngine) CancelWorkflow(_ context.Context, id domain.ID) error {
 	e.cancelled = append(e.cancelled, id)
-	return nil
+	return e.err
 }
 
 func TestCancelQueueItemWithdrawsAQueuedItem(t *testing.T) {
@@ -75,6 +77,41 @@ func TestCancelQueueItemWithdrawsAQueuedItem(t *testing.T) {
 			}
 			if got := len(engine.cancelled) == 1 && engine.cancelled[0] == exec; got != tc.wantWorkflowCancelled {
 				t.Errorf("workflows cancelled %v, want the item's cancelled: %v", engine.cancelled, tc.wantWorkflowCancelled)
+			}
+		})
+	}
+}
+
+func TestCancelQueueItemKeepsAClaimedItemWhenItsWorkflowCannotBeCancelled(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	exec := domain.ID(uuid.New())
+	ws := domain.ID(uuid.New())
+	for _, tc := range []struct {
+		name      string
+		err       error
+		wantErr   bool
+		wantState domain.QueueStatus
+	}{
+		// A dispatcher died between the start and the mark: the workflow
+		// runs, and only this cancel can stop it.
+		{name: "Temporal unavailable", err: errors.New("unavailable"), wantErr: true, wantState: domain.QueueClaimed},
+		// Never started: the item is cancelled, and a dispatcher that
+		// starts it later cancels it when it marks it.
+		{name: "never started", err: ports.ErrNotFound, wantState: domain.QueueCancelled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			queue := &queueFake{item: domain.QueueItem{ID: domain.ID(uuid.New()), WorkspaceID: ws, ExecutionID: &exec,
+				QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}}}
+			engine := &cancelEngine{err: tc.err}
+			s := NewExecutions(queue, nil, nil, nil, engine, domain.Quotas{})
+			_, err := s.CancelQueueItem(context.Background(), domain.Actor{WorkspaceID: ws}, queue.item.ID)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("cancel: %v, want an error: %v", err, tc.wantErr)
+			}
+			if queue.item.Status != tc.wantState || len(engine.cancelled) != 1 || engine.cancelled[0] != exec {
+				t.Errorf("item %s, workflows cancelled %v; want %s after cancelling %s", queue.item.Status, engine.cancelled, tc.wantState, exec)
 			}
 		})
 	}

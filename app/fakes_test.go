@@ -76,6 +76,23 @@ type fakeStore struct {
 	panicOnce  bool
 	// refused is what every claim reports the prefilter refused.
 	refused map[domain.Plan]int
+	// ended are the CLAIMED items of ended lease terms, handed out by the
+	// next read of them.
+	ended []domain.QueueItem
+	// endedReadAfter is, for each read of ended terms' claims, how many
+	// claims came before it.
+	endedReadAfter []int
+	// markFences are the fences of the marks, in order.
+	markFences []ports.Fence
+}
+
+func (f *fakeStore) ClaimsOfEndedTerms(context.Context, int) ([]domain.QueueItem, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.endedReadAfter = append(f.endedReadAfter, f.claims)
+	ended := f.ended
+	f.ended = nil
+	return ended, nil
 }
 
 func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, _ map[domain.Plan]int, admit ports.AdmitFunc, _ ports.RejectFunc) (ports.ClaimResult, error) {
@@ -107,9 +124,10 @@ func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, _ map[domain.Pla
 	return ports.ClaimResult{Claimed: []ports.ClaimedItem{item}, Workspaces: 1, Refused: f.refused}, nil
 }
 
-func (f *fakeStore) MarkDispatched(_ context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+func (f *fakeStore) MarkDispatched(_ context.Context, fence ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.markFences = append(f.markFences, fence)
 	f.dispatched = append(f.dispatched, items...)
 	out := make([]ports.DispatchedRecord, len(items))
 	for i, it := range items {

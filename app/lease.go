@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"sync"
@@ -22,14 +24,22 @@ const (
 // ErrLeaseNotTried means the queue lease has not been tried yet.
 var ErrLeaseNotTried = errors.New("queue lease not tried yet")
 
-// QueueLease holds the processExecutionQueue lease for an exclusive
-// dispatcher: Run takes it when free, renews it every fifth of its term
-// while held, and releases it at once when its context ends, so a graceful
-// stop hands dispatch over without waiting out the term. Holding tells the
+// QueueLease holds the lease a dispatcher claims under: the
+// processExecutionQueue lease for an exclusive dispatcher, or its own
+// registration lease (RegistrationLease) for one that dispatches beside
+// others. Run takes it when free, renews it every fifth of its term while
+// held, and releases it at once when its context ends, so a graceful stop
+// hands dispatch over without waiting out the term. Holding tells the
 // claim loop when to claim; what makes the claim safe is its fence, which
 // the claim transaction checks and share-locks, so a holder paused past
-// its term cannot claim.
+// its term cannot claim, and which the claim's marking checks again, so
+// such a holder cannot mark either: the claims of an ended term are the
+// next holder's to settle.
 type QueueLease struct {
+	name string
+	// label is the name in metrics, the same for every registration lease
+	// so that the label stays bounded.
+	label   string
 	lease   ports.Lease
 	ttl     time.Duration
 	metrics *LeaseMetrics
@@ -43,12 +53,20 @@ type QueueLease struct {
 	// renewedAt is when the heartbeat last took or renewed the lease; only
 	// the heartbeat touches it.
 	renewedAt time.Time
+	// tenures counts the times the heartbeat took the lease over, so the
+	// claim loop can tell a new tenure from the one it last saw.
+	tenures atomic.Uint64
 
 	// mu guards tried and lastErr, what the last attempt found, for
-	// readiness.
+	// readiness, and heldUntil.
 	mu      sync.Mutex
 	tried   bool
 	lastErr error
+	// heldUntil is when the lease certainly runs out unless renewed: the
+	// term from the moment the last successful attempt was sent. The
+	// database's lock_until is later still, since it counts the term from
+	// the database's now(), so no other holder can take over before it.
+	heldUntil time.Time
 
 	testSignals queueLeaseSignals
 }
@@ -65,10 +83,39 @@ type queueLeaseSignals struct {
 // NewQueueLease builds the queue lease's holder on lease; ttl is its term
 // (QueueLeaseTTL when not positive).
 func NewQueueLease(lease ports.Lease, ttl time.Duration, metrics *LeaseMetrics, log *slog.Logger) *QueueLease {
+	return newDispatchLease(QueueLeaseName, QueueLeaseName, lease, ttl, metrics, log)
+}
+
+// NewRegistrationLease builds the registration lease of a dispatcher that
+// dispatches beside others: a lease of its own (RegistrationLeaseName),
+// held as the queue lease is, which it claims under. Nobody else takes it,
+// so it lapses only when this dispatcher stops renewing it (dead, or
+// paused past its term), and then the other dispatchers settle its claims.
+func NewRegistrationLease(lease ports.Lease, ttl time.Duration, metrics *LeaseMetrics, log *slog.Logger) *QueueLease {
+	return newDispatchLease(RegistrationLeaseName(lease.Holder()), registrationLeaseLabel, lease, ttl, metrics, log)
+}
+
+// RegistrationLeaseName names a non-exclusive dispatcher's registration
+// lease after its holder, hashed to fit shedlock.name, behind
+// RegistrationLeasePrefix.
+func RegistrationLeaseName(holder string) string {
+	sum := sha256.Sum256([]byte(holder))
+	return RegistrationLeasePrefix + hex.EncodeToString(sum[:8])
+}
+
+// RegistrationLeasePrefix starts every registration lease's name. Stale
+// recovery deletes the expired ones, so the lease table holds about one
+// row per live dispatcher, not one per process ever started.
+const RegistrationLeasePrefix = "dispatcher-"
+
+// registrationLeaseLabel is every registration lease's name in metrics.
+const registrationLeaseLabel = "dispatcherRegistration"
+
+func newDispatchLease(name, label string, lease ports.Lease, ttl time.Duration, metrics *LeaseMetrics, log *slog.Logger) *QueueLease {
 	if ttl <= 0 {
 		ttl = QueueLeaseTTL
 	}
-	return &QueueLease{lease: lease, ttl: ttl, metrics: metrics, log: log, now: time.Now, gained: make(chan struct{}, 1)}
+	return &QueueLease{name: name, label: label, lease: lease, ttl: ttl, metrics: metrics, log: log, now: time.Now, gained: make(chan struct{}, 1)}
 }
 
 // Run is the heartbeat: it tries the lease at once and then every fifth of
@@ -96,8 +143,26 @@ func (l *QueueLease) Gained() <-chan struct{} { return l.gained }
 
 // Fence is what a claim must still hold to act: this holder's lease.
 func (l *QueueLease) Fence() ports.Fence {
-	return ports.Fence{Lease: QueueLeaseName, Holder: l.lease.Holder()}
+	return ports.Fence{Lease: l.name, Holder: l.lease.Holder()}
 }
+
+// HeldUntil is when the lease certainly runs out unless renewed, by this
+// process's clock; the zero time when it is not held. Work done under the
+// lease whose effect no transaction can fence (a Temporal start) is done
+// only before it, and with it as its deadline, so none lands after another
+// holder took over and settled the claims of this term.
+func (l *QueueLease) HeldUntil() time.Time {
+	if !l.holding.Load() {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.heldUntil
+}
+
+// Tenure counts the times the heartbeat took the lease over; it changes
+// exactly when a new tenure begins.
+func (l *QueueLease) Tenure() uint64 { return l.tenures.Load() }
 
 // Lost records that a claim found the lease gone (ports.ErrLeaseLost):
 // another dispatcher took it while the heartbeat still believed it ours.
@@ -105,7 +170,7 @@ func (l *QueueLease) Fence() ports.Fence {
 func (l *QueueLease) Lost() {
 	l.holding.Store(false)
 	l.metrics.Failures.Inc()
-	l.log.Warn("queue lease lost before the claim; not dispatching", "lease", QueueLeaseName)
+	l.log.Warn("queue lease lost before the claim; not dispatching", "lease", l.name)
 }
 
 // Ready reports whether this dispatcher can take part in the lease: nil
@@ -123,18 +188,25 @@ func (l *QueueLease) Ready() error {
 
 // beat is one heartbeat: take or renew the lease and record what happened.
 func (l *QueueLease) beat(ctx context.Context) {
-	held, err := l.lease.TryAcquire(ctx, QueueLeaseName, l.ttl)
+	asked := l.now()
+	held, err := l.lease.TryAcquire(ctx, l.name, l.ttl)
 	if ctx.Err() != nil {
 		return
 	}
 	l.mu.Lock()
 	l.tried, l.lastErr = true, err
+	if err == nil {
+		l.heldUntil = time.Time{}
+		if held {
+			l.heldUntil = asked.Add(l.ttl)
+		}
+	}
 	l.mu.Unlock()
-	l.metrics.setHeld(QueueLeaseName, held && err == nil)
+	l.metrics.setHeld(l.label, held && err == nil)
 	switch {
 	case err != nil:
 		l.metrics.Failures.Inc()
-		l.log.Error("renewing queue lease failed", "lease", QueueLeaseName, "error", err)
+		l.log.Error("renewing queue lease failed", "lease", l.name, "error", err)
 		// Our own clock says when the lease certainly ran out; the claim's
 		// fence catches anything sooner.
 		if l.now().Sub(l.renewedAt) >= l.ttl {
@@ -147,7 +219,8 @@ func (l *QueueLease) beat(ctx context.Context) {
 			l.testSignals.kept.signal(struct{}{})
 			return
 		}
-		l.log.Info("queue lease acquired", "lease", QueueLeaseName)
+		l.tenures.Add(1)
+		l.log.Info("queue lease acquired", "lease", l.name)
 		select {
 		case l.gained <- struct{}{}:
 		default:
@@ -156,7 +229,7 @@ func (l *QueueLease) beat(ctx context.Context) {
 	default:
 		l.metrics.Failures.Inc()
 		if l.holding.Swap(false) {
-			l.log.Warn("queue lease taken over by another dispatcher", "lease", QueueLeaseName)
+			l.log.Warn("queue lease taken over by another dispatcher", "lease", l.name)
 		}
 		l.testSignals.denied.signal(struct{}{})
 	}
@@ -170,9 +243,9 @@ func (l *QueueLease) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := l.lease.Release(ctx, QueueLeaseName, 0); err != nil {
+	if err := l.lease.Release(ctx, l.name, 0); err != nil {
 		l.log.Warn("releasing queue lease failed", "error", err)
 	}
-	l.metrics.setHeld(QueueLeaseName, false)
+	l.metrics.setHeld(l.label, false)
 	l.testSignals.released.signal(struct{}{})
 }

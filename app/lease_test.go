@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/ports"
 )
 
 // queueLeaseBundle is a queue lease on a fake ShedLock table, its signals
@@ -57,6 +59,53 @@ func TestQueueLease(t *testing.T) {
 		b := setupQueueLease(t)
 		if err := b.lease.Ready(); !errors.Is(err, ErrLeaseNotTried) {
 			t.Errorf("Ready before any attempt = %v, want ErrLeaseNotTried", err)
+		}
+	})
+
+	t.Run("HeldUntilEndsTheTermCountedFromTheAttemptAndTenuresCountTakeovers", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		before := time.Now()
+		b.run(t)
+		b.lease.testSignals.gained.wait(t, "the lease gained")
+		until, after := b.lease.HeldUntil(), time.Now()
+		if until.Before(before.Add(b.lease.ttl)) || until.After(after.Add(b.lease.ttl)) {
+			t.Errorf("HeldUntil %s, want one term after the attempt, between %s and %s", until, before.Add(b.lease.ttl), after.Add(b.lease.ttl))
+		}
+		if n := b.lease.Tenure(); n != 1 {
+			t.Errorf("tenure %d after the first takeover, want 1", n)
+		}
+		b.shed.setOther(QueueLeaseName, true)
+		b.lease.testSignals.denied.wait(t, "the lease taken by another")
+		if until := b.lease.HeldUntil(); !until.IsZero() {
+			t.Errorf("HeldUntil %s once another holder took the lease, want zero", until)
+		}
+		b.shed.setOther(QueueLeaseName, false)
+		b.lease.testSignals.gained.wait(t, "the lease gained again")
+		if n := b.lease.Tenure(); n != 2 {
+			t.Errorf("tenure %d after taking the lease back, want 2", n)
+		}
+	})
+
+	t.Run("ARegistrationLeaseIsNamedAfterItsHolder", func(t *testing.T) {
+		t.Parallel()
+		shed := newFakeLease()
+		m := NewLeaseMetrics(prometheus.NewRegistry())
+		l := NewRegistrationLease(shed, 50*time.Millisecond, m, discardLog())
+		if want := RegistrationLeaseName(shed.Holder()); l.Fence() != (ports.Fence{Lease: want, Holder: shed.Holder()}) || want == RegistrationLeaseName("another") {
+			t.Fatalf("registration fence %+v, want lease %q of its own", l.Fence(), want)
+		}
+		if n := len(RegistrationLeaseName(strings.Repeat("h", 300))); n > 64 {
+			t.Errorf("registration lease name of %d characters, want it to fit shedlock.name (64)", n)
+		}
+		l.testSignals.gained.init()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { l.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		l.testSignals.gained.wait(t, "the registration taken")
+		if got := testutil.ToFloat64(m.Held.WithLabelValues(registrationLeaseLabel)); got != 1 {
+			t.Errorf("dispatcher_lease_held{lease=%q} = %v, want 1", registrationLeaseLabel, got)
 		}
 	})
 

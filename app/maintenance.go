@@ -16,6 +16,7 @@ const (
 	StaleRecoveryLeaseName    = "recoverStaleQueueItems"
 	ReconcilerLeaseName       = "reconcileExecutions"
 	IdempotencyPurgeLeaseName = "purgeIdempotencyKeys"
+	RetentionLeaseName        = "deleteExpiredRows"
 )
 
 // MaintenanceSchedule is how often a maintenance job runs and the ShedLock

@@ -25,7 +25,10 @@ type DispatchMetrics struct {
 	AtCapacity     prometheus.Counter
 	Failed         *prometheus.CounterVec
 	StaleRecovered prometheus.Counter
-	Latency        prometheus.Histogram
+	// TermClaimsSettled counts the claims of ended lease terms settled by
+	// a later holder (settleEndedTerms).
+	TermClaimsSettled prometheus.Counter
+	Latency           prometheus.Histogram
 	// DispatchFailures counts failed Temporal starts by reason and by what
 	// became of the item: released for a retry, failed for good, or held
 	// CLAIMED with no failure counted because Temporal was unavailable.
@@ -110,6 +113,9 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	m.StaleRecovered = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "queue_stale_recovery_count", Help: "Stale CLAIMED items settled by recovery.",
 	})
+	m.TermClaimsSettled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "queue_term_claims_settled_total", Help: "CLAIMED items of an ended lease term settled by a later holder.",
+	})
 	m.Latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "queue_enqueue_to_dispatch_seconds", Help: "Time from enqueue to DISPATCHED.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
@@ -148,7 +154,7 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	for _, plan := range domain.Plans() {
 		m.AdmissionRefusals.WithLabelValues(string(plan))
 	}
-	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered,
+	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.TermClaimsSettled,
 		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.BreakerOpen, m.BreakerTrips)
 	return m
 }

@@ -16,11 +16,38 @@ import (
 type Runs struct {
 	store ports.ExecutionStore
 	log   *slog.Logger
+	// recordValueMax bounds each value a node record keeps (see
+	// domain.NodeRecord.Storable).
+	recordValueMax int
+}
+
+// RunsOption configures Runs.
+type RunsOption func(*Runs)
+
+// WithRecordValueMax bounds, in bytes, each input, output and error a node
+// record keeps; domain.DefaultRecordValueMax when not given.
+func WithRecordValueMax(n int) RunsOption {
+	return func(r *Runs) { r.recordValueMax = n }
 }
 
 // NewRuns builds the worker's use cases over the execution store.
-func NewRuns(store ports.ExecutionStore, log *slog.Logger) *Runs {
-	return &Runs{store: store, log: log}
+func NewRuns(store ports.ExecutionStore, log *slog.Logger, opts ...RunsOption) *Runs {
+	r := &Runs{store: store, log: log, recordValueMax: domain.DefaultRecordValueMax}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// storable applies the record bound to each record: every write of a node
+// record goes through it, so Postgres never refuses one and none is
+// larger than the bound.
+func (r *Runs) storable(nodes []domain.NodeRecord) []domain.NodeRecord {
+	out := make([]domain.NodeRecord, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Storable(r.recordValueMax)
+	}
+	return out
 }
 
 // Graph loads the graph of a definition version; ports.ErrNotFound when it
@@ -37,12 +64,12 @@ func (r *Runs) Graph(ctx context.Context, definitionID domain.ID, version int) (
 // node that has already ended keeps its record.
 func (r *Runs) NodeStarted(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
 	n.Status = domain.NodeRunning
-	return r.store.StartNode(ctx, executionID, n)
+	return r.store.StartNode(ctx, executionID, n.Storable(r.recordValueMax))
 }
 
 // NodeFinished records how a node run ended.
 func (r *Runs) NodeFinished(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
-	return r.store.FinishNode(ctx, executionID, n)
+	return r.store.FinishNode(ctx, executionID, n.Storable(r.recordValueMax))
 }
 
 // RecordNodes writes records the workflow decided (pure nodes, failures
@@ -53,7 +80,7 @@ func (r *Runs) RecordNodes(ctx context.Context, executionID domain.ID, nodes []d
 	if len(nodes) == 0 {
 		return nil
 	}
-	if err := r.store.RecordNodes(ctx, executionID, nodes); err != nil {
+	if err := r.store.RecordNodes(ctx, executionID, r.storable(nodes)); err != nil {
 		if errors.Is(err, ports.ErrNotFound) {
 			r.log.Warn("execution missing while recording nodes", "execution_id", executionID)
 			return nil
@@ -68,7 +95,7 @@ func (r *Runs) RecordNodes(ctx context.Context, executionID domain.ID, nodes []d
 // execution that is not RUNNING, or missing, is logged and its item
 // settled all the same, so no item outlives its workflow.
 func (r *Runs) Complete(ctx context.Context, executionID domain.ID, status domain.ExecutionStatus, errMsg string, nodes ...domain.NodeRecord) error {
-	found, err := finishExecution(ctx, r.store, r.log, executionID, status, errMsg, nodes...)
+	found, err := finishExecution(ctx, r.store, r.log, executionID, status, errMsg, r.storable(nodes)...)
 	if err != nil {
 		return err
 	}
@@ -85,6 +112,10 @@ func finishExecution(ctx context.Context, store ports.ExecutionStore, log *slog.
 	status domain.ExecutionStatus, errMsg string, nodes ...domain.NodeRecord) (bool, error) {
 	var msg *string
 	if errMsg != "" {
+		// The message can quote a node's error or Temporal's: storable and
+		// bounded like a record's, or Postgres could refuse the write that
+		// frees the slot.
+		errMsg = domain.BoundedText(errMsg, domain.DefaultRecordValueMax)
 		msg = &errMsg
 	}
 	return store.FinishExecution(ctx, id, status, msg, SettleQueueItem(status, errMsg, log), nodes...)

@@ -50,6 +50,14 @@ func (d *Dispatcher) settle(ctx context.Context) {
 // those Temporal has never seen are released without counting a failure,
 // and those it cannot answer for stay unknown.
 func (d *Dispatcher) resolve(ctx context.Context, items []unsettledItem) (started []ports.ClaimedItem, released []ports.QueueTransition, unknown []unsettledItem) {
+	return d.resolveWith(ctx, items, "not started: temporal was unavailable")
+}
+
+// resolveWith is resolve for claimed items whose start is in doubt for
+// any reason: an item not accepted is asked of Temporal (DescribeWorkflow),
+// the one rule that tells a started workflow from one that never was;
+// why tells the user why an unstarted item waited.
+func (d *Dispatcher) resolveWith(ctx context.Context, items []unsettledItem, why string) (started []ports.ClaimedItem, released []ports.QueueTransition, unknown []unsettledItem) {
 	for _, u := range items {
 		if u.accepted {
 			started = append(started, u.item)
@@ -66,7 +74,7 @@ func (d *Dispatcher) resolve(ctx context.Context, items []unsettledItem) (starte
 			unknown = append(unknown, u)
 		case state == ports.WorkflowNotFound:
 			next := u.item.QueueState
-			if err := next.ReleaseUnstarted("not started: temporal was unavailable"); err != nil {
+			if err := next.ReleaseUnstarted(why); err != nil {
 				d.log.Error("error releasing unstarted queue item", "queue_item_id", u.item.ID, "error", err)
 				continue
 			}
@@ -81,17 +89,43 @@ func (d *Dispatcher) resolve(ctx context.Context, items []unsettledItem) (starte
 	return started, released, unknown
 }
 
-// markDispatched marks started items DISPATCHED. An item no longer in its
-// claim was either settled by stale recovery or cancelled meanwhile; a
-// cancelled one's workflow, which should not run, is cancelled.
+// markDispatched marks started items DISPATCHED, each fenced by the
+// lease term it was claimed under (ClaimedItem.Claimer). Items whose term
+// has ended are not marked and not kept: the holder of a later term
+// settles them, asking Temporal as this dispatcher would. An item no
+// longer in its claim was either settled by stale recovery or a later
+// holder, or cancelled meanwhile; a cancelled one's workflow, which should
+// not run, is cancelled.
 func (d *Dispatcher) markDispatched(ctx context.Context, items []ports.ClaimedItem) (int, error) {
+	byClaimer := map[ports.Fence][]ports.ClaimedItem{}
+	for _, it := range items {
+		byClaimer[it.Claimer] = append(byClaimer[it.Claimer], it)
+	}
+	n := 0
+	for claimer, items := range byClaimer {
+		m, err := d.markDispatchedUnder(ctx, claimer, items)
+		if errors.Is(err, ports.ErrLeaseLost) {
+			d.log.Warn("the lease term these items were claimed under has ended; leaving them to its next holder",
+				"count", len(items), "lease", claimer.Lease)
+			continue
+		}
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// markDispatchedUnder marks items claimed under claimer.
+func (d *Dispatcher) markDispatchedUnder(ctx context.Context, claimer ports.Fence, items []ports.ClaimedItem) (int, error) {
 	req := make([]ports.DispatchedItem, len(items))
 	executionOf := make(map[domain.ID]domain.ID, len(items))
 	for i, it := range items {
 		req[i] = ports.DispatchedItem{ID: it.ID, ExecutionID: it.ExecutionID}
 		executionOf[it.ID] = it.ExecutionID
 	}
-	recs, err := d.store.MarkDispatched(context.WithoutCancel(ctx), req)
+	recs, err := d.store.MarkDispatched(context.WithoutCancel(ctx), claimer, req)
 	if err != nil {
 		return 0, err
 	}

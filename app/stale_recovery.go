@@ -42,9 +42,16 @@ func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, br
 // Run recovers stale items on the schedule until ctx ends.
 func (r *StaleRecovery) Run(ctx context.Context) { r.loop.run(ctx) }
 
-// run is one scheduled run: skipped while the breaker is open, since
-// recovery must ask Temporal and waits for the probe that closes it.
+// run is one scheduled run. It first deletes the expired registration
+// leases of dispatchers that are gone, which needs only Postgres; the
+// recovery itself is skipped while the breaker is open, since it must ask
+// Temporal and waits for the probe that closes it.
 func (r *StaleRecovery) run(ctx context.Context) {
+	if n, err := r.store.ForgetExpiredLeases(ctx, RegistrationLeasePrefix); err != nil {
+		r.log.Error("forgetting expired dispatcher registrations failed", "error", err)
+	} else if n > 0 {
+		r.log.Info("forgot expired dispatcher registrations", "count", n)
+	}
 	if !r.breaker.closed() {
 		return
 	}
@@ -93,7 +100,7 @@ func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 	}
 	n := 0
 	if len(started) > 0 {
-		recs, err := r.store.MarkDispatched(ctx, started)
+		recs, err := r.store.MarkDispatched(ctx, ports.Fence{}, started)
 		if err != nil {
 			return n, err
 		}

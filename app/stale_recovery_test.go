@@ -21,13 +21,22 @@ type staleStore struct {
 	stale      []domain.QueueItem
 	dispatched []ports.DispatchedItem
 	applied    []ports.QueueTransition
+	// forgotten are the prefixes of the expired leases deleted.
+	forgotten []string
+}
+
+func (s *staleStore) ForgetExpiredLeases(_ context.Context, prefix string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgotten = append(s.forgotten, prefix)
+	return 0, nil
 }
 
 func (s *staleStore) StaleClaimed(context.Context, time.Duration, int) ([]domain.QueueItem, error) {
 	return s.stale, nil
 }
 
-func (s *staleStore) MarkDispatched(_ context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+func (s *staleStore) MarkDispatched(_ context.Context, _ ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dispatched = append(s.dispatched, items...)
@@ -131,6 +140,9 @@ func TestStaleRecovery(t *testing.T) {
 		r.run(context.Background())
 		if len(store.applied)+len(store.dispatched) != 0 {
 			t.Fatal("recovered while Temporal was unavailable")
+		}
+		if len(store.forgotten) != 1 || store.forgotten[0] != RegistrationLeasePrefix {
+			t.Errorf("forgot leases by %q, want the expired registrations (%q) forgotten, which needs no Temporal", store.forgotten, RegistrationLeasePrefix)
 		}
 		b.reset()
 		r.run(context.Background())

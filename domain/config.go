@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -285,7 +286,38 @@ func checkURL(s, path string, ve *ValidationError) {
 	}
 	if u.Host == "" {
 		ve.add(path, "URL has no host")
+		return
 	}
+	if AmbiguousIPv4Host(u.Hostname()) {
+		ve.add(path, "%s", AmbiguousIPv4Problem(u.Hostname()))
+	}
+}
+
+// AmbiguousIPv4Host reports whether host is a name that URL parsers and
+// resolvers (WHATWG URL, inet_aton) read as an IPv4 address although it is
+// not the address's canonical dotted quad: its last label is a number,
+// decimal, 0x-hexadecimal or 0-octal, as in 127.1, 2130706433, 0x7f000001
+// or 127.000.000.001. Sent by name, a proxy or another resolver could take
+// it for an address of its own network; written as a dotted quad, the
+// network guard judges it.
+func AmbiguousIPv4Host(host string) bool {
+	h := strings.TrimSuffix(host, ".")
+	if h == "" {
+		return false
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return false
+	}
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	if hex, ok := strings.CutPrefix(strings.ToLower(last), "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
+}
+
+// AmbiguousIPv4Problem is the refusal of a host AmbiguousIPv4Host reports.
+func AmbiguousIPv4Problem(host string) string {
+	return fmt.Sprintf("host %q is read as an IPv4 address by some resolvers; write the address as a.b.c.d", host)
 }
 
 // isHTTPToken reports whether s is a valid HTTP header name (RFC 9110 token).

@@ -3,6 +3,7 @@ package domain
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -196,5 +197,22 @@ func TestDurationJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"duration":"later"}`), &back); err == nil {
 		t.Fatal("bad duration accepted")
+	}
+}
+
+func TestHostsOtherResolversReadAsIPv4AreRefusedAtSave(t *testing.T) {
+	t.Parallel()
+	for host, ambiguous := range map[string]bool{
+		"127.1": true, "2130706433": true, "0x7f000001": true, "0177.0.0.1": true, "127.000.000.001": true,
+		"foo.0x7f": true, "a.b.12": true, "0x": true,
+		"127.0.0.1": false, "::1": false, "example.com": false, "api.v2.example": false, "0xcafe.example": false, "1a.example": false,
+	} {
+		if got := AmbiguousIPv4Host(host); got != ambiguous {
+			t.Errorf("AmbiguousIPv4Host(%q) = %v, want %v", host, got, ambiguous)
+		}
+		_, err := DecodeHTTPRequestConfig([]byte(`{"url": "http://` + host + `/"}`))
+		if ambiguous != (err != nil && strings.Contains(err.Error(), "read as an IPv4 address")) {
+			t.Errorf("saving a node for %q: %v", host, err)
+		}
 	}
 }

@@ -7,25 +7,36 @@ import (
 
 // Quotas bound what one workspace may keep in the shared service, beside
 // its concurrency limit: how much work may wait in the queue, how many
-// definitions it may store, and how large one graph may be. A request past
-// a quota is refused whole; nothing already stored is touched.
+// queue items, definitions and definition versions it may store, and how
+// large one graph may be. What is stored counts until it is gone: a
+// cancelled or failed item, a superseded version and a deleted definition
+// count until retention deletes them, so no loop of create and delete
+// walks around a quota. A request past a quota is refused whole; nothing
+// already stored is touched.
 type Quotas struct {
 	// PendingItems caps a workspace's PENDING queue items, per plan.
 	PendingItems map[Plan]int
-	// Definitions caps a workspace's live definitions, per plan.
+	// StoredItems caps a workspace's queue items of any status, per plan.
+	StoredItems map[Plan]int
+	// Definitions caps a workspace's definitions, live or deleted, per plan.
 	Definitions map[Plan]int
+	// DefinitionVersions caps the versions of all a workspace's
+	// definitions together, per plan.
+	DefinitionVersions map[Plan]int
 	// NodesPerGraph caps the nodes of one definition version.
 	NodesPerGraph int
 }
 
-// DefaultQuotas lets a FREE workspace queue 1,000 items and keep 20
-// definitions, PRO 10,000 and 200, ENTERPRISE 100,000 and 2,000; a graph
-// has at most 500 nodes.
+// DefaultQuotas lets a FREE workspace queue 1,000 items, store 2,000, and
+// keep 20 definitions with 200 versions; PRO ten times as many and
+// ENTERPRISE a hundred times. A graph has at most 500 nodes.
 func DefaultQuotas() Quotas {
 	return Quotas{
-		PendingItems:  map[Plan]int{PlanFree: 1_000, PlanPro: 10_000, PlanEnterprise: 100_000},
-		Definitions:   map[Plan]int{PlanFree: 20, PlanPro: 200, PlanEnterprise: 2_000},
-		NodesPerGraph: 500,
+		PendingItems:       map[Plan]int{PlanFree: 1_000, PlanPro: 10_000, PlanEnterprise: 100_000},
+		StoredItems:        map[Plan]int{PlanFree: 2_000, PlanPro: 20_000, PlanEnterprise: 200_000},
+		Definitions:        map[Plan]int{PlanFree: 20, PlanPro: 200, PlanEnterprise: 2_000},
+		DefinitionVersions: map[Plan]int{PlanFree: 200, PlanPro: 2_000, PlanEnterprise: 20_000},
+		NodesPerGraph:      500,
 	}
 }
 
@@ -61,11 +72,40 @@ func (q Quotas) CheckGraph(g Graph, field string) error {
 	return nil
 }
 
-// CheckDefinitions refuses a new definition when the workspace already has
-// its plan's number of live ones.
-func (q Quotas) CheckDefinitions(plan Plan, live int) error {
-	if limit, ok := q.Definitions[plan]; ok && live >= limit {
+// StoredRetryAfter is what a caller refused by the stored-items quota is
+// told to wait: items leave as their runs complete, but cancelled and
+// failed ones only when retention deletes them, so a minute is a fair
+// first guess.
+const StoredRetryAfter = time.Minute
+
+// CheckEnqueue refuses one more queue item when the workspace already has
+// its plan's number of PENDING items, or of stored items of any status.
+// Both are counted under the workspace's lock by the caller.
+func (q Quotas) CheckEnqueue(plan Plan, pending, stored int) error {
+	if limit, ok := q.PendingItems[plan]; ok && pending >= limit {
+		return &QuotaError{Quota: "pending queue items", Limit: limit, RetryAfter: PendingRetryAfter}
+	}
+	if limit, ok := q.StoredItems[plan]; ok && stored >= limit {
+		return &QuotaError{Quota: "stored queue items", Limit: limit, RetryAfter: StoredRetryAfter}
+	}
+	return nil
+}
+
+// CheckDefinitions refuses a new definition when the workspace already
+// stores its plan's number of them, live or deleted.
+func (q Quotas) CheckDefinitions(plan Plan, stored int) error {
+	if limit, ok := q.Definitions[plan]; ok && stored >= limit {
 		return &QuotaError{Quota: "definitions", Limit: limit}
+	}
+	return nil
+}
+
+// CheckDefinitionVersions refuses a new definition version (a new
+// definition's first included) when the workspace's definitions already
+// store its plan's number of versions.
+func (q Quotas) CheckDefinitionVersions(plan Plan, stored int) error {
+	if limit, ok := q.DefinitionVersions[plan]; ok && stored >= limit {
+		return &QuotaError{Quota: "definition versions", Limit: limit}
 	}
 	return nil
 }

@@ -47,6 +47,10 @@ type ClaimedItem struct {
 	// TraceParent is the W3C traceparent of the request that enqueued the
 	// item, empty when it was not traced; the start continues its trace.
 	TraceParent string
+	// Claimer is the fence the claim was made under, with its term: the
+	// item's marking must still hold it. Zero for an unfenced claim, and
+	// for an item settled by someone other than its claimer.
+	Claimer Fence
 }
 
 // ClaimResult is what one admission transaction did.
@@ -106,14 +110,26 @@ type DispatchStore interface {
 	// marks those items CLAIMED, then commits.
 	// With a non-zero fence the transaction first checks, and holds for
 	// its length, that the fence's lease is still this holder's; without
-	// it the claim returns ErrLeaseLost and changes nothing.
+	// it the claim returns ErrLeaseLost and changes nothing. The fence,
+	// with the lease's current term, is recorded on each claimed item as
+	// its claimer (ClaimedItem.Claimer) in the same transaction.
 	Claim(ctx context.Context, fence Fence, limits map[domain.Plan]int, admit AdmitFunc, reject RejectFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
-	// DISPATCHED in one statement.
-	MarkDispatched(ctx context.Context, items []DispatchedItem) ([]DispatchedRecord, error)
+	// DISPATCHED in one statement. With a non-zero fence it first checks,
+	// in the same transaction, that the fence's lease is still this
+	// holder's and in the fence's term; otherwise it returns ErrLeaseLost
+	// and marks nothing: the term's claims are the next holder's to settle.
+	MarkDispatched(ctx context.Context, fence Fence, items []DispatchedItem) ([]DispatchedRecord, error)
 	// ApplyTransitions writes domain-computed states, each guarded by the
 	// state it came from, in one transaction; it returns the ids written.
 	ApplyTransitions(ctx context.Context, ts []QueueTransition) ([]domain.ID, error)
+	// ClaimsOfEndedTerms returns up to limit CLAIMED items whose claimer's
+	// lease term is over (expired, released or taken over), oldest claim
+	// first. Items claimed without a fence are not among them.
+	ClaimsOfEndedTerms(ctx context.Context, limit int) ([]domain.QueueItem, error)
+	// ForgetExpiredLeases deletes the expired leases whose names start
+	// with prefix, and returns how many.
+	ForgetExpiredLeases(ctx context.Context, prefix string) (int64, error)
 	// StaleClaimed returns items CLAIMED for longer than olderThan.
 	StaleClaimed(ctx context.Context, olderThan time.Duration, limit int) ([]domain.QueueItem, error)
 	// RunningAdmittedBefore returns up to limit RUNNING executions older
@@ -134,7 +150,15 @@ var ErrLeaseLost = errors.New("lease lost")
 type Fence struct {
 	Lease  string
 	Holder string
+	// Term, when set, is the tenure the lease must still be in: its
+	// locked_at, which stays put while the holder renews and changes on
+	// every new acquisition. A claim takes whatever term is current and
+	// records it; the claim's marks must still be in it.
+	Term time.Time
 }
+
+// Fenced reports whether f fences anything.
+func (f Fence) Fenced() bool { return f.Lease != "" }
 
 // Lease is a ShedLock-compatible named lease on database time.
 type Lease interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/sluicehq/sluice/domain"
 )
@@ -61,4 +62,25 @@ type WorkflowEngine interface {
 	WorkflowResult(ctx context.Context, executionID domain.ID) (status domain.ExecutionStatus, errMsg string, err error)
 	CancelWorkflow(ctx context.Context, executionID domain.ID) error
 	HealthCheck
+}
+
+// NodeSlot is one node's claim on a slot of its workspace's share of the
+// external-API worker.
+type NodeSlot struct {
+	WorkspaceID domain.ID
+	ExecutionID domain.ID
+	NodeKey     string
+}
+
+// NodeSlots keep each workspace's share of the external-API worker's
+// slots, across all its executions, in the database, so every worker
+// process sees the same count.
+type NodeSlots interface {
+	// AcquireNodeSlot takes a slot for s when the workspace holds fewer
+	// than share, for at most lease, and reports whether it did. Taking a
+	// slot s already holds renews it.
+	AcquireNodeSlot(ctx context.Context, s NodeSlot, share int, lease time.Duration) (bool, error)
+	// ReleaseNodeSlot gives s's slot back; releasing one not held is a
+	// no-op.
+	ReleaseNodeSlot(ctx context.Context, s NodeSlot) error
 }

@@ -20,11 +20,12 @@ type Enqueue struct {
 	IdempotencyKey string
 	// RequestHash identifies the body sent under IdempotencyKey.
 	RequestHash []byte
-	// PendingQuota is the pending-items quota per plan; a plan it lacks has
-	// none. Enqueue reads the workspace's plan and PENDING count under the
-	// workspace's counter lock, so the quota of the plan in force applies,
-	// and refuses past it with a *domain.QuotaError.
-	PendingQuota map[domain.Plan]int
+	// Quotas holds the pending-items and stored-items quotas per plan; a
+	// plan they lack has none. Enqueue reads the workspace's plan, PENDING
+	// and stored counts under the workspace's counter lock, so the quotas
+	// of the plan in force apply (Quotas.CheckEnqueue), and refuses past
+	// them with a *domain.QuotaError.
+	Quotas domain.Quotas
 }
 
 // QueueStore is the API's side of the dispatch queue.
@@ -78,8 +79,26 @@ type ExecutionCursor struct {
 	ID         domain.ID
 }
 
-// ExecutionReader shows executions and their node records.
+// ExecutionReader shows executions and their node records: the owner
+// first, so that nothing of another workspace's run is loaded, and the
+// node records a page at a time, so that no read grows with the run.
 type ExecutionReader interface {
-	GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error)
+	ExecutionWorkspace(ctx context.Context, id domain.ID) (domain.ID, error)
+	GetExecutionWithoutNodes(ctx context.Context, id domain.ID) (domain.Execution, error)
+	// ListNodes returns up to limit node records of an execution in key
+	// order, after afterKey ("" for the first page).
+	ListNodes(ctx context.Context, executionID domain.ID, limit int, afterKey string) ([]domain.NodeRecord, error)
 	ListExecutions(ctx context.Context, workspaceID domain.ID, filter ExecutionFilter, limit int, before *ExecutionCursor) ([]domain.Execution, error)
+}
+
+// RetentionStore deletes what is past its retention period, a small batch
+// at a time, for the retention job.
+type RetentionStore interface {
+	// DeleteExpired deletes at most limit rows of kind belonging to plan's
+	// workspaces (plan "": rows of no existing workspace) whose age mark is
+	// before before, and returns how many it deleted. Each call is one
+	// short statement.
+	DeleteExpired(ctx context.Context, kind domain.RetainedKind, plan domain.Plan, before time.Time, limit int) (int, error)
+	// OldestKept returns each kind's oldest age mark still stored.
+	OldestKept(ctx context.Context) (map[domain.RetainedKind]time.Time, error)
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +32,9 @@ type RunNodeInput struct {
 	Node        domain.Node
 	Input       json.RawMessage
 	Steps       map[string]json.RawMessage
+	// size is the bytes of data the input carries, its config and what its
+	// templates read, as the workflow measured them; not sent.
+	size int
 }
 
 // RunNodeOutput is a node's output, as JSON.
@@ -85,8 +87,11 @@ type CompleteInput struct {
 type Activities struct {
 	runs      *app.Runs
 	executors map[domain.NodeType]ports.NodeExecutor
-	metrics   *NodeMetrics
-	tracer    trace.Tracer
+	// slots keep the workspaces' shares of the external-API worker; nil
+	// grants every slot.
+	slots   ports.NodeSlots
+	metrics *NodeMetrics
+	tracer  trace.Tracer
 	// PayloadLimit is the largest node output, in bytes, handed back to
 	// Temporal (Limits.PayloadLimit); DefaultPayloadLimit when zero.
 	PayloadLimit int
@@ -105,6 +110,61 @@ func WithNodeMetrics(m *NodeMetrics) ActivitiesOption {
 // Temporal's tracing interceptor starts.
 func WithTracer(tp trace.TracerProvider) ActivitiesOption {
 	return func(a *Activities) { a.tracer = tp.Tracer(tracerName) }
+}
+
+// WithNodeSlots keeps the workspaces' shares of the external-API worker in
+// slots.
+func WithNodeSlots(slots ports.NodeSlots) ActivitiesOption {
+	return func(a *Activities) { a.slots = slots }
+}
+
+// NodeSlotInput names an HTTP node's slot of its workspace's share.
+type NodeSlotInput struct {
+	WorkspaceID string
+	ExecutionID string
+	NodeKey     string
+	// Share is the workspace's plan's share; Lease how long the slot may
+	// be held at most (the node's longest possible run).
+	Share int
+	Lease time.Duration
+}
+
+func (in NodeSlotInput) slot() (ports.NodeSlot, error) {
+	ws, err := domain.ParseID(in.WorkspaceID)
+	if err != nil {
+		return ports.NodeSlot{}, temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
+	}
+	exec, err := domain.ParseID(in.ExecutionID)
+	if err != nil {
+		return ports.NodeSlot{}, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
+	}
+	return ports.NodeSlot{WorkspaceID: ws, ExecutionID: exec, NodeKey: in.NodeKey}, nil
+}
+
+// AcquireNodeSlot takes a slot of the node's workspace's share, reporting
+// false when the workspace holds its whole share; the workflow then waits
+// on a timer, holding no worker slot, and tries again.
+func (a *Activities) AcquireNodeSlot(ctx context.Context, in NodeSlotInput) (bool, error) {
+	if a.slots == nil {
+		return true, nil
+	}
+	slot, err := in.slot()
+	if err != nil {
+		return false, err
+	}
+	return a.slots.AcquireNodeSlot(ctx, slot, in.Share, in.Lease)
+}
+
+// ReleaseNodeSlot gives the node's slot back once its activity has ended.
+func (a *Activities) ReleaseNodeSlot(ctx context.Context, in NodeSlotInput) error {
+	if a.slots == nil {
+		return nil
+	}
+	slot, err := in.slot()
+	if err != nil {
+		return err
+	}
+	return a.slots.ReleaseNodeSlot(ctx, slot)
 }
 
 // NewActivities builds the activities over the worker's use cases and the
@@ -169,7 +229,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	rec.Output = out
 	rec.CompletedAt = &ended
 	if input != nil {
-		rec.Input, _ = marshalWithoutNUL(input)
+		rec.Input, _ = json.Marshal(input)
 	}
 	if err := a.runs.NodeFinished(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
@@ -215,7 +275,7 @@ func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, o
 		}
 		return nil, nil, temporal.NewApplicationError(err.Error(), "retryable", nil)
 	}
-	out, err = marshalWithoutNUL(output)
+	out, err = json.Marshal(output)
 	if err != nil {
 		return nil, nil, temporal.NewNonRetryableApplicationError("output is not JSON: "+err.Error(), "invalid_output", err)
 	}
@@ -228,34 +288,6 @@ func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, o
 			"output is %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", len(out), limit), "payload_too_large", nil)
 	}
 	return input, out, nil
-}
-
-// marshalWithoutNUL encodes v as JSON with every NUL character in its
-// strings and keys replaced by U+FFFD. A third party can answer with NULs,
-// and Postgres refuses them in jsonb, which would make recording the node
-// fail on every retry. encoding/json writes a NUL as the escape \u0000 and
-// a backslash as \\, so one pass over the escapes finds every NUL and
-// leaves literal text alone.
-func marshalWithoutNUL(v any) ([]byte, error) {
-	raw, err := json.Marshal(v)
-	if err != nil || !bytes.Contains(raw, []byte(`\u0000`)) {
-		return raw, err
-	}
-	out := make([]byte, 0, len(raw))
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' || i+1 >= len(raw) {
-			out = append(out, raw[i])
-			continue
-		}
-		if bytes.HasPrefix(raw[i+1:], []byte("u0000")) {
-			out = append(out, `\ufffd`...)
-			i += 5
-			continue
-		}
-		out = append(out, raw[i], raw[i+1])
-		i++
-	}
-	return out, nil
 }
 
 // execute runs the node's executor inside a span carrying the node's key

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
 
@@ -78,7 +81,10 @@ func TestRecordHistories(t *testing.T) {
 	ws := NewWorkers(c, WorkerConfig{
 		Queues: queues, ServeWorkflows: true, ServeExternalAPI: true,
 		WorkflowsSize: 10, ExternalAPISize: 10, Retry: testRetry,
-	}, NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors()), slog.New(slog.DiscardHandler))
+		// Small payload and task limits, so that a recorded history shows
+		// tasks ended at the task limit without megabytes of data.
+		Limits: Limits{PayloadLimit: 1000, TaskLimit: 4000},
+	}, newRecordingActivities(store), slog.New(slog.DiscardHandler))
 	if err := ws.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +99,8 @@ func TestRecordHistories(t *testing.T) {
 		want   domain.ExecutionStatus
 		// loadGraph leaves the graph out of the input.
 		loadGraph bool
+		// refuseSuccess makes the store refuse a COMPLETED completion.
+		refuseSuccess bool
 	}{
 		{
 			// An HTTP node feeding a TRANSFORM beside a DELAY, joined by a
@@ -187,6 +195,43 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionCompleted,
 		},
 		{
+			// Two HTTP nodes, each refused a slot of its workspace's share
+			// once: each waits on a timer and takes one on the next try.
+			name: "http_nodes_wait_for_the_workspace_share",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "one", "type": "HTTP_REQUEST", "config": {"url": "%[1]s/orders"}},
+					{"key": "two", "type": "HTTP_REQUEST", "config": {"url": "%[1]s/orders"}},
+					{"key": "both", "type": "TRANSFORM", "config": {"output": ["{{ steps.one.output.status }}", "{{ steps.two.output.status }}"]}}
+				],
+				"edges": [{"from": "one", "to": "both"}, {"from": "two", "to": "both"}]
+			}`, srv.URL),
+			want: domain.ExecutionCompleted,
+		},
+		{
+			// Six parallel TRANSFORMs of 900 bytes under a 4,000-byte task
+			// limit: tasks end (1 ms timers) before one would pass it.
+			name: "six_parallel_transforms_over_the_task_limit",
+			graph: `{"nodes": [
+				{"key": "t0", "type": "TRANSFORM", "config": {"output": "{{ input.s }}"}},
+				{"key": "t1", "type": "TRANSFORM", "config": {"output": "{{ input.s }}"}},
+				{"key": "t2", "type": "TRANSFORM", "config": {"output": "{{ input.s }}"}},
+				{"key": "t3", "type": "TRANSFORM", "config": {"output": "{{ input.s }}"}},
+				{"key": "t4", "type": "TRANSFORM", "config": {"output": "{{ input.s }}"}},
+				{"key": "t5", "type": "TRANSFORM", "config": {"output": "{{ input.s }}"}}
+			]}`,
+			input: `{"s": "` + strings.Repeat("x", 900) + `"}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			// The completion refused on every attempt: the execution is
+			// recorded FAILED without its last records.
+			name:          "completion_refused_then_recorded_failed",
+			graph:         `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
+			refuseSuccess: true,
+			want:          domain.ExecutionFailed,
+		},
+		{
 			// A dispatcher that could not fit the graph in the input.
 			name:      "graph_loaded_by_the_workflow",
 			graph:     `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
@@ -201,6 +246,15 @@ func TestRecordHistories(t *testing.T) {
 				// change that breaks running executions pass the replay test.
 				t.Skipf("%s exists and is kept; a new scenario gets a new name", path)
 			}
+			if sc.refuseSuccess {
+				store.refuseFinish = func(status domain.ExecutionStatus) error {
+					if status == domain.ExecutionCompleted {
+						return errors.New("refused")
+					}
+					return nil
+				}
+				t.Cleanup(func() { store.refuseFinish = nil })
+			}
 			g, err := domain.DecodeGraph([]byte(sc.graph))
 			if err != nil {
 				t.Fatal(err)
@@ -214,7 +268,7 @@ func TestRecordHistories(t *testing.T) {
 			if sc.input != "" {
 				in.Input = []byte(sc.input)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			defer cancel()
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: WorkflowID(execID), TaskQueue: queues.Workflows}, ExecutionWorkflowName, in)
 			if err != nil {
@@ -246,6 +300,26 @@ func TestRecordHistories(t *testing.T) {
 	}
 }
 
+// refusedOnce refuses each node's first try at a slot of its workspace's
+// share and grants the next, so a recorded history takes the wait.
+type refusedOnce struct {
+	mu    sync.Mutex
+	tried map[ports.NodeSlot]bool
+}
+
+func (r *refusedOnce) AcquireNodeSlot(_ context.Context, s ports.NodeSlot, _ int, _ time.Duration) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tried == nil {
+		r.tried = map[ports.NodeSlot]bool{}
+	}
+	taken := r.tried[s]
+	r.tried[s] = true
+	return taken, nil
+}
+
+func (r *refusedOnce) ReleaseNodeSlot(context.Context, ports.NodeSlot) error { return nil }
+
 // writeHistory fetches a closed workflow's history and writes it as the
 // JSON the replayer (and `temporal workflow show --output json`) uses.
 func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID, path string) {
@@ -270,4 +344,12 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d events)", path, len(hist.Events))
+}
+
+// newRecordingActivities are the activities the recorder's worker runs,
+// with the recorder's payload limit.
+func newRecordingActivities(store *memStore) *Activities {
+	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors(), WithNodeSlots(&refusedOnce{}))
+	a.PayloadLimit = 1000
+	return a
 }

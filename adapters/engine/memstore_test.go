@@ -34,6 +34,9 @@ type memStore struct {
 	// GetDefinitionVersion and FinishExecution, so tests can act (cancel
 	// the workflow, say) while the activity using them runs.
 	beforeLoad, beforeFinish func()
+	// refuseFinish, when set, is FinishExecution's error for a status,
+	// as a write Postgres refuses would be.
+	refuseFinish func(domain.ExecutionStatus) error
 }
 
 type memExecution struct {
@@ -195,6 +198,11 @@ func (s *memStore) finishNode(executionID domain.ID, n domain.NodeRecord) error 
 func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
 	if s.beforeFinish != nil {
 		s.beforeFinish()
+	}
+	if s.refuseFinish != nil {
+		if err := s.refuseFinish(status); err != nil {
+			return false, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -23,11 +23,39 @@ type WorkerConfig struct {
 	ExternalAPISize  int
 	Retry            RetryConfig
 	Limits           Limits
+	// Pollers sizes each queue's pollers, which the SDK scales with the
+	// backlog between its bounds.
+	Pollers Pollers
 	// StopTimeout is how long Stop lets in-flight activities finish before
 	// cancelling them; Temporal then retries them on another worker.
 	// DefaultStopTimeout when zero; keep it below the process's shutdown
 	// timeout so the hand-back happens before the process is killed.
 	StopTimeout time.Duration
+}
+
+// Pollers bounds a queue's task pollers. The SDK's poller autoscaling
+// starts Initial pollers and adds them while polls come back with tasks
+// (and the server reports a backlog), up to Max, and drops back towards Min
+// while they come back empty. A worker that only has the SDK's default two
+// fixed pollers leaves started workflows waiting in matching when a
+// dispatcher in another process starts them faster than two polls drain
+// them; with eager start (`sluice all`) the first task skips the poll.
+type Pollers struct {
+	Min, Initial, Max int
+}
+
+// DefaultPollers are the SDK's own autoscaling defaults: from 5, between
+// 1 and 100. A poll only goes out with a free slot, so the slots
+// (WorkflowsSize, ExternalAPISize) bound them too.
+func DefaultPollers() Pollers { return Pollers{Min: 1, Initial: 5, Max: 100} }
+
+// behavior is the SDK's autoscaling behaviour for these bounds.
+func (p Pollers) behavior() worker.PollerBehavior {
+	return worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: p.Initial,
+		MinimumNumberOfPollers: p.Min,
+		MaximumNumberOfPollers: p.Max,
+	})
 }
 
 // DefaultStopTimeout fits inside fx's default 15 s stop timeout (workers
@@ -59,22 +87,26 @@ func NewWorkers(c client.Client, cfg WorkerConfig, acts *Activities, log *slog.L
 			// Every activity on this queue is local (HTTP nodes go to the
 			// external queue), so polling it for activity tasks would only
 			// load the server.
-			LocalActivityWorkerOnly: true,
-			WorkerStopTimeout:       stop,
+			LocalActivityWorkerOnly:    true,
+			WorkflowTaskPollerBehavior: cfg.Pollers.behavior(),
+			WorkerStopTimeout:          stop,
 		})
 		registerWorkflow(w, &Workflows{Retry: retry, Limits: limits})
 		registerActivities(w, acts)
 		ws.workers = append(ws.workers, w)
-		log.Info("serving task queue", "task_queue", cfg.Queues.Workflows, "concurrency", cfg.WorkflowsSize)
+		log.Info("serving task queue", "task_queue", cfg.Queues.Workflows, "concurrency", cfg.WorkflowsSize,
+			"pollers_min", cfg.Pollers.Min, "pollers_max", cfg.Pollers.Max)
 	}
 	if cfg.ServeExternalAPI {
 		w := worker.New(c, cfg.Queues.ExternalAPI, worker.Options{
 			MaxConcurrentActivityExecutionSize: cfg.ExternalAPISize,
+			ActivityTaskPollerBehavior:         cfg.Pollers.behavior(),
 			WorkerStopTimeout:                  stop,
 		})
 		w.RegisterActivityWithOptions(acts.RunNode, activity.RegisterOptions{Name: runNodeActivity})
 		ws.workers = append(ws.workers, w)
-		log.Info("serving task queue", "task_queue", cfg.Queues.ExternalAPI, "concurrency", cfg.ExternalAPISize)
+		log.Info("serving task queue", "task_queue", cfg.Queues.ExternalAPI, "concurrency", cfg.ExternalAPISize,
+			"pollers_min", cfg.Pollers.Min, "pollers_max", cfg.Pollers.Max)
 	}
 	return ws
 }
@@ -92,6 +124,8 @@ func registerActivities(w worker.ActivityRegistry, acts *Activities) {
 	w.RegisterActivityWithOptions(acts.RunPureNode, activity.RegisterOptions{Name: runPureNodeActivity})
 	w.RegisterActivityWithOptions(acts.RecordNodes, activity.RegisterOptions{Name: recordNodesActivity})
 	w.RegisterActivityWithOptions(acts.CompleteExecution, activity.RegisterOptions{Name: completeActivity})
+	w.RegisterActivityWithOptions(acts.AcquireNodeSlot, activity.RegisterOptions{Name: acquireNodeSlotActivity})
+	w.RegisterActivityWithOptions(acts.ReleaseNodeSlot, activity.RegisterOptions{Name: releaseNodeSlotActivity})
 }
 
 // Start starts every worker; on failure it stops those already started.

@@ -17,13 +17,20 @@ import (
 // Registered names. They are part of the recorded histories, so they never
 // change.
 const (
-	ExecutionWorkflowName = "SluiceExecution"
-	loadGraphActivity     = "LoadGraph"
-	runNodeActivity       = "RunNode"
-	runPureNodeActivity   = "RunPureNode"
-	recordNodesActivity   = "RecordNodes"
-	completeActivity      = "CompleteExecution"
+	ExecutionWorkflowName   = "SluiceExecution"
+	loadGraphActivity       = "LoadGraph"
+	runNodeActivity         = "RunNode"
+	runPureNodeActivity     = "RunPureNode"
+	recordNodesActivity     = "RecordNodes"
+	completeActivity        = "CompleteExecution"
+	acquireNodeSlotActivity = "AcquireNodeSlot"
+	releaseNodeSlotActivity = "ReleaseNodeSlot"
 )
+
+// workspaceShareVersion is the GetVersion change id of the workspace's
+// share of the external-API worker: executions recorded before it run
+// their HTTP nodes without taking a slot of the share.
+const workspaceShareVersion = "workspace-node-share"
 
 // ExecutionInput starts an execution's workflow. It carries the graph and
 // the plan the dispatcher read at admission, so the run needs no round trip
@@ -71,6 +78,12 @@ type Limits struct {
 	// once (DELAY timers hold no worker slot and are not counted); the rest
 	// wait, ready, in the workflow. A plan missing here gets FREE's cap.
 	NodesInFlight map[domain.Plan]int
+	// WorkspaceNodesInFlight caps, per plan, the HTTP nodes of all of one
+	// workspace's executions that hold or wait for an external-API worker
+	// slot at once: the workspace's share of that worker. A node past it
+	// waits in its workflow, on a timer, holding no worker slot. A plan
+	// missing here has no share cap.
+	WorkspaceNodesInFlight map[domain.Plan]int
 	// PayloadLimit is the largest node input or output, in bytes, the
 	// engine hands to Temporal. Temporal refuses payloads over 2 MB by
 	// ending the workflow; below this limit a node fails instead, with a
@@ -80,23 +93,45 @@ type Limits struct {
 	// node starts and the execution fails; Temporal ends a workflow whose
 	// history passes 50 MB.
 	HistoryLimit int
+	// TaskLimit bounds the bytes one workflow task hands back to Temporal,
+	// whose reply is refused past 4 MiB (gRPC's message limit), which
+	// would fail the task again on every retry and hold the slot for
+	// ever. A task carries the results of the pure nodes that ended in it
+	// (local activity markers) and the inputs of the activities it
+	// schedules; a node starts only while its share fits, each pure node
+	// counted at PayloadLimit until its result is known. Never below
+	// PayloadLimit.
+	TaskLimit int
 }
 
 // Default limits.
 const (
 	DefaultPayloadLimit = 1536 * 1024
 	DefaultHistoryLimit = 32 * 1024 * 1024
+	DefaultTaskLimit    = 3 * 1024 * 1024
 )
+
+// taskShareOverhead is what one node's share of a task carries besides its
+// data: the command or marker around it and the encoding of its fields.
+const taskShareOverhead = 1024
 
 // DefaultNodesInFlight is FREE 4, PRO 10, ENTERPRISE 25.
 func DefaultNodesInFlight() map[domain.Plan]int {
 	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 25}
 }
 
-// DefaultLimits are DefaultNodesInFlight and the default payload and
-// history limits.
+// DefaultWorkspaceNodesInFlight is FREE 4, PRO 10, ENTERPRISE 15: each
+// below the external-API worker's default 20 slots, so that one workspace
+// always leaves room for the others.
+func DefaultWorkspaceNodesInFlight() map[domain.Plan]int {
+	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}
+}
+
+// DefaultLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight
+// and the default payload and history limits.
 func DefaultLimits() Limits {
-	return Limits{NodesInFlight: DefaultNodesInFlight(), PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit}
+	return Limits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
+		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, TaskLimit: DefaultTaskLimit}
 }
 
 // withDefaults fills unset limits with the defaults.
@@ -105,12 +140,19 @@ func (l Limits) withDefaults() Limits {
 	if len(l.NodesInFlight) == 0 {
 		l.NodesInFlight = d.NodesInFlight
 	}
+	if len(l.WorkspaceNodesInFlight) == 0 {
+		l.WorkspaceNodesInFlight = d.WorkspaceNodesInFlight
+	}
 	if l.PayloadLimit <= 0 {
 		l.PayloadLimit = d.PayloadLimit
 	}
 	if l.HistoryLimit <= 0 {
 		l.HistoryLimit = d.HistoryLimit
 	}
+	if l.TaskLimit <= 0 {
+		l.TaskLimit = d.TaskLimit
+	}
+	l.TaskLimit = max(l.TaskLimit, l.PayloadLimit+taskShareOverhead)
 	return l
 }
 
@@ -130,6 +172,11 @@ type Workflows struct {
 	Retry  RetryConfig
 	Limits Limits
 }
+
+// boundedTasksChange names the version under which the workflow sizes each
+// workflow task against Limits.TaskLimit and bounds the completion's
+// retries (then records the execution FAILED without its last records).
+const boundedTasksChange = "bounded-tasks"
 
 // settings is the configuration one execution runs with, fixed at its
 // start by a side effect.
@@ -177,6 +224,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 	run := &executionRun{
 		ctx: ctx, executionID: executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID),
 		in: in, retry: cfg.Retry, limits: cfg.Limits, outputs: map[string]any{},
+		bounded: workflow.GetVersion(ctx, boundedTasksChange, workflow.DefaultVersion, 1) == 1,
 	}
 
 	graph, msg := run.graph()
@@ -196,8 +244,12 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		}
 	}
 	run.types = make(map[string]domain.NodeType, len(graph.Nodes))
+	run.readers = map[string]int{}
 	for _, n := range graph.Nodes {
 		run.types[n.Key] = n.Type
+		for _, key := range domain.ReadsOf(n).StepKeys() {
+			run.readers[key]++
+		}
 	}
 
 	failure, held := run.drive(sched)
@@ -254,12 +306,38 @@ type executionRun struct {
 	limits      Limits
 	types       map[string]domain.NodeType
 	// input is the execution's input and outputs the completed nodes'
-	// outputs, decoded, from which each node gets the parts it reads.
+	// outputs, decoded, from which each node gets the parts it reads. An
+	// output is kept only while a node that reads it has still to start:
+	// readers counts them per key, so a run parked in a long DELAY pins
+	// only what is still to be read.
 	input   any
 	outputs map[string]any
+	readers map[string]int
+	// share is the workspace's share of the external-API worker its HTTP
+	// nodes take a slot of (Limits.WorkspaceNodesInFlight); 0 for none.
+	// It is decided at the first HTTP node (shareDecided), so that runs
+	// without one record no version marker.
+	share        int
+	shareDecided bool
 	// pending are records decided but not yet written; see flush.
 	pending []NodeRecordInput
 	last    nodeOutcome
+	// bounded is set for executions started under boundedTasksChange:
+	// task sizes each workflow task, and the completion's retries end.
+	bounded bool
+	task    taskShare
+}
+
+// taskShare is what the current workflow task carries back to Temporal,
+// as far as nodes make it: used by results and scheduled inputs, reserved
+// by pure nodes still running (PayloadLimit each, their results being
+// unknown). historyLength is the history length the task started at,
+// which changes, deterministically on replay, when a new task starts.
+type taskShare struct {
+	used, reserved int
+	historyLength  int
+	// pures are the pure nodes holding a reservation.
+	pures map[string]bool
 }
 
 // drive launches ready nodes, at most the plan's cap of them at once, and
@@ -267,6 +345,11 @@ type executionRun struct {
 // cancellation it launches nothing new but still waits for the nodes in
 // flight, so that each gets its final record. It returns the first failure
 // ("" if none) and the keys of ready nodes it never launched.
+//
+// Under boundedTasksChange a ready node also waits while its share would
+// take the current workflow task past Limits.TaskLimit; when only such
+// nodes are left, a 1 ms timer ends the task (its markers and commands go
+// to the server) and the next one starts empty.
 func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	sel := workflow.NewSelector(r.ctx)
 	capacity := r.limits.inFlight(r.in.Plan)
@@ -274,17 +357,30 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	pending, busy, local := 0, 0, 0
 	failure := ""
 	for {
+		waitingForTask := false
 		if r.ctx.Err() == nil && failure == "" {
 			next, err := sched.Next()
 			if err != nil {
 				failure = err.Error()
 			}
 			ready = append(ready, next...)
+			r.observeTask()
 			held := ready[:0]
 			for _, n := range ready {
 				if n.Type != domain.NodeDelay && busy >= capacity {
 					held = append(held, n)
 					continue
+				}
+				if r.bounded && n.Type != domain.NodeDelay {
+					in, err := r.nodeInput(n)
+					if err == nil && !r.fitsTask(n, in) {
+						held = append(held, n)
+						waitingForTask = true
+						continue
+					}
+					r.launchPrepared(sel, n, in, err)
+				} else {
+					r.launch(sel, n)
 				}
 				if n.Type != domain.NodeDelay {
 					busy++
@@ -292,10 +388,15 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 				if isPure(n.Type) {
 					local++
 				}
-				r.launch(sel, n)
 				pending++
 			}
 			ready = held
+		}
+		if pending == 0 && waitingForTask {
+			r.flush()
+			_ = workflow.Sleep(r.ctx, time.Millisecond)
+			r.task.used = 0
+			continue
 		}
 		if pending == 0 {
 			keys := make([]string, len(ready))
@@ -315,12 +416,63 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 			busy--
 			if isPure(t) {
 				local--
+				r.pureEnded(r.last)
 			}
 		}
 		if msg := r.apply(sched, r.last); failure == "" {
 			failure = msg
 		}
 	}
+}
+
+// observeTask starts a new task share when a new workflow task has
+// started since the last look.
+func (r *executionRun) observeTask() {
+	if !r.bounded {
+		return
+	}
+	if n := workflow.GetInfo(r.ctx).GetCurrentHistoryLength(); n != r.task.historyLength {
+		r.task.historyLength = n
+		r.task.used = 0
+	}
+}
+
+// fitsTask reports whether node n, with activity input in, fits in the
+// current workflow task, and if so takes its share: a pure node reserves
+// PayloadLimit for its result, an activity its input. A node always fits
+// an empty task (PayloadLimit is below TaskLimit).
+func (r *executionRun) fitsTask(n domain.Node, in RunNodeInput) bool {
+	share := taskShareOverhead
+	if isPure(n.Type) {
+		share += r.limits.PayloadLimit
+	} else {
+		share += in.size
+	}
+	if taken := r.task.used + r.task.reserved; taken > 0 && taken+share > r.limits.TaskLimit {
+		return false
+	}
+	if isPure(n.Type) {
+		r.task.reserved += share
+		if r.task.pures == nil {
+			r.task.pures = map[string]bool{}
+		}
+		r.task.pures[n.Key] = true
+	} else {
+		r.task.used += share
+	}
+	return true
+}
+
+// pureEnded replaces a pure node's reservation by the size of its result,
+// which its marker carries in the current task.
+func (r *executionRun) pureEnded(o nodeOutcome) {
+	if !r.task.pures[o.node.Key] {
+		return
+	}
+	delete(r.task.pures, o.node.Key)
+	r.observeTask()
+	r.task.reserved -= taskShareOverhead + r.limits.PayloadLimit
+	r.task.used += taskShareOverhead + len(o.output)
 }
 
 // isPure reports whether a node type runs inside the worker, as a local
@@ -341,7 +493,9 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 		}
 		skipped, err := sched.Completed(key, out)
 		if err == nil {
-			r.outputs[key] = out
+			if r.readers[key] > 0 {
+				r.outputs[key] = out
+			}
 			if !o.recorded {
 				r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCompleted, Attempt: o.attempt,
 					Output: o.output, StartedAt: o.started, CompletedAt: o.ended})
@@ -380,6 +534,23 @@ func completionWrite(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// completionAttempts is how often the completion is tried before the
+// execution is recorded FAILED without its last records: with the
+// backoff, about two and a half minutes, which a Postgres restart fits.
+const completionAttempts = 10
+
+// boundedCompletionWrite is the local activity context of the completion
+// write under boundedTasksChange: completionAttempts tries within five
+// minutes (a local activity's retries otherwise end with its
+// start-to-close timeout).
+func boundedCompletionWrite(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: completionAttempts},
+	})
+}
+
 // nodeRetry is the retry policy of node activities.
 func (r *executionRun) nodeRetry() *temporal.RetryPolicy {
 	return &temporal.RetryPolicy{
@@ -397,6 +568,13 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 		return
 	}
 	in, err := r.nodeInput(n)
+	r.launchPrepared(sel, n, in, err)
+}
+
+// launchPrepared starts node n with its activity input in, or fails it
+// with err from building that input. A started node no longer needs the
+// outputs it reads, which are dropped once no other node is to read them.
+func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in RunNodeInput, err error) {
 	if err != nil {
 		f, settle := workflow.NewFuture(r.ctx)
 		settle.SetError(err)
@@ -405,6 +583,7 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 		})
 		return
 	}
+	r.started(n)
 	if isPure(n.Type) {
 		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: nodeTimeout(n),
@@ -433,12 +612,77 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
 		opts.TaskQueue = r.retry.ExternalAPITaskQueue
 	}
-	f := workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, in)
+	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
+		r.shareDecided = true
+		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
+			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
+		}
+	}
+	var f workflow.Future
+	if r.share > 0 && n.Type == domain.NodeHTTPRequest {
+		f = r.runInShare(n, opts, in)
+	} else {
+		f = workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, in)
+	}
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out RunNodeOutput
 		err := f.Get(r.ctx, &out)
 		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
 	})
+}
+
+// Waits for a slot of the workspace's share start at a second and double
+// up to shareWaitLongest.
+const (
+	shareWaitFirst   = time.Second
+	shareWaitLongest = 10 * time.Second
+)
+
+// runInShare runs an HTTP node's activity within its workspace's share of
+// the external-API worker: it takes a slot (a local activity), waiting on a
+// durable timer while the workspace holds its whole share, so a waiting
+// node holds no worker slot; runs the activity; and gives the slot back on
+// a context that cancellation cannot interrupt. The future settles as the
+// activity's would.
+func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
+	f, settle := workflow.NewFuture(r.ctx)
+	attempts := time.Duration(max(1, r.retry.MaximumAttempts))
+	slot := NodeSlotInput{
+		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: n.Key, Share: r.share,
+		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
+	}
+	workflow.Go(r.ctx, func(ctx workflow.Context) {
+		for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
+			var taken bool
+			if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), acquireNodeSlotActivity, slot).Get(ctx, &taken); err != nil {
+				settle.SetError(err)
+				return
+			}
+			if taken {
+				break
+			}
+			if err := workflow.Sleep(ctx, wait); err != nil {
+				settle.SetError(err)
+				return
+			}
+		}
+		var out RunNodeOutput
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in).Get(ctx, &out)
+		release, _ := workflow.NewDisconnectedContext(ctx)
+		_ = workflow.ExecuteLocalActivity(bookkeeping(release), releaseNodeSlotActivity, slot).Get(release, nil)
+		settle.Set(out, err)
+	})
+	return f
+}
+
+// started notes that n has its input: an upstream output it read is
+// dropped once no node is left to read it.
+func (r *executionRun) started(n domain.Node) {
+	for _, key := range domain.ReadsOf(n).StepKeys() {
+		if r.readers[key]--; r.readers[key] <= 0 {
+			delete(r.outputs, key)
+		}
+	}
 }
 
 // nodeInput builds a node's activity input with only the parts of the
@@ -477,6 +721,7 @@ func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 		in.Steps[key] = raw
 		size += len(raw)
 	}
+	in.size = size
 	if size > r.limits.PayloadLimit {
 		return RunNodeInput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"the node's config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", size, r.limits.PayloadLimit),
@@ -591,14 +836,34 @@ func (r *executionRun) cancelled(unrun []string) (ExecutionResult, error) {
 // slot. The write is idempotent and retried until it succeeds, however
 // long Postgres is away: a lost completion would hold the slot and
 // misreport the run, a slow one only delays both.
+//
+// Under boundedTasksChange the write is tried with bookkeeping's attempts;
+// if it still fails (a write Postgres refuses would fail for ever), the
+// execution is recorded FAILED, naming the error, without its last node
+// records: that small write is retried until it succeeds, and frees the
+// slot.
 func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (ExecutionResult, error) {
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
+	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending()}
+	if !r.bounded {
+		if err := workflow.ExecuteLocalActivity(completionWrite(ctx), completeActivity, in).Get(ctx, nil); err != nil {
+			return ExecutionResult{}, err
+		}
+		return ExecutionResult{Status: status, Error: msg}, nil
+	}
+	err := workflow.ExecuteLocalActivity(boundedCompletionWrite(ctx), completeActivity, in).Get(ctx, nil)
+	if err == nil {
+		return ExecutionResult{Status: status, Error: msg}, nil
+	}
+	failed := fmt.Sprintf("recording the execution %s failed after %d attempts, so it is recorded FAILED without its last node records: %s",
+		status, completionAttempts, errorMessage(err))
+	workflow.GetLogger(r.ctx).Error("completion write failed; recording the execution FAILED", "execution_id", r.executionID, "error", err)
 	if err := workflow.ExecuteLocalActivity(completionWrite(ctx), completeActivity, CompleteInput{
-		ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending(),
+		ExecutionID: r.executionID, Status: domain.ExecutionFailed, Error: failed,
 	}).Get(ctx, nil); err != nil {
 		return ExecutionResult{}, err
 	}
-	return ExecutionResult{Status: status, Error: msg}, nil
+	return ExecutionResult{Status: domain.ExecutionFailed, Error: failed}, nil
 }
 
 // skipped builds SKIPPED records for nodes that will never run.
@@ -647,6 +912,10 @@ func errorMessage(err error) string {
 	}
 	if temporal.IsCanceledError(err) {
 		return "cancelled"
+	}
+	var act *temporal.ActivityError
+	if errors.As(err, &act) && act.Unwrap() != nil {
+		return act.Unwrap().Error()
 	}
 	return err.Error()
 }

@@ -60,28 +60,48 @@ func InstrumentAPI(reg prometheus.Registerer, h http.Handler) http.Handler {
 // failing rather than as a probe timeout.
 const readinessTimeout = 3 * time.Second
 
+// readinessFresh is how long a readiness answer is served again: /readyz
+// is unauthenticated, so however often it is called the checks (a
+// database ping, a Temporal health call) run at most once per period.
+const readinessFresh = time.Second
+
 // readiness is a process's readiness checks, run by both /readyz answers:
 // the admin server's and the API port's. Checks with the same name, which
 // several roles in one process provide, run once.
-type readiness map[string]ReadinessCheck
+type readiness struct {
+	checks map[string]ReadinessCheck
 
-func newReadiness(checks []ReadinessCheck) readiness {
-	r := readiness{}
+	// mu is held while the checks run, so concurrent calls wait for that
+	// one run and share its answer.
+	mu   sync.Mutex
+	at   time.Time
+	last map[string]error
+}
+
+func newReadiness(checks []ReadinessCheck) *readiness {
+	r := &readiness{checks: map[string]ReadinessCheck{}}
 	for _, c := range checks {
-		r[c.Name] = c
+		r.checks[c.Name] = c
 	}
 	return r
 }
 
-// run runs every check at once, bounded by readinessTimeout, and returns
-// each one's error by name.
-func (r readiness) run(ctx context.Context) map[string]error {
-	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
+// run returns each check's error by name, from the last run if it is
+// younger than readinessFresh, else from a new one bounded by
+// readinessTimeout. A caller that gives up does not cut the run short for
+// the others.
+func (r *readiness) run(ctx context.Context) map[string]error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last != nil && time.Since(r.at) < readinessFresh {
+		return r.last
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readinessTimeout)
 	defer cancel()
-	results := make(map[string]error, len(r))
+	results := make(map[string]error, len(r.checks))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for name, c := range r {
+	for name, c := range r.checks {
 		wg.Go(func() {
 			err := c.Check(ctx)
 			mu.Lock()
@@ -90,6 +110,7 @@ func (r readiness) run(ctx context.Context) map[string]error {
 		})
 	}
 	wg.Wait()
+	r.at, r.last = time.Now(), results
 	return results
 }
 

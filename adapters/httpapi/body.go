@@ -23,11 +23,15 @@ type Limits struct {
 	// MaxJSONDepth refuses JSON nested deeper (objects and arrays) with 400,
 	// before anything decodes it into a tree.
 	MaxJSONDepth int
+	// Tenancy bounds the requests each workspace and the process have in
+	// flight, and each workspace's rate.
+	Tenancy Tenancy
 }
 
-// DefaultLimits are 1 MiB bodies nested at most 64 deep.
+// DefaultLimits are 1 MiB bodies nested at most 64 deep, and the default
+// Tenancy.
 func DefaultLimits() Limits {
-	return Limits{MaxBodyBytes: 1 << 20, MaxJSONDepth: 64}
+	return Limits{MaxBodyBytes: 1 << 20, MaxJSONDepth: 64, Tenancy: DefaultTenancy()}
 }
 
 // checkJSONBody refuses JSON bodies that schema validation would let
@@ -66,9 +70,16 @@ func checkJSONBody(errs errorResponder, maxDepth int, next http.Handler) http.Ha
 	})
 }
 
+// isJSON reports whether a body is to be checked as JSON. A Content-Type
+// whose parameters do not parse is judged by its media type alone: the
+// server's decoder reads the body all the same, so a malformed parameter
+// must not be a way past the checks.
 func isJSON(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+	if err != nil {
+		mt = strings.ToLower(strings.TrimSpace(strings.SplitN(contentType, ";", 2)[0]))
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 // jsonFrame is one open object or array on the path to the current token.

@@ -71,3 +71,21 @@ func TestJSONBodyProblemCostIsLinearInTheBody(t *testing.T) {
 		t.Fatalf("walking a %d-byte body %d deep allocated %d bytes", len(body), depth, perOp)
 	}
 }
+
+func TestAMalformedContentTypeParameterDoesNotSkipTheJSONChecks(t *testing.T) {
+	t.Parallel()
+	for ct, want := range map[string]bool{
+		"application/json":                 true,
+		"application/json; charset=utf-8":  true,
+		"application/json; charset":        true, // malformed parameter
+		"application/json;;":               true,
+		"Application/JSON; =x":             true,
+		"application/merge-patch+json; a=": true,
+		"text/plain":                       false,
+		"text/plain; charset":              false,
+	} {
+		if got := isJSON(ct); got != want {
+			t.Errorf("isJSON(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}

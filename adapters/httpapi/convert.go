@@ -75,10 +75,7 @@ func executionOut(e domain.Execution) api.Execution {
 	out := api.Execution{
 		ID: uuid.UUID(e.ID), QueueID: (*uuid.UUID)(e.QueueID), WorkspaceID: uuid.UUID(e.WorkspaceID), WorkflowDefinitionID: uuid.UUID(e.DefinitionID), WorkflowVersion: e.Version,
 		Status: api.ExecutionStatus(e.Status), StartedAt: e.AdmittedAt, CompletedAt: e.CompletedAt, DurationMs: e.DurationMs,
-		Error: e.Error, Input: e.Input,
-	}
-	if len(out.Input) == 0 {
-		out.Input = json.RawMessage("{}")
+		Error: e.Error, Input: rawOrNull(e.Input),
 	}
 	return out
 }

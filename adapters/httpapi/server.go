@@ -7,6 +7,7 @@ package httpapi
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,7 +35,7 @@ import (
 // Server implements the generated strict server over the use cases.
 type Server struct {
 	app   *app.Application
-	ready readiness
+	ready *readiness
 	log   *slog.Logger
 }
 
@@ -97,7 +98,9 @@ func NewHandler(application *app.Application, limits Limits, gatherer prometheus
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, paramFields(r, err))
 		},
 	})
-	guarded := limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs, checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))
+	tenancy := newGate(limits.Tenancy)
+	guarded := tenancy.process(limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs,
+		tenancy.workspace(checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))))
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", guarded)
@@ -406,11 +409,45 @@ func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) 
 
 // GetExecution shows an execution with its node records.
 func (s *Server) GetExecution(ctx context.Context, req api.GetExecutionRequestObject) (api.GetExecutionResponseObject, error) {
-	e, nodes, err := s.app.Executions.GetExecution(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))
+	e, nodes, err := s.app.Executions.GetExecution(ctx, actorFrom(ctx), domain.ID(req.ExecutionID), executionNodesPage)
 	if err != nil {
 		return nil, err
 	}
 	out := executionOut(e)
+	if out.Input == nil {
+		empty := json.RawMessage("{}")
+		out.Input = &empty
+	}
+	records := nodeRecordsOut(nodes)
+	out.Nodes = &records
+	out.NodesNextCursor = nextNodeCursor(nodes, executionNodesPage)
+	return api.GetExecution200JSONResponse(out), nil
+}
+
+// executionNodesPage is how many node records GET of one execution
+// carries; the rest are paged at /nodes.
+const executionNodesPage = 50
+
+// ListExecutionNodes pages through an execution's node records.
+func (s *Server) ListExecutionNodes(ctx context.Context, req api.ListExecutionNodesRequestObject) (api.ListExecutionNodesResponseObject, error) {
+	limit := pageLimit(req.Params.Limit)
+	after := ""
+	if req.Params.Cursor != nil {
+		raw, err := base64.RawURLEncoding.DecodeString(*req.Params.Cursor)
+		if err != nil || len(raw) == 0 {
+			return nil, errBadCursor
+		}
+		after = string(raw)
+	}
+	nodes, err := s.app.Executions.ListNodes(ctx, actorFrom(ctx), domain.ID(req.ExecutionID), limit, after)
+	if err != nil {
+		return nil, err
+	}
+	return api.ListExecutionNodes200JSONResponse(api.NodeRecordPage{Items: nodeRecordsOut(nodes), NextCursor: nextNodeCursor(nodes, limit)}), nil
+}
+
+// nodeRecordsOut converts node records for the wire.
+func nodeRecordsOut(nodes []domain.NodeRecord) []api.NodeRecord {
 	records := make([]api.NodeRecord, len(nodes))
 	for i, n := range nodes {
 		records[i] = api.NodeRecord{
@@ -418,8 +455,17 @@ func (s *Server) GetExecution(ctx context.Context, req api.GetExecutionRequestOb
 			Input: rawOrNull(n.Input), Output: rawOrNull(n.Output), Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
 		}
 	}
-	out.Nodes = &records
-	return api.GetExecution200JSONResponse(out), nil
+	return records
+}
+
+// nextNodeCursor names the page after a full page of node records: the
+// last key, which the next page starts after.
+func nextNodeCursor(nodes []domain.NodeRecord, limit int) *string {
+	if len(nodes) == 0 || len(nodes) < limit {
+		return nil
+	}
+	c := base64.RawURLEncoding.EncodeToString([]byte(nodes[len(nodes)-1].Key))
+	return &c
 }
 
 // ListExecutions lists a workspace's executions, newest first.

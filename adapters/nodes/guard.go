@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -18,15 +20,40 @@ type RefusedError struct {
 	Addr netip.Addr
 	// Rule names the class of address, such as "link-local".
 	Rule string
+	// Port is set when the port, not the address, is refused.
+	Port string
 }
 
-// Error names the address, its rule and the setting that opens it.
+// Error names the target, its rule and the setting that opens it. A
+// target named by host name is not shown with the address it resolved
+// to: that would hand the tenant the service's internal DNS answers.
 func (e *RefusedError) Error() string {
 	target := e.Addr.String()
 	if e.Host != "" && e.Host != target {
-		target = e.Host + " (" + target + ")"
+		target = e.Host
+	}
+	if e.Port != "" {
+		return fmt.Sprintf("refused: port %s of %s is outside the ports HTTP_REQUEST reaches (%s); allow the host with %s", e.Port, target, allowedPorts, EnvAllow)
+	}
+	if target != e.Addr.String() {
+		return fmt.Sprintf("refused: %s resolves to an address that is %s; allow it with %s", target, e.Rule, EnvAllow)
 	}
 	return fmt.Sprintf("refused: %s is %s; allow it with %s", target, e.Rule, EnvAllow)
+}
+
+// allowedPorts is the port policy: the web's ports and the unprivileged
+// range. Ports below 1024 are the services of the host itself (SSH, SMTP,
+// DNS, LDAP, ...), which a tenant's request has no business reaching.
+const allowedPorts = "80, 443 and 1024-65535"
+
+// portAllowed reports whether port (decimal, "" for the scheme's default)
+// is within allowedPorts.
+func portAllowed(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && (n == 80 || n == 443 || n >= 1024 && n <= 65535)
 }
 
 var (
@@ -35,18 +62,39 @@ var (
 	broadcast   = netip.MustParseAddr("255.255.255.255")
 	// nat64 embeds an IPv4 address in its last 32 bits (RFC 6052).
 	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	// localNAT64 is the local-use NAT64 prefix (RFC 8215), translated by
+	// the operator's own gateway, possibly into its private networks.
+	localNAT64 = netip.MustParsePrefix("64:ff9b:1::/48")
+	// v4Compatible embeds an IPv4 address in its last 32 bits (the
+	// deprecated ::a.b.c.d form, RFC 4291).
+	v4Compatible = netip.MustParsePrefix("::/96")
+	// sixToFour embeds an IPv4 address in bits 16 to 48 (RFC 3056).
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	reserved  = netip.MustParsePrefix("240.0.0.0/4")
+	benchmark = netip.MustParsePrefix("198.18.0.0/15")
 )
 
 // restriction names the rule that refuses ip, or "" for a public address.
-// IPv4-mapped (::ffff:a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) forms are judged
-// by the IPv4 address they carry.
+// IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64
+// (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::) forms are judged by the
+// IPv4 address they carry; the local-use NAT64 prefix is refused whole.
 func restriction(ip netip.Addr) string {
-	if ip.Is4In6() {
+	b := ip.As16()
+	switch {
+	case ip.Is4In6():
 		return restriction(ip.Unmap())
-	}
-	if nat64.Contains(ip) {
-		b := ip.As16()
+	case nat64.Contains(ip):
 		return restriction(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+	case ip.Is6() && v4Compatible.Contains(ip) && !ip.IsUnspecified() && !ip.IsLoopback():
+		return restriction(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+	case sixToFour.Contains(ip):
+		return restriction(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
+	case localNAT64.Contains(ip):
+		return "local-use NAT64 (64:ff9b:1::/48)"
+	case reserved.Contains(ip) && ip != broadcast:
+		return "reserved (240.0.0.0/4)"
+	case benchmark.Contains(ip):
+		return "benchmarking (198.18.0.0/15)"
 	}
 	switch {
 	case ip.IsUnspecified() || ip.Is4() && thisNetwork.Contains(ip):
@@ -79,20 +127,41 @@ type guard struct {
 // host name the request used.
 func (g guard) check(host string, ip netip.Addr) error {
 	rule := restriction(ip)
-	if rule == "" || g.allow.allowsAddr(ip) || host != "" && (g.allow.allowsHost(host) || host == g.proxyHost) {
+	if rule == "" || g.allowed(host, ip) {
 		return nil
 	}
 	return &RefusedError{Host: host, Addr: ip, Rule: rule}
 }
 
-// checkLiteral checks a URL host that is an address, before any connection;
-// names are checked once resolved, in the dialer.
-func (g guard) checkLiteral(host string) error {
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
+// allowed reports whether the operator opened the target: its address or
+// the host name it was reached by is on the allow list, or it is the
+// proxy.
+func (g guard) allowed(host string, ip netip.Addr) bool {
+	return ip.IsValid() && g.allow.allowsAddr(ip) || host != "" && (g.allow.allowsHost(host) || host == g.proxyHost)
+}
+
+// checkPort refuses a port outside allowedPorts unless the target is
+// allowed (ip is the zero Addr for a name not yet resolved).
+func (g guard) checkPort(host string, ip netip.Addr, port string) error {
+	if portAllowed(port) || g.allowed(host, ip) {
 		return nil
 	}
-	return g.check("", ip)
+	return &RefusedError{Host: host, Addr: ip, Port: port}
+}
+
+// checkURL checks a request's URL before any connection: an address
+// written in it, and its port. Names are checked once resolved, in the
+// dialer.
+func (g guard) checkURL(u *url.URL) error {
+	host := u.Hostname()
+	ip, err := netip.ParseAddr(host)
+	if err == nil {
+		if err := g.check("", ip); err != nil {
+			return err
+		}
+		host = ""
+	}
+	return g.checkPort(host, ip, u.Port())
 }
 
 // dialHostKey carries the host name being dialled to the dialer's control
@@ -124,7 +193,12 @@ func (g guard) control(ctx context.Context, _, address string, _ syscall.RawConn
 		return fmt.Errorf("refused: cannot check address %q", h)
 	}
 	host, _ := ctx.Value(dialHostKey{}).(string)
-	return g.check(host, ip.WithZone(""))
+	ip = ip.WithZone("")
+	if err := g.check(host, ip); err != nil {
+		return err
+	}
+	_, p, _ := net.SplitHostPort(address)
+	return g.checkPort(host, ip, p)
 }
 
 // newDialer returns a dialer whose every connection passes the guard.

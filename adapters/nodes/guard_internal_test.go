@@ -39,12 +39,29 @@ func TestRestrictionNamesEveryRefusedAddressClass(t *testing.T) {
 		{"::ffff:100.64.1.1", "shared address space (CGNAT, 100.64.0.0/10)"},
 		{"64:ff9b::a9fe:a9fe", "link-local"},
 		{"64:ff9b::7f00:1", "loopback"},
+		// IPv4-compatible (deprecated ::a.b.c.d) and 6to4 forms too, and
+		// the local-use NAT64 prefix whole.
+		{"::127.0.0.1", "loopback"},
+		{"::a9fe:a9fe", "link-local"},
+		{"::10.0.0.1", "private (RFC 1918)"},
+		{"2002:a9fe:a9fe::1", "link-local"},
+		{"2002:7f00:1::", "loopback"},
+		{"2002:c0a8:101::5", "private (RFC 1918)"},
+		{"64:ff9b:1::a9fe:a9fe", "local-use NAT64 (64:ff9b:1::/48)"},
+		{"64:ff9b:1:ffff::8.8.8.8", "local-use NAT64 (64:ff9b:1::/48)"},
+		// Reserved and benchmarking ranges.
+		{"240.0.0.1", "reserved (240.0.0.0/4)"},
+		{"255.255.255.254", "reserved (240.0.0.0/4)"},
+		{"198.18.0.1", "benchmarking (198.18.0.0/15)"},
+		{"198.19.255.255", "benchmarking (198.18.0.0/15)"},
 		// Public addresses pass.
 		{"8.8.8.8", ""},
 		{"100.128.0.1", ""},
 		{"172.32.0.1", ""},
 		{"2606:4700::1111", ""},
 		{"::ffff:8.8.8.8", ""},
+		{"2002:808:808::1", ""},
+		{"198.20.0.1", ""},
 	} {
 		if got := restriction(netip.MustParseAddr(tt.addr)); got != tt.rule {
 			t.Errorf("restriction(%s) = %q, want %q", tt.addr, got, tt.rule)
@@ -94,8 +111,32 @@ func TestRefusedErrorNamesTheRuleAndTheSetting(t *testing.T) {
 		t.Errorf("error = %v, want %q", err, want)
 	}
 	err = guard{}.check("metadata.internal", netip.MustParseAddr("169.254.169.254"))
-	if want := "refused: metadata.internal (169.254.169.254) is link-local; allow it with SLUICE_HTTP_NODE_ALLOW"; err == nil || err.Error() != want {
+	// A name is refused without the address it resolved to: the service's
+	// internal DNS answers are not the tenant's to read.
+	if want := "refused: metadata.internal resolves to an address that is link-local; allow it with SLUICE_HTTP_NODE_ALLOW"; err == nil || err.Error() != want {
 		t.Errorf("error = %v, want %q", err, want)
+	}
+	err = guard{}.checkPort("smtp.example.com", netip.Addr{}, "25")
+	if want := "refused: port 25 of smtp.example.com is outside the ports HTTP_REQUEST reaches (80, 443 and 1024-65535); allow the host with SLUICE_HTTP_NODE_ALLOW"; err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %q", err, want)
+	}
+}
+
+func TestPortPolicyAllowsTheWebsPortsAndTheUnprivilegedRange(t *testing.T) {
+	t.Parallel()
+	for port, ok := range map[string]bool{"": true, "80": true, "443": true, "1024": true, "8080": true, "65535": true,
+		"22": false, "25": false, "0": false, "53": false, "389": false, "1023": false, "65536": false, "x": false} {
+		if got := portAllowed(port); got != ok {
+			t.Errorf("portAllowed(%q) = %v, want %v", port, got, ok)
+		}
+	}
+	allow, err := ParseAllowList("mail.internal,10.0.0.25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := guard{allow: allow}
+	if g.checkPort("mail.internal", netip.Addr{}, "25") != nil || g.checkPort("", netip.MustParseAddr("10.0.0.25"), "25") != nil {
+		t.Error("an allowed target's port was refused")
 	}
 }
 

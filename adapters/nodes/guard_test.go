@@ -135,6 +135,13 @@ func TestGuardRefusesPrivateTargetsByDefault(t *testing.T) {
 		{"http://[::ffff:169.254.169.254]/", "is link-local"},
 		{"http://0.0.0.0:9/", "is unspecified"},
 		{"http://224.0.0.251/", "is link-local"},
+		{"http://[::a9fe:a9fe]/", "is link-local"},
+		{"http://[2002:a9fe:a9fe::]/", "is link-local"},
+		{"http://[64:ff9b:1::a9fe:a9fe]/", "is local-use NAT64"},
+		{"http://240.0.0.1/", "is reserved (240.0.0.0/4)"},
+		{"http://198.18.0.1/", "is benchmarking (198.18.0.0/15)"},
+		{"http://93.184.216.34:22/", "port 22 of 93.184.216.34 is outside the ports HTTP_REQUEST reaches"},
+		{"http://example.com:25/", "port 25 of example.com is outside the ports HTTP_REQUEST reaches"},
 	} {
 		t.Run(tt.url, func(t *testing.T) {
 			t.Parallel()
@@ -155,7 +162,7 @@ func TestGuardChecksTheResolvedAddressOfANameInTheDialer(t *testing.T) {
 
 	_, _, err := run(t, guarded(t, "", names), target, domain.TemplateContext{})
 	wantPermanent(t, err, "refused_target")
-	if want := "svc.test (127.0.0.1) is loopback"; !strings.Contains(err.Error(), want) {
+	if want := "svc.test resolves to an address that is loopback"; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "127.0.0.1") {
 		t.Errorf("error %q does not contain %q", err, want)
 	}
 	if hits.Load() != 0 {
@@ -179,7 +186,7 @@ func TestGuardRefusesARedirectToAPrivateAddress(t *testing.T) {
 	names := map[string]net.IP{"public.test": net.ParseIP("127.0.0.1"), "inner.test": net.ParseIP("127.0.0.1")}
 	for _, tt := range []struct{ name, location, want string }{
 		{name: "by address", location: "http://127.0.0.2:" + port(t, inner) + "/", want: "127.0.0.2 is loopback"},
-		{name: "by name", location: "http://inner.test:" + port(t, inner) + "/", want: "inner.test (127.0.0.1) is loopback"},
+		{name: "by name", location: "http://inner.test:" + port(t, inner) + "/", want: "inner.test resolves to an address that is loopback"},
 		{name: "metadata", location: "http://169.254.169.254/latest/meta-data/", want: "169.254.169.254 is link-local"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,4 +285,59 @@ func TestConfiguredProxyCarriesRequests(t *testing.T) {
 	// A literal private target is still refused before reaching the proxy.
 	_, _, err := run(t, nodes.NewHTTPRequest(cfg), `{"url": "http://169.254.169.254/"}`, domain.TemplateContext{})
 	wantPermanent(t, err, "refused_target")
+}
+
+func TestA307Or308ToAnotherOriginDoesNotResendTheBody(t *testing.T) {
+	t.Parallel()
+	target, targetHits := countingServer(t, nil)
+	var sameOrigin atomic.Int32
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			origin, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/same":
+					http.Redirect(w, r, "/final", code)
+				case "/final":
+					sameOrigin.Add(1)
+				default:
+					http.Redirect(w, r, target.URL+"/elsewhere", code)
+				}
+			})
+			cfg := map[string]any{"method": "POST", "url": origin.URL + "/cross", "body": map[string]any{"secret": "s3cr3t"}}
+			_, _, err := run(t, loopbackHTTP(t), mustJSON(t, cfg), domain.TemplateContext{})
+			wantPermanent(t, err, "refused_redirect")
+			if err == nil || !strings.Contains(err.Error(), "would resend the request body") {
+				t.Errorf("error = %v, want it to name the resent body", err)
+			}
+			// To the same origin the body follows, as the client would.
+			cfg["url"] = origin.URL + "/same"
+			if _, _, err := run(t, loopbackHTTP(t), mustJSON(t, cfg), domain.TemplateContext{}); err != nil {
+				t.Errorf("same-origin %d: %v", code, err)
+			}
+		})
+	}
+	if targetHits.Load() != 0 {
+		t.Error("the body reached the other origin")
+	}
+	if sameOrigin.Load() != 2 {
+		t.Errorf("%d same-origin redirects followed, want 2", sameOrigin.Load())
+	}
+}
+
+func TestHostsOtherResolversReadAsIPv4AreRefused(t *testing.T) {
+	t.Parallel()
+	srv, hits := countingServer(t, nil)
+	for _, host := range []string{"127.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.000.000.001", "foo.0x7f"} {
+		// Saved without templates, the definition is refused (domain's
+		// validation); resolved from a template, the node is.
+		_, _, err := run(t, loopbackHTTP(t), fmt.Sprintf(`{"url": "http://{{ input.h }}:%s/"}`, port(t, srv)),
+			domain.TemplateContext{Input: map[string]any{"h": host}})
+		wantPermanent(t, err, "invalid_url")
+		if err == nil || !strings.Contains(err.Error(), "read as an IPv4 address") {
+			t.Errorf("%s: error = %v, want it refused as an address in disguise", host, err)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Error("a refused host reached the server")
+	}
 }

@@ -116,7 +116,7 @@ func (h *HTTPRequest) execute(ctx context.Context, run ports.NodeRun) (httpInput
 	if err != nil {
 		return in, nil, ports.Permanent("invalid_request", fmt.Errorf("http %s: %s", what, domain.RedactURLsIn(err.Error(), in.URL)))
 	}
-	if err = h.guard.checkLiteral(req.URL.Hostname()); err != nil {
+	if err = h.guard.checkURL(req.URL); err != nil {
 		return in, nil, ports.Permanent("refused_target", fmt.Errorf("http %s: %w", what, err))
 	}
 	if body != nil {
@@ -151,6 +151,10 @@ func (h *HTTPRequest) execute(ctx context.Context, run ports.NodeRun) (httpInput
 // errTooManyRedirects fails a request on its redirect past MaxRedirects.
 var errTooManyRedirects = fmt.Errorf("stopped after %d redirects", MaxRedirects)
 
+// errBodyRedirect refuses a 307 or 308 that would resend a request's body
+// to another origin.
+var errBodyRedirect = errors.New("refused: a 307/308 redirect to another origin would resend the request body")
+
 // requestError classifies a failed round trip. The client's own error
 // quotes the full URL, so only its cause is kept, under the redacted one.
 func (h *HTTPRequest) requestError(what string, err error) error {
@@ -164,6 +168,8 @@ func (h *HTTPRequest) requestError(what string, err error) error {
 		return ports.Permanent("refused_target", fmt.Errorf("http %s: %w", what, refused))
 	case errors.Is(err, errTooManyRedirects):
 		return ports.Permanent("too_many_redirects", fmt.Errorf("http %s: %w", what, err))
+	case errors.Is(err, errBodyRedirect):
+		return ports.Permanent("refused_redirect", fmt.Errorf("http %s: %w", what, err))
 	case strings.Contains(err.Error(), "server response headers exceeded"):
 		return ports.Permanent("response_too_large", fmt.Errorf("http %s: response headers are over %d bytes (%s)",
 			what, h.cfg.ResponseHeadersMax, EnvResponseHeadersMax))
@@ -201,10 +207,16 @@ func (h *HTTPRequest) checkRedirect(req *http.Request, via []*http.Request) erro
 	if len(via) > MaxRedirects {
 		return errTooManyRedirects
 	}
-	if err := h.guard.checkLiteral(req.URL.Hostname()); err != nil {
+	if err := h.guard.checkURL(req.URL); err != nil {
 		return err
 	}
 	if origin(req.URL) != origin(via[0].URL) {
+		// A 307 or 308 repeats the method and the body: sent to another
+		// origin, a body built for the first could carry its data (and
+		// secrets templated into it) to a host the tenant never named.
+		if code := req.Response.StatusCode; (code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect) && req.GetBody != nil && req.ContentLength != 0 {
+			return errBodyRedirect
+		}
 		for name := range req.Header {
 			if domain.SensitiveHeader(name) {
 				req.Header.Del(name)
@@ -240,6 +252,9 @@ func resolveRequest(cfg domain.HTTPRequestConfig, tc domain.TemplateContext) (ht
 	// "network error" and be retried for nothing.
 	if u, err := url.Parse(in.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return in, ports.Permanent("invalid_url", fmt.Errorf("url %q is not an absolute http(s) URL", domain.RedactURL(in.URL)))
+	}
+	if u, _ := url.Parse(in.URL); domain.AmbiguousIPv4Host(u.Hostname()) {
+		return in, ports.Permanent("invalid_url", errors.New(domain.AmbiguousIPv4Problem(u.Hostname())))
 	}
 	for k, v := range cfg.Headers {
 		rv, err := domain.Resolve(v, tc)

@@ -60,13 +60,9 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ports.ClaimResult{Refused: map[domain.Plan]int{}}
-		if fence != (ports.Fence{}) {
-			if _, err := s.q.LeaseFence(ctx, tx, dbsqlc.LeaseFenceParams{Name: fence.Lease, LockedBy: fence.Holder}); err != nil {
-				if errors.Is(err, pgx.ErrNoRows) {
-					return ports.ErrLeaseLost
-				}
-				return fmt.Errorf("checking the lease: %w", err)
-			}
+		claimer, err := s.checkFence(ctx, tx, fence)
+		if err != nil {
+			return err
 		}
 		pending, err := s.q.QueuePendingWorkspaces(ctx, tx, params)
 		if err != nil {
@@ -212,6 +208,9 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 				return fmt.Errorf("creating executions: %w", asRowError(err))
 			}
 		}
+		if claimer.Fenced() {
+			claim.ClaimLease, claim.ClaimedBy, claim.ClaimTerm = &claimer.Lease, &claimer.Holder, &claimer.Term
+		}
 		stamped, err := s.q.QueueMarkClaimed(ctx, tx, claim)
 		if err != nil {
 			return fmt.Errorf("marking claimed: %w", err)
@@ -232,7 +231,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 			if !ok {
 				return fmt.Errorf("queue item %s was not claimed although it was locked", item.ID)
 			}
-			item.Status, item.ClaimedAt = st.Status, st.ClaimedAt
+			item.Status, item.ClaimedAt, item.Claimer = st.Status, st.ClaimedAt, claimer
 			if err := item.Validate(); err != nil {
 				return fmt.Errorf("queue item %s: %w", item.ID, err)
 			}
@@ -243,6 +242,30 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		return ports.ClaimResult{}, err
 	}
 	return res, nil
+}
+
+// checkFence checks, inside tx, that fence's lease is still this holder's
+// (and in fence's term, when it names one), share-locking the lease row
+// until tx ends so that nobody takes it over meanwhile. It returns the
+// fence with the lease's current term, the zero Fence for no fence, and
+// ports.ErrLeaseLost when the lease or the term is gone.
+func (s *Store) checkFence(ctx context.Context, tx pgx.Tx, fence ports.Fence) (ports.Fence, error) {
+	if !fence.Fenced() {
+		return ports.Fence{}, nil
+	}
+	p := dbsqlc.LeaseFenceParams{Name: fence.Lease, LockedBy: fence.Holder}
+	if !fence.Term.IsZero() {
+		p.Term = &fence.Term
+	}
+	term, err := s.q.LeaseFence(ctx, tx, p)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ports.Fence{}, ports.ErrLeaseLost
+	}
+	if err != nil {
+		return ports.Fence{}, fmt.Errorf("checking the lease: %w", err)
+	}
+	fence.Term = term
+	return fence, nil
 }
 
 // attachGraphs reads the claimed items' graphs in one statement, each
@@ -325,22 +348,25 @@ func rejected(item domain.QueueItem, reason string, reject ports.RejectFunc) (po
 }
 
 // MarkDispatched moves items still in their claim to DISPATCHED, in one
-// statement. If a row refuses the update, each item is marked on its own
-// so the others are not held back; the refused ones are logged and left
-// CLAIMED for stale recovery.
-func (s *Store) MarkDispatched(ctx context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+// statement, fenced as ports.DispatchStore says. If a row refuses the
+// update, each item is marked on its own so the others are not held back;
+// the refused ones are logged and left CLAIMED for stale recovery.
+func (s *Store) MarkDispatched(ctx context.Context, fence ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
 	p := dbsqlc.QueueMarkDispatchedParams{Ids: make([]domain.ID, len(items)), ExecutionIds: make([]domain.ID, len(items))}
 	for i, it := range items {
 		p.Ids[i], p.ExecutionIds[i] = it.ID, it.ExecutionID
 	}
-	rows, err := s.q.QueueMarkDispatched(ctx, s.pool, p)
+	rows, err := s.markDispatched(ctx, fence, p)
 	var rowErr *rowError
 	if err != nil && errors.As(asRowError(err), &rowErr) && len(items) > 1 {
 		rows, err = nil, nil
 		for _, it := range items {
-			one, oneErr := s.q.QueueMarkDispatched(ctx, s.pool, dbsqlc.QueueMarkDispatchedParams{
+			one, oneErr := s.markDispatched(ctx, fence, dbsqlc.QueueMarkDispatchedParams{
 				Ids: []domain.ID{it.ID}, ExecutionIds: []domain.ID{it.ExecutionID},
 			})
+			if errors.Is(oneErr, ports.ErrLeaseLost) {
+				return nil, oneErr
+			}
 			if oneErr != nil {
 				s.log.Error("queue item cannot be marked DISPATCHED; leaving it to stale recovery", "queue_item_id", it.ID, "error", oneErr)
 				continue
@@ -359,6 +385,24 @@ func (s *Store) MarkDispatched(ctx context.Context, items []ports.DispatchedItem
 		}
 	}
 	return out, nil
+}
+
+// markDispatched runs the marking statement, inside the fence's
+// transaction when there is a fence.
+func (s *Store) markDispatched(ctx context.Context, fence ports.Fence, p dbsqlc.QueueMarkDispatchedParams) ([]dbsqlc.QueueMarkDispatchedRow, error) {
+	if !fence.Fenced() {
+		return s.q.QueueMarkDispatched(ctx, s.pool, p)
+	}
+	var rows []dbsqlc.QueueMarkDispatchedRow
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := s.checkFence(ctx, tx, fence); err != nil {
+			return err
+		}
+		var err error
+		rows, err = s.q.QueueMarkDispatched(ctx, tx, p)
+		return err
+	})
+	return rows, err
 }
 
 // ApplyTransitions writes domain-computed states in one transaction.
@@ -430,6 +474,21 @@ func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.Queu
 		}
 	}
 	return written, nil
+}
+
+// ClaimsOfEndedTerms returns CLAIMED items whose claimer's term is over.
+func (s *Store) ClaimsOfEndedTerms(ctx context.Context, limit int) ([]domain.QueueItem, error) {
+	rows, err := s.q.QueueClaimsOfEndedTerms(ctx, s.pool, int32(limit))
+	if err != nil {
+		return nil, err
+	}
+	return queueFromRows(rows)
+}
+
+// ForgetExpiredLeases deletes the expired leases whose names start with
+// prefix.
+func (s *Store) ForgetExpiredLeases(ctx context.Context, prefix string) (int64, error) {
+	return s.q.LeaseForgetExpired(ctx, s.pool, prefix)
 }
 
 // StaleClaimed returns items CLAIMED for longer than olderThan.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/adapters/postgres"
@@ -177,7 +178,7 @@ func TestFinishExecutionSettlesTheItemWhenTheExecutionRowIsGone(t *testing.T) {
 	// One item is DISPATCHED, the other still CLAIMED (its marking was
 	// lost); both execution rows are gone.
 	first := res.Claimed[0]
-	if _, err := store.MarkDispatched(ctx, []ports.DispatchedItem{{ID: first.ID, ExecutionID: first.ExecutionID}}); err != nil {
+	if _, err := store.MarkDispatched(ctx, ports.Fence{}, []ports.DispatchedItem{{ID: first.ID, ExecutionID: first.ExecutionID}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `DELETE FROM workflow_executions`); err != nil {
@@ -352,5 +353,114 @@ func TestMissingReferencesAndOrphanCompletionsAreLogged(t *testing.T) {
 	if recs := logs.records(t, "completion found no queue item"); len(recs) != 1 ||
 		recs[0]["level"] != "WARN" || recs[0]["execution_id"] != orphan.String() {
 		t.Errorf("an orphan completion logged as %v, want one WARN naming the execution", recs)
+	}
+}
+
+func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	seedQueue(t, pool, 2)
+	one, two := postgres.NewLease(pool, "one"), postgres.NewLease(pool, "two")
+	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	limits := domain.DefaultTierPolicy().Limits()
+	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, limits, admitAll, app.RejectUnrunnable)
+	if err != nil || len(res.Claimed) != 2 {
+		t.Fatalf("claim: %d claimed, %v; want 2", len(res.Claimed), err)
+	}
+	var lockedAt time.Time
+	if err := pool.QueryRow(ctx, `SELECT locked_at FROM shedlock WHERE name = 'q'`).Scan(&lockedAt); err != nil {
+		t.Fatal(err)
+	}
+	claimer := res.Claimed[0].Claimer
+	if want := (ports.Fence{Lease: "q", Holder: one.Holder(), Term: lockedAt}); !claimer.Term.Equal(lockedAt) || claimer.Lease != want.Lease || claimer.Holder != want.Holder {
+		t.Fatalf("claimed by %+v, want %+v", claimer, want)
+	}
+	var stored int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM workflow_execution_queue WHERE claim_lease = 'q' AND claimed_by = 'one' AND claim_term = $1`, lockedAt).Scan(&stored); err != nil || stored != 2 {
+		t.Fatalf("%d items store their claimer, %v; want 2", stored, err)
+	}
+	mark := func(c ports.ClaimedItem) ([]ports.DispatchedRecord, error) {
+		return store.MarkDispatched(ctx, c.Claimer, []ports.DispatchedItem{{ID: c.ID, ExecutionID: c.ExecutionID}})
+	}
+
+	// A renewal keeps the term: the claims are live and markable.
+	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+		t.Fatalf("renew: %v %v", ok, err)
+	}
+	if ended, err := store.ClaimsOfEndedTerms(ctx, 10); err != nil || len(ended) != 0 {
+		t.Fatalf("ended terms' claims while the term is live: %d, %v; want none", len(ended), err)
+	}
+	if recs, err := mark(res.Claimed[0]); err != nil || len(recs) != 1 {
+		t.Fatalf("mark within the term: %d, %v; want 1", len(recs), err)
+	}
+
+	// The term ends (the holder paused past it) and another takes over:
+	// the claim left is the new holder's to settle, and the old holder's
+	// late mark is refused.
+	expire := func() {
+		if _, err := pool.Exec(ctx, `UPDATE shedlock SET lock_until = now() - interval '1 second' WHERE name = 'q'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expire()
+	if ok, err := two.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+		t.Fatalf("takeover: %v %v", ok, err)
+	}
+	ended, err := store.ClaimsOfEndedTerms(ctx, 10)
+	if err != nil || len(ended) != 1 || ended[0].ID != res.Claimed[1].ID || ended[0].Status != domain.QueueClaimed {
+		t.Fatalf("ended terms' claims after the takeover: %+v, %v; want the one item still CLAIMED", ended, err)
+	}
+	if _, err := mark(res.Claimed[1]); !errors.Is(err, ports.ErrLeaseLost) {
+		t.Fatalf("late mark after the takeover: %v, want ErrLeaseLost", err)
+	}
+	// The old holder taking the lease back begins a new term: its old
+	// term's marks stay refused, and the claim stays to be settled.
+	expire()
+	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+		t.Fatalf("taking it back: %v %v", ok, err)
+	}
+	if _, err := mark(res.Claimed[1]); !errors.Is(err, ports.ErrLeaseLost) {
+		t.Fatalf("mark of an earlier term by the same holder: %v, want ErrLeaseLost", err)
+	}
+	if status, _ := itemState(t, pool, uuid.UUID(res.Claimed[1].ID)); status != "CLAIMED" {
+		t.Fatalf("item %s after the refused marks, want CLAIMED", status)
+	}
+	if ended, err := store.ClaimsOfEndedTerms(ctx, 10); err != nil || len(ended) != 1 {
+		t.Fatalf("ended terms' claims after the same holder's new term: %d, %v; want 1", len(ended), err)
+	}
+	// The settler's unfenced mark goes through.
+	if recs, err := store.MarkDispatched(ctx, ports.Fence{}, []ports.DispatchedItem{{ID: res.Claimed[1].ID, ExecutionID: res.Claimed[1].ExecutionID}}); err != nil || len(recs) != 1 {
+		t.Fatalf("settling mark: %d, %v; want 1", len(recs), err)
+	}
+	// Expired leases with the prefix are forgotten; live ones and others
+	// stay.
+	if _, err := pool.Exec(ctx, `INSERT INTO shedlock (name, lock_until, locked_at, locked_by) VALUES
+		('reg-gone', now() - interval '1 second', now() - interval '1 minute', 'x'),
+		('reg-live', now() + interval '1 minute', now(), 'y')`); err != nil {
+		t.Fatal(err)
+	}
+	expire()
+	if n, err := store.ForgetExpiredLeases(ctx, "reg-"); err != nil || n != 1 {
+		t.Fatalf("forgot %d expired leases, %v; want the one with the prefix", n, err)
+	}
+	rows, err := pool.Query(ctx, `SELECT name FROM shedlock ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names, err := pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || !slices.Equal(names, []string{"q", "reg-live"}) {
+		t.Fatalf("leases left %v, %v; want q (expired, another prefix) and reg-live", names, err)
+	}
+	// An unfenced claim has no claimer, so no term of its ends: it is
+	// stale recovery's alone.
+	seedQueue(t, pool, 1)
+	if res, err := store.Claim(ctx, ports.Fence{}, limits, admitAll, app.RejectUnrunnable); err != nil || len(res.Claimed) != 1 || res.Claimed[0].Claimer.Fenced() {
+		t.Fatalf("unfenced claim: %+v, %v; want 1 item with no claimer", res.Claimed, err)
+	}
+	if ended, err := store.ClaimsOfEndedTerms(ctx, 10); err != nil || len(ended) != 0 {
+		t.Fatalf("ended terms' claims with only an unfenced claim CLAIMED: %d, %v; want none", len(ended), err)
 	}
 }

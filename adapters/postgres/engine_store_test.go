@@ -31,7 +31,7 @@ func claimOne(t *testing.T, store *postgres.Store, plan domain.Plan, graph strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d", Graph: g})
+	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d", Graph: g}, domain.Quotas{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestStoreKeepsTheExecutionStoreContract(t *testing.T) {
 					t.Fatal(err)
 				}
 				item := claimOne(t, store, domain.PlanFree, string(raw))
-				if recs, err := store.MarkDispatched(context.Background(), []ports.DispatchedItem{{ID: item.ID, ExecutionID: item.ExecutionID}}); err != nil || len(recs) != 1 {
+				if recs, err := store.MarkDispatched(context.Background(), ports.Fence{}, []ports.DispatchedItem{{ID: item.ID, ExecutionID: item.ExecutionID}}); err != nil || len(recs) != 1 {
 					t.Fatalf("marking dispatched: %d, %v", len(recs), err)
 				}
 				return porttest.Run{ExecutionID: item.ExecutionID, QueueID: item.ID, DefinitionID: item.DefinitionID, Version: item.Version}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,11 +14,13 @@ import (
 )
 
 // QueueCollector reports the queue's depth and the RUNNING executions as
-// gauges, read at scrape time from the per-workspace counts the triggers
-// keep, so every scrape sees current figures whichever process serves it,
-// at the cost of one aggregate over workspace_queue_stats; and per plan the
-// age of the oldest item that could be claimed now, at the cost of the
-// claim's prefilter and one index probe per workspace with room.
+// gauges, read from the per-workspace counts the triggers keep, so a
+// scrape sees current figures whichever process serves it, at the cost of
+// one aggregate over workspace_queue_stats; and per plan the age of the
+// oldest item that could be claimed now, at the cost of the claim's
+// prefilter and one index probe per workspace with room. /metrics is unauthenticated
+// on the API port, so the figures are read at most once per
+// queueStatsFresh however often it is scraped.
 type QueueCollector struct {
 	pool      *pgxpool.Pool
 	q         *dbsqlc.Queries
@@ -28,7 +31,16 @@ type QueueCollector struct {
 	depth     *prometheus.Desc
 	running   *prometheus.Desc
 	oldest    *prometheus.Desc
+
+	// mu is held while the figures are read, so concurrent scrapes share
+	// one read.
+	mu     sync.Mutex
+	readAt time.Time
+	last   []prometheus.Metric
 }
+
+// queueStatsFresh is how long the queue gauges' figures are served again.
+const queueStatsFresh = 5 * time.Second
 
 var _ prometheus.Collector = (*QueueCollector)(nil)
 
@@ -61,47 +73,69 @@ func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.oldest
 }
 
-// Collect reads the counts and ages. A failed read is logged and reports
-// nothing, rather than failing the whole scrape.
+// Collect sends the counts, read again when the last read is older than
+// queueStatsFresh. A failed read is logged and reports nothing, rather
+// than failing the whole scrape.
 func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c.collectOldest(ctx, ch)
-	if c.workspace {
-		rows, err := c.q.QueueStatsByWorkspace(ctx, c.pool)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil || time.Since(c.readAt) >= queueStatsFresh {
+		metrics, err := c.read()
 		if err != nil {
 			c.log.Warn("reading queue counts for metrics failed", "error", err)
 			return
 		}
-		for _, r := range rows {
-			ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(r.Pending), r.Plan, r.WorkspaceID.String())
-			ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(r.Running), r.Plan, r.WorkspaceID.String())
-		}
-		return
+		c.readAt, c.last = time.Now(), metrics
 	}
-	rows, err := c.q.QueueStatsByPlan(ctx, c.pool)
-	if err != nil {
-		c.log.Warn("reading queue counts for metrics failed", "error", err)
-		return
-	}
-	for _, r := range rows {
-		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(r.Pending), r.Plan)
-		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(r.Running), r.Plan)
+	for _, m := range c.last {
+		ch <- m
 	}
 }
 
-// collectOldest reports every configured plan's oldest admissible age.
-func (c *QueueCollector) collectOldest(ctx context.Context, ch chan<- prometheus.Metric) {
+func (c *QueueCollector) read() ([]prometheus.Metric, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	metrics, err := c.readOldest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.workspace {
+		rows, err := c.q.QueueStatsByWorkspace(ctx, c.pool)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			metrics = append(metrics,
+				prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(r.Pending), r.Plan, r.WorkspaceID.String()),
+				prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(r.Running), r.Plan, r.WorkspaceID.String()))
+		}
+		return metrics, nil
+	}
+	rows, err := c.q.QueueStatsByPlan(ctx, c.pool)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		metrics = append(metrics,
+			prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(r.Pending), r.Plan),
+			prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(r.Running), r.Plan))
+	}
+	return metrics, nil
+}
+
+// readOldest reads every configured plan's oldest admissible age.
+func (c *QueueCollector) readOldest(ctx context.Context) ([]prometheus.Metric, error) {
 	rows, err := c.q.QueueOldestAdmissibleByPlan(ctx, c.pool, dbsqlc.QueueOldestAdmissibleByPlanParams{Plans: c.plans, Limits: c.limits})
 	if err != nil {
-		c.log.Warn("reading the oldest admissible items for metrics failed", "error", err)
-		return
+		return nil, err
 	}
 	age := make(map[string]float64, len(c.plans))
 	for _, r := range rows {
 		age[r.Plan] = r.AgeSeconds
 	}
+	metrics := make([]prometheus.Metric, 0, len(c.plans))
 	for _, plan := range c.plans {
-		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age[plan], plan)
+		metrics = append(metrics, prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age[plan], plan))
 	}
+	return metrics, nil
 }

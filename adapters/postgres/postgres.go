@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -66,6 +68,23 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
+// APIPoolConfig is PoolConfig for the API's own pool: at most maxConns
+// connections, so tenants' requests never take the connections of the
+// dispatcher and the worker in the same process, and every statement
+// cancelled by the server past statementTimeout (unless url sets
+// statement_timeout), so no request's query holds a connection for long.
+func APIPoolConfig(url string, maxConns int, statementTimeout time.Duration) (*pgxpool.Config, error) {
+	cfg, err := PoolConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = int32(maxConns)
+	if _, set := cfg.ConnConfig.RuntimeParams["statement_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(statementTimeout.Milliseconds(), 10)
+	}
+	return cfg, nil
+}
+
 // Connect opens a pool configured by PoolConfig and checks that the
 // database answers.
 func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
@@ -73,6 +92,11 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ConnectConfig(ctx, cfg)
+}
+
+// ConnectConfig opens a pool of cfg and checks that the database answers.
+func ConnectConfig(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

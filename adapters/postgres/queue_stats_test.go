@@ -53,7 +53,7 @@ func dispatchAll(t *testing.T, store *postgres.Store, items []ports.ClaimedItem)
 	for i, it := range items {
 		req[i] = ports.DispatchedItem{ID: it.ID, ExecutionID: it.ExecutionID}
 	}
-	recs, err := store.MarkDispatched(context.Background(), req)
+	recs, err := store.MarkDispatched(context.Background(), ports.Fence{}, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 				for i, it := range res.Claimed {
 					req[i] = ports.DispatchedItem{ID: it.ID, ExecutionID: it.ExecutionID}
 				}
-				_, _ = store.MarkDispatched(ctx, req)
+				_, _ = store.MarkDispatched(ctx, ports.Fence{}, req)
 				time.Sleep(5 * time.Millisecond) // a dispatcher's poll interval
 			}
 		})

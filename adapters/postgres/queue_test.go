@@ -50,7 +50,7 @@ func createWorkspace(t *testing.T, store *postgres.Store, plan domain.Plan) (dom
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d"})
+	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d"}, domain.Quotas{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func (b *queueBench) markDispatched(t *testing.T, items ...ports.ClaimedItem) in
 	for i, it := range items {
 		req[i] = ports.DispatchedItem{ID: it.ID, ExecutionID: it.ExecutionID}
 	}
-	recs, err := b.store.MarkDispatched(context.Background(), req)
+	recs, err := b.store.MarkDispatched(context.Background(), ports.Fence{}, req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,14 +123,25 @@ func (s *Store) APIKeyBySecretHash(ctx context.Context, hash []byte) (domain.API
 	return domain.APIKey{ID: r.ID, WorkspaceID: r.WorkspaceID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}, nil
 }
 
-// CreateDefinition stores a definition and its version 1 together.
-func (s *Store) CreateDefinition(ctx context.Context, d domain.Definition) (domain.Definition, error) {
+// CreateDefinition stores a definition and its version 1 together, within
+// the workspace's definitions and versions quotas.
+func (s *Store) CreateDefinition(ctx context.Context, d domain.Definition, quotas domain.Quotas) (domain.Definition, error) {
 	graph, err := graphJSON(d.Graph)
 	if err != nil {
 		return domain.Definition{}, err
 	}
 	var out domain.Definition
 	txErr := s.withTx(ctx, func(tx pgx.Tx) error {
+		plan, counts, err := s.lockDefinitionStorage(ctx, tx, d.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		if err = quotas.CheckDefinitions(plan, int(counts.Definitions)); err != nil {
+			return err
+		}
+		if err = quotas.CheckDefinitionVersions(plan, int(counts.Versions)); err != nil {
+			return err
+		}
 		r, err := s.q.DefinitionInsert(ctx, tx, dbsqlc.DefinitionInsertParams{ID: d.ID, WorkspaceID: d.WorkspaceID, Name: d.Name})
 		if err != nil {
 			return interpretError(err)
@@ -162,10 +173,15 @@ func (s *Store) GetDefinition(ctx context.Context, id domain.ID) (domain.Definit
 	return s.withGraph(ctx, r)
 }
 
-// CountLiveDefinitions counts a workspace's definitions not deleted.
-func (s *Store) CountLiveDefinitions(ctx context.Context, workspaceID domain.ID) (int, error) {
-	n, err := s.q.DefinitionCountLive(ctx, s.pool, workspaceID)
-	return int(n), err
+// lockDefinitionStorage takes the workspace's storage lock for the rest
+// of tx and returns its plan and what it stores, for the quotas.
+func (s *Store) lockDefinitionStorage(ctx context.Context, tx pgx.Tx, workspaceID domain.ID) (domain.Plan, dbsqlc.DefinitionStorageCountsRow, error) {
+	plan, err := s.q.WorkspaceStorageLock(ctx, tx, workspaceID)
+	if err != nil {
+		return "", dbsqlc.DefinitionStorageCountsRow{}, interpretError(err)
+	}
+	counts, err := s.q.DefinitionStorageCounts(ctx, tx, workspaceID)
+	return domain.Plan(plan), counts, err
 }
 
 // DefinitionWorkspace returns the owner of a live definition.
@@ -194,11 +210,11 @@ func (s *Store) ListDefinitions(ctx context.Context, workspaceID domain.ID, page
 	}
 	out := make([]domain.Definition, 0, len(rows))
 	for _, r := range rows {
-		d, err := s.withGraph(ctx, r)
+		g, err := graphFromJSON(r.Graph)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, d)
+		out = append(out, definitionFromRow(r.WorkflowDefinition, g))
 	}
 	return out, nil
 }
@@ -216,14 +232,25 @@ func (s *Store) DeleteDefinition(ctx context.Context, id domain.ID) error {
 }
 
 // AddDefinitionVersion numbers and stores a new current version under the
-// definition's row lock.
-func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain.Graph) (domain.DefinitionVersion, error) {
+// definition's row lock, within the workspace's versions quota.
+func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain.Graph, quotas domain.Quotas) (domain.DefinitionVersion, error) {
 	graph, err := graphJSON(g)
 	if err != nil {
 		return domain.DefinitionVersion{}, err
 	}
 	var out domain.DefinitionVersion
 	txErr := s.withTx(ctx, func(tx pgx.Tx) error {
+		ws, err := s.q.DefinitionWorkspace(ctx, tx, id)
+		if err != nil {
+			return interpretError(err)
+		}
+		plan, counts, err := s.lockDefinitionStorage(ctx, tx, ws)
+		if err != nil {
+			return err
+		}
+		if err = quotas.CheckDefinitionVersions(plan, int(counts.Versions)); err != nil {
+			return err
+		}
 		v, err := s.q.DefinitionNextVersion(ctx, tx, id)
 		if err != nil {
 			return interpretError(err)
@@ -331,16 +358,13 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 		if err := s.q.QueueNotify(ctx, tx); err != nil {
 			return err
 		}
-		if len(e.PendingQuota) > 0 {
-			stats, err := s.q.QueuePendingLockCount(ctx, tx, e.WorkspaceID)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		stats, err := s.q.QueuePendingLockCount(ctx, tx, e.WorkspaceID)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if stats.Plan != nil {
+			if err = e.Quotas.CheckEnqueue(domain.Plan(*stats.Plan), int(stats.Pending), int(stats.Stored)); err != nil {
 				return err
-			}
-			if stats.Plan != nil {
-				limit, ok := e.PendingQuota[domain.Plan(*stats.Plan)]
-				if ok && int(stats.Pending) >= limit {
-					return &domain.QuotaError{Quota: "pending queue items", Limit: limit, RetryAfter: domain.PendingRetryAfter}
-				}
 			}
 		}
 		r, err := s.q.QueueInsert(ctx, tx, dbsqlc.QueueInsertParams{
@@ -384,7 +408,19 @@ func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *do
 	if err != nil {
 		return nil, err
 	}
-	return queueFromRows(rows)
+	out := make([]domain.QueueItem, len(rows))
+	for i, r := range rows {
+		// The list reads no input; the item carries none.
+		if out[i], err = queueFromRow(dbsqlc.WorkflowExecutionQueue{
+			ID: r.ID, WorkspaceID: r.WorkspaceID, WorkflowDefinitionID: r.WorkflowDefinitionID, Status: r.Status,
+			Priority: r.Priority, CreatedAt: r.CreatedAt, AvailableAt: r.AvailableAt, ClaimedAt: r.ClaimedAt,
+			DispatchedAt: r.DispatchedAt, AttemptCount: r.AttemptCount, DispatchFailures: r.DispatchFailures,
+			LastError: r.LastError, ExecutionID: r.ExecutionID,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func queueFromRows(rows []dbsqlc.WorkflowExecutionQueue) ([]domain.QueueItem, error) {
@@ -446,7 +482,8 @@ func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
 	}
 }
 
-// GetExecution loads an execution with its node records.
+// GetExecution loads an execution with all its node records (the
+// worker's port; the API pages through ListNodes).
 func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
 	r, err := s.q.ExecutionGet(ctx, s.pool, id)
 	if err != nil {
@@ -456,6 +493,10 @@ func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Executio
 	if err != nil {
 		return domain.Execution{}, nil, err
 	}
+	return executionFromRow(r), nodesFromRows(rows), nil
+}
+
+func nodesFromRows(rows []dbsqlc.WorkflowExecutionNode) []domain.NodeRecord {
 	nodes := make([]domain.NodeRecord, len(rows))
 	for i, n := range rows {
 		nodes[i] = domain.NodeRecord{
@@ -463,7 +504,31 @@ func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Executio
 			Input: n.Input, Output: n.Output, Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
 		}
 	}
-	return executionFromRow(r), nodes, nil
+	return nodes
+}
+
+// ExecutionWorkspace names the workspace an execution belongs to.
+func (s *Store) ExecutionWorkspace(ctx context.Context, id domain.ID) (domain.ID, error) {
+	ws, err := s.q.ExecutionWorkspace(ctx, s.pool, id)
+	return ws, interpretError(err)
+}
+
+// GetExecutionWithoutNodes loads an execution's own row.
+func (s *Store) GetExecutionWithoutNodes(ctx context.Context, id domain.ID) (domain.Execution, error) {
+	r, err := s.q.ExecutionGet(ctx, s.pool, id)
+	if err != nil {
+		return domain.Execution{}, interpretError(err)
+	}
+	return executionFromRow(r), nil
+}
+
+// ListNodes pages through an execution's node records in key order.
+func (s *Store) ListNodes(ctx context.Context, executionID domain.ID, limit int, afterKey string) ([]domain.NodeRecord, error) {
+	rows, err := s.q.NodesPage(ctx, s.pool, dbsqlc.NodesPageParams{ExecutionID: executionID, AfterKey: afterKey, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	return nodesFromRows(rows), nil
 }
 
 // ListExecutions pages through a workspace's executions, newest first.
@@ -483,7 +548,12 @@ func (s *Store) ListExecutions(ctx context.Context, workspaceID domain.ID, filte
 	}
 	out := make([]domain.Execution, len(rows))
 	for i, r := range rows {
-		out[i] = executionFromRow(r)
+		// The list reads no input; the execution carries none.
+		out[i] = executionFromRow(dbsqlc.WorkflowExecution{
+			ID: r.ID, QueueID: r.QueueID, WorkspaceID: r.WorkspaceID, WorkflowDefinitionID: r.WorkflowDefinitionID,
+			WorkflowVersion: r.WorkflowVersion, Status: r.Status, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt,
+			DurationMs: r.DurationMs, Error: r.Error,
+		})
 	}
 	return out, nil
 }

@@ -196,9 +196,14 @@ type Execution struct {
 	Error       *string            `json:"error"`
 	ID          openapi_types.UUID `json:"id"`
 
-	// Input The input as enqueued, byte for byte.
-	Input rawjson.RawMessage `json:"input"`
-	Nodes *[]NodeRecord      `json:"nodes,omitempty"`
+	// Input The input as enqueued, byte for byte. Shown by GET of one execution only; the list leaves it out.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// Nodes The first page of node records (GET of one execution only).
+	Nodes *[]NodeRecord `json:"nodes,omitempty"`
+
+	// NodesNextCursor The cursor of the next page of node records at `/workflow/executions/{executionId}/nodes`; null when `nodes` holds them all.
+	NodesNextCursor *string `json:"nodesNextCursor"`
 
 	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
 	QueueID              *openapi_types.UUID `json:"queueId"`
@@ -249,17 +254,30 @@ type Node struct {
 type NodeRecord struct {
 	Attempt     int        `json:"attempt"`
 	CompletedAt *time.Time `json:"completedAt"`
-	Error       *string    `json:"error"`
 
-	// Input The node's resolved input, with every digit of its numbers.
+	// Error Why the node failed; NUL and bytes that are not UTF-8 are shown as U+FFFD, and past `SLUICE_RECORD_VALUE_MAX` bytes it ends with its true size.
+	Error *string `json:"error"`
+
+	// Input The node's resolved input, with every digit of its numbers. A
+	// value over `SLUICE_RECORD_VALUE_MAX` bytes is kept as
+	// `{"sluice:truncated": {"bytes": <its size>, "preview": "<its first bytes, as text>"}}`.
 	Input *rawjson.RawMessage `json:"input"`
 	Key   string              `json:"key"`
 
-	// Output Available to later nodes as steps.<key>.output; numbers keep every digit.
+	// Output Available to later nodes as steps.<key>.output (whole); numbers
+	// keep every digit. Recorded like `input`: over
+	// `SLUICE_RECORD_VALUE_MAX` bytes, as a marked preview with the
+	// true size.
 	Output    *rawjson.RawMessage `json:"output"`
 	StartedAt *time.Time          `json:"startedAt"`
 	Status    NodeStatus          `json:"status"`
 	Type      string              `json:"type"`
+}
+
+// NodeRecordPage defines model for NodeRecordPage.
+type NodeRecordPage struct {
+	Items      []NodeRecord `json:"items"`
+	NextCursor *string      `json:"nextCursor"`
 }
 
 // NodeStatus defines model for NodeStatus.
@@ -384,6 +402,9 @@ type TooMany = Problem
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
 
+// Unavailable RFC 9457 problem details.
+type Unavailable = Problem
+
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
 	// WorkspaceID The workspace to list.
@@ -423,6 +444,15 @@ type ListExecutionsParams struct {
 type EnqueueExecutionParams struct {
 	// IdempotencyKey Makes the start safe to retry. The same key with the same body returns the original queue item; with a different body it is a 409. Scoped per workspace, kept for at least 24 hours.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// ListExecutionNodesParams defines parameters for ListExecutionNodes.
+type ListExecutionNodesParams struct {
+	// Limit Page size.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListQueueParams defines parameters for ListQueue.
@@ -575,6 +605,9 @@ type ClientInterface interface {
 
 	// CancelExecution request
 	CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListExecutionNodes request
+	ListExecutionNodes(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListQueue request
 	ListQueue(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -765,6 +798,18 @@ func (c *Client) GetExecution(ctx context.Context, executionID ExecutionID, reqE
 
 func (c *Client) CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelExecutionRequest(c.Server, executionID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) ListExecutionNodes(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListExecutionNodesRequest(c.Server, executionID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1476,6 +1521,78 @@ func NewCancelExecutionRequest(server string, executionID ExecutionID) (*http.Re
 	return req, nil
 }
 
+// NewListExecutionNodesRequest generates requests for ListExecutionNodes
+func NewListExecutionNodesRequest(server string, executionID ExecutionID, params *ListExecutionNodesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workflow/executions/%s/nodes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		queryValues := queryURL.Query()
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "limit", runtime.ParamLocationQuery, *params.Limit); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "cursor", runtime.ParamLocationQuery, *params.Cursor); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		queryURL.RawQuery = queryValues.Encode()
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListQueueRequest generates requests for ListQueue
 func NewListQueueRequest(server string, params *ListQueueParams) (*http.Request, error) {
 	var err error
@@ -2078,6 +2195,9 @@ type ClientWithResponsesInterface interface {
 	// CancelExecutionWithResponse request
 	CancelExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
 
+	// ListExecutionNodesWithResponse request
+	ListExecutionNodesWithResponse(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*ListExecutionNodesResponse, error)
+
 	// ListQueueWithResponse request
 	ListQueueWithResponse(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*ListQueueResponse, error)
 
@@ -2129,7 +2249,9 @@ type ListDefinitionsResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2160,6 +2282,7 @@ type CreateDefinitionResponse struct {
 	ApplicationProblemJSON422 *InvalidGraph
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2185,7 +2308,9 @@ type DeleteDefinitionResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2212,7 +2337,9 @@ type GetDefinitionResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2243,6 +2370,7 @@ type CreateDefinitionVersionResponse struct {
 	ApplicationProblemJSON422 *InvalidGraph
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2269,7 +2397,9 @@ type GetDefinitionVersionResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2296,7 +2426,9 @@ type ListExecutionsResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2327,6 +2459,7 @@ type EnqueueExecutionResponse struct {
 	ApplicationProblemJSON413 *TooLarge
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2353,7 +2486,9 @@ type GetExecutionResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2381,7 +2516,9 @@ type CancelExecutionResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2400,6 +2537,33 @@ func (r CancelExecutionResponse) StatusCode() int {
 	return 0
 }
 
+type ListExecutionNodesResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *NodeRecordPage
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON500 *Internal
+}
+
+// Status returns HTTPResponse.Status
+func (r ListExecutionNodesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListExecutionNodesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type ListQueueResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
@@ -2408,7 +2572,9 @@ type ListQueueResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2435,7 +2601,9 @@ type GetQueueItemResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2463,7 +2631,9 @@ type CancelQueueItemResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2488,7 +2658,9 @@ type ListWorkspacesResponse struct {
 	JSON200                   *WorkspacePage
 	ApplicationProblemJSON400 *BadRequest
 	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2515,7 +2687,9 @@ type CreateWorkspaceResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2542,7 +2716,9 @@ type GetWorkspaceResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2570,7 +2746,9 @@ type UpdateWorkspacePlanResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2597,7 +2775,9 @@ type ListAPIKeysResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2625,7 +2805,9 @@ type CreateAPIKeyResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2651,7 +2833,9 @@ type RevokeAPIKeyResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -2827,6 +3011,15 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, e
 		return nil, err
 	}
 	return ParseCancelExecutionResponse(rsp)
+}
+
+// ListExecutionNodesWithResponse request returning *ListExecutionNodesResponse
+func (c *ClientWithResponses) ListExecutionNodesWithResponse(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*ListExecutionNodesResponse, error) {
+	rsp, err := c.ListExecutionNodes(ctx, executionID, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListExecutionNodesResponse(rsp)
 }
 
 // ListQueueWithResponse request returning *ListQueueResponse
@@ -3010,12 +3203,26 @@ func ParseListDefinitionsResponse(rsp *http.Response) (*ListDefinitionsResponse,
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3099,6 +3306,13 @@ func ParseCreateDefinitionResponse(rsp *http.Response) (*CreateDefinitionRespons
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -3146,12 +3360,26 @@ func ParseDeleteDefinitionResponse(rsp *http.Response) (*DeleteDefinitionRespons
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3207,12 +3435,26 @@ func ParseGetDefinitionResponse(rsp *http.Response) (*GetDefinitionResponse, err
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3296,6 +3538,13 @@ func ParseCreateDefinitionVersionResponse(rsp *http.Response) (*CreateDefinition
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -3350,12 +3599,26 @@ func ParseGetDefinitionVersionResponse(rsp *http.Response) (*GetDefinitionVersio
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3411,12 +3674,26 @@ func ParseListExecutionsResponse(rsp *http.Response) (*ListExecutionsResponse, e
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3500,6 +3777,13 @@ func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionRespons
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -3554,12 +3838,26 @@ func ParseGetExecutionResponse(rsp *http.Response) (*GetExecutionResponse, error
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3622,6 +3920,81 @@ func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse,
 		}
 		response.ApplicationProblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListExecutionNodesResponse parses an HTTP response from a ListExecutionNodesWithResponse call
+func ParseListExecutionNodesResponse(rsp *http.Response) (*ListExecutionNodesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListExecutionNodesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NodeRecordPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3683,12 +4056,26 @@ func ParseListQueueResponse(rsp *http.Response) (*ListQueueResponse, error) {
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3744,12 +4131,26 @@ func ParseGetQueueItemResponse(rsp *http.Response) (*GetQueueItemResponse, error
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3812,12 +4213,26 @@ func ParseCancelQueueItemResponse(rsp *http.Response) (*CancelQueueItemResponse,
 		}
 		response.ApplicationProblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3859,12 +4274,26 @@ func ParseListWorkspacesResponse(rsp *http.Response) (*ListWorkspacesResponse, e
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3920,12 +4349,26 @@ func ParseCreateWorkspaceResponse(rsp *http.Response) (*CreateWorkspaceResponse,
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -3981,12 +4424,26 @@ func ParseGetWorkspaceResponse(rsp *http.Response) (*GetWorkspaceResponse, error
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -4049,12 +4506,26 @@ func ParseUpdateWorkspacePlanResponse(rsp *http.Response) (*UpdateWorkspacePlanR
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -4110,12 +4581,26 @@ func ParseListAPIKeysResponse(rsp *http.Response) (*ListAPIKeysResponse, error) 
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -4178,12 +4663,26 @@ func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 
@@ -4232,12 +4731,26 @@ func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
 
 	}
 

@@ -316,9 +316,16 @@ func TestContractEveryOperation(t *testing.T) {
 
 	ge, err := key.GetExecutionWithResponse(ctx, execIDs[0])
 	status(t, "getExecution", ge, err, http.StatusOK)
-	if e := ge.JSON200; e.ID != execIDs[0] || e.Status != client.ExecutionStatusRUNNING || inputField(t, e.Input, "name") != "Ada" || e.Nodes == nil {
+	if e := ge.JSON200; e.ID != execIDs[0] || e.Status != client.ExecutionStatusRUNNING || e.Input == nil || inputField(t, *e.Input, "name") != "Ada" || e.Nodes == nil {
 		t.Errorf("getExecution: %s", ge.Body)
 	}
+	ln, err := key.ListExecutionNodesWithResponse(ctx, execIDs[0], &client.ListExecutionNodesParams{Limit: ptr(100)})
+	status(t, "listExecutionNodes", ln, err, http.StatusOK)
+	if len(ln.JSON200.Items) != len(*ge.JSON200.Nodes) || ln.JSON200.NextCursor != nil {
+		t.Errorf("listExecutionNodes: %s, want the records GET showed (%d) and no next page", ln.Body, len(*ge.JSON200.Nodes))
+	}
+	resp, err := key.ListExecutionNodes(ctx, execIDs[0], &client.ListExecutionNodesParams{Cursor: ptr("!")})
+	read(t, resp, err).expect(t, "listExecutionNodes with a bad cursor", http.StatusBadRequest, "invalid-request")
 	gw, err = key.GetWorkspaceWithResponse(ctx, ws.ID)
 	status(t, "getWorkspace", gw, err, http.StatusOK)
 	if gw.JSON200.Queued != 0 || gw.JSON200.Active != 5 {

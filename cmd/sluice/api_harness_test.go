@@ -94,6 +94,13 @@ func newStack(t *testing.T) *stack {
 // newStackWithQuotas is newStack with the given workspace quotas.
 func newStackWithQuotas(t *testing.T, quotas domain.Quotas) *stack {
 	t.Helper()
+	return newStackWith(t, quotas, httpapi.DefaultLimits())
+}
+
+// newStackWith is newStack with the given workspace quotas and request
+// limits.
+func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *stack {
+	t.Helper()
 	pool := pgtest.Pool(t)
 	addr := temporalAddress(t)
 	log := testLog()
@@ -118,7 +125,7 @@ func newStackWithQuotas(t *testing.T, quotas domain.Quotas) *stack {
 
 	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
 	checks := []httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}, {Name: "temporal", Check: workflows.CheckHealth}}
-	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), registry, checks, log)
+	handler, err := httpapi.NewHandler(application, limits, registry, checks, log)
 	if err != nil {
 		t.Fatal(err)
 	}

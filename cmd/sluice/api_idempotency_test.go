@@ -171,8 +171,11 @@ func TestInputKeepsEveryDigit(t *testing.T) {
 	ge, err := a.GetExecutionWithResponse(ctx, *q.JSON200.ExecutionID)
 	status(t, "getExecution", ge, err, http.StatusOK)
 	var input map[string]json.RawMessage
-	if err := json.Unmarshal(ge.JSON200.Input, &input); err != nil {
-		t.Fatalf("execution input %s: %v", ge.JSON200.Input, err)
+	if ge.JSON200.Input == nil {
+		t.Fatalf("getExecution has no input: %s", ge.Body)
+	}
+	if err := json.Unmarshal(*ge.JSON200.Input, &input); err != nil {
+		t.Fatalf("execution input %s: %v", *ge.JSON200.Input, err)
 	}
 	if got := string(input["big"]); got != digits {
 		t.Fatalf("input.big came back as %s, want %s", got, digits)

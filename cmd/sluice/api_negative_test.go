@@ -148,6 +148,9 @@ func (w *world) opsOnB() []op {
 		{"getExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetExecution(ctx, w.execB)
 		}},
+		{"listExecutionNodes", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListExecutionNodes(ctx, w.execB, &client.ListExecutionNodesParams{})
+		}},
 		{"cancelExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelExecution(ctx, w.execB)
 		}},
@@ -379,6 +382,9 @@ func TestNegativeNotFound(t *testing.T) {
 		{"getExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetExecution(ctx, missing)
 		}},
+		{"listExecutionNodes", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListExecutionNodes(ctx, missing, &client.ListExecutionNodesParams{})
+		}},
 		{"cancelExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelExecution(ctx, missing)
 		}},
@@ -508,4 +514,107 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	hz, err := s.client(t, "").GetHealthzWithResponse(ctx)
 	status(t, "getHealthz", hz, err, http.StatusOK)
+}
+
+// TestNegativeWhatAWorkspaceKeepsAndSends: each way a workspace could
+// grow what it keeps, or take more than its share of the API, by repeating
+// requests that are each allowed, meets a 429 naming the bound (with
+// Retry-After where waiting helps), and unauthenticated probes cost the
+// database nothing per call.
+func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	small := domain.Quotas{
+		StoredItems:        map[domain.Plan]int{domain.PlanFree: 3},
+		Definitions:        map[domain.Plan]int{domain.PlanFree: 2},
+		DefinitionVersions: map[domain.Plan]int{domain.PlanFree: 3},
+		NodesPerGraph:      10,
+	}
+	for _, row := range []struct {
+		name   string
+		limits func(*httpapi.Limits)
+		// loop repeats an allowed request and returns the first answer
+		// that is not a success.
+		loop       func(t *testing.T, ws uuid.UUID, c *client.ClientWithResponses) *http.Response
+		retryAfter bool
+	}{
+		{name: "enqueue and cancel in a loop (cancelled items stay stored)", retryAfter: true,
+			loop: func(t *testing.T, ws uuid.UUID, c *client.ClientWithResponses) *http.Response {
+				d, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "d", Graph: oneNodeGraph})
+				status(t, "createDefinition", d, err, http.StatusCreated)
+				for {
+					r, err := c.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: ws, WorkflowDefinitionID: d.JSON201.ID})
+					if err != nil || r.StatusCode() != http.StatusAccepted {
+						return r.HTTPResponse
+					}
+					cq, err := c.CancelQueueItemWithResponse(ctx, r.JSON202.QueueID)
+					status(t, "cancelQueueItem", cq, err, http.StatusAccepted)
+				}
+			}},
+		{name: "delete and recreate definitions (deleted ones stay stored)",
+			loop: func(t *testing.T, ws uuid.UUID, c *client.ClientWithResponses) *http.Response {
+				for {
+					d, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "d", Graph: oneNodeGraph})
+					if err != nil || d.StatusCode() != http.StatusCreated {
+						return d.HTTPResponse
+					}
+					del, err := c.DeleteDefinitionWithResponse(ctx, d.JSON201.ID)
+					status(t, "deleteDefinition", del, err, http.StatusNoContent)
+				}
+			}},
+		{name: "save versions in a loop",
+			loop: func(t *testing.T, ws uuid.UUID, c *client.ClientWithResponses) *http.Response {
+				d, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "d", Graph: oneNodeGraph})
+				status(t, "createDefinition", d, err, http.StatusCreated)
+				for {
+					v, err := c.CreateDefinitionVersionWithResponse(ctx, d.JSON201.ID, client.CreateVersionRequest{Graph: oneNodeGraph})
+					if err != nil || v.StatusCode() != http.StatusCreated {
+						return v.HTTPResponse
+					}
+				}
+			}},
+		{name: "requests faster than the workspace's rate", retryAfter: true,
+			limits: func(l *httpapi.Limits) { l.Tenancy.Rate, l.Tenancy.Burst = 1, 3 },
+			loop: func(t *testing.T, ws uuid.UUID, c *client.ClientWithResponses) *http.Response {
+				for {
+					r, err := c.GetWorkspaceWithResponse(ctx, ws)
+					if err != nil || r.StatusCode() != http.StatusOK {
+						return r.HTTPResponse
+					}
+				}
+			}},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			t.Parallel()
+			limits := httpapi.DefaultLimits()
+			if row.limits != nil {
+				row.limits(&limits)
+			}
+			s := newStackWith(t, small, limits)
+			ws, c := quotaWorkspace(t, s, client.FREE)
+			resp := row.loop(t, ws, c)
+			if resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("the loop ended with %v, want 429", resp)
+			}
+			if got := resp.Header.Get("Retry-After") != ""; got != row.retryAfter {
+				t.Errorf("Retry-After %q, want one: %v", resp.Header.Get("Retry-After"), row.retryAfter)
+			}
+		})
+	}
+
+	t.Run("unauthenticated readiness probes", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t)
+		before := s.pool.Stat().AcquireCount()
+		for range 200 {
+			resp, err := http.Get(s.url + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		if n := s.pool.Stat().AcquireCount() - before; n > 10 {
+			t.Errorf("200 calls of /readyz took %d database connections, want a handful (one check a second)", n)
+		}
+	})
 }

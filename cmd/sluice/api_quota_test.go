@@ -6,8 +6,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/domain"
 )
@@ -127,4 +131,199 @@ func TestTheGraphNodeQuotaIsTheOneBoundOnNodes(t *testing.T) {
 		!slices.ContainsFunc(*p.Errors, func(e client.FieldError) bool { return e.Path == "/graph/nodes" }) {
 		t.Errorf("node quota problem does not name /graph/nodes: %s", over.Body)
 	}
+}
+
+// quotaWorkspace is a workspace of plan with a key, and a client signed in
+// with it.
+func quotaWorkspace(t *testing.T, s *stack, plan client.Plan) (uuid.UUID, *client.ClientWithResponses) {
+	t.Helper()
+	ctx := context.Background()
+	admin := s.client(t, adminToken)
+	wsResp, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "stored quota", Plan: plan})
+	status(t, "createWorkspace", wsResp, err, http.StatusCreated)
+	keyResp, err := admin.CreateAPIKeyWithResponse(ctx, wsResp.JSON201.ID, client.CreateAPIKeyRequest{Name: "k"})
+	status(t, "createAPIKey", keyResp, err, http.StatusCreated)
+	return wsResp.JSON201.ID, s.client(t, keyResp.JSON201.Secret)
+}
+
+var oneNodeGraph = client.Graph(`{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":{"k":"a"}}}],"edges":[]}`)
+
+// TestAnEnqueueAndCancelLoopMeetsTheStoredItemsQuota: a cancelled item
+// stays stored until retention deletes it, so enqueueing and cancelling
+// in a loop meets a 429 with Retry-After at the stored-items quota, while
+// the pending-items quota alone would never be reached.
+func TestAnEnqueueAndCancelLoopMeetsTheStoredItemsQuota(t *testing.T) {
+	t.Parallel()
+	const stored = 5
+	quotas := domain.DefaultQuotas()
+	quotas.StoredItems = map[domain.Plan]int{domain.PlanFree: stored}
+	s := newStackWithQuotas(t, quotas)
+	ctx := context.Background()
+	ws, c := quotaWorkspace(t, s, client.FREE)
+	def, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "loop", Graph: oneNodeGraph})
+	status(t, "createDefinition", def, err, http.StatusCreated)
+
+	refusedAt := 0
+	for i := 1; i <= 2*stored && refusedAt == 0; i++ {
+		r, err := c.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: ws, WorkflowDefinitionID: def.JSON201.ID,
+			Input: rawInput(map[string]any{"pad": strings.Repeat("x", 10_000)})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.StatusCode() == http.StatusTooManyRequests {
+			refusedAt = i
+			if r.HTTPResponse.Header.Get("Retry-After") == "" {
+				t.Errorf("stored-items refusal has no Retry-After")
+			}
+			if !strings.Contains(string(r.Body), "stored queue items") {
+				t.Errorf("refusal does not name the stored-items quota: %s", r.Body)
+			}
+			break
+		}
+		status(t, "enqueueExecution", r, nil, http.StatusAccepted)
+		cancel, err := c.CancelQueueItemWithResponse(ctx, r.JSON202.QueueID)
+		status(t, "cancelQueueItem", cancel, err, http.StatusAccepted)
+	}
+	if refusedAt != stored+1 {
+		t.Fatalf("the loop was refused at enqueue %d, want %d (quota %d stored items)", refusedAt, stored+1, stored)
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE workspace_id = $1", ws).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != stored {
+		t.Errorf("%d items stored, want exactly the quota, %d", n, stored)
+	}
+}
+
+// TestAVersionLoopMeetsTheDefinitionVersionsQuota: every version of every
+// definition counts, and a deleted definition still counts with its
+// versions, so neither saving versions in a loop nor deleting and
+// recreating definitions walks around the quotas.
+func TestAVersionLoopMeetsTheDefinitionVersionsQuota(t *testing.T) {
+	t.Parallel()
+	quotas := domain.DefaultQuotas()
+	quotas.DefinitionVersions = map[domain.Plan]int{domain.PlanFree: 4}
+	quotas.Definitions = map[domain.Plan]int{domain.PlanFree: 3}
+	s := newStackWithQuotas(t, quotas)
+	ctx := context.Background()
+	ws, c := quotaWorkspace(t, s, client.FREE)
+	def, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "versions", Graph: oneNodeGraph})
+	status(t, "createDefinition", def, err, http.StatusCreated)
+	for i := 2; i <= 3; i++ {
+		v, err := c.CreateDefinitionVersionWithResponse(ctx, def.JSON201.ID, client.CreateVersionRequest{Graph: oneNodeGraph})
+		status(t, fmt.Sprintf("createDefinitionVersion %d", i), v, err, http.StatusCreated)
+	}
+	// Deleting it frees nothing: its 3 versions still count.
+	del, err := c.DeleteDefinitionWithResponse(ctx, def.JSON201.ID)
+	status(t, "deleteDefinition", del, err, http.StatusNoContent)
+	second, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "again", Graph: oneNodeGraph})
+	status(t, "createDefinition, the 4th version", second, err, http.StatusCreated)
+	over, err := c.CreateDefinitionVersionWithResponse(ctx, second.JSON201.ID, client.CreateVersionRequest{Graph: oneNodeGraph})
+	status(t, "createDefinitionVersion past the versions quota", over, err, http.StatusTooManyRequests)
+	if !strings.Contains(string(over.Body), "definition versions") {
+		t.Errorf("refusal does not name the versions quota: %s", over.Body)
+	}
+	third, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "third", Graph: oneNodeGraph})
+	status(t, "createDefinition past the versions quota", third, err, http.StatusTooManyRequests)
+	var versions int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM workflow_definition_versions v JOIN workflow_definitions d ON d.id = v.workflow_definition_id
+		WHERE d.workspace_id = $1`, ws).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != 4 {
+		t.Errorf("%d versions stored, want exactly the quota, 4", versions)
+	}
+}
+
+// TestConcurrentDefinitionCreatesLeaveExactlyTheQuota: 50 creates at once
+// at the quota's edge (15 of 20 stored, 5 of them deleted) are counted
+// under the workspace's lock: exactly 5 are created, the other 45 answer
+// 429, and the workspace stores exactly its quota.
+func TestConcurrentDefinitionCreatesLeaveExactlyTheQuota(t *testing.T) {
+	t.Parallel()
+	const quota, before, concurrent = 20, 15, 50
+	quotas := domain.DefaultQuotas()
+	quotas.Definitions = map[domain.Plan]int{domain.PlanPro: quota}
+	limits := httpapi.DefaultLimits()
+	limits.Tenancy.WorkspaceConcurrency = concurrent // the quota, not the request caps, is under test
+	s := newStackWith(t, quotas, limits)
+	ctx := context.Background()
+	ws, c := quotaWorkspace(t, s, client.PRO)
+	for i := range before {
+		d, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: fmt.Sprint("before ", i), Graph: oneNodeGraph})
+		status(t, "createDefinition", d, err, http.StatusCreated)
+		if i < 5 {
+			del, err := c.DeleteDefinitionWithResponse(ctx, d.JSON201.ID)
+			status(t, "deleteDefinition", del, err, http.StatusNoContent)
+		}
+	}
+	codes := make([]int, concurrent)
+	var wg sync.WaitGroup
+	for i := range concurrent {
+		wg.Go(func() {
+			r, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: fmt.Sprint("race ", i), Graph: oneNodeGraph})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			codes[i] = r.StatusCode()
+		})
+	}
+	wg.Wait()
+	created, refused := 0, 0
+	for _, code := range codes {
+		switch code {
+		case http.StatusCreated:
+			created++
+		case http.StatusTooManyRequests:
+			refused++
+		default:
+			t.Errorf("a concurrent create answered %d", code)
+		}
+	}
+	var stored int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_definitions WHERE workspace_id = $1", ws).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d concurrent creates at %d of %d: %d created, %d refused, %d stored", concurrent, before, quota, created, refused, stored)
+	if created != quota-before || refused != concurrent-(quota-before) || stored != quota {
+		t.Errorf("created %d, refused %d, stored %d; want %d, %d and exactly the quota, %d",
+			created, refused, stored, quota-before, concurrent-(quota-before), quota)
+	}
+}
+
+// TestAWorkspacePastItsRequestRateGetsTooManyRequests: a workspace key
+// sending faster than its rate meets 429 with Retry-After once its burst
+// is spent, and another workspace's key is still served at once.
+func TestAWorkspacePastItsRequestRateGetsTooManyRequests(t *testing.T) {
+	t.Parallel()
+	const burst = 5
+	limits := httpapi.DefaultLimits()
+	limits.Tenancy.Rate, limits.Tenancy.Burst = 1, burst
+	s := newStackWith(t, domain.DefaultQuotas(), limits)
+	ctx := context.Background()
+	ws, c := quotaWorkspace(t, s, client.PRO)
+	refusedAt := 0
+	for i := 1; i <= 3*burst && refusedAt == 0; i++ {
+		r, err := c.ListDefinitionsWithResponse(ctx, &client.ListDefinitionsParams{WorkspaceID: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.StatusCode() == http.StatusTooManyRequests {
+			refusedAt = i
+			if ra := r.HTTPResponse.Header.Get("Retry-After"); ra == "" {
+				t.Error("rate refusal has no Retry-After")
+			}
+			continue
+		}
+		status(t, "listDefinitions", r, nil, http.StatusOK)
+	}
+	// The bucket refills one a second, so the loop may get one more in.
+	if refusedAt < burst+1 || refusedAt > burst+2 {
+		t.Errorf("first 429 at request %d, want right after the burst of %d", refusedAt, burst)
+	}
+	other, oc := quotaWorkspace(t, s, client.FREE)
+	r, err := oc.ListDefinitionsWithResponse(ctx, &client.ListDefinitionsParams{WorkspaceID: other})
+	status(t, "listDefinitions by another workspace", r, err, http.StatusOK)
 }

@@ -144,6 +144,13 @@ func TestNegativeMalformedBodies(t *testing.T) {
 		got := read(o.send(ctx, admin, "text/plain", strings.NewReader("hello")))
 		got.expect(t, o.name+": text/plain", http.StatusBadRequest, "invalid-request")
 	}
+	// A malformed Content-Type parameter does not skip the body's checks.
+	start := w.bodyOps()[5]
+	got := read(start.send(ctx, admin, "application/json; charset", strings.NewReader(cases["startExecution"]["NUL in input"].body)))
+	got.expect(t, "startExecution: malformed Content-Type parameter", http.StatusBadRequest, "invalid-request")
+	if paths := got.fieldPaths(); !slices.Contains(paths, "/input/name/0") {
+		t.Errorf("malformed Content-Type parameter: field paths %v lack /input/name/0; body: %s", paths, got.body)
+	}
 	if after := counts(t, w); after != before {
 		t.Errorf("malformed requests wrote rows: before %v, after %v", before, after)
 	}
@@ -315,6 +322,15 @@ func TestNegativeInvalidGraph(t *testing.T) {
 		}
 		if got.problem.Detail != "3 problems" {
 			t.Errorf("%s: detail %q", name, got.problem.Detail)
+		}
+	}
+	// Hosts other resolvers read as IPv4 addresses are refused at save time.
+	for _, host := range []string{"127.1", "2130706433", "0x7f000001"} {
+		g := client.Graph(`{"nodes":[{"key":"call","type":"HTTP_REQUEST","config":{"url":"http://` + host + `/admin"}}],"edges":[]}`)
+		got := read(a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "disguised", Graph: g}))
+		got.expect(t, "createDefinition with host "+host, http.StatusUnprocessableEntity, "invalid-graph")
+		if paths := got.fieldPaths(); !slices.Contains(paths, "/graph/nodes/0/config/url") {
+			t.Errorf("host %s: problems at %v, want /graph/nodes/0/config/url; body: %s", host, paths, got.body)
 		}
 	}
 	if after := counts(t, w); after != before {

@@ -37,15 +37,25 @@ type Config struct {
 	// Maintenance schedules the maintenance jobs: stale recovery and the
 	// reconciler on the dispatcher, the idempotency-key purge on the api.
 	Maintenance app.MaintenanceSchedule
-	Worker      engine.WorkerConfig
+	// Retention is how long each plan's history is kept, and the batches
+	// the api role's retention job deletes it in.
+	Retention app.RetentionConfig
+	Worker    engine.WorkerConfig
+	// RecordValueMax bounds each input, output and error a node record
+	// keeps; past it the record keeps a marked preview and the true size.
+	RecordValueMax int
 	// Nodes bounds what node executors produce and reach.
 	Nodes nodes.Config
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
-// request sizes, and how long a slow client may take to send or read.
+// request sizes, how long a slow client may take to send or read, and
+// what a workspace may hold of the API's database pool.
 type HTTPConfig struct {
-	Limits            httpapi.Limits
+	Limits httpapi.Limits
+	// StatementTimeout is the API pool's statement_timeout; the pool has
+	// Limits.Tenancy.Concurrency connections.
+	StatementTimeout  time.Duration
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
@@ -149,11 +159,19 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	}
 	c.Temporal.TLS = temporalTLS(e)
 	httpLimits := httpapi.DefaultLimits()
+	tenancy := httpLimits.Tenancy
+	tenancy.Rate = float64(e.integer("SLUICE_API_WORKSPACE_RATE", int(tenancy.Rate), 1, 100_000))
+	tenancy.Burst = e.integer("SLUICE_API_WORKSPACE_BURST", tenancy.Burst, 1, 100_000)
+	tenancy.Concurrency = e.integer("SLUICE_API_DB_CONNS", tenancy.Concurrency, 2, 1000)
+	tenancy.WorkspaceConcurrency = e.integer("SLUICE_API_WORKSPACE_CONCURRENCY", min(tenancy.WorkspaceConcurrency, tenancy.Concurrency-1), 1, tenancy.Concurrency-1)
+	tenancy.QueueWait = e.duration("SLUICE_API_DB_WAIT", tenancy.QueueWait, 10*time.Millisecond)
 	c.HTTP = HTTPConfig{
 		Limits: httpapi.Limits{
 			MaxBodyBytes: int64(e.integer("SLUICE_HTTP_MAX_BODY_BYTES", int(httpLimits.MaxBodyBytes), 1<<10, 64<<20)),
 			MaxJSONDepth: e.integer("SLUICE_HTTP_MAX_JSON_DEPTH", httpLimits.MaxJSONDepth, 2, 1000),
+			Tenancy:      tenancy,
 		},
+		StatementTimeout:  e.duration("SLUICE_API_STATEMENT_TIMEOUT", 5*time.Second, 100*time.Millisecond),
 		ReadHeaderTimeout: e.duration("SLUICE_HTTP_READ_HEADER_TIMEOUT", 10*time.Second, 100*time.Millisecond),
 		ReadTimeout:       e.duration("SLUICE_HTTP_READ_TIMEOUT", 30*time.Second, 100*time.Millisecond),
 		WriteTimeout:      e.duration("SLUICE_HTTP_WRITE_TIMEOUT", 60*time.Second, 100*time.Millisecond),
@@ -186,7 +204,9 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 
 	c.Quotas = domain.DefaultQuotas()
 	c.Quotas.PendingItems = e.perPlan("SLUICE_QUOTA_PENDING_ITEMS", c.Quotas.PendingItems)
+	c.Quotas.StoredItems = e.perPlan("SLUICE_QUOTA_STORED_ITEMS", c.Quotas.StoredItems)
 	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
+	c.Quotas.DefinitionVersions = e.perPlan("SLUICE_QUOTA_DEFINITION_VERSIONS", c.Quotas.DefinitionVersions)
 	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
 
 	d := app.DefaultDispatcherConfig()
@@ -215,12 +235,26 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	m.LeaseAtLeastFor = e.duration("SLUICE_RECOVERY_LEASE_AT_LEAST_FOR", m.LeaseAtLeastFor, 0)
 	c.Maintenance = m
 
+	r := app.DefaultRetentionConfig()
+	if r.Policy, err = domain.NewRetentionPolicy(e.perPlan("SLUICE_RETENTION_DAYS", domain.DefaultRetentionDays())); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("SLUICE_RETENTION_DAYS: %w", err))
+	}
+	r.BatchSize = e.integer("SLUICE_RETENTION_BATCH_SIZE", r.BatchSize, 1, 10_000)
+	c.Retention = r
+
 	w := engine.WorkerConfig{
 		Queues:          engine.NewTaskQueues(e.str("TEMPORAL_TASK_QUEUE_PREFIX", "")),
 		WorkflowsSize:   e.integer("SLUICE_WORKER_WORKFLOWS_CONCURRENCY", 50, 1, 10000),
 		ExternalAPISize: e.integer("SLUICE_WORKER_EXTERNAL_API_CONCURRENCY", 20, 1, 10000),
 		Retry:           engine.DefaultRetryConfig(),
 	}
+	// The pollers' bounds are read in order so each range is the one the
+	// earlier values leave: Min, then Max from Min, then Initial between.
+	pollers := engine.DefaultPollers()
+	pollers.Min = e.integer("SLUICE_WORKER_POLLERS_MIN", pollers.Min, 1, 1000)
+	pollers.Max = e.integer("SLUICE_WORKER_POLLERS_MAX", max(pollers.Max, pollers.Min), pollers.Min, 1000)
+	pollers.Initial = e.integer("SLUICE_WORKER_POLLERS_INITIAL", min(max(pollers.Initial, pollers.Min), pollers.Max), pollers.Min, pollers.Max)
+	w.Pollers = pollers
 	for _, q := range strings.Split(e.str("SLUICE_WORKER_QUEUES", "workflows,external-api"), ",") {
 		switch strings.TrimSpace(q) {
 		case "workflows":
@@ -241,12 +275,17 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	for plan, n := range inFlight {
 		w.Limits.NodesInFlight[plan] = n
 	}
+	w.Limits.WorkspaceNodesInFlight = e.perPlan("SLUICE_WORKSPACE_NODES_IN_FLIGHT", w.Limits.WorkspaceNodesInFlight)
 	// Temporal refuses a payload over 2 MB (2,097,152 bytes) by ending the
 	// workflow; the limit stays below it, with room for the envelope.
 	w.Limits.PayloadLimit = e.integer("SLUICE_ENGINE_PAYLOAD_LIMIT", w.Limits.PayloadLimit, 1024, 2_000_000)
 	// Temporal ends a workflow whose history passes 50 MB.
 	w.Limits.HistoryLimit = e.integer("SLUICE_ENGINE_HISTORY_LIMIT", w.Limits.HistoryLimit, 1<<20, 45<<20)
+	// Temporal refuses a workflow task's reply over 4 MiB (gRPC's message
+	// limit); a task must hold at least one node's payload.
+	w.Limits.TaskLimit = e.integer("SLUICE_ENGINE_TASK_LIMIT", w.Limits.TaskLimit, w.Limits.PayloadLimit+1024, 3840<<10)
 	c.Worker = w
+	c.RecordValueMax = e.integer("SLUICE_RECORD_VALUE_MAX", domain.DefaultRecordValueMax, 1<<10, 1<<20)
 
 	n := nodes.DefaultConfig()
 	n.TemplateBudget = e.integer(nodes.EnvTemplateBudget, n.TemplateBudget, 1<<10, 64<<20)

@@ -138,9 +138,9 @@ func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, limits ma
 	return res, nil
 }
 
-func (s benchTimedStore) MarkDispatched(ctx context.Context, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+func (s benchTimedStore) MarkDispatched(ctx context.Context, fence ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
 	start := time.Now()
-	recs, err := s.DispatchStore.MarkDispatched(ctx, items)
+	recs, err := s.DispatchStore.MarkDispatched(ctx, fence, items)
 	s.phases.markDisp.Add(int64(time.Since(start)))
 	return recs, err
 }

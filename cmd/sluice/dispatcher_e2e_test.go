@@ -105,7 +105,7 @@ func (b *dispatchBundle) workspace(t *testing.T, plan domain.Plan) (domain.ID, d
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d"})
+	d, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d"}, domain.Quotas{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -632,4 +632,51 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 	}
 	t.Logf("%d items through 3 dispatchers, %d samples, no limit broken", total, samples)
 	pgtest.RequireExactStats(t, b.pool, "after three dispatchers ran concurrently")
+}
+
+// TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted: a
+// dispatcher claims an item, starts its workflow and dies before marking
+// it DISPATCHED. Cancelling the item, still CLAIMED, answers CANCELLED and
+// cancels that workflow on the real server, so the run does not go on.
+func TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted(t *testing.T) {
+	b := setupDispatch(t)
+	ctx := context.Background()
+	ws, def := b.workspace(t, domain.PlanFree)
+	id := b.enqueue(t, ws, def, 1)[0]
+	claim, err := b.store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+		out := map[domain.ID]int{}
+		for _, w := range ws {
+			out[w.ID] = 1
+		}
+		return out
+	}, app.RejectUnrunnable)
+	if err != nil || len(claim.Claimed) != 1 {
+		t.Fatalf("claim: %+v %v", claim, err)
+	}
+	started := claim.Claimed[0]
+	if err := b.engine.StartWorkflow(ctx, ports.WorkflowStart{ExecutionID: started.ExecutionID, WorkspaceID: ws, DefinitionID: def, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	executions := app.NewExecutions(b.store, b.store, b.store, b.store, b.engine, domain.Quotas{})
+	outcome, err := executions.CancelQueueItem(ctx, domain.Actor{WorkspaceID: ws}, id)
+	if err != nil || outcome != app.CancelDone {
+		t.Fatalf("cancel: %s, %v; want CANCELLED", outcome, err)
+	}
+	if q := b.item(t, id); q.Status != domain.QueueCancelled {
+		t.Errorf("item = %s, want CANCELLED", q.Status)
+	}
+	cancelRequested := false
+	iter := b.client.GetWorkflowHistory(ctx, engine.WorkflowID(started.ExecutionID), "", false, 0)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetWorkflowExecutionCancelRequestedEventAttributes() != nil {
+			cancelRequested = true
+		}
+	}
+	if !cancelRequested {
+		t.Error("the started workflow was not asked to cancel: its run would go on behind a CANCELLED item")
+	}
 }

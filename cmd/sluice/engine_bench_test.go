@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,19 +18,24 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/adapters/engine"
+	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // The engine benchmark that `make bench` runs: runs completed per second on
-// the real Temporal dev server and the real Postgres, in one process and
-// in this order on the fresh server of `make bench`, so the figures are
-// compared as ratios measured side by side:
+// the real Temporal dev server and the real Postgres, in each of two
+// shapes, `sluice all` in this process and the api, the dispatcher and the
+// worker as three processes of the built binary (the production shape,
+// where eager start cannot apply). Each shape is measured against its own
+// bare baseline, run just before and again just after it on the same
+// server, so the figures are compared as ratios measured side by side:
 //
 //	(a) a bare workflow with one no-op activity, 400 runs from 32 callers;
 //	(b) Sluice, one-node TRANSFORM runs enqueued over HTTP into 20
@@ -40,7 +46,11 @@ import (
 //
 // Each figure is printed with its ratio to (a), its target, whether it was
 // met, and the events in one run's history: the server's own count of
-// the round trips a run cost.
+// the round trips a run cost. The one-node runs' time is split into its
+// legs from the database's timestamps and the runs' histories: enqueue to
+// claim, claim to the server's WorkflowExecutionStarted, that to the first
+// WorkflowTaskStarted (the wait for a poll), and that to COMPLETED.
+// SLUICE_BENCH_SHAPE=1 or 2 runs that shape alone.
 
 const (
 	benchRuns       = 400
@@ -49,7 +59,61 @@ const (
 	// benchSteadyRate and benchSteadyFor pace the latency phase.
 	benchSteadyRate = 20
 	benchSteadyFor  = 10 * time.Second
+	// benchLegsSample is how many runs' histories the breakdown reads.
+	benchLegsSample = 50
 )
+
+// benchShape is one way to run Sluice's roles: start runs them and returns
+// the API's base URL and the database they share.
+type benchShape struct {
+	name  string
+	start func(b *testing.B) (base, dbURL string)
+}
+
+var benchShapes = []benchShape{
+	{"sluice all: one process, eager start on its own worker", func(b *testing.B) (string, string) {
+		base := startSluice(b, map[string]string{"SLUICE_HTTP_NODE_ALLOW": httpNodeAllow})
+		return base, appsByBase[base].dbURL
+	}},
+	{"api, dispatcher and worker: three processes of the built binary, default settings", startBenchRoles},
+}
+
+// startBenchRoles runs `sluice api`, `sluice dispatcher` and `sluice
+// worker` on a fresh database and waits until the dispatcher holds the
+// queue lease and the worker is ready.
+func startBenchRoles(b *testing.B) (string, string) {
+	dbURL := pgtest.URL(b)
+	env := []string{
+		"DATABASE_URL=" + dbURL,
+		"TEMPORAL_ADDRESS=" + temporalAddress(b),
+		"TEMPORAL_TASK_QUEUE_PREFIX=bench" + uuid.NewString()[:8] + ".",
+		"SLUICE_ADMIN_TOKEN=" + testAdminToken,
+		"SLUICE_HTTP_NODE_ALLOW=" + httpNodeAllow,
+	}
+	api := startRole(b, "api", env)
+	dispatcher := startRole(b, "dispatcher", env)
+	worker := startRole(b, "worker", env)
+	for _, r := range []*role{api, dispatcher, worker} {
+		porttest.Eventually(b, 30*time.Second, porttest.Holds("the role to be ready", func() bool {
+			resp, err := http.Get(r.admin + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		}))
+	}
+	porttest.Eventually(b, 30*time.Second, porttest.Holds("the dispatcher to hold the queue lease", func() bool {
+		resp, err := http.Get(dispatcher.admin + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `dispatcher_lease_held{lease="processExecutionQueue"} 1`)
+	}))
+	return api.http, dbURL
+}
 
 func BenchmarkEngineRunsPerSecond(b *testing.B) {
 	addr := os.Getenv("TEMPORAL_ADDRESS")
@@ -62,48 +126,79 @@ func BenchmarkEngineRunsPerSecond(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
+	only := os.Getenv("SLUICE_BENCH_SHAPE")
 	for range b.N {
-		bare := benchBare(b, c)
-
-		base := startSluice(b, map[string]string{"SLUICE_HTTP_NODE_ALLOW": httpNodeAllow})
-		s := newSluiceBench(b, c, base)
-		transform := s.throughput(map[string]any{"nodes": []any{node("t", "TRANSFORM", map[string]any{"output": "{{ input.run }}"})}})
-		latency := s.steadyLatency()
-
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"value": 7}`)
-		}))
-		dag := s.throughput(benchDAG(srv.URL))
-		srv.Close()
-
-		var sb strings.Builder
-		fmt.Fprintf(&sb, "\n== engine: runs completed per second on the real Temporal dev server, one run, in this order ==\n")
-		fmt.Fprintf(&sb, "(a) bare workflow, one no-op activity, %d runs from %d callers: %6.1f runs/s (%v); %d events per run\n",
-			benchRuns, benchCallers, bare.rate(), bare.took.Round(time.Millisecond), bare.events)
-		for _, f := range []struct {
-			name   string
-			r      engineRate
-			target float64
-		}{
-			{"(b) Sluice, one-node TRANSFORM, enqueued over HTTP", transform, 100},
-			{"(c) Sluice, 6-node DAG (HTTP, CONDITION, 2 TRANSFORM, join, DELAY 0s)", dag, 50},
-		} {
-			ratio := 100 * f.r.rate() / bare.rate()
-			fmt.Fprintf(&sb, "%s, %d runs in %d ENTERPRISE workspaces: %6.1f runs/s (%v) = %5.1f %% of (a) [target >= %.0f %%: %s]; %d events per run\n",
-				f.name, benchRuns, benchWorkspaces, f.r.rate(), f.r.took.Round(time.Millisecond), ratio, f.target, benchMet(ratio >= f.target), f.r.events)
-			fmt.Fprintf(&sb, "    run duration (claim to COMPLETED) p50 %v, p99 %v\n", f.r.p50.Round(time.Millisecond), f.r.p99.Round(time.Millisecond))
+		for i, shape := range benchShapes {
+			if only != "" && only != fmt.Sprint(i+1) {
+				continue
+			}
+			benchShapeOnce(b, c, i+1, shape)
 		}
-		fmt.Fprintf(&sb, "(b) enqueue -> COMPLETED at a steady %d runs/s for %v (%d runs): p50 %v, p99 %v [target p50 <= 100 ms: %s]\n",
-			benchSteadyRate, benchSteadyFor, latency.n, latency.p50.Round(time.Millisecond), latency.p99.Round(time.Millisecond), benchMet(latency.p50 <= 100*time.Millisecond))
-		fmt.Fprintf(&sb, "    p50 enqueue -> claimed (dispatcher) %v, claimed -> COMPLETED (engine) %v\n",
-			latency.toClaim.Round(time.Millisecond), latency.claimToEnd.Round(time.Millisecond))
-		fmt.Print(sb.String())
-		b.ReportMetric(bare.rate(), "bare_runs/s")
-		b.ReportMetric(transform.rate(), "transform_runs/s")
-		b.ReportMetric(dag.rate(), "dag_runs/s")
-		b.ReportMetric(float64(latency.p50.Microseconds())/1000, "steady_p50_ms")
 	}
+}
+
+// benchShapeOnce measures one shape against bare runs just before and
+// just after it: the baseline is the two together, so a machine whose load
+// drifts during the shape moves both sides of each ratio alike.
+func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
+	loadBefore := benchLoad()
+	bareBefore := benchBare(b, c)
+
+	base, dbURL := shape.start(b)
+	s := newSluiceBench(b, c, base, dbURL)
+	transform := s.throughput(map[string]any{"nodes": []any{node("t", "TRANSFORM", map[string]any{"output": "{{ input.run }}"})}})
+	latency := s.steadyLatency()
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"value": 7}`)
+	}))
+	dag := s.throughput(benchDAG(srv.URL))
+	srv.Close()
+	bareAfter := benchBare(b, c)
+	bare := engineRate{took: bareBefore.took + bareAfter.took, n: bareBefore.n + bareAfter.n, events: bareBefore.events}
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n== engine, shape %d, %s: runs completed per second on the real Temporal dev server, one run, in this order; load average %s before, %s after ==\n",
+		n, shape.name, loadBefore, benchLoad())
+	fmt.Fprintf(&sb, "(a) bare workflow, one no-op activity, %d runs from %d callers before and again after (b) and (c): %6.1f runs/s (before %.1f, after %.1f); %d events per run\n",
+		benchRuns, benchCallers, bare.rate(), bareBefore.rate(), bareAfter.rate(), bare.events)
+	for _, f := range []struct {
+		name   string
+		r      engineRate
+		target float64
+	}{
+		{"(b) Sluice, one-node TRANSFORM, enqueued over HTTP", transform, 100},
+		{"(c) Sluice, 6-node DAG (HTTP, CONDITION, 2 TRANSFORM, join, DELAY 0s)", dag, 50},
+	} {
+		ratio := 100 * f.r.rate() / bare.rate()
+		fmt.Fprintf(&sb, "%s, %d runs in %d ENTERPRISE workspaces: %6.1f runs/s (%v) = %5.1f %% of (a) [target >= %.0f %%: %s]; %d events per run\n",
+			f.name, benchRuns, benchWorkspaces, f.r.rate(), f.r.took.Round(time.Millisecond), ratio, f.target, benchMet(ratio >= f.target), f.r.events)
+		fmt.Fprintf(&sb, "    run duration (claim to COMPLETED) p50 %v, p99 %v\n", f.r.p50.Round(time.Millisecond), f.r.p99.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&sb, "    (b)'s legs, p50 of %d runs: %s\n", min(benchLegsSample, benchRuns), transform.legs)
+	fmt.Fprintf(&sb, "(b) enqueue -> COMPLETED at a steady %d runs/s for %v (%d runs): p50 %v, p99 %v [target p50 <= 100 ms: %s]\n",
+		benchSteadyRate, benchSteadyFor, latency.n, latency.p50.Round(time.Millisecond), latency.p99.Round(time.Millisecond), benchMet(latency.p50 <= 100*time.Millisecond))
+	fmt.Fprintf(&sb, "    legs, p50 of %d runs: %s\n", min(benchLegsSample, latency.n), latency.legs)
+	fmt.Print(sb.String())
+	b.ReportMetric(bare.rate(), fmt.Sprintf("shape%d_bare_runs/s", n))
+	b.ReportMetric(transform.rate(), fmt.Sprintf("shape%d_transform_runs/s", n))
+	b.ReportMetric(dag.rate(), fmt.Sprintf("shape%d_dag_runs/s", n))
+	b.ReportMetric(float64(latency.p50.Microseconds())/1000, fmt.Sprintf("shape%d_steady_p50_ms", n))
+}
+
+// benchLoad is the machine's 1-minute load average, printed beside the
+// figures because the absolute rates follow it.
+func benchLoad() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "unknown"
+	}
+	return f[0]
 }
 
 func benchMet(ok bool) string {
@@ -119,6 +214,7 @@ type engineRate struct {
 	n        int
 	events   int
 	p50, p99 time.Duration
+	legs     benchLegs
 }
 
 func (r engineRate) rate() float64 { return float64(r.n) / r.took.Seconds() }
@@ -216,8 +312,8 @@ type sluiceBench struct {
 	phase int
 }
 
-func newSluiceBench(b *testing.B, c client.Client, base string) *sluiceBench {
-	db, err := pgx.Connect(context.Background(), appsByBase[base].dbURL)
+func newSluiceBench(b *testing.B, c client.Client, base, dbURL string) *sluiceBench {
+	db, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -322,10 +418,12 @@ func (s *sluiceBench) throughput(graph map[string]any) engineRate {
 	defs := s.definitions(graph)
 	var next atomic.Int32
 	var wg sync.WaitGroup
+	sent := make([]time.Time, benchRuns+1)
 	began := time.Now()
 	for range benchCallers {
 		wg.Go(func() {
 			for n := int(next.Add(1)); n <= benchRuns; n = int(next.Add(1)) {
+				sent[n] = time.Now()
 				s.enqueue(defs, n)
 			}
 		})
@@ -339,6 +437,7 @@ func (s *sluiceBench) throughput(graph map[string]any) engineRate {
 	}
 	r.p50, r.p99 = benchPercentiles(durations)
 	r.events = benchEvents(s.b, s.c, engine.WorkflowID(domain.ID(ended[0].id)))
+	r.legs = s.legs(ended, sent)
 	return r
 }
 
@@ -346,9 +445,7 @@ func (s *sluiceBench) throughput(graph map[string]any) engineRate {
 type benchLatency struct {
 	n        int
 	p50, p99 time.Duration
-	// toClaim and claimToEnd split p50 into the dispatcher's part (enqueue
-	// to the claim that wrote the execution) and the engine's.
-	toClaim, claimToEnd time.Duration
+	legs     benchLegs
 }
 
 // steadyLatency enqueues one-node TRANSFORM runs at benchSteadyRate for
@@ -371,18 +468,72 @@ func (s *sluiceBench) steadyLatency() benchLatency {
 	wg.Wait()
 	ended := s.waitEnded(total)
 	lat := make([]time.Duration, len(ended))
-	toClaim := make([]time.Duration, len(ended))
-	claimToEnd := make([]time.Duration, len(ended))
 	for i, e := range ended {
 		lat[i] = e.stopped.Sub(sent[e.run])
-		toClaim[i] = e.started.Sub(sent[e.run])
-		claimToEnd[i] = e.stopped.Sub(e.started)
 	}
-	r := benchLatency{n: total}
+	r := benchLatency{n: total, legs: s.legs(ended, sent)}
 	r.p50, r.p99 = benchPercentiles(lat)
-	r.toClaim, _ = benchPercentiles(toClaim)
-	r.claimToEnd, _ = benchPercentiles(claimToEnd)
 	return r
+}
+
+// benchLegs splits a run's enqueue-to-COMPLETED time, each leg a p50:
+// enqueue to the claim that wrote the execution (the dispatcher's wait and
+// claim), claim to the server's WorkflowExecutionStarted (the start call),
+// that to the first WorkflowTaskStarted (the task's wait for a poll; zero
+// with eager start), and that to completed_at (the workflow task, its local
+// activities and the completion's write).
+type benchLegs struct {
+	toClaim, toStarted, toFirstTask, toCompleted time.Duration
+}
+
+func (l benchLegs) String() string {
+	return fmt.Sprintf("enqueue -> claimed %v, -> workflow started %v, -> first workflow task %v, -> COMPLETED %v",
+		l.toClaim.Round(time.Millisecond), l.toStarted.Round(time.Millisecond), l.toFirstTask.Round(time.Millisecond), l.toCompleted.Round(time.Millisecond))
+}
+
+// legs reads the histories of up to benchLegsSample runs, spread over the
+// phase, and returns the p50 of each leg. sent holds each run's enqueue
+// time by its number.
+func (s *sluiceBench) legs(ended []benchEnded, sent []time.Time) benchLegs {
+	slices.SortFunc(ended, func(a, b benchEnded) int { return a.run - b.run })
+	step := max(1, len(ended)/benchLegsSample)
+	var claim, start, task, done []time.Duration
+	for i := 0; i < len(ended) && len(claim) < benchLegsSample; i += step {
+		e := ended[i]
+		started, firstTask := s.historyTimes(engine.WorkflowID(domain.ID(e.id)))
+		claim = append(claim, e.started.Sub(sent[e.run]))
+		start = append(start, started.Sub(e.started))
+		task = append(task, firstTask.Sub(started))
+		done = append(done, e.stopped.Sub(firstTask))
+	}
+	var l benchLegs
+	l.toClaim, _ = benchPercentiles(claim)
+	l.toStarted, _ = benchPercentiles(start)
+	l.toFirstTask, _ = benchPercentiles(task)
+	l.toCompleted, _ = benchPercentiles(done)
+	return l
+}
+
+// historyTimes returns when the server recorded a workflow's start and
+// its first WorkflowTaskStarted.
+func (s *sluiceBench) historyTimes(workflowID string) (started, firstTask time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	it := s.c.GetWorkflowHistory(ctx, workflowID, "", false, 0)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			s.b.Fatal(err)
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			started = ev.GetEventTime().AsTime()
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			return started, ev.GetEventTime().AsTime()
+		}
+	}
+	s.b.Fatalf("%s: no workflow task started in its history", workflowID)
+	return
 }
 
 func benchPercentiles(ds []time.Duration) (p50, p99 time.Duration) {

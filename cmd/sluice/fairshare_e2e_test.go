@@ -167,3 +167,71 @@ func activityScheduledAt(t *testing.T, executionID string) time.Time {
 	t.Fatal("no activity scheduled in the history")
 	return time.Time{}
 }
+
+// TestAWorkspacesExecutionsTogetherHoldOnlyItsShareOfTheExternalWorker
+// runs, on the real stack, a PRO workspace's 5 allowed executions at once,
+// each a fan-out of 10 HTTP nodes against a server that holds each request
+// 40 s: 50 nodes, each execution within its own cap of 10, against the
+// external-API worker's 20 slots. The workspace's share (PRO 10) holds its
+// nodes to 10 requests at once whatever its executions number, the rest
+// waiting in their workflows, so another workspace's one-node HTTP run
+// completes within 5 s.
+func TestAWorkspacesExecutionsTogetherHoldOnlyItsShareOfTheExternalWorker(t *testing.T) {
+	const executions, fanOut, share = 5, 10, 10
+	var held, peak atomic.Int32
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := held.Add(1)
+		defer held.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		select {
+		case <-time.After(40 * time.Second):
+		case <-release:
+		case <-r.Context().Done():
+		}
+		fmt.Fprint(w, `{}`)
+	}))
+	defer slow.Close()
+	defer close(release)
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"ok": true}`) }))
+	defer fast.Close()
+
+	base := startSluice(t, map[string]string{"SLUICE_HTTP_NODE_ALLOW": httpNodeAllow, "SLUICE_WORKSPACE_NODES_IN_FLIGHT": fmt.Sprintf("PRO=%d", share)})
+	hog := newE2EWithPlan(t, base, "PRO")
+	nodes := make([]any, fanOut)
+	for i := range nodes {
+		nodes[i] = node(fmt.Sprintf("n%02d", i), "HTTP_REQUEST", map[string]any{"url": fmt.Sprintf("%s/%d", slow.URL, i), "timeout": "60s"})
+	}
+	hogIDs := make([]string, executions)
+	for i := range hogIDs {
+		hogIDs[i] = hog.startIn(map[string]any{"nodes": nodes}, nil)
+	}
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the PRO workspace to hold its share of requests", func() bool { return held.Load() >= share }))
+
+	other := newE2EWithPlan(t, base, "FREE")
+	began := time.Now()
+	id := other.startIn(map[string]any{"nodes": []any{node("get", "HTTP_REQUEST", map[string]any{"url": fast.URL})}}, nil)
+	ex := other.waitFor(id, "COMPLETED", "FAILED")
+	took := time.Since(began)
+	if ex.Status != "COMPLETED" {
+		t.Fatalf("the other workspace's run ended %s (%v)", ex.Status, ex.Error)
+	}
+	t.Logf("other workspace's one-node HTTP run: enqueue to COMPLETED %s, while the PRO workspace's %d executions of %d slow HTTP nodes held at most %d requests at once",
+		took.Round(time.Millisecond), executions, fanOut, peak.Load())
+	if took > 5*time.Second {
+		t.Errorf("the other workspace's one-node run took %s, want within 5s", took)
+	}
+	if p := peak.Load(); p > share {
+		t.Errorf("the PRO workspace held %d requests at once, over its share of %d", p, share)
+	}
+	for _, hogID := range hogIDs {
+		var res struct{ Status string }
+		if code := call(t, "POST", base+"/api/v1/workflow/executions/"+hogID+"/cancel", testAdminToken, nil, &res); code != 202 {
+			t.Errorf("cancelling a PRO execution: %d", code)
+		}
+	}
+	for _, hogID := range hogIDs {
+		hog.waitFor(hogID, "CANCELLED")
+	}
+}

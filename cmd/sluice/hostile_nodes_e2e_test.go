@@ -68,6 +68,12 @@ func TestHostileNodesAreRefusedAndRecorded(t *testing.T) {
 			{"http://10.0.0.1/", "10.0.0.1 is private (RFC 1918)"},
 			{"http://[::ffff:192.168.1.1]/", "is private (RFC 1918)"},
 			{"http://100.100.100.200/latest/meta-data/", "is shared address space"},
+			{"http://[::a9fe:a9fe]/latest/meta-data/", "is link-local"},
+			{"http://[2002:a9fe:a9fe::1]/latest/meta-data/", "is link-local"},
+			{"http://[64:ff9b:1::a9fe:a9fe]/", "is local-use NAT64"},
+			{"http://240.0.0.1/", "is reserved (240.0.0.0/4)"},
+			{"http://198.18.0.1/", "is benchmarking (198.18.0.0/15)"},
+			{"http://93.184.216.34:25/", "port 25 of 93.184.216.34 is outside the ports HTTP_REQUEST reaches"},
 		} {
 			id := e.start(map[string]any{"nodes": []any{node("call", "HTTP_REQUEST", map[string]any{"url": tt.url})}}, nil)
 			status, nodes, _ := finalRecords(e, id)

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/fx"
 
@@ -36,17 +37,31 @@ func TestEveryRoleWiresUp(t *testing.T) {
 func TestConfigNamesEveryBadVariable(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"SLUICE_DISPATCH_BATCH_SIZE":    "zero",
-		"SLUICE_DISPATCH_POLL_INTERVAL": "5",
-		"SLUICE_TIER_LIMITS":            "FREE=0,GOLD=3",
-		"SLUICE_WORKER_QUEUES":          "workflows,emails",
-		"SLUICE_ADMIN_TOKEN":            "short",
-		"SLUICE_NODES_IN_FLIGHT":        "FREE=0",
-		"SLUICE_ENGINE_PAYLOAD_LIMIT":   "3000000",
-		"SLUICE_ENGINE_HISTORY_LIMIT":   "60000000",
-		"SLUICE_NODE_TEMPLATE_BUDGET":   "12",
-		"SLUICE_HTTP_NODE_ALLOW":        "10.0.0.0/99",
-		"SLUICE_HTTP_NODE_PROXY":        "ftp://proxy.internal",
+		"SLUICE_DISPATCH_BATCH_SIZE":       "zero",
+		"SLUICE_DISPATCH_POLL_INTERVAL":    "5",
+		"SLUICE_TIER_LIMITS":               "FREE=0,GOLD=3",
+		"SLUICE_WORKER_QUEUES":             "workflows,emails",
+		"SLUICE_ADMIN_TOKEN":               "short",
+		"SLUICE_NODES_IN_FLIGHT":           "FREE=0",
+		"SLUICE_ENGINE_PAYLOAD_LIMIT":      "3000000",
+		"SLUICE_ENGINE_HISTORY_LIMIT":      "60000000",
+		"SLUICE_NODE_TEMPLATE_BUDGET":      "12",
+		"SLUICE_HTTP_NODE_ALLOW":           "10.0.0.0/99",
+		"SLUICE_HTTP_NODE_PROXY":           "ftp://proxy.internal",
+		"SLUICE_QUOTA_STORED_ITEMS":        "PRO=-1",
+		"SLUICE_QUOTA_DEFINITION_VERSIONS": "GOLD=1",
+		"SLUICE_RETENTION_DAYS":            "FREE=0",
+		"SLUICE_RETENTION_BATCH_SIZE":      "0",
+		"SLUICE_API_WORKSPACE_RATE":        "0",
+		"SLUICE_API_WORKSPACE_CONCURRENCY": "10",
+		"SLUICE_API_DB_WAIT":               "1ms",
+		"SLUICE_API_STATEMENT_TIMEOUT":     "5",
+		"SLUICE_WORKSPACE_NODES_IN_FLIGHT": "PRO=x",
+		"SLUICE_ENGINE_TASK_LIMIT":         "5000000",
+		"SLUICE_RECORD_VALUE_MAX":          "12",
+		"SLUICE_WORKER_POLLERS_MIN":        "0",
+		"SLUICE_WORKER_POLLERS_MAX":        "1001",
+		"SLUICE_WORKER_POLLERS_INITIAL":    "many",
 		// Retired for SLUICE_ENGINE_PAYLOAD_LIMIT: refused, not ignored,
 		// whatever its value.
 		"SLUICE_NODE_OUTPUT_MAX": "1572864",
@@ -80,6 +95,9 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	if cfg.Worker.WorkflowsSize != 50 || cfg.Worker.ExternalAPISize != 20 || !cfg.Worker.ServeWorkflows || !cfg.Worker.ServeExternalAPI {
 		t.Errorf("worker defaults = %+v", cfg.Worker)
 	}
+	if p := cfg.Worker.Pollers; p != (engine.Pollers{Min: 1, Initial: 5, Max: 100}) {
+		t.Errorf("pollers = %+v, want from 5 between 1 and 100", p)
+	}
 	if n := cfg.Nodes; n.TemplateBudget != 1<<20 || n.ResponseBodyMax != 1<<20 || n.Proxy != nil || !reflect.DeepEqual(n.Allow, nodes.AllowList{}) {
 		t.Errorf("node limits = %+v, want 1 MiB budgets, no proxy and nothing private allowed", n)
 	}
@@ -88,8 +106,41 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	}
 	l := cfg.Worker.Limits
 	if l.NodesInFlight[domain.PlanFree] != 4 || l.NodesInFlight[domain.PlanPro] != 10 || l.NodesInFlight[domain.PlanEnterprise] != 25 ||
-		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit {
+		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit || l.TaskLimit != engine.DefaultTaskLimit {
 		t.Errorf("engine limits = %+v", l)
+	}
+	if !reflect.DeepEqual(l.WorkspaceNodesInFlight, map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}) {
+		t.Errorf("workspace shares = %v, want FREE 4, PRO 10, ENTERPRISE 15", l.WorkspaceNodesInFlight)
+	}
+	q := cfg.Quotas
+	if !reflect.DeepEqual(q.StoredItems, map[domain.Plan]int{domain.PlanFree: 2_000, domain.PlanPro: 20_000, domain.PlanEnterprise: 200_000}) ||
+		!reflect.DeepEqual(q.DefinitionVersions, map[domain.Plan]int{domain.PlanFree: 200, domain.PlanPro: 2_000, domain.PlanEnterprise: 20_000}) {
+		t.Errorf("quotas = %+v", q)
+	}
+	day := 24 * time.Hour
+	if r := cfg.Retention; r.Policy.Period(domain.PlanFree) != 7*day || r.Policy.Period(domain.PlanPro) != 30*day ||
+		r.Policy.Period(domain.PlanEnterprise) != 90*day || r.BatchSize != 100 {
+		t.Errorf("retention = %+v", r)
+	}
+	if tn := cfg.HTTP.Limits.Tenancy; tn.Rate != 50 || tn.Burst != 100 || tn.WorkspaceConcurrency != 4 || tn.Concurrency != 10 ||
+		tn.QueueWait != 2*time.Second || cfg.HTTP.StatementTimeout != 5*time.Second {
+		t.Errorf("API sharing = %+v, statement timeout %s", tn, cfg.HTTP.StatementTimeout)
+	}
+}
+
+func TestConfigRecordValueMaxDefaultsTo16KiB(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(func(k string) (string, bool) {
+		if k == "SLUICE_ADMIN_TOKEN" {
+			return "0123456789abcdef", true
+		}
+		return "", false
+	}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RecordValueMax != 16384 {
+		t.Errorf("record value max = %d, want 16384", cfg.RecordValueMax)
 	}
 }
 
@@ -117,5 +168,31 @@ func TestVersionNamesTheBuildsVersionAndRevision(t *testing.T) {
 	printVersion(&out)
 	if out.String() != "sluice v1.2.3 (revision 0123abc)\n" {
 		t.Errorf("with link-time values, sluice version printed %q", out.String())
+	}
+}
+
+// TestConfigKeepsThePollersInitialBetweenTheirBounds: each poller bound's
+// range is the one the others leave, so an initial count outside min..max
+// is refused by name rather than silently clamped by the SDK.
+func TestConfigKeepsThePollersInitialBetweenTheirBounds(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string) (Config, error) {
+		env["SLUICE_ADMIN_TOKEN"] = "0123456789abcdef"
+		return LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
+	}
+	cfg, err := load(map[string]string{"SLUICE_WORKER_POLLERS_MIN": "8", "SLUICE_WORKER_POLLERS_MAX": "12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Worker.Pollers; p != (engine.Pollers{Min: 8, Initial: 8, Max: 12}) {
+		t.Errorf("pollers = %+v, want the default initial raised to the minimum", p)
+	}
+	for _, bad := range []map[string]string{
+		{"SLUICE_WORKER_POLLERS_MAX": "4", "SLUICE_WORKER_POLLERS_INITIAL": "5"},
+		{"SLUICE_WORKER_POLLERS_MIN": "6", "SLUICE_WORKER_POLLERS_MAX": "5"},
+	} {
+		if _, err := load(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

@@ -62,19 +62,18 @@ var commonModule = fx.Module("common",
 
 // apiModule serves HTTP. Its own port also answers /metrics, /healthz and
 // /readyz, with the same checks as the admin server's. It purges
-// expired Idempotency-Keys, one api process at a time.
+// expired Idempotency-Keys and deletes what is past its retention, each
+// one api process at a time.
 var apiModule = fx.Module("api",
-	fx.Provide(func(store *postgres.Store, workflows *engine.WorkflowClient, cfg Config) *app.Application {
-		return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
-	}),
-	fx.Invoke(startHTTP, runIdempotencyKeyPurge),
+	fx.Provide(newApplication),
+	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention),
 )
 
 // dispatcherModule admits queue items into Temporal: the claim loop, the
-// queue lease's heartbeat in exclusive mode, the breaker they share with
+// heartbeat of the lease it claims under, the breaker they share with
 // stale recovery and the reconciler, and those two jobs. It is ready when
-// Postgres and Temporal answer, its last try at the queue lease did not
-// fail, and its circuit breaker on Temporal is closed.
+// Postgres and Temporal answer, its last try at its lease did not fail,
+// and its circuit breaker on Temporal is closed.
 var dispatcherModule = fx.Module("dispatcher",
 	fx.Provide(
 		newDispatchMetrics,
@@ -87,7 +86,7 @@ var dispatcherModule = fx.Module("dispatcher",
 		fx.Annotate(func(l *app.QueueLease) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error {
 				if l == nil {
-					return nil // a dispatcher that is off or not exclusive needs no lease
+					return nil // a dispatcher that is off needs no lease
 				}
 				return l.Ready()
 			}}
@@ -244,6 +243,27 @@ func startHTTP(p httpParams) error {
 	return nil
 }
 
+// newApplication builds the API's use cases on the API's own pool: its
+// connections are the API's places (SLUICE_API_DB_CONNS) and its
+// statements time out (SLUICE_API_STATEMENT_TIMEOUT), so tenants' requests
+// neither wait on nor take the connections of the process's other roles.
+func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, log *slog.Logger) (*app.Application, error) {
+	poolCfg, err := postgres.APIPoolConfig(cfg.DatabaseURL, cfg.HTTP.Limits.Tenancy.Concurrency, cfg.HTTP.StatementTimeout)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	pool, err := postgres.ConnectConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(pool.Close))
+	store := postgres.NewStore(pool, log)
+	return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
+		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken), nil
+}
+
 // background runs long loops with their own context, cancelled on stop;
 // OnStart's context would end after the start timeout.
 type background struct {
@@ -294,6 +314,15 @@ func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, 
 	bg.start(lc, purge.Run)
 }
 
+// runRetention deletes what is past its plan's retention period on the
+// maintenance schedule, under its lease so that one api process does it.
+func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics,
+	reg *prometheus.Registry, log *slog.Logger) {
+	retention := app.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, app.NewRetentionMetrics(reg), lm, log.With("component", "retention"))
+	var bg background
+	bg.start(lc, retention.Run)
+}
+
 // newDispatchMetrics registers the dispatcher's series and the queue
 // gauges read at scrape time.
 func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *app.DispatchMetrics {
@@ -305,13 +334,18 @@ func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry
 	return app.NewDispatchMetrics(reg, opts...)
 }
 
-// newQueueLease is the queue lease's holder of an exclusive dispatcher,
-// nil for one that is off or dispatches beside others.
+// newQueueLease is the lease the dispatcher claims under: the queue lease
+// of an exclusive dispatcher, its own registration lease for one that
+// dispatches beside others, nil for one that is off.
 func newQueueLease(cfg Config, lease ports.Lease, lm *app.LeaseMetrics, log *slog.Logger) *app.QueueLease {
-	if !cfg.Dispatcher.Enabled || !cfg.Dispatcher.Exclusive {
+	if !cfg.Dispatcher.Enabled {
 		return nil
 	}
-	return app.NewQueueLease(lease, cfg.Dispatcher.LeaseTTL, lm, log.With("component", "dispatcher"))
+	log = log.With("component", "dispatcher")
+	if !cfg.Dispatcher.Exclusive {
+		return app.NewRegistrationLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
+	}
+	return app.NewQueueLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
 }
 
 // dispatcher is the claim loop and the listener that wakes it.
@@ -322,14 +356,18 @@ type dispatcher struct {
 }
 
 func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.WorkflowClient, queueLease *app.QueueLease,
-	breaker *app.Breaker, metrics *app.DispatchMetrics, tp trace.TracerProvider, log *slog.Logger) dispatcher {
+	breaker *app.Breaker, metrics *app.DispatchMetrics, tp trace.TracerProvider, log *slog.Logger) (dispatcher, error) {
 	log = log.With("component", "dispatcher")
 	listener := postgres.NewListener(pool, log)
+	halt, err := testHalt()
+	if err != nil {
+		return dispatcher{}, err
+	}
 	d := app.NewDispatcher(app.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: listener, Lease: queueLease,
-		Breaker: breaker, Metrics: metrics, Tracer: tp, Log: log,
+		Breaker: breaker, Metrics: metrics, Tracer: tp, Log: log, Halt: halt,
 	}, cfg.Tiers, cfg.Dispatcher)
-	return dispatcher{Dispatcher: d, Listener: listener}
+	return dispatcher{Dispatcher: d, Listener: listener}, nil
 }
 
 // dispatcherParams are the dispatcher role's parts that run as loops.
@@ -349,9 +387,9 @@ type dispatcherParams struct {
 	Log          *slog.Logger
 }
 
-// runDispatcher runs the listener, the queue lease's heartbeat (exclusive
-// mode), the claim loop, stale recovery and the reconciler, each in its
-// own loop, unless the dispatcher is off.
+// runDispatcher runs the listener, the heartbeat of the lease the claim
+// loop claims under, the claim loop, stale recovery and the reconciler,
+// each in its own loop, unless the dispatcher is off.
 func runDispatcher(p dispatcherParams) {
 	d, m := p.Config.Dispatcher, p.Config.Maintenance
 	log := p.Log.With("component", "dispatcher")
@@ -376,9 +414,12 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	log = log.With("component", "worker")
 	n := cfg.Nodes
 	log.Info("node limits", "template_budget", n.TemplateBudget, "payload_limit", cfg.Worker.Limits.PayloadLimit,
+		"task_limit", cfg.Worker.Limits.TaskLimit, "record_value_max", cfg.RecordValueMax,
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
-	acts := engine.NewActivities(app.NewRuns(store, log), nodes.All(n),
-		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp))
+	log.Info("workspace shares of the external-API worker", "nodes_in_flight", cfg.Worker.Limits.WorkspaceNodesInFlight,
+		"external_api_slots", cfg.Worker.ExternalAPISize)
+	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax)), nodes.All(n),
+		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store))
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return ws.Start() },

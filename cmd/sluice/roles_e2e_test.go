@@ -28,7 +28,7 @@ var (
 )
 
 // buildSluice builds the sluice binary once per test run.
-func buildSluice(t *testing.T) string {
+func buildSluice(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "sluice-bin-")
@@ -65,7 +65,7 @@ var listening = regexp.MustCompile(`"msg":"(admin|http) listening","addr":"([^"]
 
 // startRole runs `sluice <name>` with env and waits until its servers
 // listen, reading their addresses from its log.
-func startRole(t *testing.T, name string, env []string) *role {
+func startRole(t testing.TB, name string, env []string) *role {
 	t.Helper()
 	cmd := exec.Command(buildSluice(t), name)
 	cmd.Env = append(os.Environ(), append([]string{"SLUICE_ADMIN_ADDR=127.0.0.1:0", "SLUICE_HTTP_ADDR=127.0.0.1:0", "SLUICE_LOG_LEVEL=info"}, env...)...)

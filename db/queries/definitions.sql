@@ -12,10 +12,15 @@ RETURNING *;
 SELECT * FROM workflow_definitions WHERE id = @id AND deleted_at IS NULL;
 
 -- name: DefinitionList :many
-SELECT * FROM workflow_definitions
-WHERE workspace_id = @workspace_id AND deleted_at IS NULL
-  AND (sqlc.narg(after)::uuid IS NULL OR id > sqlc.narg(after)::uuid)
-ORDER BY id
+-- A page of live definitions with their current graphs, in one statement:
+-- the page is a range of the definitions' primary key, and each graph one
+-- probe of the versions' key.
+SELECT sqlc.embed(d), v.graph
+FROM workflow_definitions d
+JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
+WHERE d.workspace_id = @workspace_id AND d.deleted_at IS NULL
+  AND (sqlc.narg(after)::uuid IS NULL OR d.id > sqlc.narg(after)::uuid)
+ORDER BY d.id
 LIMIT @max_rows;
 
 -- name: DefinitionNextVersion :one
@@ -38,8 +43,23 @@ WHERE workflow_definition_id = @workflow_definition_id AND version = @version;
 -- The owner of a live definition, for the ownership check on enqueue.
 SELECT workspace_id FROM workflow_definitions WHERE id = @id AND deleted_at IS NULL;
 
--- name: DefinitionCountLive :one
-SELECT count(*)::int FROM workflow_definitions WHERE workspace_id = @workspace_id AND deleted_at IS NULL;
+-- name: WorkspaceStorageLock :one
+-- Serialises the workspace's definition and version writes until commit,
+-- so the counts read after it stay exact until the insert. An advisory
+-- lock rather than the workspace row's: admission locks that row with SKIP
+-- LOCKED, and would pass the workspace over while a definition is saved.
+-- The first key names this lock among the database's advisory locks; two
+-- workspaces whose ids hash alike only take turns. Returns the plan.
+SELECT w.plan FROM workspaces w
+WHERE w.id = @workspace_id AND pg_advisory_xact_lock(1936488035, hashtext(w.id::text)) IS NOT NULL;
+
+-- name: DefinitionStorageCounts :one
+-- The workspace's stored definitions (live or deleted) and their versions,
+-- both until retention deletes them.
+SELECT
+    (SELECT count(*) FROM workflow_definitions d WHERE d.workspace_id = @workspace_id)::int AS definitions,
+    (SELECT count(*) FROM workflow_definition_versions v JOIN workflow_definitions d ON d.id = v.workflow_definition_id
+     WHERE d.workspace_id = @workspace_id)::int AS versions;
 
 -- name: DefinitionVersionGraphs :many
 -- The graphs of the claimed items' definition versions, read in the claim's

@@ -36,6 +36,10 @@ DELETE FROM workflow_executions WHERE id = ANY(@ids::uuid[]) AND status = 'RUNNI
 -- name: ExecutionGet :one
 SELECT * FROM workflow_executions WHERE id = @id;
 
+-- name: ExecutionWorkspace :one
+-- The owner of an execution, read before anything else of it is loaded.
+SELECT workspace_id FROM workflow_executions WHERE id = @id;
+
 -- name: ExecutionFinish :one
 -- Idempotent: only a RUNNING execution is finished, and a repeat finds none.
 UPDATE workflow_executions
@@ -49,8 +53,11 @@ RETURNING *;
 -- folded away when absent (the pool plans every statement for its values,
 -- see plan_cache_mode in postgres.go), so a definition's executions are a
 -- range of workflow_executions_definition_idx and a queue id one probe of
--- workflow_executions_queue_idx.
-SELECT * FROM workflow_executions
+-- workflow_executions_queue_idx. The input is not read: the list does
+-- not return it (GET of one execution does).
+SELECT id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, started_at, completed_at,
+       duration_ms, error
+FROM workflow_executions
 WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
   AND (sqlc.narg(workflow_definition_id)::uuid IS NULL OR workflow_definition_id = sqlc.narg(workflow_definition_id)::uuid)

@@ -24,6 +24,15 @@ SELECT * FROM workflow_execution_nodes
 WHERE execution_id = @execution_id
 ORDER BY started_at NULLS LAST, node_key;
 
+-- name: NodesPage :many
+-- One page of an execution's node records in key order after the cursor:
+-- a range of the (execution_id, node_key) unique index, so a page costs
+-- its own rows whatever the size of the run.
+SELECT * FROM workflow_execution_nodes
+WHERE execution_id = @execution_id AND node_key > @after_key
+ORDER BY node_key
+LIMIT @max_rows;
+
 -- name: NodesFinish :exec
 -- NodeFinish for many nodes of one execution in one statement: the records
 -- the workflow decides (pure nodes, DELAY, failures, skips) are written in

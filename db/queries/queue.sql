@@ -16,7 +16,11 @@ SELECT * FROM workflow_execution_queue WHERE id = @id;
 -- (QueueClaimCandidates: priority, then age, then id), so the first page is
 -- what runs next. Keyset paging on that triple: each page is a range of
 -- workflow_execution_queue_list_idx, or of its status twin, and no sort.
-SELECT * FROM workflow_execution_queue
+-- The input (up to the request body's size per item) is not read: the
+-- list does not return it.
+SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id
+FROM workflow_execution_queue
 WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
   AND (sqlc.narg(after_id)::uuid IS NULL
@@ -75,10 +79,12 @@ LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND 
 -- name: QueueMarkClaimed :many
 -- Returns the state as stored, whose claim time guards every later
 -- transition, and writes each claimed item's audit row in the same
--- statement.
+-- statement. The claimer (lease, holder, term) is NULL for an unfenced
+-- claim.
 WITH claimed AS (
     UPDATE workflow_execution_queue q
-    SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
+    SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id,
+        claim_lease = sqlc.narg(claim_lease), claimed_by = sqlc.narg(claimed_by), claim_term = sqlc.narg(claim_term)
     FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@execution_ids::uuid[]) AS execution_id) AS c
     WHERE q.id = c.id AND q.status = 'PENDING'
     RETURNING q.id, q.workspace_id, q.execution_id, q.status, q.claimed_at, q.attempt_count
@@ -154,6 +160,22 @@ ORDER BY claimed_at
 LIMIT @max_rows
 FOR UPDATE SKIP LOCKED;
 
+-- name: QueueClaimsOfEndedTerms :many
+-- CLAIMED items whose claimer's term is over: no live shedlock row has
+-- their lease, holder and term any more (the lease expired, was released,
+-- or another holder took it over). Their dispatcher can no longer mark
+-- them (its marks are fenced by that term), so whoever holds a live term
+-- settles them. Items claimed unfenced carry no claimer and are left to
+-- stale recovery. CLAIMED items are few (the partial index), so the
+-- anti-join costs one primary-key probe of shedlock each.
+SELECT * FROM workflow_execution_queue q
+WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM shedlock l
+      WHERE l.name = q.claim_lease AND l.locked_by = q.claimed_by AND l.locked_at = q.claim_term AND l.lock_until > now())
+ORDER BY q.claimed_at
+LIMIT @max_rows;
+
 -- name: QueueDeleteByExecution :execrows
 -- Deletes the item of an execution that completed, writing its audit row
 -- in the same statement.
@@ -224,11 +246,13 @@ WHERE created_at < now() - make_interval(secs => @retention_seconds::float8);
 SELECT id, status FROM workflow_execution_queue WHERE id = ANY(@ids::uuid[]);
 
 -- name: QueuePendingLockCount :one
--- The workspace's PENDING count and plan, its counter row locked until
--- commit, so concurrent enqueues check the pending-items quota one at a
--- time, against the plan in force (the insert's trigger would take the
--- same lock a moment later).
-SELECT pending, plan FROM workspace_queue_stats WHERE workspace_id = @workspace_id FOR NO KEY UPDATE;
+-- The workspace's PENDING and stored counts and plan, its counter row
+-- locked until commit, so concurrent enqueues check the queue quotas one
+-- at a time, against the plan in force (the insert's trigger would take
+-- the same lock a moment later).
+SELECT s.pending, s.plan, coalesce(q.items, 0)::int AS stored
+FROM workspace_queue_stats s LEFT JOIN workspace_queue_stored q ON q.workspace_id = s.workspace_id
+WHERE s.workspace_id = @workspace_id FOR NO KEY UPDATE OF s;
 
 -- name: QueueOldestAdmissibleByPlan :many
 -- Per plan, the age of the oldest item that could be claimed now: the

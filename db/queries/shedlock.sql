@@ -18,12 +18,23 @@ UPDATE shedlock
 SET lock_until = GREATEST(now(), locked_at + make_interval(secs => @lock_at_least_for_seconds::float8))
 WHERE name = @name AND locked_by = @locked_by;
 
+-- name: LeaseForgetExpired :execrows
+-- Deletes the expired leases whose names start with @prefix: the
+-- registration leases of dispatchers that are gone, one row per process
+-- ever started otherwise. Deleting an expired one is safe at any time: its
+-- term is over either way (its claims are settled as an ended term's),
+-- and a dispatcher that comes back takes a new row, in a new term. A
+-- renewal that commits first is seen by the recheck under the row lock.
+DELETE FROM shedlock WHERE starts_with(name, @prefix::text) AND lock_until < now();
+
 -- name: LeaseFence :one
 -- Fences a lease holder's work: run inside the transaction that acts under
--- the lease, it finds the row only while this holder's lease is unexpired,
--- and its share lock keeps anyone from taking the lease over until that
--- transaction ends. A holder that was paused past its lease finds nothing
--- and must not act.
-SELECT name FROM shedlock
+-- the lease, it finds the row only while this holder's lease is unexpired
+-- (and, given a term, still in that term), and its share lock keeps anyone
+-- from taking the lease over until that transaction ends. A holder that
+-- was paused past its lease finds nothing and must not act. It returns the
+-- term: locked_at, which stays put while the holder renews.
+SELECT locked_at FROM shedlock
 WHERE name = @name AND locked_by = @locked_by AND lock_until > now()
+  AND (sqlc.narg(term)::timestamptz IS NULL OR locked_at = sqlc.narg(term)::timestamptz)
 FOR SHARE;

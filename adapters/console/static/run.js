@@ -14,6 +14,7 @@ import { NODE_STATUSES } from "./types.js";
 /** @typedef {import('./types.js').Graph} Graph */
 /** @typedef {import('./types.js').GraphNode} GraphNode */
 /** @typedef {import('./types.js').NodeRecord} NodeRecord */
+/** @typedef {import('./types.js').NodeRecordPage} NodeRecordPage */
 /** @typedef {import('./types.js').CancelResponse} CancelResponse */
 
 const RUN_POLL_MS = 1000;
@@ -49,10 +50,19 @@ export async function viewExecution(executionId) {
       const v = await api("GET", `/workflow/definitions/${e.workflowDefinitionId}/versions/${e.workflowVersion}`);
       graph = v.graph;
     }
+    // The execution carries the first page of its records; the rest are
+    // paged, each page bounded whatever the size of the run.
+    const all = [...(e.nodes || [])];
+    for (let cursor = e.nodesNextCursor; cursor; ) {
+      /** @type {NodeRecordPage} */
+      const p = await api("GET", `/workflow/executions/${executionId}/nodes?limit=100&cursor=${encodeURIComponent(cursor)}`);
+      all.push(...p.items);
+      cursor = p.nextCursor;
+    }
     if (!current(gen)) return;
     const g = graph;
     /** @type {Map<string, NodeRecord>} */
-    const records = new Map((e.nodes || []).map((n) => [n.key, n]));
+    const records = new Map(all.map((n) => [n.key, n]));
     const title = def ? `${def.name} v${e.workflowVersion}` : `v${e.workflowVersion}`;
     document.title = `${title} · ${e.status} · Sluice`;
     const rebuilt = renderIfChanged(head, e, () => [

@@ -22,6 +22,7 @@
 /** @typedef {Schemas['ExecutionPage']} ExecutionPage */
 /** @typedef {Schemas['ExecutionStatus']} ExecutionStatus */
 /** @typedef {Schemas['NodeRecord']} NodeRecord */
+/** @typedef {Schemas['NodeRecordPage']} NodeRecordPage */
 /** @typedef {Schemas['NodeStatus']} NodeStatus */
 /** @typedef {Schemas['CancelResponse']} CancelResponse */
 /** @typedef {Schemas['Problem']} Problem */

@@ -12,17 +12,6 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-const definitionCountLive = `-- name: DefinitionCountLive :one
-SELECT count(*)::int FROM workflow_definitions WHERE workspace_id = $1 AND deleted_at IS NULL
-`
-
-func (q *Queries) DefinitionCountLive(ctx context.Context, db DBTX, workspaceID domain.ID) (int32, error) {
-	row := db.QueryRow(ctx, definitionCountLive, workspaceID)
-	var column_1 int32
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const definitionGet = `-- name: DefinitionGet :one
 SELECT id, workspace_id, name, current_version, created_at, updated_at, deleted_at FROM workflow_definitions WHERE id = $1 AND deleted_at IS NULL
 `
@@ -70,10 +59,12 @@ func (q *Queries) DefinitionInsert(ctx context.Context, db DBTX, arg DefinitionI
 }
 
 const definitionList = `-- name: DefinitionList :many
-SELECT id, workspace_id, name, current_version, created_at, updated_at, deleted_at FROM workflow_definitions
-WHERE workspace_id = $1 AND deleted_at IS NULL
-  AND ($2::uuid IS NULL OR id > $2::uuid)
-ORDER BY id
+SELECT d.id, d.workspace_id, d.name, d.current_version, d.created_at, d.updated_at, d.deleted_at, v.graph
+FROM workflow_definitions d
+JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
+WHERE d.workspace_id = $1 AND d.deleted_at IS NULL
+  AND ($2::uuid IS NULL OR d.id > $2::uuid)
+ORDER BY d.id
 LIMIT $3
 `
 
@@ -83,23 +74,32 @@ type DefinitionListParams struct {
 	MaxRows     int32
 }
 
-func (q *Queries) DefinitionList(ctx context.Context, db DBTX, arg DefinitionListParams) ([]WorkflowDefinition, error) {
+type DefinitionListRow struct {
+	WorkflowDefinition WorkflowDefinition
+	Graph              json.RawMessage
+}
+
+// A page of live definitions with their current graphs, in one statement:
+// the page is a range of the definitions' primary key, and each graph one
+// probe of the versions' key.
+func (q *Queries) DefinitionList(ctx context.Context, db DBTX, arg DefinitionListParams) ([]DefinitionListRow, error) {
 	rows, err := db.Query(ctx, definitionList, arg.WorkspaceID, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []WorkflowDefinition{}
+	items := []DefinitionListRow{}
 	for rows.Next() {
-		var i WorkflowDefinition
+		var i DefinitionListRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.WorkspaceID,
-			&i.Name,
-			&i.CurrentVersion,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.DeletedAt,
+			&i.WorkflowDefinition.ID,
+			&i.WorkflowDefinition.WorkspaceID,
+			&i.WorkflowDefinition.Name,
+			&i.WorkflowDefinition.CurrentVersion,
+			&i.WorkflowDefinition.CreatedAt,
+			&i.WorkflowDefinition.UpdatedAt,
+			&i.WorkflowDefinition.DeletedAt,
+			&i.Graph,
 		); err != nil {
 			return nil, err
 		}
@@ -138,6 +138,27 @@ func (q *Queries) DefinitionSoftDelete(ctx context.Context, db DBTX, id domain.I
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const definitionStorageCounts = `-- name: DefinitionStorageCounts :one
+SELECT
+    (SELECT count(*) FROM workflow_definitions d WHERE d.workspace_id = $1)::int AS definitions,
+    (SELECT count(*) FROM workflow_definition_versions v JOIN workflow_definitions d ON d.id = v.workflow_definition_id
+     WHERE d.workspace_id = $1)::int AS versions
+`
+
+type DefinitionStorageCountsRow struct {
+	Definitions int32
+	Versions    int32
+}
+
+// The workspace's stored definitions (live or deleted) and their versions,
+// both until retention deletes them.
+func (q *Queries) DefinitionStorageCounts(ctx context.Context, db DBTX, workspaceID domain.ID) (DefinitionStorageCountsRow, error) {
+	row := db.QueryRow(ctx, definitionStorageCounts, workspaceID)
+	var i DefinitionStorageCountsRow
+	err := row.Scan(&i.Definitions, &i.Versions)
+	return i, err
 }
 
 const definitionVersionGet = `-- name: DefinitionVersionGet :one
@@ -236,4 +257,22 @@ func (q *Queries) DefinitionWorkspace(ctx context.Context, db DBTX, id domain.ID
 	var workspace_id domain.ID
 	err := row.Scan(&workspace_id)
 	return workspace_id, err
+}
+
+const workspaceStorageLock = `-- name: WorkspaceStorageLock :one
+SELECT w.plan FROM workspaces w
+WHERE w.id = $1 AND pg_advisory_xact_lock(1936488035, hashtext(w.id::text)) IS NOT NULL
+`
+
+// Serialises the workspace's definition and version writes until commit,
+// so the counts read after it stay exact until the insert. An advisory
+// lock rather than the workspace row's: admission locks that row with SKIP
+// LOCKED, and would pass the workspace over while a definition is saved.
+// The first key names this lock among the database's advisory locks; two
+// workspaces whose ids hash alike only take turns. Returns the plan.
+func (q *Queries) WorkspaceStorageLock(ctx context.Context, db DBTX, workspaceID domain.ID) (string, error) {
+	row := db.QueryRow(ctx, workspaceStorageLock, workspaceID)
+	var plan string
+	err := row.Scan(&plan)
+	return plan, err
 }

@@ -71,7 +71,9 @@ func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (Work
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id FROM workflow_executions
+SELECT id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, started_at, completed_at,
+       duration_ms, error
+FROM workflow_executions
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
   AND ($3::uuid IS NULL OR workflow_definition_id = $3::uuid)
@@ -92,12 +94,26 @@ type ExecutionListParams struct {
 	MaxRows              int32
 }
 
+type ExecutionListRow struct {
+	ID                   domain.ID
+	QueueID              *domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
+	WorkflowVersion      int32
+	Status               string
+	StartedAt            time.Time
+	CompletedAt          *time.Time
+	DurationMs           *int64
+	Error                *string
+}
+
 // Keyset pagination on (started_at, id), newest first. The filters are
 // folded away when absent (the pool plans every statement for its values,
 // see plan_cache_mode in postgres.go), so a definition's executions are a
 // range of workflow_executions_definition_idx and a queue id one probe of
-// workflow_executions_queue_idx.
-func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListParams) ([]WorkflowExecution, error) {
+// workflow_executions_queue_idx. The input is not read: the list does
+// not return it (GET of one execution does).
+func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListParams) ([]ExecutionListRow, error) {
 	rows, err := db.Query(ctx, executionList,
 		arg.WorkspaceID,
 		arg.Status,
@@ -111,21 +127,20 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 		return nil, err
 	}
 	defer rows.Close()
-	items := []WorkflowExecution{}
+	items := []ExecutionListRow{}
 	for rows.Next() {
-		var i WorkflowExecution
+		var i ExecutionListRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.QueueID,
 			&i.WorkspaceID,
 			&i.WorkflowDefinitionID,
 			&i.WorkflowVersion,
 			&i.Status,
-			&i.Input,
 			&i.StartedAt,
 			&i.CompletedAt,
 			&i.DurationMs,
 			&i.Error,
-			&i.QueueID,
 		); err != nil {
 			return nil, err
 		}
@@ -135,6 +150,18 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 		return nil, err
 	}
 	return items, nil
+}
+
+const executionWorkspace = `-- name: ExecutionWorkspace :one
+SELECT workspace_id FROM workflow_executions WHERE id = $1
+`
+
+// The owner of an execution, read before anything else of it is loaded.
+func (q *Queries) ExecutionWorkspace(ctx context.Context, db DBTX, id domain.ID) (domain.ID, error) {
+	row := db.QueryRow(ctx, executionWorkspace, id)
+	var workspace_id domain.ID
+	err := row.Scan(&workspace_id)
+	return workspace_id, err
 }
 
 const executionsDelete = `-- name: ExecutionsDelete :exec

@@ -107,6 +107,9 @@ type WorkflowExecutionQueue struct {
 	LastError            *string
 	ExecutionID          *domain.ID
 	TraceContext         *string
+	ClaimLease           *string
+	ClaimedBy            *string
+	ClaimTerm            *time.Time
 }
 
 type Workspace struct {
@@ -117,10 +120,22 @@ type Workspace struct {
 	UpdatedAt time.Time
 }
 
+type WorkspaceNodeSlot struct {
+	ExecutionID domain.ID
+	NodeKey     string
+	WorkspaceID domain.ID
+	LeaseUntil  time.Time
+}
+
 type WorkspaceQueueStat struct {
 	WorkspaceID domain.ID
 	Plan        *string
 	Pending     int32
 	Running     int32
 	HasPending  bool
+}
+
+type WorkspaceQueueStored struct {
+	WorkspaceID domain.ID
+	Items       int32
 }

@@ -179,3 +179,51 @@ func (q *Queries) NodesForExecution(ctx context.Context, db DBTX, executionID do
 	}
 	return items, nil
 }
+
+const nodesPage = `-- name: NodesPage :many
+SELECT id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at FROM workflow_execution_nodes
+WHERE execution_id = $1 AND node_key > $2
+ORDER BY node_key
+LIMIT $3
+`
+
+type NodesPageParams struct {
+	ExecutionID domain.ID
+	AfterKey    string
+	MaxRows     int32
+}
+
+// One page of an execution's node records in key order after the cursor:
+// a range of the (execution_id, node_key) unique index, so a page costs
+// its own rows whatever the size of the run.
+func (q *Queries) NodesPage(ctx context.Context, db DBTX, arg NodesPageParams) ([]WorkflowExecutionNode, error) {
+	rows, err := db.Query(ctx, nodesPage, arg.ExecutionID, arg.AfterKey, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkflowExecutionNode{}
+	for rows.Next() {
+		var i WorkflowExecutionNode
+		if err := rows.Scan(
+			&i.ID,
+			&i.ExecutionID,
+			&i.NodeKey,
+			&i.NodeType,
+			&i.Status,
+			&i.Attempt,
+			&i.Input,
+			&i.Output,
+			&i.Error,
+			&i.StartedAt,
+			&i.CompletedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

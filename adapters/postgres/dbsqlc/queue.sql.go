@@ -167,7 +167,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
@@ -225,8 +225,67 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 			&i.WorkflowExecutionQueue.LastError,
 			&i.WorkflowExecutionQueue.ExecutionID,
 			&i.WorkflowExecutionQueue.TraceContext,
+			&i.WorkflowExecutionQueue.ClaimLease,
+			&i.WorkflowExecutionQueue.ClaimedBy,
+			&i.WorkflowExecutionQueue.ClaimTerm,
 			&i.CurrentVersion,
 			&i.VersionFound,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue q
+WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM shedlock l
+      WHERE l.name = q.claim_lease AND l.locked_by = q.claimed_by AND l.locked_at = q.claim_term AND l.lock_until > now())
+ORDER BY q.claimed_at
+LIMIT $1
+`
+
+// CLAIMED items whose claimer's term is over: no live shedlock row has
+// their lease, holder and term any more (the lease expired, was released,
+// or another holder took it over). Their dispatcher can no longer mark
+// them (its marks are fenced by that term), so whoever holds a live term
+// settles them. Items claimed unfenced carry no claimer and are left to
+// stale recovery. CLAIMED items are few (the partial index), so the
+// anti-join costs one primary-key probe of shedlock each.
+func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows int32) ([]WorkflowExecutionQueue, error) {
+	rows, err := db.Query(ctx, queueClaimsOfEndedTerms, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkflowExecutionQueue{}
+	for rows.Next() {
+		var i WorkflowExecutionQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.WorkflowDefinitionID,
+			&i.Status,
+			&i.Input,
+			&i.Priority,
+			&i.CreatedAt,
+			&i.AvailableAt,
+			&i.ClaimedAt,
+			&i.DispatchedAt,
+			&i.AttemptCount,
+			&i.DispatchFailures,
+			&i.LastError,
+			&i.ExecutionID,
+			&i.TraceContext,
+			&i.ClaimLease,
+			&i.ClaimedBy,
+			&i.ClaimTerm,
 		); err != nil {
 			return nil, err
 		}
@@ -284,7 +343,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -306,12 +365,15 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.LastError,
 		&i.ExecutionID,
 		&i.TraceContext,
+		&i.ClaimLease,
+		&i.ClaimedBy,
+		&i.ClaimTerm,
 	)
 	return i, err
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -336,12 +398,15 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.LastError,
 		&i.ExecutionID,
 		&i.TraceContext,
+		&i.ClaimLease,
+		&i.ClaimedBy,
+		&i.ClaimTerm,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -363,6 +428,9 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.LastError,
 		&i.ExecutionID,
 		&i.TraceContext,
+		&i.ClaimLease,
+		&i.ClaimedBy,
+		&i.ClaimTerm,
 	)
 	return i, err
 }
@@ -370,7 +438,7 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 const queueInsert = `-- name: QueueInsert :one
 INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context)
 VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term
 `
 
 type QueueInsertParams struct {
@@ -408,12 +476,17 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.LastError,
 		&i.ExecutionID,
 		&i.TraceContext,
+		&i.ClaimLease,
+		&i.ClaimedBy,
+		&i.ClaimTerm,
 	)
 	return i, err
 }
 
 const queueList = `-- name: QueueList :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id
+FROM workflow_execution_queue
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
   AND ($3::uuid IS NULL
@@ -431,11 +504,29 @@ type QueueListParams struct {
 	MaxRows        int32
 }
 
+type QueueListRow struct {
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
+	Status               string
+	Priority             int16
+	CreatedAt            time.Time
+	AvailableAt          time.Time
+	ClaimedAt            *time.Time
+	DispatchedAt         *time.Time
+	AttemptCount         int32
+	DispatchFailures     int32
+	LastError            *string
+	ExecutionID          *domain.ID
+}
+
 // A workspace's items in the order the claim takes them
 // (QueueClaimCandidates: priority, then age, then id), so the first page is
 // what runs next. Keyset paging on that triple: each page is a range of
 // workflow_execution_queue_list_idx, or of its status twin, and no sort.
-func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) ([]WorkflowExecutionQueue, error) {
+// The input (up to the request body's size per item) is not read: the
+// list does not return it.
+func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) ([]QueueListRow, error) {
 	rows, err := db.Query(ctx, queueList,
 		arg.WorkspaceID,
 		arg.Status,
@@ -448,15 +539,14 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 		return nil, err
 	}
 	defer rows.Close()
-	items := []WorkflowExecutionQueue{}
+	items := []QueueListRow{}
 	for rows.Next() {
-		var i WorkflowExecutionQueue
+		var i QueueListRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.WorkspaceID,
 			&i.WorkflowDefinitionID,
 			&i.Status,
-			&i.Input,
 			&i.Priority,
 			&i.CreatedAt,
 			&i.AvailableAt,
@@ -466,7 +556,6 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 			&i.DispatchFailures,
 			&i.LastError,
 			&i.ExecutionID,
-			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -481,8 +570,9 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 const queueMarkClaimed = `-- name: QueueMarkClaimed :many
 WITH claimed AS (
     UPDATE workflow_execution_queue q
-    SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id
-    FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS execution_id) AS c
+    SET status = 'CLAIMED', claimed_at = now(), execution_id = c.execution_id,
+        claim_lease = $1, claimed_by = $2, claim_term = $3
+    FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::uuid[]) AS execution_id) AS c
     WHERE q.id = c.id AND q.status = 'PENDING'
     RETURNING q.id, q.workspace_id, q.execution_id, q.status, q.claimed_at, q.attempt_count
 ), audit AS (
@@ -495,6 +585,9 @@ SELECT c.id, c.status, c.claimed_at FROM claimed c
 `
 
 type QueueMarkClaimedParams struct {
+	ClaimLease   *string
+	ClaimedBy    *string
+	ClaimTerm    *time.Time
 	Ids          []domain.ID
 	ExecutionIds []domain.ID
 }
@@ -507,9 +600,16 @@ type QueueMarkClaimedRow struct {
 
 // Returns the state as stored, whose claim time guards every later
 // transition, and writes each claimed item's audit row in the same
-// statement.
+// statement. The claimer (lease, holder, term) is NULL for an unfenced
+// claim.
 func (q *Queries) QueueMarkClaimed(ctx context.Context, db DBTX, arg QueueMarkClaimedParams) ([]QueueMarkClaimedRow, error) {
-	rows, err := db.Query(ctx, queueMarkClaimed, arg.Ids, arg.ExecutionIds)
+	rows, err := db.Query(ctx, queueMarkClaimed,
+		arg.ClaimLease,
+		arg.ClaimedBy,
+		arg.ClaimTerm,
+		arg.Ids,
+		arg.ExecutionIds,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -640,22 +740,25 @@ func (q *Queries) QueueOldestAdmissibleByPlan(ctx context.Context, db DBTX, arg 
 }
 
 const queuePendingLockCount = `-- name: QueuePendingLockCount :one
-SELECT pending, plan FROM workspace_queue_stats WHERE workspace_id = $1 FOR NO KEY UPDATE
+SELECT s.pending, s.plan, coalesce(q.items, 0)::int AS stored
+FROM workspace_queue_stats s LEFT JOIN workspace_queue_stored q ON q.workspace_id = s.workspace_id
+WHERE s.workspace_id = $1 FOR NO KEY UPDATE OF s
 `
 
 type QueuePendingLockCountRow struct {
 	Pending int32
 	Plan    *string
+	Stored  int32
 }
 
-// The workspace's PENDING count and plan, its counter row locked until
-// commit, so concurrent enqueues check the pending-items quota one at a
-// time, against the plan in force (the insert's trigger would take the
-// same lock a moment later).
+// The workspace's PENDING and stored counts and plan, its counter row
+// locked until commit, so concurrent enqueues check the queue quotas one
+// at a time, against the plan in force (the insert's trigger would take
+// the same lock a moment later).
 func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceID domain.ID) (QueuePendingLockCountRow, error) {
 	row := db.QueryRow(ctx, queuePendingLockCount, workspaceID)
 	var i QueuePendingLockCountRow
-	err := row.Scan(&i.Pending, &i.Plan)
+	err := row.Scan(&i.Pending, &i.Plan, &i.Stored)
 	return i, err
 }
 
@@ -703,7 +806,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg Queue
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -740,6 +843,9 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.LastError,
 			&i.ExecutionID,
 			&i.TraceContext,
+			&i.ClaimLease,
+			&i.ClaimedBy,
+			&i.ClaimTerm,
 		); err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const leaseAcquire = `-- name: LeaseAcquire :execrows
@@ -37,26 +38,47 @@ func (q *Queries) LeaseAcquire(ctx context.Context, db DBTX, arg LeaseAcquirePar
 }
 
 const leaseFence = `-- name: LeaseFence :one
-SELECT name FROM shedlock
+SELECT locked_at FROM shedlock
 WHERE name = $1 AND locked_by = $2 AND lock_until > now()
+  AND ($3::timestamptz IS NULL OR locked_at = $3::timestamptz)
 FOR SHARE
 `
 
 type LeaseFenceParams struct {
 	Name     string
 	LockedBy string
+	Term     *time.Time
 }
 
 // Fences a lease holder's work: run inside the transaction that acts under
-// the lease, it finds the row only while this holder's lease is unexpired,
-// and its share lock keeps anyone from taking the lease over until that
-// transaction ends. A holder that was paused past its lease finds nothing
-// and must not act.
-func (q *Queries) LeaseFence(ctx context.Context, db DBTX, arg LeaseFenceParams) (string, error) {
-	row := db.QueryRow(ctx, leaseFence, arg.Name, arg.LockedBy)
-	var name string
-	err := row.Scan(&name)
-	return name, err
+// the lease, it finds the row only while this holder's lease is unexpired
+// (and, given a term, still in that term), and its share lock keeps anyone
+// from taking the lease over until that transaction ends. A holder that
+// was paused past its lease finds nothing and must not act. It returns the
+// term: locked_at, which stays put while the holder renews.
+func (q *Queries) LeaseFence(ctx context.Context, db DBTX, arg LeaseFenceParams) (time.Time, error) {
+	row := db.QueryRow(ctx, leaseFence, arg.Name, arg.LockedBy, arg.Term)
+	var locked_at time.Time
+	err := row.Scan(&locked_at)
+	return locked_at, err
+}
+
+const leaseForgetExpired = `-- name: LeaseForgetExpired :execrows
+DELETE FROM shedlock WHERE starts_with(name, $1::text) AND lock_until < now()
+`
+
+// Deletes the expired leases whose names start with @prefix: the
+// registration leases of dispatchers that are gone, one row per process
+// ever started otherwise. Deleting an expired one is safe at any time: its
+// term is over either way (its claims are settled as an ended term's),
+// and a dispatcher that comes back takes a new row, in a new term. A
+// renewal that commits first is seen by the recheck under the row lock.
+func (q *Queries) LeaseForgetExpired(ctx context.Context, db DBTX, prefix string) (int64, error) {
+	result, err := db.Exec(ctx, leaseForgetExpired, prefix)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const leaseRelease = `-- name: LeaseRelease :exec

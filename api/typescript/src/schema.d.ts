@@ -378,9 +378,41 @@ export interface paths {
         };
         /**
          * Get an execution
-         * @description Shows an execution's status and one record per node run.
+         * @description Shows an execution's status, its input and the first page of its
+         *     node records (at most 50, in key order); `nodesNextCursor` names
+         *     the next page at `/workflow/executions/{executionId}/nodes`. Each
+         *     record's input, output and error are kept up to
+         *     `SLUICE_RECORD_VALUE_MAX` bytes each (16 KiB by default), so the
+         *     answer is at most about the enqueue body limit plus 50 × 3 × that,
+         *     whatever the size of the run.
          */
         get: operations["getExecution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workflow/executions/{executionId}/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an execution's node records
+         * @description Pages through an execution's node records in key order. A page
+         *     holds at most `limit` records (100 at most), each value of which
+         *     is bounded by `SLUICE_RECORD_VALUE_MAX`, so no page grows with the
+         *     size of the run.
+         */
+        get: operations["listExecutionNodes"];
         put?: never;
         post?: never;
         delete?: never;
@@ -608,15 +640,29 @@ export interface components {
             type: string;
             status: components["schemas"]["NodeStatus"];
             attempt: number;
-            /** @description The node's resolved input, with every digit of its numbers. */
+            /**
+             * @description The node's resolved input, with every digit of its numbers. A
+             *     value over `SLUICE_RECORD_VALUE_MAX` bytes is kept as
+             *     `{"sluice:truncated": {"bytes": <its size>, "preview": "<its first bytes, as text>"}}`.
+             */
             input: unknown;
-            /** @description Available to later nodes as steps.<key>.output; numbers keep every digit. */
+            /**
+             * @description Available to later nodes as steps.<key>.output (whole); numbers
+             *     keep every digit. Recorded like `input`: over
+             *     `SLUICE_RECORD_VALUE_MAX` bytes, as a marked preview with the
+             *     true size.
+             */
             output: unknown;
+            /** @description Why the node failed; NUL and bytes that are not UTF-8 are shown as U+FFFD, and past `SLUICE_RECORD_VALUE_MAX` bytes it ends with its true size. */
             error: string | null;
             /** Format: date-time */
             startedAt: string | null;
             /** Format: date-time */
             completedAt: string | null;
+        };
+        NodeRecordPage: {
+            items: components["schemas"]["NodeRecord"][];
+            nextCursor: string | null;
         };
         Execution: {
             /** Format: uuid */
@@ -632,8 +678,8 @@ export interface components {
             workflowDefinitionId: string;
             workflowVersion: number;
             status: components["schemas"]["ExecutionStatus"];
-            /** @description The input as enqueued, byte for byte. */
-            input: {
+            /** @description The input as enqueued, byte for byte. Shown by GET of one execution only; the list leaves it out. */
+            input?: {
                 [key: string]: unknown;
             };
             /** Format: date-time */
@@ -643,7 +689,10 @@ export interface components {
             /** Format: int64 */
             durationMs: number | null;
             error: string | null;
+            /** @description The first page of node records (GET of one execution only). */
             nodes?: components["schemas"]["NodeRecord"][];
+            /** @description The cursor of the next page of node records at `/workflow/executions/{executionId}/nodes`; null when `nodes` holds them all. */
+            nodesNextCursor?: string | null;
         };
         ExecutionPage: {
             items: components["schemas"]["Execution"][];
@@ -732,10 +781,12 @@ export interface components {
             };
         };
         /**
-         * @description The request would pass one of the workspace's quotas (pending queue
-         *     items, definitions, nodes per graph). Nothing was stored and nothing
-         *     already stored changed. `Retry-After` is set where waiting helps: the
-         *     queue drains as executions finish.
+         * @description The request would pass one of the workspace's quotas (pending or
+         *     stored queue items, definitions, definition versions, nodes per
+         *     graph), or the workspace is sending requests faster than its rate
+         *     or has too many in flight at once. Nothing was stored and nothing
+         *     already stored changed. `Retry-After` is set where waiting helps:
+         *     the queue drains as executions finish, and the rate refills.
          */
         TooMany: {
             headers: {
@@ -750,6 +801,29 @@ export interface components {
                  *       "title": "Quota exceeded",
                  *       "status": 429,
                  *       "detail": "quota exceeded: at most 1000 pending queue items"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description The server is too busy to take the request now: no database
+         *     connection came free within the bounded wait. Nothing was done;
+         *     try again after `Retry-After`.
+         */
+        Unavailable: {
+            headers: {
+                /** @description Seconds to wait before trying again. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sluice.dev/problems/unavailable",
+                 *       "title": "Service unavailable",
+                 *       "status": 503,
+                 *       "detail": "the server is busy; try again shortly"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -954,7 +1028,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createWorkspace: {
@@ -1002,7 +1078,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getWorkspace: {
@@ -1043,7 +1121,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     updateWorkspacePlan: {
@@ -1094,7 +1174,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listApiKeys: {
@@ -1123,7 +1205,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createApiKey: {
@@ -1172,7 +1256,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     revokeApiKey: {
@@ -1200,7 +1286,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listDefinitions: {
@@ -1238,7 +1326,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createDefinition: {
@@ -1315,6 +1405,7 @@ export interface operations {
             422: components["responses"]["InvalidGraph"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getDefinition: {
@@ -1356,7 +1447,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     deleteDefinition: {
@@ -1382,7 +1475,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createDefinitionVersion: {
@@ -1437,6 +1532,7 @@ export interface operations {
             422: components["responses"]["InvalidGraph"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getDefinitionVersion: {
@@ -1477,7 +1573,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     enqueueExecution: {
@@ -1529,6 +1627,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listQueue: {
@@ -1568,7 +1667,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getQueueItem: {
@@ -1613,7 +1714,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     cancelQueueItem: {
@@ -1648,7 +1751,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listExecutions: {
@@ -1677,7 +1782,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of executions (without node records). */
+            /** @description A page of executions (without their inputs and node records). */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1696,7 +1801,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getExecution: {
@@ -1756,6 +1863,47 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listExecutionNodes: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: number;
+                /** @description The `nextCursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of node records. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NodeRecordPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
         };
     };
@@ -1791,7 +1939,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
 }

@@ -1,0 +1,159 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// startingDescribingEngine starts every workflow and describes from a map.
+type startingDescribingEngine struct{ describingEngine }
+
+func (startingDescribingEngine) StartWorkflow(context.Context, ports.WorkflowStart) error { return nil }
+
+func TestTakeoverSettlesTheEndedTermsClaimsBeforeClaiming(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		started, unstarted, unknown := staleItem(time.Second), staleItem(time.Second), staleItem(time.Second)
+		store := &fakeStore{queued: 1, ended: []domain.QueueItem{started, unstarted, unknown}}
+		engine := startingDescribingEngine{describingEngine{
+			states: map[domain.ID]ports.WorkflowState{*started.ExecutionID: ports.WorkflowRunning},
+			errs:   map[domain.ID]error{*unknown.ExecutionID: errors.New("permission denied")},
+		}}
+		shed := newFakeLease()
+		shed.setOther(QueueLeaseName, true)
+		lease := NewQueueLease(shed, QueueLeaseTTL, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+		cfg := DefaultDispatcherConfig()
+		cfg.PollInterval = time.Hour // only the lease's gain may wake the loop
+		d := newTestDispatcher(store, engine, lease, nil, cfg)
+		stop := runLoops(lease.Run, d.Run)
+		defer stop()
+		synctest.Wait()
+		store.mu.Lock()
+		reads := len(store.endedReadAfter)
+		store.mu.Unlock()
+		if reads != 0 {
+			t.Fatalf("%d reads of ended terms' claims before holding the lease, want none", reads)
+		}
+
+		shed.setOther(QueueLeaseName, false)
+		time.Sleep(QueueLeaseTTL / 5)
+		synctest.Wait()
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		if len(store.endedReadAfter) == 0 || store.endedReadAfter[0] != 0 {
+			t.Fatalf("ended terms' claims read after %v claims, want the first read before any claim", store.endedReadAfter)
+		}
+		if len(store.dispatched) < 1 || store.dispatched[0].ID != started.ID || store.markFences[0].Fenced() {
+			t.Errorf("first mark %+v fenced by %+v, want the started item marked DISPATCHED unfenced", store.dispatched, store.markFences)
+		}
+		i := slices.IndexFunc(store.released, func(tr ports.QueueTransition) bool { return tr.ID == unstarted.ID })
+		if i < 0 {
+			t.Fatalf("unstarted item not released: %+v", store.released)
+		}
+		if r := store.released[i]; r.To.Status != domain.QueuePending || r.DropExecution == nil || *r.DropExecution != *unstarted.ExecutionID || r.To.DispatchFailures != 0 {
+			t.Errorf("unstarted item released as %+v, want PENDING with its execution dropped and no dispatch failure counted", r)
+		}
+		for _, r := range store.released {
+			if r.ID == unknown.ID || r.ID == started.ID {
+				t.Errorf("item %s released though its fate was unknown or it started", r.ID)
+			}
+		}
+		if got := testutil.ToFloat64(d.metrics.TermClaimsSettled); got != 2 {
+			t.Errorf("queue_term_claims_settled_total = %v, want 2", got)
+		}
+		if store.claims == 0 {
+			t.Error("no claim after the takeover settled what it could")
+		}
+		store.mu.Unlock()
+		time.Sleep(cfg.PollInterval) // the next cycle
+		synctest.Wait()
+		store.mu.Lock()
+		if len(store.endedReadAfter) != 2 {
+			t.Errorf("ended terms' claims read %d times, want once more on the cycle after one's fate was unknown", len(store.endedReadAfter))
+		}
+	})
+}
+
+func TestMarksOfAnEndedTermAreDroppedForTheNextHolder(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &termEndedStore{fakeStore: &fakeStore{}}
+		d := newTestDispatcher(store, okEngine{}, nil, nil, nonExclusive())
+		claimer := ports.Fence{Lease: QueueLeaseName, Holder: "h", Term: time.Now()}
+		item := ports.ClaimedItem{QueueItem: staleItem(0), Claimer: claimer}
+		item.ExecutionID = *item.QueueItem.ExecutionID
+		n, err := d.markDispatched(context.Background(), []ports.ClaimedItem{item})
+		if err != nil || n != 0 {
+			t.Fatalf("marking under an ended term: %d, %v; want 0 and no error, so the items are not kept", n, err)
+		}
+		if len(store.markFences) != 1 || store.markFences[0] != claimer {
+			t.Errorf("marks fenced by %+v, want the item's claimer %+v", store.markFences, claimer)
+		}
+	})
+}
+
+// termEndedStore refuses every fenced mark: the term has ended.
+type termEndedStore struct{ *fakeStore }
+
+func (s *termEndedStore) MarkDispatched(ctx context.Context, fence ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	s.mu.Lock()
+	s.markFences = append(s.markFences, fence)
+	s.mu.Unlock()
+	if fence.Fenced() {
+		return nil, ports.ErrLeaseLost
+	}
+	return s.fakeStore.MarkDispatched(ctx, fence, items)
+}
+
+func TestNoStartOnceTheLeaseTermHasRunOut(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		shed := newFakeLease()
+		// The claim takes longer than the term, and the renewals fail
+		// meanwhile: by the time it returns, another holder may have the
+		// lease and be settling this claim.
+		store := &slowClaimStore{fakeStore: &fakeStore{queued: 1}, during: func() { shed.setFail(errors.New("connection refused")) }}
+		lease := NewQueueLease(shed, QueueLeaseTTL, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+		engine := &outageEngine{}
+		cfg := DefaultDispatcherConfig()
+		cfg.PollInterval = time.Hour
+		d := newTestDispatcher(store, engine, lease, nil, cfg)
+		stop := runLoops(lease.Run, d.Run)
+		defer stop()
+		time.Sleep(2 * QueueLeaseTTL)
+		synctest.Wait()
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		engine.mu.Lock()
+		defer engine.mu.Unlock()
+		if store.claims != 1 || engine.starts != 0 {
+			t.Fatalf("%d claims, %d starts; want the claim made and its start not made after the term", store.claims, engine.starts)
+		}
+		if len(store.dispatched) != 0 || len(store.released) != 0 {
+			t.Errorf("marked %v, released %v; want the item left CLAIMED for the next holder", store.dispatched, store.released)
+		}
+	})
+}
+
+// slowClaimStore's claim outlasts the queue lease's term, calling during
+// as it starts.
+type slowClaimStore struct {
+	*fakeStore
+	during func()
+}
+
+func (s *slowClaimStore) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	s.during()
+	time.Sleep(QueueLeaseTTL + time.Second)
+	return s.fakeStore.Claim(ctx, fence, limits, admit, reject)
+}

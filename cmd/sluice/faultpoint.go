@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/sluicehq/sluice/app"
+)
+
+// testHaltEnv is for the fault suite only: set to an app.FaultPoint, it
+// makes the dispatcher halt at that point of its first batch with items,
+// print testHaltedLine and the point to stderr, and wait there for
+// SIGCONT, so that a test can kill -9 the process exactly there, or stop
+// it (SIGSTOP) past its lease and resume it. It is read only when set, and
+// is not configuration: it is not in the README's table.
+const testHaltEnv = "SLUICE_TEST_HALT_AT"
+
+// testHaltedLine starts the line a halted dispatcher prints.
+const testHaltedLine = "SLUICE_TEST_HALTED"
+
+// testHalt returns the dispatcher's Halt for the point named in
+// testHaltEnv, nil when it is unset, or an error naming a bad value.
+func testHalt() (func(app.FaultPoint), error) {
+	at, ok := os.LookupEnv(testHaltEnv)
+	if !ok {
+		return nil, nil
+	}
+	point := app.FaultPoint(at)
+	if point != app.FaultAfterClaim && point != app.FaultAfterStart {
+		return nil, fmt.Errorf("%s: %q is not %q or %q", testHaltEnv, at, app.FaultAfterClaim, app.FaultAfterStart)
+	}
+	var once sync.Once
+	return func(p app.FaultPoint) {
+		if p != point {
+			return
+		}
+		once.Do(func() {
+			resumed := make(chan os.Signal, 1)
+			signal.Notify(resumed, syscall.SIGCONT)
+			defer signal.Stop(resumed)
+			fmt.Fprintln(os.Stderr, testHaltedLine, p)
+			<-resumed
+		})
+	}, nil
+}
