@@ -100,9 +100,9 @@ func (c *QueueCollector) read() ([]prometheus.Metric, error) {
 		return nil, err
 	}
 	if c.workspace {
-		rows, err := c.q.QueueStatsByWorkspace(ctx, c.pool)
-		if err != nil {
-			return nil, err
+		rows, werr := c.q.QueueStatsByWorkspace(ctx, c.pool)
+		if werr != nil {
+			return nil, werr
 		}
 		for _, r := range rows {
 			metrics = append(metrics,
