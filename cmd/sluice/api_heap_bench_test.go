@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/adapters/httpapi"
@@ -30,32 +32,10 @@ import (
 // of the same size, and prints the peak live heap each one caused and their
 // ratio. Target: under 150 MB for a 1 MB body.
 func BenchmarkAPIPeakHeapHostileBodies(b *testing.B) {
-	pool := pgtest.Pool(b)
-	store := postgres.NewStore(pool, testLog())
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
-		nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken)
-	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), nil, testLog())
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(handler)
-	defer srv.Close()
-	ctx := context.Background()
-	admin, err := client.NewClientWithResponses(srv.URL, client.WithRequestEditorFn(bearer(adminToken)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ws, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "heap", Plan: client.ENTERPRISE})
-	if err != nil || ws.JSON201 == nil {
-		b.Fatalf("workspace: %v", err)
-	}
-	graph := client.Graph(`{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":{"x":1}}}],"edges":[]}`)
-	def, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.JSON201.ID, Name: "heap", Graph: graph})
-	if err != nil || def.JSON201 == nil {
-		b.Fatalf("definition: %v", err)
-	}
+	api := newHeapBenchAPI(b, "heap", client.ENTERPRISE, `{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":{"x":1}}}],"edges":[]}`)
+	srv := api.srv
 	const size = 1_000_000
-	prefix := `{"workspaceId":"` + ws.JSON201.ID.String() + `","workflowDefinitionId":"` + def.JSON201.ID.String() + `","input":`
+	prefix := `{"workspaceId":"` + api.workspace.String() + `","workflowDefinitionId":"` + api.definition.String() + `","input":`
 	key := strings.Repeat("k", 98)
 	depth := (size - len(prefix)) / (len(key) + 6)
 	nested := prefix + strings.Repeat(`{"`+key+`":`, depth) + "1" + strings.Repeat("}", depth) + "}"
@@ -148,4 +128,43 @@ func peakHeapDuring(fn func() int) (uint64, int) {
 		return p - base, status
 	}
 	return 0, status
+}
+
+// heapBenchAPI is the API on the real store, serving one workspace with one
+// definition, which a heap benchmark writes and reads through.
+type heapBenchAPI struct {
+	pool                  *pgxpool.Pool
+	store                 *postgres.Store
+	srv                   *httptest.Server
+	workspace, definition uuid.UUID
+}
+
+// newHeapBenchAPI starts the API and makes the workspace, on plan, and its
+// definition of graph, both named name, through it as the admin.
+func newHeapBenchAPI(b *testing.B, name string, plan client.Plan, graph string) heapBenchAPI {
+	b.Helper()
+	pool := pgtest.Pool(b)
+	store := postgres.NewStore(pool, testLog())
+	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
+		nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken)
+	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), nil, testLog())
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	b.Cleanup(srv.Close)
+	ctx := context.Background()
+	admin, err := client.NewClientWithResponses(srv.URL, client.WithRequestEditorFn(bearer(adminToken)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: name, Plan: plan})
+	if err != nil || ws.JSON201 == nil {
+		b.Fatalf("workspace: %v", err)
+	}
+	def, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.JSON201.ID, Name: name, Graph: client.Graph(graph)})
+	if err != nil || def.JSON201 == nil {
+		b.Fatalf("definition: %v", err)
+	}
+	return heapBenchAPI{pool: pool, store: store, srv: srv, workspace: ws.JSON201.ID, definition: def.JSON201.ID}
 }

@@ -8,17 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/adapters/httpapi"
-	"github.com/sluicehq/sluice/adapters/postgres"
-	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
@@ -33,30 +28,9 @@ import (
 // largest), their ratio, the bytes the node rows take in Postgres and the
 // largest answer.
 func BenchmarkAPIPeakHeapReadingTheLargestFreeRun(b *testing.B) {
-	pool := pgtest.Pool(b)
-	store := postgres.NewStore(pool, testLog())
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
-		nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken)
-	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), nil, testLog())
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(handler)
-	defer srv.Close()
+	api := newHeapBenchAPI(b, "reads", client.FREE, `{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":1}}],"edges":[]}`)
+	pool, store, srv := api.pool, api.store, api.srv
 	ctx := context.Background()
-	admin, err := client.NewClientWithResponses(srv.URL, client.WithRequestEditorFn(bearer(adminToken)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ws, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "reads", Plan: client.FREE})
-	if err != nil || ws.JSON201 == nil {
-		b.Fatalf("workspace: %v", err)
-	}
-	def, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws.JSON201.ID, Name: "reads",
-		Graph: client.Graph(`{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":1}}],"edges":[]}`)})
-	if err != nil || def.JSON201 == nil {
-		b.Fatalf("definition: %v", err)
-	}
 	runs := app.NewRuns(store, testLog())
 	// storeRun writes an execution with nodes records of a 1 MB input and
 	// output each, through the worker's record path.
@@ -64,7 +38,7 @@ func BenchmarkAPIPeakHeapReadingTheLargestFreeRun(b *testing.B) {
 		id := domain.ID(uuid.New())
 		input, _ := json.Marshal(map[string]string{"s": incompressible(1 << 20)})
 		if _, err := pool.Exec(ctx, `INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, input)
-			VALUES ($1, $2, $3, 1, 'RUNNING', $4)`, id, ws.JSON201.ID, def.JSON201.ID, input); err != nil {
+			VALUES ($1, $2, $3, 1, 'RUNNING', $4)`, id, api.workspace, api.definition, input); err != nil {
 			b.Fatal(err)
 		}
 		value, _ := json.Marshal(incompressible(1 << 20))
