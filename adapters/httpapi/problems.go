@@ -76,10 +76,23 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusConflict, "already-finished", "Conflict", err.Error(), nil)
 	case errors.As(err, &bad):
 		writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, []api.FieldError{{Path: bad.path, Message: bad.message}})
+	case statementCancelled(err):
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, "statement-timeout", "Service unavailable",
+			"the request needed longer than the server allows one database statement; try again shortly, or ask for less (a smaller page)", nil)
 	default:
 		e.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 		writeProblem(w, http.StatusInternalServerError, "internal", "Internal error", "internal error", nil)
 	}
+}
+
+// statementCancelled reports Postgres's query_canceled (SQLSTATE 57014),
+// which is how a statement past the API pool's statement_timeout ends. It
+// reads the SQLState method the driver's error has rather than the
+// driver's type, so this adapter does not depend on the driver.
+func statementCancelled(err error) bool {
+	var coded interface{ SQLState() string }
+	return errors.As(err, &coded) && coded.SQLState() == "57014"
 }
 
 // badRequestError is a request the schema accepts but the handlers cannot

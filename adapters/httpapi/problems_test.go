@@ -102,6 +102,10 @@ func TestErrorResponderMapsEachKindOfErrorToItsProblem(t *testing.T) {
 			status: http.StatusConflict, kind: "already-finished", detail: "already finished",
 		},
 		{
+			name: "a statement past the API pool's statement timeout", err: fmt.Errorf("listing executions: %w", sqlStateError("57014")),
+			status: http.StatusServiceUnavailable, kind: "statement-timeout", retryAfter: "1",
+		},
+		{
 			name: "a cursor this API never returned", err: errBadCursor,
 			status: http.StatusBadRequest, kind: "invalid-request", detail: schemaMismatch,
 			fields: []api.FieldError{{Path: "/query/cursor", Message: "not a cursor this API returned"}},
@@ -127,6 +131,21 @@ func TestErrorResponderMapsEachKindOfErrorToItsProblem(t *testing.T) {
 				t.Errorf("an expected error was logged: %s", logs)
 			}
 		})
+	}
+}
+
+// sqlStateError is a driver error as the errorResponder sees it: a code
+// behind the SQLState method.
+type sqlStateError string
+
+func (e sqlStateError) Error() string    { return "SQLSTATE " + string(e) }
+func (e sqlStateError) SQLState() string { return string(e) }
+
+func TestOtherDatabaseErrorsStayInternal(t *testing.T) {
+	t.Parallel()
+	rec, p, logs := respondTo(t, sqlStateError("23505"))
+	if rec.Code != http.StatusInternalServerError || p.Type != problemBase+"internal" || logs == "" {
+		t.Errorf("a unique violation answered %d %s (logged %q), want a logged 500", rec.Code, p.Type, logs)
 	}
 }
 
