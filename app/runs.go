@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -19,6 +21,8 @@ type Runs struct {
 	// recordValueMax bounds each value a node record keeps (see
 	// domain.NodeRecord.Storable).
 	recordValueMax int
+	// finished counts the executions this worker ended, by status.
+	finished *prometheus.CounterVec
 }
 
 // RunsOption configures Runs.
@@ -28,6 +32,22 @@ type RunsOption func(*Runs)
 // record keeps; domain.DefaultRecordValueMax when not given.
 func WithRecordValueMax(n int) RunsOption {
 	return func(r *Runs) { r.recordValueMax = n }
+}
+
+// WithRunMetrics registers, with reg, executions_finished_total: the
+// executions this worker ended, by final status, so runs' outcomes can be
+// graphed and alerted on. Each status starts at zero.
+func WithRunMetrics(reg prometheus.Registerer) RunsOption {
+	return func(r *Runs) {
+		r.finished = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "executions_finished_total",
+			Help: "Executions this worker recorded as ended, by final status (COMPLETED, FAILED, CANCELLED).",
+		}, []string{"status"})
+		for _, s := range []domain.ExecutionStatus{domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionCancelled} {
+			r.finished.WithLabelValues(string(s))
+		}
+		reg.MustRegister(r.finished)
+	}
 }
 
 // NewRuns builds the worker's use cases over the execution store.
@@ -101,6 +121,10 @@ func (r *Runs) Complete(ctx context.Context, executionID domain.ID, status domai
 	}
 	if !found {
 		r.log.Warn("execution not RUNNING or missing at completion; nothing recorded", "execution_id", executionID, "status", status)
+		return nil
+	}
+	if r.finished != nil {
+		r.finished.WithLabelValues(string(status)).Inc()
 	}
 	return nil
 }

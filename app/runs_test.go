@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -117,6 +120,33 @@ func TestRunsRecordNodesOfAVanishedExecutionWithoutFailing(t *testing.T) {
 	store.recorded = nil
 	if err := runs.RecordNodes(context.Background(), domain.ID(uuid.New()), nil); err != nil || store.recorded != nil {
 		t.Errorf("recording nothing: %v, %d records", err, len(store.recorded))
+	}
+}
+
+func TestRunsCountEachExecutionTheyEndOnceByStatus(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	reg := prometheus.NewRegistry()
+	store := &runStore{found: true, item: domain.QueueItem{QueueState: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now}}}
+	runs := NewRuns(store, discard(), WithRunMetrics(reg))
+	if err := runs.Complete(context.Background(), domain.ID(uuid.New()), domain.ExecutionFailed, "node a failed"); err != nil {
+		t.Fatal(err)
+	}
+	// A repeat of a completion already written finds nothing RUNNING and
+	// is not counted again.
+	store.found = false
+	if err := runs.Complete(context.Background(), domain.ID(uuid.New()), domain.ExecutionFailed, "node a failed"); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP executions_finished_total Executions this worker recorded as ended, by final status (COMPLETED, FAILED, CANCELLED).
+# TYPE executions_finished_total counter
+executions_finished_total{status="CANCELLED"} 0
+executions_finished_total{status="COMPLETED"} 0
+executions_finished_total{status="FAILED"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "executions_finished_total"); err != nil {
+		t.Error(err)
 	}
 }
 
