@@ -98,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 				continue
 			}
 		}
-		found, err := finishExecution(ctx, r.executions, r.log, e.ID, status, msg)
+		found, err := finishExecution(ctx, r.executions, r.log, e.ID, status, msg, domain.DefaultRecordValueMax)
 		if err != nil {
 			return n, err
 		}

@@ -115,7 +115,7 @@ func (r *Runs) RecordNodes(ctx context.Context, executionID domain.ID, nodes []d
 // execution that is not RUNNING, or missing, is logged and its item
 // settled all the same, so no item outlives its workflow.
 func (r *Runs) Complete(ctx context.Context, executionID domain.ID, status domain.ExecutionStatus, errMsg string, nodes ...domain.NodeRecord) error {
-	found, err := finishExecution(ctx, r.store, r.log, executionID, status, errMsg, r.storable(nodes)...)
+	found, err := finishExecution(ctx, r.store, r.log, executionID, status, errMsg, r.recordValueMax, r.storable(nodes)...)
 	if err != nil {
 		return err
 	}
@@ -131,15 +131,18 @@ func (r *Runs) Complete(ctx context.Context, executionID domain.ID, status domai
 
 // finishExecution ends an execution through the store with the one rule
 // for its queue item (SettleQueueItem). The worker's completion and the
-// dispatcher's reconciliation both end executions through it.
+// dispatcher's reconciliation both end executions through it. errMax
+// bounds the error message as a record's value is bounded: the worker's
+// configured bound, or domain.DefaultRecordValueMax where the caller does
+// not know it.
 func finishExecution(ctx context.Context, store ports.ExecutionStore, log *slog.Logger, id domain.ID,
-	status domain.ExecutionStatus, errMsg string, nodes ...domain.NodeRecord) (bool, error) {
+	status domain.ExecutionStatus, errMsg string, errMax int, nodes ...domain.NodeRecord) (bool, error) {
 	var msg *string
 	if errMsg != "" {
 		// The message can quote a node's error or Temporal's: storable and
 		// bounded like a record's, or Postgres could refuse the write that
 		// frees the slot.
-		errMsg = domain.BoundedText(errMsg, domain.DefaultRecordValueMax)
+		errMsg = domain.BoundedText(errMsg, errMax)
 		msg = &errMsg
 	}
 	return store.FinishExecution(ctx, id, status, msg, SettleQueueItem(status, errMsg, log), nodes...)

@@ -150,6 +150,31 @@ executions_finished_total{status="FAILED"} 1
 	}
 }
 
+func TestRunsBoundTheExecutionErrorAtTheConfiguredRecordBound(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	long := strings.Repeat("e", 3*domain.DefaultRecordValueMax)
+	for _, tc := range []struct {
+		name string
+		opts []RunsOption
+		max  int
+	}{
+		{name: "default", max: domain.DefaultRecordValueMax},
+		{name: "configured above the default", opts: []RunsOption{WithRecordValueMax(2 * domain.DefaultRecordValueMax)}, max: 2 * domain.DefaultRecordValueMax},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := &runStore{found: true, item: domain.QueueItem{QueueState: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now}}}
+			if err := NewRuns(store, discard(), tc.opts...).Complete(context.Background(), domain.ID(uuid.New()), domain.ExecutionFailed, long); err != nil {
+				t.Fatal(err)
+			}
+			if store.errMsg == nil || *store.errMsg != domain.BoundedText(long, tc.max) || len(*store.errMsg) <= tc.max/2 || len(*store.errMsg) > tc.max {
+				t.Errorf("stored an error of %d bytes, want it bounded at %d", len(*store.errMsg), tc.max)
+			}
+		})
+	}
+}
+
 func TestRunsCompleteSettlesTheItemByTheOutcome(t *testing.T) {
 	t.Parallel()
 	now := time.Now()

@@ -199,7 +199,7 @@ func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedI
 			continue
 		}
 		msg := "cancelled before its workflow started"
-		if _, err := finishExecution(ctx, d.executions, d.log, it.ExecutionID, domain.ExecutionCancelled, msg); err != nil {
+		if _, err := finishExecution(ctx, d.executions, d.log, it.ExecutionID, domain.ExecutionCancelled, msg, domain.DefaultRecordValueMax); err != nil {
 			d.log.Error("recording a cancelled item's execution failed", "queue_item_id", it.ID, "error", err)
 		}
 	}
