@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
@@ -58,7 +59,7 @@ func TestAdmitGivesAnUnknownPlanNothing(t *testing.T) {
 
 func TestAdmitLogsAWorkspaceAtCapacityOncePerInterval(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs porttest.JSONLog
 	a := newAdmission(domain.DefaultTierPolicy(), slog.New(slog.NewJSONHandler(&logs, nil)))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a.now = func() time.Time { return now }
@@ -71,7 +72,7 @@ func TestAdmitLogsAWorkspaceAtCapacityOncePerInterval(t *testing.T) {
 		a.admit([]ports.PendingWorkspace{full, filled, roomy}, 2)
 		filled.Running = 1
 	}
-	recs := logs.lines(t, "workspace at capacity")
+	recs := logs.Records(t, "workspace at capacity")
 	want := map[string]float64{full.ID.String(): 5, filled.ID.String(): 1}
 	if len(recs) != len(want) {
 		t.Fatalf("%d workspace at capacity lines over three batches, want one per full workspace: %v", len(recs), recs)
@@ -84,7 +85,7 @@ func TestAdmitLogsAWorkspaceAtCapacityOncePerInterval(t *testing.T) {
 	}
 	now = now.Add(capacityLogEvery)
 	a.admit([]ports.PendingWorkspace{full, roomy}, 2)
-	if n := len(logs.lines(t, "workspace at capacity")); n != 3 {
+	if n := len(logs.Records(t, "workspace at capacity")); n != 3 {
 		t.Errorf("%d lines after the interval, want the full workspace logged again (3)", n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // The loop's tests run in a synctest bubble: time is fake and advances only
@@ -316,7 +317,7 @@ func TestStartFailuresAreCountedByBoundedReason(t *testing.T) {
 
 func TestDispatchedExecutionIsLoggedWithItsItem(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs porttest.JSONLog
 	store := &fakeStore{queued: 1}
 	d := newTestDispatcher(store, okEngine{}, nil, nil, DefaultDispatcherConfig())
 	d.log = slog.New(slog.NewJSONHandler(&logs, nil))
@@ -326,7 +327,7 @@ func TestDispatchedExecutionIsLoggedWithItsItem(t *testing.T) {
 	store.mu.Lock()
 	item := store.dispatched[0]
 	store.mu.Unlock()
-	line := logs.line(t, "dispatched execution")
+	line := logs.Record(t, "dispatched execution")
 	if line["level"] != "INFO" || line["queue_item_id"] != item.ID.String() || line["execution_id"] != item.ExecutionID.String() {
 		t.Errorf("dispatched execution logged as %v, want INFO with queue item %s and execution %s", line, item.ID, item.ExecutionID)
 	}

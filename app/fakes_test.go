@@ -1,15 +1,12 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,46 +17,6 @@ import (
 )
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// lockedBuffer collects a JSON log written from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the logged records whose msg is msg.
-func (b *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, raw := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
-		var rec map[string]any
-		if err := json.Unmarshal(raw, &rec); err != nil {
-			t.Fatalf("log line %q: %v", raw, err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-// line returns the one logged record whose msg is msg.
-func (b *lockedBuffer) line(t *testing.T, msg string) map[string]any {
-	t.Helper()
-	recs := b.lines(t, msg)
-	if len(recs) != 1 {
-		t.Fatalf("%d %q log lines, want 1", len(recs), msg)
-	}
-	return recs[0]
-}
 
 // fakeStore is an in-memory DispatchStore for the claim loop's tests: it
 // hands out one queued item per Claim until it has none, and can be told

@@ -1,15 +1,12 @@
 package postgres_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -286,40 +284,10 @@ func TestEveryQueueTransitionWritesItsAuditRow(t *testing.T) {
 	}
 }
 
-// jsonLog is a JSON slog handler's output, written from any goroutine.
-type jsonLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *jsonLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// records returns the records logged with msg.
-func (l *jsonLog) records(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, raw := range bytes.Split(bytes.TrimSpace(l.buf.Bytes()), []byte("\n")) {
-		var rec map[string]any
-		if err := json.Unmarshal(raw, &rec); err != nil {
-			t.Fatalf("log line %q: %v", raw, err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 func TestMissingReferencesAndOrphanCompletionsAreLogged(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	var logs jsonLog
+	var logs porttest.JSONLog
 	store := postgres.NewStore(pool, slog.New(slog.NewJSONHandler(&logs, nil)))
 	ctx := context.Background()
 	goneDef, goneDefItems := seedQueue(t, pool, 1)
@@ -337,11 +305,11 @@ func TestMissingReferencesAndOrphanCompletionsAreLogged(t *testing.T) {
 	if _, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitAll, app.RejectUnrunnable); err != nil {
 		t.Fatal(err)
 	}
-	if recs := logs.records(t, "definition not found; failing the queue item"); len(recs) != 1 ||
+	if recs := logs.Records(t, "definition not found; failing the queue item"); len(recs) != 1 ||
 		recs[0]["level"] != "WARN" || recs[0]["queue_item_id"] != goneDefItems[0].String() || recs[0]["workflow_definition_id"] != goneDef.String() {
 		t.Errorf("definition not found logged as %v, want one WARN naming the item and its definition", recs)
 	}
-	if recs := logs.records(t, "workspace not found; failing its pending queue items"); len(recs) != 1 ||
+	if recs := logs.Records(t, "workspace not found; failing its pending queue items"); len(recs) != 1 ||
 		recs[0]["level"] != "WARN" || recs[0]["workspace_id"] != goneWS.String() {
 		t.Errorf("workspace not found logged as %v, want one WARN naming the workspace", recs)
 	}
@@ -350,7 +318,7 @@ func TestMissingReferencesAndOrphanCompletionsAreLogged(t *testing.T) {
 	if _, err := finish(ctx, store, orphan, domain.ExecutionCompleted, nil); err != nil {
 		t.Fatal(err)
 	}
-	if recs := logs.records(t, "completion found no queue item"); len(recs) != 1 ||
+	if recs := logs.Records(t, "completion found no queue item"); len(recs) != 1 ||
 		recs[0]["level"] != "WARN" || recs[0]["execution_id"] != orphan.String() {
 		t.Errorf("an orphan completion logged as %v, want one WARN naming the execution", recs)
 	}
