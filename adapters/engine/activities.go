@@ -89,9 +89,12 @@ type Activities struct {
 	executors map[domain.NodeType]ports.NodeExecutor
 	// slots keep the workspaces' shares of the external-API worker; nil
 	// grants every slot.
-	slots   ports.NodeSlots
-	metrics *NodeMetrics
-	tracer  trace.Tracer
+	slots ports.NodeSlots
+	// outbound holds HTTP nodes to their workspace's host limits and
+	// pauses; nil lets every call go.
+	outbound ports.OutboundGate
+	metrics  *NodeMetrics
+	tracer   trace.Tracer
 	// PayloadLimit is the largest node output, in bytes, handed back to
 	// Temporal (Limits.PayloadLimit); DefaultPayloadLimit when zero.
 	PayloadLimit int
@@ -268,6 +271,9 @@ func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, o
 			// executor made of it; returning the context's error lets
 			// Temporal report a cancellation as one.
 			return nil, nil, ctx.Err()
+		}
+		if ra := retryAfterApplicationError(err); ra != nil {
+			return nil, nil, ra
 		}
 		var p *ports.PermanentError
 		if errors.As(err, &p) {

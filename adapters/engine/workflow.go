@@ -25,6 +25,9 @@ const (
 	completeActivity        = "CompleteExecution"
 	acquireNodeSlotActivity = "AcquireNodeSlot"
 	releaseNodeSlotActivity = "ReleaseNodeSlot"
+	outboundTurnActivity    = "OutboundTurn"
+	// pauseOutboundHostActivity is the local activity that pauses a host.
+	pauseOutboundHostActivity = "PauseOutboundHost"
 )
 
 // workspaceShareVersion is the GetVersion change id of the workspace's
@@ -102,6 +105,10 @@ type Limits struct {
 	// counted at PayloadLimit until its result is known. Never below
 	// PayloadLimit.
 	TaskLimit int
+	// OutboundPauses bound how long an upstream's Retry-After holds a
+	// node, and how many hosts a workspace may have paused at once.
+	// Executions recorded before them read zero, and the defaults apply.
+	OutboundPauses domain.OutboundPauses
 }
 
 // Default limits.
@@ -153,6 +160,7 @@ func (l Limits) withDefaults() Limits {
 		l.TaskLimit = d.TaskLimit
 	}
 	l.TaskLimit = max(l.TaskLimit, l.PayloadLimit+taskShareOverhead)
+	l.OutboundPauses = l.OutboundPauses.WithDefaults()
 	return l
 }
 
@@ -319,6 +327,10 @@ type executionRun struct {
 	// without one record no version marker.
 	share        int
 	shareDecided bool
+	// outbound is set for executions started under outboundHostWaitVersion
+	// (decided with share): HTTP nodes wait for their host's turn and
+	// through an upstream's Retry-After (runOutbound).
+	outbound bool
 	// pending are records decided but not yet written; see flush.
 	pending []NodeRecordInput
 	last    nodeOutcome
@@ -617,11 +629,15 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
 			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
 		}
+		r.outbound = workflow.GetVersion(r.ctx, outboundHostWaitVersion, workflow.DefaultVersion, 1) == 1
 	}
 	var f workflow.Future
-	if r.share > 0 && n.Type == domain.NodeHTTPRequest {
+	switch {
+	case r.outbound && n.Type == domain.NodeHTTPRequest:
+		f = r.runOutbound(n, opts, in)
+	case r.share > 0 && n.Type == domain.NodeHTTPRequest:
 		f = r.runInShare(n, opts, in)
-	} else {
+	default:
 		f = workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, in)
 	}
 	sel.AddFuture(f, func(f workflow.Future) {
@@ -646,33 +662,37 @@ const (
 // activity's would.
 func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
 	f, settle := workflow.NewFuture(r.ctx)
+	workflow.Go(r.ctx, func(ctx workflow.Context) {
+		settle.Set(r.inShare(ctx, n, opts, in))
+	})
+	return f
+}
+
+// inShare runs an HTTP node's activity within its workspace's share, as
+// runInShare describes, and returns the activity's result.
+func (r *executionRun) inShare(ctx workflow.Context, n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) (RunNodeOutput, error) {
 	attempts := time.Duration(max(1, r.retry.MaximumAttempts))
 	slot := NodeSlotInput{
 		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: n.Key, Share: r.share,
 		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
 	}
-	workflow.Go(r.ctx, func(ctx workflow.Context) {
-		for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
-			var taken bool
-			if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), acquireNodeSlotActivity, slot).Get(ctx, &taken); err != nil {
-				settle.SetError(err)
-				return
-			}
-			if taken {
-				break
-			}
-			if err := workflow.Sleep(ctx, wait); err != nil {
-				settle.SetError(err)
-				return
-			}
+	for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
+		var taken bool
+		if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), acquireNodeSlotActivity, slot).Get(ctx, &taken); err != nil {
+			return RunNodeOutput{}, err
 		}
-		var out RunNodeOutput
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in).Get(ctx, &out)
-		release, _ := workflow.NewDisconnectedContext(ctx)
-		_ = workflow.ExecuteLocalActivity(bookkeeping(release), releaseNodeSlotActivity, slot).Get(release, nil)
-		settle.Set(out, err)
-	})
-	return f
+		if taken {
+			break
+		}
+		if err := workflow.Sleep(ctx, wait); err != nil {
+			return RunNodeOutput{}, err
+		}
+	}
+	var out RunNodeOutput
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in).Get(ctx, &out)
+	release, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.ExecuteLocalActivity(bookkeeping(release), releaseNodeSlotActivity, slot).Get(release, nil)
+	return out, err
 }
 
 // started notes that n has its input: an upstream output it read is

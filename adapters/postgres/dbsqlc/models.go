@@ -127,6 +127,22 @@ type WorkspaceNodeSlot struct {
 	LeaseUntil  time.Time
 }
 
+type WorkspaceOutboundHost struct {
+	WorkspaceID domain.ID
+	Host        string
+	NextAt      *time.Time
+	PausedUntil *time.Time
+}
+
+type WorkspaceOutboundLimit struct {
+	WorkspaceID   domain.ID
+	Host          string
+	RatePerSecond float64
+	Burst         int32
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
 type WorkspaceQueueStat struct {
 	WorkspaceID domain.ID
 	Plan        *string

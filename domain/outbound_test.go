@@ -1,0 +1,102 @@
+package domain_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+func TestOutboundTurnLetsBurstGoThenSpacesCallsAtTheRate(t *testing.T) {
+	t.Parallel()
+	l := domain.OutboundLimit{Host: "api.example.com", RatePerSecond: 4, Burst: 3}
+	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	next, now := time.Time{}, start
+	var sent []time.Time
+	for len(sent) < 11 {
+		n, wait := l.Turn(next, now)
+		if wait > 0 {
+			if !n.Equal(next) && !next.IsZero() {
+				t.Fatalf("a refused turn moved the bucket from %v to %v", next, n)
+			}
+			now = now.Add(wait)
+			continue
+		}
+		next = n
+		sent = append(sent, now)
+	}
+	for i := range 3 {
+		if !sent[i].Equal(start) {
+			t.Errorf("call %d of the burst went at %v, want at once", i, sent[i].Sub(start))
+		}
+	}
+	// (11-3)/4 = 2 s from the first to the last, and no faster.
+	if got := sent[10].Sub(sent[0]); got != 2*time.Second {
+		t.Errorf("11 calls at 4/s with a burst of 3 took %v, want 2s", got)
+	}
+}
+
+func TestOutboundTurnRefillsWhileIdle(t *testing.T) {
+	t.Parallel()
+	l := domain.OutboundLimit{RatePerSecond: 1, Burst: 2}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	next, _ := l.Turn(time.Time{}, now)
+	next, _ = l.Turn(next, now)
+	if _, wait := l.Turn(next, now); wait != time.Second {
+		t.Fatalf("third call at once waits %v, want 1s", wait)
+	}
+	later := now.Add(time.Hour)
+	next, w1 := l.Turn(next, later)
+	_, w2 := l.Turn(next, later)
+	if w1 != 0 || w2 != 0 {
+		t.Errorf("after an idle hour the burst waits %v and %v, want none", w1, w2)
+	}
+}
+
+func TestNewOutboundLimitNamesTheFieldAtFault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, host string
+		rate       float64
+		burst      int
+		field      string
+	}{
+		{"empty host", "", 1, 1, "/path/host"},
+		{"host too long", strings.Repeat("a.", 130) + "com", 1, 1, "/path/host"},
+		{"label too long", strings.Repeat("a", 64) + ".com", 1, 1, "/path/host"},
+		{"host with a port", "example.com:443", 1, 1, "/path/host"},
+		{"host with a path", "example.com/x", 1, 1, "/path/host"},
+		{"ambiguous ipv4", "127.1", 1, 1, "/path/host"},
+		{"rate zero", "example.com", 0, 1, "/requestsPerSecond"},
+		{"rate negative", "example.com", -1, 1, "/requestsPerSecond"},
+		{"rate too high", "example.com", 1001, 1, "/requestsPerSecond"},
+		{"burst zero", "example.com", 1, 0, "/burst"},
+		{"burst too high", "example.com", 1, 1001, "/burst"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := domain.NewOutboundLimit(tc.host, tc.rate, tc.burst, "/path/host", "/requestsPerSecond", "/burst")
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != tc.field {
+				t.Fatalf("error %v, want one problem at %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestParseOutboundHostCanonicalises(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"API.Example.COM.": "api.example.com",
+		"127.0.0.1":        "127.0.0.1",
+		"[::1]":            "::1",
+		"0:0::1":           "::1",
+		"xn--bcher-kva.de": "xn--bcher-kva.de",
+	} {
+		if got, err := domain.ParseOutboundHost(in); err != nil || got != want {
+			t.Errorf("ParseOutboundHost(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}

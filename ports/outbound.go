@@ -1,0 +1,62 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+// StoredOutboundLimit is a workspace's limit for one host as stored.
+type StoredOutboundLimit struct {
+	domain.OutboundLimit
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// OutboundLimitStore keeps the workspaces' limits per target host.
+type OutboundLimitStore interface {
+	// ListOutboundLimits lists the workspace's limits by host.
+	ListOutboundLimits(ctx context.Context, workspaceID domain.ID) ([]StoredOutboundLimit, error)
+	// PutOutboundLimit sets the limit of its host, refusing a new host with
+	// a domain.QuotaError when the workspace keeps maxLimits already.
+	PutOutboundLimit(ctx context.Context, workspaceID domain.ID, l domain.OutboundLimit, maxLimits int) (StoredOutboundLimit, error)
+	// DeleteOutboundLimit drops the limit of host; ErrNotFound if none.
+	DeleteOutboundLimit(ctx context.Context, workspaceID domain.ID, host string) error
+}
+
+// OutboundGate holds a workspace's calls to a host to its limit and its
+// pause, in state every worker shares.
+type OutboundGate interface {
+	// TakeOutboundTurn takes the host's turn for one call now and returns
+	// zero, or returns how long to wait before asking again (the host is
+	// paused, or its limit's bucket is empty) without taking one.
+	TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, host string) (time.Duration, error)
+	// PauseOutboundHost holds the workspace's calls to host for wait from
+	// now, unless the workspace already has maxPaused other hosts paused;
+	// it reports whether it did.
+	PauseOutboundHost(ctx context.Context, workspaceID domain.ID, host string, wait time.Duration, maxPaused int) (bool, error)
+}
+
+// RetryAfterError is an upstream's answer that asked, with Retry-After, to
+// be called again later (a 429 or 503): the engine pauses the host for the
+// workspace and runs the node again then, without spending an attempt.
+type RetryAfterError struct {
+	// Host is the host called, in domain.OutboundHostOf's form.
+	Host string
+	// Wait is how long the upstream asked to wait, from its answer.
+	Wait time.Duration
+	Err  error
+}
+
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// OutboundTarget is a node executor that calls a host, which it names
+// before the call so the call can wait for the host's turn.
+type OutboundTarget interface {
+	// TargetHost is the host run would call, in domain.OutboundHostOf's
+	// form; false when it cannot tell (the call then fails on its own).
+	TargetHost(run NodeRun) (string, bool)
+}
