@@ -289,6 +289,17 @@ type NodeRecordPage struct {
 // NodeStatus defines model for NodeStatus.
 type NodeStatus string
 
+// OutboundLimit defines model for OutboundLimit.
+type OutboundLimit struct {
+	Burst     int       `json:"burst"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Host The host in canonical form: lower case, no trailing dot.
+	Host              string    `json:"host"`
+	RequestsPerSecond float64   `json:"requestsPerSecond"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+}
+
 // Plan defines model for Plan.
 type Plan string
 
@@ -334,6 +345,15 @@ type QueueItemPage struct {
 
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
+
+// SetOutboundLimitRequest defines model for SetOutboundLimitRequest.
+type SetOutboundLimitRequest struct {
+	// Burst Calls that may go at once from a full bucket, from 1 to 1000.
+	Burst int `json:"burst"`
+
+	// RequestsPerSecond Calls per second once the burst is spent, from 0.001 to 1000.
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+}
 
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
 type UpdateWorkspaceRequest struct {
@@ -503,6 +523,9 @@ type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
+// SetOutboundLimitJSONRequestBody defines body for SetOutboundLimit for application/json ContentType.
+type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// List workflow definitions
@@ -568,6 +591,15 @@ type ServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, keyID openapi_types.UUID)
+	// List the workspace's outbound host limits
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
+	ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
+	// Remove the workspace's limit for one host
+	// (DELETE /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	DeleteOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
+	// Set the workspace's limit for one host
+	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
@@ -1383,6 +1415,117 @@ func (siw *ServerInterfaceWrapper) RevokeAPIKey(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListOutboundLimits operation middleware
+func (siw *ServerInterfaceWrapper) ListOutboundLimits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListOutboundLimits(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteOutboundLimit operation middleware
+func (siw *ServerInterfaceWrapper) DeleteOutboundLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "host" -------------
+	var host string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "host", r.PathValue("host"), &host, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "host", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteOutboundLimit(w, r, workspaceID, host)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetOutboundLimit operation middleware
+func (siw *ServerInterfaceWrapper) SetOutboundLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "host" -------------
+	var host string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "host", r.PathValue("host"), &host, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "host", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetOutboundLimit(w, r, workspaceID, host)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
@@ -1552,6 +1695,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.ListAPIKeys)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateAPIKey)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits", wrapper.ListOutboundLimits)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.DeleteOutboundLimit)
+	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.SetOutboundLimit)
 	m.HandleFunc("GET "+options.BaseURL+"/healthz", wrapper.GetHealthz)
 	m.HandleFunc("GET "+options.BaseURL+"/readyz", wrapper.GetReadyz)
 
@@ -3677,6 +3823,329 @@ func (response RevokeAPIKey503ApplicationProblemPlusJSONResponse) VisitRevokeAPI
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type ListOutboundLimitsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+}
+
+type ListOutboundLimitsResponseObject interface {
+	VisitListOutboundLimitsResponse(w http.ResponseWriter) error
+}
+
+type ListOutboundLimits200JSONResponse []OutboundLimit
+
+func (response ListOutboundLimits200JSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits400ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits401ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits403ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits404ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits429ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListOutboundLimits500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits500ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits503ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteOutboundLimitRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Host        string      `json:"host"`
+}
+
+type DeleteOutboundLimitResponseObject interface {
+	VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error
+}
+
+type DeleteOutboundLimit204Response struct {
+}
+
+func (response DeleteOutboundLimit204Response) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteOutboundLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit400ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit401ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit403ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit404ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit422ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit429ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteOutboundLimit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit500ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit503ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetOutboundLimitRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Host        string      `json:"host"`
+	Body        *SetOutboundLimitJSONRequestBody
+}
+
+type SetOutboundLimitResponseObject interface {
+	VisitSetOutboundLimitResponse(w http.ResponseWriter) error
+}
+
+type SetOutboundLimit200JSONResponse OutboundLimit
+
+func (response SetOutboundLimit200JSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit400ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit401ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit403ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit404ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit413ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit422ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit429ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetOutboundLimit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit500ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit503ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetHealthzRequestObject struct {
 }
 
@@ -3783,6 +4252,15 @@ type StrictServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
+	// List the workspace's outbound host limits
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
+	ListOutboundLimits(ctx context.Context, request ListOutboundLimitsRequestObject) (ListOutboundLimitsResponseObject, error)
+	// Remove the workspace's limit for one host
+	// (DELETE /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	DeleteOutboundLimit(ctx context.Context, request DeleteOutboundLimitRequestObject) (DeleteOutboundLimitResponseObject, error)
+	// Set the workspace's limit for one host
+	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	SetOutboundLimit(ctx context.Context, request SetOutboundLimitRequestObject) (SetOutboundLimitResponseObject, error)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -4407,6 +4885,93 @@ func (sh *strictHandler) RevokeAPIKey(w http.ResponseWriter, r *http.Request, wo
 	}
 }
 
+// ListOutboundLimits operation middleware
+func (sh *strictHandler) ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request ListOutboundLimitsRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOutboundLimits(ctx, request.(ListOutboundLimitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOutboundLimits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListOutboundLimitsResponseObject); ok {
+		if err := validResponse.VisitListOutboundLimitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteOutboundLimit operation middleware
+func (sh *strictHandler) DeleteOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string) {
+	var request DeleteOutboundLimitRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Host = host
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteOutboundLimit(ctx, request.(DeleteOutboundLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteOutboundLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteOutboundLimitResponseObject); ok {
+		if err := validResponse.VisitDeleteOutboundLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetOutboundLimit operation middleware
+func (sh *strictHandler) SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string) {
+	var request SetOutboundLimitRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Host = host
+
+	var body SetOutboundLimitJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetOutboundLimit(ctx, request.(SetOutboundLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetOutboundLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetOutboundLimitResponseObject); ok {
+		if err := validResponse.VisitSetOutboundLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetHealthz operation middleware
 func (sh *strictHandler) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	var request GetHealthzRequestObject
@@ -4458,132 +5023,145 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x963Lbttboq2B4zkyS2dTVci7yLzdxUp86jms7u+e0ytQQuSRhmwJUALSievwc54G+",
-	"F/sGNxKkKImynLjJl5k9u44NAgsLWPcLboOITWeMApUi6N8GM8zxFCRw/a/XKReMq59iEBEnM0kYDfrB",
-	"5QTQFYXP0gy4QmyE5ATQjMMNYalAMzyGZhAGRI3+KwW+CMKA4ikE/SAyk4aBiCYwxWr2Kf58AnQsJ0G/",
-	"226HgVzM1EghOaHj4O4uDN7AiFCilj+Oq+GZM349StgcxdnQJwKROANjhuUkhyL2JwwDDn+lhEMc9CVP",
-	"wYdtxPgUy6AfpClRI5dhO/oMUboONHAD1gEE3iy7wXNCpkQuQ3KGx4AE+XvlwST6O3+tGEY4TWTQ32+H",
-	"6pDINJ3aI5oSav7VyUAgVMIYuIbhN8avxQxHsO649IB1OJl7s+yCkzv1sZgxKkDf659wfA5/pSA0miJG",
-	"JVD9I57NEhJhBWdrxtkwgem//iMU0LcBfMbTWQJmOxKTJOhrkEBINGTxAk2wQJgi4Fxfb/1fEfT/uA2m",
-	"IAQeK5CmqRoNCCMLqt5wP2j5W737FAZCYpmKoN/T9ECkWjg4pjc4ITGyy+Y7nUg5E/1WSyQpiaAZw40D",
-	"X7SI+ajhPrrzMfe/OYyCfvC/WjkbaJm/itaZmcHgb/kE3d6JQFOcqCOAGDGOhhzwtdD8wMzUVEu+ZnSU",
-	"kGhXhB/HMJ0xCTRaNH6BBZpjgVIBMZoTOUEYxWQ0Ag7UHEng4/FVjscMmHoI9NaM3JcPjUU3sTA7kfpP",
-	"gqVcU4jaBWg8vmV8SOIY6I6IVAvkPBANIWF0LJBkCFMmJ8BzCi1gcS/HYg5KLTSOsuEPhTvJroGiKV4g",
-	"yiSSLI0U4ojIMKcxdkwlcIqTHRFG7DQZfTuc7BcptDSqFoFaAB8CLxdsCnJC6BiNMEkURVJDisBvgB/Y",
-	"i2Xv3ATTMcQKe+oLiy3NLd5xPJvsiLEucltcxQ1Tek3ZnCLKYkCD4PMg8DjiWIHQgngMotVuSRbchf63",
-	"0SJKoI8wagzSdnsP0DD7CS/NohYQRb7a7S7zVT14O65qPnmoG61nUxxVXWiMDFRvDt8dILgBvnAIVSMS",
-	"IqTje0QqlUtO9AmeMvmWpTTe8fQq9Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2A",
-	"zzd6ObZPvQE1ME2ZbJjhD4HlU4aE4hMFFnHJ2AnmY3hIbQA+RwCxQJ127+X+i+douJAgfJR0PFZ6hhcJ",
-	"wzGSjKFEQ1ILNZKxhhn+UBdQg65ul5qVIznBPvtAOIpgJoVD2ntMFzvi7K+USWyRBXEfYYmmTEjUabfb",
-	"aAY0VqzsrxRSQEQaVpKTsCfSfy3MUw99eu1G9s1Di/Q5S5MYzbAQiFFwNpKv+GoABHrq9sn4gArJOMT+",
-	"lkOPBAv/QDfAhfmlZnBoBnxANQ95FipVrLCeOlZhF7IgCjTCQrpzVlyEYwkDyrhWZtVtnGK6QISiUULG",
-	"E6mOh9EImujUyAytgFmQMc1EyYDihAOOF+5vVtQ00dU5SL5oHI4k8CsDkkTzCXBAc0ykmnICyUz0B1RB",
-	"b9AQc0yoQFjkppRACgtiEupltVTDUuF+RJJENAdKKZkAjq0l6626bI9cQMRorJUfBQMawohxMPceT/MD",
-	"VZqGOs5m0XhdZwmpG/KR4lROGCd/w65MeUqEUCgaAubq2JQCVGCznZwiCsvWoofU/+KBmK0GUV9GbPU1",
-	"OcHaaHDCn3HE4YZdQ6zZykeKbzBJ8DCBB1BxLd8iAg1TsThAki8QHmNCkZgwLpNFQZHzOPIF8BsSAUo9",
-	"cOoiMfvgoThKvgtFkmon6q5KfA0FfY6yeR9RhmIs8RALGNCIUQqR5hWRuskjDqBVBmLY+lDJVaVFYCKL",
-	"NB0zCgcDmuMLK9opku/DUBlfqDX1IlsRVoZcvfThjPwCWhjNOJsBl8SY+hEHLCE+lAU/QYwlNCSZwrKz",
-	"IAxIXMOn4HwUt8t/mCkm9Lna7TEi3CjeHEcSuHBSQUDEQYb6WCFJ0DUsBMIzzGWzam1LMGt2RdPE0pBx",
-	"lixNMS96aDa7lXL3yx+BHlL0zmh0ZJsPPcT74H7KZmbD/4Cxo19jGkFybh00y0dY8zwcGd8GQNWt+SN4",
-	"fXj6+ujk5OhNELqfj0/feTCs252drhJgvTVz4zw/Eo5jLZZxcubBP8KJgLC0JXd3yo7PKaHu351NUOo5",
-	"VoOXe0zvB+LYWYDr+NY7Z/3ca0M7XsLK+2fAXo2WfxuV6cvjpATsJrgyh+lXvFBhMEsw3Sib1JjKy2e/",
-	"X72pOOfKOEk+jLT5v24tO15Z+sX9Gf5YIVQmWoWgERwYVRMRLQebG2+PnXEZ+E+FcMODSJQo5RyotHfP",
-	"ExqZPAu3pLddZVQ6i7fdxBcSGCXcOEQUBUgObtVly0/rDI+rBIg2HP0f1uHYO/u7bDHMOV5ojGZRL012",
-	"66VsGQnWgPXmWL8d78LsfAfjUgRt493Z7kLerL7bJSyUIm83aw6+CjtHcdURjzibVl50ySp/PZ+AD+uQ",
-	"sQQq2JyeVk9SCQrV5mkW/7sf6yZ0lq75xlysItc7dBaG0RenswRL0PbxlZ7tqokucpucg0w5hVi7oNCI",
-	"cf1DiARDNJ0OlRZ6DTCzLsaYjImvdNrthsHnxpg17C85nivLq3mO5++tR9Yb0CDTGeMyl0tufO6XBRqx",
-	"mNBxS//6TmvNhHEiF4W4Y7e8844ONzEhUcrHQGUTfeDK+tBuDmfZ4NzpcYBGmHAKQiAccSZE/ieBIjYF",
-	"YVRyteEswNlbH94MM9/om21p6gH1nUoY1tzSOLumy9SjBxxvq2av4wu/qhkvzNDyPtxqa3XsNdCq5RKQ",
-	"u5k/ccq1J+G9KMxBqHzeW/29dwdMgGezDKgtq+/BB5RFqT/TrjF7zmGRzpvI6EjDBXp3dKnsTUa9lATE",
-	"aLIwYaGECIkSwDcglBbF0sdgAyZSs8Z2nuGx9qXqmBGHiPFYoKcrt/ZMpxbUkfunLIZzPV+l3FdwnRaE",
-	"/zKEJrXF2fRKzFeDiyW6ajkCbuU+zdatlwVyZ6JWVwdI3TCkJBa6Mr9CE5bEOsQ+RThJmnUuvEfjy4Dn",
-	"3mYNeY5C497FXEKMlDC0wCjM6hvm+WPdMOvXudC+MbtliJERKmUq2Ai2nXUbTaceh8oYjONSO7J19eFa",
-	"BX93/TlnnDVEwTJUGWZ8rIYFdlrgi47HrWXPD6Fx57z+cRTu8lXwXEjnH09Pj0/fBWHw+sP7s5OjS+1M",
-	"ent4XPAqHb2pcCqFwVsCSXzk5EQRQ1kgu8qBqJnj7YbN2VQpN1HVxrIofkl9RG8O3zWRYnjW0cgBpZT8",
-	"lcKBzmCKx6AFgXbMotcfTt8cXx5/ODVMbIoXKMKcL9CV4klXSgedkehax4+GHNNo0hzQ96A0S6QYv5kf",
-	"PuNIoqcRFtAQQAWR5AaehcUwwExr/oqNm484jFKhRJqOLVlllVDt2B6RcYXiii6rYmzG0W2Skkyo7ClG",
-	"ve4rBZ/apJ8m8CxUwwa0EM3VuXHGZb6QYONLxRPVmQr173xsoraVcqb2LOoIl2cp+2r0lJ++uij/GXBi",
-	"LnJJf5tAdC1WazpVVlz5Zuc8foOXZ7WGqXFXoVyqi7VJDfvKmLw2PjTPudep4dwzvygT/8+Xl2d/nh/9",
-	"+vHo4jJEl+eHpxdvP5y/Dz0yZxy9OTo5/H8HSB+VyzKxOWnS6TcmWUUwE9FbSlDhoDYKMZJsDHICfLNP",
-	"Tu3Tjll1YlZDWzo3LJUdLKtF74NYDJnCX8Tnb5NFxlZsztUBOv14olmWZhYGP4qdUSbRx8u3jZf6X0Lr",
-	"5Vigj/96+/btG8PkZlhIdHVx8vH49dGf50evP5y/+fPfhycfj/58f/h/r+yERCJQ7CxL/lEgZ7m9mw0S",
-	"Z2ksK4JqF09MAl1yo7Q2NTQ0C3lsVl0Bta5lyU10OKA3OEkBsRvgm+FXjHumrJYBvbodBCaOqsClkRIA",
-	"g6CPbgeBHqx+1nldkVpQ7dFkeYVoEOh8c5jrIUE+yBgK+utQ4VfCZ2k+GgR3dzZsWcbS1yHhpbNgqaw8",
-	"jIKLJ8FSyVItuLRCDjPRNPu9hoXZWtPMhJ7OJyyBZwfubAZ0WUaeO6U8IdfgfEZ9fXYDuuHwNEYxmmKu",
-	"GIM9gYxBDGh+FR8DzZvNhToWRw3zQfGi3HJwrLY2e/N0cce5HF1md8KxnNXq+nom+RCq+Qaj+Mvr5h6e",
-	"66vlF78cn53VUNDPbPjLTfv2/OgoCIOz8w9BGBydXh6dn50fXxxVf2tTNpYo9/zta/Sqt/8ik4UmIUVn",
-	"DRWPwmWq3K4QNhV+EG1SNBK4gSTLrg0R4GjiMuD/z8WH08aM6aTihqZvkxla0wvi2SwVB06okJhG1WbL",
-	"kk7mSWCbVnNbV0s5REJq7vfx/Ngp6UrKXhMaK+Fj975ZpbDUZtZf63HULstjaY60Url4zVJawaqPNGvl",
-	"kAAWgIY4ulY8++zo9M3x6TsPQg8dWYrQVlHEBJPpbrztPnEjImZYRpO3mCQpr/LNvTWJ5ppJCcQougTF",
-	"uXFi3Iraq6QUI+332qtGiFtlRxWtWIm1tbOppqc2wUIe1Xb/+oGN5Y3fw53+WPEHUtvzlMm2bO9hkYYq",
-	"rpWP1rBUDeeHgn3S8WmidIfWUvhDSMacXTyOYPSvhCfCLNtRou/k8Pi9FoJvji/ODi9f/7yN7+qjjrjv",
-	"mJVy7/SSlXklGUAVTDqS5KZClBzlLuoJS2Lj0xIJK+eJ+Pbi9mzSWH4nWMifWcrXQmHMZZ13aQ4D2WxM",
-	"RQBowlJeDVVd7lRd/vmaUZtq4TvtddVuginCScLmonrh1ZmOtc/XOq8rwg+KhESW+z3SicLqdKpB2Tpv",
-	"pYqH+clLYVb2au9PBunSmW6TkpLd04dgNfmlfwxWo4QURKli4xcKILMDk4Fe7UTA8VTdaC/zOy9CODw7",
-	"RtewyDJ9dfaFmauQXm1SoQkdsYqkLxNaGuukh7mhJp1M6xSPJvotj/LrfJO8Plxb0G8O3wnERgOqbeoD",
-	"o7voCgwKLpAqEJHGJ2PXU9uSJjRKkwWaT0gCxub1/c2amnQpsMm21pzmqbIsUCdEZ+cf0H6IctsCddso",
-	"ykhzQHPafNYc0AF1yqXxRac0Bo6uWnhGWjedK0R1idHVoU3b15GbPvrJVAcYB4E+BuMiuOobcL3z0UE9",
-	"ZJyeNvKz6shCtWNdOYWjCQiNhAFVGGFzmg9vIgOytmAQEehqVd7+FXrqbKVnxlmQkAhsCrA1+Q9narFG",
-	"t9lWJMcTL/l+Pp83sf5zk/Fxy34rWifHr49OL470N3deQr85xMOzYy/pqB90mm0zjs2A4hkJ+sFes93c",
-	"s04GfdctuvOIrVePo9NCqzITT4iQwsfjE+HX8RSdgjFok16hPgauU3VsVbziGthpeHrSN97iYaFhwx9r",
-	"C+21I4mYVJeq8v+HKrYPq5lZDmjLNCioMdDypLtPpfr9bru9pjakoibEstk/PhX5peKWtWs0SlmGFaUa",
-	"h1m03ztoXdTSMwBXTZ9trOV1JdCfdDZ/8rFUsdNr723+6K1fiN1r9zZ/kZWUqg+6rzZ/4GoD78Jgv87W",
-	"j70S6P06e/CrhLSESqdTzBeWRKqagShikXgsiimIIvik9BgmKij43zghMTYOfBftUOJA5xlrOYCFK8FD",
-	"Hcf3zLjlQl2dl9brdssVu2USL2fvW1oEIX9i8WK7a5+lcNrYpL7/JsD4hx/qyp3QeX31z5AkLES3tyYG",
-	"0FRcAt3d5c7sYMwBvBYKWSjJpFBbruIGFSzP4PmoE3Wi/U5jL3o+bPTw/rDxavgSGu1RJ+7ivWEv2t+i",
-	"Am1VwcNdUd9RjOxuiZN0tkOpZxoE3Xb3eaPTaXQ7l512v63+9/tyRnO/Ez7qQSizIahTuR0sHZqnba/a",
-	"7Jc8Vz8Te5nb2hKD746/dvZq8dcTV/fd63brMFivrcM3wMXN4Vr1qcTJVzLyu3Ctqta69VPP7wzDV3pX",
-	"hYXBRk4payJjobqCZmMdakOVSO3XRFgi53tyXvgoAcyNDnyAeEqpMi6WipeXuf8bvWaJ+xf4VW8ZWvNR",
-	"/EPT+Lp31KB9yzsaVlsLFxNlmZaa8mSagnPcWGXjiTBaxvL1eQdy3d1pP7as+57l0WXh8H4Q49clxncg",
-	"t6bEku28wRgtxDi0ZrWFsGm5Vh3lJotbr7vKWrkwVglGFOaITKepiZ86+8TP2XKenCGYChjHXkoJ3Xk8",
-	"xXiJKJsjRjdbLHm+8RcxXD7dbWkYlEp+H8kqKNbf1WWAm5hp5sjq3oOLuYNawczURbLz/1Cyv0cl+zCO",
-	"EUZ5AeZDaNUZo2vd2p/uVrpIjdLDKFTzK1xs5VpH5fFZzxfWfL4wPXcenp6/V1r+JjSTTVS2mzYS3q4+",
-	"b5sIapJxTGosEaizouXuTUF4V0cA1jbmqVSMcq1iq3hJ/lmopBEIaTZgE5Jtud0MjwnFRumuCpjkofd/",
-	"arykCMUHmix8PUxnBxDTBDYVq8DJa7tqcY2l8rfNcGgVkoiCkbMaNVVpQTvipFia6JclGsC8KsanauyV",
-	"LZi7GlA9OKuEf9ZHOIvVuI6DjGpfDxoRVynEU4pwItiAmuZXJvoLU9MgyzhdEKPIpuQqhOgwZhVKvKLn",
-	"//GRtGLx4NpAmnf9niqaZ6muwiLcOMOFbTqY19Y++yHeHiHeBj6LdQLO+2W1FukVPmv61LZxpXF75FIy",
-	"MPXru0clj9mTJVeZvh+YirmuhOi2u66DpRGHmYnLXfoqkabSutg6M8/nGFCdnIR+035eiq5KHcmvQoRt",
-	"IWPW2w1PbWNVw3+EaW3JOFFyK/HYlkk3KXcxt1kf2VTXoFu04gHttV810S+uglOX1OgEKl3GLyTq9nQ6",
-	"mW4M6mVoaCZVlJPlViabJOV7fG3jooazCjzSApOD5AtThJnBmhWPLSECrcDDQXU7d3U4auNI7/siYjOI",
-	"i1sL1yAhE1amYWHOmksnuPJliv39TQ3aPu3g8siKslzmS4yL2cPdVXm/dW2PL+kaXdUKp5azpbsdprJO",
-	"BsFe3I06wzZuvBq9hEYvfhE1Xg6f48b+qAfub16Dzyw5dttteb1TKqSVG/TdSZ52Dcnz2nsQ4R5elX+2",
-	"bLMnW5A69xRwhc4eGzwi/nJPnN4fGvXTdHuxLY+LHVGIFCahMW+L4nTb/XaozAjFjXWG2bMD20rk1HvE",
-	"R9fqG9mUty7ZqlVJEx3haDKgZv0nwpWP2tJEBbZJC8zEVTpDkm2sOTQFTk87z9Ev5Cc0XCDbIOpZaMqP",
-	"YUCNjNfiwe4ZD62y6BI6/Ur+WZIKtN9G//X/0Z76PznBMhzQ+QRLuHHClvydde3mKa0Sm+9A+iJzR6eT",
-	"X6Vc5XZqdn8vdugwPR5tYbJSwW10rYO7w72oFzf24fmo0cOdYeNl1I0be9Ab7ePnwxfRyzgIV4mcPDEl",
-	"K6ruhDWg6/welIExC5h/FHNV1mS6WDC8Us7Vy2Ws3a8DrMiDCe8lNfgGH2Dl6rsL6UIrmc4XFtzrJFvh",
-	"8aofhtUj+A1rCJ5tPYf+c2WbvHUlLh/pTs3bhzCLS66KYJo+0Eq/X0qY6Wvh59L78zAvEcjAlNgmMQPq",
-	"eiNk5U1a7CjTTehJjPlm1kpcyr9N7hlQk5cDsWdnHFLj9BGSJElWqGJLdoxgUeYhZV7yPlqAPLCg6UTR",
-	"ghTVH7VuLUdyaL2qEjAGzjUyZkvdeRvxkHO3vHd2/dBrsal3Vf6eOQINqn1Y5IcO/c9PzDN3+qE14lbW",
-	"96hSLz7DY+1u4CwdT8r6cUHl9bXcJjKOxAE1/fKcZnildcCrXE3utNvuj89sNb3tZjIyqRIDSkT2WMJw",
-	"sbrBiemqyozuPOZKm89bY9RQKAvxilONkw2emAd71rGz+VnHb8vNXOqEsdbP7N+h740Hbckilr27a+jt",
-	"6yklWlpuFT0sPKHEZqZmOVm4PqGZWU0NdWqWUfYKS+fnnPaRc8Whpx1jeZtOcRSxJAYhlfLAhe1AV7TM",
-	"rd/JwKJUC120yFMqjKXtQMgdzk+x1TpsW4nYvr+C3bN+xu2qtBGhzGtj/A9xdM1GIwvdKv6iK8e/oVCo",
-	"xdqXiIKW2hR/p/G2Yt+DtXzQo5kf9t4jBNKKL93VVqtKFsUG/6J5bk1xdeu5LkbVaSya6AONQNtL+Z8m",
-	"WAxo5unIe7uQPBhuHJPKdjIhN9Rr9w5KcXsiBlS/56gUKcVVSqURWl/KQvcrvG55941dCazY26dd6s2z",
-	"Mu8978VjvFt1MsaWOum0y41vKh1d7d7vpY4o9T18W/i7vK42ZkuF0FNmDBaaifxzA1Jee5Zqv1ZOaT8Y",
-	"3WMkxOX4r61DLh9ixiZMOX0xy2dFhlueiXN/ReVTDSa82lv2D9rHJl+cVlQzTm+EAxoxbVo7rZZxZHsN",
-	"mVG2rGBAiy44opTdG+BeXYGaJecn+ms/60+LCusLrO0BREsOwAGt8gA6t55GuO3Dw7hO7crhzryAA2pe",
-	"djW327a1lkU2stJ9t0ZY3cd9t23UO2/09MN798N7p713NbhvicOZZjob7G/vbR1FGxFOEuCKPpEAZdMm",
-	"iU7Nka5HkIlpszm1fZ9yg/MaFs9qdUPJG/0E2/ocvk1jrthZaq0xlx/H1yXMb6VDSHZvHAF4v1zdFsQU",
-	"lRWcTUjxQN35qYkOdXMlRpPFqkq5vJ3XDuliLmQf5a3M+rpx7ZbFcUsd/r5EeZxrzdeuZSeVW+m1rR1T",
-	"y0DI+t/th6txlHeja9coKt6eNL/hdhXfWwpXoZGEo7pKeq8UeK1bz0jd5Fcp5gznfX4SbCWdvprmR0MS",
-	"KGIptb+xT93DTE6sHiuKnRqxdM7fqn6RSy6SIpvZyUViybd7L/LtfEHyffHVyLfgD//hMXis4v61FLyt",
-	"Avib53/SprCySit6kecSHbm6aJNFqOkGhCtBsnmTSrUVgjBa2fnFtfwTks1mUKHVljrvnpkupfdWFCzd",
-	"eN3saxPEih7AtTSEb4DFdNsreIyHq7qsZv+BWY1d6jtmOd+dojHBdAylELRtMXxffUP9vXENi012tyy9",
-	"eaYfdSuWy5nnzkW1EX14dvyLWmU3KlZmbX79a3U2zt57L79gVkkUals/RO8jGMu2A7BvKmc38wHEbqWZ",
-	"XZa65gKbh8Xse9aMRhBmiQFuNwemPbNSnydYTJDOGWC8StQa48Dc/gcwxiOyrfVt7v8jd6bRorM9fAE9",
-	"3IbGK7z/otGL9kaNl/Fe1OiMurAX96L94XOcxx4ioh93gBH5HPQDkVz/2Rt18atII/GGXfuRUXNwhWF/",
-	"Xv/avWn//tfLaefzi9necJ++inpfpUlo7DjOSg4T5oabgfyH5P1GTHzq+FQ1m9pG3rZur2GxoUekz6AO",
-	"kb32rjjXPlyaWQZqYBOdq0H6KaM5icBElyhrsNkya9JDfda0qQmk+eBHE8ivfPkM2jdevp1kZGV3F7vc",
-	"E2FDIxURYn2Hd49zT/Q7rn+v1EEPba5Pt93OH0VAM84iEIqJ8hsQ7gUDYd8UFYgyFMMMaAw0WlQ6sH62",
-	"6+5qW2aBUHZdX1zYx2ur4isJuVHmmPcuhtV9PaXpBigIX18ySLRsSBeb1EUoUHTGhBxz/WoxjbMgeKij",
-	"ZlMWp4l7ZDQVgIh8ZtOvDtB+ew8xOQE+JwJC/yE1ZUKrn2e668EwldopYWwF8/ic6xI4ZkgyUxCpjpI/",
-	"EShh48oTOzf72rkQMnsgeGY3bg4vDKTden6YD3u2egNNjy2sANp/xqIEvHvUL1D41AfdR24bGdaf2jcB",
-	"M08uGz/zQvb77b384YpTN0/xgRTRb7XMu6nNGG4cRKJFmWyY4bXx4Z4yrAwm5kSKYgZCXxNzvdbTgEIl",
-	"WUkExQ/z52T++KQsAnPRqpJlpvha104UXgPpt1oJi3AyYUL2X7ZftrVZYRdd4p1AMbWNY8x1V0a6NozL",
-	"2cyigvVmjLkhTP+JiEMMVBKc+HNkrL96hvLbBB40S63w/Gn9nmHLM9tydULHIZpjGU30W1c0dhkyRU+k",
-	"N60X+F+e1TEzPRN3p+p9bU/17tPdfwcAAP//qq8po06mAAA=",
+	"H4sIAAAAAAAC/+x9/VIbufbgq6h6typJ/drGNiYf5i8mkAw7CeECufPbGaeC3H1s96UteSQ1xEPxHPtA",
+	"+2JbOpK61XbbbmMSJtlU3bpDQC0dHel8f+g2iPhkyhkwJYPebTClgk5AgcB/vc6E5EL/FIOMRDJVCWdB",
+	"L7gYA7lk8EWZAZeED4kaA5kKuE54JsmUjqAZhEGiR/+VgZgFYcDoBIJeEJlJw0BGY5hQPfuEfnkHbKTG",
+	"Qa/TaoWBmk31SKlEwkbB3V0YHMIwYYle/jiuhueGi6thym9InA99IkkS52BMqRoXUMT+hGEg4K8sERAH",
+	"PSUy8GEbcjGhKugFWZbokYuwHX2BKFsFGrgBqwACb5bt4HmXTBK1CMkpHQGRyd9LDybF7/y1YhjSLFVB",
+	"b68V6kNKJtnEHtEkYeZf7RyEhCkYgUAYfufiSk5pBKuOCweswsmNN8s2OLnTH8spZxLwXv9C4zP4KwOJ",
+	"aIo4U8DwRzqdpklENZw7U8EHKUz+6z9SA30bwBc6maZgtqNokgY9BAmkIgMez8iYSkIZASHweuN/ZdD7",
+	"8zaYgJR0pEGaZHo0EEosqLjhXrDjb/XuUxhIRVUmg14X6SFReuHgmF3TNImJXbbY6Vipqezt7Mg0SyJo",
+	"xnDtwJc7ifmo4T668zH3PwUMg17wP3YKNrBj/ip3Ts0MBn+LJ+j2nkgyoak+AogJF2QggF5J5AdmpqZe",
+	"8jVnwzSJtkX4cQyTKVfAolnjN5iRGypJJiEmN4kaE0riZDgEAcwcSeDj8VWBxxyYegj01ozclw+NRTex",
+	"NDtR+CfJM4EUoncBiMc3XAySOAa2JSL1AgUPJANIORtJojihjKsxiIJCS1jcLbBYgFILjcN8+EPhTvEr",
+	"YGRCZ4RxRRTPIo24ROaYQ4wdMwWC0XRLhCV2mpy+HU72yhQ6N6oWgVoAHwIv53wCapywERnSJNUUyQwp",
+	"grgGsW8vlr1zY8pGEGvs6S8stpBbvBV0Ot4SYx3itriMG2bsivEbRhiPgfSDL/3A44gjDcIOxCOQO60d",
+	"xYO70P82mkUp9AgljX7Wau0CGeQ/0YVZ9AKyzFc7nUW+ioM346rmk4e60Tib5qj6QlNioDo8eLtP4BrE",
+	"zCFUj0gTqRzfS5RWudQYT/CEqzc8Y/GWp1ehT5GXtBXv0hfQ6Ay7g0Y3et5uvKIvobE3eB69iF/Cq2Gr",
+	"jaAPEQCfb3QLbJ94A2pgmnHVMMMfAssnnEjNJ0os4oLzd1SM4CG1AfgSAcSStFvdl3svnpPBTIH0UdL2",
+	"WOkpnaWcxkRxTlKEpBZqFOcNM/yhLiCCrm+XnlUQNaY++yA0imCqpEPae8pmW+Lsr4wrapEFcY9QRSZc",
+	"KtJutVpkCizWrOyvDDIgiTKspCBhT6T/qzRPPfTh2o38m4cW6Tc8S2MypVISzsDZSL7iiwBI8tTtk4s+",
+	"k4oLiP0thx4Jlv5BrkFI80tkcGQKos+QhzwLtSpWWk8fq7QLWRAlGVKp3DlrLiKogj7jApVZfRsnlM1I",
+	"wsgwTUZjpY+Hswia5MTIDFTALMiU5aKkz2gqgMYz9zcraprk8gyUmDUOhgrEpQFJkZsxCCA3NFF6yjGk",
+	"U9nrMw29QUMsaMIkobIwpSTRWJDjEJdFqUaVxv0wSVPZ7GulZAw0tpast+qiPXIOEWcxKj8aBjKAIRdg",
+	"7j2dFAeqNQ19nM2y8brKEtI35COjmRpzkfwN2zLlSSKlRtEAqNDHphWgEpttFxRRWrYWPWT+Fw/EbBFE",
+	"vIzU6mtqTNFocMKfCyLgml9BjGzlI6PXNEnpIIUHUHEt30okGWRytk+UmBE6ogkjcsyFSmclRc7jyOcg",
+	"rpMISOaBUxeJ+QcPxVGKXWiS1DvRd1XRKyjpc4zf9AjjJKaKDqiEPos4YxAhr4j0TR4KAFQZEsPWB1qu",
+	"ai2CJqpM0zFnsN9nBb6opp0y+T4MlYmZXhMX2YiwcuTi0gfT5DdAYTQVfApCJcbUjwRQBfGBKvkJYqqg",
+	"oZIJLDoLwiCJa/gUnI/idvEPU82EvlS7PYaJMIq3oJECIZ1UkBAJUCEeK6QpuYKZJHRKhWpWrW0JZsWu",
+	"WJZaGjLOkoUpbsoemvVupcL98meAQ8reGURHvvnQQ7wP7qd8Zj74Dxg7+jVlEaRn1kGzeIQ1z8OR8W0A",
+	"TN+aP4PXByevj969OzoMQvfz8clbD4ZVu7PTVQKMWzM3zvMj0ThGsUzTUw/+IU0lhHNbcndn3vE5SZj7",
+	"d3sdlDjHcvAKj+n9QBw5C3AV33rrrJ97bWjLS1h5/wzYy9Hyb6MyfX2czAG7Dq7cYfoNL1QYTFPK1som",
+	"Paby8tnvl28qLrgyTdMPQzT/V61lx2tLv7w/wx8rhMoYVQgWwb5RNUmCcrC59vbYGReB/1QKNzyIRIky",
+	"IYApe/c8oZHLs3BDettWRmXTeNNNfCWBMYcbh4iyACnArbpsxWmd0lGVAEHD0f9hFY69s7/LF6NC0Bli",
+	"NI96IdmtlrLzSLAGrDfH6u14F2brOxjPRdDW3p3NLuT18rs9h4W5yNv1ioOvws5RXHXEQ8EnlRdd8cpf",
+	"34zBh3XAeQoVbA6nxUkqQWFonubxv/ux7oRNsxXfmItV5noHzsIw+uJkmlIFaB9f4myXTXJe2OQCVCYY",
+	"xOiCIkMu8IeQSE5YNhloLfQKYGpdjHEySnyl0243DL40Rrxhfynojba8mmf05r31yHoDGslkyoUq5JIb",
+	"X/hlgUU8TthoB399h1pzwkWiZqW4Y2d+520MN3GpSCZGwFSTfBDa+kA3h7NsaOH02CdDmggGUhIaCS5l",
+	"8SdJIj4BaVRyveE8wNldHd4Mc9/o4aY09YD6TiUMK25pnF/TRerBAcebqtmr+MK/9IznZuj8PtxqK3Xs",
+	"FdDq5VJQ25k/cSbQk/BeluZImHreXf69dwdMgGe9DKgtq+/BB7RFiZ+ha8yec1im8yYxOtJgRt4eXWh7",
+	"kzMvJYFwls5MWChNpCIp0GuQWovi2WOwAROpWWE7T+kIfakYMxIQcRFL8nTp1p5hakEduX/CYzjD+Srl",
+	"vobrpCT8FyE0qS3OptdivhpcqsjljiPgncKnuXPrZYHcmajV5T7RN4xoiUUuza/ImKcxhtgnhKZps86F",
+	"92h8EfDC24yQFyg07l0qFMREC0MLjMYs3jDPH+uGWb/OOfrG7JYhJkaozFPBWrDtrJtoOvU4VM5gHJfa",
+	"kq3rD1cq+NvrzwXjrCEKFqHKMeNjNSyx0xJfdDxuJXt+CI274PWPo3DPXwXPhXT28eTk+ORtEAavP7w/",
+	"fXd0gc6kNwfHJa/S0WGFUykM3iSQxkdOTpQxlAeyqxyIyBxv12zOpkq5iao2lkfx59RHcnjwtkk0w7OO",
+	"RgEkY8lfGexjBlM8AhQE6Jglrz+cHB5fHH84MUxsQmckokLMyKXmSZdaB50m0RXGjwaCsmjc7LP3oDVL",
+	"ohm/mR++0EiRpxGV0JDAZKKSa3gWlsMAU9T8NRs3HwkYZlKLNIwtWWU1YejYHiajCsWVXFTF2Iyj2yQl",
+	"mVDZU0q6nVcaPr1JP03gWaiH9Vkpmou5ccZlPlNg40vlE8VMhfp3PjZR20o5U3sWfYSLs8z7anDKT99c",
+	"lP8KNDUXeU5/G0N0JZdrOlVW3PzNLnj8Gi/Pcg0TcVehXOqLtU4N+8aYvDI+NM+5167h3DO/mCf+Xy8u",
+	"Tj+fHf3r49H5RUguzg5Ozt98OHsfemTOBTk8enfwv/cJHpXLMrE5acrpNyZZRXIT0VtIUBGgNwoxUXwE",
+	"agxivU9O79OOWXZiVkNbODeqtB2sqkXvg1gMucJfxufv41nOVmzO1T45+fgOWRYyC4Mfzc4YV+TjxZvG",
+	"S/yXRL2cSvLxv968eXNomNyUSkUuz999PH599Pns6PWHs8PP/z549/Ho8/uD/760EyaKgGZnefKPBjnP",
+	"7V1vkDhLY1ER1Lt4YhLo0muttemhoVnIY7P6Cuh1LUtukoM+u6ZpBoRfg1gPv2bcU2219NnlbT8wcVQN",
+	"Lou0AOgHPXLbD3Cw/hnzuiK9oN6jyfIKST/AfHO4wSFBMcgYCvh1qPGr4IsyH/WDuzsbtpzH0rch4YWz",
+	"4JmqPIySiyelSstSFFyokMNUNs1+r2BmttY0M5GnN2OewrN9dzZ9tigjz5xSniZX4HxGPTy7PltzeIhR",
+	"SiZUaMZgTyBnEH1WXMXHQPN6c6GOxVHDfNC8qLAcHKutzd48XdxxLkeX+Z1wLGe5ur6aST6Ear7GKP76",
+	"urmH5/pq+flvx6enNRT0D5lCxTCvmCijapAJuUyibO6AH3O5hOnqv5CEkYgyzpKIptq0nvRIym9AEK0x",
+	"h4RxogRNUq2txnxZVoDJ6joFYZItysDxrJTEYvjDvYJBc0eJO6taPrQo3CSYc2pDku6o35wdHQVhcHr2",
+	"IQiDo5OLo7PTs+Pzo8rzdGk0C1g+e/OavOruvcj1E5MkhJlc5TN32UO3SxSACt8UmnmNFK4hzTOeQwI0",
+	"GruqhP91/uGkMeWY6N1AnmuydWt6pjw7soIIEyYVZVG1KbmgJ3t32KY63dbVHA+IVCiRPp4dO8NJaz5X",
+	"CYu1QmD3vl7NsxzQrL/SC4xu5GNljrRS4XvNM1ZBVkco7gSkQCWQAY2utBw9PTo5PD5560HooSNP29oo",
+	"spvSZLKdvLlPLC+RU6qi8RuapJmo8pe+Mcn/KDgk4YxcgJamNDWuXvT0aWUVfZG71Qhxq2ypNper4zZ2",
+	"ANb0nqdUqqPaLnk/2LS48XuEOB4rJpTU9gbm+ka+97BMQxXXykdrOFeh6HN0n3R8mpi7Qysp/CG0lYJd",
+	"PI6y4l8JT4RZtqPVkXcHx+9RMTk8Pj89uHj96yb+xHNQJY3lfvHmXKspc4zXNE2tqTqhMzLiLtcb/f6E",
+	"kmGWpmSQRVegQvO7tuap7VarVc0/KtWRqkWnIIjEEWZBdLNpKDE/fArMLdhqtlqlRdcqN3PnuFxFqTrO",
+	"j6iobJmZde8Uq6W5VTlAFUIxUsl1heg+KsI0Y57Gxq8rUz6fK7Wdhmu8H++oVL/yTKyEwriMMPfYXH5i",
+	"M5I1wyFjnolqqOpKg+oS6Nec2XQjP3CFlespZYSmKb+R1Qsvz/atfb42gFNBBpplybz+YYjJ8vp0qkHZ",
+	"Vl1P/HRdDVmYl37b+5NDunCmm2jy+T19CNZeXPrHYO1aKYAo02LzXANkOSlWYVTbdDSe6BvtVT8UhTgH",
+	"p8fkCmZ5tjtmIJm5SiUGphwgYUNekfhowqsjTPy5MdSECeVO0WuS34tMF8y5KnokoBfp8OCtJHzYZ+hX",
+	"2je6IlYhMXDJBJIkyvgl7Xp6W8qkB7B0Rm7GSQrG7+PHXJCasBzeVBwgp3mqLTnSDsnp2QeyF5LCliOd",
+	"Foly0uyzgjafNfusz5wyb+IxGYtBkMsdOk12rtuXhGGZ3eWBLV3B6GWP/GIqZIyTDI/BuMkuewZc73yM",
+	"bDGOfxv9XHZkod4xVg/SaAwSkdBnGiP8hhXDm8SAjBajFmKXy2pXLslTZ5s+Mw6zNInApsFbt9fBVC/W",
+	"6DRbmuRE6hWg3NzcNCn+ucnFaMd+K3feHb8+Ojk/wm/uvKIWc4gHp8de4l0vaDdbZhyfAqPTJOgFu81W",
+	"c9c62vCuW3QXWQteTRqmRldl575LpJI+Hp9Iv5at7BiPAd1aGvUxCExXs50hNNegTqPGSQ+9xcNS05I/",
+	"VzabQGdqYtK9qlpgPFTDibCamRWA7hiXU42BlifdfZrrYdFptVbUR1XURVk2++enMr/U3LJ2ndJcpm1F",
+	"udJBnvHiHTQWdnUNwFXT5xvb8Tpz4Cft9Z98nKta67Z213/0xm9G0G1113+Rl1XrDzqv1n/g6mPvwmCv",
+	"ztaPvTYAe3X24FfKoYTKJhMqZpZEqhriaGJRdCTLabgy+KT1mEr35L9pmsTUBLFcxE+LA8y1RzlApStD",
+	"JW3H98y4xWJ1zM3sdjrzVevzJD5fwVI4F3/h8Wyza5+nMdv4PN5/E2T/0w/3FoGYosfAr5CmPCS3tyYO",
+	"1tRcgtzdFQGdYCQAvDYieTjVlBFYruIGlSz94PmwHbWjvXZjN3o+aHTp3qDxavASGq1hO+7Q3UE32tug",
+	"CnNZ0c9dWd/RjOxugZO0N0OpZxoEnVbneaPdbnTaF+1Wr6X/98diVn+vHT7qQWizIajTvSBYODRP2162",
+	"2a95rn41wiK3tWU2Pxx/be/W4q/vXO+DbqdTh8F6rU2+Ay5uDteqT3OcfCkjvwtXqmo7t375xZ1h+Frv",
+	"qrAw+NApZU1iLFRX1G+sQzRUE4V+ZEIVcb4+F/WIUqDC6MD7RGSMaeNioYB/kfsf4ppz3L/Er7qL0JqP",
+	"4p+axre9owbtG97RsNpaOB9ry3SuMVWuKTjHjVU2nkijZSxen7egVt2d1mPLuh9ZHl2UDu8nMX5bYnwL",
+	"amNKnLOd1xijpZgSalYbCJsd165mvtHoxusus1bOjVVCCYMbkkwmmYlXO/vEz1t0npwBmCowx17mihqK",
+	"+JXxEjF+Qzhbb7EUOfdfxXD5dLehYTBX9v5IVkG5BrUuA1zHTHNHVuceXMwd1BJmpi+Snf+nkv0jKtkH",
+	"cUwoKYqQH0Krzhndzq396W6pi9QoPZxBNb+i5XbGdVQen/V8Zc3nK9Nz++Hp+Uel5e9CM1lHZdtpI+Ht",
+	"8vO2ydAm+cmkhyeStJe0nb4uCe/qCMDK5lSVilGhVWwULyk+C7U0AqnMBmxSvi05ndJRwqhRuqsCJkXo",
+	"/Z8aLylD8YGlM18Pw+yAxDRCzuQycIr6xlpcY6EEdD0cqEImsmTkLEdNVRrWljgpl+f6pbkGMK+S96ke",
+	"e2mLRi/7DAfn3SCe9QjNYzWu6yZn6Oshw8RVy4mMEZpK3memAZyJ/sLENIkzThfCGbFp6RohGMasQolX",
+	"+P//fSStXEC7MpDmXb+nmuZ5hpWIiTDOcGkbbxb15c9+irdHiLeBz2KdgPN+Wa1FesX/SJ9oG1cat0cu",
+	"JYMyv8fBcM5j9mTBVYb3gzJ5g9VAnVbHZfYZcZibuMKlCyfKdBsot48t8jn6DJOTyO/o52Xkcq4r/2VI",
+	"qC3mzfsb0oltLmz4jzTtXblItNxKPbZl0k3mO/nbrI98qivANsW0z7qtV03ym6tixrIyTKDCVhZSkU4X",
+	"08lMlmGRoYFMqiwn59v5rJOU7+mVjYsazirpEAWmACVmphA5hzUvoFxABFmCh/3qJw304eiNE9z3ecSn",
+	"EJe3Fq5AQi6sTNPOgjXPneDS11n29tY1Kfy0hcsjL0x0mS8xLWdrd5blWde1Pb6ma3RZO6hazpbOZpjK",
+	"u3kEu3Enag9atPFq+BIa3fhF1Hg5eE4be8MuuL95TW7zZORNt+X1D6qQVm7QDyd5WjUkz2vvUZB7eFX+",
+	"2bLNnmxJ6txTwJW626zxiPjLPXF6f2jUT9PxyLb9LncFSpQ0CY1FayCn2+61Qm1GaG6MGWbP9m07nRPv",
+	"ISvsV2FkU9G+Z6N2PU1yRKNxn5n1n0hXQm3LczXYJi0wF1fZlCi+tu7WFJQ9bT8nvyW/kMGM2CZpz0JT",
+	"gg99ZmQ8ige7ZzqwyqJL6PS7WUzTTJK9Fvm//4fs6v9TY6rCPrsZUwXXTtgmf+ed60XGqsTmW1C+yNzS",
+	"6eRX6le5nZqdP8pdakyfU1ucr1VwG11r085gN+rGjT14Pmx0aXvQeBl14sYudId79PngRfQyDsJlIqdI",
+	"TMkbC7TDGtC1/wjmgTELmH+Uc1VWZLpYMLxy5uXL5azdr4WtyIMJ7yU1xBofYOXq2wvpUjul9lcW3Ksk",
+	"W+kBt5+G1SP4DWsInk09h/6Tfeu8dXNcPsJu5ZuHMMtLLotgml7oWr9fSJjpofBz6f1FmDeRxMCU2kZJ",
+	"feb6g+TlZCh2tOkmcRJjvpm1Upfyb5N7+szk5UDs2RkHzDh9pErSNC9UsSU7RrBo85BxL3mfzEDtW9Aw",
+	"UbQkRfGjnVvLkRxaL6sEjIFzhYzZUHfeRDwU3K3oH18/9FpubF+Vv2eOAEG1j+v81KH/+Yl55k4/tEa8",
+	"k/f+qtSLT+kI3Q2CZ6PxvH5cUnl9LbdJjCOxz0zPSKcZXqIOeFmoye1Wy/3xme1eYDv6DE2qRJ8lMn8w",
+	"ZDBb3uTHdBbmRnceCa3NF+1haiiUpXjFCeJkjSfmwZ42ba9/2vT7cjPPdYNZ6Wf279CPxoM2ZBGL3t0V",
+	"9PbtlBKUlhtFD0vPiPGpqVlOZ65Xbm5WM0OdyDLmvcLK+TknPeJcceRp21jeplsiIzyNQSqtPAhpuzCW",
+	"LXPrdzKwaNUCixZFxqSxtB0IhcP5KbVah23jEds3iKh72tK4XbU2IrV5bYz/AY2u+HBooVvGX7BS/zsK",
+	"hVqsfY0o6Fyr7h803lbuM7GSD3o089Pee4RAWvm1x9pq1ZxFsca/aJ4c1Fzdeq7LUXUWyyb5wCJAe6n4",
+	"05jKPss9HUUvnaQIhhvHpLadTMiNdFvd/bm4fSL7DN801YqU5ipzpRGoL+Wh+yVet6LbybYEVu6l1Jrr",
+	"hbQ0773ofWS8W3UyxhY6F7XmGw1VOrpa3T/mOtDU9/Bt4O/yugiZLZVCT7kxWGre8s8NSHntcKr9WgWl",
+	"/WR0j5EQV+C/tg65eIg5mzDl9OUsnyUZbkUmzv0VlU81mPByb9k/aB/rfHGoqOac3ggHMuRoWjutlgti",
+	"ezuZUbasoM/KLrhEK7vXILy6Aj1LwU/waz/rD0WF9QXW9gCSBQdgn1V5AJ1bDxFu+/BwgaldBdy5F7DP",
+	"zOvG5nbb1u6qzEaWuu9WCKv7uO82jXoXjbV+eu9+eu/Qe1eD+85xONNMZ4397b0vpWkjommKTVwZkaBt",
+	"2hS7u+LfsAeNiWnzG2b7PhUG5xXMntXqhlI0+gk29Tl8n8ZcubPUSmOuOI5vS5jfS4eQ/N44AvB+ubwt",
+	"iCkqKzmbiOaB2PmpSQ6wuRJn6WxZpVzRzmuLdDEXso+KVmY9bBS8YXHcQoe/r1Ee51rztWrZSfOt9FrW",
+	"jqllIOT97/bC5TgqutG1ahQVb06a33G7ih8thavUSMJRXSW9Vwq8nVvPSF3nVynnDBd9flJqJR1eTfOj",
+	"IQkS8YzZ3xiRHMNUja0eK8udGqlyzt+qfpELLpIym9nKRWLJt3Mv8m1/RfJ98c3It+QP/+kxeKzi/pUU",
+	"vKkC+Lvnf0JTWFulFb3fC4lOXF20ySJEugHpSpBs3qRWbaVMOKvs/OJa/knFp1Oo0GrnOu+emi6l91YU",
+	"LN14rwfUJoglPYBraQjfAYvptJbwGA9XdVnN3gOzGrvUD8xyfjhFY0zZCOZC0LbF8H31Df33xhXM1tnd",
+	"au7dP3zYsFwuZ578l9VG9MHp8W96le2oWJu1xfWv1dn4YJr8BrOKV/wqiUJv66fofQRj2XYA9k3l/GY+",
+	"gNitNLPnpa65wOZxPfumO2cRhHligNvNvmnPrNXnMZVj7KOPD8Ivs8fN7X8AYzxKNrW+zf1/5M40KDpb",
+	"gxfQpS1ovKJ7LxrdaHfYeBnvRo32sAO7cTfaGzynRewhSvAxDRgmX4JeINOrz91hh76KEInX/MqPjJqD",
+	"Kw37fPWvznXrj79eTtpfXkx3B3vsVdT9Jk1CY8dxlnKYsDDcDOQ/Je93YuIzx6eq2dQm8nbn9gpma3pE",
+	"+gzqgNhr74pz7eO9uWWgBzbJmR6ET0fdJBGY6BLjDT5dZE041GdN65pAmg9+NoH8xpfPoH3t5dtKRlZ2",
+	"d7HLPZE2NFIRIcY7/KBx7kqi4fZdngbaVct1VYyg5v20fX3Vf5fXPfUpgIwhjYniIZmC6DOl+ZHCBwNL",
+	"kSH9C02BpeARkS7ay29Y+YEGpNglqZGlJ4a21ofz94bayxzfeyVBbF5J1NemaSdpRnxS+bpgb2+JOerP",
+	"eLe5Ql5+FbKmXm7O/SfneQTNfJ6SHC2adzVTd40dR5on1W2V93uwh51bDdpKyWqf48LKXrMR4zQjKWcj",
+	"EMhEzGwQ72Mnn0wiC86mUgmgE0Llle3RbKq2TP1HxlSSuvyQZb2XyxRQT/JO+PWPKHl/wJaH5qwWyMa4",
+	"c/V94cxcua9HNJXS3BNuPULJ4ck55hgVFfydvV33BnVKB5BiO64UlJ4/7DN83FqG5EnjCQaPnnx+EpLj",
+	"wxObNw+JIF9Yo4GP6z7DB34YOT4lNI4FSD2B8xZRMuVC7WsqMUSDTWHN+/ZcqCZ5b1vCRlRCI2ESmExU",
+	"cg1OqFboId4budVqSFVaWtXD4G9KfvaIpinhLKyjTuixCRuZ7gbIUswjf6YeDMX0pWsNZKs6Lhek7uU+",
+	"obbDAndNAjQvsmUYcSboIJ2F+TNzjCNYIFzKmV/hcQUwLUrSbD3Zh48Xv3z4eHL4+dcP5xfnn98f/Lfl",
+	"4eRpt/MKH8jvs0Q9a5IPmWrwYUOg0xGL1UwvrAG1vN+kqGnG2e10Qu/N2j4bJpDGVSrQ/COL2/hEPNWn",
+	"Sn2pbbcve/jxa0QhHlldq4uSOSVthVJmXsw3zq+fHXx/PHF2DmpbWaZVuDHQVI3/Xmq5Hdhqjk6rVTx7",
+	"R6aCRyAlkSCuQbo36uQ+icYQXUnN/mKYAouBRbPKFIVf7brb0m2e6sqv6lORWbwygy5NrqFZevnQRjc8",
+	"5fsaGEhftzZItBjFdgJ1EQqMnHKpRgIkeaqZuEtzDvEYJzzOUrAZIFrTTdQzW2CzT/Zau4SrMYibBJ/K",
+	"L54mH9oX86fY126QKQw7G13APOfu+sCPuFO28SiFvkR8VHliZ2ZfW7e6wRvi+v2NsBhGH14YKLv14jAf",
+	"9mxxA02P9JYA7T9UOAe8eyY/0PjEg+4Rt40c60/tK/t5rg4fPfOSsvdau8XThCdunvITmLK3syPx1cJm",
+	"DNcOIrnDuGqY4bXxcWq+rU4XLYiUxBwkXhNzvVbTgEZlspQIyh8WD4b++QndEnjRqsohJvQKq+NL7z32",
+	"dnZSHtEU9eOXrZct9G3YRRf0aWCU2dag5rpPU8rQ4JuvV5UV6niurDek6TAYCYiBqYSm/hy5c696hvnX",
+	"5zxoFpqd+9P6XaEXZ7YNyRI2CsmNVsTxNWMWuxqIcq6JN62X2r04q2NmOJNwp+p9bU/17tPd/wsAAP//",
+	"QCYPHzS3AAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

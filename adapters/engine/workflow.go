@@ -134,11 +134,12 @@ func DefaultWorkspaceNodesInFlight() map[domain.Plan]int {
 	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}
 }
 
-// DefaultLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight
-// and the default payload and history limits.
+// DefaultLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight,
+// the default payload and history limits and domain.DefaultOutboundPauses.
 func DefaultLimits() Limits {
 	return Limits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
-		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, TaskLimit: DefaultTaskLimit}
+		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, TaskLimit: DefaultTaskLimit,
+		OutboundPauses: domain.DefaultOutboundPauses()}
 }
 
 // withDefaults fills unset limits with the defaults.

@@ -283,6 +283,17 @@ type NodeRecordPage struct {
 // NodeStatus defines model for NodeStatus.
 type NodeStatus string
 
+// OutboundLimit defines model for OutboundLimit.
+type OutboundLimit struct {
+	Burst     int       `json:"burst"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Host The host in canonical form: lower case, no trailing dot.
+	Host              string    `json:"host"`
+	RequestsPerSecond float64   `json:"requestsPerSecond"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+}
+
 // Plan defines model for Plan.
 type Plan string
 
@@ -328,6 +339,15 @@ type QueueItemPage struct {
 
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
+
+// SetOutboundLimitRequest defines model for SetOutboundLimitRequest.
+type SetOutboundLimitRequest struct {
+	// Burst Calls that may go at once from a full bucket, from 1 to 1000.
+	Burst int `json:"burst"`
+
+	// RequestsPerSecond Calls per second once the burst is spent, from 0.001 to 1000.
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+}
 
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
 type UpdateWorkspaceRequest struct {
@@ -497,6 +517,9 @@ type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
+// SetOutboundLimitJSONRequestBody defines body for SetOutboundLimit for application/json ContentType.
+type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
+
 // RequestEditorFn  is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
 
@@ -644,6 +667,17 @@ type ClientInterface interface {
 
 	// RevokeAPIKey request
 	RevokeAPIKey(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListOutboundLimits request
+	ListOutboundLimits(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteOutboundLimit request
+	DeleteOutboundLimit(ctx context.Context, workspaceID WorkspaceID, host string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetOutboundLimitWithBody request with any body
+	SetOutboundLimitWithBody(ctx context.Context, workspaceID WorkspaceID, host string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	SetOutboundLimit(ctx context.Context, workspaceID WorkspaceID, host string, body SetOutboundLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHealthz request
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -966,6 +1000,54 @@ func (c *Client) CreateAPIKey(ctx context.Context, workspaceID WorkspaceID, body
 
 func (c *Client) RevokeAPIKey(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeAPIKeyRequest(c.Server, workspaceID, keyID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) ListOutboundLimits(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOutboundLimitsRequest(c.Server, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) DeleteOutboundLimit(ctx context.Context, workspaceID WorkspaceID, host string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteOutboundLimitRequest(c.Server, workspaceID, host)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) SetOutboundLimitWithBody(ctx context.Context, workspaceID WorkspaceID, host string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetOutboundLimitRequestWithBody(c.Server, workspaceID, host, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) SetOutboundLimit(ctx context.Context, workspaceID WorkspaceID, host string, body SetOutboundLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetOutboundLimitRequest(c.Server, workspaceID, host, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2062,6 +2144,135 @@ func NewRevokeAPIKeyRequest(server string, workspaceID WorkspaceID, keyID openap
 	return req, nil
 }
 
+// NewListOutboundLimitsRequest generates requests for ListOutboundLimits
+func NewListOutboundLimitsRequest(server string, workspaceID WorkspaceID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/outbound-limits", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteOutboundLimitRequest generates requests for DeleteOutboundLimit
+func NewDeleteOutboundLimitRequest(server string, workspaceID WorkspaceID, host string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "host", runtime.ParamLocationPath, host)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/outbound-limits/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("DELETE", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetOutboundLimitRequest calls the generic SetOutboundLimit builder with application/json body
+func NewSetOutboundLimitRequest(server string, workspaceID WorkspaceID, host string, body SetOutboundLimitJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetOutboundLimitRequestWithBody(server, workspaceID, host, "application/json", bodyReader)
+}
+
+// NewSetOutboundLimitRequestWithBody generates requests for SetOutboundLimit with any type of body
+func NewSetOutboundLimitRequestWithBody(server string, workspaceID WorkspaceID, host string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "host", runtime.ParamLocationPath, host)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/outbound-limits/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("PUT", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetHealthzRequest generates requests for GetHealthz
 func NewGetHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -2233,6 +2444,17 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeAPIKeyWithResponse request
 	RevokeAPIKeyWithResponse(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeAPIKeyResponse, error)
+
+	// ListOutboundLimitsWithResponse request
+	ListOutboundLimitsWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListOutboundLimitsResponse, error)
+
+	// DeleteOutboundLimitWithResponse request
+	DeleteOutboundLimitWithResponse(ctx context.Context, workspaceID WorkspaceID, host string, reqEditors ...RequestEditorFn) (*DeleteOutboundLimitResponse, error)
+
+	// SetOutboundLimitWithBodyWithResponse request with any body
+	SetOutboundLimitWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, host string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetOutboundLimitResponse, error)
+
+	SetOutboundLimitWithResponse(ctx context.Context, workspaceID WorkspaceID, host string, body SetOutboundLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*SetOutboundLimitResponse, error)
 
 	// GetHealthzWithResponse request
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzResponse, error)
@@ -2854,6 +3076,95 @@ func (r RevokeAPIKeyResponse) StatusCode() int {
 	return 0
 }
 
+type ListOutboundLimitsResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *[]OutboundLimit
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r ListOutboundLimitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListOutboundLimitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type DeleteOutboundLimitResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteOutboundLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteOutboundLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type SetOutboundLimitResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *OutboundLimit
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r SetOutboundLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetOutboundLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type GetHealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3134,6 +3445,41 @@ func (c *ClientWithResponses) RevokeAPIKeyWithResponse(ctx context.Context, work
 		return nil, err
 	}
 	return ParseRevokeAPIKeyResponse(rsp)
+}
+
+// ListOutboundLimitsWithResponse request returning *ListOutboundLimitsResponse
+func (c *ClientWithResponses) ListOutboundLimitsWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListOutboundLimitsResponse, error) {
+	rsp, err := c.ListOutboundLimits(ctx, workspaceID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListOutboundLimitsResponse(rsp)
+}
+
+// DeleteOutboundLimitWithResponse request returning *DeleteOutboundLimitResponse
+func (c *ClientWithResponses) DeleteOutboundLimitWithResponse(ctx context.Context, workspaceID WorkspaceID, host string, reqEditors ...RequestEditorFn) (*DeleteOutboundLimitResponse, error) {
+	rsp, err := c.DeleteOutboundLimit(ctx, workspaceID, host, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteOutboundLimitResponse(rsp)
+}
+
+// SetOutboundLimitWithBodyWithResponse request with arbitrary body returning *SetOutboundLimitResponse
+func (c *ClientWithResponses) SetOutboundLimitWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, host string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetOutboundLimitResponse, error) {
+	rsp, err := c.SetOutboundLimitWithBody(ctx, workspaceID, host, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetOutboundLimitResponse(rsp)
+}
+
+func (c *ClientWithResponses) SetOutboundLimitWithResponse(ctx context.Context, workspaceID WorkspaceID, host string, body SetOutboundLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*SetOutboundLimitResponse, error) {
+	rsp, err := c.SetOutboundLimit(ctx, workspaceID, host, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetOutboundLimitResponse(rsp)
 }
 
 // GetHealthzWithResponse request returning *GetHealthzResponse
@@ -4730,6 +5076,245 @@ func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListOutboundLimitsResponse parses an HTTP response from a ListOutboundLimitsWithResponse call
+func ParseListOutboundLimitsResponse(rsp *http.Response) (*ListOutboundLimitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListOutboundLimitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []OutboundLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteOutboundLimitResponse parses an HTTP response from a DeleteOutboundLimitWithResponse call
+func ParseDeleteOutboundLimitResponse(rsp *http.Response) (*DeleteOutboundLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteOutboundLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidGraph
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetOutboundLimitResponse parses an HTTP response from a SetOutboundLimitWithResponse call
+func ParseSetOutboundLimitResponse(rsp *http.Response) (*SetOutboundLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetOutboundLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OutboundLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidGraph
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

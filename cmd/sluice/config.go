@@ -46,6 +46,8 @@ type Config struct {
 	RecordValueMax int
 	// Nodes bounds what node executors produce and reach.
 	Nodes nodes.Config
+	// OutboundHostsMax is how many host limits a workspace may keep.
+	OutboundHostsMax int
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -62,6 +64,10 @@ type HTTPConfig struct {
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
 }
+
+// maxOutboundPause bounds SLUICE_OUTBOUND_PAUSE_MAX: a node held longer
+// by an upstream's Retry-After belongs to a schedule, not to a pause.
+const maxOutboundPause = 24 * time.Hour
 
 // env reads variables with defaults and collects every bad value, so that
 // start-up names all of them at once.
@@ -284,6 +290,12 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	// Temporal refuses a workflow task's reply over 4 MiB (gRPC's message
 	// limit); a task must hold at least one node's payload.
 	w.Limits.TaskLimit = e.integer("SLUICE_ENGINE_TASK_LIMIT", w.Limits.TaskLimit, w.Limits.PayloadLimit+1024, 3840<<10)
+	w.Limits.OutboundPauses.Max = e.duration("SLUICE_OUTBOUND_PAUSE_MAX", w.Limits.OutboundPauses.Max, time.Second)
+	if w.Limits.OutboundPauses.Max > maxOutboundPause {
+		e.bad("SLUICE_OUTBOUND_PAUSE_MAX", w.Limits.OutboundPauses.Max.String(), "want at most "+maxOutboundPause.String())
+	}
+	w.Limits.OutboundPauses.HostsMax = e.integer("SLUICE_OUTBOUND_PAUSED_HOSTS_MAX", w.Limits.OutboundPauses.HostsMax, 1, 10_000)
+	c.OutboundHostsMax = e.integer("SLUICE_OUTBOUND_HOSTS_MAX", domain.DefaultOutboundHostsMax, 1, 10_000)
 	c.Worker = w
 	c.RecordValueMax = e.integer("SLUICE_RECORD_VALUE_MAX", domain.DefaultRecordValueMax, 1<<10, 1<<20)
 

@@ -260,8 +260,10 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	store := postgres.NewStore(pool, log)
-	return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
-		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken), nil
+	a := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store},
+		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
+	a.SetOutboundHostsMax(cfg.OutboundHostsMax)
+	return a, nil
 }
 
 // background runs long loops with their own context, cancelled on stop;
@@ -418,8 +420,10 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
 	log.Info("workspace shares of the external-API worker", "nodes_in_flight", cfg.Worker.Limits.WorkspaceNodesInFlight,
 		"external_api_slots", cfg.Worker.ExternalAPISize)
+	log.Info("outbound pauses", "pause_max", cfg.Worker.Limits.OutboundPauses.Max.String(),
+		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax)
 	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg)), nodes.All(n),
-		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store))
+		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store), engine.WithOutboundGate(store))
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return ws.Start() },

@@ -147,6 +147,69 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workspaces/{workspaceId}/outbound-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the workspace's outbound host limits
+         * @description The rates the workspace's HTTP_REQUEST nodes are held to, per
+         *     target host, ordered by host. A workspace key sees its own
+         *     workspace's only.
+         */
+        get: operations["listOutboundLimits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workspaces/{workspaceId}/outbound-limits/{host}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description The target host: a DNS name (at most 253 bytes, labels of letters,
+                 *     digits, '-' and '_', IDNs in their xn-- form) or an IP address,
+                 *     without a port; it holds for every port. Matched case-insensitively.
+                 */
+                host: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set the workspace's limit for one host
+         * @description From the next call on, the workspace's HTTP_REQUEST nodes calling
+         *     the host go at most `burst` at once, then `requestsPerSecond`; a
+         *     node over the rate waits durably, holding no worker slot. A
+         *     workspace keeps at most SLUICE_OUTBOUND_HOSTS_MAX limits (429 past
+         *     it). Out-of-range values and bad host names are 422, naming the
+         *     field.
+         */
+        put: operations["setOutboundLimit"];
+        post?: never;
+        /**
+         * Remove the workspace's limit for one host
+         * @description Calls to the host are no longer rate-limited; a pause an upstream asked for still holds until it ends.
+         */
+        delete: operations["deleteOutboundLimit"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workflow/definitions": {
         parameters: {
             query?: never;
@@ -511,6 +574,26 @@ export interface components {
         };
         CreateApiKeyRequest: {
             name: string;
+        };
+        SetOutboundLimitRequest: {
+            /**
+             * Format: double
+             * @description Calls per second once the burst is spent, from 0.001 to 1000.
+             */
+            requestsPerSecond: number;
+            /** @description Calls that may go at once from a full bucket, from 1 to 1000. */
+            burst: number;
+        };
+        OutboundLimit: {
+            /** @description The host in canonical form: lower case, no trailing dot. */
+            host: string;
+            /** Format: double */
+            requestsPerSecond: number;
+            burst: number;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
         };
         ApiKey: {
             /** Format: uuid */
@@ -1286,6 +1369,139 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listOutboundLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The limits. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "host": "api.example.com",
+                     *         "requestsPerSecond": 5,
+                     *         "burst": 10,
+                     *         "createdAt": "2026-11-25T10:00:00Z",
+                     *         "updatedAt": "2026-11-25T10:00:00Z"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["OutboundLimit"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setOutboundLimit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description The target host: a DNS name (at most 253 bytes, labels of letters,
+                 *     digits, '-' and '_', IDNs in their xn-- form) or an IP address,
+                 *     without a port; it holds for every port. Matched case-insensitively.
+                 */
+                host: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "requestsPerSecond": 5,
+                 *       "burst": 10
+                 *     }
+                 */
+                "application/json": components["schemas"]["SetOutboundLimitRequest"];
+            };
+        };
+        responses: {
+            /** @description The limit as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "host": "api.example.com",
+                     *       "requestsPerSecond": 5,
+                     *       "burst": 10,
+                     *       "createdAt": "2026-11-25T10:00:00Z",
+                     *       "updatedAt": "2026-11-25T10:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OutboundLimit"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteOutboundLimit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description The target host: a DNS name (at most 253 bytes, labels of letters,
+                 *     digits, '-' and '_', IDNs in their xn-- form) or an IP address,
+                 *     without a port; it holds for every port. Matched case-insensitively.
+                 */
+                host: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["InvalidGraph"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
