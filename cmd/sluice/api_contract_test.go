@@ -344,6 +344,23 @@ func TestContractEveryOperation(t *testing.T) {
 		t.Errorf("cancelling a dispatched queue item: %s", cqd.Body)
 	}
 
+	// A workspace's outbound limits: set (a host in any case is stored in
+	// canonical form), changed, listed and removed.
+	so, err := key.SetOutboundLimitWithResponse(ctx, ws.ID, "API.Example.com.", client.SetOutboundLimitRequest{RequestsPerSecond: 2.5, Burst: 4})
+	status(t, "setOutboundLimit", so, err, http.StatusOK)
+	if so.JSON200.Host != "api.example.com" || so.JSON200.RequestsPerSecond != 2.5 || so.JSON200.Burst != 4 {
+		t.Errorf("setOutboundLimit: %s", so.Body)
+	}
+	so, err = key.SetOutboundLimitWithResponse(ctx, ws.ID, "api.example.com", client.SetOutboundLimitRequest{RequestsPerSecond: 10, Burst: 1})
+	status(t, "setOutboundLimit", so, err, http.StatusOK)
+	lo, err := key.ListOutboundLimitsWithResponse(ctx, ws.ID)
+	status(t, "listOutboundLimits", lo, err, http.StatusOK)
+	if len(*lo.JSON200) != 1 || (*lo.JSON200)[0].RequestsPerSecond != 10 || (*lo.JSON200)[0].Burst != 1 {
+		t.Errorf("listOutboundLimits after two sets of one host: %s", lo.Body)
+	}
+	do, err := key.DeleteOutboundLimitWithResponse(ctx, ws.ID, "api.example.com")
+	status(t, "deleteOutboundLimit", do, err, http.StatusNoContent)
+
 	// Every operation of the spec has answered a success.
 	seen := s.contract.statuses()
 	for _, op := range s.contract.ops {

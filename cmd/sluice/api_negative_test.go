@@ -82,8 +82,13 @@ func newWorld(t *testing.T) *world {
 	spare, err := admin.CreateAPIKeyWithResponse(ctx, w.wsA, client.CreateAPIKeyRequest{Name: "spare"})
 	status(t, "createAPIKey", spare, err, http.StatusCreated)
 	w.spareKeyOfA = spare.JSON201.ID
+	so, err := b.SetOutboundLimitWithResponse(ctx, w.wsB, outboundHostOfB, client.SetOutboundLimitRequest{RequestsPerSecond: 5, Burst: 5})
+	status(t, "setOutboundLimit", so, err, http.StatusOK)
 	return w
 }
+
+// outboundHostOfB is the host workspace B keeps a limit for.
+const outboundHostOfB = "api.b.example"
 
 // op is one operation aimed at workspace B's resources with a valid request.
 type op struct {
@@ -160,6 +165,18 @@ func (w *world) opsOnB() []op {
 		{"cancelQueueItem (dispatched)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelQueueItem(ctx, w.dispatchedB)
 		}},
+		{"listOutboundLimits", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListOutboundLimits(ctx, w.wsB)
+		}},
+		{"setOutboundLimit", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetOutboundLimit(ctx, w.wsB, outboundHostOfB, client.SetOutboundLimitRequest{RequestsPerSecond: 1000, Burst: 1000})
+		}},
+		{"setOutboundLimit (new host)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetOutboundLimit(ctx, w.wsB, "intruder.example", client.SetOutboundLimitRequest{RequestsPerSecond: 1, Burst: 1})
+		}},
+		{"deleteOutboundLimit", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteOutboundLimit(ctx, w.wsB, outboundHostOfB)
+		}},
 	}
 }
 
@@ -193,6 +210,63 @@ func (w *world) checkBUntouched(t *testing.T) {
 	if queueRows != 2 {
 		t.Errorf("workspace B has %d queue rows, want 2", queueRows)
 	}
+	var limits int
+	var rate float64
+	if err := w.pool.QueryRow(ctx, `SELECT count(*), coalesce(max(rate_per_second) FILTER (WHERE host = $2), 0) FROM workspace_outbound_limits WHERE workspace_id = $1`,
+		w.wsB, outboundHostOfB).Scan(&limits, &rate); err != nil {
+		t.Fatal(err)
+	}
+	if limits != 1 || rate != 5 {
+		t.Errorf("workspace B has %d outbound limits (%s at %g/s), want its one at 5/s", limits, outboundHostOfB, rate)
+	}
+}
+
+// TestNegativeOutboundLimits: a workspace's own key setting limits out of
+// range, or for a host name that is none, gets 422 naming the field, and
+// nothing is stored. (The bound on hosts per workspace is
+// TestOutboundLimitsPerWorkspaceAreBounded, in the store's tests.)
+func TestNegativeOutboundLimits(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	for _, tc := range []struct {
+		name, host string
+		rate       float64
+		burst      int
+		field      string
+	}{
+		{"rate zero", "api.example.com", 0, 1, "/requestsPerSecond"},
+		{"rate negative", "api.example.com", -3, 1, "/requestsPerSecond"},
+		{"rate over the maximum", "api.example.com", 1e6, 1, "/requestsPerSecond"},
+		{"rate below the minimum", "api.example.com", 1e-9, 1, "/requestsPerSecond"},
+		{"burst zero", "api.example.com", 1, 0, "/burst"},
+		{"burst over the maximum", "api.example.com", 1, 1_000_001, "/burst"},
+		{"host too long", strings.Repeat("a.", 127) + "com", 1, 1, "/path/host"},
+		{"label too long", strings.Repeat("x", 64) + ".example", 1, 1, "/path/host"},
+		{"host with a port", "api.example.com:443", 1, 1, "/path/host"},
+		{"host with a bad character", "api*.example.com", 1, 1, "/path/host"},
+		{"ambiguous IPv4", "0x7f000001", 1, 1, "/path/host"},
+		{"empty label", "api..example.com", 1, 1, "/path/host"},
+	} {
+		got := read(a.SetOutboundLimit(ctx, w.wsA, tc.host, client.SetOutboundLimitRequest{RequestsPerSecond: tc.rate, Burst: tc.burst}))
+		got.expect(t, "setOutboundLimit with "+tc.name, http.StatusUnprocessableEntity, "invalid-graph")
+		if !slices.Equal(got.fieldPaths(), []string{tc.field}) {
+			t.Errorf("setOutboundLimit with %s: field paths %v, want [%s]", tc.name, got.fieldPaths(), tc.field)
+		}
+	}
+	read(a.DeleteOutboundLimit(ctx, w.wsA, "bad*host")).expect(t, "deleteOutboundLimit of a bad host", http.StatusUnprocessableEntity, "invalid-graph")
+	read(a.DeleteOutboundLimit(ctx, w.wsA, "never.set.example")).expect(t, "deleteOutboundLimit of a host without one", http.StatusNotFound, "not-found")
+	read(a.ListOutboundLimits(ctx, uuid.New())).expect(t, "listOutboundLimits of no workspace", http.StatusNotFound, "not-found")
+	var stored int
+	if err := w.pool.QueryRow(ctx, "SELECT count(*) FROM workspace_outbound_limits WHERE workspace_id = $1", w.wsA).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 0 {
+		t.Errorf("refused limits stored %d rows for A", stored)
+	}
+	w.checkBUntouched(t)
 }
 
 // TestNegativeUnauthenticated: every operation under /api/v1 refuses a
