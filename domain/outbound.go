@@ -14,11 +14,11 @@ const (
 	// OutboundHostMaxLen is the longest host name a limit may name: DNS's
 	// own limit.
 	OutboundHostMaxLen = 253
-	// OutboundRateMin and OutboundRateMax bound a limit's requests per
-	// second: one call in 1,000 s at the slowest, 1,000 a second at the
-	// fastest (past it the limit is no limit: one shared row would be the
-	// bottleneck).
+	// OutboundRateMin is the slowest rate a limit may set: one call in
+	// 1,000 s.
 	OutboundRateMin = 0.001
+	// OutboundRateMax is the fastest: 1,000 calls a second (past it the
+	// limit is no limit, and the one shared row would be the bottleneck).
 	OutboundRateMax = 1000
 	// OutboundBurstMax bounds how many calls may go at once from a full
 	// bucket.
@@ -28,9 +28,12 @@ const (
 // OutboundLimit is a workspace's rate for one target host of its
 // HTTP_REQUEST nodes: at most Burst calls at once, then RatePerSecond.
 type OutboundLimit struct {
-	Host          string
+	// Host is the host in canonical form (ParseOutboundHost).
+	Host string
+	// RatePerSecond is the calls a second once the burst is spent.
 	RatePerSecond float64
-	Burst         int
+	// Burst is how many calls may go at once from a full bucket.
+	Burst int
 }
 
 // NewOutboundLimit checks a limit as a caller gives it, naming the field
@@ -107,23 +110,23 @@ func (l OutboundLimit) Interval() time.Duration {
 	return time.Duration(float64(time.Second) / l.RatePerSecond)
 }
 
-// Turn is the limit's rule, a generic cell rate algorithm: the bucket is
-// one instant, next, at which the host's next call would be on time if
-// calls went at exactly the rate. A call at now may go when next is at
-// most Burst-1 intervals ahead of now; it then moves next one interval on
-// (from now, if next has passed). Otherwise it must wait until next is
-// only Burst-1 intervals ahead, and next is left as it is. So N calls
-// take at least (N-Burst)/RatePerSecond from the first to the last.
+// Turn is the limit's rule, a generic cell rate algorithm with
+// reservations: the bucket is one instant, next, at which the host's next
+// call would be on time if calls went at exactly the rate. A call asking at
+// now reserves the slot at next (or now, if next has passed), which moves
+// next one interval on, and must wait until that slot is at most Burst-1
+// intervals ahead: wait is zero for a call within the burst. Reserving
+// rather than asking again means waiting calls go in turn, each at its
+// slot, and a herd of them never loses the rate's slots to the time their
+// asking takes. So N calls take at least (N-Burst)/RatePerSecond from the
+// first to the last.
 func (l OutboundLimit) Turn(next, now time.Time) (newNext time.Time, wait time.Duration) {
 	interval := l.Interval()
 	if next.Before(now) {
 		next = now
 	}
 	allowAt := next.Add(-time.Duration(l.Burst-1) * interval)
-	if allowAt.After(now) {
-		return next, allowAt.Sub(now)
-	}
-	return next.Add(interval), 0
+	return next.Add(interval), max(allowAt.Sub(now), 0)
 }
 
 // OutboundPauses bound how long an upstream's Retry-After holds a

@@ -13,23 +13,23 @@ func TestOutboundTurnLetsBurstGoThenSpacesCallsAtTheRate(t *testing.T) {
 	t.Parallel()
 	l := domain.OutboundLimit{Host: "api.example.com", RatePerSecond: 4, Burst: 3}
 	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	next, now := time.Time{}, start
-	var sent []time.Time
-	for len(sent) < 11 {
-		n, wait := l.Turn(next, now)
-		if wait > 0 {
-			if !n.Equal(next) && !next.IsZero() {
-				t.Fatalf("a refused turn moved the bucket from %v to %v", next, n)
-			}
-			now = now.Add(wait)
-			continue
-		}
-		next = n
-		sent = append(sent, now)
+	// 11 calls asking at once each reserve a slot: the burst goes at
+	// once, the rest one interval apart.
+	next := time.Time{}
+	sent := make([]time.Time, 11)
+	for i := range sent {
+		var wait time.Duration
+		next, wait = l.Turn(next, start)
+		sent[i] = start.Add(wait)
 	}
 	for i := range 3 {
 		if !sent[i].Equal(start) {
-			t.Errorf("call %d of the burst went at %v, want at once", i, sent[i].Sub(start))
+			t.Errorf("call %d of the burst goes at %v, want at once", i, sent[i].Sub(start))
+		}
+	}
+	for i := 3; i < len(sent); i++ {
+		if gap := sent[i].Sub(sent[i-1]); gap != 250*time.Millisecond {
+			t.Errorf("call %d goes %v after the one before, want 250ms", i, gap)
 		}
 	}
 	// (11-3)/4 = 2 s from the first to the last, and no faster.

@@ -28,14 +28,25 @@ type OutboundLimitStore interface {
 // OutboundGate holds a workspace's calls to a host to its limit and its
 // pause, in state every worker shares.
 type OutboundGate interface {
-	// TakeOutboundTurn takes the host's turn for one call now and returns
-	// zero, or returns how long to wait before asking again (the host is
-	// paused, or its limit's bucket is empty) without taking one.
-	TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, host string) (time.Duration, error)
+	// TakeOutboundTurn asks for the host's turn of one call now. A call
+	// that already holds a slot of the host's rate (OutboundTurn.Reserved
+	// from its last ask) only checks the host is not paused.
+	TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, host string, holdsSlot bool) (OutboundTurn, error)
 	// PauseOutboundHost holds the workspace's calls to host for wait from
 	// now, unless the workspace already has maxPaused other hosts paused;
 	// it reports whether it did.
 	PauseOutboundHost(ctx context.Context, workspaceID domain.ID, host string, wait time.Duration, maxPaused int) (bool, error)
+}
+
+// OutboundTurn answers a call asking for its host's turn.
+type OutboundTurn struct {
+	// Wait is how long the call waits before it goes; zero to go now.
+	Wait time.Duration
+	// Reserved is set when Wait is for a slot of the host's rate the call
+	// now holds (domain.OutboundLimit.Turn): after it, the call asks again
+	// only to check the host is not paused. Unset (the host is paused),
+	// it asks for a slot again after Wait.
+	Reserved bool
 }
 
 // RetryAfterError is an upstream's answer that asked, with Retry-After, to

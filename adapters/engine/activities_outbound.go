@@ -17,35 +17,43 @@ func WithOutboundGate(gate ports.OutboundGate) ActivitiesOption {
 	return func(a *Activities) { a.outbound = gate }
 }
 
-// OutboundTurnOutput is the host a node calls and how long it must wait
-// before asking for its turn again; zero when it has its turn.
-type OutboundTurnOutput struct {
-	Host string
-	Wait time.Duration
+// OutboundTurnInput asks for an HTTP node's turn at its host.
+type OutboundTurnInput struct {
+	Run RunNodeInput
+	// HoldsSlot is set when the node's last ask reserved a slot of the
+	// host's rate, which it now only checks the host's pause for.
+	HoldsSlot bool
 }
 
-// OutboundTurn names the host the node calls and takes its turn. A node
-// whose host cannot be told (its URL fails to resolve) goes at once, to
-// fail as it would have; so does every node when no gate is set.
-func (a *Activities) OutboundTurn(ctx context.Context, in RunNodeInput) (OutboundTurnOutput, error) {
-	target, ok := a.executors[in.Node.Type].(ports.OutboundTarget)
+// OutboundTurnOutput is how long the node waits before it asks again, and
+// whether it then holds a slot of the host's rate; zero Wait: it goes.
+type OutboundTurnOutput struct {
+	Wait     time.Duration
+	Reserved bool
+}
+
+// OutboundTurn names the host the node calls and asks for its turn. A
+// node whose host cannot be told (its URL fails to resolve) goes at once,
+// to fail as it would have; so does every node when no gate is set.
+func (a *Activities) OutboundTurn(ctx context.Context, in OutboundTurnInput) (OutboundTurnOutput, error) {
+	target, ok := a.executors[in.Run.Node.Type].(ports.OutboundTarget)
 	if !ok || a.outbound == nil {
 		return OutboundTurnOutput{}, nil
 	}
-	tc, err := templateContext(in)
+	tc, err := templateContext(in.Run)
 	if err != nil {
 		return OutboundTurnOutput{}, nil
 	}
-	host, ok := target.TargetHost(ports.NodeRun{Node: in.Node, Context: tc})
+	host, ok := target.TargetHost(ports.NodeRun{Node: in.Run.Node, Context: tc})
 	if !ok {
 		return OutboundTurnOutput{}, nil
 	}
-	ws, err := domain.ParseID(in.WorkspaceID)
+	ws, err := domain.ParseID(in.Run.WorkspaceID)
 	if err != nil {
 		return OutboundTurnOutput{}, temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
 	}
-	wait, err := a.outbound.TakeOutboundTurn(ctx, ws, host)
-	return OutboundTurnOutput{Host: host, Wait: wait}, err
+	turn, err := a.outbound.TakeOutboundTurn(ctx, ws, host, in.HoldsSlot)
+	return OutboundTurnOutput{Wait: turn.Wait, Reserved: turn.Reserved}, err
 }
 
 // OutboundPauseInput pauses a workspace's calls to a host.

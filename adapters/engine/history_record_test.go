@@ -56,7 +56,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 
-	var flaky atomic.Int32
+	var flaky, busy atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/orders":
@@ -65,6 +65,13 @@ func TestRecordHistories(t *testing.T) {
 		case "/flaky":
 			if flaky.Add(1) < 3 {
 				http.Error(w, "try later", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprint(w, `{"ok": true}`)
+		case "/busy":
+			if busy.Add(1) == 1 {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "slow down", http.StatusTooManyRequests)
 				return
 			}
 			fmt.Fprint(w, `{"ok": true}`)
@@ -224,6 +231,14 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionCompleted,
 		},
 		{
+			// An HTTP node whose first turn at its host waits 1 s (the
+			// host's rate), then answered 429 with Retry-After: 1: it
+			// pauses the host, waits the pause out and completes.
+			name:  "http_node_waits_for_its_host_turn_and_a_retry_after",
+			graph: fmt.Sprintf(`{"nodes": [{"key": "busy", "type": "HTTP_REQUEST", "config": {"url": "%s/busy"}}]}`, srv.URL),
+			want:  domain.ExecutionCompleted,
+		},
+		{
 			// The completion refused on every attempt: the execution is
 			// recorded FAILED without its last records.
 			name:          "completion_refused_then_recorded_failed",
@@ -320,6 +335,41 @@ func (r *refusedOnce) AcquireNodeSlot(_ context.Context, s ports.NodeSlot, _ int
 
 func (r *refusedOnce) ReleaseNodeSlot(context.Context, ports.NodeSlot) error { return nil }
 
+// firstTurnWaits makes each workspace+host's first turn wait a second and
+// keeps pauses in memory, so a recorded history takes both waits.
+type firstTurnWaits struct {
+	mu     sync.Mutex
+	tried  map[string]bool
+	paused map[string]time.Time
+}
+
+func (g *firstTurnWaits) TakeOutboundTurn(_ context.Context, ws domain.ID, host string, holdsSlot bool) (ports.OutboundTurn, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := ws.String() + "/" + host
+	if until, ok := g.paused[key]; ok && time.Until(until) > 0 {
+		return ports.OutboundTurn{Wait: time.Until(until)}, nil
+	}
+	if g.tried == nil {
+		g.tried = map[string]bool{}
+	}
+	if !g.tried[key] && !holdsSlot {
+		g.tried[key] = true
+		return ports.OutboundTurn{Wait: time.Second, Reserved: true}, nil
+	}
+	return ports.OutboundTurn{}, nil
+}
+
+func (g *firstTurnWaits) PauseOutboundHost(_ context.Context, ws domain.ID, host string, wait time.Duration, _ int) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.paused == nil {
+		g.paused = map[string]time.Time{}
+	}
+	g.paused[ws.String()+"/"+host] = time.Now().Add(wait)
+	return true, nil
+}
+
 // writeHistory fetches a closed workflow's history and writes it as the
 // JSON the replayer (and `temporal workflow show --output json`) uses.
 func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID, path string) {
@@ -349,7 +399,7 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID
 // newRecordingActivities are the activities the recorder's worker runs,
 // with the recorder's payload limit.
 func newRecordingActivities(store *memStore) *Activities {
-	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors(), WithNodeSlots(&refusedOnce{}))
+	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors(), WithNodeSlots(&refusedOnce{}), WithOutboundGate(&firstTurnWaits{}))
 	a.PayloadLimit = 1000
 	return a
 }

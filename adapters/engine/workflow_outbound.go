@@ -19,7 +19,8 @@ const outboundHostWaitVersion = "outbound-host-wait"
 // runOutbound runs an HTTP node under its workspace's limits for the host
 // it calls. Before each call it takes the host's turn (a local activity on
 // the shared state in Postgres), waiting on a durable timer, holding no
-// worker slot, while the host is paused or its rate has no room. It then
+// worker slot, for its slot of the host's rate or the end of the host's
+// pause. It then
 // runs the node as before (within the workspace's share when there is
 // one). An answer with a Retry-After pauses the host for the workspace and
 // sends the node back to wait for its turn, a new activity whose attempts
@@ -75,16 +76,19 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 }
 
 // waitForTurn takes the node's turn at its host, sleeping on a durable
-// timer for as long as the shared state says each time it has none.
+// timer for as long as the shared state says each time it has none: until
+// the slot of the host's rate it reserved, or the end of the host's pause.
 func (r *executionRun) waitForTurn(ctx workflow.Context, in RunNodeInput) error {
+	ask := OutboundTurnInput{Run: in}
 	for {
 		var turn OutboundTurnOutput
-		if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), outboundTurnActivity, in).Get(ctx, &turn); err != nil {
+		if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), outboundTurnActivity, ask).Get(ctx, &turn); err != nil {
 			return err
 		}
 		if turn.Wait <= 0 {
 			return nil
 		}
+		ask.HoldsSlot = turn.Reserved
 		if err := workflow.Sleep(ctx, turn.Wait); err != nil {
 			return err
 		}

@@ -83,17 +83,17 @@ func (s *Store) DeleteOutboundLimit(ctx context.Context, workspaceID domain.ID, 
 
 // TakeOutboundTurn reads a host without a limit without a lock (only its
 // pause can hold it); a host with one has its state row locked while the
-// turn is decided by domain.OutboundLimit.Turn on the database's clock, so
-// every worker moves the same bucket.
-func (s *Store) TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, host string) (time.Duration, error) {
-	var wait time.Duration
+// slot is reserved by domain.OutboundLimit.Turn on the database's clock,
+// so every worker moves the same bucket.
+func (s *Store) TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, host string, holdsSlot bool) (ports.OutboundTurn, error) {
+	var turn ports.OutboundTurn
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		key := dbsqlc.OutboundLimitExistsParams{WorkspaceID: workspaceID, Host: host}
 		limited, err := s.q.OutboundLimitExists(ctx, tx, key)
 		if err != nil {
 			return err
 		}
-		if !limited {
+		if !limited || holdsSlot {
 			p, err := s.q.OutboundHostPaused(ctx, tx, dbsqlc.OutboundHostPausedParams(key))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
@@ -102,7 +102,7 @@ func (s *Store) TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, hos
 				return err
 			}
 			if p.PausedUntil != nil && p.PausedUntil.After(p.Now) {
-				wait = p.PausedUntil.Sub(p.Now)
+				turn.Wait = p.PausedUntil.Sub(p.Now)
 			}
 			return nil
 		}
@@ -114,7 +114,7 @@ func (s *Store) TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, hos
 			return err
 		}
 		if h.PausedUntil != nil && h.PausedUntil.After(h.Now) {
-			wait = h.PausedUntil.Sub(h.Now)
+			turn.Wait = h.PausedUntil.Sub(h.Now)
 			return nil
 		}
 		if h.RatePerSecond <= 0 {
@@ -125,13 +125,11 @@ func (s *Store) TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, hos
 			next = *h.NextAt
 		}
 		l := domain.OutboundLimit{Host: host, RatePerSecond: h.RatePerSecond, Burst: int(h.Burst)}
-		next, wait = l.Turn(next, h.Now)
-		if wait > 0 {
-			return nil
-		}
+		next, turn.Wait = l.Turn(next, h.Now)
+		turn.Reserved = turn.Wait > 0
 		return s.q.OutboundHostSetNext(ctx, tx, dbsqlc.OutboundHostSetNextParams{WorkspaceID: workspaceID, Host: host, NextAt: &next})
 	})
-	return wait, err
+	return turn, err
 }
 
 // PauseOutboundHost pauses a host under the workspace's limit lock (the
