@@ -68,6 +68,7 @@ func TestOutboundTurnsHoldTheRateAcrossCallersAndWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	waits := make([]time.Duration, 20)
+	began := time.Now()
 	var wg sync.WaitGroup
 	for i := range waits {
 		wg.Go(func() {
@@ -79,6 +80,7 @@ func TestOutboundTurnsHoldTheRateAcrossCallersAndWorkspaces(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	asking := time.Since(began)
 	now, longest := 0, time.Duration(0)
 	for _, w := range waits {
 		if w == 0 {
@@ -86,10 +88,10 @@ func TestOutboundTurnsHoldTheRateAcrossCallersAndWorkspaces(t *testing.T) {
 		}
 		longest = max(longest, w)
 	}
-	// 16 reserved slots 100 ms apart: the last about 1.6 s away, less the
-	// time the 20 asks took.
-	if now != 4 || longest < 1300*time.Millisecond || longest > 1600*time.Millisecond {
-		t.Errorf("20 callers at 10/s, burst 4: %d went at once (want 4), the longest wait %s (want about 1.6s)", now, longest)
+	// 16 reserved slots 100 ms apart: the last 1.6 s after the first ask,
+	// so at most the time the 20 asks took less than 1.6 s away.
+	if now != 4 || longest < 1600*time.Millisecond-asking || longest > 1600*time.Millisecond {
+		t.Errorf("20 callers at 10/s, burst 4: %d went at once (want 4), the longest wait %s (want 1.6s less the %s the asks took)", now, longest, asking)
 	}
 
 	if ok, err := store.PauseOutboundHost(ctx, ws, host, 30*time.Second, 10); err != nil || !ok {

@@ -106,7 +106,8 @@ func TestARetryAfterPausesTheHostForItsWorkspaceOnly(t *testing.T) {
 // host to 4 calls a second with a burst of 2, and one execution fans out
 // 10 HTTP nodes to it. The calls arrive no faster than the rate: the first
 // to the last take at least (10-2)/4 = 2 s, and no window holds more than
-// the burst plus the rate's share of it.
+// the burst plus the rate's share of it, both up to the scheduling jitter
+// between a call's slot and its arrival.
 func TestAHostLimitHoldsTheWorkspacesCallsToItsRate(t *testing.T) {
 	const calls, rate, burst = 10, 4.0, 2
 	var h hits
@@ -141,9 +142,12 @@ func TestAHostLimitHoldsTheWorkspacesCallsToItsRate(t *testing.T) {
 	want := time.Duration(float64(calls-burst) / rate * float64(time.Second))
 	t.Logf("%d calls at %g/s with a burst of %d: first to last %s (bound %s), enqueue to COMPLETED %s",
 		calls, rate, burst, span.Round(time.Millisecond), want, took.Round(time.Millisecond))
-	// The turn is decided on the database's clock before the call is
-	// sent; 100 ms allows for the calls' differing paths to the server.
-	const jitter = 100 * time.Millisecond
+	// Each call's slot is reserved on the database's clock; the call then
+	// goes when its timer fires and its activity is scheduled and polled,
+	// which takes longer for some calls than others. jitter bounds that
+	// difference on a loaded test machine: calls at their slots arrive
+	// up to it apart from where the rate put them.
+	const jitter = 500 * time.Millisecond
 	if span < want-jitter {
 		t.Errorf("%d calls took %s from first to last, under (N-burst)/rate = %s", calls, span, want)
 	}
