@@ -17,7 +17,9 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// HTTPRequest runs HTTP_REQUEST nodes. A 4xx answer is a permanent failure;
+// HTTPRequest runs HTTP_REQUEST nodes. A 429 or 503 with a Retry-After it
+// can read is a ports.RetryAfterError, which the engine waits out without
+// spending an attempt. Otherwise a 4xx answer is a permanent failure;
 // a 5xx, a timeout or a network error is returned as retryable so that
 // Temporal retries it with backoff. A target the network guard refuses, a
 // redirect past MaxRedirects and an answer over a size limit are permanent.
