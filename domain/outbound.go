@@ -129,6 +129,26 @@ func (l OutboundLimit) Turn(next, now time.Time) (newNext time.Time, wait time.D
 	return next.Add(interval), max(allowAt.Sub(now), 0)
 }
 
+// Admit is the limit's rule at the moment a call is sent, without a
+// reservation: sent is the bucket of calls actually sent (as next in
+// Turn). A call may go when sent is at most Burst-1 intervals ahead of
+// now, and then moves it one interval on; otherwise it waits the given
+// time and sent is left as it is. Slots reserved by Turn are reached
+// when a timer fires and a worker polls, later for some calls than for
+// others; Admit, checked just before each call goes, keeps the calls as
+// they arrive upstream within the rate too.
+func (l OutboundLimit) Admit(sent, now time.Time) (newSent time.Time, wait time.Duration) {
+	interval := l.Interval()
+	if sent.Before(now) {
+		sent = now
+	}
+	allowAt := sent.Add(-time.Duration(l.Burst-1) * interval)
+	if allowAt.After(now) {
+		return sent, allowAt.Sub(now)
+	}
+	return sent.Add(interval), 0
+}
+
 // OutboundPauses bound how long an upstream's Retry-After holds a
 // workspace's calls to its host.
 type OutboundPauses struct {

@@ -100,3 +100,18 @@ func TestParseOutboundHostCanonicalises(t *testing.T) {
 		}
 	}
 }
+
+func TestOutboundAdmitRefusesWithoutMovingTheBucket(t *testing.T) {
+	t.Parallel()
+	l := domain.OutboundLimit{RatePerSecond: 4, Burst: 2}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	sent, w1 := l.Admit(time.Time{}, now)
+	sent, w2 := l.Admit(sent, now)
+	after, w3 := l.Admit(sent, now)
+	if w1 != 0 || w2 != 0 || w3 != 250*time.Millisecond || !after.Equal(sent) {
+		t.Fatalf("burst of 2 at 4/s: waits %v %v %v, bucket moved %v; want 0 0 250ms and unmoved", w1, w2, w3, !after.Equal(sent))
+	}
+	if _, w := l.Admit(sent, now.Add(250*time.Millisecond)); w != 0 {
+		t.Errorf("after its wait the call still waits %v", w)
+	}
+}

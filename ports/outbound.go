@@ -32,6 +32,10 @@ type OutboundGate interface {
 	// that already holds a slot of the host's rate (OutboundTurn.Reserved
 	// from its last ask) only checks the host is not paused.
 	TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, host string, holdsSlot bool) (OutboundTurn, error)
+	// AdmitOutboundCall is asked just before a call is sent: zero lets it
+	// go now, counted; otherwise it waits that long (the host is paused,
+	// or calls sent are ahead of the rate) and asks again, uncounted.
+	AdmitOutboundCall(ctx context.Context, workspaceID domain.ID, host string) (time.Duration, error)
 	// PauseOutboundHost holds the workspace's calls to host for wait from
 	// now, unless the workspace already has maxPaused other hosts paused;
 	// it reports whether it did.

@@ -32,6 +32,9 @@ type RunNodeInput struct {
 	Node        domain.Node
 	Input       json.RawMessage
 	Steps       map[string]json.RawMessage
+	// OutboundAdmit has the activity admit its call at the host's rate
+	// just before it goes (executions under outboundHostWaitVersion).
+	OutboundAdmit bool `json:",omitempty"`
 	// size is the bytes of data the input carries, its config and what its
 	// templates read, as the workflow measured them; not sent.
 	size int
@@ -223,6 +226,9 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	defer stop()
 	go heartbeat(hbCtx)
 
+	if err := a.admitOutbound(ctx, in); err != nil {
+		return RunNodeOutput{}, err
+	}
 	input, out, err := a.runNode(ctx, in)
 	if err != nil {
 		return RunNodeOutput{}, err

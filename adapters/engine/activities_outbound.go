@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -36,15 +37,10 @@ type OutboundTurnOutput struct {
 // node whose host cannot be told (its URL fails to resolve) goes at once,
 // to fail as it would have; so does every node when no gate is set.
 func (a *Activities) OutboundTurn(ctx context.Context, in OutboundTurnInput) (OutboundTurnOutput, error) {
-	target, ok := a.executors[in.Run.Node.Type].(ports.OutboundTarget)
-	if !ok || a.outbound == nil {
+	if a.outbound == nil {
 		return OutboundTurnOutput{}, nil
 	}
-	tc, err := templateContext(in.Run)
-	if err != nil {
-		return OutboundTurnOutput{}, nil
-	}
-	host, ok := target.TargetHost(ports.NodeRun{Node: in.Run.Node, Context: tc})
+	host, ok := a.targetHost(in.Run)
 	if !ok {
 		return OutboundTurnOutput{}, nil
 	}
@@ -54,6 +50,60 @@ func (a *Activities) OutboundTurn(ctx context.Context, in OutboundTurnInput) (Ou
 	}
 	turn, err := a.outbound.TakeOutboundTurn(ctx, ws, host, in.HoldsSlot)
 	return OutboundTurnOutput{Wait: turn.Wait, Reserved: turn.Reserved}, err
+}
+
+// outboundWaitErrorType is the application error type of an HTTP node
+// whose call was not admitted at its host's rate just before it went; its
+// details are the time.Duration to wait.
+const outboundWaitErrorType = "outbound_wait"
+
+// admitOutbound admits the node's call at its host just before it goes,
+// when the workflow asks for it: a call refused ends the activity with a
+// non-retryable outboundWaitErrorType error, which the workflow waits out
+// on a timer before it runs the node again, spending no attempt.
+func (a *Activities) admitOutbound(ctx context.Context, in RunNodeInput) error {
+	if !in.OutboundAdmit || a.outbound == nil {
+		return nil
+	}
+	host, ok := a.targetHost(in)
+	if !ok {
+		return nil
+	}
+	ws, err := domain.ParseID(in.WorkspaceID)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
+	}
+	wait, err := a.outbound.AdmitOutboundCall(ctx, ws, host)
+	if err != nil || wait <= 0 {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("waiting %s for the rate of %s", wait, host), outboundWaitErrorType, nil, wait)
+}
+
+// targetHost is the host the node calls, when its executor can tell.
+func (a *Activities) targetHost(in RunNodeInput) (string, bool) {
+	target, ok := a.executors[in.Node.Type].(ports.OutboundTarget)
+	if !ok {
+		return "", false
+	}
+	tc, err := templateContext(in)
+	if err != nil {
+		return "", false
+	}
+	return target.TargetHost(ports.NodeRun{Node: in.Node, Context: tc})
+}
+
+// outboundWaitOf reads a node activity's error as a refused admission.
+func outboundWaitOf(err error) (time.Duration, bool) {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != outboundWaitErrorType {
+		return 0, false
+	}
+	var wait time.Duration
+	if app.Details(&wait) != nil {
+		return 0, false
+	}
+	return wait, true
 }
 
 // OutboundPauseInput pauses a workspace's calls to a host.

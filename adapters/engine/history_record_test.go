@@ -232,7 +232,8 @@ func TestRecordHistories(t *testing.T) {
 		},
 		{
 			// An HTTP node whose first turn at its host waits 1 s (the
-			// host's rate), then answered 429 with Retry-After: 1: it
+			// host's rate) and whose first call is not admitted as it
+			// goes (0.5 s), then answered 429 with Retry-After: 1: it
 			// pauses the host, waits the pause out and completes.
 			name:  "http_node_waits_for_its_host_turn_and_a_retry_after",
 			graph: fmt.Sprintf(`{"nodes": [{"key": "busy", "type": "HTTP_REQUEST", "config": {"url": "%s/busy"}}]}`, srv.URL),
@@ -336,11 +337,13 @@ func (r *refusedOnce) AcquireNodeSlot(_ context.Context, s ports.NodeSlot, _ int
 func (r *refusedOnce) ReleaseNodeSlot(context.Context, ports.NodeSlot) error { return nil }
 
 // firstTurnWaits makes each workspace+host's first turn wait a second and
-// keeps pauses in memory, so a recorded history takes both waits.
+// its first call's admission half a second, and keeps pauses in memory,
+// so a recorded history takes every wait.
 type firstTurnWaits struct {
-	mu     sync.Mutex
-	tried  map[string]bool
-	paused map[string]time.Time
+	mu       sync.Mutex
+	tried    map[string]bool
+	admitted map[string]bool
+	paused   map[string]time.Time
 }
 
 func (g *firstTurnWaits) TakeOutboundTurn(_ context.Context, ws domain.ID, host string, holdsSlot bool) (ports.OutboundTurn, error) {
@@ -358,6 +361,20 @@ func (g *firstTurnWaits) TakeOutboundTurn(_ context.Context, ws domain.ID, host 
 		return ports.OutboundTurn{Wait: time.Second, Reserved: true}, nil
 	}
 	return ports.OutboundTurn{}, nil
+}
+
+func (g *firstTurnWaits) AdmitOutboundCall(_ context.Context, ws domain.ID, host string) (time.Duration, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := ws.String() + "/" + host
+	if g.admitted == nil {
+		g.admitted = map[string]bool{}
+	}
+	if !g.admitted[key] {
+		g.admitted[key] = true
+		return 500 * time.Millisecond, nil
+	}
+	return 0, nil
 }
 
 func (g *firstTurnWaits) PauseOutboundHost(_ context.Context, ws domain.ID, host string, wait time.Duration, _ int) (bool, error) {

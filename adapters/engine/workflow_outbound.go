@@ -20,9 +20,10 @@ const outboundHostWaitVersion = "outbound-host-wait"
 // it calls. Before each call it takes the host's turn (a local activity on
 // the shared state in Postgres), waiting on a durable timer, holding no
 // worker slot, for its slot of the host's rate or the end of the host's
-// pause. It then
-// runs the node as before (within the workspace's share when there is
-// one). An answer with a Retry-After pauses the host for the workspace and
+// pause. It then runs the node as before (within the workspace's share
+// when there is one), its activity admitting the call at the rate just
+// before it goes: one refused there (its timer fired late, beside others)
+// waits again on a timer and runs again, spending no attempt. An answer with a Retry-After pauses the host for the workspace and
 // sends the node back to wait for its turn, a new activity whose attempts
 // start again, since no attempt was at fault; the node's Retry-After waits
 // together are bounded by OutboundPauses.Max, past which it fails naming
@@ -30,12 +31,15 @@ const outboundHostWaitVersion = "outbound-host-wait"
 func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
 	f, settle := workflow.NewFuture(r.ctx)
 	pauses := r.limits.OutboundPauses.WithDefaults()
+	in.OutboundAdmit = true
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		var waited time.Duration
-		for {
-			if err := r.waitForTurn(ctx, in); err != nil {
-				settle.SetError(err)
-				return
+		for needTurn := true; ; {
+			if needTurn {
+				if err := r.waitForTurn(ctx, in); err != nil {
+					settle.SetError(err)
+					return
+				}
 			}
 			var out RunNodeOutput
 			var err error
@@ -44,6 +48,17 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 			} else {
 				err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in).Get(ctx, &out)
 			}
+			if wait, ok := outboundWaitOf(err); ok {
+				// Not admitted as it went: it keeps its turn and goes
+				// again after the wait.
+				needTurn = false
+				if err := workflow.Sleep(ctx, wait); err != nil {
+					settle.SetError(err)
+					return
+				}
+				continue
+			}
+			needTurn = true
 			ra, ok := retryAfterOf(err)
 			if !ok {
 				settle.Set(out, err)

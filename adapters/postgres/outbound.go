@@ -81,19 +81,50 @@ func (s *Store) DeleteOutboundLimit(ctx context.Context, workspaceID domain.ID, 
 	return nil
 }
 
-// TakeOutboundTurn reads a host without a limit without a lock (only its
-// pause can hold it); a host with one has its state row locked while the
-// slot is reserved by domain.OutboundLimit.Turn on the database's clock,
-// so every worker moves the same bucket.
+// TakeOutboundTurn reserves the call's slot of the host's rate with
+// domain.OutboundLimit.Turn (see outboundHost for the locking); a call that
+// holds one already only checks the pause.
 func (s *Store) TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, host string, holdsSlot bool) (ports.OutboundTurn, error) {
 	var turn ports.OutboundTurn
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.outboundHost(ctx, workspaceID, host, holdsSlot, func(tx pgx.Tx, l domain.OutboundLimit, h dbsqlc.OutboundHostLockRow) error {
+		next, wait := l.Turn(deref(h.NextAt), h.Now)
+		turn = ports.OutboundTurn{Wait: wait, Reserved: wait > 0}
+		return s.q.OutboundHostSetNext(ctx, tx, dbsqlc.OutboundHostSetNextParams{WorkspaceID: workspaceID, Host: host, NextAt: &next})
+	}, &turn.Wait)
+	return turn, err
+}
+
+// AdmitOutboundCall admits a call about to be sent with
+// domain.OutboundLimit.Admit (see outboundHost for the locking).
+func (s *Store) AdmitOutboundCall(ctx context.Context, workspaceID domain.ID, host string) (time.Duration, error) {
+	var wait time.Duration
+	err := s.outboundHost(ctx, workspaceID, host, false, func(tx pgx.Tx, l domain.OutboundLimit, h dbsqlc.OutboundHostLockRow) error {
+		var sent time.Time
+		sent, wait = l.Admit(deref(h.SentNextAt), h.Now)
+		if wait > 0 {
+			return nil
+		}
+		return s.q.OutboundHostSetSent(ctx, tx, dbsqlc.OutboundHostSetSentParams{WorkspaceID: workspaceID, Host: host, SentNextAt: &sent})
+	}, &wait)
+	return wait, err
+}
+
+// outboundHost runs one decision on a workspace's host in a transaction.
+// A host without a limit, or a call that only checks the pause, reads the
+// row without a lock: only a pause can hold it, whose remaining time goes
+// to *paused. A host with a limit has its row locked, and a pause ends the
+// decision the same way; otherwise decide runs with the limit and the row
+// as read with the database's clock, so every worker moves the same
+// buckets.
+func (s *Store) outboundHost(ctx context.Context, workspaceID domain.ID, host string, pauseOnly bool,
+	decide func(pgx.Tx, domain.OutboundLimit, dbsqlc.OutboundHostLockRow) error, paused *time.Duration) error {
+	return s.withTx(ctx, func(tx pgx.Tx) error {
 		key := dbsqlc.OutboundLimitExistsParams{WorkspaceID: workspaceID, Host: host}
 		limited, err := s.q.OutboundLimitExists(ctx, tx, key)
 		if err != nil {
 			return err
 		}
-		if !limited || holdsSlot {
+		if !limited || pauseOnly {
 			p, err := s.q.OutboundHostPaused(ctx, tx, dbsqlc.OutboundHostPausedParams(key))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
@@ -102,7 +133,7 @@ func (s *Store) TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, hos
 				return err
 			}
 			if p.PausedUntil != nil && p.PausedUntil.After(p.Now) {
-				turn.Wait = p.PausedUntil.Sub(p.Now)
+				*paused = p.PausedUntil.Sub(p.Now)
 			}
 			return nil
 		}
@@ -114,22 +145,22 @@ func (s *Store) TakeOutboundTurn(ctx context.Context, workspaceID domain.ID, hos
 			return err
 		}
 		if h.PausedUntil != nil && h.PausedUntil.After(h.Now) {
-			turn.Wait = h.PausedUntil.Sub(h.Now)
+			*paused = h.PausedUntil.Sub(h.Now)
 			return nil
 		}
 		if h.RatePerSecond <= 0 {
 			return nil // the limit went between the two reads
 		}
-		var next time.Time
-		if h.NextAt != nil {
-			next = *h.NextAt
-		}
-		l := domain.OutboundLimit{Host: host, RatePerSecond: h.RatePerSecond, Burst: int(h.Burst)}
-		next, turn.Wait = l.Turn(next, h.Now)
-		turn.Reserved = turn.Wait > 0
-		return s.q.OutboundHostSetNext(ctx, tx, dbsqlc.OutboundHostSetNextParams{WorkspaceID: workspaceID, Host: host, NextAt: &next})
+		return decide(tx, domain.OutboundLimit{Host: host, RatePerSecond: h.RatePerSecond, Burst: int(h.Burst)}, h)
 	})
-	return turn, err
+}
+
+// deref is *t, or the zero time for nil.
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // PauseOutboundHost pauses a host under the workspace's limit lock (the

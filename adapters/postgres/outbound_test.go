@@ -55,16 +55,18 @@ func TestOutboundLimitsPerWorkspaceAreBounded(t *testing.T) {
 }
 
 // TestOutboundTurnsHoldTheRateAcrossCallersAndWorkspaces: 20 concurrent
-// callers of one workspace at 10/s with a burst of 4 get 4 turns at once
-// and the rest reserved slots 100 ms apart; a pause holds the workspace's
-// calls to the host (a slot holder too) and no other workspace's.
+// callers of one workspace at one call per 100 s with a burst of 4 get 4
+// turns at once and the rest reserved slots 100 s apart (a rate this slow
+// keeps the test's own time out of the figures); calls as they go are
+// admitted the same way; a pause holds the workspace's calls to the host
+// (a slot holder too) and no other workspace's.
 func TestOutboundTurnsHoldTheRateAcrossCallersAndWorkspaces(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
 	ws, other := newOutboundWorkspace(t, store), newOutboundWorkspace(t, store)
 	const host = "api.example"
-	if _, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: host, RatePerSecond: 10, Burst: 4}, 10); err != nil {
+	if _, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: host, RatePerSecond: 0.01, Burst: 4}, 10); err != nil {
 		t.Fatal(err)
 	}
 	waits := make([]time.Duration, 20)
@@ -88,10 +90,21 @@ func TestOutboundTurnsHoldTheRateAcrossCallersAndWorkspaces(t *testing.T) {
 		}
 		longest = max(longest, w)
 	}
-	// 16 reserved slots 100 ms apart: the last 1.6 s after the first ask,
-	// so at most the time the 20 asks took less than 1.6 s away.
-	if now != 4 || longest < 1600*time.Millisecond-asking || longest > 1600*time.Millisecond {
-		t.Errorf("20 callers at 10/s, burst 4: %d went at once (want 4), the longest wait %s (want 1.6s less the %s the asks took)", now, longest, asking)
+	// 16 reserved slots 100 s apart: the last 1,600 s after the first
+	// ask, so at most the time the 20 asks took less than that away.
+	if now != 4 || longest < 1600*time.Second-asking || longest > 1600*time.Second {
+		t.Errorf("20 callers at 0.01/s, burst 4: %d went at once (want 4), the longest wait %s (want 1600s less the %s the asks took)", now, longest, asking)
+	}
+
+	// Calls as they go are admitted at the rate: the burst, then none
+	// until an interval has passed.
+	for i := range 4 {
+		if wait, err := store.AdmitOutboundCall(ctx, ws, host); err != nil || wait != 0 {
+			t.Fatalf("admitting call %d of the burst: %v, %v", i+1, wait, err)
+		}
+	}
+	if wait, err := store.AdmitOutboundCall(ctx, ws, host); err != nil || wait < 99*time.Second || wait > 100*time.Second {
+		t.Errorf("a fifth call at once: wait %v, %v; want about 100s", wait, err)
 	}
 
 	if ok, err := store.PauseOutboundHost(ctx, ws, host, 30*time.Second, 10); err != nil || !ok {
@@ -102,6 +115,9 @@ func TestOutboundTurnsHoldTheRateAcrossCallersAndWorkspaces(t *testing.T) {
 		if err != nil || turn.Wait < 29*time.Second || turn.Reserved {
 			t.Errorf("paused host, holding a slot %v: %+v, %v; want a wait of about 30s and no slot", holds, turn, err)
 		}
+	}
+	if wait, err := store.AdmitOutboundCall(ctx, ws, host); err != nil || wait < 29*time.Second {
+		t.Errorf("a call going to the paused host: wait %v, %v; want about 30s", wait, err)
 	}
 	if turn, err := store.TakeOutboundTurn(ctx, other, host, false); err != nil || turn.Wait != 0 {
 		t.Errorf("another workspace's call to the paused host: %+v, %v; want it to go at once", turn, err)

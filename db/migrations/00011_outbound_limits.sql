@@ -12,8 +12,9 @@ CREATE TABLE workspace_outbound_limits (
 );
 
 -- The shared state of a workspace's calls to one host, which every worker
--- reads and moves under the row's lock: next_at is the rate's bucket (see
--- domain.OutboundLimit.Turn), paused_until the end of the pause an
+-- reads and moves under the row's lock: next_at is the rate's bucket of
+-- reserved slots (domain.OutboundLimit.Turn), sent_next_at its bucket of
+-- calls sent (domain.OutboundLimit.Admit), paused_until the end of the pause an
 -- upstream's Retry-After asked for. A row exists while the host has a
 -- limit or a pause; a pause row of a host without a limit is dropped once
 -- it has passed.
@@ -21,6 +22,7 @@ CREATE TABLE workspace_outbound_hosts (
     workspace_id  uuid NOT NULL REFERENCES workspaces (id) ON DELETE CASCADE,
     host          text NOT NULL CHECK (length(host) BETWEEN 1 AND 253),
     next_at       timestamptz,
+    sent_next_at  timestamptz,
     paused_until  timestamptz,
     PRIMARY KEY (workspace_id, host)
 );

@@ -33,7 +33,7 @@ ON CONFLICT (workspace_id, host) DO NOTHING;
 -- The host's limit (rate 0 for none), its state locked until commit, and
 -- the database's clock, the one clock every worker's turn is measured by.
 SELECT coalesce(l.rate_per_second, 0)::float8 AS rate_per_second, coalesce(l.burst, 0)::int AS burst,
-       h.next_at, h.paused_until, clock_timestamp()::timestamptz AS now
+       h.next_at, h.sent_next_at, h.paused_until, clock_timestamp()::timestamptz AS now
 FROM workspace_outbound_hosts h
 LEFT JOIN workspace_outbound_limits l ON l.workspace_id = h.workspace_id AND l.host = h.host
 WHERE h.workspace_id = @workspace_id AND h.host = @host
@@ -67,3 +67,6 @@ VALUES (@workspace_id, @host, clock_timestamp() + make_interval(secs => @wait_se
 ON CONFLICT (workspace_id, host) DO UPDATE
 SET paused_until = greatest(workspace_outbound_hosts.paused_until, EXCLUDED.paused_until)
 RETURNING paused_until;
+
+-- name: OutboundHostSetSent :exec
+UPDATE workspace_outbound_hosts SET sent_next_at = @sent_next_at WHERE workspace_id = @workspace_id AND host = @host;

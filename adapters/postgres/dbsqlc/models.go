@@ -131,6 +131,7 @@ type WorkspaceOutboundHost struct {
 	WorkspaceID domain.ID
 	Host        string
 	NextAt      *time.Time
+	SentNextAt  *time.Time
 	PausedUntil *time.Time
 }
 

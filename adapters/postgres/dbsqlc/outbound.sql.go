@@ -31,7 +31,7 @@ func (q *Queries) OutboundHostEnsure(ctx context.Context, db DBTX, arg OutboundH
 
 const outboundHostLock = `-- name: OutboundHostLock :one
 SELECT coalesce(l.rate_per_second, 0)::float8 AS rate_per_second, coalesce(l.burst, 0)::int AS burst,
-       h.next_at, h.paused_until, clock_timestamp()::timestamptz AS now
+       h.next_at, h.sent_next_at, h.paused_until, clock_timestamp()::timestamptz AS now
 FROM workspace_outbound_hosts h
 LEFT JOIN workspace_outbound_limits l ON l.workspace_id = h.workspace_id AND l.host = h.host
 WHERE h.workspace_id = $1 AND h.host = $2
@@ -47,6 +47,7 @@ type OutboundHostLockRow struct {
 	RatePerSecond float64
 	Burst         int32
 	NextAt        *time.Time
+	SentNextAt    *time.Time
 	PausedUntil   *time.Time
 	Now           time.Time
 }
@@ -60,6 +61,7 @@ func (q *Queries) OutboundHostLock(ctx context.Context, db DBTX, arg OutboundHos
 		&i.RatePerSecond,
 		&i.Burst,
 		&i.NextAt,
+		&i.SentNextAt,
 		&i.PausedUntil,
 		&i.Now,
 	)
@@ -125,6 +127,21 @@ type OutboundHostSetNextParams struct {
 
 func (q *Queries) OutboundHostSetNext(ctx context.Context, db DBTX, arg OutboundHostSetNextParams) error {
 	_, err := db.Exec(ctx, outboundHostSetNext, arg.NextAt, arg.WorkspaceID, arg.Host)
+	return err
+}
+
+const outboundHostSetSent = `-- name: OutboundHostSetSent :exec
+UPDATE workspace_outbound_hosts SET sent_next_at = $1 WHERE workspace_id = $2 AND host = $3
+`
+
+type OutboundHostSetSentParams struct {
+	SentNextAt  *time.Time
+	WorkspaceID domain.ID
+	Host        string
+}
+
+func (q *Queries) OutboundHostSetSent(ctx context.Context, db DBTX, arg OutboundHostSetSentParams) error {
+	_, err := db.Exec(ctx, outboundHostSetSent, arg.SentNextAt, arg.WorkspaceID, arg.Host)
 	return err
 }
 
