@@ -5159,9 +5159,9 @@ var swaggerSpec = []string{
 	"L54mH9oX86fY126QKQw7G13APOfu+sCPuFO28SiFvkR8VHliZ2ZfW7e6wRvi+v2NsBhGH14YKLv14jAf",
 	"9mxxA02P9JYA7T9UOAe8eyY/0PjEg+4Rt40c60/tK/t5rg4fPfOSsvdau8XThCdunvITmLK3syPx1cJm",
 	"DNcOIrnDuGqY4bXxcWq+rU4XLYiUxBwkXhNzvVbTgEZlspQIyh8WD4b++QndEnjRqsohJvQKq+NL7z32",
-	"dnZSHtEU9eOXrZct9G3YRRf0aWCU2dag5rpPU8rQ4JuvV5UV6niurDek6TAYCYiBqYSm/hy5c696hvnX",
-	"5zxoFpqd+9P6XaEXZ7YNyRI2CsmNVsTxNWMWuxqIcq6JN62X2r04q2NmOJNwp+p9bU/17tPd/wsAAP//",
-	"QCYPHzS3AAA=",
+	"dnZSHtEU9eOXrZct9G3YRRf0aWCU2dag5rpPU8rQ4JuvV5UV6niurDek6TAYCYiBqYSm/hy5c29xhoMS",
+	"PzYurykWE+dKvu3XVaGqekvMM+tqWOffufP2vdBW3Z/d7z+9OLNtfZawUUhutMqP7yaz2FVblLNavGm9",
+	"JPLFWR3bxJmEuz/e1/b+3H26+38BAAD//8bd636etwAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
