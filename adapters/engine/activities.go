@@ -226,7 +226,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	defer stop()
 	go heartbeat(hbCtx)
 
-	if err := a.admitOutbound(ctx, in); err != nil {
+	if err = a.admitOutbound(ctx, in); err != nil {
 		return RunNodeOutput{}, err
 	}
 	input, out, err := a.runNode(ctx, in)

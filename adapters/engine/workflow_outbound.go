@@ -52,7 +52,7 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 				// Not admitted as it went: it keeps its turn and goes
 				// again after the wait.
 				needTurn = false
-				if err := workflow.Sleep(ctx, wait); err != nil {
+				if err = workflow.Sleep(ctx, wait); err != nil {
 					settle.SetError(err)
 					return
 				}

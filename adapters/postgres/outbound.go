@@ -46,12 +46,12 @@ func (s *Store) PutOutboundLimit(ctx context.Context, workspaceID domain.ID, l d
 			return err
 		}
 		if !exists {
-			n, err := s.q.OutboundLimitsCount(ctx, tx, workspaceID)
-			if err != nil {
-				return err
+			n, countErr := s.q.OutboundLimitsCount(ctx, tx, workspaceID)
+			if countErr != nil {
+				return countErr
 			}
-			if err := domain.CheckOutboundLimits(int(n), maxLimits); err != nil {
-				return err
+			if quotaErr := domain.CheckOutboundLimits(int(n), maxLimits); quotaErr != nil {
+				return quotaErr
 			}
 		}
 		r, err := s.q.OutboundLimitPut(ctx, tx, dbsqlc.OutboundLimitPutParams{
@@ -125,19 +125,19 @@ func (s *Store) outboundHost(ctx context.Context, workspaceID domain.ID, host st
 			return err
 		}
 		if !limited || pauseOnly {
-			p, err := s.q.OutboundHostPaused(ctx, tx, dbsqlc.OutboundHostPausedParams(key))
-			if errors.Is(err, pgx.ErrNoRows) {
+			p, readErr := s.q.OutboundHostPaused(ctx, tx, dbsqlc.OutboundHostPausedParams(key))
+			if errors.Is(readErr, pgx.ErrNoRows) {
 				return nil
 			}
-			if err != nil {
-				return err
+			if readErr != nil {
+				return readErr
 			}
 			if p.PausedUntil != nil && p.PausedUntil.After(p.Now) {
 				*paused = p.PausedUntil.Sub(p.Now)
 			}
 			return nil
 		}
-		if err := s.q.OutboundHostEnsure(ctx, tx, dbsqlc.OutboundHostEnsureParams(key)); err != nil {
+		if err = s.q.OutboundHostEnsure(ctx, tx, dbsqlc.OutboundHostEnsureParams(key)); err != nil {
 			return err
 		}
 		h, err := s.q.OutboundHostLock(ctx, tx, dbsqlc.OutboundHostLockParams(key))
