@@ -178,10 +178,37 @@ type Edge struct {
 	When *bool  `json:"when,omitempty"`
 }
 
+// EnqueueBatchItem defines model for EnqueueBatchItem.
+type EnqueueBatchItem struct {
+	// IdempotencyKey As the `Idempotency-Key` header of a single enqueue, per item; distinct within a batch.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Input Available to templates as `input`.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
+	Priority  *int       `json:"priority,omitempty"`
+}
+
+// EnqueueExecutionBatchRequest defines model for EnqueueExecutionBatchRequest.
+type EnqueueExecutionBatchRequest struct {
+	Items                []EnqueueBatchItem `json:"items"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
 	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
 	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -189,10 +216,24 @@ type EnqueueExecutionRequest struct {
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
+// EnqueuedBatchItem defines model for EnqueuedBatchItem.
+type EnqueuedBatchItem struct {
+	QueueID openapi_types.UUID `json:"queueId"`
+
+	// Replayed The key was used before with the same content; this is the original item.
+	Replayed bool        `json:"replayed"`
+	Status   QueueStatus `json:"status"`
+}
+
 // EnqueuedExecution defines model for EnqueuedExecution.
 type EnqueuedExecution struct {
 	QueueID openapi_types.UUID `json:"queueId"`
 	Status  QueueStatus        `json:"status"`
+}
+
+// EnqueuedExecutionBatch defines model for EnqueuedExecutionBatch.
+type EnqueuedExecutionBatch struct {
+	Items []EnqueuedBatchItem `json:"items"`
 }
 
 // Execution defines model for Execution.
@@ -494,6 +535,9 @@ type CreateDefinitionVersionJSONRequestBody = CreateVersionRequest
 // EnqueueExecutionJSONRequestBody defines body for EnqueueExecution for application/json ContentType.
 type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
+// EnqueueExecutionBatchJSONRequestBody defines body for EnqueueExecutionBatch for application/json ContentType.
+type EnqueueExecutionBatchJSONRequestBody = EnqueueExecutionBatchRequest
+
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 
@@ -529,6 +573,9 @@ type ServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(w http.ResponseWriter, r *http.Request, params EnqueueExecutionParams)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
@@ -911,6 +958,26 @@ func (siw *ServerInterfaceWrapper) EnqueueExecution(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.EnqueueExecution(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// EnqueueExecutionBatch operation middleware
+func (siw *ServerInterfaceWrapper) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EnqueueExecutionBatch(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1539,6 +1606,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}/versions/{version}", wrapper.GetDefinitionVersion)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions", wrapper.ListExecutions)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start-batch", wrapper.EnqueueExecutionBatch)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
@@ -2421,6 +2489,124 @@ type EnqueueExecution503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response EnqueueExecution503ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EnqueueExecutionBatchRequestObject struct {
+	Body *EnqueueExecutionBatchJSONRequestBody
+}
+
+type EnqueueExecutionBatchResponseObject interface {
+	VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error
+}
+
+type EnqueueExecutionBatch202JSONResponse EnqueuedExecutionBatch
+
+func (response EnqueueExecutionBatch202JSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -3744,6 +3930,9 @@ type StrictServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(ctx context.Context, request EnqueueExecutionRequestObject) (EnqueueExecutionResponseObject, error)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(ctx context.Context, request EnqueueExecutionBatchRequestObject) (EnqueueExecutionBatchResponseObject, error)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(ctx context.Context, request GetExecutionRequestObject) (GetExecutionResponseObject, error)
@@ -4041,6 +4230,37 @@ func (sh *strictHandler) EnqueueExecution(w http.ResponseWriter, r *http.Request
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(EnqueueExecutionResponseObject); ok {
 		if err := validResponse.VisitEnqueueExecutionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// EnqueueExecutionBatch operation middleware
+func (sh *strictHandler) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+	var request EnqueueExecutionBatchRequestObject
+
+	var body EnqueueExecutionBatchJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EnqueueExecutionBatch(ctx, request.(EnqueueExecutionBatchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnqueueExecutionBatch")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EnqueueExecutionBatchResponseObject); ok {
+		if err := validResponse.VisitEnqueueExecutionBatchResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4458,132 +4678,143 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x963Lbttboq2B4zkyS2dTVci7yLzdxUp86jms7u+e0ytQQuSRhmwJUALSievwc54G+",
-	"F/sGNxKkKImynLjJl5k9u44NAgsLWPcLboOITWeMApUi6N8GM8zxFCRw/a/XKReMq59iEBEnM0kYDfrB",
-	"5QTQFYXP0gy4QmyE5ATQjMMNYalAMzyGZhAGRI3+KwW+CMKA4ikE/SAyk4aBiCYwxWr2Kf58AnQsJ0G/",
-	"226HgVzM1EghOaHj4O4uDN7AiFCilj+Oq+GZM349StgcxdnQJwKROANjhuUkhyL2JwwDDn+lhEMc9CVP",
-	"wYdtxPgUy6AfpClRI5dhO/oMUboONHAD1gEE3iy7wXNCpkQuQ3KGx4AE+XvlwST6O3+tGEY4TWTQ32+H",
-	"6pDINJ3aI5oSav7VyUAgVMIYuIbhN8avxQxHsO649IB1OJl7s+yCkzv1sZgxKkDf659wfA5/pSA0miJG",
-	"JVD9I57NEhJhBWdrxtkwgem//iMU0LcBfMbTWQJmOxKTJOhrkEBINGTxAk2wQJgi4Fxfb/1fEfT/uA2m",
-	"IAQeK5CmqRoNCCMLqt5wP2j5W737FAZCYpmKoN/T9ECkWjg4pjc4ITGyy+Y7nUg5E/1WSyQpiaAZw40D",
-	"X7SI+ajhPrrzMfe/OYyCfvC/WjkbaJm/itaZmcHgb/kE3d6JQFOcqCOAGDGOhhzwtdD8wMzUVEu+ZnSU",
-	"kGhXhB/HMJ0xCTRaNH6BBZpjgVIBMZoTOUEYxWQ0Ag7UHEng4/FVjscMmHoI9NaM3JcPjUU3sTA7kfpP",
-	"gqVcU4jaBWg8vmV8SOIY6I6IVAvkPBANIWF0LJBkCFMmJ8BzCi1gcS/HYg5KLTSOsuEPhTvJroGiKV4g",
-	"yiSSLI0U4ojIMKcxdkwlcIqTHRFG7DQZfTuc7BcptDSqFoFaAB8CLxdsCnJC6BiNMEkURVJDisBvgB/Y",
-	"i2Xv3ATTMcQKe+oLiy3NLd5xPJvsiLEucltcxQ1Tek3ZnCLKYkCD4PMg8DjiWIHQgngMotVuSRbchf63",
-	"0SJKoI8wagzSdnsP0DD7CS/NohYQRb7a7S7zVT14O65qPnmoG61nUxxVXWiMDFRvDt8dILgBvnAIVSMS",
-	"IqTje0QqlUtO9AmeMvmWpTTe8fQq9Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2A",
-	"zzd6ObZPvQE1ME2ZbJjhD4HlU4aE4hMFFnHJ2AnmY3hIbQA+RwCxQJ127+X+i+douJAgfJR0PFZ6hhcJ",
-	"wzGSjKFEQ1ILNZKxhhn+UBdQg65ul5qVIznBPvtAOIpgJoVD2ntMFzvi7K+USWyRBXEfYYmmTEjUabfb",
-	"aAY0VqzsrxRSQEQaVpKTsCfSfy3MUw99eu1G9s1Di/Q5S5MYzbAQiFFwNpKv+GoABHrq9sn4gArJOMT+",
-	"lkOPBAv/QDfAhfmlZnBoBnxANQ95FipVrLCeOlZhF7IgCjTCQrpzVlyEYwkDyrhWZtVtnGK6QISiUULG",
-	"E6mOh9EImujUyAytgFmQMc1EyYDihAOOF+5vVtQ00dU5SL5oHI4k8CsDkkTzCXBAc0ykmnICyUz0B1RB",
-	"b9AQc0yoQFjkppRACgtiEupltVTDUuF+RJJENAdKKZkAjq0l6626bI9cQMRorJUfBQMawohxMPceT/MD",
-	"VZqGOs5m0XhdZwmpG/KR4lROGCd/w65MeUqEUCgaAubq2JQCVGCznZwiCsvWoofU/+KBmK0GUV9GbPU1",
-	"OcHaaHDCn3HE4YZdQ6zZykeKbzBJ8DCBB1BxLd8iAg1TsThAki8QHmNCkZgwLpNFQZHzOPIF8BsSAUo9",
-	"cOoiMfvgoThKvgtFkmon6q5KfA0FfY6yeR9RhmIs8RALGNCIUQqR5hWRuskjDqBVBmLY+lDJVaVFYCKL",
-	"NB0zCgcDmuMLK9opku/DUBlfqDX1IlsRVoZcvfThjPwCWhjNOJsBl8SY+hEHLCE+lAU/QYwlNCSZwrKz",
-	"IAxIXMOn4HwUt8t/mCkm9Lna7TEi3CjeHEcSuHBSQUDEQYb6WCFJ0DUsBMIzzGWzam1LMGt2RdPE0pBx",
-	"lixNMS96aDa7lXL3yx+BHlL0zmh0ZJsPPcT74H7KZmbD/4Cxo19jGkFybh00y0dY8zwcGd8GQNWt+SN4",
-	"fXj6+ujk5OhNELqfj0/feTCs252drhJgvTVz4zw/Eo5jLZZxcubBP8KJgLC0JXd3yo7PKaHu351NUOo5",
-	"VoOXe0zvB+LYWYDr+NY7Z/3ca0M7XsLK+2fAXo2WfxuV6cvjpATsJrgyh+lXvFBhMEsw3Sib1JjKy2e/",
-	"X72pOOfKOEk+jLT5v24tO15Z+sX9Gf5YIVQmWoWgERwYVRMRLQebG2+PnXEZ+E+FcMODSJQo5RyotHfP",
-	"ExqZPAu3pLddZVQ6i7fdxBcSGCXcOEQUBUgObtVly0/rDI+rBIg2HP0f1uHYO/u7bDHMOV5ojGZRL012",
-	"66VsGQnWgPXmWL8d78LsfAfjUgRt493Z7kLerL7bJSyUIm83aw6+CjtHcdURjzibVl50ySp/PZ+AD+uQ",
-	"sQQq2JyeVk9SCQrV5mkW/7sf6yZ0lq75xlysItc7dBaG0RenswRL0PbxlZ7tqokucpucg0w5hVi7oNCI",
-	"cf1DiARDNJ0OlRZ6DTCzLsaYjImvdNrthsHnxpg17C85nivLq3mO5++tR9Yb0CDTGeMyl0tufO6XBRqx",
-	"mNBxS//6TmvNhHEiF4W4Y7e8844ONzEhUcrHQGUTfeDK+tBuDmfZ4NzpcYBGmHAKQiAccSZE/ieBIjYF",
-	"YVRyteEswNlbH94MM9/om21p6gH1nUoY1tzSOLumy9SjBxxvq2av4wu/qhkvzNDyPtxqa3XsNdCq5RKQ",
-	"u5k/ccq1J+G9KMxBqHzeW/29dwdMgGezDKgtq+/BB5RFqT/TrjF7zmGRzpvI6EjDBXp3dKnsTUa9lATE",
-	"aLIwYaGECIkSwDcglBbF0sdgAyZSs8Z2nuGx9qXqmBGHiPFYoKcrt/ZMpxbUkfunLIZzPV+l3FdwnRaE",
-	"/zKEJrXF2fRKzFeDiyW6ajkCbuU+zdatlwVyZ6JWVwdI3TCkJBa6Mr9CE5bEOsQ+RThJmnUuvEfjy4Dn",
-	"3mYNeY5C497FXEKMlDC0wCjM6hvm+WPdMOvXudC+MbtliJERKmUq2Ai2nXUbTaceh8oYjONSO7J19eFa",
-	"BX93/TlnnDVEwTJUGWZ8rIYFdlrgi47HrWXPD6Fx57z+cRTu8lXwXEjnH09Pj0/fBWHw+sP7s5OjS+1M",
-	"ent4XPAqHb2pcCqFwVsCSXzk5EQRQ1kgu8qBqJnj7YbN2VQpN1HVxrIofkl9RG8O3zWRYnjW0cgBpZT8",
-	"lcKBzmCKx6AFgXbMotcfTt8cXx5/ODVMbIoXKMKcL9CV4klXSgedkehax4+GHNNo0hzQ96A0S6QYv5kf",
-	"PuNIoqcRFtAQQAWR5AaehcUwwExr/oqNm484jFKhRJqOLVlllVDt2B6RcYXiii6rYmzG0W2Skkyo7ClG",
-	"ve4rBZ/apJ8m8CxUwwa0EM3VuXHGZb6QYONLxRPVmQr173xsoraVcqb2LOoIl2cp+2r0lJ++uij/GXBi",
-	"LnJJf5tAdC1WazpVVlz5Zuc8foOXZ7WGqXFXoVyqi7VJDfvKmLw2PjTPudep4dwzvygT/8+Xl2d/nh/9",
-	"+vHo4jJEl+eHpxdvP5y/Dz0yZxy9OTo5/H8HSB+VyzKxOWnS6TcmWUUwE9FbSlDhoDYKMZJsDHICfLNP",
-	"Tu3Tjll1YlZDWzo3LJUdLKtF74NYDJnCX8Tnb5NFxlZsztUBOv14olmWZhYGP4qdUSbRx8u3jZf6X0Lr",
-	"5Vigj/96+/btG8PkZlhIdHVx8vH49dGf50evP5y/+fPfhycfj/58f/h/r+yERCJQ7CxL/lEgZ7m9mw0S",
-	"Z2ksK4JqF09MAl1yo7Q2NTQ0C3lsVl0Bta5lyU10OKA3OEkBsRvgm+FXjHumrJYBvbodBCaOqsClkRIA",
-	"g6CPbgeBHqx+1nldkVpQ7dFkeYVoEOh8c5jrIUE+yBgK+utQ4VfCZ2k+GgR3dzZsWcbS1yHhpbNgqaw8",
-	"jIKLJ8FSyVItuLRCDjPRNPu9hoXZWtPMhJ7OJyyBZwfubAZ0WUaeO6U8IdfgfEZ9fXYDuuHwNEYxmmKu",
-	"GIM9gYxBDGh+FR8DzZvNhToWRw3zQfGi3HJwrLY2e/N0cce5HF1md8KxnNXq+nom+RCq+Qaj+Mvr5h6e",
-	"66vlF78cn53VUNDPbPjLTfv2/OgoCIOz8w9BGBydXh6dn50fXxxVf2tTNpYo9/zta/Sqt/8ik4UmIUVn",
-	"DRWPwmWq3K4QNhV+EG1SNBK4gSTLrg0R4GjiMuD/z8WH08aM6aTihqZvkxla0wvi2SwVB06okJhG1WbL",
-	"kk7mSWCbVnNbV0s5REJq7vfx/Ngp6UrKXhMaK+Fj975ZpbDUZtZf63HULstjaY60Url4zVJawaqPNGvl",
-	"kAAWgIY4ulY8++zo9M3x6TsPQg8dWYrQVlHEBJPpbrztPnEjImZYRpO3mCQpr/LNvTWJ5ppJCcQougTF",
-	"uXFi3Iraq6QUI+332qtGiFtlRxWtWIm1tbOppqc2wUIe1Xb/+oGN5Y3fw53+WPEHUtvzlMm2bO9hkYYq",
-	"rpWP1rBUDeeHgn3S8WmidIfWUvhDSMacXTyOYPSvhCfCLNtRou/k8Pi9FoJvji/ODi9f/7yN7+qjjrjv",
-	"mJVy7/SSlXklGUAVTDqS5KZClBzlLuoJS2Lj0xIJK+eJ+Pbi9mzSWH4nWMifWcrXQmHMZZ13aQ4D2WxM",
-	"RQBowlJeDVVd7lRd/vmaUZtq4TvtddVuginCScLmonrh1ZmOtc/XOq8rwg+KhESW+z3SicLqdKpB2Tpv",
-	"pYqH+clLYVb2au9PBunSmW6TkpLd04dgNfmlfwxWo4QURKli4xcKILMDk4Fe7UTA8VTdaC/zOy9CODw7",
-	"RtewyDJ9dfaFmauQXm1SoQkdsYqkLxNaGuukh7mhJp1M6xSPJvotj/LrfJO8Plxb0G8O3wnERgOqbeoD",
-	"o7voCgwKLpAqEJHGJ2PXU9uSJjRKkwWaT0gCxub1/c2amnQpsMm21pzmqbIsUCdEZ+cf0H6IctsCddso",
-	"ykhzQHPafNYc0AF1yqXxRac0Bo6uWnhGWjedK0R1idHVoU3b15GbPvrJVAcYB4E+BuMiuOobcL3z0UE9",
-	"ZJyeNvKz6shCtWNdOYWjCQiNhAFVGGFzmg9vIgOytmAQEehqVd7+FXrqbKVnxlmQkAhsCrA1+Q9narFG",
-	"t9lWJMcTL/l+Pp83sf5zk/Fxy34rWifHr49OL470N3deQr85xMOzYy/pqB90mm0zjs2A4hkJ+sFes93c",
-	"s04GfdctuvOIrVePo9NCqzITT4iQwsfjE+HX8RSdgjFok16hPgauU3VsVbziGthpeHrSN97iYaFhwx9r",
-	"C+21I4mYVJeq8v+HKrYPq5lZDmjLNCioMdDypLtPpfr9bru9pjakoibEstk/PhX5peKWtWs0SlmGFaUa",
-	"h1m03ztoXdTSMwBXTZ9trOV1JdCfdDZ/8rFUsdNr723+6K1fiN1r9zZ/kZWUqg+6rzZ/4GoD78Jgv87W",
-	"j70S6P06e/CrhLSESqdTzBeWRKqagShikXgsiimIIvik9BgmKij43zghMTYOfBftUOJA5xlrOYCFK8FD",
-	"Hcf3zLjlQl2dl9brdssVu2USL2fvW1oEIX9i8WK7a5+lcNrYpL7/JsD4hx/qyp3QeX31z5AkLES3tyYG",
-	"0FRcAt3d5c7sYMwBvBYKWSjJpFBbruIGFSzP4PmoE3Wi/U5jL3o+bPTw/rDxavgSGu1RJ+7ivWEv2t+i",
-	"Am1VwcNdUd9RjOxuiZN0tkOpZxoE3Xb3eaPTaXQ7l512v63+9/tyRnO/Ez7qQSizIahTuR0sHZqnba/a",
-	"7Jc8Vz8Te5nb2hKD746/dvZq8dcTV/fd63brMFivrcM3wMXN4Vr1qcTJVzLyu3Ctqta69VPP7wzDV3pX",
-	"hYXBRk4payJjobqCZmMdakOVSO3XRFgi53tyXvgoAcyNDnyAeEqpMi6WipeXuf8bvWaJ+xf4VW8ZWvNR",
-	"/EPT+Lp31KB9yzsaVlsLFxNlmZaa8mSagnPcWGXjiTBaxvL1eQdy3d1pP7as+57l0WXh8H4Q49clxncg",
-	"t6bEku28wRgtxDi0ZrWFsGm5Vh3lJotbr7vKWrkwVglGFOaITKepiZ86+8TP2XKenCGYChjHXkoJ3Xk8",
-	"xXiJKJsjRjdbLHm+8RcxXD7dbWkYlEp+H8kqKNbf1WWAm5hp5sjq3oOLuYNawczURbLz/1Cyv0cl+zCO",
-	"EUZ5AeZDaNUZo2vd2p/uVrpIjdLDKFTzK1xs5VpH5fFZzxfWfL4wPXcenp6/V1r+JjSTTVS2mzYS3q4+",
-	"b5sIapJxTGosEaizouXuTUF4V0cA1jbmqVSMcq1iq3hJ/lmopBEIaTZgE5Jtud0MjwnFRumuCpjkofd/",
-	"arykCMUHmix8PUxnBxDTBDYVq8DJa7tqcY2l8rfNcGgVkoiCkbMaNVVpQTvipFia6JclGsC8KsanauyV",
-	"LZi7GlA9OKuEf9ZHOIvVuI6DjGpfDxoRVynEU4pwItiAmuZXJvoLU9MgyzhdEKPIpuQqhOgwZhVKvKLn",
-	"//GRtGLx4NpAmnf9niqaZ6muwiLcOMOFbTqY19Y++yHeHiHeBj6LdQLO+2W1FukVPmv61LZxpXF75FIy",
-	"MPXru0clj9mTJVeZvh+YirmuhOi2u66DpRGHmYnLXfoqkabSutg6M8/nGFCdnIR+035eiq5KHcmvQoRt",
-	"IWPW2w1PbWNVw3+EaW3JOFFyK/HYlkk3KXcxt1kf2VTXoFu04gHttV810S+uglOX1OgEKl3GLyTq9nQ6",
-	"mW4M6mVoaCZVlJPlViabJOV7fG3jooazCjzSApOD5AtThJnBmhWPLSECrcDDQXU7d3U4auNI7/siYjOI",
-	"i1sL1yAhE1amYWHOmksnuPJliv39TQ3aPu3g8siKslzmS4yL2cPdVXm/dW2PL+kaXdUKp5azpbsdprJO",
-	"BsFe3I06wzZuvBq9hEYvfhE1Xg6f48b+qAfub16Dzyw5dttteb1TKqSVG/TdSZ52Dcnz2nsQ4R5elX+2",
-	"bLMnW5A69xRwhc4eGzwi/nJPnN4fGvXTdHuxLY+LHVGIFCahMW+L4nTb/XaozAjFjXWG2bMD20rk1HvE",
-	"R9fqG9mUty7ZqlVJEx3haDKgZv0nwpWP2tJEBbZJC8zEVTpDkm2sOTQFTk87z9Ev5Cc0XCDbIOpZaMqP",
-	"YUCNjNfiwe4ZD62y6BI6/Ur+WZIKtN9G//X/0Z76PznBMhzQ+QRLuHHClvydde3mKa0Sm+9A+iJzR6eT",
-	"X6Vc5XZqdn8vdugwPR5tYbJSwW10rYO7w72oFzf24fmo0cOdYeNl1I0be9Ab7ePnwxfRyzgIV4mcPDEl",
-	"K6ruhDWg6/welIExC5h/FHNV1mS6WDC8Us7Vy2Ws3a8DrMiDCe8lNfgGH2Dl6rsL6UIrmc4XFtzrJFvh",
-	"8aofhtUj+A1rCJ5tPYf+c2WbvHUlLh/pTs3bhzCLS66KYJo+0Eq/X0qY6Wvh59L78zAvEcjAlNgmMQPq",
-	"eiNk5U1a7CjTTehJjPlm1kpcyr9N7hlQk5cDsWdnHFLj9BGSJElWqGJLdoxgUeYhZV7yPlqAPLCg6UTR",
-	"ghTVH7VuLUdyaL2qEjAGzjUyZkvdeRvxkHO3vHd2/dBrsal3Vf6eOQINqn1Y5IcO/c9PzDN3+qE14lbW",
-	"96hSLz7DY+1u4CwdT8r6cUHl9bXcJjKOxAE1/fKcZnildcCrXE3utNvuj89sNb3tZjIyqRIDSkT2WMJw",
-	"sbrBiemqyozuPOZKm89bY9RQKAvxilONkw2emAd71rGz+VnHb8vNXOqEsdbP7N+h740Hbckilr27a+jt",
-	"6yklWlpuFT0sPKHEZqZmOVm4PqGZWU0NdWqWUfYKS+fnnPaRc8Whpx1jeZtOcRSxJAYhlfLAhe1AV7TM",
-	"rd/JwKJUC120yFMqjKXtQMgdzk+x1TpsW4nYvr+C3bN+xu2qtBGhzGtj/A9xdM1GIwvdKv6iK8e/oVCo",
-	"xdqXiIKW2hR/p/G2Yt+DtXzQo5kf9t4jBNKKL93VVqtKFsUG/6J5bk1xdeu5LkbVaSya6AONQNtL+Z8m",
-	"WAxo5unIe7uQPBhuHJPKdjIhN9Rr9w5KcXsiBlS/56gUKcVVSqURWl/KQvcrvG55941dCazY26dd6s2z",
-	"Mu8978VjvFt1MsaWOum0y41vKh1d7d7vpY4o9T18W/i7vK42ZkuF0FNmDBaaifxzA1Jee5Zqv1ZOaT8Y",
-	"3WMkxOX4r61DLh9ixiZMOX0xy2dFhlueiXN/ReVTDSa82lv2D9rHJl+cVlQzTm+EAxoxbVo7rZZxZHsN",
-	"mVG2rGBAiy44opTdG+BeXYGaJecn+ms/60+LCusLrO0BREsOwAGt8gA6t55GuO3Dw7hO7crhzryAA2pe",
-	"djW327a1lkU2stJ9t0ZY3cd9t23UO2/09MN798N7p713NbhvicOZZjob7G/vbR1FGxFOEuCKPpEAZdMm",
-	"iU7Nka5HkIlpszm1fZ9yg/MaFs9qdUPJG/0E2/ocvk1jrthZaq0xlx/H1yXMb6VDSHZvHAF4v1zdFsQU",
-	"lRWcTUjxQN35qYkOdXMlRpPFqkq5vJ3XDuliLmQf5a3M+rpx7ZbFcUsd/r5EeZxrzdeuZSeVW+m1rR1T",
-	"y0DI+t/th6txlHeja9coKt6eNL/hdhXfWwpXoZGEo7pKeq8UeK1bz0jd5Fcp5gznfX4SbCWdvprmR0MS",
-	"KGIptb+xT93DTE6sHiuKnRqxdM7fqn6RSy6SIpvZyUViybd7L/LtfEHyffHVyLfgD//hMXis4v61FLyt",
-	"Avib53/SprCySit6kecSHbm6aJNFqOkGhCtBsnmTSrUVgjBa2fnFtfwTks1mUKHVljrvnpkupfdWFCzd",
-	"eN3saxPEih7AtTSEb4DFdNsreIyHq7qsZv+BWY1d6jtmOd+dojHBdAylELRtMXxffUP9vXENi012tyy9",
-	"eaYfdSuWy5nnzkW1EX14dvyLWmU3KlZmbX79a3U2zt57L79gVkkUals/RO8jGMu2A7BvKmc38wHEbqWZ",
-	"XZa65gKbh8Xse9aMRhBmiQFuNwemPbNSnydYTJDOGWC8StQa48Dc/gcwxiOyrfVt7v8jd6bRorM9fAE9",
-	"3IbGK7z/otGL9kaNl/Fe1OiMurAX96L94XOcxx4ioh93gBH5HPQDkVz/2Rt18atII/GGXfuRUXNwhWF/",
-	"Xv/avWn//tfLaefzi9necJ++inpfpUlo7DjOSg4T5oabgfyH5P1GTHzq+FQ1m9pG3rZur2GxoUekz6AO",
-	"kb32rjjXPlyaWQZqYBOdq0H6KaM5icBElyhrsNkya9JDfda0qQmk+eBHE8ivfPkM2jdevp1kZGV3F7vc",
-	"E2FDIxURYn2Hd49zT/Q7rn+v1EEPba5Pt93OH0VAM84iEIqJ8hsQ7gUDYd8UFYgyFMMMaAw0WlQ6sH62",
-	"6+5qW2aBUHZdX1zYx2ur4isJuVHmmPcuhtV9PaXpBigIX18ySLRsSBeb1EUoUHTGhBxz/WoxjbMgeKij",
-	"ZlMWp4l7ZDQVgIh8ZtOvDtB+ew8xOQE+JwJC/yE1ZUKrn2e668EwldopYWwF8/ic6xI4ZkgyUxCpjpI/",
-	"EShh48oTOzf72rkQMnsgeGY3bg4vDKTden6YD3u2egNNjy2sANp/xqIEvHvUL1D41AfdR24bGdaf2jcB",
-	"M08uGz/zQvb77b384YpTN0/xgRTRb7XMu6nNGG4cRKJFmWyY4bXx4Z4yrAwm5kSKYgZCXxNzvdbTgEIl",
-	"WUkExQ/z52T++KQsAnPRqpJlpvha104UXgPpt1oJi3AyYUL2X7ZftrVZYRdd4p1AMbWNY8x1V0a6NozL",
-	"2cyigvVmjLkhTP+JiEMMVBKc+HNkrL96hvLbBB40S63w/Gn9nmHLM9tydULHIZpjGU30W1c0dhkyRU+k",
-	"N60X+F+e1TEzPRN3p+p9bU/17tPdfwcAAP//qq8po06mAAA=",
+	"H4sIAAAAAAAC/+x9/VIbufbgq6h6typQv7axjcmH+YtJSIadhDBA7uzOOBXk7mO7L23JI6khvhTPsQ+0",
+	"L7alI6lbbbftNibJJL9U3bpDQC0dHel8f+guiPhkyhkwJYPeXTClgk5AgcB/vcyE5EL/FIOMRDJVCWdB",
+	"L7gcA7li8FmZAVeED4kaA5kKuEl4JsmUjqAZhEGiR/+dgZgFYcDoBIJeEJlJw0BGY5hQPfuEfn4LbKTG",
+	"Qa/TaoWBmk31SKlEwkbB/X0YvIJhwhK9/ElcDc8tF9fDlN+SOB/6RJIkzsGYUjUuoIj9CcNAwN9ZIiAO",
+	"ekpk4MM25GJCVdALsizRIxdhO/4MUbYKNHADVgEE3izbwfM2mSRqEZIzOgIik/8sPZgUv/PXimFIs1QF",
+	"vYNWqA8pmWQTe0SThJl/tXMQEqZgBAJh+IOLazmlEaw6LhywCie33izb4ORefyynnEnAe/0Ljc/h7wwk",
+	"oiniTAHDH+l0miYR1XDuTQUfpDD5r39LDfRdAJ/pZJqC2Y6iSRr0ECSQigx4PCNjKgllBITA643/lUHv",
+	"r7tgAlLSkQZpkunRQCixoOKGe8Gev9X7j2EgFVWZDHpdpIdE6YWDE3ZD0yQmdtlip2OlprK3tyfTLImg",
+	"GcONA1/uJeajhvvo3sfc/xQwDHrB/9gr2MCe+avcOzMzGPwtnqDbeyLJhKb6CCAmXJCBAHotkR+YmZp6",
+	"yZecDdMk2hbhJzFMplwBi2aN32BGbqkkmYSY3CZqTCiJk+EQBDBzJIGPxxcFHnNg6iHQWzNyXz42Ft3E",
+	"0uxE4Z8kzwRSiN4FIB5fczFI4hjYlojUCxQ8kAwg5WwkieKEMq7GIAoKLWFxv8BiAUotNA7z4Y+FO8Wv",
+	"gZEJnRHGFVE8izTiEpljDjF2whQIRtMtEZbYaXL6djg5KFPo3KhaBGoBfAy8XPAJqHHCRmRIk1RTJDOk",
+	"COIGxKG9WPbOjSkbQayxp7+w2EJu8UbQ6XhLjHWI2+Iybpixa8ZvGWE8BtIPPvcDjyOONAh7EI9A7rX2",
+	"FA/uQ//baBal0COUNPpZq7UPZJD/RBdm0QvIMl/tdBb5Kg7ejKuaTx7rRuNsmqPqC02JgerV0ZtDAjcg",
+	"Zg6hekSaSOX4XqK0yqXGeIKnXL3mGYu3PL0KfYo8p614nz6DRmfYHTS60dN24wV9Do2DwdPoWfwcXgxb",
+	"bQR9iAD4fKNbYPvUG1AD04yrhhn+GFg+5URqPlFiEZecv6ViBI+pDcDnCCCWpN3qPj949pQMZgqkj5K2",
+	"x0rP6CzlNCaKc5IiJLVQozhvmOGPdQERdH279KyCqDH12QehUQRTJR3S3lE22xJnf2dcUYssiHuEKjLh",
+	"UpF2q9UiU2CxZmV/Z5ABSZRhJQUJeyL999I89dCHazfybx5bpN/yLI3JlEpJOANnI/mKLwIgyY7bJxd9",
+	"JhUXEPtbDj0SLP2D3ICQ5pfI4MgURJ8hD9kNtSpWWk8fq7QLWRAlGVKp3DlrLiKogj7jApVZfRsnlM1I",
+	"wsgwTUZjpY+Hswia5NTIDFTALMiU5aKkz2gqgMYz9zcraprk6hyUmDWOhgrElQFJkdsxCCC3NFF6yjGk",
+	"U9nrMw29QUMsaMIkobIwpSTRWJDjEJdFqUaVxv0wSVPZ7GulZAw0tpast+qiPXIBEWcxKj8aBjKAIRdg",
+	"7j2dFAeqNQ19nM2y8brKEtI35AOjmRpzkfwHtmXKk0RKjaIBUKGPTStAJTbbLiiitGwtesj8Lx6J2SKI",
+	"eBmp1dfUmKLR4IQ/F0TADb+GGNnKB0ZvaJLSQQqPoOJavpVIMsjk7JAoMSN0RBNG5JgLlc5KipzHkS9A",
+	"3CQRkMwDpy4S8w8ei6MUu9AkqXei76qi11DS5xi/7RHGSUwVHVAJfRZxxiBCXhHpmzwUAKgyJIatD7Rc",
+	"1VoETVSZpmPO4LDPCnxRTTtl8n0cKhMzvSYushFh5cjFpY+myW+Awmgq+BSESoypHwmgCuIjVfITxFRB",
+	"QyUTWHQWhEES1/ApOB/F3eIfppoJfa52ewwTYRRvQSMFQjqpICESoEI8VkhTcg0zSeiUCtWsWtsSzIpd",
+	"sSy1NGScJQtT3JY9NOvdSoX75a8Ah5S9M4iOfPOhh3gf3I/5zHzwbzB29EvKIkjPrYNm8Qhrnocj47sA",
+	"mL41fwUvj05fHr99e/wqCN3PJ6dvPBhW7c5OVwkwbs3cOM+PROMYxTJNzzz4hzSVEM5tyd2decfnJGHu",
+	"3+11UOIcy8ErPKYPA3HkLMBVfOuNs34etKEtL2Hl/TNgL0fLv4zK9OVxMgfsOrhyh+lXvFBhME0pWyub",
+	"9JjKy2e/X76puODKNE3fD9H8X7WWHa8t/fL+DH+sECpjVCFYBIdG1SQJysHm2ttjZ1wE/mMp3PAoEiXK",
+	"hACm7N3zhEYuz8IN6W1bGZVN40038YUExhxuHCLKAqQAt+qyFad1RkdVAgQNR/+HVTj2zv4+X4wKQWeI",
+	"0TzqhWS3WsrOI8EasN4cq7fjXZit72A8F0Fbe3c2u5A3y+/2HBbmIm83Kw6+CjvHcdURDwWfVF50xSt/",
+	"fTsGH9YB5ylUsDmcFiepBIWhefoLVdH4RMFkQ57txRUskyzztiMTRLmai3lcEaNxa9WREm0OpkDAgBKS",
+	"qbYTFEwOSZxIlbBIOX2fkoEGVHNGX0ocHKyVEgmbZisEkrn6c7A7G8hotJNpShWgBX+Fs115DNoiNAw+",
+	"N0a8YX8p6K227Zrn9Pad9fl6AxrJZMqFKiSfG194foFFPE7YaA9/rQ+WcfUL2hzVqrnGGlomkpwdn746",
+	"OX0TkjFP0V/COJEpVyHJmEpSE2TQhHbo/FV9tt8iMdVKuz4dsnN18fbDycvjT8env384/nD86fT95adf",
+	"jl+/Pz/+9Ov785M/359e7YZkSqUyBjHts26rRfRupJl/mEAaN8kRLkScPwW/SCSJM8idMWiG1eMCU5Fw",
+	"kahZKbrb8YK73bWh3WVkkIfBkR4epsZsxqkX6O8eN3Jivm23rALk/r3IzJ2P+9WmvPER9dZKGEKLgI81",
+	"0P1ATH8JmiYXhSdQgMoEgxgd32TIBf4QEskJyyYDbfteA0xtYCNORon6yRP+UTyhjI42Bvq5VCQTI2Cq",
+	"Sd6LWJ+ivsCFjMkv9yEZ0kQwkJLQSHApiz9JEnG9JXSGWHlUi/v8gyl2BaXGJQWhTIY4oOYWBExTOoMl",
+	"CTXXfjaE9a3lqQToxrau1ENzlRKjXXCRjBJGU7zqHgHmGpHvWFnFjH/XO7kwQ+fx53aZz+VtZhXich63",
+	"HeK+wAZqQY3nvq05sniJFqySSjOjEsLl+NQrp6C28ynGmUD3/DtZmiNh6ml3+fceeZusifWGVW0D+AFi",
+	"Dvm+/gzjTRb7YVmMNYlxPAxm5M3xpdbEOfPy/Ahn6czkWqSJVCQFegOSJIrw7NtIudic8jKH9JSOMECJ",
+	"iRgCIi5iSXaWbm23mWsoa27vKY/hHOerNKY1XKcli3oRQpMv6hzl2nauBpcqcrXnePNeESjcu/NSK+9N",
+	"KsjVIdE3jGgzkFyZX6FgR6Y4ITRNm3UuvMeFFgEvQrgIeYFCEzOlQkFMtIVpgdGYxRvmBTndMMvQLzDg",
+	"ZLcMMTE60zwVrAXbzrqJ+6AeD80ZjOOjW0ps/eFKr9n2TqmCtdfSy+eh8kRagdWwxE5LfNHxuJXs+THc",
+	"WAWv/zZerPmr4MVlzj+cnp6cvgnC4OX7d2dvjy8xQvP66KQUqjl+VRGpCYPXWgU+dnKijKE8O6wqKofM",
+	"8W7N5mz+sZuoamN5atycdUReHb1pEs3wbPROAMlY8nemLQJGIB4BCgKMdpKX709fnVyevD81TGxCZySi",
+	"QszIleZJV9rEmibRNSZlDARl0bjZZ+9AG07WINDzw2caKbITUQkNCUwmKrmB3bAcW5+iO02zcfORgKFW",
+	"Ek3mhLPFEobR4mEyqrDLyGVV4oqJHhs10uSf7FDS7bzQ8OlN+rl3u6Ee1melFClMODdx6JkCm7RRPlFM",
+	"/6t/52OTClUpZ2rPoo9wrZJlpvz41UX5r0BTVaFURmOIruVyTafKNTp/swsevyZ0slwHRtxVKJf6Yq1T",
+	"w74yJq+Nz9XzhbZrRMzML+aJ/9fLy7NP58e/fzi+uAzJ5fnR6cXr9+fvQo/MuSCvjt8e/Z9DgkflUjdt",
+	"ordy+o3JAJXceAAWsj4F6I1CTBQfgRqDWB/o0vu0Y5admNXQFs6NKgWTqaoWvY9iMeQKfxmff4xnOVux",
+	"icyH5PTDW2RZyCysh0QA5pt+uHzdeI7/kqiXU0k+/Nfr169fGSaHDhLnfTk/fvn+/NWnfx29/XD86d3R",
+	"/76yEyaKgGZneUatBjkvmFlvkDhLY1ER1Lt4YrLS0xuttemhoVnIY7P6Cuh1LUtukqM+u6FpBoTfgFgP",
+	"v2bcU2219NnVXT8wyUkaXBZpAdAPeuSuH+Bg/TMmS0d6Qb1Hkzodkn6ARVxwi0OCYpAxFPDrUONXwWdl",
+	"PuoH9/c2F2geS1+HhBfOgmeq8jBKHsyUKi1LUXChQg5T2TT7vYaZ2VrTzER2bsc8hd1DdzZ9tigjz51S",
+	"nibX4FyiPTy7PltzeIhRSiZUaMZgTyBnEH1WXMVvgeb15kIdi6OG+aB5UWE5OFZbm715urjjXI4u8zvh",
+	"WM5ydX01k3wM1XyNUfzldXMPz/XV8ovfTs7OaijoZzanxE37+vz4OAiDs/P3QRgcn14en5+dn1wcV39r",
+	"8yAXKPf89UvyonvwLJeFJssTU3HLR+HSP++WCJsKPwiaFI0UbiDNS1ZCAjQau7Ky/3Xx/rQx5Vip00D6",
+	"NuUWNb0gns1SceAJk4qyqNpsWdDJPAlsc1Xv6mopR0Qq5H4fzk+ckq6l7HXCYi187N7XqxSW2sz6K32i",
+	"6FStdn1bEn3JM1bBqo+RtQpIgUogAxpda55tgzAehB468rzbjVJzUppMtuNtD0nGSOSUqmj8miZpJqp8",
+	"c69N9RYyKUk4I5egOTdNjVsRvUpaMUK/1341QtwqW6po5fLmjZ1NNT21KZXquLb7149ZLW78AQ7/bxVa",
+	"Smp7nnLZlu89LNNQxbXy0RrOlZj7+VU+6fg0MXeHVlL4Y0jGgl18G8HoXwlPhFm2o0Xf26OTdygEX51c",
+	"nB1dvvx1E9/VB0xj2zLV88E5m0uTNXOAKph0pJKbClFyXLioXTycYjh8LvnStxc3Z5PG8ntLpfqVZ2Il",
+	"FMZcxmIGcxjEljhoAiBjnolqqOpyp+qeCi85s/mLvtMeW2GklBGapvxWVi+8vHyg9vla53VF+AFTXvKC",
+	"qiFW3+jTqQZl42TQKh7mZwSHeS8Je39ySBfOdJM8z/yePgarKS79t2A1WkhBlGk2fqEBMjswZV3VTgQa",
+	"T/SN9sqpisq+o7MTcg2zvHwGA/hmrlLNkqkvStiQV2RSm9DSCHN6bg01YYWKUzya5I8igQOTOIumK2hB",
+	"vzp6Iwkf9hna1IdGd8GyRpYnKEqSKOOTsevpbSkTGmXpjNyOkxSMzev7m5GasL+GKWFCTrOjLQvSDsnZ",
+	"+XtyEJLCtiCdFoly0uyzgjZ3m33WZ065NL7ojMUgyNUenSZ7N+0rwrBu9+rI1sJh5KZHfjEld8ZBgMdg",
+	"XARXPQOudz4Y1CPG6WkjP8uOLNQ7xnJkGo1BIhL6TGOE37JieJMYkNGCIYkkV8uK4a7IjrOVdo2zIE0i",
+	"sHU11uQ/murFGp1mS5OcSL2Kttvb2ybFPze5GO3Zb+Xe25OXx6cXx/jNvVclZw7x6OzEy+TtBe1my4zj",
+	"U2B0mgS9YL/Zau5bJwPedYvuImLrFblirUVVuv/bRCrp4/GJ9Itjy07BGNCk16iPQWAmmm01o7kGdRoe",
+	"TvrKWzwsdUH6a2X3GnQkJSaLqaqnzmN1sAmrmVkB6J7p+lNjoOVJ9x/nmuJ0Wq0VBZcVhZaWzf71scwv",
+	"NbesXfg4l7pfUf94lEf7vYPGStGuAbhq+nxje16rH/ykvf6TD3NlsN3W/vqPXvvdTbqt7vov8j4N+oPO",
+	"i/UfuIL7+zA4qLP1E6+vyEGdPfiltyihssmEipklkaoOW5pYFB3Jcl6/DD5qPYbLCgr+F02TmBoHvot2",
+	"aHGAxTsoB6h0de2k7fieGbfY/QJTDrudznwbjHkSny+Js7QIUv3C49lm1z6vi7CxSbz/JsD4lx/qKpzQ",
+	"RdOSXyFNeUju7kwMoKm5BLm/L5zZwUgAeH2J8lCSqUuyXMUNKlmewdNhO2pHB+3GfvR00OjSg0HjxeA5",
+	"NFrDdtyh+4NudLBBWfeyKsL7sr6jGdn9Aidpb4ZSzzQIOq3O00a73ei0L9utXkv/78/FMqFeO/ymB6HN",
+	"hqBOO5Rg4dA8bXvZZr/kufrlTYvc1tbt/XD8tb1fi7++dc1Uup1OHQbr9Ur6Dri4OVyrPs1x8qWM/D5c",
+	"qart3fn1XPeG4Wu9q8LC4EOnlDWJsVBdBruxDtFQTRT6NQlVxPmenBc+SoEKowMfEpExpo2LhY4gi9z/",
+	"Fa45x/1L/Kq7CK35KP6paXzdO2rQvuEdDauthYuxtkznOt3lmoJz3Fhl44k0Wsbi9XkDatXdaX1rWfcj",
+	"y6PL0uH9JMavS4xvQG1MiXO28xpjtBTjQM1qA2Gz5/pfzXcu3njdZdbKhbFKKGFwS5LJJDPxU2ef+Dlb",
+	"zpMzAFPc5NjLXEJ3EU8xXiLGbwln6y2WIt/4ixguH+83NAzm+mh8I6ugXNRelwGuY6a5I6vzAC7mDmoJ",
+	"M9MXyc7/U8n+EZXsozgmlBRdDR5Dq84Z3d6d/el+qYvUKD2cQTW/ouX+6HVUHp/1fGHN5wvTc/vx6flH",
+	"peXvQjNZR2XbaSPh3fLztomgJhnHpMYmkrSX9LG/KQnv6gjAyq4LlYpRoVVsFC8pPgu1NAKpzAZsQrIt",
+	"t5vSUcKoUbqrAiZF6P2fGi8pQ/GepTNfD8PsgMR0Vs/kMnCK2q5aXGOh/G09HKhCJrJk5CxHTVVa0JY4",
+	"KZcm+mWJBjCvinEH29HYgrmrPsPBeaOH3R6heazGtfHlDH09ZJi4SiGRMUJTyfvMdJQ00V9ssyBdyI5w",
+	"RmxKrkYIhjGrUOKVZf+3j6SViwdXBtK867ejaZ5nWIWVCOMMl7aTb1Fbu/tTvH2DeBv4LNYJOO+X1Vqk",
+	"V/iM9Im2caVxe+xSMijz67uHcx6zJwuuMrwflMlbrITotDqu64gRh7mJK1z6aqJMpXW5H3WRz9FnmJxE",
+	"/kA/L1tseRUSagsZ84apdGK7lRv+I02/6LydRcG2TLrJ/NMgNusjn+oasO85tlx50SS/uQpOLKnBBCos",
+	"45eKdLqYTobdtr0MDWRSZTk536lnnaR8R69tXNRwVkmHKDAFKDEzRZg5rOXWHj4iyBI8HFa/kaIPR2+c",
+	"4L4vIj6FuLy1cAUScmFlepIVrHnuBJc+97S2/Zjhrg90eeRFWS7zJabl7OHOsrzfurbHl3SNLuv0VMvZ",
+	"0tkMU3kng2A/7kTtQYs2XgyfQ6MbP4sazwdPaeNg2AX3N69rdp4cu+m2vO4uFdLKDfrhJE+rhuR56b0y",
+	"9ACvyj9bttmTLUmdbQRcY5C32Vkt5rKpZqbtsNVqzWngnJVCRAuNun45unz5K5br9VnKb7FeXu1qG0J/",
+	"6fIItZjR/8bHmibAlK0hMtqtCzvxW9ZntgLU8aGQ8KnJ/iZXeUeyKzOh+4PXLRITB/vMk8JEC2FcwgAk",
+	"s1TlrSBDlwqNeXBEYvOuyzH0GWIOnzSwcqficQqsfCRcmCdpFKFp2jMFtehjUn2GZcnD4hUurwWAecKB",
+	"Kxr6r0NoeeMa6zTJkcYHomjM5QZ9rPK9Y/plqY8V2bly/aV6WMZ7tXtIKE5dgFmIQTthn5ltWFTgvgdF",
+	"/LnbeuFUCT3RKLnRGs1tEoG7CDi4z+zoVh2VwLSI2kbCWdNhiazTVsx8n9FgJGgEjXYQLnzzRtiE6EJC",
+	"trUA/n5kZKn55JcQlAXCNxaZRQM3W9ixKEM/PlyKmqtUJUoxhQ7pwlEd2TGdQRCc3SoG8VPs/qBit+wD",
+	"G2Tp9QOFb6mt1ppwhC/rnzinW2h8P6bVmn3Ep9yOLFHSVBMUPcmcY+mghbdWc2K8tbuHto/XqfcsLTbK",
+	"MYZh0Tdsoz5hTXJMNU836z+RrneD7QugwTY5+bmtiFrG2oJ/oxnstJ+S35JfyGBGbOPN3dD0/gAt3rV4",
+	"Q9vM7pkOrKfG0bHfRmeaZpIctMj/+79kX/+fGlMV9tntmCq4cZZu8p/8HSqRsSoB9QaUb69uGfHxW4RU",
+	"xXyanT/L7bHMqwW2KwjL0tSmtrRpZ7AfdePGATwdNrq0PWg8jzpxYx+6wwP6dPAseh5XyDNr7xVZoXlH",
+	"k3ZYA7r2n8E8MGYB849youiKNFMLhtdHYflyuUzwi/ArklDDB5lsYk0ArnL17aV/qY9b+wtrBKvMytJz",
+	"zD+9mt8gaFfD6ts0bOc/wL0uVDbH5SN8e2jz/KHyksvSh8zLRpLQxWzVHgo/V1tX5FglkhiYUtuhTRtH",
+	"pjFRXluMYmcoAOslpCnsJGat1NXb2czaPjNJsRB7Tr4jZrRBqZI0zatErQ5oBMuYSsK4VzlHZqAOLWhY",
+	"pVGSovjR3p3lSA6tV1UCxsC5QsZsqo9vIB4K7la8BlU/76n8TFVV8rw5AgTVPpX504H1z8+KN3f6EdxR",
+	"FQrkUr34jI7Q0SB4NhrP68clldfXcpvERPH6zDSrdZrhFeqAV4Wa3G613B93rRvKthIbmjxFdNu45/8G",
+	"s+XdxUzHfm5055HQ2nzRl6qGQllKFjhFnKwJg2jU5H3XqsK+rri8oNu8bf1By+sm7/r5rXjN4vuK8c61",
+	"oVoZ5PXv0I/GgzZkEYuh1RX09vWUEpSWG6XulB4Fdp7hdOZc2LlZzZxP1IU4vZCsckHGSS/3P5OdtrG8",
+	"TZtWRngag1RaeRDStn8tW+bWYWVg0aoFdgwQGZPG0nYgFNHeHWq1DtvTKbYvilL3UL2JeZrHNrSdi8b/",
+	"gEbXfDi00C3jL9i25TvKQ7JY+xIpSHOvGPygyS7lpkMr+aBHMz/tvW+QxVJ+u722WjVnUazxL5oHxDVX",
+	"dw7uUkobi2WTvGcRoL1U/GlMZZ/lno6isVpSZKIZx6S2nWy0qdvqHs4lzSWyz4b6ULQileKza6W6RNSX",
+	"8ry5JV63ovXVtgRWbqzXmmuMt7TorGiEZ7xbddK1F9rYtea7zlU6ulrdP+fakdX38G3g7/JaypktlfI+",
+	"cmOw1Mnrnxvp8nqjVfu1Ckr7yei+RTZ6gf/aOuTiIeZswvSyKafYLkkvL9JgH66ofKzBhJd7y/5B+1jn",
+	"i0NFNef0RjiQIUfT2mm1XBDb6M+MsjV9fVZ2wSVa2b0B4RX16VkKfoJf+yn3KCqsL7C2B5AsOABN7se8",
+	"B9C59RDhtgkeF5hMUcCdewH77NK0nsfbnT8yV2IjS913K4TVQ9x3m6acFV0Wf3rvfnrv0HtXg/vOcTjT",
+	"yW6N/e29WahpI6JpCkLTJ5Ggbdo0xbxY5Rr0hS7HyzZdLAzOa5jt1mpFVnTZCzb1OXyfxly5reNKY644",
+	"jq9LmN9Le6783jgC8H65vCeXqeguOZuI5oHYdrFJjrCzIWfpbFmZetFLc4tMNheyj4o+oj3sGr9hZfpC",
+	"e90vUZvu+uK2atlJ831sW9aOqWUg5M1nD8LlOCpawbZqdPTYnDS/415RP1oiV6mLk6O6SnqvFHh7d56R",
+	"us6vUi7YKZrspdRKOrya5kdDEiTiGbO/MSI5hqkaWz1WltskU+Wcv1XNmhdcJGU2s5WLxJJv50Hk2/6C",
+	"5Pvsq5FvyR/+02PwrTrrrKTgTRXAPzz/E5rCrjRiTqEqJDpxTUlMFiHSDUhX/2vzJrVqK2XCWWXbNddv",
+	"Vyo+nUKFVjvX9v7MtAh/sKJg6cZ7SqY2QSxpwF9LQ/gOWEyntYTHeLiqy2oOHpnV2KV+YJbzwykaY8pG",
+	"MBeCtv39H6pv6L83rmG2zu6eL0bCF1XLteoSIgFKVhvRR2cnv+lVtqNibdYW17/WswJH0+Q3mFU8H1pJ",
+	"FHpbP0XvNzCWbft931TOb+YjiN1KM3te6poLbF71NH5xLKIP88QAt5tD8zaCVp/HVI4J5gxwUSVqjXFg",
+	"bv8jGONRsqn1be7/N24Lh6KzNXgGXdqCxgt68KzRjfaHjefxftRoDzuwH3ejg8FTWsQeogRfVoJh8jno",
+	"BTK9/tQdduiLCJF4w6/9yKg5uNKwT9e/d25af/79fNL+/Gy6PzhgL6LuV+nQHTuOs5TDhIXhZiD/KXm/",
+	"ExOfOT5VzaY2kbd7d9cwW9Og2WdQR8Ree9cZw5X4OstAD2yScz0IK31NISz2yuQNPl1kTTjUZ03rOjCb",
+	"D352YP7Kl8+gfe3l20pGVrZWs8s9kTY0UhEhxju8fZx7jI+o/2epDnqUV9W3iheJyFTwCKRmouIGpCv7",
+	"l/ZBb0kYJzFMgcXAolmlA+tXu+62tmUeCOXX9cWFfTm+Kr6SJjfaHPMepbK6r6c03QAD6etLBomWDWGx",
+	"SV2EAiNnXKqRAEl2KIvzIHiIUbMJj7PUvfCdScBeCyb96pActPYJV2MQt4mE0O8zoE1o/fMUWw4NMoVO",
+	"CWMrmJdfXYveESeKm4JIfZTiiSQpH1We2LnZ19aFkPnr/FO7cXN4YaDs1ovDfNyzxQ00PbawBGj/Dak5",
+	"4N2LuoHGJx50j7ht5FjfsQ/y5p5cPtr1QvYHrf3i1ahTN0/5dTLZ29szj5Y3Y7hxEMk9xlXDDK+ND/eO",
+	"cGUwsSBSEnOQprEFXq/VNKBRmSwlgvKHxVtuf33UFoG5aFXJMhN6jbUTpae4ent7KY9oOuZS9Z63nrfQ",
+	"rLCLLvBOYJTZrm3mumsjHQ3j+WxmWcF6c8bckKb5UyQgBqYSmvpz5Ky/eob5h4E8aBb60PrT+g07F2e2",
+	"ResJG4XklqoIu4fomaOi2q3wRHrTeoH/xVkdM8OZhDtV72t7qvcf7/9/AAAA//9gyWN8ILUAAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

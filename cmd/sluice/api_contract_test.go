@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -342,6 +343,15 @@ func TestContractEveryOperation(t *testing.T) {
 	status(t, "cancelQueueItem (dispatched)", cqd, err, http.StatusAccepted)
 	if cqd.JSON202.Status != client.CancelResponseStatusCANCELLING || cqd.JSON202.ID != queueIDs[1] {
 		t.Errorf("cancelling a dispatched queue item: %s", cqd.Body)
+	}
+
+	// A bulk enqueue, delayed an hour so nothing above is disturbed.
+	later := time.Now().Add(time.Hour)
+	bulk, err := key.EnqueueExecutionBatchWithResponse(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID,
+		Items: []client.EnqueueBatchItem{{Input: rawInput(map[string]any{"name": "Ada"}), NotBefore: &later}, {Priority: ptr(1), NotBefore: &later, IdempotencyKey: ptr("bulk-1")}}})
+	status(t, "enqueueExecutionBatch", bulk, err, http.StatusAccepted)
+	if len(bulk.JSON202.Items) != 2 || bulk.JSON202.Items[0].Status != client.QueueStatusPENDING {
+		t.Errorf("enqueueExecutionBatch: %s", bulk.Body)
 	}
 
 	// Every operation of the spec has answered a success.

@@ -136,6 +136,10 @@ func (w *world) opsOnB() []op {
 		{"startExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB})
 		}},
+		{"enqueueExecutionBatch", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB,
+				Items: []client.EnqueueBatchItem{{}}})
+		}},
 		{"listQueue", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.ListQueue(ctx, &client.ListQueueParams{WorkspaceID: w.wsB})
 		}},

@@ -270,6 +270,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workflow/executions/start-batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enqueue executions in bulk
+         * @description Enqueues up to 1,000 executions of one definition (`SLUICE_ENQUEUE_BATCH_MAX`
+         *     lowers it) in one request and one statement, each item with its own
+         *     input, priority, optional `notBefore` and optional idempotency key,
+         *     and answers 202 with one result per item, in the order sent. The
+         *     batch passes the workspace's quotas whole or not at all: past one it
+         *     is refused with 429 naming the quota, and nothing is enqueued. An
+         *     item whose key was used before with the same content answers the
+         *     original item (`replayed: true`); a key used with different content
+         *     refuses the whole batch with 409, and a key given twice in one batch
+         *     with 400.
+         */
+        post: operations["enqueueExecutionBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workflow/queue": {
         parameters: {
             query?: never;
@@ -600,6 +629,47 @@ export interface components {
              * @default 2
              */
             priority?: number;
+            /**
+             * Format: date-time
+             * @description The item waits PENDING, holding no slot, until this time; at most
+             *     30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+             *     400 names this field. A time already past is due at once.
+             */
+            notBefore?: string;
+        };
+        EnqueueExecutionBatchRequest: {
+            /** Format: uuid */
+            workspaceId: string;
+            /** Format: uuid */
+            workflowDefinitionId: string;
+            items: components["schemas"]["EnqueueBatchItem"][];
+        };
+        EnqueueBatchItem: {
+            /** @description Available to templates as `input`. */
+            input?: {
+                [key: string]: unknown;
+            };
+            /** @default 2 */
+            priority?: number;
+            /** @description As the `Idempotency-Key` header of a single enqueue, per item; distinct within a batch. */
+            idempotencyKey?: string;
+            /**
+             * Format: date-time
+             * @description The item waits PENDING, holding no slot, until this time; at most
+             *     30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+             *     400 names this field. A time already past is due at once.
+             */
+            notBefore?: string;
+        };
+        EnqueuedExecutionBatch: {
+            items: components["schemas"]["EnqueuedBatchItem"][];
+        };
+        EnqueuedBatchItem: {
+            /** Format: uuid */
+            queueId: string;
+            status: components["schemas"]["QueueStatus"];
+            /** @description The key was used before with the same content; this is the original item. */
+            replayed: boolean;
         };
         EnqueuedExecution: {
             /** Format: uuid */
@@ -1617,6 +1687,70 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["EnqueuedExecution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    enqueueExecutionBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                 *       "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
+                 *       "items": [
+                 *         {
+                 *           "input": {
+                 *             "name": "Ada"
+                 *           }
+                 *         },
+                 *         {
+                 *           "input": {
+                 *             "name": "Grace"
+                 *           },
+                 *           "priority": 1,
+                 *           "idempotencyKey": "grace-1"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["EnqueueExecutionBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description Every item enqueued (or replayed), in the order sent. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "queueId": "3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a",
+                     *           "status": "PENDING",
+                     *           "replayed": false
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EnqueuedExecutionBatch"];
                 };
             };
             400: components["responses"]["BadRequest"];
