@@ -53,6 +53,12 @@ const (
 	NodeStatusSKIPPED   NodeStatus = "SKIPPED"
 )
 
+// Defines values for OverlapPolicy.
+const (
+	Queue OverlapPolicy = "queue"
+	Skip  OverlapPolicy = "skip"
+)
+
 // Defines values for Plan.
 const (
 	ENTERPRISE Plan = "ENTERPRISE"
@@ -104,6 +110,25 @@ type CreateDefinitionRequest struct {
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+}
+
+// CreateScheduleRequest defines model for CreateScheduleRequest.
+type CreateScheduleRequest struct {
+	// CronExpression Five fields (minute hour day-of-month month day-of-week), or six with seconds first, or a descriptor such as @daily. Exactly one of cronExpression and intervalSeconds.
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            string              `json:"name"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Paused        *bool          `json:"paused,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+
+	// TimeZone The IANA time zone the cron expression is read in.
+	TimeZone             *string            `json:"timeZone,omitempty"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // CreateVersionRequest defines model for CreateVersionRequest.
@@ -330,6 +355,9 @@ type NodeRecordPage struct {
 // NodeStatus defines model for NodeStatus.
 type NodeStatus string
 
+// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+type OverlapPolicy string
+
 // Plan defines model for Plan.
 type Plan string
 
@@ -356,15 +384,21 @@ type QueueItem struct {
 	CreatedAt    time.Time  `json:"createdAt"`
 
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
-	DispatchFailures     int                 `json:"dispatchFailures"`
-	DispatchedAt         *time.Time          `json:"dispatchedAt"`
-	ExecutionID          *openapi_types.UUID `json:"executionId"`
-	ID                   openapi_types.UUID  `json:"id"`
-	LastError            *string             `json:"lastError"`
-	Priority             int                 `json:"priority"`
-	Status               QueueStatus         `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
-	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+	DispatchFailures int                 `json:"dispatchFailures"`
+	DispatchedAt     *time.Time          `json:"dispatchedAt"`
+	ExecutionID      *openapi_types.UUID `json:"executionId"`
+	ID               openapi_types.UUID  `json:"id"`
+	LastError        *string             `json:"lastError"`
+	Priority         int                 `json:"priority"`
+
+	// ScheduleID The schedule that fired the item.
+	ScheduleID *openapi_types.UUID `json:"scheduleId"`
+
+	// ScheduleTick The schedule's tick the item is for.
+	ScheduleTick         *time.Time         `json:"scheduleTick"`
+	Status               QueueStatus        `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // QueueItemPage defines model for QueueItemPage.
@@ -375,6 +409,57 @@ type QueueItemPage struct {
 
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
+
+// Schedule defines model for Schedule.
+type Schedule struct {
+	CreatedAt       time.Time          `json:"createdAt"`
+	CronExpression  *string            `json:"cronExpression"`
+	ID              openapi_types.UUID `json:"id"`
+	Input           rawjson.RawMessage `json:"input"`
+	IntervalSeconds *int               `json:"intervalSeconds"`
+
+	// LastQueueID The item the last fired tick enqueued.
+	LastQueueID *openapi_types.UUID `json:"lastQueueId"`
+
+	// LastTick The last tick fired or skipped.
+	LastTick *time.Time `json:"lastTick"`
+	Name     string     `json:"name"`
+
+	// NextFireAt The next tick to fire; null while paused.
+	NextFireAt *time.Time `json:"nextFireAt"`
+
+	// NextFireTimes The next 5 fire times from now (empty while paused).
+	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy        OverlapPolicy      `json:"overlapPolicy"`
+	Paused               bool               `json:"paused"`
+	PausedAt             *time.Time         `json:"pausedAt"`
+	Priority             int                `json:"priority"`
+	TimeZone             string             `json:"timeZone"`
+	UpdatedAt            time.Time          `json:"updatedAt"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
+// SchedulePage defines model for SchedulePage.
+type SchedulePage struct {
+	Items      []Schedule `json:"items"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
+// UpdateScheduleRequest defines model for UpdateScheduleRequest.
+type UpdateScheduleRequest struct {
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            *string             `json:"name,omitempty"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+	TimeZone      *string        `json:"timeZone,omitempty"`
+}
 
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
 type UpdateWorkspaceRequest struct {
@@ -418,6 +503,9 @@ type ExecutionID = openapi_types.UUID
 
 // Limit defines model for Limit.
 type Limit = int
+
+// ScheduleID defines model for ScheduleId.
+type ScheduleID = openapi_types.UUID
 
 // WorkspaceID defines model for WorkspaceId.
 type WorkspaceID = openapi_types.UUID
@@ -517,6 +605,18 @@ type ListQueueParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListSchedulesParams defines parameters for ListSchedules.
+type ListSchedulesParams struct {
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListWorkspacesParams defines parameters for ListWorkspaces.
 type ListWorkspacesParams struct {
 	// Limit Page size.
@@ -537,6 +637,12 @@ type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
 // EnqueueExecutionBatchJSONRequestBody defines body for EnqueueExecutionBatch for application/json ContentType.
 type EnqueueExecutionBatchJSONRequestBody = EnqueueExecutionBatchRequest
+
+// CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
+type CreateScheduleJSONRequestBody = CreateScheduleRequest
+
+// UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
+type UpdateScheduleJSONRequestBody = UpdateScheduleRequest
 
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
@@ -594,6 +700,27 @@ type ServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(w http.ResponseWriter, r *http.Request)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams)
@@ -1225,6 +1352,237 @@ func (siw *ServerInterfaceWrapper) CancelQueueItem(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// ListSchedules operation middleware
+func (siw *ServerInterfaceWrapper) ListSchedules(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSchedulesParams
+
+	// ------------- Required query parameter "workspaceId" -------------
+
+	if paramValue := r.URL.Query().Get("workspaceId"); paramValue != "" {
+
+	} else {
+		siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "workspaceId"})
+		return
+	}
+
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSchedules(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSchedule(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSchedule operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSchedule operation middleware
+func (siw *ServerInterfaceWrapper) GetSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) UpdateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PauseSchedule operation middleware
+func (siw *ServerInterfaceWrapper) PauseSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSchedule operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListWorkspaces operation middleware
 func (siw *ServerInterfaceWrapper) ListWorkspaces(w http.ResponseWriter, r *http.Request) {
 
@@ -1613,6 +1971,13 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.ListSchedules)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.CreateSchedule)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.DeleteSchedule)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.GetSchedule)
+	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.UpdateSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/pause", wrapper.PauseSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/resume", wrapper.ResumeSchedule)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces", wrapper.ListWorkspaces)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces", wrapper.CreateWorkspace)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.GetWorkspace)
@@ -3189,6 +3554,722 @@ func (response CancelQueueItem503ApplicationProblemPlusJSONResponse) VisitCancel
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type ListSchedulesRequestObject struct {
+	Params ListSchedulesParams
+}
+
+type ListSchedulesResponseObject interface {
+	VisitListSchedulesResponse(w http.ResponseWriter) error
+}
+
+type ListSchedules200JSONResponse SchedulePage
+
+func (response ListSchedules200JSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules400ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules401ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules403ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules404ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules429ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedules500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules500ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules503ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateScheduleRequestObject struct {
+	Body *CreateScheduleJSONRequestBody
+}
+
+type CreateScheduleResponseObject interface {
+	VisitCreateScheduleResponse(w http.ResponseWriter) error
+}
+
+type CreateSchedule201JSONResponse Schedule
+
+func (response CreateSchedule201JSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule400ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule401ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule403ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule404ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule413ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule429ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule500ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule503ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type DeleteScheduleResponseObject interface {
+	VisitDeleteScheduleResponse(w http.ResponseWriter) error
+}
+
+type DeleteSchedule204Response struct {
+}
+
+func (response DeleteSchedule204Response) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule400ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule401ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule403ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule404ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule429ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule500ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule503ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type GetScheduleResponseObject interface {
+	VisitGetScheduleResponse(w http.ResponseWriter) error
+}
+
+type GetSchedule200JSONResponse Schedule
+
+func (response GetSchedule200JSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule400ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule401ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule403ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule404ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule429ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule500ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule503ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+	Body       *UpdateScheduleJSONRequestBody
+}
+
+type UpdateScheduleResponseObject interface {
+	VisitUpdateScheduleResponse(w http.ResponseWriter) error
+}
+
+type UpdateSchedule200JSONResponse Schedule
+
+func (response UpdateSchedule200JSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule400ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule401ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule403ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule404ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule413ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule429ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule500ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule503ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type PauseScheduleResponseObject interface {
+	VisitPauseScheduleResponse(w http.ResponseWriter) error
+}
+
+type PauseSchedule200JSONResponse Schedule
+
+func (response PauseSchedule200JSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule400ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule401ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule403ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule404ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule409ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule429ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule500ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule503ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type ResumeScheduleResponseObject interface {
+	VisitResumeScheduleResponse(w http.ResponseWriter) error
+}
+
+type ResumeSchedule200JSONResponse Schedule
+
+func (response ResumeSchedule200JSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule400ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule401ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule403ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule404ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule409ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule429ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule500ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule503ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListWorkspacesRequestObject struct {
 	Params ListWorkspacesParams
 }
@@ -3951,6 +5032,27 @@ type StrictServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(ctx context.Context, request CancelQueueItemRequestObject) (CancelQueueItemResponseObject, error)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(ctx context.Context, request ListSchedulesRequestObject) (ListSchedulesResponseObject, error)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(ctx context.Context, request CreateScheduleRequestObject) (CreateScheduleResponseObject, error)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(ctx context.Context, request DeleteScheduleRequestObject) (DeleteScheduleResponseObject, error)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(ctx context.Context, request GetScheduleRequestObject) (GetScheduleResponseObject, error)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(ctx context.Context, request UpdateScheduleRequestObject) (UpdateScheduleResponseObject, error)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(ctx context.Context, request PauseScheduleRequestObject) (PauseScheduleResponseObject, error)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(ctx context.Context, request ResumeScheduleRequestObject) (ResumeScheduleResponseObject, error)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(ctx context.Context, request ListWorkspacesRequestObject) (ListWorkspacesResponseObject, error)
@@ -4425,6 +5527,200 @@ func (sh *strictHandler) CancelQueueItem(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// ListSchedules operation middleware
+func (sh *strictHandler) ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams) {
+	var request ListSchedulesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSchedules(ctx, request.(ListSchedulesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSchedules")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSchedulesResponseObject); ok {
+		if err := validResponse.VisitListSchedulesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSchedule operation middleware
+func (sh *strictHandler) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+	var request CreateScheduleRequestObject
+
+	var body CreateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSchedule(ctx, request.(CreateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateScheduleResponseObject); ok {
+		if err := validResponse.VisitCreateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSchedule operation middleware
+func (sh *strictHandler) DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request DeleteScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSchedule(ctx, request.(DeleteScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteScheduleResponseObject); ok {
+		if err := validResponse.VisitDeleteScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSchedule operation middleware
+func (sh *strictHandler) GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request GetScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSchedule(ctx, request.(GetScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetScheduleResponseObject); ok {
+		if err := validResponse.VisitGetScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateSchedule operation middleware
+func (sh *strictHandler) UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request UpdateScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	var body UpdateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateSchedule(ctx, request.(UpdateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateScheduleResponseObject); ok {
+		if err := validResponse.VisitUpdateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PauseSchedule operation middleware
+func (sh *strictHandler) PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request PauseScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseSchedule(ctx, request.(PauseScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PauseScheduleResponseObject); ok {
+		if err := validResponse.VisitPauseScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeSchedule operation middleware
+func (sh *strictHandler) ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request ResumeScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeSchedule(ctx, request.(ResumeScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeScheduleResponseObject); ok {
+		if err := validResponse.VisitResumeScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListWorkspaces operation middleware
 func (sh *strictHandler) ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams) {
 	var request ListWorkspacesRequestObject
@@ -4678,143 +5974,165 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9/VIbufbgq6h6typQv7axjcmH+YtJSIadhDBA7uzOOBXk7mO7L23JI6khvhTPsQ+0",
-	"L7alI6lbbbftNibJJL9U3bpDQC0dHel8f+guiPhkyhkwJYPeXTClgk5AgcB/vcyE5EL/FIOMRDJVCWdB",
-	"L7gcA7li8FmZAVeED4kaA5kKuEl4JsmUjqAZhEGiR/+dgZgFYcDoBIJeEJlJw0BGY5hQPfuEfn4LbKTG",
-	"Qa/TaoWBmk31SKlEwkbB/X0YvIJhwhK9/ElcDc8tF9fDlN+SOB/6RJIkzsGYUjUuoIj9CcNAwN9ZIiAO",
-	"ekpk4MM25GJCVdALsizRIxdhO/4MUbYKNHADVgEE3izbwfM2mSRqEZIzOgIik/8sPZgUv/PXimFIs1QF",
-	"vYNWqA8pmWQTe0SThJl/tXMQEqZgBAJh+IOLazmlEaw6LhywCie33izb4ORefyynnEnAe/0Ljc/h7wwk",
-	"oiniTAHDH+l0miYR1XDuTQUfpDD5r39LDfRdAJ/pZJqC2Y6iSRr0ECSQigx4PCNjKgllBITA643/lUHv",
-	"r7tgAlLSkQZpkunRQCixoOKGe8Gev9X7j2EgFVWZDHpdpIdE6YWDE3ZD0yQmdtlip2OlprK3tyfTLImg",
-	"GcONA1/uJeajhvvo3sfc/xQwDHrB/9gr2MCe+avcOzMzGPwtnqDbeyLJhKb6CCAmXJCBAHotkR+YmZp6",
-	"yZecDdMk2hbhJzFMplwBi2aN32BGbqkkmYSY3CZqTCiJk+EQBDBzJIGPxxcFHnNg6iHQWzNyXz42Ft3E",
-	"0uxE4Z8kzwRSiN4FIB5fczFI4hjYlojUCxQ8kAwg5WwkieKEMq7GIAoKLWFxv8BiAUotNA7z4Y+FO8Wv",
-	"gZEJnRHGFVE8izTiEpljDjF2whQIRtMtEZbYaXL6djg5KFPo3KhaBGoBfAy8XPAJqHHCRmRIk1RTJDOk",
-	"COIGxKG9WPbOjSkbQayxp7+w2EJu8UbQ6XhLjHWI2+Iybpixa8ZvGWE8BtIPPvcDjyOONAh7EI9A7rX2",
-	"FA/uQ//baBal0COUNPpZq7UPZJD/RBdm0QvIMl/tdBb5Kg7ejKuaTx7rRuNsmqPqC02JgerV0ZtDAjcg",
-	"Zg6hekSaSOX4XqK0yqXGeIKnXL3mGYu3PL0KfYo8p614nz6DRmfYHTS60dN24wV9Do2DwdPoWfwcXgxb",
-	"bQR9iAD4fKNbYPvUG1AD04yrhhn+GFg+5URqPlFiEZecv6ViBI+pDcDnCCCWpN3qPj949pQMZgqkj5K2",
-	"x0rP6CzlNCaKc5IiJLVQozhvmOGPdQERdH279KyCqDH12QehUQRTJR3S3lE22xJnf2dcUYssiHuEKjLh",
-	"UpF2q9UiU2CxZmV/Z5ABSZRhJQUJeyL999I89dCHazfybx5bpN/yLI3JlEpJOANnI/mKLwIgyY7bJxd9",
-	"JhUXEPtbDj0SLP2D3ICQ5pfI4MgURJ8hD9kNtSpWWk8fq7QLWRAlGVKp3DlrLiKogj7jApVZfRsnlM1I",
-	"wsgwTUZjpY+Hswia5NTIDFTALMiU5aKkz2gqgMYz9zcraprk6hyUmDWOhgrElQFJkdsxCCC3NFF6yjGk",
-	"U9nrMw29QUMsaMIkobIwpSTRWJDjEJdFqUaVxv0wSVPZ7GulZAw0tpast+qiPXIBEWcxKj8aBjKAIRdg",
-	"7j2dFAeqNQ19nM2y8brKEtI35AOjmRpzkfwHtmXKk0RKjaIBUKGPTStAJTbbLiiitGwtesj8Lx6J2SKI",
-	"eBmp1dfUmKLR4IQ/F0TADb+GGNnKB0ZvaJLSQQqPoOJavpVIMsjk7JAoMSN0RBNG5JgLlc5KipzHkS9A",
-	"3CQRkMwDpy4S8w8ei6MUu9AkqXei76qi11DS5xi/7RHGSUwVHVAJfRZxxiBCXhHpmzwUAKgyJIatD7Rc",
-	"1VoETVSZpmPO4LDPCnxRTTtl8n0cKhMzvSYushFh5cjFpY+myW+Awmgq+BSESoypHwmgCuIjVfITxFRB",
-	"QyUTWHQWhEES1/ApOB/F3eIfppoJfa52ewwTYRRvQSMFQjqpICESoEI8VkhTcg0zSeiUCtWsWtsSzIpd",
-	"sSy1NGScJQtT3JY9NOvdSoX75a8Ah5S9M4iOfPOhh3gf3I/5zHzwbzB29EvKIkjPrYNm8Qhrnocj47sA",
-	"mL41fwUvj05fHr99e/wqCN3PJ6dvPBhW7c5OVwkwbs3cOM+PROMYxTJNzzz4hzSVEM5tyd2decfnJGHu",
-	"3+11UOIcy8ErPKYPA3HkLMBVfOuNs34etKEtL2Hl/TNgL0fLv4zK9OVxMgfsOrhyh+lXvFBhME0pWyub",
-	"9JjKy2e/X76puODKNE3fD9H8X7WWHa8t/fL+DH+sECpjVCFYBIdG1SQJysHm2ttjZ1wE/mMp3PAoEiXK",
-	"hACm7N3zhEYuz8IN6W1bGZVN40038YUExhxuHCLKAqQAt+qyFad1RkdVAgQNR/+HVTj2zv4+X4wKQWeI",
-	"0TzqhWS3WsrOI8EasN4cq7fjXZit72A8F0Fbe3c2u5A3y+/2HBbmIm83Kw6+CjvHcdURDwWfVF50xSt/",
-	"fTsGH9YB5ylUsDmcFiepBIWhefoLVdH4RMFkQ57txRUskyzztiMTRLmai3lcEaNxa9WREm0OpkDAgBKS",
-	"qbYTFEwOSZxIlbBIOX2fkoEGVHNGX0ocHKyVEgmbZisEkrn6c7A7G8hotJNpShWgBX+Fs115DNoiNAw+",
-	"N0a8YX8p6K227Zrn9Pad9fl6AxrJZMqFKiSfG194foFFPE7YaA9/rQ+WcfUL2hzVqrnGGlomkpwdn746",
-	"OX0TkjFP0V/COJEpVyHJmEpSE2TQhHbo/FV9tt8iMdVKuz4dsnN18fbDycvjT8env384/nD86fT95adf",
-	"jl+/Pz/+9Ov785M/359e7YZkSqUyBjHts26rRfRupJl/mEAaN8kRLkScPwW/SCSJM8idMWiG1eMCU5Fw",
-	"kahZKbrb8YK73bWh3WVkkIfBkR4epsZsxqkX6O8eN3Jivm23rALk/r3IzJ2P+9WmvPER9dZKGEKLgI81",
-	"0P1ATH8JmiYXhSdQgMoEgxgd32TIBf4QEskJyyYDbfteA0xtYCNORon6yRP+UTyhjI42Bvq5VCQTI2Cq",
-	"Sd6LWJ+ivsCFjMkv9yEZ0kQwkJLQSHApiz9JEnG9JXSGWHlUi/v8gyl2BaXGJQWhTIY4oOYWBExTOoMl",
-	"CTXXfjaE9a3lqQToxrau1ENzlRKjXXCRjBJGU7zqHgHmGpHvWFnFjH/XO7kwQ+fx53aZz+VtZhXich63",
-	"HeK+wAZqQY3nvq05sniJFqySSjOjEsLl+NQrp6C28ynGmUD3/DtZmiNh6ml3+fceeZusifWGVW0D+AFi",
-	"Dvm+/gzjTRb7YVmMNYlxPAxm5M3xpdbEOfPy/Ahn6czkWqSJVCQFegOSJIrw7NtIudic8jKH9JSOMECJ",
-	"iRgCIi5iSXaWbm23mWsoa27vKY/hHOerNKY1XKcli3oRQpMv6hzl2nauBpcqcrXnePNeESjcu/NSK+9N",
-	"KsjVIdE3jGgzkFyZX6FgR6Y4ITRNm3UuvMeFFgEvQrgIeYFCEzOlQkFMtIVpgdGYxRvmBTndMMvQLzDg",
-	"ZLcMMTE60zwVrAXbzrqJ+6AeD80ZjOOjW0ps/eFKr9n2TqmCtdfSy+eh8kRagdWwxE5LfNHxuJXs+THc",
-	"WAWv/zZerPmr4MVlzj+cnp6cvgnC4OX7d2dvjy8xQvP66KQUqjl+VRGpCYPXWgU+dnKijKE8O6wqKofM",
-	"8W7N5mz+sZuoamN5atycdUReHb1pEs3wbPROAMlY8nemLQJGIB4BCgKMdpKX709fnVyevD81TGxCZySi",
-	"QszIleZJV9rEmibRNSZlDARl0bjZZ+9AG07WINDzw2caKbITUQkNCUwmKrmB3bAcW5+iO02zcfORgKFW",
-	"Ek3mhLPFEobR4mEyqrDLyGVV4oqJHhs10uSf7FDS7bzQ8OlN+rl3u6Ee1melFClMODdx6JkCm7RRPlFM",
-	"/6t/52OTClUpZ2rPoo9wrZJlpvz41UX5r0BTVaFURmOIruVyTafKNTp/swsevyZ0slwHRtxVKJf6Yq1T",
-	"w74yJq+Nz9XzhbZrRMzML+aJ/9fLy7NP58e/fzi+uAzJ5fnR6cXr9+fvQo/MuSCvjt8e/Z9DgkflUjdt",
-	"ordy+o3JAJXceAAWsj4F6I1CTBQfgRqDWB/o0vu0Y5admNXQFs6NKgWTqaoWvY9iMeQKfxmff4xnOVux",
-	"icyH5PTDW2RZyCysh0QA5pt+uHzdeI7/kqiXU0k+/Nfr169fGSaHDhLnfTk/fvn+/NWnfx29/XD86d3R",
-	"/76yEyaKgGZneUatBjkvmFlvkDhLY1ER1Lt4YrLS0xuttemhoVnIY7P6Cuh1LUtukqM+u6FpBoTfgFgP",
-	"v2bcU2219NnVXT8wyUkaXBZpAdAPeuSuH+Bg/TMmS0d6Qb1Hkzodkn6ARVxwi0OCYpAxFPDrUONXwWdl",
-	"PuoH9/c2F2geS1+HhBfOgmeq8jBKHsyUKi1LUXChQg5T2TT7vYaZ2VrTzER2bsc8hd1DdzZ9tigjz51S",
-	"nibX4FyiPTy7PltzeIhRSiZUaMZgTyBnEH1WXMVvgeb15kIdi6OG+aB5UWE5OFZbm715urjjXI4u8zvh",
-	"WM5ydX01k3wM1XyNUfzldXMPz/XV8ovfTs7OaijoZzanxE37+vz4OAiDs/P3QRgcn14en5+dn1wcV39r",
-	"8yAXKPf89UvyonvwLJeFJssTU3HLR+HSP++WCJsKPwiaFI0UbiDNS1ZCAjQau7Ky/3Xx/rQx5Vip00D6",
-	"NuUWNb0gns1SceAJk4qyqNpsWdDJPAlsc1Xv6mopR0Qq5H4fzk+ckq6l7HXCYi187N7XqxSW2sz6K32i",
-	"6FStdn1bEn3JM1bBqo+RtQpIgUogAxpda55tgzAehB468rzbjVJzUppMtuNtD0nGSOSUqmj8miZpJqp8",
-	"c69N9RYyKUk4I5egOTdNjVsRvUpaMUK/1341QtwqW6po5fLmjZ1NNT21KZXquLb7149ZLW78AQ7/bxVa",
-	"Smp7nnLZlu89LNNQxbXy0RrOlZj7+VU+6fg0MXeHVlL4Y0jGgl18G8HoXwlPhFm2o0Xf26OTdygEX51c",
-	"nB1dvvx1E9/VB0xj2zLV88E5m0uTNXOAKph0pJKbClFyXLioXTycYjh8LvnStxc3Z5PG8ntLpfqVZ2Il",
-	"FMZcxmIGcxjEljhoAiBjnolqqOpyp+qeCi85s/mLvtMeW2GklBGapvxWVi+8vHyg9vla53VF+AFTXvKC",
-	"qiFW3+jTqQZl42TQKh7mZwSHeS8Je39ySBfOdJM8z/yePgarKS79t2A1WkhBlGk2fqEBMjswZV3VTgQa",
-	"T/SN9sqpisq+o7MTcg2zvHwGA/hmrlLNkqkvStiQV2RSm9DSCHN6bg01YYWKUzya5I8igQOTOIumK2hB",
-	"vzp6Iwkf9hna1IdGd8GyRpYnKEqSKOOTsevpbSkTGmXpjNyOkxSMzev7m5GasL+GKWFCTrOjLQvSDsnZ",
-	"+XtyEJLCtiCdFoly0uyzgjZ3m33WZ065NL7ojMUgyNUenSZ7N+0rwrBu9+rI1sJh5KZHfjEld8ZBgMdg",
-	"XARXPQOudz4Y1CPG6WkjP8uOLNQ7xnJkGo1BIhL6TGOE37JieJMYkNGCIYkkV8uK4a7IjrOVdo2zIE0i",
-	"sHU11uQ/murFGp1mS5OcSL2Kttvb2ybFPze5GO3Zb+Xe25OXx6cXx/jNvVclZw7x6OzEy+TtBe1my4zj",
-	"U2B0mgS9YL/Zau5bJwPedYvuImLrFblirUVVuv/bRCrp4/GJ9Itjy07BGNCk16iPQWAmmm01o7kGdRoe",
-	"TvrKWzwsdUH6a2X3GnQkJSaLqaqnzmN1sAmrmVkB6J7p+lNjoOVJ9x/nmuJ0Wq0VBZcVhZaWzf71scwv",
-	"NbesXfg4l7pfUf94lEf7vYPGStGuAbhq+nxje16rH/ykvf6TD3NlsN3W/vqPXvvdTbqt7vov8j4N+oPO",
-	"i/UfuIL7+zA4qLP1E6+vyEGdPfiltyihssmEipklkaoOW5pYFB3Jcl6/DD5qPYbLCgr+F02TmBoHvot2",
-	"aHGAxTsoB6h0de2k7fieGbfY/QJTDrudznwbjHkSny+Js7QIUv3C49lm1z6vi7CxSbz/JsD4lx/qKpzQ",
-	"RdOSXyFNeUju7kwMoKm5BLm/L5zZwUgAeH2J8lCSqUuyXMUNKlmewdNhO2pHB+3GfvR00OjSg0HjxeA5",
-	"NFrDdtyh+4NudLBBWfeyKsL7sr6jGdn9Aidpb4ZSzzQIOq3O00a73ei0L9utXkv/78/FMqFeO/ymB6HN",
-	"hqBOO5Rg4dA8bXvZZr/kufrlTYvc1tbt/XD8tb1fi7++dc1Uup1OHQbr9Ur6Dri4OVyrPs1x8qWM/D5c",
-	"qart3fn1XPeG4Wu9q8LC4EOnlDWJsVBdBruxDtFQTRT6NQlVxPmenBc+SoEKowMfEpExpo2LhY4gi9z/",
-	"Fa45x/1L/Kq7CK35KP6paXzdO2rQvuEdDauthYuxtkznOt3lmoJz3Fhl44k0Wsbi9XkDatXdaX1rWfcj",
-	"y6PL0uH9JMavS4xvQG1MiXO28xpjtBTjQM1qA2Gz5/pfzXcu3njdZdbKhbFKKGFwS5LJJDPxU2ef+Dlb",
-	"zpMzAFPc5NjLXEJ3EU8xXiLGbwln6y2WIt/4ixguH+83NAzm+mh8I6ugXNRelwGuY6a5I6vzAC7mDmoJ",
-	"M9MXyc7/U8n+EZXsozgmlBRdDR5Dq84Z3d6d/el+qYvUKD2cQTW/ouX+6HVUHp/1fGHN5wvTc/vx6flH",
-	"peXvQjNZR2XbaSPh3fLztomgJhnHpMYmkrSX9LG/KQnv6gjAyq4LlYpRoVVsFC8pPgu1NAKpzAZsQrIt",
-	"t5vSUcKoUbqrAiZF6P2fGi8pQ/GepTNfD8PsgMR0Vs/kMnCK2q5aXGOh/G09HKhCJrJk5CxHTVVa0JY4",
-	"KZcm+mWJBjCvinEH29HYgrmrPsPBeaOH3R6heazGtfHlDH09ZJi4SiGRMUJTyfvMdJQ00V9ssyBdyI5w",
-	"RmxKrkYIhjGrUOKVZf+3j6SViwdXBtK867ejaZ5nWIWVCOMMl7aTb1Fbu/tTvH2DeBv4LNYJOO+X1Vqk",
-	"V/iM9Im2caVxe+xSMijz67uHcx6zJwuuMrwflMlbrITotDqu64gRh7mJK1z6aqJMpXW5H3WRz9FnmJxE",
-	"/kA/L1tseRUSagsZ84apdGK7lRv+I02/6LydRcG2TLrJ/NMgNusjn+oasO85tlx50SS/uQpOLKnBBCos",
-	"45eKdLqYTobdtr0MDWRSZTk536lnnaR8R69tXNRwVkmHKDAFKDEzRZg5rOXWHj4iyBI8HFa/kaIPR2+c",
-	"4L4vIj6FuLy1cAUScmFlepIVrHnuBJc+97S2/Zjhrg90eeRFWS7zJabl7OHOsrzfurbHl3SNLuv0VMvZ",
-	"0tkMU3kng2A/7kTtQYs2XgyfQ6MbP4sazwdPaeNg2AX3N69rdp4cu+m2vO4uFdLKDfrhJE+rhuR56b0y",
-	"9ACvyj9bttmTLUmdbQRcY5C32Vkt5rKpZqbtsNVqzWngnJVCRAuNun45unz5K5br9VnKb7FeXu1qG0J/",
-	"6fIItZjR/8bHmibAlK0hMtqtCzvxW9ZntgLU8aGQ8KnJ/iZXeUeyKzOh+4PXLRITB/vMk8JEC2FcwgAk",
-	"s1TlrSBDlwqNeXBEYvOuyzH0GWIOnzSwcqficQqsfCRcmCdpFKFp2jMFtehjUn2GZcnD4hUurwWAecKB",
-	"Kxr6r0NoeeMa6zTJkcYHomjM5QZ9rPK9Y/plqY8V2bly/aV6WMZ7tXtIKE5dgFmIQTthn5ltWFTgvgdF",
-	"/LnbeuFUCT3RKLnRGs1tEoG7CDi4z+zoVh2VwLSI2kbCWdNhiazTVsx8n9FgJGgEjXYQLnzzRtiE6EJC",
-	"trUA/n5kZKn55JcQlAXCNxaZRQM3W9ixKEM/PlyKmqtUJUoxhQ7pwlEd2TGdQRCc3SoG8VPs/qBit+wD",
-	"G2Tp9QOFb6mt1ppwhC/rnzinW2h8P6bVmn3Ep9yOLFHSVBMUPcmcY+mghbdWc2K8tbuHto/XqfcsLTbK",
-	"MYZh0Tdsoz5hTXJMNU836z+RrneD7QugwTY5+bmtiFrG2oJ/oxnstJ+S35JfyGBGbOPN3dD0/gAt3rV4",
-	"Q9vM7pkOrKfG0bHfRmeaZpIctMj/+79kX/+fGlMV9tntmCq4cZZu8p/8HSqRsSoB9QaUb69uGfHxW4RU",
-	"xXyanT/L7bHMqwW2KwjL0tSmtrRpZ7AfdePGATwdNrq0PWg8jzpxYx+6wwP6dPAseh5XyDNr7xVZoXlH",
-	"k3ZYA7r2n8E8MGYB849youiKNFMLhtdHYflyuUzwi/ArklDDB5lsYk0ArnL17aV/qY9b+wtrBKvMytJz",
-	"zD+9mt8gaFfD6ts0bOc/wL0uVDbH5SN8e2jz/KHyksvSh8zLRpLQxWzVHgo/V1tX5FglkhiYUtuhTRtH",
-	"pjFRXluMYmcoAOslpCnsJGat1NXb2czaPjNJsRB7Tr4jZrRBqZI0zatErQ5oBMuYSsK4VzlHZqAOLWhY",
-	"pVGSovjR3p3lSA6tV1UCxsC5QsZsqo9vIB4K7la8BlU/76n8TFVV8rw5AgTVPpX504H1z8+KN3f6EdxR",
-	"FQrkUr34jI7Q0SB4NhrP68clldfXcpvERPH6zDSrdZrhFeqAV4Wa3G613B93rRvKthIbmjxFdNu45/8G",
-	"s+XdxUzHfm5055HQ2nzRl6qGQllKFjhFnKwJg2jU5H3XqsK+rri8oNu8bf1By+sm7/r5rXjN4vuK8c61",
-	"oVoZ5PXv0I/GgzZkEYuh1RX09vWUEpSWG6XulB4Fdp7hdOZc2LlZzZxP1IU4vZCsckHGSS/3P5OdtrG8",
-	"TZtWRngag1RaeRDStn8tW+bWYWVg0aoFdgwQGZPG0nYgFNHeHWq1DtvTKbYvilL3UL2JeZrHNrSdi8b/",
-	"gEbXfDi00C3jL9i25TvKQ7JY+xIpSHOvGPygyS7lpkMr+aBHMz/tvW+QxVJ+u722WjVnUazxL5oHxDVX",
-	"dw7uUkobi2WTvGcRoL1U/GlMZZ/lno6isVpSZKIZx6S2nWy0qdvqHs4lzSWyz4b6ULQileKza6W6RNSX",
-	"8ry5JV63ovXVtgRWbqzXmmuMt7TorGiEZ7xbddK1F9rYtea7zlU6ulrdP+fakdX38G3g7/JaypktlfI+",
-	"cmOw1Mnrnxvp8nqjVfu1Ckr7yei+RTZ6gf/aOuTiIeZswvSyKafYLkkvL9JgH66ofKzBhJd7y/5B+1jn",
-	"i0NFNef0RjiQIUfT2mm1XBDb6M+MsjV9fVZ2wSVa2b0B4RX16VkKfoJf+yn3KCqsL7C2B5AsOABN7se8",
-	"B9C59RDhtgkeF5hMUcCdewH77NK0nsfbnT8yV2IjS913K4TVQ9x3m6acFV0Wf3rvfnrv0HtXg/vOcTjT",
-	"yW6N/e29WahpI6JpCkLTJ5Ggbdo0xbxY5Rr0hS7HyzZdLAzOa5jt1mpFVnTZCzb1OXyfxly5reNKY644",
-	"jq9LmN9Le6783jgC8H65vCeXqeguOZuI5oHYdrFJjrCzIWfpbFmZetFLc4tMNheyj4o+oj3sGr9hZfpC",
-	"e90vUZvu+uK2atlJ831sW9aOqWUg5M1nD8LlOCpawbZqdPTYnDS/415RP1oiV6mLk6O6SnqvFHh7d56R",
-	"us6vUi7YKZrspdRKOrya5kdDEiTiGbO/MSI5hqkaWz1WltskU+Wcv1XNmhdcJGU2s5WLxJJv50Hk2/6C",
-	"5Pvsq5FvyR/+02PwrTrrrKTgTRXAPzz/E5rCrjRiTqEqJDpxTUlMFiHSDUhX/2vzJrVqK2XCWWXbNddv",
-	"Vyo+nUKFVjvX9v7MtAh/sKJg6cZ7SqY2QSxpwF9LQ/gOWEyntYTHeLiqy2oOHpnV2KV+YJbzwykaY8pG",
-	"MBeCtv39H6pv6L83rmG2zu6eL0bCF1XLteoSIgFKVhvRR2cnv+lVtqNibdYW17/WswJH0+Q3mFU8H1pJ",
-	"FHpbP0XvNzCWbft931TOb+YjiN1KM3te6poLbF71NH5xLKIP88QAt5tD8zaCVp/HVI4J5gxwUSVqjXFg",
-	"bv8jGONRsqn1be7/N24Lh6KzNXgGXdqCxgt68KzRjfaHjefxftRoDzuwH3ejg8FTWsQeogRfVoJh8jno",
-	"BTK9/tQdduiLCJF4w6/9yKg5uNKwT9e/d25af/79fNL+/Gy6PzhgL6LuV+nQHTuOs5TDhIXhZiD/KXm/",
-	"ExOfOT5VzaY2kbd7d9cwW9Og2WdQR8Ree9cZw5X4OstAD2yScz0IK31NISz2yuQNPl1kTTjUZ03rOjCb",
-	"D352YP7Kl8+gfe3l20pGVrZWs8s9kTY0UhEhxju8fZx7jI+o/2epDnqUV9W3iheJyFTwCKRmouIGpCv7",
-	"l/ZBb0kYJzFMgcXAolmlA+tXu+62tmUeCOXX9cWFfTm+Kr6SJjfaHPMepbK6r6c03QAD6etLBomWDWGx",
-	"SV2EAiNnXKqRAEl2KIvzIHiIUbMJj7PUvfCdScBeCyb96pActPYJV2MQt4mE0O8zoE1o/fMUWw4NMoVO",
-	"CWMrmJdfXYveESeKm4JIfZTiiSQpH1We2LnZ19aFkPnr/FO7cXN4YaDs1ovDfNyzxQ00PbawBGj/Dak5",
-	"4N2LuoHGJx50j7ht5FjfsQ/y5p5cPtr1QvYHrf3i1ahTN0/5dTLZ29szj5Y3Y7hxEMk9xlXDDK+ND/eO",
-	"cGUwsSBSEnOQprEFXq/VNKBRmSwlgvKHxVtuf33UFoG5aFXJMhN6jbUTpae4ent7KY9oOuZS9Z63nrfQ",
-	"rLCLLvBOYJTZrm3mumsjHQ3j+WxmWcF6c8bckKb5UyQgBqYSmvpz5Ky/eob5h4E8aBb60PrT+g07F2e2",
-	"ResJG4XklqoIu4fomaOi2q3wRHrTeoH/xVkdM8OZhDtV72t7qvcf7/9/AAAA//9gyWN8ILUAAA==",
+	"H4sIAAAAAAAC/+y9+3LbuLYn/Coofl9V27MpWZLlXOx/xp0oaU+nbbft7D3TrVQLIiEJxxSgBkArapef",
+	"Yx5oXmwKCwAJUtTNUuIk4zqnejs2CQILWPe1frgPIj6ecEaYksHxfTDBAo+JIgL+9SYVkgv9U0xkJOhE",
+	"Uc6C4+BmRFCPkc/KPNBDfIDUiKCJIHeUpxJN8JDUgzCg+um/UyJmQRgwPCbBcRCZQcNARiMyxnr0Mf78",
+	"gbChGgXHrUYjDNRsop+USlA2DB4ewuAtGVBG9efP4ur5TLm4HSR8iuLs0Z8konE2jQlWo3wWsT9gGAjy",
+	"d0oFiYNjJVLiz23AxRir4DhIU6qfnJ9b5zOJ0mVTI+6BZRMi3ijbzecDHVM1P5NLPCRI0n8WbkwC7/nf",
+	"iskAp4kKjo8aod4kOk7HdovGlJl/NbMpUKbIkAiYw3U0InGakEUkkfbvyygi8zG2I8h/uLiVExyRZWcH",
+	"Hlg2nak3yjbzedAvywlnkgCT/YzjK/J3SiTsWcSZIgx+xJNJQiOs53kwEbyfkPG//kvqSd8H5DMeTxJi",
+	"lqMwTYJjmBKRCvV5PEMjLBFmiAgBvAb/K4PjP++DMZESD/WUxql+miCM7FRhwcfBgb/Uh09hIBVWqQyO",
+	"28CcVOkPB2fsDic0Rvaz+UpHSk3k8cGBTFIakXpM7tz05QE1L9XcSw8+5f5/QQbBcfD/HeQy6cD8VR5c",
+	"mhEM/eZ30K2dSjTGid4CEiMuUF8QfCtBOJmR6vqTbzgbJDTaluBnMRlPuCIsmtV+JTM0xRKlksRoStUI",
+	"YRTTwYAIwsyWBD4dX+d0zCazHgG9b0buzV1T0Q0szUoU/EnyVACH6FUQoOM7Lvo0jgnbkpD6A7lARn2S",
+	"cDaUSHGEGVcjInIOLVDxMKdiPpW1yDjIHt8V7RS/JQyN8QwxrpDiaaQJR2VGOaDYGVNEMJxsSTBqh8n4",
+	"29HkqMihpafWYlA7wV3Q5ZqPiRpRNkQDTBPNkcywIhF3RJzYg2XP3AizIYk19fQbllogLd4LPBltSbEW",
+	"cktcJA1Tdsv4lCHGY4K6wedu4EnEoZ7CAYmHRB40DhQPHkL/3WgWJeQYYVTrpo3GIUH97Cc8N4r+gCzK",
+	"1VZrXq7Cw5tJVfPKrk40jKYlqj7QGJlZvT19f4LIHREzR1D9REKlcnKPKm3/qRHs4DlX73jK4i13r8K4",
+	"Q69wIz7EL0mtNWj3a+3oRbP2Gr8itaP+i+hl/Iq8HjSaMPUBTMCXG+2c2ufeA2tQmnFVM4/vgsrnHEkt",
+	"Jwoi4obzD1gMyS6tAfI5IiSWqNlovzp6+QL1Z4pInyRNT5Re4lnCcYwU5yiBmaxFGsV5zTy+qwMIU9en",
+	"S48qkBphX3wgHEVkoqQj2m+Yzbak2d8pV9gSi8THCCs05lKhZqPRQBPCYi3K/k5JShBVRpTkLOyp9N8L",
+	"46xHPvh2LXtn1yp9ytMkRhMsJeKMOIfNN3xhAhLtuXVy0WVScUFif8mhx4KFf6A7IqT5JQg4NCGiy0CG",
+	"7IfaFCt8T2+rtB+yU5RogKVy+6yliMCKdBkXYMzq0zjGbIYoQ4OEDkdKbw9nEamjc6MzwACzU8YsUyVd",
+	"hhNBcDxzf7Oqpo56V0SJWe10oIjomSkpNB0RQdAUU6WHHJFkIo+7TM/ekCEWmDKJsMz9Ook0FeQohM+C",
+	"VsNK035Ak0TWu9ooGREcW7fa++q8P3JNIs5iMH70HFCfDLgg5tzjcb6h2tLQ21kvetLL3DJ9Qj4ynKoR",
+	"F/Qfsq1QHlMpNYn6BAu9bdoAKojZZs4Rhc+uxQ+p/8aOhC1MEQ4jtvaaGmFwGpzy5wIJcsdvSQxi5SPD",
+	"d5gmuJ+QHZi4Vm5RifqpnJ0gJWYIDzFlSI64UMmsYMh5EvmaiDsaEZR601mXiNkLu5Io+So0S+qV6LOq",
+	"8C0p2HOMT48R4yjGCvexJF0WccZIBLIi0id5IAgBk4Easd7XelVbEZiqIk/HnJGTLsvphTXvFNl3N1wm",
+	"Zvqb8JGNGCsjLnz6dEJ/JaCMJoJPiFDUuPqRIFiR+FQV4gQxVqSm6JjMBwvCgMZrxBRcjOJ+/g8TLYQ+",
+	"V4c9BlQYw1vgSBEhnVaQJBJEhbCtJEnQLZlJhCdYqHrVty3DLFkVSxPLQyZYMjfEtBihWR3SycMvfwbw",
+	"SDE6A+TIFh96hPen+ykbmff/ixg/+g1mEUmubIBmfgvX3A/HxvcBYfrU/Bm8OT1/0/nwofM2CN3PZ+fv",
+	"vTksW50drnLCsDRz4rw4Eo5jUMs4ufTmP8CJJGFpSe7slKOwY8rcv5urZgljLJ5eHr593BSHzgNcJrfe",
+	"O+/nUQva8hBWnj8z7cVkcVHSxxElEpx1Pk8EkZIaxVNk8Xf0TvM4SWKJ9saUpYqgEU8FivGsxge1MWdq",
+	"hMx/7a+mhNwaa03Sz8adk1ZSgrCwutN9Rz+n/Rcs0X+PMU1mddT5jCOVzJyRWZwjmEcQYbjDiRXBWqRs",
+	"uFGUTdIlxCrIGEvyMPhcG/Ka/aXAU62r61d4+pv14b0HanQ84ULlrOGezz15wiKubdcD+PUDzKmwKnv8",
+	"jMo4bL5otdqrouaPPrf8jogETy55QqPZKia5KDysFQROJYkL0X572uyH+pwnBDOjTCgXVM0KT7e81EB7",
+	"1RK1QviDM1IYIfh48yaoMjXOTs9PkX4F/aPPk9ZN+kAhkp8oCLBhfapKB+lFey2GHyR8Wk4urZTuO5QU",
+	"lXMIV8nTfxtf68sL09LcVwm0LNPyFTVRGEwSzFYatfqZSq1l31+8qDg353CSXAwgbrjsW/b5h7BsPBjD",
+	"qsIaHYHvwSJyYnxURMGArq88THbE+cl/KiRNd2KKRqkQhCl79jxr0+PvzRT1tsZtOok3XcQXsjRLtHGE",
+	"KFqe+XSrDlu+W5d4WGV5QsTJ/2EZjb29f8g+hoXAIPTz3D2w3XLzvEwEG/nyxli+HO/AbH0G401F9WYH",
+	"8m7x2S5RoVQ/cLdk46uo04mrtngg+LjyoCte+evpiPhzzTR1aa4wLAxSORUGca2fsYpGZ4qMN5TZXkLS",
+	"CsmibDs12ddeKVnaQ8ZV10YiRpKyYUIQMVMJ0YQICDeeoJhKRVmkXKAAo76eaNlqPDrajdVYmrsLnhhX",
+	"eDxJsCIQ+uvBaD1PQH8tQ5Nx9TMEK6p9ek01CGlIdNk5f3t2/j5EI55AoJVxJBOuQpQyRROTndSMduIC",
+	"3V122NCugERY7w7a611/+Hj2pvNX5/z3j52Pnb/OL27++rnz7uKq89cvF1dnf1yc9/ZDNMFSmUga7rJ2",
+	"o4H0aqQZH/yPOrJmnAvEwhtUojglWRQX4jfrSYFt7dCHxWyQFfMAPzzOjNlMUs/x3wMs5My822xYA8j9",
+	"e16Yf8NmrCHApzXI/UhKfwmeRtd5CkEQlQpGYsiYoQEX8EOIJEcsHfeJkOiWkInNiMZ0SNWzTPimZEKR",
+	"HE2oEOJSoVQMCVN1dCFivYv6AOc6JjvcJ2iAqWBESoQjwaXM/yRRxPWSIDBi9dGaXvA3y7FLODUuGAhF",
+	"NoQH1lyCIJMEz8iCSrxbv4zKBuWzGiTIf9kczIk5StRYF1zQIWU4gaPuMaAXu8gjssuE8e96Jdfm0TL9",
+	"3CqzsbzFLCNcJuO2I9wXWMBas4Z939YdmT9Ec15JpZtROcPF9NRfTojaLhkRpwLyer/JwhiUqRftxe97",
+	"7G3KrVY7Vms7wI9QcyD39WuQqLbUD4tqrI5M4KE/Q+87N9oS58yrVkacJTNTpJVQqVBC8B2RiCrE06fR",
+	"crHZ5UWZrAkeQtAZKrgEibiIJdpbuLT9emahrDi95zwmVzBepTOt53Ve8KjnZ2iq3l2GTfvO1dPFCvUO",
+	"nGw+yCsMDu69AvEHU0PWO0H6hCHtBqKe+RUodhCKY4STpL7Ogfek0PzE89oPmHlOQlNsgYUiMdIepp2M",
+	"piycMK86wj1mBfo1ZKrtkkmMjM1U5oKV07ajbhI+WE+GZgLGydEtNbZ+cWnUbPugVC7a17LLy7PyVFpO",
+	"1bAgTgty0cm4peJ5F2GsXNY/TRSrfBS8hO7Vx/Pzs/P3QRi8ufjt8kPnBlK7707PCjneztuKFG8YvNMm",
+	"cMfpiSKFsrLSqnQ+CMf7FYuzjQtuoKqFZTW1Je8IvT19X0da4Nm0vyAoZfTvVHsEDJF4SEARQJkEenNx",
+	"/vbs5uzi3AixMZ6hCAsxQz0tk3raxZrQ6BaqufoCs2hU77LfiHacrEOgxyefcaTQXoQlqUnCJFX0juyH",
+	"xaKcCYTTtBg3Lwky0EaiKblyvhhlUGYyoMMKvwzdVFW8mbITY0aawrU9jNqt13p+epF+0e5+qB/rskJt",
+	"JbTNmAKWmSK22qu4o1A3vP6Zj00NZaWeWXsUvYUrjSwz5Kevrsp/IThRFUZlNCLRrVxs6VSFRssnO5fx",
+	"K1Ini21goF2FcakP1jeWd741MVcvFtpcI2NmflFm/l9ubi7/uur8/rFzfROim6vT8+t3F1e/hR6bc4He",
+	"dj6c/q8TBFvlar5th4hy9o0pHZfcRADmysUF0QslMVJ8SNSIiNWJLr1O+8yiHbMW2ty+YaXIeKKqVe9O",
+	"PIbM4C/S8z+jWSZWbAfECTr/+AFEFggLGyERBArVP968q72Cf0mwy7FEH//17t27t0bIQYDERV+uOm8u",
+	"rt7+9e/TDx87f/12+j97dkCqENHiLCvF11PO2v5WOyTO05g3BPUqfjLtLMmdttr0o6H5kCdm9RHQ37Ui",
+	"uY5Ou+wOJylB/I6I1fPXgnuivZYu6913A1PVqKfLIq0AusExuu8G8LD+GbosIv1BvUbTcxGibgCtqGQK",
+	"jwT5Q8ZRgLdDTV9FPivzUjd4eLBFhGUqfR0Wnq/rSFXlZhQimAlWWpeC4gKDnExk3az3lszM0upmJLQ3",
+	"HfGE7J+4vemyeR155YzyhN4SFxI9hr3rshWbBxTFaIyFFgx2BzIB0WX5UXwKMq92F9bxONZwH7Qsyj0H",
+	"J2rXFm+eLe4kl+PL7Ew4kbPYXF8uJHdhmq9wir+8be7ReX2z/PrXs8vLNQz0i3JRVVm0a7mNlDZuY04k",
+	"mo5oQrI+U9vanPXDixQqlUwUBuzZlDHKhnXUk7d00tNyiUjXsADuM1UnqAcv9Fz8RmqPPouEannuFq0H",
+	"cV5g5XIubYmMe+HdVacThMHl1UUQBp3zm87V5dXZdaf6XVsPPkeEq3dv0Ov20ctMtZtqdyjpK54sVwZ/",
+	"v0B3yqrqRZLEtYTckSRr3QsRwdHItdf+j+uL89qEQ+VdDcSVaTtbM6jjuWAV55cyqTCLqr2wOROzUOGm",
+	"ErLEUp33uKQCYf7x6sz5HHqLbymLtS61a19tIVnhYb6/NMQLMeLqSL6VOG94yio0Twc0hSAJwZKgPo5u",
+	"tQqyOSVvhh45sv6DjSqNEkzH24nqx9SWUDnBKhq9wzRJRVWo8Z3pYgWZKxFn6IZoRYQTEyWFIJm28yCM",
+	"d1hNEPeVLS3OIubExrGzNQPPCZaqs3Y020/BzS9crgkJYWxiLRDjjKqPiw/aAW9odLsShQIkebaJVGoZ",
+	"XF+UfNyRoVDI1TxVVpCuHTTMzJJsn8OivKhgIf8IhSWME780zhcTPv+X+GWpNNuFUZOLxqexafwj4alr",
+	"K2K11fLh9Ow3sF/enl1fnt68+WWTsKNrONhNPehc/8HO811fv2h/dXZPH+jfl2VMslyJftIJMi1eXBru",
+	"UdJMD7ZYksGn4CPme1wgbRNOSh/bSIgtLLvVZ/gdFValV0QKyGc7GcVhPlmeStvIpuFgi2nZr9/Q8aJ0",
+	"IEzgCD4NNSYSElSI8Sna0+JqVphKMQ+43tkvi4Zd9WBU9FzA37axFZarZb8jY1cF1t+yFnMF20Xh5dFh",
+	"Xizk7ren+Yo7nu2ht2EFRimfW4+hiyJlk5JxJ853ofky1fA0iu8jLHTXDXHPjWVP2FjmiZ3HNYht0s31",
+	"sPBMbdmT9OjmooVdRdmEKtzvSNG7iiBBJ6+lcIWbGOo2S11CfmJjc4POpCg+YKl+4alYOguT14F2fWN6",
+	"ItvED4bIiKeielbr+p3VEIZvOLONNn51CSBPJpghnCR8Kqs/vLhBfu39tfG1CqsParMzyJAB9Mjq3ame",
+	"ysZKtUrX+a1rYQbdaM9PNtO5Pd1Eu2TndBfqJT/0T6FftEtOolSLI61irOFogEuqTUgcj/WJ9gBDcuya",
+	"08szdEtmGUAEWGxmrAIqh0HQoGzAK1r+TA3UEIrPp4abAIPBhZTq6D95pTF0G+UYp5DqeXv6XiI+6DJI",
+	"/pyYqBQA9zCSR4ypMslD+z29LGVq+Fgyy6PWXeYXRgA3AYKkAekASbP37qrTQc0QXV5doKMQ5VFj1Gqg",
+	"KGPNLst5c7/eZV3mwoamaCJlMRGod4An9OCu2UMMkKl6pxbtBUqMjtHPBlTGZLJgG0wuq3dspuvtjzHu",
+	"TXbeligt2rJQrxgAt3A0IhKI0GWaInzK8sfryEwZYtOIStRbBPfSQ3suCr5vsloJjYhFjrBK/nSiP1Zr",
+	"1Rua5UTiYbZMp9M6hj/XuRge2HflwYezN53z6w688+DhwJhNPL0881rOjoNmvWGe4xPC8IQGx8FhvVE/",
+	"tGYFnHVL7ry00INxgqbgqr7UD1Qq6dPxJ+nDPxWz1zGB3JMmfUwEtExYMFUtNbDzBGDQt97HwwLo8J9L",
+	"8Vkh40lNuX0VhO2uMFrDamGWT/TAgOyu8aCVSQ+fSrCvrUZjCaRQBZSQFbN/firKSy0t14b2KfWYViD8",
+	"nGZlqd5GAxZS20y4avhsYQcemC280lz9yscS0FO7cbj6pXc+fme70V79RoZEqF9ovV79goOUewiDo3WW",
+	"fuYhZx6tswYfXAo0VDoeYzGzLFIFaK2ZReGhLDagyuCTtmO4rODgf+OExthUmriyHK0OoMsc9ACWDrkN",
+	"NZ3cM8/N4ztCb0y71SoDPZZZvAz6YnmRSPUzj2ebHfusgdcW0cH5N5Vwf/o1WXm1RA7L+QtJEh6i+3tT",
+	"rFLXUgI9PORVF8FQEOIh72Y1T6aB3koV91AhQhG8GDSjZnTUrB1GL/q1Nj7q1173X5FaY9CMW/iw346O",
+	"NgAuW4ST81C0d7Qge5iTJM3NSOq5BkGr0XpRazZrreZNs3Hc0P//x3w/u3a4nnIjtNsQrAP4Gcxtmmdt",
+	"L1rsl9xXvw9/XtpagIkfTr42D9eSrx8cXGi71VpHwHpowN+BFDeba82nkiRfKMgfwqWm2sG9DzzwYAS+",
+	"trsqPAw+cEZZHRkP1bVa2joUU2YCGWuEFXKZNldfESUEC2MDn7iClXnMy3np/xa+WZL+BXnVnp+teSl+",
+	"tjS+7hk1ZN/wjIbV3sL1SHumJSz3zFJwgRtrbPwkjZUxf3zeE7Xs7DSeWtf9yProprB5z8z4dZnxPVEb",
+	"c2LJd17hjBZyYWBZbaBsDhzCc/mioI2/u8hbuTZeCUaMTBEdj1NTGef8E7+5wEVy+sR04TvxUuo8zKtH",
+	"8hQwZ6s9lrwx7os4Lp8eNnQMSoBvT+QVFNGX1hWAq4RpFshqPUKKuY1aIMz0QbLjPxvZP6KRfRrHCKMc",
+	"fmsXVnUm6A7u7U8PC0OkxujhjFTLK1y8jmwdk8cXPV/Y8vnC/NzcPT//qLz8XVgmq7hsO2skvF+837Zj",
+	"yZRZmx4uKlFzwU1tdwXlXZ0BWAoPVmkY5VbFRvmS/LVQayNiSgKl65yzuBATPKQMG6O7KmGSp96/1XxJ",
+	"cRYXLJn5dhhUB1Bzd1gqF00nByFYS2rM4TSsngeYkFQWnJzFpKkqgt6SJkUMDR8/w0zMg9vYA9xEi+zQ",
+	"6zJ4OEMk2z9GOMvVuItqOINYDxpQ19IuUoZwInmXmTsTTPYX8MCkS9khzpDtHdMEgTRmFUk8/KD/5zNp",
+	"RZSLpYk07/jtaZ7nKcAFUGGC4dLeVZODwOw/q7cnyLcRX8Q6Bef9stqK9BB6gD/BN650bjtZEx/zgYgG",
+	"pYjZT3OhMjgfmMkptOy2Gi0Hj2fUYebiCteYRJWBBCreuJTXc3QZFCeh/0Ccl81js4YIW8SN7EoQPLb3",
+	"cRn5I82NSBnuWi62TLlJ+fJLW/WRDXVL4GYvwAZ8XUe/OqgR6P2GAirAm5IKtdpQTgb3SXkVGiCkinqy",
+	"DCm5SlP+hm9tXtRIVokHoDAFUWJm0EKyuRYx6HxCoAV0OKm+BVRvjl44gnVfR3xC4uLSwiVEyJSVAc/N",
+	"RXNpBxferrwSJ9dI10eGPLL6WVf5EuNiJWhrUX34ur7HlwyNLoIkXSvY0tqMUhnkVnAYt6Jmv4Frrwev",
+	"SK0dv4xqr/ovcO1o0Cbub969UFkr0KbL8mAIK7RVJ2tN+cE0T2MNzfPGu0f3EVGVb1u32Z0taJ1tFFyt",
+	"n+FBLldz6UQL02bYaDRKFjhnhRTRHKLsz6c3b34BXIkuS/gUgJ3UvvYh9JuujlCrGf1vuI54TJiy3eHG",
+	"unVpJz5lXWahSpwcChGfmOpv1Mugc3tmQPcHD9YcCge7zNPCSCth+ISZkEwTlWGWh64UGurgkASU2ZsR",
+	"6TKgHFzaZ/VOxfWLANGBuDCXriqEk+TYIL9AjEl1GeDnDPJ7pj2sKnNJIVc49O8/1Pomaz1Dp5oeQKIR",
+	"lxsArmZrh/LLAuAq2us5INRjwJvp7Z8gDEPn08zVoB2wy8wyLClg3f08/9xuvHamhB5oSO+0RTOlEXEH",
+	"AR7uMvt0Yx2TwGCZbqPhrOuwQNdpL6YMiB8MBY5IrRmEc++8F7YgOteQTa2Avx8dWUBJ/xKKMif4xioz",
+	"Rxq2jR3zOvTT47WoOUpVqhRK6IAvHNehPQNhB9PZrxIQz2r3B1W7xRhYP01uH6l8C/ivK9IRvq7/yQXd",
+	"QhP7MZjA9praIm4uVdJ0E+TguS6wdNSAU6slMZza/RMLOJvj3vYMoqNxDHOA240Abeuog7VMN9//STqQ",
+	"MQtgpadtavIzXxGsjJXIVMYy2Gu+QL/Sn1F/hixC/H5oQOqIVu9avYFvZteM+zZS4/jYx3ucJKlERw30",
+	"f/43OtT/USOswi6bjrAid87Tpf9kNy2LlFUpqPdE+f7qlhkfH8uuKudTb/1RxHE1bYAWvo6lSWJLW5q4",
+	"1T+M2nHtiLwY1Nq42a+9ilpx7ZC0B0f4Rf9l9Cqu0GfW38urQjPovWa4xuyafwTlyZgPmH8UC0WXlJna",
+	"aXiAX4s/l+kEHy2qogg1fJTLJlYk4Cq/vr32LwAON7+wRbDMrbzxo93PUc0nSNqt4fVtmrbreCguq1Jl",
+	"JSkfwe26m9cPFT+5qHzI3N0rEZ6vVj0G5ed66/IaKyqRmVNioYS1c2QQNDMkFVA7A0GgX0Kaxk5kvpW4",
+	"fjtbWdtlpiiWxF6Q75QZa1AqmiRZl6i1AY1iGWGJGPc659CMqBM7NejSKGhReOng3kokR9ZelYIx81yi",
+	"Yza1xzdQD7l0y+87Xr/uqXgRc1XxvNkCmCrCUUQm6jmA9e1XxZszvYNwVIUBudAuvsRDCDQIng5HZfu4",
+	"YPL6Vm4dmSxel5lbFZxl2AMbsJebyc1Gw/1x34ahLObtwNQpQtjGXXDfny2GwTVXS3FjOw+FtuZzANU1",
+	"DMpCscA50GRFGkSTJgMIrkr7uubynG+z+5WOGt61R81VQBTfW463hJe6NMnrn6EfTQZtKCLmU6tL+O3r",
+	"GSUGHHWT0p08mSfzkHEycyHszK1mLibqUpxeSla5JOP4OIs/o72m8bzNfQIM8SQmUmnjQUh7T0HRM7cB",
+	"KzMXbVoAYoBImTSetptCnu3dw9bqsGidMTL1H9gCkducp7kVTvu54Pz3cXTLBwM7u0XyBaCKvqM6JEu1",
+	"L1GCVLpu6wctdilCLC6Vgx7PPPt7T1DF4tF/E7Oq5FGsiC9OR0SYjKILcBdK2lgs6+iCRQT8pfxPIyy7",
+	"LIt0FNBWXSWaCUxq38lmm9qN9kmpaI7KLhvoTdGGVAL3Axf6EsFeyurmFkTdcqDPbRmsCJncKEEeL2w6",
+	"yyGOTXRrnXLtOYDiRhlPuDLQ1Wj/UQJfXT/Ct0G8ywMLNksq1H1kzmABt/TbzXR5SLDVca2c054F3VNU",
+	"o+f0X9uGnN/ETEwYLJtiie2C8vK8DPbxhsqnNYTw4mjZN7SOVbE4MFQzSW+UA2Bro9PMquUCWVhj85Tt",
+	"6euyYgiOamP3jgivqU+PkssTeNsvuQdVYWOBa0cA0VwA0NR+lCOALqwHBLcgeFxAMUU+7ywK2GU35o4k",
+	"ON3ZbcgFMbIwfLdEWT0mfLdpyVmOKf0cvXuO3kH0bg3pWyXhHOD+Zi002Vuh9ZTzO7fnndPr7BPPwGJL",
+	"ZMJ6bFwAGF7q92V79GwMPYHXJ71D75gx/91ieLCrlMlCj6qLLueMoaUzigRniGTQykgQbNDAugzu8P+H",
+	"M4L2ekUA5l6Ieg7Ot7cPkIzmqrFeCdO412V73KTDxmmi6CQh0k3EPYok1Q6l/tVHRj8jMuHRaN/UiwDW",
+	"fJdlmJemUhJUs4n3Z7WMtsgSOiEkZcMkq+04MQE0a0H0/LtDbGGLuU2PRrfa6MguK4m02ycRHmLKpDKD",
+	"TBLMPLFl7xnda7de74dZ6Q1gbEqibAfCiAtFAMN/TLoMkGyhIFNNCdQ9ch/Nfq/daPg1nwNKkrgyXGfQ",
+	"AzJs7y0qH8vg2kEDHaL/pv8vl5KMDkcqmUdHP3YXVOXozkEnFXxCDi6xoPKbdgSLJNw5AsNmgvgZROz7",
+	"LQnM8MBkzo5Vwnqp4XRwn9+jtBT+q3ClkrteDo25ICcuIK4yQLAsjicVni1C9CpIkWc8r28bz2vFGVsJ",
+	"4ZUdHeMR2zxTroMqQSwWn5DGV5GE/pl/PnlPEZRbeew2y+pe53fGQajJtR6VFOAIs6ENp4ApJE27iDbU",
+	"GJmisl1qSvEj04rrDEzb4GNeKBuo8ybwif4VfDcGhgDkF8jgEssrGHKqNpELtyGZDCzj0ypLrXgBysaW",
+	"2nrMU33Lylq2zNfnYG2mk5g+mzbfQbdDTNUuDZsDuERp8zrRsryodHorLSPTKZcyRRNo6BuTuI4ucSrN",
+	"XSvmUqf8tSyuO8fH+h3yLSnCMLtx7Tm2+k0zEZycnXKROchfj40gClJHNzS6lWhMJTR/whUjVEFixLIR",
+	"mJGcRSTsMotlYW7jhwuEIA5iwj/jE1MgRRUacojsGKiczCCFeEyXXemF2luRCtfIUuBt910vGzPHtzDE",
+	"N8a4ThA9c+63zbnm7GzMuuZynxWpkPxBYI8IJwkRKILgIUF7OEkAKkS5O4tC1/Zu76HKI7m3ZLa/1u0s",
+	"+cVDwaYG+/dZ31a86WppniPfjq/Lld/LjSXZuXHn3/vl4jyECY0V8n4m8TBJsHbj4LInzpLZIuTe/Hqx",
+	"LULcrosxyq9WOw4ury42jRXP3Tj4JeB63VWBjbVKx8pX+zVsaddaofLsPr6jcDGN8tvxGmuAnG/Omt9x",
+	"5PuHDWRPPa6r5PdKhXdw76VrVpWaFpOR+b1DCbaaDo6m+dGwhEnJmd+YKoWYTNQoC2SS0i2Wth6+6v7K",
+	"uQBnUcxsVTVq2bf1KPZtfkH2ffnV2LdQgfEcr32qywaWcvCmBuB/vEzskpCtp9GRw2k3wArAN+7G9gxK",
+	"Qpu2Nu5acRONu4JQKu6uvK8KruZmnrk19dGGguWb/AbM9RliwZ3EOwvBPrGIaTUWyBiPVuuKmqMdixr7",
+	"qR9Y5PxwhgYkWErVgPbK48faG/rvtVsyW+V3l/HZ9CuoCN8rSSSIktVO9Onl2a/6K9txsXZr8+O/1k3L",
+	"pxP6K5nNX7NczRR6Wc+q9wmcZXsjse8qZydzB2q30s0ua11zgBEgCppWARuLdb2SbjUn5rpobT6PsBwh",
+	"aKPkokrVGufAnP4dOOMR3dT7Nuf/iW/KAdXZ6L8kbdwgtdf46GWtHR0Oaq/iw6jWHLTIYdyOjvovcF48",
+	"F1GtLQUZ0M/BcSCT27/agxZ+HQER7/it3yxmNq7w2F+3v7fuGn/8/Wrc/Pxyctg/Yq+j9lcpjYudxFko",
+	"YcLccTMzf9a834mLz5ycqhZTm+jbg/tbMltRtOYLqFNkj70DC3eop84z0A/W0ZV+CAphDTYoXB/Ga3xS",
+	"r0jx6PE80bSqiM288FzE9tXTKZrsKw/fVjqy8rYZ+7mfpE2NVDTNwRnevvVvRHCiRv8stEFPM6Dhhs2g",
+	"Qs244BGRWoiKOyIdErI8QdGIRLdQ4BmTCWExYdGsMoD1i/3utr5l1hvGb9dXF+bjlfmVhN5pd+wBVFtq",
+	"mobB9vWMpjvCiPTtJUNEK4agkHVdghKGLrlUQ0Ek2sMszvoCQ8iajTlk7Ex8MJUE4KdNR/oJOmocIq5G",
+	"REypJGGhDB9TAASbwC0M/VRBUML4CgBrKN2thUOOFDd1lnorxU8SJXxYuWNXZl1bY0PCCXGw3UPoHteb",
+	"FwbKLj3fzN3uLSyg7omFBZO2183/q2LyMVGY6glqesJGHyO3jIzqe+YpmUVy+XDf62I8ahyGgaJKjxic",
+	"u3Fy/hwpNZHHBwcySWlE6jG5czOSB4yrmnl8bXpcmnerk4k5k6KYm/Ije7yW84AmJV3IBMUX74M+wYII",
+	"uJRNjwIHraoRboxvAU4qCINUJJYUxwcHCY9wMuJSHb9qvGqAW2E/Oic7CcPMXmRjjrt20sExLvfPyQrR",
+	"mwnmmjT3YUSCxIQpihN/jEz0V49QujPVn83c1Xz+sP4dZvMjWxxfyoYhmmIVQZmYHjnKAQDzSKQ3rNcL",
+	"OT/qW2+aImXVTVZc+PWp3tB5ScH8yE5MwhyFOy/ey/a8PHx6+L8BAAD//9mrGK/83QAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -13,6 +13,7 @@ type Application struct {
 	Workspaces  *Workspaces
 	Definitions *Definitions
 	Executions  *Executions
+	Schedules   *Schedules
 }
 
 // Stores are the storage ports the API's use cases need; one adapter may
@@ -23,6 +24,9 @@ type Stores struct {
 	Definitions ports.DefinitionStore
 	Queue       ports.QueueStore
 	Executions  ports.ExecutionReader
+	Schedules   ports.ScheduleStore
+	// Timetables reads the schedules' cron expressions.
+	Timetables ports.TimetableParser
 }
 
 // NewApplication wires the use cases. engine may be nil in a process that
@@ -33,5 +37,6 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, tiers domain.TierPoli
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, tiers),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
+		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables, quotas),
 	}
 }

@@ -361,9 +361,9 @@ type QueueItem struct {
 	// kept through a failed dispatch, so the retry starts the same
 	// execution.
 	ExecutionID *ID
-	// ScheduleID and ScheduleTick name the schedule and the tick an item
-	// fired by a schedule is for; nil otherwise.
-	ScheduleID   *ID
+	// ScheduleID names the schedule that fired the item; nil otherwise.
+	ScheduleID *ID
+	// ScheduleTick is the schedule's tick the item is for.
 	ScheduleTick *time.Time
 	// QueueState is the part the state machine moves.
 	QueueState

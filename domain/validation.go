@@ -33,7 +33,9 @@ func (p Problem) String() string {
 // notBefore past the horizon, a cron expression that does not parse, a
 // batch too large. Field is the JSON pointer of the value.
 type FieldError struct {
-	Field   string
+	// Field is the JSON pointer of the value at fault.
+	Field string
+	// Message says what is wrong with it.
 	Message string
 }
 

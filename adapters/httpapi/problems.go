@@ -73,6 +73,8 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusNotFound, "not-found", "Not found", err.Error(), nil)
 	case errors.Is(err, ports.ErrConflict):
 		writeProblem(w, http.StatusConflict, "idempotency-conflict", "Conflict", err.Error(), nil)
+	case errors.Is(err, domain.ErrScheduleState):
+		writeProblem(w, http.StatusConflict, "schedule-state", "Conflict", err.Error(), nil)
 	case errors.Is(err, app.ErrFinished):
 		writeProblem(w, http.StatusConflict, "already-finished", "Conflict", err.Error(), nil)
 	case errors.As(err, &field):

@@ -152,5 +152,3 @@ func (s *Store) claimBatchKeys(ctx context.Context, tx pgx.Tx, b ports.EnqueueBa
 	}
 	return out, nil
 }
-
-

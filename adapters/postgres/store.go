@@ -325,6 +325,15 @@ type scheduleTick struct {
 	tick       time.Time
 }
 
+// enqueuer names who enqueued an item in its audit row: the schedule for
+// a fired item, the request's actor otherwise.
+func enqueuer(a domain.Actor, fired *scheduleTick) string {
+	if fired != nil {
+		return "schedule:" + fired.scheduleID.String()
+	}
+	return a.String()
+}
+
 // enqueueTx is Enqueue within tx: the one enqueue path, which a schedule's
 // firing takes too (with its tick), so that a fired item passes the same
 // quotas under the same lock as an item enqueued by a request.
@@ -379,7 +388,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 		details, _ := json.Marshal(detailMap)
 		ws, subject := e.WorkspaceID, e.ID
 		if err := s.q.ActivityInsert(ctx, tx, dbsqlc.ActivityInsertParams{
-			ID: domain.ID(uuid.New()), WorkspaceID: &ws, Actor: e.Actor.String(), Action: "execution.enqueued", SubjectID: &subject, Details: details,
+			ID: domain.ID(uuid.New()), WorkspaceID: &ws, Actor: enqueuer(e.Actor, fired), Action: "execution.enqueued", SubjectID: &subject, Details: details,
 		}); err != nil {
 			return err
 		}

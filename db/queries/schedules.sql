@@ -14,7 +14,9 @@ SELECT count(*)::int FROM schedules WHERE workspace_id = @workspace_id;
 SELECT * FROM schedules WHERE id = @id;
 
 -- name: ScheduleGetForUpdate :one
-SELECT * FROM schedules WHERE id = @id FOR UPDATE;
+-- The schedule under its row lock, which a firing holds too, with the
+-- database's now() an edit, pause or resume is judged by.
+SELECT sqlc.embed(s), now()::timestamptz AS db_now FROM schedules s WHERE s.id = @id FOR UPDATE;
 
 -- name: ScheduleList :many
 -- A workspace's schedules, oldest first, keyset-paged on (created_at, id).

@@ -96,29 +96,37 @@ func (q *Queries) ScheduleGet(ctx context.Context, db DBTX, id domain.ID) (Sched
 }
 
 const scheduleGetForUpdate = `-- name: ScheduleGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, name, cron_expression, time_zone, interval_seconds, input, priority, overlap_policy, paused_at, next_fire_at, last_tick, last_queue_id, created_at, updated_at FROM schedules WHERE id = $1 FOR UPDATE
+SELECT s.id, s.workspace_id, s.workflow_definition_id, s.name, s.cron_expression, s.time_zone, s.interval_seconds, s.input, s.priority, s.overlap_policy, s.paused_at, s.next_fire_at, s.last_tick, s.last_queue_id, s.created_at, s.updated_at, now()::timestamptz AS db_now FROM schedules s WHERE s.id = $1 FOR UPDATE
 `
 
-func (q *Queries) ScheduleGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (Schedule, error) {
+type ScheduleGetForUpdateRow struct {
+	Schedule Schedule
+	DbNow    time.Time
+}
+
+// The schedule under its row lock, which a firing holds too, with the
+// database's now() an edit, pause or resume is judged by.
+func (q *Queries) ScheduleGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (ScheduleGetForUpdateRow, error) {
 	row := db.QueryRow(ctx, scheduleGetForUpdate, id)
-	var i Schedule
+	var i ScheduleGetForUpdateRow
 	err := row.Scan(
-		&i.ID,
-		&i.WorkspaceID,
-		&i.WorkflowDefinitionID,
-		&i.Name,
-		&i.CronExpression,
-		&i.TimeZone,
-		&i.IntervalSeconds,
-		&i.Input,
-		&i.Priority,
-		&i.OverlapPolicy,
-		&i.PausedAt,
-		&i.NextFireAt,
-		&i.LastTick,
-		&i.LastQueueID,
-		&i.CreatedAt,
-		&i.UpdatedAt,
+		&i.Schedule.ID,
+		&i.Schedule.WorkspaceID,
+		&i.Schedule.WorkflowDefinitionID,
+		&i.Schedule.Name,
+		&i.Schedule.CronExpression,
+		&i.Schedule.TimeZone,
+		&i.Schedule.IntervalSeconds,
+		&i.Schedule.Input,
+		&i.Schedule.Priority,
+		&i.Schedule.OverlapPolicy,
+		&i.Schedule.PausedAt,
+		&i.Schedule.NextFireAt,
+		&i.Schedule.LastTick,
+		&i.Schedule.LastQueueID,
+		&i.Schedule.CreatedAt,
+		&i.Schedule.UpdatedAt,
+		&i.DbNow,
 	)
 	return i, err
 }
