@@ -50,15 +50,16 @@ type Quotas struct {
 // second.
 func DefaultQuotas() Quotas {
 	return Quotas{
+		PendingItems:       map[Plan]int{PlanFree: 1_000, PlanPro: 10_000, PlanEnterprise: 100_000},
+		StoredItems:        map[Plan]int{PlanFree: 2_000, PlanPro: 20_000, PlanEnterprise: 200_000},
+		Definitions:        map[Plan]int{PlanFree: 20, PlanPro: 200, PlanEnterprise: 2_000},
+		DefinitionVersions: map[Plan]int{PlanFree: 200, PlanPro: 2_000, PlanEnterprise: 20_000},
+		NodesPerGraph:      500,
+
 		NotBeforeHorizon:    30 * 24 * time.Hour,
 		BatchItems:          1_000,
 		Schedules:           map[Plan]int{PlanFree: 5, PlanPro: 50, PlanEnterprise: 500},
 		ScheduleMinInterval: map[Plan]time.Duration{PlanFree: time.Minute, PlanPro: 10 * time.Second, PlanEnterprise: time.Second},
-		PendingItems:        map[Plan]int{PlanFree: 1_000, PlanPro: 10_000, PlanEnterprise: 100_000},
-		StoredItems:         map[Plan]int{PlanFree: 2_000, PlanPro: 20_000, PlanEnterprise: 200_000},
-		Definitions:         map[Plan]int{PlanFree: 20, PlanPro: 200, PlanEnterprise: 2_000},
-		DefinitionVersions:  map[Plan]int{PlanFree: 200, PlanPro: 2_000, PlanEnterprise: 20_000},
-		NodesPerGraph:       500,
 	}
 }
 
