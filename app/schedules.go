@@ -145,7 +145,7 @@ func (s *Schedules) Create(ctx context.Context, a domain.Actor, workspaceID, def
 	}
 	sc := domain.Schedule{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, DefinitionID: definitionID,
 		TimeZone: "UTC", Input: json.RawMessage("{}"), Priority: DefaultPriority, Overlap: domain.OverlapSkip}
-	if err := c.apply(&sc); err != nil {
+	if err = c.apply(&sc); err != nil {
 		return ScheduleView{}, err
 	}
 	now := time.Now()

@@ -48,7 +48,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 		if len(fresh.Ids) == 0 {
 			return nil
 		}
-		if err := s.q.QueueNotify(ctx, tx); err != nil {
+		if err = s.q.QueueNotify(ctx, tx); err != nil {
 			return err
 		}
 		stats, err := s.q.QueuePendingLockCount(ctx, tx, b.WorkspaceID)

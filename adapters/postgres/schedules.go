@@ -55,7 +55,7 @@ func (s *Store) CreateSchedule(ctx context.Context, sc domain.Schedule, quotas d
 		if err != nil {
 			return err
 		}
-		if err := quotas.CheckSchedules(domain.Plan(plan), int(n)); err != nil {
+		if err = quotas.CheckSchedules(domain.Plan(plan), int(n)); err != nil {
 			return err
 		}
 		cron, interval := scheduleColumns(sc)
@@ -120,7 +120,7 @@ func (s *Store) UpdateSchedule(ctx context.Context, id domain.ID, update func(*d
 			return interpretError(err)
 		}
 		sc := scheduleFromRow(r.Schedule)
-		if err := update(&sc, r.DbNow); err != nil {
+		if err = update(&sc, r.DbNow); err != nil {
 			return err
 		}
 		cron, interval := scheduleColumns(sc)

@@ -373,7 +373,12 @@ func TestConsoleWalkThrough(t *testing.T) {
 	b.waitFor("the new schedule with its next fire times", `document.querySelector("#schedules tr[data-schedule][data-paused=false]")?.innerText.includes("Europe/Paris")`, 15*time.Second)
 	schedule := evalJS[string](b, `document.querySelector("#schedules tr[data-schedule]").dataset.schedule`)
 	b.narrow("schedules")
-	b.do(chromedp.Click(chromedp.CSS(`#schedules tr[data-schedule] button:not(.danger)`)))
+	// Edit: the form takes the schedule's values; a new expression is saved.
+	b.do(chromedp.Click(chromedp.CSS(`#schedules tr[data-schedule] button.link`)))
+	b.waitFor("the form to edit the schedule", `document.querySelector("#sched-cron").value === "0 3 * * *" && document.querySelector("#new-schedule h2").innerText.startsWith("Edit")`, 5*time.Second)
+	b.do(chromedp.SetValue(chromedp.CSS("#sched-cron"), "30 4 * * 1-5"), chromedp.Click(chromedp.CSS(`#new-schedule button[type="submit"]`)))
+	b.waitFor("the edited schedule", `document.querySelector("#schedules tr[data-schedule]")?.innerText.includes("30 4 * * 1-5")`, 15*time.Second)
+	b.do(chromedp.Click(chromedp.CSS(`#schedules tr[data-schedule] button:not(.danger):not(.link)`)))
 	b.waitFor("the paused schedule", `document.querySelector("#schedules tr[data-schedule][data-paused=true]") !== null`, 15*time.Second)
 	var sched struct{ Paused bool }
 	if code := admin("GET", "/workflow/schedules/"+schedule, nil, &sched); code != 200 || !sched.Paused {

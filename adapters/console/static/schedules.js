@@ -28,6 +28,25 @@ export async function viewSchedules(workspaceId) {
   const zone = h("input", { id: "sched-zone", name: "zone", maxlength: 64, value: "UTC", autocomplete: "off" });
   const interval = h("input", { id: "sched-interval", name: "interval", type: "number", min: 1, placeholder: "or seconds between runs" });
   const overlap = h("select", { id: "sched-overlap", name: "overlap" }, h("option", { value: "skip" }, "skip while the previous run is queued or running"), h("option", { value: "queue" }, "queue anyway"));
+  const formTitle = h("h2", {}, "New schedule");
+  const submit = h("button", { type: "submit" }, "Create schedule");
+  /** The schedule the form edits; null while it creates one. @type {Schedule | null} */
+  let editing = null;
+  /** @param {Schedule | null} s */
+  const edit = (s) => {
+    editing = s;
+    formTitle.textContent = s ? `Edit ${s.name}` : "New schedule";
+    submit.textContent = s ? "Save schedule" : "Create schedule";
+    definition.disabled = s !== null;
+    if (!s) return;
+    name.value = s.name;
+    definition.value = s.workflowDefinitionId;
+    cron.value = s.cronExpression || "";
+    zone.value = s.timeZone;
+    interval.value = s.intervalSeconds ? String(s.intervalSeconds) : "";
+    overlap.value = s.overlapPolicy;
+    name.focus();
+  };
   const form = h(
     "form",
     {
@@ -36,19 +55,25 @@ export async function viewSchedules(workspaceId) {
       onsubmit: async (/** @type {SubmitEvent} */ e) => {
         e.preventDefault();
         /** @type {Record<string, unknown>} */
-        const req = { workspaceId, workflowDefinitionId: definition.value, name: name.value, overlapPolicy: overlap.value };
+        const req = { name: name.value, overlapPolicy: overlap.value };
         if (interval.value) req.intervalSeconds = Number(interval.value);
         else req.cronExpression = cron.value;
         if (!interval.value && zone.value) req.timeZone = zone.value;
         try {
-          await api("POST", "/workflow/schedules", req);
-          formStatus.replaceChildren(h("div", { class: "notice", role: "status" }, `Schedule ${name.value} created.`));
+          if (editing) {
+            await api("PATCH", `/workflow/schedules/${editing.id}`, req);
+            formStatus.replaceChildren(h("div", { class: "notice", role: "status" }, `Schedule ${name.value} saved.`));
+            edit(null);
+          } else {
+            await api("POST", "/workflow/schedules", { ...req, workspaceId, workflowDefinitionId: definition.value });
+            formStatus.replaceChildren(h("div", { class: "notice", role: "status" }, `Schedule ${name.value} created.`));
+          }
         } catch (err) {
           formStatus.replaceChildren(problemView(err));
         }
       },
     },
-    h("h2", {}, "New schedule"),
+    formTitle,
     h("label", { for: "sched-name" }, "Name"),
     name,
     h("label", { for: "sched-definition" }, "Definition"),
@@ -61,7 +86,7 @@ export async function viewSchedules(workspaceId) {
     interval,
     h("label", { for: "sched-overlap" }, "When the previous run is still queued or running"),
     overlap,
-    h("button", { type: "submit" }, "Create schedule"),
+    submit,
     formStatus,
   );
   page(
@@ -122,6 +147,7 @@ export async function viewSchedules(workspaceId) {
           s.paused
             ? h("button", { type: "button", "data-focus-key": `resume-${s.id}`, onclick: () => act("POST", `/workflow/schedules/${s.id}/resume`, `${s.name} resumed.`) }, "Resume")
             : h("button", { type: "button", "data-focus-key": `pause-${s.id}`, onclick: () => act("POST", `/workflow/schedules/${s.id}/pause`, `${s.name} paused.`) }, "Pause"),
+          h("button", { type: "button", class: "link", "data-focus-key": `edit-${s.id}`, onclick: () => edit(s) }, "Edit"),
           h("button", { type: "button", class: "danger", "data-focus-key": `delete-${s.id}`, onclick: () => act("DELETE", `/workflow/schedules/${s.id}`, `${s.name} deleted.`) }, "Delete"),
         ),
       );
