@@ -1056,7 +1056,7 @@ export interface components {
         /**
          * @description The request would pass one of the workspace's quotas (pending or
          *     stored queue items, definitions, definition versions, nodes per
-         *     graph), or the workspace is sending requests faster than its rate
+         *     graph, schedules), or the workspace is sending requests faster than its rate
          *     or has too many in flight at once. Nothing was stored and nothing
          *     already stored changed. `Retry-After` is set where waiting helps:
          *     the queue drains as executions finish, and the rate refills.
