@@ -53,6 +53,12 @@ const (
 	NodeStatusSKIPPED   NodeStatus = "SKIPPED"
 )
 
+// Defines values for OverlapPolicy.
+const (
+	Queue OverlapPolicy = "queue"
+	Skip  OverlapPolicy = "skip"
+)
+
 // Defines values for Plan.
 const (
 	ENTERPRISE Plan = "ENTERPRISE"
@@ -104,6 +110,25 @@ type CreateDefinitionRequest struct {
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+}
+
+// CreateScheduleRequest defines model for CreateScheduleRequest.
+type CreateScheduleRequest struct {
+	// CronExpression Five fields (minute hour day-of-month month day-of-week), or six with seconds first, or a descriptor such as @daily. Exactly one of cronExpression and intervalSeconds.
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            string              `json:"name"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Paused        *bool          `json:"paused,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+
+	// TimeZone The IANA time zone the cron expression is read in.
+	TimeZone             *string            `json:"timeZone,omitempty"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // CreateVersionRequest defines model for CreateVersionRequest.
@@ -178,10 +203,37 @@ type Edge struct {
 	When *bool  `json:"when,omitempty"`
 }
 
+// EnqueueBatchItem defines model for EnqueueBatchItem.
+type EnqueueBatchItem struct {
+	// IdempotencyKey As the `Idempotency-Key` header of a single enqueue, per item; distinct within a batch.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Input Available to templates as `input`.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
+	Priority  *int       `json:"priority,omitempty"`
+}
+
+// EnqueueExecutionBatchRequest defines model for EnqueueExecutionBatchRequest.
+type EnqueueExecutionBatchRequest struct {
+	Items                []EnqueueBatchItem `json:"items"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
 	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
 	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -189,10 +241,24 @@ type EnqueueExecutionRequest struct {
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
+// EnqueuedBatchItem defines model for EnqueuedBatchItem.
+type EnqueuedBatchItem struct {
+	QueueID openapi_types.UUID `json:"queueId"`
+
+	// Replayed The key was used before with the same content; this is the original item.
+	Replayed bool        `json:"replayed"`
+	Status   QueueStatus `json:"status"`
+}
+
 // EnqueuedExecution defines model for EnqueuedExecution.
 type EnqueuedExecution struct {
 	QueueID openapi_types.UUID `json:"queueId"`
 	Status  QueueStatus        `json:"status"`
+}
+
+// EnqueuedExecutionBatch defines model for EnqueuedExecutionBatch.
+type EnqueuedExecutionBatch struct {
+	Items []EnqueuedBatchItem `json:"items"`
 }
 
 // Execution defines model for Execution.
@@ -300,6 +366,9 @@ type OutboundLimit struct {
 	UpdatedAt         time.Time `json:"updatedAt"`
 }
 
+// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+type OverlapPolicy string
+
 // Plan defines model for Plan.
 type Plan string
 
@@ -326,15 +395,21 @@ type QueueItem struct {
 	CreatedAt    time.Time  `json:"createdAt"`
 
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
-	DispatchFailures     int                 `json:"dispatchFailures"`
-	DispatchedAt         *time.Time          `json:"dispatchedAt"`
-	ExecutionID          *openapi_types.UUID `json:"executionId"`
-	ID                   openapi_types.UUID  `json:"id"`
-	LastError            *string             `json:"lastError"`
-	Priority             int                 `json:"priority"`
-	Status               QueueStatus         `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
-	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+	DispatchFailures int                 `json:"dispatchFailures"`
+	DispatchedAt     *time.Time          `json:"dispatchedAt"`
+	ExecutionID      *openapi_types.UUID `json:"executionId"`
+	ID               openapi_types.UUID  `json:"id"`
+	LastError        *string             `json:"lastError"`
+	Priority         int                 `json:"priority"`
+
+	// ScheduleID The schedule that fired the item.
+	ScheduleID *openapi_types.UUID `json:"scheduleId"`
+
+	// ScheduleTick The schedule's tick the item is for.
+	ScheduleTick         *time.Time         `json:"scheduleTick"`
+	Status               QueueStatus        `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // QueueItemPage defines model for QueueItemPage.
@@ -346,6 +421,44 @@ type QueueItemPage struct {
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
 
+// Schedule defines model for Schedule.
+type Schedule struct {
+	CreatedAt       time.Time          `json:"createdAt"`
+	CronExpression  *string            `json:"cronExpression"`
+	ID              openapi_types.UUID `json:"id"`
+	Input           rawjson.RawMessage `json:"input"`
+	IntervalSeconds *int               `json:"intervalSeconds"`
+
+	// LastQueueID The item the last fired tick enqueued.
+	LastQueueID *openapi_types.UUID `json:"lastQueueId"`
+
+	// LastTick The last tick fired or skipped.
+	LastTick *time.Time `json:"lastTick"`
+	Name     string     `json:"name"`
+
+	// NextFireAt The next tick to fire; null while paused.
+	NextFireAt *time.Time `json:"nextFireAt"`
+
+	// NextFireTimes The next 5 fire times from now (empty while paused).
+	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy        OverlapPolicy      `json:"overlapPolicy"`
+	Paused               bool               `json:"paused"`
+	PausedAt             *time.Time         `json:"pausedAt"`
+	Priority             int                `json:"priority"`
+	TimeZone             string             `json:"timeZone"`
+	UpdatedAt            time.Time          `json:"updatedAt"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
+// SchedulePage defines model for SchedulePage.
+type SchedulePage struct {
+	Items      []Schedule `json:"items"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
 // SetOutboundLimitRequest defines model for SetOutboundLimitRequest.
 type SetOutboundLimitRequest struct {
 	// Burst Calls that may go at once from a full bucket, from 1 to 1000.
@@ -353,6 +466,19 @@ type SetOutboundLimitRequest struct {
 
 	// RequestsPerSecond Calls per second once the burst is spent, from 0.001 to 1000.
 	RequestsPerSecond float64 `json:"requestsPerSecond"`
+}
+
+// UpdateScheduleRequest defines model for UpdateScheduleRequest.
+type UpdateScheduleRequest struct {
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            *string             `json:"name,omitempty"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+	TimeZone      *string        `json:"timeZone,omitempty"`
 }
 
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
@@ -397,6 +523,9 @@ type ExecutionID = openapi_types.UUID
 
 // Limit defines model for Limit.
 type Limit = int
+
+// ScheduleID defines model for ScheduleId.
+type ScheduleID = openapi_types.UUID
 
 // WorkspaceID defines model for WorkspaceId.
 type WorkspaceID = openapi_types.UUID
@@ -496,6 +625,18 @@ type ListQueueParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListSchedulesParams defines parameters for ListSchedules.
+type ListSchedulesParams struct {
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListWorkspacesParams defines parameters for ListWorkspaces.
 type ListWorkspacesParams struct {
 	// Limit Page size.
@@ -513,6 +654,15 @@ type CreateDefinitionVersionJSONRequestBody = CreateVersionRequest
 
 // EnqueueExecutionJSONRequestBody defines body for EnqueueExecution for application/json ContentType.
 type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
+
+// EnqueueExecutionBatchJSONRequestBody defines body for EnqueueExecutionBatch for application/json ContentType.
+type EnqueueExecutionBatchJSONRequestBody = EnqueueExecutionBatchRequest
+
+// CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
+type CreateScheduleJSONRequestBody = CreateScheduleRequest
+
+// UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
+type UpdateScheduleJSONRequestBody = UpdateScheduleRequest
 
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
@@ -552,6 +702,9 @@ type ServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(w http.ResponseWriter, r *http.Request, params EnqueueExecutionParams)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
@@ -570,6 +723,27 @@ type ServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(w http.ResponseWriter, r *http.Request)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams)
@@ -952,6 +1126,26 @@ func (siw *ServerInterfaceWrapper) EnqueueExecution(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// EnqueueExecutionBatch operation middleware
+func (siw *ServerInterfaceWrapper) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EnqueueExecutionBatch(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetExecution operation middleware
 func (siw *ServerInterfaceWrapper) GetExecution(w http.ResponseWriter, r *http.Request) {
 
@@ -1181,6 +1375,237 @@ func (siw *ServerInterfaceWrapper) CancelQueueItem(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelQueueItem(w, r, queueID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSchedules operation middleware
+func (siw *ServerInterfaceWrapper) ListSchedules(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSchedulesParams
+
+	// ------------- Required query parameter "workspaceId" -------------
+
+	if paramValue := r.URL.Query().Get("workspaceId"); paramValue != "" {
+
+	} else {
+		siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "workspaceId"})
+		return
+	}
+
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSchedules(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSchedule(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSchedule operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSchedule operation middleware
+func (siw *ServerInterfaceWrapper) GetSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) UpdateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PauseSchedule operation middleware
+func (siw *ServerInterfaceWrapper) PauseSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSchedule operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSchedule(w, r, scheduleID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1682,12 +2107,20 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}/versions/{version}", wrapper.GetDefinitionVersion)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions", wrapper.ListExecutions)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start-batch", wrapper.EnqueueExecutionBatch)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.ListSchedules)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.CreateSchedule)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.DeleteSchedule)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.GetSchedule)
+	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.UpdateSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/pause", wrapper.PauseSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/resume", wrapper.ResumeSchedule)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces", wrapper.ListWorkspaces)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces", wrapper.CreateWorkspace)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.GetWorkspace)
@@ -2574,6 +3007,124 @@ func (response EnqueueExecution503ApplicationProblemPlusJSONResponse) VisitEnque
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type EnqueueExecutionBatchRequestObject struct {
+	Body *EnqueueExecutionBatchJSONRequestBody
+}
+
+type EnqueueExecutionBatchResponseObject interface {
+	VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error
+}
+
+type EnqueueExecutionBatch202JSONResponse EnqueuedExecutionBatch
+
+func (response EnqueueExecutionBatch202JSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetExecutionRequestObject struct {
 	ExecutionID ExecutionID `json:"executionId"`
 }
@@ -3142,6 +3693,722 @@ type CancelQueueItem503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelQueueItem503ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedulesRequestObject struct {
+	Params ListSchedulesParams
+}
+
+type ListSchedulesResponseObject interface {
+	VisitListSchedulesResponse(w http.ResponseWriter) error
+}
+
+type ListSchedules200JSONResponse SchedulePage
+
+func (response ListSchedules200JSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules400ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules401ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules403ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules404ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules429ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedules500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules500ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules503ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateScheduleRequestObject struct {
+	Body *CreateScheduleJSONRequestBody
+}
+
+type CreateScheduleResponseObject interface {
+	VisitCreateScheduleResponse(w http.ResponseWriter) error
+}
+
+type CreateSchedule201JSONResponse Schedule
+
+func (response CreateSchedule201JSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule400ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule401ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule403ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule404ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule413ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule429ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule500ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule503ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type DeleteScheduleResponseObject interface {
+	VisitDeleteScheduleResponse(w http.ResponseWriter) error
+}
+
+type DeleteSchedule204Response struct {
+}
+
+func (response DeleteSchedule204Response) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule400ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule401ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule403ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule404ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule429ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule500ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule503ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type GetScheduleResponseObject interface {
+	VisitGetScheduleResponse(w http.ResponseWriter) error
+}
+
+type GetSchedule200JSONResponse Schedule
+
+func (response GetSchedule200JSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule400ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule401ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule403ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule404ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule429ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule500ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule503ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+	Body       *UpdateScheduleJSONRequestBody
+}
+
+type UpdateScheduleResponseObject interface {
+	VisitUpdateScheduleResponse(w http.ResponseWriter) error
+}
+
+type UpdateSchedule200JSONResponse Schedule
+
+func (response UpdateSchedule200JSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule400ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule401ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule403ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule404ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule413ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule429ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule500ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule503ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type PauseScheduleResponseObject interface {
+	VisitPauseScheduleResponse(w http.ResponseWriter) error
+}
+
+type PauseSchedule200JSONResponse Schedule
+
+func (response PauseSchedule200JSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule400ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule401ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule403ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule404ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule409ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule429ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule500ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule503ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type ResumeScheduleResponseObject interface {
+	VisitResumeScheduleResponse(w http.ResponseWriter) error
+}
+
+type ResumeSchedule200JSONResponse Schedule
+
+func (response ResumeSchedule200JSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule400ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule401ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule403ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule404ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule409ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule429ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule500ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule503ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -4213,6 +5480,9 @@ type StrictServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(ctx context.Context, request EnqueueExecutionRequestObject) (EnqueueExecutionResponseObject, error)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(ctx context.Context, request EnqueueExecutionBatchRequestObject) (EnqueueExecutionBatchResponseObject, error)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(ctx context.Context, request GetExecutionRequestObject) (GetExecutionResponseObject, error)
@@ -4231,6 +5501,27 @@ type StrictServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(ctx context.Context, request CancelQueueItemRequestObject) (CancelQueueItemResponseObject, error)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(ctx context.Context, request ListSchedulesRequestObject) (ListSchedulesResponseObject, error)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(ctx context.Context, request CreateScheduleRequestObject) (CreateScheduleResponseObject, error)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(ctx context.Context, request DeleteScheduleRequestObject) (DeleteScheduleResponseObject, error)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(ctx context.Context, request GetScheduleRequestObject) (GetScheduleResponseObject, error)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(ctx context.Context, request UpdateScheduleRequestObject) (UpdateScheduleResponseObject, error)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(ctx context.Context, request PauseScheduleRequestObject) (PauseScheduleResponseObject, error)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(ctx context.Context, request ResumeScheduleRequestObject) (ResumeScheduleResponseObject, error)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(ctx context.Context, request ListWorkspacesRequestObject) (ListWorkspacesResponseObject, error)
@@ -4526,6 +5817,37 @@ func (sh *strictHandler) EnqueueExecution(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// EnqueueExecutionBatch operation middleware
+func (sh *strictHandler) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+	var request EnqueueExecutionBatchRequestObject
+
+	var body EnqueueExecutionBatchJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EnqueueExecutionBatch(ctx, request.(EnqueueExecutionBatchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnqueueExecutionBatch")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EnqueueExecutionBatchResponseObject); ok {
+		if err := validResponse.VisitEnqueueExecutionBatchResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetExecution operation middleware
 func (sh *strictHandler) GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
 	var request GetExecutionRequestObject
@@ -4676,6 +5998,200 @@ func (sh *strictHandler) CancelQueueItem(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelQueueItemResponseObject); ok {
 		if err := validResponse.VisitCancelQueueItemResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSchedules operation middleware
+func (sh *strictHandler) ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams) {
+	var request ListSchedulesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSchedules(ctx, request.(ListSchedulesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSchedules")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSchedulesResponseObject); ok {
+		if err := validResponse.VisitListSchedulesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSchedule operation middleware
+func (sh *strictHandler) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+	var request CreateScheduleRequestObject
+
+	var body CreateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSchedule(ctx, request.(CreateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateScheduleResponseObject); ok {
+		if err := validResponse.VisitCreateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSchedule operation middleware
+func (sh *strictHandler) DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request DeleteScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSchedule(ctx, request.(DeleteScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteScheduleResponseObject); ok {
+		if err := validResponse.VisitDeleteScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSchedule operation middleware
+func (sh *strictHandler) GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request GetScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSchedule(ctx, request.(GetScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetScheduleResponseObject); ok {
+		if err := validResponse.VisitGetScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateSchedule operation middleware
+func (sh *strictHandler) UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request UpdateScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	var body UpdateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateSchedule(ctx, request.(UpdateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateScheduleResponseObject); ok {
+		if err := validResponse.VisitUpdateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PauseSchedule operation middleware
+func (sh *strictHandler) PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request PauseScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseSchedule(ctx, request.(PauseScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PauseScheduleResponseObject); ok {
+		if err := validResponse.VisitPauseScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeSchedule operation middleware
+func (sh *strictHandler) ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request ResumeScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeSchedule(ctx, request.(ResumeScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeScheduleResponseObject); ok {
+		if err := validResponse.VisitResumeScheduleResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5023,145 +6539,179 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9/VIbufbgq6h6typJ/drGNiYf5i8mkAw7CeECufPbGaeC3H1s96UteSQ1xEPxHPtA",
-	"+2JbOpK61XbbbmMSJtlU3bpDQC0dHel8f+g2iPhkyhkwJYPebTClgk5AgcB/vc6E5EL/FIOMRDJVCWdB",
-	"L7gYA7lk8EWZAZeED4kaA5kKuE54JsmUjqAZhEGiR/+VgZgFYcDoBIJeEJlJw0BGY5hQPfuEfnkHbKTG",
-	"Qa/TaoWBmk31SKlEwkbB3V0YHMIwYYle/jiuhueGi6thym9InA99IkkS52BMqRoXUMT+hGEg4K8sERAH",
-	"PSUy8GEbcjGhKugFWZbokYuwHX2BKFsFGrgBqwACb5bt4HmXTBK1CMkpHQGRyd9LDybF7/y1YhjSLFVB",
-	"b68V6kNKJtnEHtEkYeZf7RyEhCkYgUAYfufiSk5pBKuOCweswsmNN8s2OLnTH8spZxLwXv9C4zP4KwOJ",
-	"aIo4U8DwRzqdpklENZw7U8EHKUz+6z9SA30bwBc6maZgtqNokgY9BAmkIgMez8iYSkIZASHweuN/ZdD7",
-	"8zaYgJR0pEGaZHo0EEosqLjhXrDjb/XuUxhIRVUmg14X6SFReuHgmF3TNImJXbbY6Vipqezt7Mg0SyJo",
-	"xnDtwJc7ifmo4T668zH3PwUMg17wP3YKNrBj/ip3Ts0MBn+LJ+j2nkgyoak+AogJF2QggF5J5AdmpqZe",
-	"8jVnwzSJtkX4cQyTKVfAolnjN5iRGypJJiEmN4kaE0riZDgEAcwcSeDj8VWBxxyYegj01ozclw+NRTex",
-	"NDtR+CfJM4EUoncBiMc3XAySOAa2JSL1AgUPJANIORtJojihjKsxiIJCS1jcLbBYgFILjcN8+EPhTvEr",
-	"YGRCZ4RxRRTPIo24ROaYQ4wdMwWC0XRLhCV2mpy+HU72yhQ6N6oWgVoAHwIv53wCapywERnSJNUUyQwp",
-	"grgGsW8vlr1zY8pGEGvs6S8stpBbvBV0Ot4SYx3itriMG2bsivEbRhiPgfSDL/3A44gjDcIOxCOQO60d",
-	"xYO70P82mkUp9AgljX7Wau0CGeQ/0YVZ9AKyzFc7nUW+ioM346rmk4e60Tib5qj6QlNioDo8eLtP4BrE",
-	"zCFUj0gTqRzfS5RWudQYT/CEqzc8Y/GWp1ehT5GXtBXv0hfQ6Ay7g0Y3et5uvKIvobE3eB69iF/Cq2Gr",
-	"jaAPEQCfb3QLbJ94A2pgmnHVMMMfAssnnEjNJ0os4oLzd1SM4CG1AfgSAcSStFvdl3svnpPBTIH0UdL2",
-	"WOkpnaWcxkRxTlKEpBZqFOcNM/yhLiCCrm+XnlUQNaY++yA0imCqpEPae8pmW+Lsr4wrapEFcY9QRSZc",
-	"KtJutVpkCizWrOyvDDIgiTKspCBhT6T/qzRPPfTh2o38m4cW6Tc8S2MypVISzsDZSL7iiwBI8tTtk4s+",
-	"k4oLiP0thx4Jlv5BrkFI80tkcGQKos+QhzwLtSpWWk8fq7QLWRAlGVKp3DlrLiKogj7jApVZfRsnlM1I",
-	"wsgwTUZjpY+Hswia5MTIDFTALMiU5aKkz2gqgMYz9zcraprk8gyUmDUOhgrEpQFJkZsxCCA3NFF6yjGk",
-	"U9nrMw29QUMsaMIkobIwpSTRWJDjEJdFqUaVxv0wSVPZ7GulZAw0tpast+qiPXIOEWcxKj8aBjKAIRdg",
-	"7j2dFAeqNQ19nM2y8brKEtI35COjmRpzkfwN2zLlSSKlRtEAqNDHphWgEpttFxRRWrYWPWT+Fw/EbBFE",
-	"vIzU6mtqTNFocMKfCyLgml9BjGzlI6PXNEnpIIUHUHEt30okGWRytk+UmBE6ogkjcsyFSmclRc7jyOcg",
-	"rpMISOaBUxeJ+QcPxVGKXWiS1DvRd1XRKyjpc4zf9AjjJKaKDqiEPos4YxAhr4j0TR4KAFQZEsPWB1qu",
-	"ai2CJqpM0zFnsN9nBb6opp0y+T4MlYmZXhMX2YiwcuTi0gfT5DdAYTQVfApCJcbUjwRQBfGBKvkJYqqg",
-	"oZIJLDoLwiCJa/gUnI/idvEPU82EvlS7PYaJMIq3oJECIZ1UkBAJUCEeK6QpuYKZJHRKhWpWrW0JZsWu",
-	"WJZaGjLOkoUpbsoemvVupcL98meAQ8reGURHvvnQQ7wP7qd8Zj74Dxg7+jVlEaRn1kGzeIQ1z8OR8W0A",
-	"TN+aP4PXByevj969OzoMQvfz8clbD4ZVu7PTVQKMWzM3zvMj0ThGsUzTUw/+IU0lhHNbcndn3vE5SZj7",
-	"d3sdlDjHcvAKj+n9QBw5C3AV33rrrJ97bWjLS1h5/wzYy9Hyb6MyfX2czAG7Dq7cYfoNL1QYTFPK1som",
-	"Paby8tnvl28qLrgyTdMPQzT/V61lx2tLv7w/wx8rhMoYVQgWwb5RNUmCcrC59vbYGReB/1QKNzyIRIky",
-	"IYApe/c8oZHLs3BDettWRmXTeNNNfCWBMYcbh4iyACnArbpsxWmd0lGVAEHD0f9hFY69s7/LF6NC0Bli",
-	"NI96IdmtlrLzSLAGrDfH6u14F2brOxjPRdDW3p3NLuT18rs9h4W5yNv1ioOvws5RXHXEQ8EnlRdd8cpf",
-	"34zBh3XAeQoVbA6nxUkqQWFonubxv/ux7oRNsxXfmItV5noHzsIw+uJkmlIFaB9f4myXTXJe2OQCVCYY",
-	"xOiCIkMu8IeQSE5YNhloLfQKYGpdjHEySnyl0243DL40Rrxhfynojba8mmf05r31yHoDGslkyoUq5JIb",
-	"X/hlgUU8TthoB399h1pzwkWiZqW4Y2d+520MN3GpSCZGwFSTfBDa+kA3h7NsaOH02CdDmggGUhIaCS5l",
-	"8SdJIj4BaVRyveE8wNldHd4Mc9/o4aY09YD6TiUMK25pnF/TRerBAcebqtmr+MK/9IznZuj8PtxqK3Xs",
-	"FdDq5VJQ25k/cSbQk/BeluZImHreXf69dwdMgGe9DKgtq+/BB7RFiZ+ha8yec1im8yYxOtJgRt4eXWh7",
-	"kzMvJYFwls5MWChNpCIp0GuQWovi2WOwAROpWWE7T+kIfakYMxIQcRFL8nTp1p5hakEduX/CYzjD+Srl",
-	"vobrpCT8FyE0qS3OptdivhpcqsjljiPgncKnuXPrZYHcmajV5T7RN4xoiUUuza/ImKcxhtgnhKZps86F",
-	"92h8EfDC24yQFyg07l0qFMREC0MLjMYs3jDPH+uGWb/OOfrG7JYhJkaozFPBWrDtrJtoOvU4VM5gHJfa",
-	"kq3rD1cq+NvrzwXjrCEKFqHKMeNjNSyx0xJfdDxuJXt+CI274PWPo3DPXwXPhXT28eTk+ORtEAavP7w/",
-	"fXd0gc6kNwfHJa/S0WGFUykM3iSQxkdOTpQxlAeyqxyIyBxv12zOpkq5iao2lkfx59RHcnjwtkk0w7OO",
-	"RgEkY8lfGexjBlM8AhQE6Jglrz+cHB5fHH84MUxsQmckokLMyKXmSZdaB50m0RXGjwaCsmjc7LP3oDVL",
-	"ohm/mR++0EiRpxGV0JDAZKKSa3gWlsMAU9T8NRs3HwkYZlKLNIwtWWU1YejYHiajCsWVXFTF2Iyj2yQl",
-	"mVDZU0q6nVcaPr1JP03gWaiH9Vkpmou5ccZlPlNg40vlE8VMhfp3PjZR20o5U3sWfYSLs8z7anDKT99c",
-	"lP8KNDUXeU5/G0N0JZdrOlVW3PzNLnj8Gi/Pcg0TcVehXOqLtU4N+8aYvDI+NM+5167h3DO/mCf+Xy8u",
-	"Tj+fHf3r49H5RUguzg5Ozt98OHsfemTOBTk8enfwv/cJHpXLMrE5acrpNyZZRXIT0VtIUBGgNwoxUXwE",
-	"agxivU9O79OOWXZiVkNbODeqtB2sqkXvg1gMucJfxufv41nOVmzO1T45+fgOWRYyC4Mfzc4YV+TjxZvG",
-	"S/yXRL2cSvLxv968eXNomNyUSkUuz999PH599Pns6PWHs8PP/z549/Ho8/uD/760EyaKgGZnefKPBjnP",
-	"7V1vkDhLY1ER1Lt4YhLo0muttemhoVnIY7P6Cuh1LUtukoM+u6ZpBoRfg1gPv2bcU2219NnlbT8wcVQN",
-	"Lou0AOgHPXLbD3Cw/hnzuiK9oN6jyfIKST/AfHO4wSFBMcgYCvh1qPGr4IsyH/WDuzsbtpzH0rch4YWz",
-	"4JmqPIySiyelSstSFFyokMNUNs1+r2BmttY0M5GnN2OewrN9dzZ9tigjz5xSniZX4HxGPTy7PltzeIhR",
-	"SiZUaMZgTyBnEH1WXMXHQPN6c6GOxVHDfNC8qLAcHKutzd48XdxxLkeX+Z1wLGe5ur6aST6Ear7GKP76",
-	"urmH5/pq+flvx6enNRT0D5lCxTCvmCijapAJuUyibO6AH3O5hOnqv5CEkYgyzpKIptq0nvRIym9AEK0x",
-	"h4RxogRNUq2txnxZVoDJ6joFYZItysDxrJTEYvjDvYJBc0eJO6taPrQo3CSYc2pDku6o35wdHQVhcHr2",
-	"IQiDo5OLo7PTs+Pzo8rzdGk0C1g+e/OavOruvcj1E5MkhJlc5TN32UO3SxSACt8UmnmNFK4hzTOeQwI0",
-	"GruqhP91/uGkMeWY6N1AnmuydWt6pjw7soIIEyYVZVG1KbmgJ3t32KY63dbVHA+IVCiRPp4dO8NJaz5X",
-	"CYu1QmD3vl7NsxzQrL/SC4xu5GNljrRS4XvNM1ZBVkco7gSkQCWQAY2utBw9PTo5PD5560HooSNP29oo",
-	"spvSZLKdvLlPLC+RU6qi8RuapJmo8pe+Mcn/KDgk4YxcgJamNDWuXvT0aWUVfZG71Qhxq2ypNper4zZ2",
-	"ANb0nqdUqqPaLnk/2LS48XuEOB4rJpTU9gbm+ka+97BMQxXXykdrOFeh6HN0n3R8mpi7Qysp/CG0lYJd",
-	"PI6y4l8JT4RZtqPVkXcHx+9RMTk8Pj89uHj96yb+xHNQJY3lfvHmXKspc4zXNE2tqTqhMzLiLtcb/f6E",
-	"kmGWpmSQRVegQvO7tuap7VarVc0/KtWRqkWnIIjEEWZBdLNpKDE/fArMLdhqtlqlRdcqN3PnuFxFqTrO",
-	"j6iobJmZde8Uq6W5VTlAFUIxUsl1heg+KsI0Y57Gxq8rUz6fK7Wdhmu8H++oVL/yTKyEwriMMPfYXH5i",
-	"M5I1wyFjnolqqOpKg+oS6Nec2XQjP3CFlespZYSmKb+R1Qsvz/atfb42gFNBBpplybz+YYjJ8vp0qkHZ",
-	"Vl1P/HRdDVmYl37b+5NDunCmm2jy+T19CNZeXPrHYO1aKYAo02LzXANkOSlWYVTbdDSe6BvtVT8UhTgH",
-	"p8fkCmZ5tjtmIJm5SiUGphwgYUNekfhowqsjTPy5MdSECeVO0WuS34tMF8y5KnokoBfp8OCtJHzYZ+hX",
-	"2je6IlYhMXDJBJIkyvgl7Xp6W8qkB7B0Rm7GSQrG7+PHXJCasBzeVBwgp3mqLTnSDsnp2QeyF5LCliOd",
-	"Foly0uyzgjafNfusz5wyb+IxGYtBkMsdOk12rtuXhGGZ3eWBLV3B6GWP/GIqZIyTDI/BuMkuewZc73yM",
-	"bDGOfxv9XHZkod4xVg/SaAwSkdBnGiP8hhXDm8SAjBajFmKXy2pXLslTZ5s+Mw6zNInApsFbt9fBVC/W",
-	"6DRbmuRE6hWg3NzcNCn+ucnFaMd+K3feHb8+Ojk/wm/uvKIWc4gHp8de4l0vaDdbZhyfAqPTJOgFu81W",
-	"c9c62vCuW3QXWQteTRqmRldl575LpJI+Hp9Iv5at7BiPAd1aGvUxCExXs50hNNegTqPGSQ+9xcNS05I/",
-	"VzabQGdqYtK9qlpgPFTDibCamRWA7hiXU42BlifdfZrrYdFptVbUR1XURVk2++enMr/U3LJ2ndJcpm1F",
-	"udJBnvHiHTQWdnUNwFXT5xvb8Tpz4Cft9Z98nKta67Z213/0xm9G0G1113+Rl1XrDzqv1n/g6mPvwmCv",
-	"ztaPvTYAe3X24FfKoYTKJhMqZpZEqhriaGJRdCTLabgy+KT1mEr35L9pmsTUBLFcxE+LA8y1RzlApStD",
-	"JW3H98y4xWJ1zM3sdjrzVevzJD5fwVI4F3/h8Wyza5+nMdv4PN5/E2T/0w/3FoGYosfAr5CmPCS3tyYO",
-	"1tRcgtzdFQGdYCQAvDYieTjVlBFYruIGlSz94PmwHbWjvXZjN3o+aHTp3qDxavASGq1hO+7Q3UE32tug",
-	"CnNZ0c9dWd/RjOxugZO0N0OpZxoEnVbneaPdbnTaF+1Wr6X/98diVn+vHT7qQWizIajTvSBYODRP2162",
-	"2a95rn41wiK3tWU2Pxx/be/W4q/vXO+DbqdTh8F6rU2+Ay5uDteqT3OcfCkjvwtXqmo7t375xZ1h+Frv",
-	"qrAw+NApZU1iLFRX1G+sQzRUE4V+ZEIVcb4+F/WIUqDC6MD7RGSMaeNioYB/kfsf4ppz3L/Er7qL0JqP",
-	"4p+axre9owbtG97RsNpaOB9ry3SuMVWuKTjHjVU2nkijZSxen7egVt2d1mPLuh9ZHl2UDu8nMX5bYnwL",
-	"amNKnLOd1xijpZgSalYbCJsd165mvtHoxusus1bOjVVCCYMbkkwmmYlXO/vEz1t0npwBmCowx17mihqK",
-	"+JXxEjF+Qzhbb7EUOfdfxXD5dLehYTBX9v5IVkG5BrUuA1zHTHNHVuceXMwd1BJmpi+Snf+nkv0jKtkH",
-	"cUwoKYqQH0Krzhndzq396W6pi9QoPZxBNb+i5XbGdVQen/V8Zc3nK9Nz++Hp+Uel5e9CM1lHZdtpI+Ht",
-	"8vO2ydAm+cmkhyeStJe0nb4uCe/qCMDK5lSVilGhVWwULyk+C7U0AqnMBmxSvi05ndJRwqhRuqsCJkXo",
-	"/Z8aLylD8YGlM18Pw+yAxDRCzuQycIr6xlpcY6EEdD0cqEImsmTkLEdNVRrWljgpl+f6pbkGMK+S96ke",
-	"e2mLRi/7DAfn3SCe9QjNYzWu6yZn6Oshw8RVy4mMEZpK3memAZyJ/sLENIkzThfCGbFp6RohGMasQolX",
-	"+P//fSStXEC7MpDmXb+nmuZ5hpWIiTDOcGkbbxb15c9+irdHiLeBz2KdgPN+Wa1FesX/SJ9oG1cat0cu",
-	"JYMyv8fBcM5j9mTBVYb3gzJ5g9VAnVbHZfYZcZibuMKlCyfKdBsot48t8jn6DJOTyO/o52Xkcq4r/2VI",
-	"qC3mzfsb0oltLmz4jzTtXblItNxKPbZl0k3mO/nbrI98qivANsW0z7qtV03ym6tixrIyTKDCVhZSkU4X",
-	"08lMlmGRoYFMqiwn59v5rJOU7+mVjYsazirpEAWmACVmphA5hzUvoFxABFmCh/3qJw304eiNE9z3ecSn",
-	"EJe3Fq5AQi6sTNPOgjXPneDS11n29tY1Kfy0hcsjL0x0mS8xLWdrd5blWde1Pb6ma3RZO6hazpbOZpjK",
-	"u3kEu3Enag9atPFq+BIa3fhF1Hg5eE4be8MuuL95TW7zZORNt+X1D6qQVm7QDyd5WjUkz2vvUZB7eFX+",
-	"2bLNnmxJ6txTwJW626zxiPjLPXF6f2jUT9PxyLb9LncFSpQ0CY1FayCn2+61Qm1GaG6MGWbP9m07nRPv",
-	"ISvsV2FkU9G+Z6N2PU1yRKNxn5n1n0hXQm3LczXYJi0wF1fZlCi+tu7WFJQ9bT8nvyW/kMGM2CZpz0JT",
-	"gg99ZmQ8ige7ZzqwyqJL6PS7WUzTTJK9Fvm//4fs6v9TY6rCPrsZUwXXTtgmf+ed60XGqsTmW1C+yNzS",
-	"6eRX6le5nZqdP8pdakyfU1ucr1VwG11r085gN+rGjT14Pmx0aXvQeBl14sYudId79PngRfQyDsJlIqdI",
-	"TMkbC7TDGtC1/wjmgTELmH+Uc1VWZLpYMLxy5uXL5azdr4WtyIMJ7yU1xBofYOXq2wvpUjul9lcW3Ksk",
-	"W+kBt5+G1SP4DWsInk09h/6Tfeu8dXNcPsJu5ZuHMMtLLotgml7oWr9fSJjpofBz6f1FmDeRxMCU2kZJ",
-	"feb6g+TlZCh2tOkmcRJjvpm1Upfyb5N7+szk5UDs2RkHzDh9pErSNC9UsSU7RrBo85BxL3mfzEDtW9Aw",
-	"UbQkRfGjnVvLkRxaL6sEjIFzhYzZUHfeRDwU3K3oH18/9FpubF+Vv2eOAEG1j+v81KH/+Yl55k4/tEa8",
-	"k/f+qtSLT+kI3Q2CZ6PxvH5cUnl9LbdJjCOxz0zPSKcZXqIOeFmoye1Wy/3xme1eYDv6DE2qRJ8lMn8w",
-	"ZDBb3uTHdBbmRnceCa3NF+1haiiUpXjFCeJkjSfmwZ42ba9/2vT7cjPPdYNZ6Wf279CPxoM2ZBGL3t0V",
-	"9PbtlBKUlhtFD0vPiPGpqVlOZ65Xbm5WM0OdyDLmvcLK+TknPeJcceRp21jeplsiIzyNQSqtPAhpuzCW",
-	"LXPrdzKwaNUCixZFxqSxtB0IhcP5KbVah23jEds3iKh72tK4XbU2IrV5bYz/AY2u+HBooVvGX7BS/zsK",
-	"hVqsfY0o6Fyr7h803lbuM7GSD3o089Pee4RAWvm1x9pq1ZxFsca/aJ4c1Fzdeq7LUXUWyyb5wCJAe6n4",
-	"05jKPss9HUUvnaQIhhvHpLadTMiNdFvd/bm4fSL7DN801YqU5ipzpRGoL+Wh+yVet6LbybYEVu6l1Jrr",
-	"hbQ0773ofWS8W3UyxhY6F7XmGw1VOrpa3T/mOtDU9/Bt4O/yugiZLZVCT7kxWGre8s8NSHntcKr9WgWl",
-	"/WR0j5EQV+C/tg65eIg5mzDl9OUsnyUZbkUmzv0VlU81mPByb9k/aB/rfHGoqOac3ggHMuRoWjutlgti",
-	"ezuZUbasoM/KLrhEK7vXILy6Aj1LwU/waz/rD0WF9QXW9gCSBQdgn1V5AJ1bDxFu+/BwgaldBdy5F7DP",
-	"zOvG5nbb1u6qzEaWuu9WCKv7uO82jXoXjbV+eu9+eu/Qe1eD+85xONNMZ4397b0vpWkjommKTVwZkaBt",
-	"2hS7u+LfsAeNiWnzG2b7PhUG5xXMntXqhlI0+gk29Tl8n8ZcubPUSmOuOI5vS5jfS4eQ/N44AvB+ubwt",
-	"iCkqKzmbiOaB2PmpSQ6wuRJn6WxZpVzRzmuLdDEXso+KVmY9bBS8YXHcQoe/r1Ee51rztWrZSfOt9FrW",
-	"jqllIOT97/bC5TgqutG1ahQVb06a33G7ih8thavUSMJRXSW9Vwq8nVvPSF3nVynnDBd9flJqJR1eTfOj",
-	"IQkS8YzZ3xiRHMNUja0eK8udGqlyzt+qfpELLpIym9nKRWLJt3Mv8m1/RfJ98c3It+QP/+kxeKzi/pUU",
-	"vKkC+Lvnf0JTWFulFb3fC4lOXF20ySJEugHpSpBs3qRWbaVMOKvs/OJa/knFp1Oo0GrnOu+emi6l91YU",
-	"LN14rwfUJoglPYBraQjfAYvptJbwGA9XdVnN3gOzGrvUD8xyfjhFY0zZCOZC0LbF8H31Df33xhXM1tnd",
-	"au7dP3zYsFwuZ578l9VG9MHp8W96le2oWJu1xfWv1dn4YJr8BrOKV/wqiUJv66fofQRj2XYA9k3l/GY+",
-	"gNitNLPnpa65wOZxPfumO2cRhHligNvNvmnPrNXnMZVj7KOPD8Ivs8fN7X8AYzxKNrW+zf1/5M40KDpb",
-	"gxfQpS1ovKJ7LxrdaHfYeBnvRo32sAO7cTfaGzynRewhSvAxDRgmX4JeINOrz91hh76KEInX/MqPjJqD",
-	"Kw37fPWvznXrj79eTtpfXkx3B3vsVdT9Jk1CY8dxlnKYsDDcDOQ/Je93YuIzx6eq2dQm8nbn9gpma3pE",
-	"+gzqgNhr74pz7eO9uWWgBzbJmR6ET0fdJBGY6BLjDT5dZE041GdN65pAmg9+NoH8xpfPoH3t5dtKRlZ2",
-	"d7HLPZE2NFIRIcY7/KBx7kqi4fZdngbaVct1VYyg5v20fX3Vf5fXPfUpgIwhjYniIZmC6DOl+ZHCBwNL",
-	"kSH9C02BpeARkS7ay29Y+YEGpNglqZGlJ4a21ofz94bayxzfeyVBbF5J1NemaSdpRnxS+bpgb2+JOerP",
-	"eLe5Ql5+FbKmXm7O/SfneQTNfJ6SHC2adzVTd40dR5on1W2V93uwh51bDdpKyWqf48LKXrMR4zQjKWcj",
-	"EMhEzGwQ72Mnn0wiC86mUgmgE0Llle3RbKq2TP1HxlSSuvyQZb2XyxRQT/JO+PWPKHl/wJaH5qwWyMa4",
-	"c/V94cxcua9HNJXS3BNuPULJ4ck55hgVFfydvV33BnVKB5BiO64UlJ4/7DN83FqG5EnjCQaPnnx+EpLj",
-	"wxObNw+JIF9Yo4GP6z7DB34YOT4lNI4FSD2B8xZRMuVC7WsqMUSDTWHN+/ZcqCZ5b1vCRlRCI2ESmExU",
-	"cg1OqFboId4budVqSFVaWtXD4G9KfvaIpinhLKyjTuixCRuZ7gbIUswjf6YeDMX0pWsNZKs6Lhek7uU+",
-	"obbDAndNAjQvsmUYcSboIJ2F+TNzjCNYIFzKmV/hcQUwLUrSbD3Zh48Xv3z4eHL4+dcP5xfnn98f/Lfl",
-	"4eRpt/MKH8jvs0Q9a5IPmWrwYUOg0xGL1UwvrAG1vN+kqGnG2e10Qu/N2j4bJpDGVSrQ/COL2/hEPNWn",
-	"Sn2pbbcve/jxa0QhHlldq4uSOSVthVJmXsw3zq+fHXx/PHF2DmpbWaZVuDHQVI3/Xmq5Hdhqjk6rVTx7",
-	"R6aCRyAlkSCuQbo36uQ+icYQXUnN/mKYAouBRbPKFIVf7brb0m2e6sqv6lORWbwygy5NrqFZevnQRjc8",
-	"5fsaGEhftzZItBjFdgJ1EQqMnHKpRgIkeaqZuEtzDvEYJzzOUrAZIFrTTdQzW2CzT/Zau4SrMYibBJ/K",
-	"L54mH9oX86fY126QKQw7G13APOfu+sCPuFO28SiFvkR8VHliZ2ZfW7e6wRvi+v2NsBhGH14YKLv14jAf",
-	"9mxxA02P9JYA7T9UOAe8eyY/0PjEg+4Rt40c60/tK/t5rg4fPfOSsvdau8XThCdunvITmLK3syPx1cJm",
-	"DNcOIrnDuGqY4bXxcWq+rU4XLYiUxBwkXhNzvVbTgEZlspQIyh8WD4b++QndEnjRqsohJvQKq+NL7z32",
-	"dnZSHtEU9eOXrZct9G3YRRf0aWCU2dag5rpPU8rQ4JuvV5UV6niurDek6TAYCYiBqYSm/hy5c29xhoMS",
-	"PzYurykWE+dKvu3XVaGqekvMM+tqWOffufP2vdBW3Z/d7z+9OLNtfZawUUhutMqP7yaz2FVblLNavGm9",
-	"JPLFWR3bxJmEuz/e1/b+3H26+38BAAD//8bd636etwAA",
+	"H4sIAAAAAAAC/+x9+3LbOJfnq6C4WxV7h5IlX3Kx/1l3oiTeTmy37XzfbLdSEURCEsYUwAZAO2qXn2Mf",
+	"aF9sCwcACVLUzVLiJOuaqf4cmwSBA5z7we/cBREfp5wRpmRweBekWOAxUUTAv15nQnKhf4qJjARNFeUs",
+	"OAyuRgT1GPmqzAM9xAdIjQhKBbmhPJMoxUPSDMKA6qf/zoiYBGHA8JgEh0FkBg0DGY3IGOvRx/jrB8KG",
+	"ahQc7rZaYaAmqX5SKkHZMLi/D4M3ZEAZ1Z8/ievnc8vF9SDhtyjOH30mEY3zaaRYjYpZxP6AYSDI3xkV",
+	"JA4OlciIP7cBF2OsgsMgy6h+cnpuna8kyuZNjbgH5k2IeKOsN58PdEzV9EzO8ZAgSf+ZuTEJvOd/KyYD",
+	"nCUqODxohXqT6Dgb2y0aU2b+1c6nQJkiQyJgDpfRiMRZQmaRRNq/z6OILMZYjyD/5uJapjgi884OPDBv",
+	"OrfeKOvM516/LFPOJAEm+w3HF+TvjEjYs4gzRRj8iNM0oRHW89xJBe8nZPwf/yX1pO8C8hWP04SY5ShM",
+	"k+AQpkSkQn0eT9AIS4QZIkIAr8H/yuDwr7tgTKTEQz2lcaafJggjO1VY8GGw4y/1/nMYSIVVJoPDfWBO",
+	"qvSHgxN2gxMaI/vZYqUjpVJ5uLMjk4xGpBmTGzd9uUPNSw330r1Puf8uyCA4DP7bTiGTdsxf5c65GcHQ",
+	"b3oH3dqpRGOc6C0gMeIC9QXB1xKEkxmpqT/5mrNBQqN1CX4Sk3HKFWHRpPE7maBbLFEmSYxuqRohjGI6",
+	"GBBBmNmSwKfjq4KO+WSWI6D3zci9uWkquoGlWYmCP0meCeAQvQoCdHzLRZ/GMWFrElJ/oBDIqE8SzoYS",
+	"KY4w42pERMGhJSruFVQsprIUGQf545uineLXhKExniDGFVI8izThqMwpBxQ7YYoIhpM1CUbtMDl/O5oc",
+	"lDm08tRSDGonuAm6XPIxUSPKhmiAaaI5khlWJOKGiCN7sOyZG2E2JLGmnn7DUgukxTuB09GaFNtFbomz",
+	"pGHGrhm/ZYjxmKBu8LUbeBJxqKewQ+IhkTutHcWD+9B/N5pECTlEGDW6Wau1R1A//wlPjaI/IMtydXd3",
+	"Wq7Cw6tJVfPKpk40jKYlqj7QGJlZvTl+d4TIDRETR1D9REKlcnKPKm3/qRHs4ClXb3nG4jV3r8a4Qy9x",
+	"K97DL0hjd7Dfb+xHz9uNV/glaRz0n0cv4pfk1aDVhqkPYAK+3NgvqH3qPbAEpRlXDfP4Jqh8ypHUcqIk",
+	"Iq44/4DFkGzSGiBfI0Jiidqt/ZcHL56j/kQR6ZOk7YnSczxJOI6R4hwlMJOlSKM4b5jHN3UAYer6dOlR",
+	"BVIj7IsPhKOIpEo6on3EbLImzf7OuMKWWCQ+RFihMZcKtVutFkoJi7Uo+zsjGUFUGVFSsLCn0v8ojbMc",
+	"+eDbjfydTav0W54lMUqxlIgz4hw23/CFCUi05dbJRZdJxQWJ/SWHHguW/oFuiJDmlyDgUEpEl4EMCXNz",
+	"X26H2iorfVrvsLTftLOVaIClcluuBYrAinQZF2DX6oM5xmyCKEODhA5HSu8UZxFpolOjPsAWs7PHLNcq",
+	"XYYTQXA8cX+zWqeJehdEiUnjeKCI6JkpKXQ7IoKgW0yVHnJEklQedpmevaFILDBlEmFZuHgSaYLIUQif",
+	"BQWHld6GAU0S2exq+2REcGw9bO+r067JJYk4i8EO0nNAfTLgghgWwONib7XRoXe2WXaq53lo+rB8YjhT",
+	"Iy7oP2Rd+TymUmoS9QkWetu0LVSSuO2COUqfXYo1Mv+NDcldmCIcRmxNNzXC4D84O4ALJMgNvyYxSJhP",
+	"DN9gmuB+QjZg7VoRRiXqZ3JyhJSYIDzElCE54kIlk5JN5wnnSyJuaERQ5k1nWSLmL2xKuBSr0CypV6LP",
+	"qsLXpGTaMX57iBhHMVa4jyXpsogzRiIQG5E+yQNBCFgP1Ej4vlax2qDAVJV5OuaMHHVZQS+seafMvpvh",
+	"MjHR34SPrMRYOXHh08cp/Z2AXkoFT4lQ1Hj9kSBYkfhYlUIGMVakoeiYTMcNwoDGS4QXXLjibvoPqRZC",
+	"X+sjIAMqjA0ucKSIkE5BSBIJokLYVpIk6JpMJMIpFqpZ923LMHNWxbLE8pCJm0wNcVsO1iyO7hSRmL8C",
+	"eKQcqAFy5IsPPcL70/2cj8z7/0WMS/0as4gkFzZWM72FS+6HY+O7gDB9av4KXh+fvu58+NB5E4Tu55PT",
+	"d94c5q3ODlc7YViaOXFeSAnHMWhonJx78x/gRJKwsiR3dqoB2TFl7t/tRbOEMWZPr4jkPmyKQ+cMzpNb",
+	"75wj9KAFrXkIa8+fmfZssriA6cOIEgnOOl9TQaSkRvGUWfwtvdE8TpJYoq0xZZkiaMQzgWI8afBBY8yZ",
+	"GiHzX/urW0KujbUm6Vfj2UkrKUFYWN3pvqOf064Mluh/xpgmkybqfMWRSibO3izPEcwjCDbc4MSKYC1S",
+	"VtwoytJsDrFKMsaSPAy+Noa8YX8p8K3W1c0LfPvRuvPeAw06TrlQBWu45wunnrCIa9t1B359D3Mqrcoe",
+	"P6My9trPd3f3FwXQH3xu+Q0RCU7PeUKjySImOSs9rBUEziSJS4F/e9rsh/qcJwQzo0woF1RNSk/velmC",
+	"/UVL1ArhT85IaYTg09XroM7UODk+PUb6FfSPPk9aN+kDhUhxoiDWhvWpqhyk5/tLMfwg4bfVPNNC6b5B",
+	"SVE7h3CRPP2Xcbu+vTCtzH2RQMuTLt9RE4VBmmC20KjVz9RqLfv+7EXFhTmHk+RsACHEed+yz9+HVePB",
+	"GFY11ugIfA8WkSPjoyIKBnRz4WGyI05P/nMpf7oRUzTKhCBM2bPnWZsef6+mqNc1brM0XnUR38jSrNDG",
+	"EaJseRbTrTtsxW6d42Gd5QnBJ/+HeTT29v4+/xgWAoPQL9L4wHbzzfMqEWwQzBtj/nK8A7P2GYxXFdWr",
+	"Hcib2We7QoVKKcHNnI2vo04nrtvigeDj2oOueO2vb0fEn2uuqStzhWFhkNqpMIhr/YZVNDpRZLyizPZy",
+	"k1ZIlmXbsUnE9ip50x4yrro2EjGSlA0TgoiZSohSIiDyeIRiKhVlkXKBAoz6eqJVq/HgYDNWY2XuLnhi",
+	"XOFxmmBFIPTXg9F6noD+XoYm4+o3CFbU+/SaahDSkOi8c/rm5PRdiEY8gUAr40gmXIUoY4omJlGpGe3I",
+	"xby7bK+lXQGJsN4dtNW7/PDp5HXnS+f0j0+dT50vp2dXX37rvD276Hx5f3Zx8ufZaW87RCmWykTScJft",
+	"t1pIr0aa8cH/aCJrxrlALLxBJYozkkdxIX6znBRY1w69n80GeV0P8MPDzJjVJPUU/93DQk7Mu+2WNYDc",
+	"v6eF+Q9sxhoCfF6C3A+k9LfgaXRZpBAEUZlgJIbkGRpwAT+ESHLEsnGfCImuCUltcjSmQ6qeZMIPJRPK",
+	"5GhDsRCXCmViSJhqojMR613UB7jQMfnhPkIDTAUjUiIcCS5l8SeJIq6XBIERq4+W9IJ/WI6dw6lxyUAo",
+	"syE8sOQSBEkTPCEzivKu/YoqG5TPy5Eg/2VzMEfmKFFjXXBBh5ThBI66x4Be7KKIyM4Txn/olVyaR6v0",
+	"c6vMx/IWM49wuYxbj3DfYAFLzRr2fV13ZPoQTXkltW5G7Qxn01N/OSFqvWREnAnI632UpTEoU8/3Z7/v",
+	"sbepvFrsWC3tAD9AzYHc169BotpSPyyrsSYygYf+BL3rXGlLnDOvcBlxlkxMvVZCpUIJwTdEIqoQzx5H",
+	"y8Vml2dlslI8hKAzFHMJEnERS7Q1c2nbzdxCWXB6T3lMLmC8Wmdaz+u05FFPz9AUwLsMm/ad66eLFert",
+	"ONm8U1QY7Nx5teL3ppysd4T0CUPaDUQ98ytQ7CAUxwgnSXOZA+9JoemJF2UgMPOChKbYAgtFYqQ9TDsZ",
+	"TVk4YV51hHvMCvRLyFTbJZMYGZupygULp21HXSV8sJwMzQWMk6Nramz94tyo2fpBqUK0L2WXV2flqbSC",
+	"qmFJnJbkopNxc8XzJsJYhax/nChW9Sh4Cd2LT6enJ6fvgjB4ffbx/EPnClK7b49PSjnezpuaFG8YvNUm",
+	"cMfpiTKF8grTunQ+CMe7BYuzdxjcQHULy8trK94RenP8rom0wLNpf0FQxujfmfYIGCLxkIAigDIJ9Prs",
+	"9M3J1cnZqRFiYzxBERZignpaJvW0i5XS6BqqufoCs2jU7LKPRDtO1iHQ45OvOFJoK8KSNCRhkip6Q7bD",
+	"clFOCuE0LcbNS4IMtJFoSq6cL0YZlJkM6LDGL0NXdcVvpuzEmJGmhm0Lo/3dV3p+epF+/e52qB/rslKZ",
+	"JdygMQUsE0VstVd5R6GEePkzH5tyylo9s/QoegsXGllmyM/fXZW/JzhRNUZlNCLRtZxt6dSFRqsnu5Dx",
+	"C1Ins21goF2NcakP1g+Wd742MVcvFtpeImNmflFl/vdXV+dfLjp/fOpcXoXo6uL49PLt2cXH0GNzLtCb",
+	"zofj/32EYKtc+be9LKKcfWOqyCU3EYCpynFB9EJJjBQfEjUiYnGiS6/TPjNrx6yFNrVvWCkyTlW96t2I",
+	"x5Ab/GV6/ns0ycWKvQxxhE4/fQCRBcLCRkgEgZr1T1dvGy/hXxLscizRp/94+/btGyPkIEDioi8Xnddn",
+	"F2++/Ov4w6fOl4/H/9mzA1KFiBZneVW+nnJ+A3CxQ+I8jWlDUK/imbnZktxoq00/GpoPeWJWHwH9XSuS",
+	"m+i4y25wkhHEb4hYPH8tuFPttXRZ764bmKpGPV0WaQXQDQ7RXTeAh/XPcOEi0h/UazTXL0LUDeBWKrmF",
+	"R4LiIeMowNuhpq8iX5V5qRvc39siwiqVvg8LT9d1ZKp2M0oRzAQrrUtBcYFBTlLZNOu9JhOztKYZCW3d",
+	"jnhCto/c3nTZtI68cEZ5Qq+JC4kewt512YLNA4piNMZCCwa7A7mA6LLiKD4GmRe7C8t4HEu4D1oWFZ6D",
+	"E7VLizfPFneSy/FlfiacyJltrs8XkpswzRc4xd/eNvfovLxZfvn7yfn5Egb6WabAMMzvVZdJ1c+EnKVR",
+	"Vs9qj7icIXT1XxBlKMKMMxrhRLvW40OU8FsikLaYQ8Q4UgLTRFurMZ9Vo2vuWJwTYSrUypPjWamk3MiH",
+	"B1VYVLYSVlb3+dCScJUKibNqoVtV3WpdipR2OGJOJLod0YTk14DtzfMcrkBkUD1mImPgY2SMUTZsop68",
+	"pmlP6woi3SUSCGlQdYR68ELPxdQkwkmSR6c17d1B1IM4z7z2iJ3bsiX3wtuLTicIg/OLsyAMOqdXnYvz",
+	"i5PLTv27tkZ/iggXb1+jV/sHL3Jzy9xAgDLL8hF2VxPuZtgzsq6ilCRxIyE3JMlvVoaI4Gjkbj//r8uz",
+	"00bKoRqyASrE3ApcMtDmucU1MoUyqTCL6j3jKbO/VHWoEjLHe5j2gqUCBfvp4sT5gXqLrymLtX1j177Y",
+	"arUC3Xx/btgd4vb12RWrBV7zjNVIiQ5ob0ESgiVBfRxda7PA5vm8GXrkyO+ErFT9lWA6Xk99PqTeh8oU",
+	"q2j0FtMkE3Xh37fmkjHoQYk4Q1dEGwc4MZFrCFxq2xtCq3v1BHFfWdMLKEOCrBzPXDIZkGCpOktnGPy0",
+	"6PTC5ZKIHcZP0QIxzqn6sJitHfCKRtcLQUJAkuebSKWWwc1ZCeENGW+l/NljZWrp0oHc3FTM9zksy4sa",
+	"FvKPUFiBoPGVsS8mfP6v8MtcabYJQ7MQjY9jZ/pHwlPXVsRqS/LD8clHsCnfnFyeH1+9fr9KKNhdAtlM",
+	"je7UnZCN5yC//0WKxRlXfaD/mJfFyvNX+kknyLR4canRB0kzPdhsSQafgo+Y73GBtE2YVj62khCbWQqt",
+	"z/BbKqxKr4nekK92MorDfPLcobaRzSWQNaZlv35Fx7NStDCBA/g01P1ISBoixm/RlhZXk9JUyrnZ5c5+",
+	"VTRs6l5MzT0Y+Ns6tsJ8tezfktlU0fuPrMVcEX1ZeHl0mBYLRUjE03zlHc/30NuwEqNUz63H0GWRsoqT",
+	"6sT5JjRfrhoeR/FdElUKgzysRjMPlZRlwmucJDb+PcYTNOSu6M/IBYwGWjz1s+iaqND8rq1lV7vVatVb",
+	"8bUxjrqPpkTYa43mg5C707MECIiUMPfBVrPVKn10YcSkQujZcY86en+Cg7XpS6FPlysf8XKlJ+Yfdkly",
+	"lRuN9zPP1Jr38h58wW7mzbp8QjXhjkjRm5qgTKeoJ3LFyxhqlys35dYLxZo03Qcs1XueibmzMLlNgKww",
+	"pj6yQBZg+I14JupntayfX4/o+Zoze9nMr7ACINYEM4SThN/K+g/PBolYen9tPLNGtML9hBw2ZwD3xPXu",
+	"1E9l3bgy9VEe9MzCHMnUnp98plN7uoo2z8/pJtR5cegfQ5/fh4EkUabFkVYx1lA34D31JjuOx/pEe6A5",
+	"BX7T8fkJuiaTHCQFLGQzVgmZxqDIUDbgNddeTR3gEC5g3BpuAhwSF8Jron8X1fZw466A/IV055vjdxLx",
+	"QZdBAvTIRAEBx4qRIkJPlUmg2+/pZSlTx8qSSZEl6DK/OAi4CQBVDVANSJqttxedDmqH6PziDB2EqIjS",
+	"o90WinLW7LKCN7ebXdZlLkxrCocyFhOBejs4pTs37R5iANTWO7aIR1Bmd4h+M8BKJpsL22Dyub1DM11v",
+	"f4y9YipUbJnerC0L9YoBfw5HIyKBCF2mKcJvWfF4E5kpQy5AG0a9WZBHPbTlsg7bJrOb0IhY9BSr5I9T",
+	"/bHGbrOlWU4kHm7R7e1tE8Ofm1wMd+y7cufDyevO6WUH3rn3sJDMJh6fn3jXLg+DdrNlnuMpYTilwWGw",
+	"12w196xZAWfdkrsor/VQzeBifN3d7A9UKunT8Zn00dDKFRwxgfyrJn1MBFwbstjCWmpg53nBoG+8j4cl",
+	"DO6/5sIVQ9afmisndYjOm4IsDuuFWTHRHZMbXeJBK5PuP1dQkHdbrTmwWjVwWlbM/vW5LC+1tFwa3qpy",
+	"z7oG5eo4L832NhrwwPbNhOuGzxe242E7wyvtxa98qoCd7bf2Fr/01oez3W/tL34jB+bUL+y+WvyCQ1i8",
+	"D4ODZZZ+4gHJHiyzBh9gDTRUNh5jMbEsUofvrplF4aEsX8KWwWdtx9Tm0f+FExpjU23lStO0OgCkBdAD",
+	"WDogQ9R2cs88Nw13CvfD9nd3q7inVRavAh8VWfDfeDxZ7djnl9htISmcf1MN+pdfl1hUDBUote9JkvAQ",
+	"3d2Zgq2mlhLo/r6oPAqGghAPiDqv+zMgElaquIdKEaHg+aAdtaODdmMvet5v7OODfuNV/yVptAbteBfv",
+	"9fejgxXA+2ZhRd2X7R0tyO6nJEl7NZJ6rkGw29p93mi3G7vtq3brsKX//89pTAftcD3mRmi3IVgG/zaY",
+	"2jTP2p612G+5rz4WxbS0tSArv5x8be8tJV8/OPTc/d3dZQSsB479E0hxs7nWfKpI8pmC/D6ca6rt3Png",
+	"G/dG4Gu7q8bD4ANnlDWR8VDddWNb92PKeqBCAGGFXGbT1bNECcHC2MBHrkBoGvd1Wvq/gW9WpH9JXu1P",
+	"z9a8FD9ZGt/3jBqyr3hGw3pv4XKkPdNKa4PcUnCBG2tsPJPGypg+Pu+Imnd2Wo+t635lfXRV2rwnZvy+",
+	"zPiOqJU5seI7L3BGS7lHsKxWUDY7DvC82jdr5e/O8lYujVeCESO3iI7HmalEdP6Jf8HGRXL6xCBROPFS",
+	"uX1bVOsUKXfOFnssxeXQb+K4fL5f0TGogB4+kldQRiBbVgAuEqZ5IGv3AVLMbdQMYaYPkh3/ycj+FY3s",
+	"4zhGGBUQdJuwqnNBt3Nnf7qfGSI1Rg9npF5e4XJ3vmVMHl/0fGPL5xvzc3vz/Pyr8vJPYZks4rL1rJHw",
+	"bvZ+21t7pqzd3GOkErVnNC68KSnv+gzAXIi8WsOosCpWypcUr4VaGxFTgind7VGLjZLiIWXYGN11CZMi",
+	"9f6j5kvKszhjycS3w6A6gJpWepmcNZ0CiGMpqTGFVbJ4HmBCUllycmaTpq7ofE2alHFkfAwZMzEPcmYL",
+	"sEMtukmvy+DhHJVv+xDhPFfj+jZxBrEeNKAO1kFkDOFE8i4zfUNM9hcw8aRL2SHOkL0/qQkCacw6kngY",
+	"Wv/fZ9LKSC9zE2ne8dvSPM8zgMygwgTDpe3XVAAhbT+pt0fItxFfxDoF5/2y3or0UKqAP8E3rnVuO/ml",
+	"SeaDcQ0qEbNnU6EyOB+YyVu4tr7b2nXVokYd5i6ucBfBqDKwWOWuY0U9R5dBcRL6N8R52TQ+cYiwRZ3J",
+	"2+LgsW1PZ+SPNF3BcuzBQmyZcpNqL1hb9ZEPdU2g0R3gY75qot8d3A7gH0ABFWCuSYV296GczFSuFhUa",
+	"IKTKerIKq7pIU37E1zYvaiSrxANQmIIoMTGIOflcyziMPiHQDDoc1TfF1ZujF45g3ZcRT0lcXlo4hwi5",
+	"sjIA0oVoruzgzGbjC7GijXR9YMgjr591lS8xLleC7s6qx1/W9/iWodFZsLxLBVt2V6NUDjsX7MW7Ubvf",
+	"wo1Xg5eksR+/iBov+89x42CwT9zfvN5o+dWrVZflQXHWaKtOfhXoF9M8rSU0z2uvrfQDoio/tm6zO1vS",
+	"OusouEY/x0Sdr+ayFG4PhK1Wq2KBc1ZKEU2hKv92fPX6PWCrdBmAPWiVtq19CP2mqyPEcIWBmO7cY7i4",
+	"ALfxjXXr0k78lnWZhetxcihEPDXV36iXw0f3zIDuDx60PxQOdpmnhZFWwvAJMyGZJSrH7Q9dKTTUwSEJ",
+	"SMtXI9JlQDloXGn1Tk03UoCpQVyYHsQK4SQ5NOhHEGNSXQYYUoOi7bqH12YadXKFQ78HqNY3+VU/dKzp",
+	"ASQacbkC6HC+dii/LIEOo62eAwM+BMyl3vYRwjB0Mc1CDdoBu8wsw5IC1t0v8s/7rVfOlNADDemNtmhu",
+	"aUTcQYCHu8w+3VrGJDB4vutoOOs6zNB12oupNoUIhgJHpNEOwql33glbEF1oyLZWwD+Pjix1CvgWirIg",
+	"+Moqs0Dbthc7pnXo54drUXOU6lQplNABXziuQ1sGxhGms10nIJ7U7i+qdssxsH6WXD9Q+ZYwkBekI3xd",
+	"/8wF3UIT+zG42LZVcxk7mippbhMUANIusHTQglOrJTGc2u0jC7pcYD/3DKqpcQwLkOeVQJ2bqIO1TDff",
+	"fyYd0J4FcdPTNjX5ua8IVsZCdDZjGWy1n6Pf6W+oP0G2S8J2aIAaiVbvWr2Bb2bXjPs2UuP42Mc8TZNM",
+	"ooMW+r//B+3p/6gRVmGX3Y6wIjfO06X/5I3HRcbqFNQ7onx/dc2Mj4/nWJfzae7+WcYyNtcALYQjy5LE",
+	"lra08W5/L9qPGwfk+aCxj9v9xstoN27skf3BAX7efxG9jGv0mfX3iqrQHH6yHS4xu/afQXUy5gPmH+VC",
+	"0TllpnYaHujd7M/lOsFHTKspQg0f5LKJBQm42q+vr/1LoNvtb2wRzHMrr/xo91NU8xGSdkt4faum7Toe",
+	"as6iVFlFykfQYXr1+qHyJ2eVD5n+1RLh6WrVQ1B+7m5dUWNFJTJzSiyctnaODIpsjlwDamcgCNyXkOZi",
+	"JzLfStx9O1tZ22WmKJbEXpDvmBlrUCqaJPktUWsDGsUywhIx7t2cQxOijuzU4JZGSYvCSzt3ViI5svbq",
+	"FIyZ5xwds6o9voJ6KKRb0fN7+bqncjPyuuJ5swUwVYSjiKTqKYD141fFmzO9gXBUjQE50y4+x0MINAie",
+	"DUdV+7hk8vpWbhOZLF6Xmc4izjLsgQ3YK8zkdqvl/rhtw1AW93lg6hQhbANoIuZi5Ex71bRX48Z2Hgpt",
+	"zRcgwksYlKVigVOgyYI0iCZNDpJdl/Z1l8sLvs17jB20vNZf7UVAFD9bjreCGTw3yeufoV9NBq0oIqZT",
+	"q3P47fsZJQaMdpXSnSKZJ4uQcTJxIezcrWYuJupSnF5KVrkk4/gwjz+jrbbxvE1PDYZ4EhOptPEgpO3V",
+	"UfbMbcDKzEWbFoAYIDImjaftplBke7ewtTosOmqMTP0HtmD8NudpOiNqPxec/z6OrvlgYGc3S74ANNRP",
+	"VIdkqfYtSpAqLed+0WKXMqTlXDno8cyTv/cIVSwe/VcxqyoexYL44u2ICJNRdAHuUkkbi2UTnbGIgL9U",
+	"/GmEZZflkY4Suq2rRDOBSe072WzTfmv/qFI0R2WXDfSmaEMqgR7ZpXuJYC/ldXMzom4FsOq6DFaGqG5V",
+	"IKZnXjorIKVNdGuZcu0pQOhWFb+5NtDV2v+zAna7fIRvhXiXB85sllSq+8idwRJO7I+b6fKQd+vjWgWn",
+	"PQm6x6hGL+i/tA05vYm5mDBYNuUS2xnl5UUZ7MMNlc9LCOHZ0bIfaB2LYnFgqOaS3igHwDJHx7lVywWy",
+	"MNLmKXunr8vKITiqjd0bIrxLfXqUQp7A237JPagKGwtcOgKIpgKApvajGgF0YT0guAXB4wKKKYp551HA",
+	"LrsyfcLgdOcdwUtiZGb4bo6yekj4btWSswLD+yl69xS9g+jdEtK3TsK5BgerXaHJ3wqtp1z0nZ92Ti/z",
+	"TzwBi82RCcuxcQnQea7fl+/RkzH0CF6f9A69Y8bid7PhwS4yJkt3VF10uWAMLZ1RJDhDJIdWRoJggwbW",
+	"ZYqOCfqHM4K2emUA5l6Ieg7Ot7cNkIym3V6vgmnc67ItbtJh4yxRNE2IdBNxjyJJHVz1J0a/IpLyaLRt",
+	"6kUA27/LcsxLUykJqtnE+/NaRltkCTchJGXDJK/tODIBNGtB9PxeLbawxXSUpNG1Njry5jCRdvskwkNM",
+	"mVRmkDTBzBNbttfu1v7uq+0wL70BjE1JlL2BMOJCEeiZMCZdBki2UJCpbgnUPXK/e8DWfqvl13wOKEni",
+	"2nCdQQ/IsdTXqHysgmsHLbSH/of+v0JKMjocqWQajf7QNQQr0J2DTiZ4SnbOsaDyh3YEyyTcOALDaoL4",
+	"CUTs5y0JzPHAZMGOdcJ6ruG0c1f0rZoL/1VqYeXa+aExF+TIBcRVDgiWx/GkwpNZiF4lKfKE5/Vj43kt",
+	"OGMLIbzyo2M8YptnKnRQLYjF7BPS+i6S0D/zTyfvMYJyC4/dalndy6JHH4Sa3NWjigIcYTa04RQwhaS5",
+	"LqINNUZuUdUuNaX4kbmK6wxMe8HHvFA1UKdN4CP9K/huDAwByC+QwSWWVzDkVG0iF7pPmQws47d1llq5",
+	"AcrKltpyzFPfZWUpW+b7c7A200lMn0ybn+C2Q0zVJg2bHWhatXqdaFVezOwtPWUZmZtyGVM0gQt9YxI3",
+	"0TnOpOm1YppoFa/lcd0pPtbvkB9JEYZ5h7un2OoPzURwcjbKReYgfz82gihIE13R6FqiMZVw+RNajFAF",
+	"iRHLRmBGchaRsMsslkWopb1pIARxEBP+GR+ZAimq0JBDZMdA5eQGKcRjuuxCL9R2RSq17aXA2+67XjZm",
+	"im9hiB+McZ0geuLcH5tzzdlZmXVNc58FqZDiQWCPCCcJESiC4CFBWzhJACpEuZ5Fobv2bvtQFZHcazLZ",
+	"Xqo7S9F4KFjVYP8569vKna7m5jmK7fi+XPmzdCzJz407/94vZ+chTGislPcziYc0wdqNg2ZPnCWTWci9",
+	"RXuxNULc7hZjVLRWOwzOL85WjRVPdRz8FnC9rlVga6nSsWprv5Yt7VoqVJ734zsIZ9Oo6I7XWgLkfHXW",
+	"/Ikj379sIPvW47pafq9VeDt3XrpmUalpORlZ9B1KsNV0cDTNj4YlTErO/MZUKcQkVaM8kEkqXSxtPXxd",
+	"/8qpAGdZzKxVNWrZd/dB7Nv+huz74ruxb6kC4yle+1jNBuZy8KoG4L+9TOyckK2n0ZHDaTfACsA3rkN+",
+	"DiWhTVsbd63pRONaEErF05TUWLWVTsDnpmvqgw0FyzdFB8zlGWJGT+KNhWAfWcTstmbIGI9Wy4qagw2L",
+	"GvupX1jk/HKGBiRYKtWAtuXxQ+0N/ffGNZks8rur+Gz6FVSG75UkEkTJeif6+Pzkd/2V9bhYu7XF8V+q",
+	"0/JxSn8nk+k2y/VMoZf1pHofwVm2HYl9Vzk/mRtQu7VudlXrmgOMAFHQXBWwsVh3V9Kt5si0i9bm8wjL",
+	"EYJrlFzUqVrjHJjTvwFnPKKret/m/D9ypxxQna3+C7KPW6TxCh+8aOxHe4PGy3gvarQHu2Qv3o8O+s9x",
+	"UTwXUa0tBRnQr8FhIJPrL/uDXfwqAiLe8Gv/spjZuNJjX67/2L1p/fn3y3H764t0r3/AXkX736U0LnYS",
+	"Z6aECQvHzcz8SfP+JC4+c3KqXkytom937q7JZEHRmi+gjpE99g4s3KGeOs9AP9hEF/ohKIQ12KDQPow3",
+	"eNqsSfHo8TzRtKiIzbzwVMT23dMpmuwLD99aOrK224z93DNpUyM1l+bgDG/06l8t0/BMAVpMA/yq2bYq",
+	"XCrL+3v79ur7q6vzLxedPz51Lq8AccO4ySOSxEjxEKVEdJnS8kihEZeqlBnSv9AcWEoeIekuwAGosv8x",
+	"4NgZaBFndikfzErWtIfvgn4mtG3TnhX4Pigp4hEYQvrYNO0gzYiPC8NEnhNhqrwgPlbrjvoj3q9ukJcI",
+	"sKxdbvb9SfI8gmVe5STHi8AVdmM8iVRl1XWN9weIh507PbW5mvU1ThKJFICdmoWYoBlKOBsSAULEjEbi",
+	"I1fwpEVwlkolCB4jLK9tz2gDZGcgsUzFlL0yO6tyvMwBy2neMb/5FTXvL9iC0ezVFNuYcK4+L5yZI/ft",
+	"mKZWm3vK7RBh9Ob0Ei5yFaDGuwd7Bh44RAnukwQunSVE6fHDLovpkCoZomeNZ5A8evblWYhO3pxaKCFC",
+	"BfrKGg29xPE24kJzy8k5wnEsiNQDuGgRRikX6khziWGaQX4VTv+hiT7aFrURlqRBmSRMUkVviFOqNXaI",
+	"pedsM6Tupn5WY0G8LcXZI5wkiLNwGXNCP0vZ0AA+g0gZ8gIiD9R0D+XlXWCw96a0bu8IYQs6zR1uspZF",
+	"FpkqzgTuJ5MQCKetfMZhWkS4W/g+6NU1IWmB0mch9s4+Xf129un0zZf3Z5dXl18+Hv+nleFwIw96K3QZ",
+	"VdtNdJapBh80BAQdAb/P9ObqYyv7zT1ALTj3d3dD7wZel0HdeZ0JdEnUtPh7YEzEM33qzJel/fbqnL5l",
+	"FuKRzbVlSVIx0uYYZQgXwa+njsK/njq7JGpdXaZNuBHBiRr9M9NzO85bybRsjSzcChY8IlIiScQNka7X",
+	"jTxC0YhE13CFLyYpYTFh0aS2ROG9/e66fJujf/Dr5bnIfLy2gi6hN6RpSE2izMBCQXbDM75vCCPSt60N",
+	"ES1F4arisgQlDJ1zqYaCSLSlhbhDfglhG8ccajJNBYi2dKnatphjR+igtYe4GhFxSyUJSxetMQXI5xT6",
+	"7PUzBWlnYwsAcL10femH3BnbsJVCHyI+rN2xC7OutdH/4YS4xkxDwAfTmxcGyi692MzN7i0soOmx3oxJ",
+	"p4L3EzL+j5rJx0Rhqieo6QkbfYjcMnKqb5mnZF6rw4fbHk7NQWsvDBRVesTg1I1TRGBGSqXycGdHJhmN",
+	"SDMmN25Gcodx1TCPL02Pc/NufblowaQo5uaCiT1e83lAk5LOZILyi3dBn2BBBLTd1qPAQauDOhnjawAM",
+	"DsIgE4klxeHOTsIjnIB9/LL1sgWxDfvRKXuaMMxsq1Jz3NMEM3D4qggpssYcz431hjQdDyNBYsIUxYk/",
+	"Rh7cmx7huCSPTcgrBXzV3Mi3LUxqTFXvE1VhXT9XQIbymlt7655q8+6P7vfDnh7Z9oShbBiiW23yw40F",
+	"FjsAqnJVizesh6szPeobb5oiY/WAHcY7cdcavaGL8vTpkZ1AhjkKdzK9l+3JvP98//8CAAD//72c6L1X",
+	"7wAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

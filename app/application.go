@@ -14,7 +14,8 @@ type Application struct {
 	Definitions *Definitions
 	Executions  *Executions
 	// Outbound is nil when Stores has no OutboundLimits.
-	Outbound *OutboundLimits
+	Outbound  *OutboundLimits
+	Schedules *Schedules
 }
 
 // Stores are the storage ports the API's use cases need; one adapter may
@@ -28,6 +29,9 @@ type Stores struct {
 	// OutboundLimits keeps the workspaces' host limits; see
 	// Application.SetOutboundHostsMax for their bound.
 	OutboundLimits ports.OutboundLimitStore
+	Schedules      ports.ScheduleStore
+	// Timetables reads the schedules' cron expressions.
+	Timetables ports.TimetableParser
 }
 
 // NewApplication wires the use cases. engine may be nil in a process that
@@ -38,6 +42,7 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, tiers domain.TierPoli
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, tiers),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
+		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables, quotas),
 	}
 	if s.OutboundLimits != nil {
 		a.Outbound = NewOutboundLimits(s.OutboundLimits, s.Workspaces, domain.DefaultOutboundHostsMax)

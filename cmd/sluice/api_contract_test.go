@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api/client"
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -360,6 +362,42 @@ func TestContractEveryOperation(t *testing.T) {
 	}
 	do, err := key.DeleteOutboundLimitWithResponse(ctx, ws.ID, "api.example.com")
 	status(t, "deleteOutboundLimit", do, err, http.StatusNoContent)
+	// A bulk enqueue, delayed an hour so nothing above is disturbed.
+	later := time.Now().Add(time.Hour)
+	bulk, err := key.EnqueueExecutionBatchWithResponse(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID,
+		Items: []client.EnqueueBatchItem{{Input: rawInput(map[string]any{"name": "Ada"}), NotBefore: &later}, {Priority: ptr(1), NotBefore: &later, IdempotencyKey: ptr("bulk-1")}}})
+	status(t, "enqueueExecutionBatch", bulk, err, http.StatusAccepted)
+	if len(bulk.JSON202.Items) != 2 || bulk.JSON202.Items[0].Status != client.QueueStatusPENDING {
+		t.Errorf("enqueueExecutionBatch: %s", bulk.Body)
+	}
+
+	// Schedules, paused so that nothing above is disturbed.
+	sc, err := key.CreateScheduleWithResponse(ctx, client.CreateScheduleRequest{WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID, Name: "nightly",
+		CronExpression: ptr("0 3 * * *"), TimeZone: ptr("America/New_York"), Paused: ptr(true)})
+	status(t, "createSchedule", sc, err, http.StatusCreated)
+	ls, err := key.ListSchedulesWithResponse(ctx, &client.ListSchedulesParams{WorkspaceID: ws.ID, Limit: ptr(1)})
+	status(t, "listSchedules", ls, err, http.StatusOK)
+	if len(ls.JSON200.Items) != 1 || ls.JSON200.NextCursor == nil {
+		t.Errorf("listSchedules: %s", ls.Body)
+	}
+	next, err := key.ListSchedulesWithResponse(ctx, &client.ListSchedulesParams{WorkspaceID: ws.ID, Cursor: ls.JSON200.NextCursor})
+	status(t, "listSchedules, second page", next, err, http.StatusOK)
+	if len(next.JSON200.Items) != 0 {
+		t.Errorf("listSchedules, second page: %s", next.Body)
+	}
+	gsc, err := key.GetScheduleWithResponse(ctx, sc.JSON201.ID)
+	status(t, "getSchedule", gsc, err, http.StatusOK)
+	usc, err := key.UpdateScheduleWithResponse(ctx, sc.JSON201.ID, client.UpdateScheduleRequest{CronExpression: ptr("30 4 * * 1-5")})
+	status(t, "updateSchedule", usc, err, http.StatusOK)
+	rsc, err := key.ResumeScheduleWithResponse(ctx, sc.JSON201.ID)
+	status(t, "resumeSchedule", rsc, err, http.StatusOK)
+	if len(rsc.JSON200.NextFireTimes) != app.ScheduleShownFireTimes {
+		t.Errorf("resumeSchedule: %s", rsc.Body)
+	}
+	psc, err := key.PauseScheduleWithResponse(ctx, sc.JSON201.ID)
+	status(t, "pauseSchedule", psc, err, http.StatusOK)
+	dsc, err := key.DeleteScheduleWithResponse(ctx, sc.JSON201.ID)
+	status(t, "deleteSchedule", dsc, err, http.StatusNoContent)
 
 	// Every operation of the spec has answered a success.
 	seen := s.contract.statuses()

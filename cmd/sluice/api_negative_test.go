@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/adapters/crontab"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
@@ -35,6 +36,7 @@ type world struct {
 	finishedA    uuid.UUID
 	spareKeyOfA  uuid.UUID
 	definitionsB int
+	scheduleB    uuid.UUID // paused
 }
 
 func newWorld(t *testing.T) *world {
@@ -71,6 +73,10 @@ func newWorld(t *testing.T) *world {
 	w.execB = *gq.JSON200.ExecutionID
 	w.queuedB = start(b, w.wsB, w.defB)
 	w.finishedA = start(a, w.wsA, w.defA)
+	sb, err := b.CreateScheduleWithResponse(ctx, client.CreateScheduleRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB,
+		Name: "B's", CronExpression: ptr("0 3 * * *"), Paused: ptr(true)})
+	status(t, "createSchedule", sb, err, http.StatusCreated)
+	w.scheduleB = sb.JSON201.ID
 	cq, err := a.CancelQueueItemWithResponse(ctx, w.finishedA)
 	status(t, "cancelQueueItem", cq, err, http.StatusAccepted)
 
@@ -141,6 +147,31 @@ func (w *world) opsOnB() []op {
 		{"startExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB})
 		}},
+		{"enqueueExecutionBatch", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB,
+				Items: []client.EnqueueBatchItem{{}}})
+		}},
+		{"createSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateSchedule(ctx, client.CreateScheduleRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB, Name: "intruder", IntervalSeconds: ptr(3600)})
+		}},
+		{"listSchedules", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListSchedules(ctx, &client.ListSchedulesParams{WorkspaceID: w.wsB})
+		}},
+		{"getSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetSchedule(ctx, w.scheduleB)
+		}},
+		{"updateSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdateSchedule(ctx, w.scheduleB, client.UpdateScheduleRequest{Name: ptr("taken")})
+		}},
+		{"pauseSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.PauseSchedule(ctx, w.scheduleB)
+		}},
+		{"resumeSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ResumeSchedule(ctx, w.scheduleB)
+		}},
+		{"deleteSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteSchedule(ctx, w.scheduleB)
+		}},
 		{"listQueue", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.ListQueue(ctx, &client.ListQueueParams{WorkspaceID: w.wsB})
 		}},
@@ -202,6 +233,17 @@ func (w *world) checkBUntouched(t *testing.T) {
 	if plan != "PRO" || queued != "PENDING" || exec != "RUNNING" || defs != w.definitionsB || versions != 1 || keys != 1 || revoked != 0 || workspaces != 2 {
 		t.Errorf("workspace B changed: plan %s, queued item %s, execution %s, %d definitions, %d versions, %d keys (%d revoked), %d workspaces",
 			plan, queued, exec, defs, versions, keys, revoked, workspaces)
+	}
+	var schedules int
+	var schedName string
+	var schedPaused bool
+	if err := w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM schedules WHERE workspace_id = $1),
+		(SELECT name FROM schedules WHERE id = $2), (SELECT paused_at IS NOT NULL FROM schedules WHERE id = $2)`, w.wsB, w.scheduleB).
+		Scan(&schedules, &schedName, &schedPaused); err != nil {
+		t.Fatal(err)
+	}
+	if schedules != 1 || schedName != "B's" || !schedPaused {
+		t.Errorf("workspace B's schedules changed: %d, %q, paused %v", schedules, schedName, schedPaused)
 	}
 	var queueRows int
 	if err := w.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE workspace_id = $1", w.wsB).Scan(&queueRows); err != nil {
@@ -339,6 +381,10 @@ func TestNegativeOtherWorkspace(t *testing.T) {
 	// belongs to another workspace.
 	read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defB})).
 		expect(t, "startExecution of B's definition in A", http.StatusForbidden, "forbidden")
+	read(a.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defB, Items: []client.EnqueueBatchItem{{}}})).
+		expect(t, "enqueueExecutionBatch of B's definition in A", http.StatusForbidden, "forbidden")
+	read(a.CreateSchedule(ctx, client.CreateScheduleRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defB, Name: "theirs", IntervalSeconds: ptr(3600)})).
+		expect(t, "createSchedule of B's definition in A", http.StatusForbidden, "forbidden")
 
 	// The admin-only operations refuse a key even on its own workspace.
 	adminOnly := []op{
@@ -572,7 +618,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, testLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(),
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(),
 		[]httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}}, testLog())
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,8 @@ type Config struct {
 	// Maintenance schedules the maintenance jobs: stale recovery and the
 	// reconciler on the dispatcher, the idempotency-key purge on the api.
 	Maintenance app.MaintenanceSchedule
+	// ScheduleFiring is how the dispatcher fires schedules.
+	ScheduleFiring app.ScheduleFiringConfig
 	// Retention is how long each plan's history is kept, and the batches
 	// the api role's retention job deletes it in.
 	Retention app.RetentionConfig
@@ -214,6 +216,16 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
 	c.Quotas.DefinitionVersions = e.perPlan("SLUICE_QUOTA_DEFINITION_VERSIONS", c.Quotas.DefinitionVersions)
 	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
+	c.Quotas.NotBeforeHorizon = e.duration("SLUICE_ENQUEUE_NOT_BEFORE_HORIZON", c.Quotas.NotBeforeHorizon, time.Second)
+	c.Quotas.BatchItems = e.integer("SLUICE_ENQUEUE_BATCH_MAX", c.Quotas.BatchItems, 1, 1_000)
+	c.Quotas.Schedules = e.perPlan("SLUICE_QUOTA_SCHEDULES", c.Quotas.Schedules)
+	minSeconds := map[domain.Plan]int{}
+	for plan, d := range c.Quotas.ScheduleMinInterval {
+		minSeconds[plan] = int(d / time.Second)
+	}
+	for plan, n := range e.perPlan("SLUICE_QUOTA_SCHEDULE_MIN_INTERVAL_SECONDS", minSeconds) {
+		c.Quotas.ScheduleMinInterval[plan] = time.Duration(n) * time.Second
+	}
 
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
@@ -240,6 +252,13 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	m.LeaseAtMostFor = e.duration("SLUICE_RECOVERY_LEASE_AT_MOST_FOR", m.LeaseAtMostFor, time.Second)
 	m.LeaseAtLeastFor = e.duration("SLUICE_RECOVERY_LEASE_AT_LEAST_FOR", m.LeaseAtLeastFor, 0)
 	c.Maintenance = m
+
+	f := app.DefaultScheduleFiringConfig()
+	f.Schedule.Interval = e.duration("SLUICE_SCHEDULE_FIRE_INTERVAL", f.Schedule.Interval, 50*time.Millisecond)
+	f.Schedule.LeaseAtMostFor = e.duration("SLUICE_SCHEDULE_LEASE_AT_MOST_FOR", f.Schedule.LeaseAtMostFor, time.Second)
+	f.CatchUp = e.duration("SLUICE_SCHEDULE_CATCH_UP", f.CatchUp, 0)
+	f.MaxPerTurn = e.integer("SLUICE_SCHEDULE_FIRE_MAX_PER_TURN", f.MaxPerTurn, 1, 100_000)
+	c.ScheduleFiring = f
 
 	r := app.DefaultRetentionConfig()
 	if r.Policy, err = domain.NewRetentionPolicy(e.perPlan("SLUICE_RETENTION_DAYS", domain.DefaultRetentionDays())); err != nil {

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/adapters/console"
+	"github.com/sluicehq/sluice/adapters/crontab"
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
@@ -260,7 +261,7 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	store := postgres.NewStore(pool, log)
-	a := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store},
+	a := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser()},
 		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
 	a.SetOutboundHostsMax(cfg.OutboundHostsMax)
 	return a, nil
@@ -390,8 +391,9 @@ type dispatcherParams struct {
 }
 
 // runDispatcher runs the listener, the heartbeat of the lease the claim
-// loop claims under, the claim loop, stale recovery and the reconciler,
-// each in its own loop, unless the dispatcher is off.
+// loop claims under, the claim loop, stale recovery, the reconciler and
+// the schedule firing job, each in its own loop, unless the dispatcher is
+// off.
 func runDispatcher(p dispatcherParams) {
 	d, m := p.Config.Dispatcher, p.Config.Maintenance
 	log := p.Log.With("component", "dispatcher")
@@ -403,7 +405,9 @@ func runDispatcher(p dispatcherParams) {
 	}
 	recovery := app.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
 	reconciler := app.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log)
-	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run}
+	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Config.Quotas, p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
+		log.With("job", app.ScheduleFiringLeaseName))
+	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, firing.Run}
 	if p.QueueLease != nil {
 		loops = append(loops, p.QueueLease.Run)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -37,6 +38,25 @@ type IdempotencyKey struct {
 	RequestHash []byte
 	QueueID     domain.ID
 	CreatedAt   time.Time
+}
+
+type Schedule struct {
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
+	Name                 string
+	CronExpression       *string
+	TimeZone             string
+	IntervalSeconds      pgtype.Int4
+	Input                json.RawMessage
+	Priority             int16
+	OverlapPolicy        string
+	PausedAt             *time.Time
+	NextFireAt           *time.Time
+	LastTick             *time.Time
+	LastQueueID          *domain.ID
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
 }
 
 type Shedlock struct {
@@ -110,6 +130,8 @@ type WorkflowExecutionQueue struct {
 	ClaimLease           *string
 	ClaimedBy            *string
 	ClaimTerm            *time.Time
+	ScheduleID           *domain.ID
+	ScheduleTick         *time.Time
 }
 
 type Workspace struct {
