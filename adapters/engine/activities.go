@@ -32,9 +32,17 @@ type RunNodeInput struct {
 	Node        domain.Node
 	Input       json.RawMessage
 	Steps       map[string]json.RawMessage
+	// Iteration is set on a FOR_EACH iteration: its element and index.
+	Iteration *IterationInput `json:",omitempty"`
 	// size is the bytes of data the input carries, its config and what its
 	// templates read, as the workflow measured them; not sent.
 	size int
+}
+
+// IterationInput is the element and index one FOR_EACH iteration runs on.
+type IterationInput struct {
+	Index int
+	Item  json.RawMessage
 }
 
 // RunNodeOutput is a node's output, as JSON.
@@ -355,6 +363,13 @@ func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
 			return tc, fmt.Errorf("output of %s: %w", k, err)
 		}
 		tc.Steps[k] = v
+	}
+	if it := in.Iteration; it != nil {
+		v, err := domain.DecodeJSON(it.Item)
+		if err != nil {
+			return tc, fmt.Errorf("item %d: %w", it.Index, err)
+		}
+		tc.Iteration = &domain.TemplateIteration{Item: v, Index: it.Index}
 	}
 	return tc, nil
 }

@@ -102,6 +102,9 @@ type Limits struct {
 	// counted at PayloadLimit until its result is known. Never below
 	// PayloadLimit.
 	TaskLimit int
+	// ForEachItems caps, per plan, the elements one FOR_EACH runs over
+	// (domain.DefaultForEachItems when empty).
+	ForEachItems map[domain.Plan]int
 }
 
 // Default limits.
@@ -142,6 +145,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if len(l.WorkspaceNodesInFlight) == 0 {
 		l.WorkspaceNodesInFlight = d.WorkspaceNodesInFlight
+	}
+	if len(l.ForEachItems) == 0 {
+		l.ForEachItems = domain.DefaultForEachItems()
 	}
 	if l.PayloadLimit <= 0 {
 		l.PayloadLimit = d.PayloadLimit
@@ -326,6 +332,9 @@ type executionRun struct {
 	// task sizes each workflow task, and the completion's retries end.
 	bounded bool
 	task    taskShare
+	// busy counts the node activities in flight, against the plan's
+	// nodes in flight: drive's nodes and FOR_EACH iterations alike.
+	busy int
 }
 
 // taskShare is what the current workflow task carries back to Temporal,
@@ -354,7 +363,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	sel := workflow.NewSelector(r.ctx)
 	capacity := r.limits.inFlight(r.in.Plan)
 	var ready []domain.Node
-	pending, busy, local := 0, 0, 0
+	pending, local := 0, 0
 	failure := ""
 	for {
 		waitingForTask := false
@@ -367,7 +376,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 			r.observeTask()
 			held := ready[:0]
 			for _, n := range ready {
-				if n.Type != domain.NodeDelay && busy >= capacity {
+				if holdsSlot(n.Type) && r.busy >= capacity {
 					held = append(held, n)
 					continue
 				}
@@ -382,8 +391,8 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 				} else {
 					r.launch(sel, n)
 				}
-				if n.Type != domain.NodeDelay {
-					busy++
+				if holdsSlot(n.Type) {
+					r.busy++
 				}
 				if isPure(n.Type) {
 					local++
@@ -412,8 +421,8 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 		}
 		sel.Select(r.ctx)
 		pending--
-		if t := r.last.node.Type; t != domain.NodeDelay {
-			busy--
+		if t := r.last.node.Type; holdsSlot(t) {
+			r.busy--
 			if isPure(t) {
 				local--
 				r.pureEnded(r.last)
@@ -583,6 +592,9 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		})
 		return
 	}
+	if r.launchComposite(sel, n, in) {
+		return
+	}
 	r.started(n)
 	if isPure(n.Type) {
 		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
@@ -612,12 +624,7 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
 		opts.TaskQueue = r.retry.ExternalAPITaskQueue
 	}
-	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
-		r.shareDecided = true
-		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
-			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
-		}
-	}
+	r.decideShare(n)
 	var f workflow.Future
 	if r.share > 0 && n.Type == domain.NodeHTTPRequest {
 		f = r.runInShare(n, opts, in)
@@ -629,6 +636,17 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		err := f.Get(r.ctx, &out)
 		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
 	})
+}
+
+// decideShare decides, at the run's first HTTP node, whether its HTTP
+// nodes take a slot of the workspace's share (workspaceShareVersion).
+func (r *executionRun) decideShare(n domain.Node) {
+	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
+		r.shareDecided = true
+		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
+			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
+		}
+	}
 }
 
 // Waits for a slot of the workspace's share start at a second and double
