@@ -29,13 +29,13 @@ const (
 
 // NodeTypes lists every node type, for API enums and validation messages.
 func NodeTypes() []NodeType {
-	return []NodeType{NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach}
+	return []NodeType{NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent}
 }
 
 // Valid reports whether t is one of NodeTypes.
 func (t NodeType) Valid() bool {
 	switch t {
-	case NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach:
+	case NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent:
 		return true
 	}
 	return false
@@ -45,7 +45,7 @@ func (t NodeType) Valid() bool {
 // (a timer, or iterations of other nodes) rather than through a node
 // executor in an activity.
 func (t NodeType) RunByWorkflow() bool {
-	return t == NodeDelay || t == NodeForEach
+	return t == NodeDelay || t == NodeForEach || t == NodeWaitForEvent
 }
 
 // MaxNodeKeyLength bounds node keys; keys appear in templates, URLs of the
@@ -298,12 +298,13 @@ func (g Graph) Validate() error {
 			}
 		}
 		if e.When != nil {
-			if _, known := index[e.From]; known && typeOf(e.From) != NodeCondition {
-				ve.add(p+"/when", "\"when\" is only allowed on edges leaving a CONDITION node; %q is %s", e.From, typeOf(e.From))
+			if _, known := index[e.From]; known && typeOf(e.From) != NodeCondition && typeOf(e.From) != NodeWaitForEvent {
+				ve.add(p+"/when", "\"when\" is only allowed on edges leaving a CONDITION or WAIT_FOR_EVENT node; %q is %s", e.From, typeOf(e.From))
 			}
 		}
 	}
 
+	checkEventNames(g, &ve)
 	cycles := findCycles(g, index)
 	for _, c := range cycles {
 		ve.add("/edges/"+strconv.Itoa(c.closingEdge), "cycle: %s", strings.Join(c.keys, " -> "))
@@ -388,6 +389,8 @@ func validateConfig(t NodeType, raw json.RawMessage, path string, ve *Validation
 		decodeDelayConfig(raw, path, ve)
 	case NodeForEach:
 		decodeForEachConfig(raw, path, ve)
+	case NodeWaitForEvent:
+		decodeWaitForEventConfig(raw, path, ve)
 	}
 }
 

@@ -202,6 +202,9 @@ type nodeOutcome struct {
 	// recorded is set when the node's own activity wrote its COMPLETED
 	// record (HTTP_REQUEST); otherwise the workflow writes it.
 	recorded bool
+	// branch is the branch a WAIT_FOR_EVENT's outcome took (see
+	// completeIn); nil for other nodes.
+	branch *bool
 }
 
 // Execution runs one execution's DAG: every ready node at once, up to the
@@ -249,6 +252,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 			return run.finish(domain.ExecutionFailed, "execution input: "+err.Error())
 		}
 	}
+	run.edges = graph.Edges
 	run.types = make(map[string]domain.NodeType, len(graph.Nodes))
 	run.readers = map[string]int{}
 	for _, n := range graph.Nodes {
@@ -311,6 +315,8 @@ type executionRun struct {
 	retry       RetryConfig
 	limits      Limits
 	types       map[string]domain.NodeType
+	// edges are the graph's, for the branches a node may take.
+	edges []domain.Edge
 	// input is the execution's input and outputs the completed nodes'
 	// outputs, decoded, from which each node gets the parts it reads. An
 	// output is kept only while a node that reads it has still to start:
@@ -500,7 +506,7 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 		if err != nil {
 			out = nil
 		}
-		skipped, err := sched.Completed(key, out)
+		skipped, err := completeIn(sched, o, out)
 		if err == nil {
 			if r.readers[key] > 0 {
 				r.outputs[key] = out

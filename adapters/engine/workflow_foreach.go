@@ -19,9 +19,10 @@ const forEachChange = "for-each"
 
 // holdsSlot reports whether a node of type t takes one of the execution's
 // nodes in flight while it runs. A DELAY waits on a timer; a FOR_EACH
-// holds none itself, its iterations each take one.
+// holds none itself, its iterations each take one; a WAIT_FOR_EVENT waits
+// on a signal.
 func holdsSlot(t domain.NodeType) bool {
-	return t != domain.NodeDelay && t != domain.NodeForEach
+	return !t.RunByWorkflow()
 }
 
 // launchComposite starts the node types the workflow runs itself rather
@@ -30,6 +31,9 @@ func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in 
 	switch n.Type {
 	case domain.NodeForEach:
 		r.launchForEach(sel, n, in)
+		return true
+	case domain.NodeWaitForEvent:
+		r.launchWait(sel, n)
 		return true
 	}
 	return false
