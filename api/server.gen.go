@@ -195,6 +195,24 @@ type EnqueuedExecution struct {
 	Status  QueueStatus        `json:"status"`
 }
 
+// EventDelivered defines model for EventDelivered.
+type EventDelivered struct {
+	ExecutionID openapi_types.UUID `json:"executionId"`
+	Name        string             `json:"name"`
+
+	// NodeKey The WAIT_FOR_EVENT node the event went to.
+	NodeKey string `json:"nodeKey"`
+}
+
+// EventToSend defines model for EventToSend.
+type EventToSend struct {
+	// Name The event name a WAIT_FOR_EVENT node's config.event waits for.
+	Name string `json:"name"`
+
+	// Payload Any JSON; the node's output. Absent means null.
+	Payload *rawjson.RawMessage `json:"payload,omitempty"`
+}
+
 // Execution defines model for Execution.
 type Execution struct {
 	CompletedAt *time.Time         `json:"completedAt"`
@@ -252,7 +270,7 @@ type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
 	Key    string              `json:"key"`
 
-	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
+	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
 }
 
@@ -494,6 +512,9 @@ type CreateDefinitionVersionJSONRequestBody = CreateVersionRequest
 // EnqueueExecutionJSONRequestBody defines body for EnqueueExecution for application/json ContentType.
 type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
+// SendEventJSONRequestBody defines body for SendEvent for application/json ContentType.
+type SendEventJSONRequestBody = EventToSend
+
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 
@@ -535,6 +556,9 @@ type ServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
@@ -973,6 +997,37 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SendEvent operation middleware
+func (siw *ServerInterfaceWrapper) SendEvent(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SendEvent(w, r, executionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1541,6 +1596,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.SendEvent)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
@@ -2624,6 +2680,125 @@ type CancelExecution503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelExecution503ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEventRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Body        *SendEventJSONRequestBody
+}
+
+type SendEventResponseObject interface {
+	VisitSendEventResponse(w http.ResponseWriter) error
+}
+
+type SendEvent202JSONResponse EventDelivered
+
+func (response SendEvent202JSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent400ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent401ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent403ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent404ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent409ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent413ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent429ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEvent500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent500ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent503ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -3750,6 +3925,9 @@ type StrictServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(ctx context.Context, request CancelExecutionRequestObject) (CancelExecutionResponseObject, error)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(ctx context.Context, request SendEventRequestObject) (SendEventResponseObject, error)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
@@ -4093,6 +4271,39 @@ func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelExecutionResponseObject); ok {
 		if err := validResponse.VisitCancelExecutionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SendEvent operation middleware
+func (sh *strictHandler) SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
+	var request SendEventRequestObject
+
+	request.ExecutionID = executionID
+
+	var body SendEventJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SendEvent(ctx, request.(SendEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SendEvent")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SendEventResponseObject); ok {
+		if err := validResponse.VisitSendEventResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4458,132 +4669,140 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x963Lbttboq2B4zkyS2dTVci7yLzdxUp86jms7u+e0ytQQuSRhmwJUALSievwc54G+",
-	"F/sGNxKkKImynLjJl5k9u44NAgsLWPcLboOITWeMApUi6N8GM8zxFCRw/a/XKReMq59iEBEnM0kYDfrB",
-	"5QTQFYXP0gy4QmyE5ATQjMMNYalAMzyGZhAGRI3+KwW+CMKA4ikE/SAyk4aBiCYwxWr2Kf58AnQsJ0G/",
-	"226HgVzM1EghOaHj4O4uDN7AiFCilj+Oq+GZM349StgcxdnQJwKROANjhuUkhyL2JwwDDn+lhEMc9CVP",
-	"wYdtxPgUy6AfpClRI5dhO/oMUboONHAD1gEE3iy7wXNCpkQuQ3KGx4AE+XvlwST6O3+tGEY4TWTQ32+H",
-	"6pDINJ3aI5oSav7VyUAgVMIYuIbhN8avxQxHsO649IB1OJl7s+yCkzv1sZgxKkDf659wfA5/pSA0miJG",
-	"JVD9I57NEhJhBWdrxtkwgem//iMU0LcBfMbTWQJmOxKTJOhrkEBINGTxAk2wQJgi4Fxfb/1fEfT/uA2m",
-	"IAQeK5CmqRoNCCMLqt5wP2j5W737FAZCYpmKoN/T9ECkWjg4pjc4ITGyy+Y7nUg5E/1WSyQpiaAZw40D",
-	"X7SI+ajhPrrzMfe/OYyCfvC/WjkbaJm/itaZmcHgb/kE3d6JQFOcqCOAGDGOhhzwtdD8wMzUVEu+ZnSU",
-	"kGhXhB/HMJ0xCTRaNH6BBZpjgVIBMZoTOUEYxWQ0Ag7UHEng4/FVjscMmHoI9NaM3JcPjUU3sTA7kfpP",
-	"gqVcU4jaBWg8vmV8SOIY6I6IVAvkPBANIWF0LJBkCFMmJ8BzCi1gcS/HYg5KLTSOsuEPhTvJroGiKV4g",
-	"yiSSLI0U4ojIMKcxdkwlcIqTHRFG7DQZfTuc7BcptDSqFoFaAB8CLxdsCnJC6BiNMEkURVJDisBvgB/Y",
-	"i2Xv3ATTMcQKe+oLiy3NLd5xPJvsiLEucltcxQ1Tek3ZnCLKYkCD4PMg8DjiWIHQgngMotVuSRbchf63",
-	"0SJKoI8wagzSdnsP0DD7CS/NohYQRb7a7S7zVT14O65qPnmoG61nUxxVXWiMDFRvDt8dILgBvnAIVSMS",
-	"IqTje0QqlUtO9AmeMvmWpTTe8fQq9Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2A",
-	"zzd6ObZPvQE1ME2ZbJjhD4HlU4aE4hMFFnHJ2AnmY3hIbQA+RwCxQJ127+X+i+douJAgfJR0PFZ6hhcJ",
-	"wzGSjKFEQ1ILNZKxhhn+UBdQg65ul5qVIznBPvtAOIpgJoVD2ntMFzvi7K+USWyRBXEfYYmmTEjUabfb",
-	"aAY0VqzsrxRSQEQaVpKTsCfSfy3MUw99eu1G9s1Di/Q5S5MYzbAQiFFwNpKv+GoABHrq9sn4gArJOMT+",
-	"lkOPBAv/QDfAhfmlZnBoBnxANQ95FipVrLCeOlZhF7IgCjTCQrpzVlyEYwkDyrhWZtVtnGK6QISiUULG",
-	"E6mOh9EImujUyAytgFmQMc1EyYDihAOOF+5vVtQ00dU5SL5oHI4k8CsDkkTzCXBAc0ykmnICyUz0B1RB",
-	"b9AQc0yoQFjkppRACgtiEupltVTDUuF+RJJENAdKKZkAjq0l6626bI9cQMRorJUfBQMawohxMPceT/MD",
-	"VZqGOs5m0XhdZwmpG/KR4lROGCd/w65MeUqEUCgaAubq2JQCVGCznZwiCsvWoofU/+KBmK0GUV9GbPU1",
-	"OcHaaHDCn3HE4YZdQ6zZykeKbzBJ8DCBB1BxLd8iAg1TsThAki8QHmNCkZgwLpNFQZHzOPIF8BsSAUo9",
-	"cOoiMfvgoThKvgtFkmon6q5KfA0FfY6yeR9RhmIs8RALGNCIUQqR5hWRuskjDqBVBmLY+lDJVaVFYCKL",
-	"NB0zCgcDmuMLK9opku/DUBlfqDX1IlsRVoZcvfThjPwCWhjNOJsBl8SY+hEHLCE+lAU/QYwlNCSZwrKz",
-	"IAxIXMOn4HwUt8t/mCkm9Lna7TEi3CjeHEcSuHBSQUDEQYb6WCFJ0DUsBMIzzGWzam1LMGt2RdPE0pBx",
-	"lixNMS96aDa7lXL3yx+BHlL0zmh0ZJsPPcT74H7KZmbD/4Cxo19jGkFybh00y0dY8zwcGd8GQNWt+SN4",
-	"fXj6+ujk5OhNELqfj0/feTCs252drhJgvTVz4zw/Eo5jLZZxcubBP8KJgLC0JXd3yo7PKaHu351NUOo5",
-	"VoOXe0zvB+LYWYDr+NY7Z/3ca0M7XsLK+2fAXo2WfxuV6cvjpATsJrgyh+lXvFBhMEsw3Sib1JjKy2e/",
-	"X72pOOfKOEk+jLT5v24tO15Z+sX9Gf5YIVQmWoWgERwYVRMRLQebG2+PnXEZ+E+FcMODSJQo5RyotHfP",
-	"ExqZPAu3pLddZVQ6i7fdxBcSGCXcOEQUBUgObtVly0/rDI+rBIg2HP0f1uHYO/u7bDHMOV5ojGZRL012",
-	"66VsGQnWgPXmWL8d78LsfAfjUgRt493Z7kLerL7bJSyUIm83aw6+CjtHcdURjzibVl50ySp/PZ+AD+uQ",
-	"sQQq2JyeVk9SCQrV5mkW/7sf6yZ0lq75xlysItc7dBaG0RenswRL0PbxlZ7tqokucpucg0w5hVi7oNCI",
-	"cf1DiARDNJ0OlRZ6DTCzLsaYjImvdNrthsHnxpg17C85nivLq3mO5++tR9Yb0CDTGeMyl0tufO6XBRqx",
-	"mNBxS//6TmvNhHEiF4W4Y7e8844ONzEhUcrHQGUTfeDK+tBuDmfZ4NzpcYBGmHAKQiAccSZE/ieBIjYF",
-	"YVRyteEswNlbH94MM9/om21p6gH1nUoY1tzSOLumy9SjBxxvq2av4wu/qhkvzNDyPtxqa3XsNdCq5RKQ",
-	"u5k/ccq1J+G9KMxBqHzeW/29dwdMgGezDKgtq+/BB5RFqT/TrjF7zmGRzpvI6EjDBXp3dKnsTUa9lATE",
-	"aLIwYaGECIkSwDcglBbF0sdgAyZSs8Z2nuGx9qXqmBGHiPFYoKcrt/ZMpxbUkfunLIZzPV+l3FdwnRaE",
-	"/zKEJrXF2fRKzFeDiyW6ajkCbuU+zdatlwVyZ6JWVwdI3TCkJBa6Mr9CE5bEOsQ+RThJmnUuvEfjy4Dn",
-	"3mYNeY5C497FXEKMlDC0wCjM6hvm+WPdMOvXudC+MbtliJERKmUq2Ai2nXUbTaceh8oYjONSO7J19eFa",
-	"BX93/TlnnDVEwTJUGWZ8rIYFdlrgi47HrWXPD6Fx57z+cRTu8lXwXEjnH09Pj0/fBWHw+sP7s5OjS+1M",
-	"ent4XPAqHb2pcCqFwVsCSXzk5EQRQ1kgu8qBqJnj7YbN2VQpN1HVxrIofkl9RG8O3zWRYnjW0cgBpZT8",
-	"lcKBzmCKx6AFgXbMotcfTt8cXx5/ODVMbIoXKMKcL9CV4klXSgedkehax4+GHNNo0hzQ96A0S6QYv5kf",
-	"PuNIoqcRFtAQQAWR5AaehcUwwExr/oqNm484jFKhRJqOLVlllVDt2B6RcYXiii6rYmzG0W2Skkyo7ClG",
-	"ve4rBZ/apJ8m8CxUwwa0EM3VuXHGZb6QYONLxRPVmQr173xsoraVcqb2LOoIl2cp+2r0lJ++uij/GXBi",
-	"LnJJf5tAdC1WazpVVlz5Zuc8foOXZ7WGqXFXoVyqi7VJDfvKmLw2PjTPudep4dwzvygT/8+Xl2d/nh/9",
-	"+vHo4jJEl+eHpxdvP5y/Dz0yZxy9OTo5/H8HSB+VyzKxOWnS6TcmWUUwE9FbSlDhoDYKMZJsDHICfLNP",
-	"Tu3Tjll1YlZDWzo3LJUdLKtF74NYDJnCX8Tnb5NFxlZsztUBOv14olmWZhYGP4qdUSbRx8u3jZf6X0Lr",
-	"5Vigj/96+/btG8PkZlhIdHVx8vH49dGf50evP5y/+fPfhycfj/58f/h/r+yERCJQ7CxL/lEgZ7m9mw0S",
-	"Z2ksK4JqF09MAl1yo7Q2NTQ0C3lsVl0Bta5lyU10OKA3OEkBsRvgm+FXjHumrJYBvbodBCaOqsClkRIA",
-	"g6CPbgeBHqx+1nldkVpQ7dFkeYVoEOh8c5jrIUE+yBgK+utQ4VfCZ2k+GgR3dzZsWcbS1yHhpbNgqaw8",
-	"jIKLJ8FSyVItuLRCDjPRNPu9hoXZWtPMhJ7OJyyBZwfubAZ0WUaeO6U8IdfgfEZ9fXYDuuHwNEYxmmKu",
-	"GIM9gYxBDGh+FR8DzZvNhToWRw3zQfGi3HJwrLY2e/N0cce5HF1md8KxnNXq+nom+RCq+Qaj+Mvr5h6e",
-	"66vlF78cn53VUNDPbPjLTfv2/OgoCIOz8w9BGBydXh6dn50fXxxVf2tTNpYo9/zta/Sqt/8ik4UmIUVn",
-	"DRWPwmWq3K4QNhV+EG1SNBK4gSTLrg0R4GjiMuD/z8WH08aM6aTihqZvkxla0wvi2SwVB06okJhG1WbL",
-	"kk7mSWCbVnNbV0s5REJq7vfx/Ngp6UrKXhMaK+Fj975ZpbDUZtZf63HULstjaY60Url4zVJawaqPNGvl",
-	"kAAWgIY4ulY8++zo9M3x6TsPQg8dWYrQVlHEBJPpbrztPnEjImZYRpO3mCQpr/LNvTWJ5ppJCcQougTF",
-	"uXFi3Iraq6QUI+332qtGiFtlRxWtWIm1tbOppqc2wUIe1Xb/+oGN5Y3fw53+WPEHUtvzlMm2bO9hkYYq",
-	"rpWP1rBUDeeHgn3S8WmidIfWUvhDSMacXTyOYPSvhCfCLNtRou/k8Pi9FoJvji/ODi9f/7yN7+qjjrjv",
-	"mJVy7/SSlXklGUAVTDqS5KZClBzlLuoJS2Lj0xIJK+eJ+Pbi9mzSWH4nWMifWcrXQmHMZZ13aQ4D2WxM",
-	"RQBowlJeDVVd7lRd/vmaUZtq4TvtddVuginCScLmonrh1ZmOtc/XOq8rwg+KhESW+z3SicLqdKpB2Tpv",
-	"pYqH+clLYVb2au9PBunSmW6TkpLd04dgNfmlfwxWo4QURKli4xcKILMDk4Fe7UTA8VTdaC/zOy9CODw7",
-	"RtewyDJ9dfaFmauQXm1SoQkdsYqkLxNaGuukh7mhJp1M6xSPJvotj/LrfJO8Plxb0G8O3wnERgOqbeoD",
-	"o7voCgwKLpAqEJHGJ2PXU9uSJjRKkwWaT0gCxub1/c2amnQpsMm21pzmqbIsUCdEZ+cf0H6IctsCddso",
-	"ykhzQHPafNYc0AF1yqXxRac0Bo6uWnhGWjedK0R1idHVoU3b15GbPvrJVAcYB4E+BuMiuOobcL3z0UE9",
-	"ZJyeNvKz6shCtWNdOYWjCQiNhAFVGGFzmg9vIgOytmAQEehqVd7+FXrqbKVnxlmQkAhsCrA1+Q9narFG",
-	"t9lWJMcTL/l+Pp83sf5zk/Fxy34rWifHr49OL470N3deQr85xMOzYy/pqB90mm0zjs2A4hkJ+sFes93c",
-	"s04GfdctuvOIrVePo9NCqzITT4iQwsfjE+HX8RSdgjFok16hPgauU3VsVbziGthpeHrSN97iYaFhwx9r",
-	"C+21I4mYVJeq8v+HKrYPq5lZDmjLNCioMdDypLtPpfr9bru9pjakoibEstk/PhX5peKWtWs0SlmGFaUa",
-	"h1m03ztoXdTSMwBXTZ9trOV1JdCfdDZ/8rFUsdNr723+6K1fiN1r9zZ/kZWUqg+6rzZ/4GoD78Jgv87W",
-	"j70S6P06e/CrhLSESqdTzBeWRKqagShikXgsiimIIvik9BgmKij43zghMTYOfBftUOJA5xlrOYCFK8FD",
-	"Hcf3zLjlQl2dl9brdssVu2USL2fvW1oEIX9i8WK7a5+lcNrYpL7/JsD4hx/qyp3QeX31z5AkLES3tyYG",
-	"0FRcAt3d5c7sYMwBvBYKWSjJpFBbruIGFSzP4PmoE3Wi/U5jL3o+bPTw/rDxavgSGu1RJ+7ivWEv2t+i",
-	"Am1VwcNdUd9RjOxuiZN0tkOpZxoE3Xb3eaPTaXQ7l512v63+9/tyRnO/Ez7qQSizIahTuR0sHZqnba/a",
-	"7Jc8Vz8Te5nb2hKD746/dvZq8dcTV/fd63brMFivrcM3wMXN4Vr1qcTJVzLyu3Ctqta69VPP7wzDV3pX",
-	"hYXBRk4payJjobqCZmMdakOVSO3XRFgi53tyXvgoAcyNDnyAeEqpMi6WipeXuf8bvWaJ+xf4VW8ZWvNR",
-	"/EPT+Lp31KB9yzsaVlsLFxNlmZaa8mSagnPcWGXjiTBaxvL1eQdy3d1pP7as+57l0WXh8H4Q49clxncg",
-	"t6bEku28wRgtxDi0ZrWFsGm5Vh3lJotbr7vKWrkwVglGFOaITKepiZ86+8TP2XKenCGYChjHXkoJ3Xk8",
-	"xXiJKJsjRjdbLHm+8RcxXD7dbWkYlEp+H8kqKNbf1WWAm5hp5sjq3oOLuYNawczURbLz/1Cyv0cl+zCO",
-	"EUZ5AeZDaNUZo2vd2p/uVrpIjdLDKFTzK1xs5VpH5fFZzxfWfL4wPXcenp6/V1r+JjSTTVS2mzYS3q4+",
-	"b5sIapJxTGosEaizouXuTUF4V0cA1jbmqVSMcq1iq3hJ/lmopBEIaTZgE5Jtud0MjwnFRumuCpjkofd/",
-	"arykCMUHmix8PUxnBxDTBDYVq8DJa7tqcY2l8rfNcGgVkoiCkbMaNVVpQTvipFia6JclGsC8KsanauyV",
-	"LZi7GlA9OKuEf9ZHOIvVuI6DjGpfDxoRVynEU4pwItiAmuZXJvoLU9MgyzhdEKPIpuQqhOgwZhVKvKLn",
-	"//GRtGLx4NpAmnf9niqaZ6muwiLcOMOFbTqY19Y++yHeHiHeBj6LdQLO+2W1FukVPmv61LZxpXF75FIy",
-	"MPXru0clj9mTJVeZvh+YirmuhOi2u66DpRGHmYnLXfoqkabSutg6M8/nGFCdnIR+035eiq5KHcmvQoRt",
-	"IWPW2w1PbWNVw3+EaW3JOFFyK/HYlkk3KXcxt1kf2VTXoFu04gHttV810S+uglOX1OgEKl3GLyTq9nQ6",
-	"mW4M6mVoaCZVlJPlViabJOV7fG3jooazCjzSApOD5AtThJnBmhWPLSECrcDDQXU7d3U4auNI7/siYjOI",
-	"i1sL1yAhE1amYWHOmksnuPJliv39TQ3aPu3g8siKslzmS4yL2cPdVXm/dW2PL+kaXdUKp5azpbsdprJO",
-	"BsFe3I06wzZuvBq9hEYvfhE1Xg6f48b+qAfub16Dzyw5dttteb1TKqSVG/TdSZ52Dcnz2nsQ4R5elX+2",
-	"bLMnW5A69xRwhc4eGzwi/nJPnN4fGvXTdHuxLY+LHVGIFCahMW+L4nTb/XaozAjFjXWG2bMD20rk1HvE",
-	"R9fqG9mUty7ZqlVJEx3haDKgZv0nwpWP2tJEBbZJC8zEVTpDkm2sOTQFTk87z9Ev5Cc0XCDbIOpZaMqP",
-	"YUCNjNfiwe4ZD62y6BI6/Ur+WZIKtN9G//X/0Z76PznBMhzQ+QRLuHHClvydde3mKa0Sm+9A+iJzR6eT",
-	"X6Vc5XZqdn8vdugwPR5tYbJSwW10rYO7w72oFzf24fmo0cOdYeNl1I0be9Ab7ePnwxfRyzgIV4mcPDEl",
-	"K6ruhDWg6/welIExC5h/FHNV1mS6WDC8Us7Vy2Ws3a8DrMiDCe8lNfgGH2Dl6rsL6UIrmc4XFtzrJFvh",
-	"8aofhtUj+A1rCJ5tPYf+c2WbvHUlLh/pTs3bhzCLS66KYJo+0Eq/X0qY6Wvh59L78zAvEcjAlNgmMQPq",
-	"eiNk5U1a7CjTTehJjPlm1kpcyr9N7hlQk5cDsWdnHFLj9BGSJElWqGJLdoxgUeYhZV7yPlqAPLCg6UTR",
-	"ghTVH7VuLUdyaL2qEjAGzjUyZkvdeRvxkHO3vHd2/dBrsal3Vf6eOQINqn1Y5IcO/c9PzDN3+qE14lbW",
-	"96hSLz7DY+1u4CwdT8r6cUHl9bXcJjKOxAE1/fKcZnildcCrXE3utNvuj89sNb3tZjIyqRIDSkT2WMJw",
-	"sbrBiemqyozuPOZKm89bY9RQKAvxilONkw2emAd71rGz+VnHb8vNXOqEsdbP7N+h740Hbckilr27a+jt",
-	"6yklWlpuFT0sPKHEZqZmOVm4PqGZWU0NdWqWUfYKS+fnnPaRc8Whpx1jeZtOcRSxJAYhlfLAhe1AV7TM",
-	"rd/JwKJUC120yFMqjKXtQMgdzk+x1TpsW4nYvr+C3bN+xu2qtBGhzGtj/A9xdM1GIwvdKv6iK8e/oVCo",
-	"xdqXiIKW2hR/p/G2Yt+DtXzQo5kf9t4jBNKKL93VVqtKFsUG/6J5bk1xdeu5LkbVaSya6AONQNtL+Z8m",
-	"WAxo5unIe7uQPBhuHJPKdjIhN9Rr9w5KcXsiBlS/56gUKcVVSqURWl/KQvcrvG55941dCazY26dd6s2z",
-	"Mu8978VjvFt1MsaWOum0y41vKh1d7d7vpY4o9T18W/i7vK42ZkuF0FNmDBaaifxzA1Jee5Zqv1ZOaT8Y",
-	"3WMkxOX4r61DLh9ixiZMOX0xy2dFhlueiXN/ReVTDSa82lv2D9rHJl+cVlQzTm+EAxoxbVo7rZZxZHsN",
-	"mVG2rGBAiy44opTdG+BeXYGaJecn+ms/60+LCusLrO0BREsOwAGt8gA6t55GuO3Dw7hO7crhzryAA2pe",
-	"djW327a1lkU2stJ9t0ZY3cd9t23UO2/09MN798N7p713NbhvicOZZjob7G/vbR1FGxFOEuCKPpEAZdMm",
-	"iU7Nka5HkIlpszm1fZ9yg/MaFs9qdUPJG/0E2/ocvk1jrthZaq0xlx/H1yXMb6VDSHZvHAF4v1zdFsQU",
-	"lRWcTUjxQN35qYkOdXMlRpPFqkq5vJ3XDuliLmQf5a3M+rpx7ZbFcUsd/r5EeZxrzdeuZSeVW+m1rR1T",
-	"y0DI+t/th6txlHeja9coKt6eNL/hdhXfWwpXoZGEo7pKeq8UeK1bz0jd5Fcp5gznfX4SbCWdvprmR0MS",
-	"KGIptb+xT93DTE6sHiuKnRqxdM7fqn6RSy6SIpvZyUViybd7L/LtfEHyffHVyLfgD//hMXis4v61FLyt",
-	"Avib53/SprCySit6kecSHbm6aJNFqOkGhCtBsnmTSrUVgjBa2fnFtfwTks1mUKHVljrvnpkupfdWFCzd",
-	"eN3saxPEih7AtTSEb4DFdNsreIyHq7qsZv+BWY1d6jtmOd+dojHBdAylELRtMXxffUP9vXENi012tyy9",
-	"eaYfdSuWy5nnzkW1EX14dvyLWmU3KlZmbX79a3U2zt57L79gVkkUals/RO8jGMu2A7BvKmc38wHEbqWZ",
-	"XZa65gKbh8Xse9aMRhBmiQFuNwemPbNSnydYTJDOGWC8StQa48Dc/gcwxiOyrfVt7v8jd6bRorM9fAE9",
-	"3IbGK7z/otGL9kaNl/Fe1OiMurAX96L94XOcxx4ioh93gBH5HPQDkVz/2Rt18atII/GGXfuRUXNwhWF/",
-	"Xv/avWn//tfLaefzi9necJ++inpfpUlo7DjOSg4T5oabgfyH5P1GTHzq+FQ1m9pG3rZur2GxoUekz6AO",
-	"kb32rjjXPlyaWQZqYBOdq0H6KaM5icBElyhrsNkya9JDfda0qQmk+eBHE8ivfPkM2jdevp1kZGV3F7vc",
-	"E2FDIxURYn2Hd49zT/Q7rn+v1EEPba5Pt93OH0VAM84iEIqJ8hsQ7gUDYd8UFYgyFMMMaAw0WlQ6sH62",
-	"6+5qW2aBUHZdX1zYx2ur4isJuVHmmPcuhtV9PaXpBigIX18ySLRsSBeb1EUoUHTGhBxz/WoxjbMgeKij",
-	"ZlMWp4l7ZDQVgIh8ZtOvDtB+ew8xOQE+JwJC/yE1ZUKrn2e668EwldopYWwF8/ic6xI4ZkgyUxCpjpI/",
-	"EShh48oTOzf72rkQMnsgeGY3bg4vDKTden6YD3u2egNNjy2sANp/xqIEvHvUL1D41AfdR24bGdaf2jcB",
-	"M08uGz/zQvb77b384YpTN0/xgRTRb7XMu6nNGG4cRKJFmWyY4bXx4Z4yrAwm5kSKYgZCXxNzvdbTgEIl",
-	"WUkExQ/z52T++KQsAnPRqpJlpvha104UXgPpt1oJi3AyYUL2X7ZftrVZYRdd4p1AMbWNY8x1V0a6NozL",
-	"2cyigvVmjLkhTP+JiEMMVBKc+HNkrL96hvLbBB40S63w/Gn9nmHLM9tydULHIZpjGU30W1c0dhkyRU+k",
-	"N60X+F+e1TEzPRN3p+p9bU/17tPdfwcAAP//qq8po06mAAA=",
+	"H4sIAAAAAAAC/+x96XLbuNbgq6A4X1XiutRqOYv8S504aX+dOL620z3TUSaGyCOJ1xTABkArapefYx5o",
+	"XmwKByAJUtRmO0knk6pbfR0bBA4OcPYFN17AZwlnwJT0+jdeQgWdgQKB/3qRCsmF/ikEGYgoURFnXt+7",
+	"mAK5ZPBZmQGXhI+JmgJJBFxHPJUkoRNoer4X6dF/pSAWnu8xOgOv7wVmUt+TwRRmVM8+o5/fAJuoqdfv",
+	"ttu+pxaJHimViNjEu731vZcwjliklz8O6+GZc3E1jvmchPnQR5JEYQ5GQtW0gCJ0J/Q9AX+lkYDQ6yuR",
+	"ggvbmIsZVV7fS9NIj1yG7egzBOk60CAbsA4gcGa5HzxvolmkliE5pRMgMvp75cHE+J27VghjmsbK6x+0",
+	"fX1I0Syd2SOaRcz8q5ODEDEFExAIwx9cXMmEBrDuuHDAOpzMnVnug5Nb/bFMOJOA9/oXGp7BXylIRFPA",
+	"mQKGP9IkiaOAajhbieCjGGb/+o/UQN948JnOkhjMdhSNYq+PIIFUZMTDBZlSSSgjIAReb/x/6fU/3Hgz",
+	"kJJONEizVI8GQokFFTfc91ruVm8/+p5UVKXS6/eQHiKlF/aO2TWNo5DYZYudTpVKZL/VknEaBdAM4ToD",
+	"X7Yi81Ej++jWxdx/CRh7fe9/tAo20DJ/la1TM4PB3/IJZnuPJJnRWB8BhIQLMhJAryTyAzNTUy/5grNx",
+	"HAX3RfhxCLOEK2DBovEbLMicSpJKCMk8UlNCSRiNxyCAmSPxXDw+L/CYA7MdAp01g+zLh8ZiNrE0O1H4",
+	"J8lTgRSidwGIx1dcjKIwBHZPROoFCh5IRhBzNpFEcUIZV1MQBYWWsLhfYLEAZSs0jvPhD4U7xa+AkRld",
+	"EMYVUTwNNOIimWMOMXbMFAhG43siLLLT5PSd4eSgTKGVUVsRqAXwIfByzmegphGbkDGNYk2RzJAiiGsQ",
+	"h/Zi2Ts3pWwCocae/sJiC7nFa0GT6T0x1iXZFldxw5RdMT5nhPEQyND7PPQcjjjRILQgnIBstVuKe7e+",
+	"+22wCGLoE0oaw7Td3gcyyn+iS7PoBWSZr3a7y3wVB+/GVc0nD3WjcTbNUfWFpsRA9XLw+pDANYhFhlA9",
+	"Io6kyvhepLTKpaZ4gidcveIpC+95ejX6FHlG2+E+fQqN7rg3avSCJ53Gc/oMGgejJ8HT8Bk8H7c7CPoY",
+	"AXD5Rq/A9okzYAtMM64aZvhDYPmEE6n5RIlFXHD+hooJPKQ2AJ8DgFCSTrv37ODpEzJaKJAuSjoOKz2l",
+	"i5jTkCjOSYyQbIUaxXnDDH+oC4ig69ulZxVETanLPggNAkiUzJD2lrLFPXH2V8oVtciCsE+oIjMuFem0",
+	"222SAAs1K/srhRRIpAwrKUjYEen/Ls2zHfpw7Ub+zUOL9DlP45AkVErCGWQ2kqv4IgCSPM72ycWQScUF",
+	"hO6WfYcES/8g1yCk+SUyOJKAGDLkIXu+VsVK6+ljlXYhC6IkYypVds6aiwiqYMi4QGVW38YZZQsSMTKO",
+	"o8lU6ePhLIAmOTEyAxUwCzJluSgZMhoLoOEi+5sVNU1yeQZKLBqDsQJxaUBSZD4FAWROI6WnnEKcyP6Q",
+	"aegNGkJBIyYJlYUpJYnGgpz6uCxKNao07sdRHMvmUCslU6ChtWSdVZftkXMIOAtR+dEwkBGMuQBz7+ms",
+	"OFCtaejjbJaN13WWkL4h7xlN1ZSL6G+4L1OeRVJqFI2ACn1sWgEqsdlOQRGlZbeih9T94oGYLYKIl5Fa",
+	"fU1NKRoNmfDnggi45lcQIlt5z+g1jWI6iuEBVFzLtyJJRqlcHBIlFoROaMSInHKh4kVJkXM48jmI6ygA",
+	"kjrgbIvE/IOH4ijFLjRJ6p3ou6roFZT0OcbnfcI4CamiIyphyALOGATIKwJ9k8cCAFWGyLD1kZarWoug",
+	"kSrTdMgZHA5ZgS+qaadMvg9DZWKh18RFdiKsHLm49CCJfgMURongCQgVGVM/EEAVhANV8hOEVEFDRTNY",
+	"dhb4XhRu4VPIfBQ3y39INBP6XO/2GEfCKN6CBgqEzKSChECA8vFYIY7JFSwkoQkVqlm3tiWYNbtiaWxp",
+	"yDhLlqaYlz00m91Khfvlg4dDyt4ZREe+ed9BvAvux3xmPvoPGDv6BWUBxGfWQbN8hFueR0bGNx4wfWs+",
+	"eC8GJy+O3rw5eun52c/HJ68dGNbtzk5XCzBuzdw4x49EwxDFMo1PHfjHNJbgV7aU3Z2q43MWsezfnU1Q",
+	"4hyrwSs8pncDcZJZgOv41uvM+rnThu55CWvvnwF7NVp+NyrTl8dJBdhNcOUO0694oXwviSnbKJv0mNrL",
+	"Z79fvamw4Mo0jt+N0fxft5Ydry398v4Mf6wRKlNUIVgAh0bVJBHKwebG22NnXAb+Yync8CASJUiFAKbs",
+	"3XOERi7P/B3p7b4yKk3CXTfxhQRGBTcZIsoCpAC37rIVp3VKJ3UCBA1H94d1OHbO/jZfjApBF4jRPOqF",
+	"ZLdeylaRYA1YZ47123EuzL3vYFiJoG28O7tdyOvVd7uChUrk7XrNwddh5yisO+Kx4LPai6547a/nU3Bh",
+	"HXEeQw2bw2lxklpQGJqnefzvbqw7Ykm65htzscpcb5BZGEZfnCUxVYD28SXOdtkk54VNLkClgkGILigy",
+	"5gJ/8InkhKWzkdZCrwAS62IMo0nkKp12u773uTHhDftLQefa8mqe0flb65F1BjSiWcKFKuRSNr7wywIL",
+	"eBixSQt/fYtac8RFpBaluGO3uvMOhpu4VCQVE2CqSd4JbX2gmyOzbGjh9DgkYxoJBlISGgguZfEnSQI+",
+	"A2lUcr3hPMDZWx/e9HPf6MtdaeoB9Z1aGNbc0jC/psvUgwOOd1Wz1/GFf+sZz83Q6j6y1dbq2EfXwNRL",
+	"iKNrEMZtUgYZykH3u0tCxkOwOsqyufbH4Pji06t3Z5+Ofj86uTBxCm2ugYaOzPV/FN+sa5Rj+1bwZQuv",
+	"3P0FPwfjxr+DIliThYAw678TWrexRxKDkNGkaXdHIyU1u7C0keuRy3plQpUCoRf63x8GjT9p4+924/mn",
+	"xsd//VfdUSTG2b0M5YAtyH+fvzsxUSoLE09VkqomGYykhmoGlEmi5W7zS/Okbe2tNYSlKSMGdT9LPUwF",
+	"Or3eytIcEVNPequ/d9iViUVuVle2VivvILL0DcTP0ItrWZJfFklNYtT50YK8ProgfIx+85x4CGfxwtyN",
+	"OJKKxECvQWqFn6ffQmKZoOIaN09CJ+j2R7YhIOAilOTxyq3tYRbMNirqCQ/hDOerVVE1XCclPXUZQpOF",
+	"lbmftEZaDy5V5LKVyZpW4X5v3ThM7dYEWC8PkTCJVq7IpfkVmfI4xGyQGaGGaDfeQkccLQNeBEYMJ85R",
+	"aCIRVCgIidbbLDAas3jDnNBBNsy6IM/RjWu3DCEx+k+VCjaCbWfdRSnfTpjmDCYTqPfUQPSHa23R+5t6",
+	"hYzfQmtZhirHjItVv8ROS3wx43Fr2fNDGIcFr/82tmH1KjjezrP3JyfHJ68933vx7u3pm6ML9Hu+GhyX",
+	"HKBHL2v8n773KoI4PMrkRBlDec5Fna8bmePNhs3ZrL5sorqN5QknFZWAvBy8bhLN8KxPXABJWfRXCoeY",
+	"bBdOAAUBxhDIi3cnL48vjt+dGCY2owsSUCEW5FLzpEttLiVRcIWhzpGgLJg2h+wtaCMINSMzP3ymgSKP",
+	"AyqhIYHJSEXXsOeXI1YJGqmajZuPBIxTqUUahkGtXRUxjMGMo0mNjUUu6sLBJiYjcxVIkseU9LrPNXx6",
+	"k25Gy56vhw1ZKfEA0zhNdGehwIZCK8pzOIEd7nxoEgxq5czWs+gjXJ6lqmPhlB+/uij/FWhsLnJFf5tC",
+	"cCVXazp1DofqzS54/AaH5GpjCHFXo1zqi7VJDfvKmLwyptR6e2EF0qrE/+vFxemns6N/vz86v/DJxdng",
+	"5PzVu7O3fkHmPnl59Gbwv3yCpszgxa+aNsu2zSHBQ8xSpWxipco0H5NxJbkJSy9lWQnQKICQKD4BNQWx",
+	"2djTGLBjVp2l1d2WTlSbUbNE1QvlB7ElclOgjOk/pouc4djEwUNy8v4NMjNkIwY/mtExrsj7i1eNZ/gv",
+	"iRo7leT9v169evXSsL+ESkUuz9+8P35x9Ons6MW7s5effh+8eX/06e3gf17aCSNFQDO6PINNg5wnqG82",
+	"VTIbZFlFtJajAMnja63P6aG+WchhwPoK6HUts26SwZBd0zgFwq9BbIZfs/RE2zNDdnkz9EwygAaXBVo0",
+	"DL0+uRl6OFj/jMmJgV5Q79GkKvpk6GHRBMxxiFcMMiYEfu1r/Cr4rMxHQ+/21sbeq1j6OsS9dBbGRq+R",
+	"3q6fMqZKS1kUaaiqQyKbZr9XsDBba5qZyOP5lMewd5idzZAtS8+zTF2PoyvIHJ99PLsh23B4iFFKZlRo",
+	"xmBPIGcQQ1ZcxW+B5s2GxDa2yBaGheZFhU2RMeGt2ZujpWecK6PL/E5kLGe1Ir+eST6E0r7BXP7yWruD",
+	"5+0V9vPfjk9Pt1DdT20MN5v21dnRked7p2fvPN87Ork4Ojs9Oz4/qv/W5h0tUe7Zqxfkee/gaS4LTVYV",
+	"pr6VjyJLt7pZIWxqPCRobDRiuIY4TxH3CdBgmpVx/Pf5u5NGwjEzvoH0bdKbt/SPONZMzYFHTCrKgnqD",
+	"ZklbcySwzQ272VZ/GRCpkPu9PzvO1HctZa8iFmrhY/e+WaWw1GbWX+s2R7/7sTJHWqtcvOApq2HVR8ha",
+	"BcRAJZARDa40zz49Onl5fPLagdBBR57ntlMoPKbR7H687S7Bz0gmVAXTVzSKU1HntXtlqiWQSUnCGbkA",
+	"zblpbByO6G/SihF6xPbrEZKtck8VbX1k46F8uDGV6mhrx7AbnVve+B1iQt8qiBZt7ZPKZVu+d79MQzXX",
+	"ykWrXwn7uPkMLum4NFG5Q2sp/CEkY8Euvo1gdK+EI8Is29Gi783g+C0KwZfH56eDixe/7uLVeo9pI/dM",
+	"rbpzjtTK5KgcoBomHajoukaUHBXO6ymPQ+PtkjGvJju59uLubNJYfm+oVL/yVKyFwpjLmDxsDoPYlGJN",
+	"AGTKU1EP1bbcqb6G+QVnNl/Idedj6XlMGaFxzOeyfuHV6bpbn691a9cEJjQJybyAYYzZ7vp06kHZOfmq",
+	"joe5GXh+Xrtt708O6dKZ7pJXld/Th2A1xaX/FqxGCykIUs3GzzVAZgemjKLeiUDDmb7RTvlCUUkzOD0m",
+	"V7DI09UxhcjMVaoRMEHkiI15TeaiCTpNMHNnbqgJM8IzxaNJ/ihSVTBpqmhygBb0y8FrSfh4yNCmPjS6",
+	"C5YRMchCrJJEyvhk7Hp6W8oETVm8IPNpFIOxeV1PNFIT1rObkgHkNI+1ZUE6Pjk9e0cOfFLYFqTbJkFO",
+	"mkNW0OZec8iGLFMujZc6ZSEIctmiSdS67lwShnVylwNbe4IxnT75xZS4GAcBHoNxEVz2DbjO+WC4zyYv",
+	"2JjQqiPz9Y6x/I8GU5CIhCHTGOFzVgxvEgMyWjAkkuRyVfHJJXmc2Up7xlkQRwHYPHZr8g8SvVij22xr",
+	"khOxU0Eyn8+bFP/c5GLSst/K1pvjF0cn50f4za1TlWIOcXB67GTO9b1Os23G8QQYTSKv7+03281962TA",
+	"u27RXcRynaIyzG2uS699E0klXTw+km4xWtkpGAKa9Br1IQjMN7OtHTTXoJmGh5O+dBb3S11HPqztFoGO",
+	"pMjka9X1sHiojhF+PTMrAG2ZLhtbDLQ86fZjpQlFt91eU+BUU9hk2eyHj2V+qbnl1oVGlVTZmnqjQZ4H",
+	"4Bw0Vmb1DMB10+cbazmtNfCTzuZP3lfKznrt/c0fvXK7CfTavc1f5HXR+oPu880fZAWut753sM3Wj506",
+	"/oNt9uCWuqGESmczKhaWROo62mhiUXQiy3m00vuo9Rguayj4dxpHITUO/CzaocUBJsujHKAyqyMlnYzv",
+	"mXHL1eaYXNnrdqtl51USr5agWFoEqX7h4WK3a5/nIduoJd5/E3r84AbBCid00STgV4hj7pObGxMDaGL2",
+	"2+1t4cz2JgLA6QOSB5lMHYDlKtmgkuXpPRl3gk5w0GnsB09GjR49GDWej55Boz3uhF26P+oFBzuUUa6q",
+	"2qnkoWlGdrvESTq7odQxDbxuu/uk0ek0up2LTrvf1v/7czktv9/xv+lBaLPB26b9gLd0aI62vWqzX/Jc",
+	"3XKCZW5r62R+OP7a2d+Kv77Jmhf0ut1tGKzTm+Q74OLmcK36VOHkKxn5rb9WVWvduPUTt4bha72rxsLg",
+	"40wpaxJjoWZV+cY6REM1UujXJFSRzPeUeeGDGKgwOvAhESlj2rhYqsBf5v4vcc0K9y/xq94ytOaj8Kem",
+	"8XXvqEH7jnfUr7cWzqfaMq10lso1hcxxY5WNR9JoGcvX5zWodXen/a1l3Y8sjy5Kh/eTGL8uMb4GtTMl",
+	"VmznDcZoKcaBmtUOwqaV9Zupdgrded1V1sq5sUooYTAn0WyWmvhpZp+4OVuZJ2cEpowrYy+VVO8inmK8",
+	"RIzPCWebLZYiE/mLGC4fb3c0DCp169/IKigXkW7LADcx09yR1b0DF8sOagUz0xfJzv9Tyf4RlexBGBJK",
+	"iirih9Cqc0bXurE/3a50kRqlhzOo51e03I94G5XHZT1fWPP5wvTceXh6/lFp+bvQTDZR2f20Ef9m9Xnb",
+	"RFCTjGNSYyNJOiv6Rl+XhHd9BGBtd6laxajQKnaKlxSf+VoagVRmAzYh2RbiJXQSMWqU7rqASRF6/6fG",
+	"S8pQvGPxwtXDMDsgMp2MU7kKnKLqayuusVQYtxkOVCEjWTJyVqOmLi3onjgpFy26BYsGMKe+8bEee2lL",
+	"6S6HDAfn7Rz2+oTmsZqsbSZn6Osh4yirIRIpIzSWfMhMBzcT/YWZ6fJmnC6EM2JTcjVCMIxZhxKncv//",
+	"+0hauaxwbSDNuX6PNc3zFOuzImGc4dJ2ziyqbvd+irdvEG8Dl8VmAs75Zb0W6ZREI32ibVxr3B5lKRmU",
+	"uZXf44rH7NGSqwzvB2VyjpUQ3XY3a8NqxGFu4oosfTVSpga73P+1yOcYMkxOIn+gn5eRy0pb/UufUFvi",
+	"mDcopDPbHdjwH2n6s3IRabkVO2zLpJtUW/HbrI98qivAPsN0yHrt503yW1bbiSU1mECFBf5SkW4P08mw",
+	"u62ToYFMqiwnq/14NknKt/TKxkUNZ5V0jAJTgBILU56Zw5oXjy0hgqzAw2H9mwT6cPTGCe77POAJhOWt",
+	"+WuQkAsr03WzYM2VE1z5vMrBwaYugx/v4fLIi7KyzJeQlrOHu6vyfre1Pb6ka3RVP6etnC3d3TCV9zjw",
+	"9sNu0Bm1aeP5+Bk0euHToPFs9IQ2DsY9yP7mdKnNk2N33ZbTAKhGWmWDfjjJ095C8rxwXvW4g1flny3b",
+	"7MmWpM4dBVyp58cGj4i73KNM7/eN+mn6wNi+3eVeKZGSJqGxaJiS6bYHbV+bEZobY4bZ3qFtMnLivESF",
+	"VfxGNhVNTXZqYtIkRzSYDplZ/5HMykdtaaIG26QF5uIqTYjiG2sOTYHT484T8lv0CxktiO1ytueb8mMY",
+	"MiPjUTzYPdORVRazhE63xj+JU0kO2uT//h+yr/+jplT5QzafUgXXmbCN/s5bz4uU1YnN16BckXlPp5Nb",
+	"pVzndmp2/yz37jCNSm1hslbBbXStQ7uj/aAXNg7gybjRo51R41nQDRv70Bsf0Cejp8Gz0PNXiZwiMSUv",
+	"qu74W0DX+dOrAmMWMP8o56qsyXSxYDilnKuXy1m7WwdYkwfj30lqiA0+wNrV7y+kS01mOl9YcK+TbKUX",
+	"2H4aVt/Ab7iF4NnVc+i+ubfJW1fh8gG2G989hFleclUE0zQz1/r9UsJMH4Vflt5fhHkjSQxMsW0fM2RZ",
+	"b4S8vAnFjjbdJE5izDezVpyl/NvkniEzeTkQOnbGgBmnj1RRHOeFKrZkxwgWbR4y7iTvkwWoQwsaJoqW",
+	"pCh+1LqxHClD62WdgDFwrpExO+rOu4iHgrsVDeC3D72WO9PX5e+ZI0BQ7es4P3Xof35inrnTD60Rt7Bx",
+	"pvxSrOUcMp+uadB5qTUe7GmlKo+M1rUt5WOtFVPTAfQQucil7cR5mSdR1PXdzLqeUqVZhFbOVe62XoDC",
+	"vlYuWClTEfKLkIP00Y1hlc9HksTRGJpDpjVsOy/6YLBiSX/dJ5RIfChE/87HP5hyugoUpvTwca7Q+URF",
+	"+AClVtXlVZQk+nc5X90zUzFu5sHepkM25gILhYpVctZZcMGCiboPZNmXU4YMuxNQVpQ3Pe519vfq2KA+",
+	"P2zsep+kEqvl0iQR/JrGXqmdqvkthL/oS061Brq9CuV0nP0S/o5SVfu2zHt5s3m33myv3m47LDoKr9IU",
+	"be9bjI2YoRmFafPpp3fkB/OO6AuPguDaNHMmNNeO9F17ELGQN8qrdZec0glyXsHTybTqNil5Qlznh2bM",
+	"CZ3AkJkGq5nD4BJdA5eF96TTbmd/3LNNVmyTq7HJoBuygp2R0WJ13yvTMZ4bl8pE8Ll0OiZt4WcohbFP",
+	"ECcbHPQP9mR1Z/OT1d9X9LHSIGlt+NG9Qz8aA9uRXSwH/dbQ29ezVdGI2imppPQ8JE9MK4t4kTWWzr2t",
+	"zFAnsoxqsFBl4a9Zn2QRGvK4YxyyprUoIzwOQSptUwppW5aWHbY2HGFg0ZoR1rKLlEnjgM1AKOKQj6k1",
+	"Rm23odC+LUezJ4tNNM70n+epMj7hEQ2u+HhsoVvFX7ChyHeUIWOx9iWSYypPMPygaRjldjhr+aBDMz/d",
+	"gN8gv6L8iu/WalXF0bQh7GSektVc3QY0y8lWLJRN8o4FgAZw8Se0KXMHeNHyKypypEy8SluDJhOD9Nq9",
+	"w0o6V4RGZYpNU5GrVCrmUF/KM7pWBGOKpkz3JbByy7d2pWXbynKookWbCXpsk0i81GCtXe2HVhv/aPf+",
+	"rDTK2j7ws0MYxGl2ZrZUykjIfYSlHlP/3DwFp2tXvRFbUNpPRvct8qQL/G+tQy4fYs4mjNernPy5IvG5",
+	"SNC8u6LycQsmvDqI8g/ax6YQDSqqOac3wgHfOyKDXKvlgtgWdGaUdZQOWTkyE2ll9xqEU26mZyn4CX7t",
+	"JoOjqLAhoq0DQ2QpLjRkdYGhLNqDCLft2bhAr1YBd+7XHDLzar253fYdBFVmIyujOmuE1V2iOrsmQxX9",
+	"/34GdX4GdTCoswX3rXA402Ntg/3tvBuoaSOgcQxC0yeRoG3aOM5DHdiazKQ68TmzkYXC4LyCxd5WTbKK",
+	"/m/erj6H79OYKzccXGvMFcfxdQnze2kcld+bjACcX67uFmVqjUvOJqJ5IDYEbJIB9tzjLF6sKqAuujze",
+	"P8Y1CIoOl33sZ75jzfRS49cvUTWddWxtb2UnVTustq0ds5WBkLdFPfBX46hoUtreotfE7qT5HXcx+tFi",
+	"V6X+QhnV1dJ7rcBr3ThG6ia/SrmUpGj/FlMr6fBqmh8NSZCAp8z+xojkEBI1tXqsLDfwpSpz/ta1EV5y",
+	"kZTZzL1cJJZ8u3ci384XJN+nX418S/7wnx6Db9XzZS0F76oA/uH4n9AU1lZpzRMVhUQnWbsMk1yOdAMy",
+	"q0y16fRatZUy4qy2IVjWCVYqniRQo9VWGrKfmubVd1YULN04j5xsTRArWsNvpSF8Byym217BYxxcbctq",
+	"Dh6Y1dilfmCW88MpGlPKJlAJQdvO83fVN/TfG1ew2GR3q8ojmfgKaLmKWkIgQMl6I3pwevybXuV+VKzN",
+	"2uL6b9XwfpBEv8Gi5snLWqLQ2/oper+BsWwbw7umcn4zH0Ds1prZValrLrB5b9L4xbG8288TA7LdHJqu",
+	"/Vp9nlI5JZgzwEWdqDXGgbn9D2CMB9Gu1re5/9+4YRmKzvboKfRoGxrP6cHTRi/YHzeehftBozPuwn7Y",
+	"Cw5GT2gRewgifPMHxtFnr+/J+OpTb9ylzwNE4jW/ciOj5uBKwz5d/bt73f7zr2ezzuenyf7ogD0Pel+l",
+	"d3SYcZyVHMYvDDcD+U/J+52Y+CzjU/Vsahd527q5gsWG1sEugxoQe+2zng32pevcMtADm+RMD8IX7uZR",
+	"ACa6xHiDJ8usCYe6rGlTb2Dzwc/ewF/58hm0b7x895KRtU2/7HKPpA2N1ESI8Q7fP849xYe//16pgw5s",
+	"rk+33S7eyiGJ4AFIzUTFNcis8kPap6YlYZyEkAALgQWLWgfWr3bd+9qWeSCUX20vLuxr53XxlTi61uaY",
+	"81yS1X0dpekaGEhXXzJItGwIaxC3RSgwcsqlmgh85p6FeRDc1A3NeJjG2dvTqQQSqT2bfnVIDtr7hKsp",
+	"iHkkwXff19QmtP45wWY4o1ShU8LYCuZN0qx57IRnxR14lOKRJDGf1J7YmdnXvevj8xflE7txc3i+p+zW",
+	"i8N82LPFDTQdtrACaPd1owrw2VuvnsYnHnSfZNvIsf7YPhWbe3L5ZM8J2R+094v3jE6yecrvZsl+q2We",
+	"026GcJ1BJFuMq4YZvjU+shdua4OJBZFisRpeE3O91tOARmW0kgjKHxavjH34qC0Cc9HqkmVm9AprJ0qP",
+	"RPVbrZgHNJ5yqfrP2s/aaFbYRZd4JzDKbD8xc921kY6GcTWbWdaw3pwxN6RpSxQICIGpiMbuHDnrr5+h",
+	"+mSNA81Sh1R3WreV5PLMtotJxCY+mVMVTPEJRBZmGTJlT6QzrRP4X541Y2Y4k8hO1fnanurtx9v/FwAA",
+	"//9rM4P8Kq8AAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -13,6 +13,9 @@ type Application struct {
 	Workspaces  *Workspaces
 	Definitions *Definitions
 	Executions  *Executions
+	// Events sends events to WAIT_FOR_EVENT nodes; nil where the process
+	// wires none.
+	Events *Events
 }
 
 // Stores are the storage ports the API's use cases need; one adapter may

@@ -72,6 +72,8 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusNotFound, "not-found", "Not found", err.Error(), nil)
 	case errors.Is(err, ports.ErrConflict):
 		writeProblem(w, http.StatusConflict, "idempotency-conflict", "Conflict", err.Error(), nil)
+	case errors.Is(err, app.ErrNotWaiting):
+		writeProblem(w, http.StatusConflict, "not-waiting", "Conflict", err.Error(), nil)
 	case errors.Is(err, app.ErrFinished):
 		writeProblem(w, http.StatusConflict, "already-finished", "Conflict", err.Error(), nil)
 	case errors.As(err, &bad):

@@ -189,6 +189,24 @@ type EnqueuedExecution struct {
 	Status  QueueStatus        `json:"status"`
 }
 
+// EventDelivered defines model for EventDelivered.
+type EventDelivered struct {
+	ExecutionID openapi_types.UUID `json:"executionId"`
+	Name        string             `json:"name"`
+
+	// NodeKey The WAIT_FOR_EVENT node the event went to.
+	NodeKey string `json:"nodeKey"`
+}
+
+// EventToSend defines model for EventToSend.
+type EventToSend struct {
+	// Name The event name a WAIT_FOR_EVENT node's config.event waits for.
+	Name string `json:"name"`
+
+	// Payload Any JSON; the node's output. Absent means null.
+	Payload *rawjson.RawMessage `json:"payload,omitempty"`
+}
+
 // Execution defines model for Execution.
 type Execution struct {
 	CompletedAt *time.Time         `json:"completedAt"`
@@ -246,7 +264,7 @@ type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
 	Key    string              `json:"key"`
 
-	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
+	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
 }
 
@@ -488,6 +506,9 @@ type CreateDefinitionVersionJSONRequestBody = CreateVersionRequest
 // EnqueueExecutionJSONRequestBody defines body for EnqueueExecution for application/json ContentType.
 type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
+// SendEventJSONRequestBody defines body for SendEvent for application/json ContentType.
+type SendEventJSONRequestBody = EventToSend
+
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 
@@ -605,6 +626,11 @@ type ClientInterface interface {
 
 	// CancelExecution request
 	CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendEventWithBody request with any body
+	SendEventWithBody(ctx context.Context, executionID ExecutionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	SendEvent(ctx context.Context, executionID ExecutionID, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListExecutionNodes request
 	ListExecutionNodes(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -798,6 +824,30 @@ func (c *Client) GetExecution(ctx context.Context, executionID ExecutionID, reqE
 
 func (c *Client) CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelExecutionRequest(c.Server, executionID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) SendEventWithBody(ctx context.Context, executionID ExecutionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendEventRequestWithBody(c.Server, executionID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) SendEvent(ctx context.Context, executionID ExecutionID, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendEventRequest(c.Server, executionID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1521,6 +1571,53 @@ func NewCancelExecutionRequest(server string, executionID ExecutionID) (*http.Re
 	return req, nil
 }
 
+// NewSendEventRequest calls the generic SendEvent builder with application/json body
+func NewSendEventRequest(server string, executionID ExecutionID, body SendEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSendEventRequestWithBody(server, executionID, "application/json", bodyReader)
+}
+
+// NewSendEventRequestWithBody generates requests for SendEvent with any type of body
+func NewSendEventRequestWithBody(server string, executionID ExecutionID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workflow/executions/%s/events", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("POST", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListExecutionNodesRequest generates requests for ListExecutionNodes
 func NewListExecutionNodesRequest(server string, executionID ExecutionID, params *ListExecutionNodesParams) (*http.Request, error) {
 	var err error
@@ -2195,6 +2292,11 @@ type ClientWithResponsesInterface interface {
 	// CancelExecutionWithResponse request
 	CancelExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
 
+	// SendEventWithBodyWithResponse request with any body
+	SendEventWithBodyWithResponse(ctx context.Context, executionID ExecutionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendEventResponse, error)
+
+	SendEventWithResponse(ctx context.Context, executionID ExecutionID, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*SendEventResponse, error)
+
 	// ListExecutionNodesWithResponse request
 	ListExecutionNodesWithResponse(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*ListExecutionNodesResponse, error)
 
@@ -2531,6 +2633,37 @@ func (r CancelExecutionResponse) Status() string {
 
 // StatusCode returns HTTPResponse.StatusCode
 func (r CancelExecutionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type SendEventResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON202                   *EventDelivered
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r SendEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SendEventResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -3011,6 +3144,23 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, e
 		return nil, err
 	}
 	return ParseCancelExecutionResponse(rsp)
+}
+
+// SendEventWithBodyWithResponse request with arbitrary body returning *SendEventResponse
+func (c *ClientWithResponses) SendEventWithBodyWithResponse(ctx context.Context, executionID ExecutionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendEventResponse, error) {
+	rsp, err := c.SendEventWithBody(ctx, executionID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendEventResponse(rsp)
+}
+
+func (c *ClientWithResponses) SendEventWithResponse(ctx context.Context, executionID ExecutionID, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*SendEventResponse, error) {
+	rsp, err := c.SendEvent(ctx, executionID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendEventResponse(rsp)
 }
 
 // ListExecutionNodesWithResponse request returning *ListExecutionNodesResponse
@@ -3919,6 +4069,95 @@ func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse,
 			return nil, err
 		}
 		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSendEventResponse parses an HTTP response from a SendEventWithResponse call
+func ParseSendEventResponse(rsp *http.Response) (*SendEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SendEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest EventDelivered
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany
