@@ -13,9 +13,7 @@ type Application struct {
 	Workspaces  *Workspaces
 	Definitions *Definitions
 	Executions  *Executions
-	// Events sends events to WAIT_FOR_EVENT nodes; nil where the process
-	// wires none.
-	Events *Events
+	Events      *Events
 }
 
 // Stores are the storage ports the API's use cases need; one adapter may
@@ -26,6 +24,8 @@ type Stores struct {
 	Definitions ports.DefinitionStore
 	Queue       ports.QueueStore
 	Executions  ports.ExecutionReader
+	// Events keeps the events sent to WAIT_FOR_EVENT nodes.
+	Events ports.EventStore
 }
 
 // NewApplication wires the use cases. engine may be nil in a process that
@@ -36,5 +36,6 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, tiers domain.TierPoli
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, tiers),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
+		Events:      NewEvents(s.Executions, s.Definitions, s.Events, engine),
 	}
 }

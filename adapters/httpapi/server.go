@@ -523,9 +523,6 @@ func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionReq
 
 // SendEvent delivers an event to an execution's WAIT_FOR_EVENT node.
 func (s *Server) SendEvent(ctx context.Context, req api.SendEventRequestObject) (api.SendEventResponseObject, error) {
-	if s.app.Events == nil {
-		return nil, errors.New("this process does not send events")
-	}
 	if msg := domain.CheckEventName(req.Body.Name); msg != "" {
 		return nil, badRequest("/name", msg)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -159,6 +160,9 @@ func (w *world) opsOnB() []op {
 		}},
 		{"cancelQueueItem (dispatched)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelQueueItem(ctx, w.dispatchedB)
+		}},
+		{"sendEvent", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval"})
 		}},
 	}
 }
@@ -617,4 +621,53 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 			t.Errorf("200 calls of /readyz took %d database connections, want a handful (one check a second)", n)
 		}
 	})
+}
+
+// TestNegativeEvents: an event no node of the run waits for is a 409, one
+// over the body limit a 413, a malformed name a 400 naming it; none is
+// noted or delivered, and another workspace's execution is covered by
+// opsOnB (403).
+func TestNegativeEvents(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	b := w.client(t, w.keyB.Secret)
+	read(b.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval"})).
+		expect(t, "an event no node of the run waits for", http.StatusConflict, "not-waiting")
+	huge := json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)
+	read(b.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval", Payload: &huge})).
+		expect(t, "an event over the body limit", http.StatusRequestEntityTooLarge, "too-large")
+	bad := read(b.SendEvent(ctx, w.execB, client.EventToSend{Name: "no spaces"}))
+	bad.expect(t, "an event name with a space", http.StatusBadRequest, "invalid-request")
+	if paths := bad.fieldPaths(); !slices.Contains(paths, "/name") {
+		t.Errorf("a malformed event name: field errors at %v, want /name", paths)
+	}
+	var events int
+	if err := w.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_events").Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 0 {
+		t.Errorf("%d events noted, want none", events)
+	}
+	w.checkBUntouched(t)
+}
+
+// TestNegativeForEachPastItsCapFailsBeforeAnyIteration: a FOR_EACH over
+// more elements than the plan allows fails its run, naming the limit, and
+// runs no iteration.
+func TestNegativeForEachPastItsCapFailsBeforeAnyIteration(t *testing.T) {
+	t.Parallel()
+	base := startSluice(t, map[string]string{"SLUICE_FOR_EACH_ITEMS": "FREE=3"})
+	graph := map[string]any{"nodes": []any{map[string]any{"key": "each", "type": "FOR_EACH", "config": map[string]any{
+		"items": "{{ input.list }}", "node": map[string]any{"type": "TRANSFORM", "config": map[string]any{"output": "{{ item }}"}},
+	}}}, "edges": []any{}}
+	_, execID := startGraph(t, base, "FREE", graph, map[string]any{"list": []int{1, 2, 3, 4}})
+	run := waitRun(t, base, execID, time.Minute, "the execution to fail", statusIs("FAILED"))
+	if run.Error == nil || !strings.Contains(*run.Error, "4 elements, over the FREE plan's FOR_EACH limit of 3 (SLUICE_FOR_EACH_ITEMS)") {
+		t.Errorf("error = %v, want the limit named", run.Error)
+	}
+	if len(run.Nodes) != 1 {
+		t.Errorf("node records = %+v, want the FOR_EACH's alone (no iteration ran)", run.Nodes)
+	}
 }
