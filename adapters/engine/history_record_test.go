@@ -232,6 +232,43 @@ func TestRecordHistories(t *testing.T) {
 			want:          domain.ExecutionFailed,
 		},
 		{
+			// Two FOR_EACHs of three (HTTP and TRANSFORM iterations), six
+			// iterations over FREE's four nodes in flight, joined by a TRANSFORM.
+			name: "for_each_http_and_transform",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "calls", "type": "FOR_EACH", "config": {"items": "{{ input.ids }}", "node": {"type": "HTTP_REQUEST", "config": {"url": "%s/orders?id={{ item }}"}}}},
+					{"key": "shapes", "type": "FOR_EACH", "config": {"items": "{{ input.ids }}", "node": {"type": "TRANSFORM", "config": {"output": {"i": "{{ index }}", "id": "{{ item }}"}}}}},
+					{"key": "join", "type": "TRANSFORM", "config": {"output": ["{{ steps.calls.output[0].status }}", "{{ steps.shapes.output[2].id }}"]}}
+				],
+				"edges": [{"from": "calls", "to": "join"}, {"from": "shapes", "to": "join"}]
+			}`, srv.URL),
+			input: `{"ids": [1, 2, 3]}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			// One WAIT_FOR_EVENT signalled before it starts (behind a
+			// DELAY), one that times out onto its false branch.
+			name: "wait_for_event_signalled_and_timed_out",
+			graph: `{
+				"nodes": [
+					{"key": "pause", "type": "DELAY", "config": {"duration": "1s"}},
+					{"key": "approve", "type": "WAIT_FOR_EVENT", "config": {"event": "approval"}},
+					{"key": "late", "type": "WAIT_FOR_EVENT", "config": {"event": "never", "timeout": "2s"}},
+					{"key": "used", "type": "TRANSFORM", "config": {"output": "{{ steps.approve.output.by }}"}},
+					{"key": "gave-up", "type": "TRANSFORM", "config": {"output": "timed out"}}
+				],
+				"edges": [{"from": "pause", "to": "approve"}, {"from": "approve", "to": "used"}, {"from": "late", "to": "gave-up", "when": false}]
+			}`,
+			during: func(t *testing.T, execID domain.ID) {
+				if err := c.SignalWorkflow(context.Background(), WorkflowID(execID), "", EventSignalName("approval"),
+					EventSignal{Payload: []byte(`{"by": "ada"}`)}); err != nil {
+					t.Errorf("signalling: %v", err)
+				}
+			},
+			want: domain.ExecutionCompleted,
+		},
+		{
 			// A dispatcher that could not fit the graph in the input.
 			name:      "graph_loaded_by_the_workflow",
 			graph:     `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
