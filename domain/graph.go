@@ -29,13 +29,13 @@ const (
 
 // NodeTypes lists every node type, for API enums and validation messages.
 func NodeTypes() []NodeType {
-	return []NodeType{NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent}
+	return []NodeType{NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent, NodeSubWorkflow}
 }
 
 // Valid reports whether t is one of NodeTypes.
 func (t NodeType) Valid() bool {
 	switch t {
-	case NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent:
+	case NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent, NodeSubWorkflow:
 		return true
 	}
 	return false
@@ -45,7 +45,7 @@ func (t NodeType) Valid() bool {
 // (a timer, or iterations of other nodes) rather than through a node
 // executor in an activity.
 func (t NodeType) RunByWorkflow() bool {
-	return t == NodeDelay || t == NodeForEach || t == NodeWaitForEvent
+	return t == NodeDelay || t == NodeForEach || t == NodeWaitForEvent || t == NodeSubWorkflow
 }
 
 // MaxNodeKeyLength bounds node keys; keys appear in templates, URLs of the
@@ -391,6 +391,8 @@ func validateConfig(t NodeType, raw json.RawMessage, path string, ve *Validation
 		decodeForEachConfig(raw, path, ve)
 	case NodeWaitForEvent:
 		decodeWaitForEventConfig(raw, path, ve)
+	case NodeSubWorkflow:
+		decodeSubWorkflowConfig(raw, path, ve)
 	}
 }
 

@@ -32,6 +32,8 @@ type RunNodeInput struct {
 	Node        domain.Node
 	Input       json.RawMessage
 	Steps       map[string]json.RawMessage
+	// KeyPrefix starts the node's record key in a SUB_WORKFLOW's child.
+	KeyPrefix string `json:",omitempty"`
 	// Iteration is set on a FOR_EACH iteration: its element and index.
 	Iteration *IterationInput `json:",omitempty"`
 	// size is the bytes of data the input carries, its config and what its
@@ -217,7 +219,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	}
 	info := activity.GetInfo(ctx)
 	started := time.Now()
-	rec := domain.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
+	rec := domain.NodeRecord{Key: in.KeyPrefix + in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
 	if err = a.runs.NodeStarted(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
 	}

@@ -46,12 +46,16 @@ type ExecutionInput struct {
 	// Graph is the version's graph as stored; when empty the workflow
 	// loads it through the LoadGraph local activity.
 	Graph json.RawMessage `json:",omitempty"`
+	// Parent is set on a SUB_WORKFLOW's child run.
+	Parent *ParentRun `json:",omitempty"`
 }
 
 // ExecutionResult is what the workflow returns: the status it recorded.
 type ExecutionResult struct {
 	Status domain.ExecutionStatus
 	Error  string
+	// Output is a child run's outputs (see finishChild).
+	Output json.RawMessage `json:",omitempty"`
 }
 
 // RetryConfig is how node activities are retried. It is read from the
@@ -261,6 +265,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 			run.readers[key]++
 		}
 	}
+	run.retainLeaves(graph)
 
 	failure, held := run.drive(sched)
 	switch {
@@ -338,6 +343,8 @@ type executionRun struct {
 	// task sizes each workflow task, and the completion's retries end.
 	bounded bool
 	task    taskShare
+	// leaves are a child run's nodes nothing reads: its outputs.
+	leaves []string
 	// busy counts the node activities in flight, against the plan's
 	// nodes in flight: drive's nodes and FOR_EACH iterations alike.
 	busy int
@@ -672,7 +679,7 @@ func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, 
 	f, settle := workflow.NewFuture(r.ctx)
 	attempts := time.Duration(max(1, r.retry.MaximumAttempts))
 	slot := NodeSlotInput{
-		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: n.Key, Share: r.share,
+		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: r.keyPrefix() + n.Key, Share: r.share,
 		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
 	}
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
@@ -720,7 +727,7 @@ func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 			"history_too_large", nil)
 	}
 	reads := domain.ReadsOf(n)
-	in := RunNodeInput{ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n}
+	in := RunNodeInput{ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n, KeyPrefix: r.keyPrefix()}
 	size := len(n.Config)
 	if len(reads.Input) > 0 {
 		raw, err := pickJSON(r.input, reads.Input, r.in.Input)
@@ -827,6 +834,7 @@ func (r *executionRun) takePending() []NodeRecordInput {
 		}
 	}
 	r.pending = nil
+	r.prefixKeys(out)
 	return out
 }
 
@@ -867,6 +875,9 @@ func (r *executionRun) cancelled(unrun []string) (ExecutionResult, error) {
 // records: that small write is retried until it succeeds, and frees the
 // slot.
 func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (ExecutionResult, error) {
+	if r.in.Parent != nil {
+		return r.finishChild(status, msg)
+	}
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
 	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending()}
 	if !r.bounded {

@@ -35,6 +35,9 @@ func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in 
 	case domain.NodeWaitForEvent:
 		r.launchWait(sel, n)
 		return true
+	case domain.NodeSubWorkflow:
+		r.launchSub(sel, n)
+		return true
 	}
 	return false
 }

@@ -671,3 +671,49 @@ func TestNegativeForEachPastItsCapFailsBeforeAnyIteration(t *testing.T) {
 		t.Errorf("node records = %+v, want the FOR_EACH's alone (no iteration ran)", run.Nodes)
 	}
 }
+
+// TestNegativeSubWorkflowsNestingTooDeepOrInACycleAre422: saving a graph
+// whose SUB_WORKFLOWs lead back to itself, nest past the limit, or name
+// another workspace's definition is refused naming the node's field.
+func TestNegativeSubWorkflowsNestingTooDeepOrInACycleAre422(t *testing.T) {
+	t.Parallel()
+	base := startSluice(t, nil)
+	mkWorkspace := func() string {
+		var ws struct{ ID string }
+		if code := call(t, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": "subs", "plan": "PRO"}, &ws); code != 201 {
+			t.Fatalf("create workspace: %d", code)
+		}
+		return ws.ID
+	}
+	ws, other := mkWorkspace(), mkWorkspace()
+	leaf := map[string]any{"nodes": []any{map[string]any{"key": "t", "type": "TRANSFORM", "config": map[string]any{"output": 1}}}, "edges": []any{}}
+	const field = "/graph/nodes/0/config/definition"
+	refused := func(what, method, url string, body map[string]any, want string) {
+		t.Helper()
+		var problem struct {
+			Errors []struct{ Path, Message string }
+		}
+		if code := call(t, method, url, testAdminToken, body, &problem); code != 422 {
+			t.Fatalf("%s: %d, want 422", what, code)
+		}
+		if len(problem.Errors) != 1 || problem.Errors[0].Path != field || !strings.Contains(problem.Errors[0].Message, want) {
+			t.Errorf("%s: field errors %+v, want one at %s mentioning %q", what, problem.Errors, field, want)
+		}
+	}
+
+	// d4 <- d3 <- d2 <- d1: d1 nests three deep, at the limit.
+	chain := []string{defineIn(t, base, ws, "d4", leaf)}
+	for _, name := range []string{"d3", "d2", "d1"} {
+		chain = append(chain, defineIn(t, base, ws, name, subGraph(chain[len(chain)-1], nil)))
+	}
+	refused("a fourth level", "POST", base+"/api/v1/workflow/definitions",
+		map[string]any{"workspaceId": ws, "name": "d0", "graph": subGraph(chain[3], nil)}, "nest deeper than the limit of 3")
+
+	// d4 running d1 would close d1 -> d2 -> d3 -> d4 -> d1.
+	refused("a cycle", "POST", base+"/api/v1/workflow/definitions/"+chain[0]+"/versions",
+		map[string]any{"graph": subGraph(chain[3], nil)}, "form a cycle")
+
+	foreign := defineIn(t, base, other, "theirs", leaf)
+	refused("another workspace's definition", "POST", base+"/api/v1/workflow/definitions",
+		map[string]any{"workspaceId": ws, "name": "reach", "graph": subGraph(foreign, nil)}, "no such definition in this workspace")
+}

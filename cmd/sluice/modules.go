@@ -418,7 +418,7 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
 	log.Info("workspace shares of the external-API worker", "nodes_in_flight", cfg.Worker.Limits.WorkspaceNodesInFlight,
 		"external_api_slots", cfg.Worker.ExternalAPISize)
-	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg)), nodes.All(n),
+	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store)), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store))
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{

@@ -229,3 +229,57 @@ func TestForEachOver50ElementsKeepsInputOrderWithinThePlansNodesInFlight(t *test
 		t.Errorf("at most %d requests in flight, want between 2 and FREE's %d", peak, freeInFlight)
 	}
 }
+
+// defineIn creates a definition of graph in workspace ws and returns its id.
+func defineIn(t *testing.T, base, ws, name string, graph map[string]any) string {
+	t.Helper()
+	var def struct{ ID string }
+	if code := call(t, "POST", base+"/api/v1/workflow/definitions", testAdminToken,
+		map[string]any{"workspaceId": ws, "name": name, "graph": graph}, &def); code != 201 {
+		t.Fatalf("create definition %s: %d", name, code)
+	}
+	return def.ID
+}
+
+// subGraph is one SUB_WORKFLOW node running child with input.
+func subGraph(child string, input any) map[string]any {
+	return map[string]any{"nodes": []any{map[string]any{"key": "sub", "type": "SUB_WORKFLOW",
+		"config": map[string]any{"definition": child, "input": input}}}, "edges": []any{}}
+}
+
+func TestSubWorkflowCompletesInAFreeWorkspaceAtItsLimit(t *testing.T) {
+	t.Parallel()
+	base := startSluice(t, nil)
+	var ws struct{ ID string }
+	if code := call(t, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": "free", "plan": "FREE"}, &ws); code != 201 {
+		t.Fatalf("create workspace: %d", code)
+	}
+	child := defineIn(t, base, ws.ID, "child", map[string]any{"nodes": []any{
+		map[string]any{"key": "greet", "type": "TRANSFORM", "config": map[string]any{"output": "hello {{ input.who }}"}},
+	}, "edges": []any{}})
+	parent := map[string]any{"nodes": []any{
+		map[string]any{"key": "sub", "type": "SUB_WORKFLOW", "config": map[string]any{"definition": child, "input": map[string]any{"who": "{{ input.name }}"}}},
+		map[string]any{"key": "after", "type": "TRANSFORM", "config": map[string]any{"output": "{{ steps.sub.output.greet }}!"}},
+	}, "edges": []any{map[string]any{"from": "sub", "to": "after"}}}
+	def := defineIn(t, base, ws.ID, "parent", parent)
+	var started struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
+		map[string]any{"workspaceId": ws.ID, "workflowDefinitionId": def, "input": map[string]any{"name": "ada"}}, &started); code != 202 {
+		t.Fatalf("start: %d", code)
+	}
+	execID := executionOf(t, base, ws.ID, started.QueueID)
+	run := waitRun(t, base, execID, time.Minute, "the execution to complete", statusIs("COMPLETED"))
+	if _, out := run.node(t, "after"); out != "hello ada!" {
+		t.Errorf("after output = %v, want the child's output read", out)
+	}
+	if status, out := run.node(t, "sub/greet"); status != "COMPLETED" || out != "hello ada" {
+		t.Errorf("the child's node on the parent's run: %s %v, want COMPLETED hello ada", status, out)
+	}
+	var w struct{ Active int }
+	call(t, "GET", base+"/api/v1/workspaces/"+ws.ID, testAdminToken, nil, &w)
+	if w.Active != 0 {
+		t.Errorf("the workspace holds %d slots after the run, want 0", w.Active)
+	}
+}
