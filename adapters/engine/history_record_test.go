@@ -77,6 +77,11 @@ func TestRecordHistories(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	store := newMemStore()
+	child, err := domain.DecodeGraph([]byte(`{"nodes": [{"key": "greet", "type": "TRANSFORM", "config": {"output": "hello {{ input.who }}"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.addDefinition(recordChildDefinition, recordWorkspace, child)
 	queues := NewTaskQueues("sluice-history-" + uuid.NewString()[:8] + ".")
 	ws := NewWorkers(c, WorkerConfig{
 		Queues: queues, ServeWorkflows: true, ServeExternalAPI: true,
@@ -269,6 +274,20 @@ func TestRecordHistories(t *testing.T) {
 			want: domain.ExecutionCompleted,
 		},
 		{
+			// A SUB_WORKFLOW whose child reads its input, and a TRANSFORM
+			// reading the child's output.
+			name: "sub_workflow_then_transform",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "sub", "type": "SUB_WORKFLOW", "config": {"definition": "%s", "input": {"who": "{{ input.name }}"}}},
+					{"key": "after", "type": "TRANSFORM", "config": {"output": "{{ steps.sub.output.greet }}!"}}
+				],
+				"edges": [{"from": "sub", "to": "after"}]
+			}`, recordChildDefinition),
+			input: `{"name": "ada"}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
 			// A dispatcher that could not fit the graph in the input.
 			name:      "graph_loaded_by_the_workflow",
 			graph:     `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
@@ -298,7 +317,7 @@ func TestRecordHistories(t *testing.T) {
 			}
 			execID, defID := domain.ID(uuid.New()), domain.ID(uuid.New())
 			store.addRun(defID, execID, 1, g)
-			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1, Plan: domain.PlanFree}
+			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: recordWorkspace.String(), DefinitionID: defID.String(), Version: 1, Plan: domain.PlanFree}
 			if !sc.loadGraph {
 				in.Graph = []byte(sc.graph)
 			}
@@ -357,6 +376,13 @@ func (r *refusedOnce) AcquireNodeSlot(_ context.Context, s ports.NodeSlot, _ int
 
 func (r *refusedOnce) ReleaseNodeSlot(context.Context, ports.NodeSlot) error { return nil }
 
+// The workspace of the recorded runs, and the definition their
+// SUB_WORKFLOWs run.
+var (
+	recordWorkspace       = domain.ID(uuid.MustParse("7d1e6b0e-54a3-4c1f-9c55-2f3f3a8f0a01"))
+	recordChildDefinition = domain.ID(uuid.MustParse("0b6f5a2c-8d3e-4f7a-a1b2-c3d4e5f60718"))
+)
+
 // writeHistory fetches a closed workflow's history and writes it as the
 // JSON the replayer (and `temporal workflow show --output json`) uses.
 func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID, path string) {
@@ -386,7 +412,7 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID
 // newRecordingActivities are the activities the recorder's worker runs,
 // with the recorder's payload limit.
 func newRecordingActivities(store *memStore) *Activities {
-	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors(), WithNodeSlots(&refusedOnce{}))
+	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler), app.WithDefinitions(store)), fakeExecutors(), WithNodeSlots(&refusedOnce{}))
 	a.PayloadLimit = 1000
 	return a
 }

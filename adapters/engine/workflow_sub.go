@@ -177,7 +177,9 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 			return
 		}
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:          workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + n.Key,
+			// From the execution's id, not the running workflow's: a
+			// replayer runs the history under an id of its own.
+			WorkflowID:          workflowIDPrefix + r.executionID + "/" + r.keyPrefix() + n.Key,
 			WaitForCancellation: true,
 			ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_TERMINATE,
 		})
