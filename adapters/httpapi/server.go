@@ -483,6 +483,9 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 		DefinitionID: (*domain.ID)(req.Params.WorkflowDefinitionID),
 		QueueID:      (*domain.ID)(req.Params.QueueID),
 	}
+	if req.Params.WaitingForEvent != nil {
+		filter.WaitingForEvent = *req.Params.WaitingForEvent
+	}
 	if req.Params.Status != nil {
 		st := domain.ExecutionStatus(*req.Params.Status)
 		filter.Status = &st

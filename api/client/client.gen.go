@@ -451,6 +451,10 @@ type ListExecutionsParams struct {
 	// after its item was deleted on completion.
 	QueueID *openapi_types.UUID `form:"queueId,omitempty" json:"queueId,omitempty"`
 
+	// WaitingForEvent Only RUNNING executions with a WAIT_FOR_EVENT node waiting for
+	// its event (send it at `/workflow/executions/{executionId}/events`).
+	WaitingForEvent *bool `form:"waitingForEvent,omitempty" json:"waitingForEvent,omitempty"`
+
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -1392,6 +1396,22 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 		if params.QueueID != nil {
 
 			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "queueId", runtime.ParamLocationQuery, *params.QueueID); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		if params.WaitingForEvent != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "waitingForEvent", runtime.ParamLocationQuery, *params.WaitingForEvent); err != nil {
 				return nil, err
 			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
 				return nil, err

@@ -139,8 +139,20 @@ func TestWaitForEventSurvivesARestartOfEveryRoleAndCompletesOnTheEvent(t *testin
 		},
 		"edges": []any{map[string]any{"from": "approve", "to": "yes"}},
 	}
-	_, execID := startGraph(t, base, "FREE", graph, map[string]any{})
+	wsID, execID := startGraph(t, base, "FREE", graph, map[string]any{})
 	waitRun(t, base, execID, time.Minute, "approve to be RUNNING", nodeIs("approve", "RUNNING"))
+	waitingRuns := func() []string {
+		var page struct{ Items []struct{ ID string } }
+		call(t, "GET", base+"/api/v1/workflow/executions?waitingForEvent=true&workspaceId="+wsID, testAdminToken, nil, &page)
+		ids := make([]string, len(page.Items))
+		for i, e := range page.Items {
+			ids[i] = e.ID
+		}
+		return ids
+	}
+	if got := waitingRuns(); len(got) != 1 || got[0] != execID {
+		t.Errorf("runs waiting for an event = %v, want [%s]", got, execID)
+	}
 
 	for _, r := range roles {
 		_ = r.cmd.Process.Signal(syscall.SIGKILL)
@@ -160,6 +172,9 @@ func TestWaitForEventSurvivesARestartOfEveryRoleAndCompletesOnTheEvent(t *testin
 	if code := call(t, "POST", base+"/api/v1/workflow/executions/"+execID+"/events", testAdminToken,
 		map[string]any{"name": "approval"}, nil); code != 409 {
 		t.Errorf("a second event after the run ended: %d, want 409", code)
+	}
+	if got := waitingRuns(); len(got) != 0 {
+		t.Errorf("runs waiting for an event after the run = %v, want none", got)
 	}
 }
 

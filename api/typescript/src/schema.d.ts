@@ -1813,6 +1813,11 @@ export interface operations {
                  *     after its item was deleted on completion.
                  */
                 queueId?: string;
+                /**
+                 * @description Only RUNNING executions with a WAIT_FOR_EVENT node waiting for
+                 *     its event (send it at `/workflow/executions/{executionId}/events`).
+                 */
+                waitingForEvent?: boolean;
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
                 /** @description The `nextCursor` of the previous page. */
