@@ -42,7 +42,7 @@ func (s *Events) Send(ctx context.Context, a domain.Actor, id domain.ID, name st
 	if err != nil {
 		return "", err
 	}
-	if err := requireWorkspace(a, ws, "execution"); err != nil {
+	if err = requireWorkspace(a, ws, "execution"); err != nil {
 		return "", err
 	}
 	e, err := s.executions.GetExecutionWithoutNodes(ctx, id)
@@ -70,7 +70,7 @@ func (s *Events) Send(ctx context.Context, a domain.Actor, id domain.ID, name st
 	if !accepted {
 		return "", fmt.Errorf("%w: node %q no longer waits for event %q, or the event was already sent to it", ErrNotWaiting, key, name)
 	}
-	if err := s.sender.SendEvent(ctx, id, name, payload); err != nil {
+	if err = s.sender.SendEvent(ctx, id, name, payload); err != nil {
 		if ferr := s.events.ForgetEvent(context.WithoutCancel(ctx), id, name); ferr != nil {
 			return "", errors.Join(err, ferr)
 		}
