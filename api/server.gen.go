@@ -261,6 +261,24 @@ type EnqueuedExecutionBatch struct {
 	Items []EnqueuedBatchItem `json:"items"`
 }
 
+// EventDelivered defines model for EventDelivered.
+type EventDelivered struct {
+	ExecutionID openapi_types.UUID `json:"executionId"`
+	Name        string             `json:"name"`
+
+	// NodeKey The WAIT_FOR_EVENT node the event went to.
+	NodeKey string `json:"nodeKey"`
+}
+
+// EventToSend defines model for EventToSend.
+type EventToSend struct {
+	// Name The event name a WAIT_FOR_EVENT node's config.event waits for.
+	Name string `json:"name"`
+
+	// Payload Any JSON; the node's output. Absent means null.
+	Payload *rawjson.RawMessage `json:"payload,omitempty"`
+}
+
 // Execution defines model for Execution.
 type Execution struct {
 	CompletedAt *time.Time         `json:"completedAt"`
@@ -318,7 +336,7 @@ type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
 	Key    string              `json:"key"`
 
-	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
+	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
 }
 
@@ -588,6 +606,10 @@ type ListExecutionsParams struct {
 	// after its item was deleted on completion.
 	QueueID *openapi_types.UUID `form:"queueId,omitempty" json:"queueId,omitempty"`
 
+	// WaitingForEvent Only RUNNING executions with a WAIT_FOR_EVENT node waiting for
+	// its event (send it at `/workflow/executions/{executionId}/events`).
+	WaitingForEvent *bool `form:"waitingForEvent,omitempty" json:"waitingForEvent,omitempty"`
+
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -658,6 +680,9 @@ type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 // EnqueueExecutionBatchJSONRequestBody defines body for EnqueueExecutionBatch for application/json ContentType.
 type EnqueueExecutionBatchJSONRequestBody = EnqueueExecutionBatchRequest
 
+// SendEventJSONRequestBody defines body for SendEvent for application/json ContentType.
+type SendEventJSONRequestBody = EventToSend
+
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = CreateScheduleRequest
 
@@ -711,6 +736,9 @@ type ServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
@@ -1053,6 +1081,14 @@ func (siw *ServerInterfaceWrapper) ListExecutions(w http.ResponseWriter, r *http
 		return
 	}
 
+	// ------------- Optional query parameter "waitingForEvent" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "waitingForEvent", r.URL.Query(), &params.WaitingForEvent)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "waitingForEvent", Err: err})
+		return
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
@@ -1199,6 +1235,37 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SendEvent operation middleware
+func (siw *ServerInterfaceWrapper) SendEvent(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SendEvent(w, r, executionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2110,6 +2177,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start-batch", wrapper.EnqueueExecutionBatch)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.SendEvent)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
@@ -3321,6 +3389,125 @@ type CancelExecution503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelExecution503ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEventRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Body        *SendEventJSONRequestBody
+}
+
+type SendEventResponseObject interface {
+	VisitSendEventResponse(w http.ResponseWriter) error
+}
+
+type SendEvent202JSONResponse EventDelivered
+
+func (response SendEvent202JSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent400ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent401ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent403ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent404ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent409ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent413ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent429ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEvent500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent500ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent503ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -5489,6 +5676,9 @@ type StrictServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(ctx context.Context, request CancelExecutionRequestObject) (CancelExecutionResponseObject, error)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(ctx context.Context, request SendEventRequestObject) (SendEventResponseObject, error)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
@@ -5893,6 +6083,39 @@ func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelExecutionResponseObject); ok {
 		if err := validResponse.VisitCancelExecutionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SendEvent operation middleware
+func (sh *strictHandler) SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
+	var request SendEventRequestObject
+
+	request.ExecutionID = executionID
+
+	var body SendEventJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SendEvent(ctx, request.(SendEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SendEvent")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SendEventResponseObject); ok {
+		if err := validResponse.VisitSendEventResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6539,179 +6762,187 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9+3LbOJfnq6C4WxV7h5IlX3Kx/1l3oiTeTmy37XzfbLdSEURCEsYUwAZAO2qXn2Mf",
-	"aF9sCwcACVLUzVLiJOuaqf4cmwSBA5z7we/cBREfp5wRpmRweBekWOAxUUTAv15nQnKhf4qJjARNFeUs",
-	"OAyuRgT1GPmqzAM9xAdIjQhKBbmhPJMoxUPSDMKA6qf/zoiYBGHA8JgEh0FkBg0DGY3IGOvRx/jrB8KG",
-	"ahQc7rZaYaAmqX5SKkHZMLi/D4M3ZEAZ1Z8/ievnc8vF9SDhtyjOH30mEY3zaaRYjYpZxP6AYSDI3xkV",
-	"JA4OlciIP7cBF2OsgsMgy6h+cnpuna8kyuZNjbgH5k2IeKOsN58PdEzV9EzO8ZAgSf+ZuTEJvOd/KyYD",
-	"nCUqODxohXqT6Dgb2y0aU2b+1c6nQJkiQyJgDpfRiMRZQmaRRNq/z6OILMZYjyD/5uJapjgi884OPDBv",
-	"OrfeKOvM516/LFPOJAEm+w3HF+TvjEjYs4gzRRj8iNM0oRHW89xJBe8nZPwf/yX1pO8C8hWP04SY5ShM",
-	"k+AQpkSkQn0eT9AIS4QZIkIAr8H/yuDwr7tgTKTEQz2lcaafJggjO1VY8GGw4y/1/nMYSIVVJoPDfWBO",
-	"qvSHgxN2gxMaI/vZYqUjpVJ5uLMjk4xGpBmTGzd9uUPNSw330r1Puf8uyCA4DP7bTiGTdsxf5c65GcHQ",
-	"b3oH3dqpRGOc6C0gMeIC9QXB1xKEkxmpqT/5mrNBQqN1CX4Sk3HKFWHRpPE7maBbLFEmSYxuqRohjGI6",
-	"GBBBmNmSwKfjq4KO+WSWI6D3zci9uWkquoGlWYmCP0meCeAQvQoCdHzLRZ/GMWFrElJ/oBDIqE8SzoYS",
-	"KY4w42pERMGhJSruFVQsprIUGQf545uineLXhKExniDGFVI8izThqMwpBxQ7YYoIhpM1CUbtMDl/O5oc",
-	"lDm08tRSDGonuAm6XPIxUSPKhmiAaaI5khlWJOKGiCN7sOyZG2E2JLGmnn7DUgukxTuB09GaFNtFbomz",
-	"pGHGrhm/ZYjxmKBu8LUbeBJxqKewQ+IhkTutHcWD+9B/N5pECTlEGDW6Wau1R1A//wlPjaI/IMtydXd3",
-	"Wq7Cw6tJVfPKpk40jKYlqj7QGJlZvTl+d4TIDRETR1D9REKlcnKPKm3/qRHs4ClXb3nG4jV3r8a4Qy9x",
-	"K97DL0hjd7Dfb+xHz9uNV/glaRz0n0cv4pfk1aDVhqkPYAK+3NgvqH3qPbAEpRlXDfP4Jqh8ypHUcqIk",
-	"Iq44/4DFkGzSGiBfI0Jiidqt/ZcHL56j/kQR6ZOk7YnSczxJOI6R4hwlMJOlSKM4b5jHN3UAYer6dOlR",
-	"BVIj7IsPhKOIpEo6on3EbLImzf7OuMKWWCQ+RFihMZcKtVutFkoJi7Uo+zsjGUFUGVFSsLCn0v8ojbMc",
-	"+eDbjfydTav0W54lMUqxlIgz4hw23/CFCUi05dbJRZdJxQWJ/SWHHguW/oFuiJDmlyDgUEpEl4EMCXNz",
-	"X26H2iorfVrvsLTftLOVaIClcluuBYrAinQZF2DX6oM5xmyCKEODhA5HSu8UZxFpolOjPsAWs7PHLNcq",
-	"XYYTQXA8cX+zWqeJehdEiUnjeKCI6JkpKXQ7IoKgW0yVHnJEklQedpmevaFILDBlEmFZuHgSaYLIUQif",
-	"BQWHld6GAU0S2exq+2REcGw9bO+r067JJYk4i8EO0nNAfTLgghgWwONib7XRoXe2WXaq53lo+rB8YjhT",
-	"Iy7oP2Rd+TymUmoS9QkWetu0LVSSuO2COUqfXYo1Mv+NDcldmCIcRmxNNzXC4D84O4ALJMgNvyYxSJhP",
-	"DN9gmuB+QjZg7VoRRiXqZ3JyhJSYIDzElCE54kIlk5JN5wnnSyJuaERQ5k1nWSLmL2xKuBSr0CypV6LP",
-	"qsLXpGTaMX57iBhHMVa4jyXpsogzRiIQG5E+yQNBCFgP1Ej4vlax2qDAVJV5OuaMHHVZQS+seafMvpvh",
-	"MjHR34SPrMRYOXHh08cp/Z2AXkoFT4lQ1Hj9kSBYkfhYlUIGMVakoeiYTMcNwoDGS4QXXLjibvoPqRZC",
-	"X+sjIAMqjA0ucKSIkE5BSBIJokLYVpIk6JpMJMIpFqpZ923LMHNWxbLE8pCJm0wNcVsO1iyO7hSRmL8C",
-	"eKQcqAFy5IsPPcL70/2cj8z7/0WMS/0as4gkFzZWM72FS+6HY+O7gDB9av4KXh+fvu58+NB5E4Tu55PT",
-	"d94c5q3ODlc7YViaOXFeSAnHMWhonJx78x/gRJKwsiR3dqoB2TFl7t/tRbOEMWZPr4jkPmyKQ+cMzpNb",
-	"75wj9KAFrXkIa8+fmfZssriA6cOIEgnOOl9TQaSkRvGUWfwtvdE8TpJYoq0xZZkiaMQzgWI8afBBY8yZ",
-	"GiHzX/urW0KujbUm6Vfj2UkrKUFYWN3pvqOf064Mluh/xpgmkybqfMWRSibO3izPEcwjCDbc4MSKYC1S",
-	"VtwoytJsDrFKMsaSPAy+Noa8YX8p8K3W1c0LfPvRuvPeAw06TrlQBWu45wunnrCIa9t1B359D3Mqrcoe",
-	"P6My9trPd3f3FwXQH3xu+Q0RCU7PeUKjySImOSs9rBUEziSJS4F/e9rsh/qcJwQzo0woF1RNSk/velmC",
-	"/UVL1ArhT85IaYTg09XroM7UODk+PUb6FfSPPk9aN+kDhUhxoiDWhvWpqhyk5/tLMfwg4bfVPNNC6b5B",
-	"SVE7h3CRPP2Xcbu+vTCtzH2RQMuTLt9RE4VBmmC20KjVz9RqLfv+7EXFhTmHk+RsACHEed+yz9+HVePB",
-	"GFY11ugIfA8WkSPjoyIKBnRz4WGyI05P/nMpf7oRUzTKhCBM2bPnWZsef6+mqNc1brM0XnUR38jSrNDG",
-	"EaJseRbTrTtsxW6d42Gd5QnBJ/+HeTT29v4+/xgWAoPQL9L4wHbzzfMqEWwQzBtj/nK8A7P2GYxXFdWr",
-	"Hcib2We7QoVKKcHNnI2vo04nrtvigeDj2oOueO2vb0fEn2uuqStzhWFhkNqpMIhr/YZVNDpRZLyizPZy",
-	"k1ZIlmXbsUnE9ip50x4yrro2EjGSlA0TgoiZSohSIiDyeIRiKhVlkXKBAoz6eqJVq/HgYDNWY2XuLnhi",
-	"XOFxmmBFIPTXg9F6noD+XoYm4+o3CFbU+/SaahDSkOi8c/rm5PRdiEY8gUAr40gmXIUoY4omJlGpGe3I",
-	"xby7bK+lXQGJsN4dtNW7/PDp5HXnS+f0j0+dT50vp2dXX37rvD276Hx5f3Zx8ufZaW87RCmWykTScJft",
-	"t1pIr0aa8cH/aCJrxrlALLxBJYozkkdxIX6znBRY1w69n80GeV0P8MPDzJjVJPUU/93DQk7Mu+2WNYDc",
-	"v6eF+Q9sxhoCfF6C3A+k9LfgaXRZpBAEUZlgJIbkGRpwAT+ESHLEsnGfCImuCUltcjSmQ6qeZMIPJRPK",
-	"5GhDsRCXCmViSJhqojMR613UB7jQMfnhPkIDTAUjUiIcCS5l8SeJIq6XBIERq4+W9IJ/WI6dw6lxyUAo",
-	"syE8sOQSBEkTPCEzivKu/YoqG5TPy5Eg/2VzMEfmKFFjXXBBh5ThBI66x4Be7KKIyM4Txn/olVyaR6v0",
-	"c6vMx/IWM49wuYxbj3DfYAFLzRr2fV13ZPoQTXkltW5G7Qxn01N/OSFqvWREnAnI632UpTEoU8/3Z7/v",
-	"sbepvFrsWC3tAD9AzYHc169BotpSPyyrsSYygYf+BL3rXGlLnDOvcBlxlkxMvVZCpUIJwTdEIqoQzx5H",
-	"y8Vml2dlslI8hKAzFHMJEnERS7Q1c2nbzdxCWXB6T3lMLmC8Wmdaz+u05FFPz9AUwLsMm/ad66eLFert",
-	"ONm8U1QY7Nx5teL3ppysd4T0CUPaDUQ98ytQ7CAUxwgnSXOZA+9JoemJF2UgMPOChKbYAgtFYqQ9TDsZ",
-	"TVk4YV51hHvMCvRLyFTbJZMYGZupygULp21HXSV8sJwMzQWMk6Nramz94tyo2fpBqUK0L2WXV2flqbSC",
-	"qmFJnJbkopNxc8XzJsJYhax/nChW9Sh4Cd2LT6enJ6fvgjB4ffbx/EPnClK7b49PSjnezpuaFG8YvNUm",
-	"cMfpiTKF8grTunQ+CMe7BYuzdxjcQHULy8trK94RenP8rom0wLNpf0FQxujfmfYIGCLxkIAigDIJ9Prs",
-	"9M3J1cnZqRFiYzxBERZignpaJvW0i5XS6BqqufoCs2jU7LKPRDtO1iHQ45OvOFJoK8KSNCRhkip6Q7bD",
-	"clFOCuE0LcbNS4IMtJFoSq6cL0YZlJkM6LDGL0NXdcVvpuzEmJGmhm0Lo/3dV3p+epF+/e52qB/rslKZ",
-	"JdygMQUsE0VstVd5R6GEePkzH5tyylo9s/QoegsXGllmyM/fXZW/JzhRNUZlNCLRtZxt6dSFRqsnu5Dx",
-	"C1Ins21goF2NcakP1g+Wd742MVcvFtpeImNmflFl/vdXV+dfLjp/fOpcXoXo6uL49PLt2cXH0GNzLtCb",
-	"zofj/32EYKtc+be9LKKcfWOqyCU3EYCpynFB9EJJjBQfEjUiYnGiS6/TPjNrx6yFNrVvWCkyTlW96t2I",
-	"x5Ab/GV6/ns0ycWKvQxxhE4/fQCRBcLCRkgEgZr1T1dvGy/hXxLscizRp/94+/btGyPkIEDioi8Xnddn",
-	"F2++/Ov4w6fOl4/H/9mzA1KFiBZneVW+nnJ+A3CxQ+I8jWlDUK/imbnZktxoq00/GpoPeWJWHwH9XSuS",
-	"m+i4y25wkhHEb4hYPH8tuFPttXRZ764bmKpGPV0WaQXQDQ7RXTeAh/XPcOEi0h/UazTXL0LUDeBWKrmF",
-	"R4LiIeMowNuhpq8iX5V5qRvc39siwiqVvg8LT9d1ZKp2M0oRzAQrrUtBcYFBTlLZNOu9JhOztKYZCW3d",
-	"jnhCto/c3nTZtI68cEZ5Qq+JC4kewt512YLNA4piNMZCCwa7A7mA6LLiKD4GmRe7C8t4HEu4D1oWFZ6D",
-	"E7VLizfPFneSy/FlfiacyJltrs8XkpswzRc4xd/eNvfovLxZfvn7yfn5Egb6WabAMMzvVZdJ1c+EnKVR",
-	"Vs9qj7icIXT1XxBlKMKMMxrhRLvW40OU8FsikLaYQ8Q4UgLTRFurMZ9Vo2vuWJwTYSrUypPjWamk3MiH",
-	"B1VYVLYSVlb3+dCScJUKibNqoVtV3WpdipR2OGJOJLod0YTk14DtzfMcrkBkUD1mImPgY2SMUTZsop68",
-	"pmlP6woi3SUSCGlQdYR68ELPxdQkwkmSR6c17d1B1IM4z7z2iJ3bsiX3wtuLTicIg/OLsyAMOqdXnYvz",
-	"i5PLTv27tkZ/iggXb1+jV/sHL3Jzy9xAgDLL8hF2VxPuZtgzsq6ilCRxIyE3JMlvVoaI4Gjkbj//r8uz",
-	"00bKoRqyASrE3ApcMtDmucU1MoUyqTCL6j3jKbO/VHWoEjLHe5j2gqUCBfvp4sT5gXqLrymLtX1j177Y",
-	"arUC3Xx/btgd4vb12RWrBV7zjNVIiQ5ob0ESgiVBfRxda7PA5vm8GXrkyO+ErFT9lWA6Xk99PqTeh8oU",
-	"q2j0FtMkE3Xh37fmkjHoQYk4Q1dEGwc4MZFrCFxq2xtCq3v1BHFfWdMLKEOCrBzPXDIZkGCpOktnGPy0",
-	"6PTC5ZKIHcZP0QIxzqn6sJitHfCKRtcLQUJAkuebSKWWwc1ZCeENGW+l/NljZWrp0oHc3FTM9zksy4sa",
-	"FvKPUFiBoPGVsS8mfP6v8MtcabYJQ7MQjY9jZ/pHwlPXVsRqS/LD8clHsCnfnFyeH1+9fr9KKNhdAtlM",
-	"je7UnZCN5yC//0WKxRlXfaD/mJfFyvNX+kknyLR4canRB0kzPdhsSQafgo+Y73GBtE2YVj62khCbWQqt",
-	"z/BbKqxKr4nekK92MorDfPLcobaRzSWQNaZlv35Fx7NStDCBA/g01P1ISBoixm/RlhZXk9JUyrnZ5c5+",
-	"VTRs6l5MzT0Y+Ns6tsJ8tezfktlU0fuPrMVcEX1ZeHl0mBYLRUjE03zlHc/30NuwEqNUz63H0GWRsoqT",
-	"6sT5JjRfrhoeR/FdElUKgzysRjMPlZRlwmucJDb+PcYTNOSu6M/IBYwGWjz1s+iaqND8rq1lV7vVatVb",
-	"8bUxjrqPpkTYa43mg5C707MECIiUMPfBVrPVKn10YcSkQujZcY86en+Cg7XpS6FPlysf8XKlJ+Yfdkly",
-	"lRuN9zPP1Jr38h58wW7mzbp8QjXhjkjRm5qgTKeoJ3LFyxhqlys35dYLxZo03Qcs1XueibmzMLlNgKww",
-	"pj6yQBZg+I14JupntayfX4/o+Zoze9nMr7ACINYEM4SThN/K+g/PBolYen9tPLNGtML9hBw2ZwD3xPXu",
-	"1E9l3bgy9VEe9MzCHMnUnp98plN7uoo2z8/pJtR5cegfQ5/fh4EkUabFkVYx1lA34D31JjuOx/pEe6A5",
-	"BX7T8fkJuiaTHCQFLGQzVgmZxqDIUDbgNddeTR3gEC5g3BpuAhwSF8Jron8X1fZw466A/IV055vjdxLx",
-	"QZdBAvTIRAEBx4qRIkJPlUmg2+/pZSlTx8qSSZEl6DK/OAi4CQBVDVANSJqttxedDmqH6PziDB2EqIjS",
-	"o90WinLW7LKCN7ebXdZlLkxrCocyFhOBejs4pTs37R5iANTWO7aIR1Bmd4h+M8BKJpsL22Dyub1DM11v",
-	"f4y9YipUbJnerC0L9YoBfw5HIyKBCF2mKcJvWfF4E5kpQy5AG0a9WZBHPbTlsg7bJrOb0IhY9BSr5I9T",
-	"/bHGbrOlWU4kHm7R7e1tE8Ofm1wMd+y7cufDyevO6WUH3rn3sJDMJh6fn3jXLg+DdrNlnuMpYTilwWGw",
-	"12w196xZAWfdkrsor/VQzeBifN3d7A9UKunT8Zn00dDKFRwxgfyrJn1MBFwbstjCWmpg53nBoG+8j4cl",
-	"DO6/5sIVQ9afmisndYjOm4IsDuuFWTHRHZMbXeJBK5PuP1dQkHdbrTmwWjVwWlbM/vW5LC+1tFwa3qpy",
-	"z7oG5eo4L832NhrwwPbNhOuGzxe242E7wyvtxa98qoCd7bf2Fr/01oez3W/tL34jB+bUL+y+WvyCQ1i8",
-	"D4ODZZZ+4gHJHiyzBh9gDTRUNh5jMbEsUofvrplF4aEsX8KWwWdtx9Tm0f+FExpjU23lStO0OgCkBdAD",
-	"WDogQ9R2cs88Nw13CvfD9nd3q7inVRavAh8VWfDfeDxZ7djnl9htISmcf1MN+pdfl1hUDBUote9JkvAQ",
-	"3d2Zgq2mlhLo/r6oPAqGghAPiDqv+zMgElaquIdKEaHg+aAdtaODdmMvet5v7OODfuNV/yVptAbteBfv",
-	"9fejgxXA+2ZhRd2X7R0tyO6nJEl7NZJ6rkGw29p93mi3G7vtq3brsKX//89pTAftcD3mRmi3IVgG/zaY",
-	"2jTP2p612G+5rz4WxbS0tSArv5x8be8tJV8/OPTc/d3dZQSsB479E0hxs7nWfKpI8pmC/D6ca6rt3Png",
-	"G/dG4Gu7q8bD4ANnlDWR8VDddWNb92PKeqBCAGGFXGbT1bNECcHC2MBHrkBoGvd1Wvq/gW9WpH9JXu1P",
-	"z9a8FD9ZGt/3jBqyr3hGw3pv4XKkPdNKa4PcUnCBG2tsPJPGypg+Pu+Imnd2Wo+t635lfXRV2rwnZvy+",
-	"zPiOqJU5seI7L3BGS7lHsKxWUDY7DvC82jdr5e/O8lYujVeCESO3iI7HmalEdP6Jf8HGRXL6xCBROPFS",
-	"uX1bVOsUKXfOFnssxeXQb+K4fL5f0TGogB4+kldQRiBbVgAuEqZ5IGv3AVLMbdQMYaYPkh3/ycj+FY3s",
-	"4zhGGBUQdJuwqnNBt3Nnf7qfGSI1Rg9npF5e4XJ3vmVMHl/0fGPL5xvzc3vz/Pyr8vJPYZks4rL1rJHw",
-	"bvZ+21t7pqzd3GOkErVnNC68KSnv+gzAXIi8WsOosCpWypcUr4VaGxFTgind7VGLjZLiIWXYGN11CZMi",
-	"9f6j5kvKszhjycS3w6A6gJpWepmcNZ0CiGMpqTGFVbJ4HmBCUllycmaTpq7ofE2alHFkfAwZMzEPcmYL",
-	"sEMtukmvy+DhHJVv+xDhPFfj+jZxBrEeNKAO1kFkDOFE8i4zfUNM9hcw8aRL2SHOkL0/qQkCacw6kngY",
-	"Wv/fZ9LKSC9zE2ne8dvSPM8zgMygwgTDpe3XVAAhbT+pt0fItxFfxDoF5/2y3or0UKqAP8E3rnVuO/ml",
-	"SeaDcQ0qEbNnU6EyOB+YyVu4tr7b2nXVokYd5i6ucBfBqDKwWOWuY0U9R5dBcRL6N8R52TQ+cYiwRZ3J",
-	"2+LgsW1PZ+SPNF3BcuzBQmyZcpNqL1hb9ZEPdU2g0R3gY75qot8d3A7gH0ABFWCuSYV296GczFSuFhUa",
-	"IKTKerIKq7pIU37E1zYvaiSrxANQmIIoMTGIOflcyziMPiHQDDoc1TfF1ZujF45g3ZcRT0lcXlo4hwi5",
-	"sjIA0oVoruzgzGbjC7GijXR9YMgjr591lS8xLleC7s6qx1/W9/iWodFZsLxLBVt2V6NUDjsX7MW7Ubvf",
-	"wo1Xg5eksR+/iBov+89x42CwT9zfvN5o+dWrVZflQXHWaKtOfhXoF9M8rSU0z2uvrfQDoio/tm6zO1vS",
-	"OusouEY/x0Sdr+ayFG4PhK1Wq2KBc1ZKEU2hKv92fPX6PWCrdBmAPWiVtq19CP2mqyPEcIWBmO7cY7i4",
-	"ALfxjXXr0k78lnWZhetxcihEPDXV36iXw0f3zIDuDx60PxQOdpmnhZFWwvAJMyGZJSrH7Q9dKTTUwSEJ",
-	"SMtXI9JlQDloXGn1Tk03UoCpQVyYHsQK4SQ5NOhHEGNSXQYYUoOi7bqH12YadXKFQ78HqNY3+VU/dKzp",
-	"ASQacbkC6HC+dii/LIEOo62eAwM+BMyl3vYRwjB0Mc1CDdoBu8wsw5IC1t0v8s/7rVfOlNADDemNtmhu",
-	"aUTcQYCHu8w+3VrGJDB4vutoOOs6zNB12oupNoUIhgJHpNEOwql33glbEF1oyLZWwD+Pjix1CvgWirIg",
-	"+Moqs0Dbthc7pnXo54drUXOU6lQplNABXziuQ1sGxhGms10nIJ7U7i+qdssxsH6WXD9Q+ZYwkBekI3xd",
-	"/8wF3UIT+zG42LZVcxk7mippbhMUANIusHTQglOrJTGc2u0jC7pcYD/3DKqpcQwLkOeVQJ2bqIO1TDff",
-	"fyYd0J4FcdPTNjX5ua8IVsZCdDZjGWy1n6Pf6W+oP0G2S8J2aIAaiVbvWr2Bb2bXjPs2UuP42Mc8TZNM",
-	"ooMW+r//B+3p/6gRVmGX3Y6wIjfO06X/5I3HRcbqFNQ7onx/dc2Mj4/nWJfzae7+WcYyNtcALYQjy5LE",
-	"lra08W5/L9qPGwfk+aCxj9v9xstoN27skf3BAX7efxG9jGv0mfX3iqrQHH6yHS4xu/afQXUy5gPmH+VC",
-	"0TllpnYaHujd7M/lOsFHTKspQg0f5LKJBQm42q+vr/1LoNvtb2wRzHMrr/xo91NU8xGSdkt4faum7Toe",
-	"as6iVFlFykfQYXr1+qHyJ2eVD5n+1RLh6WrVQ1B+7m5dUWNFJTJzSiyctnaODIpsjlwDamcgCNyXkOZi",
-	"JzLfStx9O1tZ22WmKJbEXpDvmBlrUCqaJPktUWsDGsUywhIx7t2cQxOijuzU4JZGSYvCSzt3ViI5svbq",
-	"FIyZ5xwds6o9voJ6KKRb0fN7+bqncjPyuuJ5swUwVYSjiKTqKYD141fFmzO9gXBUjQE50y4+x0MINAie",
-	"DUdV+7hk8vpWbhOZLF6Xmc4izjLsgQ3YK8zkdqvl/rhtw1AW93lg6hQhbANoIuZi5Ex71bRX48Z2Hgpt",
-	"zRcgwksYlKVigVOgyYI0iCZNDpJdl/Z1l8sLvs17jB20vNZf7UVAFD9bjreCGTw3yeufoV9NBq0oIqZT",
-	"q3P47fsZJQaMdpXSnSKZJ4uQcTJxIezcrWYuJupSnF5KVrkk4/gwjz+jrbbxvE1PDYZ4EhOptPEgpO3V",
-	"UfbMbcDKzEWbFoAYIDImjaftplBke7ewtTosOmqMTP0HtmD8NudpOiNqPxec/z6OrvlgYGc3S74ANNRP",
-	"VIdkqfYtSpAqLed+0WKXMqTlXDno8cyTv/cIVSwe/VcxqyoexYL44u2ICJNRdAHuUkkbi2UTnbGIgL9U",
-	"/GmEZZflkY4Suq2rRDOBSe072WzTfmv/qFI0R2WXDfSmaEMqgR7ZpXuJYC/ldXMzom4FsOq6DFaGqG5V",
-	"IKZnXjorIKVNdGuZcu0pQOhWFb+5NtDV2v+zAna7fIRvhXiXB85sllSq+8idwRJO7I+b6fKQd+vjWgWn",
-	"PQm6x6hGL+i/tA05vYm5mDBYNuUS2xnl5UUZ7MMNlc9LCOHZ0bIfaB2LYnFgqOaS3igHwDJHx7lVywWy",
-	"MNLmKXunr8vKITiqjd0bIrxLfXqUQp7A237JPagKGwtcOgKIpgKApvajGgF0YT0guAXB4wKKKYp551HA",
-	"LrsyfcLgdOcdwUtiZGb4bo6yekj4btWSswLD+yl69xS9g+jdEtK3TsK5BgerXaHJ3wqtp1z0nZ92Ti/z",
-	"TzwBi82RCcuxcQnQea7fl+/RkzH0CF6f9A69Y8bid7PhwS4yJkt3VF10uWAMLZ1RJDhDJIdWRoJggwbW",
-	"ZYqOCfqHM4K2emUA5l6Ieg7Ot7cNkIym3V6vgmnc67ItbtJh4yxRNE2IdBNxjyJJHVz1J0a/IpLyaLRt",
-	"6kUA27/LcsxLUykJqtnE+/NaRltkCTchJGXDJK/tODIBNGtB9PxeLbawxXSUpNG1Njry5jCRdvskwkNM",
-	"mVRmkDTBzBNbttfu1v7uq+0wL70BjE1JlL2BMOJCEeiZMCZdBki2UJCpbgnUPXK/e8DWfqvl13wOKEni",
-	"2nCdQQ/IsdTXqHysgmsHLbSH/of+v0JKMjocqWQajf7QNQQr0J2DTiZ4SnbOsaDyh3YEyyTcOALDaoL4",
-	"CUTs5y0JzPHAZMGOdcJ6ruG0c1f0rZoL/1VqYeXa+aExF+TIBcRVDgiWx/GkwpNZiF4lKfKE5/Vj43kt",
-	"OGMLIbzyo2M8YptnKnRQLYjF7BPS+i6S0D/zTyfvMYJyC4/dalndy6JHH4Sa3NWjigIcYTa04RQwhaS5",
-	"LqINNUZuUdUuNaX4kbmK6wxMe8HHvFA1UKdN4CP9K/huDAwByC+QwSWWVzDkVG0iF7pPmQws47d1llq5",
-	"AcrKltpyzFPfZWUpW+b7c7A200lMn0ybn+C2Q0zVJg2bHWhatXqdaFVezOwtPWUZmZtyGVM0gQt9YxI3",
-	"0TnOpOm1YppoFa/lcd0pPtbvkB9JEYZ5h7un2OoPzURwcjbKReYgfz82gihIE13R6FqiMZVw+RNajFAF",
-	"iRHLRmBGchaRsMsslkWopb1pIARxEBP+GR+ZAimq0JBDZMdA5eQGKcRjuuxCL9R2RSq17aXA2+67XjZm",
-	"im9hiB+McZ0geuLcH5tzzdlZmXVNc58FqZDiQWCPCCcJESiC4CFBWzhJACpEuZ5Fobv2bvtQFZHcazLZ",
-	"Xqo7S9F4KFjVYP8569vKna7m5jmK7fi+XPmzdCzJz407/94vZ+chTGislPcziYc0wdqNg2ZPnCWTWci9",
-	"RXuxNULc7hZjVLRWOwzOL85WjRVPdRz8FnC9rlVga6nSsWprv5Yt7VoqVJ734zsIZ9Oo6I7XWgLkfHXW",
-	"/Ikj379sIPvW47pafq9VeDt3XrpmUalpORlZ9B1KsNV0cDTNj4YlTErO/MZUKcQkVaM8kEkqXSxtPXxd",
-	"/8qpAGdZzKxVNWrZd/dB7Nv+huz74ruxb6kC4yle+1jNBuZy8KoG4L+9TOyckK2n0ZHDaTfACsA3rkN+",
-	"DiWhTVsbd63pRONaEErF05TUWLWVTsDnpmvqgw0FyzdFB8zlGWJGT+KNhWAfWcTstmbIGI9Wy4qagw2L",
-	"GvupX1jk/HKGBiRYKtWAtuXxQ+0N/ffGNZks8rur+Gz6FVSG75UkEkTJeif6+Pzkd/2V9bhYu7XF8V+q",
-	"0/JxSn8nk+k2y/VMoZf1pHofwVm2HYl9Vzk/mRtQu7VudlXrmgOMAFHQXBWwsVh3V9Kt5si0i9bm8wjL",
-	"EYJrlFzUqVrjHJjTvwFnPKKret/m/D9ypxxQna3+C7KPW6TxCh+8aOxHe4PGy3gvarQHu2Qv3o8O+s9x",
-	"UTwXUa0tBRnQr8FhIJPrL/uDXfwqAiLe8Gv/spjZuNJjX67/2L1p/fn3y3H764t0r3/AXkX736U0LnYS",
-	"Z6aECQvHzcz8SfP+JC4+c3KqXkytom937q7JZEHRmi+gjpE99g4s3KGeOs9AP9hEF/ohKIQ12KDQPow3",
-	"eNqsSfHo8TzRtKiIzbzwVMT23dMpmuwLD99aOrK224z93DNpUyM1l+bgDG/06l8t0/BMAVpMA/yq2bYq",
-	"XCrL+3v79ur7q6vzLxedPz51Lq8AccO4ySOSxEjxEKVEdJnS8kihEZeqlBnSv9AcWEoeIekuwAGosv8x",
-	"4NgZaBFndikfzErWtIfvgn4mtG3TnhX4Pigp4hEYQvrYNO0gzYiPC8NEnhNhqrwgPlbrjvoj3q9ukJcI",
-	"sKxdbvb9SfI8gmVe5STHi8AVdmM8iVRl1XWN9weIh507PbW5mvU1ThKJFICdmoWYoBlKOBsSAULEjEbi",
-	"I1fwpEVwlkolCB4jLK9tz2gDZGcgsUzFlL0yO6tyvMwBy2neMb/5FTXvL9iC0ezVFNuYcK4+L5yZI/ft",
-	"mKZWm3vK7RBh9Ob0Ei5yFaDGuwd7Bh44RAnukwQunSVE6fHDLovpkCoZomeNZ5A8evblWYhO3pxaKCFC",
-	"BfrKGg29xPE24kJzy8k5wnEsiNQDuGgRRikX6khziWGaQX4VTv+hiT7aFrURlqRBmSRMUkVviFOqNXaI",
-	"pedsM6Tupn5WY0G8LcXZI5wkiLNwGXNCP0vZ0AA+g0gZ8gIiD9R0D+XlXWCw96a0bu8IYQs6zR1uspZF",
-	"FpkqzgTuJ5MQCKetfMZhWkS4W/g+6NU1IWmB0mch9s4+Xf129un0zZf3Z5dXl18+Hv+nleFwIw96K3QZ",
-	"VdtNdJapBh80BAQdAb/P9ObqYyv7zT1ALTj3d3dD7wZel0HdeZ0JdEnUtPh7YEzEM33qzJel/fbqnL5l",
-	"FuKRzbVlSVIx0uYYZQgXwa+njsK/njq7JGpdXaZNuBHBiRr9M9NzO85bybRsjSzcChY8IlIiScQNka7X",
-	"jTxC0YhE13CFLyYpYTFh0aS2ROG9/e66fJujf/Dr5bnIfLy2gi6hN6RpSE2izMBCQXbDM75vCCPSt60N",
-	"ES1F4arisgQlDJ1zqYaCSLSlhbhDfglhG8ccajJNBYi2dKnatphjR+igtYe4GhFxSyUJSxetMQXI5xT6",
-	"7PUzBWlnYwsAcL10femH3BnbsJVCHyI+rN2xC7OutdH/4YS4xkxDwAfTmxcGyi692MzN7i0soOmx3oxJ",
-	"p4L3EzL+j5rJx0Rhqieo6QkbfYjcMnKqb5mnZF6rw4fbHk7NQWsvDBRVesTg1I1TRGBGSqXycGdHJhmN",
-	"SDMmN25Gcodx1TCPL02Pc/NufblowaQo5uaCiT1e83lAk5LOZILyi3dBn2BBBLTd1qPAQauDOhnjawAM",
-	"DsIgE4klxeHOTsIjnIB9/LL1sgWxDfvRKXuaMMxsq1Jz3NMEM3D4qggpssYcz431hjQdDyNBYsIUxYk/",
-	"Rh7cmx7huCSPTcgrBXzV3Mi3LUxqTFXvE1VhXT9XQIbymlt7655q8+6P7vfDnh7Z9oShbBiiW23yw40F",
-	"FjsAqnJVizesh6szPeobb5oiY/WAHcY7cdcavaGL8vTpkZ1AhjkKdzK9l+3JvP98//8CAAD//72c6L1X",
-	"7wAA",
+	"H4sIAAAAAAAC/+x9/VIbubfgq6i8tyqwv7ax+cgk8M8yCUm4kwAD5Dd3Z5yN5e5jW5e25JHUEA/Fc+wD",
+	"7Ytt6UjqVtvtL0xCkqLurfkR6FYfHel8f93WYjEcCQ5cq9r+bW1EJR2CBon/epVJJaT5KQEVSzbSTPDa",
+	"fu1yAKTD4Yu2D3SI6BE9ADKScM1EpsiI9qFRi2rMPP13BnJci2qcDqG2X4vtolFNxQMYUrP6kH55D7yv",
+	"B7X97WYzqunxyDyptGS8X7u7i2qvocc4M58/TqrhuRHyqpeKG5Lkjz5ThCU5GCOqBwUUSbhgVJPwd8Yk",
+	"JLV9LTMIYesJOaS6tl/LMmaenIbt6AvE2TzQwD8wDyAIVlkPnvdsyPQ0JGe0D0Sxf2YeTIrvhd9KoEez",
+	"VNf295qROSQ2zIbuiIaM23+1chAY19AHiTBcxANIshRmoUS5v8/DiCrWWA8hfwh5pUY0hnl3Bx+YB85N",
+	"sMo68NyZl9VIcAVIZL/S5Bz+zkDhmcWCa+D4Ix2NUhZTA+fWSIpuCsN//bcyQN/W4AsdjlKw29GUpbV9",
+	"BAmUJl2RjMmAKkI5ASmR1vB/VW3/r9vaEJSifQPSMDNPA6HEgYob3q9thVu9+xTVlKY6U7X9XSROps2H",
+	"a8f8mqYsIe6zxU4HWo/U/taWSjMWQyOBaw++2mL2pbp/6S7E3H9I6NX2a/9jq+BJW/avauvMrmDxN32C",
+	"fu9MkSFNzRFAQoQkXQn0SiFzsis1zCdfCd5LWbwuwo8TGI6EBh6P67/BmNxQRTIFCblhekAoSVivBxK4",
+	"PZJaiMeXBR5zYJZDYPDN2L/50Fj0Cyu7E41/UiKTSCFmF4B4fCNklyUJ8DURaT5QMGTShVTwviJaEMqF",
+	"HoAsKLSExZ0CiwUoS6Gxlz/+ULjT4go4GdIx4UITLbLYII6pHHOIsWOuQXKarokw5pbJ6dvjZK9MoRNP",
+	"LUWgDsCHwMuFGIIeMN4nPcpSQ5HckiLIa5AH7mK5OzegvA+JwZ55w2ELucVbSUeDNTG2TfwWZ3HDjF9x",
+	"ccMJFwmQdu1LuxZwxL4BYQuSPqit5pYWtbsofDcexynsE0rq7azZ3AHSzX+iU6uYD6gyX93enuar+PBq",
+	"XNW+8lA3GlczHNVcaEosVK8P3x4QuAY59gg1T6RMac/3mDb6nx7gCZ4I/UZkPFnz9CqUO/KCNpMd+gvU",
+	"t3u73fpu/LxVf0lfQH2v+zz+JXkBL3vNFoLeQwBCvrFbYPskeGAJTHOh6/bxh8DyiSDK8IkSi7gU4j2V",
+	"fXhIbQC+xACJIq3m7ou9X56T7liDClHSCljpGR2ngiZEC0FShGQp1Ggh6vbxh7qACLq5XWZVSfSAhuyD",
+	"0DiGkVYeaR8oH6+Js78zoalDFiT7hGoyFEqTVrPZJCPgiWFlf2eQAWHaspKChAOR/ntpneXQh9+u5+88",
+	"tEi/EVmakBFViggO3mALFV8EQJENv08h21xpISEJtxwFJFj6B7kGqewvkcGREcg2Rx4S5eq+2oyMVlb6",
+	"tDlh5b7poFWkR5X2R24YiqQa2lxI1GvNxRxSPiaMk17K+gNtTkrwGBrkxIoP1MUc9JTnUqXNaSqBJmP/",
+	"Nyd1GqRzDlqO64c9DbJjQdLkZgASyA1l2iw5gHSk9tvcQG8xkkjKuCJUFSaeIgYhahDhZ1HAUW2OocfS",
+	"VDXaRj8ZAE2chR18ddo0uYBY8AT1IAMD6UJPSLAkQIfF2Rqlw5xso2xUz7PQzGX5yGmmB0Kyf2Bd/jxk",
+	"ShkUdYFKc2xGFypx3FZBHKXPLkUaWfjGA/FdBBEvI3Wqmx5QtB+8HiAkkXAtriBBDvOR02vKUtpN4QG0",
+	"XcfCmCLdTI0PiJZjQvuUcaIGQup0XNLpAuZ8AfKaxUCyAJxlkZi/8FDMpdiFIUmzE3NXNb2CkmrHxc0+",
+	"4YIkVNMuVdDmseAcYmQbsbnJPQmA2gOzHL5rRKxRKCjTZZpOBIeDNi/wRQ3tlMn3YahMjs038SMrEVaO",
+	"XPz04Yj9BiiXRlKMQGpmrf5YAtWQHOqSyyChGuqaDWHabxDVWLKEe8G7K26n/zAyTOhLtQekx6TVwSWN",
+	"NUjlBYSCWIKO8FghTckVjBWhIyp1o+rbjmDm7IpnqaMh6zeZWuKm7KxZ7N0pPDF/1fCRsqMG0ZFvPgoQ",
+	"H4L7KV9ZdP8brEn9ivIY0nPnq5k+wiXPw5PxbQ24uTV/1V4dnrw6ev/+6HUt8j8fn7wNYJi3O7dcJcC4",
+	"NXvjApcSTRKU0DQ9C+Dv0VRBNLElf3cmHbJDxv2/W4ugxDVmg1d4cu8HYt8bg/P41ltvCN1rQ2tewsr7",
+	"Z8GejRbvML0fUmIp+NGXkQSlmBU8ZRJ/w64NjUOaKLIxZDzTQAYikySh47ro1YeC6wGx/3W/ugG4stqa",
+	"Yl+sZaccp0Rm4WSn/455zpgyVJH/lVCWjhvk6AuNdTr2+mYZRlSP0NlwTVPHgg1LWfGgGB9lc5BV4jEO",
+	"5VHtS70v6u6Xkt4YWd04pzcfnDkfPFBnw5GQuiAN/3xh1AOPhdFdt/DXdwhTaVfu+lmRsdN6vr29u8iB",
+	"fu97K65BpnR0JlIWjxcRyWnpYSMgaKYgKTn+3W1zH+oKkQLlVpgwIZkel57eDqIEu4u2aATCn4JDaYXa",
+	"x8tXtSpV4/jw5JCYV8g/5j4Z2WQuFIHiRqGvjZpbNXGRnu8uRfC9VNxMxpkWcvcH5BSVMESL+Om/rdn1",
+	"9ZnpBOyLGFoedPmGkiiqjVLKFyq15plKqeXen72ppFDnaJqe9tCFOO9b7vm7aFJ5sIpVhTY6QNuDx3Bg",
+	"bVTCUIFuLLxMbsVp4D+V4qcPoorGmZTAtbt7gbYZ0Pdqgnpd5TYbJatu4itpmhO48Ygoa54FuFWXrTit",
+	"M9qv0jzR+RT+MA/Hwdnf5R+jUlJk+kUYH8luvno+iQTnBAvWmL+d4MKsfQeTVVn1ahfyevbdnsDCRCrB",
+	"9ZyDr8LOUVJ1xD0phpUXXYvKX98MIIQ1l9QTsOKyuEglKBz9Wr9SHQ+ONQxX5NlBbNIxyTJvO7SB2M5E",
+	"3LRDrKlulERKFOP9FAhYUCIyAomexwOSMKUZj7V3FFDSNYBOao17ew+jNU7A7p0n1hQejlKqAV1/HVyt",
+	"EzDob6VocqF/RWdFtU1vsIYuDUXOjk5eH5+8jchApOho5YKoVOiIZFyz1AYqDaEdeJ93m+80jSmgCDWn",
+	"QzY6F+8/Hr86+nx08vvHo49Hn09OLz//evTm9Pzo87vT8+M/T086mxEZUaWtJ422+W6zScxulF0f7Y8G",
+	"cWqcd8TiG0yRJIPci4v+m+W4wLp66N1sMsjzepAe7qfGrMapp+jvDjdybN9tNZ0C5P89zcy/YzXWIuDT",
+	"Eui+J6a/Bk2TiyKEIEFnkkOCwTPSExJ/iIgShGfDLkhFrgBGLjiasD7TTzzhu+IJZXS0MFlIKE0y2Qeu",
+	"G+RUJuYUzQUuZEx+uQ9IjzLJQSlCYymUKv6kSCzMltAx4uTRklbwd0uxcyg1KSkIZTLEB5bcgoRRSscw",
+	"IynvKsyock75PB0J418uBnNgrxKz2oWQrM84TfGqBwQY+C4Kj+w8Zvy72cmFfXQSf36X+VrBZuYhLudx",
+	"6yHuK2xgKajx3Nc1R6Yv0ZRVUmlmVEJ4DVy/hpRdg7T3qAwZlFNz729ecpFApU5rbuofh8eXn9+cnn8+",
+	"+vfRyaVNIDJXEQx05Mb8R4vFBnw5A9hZk/7DM3d/KS7A5tfcw7tSkauMMJu/E1q1sWcKswNZv+F2h7Kk",
+	"J+SEGt6adtaMqNYgzYf+z1+H9T9p/Z9m/eXn+qd//UclE7dZKBVWBB+T/7w4PbHpYw4mkelRphvksKsM",
+	"VEOgXBFjzDa+tshdNvoxh/QNkaSg14ubJZnEEPQHVVqDcf18d/b7gSSySYKLfQBL+2ruoZGhimJew5wK",
+	"xyiissbVINZH1h2Tt0eXxmgUPMixJ4KnY3s3UqY0SYFegyJMmzvyKApZYk95VtB1RPsYH0G2ISEWMlFk",
+	"Y+bWNhu5Mr2A0Z6IBM5xvUq/j4HrpOT8mYbQ1mr4YDCHLzPApZp0trwasVUkw2zdBkztzmY+dg6QMMnN",
+	"ADjp2F+hDorye0ioJdqFtzAQmNOAFxlLlhPnKLR5QVRqSEhPiqEDxmAWb1iQyOMfc7rHBSZVuC1DQqx6",
+	"P0kFC8F2q67i6VpO3OcMxov8NZVL8+JcB+/6/tNCC1nKhJyEKtC+CqxGJXZa4ouex81lzw/hcS14/eM4",
+	"XCevQpB7cP7x5OT45G0tqr06/XD2/ugSsxDeHB6X0hGOXldkI0S1N8ZaO/JyooyhPBm6KvMEmePtgs25",
+	"chu/UNXG8kzwCZWAvD582yCG4bkMFQkk4+zvzBivnEDSBxQEmNFDXp2evD6+PD49sUxsSMckplKOScfw",
+	"pA7RgoxYfIWJh11JeTxotPkHMDa+s13N+vCFxppsxFRBXQFXTLNr2IzK+WMj9PwaNm5fktAz9ozNDvRu",
+	"A8YxI6rH+hUuBHJZladpM6RUrgIpskHJ7vZLA5/ZZJhqvhmZx9q8lBGMxV4212qswSUmTijPSR9WuPOJ",
+	"zfytlDNLr2KOcKE9YJf89M1F+Tugqa6wf+IBxFdqtqZT5cWfvNkFj18Q5ZttriHuKpRLc7G+sxSJK2tK",
+	"zbcXZiBtkvjfXV6efT4/+v3j0cVlRC7PD08u3pyef4gKMo/I66P3h/87ImjKHL56Z2izbNscEDxEX8Pg",
+	"Kp6013xsKYQS1o01Vf4gwaAAEqJFH/QA5GJjz2DAPTPrLJ3uNnWixowajnS1UH4QWyI3BcqY/mMwzhmO",
+	"q+g5ICcf3yMzQzbi3HwSsPDi4+Wb+gv8l0KNnSry8V9v3rx5bdkfevm8C/H86NXp+evP/z58//Ho84fD",
+	"/+q4BZkmYBhdXlpiQM7LWBebKt4GmVYRneUoQYn02uhz5tHIfihgwOYKmO86Zt0gh21+TdMMiLgGuRh+",
+	"w9JHxp5p885tu2ZTcw24PDaioV3bJ7ftGj5sfsaqodh80OzR1hBFpF3D0mq4wUdqxUPWhMC3I4NfDV+0",
+	"faldu7tzmbCTWPo2xD2dnIQ2eoX0Dt3wKdVGyqJIQ1UdRqph93sFY7u1hl2JbNwMRAqbB/5s2nxaep57",
+	"dT1lV+D9+vt4dm2+4PAQo5QMqTSMwZ1AziDavLiKj4HmxYbEMrbIEoaF4UWFTeGZ8NLsLdDSPefydJnf",
+	"Cc9yZivy85nkQyjtC8zlr6+1B3heXmG/+O347GwJ1f0006gy5s0ByqjqZlLNkiirp2YMhJrBdM1fCOMk",
+	"plxwFtPUGN3DfZKKG5DE6NIR4YJoSVlq9NhEzEo0t4VCZyBtmmUZOJGV6iIsf7hXmtDEUeLOqj4fORSu",
+	"kuZzOpmtOSlujSwl2pgiiQBFbgYshbyW3bVPyHtuyAxTIK3PDK2PjHPG+w3SUVds1DGyApSvhEJnB9MH",
+	"pIMvdLy3TRGapnmIxeDeX0SziLfZK6/Ymcu98y+8OT86qkW1s/PTWlQ7Ork8Oj87P744qn7XFZpMIeH8",
+	"zSvycnfvl1zdsmU0mCtcvsK+vuZ2hj6jqtKiIU3qKVxDmpcHRwRoPPAl/P95cXpSHwlM6a2jCLGlrUu6",
+	"4AKDuYKnMK405XG1zTxlEJRSZ3UKc+yKaftYaRSwH8+PvYVojviK8cToN27vi7VWx9Dt9+fGjjD4VB0i",
+	"dFLglch4BZc4QuktIQWqgHRpfGXUAhesDiAM0JEXNq2UwphSNlxPfN4naY2pEdXx4A1laSarHMNvbKU8",
+	"ykFFBCeXYJQDmlqfNro0je6NTtedaoT4r6xpBcwPnj1UmCClSh8tHXsIY/vTG1dLtp2xdophiEmO1ft5",
+	"c92Clyy+WtjpBjl5fogsD5t9TeWtFAR+rHQDtrSLN1cV83OOyvyigoTCKxRNRFFDYRyyiZD+J+hlLjd7",
+	"CEWzYI2Po2eGVyIQ147FGk3y/eHxB9QpXx9fnB1evnq3ipPYVzI9TKL5VGHTg0cnv3010OJYrLnQv8+L",
+	"b+WRLfOkZ2SGvfig6b24mVlsNifDT+FH7PeEJEYnHE18bCUmNjvhAr7oN0w6kV7hvYEvDhgtEJ48qmh0",
+	"ZFvJtAZY7uuXbDgreIsA7OGnMXlNYTiRcHFDNgy7GpdAKUdtl7v7k6zhoYq7Koq58G/r6ArzxXJY6vVQ",
+	"lRvfsxTzlSBl5hXgYZotFC6RQPKVTzw/w+DASoQyeW8Dgi6zlFWMVM/OH0Ly5aLhcQTfBeiSG+R+ica5",
+	"q6TME17RNHX+7yEdk77wmauWL1DSM+ypm8VXoCP7u5bhXa1ms1mtxVf6OKo+OgLpanPtBzGqZ6DEPiYj",
+	"4P6DzUazWfroQo/JBKJn+z2q8P0RL9ZDVzY/VQg/YoVwwObvV+m7Slnu3cw7tWZx6b2rRGeWh+YAVbg7",
+	"Ys2uK5wyR0Wmkc/Ap5iAP1HuuZ4r1obp3lOl34lMzoXCxjax74pV9YnrxoKK30BkshqqZe386ra0rwR3",
+	"FZNh7hV2E04pJzRNxY2q/vDsTidLn6/zZ1awViyyyXs/9bDZgTmdalDW9SuzsFWJgSzK2/G6+5NDOnWm",
+	"q0jz/J4+hDgvLv1jyPO7qKYgzgw7MiLGKeq2A1W1yk6TobnRQeenognZ4dkxuYJx3ukHNWS7Vqm9ks34",
+	"ZbwnKmq3bYZgH6uIbiw1YTMd78JrkD+KkhEsGy36VmO48/XhW0VEr80xAHpgvYDYjI1D4aFn2gbQ3ffM",
+	"trTNcOXpuIgStHmYNoTUhF2Bbbcl5DQbb86PjkgrImfnp2QvIoWXnmw3SZyTZpsXtLnZaPM2925am1KU",
+	"8QQk6WzREdu6bnUIx26DnUPXtgsT8PbJr7Y7mI3m4jHYeG5n34IbnI/VV2zuikvgm3VkkdkxNlGk8QAU",
+	"IqHNDUbEDS8ebxALMsYCjGLUmdW3q0M2fNRh00Z2UxaDawHkhPzhyHysvt1oGpKTadB86+bmpkHxzw0h",
+	"+1vuXbX1/vjV0cnFEb5zFzT0sod4eHYc1A7v11qNpn1OjIDTEavt13YazcaOUyvwrjt0F4m3QWs+7O5Q",
+	"1WDgPVNahXh8psKWfuUMjgQw/mpQn4DE2jfXINtwDeotL1z0dfDxqNRI/q+5Pbcx6s9s3VRVW/KH6rsd",
+	"VTOzAtAtGxtd4kHHk+4+TbTy3m425/SGq+gJ59jsX5/K/NJwy6V7tE00C6ho1XaYJ20HB41N7XYtwFXL",
+	"5xvbChqU4yutxa98nOjYt9vcWfzSm7An825zd/EbeXdZ88L2y8Uv+Dahd1Ftb5mtHwfdkPeW2UPYJRAl",
+	"VDYcUjl2JFI1pMAQi6Z9Ve4koGqfjB5TGUf/N01ZQm22lU9NM+IA24WgHKDKd+MkLc/37HPTPXuxyHF3",
+	"e3uyee8kiU927yqi4L+KZLzatc87MbgUU7z/Nk/0rzBjscgYKlotv4M0FRG5vbUJWw0sVbq7KzKPan0J",
+	"EHRTzzMCbScUx1X8QyWPUO15rxW34r1WfSd+3q3v0r1u/WX3BdSbvVayTXe6u/HeCh0oZzU8mygaMozs",
+	"boqTtFZDaWAa1Lab28/rrVZ9u3XZau43zf//Od2YxBhcj3kQxmyoLdPEuTZ1aIG2PWuzX/Ncw4Yq09zW",
+	"dQr66fhra2cp/vret4De3d5ehsEGHd5/AC5uD9epTxOcfCYjv4vmqmpbt2EHmTvL8I3eVWFhiJ5XyhrE",
+	"Wqi+Zt7l/di0HswQIFQTH9n0+SxxClRaHfjAJwhNNy+e5v6v8ZsT3L/Er3anobUvJU+axre9oxbtK97R",
+	"qNpauBgYy3RiPkeuKXjHjVM2nimrZUxfn7eg592d5mPLup9ZHl2WDu+JGL8tMb4FvTIlTtjOC4zRUuwR",
+	"NasVhM2W79o/Ofxt5e/OslYurFVCCYcbwobDzGYievskLLDxnpwu2HYqnr1M1OUW2TpFyF3wxRZLUTb6",
+	"VQyXT3crGgYTnTsfySoot9FblgEuYqa5I2v7HlzMH9QMZmYuklv/Scn+GZXswyQhlBR9FB9Cq84Z3dat",
+	"++lupovUKj2CQzW/ouURk8uoPCHr+cqaz1em59bD0/PPSss/hGayiMrW00ai29nn7ar2bFq7rWNkirRm",
+	"TN+8Lgnv6gjA3D6PlYpRoVWsFC8pXouMNAKbgql89ajrmjKifcapVbqrAiZF6P17jZeUoTjl6TjUwzA7",
+	"gNl5kJmaBU7RomMprjHVxWQxHKhCMlUycmajpirpfE2clDvMhN1lLGBBM5oNbIDr+p502hwfzltLbu4T",
+	"msdq/PAxwdHXQ3rMN3yQGSc0VaLN7fAbG/3Fxo7Kh+yI4MTVTxqEYBizCiVBI7g1seAKFcOTcU6nqv5o",
+	"QWKFDdbadmIbCniCIYzlOgrhW6qzOXuD7kNvhMR2aaWNTjdL/kljhOXuNnNDhMHxbZjzExm2CWHSuvmV",
+	"G6dWNH/afBLcjxBJhFB4eNEd/LJaPw7oCDkPWv2VZvtRXg7KwwZkvQlf4LMpJyDeD8rVDRbkbze3fR6s",
+	"FfS58S59iRvTthVYeShgkanS5ph2Rf5AZsKn24dHhLpOO/nUKjp00yMtZ1V2aF/eGrRgyDaRZnJUs8tn",
+	"yZe6ApxDie1rXzbIb77FEHZ2wNQw7DOnNNnexUQ5m5Nb5J4gdyprAJNdjxfpAB/olYv4WpmhaA9VAQla",
+	"jm2XoBzWcpvUEBFkBh4OqmdWm8MxGye474tYjCApby2ag4RcDNv+7gVPnjjB8nS1VVq5W+56T2dOnhns",
+	"c3oSWs5x3Z5VabCsVfU1nb6zumYv5UbaXg1Teau92k6yHbe6TVp/2XsB9d3kl7j+ovuc1vd6u+D/Fowu",
+	"zIvKVt1W0Cm3Qlod5UVOP5nkaS4heV4FU9/v4S/6vmWbO9mS1FlHwNW7ecvi+WIuG2FdRNRsNidsC8FL",
+	"wa+ppue/Hl6+eoddY9oc21gYkbZprCPzps+QpFicAXZ4/hBLMrDPgNXbfUBN3PA2d42IPB+KiBjZvHbS",
+	"ybu7d+yC/g/B5A1MiWzzQAoTI4TxExYglaU6H6sR+SRvzPAjChuhXw6gzRFzOFfWyZ2KYcHYgIcIaUeE",
+	"a0LTdN/2dULvmW5z7I6FPe8sCEGPOjtHV2gahSN6jbzJixjJocEHomgg1Ao9wfO9Y2JpqSc42ej4Xt37",
+	"2E2qs3lAKC5dgFmIQbdgm9ttOFTgvrtFZH23+dKrEmahPrs2Gs0Ni8FfBHy4zd3TzWVUAttuex0J50yH",
+	"GbLOWDGTM1tqfUljqLdq0dQ7b6VL9S4kZMsI4B9HRpYGeXwNQVkgfGWRWTTDdyUr0zL00/2lqL1KVaIU",
+	"kwORLjzVkQ3buhLB2axiEE9i9ycVu2XvXjdLr+4pfEtemgWBllDWP/PuxMh6tWwvcDdJvdwvm2ll6ySK",
+	"ptneZbbXxFtrODHe2s0D12i66HfdsZ1crWFYNLZeqZF1gxxRw9Pt958p30LQtaczYNtqg9xWRC1jYd85",
+	"qxlstJ6T39ivpDsmbojJZmRbUIIR70a8oW3m9ky7zlPj6Tjs8zpKM0X2muT//V+yY/6jB1RHbX4zoBqu",
+	"vaXL/gFvQMuMVwmot6BDe3XNWFbYqbIqmtXY/rPcv9kWOLrmlDxLU5e006Lb3Z14N6nvwfNefZe2uvUX",
+	"8XZS34Hd3h593v0lfpFUyDNn7xX5rnljzVa0BHStP2uTwNgP2H+UU2DnJNA6MIJ2frM/l8uEsBdcRXpt",
+	"dC+TTS4ILVZ+fX3pX2o03vrKGsE8s/Iy9OM/eTUfIRy5hNW3akDyKOgHtCgIOMHlYxwAv3pmVPmTsxKj",
+	"7Hh5Reh0Hu4+Cj9fNVhkjzFFLEypayFujCPbHzfvyYNipycBK0GULVkl9lupryR0OcNtbtN9IQmcfIfc",
+	"aoNKszTNwzROB7SCZUAV4SKoCSRj0AcOtOngDb60des4kkdrp0rAWDjnyJhV9fEVxEPB3YqR/MtndCHg",
+	"5w7YyrIAewQIKqFxDCP95MD6/vP97Z1+AHdUVdzya7GWC/ChYhtV7RiNB+calELVz1RlaFb0jFZM7RSo",
+	"A+QiHTeNqZPnZlbNXvKTr6g2LMIo5zqPho9B42yDECw7Z5Bp7G4aYQzBKZ/PFElZDxptbjRsty4GQLAQ",
+	"2ry9T2jR9AQi/IOt0p+AwnY02MgVugjbNSUG7Mg3sIoKvrppl+KiiFOrNu8JifXHxVdy1llwwYKJGk3C",
+	"xk+UndQASZtj+1DKi6rpjd3WzmYVGzTn56PV93b+OC2XjkZSXNO0VhqpZX8Lya/mklPrDFpWhQqmjn0N",
+	"H0qp7eSyzHt6s/nENr/X2mo7LKbKzdIU3fwzTLmwj3oKM+bTk4/kJ/ORmAuPguDaDvQjNNeOzF17ELGQ",
+	"D0updJec0T5yXimy/mDSbVLyhITOD8OYR7QPbW6HbHmHQQddA53Ce9JqNv0fN110wg066NnEfPTmO3ZG",
+	"uuPZsw/sUFxhXSp9KW5U0DV/CT9DKTvuBHGyIDpuUJNPhahKA/LdVAoOkE+G3WsGA1tbizov/WipPxNN",
+	"8ufm/oR36GdjYCuyi+mMmzn09u1sVdt9fZVc1SLHQxWRxHTsI5u5t5X7UJnPfAkydbTPPRnu52FJstGy",
+	"Dlk7XooTkSagtLEppXJjq8oOWxfHsLAYzQhb5MiMK+uA9SAUSUAb1Bmjrh14QmzCI3XTZ1wqjJ1BKjJt",
+	"fcJdGl+JXs9BN4u/YC/EHyjx1mHta+TcTgwK/klzIMs9nOfywYBmntyAj5DcGOB/FbVqwtG0IOx0MwBp",
+	"E0183LOUw80T1SCnPAY0gIs/oU2ZO8BL7dx96rWNVxlr0CUh7DZ3DyayxBkalRkOzkKuMlGIj/pSnig+",
+	"IxhTdBJfl8DKMxmaEzMVZlZZFzMUbNBjmfqkqQkIzcmBBZXxj+bunxPd3ZcP/KwQBgmmEdgtldIBcx9h",
+	"qTH695sAEbSarzZiC0p7YnSPUX5V4H9pHXL6EHM2Yb1e5ZqSGfVURd3H/RWVT0sw4dlBlO9oH4tCNKio",
+	"5pzeCgcc3kEOc61WSOLmJtinnKO0zcuRGWaU3WuQQRW7WaXgJ/h2WGOGosKFiJYODJGpuJBNCZwMDPlo",
+	"DyLcdX0VEr1aBdy5X7PNL+1gTLzdbhauLrORmVGdOcLqPlGdVTORi6EVT0Gdp6AOBnWW4L5VHM5P9Fmt",
+	"ZjR/K3KWsrVPq0tDL/JPPHXSnMMTliPj0gSDuXZffkZPytAjWH0quPSeGIvfze6HeZ5xVWrK4L3LBWEY",
+	"7kxiKTiBfJYAkUBt+8s212wI5B/BgWx0yhMHOhHp+P71nU2MAdr5sp2JJv6dNt8QNktimKWajVJQHhD/",
+	"KFHMz2f4yNkXAiMRDzZtGiEOs2nzvMmzTaBH0Wz9/XmKu8u9xwI5xXg/zVP+DqwDzWkQnXA4mct3tCOU",
+	"WXxllI58GlpszD5FaJ8yrrRdZJRSHrAtN3Z+Y3f75WaUZ2RiU2kF2hWmDYTUgEOChtDm2Lod8/T1DWA6",
+	"vAjH5WzsNpthKUCPQZpUuutsu5x8eMgaMdHJaRK1Jtkh/9P8X8ElOesPdDo9fmXfT8AsxhnUjjIpRrB1",
+	"RiVT37UhWEbhg7ccWo0RP3XN/HGjoHkDTFWQYxWznqs4bd0Wgxrn9rsszWz082vJUEjMS0GHuM47YOZ+",
+	"PKXpeFYLyxIXeWpg+X03sFxwxxb2rMyvjrWIXZypkEGVXZtm35DmN+GE4Z1/unmP4ZRbeO1Wi+peFENp",
+	"0dXkK1InBOCA8r5zp6AqpGwVIebVwQ2Z1EtthVZsOzR4BdPVfdoXJhXUaRX4wPwKv5sgQWCrM4zggqMV",
+	"ijFVF8jFcYs2AsvFTZWmVp74tbKmthzxVI8VW0qX+fYUbNR0SNiTavMDFMElTD+kYrOFUxpXz/Gd5BeV",
+	"Rm+lZmQLqG1arQSVDSFpkDOaKTtczE6NLF7L/bpTdGzege9JEEb5SNcn3+p3TUR4cx6UiuxF/nZkhF6Q",
+	"Brlk8ZUiQ6awJwDO1GI23deREaqRgscQtblrcRQZbm8n5qEfxLp/hgc2QYpp0hfo2bG94XKFFP0xbX5u",
+	"NurGAJbm1DOkbf/dIBozRbe4xHdGuJ4RPVHu90259u6sTLp2mt2CUEjxIJJHTNMUJInReQhkg6ZpXv2B",
+	"Q+Ai3w3FFVsUntwrGG8uNY6smLRXW1Vh/zHz28qjHefGOYrj+LZU+aOM6Mrvjb//wS9nxyGsa6wU97OB",
+	"h1FKjRmH0w0FT8ezWtUX8zTXL/s5jItZovu1s/PTVX3FUyN2v0Z/ej8bt7lU6tjkLNumS+1aylWeD6Dd",
+	"i2bjqBgH21xiqsfqpPkDe75/Wkf2TUB1lfReKfC2boNwzaJU03Iwshi0l1In6fBq2h8tSdiQnP2NzVJI",
+	"YKQHuSMTJsY2u3z4qoHNUw7OMptZK2vUke/2vci39RXJ95dvRr6lDIwnf+1jTdeZS8GrKoB/BJHYOS7b",
+	"QKITP5jE9ttBugHle4C7DkNGtXV+14rRa37mrtJiNIIKrXZi9P2ZHRN+b0XB0U0x8nl5gpgxhP/BXLCP",
+	"zGK2mzN4TICrZVnN3gOzGvepn5jl/HSKBgZYJrIB3Yz/++ob5u/1Kxgvsrsn23aaV0i5q7uCWIJW1Ub0",
+	"4dnxb+Yr61GxMWuL6+9s3fl0cDhivwEel0s+pFLS8SyiMNt6Er2PYCy7EfyhqZzfzAcQu5Vm9qTUtReY",
+	"YKNZWyrgfLG+VtLv5gBfQvV5QNWAYBmlkFWi1hoH9vY/gDEes1Wtb3v/H3k0HIrOZvcX2KVNqL+ke7/U",
+	"d+OdXv1FshPXW71t2El2473uc1okz8XMSEsJPfaltl9T6dXn3d42fRkjEq/FVVgsZg+u9Njnq9+3r5t/",
+	"/v1i2Pryy2inu8dfxrvfJDUu8RxnJoeJCsPNQv4keX8QE597PlXNplaRt1u3VzBekLQWMqhD4q69nyHh",
+	"m2F7y8A82CDn5iFMhLUto3FepqiLUaMixGPWC1jToiQ2+8JTEts3D6cYtC+8fGvJyMrxau5zz5QLjVQU",
+	"zeEdftDSv0qiEZnGbjF1tKtm66pYVIau80l99d3l5dnn86PfPx5d2OZk1kweQJoQLSIyAtnm2vAjTQZC",
+	"6VJkyPzCUGApeESUL4DDXvvhx5BiZ3SLOHVbeW93sqY+fFvrZtLoNq1Zju+9kiAeoCJkrk3DLdKIxbBQ",
+	"TNQZSJvlhf6xSnM0XPFudYW8hIBl9XJ77k+c5xE080lK8rSIVOEOJuBIk6S6rvJ+D/awdWtAmytZX9E0",
+	"Vb7JGm7EOs1IKngfJDIRuxokBz7hybDgbKS0BDokVBlZ3BPS9Te1LbHyRoTAEzUrc7xMActJ3qG4/hkl",
+	"7084c9ie1RTZWHduz3V+RD781YimUpoHwm2fUPL65AILuYpe99t7O7ZrfERS2oUUi85S0Gb9qM0T1mda",
+	"ReRZ/RkGj559fhaR49cnrpUQMEm+8HrdbHG4SYQ01HJ8RmiSSFBmAe8tomQkpD4wVGKJppeXwpk/NMgH",
+	"N5M9pgrqjCvgiml2DV6oVughDp+z1ZCqSv2sQoN4U/KzxzRNieDRMuqEeZbxvp0DgCylL4oWeSimOyRP",
+	"70KFvTMldTsHhLpZBMK30ze8yHWmSjJJu+k4QsTZfoEIFkhfhR82vbJdUj0IrsXe6cfLX08/nrz+/O70",
+	"4vLi84fD/3I8HCvycOROmzO92SCnma6LXl2i0xH799mRjV3qeL+tAzSMc3d7Owoq8Noc886rG5LqafZ3",
+	"T59IoPpUqS9L2+2TMH3NKMQjq2vLomRCSZujlBFaOL+eRuj/fOLsAvS6ssyocAOgqR78M9NyO8wnjDVd",
+	"jixWBUsRg1JEgbwG5dsdqwMSDyC+whK+BEbAE+DxuDJF4Z377rp0m3f/EFfLU5H9eGUGXcquoWFRDXFm",
+	"20JhdCNQvq+Bgwp1a4tEh1EsVVwWocDJmVC6L0GRDcPEfecX2yx7KDAn02aAGE2X6U3Xc+yA7DV3iNAD",
+	"kDdMQVQqtKYMJwGMcPxqN9MYdra6AM4zUZHt92pEoVO28SiluUSiX3li53Zfaw+FwRvi5/X1sT+YObyo",
+	"pt3Wi8N82LPFDTQC0psB9EiKbgrDf1UAn4CmzABo8IkHvU/8NnKsb9inVJ6rI/qbQZ+aveZOVNNMmxVr",
+	"J36dwgMz0Hqk9re2VJqxGBoJXHuI1BYXum4fXxofZ/bd6nTRgkixQ7sd8ofXaz4NGFSymURQfvG21gUq",
+	"QZo10C2BF62q1cmQXmHD4FpUy2TqULG/tZWKmKaoH79ovmiib8N9dEqfBk65m2Btr/sopRwNvskOKapC",
+	"Hc+V9bqyg3BjCQlwzWgarpE796ZXOCzxY+vyGmF/1VzJd5OtKlTV4BOTzLoaVuwMVXTFCPfNhsMMi/38",
+	"1OZw9eCVipXdqDDG+xG5MSo/VizwxDegKme1BMsGfXWmV30dgCkzXt2ww1onvqwxWLpIT59e2TNkhFH6",
+	"mxm87G7m3ae7/x8AAP//8j67GA35AAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

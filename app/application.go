@@ -16,6 +16,7 @@ type Application struct {
 	// Outbound is nil when Stores has no OutboundLimits.
 	Outbound  *OutboundLimits
 	Schedules *Schedules
+	Events    *Events
 }
 
 // Stores are the storage ports the API's use cases need; one adapter may
@@ -32,6 +33,8 @@ type Stores struct {
 	Schedules      ports.ScheduleStore
 	// Timetables reads the schedules' cron expressions.
 	Timetables ports.TimetableParser
+	// Events keeps the events sent to WAIT_FOR_EVENT nodes.
+	Events ports.EventStore
 }
 
 // NewApplication wires the use cases. engine may be nil in a process that
@@ -43,6 +46,7 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, tiers domain.TierPoli
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
 		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables, quotas),
+		Events:      NewEvents(s.Executions, s.Definitions, s.Events, engine),
 	}
 	if s.OutboundLimits != nil {
 		a.Outbound = NewOutboundLimits(s.OutboundLimits, s.Workspaces, domain.DefaultOutboundHostsMax)

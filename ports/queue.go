@@ -108,6 +108,9 @@ type ExecutionFilter struct {
 	// QueueID names the item an execution was started from: at most one
 	// execution matches.
 	QueueID *domain.ID
+	// WaitingForEvent keeps only RUNNING executions with a WAIT_FOR_EVENT
+	// node waiting.
+	WaitingForEvent bool
 }
 
 // IdempotencyKeyStore keeps the API's Idempotency-Keys, which Enqueue

@@ -35,9 +35,19 @@ type RunNodeInput struct {
 	// OutboundAdmit has the activity admit its call at the host's rate
 	// just before it goes (executions under outboundHostWaitVersion).
 	OutboundAdmit bool `json:",omitempty"`
+	// KeyPrefix starts the node's record key in a SUB_WORKFLOW's child.
+	KeyPrefix string `json:",omitempty"`
+	// Iteration is set on a FOR_EACH iteration: its element and index.
+	Iteration *IterationInput `json:",omitempty"`
 	// size is the bytes of data the input carries, its config and what its
 	// templates read, as the workflow measured them; not sent.
 	size int
+}
+
+// IterationInput is the element and index one FOR_EACH iteration runs on.
+type IterationInput struct {
+	Index int
+	Item  json.RawMessage
 }
 
 // RunNodeOutput is a node's output, as JSON.
@@ -215,7 +225,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	}
 	info := activity.GetInfo(ctx)
 	started := time.Now()
-	rec := domain.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
+	rec := domain.NodeRecord{Key: in.KeyPrefix + in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
 	if err = a.runs.NodeStarted(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
 	}
@@ -367,6 +377,13 @@ func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
 			return tc, fmt.Errorf("output of %s: %w", k, err)
 		}
 		tc.Steps[k] = v
+	}
+	if it := in.Iteration; it != nil {
+		v, err := domain.DecodeJSON(it.Item)
+		if err != nil {
+			return tc, fmt.Errorf("item %d: %w", it.Index, err)
+		}
+		tc.Iteration = &domain.TemplateIteration{Item: v, Index: it.Index}
 	}
 	return tc, nil
 }

@@ -84,6 +84,11 @@ func TestRecordHistories(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	store := newMemStore()
+	child, err := domain.DecodeGraph([]byte(`{"nodes": [{"key": "greet", "type": "TRANSFORM", "config": {"output": "hello {{ input.who }}"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.addDefinition(recordChildDefinition, recordWorkspace, child)
 	queues := NewTaskQueues("sluice-history-" + uuid.NewString()[:8] + ".")
 	ws := NewWorkers(c, WorkerConfig{
 		Queues: queues, ServeWorkflows: true, ServeExternalAPI: true,
@@ -248,6 +253,57 @@ func TestRecordHistories(t *testing.T) {
 			want:          domain.ExecutionFailed,
 		},
 		{
+			// Two FOR_EACHs of three (HTTP and TRANSFORM iterations), six
+			// iterations over FREE's four nodes in flight, joined by a TRANSFORM.
+			name: "for_each_http_and_transform",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "calls", "type": "FOR_EACH", "config": {"items": "{{ input.ids }}", "node": {"type": "HTTP_REQUEST", "config": {"url": "%s/orders?id={{ item }}"}}}},
+					{"key": "shapes", "type": "FOR_EACH", "config": {"items": "{{ input.ids }}", "node": {"type": "TRANSFORM", "config": {"output": {"i": "{{ index }}", "id": "{{ item }}"}}}}},
+					{"key": "join", "type": "TRANSFORM", "config": {"output": ["{{ steps.calls.output[0].status }}", "{{ steps.shapes.output[2].id }}"]}}
+				],
+				"edges": [{"from": "calls", "to": "join"}, {"from": "shapes", "to": "join"}]
+			}`, srv.URL),
+			input: `{"ids": [1, 2, 3]}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			// One WAIT_FOR_EVENT signalled before it starts (behind a
+			// DELAY), one that times out onto its false branch.
+			name: "wait_for_event_signalled_and_timed_out",
+			graph: `{
+				"nodes": [
+					{"key": "pause", "type": "DELAY", "config": {"duration": "1s"}},
+					{"key": "approve", "type": "WAIT_FOR_EVENT", "config": {"event": "approval"}},
+					{"key": "late", "type": "WAIT_FOR_EVENT", "config": {"event": "never", "timeout": "2s"}},
+					{"key": "used", "type": "TRANSFORM", "config": {"output": "{{ steps.approve.output.by }}"}},
+					{"key": "gave-up", "type": "TRANSFORM", "config": {"output": "timed out"}}
+				],
+				"edges": [{"from": "pause", "to": "approve"}, {"from": "approve", "to": "used"}, {"from": "late", "to": "gave-up", "when": false}]
+			}`,
+			during: func(t *testing.T, execID domain.ID) {
+				if err := c.SignalWorkflow(context.Background(), WorkflowID(execID), "", EventSignalName("approval"),
+					EventSignal{Payload: []byte(`{"by": "ada"}`)}); err != nil {
+					t.Errorf("signalling: %v", err)
+				}
+			},
+			want: domain.ExecutionCompleted,
+		},
+		{
+			// A SUB_WORKFLOW whose child reads its input, and a TRANSFORM
+			// reading the child's output.
+			name: "sub_workflow_then_transform",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "sub", "type": "SUB_WORKFLOW", "config": {"definition": "%s", "input": {"who": "{{ input.name }}"}}},
+					{"key": "after", "type": "TRANSFORM", "config": {"output": "{{ steps.sub.output.greet }}!"}}
+				],
+				"edges": [{"from": "sub", "to": "after"}]
+			}`, recordChildDefinition),
+			input: `{"name": "ada"}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
 			// A dispatcher that could not fit the graph in the input.
 			name:      "graph_loaded_by_the_workflow",
 			graph:     `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
@@ -277,7 +333,7 @@ func TestRecordHistories(t *testing.T) {
 			}
 			execID, defID := domain.ID(uuid.New()), domain.ID(uuid.New())
 			store.addRun(defID, execID, 1, g)
-			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1, Plan: domain.PlanFree}
+			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: recordWorkspace.String(), DefinitionID: defID.String(), Version: 1, Plan: domain.PlanFree}
 			if !sc.loadGraph {
 				in.Graph = []byte(sc.graph)
 			}
@@ -387,6 +443,13 @@ func (g *firstTurnWaits) PauseOutboundHost(_ context.Context, ws domain.ID, host
 	return true, nil
 }
 
+// The workspace of the recorded runs, and the definition their
+// SUB_WORKFLOWs run.
+var (
+	recordWorkspace       = domain.ID(uuid.MustParse("7d1e6b0e-54a3-4c1f-9c55-2f3f3a8f0a01"))
+	recordChildDefinition = domain.ID(uuid.MustParse("0b6f5a2c-8d3e-4f7a-a1b2-c3d4e5f60718"))
+)
+
 // writeHistory fetches a closed workflow's history and writes it as the
 // JSON the replayer (and `temporal workflow show --output json`) uses.
 func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID, path string) {
@@ -416,7 +479,7 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID
 // newRecordingActivities are the activities the recorder's worker runs,
 // with the recorder's payload limit.
 func newRecordingActivities(store *memStore) *Activities {
-	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors(), WithNodeSlots(&refusedOnce{}), WithOutboundGate(&firstTurnWaits{}))
+	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler), app.WithDefinitions(store)), fakeExecutors(), WithNodeSlots(&refusedOnce{}), WithOutboundGate(&firstTurnWaits{}))
 	a.PayloadLimit = 1000
 	return a
 }

@@ -49,12 +49,16 @@ type ExecutionInput struct {
 	// Graph is the version's graph as stored; when empty the workflow
 	// loads it through the LoadGraph local activity.
 	Graph json.RawMessage `json:",omitempty"`
+	// Parent is set on a SUB_WORKFLOW's child run.
+	Parent *ParentRun `json:",omitempty"`
 }
 
 // ExecutionResult is what the workflow returns: the status it recorded.
 type ExecutionResult struct {
 	Status domain.ExecutionStatus
 	Error  string
+	// Output is a child run's outputs (see finishChild).
+	Output json.RawMessage `json:",omitempty"`
 }
 
 // RetryConfig is how node activities are retried. It is read from the
@@ -109,6 +113,9 @@ type Limits struct {
 	// node, and how many hosts a workspace may have paused at once.
 	// Executions recorded before them read zero, and the defaults apply.
 	OutboundPauses domain.OutboundPauses
+	// ForEachItems caps, per plan, the elements one FOR_EACH runs over
+	// (domain.DefaultForEachItems when empty).
+	ForEachItems map[domain.Plan]int
 }
 
 // Default limits.
@@ -150,6 +157,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if len(l.WorkspaceNodesInFlight) == 0 {
 		l.WorkspaceNodesInFlight = d.WorkspaceNodesInFlight
+	}
+	if len(l.ForEachItems) == 0 {
+		l.ForEachItems = domain.DefaultForEachItems()
 	}
 	if l.PayloadLimit <= 0 {
 		l.PayloadLimit = d.PayloadLimit
@@ -205,6 +215,9 @@ type nodeOutcome struct {
 	// recorded is set when the node's own activity wrote its COMPLETED
 	// record (HTTP_REQUEST); otherwise the workflow writes it.
 	recorded bool
+	// branch is the branch a WAIT_FOR_EVENT's outcome took (see
+	// completeIn); nil for other nodes.
+	branch *bool
 }
 
 // Execution runs one execution's DAG: every ready node at once, up to the
@@ -252,6 +265,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 			return run.finish(domain.ExecutionFailed, "execution input: "+err.Error())
 		}
 	}
+	run.edges = graph.Edges
 	run.types = make(map[string]domain.NodeType, len(graph.Nodes))
 	run.readers = map[string]int{}
 	for _, n := range graph.Nodes {
@@ -260,6 +274,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 			run.readers[key]++
 		}
 	}
+	run.retainLeaves(graph)
 
 	failure, held := run.drive(sched)
 	switch {
@@ -314,6 +329,8 @@ type executionRun struct {
 	retry       RetryConfig
 	limits      Limits
 	types       map[string]domain.NodeType
+	// edges are the graph's, for the branches a node may take.
+	edges []domain.Edge
 	// input is the execution's input and outputs the completed nodes'
 	// outputs, decoded, from which each node gets the parts it reads. An
 	// output is kept only while a node that reads it has still to start:
@@ -339,6 +356,11 @@ type executionRun struct {
 	// task sizes each workflow task, and the completion's retries end.
 	bounded bool
 	task    taskShare
+	// leaves are a child run's nodes nothing reads: its outputs.
+	leaves []string
+	// busy counts the node activities in flight, against the plan's
+	// nodes in flight: drive's nodes and FOR_EACH iterations alike.
+	busy int
 }
 
 // taskShare is what the current workflow task carries back to Temporal,
@@ -367,7 +389,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	sel := workflow.NewSelector(r.ctx)
 	capacity := r.limits.inFlight(r.in.Plan)
 	var ready []domain.Node
-	pending, busy, local := 0, 0, 0
+	pending, local := 0, 0
 	failure := ""
 	for {
 		waitingForTask := false
@@ -380,7 +402,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 			r.observeTask()
 			held := ready[:0]
 			for _, n := range ready {
-				if n.Type != domain.NodeDelay && busy >= capacity {
+				if holdsSlot(n.Type) && r.busy >= capacity {
 					held = append(held, n)
 					continue
 				}
@@ -395,8 +417,8 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 				} else {
 					r.launch(sel, n)
 				}
-				if n.Type != domain.NodeDelay {
-					busy++
+				if holdsSlot(n.Type) {
+					r.busy++
 				}
 				if isPure(n.Type) {
 					local++
@@ -425,8 +447,8 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 		}
 		sel.Select(r.ctx)
 		pending--
-		if t := r.last.node.Type; t != domain.NodeDelay {
-			busy--
+		if t := r.last.node.Type; holdsSlot(t) {
+			r.busy--
 			if isPure(t) {
 				local--
 				r.pureEnded(r.last)
@@ -504,7 +526,7 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 		if err != nil {
 			out = nil
 		}
-		skipped, err := sched.Completed(key, out)
+		skipped, err := completeIn(sched, o, out)
 		if err == nil {
 			if r.readers[key] > 0 {
 				r.outputs[key] = out
@@ -596,6 +618,9 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		})
 		return
 	}
+	if r.launchComposite(sel, n, in) {
+		return
+	}
 	r.started(n)
 	if isPure(n.Type) {
 		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
@@ -625,13 +650,7 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
 		opts.TaskQueue = r.retry.ExternalAPITaskQueue
 	}
-	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
-		r.shareDecided = true
-		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
-			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
-		}
-		r.outbound = workflow.GetVersion(r.ctx, outboundHostWaitVersion, workflow.DefaultVersion, 1) == 1
-	}
+	r.decideShare(n)
 	var f workflow.Future
 	switch {
 	case r.outbound && n.Type == domain.NodeHTTPRequest:
@@ -646,6 +665,18 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		err := f.Get(r.ctx, &out)
 		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
 	})
+}
+
+// decideShare decides, at the run's first HTTP node, whether its HTTP
+// nodes take a slot of the workspace's share (workspaceShareVersion).
+func (r *executionRun) decideShare(n domain.Node) {
+	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
+		r.shareDecided = true
+		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
+			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
+		}
+		r.outbound = workflow.GetVersion(r.ctx, outboundHostWaitVersion, workflow.DefaultVersion, 1) == 1
+	}
 }
 
 // Waits for a slot of the workspace's share start at a second and double
@@ -674,7 +705,7 @@ func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, 
 func (r *executionRun) inShare(ctx workflow.Context, n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) (RunNodeOutput, error) {
 	attempts := time.Duration(max(1, r.retry.MaximumAttempts))
 	slot := NodeSlotInput{
-		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: n.Key, Share: r.share,
+		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: r.keyPrefix() + n.Key, Share: r.share,
 		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
 	}
 	for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
@@ -717,7 +748,7 @@ func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 			"history_too_large", nil)
 	}
 	reads := domain.ReadsOf(n)
-	in := RunNodeInput{ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n}
+	in := RunNodeInput{ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n, KeyPrefix: r.keyPrefix()}
 	size := len(n.Config)
 	if len(reads.Input) > 0 {
 		raw, err := pickJSON(r.input, reads.Input, r.in.Input)
@@ -824,6 +855,7 @@ func (r *executionRun) takePending() []NodeRecordInput {
 		}
 	}
 	r.pending = nil
+	r.prefixKeys(out)
 	return out
 }
 
@@ -864,6 +896,9 @@ func (r *executionRun) cancelled(unrun []string) (ExecutionResult, error) {
 // records: that small write is retried until it succeeds, and frees the
 // slot.
 func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (ExecutionResult, error) {
+	if r.in.Parent != nil {
+		return r.finishChild(status, msg)
+	}
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
 	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending()}
 	if !r.bounded {

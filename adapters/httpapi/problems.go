@@ -75,6 +75,8 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusConflict, "idempotency-conflict", "Conflict", err.Error(), nil)
 	case errors.Is(err, domain.ErrScheduleState):
 		writeProblem(w, http.StatusConflict, "schedule-state", "Conflict", err.Error(), nil)
+	case errors.Is(err, app.ErrNotWaiting):
+		writeProblem(w, http.StatusConflict, "not-waiting", "Conflict", err.Error(), nil)
 	case errors.Is(err, app.ErrFinished):
 		writeProblem(w, http.StatusConflict, "already-finished", "Conflict", err.Error(), nil)
 	case errors.As(err, &field):

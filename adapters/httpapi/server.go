@@ -512,6 +512,9 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 		DefinitionID: (*domain.ID)(req.Params.WorkflowDefinitionID),
 		QueueID:      (*domain.ID)(req.Params.QueueID),
 	}
+	if req.Params.WaitingForEvent != nil {
+		filter.WaitingForEvent = *req.Params.WaitingForEvent
+	}
 	if req.Params.Status != nil {
 		st := domain.ExecutionStatus(*req.Params.Status)
 		filter.Status = &st
@@ -548,6 +551,22 @@ func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionReq
 		return nil, err
 	}
 	return api.CancelExecution202JSONResponse{ID: req.ExecutionID, Status: api.CancelResponseStatus(outcome)}, nil
+}
+
+// SendEvent delivers an event to an execution's WAIT_FOR_EVENT node.
+func (s *Server) SendEvent(ctx context.Context, req api.SendEventRequestObject) (api.SendEventResponseObject, error) {
+	if msg := domain.CheckEventName(req.Body.Name); msg != "" {
+		return nil, badRequest("/name", msg)
+	}
+	var payload json.RawMessage
+	if req.Body.Payload != nil {
+		payload = json.RawMessage(*req.Body.Payload)
+	}
+	key, err := s.app.Events.Send(ctx, actorFrom(ctx), domain.ID(req.ExecutionID), req.Body.Name, payload)
+	if err != nil {
+		return nil, err
+	}
+	return api.SendEvent202JSONResponse{ExecutionID: req.ExecutionID, Name: req.Body.Name, NodeKey: key}, nil
 }
 
 const defaultPageSize = 50

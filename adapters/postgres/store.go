@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
 	"github.com/sluicehq/sluice/domain"
@@ -576,6 +577,9 @@ func (s *Store) ListNodes(ctx context.Context, executionID domain.ID, limit int,
 func (s *Store) ListExecutions(ctx context.Context, workspaceID domain.ID, filter ports.ExecutionFilter, limit int, before *ports.ExecutionCursor) ([]domain.Execution, error) {
 	p := dbsqlc.ExecutionListParams{WorkspaceID: workspaceID, MaxRows: int32(limit),
 		WorkflowDefinitionID: filter.DefinitionID, QueueID: filter.QueueID}
+	if filter.WaitingForEvent {
+		p.WaitingForEvent = pgtype.Bool{Bool: true, Valid: true}
+	}
 	if filter.Status != nil {
 		v := string(*filter.Status)
 		p.Status = &v

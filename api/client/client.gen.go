@@ -255,6 +255,24 @@ type EnqueuedExecutionBatch struct {
 	Items []EnqueuedBatchItem `json:"items"`
 }
 
+// EventDelivered defines model for EventDelivered.
+type EventDelivered struct {
+	ExecutionID openapi_types.UUID `json:"executionId"`
+	Name        string             `json:"name"`
+
+	// NodeKey The WAIT_FOR_EVENT node the event went to.
+	NodeKey string `json:"nodeKey"`
+}
+
+// EventToSend defines model for EventToSend.
+type EventToSend struct {
+	// Name The event name a WAIT_FOR_EVENT node's config.event waits for.
+	Name string `json:"name"`
+
+	// Payload Any JSON; the node's output. Absent means null.
+	Payload *rawjson.RawMessage `json:"payload,omitempty"`
+}
+
 // Execution defines model for Execution.
 type Execution struct {
 	CompletedAt *time.Time         `json:"completedAt"`
@@ -312,7 +330,7 @@ type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
 	Key    string              `json:"key"`
 
-	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
+	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
 }
 
@@ -582,6 +600,10 @@ type ListExecutionsParams struct {
 	// after its item was deleted on completion.
 	QueueID *openapi_types.UUID `form:"queueId,omitempty" json:"queueId,omitempty"`
 
+	// WaitingForEvent Only RUNNING executions with a WAIT_FOR_EVENT node waiting for
+	// its event (send it at `/workflow/executions/{executionId}/events`).
+	WaitingForEvent *bool `form:"waitingForEvent,omitempty" json:"waitingForEvent,omitempty"`
+
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -651,6 +673,9 @@ type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
 // EnqueueExecutionBatchJSONRequestBody defines body for EnqueueExecutionBatch for application/json ContentType.
 type EnqueueExecutionBatchJSONRequestBody = EnqueueExecutionBatchRequest
+
+// SendEventJSONRequestBody defines body for SendEvent for application/json ContentType.
+type SendEventJSONRequestBody = EventToSend
 
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = CreateScheduleRequest
@@ -783,6 +808,11 @@ type ClientInterface interface {
 
 	// CancelExecution request
 	CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendEventWithBody request with any body
+	SendEventWithBody(ctx context.Context, executionID ExecutionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	SendEvent(ctx context.Context, executionID ExecutionID, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListExecutionNodes request
 	ListExecutionNodes(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1036,6 +1066,30 @@ func (c *Client) GetExecution(ctx context.Context, executionID ExecutionID, reqE
 
 func (c *Client) CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelExecutionRequest(c.Server, executionID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) SendEventWithBody(ctx context.Context, executionID ExecutionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendEventRequestWithBody(c.Server, executionID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) SendEvent(ctx context.Context, executionID ExecutionID, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendEventRequest(c.Server, executionID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1749,6 +1803,22 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 
 		}
 
+		if params.WaitingForEvent != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "waitingForEvent", runtime.ParamLocationQuery, *params.WaitingForEvent); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "limit", runtime.ParamLocationQuery, *params.Limit); err != nil {
@@ -1951,6 +2021,53 @@ func NewCancelExecutionRequest(server string, executionID ExecutionID) (*http.Re
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewSendEventRequest calls the generic SendEvent builder with application/json body
+func NewSendEventRequest(server string, executionID ExecutionID, body SendEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSendEventRequestWithBody(server, executionID, "application/json", bodyReader)
+}
+
+// NewSendEventRequestWithBody generates requests for SendEvent with any type of body
+func NewSendEventRequestWithBody(server string, executionID ExecutionID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workflow/executions/%s/events", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("POST", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3063,6 +3180,11 @@ type ClientWithResponsesInterface interface {
 	// CancelExecutionWithResponse request
 	CancelExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
 
+	// SendEventWithBodyWithResponse request with any body
+	SendEventWithBodyWithResponse(ctx context.Context, executionID ExecutionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendEventResponse, error)
+
+	SendEventWithResponse(ctx context.Context, executionID ExecutionID, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*SendEventResponse, error)
+
 	// ListExecutionNodesWithResponse request
 	ListExecutionNodesWithResponse(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*ListExecutionNodesResponse, error)
 
@@ -3466,6 +3588,37 @@ func (r CancelExecutionResponse) Status() string {
 
 // StatusCode returns HTTPResponse.StatusCode
 func (r CancelExecutionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type SendEventResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON202                   *EventDelivered
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r SendEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SendEventResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -4258,6 +4411,23 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, e
 		return nil, err
 	}
 	return ParseCancelExecutionResponse(rsp)
+}
+
+// SendEventWithBodyWithResponse request with arbitrary body returning *SendEventResponse
+func (c *ClientWithResponses) SendEventWithBodyWithResponse(ctx context.Context, executionID ExecutionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendEventResponse, error) {
+	rsp, err := c.SendEventWithBody(ctx, executionID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendEventResponse(rsp)
+}
+
+func (c *ClientWithResponses) SendEventWithResponse(ctx context.Context, executionID ExecutionID, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*SendEventResponse, error) {
+	rsp, err := c.SendEvent(ctx, executionID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendEventResponse(rsp)
 }
 
 // ListExecutionNodesWithResponse request returning *ListExecutionNodesResponse
@@ -5369,6 +5539,95 @@ func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse,
 			return nil, err
 		}
 		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSendEventResponse parses an HTTP response from a SendEventWithResponse call
+func ParseSendEventResponse(rsp *http.Response) (*SendEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SendEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest EventDelivered
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -207,6 +208,9 @@ func (w *world) opsOnB() []op {
 		}},
 		{"deleteOutboundLimit", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.DeleteOutboundLimit(ctx, w.wsB, outboundHostOfB)
+		}},
+		{"sendEvent", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval"})
 		}},
 	}
 }
@@ -737,4 +741,99 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 			t.Errorf("200 calls of /readyz took %d database connections, want a handful (one check a second)", n)
 		}
 	})
+}
+
+// TestNegativeEvents: an event no node of the run waits for is a 409, one
+// over the body limit a 413, a malformed name a 400 naming it; none is
+// noted or delivered, and another workspace's execution is covered by
+// opsOnB (403).
+func TestNegativeEvents(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	b := w.client(t, w.keyB.Secret)
+	read(b.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval"})).
+		expect(t, "an event no node of the run waits for", http.StatusConflict, "not-waiting")
+	huge := json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)
+	read(b.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval", Payload: &huge})).
+		expect(t, "an event over the body limit", http.StatusRequestEntityTooLarge, "too-large")
+	bad := read(b.SendEvent(ctx, w.execB, client.EventToSend{Name: "no spaces"}))
+	bad.expect(t, "an event name with a space", http.StatusBadRequest, "invalid-request")
+	if paths := bad.fieldPaths(); !slices.Contains(paths, "/name") {
+		t.Errorf("a malformed event name: field errors at %v, want /name", paths)
+	}
+	var events int
+	if err := w.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_events").Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 0 {
+		t.Errorf("%d events noted, want none", events)
+	}
+	w.checkBUntouched(t)
+}
+
+// TestNegativeForEachPastItsCapFailsBeforeAnyIteration: a FOR_EACH over
+// more elements than the plan allows fails its run, naming the limit, and
+// runs no iteration.
+func TestNegativeForEachPastItsCapFailsBeforeAnyIteration(t *testing.T) {
+	t.Parallel()
+	base := startSluice(t, map[string]string{"SLUICE_FOR_EACH_ITEMS": "FREE=3"})
+	graph := map[string]any{"nodes": []any{map[string]any{"key": "each", "type": "FOR_EACH", "config": map[string]any{
+		"items": "{{ input.list }}", "node": map[string]any{"type": "TRANSFORM", "config": map[string]any{"output": "{{ item }}"}},
+	}}}, "edges": []any{}}
+	_, execID := startGraph(t, base, "FREE", graph, map[string]any{"list": []int{1, 2, 3, 4}})
+	run := waitRun(t, base, execID, time.Minute, "the execution to fail", statusIs("FAILED"))
+	if run.Error == nil || !strings.Contains(*run.Error, "4 elements, over the FREE plan's FOR_EACH limit of 3 (SLUICE_FOR_EACH_ITEMS)") {
+		t.Errorf("error = %v, want the limit named", run.Error)
+	}
+	if len(run.Nodes) != 1 {
+		t.Errorf("node records = %+v, want the FOR_EACH's alone (no iteration ran)", run.Nodes)
+	}
+}
+
+// TestNegativeSubWorkflowsNestingTooDeepOrInACycleAre422: saving a graph
+// whose SUB_WORKFLOWs lead back to itself, nest past the limit, or name
+// another workspace's definition is refused naming the node's field.
+func TestNegativeSubWorkflowsNestingTooDeepOrInACycleAre422(t *testing.T) {
+	t.Parallel()
+	base := startSluice(t, nil)
+	mkWorkspace := func() string {
+		var ws struct{ ID string }
+		if code := call(t, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": "subs", "plan": "PRO"}, &ws); code != 201 {
+			t.Fatalf("create workspace: %d", code)
+		}
+		return ws.ID
+	}
+	ws, other := mkWorkspace(), mkWorkspace()
+	leaf := map[string]any{"nodes": []any{map[string]any{"key": "t", "type": "TRANSFORM", "config": map[string]any{"output": 1}}}, "edges": []any{}}
+	const field = "/graph/nodes/0/config/definition"
+	refused := func(what, method, url string, body map[string]any, want string) {
+		t.Helper()
+		var problem struct {
+			Errors []struct{ Path, Message string }
+		}
+		if code := call(t, method, url, testAdminToken, body, &problem); code != 422 {
+			t.Fatalf("%s: %d, want 422", what, code)
+		}
+		if len(problem.Errors) != 1 || problem.Errors[0].Path != field || !strings.Contains(problem.Errors[0].Message, want) {
+			t.Errorf("%s: field errors %+v, want one at %s mentioning %q", what, problem.Errors, field, want)
+		}
+	}
+
+	// d4 <- d3 <- d2 <- d1: d1 nests three deep, at the limit.
+	chain := []string{defineIn(t, base, ws, "d4", leaf)}
+	for _, name := range []string{"d3", "d2", "d1"} {
+		chain = append(chain, defineIn(t, base, ws, name, subGraph(chain[len(chain)-1], nil)))
+	}
+	refused("a fourth level", "POST", base+"/api/v1/workflow/definitions",
+		map[string]any{"workspaceId": ws, "name": "d0", "graph": subGraph(chain[3], nil)}, "nest deeper than the limit of 3")
+
+	// d4 running d1 would close d1 -> d2 -> d3 -> d4 -> d1.
+	refused("a cycle", "POST", base+"/api/v1/workflow/definitions/"+chain[0]+"/versions",
+		map[string]any{"graph": subGraph(chain[3], nil)}, "form a cycle")
+
+	foreign := defineIn(t, base, other, "theirs", leaf)
+	refused("another workspace's definition", "POST", base+"/api/v1/workflow/definitions",
+		map[string]any{"workspaceId": ws, "name": "reach", "graph": subGraph(foreign, nil)}, "no such definition in this workspace")
 }

@@ -301,6 +301,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		w.Limits.NodesInFlight[plan] = n
 	}
 	w.Limits.WorkspaceNodesInFlight = e.perPlan("SLUICE_WORKSPACE_NODES_IN_FLIGHT", w.Limits.WorkspaceNodesInFlight)
+	w.Limits.ForEachItems = e.perPlan("SLUICE_FOR_EACH_ITEMS", domain.DefaultForEachItems())
 	// Temporal refuses a payload over 2 MB (2,097,152 bytes) by ending the
 	// workflow; the limit stays below it, with room for the envelope.
 	w.Limits.PayloadLimit = e.integer("SLUICE_ENGINE_PAYLOAD_LIMIT", w.Limits.PayloadLimit, 1024, 2_000_000)

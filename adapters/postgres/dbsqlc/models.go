@@ -97,6 +97,13 @@ type WorkflowExecution struct {
 	QueueID              *domain.ID
 }
 
+type WorkflowExecutionEvent struct {
+	ExecutionID domain.ID
+	Name        string
+	NodeKey     string
+	ReceivedAt  time.Time
+}
+
 type WorkflowExecutionNode struct {
 	ID          domain.ID
 	ExecutionID domain.ID

@@ -650,6 +650,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workflow/executions/{executionId}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an event to a waiting node
+         * @description Sends the event `name` to the execution's WAIT_FOR_EVENT node of
+         *     that name; its `payload` becomes the node's output. A node that has
+         *     not started yet keeps the event until it does, for the run's life.
+         *     Each node takes one event: a second one, one for a node that has
+         *     ended (completed, timed out, skipped, cancelled), one no node waits
+         *     for, or one for a finished execution is a 409. The body is bounded
+         *     like any request (413).
+         */
+        post: operations["sendEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -764,7 +793,7 @@ export interface components {
         };
         Node: {
             key: string;
-            /** @description HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together. */
+            /** @description HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together. */
             type: string;
             config?: {
                 [key: string]: unknown;
@@ -1053,6 +1082,19 @@ export interface components {
         ExecutionPage: {
             items: components["schemas"]["Execution"][];
             nextCursor: string | null;
+        };
+        EventToSend: {
+            /** @description The event name a WAIT_FOR_EVENT node's config.event waits for. */
+            name: string;
+            /** @description Any JSON; the node's output. Absent means null. */
+            payload?: unknown;
+        };
+        EventDelivered: {
+            /** Format: uuid */
+            executionId: string;
+            name: string;
+            /** @description The WAIT_FOR_EVENT node the event went to. */
+            nodeKey: string;
         };
         CancelResponse: {
             /** Format: uuid */
@@ -2326,6 +2368,11 @@ export interface operations {
                  *     after its item was deleted on completion.
                  */
                 queueId?: string;
+                /**
+                 * @description Only RUNNING executions with a WAIT_FOR_EVENT node waiting for
+                 *     its event (send it at `/workflow/executions/{executionId}/events`).
+                 */
+                waitingForEvent?: boolean;
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
                 /** @description The `nextCursor` of the previous page. */
@@ -2725,6 +2772,57 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    sendEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "approval",
+                 *       "payload": {
+                 *         "approvedBy": "ada"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["EventToSend"];
+            };
+        };
+        responses: {
+            /** @description The event was delivered to the run. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "executionId": "1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d",
+                     *       "name": "approval",
+                     *       "nodeKey": "approve"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventDelivered"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
