@@ -36,6 +36,13 @@ const (
 	CancelResponseStatusCANCELLING CancelResponseStatus = "CANCELLING"
 )
 
+// Defines values for DeliveryStatus.
+const (
+	DeliveryDelivered DeliveryStatus = "DELIVERED"
+	DeliveryFailed    DeliveryStatus = "FAILED"
+	DeliveryPending   DeliveryStatus = "PENDING"
+)
+
 // Defines values for ExecutionStatus.
 const (
 	ExecutionStatusCANCELLED ExecutionStatus = "CANCELLED"
@@ -67,6 +74,13 @@ const (
 	QueueStatusDISPATCHED QueueStatus = "DISPATCHED"
 	QueueStatusFAILED     QueueStatus = "FAILED"
 	QueueStatusPENDING    QueueStatus = "PENDING"
+)
+
+// Defines values for WebhookEvent.
+const (
+	ExecutionCancelled WebhookEvent = "execution.cancelled"
+	ExecutionCompleted WebhookEvent = "execution.completed"
+	ExecutionFailed    WebhookEvent = "execution.failed"
 )
 
 // APIKey defines model for ApiKey.
@@ -115,6 +129,18 @@ type CreateVersionRequest struct {
 	Graph Graph `json:"graph"`
 }
 
+// CreateWebhookEndpointRequest defines model for CreateWebhookEndpointRequest.
+type CreateWebhookEndpointRequest struct {
+	Events []WebhookEvent `json:"events"`
+
+	// URL An https:// URL.
+	URL string `json:"url"`
+
+	// WorkflowDefinitionID Only this definition's executions.
+	WorkflowDefinitionID *openapi_types.UUID `json:"workflowDefinitionId,omitempty"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+}
+
 // CreateWorkspaceRequest defines model for CreateWorkspaceRequest.
 type CreateWorkspaceRequest struct {
 	Name string `json:"name"`
@@ -134,6 +160,19 @@ type CreatedAPIKey struct {
 	// Secret Shown once; store it now.
 	Secret      string             `json:"secret"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+}
+
+// CreatedWebhookEndpoint defines model for CreatedWebhookEndpoint.
+type CreatedWebhookEndpoint struct {
+	CreatedAt time.Time          `json:"createdAt"`
+	Events    []WebhookEvent     `json:"events"`
+	ID        openapi_types.UUID `json:"id"`
+
+	// Secret The whsec_ signing secret. Shown once; store it now.
+	Secret               string              `json:"secret"`
+	URL                  string              `json:"url"`
+	WorkflowDefinitionID *openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
 }
 
 // Definition defines model for Definition.
@@ -170,6 +209,9 @@ type DefinitionVersion struct {
 	Graph   Graph `json:"graph"`
 	Version int   `json:"version"`
 }
+
+// DeliveryStatus defines model for DeliveryStatus.
+type DeliveryStatus string
 
 // Edge defines model for Edge.
 type Edge struct {
@@ -340,6 +382,45 @@ type UpdateWorkspaceRequest struct {
 	Plan Plan `json:"plan"`
 }
 
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	Attempts    int                `json:"attempts"`
+	CreatedAt   time.Time          `json:"createdAt"`
+	DeliveredAt *time.Time         `json:"deliveredAt"`
+	EndpointID  openapi_types.UUID `json:"endpointId"`
+	Event       WebhookEvent       `json:"event"`
+	ExecutionID openapi_types.UUID `json:"executionId"`
+
+	// ID The webhook-id every attempt carries.
+	ID             openapi_types.UUID `json:"id"`
+	LastError      *string            `json:"lastError"`
+	LastStatusCode *int               `json:"lastStatusCode"`
+	NextAttemptAt  time.Time          `json:"nextAttemptAt"`
+
+	// Payload The body sent: the Standard Webhooks envelope {type, timestamp, data}.
+	Payload interface{}    `json:"payload"`
+	Status  DeliveryStatus `json:"status"`
+}
+
+// WebhookDeliveryPage defines model for WebhookDeliveryPage.
+type WebhookDeliveryPage struct {
+	Items      []WebhookDelivery `json:"items"`
+	NextCursor *string           `json:"nextCursor"`
+}
+
+// WebhookEndpoint defines model for WebhookEndpoint.
+type WebhookEndpoint struct {
+	CreatedAt            time.Time           `json:"createdAt"`
+	Events               []WebhookEvent      `json:"events"`
+	ID                   openapi_types.UUID  `json:"id"`
+	URL                  string              `json:"url"`
+	WorkflowDefinitionID *openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+}
+
+// WebhookEvent defines model for WebhookEvent.
+type WebhookEvent string
+
 // Workspace defines model for Workspace.
 type Workspace struct {
 	// Active Executions holding a slot now.
@@ -372,6 +453,9 @@ type Cursor = string
 // DefinitionID defines model for DefinitionId.
 type DefinitionID = openapi_types.UUID
 
+// EndpointID defines model for EndpointId.
+type EndpointID = openapi_types.UUID
+
 // ExecutionID defines model for ExecutionId.
 type ExecutionID = openapi_types.UUID
 
@@ -393,6 +477,9 @@ type Forbidden = Problem
 // Internal RFC 9457 problem details.
 type Internal = Problem
 
+// InvalidField RFC 9457 problem details.
+type InvalidField = Problem
+
 // InvalidGraph RFC 9457 problem details.
 type InvalidGraph = Problem
 
@@ -410,6 +497,24 @@ type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// ListWebhookEndpointsParams defines parameters for ListWebhookEndpoints.
+type ListWebhookEndpointsParams struct {
+	// WorkspaceID The workspace.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+}
+
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	// Status Only deliveries with this status.
+	Status *DeliveryStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
 
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
@@ -485,6 +590,9 @@ type ListWorkspacesParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
+type CreateWebhookEndpointJSONRequestBody = CreateWebhookEndpointRequest
+
 // CreateDefinitionJSONRequestBody defines body for CreateDefinition for application/json ContentType.
 type CreateDefinitionJSONRequestBody = CreateDefinitionRequest
 
@@ -505,6 +613,24 @@ type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// Send a delivery again
+	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
+	ResendWebhookDelivery(w http.ResponseWriter, r *http.Request, deliveryID openapi_types.UUID)
+	// List a workspace's webhook endpoints
+	// (GET /api/v1/webhooks/endpoints)
+	ListWebhookEndpoints(w http.ResponseWriter, r *http.Request, params ListWebhookEndpointsParams)
+	// Register a completion webhook endpoint
+	// (POST /api/v1/webhooks/endpoints)
+	CreateWebhookEndpoint(w http.ResponseWriter, r *http.Request)
+	// Delete a webhook endpoint
+	// (DELETE /api/v1/webhooks/endpoints/{endpointId})
+	DeleteWebhookEndpoint(w http.ResponseWriter, r *http.Request, endpointID EndpointID)
+	// Get a webhook endpoint
+	// (GET /api/v1/webhooks/endpoints/{endpointId})
+	GetWebhookEndpoint(w http.ResponseWriter, r *http.Request, endpointID EndpointID)
+	// List an endpoint's deliveries
+	// (GET /api/v1/webhooks/endpoints/{endpointId}/deliveries)
+	ListWebhookDeliveries(w http.ResponseWriter, r *http.Request, endpointID EndpointID, params ListWebhookDeliveriesParams)
 	// List workflow definitions
 	// (GET /api/v1/workflow/definitions)
 	ListDefinitions(w http.ResponseWriter, r *http.Request, params ListDefinitionsParams)
@@ -584,6 +710,217 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// ResendWebhookDelivery operation middleware
+func (siw *ServerInterfaceWrapper) ResendWebhookDelivery(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "deliveryId" -------------
+	var deliveryID openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "deliveryId", r.PathValue("deliveryId"), &deliveryID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "deliveryId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResendWebhookDelivery(w, r, deliveryID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListWebhookEndpoints operation middleware
+func (siw *ServerInterfaceWrapper) ListWebhookEndpoints(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWebhookEndpointsParams
+
+	// ------------- Required query parameter "workspaceId" -------------
+
+	if paramValue := r.URL.Query().Get("workspaceId"); paramValue != "" {
+
+	} else {
+		siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "workspaceId"})
+		return
+	}
+
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListWebhookEndpoints(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateWebhookEndpoint operation middleware
+func (siw *ServerInterfaceWrapper) CreateWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateWebhookEndpoint(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteWebhookEndpoint operation middleware
+func (siw *ServerInterfaceWrapper) DeleteWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointID EndpointID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", r.PathValue("endpointId"), &endpointID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "endpointId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteWebhookEndpoint(w, r, endpointID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetWebhookEndpoint operation middleware
+func (siw *ServerInterfaceWrapper) GetWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointID EndpointID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", r.PathValue("endpointId"), &endpointID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "endpointId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWebhookEndpoint(w, r, endpointID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListWebhookDeliveries operation middleware
+func (siw *ServerInterfaceWrapper) ListWebhookDeliveries(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointID EndpointID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", r.PathValue("endpointId"), &endpointID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "endpointId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWebhookDeliveriesParams
+
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "status", r.URL.Query(), &params.Status)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "status", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListWebhookDeliveries(w, r, endpointID, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListDefinitions operation middleware
 func (siw *ServerInterfaceWrapper) ListDefinitions(w http.ResponseWriter, r *http.Request) {
@@ -1531,6 +1868,12 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/deliveries/{deliveryId}/resend", wrapper.ResendWebhookDelivery)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.ListWebhookEndpoints)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.CreateWebhookEndpoint)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/webhooks/endpoints/{endpointId}", wrapper.DeleteWebhookEndpoint)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/webhooks/endpoints/{endpointId}", wrapper.GetWebhookEndpoint)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/webhooks/endpoints/{endpointId}/deliveries", wrapper.ListWebhookDeliveries)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/definitions", wrapper.ListDefinitions)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/definitions", wrapper.CreateDefinition)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}", wrapper.DeleteDefinition)
@@ -1566,6 +1909,8 @@ type ForbiddenApplicationProblemPlusJSONResponse Problem
 
 type InternalApplicationProblemPlusJSONResponse Problem
 
+type InvalidFieldApplicationProblemPlusJSONResponse Problem
+
 type InvalidGraphApplicationProblemPlusJSONResponse Problem
 
 type NotFoundApplicationProblemPlusJSONResponse Problem
@@ -1590,6 +1935,604 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnavailableResponseHeaders
+}
+
+type ResendWebhookDeliveryRequestObject struct {
+	DeliveryID openapi_types.UUID `json:"deliveryId"`
+}
+
+type ResendWebhookDeliveryResponseObject interface {
+	VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error
+}
+
+type ResendWebhookDelivery202JSONResponse WebhookDelivery
+
+func (response ResendWebhookDelivery202JSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery400ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery401ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery403ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery404ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery429ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResendWebhookDelivery500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery500ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery503ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhookEndpointsRequestObject struct {
+	Params ListWebhookEndpointsParams
+}
+
+type ListWebhookEndpointsResponseObject interface {
+	VisitListWebhookEndpointsResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookEndpoints200JSONResponse []WebhookEndpoint
+
+func (response ListWebhookEndpoints200JSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints400ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints401ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints403ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints404ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints429ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhookEndpoints500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints500ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints503ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateWebhookEndpointRequestObject struct {
+	Body *CreateWebhookEndpointJSONRequestBody
+}
+
+type CreateWebhookEndpointResponseObject interface {
+	VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type CreateWebhookEndpoint201JSONResponse CreatedWebhookEndpoint
+
+func (response CreateWebhookEndpoint201JSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint413ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint422ApplicationProblemPlusJSONResponse struct {
+	InvalidFieldApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint422ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint429ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateWebhookEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint500ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint503ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteWebhookEndpointRequestObject struct {
+	EndpointID EndpointID `json:"endpointId"`
+}
+
+type DeleteWebhookEndpointResponseObject interface {
+	VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type DeleteWebhookEndpoint204Response struct {
+}
+
+func (response DeleteWebhookEndpoint204Response) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint429ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetWebhookEndpointRequestObject struct {
+	EndpointID EndpointID `json:"endpointId"`
+}
+
+type GetWebhookEndpointResponseObject interface {
+	VisitGetWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type GetWebhookEndpoint200JSONResponse WebhookEndpoint
+
+func (response GetWebhookEndpoint200JSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint429ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetWebhookEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint500ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint503ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhookDeliveriesRequestObject struct {
+	EndpointID EndpointID `json:"endpointId"`
+	Params     ListWebhookDeliveriesParams
+}
+
+type ListWebhookDeliveriesResponseObject interface {
+	VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookDeliveries200JSONResponse WebhookDeliveryPage
+
+func (response ListWebhookDeliveries200JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries400ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries401ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries403ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries404ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries429ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhookDeliveries500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries500ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries503ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListDefinitionsRequestObject struct {
@@ -3720,6 +4663,24 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// Send a delivery again
+	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
+	ResendWebhookDelivery(ctx context.Context, request ResendWebhookDeliveryRequestObject) (ResendWebhookDeliveryResponseObject, error)
+	// List a workspace's webhook endpoints
+	// (GET /api/v1/webhooks/endpoints)
+	ListWebhookEndpoints(ctx context.Context, request ListWebhookEndpointsRequestObject) (ListWebhookEndpointsResponseObject, error)
+	// Register a completion webhook endpoint
+	// (POST /api/v1/webhooks/endpoints)
+	CreateWebhookEndpoint(ctx context.Context, request CreateWebhookEndpointRequestObject) (CreateWebhookEndpointResponseObject, error)
+	// Delete a webhook endpoint
+	// (DELETE /api/v1/webhooks/endpoints/{endpointId})
+	DeleteWebhookEndpoint(ctx context.Context, request DeleteWebhookEndpointRequestObject) (DeleteWebhookEndpointResponseObject, error)
+	// Get a webhook endpoint
+	// (GET /api/v1/webhooks/endpoints/{endpointId})
+	GetWebhookEndpoint(ctx context.Context, request GetWebhookEndpointRequestObject) (GetWebhookEndpointResponseObject, error)
+	// List an endpoint's deliveries
+	// (GET /api/v1/webhooks/endpoints/{endpointId}/deliveries)
+	ListWebhookDeliveries(ctx context.Context, request ListWebhookDeliveriesRequestObject) (ListWebhookDeliveriesResponseObject, error)
 	// List workflow definitions
 	// (GET /api/v1/workflow/definitions)
 	ListDefinitions(ctx context.Context, request ListDefinitionsRequestObject) (ListDefinitionsResponseObject, error)
@@ -3818,6 +4779,168 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// ResendWebhookDelivery operation middleware
+func (sh *strictHandler) ResendWebhookDelivery(w http.ResponseWriter, r *http.Request, deliveryID openapi_types.UUID) {
+	var request ResendWebhookDeliveryRequestObject
+
+	request.DeliveryID = deliveryID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResendWebhookDelivery(ctx, request.(ResendWebhookDeliveryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResendWebhookDelivery")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResendWebhookDeliveryResponseObject); ok {
+		if err := validResponse.VisitResendWebhookDeliveryResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListWebhookEndpoints operation middleware
+func (sh *strictHandler) ListWebhookEndpoints(w http.ResponseWriter, r *http.Request, params ListWebhookEndpointsParams) {
+	var request ListWebhookEndpointsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookEndpoints(ctx, request.(ListWebhookEndpointsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookEndpoints")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListWebhookEndpointsResponseObject); ok {
+		if err := validResponse.VisitListWebhookEndpointsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateWebhookEndpoint operation middleware
+func (sh *strictHandler) CreateWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+	var request CreateWebhookEndpointRequestObject
+
+	var body CreateWebhookEndpointJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateWebhookEndpoint(ctx, request.(CreateWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateWebhookEndpoint")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateWebhookEndpointResponseObject); ok {
+		if err := validResponse.VisitCreateWebhookEndpointResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteWebhookEndpoint operation middleware
+func (sh *strictHandler) DeleteWebhookEndpoint(w http.ResponseWriter, r *http.Request, endpointID EndpointID) {
+	var request DeleteWebhookEndpointRequestObject
+
+	request.EndpointID = endpointID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWebhookEndpoint(ctx, request.(DeleteWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWebhookEndpoint")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteWebhookEndpointResponseObject); ok {
+		if err := validResponse.VisitDeleteWebhookEndpointResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetWebhookEndpoint operation middleware
+func (sh *strictHandler) GetWebhookEndpoint(w http.ResponseWriter, r *http.Request, endpointID EndpointID) {
+	var request GetWebhookEndpointRequestObject
+
+	request.EndpointID = endpointID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWebhookEndpoint(ctx, request.(GetWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWebhookEndpoint")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWebhookEndpointResponseObject); ok {
+		if err := validResponse.VisitGetWebhookEndpointResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListWebhookDeliveries operation middleware
+func (sh *strictHandler) ListWebhookDeliveries(w http.ResponseWriter, r *http.Request, endpointID EndpointID, params ListWebhookDeliveriesParams) {
+	var request ListWebhookDeliveriesRequestObject
+
+	request.EndpointID = endpointID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookDeliveries(ctx, request.(ListWebhookDeliveriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookDeliveries")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListWebhookDeliveriesResponseObject); ok {
+		if err := validResponse.VisitListWebhookDeliveriesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListDefinitions operation middleware
@@ -4458,132 +5581,158 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x963Lbttboq2B4zkyS2dTVci7yLzdxUp86jms7u+e0ytQQuSRhmwJUALSievwc54G+",
-	"F/sGNxKkKImynLjJl5k9u44NAgsLWPcLboOITWeMApUi6N8GM8zxFCRw/a/XKReMq59iEBEnM0kYDfrB",
-	"5QTQFYXP0gy4QmyE5ATQjMMNYalAMzyGZhAGRI3+KwW+CMKA4ikE/SAyk4aBiCYwxWr2Kf58AnQsJ0G/",
-	"226HgVzM1EghOaHj4O4uDN7AiFCilj+Oq+GZM349StgcxdnQJwKROANjhuUkhyL2JwwDDn+lhEMc9CVP",
-	"wYdtxPgUy6AfpClRI5dhO/oMUboONHAD1gEE3iy7wXNCpkQuQ3KGx4AE+XvlwST6O3+tGEY4TWTQ32+H",
-	"6pDINJ3aI5oSav7VyUAgVMIYuIbhN8avxQxHsO649IB1OJl7s+yCkzv1sZgxKkDf659wfA5/pSA0miJG",
-	"JVD9I57NEhJhBWdrxtkwgem//iMU0LcBfMbTWQJmOxKTJOhrkEBINGTxAk2wQJgi4Fxfb/1fEfT/uA2m",
-	"IAQeK5CmqRoNCCMLqt5wP2j5W737FAZCYpmKoN/T9ECkWjg4pjc4ITGyy+Y7nUg5E/1WSyQpiaAZw40D",
-	"X7SI+ajhPrrzMfe/OYyCfvC/WjkbaJm/itaZmcHgb/kE3d6JQFOcqCOAGDGOhhzwtdD8wMzUVEu+ZnSU",
-	"kGhXhB/HMJ0xCTRaNH6BBZpjgVIBMZoTOUEYxWQ0Ag7UHEng4/FVjscMmHoI9NaM3JcPjUU3sTA7kfpP",
-	"gqVcU4jaBWg8vmV8SOIY6I6IVAvkPBANIWF0LJBkCFMmJ8BzCi1gcS/HYg5KLTSOsuEPhTvJroGiKV4g",
-	"yiSSLI0U4ojIMKcxdkwlcIqTHRFG7DQZfTuc7BcptDSqFoFaAB8CLxdsCnJC6BiNMEkURVJDisBvgB/Y",
-	"i2Xv3ATTMcQKe+oLiy3NLd5xPJvsiLEucltcxQ1Tek3ZnCLKYkCD4PMg8DjiWIHQgngMotVuSRbchf63",
-	"0SJKoI8wagzSdnsP0DD7CS/NohYQRb7a7S7zVT14O65qPnmoG61nUxxVXWiMDFRvDt8dILgBvnAIVSMS",
-	"IqTje0QqlUtO9AmeMvmWpTTe8fQq9Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2A",
-	"zzd6ObZPvQE1ME2ZbJjhD4HlU4aE4hMFFnHJ2AnmY3hIbQA+RwCxQJ127+X+i+douJAgfJR0PFZ6hhcJ",
-	"wzGSjKFEQ1ILNZKxhhn+UBdQg65ul5qVIznBPvtAOIpgJoVD2ntMFzvi7K+USWyRBXEfYYmmTEjUabfb",
-	"aAY0VqzsrxRSQEQaVpKTsCfSfy3MUw99eu1G9s1Di/Q5S5MYzbAQiFFwNpKv+GoABHrq9sn4gArJOMT+",
-	"lkOPBAv/QDfAhfmlZnBoBnxANQ95FipVrLCeOlZhF7IgCjTCQrpzVlyEYwkDyrhWZtVtnGK6QISiUULG",
-	"E6mOh9EImujUyAytgFmQMc1EyYDihAOOF+5vVtQ00dU5SL5oHI4k8CsDkkTzCXBAc0ykmnICyUz0B1RB",
-	"b9AQc0yoQFjkppRACgtiEupltVTDUuF+RJJENAdKKZkAjq0l6626bI9cQMRorJUfBQMawohxMPceT/MD",
-	"VZqGOs5m0XhdZwmpG/KR4lROGCd/w65MeUqEUCgaAubq2JQCVGCznZwiCsvWoofU/+KBmK0GUV9GbPU1",
-	"OcHaaHDCn3HE4YZdQ6zZykeKbzBJ8DCBB1BxLd8iAg1TsThAki8QHmNCkZgwLpNFQZHzOPIF8BsSAUo9",
-	"cOoiMfvgoThKvgtFkmon6q5KfA0FfY6yeR9RhmIs8RALGNCIUQqR5hWRuskjDqBVBmLY+lDJVaVFYCKL",
-	"NB0zCgcDmuMLK9opku/DUBlfqDX1IlsRVoZcvfThjPwCWhjNOJsBl8SY+hEHLCE+lAU/QYwlNCSZwrKz",
-	"IAxIXMOn4HwUt8t/mCkm9Lna7TEi3CjeHEcSuHBSQUDEQYb6WCFJ0DUsBMIzzGWzam1LMGt2RdPE0pBx",
-	"lixNMS96aDa7lXL3yx+BHlL0zmh0ZJsPPcT74H7KZmbD/4Cxo19jGkFybh00y0dY8zwcGd8GQNWt+SN4",
-	"fXj6+ujk5OhNELqfj0/feTCs252drhJgvTVz4zw/Eo5jLZZxcubBP8KJgLC0JXd3yo7PKaHu351NUOo5",
-	"VoOXe0zvB+LYWYDr+NY7Z/3ca0M7XsLK+2fAXo2WfxuV6cvjpATsJrgyh+lXvFBhMEsw3Sib1JjKy2e/",
-	"X72pOOfKOEk+jLT5v24tO15Z+sX9Gf5YIVQmWoWgERwYVRMRLQebG2+PnXEZ+E+FcMODSJQo5RyotHfP",
-	"ExqZPAu3pLddZVQ6i7fdxBcSGCXcOEQUBUgObtVly0/rDI+rBIg2HP0f1uHYO/u7bDHMOV5ojGZRL012",
-	"66VsGQnWgPXmWL8d78LsfAfjUgRt493Z7kLerL7bJSyUIm83aw6+CjtHcdURjzibVl50ySp/PZ+AD+uQ",
-	"sQQq2JyeVk9SCQrV5mkW/7sf6yZ0lq75xlysItc7dBaG0RenswRL0PbxlZ7tqokucpucg0w5hVi7oNCI",
-	"cf1DiARDNJ0OlRZ6DTCzLsaYjImvdNrthsHnxpg17C85nivLq3mO5++tR9Yb0CDTGeMyl0tufO6XBRqx",
-	"mNBxS//6TmvNhHEiF4W4Y7e8844ONzEhUcrHQGUTfeDK+tBuDmfZ4NzpcYBGmHAKQiAccSZE/ieBIjYF",
-	"YVRyteEswNlbH94MM9/om21p6gH1nUoY1tzSOLumy9SjBxxvq2av4wu/qhkvzNDyPtxqa3XsNdCq5RKQ",
-	"u5k/ccq1J+G9KMxBqHzeW/29dwdMgGezDKgtq+/BB5RFqT/TrjF7zmGRzpvI6EjDBXp3dKnsTUa9lATE",
-	"aLIwYaGECIkSwDcglBbF0sdgAyZSs8Z2nuGx9qXqmBGHiPFYoKcrt/ZMpxbUkfunLIZzPV+l3FdwnRaE",
-	"/zKEJrXF2fRKzFeDiyW6ajkCbuU+zdatlwVyZ6JWVwdI3TCkJBa6Mr9CE5bEOsQ+RThJmnUuvEfjy4Dn",
-	"3mYNeY5C497FXEKMlDC0wCjM6hvm+WPdMOvXudC+MbtliJERKmUq2Ai2nXUbTaceh8oYjONSO7J19eFa",
-	"BX93/TlnnDVEwTJUGWZ8rIYFdlrgi47HrWXPD6Fx57z+cRTu8lXwXEjnH09Pj0/fBWHw+sP7s5OjS+1M",
-	"ent4XPAqHb2pcCqFwVsCSXzk5EQRQ1kgu8qBqJnj7YbN2VQpN1HVxrIofkl9RG8O3zWRYnjW0cgBpZT8",
-	"lcKBzmCKx6AFgXbMotcfTt8cXx5/ODVMbIoXKMKcL9CV4klXSgedkehax4+GHNNo0hzQ96A0S6QYv5kf",
-	"PuNIoqcRFtAQQAWR5AaehcUwwExr/oqNm484jFKhRJqOLVlllVDt2B6RcYXiii6rYmzG0W2Skkyo7ClG",
-	"ve4rBZ/apJ8m8CxUwwa0EM3VuXHGZb6QYONLxRPVmQr173xsoraVcqb2LOoIl2cp+2r0lJ++uij/GXBi",
-	"LnJJf5tAdC1WazpVVlz5Zuc8foOXZ7WGqXFXoVyqi7VJDfvKmLw2PjTPudep4dwzvygT/8+Xl2d/nh/9",
-	"+vHo4jJEl+eHpxdvP5y/Dz0yZxy9OTo5/H8HSB+VyzKxOWnS6TcmWUUwE9FbSlDhoDYKMZJsDHICfLNP",
-	"Tu3Tjll1YlZDWzo3LJUdLKtF74NYDJnCX8Tnb5NFxlZsztUBOv14olmWZhYGP4qdUSbRx8u3jZf6X0Lr",
-	"5Vigj/96+/btG8PkZlhIdHVx8vH49dGf50evP5y/+fPfhycfj/58f/h/r+yERCJQ7CxL/lEgZ7m9mw0S",
-	"Z2ksK4JqF09MAl1yo7Q2NTQ0C3lsVl0Bta5lyU10OKA3OEkBsRvgm+FXjHumrJYBvbodBCaOqsClkRIA",
-	"g6CPbgeBHqx+1nldkVpQ7dFkeYVoEOh8c5jrIUE+yBgK+utQ4VfCZ2k+GgR3dzZsWcbS1yHhpbNgqaw8",
-	"jIKLJ8FSyVItuLRCDjPRNPu9hoXZWtPMhJ7OJyyBZwfubAZ0WUaeO6U8IdfgfEZ9fXYDuuHwNEYxmmKu",
-	"GIM9gYxBDGh+FR8DzZvNhToWRw3zQfGi3HJwrLY2e/N0cce5HF1md8KxnNXq+nom+RCq+Qaj+Mvr5h6e",
-	"66vlF78cn53VUNDPbPjLTfv2/OgoCIOz8w9BGBydXh6dn50fXxxVf2tTNpYo9/zta/Sqt/8ik4UmIUVn",
-	"DRWPwmWq3K4QNhV+EG1SNBK4gSTLrg0R4GjiMuD/z8WH08aM6aTihqZvkxla0wvi2SwVB06okJhG1WbL",
-	"kk7mSWCbVnNbV0s5REJq7vfx/Ngp6UrKXhMaK+Fj975ZpbDUZtZf63HULstjaY60Url4zVJawaqPNGvl",
-	"kAAWgIY4ulY8++zo9M3x6TsPQg8dWYrQVlHEBJPpbrztPnEjImZYRpO3mCQpr/LNvTWJ5ppJCcQougTF",
-	"uXFi3Iraq6QUI+332qtGiFtlRxWtWIm1tbOppqc2wUIe1Xb/+oGN5Y3fw53+WPEHUtvzlMm2bO9hkYYq",
-	"rpWP1rBUDeeHgn3S8WmidIfWUvhDSMacXTyOYPSvhCfCLNtRou/k8Pi9FoJvji/ODi9f/7yN7+qjjrjv",
-	"mJVy7/SSlXklGUAVTDqS5KZClBzlLuoJS2Lj0xIJK+eJ+Pbi9mzSWH4nWMifWcrXQmHMZZ13aQ4D2WxM",
-	"RQBowlJeDVVd7lRd/vmaUZtq4TvtddVuginCScLmonrh1ZmOtc/XOq8rwg+KhESW+z3SicLqdKpB2Tpv",
-	"pYqH+clLYVb2au9PBunSmW6TkpLd04dgNfmlfwxWo4QURKli4xcKILMDk4Fe7UTA8VTdaC/zOy9CODw7",
-	"RtewyDJ9dfaFmauQXm1SoQkdsYqkLxNaGuukh7mhJp1M6xSPJvotj/LrfJO8Plxb0G8O3wnERgOqbeoD",
-	"o7voCgwKLpAqEJHGJ2PXU9uSJjRKkwWaT0gCxub1/c2amnQpsMm21pzmqbIsUCdEZ+cf0H6IctsCddso",
-	"ykhzQHPafNYc0AF1yqXxRac0Bo6uWnhGWjedK0R1idHVoU3b15GbPvrJVAcYB4E+BuMiuOobcL3z0UE9",
-	"ZJyeNvKz6shCtWNdOYWjCQiNhAFVGGFzmg9vIgOytmAQEehqVd7+FXrqbKVnxlmQkAhsCrA1+Q9narFG",
-	"t9lWJMcTL/l+Pp83sf5zk/Fxy34rWifHr49OL470N3deQr85xMOzYy/pqB90mm0zjs2A4hkJ+sFes93c",
-	"s04GfdctuvOIrVePo9NCqzITT4iQwsfjE+HX8RSdgjFok16hPgauU3VsVbziGthpeHrSN97iYaFhwx9r",
-	"C+21I4mYVJeq8v+HKrYPq5lZDmjLNCioMdDypLtPpfr9bru9pjakoibEstk/PhX5peKWtWs0SlmGFaUa",
-	"h1m03ztoXdTSMwBXTZ9trOV1JdCfdDZ/8rFUsdNr723+6K1fiN1r9zZ/kZWUqg+6rzZ/4GoD78Jgv87W",
-	"j70S6P06e/CrhLSESqdTzBeWRKqagShikXgsiimIIvik9BgmKij43zghMTYOfBftUOJA5xlrOYCFK8FD",
-	"Hcf3zLjlQl2dl9brdssVu2USL2fvW1oEIX9i8WK7a5+lcNrYpL7/JsD4hx/qyp3QeX31z5AkLES3tyYG",
-	"0FRcAt3d5c7sYMwBvBYKWSjJpFBbruIGFSzP4PmoE3Wi/U5jL3o+bPTw/rDxavgSGu1RJ+7ivWEv2t+i",
-	"Am1VwcNdUd9RjOxuiZN0tkOpZxoE3Xb3eaPTaXQ7l512v63+9/tyRnO/Ez7qQSizIahTuR0sHZqnba/a",
-	"7Jc8Vz8Te5nb2hKD746/dvZq8dcTV/fd63brMFivrcM3wMXN4Vr1qcTJVzLyu3Ctqta69VPP7wzDV3pX",
-	"hYXBRk4payJjobqCZmMdakOVSO3XRFgi53tyXvgoAcyNDnyAeEqpMi6WipeXuf8bvWaJ+xf4VW8ZWvNR",
-	"/EPT+Lp31KB9yzsaVlsLFxNlmZaa8mSagnPcWGXjiTBaxvL1eQdy3d1pP7as+57l0WXh8H4Q49clxncg",
-	"t6bEku28wRgtxDi0ZrWFsGm5Vh3lJotbr7vKWrkwVglGFOaITKepiZ86+8TP2XKenCGYChjHXkoJ3Xk8",
-	"xXiJKJsjRjdbLHm+8RcxXD7dbWkYlEp+H8kqKNbf1WWAm5hp5sjq3oOLuYNawczURbLz/1Cyv0cl+zCO",
-	"EUZ5AeZDaNUZo2vd2p/uVrpIjdLDKFTzK1xs5VpH5fFZzxfWfL4wPXcenp6/V1r+JjSTTVS2mzYS3q4+",
-	"b5sIapJxTGosEaizouXuTUF4V0cA1jbmqVSMcq1iq3hJ/lmopBEIaTZgE5Jtud0MjwnFRumuCpjkofd/",
-	"arykCMUHmix8PUxnBxDTBDYVq8DJa7tqcY2l8rfNcGgVkoiCkbMaNVVpQTvipFia6JclGsC8KsanauyV",
-	"LZi7GlA9OKuEf9ZHOIvVuI6DjGpfDxoRVynEU4pwItiAmuZXJvoLU9MgyzhdEKPIpuQqhOgwZhVKvKLn",
-	"//GRtGLx4NpAmnf9niqaZ6muwiLcOMOFbTqY19Y++yHeHiHeBj6LdQLO+2W1FukVPmv61LZxpXF75FIy",
-	"MPXru0clj9mTJVeZvh+YirmuhOi2u66DpRGHmYnLXfoqkabSutg6M8/nGFCdnIR+035eiq5KHcmvQoRt",
-	"IWPW2w1PbWNVw3+EaW3JOFFyK/HYlkk3KXcxt1kf2VTXoFu04gHttV810S+uglOX1OgEKl3GLyTq9nQ6",
-	"mW4M6mVoaCZVlJPlViabJOV7fG3jooazCjzSApOD5AtThJnBmhWPLSECrcDDQXU7d3U4auNI7/siYjOI",
-	"i1sL1yAhE1amYWHOmksnuPJliv39TQ3aPu3g8siKslzmS4yL2cPdVXm/dW2PL+kaXdUKp5azpbsdprJO",
-	"BsFe3I06wzZuvBq9hEYvfhE1Xg6f48b+qAfub16Dzyw5dttteb1TKqSVG/TdSZ52Dcnz2nsQ4R5elX+2",
-	"bLMnW5A69xRwhc4eGzwi/nJPnN4fGvXTdHuxLY+LHVGIFCahMW+L4nTb/XaozAjFjXWG2bMD20rk1HvE",
-	"R9fqG9mUty7ZqlVJEx3haDKgZv0nwpWP2tJEBbZJC8zEVTpDkm2sOTQFTk87z9Ev5Cc0XCDbIOpZaMqP",
-	"YUCNjNfiwe4ZD62y6BI6/Ur+WZIKtN9G//X/0Z76PznBMhzQ+QRLuHHClvydde3mKa0Sm+9A+iJzR6eT",
-	"X6Vc5XZqdn8vdugwPR5tYbJSwW10rYO7w72oFzf24fmo0cOdYeNl1I0be9Ab7ePnwxfRyzgIV4mcPDEl",
-	"K6ruhDWg6/welIExC5h/FHNV1mS6WDC8Us7Vy2Ws3a8DrMiDCe8lNfgGH2Dl6rsL6UIrmc4XFtzrJFvh",
-	"8aofhtUj+A1rCJ5tPYf+c2WbvHUlLh/pTs3bhzCLS66KYJo+0Eq/X0qY6Wvh59L78zAvEcjAlNgmMQPq",
-	"eiNk5U1a7CjTTehJjPlm1kpcyr9N7hlQk5cDsWdnHFLj9BGSJElWqGJLdoxgUeYhZV7yPlqAPLCg6UTR",
-	"ghTVH7VuLUdyaL2qEjAGzjUyZkvdeRvxkHO3vHd2/dBrsal3Vf6eOQINqn1Y5IcO/c9PzDN3+qE14lbW",
-	"96hSLz7DY+1u4CwdT8r6cUHl9bXcJjKOxAE1/fKcZnildcCrXE3utNvuj89sNb3tZjIyqRIDSkT2WMJw",
-	"sbrBiemqyozuPOZKm89bY9RQKAvxilONkw2emAd71rGz+VnHb8vNXOqEsdbP7N+h740Hbckilr27a+jt",
-	"6yklWlpuFT0sPKHEZqZmOVm4PqGZWU0NdWqWUfYKS+fnnPaRc8Whpx1jeZtOcRSxJAYhlfLAhe1AV7TM",
-	"rd/JwKJUC120yFMqjKXtQMgdzk+x1TpsW4nYvr+C3bN+xu2qtBGhzGtj/A9xdM1GIwvdKv6iK8e/oVCo",
-	"xdqXiIKW2hR/p/G2Yt+DtXzQo5kf9t4jBNKKL93VVqtKFsUG/6J5bk1xdeu5LkbVaSya6AONQNtL+Z8m",
-	"WAxo5unIe7uQPBhuHJPKdjIhN9Rr9w5KcXsiBlS/56gUKcVVSqURWl/KQvcrvG55941dCazY26dd6s2z",
-	"Mu8978VjvFt1MsaWOum0y41vKh1d7d7vpY4o9T18W/i7vK42ZkuF0FNmDBaaifxzA1Jee5Zqv1ZOaT8Y",
-	"3WMkxOX4r61DLh9ixiZMOX0xy2dFhlueiXN/ReVTDSa82lv2D9rHJl+cVlQzTm+EAxoxbVo7rZZxZHsN",
-	"mVG2rGBAiy44opTdG+BeXYGaJecn+ms/60+LCusLrO0BREsOwAGt8gA6t55GuO3Dw7hO7crhzryAA2pe",
-	"djW327a1lkU2stJ9t0ZY3cd9t23UO2/09MN798N7p713NbhvicOZZjob7G/vbR1FGxFOEuCKPpEAZdMm",
-	"iU7Nka5HkIlpszm1fZ9yg/MaFs9qdUPJG/0E2/ocvk1jrthZaq0xlx/H1yXMb6VDSHZvHAF4v1zdFsQU",
-	"lRWcTUjxQN35qYkOdXMlRpPFqkq5vJ3XDuliLmQf5a3M+rpx7ZbFcUsd/r5EeZxrzdeuZSeVW+m1rR1T",
-	"y0DI+t/th6txlHeja9coKt6eNL/hdhXfWwpXoZGEo7pKeq8UeK1bz0jd5Fcp5gznfX4SbCWdvprmR0MS",
-	"KGIptb+xT93DTE6sHiuKnRqxdM7fqn6RSy6SIpvZyUViybd7L/LtfEHyffHVyLfgD//hMXis4v61FLyt",
-	"Avib53/SprCySit6kecSHbm6aJNFqOkGhCtBsnmTSrUVgjBa2fnFtfwTks1mUKHVljrvnpkupfdWFCzd",
-	"eN3saxPEih7AtTSEb4DFdNsreIyHq7qsZv+BWY1d6jtmOd+dojHBdAylELRtMXxffUP9vXENi012tyy9",
-	"eaYfdSuWy5nnzkW1EX14dvyLWmU3KlZmbX79a3U2zt57L79gVkkUals/RO8jGMu2A7BvKmc38wHEbqWZ",
-	"XZa65gKbh8Xse9aMRhBmiQFuNwemPbNSnydYTJDOGWC8StQa48Dc/gcwxiOyrfVt7v8jd6bRorM9fAE9",
-	"3IbGK7z/otGL9kaNl/Fe1OiMurAX96L94XOcxx4ioh93gBH5HPQDkVz/2Rt18atII/GGXfuRUXNwhWF/",
-	"Xv/avWn//tfLaefzi9necJ++inpfpUlo7DjOSg4T5oabgfyH5P1GTHzq+FQ1m9pG3rZur2GxoUekz6AO",
-	"kb32rjjXPlyaWQZqYBOdq0H6KaM5icBElyhrsNkya9JDfda0qQmk+eBHE8ivfPkM2jdevp1kZGV3F7vc",
-	"E2FDIxURYn2Hd49zT/Q7rn+v1EEPba5Pt93OH0VAM84iEIqJ8hsQ7gUDYd8UFYgyFMMMaAw0WlQ6sH62",
-	"6+5qW2aBUHZdX1zYx2ur4isJuVHmmPcuhtV9PaXpBigIX18ySLRsSBeb1EUoUHTGhBxz/WoxjbMgeKij",
-	"ZlMWp4l7ZDQVgIh8ZtOvDtB+ew8xOQE+JwJC/yE1ZUKrn2e668EwldopYWwF8/ic6xI4ZkgyUxCpjpI/",
-	"EShh48oTOzf72rkQMnsgeGY3bg4vDKTden6YD3u2egNNjy2sANp/xqIEvHvUL1D41AfdR24bGdaf2jcB",
-	"M08uGz/zQvb77b384YpTN0/xgRTRb7XMu6nNGG4cRKJFmWyY4bXx4Z4yrAwm5kSKYgZCXxNzvdbTgEIl",
-	"WUkExQ/z52T++KQsAnPRqpJlpvha104UXgPpt1oJi3AyYUL2X7ZftrVZYRdd4p1AMbWNY8x1V0a6NozL",
-	"2cyigvVmjLkhTP+JiEMMVBKc+HNkrL96hvLbBB40S63w/Gn9nmHLM9tydULHIZpjGU30W1c0dhkyRU+k",
-	"N60X+F+e1TEzPRN3p+p9bU/17tPdfwcAAP//qq8po06mAAA=",
+	"H4sIAAAAAAAC/+x9+1Ibufrgq6h6typQv/YVyMX8xSROhg0BBsiZ/c04Fcvdn+0+tCVPS4b4UDzHPtC+",
+	"2JY+Sd3qdttuYxJmstSpOkNArcsnfffbnRfwyZQzYFJ4nTtvShM6AQkJ/uvtLBE8UT+FIIIkmsqIM6/j",
+	"XY2B9Bl8k3pAn/AhkWMg0wRuIj4TZEpHUPd8L1Kj/5pBMvd8j9EJeB0v0JP6ngjGMKFq9gn9dgJsJMde",
+	"p91s+p6cT9VIIZOIjbz7e997B8OIRWr547B8P7c8uR7G/JaE6dAXgkRhuo0pleNsF6E7oe8l8NcsSiD0",
+	"OjKZgbu3IU8mVHodbzaL1MjFvXVZOOURk0t3BoMx59cEzLhV24Jsri039Q2C2Sp4gR2wcjvOLNvt5ySa",
+	"RHJxJ+d0BERE/1n6WmL8zl0rhCGdxdLrHDR99XKiyWxi3s0kYvpfrXQLEZMwggT38DtPrsWUBrDqDeGA",
+	"VTC5dWbZBib36mMx5UwAItsvNLyAv2YgEEwBZxIY/kin0zgKqNpnY5rwQQyT//q3UJu+8+AbnUxj0MeR",
+	"NIq9Dm4JhCQDHs7JmApCGYEkQZzD/wqv8+edNwEh6EhtaTJTo4FQYraKB+54Dfeo9198T0gqZ8Lr7COS",
+	"RlIt7B2zGxpHITHLZicdSzkVnUZDxLMogHoIN3b7ohHpj2r2o3sXcv8zgaHX8f5HI6NNDf1X0TjXM2j4",
+	"Ld6gPXskyITG6gogJDwhgwTotUAipWeqqyXfcjaMo2BbgB+HMJlyCSyY1z7CnNxSQWYCQnIbyTGhJIyG",
+	"Q0iA6SvxXDi+yeCYbqYaAJ01A/vlY0PRTiz0SST+SfBZghiiTgEIx/c8GURhCGxLQKoFMsJMBhBzNhJE",
+	"ckIZl2NIMgzNQXEvg2K2lUpgHKbDHwt2kl8DIxM6J4xLIvksUICLRAo5hNgxk5AwGm8JsMhMk+K3hclB",
+	"HkMLoyohqNngY8Dlkk9AjiM2IkMaxQojmUZFSG4gOTQPy7y5MWUjCBX01BcGWkgt3kcQh1tCrEXMqGXE",
+	"MIGhwt0OaTXr6n8tRUumSXRDJZCdi/dvSetN6/XuIaGxkjYiqXHj8uTz8dvu11+vrs6/np696349Ojk5",
+	"+92hpbMkztPQdnuRhg7xhBtRUP3JY9zSkV7eIZKEBgFMpSCDmUwvLArUZSkgCZ8I9bwVi0mlnM8XJ+p6",
+	"aQozGoYJCKFvWa8QCaKYaehe7oeETsdbXm7bXq5Ydrszds34LSOMh0B63ree51zRSG2hAeEIRKPZkNy7",
+	"991vg3kQQ4dQUuvNms09IIP0J7owi1pArL9wHLzZhetPHotc4Wx4IVwSSvSu3h19OCRwA8ncAlSNiCMh",
+	"LVOLpBLy5Rhv8JTL93zGtkXNEgmevKbNcI++glp7uD+o7QcvW7U39DXUDgYvg1fha3gzbLZw60PcgMsU",
+	"9jNonzoDKkCacVnTwx8DyqdcY0mO/l9xfkKTETymqAffAoBQkFZz//XBq5dkMJcgXJC0HD55TucxpyGR",
+	"nJMYd1IJNJLzmh7+WA8Qt65el5o1IXJMXd5gKZAF2ifK5lvC7K8Zl9QAS9F5KsmEC0lazWaTTIGFik/9",
+	"NYMZkEhqUpKhsCOv/Zabpxr4cO1a+s1jy2u3fBaHZEqFIJyB1cpdrQY3IMiOPSdPekxInkDoHtl3UDD3",
+	"D3IDidC/RAJHppD0GNKQXV/J2bn11LUKs5DZoiBDKqS9Z0VFEiqhx3iCmop6jRPK5iRiZBhHo7FU18NZ",
+	"AHVyqgUClK7NlilL5YQeo3ECNJzbvxk5ok76FyCTee1oKCHp6y1JcjuGBMgtjaSacgzxVHR6TO1egyFM",
+	"aMSE4mypCiyIgoIY+7gsiiyKvSUwjOJY1HtK4hwDDY3txFl1Udm8hICzECVbtQcygCFPQL97OskuVImR",
+	"6jrreXPJKjVXvZDPjM7kmCfRf2BbojyJhFAgGgBN1LUp6TZHZlsZRuSWrYQPM/eLRyK2uEV8jNQI43JM",
+	"USO0zJ8nJIEbfm0EkM+M3tAopoMYHkF/MXQrUkKTmB8SmcwJHdGIETHmiYznOSndociXRraaOdupCsT0",
+	"g8eiKNkpFEqqk6i3Kuk15IR1xm87hHESUkkHVECPBZwxCJBWBOolDxMAFBkiTdYHiq8qKYJGMo/TIWdw",
+	"2GMZvKjCnTz6Pg6WJXO1Ji6yEWKlwMWlj6bRR0BmNE34FBIZaTtOkACVEB7JnBEopBJqMprAoiXI96Kw",
+	"gsHIGqDuFv8wVUToW7lNaxglWqtKaCAhEZYrCAgSkD5eK8QxuYa5IHRKE1kvW9sgzIpTsVlscEhbwham",
+	"uM2b39bbDDPb2p8eDsmb3hAc6eF9B/Dudr+kM/PBv0EbSd5SFkB8Yaxvi1dY8T4sGt95wNSr+dN7e3T6",
+	"tnty0n3n+fbn49MPzh5Wnc5MV7phPJp+cY6RkIYhsmUanzv7H9JYgF84kn07RVP7JGL23611u8Q5lm8v",
+	"s9E/bIsjqwGuolsfrPbzoANt+QhL35/e9nKw/EuLTN8fJoXNrtvX71pht96Lh+0PbqznSMvKa3Zq11Rf",
+	"qZ1M6Ldj/d0e3pz5R3ZxNEnoXI2cJfEifTtixDJG8vniRBGu/HOo9h6U0rnawXTG4rm24uW8S5lsqJZe",
+	"Sy8e8e0pcPgW+ivu2H70A4mG701jytbKH2pMKYEx3y8/VJhxXhrHZ0M08axay4y/94t0XvPAEsFhjGIi",
+	"C+BQqxMkQlmnvvaWzIyLm/+Sbb+AeNXPUfyw+oHQuTUWEHwlIhoxJf7ooXXync6a4dOjSEjBLEmASUNL",
+	"HSEolc/8DfnHtjLXbBpueojvJAAVYGMBkReIsu2WIVZ2W+d0VCYQWeJeico7d3+/SMmzuAEkMaulxiIQ",
+	"jEHGmWP1cZwHs/UbDAssYu3b2exB3ix/2wUoFGIXblZcfDl04ugGkvnlgvh63j19p+RV33vXPTn+V/cC",
+	"Bdn3R8dKol0QYn3vW019WbuhiXqKQk1hJz/Xdh8vW878F00D9nfv0R3kKYLRDcse3jDhk1L0k7z017dj",
+	"cCE44DyGEkaD0+IkZQDqMjQCpSEUD2OeEZvOVnyjn3tBnrF6vNbKJtOYSkArVB9n69fJZWb5SkDOEgYh",
+	"GnrJkCf4g08EJ2w2GShd7xpgagz5YTSKXNXOHFdd4ojXzC8TevtvwVn9gt5+Mn4PZ0Atmkx5IjPJwI7P",
+	"vB/AAq7uvYG/vkfdNOJJJOe50I128eToZUMz7CwZAZN1cpYoHR+NidZ+QDPT4iEZ0ihhIAShQcKFyP4k",
+	"SMAnILTia0RCrdXvr44QWS4M/kjJrnQPK15pmD7TRezBAcebKrOrqNVvakZDOIrnsKut1GRX7FYtF4Pc",
+	"zsgQzhK0130SuTkiJl/uL//eeQPaR76eM1WWIB5AB5S4hp+hAdrcs5/Hcyu5DebkQ/eK8CGa/FONhHAW",
+	"z7XPNY6EJDHQGxBKtuOzpyAD2h+6wkI1pSP0WKBnNoGAJ6EgO0uPtovRWVWkkVMewgXOVyqNqH2d5kSS",
+	"xR3qkEVrOVPCR/l2qST9hkXgRqYdNu6cQLp77RvuHxL1wojiWKSvf0XGPA4xSmlCaBzXqzx4B8cXN575",
+	"dHDnGQi1E4UmEkKimKHZjIIsvjDH62GHGevpJVqgzZEhJJqpFLFg7bbNrJvIX9UoVEpgLJXakqyrD1eq",
+	"HdtL9RnhrMAKFneVQsaFqp8jpzm6aGncSvL8GHpARuufRg0oPgVH0r34fHqqJd23Z5/OT7pXrqTrO3bc",
+	"LyXPAuOQupZP5CGUhouUmemRON6tOZyJNrUTlR0sjZUpBvC8O/pQJ4rgGXN+AmTGor9mcIhBoOEIkBGg",
+	"+4O8PTt9d3x1fHaqidiEzklAk2RO+oom9ZUMOo2Ca/TSDhLKgnG9xz6BkiwxfEfPD99oIMlOQAXUBDAR",
+	"yegGdv28s22K+ogi4/ojE2SlXalWWI0Yuo+G0ahEcCVXZZ5s7U7ScZ3aIb1DyX77jdqfOqQbjLPrq2E9",
+	"louZwPBi7ZiaSzBe3IKJMxzBBm8+1LERpXym8izqChdnKVrLcMovP5yV/wo01g+5IL+NIbgWyyWdMi2u",
+	"+LIzGr/G9rRcwkTYlQiX6mGtE8N+MCSvtRXTMa+2KphX9S+KyI+Rhxfd3z53L698cnVxdHr5/uzik++g",
+	"OU/Iu+7J0X8fErwqG8tlwnqllW90SJjg2m++EAaWgDoohETyEcgxJOstheqcZsyyGzMS2sK9Uan0YFnO",
+	"eh9FY0gF/jw8fx/PU7JiwlYPyennEyRZSCw0fBQ5Y1ySz1fva6/xXwLlcirI5/96//79O03kplRI0jdR",
+	"ohfdt2cX777+6+jkc/frp6P/3TcTRpKAImdpiJ3acpoesV4hsZrGoiCoTvFCxyDHN0pqU0N9vZBDZtUT",
+	"UOsaklwnRz12Q+MZEH4Dyfr9K8I9VVpLj/Xvep6OVlDbZYFiAD2vQ+56Hg5WP2P0ZKAWVGfUsZQ+6XmY",
+	"RwS3OMTLBmlFAb/2FXwlfJP6o553f2+CA4pQ+jEovHAXfCZLLyNn4ompVLwUGRcK5DAVdX3ea5jro9X1",
+	"TGTndsxj2D20d9NjizzywgrlcXQN1mbUwbvrsTWX5+sw3glNFGEwN5ASiB7LnuJTgHm9ulBF46igPiha",
+	"lGkOltRWJm+OLG4pl8XL9E1YkrNcXF9NJB9DNF+jFH9/2dyBc3Wx/PLj8fl5BQH93Dgg7bTvL7pdz/fO",
+	"L8483+ueXnUvzi+OL7vl35rAqAXMvXj/lrzZP3iV8kId9oWu3/xV2HiwuyXMpsQOgipFLYYbiNMYdp8A",
+	"DcY2ieh/XZ6d1tDvB0kN8VvHX1e0gjg6S8mFR0xIyoJytWVBJnM4sAleu6sqpRwRIZH6fb44tkK64rLX",
+	"EQsV8zFnXy9SGGzT66+0OKLJ8ljqKy0VLt7yGSsh1V0krQnEQAWQAQ2uFc02PhJnhw440kC8jXybMY0m",
+	"29G2h3izIjGlMhi/p1E8S8psc9o5o+0/gnBGrkBRbhprsyJalZRghHavvXKA2FW2FNHyyawbG5sqWmpj",
+	"KmS3svnXdWwsHvwB5vSn8j9ElS1PKW9Lz+7ncajkWblg9QsJxa6D2kUdFycKb2glhj8GZ8zIxdMwRvdJ",
+	"lLpm354cHX9CJvju+PL86Ortr5vYrj5jHMCWcUEPDvBZGtljQlusX3gpqV7Chh7kzTfu6K0IUy71fy2a",
+	"YrzWpjFya4jfEmK3tAxBLQqN0mBAika/CKqFsG1GItVo/ZTfGqPMev+bQo8jvbNNrnOq85nKj46mPgFM",
+	"dpBzXUrKQpqExIBaEGA3EPMpkDs1sU/UKkLSydTH0Pb7enWSXoiuKCW2uSoPeZKon8iiGmEJqQPOPGXN",
+	"wy1PW923noGqAh4+BkEtovbTkNWSoLutA4K2DH5dEMKr4beJhK0cybqxtPTYwkQuVnWpbLE6ZikHO4ct",
+	"pshTT/VnF6Xq2nCX+1WAwf8YdlRy+JQzlrCgQEY3JTpNN/OVjnkcaueKiHkxjHI7fqVPckKF/JXPkpW7",
+	"0HZbTLPRUgExyTeKXpAxnyXlu6oqJpeXcnnLmYlEdL3HWBYopkyny4vyhZcntlQWNIwXtYQBYEx5muo3",
+	"xLwwdTvlW9k4rLPs/btxzH5awsa8n3SnC3e6ScRm+k4fhUSnj/4piLNirRDMlD5xqTakT6ATDsv5OQ0n",
+	"6kU7iX5ZzunR+TG5hnma2IVhgHquXDadznyL2JCXxH/rGIcRRt/damzC3CmrAdfJ71m4GYZjZgWo0JT7",
+	"7uiDIHzYY2jcPdRKNCbcMrARPYJEUjsHzHrqWFLH6LB4Tm7HUQza+Oo6PhGbsKyPTq5DSrPz/qLbJS2f",
+	"nF+ckQOfZEYu0m6SIEXNHstwc7feYz1mrRzaKTpjISSk36DTqHHT6hOGGeX9I5OliSEEHfKLTgbVlmq8",
+	"Bm2r7nf0dp37wegSor1vJgRh2ZX56sSYKE+DMQgEQo8piPBblg2vE71lNKWRSJD+sjTNvq7X8Wb/4NWu",
+	"tlrHUQAm48vYno+marFau940nCrLtby9va1T/HOdJ6OG+VY0To7fdk8vu/jNvZO/qS/x6PzYicnteK16",
+	"U4/jU2B0Gnkdb6/erO8Zaze+dQPuhhHRRcMIbBGIxp35eX4c3jcSEKDrLLiF2v4swxH7GZayIjsKjJkG",
+	"sLu0Kppda6vSVl98b8pFCY/4RK9B8wS7EglnoPikj3gGmHQqdW2hmfCt8ZPBLUlAJvMem0IS8bBOjiUG",
+	"CQiSPxmGv1KSQABqfuOjM6nhkvNrEskeCyjTWY/a9zkFKvUDUTSUWtnJu0BwFwXYQt2udrO9Im24JF04",
+	"U2X3cpKAmullrdWqtVtXzTedZrPTbP5RkN47iv7m9U6vOXgF+7QJtTf04FVtP9gb1l6He0GtNWzDXrgf",
+	"HAxe0lSz6KwTmXDKFm0P9oL9sHYAL4e1fdoa1F4H7bC2B/vDA/py8Cp4rT5SAoN3QFuDdrAX1vbhQI19",
+	"qca+CmtvoDm08+R0lY5HmbhVByK/Xl2dk4Nmc1G50RWMCsqgC6FWM4NQpvw5alpqMqmcE72gqZTnRtun",
+	"69u3i9rhfrO5bP70uTScGm/4SWv9J58LKfL7zb31H713y1rtN/fXf5HWcFEftN+s/8AW47j3vYMqRz92",
+	"CkodVDmDm5aPMsJsMqHJHPO6WUhoRkIwk1uRITrCHARLRr0v6rsF4mqRRydYLkuXSkf5hMeh4o3oftYk",
+	"iet6SFFi0qhQrs3TjpNIyILSiZbTdXQ743NLKiI+Vv3BLwt0rLkJHfvzi7vYRgpwlr9WDHAqxbf0Jp7x",
+	"7MfimXrCrqD2QizUMhXlaLeM/1/AKBIoSVOGxP8S64XZAh2Sx6EOiC7Wrcmk1h5T2L/TL2FjfZ/0i6p/",
+	"3++xfony3+8ojVRJooJPYNcnfKqN3yYAWsnpbq6vKzijZFonXRqMMyIUCUythJAMuVJ1rWfTGht7LLU2",
+	"iikE0dBgVhaD5dSH7etkzX5apQEl4x7DFGTNPa3Z1lTHOcoBknGpM6NR1r4dcwFkzLEuJtbaMXFAprSi",
+	"LdGWlYbASiQvtODNQOJN+GpiSvbb7R4zntt+Y5bEfbV4JsyjZmJKKtmQk9+7v/x6dvbxa/f03fnZ8enV",
+	"Jcad4E3qV0R2Wk0ymBOTILR7qOOl1HF8XPNNmXhWmsduaCII+QsP55tJZtagV9mu9KWoM+AF182U6ltT",
+	"saVgFOt4L4etoBUctGp7wctBbZ8eDGpvBq+h1hy2wjbdG+wHBxtUxFmZ0X+f18oVn7hfoP2tzSC1RGx1",
+	"hbLVwPxipMeKwqtNbPY0YnwafvztTfL6w8f//iu5uv335/N3r49Pzv845u0TekIvb70N72XRbqrl7O9/",
+	"ZwvZ4GuYoJ8FB5oM7p+NKbb2KjHFE1uFbr/drsIVnQqi/wDWaxklocTgDLKKAvd9gMzbuMt0x3vNoBVC",
+	"LrLqd/h7keNMaKxSTy+zT9TJEUs9iVbPzqq3TeicCBnFMVHc6gYW5WS9ThkRz9Gn/WU7DJ+lwh/7NDXY",
+	"nYqvq1+jv17FynQql6wVH8oHkGtfSfPvzcX+9jxpQ2b0jHo/FvU+gNwA7wqmhrJFsyENp4sFFnCpyEIc",
+	"U3Ulc8oLl3n4hMFtwbRi7SpoxeuxHWPF80laksI3Xs1d3zIekZbkRA+nVpBeiHSSgIdQJ2kBChxtKpFn",
+	"m8HcDUxfGHInXN7qLmb5//560b3qnl4dn532yc4rEtK5cDWXMj3FMQW9y6C1xhaEJaec3RnYRPZUy8xD",
+	"WS5oJYxfDFdZ+1J0K48KA43Hb1tLU2pd+vNL3hup6OFDjbvoNi0tgm4zux0Z55nMPYHdiZXTjO9M7Wzy",
+	"vlMAeSldU/sUBQOZ810+P0zL2aFPeBIiERrMTY+ZRWLxzll8E5Mx5hRFuurJ9zQd/6w0olAGaw15SO/o",
+	"mT48AX0o6Rbg0gb3t8vt0f+icRRSq+bqxFclHGAhPIzEoMLWPCctG3mgxy12RsASRfvtdrFFQrnd0qmS",
+	"toXJMq0xZtLU8f3rXPM/3aznLB8xa2jxK8Qx98ndnU4HrSsqQe7vs7xGb5QAOA2J0qxiTTQNVbGDvr+x",
+	"bLHC7BPZNovlCFv+k14E6qBVWmV4C5fmxLstO+z3vFe3VOAitTUm0mcT5wYmzrSe4N+diuvLNeJTgZIv",
+	"JeRrRLXGnVsbcaV985IPrVBWJzpG1JovdXwmugEjiYoioZLYNCQbkxTEQBMdhXZIkhnDqqoL3SKWGTwL",
+	"1P/Z1vk3t3Vu8EaXWDwvx/zWxr6l/VRSScGGThth44XQUkapGXTV22k+Na/7mfnRVe7ynpHxSayfG2Hi",
+	"ZlaBnLl9rV2gwGwatjdSSXjuZusu01YutVaiw2GjyWSmU+mtfuKW77Gx1APQxVAteSnU9stSa3WcNuO3",
+	"hLP1GktWeu67KC5f7jdUDAo9Fp5IK8gXiK5KANcR0zSUvP0AKmYvagkxUw/JzP8sZP+MQvZRGBJKsgrh",
+	"jyFVp4SucWd+ul9qItVCD2dQTq9ovp9GFZHHJT3fWfL5zvjcenx8/llx+R8hmazDsu2kEf9u+X2bmmC2",
+	"xW6iG6C3liT53OSYd7kHYGUntFLBKJMqNvKXZJ+VOoNN5eUpHUWMaqG7zGGSJb/+Xf0lJc5dRw7D/NzH",
+	"du0uVEJevw8UIXNdjlaBpqxCzJYwyVepditU6405Ba131Ni+qZ3c7zEcnDZF2O0QmvpqbDwyZ2jrIcPI",
+	"Fo1NZozQWPAe090Gdf4lTHRHQm10IZw5QXjawV8GEqf+/f/3nrR8HemVjjTn+e3kc2vQGC5Ml9eszPru",
+	"M3t7An8buCTWMjjnl+VSpFMDH/ETdeNS5bZrk6Ipc0v9DwsWsxcLpjJ8HzrkR/RYu9m2LYM1O0xV3MRW",
+	"MotkSY6Jk1HdY1gegPyOdl5G+schTKZcAgvmtY8w7/uYYDoFmpbMxaa9WGVG0x+hewnzJFJ8K3bIlk74",
+	"piSMhkPAY+BnOu86neoaMKGE9th+802dfLTFvG14kjpiDFRI0t7Hgg7YidnJHSuJQip2tVnHKbNcXU1Z",
+	"BR0iw8Q8XF2PO91rmsOyAAiyBA6H1oxeAEQkTZqJOvdlwKcQ5o/mrwBCyqx0h9iMNBduMN/01Wlud3Cw",
+	"riPmly1MHml9Xpt7HtJ8Ibn2ssjPqrrH9zSNLuuKVMnYsmGKdNrUwtsL20Fr0KS1N8PXUNsPXwW114OX",
+	"tHYw3Af7N2+bpN/FNjol3MoO+uk4T7MC53nL2TCOdNmRB1hV/t68zdxsjus8kMHlmryssYi4y73Iyh2g",
+	"+Kkb/5iA1nxznEgKXVIk65BjZduDpq/UCEWNMcJs99B0lcma2/R12wbNm7IuNht1rdFpjz2m138hbCVx",
+	"U6VabVsX5kjZ1WxKJF9bflrXut1pvSQfo1/cgFpfV6KHHjN5j1GWX0gHRli0JVXcpg7TeCbIQZP83/9D",
+	"9tT/YTJhj6VlJpBdRf8By8OTGStjmx9AuixzS6OTW7C+zOxUb/+Rb9aiG66aGvU6ASDapEJDOcvJAlPS",
+	"+votv8LuWn94xc3oBfQ/8rEqKyJdzDacqt7Ll0tJu1sSuiQOxn8Q10jW2ABLV9+eSee6CrW+M+Nexdmu",
+	"XIX7WbF6ArthBcazcXSzU8xlnbWuQOV1gvzmLsz8kss8mLrxvpLvFwJmOsj8bIGtzM0bCZIm7aPy1GO2",
+	"TUZa6VYndCQAuhqQVt/0WrEtumWCe3pMx+VA6OgZR0wbfXSmoi0VZ4rmacai1EPGnSoAZA7y0GwNA0Vz",
+	"XBQ/atwZimTB2i/NYsc/reAxG8rOm7CHjLppUG4kOeuNX5jNlsbv6SvQdQ5oEMBUPsvQf//APP2mH1si",
+	"bqQtsErl4nM6QnNDwmejcVE+zom8rpRbJ9qQ2GO6dWJaeQJlwH4mJreaTfvHXdNYwTS2GdriGpHQ7cR0",
+	"bsZSeVU32OVadh4lSprPuqRUEChz/opThMkaS4wCTdoFqMzybCtMZnibdto9aDoNcG13qeWunX+YmbnQ",
+	"FGWlndl9Qz8bDdqQRJRnWy3Btx8nlCC33Mh7mNkTRa6Cj2kZm6rVTGMnkoyiVVhaO+ekQ6wpjuy0tOat",
+	"mwYyUwJMCQ+JMM0I85q5sTvpvSjRAsuGJjMmtKZtt5AZnHeokTpMh5GQaBcUtamp2uyqpBFBTHJ8jw1o",
+	"cM2HQ7O7ZfQFmwj8g1yhBmrfwwta6Fj9k/rb8i0wVtJBB2ee9b0ncKQ58N9ErCpoFGvsi7djSLRR01iu",
+	"8151Foo6OWMBoL6U/WlMRY+llo6szU+UOcO1YTItQybIfnP/sOC3j0SPDdWlKEFKUZVCagTKS6nrfonV",
+	"LWvEsi2C5ds8NQttmpbGvWdtmbR1q0rE2EJTpWaxB1Kpoau5/8dWNVgr2rucGqz6SDnXU6oM5vrK/H0d",
+	"Uk6nnnK7VoZpz4TuKQLiMvhXliEXLzElEzqdPh/lsyTCLYvE2aI8agUivNxa9jc6xzpbHAqqKaXXzIEM",
+	"OarWVqrlCTFtp/Qok1bQY3kTXKSE3RtInLwCNUtGT/BrN+oPWYWxBVa2AJIFA2CPlVkArVkPAW46YfAE",
+	"Q7uyfadWwB670o2Q8XWbDucyT0aWmu9WMKuHmO829XpnPb+erXfP1ju03lWgvgUKp9tZrNG/s4GIGwGN",
+	"Y6xFy4gApdPGMYbmSNulQ/u0+S0znVcyhfMa5ruVqqFkrTa8TW0O/9BSRbneLiuVuew6fixi/lMqhKTv",
+	"Jq0ZlP1yeVkQnVSWMzYRRQOx90qdHGF7EywCvawmcdpQZ4twMeuyD7JmQh3sYbxpWeBis8fvkR5nm2M1",
+	"K+lJxWZWTaPHVFIQ0g5UB/5yGGX9oJoVkoo3R81/cLmKny2EK1dIwmJdKb6XMrzGnaOkrrOr5GOGszo/",
+	"MTWcDp+m/lGjBAn4jJnfaJYcwlSO01K6UOjbZoy/ZR3bFuuh5sjMViYSg77tB6Fv6zui76sfhr6F7hvP",
+	"FoOnSe5ficGbCoC/O/YnVIWVVlrSlj7j6MTmResoQsQbEDYFycRNKtFWiIiz0sovtuSfkHw6hRKpttCE",
+	"+Vz3CXywoGDwJuv5Vh0hlrSDriQh/ANITLu5hMY4sKpKag4emdSYpX5ikvPTCRpjykZQcEGbJp8PlTfU",
+	"32vXMF+ndxcb4qhPNmlFdXR+/FGt8sObPh1No48wr9rrSR3rmfU+gbJsenC6qnL6Mh+B7Zaq2UWuqx8w",
+	"iURqF8c8Pj8NDLCnOdQNUpX4PKZijL2XJE/KWK1WDvTrfwRlPIg21b71+3/iyjSbNCnITup70wSG0Tev",
+	"44n4+uv+sE3fBAjEG37tekbT7jzZsK/Xv7Vvmn/89XrS+vZqujc4YG+C/R9SJDS0FGcphXnuofNPVfGZ",
+	"pVPlZGoTftu4u4b5mhqRLoE6IubZ2+TcBIYzkRUnADWwTi7UIOz9dhsFoL1LjNf4tF7SXVbN55CmdUUg",
+	"9QfPRSB/eC8mBfa1j28rHlla3cUshx2cl3iI8Q1v7+ceA43l+D9LZdAjE+vTbjaztuRkmvAAhMB+gSBs",
+	"D3FxSIIxBNeCME5CmAILgQXzUgPWr2bdbXXL1BHKr6uzC714qX8lxlZVbmd6I/s6QtMNMBCuvKSBaMgQ",
+	"JptUBSgwcs6FHCUgyA5lYeoE99FrNuHhLAZjH5wJIJHcNeFXh+SguUe4HENyGwnwienMiKmjNMLslylW",
+	"PRjMJBoltK6AOXzCVgkccSJ52voRW6fEfFR6Yxf6XFsnQuILsdUgRhgqpS7P96Q5enaZj3u3eIC6QxaW",
+	"bNptJF/YfAiSRmqDCp540R1ij5FCfUePEqkll492HZf9QXMvax1/aufJ8NM2idItoeoh3NgdiQbjsqaH",
+	"V4bHuf623JmYISkJOejuofp5rcYBBcpoKRLkP7zzBkATSLAImpoFH1pZsMyEXmPuRK5fVqfRiHlA4zEX",
+	"svO6+bqJaoVZdIF2AqMsawoUJaiko2JcjGYWJaQ3Jcw1oetPBAmEwGREY3eOlPSXz1DsTeDsZqEUnjut",
+	"WzNscWaTrh6xkU9uqQzG6qmpmYMs2y2zRDrTOo7/xVkvdePaxU6D7q7dfjgZIG0LlsVJLYXEKRL7VJxv",
+	"zVO5/3L//wIAAP//q52+BobOAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

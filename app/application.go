@@ -13,6 +13,9 @@ type Application struct {
 	Workspaces  *Workspaces
 	Definitions *Definitions
 	Executions  *Executions
+	// Webhooks are set by the API's composition (NewWebhooks): they need
+	// the outbound guard, which the other use cases do not.
+	Webhooks *Webhooks
 }
 
 // Stores are the storage ports the API's use cases need; one adapter may

@@ -50,7 +50,10 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 	var tooLarge *http.MaxBytesError
 	var bad *badRequestError
 	var quota *domain.QuotaError
+	var field *app.InvalidFieldError
 	switch {
+	case errors.As(err, &field):
+		writeProblem(w, http.StatusUnprocessableEntity, "invalid-field", "Invalid field", pluralProblems(len(field.Problems)), fieldErrors(field.Problems))
 	case errors.As(err, &quota):
 		var fields []api.FieldError
 		if quota.Field != "" {

@@ -102,8 +102,20 @@ var dispatcherModule = fx.Module("dispatcher",
 // Postgres and Temporal answer.
 var workerModule = fx.Module("worker",
 	fx.Provide(fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`))),
-	fx.Invoke(startWorkers),
+	fx.Invoke(startWorkers, runWebhookSender),
 )
+
+// runWebhookSender sends completion webhooks from every worker process:
+// the sender claims with SKIP LOCKED and fences its answers, so any
+// number run side by side; it wakes on WebhookChannel and polls as a
+// fallback and for retries.
+func runWebhookSender(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, store *postgres.Store, reg *prometheus.Registry, log *slog.Logger) {
+	log = log.With("component", "webhooks")
+	listener := postgres.NewChannelListener(pool, log, postgres.WebhookChannel)
+	sender := app.NewWebhookSender(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), listener, cfg.Webhooks.Sender, reg, log)
+	var bg background
+	bg.start(lc, listener.Run, sender.Run)
+}
 
 // temporalReadiness checks that the Temporal frontend answers. The
 // dispatcher and the worker both provide it; the admin server runs it once.
@@ -260,8 +272,10 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	store := postgres.NewStore(pool, log)
-	return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
-		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken), nil
+	a := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
+		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
+	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store, cfg.Webhooks.EndpointsMax)
+	return a, nil
 }
 
 // background runs long loops with their own context, cancelled on stop;

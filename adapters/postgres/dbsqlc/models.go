@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -44,6 +45,33 @@ type Shedlock struct {
 	LockUntil time.Time
 	LockedAt  time.Time
 	LockedBy  string
+}
+
+type WebhookDelivery struct {
+	ID             domain.ID
+	EndpointID     domain.ID
+	WorkspaceID    domain.ID
+	ExecutionID    domain.ID
+	EventType      string
+	Payload        json.RawMessage
+	Status         string
+	Attempts       int32
+	NextAttemptAt  time.Time
+	WindowStart    time.Time
+	LastStatusCode pgtype.Int4
+	LastError      *string
+	CreatedAt      time.Time
+	DeliveredAt    *time.Time
+}
+
+type WebhookEndpoint struct {
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	Url                  string
+	Events               []string
+	WorkflowDefinitionID *domain.ID
+	Secret               string
+	CreatedAt            time.Time
 }
 
 type WorkflowDefinition struct {
