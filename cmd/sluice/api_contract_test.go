@@ -344,6 +344,8 @@ func TestContractEveryOperation(t *testing.T) {
 		t.Errorf("cancelling a dispatched queue item: %s", cqd.Body)
 	}
 
+	exerciseWebhooks(t, s, key, ws.ID, execIDs[1])
+
 	// Every operation of the spec has answered a success.
 	seen := s.contract.statuses()
 	for _, op := range s.contract.ops {

@@ -29,6 +29,7 @@ import (
 	sluice "github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
+	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
@@ -124,6 +125,7 @@ func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *st
 	}, domain.DefaultTierPolicy(), cfg)
 
 	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
+	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store, app.DefaultWebhookEndpointsMax)
 	checks := []httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}, {Name: "temporal", Check: workflows.CheckHealth}}
 	handler, err := httpapi.NewHandler(application, limits, registry, checks, log)
 	if err != nil {

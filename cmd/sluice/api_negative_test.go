@@ -35,6 +35,8 @@ type world struct {
 	finishedA    uuid.UUID
 	spareKeyOfA  uuid.UUID
 	definitionsB int
+	// endpointB is B's webhook endpoint, deliveryB a delivery of it.
+	endpointB, deliveryB uuid.UUID
 }
 
 func newWorld(t *testing.T) *world {
@@ -82,6 +84,7 @@ func newWorld(t *testing.T) *world {
 	spare, err := admin.CreateAPIKeyWithResponse(ctx, w.wsA, client.CreateAPIKeyRequest{Name: "spare"})
 	status(t, "createAPIKey", spare, err, http.StatusCreated)
 	w.spareKeyOfA = spare.JSON201.ID
+	w.endpointB, w.deliveryB = webhookFixture(t, w.stack, b, w.wsB, w.execB)
 	return w
 }
 
@@ -160,6 +163,26 @@ func (w *world) opsOnB() []op {
 		{"cancelQueueItem (dispatched)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelQueueItem(ctx, w.dispatchedB)
 		}},
+		{"createWebhookEndpoint", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateWebhookEndpoint(ctx, client.CreateWebhookEndpointRequest{
+				WorkspaceID: w.wsB, URL: publicHookURL, Events: []client.WebhookEvent{client.ExecutionCompleted},
+			})
+		}},
+		{"listWebhookEndpoints", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListWebhookEndpoints(ctx, &client.ListWebhookEndpointsParams{WorkspaceID: w.wsB})
+		}},
+		{"getWebhookEndpoint", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetWebhookEndpoint(ctx, w.endpointB)
+		}},
+		{"listWebhookDeliveries", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListWebhookDeliveries(ctx, w.endpointB, nil)
+		}},
+		{"resendWebhookDelivery", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ResendWebhookDelivery(ctx, w.deliveryB)
+		}},
+		{"deleteWebhookEndpoint", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteWebhookEndpoint(ctx, w.endpointB)
+		}},
 	}
 }
 
@@ -192,6 +215,16 @@ func (w *world) checkBUntouched(t *testing.T) {
 	}
 	if queueRows != 2 {
 		t.Errorf("workspace B has %d queue rows, want 2", queueRows)
+	}
+	var endpoints int
+	var delivery string
+	if err := w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1),
+		(SELECT status || ':' || attempts || ':' || next_attempt_at::text FROM webhook_deliveries WHERE id = $2)`,
+		w.wsB, w.deliveryB).Scan(&endpoints, &delivery); err != nil {
+		t.Fatal(err)
+	}
+	if endpoints != 1 || !strings.HasPrefix(delivery, "FAILED:3:") {
+		t.Errorf("workspace B's webhooks changed: %d endpoints, delivery %s", endpoints, delivery)
 	}
 }
 
