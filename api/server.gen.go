@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -459,6 +460,9 @@ type EndpointID = openapi_types.UUID
 // ExecutionID defines model for ExecutionId.
 type ExecutionID = openapi_types.UUID
 
+// LastEventID defines model for LastEventId.
+type LastEventID = int64
+
 // Limit defines model for Limit.
 type Limit = int
 
@@ -557,6 +561,12 @@ type EnqueueExecutionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// StreamExecutionEventsParams defines parameters for StreamExecutionEvents.
+type StreamExecutionEventsParams struct {
+	// LastEventID The id of the last event received; the stream resumes after it.
+	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
+}
+
 // ListExecutionNodesParams defines parameters for ListExecutionNodes.
 type ListExecutionNodesParams struct {
 	// Limit Page size.
@@ -588,6 +598,12 @@ type ListWorkspacesParams struct {
 
 	// Cursor The `nextCursor` of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// StreamWorkspaceEventsParams defines parameters for StreamWorkspaceEvents.
+type StreamWorkspaceEventsParams struct {
+	// LastEventID The id of the last event received; the stream resumes after it.
+	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
 }
 
 // CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
@@ -661,6 +677,9 @@ type ServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
+	// Stream an execution's events
+	// (GET /api/v1/workflow/executions/{executionId}/events)
+	StreamExecutionEvents(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params StreamExecutionEventsParams)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
@@ -694,6 +713,9 @@ type ServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, keyID openapi_types.UUID)
+	// Stream a workspace's queue and run events
+	// (GET /api/v1/workspaces/{workspaceId}/events)
+	StreamWorkspaceEvents(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, params StreamWorkspaceEventsParams)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
@@ -1319,6 +1341,61 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// StreamExecutionEvents operation middleware
+func (siw *ServerInterfaceWrapper) StreamExecutionEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StreamExecutionEventsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID LastEventID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamExecutionEvents(w, r, executionID, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListExecutionNodes operation middleware
 func (siw *ServerInterfaceWrapper) ListExecutionNodes(w http.ResponseWriter, r *http.Request) {
 
@@ -1720,6 +1797,61 @@ func (siw *ServerInterfaceWrapper) RevokeAPIKey(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// StreamWorkspaceEvents operation middleware
+func (siw *ServerInterfaceWrapper) StreamWorkspaceEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StreamWorkspaceEventsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID LastEventID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamWorkspaceEvents(w, r, workspaceID, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
@@ -1884,6 +2016,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.StreamExecutionEvents)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
@@ -1895,6 +2028,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.ListAPIKeys)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateAPIKey)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/events", wrapper.StreamWorkspaceEvents)
 	m.HandleFunc("GET "+options.BaseURL+"/healthz", wrapper.GetHealthz)
 	m.HandleFunc("GET "+options.BaseURL+"/readyz", wrapper.GetReadyz)
 
@@ -3574,6 +3708,113 @@ func (response CancelExecution503ApplicationProblemPlusJSONResponse) VisitCancel
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type StreamExecutionEventsRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Params      StreamExecutionEventsParams
+}
+
+type StreamExecutionEventsResponseObject interface {
+	VisitStreamExecutionEventsResponse(w http.ResponseWriter) error
+}
+
+type StreamExecutionEvents200TextEventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamExecutionEvents200TextEventStreamResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type StreamExecutionEvents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents400ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents401ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents403ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents404ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents429ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type StreamExecutionEvents500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents500ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents503ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListExecutionNodesRequestObject struct {
 	ExecutionID ExecutionID `json:"executionId"`
 	Params      ListExecutionNodesParams
@@ -4620,6 +4861,113 @@ func (response RevokeAPIKey503ApplicationProblemPlusJSONResponse) VisitRevokeAPI
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type StreamWorkspaceEventsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Params      StreamWorkspaceEventsParams
+}
+
+type StreamWorkspaceEventsResponseObject interface {
+	VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error
+}
+
+type StreamWorkspaceEvents200TextEventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamWorkspaceEvents200TextEventStreamResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type StreamWorkspaceEvents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents400ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents401ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents403ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents404ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents429ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type StreamWorkspaceEvents500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents500ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents503ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetHealthzRequestObject struct {
 }
 
@@ -4711,6 +5059,9 @@ type StrictServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(ctx context.Context, request CancelExecutionRequestObject) (CancelExecutionResponseObject, error)
+	// Stream an execution's events
+	// (GET /api/v1/workflow/executions/{executionId}/events)
+	StreamExecutionEvents(ctx context.Context, request StreamExecutionEventsRequestObject) (StreamExecutionEventsResponseObject, error)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
@@ -4744,6 +5095,9 @@ type StrictServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
+	// Stream a workspace's queue and run events
+	// (GET /api/v1/workspaces/{workspaceId}/events)
+	StreamWorkspaceEvents(ctx context.Context, request StreamWorkspaceEventsRequestObject) (StreamWorkspaceEventsResponseObject, error)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -5223,6 +5577,33 @@ func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// StreamExecutionEvents operation middleware
+func (sh *strictHandler) StreamExecutionEvents(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params StreamExecutionEventsParams) {
+	var request StreamExecutionEventsRequestObject
+
+	request.ExecutionID = executionID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamExecutionEvents(ctx, request.(StreamExecutionEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamExecutionEvents")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamExecutionEventsResponseObject); ok {
+		if err := validResponse.VisitStreamExecutionEventsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListExecutionNodes operation middleware
 func (sh *strictHandler) ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams) {
 	var request ListExecutionNodesRequestObject
@@ -5530,6 +5911,33 @@ func (sh *strictHandler) RevokeAPIKey(w http.ResponseWriter, r *http.Request, wo
 	}
 }
 
+// StreamWorkspaceEvents operation middleware
+func (sh *strictHandler) StreamWorkspaceEvents(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, params StreamWorkspaceEventsParams) {
+	var request StreamWorkspaceEventsRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamWorkspaceEvents(ctx, request.(StreamWorkspaceEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamWorkspaceEvents")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamWorkspaceEventsResponseObject); ok {
+		if err := validResponse.VisitStreamWorkspaceEventsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetHealthz operation middleware
 func (sh *strictHandler) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	var request GetHealthzRequestObject
@@ -5581,158 +5989,168 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9+1Ibufrgq6h6typQv/YVyMX8xSROhg0BBsiZ/c04Fcvdn+0+tCVPS4b4UDzHPtC+",
-	"2JY+Sd3qdttuYxJmstSpOkNArcsnfffbnRfwyZQzYFJ4nTtvShM6AQkJ/uvtLBE8UT+FIIIkmsqIM6/j",
-	"XY2B9Bl8k3pAn/AhkWMg0wRuIj4TZEpHUPd8L1Kj/5pBMvd8j9EJeB0v0JP6ngjGMKFq9gn9dgJsJMde",
-	"p91s+p6cT9VIIZOIjbz7e997B8OIRWr547B8P7c8uR7G/JaE6dAXgkRhuo0pleNsF6E7oe8l8NcsSiD0",
-	"OjKZgbu3IU8mVHodbzaL1MjFvXVZOOURk0t3BoMx59cEzLhV24Jsri039Q2C2Sp4gR2wcjvOLNvt5ySa",
-	"RHJxJ+d0BERE/1n6WmL8zl0rhCGdxdLrHDR99XKiyWxi3s0kYvpfrXQLEZMwggT38DtPrsWUBrDqDeGA",
-	"VTC5dWbZBib36mMx5UwAItsvNLyAv2YgEEwBZxIY/kin0zgKqNpnY5rwQQyT//q3UJu+8+AbnUxj0MeR",
-	"NIq9Dm4JhCQDHs7JmApCGYEkQZzD/wqv8+edNwEh6EhtaTJTo4FQYraKB+54Dfeo9198T0gqZ8Lr7COS",
-	"RlIt7B2zGxpHITHLZicdSzkVnUZDxLMogHoIN3b7ohHpj2r2o3sXcv8zgaHX8f5HI6NNDf1X0TjXM2j4",
-	"Ld6gPXskyITG6gogJDwhgwTotUAipWeqqyXfcjaMo2BbgB+HMJlyCSyY1z7CnNxSQWYCQnIbyTGhJIyG",
-	"Q0iA6SvxXDi+yeCYbqYaAJ01A/vlY0PRTiz0SST+SfBZghiiTgEIx/c8GURhCGxLQKoFMsJMBhBzNhJE",
-	"ckIZl2NIMgzNQXEvg2K2lUpgHKbDHwt2kl8DIxM6J4xLIvksUICLRAo5hNgxk5AwGm8JsMhMk+K3hclB",
-	"HkMLoyohqNngY8Dlkk9AjiM2IkMaxQojmUZFSG4gOTQPy7y5MWUjCBX01BcGWkgt3kcQh1tCrEXMqGXE",
-	"MIGhwt0OaTXr6n8tRUumSXRDJZCdi/dvSetN6/XuIaGxkjYiqXHj8uTz8dvu11+vrs6/np696349Ojk5",
-	"+92hpbMkztPQdnuRhg7xhBtRUP3JY9zSkV7eIZKEBgFMpSCDmUwvLArUZSkgCZ8I9bwVi0mlnM8XJ+p6",
-	"aQozGoYJCKFvWa8QCaKYaehe7oeETsdbXm7bXq5Ydrszds34LSOMh0B63ree51zRSG2hAeEIRKPZkNy7",
-	"991vg3kQQ4dQUuvNms09IIP0J7owi1pArL9wHLzZhetPHotc4Wx4IVwSSvSu3h19OCRwA8ncAlSNiCMh",
-	"LVOLpBLy5Rhv8JTL93zGtkXNEgmevKbNcI++glp7uD+o7QcvW7U39DXUDgYvg1fha3gzbLZw60PcgMsU",
-	"9jNonzoDKkCacVnTwx8DyqdcY0mO/l9xfkKTETymqAffAoBQkFZz//XBq5dkMJcgXJC0HD55TucxpyGR",
-	"nJMYd1IJNJLzmh7+WA8Qt65el5o1IXJMXd5gKZAF2ifK5lvC7K8Zl9QAS9F5KsmEC0lazWaTTIGFik/9",
-	"NYMZkEhqUpKhsCOv/Zabpxr4cO1a+s1jy2u3fBaHZEqFIJyB1cpdrQY3IMiOPSdPekxInkDoHtl3UDD3",
-	"D3IDidC/RAJHppD0GNKQXV/J2bn11LUKs5DZoiBDKqS9Z0VFEiqhx3iCmop6jRPK5iRiZBhHo7FU18NZ",
-	"AHVyqgUClK7NlilL5YQeo3ECNJzbvxk5ok76FyCTee1oKCHp6y1JcjuGBMgtjaSacgzxVHR6TO1egyFM",
-	"aMSE4mypCiyIgoIY+7gsiiyKvSUwjOJY1HtK4hwDDY3txFl1Udm8hICzECVbtQcygCFPQL97OskuVImR",
-	"6jrreXPJKjVXvZDPjM7kmCfRf2BbojyJhFAgGgBN1LUp6TZHZlsZRuSWrYQPM/eLRyK2uEV8jNQI43JM",
-	"USO0zJ8nJIEbfm0EkM+M3tAopoMYHkF/MXQrUkKTmB8SmcwJHdGIETHmiYznOSndociXRraaOdupCsT0",
-	"g8eiKNkpFEqqk6i3Kuk15IR1xm87hHESUkkHVECPBZwxCJBWBOolDxMAFBkiTdYHiq8qKYJGMo/TIWdw",
-	"2GMZvKjCnTz6Pg6WJXO1Ji6yEWKlwMWlj6bRR0BmNE34FBIZaTtOkACVEB7JnBEopBJqMprAoiXI96Kw",
-	"gsHIGqDuFv8wVUToW7lNaxglWqtKaCAhEZYrCAgSkD5eK8QxuYa5IHRKE1kvW9sgzIpTsVlscEhbwham",
-	"uM2b39bbDDPb2p8eDsmb3hAc6eF9B/Dudr+kM/PBv0EbSd5SFkB8Yaxvi1dY8T4sGt95wNSr+dN7e3T6",
-	"tnty0n3n+fbn49MPzh5Wnc5MV7phPJp+cY6RkIYhsmUanzv7H9JYgF84kn07RVP7JGL23611u8Q5lm8v",
-	"s9E/bIsjqwGuolsfrPbzoANt+QhL35/e9nKw/EuLTN8fJoXNrtvX71pht96Lh+0PbqznSMvKa3Zq11Rf",
-	"qZ1M6Ldj/d0e3pz5R3ZxNEnoXI2cJfEifTtixDJG8vniRBGu/HOo9h6U0rnawXTG4rm24uW8S5lsqJZe",
-	"Sy8e8e0pcPgW+ivu2H70A4mG701jytbKH2pMKYEx3y8/VJhxXhrHZ0M08axay4y/94t0XvPAEsFhjGIi",
-	"C+BQqxMkQlmnvvaWzIyLm/+Sbb+AeNXPUfyw+oHQuTUWEHwlIhoxJf7ooXXync6a4dOjSEjBLEmASUNL",
-	"HSEolc/8DfnHtjLXbBpueojvJAAVYGMBkReIsu2WIVZ2W+d0VCYQWeJeico7d3+/SMmzuAEkMaulxiIQ",
-	"jEHGmWP1cZwHs/UbDAssYu3b2exB3ix/2wUoFGIXblZcfDl04ugGkvnlgvh63j19p+RV33vXPTn+V/cC",
-	"Bdn3R8dKol0QYn3vW019WbuhiXqKQk1hJz/Xdh8vW878F00D9nfv0R3kKYLRDcse3jDhk1L0k7z017dj",
-	"cCE44DyGEkaD0+IkZQDqMjQCpSEUD2OeEZvOVnyjn3tBnrF6vNbKJtOYSkArVB9n69fJZWb5SkDOEgYh",
-	"GnrJkCf4g08EJ2w2GShd7xpgagz5YTSKXNXOHFdd4ojXzC8TevtvwVn9gt5+Mn4PZ0Atmkx5IjPJwI7P",
-	"vB/AAq7uvYG/vkfdNOJJJOe50I128eToZUMz7CwZAZN1cpYoHR+NidZ+QDPT4iEZ0ihhIAShQcKFyP4k",
-	"SMAnILTia0RCrdXvr44QWS4M/kjJrnQPK15pmD7TRezBAcebKrOrqNVvakZDOIrnsKut1GRX7FYtF4Pc",
-	"zsgQzhK0130SuTkiJl/uL//eeQPaR76eM1WWIB5AB5S4hp+hAdrcs5/Hcyu5DebkQ/eK8CGa/FONhHAW",
-	"z7XPNY6EJDHQGxBKtuOzpyAD2h+6wkI1pSP0WKBnNoGAJ6EgO0uPtovRWVWkkVMewgXOVyqNqH2d5kSS",
-	"xR3qkEVrOVPCR/l2qST9hkXgRqYdNu6cQLp77RvuHxL1wojiWKSvf0XGPA4xSmlCaBzXqzx4B8cXN575",
-	"dHDnGQi1E4UmEkKimKHZjIIsvjDH62GHGevpJVqgzZEhJJqpFLFg7bbNrJvIX9UoVEpgLJXakqyrD1eq",
-	"HdtL9RnhrMAKFneVQsaFqp8jpzm6aGncSvL8GHpARuufRg0oPgVH0r34fHqqJd23Z5/OT7pXrqTrO3bc",
-	"LyXPAuOQupZP5CGUhouUmemRON6tOZyJNrUTlR0sjZUpBvC8O/pQJ4rgGXN+AmTGor9mcIhBoOEIkBGg",
-	"+4O8PTt9d3x1fHaqidiEzklAk2RO+oom9ZUMOo2Ca/TSDhLKgnG9xz6BkiwxfEfPD99oIMlOQAXUBDAR",
-	"yegGdv28s22K+ogi4/ojE2SlXalWWI0Yuo+G0ahEcCVXZZ5s7U7ScZ3aIb1DyX77jdqfOqQbjLPrq2E9",
-	"louZwPBi7ZiaSzBe3IKJMxzBBm8+1LERpXym8izqChdnKVrLcMovP5yV/wo01g+5IL+NIbgWyyWdMi2u",
-	"+LIzGr/G9rRcwkTYlQiX6mGtE8N+MCSvtRXTMa+2KphX9S+KyI+Rhxfd3z53L698cnVxdHr5/uzik++g",
-	"OU/Iu+7J0X8fErwqG8tlwnqllW90SJjg2m++EAaWgDoohETyEcgxJOstheqcZsyyGzMS2sK9Uan0YFnO",
-	"eh9FY0gF/jw8fx/PU7JiwlYPyennEyRZSCw0fBQ5Y1ySz1fva6/xXwLlcirI5/96//79O03kplRI0jdR",
-	"ohfdt2cX777+6+jkc/frp6P/3TcTRpKAImdpiJ3acpoesV4hsZrGoiCoTvFCxyDHN0pqU0N9vZBDZtUT",
-	"UOsaklwnRz12Q+MZEH4Dyfr9K8I9VVpLj/Xvep6OVlDbZYFiAD2vQ+56Hg5WP2P0ZKAWVGfUsZQ+6XmY",
-	"RwS3OMTLBmlFAb/2FXwlfJP6o553f2+CA4pQ+jEovHAXfCZLLyNn4ompVLwUGRcK5DAVdX3ea5jro9X1",
-	"TGTndsxj2D20d9NjizzywgrlcXQN1mbUwbvrsTWX5+sw3glNFGEwN5ASiB7LnuJTgHm9ulBF46igPiha",
-	"lGkOltRWJm+OLG4pl8XL9E1YkrNcXF9NJB9DNF+jFH9/2dyBc3Wx/PLj8fl5BQH93Dgg7bTvL7pdz/fO",
-	"L8483+ueXnUvzi+OL7vl35rAqAXMvXj/lrzZP3iV8kId9oWu3/xV2HiwuyXMpsQOgipFLYYbiNMYdp8A",
-	"DcY2ieh/XZ6d1tDvB0kN8VvHX1e0gjg6S8mFR0xIyoJytWVBJnM4sAleu6sqpRwRIZH6fb44tkK64rLX",
-	"EQsV8zFnXy9SGGzT66+0OKLJ8ljqKy0VLt7yGSsh1V0krQnEQAWQAQ2uFc02PhJnhw440kC8jXybMY0m",
-	"29G2h3izIjGlMhi/p1E8S8psc9o5o+0/gnBGrkBRbhprsyJalZRghHavvXKA2FW2FNHyyawbG5sqWmpj",
-	"KmS3svnXdWwsHvwB5vSn8j9ElS1PKW9Lz+7ncajkWblg9QsJxa6D2kUdFycKb2glhj8GZ8zIxdMwRvdJ",
-	"lLpm354cHX9CJvju+PL86Ortr5vYrj5jHMCWcUEPDvBZGtljQlusX3gpqV7Chh7kzTfu6K0IUy71fy2a",
-	"YrzWpjFya4jfEmK3tAxBLQqN0mBAika/CKqFsG1GItVo/ZTfGqPMev+bQo8jvbNNrnOq85nKj46mPgFM",
-	"dpBzXUrKQpqExIBaEGA3EPMpkDs1sU/UKkLSydTH0Pb7enWSXoiuKCW2uSoPeZKon8iiGmEJqQPOPGXN",
-	"wy1PW923noGqAh4+BkEtovbTkNWSoLutA4K2DH5dEMKr4beJhK0cybqxtPTYwkQuVnWpbLE6ZikHO4ct",
-	"pshTT/VnF6Xq2nCX+1WAwf8YdlRy+JQzlrCgQEY3JTpNN/OVjnkcaueKiHkxjHI7fqVPckKF/JXPkpW7",
-	"0HZbTLPRUgExyTeKXpAxnyXlu6oqJpeXcnnLmYlEdL3HWBYopkyny4vyhZcntlQWNIwXtYQBYEx5muo3",
-	"xLwwdTvlW9k4rLPs/btxzH5awsa8n3SnC3e6ScRm+k4fhUSnj/4piLNirRDMlD5xqTakT6ATDsv5OQ0n",
-	"6kU7iX5ZzunR+TG5hnma2IVhgHquXDadznyL2JCXxH/rGIcRRt/damzC3CmrAdfJ71m4GYZjZgWo0JT7",
-	"7uiDIHzYY2jcPdRKNCbcMrARPYJEUjsHzHrqWFLH6LB4Tm7HUQza+Oo6PhGbsKyPTq5DSrPz/qLbJS2f",
-	"nF+ckQOfZEYu0m6SIEXNHstwc7feYz1mrRzaKTpjISSk36DTqHHT6hOGGeX9I5OliSEEHfKLTgbVlmq8",
-	"Bm2r7nf0dp37wegSor1vJgRh2ZX56sSYKE+DMQgEQo8piPBblg2vE71lNKWRSJD+sjTNvq7X8Wb/4NWu",
-	"tlrHUQAm48vYno+marFau940nCrLtby9va1T/HOdJ6OG+VY0To7fdk8vu/jNvZO/qS/x6PzYicnteK16",
-	"U4/jU2B0Gnkdb6/erO8Zaze+dQPuhhHRRcMIbBGIxp35eX4c3jcSEKDrLLiF2v4swxH7GZayIjsKjJkG",
-	"sLu0Kppda6vSVl98b8pFCY/4RK9B8wS7EglnoPikj3gGmHQqdW2hmfCt8ZPBLUlAJvMem0IS8bBOjiUG",
-	"CQiSPxmGv1KSQABqfuOjM6nhkvNrEskeCyjTWY/a9zkFKvUDUTSUWtnJu0BwFwXYQt2udrO9Im24JF04",
-	"U2X3cpKAmullrdWqtVtXzTedZrPTbP5RkN47iv7m9U6vOXgF+7QJtTf04FVtP9gb1l6He0GtNWzDXrgf",
-	"HAxe0lSz6KwTmXDKFm0P9oL9sHYAL4e1fdoa1F4H7bC2B/vDA/py8Cp4rT5SAoN3QFuDdrAX1vbhQI19",
-	"qca+CmtvoDm08+R0lY5HmbhVByK/Xl2dk4Nmc1G50RWMCsqgC6FWM4NQpvw5alpqMqmcE72gqZTnRtun",
-	"69u3i9rhfrO5bP70uTScGm/4SWv9J58LKfL7zb31H713y1rtN/fXf5HWcFEftN+s/8AW47j3vYMqRz92",
-	"CkodVDmDm5aPMsJsMqHJHPO6WUhoRkIwk1uRITrCHARLRr0v6rsF4mqRRydYLkuXSkf5hMeh4o3oftYk",
-	"iet6SFFi0qhQrs3TjpNIyILSiZbTdXQ743NLKiI+Vv3BLwt0rLkJHfvzi7vYRgpwlr9WDHAqxbf0Jp7x",
-	"7MfimXrCrqD2QizUMhXlaLeM/1/AKBIoSVOGxP8S64XZAh2Sx6EOiC7Wrcmk1h5T2L/TL2FjfZ/0i6p/",
-	"3++xfony3+8ojVRJooJPYNcnfKqN3yYAWsnpbq6vKzijZFonXRqMMyIUCUythJAMuVJ1rWfTGht7LLU2",
-	"iikE0dBgVhaD5dSH7etkzX5apQEl4x7DFGTNPa3Z1lTHOcoBknGpM6NR1r4dcwFkzLEuJtbaMXFAprSi",
-	"LdGWlYbASiQvtODNQOJN+GpiSvbb7R4zntt+Y5bEfbV4JsyjZmJKKtmQk9+7v/x6dvbxa/f03fnZ8enV",
-	"Jcad4E3qV0R2Wk0ymBOTILR7qOOl1HF8XPNNmXhWmsduaCII+QsP55tJZtagV9mu9KWoM+AF182U6ltT",
-	"saVgFOt4L4etoBUctGp7wctBbZ8eDGpvBq+h1hy2wjbdG+wHBxtUxFmZ0X+f18oVn7hfoP2tzSC1RGx1",
-	"hbLVwPxipMeKwqtNbPY0YnwafvztTfL6w8f//iu5uv335/N3r49Pzv845u0TekIvb70N72XRbqrl7O9/",
-	"ZwvZ4GuYoJ8FB5oM7p+NKbb2KjHFE1uFbr/drsIVnQqi/wDWaxklocTgDLKKAvd9gMzbuMt0x3vNoBVC",
-	"LrLqd/h7keNMaKxSTy+zT9TJEUs9iVbPzqq3TeicCBnFMVHc6gYW5WS9ThkRz9Gn/WU7DJ+lwh/7NDXY",
-	"nYqvq1+jv17FynQql6wVH8oHkGtfSfPvzcX+9jxpQ2b0jHo/FvU+gNwA7wqmhrJFsyENp4sFFnCpyEIc",
-	"U3Ulc8oLl3n4hMFtwbRi7SpoxeuxHWPF80laksI3Xs1d3zIekZbkRA+nVpBeiHSSgIdQJ2kBChxtKpFn",
-	"m8HcDUxfGHInXN7qLmb5//560b3qnl4dn532yc4rEtK5cDWXMj3FMQW9y6C1xhaEJaec3RnYRPZUy8xD",
-	"WS5oJYxfDFdZ+1J0K48KA43Hb1tLU2pd+vNL3hup6OFDjbvoNi0tgm4zux0Z55nMPYHdiZXTjO9M7Wzy",
-	"vlMAeSldU/sUBQOZ810+P0zL2aFPeBIiERrMTY+ZRWLxzll8E5Mx5hRFuurJ9zQd/6w0olAGaw15SO/o",
-	"mT48AX0o6Rbg0gb3t8vt0f+icRRSq+bqxFclHGAhPIzEoMLWPCctG3mgxy12RsASRfvtdrFFQrnd0qmS",
-	"toXJMq0xZtLU8f3rXPM/3aznLB8xa2jxK8Qx98ndnU4HrSsqQe7vs7xGb5QAOA2J0qxiTTQNVbGDvr+x",
-	"bLHC7BPZNovlCFv+k14E6qBVWmV4C5fmxLstO+z3vFe3VOAitTUm0mcT5wYmzrSe4N+diuvLNeJTgZIv",
-	"JeRrRLXGnVsbcaV985IPrVBWJzpG1JovdXwmugEjiYoioZLYNCQbkxTEQBMdhXZIkhnDqqoL3SKWGTwL",
-	"1P/Z1vk3t3Vu8EaXWDwvx/zWxr6l/VRSScGGThth44XQUkapGXTV22k+Na/7mfnRVe7ynpHxSayfG2Hi",
-	"ZlaBnLl9rV2gwGwatjdSSXjuZusu01YutVaiw2GjyWSmU+mtfuKW77Gx1APQxVAteSnU9stSa3WcNuO3",
-	"hLP1GktWeu67KC5f7jdUDAo9Fp5IK8gXiK5KANcR0zSUvP0AKmYvagkxUw/JzP8sZP+MQvZRGBJKsgrh",
-	"jyFVp4SucWd+ul9qItVCD2dQTq9ovp9GFZHHJT3fWfL5zvjcenx8/llx+R8hmazDsu2kEf9u+X2bmmC2",
-	"xW6iG6C3liT53OSYd7kHYGUntFLBKJMqNvKXZJ+VOoNN5eUpHUWMaqG7zGGSJb/+Xf0lJc5dRw7D/NzH",
-	"du0uVEJevw8UIXNdjlaBpqxCzJYwyVepditU6405Ba131Ni+qZ3c7zEcnDZF2O0QmvpqbDwyZ2jrIcPI",
-	"Fo1NZozQWPAe090Gdf4lTHRHQm10IZw5QXjawV8GEqf+/f/3nrR8HemVjjTn+e3kc2vQGC5Ml9eszPru",
-	"M3t7An8buCTWMjjnl+VSpFMDH/ETdeNS5bZrk6Ipc0v9DwsWsxcLpjJ8HzrkR/RYu9m2LYM1O0xV3MRW",
-	"MotkSY6Jk1HdY1gegPyOdl5G+schTKZcAgvmtY8w7/uYYDoFmpbMxaa9WGVG0x+hewnzJFJ8K3bIlk74",
-	"piSMhkPAY+BnOu86neoaMKGE9th+802dfLTFvG14kjpiDFRI0t7Hgg7YidnJHSuJQip2tVnHKbNcXU1Z",
-	"BR0iw8Q8XF2PO91rmsOyAAiyBA6H1oxeAEQkTZqJOvdlwKcQ5o/mrwBCyqx0h9iMNBduMN/01Wlud3Cw",
-	"riPmly1MHml9Xpt7HtJ8Ibn2ssjPqrrH9zSNLuuKVMnYsmGKdNrUwtsL20Fr0KS1N8PXUNsPXwW114OX",
-	"tHYw3Af7N2+bpN/FNjol3MoO+uk4T7MC53nL2TCOdNmRB1hV/t68zdxsjus8kMHlmryssYi4y73Iyh2g",
-	"+Kkb/5iA1nxznEgKXVIk65BjZduDpq/UCEWNMcJs99B0lcma2/R12wbNm7IuNht1rdFpjz2m138hbCVx",
-	"U6VabVsX5kjZ1WxKJF9bflrXut1pvSQfo1/cgFpfV6KHHjN5j1GWX0gHRli0JVXcpg7TeCbIQZP83/9D",
-	"9tT/YTJhj6VlJpBdRf8By8OTGStjmx9AuixzS6OTW7C+zOxUb/+Rb9aiG66aGvU6ASDapEJDOcvJAlPS",
-	"+votv8LuWn94xc3oBfQ/8rEqKyJdzDacqt7Ll0tJu1sSuiQOxn8Q10jW2ABLV9+eSee6CrW+M+Nexdmu",
-	"XIX7WbF6ArthBcazcXSzU8xlnbWuQOV1gvzmLsz8kss8mLrxvpLvFwJmOsj8bIGtzM0bCZIm7aPy1GO2",
-	"TUZa6VYndCQAuhqQVt/0WrEtumWCe3pMx+VA6OgZR0wbfXSmoi0VZ4rmacai1EPGnSoAZA7y0GwNA0Vz",
-	"XBQ/atwZimTB2i/NYsc/reAxG8rOm7CHjLppUG4kOeuNX5jNlsbv6SvQdQ5oEMBUPsvQf//APP2mH1si",
-	"bqQtsErl4nM6QnNDwmejcVE+zom8rpRbJ9qQ2GO6dWJaeQJlwH4mJreaTfvHXdNYwTS2GdriGpHQ7cR0",
-	"bsZSeVU32OVadh4lSprPuqRUEChz/opThMkaS4wCTdoFqMzybCtMZnibdto9aDoNcG13qeWunX+YmbnQ",
-	"FGWlndl9Qz8bDdqQRJRnWy3Btx8nlCC33Mh7mNkTRa6Cj2kZm6rVTGMnkoyiVVhaO+ekQ6wpjuy0tOat",
-	"mwYyUwJMCQ+JMM0I85q5sTvpvSjRAsuGJjMmtKZtt5AZnHeokTpMh5GQaBcUtamp2uyqpBFBTHJ8jw1o",
-	"cM2HQ7O7ZfQFmwj8g1yhBmrfwwta6Fj9k/rb8i0wVtJBB2ee9b0ncKQ58N9ErCpoFGvsi7djSLRR01iu",
-	"8151Foo6OWMBoL6U/WlMRY+llo6szU+UOcO1YTItQybIfnP/sOC3j0SPDdWlKEFKUZVCagTKS6nrfonV",
-	"LWvEsi2C5ds8NQttmpbGvWdtmbR1q0rE2EJTpWaxB1Kpoau5/8dWNVgr2rucGqz6SDnXU6oM5vrK/H0d",
-	"Uk6nnnK7VoZpz4TuKQLiMvhXliEXLzElEzqdPh/lsyTCLYvE2aI8agUivNxa9jc6xzpbHAqqKaXXzIEM",
-	"OarWVqrlCTFtp/Qok1bQY3kTXKSE3RtInLwCNUtGT/BrN+oPWYWxBVa2AJIFA2CPlVkArVkPAW46YfAE",
-	"Q7uyfadWwB670o2Q8XWbDucyT0aWmu9WMKuHmO829XpnPb+erXfP1ju03lWgvgUKp9tZrNG/s4GIGwGN",
-	"Y6xFy4gApdPGMYbmSNulQ/u0+S0znVcyhfMa5ruVqqFkrTa8TW0O/9BSRbneLiuVuew6fixi/lMqhKTv",
-	"Jq0ZlP1yeVkQnVSWMzYRRQOx90qdHGF7EywCvawmcdpQZ4twMeuyD7JmQh3sYbxpWeBis8fvkR5nm2M1",
-	"K+lJxWZWTaPHVFIQ0g5UB/5yGGX9oJoVkoo3R81/cLmKny2EK1dIwmJdKb6XMrzGnaOkrrOr5GOGszo/",
-	"MTWcDp+m/lGjBAn4jJnfaJYcwlSO01K6UOjbZoy/ZR3bFuuh5sjMViYSg77tB6Fv6zui76sfhr6F7hvP",
-	"FoOnSe5ficGbCoC/O/YnVIWVVlrSlj7j6MTmResoQsQbEDYFycRNKtFWiIiz0sovtuSfkHw6hRKpttCE",
-	"+Vz3CXywoGDwJuv5Vh0hlrSDriQh/ANITLu5hMY4sKpKag4emdSYpX5ikvPTCRpjykZQcEGbJp8PlTfU",
-	"32vXMF+ndxcb4qhPNmlFdXR+/FGt8sObPh1No48wr9rrSR3rmfU+gbJsenC6qnL6Mh+B7Zaq2UWuqx8w",
-	"iURqF8c8Pj8NDLCnOdQNUpX4PKZijL2XJE/KWK1WDvTrfwRlPIg21b71+3/iyjSbNCnITup70wSG0Tev",
-	"44n4+uv+sE3fBAjEG37tekbT7jzZsK/Xv7Vvmn/89XrS+vZqujc4YG+C/R9SJDS0FGcphXnuofNPVfGZ",
-	"pVPlZGoTftu4u4b5mhqRLoE6IubZ2+TcBIYzkRUnADWwTi7UIOz9dhsFoL1LjNf4tF7SXVbN55CmdUUg",
-	"9QfPRSB/eC8mBfa1j28rHlla3cUshx2cl3iI8Q1v7+ceA43l+D9LZdAjE+vTbjaztuRkmvAAhMB+gSBs",
-	"D3FxSIIxBNeCME5CmAILgQXzUgPWr2bdbXXL1BHKr6uzC714qX8lxlZVbmd6I/s6QtMNMBCuvKSBaMgQ",
-	"JptUBSgwcs6FHCUgyA5lYeoE99FrNuHhLAZjH5wJIJHcNeFXh+SguUe4HENyGwnwienMiKmjNMLslylW",
-	"PRjMJBoltK6AOXzCVgkccSJ52voRW6fEfFR6Yxf6XFsnQuILsdUgRhgqpS7P96Q5enaZj3u3eIC6QxaW",
-	"bNptJF/YfAiSRmqDCp540R1ij5FCfUePEqkll492HZf9QXMvax1/aufJ8NM2idItoeoh3NgdiQbjsqaH",
-	"V4bHuf623JmYISkJOejuofp5rcYBBcpoKRLkP7zzBkATSLAImpoFH1pZsMyEXmPuRK5fVqfRiHlA4zEX",
-	"svO6+bqJaoVZdIF2AqMsawoUJaiko2JcjGYWJaQ3Jcw1oetPBAmEwGREY3eOlPSXz1DsTeDsZqEUnjut",
-	"WzNscWaTrh6xkU9uqQzG6qmpmYMs2y2zRDrTOo7/xVkvdePaxU6D7q7dfjgZIG0LlsVJLYXEKRL7VJxv",
-	"zVO5/3L//wIAAP//q52+BobOAAA=",
+	"H4sIAAAAAAAC/+y9+3IaudYo/iqq/v2qYtduMGCcC/7LE5OMvziOx3Zmzp4hFUT3Anq7kZiWsMN2+TnO",
+	"A50XO6UlqVvdNNAEJ57kuL6qb2ewWpclrfvtzgv4ZMoZMCm8zp03pQmdgIQE/+v1LBE8Uf8KQQRJNJUR",
+	"Z17HuxoD6TP4IvWAPuFDIsdApgncRHwmyJSOoO75XqRG/z2DZO75HqMT8DpeoCf1PRGMYULV7BP65RTY",
+	"SI69TqvR8D05n6qRQiYRG3n39753DMOIRWr5k7B8P7c8uR7G/JaE6dBngkRhuo0pleNsF6E7oe8l8Pcs",
+	"SiD0OjKZgbu3IU8mVHodbzaL1MjFvXVZOOURk0t3BoMx59cEzLhV24Jsri039QWC2Sp4gR2wcjvOLNvt",
+	"55QK2b2B5VCKQvuKYiokATWWJBBAdAPhIf5ByATohCQgZhMQhA4lJCSS6d7HQENIst2rNWu4aO3k2Cvd",
+	"b8Tk87bne5OIRZPZxOtkry9iEkaQ6N1Hk0gu7vucjoCI6L9L33qM37krhzCks1h6nYOGr969XhVffbqH",
+	"Zuke/uDJtZjSAFZhAA5YdaO3zizb3Oi9+lhMOROApOIXGl7A3zMQCKaAMwkM/0mn0zgKqNrn3jThgxgm",
+	"//qPUJu+8+ALnUxj0MeRNIq9Dm4JhCQDHs7JmApCGYEkQYqB/yu8zl933gSEoCO1pclMjQZCidkqHrjj",
+	"7blHvf/ke0JSORNep40kJpJqYe+E3dA4ColZNjvpWMqp6OztiXgWBVAP4cZuX+xF+qOa/ejehdz/n8DQ",
+	"63j/315GWff0X8XeuZ5Bw2/xBu3ZI0EmNFZXACHhCRkkQK+FxgGcqa6WfM3ZMI6CbQF+EsJkyiWwYF57",
+	"B3NySwWZCQjJbSTHhJIwGg4hUdiorsRz4fgqg2O6mWoAdNYM7JcPDUU7sdAnkfgnwWcJYog6BSAc3/Bk",
+	"EIUhsC0BqRbI2AoZQMzZSBDJCWVcjiHJMDQHxf0MitlWKoFxmA5/KNhJfg2MTOicMC6J5LNAAS4SKeQQ",
+	"YidMQsJovCXAIjNNit8WJgd5DC2MqoSgZoMPAZdLPgE5jtiIDGkUK4xkGhUhuYHk0Dws8+bGlI0gVNBT",
+	"XxhoIbV4E0EcbgmxJjGjlhHDBIYKdzuk2air/2sqWjJNohsqgexcvHlNmq+aL3cPCY2VrBRJjRuXpx9P",
+	"Xnc//3p1df757MNx9/PR6emHPxxaOkviPA1ttRZp6BBPuBEF1Z88xC0d6eUdIkloEMBUCjKYyfTCokBd",
+	"lgKS8IlQz1uxmFRG+3hxqq6XpjCjYZiAEPqW9QqRIIqZhu7lvk3odLzl5bbs5Ypltztj14zfMsJ4CKTn",
+	"fel5zhWN1Bb2IByB2GvsSe7d++63wTyIoUMoqfVmjcY+kEH6L7owi1pArL9wHLzZhetPHopc4Wx4IVwS",
+	"SvSujo/eHir5MZlbgKoRcSSkZWqRVCqKHOMNnnH5hs/YtqhZon+Ql7QR7tMXUGsN24NaO3jerL2iL6F2",
+	"MHgevAhfwqtho4lbH+IGXKbQzqB95gyoAGnGZU0Pfwgon3GNJTn6f8X5KU1G8JCiHnwJAEJBmo32y4MX",
+	"z8lgLkG4IGk6fPKczmNOQyI5JzHupBJoJOc1PfyhHiBuXb0uNWtC5Ji6vMFSIAu095TNt4TZ3zMuqQGW",
+	"ovNUkgkXkjQbjQaZAgsVn/p7BjMgkdSkJENhR177LTdPNfDh2rX0m4eW1275LA7JlApBOAOrDbpaDW5A",
+	"kB17Tp70mJA8gdA9su+gYO4/yA0kQv+IBI5MIekxpCG7vpKzc+upaxVmIbNFQYZUSHvPiookVEKP8QQ1",
+	"FfUaJ5TNScTIMI5GY6muh7MA6uRMCwQoXZstU5bKCT1G4wRoOLd/M3JEnfQvQCbz2pHSdft6S5LcjiEB",
+	"cksjqaYcQzwVnR5Tu9dgCBMaMaE4W6rAC6KgIMY+Losii2JvCQyjOBb1npI4tf6M6pyz6qKyeQkBZyFK",
+	"tmoPZABDnoB+93SSXagSI9V11vPGnlVqrnohHxmdyTFPov/CtkR5EgmhQDQAmqhrU9Jtjsw2M4zILVsJ",
+	"H2buFw9EbHGL+BipEcblmKJGaJk/T0gCN/zaCCAfGb2hUUwHMTyA/mLoVqSEJjE/JDKZEzqiESNizBMZ",
+	"z3NSukORL41sNXO2UxWI6QcPRVGyUyiUVCdRb1XSa8gJ64zfdgjjJKSSDqiAHgs4YxAgrQjUSx4mACgy",
+	"RJqsDxRfVVIEjWQep0PO4LDHMnhp61QOfR8Gy5K5WhMX2QixUuDi0kfT6B0gM5omfAqJjLQdJ0iASgiP",
+	"ZM4IFFIJNRlNYNES5HtRWMFgZA1Qd4t/mCoi9KXcpjWMEq1VJTSQkAjLFQQECUgfrxXimFzDXBA6pQla",
+	"AxeWMAiz4lRsFhsc0pawhSlu8+a39RbPzLb2l4dD8qY3BEd6eN8BvLvdT+nMfPAf0EaS15QFEF8Y69vi",
+	"FVa8D4vGdx4w9Wr+8l4fnb3unp52jz3f/vvk7K2zh1WnM9OVbhiPpl+cYySkYYhsmcbnzv6HNBbgF45k",
+	"307RUTCJmP3v5rpd4hzLt5d5GL5uiyOrAa6iW2+t9vNVB9ryEZa+P73t5WD5XYtM3x4mhc2u29cfWmG3",
+	"vpev2x86GTTOoKy8Zqd2TfWV2smEfjnR3+3jzZn/yC6OJgmdq5GzJF6kb0eMWMZIPl6cKsKVfw7V3oNS",
+	"Ole7xz6weK6teDnfWCYbqqXX0osHfHsKHL6F/oo7th99R6Lhe9OYsrXyhxpTSmDM98sPFWacl8bxhyGa",
+	"eFatZcbf+0U6r3lgieAwRjGRBXCo1QkSoaxTX3tLZsbFzX/Ktl9AvOrnKH5Y/UDo3BoLCD4TEY2YEn/0",
+	"0Dr5RmfN8OlBJKRgliTApKGljhCUymf+hvxjW5lrNg03PcQ3EoAKsLGAyAtE2XbLECu7rXM6KhOILHGv",
+	"ROWdu79fpORZ1AOSmNVSYxEIxiDjzLH6OM6D2foNhgUWsfbtbPYgb5a/7QIUCpEXNysuvhw6cXQDyfxy",
+	"QXw9754dK3nV9467pye/dy9QkH1zdKIk2gUh1ve+1NSXtRuaqKco1BR28nNt9/Gy5cz/omnA/vYG3UGe",
+	"IhjdsOzhDRM+KUU/yUt/vh2DC8EB5zGUMBqcFicpA1CXoREoDQD5OuYZselsxTf6uRfkGavHa61sMo2p",
+	"BLRC9XG2fp1cZpavBOQsYRCioZcMeYL/8InghM0mA6XrXQNMjSE/jEaRq9qZ46pLHPGa+TGht/8RnNUv",
+	"6O174/dwBtSiyZQnMpMM7PjM+wEs4Ore9/Dne9RNI55Ecp4L3WgVT45eNjTDzpIRMFknHxKl46Mx0doP",
+	"aGZaPCRDGiUMhCA0SLgQ2Z8ECfgEhFZ8jUiotfr26giR5cLg95TsSvew4pWG6TNdxB4ccLKpMruKWv2m",
+	"ZjSEo3gOu9pKTXbFbtVyMcjtjAzhLEF73XtRGqW05HvnDWgf+XrOVFmC+Ao6gNFc6jM0QJt79vN4biW3",
+	"wZy87V4RPkSTf6qREM7iufa5xpGQJAZ6A0LJdnz2GGRA+0NXWKimdIQeC/TMJhDwJBRkZ+nRdjE6q4o0",
+	"csZDuMD5SqURta+znEiyuEMdcGktZ0r4KN8ulaS/ZxF4L9MO9+6cMMB77RvuHxL1wojiWKSvfyJjHocY",
+	"pTQhNI7rVR68g+OLG898OrjzDITaiUITCSFRzNBsRkEWX5jj9bDDjPX0Ei3Q5sgQmujBIhas3baZdRP5",
+	"qxqFSgmMpVJbknX14Uq1Y3upPiOcFVjB4q5SyLhQ9XPkNEcXLY1bSZ4fQg/IaP3jqAHFp+BIuhcfz860",
+	"pPv6w/vz0+6VK+n6jh33U8mzwDikruUTeQil4SJlZnokjndrDmeiTe1EZQdLY2WKATzHR2/rRBE8Y85P",
+	"gMxY9PcMDjEINBwBMgJ0f5DXH86OT65OPpxpIjahcxLQJJmTvqJJfSWDTqPgGr20g4SyYFzvsfegJEsM",
+	"39HzwxcaSLITUAE1AUxEMrqBXT/vbJuiPqLIuP7IBFlpV6oVViOG7qNhNCoRXMlVmSdbu5N0XKd2SO9Q",
+	"0m69UvtTh3SDcXZ9NazHcjETGF6sHVNzCcaLWzBxhiPY4M2HOjailM9UnkVd4eIsRWsZTvnpu7PyX4HG",
+	"+iEX5LcxBNdiuaRTpsUVX3ZG49fYnpZLmAi7EuFSPax1Yth3huS1tmI65tVmBfOq/qGI/Bh5eNH97WP3",
+	"8sonVxdHZ5dvPly89x005wk57p4e/fuQ4FXZWC4T1iutfKNDwgTXfvOFMLAE1EEhJJKPQI4hWW8pVOc0",
+	"Y5bdmJHQFu6NSqUHy3LW+yAaQyrw5+H5x3iekhUTtnpIzj6eIslCYqHho8gZ45J8vHpTe4n/JVAup4J8",
+	"/NebN2+ONZGbUiFJ30SJXnRff7g4/vz70enH7uf3R/+rbyaMJAFFztIQO7XlND1ivUJiNY1FQVCd4pmO",
+	"QY5vlNSmhvp6IYfMqieg1jUkuU6OeuyGxjMg/AaS9ftXhHuqtJYe69/1PB2toLbLAsUAel6H3PU8HKz+",
+	"jdGTgVpQnVHHUvqk52EWFNziEC8bpBUF/NpX8JXwReqPet79vQkOKELp+6Dwwl3wmSy9jJyJJ6ZS8VJk",
+	"XCiQw1TU9XmvYa6PVtczkZ3bMY9h99DeTY8t8sgLK5TH0TVYm1EH767H1lyer8N4JzRRhMHcQEogeix7",
+	"io8B5vXqQhWNo4L6oGhRpjlYUluZvDmyuKVcFi/TN2FJznJxfTWRfAjRfI1S/O1lcwfO1cXyy3cn5+cV",
+	"BPRz44C007656HY93zu/+OD5XvfsqntxfnFy2S3/1gRGLWDuxZvX5FX74EXKC3XYF7p+81dh48HuljCb",
+	"EjsIqhS1GG4gTmPYfQI0GNskov+5/HBWQ78fJDXEbx1/XdEK4ugsJRceMSEpC8rVlgWZzOHAJnjtrqqU",
+	"ckSEROr38eLECumKy15HDLMXzdnXixQG2/T6Ky2OaLI8kfpKS4WL13zGSkh1F0lrAjFQAWRAg2tFs42P",
+	"xNmhA440EG8j32ZMo8l2tO1rvFmRmFIZjN/QKJ4lZbY57ZzR9h9BOCNXoCg3jbVZEa1KSjBCu9d+OUDs",
+	"KluKaPlU3I2NTRUttTEVslvZ/Os6NhYP/hXm9MfyP0SVLU8pb0vP7udxqORZuWD1C+nQroPaRR0XJwpv",
+	"aCWGPwRnzMjF4zBG90mUumZfnx6dvEcmeHxyeX509frXTWxXHzEOYMu4oK8O8Fka2WNCW6xfeCmpXsKG",
+	"vsqbb9zRWxGmXOGCtWiK8VqbxsitIX5LiN3SIgq1KDRKgwEpGv0iqBbCthmJVKP1U35tjDLr/W8KPY70",
+	"zja5zqnOZyo/Opr6BDDZQc51KSkLaRISA2pBgN1AzKdA7tTEPlGrCEknUx9D2+/r1Ul6IbqilNjmalTk",
+	"SaJ+IotqhCWkDjjzlDUPtzxtdd96BqoKePgQBLWI2o9DVkuC7rYOCNoy+HVBCK+G3yYStnIk68bS0kML",
+	"E7lY1aWyxeqYpRzsHLaYIk891Z9dlKprw13upwCD/zHsqOTwKWcsYUGBjG5KdJpu5isd8zjUzhUR82IY",
+	"5Xb8Sp/klAr5K58lK3eh7baYZqOlAmKSb7AuzJjPkvJdVRWTy0u5vObMRCK63mMsahRTptPlRfnCyxNb",
+	"KgsaxotawgAwpjxN9RtiXpi6nfKtbBzWWfb+3ThmPy1hY95PutOFO90kYjN9pw9CotNH/xjEWbFWCGZK",
+	"n7hUG9In0AmH5fychhP1op1Evyzn9Oj8hFzDPE3swjBAPVcum05nvkVsyEviv3WMwwij7241NmHulNWA",
+	"6+SPLNwMwzGz8lloyj0+eisIH/YYGncPtRKNCbcMbESPIJHUzgGznjqW1DE6LJ6T23EUgza+uo5PxCYs",
+	"66OT65DS7Ly56HZJ0yfnFx/IgU8yIxdpNUiQomaPZbi5W++xHrNWDu0UnbEQEtLfo9No76bZJwwzyvtH",
+	"JksTQwg65BedDKot1XgN2lbd7+jtOveD0SVEe99MCMKyK/PViTFRngZjEAiEHlMQ4bcsG14nestoSiOR",
+	"IP1laZp9Xa/jVfvgxa62WsdRACbjy9iej6ZqsVqr3jCcKsu1vL29rVP8c50noz3zrdg7PXndPbvs4jf3",
+	"Tv6mvsSj8xMnJrfjNesNPY5PgdFp5HW8/Xqjvm+s3fjWDbj3jIgu9ozAFoHYuzP/np+E93sJCNB1Ftwy",
+	"c3+V4Yj9DEtZkR0FxkwD2F1a082utVVpq0++N+WihEe8p9egeYJdiYQzUHzSRzwDTDqVurbQTPjW+Mng",
+	"liQgk3mPTSGJeFgnJxKDBATJnwzDX6kte5YYH51JDZecX5NI9lhAmc561L7PKVCpH4iiodTKTt4Fgrso",
+	"wBbqdrUarRVpwyXpwpkqu5+TBNRMz2vNZq3VvGq86jQanUbjz4L03lH0N693eo3BC2jTBtRe0YMXtXaw",
+	"P6y9DPeDWnPYgv2wHRwMntNUs+isE5lwyiZtDfaDdlg7gOfDWps2B7WXQSus7UN7eECfD14EL9VHSmDw",
+	"Dmhz0Ar2w1obDtTY52rsi7D2ChpDO09OV+l4lIlbdSDy69XVOTloNBaVG13BqKAMuhBqNjIIZcqfo6al",
+	"JpPKOdELmkp5brR9ur59u6gdthuNZfOnz2XPqfGGnzTXf/KxkCLfbuyv/+iNW9aq3Wiv/yKt4aI+aL1a",
+	"/4EtxnHvewdVjn7iFJQ6qHIGNy0fZYTZZEKTOeZ1s5DQjIRgJrciQ3SEOQiWjHqf1HcLxNUij06wXJYu",
+	"lY7yCY9DxRvR/axJEtf1kKLEpFGhXJunHaeRkAWlEy2n6+h2xueWVER8qPqDnxboWGMTOvbXJ3exjRTg",
+	"LH+tGOBUim/pTTzh2ffFM/WEXUHtmVioxCrK0W4Z/7+AUSRQkqYMif8l1guzBTokj0MdEF2sW5NJrT2m",
+	"sH+nX8LG+j7pF1X/vt9j/RLlv99RGqmSRAWfwK5P+FQbv00AtJLT3VxfV3BGybROujQYZ0QoEphaCSEZ",
+	"cqXqWs+mNTb2WGptFFMIoqHBrCwGy6lu29fJmv20SgNKxj2GKciae1qzramOc5QDJONSZ0ajrH075gLI",
+	"mGNdTKy1Y+KATGlFW6ItKw2BlUieacGbgcSb8NXElLRbrR4zntv+3iyJ+2rxTJhHzcSUVLIhJ390f/n1",
+	"w4d3n7tnx+cfTs6uLjHuBG9SvyKy02yQwZyYBKHdQx0vpY7j45qvysSz0jx2QxNByF94ON9MMrMGvcp2",
+	"pU9FnQEvuG6mVN+aii0Fo1jHez5sBs3goFnbD54Pam16MKi9GryEWmPYDFt0f9AODjaoiLMyo/8+r5Ur",
+	"PnG/QPubm0FqidjqCmWrgfnJSI8VhVeb2OxpxHg/fPfbq+Tl23f//ju5uv3Px/Pjlyen53+e8NYpPaWX",
+	"t96G97JoN9Vy9re/s4Vs8DVM0M+CA00G98/GFJv7lZjiqa1C1261qnBFp4LoD8B6LaMklBicQVZR4L5f",
+	"IfPu3WW6471m0AohF1n1Mf4ucpwJjVXq6WX2iTo5Yqkn0erZWfW2CZ0TIaM4Jopb3cCinKzXKSPiOfrU",
+	"XrbD8Ekq/L5PU4Pdqfi6+jX661WsTKdyyVrxobwFufaVNP7ZXOwfz5M2ZEZPqPd9Ue8tyA3wrmBqKFs0",
+	"G7Ln9ODAAi4VWYhjqq5kTnnmMg+fMLgtmFasXQWteD22Y6x4PklLUvjGq7nrW8Yj0pKc6OHUCtIzkU4S",
+	"8BDqJC1AgaNNJfJsM5i7gekLQ+6Ey1vdxSz/788X3avu2dXJh7M+2XlBQjoXruZSpqc4pqDjDFprbEFY",
+	"csrZnYFNZE+1zDyU5YJWwvjFcJW1L0W38qgw0Hj8trU0pdalvz7lvZGKHn6tcRfdpqVF0G1mtyPjPJG5",
+	"R7A7sXKa8Y2pnU3edwogL6Vrap+iYCBzvsvnh2k5O/QJT0IkQoO56TGzSCyOncU3MRljTlEk5Lc2Hf+s",
+	"NKJQBmsNeUjv6Ik+PAJ9KOkW4NIG99fl9ujfaRyF1Kq5OvFVCQdYCA8jMaiwNc9J00Ye6HGLnRGwRFG7",
+	"1Sq2SCi3WzpV0rYwWaY1xkyaOr5/nWv+l5v1nOUjZg0tfoU45j65u9PpoHVFJcj9fZbX6I0SAKchUZpV",
+	"rImmoSp20Lc3li1WmH0k22axHGHTf9SLQB20SqsMb+HSnHi3ZYf9lvfqlgpcpLbGRPpk4tzAxJnWE/yn",
+	"U3F9uUZ8KlDypYR8jai2d+fWRlxp37zkQyuU1YmOEbXmSx2fiW7ASKKiSKgkNg3JxiQFMdBER6EdkmTG",
+	"sKrqQreIZQbPAvV/snX+w22dG7zRJRbPyzG/tbFvaT+VVFKwodNG2HgmtJRRagZd9XYaj83rfmZ+dJW7",
+	"vCdkfBTr50aYuJlVIGduX2sXKDCbPdsbqSQ8d7N1l2krl1or0eGw0WQy06n0Vj9xy/fYWOoB6GKolrwU",
+	"avtlqbU6TpvxW8LZeo0lKz33TRSXT/cbKgaFHguPpBXkC0RXJYDriGkaSt76CipmL2oJMVMPycz/JGT/",
+	"jEL2URgSSrIK4Q8hVaeEbu/O/Ot+qYlUCz2cQTm9ovl+GlVEHpf0fGPJ5xvjc/Ph8flnxeUfQjJZh2Xb",
+	"SSP+3fL7NjXBbIvdRDdAby5J8rnJMe9yD8DKTmilglEmVWzkL8k+K3UGm8rLUzqKGNVCd5nDJEt+/af6",
+	"S0qcu44chvm5D+3aXaiEvH4fKELmuhytAk1ZhZgtYZKvUu1WqNYbcwpa76ixfVM7ud9jODhtirDbITT1",
+	"1dh4ZM7Q1kOGkS0am8wYobHgPaa7Der8S5jojoTa6EI4c4LwtIO/DCRO/fv/5z1p+TrSKx1pzvPbyefW",
+	"oDFcmC6vWZn13Sf29gj+NnBJrGVwzo/lUqRTAx/xE3XjUuW2a5OiKXNL/Q8LFrNnC6YyfB865Ef0WKvR",
+	"si2DNTtMVdzEVjKLZEmOiZNR3WNYHoD8gXZeRvonIUymXAIL5rV3MO/7mGA6BZqWzMWmvVhlRtMfoXsJ",
+	"8yRSfCt2yJZO+KYkjIZDwGPgZzrvOp3qGjChhPZYu/GqTt7ZYt42PEkdMQYqJGm1saADdmJ2csdKopCK",
+	"XW3WccosV1dTVkGHyDAxD1fX4073muawLACCLIHDoTWjFwARSZNmos59GfAphPmj+SuAkDIr3SE2I82F",
+	"G8w3fXWa2x0crOuI+WkLk0dan9fmnoc0X0iutSzys6ru8S1No8u6IlUytmyYIp02tfD2w1bQHDRo7dXw",
+	"JdTa4Yug9nLwnNYOhm2wf/O2SfpdbKNTwq3soJ+O8zQqcJ7XnA3jSJcd+Qqryj+bt5mbzXGdr2RwuSYv",
+	"aywi7nLPsnIHKH7qxj8moDXfHCeSQpcUyTrkWNn2oOErNUJRY4ww2z00XWWy5jZ93bZB86asi81GXWt0",
+	"2mOP6fWfCVtJ3FSpVtvWhTlSdjWbEsnXlp/WtW53ms/Ju+gXN6DW15XoocdM3mOU5RfSgREWbUkVt6nD",
+	"NJ4JctAg/+d/k331/zCZsMfSMhPIrqL/guXhyYyVsc23IF2WuaXRyS1YX2Z2qrf+zDdr0Q1XTY16nQAQ",
+	"bVKhoZzlZIEpaX39pl9hd80/veJm9AL6P/KxKisiXcw2nKrey5dLSbtbErokDsb/Kq6RrLEBlq6+PZPO",
+	"dRVqfmPGvYqzXbkK95Ni9Qh2wwqMZ+PoZqeYyzprXYHK6wT5zV2Y+SWXeTB1430l3y8EzHSQ+dkCW5mb",
+	"NxIkTdpH5anHbJuMtNKtTuhIAHQ1IK2+6bViW3TLBPf0mI7LgdDRM46YNvroTEVbKs4UzdOMRamHjDtV",
+	"AMgc5KHZGgaK5rgofrR3ZyiSBWu/NIsd/7SCx2woO2/CHjLqpkG5keSsN35hNlsav6evQNc5oEEAU/kk",
+	"Q//zA/P0m35oiXgvK5daKhgfkb6EL1IPqwmZAJ30rXDmCst6HpR2UdLt9BhKunXDzvu+lnzrFtPVD0q6",
+	"s39HcoG/ZCN6LGu20I/CTl+XTBPq/bEAjIdl1yd9XN7+/Tpi4a6mSv2QSqp+/5/LD2e7GCvOpCDartw/",
+	"pULW8KfayXFf9wnCgAzt7BgmfKLkci6M1Lxj5eXu792zKyfpTLcxY1pepmjNCvhkEklxqMVkDTlNIc3i",
+	"uaPWyRFqD4xBIDPLDWbORSFK9hDdQEgmkRCgqB6DOrnEWbUVCpuuFe0yussRJD0mIFHy9U679cqW8YAJ",
+	"AokEMRcQ2m2ZE15eXXSP3n8+OT7t9nvMmoDV81PgKiOZejMpyeza0rJrhPOF55WjnF4Udki71WP6gknu",
+	"CfUY3i6567mV0npep1eJ1PY8v6ekY/wA5WP8xeQnqh9T8bLn3fcYnjmjwkUjVLkUp7ZN9MGeBLnvXJFM",
+	"41xBq09LHqe0U/+wpUBXwWdEhUSk2Fz+S/sUltLoczpCm3DCZ6Nx8bg5u4RrilAUZ0pH0GO6v21aHggV",
+	"9X5my2g2GvaPu6b7jek+NrQVkCKRkp/BfHlDMt0FnWsDxyjht8JpZVVB6885lc8QJmvM5Qo0aau2Mveg",
+	"LQOcoXXaDv2g4XQpty0Al/vffzBfYKFz1UpnoPuGfjYitiFRKk+JXYJv309zRJVmoxCPzOkjcmXWTF/v",
+	"1PbJNHYiySi67qR1Rk06xPpLyE5Ti09WJNJ1GpWGlwjTMTZvPjXOAb0Xpf9hbedkxoQ2h9otZELNDjWq",
+	"oWkDZWUXausHaN+YUhkFMRVMemxAg2s+HJrdLaMv2OnlB4pXMVD7FqEquT5IP21QRL5P0Uo66ODMkyz3",
+	"CNEODvw30X0LZp81TqDbMSTa82Tci/nQJxaKOvmglE9FXLI/janosVRfyHqxRVnEkvYepbUiBWk32oeF",
+	"4KpI9NhQXYoSpBRVKeSvaVXYxlctcY1k3bK2RbB8L75GoZfe0uSkrHeedkFUCetd6HzXKDaqK/VGNNp/",
+	"blUou6JTwimUrY+Uiw9ILXa55l//3KgBp51audqaYdoToXuMqOUM/pVlyMVLTMmErnmSD8VcEoachUtu",
+	"UcO6AhFe7tL4B51jncMEBdWU0mvmQIYcVWsr1fKEmN6AepTJ/eqxvJ8kUsLuDSRO8peaJaMn+LUbmo2s",
+	"wjhsKrtpyIKXpsfK3DTW94IAN+2KeILxt9m+U1dNj13pbvX4unU8g+OlQTKy1Meygll9jY9l09CkrDHj",
+	"k4vlycWCLpYK1LdA4XTPoTX6dzYQcSOgcYwFwxkRoHTaOMb4SWlbKenAI37LTHusTOG8hvlupZJVWT8k",
+	"b1Obww9aTy7XgGulMpddx/dFzB+ljFP6btLCbtmPy2s36czfnLGJKBqIDbLq5Ah7UGGl/mWF49OuZ1vE",
+	"9Nq4qiDr+NbBRvOb1m4vduT9FjnMtoNho5KeVOw42DB6TCUFIW0TeOAvh1HWtK9RofLD5qj5A9cU+tni",
+	"bHPVfizWleJ7KcPbu3OU1HV2lXxiR1aMLaaG0+HT1P/UKEECPmPmF82SQ5jKcVrvHArNNY3xt6yt5mLR",
+	"6hyZ2cpEYtC39VXo2/yG6Pviu6FvoUXSk8XgcSqwrMTgTQXAPxz7E6rCSistCRDKODqxxSt0qDfiDQib",
+	"J2qC25VoK0TEWWl5LluXVUg+nUKJVFvolH+um7l+taBg8CZrzFkdIZb07K8kIfwAJKbVWEJjHFhVJTUH",
+	"D0xqzFI/Mcn56QSNMWUjKLigTSfmr5U31N9r1zBfp3cXu5apTzbpF3h0fvJOrfLdO/MdTaN3MK/akE8d",
+	"64n1PoKybBolu6py+jIfgO2WqtlFrqsfMIlEahfHZGs/DQywpznUXayV+DymYowN8iRPylitVg70638A",
+	"ZTyINtW+9ft/5PJhm3SSyU7qe9MEhtEXr+OJ+Ppze9iirwIE4g2/dj2jaQu1bNjn699aN40//345aX55",
+	"Md0fHLBXQfu7VHIOLcVZSmGeGp39qCo+s3SqnExtwm/37q5hvqaQr0ugjoh59raCQgLDmcgqyIAaWCcX",
+	"ahA26LyNAtDeJcZrfFovaQGu5nNI07pKvfqDp0q9371hngL72se3FY8sLcFllsM2+0s8xPiGH9TPXYo0",
+	"2+TXLMZr6tl6bEf7xOsRE5DIvm985HWtGWX/rdGznzVxMm5kLMwkZ0IngCQzk9YhyE4uJ8cvZKnsZvk9",
+	"fo8lIGYTLB6oo5KK2TRioXAUxuNHYnn2SHqzD5k9sp9mj7hAcpJHTLAApnxU8R8X00QyL/1TnsgPnCdS",
+	"gm957HiIpJEi7do4aWQMNJbj/y6nKCa4sNVokNtxFANi4TThAQiBXaRBcWB8NeKQBGMIrgVhnIQwBRYC",
+	"C+alFvNfzbrbGrPSyAt+XV0+1YuXOnRjbGCKNwrBTIfkobLtaGk3wEC416eBaOQeTEGuClBg5JwLOUpA",
+	"kB31PGzUjY9u+gkPZzEYh8RMKHq7a+I9D8lBY59wOYbkNhLgE9OvGwuK0AhzoqdYC2swk2gF1cYJrOwg",
+	"bO3oESeSpw3BsaFezEelN3ahz7V1eQx8IbZG2AhjM9Xl+Z40R88u82HvFg9QdzB8yaZN059/lWw+BEkj",
+	"tUEFT7zoDrHHSKG+o0eJ1HXER7tOjNBBY9/3ZCSRo5zZeTKBwLYO1Y1C6yHc2B2JPcZlTQ+vDI9z/W15",
+	"9EKGpCTkoHvK6+e1GgcUKKOlSJD/8M4bAE0gwdK4ahZ8aGXReRN6jclauS6qnb29mAc0HnMhOy8bLxto",
+	"xzCLLghrwCjLWkVGCVoF0RJXTJ8QJbJeSk1rQlclCxIIgcmIxu4cqaxZPkOxY5Wzm4UCye60biXZxZlN",
+	"EaOIjXxyS2UwVk8N822zGgiZ68OZ1ok0Wpz1Mhoxdc6F/tPurt0uiRkgbWO+xUkVhcyJIILsXOKt1y7V",
+	"j1oa23X3qPlf+VTqnWnWaV+d86V5dfef7v9vAAAA//+YKYvGpdkAAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -14,8 +14,11 @@ type WebhookEvent string
 
 // The events of completion webhooks, one per final execution status.
 const (
+	// WebhookExecutionCompleted tells of an execution that COMPLETED.
 	WebhookExecutionCompleted WebhookEvent = "execution.completed"
-	WebhookExecutionFailed    WebhookEvent = "execution.failed"
+	// WebhookExecutionFailed tells of an execution that FAILED.
+	WebhookExecutionFailed WebhookEvent = "execution.failed"
+	// WebhookExecutionCancelled tells of an execution that was CANCELLED.
 	WebhookExecutionCancelled WebhookEvent = "execution.cancelled"
 )
 
@@ -43,17 +46,21 @@ const WebhookURLMax = 2000
 
 // WebhookEndpoint is a workspace's HTTPS URL that hears of its runs' ends.
 type WebhookEndpoint struct {
-	ID          ID
+	// ID names the endpoint.
+	ID ID
+	// WorkspaceID is the workspace whose runs it hears of.
 	WorkspaceID ID
-	URL         string
+	// URL is the https URL deliveries are POSTed to.
+	URL string
 	// Events are the events the endpoint takes, at least one.
 	Events []WebhookEvent
-	// DefinitionID, when set, limits the endpoint to that definition's
+	// DefinitionID limits, when set, the endpoint to that definition's
 	// executions.
 	DefinitionID *ID
 	// Secret signs every delivery (a Standard Webhooks whsec_ secret). It
 	// is shown once, when the endpoint is created.
-	Secret    string
+	Secret string
+	// CreatedAt is when the endpoint was registered.
 	CreatedAt time.Time
 }
 
@@ -112,27 +119,43 @@ const (
 // WebhookDelivery is one message to one endpoint: an execution's end.
 type WebhookDelivery struct {
 	// ID is the webhook-id every attempt carries.
-	ID          ID
-	EndpointID  ID
+	ID ID
+	// EndpointID is the endpoint it goes to.
+	EndpointID ID
+	// WorkspaceID is the endpoint's workspace.
 	WorkspaceID ID
+	// ExecutionID is the execution whose end it tells of.
 	ExecutionID ID
-	Event       WebhookEvent
+	// Event is the end's event.
+	Event WebhookEvent
 	// Payload is the body sent, the same on every attempt.
-	Payload        json.RawMessage
-	Status         DeliveryStatus
-	Attempts       int
-	NextAttemptAt  time.Time
+	Payload json.RawMessage
+	// Status is where the delivery stands.
+	Status DeliveryStatus
+	// Attempts counts the attempts begun.
+	Attempts int
+	// NextAttemptAt is when a PENDING delivery is due.
+	NextAttemptAt time.Time
+	// LastStatusCode is the last answer's HTTP status, nil when none came.
 	LastStatusCode *int
-	LastError      *string
-	CreatedAt      time.Time
-	DeliveredAt    *time.Time
+	// LastError says why the last attempt failed.
+	LastError *string
+	// CreatedAt is when the execution's end wrote it.
+	CreatedAt time.Time
+	// DeliveredAt is when a 2xx answered it.
+	DeliveredAt *time.Time
 }
 
 // WebhookRetry is the retry rule of deliveries: the wait after a failed
 // attempt doubles from Base up to Max, and once Period has passed since
 // the first attempt (or the last resend) the delivery fails.
 type WebhookRetry struct {
-	Base, Max, Period time.Duration
+	// Base is the wait after the first failed attempt.
+	Base time.Duration
+	// Max caps the doubling wait.
+	Max time.Duration
+	// Period is how long a delivery is retried.
+	Period time.Duration
 }
 
 // DefaultWebhookRetry waits 5 s, 10 s, 20 s, ... up to an hour between

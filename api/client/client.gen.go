@@ -453,6 +453,9 @@ type EndpointID = openapi_types.UUID
 // ExecutionID defines model for ExecutionId.
 type ExecutionID = openapi_types.UUID
 
+// LastEventID defines model for LastEventId.
+type LastEventID = int64
+
 // Limit defines model for Limit.
 type Limit = int
 
@@ -551,6 +554,12 @@ type EnqueueExecutionParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// StreamExecutionEventsParams defines parameters for StreamExecutionEvents.
+type StreamExecutionEventsParams struct {
+	// LastEventID The id of the last event received; the stream resumes after it.
+	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
+}
+
 // ListExecutionNodesParams defines parameters for ListExecutionNodes.
 type ListExecutionNodesParams struct {
 	// Limit Page size.
@@ -582,6 +591,12 @@ type ListWorkspacesParams struct {
 
 	// Cursor The `nextCursor` of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// StreamWorkspaceEventsParams defines parameters for StreamWorkspaceEvents.
+type StreamWorkspaceEventsParams struct {
+	// LastEventID The id of the last event received; the stream resumes after it.
+	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
 }
 
 // CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
@@ -734,6 +749,9 @@ type ClientInterface interface {
 	// CancelExecution request
 	CancelExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// StreamExecutionEvents request
+	StreamExecutionEvents(ctx context.Context, executionID ExecutionID, params *StreamExecutionEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListExecutionNodes request
 	ListExecutionNodes(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -772,6 +790,9 @@ type ClientInterface interface {
 
 	// RevokeAPIKey request
 	RevokeAPIKey(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StreamWorkspaceEvents request
+	StreamWorkspaceEvents(ctx context.Context, workspaceID WorkspaceID, params *StreamWorkspaceEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHealthz request
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1020,6 +1041,18 @@ func (c *Client) CancelExecution(ctx context.Context, executionID ExecutionID, r
 	return c.Client.Do(req)
 }
 
+func (c *Client) StreamExecutionEvents(ctx context.Context, executionID ExecutionID, params *StreamExecutionEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamExecutionEventsRequest(c.Server, executionID, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 func (c *Client) ListExecutionNodes(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListExecutionNodesRequest(c.Server, executionID, params)
 	if err != nil {
@@ -1178,6 +1211,18 @@ func (c *Client) CreateAPIKey(ctx context.Context, workspaceID WorkspaceID, body
 
 func (c *Client) RevokeAPIKey(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeAPIKeyRequest(c.Server, workspaceID, keyID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) StreamWorkspaceEvents(ctx context.Context, workspaceID WorkspaceID, params *StreamWorkspaceEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamWorkspaceEventsRequest(c.Server, workspaceID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2008,6 +2053,55 @@ func NewCancelExecutionRequest(server string, executionID ExecutionID) (*http.Re
 	return req, nil
 }
 
+// NewStreamExecutionEventsRequest generates requests for StreamExecutionEvents
+func NewStreamExecutionEventsRequest(server string, executionID ExecutionID, params *StreamExecutionEventsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workflow/executions/%s/events", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithLocation("simple", false, "Last-Event-ID", runtime.ParamLocationHeader, *params.LastEventID)
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListExecutionNodesRequest generates requests for ListExecutionNodes
 func NewListExecutionNodesRequest(server string, executionID ExecutionID, params *ListExecutionNodesParams) (*http.Request, error) {
 	var err error
@@ -2549,6 +2643,55 @@ func NewRevokeAPIKeyRequest(server string, workspaceID WorkspaceID, keyID openap
 	return req, nil
 }
 
+// NewStreamWorkspaceEventsRequest generates requests for StreamWorkspaceEvents
+func NewStreamWorkspaceEventsRequest(server string, workspaceID WorkspaceID, params *StreamWorkspaceEventsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/events", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithLocation("simple", false, "Last-Event-ID", runtime.ParamLocationHeader, *params.LastEventID)
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetHealthzRequest generates requests for GetHealthz
 func NewGetHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -2702,6 +2845,9 @@ type ClientWithResponsesInterface interface {
 	// CancelExecutionWithResponse request
 	CancelExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
 
+	// StreamExecutionEventsWithResponse request
+	StreamExecutionEventsWithResponse(ctx context.Context, executionID ExecutionID, params *StreamExecutionEventsParams, reqEditors ...RequestEditorFn) (*StreamExecutionEventsResponse, error)
+
 	// ListExecutionNodesWithResponse request
 	ListExecutionNodesWithResponse(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*ListExecutionNodesResponse, error)
 
@@ -2740,6 +2886,9 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeAPIKeyWithResponse request
 	RevokeAPIKeyWithResponse(ctx context.Context, workspaceID WorkspaceID, keyID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeAPIKeyResponse, error)
+
+	// StreamWorkspaceEventsWithResponse request
+	StreamWorkspaceEventsWithResponse(ctx context.Context, workspaceID WorkspaceID, params *StreamWorkspaceEventsParams, reqEditors ...RequestEditorFn) (*StreamWorkspaceEventsResponse, error)
 
 	// GetHealthzWithResponse request
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzResponse, error)
@@ -3219,6 +3368,34 @@ func (r CancelExecutionResponse) StatusCode() int {
 	return 0
 }
 
+type StreamExecutionEventsResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamExecutionEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamExecutionEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type ListExecutionNodesResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
@@ -3536,6 +3713,34 @@ func (r RevokeAPIKeyResponse) StatusCode() int {
 	return 0
 }
 
+type StreamWorkspaceEventsResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamWorkspaceEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamWorkspaceEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type GetHealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3757,6 +3962,15 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, e
 	return ParseCancelExecutionResponse(rsp)
 }
 
+// StreamExecutionEventsWithResponse request returning *StreamExecutionEventsResponse
+func (c *ClientWithResponses) StreamExecutionEventsWithResponse(ctx context.Context, executionID ExecutionID, params *StreamExecutionEventsParams, reqEditors ...RequestEditorFn) (*StreamExecutionEventsResponse, error) {
+	rsp, err := c.StreamExecutionEvents(ctx, executionID, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamExecutionEventsResponse(rsp)
+}
+
 // ListExecutionNodesWithResponse request returning *ListExecutionNodesResponse
 func (c *ClientWithResponses) ListExecutionNodesWithResponse(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*ListExecutionNodesResponse, error) {
 	rsp, err := c.ListExecutionNodes(ctx, executionID, params, reqEditors...)
@@ -3878,6 +4092,15 @@ func (c *ClientWithResponses) RevokeAPIKeyWithResponse(ctx context.Context, work
 		return nil, err
 	}
 	return ParseRevokeAPIKeyResponse(rsp)
+}
+
+// StreamWorkspaceEventsWithResponse request returning *StreamWorkspaceEventsResponse
+func (c *ClientWithResponses) StreamWorkspaceEventsWithResponse(ctx context.Context, workspaceID WorkspaceID, params *StreamWorkspaceEventsParams, reqEditors ...RequestEditorFn) (*StreamWorkspaceEventsResponse, error) {
+	rsp, err := c.StreamWorkspaceEvents(ctx, workspaceID, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamWorkspaceEventsResponse(rsp)
 }
 
 // GetHealthzWithResponse request returning *GetHealthzResponse
@@ -5147,6 +5370,74 @@ func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse,
 	return response, nil
 }
 
+// ParseStreamExecutionEventsResponse parses an HTTP response from a StreamExecutionEventsWithResponse call
+func ParseStreamExecutionEventsResponse(rsp *http.Response) (*StreamExecutionEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamExecutionEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListExecutionNodesResponse parses an HTTP response from a ListExecutionNodesWithResponse call
 func ParseListExecutionNodesResponse(rsp *http.Response) (*ListExecutionNodesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5899,6 +6190,74 @@ func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error
 	}
 
 	response := &RevokeAPIKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseStreamWorkspaceEventsResponse parses an HTTP response from a StreamWorkspaceEventsWithResponse call
+func ParseStreamWorkspaceEventsResponse(rsp *http.Response) (*StreamWorkspaceEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamWorkspaceEventsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}

@@ -345,6 +345,7 @@ func TestContractEveryOperation(t *testing.T) {
 	}
 
 	exerciseWebhooks(t, s, key, ws.ID, execIDs[1])
+	exerciseStreams(t, key, ws.ID, execIDs[1])
 
 	// Every operation of the spec has answered a success.
 	seen := s.contract.statuses()

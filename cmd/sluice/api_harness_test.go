@@ -126,6 +126,16 @@ func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *st
 
 	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
 	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store, app.DefaultWebhookEndpointsMax)
+	hub := postgres.NewEventHub(pool, log, time.Hour)
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); hub.Run(hubCtx) }()
+	t.Cleanup(func() { stopHub(); <-hubDone })
+	// Streams idle for a second end, so the contract's checking transport,
+	// which reads whole answers, sees them end.
+	streamLimits := app.DefaultStreamLimits()
+	streamLimits.Idle = time.Second
+	application.Streams = app.NewStreams(hub, store, store, streamLimits)
 	checks := []httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}, {Name: "temporal", Check: workflows.CheckHealth}}
 	handler, err := httpapi.NewHandler(application, limits, registry, checks, log)
 	if err != nil {

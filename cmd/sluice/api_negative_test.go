@@ -183,6 +183,12 @@ func (w *world) opsOnB() []op {
 		{"deleteWebhookEndpoint", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.DeleteWebhookEndpoint(ctx, w.endpointB)
 		}},
+		{"streamExecutionEvents", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.StreamExecutionEvents(ctx, w.execB, nil)
+		}},
+		{"streamWorkspaceEvents", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.StreamWorkspaceEvents(ctx, w.wsB, nil)
+		}},
 	}
 }
 

@@ -65,9 +65,21 @@ var commonModule = fx.Module("common",
 // expired Idempotency-Keys and deletes what is past its retention, each
 // one api process at a time.
 var apiModule = fx.Module("api",
-	fx.Provide(newApplication),
-	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention),
+	fx.Provide(newApplication, newEventHub),
+	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention, runEventHub),
 )
+
+// newEventHub is the one reader of events that feeds the process's event
+// streams, on the process's own pool (its LISTEN holds one connection).
+func newEventHub(cfg Config, pool *pgxpool.Pool, log *slog.Logger) *postgres.EventHub {
+	return postgres.NewEventHub(pool, log.With("component", "events"), cfg.EventRetention)
+}
+
+// runEventHub feeds the event streams until the process stops.
+func runEventHub(lc fx.Lifecycle, hub *postgres.EventHub) {
+	var bg background
+	bg.start(lc, hub.Run)
+}
 
 // dispatcherModule admits queue items into Temporal: the claim loop, the
 // heartbeat of the lease it claims under, the breaker they share with
@@ -259,7 +271,7 @@ func startHTTP(p httpParams) error {
 // connections are the API's places (SLUICE_API_DB_CONNS) and its
 // statements time out (SLUICE_API_STATEMENT_TIMEOUT), so tenants' requests
 // neither wait on nor take the connections of the process's other roles.
-func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, log *slog.Logger) (*app.Application, error) {
+func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.EventHub, log *slog.Logger) (*app.Application, error) {
 	poolCfg, err := postgres.APIPoolConfig(cfg.DatabaseURL, cfg.HTTP.Limits.Tenancy.Concurrency, cfg.HTTP.StatementTimeout)
 	if err != nil {
 		return nil, err
@@ -275,6 +287,7 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	a := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
 		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
 	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store, cfg.Webhooks.EndpointsMax)
+	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
 	return a, nil
 }
 

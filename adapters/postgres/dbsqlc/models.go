@@ -32,6 +32,16 @@ type ApiKey struct {
 	RevokedAt   *time.Time
 }
 
+type Event struct {
+	ID          int64
+	Seq         *int64
+	WorkspaceID domain.ID
+	ExecutionID *domain.ID
+	Kind        string
+	Data        json.RawMessage
+	CreatedAt   time.Time
+}
+
 type IdempotencyKey struct {
 	WorkspaceID domain.ID
 	Key         string

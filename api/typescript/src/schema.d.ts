@@ -447,6 +447,69 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workflow/executions/{executionId}/events": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received; the stream resumes after it. */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Stream an execution's events
+         * @description A `text/event-stream` of the execution's events, in order:
+         *     `node.started`, `node.finished`, `run.started` and `run.finished`,
+         *     each with `id:` (its sequence number), `event:` (its kind) and
+         *     `data:` (JSON). Events after `Last-Event-ID` are sent first, from
+         *     those kept (`SLUICE_EVENT_RETENTION`), then each as it commits; the
+         *     stream ends after `run.finished`. A reconnect with the last id
+         *     received misses none. Streams are bounded per workspace and per
+         *     server (429 past them) and closed after `SLUICE_STREAM_IDLE`
+         *     without an event.
+         */
+        get: operations["streamExecutionEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workspaces/{workspaceId}/events": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received; the stream resumes after it. */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Stream a workspace's queue and run events
+         * @description A `text/event-stream` of the workspace's queue events
+         *     (`queue.insert`, `queue.update`, `queue.delete`, with the item's
+         *     status) and run events (`run.started`, `run.finished`), in order,
+         *     resumable with `Last-Event-ID` as the execution stream is.
+         */
+        get: operations["streamWorkspaceEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/webhooks/endpoints": {
         parameters: {
             query?: never;
@@ -1102,6 +1165,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The id of the last event received; the stream resumes after it. */
+        LastEventId: number;
         /** @description The webhook endpoint's id. */
         EndpointId: string;
         /** @description The workspace's id. */
@@ -2134,6 +2199,82 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    streamExecutionEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received; the stream resumes after it. */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example id: 42
+                     *     event: node.finished
+                     *     data: {"executionId":"1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d","key":"greet","status":"COMPLETED"}
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    streamWorkspaceEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received; the stream resumes after it. */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example id: 43
+                     *     event: queue.update
+                     *     data: {"queueId":"3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a","status":"DISPATCHED"}
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
