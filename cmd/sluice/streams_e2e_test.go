@@ -85,8 +85,10 @@ func openStream(t *testing.T, ctx context.Context, url string, after int64) <-ch
 // graph's order (a started one before its finished), and run.finished
 // last, with rising ids, then ends; a client that drops after two events and
 // reconnects with Last-Event-ID gets exactly the rest.
+//
+// The server's write timeout is half a second here: a stream outlives it.
 func TestAnExecutionsStreamSendsNodeAndRunEventsInOrderAndResumes(t *testing.T) {
-	base := startSluice(t, nil)
+	base := startSluice(t, map[string]string{"SLUICE_HTTP_WRITE_TIMEOUT": "500ms"})
 	e := newE2E(t, base)
 	graph := map[string]any{
 		"nodes": []any{
