@@ -18,9 +18,9 @@ type DeliveryCursor struct {
 // Deliveries themselves are written with an execution's end, by
 // ExecutionStore.FinishExecution.
 type WebhookStore interface {
-	// CreateWebhookEndpoint stores e unless its workspace already has max
-	// endpoints (a *domain.QuotaError).
-	CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint, max int) (domain.WebhookEndpoint, error)
+	// CreateWebhookEndpoint stores e unless its workspace already has
+	// maxEndpoints endpoints (a *domain.QuotaError).
+	CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint, maxEndpoints int) (domain.WebhookEndpoint, error)
 	GetWebhookEndpoint(ctx context.Context, id domain.ID) (domain.WebhookEndpoint, error)
 	ListWebhookEndpoints(ctx context.Context, workspaceID domain.ID) ([]domain.WebhookEndpoint, error)
 	// DeleteWebhookEndpoint deletes an endpoint and its deliveries.

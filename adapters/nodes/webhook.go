@@ -90,8 +90,8 @@ func (p *WebhookPoster) Post(ctx context.Context, m ports.WebhookMessage) (int, 
 	if err != nil {
 		return 0, err
 	}
-	if err := p.guard.checkURL(req.URL); err != nil {
-		return 0, &ports.TargetRefusedError{Reason: err.Error()}
+	if refused := p.guard.checkURL(req.URL); refused != nil {
+		return 0, &ports.TargetRefusedError{Reason: refused.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Sluice-Webhooks/1")
@@ -124,11 +124,11 @@ func (p *WebhookPoster) CheckTarget(ctx context.Context, rawURL string) error {
 	if err != nil {
 		return &ports.TargetRefusedError{Reason: "not a URL"}
 	}
-	if err := p.guard.checkURL(u); err != nil {
-		return &ports.TargetRefusedError{Reason: err.Error()}
+	if refused := p.guard.checkURL(u); refused != nil {
+		return &ports.TargetRefusedError{Reason: refused.Error()}
 	}
 	host := u.Hostname()
-	if _, err := netip.ParseAddr(host); err == nil {
+	if _, notAddr := netip.ParseAddr(host); notAddr == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -138,8 +138,8 @@ func (p *WebhookPoster) CheckTarget(ctx context.Context, rawURL string) error {
 		return nil
 	}
 	for _, a := range addrs {
-		if err := p.guard.check(host, a.Unmap()); err != nil {
-			return &ports.TargetRefusedError{Reason: err.Error()}
+		if refused := p.guard.check(host, a.Unmap()); refused != nil {
+			return &ports.TargetRefusedError{Reason: refused.Error()}
 		}
 	}
 	return nil

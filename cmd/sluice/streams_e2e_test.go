@@ -32,7 +32,7 @@ func lastID(body string) int64 {
 
 // openStream opens an event stream with Last-Event-ID after (none when 0)
 // and returns its events as they come; the channel closes with the stream.
-func openStream(t *testing.T, ctx context.Context, url string, after int64) <-chan sseEvent {
+func openStream(ctx context.Context, t *testing.T, url string, after int64) <-chan sseEvent {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
@@ -106,7 +106,7 @@ func TestAnExecutionsStreamSendsNodeAndRunEventsInOrderAndResumes(t *testing.T) 
 	// A client that reads two events and drops the connection.
 	firstCtx, drop := context.WithCancel(ctx)
 	var first []sseEvent
-	for ev := range openStream(t, firstCtx, url, 0) {
+	for ev := range openStream(firstCtx, t, url, 0) {
 		first = append(first, ev)
 		if len(first) == 2 {
 			break
@@ -118,12 +118,12 @@ func TestAnExecutionsStreamSendsNodeAndRunEventsInOrderAndResumes(t *testing.T) 
 	}
 	// It reconnects with the last id it got and reads to the end.
 	resumed := append([]sseEvent(nil), first...)
-	for ev := range openStream(t, ctx, url, first[1].ID) {
+	for ev := range openStream(ctx, t, url, first[1].ID) {
 		resumed = append(resumed, ev)
 	}
 	// A client that read it whole, from the start, after the run.
 	var whole []sseEvent
-	for ev := range openStream(t, ctx, url, 0) {
+	for ev := range openStream(ctx, t, url, 0) {
 		whole = append(whole, ev)
 	}
 
