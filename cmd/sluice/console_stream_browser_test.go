@@ -1,12 +1,15 @@
 package main
 
 import (
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // TestConsoleRunPageFollowsItsStreamWithoutPolling: a run page opened
@@ -62,3 +65,34 @@ func TestConsoleRunPageFollowsItsStreamWithoutPolling(t *testing.T) {
 }
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', 3, 64) }
+
+// TestConsoleWebhooksPageSendsADeliveryAgain: a workspace's webhooks page
+// lists its endpoint's delivery with its attempts and the receiver's last
+// answer (500), and its Send again button makes the sender try again at
+// once, although its next retry is an hour away.
+func TestConsoleWebhooksPageSendsADeliveryAgain(t *testing.T) {
+	rc := newWebhookReceiver(t, func(int, *http.Request) int { return http.StatusInternalServerError })
+	base := startSluice(t, map[string]string{
+		"SLUICE_WEBHOOK_CA_FILE":    webhookCAFile(t, rc.srv),
+		"SLUICE_WEBHOOK_RETRY_BASE": "1h",
+	})
+	b := newBrowser(t)
+	e := newE2E(t, base)
+	registerWebhook(t, base, e.ws, rc.srv.URL+"/hook")
+	e.waitFor(e.startIn(oneTransform, nil), "COMPLETED")
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the first attempt", func() bool { return rc.count() == 1 }))
+
+	b.do(chromedp.Navigate(base + "/"))
+	b.signIn(testAdminToken)
+	b.do(chromedp.Navigate(base + "/ui/#/workspaces/" + e.ws + "/webhooks"))
+	b.waitFor("the delivery's row with its 500", `document.querySelector("#webhooks tr[data-delivery]")?.innerText.includes("500")`, 15*time.Second)
+	b.do(chromedp.Click(chromedp.CSS(`#webhooks tr[data-delivery] button`)))
+	porttest.Eventually(t, 15*time.Second, porttest.Holds("the delivery to be sent again", func() bool { return rc.count() == 2 }))
+	// The page has no stream of deliveries: it is opened again until the
+	// second attempt is recorded.
+	b.waitFor("the page to show the second attempt", `(() => {
+		const ok = document.querySelector("#webhooks tr[data-delivery] td:nth-child(4)")?.innerText === "2";
+		if (!ok && !window.__reopened) { window.__reopened = true; setTimeout(() => { window.__reopened = false; window.dispatchEvent(new HashChangeEvent("hashchange")); }, 300); }
+		return ok;
+	})()`, 15*time.Second)
+}

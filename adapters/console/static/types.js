@@ -26,6 +26,9 @@
 /** @typedef {Schemas['NodeStatus']} NodeStatus */
 /** @typedef {Schemas['CancelResponse']} CancelResponse */
 /** @typedef {Schemas['Problem']} Problem */
+/** @typedef {Schemas['WebhookEndpoint']} WebhookEndpoint */
+/** @typedef {Schemas['WebhookDelivery']} WebhookDelivery */
+/** @typedef {Schemas['WebhookDeliveryPage']} WebhookDeliveryPage */
 
 /**
  * The queue's statuses in the order the queue page's filter lists them.
