@@ -28,7 +28,7 @@ func DefaultStreamLimits() StreamLimits {
 // Streams are the use cases of the live event streams: who may open which
 // stream, and how many are open.
 type Streams struct {
-	hub        ports.EventHub
+	hub        ports.FeedHub
 	executions ports.ExecutionReader
 	workspaces ports.WorkspaceStore
 	limits     StreamLimits
@@ -39,7 +39,7 @@ type Streams struct {
 }
 
 // NewStreams builds the stream use cases.
-func NewStreams(hub ports.EventHub, executions ports.ExecutionReader, workspaces ports.WorkspaceStore, limits StreamLimits) *Streams {
+func NewStreams(hub ports.FeedHub, executions ports.ExecutionReader, workspaces ports.WorkspaceStore, limits StreamLimits) *Streams {
 	return &Streams{hub: hub, executions: executions, workspaces: workspaces, limits: limits, open: map[domain.ID]int{}}
 }
 
@@ -49,7 +49,7 @@ func (s *Streams) Limits() StreamLimits { return s.limits }
 // Stream is an open stream: its events, and release, which the caller
 // calls when the stream ends.
 type Stream struct {
-	Events  <-chan domain.Event
+	Events  <-chan domain.FeedEvent
 	Release func()
 }
 
@@ -63,7 +63,7 @@ func (s *Streams) Execution(ctx context.Context, a domain.Actor, id domain.ID, a
 	if err := requireWorkspace(a, ws, "execution"); err != nil {
 		return Stream{}, err
 	}
-	return s.subscribe(ctx, ws, ports.EventFilter{WorkspaceID: ws, ExecutionID: &id}, after)
+	return s.subscribe(ctx, ws, ports.FeedFilter{WorkspaceID: ws, ExecutionID: &id}, after)
 }
 
 // Workspace opens a workspace's stream of queue and run events after the
@@ -75,11 +75,11 @@ func (s *Streams) Workspace(ctx context.Context, a domain.Actor, ws domain.ID, a
 	if _, err := s.workspaces.GetWorkspace(ctx, ws); err != nil {
 		return Stream{}, err
 	}
-	return s.subscribe(ctx, ws, ports.EventFilter{WorkspaceID: ws}, after)
+	return s.subscribe(ctx, ws, ports.FeedFilter{WorkspaceID: ws}, after)
 }
 
 // subscribe takes a place for ws, or refuses with the limit it passed.
-func (s *Streams) subscribe(ctx context.Context, ws domain.ID, f ports.EventFilter, after int64) (Stream, error) {
+func (s *Streams) subscribe(ctx context.Context, ws domain.ID, f ports.FeedFilter, after int64) (Stream, error) {
 	s.mu.Lock()
 	switch {
 	case s.total >= s.limits.Total:

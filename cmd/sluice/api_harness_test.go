@@ -126,7 +126,7 @@ func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *st
 
 	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
 	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store, app.DefaultWebhookEndpointsMax)
-	hub := postgres.NewEventHub(pool, log, time.Hour)
+	hub := postgres.NewFeedHub(pool, log, time.Hour)
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()

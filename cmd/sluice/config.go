@@ -50,10 +50,10 @@ type Config struct {
 	// Webhooks configures completion webhooks: the sender (worker role),
 	// the calls' bounds and the endpoints a workspace may have.
 	Webhooks WebhooksConfig
-	// Streams bound the live event streams (api role); EventRetention is
+	// Streams bound the live event streams (api role); FeedRetention is
 	// how long events are kept for Last-Event-ID resumption.
 	Streams        app.StreamLimits
-	EventRetention time.Duration
+	FeedRetention time.Duration
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -326,7 +326,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.Streams.Total = e.integer("SLUICE_STREAMS_MAX", c.Streams.Total, 1, 100_000)
 	c.Streams.PerWorkspace = e.integer("SLUICE_STREAMS_PER_WORKSPACE", min(c.Streams.PerWorkspace, c.Streams.Total), 1, c.Streams.Total)
 	c.Streams.Idle = e.duration("SLUICE_STREAM_IDLE", c.Streams.Idle, time.Second)
-	c.EventRetention = e.duration("SLUICE_EVENT_RETENTION", time.Hour, time.Minute)
+	c.FeedRetention = e.duration("SLUICE_STREAM_RETENTION", time.Hour, time.Minute)
 
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("bad configuration:\n%w", err)

@@ -65,18 +65,18 @@ var commonModule = fx.Module("common",
 // expired Idempotency-Keys and deletes what is past its retention, each
 // one api process at a time.
 var apiModule = fx.Module("api",
-	fx.Provide(newApplication, newEventHub),
-	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention, runEventHub),
+	fx.Provide(newApplication, newFeedHub),
+	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention, runFeedHub),
 )
 
-// newEventHub is the one reader of events that feeds the process's event
+// newFeedHub is the one reader of events that feeds the process's event
 // streams, on the process's own pool (its LISTEN holds one connection).
-func newEventHub(cfg Config, pool *pgxpool.Pool, log *slog.Logger) *postgres.EventHub {
-	return postgres.NewEventHub(pool, log.With("component", "events"), cfg.EventRetention)
+func newFeedHub(cfg Config, pool *pgxpool.Pool, log *slog.Logger) *postgres.FeedHub {
+	return postgres.NewFeedHub(pool, log.With("component", "feed"), cfg.FeedRetention)
 }
 
-// runEventHub feeds the event streams until the process stops.
-func runEventHub(lc fx.Lifecycle, hub *postgres.EventHub) {
+// runFeedHub feeds the event streams until the process stops.
+func runFeedHub(lc fx.Lifecycle, hub *postgres.FeedHub) {
 	var bg background
 	bg.start(lc, hub.Run)
 }
@@ -271,7 +271,7 @@ func startHTTP(p httpParams) error {
 // connections are the API's places (SLUICE_API_DB_CONNS) and its
 // statements time out (SLUICE_API_STATEMENT_TIMEOUT), so tenants' requests
 // neither wait on nor take the connections of the process's other roles.
-func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.EventHub, log *slog.Logger) (*app.Application, error) {
+func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.FeedHub, log *slog.Logger) (*app.Application, error) {
 	poolCfg, err := postgres.APIPoolConfig(cfg.DatabaseURL, cfg.HTTP.Limits.Tenancy.Concurrency, cfg.HTTP.StatementTimeout)
 	if err != nil {
 		return nil, err

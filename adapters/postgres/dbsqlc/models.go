@@ -32,7 +32,7 @@ type ApiKey struct {
 	RevokedAt   *time.Time
 }
 
-type Event struct {
+type FeedEvent struct {
 	ID          int64
 	Seq         *int64
 	WorkspaceID domain.ID

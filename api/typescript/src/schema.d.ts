@@ -466,7 +466,7 @@ export interface paths {
          *     `node.started`, `node.finished`, `run.started` and `run.finished`,
          *     each with `id:` (its sequence number), `event:` (its kind) and
          *     `data:` (JSON). Events after `Last-Event-ID` are sent first, from
-         *     those kept (`SLUICE_EVENT_RETENTION`), then each as it commits; the
+         *     those kept (`SLUICE_STREAM_RETENTION`), then each as it commits; the
          *     stream ends after `run.finished`. A reconnect with the last id
          *     received misses none. Streams are bounded per workspace and per
          *     server (429 past them) and closed after `SLUICE_STREAM_IDLE`

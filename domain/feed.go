@@ -2,10 +2,10 @@ package domain
 
 import "encoding/json"
 
-// Event is one entry of the live event streams: a node that started or
+// FeedEvent is one entry of the live event streams: a node that started or
 // finished, a run that started or finished, a queue item that changed.
 // Seq orders all events and is what Last-Event-ID names.
-type Event struct {
+type FeedEvent struct {
 	// Seq orders every event; a stream resumes after it.
 	Seq int64
 	// WorkspaceID is the workspace the event belongs to.
@@ -21,4 +21,4 @@ type Event struct {
 
 // EndsExecutionStream reports whether e is the last event of its
 // execution's stream: its run finished.
-func (e Event) EndsExecutionStream() bool { return e.Kind == "run.finished" }
+func (e FeedEvent) EndsExecutionStream() bool { return e.Kind == "run.finished" }

@@ -13,8 +13,8 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// EventChannel is the NOTIFY channel the events triggers write to.
-const EventChannel = "sluice_events"
+// FeedChannel is the NOTIFY channel the feed triggers (feed_from_*) write to.
+const FeedChannel = "sluice_feed"
 
 // eventsPage bounds one read of events, by the hub or a replay.
 const eventsPage = 500
@@ -27,13 +27,13 @@ const replayMax = 5000
 // its stream is closed (it resumes with Last-Event-ID).
 const subscriberBuffer = 1024
 
-// EventHub feeds the event streams of one API process. On every NOTIFY
+// FeedHub feeds the event streams of one API process. On every NOTIFY
 // from the events triggers (and once a second as a fallback) it gives
 // committed events their seq (one sequencer at a time in the whole
 // deployment, under an advisory lock), reads the new ones once, and hands
 // each to the subscribers whose filter it matches: one reader per
 // process, whatever the number of streams.
-type EventHub struct {
+type FeedHub struct {
 	pool      *pgxpool.Pool
 	q         *dbsqlc.Queries
 	log       *slog.Logger
@@ -45,27 +45,27 @@ type EventHub struct {
 	subs map[*subscriber]struct{}
 }
 
-var _ ports.EventHub = (*EventHub)(nil)
+var _ ports.FeedHub = (*FeedHub)(nil)
 
 type subscriber struct {
-	filter ports.EventFilter
-	in     chan domain.Event
+	filter ports.FeedFilter
+	in     chan domain.FeedEvent
 	closed bool
 }
 
-// NewEventHub builds a hub; call Run to start it. Events older than
+// NewFeedHub builds a hub; call Run to start it. Events older than
 // retention are deleted.
-func NewEventHub(pool *pgxpool.Pool, log *slog.Logger, retention time.Duration) *EventHub {
-	return &EventHub{
+func NewFeedHub(pool *pgxpool.Pool, log *slog.Logger, retention time.Duration) *FeedHub {
+	return &FeedHub{
 		pool: pool, q: dbsqlc.New(), log: log, retention: retention,
-		listener: NewChannelListener(pool, log, EventChannel), subs: map[*subscriber]struct{}{},
+		listener: NewChannelListener(pool, log, FeedChannel), subs: map[*subscriber]struct{}{},
 	}
 }
 
 // Run feeds the subscribers until ctx ends.
-func (h *EventHub) Run(ctx context.Context) {
+func (h *FeedHub) Run(ctx context.Context) {
 	go h.listener.Run(ctx)
-	if last, err := h.q.EventsLastSeq(ctx, h.pool); err == nil {
+	if last, err := h.q.FeedLastSeq(ctx, h.pool); err == nil {
 		h.mu.Lock()
 		h.last = max(h.last, last)
 		h.mu.Unlock()
@@ -79,7 +79,7 @@ func (h *EventHub) Run(ctx context.Context) {
 		}
 		if time.Since(purged) > time.Minute {
 			purged = time.Now()
-			if _, err := h.q.EventsDeleteBefore(ctx, h.pool, dbsqlc.EventsDeleteBeforeParams{Before: time.Now().Add(-h.retention), MaxRows: 10_000}); err != nil && ctx.Err() == nil {
+			if _, err := h.q.FeedDeleteBefore(ctx, h.pool, dbsqlc.FeedDeleteBeforeParams{Before: time.Now().Add(-h.retention), MaxRows: 10_000}); err != nil && ctx.Err() == nil {
 				h.log.Warn("deleting old events failed", "error", err)
 			}
 		}
@@ -97,7 +97,7 @@ func (h *EventHub) Run(ctx context.Context) {
 }
 
 // feed sequences what has committed, then hands out what is new.
-func (h *EventHub) feed(ctx context.Context) error {
+func (h *FeedHub) feed(ctx context.Context) error {
 	if err := h.sequence(ctx); err != nil {
 		return err
 	}
@@ -105,13 +105,13 @@ func (h *EventHub) feed(ctx context.Context) error {
 		h.mu.Lock()
 		after := h.last
 		h.mu.Unlock()
-		rows, err := h.q.EventsAfter(ctx, h.pool, dbsqlc.EventsAfterParams{AfterSeq: after, MaxRows: eventsPage})
+		rows, err := h.q.FeedAfter(ctx, h.pool, dbsqlc.FeedAfterParams{AfterSeq: after, MaxRows: eventsPage})
 		if err != nil {
 			return err
 		}
 		h.mu.Lock()
 		for _, r := range rows {
-			e := domain.Event{Seq: r.Seq, WorkspaceID: r.WorkspaceID, ExecutionID: r.ExecutionID, Kind: r.Kind, Data: r.Data}
+			e := domain.FeedEvent{Seq: r.Seq, WorkspaceID: r.WorkspaceID, ExecutionID: r.ExecutionID, Kind: r.Kind, Data: r.Data}
 			for s := range h.subs {
 				if !s.filter.Matches(e) {
 					continue
@@ -132,7 +132,7 @@ func (h *EventHub) feed(ctx context.Context) error {
 }
 
 // drop closes and forgets s; h.mu is held.
-func (h *EventHub) drop(s *subscriber) {
+func (h *FeedHub) drop(s *subscriber) {
 	if !s.closed {
 		s.closed = true
 		close(s.in)
@@ -141,17 +141,17 @@ func (h *EventHub) drop(s *subscriber) {
 }
 
 // sequence gives committed events their seq, under the sequencers' lock.
-func (h *EventHub) sequence(ctx context.Context) error {
+func (h *FeedHub) sequence(ctx context.Context) error {
 	tx, err := h.pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := h.q.EventsSequenceLock(ctx, tx); err != nil {
+	if err := h.q.FeedSequenceLock(ctx, tx); err != nil {
 		return err
 	}
 	for {
-		n, err := h.q.EventsSequence(ctx, tx, 5000)
+		n, err := h.q.FeedSequence(ctx, tx, 5000)
 		if err != nil {
 			return err
 		}
@@ -165,8 +165,8 @@ func (h *EventHub) sequence(ctx context.Context) error {
 // Subscribe replays f's stored events after after, then forwards the live
 // ones. The subscription is registered before the replay is read, so an
 // event that commits between the two is in one or the other.
-func (h *EventHub) Subscribe(ctx context.Context, f ports.EventFilter, after int64) (<-chan domain.Event, error) {
-	s := &subscriber{filter: f, in: make(chan domain.Event, subscriberBuffer)}
+func (h *FeedHub) Subscribe(ctx context.Context, f ports.FeedFilter, after int64) (<-chan domain.FeedEvent, error) {
+	s := &subscriber{filter: f, in: make(chan domain.FeedEvent, subscriberBuffer)}
 	h.mu.Lock()
 	h.subs[s] = struct{}{}
 	upTo := h.last
@@ -181,12 +181,12 @@ func (h *EventHub) Subscribe(ctx context.Context, f ports.EventFilter, after int
 		unsubscribe()
 		return nil, err
 	}
-	out := make(chan domain.Event)
+	out := make(chan domain.FeedEvent)
 	go func() {
 		defer close(out)
 		defer unsubscribe()
 		sent := after
-		send := func(e domain.Event) bool {
+		send := func(e domain.FeedEvent) bool {
 			if e.Seq <= sent {
 				return true
 			}
@@ -222,23 +222,23 @@ func (h *EventHub) Subscribe(ctx context.Context, f ports.EventFilter, after int
 
 // replay reads f's stored events in (after, upTo], at most replayMax;
 // truncated says there are more.
-func (h *EventHub) replay(ctx context.Context, f ports.EventFilter, after, upTo int64) (out []domain.Event, truncated bool, err error) {
+func (h *FeedHub) replay(ctx context.Context, f ports.FeedFilter, after, upTo int64) (out []domain.FeedEvent, truncated bool, err error) {
 	for after < upTo {
 		if len(out) >= replayMax {
 			return out, true, nil
 		}
-		var rows []dbsqlc.EventsAfterRow
+		var rows []dbsqlc.FeedAfterRow
 		if f.ExecutionID != nil {
-			var rs []dbsqlc.EventsOfExecutionAfterRow
-			rs, err = h.q.EventsOfExecutionAfter(ctx, h.pool, dbsqlc.EventsOfExecutionAfterParams{ExecutionID: f.ExecutionID, AfterSeq: after, MaxRows: eventsPage})
+			var rs []dbsqlc.FeedOfExecutionAfterRow
+			rs, err = h.q.FeedOfExecutionAfter(ctx, h.pool, dbsqlc.FeedOfExecutionAfterParams{ExecutionID: f.ExecutionID, AfterSeq: after, MaxRows: eventsPage})
 			for _, r := range rs {
-				rows = append(rows, dbsqlc.EventsAfterRow(r))
+				rows = append(rows, dbsqlc.FeedAfterRow(r))
 			}
 		} else {
-			var rs []dbsqlc.EventsOfWorkspaceAfterRow
-			rs, err = h.q.EventsOfWorkspaceAfter(ctx, h.pool, dbsqlc.EventsOfWorkspaceAfterParams{WorkspaceID: f.WorkspaceID, AfterSeq: after, MaxRows: eventsPage})
+			var rs []dbsqlc.FeedOfWorkspaceAfterRow
+			rs, err = h.q.FeedOfWorkspaceAfter(ctx, h.pool, dbsqlc.FeedOfWorkspaceAfterParams{WorkspaceID: f.WorkspaceID, AfterSeq: after, MaxRows: eventsPage})
 			for _, r := range rs {
-				rows = append(rows, dbsqlc.EventsAfterRow(r))
+				rows = append(rows, dbsqlc.FeedAfterRow(r))
 			}
 		}
 		if err != nil {
@@ -248,7 +248,7 @@ func (h *EventHub) replay(ctx context.Context, f ports.EventFilter, after, upTo 
 			if r.Seq > upTo {
 				return out, false, nil
 			}
-			out = append(out, domain.Event{Seq: r.Seq, WorkspaceID: r.WorkspaceID, ExecutionID: r.ExecutionID, Kind: r.Kind, Data: r.Data})
+			out = append(out, domain.FeedEvent{Seq: r.Seq, WorkspaceID: r.WorkspaceID, ExecutionID: r.ExecutionID, Kind: r.Kind, Data: r.Data})
 			after = r.Seq
 		}
 		if len(rows) < eventsPage {
