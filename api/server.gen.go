@@ -61,6 +61,12 @@ const (
 	NodeStatusSKIPPED   NodeStatus = "SKIPPED"
 )
 
+// Defines values for OverlapPolicy.
+const (
+	Queue OverlapPolicy = "queue"
+	Skip  OverlapPolicy = "skip"
+)
+
 // Defines values for Plan.
 const (
 	ENTERPRISE Plan = "ENTERPRISE"
@@ -119,6 +125,25 @@ type CreateDefinitionRequest struct {
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+}
+
+// CreateScheduleRequest defines model for CreateScheduleRequest.
+type CreateScheduleRequest struct {
+	// CronExpression Five fields (minute hour day-of-month month day-of-week), or six with seconds first, or a descriptor such as @daily. Exactly one of cronExpression and intervalSeconds.
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            string              `json:"name"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Paused        *bool          `json:"paused,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+
+	// TimeZone The IANA time zone the cron expression is read in.
+	TimeZone             *string            `json:"timeZone,omitempty"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // CreateVersionRequest defines model for CreateVersionRequest.
@@ -221,10 +246,37 @@ type Edge struct {
 	When *bool  `json:"when,omitempty"`
 }
 
+// EnqueueBatchItem defines model for EnqueueBatchItem.
+type EnqueueBatchItem struct {
+	// IdempotencyKey As the `Idempotency-Key` header of a single enqueue, per item; distinct within a batch.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Input Available to templates as `input`.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
+	Priority  *int       `json:"priority,omitempty"`
+}
+
+// EnqueueExecutionBatchRequest defines model for EnqueueExecutionBatchRequest.
+type EnqueueExecutionBatchRequest struct {
+	Items                []EnqueueBatchItem `json:"items"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
 	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
 	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -232,10 +284,42 @@ type EnqueueExecutionRequest struct {
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
+// EnqueuedBatchItem defines model for EnqueuedBatchItem.
+type EnqueuedBatchItem struct {
+	QueueID openapi_types.UUID `json:"queueId"`
+
+	// Replayed The key was used before with the same content; this is the original item.
+	Replayed bool        `json:"replayed"`
+	Status   QueueStatus `json:"status"`
+}
+
 // EnqueuedExecution defines model for EnqueuedExecution.
 type EnqueuedExecution struct {
 	QueueID openapi_types.UUID `json:"queueId"`
 	Status  QueueStatus        `json:"status"`
+}
+
+// EnqueuedExecutionBatch defines model for EnqueuedExecutionBatch.
+type EnqueuedExecutionBatch struct {
+	Items []EnqueuedBatchItem `json:"items"`
+}
+
+// EventDelivered defines model for EventDelivered.
+type EventDelivered struct {
+	ExecutionID openapi_types.UUID `json:"executionId"`
+	Name        string             `json:"name"`
+
+	// NodeKey The WAIT_FOR_EVENT node the event went to.
+	NodeKey string `json:"nodeKey"`
+}
+
+// EventToSend defines model for EventToSend.
+type EventToSend struct {
+	// Name The event name a WAIT_FOR_EVENT node's config.event waits for.
+	Name string `json:"name"`
+
+	// Payload Any JSON; the node's output. Absent means null.
+	Payload *rawjson.RawMessage `json:"payload,omitempty"`
 }
 
 // Execution defines model for Execution.
@@ -295,7 +379,7 @@ type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
 	Key    string              `json:"key"`
 
-	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
+	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
 }
 
@@ -332,6 +416,20 @@ type NodeRecordPage struct {
 // NodeStatus defines model for NodeStatus.
 type NodeStatus string
 
+// OutboundLimit defines model for OutboundLimit.
+type OutboundLimit struct {
+	Burst     int       `json:"burst"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Host The host in canonical form: lower case, no trailing dot.
+	Host              string    `json:"host"`
+	RequestsPerSecond float64   `json:"requestsPerSecond"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+}
+
+// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+type OverlapPolicy string
+
 // Plan defines model for Plan.
 type Plan string
 
@@ -358,15 +456,21 @@ type QueueItem struct {
 	CreatedAt    time.Time  `json:"createdAt"`
 
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
-	DispatchFailures     int                 `json:"dispatchFailures"`
-	DispatchedAt         *time.Time          `json:"dispatchedAt"`
-	ExecutionID          *openapi_types.UUID `json:"executionId"`
-	ID                   openapi_types.UUID  `json:"id"`
-	LastError            *string             `json:"lastError"`
-	Priority             int                 `json:"priority"`
-	Status               QueueStatus         `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
-	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+	DispatchFailures int                 `json:"dispatchFailures"`
+	DispatchedAt     *time.Time          `json:"dispatchedAt"`
+	ExecutionID      *openapi_types.UUID `json:"executionId"`
+	ID               openapi_types.UUID  `json:"id"`
+	LastError        *string             `json:"lastError"`
+	Priority         int                 `json:"priority"`
+
+	// ScheduleID The schedule that fired the item.
+	ScheduleID *openapi_types.UUID `json:"scheduleId"`
+
+	// ScheduleTick The schedule's tick the item is for.
+	ScheduleTick         *time.Time         `json:"scheduleTick"`
+	Status               QueueStatus        `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // QueueItemPage defines model for QueueItemPage.
@@ -377,6 +481,66 @@ type QueueItemPage struct {
 
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
+
+// Schedule defines model for Schedule.
+type Schedule struct {
+	CreatedAt       time.Time          `json:"createdAt"`
+	CronExpression  *string            `json:"cronExpression"`
+	ID              openapi_types.UUID `json:"id"`
+	Input           rawjson.RawMessage `json:"input"`
+	IntervalSeconds *int               `json:"intervalSeconds"`
+
+	// LastQueueID The item the last fired tick enqueued.
+	LastQueueID *openapi_types.UUID `json:"lastQueueId"`
+
+	// LastTick The last tick fired or skipped.
+	LastTick *time.Time `json:"lastTick"`
+	Name     string     `json:"name"`
+
+	// NextFireAt The next tick to fire; null while paused.
+	NextFireAt *time.Time `json:"nextFireAt"`
+
+	// NextFireTimes The next 5 fire times from now (empty while paused).
+	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy        OverlapPolicy      `json:"overlapPolicy"`
+	Paused               bool               `json:"paused"`
+	PausedAt             *time.Time         `json:"pausedAt"`
+	Priority             int                `json:"priority"`
+	TimeZone             string             `json:"timeZone"`
+	UpdatedAt            time.Time          `json:"updatedAt"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
+// SchedulePage defines model for SchedulePage.
+type SchedulePage struct {
+	Items      []Schedule `json:"items"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
+// SetOutboundLimitRequest defines model for SetOutboundLimitRequest.
+type SetOutboundLimitRequest struct {
+	// Burst Calls that may go at once from a full bucket, from 1 to 1000.
+	Burst int `json:"burst"`
+
+	// RequestsPerSecond Calls per second once the burst is spent, from 0.001 to 1000.
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+}
+
+// UpdateScheduleRequest defines model for UpdateScheduleRequest.
+type UpdateScheduleRequest struct {
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            *string             `json:"name,omitempty"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+	TimeZone      *string        `json:"timeZone,omitempty"`
+}
 
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
 type UpdateWorkspaceRequest struct {
@@ -466,6 +630,9 @@ type LastEventID = int64
 // Limit defines model for Limit.
 type Limit = int
 
+// ScheduleID defines model for ScheduleId.
+type ScheduleID = openapi_types.UUID
+
 // WorkspaceID defines model for WorkspaceId.
 type WorkspaceID = openapi_types.UUID
 
@@ -548,6 +715,10 @@ type ListExecutionsParams struct {
 	// after its item was deleted on completion.
 	QueueID *openapi_types.UUID `form:"queueId,omitempty" json:"queueId,omitempty"`
 
+	// WaitingForEvent Only RUNNING executions with a WAIT_FOR_EVENT node waiting for
+	// its event (send it at `/workflow/executions/{executionId}/events`).
+	WaitingForEvent *bool `form:"waitingForEvent,omitempty" json:"waitingForEvent,omitempty"`
+
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -591,6 +762,18 @@ type ListQueueParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListSchedulesParams defines parameters for ListSchedules.
+type ListSchedulesParams struct {
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListWorkspacesParams defines parameters for ListWorkspaces.
 type ListWorkspacesParams struct {
 	// Limit Page size.
@@ -618,6 +801,18 @@ type CreateDefinitionVersionJSONRequestBody = CreateVersionRequest
 // EnqueueExecutionJSONRequestBody defines body for EnqueueExecution for application/json ContentType.
 type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
+// EnqueueExecutionBatchJSONRequestBody defines body for EnqueueExecutionBatch for application/json ContentType.
+type EnqueueExecutionBatchJSONRequestBody = EnqueueExecutionBatchRequest
+
+// SendEventJSONRequestBody defines body for SendEvent for application/json ContentType.
+type SendEventJSONRequestBody = EventToSend
+
+// CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
+type CreateScheduleJSONRequestBody = CreateScheduleRequest
+
+// UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
+type UpdateScheduleJSONRequestBody = UpdateScheduleRequest
+
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 
@@ -626,6 +821,9 @@ type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
+
+// SetOutboundLimitJSONRequestBody defines body for SetOutboundLimit for application/json ContentType.
+type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -671,6 +869,9 @@ type ServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(w http.ResponseWriter, r *http.Request, params EnqueueExecutionParams)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
@@ -680,6 +881,9 @@ type ServerInterface interface {
 	// Stream an execution's events
 	// (GET /api/v1/workflow/executions/{executionId}/events)
 	StreamExecutionEvents(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params StreamExecutionEventsParams)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
@@ -692,6 +896,27 @@ type ServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(w http.ResponseWriter, r *http.Request)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams)
@@ -716,6 +941,15 @@ type ServerInterface interface {
 	// Stream a workspace's queue and run events
 	// (GET /api/v1/workspaces/{workspaceId}/events)
 	StreamWorkspaceEvents(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, params StreamWorkspaceEventsParams)
+	// List the workspace's outbound host limits
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
+	ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
+	// Remove the workspace's limit for one host
+	// (DELETE /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	DeleteOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
+	// Set the workspace's limit for one host
+	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
@@ -1206,6 +1440,14 @@ func (siw *ServerInterfaceWrapper) ListExecutions(w http.ResponseWriter, r *http
 		return
 	}
 
+	// ------------- Optional query parameter "waitingForEvent" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "waitingForEvent", r.URL.Query(), &params.WaitingForEvent)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "waitingForEvent", Err: err})
+		return
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
@@ -1270,6 +1512,26 @@ func (siw *ServerInterfaceWrapper) EnqueueExecution(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.EnqueueExecution(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// EnqueueExecutionBatch operation middleware
+func (siw *ServerInterfaceWrapper) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EnqueueExecutionBatch(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1387,6 +1649,37 @@ func (siw *ServerInterfaceWrapper) StreamExecutionEvents(w http.ResponseWriter, 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamExecutionEvents(w, r, executionID, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SendEvent operation middleware
+func (siw *ServerInterfaceWrapper) SendEvent(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SendEvent(w, r, executionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1563,6 +1856,237 @@ func (siw *ServerInterfaceWrapper) CancelQueueItem(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelQueueItem(w, r, queueID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSchedules operation middleware
+func (siw *ServerInterfaceWrapper) ListSchedules(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSchedulesParams
+
+	// ------------- Required query parameter "workspaceId" -------------
+
+	if paramValue := r.URL.Query().Get("workspaceId"); paramValue != "" {
+
+	} else {
+		siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "workspaceId"})
+		return
+	}
+
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSchedules(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSchedule(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSchedule operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSchedule operation middleware
+func (siw *ServerInterfaceWrapper) GetSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) UpdateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PauseSchedule operation middleware
+func (siw *ServerInterfaceWrapper) PauseSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSchedule operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSchedule(w, r, scheduleID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1852,6 +2376,117 @@ func (siw *ServerInterfaceWrapper) StreamWorkspaceEvents(w http.ResponseWriter, 
 	handler.ServeHTTP(w, r)
 }
 
+// ListOutboundLimits operation middleware
+func (siw *ServerInterfaceWrapper) ListOutboundLimits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListOutboundLimits(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteOutboundLimit operation middleware
+func (siw *ServerInterfaceWrapper) DeleteOutboundLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "host" -------------
+	var host string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "host", r.PathValue("host"), &host, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "host", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteOutboundLimit(w, r, workspaceID, host)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetOutboundLimit operation middleware
+func (siw *ServerInterfaceWrapper) SetOutboundLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "host" -------------
+	var host string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "host", r.PathValue("host"), &host, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "host", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetOutboundLimit(w, r, workspaceID, host)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
@@ -2014,13 +2649,22 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}/versions/{version}", wrapper.GetDefinitionVersion)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions", wrapper.ListExecutions)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start-batch", wrapper.EnqueueExecutionBatch)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.StreamExecutionEvents)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.SendEvent)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.ListSchedules)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.CreateSchedule)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.DeleteSchedule)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.GetSchedule)
+	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.UpdateSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/pause", wrapper.PauseSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/resume", wrapper.ResumeSchedule)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces", wrapper.ListWorkspaces)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces", wrapper.CreateWorkspace)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.GetWorkspace)
@@ -2029,6 +2673,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateAPIKey)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/events", wrapper.StreamWorkspaceEvents)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits", wrapper.ListOutboundLimits)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.DeleteOutboundLimit)
+	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.SetOutboundLimit)
 	m.HandleFunc("GET "+options.BaseURL+"/healthz", wrapper.GetHealthz)
 	m.HandleFunc("GET "+options.BaseURL+"/readyz", wrapper.GetReadyz)
 
@@ -3505,6 +4152,124 @@ func (response EnqueueExecution503ApplicationProblemPlusJSONResponse) VisitEnque
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type EnqueueExecutionBatchRequestObject struct {
+	Body *EnqueueExecutionBatchJSONRequestBody
+}
+
+type EnqueueExecutionBatchResponseObject interface {
+	VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error
+}
+
+type EnqueueExecutionBatch202JSONResponse EnqueuedExecutionBatch
+
+func (response EnqueueExecutionBatch202JSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetExecutionRequestObject struct {
 	ExecutionID ExecutionID `json:"executionId"`
 }
@@ -3808,6 +4573,125 @@ type StreamExecutionEvents503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response StreamExecutionEvents503ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEventRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Body        *SendEventJSONRequestBody
+}
+
+type SendEventResponseObject interface {
+	VisitSendEventResponse(w http.ResponseWriter) error
+}
+
+type SendEvent202JSONResponse EventDelivered
+
+func (response SendEvent202JSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent400ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent401ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent403ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent404ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent409ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent413ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent429ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEvent500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent500ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent503ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -4180,6 +5064,722 @@ type CancelQueueItem503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelQueueItem503ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedulesRequestObject struct {
+	Params ListSchedulesParams
+}
+
+type ListSchedulesResponseObject interface {
+	VisitListSchedulesResponse(w http.ResponseWriter) error
+}
+
+type ListSchedules200JSONResponse SchedulePage
+
+func (response ListSchedules200JSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules400ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules401ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules403ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules404ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules429ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedules500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules500ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules503ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateScheduleRequestObject struct {
+	Body *CreateScheduleJSONRequestBody
+}
+
+type CreateScheduleResponseObject interface {
+	VisitCreateScheduleResponse(w http.ResponseWriter) error
+}
+
+type CreateSchedule201JSONResponse Schedule
+
+func (response CreateSchedule201JSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule400ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule401ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule403ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule404ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule413ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule429ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule500ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule503ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type DeleteScheduleResponseObject interface {
+	VisitDeleteScheduleResponse(w http.ResponseWriter) error
+}
+
+type DeleteSchedule204Response struct {
+}
+
+func (response DeleteSchedule204Response) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule400ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule401ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule403ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule404ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule429ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule500ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule503ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type GetScheduleResponseObject interface {
+	VisitGetScheduleResponse(w http.ResponseWriter) error
+}
+
+type GetSchedule200JSONResponse Schedule
+
+func (response GetSchedule200JSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule400ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule401ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule403ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule404ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule429ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule500ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule503ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+	Body       *UpdateScheduleJSONRequestBody
+}
+
+type UpdateScheduleResponseObject interface {
+	VisitUpdateScheduleResponse(w http.ResponseWriter) error
+}
+
+type UpdateSchedule200JSONResponse Schedule
+
+func (response UpdateSchedule200JSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule400ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule401ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule403ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule404ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule413ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule429ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule500ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule503ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type PauseScheduleResponseObject interface {
+	VisitPauseScheduleResponse(w http.ResponseWriter) error
+}
+
+type PauseSchedule200JSONResponse Schedule
+
+func (response PauseSchedule200JSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule400ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule401ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule403ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule404ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule409ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule429ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule500ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule503ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type ResumeScheduleResponseObject interface {
+	VisitResumeScheduleResponse(w http.ResponseWriter) error
+}
+
+type ResumeSchedule200JSONResponse Schedule
+
+func (response ResumeSchedule200JSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule400ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule401ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule403ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule404ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule409ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule429ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule500ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule503ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -4968,6 +6568,329 @@ func (response StreamWorkspaceEvents503ApplicationProblemPlusJSONResponse) Visit
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type ListOutboundLimitsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+}
+
+type ListOutboundLimitsResponseObject interface {
+	VisitListOutboundLimitsResponse(w http.ResponseWriter) error
+}
+
+type ListOutboundLimits200JSONResponse []OutboundLimit
+
+func (response ListOutboundLimits200JSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits400ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits401ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits403ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits404ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits429ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListOutboundLimits500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits500ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits503ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteOutboundLimitRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Host        string      `json:"host"`
+}
+
+type DeleteOutboundLimitResponseObject interface {
+	VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error
+}
+
+type DeleteOutboundLimit204Response struct {
+}
+
+func (response DeleteOutboundLimit204Response) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteOutboundLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit400ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit401ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit403ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit404ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit422ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit429ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteOutboundLimit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit500ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit503ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetOutboundLimitRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Host        string      `json:"host"`
+	Body        *SetOutboundLimitJSONRequestBody
+}
+
+type SetOutboundLimitResponseObject interface {
+	VisitSetOutboundLimitResponse(w http.ResponseWriter) error
+}
+
+type SetOutboundLimit200JSONResponse OutboundLimit
+
+func (response SetOutboundLimit200JSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit400ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit401ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit403ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit404ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit413ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit422ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit429ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetOutboundLimit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit500ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit503ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetHealthzRequestObject struct {
 }
 
@@ -5053,6 +6976,9 @@ type StrictServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(ctx context.Context, request EnqueueExecutionRequestObject) (EnqueueExecutionResponseObject, error)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(ctx context.Context, request EnqueueExecutionBatchRequestObject) (EnqueueExecutionBatchResponseObject, error)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(ctx context.Context, request GetExecutionRequestObject) (GetExecutionResponseObject, error)
@@ -5062,6 +6988,9 @@ type StrictServerInterface interface {
 	// Stream an execution's events
 	// (GET /api/v1/workflow/executions/{executionId}/events)
 	StreamExecutionEvents(ctx context.Context, request StreamExecutionEventsRequestObject) (StreamExecutionEventsResponseObject, error)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(ctx context.Context, request SendEventRequestObject) (SendEventResponseObject, error)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
@@ -5074,6 +7003,27 @@ type StrictServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(ctx context.Context, request CancelQueueItemRequestObject) (CancelQueueItemResponseObject, error)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(ctx context.Context, request ListSchedulesRequestObject) (ListSchedulesResponseObject, error)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(ctx context.Context, request CreateScheduleRequestObject) (CreateScheduleResponseObject, error)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(ctx context.Context, request DeleteScheduleRequestObject) (DeleteScheduleResponseObject, error)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(ctx context.Context, request GetScheduleRequestObject) (GetScheduleResponseObject, error)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(ctx context.Context, request UpdateScheduleRequestObject) (UpdateScheduleResponseObject, error)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(ctx context.Context, request PauseScheduleRequestObject) (PauseScheduleResponseObject, error)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(ctx context.Context, request ResumeScheduleRequestObject) (ResumeScheduleResponseObject, error)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(ctx context.Context, request ListWorkspacesRequestObject) (ListWorkspacesResponseObject, error)
@@ -5098,6 +7048,15 @@ type StrictServerInterface interface {
 	// Stream a workspace's queue and run events
 	// (GET /api/v1/workspaces/{workspaceId}/events)
 	StreamWorkspaceEvents(ctx context.Context, request StreamWorkspaceEventsRequestObject) (StreamWorkspaceEventsResponseObject, error)
+	// List the workspace's outbound host limits
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
+	ListOutboundLimits(ctx context.Context, request ListOutboundLimitsRequestObject) (ListOutboundLimitsResponseObject, error)
+	// Remove the workspace's limit for one host
+	// (DELETE /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	DeleteOutboundLimit(ctx context.Context, request DeleteOutboundLimitRequestObject) (DeleteOutboundLimitResponseObject, error)
+	// Set the workspace's limit for one host
+	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	SetOutboundLimit(ctx context.Context, request SetOutboundLimitRequestObject) (SetOutboundLimitResponseObject, error)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -5525,6 +7484,37 @@ func (sh *strictHandler) EnqueueExecution(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// EnqueueExecutionBatch operation middleware
+func (sh *strictHandler) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+	var request EnqueueExecutionBatchRequestObject
+
+	var body EnqueueExecutionBatchJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EnqueueExecutionBatch(ctx, request.(EnqueueExecutionBatchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnqueueExecutionBatch")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EnqueueExecutionBatchResponseObject); ok {
+		if err := validResponse.VisitEnqueueExecutionBatchResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetExecution operation middleware
 func (sh *strictHandler) GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
 	var request GetExecutionRequestObject
@@ -5597,6 +7587,39 @@ func (sh *strictHandler) StreamExecutionEvents(w http.ResponseWriter, r *http.Re
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(StreamExecutionEventsResponseObject); ok {
 		if err := validResponse.VisitStreamExecutionEventsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SendEvent operation middleware
+func (sh *strictHandler) SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
+	var request SendEventRequestObject
+
+	request.ExecutionID = executionID
+
+	var body SendEventJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SendEvent(ctx, request.(SendEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SendEvent")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SendEventResponseObject); ok {
+		if err := validResponse.VisitSendEventResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5702,6 +7725,200 @@ func (sh *strictHandler) CancelQueueItem(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelQueueItemResponseObject); ok {
 		if err := validResponse.VisitCancelQueueItemResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSchedules operation middleware
+func (sh *strictHandler) ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams) {
+	var request ListSchedulesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSchedules(ctx, request.(ListSchedulesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSchedules")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSchedulesResponseObject); ok {
+		if err := validResponse.VisitListSchedulesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSchedule operation middleware
+func (sh *strictHandler) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+	var request CreateScheduleRequestObject
+
+	var body CreateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSchedule(ctx, request.(CreateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateScheduleResponseObject); ok {
+		if err := validResponse.VisitCreateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSchedule operation middleware
+func (sh *strictHandler) DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request DeleteScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSchedule(ctx, request.(DeleteScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteScheduleResponseObject); ok {
+		if err := validResponse.VisitDeleteScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSchedule operation middleware
+func (sh *strictHandler) GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request GetScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSchedule(ctx, request.(GetScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetScheduleResponseObject); ok {
+		if err := validResponse.VisitGetScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateSchedule operation middleware
+func (sh *strictHandler) UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request UpdateScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	var body UpdateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateSchedule(ctx, request.(UpdateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateScheduleResponseObject); ok {
+		if err := validResponse.VisitUpdateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PauseSchedule operation middleware
+func (sh *strictHandler) PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request PauseScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseSchedule(ctx, request.(PauseScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PauseScheduleResponseObject); ok {
+		if err := validResponse.VisitPauseScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeSchedule operation middleware
+func (sh *strictHandler) ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request ResumeScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeSchedule(ctx, request.(ResumeScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeScheduleResponseObject); ok {
+		if err := validResponse.VisitResumeScheduleResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5938,6 +8155,93 @@ func (sh *strictHandler) StreamWorkspaceEvents(w http.ResponseWriter, r *http.Re
 	}
 }
 
+// ListOutboundLimits operation middleware
+func (sh *strictHandler) ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request ListOutboundLimitsRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOutboundLimits(ctx, request.(ListOutboundLimitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOutboundLimits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListOutboundLimitsResponseObject); ok {
+		if err := validResponse.VisitListOutboundLimitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteOutboundLimit operation middleware
+func (sh *strictHandler) DeleteOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string) {
+	var request DeleteOutboundLimitRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Host = host
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteOutboundLimit(ctx, request.(DeleteOutboundLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteOutboundLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteOutboundLimitResponseObject); ok {
+		if err := validResponse.VisitDeleteOutboundLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetOutboundLimit operation middleware
+func (sh *strictHandler) SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string) {
+	var request SetOutboundLimitRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Host = host
+
+	var body SetOutboundLimitJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetOutboundLimit(ctx, request.(SetOutboundLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetOutboundLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetOutboundLimitResponseObject); ok {
+		if err := validResponse.VisitSetOutboundLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetHealthz operation middleware
 func (sh *strictHandler) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	var request GetHealthzRequestObject
@@ -5989,168 +8293,224 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x963LbONbgq6C4WxW7hpIlWc5F/uWOlbQnjuO2nemdbqUiiDySOKYANQHZ0bj8HPtA",
-	"+2JbOABIkKIkKnLiTj7XV/VNWgZxOcC53+68gE+mnAGTwuvceVOa0AlISPC/Xs8SwRP1rxBEkERTGXHm",
-	"dbyrMZA+gy9SD+gTPiRyDGSawE3EZ4JM6Qjqnu9FavRfM0jmnu8xOgGv4wV6Ut8TwRgmVM0+oV9OgY3k",
-	"2Ou0Gg3fk/OpGilkErGRd3/ve8cwjFiklj8Jy/dzy5PrYcxvSZgOfSZIFKbbmFI5znYRuhP6XgJ/zaIE",
-	"Qq8jkxm4exvyZEKl1/Fms0iNXNxbl4VTHjG5dGcwGHN+TcCMW7UtyObaclNfIJitghfYASu348yy3X5O",
-	"qZDdG1gOpSi0ryimQhJQY0kCAUQ3EB7iH4RMgE5IAmI2AUHoUEJCIpnufQw0hCTbvVqzhovWTo690v1G",
-	"TD5ve743iVg0mU28Tvb6IiZhBInefTSJ5OK+z+kIiIj+u/Stx/idu3IIQzqLpdc5aPjq3etV8dWne2iW",
-	"7uF3nlyLKQ1gFQbggFU3euvMss2N3quPxZQzAUgqfqHhBfw1A4FgCjiTwPCfdDqNo4Cqfe5NEz6IYfKP",
-	"/wi16TsPvtDJNAZ9HEmj2OvglkBIMuDhnIypIJQRSBKkGPi/wuv8eedNQAg6UluazNRoIJSYreKBO96e",
-	"e9T7T74nJJUz4XXaSGIiqRb2TtgNjaOQmGWzk46lnIrO3p6IZ1EA9RBu7PbFXqQ/qtmP7l3I/e8Ehl7H",
-	"+197GWXd038Ve+d6Bg2/xRu0Z48EmdBYXQGEhCdkkAC9FhoHcKa6WvI1Z8M4CrYF+EkIkymXwIJ57R3M",
-	"yS0VZCYgJLeRHBNKwmg4hERho7oSz4XjqwyO6WaqAdBZM7BfPjQU7cRCn0TinwSfJYgh6hSAcHzDk0EU",
-	"hsC2BKRaIGMrZAAxZyNBJCeUcTmGJMPQHBT3MyhmW6kExmE6/KFgJ/k1MDKhc8K4JJLPAgW4SKSQQ4id",
-	"MAkJo/GWAIvMNCl+W5gc5DG0MKoSgpoNPgRcLvkE5DhiIzKkUawwkmlUhOQGkkPzsMybG1M2glBBT31h",
-	"oIXU4k0EcbglxJrEjFpGDBMYKtztkGajrv6vqWjJNIluqASyc/HmNWm+ar7cPSQ0VrJSJDVuXJ5+PHnd",
-	"/fzr1dX557MPx93PR6enH353aOksifM0tNVapKFDPOFGFFR/8hC3dKSXd4gkoUEAUynIYCbTC4sCdVkK",
-	"SMInQj1vxWJSGe3jxam6XprCjIZhAkLoW9YrRIIoZhq6l/s2odPxlpfbspcrlt3ujF0zfssI4yGQnvel",
-	"5zlXNFJb2INwBGKvsSe5d++73wbzIIYOoaTWmzUa+0AG6b/owixqAbH+wnHwZheuP3kocoWz4YVwSSjR",
-	"uzo+enuo5MdkbgGqRsSRkJapRVKpKHKMN3jG5Rs+Y9uiZon+QV7SRrhPX0CtNWwPau3gebP2ir6E2sHg",
-	"efAifAmvho0mbn2IG3CZQjuD9pkzoAKkGZc1PfwhoHzGNZbk6P8V56c0GcFDinrwJQAIBWk22i8PXjwn",
-	"g7kE4YKk6fDJczqPOQ2J5JzEuJNKoJGc1/Twh3qAuHX1utSsCZFj6vIGS4Es0N5TNt8SZn/NuKQGWIrO",
-	"U0kmXEjSbDQaZAosVHzqrxnMgERSk5IMhR157bfcPNXAh2vX0m8eWl675bM4JFMqBOEMrDboajW4AUF2",
-	"7Dl50mNC8gRC98i+g4K5/yA3kAj9IxI4MoWkx5CG7PpKzs6tp65VmIXMFgUZUiHtPSsqklAJPcYT1FTU",
-	"a5xQNicRI8M4Go2luh7OAqiTMy0QoHRttkxZKif0GI0ToOHc/s3IEXXSvwCZzGtHStft6y1JcjuGBMgt",
-	"jaSacgzxVHR6TO1egyFMaMSE4mypAi+IgoIY+7gsiiyKvSUwjOJY1HtK4tT6M6pzzqqLyuYlBJyFKNmq",
-	"PZABDHkC+t3TSXahSoxU11nPG3tWqbnqhXxkdCbHPIn+C9sS5UkkhALRAGiirk1Jtzky28wwIrdsJXyY",
-	"uV88ELHFLeJjpEYYl2OKGqFl/jwhCdzwayOAfGT0hkYxHcTwAPqLoVuREprE/JDIZE7oiEaMiDFPZDzP",
-	"SekORb40stXM2U5VIKYfPBRFyU6hUFKdRL1VSa8hJ6wzftshjJOQSjqgAnos4IxBgLQiUC95mACgyBBp",
-	"sj5QfFVJETSSeZwOOYPDHsvgpa1TOfR9GCxL5mpNXGQjxEqBi0sfTaN3gMxomvApJDLSdpwgASohPJI5",
-	"I1BIJdRkNIFFS5DvRWEFg5E1QN0t/mGqiNCXcpvWMEq0VpXQQEIiLFcQECQgfbxWiGNyDXNB6JQmaA1c",
-	"WMIgzIpTsVlscEhbwhamuM2b39ZbPDPb2p8eDsmb3hAc6eF9B/Dudj+lM/PBf0AbSV5TFkB8Yaxvi1dY",
-	"8T4sGt95wNSr+dN7fXT2unt62j32fPvvk7O3zh5Wnc5MV7phPJp+cY6RkIYhsmUanzv7H9JYgF84kn07",
-	"RUfBJGL2v5vrdolzLN9e5mH4ui2OrAa4im69tdrPVx1oy0dY+v70tpeD5V9aZPr2MClsdt2+ftcKu/W9",
-	"fN3+0MmgcQZl5TU7tWuqr9ROJvTLif5uH2/O/Ed2cTRJ6FyNnCXxIn07YsQyRvLx4lQRrvxzqPYelNK5",
-	"2j32gcVzbcXL+cYy2VAtvZZePODbU+DwLfRX3LH96DsSDd+bxpStlT/UmFICY75ffqgw47w0jj8M0cSz",
-	"ai0z/t4v0nnNA0sEhzGKiSyAQ61OkAhlnfraWzIzLm7+U7b9AuJVP0fxw+oHQufWWEDwmYhoxJT4o4fW",
-	"yTc6a4ZPDyIhBbMkASYNLXWEoFQ+8zfkH9vKXLNpuOkhvpEAVICNBUReIMq2W4ZY2W2d01GZQGSJeyUq",
-	"79z9/SIlz6IekMSslhqLQDAGGWeO1cdxHszWbzAssIi1b2ezB3mz/G0XoFCIvLhZcfHl0ImjG0jmlwvi",
-	"63n37FjJq7533D09+Vf3AgXZN0cnSqJdEGJ970tNfVm7oYl6ikJNYSc/13YfL1vO/C+aBuxvb9Ad5CmC",
-	"0Q3LHt4w4ZNS9JO89OfbMbgQHHAeQwmjwWlxkjIAdRkagdIAkK9jnhGbzlZ8o597QZ6xerzWyibTmEpA",
-	"K1QfZ+vXyWVm+UpAzhIGIRp6yZAn+A+fCE7YbDJQut41wNQY8sNoFLmqnTmuusQRr5kfE3r7H8FZ/YLe",
-	"vjd+D2dALZpMeSIzycCOz7wfwAKu7n0Pf75H3TTiSSTnudCNVvHk6GVDM+wsGQGTdfIhUTo+GhOt/YBm",
-	"psVDMqRRwkAIQoOEC5H9SZCAT0BoxdeIhFqrb6+OEFkuDH5Pya50DyteaZg+00XswQEnmyqzq6jVb2pG",
-	"QziK57CrrdRkV+xWLReD3M7IEM4StNe9F6VRSku+d96A9pGv50yVJYivoAMYzaU+QwO0uWc/j+dWchvM",
-	"ydvuFeFDNPmnGgnhLJ5rn2scCUlioDcglGzHZ49BBrQ/dIWFakpH6LFAz2wCAU9CQXaWHm0Xo7OqSCNn",
-	"PIQLnK9UGlH7OsuJJIs71AGX1nKmhI/y7VJJ+nsWgfcy7XDvzgkDvNe+4f4hUS+MKI5F+vonMuZxiFFK",
-	"E0LjuF7lwTs4vrjxzKeDO89AqJ0oNJEQEsUMzWYUZPGFOV4PO8xYTy/RAm2ODKGJHixiwdptm1k3kb+q",
-	"UaiUwFgqtSVZVx+uVDu2l+ozwlmBFSzuKoWMC1U/R05zdNHSuJXk+SH0gIzWP44aUHwKjqR78fHsTEu6",
-	"rz+8Pz/tXrmSru/YcT+VPAuMQ+paPpGHUBouUmamR+J4t+ZwJtrUTlR2sDRWphjAc3z0tk4UwTPm/ATI",
-	"jEV/zeAQg0DDESAjQPcHef3h7Pjk6uTDmSZiEzonAU2SOekrmtRXMug0Cq7RSztIKAvG9R57D0qyxPAd",
-	"PT98oYEkOwEVUBPARCSjG9j18862Keojiozrj0yQlXalWmE1Yug+GkajEsGVXJV5srU7Scd1aof0DiXt",
-	"1iu1P3VINxhn11fDeiwXM4HhxdoxNZdgvLgFE2c4gg3efKhjI0r5TOVZ1BUuzlK0luGUn747K/8VaKwf",
-	"ckF+G0NwLZZLOmVaXPFlZzR+je1puYSJsCsRLtXDWieGfWdIXmsrpmNebVYwr+ofisiPkYcX3d8+di+v",
-	"fHJ1cXR2+ebDxXvfQXOekOPu6dG/DwlelY3lMmG90so3OiRMcO03XwgDS0AdFEIi+QjkGJL1lkJ1TjNm",
-	"2Y0ZCW3h3qhUerAsZ70PojGkAn8enr+P5ylZMWGrh+Ts4ymSLCQWGj6KnDEuycerN7WX+F8C5XIqyMd/",
-	"vHnz5lgTuSkVkvRNlOhF9/WHi+PP/zo6/dj9/P7o//TNhJEkoMhZGmKntpymR6xXSKymsSgIqlM80zHI",
-	"8Y2S2tRQXy/kkFn1BNS6hiTXyVGP3dB4BoTfQLJ+/4pwT5XW0mP9u56noxXUdlmgGEDP65C7noeD1b8x",
-	"ejJQC6oz6lhKn/Q8zIKCWxziZYO0ooBf+wq+Er5I/VHPu783wQFFKH0fFF64Cz6TpZeRM/HEVCpeiowL",
-	"BXKYiro+7zXM9dHqeiayczvmMewe2rvpsUUeeWGF8ji6Bmsz6uDd9diay/N1GO+EJoowmBtICUSPZU/x",
-	"McC8Xl2oonFUUB8ULco0B0tqK5M3Rxa3lMviZfomLMlZLq6vJpIPIZqvUYq/vWzuwLm6WH757uT8vIKA",
-	"fm4ckHbaNxfdrud75xcfPN/rnl11L84vTi675d+awKgFzL1485q8ah+8SHmhDvtC12/+Kmw82N0SZlNi",
-	"B0GVohbDDcRpDLtPgAZjm0T0z8sPZzX0+0FSQ/zW8dcVrSCOzlJy4RETkrKgXG1ZkMkcDmyC1+6qSilH",
-	"REikfh8vTqyQrrjsdcQwe9Gcfb1IYbBNr7/S4ogmyxOpr7RUuHjNZ6yEVHeRtCYQAxVABjS4VjTb+Eic",
-	"HTrgSAPxNvJtxjSabEfbvsabFYkplcH4DY3iWVJmm9POGW3/EYQzcgWKctNYmxXRqqQEI7R77ZcDxK6y",
-	"pYiWT8Xd2NhU0VIbUyG7lc2/rmNj8eBfYU5/LP9DVNnylPK29Ox+HodKnpULVr+QDu06qF3UcXGi8IZW",
-	"YvhDcMaMXDwOY3SfRKlr9vXp0cl7ZILHJ5fnR1evf93EdvUR4wC2jAv66gCfpZE9JrTF+oWXkuolbOir",
-	"vPnGHb0VYcoVLliLphivtWmM3Brit4TYLS2iUItCozQYkKLRL4JqIWybkUg1Wj/l18Yos97/ptDjSO9s",
-	"k+uc6nym8qOjqU8Akx3kXJeSspAmITGgFgTYDcR8CuROTewTtYqQdDL1MbT9vl6dpBeiK0qJba5GRZ4k",
-	"6ieyqEZYQuqAM09Z83DL01b3rWegqoCHD0FQi6j9OGS1JOhu64CgLYNfF4TwavhtImErR7JuLC09tDCR",
-	"i1VdKlusjlnKwc5hiyny1FP92UWpujbc5X4KMPgfw45KDp9yxhIWFMjopkSn6Wa+0jGPQ+1cETEvhlFu",
-	"x6/0SU6pkL/yWbJyF9pui2k2WiogJvkG68KM+Swp31VVMbm8lMtrzkwkous9xqJGMWU6XV6UL7w8saWy",
-	"oGG8qCUMAGPK01S/IeaFqdsp38rGYZ1l79+NY/bTEjbm/aQ7XbjTTSI203f6ICQ6ffSPQZwVa4VgpvSJ",
-	"S7UhfQKdcFjOz2k4US/aSfTLck6Pzk/INczTxC4MA9Rz5bLpdOZbxIa8JP5bxziMMPruVmMT5k5ZDbhO",
-	"fs/CzTAcMyufhabc46O3gvBhj6Fx91Ar0Zhwy8BG9AgSSe0cMOupY0kdo8PiObkdRzFo46vr+ERswrI+",
-	"OrkOKc3Om4tulzR9cn7xgRz4JDNykVaDBClq9liGm7v1Husxa+XQTtEZCyEh/T06jfZumn3CMKO8f2Sy",
-	"NDGEoEN+0cmg2lKN16Bt1f2O3q5zPxhdQrT3zYQgLLsyX50YE+VpMAaBQOgxBRF+y7LhdaK3jKY0EgnS",
-	"X5am2df1Ol61D17saqt1HAVgMr6M7floqharteoNw6myXMvb29s6xT/XeTLaM9+KvdOT192zyy5+c+/k",
-	"b+pLPDo/cWJyO16z3tDj+BQYnUZex9uvN+r7xtqNb92Ae8+I6GLPCGwRiL078+/5SXi/l4AAXWfBLTP3",
-	"ZxmO2M+wlBXZUWDMNIDdpTXd7Fpblbb65HtTLkp4xHt6DZon2JVIOAPFJ33EM8CkU6lrC82Eb42fDG5J",
-	"AjKZ99gUkoiHdXIiMUhAkPzJMPyV2rJnifHRmdRwyfk1iWSPBZTprEft+5wClfqBKBpKrezkXSC4iwJs",
-	"oW5Xq9FakTZcki6cqbL7OUlAzfS81mzWWs2rxqtOo9FpNP4oSO8dRX/zeqfXGLyANm1A7RU9eFFrB/vD",
-	"2stwP6g1hy3YD9vBweA5TTWLzjqRCads0tZgP2iHtQN4Pqy1aXNQexm0wto+tIcH9PngRfBSfaQEBu+A",
-	"NgetYD+steFAjX2uxr4Ia6+gMbTz5HSVjkeZuFUHIr9eXZ2Tg0ZjUbnRFYwKyqALoWYjg1Cm/DlqWmoy",
-	"qZwTvaCplOdG26fr27eL2mG70Vg2f/pc9pwab/hJc/0nHwsp8u3G/vqP3rhlrdqN9vov0hou6oPWq/Uf",
-	"2GIc9753UOXoJ05BqYMqZ3DT8lFGmE0mNJljXjcLCc1ICGZyKzJER5iDYMmo90l9t0BcLfLoBMtl6VLp",
-	"KJ/wOFS8Ed3PmiRxXQ8pSkwaFcq1edpxGglZUDrRcrqObmd8bklFxIeqP/hpgY41NqFjf35yF9tIAc7y",
-	"14oBTqX4lt7EE559XzxTT9gV1J6JhUqsohztlvH/CxhFAiVpypD4X2K9MFugQ/I41AHRxbo1mdTaYwr7",
-	"d/olbKzvk35R9e/7PdYvUf77HaWRKklU8Ans+oRPtfHbBEArOd3N9XUFZ5RM66RLg3FGhCKBqZUQkiFX",
-	"qq71bFpjY4+l1kYxhSAaGszKYrCc6rZ9nazZT6s0oGTcY5iCrLmnNdua6jhHOUAyLnVmNMrat2MugIw5",
-	"1sXEWjsmDsiUVrQl2rLSEFiJ5JkWvBlIvAlfTUxJu9XqMeO57e/NkrivFs+EedRMTEklG3Lye/eXXz98",
-	"ePe5e3Z8/uHk7OoS407wJvUrIjvNBhnMiUkQ2j3U8VLqOD6u+apMPCvNYzc0EYT8hYfzzSQza9CrbFf6",
-	"VNQZ8ILrZkr1ranYUjCKdbznw2bQDA6atf3g+aDWpgeD2qvBS6g1hs2wRfcH7eBgg4o4KzP67/NaueIT",
-	"9wu0v7kZpJaIra5QthqYn4z0WFF4tYnNnkaM98N3v71KXr599++/kqvb/3w8P355cnr+xwlvndJTennr",
-	"bXgvi3ZTLWd/+ztbyAZfwwT9LDjQZHD/bEyxuV+JKZ7aKnTtVqsKV3QqiP4ArNcySkKJwRlkFQXu+xUy",
-	"795dpjveawatEHKRVR/j7yLHmdBYpZ5eZp+okyOWehKtnp1Vb5vQOREyimOiuNUNLMrJep0yIp6jT+1l",
-	"OwyfpMLv+zQ12J2Kr6tfo79excp0KpesFR/KW5BrX0nj783F/vY8aUNm9IR63xf13oLcAO8KpoayRbMh",
-	"e04PDizgUpGFOKbqSuaUZy7z8AmD24JpxdpV0IrXYzvGiueTtCSFb7yau75lPCItyYkeTq0gPRPpJAEP",
-	"oU7SAhQ42lQizzaDuRuYvjDkTri81V3M8v/+fNG96p5dnXw465OdFySkc+FqLmV6imMKOs6gtcYWhCWn",
-	"nN0Z2ET2VMvMQ1kuaCWMXwxXWftSdCuPCgONx29bS1NqXfrzU94bqejh1xp30W1aWgTdZnY7Ms4TmXsE",
-	"uxMrpxnfmNrZ5H2nAPJSuqb2KQoGMue7fH6YlrNDn/AkRCI0mJseM4vE4thZfBOTMeYURUJ+a9Pxz0oj",
-	"CmWw1pCH9I6e6MMj0IeSbgEubXB/XW6P/heNo5BaNVcnvirhAAvhYSQGFbbmOWnayAM9brEzApYoarda",
-	"xRYJ5XZLp0raFibLtMaYSVPH969zzf90s56zfMSsocWvEMfcJ3d3Oh20rqgEub/P8hq9UQLgNCRKs4o1",
-	"0TRUxQ769sayxQqzj2TbLJYjbPqPehGog1ZpleEtXJoT77bssN/yXt1SgYvU1phIn0ycG5g403qCf3cq",
-	"ri/XiE8FSr6UkK8R1fbu3NqIK+2bl3xohbI60TGi1nyp4zPRDRhJVBQJlcSmIdmYpCAGmugotEOSzBhW",
-	"VV3oFrHM4Fmg/k+2zr+5rXODN7rE4nk55rc29i3tp5JKCjZ02ggbz4SWMkrNoKveTuOxed3PzI+ucpf3",
-	"hIyPYv3cCBM3swrkzO1r7QIFZrNneyOVhOdutu4ybeVSayU6HDaaTGY6ld7qJ275HhtLPQBdDNWSl0Jt",
-	"vyy1VsdpM35LOFuvsWSl576J4vLpfkPFoNBj4ZG0gnyB6KoEcB0xTUPJW19BxexFLSFm6iGZ+Z+E7J9R",
-	"yD4KQ0JJViH8IaTqlNDt3Zl/3S81kWqhhzMop1c030+jisjjkp5vLPl8Y3xuPjw+/6y4/ENIJuuwbDtp",
-	"xL9bft+mJphtsZvoBujNJUk+NznmXe4BWNkJrVQwyqSKjfwl2WelzmBTeXlKRxGjWuguc5hkya9/V39J",
-	"iXPXkcMwP/ehXbsLlZDX7wNFyFyXo1WgKasQsyVM8lWq3QrVemNOQesdNbZvaif3ewwHp00RdjuEpr4a",
-	"G4/MGdp6yDCyRWOTGSM0FrzHdLdBnX8JE92RUBtdCGdOEJ528JeBxKl//z/ek5avI73SkeY8v518bg0a",
-	"w4Xp8pqVWd99Ym+P4G8Dl8RaBuf8WC5FOjXwET9RNy5Vbrs2KZoyt9T/sGAxe7ZgKsP3oUN+RI+1Gi3b",
-	"Mlizw1TFTWwls0iW5Jg4GdU9huUByO9o52WkfxLCZMolsGBeewfzvo8JplOgaclcbNqLVWY0/RG6lzBP",
-	"IsW3Yods6YRvSsJoOAQ8Bn6m867Tqa4BE0poj7Ubr+rknS3mbcOT1BFjoEKSVhsLOmAnZid3rCQKqdjV",
-	"Zh2nzHJ1NWUVdIgME/NwdT3udK9pDssCIMgSOBxaM3oBEJE0aSbq3JcBn0KYP5q/Aggps9IdYjPSXLjB",
-	"fNNXp7ndwcG6jpiftjB5pPV5be55SPOF5FrLIj+r6h7f0jS6rCtSJWPLhinSaVMLbz9sBc1Bg9ZeDV9C",
-	"rR2+CGovB89p7WDYBvs3b5uk38U2OiXcyg766ThPowLnec3ZMI502ZGvsKr8vXmbudkc1/lKBpdr8rLG",
-	"IuIu9ywrd4Dip278YwJa881xIil0SZGsQ46VbQ8avlIjFDXGCLPdQ9NVJmtu09dtGzRvyrrYbNS1Rqc9",
-	"9phe/5mwlcRNlWq1bV2YI2VXsymRfG35aV3rdqf5nLyLfnEDan1diR56zOQ9Rll+IR0YYdGWVHGbOkzj",
-	"mSAHDfL//i/ZV/8Pkwl7LC0zgewq+i9YHp7MWBnbfAvSZZlbGp3cgvVlZqd66498sxbdcNXUqNcJANEm",
-	"FRrKWU4WmJLW12/6FXbX/MMrbkYvoP8jH6uyItLFbMOp6r18uZS0uyWhS+Jg/K/iGskaG2Dp6tsz6VxX",
-	"oeY3ZtyrONuVq3A/KVaPYDeswHg2jm52irmss9YVqLxOkN/chZlfcpkHUzfeV/L9QsBMB5mfLbCVuXkj",
-	"QdKkfVSeesy2yUgr3eqEjgRAVwPS6pteK7ZFt0xwT4/puBwIHT3jiGmjj85UtKXiTNE8zViUesi4UwWA",
-	"zEEemq1hoGiOi+JHe3eGIlmw9kuz2PFPK3jMhrLzJuwho24alBtJznrjF2azpfF7+gp0nQMaBDCVTzL0",
-	"3z8wT7/ph5aI97JyqaWC8RHpS/gi9bCakAnQSd8KZ66wrOdBaRcl3U6PoaRbN+y872vJt24xXf2gpDv7",
-	"dyQX+Es2oseyZgv9KOz0dck0od4fC8B4WHZ90sfl7d+vIxbuaqrUD6mk6vd/Xn4428VYcSYF0Xbl/ikV",
-	"soY/1U6O+7pPEAZkaGfHMOETJZdzYaTmHSsvX15ddI/eO1lnuo8Z0wIzRXNWwCeTSIpDLSdr0GkSaVbP",
-	"nbVOjlB9YAwCmZluMHUuClG0h+gGQjKJhABF9hjUySXOqs1Q2HWtaJjRbY4g6TEBiRKwd9qtV7aOB0wQ",
-	"SiSIuYDQbit/xJPj026/x6wNWL0/Ba8ymqk3k9LMrq0tu0Y6X3hfOdLpRWGHtFs9pm+Y5N5Qj+H1krue",
-	"Wyqt53V6lWhtz/N7SjzGD1BAxl9MgqL6MZUve959j+GZMzJctEKVi3Fq20Qf7EmS+84lyTTOFdT6tOZx",
-	"Sjz1D1tKdBWcRlRIRIrNBcC0UWEpkT6nIzQKJ3w2GhePmzNMuLYIRXGmdAQ9phvcpvWBUFPvZ8aMZqNh",
-	"/7hr2t+Y9mNDWwIpEin5GcyXdyTTbdC5tnCMEn4rnF5WFdT+nFf5DGGyxl6uQJP2aivzD9o6wBlap/3Q",
-	"DxpOm3LbA3C5A/4HcwYWWlet9Aa6b+hnI2IbEqXynNgl+Pb9VEfUaTaK8ci8PiJXZ8009k6Nn0xjJ5KM",
-	"ou9OWm/UpEOsw4TsNLX8ZEUiXahRqXiJMC1j8/ZT4x3Qe1EKIBZ3TmZMaHuo3UIm1OxQoxuaPlBWdqG2",
-	"gIB2jimdURBTwqTHBjS45sOh2d0y+oKtXn6ggBUDtW8Rq5JrhPTTRkXkGxWtpIMOzjzJco8Q7uDAfxPl",
-	"t2D3WeMFuh1Dol1Pxr+Yj31ioaiTD0r7VMQl+9OYih5L9YWsGVuUhSxp91FaLFKQdqN9WIiuikSPDdWl",
-	"KEFKUZVCApvWhW2A1RLfSNYua1sEyzfjaxSa6S3NTsqa52kfRJW43oXWd41ip7pSd0Sj/cdWlbIreiWc",
-	"Stn6SLkAgdRkl+v+9fcNG3D6qZWrrRmmPRG6xwhbzuBfWYZcvMSUTOiiJ/lYzCVxyFm85BZFrCsQ4eU+",
-	"jb/ROdZ5TFBQTSm9Zg5kyFG1tlItT4hpDqhHmeSvHss7SiIl7N5A4mR/qVkyeoJfu7HZyCqMx6ayn4Ys",
-	"uGl6rMxPY50vCHDTr4gnGICb7Tv11fTYlW5Xj69bBzQ4bhokI0udLCuY1dc4WTaNTco6Mz75WJ58LOhj",
-	"qUB9CxRONx1ao39nAxE3AhrHWDGcEQFKp41jDKCUtpeSjjzit8z0x8oUzmuY71aqWZU1RPI2tTn8oAXl",
-	"ch24Vipz2XV8X8T8Ueo4pe8mreyW/bi8eJNO/c0Zm4iigdghq06OsAkVlupfVjk+bXu2RVCvDawKspZv",
-	"Hew0v2nx9mJL3m+RxGxbGDYq6UnFloMNo8dUUhDSPoEH/nIYZV37GhVKP2yOmj9wUaGfLdA2V+7HYl0p",
-	"vpcyvL07R0ldZ1fJZ3Zk1dhiajgdPk39T40SJOAzZn7RLDmEqRynBc+h0F3TGH/L+mouVq3OkZmtTCQG",
-	"fVtfhb7Nb4i+L74b+hZ6JD1ZDB6nBMtKDN5UAPzdsT+hKqy00pIIoYyjE1u9Qsd6I96AsImiJrpdibZC",
-	"RJyV1ueyhVmF5NMplEi1hVb557qb61cLCgZvss6c1RFiSdP+ShLCD0BiWo0lNMaBVVVSc/DApMYs9ROT",
-	"nJ9O0BhTNoKCC9q0Yv5aeUP9vXYN83V6d7Ftmfpkk4aBR+cn79Qq370139E0egfzqh351LGeWO8jKMum",
-	"U7KrKqcv8wHYbqmaXeS6+gGTSKR2ccy29tPAAHuaQ93GWonPYyrG2CFP8qSM1WrlQL/+B1DGg2hT7Vu/",
-	"/0euH7ZJK5nspL43TWAYffE6noivP7eHLfoqQCDe8GvXM5r2UMuGfb7+rXXT+OOvl5PmlxfT/cEBexW0",
-	"v0sp59BSnKUU5qnT2Y+q4jNLp8rJ1Cb8du/uGuZrKvm6BOqImGdvSygkMJyJrIQMqIF1cqEGYYfO2ygA",
-	"7V1ivMan9ZIe4Go+hzStK9WrP3gq1fvdO+YpsK99fFvxyNIaXGY57LO/xEOMb/hB/dylSLNNgs1ivKae",
-	"rcd2tE+8HjEBiez7xkde15pR9t8aPftZFyfjRsbKTHImdAJIMjNpHYLs5JJy/EKWym6W4OP3WAJiNsHq",
-	"gToqqZhOIxYqR2E8fiSWZ4+kN/uQ2SP7afaICyQnecQEC2DKRxX/cTFNJPPSP+WJ/MB5IiX4lseOh0ga",
-	"KdKujZNGxkBjOf7vcopiggtbjQa5HUcxIBZOEx6AENhGGhQHxlcjDkkwhuBaEMZJCFNgIbBgXmox/9Ws",
-	"u60xK4284NfV5VO9eKlDN8YOpnijEMx0SB4q246WdgMMhHt9GohG7sEc5KoABUbOuZCjBATZUc/DRt34",
-	"6Kaf8HAWg3FIzISit7sm3vOQHDT2CZdjSG4jAT4xDbuxogiNMCl6isWwBjOJVlBtnMDSDsIWjx5xInna",
-	"ERw76sV8VHpjF/pcW9fHwBdii4SNMDZTXZ7vSXP07DIf9m7xAHUHw5ds2nT9+UfJ5kOQNFIbVPDEi+4Q",
-	"e4wU6jt6lEhdR3y068QIHTT2fU9GEjnKmZ0nEwhs71DdKbQewo3dkdhjXNb08MrwONfflkcvZEhKQg66",
-	"qbx+XqtxQIEyWooE+Q/vvAHQBBKsjatmwYdWFp03odeYrJVro9rZ24t5QOMxF7LzsvGygXYMs+iCsAaM",
-	"sqxXZJSgVRAtccX0CVEi66XUtCZ0WbIggRCYjGjszpHKmuUzFFtWObtZqJDsTuuWkl2c2VQxitjIJ7dU",
-	"BmP11DDfNiuCkLk+nGmdSKPFWS+jEVPnXGhA7e7abZOYAdJ25lucVFHInAgiyM4l3nrtUv2opbFdd4+a",
-	"/5VPpd6ZZp321Tlfmld3/+n+/wcAAP//hbD126bZAAA=",
+	"H4sIAAAAAAAC/+y96XLbuLoo+ioo3V0V+y5KljxkkP9ct610vNux3bazeu9u5UYQCUnYpgA2ANpRu/wc",
+	"54HOi53CB4AEKWqy7DjJca2qXg5FYviAb57uaiEfJ5wRpmStfVdLsMBjooiAfx2mQnKh/4qIDAVNFOWs",
+	"1q5djQjqMfJVmRd6iA+QGhGUCHJDeSpRgoekUQtqVL/9d0rEpBbUGB6TWrsWmkGDmgxHZIz16GP89YSw",
+	"oRrV2tvNZlBTk0S/KZWgbFi7vw9qR2RAGdXTH0fV67nl4noQ81sUZa++kohG2TISrEb5KiJ/wKAmyN8p",
+	"FSSqtZVIib+2ARdjrGrtWppS/eb02josSjhlaubKSH/E+TUi9r15yyL5WGsu6isJ03nwIu6FucvxRllv",
+	"PSdYqs4NmQ0lGrlbFGOpENHvIkFCQm9ItA8/SCUIHiNBZDomEuGBIgJRla19RHBERL56PWcdJq0fH9Uq",
+	"10uZer1bC2pjyug4Hdfa+e2jTJEhEWb1dEzV9LrP8ZAgSf+Zeddj+M6fOSIDnMaq1t5rBvrem1nh1mdr",
+	"aFWu4TIckSiNySwASvv7vPOU+RjrHecfXFzLBIdkHjrCC/OWc+uNss567vXHMuFMEqBbv+DogvydEgln",
+	"FnKmCIM/cZLENMR6nVuJ4P2YjP/1P1Iv+q5GvuJxEhOzHYVpXGvDkohUqM+jCRphiTBDRAggX/D/stb+",
+	"6642JlLioV7SONVvE4SRXSpsuF3b8rd6/zmoSYVVKmvtXaB3VOmJa8fsBsc0QnbafKcjpRLZ3tqScUpD",
+	"0ojIjVu+3KLmo7r76N6H3H8IMqi1a//PVk7mt8yvcuvcjGDgN32Cbu9UojGO9RGQCHGB+oLga2kQEkZq",
+	"6CkPORvENFwX4McRGSdcERZO6r+RCbrFEqWSROiWqhHCKKKDARGaNOgjqflwfJfDMVvMcgD05gzdl48N",
+	"RTewNDtR8JPkqQAM0bsgAMf3XPRpFBG2JiD1BDmPQ30SczaUSHGEGVcjInIMLUBxJ4divpSlwDjIXn8s",
+	"2Cl+TRga4wliXCHF01ADjsoMcgCxY6aIYDheE2DUDpPht4PJXhFDS28thaB2gY8Bl0s+JmpE2RANMI01",
+	"RjKDikTcELFvL5a9cyPMhiTS0NNfWGgBtXhPSRytCbEWsm/NIoaCDDTutlGr2dD/a2lakgh6gxVBGxfv",
+	"D1HrXevt5j7CsRbcqDK4cXny6fiw8+XD1dX5l9Ozo86Xg5OTsz88WpqKuEhDt7enaegAdrgSBTWfPMYp",
+	"HZjpPSKJcBiSREnUT1V2YDTUh6WBJAMk9fXWLCYTGD9dnOjjxRnMcBQJIqU5ZTMDlUgz08g/3F8FTkZr",
+	"Hu62O1w563RTds34LUOMRwR1a1+7Ne+IhnoJWyQaErnV3FK8dh/434aTMCZthFG9mzabOwT1s7/w1Ch6",
+	"Arn4wOHl1Q7cfPJY5ApGgwPhCmFkVnV08Ou+FmbFxAFUvxFTqRxTo0rrS2oEJ3jK1XuesnVRs0IZQm9x",
+	"M9rBb0h9e7Dbr++Gr1v1d/gtqe/1X4dvorfk3aDZgqUPYAE+U9jNoX3qvbAEpBlXdfP6Y0D5lBssKdD/",
+	"K85PsBiSxxT1yNeQkEiiVnP37d6b16g/UUT6IGl5fPIcT2KOI6Q4RzGsZCnQKM7r5vXHuoCwdH279KgC",
+	"qRH2eYOjQA5oHzGbrAmzv1OusAWWpvNYoTGXCrWazSZKCIs0n/o7JSlBVBlSkqOwJ6/9XhhnOfDB3PXs",
+	"m8eW1255GkcowVIizohTTX2tBhYg0YbbJxddJhUXJPK3HHgoWPgHuiFCmodA4FBCRJcBDQkyXU5uBlrk",
+	"LkytT1jaOe1qJRpgqdyRa4IisCJdxgUoLfpijjGbIMrQIKbDkdInxVlIGujUyAYgaNvVY5aJDF2GY0Fw",
+	"NHG/WZGigXoXRIlJ/UDr4D2zJIVuR0QQdIup0kOOSJzIdpfp1RuIRAJTJjWTywwLEmmAyFEA04L0ojmd",
+	"IAMax7LR1cKn0etBs/NmndY7L0nIWQRCrl4D6pMBF8SgAB7nZ6slSn2yjaIRap76rS/LJ4ZTNeKC/kPW",
+	"pc9jKqUGUZ9goY9NC7oFitvKkaMw7VKokfpfPBLdhSXCZcRWLlcjDMqhkwO4QILc8Gsri3xi+AbTGPdj",
+	"8giqjCVhVMtPcrKPlJggPMSUITniQsWTgsDuEedLK2al3nKWBWL2wWMRl3wXGiX1TvRdVfiaFOR2xm/b",
+	"iHEUYYX7WJIuCzljJASyEeqbPBCEgPRADYXvaxarBQpMVRGnI87Ifpfl8DJWswL6Pg6WiYmeEyZZCbEy",
+	"4MLUBwn9jQBfSgRPiFDUmHRCQbAi0YEq2IMirEhd0TGZNgoFNRotYTtytqi76R8STYS+Vpu3BlQYBUvg",
+	"UBEhHYOQJBREBXCsJI7RNZlIhBMswEo5NYVFmDm7YmlsccgYxaaGuC1a4hab7nIz2181eKVohQNwZJsP",
+	"PMD7y/2cjcz7/0OMveQQs5DEF9YQN32ES56HQ+O7GmH61vxVOzw4PeycnHSOaoH7+/j0V28N83Znh6tc",
+	"MGzN3DjPXoijCDg0js+99Q9wLElQ2pK7O2UHxpgy9+/WolXCGLOXl3s+HrbEoVMG59GtX50i9KANrXkJ",
+	"K++fWfZssDhr+MOAEgrOOl8TrUxTw3iKKP6e3lgFW6KNMWWpImjEU4EiPKnzQX3MmRoh81/76JaQayOt",
+	"SfrVaHbSUkogFpZ3unn0e1bh//8iTONJA3W+4lDFEydvFtcI4hFYkm5wbEmwJikrHhRlSToHWAUaY0Ee",
+	"1L7Wh7xuHwp8q3l14wLffrTqvPdCnY4TLlSOGu79XKknLORadt2Cx/ewpsKu7PUzLGOn9Xp7e3eRd+TB",
+	"95bfEBHj5JzHNJwsQpKzwsuaQeBUkqjg1bG3zU7U5zwmmBlmQrmgalJ4e9tzAe0u2qJmCH9yRgoj1D5d",
+	"HdaqRI3jg9MDpD9B/+j7pHmTvlCI5DcKDKlY36rSRXq9uxTCD2J+W/bLLqTuj0gpKtcQLKKn/zZq19MT",
+	"09LaFxG0P4zRzzmTH7Y+8JoaZgv69oKVujn1V3olY/z12Hy3AzfA/iO/AFgIDFc/FfE01TxgyEnU6NPF",
+	"yTR5aj74XhUnOmPxxHgCCs7+XKnUU3/Lq6jBETjozzlj99E3lDaCWhJjtlBx0e9USib2+9mbinKRHcfx",
+	"2QDMxPPmsu/fB2UB0QjPFRrHCPRLFpJ9Y4dAFJSkxsJTsiNOL/5zvvwS4i2/j/KHy28IHOQjScIvSNIh",
+	"03qTebWBnmivOT49imoVpkIQpiwt9bQnj1+tJniuq6ylSbTqJp5IcyrBxgGiqEnly61CrPy0zvGwSpNy",
+	"xH0pKu+d/f00Jc/DuIDEzFc3y0CwRl1vjPnb8S7M2ncwWlX0WO1C3sy+2yUolELJbuYcfDV0YnpDxORy",
+	"Su8975weaUU3qB11To7/3bkADfj9wbFWhae0Xy2G6y/rN1joqyj1EG7wc2MwruXT2f8Hm6J79h5cyjVN",
+	"MDpR1cUbCD6uRD/FKx/fjogPwUweLkEQhoVBqgDUYWA9/gWrcKQlkhW5phfeYdlUSWoxsSy9UuhJDxmD",
+	"mFbFMJKUDWOCiFlKgBKIPCPjfRRRqSgLlTPHYdTXCy0LP3t7j6ObldbuTJTG4DROYqwIGNh7MFrPYxvf",
+	"Sp1jXP0CJsEZcX6KjMFwKJG93wEa8RjcGYwjGXMVoJQpGhsJT6P/vvMsddlOUyvcEmF9OmijZ4MFOqe/",
+	"f+p86nw5Pbv68kvn/dlF58uHs4vjP89Oe5sBSrBUxl6Nu2y32QSXuTTjg5bfQFZZcu4O+ELLlynJfCVg",
+	"JV2ONq2r7d3PRoMssBPw4WGC5Gr8Ywr/CppCy4n1s5WF71hZNAD4vAS4Hwjpp8BpdJk76gRRqWAkAhc1",
+	"GnABfwRIcsTScZ8Iia4JSWwIQkSHVL3QhO+KJhTBATFS4ERPxZAw1UBnItKnqC9wzmOyy72PBpgKRqRE",
+	"OBRcyvwniUKutwTmR8uPlrQ1fbcYOwdTo4KAUERDeGHJLQiSxHhCZsQ1X/tBqdb1lUV0gpfZejr3zVWi",
+	"Rrrggg4pwzFcdQ8BPQth7veYR4x/1zuxomIZfm6X2VjeZuYBLqNx6wHuCTaw1Krh3NdVkqYv0ZSuVKn8",
+	"VK7whjCVy9dTKyPF3IyHK72MR6RSptU39Y+D46sv788uvnT+3Tm9MmF6+iqazIpb/R/FF5sViikgVsd1",
+	"E8/c/RW/JCaK7QH2rYpkFViz/h3hqo29khBgTYcNuzvgJQMuSmJ4a9pclmCliNAT/f9/HdT/xPV/mvV3",
+	"X+qf//UflUTcxHpV2T4n6D8vz05NbKZdE09VkqoGOuhLvaoxwUwirWI3nprlLutjnIP6GkliotbzTkep",
+	"gECPj7Iy7WbG9x4nMnHWiy0TS1uQHiCRgYiiP4PIJUsogqLE5Sx3/Qn6tXOllUbOvCQrxFk8MXcjplKh",
+	"mOAbIhFV+o48i0AWmVOeFdqQ4CF4IYFsCBJyEUm0MXNrm41MmF5AaE95RC5gvEprlF7XacEkNb1Ck0Ho",
+	"Qi4Y+TpjuVih3pYTI7Zy78DWnUfU7k18cW8fEBPdjghDPfMIZFDg32OEDdIuvIUew5xeeB4XaChxBkIT",
+	"fYeFIhEaCD62i9GQhRvmhcu516zscQmhS3bLJLLpcGUsWLhsO+oq9rfl2H1GYBzLX1O41B/ONTuvb9XN",
+	"pZClVMjyqjzpK4dqUCCnBbroaNxc8vwYduCc1j+PGbh8FTxL58Wn01Nj6Tw8+3h+0rnyLZ2BFwD0ueJa",
+	"QC5Lx/GJIoSylIOq+C4gjncLNmczFt1AVRvL8i3KSSBHB782kCZ4Ng5MEJQy+neqlVeGSDQkwAggbg4d",
+	"np0eHV8dn50aIjbGExRiISaop2lSDymOEhpeQ3hvX2AWjhpd9pFoHd/qrnp88hWHCm2EWJK6JExSRW/I",
+	"ZlCM0kzAHq3JuPnIJuqYGFxnNqAM4g4HdFhhQkBXVdHQJg5RZiKQRBsY7W6/0+vTm/QTOjYD/VqXFeLu",
+	"IV/WRDROFLHhvyXhORqSFe58ZOLrK/nM0qPoI1yoD5ghP39zVv6B4FhV6D/hiITXcrakU2XFL9/snMYv",
+	"8D3OVtcAdhXCpb5Y31kg0rVRpebrCzOAVkZ+yF676Pz+qXN5FaCri4PTy/dnFx+DHM0DdNQ5OfjvAIEq",
+	"c3D4QeNmUbfZR3CILlPIJo0qJ/mYhCPJjRlrKslIEA0CEiHFh0SNiFis7GkI2HdmnaWV3aZOVKtR40RV",
+	"M+VH0SUyVaAI6T9Gk4zg2KTIfXT66QSIGZARa+YTBNKbPl29r7+Ff0mQ2LFEn/71/v37I0P+wMrnTIgX",
+	"ncOzi6Mv/z44+dT58vHgv3p2QKoQ0YQuS+DSS84qASxWVZwOMi0iWs1REMnjGy3P6VcDM5FHgPUV0PNa",
+	"Yt1AB112g+OUIH5DxOL1a5KeaH2my3p33ZoJgNfLZaFmDd1aG911a/Cy/hty80I9od6jydQLULcGBT/I",
+	"LbxSy18yKgR8HWj4KvJVmY+6tft7G29ehtK3Qe7pEEDQ0Su4t2+Gj7HSXBZYGojqJJENs99rMjFba5iR",
+	"0MbtiMdkc9+dTZdNc88LJ67H9Jo4u34bzq7LFhxeYJJEx1howmBPICMQXZZfxecA82JFYhldZAnFQtOi",
+	"XKdwRHhp8uZJ6Y5yObzM7oQjObMF+flE8jGE9gXq8tNL7R6clxfYL387Pj9fQnQ/SxWIjFl9lSKo+qmQ",
+	"szjK6gEjIy5nEF39C6IMhZhxRkMca6V73EYxvyUCaVk6QIwjJTCNtRwb8VnpHCYd75wIE8xcXBxPC9lH",
+	"hj48KHipdJSws6rpAwvCVYKPzsox0WV2q3kpUloViTiR6HZEY5JlutsKNFklKJFCoLGxmYH2kTJG2bCB",
+	"evKaJj3NK4h0+YZg7KBqH/Xgg56ztkmE4zhzsWjYu4uoB3E6e+UVO7fRj+6D9xedTi2onV+c1YJa5/Sq",
+	"c3F+cXzZqf7WpnNNAeHi/SF6t7v3JhO3TLIaxJ0Wr7DLYrubIc/IquQDEkf1mNyQOEvCDxDB4chVQfnP",
+	"y7PTOgQdElEHFmISyJc0wXkKcwVNoUwqzMJqnXlKISgEqKuYzNErpvVjqYDBfro4dhqiPuJryqAWlN37",
+	"YqnVEnQz/1zfETifql2Elgsc8pRVUIkOcG9BYoIlQX0cXmuxwDqrvRV64MjSB1cKrIwxHa/HPh8SSkdl",
+	"glU4eo9pnIoqw7CJDDPGR4k4Q1dECwc4NjZtMGlq2RuMrjvVAHGzrKkFzHeePZabIMZSdZb2Pfi+/emN",
+	"yyUrdxk9RRPEKIPqw6y5dsArGl4vLBYGlDw7RJq5zZ5SeCs4gZ8r3IAubeLNRMXsnIMivahAIf8KBSUv",
+	"qs+MfTLh438JX+ZSs8cQNHPS+Dxypn8lKmNgD08Ojj+CTHl0fHl+cHX4YRUjscsXfJzw96n0wUf3Tn77",
+	"nLvFvlh9oX+f59/KPFtQwtESMk1enNP0QdRMDzabksFUMImZjwukZcKkNNlKRGx2wAX5qt5TYVl6hfWG",
+	"fLWLURzWk3kVtYxs8gXXWJad/YqOZzlvYQF7MDUEr0lwJyLGb9GGJleTwlKKXtvl7n6ZNDxWCmVFyiT8",
+	"to6sMJ8t+wmVj5VP8j1zMZefUiReHhymyUJuEvE4X/HEszP0DqyAKOV76yF0kaSsoqQ6cv4YnC9jDc/D",
+	"+C6JKphBHhZonJlKijThEMextX+P8QQNuYtcNXQBo4EmT/00vCYqMM9amna1ms1mtRRfaeOomjQhwmbA",
+	"mwnBq6dXCdWCEsLchM1Gs1mYdKHFpATo2XaPKnh/gov12PUDXvLwnzEP3yPzD8unXyX5/X7mnVozvffB",
+	"ebozE3RthqpL75pp9JCPZmONXNTrWip+oaD6QvYJIZ+rprqvGoNL5xd3r9PIengsSCF2g5LlMtFXMzbo",
+	"t42idGh964tFd82DDszKVjnOmeGuWblBSZhqA22/VJhFWETIgloiwm5IzBOC7vTAgRFIFR4nAZS2um8s",
+	"bzAoJUlWCkGF2vlFhdtckWmfj5NGPHAW9fYi3IoSin/Xc1AtgYePIbSUUft5ZJeK3Pm1les1a1hMmbOX",
+	"w29b0OLBQv03r9NVKDkxU+afn3pcgJ1ndMmQp5E5O32Uapgoi8KjEIp/xYVMk3zzGWesYEGhojcV3oFO",
+	"HvLqUsEwZIKVqiGsx6/MTk6wVB94KuauwgTZQJk9Y3NCtvgeWCBGPBXVq1rW4FzdYuKQM1tQwA8ChmYr",
+	"MWamcrasnnh2YbulBQ3rWKtgAJDtmZX6HEBtK3061UtZ18FJ/cp0emVB1lrD3p9spVNnuopamd3TRyHR",
+	"2aV/DuKsWSsJUy0Xa13HWoxMwdFqfo6jsb7RXqHPvObswfkxuiaTrLAjmGrMWIVqmib1hLIBryjjYkLV",
+	"h5DOemuwCWonOl9SA/2R5y5CVYW8rQ/E3Rwd/CoRH3QZROLsG3cU1N5lJHcVU2Uiuex8elvKpFqweJK7",
+	"q7vMj18FbIIOH6a4JlCajfcXnQ5qBej84gztBSh3F6PtJgoz1OyyHDc3G13WZc5faGJbUxYRgXpbOKFb",
+	"N60eYlBcundgq7RCJHgb/WKKwZqwIjgGE1jUa5vleudjFGcTRGkjyWcdWaB3DDWzcTgiEoDQZRoi/Jbl",
+	"rzeQWTI4pbWG3ptVprVnSve/2917s2lCjGIaElvx0WqbB4merL7daFpOlddavb29bWD4ucHFcMt+K7dO",
+	"jg87p5cd+Obeq99qDvHg/NgrrdGutRpN8x5PCMMJrbVrO41mY8fqt3DXLbi3rIgut6zARoncurN/T46j",
+	"+y1BpE1W89tf/VWFI+4z6GqDNjQYcw1gc2avKTfXWl1uPge1pDKE5SO+JoYnuJkgR5nx2wDwjEDRWWXa",
+	"jKQycGEEjNwiQZSYdFlCBOVRAx0riPWWqLgzyCfHrh2TsAGVNi9acX6NqOqyEDNT9dQEqiYEK3NBNA3F",
+	"TnaqXQC4ywJsqYXPdnN7TtnginLBuSq7U5AE9Eiv661Wfbt11XzXbjbbzeafJem9relvUe+sNftvyC5u",
+	"kvo7vPemvhvuDOpvo52w3hpsk51oN9zrv8aZZtFeJDLBkC283d8Jd6P6Hnk9qO/iVr/+NtyO6jtkd7CH",
+	"X/ffhG+hJoF+dw+3+tvhTlTfJXv63df63TdR/R1pDtw4BV2lXcNM3uoNoQ9XV+dor9mcVm5MM5OSMuhD",
+	"qNXMIZQrf56aljnklq6JPKWpVNdGdlc3cHcXtMPdZnPW+Nl12fLaPcEnrcWffCqVyN5t7iz+6L3f4Wa3",
+	"ubv4i6ydg/5g+93iD1xd/vugtrfM1o+93jJ7y+zBL8sNMkI6HmMxgbrOLIICpZaEQCVnTYbwEEoJOTJa",
+	"+6y/myKuDnlMncRZVc+ytwLE44gYL6G0Ac7ctEahwlZDA7m2SDtOqFQlpRP88ovods7nZnRqe6xWZJ+n",
+	"6FhzFTr212d/spUU4LwMXTlPpRLfspN4wbNvi2f6CvuC2is51SFSVqPdLP5/QYZUgiSNGRD/S2gd5Ar0",
+	"Kx5HJq+13MIil1q7TGP/Rq+CjfUC1Cur/r2gy3oVyn+vDYGaXCDJx2QzQDwxxm+bx6rldL9kpy84g2Ta",
+	"QB0cjnIiRCVUSCQRGnCt6roYQWds7LLM2igTEtKBxaw8YcbrutkzNRd7WZV2kIy7DAp1GO7pzLa2O8ZB",
+	"AZCMK1PgFGTt2xGXLnRYQq8Nm7Rhu6y5bk15aXjoRPDKCN6MKDiJQA+M0e72dpfZGMjeVirinp48F+ZB",
+	"M7HdVVx+wB+dXz6cnf32pXN6dH52fHp1CUkCcJLmFqGNVhP1J8hWm9ncz4veBDDnuyrxrLIcbR5d/AuP",
+	"JqtJZs6gt7Rd6XNZZ4ADbtgh9be2Y0PJKNauvR60wla416rvhK/79V2816+/678l9eagFW3jnf5uuLdC",
+	"R4y5hXlLNRY0n7ifov2t1SA1Q2z1hbL5wPxspcclhVdXn7RmEOPj4Lff34m3v/7233+Lq9v/+XR+9Pb4",
+	"5PzPY759gk/w5W1txXOZtpsaOfvpz2yqqOsCJhjkmVy2EOvPxhRbO0sxxRPXkGp3e3sZrug1E/wBWK9j",
+	"lAgjizPAKkrc9wEy79ZdrjveGwatEXKaVR/Bc1ngTKa0v5Iot0800AHLPIlOz867N43xBElF4xhpbnVD",
+	"puVkM08VES/Qp91ZK4xepMJvezUN2L3mj/NvY7BYxcp1Kp+slS/Kr0QtvCXN75uLffc8aUVm9IJ63xb1",
+	"fiVqBbwrmRqqJs1f2erkJkWow74kC/FM1UuZU175zCNAjNyWTCvOrgJWvC7byMpsZpWlA+vV3Awc45FZ",
+	"Sz7wcBoF6ZXMBgl5RBooq3MHb9umxPliINEecs0H3MttdrqLnf6/v1x0rjqnV8dnpz208caU8/Q0lyo9",
+	"xTMFHeXQWmALgs4R3uosbKjb1SzzUF7SZymMnw5XWXhTTArsEi9aj9+6lqbMuvTX56I3UtPDhxp3wW1a",
+	"2Q/ZFejyZJwXMvcMdidWTTOemNq5GmxeL9SZdE2vU5YMZN53xWIeRs6OAsRFBESoP0E0qrYbH3mTr2Iy",
+	"hgIQ1JTQfUrT8c9KI0rdLBaQh+yMXujDM9CHisbhPm3wn862R/8bxzTCTs01VYq0cAD9bCASA0vX/hi1",
+	"XOSBeW+6STrUu97d3i53S6+2W3rNTtYwWWatQmy1Mbj/pmTYX37xqrx4TN7b/gOJYx6guztTu6cBVWvv",
+	"7/MiNLWhIETlBCArDmWIpqUq7qWnN5ZNd5h8JttmuatQK3jWgwAddJmu+bWpQ/Pi3WZt9inP1e/4M01t",
+	"rYn0xcS5gokzawv0vVNxc7hWfCpR8pmEfIGotnXntziaa9+85AMnlDWQiRF15ktbAsZUeAFFEWGFXJK7",
+	"i0kKY4KFiULbd7ViprvFzzJ4lqj/i63zO7d1rnBHZ1g8L0f81sW+uddzScGFTlth45U0UkalGXTe3Wk+",
+	"N6/7mfnRVeHwXpDxWayfK2HialaBgrl9oV2gxGy2LOrKivDc1eadpa1cGq3EhMPS8Tg1RamcfuLXWnWx",
+	"1H1iOus48lIq0Z4XbsmrL3C2WGPJK4g/ieICfH4VxaDUKvmZtIJin8dlCeAiYpqFkm8/gIq5g5pBzPRF",
+	"suO/CNk/o5B9EEUIo7zR52NI1Rmh27qzf93PNJEaoYczUk2vcLEt9jIij096nljyeWJ8bj0+Pv+suPxD",
+	"SCaLsGw9aSS4m33etoCzqXBoSlpTiVozknxuCsy72gMwt+VnpWCUSxUr+UvyzyqdwbaBToKHlGEjdFc5",
+	"TPLk1+/VX1Lh3PXkMMjPfWzX7lRDm8XrABGSyoKSMxs0VfUH14RJsdmQ32jILMzrS7QBvZBtC5xel8HL",
+	"WZfRzTbCma/GxSNzBrYeNKCu94dIGcKx5F2GB8rmntken9K57BBnXhCecfBXgcTrCbgmFGzNav9krNGp",
+	"qlWel9ps0iVNZ7kNSSBab9nmUibSqbc5e4N2ovdcdFyVimyj032zf1IfYbHR0VwXoXd8G8WsITDzm6gV",
+	"vw/Y5gvjfgZPIvGZh2Pd3sNq+djDI6A8oPVXqu2drDI483vRDUq2wFdTRkC4HyaYSXbZdnPblUQzjD5T",
+	"3oWrdkxVRfaMlyveZVD4AP0BxIRNd5IPIHU2ITjr3AKNYqF+jqGssssKXWJzgmxS2TGK6GBAYBvwmcko",
+	"z4a6JpAqA52M3zXQb67blAu80luMCZYKbe9CqQpTni3PiquIryo3wF4kA+RZyIZnSDwAUQAyjE3DqGyt",
+	"xY65PiDQDDjsO1pdAgRVNoFG7/sy5AmJilsL5gAhY8Om1X9Ok0snWKDJK3X1N9T1gcacrEicy6qPcLHc",
+	"2fasmNZltaqnNPrOaqC+lBlpxeTvrOtibSfaDlv9Jq6/G7wl9d3oTVh/23+N63uDXeJ+q62TzjzdNLmC",
+	"W3Wyerc/GedpLsF5DjkbxNQUVHmAvej75m32ZAtcZx0GV+9n3avns7k0gRKZQbPZLOkWxaTK6f73vxxc",
+	"HX6wuYHQ0USztE2tHekvXY0SDHU6gXgrMobqnNBywsjtzqHGb1mX2Z5Ujg7lWZ6olzX675kB3Q80J6hQ",
+	"lKTLPC6MNBOGKcyCZBorIOKGAdoySxDhB/XmgJl0GUAOJVhKy3em+hFKBL2YEBcQLAg1K+K2yYIE65nq",
+	"MmiUBu0PzRK8doUKWrZyhW1jRNujhOZNgBvoQMMDQATpoEu3h8/2DqVdCu3h0UbPtW1vQ2Ox3uY+wjB0",
+	"vsycDdoBu8xsw4IC9t3PPeu7zXdOlNADDemNlmhuaUjcRYCXu8y+3VxGJDCd19fhcFZ1mMHrtBbj3Zzf",
+	"bNAODkm9VQumvvlV2GJLOYdsaQb84/BIAOhTMsoc4CuzTHcns+ql0zz088O5qLlKVazU5IFrvHBYhzZM",
+	"F1NYzmYVgXhhuz8p2y1a9/ppfP1A5luw0ixwtPi8/lVeRQmsWqYtvM2TKbZOp0qaSmV5/3RnMttrwq3V",
+	"lBhu7ea+7Tmetz7vmaa+RjHMe5yv1NPcVFPQnEHP/0q6bpK2U6Fetqn3lemKIGUsbEFoJION1mv0G/3F",
+	"z9MJTDdSotk7lFOgedkC3LeWGofHfsvfJE4l2mui//2/0I7+D9Qo6LKsehWwT/oPcQq0SFkVg/qVKF9f",
+	"XdOX5TctrfJmNbb/LLbyNrWubZ9Sk1dIVyn8VK3v5fGuWY/VVrDE6lp/1sqLMROYfxRDYOcE0NpleJ0d",
+	"Z0+X8QS/LWBFeG3wIJVNLHAtVs6+Pvcv9JxvPbFEME+tvPLt+C9WzWdwRy6h9a2cNOXViFvkBCxReVN3",
+	"Z/XIqOKUswKjDmF0ifB0HG4bmJ+r25lHj1GJslpAoG5o5ci0Ss7aM5k8UUGIKTJobKdmrtjV8rQxw11m",
+	"wn1J5Bn5DpiRBk0BBOemsTKgYSwjLBHjXnEhNCFq3y5t2nkDH23dWYrkwNqrLI4DP83hMavK4yuwh5y6",
+	"GVCuZLYyC7+wi61MCzBHYMon4TAkiXoxYH3/8f7mTj+COarKbzlTMD5APUW+KvNaXSpB8LjnhDNfWDbj",
+	"gLQLkm67y0DSbVh23guM5NtwmK4faOnO/Q7kAp7kb3RZ3g21R6N2z1Rilfr+sZDYwI3NAPVgevf7NWXR",
+	"pqFKvQgrrJ//5+XZ6SakoDElkXFX906wVHV4VD8+6ple8RDnaWIoBoKPtVxuDD6Jyk1ul1cXnYOPXjL7",
+	"ZqAhwozAjMGXFPLxmCq5b+RkAzpDIu3shb020AGoD4yRUOWmJMjIpxGI9oTekAiNKdjBGHjjL2FU4wOC",
+	"zkJlr4hpdU9El0kitIC9sbv9zpUHI2OAEgpjLknkllXc4vHRSadnrEU8NYxRw6uKZprFZDSz40rWr8az",
+	"9JnAp5ZnLZDtp25ngfDWaNRGu9tdZu4HKtzALoPLge66fv3Wbq3dXYpSd2tBVwvX8AGI1/DEVk3QDzPp",
+	"tFu77zKA2JTLP3MgVQuBEItgNvYiB37jOqkGY0tGgawRQ0Z6zYN15cGZUevEBduYu9DTOmMPKT5FgauC",
+	"W/hA0y+swMawD3JYz5b77WXR7WB44BFULATtUNMi+Bw+HWEwb6gsnmhCXPHofFkpUxQkrogTGYAX1qrv",
+	"rySK6YA0ugwqPppxwYUMxdwNXuK8gxgJ4AfTaaC0CtOVYSNTiU2rmUgvO3DdIINcMt00QzGeR/rILhtw",
+	"AXUd81ky4TOXI3MxNOuAQ6UjsV0Gvbgxyyu/b+y2diqrl+jzc/E+DzafWzsBThLBb3BcqNlsn5LoF31p",
+	"sTGnL6uE6oVdcb3GJ7FCP6gs9vRm9ekZn4Dda221HWala+aTWRu0ZqvcWAzTTPrFyvyTWZlNCWwrykAV",
+	"10y/ZKY31PqCtbXmzZCrz/EQKK/g6XBU5jEFW7JvPtaEOcFD0mUjHkdepVgwrvZy+3Or2XQ/blr/7g2O",
+	"UzCr2mK4OTlD/QmaaQgGSy/jxig9FPw2q6WkhdrFltpCfPEpwGRBfJEGDdiAZwXPuo4wOQWwZulae68Z",
+	"5J0BW4vaGP5owZMafBdwxIujJ/079LMRsBXJRXV1pBn49u2sfWCGWinaP4+Sk4WK2zY2JPNXMRds4GIH",
+	"vVhH5aL3xu0ssANttIzK67RYU7K/y+ChEYGKLi/rCTZr0ZIRtPkRKZPGheWWkOuhG9ia8wSJCc7VTexK",
+	"yZlgQpDRkC1m2WV9HF7zwcCubhZ9gcbCP1DqgoXaU2Qt+N31f94octNJWpHxYjro4cyLAv0M4eEe/FcR",
+	"q0qm+gWO+9sRESZUz0WOFLJgWCQb6IyFBBTg/CfQKTMjDVBKIFE0T14xHv+sbYBEu83d/VKeDQWlMmUg",
+	"SGmqUiplYsyXLtVmhjs7u9Jru7Ot8/iQp/r1ZlDLzmdunYoYa1U6b5K0TIanZSvvMY1ToZfbzB/O8SA3",
+	"d/9cq2fSko5kr2eS2VIhoDrzshwdX54fXB1+eCQn8lM5jPMLMkOJzTHthdA9RwJrDv+lZcjpQ8zIhLF6",
+	"FbPyZmSk5plza7QzWoIIz3ZDf0f7WOTkBkE1o/SGOaABB9XaSbVcoMOTg+OPnSPzljWUdlnRt021sHtD",
+	"hFcHRI+S0xP42s/SBVZhnexLu9bRlGfdBFWXXevOXw4At51ruQCrVr7uzK7ZZVfQvM/cbhOD5nnWgYzM",
+	"9IvPYVYP8YuvmsuRbefFLf7iFjdu8SWobxWF09cjSmOyWtZ99lWxuV11cv1lNsVLLeI5NGE5NHbAXKz3",
+	"ZWf0Igw9g9YnvUvvkDF/NqfDXcpkoayNsy7niKGpMwoFZ4h8TQSRkOorCDYFhLtM0TFB/3BG0EZPv9bJ",
+	"3uoFqKd//ZMz0tsEHyCBpIMe1du/wfElOCFlr8s2uIkzG6exoklMsu5u7lUkqVYo9aNPjH5FJOHhaNO2",
+	"tVM0vO6yrFG1SUEC1mzs/VmSkM1eghRjSdkwzoKmbdiIlSB6DnhXNLy2EePA+vVMWuhwv6NQq33SNPU0",
+	"QR5dlsSYeWTLzAqRIJtBFtMOjbElUTa1d8SF0pRNA6zLoP08ZDqpWwIJRVzTPAI/S7Sx22z6yVQDSuJo",
+	"c3bTOYfG6/hEi2dba9eaaAf9v/p/OZVkdDhSsSab/IaIGCfnPKahvqXymib6btrrUGvXOqngCdk6x4LK",
+	"71oRLILw0Yu2rUaIX+oO/7he0KyEsMzRsYpYzxWctu7cnwsqBkNdAEeBNO2QiHE05gLiUsAgnrdAy+x4",
+	"UuHJrCLABSryUgL4+y4BvOCOLaz6m10d10QP/Ew5D6qsezf7hjS/CSX07/zLzXsOo9zCa7eaV/cyo3Um",
+	"ZM/l9JcY4AizoTWngCgkTR42xNWRW1SWS02Oa2hq3DgB02bOmw/KAuq0CLyvH8G8ESAEFIsEDy6xuIJN",
+	"g0DjyNVyo/XAMn5bJal9glLSD5bUlkOe4iQryTLfHoO1mE4i+iLa/ABpxBFVjynYbCU4lWT1BKwyvahU",
+	"eislI1OCwoTVCiLTMYka6BynWkuE2nxQIiL7LLPrTuGx/oZ8T4wwsIt/sa1+50gEN+dRschc5G+HRmAF",
+	"aaArGl5LkzgTodsR1fhiwn0tGoEYyVlIgi6zReICTe1NBg7YQYz5Z7xvAqSoQkMOlh1TXTMTSMEe02UX",
+	"eqMGU7MlgV+GAm67eT1vzBTewhDfGeI6QvSCud97/3N9TiujLlisFrlC8hcBPUIcx0SgEIyHBG3gOM6y",
+	"P3A0pixw9aRsskVuyb0mk82lGjr+ka9t5WyyH7PbqtvwYj9HfhzfFit/lCaH2b3J2p7mD2f7IYxprOD3",
+	"M46HJMZajdMXG3EWT2Y1+8hO8BHSfg7CMUS3xhjC4y/OVrUVZ4t5yg4fOFT0hkAI2BKhYybo9wRL9YGn",
+	"Ar6iS5vKA5sC0N4LZsPIVh6JYOyFfZFWR80f2PL90xqybz2sq8T3Soa3dee5axaFmhadkXmr0hhbTgdX",
+	"0/xpUMK45MwTE6UQkUSNMkOmFykKIqKNh7eFLiABfMRTUWngLJKZtaJGLfpuPwh9W0+Ivm++GfoWIjBe",
+	"7LXP1Z9sLgavKgD+4Xli55hsPY6OXGsnU7EM8IZI10XB1mjToq21u1Y0r3Rdy6XiSUIqpFpj98zFPH3v",
+	"1xAULN50Tq86F+cXx5ed5RGitJJHN8E+M4nZbs6gMR6sliU1e49MauxUPzHJ+ekEDXCwlKIBE4O8D5U3",
+	"9O/1azJZpHeXCx/rT1CxL4YkoSBKVivRB+fHv+lZ1sNirdbm19/quvPx4CChvxE4Lht8iIXAk1lIobf1",
+	"wnqfQVk+OD8G4HtXObuZj8B2K9XsMtc1FxhBqW6TKmBtsS5X0u1mHz4C8XmE5QhBGiUXVazWKAfm9j+C",
+	"Mh7SVbVvc/+fubkmsM5m/w3ZxU1Sf4f33tR3w51B/W20E9Zbg22yE+2Ge/3XOA+eC6nmloIM6Ndauybj",
+	"6y+7g238LgQg3vBrP1nMHFzhtS/Xv2/fNP/8++249fVNstPfY+/C3W8SGhc5ijOTwgS54mZW/sJ5fxAV",
+	"nzk6VU2mVuG3W3fXZLIgaM0nUAfIXnvXhce1E3CagX6xgS70SxAIa4ruQ8dhXudJo8LFo8fzSNOiIDbz",
+	"wUsQ2zd3p2iwL7x8a/HIygaVdrpX0rpGKpLm4A4/aupfJdKsUyZyuoSFGa3LNkyaYIMySYTqBTZtsGE0",
+	"o/zfBj17QV4X0cTFQ9tClUpTxlCktqKPRBuF0pJBqdbiZl6mMugycGpCa12TqF0uCimn2ipCXTgqZ9dA",
+	"zE42q4H4CFUMd7Iqhj6QvCKGNn8SSg8uk1JXLleYJy6+1Cv8gesVVuBbETseo3hhmXatVNRzGYLDUwXl",
+	"qepgyJlNeSCLFXx1ZVLz4erq/MtF5/dPnUtTDdHY5UYkjpDigamKqrQApNCIS1VwResHmuUXvNVIuoxb",
+	"aI/kTwYiwozyNGd2KydmJ2sq4He1fiq0MtWa5WnbK0j+I9C8NJ9q2EEaIR/nmpA8J8KElYJBvtL+5Y94",
+	"v7oFoACAZQ0B5txfiMgzmALKmORwEbDCHoxHRMqouq614AHkYetOL22uKH+I41i6qo6wEWOlRzFnQyKA",
+	"iJjRSLTvIiy1zJcmluNjqYX/ARe2JL2pwZdVPiUskrNSVYoYsJyoP+Y3P6Oov73Mfb7BMY1+FTgZ/Rj6",
+	"gT6rKbQx/qOBLTULdPjJkKZSffCYWxthdHR6CZmjeXui7b0d0+gnQDHukxiyXGOi9PhBl0V0SJUM0Kv6",
+	"KxAhXn15FaDjo1Nbu4xQgb6yel1vcbyJuNDYcnyOcBQJIvUAWdVwlHCh9jWWGKQZZLm3+ocG+mjKZ6AQ",
+	"S1LX2gCTVNEb4phqheJj4Tlb76kqDZJWSBDvC469EMcx4ixYRpzQ71I2NK2bgKQMeV6TE9h0D2XxpGAh",
+	"6E1x3d4+wrZ9FHcdkDQtsqXwolTgfjwJAHCmQCksiwhX9sOvsmfKMrsl2JqeZ5+ufjn7dHr05cPZ5dXl",
+	"l48H/2VpeF4Mvsuo2mygs1TV+aAuwMsBBUNNl+0+trTfJB5rwrm7vR14Kb9dBoku1RWQ1TT5e6AR1hN9",
+	"qsSXpQ2F5TU9pdvzmcW1ZUFSEtLmCGVaJXbW9v/rzaY/ITu7JGpdXqZFuBHBsRr9M9tmlDWFbdqgfChD",
+	"IHhIpETQrkK6+upyH4UjEl5DznBEEsIiwsJJZUzUBzvvuniblRvi18tjkZm8MmQ3pjekYUBNwtTUoQN3",
+	"qid83xBGpC9bGyBaiEJu9LIAJQydc6mGgki0oYm4KzVlqvOPOQSBm5AzLelStWmLHO6jveYO4mpExC2V",
+	"JChUdsAUmjcl0DG/nyqIczGyALSgk4EpMK1ZoRW2TecRfYn4sPLELsy+1u7jBzfEtVgeQkFCfXhBTdmt",
+	"54f5uGcLG2h4qDdj0Yng/ZiM/1Wx+IgoTPUCNTzhoNvIbSOD+oZ5S2bBgXy46RXG2mvuBDVFFdgMT904",
+	"ucl3pFQi21tbMk5pSBoRuXErkluMq7p5fWl4nJtvq+PTcySFlhCmLzNcr/k4oEFJZyJB8cO7Wp9gQYQe",
+	"A8wScNGqaiuN8TVUKK8FtVTEFhTtra2YhzgG+fht820TbBt20il5mjAMhVVMuRQqIO4DFL5ySSZZIY5n",
+	"wnpdhjzRkq4gEWGK4tgfI/MmTI9wUKDHxuSVQEHnTMi3zUgrRFVvijKxrl4rlKLLy/D4+6bjcQrZxejG",
+	"9Er0R/c+qRjZdnelbBigWy3yQ4oUi1zFu2IYnTesV8hretQjb5kiZdUVgox24vKovaHzfJjpkS/pkOmz",
+	"Mv1G9DC3pD/i/NqHh20ZQQtQdu9VDKqpfMFQLtHGJdzc+qV+aHwGm/7ujZW2eiiNK8bA6zDH+9Jizv3n",
+	"+/8TAAD//3Nc2GkBLAEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
