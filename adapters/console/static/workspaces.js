@@ -10,7 +10,7 @@ import { current, every, view } from "./live.js";
 /** @typedef {import('./types.js').Definition} Definition */
 /** @typedef {import('./types.js').DefinitionPage} DefinitionPage */
 
-const POLL_MS = 1000;
+export const POLL_MS = 1000;
 
 /**
  * meter draws slots in use against the plan's limit.
