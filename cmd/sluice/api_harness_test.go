@@ -180,7 +180,8 @@ func (s *stack) httpClient(t *testing.T) *http.Client {
 }
 
 // dispatchAll runs dispatch batches until every PENDING item of the
-// database is DISPATCHED, or fails the test at the deadline.
+// database that is due (its notBefore passed) is DISPATCHED, or fails the
+// test at the deadline.
 func (s *stack) dispatchAll(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -189,7 +190,7 @@ func (s *stack) dispatchAll(t *testing.T) {
 			t.Fatalf("dispatching: %v", err)
 		}
 		var pending int
-		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE status IN ('PENDING', 'CLAIMED')").Scan(&pending); err != nil {
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE status IN ('PENDING', 'CLAIMED') AND available_at <= now()").Scan(&pending); err != nil {
 			t.Fatal(err)
 		}
 		if pending > 0 {
