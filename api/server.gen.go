@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -34,6 +35,13 @@ const (
 const (
 	CancelResponseStatusCANCELLED  CancelResponseStatus = "CANCELLED"
 	CancelResponseStatusCANCELLING CancelResponseStatus = "CANCELLING"
+)
+
+// Defines values for DeliveryStatus.
+const (
+	DeliveryDelivered DeliveryStatus = "DELIVERED"
+	DeliveryFailed    DeliveryStatus = "FAILED"
+	DeliveryPending   DeliveryStatus = "PENDING"
 )
 
 // Defines values for ExecutionStatus.
@@ -73,6 +81,13 @@ const (
 	QueueStatusDISPATCHED QueueStatus = "DISPATCHED"
 	QueueStatusFAILED     QueueStatus = "FAILED"
 	QueueStatusPENDING    QueueStatus = "PENDING"
+)
+
+// Defines values for WebhookEvent.
+const (
+	ExecutionCancelled WebhookEvent = "execution.cancelled"
+	ExecutionCompleted WebhookEvent = "execution.completed"
+	ExecutionFailed    WebhookEvent = "execution.failed"
 )
 
 // APIKey defines model for ApiKey.
@@ -140,6 +155,18 @@ type CreateVersionRequest struct {
 	Graph Graph `json:"graph"`
 }
 
+// CreateWebhookEndpointRequest defines model for CreateWebhookEndpointRequest.
+type CreateWebhookEndpointRequest struct {
+	Events []WebhookEvent `json:"events"`
+
+	// URL An https:// URL.
+	URL string `json:"url"`
+
+	// WorkflowDefinitionID Only this definition's executions.
+	WorkflowDefinitionID *openapi_types.UUID `json:"workflowDefinitionId,omitempty"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+}
+
 // CreateWorkspaceRequest defines model for CreateWorkspaceRequest.
 type CreateWorkspaceRequest struct {
 	Name string `json:"name"`
@@ -159,6 +186,19 @@ type CreatedAPIKey struct {
 	// Secret Shown once; store it now.
 	Secret      string             `json:"secret"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+}
+
+// CreatedWebhookEndpoint defines model for CreatedWebhookEndpoint.
+type CreatedWebhookEndpoint struct {
+	CreatedAt time.Time          `json:"createdAt"`
+	Events    []WebhookEvent     `json:"events"`
+	ID        openapi_types.UUID `json:"id"`
+
+	// Secret The whsec_ signing secret. Shown once; store it now.
+	Secret               string              `json:"secret"`
+	URL                  string              `json:"url"`
+	WorkflowDefinitionID *openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
 }
 
 // Definition defines model for Definition.
@@ -195,6 +235,9 @@ type DefinitionVersion struct {
 	Graph   Graph `json:"graph"`
 	Version int   `json:"version"`
 }
+
+// DeliveryStatus defines model for DeliveryStatus.
+type DeliveryStatus string
 
 // Edge defines model for Edge.
 type Edge struct {
@@ -504,6 +547,45 @@ type UpdateWorkspaceRequest struct {
 	Plan Plan `json:"plan"`
 }
 
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	Attempts    int                `json:"attempts"`
+	CreatedAt   time.Time          `json:"createdAt"`
+	DeliveredAt *time.Time         `json:"deliveredAt"`
+	EndpointID  openapi_types.UUID `json:"endpointId"`
+	Event       WebhookEvent       `json:"event"`
+	ExecutionID openapi_types.UUID `json:"executionId"`
+
+	// ID The webhook-id every attempt carries.
+	ID             openapi_types.UUID `json:"id"`
+	LastError      *string            `json:"lastError"`
+	LastStatusCode *int               `json:"lastStatusCode"`
+	NextAttemptAt  time.Time          `json:"nextAttemptAt"`
+
+	// Payload The body sent: the Standard Webhooks envelope {type, timestamp, data}.
+	Payload interface{}    `json:"payload"`
+	Status  DeliveryStatus `json:"status"`
+}
+
+// WebhookDeliveryPage defines model for WebhookDeliveryPage.
+type WebhookDeliveryPage struct {
+	Items      []WebhookDelivery `json:"items"`
+	NextCursor *string           `json:"nextCursor"`
+}
+
+// WebhookEndpoint defines model for WebhookEndpoint.
+type WebhookEndpoint struct {
+	CreatedAt            time.Time           `json:"createdAt"`
+	Events               []WebhookEvent      `json:"events"`
+	ID                   openapi_types.UUID  `json:"id"`
+	URL                  string              `json:"url"`
+	WorkflowDefinitionID *openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+}
+
+// WebhookEvent defines model for WebhookEvent.
+type WebhookEvent string
+
 // Workspace defines model for Workspace.
 type Workspace struct {
 	// Active Executions holding a slot now.
@@ -536,8 +618,14 @@ type Cursor = string
 // DefinitionID defines model for DefinitionId.
 type DefinitionID = openapi_types.UUID
 
+// EndpointID defines model for EndpointId.
+type EndpointID = openapi_types.UUID
+
 // ExecutionID defines model for ExecutionId.
 type ExecutionID = openapi_types.UUID
+
+// LastEventID defines model for LastEventId.
+type LastEventID = int64
 
 // Limit defines model for Limit.
 type Limit = int
@@ -560,6 +648,9 @@ type Forbidden = Problem
 // Internal RFC 9457 problem details.
 type Internal = Problem
 
+// InvalidField RFC 9457 problem details.
+type InvalidField = Problem
+
 // InvalidGraph RFC 9457 problem details.
 type InvalidGraph = Problem
 
@@ -577,6 +668,24 @@ type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// ListWebhookEndpointsParams defines parameters for ListWebhookEndpoints.
+type ListWebhookEndpointsParams struct {
+	// WorkspaceID The workspace.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+}
+
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	// Status Only deliveries with this status.
+	Status *DeliveryStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
 
 // ListDefinitionsParams defines parameters for ListDefinitions.
 type ListDefinitionsParams struct {
@@ -621,6 +730,12 @@ type ListExecutionsParams struct {
 type EnqueueExecutionParams struct {
 	// IdempotencyKey Makes the start safe to retry. The same key with the same body returns the original queue item; with a different body it is a 409. Scoped per workspace, kept for at least 24 hours.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// StreamExecutionEventsParams defines parameters for StreamExecutionEvents.
+type StreamExecutionEventsParams struct {
+	// LastEventID The id of the last event received; the stream resumes after it.
+	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
 }
 
 // ListExecutionNodesParams defines parameters for ListExecutionNodes.
@@ -668,6 +783,15 @@ type ListWorkspacesParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// StreamWorkspaceEventsParams defines parameters for StreamWorkspaceEvents.
+type StreamWorkspaceEventsParams struct {
+	// LastEventID The id of the last event received; the stream resumes after it.
+	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
+}
+
+// CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
+type CreateWebhookEndpointJSONRequestBody = CreateWebhookEndpointRequest
+
 // CreateDefinitionJSONRequestBody defines body for CreateDefinition for application/json ContentType.
 type CreateDefinitionJSONRequestBody = CreateDefinitionRequest
 
@@ -703,6 +827,24 @@ type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// Send a delivery again
+	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
+	ResendWebhookDelivery(w http.ResponseWriter, r *http.Request, deliveryID openapi_types.UUID)
+	// List a workspace's webhook endpoints
+	// (GET /api/v1/webhooks/endpoints)
+	ListWebhookEndpoints(w http.ResponseWriter, r *http.Request, params ListWebhookEndpointsParams)
+	// Register a completion webhook endpoint
+	// (POST /api/v1/webhooks/endpoints)
+	CreateWebhookEndpoint(w http.ResponseWriter, r *http.Request)
+	// Delete a webhook endpoint
+	// (DELETE /api/v1/webhooks/endpoints/{endpointId})
+	DeleteWebhookEndpoint(w http.ResponseWriter, r *http.Request, endpointID EndpointID)
+	// Get a webhook endpoint
+	// (GET /api/v1/webhooks/endpoints/{endpointId})
+	GetWebhookEndpoint(w http.ResponseWriter, r *http.Request, endpointID EndpointID)
+	// List an endpoint's deliveries
+	// (GET /api/v1/webhooks/endpoints/{endpointId}/deliveries)
+	ListWebhookDeliveries(w http.ResponseWriter, r *http.Request, endpointID EndpointID, params ListWebhookDeliveriesParams)
 	// List workflow definitions
 	// (GET /api/v1/workflow/definitions)
 	ListDefinitions(w http.ResponseWriter, r *http.Request, params ListDefinitionsParams)
@@ -736,6 +878,9 @@ type ServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
+	// Stream an execution's events
+	// (GET /api/v1/workflow/executions/{executionId}/events)
+	StreamExecutionEvents(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params StreamExecutionEventsParams)
 	// Send an event to a waiting node
 	// (POST /api/v1/workflow/executions/{executionId}/events)
 	SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
@@ -793,6 +938,9 @@ type ServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, keyID openapi_types.UUID)
+	// Stream a workspace's queue and run events
+	// (GET /api/v1/workspaces/{workspaceId}/events)
+	StreamWorkspaceEvents(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, params StreamWorkspaceEventsParams)
 	// List the workspace's outbound host limits
 	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
 	ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
@@ -818,6 +966,217 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// ResendWebhookDelivery operation middleware
+func (siw *ServerInterfaceWrapper) ResendWebhookDelivery(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "deliveryId" -------------
+	var deliveryID openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "deliveryId", r.PathValue("deliveryId"), &deliveryID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "deliveryId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResendWebhookDelivery(w, r, deliveryID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListWebhookEndpoints operation middleware
+func (siw *ServerInterfaceWrapper) ListWebhookEndpoints(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWebhookEndpointsParams
+
+	// ------------- Required query parameter "workspaceId" -------------
+
+	if paramValue := r.URL.Query().Get("workspaceId"); paramValue != "" {
+
+	} else {
+		siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "workspaceId"})
+		return
+	}
+
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListWebhookEndpoints(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateWebhookEndpoint operation middleware
+func (siw *ServerInterfaceWrapper) CreateWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateWebhookEndpoint(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteWebhookEndpoint operation middleware
+func (siw *ServerInterfaceWrapper) DeleteWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointID EndpointID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", r.PathValue("endpointId"), &endpointID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "endpointId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteWebhookEndpoint(w, r, endpointID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetWebhookEndpoint operation middleware
+func (siw *ServerInterfaceWrapper) GetWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointID EndpointID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", r.PathValue("endpointId"), &endpointID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "endpointId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWebhookEndpoint(w, r, endpointID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListWebhookDeliveries operation middleware
+func (siw *ServerInterfaceWrapper) ListWebhookDeliveries(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "endpointId" -------------
+	var endpointID EndpointID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpointId", r.PathValue("endpointId"), &endpointID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "endpointId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWebhookDeliveriesParams
+
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "status", r.URL.Query(), &params.Status)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "status", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListWebhookDeliveries(w, r, endpointID, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListDefinitions operation middleware
 func (siw *ServerInterfaceWrapper) ListDefinitions(w http.ResponseWriter, r *http.Request) {
@@ -1235,6 +1594,61 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamExecutionEvents operation middleware
+func (siw *ServerInterfaceWrapper) StreamExecutionEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StreamExecutionEventsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID LastEventID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamExecutionEvents(w, r, executionID, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1907,6 +2321,61 @@ func (siw *ServerInterfaceWrapper) RevokeAPIKey(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// StreamWorkspaceEvents operation middleware
+func (siw *ServerInterfaceWrapper) StreamWorkspaceEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StreamWorkspaceEventsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID LastEventID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamWorkspaceEvents(w, r, workspaceID, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListOutboundLimits operation middleware
 func (siw *ServerInterfaceWrapper) ListOutboundLimits(w http.ResponseWriter, r *http.Request) {
 
@@ -2166,6 +2635,12 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/deliveries/{deliveryId}/resend", wrapper.ResendWebhookDelivery)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.ListWebhookEndpoints)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.CreateWebhookEndpoint)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/webhooks/endpoints/{endpointId}", wrapper.DeleteWebhookEndpoint)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/webhooks/endpoints/{endpointId}", wrapper.GetWebhookEndpoint)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/webhooks/endpoints/{endpointId}/deliveries", wrapper.ListWebhookDeliveries)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/definitions", wrapper.ListDefinitions)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/definitions", wrapper.CreateDefinition)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}", wrapper.DeleteDefinition)
@@ -2177,6 +2652,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start-batch", wrapper.EnqueueExecutionBatch)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.StreamExecutionEvents)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.SendEvent)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
@@ -2196,6 +2672,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.ListAPIKeys)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateAPIKey)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/events", wrapper.StreamWorkspaceEvents)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits", wrapper.ListOutboundLimits)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.DeleteOutboundLimit)
 	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.SetOutboundLimit)
@@ -2212,6 +2689,8 @@ type ConflictApplicationProblemPlusJSONResponse Problem
 type ForbiddenApplicationProblemPlusJSONResponse Problem
 
 type InternalApplicationProblemPlusJSONResponse Problem
+
+type InvalidFieldApplicationProblemPlusJSONResponse Problem
 
 type InvalidGraphApplicationProblemPlusJSONResponse Problem
 
@@ -2237,6 +2716,604 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnavailableResponseHeaders
+}
+
+type ResendWebhookDeliveryRequestObject struct {
+	DeliveryID openapi_types.UUID `json:"deliveryId"`
+}
+
+type ResendWebhookDeliveryResponseObject interface {
+	VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error
+}
+
+type ResendWebhookDelivery202JSONResponse WebhookDelivery
+
+func (response ResendWebhookDelivery202JSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery400ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery401ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery403ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery404ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery429ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResendWebhookDelivery500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery500ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResendWebhookDelivery503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResendWebhookDelivery503ApplicationProblemPlusJSONResponse) VisitResendWebhookDeliveryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhookEndpointsRequestObject struct {
+	Params ListWebhookEndpointsParams
+}
+
+type ListWebhookEndpointsResponseObject interface {
+	VisitListWebhookEndpointsResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookEndpoints200JSONResponse []WebhookEndpoint
+
+func (response ListWebhookEndpoints200JSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints400ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints401ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints403ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints404ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints429ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhookEndpoints500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints500ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookEndpoints503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookEndpoints503ApplicationProblemPlusJSONResponse) VisitListWebhookEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateWebhookEndpointRequestObject struct {
+	Body *CreateWebhookEndpointJSONRequestBody
+}
+
+type CreateWebhookEndpointResponseObject interface {
+	VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type CreateWebhookEndpoint201JSONResponse CreatedWebhookEndpoint
+
+func (response CreateWebhookEndpoint201JSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint413ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint422ApplicationProblemPlusJSONResponse struct {
+	InvalidFieldApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint422ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint429ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateWebhookEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint500ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhookEndpoint503ApplicationProblemPlusJSONResponse) VisitCreateWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteWebhookEndpointRequestObject struct {
+	EndpointID EndpointID `json:"endpointId"`
+}
+
+type DeleteWebhookEndpointResponseObject interface {
+	VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type DeleteWebhookEndpoint204Response struct {
+}
+
+func (response DeleteWebhookEndpoint204Response) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint429ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponse) VisitDeleteWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetWebhookEndpointRequestObject struct {
+	EndpointID EndpointID `json:"endpointId"`
+}
+
+type GetWebhookEndpointResponseObject interface {
+	VisitGetWebhookEndpointResponse(w http.ResponseWriter) error
+}
+
+type GetWebhookEndpoint200JSONResponse WebhookEndpoint
+
+func (response GetWebhookEndpoint200JSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint400ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint401ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint403ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint404ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint429ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetWebhookEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint500ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhookEndpoint503ApplicationProblemPlusJSONResponse) VisitGetWebhookEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhookDeliveriesRequestObject struct {
+	EndpointID EndpointID `json:"endpointId"`
+	Params     ListWebhookDeliveriesParams
+}
+
+type ListWebhookDeliveriesResponseObject interface {
+	VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookDeliveries200JSONResponse WebhookDeliveryPage
+
+func (response ListWebhookDeliveries200JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries400ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries401ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries403ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries404ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries429ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhookDeliveries500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries500ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries503ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListDefinitionsRequestObject struct {
@@ -3389,6 +4466,113 @@ type CancelExecution503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelExecution503ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type StreamExecutionEventsRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Params      StreamExecutionEventsParams
+}
+
+type StreamExecutionEventsResponseObject interface {
+	VisitStreamExecutionEventsResponse(w http.ResponseWriter) error
+}
+
+type StreamExecutionEvents200TextEventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamExecutionEvents200TextEventStreamResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type StreamExecutionEvents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents400ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents401ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents403ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents404ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents429ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type StreamExecutionEvents500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents500ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamExecutionEvents503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamExecutionEvents503ApplicationProblemPlusJSONResponse) VisitStreamExecutionEventsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -5277,6 +6461,113 @@ func (response RevokeAPIKey503ApplicationProblemPlusJSONResponse) VisitRevokeAPI
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type StreamWorkspaceEventsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Params      StreamWorkspaceEventsParams
+}
+
+type StreamWorkspaceEventsResponseObject interface {
+	VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error
+}
+
+type StreamWorkspaceEvents200TextEventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamWorkspaceEvents200TextEventStreamResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type StreamWorkspaceEvents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents400ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents401ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents403ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents404ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents429ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type StreamWorkspaceEvents500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents500ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamWorkspaceEvents503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamWorkspaceEvents503ApplicationProblemPlusJSONResponse) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListOutboundLimitsRequestObject struct {
 	WorkspaceID WorkspaceID `json:"workspaceId"`
 }
@@ -5643,6 +6934,24 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// Send a delivery again
+	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
+	ResendWebhookDelivery(ctx context.Context, request ResendWebhookDeliveryRequestObject) (ResendWebhookDeliveryResponseObject, error)
+	// List a workspace's webhook endpoints
+	// (GET /api/v1/webhooks/endpoints)
+	ListWebhookEndpoints(ctx context.Context, request ListWebhookEndpointsRequestObject) (ListWebhookEndpointsResponseObject, error)
+	// Register a completion webhook endpoint
+	// (POST /api/v1/webhooks/endpoints)
+	CreateWebhookEndpoint(ctx context.Context, request CreateWebhookEndpointRequestObject) (CreateWebhookEndpointResponseObject, error)
+	// Delete a webhook endpoint
+	// (DELETE /api/v1/webhooks/endpoints/{endpointId})
+	DeleteWebhookEndpoint(ctx context.Context, request DeleteWebhookEndpointRequestObject) (DeleteWebhookEndpointResponseObject, error)
+	// Get a webhook endpoint
+	// (GET /api/v1/webhooks/endpoints/{endpointId})
+	GetWebhookEndpoint(ctx context.Context, request GetWebhookEndpointRequestObject) (GetWebhookEndpointResponseObject, error)
+	// List an endpoint's deliveries
+	// (GET /api/v1/webhooks/endpoints/{endpointId}/deliveries)
+	ListWebhookDeliveries(ctx context.Context, request ListWebhookDeliveriesRequestObject) (ListWebhookDeliveriesResponseObject, error)
 	// List workflow definitions
 	// (GET /api/v1/workflow/definitions)
 	ListDefinitions(ctx context.Context, request ListDefinitionsRequestObject) (ListDefinitionsResponseObject, error)
@@ -5676,6 +6985,9 @@ type StrictServerInterface interface {
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(ctx context.Context, request CancelExecutionRequestObject) (CancelExecutionResponseObject, error)
+	// Stream an execution's events
+	// (GET /api/v1/workflow/executions/{executionId}/events)
+	StreamExecutionEvents(ctx context.Context, request StreamExecutionEventsRequestObject) (StreamExecutionEventsResponseObject, error)
 	// Send an event to a waiting node
 	// (POST /api/v1/workflow/executions/{executionId}/events)
 	SendEvent(ctx context.Context, request SendEventRequestObject) (SendEventResponseObject, error)
@@ -5733,6 +7045,9 @@ type StrictServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
+	// Stream a workspace's queue and run events
+	// (GET /api/v1/workspaces/{workspaceId}/events)
+	StreamWorkspaceEvents(ctx context.Context, request StreamWorkspaceEventsRequestObject) (StreamWorkspaceEventsResponseObject, error)
 	// List the workspace's outbound host limits
 	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
 	ListOutboundLimits(ctx context.Context, request ListOutboundLimitsRequestObject) (ListOutboundLimitsResponseObject, error)
@@ -5777,6 +7092,168 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// ResendWebhookDelivery operation middleware
+func (sh *strictHandler) ResendWebhookDelivery(w http.ResponseWriter, r *http.Request, deliveryID openapi_types.UUID) {
+	var request ResendWebhookDeliveryRequestObject
+
+	request.DeliveryID = deliveryID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResendWebhookDelivery(ctx, request.(ResendWebhookDeliveryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResendWebhookDelivery")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResendWebhookDeliveryResponseObject); ok {
+		if err := validResponse.VisitResendWebhookDeliveryResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListWebhookEndpoints operation middleware
+func (sh *strictHandler) ListWebhookEndpoints(w http.ResponseWriter, r *http.Request, params ListWebhookEndpointsParams) {
+	var request ListWebhookEndpointsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookEndpoints(ctx, request.(ListWebhookEndpointsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookEndpoints")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListWebhookEndpointsResponseObject); ok {
+		if err := validResponse.VisitListWebhookEndpointsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateWebhookEndpoint operation middleware
+func (sh *strictHandler) CreateWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+	var request CreateWebhookEndpointRequestObject
+
+	var body CreateWebhookEndpointJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateWebhookEndpoint(ctx, request.(CreateWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateWebhookEndpoint")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateWebhookEndpointResponseObject); ok {
+		if err := validResponse.VisitCreateWebhookEndpointResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteWebhookEndpoint operation middleware
+func (sh *strictHandler) DeleteWebhookEndpoint(w http.ResponseWriter, r *http.Request, endpointID EndpointID) {
+	var request DeleteWebhookEndpointRequestObject
+
+	request.EndpointID = endpointID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWebhookEndpoint(ctx, request.(DeleteWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWebhookEndpoint")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteWebhookEndpointResponseObject); ok {
+		if err := validResponse.VisitDeleteWebhookEndpointResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetWebhookEndpoint operation middleware
+func (sh *strictHandler) GetWebhookEndpoint(w http.ResponseWriter, r *http.Request, endpointID EndpointID) {
+	var request GetWebhookEndpointRequestObject
+
+	request.EndpointID = endpointID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWebhookEndpoint(ctx, request.(GetWebhookEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWebhookEndpoint")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWebhookEndpointResponseObject); ok {
+		if err := validResponse.VisitGetWebhookEndpointResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListWebhookDeliveries operation middleware
+func (sh *strictHandler) ListWebhookDeliveries(w http.ResponseWriter, r *http.Request, endpointID EndpointID, params ListWebhookDeliveriesParams) {
+	var request ListWebhookDeliveriesRequestObject
+
+	request.EndpointID = endpointID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookDeliveries(ctx, request.(ListWebhookDeliveriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookDeliveries")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListWebhookDeliveriesResponseObject); ok {
+		if err := validResponse.VisitListWebhookDeliveriesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListDefinitions operation middleware
@@ -6083,6 +7560,33 @@ func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelExecutionResponseObject); ok {
 		if err := validResponse.VisitCancelExecutionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamExecutionEvents operation middleware
+func (sh *strictHandler) StreamExecutionEvents(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params StreamExecutionEventsParams) {
+	var request StreamExecutionEventsRequestObject
+
+	request.ExecutionID = executionID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamExecutionEvents(ctx, request.(StreamExecutionEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamExecutionEvents")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamExecutionEventsResponseObject); ok {
+		if err := validResponse.VisitStreamExecutionEventsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6624,6 +8128,33 @@ func (sh *strictHandler) RevokeAPIKey(w http.ResponseWriter, r *http.Request, wo
 	}
 }
 
+// StreamWorkspaceEvents operation middleware
+func (sh *strictHandler) StreamWorkspaceEvents(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, params StreamWorkspaceEventsParams) {
+	var request StreamWorkspaceEventsRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamWorkspaceEvents(ctx, request.(StreamWorkspaceEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamWorkspaceEvents")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamWorkspaceEventsResponseObject); ok {
+		if err := validResponse.VisitStreamWorkspaceEventsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListOutboundLimits operation middleware
 func (sh *strictHandler) ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
 	var request ListOutboundLimitsRequestObject
@@ -6762,187 +8293,224 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9/VIbubfgq6i8tyqwv7ax+cgk8M8yCUm4kwAD5Dd3Z5yN5e5jW5e25JHUEA/Fc+wD",
-	"7Ytt6UjqVtvtL0xCkqLurfkR6FYfHel8f93WYjEcCQ5cq9r+bW1EJR2CBon/epVJJaT5KQEVSzbSTPDa",
-	"fu1yAKTD4Yu2D3SI6BE9ADKScM1EpsiI9qFRi2rMPP13BnJci2qcDqG2X4vtolFNxQMYUrP6kH55D7yv",
-	"B7X97WYzqunxyDyptGS8X7u7i2qvocc4M58/TqrhuRHyqpeKG5Lkjz5ThCU5GCOqBwUUSbhgVJPwd8Yk",
-	"JLV9LTMIYesJOaS6tl/LMmaenIbt6AvE2TzQwD8wDyAIVlkPnvdsyPQ0JGe0D0Sxf2YeTIrvhd9KoEez",
-	"VNf295qROSQ2zIbuiIaM23+1chAY19AHiTBcxANIshRmoUS5v8/DiCrWWA8hfwh5pUY0hnl3Bx+YB85N",
-	"sMo68NyZl9VIcAVIZL/S5Bz+zkDhmcWCa+D4Ix2NUhZTA+fWSIpuCsN//bcyQN/W4AsdjlKw29GUpbV9",
-	"BAmUJl2RjMmAKkI5ASmR1vB/VW3/r9vaEJSifQPSMDNPA6HEgYob3q9thVu9+xTVlKY6U7X9XSROps2H",
-	"a8f8mqYsIe6zxU4HWo/U/taWSjMWQyOBaw++2mL2pbp/6S7E3H9I6NX2a/9jq+BJW/avauvMrmDxN32C",
-	"fu9MkSFNzRFAQoQkXQn0SiFzsis1zCdfCd5LWbwuwo8TGI6EBh6P67/BmNxQRTIFCblhekAoSVivBxK4",
-	"PZJaiMeXBR5zYJZDYPDN2L/50Fj0Cyu7E41/UiKTSCFmF4B4fCNklyUJ8DURaT5QMGTShVTwviJaEMqF",
-	"HoAsKLSExZ0CiwUoS6Gxlz/+ULjT4go4GdIx4UITLbLYII6pHHOIsWOuQXKarokw5pbJ6dvjZK9MoRNP",
-	"LUWgDsCHwMuFGIIeMN4nPcpSQ5HckiLIa5AH7mK5OzegvA+JwZ55w2ELucVbSUeDNTG2TfwWZ3HDjF9x",
-	"ccMJFwmQdu1LuxZwxL4BYQuSPqit5pYWtbsofDcexynsE0rq7azZ3AHSzX+iU6uYD6gyX93enuar+PBq",
-	"XNW+8lA3GlczHNVcaEosVK8P3x4QuAY59gg1T6RMac/3mDb6nx7gCZ4I/UZkPFnz9CqUO/KCNpMd+gvU",
-	"t3u73fpu/LxVf0lfQH2v+zz+JXkBL3vNFoLeQwBCvrFbYPskeGAJTHOh6/bxh8DyiSDK8IkSi7gU4j2V",
-	"fXhIbQC+xACJIq3m7ou9X56T7liDClHSCljpGR2ngiZEC0FShGQp1Ggh6vbxh7qACLq5XWZVSfSAhuyD",
-	"0DiGkVYeaR8oH6+Js78zoalDFiT7hGoyFEqTVrPZJCPgiWFlf2eQAWHaspKChAOR/ntpneXQh9+u5+88",
-	"tEi/EVmakBFViggO3mALFV8EQJENv08h21xpISEJtxwFJFj6B7kGqewvkcGREcg2Rx4S5eq+2oyMVlb6",
-	"tDlh5b7poFWkR5X2R24YiqQa2lxI1GvNxRxSPiaMk17K+gNtTkrwGBrkxIoP1MUc9JTnUqXNaSqBJmP/",
-	"Nyd1GqRzDlqO64c9DbJjQdLkZgASyA1l2iw5gHSk9tvcQG8xkkjKuCJUFSaeIgYhahDhZ1HAUW2OocfS",
-	"VDXaRj8ZAE2chR18ddo0uYBY8AT1IAMD6UJPSLAkQIfF2Rqlw5xso2xUz7PQzGX5yGmmB0Kyf2Bd/jxk",
-	"ShkUdYFKc2xGFypx3FZBHKXPLkUaWfjGA/FdBBEvI3Wqmx5QtB+8HiAkkXAtriBBDvOR02vKUtpN4QG0",
-	"XcfCmCLdTI0PiJZjQvuUcaIGQup0XNLpAuZ8AfKaxUCyAJxlkZi/8FDMpdiFIUmzE3NXNb2CkmrHxc0+",
-	"4YIkVNMuVdDmseAcYmQbsbnJPQmA2gOzHL5rRKxRKCjTZZpOBIeDNi/wRQ3tlMn3YahMjs038SMrEVaO",
-	"XPz04Yj9BiiXRlKMQGpmrf5YAtWQHOqSyyChGuqaDWHabxDVWLKEe8G7K26n/zAyTOhLtQekx6TVwSWN",
-	"NUjlBYSCWIKO8FghTckVjBWhIyp1o+rbjmDm7IpnqaMh6zeZWuKm7KxZ7N0pPDF/1fCRsqMG0ZFvPgoQ",
-	"H4L7KV9ZdP8brEn9ivIY0nPnq5k+wiXPw5PxbQ24uTV/1V4dnrw6ev/+6HUt8j8fn7wNYJi3O7dcJcC4",
-	"NXvjApcSTRKU0DQ9C+Dv0VRBNLElf3cmHbJDxv2/W4ugxDVmg1d4cu8HYt8bg/P41ltvCN1rQ2tewsr7",
-	"Z8GejRbvML0fUmIp+NGXkQSlmBU8ZRJ/w64NjUOaKLIxZDzTQAYikySh47ro1YeC6wGx/3W/ugG4stqa",
-	"Yl+sZaccp0Rm4WSn/455zpgyVJH/lVCWjhvk6AuNdTr2+mYZRlSP0NlwTVPHgg1LWfGgGB9lc5BV4jEO",
-	"5VHtS70v6u6Xkt4YWd04pzcfnDkfPFBnw5GQuiAN/3xh1AOPhdFdt/DXdwhTaVfu+lmRsdN6vr29u8iB",
-	"fu97K65BpnR0JlIWjxcRyWnpYSMgaKYgKTn+3W1zH+oKkQLlVpgwIZkel57eDqIEu4u2aATCn4JDaYXa",
-	"x8tXtSpV4/jw5JCYV8g/5j4Z2WQuFIHiRqGvjZpbNXGRnu8uRfC9VNxMxpkWcvcH5BSVMESL+Om/rdn1",
-	"9ZnpBOyLGFoedPmGkiiqjVLKFyq15plKqeXen72ppFDnaJqe9tCFOO9b7vm7aFJ5sIpVhTY6QNuDx3Bg",
-	"bVTCUIFuLLxMbsVp4D+V4qcPoorGmZTAtbt7gbYZ0Pdqgnpd5TYbJatu4itpmhO48Ygoa54FuFWXrTit",
-	"M9qv0jzR+RT+MA/Hwdnf5R+jUlJk+kUYH8luvno+iQTnBAvWmL+d4MKsfQeTVVn1ahfyevbdnsDCRCrB",
-	"9ZyDr8LOUVJ1xD0phpUXXYvKX98MIIQ1l9QTsOKyuEglKBz9Wr9SHQ+ONQxX5NlBbNIxyTJvO7SB2M5E",
-	"3LRDrKlulERKFOP9FAhYUCIyAomexwOSMKUZj7V3FFDSNYBOao17ew+jNU7A7p0n1hQejlKqAV1/HVyt",
-	"EzDob6VocqF/RWdFtU1vsIYuDUXOjk5eH5+8jchApOho5YKoVOiIZFyz1AYqDaEdeJ93m+80jSmgCDWn",
-	"QzY6F+8/Hr86+nx08vvHo49Hn09OLz//evTm9Pzo87vT8+M/T086mxEZUaWtJ422+W6zScxulF0f7Y8G",
-	"cWqcd8TiG0yRJIPci4v+m+W4wLp66N1sMsjzepAe7qfGrMapp+jvDjdybN9tNZ0C5P89zcy/YzXWIuDT",
-	"Eui+J6a/Bk2TiyKEIEFnkkOCwTPSExJ/iIgShGfDLkhFrgBGLjiasD7TTzzhu+IJZXS0MFlIKE0y2Qeu",
-	"G+RUJuYUzQUuZEx+uQ9IjzLJQSlCYymUKv6kSCzMltAx4uTRklbwd0uxcyg1KSkIZTLEB5bcgoRRSscw",
-	"IynvKsyock75PB0J418uBnNgrxKz2oWQrM84TfGqBwQY+C4Kj+w8Zvy72cmFfXQSf36X+VrBZuYhLudx",
-	"6yHuK2xgKajx3Nc1R6Yv0ZRVUmlmVEJ4DVy/hpRdg7T3qAwZlFNz729ecpFApU5rbuofh8eXn9+cnn8+",
-	"+vfRyaVNIDJXEQx05Mb8R4vFBnw5A9hZk/7DM3d/KS7A5tfcw7tSkauMMJu/E1q1sWcKswNZv+F2h7Kk",
-	"J+SEGt6adtaMqNYgzYf+z1+H9T9p/Z9m/eXn+qd//UclE7dZKBVWBB+T/7w4PbHpYw4mkelRphvksKsM",
-	"VEOgXBFjzDa+tshdNvoxh/QNkaSg14ubJZnEEPQHVVqDcf18d/b7gSSySYKLfQBL+2ruoZGhimJew5wK",
-	"xyiissbVINZH1h2Tt0eXxmgUPMixJ4KnY3s3UqY0SYFegyJMmzvyKApZYk95VtB1RPsYH0G2ISEWMlFk",
-	"Y+bWNhu5Mr2A0Z6IBM5xvUq/j4HrpOT8mYbQ1mr4YDCHLzPApZp0trwasVUkw2zdBkztzmY+dg6QMMnN",
-	"ADjp2F+hDorye0ioJdqFtzAQmNOAFxlLlhPnKLR5QVRqSEhPiqEDxmAWb1iQyOMfc7rHBSZVuC1DQqx6",
-	"P0kFC8F2q67i6VpO3OcMxov8NZVL8+JcB+/6/tNCC1nKhJyEKtC+CqxGJXZa4ouex81lzw/hcS14/eM4",
-	"XCevQpB7cP7x5OT45G0tqr06/XD2/ugSsxDeHB6X0hGOXldkI0S1N8ZaO/JyooyhPBm6KvMEmePtgs25",
-	"chu/UNXG8kzwCZWAvD582yCG4bkMFQkk4+zvzBivnEDSBxQEmNFDXp2evD6+PD49sUxsSMckplKOScfw",
-	"pA7RgoxYfIWJh11JeTxotPkHMDa+s13N+vCFxppsxFRBXQFXTLNr2IzK+WMj9PwaNm5fktAz9ozNDvRu",
-	"A8YxI6rH+hUuBHJZladpM6RUrgIpskHJ7vZLA5/ZZJhqvhmZx9q8lBGMxV4212qswSUmTijPSR9WuPOJ",
-	"zfytlDNLr2KOcKE9YJf89M1F+Tugqa6wf+IBxFdqtqZT5cWfvNkFj18Q5ZttriHuKpRLc7G+sxSJK2tK",
-	"zbcXZiBtkvjfXV6efT4/+v3j0cVlRC7PD08u3pyef4gKMo/I66P3h/87ImjKHL56Z2izbNscEDxEX8Pg",
-	"Kp6013xsKYQS1o01Vf4gwaAAEqJFH/QA5GJjz2DAPTPrLJ3uNnWixowajnS1UH4QWyI3BcqY/mMwzhmO",
-	"q+g5ICcf3yMzQzbi3HwSsPDi4+Wb+gv8l0KNnSry8V9v3rx5bdkfevm8C/H86NXp+evP/z58//Ho84fD",
-	"/+q4BZkmYBhdXlpiQM7LWBebKt4GmVYRneUoQYn02uhz5tHIfihgwOYKmO86Zt0gh21+TdMMiLgGuRh+",
-	"w9JHxp5p885tu2ZTcw24PDaioV3bJ7ftGj5sfsaqodh80OzR1hBFpF3D0mq4wUdqxUPWhMC3I4NfDV+0",
-	"faldu7tzmbCTWPo2xD2dnIQ2eoX0Dt3wKdVGyqJIQ1UdRqph93sFY7u1hl2JbNwMRAqbB/5s2nxaep57",
-	"dT1lV+D9+vt4dm2+4PAQo5QMqTSMwZ1AziDavLiKj4HmxYbEMrbIEoaF4UWFTeGZ8NLsLdDSPefydJnf",
-	"Cc9yZivy85nkQyjtC8zlr6+1B3heXmG/+O347GwJ1f0006gy5s0ByqjqZlLNkiirp2YMhJrBdM1fCOMk",
-	"plxwFtPUGN3DfZKKG5DE6NIR4YJoSVlq9NhEzEo0t4VCZyBtmmUZOJGV6iIsf7hXmtDEUeLOqj4fORSu",
-	"kuZzOpmtOSlujSwl2pgiiQBFbgYshbyW3bVPyHtuyAxTIK3PDK2PjHPG+w3SUVds1DGyApSvhEJnB9MH",
-	"pIMvdLy3TRGapnmIxeDeX0SziLfZK6/Ymcu98y+8OT86qkW1s/PTWlQ7Ork8Oj87P744qn7XFZpMIeH8",
-	"zSvycnfvl1zdsmU0mCtcvsK+vuZ2hj6jqtKiIU3qKVxDmpcHRwRoPPAl/P95cXpSHwlM6a2jCLGlrUu6",
-	"4AKDuYKnMK405XG1zTxlEJRSZ3UKc+yKaftYaRSwH8+PvYVojviK8cToN27vi7VWx9Dt9+fGjjD4VB0i",
-	"dFLglch4BZc4QuktIQWqgHRpfGXUAhesDiAM0JEXNq2UwphSNlxPfN4naY2pEdXx4A1laSarHMNvbKU8",
-	"ykFFBCeXYJQDmlqfNro0je6NTtedaoT4r6xpBcwPnj1UmCClSh8tHXsIY/vTG1dLtp2xdophiEmO1ft5",
-	"c92Clyy+WtjpBjl5fogsD5t9TeWtFAR+rHQDtrSLN1cV83OOyvyigoTCKxRNRFFDYRyyiZD+J+hlLjd7",
-	"CEWzYI2Po2eGVyIQ147FGk3y/eHxB9QpXx9fnB1evnq3ipPYVzI9TKL5VGHTg0cnv3010OJYrLnQv8+L",
-	"b+WRLfOkZ2SGvfig6b24mVlsNifDT+FH7PeEJEYnHE18bCUmNjvhAr7oN0w6kV7hvYEvDhgtEJ48qmh0",
-	"ZFvJtAZY7uuXbDgreIsA7OGnMXlNYTiRcHFDNgy7GpdAKUdtl7v7k6zhoYq7Koq58G/r6ArzxXJY6vVQ",
-	"lRvfsxTzlSBl5hXgYZotFC6RQPKVTzw/w+DASoQyeW8Dgi6zlFWMVM/OH0Ly5aLhcQTfBeiSG+R+ica5",
-	"q6TME17RNHX+7yEdk77wmauWL1DSM+ypm8VXoCP7u5bhXa1ms1mtxVf6OKo+OgLpanPtBzGqZ6DEPiYj",
-	"4P6DzUazWfroQo/JBKJn+z2q8P0RL9ZDVzY/VQg/YoVwwObvV+m7Slnu3cw7tWZx6b2rRGeWh+YAVbg7",
-	"Ys2uK5wyR0Wmkc/Ap5iAP1HuuZ4r1obp3lOl34lMzoXCxjax74pV9YnrxoKK30BkshqqZe386ra0rwR3",
-	"FZNh7hV2E04pJzRNxY2q/vDsTidLn6/zZ1awViyyyXs/9bDZgTmdalDW9SuzsFWJgSzK2/G6+5NDOnWm",
-	"q0jz/J4+hDgvLv1jyPO7qKYgzgw7MiLGKeq2A1W1yk6TobnRQeenognZ4dkxuYJx3ukHNWS7Vqm9ks34",
-	"ZbwnKmq3bYZgH6uIbiw1YTMd78JrkD+KkhEsGy36VmO48/XhW0VEr80xAHpgvYDYjI1D4aFn2gbQ3ffM",
-	"trTNcOXpuIgStHmYNoTUhF2Bbbcl5DQbb86PjkgrImfnp2QvIoWXnmw3SZyTZpsXtLnZaPM2925am1KU",
-	"8QQk6WzREdu6bnUIx26DnUPXtgsT8PbJr7Y7mI3m4jHYeG5n34IbnI/VV2zuikvgm3VkkdkxNlGk8QAU",
-	"IqHNDUbEDS8ebxALMsYCjGLUmdW3q0M2fNRh00Z2UxaDawHkhPzhyHysvt1oGpKTadB86+bmpkHxzw0h",
-	"+1vuXbX1/vjV0cnFEb5zFzT0sod4eHYc1A7v11qNpn1OjIDTEavt13YazcaOUyvwrjt0F4m3QWs+7O5Q",
-	"1WDgPVNahXh8psKWfuUMjgQw/mpQn4DE2jfXINtwDeotL1z0dfDxqNRI/q+5Pbcx6s9s3VRVW/KH6rsd",
-	"VTOzAtAtGxtd4kHHk+4+TbTy3m425/SGq+gJ59jsX5/K/NJwy6V7tE00C6ho1XaYJ20HB41N7XYtwFXL",
-	"5xvbChqU4yutxa98nOjYt9vcWfzSm7An825zd/EbeXdZ88L2y8Uv+Dahd1Ftb5mtHwfdkPeW2UPYJRAl",
-	"VDYcUjl2JFI1pMAQi6Z9Ve4koGqfjB5TGUf/N01ZQm22lU9NM+IA24WgHKDKd+MkLc/37HPTPXuxyHF3",
-	"e3uyee8kiU927yqi4L+KZLzatc87MbgUU7z/Nk/0rzBjscgYKlotv4M0FRG5vbUJWw0sVbq7KzKPan0J",
-	"EHRTzzMCbScUx1X8QyWPUO15rxW34r1WfSd+3q3v0r1u/WX3BdSbvVayTXe6u/HeCh0oZzU8mygaMozs",
-	"boqTtFZDaWAa1Lab28/rrVZ9u3XZau43zf//Od2YxBhcj3kQxmyoLdPEuTZ1aIG2PWuzX/Ncw4Yq09zW",
-	"dQr66fhra2cp/vret4De3d5ehsEGHd5/AC5uD9epTxOcfCYjv4vmqmpbt2EHmTvL8I3eVWFhiJ5XyhrE",
-	"Wqi+Zt7l/di0HswQIFQTH9n0+SxxClRaHfjAJwhNNy+e5v6v8ZsT3L/Er3anobUvJU+axre9oxbtK97R",
-	"qNpauBgYy3RiPkeuKXjHjVM2nimrZUxfn7eg592d5mPLup9ZHl2WDu+JGL8tMb4FvTIlTtjOC4zRUuwR",
-	"NasVhM2W79o/Ofxt5e/OslYurFVCCYcbwobDzGYievskLLDxnpwu2HYqnr1M1OUW2TpFyF3wxRZLUTb6",
-	"VQyXT3crGgYTnTsfySoot9FblgEuYqa5I2v7HlzMH9QMZmYuklv/Scn+GZXswyQhlBR9FB9Cq84Z3dat",
-	"++lupovUKj2CQzW/ouURk8uoPCHr+cqaz1em59bD0/PPSss/hGayiMrW00ai29nn7ar2bFq7rWNkirRm",
-	"TN+8Lgnv6gjA3D6PlYpRoVWsFC8pXouMNAKbgql89ajrmjKifcapVbqrAiZF6P17jZeUoTjl6TjUwzA7",
-	"gNl5kJmaBU7RomMprjHVxWQxHKhCMlUycmajpirpfE2clDvMhN1lLGBBM5oNbIDr+p502hwfzltLbu4T",
-	"msdq/PAxwdHXQ3rMN3yQGSc0VaLN7fAbG/3Fxo7Kh+yI4MTVTxqEYBizCiVBI7g1seAKFcOTcU6nqv5o",
-	"QWKFDdbadmIbCniCIYzlOgrhW6qzOXuD7kNvhMR2aaWNTjdL/kljhOXuNnNDhMHxbZjzExm2CWHSuvmV",
-	"G6dWNH/afBLcjxBJhFB4eNEd/LJaPw7oCDkPWv2VZvtRXg7KwwZkvQlf4LMpJyDeD8rVDRbkbze3fR6s",
-	"FfS58S59iRvTthVYeShgkanS5ph2Rf5AZsKn24dHhLpOO/nUKjp00yMtZ1V2aF/eGrRgyDaRZnJUs8tn",
-	"yZe6ApxDie1rXzbIb77FEHZ2wNQw7DOnNNnexUQ5m5Nb5J4gdyprAJNdjxfpAB/olYv4WpmhaA9VAQla",
-	"jm2XoBzWcpvUEBFkBh4OqmdWm8MxGye474tYjCApby2ag4RcDNv+7gVPnjjB8nS1VVq5W+56T2dOnhns",
-	"c3oSWs5x3Z5VabCsVfU1nb6zumYv5UbaXg1Teau92k6yHbe6TVp/2XsB9d3kl7j+ovuc1vd6u+D/Fowu",
-	"zIvKVt1W0Cm3Qlod5UVOP5nkaS4heV4FU9/v4S/6vmWbO9mS1FlHwNW7ecvi+WIuG2FdRNRsNidsC8FL",
-	"wa+ppue/Hl6+eoddY9oc21gYkbZprCPzps+QpFicAXZ4/hBLMrDPgNXbfUBN3PA2d42IPB+KiBjZvHbS",
-	"ybu7d+yC/g/B5A1MiWzzQAoTI4TxExYglaU6H6sR+SRvzPAjChuhXw6gzRFzOFfWyZ2KYcHYgIcIaUeE",
-	"a0LTdN/2dULvmW5z7I6FPe8sCEGPOjtHV2gahSN6jbzJixjJocEHomgg1Ao9wfO9Y2JpqSc42ej4Xt37",
-	"2E2qs3lAKC5dgFmIQbdgm9ttOFTgvrtFZH23+dKrEmahPrs2Gs0Ni8FfBHy4zd3TzWVUAttuex0J50yH",
-	"GbLOWDGTM1tqfUljqLdq0dQ7b6VL9S4kZMsI4B9HRpYGeXwNQVkgfGWRWTTDdyUr0zL00/2lqL1KVaIU",
-	"kwORLjzVkQ3buhLB2axiEE9i9ycVu2XvXjdLr+4pfEtemgWBllDWP/PuxMh6tWwvcDdJvdwvm2ll6ySK",
-	"ptneZbbXxFtrODHe2s0D12i66HfdsZ1crWFYNLZeqZF1gxxRw9Pt958p30LQtaczYNtqg9xWRC1jYd85",
-	"qxlstJ6T39ivpDsmbojJZmRbUIIR70a8oW3m9ky7zlPj6Tjs8zpKM0X2muT//V+yY/6jB1RHbX4zoBqu",
-	"vaXL/gFvQMuMVwmot6BDe3XNWFbYqbIqmtXY/rPcv9kWOLrmlDxLU5e006Lb3Z14N6nvwfNefZe2uvUX",
-	"8XZS34Hd3h593v0lfpFUyDNn7xX5rnljzVa0BHStP2uTwNgP2H+UU2DnJNA6MIJ2frM/l8uEsBdcRXpt",
-	"dC+TTS4ILVZ+fX3pX2o03vrKGsE8s/Iy9OM/eTUfIRy5hNW3akDyKOgHtCgIOMHlYxwAv3pmVPmTsxKj",
-	"7Hh5Reh0Hu4+Cj9fNVhkjzFFLEypayFujCPbHzfvyYNipycBK0GULVkl9lupryR0OcNtbtN9IQmcfIfc",
-	"aoNKszTNwzROB7SCZUAV4SKoCSRj0AcOtOngDb60des4kkdrp0rAWDjnyJhV9fEVxEPB3YqR/MtndCHg",
-	"5w7YyrIAewQIKqFxDCP95MD6/vP97Z1+AHdUVdzya7GWC/ChYhtV7RiNB+calELVz1RlaFb0jFZM7RSo",
-	"A+QiHTeNqZPnZlbNXvKTr6g2LMIo5zqPho9B42yDECw7Z5Bp7G4aYQzBKZ/PFElZDxptbjRsty4GQLAQ",
-	"2ry9T2jR9AQi/IOt0p+AwnY02MgVugjbNSUG7Mg3sIoKvrppl+KiiFOrNu8JifXHxVdy1llwwYKJGk3C",
-	"xk+UndQASZtj+1DKi6rpjd3WzmYVGzTn56PV93b+OC2XjkZSXNO0VhqpZX8Lya/mklPrDFpWhQqmjn0N",
-	"H0qp7eSyzHt6s/nENr/X2mo7LKbKzdIU3fwzTLmwj3oKM+bTk4/kJ/ORmAuPguDaDvQjNNeOzF17ELGQ",
-	"D0updJec0T5yXimy/mDSbVLyhITOD8OYR7QPbW6HbHmHQQddA53Ce9JqNv0fN110wg066NnEfPTmO3ZG",
-	"uuPZsw/sUFxhXSp9KW5U0DV/CT9DKTvuBHGyIDpuUJNPhahKA/LdVAoOkE+G3WsGA1tbizov/WipPxNN",
-	"8ufm/oR36GdjYCuyi+mMmzn09u1sVdt9fZVc1SLHQxWRxHTsI5u5t5X7UJnPfAkydbTPPRnu52FJstGy",
-	"Dlk7XooTkSagtLEppXJjq8oOWxfHsLAYzQhb5MiMK+uA9SAUSUAb1Bmjrh14QmzCI3XTZ1wqjJ1BKjJt",
-	"fcJdGl+JXs9BN4u/YC/EHyjx1mHta+TcTgwK/klzIMs9nOfywYBmntyAj5DcGOB/FbVqwtG0IOx0MwBp",
-	"E0183LOUw80T1SCnPAY0gIs/oU2ZO8BL7dx96rWNVxlr0CUh7DZ3DyayxBkalRkOzkKuMlGIj/pSnig+",
-	"IxhTdBJfl8DKMxmaEzMVZlZZFzMUbNBjmfqkqQkIzcmBBZXxj+bunxPd3ZcP/KwQBgmmEdgtldIBcx9h",
-	"qTH695sAEbSarzZiC0p7YnSPUX5V4H9pHXL6EHM2Yb1e5ZqSGfVURd3H/RWVT0sw4dlBlO9oH4tCNKio",
-	"5pzeCgcc3kEOc61WSOLmJtinnKO0zcuRGWaU3WuQQRW7WaXgJ/h2WGOGosKFiJYODJGpuJBNCZwMDPlo",
-	"DyLcdX0VEr1aBdy5X7PNL+1gTLzdbhauLrORmVGdOcLqPlGdVTORi6EVT0Gdp6AOBnWW4L5VHM5P9Fmt",
-	"ZjR/K3KWsrVPq0tDL/JPPHXSnMMTliPj0gSDuXZffkZPytAjWH0quPSeGIvfze6HeZ5xVWrK4L3LBWEY",
-	"7kxiKTiBfJYAkUBt+8s212wI5B/BgWx0yhMHOhHp+P71nU2MAdr5sp2JJv6dNt8QNktimKWajVJQHhD/",
-	"KFHMz2f4yNkXAiMRDzZtGiEOs2nzvMmzTaBH0Wz9/XmKu8u9xwI5xXg/zVP+DqwDzWkQnXA4mct3tCOU",
-	"WXxllI58GlpszD5FaJ8yrrRdZJRSHrAtN3Z+Y3f75WaUZ2RiU2kF2hWmDYTUgEOChtDm2Lod8/T1DWA6",
-	"vAjH5WzsNpthKUCPQZpUuutsu5x8eMgaMdHJaRK1Jtkh/9P8X8ElOesPdDo9fmXfT8AsxhnUjjIpRrB1",
-	"RiVT37UhWEbhg7ccWo0RP3XN/HGjoHkDTFWQYxWznqs4bd0Wgxrn9rsszWz082vJUEjMS0GHuM47YOZ+",
-	"PKXpeFYLyxIXeWpg+X03sFxwxxb2rMyvjrWIXZypkEGVXZtm35DmN+GE4Z1/unmP4ZRbeO1Wi+peFENp",
-	"0dXkK1InBOCA8r5zp6AqpGwVIebVwQ2Z1EtthVZsOzR4BdPVfdoXJhXUaRX4wPwKv5sgQWCrM4zggqMV",
-	"ijFVF8jFcYs2AsvFTZWmVp74tbKmthzxVI8VW0qX+fYUbNR0SNiTavMDFMElTD+kYrOFUxpXz/Gd5BeV",
-	"Rm+lZmQLqG1arQSVDSFpkDOaKTtczE6NLF7L/bpTdGzege9JEEb5SNcn3+p3TUR4cx6UiuxF/nZkhF6Q",
-	"Brlk8ZUiQ6awJwDO1GI23deREaqRgscQtblrcRQZbm8n5qEfxLp/hgc2QYpp0hfo2bG94XKFFP0xbX5u",
-	"NurGAJbm1DOkbf/dIBozRbe4xHdGuJ4RPVHu90259u6sTLp2mt2CUEjxIJJHTNMUJInReQhkg6ZpXv2B",
-	"Q+Ai3w3FFVsUntwrGG8uNY6smLRXW1Vh/zHz28qjHefGOYrj+LZU+aOM6Mrvjb//wS9nxyGsa6wU97OB",
-	"h1FKjRmH0w0FT8ezWtUX8zTXL/s5jItZovu1s/PTVX3FUyN2v0Z/ej8bt7lU6tjkLNumS+1aylWeD6Dd",
-	"i2bjqBgH21xiqsfqpPkDe75/Wkf2TUB1lfReKfC2boNwzaJU03Iwshi0l1In6fBq2h8tSdiQnP2NzVJI",
-	"YKQHuSMTJsY2u3z4qoHNUw7OMptZK2vUke/2vci39RXJ95dvRr6lDIwnf+1jTdeZS8GrKoB/BJHYOS7b",
-	"QKITP5jE9ttBugHle4C7DkNGtXV+14rRa37mrtJiNIIKrXZi9P2ZHRN+b0XB0U0x8nl5gpgxhP/BXLCP",
-	"zGK2mzN4TICrZVnN3gOzGvepn5jl/HSKBgZYJrIB3Yz/++ob5u/1Kxgvsrsn23aaV0i5q7uCWIJW1Ub0",
-	"4dnxb+Yr61GxMWuL6+9s3fl0cDhivwEel0s+pFLS8SyiMNt6Er2PYCy7EfyhqZzfzAcQu5Vm9qTUtReY",
-	"YKNZWyrgfLG+VtLv5gBfQvV5QNWAYBmlkFWi1hoH9vY/gDEes1Wtb3v/H3k0HIrOZvcX2KVNqL+ke7/U",
-	"d+OdXv1FshPXW71t2El2473uc1okz8XMSEsJPfaltl9T6dXn3d42fRkjEq/FVVgsZg+u9Njnq9+3r5t/",
-	"/v1i2Pryy2inu8dfxrvfJDUu8RxnJoeJCsPNQv4keX8QE597PlXNplaRt1u3VzBekLQWMqhD4q69nyHh",
-	"m2F7y8A82CDn5iFMhLUto3FepqiLUaMixGPWC1jToiQ2+8JTEts3D6cYtC+8fGvJyMrxau5zz5QLjVQU",
-	"zeEdftDSv0qiEZnGbjF1tKtm66pYVIau80l99d3l5dnn86PfPx5d2OZk1kweQJoQLSIyAtnm2vAjTQZC",
-	"6VJkyPzCUGApeESUL4DDXvvhx5BiZ3SLOHVbeW93sqY+fFvrZtLoNq1Zju+9kiAeoCJkrk3DLdKIxbBQ",
-	"TNQZSJvlhf6xSnM0XPFudYW8hIBl9XJ77k+c5xE080lK8rSIVOEOJuBIk6S6rvJ+D/awdWtAmytZX9E0",
-	"Vb7JGm7EOs1IKngfJDIRuxokBz7hybDgbKS0BDokVBlZ3BPS9Te1LbHyRoTAEzUrc7xMActJ3qG4/hkl",
-	"7084c9ie1RTZWHduz3V+RD781YimUpoHwm2fUPL65AILuYpe99t7O7ZrfERS2oUUi85S0Gb9qM0T1mda",
-	"ReRZ/RkGj559fhaR49cnrpUQMEm+8HrdbHG4SYQ01HJ8RmiSSFBmAe8tomQkpD4wVGKJppeXwpk/NMgH",
-	"N5M9pgrqjCvgiml2DV6oVughDp+z1ZCqSv2sQoN4U/KzxzRNieDRMuqEeZbxvp0DgCylL4oWeSimOyRP",
-	"70KFvTMldTsHhLpZBMK30ze8yHWmSjJJu+k4QsTZfoEIFkhfhR82vbJdUj0IrsXe6cfLX08/nrz+/O70",
-	"4vLi84fD/3I8HCvycOROmzO92SCnma6LXl2i0xH799mRjV3qeL+tAzSMc3d7Owoq8Noc886rG5LqafZ3",
-	"T59IoPpUqS9L2+2TMH3NKMQjq2vLomRCSZujlBFaOL+eRuj/fOLsAvS6ssyocAOgqR78M9NyO8wnjDVd",
-	"jixWBUsRg1JEgbwG5dsdqwMSDyC+whK+BEbAE+DxuDJF4Z377rp0m3f/EFfLU5H9eGUGXcquoWFRDXFm",
-	"20JhdCNQvq+Bgwp1a4tEh1EsVVwWocDJmVC6L0GRDcPEfecX2yx7KDAn02aAGE2X6U3Xc+yA7DV3iNAD",
-	"kDdMQVQqtKYMJwGMcPxqN9MYdra6AM4zUZHt92pEoVO28SiluUSiX3li53Zfaw+FwRvi5/X1sT+YObyo",
-	"pt3Wi8N82LPFDTQC0psB9EiKbgrDf1UAn4CmzABo8IkHvU/8NnKsb9inVJ6rI/qbQZ+aveZOVNNMmxVr",
-	"J36dwgMz0Hqk9re2VJqxGBoJXHuI1BYXum4fXxofZ/bd6nTRgkixQ7sd8ofXaz4NGFSymURQfvG21gUq",
-	"QZo10C2BF62q1cmQXmHD4FpUy2TqULG/tZWKmKaoH79ovmiib8N9dEqfBk65m2Btr/sopRwNvskOKapC",
-	"Hc+V9bqyg3BjCQlwzWgarpE796ZXOCzxY+vyGmF/1VzJd5OtKlTV4BOTzLoaVuwMVXTFCPfNhsMMi/38",
-	"1OZw9eCVipXdqDDG+xG5MSo/VizwxDegKme1BMsGfXWmV30dgCkzXt2ww1onvqwxWLpIT59e2TNkhFH6",
-	"mxm87G7m3ae7/x8AAP//8j67GA35AAA=",
+	"H4sIAAAAAAAC/+y96XLbuLoo+ioo3V0V+y5KljxkkP9ct610vNux3bazeu9u5UYQCUnYpgA2ANpRu/wc",
+	"54HOi53CB4AEKWqy7DjJca2qXg5FYviAb57uaiEfJ5wRpmStfVdLsMBjooiAfx2mQnKh/4qIDAVNFOWs",
+	"1q5djQjqMfJVmRd6iA+QGhGUCHJDeSpRgoekUQtqVL/9d0rEpBbUGB6TWrsWmkGDmgxHZIz16GP89YSw",
+	"oRrV2tvNZlBTk0S/KZWgbFi7vw9qR2RAGdXTH0fV67nl4noQ81sUZa++kohG2TISrEb5KiJ/wKAmyN8p",
+	"FSSqtZVIib+2ARdjrGrtWppS/eb02josSjhlaubKSH/E+TUi9r15yyL5WGsu6isJ03nwIu6FucvxRllv",
+	"PSdYqs4NmQ0lGrlbFGOpENHvIkFCQm9ItA8/SCUIHiNBZDomEuGBIgJRla19RHBERL56PWcdJq0fH9Uq",
+	"10uZer1bC2pjyug4Hdfa+e2jTJEhEWb1dEzV9LrP8ZAgSf+Zeddj+M6fOSIDnMaq1t5rBvrem1nh1mdr",
+	"aFWu4TIckSiNySwASvv7vPOU+RjrHecfXFzLBIdkHjrCC/OWc+uNss567vXHMuFMEqBbv+DogvydEgln",
+	"FnKmCIM/cZLENMR6nVuJ4P2YjP/1P1Iv+q5GvuJxEhOzHYVpXGvDkohUqM+jCRphiTBDRAggX/D/stb+",
+	"6642JlLioV7SONVvE4SRXSpsuF3b8rd6/zmoSYVVKmvtXaB3VOmJa8fsBsc0QnbafKcjpRLZ3tqScUpD",
+	"0ojIjVu+3KLmo7r76N6H3H8IMqi1a//PVk7mt8yvcuvcjGDgN32Cbu9UojGO9RGQCHGB+oLga2kQEkZq",
+	"6CkPORvENFwX4McRGSdcERZO6r+RCbrFEqWSROiWqhHCKKKDARGaNOgjqflwfJfDMVvMcgD05gzdl48N",
+	"RTewNDtR8JPkqQAM0bsgAMf3XPRpFBG2JiD1BDmPQ30SczaUSHGEGVcjInIMLUBxJ4divpSlwDjIXn8s",
+	"2Cl+TRga4wliXCHF01ADjsoMcgCxY6aIYDheE2DUDpPht4PJXhFDS28thaB2gY8Bl0s+JmpE2RANMI01",
+	"RjKDikTcELFvL5a9cyPMhiTS0NNfWGgBtXhPSRytCbEWsm/NIoaCDDTutlGr2dD/a2lakgh6gxVBGxfv",
+	"D1HrXevt5j7CsRbcqDK4cXny6fiw8+XD1dX5l9Ozo86Xg5OTsz88WpqKuEhDt7enaegAdrgSBTWfPMYp",
+	"HZjpPSKJcBiSREnUT1V2YDTUh6WBJAMk9fXWLCYTGD9dnOjjxRnMcBQJIqU5ZTMDlUgz08g/3F8FTkZr",
+	"Hu62O1w563RTds34LUOMRwR1a1+7Ne+IhnoJWyQaErnV3FK8dh/434aTMCZthFG9mzabOwT1s7/w1Ch6",
+	"Arn4wOHl1Q7cfPJY5ApGgwPhCmFkVnV08Ou+FmbFxAFUvxFTqRxTo0rrS2oEJ3jK1XuesnVRs0IZQm9x",
+	"M9rBb0h9e7Dbr++Gr1v1d/gtqe/1X4dvorfk3aDZgqUPYAE+U9jNoX3qvbAEpBlXdfP6Y0D5lBssKdD/",
+	"K85PsBiSxxT1yNeQkEiiVnP37d6b16g/UUT6IGl5fPIcT2KOI6Q4RzGsZCnQKM7r5vXHuoCwdH279KgC",
+	"qRH2eYOjQA5oHzGbrAmzv1OusAWWpvNYoTGXCrWazSZKCIs0n/o7JSlBVBlSkqOwJ6/9XhhnOfDB3PXs",
+	"m8eW1255GkcowVIizohTTX2tBhYg0YbbJxddJhUXJPK3HHgoWPgHuiFCmodA4FBCRJcBDQkyXU5uBlrk",
+	"LkytT1jaOe1qJRpgqdyRa4IisCJdxgUoLfpijjGbIMrQIKbDkdInxVlIGujUyAYgaNvVY5aJDF2GY0Fw",
+	"NHG/WZGigXoXRIlJ/UDr4D2zJIVuR0QQdIup0kOOSJzIdpfp1RuIRAJTJjWTywwLEmmAyFEA04L0ojmd",
+	"IAMax7LR1cKn0etBs/NmndY7L0nIWQRCrl4D6pMBF8SgAB7nZ6slSn2yjaIRap76rS/LJ4ZTNeKC/kPW",
+	"pc9jKqUGUZ9goY9NC7oFitvKkaMw7VKokfpfPBLdhSXCZcRWLlcjDMqhkwO4QILc8Gsri3xi+AbTGPdj",
+	"8giqjCVhVMtPcrKPlJggPMSUITniQsWTgsDuEedLK2al3nKWBWL2wWMRl3wXGiX1TvRdVfiaFOR2xm/b",
+	"iHEUYYX7WJIuCzljJASyEeqbPBCEgPRADYXvaxarBQpMVRGnI87Ifpfl8DJWswL6Pg6WiYmeEyZZCbEy",
+	"4MLUBwn9jQBfSgRPiFDUmHRCQbAi0YEq2IMirEhd0TGZNgoFNRotYTtytqi76R8STYS+Vpu3BlQYBUvg",
+	"UBEhHYOQJBREBXCsJI7RNZlIhBMswEo5NYVFmDm7YmlsccgYxaaGuC1a4hab7nIz2181eKVohQNwZJsP",
+	"PMD7y/2cjcz7/0OMveQQs5DEF9YQN32ES56HQ+O7GmH61vxVOzw4PeycnHSOaoH7+/j0V28N83Znh6tc",
+	"MGzN3DjPXoijCDg0js+99Q9wLElQ2pK7O2UHxpgy9+/WolXCGLOXl3s+HrbEoVMG59GtX50i9KANrXkJ",
+	"K++fWfZssDhr+MOAEgrOOl8TrUxTw3iKKP6e3lgFW6KNMWWpImjEU4EiPKnzQX3MmRoh81/76JaQayOt",
+	"SfrVaHbSUkogFpZ3unn0e1bh//8iTONJA3W+4lDFEydvFtcI4hFYkm5wbEmwJikrHhRlSToHWAUaY0Ee",
+	"1L7Wh7xuHwp8q3l14wLffrTqvPdCnY4TLlSOGu79XKknLORadt2Cx/ewpsKu7PUzLGOn9Xp7e3eRd+TB",
+	"95bfEBHj5JzHNJwsQpKzwsuaQeBUkqjg1bG3zU7U5zwmmBlmQrmgalJ4e9tzAe0u2qJmCH9yRgoj1D5d",
+	"HdaqRI3jg9MDpD9B/+j7pHmTvlCI5DcKDKlY36rSRXq9uxTCD2J+W/bLLqTuj0gpKtcQLKKn/zZq19MT",
+	"09LaFxG0P4zRzzmTH7Y+8JoaZgv69oKVujn1V3olY/z12Hy3AzfA/iO/AFgIDFc/FfE01TxgyEnU6NPF",
+	"yTR5aj74XhUnOmPxxHgCCs7+XKnUU3/Lq6jBETjozzlj99E3lDaCWhJjtlBx0e9USib2+9mbinKRHcfx",
+	"2QDMxPPmsu/fB2UB0QjPFRrHCPRLFpJ9Y4dAFJSkxsJTsiNOL/5zvvwS4i2/j/KHy28IHOQjScIvSNIh",
+	"03qTebWBnmivOT49imoVpkIQpiwt9bQnj1+tJniuq6ylSbTqJp5IcyrBxgGiqEnly61CrPy0zvGwSpNy",
+	"xH0pKu+d/f00Jc/DuIDEzFc3y0CwRl1vjPnb8S7M2ncwWlX0WO1C3sy+2yUolELJbuYcfDV0YnpDxORy",
+	"Su8975weaUU3qB11To7/3bkADfj9wbFWhae0Xy2G6y/rN1joqyj1EG7wc2MwruXT2f8Hm6J79h5cyjVN",
+	"MDpR1cUbCD6uRD/FKx/fjogPwUweLkEQhoVBqgDUYWA9/gWrcKQlkhW5phfeYdlUSWoxsSy9UuhJDxmD",
+	"mFbFMJKUDWOCiFlKgBKIPCPjfRRRqSgLlTPHYdTXCy0LP3t7j6ObldbuTJTG4DROYqwIGNh7MFrPYxvf",
+	"Sp1jXP0CJsEZcX6KjMFwKJG93wEa8RjcGYwjGXMVoJQpGhsJT6P/vvMsddlOUyvcEmF9OmijZ4MFOqe/",
+	"f+p86nw5Pbv68kvn/dlF58uHs4vjP89Oe5sBSrBUxl6Nu2y32QSXuTTjg5bfQFZZcu4O+ELLlynJfCVg",
+	"JV2ONq2r7d3PRoMssBPw4WGC5Gr8Ywr/CppCy4n1s5WF71hZNAD4vAS4Hwjpp8BpdJk76gRRqWAkAhc1",
+	"GnABfwRIcsTScZ8Iia4JSWwIQkSHVL3QhO+KJhTBATFS4ERPxZAw1UBnItKnqC9wzmOyy72PBpgKRqRE",
+	"OBRcyvwniUKutwTmR8uPlrQ1fbcYOwdTo4KAUERDeGHJLQiSxHhCZsQ1X/tBqdb1lUV0gpfZejr3zVWi",
+	"Rrrggg4pwzFcdQ8BPQth7veYR4x/1zuxomIZfm6X2VjeZuYBLqNx6wHuCTaw1Krh3NdVkqYv0ZSuVKn8",
+	"VK7whjCVy9dTKyPF3IyHK72MR6RSptU39Y+D46sv788uvnT+3Tm9MmF6+iqazIpb/R/FF5sViikgVsd1",
+	"E8/c/RW/JCaK7QH2rYpkFViz/h3hqo29khBgTYcNuzvgJQMuSmJ4a9pclmCliNAT/f9/HdT/xPV/mvV3",
+	"X+qf//UflUTcxHpV2T4n6D8vz05NbKZdE09VkqoGOuhLvaoxwUwirWI3nprlLutjnIP6GkliotbzTkep",
+	"gECPj7Iy7WbG9x4nMnHWiy0TS1uQHiCRgYiiP4PIJUsogqLE5Sx3/Qn6tXOllUbOvCQrxFk8MXcjplKh",
+	"mOAbIhFV+o48i0AWmVOeFdqQ4CF4IYFsCBJyEUm0MXNrm41MmF5AaE95RC5gvEprlF7XacEkNb1Ck0Ho",
+	"Qi4Y+TpjuVih3pYTI7Zy78DWnUfU7k18cW8fEBPdjghDPfMIZFDg32OEDdIuvIUew5xeeB4XaChxBkIT",
+	"fYeFIhEaCD62i9GQhRvmhcu516zscQmhS3bLJLLpcGUsWLhsO+oq9rfl2H1GYBzLX1O41B/ONTuvb9XN",
+	"pZClVMjyqjzpK4dqUCCnBbroaNxc8vwYduCc1j+PGbh8FTxL58Wn01Nj6Tw8+3h+0rnyLZ2BFwD0ueJa",
+	"QC5Lx/GJIoSylIOq+C4gjncLNmczFt1AVRvL8i3KSSBHB782kCZ4Ng5MEJQy+neqlVeGSDQkwAggbg4d",
+	"np0eHV8dn50aIjbGExRiISaop2lSDymOEhpeQ3hvX2AWjhpd9pFoHd/qrnp88hWHCm2EWJK6JExSRW/I",
+	"ZlCM0kzAHq3JuPnIJuqYGFxnNqAM4g4HdFhhQkBXVdHQJg5RZiKQRBsY7W6/0+vTm/QTOjYD/VqXFeLu",
+	"IV/WRDROFLHhvyXhORqSFe58ZOLrK/nM0qPoI1yoD5ghP39zVv6B4FhV6D/hiITXcrakU2XFL9/snMYv",
+	"8D3OVtcAdhXCpb5Y31kg0rVRpebrCzOAVkZ+yF676Pz+qXN5FaCri4PTy/dnFx+DHM0DdNQ5OfjvAIEq",
+	"c3D4QeNmUbfZR3CILlPIJo0qJ/mYhCPJjRlrKslIEA0CEiHFh0SNiFis7GkI2HdmnaWV3aZOVKtR40RV",
+	"M+VH0SUyVaAI6T9Gk4zg2KTIfXT66QSIGZARa+YTBNKbPl29r7+Ff0mQ2LFEn/71/v37I0P+wMrnTIgX",
+	"ncOzi6Mv/z44+dT58vHgv3p2QKoQ0YQuS+DSS84qASxWVZwOMi0iWs1REMnjGy3P6VcDM5FHgPUV0PNa",
+	"Yt1AB112g+OUIH5DxOL1a5KeaH2my3p33ZoJgNfLZaFmDd1aG911a/Cy/hty80I9od6jydQLULcGBT/I",
+	"LbxSy18yKgR8HWj4KvJVmY+6tft7G29ehtK3Qe7pEEDQ0Su4t2+Gj7HSXBZYGojqJJENs99rMjFba5iR",
+	"0MbtiMdkc9+dTZdNc88LJ67H9Jo4u34bzq7LFhxeYJJEx1howmBPICMQXZZfxecA82JFYhldZAnFQtOi",
+	"XKdwRHhp8uZJ6Y5yObzM7oQjObMF+flE8jGE9gXq8tNL7R6clxfYL387Pj9fQnQ/SxWIjFl9lSKo+qmQ",
+	"szjK6gEjIy5nEF39C6IMhZhxRkMca6V73EYxvyUCaVk6QIwjJTCNtRwb8VnpHCYd75wIE8xcXBxPC9lH",
+	"hj48KHipdJSws6rpAwvCVYKPzsox0WV2q3kpUloViTiR6HZEY5JlutsKNFklKJFCoLGxmYH2kTJG2bCB",
+	"evKaJj3NK4h0+YZg7KBqH/Xgg56ztkmE4zhzsWjYu4uoB3E6e+UVO7fRj+6D9xedTi2onV+c1YJa5/Sq",
+	"c3F+cXzZqf7WpnNNAeHi/SF6t7v3JhO3TLIaxJ0Wr7DLYrubIc/IquQDEkf1mNyQOEvCDxDB4chVQfnP",
+	"y7PTOgQdElEHFmISyJc0wXkKcwVNoUwqzMJqnXlKISgEqKuYzNErpvVjqYDBfro4dhqiPuJryqAWlN37",
+	"YqnVEnQz/1zfETifql2Elgsc8pRVUIkOcG9BYoIlQX0cXmuxwDqrvRV64MjSB1cKrIwxHa/HPh8SSkdl",
+	"glU4eo9pnIoqw7CJDDPGR4k4Q1dECwc4NjZtMGlq2RuMrjvVAHGzrKkFzHeePZabIMZSdZb2Pfi+/emN",
+	"yyUrdxk9RRPEKIPqw6y5dsArGl4vLBYGlDw7RJq5zZ5SeCs4gZ8r3IAubeLNRMXsnIMivahAIf8KBSUv",
+	"qs+MfTLh438JX+ZSs8cQNHPS+Dxypn8lKmNgD08Ojj+CTHl0fHl+cHX4YRUjscsXfJzw96n0wUf3Tn77",
+	"nLvFvlh9oX+f59/KPFtQwtESMk1enNP0QdRMDzabksFUMImZjwukZcKkNNlKRGx2wAX5qt5TYVl6hfWG",
+	"fLWLURzWk3kVtYxs8gXXWJad/YqOZzlvYQF7MDUEr0lwJyLGb9GGJleTwlKKXtvl7n6ZNDxWCmVFyiT8",
+	"to6sMJ8t+wmVj5VP8j1zMZefUiReHhymyUJuEvE4X/HEszP0DqyAKOV76yF0kaSsoqQ6cv4YnC9jDc/D",
+	"+C6JKphBHhZonJlKijThEMextX+P8QQNuYtcNXQBo4EmT/00vCYqMM9amna1ms1mtRRfaeOomjQhwmbA",
+	"mwnBq6dXCdWCEsLchM1Gs1mYdKHFpATo2XaPKnh/gov12PUDXvLwnzEP3yPzD8unXyX5/X7mnVozvffB",
+	"ebozE3RthqpL75pp9JCPZmONXNTrWip+oaD6QvYJIZ+rprqvGoNL5xd3r9PIengsSCF2g5LlMtFXMzbo",
+	"t42idGh964tFd82DDszKVjnOmeGuWblBSZhqA22/VJhFWETIgloiwm5IzBOC7vTAgRFIFR4nAZS2um8s",
+	"bzAoJUlWCkGF2vlFhdtckWmfj5NGPHAW9fYi3IoSin/Xc1AtgYePIbSUUft5ZJeK3Pm1les1a1hMmbOX",
+	"w29b0OLBQv03r9NVKDkxU+afn3pcgJ1ndMmQp5E5O32Uapgoi8KjEIp/xYVMk3zzGWesYEGhojcV3oFO",
+	"HvLqUsEwZIKVqiGsx6/MTk6wVB94KuauwgTZQJk9Y3NCtvgeWCBGPBXVq1rW4FzdYuKQM1tQwA8ChmYr",
+	"MWamcrasnnh2YbulBQ3rWKtgAJDtmZX6HEBtK3061UtZ18FJ/cp0emVB1lrD3p9spVNnuopamd3TRyHR",
+	"2aV/DuKsWSsJUy0Xa13HWoxMwdFqfo6jsb7RXqHPvObswfkxuiaTrLAjmGrMWIVqmib1hLIBryjjYkLV",
+	"h5DOemuwCWonOl9SA/2R5y5CVYW8rQ/E3Rwd/CoRH3QZROLsG3cU1N5lJHcVU2Uiuex8elvKpFqweJK7",
+	"q7vMj18FbIIOH6a4JlCajfcXnQ5qBej84gztBSh3F6PtJgoz1OyyHDc3G13WZc5faGJbUxYRgXpbOKFb",
+	"N60eYlBcundgq7RCJHgb/WKKwZqwIjgGE1jUa5vleudjFGcTRGkjyWcdWaB3DDWzcTgiEoDQZRoi/Jbl",
+	"rzeQWTI4pbWG3ptVprVnSve/2917s2lCjGIaElvx0WqbB4merL7daFpOlddavb29bWD4ucHFcMt+K7dO",
+	"jg87p5cd+Obeq99qDvHg/NgrrdGutRpN8x5PCMMJrbVrO41mY8fqt3DXLbi3rIgut6zARoncurN/T46j",
+	"+y1BpE1W89tf/VWFI+4z6GqDNjQYcw1gc2avKTfXWl1uPge1pDKE5SO+JoYnuJkgR5nx2wDwjEDRWWXa",
+	"jKQycGEEjNwiQZSYdFlCBOVRAx0riPWWqLgzyCfHrh2TsAGVNi9acX6NqOqyEDNT9dQEqiYEK3NBNA3F",
+	"TnaqXQC4ywJsqYXPdnN7TtnginLBuSq7U5AE9Eiv661Wfbt11XzXbjbbzeafJem9relvUe+sNftvyC5u",
+	"kvo7vPemvhvuDOpvo52w3hpsk51oN9zrv8aZZtFeJDLBkC283d8Jd6P6Hnk9qO/iVr/+NtyO6jtkd7CH",
+	"X/ffhG+hJoF+dw+3+tvhTlTfJXv63df63TdR/R1pDtw4BV2lXcNM3uoNoQ9XV+dor9mcVm5MM5OSMuhD",
+	"qNXMIZQrf56aljnklq6JPKWpVNdGdlc3cHcXtMPdZnPW+Nl12fLaPcEnrcWffCqVyN5t7iz+6L3f4Wa3",
+	"ubv4i6ydg/5g+93iD1xd/vugtrfM1o+93jJ7y+zBL8sNMkI6HmMxgbrOLIICpZaEQCVnTYbwEEoJOTJa",
+	"+6y/myKuDnlMncRZVc+ytwLE44gYL6G0Ac7ctEahwlZDA7m2SDtOqFQlpRP88ovods7nZnRqe6xWZJ+n",
+	"6FhzFTr212d/spUU4LwMXTlPpRLfspN4wbNvi2f6CvuC2is51SFSVqPdLP5/QYZUgiSNGRD/S2gd5Ar0",
+	"Kx5HJq+13MIil1q7TGP/Rq+CjfUC1Cur/r2gy3oVyn+vDYGaXCDJx2QzQDwxxm+bx6rldL9kpy84g2Ta",
+	"QB0cjnIiRCVUSCQRGnCt6roYQWds7LLM2igTEtKBxaw8YcbrutkzNRd7WZV2kIy7DAp1GO7pzLa2O8ZB",
+	"AZCMK1PgFGTt2xGXLnRYQq8Nm7Rhu6y5bk15aXjoRPDKCN6MKDiJQA+M0e72dpfZGMjeVirinp48F+ZB",
+	"M7HdVVx+wB+dXz6cnf32pXN6dH52fHp1CUkCcJLmFqGNVhP1J8hWm9ncz4veBDDnuyrxrLIcbR5d/AuP",
+	"JqtJZs6gt7Rd6XNZZ4ADbtgh9be2Y0PJKNauvR60wla416rvhK/79V2816+/678l9eagFW3jnf5uuLdC",
+	"R4y5hXlLNRY0n7ifov2t1SA1Q2z1hbL5wPxspcclhVdXn7RmEOPj4Lff34m3v/7233+Lq9v/+XR+9Pb4",
+	"5PzPY759gk/w5W1txXOZtpsaOfvpz2yqqOsCJhjkmVy2EOvPxhRbO0sxxRPXkGp3e3sZrug1E/wBWK9j",
+	"lAgjizPAKkrc9wEy79ZdrjveGwatEXKaVR/Bc1ngTKa0v5Iot0800AHLPIlOz867N43xBElF4xhpbnVD",
+	"puVkM08VES/Qp91ZK4xepMJvezUN2L3mj/NvY7BYxcp1Kp+slS/Kr0QtvCXN75uLffc8aUVm9IJ63xb1",
+	"fiVqBbwrmRqqJs1f2erkJkWow74kC/FM1UuZU175zCNAjNyWTCvOrgJWvC7byMpsZpWlA+vV3Awc45FZ",
+	"Sz7wcBoF6ZXMBgl5RBooq3MHb9umxPliINEecs0H3MttdrqLnf6/v1x0rjqnV8dnpz208caU8/Q0lyo9",
+	"xTMFHeXQWmALgs4R3uosbKjb1SzzUF7SZymMnw5XWXhTTArsEi9aj9+6lqbMuvTX56I3UtPDhxp3wW1a",
+	"2Q/ZFejyZJwXMvcMdidWTTOemNq5GmxeL9SZdE2vU5YMZN53xWIeRs6OAsRFBESoP0E0qrYbH3mTr2Iy",
+	"hgIQ1JTQfUrT8c9KI0rdLBaQh+yMXujDM9CHisbhPm3wn862R/8bxzTCTs01VYq0cAD9bCASA0vX/hi1",
+	"XOSBeW+6STrUu97d3i53S6+2W3rNTtYwWWatQmy1Mbj/pmTYX37xqrx4TN7b/gOJYx6guztTu6cBVWvv",
+	"7/MiNLWhIETlBCArDmWIpqUq7qWnN5ZNd5h8JttmuatQK3jWgwAddJmu+bWpQ/Pi3WZt9inP1e/4M01t",
+	"rYn0xcS5gokzawv0vVNxc7hWfCpR8pmEfIGotnXntziaa9+85AMnlDWQiRF15ktbAsZUeAFFEWGFXJK7",
+	"i0kKY4KFiULbd7ViprvFzzJ4lqj/i63zO7d1rnBHZ1g8L0f81sW+uddzScGFTlth45U0UkalGXTe3Wk+",
+	"N6/7mfnRVeHwXpDxWayfK2HialaBgrl9oV2gxGy2LOrKivDc1eadpa1cGq3EhMPS8Tg1RamcfuLXWnWx",
+	"1H1iOus48lIq0Z4XbsmrL3C2WGPJK4g/ieICfH4VxaDUKvmZtIJin8dlCeAiYpqFkm8/gIq5g5pBzPRF",
+	"suO/CNk/o5B9EEUIo7zR52NI1Rmh27qzf93PNJEaoYczUk2vcLEt9jIij096nljyeWJ8bj0+Pv+suPxD",
+	"SCaLsGw9aSS4m33etoCzqXBoSlpTiVozknxuCsy72gMwt+VnpWCUSxUr+UvyzyqdwbaBToKHlGEjdFc5",
+	"TPLk1+/VX1Lh3PXkMMjPfWzX7lRDm8XrABGSyoKSMxs0VfUH14RJsdmQ32jILMzrS7QBvZBtC5xel8HL",
+	"WZfRzTbCma/GxSNzBrYeNKCu94dIGcKx5F2GB8rmntken9K57BBnXhCecfBXgcTrCbgmFGzNav9krNGp",
+	"qlWel9ps0iVNZ7kNSSBab9nmUibSqbc5e4N2ovdcdFyVimyj032zf1IfYbHR0VwXoXd8G8WsITDzm6gV",
+	"vw/Y5gvjfgZPIvGZh2Pd3sNq+djDI6A8oPVXqu2drDI483vRDUq2wFdTRkC4HyaYSXbZdnPblUQzjD5T",
+	"3oWrdkxVRfaMlyveZVD4AP0BxIRNd5IPIHU2ITjr3AKNYqF+jqGssssKXWJzgmxS2TGK6GBAYBvwmcko",
+	"z4a6JpAqA52M3zXQb67blAu80luMCZYKbe9CqQpTni3PiquIryo3wF4kA+RZyIZnSDwAUQAyjE3DqGyt",
+	"xY65PiDQDDjsO1pdAgRVNoFG7/sy5AmJilsL5gAhY8Om1X9Ok0snWKDJK3X1N9T1gcacrEicy6qPcLHc",
+	"2fasmNZltaqnNPrOaqC+lBlpxeTvrOtibSfaDlv9Jq6/G7wl9d3oTVh/23+N63uDXeJ+q62TzjzdNLmC",
+	"W3Wyerc/GedpLsF5DjkbxNQUVHmAvej75m32ZAtcZx0GV+9n3avns7k0gRKZQbPZLOkWxaTK6f73vxxc",
+	"HX6wuYHQ0USztE2tHekvXY0SDHU6gXgrMobqnNBywsjtzqHGb1mX2Z5Ujg7lWZ6olzX675kB3Q80J6hQ",
+	"lKTLPC6MNBOGKcyCZBorIOKGAdoySxDhB/XmgJl0GUAOJVhKy3em+hFKBL2YEBcQLAg1K+K2yYIE65nq",
+	"MmiUBu0PzRK8doUKWrZyhW1jRNujhOZNgBvoQMMDQATpoEu3h8/2DqVdCu3h0UbPtW1vQ2Ox3uY+wjB0",
+	"vsycDdoBu8xsw4IC9t3PPeu7zXdOlNADDemNlmhuaUjcRYCXu8y+3VxGJDCd19fhcFZ1mMHrtBbj3Zzf",
+	"bNAODkm9VQumvvlV2GJLOYdsaQb84/BIAOhTMsoc4CuzTHcns+ql0zz088O5qLlKVazU5IFrvHBYhzZM",
+	"F1NYzmYVgXhhuz8p2y1a9/ppfP1A5luw0ixwtPi8/lVeRQmsWqYtvM2TKbZOp0qaSmV5/3RnMttrwq3V",
+	"lBhu7ea+7Tmetz7vmaa+RjHMe5yv1NPcVFPQnEHP/0q6bpK2U6Fetqn3lemKIGUsbEFoJION1mv0G/3F",
+	"z9MJTDdSotk7lFOgedkC3LeWGofHfsvfJE4l2mui//2/0I7+D9Qo6LKsehWwT/oPcQq0SFkVg/qVKF9f",
+	"XdOX5TctrfJmNbb/LLbyNrWubZ9Sk1dIVyn8VK3v5fGuWY/VVrDE6lp/1sqLMROYfxRDYOcE0NpleJ0d",
+	"Z0+X8QS/LWBFeG3wIJVNLHAtVs6+Pvcv9JxvPbFEME+tvPLt+C9WzWdwRy6h9a2cNOXViFvkBCxReVN3",
+	"Z/XIqOKUswKjDmF0ifB0HG4bmJ+r25lHj1GJslpAoG5o5ci0Ss7aM5k8UUGIKTJobKdmrtjV8rQxw11m",
+	"wn1J5Bn5DpiRBk0BBOemsTKgYSwjLBHjXnEhNCFq3y5t2nkDH23dWYrkwNqrLI4DP83hMavK4yuwh5y6",
+	"GVCuZLYyC7+wi61MCzBHYMon4TAkiXoxYH3/8f7mTj+COarKbzlTMD5APUW+KvNaXSpB8LjnhDNfWDbj",
+	"gLQLkm67y0DSbVh23guM5NtwmK4faOnO/Q7kAp7kb3RZ3g21R6N2z1Rilfr+sZDYwI3NAPVgevf7NWXR",
+	"pqFKvQgrrJ//5+XZ6SakoDElkXFX906wVHV4VD8+6ple8RDnaWIoBoKPtVxuDD6Jyk1ul1cXnYOPXjL7",
+	"ZqAhwozAjMGXFPLxmCq5b+RkAzpDIu3shb020AGoD4yRUOWmJMjIpxGI9oTekAiNKdjBGHjjL2FU4wOC",
+	"zkJlr4hpdU9El0kitIC9sbv9zpUHI2OAEgpjLknkllXc4vHRSadnrEU8NYxRw6uKZprFZDSz40rWr8az",
+	"9JnAp5ZnLZDtp25ngfDWaNRGu9tdZu4HKtzALoPLge66fv3Wbq3dXYpSd2tBVwvX8AGI1/DEVk3QDzPp",
+	"tFu77zKA2JTLP3MgVQuBEItgNvYiB37jOqkGY0tGgawRQ0Z6zYN15cGZUevEBduYu9DTOmMPKT5FgauC",
+	"W/hA0y+swMawD3JYz5b77WXR7WB44BFULATtUNMi+Bw+HWEwb6gsnmhCXPHofFkpUxQkrogTGYAX1qrv",
+	"rySK6YA0ugwqPppxwYUMxdwNXuK8gxgJ4AfTaaC0CtOVYSNTiU2rmUgvO3DdIINcMt00QzGeR/rILhtw",
+	"AXUd81ky4TOXI3MxNOuAQ6UjsV0Gvbgxyyu/b+y2diqrl+jzc/E+DzafWzsBThLBb3BcqNlsn5LoF31p",
+	"sTGnL6uE6oVdcb3GJ7FCP6gs9vRm9ekZn4Dda221HWala+aTWRu0ZqvcWAzTTPrFyvyTWZlNCWwrykAV",
+	"10y/ZKY31PqCtbXmzZCrz/EQKK/g6XBU5jEFW7JvPtaEOcFD0mUjHkdepVgwrvZy+3Or2XQ/blr/7g2O",
+	"UzCr2mK4OTlD/QmaaQgGSy/jxig9FPw2q6WkhdrFltpCfPEpwGRBfJEGDdiAZwXPuo4wOQWwZulae68Z",
+	"5J0BW4vaGP5owZMafBdwxIujJ/079LMRsBXJRXV1pBn49u2sfWCGWinaP4+Sk4WK2zY2JPNXMRds4GIH",
+	"vVhH5aL3xu0ssANttIzK67RYU7K/y+ChEYGKLi/rCTZr0ZIRtPkRKZPGheWWkOuhG9ia8wSJCc7VTexK",
+	"yZlgQpDRkC1m2WV9HF7zwcCubhZ9gcbCP1DqgoXaU2Qt+N31f94octNJWpHxYjro4cyLAv0M4eEe/FcR",
+	"q0qm+gWO+9sRESZUz0WOFLJgWCQb6IyFBBTg/CfQKTMjDVBKIFE0T14xHv+sbYBEu83d/VKeDQWlMmUg",
+	"SGmqUiplYsyXLtVmhjs7u9Jru7Ot8/iQp/r1ZlDLzmdunYoYa1U6b5K0TIanZSvvMY1ToZfbzB/O8SA3",
+	"d/9cq2fSko5kr2eS2VIhoDrzshwdX54fXB1+eCQn8lM5jPMLMkOJzTHthdA9RwJrDv+lZcjpQ8zIhLF6",
+	"FbPyZmSk5plza7QzWoIIz3ZDf0f7WOTkBkE1o/SGOaABB9XaSbVcoMOTg+OPnSPzljWUdlnRt021sHtD",
+	"hFcHRI+S0xP42s/SBVZhnexLu9bRlGfdBFWXXevOXw4At51ruQCrVr7uzK7ZZVfQvM/cbhOD5nnWgYzM",
+	"9IvPYVYP8YuvmsuRbefFLf7iFjdu8SWobxWF09cjSmOyWtZ99lWxuV11cv1lNsVLLeI5NGE5NHbAXKz3",
+	"ZWf0Igw9g9YnvUvvkDF/NqfDXcpkoayNsy7niKGpMwoFZ4h8TQSRkOorCDYFhLtM0TFB/3BG0EZPv9bJ",
+	"3uoFqKd//ZMz0tsEHyCBpIMe1du/wfElOCFlr8s2uIkzG6exoklMsu5u7lUkqVYo9aNPjH5FJOHhaNO2",
+	"tVM0vO6yrFG1SUEC1mzs/VmSkM1eghRjSdkwzoKmbdiIlSB6DnhXNLy2EePA+vVMWuhwv6NQq33SNPU0",
+	"QR5dlsSYeWTLzAqRIJtBFtMOjbElUTa1d8SF0pRNA6zLoP08ZDqpWwIJRVzTPAI/S7Sx22z6yVQDSuJo",
+	"c3bTOYfG6/hEi2dba9eaaAf9v/p/OZVkdDhSsSab/IaIGCfnPKahvqXymib6btrrUGvXOqngCdk6x4LK",
+	"71oRLILw0Yu2rUaIX+oO/7he0KyEsMzRsYpYzxWctu7cnwsqBkNdAEeBNO2QiHE05gLiUsAgnrdAy+x4",
+	"UuHJrCLABSryUgL4+y4BvOCOLaz6m10d10QP/Ew5D6qsezf7hjS/CSX07/zLzXsOo9zCa7eaV/cyo3Um",
+	"ZM/l9JcY4AizoTWngCgkTR42xNWRW1SWS02Oa2hq3DgB02bOmw/KAuq0CLyvH8G8ESAEFIsEDy6xuIJN",
+	"g0DjyNVyo/XAMn5bJal9glLSD5bUlkOe4iQryTLfHoO1mE4i+iLa/ABpxBFVjynYbCU4lWT1BKwyvahU",
+	"eislI1OCwoTVCiLTMYka6BynWkuE2nxQIiL7LLPrTuGx/oZ8T4wwsIt/sa1+50gEN+dRschc5G+HRmAF",
+	"aaArGl5LkzgTodsR1fhiwn0tGoEYyVlIgi6zReICTe1NBg7YQYz5Z7xvAqSoQkMOlh1TXTMTSMEe02UX",
+	"eqMGU7MlgV+GAm67eT1vzBTewhDfGeI6QvSCud97/3N9TiujLlisFrlC8hcBPUIcx0SgEIyHBG3gOM6y",
+	"P3A0pixw9aRsskVuyb0mk82lGjr+ka9t5WyyH7PbqtvwYj9HfhzfFit/lCaH2b3J2p7mD2f7IYxprOD3",
+	"M46HJMZajdMXG3EWT2Y1+8hO8BHSfg7CMUS3xhjC4y/OVrUVZ4t5yg4fOFT0hkAI2BKhYybo9wRL9YGn",
+	"Ar6iS5vKA5sC0N4LZsPIVh6JYOyFfZFWR80f2PL90xqybz2sq8T3Soa3dee5axaFmhadkXmr0hhbTgdX",
+	"0/xpUMK45MwTE6UQkUSNMkOmFykKIqKNh7eFLiABfMRTUWngLJKZtaJGLfpuPwh9W0+Ivm++GfoWIjBe",
+	"7LXP1Z9sLgavKgD+4Xli55hsPY6OXGsnU7EM8IZI10XB1mjToq21u1Y0r3Rdy6XiSUIqpFpj98zFPH3v",
+	"1xAULN50Tq86F+cXx5ed5RGitJJHN8E+M4nZbs6gMR6sliU1e49MauxUPzHJ+ekEDXCwlKIBE4O8D5U3",
+	"9O/1azJZpHeXCx/rT1CxL4YkoSBKVivRB+fHv+lZ1sNirdbm19/quvPx4CChvxE4Lht8iIXAk1lIobf1",
+	"wnqfQVk+OD8G4HtXObuZj8B2K9XsMtc1FxhBqW6TKmBtsS5X0u1mHz4C8XmE5QhBGiUXVazWKAfm9j+C",
+	"Mh7SVbVvc/+fubkmsM5m/w3ZxU1Sf4f33tR3w51B/W20E9Zbg22yE+2Ge/3XOA+eC6nmloIM6Ndauybj",
+	"6y+7g238LgQg3vBrP1nMHFzhtS/Xv2/fNP/8++249fVNstPfY+/C3W8SGhc5ijOTwgS54mZW/sJ5fxAV",
+	"nzk6VU2mVuG3W3fXZLIgaM0nUAfIXnvXhce1E3CagX6xgS70SxAIa4ruQ8dhXudJo8LFo8fzSNOiIDbz",
+	"wUsQ2zd3p2iwL7x8a/HIygaVdrpX0rpGKpLm4A4/aupfJdKsUyZyuoSFGa3LNkyaYIMySYTqBTZtsGE0",
+	"o/zfBj17QV4X0cTFQ9tClUpTxlCktqKPRBuF0pJBqdbiZl6mMugycGpCa12TqF0uCimn2ipCXTgqZ9dA",
+	"zE42q4H4CFUMd7Iqhj6QvCKGNn8SSg8uk1JXLleYJy6+1Cv8gesVVuBbETseo3hhmXatVNRzGYLDUwXl",
+	"qepgyJlNeSCLFXx1ZVLz4erq/MtF5/dPnUtTDdHY5UYkjpDigamKqrQApNCIS1VwResHmuUXvNVIuoxb",
+	"aI/kTwYiwozyNGd2KydmJ2sq4He1fiq0MtWa5WnbK0j+I9C8NJ9q2EEaIR/nmpA8J8KElYJBvtL+5Y94",
+	"v7oFoACAZQ0B5txfiMgzmALKmORwEbDCHoxHRMqouq614AHkYetOL22uKH+I41i6qo6wEWOlRzFnQyKA",
+	"iJjRSLTvIiy1zJcmluNjqYX/ARe2JL2pwZdVPiUskrNSVYoYsJyoP+Y3P6Oov73Mfb7BMY1+FTgZ/Rj6",
+	"gT6rKbQx/qOBLTULdPjJkKZSffCYWxthdHR6CZmjeXui7b0d0+gnQDHukxiyXGOi9PhBl0V0SJUM0Kv6",
+	"KxAhXn15FaDjo1Nbu4xQgb6yel1vcbyJuNDYcnyOcBQJIvUAWdVwlHCh9jWWGKQZZLm3+ocG+mjKZ6AQ",
+	"S1LX2gCTVNEb4phqheJj4Tlb76kqDZJWSBDvC469EMcx4ixYRpzQ71I2NK2bgKQMeV6TE9h0D2XxpGAh",
+	"6E1x3d4+wrZ9FHcdkDQtsqXwolTgfjwJAHCmQCksiwhX9sOvsmfKMrsl2JqeZ5+ufjn7dHr05cPZ5dXl",
+	"l48H/2VpeF4Mvsuo2mygs1TV+aAuwMsBBUNNl+0+trTfJB5rwrm7vR14Kb9dBoku1RWQ1TT5e6AR1hN9",
+	"qsSXpQ2F5TU9pdvzmcW1ZUFSEtLmCGVaJXbW9v/rzaY/ITu7JGpdXqZFuBHBsRr9M9tmlDWFbdqgfChD",
+	"IHhIpETQrkK6+upyH4UjEl5DznBEEsIiwsJJZUzUBzvvuniblRvi18tjkZm8MmQ3pjekYUBNwtTUoQN3",
+	"qid83xBGpC9bGyBaiEJu9LIAJQydc6mGgki0oYm4KzVlqvOPOQSBm5AzLelStWmLHO6jveYO4mpExC2V",
+	"JChUdsAUmjcl0DG/nyqIczGyALSgk4EpMK1ZoRW2TecRfYn4sPLELsy+1u7jBzfEtVgeQkFCfXhBTdmt",
+	"54f5uGcLG2h4qDdj0Yng/ZiM/1Wx+IgoTPUCNTzhoNvIbSOD+oZ5S2bBgXy46RXG2mvuBDVFFdgMT904",
+	"ucl3pFQi21tbMk5pSBoRuXErkluMq7p5fWl4nJtvq+PTcySFlhCmLzNcr/k4oEFJZyJB8cO7Wp9gQYQe",
+	"A8wScNGqaiuN8TVUKK8FtVTEFhTtra2YhzgG+fht820TbBt20il5mjAMhVVMuRQqIO4DFL5ySSZZIY5n",
+	"wnpdhjzRkq4gEWGK4tgfI/MmTI9wUKDHxuSVQEHnTMi3zUgrRFVvijKxrl4rlKLLy/D4+6bjcQrZxejG",
+	"9Er0R/c+qRjZdnelbBigWy3yQ4oUi1zFu2IYnTesV8hretQjb5kiZdUVgox24vKovaHzfJjpkS/pkOmz",
+	"Mv1G9DC3pD/i/NqHh20ZQQtQdu9VDKqpfMFQLtHGJdzc+qV+aHwGm/7ujZW2eiiNK8bA6zDH+9Jizv3n",
+	"+/8TAAD//3Nc2GkBLAEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

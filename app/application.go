@@ -17,6 +17,12 @@ type Application struct {
 	Outbound  *OutboundLimits
 	Schedules *Schedules
 	Events    *Events
+	// Webhooks are set by the API's composition (NewWebhooks): they need
+	// the outbound guard, which the other use cases do not.
+	Webhooks *Webhooks
+	// Streams are set by the API's composition (NewStreams): they need the
+	// process's event hub.
+	Streams *Streams
 }
 
 // Stores are the storage ports the API's use cases need; one adapter may

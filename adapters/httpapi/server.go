@@ -102,8 +102,13 @@ func NewHandler(application *app.Application, limits Limits, gatherer prometheus
 	guarded := tenancy.process(limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs,
 		tenancy.workspace(checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))))
 
+	// Event streams skip the request places (see streams.go).
+	streams := limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs, validator(operations)))
+
 	mux := http.NewServeMux()
 	mux.Handle("/api/", guarded)
+	mux.Handle("GET /api/v1/workflow/executions/{executionId}/events", streams)
+	mux.Handle("GET /api/v1/workspaces/{workspaceId}/events", streams)
 	mux.Handle("/healthz", operations)
 	mux.Handle("/readyz", operations)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))

@@ -605,7 +605,8 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 // then wakes the dispatchers: a slot is free. The item is settled even when
 // the execution row is missing or already ended (a repeat, or a row dropped
 // while its workflow ran), so no item is left DISPATCHED or CLAIMED behind
-// a finished workflow. The item is read under its row lock, so settle
+// a finished workflow. The execution's webhook deliveries are written in
+// the same transaction (enqueueWebhooks). The item is read under its row lock, so settle
 // decides from the state a concurrent cancellation or release left, never
 // over it. The node records are written only with the execution's end, so
 // a repeat writes none.
@@ -633,6 +634,10 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 		} else {
 			found = true
 			if err := s.recordNodes(ctx, tx, id, nodes); err != nil {
+				return err
+			}
+			// The end's webhook deliveries commit with the end itself.
+			if err := s.enqueueWebhooks(ctx, tx, id, status); err != nil {
 				return err
 			}
 		}

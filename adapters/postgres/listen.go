@@ -17,16 +17,23 @@ const QueueChannel = "sluice_queue"
 // connection in LISTEN and reconnects after errors; while it is down the
 // dispatcher's polling covers.
 type Listener struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
-	c    chan struct{}
+	pool    *pgxpool.Pool
+	channel string
+	log     *slog.Logger
+	c       chan struct{}
 }
 
 var _ ports.Wakeups = (*Listener)(nil)
 
-// NewListener builds a listener; call Run to start it.
+// NewListener builds a listener on QueueChannel; call Run to start it.
 func NewListener(pool *pgxpool.Pool, log *slog.Logger) *Listener {
-	return &Listener{pool: pool, log: log, c: make(chan struct{}, 1)}
+	return NewChannelListener(pool, log, QueueChannel)
+}
+
+// NewChannelListener builds a listener on another channel, such as
+// WebhookChannel.
+func NewChannelListener(pool *pgxpool.Pool, log *slog.Logger, channel string) *Listener {
+	return &Listener{pool: pool, channel: channel, log: log, c: make(chan struct{}, 1)}
 }
 
 // C delivers coalesced wake-ups.
@@ -43,7 +50,7 @@ func (l *Listener) signal() {
 func (l *Listener) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := l.listen(ctx); err != nil && ctx.Err() == nil {
-			l.log.Warn("queue listener lost its connection; polling covers until it is back", "error", err)
+			l.log.Warn("listener lost its connection; polling covers until it is back", "channel", l.channel, "error", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -58,7 +65,7 @@ func (l *Listener) listen(ctx context.Context) error {
 		return err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+QueueChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+l.channel); err != nil {
 		return err
 	}
 	defer func() {

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/crontab"
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
+	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
@@ -125,6 +126,17 @@ func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *st
 	}, domain.DefaultTierPolicy(), cfg)
 
 	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
+	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store, app.DefaultWebhookEndpointsMax)
+	hub := postgres.NewFeedHub(pool, log, time.Hour)
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); hub.Run(hubCtx) }()
+	t.Cleanup(func() { stopHub(); <-hubDone })
+	// Streams idle for a second end, so the contract's checking transport,
+	// which reads whole answers, sees them end.
+	streamLimits := app.DefaultStreamLimits()
+	streamLimits.Idle = time.Second
+	application.Streams = app.NewStreams(hub, store, store, streamLimits)
 	checks := []httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}, {Name: "temporal", Check: workflows.CheckHealth}}
 	handler, err := httpapi.NewHandler(application, limits, registry, checks, log)
 	if err != nil {
@@ -168,7 +180,8 @@ func (s *stack) httpClient(t *testing.T) *http.Client {
 }
 
 // dispatchAll runs dispatch batches until every PENDING item of the
-// database is DISPATCHED, or fails the test at the deadline.
+// database that is due (its notBefore passed) is DISPATCHED, or fails the
+// test at the deadline.
 func (s *stack) dispatchAll(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -177,7 +190,7 @@ func (s *stack) dispatchAll(t *testing.T) {
 			t.Fatalf("dispatching: %v", err)
 		}
 		var pending int
-		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE status IN ('PENDING', 'CLAIMED')").Scan(&pending); err != nil {
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE status IN ('PENDING', 'CLAIMED') AND available_at <= now()").Scan(&pending); err != nil {
 			t.Fatal(err)
 		}
 		if pending > 0 {

@@ -37,7 +37,9 @@ type world struct {
 	finishedA    uuid.UUID
 	spareKeyOfA  uuid.UUID
 	definitionsB int
-	scheduleB    uuid.UUID // paused
+	// endpointB is B's webhook endpoint, deliveryB a delivery of it.
+	endpointB, deliveryB uuid.UUID
+	scheduleB            uuid.UUID // paused
 }
 
 func newWorld(t *testing.T) *world {
@@ -89,6 +91,7 @@ func newWorld(t *testing.T) *world {
 	spare, err := admin.CreateAPIKeyWithResponse(ctx, w.wsA, client.CreateAPIKeyRequest{Name: "spare"})
 	status(t, "createAPIKey", spare, err, http.StatusCreated)
 	w.spareKeyOfA = spare.JSON201.ID
+	w.endpointB, w.deliveryB = webhookFixture(t, w.stack, b, w.wsB, w.execB)
 	so, err := b.SetOutboundLimitWithResponse(ctx, w.wsB, outboundHostOfB, client.SetOutboundLimitRequest{RequestsPerSecond: 5, Burst: 5})
 	status(t, "setOutboundLimit", so, err, http.StatusOK)
 	return w
@@ -197,6 +200,32 @@ func (w *world) opsOnB() []op {
 		{"cancelQueueItem (dispatched)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelQueueItem(ctx, w.dispatchedB)
 		}},
+		{"createWebhookEndpoint", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateWebhookEndpoint(ctx, client.CreateWebhookEndpointRequest{
+				WorkspaceID: w.wsB, URL: publicHookURL, Events: []client.WebhookEvent{client.ExecutionCompleted},
+			})
+		}},
+		{"listWebhookEndpoints", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListWebhookEndpoints(ctx, &client.ListWebhookEndpointsParams{WorkspaceID: w.wsB})
+		}},
+		{"getWebhookEndpoint", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetWebhookEndpoint(ctx, w.endpointB)
+		}},
+		{"listWebhookDeliveries", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListWebhookDeliveries(ctx, w.endpointB, nil)
+		}},
+		{"resendWebhookDelivery", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ResendWebhookDelivery(ctx, w.deliveryB)
+		}},
+		{"deleteWebhookEndpoint", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteWebhookEndpoint(ctx, w.endpointB)
+		}},
+		{"streamExecutionEvents", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.StreamExecutionEvents(ctx, w.execB, nil)
+		}},
+		{"streamWorkspaceEvents", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.StreamWorkspaceEvents(ctx, w.wsB, nil)
+		}},
 		{"listOutboundLimits", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.ListOutboundLimits(ctx, w.wsB)
 		}},
@@ -255,6 +284,16 @@ func (w *world) checkBUntouched(t *testing.T) {
 	}
 	if queueRows != 2 {
 		t.Errorf("workspace B has %d queue rows, want 2", queueRows)
+	}
+	var endpoints int
+	var delivery string
+	if err := w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1),
+		(SELECT status || ':' || attempts || ':' || next_attempt_at::text FROM webhook_deliveries WHERE id = $2)`,
+		w.wsB, w.deliveryB).Scan(&endpoints, &delivery); err != nil {
+		t.Fatal(err)
+	}
+	if endpoints != 1 || !strings.HasPrefix(delivery, "FAILED:3:") {
+		t.Errorf("workspace B's webhooks changed: %d endpoints, delivery %s", endpoints, delivery)
 	}
 	var limits int
 	var rate float64

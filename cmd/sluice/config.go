@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,13 @@ type Config struct {
 	RecordValueMax int
 	// Nodes bounds what node executors produce and reach.
 	Nodes nodes.Config
+	// Webhooks configures completion webhooks: the sender (worker role),
+	// the calls' bounds and the endpoints a workspace may have.
+	Webhooks WebhooksConfig
+	// Streams bound the live event streams (api role); FeedRetention is
+	// how long events are kept for Last-Event-ID resumption.
+	Streams       app.StreamLimits
+	FeedRetention time.Duration
 	// OutboundHostsMax is how many host limits a workspace may keep.
 	OutboundHostsMax int
 }
@@ -65,6 +73,13 @@ type HTTPConfig struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
+}
+
+// WebhooksConfig is completion webhooks' configuration.
+type WebhooksConfig struct {
+	Sender       app.WebhookSenderConfig
+	Poster       nodes.WebhookConfig
+	EndpointsMax int
 }
 
 // maxOutboundPause bounds SLUICE_OUTBOUND_PAUSE_MAX: a node held longer
@@ -338,11 +353,45 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		}
 	}
 	c.Nodes = n
+	c.Webhooks = webhooksConfig(e)
+	c.Streams = app.DefaultStreamLimits()
+	c.Streams.Total = e.integer("SLUICE_STREAMS_MAX", c.Streams.Total, 1, 100_000)
+	c.Streams.PerWorkspace = e.integer("SLUICE_STREAMS_PER_WORKSPACE", min(c.Streams.PerWorkspace, c.Streams.Total), 1, c.Streams.Total)
+	c.Streams.Idle = e.duration("SLUICE_STREAM_IDLE", c.Streams.Idle, time.Second)
+	c.FeedRetention = e.duration("SLUICE_STREAM_RETENTION", time.Hour, time.Minute)
 
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("bad configuration:\n%w", err)
 	}
 	return c, nil
+}
+
+// webhooksConfig reads the SLUICE_WEBHOOK_* variables.
+func webhooksConfig(e *env) WebhooksConfig {
+	s := app.DefaultWebhookSenderConfig()
+	s.Concurrency = e.integer("SLUICE_WEBHOOK_CONCURRENCY", s.Concurrency, 1, 1024)
+	s.WorkspaceConcurrency = e.integer("SLUICE_WEBHOOK_WORKSPACE_CONCURRENCY", min(s.WorkspaceConcurrency, s.Concurrency), 1, s.Concurrency)
+	s.Timeout = e.duration("SLUICE_WEBHOOK_TIMEOUT", s.Timeout, 100*time.Millisecond)
+	s.PollInterval = e.duration("SLUICE_WEBHOOK_POLL_INTERVAL", s.PollInterval, 10*time.Millisecond)
+	s.Retry.Base = e.duration("SLUICE_WEBHOOK_RETRY_BASE", s.Retry.Base, 10*time.Millisecond)
+	s.Retry.Max = e.duration("SLUICE_WEBHOOK_RETRY_MAX", max(s.Retry.Max, s.Retry.Base), s.Retry.Base)
+	s.Retry.Period = e.duration("SLUICE_WEBHOOK_RETRY_PERIOD", s.Retry.Period, time.Second)
+	s.Retention = e.duration("SLUICE_WEBHOOK_DELIVERY_RETENTION", s.Retention, time.Hour)
+	w := WebhooksConfig{
+		Sender:       s,
+		Poster:       nodes.WebhookConfig{Timeout: s.Timeout},
+		EndpointsMax: e.integer("SLUICE_WEBHOOK_ENDPOINTS_MAX", app.DefaultWebhookEndpointsMax, 1, 1000),
+	}
+	if f := e.str("SLUICE_WEBHOOK_CA_FILE", ""); f != "" {
+		pem, err := os.ReadFile(f)
+		pool := x509.NewCertPool()
+		if err != nil || !pool.AppendCertsFromPEM(pem) {
+			e.bad("SLUICE_WEBHOOK_CA_FILE", f, "want a readable PEM file of CA certificates")
+		} else {
+			w.Poster.RootCAs = pool
+		}
+	}
+	return w
 }
 
 // retiredOutputMax was a second bound on node output, beside the payload

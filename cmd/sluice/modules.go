@@ -66,9 +66,21 @@ var commonModule = fx.Module("common",
 // expired Idempotency-Keys and deletes what is past its retention, each
 // one api process at a time.
 var apiModule = fx.Module("api",
-	fx.Provide(newApplication),
-	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention),
+	fx.Provide(newApplication, newFeedHub),
+	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention, runFeedHub),
 )
+
+// newFeedHub is the one reader of events that feeds the process's event
+// streams, on the process's own pool (its LISTEN holds one connection).
+func newFeedHub(cfg Config, pool *pgxpool.Pool, log *slog.Logger) *postgres.FeedHub {
+	return postgres.NewFeedHub(pool, log.With("component", "feed"), cfg.FeedRetention)
+}
+
+// runFeedHub feeds the event streams until the process stops.
+func runFeedHub(lc fx.Lifecycle, hub *postgres.FeedHub) {
+	var bg background
+	bg.start(lc, hub.Run)
+}
 
 // dispatcherModule admits queue items into Temporal: the claim loop, the
 // heartbeat of the lease it claims under, the breaker they share with
@@ -103,8 +115,20 @@ var dispatcherModule = fx.Module("dispatcher",
 // Postgres and Temporal answer.
 var workerModule = fx.Module("worker",
 	fx.Provide(fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`))),
-	fx.Invoke(startWorkers),
+	fx.Invoke(startWorkers, runWebhookSender),
 )
+
+// runWebhookSender sends completion webhooks from every worker process:
+// the sender claims with SKIP LOCKED and fences its answers, so any
+// number run side by side; it wakes on WebhookChannel and polls as a
+// fallback and for retries.
+func runWebhookSender(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, store *postgres.Store, reg *prometheus.Registry, log *slog.Logger) {
+	log = log.With("component", "webhooks")
+	listener := postgres.NewChannelListener(pool, log, postgres.WebhookChannel)
+	sender := app.NewWebhookSender(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), listener, cfg.Webhooks.Sender, reg, log)
+	var bg background
+	bg.start(lc, listener.Run, sender.Run)
+}
 
 // temporalReadiness checks that the Temporal frontend answers. The
 // dispatcher and the worker both provide it; the admin server runs it once.
@@ -248,7 +272,7 @@ func startHTTP(p httpParams) error {
 // connections are the API's places (SLUICE_API_DB_CONNS) and its
 // statements time out (SLUICE_API_STATEMENT_TIMEOUT), so tenants' requests
 // neither wait on nor take the connections of the process's other roles.
-func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, log *slog.Logger) (*app.Application, error) {
+func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.FeedHub, log *slog.Logger) (*app.Application, error) {
 	poolCfg, err := postgres.APIPoolConfig(cfg.DatabaseURL, cfg.HTTP.Limits.Tenancy.Concurrency, cfg.HTTP.StatementTimeout)
 	if err != nil {
 		return nil, err
@@ -264,6 +288,8 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	a := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store},
 		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
 	a.SetOutboundHostsMax(cfg.OutboundHostsMax)
+	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store, cfg.Webhooks.EndpointsMax)
+	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
 	return a, nil
 }
 

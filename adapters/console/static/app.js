@@ -16,6 +16,7 @@ import { viewQueue } from "./queue.js";
 import { viewExecution } from "./run.js";
 import { viewSchedules } from "./schedules.js";
 import { renderWho, signOut, viewSignIn } from "./signin.js";
+import { viewWebhooks } from "./webhooks.js";
 import { viewWorkspaces } from "./workspaces.js";
 
 // Ids in a route must be UUIDs, so a crafted link cannot steer the
@@ -32,6 +33,7 @@ const routes = [
   [re(`^\/workspaces\/${ID}\/executions$`), (m, q) => viewExecutions(m[1] || "", q)],
   [re(`^\/workspaces\/${ID}\/definitions$`), (m) => viewDefinitions(m[1] || "")],
   [re(`^\/workspaces\/${ID}\/schedules$`), (m) => viewSchedules(m[1] || "")],
+  [re(`^\/workspaces\/${ID}\/webhooks$`), (m) => viewWebhooks(m[1] || "")],
   [re(`^\/definitions\/${ID}$`), (m, q) => viewDefinition(m[1] || "", q)],
   [re(`^\/executions\/${ID}$`), (m) => viewExecution(m[1] || "")],
 ];

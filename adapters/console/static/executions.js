@@ -4,9 +4,9 @@
 import { api, problemView, query } from "./api.js";
 import { agoEl, badge, h, page, renderIfChanged, sinceEl } from "./dom.js";
 import { duration, shortId } from "./format.js";
-import { current, every, go, view } from "./live.js";
+import { current, follow, go, view } from "./live.js";
 import { EXECUTION_STATUSES } from "./types.js";
-import { POLL_MS, definitionNames, statusFilter, workspaceHeader } from "./workspaces.js";
+import { definitionNames, statusFilter, workspaceHeader } from "./workspaces.js";
 
 /** @typedef {import('./types.js').Execution} Execution */
 /** @typedef {import('./types.js').ExecutionPage} ExecutionPage */
@@ -116,7 +116,8 @@ export async function viewExecutions(workspaceId, params) {
         : [],
     );
   };
-  await every(POLL_MS, async () => {
+  // Loads again on each of the workspace's queue and run events.
+  await follow(`/workspaces/${workspaceId}/events`, async () => {
     await header.refresh();
     /** @type {ExecutionPage} */
     const pg = await api("GET", `/workflow/executions${query(filter)}`);

@@ -3,9 +3,9 @@
 import { api, problemView, query } from "./api.js";
 import { agoEl, badge, h, page, renderIfChanged } from "./dom.js";
 import { shortId } from "./format.js";
-import { current, every, view } from "./live.js";
+import { current, follow, view } from "./live.js";
 import { QUEUE_STATUSES } from "./types.js";
-import { POLL_MS, definitionNames, statusFilter, workspaceHeader } from "./workspaces.js";
+import { definitionNames, statusFilter, workspaceHeader } from "./workspaces.js";
 
 /** @typedef {import('./types.js').QueueItem} QueueItem */
 /** @typedef {import('./types.js').QueueItemPage} QueueItemPage */
@@ -99,7 +99,8 @@ export async function viewQueue(workspaceId, params) {
     if (rows.length === 0) rows.push(h("tr", {}, h("td", { colspan: 10, class: "empty" }, chosen ? `No ${chosen} items.` : "The queue is empty. A completed run's item is removed; see Executions.")));
     return rows;
   };
-  await every(POLL_MS, async () => {
+  // Loads again on each of the workspace's queue and run events.
+  await follow(`/workspaces/${workspaceId}/events`, async () => {
     await header.refresh();
     /** @type {QueueItemPage} */
     const pg = await api("GET", `/workflow/queue${query({ workspaceId, status: chosen, limit: 200 })}`);

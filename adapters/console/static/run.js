@@ -1,11 +1,11 @@
 // @ts-check
 // One run: its DAG coloured by status, and every node's record, live while
-// it runs.
+// it runs (following the run's event stream).
 import { api, problemView } from "./api.js";
 import { badge, crumbs, h, page, renderIfChanged, replaceKeepingFocus, sinceEl } from "./dom.js";
 import { childRecords, dagView } from "./dag.js";
 import { duration, json, shortId, span, when } from "./format.js";
-import { current, every, view } from "./live.js";
+import { current, follow, view } from "./live.js";
 import { NODE_STATUSES } from "./types.js";
 
 /** @typedef {import('./types.js').Execution} Execution */
@@ -16,8 +16,6 @@ import { NODE_STATUSES } from "./types.js";
 /** @typedef {import('./types.js').NodeRecord} NodeRecord */
 /** @typedef {import('./types.js').NodeRecordPage} NodeRecordPage */
 /** @typedef {import('./types.js').CancelResponse} CancelResponse */
-
-const RUN_POLL_MS = 1000;
 
 /** @param {string} executionId */
 export async function viewExecution(executionId) {
@@ -31,7 +29,8 @@ export async function viewExecution(executionId) {
   let graph = null;
   /** @type {Definition | null} */
   let def = null;
-  await every(RUN_POLL_MS, async () => {
+  // The page loads again on each of the run's events, until it ends.
+  await follow(`/workflow/executions/${executionId}/events`, async () => {
     /** @type {Execution} */
     let e;
     try {

@@ -28,6 +28,9 @@
 /** @typedef {Schemas['Schedule']} Schedule */
 /** @typedef {Schemas['SchedulePage']} SchedulePage */
 /** @typedef {Schemas['Problem']} Problem */
+/** @typedef {Schemas['WebhookEndpoint']} WebhookEndpoint */
+/** @typedef {Schemas['WebhookDelivery']} WebhookDelivery */
+/** @typedef {Schemas['WebhookDeliveryPage']} WebhookDeliveryPage */
 
 /**
  * The queue's statuses in the order the queue page's filter lists them.

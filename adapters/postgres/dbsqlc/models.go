@@ -32,6 +32,16 @@ type ApiKey struct {
 	RevokedAt   *time.Time
 }
 
+type FeedEvent struct {
+	ID          int64
+	Seq         *int64
+	WorkspaceID domain.ID
+	ExecutionID *domain.ID
+	Kind        string
+	Data        json.RawMessage
+	CreatedAt   time.Time
+}
+
 type IdempotencyKey struct {
 	WorkspaceID domain.ID
 	Key         string
@@ -64,6 +74,33 @@ type Shedlock struct {
 	LockUntil time.Time
 	LockedAt  time.Time
 	LockedBy  string
+}
+
+type WebhookDelivery struct {
+	ID             domain.ID
+	EndpointID     domain.ID
+	WorkspaceID    domain.ID
+	ExecutionID    domain.ID
+	EventType      string
+	Payload        json.RawMessage
+	Status         string
+	Attempts       int32
+	NextAttemptAt  time.Time
+	WindowStart    time.Time
+	LastStatusCode pgtype.Int4
+	LastError      *string
+	CreatedAt      time.Time
+	DeliveredAt    *time.Time
+}
+
+type WebhookEndpoint struct {
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	Url                  string
+	Events               []string
+	WorkflowDefinitionID *domain.ID
+	Secret               string
+	CreatedAt            time.Time
 }
 
 type WorkflowDefinition struct {

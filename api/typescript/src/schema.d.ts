@@ -660,7 +660,19 @@ export interface paths {
             };
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Stream an execution's events
+         * @description A `text/event-stream` of the execution's events, in order:
+         *     `node.started`, `node.finished`, `run.started` and `run.finished`,
+         *     each with `id:` (its sequence number), `event:` (its kind) and
+         *     `data:` (JSON). Events after `Last-Event-ID` are sent first, from
+         *     those kept (`SLUICE_STREAM_RETENTION`), then each as it commits; the
+         *     stream ends after `run.finished`. A reconnect with the last id
+         *     received misses none. Streams are bounded per workspace and per
+         *     server (429 past them) and closed after `SLUICE_STREAM_IDLE`
+         *     without an event.
+         */
+        get: operations["streamExecutionEvents"];
         put?: never;
         /**
          * Send an event to a waiting node
@@ -673,6 +685,145 @@ export interface paths {
          *     like any request (413).
          */
         post: operations["sendEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workspaces/{workspaceId}/events": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received; the stream resumes after it. */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Stream a workspace's queue and run events
+         * @description A `text/event-stream` of the workspace's queue events
+         *     (`queue.insert`, `queue.update`, `queue.delete`, with the item's
+         *     status) and run events (`run.started`, `run.finished`), in order,
+         *     resumable with `Last-Event-ID` as the execution stream is.
+         */
+        get: operations["streamWorkspaceEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a workspace's webhook endpoints
+         * @description The endpoints, oldest first, without their secrets.
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Register a completion webhook endpoint
+         * @description Registers an HTTPS URL that is told when the workspace's executions
+         *     end (`execution.completed`, `execution.failed`,
+         *     `execution.cancelled`: all or some), optionally for one definition's
+         *     executions only. Each delivery is signed following the Standard
+         *     Webhooks specification with the endpoint's `whsec_` secret, which
+         *     this answer carries once. A URL that is not https, or whose host is
+         *     or resolves to an address of the service's own networks, is a 422
+         *     naming `/url`. A workspace has at most `SLUICE_WEBHOOK_ENDPOINTS_MAX`
+         *     endpoints (10 by default); past that, a 429.
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/endpoints/{endpointId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a webhook endpoint
+         * @description The endpoint, without its secret.
+         */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Deletes the endpoint and its deliveries. An attempt already in flight may still arrive.
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/endpoints/{endpointId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an endpoint's deliveries
+         * @description The endpoint's deliveries, newest first, with their status
+         *     (PENDING, DELIVERED, FAILED), attempts and the last answer's status
+         *     code. Delivered and failed deliveries are kept for
+         *     `SLUICE_WEBHOOK_DELIVERY_RETENTION` (7 days by default).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/deliveries/{deliveryId}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The delivery's id (its webhook-id). */
+                deliveryId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery again
+         * @description Makes the delivery due now, whatever its status, with a new retry
+         *     period. It keeps its webhook-id, so a receiver that already took it
+         *     can tell the repeat.
+         */
+        post: operations["resendWebhookDelivery"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1102,6 +1253,66 @@ export interface components {
             /** @enum {string} */
             status: "CANCELLED" | "CANCELLING";
         };
+        /** @enum {string} */
+        WebhookEvent: "execution.completed" | "execution.failed" | "execution.cancelled";
+        /** @enum {string} */
+        DeliveryStatus: "PENDING" | "DELIVERED" | "FAILED";
+        CreateWebhookEndpointRequest: {
+            /** Format: uuid */
+            workspaceId: string;
+            /** @description An https:// URL. */
+            url: string;
+            events: components["schemas"]["WebhookEvent"][];
+            /**
+             * Format: uuid
+             * @description Only this definition's executions.
+             */
+            workflowDefinitionId?: string;
+        };
+        WebhookEndpoint: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            workspaceId: string;
+            url: string;
+            events: components["schemas"]["WebhookEvent"][];
+            /** Format: uuid */
+            workflowDefinitionId: string | null;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        CreatedWebhookEndpoint: components["schemas"]["WebhookEndpoint"] & {
+            /** @description The whsec_ signing secret. Shown once; store it now. */
+            secret: string;
+        };
+        WebhookDelivery: {
+            /**
+             * Format: uuid
+             * @description The webhook-id every attempt carries.
+             */
+            id: string;
+            /** Format: uuid */
+            endpointId: string;
+            /** Format: uuid */
+            executionId: string;
+            event: components["schemas"]["WebhookEvent"];
+            status: components["schemas"]["DeliveryStatus"];
+            attempts: number;
+            lastStatusCode: number | null;
+            lastError: string | null;
+            /** Format: date-time */
+            nextAttemptAt: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            deliveredAt: string | null;
+            /** @description The body sent: the Standard Webhooks envelope {type, timestamp, data}. */
+            payload: unknown;
+        };
+        WebhookDeliveryPage: {
+            items: components["schemas"]["WebhookDelivery"][];
+            nextCursor: string | null;
+        };
     };
     responses: {
         /** @description The request is malformed or breaks the schema. */
@@ -1288,6 +1499,29 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description A field the schema accepts but the service refuses, such as a webhook URL on a private address; the field is named. */
+        InvalidField: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sluice.dev/problems/invalid-field",
+                 *       "title": "Invalid field",
+                 *       "status": 422,
+                 *       "detail": "1 problem",
+                 *       "errors": [
+                 *         {
+                 *           "path": "/url",
+                 *           "message": "refused: 10.0.0.1 is private (RFC 1918); allow it with SLUICE_HTTP_NODE_ALLOW"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description Something failed on the server; the request changed nothing. */
         Internal: {
             headers: {
@@ -1307,6 +1541,10 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The id of the last event received; the stream resumes after it. */
+        LastEventId: number;
+        /** @description The webhook endpoint's id. */
+        EndpointId: string;
         /** @description The workspace's id. */
         WorkspaceId: string;
         /** @description The workflow definition's id. */
@@ -2777,6 +3015,44 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    streamExecutionEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received; the stream resumes after it. */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example id: 42
+                     *     event: node.finished
+                     *     data: {"executionId":"1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d","key":"greet","status":"COMPLETED"}
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     sendEvent: {
         parameters: {
             query?: never;
@@ -2823,6 +3099,290 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    streamWorkspaceEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received; the stream resumes after it. */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example id: 43
+                     *     event: queue.update
+                     *     data: {"queueId":"3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a","status":"DISPATCHED"}
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query: {
+                /** @description The workspace. */
+                workspaceId: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example [] */
+                    "application/json": components["schemas"]["WebhookEndpoint"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                 *       "url": "https://hooks.example.com/sluice",
+                 *       "events": [
+                 *         "execution.completed",
+                 *         "execution.failed"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateWebhookEndpointRequest"];
+            };
+        };
+        responses: {
+            /** @description The endpoint, with its secret. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0b7e4a0e-9a57-4c3f-8d3c-1f2e3d4c5b6a",
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "url": "https://hooks.example.com/sluice",
+                     *       "events": [
+                     *         "execution.completed"
+                     *       ],
+                     *       "workflowDefinitionId": null,
+                     *       "createdAt": "2026-11-21T10:00:00Z",
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreatedWebhookEndpoint"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidField"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0b7e4a0e-9a57-4c3f-8d3c-1f2e3d4c5b6a",
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "url": "https://hooks.example.com/sluice",
+                     *       "events": [
+                     *         "execution.completed"
+                     *       ],
+                     *       "workflowDefinitionId": null,
+                     *       "createdAt": "2026-11-21T10:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Only deliveries with this status. */
+                status?: components["schemas"]["DeliveryStatus"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `nextCursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    resendWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The delivery's id (its webhook-id). */
+                deliveryId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, due now. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *       "endpointId": "0b7e4a0e-9a57-4c3f-8d3c-1f2e3d4c5b6a",
+                     *       "executionId": "1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d",
+                     *       "event": "execution.completed",
+                     *       "status": "PENDING",
+                     *       "attempts": 3,
+                     *       "lastStatusCode": 500,
+                     *       "lastError": "answered HTTP 500",
+                     *       "nextAttemptAt": "2026-11-21T10:00:00Z",
+                     *       "createdAt": "2026-11-21T09:00:00Z",
+                     *       "deliveredAt": null,
+                     *       "payload": {}
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

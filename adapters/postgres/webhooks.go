@@ -1,0 +1,221 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+var (
+	_ ports.WebhookStore  = (*Store)(nil)
+	_ ports.WebhookOutbox = (*Store)(nil)
+)
+
+// WebhookChannel is the NOTIFY channel that wakes webhook senders when an
+// execution's end wrote deliveries.
+const WebhookChannel = "sluice_webhooks"
+
+// enqueueWebhooks writes, in the transaction tx that records an
+// execution's end, one delivery per endpoint that takes the event, and
+// wakes the senders when there is any.
+func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, status domain.ExecutionStatus) error {
+	event, ok := domain.WebhookEventOf(status)
+	if !ok {
+		return nil
+	}
+	n, err := s.q.WebhookDeliveriesEnqueue(ctx, tx, dbsqlc.WebhookDeliveriesEnqueueParams{EventType: string(event), ExecutionID: id})
+	if err != nil || n == 0 {
+		return err
+	}
+	return s.q.WebhookNotify(ctx, tx)
+}
+
+// CreateWebhookEndpoint stores an endpoint under its workspace's row lock,
+// so the count the quota checks cannot change under it.
+func (s *Store) CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint, maxEndpoints int) (domain.WebhookEndpoint, error) {
+	var out domain.WebhookEndpoint
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := s.q.WorkspaceLockForWebhooks(ctx, tx, e.WorkspaceID); err != nil {
+			return interpretError(err)
+		}
+		events := make([]string, len(e.Events))
+		for i, ev := range e.Events {
+			events[i] = string(ev)
+		}
+		r, err := s.q.WebhookEndpointInsert(ctx, tx, dbsqlc.WebhookEndpointInsertParams{
+			ID: e.ID, WorkspaceID: e.WorkspaceID, Url: e.URL, Events: events, WorkflowDefinitionID: e.DefinitionID,
+			Secret: e.Secret, MaxEndpoints: int32(maxEndpoints),
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &domain.QuotaError{Quota: "webhook endpoints", Limit: maxEndpoints}
+		}
+		if err != nil {
+			return interpretError(err)
+		}
+		out = endpointFromRow(r)
+		return nil
+	})
+	return out, err
+}
+
+// GetWebhookEndpoint reads one endpoint, its secret included.
+func (s *Store) GetWebhookEndpoint(ctx context.Context, id domain.ID) (domain.WebhookEndpoint, error) {
+	r, err := s.q.WebhookEndpointGet(ctx, s.pool, id)
+	if err != nil {
+		return domain.WebhookEndpoint{}, interpretError(err)
+	}
+	return endpointFromRow(r), nil
+}
+
+// ListWebhookEndpoints lists a workspace's endpoints, oldest first; there
+// are at most the quota's number.
+func (s *Store) ListWebhookEndpoints(ctx context.Context, workspaceID domain.ID) ([]domain.WebhookEndpoint, error) {
+	rows, err := s.q.WebhookEndpointList(ctx, s.pool, workspaceID)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]domain.WebhookEndpoint, len(rows))
+	for i, r := range rows {
+		out[i] = endpointFromRow(r)
+	}
+	return out, nil
+}
+
+// DeleteWebhookEndpoint deletes an endpoint; its deliveries go with it.
+func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id domain.ID) error {
+	n, err := s.q.WebhookEndpointDelete(ctx, s.pool, id)
+	if err != nil {
+		return interpretError(err)
+	}
+	if n == 0 {
+		return ports.ErrNotFound
+	}
+	return nil
+}
+
+// ListWebhookDeliveries pages through an endpoint's deliveries, newest
+// first.
+func (s *Store) ListWebhookDeliveries(ctx context.Context, endpointID domain.ID, status *domain.DeliveryStatus, limit int, before *ports.DeliveryCursor) ([]domain.WebhookDelivery, error) {
+	p := dbsqlc.WebhookDeliveryListParams{EndpointID: endpointID, MaxRows: int32(limit)}
+	if status != nil {
+		st := string(*status)
+		p.Status = &st
+	}
+	if before != nil {
+		p.BeforeCreatedAt, p.BeforeID = &before.CreatedAt, &before.ID
+	}
+	rows, err := s.q.WebhookDeliveryList(ctx, s.pool, p)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]domain.WebhookDelivery, len(rows))
+	for i, r := range rows {
+		out[i] = deliveryFromRow(r)
+	}
+	return out, nil
+}
+
+// GetWebhookDelivery reads one delivery.
+func (s *Store) GetWebhookDelivery(ctx context.Context, id domain.ID) (domain.WebhookDelivery, error) {
+	r, err := s.q.WebhookDeliveryGet(ctx, s.pool, id)
+	if err != nil {
+		return domain.WebhookDelivery{}, interpretError(err)
+	}
+	return deliveryFromRow(dbsqlc.WebhookDelivery{
+		ID: r.ID, EndpointID: r.EndpointID, WorkspaceID: r.WorkspaceID, ExecutionID: r.ExecutionID, EventType: r.EventType,
+		Payload: r.Payload, Status: r.Status, Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt, WindowStart: r.WindowStart,
+		LastStatusCode: r.LastStatusCode, LastError: r.LastError, CreatedAt: r.CreatedAt, DeliveredAt: r.DeliveredAt,
+	}), nil
+}
+
+// ResendWebhookDelivery makes a delivery due now and wakes the senders.
+func (s *Store) ResendWebhookDelivery(ctx context.Context, id domain.ID) (domain.WebhookDelivery, error) {
+	var out domain.WebhookDelivery
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		r, err := s.q.WebhookDeliveryResend(ctx, tx, id)
+		if err != nil {
+			return interpretError(err)
+		}
+		out = deliveryFromRow(r)
+		return s.q.WebhookNotify(ctx, tx)
+	})
+	return out, err
+}
+
+// ClaimWebhookDeliveries claims due deliveries for one attempt each.
+func (s *Store) ClaimWebhookDeliveries(ctx context.Context, limit, perWorkspace int, busy map[domain.ID]int, lease time.Duration) ([]ports.ClaimedDelivery, error) {
+	p := dbsqlc.WebhookDeliveriesClaimParams{
+		LeaseSeconds: lease.Seconds(), PerWorkspace: int32(perWorkspace), MaxRows: int32(limit),
+		BusyWorkspaceIds: make([]domain.ID, 0, len(busy)), BusyCounts: make([]int32, 0, len(busy)),
+	}
+	for ws, n := range busy {
+		p.BusyWorkspaceIds = append(p.BusyWorkspaceIds, ws)
+		p.BusyCounts = append(p.BusyCounts, int32(n))
+	}
+	rows, err := s.q.WebhookDeliveriesClaim(ctx, s.pool, p)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	out := make([]ports.ClaimedDelivery, len(rows))
+	for i, r := range rows {
+		out[i] = ports.ClaimedDelivery{
+			Delivery: domain.WebhookDelivery{
+				ID: r.ID, EndpointID: r.EndpointID, WorkspaceID: r.WorkspaceID, Event: domain.WebhookEvent(r.EventType),
+				Payload: r.Payload, Status: domain.DeliveryPending, Attempts: int(r.Attempts),
+			},
+			WindowStart: r.WindowStart, URL: r.Url, Secret: r.Secret,
+		}
+	}
+	return out, nil
+}
+
+// RecordWebhookAttempt records a claimed attempt's end, fenced by its
+// attempt number.
+func (s *Store) RecordWebhookAttempt(ctx context.Context, a ports.WebhookAttempt) (bool, error) {
+	p := dbsqlc.WebhookDeliveryRecordAttemptParams{
+		Status: string(a.Status), LastError: a.Error, NextAttemptAt: a.NextAttemptAt, ID: a.ID, Attempts: int32(a.Attempt),
+	}
+	if a.StatusCode != nil {
+		p.LastStatusCode = pgtype.Int4{Int32: int32(*a.StatusCode), Valid: true}
+	}
+	n, err := s.q.WebhookDeliveryRecordAttempt(ctx, s.pool, p)
+	return n == 1, interpretError(err)
+}
+
+// DeleteFinishedWebhookDeliveries is the deliveries' retention.
+func (s *Store) DeleteFinishedWebhookDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := s.q.WebhookDeliveriesDeleteFinished(ctx, s.pool, dbsqlc.WebhookDeliveriesDeleteFinishedParams{Before: before, MaxRows: int32(limit)})
+	return int(n), interpretError(err)
+}
+
+func endpointFromRow(r dbsqlc.WebhookEndpoint) domain.WebhookEndpoint {
+	events := make([]domain.WebhookEvent, len(r.Events))
+	for i, e := range r.Events {
+		events[i] = domain.WebhookEvent(e)
+	}
+	return domain.WebhookEndpoint{
+		ID: r.ID, WorkspaceID: r.WorkspaceID, URL: r.Url, Events: events, DefinitionID: r.WorkflowDefinitionID,
+		Secret: r.Secret, CreatedAt: r.CreatedAt,
+	}
+}
+
+func deliveryFromRow(r dbsqlc.WebhookDelivery) domain.WebhookDelivery {
+	d := domain.WebhookDelivery{
+		ID: r.ID, EndpointID: r.EndpointID, WorkspaceID: r.WorkspaceID, ExecutionID: r.ExecutionID,
+		Event: domain.WebhookEvent(r.EventType), Payload: r.Payload, Status: domain.DeliveryStatus(r.Status),
+		Attempts: int(r.Attempts), NextAttemptAt: r.NextAttemptAt, LastError: r.LastError, CreatedAt: r.CreatedAt,
+		DeliveredAt: r.DeliveredAt,
+	}
+	if r.LastStatusCode.Valid {
+		c := int(r.LastStatusCode.Int32)
+		d.LastStatusCode = &c
+	}
+	return d
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/sluicehq/sluice/ports/porttest"
+)
+
+// webhookReceiver is a local HTTPS receiver that records what it is sent
+// and answers with what answer says for the nth request (from 1).
+type webhookReceiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	bodies [][]byte
+	heads  []http.Header
+	times  []time.Time
+}
+
+func newWebhookReceiver(t *testing.T, answer func(n int, r *http.Request) int) *webhookReceiver {
+	t.Helper()
+	rc := &webhookReceiver{}
+	rc.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		rc.bodies = append(rc.bodies, body)
+		rc.heads = append(rc.heads, r.Header.Clone())
+		rc.times = append(rc.times, time.Now())
+		n := len(rc.bodies)
+		rc.mu.Unlock()
+		w.WriteHeader(answer(n, r))
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *webhookReceiver) count() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return len(rc.bodies)
+}
+
+// webhookCAFile writes the test TLS servers' certificate (httptest's one
+// built-in certificate, for 127.0.0.1) as the CA file the sender trusts.
+func webhookCAFile(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// registerWebhook registers url for every event in ws and returns the
+// endpoint's id and secret.
+func registerWebhook(t *testing.T, base, ws, url string) (id, secret string) {
+	t.Helper()
+	var ep struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	if code := call(t, "POST", base+"/api/v1/webhooks/endpoints", testAdminToken, map[string]any{
+		"workspaceId": ws, "url": url, "events": []string{"execution.completed", "execution.failed", "execution.cancelled"},
+	}, &ep); code != 201 {
+		t.Fatalf("register webhook: %d", code)
+	}
+	return ep.ID, ep.Secret
+}
+
+type deliveryView struct {
+	ID             string `json:"id"`
+	Status         string `json:"status"`
+	Attempts       int    `json:"attempts"`
+	LastStatusCode *int   `json:"lastStatusCode"`
+	ExecutionID    string `json:"executionId"`
+}
+
+func listDeliveries(t *testing.T, base, endpoint string) []deliveryView {
+	t.Helper()
+	var page struct {
+		Items []deliveryView `json:"items"`
+	}
+	if code := call(t, "GET", base+"/api/v1/webhooks/endpoints/"+endpoint+"/deliveries", testAdminToken, nil, &page); code != 200 {
+		t.Fatalf("list deliveries: %d", code)
+	}
+	return page.Items
+}
+
+// TestAWebhookFailedThreeTimesArrivesOnceAcceptedAndVerifies: a receiver
+// that answers 500 to the first three deliveries and 200 to the fourth
+// gets the completion webhook four times with one webhook-id, the
+// accepted one passes the Standard Webhooks library's Verify with the
+// endpoint's secret, and nothing is sent after it was accepted.
+func TestAWebhookFailedThreeTimesArrivesOnceAcceptedAndVerifies(t *testing.T) {
+	rc := newWebhookReceiver(t, func(n int, _ *http.Request) int {
+		if n <= 3 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	base := startSluice(t, map[string]string{
+		"SLUICE_WEBHOOK_CA_FILE":       webhookCAFile(t, rc.srv),
+		"SLUICE_WEBHOOK_RETRY_BASE":    "100ms",
+		"SLUICE_WEBHOOK_POLL_INTERVAL": "50ms",
+	})
+	e := newE2E(t, base)
+	endpoint, secret := registerWebhook(t, base, e.ws, rc.srv.URL+"/hook")
+	exec := e.startIn(oneTransform, nil)
+	e.waitFor(exec, "COMPLETED")
+
+	var d deliveryView
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the delivery to be DELIVERED", func() bool {
+		ds := listDeliveries(t, base, endpoint)
+		if len(ds) == 1 {
+			d = ds[0]
+		}
+		return d.Status == "DELIVERED"
+	}))
+	if d.Attempts != 4 || d.LastStatusCode == nil || *d.LastStatusCode != 200 || d.ExecutionID != exec {
+		t.Fatalf("delivery = %+v, want 4 attempts ending 200 for execution %s", d, exec)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.bodies) != 4 {
+		t.Fatalf("receiver got %d requests, want 4 (3 refused, 1 accepted)", len(rc.bodies))
+	}
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range rc.heads {
+		if h.Get("webhook-id") != d.ID {
+			t.Errorf("request %d: webhook-id %q, want the delivery's id %s on every attempt", i+1, h.Get("webhook-id"), d.ID)
+		}
+		if err := wh.Verify(rc.bodies[i], h); err != nil {
+			t.Errorf("request %d: Standard Webhooks Verify: %v", i+1, err)
+		}
+	}
+	if err := wh.Verify(append([]byte(nil), append(rc.bodies[3], ' ')...), rc.heads[3]); err == nil {
+		t.Fatal("Verify accepted an altered body: the check proves nothing")
+	}
+	t.Logf("accepted body: %s", rc.bodies[3])
+}
+
+// TestAReceiverThatNeverAnswersDelaysNoOtherWorkspace: workspace A's
+// endpoint never answers (more deliveries of it hang than a workspace may
+// have in flight); workspace B's completion webhook still arrives within
+// a second of its execution's end.
+func TestAReceiverThatNeverAnswersDelaysNoOtherWorkspace(t *testing.T) {
+	hang := make(chan struct{})
+	hung := newWebhookReceiver(t, func(_ int, r *http.Request) int {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+		return http.StatusOK
+	})
+	t.Cleanup(func() { close(hang) }) // runs before the server's Close
+	fast := newWebhookReceiver(t, func(int, *http.Request) int { return http.StatusNoContent })
+	base := startSluice(t, map[string]string{
+		"SLUICE_WEBHOOK_CA_FILE": webhookCAFile(t, hung.srv),
+		"SLUICE_WEBHOOK_TIMEOUT": "30s",
+	})
+	a, b := newE2E(t, base), newE2E(t, base)
+	registerWebhook(t, base, a.ws, hung.srv.URL+"/never")
+	registerWebhook(t, base, b.ws, fast.srv.URL+"/fast")
+
+	// More of A's deliveries than a workspace may have in flight (4).
+	for range 6 {
+		a.waitFor(a.startIn(oneTransform, nil), "COMPLETED")
+	}
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("A's receiver to hold 4 requests", func() bool { return hung.count() >= 4 }))
+
+	exec := b.startIn(oneTransform, nil)
+	var ex struct {
+		CompletedAt time.Time `json:"completedAt"`
+		Status      string    `json:"status"`
+	}
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("B's webhook", func() bool { return fast.count() == 1 }))
+	call(t, "GET", base+"/api/v1/workflow/executions/"+exec, testAdminToken, nil, &ex)
+	fast.mu.Lock()
+	arrived := fast.times[0]
+	fast.mu.Unlock()
+	delay := arrived.Sub(ex.CompletedAt)
+	t.Logf("B's webhook arrived %s after its execution ended, with %d of A's requests hanging", delay, hung.count())
+	if ex.Status != "COMPLETED" || delay > time.Second {
+		t.Fatalf("B's webhook arrived %s after its execution ended (status %s), want within 1s", delay, ex.Status)
+	}
+}
