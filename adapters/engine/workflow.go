@@ -326,6 +326,9 @@ type executionRun struct {
 	// task sizes each workflow task, and the completion's retries end.
 	bounded bool
 	task    taskShare
+	// policies is set when nodes' own retry policies and timeouts apply
+	// (nodePoliciesChange), decided at the first node that sets one.
+	policies, policiesDecided bool
 }
 
 // taskShare is what the current workflow task carries back to Temporal,
@@ -584,10 +587,11 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		return
 	}
 	r.started(n)
+	timeout, retry := r.attemptPolicy(n)
 	if isPure(n.Type) {
 		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: nodeTimeout(n),
-			RetryPolicy:         r.nodeRetry(),
+			StartToCloseTimeout: timeout,
+			RetryPolicy:         retry,
 		})
 		f := workflow.ExecuteLocalActivity(ctx, runPureNodeActivity, in)
 		sel.AddFuture(f, func(f workflow.Future) {
@@ -598,12 +602,12 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		return
 	}
 	opts := workflow.ActivityOptions{
-		StartToCloseTimeout: nodeTimeout(n),
+		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    10 * time.Second,
 		// Waiting lets the activity acknowledge a cancellation before the
 		// node is recorded CANCELLED, so no late write follows the record.
 		WaitForCancellation: true,
-		RetryPolicy:         r.nodeRetry(),
+		RetryPolicy:         retry,
 		// Task-queue fairness: the server hands out a queue's tasks round
 		// robin across fairness keys, so one workspace's backlog cannot
 		// keep another's nodes waiting behind it.
@@ -646,10 +650,10 @@ const (
 // activity's would.
 func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
 	f, settle := workflow.NewFuture(r.ctx)
-	attempts := time.Duration(max(1, r.retry.MaximumAttempts))
+	attempts := time.Duration(max(1, opts.RetryPolicy.MaximumAttempts))
 	slot := NodeSlotInput{
 		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: n.Key, Share: r.share,
-		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
+		Lease: attempts*(opts.StartToCloseTimeout+opts.RetryPolicy.MaximumInterval) + time.Minute,
 	}
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
