@@ -46,6 +46,9 @@ type ExecutionInput struct {
 	// Graph is the version's graph as stored; when empty the workflow
 	// loads it through the LoadGraph local activity.
 	Graph json.RawMessage `json:",omitempty"`
+	// RunTimeout is the enqueue's run deadline, if it set one; the
+	// graph's runTimeout applies too, the shorter winning (armDeadline).
+	RunTimeout time.Duration `json:",omitempty"`
 }
 
 // ExecutionResult is what the workflow returns: the status it recorded.
@@ -234,6 +237,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 	if msg != "" {
 		return run.finish(domain.ExecutionFailed, msg)
 	}
+	ctx = run.armDeadline(graph)
 	sched, err := domain.NewScheduler(graph)
 	if err != nil {
 		return run.finish(domain.ExecutionFailed, "graph "+err.Error())
@@ -254,6 +258,8 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 
 	failure, held := run.drive(sched)
 	switch {
+	case ctx.Err() != nil && run.deadline != "":
+		return run.timedOut(sortedUnion(sched.Unrun(), held))
 	case ctx.Err() != nil:
 		workflow.GetLogger(ctx).Info("execution cancelled", "execution_id", run.executionID)
 		return run.cancelled(sortedUnion(sched.Unrun(), held))
@@ -329,6 +335,9 @@ type executionRun struct {
 	// policies is set when nodes' own retry policies and timeouts apply
 	// (nodePoliciesChange), decided at the first node that sets one.
 	policies, policiesDecided bool
+	// deadline is set, to the reason, once the run's deadline passed
+	// (runDeadlineChange).
+	deadline string
 }
 
 // taskShare is what the current workflow task carries back to Temporal,
@@ -508,7 +517,7 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 		}
 		o.err = err
 	} else if temporal.IsCanceledError(o.err) && r.ctx.Err() != nil {
-		r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCancelled, Error: "execution cancelled", StartedAt: o.started})
+		r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCancelled, Error: r.cancelReason(), StartedAt: o.started})
 		return ""
 	}
 	// A node failed, or was cancelled without the execution being

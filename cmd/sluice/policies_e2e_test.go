@@ -1,0 +1,117 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/ports/porttest"
+)
+
+// activeIn is the number of executions a workspace holds slots for.
+func activeIn(t testing.TB, base, ws string) int {
+	t.Helper()
+	var w struct{ Active int }
+	call(t, "GET", base+"/api/v1/workspaces/"+ws, testAdminToken, nil, &w)
+	return w.Active
+}
+
+func TestANodesRetryPolicyDecidesItsAttemptsAndFinalStatuses(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	var flaky, notFound atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/flaky":
+			flaky.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			notFound.Add(1)
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+
+	// Five attempts where the worker's default is three, 50 ms apart.
+	five := node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/flaky"})
+	five["retry"] = map[string]any{"maxAttempts": 5, "initialInterval": "50ms", "backoffCoefficient": 1}
+	ex := e.waitFor(e.start(map[string]any{"nodes": []any{five}}, nil), "COMPLETED", "FAILED")
+	if ex.Status != "FAILED" || flaky.Load() != 5 {
+		t.Fatalf("a 503 under maxAttempts 5: %s after %d requests; want FAILED after 5", ex.Status, flaky.Load())
+	}
+
+	// A 404 is final by default; listing only 400 as final retries it.
+	retried := node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/gone"})
+	retried["retry"] = map[string]any{"maxAttempts": 2, "initialInterval": "50ms", "finalStatuses": []int{400}}
+	ex = e.waitFor(e.start(map[string]any{"nodes": []any{retried}}, nil), "COMPLETED", "FAILED")
+	if ex.Status != "FAILED" || notFound.Load() != 2 {
+		t.Fatalf("a 404 not listed final under maxAttempts 2: %s after %d requests; want FAILED after 2", ex.Status, notFound.Load())
+	}
+}
+
+func TestANodesTimeoutEndsEachAttempt(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	var calls atomic.Int32
+	release := make(chan struct{})
+	defer close(release)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	slow := node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL})
+	slow["timeout"] = "1s"
+	slow["retry"] = map[string]any{"maxAttempts": 2, "initialInterval": "50ms"}
+	ex := e.waitFor(e.start(map[string]any{"nodes": []any{slow}}, nil), "COMPLETED", "FAILED")
+	if ex.Status != "FAILED" || calls.Load() != 2 || ex.Error == nil || !strings.Contains(*ex.Error, "timed out") {
+		t.Fatalf("a hanging endpoint under a 1 s timeout, 2 attempts: %s, %d requests, error %v", ex.Status, calls.Load(), ex.Error)
+	}
+}
+
+func TestARunPastItsDeadlineIsCancelledAndFreedWithinASecond(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2EWithPlan(t, base, "FREE")
+	graph := map[string]any{
+		"runTimeout": "3s",
+		"nodes":      []any{node("wait", "DELAY", map[string]any{"duration": "1h"}), node("after", "TRANSFORM", map[string]any{"output": 1})},
+		"edges":      []any{edge("wait", "after")},
+	}
+	id := e.startIn(graph, nil)
+	var started time.Time
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the run to start", func() bool {
+		var ex struct {
+			StartedAt *time.Time `json:"startedAt"`
+		}
+		call(t, "GET", base+"/api/v1/workflow/executions/"+id, testAdminToken, nil, &ex)
+		if ex.StartedAt != nil {
+			started = *ex.StartedAt
+		}
+		return ex.StartedAt != nil
+	}))
+	var freedAt time.Time
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the slot to be freed", func() bool {
+		freedAt = time.Now()
+		return activeIn(t, base, e.ws) == 0
+	}))
+	ex := e.waitFor(id, "CANCELLED")
+	// The deadline counts from the workflow's start, which follows the
+	// recorded start; the slot must be free within a second of it.
+	if late := freedAt.Sub(started.Add(3 * time.Second)); late > time.Second {
+		t.Fatalf("slot freed %s after the deadline; want within 1s", late)
+	} else {
+		t.Logf("slot freed %s after the deadline (counted from the recorded start)", late)
+	}
+	if ex.Error == nil || !strings.Contains(*ex.Error, "run deadline of 3s passed") {
+		t.Fatalf("execution error %v; want the deadline named", ex.Error)
+	}
+	if w, a := ex.node("wait"), ex.node("after"); w.Status != "CANCELLED" || a.Status != "SKIPPED" {
+		t.Fatalf("records past the deadline: wait %s, after %s; want CANCELLED, SKIPPED", w.Status, a.Status)
+	}
+}
