@@ -618,3 +618,43 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 		}
 	})
 }
+
+// TestNegativePoliciesPastThePlansCaps: on a PRO workspace (10 attempts,
+// 30 min per attempt, a 7-day run deadline by default), a node's retry
+// attempts, its timeout and the graph's runTimeout past the caps are one
+// 422 naming each field, on create and on a new version, and nothing is
+// written; the same policies at the caps are accepted.
+func TestNegativePoliciesPastThePlansCaps(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	over := client.Graph(`{"runTimeout":"169h","nodes":[
+		{"key":"a","type":"TRANSFORM","config":{"output":1}},
+		{"key":"b","type":"HTTP_REQUEST","config":{"url":"https://example.com"},"retry":{"maxAttempts":11,"finalStatuses":[404]},"timeout":"31m"}
+	],"edges":[]}`)
+	want := []string{"/graph/nodes/1/retry/maxAttempts", "/graph/nodes/1/timeout", "/graph/runTimeout"}
+	before := counts(t, w)
+	for name, call := range map[string]func() (*http.Response, error){
+		"createDefinition": func() (*http.Response, error) {
+			return a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "greedy", Graph: over})
+		},
+		"createDefinitionVersion": func() (*http.Response, error) {
+			return a.CreateDefinitionVersion(ctx, w.defA, client.CreateVersionRequest{Graph: over})
+		},
+	} {
+		got := read(call())
+		got.expect(t, name, http.StatusUnprocessableEntity, "invalid-graph")
+		if paths := got.fieldPaths(); !slices.Equal(slices.Sorted(slices.Values(paths)), want) {
+			t.Errorf("%s: problems at %v, want %v; body: %s", name, paths, want, got.body)
+		}
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("refused policies wrote rows: %+v, then %+v", before, after)
+	}
+	atCaps := client.Graph(`{"runTimeout":"168h","nodes":[
+		{"key":"b","type":"HTTP_REQUEST","config":{"url":"https://example.com"},"retry":{"maxAttempts":10},"timeout":"30m"}]}`)
+	cd, err := a.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "at caps", Graph: atCaps})
+	status(t, "createDefinition at the caps", cd, err, http.StatusCreated)
+}
