@@ -239,6 +239,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	d.StartTimeout = e.duration("SLUICE_DISPATCH_START_TIMEOUT", d.StartTimeout, 100*time.Millisecond)
 	d.StaleAfter = e.duration("SLUICE_DISPATCH_STALE_AFTER", d.StaleAfter, time.Second)
 	d.ReconcileAfter = e.duration("SLUICE_DISPATCH_RECONCILE_AFTER", d.ReconcileAfter, 0)
+	d.StuckStartAfter = e.duration("SLUICE_STUCK_START_AFTER", d.StuckStartAfter, 0)
 	// Retries wait at least one poll interval, so wake-ups cannot burn the
 	// attempts in a burst.
 	d.Backoff.Base = max(d.PollInterval, e.duration("SLUICE_DISPATCH_BACKOFF_BASE", d.PollInterval, 10*time.Millisecond))

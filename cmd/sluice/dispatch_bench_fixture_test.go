@@ -67,7 +67,11 @@ func (e *benchEngine) WorkflowResult(context.Context, domain.ID) (domain.Executi
 }
 
 func (e *benchEngine) CancelWorkflow(context.Context, domain.ID) error { return nil }
-func (e *benchEngine) CheckHealth(context.Context) error               { return nil }
+func (e *benchEngine) WorkflowPickup(context.Context, domain.ID) (ports.WorkflowPickup, error) {
+	return ports.WorkflowPickup{PickedUp: true}, nil
+}
+func (e *benchEngine) TerminateWorkflow(context.Context, domain.ID, string) error { return nil }
+func (e *benchEngine) CheckHealth(context.Context) error                          { return nil }
 
 // benchNoWakeups never signals; the drain loops call DispatchBatch directly.
 type benchNoWakeups struct{}

@@ -115,3 +115,43 @@ func TestARunPastItsDeadlineIsCancelledAndFreedWithinASecond(t *testing.T) {
 		t.Fatalf("records past the deadline: wait %s, after %s; want CANCELLED, SKIPPED", w.Status, a.Status)
 	}
 }
+
+// TestAStartNoWorkerPicksUpFailsNamingItsQueueAndFreesItsSlot runs a
+// sluice whose worker polls only the external-API queue, so the
+// executions' workflow queue has no worker: the FREE workspace's first
+// run fails, naming that queue, once SLUICE_STUCK_START_AFTER passes, and
+// its slot goes to the next item.
+func TestAStartNoWorkerPicksUpFailsNamingItsQueueAndFreesItsSlot(t *testing.T) {
+	base := startSluice(t, map[string]string{
+		"SLUICE_WORKER_QUEUES":              "external-api",
+		"SLUICE_STUCK_START_AFTER":          "2s",
+		"SLUICE_DISPATCH_RECONCILE_AFTER":   "0s",
+		"SLUICE_DISPATCH_RECOVERY_INTERVAL": "200ms",
+	})
+	e := newE2EWithPlan(t, base, "FREE")
+	graph := map[string]any{"nodes": []any{node("a", "TRANSFORM", map[string]any{"output": 1})}}
+	first := e.startIn(graph, nil)
+	var q struct {
+		QueueID string `json:"queueId"`
+	}
+	var def struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/definitions?workspaceId="+e.ws, testAdminToken, nil, &def)
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
+		map[string]any{"workspaceId": e.ws, "workflowDefinitionId": def.Items[0].ID}, &q); code != 202 {
+		t.Fatalf("second start: %d", code)
+	}
+	ex := e.waitFor(first, "FAILED", "COMPLETED")
+	if ex.Status != "FAILED" || ex.Error == nil || !strings.Contains(*ex.Error, "workflows") || !strings.Contains(*ex.Error, "no worker picked up") {
+		t.Fatalf("the unpicked run: %s, error %v; want FAILED naming its task queue", ex.Status, ex.Error)
+	}
+	t.Logf("recorded error: %s", *ex.Error)
+	// The freed slot admits the second item, which fails the same way.
+	second := executionOf(t, base, e.ws, q.QueueID)
+	if second == first {
+		t.Fatal("the second item names the first execution")
+	}
+	e.waitFor(second, "FAILED")
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the slots to be free", func() bool { return activeIn(t, base, e.ws) == 0 }))
+}
