@@ -212,7 +212,10 @@ type Execution struct {
 	NodesNextCursor *string `json:"nodesNextCursor"`
 
 	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
-	QueueID              *openapi_types.UUID `json:"queueId"`
+	QueueID *openapi_types.UUID `json:"queueId"`
+
+	// RetryOf The execution this one retries from its failed nodes; absent for an ordinary run.
+	RetryOf              *openapi_types.UUID `json:"retryOf,omitempty"`
 	StartedAt            time.Time           `json:"startedAt"`
 	Status               ExecutionStatus     `json:"status"`
 	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
@@ -251,6 +254,12 @@ type Health struct {
 type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
 	Key    string              `json:"key"`
+
+	// Retry A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY.
+	Retry *RetryPolicy `json:"retry,omitempty"`
+
+	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY.
+	Timeout *string `json:"timeout,omitempty"`
 
 	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
@@ -315,12 +324,15 @@ type QueueItem struct {
 	CreatedAt    time.Time  `json:"createdAt"`
 
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
-	DispatchFailures     int                 `json:"dispatchFailures"`
-	DispatchedAt         *time.Time          `json:"dispatchedAt"`
-	ExecutionID          *openapi_types.UUID `json:"executionId"`
-	ID                   openapi_types.UUID  `json:"id"`
-	LastError            *string             `json:"lastError"`
-	Priority             int                 `json:"priority"`
+	DispatchFailures int                 `json:"dispatchFailures"`
+	DispatchedAt     *time.Time          `json:"dispatchedAt"`
+	ExecutionID      *openapi_types.UUID `json:"executionId"`
+	ID               openapi_types.UUID  `json:"id"`
+	LastError        *string             `json:"lastError"`
+	Priority         int                 `json:"priority"`
+
+	// RetryOf The execution this item retries from its failed nodes; absent for an ordinary enqueue.
+	RetryOf              *openapi_types.UUID `json:"retryOf,omitempty"`
 	Status               QueueStatus         `json:"status"`
 	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
@@ -334,6 +346,23 @@ type QueueItemPage struct {
 
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
+
+// RetryPolicy A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY.
+type RetryPolicy struct {
+	BackoffCoefficient *float32 `json:"backoffCoefficient,omitempty"`
+
+	// FinalStatuses HTTP_REQUEST only. The answer statuses (400-599) that fail the node at once; when set, any other error status is retried (by default every 4xx is final and every 5xx retried).
+	FinalStatuses *[]int `json:"finalStatuses,omitempty"`
+
+	// InitialInterval Wait before the first retry; at most 1h.
+	InitialInterval *string `json:"initialInterval,omitempty"`
+
+	// MaxAttempts Attempts, the first included; at most the plan's SLUICE_QUOTA_NODE_ATTEMPTS.
+	MaxAttempts *int `json:"maxAttempts,omitempty"`
+
+	// MaxInterval Longest wait between attempts; at most 1h, not below initialInterval.
+	MaxInterval *string `json:"maxInterval,omitempty"`
+}
 
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
 type UpdateWorkspaceRequest struct {
@@ -538,6 +567,9 @@ type ServerInterface interface {
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
+	// Retry an execution from its failed nodes
+	// (POST /api/v1/workflow/executions/{executionId}/retry)
+	RetryExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams)
@@ -547,6 +579,9 @@ type ServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
+	// Enqueue a failed or cancelled queue item again
+	// (POST /api/v1/workflow/queue/{queueId}/requeue)
+	RequeueQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams)
@@ -1032,6 +1067,37 @@ func (siw *ServerInterfaceWrapper) ListExecutionNodes(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// RetryExecution operation middleware
+func (siw *ServerInterfaceWrapper) RetryExecution(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RetryExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListQueue operation middleware
 func (siw *ServerInterfaceWrapper) ListQueue(w http.ResponseWriter, r *http.Request) {
 
@@ -1149,6 +1215,37 @@ func (siw *ServerInterfaceWrapper) CancelQueueItem(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelQueueItem(w, r, queueID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RequeueQueueItem operation middleware
+func (siw *ServerInterfaceWrapper) RequeueQueueItem(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "queueId" -------------
+	var queueID openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "queueId", r.PathValue("queueId"), &queueID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queueId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RequeueQueueItem(w, r, queueID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1542,9 +1639,11 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/retry", wrapper.RetryExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/requeue", wrapper.RequeueQueueItem)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces", wrapper.ListWorkspaces)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces", wrapper.CreateWorkspace)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.GetWorkspace)
@@ -2704,6 +2803,113 @@ func (response ListExecutionNodes500ApplicationProblemPlusJSONResponse) VisitLis
 	return json.NewEncoder(w).Encode(response)
 }
 
+type RetryExecutionRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+}
+
+type RetryExecutionResponseObject interface {
+	VisitRetryExecutionResponse(w http.ResponseWriter) error
+}
+
+type RetryExecution202JSONResponse EnqueuedExecution
+
+func (response RetryExecution202JSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution400ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution401ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution403ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution404ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution409ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution429ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RetryExecution500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution500ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution503ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListQueueRequestObject struct {
 	Params ListQueueParams
 }
@@ -2996,6 +3202,113 @@ type CancelQueueItem503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelQueueItem503ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RequeueQueueItemRequestObject struct {
+	QueueID openapi_types.UUID `json:"queueId"`
+}
+
+type RequeueQueueItemResponseObject interface {
+	VisitRequeueQueueItemResponse(w http.ResponseWriter) error
+}
+
+type RequeueQueueItem202JSONResponse EnqueuedExecution
+
+func (response RequeueQueueItem202JSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem400ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem401ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem403ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem404ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem409ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem429ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RequeueQueueItem500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem500ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem503ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -3753,6 +4066,9 @@ type StrictServerInterface interface {
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
+	// Retry an execution from its failed nodes
+	// (POST /api/v1/workflow/executions/{executionId}/retry)
+	RetryExecution(ctx context.Context, request RetryExecutionRequestObject) (RetryExecutionResponseObject, error)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(ctx context.Context, request ListQueueRequestObject) (ListQueueResponseObject, error)
@@ -3762,6 +4078,9 @@ type StrictServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(ctx context.Context, request CancelQueueItemRequestObject) (CancelQueueItemResponseObject, error)
+	// Enqueue a failed or cancelled queue item again
+	// (POST /api/v1/workflow/queue/{queueId}/requeue)
+	RequeueQueueItem(ctx context.Context, request RequeueQueueItemRequestObject) (RequeueQueueItemResponseObject, error)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(ctx context.Context, request ListWorkspacesRequestObject) (ListWorkspacesResponseObject, error)
@@ -4127,6 +4446,32 @@ func (sh *strictHandler) ListExecutionNodes(w http.ResponseWriter, r *http.Reque
 	}
 }
 
+// RetryExecution operation middleware
+func (sh *strictHandler) RetryExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
+	var request RetryExecutionRequestObject
+
+	request.ExecutionID = executionID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RetryExecution(ctx, request.(RetryExecutionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RetryExecution")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RetryExecutionResponseObject); ok {
+		if err := validResponse.VisitRetryExecutionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueue operation middleware
 func (sh *strictHandler) ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams) {
 	var request ListQueueRequestObject
@@ -4198,6 +4543,32 @@ func (sh *strictHandler) CancelQueueItem(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelQueueItemResponseObject); ok {
 		if err := validResponse.VisitCancelQueueItemResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RequeueQueueItem operation middleware
+func (sh *strictHandler) RequeueQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID) {
+	var request RequeueQueueItemRequestObject
+
+	request.QueueID = queueID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RequeueQueueItem(ctx, request.(RequeueQueueItemRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RequeueQueueItem")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RequeueQueueItemResponseObject); ok {
+		if err := validResponse.VisitRequeueQueueItemResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4458,132 +4829,147 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x963Lbttboq2B4zkyS2dTVci7yLzdxUp86jms7u+e0ytQQuSRhmwJUALSievwc54G+",
-	"F/sGNxKkKImynLjJl5k9u44NAgsLWPcLboOITWeMApUi6N8GM8zxFCRw/a/XKReMq59iEBEnM0kYDfrB",
-	"5QTQFYXP0gy4QmyE5ATQjMMNYalAMzyGZhAGRI3+KwW+CMKA4ikE/SAyk4aBiCYwxWr2Kf58AnQsJ0G/",
-	"226HgVzM1EghOaHj4O4uDN7AiFCilj+Oq+GZM349StgcxdnQJwKROANjhuUkhyL2JwwDDn+lhEMc9CVP",
-	"wYdtxPgUy6AfpClRI5dhO/oMUboONHAD1gEE3iy7wXNCpkQuQ3KGx4AE+XvlwST6O3+tGEY4TWTQ32+H",
-	"6pDINJ3aI5oSav7VyUAgVMIYuIbhN8avxQxHsO649IB1OJl7s+yCkzv1sZgxKkDf659wfA5/pSA0miJG",
-	"JVD9I57NEhJhBWdrxtkwgem//iMU0LcBfMbTWQJmOxKTJOhrkEBINGTxAk2wQJgi4Fxfb/1fEfT/uA2m",
-	"IAQeK5CmqRoNCCMLqt5wP2j5W737FAZCYpmKoN/T9ECkWjg4pjc4ITGyy+Y7nUg5E/1WSyQpiaAZw40D",
-	"X7SI+ajhPrrzMfe/OYyCfvC/WjkbaJm/itaZmcHgb/kE3d6JQFOcqCOAGDGOhhzwtdD8wMzUVEu+ZnSU",
-	"kGhXhB/HMJ0xCTRaNH6BBZpjgVIBMZoTOUEYxWQ0Ag7UHEng4/FVjscMmHoI9NaM3JcPjUU3sTA7kfpP",
-	"gqVcU4jaBWg8vmV8SOIY6I6IVAvkPBANIWF0LJBkCFMmJ8BzCi1gcS/HYg5KLTSOsuEPhTvJroGiKV4g",
-	"yiSSLI0U4ojIMKcxdkwlcIqTHRFG7DQZfTuc7BcptDSqFoFaAB8CLxdsCnJC6BiNMEkURVJDisBvgB/Y",
-	"i2Xv3ATTMcQKe+oLiy3NLd5xPJvsiLEucltcxQ1Tek3ZnCLKYkCD4PMg8DjiWIHQgngMotVuSRbchf63",
-	"0SJKoI8wagzSdnsP0DD7CS/NohYQRb7a7S7zVT14O65qPnmoG61nUxxVXWiMDFRvDt8dILgBvnAIVSMS",
-	"IqTje0QqlUtO9AmeMvmWpTTe8fQq9Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2A",
-	"zzd6ObZPvQE1ME2ZbJjhD4HlU4aE4hMFFnHJ2AnmY3hIbQA+RwCxQJ127+X+i+douJAgfJR0PFZ6hhcJ",
-	"wzGSjKFEQ1ILNZKxhhn+UBdQg65ul5qVIznBPvtAOIpgJoVD2ntMFzvi7K+USWyRBXEfYYmmTEjUabfb",
-	"aAY0VqzsrxRSQEQaVpKTsCfSfy3MUw99eu1G9s1Di/Q5S5MYzbAQiFFwNpKv+GoABHrq9sn4gArJOMT+",
-	"lkOPBAv/QDfAhfmlZnBoBnxANQ95FipVrLCeOlZhF7IgCjTCQrpzVlyEYwkDyrhWZtVtnGK6QISiUULG",
-	"E6mOh9EImujUyAytgFmQMc1EyYDihAOOF+5vVtQ00dU5SL5oHI4k8CsDkkTzCXBAc0ykmnICyUz0B1RB",
-	"b9AQc0yoQFjkppRACgtiEupltVTDUuF+RJJENAdKKZkAjq0l6626bI9cQMRorJUfBQMawohxMPceT/MD",
-	"VZqGOs5m0XhdZwmpG/KR4lROGCd/w65MeUqEUCgaAubq2JQCVGCznZwiCsvWoofU/+KBmK0GUV9GbPU1",
-	"OcHaaHDCn3HE4YZdQ6zZykeKbzBJ8DCBB1BxLd8iAg1TsThAki8QHmNCkZgwLpNFQZHzOPIF8BsSAUo9",
-	"cOoiMfvgoThKvgtFkmon6q5KfA0FfY6yeR9RhmIs8RALGNCIUQqR5hWRuskjDqBVBmLY+lDJVaVFYCKL",
-	"NB0zCgcDmuMLK9opku/DUBlfqDX1IlsRVoZcvfThjPwCWhjNOJsBl8SY+hEHLCE+lAU/QYwlNCSZwrKz",
-	"IAxIXMOn4HwUt8t/mCkm9Lna7TEi3CjeHEcSuHBSQUDEQYb6WCFJ0DUsBMIzzGWzam1LMGt2RdPE0pBx",
-	"lixNMS96aDa7lXL3yx+BHlL0zmh0ZJsPPcT74H7KZmbD/4Cxo19jGkFybh00y0dY8zwcGd8GQNWt+SN4",
-	"fXj6+ujk5OhNELqfj0/feTCs252drhJgvTVz4zw/Eo5jLZZxcubBP8KJgLC0JXd3yo7PKaHu351NUOo5",
-	"VoOXe0zvB+LYWYDr+NY7Z/3ca0M7XsLK+2fAXo2WfxuV6cvjpATsJrgyh+lXvFBhMEsw3Sib1JjKy2e/",
-	"X72pOOfKOEk+jLT5v24tO15Z+sX9Gf5YIVQmWoWgERwYVRMRLQebG2+PnXEZ+E+FcMODSJQo5RyotHfP",
-	"ExqZPAu3pLddZVQ6i7fdxBcSGCXcOEQUBUgObtVly0/rDI+rBIg2HP0f1uHYO/u7bDHMOV5ojGZRL012",
-	"66VsGQnWgPXmWL8d78LsfAfjUgRt493Z7kLerL7bJSyUIm83aw6+CjtHcdURjzibVl50ySp/PZ+AD+uQ",
-	"sQQq2JyeVk9SCQrV5mkW/7sf6yZ0lq75xlysItc7dBaG0RenswRL0PbxlZ7tqokucpucg0w5hVi7oNCI",
-	"cf1DiARDNJ0OlRZ6DTCzLsaYjImvdNrthsHnxpg17C85nivLq3mO5++tR9Yb0CDTGeMyl0tufO6XBRqx",
-	"mNBxS//6TmvNhHEiF4W4Y7e8844ONzEhUcrHQGUTfeDK+tBuDmfZ4NzpcYBGmHAKQiAccSZE/ieBIjYF",
-	"YVRyteEswNlbH94MM9/om21p6gH1nUoY1tzSOLumy9SjBxxvq2av4wu/qhkvzNDyPtxqa3XsNdCq5RKQ",
-	"u5k/ccq1J+G9KMxBqHzeW/29dwdMgGezDKgtq+/BB5RFqT/TrjF7zmGRzpvI6EjDBXp3dKnsTUa9lATE",
-	"aLIwYaGECIkSwDcglBbF0sdgAyZSs8Z2nuGx9qXqmBGHiPFYoKcrt/ZMpxbUkfunLIZzPV+l3FdwnRaE",
-	"/zKEJrXF2fRKzFeDiyW6ajkCbuU+zdatlwVyZ6JWVwdI3TCkJBa6Mr9CE5bEOsQ+RThJmnUuvEfjy4Dn",
-	"3mYNeY5C497FXEKMlDC0wCjM6hvm+WPdMOvXudC+MbtliJERKmUq2Ai2nXUbTaceh8oYjONSO7J19eFa",
-	"BX93/TlnnDVEwTJUGWZ8rIYFdlrgi47HrWXPD6Fx57z+cRTu8lXwXEjnH09Pj0/fBWHw+sP7s5OjS+1M",
-	"ent4XPAqHb2pcCqFwVsCSXzk5EQRQ1kgu8qBqJnj7YbN2VQpN1HVxrIofkl9RG8O3zWRYnjW0cgBpZT8",
-	"lcKBzmCKx6AFgXbMotcfTt8cXx5/ODVMbIoXKMKcL9CV4klXSgedkehax4+GHNNo0hzQ96A0S6QYv5kf",
-	"PuNIoqcRFtAQQAWR5AaehcUwwExr/oqNm484jFKhRJqOLVlllVDt2B6RcYXiii6rYmzG0W2Skkyo7ClG",
-	"ve4rBZ/apJ8m8CxUwwa0EM3VuXHGZb6QYONLxRPVmQr173xsoraVcqb2LOoIl2cp+2r0lJ++uij/GXBi",
-	"LnJJf5tAdC1WazpVVlz5Zuc8foOXZ7WGqXFXoVyqi7VJDfvKmLw2PjTPudep4dwzvygT/8+Xl2d/nh/9",
-	"+vHo4jJEl+eHpxdvP5y/Dz0yZxy9OTo5/H8HSB+VyzKxOWnS6TcmWUUwE9FbSlDhoDYKMZJsDHICfLNP",
-	"Tu3Tjll1YlZDWzo3LJUdLKtF74NYDJnCX8Tnb5NFxlZsztUBOv14olmWZhYGP4qdUSbRx8u3jZf6X0Lr",
-	"5Vigj/96+/btG8PkZlhIdHVx8vH49dGf50evP5y/+fPfhycfj/58f/h/r+yERCJQ7CxL/lEgZ7m9mw0S",
-	"Z2ksK4JqF09MAl1yo7Q2NTQ0C3lsVl0Bta5lyU10OKA3OEkBsRvgm+FXjHumrJYBvbodBCaOqsClkRIA",
-	"g6CPbgeBHqx+1nldkVpQ7dFkeYVoEOh8c5jrIUE+yBgK+utQ4VfCZ2k+GgR3dzZsWcbS1yHhpbNgqaw8",
-	"jIKLJ8FSyVItuLRCDjPRNPu9hoXZWtPMhJ7OJyyBZwfubAZ0WUaeO6U8IdfgfEZ9fXYDuuHwNEYxmmKu",
-	"GIM9gYxBDGh+FR8DzZvNhToWRw3zQfGi3HJwrLY2e/N0cce5HF1md8KxnNXq+nom+RCq+Qaj+Mvr5h6e",
-	"66vlF78cn53VUNDPbPjLTfv2/OgoCIOz8w9BGBydXh6dn50fXxxVf2tTNpYo9/zta/Sqt/8ik4UmIUVn",
-	"DRWPwmWq3K4QNhV+EG1SNBK4gSTLrg0R4GjiMuD/z8WH08aM6aTihqZvkxla0wvi2SwVB06okJhG1WbL",
-	"kk7mSWCbVnNbV0s5REJq7vfx/Ngp6UrKXhMaK+Fj975ZpbDUZtZf63HULstjaY60Url4zVJawaqPNGvl",
-	"kAAWgIY4ulY8++zo9M3x6TsPQg8dWYrQVlHEBJPpbrztPnEjImZYRpO3mCQpr/LNvTWJ5ppJCcQougTF",
-	"uXFi3Iraq6QUI+332qtGiFtlRxWtWIm1tbOppqc2wUIe1Xb/+oGN5Y3fw53+WPEHUtvzlMm2bO9hkYYq",
-	"rpWP1rBUDeeHgn3S8WmidIfWUvhDSMacXTyOYPSvhCfCLNtRou/k8Pi9FoJvji/ODi9f/7yN7+qjjrjv",
-	"mJVy7/SSlXklGUAVTDqS5KZClBzlLuoJS2Lj0xIJK+eJ+Pbi9mzSWH4nWMifWcrXQmHMZZ13aQ4D2WxM",
-	"RQBowlJeDVVd7lRd/vmaUZtq4TvtddVuginCScLmonrh1ZmOtc/XOq8rwg+KhESW+z3SicLqdKpB2Tpv",
-	"pYqH+clLYVb2au9PBunSmW6TkpLd04dgNfmlfwxWo4QURKli4xcKILMDk4Fe7UTA8VTdaC/zOy9CODw7",
-	"RtewyDJ9dfaFmauQXm1SoQkdsYqkLxNaGuukh7mhJp1M6xSPJvotj/LrfJO8Plxb0G8O3wnERgOqbeoD",
-	"o7voCgwKLpAqEJHGJ2PXU9uSJjRKkwWaT0gCxub1/c2amnQpsMm21pzmqbIsUCdEZ+cf0H6IctsCddso",
-	"ykhzQHPafNYc0AF1yqXxRac0Bo6uWnhGWjedK0R1idHVoU3b15GbPvrJVAcYB4E+BuMiuOobcL3z0UE9",
-	"ZJyeNvKz6shCtWNdOYWjCQiNhAFVGGFzmg9vIgOytmAQEehqVd7+FXrqbKVnxlmQkAhsCrA1+Q9narFG",
-	"t9lWJMcTL/l+Pp83sf5zk/Fxy34rWifHr49OL470N3deQr85xMOzYy/pqB90mm0zjs2A4hkJ+sFes93c",
-	"s04GfdctuvOIrVePo9NCqzITT4iQwsfjE+HX8RSdgjFok16hPgauU3VsVbziGthpeHrSN97iYaFhwx9r",
-	"C+21I4mYVJeq8v+HKrYPq5lZDmjLNCioMdDypLtPpfr9bru9pjakoibEstk/PhX5peKWtWs0SlmGFaUa",
-	"h1m03ztoXdTSMwBXTZ9trOV1JdCfdDZ/8rFUsdNr723+6K1fiN1r9zZ/kZWUqg+6rzZ/4GoD78Jgv87W",
-	"j70S6P06e/CrhLSESqdTzBeWRKqagShikXgsiimIIvik9BgmKij43zghMTYOfBftUOJA5xlrOYCFK8FD",
-	"Hcf3zLjlQl2dl9brdssVu2USL2fvW1oEIX9i8WK7a5+lcNrYpL7/JsD4hx/qyp3QeX31z5AkLES3tyYG",
-	"0FRcAt3d5c7sYMwBvBYKWSjJpFBbruIGFSzP4PmoE3Wi/U5jL3o+bPTw/rDxavgSGu1RJ+7ivWEv2t+i",
-	"Am1VwcNdUd9RjOxuiZN0tkOpZxoE3Xb3eaPTaXQ7l512v63+9/tyRnO/Ez7qQSizIahTuR0sHZqnba/a",
-	"7Jc8Vz8Te5nb2hKD746/dvZq8dcTV/fd63brMFivrcM3wMXN4Vr1qcTJVzLyu3Ctqta69VPP7wzDV3pX",
-	"hYXBRk4payJjobqCZmMdakOVSO3XRFgi53tyXvgoAcyNDnyAeEqpMi6WipeXuf8bvWaJ+xf4VW8ZWvNR",
-	"/EPT+Lp31KB9yzsaVlsLFxNlmZaa8mSagnPcWGXjiTBaxvL1eQdy3d1pP7as+57l0WXh8H4Q49clxncg",
-	"t6bEku28wRgtxDi0ZrWFsGm5Vh3lJotbr7vKWrkwVglGFOaITKepiZ86+8TP2XKenCGYChjHXkoJ3Xk8",
-	"xXiJKJsjRjdbLHm+8RcxXD7dbWkYlEp+H8kqKNbf1WWAm5hp5sjq3oOLuYNawczURbLz/1Cyv0cl+zCO",
-	"EUZ5AeZDaNUZo2vd2p/uVrpIjdLDKFTzK1xs5VpH5fFZzxfWfL4wPXcenp6/V1r+JjSTTVS2mzYS3q4+",
-	"b5sIapJxTGosEaizouXuTUF4V0cA1jbmqVSMcq1iq3hJ/lmopBEIaTZgE5Jtud0MjwnFRumuCpjkofd/",
-	"arykCMUHmix8PUxnBxDTBDYVq8DJa7tqcY2l8rfNcGgVkoiCkbMaNVVpQTvipFia6JclGsC8KsanauyV",
-	"LZi7GlA9OKuEf9ZHOIvVuI6DjGpfDxoRVynEU4pwItiAmuZXJvoLU9MgyzhdEKPIpuQqhOgwZhVKvKLn",
-	"//GRtGLx4NpAmnf9niqaZ6muwiLcOMOFbTqY19Y++yHeHiHeBj6LdQLO+2W1FukVPmv61LZxpXF75FIy",
-	"MPXru0clj9mTJVeZvh+YirmuhOi2u66DpRGHmYnLXfoqkabSutg6M8/nGFCdnIR+035eiq5KHcmvQoRt",
-	"IWPW2w1PbWNVw3+EaW3JOFFyK/HYlkk3KXcxt1kf2VTXoFu04gHttV810S+uglOX1OgEKl3GLyTq9nQ6",
-	"mW4M6mVoaCZVlJPlViabJOV7fG3jooazCjzSApOD5AtThJnBmhWPLSECrcDDQXU7d3U4auNI7/siYjOI",
-	"i1sL1yAhE1amYWHOmksnuPJliv39TQ3aPu3g8siKslzmS4yL2cPdVXm/dW2PL+kaXdUKp5azpbsdprJO",
-	"BsFe3I06wzZuvBq9hEYvfhE1Xg6f48b+qAfub16Dzyw5dttteb1TKqSVG/TdSZ52Dcnz2nsQ4R5elX+2",
-	"bLMnW5A69xRwhc4eGzwi/nJPnN4fGvXTdHuxLY+LHVGIFCahMW+L4nTb/XaozAjFjXWG2bMD20rk1HvE",
-	"R9fqG9mUty7ZqlVJEx3haDKgZv0nwpWP2tJEBbZJC8zEVTpDkm2sOTQFTk87z9Ev5Cc0XCDbIOpZaMqP",
-	"YUCNjNfiwe4ZD62y6BI6/Ur+WZIKtN9G//X/0Z76PznBMhzQ+QRLuHHClvydde3mKa0Sm+9A+iJzR6eT",
-	"X6Vc5XZqdn8vdugwPR5tYbJSwW10rYO7w72oFzf24fmo0cOdYeNl1I0be9Ab7ePnwxfRyzgIV4mcPDEl",
-	"K6ruhDWg6/welIExC5h/FHNV1mS6WDC8Us7Vy2Ws3a8DrMiDCe8lNfgGH2Dl6rsL6UIrmc4XFtzrJFvh",
-	"8aofhtUj+A1rCJ5tPYf+c2WbvHUlLh/pTs3bhzCLS66KYJo+0Eq/X0qY6Wvh59L78zAvEcjAlNgmMQPq",
-	"eiNk5U1a7CjTTehJjPlm1kpcyr9N7hlQk5cDsWdnHFLj9BGSJElWqGJLdoxgUeYhZV7yPlqAPLCg6UTR",
-	"ghTVH7VuLUdyaL2qEjAGzjUyZkvdeRvxkHO3vHd2/dBrsal3Vf6eOQINqn1Y5IcO/c9PzDN3+qE14lbW",
-	"96hSLz7DY+1u4CwdT8r6cUHl9bXcJjKOxAE1/fKcZnildcCrXE3utNvuj89sNb3tZjIyqRIDSkT2WMJw",
-	"sbrBiemqyozuPOZKm89bY9RQKAvxilONkw2emAd71rGz+VnHb8vNXOqEsdbP7N+h740Hbckilr27a+jt",
-	"6yklWlpuFT0sPKHEZqZmOVm4PqGZWU0NdWqWUfYKS+fnnPaRc8Whpx1jeZtOcRSxJAYhlfLAhe1AV7TM",
-	"rd/JwKJUC120yFMqjKXtQMgdzk+x1TpsW4nYvr+C3bN+xu2qtBGhzGtj/A9xdM1GIwvdKv6iK8e/oVCo",
-	"xdqXiIKW2hR/p/G2Yt+DtXzQo5kf9t4jBNKKL93VVqtKFsUG/6J5bk1xdeu5LkbVaSya6AONQNtL+Z8m",
-	"WAxo5unIe7uQPBhuHJPKdjIhN9Rr9w5KcXsiBlS/56gUKcVVSqURWl/KQvcrvG55941dCazY26dd6s2z",
-	"Mu8978VjvFt1MsaWOum0y41vKh1d7d7vpY4o9T18W/i7vK42ZkuF0FNmDBaaifxzA1Jee5Zqv1ZOaT8Y",
-	"3WMkxOX4r61DLh9ixiZMOX0xy2dFhlueiXN/ReVTDSa82lv2D9rHJl+cVlQzTm+EAxoxbVo7rZZxZHsN",
-	"mVG2rGBAiy44opTdG+BeXYGaJecn+ms/60+LCusLrO0BREsOwAGt8gA6t55GuO3Dw7hO7crhzryAA2pe",
-	"djW327a1lkU2stJ9t0ZY3cd9t23UO2/09MN798N7p713NbhvicOZZjob7G/vbR1FGxFOEuCKPpEAZdMm",
-	"iU7Nka5HkIlpszm1fZ9yg/MaFs9qdUPJG/0E2/ocvk1jrthZaq0xlx/H1yXMb6VDSHZvHAF4v1zdFsQU",
-	"lRWcTUjxQN35qYkOdXMlRpPFqkq5vJ3XDuliLmQf5a3M+rpx7ZbFcUsd/r5EeZxrzdeuZSeVW+m1rR1T",
-	"y0DI+t/th6txlHeja9coKt6eNL/hdhXfWwpXoZGEo7pKeq8UeK1bz0jd5Fcp5gznfX4SbCWdvprmR0MS",
-	"KGIptb+xT93DTE6sHiuKnRqxdM7fqn6RSy6SIpvZyUViybd7L/LtfEHyffHVyLfgD//hMXis4v61FLyt",
-	"Avib53/SprCySit6kecSHbm6aJNFqOkGhCtBsnmTSrUVgjBa2fnFtfwTks1mUKHVljrvnpkupfdWFCzd",
-	"eN3saxPEih7AtTSEb4DFdNsreIyHq7qsZv+BWY1d6jtmOd+dojHBdAylELRtMXxffUP9vXENi012tyy9",
-	"eaYfdSuWy5nnzkW1EX14dvyLWmU3KlZmbX79a3U2zt57L79gVkkUals/RO8jGMu2A7BvKmc38wHEbqWZ",
-	"XZa65gKbh8Xse9aMRhBmiQFuNwemPbNSnydYTJDOGWC8StQa48Dc/gcwxiOyrfVt7v8jd6bRorM9fAE9",
-	"3IbGK7z/otGL9kaNl/Fe1OiMurAX96L94XOcxx4ioh93gBH5HPQDkVz/2Rt18atII/GGXfuRUXNwhWF/",
-	"Xv/avWn//tfLaefzi9necJ++inpfpUlo7DjOSg4T5oabgfyH5P1GTHzq+FQ1m9pG3rZur2GxoUekz6AO",
-	"kb32rjjXPlyaWQZqYBOdq0H6KaM5icBElyhrsNkya9JDfda0qQmk+eBHE8ivfPkM2jdevp1kZGV3F7vc",
-	"E2FDIxURYn2Hd49zT/Q7rn+v1EEPba5Pt93OH0VAM84iEIqJ8hsQ7gUDYd8UFYgyFMMMaAw0WlQ6sH62",
-	"6+5qW2aBUHZdX1zYx2ur4isJuVHmmPcuhtV9PaXpBigIX18ySLRsSBeb1EUoUHTGhBxz/WoxjbMgeKij",
-	"ZlMWp4l7ZDQVgIh8ZtOvDtB+ew8xOQE+JwJC/yE1ZUKrn2e668EwldopYWwF8/ic6xI4ZkgyUxCpjpI/",
-	"EShh48oTOzf72rkQMnsgeGY3bg4vDKTden6YD3u2egNNjy2sANp/xqIEvHvUL1D41AfdR24bGdaf2jcB",
-	"M08uGz/zQvb77b384YpTN0/xgRTRb7XMu6nNGG4cRKJFmWyY4bXx4Z4yrAwm5kSKYgZCXxNzvdbTgEIl",
-	"WUkExQ/z52T++KQsAnPRqpJlpvha104UXgPpt1oJi3AyYUL2X7ZftrVZYRdd4p1AMbWNY8x1V0a6NozL",
-	"2cyigvVmjLkhTP+JiEMMVBKc+HNkrL96hvLbBB40S63w/Gn9nmHLM9tydULHIZpjGU30W1c0dhkyRU+k",
-	"N60X+F+e1TEzPRN3p+p9bU/17tPdfwcAAP//qq8po06mAAA=",
+	"H4sIAAAAAAAC/+x97VIbOdfgrah6tyqwb9vYxuQDfvEkToadhDBAntl3xqkgdx/bemlLHknGeCiuYy9o",
+	"b2xLR1K32m5/BZJM8qbqqWcIqKWjI53vD91FiRiNBQeuVXR4F42ppCPQIPFfLydSCWl+SkElko01Ezw6",
+	"jC6HQK443Go74IqIPtFDIGMJN0xMFBnTAdSjOGJm9F8TkLMojjgdQXQYJXbSOFLJEEbUzD6it2+BD/Qw",
+	"Omw1GnGkZ2MzUmnJ+CC6v4+jV9BnnJnlT9JqeKZCXvczMSVpPvSJIizNwRhTPSygSMMJ40jCXxMmIY0O",
+	"tZxACFtfyBHV0WE0mTAzchG2zi0kk1WggR+wCiAIZnkYPG/ZiOlFSM7oAIhify89mAy/C9dKoU8nmY4O",
+	"DxqxOSQ2mozcEY0Yt/9q5iAwrmEAEmH4XchrNaYJrDouHLAKJ9Nglofg5N58rMaCK8B7/S+ansNfE1CI",
+	"pkRwDRx/pONxxhJq4NwbS9HLYPQf/6UM0HcR3NLROAO7HU1ZFh0iSKA06Yl0RoZUEcoJSInXG/+rosM/",
+	"76IRKEUHBqTRxIwGQokDFTd8GO2FW73/GEdKUz1R0WEb6YFps3B0wm9oxlLili12OtR6rA739lQ2YQnU",
+	"U7jx4Ks9Zj+q+Y/uQ8z9Twn96DD6H3sFG9izf1V7Z3YGi7/FE/R7Z4qMaGaOAFIiJOlJoNcK+YGdqW6W",
+	"fCl4P2PJQxF+ksJoLDTwZFb7FWZkShWZKEjJlOkhoSRl/T5I4PZIohCPLwo85sBshsBgzcR/+dhY9BMr",
+	"uxONf1JiIpFCzC4A8fhayB5LU+APRKRZoOCBpAeZ4ANFtCCUCz0EWVBoCYv7BRYLUDZCYz8f/li40+Ia",
+	"OBnRGeFCEy0miUEcUznmEGMnXIPkNHsgwpibJqdvj5ODMoXOjdqIQB2Aj4GXCzECPWR8QPqUZYYiuSVF",
+	"kDcgj9zFcnduSPkAUoM984XDFnKLN5KOhw/EWIv4LS7jhhN+zcWUEy5SIN3othsFHHFgQNiDdABqr7Gn",
+	"RXQfh98msySDQ0JJrTtpNPaB9PKf6MIsZgFV5qut1iJfxcHbcVX7yWPdaJzNcFRzoSmxUL06fnNE4Abk",
+	"zCPUjMiY0p7vMW1ULj3EEzwV+rWY8PSBp1ehT5HntJHu02dQa/XbvVo7edqsvaDPoXbQe5o8S5/Di36j",
+	"iaD3EYCQb7QLbJ8GAzbANBe6Zoc/BpZPBVGGT5RYxKUQb6kcwGNqA3CbAKSKNBvt5wfPnpLeTIMKUdIM",
+	"WOkZnWWCpkQLQTKEZCPUaCFqdvhjXUAE3dwuM6skekhD9kFoksBYK4+0d5TPHoizvyZCU4csSA8J1WQk",
+	"lCbNRqNBxsBTw8r+msAECNOWlRQkHIj030rzbIY+XLuWf/PYIn0qJllKxlQpIjh4GylUfBEARXb8PoXs",
+	"cqWFhDTcchyQYOkf5Aaksr9EBkfGILscechubFSx0nrmWJVbyIGoSJ8q7c/ZcBFJNXS5kKjMmts4onxG",
+	"GCf9jA2G2hyP4AnUyamVGaiAOZApz0VJl9NMAk1n/m9O1NTJ1TloOasd9zXIKwuSJtMhSCBTyrSZcgjZ",
+	"WB12uYHeoiGVlHFFqCpMKUUMFtQwxmVRqlFtcN9nWabqXaOUDIGmzpINVl20Ry4gETxF5cfAQHrQFxLs",
+	"vaej4kCNpmGOs142XldZQuaGfOB0oodCsr/hoUx5xJQyKOoBlebYjAJUYrPNgiJKy25ED5Pwi0ditggi",
+	"Xkbq9DU9pGg0eOEvJJFwI64hRbbygdMbyjLay+ARVFzHt5givYmaHREtZ4QOKONEDYXU2aykyAUc+QLk",
+	"DUuATAJwNkVi/sFjcZRiF4YkzU7MXdX0Gkr6HBfTQ8IFSammPaqgyxPBOSTIKxJzk/sSAFUGZtl6z8hV",
+	"o0VQpss0nQoOR11e4Isa2imT7+NQmZyZNXGRrQgrRy4ufTxmvwIKo7EUY5CaWVM/kUA1pMe65CdIqYaa",
+	"ZiNYdBbEEUs38Cl4H8Xd4h/GhgndVrs9+kxaxVvSRINUXiooSCToGI8Vsoxcw0wROqZS16vWdgSzYld8",
+	"kjkass6ShSmmZQ/NerdS4X75M8IhZe8MoiPffBwgPgT3Yz6z6P0XWDv6JeUJZOfOQbN4hBuehyfjuwi4",
+	"uTV/Ri+PT1923r7tvIpi//PJ6ZsAhlW7c9NVAoxbszcu8CPRNEWxTLOzAP4+zRTEc1vyd2fe8Tli3P+7",
+	"uQ5KnGM5eIXH9PNAHHgLcBXfeuOtn8/a0AMvYeX9s2AvR8u/rcr05XEyB+w6uHKH6Ve8UHE0zihfK5vM",
+	"mMrL575fvqm04Mo0y9730fxftZYbbyz98v4sf6wQKkNUIXgCR1bVJAzlYH3t7XEzLgL/sRRueBSJkkyk",
+	"BK7d3QuERi7P4i3p7aEyajJOt93EFxIYc7jxiCgLkALcqstWnNYZHVQJEDQcwx9W4Tg4+/t8MSolnSFG",
+	"86gXkt1qKTuPBGfABnOs3k5wYR58B9O5CNrau7PdhbxZfrfnsDAXebtZcfBV2OmkVUfcl2JUedG1qPz1",
+	"dAghrD0hMqhgczgtTlIJCkfzNI//fR7rZnw8WfGNvVhlrnfsLQyrL47GGdWA9vEVznZVJxeFTS5BTySH",
+	"FF1QpC8k/hATJQifjHpGC70GGDsXY8oGLFQ63Xbj6LY2EDX3S0mnxvKqn9PpO+eRDQbU2GgspC7kkh9f",
+	"+GWBJyJlfLCHv75HrZkJyfSsFHdsze+8ieEmoTSZyAFwXSfvpbE+0M3hLRtaOD2OSJ8yyUEpQhMplCr+",
+	"pEgiRqCsSm42nAc426vDm3HuG321LU09or5TCcOKW5rm13SRenDAybZq9iq+8JuZ8cIOnd+HX22ljr0C",
+	"WrNcBvph5k86kehJeKdKczCun7aXfx/cARvgWS8DNpbVn8EHjEWJn6FrzJ1zXKbzOrE6Um9G3nQujb0p",
+	"eJCSQATPZjYslDGlSQb0BpTRosTkW7ABG6lZYTuP6QB9qRgzkpAImSqys3Rru5hasIncPxUpnON8lXLf",
+	"wHVaEv6LENrUFm/TGzFfDS7V5GrPE/Be4dPcuwuyQO5t1OrqiJgbRozEIlf2V2QoshRD7CNCs6y+yYUP",
+	"aHwR8MLbjJAXKLTuXSo1pMQIQweMwSzesMAf64c5v84F+sbcliElVqjMU8FasCVoOTOWw8rEGhv2Nadv",
+	"xjPD1aUYoUfbhUERcUeE9hRwjaBTToRMGadyRuSEV0FXxfzklnrXZvwyZ3eeZz5QyJgPV5obD9fmCza+",
+	"gWBahCrHTIjVuMTcS1zac9yVwuIx9P9C8nwb9X/+KgQOrfMPp6cnp2+iOHr5/t3Z284lurZeH5+UfFyd",
+	"VxUurjh6zSBLO15qlTGUh9Wr3JnIqu/WbM4lbvmJqjaW5xTMKbPk1fGbOjHs17k9JZAJZ39N4AjzqdIB",
+	"oFhCNzF5+f701cnlyftTy1JHdEYSKuWMXBkOeWU04jFLrpH2e5LyZFjv8ndg9FxixJCdH25poslOQhXU",
+	"FHDFNLuB3bgclBijHWLYiv1IQn+ijIDFSJdTnRlHN3ufDSrUaHJZFfGzbnebImUDdzuUtFsvDHxmk2HS",
+	"wm5shnV5KbaMmXrWgT/T4KJd5RPFvInN73xqY8iVUm/jWcwRVs0iJ/ySjUBMdDUblxNOUqBpxnyYlCkf",
+	"23wSxvxiy9b1EJi08uaQjKnSRl2hOA1TJEF3suH5Oxa5RfQyJ5DYJ1hpcvHrydlZ59WuM5WctMpH+jOx",
+	"+VIWxjo5dlFqTHrNqIHy4u2Hk5edT799eH95/On8w+mny5N3nfcfLj9ddMyVvVjvkbLI/vjVVa5fgGaW",
+	"xOf07CEk12q5Rlplbc/TfCH91njjllsCeKsqjABDcuvU5a+MyWvr6wycsM0NnLCo4qyjLQytnYmMJUhS",
+	"ehU9ZYIPzNU2+hDVGkZjG7vGgOEOJW8E8YIVI7MjlmVMufAcVYQ65rYb5+kYyy766ftXnfmbfoQpQIKT",
+	"V523x/9ZGb+yv5iH/ZfLy7NP553fPnQuLmNyeX58evH6/fm7OOD5QtpZjwjeTp8AlVOzU71tHpUSNti8",
+	"kDslwZwtpESLAeghyPXEaY7WjVl2SZ3xsHBV3RFU62GPYszmtmgZn78PZ7mMcXrwETn98BZZHUoOix8j",
+	"28yRfbh8XXuO/1JoMlJFPvzH69evX1mJh5z2yh3/eefl+/NXn/59/PZD59O74/9z5SZkmoC5RnlemgE5",
+	"Tztfbyt7I3jxVptdPLG5ndmNMSjM0NguFMhccwXMuk4+18lxl9/QbAJE3IBcD7+R4mNjUHf51V03siF+",
+	"Ay5PjDbQjQ7JXTfCweZnTDlMzIJmjzYBMSbdCEshYIpDomKQtWHx69jgV8Otth91o/t7F1Gfx9LX4VoL",
+	"ZyEmuvIwSt7HjGqjWKGgRVsRxqpu93sNM7u1up2J7EyHIoPdI382Xb6oMJ17CZyxa/DuzEM8uy5fc3ix",
+	"ZV4jKg1jcCeQM4guL67it0DzettxLXVsZksaXlSYkZ7VbszeAsPMcy5Pl/md8Cxnue22mkk+hp22xl/z",
+	"5Q21AM+b22hO3VxrrZ25yKyf9vV5pxPF0dn5+yiOOqeXnfOz85OLTvW3LptogXLPX78kL9oHz3JZaHOl",
+	"MKGtfBQ+iepuibCpcNGhfVnL4AayPPE7JkCToS/O+N8X709rY4H57jWkb5u0vKGDLjBgKw6ccaWN5l8J",
+	"84IaGkhgl/F1t6mWcmwsD8P9PpyfhNbBNeOpET5u7+tVCkdtdv2VznD0pp9oe6SVysVLMeEVrLqDrFVC",
+	"BlQB6dHk2vDss87pq5PTNwGEATry7LWtAtwZZaOH8bbPCWkyNaY6Gb6mLJvIKrfxa+v8QyaljEp6CYZz",
+	"08x6vNHhaRQjdMnuVyPEr/JAFa1cJLi1H3TDIEJGle5sHJkIY26LG9/G9YqY/Dzfq4tbbOp/3Tb49K2i",
+	"dWxjz2gubvPjiMtkXXHTw5OO52pHw8SJkJpDMp271iuZzmMI64KDfRtZHV6JQKo6Tmik8dvjk3col1+d",
+	"XJwdX778ZRvfamidr4v+z0sTZ9cYgwspjoxxnpgwbkzupFQ5APKJIjtODUbj+7xzef6fn/7X7hHpG/mo",
+	"SAZ9DN5Zb2TpQ7SDFCb6luzz8skaMSH6/ZcC+n2WMJd9nUfHm9XVv1anN8joM04zi+sqnhxa+RhIsl5S",
+	"ytUU0KuH35GddqNRO3jxYtfaqIaVFMasK0M4slExBdpYqDNiCxdRQXETWWvfsKWU7PRmxGUWOJujfXtr",
+	"BiDAaOLaXx/c3vqPyuHDHAcHL14ESGgHNesB/xzR2xP7ZVjUHigsTDOaYcXgjS1PnDPf52oRrO2Id+So",
+	"qJMZVjpYRvT22LKQihPwf4mDaRlPskkK6dFmLp/jy8vOu7NL9GquzpUwWFi6xbfOU+USwvUUgHuXlQo3",
+	"GaODogeZmJI5xFUrWgsc4AOmkD0wzfKz8yWXJkrmAFWodolmNxUKaKeIuQ5FltqwiMrEfOJj6GXaXrmy",
+	"svstVfoXMZErobBONiwksPySuPICI6PIUExkNVSb6jTV/QxeCu5yB8MotL+1hGaZmKrqhZen7m98vi7+",
+	"WRFPR5rPi5lQ28HTqQZl60TMKjUjzMaN8z4O7v7kkC6c6TY5lvk9fQxtoLj030IbMHokJBOjaV0YgJzU",
+	"w5KqamWXpiNzo4NSpqKq7vjshFzDLC9dwXRCO1epXsjW9jDeFxVZzDZXYoBZfFNLTVgd4s2VOvm9SFvD",
+	"BMqi4Qn63V4dv1FE9Lvc6dpo8WBJIQevYRst3Xpy3XpmW9rm+vBsRqZDloH1lIUhS6Qm7G1hy4eQ0+y8",
+	"Pu90SDMmZ+fvyUFMCo8EaTVIkpNmlxe0uVvv8i73JqkNZ054CpJc7dEx27tpXhGONbNXx64ODWMUh+Rf",
+	"ttzNuhXxGKxj8erQghucjzU+bHQojHFUHFlsdoylwDQZgkIkdLnBiNHF8uF1YkG2agVT5GpZIdoV2fEe",
+	"ll3rYsxYAq6mxTkKj8dmsVqr3jAkJ7Ogmmw6ndYp/rku5GDPfav23p687JxedPCb+6BCzR7i8dlJkEV7",
+	"GDXrDTtOjIHTMYsOo/16o77vXJN41x26ixSkoMAU6xyqUu3fMqVViMcnKixMLYcSUkBHoEF9ChJzT12b",
+	"F8M1qDfCcNJXweJxqQPRnys7x6D7mdnczap+No/VPSauZmYFoHu2484GAx1Puv8415Cm1WisKHasKHJ0",
+	"bPbPj2V+abjlxkWHc2nzFbWHx3n6WnDQWKXZtgBXTZ9vbC9os4OfNNd/8mGuBLXd2F//0euws0i70V7/",
+	"Rd4jwXzQerH+A1/sfh9HB5ts/STo6XGwyR7CsleUUJPRiMqZI5Gq7laGWDQdqHJOvYo+Gj1GqAoK/jfN",
+	"WEpt2M/HSI04wMIZlAM0z7sgTc/37LjFzhOYaN1uteZbUMyT+Hw5mqNFUPpfIp1td+3zmgSX3oL33+ao",
+	"/BnmBBShq6JhyC+QZSImd3c2clg3XILc3xchsGggAYKeQHkA2tYEOa7iB5WcQ9HTfjNpJgfN2n7ytFdr",
+	"04Ne7UXvOdQa/Wbaovu9dnKwRUn1sgq++7K+YxjZ/QInaW6H0sA0iFqN1tNas1lrNS+bjcOG+d8fiyU6",
+	"xs77lgdhzIZok1Yk0cKhBdr2ss1+yXMNS4sWua2rmfvh+GtzfyP++tY3Mmm3Wpsw2KBP0XfAxe3hOvVp",
+	"jpMvZeT38UpVbe8urKW6twzf6F0VFoboe6WsTqyF6jt0WOsQDVXm/GxUE+8e9rG7JAPqXGtHRE44N8bF",
+	"QjeORe7/Ctec4/4lftVehNZ+lP7UNL7uHbVo3/KOxtXWwsXQWKZzXeZyTcE7bookTxQoi9fnDehVd6fx",
+	"rWXdjyyPLkuH95MYvy4xvgG9NSXO2c5rjNFSGBI1qy2EzZ7vPTXfNXjrdZdZKxfWKqGEw5Sw0Whisy68",
+	"fRJmenpPTg9sSadnL3MVSkXI03qJuJgSwddbLEXJyhcxXD7eb2kYzPWw+EZWQbmgfFMGuI6Z5o6s1mdw",
+	"MX9QS5iZuUhu/p9K9o+oZB+nKaGk6CjwGFp1zuj27txP90tdpFbpERyq+RUt9ybfROUJWc8X1ny+MD03",
+	"H5+ef1Ra/i40k3VU9jBtJL5bft4uffwozF5QpLmkh/xNSXhXRwBWdpqrVIwKrWKreElYysZhCkrbDbgy",
+	"Blc/PqYDxqlVuqsCJkXo/Z8aLylD8Z5ns1APYy5p0KboLAOnKA/eiGssVFCvh8OXGoZGznLUVGXuPRAn",
+	"5Vr7sM7eAhaU5e+YsVeu5vqqy3Fw3tpl95DQPFbjs2YER18P6TNfbConnNBMiS633Rxt9BdGtuOjdboQ",
+	"wYlL5DcIwTBmFUqCLh7/7SNp5frzlYG04PrtGJoXE+3qWdEZrlwX3aJZxO5P8fYN4m0Qslgv4IJfVmuR",
+	"QScPpE+0jSuN245PyaA8bFjSn/OYPVlwleH9sLmSqstbjVaRC4mfehNX+qR3pm2SZLkXdJHP0eWYnER+",
+	"Rz8vJ1dzT2xcxYS6Wvi8WSkduU7hlv8o26tZSDbATMqCbdl0k/lnOVzWRz7VNWDPcdrl7caLOvnVNwHA",
+	"QjxMoMK+NEqTVhvTybDTdZChgUyqLCfne3Otk5Tv6LWLi1rOqmgfBSamW9oM1RzWvOR0ARFkCR6Oqt8n",
+	"MYdjNk5w3xeJGENa3lq8Agm5sLIdeAvWPHeCS59aOjhY13H04wNcHnkpp898SWm55qC1LDV/U9vjS7pG",
+	"l/V228jZ0toOU3lrnmg/bSXNXoPWXvSfQ62dPktqz3tPae2g3wb/t6BjdZ6/vu22gmZgFdLKD/rhJE9j",
+	"A8nzMnjh5zO8Kv9s2eZOtiR1PlPAlVpVrfGIhMs98Xp/bNVP277M9fAvt/hiWtmExqLPl9dtDxpYH2G4",
+	"MWaY7R653linwat02O7FyqaiF9dWvbfqpEOTYZfb9Z8oX3TuCpqxZADTAnNxNRkTLdZWKtuyyJ3mU/Ir",
+	"+xcp6hJ2Y9u0ALrc1UMwlevztOeURZ/QGTaDGWcTRQ4a5P/9X7Jv/k8PqY67fDqkGm68sGV/58UkcsKr",
+	"xOYb0KHIfKDTKextUOV2qrf+KDd5spUSrp2BUcFddK1JW739pJ3WDuBpv9amzV7tedJKa/vQ7h/Qp71n",
+	"yfM0ipeJnCIxJW/F0Iw3gK75RzQPjF3A/qOcq7Ii08WBERSAL18uZ+1h9XBFHkz8WVJDrvEBVq7+cCFd",
+	"6kbW/MKCe5VkK1Uu/jSsvoHfcAPBs63nMHx/c523bo7L215R24cwy0sui2Dahw2UbU1VTpg5ROHn0/uL",
+	"MG/YvwqNpy73HVWKllRG7BjTTeEk1nyza2U+5d8l93S5zcuBNLAzjrl1+ijNsiwvVHElO1awGPOQiyB5",
+	"n8xAHznQMFG0JEXxo707x5E8Wq+qBIyFc4WM2VJ33kY8FNyteAxi89Br+ZWKqvw9ewQIqnsp66cO/c9P",
+	"zLN3+rE14r28dV6lXnxGB+hukGIyGM7rxyWVN9Ry68Q6ErvcNoD1muEV6oBXhZrcbDT8H3ddDw7XA6lv",
+	"UyW6nKn89Z/ebHlbJNsmXFjdeSCNNl801NlAoSzFK04RJ2s8MY/2TnFz/TvF35ebea5/zko/c3iHfjQe",
+	"tCWLWPTurqC3f4BSkvcD/BI6SeF4xnSYBd8zujQXnxhEncMav8agdmwrxffoBLfNuijPm3mQHfe0oTfs",
+	"XSE5km6XG1qZ7dqer65wLDc48uhgAZpvZMBk3qCzy629ZVfwVWcY3xpQxo/ycJfzgvu+oa5TmVmyy205",
+	"bEymICFoGyqk/Y26ZuMxpIbp4g2ZDoUKGlpbALp8SrHJnW0PZ7juElZqwFHunTPi05EQW0bHg5H1JuSb",
+	"xqqIvK01VeTK9WO5qhMMHlJfbC1klxfKYTFDQjnpQdH+ANU/2yNhyhTsVrFrbGTxeNrZT8/mT63ss7Qy",
+	"vIfl4FhlV6FtVDU8+q3SNUqPsIqxbRKRzfxLA7kfk1t1CHW0+TCc9oGl0SHxsQ+y07SuTtvdmRORpaAM",
+	"R8K3SMjiaweOHCwsxpbDKnHkKOja9CAUEb4dyn1XJuz+lboXHKnHn41zGfNPYbsY9La63i8OumUKHXbT",
+	"+Y5yTxzWvkTaydxDJz9ogkO5F9RKxTOgmZ8Otm+QuVB+K3s75li4cNYEdOyDzYY9O4FaTmPiqTJKSgLI",
+	"r4s/Danq8kLTy1vwsSL7yCqMTPkcB9JutI/mEqWY6nJ8Ed5YroarzNWioYGa50otCXMUHckeSmDlFoyN",
+	"uRaKSwuNipaJNpywSYruQsPDxnx/wsrIQqP9x1yXuM1DKlsob0HzQbulUqw/V+1KDdb+uRkAQcu66kBC",
+	"QWk/Gd23yEAu8L+x0b54iDmbsGZoOa1ySUpxkfr4+YrKxw2Y8PLwxD9oH+uCH6io5pzeCgfSF+jL9Fqt",
+	"kMT1X7SjXB1XaNai/8Eouzcgg0IuM0vBT/DrMM0aRYULvmwcciELEZcurwq5+DgKIjy3xTGXtoA7D7t0",
+	"+aV9pABvt3uKRpfZyNJ4yQph9Tnxkm2N8aL55c9wyc9wCYZLNuC+m3A4zC60Vvn3x+LmfKk2k97nhjpW",
+	"VLhS4yDXyStGXb5DeRq7LoHo4Istx2Tat1NGH8Eyh2uX+/bJC07BkAkZyHJ3oNPYrT+wy9c5BHH44zGg",
+	"ny7Bn5znYbmL3oElZOC0D0pl0MW+IVOyLRXXOAWDJ4MNZSc0ywDXJgqA7NAsQwLWvlOkzWwUU+7ouvCC",
+	"XcNsd6OeeEW7x2jbyNP36WEq9xdd6WEqjuPr0uz30icuvzeeAIJfLm8OZ1sLlDzgxChmGLqrk2NssYnt",
+	"upf0Syiauj6gaMAnbiZFQ9tDfPRkyxYJC32ev0STBN+gubGR82a+oXLDOVc28lrkXZAP4uU4KnoSNzZo",
+	"LbM9aX7HTct+tET+UjsxT3WV9F4p8PbuAs/ZOmdvuXKs6PaYUSfp8GraHy1JkERMuPuNFcwpjPXQGdeq",
+	"3K/bNfe3HSUXuoYv+G3LbOZBfltHvq3PIt/mFyTfZ1+NfEtBup9uzG/V4mklBW+rAP4eOMXReKU6qXp3",
+	"uZDoeTqKrSVBuoEwaQZudWF8Vvb/8yk4SgtMmlkg3bn3F85sr/rPVhQc3QQvoW1MEEtegthIQ/gOWEyr",
+	"sYTHBLjalNUcPDKrcUv9wCznh1M0hpQPYC4vxj008bn6hvl77Rpm6+xuPfd4Or4OX26aoCCRoFW1EX18",
+	"dvKrWeVhVGzM2uL6b/S+xfGY/QqzxcctqonCbOun6P0GxrJ7ByI0lfOb+Qhit9LMnpe69gK7Z6rQk43d",
+	"HOI8W8nv5sg+0mHU5yFVQ4KJTEJWiVprHNjb/wjGeMK2tb7t/f/G/QlRdDZ6z6BNG1B7QQ+e1drJfr/2",
+	"PN1Pas1+C/bTdnLQe0qLaEHC8DE06LPb6DBS2fWndr9FXySIxBtxHaZr2IMrDft0/VvrpvHHX89Hzdtn",
+	"4/3eAX+RtL9Kq/jUc5ylHCYuDDcL+U/J+52Y+NzzqWo2tY283bu7htmaTuEhgzom7tr7Fi0S+hNVtKgC",
+	"M7BOzs0gfAZ3yhKwIW8uamJcrwgnmfkC1rSuFbj94Gcr8K+ef23QvvbyPUhGVvb4c8s9US40UhHTxTv8",
+	"8OSbIdBMD/9eqoMeuwTEVqNRPI1FxlIkoAwTlTeg/DtW6ogkQ0iuFeGCpDAGngJPZpUOrF/cug+1LfO4",
+	"qLjeXFzYxSvjKxm7MeZY8Dqa030DpekGOKhQX7JIdGwIS443RShwciaUHkhQZIfyNM/MsdHwkUgnmS8O",
+	"miggTO+6nNAjctDYL+pY4vARbmNCm5/HWPXTm2h0SlhbwT5c7ntFDwTRwpY8maOUTxTJxKDyxM7tvh7c",
+	"DgNviO8JNsD8TXN4caTd1ovDfNyzxQ3UA7awBOjwMbM54P2D8BHWWZn5DonfRo71HfeefO7JFYPdIIJ/",
+	"0Ngvni879fOUn8lTh3t7Cl82q6dw4yFSe1zomh2+MT78M/iVwcSCSEkqQOE1sddrNQ0YVLKlRFD+sHhU",
+	"8M+PxiKwF60qvWVEr7FcrfQm3OHeXiYSmg2F0ofPG88baFa4RRd4J3DKdV5wxyQa6WgYz5dYqArWmzPm",
+	"mrJdyBIJKXDNaBbOkbP+6hnmX6gKoFloiBxOG3aOXZzZBf4ZH8RkSnUyxBdPeeqj/2VPZDBtEPhfnNUz",
+	"M5xJ+lMNvnanev/x/v8HAAD//4cIoB4ltwAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -217,6 +217,7 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 				Input:        item.Input,
 				Plan:         item.Plan,
 				Graph:        item.Graph,
+				RetryOf:      item.RetryOf,
 			})
 			if errors.Is(b.errs[i], ports.ErrEngineUnavailable) {
 				d.breaker.trip(d.now(), b.errs[i])

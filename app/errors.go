@@ -14,3 +14,8 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 // ErrFinished means the execution has already ended, so it cannot be
 // cancelled.
 var ErrFinished = errors.New("already finished")
+
+// ErrNotRetryable means the execution or queue item is not FAILED or
+// CANCELLED, so it cannot be retried or requeued: it is still on its way,
+// or completed.
+var ErrNotRetryable = errors.New("not failed or cancelled")

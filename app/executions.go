@@ -41,6 +41,10 @@ type EnqueueRequest struct {
 	Input          json.RawMessage
 	Priority       int
 	IdempotencyKey string
+	// retryOf and pinnedVersion make the enqueue a retry (Retry,
+	// Requeue); a client's enqueue sets neither.
+	retryOf       *domain.ID
+	pinnedVersion int
 }
 
 // DefaultPriority is the priority of an enqueue that names none.
@@ -68,12 +72,54 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
-		Quotas: s.quotas,
+		Quotas: s.quotas, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion,
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)
 	}
 	return s.queue.Enqueue(ctx, e)
+}
+
+// Retry enqueues a retry of a FAILED or CANCELLED execution from its
+// failed nodes: a new item of the same definition, pinned to the
+// execution's version, with its input, through admission like any
+// enqueue. Its workflow reuses the outputs of the nodes that COMPLETED
+// (engine: retry-from-node). Any other status is a conflict: a RUNNING
+// execution has not failed yet, a COMPLETED one has nothing to retry.
+func (s *Executions) Retry(ctx context.Context, a domain.Actor, id domain.ID) (domain.QueueItem, error) {
+	if err := s.requireExecutionWorkspace(ctx, a, id); err != nil {
+		return domain.QueueItem{}, err
+	}
+	e, err := s.executions.GetExecutionWithoutNodes(ctx, id)
+	if err != nil {
+		return domain.QueueItem{}, err
+	}
+	if e.Status != domain.ExecutionFailed && e.Status != domain.ExecutionCancelled {
+		return domain.QueueItem{}, fmt.Errorf("%w: execution is %s; only a FAILED or CANCELLED one can be retried", ErrNotRetryable, e.Status)
+	}
+	q, _, err := s.Enqueue(ctx, a, EnqueueRequest{
+		WorkspaceID: e.WorkspaceID, DefinitionID: e.DefinitionID, Input: e.Input, retryOf: &e.ID, pinnedVersion: e.Version,
+	})
+	return q, err
+}
+
+// Requeue enqueues a FAILED or CANCELLED queue item again: a new item of
+// its definition, with its input and priority, and what it retries if it
+// is a retry. Any other status is a conflict: the item is still on its
+// way, or its run completed and the item is gone.
+func (s *Executions) Requeue(ctx context.Context, a domain.Actor, id domain.ID) (domain.QueueItem, error) {
+	q, err := s.GetQueueItem(ctx, a, id)
+	if err != nil {
+		return domain.QueueItem{}, err
+	}
+	if q.Status != domain.QueueFailed && q.Status != domain.QueueCancelled {
+		return domain.QueueItem{}, fmt.Errorf("%w: queue item is %s; only a FAILED or CANCELLED one can be requeued", ErrNotRetryable, q.Status)
+	}
+	next, _, err := s.Enqueue(ctx, a, EnqueueRequest{
+		WorkspaceID: q.WorkspaceID, DefinitionID: q.DefinitionID, Input: q.Input, Priority: q.Priority,
+		retryOf: q.RetryOf, pinnedVersion: q.PinnedVersion,
+	})
+	return next, err
 }
 
 // requestHash identifies an enqueue's content for Idempotency-Key checks.

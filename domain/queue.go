@@ -357,6 +357,12 @@ type QueueItem struct {
 	Priority int
 	// CreatedAt is when the item was enqueued.
 	CreatedAt time.Time
+	// RetryOf is the execution the item retries from its failed nodes
+	// (Executions.Retry); nil for an ordinary enqueue.
+	RetryOf *ID
+	// PinnedVersion is the definition version the item runs, that of the
+	// execution it retries; 0 runs the current version.
+	PinnedVersion int
 	// ExecutionID is set by the claim that writes the item's execution and
 	// kept through a failed dispatch, so the retry starts the same
 	// execution.

@@ -53,6 +53,9 @@ type WorkflowStart struct {
 	// Graph is the version's graph as stored; empty makes the workflow load
 	// it itself.
 	Graph json.RawMessage
+	// RetryOf is the execution this one retries from its failed nodes;
+	// nil for an ordinary run.
+	RetryOf *domain.ID
 }
 
 // ErrEngineUnavailable marks an engine call that failed because the engine

@@ -26,6 +26,10 @@ type Enqueue struct {
 	// of the plan in force apply (Quotas.CheckEnqueue), and refuses past
 	// them with a *domain.QuotaError.
 	Quotas domain.Quotas
+	// RetryOf and PinnedVersion make the item a retry from the failed
+	// nodes of that execution, running its version (domain.QueueItem).
+	RetryOf       *domain.ID
+	PinnedVersion int
 }
 
 // QueueStore is the API's side of the dispatch queue.

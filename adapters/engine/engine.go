@@ -101,6 +101,9 @@ func (e *WorkflowClient) StartWorkflow(ctx context.Context, req ports.WorkflowSt
 		Plan:         req.Plan,
 		Graph:        req.Graph,
 	}
+	if req.RetryOf != nil {
+		in.RetryOf = req.RetryOf.String()
+	}
 	if err := e.initialize(ctx); err != nil {
 		return err
 	}

@@ -49,6 +49,9 @@ type ExecutionInput struct {
 	// RunTimeout is the enqueue's run deadline, if it set one; the
 	// graph's runTimeout applies too, the shorter winning (armDeadline).
 	RunTimeout time.Duration `json:",omitempty"`
+	// RetryOf is the execution this one retries from its failed nodes,
+	// whose COMPLETED nodes' outputs it reuses (loadReused).
+	RetryOf string `json:",omitempty"`
 }
 
 // ExecutionResult is what the workflow returns: the status it recorded.
@@ -238,6 +241,9 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		return run.finish(domain.ExecutionFailed, msg)
 	}
 	ctx = run.armDeadline(graph)
+	if msg := run.loadReused(); msg != "" {
+		return run.finish(domain.ExecutionFailed, msg)
+	}
 	sched, err := domain.NewScheduler(graph)
 	if err != nil {
 		return run.finish(domain.ExecutionFailed, "graph "+err.Error())
@@ -338,6 +344,9 @@ type executionRun struct {
 	// deadline is set, to the reason, once the run's deadline passed
 	// (runDeadlineChange).
 	deadline string
+	// reused are the outputs a retry reuses, by node key, each dropped
+	// once its node is settled with it (retryFromNodeChange).
+	reused map[string]json.RawMessage
 }
 
 // taskShare is what the current workflow task carries back to Temporal,
@@ -575,6 +584,9 @@ func (r *executionRun) nodeRetry() *temporal.RetryPolicy {
 
 // launch starts one node and registers its completion with the selector.
 func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
+	if r.reuse(sel, n) {
+		return
+	}
 	if n.Type == domain.NodeDelay {
 		r.launchDelay(sel, n)
 		return
@@ -587,6 +599,9 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 // with err from building that input. A started node no longer needs the
 // outputs it reads, which are dropped once no other node is to read them.
 func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in RunNodeInput, err error) {
+	if r.reuse(sel, n) {
+		return
+	}
 	if err != nil {
 		f, settle := workflow.NewFuture(r.ctx)
 		settle.SetError(err)

@@ -74,6 +74,8 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusConflict, "idempotency-conflict", "Conflict", err.Error(), nil)
 	case errors.Is(err, app.ErrFinished):
 		writeProblem(w, http.StatusConflict, "already-finished", "Conflict", err.Error(), nil)
+	case errors.Is(err, app.ErrNotRetryable):
+		writeProblem(w, http.StatusConflict, "not-retryable", "Conflict", err.Error(), nil)
 	case errors.As(err, &bad):
 		writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, []api.FieldError{{Path: bad.path, Message: bad.message}})
 	case statementCancelled(err):

@@ -512,6 +512,24 @@ func (s *Server) CancelQueueItem(ctx context.Context, req api.CancelQueueItemReq
 	return api.CancelQueueItem202JSONResponse{ID: req.QueueID, Status: api.CancelResponseStatus(outcome)}, nil
 }
 
+// RetryExecution enqueues a retry of an execution from its failed nodes.
+func (s *Server) RetryExecution(ctx context.Context, req api.RetryExecutionRequestObject) (api.RetryExecutionResponseObject, error) {
+	q, err := s.app.Executions.Retry(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))
+	if err != nil {
+		return nil, err
+	}
+	return api.RetryExecution202JSONResponse{QueueID: uuid.UUID(q.ID), Status: api.QueueStatus(q.Status)}, nil
+}
+
+// RequeueQueueItem enqueues a FAILED or CANCELLED queue item again.
+func (s *Server) RequeueQueueItem(ctx context.Context, req api.RequeueQueueItemRequestObject) (api.RequeueQueueItemResponseObject, error) {
+	q, err := s.app.Executions.Requeue(ctx, actorFrom(ctx), domain.ID(req.QueueID))
+	if err != nil {
+		return nil, err
+	}
+	return api.RequeueQueueItem202JSONResponse{QueueID: uuid.UUID(q.ID), Status: api.QueueStatus(q.Status)}, nil
+}
+
 // CancelExecution cancels a running execution.
 func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionRequestObject) (api.CancelExecutionResponseObject, error) {
 	outcome, err := s.app.Executions.CancelExecution(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))

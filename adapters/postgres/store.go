@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
 	"github.com/sluicehq/sluice/domain"
@@ -291,6 +292,7 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	rec := domain.QueueItem{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Input: r.Input,
 		Priority: int(r.Priority), CreatedAt: r.CreatedAt, ExecutionID: r.ExecutionID,
+		RetryOf: r.RetryOf, PinnedVersion: int(r.PinnedVersion.Int32),
 		QueueState: domain.QueueState{
 			Status: status, ClaimedAt: r.ClaimedAt, DispatchedAt: r.DispatchedAt,
 			AvailableAt: r.AvailableAt, AttemptCount: int(r.AttemptCount), DispatchFailures: int(r.DispatchFailures),
@@ -369,7 +371,8 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 		}
 		r, err := s.q.QueueInsert(ctx, tx, dbsqlc.QueueInsertParams{
 			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
-			TraceContext: traceParent(ctx),
+			TraceContext: traceParent(ctx), RetryOf: e.RetryOf,
+			PinnedVersion: pgtype.Int4{Int32: int32(e.PinnedVersion), Valid: e.PinnedVersion > 0},
 		})
 		if err != nil {
 			return interpretError(err)
@@ -478,8 +481,13 @@ func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
 	return domain.Execution{
 		ID: r.ID, QueueID: r.QueueID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Version: int(r.WorkflowVersion),
 		Status: domain.ExecutionStatus(r.Status), Input: r.Input, AdmittedAt: r.StartedAt, CompletedAt: r.CompletedAt,
-		DurationMs: r.DurationMs, Error: r.Error,
+		DurationMs: r.DurationMs, Error: r.Error, RetryOf: r.RetryOf,
 	}
+}
+
+// SetRetryOf names the execution id retries.
+func (s *Store) SetRetryOf(ctx context.Context, id, retryOf domain.ID) error {
+	return interpretError(s.q.ExecutionSetRetryOf(ctx, s.pool, dbsqlc.ExecutionSetRetryOfParams{ID: id, RetryOf: &retryOf}))
 }
 
 // GetExecution loads an execution with all its node records (the

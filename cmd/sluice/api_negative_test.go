@@ -160,6 +160,12 @@ func (w *world) opsOnB() []op {
 		{"cancelQueueItem (dispatched)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelQueueItem(ctx, w.dispatchedB)
 		}},
+		{"retryExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RetryExecution(ctx, w.execB)
+		}},
+		{"requeueQueueItem", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RequeueQueueItem(ctx, w.queuedB)
+		}},
 	}
 }
 
@@ -657,4 +663,23 @@ func TestNegativePoliciesPastThePlansCaps(t *testing.T) {
 		{"key":"b","type":"HTTP_REQUEST","config":{"url":"https://example.com"},"retry":{"maxAttempts":10},"timeout":"30m"}]}`)
 	cd, err := a.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "at caps", Graph: atCaps})
 	status(t, "createDefinition at the caps", cd, err, http.StatusCreated)
+}
+
+// TestNegativeRetryAndRequeueOnlyWhatFailed: retrying a RUNNING execution
+// and requeueing a PENDING or DISPATCHED item are 409s naming the status,
+// from the workspace's own key, and enqueue nothing; ids that name nothing
+// are 404s. (Another workspace's execution or item is a 403 in
+// TestNegativeOtherWorkspace, which checks B untouched.)
+func TestNegativeRetryAndRequeueOnlyWhatFailed(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	b := w.client(t, w.keyB.Secret)
+	read(b.RetryExecution(ctx, w.execB)).expect(t, "retrying a RUNNING execution", http.StatusConflict, "not-retryable")
+	read(b.RequeueQueueItem(ctx, w.queuedB)).expect(t, "requeueing a PENDING item", http.StatusConflict, "not-retryable")
+	read(b.RequeueQueueItem(ctx, w.dispatchedB)).expect(t, "requeueing a DISPATCHED item", http.StatusConflict, "not-retryable")
+	read(b.RetryExecution(ctx, uuid.New())).expect(t, "retrying a missing execution", http.StatusNotFound, "not-found")
+	read(b.RequeueQueueItem(ctx, uuid.New())).expect(t, "requeueing a missing item", http.StatusNotFound, "not-found")
+	w.checkBUntouched(t)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -154,4 +155,96 @@ func TestAStartNoWorkerPicksUpFailsNamingItsQueueAndFreesItsSlot(t *testing.T) {
 	}
 	e.waitFor(second, "FAILED")
 	porttest.Eventually(t, 30*time.Second, porttest.Holds("the slots to be free", func() bool { return activeIn(t, base, e.ws) == 0 }))
+}
+
+// TestARetryRunsOnlyTheFailedNode: a → b → c where b fails at its first
+// run (a final 400); the retry reuses a's recorded output (no second call
+// to a), runs b again, and c reads a's reused output. The requeue of a
+// cancelled item runs it again with its own input.
+func TestARetryRunsOnlyTheFailedNode(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	var aCalls, bCalls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/a":
+			_, _ = w.Write([]byte(`{"token":"t-` + string(rune('0'+aCalls.Add(1))) + `"}`))
+		case "/b":
+			if bCalls.Add(1) == 1 {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}
+	}))
+	defer srv.Close()
+	graph := map[string]any{
+		"nodes": []any{
+			node("a", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/a"}),
+			node("b", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/b"}),
+			node("c", "TRANSFORM", map[string]any{"output": map[string]any{"token": "{{ steps.a.output.body.token }}", "n": "{{ input.n }}"}}),
+		},
+		"edges": []any{edge("a", "b"), edge("b", "c")},
+	}
+	first := e.waitFor(e.start(graph, map[string]any{"n": 7}), "FAILED", "COMPLETED")
+	if first.Status != "FAILED" || first.node("a").Status != "COMPLETED" || first.node("b").Status != "FAILED" || first.node("c").Status != "SKIPPED" {
+		t.Fatalf("original: %s, a %s, b %s, c %s; want FAILED at b", first.Status, first.node("a").Status, first.node("b").Status, first.node("c").Status)
+	}
+	var q struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/"+first.ID+"/retry", testAdminToken, nil, &q); code != 202 {
+		t.Fatalf("retry: %d", code)
+	}
+	retried := e.waitFor(executionOf(t, base, e.ws, q.QueueID), "COMPLETED", "FAILED")
+	if retried.Status != "COMPLETED" || aCalls.Load() != 1 || bCalls.Load() != 2 {
+		t.Fatalf("retry: %s with %d calls to a, %d to b; want COMPLETED, a not called again, b once more", retried.Status, aCalls.Load(), bCalls.Load())
+	}
+	var c struct {
+		Token string `json:"token"`
+		N     int    `json:"n"`
+	}
+	if err := json.Unmarshal(retried.node("c").Output, &c); err != nil || c.Token != "t-1" || c.N != 7 {
+		t.Fatalf("c's output %s; want a's first token and the original input", retried.node("c").Output)
+	}
+	var shown struct {
+		RetryOf string `json:"retryOf"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/executions/"+retried.ID, testAdminToken, nil, &shown)
+	if shown.RetryOf != first.ID {
+		t.Fatalf("the retry names %q as retried, want %s", shown.RetryOf, first.ID)
+	}
+	if a := retried.node("a"); a.Status != "COMPLETED" || !strings.Contains(string(a.Output), "t-1") {
+		t.Fatalf("the retry's record of a: %s %s; want COMPLETED with the reused output", a.Status, a.Output)
+	}
+
+	// A failed queue item, requeued, runs again whole with its own input:
+	// the same graph's item fails at b's first call, as before.
+	bCalls.Store(0)
+	var item struct {
+		QueueID string `json:"queueId"`
+	}
+	var def struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/definitions?workspaceId="+e.ws, testAdminToken, nil, &def)
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
+		map[string]any{"workspaceId": e.ws, "workflowDefinitionId": def.Items[0].ID, "input": map[string]any{"n": 42}}, &item); code != 202 {
+		t.Fatalf("enqueue: %d", code)
+	}
+	e.waitFor(executionOf(t, base, e.ws, item.QueueID), "FAILED")
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the item to be FAILED", func() bool {
+		var it struct{ Status string }
+		return call(t, "GET", base+"/api/v1/workflow/queue/"+item.QueueID, testAdminToken, nil, &it) == 200 && it.Status == "FAILED"
+	}))
+	var again struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/queue/"+item.QueueID+"/requeue", testAdminToken, nil, &again); code != 202 {
+		t.Fatalf("requeue: %d", code)
+	}
+	requeued := e.waitFor(executionOf(t, base, e.ws, again.QueueID), "COMPLETED", "FAILED")
+	if err := json.Unmarshal(requeued.node("c").Output, &c); requeued.Status != "COMPLETED" || err != nil || c.N != 42 || aCalls.Load() != 3 {
+		t.Fatalf("requeued item: %s, c %s, %d calls to a; want COMPLETED with its own input, a run again", requeued.Status, requeued.node("c").Output, aCalls.Load())
+	}
 }

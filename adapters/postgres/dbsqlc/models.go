@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -75,6 +76,7 @@ type WorkflowExecution struct {
 	DurationMs           *int64
 	Error                *string
 	QueueID              *domain.ID
+	RetryOf              *domain.ID
 }
 
 type WorkflowExecutionNode struct {
@@ -110,6 +112,8 @@ type WorkflowExecutionQueue struct {
 	ClaimLease           *string
 	ClaimedBy            *string
 	ClaimTerm            *time.Time
+	RetryOf              *domain.ID
+	PinnedVersion        pgtype.Int4
 }
 
 type Workspace struct {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -167,8 +168,8 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term,
-       coalesce(d.current_version, 0)::int AS current_version,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.retry_of, q.pinned_version,
+       coalesce(CASE WHEN d.id IS NOT NULL THEN coalesce(q.pinned_version, d.current_version) END, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
 CROSS JOIN LATERAL (
@@ -180,7 +181,7 @@ CROSS JOIN LATERAL (
 ) c
 JOIN workflow_execution_queue q ON q.id = c.id
 LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL
-LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
+LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = coalesce(q.pinned_version, d.current_version)
 `
 
 type QueueClaimCandidatesParams struct {
@@ -196,8 +197,10 @@ type QueueClaimCandidatesRow struct {
 
 // Up to n claimable items of each workspace, best priority first, then
 // oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
-// current_version is 0 when the definition is gone or deleted;
-// version_found is false when the current version's row is missing, which
+// current_version is 0 when the definition is gone or deleted; it is the
+// item's pinned version when it has one (a retry runs the version of the
+// execution it retries); version_found is false when that version's row
+// is missing (retention deleted it), which
 // fails that item alone instead of the executions' foreign key failing the
 // whole batch.
 func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueClaimCandidatesParams) ([]QueueClaimCandidatesRow, error) {
@@ -228,6 +231,8 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 			&i.WorkflowExecutionQueue.ClaimLease,
 			&i.WorkflowExecutionQueue.ClaimedBy,
 			&i.WorkflowExecutionQueue.ClaimTerm,
+			&i.WorkflowExecutionQueue.RetryOf,
+			&i.WorkflowExecutionQueue.PinnedVersion,
 			&i.CurrentVersion,
 			&i.VersionFound,
 		); err != nil {
@@ -242,7 +247,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 }
 
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue q
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM shedlock l
@@ -286,6 +291,8 @@ func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows 
 			&i.ClaimLease,
 			&i.ClaimedBy,
 			&i.ClaimTerm,
+			&i.RetryOf,
+			&i.PinnedVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -343,7 +350,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -368,12 +375,14 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.RetryOf,
+		&i.PinnedVersion,
 	)
 	return i, err
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -401,12 +410,14 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.RetryOf,
+		&i.PinnedVersion,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -431,14 +442,16 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.RetryOf,
+		&i.PinnedVersion,
 	)
 	return i, err
 }
 
 const queueInsert = `-- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context)
-VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, retry_of, pinned_version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version
 `
 
 type QueueInsertParams struct {
@@ -448,6 +461,8 @@ type QueueInsertParams struct {
 	Input                json.RawMessage
 	Priority             int16
 	TraceContext         *string
+	RetryOf              *domain.ID
+	PinnedVersion        pgtype.Int4
 }
 
 func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParams) (WorkflowExecutionQueue, error) {
@@ -458,6 +473,8 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		arg.Input,
 		arg.Priority,
 		arg.TraceContext,
+		arg.RetryOf,
+		arg.PinnedVersion,
 	)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
@@ -479,6 +496,8 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.RetryOf,
+		&i.PinnedVersion,
 	)
 	return i, err
 }
@@ -806,7 +825,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg Queue
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -846,6 +865,8 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.ClaimLease,
 			&i.ClaimedBy,
 			&i.ClaimTerm,
+			&i.RetryOf,
+			&i.PinnedVersion,
 		); err != nil {
 			return nil, err
 		}

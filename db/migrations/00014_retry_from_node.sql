@@ -1,0 +1,15 @@
+-- +goose Up
+-- Retry from the failed node (POST .../executions/{id}/retry): the queue
+-- item names the execution it retries and pins that execution's
+-- definition version, which the claim then runs instead of the current
+-- one; the new execution names the one it retries once its workflow has
+-- read what it reuses. No foreign keys: retention may delete the original
+-- (its reused outputs were read at the start) without touching the retry.
+ALTER TABLE workflow_execution_queue
+    ADD COLUMN retry_of uuid,
+    ADD COLUMN pinned_version integer CHECK (pinned_version >= 1);
+ALTER TABLE workflow_executions ADD COLUMN retry_of uuid;
+
+-- +goose Down
+ALTER TABLE workflow_executions DROP COLUMN retry_of;
+ALTER TABLE workflow_execution_queue DROP COLUMN pinned_version, DROP COLUMN retry_of;
