@@ -88,8 +88,7 @@ type Graph struct {
 	Edges []Edge `json:"edges"`
 	// RunTimeout is, when set, the run deadline of every execution of
 	// this version: that long after its start, an execution still running
-	// is cancelled and recorded CANCELLED with the reason. An enqueue may
-	// set a shorter one.
+	// is cancelled and recorded CANCELLED with the reason.
 	RunTimeout Duration `json:"runTimeout,omitempty"`
 }
 

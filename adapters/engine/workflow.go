@@ -46,9 +46,6 @@ type ExecutionInput struct {
 	// Graph is the version's graph as stored; when empty the workflow
 	// loads it through the LoadGraph local activity.
 	Graph json.RawMessage `json:",omitempty"`
-	// RunTimeout is the enqueue's run deadline, if it set one; the
-	// graph's runTimeout applies too, the shorter winning (armDeadline).
-	RunTimeout time.Duration `json:",omitempty"`
 	// RetryOf is the execution this one retries from its failed nodes,
 	// whose COMPLETED nodes' outputs it reuses (loadReused).
 	RetryOf string `json:",omitempty"`
