@@ -218,6 +218,7 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 				Plan:         item.Plan,
 				Graph:        item.Graph,
 				RetryOf:      item.RetryOf,
+				RunTimeout:   item.RunTimeout,
 			})
 			if errors.Is(b.errs[i], ports.ErrEngineUnavailable) {
 				d.breaker.trip(d.now(), b.errs[i])

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -41,6 +42,9 @@ type EnqueueRequest struct {
 	Input          json.RawMessage
 	Priority       int
 	IdempotencyKey string
+	// RunTimeout is the run's own deadline, 0 for none; at most the
+	// plan's cap (Quotas.RunTimeout).
+	RunTimeout time.Duration
 	// retryOf and pinnedVersion make the enqueue a retry (Retry,
 	// Requeue); a client's enqueue sets neither.
 	retryOf       *domain.ID
@@ -63,6 +67,15 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	if owner != req.WorkspaceID {
 		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
+	if req.RunTimeout > 0 {
+		ws, err := s.workspaces.GetWorkspace(ctx, req.WorkspaceID)
+		if err != nil {
+			return domain.QueueItem{}, false, err
+		}
+		if err := s.quotas.PolicyCaps(ws.Plan).CheckRunTimeout(req.RunTimeout, "/runTimeout"); err != nil {
+			return domain.QueueItem{}, false, err
+		}
+	}
 	if req.Priority == 0 {
 		req.Priority = DefaultPriority
 	}
@@ -72,7 +85,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
-		Quotas: s.quotas, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion,
+		Quotas: s.quotas, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)
@@ -117,7 +130,7 @@ func (s *Executions) Requeue(ctx context.Context, a domain.Actor, id domain.ID) 
 	}
 	next, _, err := s.Enqueue(ctx, a, EnqueueRequest{
 		WorkspaceID: q.WorkspaceID, DefinitionID: q.DefinitionID, Input: q.Input, Priority: q.Priority,
-		retryOf: q.RetryOf, pinnedVersion: q.PinnedVersion,
+		RunTimeout: q.RunTimeout, retryOf: q.RetryOf, pinnedVersion: q.PinnedVersion,
 	})
 	return next, err
 }
@@ -134,6 +147,11 @@ func requestHash(req EnqueueRequest) []byte {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%d\n", req.WorkspaceID, req.DefinitionID, req.Priority)
 	h.Write(input.Bytes())
+	if req.RunTimeout > 0 {
+		// Only when set, so the hashes of keys stored before runTimeout
+		// existed still match.
+		fmt.Fprintf(h, "\nrunTimeout=%d", req.RunTimeout)
+	}
 	return h.Sum(nil)
 }
 

@@ -88,7 +88,8 @@ type Graph struct {
 	Edges []Edge `json:"edges"`
 	// RunTimeout is, when set, the run deadline of every execution of
 	// this version: that long after its start, an execution still running
-	// is cancelled and recorded CANCELLED with the reason.
+	// is cancelled and recorded CANCELLED with the reason. An enqueue may
+	// set a shorter one (QueueItem.RunTimeout).
 	RunTimeout Duration `json:"runTimeout,omitempty"`
 }
 
@@ -349,9 +350,7 @@ func (g Graph) CheckPolicies(caps PolicyCaps) error {
 			ve.add(p+"/timeout", "%s is longer than the plan's maximum of %s", n.Timeout, caps.NodeTimeout)
 		}
 	}
-	if caps.RunTimeout > 0 && g.RunTimeout.Std() > caps.RunTimeout {
-		ve.add("/runTimeout", "%s is longer than the plan's maximum of %s", g.RunTimeout, caps.RunTimeout)
-	}
+	caps.checkRunTimeout(g.RunTimeout.Std(), "/runTimeout", &ve)
 	return ve.errOrNil()
 }
 

@@ -69,6 +69,21 @@ type PolicyCaps struct {
 	RunTimeout time.Duration
 }
 
+// CheckRunTimeout refuses an enqueue's run deadline d past the cap,
+// naming field.
+func (c PolicyCaps) CheckRunTimeout(d time.Duration, field string) error {
+	var ve ValidationError
+	c.checkRunTimeout(d, field, &ve)
+	return ve.errOrNil()
+}
+
+// checkRunTimeout reports a run deadline past the cap at field.
+func (c PolicyCaps) checkRunTimeout(d time.Duration, field string, ve *ValidationError) {
+	if c.RunTimeout > 0 && d > c.RunTimeout {
+		ve.add(field, "%s is longer than the plan's maximum of %s", d, c.RunTimeout)
+	}
+}
+
 // decodeRetryPolicy decodes and checks a node's retry policy strictly,
 // reporting problems under path.
 func decodeRetryPolicy(raw json.RawMessage, t NodeType, path string, ve *ValidationError) *RetryPolicy {

@@ -363,6 +363,9 @@ type QueueItem struct {
 	// PinnedVersion is the definition version the item runs, that of the
 	// execution it retries; 0 runs the current version.
 	PinnedVersion int
+	// RunTimeout is the enqueue's own run deadline, 0 for none; the
+	// version's runTimeout applies too, the shorter winning.
+	RunTimeout time.Duration
 	// ExecutionID is set by the claim that writes the item's execution and
 	// kept through a failed dispatch, so the retry starts the same
 	// execution.

@@ -29,7 +29,8 @@ type Quotas struct {
 	NodeAttempts map[Plan]int
 	// NodeTimeout caps, per plan, a node's timeout (one attempt).
 	NodeTimeout map[Plan]time.Duration
-	// RunTimeout caps, per plan, a definition's runTimeout.
+	// RunTimeout caps, per plan, a run deadline: a definition's
+	// runTimeout and an enqueue's.
 	RunTimeout map[Plan]time.Duration
 }
 

@@ -56,6 +56,8 @@ type WorkflowStart struct {
 	// RetryOf is the execution this one retries from its failed nodes;
 	// nil for an ordinary run.
 	RetryOf *domain.ID
+	// RunTimeout is the enqueue's run deadline, 0 for none.
+	RunTimeout time.Duration
 }
 
 // ErrEngineUnavailable marks an engine call that failed because the engine

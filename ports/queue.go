@@ -30,6 +30,8 @@ type Enqueue struct {
 	// nodes of that execution, running its version (domain.QueueItem).
 	RetryOf       *domain.ID
 	PinnedVersion int
+	// RunTimeout is the enqueue's run deadline, 0 for none.
+	RunTimeout time.Duration
 }
 
 // QueueStore is the API's side of the dispatch queue.

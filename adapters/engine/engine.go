@@ -100,6 +100,7 @@ func (e *WorkflowClient) StartWorkflow(ctx context.Context, req ports.WorkflowSt
 		Input:        req.Input,
 		Plan:         req.Plan,
 		Graph:        req.Graph,
+		RunTimeout:   req.RunTimeout,
 	}
 	if req.RetryOf != nil {
 		in.RetryOf = req.RetryOf.String()

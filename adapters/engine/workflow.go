@@ -49,6 +49,9 @@ type ExecutionInput struct {
 	// RetryOf is the execution this one retries from its failed nodes,
 	// whose COMPLETED nodes' outputs it reuses (loadReused).
 	RetryOf string `json:",omitempty"`
+	// RunTimeout is the enqueue's run deadline, if it set one; the
+	// graph's runTimeout applies too, the shorter winning (armDeadline).
+	RunTimeout time.Duration `json:",omitempty"`
 }
 
 // ExecutionResult is what the workflow returns: the status it recorded.

@@ -10,8 +10,8 @@ import (
 )
 
 // runDeadlineChange is the GetVersion change id under which a run with a
-// deadline (its version's runTimeout) is cancelled when it passes. It is
-// asked for only by runs that have one.
+// deadline (the version's runTimeout, an enqueue's, the shorter one) is
+// cancelled when it passes. It is asked for only by runs that have one.
 const runDeadlineChange = "run-deadline"
 
 // armDeadline starts the run's deadline timer, if it has a deadline, and
@@ -21,6 +21,9 @@ const runDeadlineChange = "run-deadline"
 // deadline counts from the workflow's start.
 func (r *executionRun) armDeadline(g domain.Graph) workflow.Context {
 	limit := g.RunTimeout.Std()
+	if d := r.in.RunTimeout; d > 0 && (limit == 0 || d < limit) {
+		limit = d
+	}
 	if limit <= 0 || workflow.GetVersion(r.ctx, runDeadlineChange, workflow.DefaultVersion, 1) != 1 {
 		return r.ctx
 	}

@@ -350,6 +350,13 @@ func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionR
 	if req.Body.Priority != nil {
 		in.Priority = *req.Body.Priority
 	}
+	if req.Body.RunTimeout != nil {
+		d, err := time.ParseDuration(*req.Body.RunTimeout)
+		if err != nil || d <= 0 {
+			return nil, badRequest("/runTimeout", "must be a positive duration such as \"15m\"")
+		}
+		in.RunTimeout = d
+	}
 	if req.Params.IdempotencyKey != nil {
 		// Header values may carry any byte above 0x7f; Postgres text takes
 		// only UTF-8, and refused the key with a 500.

@@ -301,6 +301,9 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	if r.LastError != nil {
 		rec.LastError = *r.LastError
 	}
+	if r.RunTimeoutMs != nil {
+		rec.RunTimeout = time.Duration(*r.RunTimeoutMs) * time.Millisecond
+	}
 	if err := rec.Validate(); err != nil {
 		return domain.QueueItem{}, fmt.Errorf("queue item %s: %w", r.ID, err)
 	}
@@ -373,6 +376,7 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
 			TraceContext: traceParent(ctx), RetryOf: e.RetryOf,
 			PinnedVersion: pgtype.Int4{Int32: int32(e.PinnedVersion), Valid: e.PinnedVersion > 0},
+			RunTimeoutMs:  runTimeoutMs(e.RunTimeout),
 		})
 		if err != nil {
 			return interpretError(err)
@@ -381,6 +385,16 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 		return err
 	})
 	return out, replayed, err
+}
+
+// runTimeoutMs is an enqueue's run deadline as stored: milliseconds, or
+// NULL for none.
+func runTimeoutMs(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := max(1, d.Milliseconds())
+	return &ms
 }
 
 // GetQueueItem loads a queue item.

@@ -178,7 +178,10 @@ type EnqueueExecutionRequest struct {
 	Input *rawjson.RawMessage `json:"input,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
-	Priority             *int               `json:"priority,omitempty"`
+	Priority *int `json:"priority,omitempty"`
+
+	// RunTimeout This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+	RunTimeout           *string            `json:"runTimeout,omitempty"`
 	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
@@ -421,6 +424,9 @@ type InvalidGraph = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
+
+// PolicyCap RFC 9457 problem details.
+type PolicyCap = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
@@ -2590,6 +2596,7 @@ type EnqueueExecutionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *PolicyCap
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -3973,6 +3980,13 @@ func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionRespons
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest PolicyCap
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

@@ -344,6 +344,26 @@ func TestContractEveryOperation(t *testing.T) {
 		t.Errorf("cancelling a dispatched queue item: %s", cqd.Body)
 	}
 
+	// Requeueing the cancelled item enqueues a new one of its definition.
+	rq, err := key.RequeueQueueItemWithResponse(ctx, queueIDs[0])
+	status(t, "requeueQueueItem", rq, err, http.StatusAccepted)
+	if rq.JSON202.Status != client.QueueStatusPENDING || rq.JSON202.QueueID == queueIDs[0] {
+		t.Errorf("requeueing a cancelled item: %s", rq.Body)
+	}
+	// Retrying a failed execution enqueues an item naming it. This stack
+	// runs no worker, so the execution's end is written as its workflow
+	// would.
+	if _, err := s.pool.Exec(ctx, `UPDATE workflow_executions SET status = 'FAILED', completed_at = now() WHERE id = $1`, execIDs[2]); err != nil {
+		t.Fatal(err)
+	}
+	rx, err := key.RetryExecutionWithResponse(ctx, execIDs[2])
+	status(t, "retryExecution", rx, err, http.StatusAccepted)
+	gq, err = key.GetQueueItemWithResponse(ctx, rx.JSON202.QueueID)
+	status(t, "getQueueItem", gq, err, http.StatusOK)
+	if gq.JSON200.RetryOf == nil || *gq.JSON200.RetryOf != execIDs[2] {
+		t.Errorf("the retry's item: %s, want it to name %s", gq.Body, execIDs[2])
+	}
+
 	// Every operation of the spec has answered a success.
 	seen := s.contract.statuses()
 	for _, op := range s.contract.ops {

@@ -659,6 +659,18 @@ func TestNegativePoliciesPastThePlansCaps(t *testing.T) {
 	if after := counts(t, w); after != before {
 		t.Errorf("refused policies wrote rows: %+v, then %+v", before, after)
 	}
+	// An enqueue's own run deadline: past the cap a 422 naming it, not a
+	// duration a 400 naming it.
+	read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, RunTimeout: ptr("169h")})).
+		expect(t, "enqueue with a run deadline past the cap", http.StatusUnprocessableEntity, "policy-cap")
+	bad := read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, RunTimeout: ptr("soon")}))
+	bad.expect(t, "enqueue with a run deadline that is no duration", http.StatusBadRequest, "invalid-request")
+	if paths := bad.fieldPaths(); !slices.Equal(paths, []string{"/runTimeout"}) {
+		t.Errorf("the bad run deadline is reported at %v", paths)
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("refused enqueues wrote rows: %+v, then %+v", before, after)
+	}
 	atCaps := client.Graph(`{"runTimeout":"168h","nodes":[
 		{"key":"b","type":"HTTP_REQUEST","config":{"url":"https://example.com"},"retry":{"maxAttempts":10},"timeout":"30m"}]}`)
 	cd, err := a.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "at caps", Graph: atCaps})

@@ -115,6 +115,23 @@ func TestARunPastItsDeadlineIsCancelledAndFreedWithinASecond(t *testing.T) {
 	if w, a := ex.node("wait"), ex.node("after"); w.Status != "CANCELLED" || a.Status != "SKIPPED" {
 		t.Fatalf("records past the deadline: wait %s, after %s; want CANCELLED, SKIPPED", w.Status, a.Status)
 	}
+
+	// An enqueue's own, shorter deadline wins over the version's.
+	var def struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/definitions?workspaceId="+e.ws, testAdminToken, nil, &def)
+	var q struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
+		map[string]any{"workspaceId": e.ws, "workflowDefinitionId": def.Items[0].ID, "runTimeout": "1s"}, &q); code != 202 {
+		t.Fatalf("enqueue with a run deadline: %d", code)
+	}
+	ex = e.waitFor(executionOf(t, base, e.ws, q.QueueID), "CANCELLED")
+	if ex.Error == nil || !strings.Contains(*ex.Error, "run deadline of 1s passed") {
+		t.Fatalf("execution error %v; want the enqueue's deadline named", ex.Error)
+	}
 }
 
 // TestAStartNoWorkerPicksUpFailsNamingItsQueueAndFreesItsSlot runs a

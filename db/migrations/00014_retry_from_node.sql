@@ -1,4 +1,8 @@
 -- +goose Up
+-- An enqueue's own run deadline (runTimeout), in milliseconds; the
+-- version's runTimeout applies too, the shorter winning.
+ALTER TABLE workflow_execution_queue ADD COLUMN run_timeout_ms bigint CHECK (run_timeout_ms > 0);
+
 -- Retry from the failed node (POST .../executions/{id}/retry): the queue
 -- item names the execution it retries and pins that execution's
 -- definition version, which the claim then runs instead of the current
@@ -12,4 +16,4 @@ ALTER TABLE workflow_executions ADD COLUMN retry_of uuid;
 
 -- +goose Down
 ALTER TABLE workflow_executions DROP COLUMN retry_of;
-ALTER TABLE workflow_execution_queue DROP COLUMN pinned_version, DROP COLUMN retry_of;
+ALTER TABLE workflow_execution_queue DROP COLUMN pinned_version, DROP COLUMN retry_of, DROP COLUMN run_timeout_ms;

@@ -1,6 +1,6 @@
 -- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, retry_of, pinned_version)
-VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context), sqlc.narg(retry_of), sqlc.narg(pinned_version))
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, retry_of, pinned_version, run_timeout_ms)
+VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context), sqlc.narg(retry_of), sqlc.narg(pinned_version), sqlc.narg(run_timeout_ms))
 RETURNING *;
 
 -- name: QueueNotify :exec

@@ -112,6 +112,7 @@ type WorkflowExecutionQueue struct {
 	ClaimLease           *string
 	ClaimedBy            *string
 	ClaimTerm            *time.Time
+	RunTimeoutMs         *int64
 	RetryOf              *domain.ID
 	PinnedVersion        pgtype.Int4
 }

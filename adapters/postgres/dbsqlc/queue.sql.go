@@ -168,7 +168,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.retry_of, q.pinned_version,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.run_timeout_ms, q.retry_of, q.pinned_version,
        coalesce(CASE WHEN d.id IS NOT NULL THEN coalesce(q.pinned_version, d.current_version) END, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
@@ -231,6 +231,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 			&i.WorkflowExecutionQueue.ClaimLease,
 			&i.WorkflowExecutionQueue.ClaimedBy,
 			&i.WorkflowExecutionQueue.ClaimTerm,
+			&i.WorkflowExecutionQueue.RunTimeoutMs,
 			&i.WorkflowExecutionQueue.RetryOf,
 			&i.WorkflowExecutionQueue.PinnedVersion,
 			&i.CurrentVersion,
@@ -247,7 +248,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 }
 
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue q
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM shedlock l
@@ -291,6 +292,7 @@ func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows 
 			&i.ClaimLease,
 			&i.ClaimedBy,
 			&i.ClaimTerm,
+			&i.RunTimeoutMs,
 			&i.RetryOf,
 			&i.PinnedVersion,
 		); err != nil {
@@ -350,7 +352,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -375,6 +377,7 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
 	)
@@ -382,7 +385,7 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -410,6 +413,7 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
 	)
@@ -417,7 +421,7 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -442,6 +446,7 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
 	)
@@ -449,9 +454,9 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 }
 
 const queueInsert = `-- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, retry_of, pinned_version)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, retry_of, pinned_version, run_timeout_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, run_timeout_ms, retry_of, pinned_version
 `
 
 type QueueInsertParams struct {
@@ -463,6 +468,7 @@ type QueueInsertParams struct {
 	TraceContext         *string
 	RetryOf              *domain.ID
 	PinnedVersion        pgtype.Int4
+	RunTimeoutMs         *int64
 }
 
 func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParams) (WorkflowExecutionQueue, error) {
@@ -475,6 +481,7 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		arg.TraceContext,
 		arg.RetryOf,
 		arg.PinnedVersion,
+		arg.RunTimeoutMs,
 	)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
@@ -496,6 +503,7 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
 	)
@@ -825,7 +833,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg Queue
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, retry_of, pinned_version FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -865,6 +873,7 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.ClaimLease,
 			&i.ClaimedBy,
 			&i.ClaimTerm,
+			&i.RunTimeoutMs,
 			&i.RetryOf,
 			&i.PinnedVersion,
 		); err != nil {

@@ -664,6 +664,11 @@ export interface components {
             workspaceId: string;
             /** Format: uuid */
             workflowDefinitionId: string;
+            /**
+             * @description This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+             * @example 15m
+             */
+            runTimeout?: string;
             /** @description Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit. */
             input?: {
                 [key: string]: unknown;
@@ -966,6 +971,29 @@ export interface components {
                  *         {
                  *           "path": "/graph/nodes",
                  *           "message": "cycle: a -> b -> a"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description A run deadline is longer than the workspace's plan allows; the problem names the field. */
+        PolicyCap: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sluice.dev/problems/policy-cap",
+                 *       "title": "Past the plan's cap",
+                 *       "status": 422,
+                 *       "detail": "1 problem",
+                 *       "errors": [
+                 *         {
+                 *           "path": "/runTimeout",
+                 *           "message": "169h0m0s is longer than the plan's maximum of 168h0m0s"
                  *         }
                  *       ]
                  *     }
@@ -1708,6 +1736,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["PolicyCap"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
