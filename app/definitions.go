@@ -105,7 +105,7 @@ func (s *Definitions) AddDefinitionVersion(ctx context.Context, a domain.Actor, 
 	if err != nil {
 		return domain.DefinitionVersion{}, err
 	}
-	if err := s.quotas.CheckGraph(graph, "/graph"); err != nil {
+	if err = s.quotas.CheckGraph(graph, "/graph"); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
 	ws, err := s.workspaces.GetWorkspace(ctx, def.WorkspaceID)

@@ -358,10 +358,10 @@ func TestContractEveryOperation(t *testing.T) {
 	}
 	rx, err := key.RetryExecutionWithResponse(ctx, execIDs[2])
 	status(t, "retryExecution", rx, err, http.StatusAccepted)
-	gq, err = key.GetQueueItemWithResponse(ctx, rx.JSON202.QueueID)
-	status(t, "getQueueItem", gq, err, http.StatusOK)
-	if gq.JSON200.RetryOf == nil || *gq.JSON200.RetryOf != execIDs[2] {
-		t.Errorf("the retry's item: %s, want it to name %s", gq.Body, execIDs[2])
+	retryItem, err := key.GetQueueItemWithResponse(ctx, rx.JSON202.QueueID)
+	status(t, "getQueueItem", retryItem, err, http.StatusOK)
+	if retryItem.JSON200.RetryOf == nil || *retryItem.JSON200.RetryOf != execIDs[2] {
+		t.Errorf("the retry's item: %s, want it to name %s", retryItem.Body, execIDs[2])
 	}
 
 	// Every operation of the spec has answered a success.
