@@ -94,9 +94,10 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 }
 
 // Retry enqueues a retry of a FAILED or CANCELLED execution from its
-// failed nodes: a new item of the same definition, pinned to the
-// execution's version, with its input, through admission like any
-// enqueue. Its workflow reuses the outputs of the nodes that COMPLETED
+// failed nodes: a new item of the same definition with its input, through
+// admission like any enqueue. The item records the execution's version
+// (PinnedVersion), which the claim does not honour yet: it runs the
+// current version, reusing outputs by node key. Its workflow reuses the outputs of the nodes that COMPLETED
 // (engine: retry-from-node). Any other status is a conflict: a RUNNING
 // execution has not failed yet, a COMPLETED one has nothing to retry.
 func (s *Executions) Retry(ctx context.Context, a domain.Actor, id domain.ID) (domain.QueueItem, error) {

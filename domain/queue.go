@@ -360,8 +360,10 @@ type QueueItem struct {
 	// RetryOf is the execution the item retries from its failed nodes
 	// (Executions.Retry); nil for an ordinary enqueue.
 	RetryOf *ID
-	// PinnedVersion is the definition version the item runs, that of the
-	// execution it retries; 0 runs the current version.
+	// PinnedVersion is the version of the execution a retry retries, 0
+	// for none. It is recorded, but the claim does not honour it yet: an
+	// item runs its definition's current version (the pinned claim query
+	// stalled the dispatcher crash test and was backed out).
 	PinnedVersion int
 	// RunTimeout is the enqueue's own run deadline, 0 for none; the
 	// version's runTimeout applies too, the shorter winning.

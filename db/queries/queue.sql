@@ -57,14 +57,12 @@ WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pend
 -- name: QueueClaimCandidates :many
 -- Up to n claimable items of each workspace, best priority first, then
 -- oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
--- current_version is 0 when the definition is gone or deleted; it is the
--- item's pinned version when it has one (a retry runs the version of the
--- execution it retries); version_found is false when that version's row
--- is missing (retention deleted it), which
+-- current_version is 0 when the definition is gone or deleted;
+-- version_found is false when the current version's row is missing, which
 -- fails that item alone instead of the executions' foreign key failing the
 -- whole batch.
 SELECT sqlc.embed(q),
-       coalesce(CASE WHEN d.id IS NOT NULL THEN coalesce(q.pinned_version, d.current_version) END, 0)::int AS current_version,
+       coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@quotas::int[]) AS n) AS w
 CROSS JOIN LATERAL (
@@ -76,7 +74,7 @@ CROSS JOIN LATERAL (
 ) c
 JOIN workflow_execution_queue q ON q.id = c.id
 LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL
-LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = coalesce(q.pinned_version, d.current_version);
+LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version;
 
 -- name: QueueMarkClaimed :many
 -- Returns the state as stored, whose claim time guards every later

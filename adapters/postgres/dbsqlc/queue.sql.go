@@ -169,7 +169,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
 SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.run_timeout_ms, q.retry_of, q.pinned_version,
-       coalesce(CASE WHEN d.id IS NOT NULL THEN coalesce(q.pinned_version, d.current_version) END, 0)::int AS current_version,
+       coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
 CROSS JOIN LATERAL (
@@ -181,7 +181,7 @@ CROSS JOIN LATERAL (
 ) c
 JOIN workflow_execution_queue q ON q.id = c.id
 LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.deleted_at IS NULL
-LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = coalesce(q.pinned_version, d.current_version)
+LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
 `
 
 type QueueClaimCandidatesParams struct {
@@ -197,10 +197,8 @@ type QueueClaimCandidatesRow struct {
 
 // Up to n claimable items of each workspace, best priority first, then
 // oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
-// current_version is 0 when the definition is gone or deleted; it is the
-// item's pinned version when it has one (a retry runs the version of the
-// execution it retries); version_found is false when that version's row
-// is missing (retention deleted it), which
+// current_version is 0 when the definition is gone or deleted;
+// version_found is false when the current version's row is missing, which
 // fails that item alone instead of the executions' foreign key failing the
 // whole batch.
 func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueClaimCandidatesParams) ([]QueueClaimCandidatesRow, error) {

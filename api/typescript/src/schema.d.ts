@@ -461,9 +461,11 @@ export interface paths {
         put?: never;
         /**
          * Retry an execution from its failed nodes
-         * @description Enqueues a new execution of the same definition version and input,
-         *     through admission like any enqueue (quotas and the plan's limit
-         *     apply). Nodes that COMPLETED in this execution keep their recorded
+         * @description Enqueues a new execution of the same definition and input, through
+         *     admission like any enqueue (quotas and the plan's limit apply). It
+         *     runs the definition's current version (the original's version is
+         *     recorded on the item but not yet pinned); outputs are reused by node
+         *     key. Nodes that COMPLETED in this execution keep their recorded
          *     outputs and are not run again; the run starts from the nodes that
          *     failed, were cancelled or were skipped. A node whose recorded output
          *     was truncated at SLUICE_RECORD_VALUE_MAX runs again. The new queue
