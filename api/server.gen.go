@@ -53,6 +53,12 @@ const (
 	NodeStatusSKIPPED   NodeStatus = "SKIPPED"
 )
 
+// Defines values for OverlapPolicy.
+const (
+	Queue OverlapPolicy = "queue"
+	Skip  OverlapPolicy = "skip"
+)
+
 // Defines values for Plan.
 const (
 	ENTERPRISE Plan = "ENTERPRISE"
@@ -104,6 +110,25 @@ type CreateDefinitionRequest struct {
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+}
+
+// CreateScheduleRequest defines model for CreateScheduleRequest.
+type CreateScheduleRequest struct {
+	// CronExpression Five fields (minute hour day-of-month month day-of-week), or six with seconds first, or a descriptor such as @daily. Exactly one of cronExpression and intervalSeconds.
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            string              `json:"name"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Paused        *bool          `json:"paused,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+
+	// TimeZone The IANA time zone the cron expression is read in.
+	TimeZone             *string            `json:"timeZone,omitempty"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // CreateVersionRequest defines model for CreateVersionRequest.
@@ -178,10 +203,37 @@ type Edge struct {
 	When *bool  `json:"when,omitempty"`
 }
 
+// EnqueueBatchItem defines model for EnqueueBatchItem.
+type EnqueueBatchItem struct {
+	// IdempotencyKey As the `Idempotency-Key` header of a single enqueue, per item; distinct within a batch.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Input Available to templates as `input`.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
+	Priority  *int       `json:"priority,omitempty"`
+}
+
+// EnqueueExecutionBatchRequest defines model for EnqueueExecutionBatchRequest.
+type EnqueueExecutionBatchRequest struct {
+	Items                []EnqueueBatchItem `json:"items"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
 	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
 	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority *int `json:"priority,omitempty"`
@@ -192,10 +244,42 @@ type EnqueueExecutionRequest struct {
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
+// EnqueuedBatchItem defines model for EnqueuedBatchItem.
+type EnqueuedBatchItem struct {
+	QueueID openapi_types.UUID `json:"queueId"`
+
+	// Replayed The key was used before with the same content; this is the original item.
+	Replayed bool        `json:"replayed"`
+	Status   QueueStatus `json:"status"`
+}
+
 // EnqueuedExecution defines model for EnqueuedExecution.
 type EnqueuedExecution struct {
 	QueueID openapi_types.UUID `json:"queueId"`
 	Status  QueueStatus        `json:"status"`
+}
+
+// EnqueuedExecutionBatch defines model for EnqueuedExecutionBatch.
+type EnqueuedExecutionBatch struct {
+	Items []EnqueuedBatchItem `json:"items"`
+}
+
+// EventDelivered defines model for EventDelivered.
+type EventDelivered struct {
+	ExecutionID openapi_types.UUID `json:"executionId"`
+	Name        string             `json:"name"`
+
+	// NodeKey The WAIT_FOR_EVENT node the event went to.
+	NodeKey string `json:"nodeKey"`
+}
+
+// EventToSend defines model for EventToSend.
+type EventToSend struct {
+	// Name The event name a WAIT_FOR_EVENT node's config.event waits for.
+	Name string `json:"name"`
+
+	// Payload Any JSON; the node's output. Absent means null.
+	Payload *rawjson.RawMessage `json:"payload,omitempty"`
 }
 
 // Execution defines model for Execution.
@@ -264,7 +348,7 @@ type Node struct {
 	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY.
 	Timeout *string `json:"timeout,omitempty"`
 
-	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
+	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
 }
 
@@ -301,6 +385,20 @@ type NodeRecordPage struct {
 // NodeStatus defines model for NodeStatus.
 type NodeStatus string
 
+// OutboundLimit defines model for OutboundLimit.
+type OutboundLimit struct {
+	Burst     int       `json:"burst"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Host The host in canonical form: lower case, no trailing dot.
+	Host              string    `json:"host"`
+	RequestsPerSecond float64   `json:"requestsPerSecond"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+}
+
+// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+type OverlapPolicy string
+
 // Plan defines model for Plan.
 type Plan string
 
@@ -335,10 +433,16 @@ type QueueItem struct {
 	Priority         int                 `json:"priority"`
 
 	// RetryOf The execution this item retries from its failed nodes; absent for an ordinary enqueue.
-	RetryOf              *openapi_types.UUID `json:"retryOf,omitempty"`
-	Status               QueueStatus         `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
-	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+	RetryOf *openapi_types.UUID `json:"retryOf,omitempty"`
+
+	// ScheduleID The schedule that fired the item.
+	ScheduleID *openapi_types.UUID `json:"scheduleId"`
+
+	// ScheduleTick The schedule's tick the item is for.
+	ScheduleTick         *time.Time         `json:"scheduleTick"`
+	Status               QueueStatus        `json:"status"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // QueueItemPage defines model for QueueItemPage.
@@ -365,6 +469,66 @@ type RetryPolicy struct {
 
 	// MaxInterval Longest wait between attempts; at most 1h, not below initialInterval.
 	MaxInterval *string `json:"maxInterval,omitempty"`
+}
+
+// Schedule defines model for Schedule.
+type Schedule struct {
+	CreatedAt       time.Time          `json:"createdAt"`
+	CronExpression  *string            `json:"cronExpression"`
+	ID              openapi_types.UUID `json:"id"`
+	Input           rawjson.RawMessage `json:"input"`
+	IntervalSeconds *int               `json:"intervalSeconds"`
+
+	// LastQueueID The item the last fired tick enqueued.
+	LastQueueID *openapi_types.UUID `json:"lastQueueId"`
+
+	// LastTick The last tick fired or skipped.
+	LastTick *time.Time `json:"lastTick"`
+	Name     string     `json:"name"`
+
+	// NextFireAt The next tick to fire; null while paused.
+	NextFireAt *time.Time `json:"nextFireAt"`
+
+	// NextFireTimes The next 5 fire times from now (empty while paused).
+	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy        OverlapPolicy      `json:"overlapPolicy"`
+	Paused               bool               `json:"paused"`
+	PausedAt             *time.Time         `json:"pausedAt"`
+	Priority             int                `json:"priority"`
+	TimeZone             string             `json:"timeZone"`
+	UpdatedAt            time.Time          `json:"updatedAt"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
+// SchedulePage defines model for SchedulePage.
+type SchedulePage struct {
+	Items      []Schedule `json:"items"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
+// SetOutboundLimitRequest defines model for SetOutboundLimitRequest.
+type SetOutboundLimitRequest struct {
+	// Burst Calls that may go at once from a full bucket, from 1 to 1000.
+	Burst int `json:"burst"`
+
+	// RequestsPerSecond Calls per second once the burst is spent, from 0.001 to 1000.
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+}
+
+// UpdateScheduleRequest defines model for UpdateScheduleRequest.
+type UpdateScheduleRequest struct {
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            *string             `json:"name,omitempty"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+	TimeZone      *string        `json:"timeZone,omitempty"`
 }
 
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
@@ -409,6 +573,9 @@ type ExecutionID = openapi_types.UUID
 
 // Limit defines model for Limit.
 type Limit = int
+
+// ScheduleID defines model for ScheduleId.
+type ScheduleID = openapi_types.UUID
 
 // WorkspaceID defines model for WorkspaceId.
 type WorkspaceID = openapi_types.UUID
@@ -474,6 +641,10 @@ type ListExecutionsParams struct {
 	// after its item was deleted on completion.
 	QueueID *openapi_types.UUID `form:"queueId,omitempty" json:"queueId,omitempty"`
 
+	// WaitingForEvent Only RUNNING executions with a WAIT_FOR_EVENT node waiting for
+	// its event (send it at `/workflow/executions/{executionId}/events`).
+	WaitingForEvent *bool `form:"waitingForEvent,omitempty" json:"waitingForEvent,omitempty"`
+
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -511,6 +682,18 @@ type ListQueueParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListSchedulesParams defines parameters for ListSchedules.
+type ListSchedulesParams struct {
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListWorkspacesParams defines parameters for ListWorkspaces.
 type ListWorkspacesParams struct {
 	// Limit Page size.
@@ -529,6 +712,18 @@ type CreateDefinitionVersionJSONRequestBody = CreateVersionRequest
 // EnqueueExecutionJSONRequestBody defines body for EnqueueExecution for application/json ContentType.
 type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
+// EnqueueExecutionBatchJSONRequestBody defines body for EnqueueExecutionBatch for application/json ContentType.
+type EnqueueExecutionBatchJSONRequestBody = EnqueueExecutionBatchRequest
+
+// SendEventJSONRequestBody defines body for SendEvent for application/json ContentType.
+type SendEventJSONRequestBody = EventToSend
+
+// CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
+type CreateScheduleJSONRequestBody = CreateScheduleRequest
+
+// UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
+type UpdateScheduleJSONRequestBody = UpdateScheduleRequest
+
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 
@@ -537,6 +732,9 @@ type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
+
+// SetOutboundLimitJSONRequestBody defines body for SetOutboundLimit for application/json ContentType.
+type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -564,12 +762,18 @@ type ServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(w http.ResponseWriter, r *http.Request, params EnqueueExecutionParams)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
@@ -588,6 +792,27 @@ type ServerInterface interface {
 	// Enqueue a failed or cancelled queue item again
 	// (POST /api/v1/workflow/queue/{queueId}/requeue)
 	RequeueQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(w http.ResponseWriter, r *http.Request)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams)
@@ -609,6 +834,15 @@ type ServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, keyID openapi_types.UUID)
+	// List the workspace's outbound host limits
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
+	ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
+	// Remove the workspace's limit for one host
+	// (DELETE /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	DeleteOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
+	// Set the workspace's limit for one host
+	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
@@ -888,6 +1122,14 @@ func (siw *ServerInterfaceWrapper) ListExecutions(w http.ResponseWriter, r *http
 		return
 	}
 
+	// ------------- Optional query parameter "waitingForEvent" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "waitingForEvent", r.URL.Query(), &params.WaitingForEvent)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "waitingForEvent", Err: err})
+		return
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
@@ -961,6 +1203,26 @@ func (siw *ServerInterfaceWrapper) EnqueueExecution(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// EnqueueExecutionBatch operation middleware
+func (siw *ServerInterfaceWrapper) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EnqueueExecutionBatch(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetExecution operation middleware
 func (siw *ServerInterfaceWrapper) GetExecution(w http.ResponseWriter, r *http.Request) {
 
@@ -1014,6 +1276,37 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SendEvent operation middleware
+func (siw *ServerInterfaceWrapper) SendEvent(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SendEvent(w, r, executionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1261,6 +1554,237 @@ func (siw *ServerInterfaceWrapper) RequeueQueueItem(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// ListSchedules operation middleware
+func (siw *ServerInterfaceWrapper) ListSchedules(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSchedulesParams
+
+	// ------------- Required query parameter "workspaceId" -------------
+
+	if paramValue := r.URL.Query().Get("workspaceId"); paramValue != "" {
+
+	} else {
+		siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "workspaceId"})
+		return
+	}
+
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSchedules(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSchedule(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSchedule operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSchedule operation middleware
+func (siw *ServerInterfaceWrapper) GetSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) UpdateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PauseSchedule operation middleware
+func (siw *ServerInterfaceWrapper) PauseSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSchedule operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListWorkspaces operation middleware
 func (siw *ServerInterfaceWrapper) ListWorkspaces(w http.ResponseWriter, r *http.Request) {
 
@@ -1486,6 +2010,117 @@ func (siw *ServerInterfaceWrapper) RevokeAPIKey(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListOutboundLimits operation middleware
+func (siw *ServerInterfaceWrapper) ListOutboundLimits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListOutboundLimits(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteOutboundLimit operation middleware
+func (siw *ServerInterfaceWrapper) DeleteOutboundLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "host" -------------
+	var host string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "host", r.PathValue("host"), &host, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "host", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteOutboundLimit(w, r, workspaceID, host)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetOutboundLimit operation middleware
+func (siw *ServerInterfaceWrapper) SetOutboundLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "host" -------------
+	var host string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "host", r.PathValue("host"), &host, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "host", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetOutboundLimit(w, r, workspaceID, host)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
@@ -1642,14 +2277,23 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}/versions/{version}", wrapper.GetDefinitionVersion)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions", wrapper.ListExecutions)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start-batch", wrapper.EnqueueExecutionBatch)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.SendEvent)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/retry", wrapper.RetryExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/requeue", wrapper.RequeueQueueItem)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.ListSchedules)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.CreateSchedule)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.DeleteSchedule)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.GetSchedule)
+	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.UpdateSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/pause", wrapper.PauseSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/resume", wrapper.ResumeSchedule)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces", wrapper.ListWorkspaces)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces", wrapper.CreateWorkspace)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.GetWorkspace)
@@ -1657,6 +2301,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.ListAPIKeys)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateAPIKey)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits", wrapper.ListOutboundLimits)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.DeleteOutboundLimit)
+	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.SetOutboundLimit)
 	m.HandleFunc("GET "+options.BaseURL+"/healthz", wrapper.GetHealthz)
 	m.HandleFunc("GET "+options.BaseURL+"/readyz", wrapper.GetReadyz)
 
@@ -2500,17 +3147,6 @@ func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnque
 	return json.NewEncoder(w).Encode(response)
 }
 
-type EnqueueExecution422ApplicationProblemPlusJSONResponse struct {
-	PolicyCapApplicationProblemPlusJSONResponse
-}
-
-func (response EnqueueExecution422ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(422)
-
-	return json.NewEncoder(w).Encode(response)
-}
-
 type EnqueueExecution429ApplicationProblemPlusJSONResponse struct {
 	TooManyApplicationProblemPlusJSONResponse
 }
@@ -2539,6 +3175,135 @@ type EnqueueExecution503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response EnqueueExecution503ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EnqueueExecutionBatchRequestObject struct {
+	Body *EnqueueExecutionBatchJSONRequestBody
+}
+
+type EnqueueExecutionBatchResponseObject interface {
+	VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error
+}
+
+type EnqueueExecutionBatch202JSONResponse EnqueuedExecutionBatch
+
+func (response EnqueueExecutionBatch202JSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch422ApplicationProblemPlusJSONResponse struct {
+	PolicyCapApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch422ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -2742,6 +3507,125 @@ type CancelExecution503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelExecution503ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEventRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Body        *SendEventJSONRequestBody
+}
+
+type SendEventResponseObject interface {
+	VisitSendEventResponse(w http.ResponseWriter) error
+}
+
+type SendEvent202JSONResponse EventDelivered
+
+func (response SendEvent202JSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent400ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent401ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent403ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent404ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent409ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent413ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent429ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEvent500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent500ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent503ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -3328,6 +4212,722 @@ type RequeueQueueItem503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response RequeueQueueItem503ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedulesRequestObject struct {
+	Params ListSchedulesParams
+}
+
+type ListSchedulesResponseObject interface {
+	VisitListSchedulesResponse(w http.ResponseWriter) error
+}
+
+type ListSchedules200JSONResponse SchedulePage
+
+func (response ListSchedules200JSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules400ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules401ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules403ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules404ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules429ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedules500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules500ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules503ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateScheduleRequestObject struct {
+	Body *CreateScheduleJSONRequestBody
+}
+
+type CreateScheduleResponseObject interface {
+	VisitCreateScheduleResponse(w http.ResponseWriter) error
+}
+
+type CreateSchedule201JSONResponse Schedule
+
+func (response CreateSchedule201JSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule400ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule401ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule403ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule404ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule413ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule429ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule500ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule503ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type DeleteScheduleResponseObject interface {
+	VisitDeleteScheduleResponse(w http.ResponseWriter) error
+}
+
+type DeleteSchedule204Response struct {
+}
+
+func (response DeleteSchedule204Response) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule400ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule401ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule403ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule404ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule429ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule500ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule503ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type GetScheduleResponseObject interface {
+	VisitGetScheduleResponse(w http.ResponseWriter) error
+}
+
+type GetSchedule200JSONResponse Schedule
+
+func (response GetSchedule200JSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule400ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule401ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule403ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule404ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule429ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule500ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule503ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+	Body       *UpdateScheduleJSONRequestBody
+}
+
+type UpdateScheduleResponseObject interface {
+	VisitUpdateScheduleResponse(w http.ResponseWriter) error
+}
+
+type UpdateSchedule200JSONResponse Schedule
+
+func (response UpdateSchedule200JSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule400ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule401ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule403ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule404ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule413ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule429ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule500ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule503ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type PauseScheduleResponseObject interface {
+	VisitPauseScheduleResponse(w http.ResponseWriter) error
+}
+
+type PauseSchedule200JSONResponse Schedule
+
+func (response PauseSchedule200JSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule400ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule401ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule403ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule404ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule409ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule429ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule500ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule503ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type ResumeScheduleResponseObject interface {
+	VisitResumeScheduleResponse(w http.ResponseWriter) error
+}
+
+type ResumeSchedule200JSONResponse Schedule
+
+func (response ResumeSchedule200JSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule400ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule401ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule403ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule404ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule409ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule429ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule500ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule503ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -4009,6 +5609,329 @@ func (response RevokeAPIKey503ApplicationProblemPlusJSONResponse) VisitRevokeAPI
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type ListOutboundLimitsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+}
+
+type ListOutboundLimitsResponseObject interface {
+	VisitListOutboundLimitsResponse(w http.ResponseWriter) error
+}
+
+type ListOutboundLimits200JSONResponse []OutboundLimit
+
+func (response ListOutboundLimits200JSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits400ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits401ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits403ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits404ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits429ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListOutboundLimits500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits500ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits503ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteOutboundLimitRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Host        string      `json:"host"`
+}
+
+type DeleteOutboundLimitResponseObject interface {
+	VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error
+}
+
+type DeleteOutboundLimit204Response struct {
+}
+
+func (response DeleteOutboundLimit204Response) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteOutboundLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit400ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit401ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit403ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit404ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit422ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit429ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteOutboundLimit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit500ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit503ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetOutboundLimitRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Host        string      `json:"host"`
+	Body        *SetOutboundLimitJSONRequestBody
+}
+
+type SetOutboundLimitResponseObject interface {
+	VisitSetOutboundLimitResponse(w http.ResponseWriter) error
+}
+
+type SetOutboundLimit200JSONResponse OutboundLimit
+
+func (response SetOutboundLimit200JSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit400ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit401ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit403ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit404ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit413ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit422ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit429ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetOutboundLimit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit500ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit503ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetHealthzRequestObject struct {
 }
 
@@ -4076,12 +5999,18 @@ type StrictServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(ctx context.Context, request EnqueueExecutionRequestObject) (EnqueueExecutionResponseObject, error)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(ctx context.Context, request EnqueueExecutionBatchRequestObject) (EnqueueExecutionBatchResponseObject, error)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(ctx context.Context, request GetExecutionRequestObject) (GetExecutionResponseObject, error)
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(ctx context.Context, request CancelExecutionRequestObject) (CancelExecutionResponseObject, error)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(ctx context.Context, request SendEventRequestObject) (SendEventResponseObject, error)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
@@ -4100,6 +6029,27 @@ type StrictServerInterface interface {
 	// Enqueue a failed or cancelled queue item again
 	// (POST /api/v1/workflow/queue/{queueId}/requeue)
 	RequeueQueueItem(ctx context.Context, request RequeueQueueItemRequestObject) (RequeueQueueItemResponseObject, error)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(ctx context.Context, request ListSchedulesRequestObject) (ListSchedulesResponseObject, error)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(ctx context.Context, request CreateScheduleRequestObject) (CreateScheduleResponseObject, error)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(ctx context.Context, request DeleteScheduleRequestObject) (DeleteScheduleResponseObject, error)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(ctx context.Context, request GetScheduleRequestObject) (GetScheduleResponseObject, error)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(ctx context.Context, request UpdateScheduleRequestObject) (UpdateScheduleResponseObject, error)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(ctx context.Context, request PauseScheduleRequestObject) (PauseScheduleResponseObject, error)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(ctx context.Context, request ResumeScheduleRequestObject) (ResumeScheduleResponseObject, error)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(ctx context.Context, request ListWorkspacesRequestObject) (ListWorkspacesResponseObject, error)
@@ -4121,6 +6071,15 @@ type StrictServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
+	// List the workspace's outbound host limits
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
+	ListOutboundLimits(ctx context.Context, request ListOutboundLimitsRequestObject) (ListOutboundLimitsResponseObject, error)
+	// Remove the workspace's limit for one host
+	// (DELETE /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	DeleteOutboundLimit(ctx context.Context, request DeleteOutboundLimitRequestObject) (DeleteOutboundLimitResponseObject, error)
+	// Set the workspace's limit for one host
+	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	SetOutboundLimit(ctx context.Context, request SetOutboundLimitRequestObject) (SetOutboundLimitResponseObject, error)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -4386,6 +6345,37 @@ func (sh *strictHandler) EnqueueExecution(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// EnqueueExecutionBatch operation middleware
+func (sh *strictHandler) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+	var request EnqueueExecutionBatchRequestObject
+
+	var body EnqueueExecutionBatchJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EnqueueExecutionBatch(ctx, request.(EnqueueExecutionBatchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnqueueExecutionBatch")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EnqueueExecutionBatchResponseObject); ok {
+		if err := validResponse.VisitEnqueueExecutionBatchResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetExecution operation middleware
 func (sh *strictHandler) GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
 	var request GetExecutionRequestObject
@@ -4431,6 +6421,39 @@ func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelExecutionResponseObject); ok {
 		if err := validResponse.VisitCancelExecutionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SendEvent operation middleware
+func (sh *strictHandler) SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
+	var request SendEventRequestObject
+
+	request.ExecutionID = executionID
+
+	var body SendEventJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SendEvent(ctx, request.(SendEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SendEvent")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SendEventResponseObject); ok {
+		if err := validResponse.VisitSendEventResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4588,6 +6611,200 @@ func (sh *strictHandler) RequeueQueueItem(w http.ResponseWriter, r *http.Request
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(RequeueQueueItemResponseObject); ok {
 		if err := validResponse.VisitRequeueQueueItemResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSchedules operation middleware
+func (sh *strictHandler) ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams) {
+	var request ListSchedulesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSchedules(ctx, request.(ListSchedulesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSchedules")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSchedulesResponseObject); ok {
+		if err := validResponse.VisitListSchedulesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSchedule operation middleware
+func (sh *strictHandler) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+	var request CreateScheduleRequestObject
+
+	var body CreateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSchedule(ctx, request.(CreateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateScheduleResponseObject); ok {
+		if err := validResponse.VisitCreateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSchedule operation middleware
+func (sh *strictHandler) DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request DeleteScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSchedule(ctx, request.(DeleteScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteScheduleResponseObject); ok {
+		if err := validResponse.VisitDeleteScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSchedule operation middleware
+func (sh *strictHandler) GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request GetScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSchedule(ctx, request.(GetScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetScheduleResponseObject); ok {
+		if err := validResponse.VisitGetScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateSchedule operation middleware
+func (sh *strictHandler) UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request UpdateScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	var body UpdateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateSchedule(ctx, request.(UpdateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateScheduleResponseObject); ok {
+		if err := validResponse.VisitUpdateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PauseSchedule operation middleware
+func (sh *strictHandler) PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request PauseScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseSchedule(ctx, request.(PauseScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PauseScheduleResponseObject); ok {
+		if err := validResponse.VisitPauseScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeSchedule operation middleware
+func (sh *strictHandler) ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request ResumeScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeSchedule(ctx, request.(ResumeScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeScheduleResponseObject); ok {
+		if err := validResponse.VisitResumeScheduleResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4797,6 +7014,93 @@ func (sh *strictHandler) RevokeAPIKey(w http.ResponseWriter, r *http.Request, wo
 	}
 }
 
+// ListOutboundLimits operation middleware
+func (sh *strictHandler) ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request ListOutboundLimitsRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOutboundLimits(ctx, request.(ListOutboundLimitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOutboundLimits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListOutboundLimitsResponseObject); ok {
+		if err := validResponse.VisitListOutboundLimitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteOutboundLimit operation middleware
+func (sh *strictHandler) DeleteOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string) {
+	var request DeleteOutboundLimitRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Host = host
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteOutboundLimit(ctx, request.(DeleteOutboundLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteOutboundLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteOutboundLimitResponseObject); ok {
+		if err := validResponse.VisitDeleteOutboundLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetOutboundLimit operation middleware
+func (sh *strictHandler) SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string) {
+	var request SetOutboundLimitRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Host = host
+
+	var body SetOutboundLimitJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetOutboundLimit(ctx, request.(SetOutboundLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetOutboundLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetOutboundLimitResponseObject); ok {
+		if err := validResponse.VisitSetOutboundLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetHealthz operation middleware
 func (sh *strictHandler) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	var request GetHealthzRequestObject
@@ -4848,151 +7152,205 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x97VIbOdfgrah6tyqwb9vYxuQDfvEkToadhDBAntl3xqkgdx/bemlLHknG8VBcx17Q",
-	"3tiWjqRutd3+CiSZ5KXqqWcIdKuPjs73l26jRIzGggPXKjq8jcZU0hFokPivlxOphDQ/paASycaaCR4d",
-	"RpdDIFccPmv7wBURfaKHQMYSbpiYKDKmA6hHccTM039NQM6iOOJ0BNFhlNhF40glQxhRs/qIfn4LfKCH",
-	"0WGr0YgjPRubJ5WWjA+iu7s4egV9xpn5/ElaDc9UyOt+JqYkzR99oghLczDGVA8LKNJwwTiS8NeESUij",
-	"Qy0nEMLWF3JEdXQYTSbMPLkIW+czJJNVoIF/YBVAEKxyP3jeshHTi5Cc0QEQxf5eejAZvhd+K4U+nWQ6",
-	"OjxoxOaQ2Ggyckc0Ytz+q5mDwLiGAUiE4Xchr9WYJrDquPCBVTiZBqvcByd35mU1FlwB0vW/aHoOf01A",
-	"IZoSwTVw/JGOxxlLqIFzbyxFL4PRf/yXMkDfRvCZjsYZ2O1oyrLoEEECpUlPpDMypIpQTkBKJG/8r4oO",
-	"/7yNRqAUHRiQRhPzNBBKHKi44cNoL9zq3cc4UprqiYoO28gPTJsPRyf8hmYsJe6zxU6HWo/V4d6eyiYs",
-	"gXoKNx58tcfsSzX/0l2Iuf8poR8dRv9jrxADe/avau/MrmDxt3iCfu9MkRHNzBFASoQkPQn0WqE8sCvV",
-	"zSdfCt7PWHJfhJ+kMBoLDTyZ1X6FGZlSRSYKUjJlekgoSVm/DxK4PZIoxOOLAo85MJshMPhm4t98aCz6",
-	"hZXdicY/KTGRyCFmF4B4fC1kj6Up8Hsi0nygkIGkB5ngA0W0IJQLPQRZcGgJi/sFFgtQNkJjP3/8oXCn",
-	"xTVwMqIzwoUmWkwSgzimcswhxk64Bslpdk+EMbdMzt8eJwdlDp17aiMGdQA+BF4uxAj0kPEB6VOWGY7k",
-	"lhVB3oA8coTlaG5I+QBSgz3zhsMWSos3ko6H98RYi/gtLpOGE37NxZQTLlIg3ehzNwok4sCAsAfpANRe",
-	"Y0+L6C4O301mSQaHhJJad9Jo7APp5T/RhVXMB1RZrrZai3IVH95OqtpXHoqicTUjUQ1BU2KhenX85ojA",
-	"DciZR6h5ImNKe7nHtDG59BBP8FTo12LC03ueXoU9RZ7TRrpPn0Gt1W/3au3kabP2gj6H2kHvafIsfQ4v",
-	"+o0mgt5HAEK50S6wfRo8sAGmudA1+/hDYPlUEGXkRElEnImMJbOXdHxPnDX9AS0j+ObTF8PGqKHwAAUf",
-	"gCR6SC2HjjNqDERnZhmTuvn0OT4dkLOc8Es2AjHRy6n5jCodrpjQ8WaYHiMaaub5h0D1MZETTlKgacY4",
-	"VG05NAINsIRmmZiqI+dMWFo3tqA1J/oMshQP7FKIt1QO4CHNN/icAKSKNBvt5wfPnpLeTIMKabi5H+J4",
-	"lgmaEi0EyRCSjTCshajZxx9KYiDoBrVm1QC1Vt4TmiQw1soj7R3ls3vi7K+J0NQhC9JDQjUZCaVJs9Fo",
-	"kDHw1OievyYwAcK0lf0FlQY22G+ldTZDH367lr/z0DbYVEyylIypUkRw8E5tSKQIgCI7fp9CdrnSQkIa",
-	"bjkOZGbpH+QGpLK/RI1ExiC7HIX+bmxs59L3zLEq9yEHoiJ9qrQ/ZyP2JdXQ5UKi92GocUT5jDBO+hkb",
-	"DLU5HsETqJNTq+TRYnYgU57r/i6nmQSazvzfnG1QJ1fnoOWsdtzXIK8sSJpMhyCBTCnTZskhZGN12OUG",
-	"eouGVFLGFaGq8H0VMVhQwxg/i2YI1Qb3fZZlqt41VuQQaOpCD8FXFx3IC0gET9FaNTCQHvSFBEv3dFQc",
-	"qDENzXHWy9GGVa6roZAPnE70UEj2N9xXi46YUgZFPaDSHJuxWEt6sVlwROmzG/HDJHzjgbQjgojESJ2B",
-	"rYcUvTxvrQlJJNyIa7Cy+AOnN5RltJfBA/gkTm4xRXoTNTsiWs4IHVDGiRoKqbNZyfIOJPIFyBuWAJkE",
-	"4GyKxPyFh5IoxS4MS5qdGFrV9BpKBjgX00PCBUmppj2qoMsTwTkkKCsSQ8l9CYA2HrNivWcMIWP2UabL",
-	"PJ0KDkddXuCLGt4ps+/DcJmcmW/iR7ZirBy5+OnjMfsVUBmNpRiD1MzGZhIJVEN6rEuBnZRqqGk2gsXo",
-	"ThyxdIMgkA8q3S7+YWyE0OfqOFWfSespSZpokMprBQWJBB3jsUKWkWuYKULHVOp61bcdw6zYFZ9kjods",
-	"dGthiWk5pLY+DljEy/6M8JFyOA3RkW8+DhAfgvsxX1n0/gts4OMl5Qlk5y6itniEG56HZ+PbCLihmj+j",
-	"l8enLztv33ZeRbH/+eT0TQDDqt255SoBxq1ZigsCfzRNUS3T7CyAv08zBfHcljztzEeqR4z7fzfXQYlr",
-	"LAevCHF/GYgD77KvkltvvLv6RRu6JxFW0p8Fezla/m1Npq+Pkzlg18GVR7i/IUHFkfGS1uom80wl8bn3",
-	"l28qLaQyzbL3fXRfV33LPX8Xz8sAKx8rlMoQTQiewJE1NQlDPVhfSz1uxUXgP5byQw+iUZKJlMC1o71A",
-	"aeT6LN6S3+6roybjdNtNfCWFMYcbj4iyAinArSK24rTO6KBKgaDjGP6wCsfB2d/lH6NS0hliNE9TItut",
-	"1rLzSHAObLDG6u0EBHNvGkznUp5raWc7grxZTttzWJhLld6sOPgq7HTSqiPuSzGqJHQtKn89HUIIa0+I",
-	"DCrEHC6Li1SCwtE9zRO2Xya6GR9PVrxjCWsuFOY9DGsvjsYZ1YD+8RWudlUnF4VPLkFPJIcUQ1CkLyT+",
-	"EBMlCJ+MesYKvQYYu5hwygYsNDrdduPoc20gau6Xkk6N51U/p9N3LhoZPFBjo7GQutBL/vki8gg8ESnj",
-	"gz389R1azUxIpmelRHFrfudNzA8KpclEDoDrOnkvjfeBYQ7v2dAi6HFE+pRJDkoRmkihVPEnRRIxAmVN",
-	"crPhPCPdXp2PjqMgbFph5TNF5IQ/UXmsMiaGjjC+ojSVmuxQ8kaQdCLRmd09JGOqtNFc6M1NuNlkglZx",
-	"lp9hIqTx1HKblnA6Mo6TzbzZD9WJ8TEcRz1BMBycBJ1nQAfSxkPR/wVJpoyrOjl2Ybcgznvx9sPJy86n",
-	"3z68vzz+dP7h9NPlybvO+w+Xny46L9+fvrowu2i3Wh6OIJa8a7CZe+RR82C0TJ/0MzF9ta1gekCjsRKG",
-	"Faye5ry+KILwgZNtfZVVwvU3s+KFfXR+H/5rKx2VFdCaz2Wg7+dDegp+p0prMK6ftpe/HzCSTWuuV6Qb",
-	"GzxfIEwNy+BrGF905xyXhWWdWEOzNyNvOpfGaRc8KMQhgmczy1YZU5pkQG9AGYYWk+8hS21+ckUAYkwH",
-	"GJDGTKmVLYrsLN0aMvRGxtOpSOEc16s0ngxcpyULahFCW9DlAyPGVqoGl2pytecZeK8IDO/dBrVPdzZX",
-	"e3VEDIURo/bJlf0VGYosxUzQiNAsq29C8AGPLwJehOwR8gKFNkZOpYYUNYEDxmAWKSwIavvHXHDsAgOM",
-	"hfS3mnmeC9aCLUHLmXG/VpaT2WIHc/rmeaMscrXlkv+IuCNCewq4RtApJ0KmjFM5M9qmCroq4Se3NF43",
-	"k5e5uPMy855Kxry40me7v0tUiPENFNMiVDlmQqzGJeFektJe4q5UFg/hRBWa5/v4UPOkEEQFzz+cnp6c",
-	"voni6OX7d2dvO5cYH3x9fFIKFHZeVcQJ4+g1gyzteK1VxlCel6+KCaOovl2zOVeu6Beq2lheSTOfHH91",
-	"/KZOjPh1sWMJZMLZXxM4wirCdAColjDWTowBd3J58v7UitQRnZGESjkjV0ZCXhm3YsySa+T9nqQ8Gda7",
-	"/B0YZ8El0M368JkmmuwkVEFNAVdMsxvYjcuZnTE6c0as2Jck9CfKKFhMFzr/g3HMVfTZoMIXIZdVaVOb",
-	"u7CZfJv9RHv0RW6PBqU6u7F5rMtLCXqsT7VZkJkGlzIsnyhWC21O86lNxFdqvY1XMUdYtcpqnwPKxRGo",
-	"PJkKXIFCxzhvRA+BSatvCv+DLnofOxa5RQo4Z5DYlxVqcvHrydlZ59XuVr7KF/gc68N6Ftkfv7nJ9QvQ",
-	"zLL4nJ09hORaLbdIq0IW8zxfaL81Ic3lngBSVYUTYFhunbn8jTF5bQPGQSS7uUEkG02cdbyF+UlbnYWI",
-	"XsVPWFykNNpDVGsYjW0BAGZdyw48prdHLMuYcjlOqgh1wm03zmtalhH66ftXnXlKP8LCN8HJq87b4/+s",
-	"TALaX8zD/svl5dmn885vHzoXlzG5PD8+vXj9/vxdHMh8Ie2qRwSp05f95dzsTG9bPaiEzdgvVAxKMGcL",
-	"KdFiAHoIcj1zmqN1zywjUuc8LJCqO4JqO+xBnNncFy3j8/fhLNcxzg4+Iqcf3qKoQ81h8WN0mzmyD5ev",
-	"a8/xXwpdRqrIh/94/fr1K6vxUNJeueM/77x8f/7q07+P337ofHp3/H+u3IJMEzBklFdjGpDzZov1vrJ3",
-	"ghep2uziia1ozm6MQ2Eeje2HAp1rSMB81+nnOjnu8huaTYCIG5Dr4TdafGwc6i6/uu1Gtk7CgMsTYw10",
-	"o0Ny243wYfMzFtomGB9jf4Mtu41JN8IGIJjiI1HxkPVh8e3Y4FfDZ21f6kZ3d64sYR5L30ZqLZyFmOjK",
-	"wyiFcDOqjWGFihZ9RRirut3vNczs1up2JbIzHYoMdo/82XT5osF07jVwxq7Bx4QP8ey6fM3hxVZ4jag0",
-	"gsGdQC4gurwgxe+B5vW+41ru2MyXNLKocCO9qN1YvAWOmZdcni9zmvAiZ7nvtlpIPoSftiZe8/UdtQDP",
-	"m/toztxc662dufS2X/b1eacTxdHZ+fsojjqnl53zs/OTi071u64ka4Fzz1+/JC/aB89yXWgLzrAqsHwU",
-	"vhLtdomyqQjRoX9Zy+AGsrzdISZAk6FvSfrfF+9Pa2OBXR415G9bqr9hgC5wYCsOnHGljeVfCfOCGRpo",
-	"YFc2d7uplXJsPA8j/T6cn4TewTXjqVE+bu/rTQrHbfb7K4PhGE0/0fZIK42Ll2LCK0R1B0WrhAyoAtKj",
-	"ybWR2Wed01cnp28CCAN05CWAW1UJZJSN7ifbviQvzNSY6mT4mrJsIqvCxq9t8A+FlDIm6SUYyU0zG/HG",
-	"gKcxjDAku1+NEP+Ve5po5dbYreOgGyYRMqp0Z+PMRJi4rEgVbhF6RUx+WezV5S02jb9um3z6Xtk6tnFk",
-	"NFe3+XHEZbauoPTwpOO5jumw+iTk5pBN58h6pdB5CGVdSLDvo6tDkgi0qpOERhu/PT55h3r51cnF2fHl",
-	"y1+2ia2G3vm6Eop5beL8GuNwIccR23wUE8aNy52U2i9APlFkx5nB6Hyfdy7P//PT/9o9sk1BimTQx+Sd",
-	"jUaWXkQ/SGG1dMk/L5+sUROi338poN9nCXMl7HmJQbO6593a9AYZfcZpZnFdJZNDLx8TSTZKSrmaAkb1",
-	"8D2y0240agcvXuxaH9WIksKZdb0cRzYrpkAbD3VGbLsuGihuIevtG7GUkp3ejLjyDOdztD9/Ng8gwOji",
-	"2l8ffP7sXyqnD3McHLx4ESChHUxqCOTniH4+sW+GoxwCg4VpRjPsk72xTblz7vtcQ4f1HZFGjopmo2Fl",
-	"gGVEPx9bEVJxAv4vcbAs40k2SSE92izkc3x52Xl3dolRzdUFJwYLS7f41kWqXFW9ngJwH7JS4SZjDFD0",
-	"IBNTMoe4akNrQQJ8wDq8e9aqfnHR6dJq0xygCtMu0eymwgDtFDnXochSmxZRmZivHg2jTNsbV1Z3v6VK",
-	"/yImciUUNsiG3RhWXhLXo2F0FBmKiayGalObpnqKx0vBXQFmmIX2VOsaKKs/vLz/YePzdfnPinw68nze",
-	"EYbWDp5ONShbV7NWmRlhSXOcTy9x9JNDunCm2xSq5nT6ENZAQfTfwxowdiQkE2NpXRiAnNbDvrRqY5em",
-	"I0PRQT9Y0Zp4fHZCrmGW9/9gTaZdq9R0ZRukGO+LilJwWysxwFLIqeUmbLHx7kqd/F7U/mEVajHmB+Nu",
-	"r47fKCL6Xe5sbfR4sC+Tg7ewjZVuI7nue2Zb2tb68GxGpkOWgY2ULbQj40QX24OFkmbn9XmnQ5oxOTt/",
-	"Tw5iUkQkSKtBkpw1u7zgzd16l3e5d0ltOnPCU5Dkao+O2d5N84pwbDy+OnbNfJijOCT/sj2DNqyIx2AD",
-	"i1eHFtzgfKzzYbNDYY6j4shis2NsgKfJEBQiocsNRowtlj9eJxZka1YwRa6WdfNdkR0fYdm1IcaMJeAa",
-	"g1yg8HhsPlZr1RuG5WQWtORNp9M6xT/XhRzsuXfV3tuTl53Tiw6+cxe0+dlDPD47CUqRD6NmvWGfE2Pg",
-	"dMyiw2i/3qjvu9Ak0rpDd1GCFHTpYrNIVb/CW6a0CvH4RIXdveVUQgoYCDSoT0FiAa8bbmSkBvVOGC76",
-	"Kvh4XJq79efKeUkYfma2ALZqitNDzUyKq4VZAeienTO1wYNOJt19nBvD1Go0VnSMVnSKOjH758eyvDTS",
-	"cuPOzbneg8q5Bb58LThobHVtW4Crls83thcMl8JXmutf+TDXx9tu7K9/6XU4T6fdaK9/I58MYl5ovVj/",
-	"gp8YcBdHB5ts/SSYZHOwyR7C3mHUUJPRiMqZY5GqmW6GWTQdqHJjgoo+GjtGqAoO/jfNWEq1myFhc6RG",
-	"HWD3EeoBmtddkKaXe/a5xXkrWK3ebrXmB6/Ms/h8T5/jRVD6XyKdbUf2eWOHK29B+rc1Kn+GNQFF6qqY",
-	"OPILZJmIye2tzRzWjZQgd3dFCiwaSIBgElaegLaNVU6q+IdKwaHoab+ZNJODZm0/edqrtelBr/ai9xxq",
-	"jX4zbdH9Xjs52KIvfVkb5F3Z3jGC7G5BkjS3Q2ngGkStRutprdmstZqXzcZhw/zvj8U+J+Pnfc+DMG5D",
-	"tMkAnmjh0AJre9lmv+a5hv1Zi9LWNR7+dPK1ub+RfH3rp8G0W61NBGwwnesHkOL2cJ35NCfJlwryu3il",
-	"qbZ3Gzak3VmBb+yuCg9D9L1RVifWQ/VjTqx3iI4qc3E2qokPD/vcXZIBdaG1IyInnBvnYmGkyaL0f4Xf",
-	"nJP+JXnVXoTWvpQ+WhrflkYt2rek0bjaW7gYGs90brZibin4wE1R5IkKZZF83oBeRTuN763rfmZ9dFk6",
-	"vEdm/LbM+Ab01pw45zuvcUZLaUi0rLZQNnt+gNf8rOytv7vMW7mwXgklHKaEjUYTW3Xh/ZOw0tNHcnpg",
-	"+2K9eJnrUCpSnjZKxMWUCL7eYylaVr6K4/LxbkvHYG4QyHfyCspd+ZsKwHXCNA9ktb5AivmDWiLMDCG5",
-	"9R+N7J/RyD5OU0JJMZbhIazqXNDt3bqf7paGSK3RIzhUyytansi/ickTip6vbPl8ZX5uPjw//6y8/ENY",
-	"Juu47H7WSHy7/Lxd+fhRWL2gSHPJzQk3JeVdnQFYOa6v0jAqrIqt8iVhKxuHKShtN+DaGFz/+JgOGKfW",
-	"6K5KmBSp939qvqQMxXuezUI7jLmiQVuiswycoj14I6mx0EG9Hg7fahg6OctRU1W5d0+clHvtwz57C1jQ",
-	"lr9jnr1yPddXXW6nsfj5OLuHhOa5Gl81IzjGekif+WZTOeGEZkp0uR2JabO/MLJjM23QhQhOXCG/QQim",
-	"MatQEkzx+G+fSSv3n69MpAXkt2N4Xky062fFYLhyo4iLYRG7j+rtO+TbIBSxXsEFv6y2IoNJHsif6BtX",
-	"OrcdX5JBeTiwpD8XMXuyECpD+rC1kqrLW41WUQuJr3oXV/qid6ZtkWR5oHZRz9HlWJxEfsc4LydXcxfL",
-	"XMWEul74fOIrHblx61b+KDvwWkg2wErKQmzZcpP5y2hc1Ue+1DXg4Hba5e3Gizr51Q8BwEY8LKDCuTRK",
-	"k1Yby8lwXHhQoYFCqqwn5wecrdOU7+i1y4tayapoHxUmllvaCtUc1rzldAERZAkejqpv5TGHYzZOcN8X",
-	"iRhDWt5avAIJubKyY4wL0Tx3gksvGDs4WDe29eM9Qh55K6evfElpueegtaw0f1Pf42uGRpcNyNso2NLa",
-	"DlP5aJ5oP20lzV6D1l70n0OtnT5Las97T2ntoN8G/7dg7Hdev77ttoJhYBXayj/002mexgaa52Vwr9XX",
-	"iaoUd6z8ANrQ0UJJT32hSiwNt1oTQwk/98R7CrE1WO3AM3d1QnkoGNPKlkAWk8G8NXzQwI4KI7+xJm33",
-	"yE3TOg1ub8QBMVabFdO7tprWVScdmgy73H7/ifJt6q4FGpsMsJAwV3CTMdFibW+zbaTcaT4lv7J/kaKT",
-	"YTe2Yw6gy10HBVO5B0B7zrz0JaDh+JhxNlHkoEH+3/8l++b/9JDquMunQ6rhxqtn9nfefiInvErRvgEd",
-	"Ktl7hqnCaQhVgap664/yWCjbW+EGIBij3eXjmrTV20/aae0AnvZrbdrs1Z4nrbS2D+3+AX3ae5Y8T6N4",
-	"mZIqSlny4Q3NeAPomn9E88DYD9h/lKtbVtTGODCClvHln8uVQdhvXFE5E3+RnpFrooaVX7+/Wi/NL2t+",
-	"ZVW/SheWeh0fXbHvEGncQPFsG2sM76ldF9+bk/J2utT2Sc/yJ5flPO19EsoOsyqX2Byi8vMNAUViOJx4",
-	"he5Wl/sZLMUQK6N2jLOn7CRfdPjstzLfJODKgbrcVvJAGngmx9yGiZRmWZa3trgmH6tYjEPJRVDuT2ag",
-	"jxxoWFpa0qL40t6tk0gerVdVCsbCuULHbGltb6MeCulW3MGxebK2fDlIVcWfPQIE1V1Q9mh1//NL+SxN",
-	"P7RFvJcP26u0i8/oAAMUUkwGw3n7uGTyhlZundjQY5fbkbHeMrxCG/CqMJObjYb/466b2uGmJvVtcUWX",
-	"M5VfutSbLR+kZKezC2s7D6Sx5osRPBsYlKUMxyniZE3s5sHu826uv8/7xwpMz03cWRmZDmnoZ5NBW4qI",
-	"xXjwCn77Bxgl+QTBr2GTFKFqLKBZiFZjEDQo8jS2hnN6nbSyDXoKw9c49ofyfOwH2XE3SXqH3rWcWx/V",
-	"sMhst05OdJfLCVfrw+M7YQT2SdHOwpT3yYuboNGm6U00dqzNQJMx4xzS3SPnrfupr3item+Gp97l1zCz",
-	"02pdy1vu+OR5zQJFfgQDk/lo0S7PF+dp3i+HmbkBZfwoT9S5+L2feOpmrJlPdrlt5I3JFCQEA0+FtL9R",
-	"12w8htQIf6TU6VCoYBS3BaDLpxTH89nBdkb6LxHpBFFvr7kjvpAKT8/YmjCyUY1809jPkQ/kpopcuUky",
-	"V3WCaU/q28SF7PLCSC1WSCgnPSgGN6AZaqc7TJmC3Sq1gSM4Hs5KfIzJPlqHX2QdIh2W03qV85C2MRnx",
-	"6LcqNCndwSvGdrxFNvN3JOTxVG7NMrQV5xOI2qfERofEZ23ITtOGXO1cak5EloIyEgmvoiGL9zQ4drCw",
-	"GJ8S+9tRomCI1YNQ5CZ3KPfzpHBuWeou8KQefzZDZ9xQhYNuMOrrptY46JYZljgH6AeqmnFY+xoFM3NX",
-	"tPykpRnlKVYrDeCAZx4Dfd+h5qJ8Vfp2wrEIJa1JLNn7uo14dgq1XIDFU2WMlARQXhd/GlLV5YWll1uP",
-	"rKibsgYsU746g7Qb7aO5Ei9jhfbNoRhz0kiVuS46dJTzKq8l6ZZiltp9Gaw8PLIxN/xxaYtUMezRpjU2",
-	"KS5eGNXYmJ+sWJnhaLT/mJtvt3lqZwvjLRibaLdUqlLITbvSaLh/bu1CMGyvOqFRcNqjoPsetdMF/jcO",
-	"HiweYi4mrBtaLghdUgxdFG1+uaHycQMhvDxN8g/ax7okDBqquaS3yoH0BcZUvVUrJHGTI100wXaghW4t",
-	"xkOMsXsDMmhBM6sU8gTfDgvEbcDCJoE2Tv2QhcxPl1elfnw+BxGe++JYBVzAnad/uvzSXq+A1O0u0dFl",
-	"MbI0b7NCWX1J3mZbZ7wY2/mYtnlM22DaZgPpu4mEw7pI65X/eCJuLqZrewB8VasTRUWYNQ5qrrxh1OU7",
-	"lKexm2+IAb7YSkym/SDo3bjIVy0EgLvcD35eCAqGQshAlocDncVu44Fdvi4giI8/nAB6DAk+Sp771VD6",
-	"AJaQQdA+aPLBEPuGQskOg1wTFAxujDacndAsA/w2UQBkh2YZMrD2My5thaWYcsfXRRTsGma7G03zKwZV",
-	"RttmwH7MCFN5MurKCFNxHN+WZ3+UCXc53XgGCH65fKydHYpQioATY5hhKrFOjnE4KA4aXzLpoRhHe492",
-	"B19AmhSjeA/xupYthzssTKj+GuMd/GjpxkbBm/lR0A0XXNkoapHPbz6Il+OomKbc2GAozvas+QOPW9u+",
-	"BeEHGoTmua6S3ysV3t5tEDlbF+wt97wVcyoz6jQdkqb90bIEScSEu99YxZzCWA+dc63Kk8bdtQR2FubC",
-	"vPOFuG1ZzNwrbuvYt/VF7Nv8iuz77JuxbylJ9xjG/F7DqVZy8LYG4O9BUBydV6qTqhujC42el6MU9UL5",
-	"DUR5F0/ufFZOLvQlOEoLLJpZYN25myPO7JT9LzYUHN8Ed7htzBBL7rDYyEL4AURMq7FExgS42lTUHDyw",
-	"qHGf+olFzk9naAwpH8BcXYy7IuNL7Q3z99o1zNb53Xru2ne817487kFBIkGraif6+OzkV/OV+3GxcWsL",
-	"8t/oZo7jMfsVZovXclQzhdnWo+r9Ds6yu8EidJVzynwAtVvpZs9rXUvA7oItjGTjHIo4r1byuzmy14sY",
-	"83lI1ZBgIZOQVarWOgeW+h/AGU/Ytt63pf/vPFkRVWej9wzatAG1F/TgWa2d7Pdrz9P9pNbst2A/bScH",
-	"vae0yBYkDK9xgz77HB1GKrv+1O636IsEkXgjrsNyDXtwpcc+Xf/Wumn88dfzUfPzs/F+74C/SNrfZMh9",
-	"6iXOUgkTF46bhfxR8/4gLj73cqpaTG2jb/dur2G2ZsZ5KKCOiSN7P1xGQh/L+L1nYB6sk3PzEF7gO2UJ",
-	"2JQ3FzUxrlekk8x6gWhaN8TcvvA4xPyb118btK8lvnvpyMrphO5zT5RLjVTkdJGG7198MwSa6eHfS23Q",
-	"Y1eA2Go0iku9yFiKBJQRovIGlL+BSx2RZAjJtSJckBTGwFPgyawygPWL++59fcs8LyquN1cX9uOV+ZWM",
-	"3Rh3LLjXzdm+gdF0AxxUaC9ZJDoxhK3PmyIUODkTSg8kKLJDeZpX5ths+Eikk8w3B00UEKZ3XU3oETlo",
-	"7Bd9LHF4fbhxoc3PY+z68V1J1lewV677KdcDQbSwrVfmKOUTRTIxqDyxc7uve4/lQArx08wGWL9pDi+O",
-	"tNt6cZgPe7a4gXogFpYAHV7DNge8v8o+wj4rs94h8dvIsb7jbsLPI7lisBtk8A8a+8XFa6d+nfIFf+pw",
-	"b0/hnWz1FG48RGqPC12zj2+MD3+Bf2UysWBSkgpQSCaWvFbzgEElW8oE5ReL6xD//Gg8AktoVeUtI3qN",
-	"7Wql2+wO9/YykdBsKJQ+fN543kC3wn10QXYCp1znDYBMopOOjvF8i4WqEL25YK4pOz8tkZAC14xm4Rq5",
-	"6K9eYf5urQCahVHO4bLhzNvFlV3in/FBTKZUJ0O8q5WnPvtfjkQGywaJ/8VVvTDDlaQ/1eBtd6p3H+/+",
-	"fwAAAP//rU54t9W6AAA=",
+	"H4sIAAAAAAAC/+y963LbOJco+ioonamKPR8lS76kE/vPcTtK4unEdvvy9Zlu5UQQCUkYUwAbAC2rXX6O",
+	"/UD7xXZhASBBirpZdpxku2aqP8cmwYUFrPvtrhbyUcIZYUrW9u9qCRZ4RBQR8K+jVEgu9E8RkaGgiaKc",
+	"1fZrl0OCuozcKvNAF/E+UkOCEkFuKE8lSvCANGpBjeqn/06JmNSCGsMjUtuvhWbRoCbDIRlhvfoI334i",
+	"bKCGtf3tZjOoqUmin5RKUDao3d8HtXekTxnVnz+OquEZc3Hdj/kYRdmjrySiUQZGgtUwhyLyFwxqgvyd",
+	"UkGi2r4SKfFh63Mxwqq2X0tTqp+chq19S8J0HmjEPTAPIOKtsh48n+iIqmlIzvCAIEn/mXkwMbznfysi",
+	"fZzGqra/1wz0IdFROrJHNKLM/KuVgUCZIgMiAIaLcEiiNCazUCLt3+dhROZrrIeQP7i4lgkOyby7Aw/M",
+	"A2fsrbIOPPf6ZZlwJgkQ2a84Oid/p0TCmYWcKcLgR5wkMQ2xhnMrEbwXk9G//kdqoO9q5BaPkpiY7ShM",
+	"49o+gESkQj0eTdAQS4QZIkIArcH/ytr+X3e1EZESDzRIo1Q/TRBGFlTY8H5ty9/q/ZegJhVWqazt7wJx",
+	"UqU/XDtmNzimEbKfzXc6VCqR+1tbMk5pSBoRuXHgyy1qXqq7l+59zP2HIP3afu3/2cp50pb5q9w6MysY",
+	"/E2foNs7lWiEY30EJEJcoJ4g+FoCczIrNfQnjzjrxzRcF+HHERklXBEWTuq/kQkaY4lSSSI0pmqIMIpo",
+	"v08EYeZIaj4e3+Z4zIBZDoHeN0P35mNj0S0szU4U/EnyVACF6F0QwON7Lno0ighbE5H6AzlDRj0SczaQ",
+	"SHGEGVdDInIKLWBxJ8diDspSaOxnjz8W7hS/JgyN8AQxrpDiaagRR2WGOcDYMVNEMByviTBql8no2+Fk",
+	"r0ihpaeWIlAL4GPg5YKPiBpSNkB9TGNNkcyQIhE3RBzYi2Xv3BCzAYk09vQbFlvALT4InAzXxNg2cluc",
+	"xQ1Tds34mCHGI4I6tdtOzeOIAw3CFokGRG41txSv3Qf+u+EkjMk+wqjeSZvNHYJ62U94ahX9AVnkq9vb",
+	"03wVHl6Nq5pXHutGw2qao+oLjZGB6t3hhwNEboiYOITqJ2IqleN7VGn9Tw3hBE+4es9TFq15ehXKHXqD",
+	"m9EO/oXUt/u7vfpu+LpVf4vfkPpe73X4S/SGvO03WwB6HwDw+cZuju0T74ElMM24qpvHHwPLJxxJzScK",
+	"LOKMxzScHOFkTZy13AHNuvCt12+HzVFTwgFyNiACqSE2FJrEWGurVufT+n3r9Rt42rvOImWXdER4qmbf",
+	"5jMslb9iiJPlMJ0AGur6+cdA9SESKUMRwVFMGanasq8EamARjmM+lgfWsjF3XeuCRp3oUxJHcGCXnH/C",
+	"YkAeU30jtyEhkUSt5u6bvV9eo95EEenf4daOj+NJzHGEFOcoBkiWwrDivG4efyyOAaBr1OpVPdQafo9w",
+	"GJJESYe0z5hN1sTZ3ylX2CKLRPsIKzTiUqFWs9lECWGRlj1/pyQliCrD+/Nb6ulgvxfWWQ598O169s5j",
+	"62BjnsYRSrCUiDPiLGz/kgIAEm24fXLRYVJxQSJ/y4HHMwv/QDdESPNLkEgoIaLDgOkHmX0mNwOtRhc+",
+	"rU9Y2m9aaCXqY6nckWsJILAiHcYFGCL6Yo4wmyDKUD+mg6HSJ8VZSBroxMh7UJ4t9JhlakCH4VgQHE3c",
+	"36ya0EDdc6LEpH7YV0R0DUgKjYdEEDTGVOklhyRO5H6HaegNRiKBKZMIy9wml0gjRA4D+CxoJFjpY+jT",
+	"OJaNjlYohwRH1iXifXXalrwgIWcRKK4aBtQjfS6IIQE8ys9Wa4n6ZBtFL8g8k1pfliuGUzXkgv5D1hWo",
+	"IyqlRlGPYKGPTSuvBRHZyomj8NmlSCP133gkQQkgwmXEVtdWQwwGn1PcuECC3PBrYtjyFcM3mMa4F5NH",
+	"ME8sC6MS9VI5OUBKTBAeYMqQHHKh4klBCfeY8wURNzQkKPXAWRaJ2QuPxVzyXWiS1DvRd1Xha1LQxRkf",
+	"7yPGUYQV7mFJOizkjJEQ2Eaob3JfEALqHjUcvqd1Iq0BYqqKNB1xRg46LMcX1rRTJN/HoTIx0d+Ej6xE",
+	"WBly4dOHCf2NgFxKBE+IUNS4aUJBsCLRoSr4eCKsSF3REZl29AQ1Gi3hD3L+pbvpPySaCd1Wu6z6VBij",
+	"SeBQESGdgJAkFEQFcKwkjtE1mUiEEyxUo+rblmDm7IqlsaUh4+iaWmJc9K4tdsflrrO/avBI0bMG6Mg2",
+	"H3iI98H9kq3Me/9DjA/kCLOQxOfWuTZ9hEuehyPjuxph+tb8VTs6PDlqf/rUflcL3M/HJx88GObtzi5X",
+	"CTBszdw4zweIowgkNI7PPPj7OJYkKG3J3Z2yB31Emft3axGUsMZs8HLX+8NAHDjrfR7f+uAs1wdtaM1L",
+	"WHn/DNiz0eI83A9DSig4a98mgkhJjeApkvh7emNNDIk2RpSliqAhTwWK8KTO+/URZ2qIzH/tr8aEXBtt",
+	"TdJbY4pLyymBWVjZ6b6jn9O2J5bo/40wjScN1L7FoYonTt8swgjqEXiHbnBsWbBmKSseFGVJOgdZBR5j",
+	"UR7UbusDXre/FHisZXXjHI8/W1PWe6BORwkXKicN93xuthIWcq27bsGv7wGmwq7s9TMiY6f1ent7d1HE",
+	"48H3lt8QEePE2PyLiOS08LAWEDiVJCpEauxtsx/qcR4TzIwwoVxQNSk8ve2FdXYXbVELhD85I4UValeX",
+	"R7UqVeP48OQQ6VfQP/o+admkLxQi+Y0C5yjWt6p0kV7vLkXw/ZiPy4HBhdz9ETlFJQzBIn76b2N2PT0z",
+	"LcG+iKFlUbJvKImCWhJjtlCp1c9USi37/uxNRbk6h+P4tA8usHnfss/fB2XlwShWFdroEGwPFpIDY6Mi",
+	"Cgp0Y+FlsitOA/+lEPB+FFU0TIUgTNm752mbHn2vJqjXVW7TJFp1E0+kaZZw4xBR1DxzcKsuW35aZ3hQ",
+	"pXmC88n/YR6OvbO/zz6GhcDA9PO8CyC7+ep5GQnWCeatMX873oVZ+w5Gq7Lq1S7kzey7XcJCKffjZs7B",
+	"V2GnHVUdcV/wUeVFV7zy1+Mh8WHNJHUJVlgWFqkEhYFf61eswuGxIqMVebYXTLZMsuQ0N67ubinQ3UXG",
+	"VNdKIkaSskFMEDGgBCghAjyPByiiUlEWKucowKinAS1rjXt7j6M1lmB3zhNjCo+SGCsCrr8urNb1GPS3",
+	"UjQZV7+Cs6LaptdYA5eGRGftk3fHJx8CNOQxOFoZRzLmKkApUzQ2kWVNaAfO591hO01tCkiE9emgje7F",
+	"p6vjo/bX9snvV+2r9teT08uvv7bfn563v348PT/+8/SkuxmgxMRnsEK4w3abzSzCQaUNcSCrxjlHLLxB",
+	"JYpSknlxwX+zHBdYVw+9n00GWSIW0MPD1JjVOPUU/d3DRo7Nu62mVYDcv6eZ+XesxhoEfFkC3Q/E9FPQ",
+	"NLrIQwiCqFQwEkHwDPW5gB8CJDli6ahHhETXhCQ2mh3RAVUvPOG74glFdLQgu4tLhVIxIEw10KmI9Cnq",
+	"C5zLmOxyH6A+poIRKREOBZcy/5NEIddbAseIlUdLWsFe0LviwLRJm7JXMos0B0hLcAiJSYWFQhsYfeAo",
+	"SgXEHzb3Le5MkFykYBWH4MiMs3scchGRCGVuSH0g+gKYvCnzoQbS18XqMq8ADAsngngHAZ+/iWZDyIII",
+	"NKZMNtChDZp6UXp7TX6/Or08/Hp+dfL18vhz+/Tq8utF++j05N2F3sXu9raDw8sE2NTYzIIotdbeqPYj",
+	"We9z2F1U0LKKvAweWHILgiQxnpAZqajXfh6hjWxkSXgQRLSBrANDj9SoaFzQAWU4Bn7hcTHPAZS7tedJ",
+	"tN/1Ti7Mo2X8uV1ma3mbmYe4TFCsh7gn2MBSUMO5r2vTTV+iKdOu0larhPCGMPWOxPSGCHOPipCRYkL6",
+	"w210xiNSaRjom/rH4fHl1/en51/b/26fXJq0OX0ViYYOjfV/FF/sBSnmvVuT3H145u4v+QUxWWUPcFFV",
+	"ZOgDzPrvCFdt7JWEnFg6aNjdgUDuc1GyZVrTHq8EK0WE/tD//9dh/U9c/6dZf/u1/uVf/1EpCU0qT4Up",
+	"xibovy5OTwwDtzDxVCWpaqDDntRQjQhmErE0jhtPrbcsG0KaQ/qaSGKi1gs+Ojn6WRbWoEy93p39vifO",
+	"TWrsYkfK0g6vB6i1oOfp1yAxxTKKoKi2NpBxNPYm6EP7UlvenHmVJYizeGLuRkylQjHBN0RqtYKnz6PV",
+	"RuaUZ0WuEzyAIBOwDaPhSLQxc2ugVizFaE94RM5hvUrnmYbrpOBBm4bQVCi5iDojtzPAxQp1t5wasZVn",
+	"FG3deUzt3uT7dg+AMNF4SBjqml+BIg/ye4SwIdqFt9ATmNOA52lfhhNnKDTJVVgoEoE+aoHRmIUb5mVD",
+	"uces7nEBmSm5DmpspDIVLARbECUmp/0F9VFGpdGnr5/XKmumPNsEckDcAcKG4WnQMUNcRJRhMdE6bxV0",
+	"VZqEWNF5uZzykbE7p4CsqerqF+f67Nd3iec60VJegTJUni6YYzUoMPcCl3Ycd66weAwnei55nseHXr4K",
+	"XjrJ+dXJyfHJh1pQOzr9fPapfQmJJe8PjwsZJu13FQkmQe29NsDbTmoVMZTldlclEwGrvluwOVvy5haq",
+	"2lhWjVFOsH53+KGBNPu1SUeCoJTRv1NyAJVo0YCAWIIkLaTNyOPL49MTw1JHeIJCLMQEdTWH7CLFUULD",
+	"a6D9nsAsHDY67DMZ9Yiw7gi9PrnFoUIbIZakLgmTVNEbshkUUwITcOZrtmJeEqSvrSuT8Ok8QZRBkluf",
+	"Diq8QuiyKvXWJL3JTCGTxip+m1nFXrnHZqAf67BCkjcUXJr0uYkiNte0pMpHA7LCnY9MMnel1Ft6FX2E",
+	"VavM93yQYoI9CE8qPYdELmOsT0QNCRVG3uReEDztA9kwyM1zhzMCCVxpmkIXvx2fnbXfba7kMXmA52Ox",
+	"QWOQ/eWbq1wfCY5VhZ0aDkl4LWdrpFUhqzLN59JvQUh7tlkNt6rCCNAk953lA10bk3e+XVet4iyiLUhs",
+	"zRN41Dx6ggIVqUAf0kbkKDGZ45CuW3QjQm7XiMYxdSlfWCJsmdtmkNVFzLroJ6fv2uWbfgDFU5yhd+1P",
+	"h/9dmT1qflGG/ePl5dnX8/bvV+2LywBdnh+eXLw/Pf8c5Dw/MGsGCKzsw6OPGvyi2X2A4N66orKMzq1S",
+	"bmrTJDdu6ql6NEH0qZMIKT4gakjEYrLVh26fmXV9rVkxdYnt4VRraI9i5mZWahHTfwwnmfSxGvIBOrn6",
+	"BEwQZIp14wsCh3l1+b7+Bv4lwZjEEl396/379++MLAQe7EIE5+2j0/N3X/99+Omq/fXz4f/XtQtShYi+",
+	"YFmtnwY56yuw2Ip25vH0fbdODUEkj2+0qaEfDcyHPGmsr4D+rpXcDXTYYTc4TgniN0Qshl/L90Sb2h3W",
+	"vevUTOq9BpeFWk/o1PbRXacGD+ufoYwzBP89/YeYos4AdWrQ64KM4ZFa/pCxbuHtQONXkVtlXurU7u9t",
+	"pnsZS9+Gn00nH4L7qEKV88NsMVZa5QIRDFYkSWTD7PeaTMzWGmYltDEe8phsHriz6bBpVercyeaYXhMX",
+	"t9uHs+uwBYcXGLY2wkIzBnsCGYPosPwqPgeaF1uVC6ljOStT86LcwHRMeGn25plsjnM5uszuhGM5s626",
+	"+UzyMSy4BZ6cpzfhPDwvb71ZRXShHXeaKrAfsm4tRVT1UiFnSZTVU6+GXM5guvovWrUOMeOMhjhGesV9",
+	"FPMxEUgbVgFiHCmBaawV6IjPKiQxhYBnRJg06iJwPC3UPRn+8KA0wNJRws6qPh9YFK6SxndazsYui1st",
+	"S5HSdmnEiUTjIY1J1lzE9rPJmiBZQ8a4c8EUTRmjbNBAXXlNk66WFUS6SkdwZlF1gLrwQtc5giXCcZxF",
+	"/yC6ai+iXsQ5cCqv2JnNrXUvvD9vt2tB7ez8tBbU2ieX7fOz8+OLdvW7tpBsCgnn74/Q2929XzJ1y5TJ",
+	"QS1A8Qq7+rm7GfqMrCp7IHFUj8kNibN+DQEiOBy6nir/dXF6Uk84pOzXQYSYXgNLeoc970kFT6FMKm12",
+	"VsI8ZQMVUuNVTOaYUtPOEqlAwF6dH/um6TVlkdZv7N4Xa62WoZvvzw1rQly0OnptpcART1kFl2iD9BYk",
+	"JlgS1MPhtVYLbDKKB6GHjqxwcaUU5RjT0Xri8yFJqVQmWIXD95jGqaiKWbw3nmeQg1LbQ5dEKwc4NuEW",
+	"8LZr3RviATvVCHFfWdMKmB/XfawIVoylai8dFvNzdyqyZVbw+wMmH+b4t7xyOef/kq3JjOmkeXSUHfSD",
+	"Yh9uwUsaXi/shgbCJbtXNAsyP6U+WUiZeK7kHLp0CCLTXrOrFxRZWAVV+7c6KOUc+PqBz7l8llQi4bkM",
+	"9jF035xbP4/q618JT4OwXF8rt58Ojz+Dmvvu+OLs8PLo4ypBDN8NtiiHoyw5Xe7DmAGzmCDTKSbQWmwS",
+	"47DQK4OIVxJtWKsSvFzn7cvz//76n5sHrrwyJn2Ikhu3f+FFcCtIqGcvOMJKqjoOr3m/f8RJv09DapsM",
+	"ZBmFrerawVwF7lOGY4PrKvnju9MgYmvCEZhJraFL+x7a2G0263tv325avoVpnPuGbE7mgQk/S6IChNkE",
+	"md5qoIzZhYzzTLPgCG30JshmY1oTfvf2FlgSZJphFtlf793eupeKcfoMB3tv33pI2PV6fHqyIk+c9puA",
+	"esoZVRTHx7ZYs0I9L7XcMK4YuCMHeWeYYaX5MsK3h4aFVJyA+0vgLUtZGKcRiQ6W860eXl62P59dQvhg",
+	"fn6pxsLMLX6yLmHb90CNCWHONyz9TQbg7+uRmI9RCXHVSuUUB3D1zY9TfjZV7vzo6TbfvkZ4cXKRljm/",
+	"z0vYyFI19JNO19AagMsCepDCoRebrWzAp+Aj5nua9q9pkpQ+tpKeMTuDkNyq91RYQ6DC50tuLTCKAzxZ",
+	"moy2rE198xpg2a9f0tGsbCQAYA8+DSntVvNkfIw2NFVNCqAU2dtyd7/Mxx6r5LuixBv+to6FMV+Z9wvA",
+	"H6ue83tWNF19aJF5eXiYZgu5I9VTTosnnp2hd2AFQinfW4+giyxlFdeWY+ePoZxmouF5dNMLogrO04eV",
+	"H2UO1iJPOMJxbKNmIzxBA+50J8MXMOpr9tRLw2utRMHvWpp3tZrNZrXtX+kZrfpootU5eMJ8EBJDUmEq",
+	"a2RCmPtgs9FsFj660M9aQvRsb2kVvq/gYj12v5OXviHP2DfEY/MP6/+xSrOO+5l3as2WEw/uHTGzaUQG",
+	"UIWTNFT0psKV285TZ11dHoayvFITiPUCOMYL9glL9ZGnYi4UJiMCurEZaxzZHm2g+A15KqqhWtY7WD1d",
+	"4Igz20fBTyZ2NpHtpVr94dn9z5Y+XxsFqWCtYFFmHSHBbwinUw3KutEo6jcw05AF2VQFe38ySKfOdBVp",
+	"nt3TxxDn+aV/Dnl+H9QkCVPNjrSIsYq66UtZrbLjaKRvtNcPMm9Nenh2jK7JJOv/BxqyWavQdNGUsFDW",
+	"5xUdXUzK+wBqi8eGmqDFnnP8N9AfeSEpNJPIx49AksS7ww8S8X6HWa81xA6gRSsjeVyPKpN2Y7+nt6VM",
+	"yQaLJ3lsscOmOhPDcAfTgxE4zcb783YbtQJ0dn6K9gKUx/bQdhOFGWl2WE6bm40O6zAX3DFZqSmLiEDd",
+	"LZzQrZtWFzHoQdw9tM08IdVsH/1qeoaaHBA4BpMF0t034HrnY/QVk+Tnp6pVHFmgdwy9sHE4JBKQ0GEa",
+	"I3zM8scbyIBsnFZUou6sbp5dtOFilZsmHySmIbGNAa2QP0z0x+rbjaYmORF7LTnH43EDw58bXAy27Lty",
+	"69PxUfvkog3v3HttPs0hHp4dex1F9mutRtM8xxPCcEJr+7WdRrOxY9UKuOsW3XklidewF3o+VbUd+kSl",
+	"kj4eX0m/0W8x7ysikLWhUR8RARXxds6J5hrYWV6w6Dvv40FhHtBfc0enQK4QNdXUVdNlHmt8SlDNzHJA",
+	"t0xGxRIPWp50/6U0kWW72ZzTMbaiU6xls399KfJLzS2X7txaaiFU2cLcVSF5Bw2tbncNwFXLZxvb8ubM",
+	"wCutxa9clfr47jZ3Fr/03h+tsdvcXfxGNiRAv7D9dvELrnn4fVDbW2brx95Qi71l9uD3DgYJlY5GWEws",
+	"iVTNmtLEovBAFvsLydoXrcdUZt/8G8c0wsq2kzcJrVocQBMxkAM4S59HLcf3zHPToxeg9cHu9nZ5BkOZ",
+	"xMs9PfPcmV95NFnt2mf9mWyVAtx/U2rwl5/anecZ5sMHPpI45gG6uzNpng2ovb2/z/MVawNBiDcUJ8sj",
+	"Nv3RLFdxDxU8QrXX/VbYCvda9Z3wda++i/d69be9N6Te7LeibbzT2w33VuhLPasNaqkKVjOy+ylO0loN",
+	"pZ5pUNtubr+ut1r17dZlq7nf1P//53S7Mm1wPedBaLOhtswsjtrUoXna9qzNPuW5+m3Wprmt7R/40/HX",
+	"1s5S/PWTGwyxu729DIP1BvX8AFzcHK5Vn0qcfCYjvw/mqmpbd35fuXvD8LXeVWFh8L5TyhrIWKiuk47N",
+	"FjTJgCaKixVyyQcuCy6MCbaB2wOXVjg90mCa+7+Db5a4f4Ff7U5Da16KXjSNb3tHDdpXvKNBtbVwMdSW",
+	"aWnMWqYpOMdNXqsHAmX6+nwgat7daT63rPuZ5dFl4fBeiPHbEuMHolamxJLtvMAYLcQeQbNaQdhsuVk+",
+	"5Rm+K393lrVyYawSjBgZIzoapSZ/2dknflme8+T0iGmy5thLqdFEnlCXh9w5W2yx5J0HnsRw+XK/omFQ",
+	"6uf9TFZBsbnusgxwETPNHFnbD+Bi7qBmMDN9kez6L0r2z6hkH0YRwijvrvwYWnXG6Lbu7E/3M12kRunh",
+	"jFTzK1ycFL6MyuOznifWfJ6YnluPT88/Ky3/EJrJIipbTxsJ7maft631PfBzYyVqzRiiflMQ3tURgLnd",
+	"nysVo1yrWCle4nckYWRMTAqmdDXntg1YggeUYaN0VwVM8tD79xovKUJxyuKJr4dRW35jEsBngZN3eVqK",
+	"a0w1wloMh+sY4xs5s1FTVReyJk6KLdP8dmkGMK+72ga0xbets7odZlr7uobTm/sIZ7Eal5PNGfh6UJ+6",
+	"nkEiZQjHkneYGYlnor/Q7lm6kB3iDNmqa40QCGNWocTrbLomFmx5s38y1ulU1fDTS6wwwVrTH3NDEhZB",
+	"CGO5Fnnwluxuzt6g/dB7LqD/Z2Gj0yMUftIYYbFB2twQoXd8G/r8eKpswyVw80s7ZDXvZrj5IrifIZJI",
+	"fOHhRLf3y2r92KMj4Dxg9Vea7e2siJz5HTX7JV/gqyknINwPU2MkO2y7uZ3XEMGrzngXrjCWKlNcVBwV",
+	"nGeqdBikXaE/gJmw6aEiAcK2WVs2yxKP7Expw1mlGeWb9brOGbJJpMEoov0+gW3AayafJVvqmsB0amhq",
+	"/7aBfnNd6qAfDKSGQeNUqdD2LiTKmZzcPPcEuFNRAyjPQlikA3zG1zbia2SGxH1QBaBMyVR2ZbAW+377",
+	"iEAz8HDgeHUJERSUMoxg3xchT0hU3FowBwmZGDZTX3KeXDrB4szVVQa8GO76QGdOlhnscnoiXMxx3Z5V",
+	"abCsVfWUTt9ZszSWciNtr4aprHdsbSfaDlu9Jq6/7b8h9d3ol7D+pvca1/f6u8T9zRtonNV9rrotr/V7",
+	"hbRqZ0VOP5nkaS4heY4468fUpHM+wF/0fcs2e7IFqbOOgKv3sh7888VcmkBdRNBsNku2BWeF4NfUKJRf",
+	"Dy+PPkKvqQ6D5jdapG1q68j0IzYZkhiKM4B5KzKCkgzoTmL0dhdQ42PWYbZ9meNDAeKJyWtH3WzmS9cs",
+	"6P7gzeOClMgO86Qw0kIYPmEAkmmssmFbgUvyhgw/JGE8yuWQdBhgDqbNW7kz1cdUImjbhbiAZEGsEI5j",
+	"25ETvGeqw6AsGNqmGhC8Nqdmuj5XOPAH92t5kxUxokOND0DRkMsVhlxke4fE0sKQC7TRdcMn9qEHXXfz",
+	"AGFYOgczF4N2wQ4z27CogH338sj6bvOtUyX0QgN6ozWaMQ2JuwjwcIfZp5vLqARmfsQ6Es6aDjNknbZi",
+	"ypPcagOBQ1Jv1YKpdz4Im+qdS8iWFsA/jowsjPd6CkGZI3xlkZlPd7ElK9My9MvDpai5SlWiFJIDgS4c",
+	"1aEN0/0YwNmsYhAvYvcpwjSmzOoIJz+SoC76A3tpfP1AcV3w6ywIzfjawSvngAyMH8yMw2CR51Z2rg2q",
+	"pKmsyOdGOCfbXhPuuebdcM83D+yshXzkQ9e0DzemZD7bYaVZDg3UxloKmO+/kq5VqW2DCZ0xoD4hsy5B",
+	"L1nY39LoEhut1+g3+ivK229sBqbVLdEKAbT9oDJzLOKe9e04yvebiydxKtFeE/3v/4V29H/UEKugw8ZD",
+	"rMiNs43pP1nPFJGyKpH2gSjfwl0z+uV3xK2KfzW2/ywODTAlkbYJLkvj2Kb5tPB2byfcjep75HW/votb",
+	"vfqbcDuq75Dd/h5+3fslfBNVSEBrIeYZslkD31awBHStP2tlYMwHzD+KSbNzUm4tGF7b0Nmfy6SI33Oy",
+	"IiE3eJCRJxYEIyu/vr6+UJhu0XpiHWKeIVpoRvbiB32GAOYSduKqIcy21+RrUdiwxOXN7IHVc6mKn5yV",
+	"SnUEq0sz6qCYubsPws/VGeb5Zv48BDBQtDll+nDnIw602OkLArUj0hS5IvOt2NUe2izjDjMJwiTy3IKH",
+	"zOiPUtE4zgI7Vms0gmWIJWLcqyJEE6IOLGjT4R54aevOciSH1m6VgDFwzpExq2rwK4iHnLsZVK7k6DKA",
+	"n1tgKwsJzBEAqAiHIUnUi8vr+68QMHf6ERxYVZHOp2ItF8QFl00ctqs1HhimUwhuv5KVwVze11oxNoMQ",
+	"D4CLdO1Awm6WzVk1ftANf8RKswitnKssfj4hprOeD5aZV0wVdFEOIOpglc9XEsW0TxodpjVsuy6ETKB0",
+	"Wr+9j3DeJoUE8AdT11+CwvRA2MgUugAaPEUa7MC1vApyvrpplmI8j2zLDutzARXL+Vcy1plzwZyJak3C",
+	"RFykGQ9Eog6DNsWY5XXWG7utnc0qNqjPz8W3H+wuslouThLBb3BcK0yVNL8l0a/6kmPjPlpWhfIGbz6F",
+	"16XQ3nZZ5j292WxoqdtrbbUd5oNVZ2mKdgQoJGmYRx2FwQC6F6/KzxXM0BceBMGNmWmLcKYd6bv2KGIh",
+	"m9BV6S45wwPgvIKng2HZbVLwhPjOD82YEzwgHWbmTDqHQRdcA93ce9JqNt0fN208ww5U6ZtUfvD/W3aG",
+	"epPZM1bMcH1uXCoDwcfSm86xhJ+hkE93AjhZEE/XqMmmz1QlDrn+KzkHyCbM7zUDv03rgl5NP1qyUGkY",
+	"x9xsIf8O/WwMbEV2MZ2jM4fevgNbNRs79hT6ZJ4+BOUaUxlEEKvzoqraBLW+UMutTDsY6PqGMj3IOSo3",
+	"bPzR+Xlt+1zjutQkMtlsoGPVYSJlcnHK0oafFfMqb55ApXPVmoTKrL16L1UQ8tQ6akIZI9HmgdVq3ahI",
+	"E6KcwKl32DWZmBGXtsFK5g/LsmhzFLl20lRk8wg7LFtcixTbnQXyQAeYsoMsLdTmVLkxiXb8kv5kh5m2",
+	"UQEaE0G8KYlcmN+4Xq5OKzcR13z7AECHafUlm3mluf8Mlo4A9QCe0W71PYDTsxFdcHZnm4buAdkUXyxR",
+	"104A6DYQpJdi15SMiw7LfRf5CiFmqEfyJtSgWJtO1WMqSaXaDO3EH8958JIn8+I0eJCmCPewmGpZOcdi",
+	"FZXRjPdZpawhTweUedJJPHFJMFmYjbmsCpck6SV1KpemONrPMljQRstE4swwW4Z4HBGpOZL+peEOxUid",
+	"JQcDizaJoZsacBSIvDkQ8nzRDczcHBCYNxMhkxuPHf5M1iQY59C0H4x024HfQjdLsYS2uT9QjYbF2lOU",
+	"ZxQmfvy06fLFiRxzFWCPZl7iP8+QB+/hf2XmmEcYFuQbjIdaQdLs2aXIFMp9WCS1khIS4Nf5n8CZmGt6",
+	"/nAeV6VjFFgqs3y13ebuQamgiII3MYXJrMBVSj1bwFDOaopmROHzuTDrElhx6FezNLRrZkOOfEiXiXYv",
+	"U8o6NWKrWZ6IVRn4bu7+WZrVs3zEfwXlzRt3ZbZUyBzPVLvCmJvvN1fOGxxU7b3MKe2F0T1HpW6O/6Wd",
+	"B9OHmLEJY4YWyw9nlN7mJYIPV1S+LMGEZ0fPv6N9LIrNg6KacXojHGAUGzrMtFoukJ2CZb0JJkLmm7Xg",
+	"D9HK7g0RXsMTvUrOT+BtvxzZOCxMbsDSGQFoKiHAZI+XMwJcmB8QntniEM7I4c4CWh12aSavw+02qXNe",
+	"QgCwkZnh/DnC6iHh/FWN8XwE2Us0/yWaD9H8JbjvMhwOQrPGKv/xWFzJp5tXrjh2V+gkHXipuE4x6rAN",
+	"zKLAxsPBwRcYjkmVG+C5GeTxqikHcIe5gZ1TTkGfCWnIMnegS2oHvtRhixyC8PjjMaAXl+AL51mvEs45",
+	"sLjwnPZeSwlwsa/ClNzQ2NV6nmRvBdZ9Z5xm1a1NLrJPvHSCn8MnlqPrwgSuuc6o7IxeLLRncEVJ79I7",
+	"Ysx/N7uf+zkEyvxoqDeH1hCGVhlRKDhDJJuFhQTBpn17hyk6Iugfzgja6BYnZnUD1HXzl7qbkJFmZq92",
+	"S0Oouh22YUOcozRWNImJdIC4R5Gkbr7YFaO3iCQ8HG6aohYYxpjJZ9s+zdgLRppnYV8Xu9WblpQN4qwA",
+	"5cB49a0u0fXnX9vqG7BH9Je0JZQN3A55ypQNNpqBqh1mQ8LZM/BVtLG7/XYzKMSNkSTKNlYYcqEIDLkc",
+	"kQ6D0UNQZ2rGpaox98c9buw2m34pK0wFrlQqTLvHbPjdGhl65WlotSbaQf+p/y/nkowOhiqeHh+4X5PX",
+	"NPGnEO7X2qngCdk6w4LK79o7VUTho7fMXI0Rv3R9/3Fz8rIG7jInxypmPVdx2rpzPy7o1+7P6AfeIRHj",
+	"aMQFZElDlE5lHdyz4IJUeDKrBXuBi7w0YP++G7AvuGMLe65nV8e46WzwO5dBlV1HZ9+Q5jfhhP6df7l5",
+	"zxEpWHjtVsv4u8h4nUn4cx1VSgJwiNnA+nhBFZKmCwbkk5ExKuulpsNAaDqMOQXT9i0xL5QV1GkV+ED/",
+	"Cr4bAUFAq15IKyGWVsC1JG12CYwLN2khjI+rNLXixNqVNbXliKd6LO5Susy3p2CtppOIvqg2P4DHKKLq",
+	"MRWbLZgyvnqGcJlfVBq9lZqRaQBkirwEkemIRA10hlNphuOaqef5a1mwaYqO9TvkexKEgQX+xe36nRMR",
+	"3JxHpSJzkb8dGbmUaxpeSzSiEnpawUxYaorPLBmBGslZSIIOsy06A83tzcRn8IMY98/owGRtUoUGHDw7",
+	"eXIqCFnwx3TYud6oHWPtQILQFQXadt/1QsQV4ReNq++LcB0jeqHc7z2HWp/TyqRrpjEvCIXkDwJ5hDiO",
+	"CYRjkCQEbeA4zmqRYYhx4Lr52VBn7sm9JpPNpcbp5pOia6sq7D9m0m1xNPncOEd+HN+WKn+UEbPZvXH3",
+	"3/vl7DiEcY0V4n4m8JDEWJtxMJ2bs3gya9RSPg9+/SL0wzCfhb9fOzs/XdVXnAHzlPOV7Gz+/eZS+ayl",
+	"uf36Lbq0qzywBan7e8FsHNkuThGsvXAq3eqk+QN7vn9aR/bYo7pKeq8UeFt3XrhmUf57MRiZD4qOsZV0",
+	"cDXNj4YkTEjO/MbkKkQkUcPMkemlr4OKaHMcbNOgGEsFLcQrHZxFNrNWKrsl3+0HkW/rCcn3l29GvoUM",
+	"jBd/7XNNh5xLwasqgH94kdg5LltPomcVunkJNSV+HTE4U10+XuXoYFeVLBWHOuIZztVczdP3fg1FwdJN",
+	"++SyfX52fnzRXp4gSpA8ugv2mVnMdnMGj/FwtSyr2XtkVmM/9ROznJ9O0YAASykbMDHE+1B9Q/+9fk0m",
+	"i+zuctt5/QoqTiWSJBREyWoj+vDs+Df9lfWoWJu1+fW3tu58OjhM6G8EjssmH2Ih8GQWUehtvYjeZzCW",
+	"D8+OAfneVc5u5iOI3Uozuyx1zQVGMCjBJPdbX6wr4Ha7OYCXQH0eYjlEUNvNRZWoNcaBuf2PYIyHdFXr",
+	"29z/Zx5tDKKz2fuF7OImqb/Fe7/Ud8Odfv1NtBPWW/1tshPthnu91zhPnguplpaC9Oltbb8m4+uvu/1t",
+	"/DYEJN7wa7+C1Rxc4bGv179v3zT//PvNqHX7S7LT22Nvw91vkhoXOY4zk8MEueFmIH+RvD+Iic8cn6pm",
+	"U6vI2627azJZkLTmM6hDZK+9m4Hmhrk4y0A/2EDn+iFIhDUjT6BGiNd50qgI8ej1PNa0KInNvPCSxPbN",
+	"wyka7Qsv31oysnI8sP3cK2lDIxVlbnCHH7UeuZJoeKqgd2Ed7KrZuipUuoLrvKyvfry8PPt63v79qn1x",
+	"aXtxaTN5SOIIKR6ghIgOU5ofKTTkUhUiQ/oXmgILwSMkXVUuzIryPwYUO6OFzandyiezkzX14btaLxVa",
+	"t2nNcnzvFQTxEBQhfW0adpFGyEe5YiLPiDBZXuAfqzRH/RXvV1fICwhYVi835/7CeZ5BMy9TkqNFoAp7",
+	"MB5HKpPqusr7A9jD1p0Gba5kPcJxLF3LX9iIcZqhmLMBEcBEzGokOnAJT5oFp4lUguARwlLL4j4Xttu+",
+	"adCatcUmLJKzMseLFLCc5B3xm59R8m4vc59vcEyjDwInwx9DXOuzmiIb487t2z7kwIefjGgqpbkn3PYR",
+	"Ru9OLkyrx2zy0vbejplhFKAY90gMRWcxUXr9oMMiOqBKBuhV/RUEj159fRWg43cntr8ZoQLdsnpdb3G0",
+	"ibjQ1HJ8hnAUCSL1As5bhFHChTrQVGKIpp+Vwuk/NNBn02IDhViSOmWSMEkVvSFOqFboIRafs9WQqtr6",
+	"tEKDeF/ws4c4jhFnwTLqhH6WsoGZSgUsZcDzhs0gprsoS+8Chb07JXW7BwjbyVjcDXfSvMi2y4tSgXvx",
+	"JADEme7VABYRrjWI34nP9Ox3INjuoKdXl7+eXp28+/rx9OLyAvqDmksHFXkwMrLDqNpsoNNU1Xm/LsDp",
+	"CN2kTdPTHra839QBasa5u70deBV4HQZ559Xt8dU0+3ugT8RTfarUl6Xt9jJMTxmFeGZ1bVmUlJS0OUoZ",
+	"wrnz6/96L8ZPKM4uiFpXlmkVbkhwrIb/zLTcDrMJuU2bIwtVwYKHREokibgh0g3fkAcoHJLwGkr4IpIQ",
+	"FhEWTipTFD7a765Lt1kzEH69PBWZj1dm0MX0hjQMqkmYml51EN3wlO8bwoj0dWuDRItRKFVcFqGEoTMu",
+	"1UAQiTY0E3ftqEwLmBGHnEyTAaI1Xao2bSPEA7TX3MmbNweFQmtMYS5VAq2uXStuowvAdD0ZmOkDWhRa",
+	"ZRuOUuhLxAeVJ3Zu9rX2iEK4IW7e9ACaFurDC2rKbj0/zMc9W9hAwyO9GUAngvdiMvpXBfARUZhqAKG5",
+	"uF5vH7ltZFjfME/JLFeHDza9tjV7zZ2gpqjSK9ZO3Dq5B2aoVCL3t7ZknNKQNCJy4yCSW4yrunl8aXyc",
+	"mXer00VzIoV5QWZINVyv+TSgUUlnEkHxxbtaj2BBhF4D3BJw0apanYzwNfRorwW1VMQWFftbWzEPcQz6",
+	"8Zvmmyb4NuxHp/RpwjBTWdd7KiAMCwZfuUOKrFDHM2W9LkOeaE1XkIgwRXHsr5E596ZXOCzwY+PySqDp",
+	"c6bk2zmrFaqq94kys66GFdrV5V0x/H3T0SiFYj/Xqt9f3XulYmXbV4eyQYDGWuWHigUWueY6xawWb1mv",
+	"r870qu88MEXKqht2GOvElTV6S+fp6dMrO4YMMAp3M72X7c28/3L/fwIAAP//9u3MWpQNAQA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

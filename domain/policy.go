@@ -206,3 +206,19 @@ func decodeTimeout(raw json.RawMessage, path string, ve *ValidationError) Durati
 	}
 	return d
 }
+
+// noPolicyTypes are the node types that refuse retry and timeout (Graph.Validate
+// names the field), with the reason. DELAY has its own messages above them.
+//   - WAIT_FOR_EVENT is a durable wait: it neither fails nor retries, and
+//     its config's timeout is how long it waits (onto its "when": false edges).
+//   - FOR_EACH: its template runs one activity per element; a policy on the
+//     FOR_EACH would have to mean "per iteration" or "for the whole loop",
+//     and the workflow applies neither, so it is refused rather than silently
+//     ignored (the template itself takes only type and config).
+//   - SUB_WORKFLOW: the child is a run of its own definition, with that
+//     definition's node policies and runTimeout; the parent's node adds none.
+var noPolicyTypes = map[NodeType]string{
+	NodeWaitForEvent: "a WAIT_FOR_EVENT node is a durable wait: it neither fails nor retries, and its config's timeout is how long it waits",
+	NodeForEach:      "a FOR_EACH node takes no policy: its iterations run with the default retries; its template takes only type and config",
+	NodeSubWorkflow:  "a SUB_WORKFLOW node takes no policy: the child runs with its own definition's node policies and runTimeout",
+}

@@ -372,6 +372,10 @@ type QueueItem struct {
 	// kept through a failed dispatch, so the retry starts the same
 	// execution.
 	ExecutionID *ID
+	// ScheduleID names the schedule that fired the item; nil otherwise.
+	ScheduleID *ID
+	// ScheduleTick is the schedule's tick the item is for.
+	ScheduleTick *time.Time
 	// QueueState is the part the state machine moves.
 	QueueState
 }

@@ -32,6 +32,20 @@ type Quotas struct {
 	// RunTimeout caps, per plan, a run deadline: a definition's
 	// runTimeout and an enqueue's.
 	RunTimeout map[Plan]time.Duration
+	// NotBeforeHorizon caps how far ahead an enqueue's notBefore may be, so
+	// no item is parked in the queue (counting against the pending quota)
+	// longer than that.
+	NotBeforeHorizon time.Duration
+	// BatchItems caps the items of one bulk enqueue, so one request's cost
+	// and the time its transaction holds the workspace's counter lock stay
+	// bounded.
+	BatchItems int
+	// Schedules caps a workspace's schedules, paused ones included, per
+	// plan.
+	Schedules map[Plan]int
+	// ScheduleMinInterval is the shortest time a plan's schedules may leave
+	// between two fire times.
+	ScheduleMinInterval map[Plan]time.Duration
 }
 
 // DefaultQuotas lets a FREE workspace queue 1,000 items, store 2,000, and
@@ -39,7 +53,11 @@ type Quotas struct {
 // ENTERPRISE a hundred times. A graph has at most 500 nodes. A node may
 // make 5 attempts of at most 5 minutes each on FREE, 10 of 30 minutes on
 // PRO and 25 of an hour on ENTERPRISE; a run deadline is at most a day on
-// FREE, a week on PRO and 30 days on ENTERPRISE.
+// FREE, a week on PRO and 30 days on ENTERPRISE. An item may
+// wait at most 30 days for its notBefore, and a bulk enqueue carries at
+// most 1,000 items. A FREE workspace keeps 5 schedules firing at most once
+// a minute, PRO 50 at most every 10 seconds, ENTERPRISE 500 at most every
+// second.
 func DefaultQuotas() Quotas {
 	return Quotas{
 		PendingItems:       map[Plan]int{PlanFree: 1_000, PlanPro: 10_000, PlanEnterprise: 100_000},
@@ -50,6 +68,11 @@ func DefaultQuotas() Quotas {
 		NodeAttempts:       map[Plan]int{PlanFree: 5, PlanPro: 10, PlanEnterprise: 25},
 		NodeTimeout:        map[Plan]time.Duration{PlanFree: 5 * time.Minute, PlanPro: 30 * time.Minute, PlanEnterprise: time.Hour},
 		RunTimeout:         map[Plan]time.Duration{PlanFree: 24 * time.Hour, PlanPro: 7 * 24 * time.Hour, PlanEnterprise: 30 * 24 * time.Hour},
+
+		NotBeforeHorizon:    30 * 24 * time.Hour,
+		BatchItems:          1_000,
+		Schedules:           map[Plan]int{PlanFree: 5, PlanPro: 50, PlanEnterprise: 500},
+		ScheduleMinInterval: map[Plan]time.Duration{PlanFree: time.Minute, PlanPro: 10 * time.Second, PlanEnterprise: time.Second},
 	}
 }
 
@@ -96,14 +119,16 @@ func (q Quotas) CheckGraph(g Graph, field string) error {
 // first guess.
 const StoredRetryAfter = time.Minute
 
-// CheckEnqueue refuses one more queue item when the workspace already has
-// its plan's number of PENDING items, or of stored items of any status.
-// Both are counted under the workspace's lock by the caller.
-func (q Quotas) CheckEnqueue(plan Plan, pending, stored int) error {
-	if limit, ok := q.PendingItems[plan]; ok && pending >= limit {
+// CheckEnqueue refuses n more queue items (1 for a single enqueue, the
+// batch's size for a bulk one) when they would take the workspace past its
+// plan's number of PENDING items, or of stored items of any status. Both
+// are counted under the workspace's lock by the caller. A batch passes
+// whole or not at all.
+func (q Quotas) CheckEnqueue(plan Plan, pending, stored, n int) error {
+	if limit, ok := q.PendingItems[plan]; ok && pending+n > limit {
 		return &QuotaError{Quota: "pending queue items", Limit: limit, RetryAfter: PendingRetryAfter}
 	}
-	if limit, ok := q.StoredItems[plan]; ok && stored >= limit {
+	if limit, ok := q.StoredItems[plan]; ok && stored+n > limit {
 		return &QuotaError{Quota: "stored queue items", Limit: limit, RetryAfter: StoredRetryAfter}
 	}
 	return nil
@@ -124,6 +149,42 @@ func (q Quotas) CheckDefinitions(plan Plan, stored int) error {
 func (q Quotas) CheckDefinitionVersions(plan Plan, stored int) error {
 	if limit, ok := q.DefinitionVersions[plan]; ok && stored >= limit {
 		return &QuotaError{Quota: "definition versions", Limit: limit}
+	}
+	return nil
+}
+
+// CheckBatch refuses a bulk enqueue of more than BatchItems items, naming
+// field (the items array).
+func (q Quotas) CheckBatch(n int, field string) error {
+	if q.BatchItems > 0 && n > q.BatchItems {
+		return &FieldError{Field: field, Message: fmt.Sprintf("at most %d items in one request", q.BatchItems)}
+	}
+	return nil
+}
+
+// CheckNotBefore refuses a notBefore more than NotBeforeHorizon after now,
+// naming field. A time already past is accepted: the item is due at once.
+func (q Quotas) CheckNotBefore(now, notBefore time.Time, field string) error {
+	if q.NotBeforeHorizon > 0 && notBefore.Sub(now) > q.NotBeforeHorizon {
+		return &FieldError{Field: field, Message: fmt.Sprintf("at most %s ahead", q.NotBeforeHorizon)}
+	}
+	return nil
+}
+
+// CheckSchedules refuses one more schedule when the workspace already keeps
+// its plan's number of them.
+func (q Quotas) CheckSchedules(plan Plan, stored int) error {
+	if limit, ok := q.Schedules[plan]; ok && stored >= limit {
+		return &QuotaError{Quota: "schedules", Limit: limit}
+	}
+	return nil
+}
+
+// CheckScheduleInterval refuses a schedule whose shortest gap between fire
+// times is below its plan's ScheduleMinInterval, naming field.
+func (q Quotas) CheckScheduleInterval(plan Plan, shortest time.Duration, field string) error {
+	if limit, ok := q.ScheduleMinInterval[plan]; ok && shortest < limit {
+		return &FieldError{Field: field, Message: fmt.Sprintf("fires every %s at times; the %s plan allows at least %s between fire times", shortest, plan, limit)}
 	}
 	return nil
 }

@@ -90,6 +90,7 @@ type WorkflowEngine interface {
 	// none of its code, with reason in its history; a closed or missing
 	// workflow is not an error.
 	TerminateWorkflow(ctx context.Context, executionID domain.ID, reason string) error
+	EventSender
 	HealthCheck
 }
 

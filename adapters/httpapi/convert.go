@@ -63,7 +63,8 @@ func queueOut(q domain.QueueItem) api.QueueItem {
 		ID: uuid.UUID(q.ID), WorkspaceID: uuid.UUID(q.WorkspaceID), WorkflowDefinitionID: uuid.UUID(q.DefinitionID), Status: api.QueueStatus(q.Status),
 		Priority: q.Priority, AttemptCount: q.AttemptCount, DispatchFailures: q.DispatchFailures, ExecutionID: (*uuid.UUID)(q.ExecutionID),
 		CreatedAt: q.CreatedAt, AvailableAt: q.AvailableAt, ClaimedAt: q.ClaimedAt, DispatchedAt: q.DispatchedAt,
-		RetryOf: (*uuid.UUID)(q.RetryOf),
+		RetryOf:    (*uuid.UUID)(q.RetryOf),
+		ScheduleID: (*uuid.UUID)(q.ScheduleID), ScheduleTick: q.ScheduleTick,
 	}
 	if q.LastError != "" {
 		msg := q.LastError

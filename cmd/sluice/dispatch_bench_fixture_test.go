@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -71,7 +72,10 @@ func (e *benchEngine) WorkflowPickup(context.Context, domain.ID) (ports.Workflow
 	return ports.WorkflowPickup{PickedUp: true}, nil
 }
 func (e *benchEngine) TerminateWorkflow(context.Context, domain.ID, string) error { return nil }
-func (e *benchEngine) CheckHealth(context.Context) error                          { return nil }
+func (e *benchEngine) SendEvent(context.Context, domain.ID, string, json.RawMessage) error {
+	return nil
+}
+func (e *benchEngine) CheckHealth(context.Context) error { return nil }
 
 // benchNoWakeups never signals; the drain loops call DispatchBatch directly.
 type benchNoWakeups struct{}

@@ -1,6 +1,14 @@
 -- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, retry_of, pinned_version, run_timeout_ms)
-VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context), sqlc.narg(retry_of), sqlc.narg(pinned_version), sqlc.narg(run_timeout_ms))
+-- available_at is the enqueue's notBefore on database time (never before
+-- now()): the claim skips the item until then. schedule_id and
+-- schedule_tick name the schedule tick a scheduled item was fired for.
+-- retry_of and pinned_version are set by a retry from the failed node;
+-- run_timeout_ms is the enqueue's own run deadline.
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context,
+                                      available_at, schedule_id, schedule_tick, retry_of, pinned_version, run_timeout_ms)
+VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context),
+        greatest(now(), coalesce(sqlc.narg(not_before)::timestamptz, now())), sqlc.narg(schedule_id), sqlc.narg(schedule_tick),
+        sqlc.narg(retry_of), sqlc.narg(pinned_version), sqlc.narg(run_timeout_ms))
 RETURNING *;
 
 -- name: QueueNotify :exec
@@ -19,7 +27,7 @@ SELECT * FROM workflow_execution_queue WHERE id = @id;
 -- The input (up to the request body's size per item) is not read: the
 -- list does not return it.
 SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
-       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, schedule_id, schedule_tick
 FROM workflow_execution_queue
 WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)

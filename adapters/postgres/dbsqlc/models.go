@@ -40,6 +40,25 @@ type IdempotencyKey struct {
 	CreatedAt   time.Time
 }
 
+type Schedule struct {
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
+	Name                 string
+	CronExpression       *string
+	TimeZone             string
+	IntervalSeconds      pgtype.Int4
+	Input                json.RawMessage
+	Priority             int16
+	OverlapPolicy        string
+	PausedAt             *time.Time
+	NextFireAt           *time.Time
+	LastTick             *time.Time
+	LastQueueID          *domain.ID
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+}
+
 type Shedlock struct {
 	Name      string
 	LockUntil time.Time
@@ -79,6 +98,13 @@ type WorkflowExecution struct {
 	RetryOf              *domain.ID
 }
 
+type WorkflowExecutionEvent struct {
+	ExecutionID domain.ID
+	Name        string
+	NodeKey     string
+	ReceivedAt  time.Time
+}
+
 type WorkflowExecutionNode struct {
 	ID          domain.ID
 	ExecutionID domain.ID
@@ -112,6 +138,8 @@ type WorkflowExecutionQueue struct {
 	ClaimLease           *string
 	ClaimedBy            *string
 	ClaimTerm            *time.Time
+	ScheduleID           *domain.ID
+	ScheduleTick         *time.Time
 	RunTimeoutMs         *int64
 	RetryOf              *domain.ID
 	PinnedVersion        pgtype.Int4
@@ -130,6 +158,23 @@ type WorkspaceNodeSlot struct {
 	NodeKey     string
 	WorkspaceID domain.ID
 	LeaseUntil  time.Time
+}
+
+type WorkspaceOutboundHost struct {
+	WorkspaceID domain.ID
+	Host        string
+	NextAt      *time.Time
+	SentNextAt  *time.Time
+	PausedUntil *time.Time
+}
+
+type WorkspaceOutboundLimit struct {
+	WorkspaceID   domain.ID
+	Host          string
+	RatePerSecond float64
+	Burst         int32
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 type WorkspaceQueueStat struct {
