@@ -28,6 +28,11 @@ func TestNodePoliciesAreDecodedAndCheckedStrictly(t *testing.T) {
 		{name: "status twice", node: `{"key":"a","type":"HTTP_REQUEST","config":{"url":"http://x"},"retry":{"finalStatuses":[404,404]}}`, want: "/nodes/0/retry/finalStatuses/1"},
 		{name: "negative timeout", node: `{"key":"a","type":"TRANSFORM","config":{"output":1},"timeout":"-1s"}`, want: "/nodes/0/timeout"},
 		{name: "retry on a delay", node: `{"key":"a","type":"DELAY","config":{"duration":"1s"},"retry":{"maxAttempts":2}}`, want: "/nodes/0/retry"},
+		{name: "retry on a wait for event", node: `{"key":"a","type":"WAIT_FOR_EVENT","config":{"event":"go"},"retry":{"maxAttempts":2}}`, want: "/nodes/0/retry"},
+		{name: "timeout on a wait for event", node: `{"key":"a","type":"WAIT_FOR_EVENT","config":{"event":"go"},"timeout":"5s"}`, want: "/nodes/0/timeout"},
+		{name: "retry on a for each", node: `{"key":"a","type":"FOR_EACH","config":{"items":[1,2],"node":{"type":"TRANSFORM","config":{"output":1}}},"retry":{"maxAttempts":2}}`, want: "/nodes/0/retry"},
+		{name: "retry on a for each's template", node: `{"key":"a","type":"FOR_EACH","config":{"items":[1,2],"node":{"type":"TRANSFORM","config":{"output":1},"retry":{"maxAttempts":2}}}}`, want: "/nodes/0/config/node/retry"},
+		{name: "timeout on a sub workflow", node: `{"key":"a","type":"SUB_WORKFLOW","config":{"definition":"6f1c0e4e-8a44-4a4e-9a36-1f2b3c4d5e6f"},"timeout":"5s"}`, want: "/nodes/0/timeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
