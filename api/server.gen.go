@@ -3147,6 +3147,17 @@ func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnque
 	return json.NewEncoder(w).Encode(response)
 }
 
+type EnqueueExecution422ApplicationProblemPlusJSONResponse struct {
+	PolicyCapApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution422ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type EnqueueExecution429ApplicationProblemPlusJSONResponse struct {
 	TooManyApplicationProblemPlusJSONResponse
 }
@@ -3261,17 +3272,6 @@ type EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse struct {
 func (response EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
-
-	return json.NewEncoder(w).Encode(response)
-}
-
-type EnqueueExecutionBatch422ApplicationProblemPlusJSONResponse struct {
-	PolicyCapApplicationProblemPlusJSONResponse
-}
-
-func (response EnqueueExecutionBatch422ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(422)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -7274,83 +7274,83 @@ var swaggerSpec = []string{
 	"/7aBfnNd6qAfDKSGQeNUqdD2LiTKmZzcPPcEuFNRAyjPQlikA3zG1zbia2SGxH1QBaBMyVR2ZbAW+377",
 	"iEAz8HDgeHUJERSUMoxg3xchT0hU3FowBwmZGDZTX3KeXDrB4szVVQa8GO76QGdOlhnscnoiXMxx3Z5V",
 	"abCsVfWUTt9ZszSWciNtr4aprHdsbSfaDlu9Jq6/7b8h9d3ol7D+pvca1/f6u8T9zRtonNV9rrotr/V7",
-	"hbRqZ0VOP5nkaS4heY4468fUpHM+wF/0fcs2e7IFqbOOgKv3sh7888VcmkBdRNBsNku2BWeF4NfUKJRf",
-	"Dy+PPkKvqQ6D5jdapG1q68j0IzYZkhiKM4B5KzKCkgzoTmL0dhdQ42PWYbZ9meNDAeKJyWtH3WzmS9cs",
-	"6P7gzeOClMgO86Qw0kIYPmEAkmmssmFbgUvyhgw/JGE8yuWQdBhgDqbNW7kz1cdUImjbhbiAZEGsEI5j",
-	"25ETvGeqw6AsGNqmGhC8Nqdmuj5XOPAH92t5kxUxokOND0DRkMsVhlxke4fE0sKQC7TRdcMn9qEHXXfz",
-	"AGFYOgczF4N2wQ4z27CogH338sj6bvOtUyX0QgN6ozWaMQ2JuwjwcIfZp5vLqARmfsQ6Es6aDjNknbZi",
-	"ypPcagOBQ1Jv1YKpdz4Im+qdS8iWFsA/jowsjPd6CkGZI3xlkZlPd7ElK9My9MvDpai5SlWiFJIDgS4c",
-	"1aEN0/0YwNmsYhAvYvcpwjSmzOoIJz+SoC76A3tpfP1AcV3w6ywIzfjawSvngAyMH8yMw2CR51Z2rg2q",
-	"pKmsyOdGOCfbXhPuuebdcM83D+yshXzkQ9e0DzemZD7bYaVZDg3UxloKmO+/kq5VqW2DCZ0xoD4hsy5B",
-	"L1nY39LoEhut1+g3+ivK229sBqbVLdEKAbT9oDJzLOKe9e04yvebiydxKtFeE/3v/4V29H/UEKugw8ZD",
-	"rMiNs43pP1nPFJGyKpH2gSjfwl0z+uV3xK2KfzW2/ywODTAlkbYJLkvj2Kb5tPB2byfcjep75HW/votb",
-	"vfqbcDuq75Dd/h5+3fslfBNVSEBrIeYZslkD31awBHStP2tlYMwHzD+KSbNzUm4tGF7b0Nmfy6SI33Oy",
-	"IiE3eJCRJxYEIyu/vr6+UJhu0XpiHWKeIVpoRvbiB32GAOYSduKqIcy21+RrUdiwxOXN7IHVc6mKn5yV",
-	"SnUEq0sz6qCYubsPws/VGeb5Zv48BDBQtDll+nDnIw602OkLArUj0hS5IvOt2NUe2izjDjMJwiTy3IKH",
-	"zOiPUtE4zgI7Vms0gmWIJWLcqyJEE6IOLGjT4R54aevOciSH1m6VgDFwzpExq2rwK4iHnLsZVK7k6DKA",
-	"n1tgKwsJzBEAqAiHIUnUi8vr+68QMHf6ERxYVZHOp2ItF8QFl00ctqs1HhimUwhuv5KVwVze11oxNoMQ",
-	"D4CLdO1Awm6WzVk1ftANf8RKswitnKssfj4hprOeD5aZV0wVdFEOIOpglc9XEsW0TxodpjVsuy6ETKB0",
-	"Wr+9j3DeJoUE8AdT11+CwvRA2MgUugAaPEUa7MC1vApyvrpplmI8j2zLDutzARXL+Vcy1plzwZyJak3C",
-	"RFykGQ9Eog6DNsWY5XXWG7utnc0qNqjPz8W3H+wuslouThLBb3BcK0yVNL8l0a/6kmPjPlpWhfIGbz6F",
-	"16XQ3nZZ5j292WxoqdtrbbUd5oNVZ2mKdgQoJGmYRx2FwQC6F6/KzxXM0BceBMGNmWmLcKYd6bv2KGIh",
-	"m9BV6S45wwPgvIKng2HZbVLwhPjOD82YEzwgHWbmTDqHQRdcA93ce9JqNt0fN208ww5U6ZtUfvD/W3aG",
-	"epPZM1bMcH1uXCoDwcfSm86xhJ+hkE93AjhZEE/XqMmmz1QlDrn+KzkHyCbM7zUDv03rgl5NP1qyUGkY",
-	"x9xsIf8O/WwMbEV2MZ2jM4fevgNbNRs79hT6ZJ4+BOUaUxlEEKvzoqraBLW+UMutTDsY6PqGMj3IOSo3",
-	"bPzR+Xlt+1zjutQkMtlsoGPVYSJlcnHK0oafFfMqb55ApXPVmoTKrL16L1UQ8tQ6akIZI9HmgdVq3ahI",
-	"E6KcwKl32DWZmBGXtsFK5g/LsmhzFLl20lRk8wg7LFtcixTbnQXyQAeYsoMsLdTmVLkxiXb8kv5kh5m2",
-	"UQEaE0G8KYlcmN+4Xq5OKzcR13z7AECHafUlm3mluf8Mlo4A9QCe0W71PYDTsxFdcHZnm4buAdkUXyxR",
-	"104A6DYQpJdi15SMiw7LfRf5CiFmqEfyJtSgWJtO1WMqSaXaDO3EH8958JIn8+I0eJCmCPewmGpZOcdi",
-	"FZXRjPdZpawhTweUedJJPHFJMFmYjbmsCpck6SV1KpemONrPMljQRstE4swwW4Z4HBGpOZL+peEOxUid",
-	"JQcDizaJoZsacBSIvDkQ8nzRDczcHBCYNxMhkxuPHf5M1iQY59C0H4x024HfQjdLsYS2uT9QjYbF2lOU",
-	"ZxQmfvy06fLFiRxzFWCPZl7iP8+QB+/hf2XmmEcYFuQbjIdaQdLs2aXIFMp9WCS1khIS4Nf5n8CZmGt6",
-	"/nAeV6VjFFgqs3y13ebuQamgiII3MYXJrMBVSj1bwFDOaopmROHzuTDrElhx6FezNLRrZkOOfEiXiXYv",
-	"U8o6NWKrWZ6IVRn4bu7+WZrVs3zEfwXlzRt3ZbZUyBzPVLvCmJvvN1fOGxxU7b3MKe2F0T1HpW6O/6Wd",
-	"B9OHmLEJY4YWyw9nlN7mJYIPV1S+LMGEZ0fPv6N9LIrNg6KacXojHGAUGzrMtFoukJ2CZb0JJkLmm7Xg",
-	"D9HK7g0RXsMTvUrOT+BtvxzZOCxMbsDSGQFoKiHAZI+XMwJcmB8QntniEM7I4c4CWh12aSavw+02qXNe",
-	"QgCwkZnh/DnC6iHh/FWN8XwE2Us0/yWaD9H8JbjvMhwOQrPGKv/xWFzJp5tXrjh2V+gkHXipuE4x6rAN",
-	"zKLAxsPBwRcYjkmVG+C5GeTxqikHcIe5gZ1TTkGfCWnIMnegS2oHvtRhixyC8PjjMaAXl+AL51mvEs45",
-	"sLjwnPZeSwlwsa/ClNzQ2NV6nmRvBdZ9Z5xm1a1NLrJPvHSCn8MnlqPrwgSuuc6o7IxeLLRncEVJ79I7",
-	"Ysx/N7uf+zkEyvxoqDeH1hCGVhlRKDhDJJuFhQTBpn17hyk6Iugfzgja6BYnZnUD1HXzl7qbkJFmZq92",
-	"S0Oouh22YUOcozRWNImJdIC4R5Gkbr7YFaO3iCQ8HG6aohYYxpjJZ9s+zdgLRppnYV8Xu9WblpQN4qwA",
-	"5cB49a0u0fXnX9vqG7BH9Je0JZQN3A55ypQNNpqBqh1mQ8LZM/BVtLG7/XYzKMSNkSTKNlYYcqEIDLkc",
-	"kQ6D0UNQZ2rGpaox98c9buw2m34pK0wFrlQqTLvHbPjdGhl65WlotSbaQf+p/y/nkowOhiqeHh+4X5PX",
-	"NPGnEO7X2qngCdk6w4LK79o7VUTho7fMXI0Rv3R9/3Fz8rIG7jInxypmPVdx2rpzPy7o1+7P6AfeIRHj",
-	"aMQFZElDlE5lHdyz4IJUeDKrBXuBi7w0YP++G7AvuGMLe65nV8e46WzwO5dBlV1HZ9+Q5jfhhP6df7l5",
-	"zxEpWHjtVsv4u8h4nUn4cx1VSgJwiNnA+nhBFZKmCwbkk5ExKuulpsNAaDqMOQXT9i0xL5QV1GkV+ED/",
-	"Cr4bAUFAq15IKyGWVsC1JG12CYwLN2khjI+rNLXixNqVNbXliKd6LO5Susy3p2CtppOIvqg2P4DHKKLq",
-	"MRWbLZgyvnqGcJlfVBq9lZqRaQBkirwEkemIRA10hlNphuOaqef5a1mwaYqO9TvkexKEgQX+xe36nRMR",
-	"3JxHpSJzkb8dGbmUaxpeSzSiEnpawUxYaorPLBmBGslZSIIOsy06A83tzcRn8IMY98/owGRtUoUGHDw7",
-	"eXIqCFnwx3TYud6oHWPtQILQFQXadt/1QsQV4ReNq++LcB0jeqHc7z2HWp/TyqRrpjEvCIXkDwJ5hDiO",
-	"CYRjkCQEbeA4zmqRYYhx4Lr52VBn7sm9JpPNpcbp5pOia6sq7D9m0m1xNPncOEd+HN+WKn+UEbPZvXH3",
-	"3/vl7DiEcY0V4n4m8JDEWJtxMJ2bs3gya9RSPg9+/SL0wzCfhb9fOzs/XdVXnAHzlPOV7Gz+/eZS+ayl",
-	"uf36Lbq0qzywBan7e8FsHNkuThGsvXAq3eqk+QN7vn9aR/bYo7pKeq8UeFt3XrhmUf57MRiZD4qOsZV0",
-	"cDXNj4YkTEjO/MbkKkQkUcPMkemlr4OKaHMcbNOgGEsFLcQrHZxFNrNWKrsl3+0HkW/rCcn3l29GvoUM",
-	"jBd/7XNNh5xLwasqgH94kdg5LltPomcVunkJNSV+HTE4U10+XuXoYFeVLBWHOuIZztVczdP3fg1FwdJN",
-	"++SyfX52fnzRXp4gSpA8ugv2mVnMdnMGj/FwtSyr2XtkVmM/9ROznJ9O0YAASykbMDHE+1B9Q/+9fk0m",
-	"i+zuctt5/QoqTiWSJBREyWoj+vDs+Df9lfWoWJu1+fW3tu58OjhM6G8EjssmH2Ih8GQWUehtvYjeZzCW",
-	"D8+OAfneVc5u5iOI3Uozuyx1zQVGMCjBJPdbX6wr4Ha7OYCXQH0eYjlEUNvNRZWoNcaBuf2PYIyHdFXr",
-	"29z/Zx5tDKKz2fuF7OImqb/Fe7/Ud8Odfv1NtBPWW/1tshPthnu91zhPnguplpaC9Oltbb8m4+uvu/1t",
-	"/DYEJN7wa7+C1Rxc4bGv179v3zT//PvNqHX7S7LT22Nvw91vkhoXOY4zk8MEueFmIH+RvD+Iic8cn6pm",
-	"U6vI2627azJZkLTmM6hDZK+9m4Hmhrk4y0A/2EDn+iFIhDUjT6BGiNd50qgI8ej1PNa0KInNvPCSxPbN",
-	"wyka7Qsv31oysnI8sP3cK2lDIxVlbnCHH7UeuZJoeKqgd2Ed7KrZuipUuoLrvKyvfry8PPt63v79qn1x",
-	"aXtxaTN5SOIIKR6ghIgOU5ofKTTkUhUiQ/oXmgILwSMkXVUuzIryPwYUO6OFzandyiezkzX14btaLxVa",
-	"t2nNcnzvFQTxEBQhfW0adpFGyEe5YiLPiDBZXuAfqzRH/RXvV1fICwhYVi835/7CeZ5BMy9TkqNFoAp7",
-	"MB5HKpPqusr7A9jD1p0Gba5kPcJxLF3LX9iIcZqhmLMBEcBEzGokOnAJT5oFp4lUguARwlLL4j4Xttu+",
-	"adCatcUmLJKzMseLFLCc5B3xm59R8m4vc59vcEyjDwInwx9DXOuzmiIb487t2z7kwIefjGgqpbkn3PYR",
-	"Ru9OLkyrx2zy0vbejplhFKAY90gMRWcxUXr9oMMiOqBKBuhV/RUEj159fRWg43cntr8ZoQLdsnpdb3G0",
-	"ibjQ1HJ8hnAUCSL1As5bhFHChTrQVGKIpp+Vwuk/NNBn02IDhViSOmWSMEkVvSFOqFboIRafs9WQqtr6",
-	"tEKDeF/ws4c4jhFnwTLqhH6WsoGZSgUsZcDzhs0gprsoS+8Chb07JXW7BwjbyVjcDXfSvMi2y4tSgXvx",
-	"JADEme7VABYRrjWI34nP9Ox3INjuoKdXl7+eXp28+/rx9OLyAvqDmksHFXkwMrLDqNpsoNNU1Xm/LsDp",
-	"CN2kTdPTHra839QBasa5u70deBV4HQZ559Xt8dU0+3ugT8RTfarUl6Xt9jJMTxmFeGZ1bVmUlJS0OUoZ",
-	"wrnz6/96L8ZPKM4uiFpXlmkVbkhwrIb/zLTcDrMJuU2bIwtVwYKHREokibgh0g3fkAcoHJLwGkr4IpIQ",
-	"FhEWTipTFD7a765Lt1kzEH69PBWZj1dm0MX0hjQMqkmYml51EN3wlO8bwoj0dWuDRItRKFVcFqGEoTMu",
-	"1UAQiTY0E3ftqEwLmBGHnEyTAaI1Xao2bSPEA7TX3MmbNweFQmtMYS5VAq2uXStuowvAdD0ZmOkDWhRa",
-	"ZRuOUuhLxAeVJ3Zu9rX2iEK4IW7e9ACaFurDC2rKbj0/zMc9W9hAwyO9GUAngvdiMvpXBfARUZhqAKG5",
-	"uF5vH7ltZFjfME/JLFeHDza9tjV7zZ2gpqjSK9ZO3Dq5B2aoVCL3t7ZknNKQNCJy4yCSW4yrunl8aXyc",
-	"mXer00VzIoV5QWZINVyv+TSgUUlnEkHxxbtaj2BBhF4D3BJw0apanYzwNfRorwW1VMQWFftbWzEPcQz6",
-	"8Zvmmyb4NuxHp/RpwjBTWdd7KiAMCwZfuUOKrFDHM2W9LkOeaE1XkIgwRXHsr5E596ZXOCzwY+PySqDp",
-	"c6bk2zmrFaqq94kys66GFdrV5V0x/H3T0SiFYj/Xqt9f3XulYmXbV4eyQYDGWuWHigUWueY6xawWb1mv",
-	"r870qu88MEXKqht2GOvElTV6S+fp6dMrO4YMMAp3M72X7c28/3L/fwIAAP//9u3MWpQNAQA=",
+	"hbRqZ0VOP5nkaS4heY4468fUpHM+jb/I5Hsf4eRHkIb2LhTk1Doisd7LuvbPF4xpApUUQbPZLFkjnBXC",
+	"ZVPDU349vDz6CN2pOgza5WghuKntKdPB2ORUYijnAHavyAiKOKCfidH0XQiOj1mH2YZnjnMFiCcmEx51",
+	"sykxXbOg+4M3wQuSKDvMk9tIi234hAFIprHKxnMFLi0ccgKRhIEql0PSYYA5mE9vJdVU51OJoNEX4gLS",
+	"C7FCOI5tD0/wt6kOg0JiaLRqQPAao5p5/FzhwB/1ryVUVvaIDjU+AEVDLlcYi5HtHVJRC2Mx0EbXjavY",
+	"h6513c0DhGHpHMxccNoFO8xsw6IC9t3LY/G7zbdO+dALDeiN1oHGNCTuIsDDHWafbi6jRJiJE+vIRGts",
+	"zJCO2u4pz36rDQQOSb1VC6be+SBscnguU1taZP84UrUwEOwpRGuO8JWFbD4Pxha5TEvdLw+Xu+YqVQlf",
+	"SCcEunBUhzZMv2QAZ7OKQbwI6pUF9Y8hdov+wF4aXz9Q+Bb8OgtCM76sf+UckIHxg5lxGCzy3MrOtUGV",
+	"NJUV+dwI52Tba8Kt1ZwYbu3mgZ21kI986Jr24caUzGc7rDTLoYHaWPN08/1X0rUqtW0woTMG1Cdk1iVo",
+	"GQv7WxrNYKP1Gv1Gf0V5+43NwLS6JVq8Q9sPKjPHIu5Z346jY7+5eBKnEu010f/+X2hH/0cNsQo6bDzE",
+	"itw425j+k/VMESmrElAfiPIt3DWjX35H3Kr4V2P7z+LQAFMSaZvgsjSObZpPC2/3dsLdqL5HXvfru7jV",
+	"q78Jt6P6Dtnt7+HXvV/CN1GFPLMWYp4hmzXwbQVLQNf6s1YGxnzA/KOYNDsn5daC4bUNnf25TCb4PScr",
+	"EnKDBxl5YkEwsvLr60v/wnSL1hNrBPMM0UIzshc/6DMEMJew+lYNYba9Jl+LwoYlLm9mD6yeS1X85KxU",
+	"qiNYXZpRB8XM3X0Qfq7OMM838+chgLmhjSPThzsfcaDFTl8QqB2RpsgVmW/FrvbQZhl3mEkQJpHnFjxk",
+	"RhuUisZxFtixOqARLEMsEeNeFSGaEHVgQZsO98BLW3eWIzm0dqsEjIFzjoxZVR9fQTzk3M2gciVHlwH8",
+	"3AJbWUhgjgBARTgMSaJeXF7ff4WAudOP4I6qinQ+FWu5IC64bOKwXa3xwDCdQnD7lawM5vK+1oqxGYR4",
+	"AFykawcSdrNszqrxg274I1aaRWjlXGXx8wkxnfV8sMy8Yqqgi3IAUQerfL6SKKZ90ugwrWHbdSFkAqXT",
+	"+u19hPM2KSSAP5i6/hIUpgfCRqbQBdDgKdJgB67lVZDz1U2zFON5ZFt2WJ8LqFjOv5KxzpwL5kxUaxIm",
+	"4iLNeCASdRi0KcYsr7Pe2G3tbFaxQX1+Lr79YOeP1XJxkgh+g+NaYaqk+S2JftWXHBtn0LIqlDd48yl8",
+	"KIX2tssy7+nNZkNL3V5rq+0wH6w6S1O0I0AhScM86igMBtC9+Eh+Lh+JvvAgCG7MTFuEM+1I37VHEQvZ",
+	"hK5Kd8kZHgDnFTwdDMtuk4InxHd+aMac4AHpMDNn0jkMuuAa6Obek1az6f64aaMTdqBK36TygzffsjPU",
+	"m8yesWKG63PjUhkIPpbedI4l/AyFfLoTwMmCeLpGTTZ9pipxyPVfyTlANmF+rxn4bVoX9Gr60ZKFSsM4",
+	"5mYL+XfoZ2NgK7KL6RydOfT2Hdiq2dixp9An8/QhKNeYyiCCyJsXI9UmqPWFWm5l2sFA1zeU6UHOUblh",
+	"o4nOz2vb5xrXpSaRyWYDHasOEymTi1OWNvysmFd58wQqnavWJFRm7dV7qYIAptZRE8oYiTYPrFbrRkWa",
+	"gOMETr3DrsnEjLi0DVYyf1iWRZujyLWTpiKbR9hh2eJapNjuLJAHOsCUHWRpoTanyo1JtOOX9Cc7zLSN",
+	"CtCYCOJNSeTC/Mb1cnVauYmf5tsHADpMqy/ZzCvN/WewdASoB/CMdqvvAZyejc+CszvbNHQPyKb4Yom6",
+	"dgJAt4EgvRS7pmRcdFjuu8hXCDFDPZI3oQbF2nSqHlNJKtVmaCf+eM6DlzyZF6fBgzRFuIfFVMvKORar",
+	"qIxmvM8qZQ15OqDMU0jiiUtpycJszOVIuCRJL6lTuTTF0X6Wj4I2WiYSZ4bZMsTjiEjNkfQvDXcoRuos",
+	"ORhYtEkM3dSAo0DkzYGQ54tuYObmgMC8mQiZ3Hjs8GeyJsE4h6b9YKTbDvwWulmKJbTN/YFqNCzWnqI8",
+	"ozDx46dNly9O5JirAHs08xL/eYY8eA//KzPHPMKwIN9gPNQKkmbPLuGlUO7DIqmVlJAAv87/BM7EXNPz",
+	"h/O4Kh2jwFKZZZ/tNncPSgVFFLyJKUxmBa5S6tkChnJWUzQjCp/PhVmXwIpDv5qloV0zG3LkQ7pMtHuZ",
+	"UtapEVvN8kSsysB3c/fP0qye5SP+Kyhv3rgrs6VC5nim2hXG3Hy/mW/e4KBq72VOaS+M7jkqdXP8L+08",
+	"mD7EjE0YM7RYfjij9DYvEXy4ovJlCSY8O3r+He1jUWweFNWM0xvhAKPY0GGm1XKB7BQs600wETLfrAV/",
+	"iFZ2b4jwGp7oVXJ+Am/75cjGYWFyA5bOCEBTCQEmF7ycEeDC/IDwzBaHcEYOdxbQ6rBLM3kdbrdJnfMS",
+	"AoCNzAznzxFWDwnnr2qM5yPIXqL5L9F8iOYvwX2X4XAQmjVW+Y/H4ko+3bwOxbG7QifpwEvFdYpRh21g",
+	"FgU2Hg4OvsBwTKrcAM/NII9XTTmAO8wN7JxyCvpMSEOWuQNdijrwpQ5b5BCExx+PAb24BF84z3p1bc6B",
+	"xYXntPdaSoCLfRWm5IbGrtbzJHsrsO474zSrbm1ykX3ipRP8HD6xHF0XJnDNdUZlZ/RioT2DK0p6l94R",
+	"Y/672f3czyFQ5kdDvTm0hjC0yohCwRki2SwsJAg27ds7TNERQf9wRtBGtzgxqxugrpu/1N2EjDQze7Vb",
+	"GkLV7bANG+IcpbGiSUykA8Q9iiR188WuGL1FJOHhcNMUtcAwxkw+2/Zpxl4w0jwL+7rYrd60pGwQZwUo",
+	"B8arb3WJrj//2lbfgD2iv6QtoWzgdshTpmyw0QxU7TAbEs6ega+ijd3tt5tBIW6MJFG2scKQC0VgyOWI",
+	"dBiMHoKqUTMuVY25P+5xY7fZ9AtTYSpwpVJh2j1mw+/WyNArT0OrNdEO+k/9fzmXZHQwVPH0+MD9mrym",
+	"iT+FcL/WTgVPyNYZFlR+196pIgofvWXmaoz4pev7j5uTlzVwlzk5VjHruYrT1p37cUG/dn9GP/AOiRhH",
+	"Iy4gSxqidCrr4J4FF6TCk1kt2Atc5KUB+/fdgH3BHVvYcz27OsZNZ4PfuQyq7Do6+4Y0vwkn9O/8y817",
+	"jkjBwmu3WsbfRcbrTMKf649SEoBDzAbWxwuqkDQ9LSCfjIxRWS81/QJC02HMKZi2C4l5oaygTqvAB/pX",
+	"8N0ICAJa9UJaCbG0Aq4labNLYFy4SQthfFylqRUn1q6sqS1HPNVjcZfSZb49BWs1nUT0RbX5ATxGEVWP",
+	"qdhswZTx1TOEy/yi0uit1IxMOx9T5CWITEckaqAznEozHNdMPc9fy4JNU3Ss3yHfkyAMLPAvbtfvnIjg",
+	"5jwqFZmL/O3IyKVc0/BaohGV0KEKZsJSU3xmyQjUSM5CEnSYbdEZaG5vJj6DH8S4f0YHJmuTKjTg4NnJ",
+	"k1NByII/psPO9UbtGGsHEoSuKNC2+64XIq4Iv2hcfV+E6xjRC+V+7znU+pxWJl0zjXlBKCR/EMgjxHFM",
+	"IByDJCFoA8dxVosMQ4wD15vPhjpzT+41mWwuNU43nxRdW1Vh/zGTboujyefGOfLj+LZU+aOMmM3ujbv/",
+	"3i9nxyGMa6wQ9zOBhyTG2oyD6dycxZNZo5byefDrF6Efhvks/P3a2fnpqr7iDJinnK9kZ/PvN5fKZy3N",
+	"7ddv0aVd5YEtSN3fC2bjyHZximDthVPpVifNH9jz/dM6ssce1VXSe6XA27rzwjWL8t+Lwch8UHSMraSD",
+	"q2l+NCRhQnLmNyZXISKJGmaOTC99HVREm+NgmwbFWCpoIV7p4CyymbVS2S35bj+IfFtPSL6/fDPyLWRg",
+	"vPhrn2s65FwKXlUB/MOLxM5x2XoSPavQzUuoKfHriMGZ6vLxKkcHu6pkqTjUEc9wruZqnr73aygKlm7a",
+	"J5ft87Pz44v28gRRguTRXbDPzGK2mzN4jIerZVnN3iOzGvupn5jl/HSKBgRYStmAiSHeh+ob+u/1azJZ",
+	"ZHeXm8jrV1BxKpEkoSBKVhvRh2fHv+mvrEfF2qzNr7+1defTwWFCfyNwXDb5EAuBJ7OIQm/rRfQ+g7F8",
+	"eHYMyPeucnYzH0HsVprZZalrLjCCsQcmud/6Yl0Bt9vNAbwE6vMQyyGC2m4uqkStMQ7M7X8EYzykq1rf",
+	"5v4/82hjEJ3N3i9kFzdJ/S3e+6W+G+7062+inbDe6m+TnWg33Ou9xnnyXEi1tBSkT29r+zUZX3/d7W/j",
+	"tyEg8YZf+xWs5uAKj329/n37pvnn329Grdtfkp3eHnsb7n6T1LjIcZyZHCbIDTcD+Yvk/UFMfOb4VDWb",
+	"WkXebt1dk8mCpDWfQR0ie+3dDDQ3msVZBvrBBjrXD0EirBlgAjVCvM6TRkWIR6/nsaZFSWzmhZcktm8e",
+	"TtFoX3j51pKRleOB7edeSRsaqShzgzv8qPXIlUTDUwW9C+tgV83WVaHSFVznZX314+Xl2dfz9u9X7YtL",
+	"24tLm8lDEkdI8QAlRHSY0vxIoSGXqhAZ0r/QFFgIHiHpqnJh8pP/MaDYGS1sTu1WPpmdrKkP39V6qdC6",
+	"TWuW43uvIIiHoAjpa9OwizRCPsoVE3lGhMnyAv9YpTnqr3i/ukJeQMCyerk59xfO8wyaeZmSHC0CVdiD",
+	"8ThSmVTXVd4fwB627jRocyXrEY5j6Vr+wkaM0wzFnA2IACZiViPRgUt40iw4TaQSBI8QlloW97mw3fZN",
+	"g9asLTZhkZyVOV6kgOUk74jf/IySd3uZ+3yDYxp9EDgZ/hjiWp/VFNkYd27f9iEHPvxkRFMpzT3hto8w",
+	"endyYVo9ZpOXtvd2zAyjAMW4R2IoOouJ0usHHRbRAVUyQK/qryB49OrrqwAdvzux/c0IFeiW1et6i6NN",
+	"xIWmluMzhKNIEKkXcN4ijBIu1IGmEkM0/awUTv+hgT6bFhsoxJLUKZOESaroDXFCtUIPsficrYZU1dan",
+	"FRrE+4KfPcRxjDgLllEn9LOUDcxUKmApA543bAYx3UVZehco7N0pqds9QNhOxuJuuJPmRbZdXpQK3Isn",
+	"ASDOdK8GsIhwrUH8TnymZ78DwXYHPb26/PX06uTd14+nF5cX0B/UXDqoyIMBkB1G1WYDnaaqzvt1AU5H",
+	"6CZtmp72sOX9pg5QM87d7e3Aq8DrMMg7r26Pr6bZ3wN9Ip7qU6W+LG23l2F6yijEM6try6KkpKTNUcoQ",
+	"zp1f/9d7MX5CcXZB1LqyTKtwQ4JjNfxnpuV2mM27bdocWagKFjwkUiJJxA2RbviGPEDhkITXUMIXkYSw",
+	"iLBwUpmi8NF+d126zZqB8Ovlqch8vDKDLqY3pGFQTcLU9KqD6IanfN8QRqSvWxskWoxCqeKyCCUMnXGp",
+	"BoJItKGZuGtHZVrAjDjkZJoMEK3pUrVpGyEeoL3mTt68OSgUWmMKc6kSaHXtWnEbXQCm68nATB/QotAq",
+	"23CUQl8iPqg8sXOzr7VHFMINcdOjB9C0UB9eUFN26/lhPu7ZwgYaHunNADoRvBeT0b8qgI+IwlQDCM3F",
+	"9Xr7yG0jw/qGeUpmuTp8sOm1rdlr7gQ1RZVesXbi1sk9MEOlErm/tSXjlIakEZEbB5HcYlzVzeNL4+PM",
+	"vFudLpoTKcwLMiOn4XrNpwGNSjqTCIov3tV6BAsi9BrgloCLVtXqZISvoUd7LailIrao2N/ainmIY9CP",
+	"3zTfNMG3YT86pU8ThpnKut5TAWFYMPjKHVJkhTqeKet1GfJEa7qCRIQpimN/jcy5N73CYYEfG5dXAk2f",
+	"MyXfzlmtUFW9T5SZdTWs0K4u74rh75uORikU+7lW/f7q3isVK9u+OpQNAjTWKj9ULLDINdcpZrV4y3p9",
+	"daZXfeeBKVJW3bDDWCeurNFbOk9Pn17ZMWSAUbib6b1sb+b9l/v/EwAA///V6fdQlA0BAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -3622,6 +3622,7 @@ type EnqueueExecutionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *PolicyCap
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -3653,7 +3654,6 @@ type EnqueueExecutionBatchResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
-	ApplicationProblemJSON422 *PolicyCap
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -5512,6 +5512,13 @@ func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionRespons
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest PolicyCap
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5600,13 +5607,6 @@ func ParseEnqueueExecutionBatchResponse(rsp *http.Response) (*EnqueueExecutionBa
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest PolicyCap
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany
