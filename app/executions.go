@@ -76,7 +76,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 			return domain.QueueItem{}, false, err
 		}
 		if err := s.quotas.PolicyCaps(ws.Plan).CheckRunTimeout(req.RunTimeout, "/runTimeout"); err != nil {
-			return domain.QueueItem{}, false, err
+			return domain.QueueItem{}, false, errors.Join(ErrPolicyCap, err)
 		}
 	}
 	if req.NotBefore != nil {

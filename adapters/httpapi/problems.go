@@ -61,7 +61,7 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(quota.RetryAfter.Seconds()))))
 		}
 		writeProblem(w, http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quota.Error(), fields)
-	case errors.As(err, &ve) && !aboutGraph(ve):
+	case errors.As(err, &ve) && errors.Is(err, app.ErrPolicyCap):
 		writeProblem(w, http.StatusUnprocessableEntity, "policy-cap", "Past the plan's cap", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &ve):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
@@ -120,18 +120,6 @@ func badRequest(path, message string) error {
 
 // schemaMismatch is the detail of every 400 that lists field errors.
 const schemaMismatch = "the request does not match the API schema"
-
-// aboutGraph reports whether a validation error is about a graph (every
-// problem under /graph); the other kind is an enqueue's run deadline past
-// its plan's cap (/runTimeout).
-func aboutGraph(ve *domain.ValidationError) bool {
-	for _, p := range ve.Problems {
-		if !strings.HasPrefix(p.Path, "/graph") {
-			return false
-		}
-	}
-	return true
-}
 
 func pluralProblems(n int) string {
 	if n == 1 {
