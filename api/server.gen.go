@@ -279,7 +279,10 @@ type EnqueueExecutionRequest struct {
 	NotBefore *time.Time `json:"notBefore,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
-	Priority             *int               `json:"priority,omitempty"`
+	Priority *int `json:"priority,omitempty"`
+
+	// RunTimeout This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+	RunTimeout           *string            `json:"runTimeout,omitempty"`
 	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
@@ -339,7 +342,10 @@ type Execution struct {
 	NodesNextCursor *string `json:"nodesNextCursor"`
 
 	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
-	QueueID              *openapi_types.UUID `json:"queueId"`
+	QueueID *openapi_types.UUID `json:"queueId"`
+
+	// RetryOf The execution this one retries from its failed nodes; absent for an ordinary run.
+	RetryOf              *openapi_types.UUID `json:"retryOf,omitempty"`
 	StartedAt            time.Time           `json:"startedAt"`
 	Status               ExecutionStatus     `json:"status"`
 	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
@@ -378,6 +384,12 @@ type Health struct {
 type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
 	Key    string              `json:"key"`
+
+	// Retry A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY.
+	Retry *RetryPolicy `json:"retry,omitempty"`
+
+	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY.
+	Timeout *string `json:"timeout,omitempty"`
 
 	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
@@ -463,6 +475,9 @@ type QueueItem struct {
 	LastError        *string             `json:"lastError"`
 	Priority         int                 `json:"priority"`
 
+	// RetryOf The execution this item retries from its failed nodes; absent for an ordinary enqueue.
+	RetryOf *openapi_types.UUID `json:"retryOf,omitempty"`
+
 	// ScheduleID The schedule that fired the item.
 	ScheduleID *openapi_types.UUID `json:"scheduleId"`
 
@@ -481,6 +496,23 @@ type QueueItemPage struct {
 
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
+
+// RetryPolicy A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY.
+type RetryPolicy struct {
+	BackoffCoefficient *float32 `json:"backoffCoefficient,omitempty"`
+
+	// FinalStatuses HTTP_REQUEST only. The answer statuses (400-599) that fail the node at once; when set, any other error status is retried (by default every 4xx is final and every 5xx retried).
+	FinalStatuses *[]int `json:"finalStatuses,omitempty"`
+
+	// InitialInterval Wait before the first retry; at most 1h.
+	InitialInterval *string `json:"initialInterval,omitempty"`
+
+	// MaxAttempts Attempts, the first included; at most the plan's SLUICE_QUOTA_NODE_ATTEMPTS.
+	MaxAttempts *int `json:"maxAttempts,omitempty"`
+
+	// MaxInterval Longest wait between attempts; at most 1h, not below initialInterval.
+	MaxInterval *string `json:"maxInterval,omitempty"`
+}
 
 // Schedule defines model for Schedule.
 type Schedule struct {
@@ -656,6 +688,9 @@ type InvalidGraph = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
+
+// PolicyCap RFC 9457 problem details.
+type PolicyCap = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
@@ -887,6 +922,9 @@ type ServerInterface interface {
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
+	// Retry an execution from its failed nodes
+	// (POST /api/v1/workflow/executions/{executionId}/retry)
+	RetryExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams)
@@ -896,6 +934,9 @@ type ServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
+	// Enqueue a failed or cancelled queue item again
+	// (POST /api/v1/workflow/queue/{queueId}/requeue)
+	RequeueQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
 	// List schedules
 	// (GET /api/v1/workflow/schedules)
 	ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams)
@@ -1739,6 +1780,37 @@ func (siw *ServerInterfaceWrapper) ListExecutionNodes(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// RetryExecution operation middleware
+func (siw *ServerInterfaceWrapper) RetryExecution(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RetryExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListQueue operation middleware
 func (siw *ServerInterfaceWrapper) ListQueue(w http.ResponseWriter, r *http.Request) {
 
@@ -1856,6 +1928,37 @@ func (siw *ServerInterfaceWrapper) CancelQueueItem(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelQueueItem(w, r, queueID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RequeueQueueItem operation middleware
+func (siw *ServerInterfaceWrapper) RequeueQueueItem(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "queueId" -------------
+	var queueID openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "queueId", r.PathValue("queueId"), &queueID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queueId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RequeueQueueItem(w, r, queueID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2655,9 +2758,11 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.StreamExecutionEvents)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.SendEvent)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/retry", wrapper.RetryExecution)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/requeue", wrapper.RequeueQueueItem)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.ListSchedules)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.CreateSchedule)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.DeleteSchedule)
@@ -2695,6 +2800,8 @@ type InvalidFieldApplicationProblemPlusJSONResponse Problem
 type InvalidGraphApplicationProblemPlusJSONResponse Problem
 
 type NotFoundApplicationProblemPlusJSONResponse Problem
+
+type PolicyCapApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
@@ -4117,6 +4224,17 @@ func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnque
 	return json.NewEncoder(w).Encode(response)
 }
 
+type EnqueueExecution422ApplicationProblemPlusJSONResponse struct {
+	PolicyCapApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution422ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type EnqueueExecution429ApplicationProblemPlusJSONResponse struct {
 	TooManyApplicationProblemPlusJSONResponse
 }
@@ -4772,6 +4890,113 @@ func (response ListExecutionNodes500ApplicationProblemPlusJSONResponse) VisitLis
 	return json.NewEncoder(w).Encode(response)
 }
 
+type RetryExecutionRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+}
+
+type RetryExecutionResponseObject interface {
+	VisitRetryExecutionResponse(w http.ResponseWriter) error
+}
+
+type RetryExecution202JSONResponse EnqueuedExecution
+
+func (response RetryExecution202JSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution400ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution401ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution403ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution404ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution409ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution429ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RetryExecution500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution500ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryExecution503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RetryExecution503ApplicationProblemPlusJSONResponse) VisitRetryExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListQueueRequestObject struct {
 	Params ListQueueParams
 }
@@ -5064,6 +5289,113 @@ type CancelQueueItem503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelQueueItem503ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RequeueQueueItemRequestObject struct {
+	QueueID openapi_types.UUID `json:"queueId"`
+}
+
+type RequeueQueueItemResponseObject interface {
+	VisitRequeueQueueItemResponse(w http.ResponseWriter) error
+}
+
+type RequeueQueueItem202JSONResponse EnqueuedExecution
+
+func (response RequeueQueueItem202JSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem400ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem401ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem403ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem404ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem409ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem429ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RequeueQueueItem500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem500ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RequeueQueueItem503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RequeueQueueItem503ApplicationProblemPlusJSONResponse) VisitRequeueQueueItemResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -6994,6 +7326,9 @@ type StrictServerInterface interface {
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
+	// Retry an execution from its failed nodes
+	// (POST /api/v1/workflow/executions/{executionId}/retry)
+	RetryExecution(ctx context.Context, request RetryExecutionRequestObject) (RetryExecutionResponseObject, error)
 	// List queue items
 	// (GET /api/v1/workflow/queue)
 	ListQueue(ctx context.Context, request ListQueueRequestObject) (ListQueueResponseObject, error)
@@ -7003,6 +7338,9 @@ type StrictServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(ctx context.Context, request CancelQueueItemRequestObject) (CancelQueueItemResponseObject, error)
+	// Enqueue a failed or cancelled queue item again
+	// (POST /api/v1/workflow/queue/{queueId}/requeue)
+	RequeueQueueItem(ctx context.Context, request RequeueQueueItemRequestObject) (RequeueQueueItemResponseObject, error)
 	// List schedules
 	// (GET /api/v1/workflow/schedules)
 	ListSchedules(ctx context.Context, request ListSchedulesRequestObject) (ListSchedulesResponseObject, error)
@@ -7654,6 +7992,32 @@ func (sh *strictHandler) ListExecutionNodes(w http.ResponseWriter, r *http.Reque
 	}
 }
 
+// RetryExecution operation middleware
+func (sh *strictHandler) RetryExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
+	var request RetryExecutionRequestObject
+
+	request.ExecutionID = executionID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RetryExecution(ctx, request.(RetryExecutionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RetryExecution")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RetryExecutionResponseObject); ok {
+		if err := validResponse.VisitRetryExecutionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueue operation middleware
 func (sh *strictHandler) ListQueue(w http.ResponseWriter, r *http.Request, params ListQueueParams) {
 	var request ListQueueRequestObject
@@ -7725,6 +8089,32 @@ func (sh *strictHandler) CancelQueueItem(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelQueueItemResponseObject); ok {
 		if err := validResponse.VisitCancelQueueItemResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RequeueQueueItem operation middleware
+func (sh *strictHandler) RequeueQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID) {
+	var request RequeueQueueItemRequestObject
+
+	request.QueueID = queueID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RequeueQueueItem(ctx, request.(RequeueQueueItemRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RequeueQueueItem")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RequeueQueueItemResponseObject); ok {
+		if err := validResponse.VisitRequeueQueueItemResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -8293,224 +8683,243 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y96XLbuLoo+ioo3V0V+y5KljxkkP9ct610vNux3bazeu9u5UYQCUnYpgA2ANpRu/wc",
-	"54HOi53CB4AEKWqy7DjJca2qXg5FYviAb57uaiEfJ5wRpmStfVdLsMBjooiAfx2mQnKh/4qIDAVNFOWs",
-	"1q5djQjqMfJVmRd6iA+QGhGUCHJDeSpRgoekUQtqVL/9d0rEpBbUGB6TWrsWmkGDmgxHZIz16GP89YSw",
-	"oRrV2tvNZlBTk0S/KZWgbFi7vw9qR2RAGdXTH0fV67nl4noQ81sUZa++kohG2TISrEb5KiJ/wKAmyN8p",
-	"FSSqtZVIib+2ARdjrGrtWppS/eb02josSjhlaubKSH/E+TUi9r15yyL5WGsu6isJ03nwIu6FucvxRllv",
-	"PSdYqs4NmQ0lGrlbFGOpENHvIkFCQm9ItA8/SCUIHiNBZDomEuGBIgJRla19RHBERL56PWcdJq0fH9Uq",
-	"10uZer1bC2pjyug4Hdfa+e2jTJEhEWb1dEzV9LrP8ZAgSf+Zeddj+M6fOSIDnMaq1t5rBvrem1nh1mdr",
-	"aFWu4TIckSiNySwASvv7vPOU+RjrHecfXFzLBIdkHjrCC/OWc+uNss567vXHMuFMEqBbv+DogvydEgln",
-	"FnKmCIM/cZLENMR6nVuJ4P2YjP/1P1Iv+q5GvuJxEhOzHYVpXGvDkohUqM+jCRphiTBDRAggX/D/stb+",
-	"6642JlLioV7SONVvE4SRXSpsuF3b8rd6/zmoSYVVKmvtXaB3VOmJa8fsBsc0QnbafKcjpRLZ3tqScUpD",
-	"0ojIjVu+3KLmo7r76N6H3H8IMqi1a//PVk7mt8yvcuvcjGDgN32Cbu9UojGO9RGQCHGB+oLga2kQEkZq",
-	"6CkPORvENFwX4McRGSdcERZO6r+RCbrFEqWSROiWqhHCKKKDARGaNOgjqflwfJfDMVvMcgD05gzdl48N",
-	"RTewNDtR8JPkqQAM0bsgAMf3XPRpFBG2JiD1BDmPQ30SczaUSHGEGVcjInIMLUBxJ4divpSlwDjIXn8s",
-	"2Cl+TRga4wliXCHF01ADjsoMcgCxY6aIYDheE2DUDpPht4PJXhFDS28thaB2gY8Bl0s+JmpE2RANMI01",
-	"RjKDikTcELFvL5a9cyPMhiTS0NNfWGgBtXhPSRytCbEWsm/NIoaCDDTutlGr2dD/a2lakgh6gxVBGxfv",
-	"D1HrXevt5j7CsRbcqDK4cXny6fiw8+XD1dX5l9Ozo86Xg5OTsz88WpqKuEhDt7enaegAdrgSBTWfPMYp",
-	"HZjpPSKJcBiSREnUT1V2YDTUh6WBJAMk9fXWLCYTGD9dnOjjxRnMcBQJIqU5ZTMDlUgz08g/3F8FTkZr",
-	"Hu62O1w563RTds34LUOMRwR1a1+7Ne+IhnoJWyQaErnV3FK8dh/434aTMCZthFG9mzabOwT1s7/w1Ch6",
-	"Arn4wOHl1Q7cfPJY5ApGgwPhCmFkVnV08Ou+FmbFxAFUvxFTqRxTo0rrS2oEJ3jK1XuesnVRs0IZQm9x",
-	"M9rBb0h9e7Dbr++Gr1v1d/gtqe/1X4dvorfk3aDZgqUPYAE+U9jNoX3qvbAEpBlXdfP6Y0D5lBssKdD/",
-	"K85PsBiSxxT1yNeQkEiiVnP37d6b16g/UUT6IGl5fPIcT2KOI6Q4RzGsZCnQKM7r5vXHuoCwdH279KgC",
-	"qRH2eYOjQA5oHzGbrAmzv1OusAWWpvNYoTGXCrWazSZKCIs0n/o7JSlBVBlSkqOwJ6/9XhhnOfDB3PXs",
-	"m8eW1255GkcowVIizohTTX2tBhYg0YbbJxddJhUXJPK3HHgoWPgHuiFCmodA4FBCRJcBDQkyXU5uBlrk",
-	"LkytT1jaOe1qJRpgqdyRa4IisCJdxgUoLfpijjGbIMrQIKbDkdInxVlIGujUyAYgaNvVY5aJDF2GY0Fw",
-	"NHG/WZGigXoXRIlJ/UDr4D2zJIVuR0QQdIup0kOOSJzIdpfp1RuIRAJTJjWTywwLEmmAyFEA04L0ojmd",
-	"IAMax7LR1cKn0etBs/NmndY7L0nIWQRCrl4D6pMBF8SgAB7nZ6slSn2yjaIRap76rS/LJ4ZTNeKC/kPW",
-	"pc9jKqUGUZ9goY9NC7oFitvKkaMw7VKokfpfPBLdhSXCZcRWLlcjDMqhkwO4QILc8Gsri3xi+AbTGPdj",
-	"8giqjCVhVMtPcrKPlJggPMSUITniQsWTgsDuEedLK2al3nKWBWL2wWMRl3wXGiX1TvRdVfiaFOR2xm/b",
-	"iHEUYYX7WJIuCzljJASyEeqbPBCEgPRADYXvaxarBQpMVRGnI87Ifpfl8DJWswL6Pg6WiYmeEyZZCbEy",
-	"4MLUBwn9jQBfSgRPiFDUmHRCQbAi0YEq2IMirEhd0TGZNgoFNRotYTtytqi76R8STYS+Vpu3BlQYBUvg",
-	"UBEhHYOQJBREBXCsJI7RNZlIhBMswEo5NYVFmDm7YmlsccgYxaaGuC1a4hab7nIz2181eKVohQNwZJsP",
-	"PMD7y/2cjcz7/0OMveQQs5DEF9YQN32ES56HQ+O7GmH61vxVOzw4PeycnHSOaoH7+/j0V28N83Znh6tc",
-	"MGzN3DjPXoijCDg0js+99Q9wLElQ2pK7O2UHxpgy9+/WolXCGLOXl3s+HrbEoVMG59GtX50i9KANrXkJ",
-	"K++fWfZssDhr+MOAEgrOOl8TrUxTw3iKKP6e3lgFW6KNMWWpImjEU4EiPKnzQX3MmRoh81/76JaQayOt",
-	"SfrVaHbSUkogFpZ3unn0e1bh//8iTONJA3W+4lDFEydvFtcI4hFYkm5wbEmwJikrHhRlSToHWAUaY0Ee",
-	"1L7Wh7xuHwp8q3l14wLffrTqvPdCnY4TLlSOGu79XKknLORadt2Cx/ewpsKu7PUzLGOn9Xp7e3eRd+TB",
-	"95bfEBHj5JzHNJwsQpKzwsuaQeBUkqjg1bG3zU7U5zwmmBlmQrmgalJ4e9tzAe0u2qJmCH9yRgoj1D5d",
-	"HdaqRI3jg9MDpD9B/+j7pHmTvlCI5DcKDKlY36rSRXq9uxTCD2J+W/bLLqTuj0gpKtcQLKKn/zZq19MT",
-	"09LaFxG0P4zRzzmTH7Y+8JoaZgv69oKVujn1V3olY/z12Hy3AzfA/iO/AFgIDFc/FfE01TxgyEnU6NPF",
-	"yTR5aj74XhUnOmPxxHgCCs7+XKnUU3/Lq6jBETjozzlj99E3lDaCWhJjtlBx0e9USib2+9mbinKRHcfx",
-	"2QDMxPPmsu/fB2UB0QjPFRrHCPRLFpJ9Y4dAFJSkxsJTsiNOL/5zvvwS4i2/j/KHy28IHOQjScIvSNIh",
-	"03qTebWBnmivOT49imoVpkIQpiwt9bQnj1+tJniuq6ylSbTqJp5IcyrBxgGiqEnly61CrPy0zvGwSpNy",
-	"xH0pKu+d/f00Jc/DuIDEzFc3y0CwRl1vjPnb8S7M2ncwWlX0WO1C3sy+2yUolELJbuYcfDV0YnpDxORy",
-	"Su8975weaUU3qB11To7/3bkADfj9wbFWhae0Xy2G6y/rN1joqyj1EG7wc2MwruXT2f8Hm6J79h5cyjVN",
-	"MDpR1cUbCD6uRD/FKx/fjogPwUweLkEQhoVBqgDUYWA9/gWrcKQlkhW5phfeYdlUSWoxsSy9UuhJDxmD",
-	"mFbFMJKUDWOCiFlKgBKIPCPjfRRRqSgLlTPHYdTXCy0LP3t7j6ObldbuTJTG4DROYqwIGNh7MFrPYxvf",
-	"Sp1jXP0CJsEZcX6KjMFwKJG93wEa8RjcGYwjGXMVoJQpGhsJT6P/vvMsddlOUyvcEmF9OmijZ4MFOqe/",
-	"f+p86nw5Pbv68kvn/dlF58uHs4vjP89Oe5sBSrBUxl6Nu2y32QSXuTTjg5bfQFZZcu4O+ELLlynJfCVg",
-	"JV2ONq2r7d3PRoMssBPw4WGC5Gr8Ywr/CppCy4n1s5WF71hZNAD4vAS4Hwjpp8BpdJk76gRRqWAkAhc1",
-	"GnABfwRIcsTScZ8Iia4JSWwIQkSHVL3QhO+KJhTBATFS4ERPxZAw1UBnItKnqC9wzmOyy72PBpgKRqRE",
-	"OBRcyvwniUKutwTmR8uPlrQ1fbcYOwdTo4KAUERDeGHJLQiSxHhCZsQ1X/tBqdb1lUV0gpfZejr3zVWi",
-	"Rrrggg4pwzFcdQ8BPQth7veYR4x/1zuxomIZfm6X2VjeZuYBLqNx6wHuCTaw1Krh3NdVkqYv0ZSuVKn8",
-	"VK7whjCVy9dTKyPF3IyHK72MR6RSptU39Y+D46sv788uvnT+3Tm9MmF6+iqazIpb/R/FF5sViikgVsd1",
-	"E8/c/RW/JCaK7QH2rYpkFViz/h3hqo29khBgTYcNuzvgJQMuSmJ4a9pclmCliNAT/f9/HdT/xPV/mvV3",
-	"X+qf//UflUTcxHpV2T4n6D8vz05NbKZdE09VkqoGOuhLvaoxwUwirWI3nprlLutjnIP6GkliotbzTkep",
-	"gECPj7Iy7WbG9x4nMnHWiy0TS1uQHiCRgYiiP4PIJUsogqLE5Sx3/Qn6tXOllUbOvCQrxFk8MXcjplKh",
-	"mOAbIhFV+o48i0AWmVOeFdqQ4CF4IYFsCBJyEUm0MXNrm41MmF5AaE95RC5gvEprlF7XacEkNb1Ck0Ho",
-	"Qi4Y+TpjuVih3pYTI7Zy78DWnUfU7k18cW8fEBPdjghDPfMIZFDg32OEDdIuvIUew5xeeB4XaChxBkIT",
-	"fYeFIhEaCD62i9GQhRvmhcu516zscQmhS3bLJLLpcGUsWLhsO+oq9rfl2H1GYBzLX1O41B/ONTuvb9XN",
-	"pZClVMjyqjzpK4dqUCCnBbroaNxc8vwYduCc1j+PGbh8FTxL58Wn01Nj6Tw8+3h+0rnyLZ2BFwD0ueJa",
-	"QC5Lx/GJIoSylIOq+C4gjncLNmczFt1AVRvL8i3KSSBHB782kCZ4Ng5MEJQy+neqlVeGSDQkwAggbg4d",
-	"np0eHV8dn50aIjbGExRiISaop2lSDymOEhpeQ3hvX2AWjhpd9pFoHd/qrnp88hWHCm2EWJK6JExSRW/I",
-	"ZlCM0kzAHq3JuPnIJuqYGFxnNqAM4g4HdFhhQkBXVdHQJg5RZiKQRBsY7W6/0+vTm/QTOjYD/VqXFeLu",
-	"IV/WRDROFLHhvyXhORqSFe58ZOLrK/nM0qPoI1yoD5ghP39zVv6B4FhV6D/hiITXcrakU2XFL9/snMYv",
-	"8D3OVtcAdhXCpb5Y31kg0rVRpebrCzOAVkZ+yF676Pz+qXN5FaCri4PTy/dnFx+DHM0DdNQ5OfjvAIEq",
-	"c3D4QeNmUbfZR3CILlPIJo0qJ/mYhCPJjRlrKslIEA0CEiHFh0SNiFis7GkI2HdmnaWV3aZOVKtR40RV",
-	"M+VH0SUyVaAI6T9Gk4zg2KTIfXT66QSIGZARa+YTBNKbPl29r7+Ff0mQ2LFEn/71/v37I0P+wMrnTIgX",
-	"ncOzi6Mv/z44+dT58vHgv3p2QKoQ0YQuS+DSS84qASxWVZwOMi0iWs1REMnjGy3P6VcDM5FHgPUV0PNa",
-	"Yt1AB112g+OUIH5DxOL1a5KeaH2my3p33ZoJgNfLZaFmDd1aG911a/Cy/hty80I9od6jydQLULcGBT/I",
-	"LbxSy18yKgR8HWj4KvJVmY+6tft7G29ehtK3Qe7pEEDQ0Su4t2+Gj7HSXBZYGojqJJENs99rMjFba5iR",
-	"0MbtiMdkc9+dTZdNc88LJ67H9Jo4u34bzq7LFhxeYJJEx1howmBPICMQXZZfxecA82JFYhldZAnFQtOi",
-	"XKdwRHhp8uZJ6Y5yObzM7oQjObMF+flE8jGE9gXq8tNL7R6clxfYL387Pj9fQnQ/SxWIjFl9lSKo+qmQ",
-	"szjK6gEjIy5nEF39C6IMhZhxRkMca6V73EYxvyUCaVk6QIwjJTCNtRwb8VnpHCYd75wIE8xcXBxPC9lH",
-	"hj48KHipdJSws6rpAwvCVYKPzsox0WV2q3kpUloViTiR6HZEY5JlutsKNFklKJFCoLGxmYH2kTJG2bCB",
-	"evKaJj3NK4h0+YZg7KBqH/Xgg56ztkmE4zhzsWjYu4uoB3E6e+UVO7fRj+6D9xedTi2onV+c1YJa5/Sq",
-	"c3F+cXzZqf7WpnNNAeHi/SF6t7v3JhO3TLIaxJ0Wr7DLYrubIc/IquQDEkf1mNyQOEvCDxDB4chVQfnP",
-	"y7PTOgQdElEHFmISyJc0wXkKcwVNoUwqzMJqnXlKISgEqKuYzNErpvVjqYDBfro4dhqiPuJryqAWlN37",
-	"YqnVEnQz/1zfETifql2Elgsc8pRVUIkOcG9BYoIlQX0cXmuxwDqrvRV64MjSB1cKrIwxHa/HPh8SSkdl",
-	"glU4eo9pnIoqw7CJDDPGR4k4Q1dECwc4NjZtMGlq2RuMrjvVAHGzrKkFzHeePZabIMZSdZb2Pfi+/emN",
-	"yyUrdxk9RRPEKIPqw6y5dsArGl4vLBYGlDw7RJq5zZ5SeCs4gZ8r3IAubeLNRMXsnIMivahAIf8KBSUv",
-	"qs+MfTLh438JX+ZSs8cQNHPS+Dxypn8lKmNgD08Ojj+CTHl0fHl+cHX4YRUjscsXfJzw96n0wUf3Tn77",
-	"nLvFvlh9oX+f59/KPFtQwtESMk1enNP0QdRMDzabksFUMImZjwukZcKkNNlKRGx2wAX5qt5TYVl6hfWG",
-	"fLWLURzWk3kVtYxs8gXXWJad/YqOZzlvYQF7MDUEr0lwJyLGb9GGJleTwlKKXtvl7n6ZNDxWCmVFyiT8",
-	"to6sMJ8t+wmVj5VP8j1zMZefUiReHhymyUJuEvE4X/HEszP0DqyAKOV76yF0kaSsoqQ6cv4YnC9jDc/D",
-	"+C6JKphBHhZonJlKijThEMextX+P8QQNuYtcNXQBo4EmT/00vCYqMM9amna1ms1mtRRfaeOomjQhwmbA",
-	"mwnBq6dXCdWCEsLchM1Gs1mYdKHFpATo2XaPKnh/gov12PUDXvLwnzEP3yPzD8unXyX5/X7mnVozvffB",
-	"ebozE3RthqpL75pp9JCPZmONXNTrWip+oaD6QvYJIZ+rprqvGoNL5xd3r9PIengsSCF2g5LlMtFXMzbo",
-	"t42idGh964tFd82DDszKVjnOmeGuWblBSZhqA22/VJhFWETIgloiwm5IzBOC7vTAgRFIFR4nAZS2um8s",
-	"bzAoJUlWCkGF2vlFhdtckWmfj5NGPHAW9fYi3IoSin/Xc1AtgYePIbSUUft5ZJeK3Pm1les1a1hMmbOX",
-	"w29b0OLBQv03r9NVKDkxU+afn3pcgJ1ndMmQp5E5O32Uapgoi8KjEIp/xYVMk3zzGWesYEGhojcV3oFO",
-	"HvLqUsEwZIKVqiGsx6/MTk6wVB94KuauwgTZQJk9Y3NCtvgeWCBGPBXVq1rW4FzdYuKQM1tQwA8ChmYr",
-	"MWamcrasnnh2YbulBQ3rWKtgAJDtmZX6HEBtK3061UtZ18FJ/cp0emVB1lrD3p9spVNnuopamd3TRyHR",
-	"2aV/DuKsWSsJUy0Xa13HWoxMwdFqfo6jsb7RXqHPvObswfkxuiaTrLAjmGrMWIVqmib1hLIBryjjYkLV",
-	"h5DOemuwCWonOl9SA/2R5y5CVYW8rQ/E3Rwd/CoRH3QZROLsG3cU1N5lJHcVU2Uiuex8elvKpFqweJK7",
-	"q7vMj18FbIIOH6a4JlCajfcXnQ5qBej84gztBSh3F6PtJgoz1OyyHDc3G13WZc5faGJbUxYRgXpbOKFb",
-	"N60eYlBcundgq7RCJHgb/WKKwZqwIjgGE1jUa5vleudjFGcTRGkjyWcdWaB3DDWzcTgiEoDQZRoi/Jbl",
-	"rzeQWTI4pbWG3ptVprVnSve/2917s2lCjGIaElvx0WqbB4merL7daFpOlddavb29bWD4ucHFcMt+K7dO",
-	"jg87p5cd+Obeq99qDvHg/NgrrdGutRpN8x5PCMMJrbVrO41mY8fqt3DXLbi3rIgut6zARoncurN/T46j",
-	"+y1BpE1W89tf/VWFI+4z6GqDNjQYcw1gc2avKTfXWl1uPge1pDKE5SO+JoYnuJkgR5nx2wDwjEDRWWXa",
-	"jKQycGEEjNwiQZSYdFlCBOVRAx0riPWWqLgzyCfHrh2TsAGVNi9acX6NqOqyEDNT9dQEqiYEK3NBNA3F",
-	"TnaqXQC4ywJsqYXPdnN7TtnginLBuSq7U5AE9Eiv661Wfbt11XzXbjbbzeafJem9relvUe+sNftvyC5u",
-	"kvo7vPemvhvuDOpvo52w3hpsk51oN9zrv8aZZtFeJDLBkC283d8Jd6P6Hnk9qO/iVr/+NtyO6jtkd7CH",
-	"X/ffhG+hJoF+dw+3+tvhTlTfJXv63df63TdR/R1pDtw4BV2lXcNM3uoNoQ9XV+dor9mcVm5MM5OSMuhD",
-	"qNXMIZQrf56aljnklq6JPKWpVNdGdlc3cHcXtMPdZnPW+Nl12fLaPcEnrcWffCqVyN5t7iz+6L3f4Wa3",
-	"ubv4i6ydg/5g+93iD1xd/vugtrfM1o+93jJ7y+zBL8sNMkI6HmMxgbrOLIICpZaEQCVnTYbwEEoJOTJa",
-	"+6y/myKuDnlMncRZVc+ytwLE44gYL6G0Ac7ctEahwlZDA7m2SDtOqFQlpRP88ovods7nZnRqe6xWZJ+n",
-	"6FhzFTr212d/spUU4LwMXTlPpRLfspN4wbNvi2f6CvuC2is51SFSVqPdLP5/QYZUgiSNGRD/S2gd5Ar0",
-	"Kx5HJq+13MIil1q7TGP/Rq+CjfUC1Cur/r2gy3oVyn+vDYGaXCDJx2QzQDwxxm+bx6rldL9kpy84g2Ta",
-	"QB0cjnIiRCVUSCQRGnCt6roYQWds7LLM2igTEtKBxaw8YcbrutkzNRd7WZV2kIy7DAp1GO7pzLa2O8ZB",
-	"AZCMK1PgFGTt2xGXLnRYQq8Nm7Rhu6y5bk15aXjoRPDKCN6MKDiJQA+M0e72dpfZGMjeVirinp48F+ZB",
-	"M7HdVVx+wB+dXz6cnf32pXN6dH52fHp1CUkCcJLmFqGNVhP1J8hWm9ncz4veBDDnuyrxrLIcbR5d/AuP",
-	"JqtJZs6gt7Rd6XNZZ4ADbtgh9be2Y0PJKNauvR60wla416rvhK/79V2816+/678l9eagFW3jnf5uuLdC",
-	"R4y5hXlLNRY0n7ifov2t1SA1Q2z1hbL5wPxspcclhVdXn7RmEOPj4Lff34m3v/7233+Lq9v/+XR+9Pb4",
-	"5PzPY759gk/w5W1txXOZtpsaOfvpz2yqqOsCJhjkmVy2EOvPxhRbO0sxxRPXkGp3e3sZrug1E/wBWK9j",
-	"lAgjizPAKkrc9wEy79ZdrjveGwatEXKaVR/Bc1ngTKa0v5Iot0800AHLPIlOz867N43xBElF4xhpbnVD",
-	"puVkM08VES/Qp91ZK4xepMJvezUN2L3mj/NvY7BYxcp1Kp+slS/Kr0QtvCXN75uLffc8aUVm9IJ63xb1",
-	"fiVqBbwrmRqqJs1f2erkJkWow74kC/FM1UuZU175zCNAjNyWTCvOrgJWvC7byMpsZpWlA+vV3Awc45FZ",
-	"Sz7wcBoF6ZXMBgl5RBooq3MHb9umxPliINEecs0H3MttdrqLnf6/v1x0rjqnV8dnpz208caU8/Q0lyo9",
-	"xTMFHeXQWmALgs4R3uosbKjb1SzzUF7SZymMnw5XWXhTTArsEi9aj9+6lqbMuvTX56I3UtPDhxp3wW1a",
-	"2Q/ZFejyZJwXMvcMdidWTTOemNq5GmxeL9SZdE2vU5YMZN53xWIeRs6OAsRFBESoP0E0qrYbH3mTr2Iy",
-	"hgIQ1JTQfUrT8c9KI0rdLBaQh+yMXujDM9CHisbhPm3wn862R/8bxzTCTs01VYq0cAD9bCASA0vX/hi1",
-	"XOSBeW+6STrUu97d3i53S6+2W3rNTtYwWWatQmy1Mbj/pmTYX37xqrx4TN7b/gOJYx6guztTu6cBVWvv",
-	"7/MiNLWhIETlBCArDmWIpqUq7qWnN5ZNd5h8JttmuatQK3jWgwAddJmu+bWpQ/Pi3WZt9inP1e/4M01t",
-	"rYn0xcS5gokzawv0vVNxc7hWfCpR8pmEfIGotnXntziaa9+85AMnlDWQiRF15ktbAsZUeAFFEWGFXJK7",
-	"i0kKY4KFiULbd7ViprvFzzJ4lqj/i63zO7d1rnBHZ1g8L0f81sW+uddzScGFTlth45U0UkalGXTe3Wk+",
-	"N6/7mfnRVeHwXpDxWayfK2HialaBgrl9oV2gxGy2LOrKivDc1eadpa1cGq3EhMPS8Tg1RamcfuLXWnWx",
-	"1H1iOus48lIq0Z4XbsmrL3C2WGPJK4g/ieICfH4VxaDUKvmZtIJin8dlCeAiYpqFkm8/gIq5g5pBzPRF",
-	"suO/CNk/o5B9EEUIo7zR52NI1Rmh27qzf93PNJEaoYczUk2vcLEt9jIij096nljyeWJ8bj0+Pv+suPxD",
-	"SCaLsGw9aSS4m33etoCzqXBoSlpTiVozknxuCsy72gMwt+VnpWCUSxUr+UvyzyqdwbaBToKHlGEjdFc5",
-	"TPLk1+/VX1Lh3PXkMMjPfWzX7lRDm8XrABGSyoKSMxs0VfUH14RJsdmQ32jILMzrS7QBvZBtC5xel8HL",
-	"WZfRzTbCma/GxSNzBrYeNKCu94dIGcKx5F2GB8rmntken9K57BBnXhCecfBXgcTrCbgmFGzNav9krNGp",
-	"qlWel9ps0iVNZ7kNSSBab9nmUibSqbc5e4N2ovdcdFyVimyj032zf1IfYbHR0VwXoXd8G8WsITDzm6gV",
-	"vw/Y5gvjfgZPIvGZh2Pd3sNq+djDI6A8oPVXqu2drDI483vRDUq2wFdTRkC4HyaYSXbZdnPblUQzjD5T",
-	"3oWrdkxVRfaMlyveZVD4AP0BxIRNd5IPIHU2ITjr3AKNYqF+jqGssssKXWJzgmxS2TGK6GBAYBvwmcko",
-	"z4a6JpAqA52M3zXQb67blAu80luMCZYKbe9CqQpTni3PiquIryo3wF4kA+RZyIZnSDwAUQAyjE3DqGyt",
-	"xY65PiDQDDjsO1pdAgRVNoFG7/sy5AmJilsL5gAhY8Om1X9Ok0snWKDJK3X1N9T1gcacrEicy6qPcLHc",
-	"2fasmNZltaqnNPrOaqC+lBlpxeTvrOtibSfaDlv9Jq6/G7wl9d3oTVh/23+N63uDXeJ+q62TzjzdNLmC",
-	"W3Wyerc/GedpLsF5DjkbxNQUVHmAvej75m32ZAtcZx0GV+9n3avns7k0gRKZQbPZLOkWxaTK6f73vxxc",
-	"HX6wuYHQ0USztE2tHekvXY0SDHU6gXgrMobqnNBywsjtzqHGb1mX2Z5Ujg7lWZ6olzX675kB3Q80J6hQ",
-	"lKTLPC6MNBOGKcyCZBorIOKGAdoySxDhB/XmgJl0GUAOJVhKy3em+hFKBL2YEBcQLAg1K+K2yYIE65nq",
-	"MmiUBu0PzRK8doUKWrZyhW1jRNujhOZNgBvoQMMDQATpoEu3h8/2DqVdCu3h0UbPtW1vQ2Ox3uY+wjB0",
-	"vsycDdoBu8xsw4IC9t3PPeu7zXdOlNADDemNlmhuaUjcRYCXu8y+3VxGJDCd19fhcFZ1mMHrtBbj3Zzf",
-	"bNAODkm9VQumvvlV2GJLOYdsaQb84/BIAOhTMsoc4CuzTHcns+ql0zz088O5qLlKVazU5IFrvHBYhzZM",
-	"F1NYzmYVgXhhuz8p2y1a9/ppfP1A5luw0ixwtPi8/lVeRQmsWqYtvM2TKbZOp0qaSmV5/3RnMttrwq3V",
-	"lBhu7ea+7Tmetz7vmaa+RjHMe5yv1NPcVFPQnEHP/0q6bpK2U6Fetqn3lemKIGUsbEFoJION1mv0G/3F",
-	"z9MJTDdSotk7lFOgedkC3LeWGofHfsvfJE4l2mui//2/0I7+D9Qo6LKsehWwT/oPcQq0SFkVg/qVKF9f",
-	"XdOX5TctrfJmNbb/LLbyNrWubZ9Sk1dIVyn8VK3v5fGuWY/VVrDE6lp/1sqLMROYfxRDYOcE0NpleJ0d",
-	"Z0+X8QS/LWBFeG3wIJVNLHAtVs6+Pvcv9JxvPbFEME+tvPLt+C9WzWdwRy6h9a2cNOXViFvkBCxReVN3",
-	"Z/XIqOKUswKjDmF0ifB0HG4bmJ+r25lHj1GJslpAoG5o5ci0Ss7aM5k8UUGIKTJobKdmrtjV8rQxw11m",
-	"wn1J5Bn5DpiRBk0BBOemsTKgYSwjLBHjXnEhNCFq3y5t2nkDH23dWYrkwNqrLI4DP83hMavK4yuwh5y6",
-	"GVCuZLYyC7+wi61MCzBHYMon4TAkiXoxYH3/8f7mTj+COarKbzlTMD5APUW+KvNaXSpB8LjnhDNfWDbj",
-	"gLQLkm67y0DSbVh23guM5NtwmK4faOnO/Q7kAp7kb3RZ3g21R6N2z1Rilfr+sZDYwI3NAPVgevf7NWXR",
-	"pqFKvQgrrJ//5+XZ6SakoDElkXFX906wVHV4VD8+6ple8RDnaWIoBoKPtVxuDD6Jyk1ul1cXnYOPXjL7",
-	"ZqAhwozAjMGXFPLxmCq5b+RkAzpDIu3shb020AGoD4yRUOWmJMjIpxGI9oTekAiNKdjBGHjjL2FU4wOC",
-	"zkJlr4hpdU9El0kitIC9sbv9zpUHI2OAEgpjLknkllXc4vHRSadnrEU8NYxRw6uKZprFZDSz40rWr8az",
-	"9JnAp5ZnLZDtp25ngfDWaNRGu9tdZu4HKtzALoPLge66fv3Wbq3dXYpSd2tBVwvX8AGI1/DEVk3QDzPp",
-	"tFu77zKA2JTLP3MgVQuBEItgNvYiB37jOqkGY0tGgawRQ0Z6zYN15cGZUevEBduYu9DTOmMPKT5FgauC",
-	"W/hA0y+swMawD3JYz5b77WXR7WB44BFULATtUNMi+Bw+HWEwb6gsnmhCXPHofFkpUxQkrogTGYAX1qrv",
-	"rySK6YA0ugwqPppxwYUMxdwNXuK8gxgJ4AfTaaC0CtOVYSNTiU2rmUgvO3DdIINcMt00QzGeR/rILhtw",
-	"AXUd81ky4TOXI3MxNOuAQ6UjsV0Gvbgxyyu/b+y2diqrl+jzc/E+DzafWzsBThLBb3BcqNlsn5LoF31p",
-	"sTGnL6uE6oVdcb3GJ7FCP6gs9vRm9ekZn4Dda221HWala+aTWRu0ZqvcWAzTTPrFyvyTWZlNCWwrykAV",
-	"10y/ZKY31PqCtbXmzZCrz/EQKK/g6XBU5jEFW7JvPtaEOcFD0mUjHkdepVgwrvZy+3Or2XQ/blr/7g2O",
-	"UzCr2mK4OTlD/QmaaQgGSy/jxig9FPw2q6WkhdrFltpCfPEpwGRBfJEGDdiAZwXPuo4wOQWwZulae68Z",
-	"5J0BW4vaGP5owZMafBdwxIujJ/079LMRsBXJRXV1pBn49u2sfWCGWinaP4+Sk4WK2zY2JPNXMRds4GIH",
-	"vVhH5aL3xu0ssANttIzK67RYU7K/y+ChEYGKLi/rCTZr0ZIRtPkRKZPGheWWkOuhG9ia8wSJCc7VTexK",
-	"yZlgQpDRkC1m2WV9HF7zwcCubhZ9gcbCP1DqgoXaU2Qt+N31f94octNJWpHxYjro4cyLAv0M4eEe/FcR",
-	"q0qm+gWO+9sRESZUz0WOFLJgWCQb6IyFBBTg/CfQKTMjDVBKIFE0T14xHv+sbYBEu83d/VKeDQWlMmUg",
-	"SGmqUiplYsyXLtVmhjs7u9Jru7Ot8/iQp/r1ZlDLzmdunYoYa1U6b5K0TIanZSvvMY1ToZfbzB/O8SA3",
-	"d/9cq2fSko5kr2eS2VIhoDrzshwdX54fXB1+eCQn8lM5jPMLMkOJzTHthdA9RwJrDv+lZcjpQ8zIhLF6",
-	"FbPyZmSk5plza7QzWoIIz3ZDf0f7WOTkBkE1o/SGOaABB9XaSbVcoMOTg+OPnSPzljWUdlnRt021sHtD",
-	"hFcHRI+S0xP42s/SBVZhnexLu9bRlGfdBFWXXevOXw4At51ruQCrVr7uzK7ZZVfQvM/cbhOD5nnWgYzM",
-	"9IvPYVYP8YuvmsuRbefFLf7iFjdu8SWobxWF09cjSmOyWtZ99lWxuV11cv1lNsVLLeI5NGE5NHbAXKz3",
-	"ZWf0Igw9g9YnvUvvkDF/NqfDXcpkoayNsy7niKGpMwoFZ4h8TQSRkOorCDYFhLtM0TFB/3BG0EZPv9bJ",
-	"3uoFqKd//ZMz0tsEHyCBpIMe1du/wfElOCFlr8s2uIkzG6exoklMsu5u7lUkqVYo9aNPjH5FJOHhaNO2",
-	"tVM0vO6yrFG1SUEC1mzs/VmSkM1eghRjSdkwzoKmbdiIlSB6DnhXNLy2EePA+vVMWuhwv6NQq33SNPU0",
-	"QR5dlsSYeWTLzAqRIJtBFtMOjbElUTa1d8SF0pRNA6zLoP08ZDqpWwIJRVzTPAI/S7Sx22z6yVQDSuJo",
-	"c3bTOYfG6/hEi2dba9eaaAf9v/p/OZVkdDhSsSab/IaIGCfnPKahvqXymib6btrrUGvXOqngCdk6x4LK",
-	"71oRLILw0Yu2rUaIX+oO/7he0KyEsMzRsYpYzxWctu7cnwsqBkNdAEeBNO2QiHE05gLiUsAgnrdAy+x4",
-	"UuHJrCLABSryUgL4+y4BvOCOLaz6m10d10QP/Ew5D6qsezf7hjS/CSX07/zLzXsOo9zCa7eaV/cyo3Um",
-	"ZM/l9JcY4AizoTWngCgkTR42xNWRW1SWS02Oa2hq3DgB02bOmw/KAuq0CLyvH8G8ESAEFIsEDy6xuIJN",
-	"g0DjyNVyo/XAMn5bJal9glLSD5bUlkOe4iQryTLfHoO1mE4i+iLa/ABpxBFVjynYbCU4lWT1BKwyvahU",
-	"eislI1OCwoTVCiLTMYka6BynWkuE2nxQIiL7LLPrTuGx/oZ8T4wwsIt/sa1+50gEN+dRschc5G+HRmAF",
-	"aaArGl5LkzgTodsR1fhiwn0tGoEYyVlIgi6zReICTe1NBg7YQYz5Z7xvAqSoQkMOlh1TXTMTSMEe02UX",
-	"eqMGU7MlgV+GAm67eT1vzBTewhDfGeI6QvSCud97/3N9TiujLlisFrlC8hcBPUIcx0SgEIyHBG3gOM6y",
-	"P3A0pixw9aRsskVuyb0mk82lGjr+ka9t5WyyH7PbqtvwYj9HfhzfFit/lCaH2b3J2p7mD2f7IYxprOD3",
-	"M46HJMZajdMXG3EWT2Y1+8hO8BHSfg7CMUS3xhjC4y/OVrUVZ4t5yg4fOFT0hkAI2BKhYybo9wRL9YGn",
-	"Ar6iS5vKA5sC0N4LZsPIVh6JYOyFfZFWR80f2PL90xqybz2sq8T3Soa3dee5axaFmhadkXmr0hhbTgdX",
-	"0/xpUMK45MwTE6UQkUSNMkOmFykKIqKNh7eFLiABfMRTUWngLJKZtaJGLfpuPwh9W0+Ivm++GfoWIjBe",
-	"7LXP1Z9sLgavKgD+4Xli55hsPY6OXGsnU7EM8IZI10XB1mjToq21u1Y0r3Rdy6XiSUIqpFpj98zFPH3v",
-	"1xAULN50Tq86F+cXx5ed5RGitJJHN8E+M4nZbs6gMR6sliU1e49MauxUPzHJ+ekEDXCwlKIBE4O8D5U3",
-	"9O/1azJZpHeXCx/rT1CxL4YkoSBKVivRB+fHv+lZ1sNirdbm19/quvPx4CChvxE4Lht8iIXAk1lIobf1",
-	"wnqfQVk+OD8G4HtXObuZj8B2K9XsMtc1FxhBqW6TKmBtsS5X0u1mHz4C8XmE5QhBGiUXVazWKAfm9j+C",
-	"Mh7SVbVvc/+fubkmsM5m/w3ZxU1Sf4f33tR3w51B/W20E9Zbg22yE+2Ge/3XOA+eC6nmloIM6Ndauybj",
-	"6y+7g238LgQg3vBrP1nMHFzhtS/Xv2/fNP/8++249fVNstPfY+/C3W8SGhc5ijOTwgS54mZW/sJ5fxAV",
-	"nzk6VU2mVuG3W3fXZLIgaM0nUAfIXnvXhce1E3CagX6xgS70SxAIa4ruQ8dhXudJo8LFo8fzSNOiIDbz",
-	"wUsQ2zd3p2iwL7x8a/HIygaVdrpX0rpGKpLm4A4/aupfJdKsUyZyuoSFGa3LNkyaYIMySYTqBTZtsGE0",
-	"o/zfBj17QV4X0cTFQ9tClUpTxlCktqKPRBuF0pJBqdbiZl6mMugycGpCa12TqF0uCimn2ipCXTgqZ9dA",
-	"zE42q4H4CFUMd7Iqhj6QvCKGNn8SSg8uk1JXLleYJy6+1Cv8gesVVuBbETseo3hhmXatVNRzGYLDUwXl",
-	"qepgyJlNeSCLFXx1ZVLz4erq/MtF5/dPnUtTDdHY5UYkjpDigamKqrQApNCIS1VwResHmuUXvNVIuoxb",
-	"aI/kTwYiwozyNGd2KydmJ2sq4He1fiq0MtWa5WnbK0j+I9C8NJ9q2EEaIR/nmpA8J8KElYJBvtL+5Y94",
-	"v7oFoACAZQ0B5txfiMgzmALKmORwEbDCHoxHRMqouq614AHkYetOL22uKH+I41i6qo6wEWOlRzFnQyKA",
-	"iJjRSLTvIiy1zJcmluNjqYX/ARe2JL2pwZdVPiUskrNSVYoYsJyoP+Y3P6Oov73Mfb7BMY1+FTgZ/Rj6",
-	"gT6rKbQx/qOBLTULdPjJkKZSffCYWxthdHR6CZmjeXui7b0d0+gnQDHukxiyXGOi9PhBl0V0SJUM0Kv6",
-	"KxAhXn15FaDjo1Nbu4xQgb6yel1vcbyJuNDYcnyOcBQJIvUAWdVwlHCh9jWWGKQZZLm3+ocG+mjKZ6AQ",
-	"S1LX2gCTVNEb4phqheJj4Tlb76kqDZJWSBDvC469EMcx4ixYRpzQ71I2NK2bgKQMeV6TE9h0D2XxpGAh",
-	"6E1x3d4+wrZ9FHcdkDQtsqXwolTgfjwJAHCmQCksiwhX9sOvsmfKMrsl2JqeZ5+ufjn7dHr05cPZ5dXl",
-	"l48H/2VpeF4Mvsuo2mygs1TV+aAuwMsBBUNNl+0+trTfJB5rwrm7vR14Kb9dBoku1RWQ1TT5e6AR1hN9",
-	"qsSXpQ2F5TU9pdvzmcW1ZUFSEtLmCGVaJXbW9v/rzaY/ITu7JGpdXqZFuBHBsRr9M9tmlDWFbdqgfChD",
-	"IHhIpETQrkK6+upyH4UjEl5DznBEEsIiwsJJZUzUBzvvuniblRvi18tjkZm8MmQ3pjekYUBNwtTUoQN3",
-	"qid83xBGpC9bGyBaiEJu9LIAJQydc6mGgki0oYm4KzVlqvOPOQSBm5AzLelStWmLHO6jveYO4mpExC2V",
-	"JChUdsAUmjcl0DG/nyqIczGyALSgk4EpMK1ZoRW2TecRfYn4sPLELsy+1u7jBzfEtVgeQkFCfXhBTdmt",
-	"54f5uGcLG2h4qDdj0Yng/ZiM/1Wx+IgoTPUCNTzhoNvIbSOD+oZ5S2bBgXy46RXG2mvuBDVFFdgMT904",
-	"ucl3pFQi21tbMk5pSBoRuXErkluMq7p5fWl4nJtvq+PTcySFlhCmLzNcr/k4oEFJZyJB8cO7Wp9gQYQe",
-	"A8wScNGqaiuN8TVUKK8FtVTEFhTtra2YhzgG+fht820TbBt20il5mjAMhVVMuRQqIO4DFL5ySSZZIY5n",
-	"wnpdhjzRkq4gEWGK4tgfI/MmTI9wUKDHxuSVQEHnTMi3zUgrRFVvijKxrl4rlKLLy/D4+6bjcQrZxejG",
-	"9Er0R/c+qRjZdnelbBigWy3yQ4oUi1zFu2IYnTesV8hretQjb5kiZdUVgox24vKovaHzfJjpkS/pkOmz",
-	"Mv1G9DC3pD/i/NqHh20ZQQtQdu9VDKqpfMFQLtHGJdzc+qV+aHwGm/7ujZW2eiiNK8bA6zDH+9Jizv3n",
-	"+/8TAAD//3Nc2GkBLAEA",
+	"H4sIAAAAAAAC/+x9+1Ibufrgq6i8v6rA77SNzSUJ8M8y4CScIcBwObNnxtlY7pZtHdpSj6TGeCieYx9o",
+	"X2xLn6Rutd2+YQhJljpVc0i7W5dP+u63+0rIBwlnhClZ2buvJFjgAVFEwL8OUyG50H9FRIaCJopyVtmr",
+	"XPUJajNyp8wLbcS7SPUJSgS5pTyVKME9UqsEFarf/islYlQJKgwPSGWvEppBg4oM+2SA9egDfHdCWE/1",
+	"K3ub9XpQUaNEvymVoKxXeXgIKkekSxnV0x9H5esZcnHTjfkQRdmrbySiUbaMBKt+vorIHzCoCPJXSgWJ",
+	"KntKpMRfW5eLAVaVvUqaUv3m5NqaLEo4ZWrqykinz/kNIva9Wcsi+VgrLuqOhOkseBH3wszleKOstp4T",
+	"LFXzlkyHEo3cLYqxVIjod5EgIaG3JNqHH6QSBA+QIDIdEIlwVxGBqMrW3ic4IiJfvZ6zCpNWj48qpeul",
+	"TL3drgSVAWV0kA4qe/nto0yRHhFm9XRA1eS6z3GPIEn/nnrXY/jOnzkiXZzGqrK3Uw/0vTezwq3P1tAo",
+	"XcNl2CdRGpNpAJT291nnKfMxVjvO37m4kQkOySx0hBdmLWfojbLKeh70xzLhTBKgW7/g6IL8lRIJZxZy",
+	"pgiDP3GSxDTEep0bieCdmAz+8R+pF31fIXd4kMTEbEdhGlf2YElEKtTh0Qj1sUSYISIEkC/4f1nZ+/O+",
+	"MiBS4p5e0iDVbxOEkV0qbHivsuFv9eFLUJEKq1RW9raB3lGlJ64cs1sc0wjZafOd9pVK5N7GhoxTGpJa",
+	"RG7d8uUGNR9V3UcPPuT+S5BuZa/yPzZyMr9hfpUb52YEA7/JE3R7pxINcKyPgESIC9QRBN9Ig5AwUk1P",
+	"echZN6bhqgA/jsgg4YqwcFT9lYzQEEuUShKhIVV9hFFEu10iNGnQR1Lx4bibwzFbzGIA9OYM3ZdPDUU3",
+	"sDQ7UfCT5KkADNG7IADHD1x0aBQRtiIg9QQ5j0MdEnPWk0hxhBlXfSJyDC1AcSuHYr6UhcDYzV5/Ktgp",
+	"fkMYGuARYlwhxdNQA47KDHIAsWOmiGA4XhFg1A6T4beDyU4RQ8feWghB7QKfAi6XfEBUn7Ie6mIaa4xk",
+	"BhWJuCVi314se+f6mPVIpKGnv7DQAmrxgZI4WhFiDWTfmkYMBelq3N1DjXpN/6+haUki6C1WBK1dfDhE",
+	"jd3G+/V9hGMtuFFlcOPy5Pr4sPn109XV+dfTs6Pm14OTk7PfPVqairhIQzc3J2loF3a4FAU1nzzFKR2Y",
+	"6T0iiXAYkkRJ1ElVdmA01IelgSQDJPX11iwmExivL0708eIMZjiKBJHSnLKZgUqkmWnkH+5HgZP+ioe7",
+	"6Q5XTjvdlN0wPmSI8YigVuWuVfGOqKeXsEGiHpEb9Q3FKw+B/204CmOyhzCqttJ6fYugTvYXnhhFTyDn",
+	"Hzi8vNyBm0+eilzBaHAgXCGMzKqODj7ua2FWjBxA9RsxlcoxNaq0vqT6cIKnXH3gKVsVNUuUIfQe16Mt",
+	"/I5UN7vbnep2+LZR3cXvSXWn8zZ8F70nu916A5behQX4TGE7h/ap98ICkGZcVc3rTwHlU26wpED/z3lM",
+	"w9EhTp6bnDXe7vbrg7qEA+SsRwRSfWzIbxJjrUhZgV5rMo237+Ft7zqLlF3RAeGpmn6bz7Xy440Y4mQx",
+	"SCcAhqp+/2komEgZigiOYspI2ZZ9CV8v1lBxS5zcXde0SebkCg7sivMTLHrkKWVzchcSEknUqG+/33n3",
+	"FnVGikj/Dje2fBiPYo4jpDhHMaxkIQgrzqvm9aeiGLB0DVo9qgdaw8wdy3BA+4zZaEWY/ZVyhS2wNGPG",
+	"Cg24VKhRr9dRQlikBYu/UpISRJWh/fkt9QTs3wrjLAY+mLuaffPUAvaQp3GEEiwl4ow4W4J/SWEBEq25",
+	"fXLRYlJxQSJ/y4FHMwv/QLdESPMQOBJKiGgxIPpBpnzL9UDrSIWp9QlLO6ddrURdLJU7cs0BBFakxbgA",
+	"LVNfzAFmI0QZ6sa011f6pDgLSQ2dGmEONCO7eswyGa/FcCwIjkbuNysD1lD7gigxqh50FRFtsySFhn0i",
+	"CBpiqvSQfRIncq/F9OoNRCKBKZNaKsksQRJpgMh+ANOCuKlFE0G6NI5lraW1BWOIAVXcm3XSUHBJQs4i",
+	"0Er0GlCHdLkgBgXwID9brQLok60VrYaz7CX6slwznKo+F/RvsipDHVApNYg6BAt9bFozKbDIRo4chWkX",
+	"Qo3U/+KJGCUsES4jtoqU6mPQ5p3gxgUS5JbfWOHxmuFbTGPcickT6J6WhFEt8MrRPlJihHAPU4ZknwsV",
+	"jwoalkecL61cnHrLWRSI2QdPRVzyXWiU1DvRd1XhG1JQtBgf7iHGUYQV7mBJWizkjJEQyEaob3JXEALi",
+	"HjUUvqNlIi0BYqqKOB1xRvZbLIeXMXMW0PdpsEyM9JwwyVKIlQEXpj5I6K8E+FIieEKEosYGFwqCFYkO",
+	"VMGAF2FFqooOyKQVL6jQaAFjnzMe3k/+kGgidFduj+xSYTRigUNFhHQMQpJQEBXAsZI4RjdkJBFOsACz",
+	"8sQUFmFm7IqlscUhY8WcGGJYNJ3Ot7XmdtE/K/BK0WwK4Mg2H3iA95f7JRuZd/5DjIHrELOQxBfWcjp5",
+	"hAueh0Pj+wph+tb8WTk8OD1snpw0jyqB+/v49KO3hlm7s8OVLhi2Zm6cZ+DFUQQcGsfn3vq7OJYkGNuS",
+	"uzvjHqcBZe7fjXmrhDGmLy93VT1uiT2nvc+iWx+d5vqoDa14CUvvn1n2dLA498XjgBIKzpp3iSBSUsN4",
+	"iij+gd5aFUOitQFlqSKoz1OBIjyq8m51wJnqI/Nf+2hIyI2R1iS9M6q4tJQSiIXlnW4e/Z610PzPCNN4",
+	"VEPNOxyqeOTkzeIaQTwC098tji0J1iRlyYOiLElnAKtAYyzIg8pdtcer9qHAQ82raxd4+Nmqst4LVTpI",
+	"uFA5arj3c7WVsJBr2XUDHj/Amgq7stfPsIytxtvNze157qxH31t+S0SME6Pzz0OSs8LLmkHgVJKo4Iaz",
+	"t81O1OE8JpgZZkK5oGpUeHvT89ltz9uiZgh/cEYKI1Surw4rZaLG8cHpAdKfoL/1fdK8SV8oRPIbBZZv",
+	"rG/V2EV6u70QwndjPhx3pM+l7k9IKUrXEMyjp/8yatfzE9Oxtc8jaL8bK63z/j9ufeDmNswW9O05K3Vz",
+	"6q/0Sgb47th8twU3wP4jvwBYCAxXPxXxJNU8YMhJ1Oj64mSSPNUffa+KE52xeGRcN4XojFyp1FN/y6uo",
+	"wRE46M84Y/fRN5Q2gkoSYzZXcdHvlEom9vvpm4pykR3H8VkXzJyz5rLvPwTjAqIRnks0jj7olywk+8YO",
+	"gSgoSbW5p2RHnFz8l3z5Y4i3+D7GP1x8QxDR0Jck/Iok7TGtN5lXa+iZ9prj05OoVmEqBGHK0lJPe/L4",
+	"1XKC56rKWppEy27imTSnMdg4QBQ1qXy5ZYiVn9Y57pVpUo64L0TlvbN/mKTkedwdkJjZ6uY4EKxR1xtj",
+	"9na8C7PyHYyWFT2Wu5C30+/2GBTGYv9uZxx8OXRiekvE6HJC7z1vnh5pRTeoHDVPjv/VvAAN+MPBsVaF",
+	"J7RfLYbrL6u3WICfRA/hBj83BuNKPp39f7ApumcfIAagoglGMyq7eF3BB6Xop3jp42Gf+BDM5OExCMKw",
+	"MEgZgJoMrMe/YBX2tUSyJNf04nEsmxqTWoxDqT0WK9RGxiCmVTGMJGW9mCBilhKgBEIFyWAfRVQqykLl",
+	"zHEYdfRCx4WfnZ2n0c3G1u5MlMbgNEhirAgY2NswWttjG99KnWNc/QImwSmBmYoMwHAokb3fAerzGNwZ",
+	"jCMZcxWglCkaGwlPo/++8yy12FZdK9wSYX06aK1tozuap79dN6+bX0/Prr7+0vxwdtH8+uns4viPs9P2",
+	"eoAS4wXFCuEW267XMz8ildaRiKyy5Nwd8IWWL1OS+UrASroYbVpV23uYjgZZJC7gw+MEyeX4xwT+FTSF",
+	"hhPrpysL37GyaADwZQFwPxLSz4HT6DJ31AmiUsFIBC5q1OUC/giQ5Iilgw4REt0QktiYkYj2qHqlCd8V",
+	"TSiCA4LawImeih5hqobORKRPUV/gnMdkl3sfdTEVjEiJcCi4lPlPEoVcbwnMj5YfLWhr8kJLSg6MSiRS",
+	"rXC7eI4AaQ4OjmepsFBoDaOPHEWpAC/f+p6FnQlFESnYnkJwF8TZPQ65iEiEMmO/PhB9AUzoqZmohvR1",
+	"sRLWG1iGXScCryIBz5oN7+9zoYhAQ8pkDR3Y0AQvFsZek9+uz64Ovl5cn369Ov7cPLu++nrZPDw7PbrU",
+	"u9je3HTr8OJt1jU0M1dlpbEzqPxINrIZ5C4qSFlFWgYvLLgFQZIYj8iUaP4bPxTb+g+zOGZw1Vt38b7B",
+	"R2pENC5ojzIcA73wqJhnZs2dR7M42m96J1beHoef22U2lreZWYDLGMVqgHuGDSy0ajj3VTXNyUs0oXCW",
+	"apClK7wlTOVKysTKSDEj6fGWA8YjUqoY6Jv6+8Hx1dcPZxdfm/9qnl6Z4FR9FU0+0VD/R/H5tpli4pM1",
+	"FLiJp+7+il8SE7v5CCNhSYoWrFn/jnDZxt5ISCugvZrdHTDkLhdjukxj0uaYYKWI0BP97z8Pqn/g6t/1",
+	"6u7X6pd//FcpJzQBc2UG5BH65+XZqSHgdk08VUmqauigI/WqBgQziVgax7XnllsWddTOQH2NJDFRq7n4",
+	"HR/9LEuTzaZ877Fzk10w37yzsBnuEWItyHn6Mwj/soQiKIqtzvzZGaGPzSuteXPmpRYizuKRuRsxlQrF",
+	"BN8SqcUKnr6MVBuZU54WH5LgHrhygWwYCUeitalbA7FiIUJ7yiNyAeOVmvT0uk4Ldr3JFZq8WRe3wsjd",
+	"lOVihdobTozYyF0sG/ceUXswUfXtfUBMNOwThtrmEQjywL8HCBuknXsLPYY5ufA8uNJQ4gyEJoQRC0Ui",
+	"kEftYjRk4YZ5MYfuNSt7XEL8Vy6DGh1pHAvmLlsQJUZn3TkJskak0aev39ciayY82xwcANw+wobg6aVj",
+	"hriIKMNipGXehdxbdo/LmFQXEz4ycucEkBVFXf3hTE/C6ob6XCZayCowvipPFsyhGhSIe4FKO4o7k1k8",
+	"hWk/5zwvY9kfvwqe8fri+vTUGK8Pzz6fnzSvfON14MV0fSm5FpBP1nRcqwihLIOiLGQPSPX9nM3ZrGE3",
+	"UNnGspyn8TSGo4OPNaTJrw3tEwSljP6Vkn1I5o16BNgShEIirUYeXx2fnRqSOsAjFGIhRqitKWQbKY4S",
+	"Gt4A7ncEZmG/1mKfyaBDhDVH6PHJHQ4VWguxJFVJmKSK3pL1oBh4m4CLQZMV85FNljNh1c4SRBmEknZp",
+	"r8QqhK7KAtxNaKnMBDJptOLdTCv2kqrWA/1aixVSKSBn3QSpjhSxEd1jonzUI0vc+cikTJRyvYVH0UdY",
+	"NspsywcpprEA86TSM0jkPMbaRFSfUGH4TW4FwZM2kDUD3DxCP0OQwGX3KnT56/H5efNofSmLySMsH/MV",
+	"GgPsL99c5PpEcKxK9NSwT8IbOV0iLXNZjeN8zv3mONqnq9Vwq0qUAI1y31nU3Y1ReWfrdeUizjzcgvDx",
+	"PExOzcInSAOTCuQhrUQOEpOfAUHxRTMiRFAOaBxTF1gJ6a2GuK0HWfbRtIsOyb9jN30fUhQ5Q0fNk4N/",
+	"l8Zomwfja4d04ovmb9fNy6sAXV0cnF5+OLv4HOQ0PzBjBgi07IPDT3r5RbV7H8G9dambGZ5bodxkgEpu",
+	"zNQTWZ+C6FMnEVK8R1SfiPloqw/dvjPt+lq1YuIS28Mpl9CeRM3NtNQipH/vjzLuYyXkfXR6fQJEEHiK",
+	"NeMLAod5ffWh+h7+JUGZxBJd/+PDhw9HhhcCDXYugovm4dnF0dd/HZxcN79+PvhfbTsgVYjoC5Zl1Ool",
+	"Z6VZ5mvRTj2evO/WqCGI5PGtVjX0q4GZyOPG+groeS3nrqGDFrvFcUoQvyVi/vo1f0+0qt1i7ftWxSS4",
+	"6OWyUMsJrcoeum9V4GX9NyRLh2C/p38TkzodoFYFKjCRIbxSyV8y2i18HWj4KnKnzEetysODzScZh9K3",
+	"oWeTIb5gPioR5Xw3W4yVFrmABYMWSRJZM/u9ISOztZoZCa0N+zwm6/vubFpsUpS6cLw5pjfE+e324Oxa",
+	"bM7hBYasDbDQhMGeQEYgWiy/ii8B5vla5VzsWEzL1LQoVzAdEV6YvHkqm6NcDi+zO+FIznStbjaRfAoN",
+	"bo4l5/lVOA/Oi2tvVhCdq8edpQr0h6zgVRFUnVTIaRxl+YCwPpdTiK7+RYvWIWac0RDHSI+4h2I+JAJp",
+	"xSpAjCMlMI21AB3xaelaJt32nAiTrFBcHE8L2YWGPjwqOHHsKGFnZdMHFoTLBBeejec8jLNbzUuR0npp",
+	"xIlEwz6NSVZ6xJYEy0rzWUXGmHNBFU0Zo6xXQ215Q5O25hVEunxiMGZRtY/a8EHbGYIlwnGcef/Au2ov",
+	"oh7EGXBKr9i5jW52H3y4aDYrQeX84qwSVJqnV82L84vjy2b5tzZdcwIIFx8O0e72zrtM3DLJqBBXXrzC",
+	"Lkv1foo8I8uSi0gcVWNyS+KsKkqACA77rizVPy/PTqsQVExEFViIqeixoHXYs56U0BTKpNJqZ+maJ3Sg",
+	"QgKKiskMVWrSWCIVMNjri2NfNb2hDIrz2b3Pl1otQTfzz3Rrgl+03HttucAhT1kJlWgC9xYkJlgS1MHh",
+	"jRYLbDCKt0IPHFl68FKB0zGmg9XY52NCZalMsAr7HzCNU1HmszCRn8ZOIbU+dEW0cIBj424Ba7uWvcEf",
+	"sFUOEDfLilrAbL/uU3mwYixVc2G3mB+7UxIts4TdHyD5OMO/pZWLGf8XrO5oVCdNo6PsoB/l+3ADXtHw",
+	"Zm5BSWAu2b2imZP5OeXJQsjESwXn0IVdEJn0ml29oEjCSrDav9XBWMyBLx/4lMsnSWMoPJPAPoXsm1Pr",
+	"lxF9/StRGnZ/eHJw/BnE3KPjy/ODq8NPyzgxfDPYvBiOcc7pYh+GDIjFCJl6TIGWYpMYh4WKNES8kWjN",
+	"apVg5bpoXl38++t/r++7JOaYdMFLbsz+hQ/BrCChakTBEDYmquPwhne7h5x0uzSktpRHFlHYKM/QzUXg",
+	"LmU4NrAu4z++OQ08tsYdgZnUErq036G17Xq9urO7u27pFqZxbhuyMZn7xv0siQoQZiNkylOCMGYHMsYz",
+	"TYIjtNYZIRuNaVX47bs7IEkQaYZZZB/v3N25j4p++gwGO7u7HhC26/UyJpkHTvulqT3hjCqK42ObEl0i",
+	"no8VtjGmGLgj+3n9pX6p+jLAdweGhJScgPsl8IalLIzTiET7i9lWD66ump/Pr8B9MDu+VENh6hZPrEnY",
+	"VhdRQ0KYsw1Lf5MB2Ps6BKo9FgFXLlROUABXReBpkuImigo8ebjNt8/Enx9cpHnOb7MCNrJQDajEbWUN",
+	"LQG4KKBHCRx6sOnCBkwFk5j5NO7f0CQZm2wpOWN6BCG5Ux+osIpAic2X3NnFKA7rycJktGZtqgissCw7",
+	"+xUdTItGggXswNQQ0m4lT8aHaE1j1aiwlCJ5W+zuj9OxpyqsUFJIAX5bRcOYLcz7ZRaeKsv0exY0XdZq",
+	"kXh5cJgkC7kh1RNOiyeenaF3YAVEGb+3HkIXScoypi1Hzp9COM1Yw8vIppdEFYynj0s/ygysRZpwiOPY",
+	"es0GeIR63MlOhi5g1NXkqZOGN1qIgmcNTbsa9Xq9XPcvtYyWTZpocQ7eMBNCYEgqTGaNTAhzE9Zr9Xph",
+	"0rl21jFAT7eWlsH7Gi7WU1cVeq3O84LVeTwy/7gqO8uUxHmYeqdWLPrx6OodU8t22LoVLul7qqlUPpln",
+	"JnJpHCsZBgt9ceayT8hhWLYAzrJJJXR2j54qddqjC20JsRCULFafZjkTpX7b6NeHNghpvuiueZDV+5Y5",
+	"zqn5G1kRYkmY2gPafqkwi7CIkAW1RITdkpgnBN3rgQMjkCo8SAIoePlQW9ymN1Y6oVQIKrRAKtrEzBWZ",
+	"9BQ7acQDZ9G0VoRbUULx73oOqgXw8CmElnHUfhnZpaSizsrK9YqVrSbsLIvhty1z9Wih/ptX7ywUopoq",
+	"888uSFKAnWcXzZCnloVI+ChVM06MwqMsvrXUQJpxxhIWFCp6W+JTbOY5HC5BHEN++FiNpNX4ldnJCZbq",
+	"E0/FzFWY0DwovmvMwsiW5AULRJ+nonxVi7qpyjuFHXJmywz5WS3OOGdL55dPPL3c7cKChnXHlzAAMG1m",
+	"BcDBgQWnU76UVcMiqF+vVq8syDqk2fuTrXTiTJdRK7N7+iQkOrv0L0GcNWslYarlYq3rWIuRKUNezs9x",
+	"NNA32iv/nVeiPzg/RjdklJV7BlONGatQY9vkUlLW5SXF3UzuVQ+KXAwNNkFFZeeBrqHf84oGUGsp784I",
+	"0XpHBx8l4t0Ws+5TcGJDRX5G8gATqkz8p51Pb0uZ3EEWj/IglxabaEQBjdpMyW2gNGsfLppN1AjQ+cUZ",
+	"2glQHmSCNusozFCzxXLcXK+1WIu5KAOTHpGyiAjU3sAJ3bhttBGDlhPtA1u7HWKe99AvpkS8CUaEYzDh",
+	"iO09s1zvfIzibKLN/ZjpkiML9I6h9QkO+0QCEFpMQ4QPWf56DZklG+8Jlag9rXh723Rg2t3eebduAhNj",
+	"GhJbB9pqmweJnqy6WatbTpVXYB8OhzUMP9e46G3Yb+XGyfFh8/SyCd88eFXdzSEenB97Bbf2Ko1a3bzH",
+	"E8JwQit7la1avbZl9Vu46xbcG1ZElxtWYKNEbtzbv0fH0cOGINJmX/tdTP8swxH3GTQnRGsajLkGsD61",
+	"Zaiba6VmhV+CSlIa+PYZ39heKW4mqFzC+DAAPCNQit6U7FCpDFzwESND409qsYQIyqMaOjZ+Q4mKO4Mq",
+	"M9h11RQ2DNtWS1Gc3yCqWizEzNRCN+HtCcHKXBBNQ7GTnSoXAO5xAXasE+NmfXNGM4GSJgK5KrtVkAT0",
+	"SG+rjUZ1s3FV392r1/fq9T/GpPc9TX+Lemel3nlHtnGdVHfxzrvqdrjVrb6PtsJqo7tJtqLtcKfzFmea",
+	"xd48kQmGbODNzla4HVV3yNtudRs3OtX34WZU3SLb3R38tvMufA+VivS7O7jR2Qy3ouo22dHvvtXvvouq",
+	"u6TedeMUdJW9inGhkgh9uro6Rzv1+qRyY3rSjSmDPoQa9RxCufLnqWmZz3zhTgkTmkp5xwR3dQN3d0E7",
+	"3K7Xp42fXZcNr2snfNKY/8n1WOOM7frW/I8++I0Kt+vb87/IunLpDzZ353/guvU8BJWdRbZ+7LUI3Flk",
+	"D36zDpAR0sEAixF0e2ARlC23JAT6O2gyhHtQYNCR0coX/d0EcXXIY6onT6uFmr0VIB5HxHgJpU2L4KbD",
+	"HRW2RirItUXacUKlGlM6TaOsOXQ753NTGu4+VUfZLxN0rL4MHfvziz/ZUgpwXpx2vBBLKb5lJ/GKZ98W",
+	"z/QV9gW1N3Ki0bcsR7tp/P+C9KgESRozIP6X0AHSte1RPI5MpMx4Y6tcam0xjf1r7RI21g5Qe1z1bwct",
+	"1i5R/tt7EN7NBZJ8QNYDxBNj/LaFGbSc7hfy9gVnGwzUxGE/J0JUQt1kEqEu16quiyx2xsYWy6yNMiEh",
+	"7VrMytPsvObpbVOJuZ31bgHJuMUgXNMGIFmzre2ZdVAAJOPKlD0HWXvY59IlHEjowGVTvWyzXNd0M28Y",
+	"A/2JbKwXIwpOItADQ/WxFrOR0+2NVMRtPXkuzINmYsNhXFbR781fPp2d/fq1eXp0fnZ8enUJqUVwkuYW",
+	"obVGHeVRT+v7eSm8AObcLRPPSovU5zkJv/BotJxk5gx6C9uVvozrDHDANTuk/tb2cRoziu1V3nYbYSPc",
+	"aVS3wred6jbe6VR3O+9Jtd5tRJt4q7Md7izRJ2tmuf6xokGaTzxM0P7GcpCaIrb6QtlsYH6x0uOCwqur",
+	"Wl4xiPG5++tvu+L9x1///Ze4Gv7n+vzo/fHJ+R/HfPMEn+DLYWXJc5m0mxo5+/nPbKLU+xwmGOT5n7Y8",
+	"+8/GFBtbCzHFE9emcntzcxGu6PWE/gFYr2OUCCOLM8AqxrjvI2Tejftcd3wwDFoj5CSrPoLnssCZTMMf",
+	"JVFun6ihgywQMtOz84oRAzxCUtE4Rppb3ZJJOdnMU0bEC/Rpe9oKo1ep8NteTQN2r4f37NsYzFexcp3K",
+	"J2vjF+UjUXNvSf375mLfPU9akhm9ot63Rb2PRC2Bd2OmhrJJ81c2mrlJEbqzLMhCPFP1QuaUNz7zCBAj",
+	"wzHTSl6dSKWyxday4ttZv4nAejWhvIoxpWaNesHDaRSkNzIbJOQRqaGscCu8bdPb8sVAeQ6oUNHlXkUE",
+	"p7vY6f/99aJ51Ty9Oj47baO1d6bIt6e5lOkpninoKIfWHFsQ9JPyVmdhQ92uppmH8qpwC2H8ZLjK3Jti",
+	"EucXeNF6/Fa1NGXWpT+/FL2Rmh4+1rgLbtPSpvCu4qQn47ySuRewO7FymvHM1M4VFfU6pE+la3qdcsxA",
+	"5n1XLAFk5OwoQFxEQIQ6I0SjcrvxkTf5MiZjKBtDTWH95zQd/6w0YqzH1RzykJ3RK314AfrgMNU/CI82",
+	"+E+n26P/hWMaYafmmtpmWjiALncQiYGzSoqo4SIPzHte1TONc1A3y9hHcxONK5FRZrf0WqCtYLLMGojZ",
+	"gpVw/03VyT/9Kn95yamsVmnlE4ljHqD7e1PxqwZl2B8e8tJVlZ4gROUEICspZ4impSrupec3lk32nX4h",
+	"2+Z4r8FG8KIHATroe1yPtvA7Ut3sbneq2+HbRnUXvyfVnc7b8F30nux2643KxKF58W7TNvuc5+r3AZyk",
+	"ttZE+mriXMLEmTUL/N6puDlcKz6NUfKphHyOqLZx7zc+nGnfvORdJ5TVkIkRdeZLWzjK1IUyCf1YIVeH",
+	"wsUkhTHBNod/31WY8iNf9Tpkf5rBc4z6v9o6v3Nb5xJ3dIrF87LPhy72zb2eSwoudDov2wwMpdQMOuvu",
+	"1F+a1/3M/OiqcHivyPgi1s+lMHE5q0DB3D7XLjDGbDYs6sqS8Nzl5p2mrVwarcSEw9LBIDWl7Jx+4ldo",
+	"drHUHWL67TnyMtZzJK+tlFdf4Gy+xpI3oXgWxQX4/DKKgV3PC2sFxe7PixLAecQ0CyXffAQVcwc1hZjp",
+	"i2THfxWyf0Yh+yCKEEZ5+++nkKozQrdxb/96mGoiNUIPZ6ScXuFCjN1CIo9Pep5Z8nlmfG48PT7/rLj8",
+	"Q0gm87BsNWkkuJ9+3rbs+75fJk2ixpQkn9sC8y73AMxsBF4qGOVSxVL+Er85TYkz2HaES3CPMmyE7jKH",
+	"SZ78+r36S0qcu54cRtkzuHYneqLNX4drHuQrOdNBU1YidEWYFLvn+Z3zzMK8Rntr+t227aLWbjHT5dn1",
+	"Hl/fQzjz1bh4ZM7A1oO61LWPEilDOJa8xXBX2dwz2/lbOpcd4swLwjMO/jKQeE1uV4SCrXTvn4w1OpX1",
+	"fvVSm026pGmVuiYJROst2i3RRDq116dv0E70gYumq1KRbXS8KNpP6yMs9sqb6SL0jm+tmDUEZn4TteI3",
+	"tlx/Zdwv4EkkPvNwrNt7WC4fe3gElAe0/lK1vZn1E2B+c9XumC3wzYQREO6HCWaSLbZZ38zLycKnTnkX",
+	"rkY6VSXZM16ueItB4QP0OxAThtrHERkkXBEWjqq/klE7gNTZhOCs3xN0Pof6OYayyhYrtD3PCbJJZcco",
+	"ot0ugW3AZyajPBvqhkCqDG6x7fpuDf3qGha6wCu9xZhgqdDmNpSqMOXZ8qy4kvgqC+C88eQcGSDPQjY8",
+	"Q+IuiAKQYWyK/GZrLbaA9wGBpsBh39HqMUBQZRNo9L4vQ56QqLi1YAYQMjbcJziCUgaWJo+dYIEm+6XN",
+	"dnbmFQv7soIxJysS57LqI1wsd7Y5LaZ1Ua3qOY2+4/dnKTPSksnfWRvhyla0GTY6dVzd7b4n1e3oXVh9",
+	"33mLqzvdbeJ+q6ySzjzRT7+MWzWzerc/GeepL8B5DjnrxtQUVHkee5Ep/XeIkx+BG9q7UOBTq7DEakez",
+	"pwUYY5pAUc2gXq+PaSPFNEy05qJym6e/XTevm19/Obg6/GSzCaFzkmaC61qfMs2sTVUTDJU9gdwrMoB6",
+	"ntDaxkj6zgXHh6zFbO87R7nyvFDUZlz9AkXO22ZA9wPNSTCUMWkxj28jzbZhCrMgmcYKyL5hmbYwE8QE",
+	"QoU6YD8tBpBDCZbScqqJJrgSQc83xAWEF0KVi9i2cwV7m2oxqCkPPXfNErweuQq6lnOFbTde2wuJ5n3w",
+	"a+hAwwNABAmkwA6xRDCeLfdeZI+WDGZ7h2IwGYs0WltbkCTGIxLtQQPD9vo+wjB0vsyccdoBW8xsw4IC",
+	"9t3JffHb9V0nfOiBevRWy0BDGhJ3EeDlFrNv1xcRIn6Bu7sKT7TKxhTuqPUe7+b8asN8cEiqjUow8c1H",
+	"Ycsz5Ty1oVn2j8NVAaDPyVpzgC/NZN2dzOqdTnLdL4/nu+YqlTFfkzmu8cJhHVozrbNhOetlBOKVUS/N",
+	"qH8Mtlu0B3bS+OaRzLdg15njmvF5/Zu87hLYwTQJyjJrjFnZmTaokqa2mTNdoDVnZNupw63VlBhu7fq+",
+	"Zp0RkaeZyaVtOskbVRIaAcC4CxqqYLC2qb+gOYOe/410XWttR1RokgIVwjLtEqSMua1OjWSw1niLfqW/",
+	"+Jk9gel6TDR7hwIMNC90gDvWtuPw2O8zn8SpRDt19H//D9rS/4GqBi2W1bsC9kn/ztrniJSVMaiPRPka",
+	"7oreL785cpn/q7YJHjBbsu2z6w1j+yGbTES6TKmocg0xj5DNejk3ggVW1/ijMr4YM4H5RzFodkbIrV2G",
+	"10F2+nQZT/Dbj5YE5AaPUvLEHGdk6eyrc3/9tR/a9awSwSxFtNCX7tUO+gIOzAW0vqXTrLyqcvPchmNU",
+	"3lTqWT6WqjjltFCqQxhdIjwZubsHzM9V+szjzahEWfUgUDe0cmRasmc910xmqSDElCU01lYzV+yqf9oo",
+	"4xYzAcIk8syCB8xIg6ZkgnPsWBnQMJY+lohxrxwRGhG1b5c26e6BjzbuLUVyYG2XltOBn2bwmGXl8SXY",
+	"Q07dDCiXMnSZhV/YxZYmEpgjMAWXcBiSRL2avL7/DAFzp5/AHFXm6ZwqGB+gtiJ3yrxWlUoQPGg74cwX",
+	"ls04IO2CpLvXYiDp1iw7bwdG8q05TNcPtHTnfgdyAU/yN1os77rcptFe29Rulfr+sZDYUI/1ALVhevf7",
+	"DWXRuqFK7QgrrJ//8/LsdB2S1piSyDi42ydYqio8qh4ftUE6Np1dTdRFV/CBlsuNwSdRucnt8uqiefDZ",
+	"S39fh7Z8zAjMGLxPIR8MqJL7Rk42oDMk0s5e2GsNHYD6wBgJVW5Kghx+GoFoT+gtidCAgh2Mgf/+EkY1",
+	"XiPoRTTuRwGoJkS0mCRCC9hr25u7rqAYGQCUUBhzSSK3rOIWj49Omm1jLeKpYYwaXmU00ywmo5lNV+R+",
+	"OZ6lzwQ+tTxrjmw/cTsLhLdCoz20vdli5n6gwg1sMbgc6L7lV3xtVfZaC1HqViVoaeEaPgDxGp7YOgv6",
+	"YSadtioPLQYQmwgSyFxO5UIgRC+Yjb3Kgd+4sqrB2DGjQNa6ISO95sGq8uDUOHfiwnPMXWhrnbGNFJ+g",
+	"wGXhMLyr6RdWYGPYBzmsbQsEt7N4eNeg9Y20BgNNi+Bz+LSPwbyhsgikEXHlpvNlpUxRkLgiTmQAflur",
+	"vr+RKKZdUmsxqBFpxgWnM5R/N3iJ855jJIAfTG+CsVWYPg5rmUpsmtNEetmB6x8Z5JLpuhmK8Tw2SLZY",
+	"lwuoBJnPkgmfuRyZi6FZzxwqHYltMej5j1leK35tu7FVWu9En5+LEHq0+dzaCXCSCH6L40KVZ/uURL/o",
+	"S4uNOX1RJVQv7IrrNT6LFfpRhbQnN6tPz/gE7F4ry+0wK3Yzm8zaMDdbF8dimGbSr1bmn8zKbIpmW1EG",
+	"6r5m+iUz3aRWF6ytNW+KXH2Oe0B5BU97/XEeU7Al++ZjTZgT3CMt1udx5NWWBeNqO7c/N+p19+O69e9C",
+	"G3EtudvyuTk5Q50RmmoIBksv48Yo3RN8mFVf0kLtfEttISL5FGAyJyJJgwZswNPCbV0PmZwCWLN0ZW+n",
+	"Hvg9z+c0PvzRwi01+C7giOfHW/p36GcjYEuSi/J6SlPw7Tuw9kHo3XMZ+/IATEh4m4jBhNgFL8oEqpwa",
+	"b5KlVqalDbRQRZkc5Fw9azYew3nKbC964/zRKDJar6Fj1WIiZXJ+0OeaH1f4Ji8/Q6VzdpmQdOXamHdS",
+	"BSEgWkZNKGMkWt+3Uq3RkgUxIRsjOPUWuyGjGgK6ZOTMTGfL8hByEGmh1wYtu8lbLBtcsxRb3woi6XuY",
+	"sv0ssN5GpdrofSNwmylbzJTfC9CQCJJLr1CtXD9xjdGdVG4iUPLtwwJaTIsvSqQsxFpIxwpNIekIQA/L",
+	"M9KtvgdwejbCBdyF2aah/goAAgy2ErXhfp512zUEAfrYNVbjosVy628+QogZ6hCIKKVafAfBGnHVJ2JI",
+	"JVkv7zajxOjpzK+vkYavZtdH1p5WYlQMVgcU1pq0rZrJrFCzsMgIR79UYlgeUC0LzRlsUGAWqMBclJkL",
+	"M/fC4pUL9B7sZRF9aK1hbJ3OfGm6u7QYPDTUoRjrYNHBrEWrxNARDigKxC64JeQGyDVs/TiCxATndkbs",
+	"4GfizkE5R7bucYt1cHjDu127ummCJfSg/4Gy3CzUniPBDUDx0xcuhV0eKzKYLwB7OPNqOX2BTCIP/ksT",
+	"x9xHOydia9jXAhKUR7Uhg4WESRZJLaSEBOh1/hMYE3NJL5MeaZ7naATYrMOMRNv17f2xlEwK1sSUgTip",
+	"qcpY1Svjt3JZmVPimLIrvXIck40aOuSpfr0eVLLzmVnSKMZ04PfTW6QYgGUrHzCNU6GXW88fzggdqm//",
+	"sVJ7vQWFN6+9ntlSIfcmE+2Oji/PD64OPz1R9NBzRQrlF2SK9TLHtFdC9xK1DnL4L2w8mDzEjEwYNbSY",
+	"wD2leEGeZL1C57sFiPD0+KPvaB/zoptAUM0ovWEOqMvBpuqkWi7Q4cnB8Wet/YM1wXjIfLUW7CFa2L0l",
+	"wisZpUfJ6Ql87Rd0MAYLE121cEwVmgipMtk04zFVLlAKAJ7p4uDOyNedObRa7Ar6vJrbbYKPvZAqICNT",
+	"A6JmMKvHBEQtq4xn23mNh3qNhzLxUAtQ30UoHLhmjVb+45G4MZtunsnnyF2hFn/gJTM4wajF1jCLAusP",
+	"BwOfaUKtaZAx3Mn1IPdXTRiAW8xK4JNGQZ8I6ZVl5kCX5AN0qcXmGQTh9acjQK8mwVfKs1pmsDNgceEZ",
+	"7b2iPOOtmOcSJX1fojQmy1WNyr4qNmcuLw51mU3x2ktjBp1YDK8dMOcbo7IzetXQXsAUJb1L75Axfzaj",
+	"QzM4ynxvqHWS5oihRUYUCs4QuUsEMUxREGwaYLSYogOC/uaMoLW2fq2ZvdUOUFv/+gdnpL0OEWkEUmDb",
+	"VG//FseXEBIn2y22Zl2cgzRWNIlJ1p3YvYokZRpN+wRdM3qHSMLD/rpty6xoeJPxZ1uA0ugLhptnbl/n",
+	"u9WblpT14iyFzwYxW1mi7YB3RcMbm78I+oieSWtC7ncU8hTCrTUlNCHHLWZdwtk7MCvEJa8HBb8xkkTZ",
+	"0jR9LpSmbBpgLYbjmA8h714NCaS3c03zCPws0dp2ve6n9ncpiaP16U2THRqvEqFXPNvKXqWOttB/6//l",
+	"VJLRXl/FmmzyWyJinJiCGJoA3tBE3017HTSTSQVPyMY5FlR+19apIgifvOjwcoT4tW/GjxuTl7XAkDk6",
+	"lhHrmYLTxr37c07HC6hr5SiQph0SMY4GXECUNHjp8ha+mXNBKjya1sSiQEVeW1h83y0s5tyxuV0rsqvj",
+	"mkCD8zvnQaV1m6ffkPo3oYT+nX+9eS/hKZh77ZaL+LvMaJ0J+HMVpsYYYB+znrXxgigkTVUgiCcjQzQu",
+	"l5qKK6Gp0egETFvHyXwwLqBOisD7+hHMGwFCQLFzCCshFlewaXBtoku03GjDQhgflklq19AK5dGS2mLI",
+	"U5xkKVnm22OwFtNJRF9Fmx/AYhRR9ZSCzUaCU0mWjxAepxelSm+pZGQKopkkL0FkOiBRDZ3jVGuJUFsa",
+	"gmqzzzJn0wQe62/I98QIA7v4V7Prd45EcHOeFIvMRf52aORCrml4I00ad4SGfarxxSSfWTQCMZKzkAQt",
+	"ZoscB5ram3xwsIMY889g30RtUoV6HCw7eXAqMFmwx7TYhd6owdRsSeC6ooDbbl7PRVziftGw+r4Q1xGi",
+	"V8z93mOo9TktjbpgsZrnCslfBPQIcRwTcMcgSQhaw3Gc5SLjaEBZ4KqbWldnbsm9IaP1hRqS/56vbena",
+	"Bj9k0G224fl+jvw4vi1W/ihNurN7k7Xtzx9O90MY01jB72ccD0mMtRqnLzbiLB5Na1aXneATJKEfhAMI",
+	"uY8xJGtenC1rK84W85wd6nCo6C2BuNQF4lmNI/cES/WJpwK+ogubygObkLq3E0yHka2DF8HYc/t6Lo+a",
+	"P7Dl+6c1ZA89rCvF91KGt3HvuWvmxb8XnZF5q/0YW04HV9P8aVDCuOTMExOrEJFE9TNDphe+DiKijXGw",
+	"ZdegHFGfp6LUwFkkMyuFslv03XwU+jaeEX3ffTP0LURgvNprX6q/7kwMXlYA/N3zxM4w2XocPcvQzVOo",
+	"KfHziMGY6uLxSpuvu6xkqTjkEU8xruZinr73KwgKFm+ap1fNi/OL48vm4ggxtpInN8G+MInZrE+hMR6s",
+	"FiU1O09MauxUPzHJ+ekEDXCwjEUDJgZ5Hytv6N+rN2Q0T+8eb8OhP0HFvm6ShIIoWa5EH5wf/6pnWQ2L",
+	"tVqbX3+r687Gg4OE/krguGzwIRYCj6Yhhd7WK+t9AWX54PwYgO9d5exmPgHbLVWzx7muucAIGseY4H5r",
+	"i3UJ3G43+/ARiM99LPsIcru5KGO1Rjkwt/8JlPGQLqt9m/v/ws3hgXXWO+/INq6T6i7eeVfdDre61ffR",
+	"VlhtdDfJVrQd7nTe4jx4LqSaWwrSpXeVvYqMb75udzfxbghAvOU3fgarObjCa19vftu8rf/x1/tB4+5d",
+	"stXZYbvh9jcJjYscxZlKYYJccTMrf+W8P4iKzxydKidTy/DbjfsbMpoTtOYTqANkr73rIumaWznNQL9Y",
+	"Qxf6JQiENS2gIEeIV3lSK3Hx6PE80jQviM188BrE9s3dKRrscy/fSjyytMG6ne6NtK6RkjQ3uMNPmo9c",
+	"ijSrFC2frKtjRmuxNZPYV6NMEqHagU30qxnNKP+3Qc92MJ5jB223VSpNUW2R2vqSEq0VCp0HY5W/1/Oi",
+	"6UGLgVNTn7qtHjFeolxOtAWHKsVUTq/InZ1sVpH7CWpqb2U1tX0geSW1bX4dFMJeJMNuvHh2nk39Wj37",
+	"B66eXYJvRex4ilLa47RrqRLzixAcnioolloFQ850ygOp9eCrGyc1n66uzr9eNH+7bl5e2eJ/WBDUJ3GE",
+	"FA9MjX6lBSCF+lyqgitaP9Asv+CtRtKVAYBmnf5kICJMqZl1ZrdyYnayogJ+X+mkQitTjWmetp2C5N8H",
+	"zUvzqZodpBbyQa4JyXMiTFgpGORL7V/+iA/LWwAKAFjUEGDO/ZWIvIApYByTHC4CVtiD8YjIOKquai14",
+	"BHnYuNdLmynKH+I4lq7GOGzEWOlRzFmPCCAiZjQS7bsISy3zpYnl+Fhq4b/LhW2QZCpCZ3X4CYvktFSV",
+	"IgYsJuoP+O3PKOpvLnKfb3FMo48CJ/0fQz/QZzWBNsZ/1LWND4AOPxvSlKoPHnPbQxgdnV6a2rJZs8zN",
+	"nS3TdjJAMe6QGLJcY6L0+EGLRbRHlQzQm+obECHefH0ToOOjU1tQkVCB7li1qrc4WEdcaGw5Pkc4igSR",
+	"eoCshw1KuFD7GksM0nSz3Fv9Qw19NjV9UIglqWptgEmq6C1xTLVE8bHwnK73lBXzSEskiA8Fx16I4xhx",
+	"FiwiTuh3KeuZRqJAUno8rxAPbLqNsnhSsBC0J7huex9h28yUu36cmhbZ+pxRKnAnHgUAOFMuH5ZFhKtF",
+	"5Jf+NE1C3BJsOeKz66tfzq5Pj75+Oru8uoSCxObS5a2JWoyq9Ro6S1WVd6sCvBxQvt5UWe5gS/tN4rEm",
+	"nNubm4GX8ttikOhS3o9DTZK/RxphPdGnTHxZ2FA4vqbndHu+sLi2KEjGhLQZQplWiZ21/f97s+lPyM4u",
+	"iVqVl2kRrk9wrPp/T7cZ2TKfm/W6DcqHMgSCh0RKBM3TpOv2I/dR2CfhDeQMRyQhLCIsHJXGRH2y866K",
+	"t1n1IX6zOBaZyUtDdmN6S2oG1CRMTXFMcKd6wvctYUT6srUBooUo5EYvClDC0DmXqieIRGuaiLv6d6bm",
+	"1IBDELgJOdOSLlXrtvLqPtqpb+XV4oNCZQdMoZVoArX1Xe1/IwtAQ2QZmHYnmhVaYdv0wdOXiPdKT+zC",
+	"7GvlrtJwQyAexm7cHF5QUXbr+WE+7dnCBmoe6k1ZdCJ4JyaDf5QsPiIKU71A6Gagx9tDbhsZ1NfMWzIL",
+	"DuS9da9O1k59K6goqsBmeOrGyU2+faUSubexIeOUhqQWkVu3IrnBuKqa1xeGx7n5tjw+PUdSaFAG18Rc",
+	"r9k4oEFJpyJB8cP7SodgQYQeA8wScNHKaisN8A00hagElVTEFhR7GxsxD3EM8vH7+vs62DbspBPyNGGY",
+	"qazNBhUQ9wEK33hJJlkijmfCelWGPNGSriARYYri2B8j8yZMjnBQoMfG5JVAlflMyLet8UtEVW+KcWJd",
+	"vlaoj5mX4fH3TQeDFLKLXW8Qf3Tvk5KRbSEvynoBGmqRH1KkWOSqeRXD6LxhvUJek6MeecsUKSuvEGS0",
+	"E5dH7Q2d58NMjnxJe0yflel+p4cZkk6f8xsfHraBGS1A2b1XMqim8gVDuURrl3Bzq5f6ofEZrPu7N1ba",
+	"8qE0rhgDr8Mc70uLOQ9fHv5fAAAA//8HEN8TiEABAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -217,6 +217,8 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 				Input:        item.Input,
 				Plan:         item.Plan,
 				Graph:        item.Graph,
+				RetryOf:      item.RetryOf,
+				RunTimeout:   item.RunTimeout,
 			})
 			if errors.Is(b.errs[i], ports.ErrEngineUnavailable) {
 				d.breaker.trip(d.now(), b.errs[i])

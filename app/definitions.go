@@ -36,10 +36,11 @@ func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, work
 	if err := s.quotas.CheckGraph(graph, "/graph"); err != nil {
 		return domain.Definition{}, err
 	}
-	if err := s.validateGraph(graph, "/graph"); err != nil {
+	ws, err := s.workspaces.GetWorkspace(ctx, workspaceID)
+	if err != nil {
 		return domain.Definition{}, err
 	}
-	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
+	if err := s.validateGraph(graph, ws.Plan, "/graph"); err != nil {
 		return domain.Definition{}, err
 	}
 	id := domain.ID(uuid.New())
@@ -50,11 +51,15 @@ func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, work
 }
 
 // validateGraph checks the graph's structure, then its template fan-out
-// against the budget, reporting problems under prefix.
-func (s *Definitions) validateGraph(g domain.Graph, prefix string) error {
+// against the budget and its policies against the plan's caps, reporting
+// problems under prefix.
+func (s *Definitions) validateGraph(g domain.Graph, plan domain.Plan, prefix string) error {
 	err := g.Validate()
 	if err == nil {
 		err = g.CheckTemplateFanOut(s.templateBudget)
+	}
+	if err == nil {
+		err = g.CheckPolicies(s.quotas.PolicyCaps(plan))
 	}
 	if err == nil {
 		return nil
@@ -129,17 +134,21 @@ func (s *Definitions) DeleteDefinition(ctx context.Context, a domain.Actor, id d
 
 // AddDefinitionVersion validates and stores a new current version.
 func (s *Definitions) AddDefinitionVersion(ctx context.Context, a domain.Actor, id domain.ID, graph domain.Graph) (domain.DefinitionVersion, error) {
-	d, err := s.GetDefinition(ctx, a, id)
+	def, err := s.GetDefinition(ctx, a, id)
 	if err != nil {
 		return domain.DefinitionVersion{}, err
 	}
-	if err := s.quotas.CheckGraph(graph, "/graph"); err != nil {
+	if err = s.quotas.CheckGraph(graph, "/graph"); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
-	if err := s.validateGraph(graph, "/graph"); err != nil {
+	ws, err := s.workspaces.GetWorkspace(ctx, def.WorkspaceID)
+	if err != nil {
 		return domain.DefinitionVersion{}, err
 	}
-	if err := s.checkSubWorkflows(ctx, d.WorkspaceID, id, graph); err != nil {
+	if err := s.validateGraph(graph, ws.Plan, "/graph"); err != nil {
+		return domain.DefinitionVersion{}, err
+	}
+	if err := s.checkSubWorkflows(ctx, def.WorkspaceID, id, graph); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
 	return s.definitions.AddDefinitionVersion(ctx, id, graph, s.quotas)

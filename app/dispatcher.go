@@ -52,6 +52,10 @@ type DispatcherConfig struct {
 	// ReconcileAfter is the minimum age of a RUNNING execution before the
 	// reconciler asks Temporal about it.
 	ReconcileAfter time.Duration
+	// StuckStartAfter is how long a started workflow may wait for a
+	// worker to pick up its first task before the reconciler fails it
+	// (Reconciler.FailStuckStartsAfter); 0 never fails one.
+	StuckStartAfter time.Duration
 	// ReconcilePageSize is how many RUNNING executions the reconciler
 	// checks per run; it walks through all of them over successive runs.
 	ReconcilePageSize int
@@ -75,6 +79,7 @@ func DefaultDispatcherConfig() DispatcherConfig {
 		BreakerBackoff:    DefaultBreakerBackoff,
 		StaleAfter:        5 * time.Minute,
 		ReconcileAfter:    time.Minute,
+		StuckStartAfter:   5 * time.Minute,
 		ReconcilePageSize: 500,
 		Backoff:           domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
 	}

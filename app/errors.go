@@ -14,3 +14,14 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 // ErrFinished means the execution has already ended, so it cannot be
 // cancelled.
 var ErrFinished = errors.New("already finished")
+
+// ErrNotRetryable means the execution or queue item is not FAILED or
+// CANCELLED, so it cannot be retried or requeued: it is still on its way,
+// or completed.
+var ErrNotRetryable = errors.New("not failed or cancelled")
+
+// ErrPolicyCap marks a request's own policy past its plan's cap (an
+// enqueue's runTimeout), joined to the domain.ValidationError naming the
+// field, so the API tells it (422 policy-cap) from an invalid graph or any
+// other validation error.
+var ErrPolicyCap = errors.New("past the plan's cap")

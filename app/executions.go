@@ -42,6 +42,13 @@ type EnqueueRequest struct {
 	Input          json.RawMessage
 	Priority       int
 	IdempotencyKey string
+	// RunTimeout is the run's own deadline, 0 for none; at most the
+	// plan's cap (Quotas.RunTimeout).
+	RunTimeout time.Duration
+	// retryOf and pinnedVersion make the enqueue a retry (Retry,
+	// Requeue); a client's enqueue sets neither.
+	retryOf       *domain.ID
+	pinnedVersion int
 	// NotBefore, when set, delays the item until then: at most the quotas'
 	// NotBeforeHorizon ahead.
 	NotBefore *time.Time
@@ -63,6 +70,15 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	if owner != req.WorkspaceID {
 		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
+	if req.RunTimeout > 0 {
+		ws, err := s.workspaces.GetWorkspace(ctx, req.WorkspaceID)
+		if err != nil {
+			return domain.QueueItem{}, false, err
+		}
+		if err := s.quotas.PolicyCaps(ws.Plan).CheckRunTimeout(req.RunTimeout, "/runTimeout"); err != nil {
+			return domain.QueueItem{}, false, errors.Join(ErrPolicyCap, err)
+		}
+	}
 	if req.NotBefore != nil {
 		if err := s.quotas.CheckNotBefore(time.Now(), *req.NotBefore, "/notBefore"); err != nil {
 			return domain.QueueItem{}, false, err
@@ -77,12 +93,55 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
-		NotBefore: req.NotBefore, Quotas: s.quotas,
+		NotBefore: req.NotBefore, Quotas: s.quotas, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)
 	}
 	return s.queue.Enqueue(ctx, e)
+}
+
+// Retry enqueues a retry of a FAILED or CANCELLED execution from its
+// failed nodes: a new item of the same definition with its input, through
+// admission like any enqueue. The item records the execution's version
+// (PinnedVersion), which the claim does not honour yet: it runs the
+// current version, reusing outputs by node key. Its workflow reuses the outputs of the nodes that COMPLETED
+// (engine: retry-from-node). Any other status is a conflict: a RUNNING
+// execution has not failed yet, a COMPLETED one has nothing to retry.
+func (s *Executions) Retry(ctx context.Context, a domain.Actor, id domain.ID) (domain.QueueItem, error) {
+	if err := s.requireExecutionWorkspace(ctx, a, id); err != nil {
+		return domain.QueueItem{}, err
+	}
+	e, err := s.executions.GetExecutionWithoutNodes(ctx, id)
+	if err != nil {
+		return domain.QueueItem{}, err
+	}
+	if e.Status != domain.ExecutionFailed && e.Status != domain.ExecutionCancelled {
+		return domain.QueueItem{}, fmt.Errorf("%w: execution is %s; only a FAILED or CANCELLED one can be retried", ErrNotRetryable, e.Status)
+	}
+	q, _, err := s.Enqueue(ctx, a, EnqueueRequest{
+		WorkspaceID: e.WorkspaceID, DefinitionID: e.DefinitionID, Input: e.Input, retryOf: &e.ID, pinnedVersion: e.Version,
+	})
+	return q, err
+}
+
+// Requeue enqueues a FAILED or CANCELLED queue item again: a new item of
+// its definition, with its input and priority, and what it retries if it
+// is a retry. Any other status is a conflict: the item is still on its
+// way, or its run completed and the item is gone.
+func (s *Executions) Requeue(ctx context.Context, a domain.Actor, id domain.ID) (domain.QueueItem, error) {
+	q, err := s.GetQueueItem(ctx, a, id)
+	if err != nil {
+		return domain.QueueItem{}, err
+	}
+	if q.Status != domain.QueueFailed && q.Status != domain.QueueCancelled {
+		return domain.QueueItem{}, fmt.Errorf("%w: queue item is %s; only a FAILED or CANCELLED one can be requeued", ErrNotRetryable, q.Status)
+	}
+	next, _, err := s.Enqueue(ctx, a, EnqueueRequest{
+		WorkspaceID: q.WorkspaceID, DefinitionID: q.DefinitionID, Input: q.Input, Priority: q.Priority,
+		RunTimeout: q.RunTimeout, retryOf: q.RetryOf, pinnedVersion: q.PinnedVersion,
+	})
+	return next, err
 }
 
 // requestHash identifies an enqueue's content for Idempotency-Key checks.
@@ -99,6 +158,11 @@ func requestHash(req EnqueueRequest) []byte {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%d\n", req.WorkspaceID, req.DefinitionID, req.Priority)
 	h.Write(input.Bytes())
+	if req.RunTimeout > 0 {
+		// Only when set, so the hashes of keys stored before runTimeout
+		// existed still match.
+		fmt.Fprintf(h, "\nrunTimeout=%d", req.RunTimeout)
+	}
 	if req.NotBefore != nil {
 		fmt.Fprintf(h, "\nnotBefore=%d", req.NotBefore.UnixNano())
 	}

@@ -27,6 +27,24 @@ type Reconciler struct {
 
 	// cursor is where the walk resumes; only the loop touches it.
 	cursor ports.ExecutionCursor
+	// stuckAfter is how long a RUNNING execution's workflow may wait for
+	// a worker to pick it up before it is failed; 0 never fails one.
+	stuckAfter time.Duration
+	// pickedUp are the executions found picked up by a worker, which
+	// need no further look: this walk's and the last one's, so the set
+	// holds only executions still RUNNING.
+	pickedUp, pickedUpLastWalk map[domain.ID]bool
+}
+
+// FailStuckStartsAfter has the reconciler fail, and free the slot of, an
+// execution whose workflow no worker has picked up after d
+// (SLUICE_STUCK_START_AFTER): Temporal has no schedule-to-start timeout
+// for a workflow's first task, so such a run would hold its slot for ever.
+// Since the reconciler only looks at executions older than its olderThan,
+// the effective limit is the longer of the two.
+func (r *Reconciler) FailStuckStartsAfter(d time.Duration) *Reconciler {
+	r.stuckAfter = d
+	return r
 }
 
 // NewReconciler builds the reconciler. It asks Temporal only about
@@ -72,6 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 	}
 	if len(running) < r.pageSize {
 		r.cursor = ports.ExecutionCursor{}
+		defer func() { r.pickedUpLastWalk, r.pickedUp = r.pickedUp, nil }()
 	} else {
 		last := running[len(running)-1]
 		r.cursor = ports.ExecutionCursor{AdmittedAt: last.AdmittedAt, ID: last.ID}
@@ -87,6 +106,12 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 			continue
 		}
 		status, msg, closed := finalStatus(state)
+		if state == ports.WorkflowRunning {
+			if closed, msg, err = r.abandoned(ctx, e); err != nil {
+				return n, err
+			}
+			status = domain.ExecutionFailed
+		}
 		if !closed {
 			continue
 		}
@@ -108,6 +133,48 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// abandoned terminates the workflow of e when it has waited past
+// stuckAfter for a worker that is not there, and returns the failure to
+// record, naming the task queue. An unavailable engine is an error (the
+// walk stops); another failure to ask leaves e for the next run.
+func (r *Reconciler) abandoned(ctx context.Context, e domain.Execution) (bool, string, error) {
+	if r.stuckAfter <= 0 || time.Since(e.AdmittedAt) < r.stuckAfter {
+		return false, "", nil
+	}
+	if r.pickedUp[e.ID] || r.pickedUpLastWalk[e.ID] {
+		r.notePickedUp(e.ID)
+		return false, "", nil
+	}
+	pickup, err := r.engine.WorkflowPickup(ctx, e.ID)
+	if err == nil && pickup.PickedUp {
+		r.notePickedUp(e.ID)
+	}
+	if err == nil && pickup.Abandoned() {
+		msg := fmt.Sprintf("no worker picked up the execution on task queue %q within %s (SLUICE_STUCK_START_AFTER): "+
+			"is a worker polling it, with the same TEMPORAL_TASK_QUEUE_PREFIX?", pickup.TaskQueue, r.stuckAfter)
+		if err = r.engine.TerminateWorkflow(ctx, e.ID, msg); err == nil {
+			return true, msg, nil
+		}
+	}
+	if errors.Is(err, ports.ErrEngineUnavailable) {
+		return false, "", fmt.Errorf("checking a stuck start: %w", err)
+	}
+	if err != nil {
+		r.log.Warn("cannot check or end a stuck start", "execution_id", e.ID, "error", err)
+	}
+	return false, "", nil
+}
+
+// notePickedUp remembers, for this walk and the next, that id's workflow
+// has been picked up, which is for good: it is not asked about again. One
+// that waits on a polled queue (a backlog) is asked again next walk.
+func (r *Reconciler) notePickedUp(id domain.ID) {
+	if r.pickedUp == nil {
+		r.pickedUp = map[domain.ID]bool{}
+	}
+	r.pickedUp[id] = true
 }
 
 // finalStatus maps a closed or missing workflow to the execution status to

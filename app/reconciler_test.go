@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +108,61 @@ func TestReconcilerLeavesRunningWorkflowsAndWaitsForTheBreaker(t *testing.T) {
 	r.run(context.Background())
 	if len(store.cursors) != 1 {
 		t.Errorf("the reconciler read a page while the breaker was open")
+	}
+}
+
+// pickupEngine says every workflow runs and answers WorkflowPickup from a
+// map, counting the questions and the terminations.
+type pickupEngine struct {
+	ports.WorkflowEngine
+	pickups    map[domain.ID]ports.WorkflowPickup
+	asked      map[domain.ID]int
+	terminated map[domain.ID]string
+}
+
+func (e *pickupEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
+	return ports.WorkflowRunning, nil
+}
+
+func (e *pickupEngine) WorkflowPickup(_ context.Context, id domain.ID) (ports.WorkflowPickup, error) {
+	e.asked[id]++
+	return e.pickups[id], nil
+}
+
+func (e *pickupEngine) TerminateWorkflow(_ context.Context, id domain.ID, reason string) error {
+	e.terminated[id] = reason
+	return nil
+}
+
+func TestReconcilerFailsOnlyStartsNoWorkerWillPickUp(t *testing.T) {
+	t.Parallel()
+	old, young := time.Now().Add(-time.Hour), time.Now()
+	abandoned, backlog, running, fresh := domain.ID(uuid.New()), domain.ID(uuid.New()), domain.ID(uuid.New()), domain.ID(uuid.New())
+	store := &pagedStore{running: []domain.Execution{
+		{ID: abandoned, AdmittedAt: old}, {ID: backlog, AdmittedAt: old.Add(time.Second)},
+		{ID: running, AdmittedAt: old.Add(2 * time.Second)}, {ID: fresh, AdmittedAt: young},
+	}}
+	engine := &pickupEngine{asked: map[domain.ID]int{}, terminated: map[domain.ID]string{}, pickups: map[domain.ID]ports.WorkflowPickup{
+		abandoned: {TaskQueue: "x.workflows"},
+		backlog:   {TaskQueue: "x.workflows", Polled: true},
+		running:   {TaskQueue: "x.workflows", PickedUp: true},
+		fresh:     {TaskQueue: "x.workflows"},
+	}}
+	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
+	r, _ := newTestReconciler(store, rec, engine, 10)
+	r.FailStuckStartsAfter(time.Minute)
+	for range 2 {
+		if _, err := r.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.finished) != 1 || rec.finished[abandoned] != domain.ExecutionFailed {
+		t.Fatalf("finished %v; want only the abandoned start FAILED", rec.finished)
+	}
+	if reason := engine.terminated[abandoned]; len(engine.terminated) != 1 || !strings.Contains(reason, `"x.workflows"`) {
+		t.Fatalf("terminated %v; want the abandoned start's workflow, naming its queue", engine.terminated)
+	}
+	if engine.asked[running] != 1 || engine.asked[backlog] != 2 || engine.asked[fresh] != 0 {
+		t.Errorf("asked %v; want a picked-up run asked once, a backlogged one each walk, a young one never", engine.asked)
 	}
 }

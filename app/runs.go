@@ -2,8 +2,11 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -80,6 +83,33 @@ func (r *Runs) Graph(ctx context.Context, definitionID domain.ID, version int) (
 		return domain.Graph{}, err
 	}
 	return v.Graph, nil
+}
+
+// RetryOutputs names retryOf as the execution id retries and returns the
+// outputs id reuses: those of retryOf's COMPLETED nodes
+// (domain.NodeRecord.ReusableOutput), in key order while they fit in
+// limit bytes together. A node whose output was truncated at the record
+// bound, or past limit, is left out and so runs again.
+func (r *Runs) RetryOutputs(ctx context.Context, id, retryOf domain.ID, limit int) (map[string]json.RawMessage, error) {
+	_, nodes, err := r.store.GetExecution(ctx, retryOf)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(nodes, func(a, b domain.NodeRecord) int { return strings.Compare(a.Key, b.Key) })
+	out := map[string]json.RawMessage{}
+	size := 0
+	for _, n := range nodes {
+		raw, ok := n.ReusableOutput()
+		if !ok || size+len(raw) > limit {
+			continue
+		}
+		size += len(raw)
+		out[n.Key] = raw
+	}
+	if err := r.store.SetRetryOf(ctx, id, retryOf); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // NodeStarted records a node run, or a retry's new attempt, as RUNNING. A

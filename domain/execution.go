@@ -88,6 +88,9 @@ type Execution struct {
 	DurationMs *int64
 	// Error says why a FAILED or CANCELLED execution ended.
 	Error *string
+	// RetryOf is the execution this one retries from its failed nodes,
+	// set once its workflow has read the outputs it reuses.
+	RetryOf *ID
 }
 
 // NodeRecord is one node run of an execution, as users see it.

@@ -63,6 +63,13 @@ type Node struct {
 	Type NodeType `json:"type"`
 	// Config is the type-specific configuration.
 	Config json.RawMessage `json:"config,omitempty"`
+	// Retry replaces, when set, the worker's retry policy for this node
+	// (not on DELAY, a timer, which neither fails nor retries).
+	Retry *RetryPolicy `json:"retry,omitempty"`
+	// Timeout bounds, when set, each attempt of the node in place of the
+	// default (an HTTP_REQUEST's config timeout plus 10 s, else 30 s); an
+	// attempt past it fails and is retried under Retry. Not on DELAY.
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // Edge orders two nodes: To runs only after From is resolved. When is only
@@ -86,6 +93,11 @@ type Graph struct {
 	Nodes []Node `json:"nodes"`
 	// Edges in the order the author wrote them; order carries no meaning.
 	Edges []Edge `json:"edges"`
+	// RunTimeout is, when set, the run deadline of every execution of
+	// this version: that long after its start, an execution still running
+	// is cancelled and recorded CANCELLED with the reason. An enqueue may
+	// set a shorter one (QueueItem.RunTimeout).
+	RunTimeout Duration `json:"runTimeout,omitempty"`
 }
 
 // DecodeGraph reads a graph from JSON strictly: unknown or duplicate fields
@@ -100,7 +112,7 @@ func DecodeGraph(data []byte) (Graph, error) {
 	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
 		return g, nil
 	}
-	top, topOK := objectFields(data, "", &ve, []string{"nodes", "edges"})
+	top, topOK := objectFields(data, "", &ve, []string{"nodes", "edges", "runTimeout"})
 	if top == nil {
 		return Graph{}, &ve
 	}
@@ -117,6 +129,9 @@ func DecodeGraph(data []byte) (Graph, error) {
 				g.Edges = append(g.Edges, e)
 			}
 		}
+	}
+	if raw, present := top["runTimeout"]; present && !isNull(raw) {
+		g.RunTimeout = decodeTimeout(raw, "/runTimeout", &ve)
 	}
 	if !topOK || len(ve.Problems) > 0 {
 		return Graph{}, &ve
@@ -157,7 +172,7 @@ func arrayField(raw []byte, path string, ve *ValidationError) []json.RawMessage 
 
 // decodeNode decodes one node strictly.
 func decodeNode(raw []byte, path string, ve *ValidationError) (Node, bool) {
-	f, ok := objectFields(raw, path, ve, []string{"key", "type", "config"})
+	f, ok := objectFields(raw, path, ve, []string{"key", "type", "config", "retry", "timeout"})
 	if f == nil {
 		return Node{}, false
 	}
@@ -172,6 +187,14 @@ func decodeNode(raw []byte, path string, ve *ValidationError) (Node, bool) {
 	}
 	if v, present := f["config"]; present && !isNull(v) {
 		n.Config = append(json.RawMessage(nil), bytes.TrimSpace(v)...)
+	}
+	if v, present := f["retry"]; present && !isNull(v) {
+		n.Retry = decodeRetryPolicy(v, n.Type, path+"/retry", ve)
+		ok = ok && n.Retry != nil
+	}
+	if v, present := f["timeout"]; present && !isNull(v) {
+		n.Timeout = decodeTimeout(v, path+"/timeout", ve)
+		ok = ok && n.Timeout > 0
 	}
 	return n, ok
 }
@@ -266,6 +289,20 @@ func (g Graph) Validate() error {
 			continue
 		}
 		validateConfig(n.Type, n.Config, p+"/config", &ve)
+		if n.Type == NodeDelay && n.Retry != nil {
+			ve.add(p+"/retry", "a DELAY node is a timer: it neither fails nor retries")
+		}
+		if n.Type == NodeDelay && n.Timeout != 0 {
+			ve.add(p+"/timeout", "a DELAY node is a timer: its config's duration is how long it takes")
+		}
+		if why, refused := noPolicyTypes[n.Type]; refused {
+			if n.Retry != nil {
+				ve.add(p+"/retry", "%s", why)
+			}
+			if n.Timeout != 0 {
+				ve.add(p+"/timeout", "%s", why)
+			}
+		}
 		if n.Type != NodeForEach {
 			checkNoIterationRefs(n.Config, p+"/config", &ve)
 		}
@@ -312,6 +349,27 @@ func (g Graph) Validate() error {
 	if len(cycles) == 0 && len(ve.Problems) == 0 {
 		checkStepReferences(g, &ve)
 	}
+	return ve.errOrNil()
+}
+
+// CheckPolicies refuses a graph whose policies ask for more than the
+// plan's caps allow, naming each field at fault: a node's
+// retry/maxAttempts past caps.NodeAttempts, its timeout past
+// caps.NodeTimeout, and the graph's runTimeout past caps.RunTimeout. It is
+// checked when a version is stored, against the workspace's plan then; a
+// stored version keeps running if the plan shrinks later.
+func (g Graph) CheckPolicies(caps PolicyCaps) error {
+	var ve ValidationError
+	for i, n := range g.Nodes {
+		p := "/nodes/" + strconv.Itoa(i)
+		if n.Retry != nil && caps.NodeAttempts > 0 && n.Retry.MaxAttempts > caps.NodeAttempts {
+			ve.add(p+"/retry/maxAttempts", "%d attempts are over the plan's maximum of %d", n.Retry.MaxAttempts, caps.NodeAttempts)
+		}
+		if caps.NodeTimeout > 0 && n.Timeout.Std() > caps.NodeTimeout {
+			ve.add(p+"/timeout", "%s is longer than the plan's maximum of %s", n.Timeout, caps.NodeTimeout)
+		}
+	}
+	caps.checkRunTimeout(g.RunTimeout.Std(), "/runTimeout", &ve)
 	return ve.errOrNil()
 }
 

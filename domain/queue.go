@@ -357,6 +357,17 @@ type QueueItem struct {
 	Priority int
 	// CreatedAt is when the item was enqueued.
 	CreatedAt time.Time
+	// RetryOf is the execution the item retries from its failed nodes
+	// (Executions.Retry); nil for an ordinary enqueue.
+	RetryOf *ID
+	// PinnedVersion is the version of the execution a retry retries, 0
+	// for none. It is recorded, but the claim does not honour it yet: an
+	// item runs its definition's current version (the pinned claim query
+	// stalled the dispatcher crash test and was backed out).
+	PinnedVersion int
+	// RunTimeout is the enqueue's own run deadline, 0 for none; the
+	// version's runTimeout applies too, the shorter winning.
+	RunTimeout time.Duration
 	// ExecutionID is set by the claim that writes the item's execution and
 	// kept through a failed dispatch, so the retry starts the same
 	// execution.

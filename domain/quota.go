@@ -25,6 +25,13 @@ type Quotas struct {
 	DefinitionVersions map[Plan]int
 	// NodesPerGraph caps the nodes of one definition version.
 	NodesPerGraph int
+	// NodeAttempts caps, per plan, a node's retry/maxAttempts.
+	NodeAttempts map[Plan]int
+	// NodeTimeout caps, per plan, a node's timeout (one attempt).
+	NodeTimeout map[Plan]time.Duration
+	// RunTimeout caps, per plan, a run deadline: a definition's
+	// runTimeout and an enqueue's.
+	RunTimeout map[Plan]time.Duration
 	// NotBeforeHorizon caps how far ahead an enqueue's notBefore may be, so
 	// no item is parked in the queue (counting against the pending quota)
 	// longer than that.
@@ -43,7 +50,10 @@ type Quotas struct {
 
 // DefaultQuotas lets a FREE workspace queue 1,000 items, store 2,000, and
 // keep 20 definitions with 200 versions; PRO ten times as many and
-// ENTERPRISE a hundred times. A graph has at most 500 nodes. An item may
+// ENTERPRISE a hundred times. A graph has at most 500 nodes. A node may
+// make 5 attempts of at most 5 minutes each on FREE, 10 of 30 minutes on
+// PRO and 25 of an hour on ENTERPRISE; a run deadline is at most a day on
+// FREE, a week on PRO and 30 days on ENTERPRISE. An item may
 // wait at most 30 days for its notBefore, and a bulk enqueue carries at
 // most 1,000 items. A FREE workspace keeps 5 schedules firing at most once
 // a minute, PRO 50 at most every 10 seconds, ENTERPRISE 500 at most every
@@ -55,12 +65,20 @@ func DefaultQuotas() Quotas {
 		Definitions:        map[Plan]int{PlanFree: 20, PlanPro: 200, PlanEnterprise: 2_000},
 		DefinitionVersions: map[Plan]int{PlanFree: 200, PlanPro: 2_000, PlanEnterprise: 20_000},
 		NodesPerGraph:      500,
+		NodeAttempts:       map[Plan]int{PlanFree: 5, PlanPro: 10, PlanEnterprise: 25},
+		NodeTimeout:        map[Plan]time.Duration{PlanFree: 5 * time.Minute, PlanPro: 30 * time.Minute, PlanEnterprise: time.Hour},
+		RunTimeout:         map[Plan]time.Duration{PlanFree: 24 * time.Hour, PlanPro: 7 * 24 * time.Hour, PlanEnterprise: 30 * 24 * time.Hour},
 
 		NotBeforeHorizon:    30 * 24 * time.Hour,
 		BatchItems:          1_000,
 		Schedules:           map[Plan]int{PlanFree: 5, PlanPro: 50, PlanEnterprise: 500},
 		ScheduleMinInterval: map[Plan]time.Duration{PlanFree: time.Minute, PlanPro: 10 * time.Second, PlanEnterprise: time.Second},
 	}
+}
+
+// PolicyCaps are plan's caps on node and run policies.
+func (q Quotas) PolicyCaps(plan Plan) PolicyCaps {
+	return PolicyCaps{NodeAttempts: q.NodeAttempts[plan], NodeTimeout: q.NodeTimeout[plan], RunTimeout: q.RunTimeout[plan]}
 }
 
 // PendingRetryAfter is what a caller refused by the pending-items quota is

@@ -17,6 +17,22 @@ const DefaultRecordValueMax = 16 * 1024
 // value's true size>, "preview": "<its first bytes, as text>"}}.
 const TruncatedMarker = "sluice:truncated"
 
+// ReusableOutput returns the output a retry may reuse in place of running
+// the node again: that of a COMPLETED node, unless it was truncated at the
+// record bound (a TruncatedMarker object), which the node must make anew.
+func (n NodeRecord) ReusableOutput() (json.RawMessage, bool) {
+	if n.Status != NodeCompleted || len(n.Output) == 0 {
+		return nil, false
+	}
+	var probe map[string]json.RawMessage
+	if bytes.HasPrefix(bytes.TrimSpace(n.Output), []byte("{")) && json.Unmarshal(n.Output, &probe) == nil {
+		if _, cut := probe[TruncatedMarker]; cut && len(probe) == 1 {
+			return nil, false
+		}
+	}
+	return n.Output, true
+}
+
 // StorableText returns s as PostgreSQL can store it in text: every NUL and
 // every byte that is not UTF-8 is replaced by U+FFFD, visibly rather than
 // dropped. Errors from third parties (a TLS certificate's name, a server's

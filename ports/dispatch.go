@@ -200,6 +200,8 @@ type ExecutionStore interface {
 	// found=false, with no execution or node written, when the execution
 	// was not RUNNING or missing: a repeat, logged by the caller.
 	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle SettleFunc, nodes ...domain.NodeRecord) (found bool, err error)
+	// SetRetryOf names the execution that execution id retries.
+	SetRetryOf(ctx context.Context, id, retryOf domain.ID) error
 }
 
 // Settlement is what a finished execution does to its queue item.

@@ -24,6 +24,23 @@ const (
 	WorkflowTimedOut   WorkflowState = "TIMED_OUT"
 )
 
+// WorkflowPickup is whether a worker picked up a workflow: a RUNNING one
+// whose first workflow task no worker has started, on a task queue no
+// worker polls, is a start no worker will ever pick up (a missing worker,
+// a task-queue prefix mismatch).
+type WorkflowPickup struct {
+	// TaskQueue is the queue the workflow's tasks wait on.
+	TaskQueue string
+	// PickedUp is set once a worker started a workflow task of it, or
+	// when it is no longer RUNNING or is unknown.
+	PickedUp bool
+	// Polled is set when a worker polls TaskQueue, or did lately.
+	Polled bool
+}
+
+// Abandoned reports a start no worker will pick up.
+func (p WorkflowPickup) Abandoned() bool { return !p.PickedUp && !p.Polled }
+
 // WorkflowStart is what the engine needs to start one execution.
 type WorkflowStart struct {
 	ExecutionID  domain.ID
@@ -36,6 +53,11 @@ type WorkflowStart struct {
 	// Graph is the version's graph as stored; empty makes the workflow load
 	// it itself.
 	Graph json.RawMessage
+	// RetryOf is the execution this one retries from its failed nodes;
+	// nil for an ordinary run.
+	RetryOf *domain.ID
+	// RunTimeout is the enqueue's run deadline, 0 for none.
+	RunTimeout time.Duration
 }
 
 // ErrEngineUnavailable marks an engine call that failed because the engine
@@ -61,6 +83,13 @@ type WorkflowEngine interface {
 	// close status alone cannot tell.
 	WorkflowResult(ctx context.Context, executionID domain.ID) (status domain.ExecutionStatus, errMsg string, err error)
 	CancelWorkflow(ctx context.Context, executionID domain.ID) error
+	// WorkflowPickup tells whether a worker has picked up the execution's
+	// workflow, and if not whether any worker polls its task queue.
+	WorkflowPickup(ctx context.Context, executionID domain.ID) (WorkflowPickup, error)
+	// TerminateWorkflow ends the execution's workflow at once, running
+	// none of its code, with reason in its history; a closed or missing
+	// workflow is not an error.
+	TerminateWorkflow(ctx context.Context, executionID domain.ID, reason string) error
 	EventSender
 	HealthCheck
 }

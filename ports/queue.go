@@ -29,6 +29,12 @@ type Enqueue struct {
 	// of the plan in force apply (Quotas.CheckEnqueue), and refuses past
 	// them with a *domain.QuotaError.
 	Quotas domain.Quotas
+	// RetryOf and PinnedVersion make the item a retry from the failed
+	// nodes of that execution, running its version (domain.QueueItem).
+	RetryOf       *domain.ID
+	PinnedVersion int
+	// RunTimeout is the enqueue's run deadline, 0 for none.
+	RunTimeout time.Duration
 }
 
 // EnqueueBatch is what the bulk enqueue use case asks storage to write:

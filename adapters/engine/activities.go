@@ -388,6 +388,25 @@ func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
 	return tc, nil
 }
 
+// LoadRetryOutputs reads the outputs a retry reuses and names the
+// execution it retries (app.Runs.RetryOutputs). An original that is gone
+// is a failure no retry can change.
+func (a *Activities) LoadRetryOutputs(ctx context.Context, in RetryOutputsInput) (RetryOutputs, error) {
+	id, err := domain.ParseID(in.ExecutionID)
+	if err != nil {
+		return RetryOutputs{}, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
+	}
+	of, err := domain.ParseID(in.RetryOf)
+	if err != nil {
+		return RetryOutputs{}, temporal.NewNonRetryableApplicationError("bad retried execution id", "invalid_input", err)
+	}
+	out, err := a.runs.RetryOutputs(ctx, id, of, in.Limit)
+	if errors.Is(err, ports.ErrNotFound) {
+		return RetryOutputs{}, temporal.NewNonRetryableApplicationError("the retried execution is gone (deleted by retention?)", "not_found", err)
+	}
+	return RetryOutputs{Outputs: out}, err
+}
+
 // RecordNodes writes node records the workflow decides, in one batch:
 // pure nodes, failures after retries, skipped and cancelled nodes, DELAY
 // timers.

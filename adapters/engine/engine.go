@@ -101,6 +101,10 @@ func (e *WorkflowClient) StartWorkflow(ctx context.Context, req ports.WorkflowSt
 		Input:        req.Input,
 		Plan:         req.Plan,
 		Graph:        req.Graph,
+		RunTimeout:   req.RunTimeout,
+	}
+	if req.RetryOf != nil {
+		in.RetryOf = req.RetryOf.String()
 	}
 	if err := e.initialize(ctx); err != nil {
 		return err
@@ -157,6 +161,52 @@ func (e *WorkflowClient) DescribeWorkflow(ctx context.Context, executionID domai
 	default:
 		return "", fmt.Errorf("unexpected workflow status %s", s)
 	}
+}
+
+// WorkflowPickup reads the workflow's description: RUNNING, a history of
+// its first two events (started, first workflow task scheduled) and that
+// task still SCHEDULED mean no worker has picked it up; the task queue's
+// pollers then tell whether one still may. Temporal lists a poller for
+// some minutes after its last poll, so a worker that polled lately counts
+// as polling.
+func (e *WorkflowClient) WorkflowPickup(ctx context.Context, executionID domain.ID) (ports.WorkflowPickup, error) {
+	if err := e.initialize(ctx); err != nil {
+		return ports.WorkflowPickup{}, err
+	}
+	resp, err := e.client.DescribeWorkflowExecution(ctx, WorkflowID(executionID), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return ports.WorkflowPickup{PickedUp: true}, nil
+	}
+	if err != nil {
+		return ports.WorkflowPickup{}, classify(err)
+	}
+	info, task := resp.GetWorkflowExecutionInfo(), resp.GetPendingWorkflowTask()
+	p := ports.WorkflowPickup{TaskQueue: resp.GetExecutionConfig().GetTaskQueue().GetName()}
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetHistoryLength() > 2 ||
+		task == nil || task.GetState() != enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED {
+		p.PickedUp = true
+		return p, nil
+	}
+	tq, err := e.client.DescribeTaskQueue(ctx, p.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return ports.WorkflowPickup{}, classify(err)
+	}
+	p.Polled = len(tq.GetPollers()) > 0
+	return p, nil
+}
+
+// TerminateWorkflow terminates the execution's workflow.
+func (e *WorkflowClient) TerminateWorkflow(ctx context.Context, executionID domain.ID, reason string) error {
+	if err := e.initialize(ctx); err != nil {
+		return err
+	}
+	err := e.client.TerminateWorkflow(ctx, WorkflowID(executionID), "", reason)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return classify(err)
 }
 
 // WorkflowResult reads the ExecutionResult a completed workflow returned.

@@ -113,6 +113,9 @@ func TestRecordHistories(t *testing.T) {
 		loadGraph bool
 		// refuseSuccess makes the store refuse a COMPLETED completion.
 		refuseSuccess bool
+		// retryOf seeds the store with the original a retry reuses and
+		// names it.
+		retryOf func() domain.ID
 	}{
 		{
 			// An HTTP node feeding a TRANSFORM beside a DELAY, joined by a
@@ -253,6 +256,52 @@ func TestRecordHistories(t *testing.T) {
 			want:          domain.ExecutionFailed,
 		},
 		{
+			// Nodes' own policies (node-policies): an HTTP node retried
+			// under its own attempts and interval, a TRANSFORM with its
+			// own timeout, beside one with neither.
+			name: "node_policies_retry_and_timeout",
+			graph: fmt.Sprintf(`{"nodes": [
+				{"key": "flaky", "type": "HTTP_REQUEST", "config": {"url": "%s/flaky"}, "retry": {"maxAttempts": 4, "initialInterval": "100ms", "backoffCoefficient": 1}},
+				{"key": "quick", "type": "TRANSFORM", "config": {"output": 1}, "timeout": "5s", "retry": {"maxAttempts": 2}},
+				{"key": "plain", "type": "TRANSFORM", "config": {"output": 2}}
+			]}`, srv.URL),
+			want: domain.ExecutionCompleted,
+		},
+		{
+			// A run deadline (run-deadline) passing while a DELAY waits.
+			name: "run_deadline_cancels_the_run",
+			graph: `{"runTimeout": "2s", "nodes": [
+				{"key": "wait", "type": "DELAY", "config": {"duration": "1h"}},
+				{"key": "after", "type": "TRANSFORM", "config": {"output": 1}}
+			], "edges": [{"from": "wait", "to": "after"}]}`,
+			want: domain.ExecutionCancelled,
+		},
+		{
+			// A retry (retry-from-node) of a run whose "a" completed and
+			// "b" failed: "a" is settled with its recorded output, "b" and
+			// "c" run.
+			name: "retry_reuses_completed_outputs",
+			graph: `{"nodes": [
+				{"key": "a", "type": "TRANSFORM", "config": {"output": {"v": 1}}},
+				{"key": "b", "type": "TRANSFORM", "config": {"output": "{{ steps.a.output.v }}"}},
+				{"key": "c", "type": "TRANSFORM", "config": {"output": ["{{ steps.a.output }}", "{{ steps.b.output }}"]}}
+			], "edges": [{"from": "a", "to": "b"}, {"from": "b", "to": "c"}]}`,
+			retryOf: func() domain.ID {
+				orig := domain.ID(uuid.New())
+				store.addRun(domain.ID(uuid.New()), orig, 1, domain.Graph{})
+				msg := "boom"
+				if err := store.RecordNodes(context.Background(), orig, []domain.NodeRecord{
+					{Key: "a", Type: domain.NodeTransform, Status: domain.NodeCompleted, Attempt: 1, Output: []byte(`{"v": 41}`)},
+					{Key: "b", Type: domain.NodeTransform, Status: domain.NodeFailed, Attempt: 1, Error: &msg},
+					{Key: "c", Type: domain.NodeTransform, Status: domain.NodeSkipped, Attempt: 1},
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return orig
+			},
+			want: domain.ExecutionCompleted,
+		},
+		{
 			// Two FOR_EACHs of three (HTTP and TRANSFORM iterations), six
 			// iterations over FREE's four nodes in flight, joined by a TRANSFORM.
 			name: "for_each_http_and_transform",
@@ -339,6 +388,9 @@ func TestRecordHistories(t *testing.T) {
 			}
 			if sc.input != "" {
 				in.Input = []byte(sc.input)
+			}
+			if sc.retryOf != nil {
+				in.RetryOf = sc.retryOf().String()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			defer cancel()

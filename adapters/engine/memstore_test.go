@@ -56,6 +56,9 @@ type completion struct {
 
 var _ ports.ExecutionStore = (*memStore)(nil)
 
+// SetRetryOf is not kept: the workflow tests check records, not links.
+func (s *memStore) SetRetryOf(context.Context, domain.ID, domain.ID) error { return nil }
+
 // RecordNodes applies StartNode or FinishNode to each record.
 func (s *memStore) RecordNodes(_ context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
 	s.mu.Lock()

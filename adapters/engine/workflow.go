@@ -49,6 +49,12 @@ type ExecutionInput struct {
 	// Graph is the version's graph as stored; when empty the workflow
 	// loads it through the LoadGraph local activity.
 	Graph json.RawMessage `json:",omitempty"`
+	// RetryOf is the execution this one retries from its failed nodes,
+	// whose COMPLETED nodes' outputs it reuses (loadReused).
+	RetryOf string `json:",omitempty"`
+	// RunTimeout is the enqueue's run deadline, if it set one; the
+	// graph's runTimeout applies too, the shorter winning (armDeadline).
+	RunTimeout time.Duration `json:",omitempty"`
 	// Parent is set on a SUB_WORKFLOW's child run.
 	Parent *ParentRun `json:",omitempty"`
 }
@@ -256,6 +262,10 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 	if msg != "" {
 		return run.finish(domain.ExecutionFailed, msg)
 	}
+	ctx = run.armDeadline(graph)
+	if msg := run.loadReused(); msg != "" {
+		return run.finish(domain.ExecutionFailed, msg)
+	}
 	sched, err := domain.NewScheduler(graph)
 	if err != nil {
 		return run.finish(domain.ExecutionFailed, "graph "+err.Error())
@@ -278,6 +288,8 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 
 	failure, held := run.drive(sched)
 	switch {
+	case ctx.Err() != nil && run.deadline != "":
+		return run.timedOut(sortedUnion(sched.Unrun(), held))
 	case ctx.Err() != nil:
 		workflow.GetLogger(ctx).Info("execution cancelled", "execution_id", run.executionID)
 		return run.cancelled(sortedUnion(sched.Unrun(), held))
@@ -356,6 +368,15 @@ type executionRun struct {
 	// task sizes each workflow task, and the completion's retries end.
 	bounded bool
 	task    taskShare
+	// policies is set when nodes' own retry policies and timeouts apply
+	// (nodePoliciesChange), decided at the first node that sets one.
+	policies, policiesDecided bool
+	// deadline is set, to the reason, once the run's deadline passed
+	// (runDeadlineChange).
+	deadline string
+	// reused are the outputs a retry reuses, by node key, each dropped
+	// once its node is settled with it (retryFromNodeChange).
+	reused map[string]json.RawMessage
 	// leaves are a child run's nodes nothing reads: its outputs.
 	leaves []string
 	// busy counts the node activities in flight, against the plan's
@@ -540,7 +561,7 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 		}
 		o.err = err
 	} else if temporal.IsCanceledError(o.err) && r.ctx.Err() != nil {
-		r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCancelled, Error: "execution cancelled", StartedAt: o.started})
+		r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCancelled, Error: r.cancelReason(), StartedAt: o.started})
 		return ""
 	}
 	// A node failed, or was cancelled without the execution being
@@ -598,6 +619,9 @@ func (r *executionRun) nodeRetry() *temporal.RetryPolicy {
 
 // launch starts one node and registers its completion with the selector.
 func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
+	if r.reuse(sel, n) {
+		return
+	}
 	if n.Type == domain.NodeDelay {
 		r.launchDelay(sel, n)
 		return
@@ -610,6 +634,9 @@ func (r *executionRun) launch(sel workflow.Selector, n domain.Node) {
 // with err from building that input. A started node no longer needs the
 // outputs it reads, which are dropped once no other node is to read them.
 func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in RunNodeInput, err error) {
+	if r.reuse(sel, n) {
+		return
+	}
 	if err != nil {
 		f, settle := workflow.NewFuture(r.ctx)
 		settle.SetError(err)
@@ -622,10 +649,11 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		return
 	}
 	r.started(n)
+	timeout, retry := r.attemptPolicy(n)
 	if isPure(n.Type) {
 		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: nodeTimeout(n),
-			RetryPolicy:         r.nodeRetry(),
+			StartToCloseTimeout: timeout,
+			RetryPolicy:         retry,
 		})
 		f := workflow.ExecuteLocalActivity(ctx, runPureNodeActivity, in)
 		sel.AddFuture(f, func(f workflow.Future) {
@@ -636,12 +664,12 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		return
 	}
 	opts := workflow.ActivityOptions{
-		StartToCloseTimeout: nodeTimeout(n),
+		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    10 * time.Second,
 		// Waiting lets the activity acknowledge a cancellation before the
 		// node is recorded CANCELLED, so no late write follows the record.
 		WaitForCancellation: true,
-		RetryPolicy:         r.nodeRetry(),
+		RetryPolicy:         retry,
 		// Task-queue fairness: the server hands out a queue's tasks round
 		// robin across fairness keys, so one workspace's backlog cannot
 		// keep another's nodes waiting behind it.
@@ -703,10 +731,10 @@ func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, 
 // inShare runs an HTTP node's activity within its workspace's share, as
 // runInShare describes, and returns the activity's result.
 func (r *executionRun) inShare(ctx workflow.Context, n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) (RunNodeOutput, error) {
-	attempts := time.Duration(max(1, r.retry.MaximumAttempts))
+	attempts := time.Duration(max(1, opts.RetryPolicy.MaximumAttempts))
 	slot := NodeSlotInput{
 		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: r.keyPrefix() + n.Key, Share: r.share,
-		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
+		Lease: attempts*(opts.StartToCloseTimeout+opts.RetryPolicy.MaximumInterval) + time.Minute,
 	}
 	for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
 		var taken bool

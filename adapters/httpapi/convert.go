@@ -63,6 +63,7 @@ func queueOut(q domain.QueueItem) api.QueueItem {
 		ID: uuid.UUID(q.ID), WorkspaceID: uuid.UUID(q.WorkspaceID), WorkflowDefinitionID: uuid.UUID(q.DefinitionID), Status: api.QueueStatus(q.Status),
 		Priority: q.Priority, AttemptCount: q.AttemptCount, DispatchFailures: q.DispatchFailures, ExecutionID: (*uuid.UUID)(q.ExecutionID),
 		CreatedAt: q.CreatedAt, AvailableAt: q.AvailableAt, ClaimedAt: q.ClaimedAt, DispatchedAt: q.DispatchedAt,
+		RetryOf:    (*uuid.UUID)(q.RetryOf),
 		ScheduleID: (*uuid.UUID)(q.ScheduleID), ScheduleTick: q.ScheduleTick,
 	}
 	if q.LastError != "" {
@@ -76,7 +77,7 @@ func executionOut(e domain.Execution) api.Execution {
 	out := api.Execution{
 		ID: uuid.UUID(e.ID), QueueID: (*uuid.UUID)(e.QueueID), WorkspaceID: uuid.UUID(e.WorkspaceID), WorkflowDefinitionID: uuid.UUID(e.DefinitionID), WorkflowVersion: e.Version,
 		Status: api.ExecutionStatus(e.Status), StartedAt: e.AdmittedAt, CompletedAt: e.CompletedAt, DurationMs: e.DurationMs,
-		Error: e.Error, Input: rawOrNull(e.Input),
+		Error: e.Error, Input: rawOrNull(e.Input), RetryOf: (*uuid.UUID)(e.RetryOf),
 	}
 	return out
 }

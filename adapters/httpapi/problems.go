@@ -64,6 +64,8 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(quota.RetryAfter.Seconds()))))
 		}
 		writeProblem(w, http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quota.Error(), fields)
+	case errors.As(err, &ve) && errors.Is(err, app.ErrPolicyCap):
+		writeProblem(w, http.StatusUnprocessableEntity, "policy-cap", "Past the plan's cap", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &ve):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &tooLarge):
@@ -82,6 +84,8 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusConflict, "not-waiting", "Conflict", err.Error(), nil)
 	case errors.Is(err, app.ErrFinished):
 		writeProblem(w, http.StatusConflict, "already-finished", "Conflict", err.Error(), nil)
+	case errors.Is(err, app.ErrNotRetryable):
+		writeProblem(w, http.StatusConflict, "not-retryable", "Conflict", err.Error(), nil)
 	case errors.As(err, &field):
 		writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", field.Error(), []api.FieldError{{Path: field.Field, Message: field.Message}})
 	case errors.As(err, &bad):

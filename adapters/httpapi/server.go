@@ -355,6 +355,13 @@ func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionR
 	if req.Body.Priority != nil {
 		in.Priority = *req.Body.Priority
 	}
+	if req.Body.RunTimeout != nil {
+		d, err := time.ParseDuration(*req.Body.RunTimeout)
+		if err != nil || d <= 0 {
+			return nil, badRequest("/runTimeout", "must be a positive duration such as \"15m\"")
+		}
+		in.RunTimeout = d
+	}
 	in.NotBefore = req.Body.NotBefore
 	if req.Params.IdempotencyKey != nil {
 		// Header values may carry any byte above 0x7f; Postgres text takes
@@ -547,6 +554,24 @@ func (s *Server) CancelQueueItem(ctx context.Context, req api.CancelQueueItemReq
 		return nil, err
 	}
 	return api.CancelQueueItem202JSONResponse{ID: req.QueueID, Status: api.CancelResponseStatus(outcome)}, nil
+}
+
+// RetryExecution enqueues a retry of an execution from its failed nodes.
+func (s *Server) RetryExecution(ctx context.Context, req api.RetryExecutionRequestObject) (api.RetryExecutionResponseObject, error) {
+	q, err := s.app.Executions.Retry(ctx, actorFrom(ctx), domain.ID(req.ExecutionID))
+	if err != nil {
+		return nil, err
+	}
+	return api.RetryExecution202JSONResponse{QueueID: uuid.UUID(q.ID), Status: api.QueueStatus(q.Status)}, nil
+}
+
+// RequeueQueueItem enqueues a FAILED or CANCELLED queue item again.
+func (s *Server) RequeueQueueItem(ctx context.Context, req api.RequeueQueueItemRequestObject) (api.RequeueQueueItemResponseObject, error) {
+	q, err := s.app.Executions.Requeue(ctx, actorFrom(ctx), domain.ID(req.QueueID))
+	if err != nil {
+		return nil, err
+	}
+	return api.RequeueQueueItem202JSONResponse{QueueID: uuid.UUID(q.ID), Status: api.QueueStatus(q.Status)}, nil
 }
 
 // CancelExecution cancels a running execution.

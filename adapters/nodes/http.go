@@ -19,7 +19,9 @@ import (
 
 // HTTPRequest runs HTTP_REQUEST nodes. A 429 or 503 with a Retry-After it
 // can read is a ports.RetryAfterError, which the engine waits out without
-// spending an attempt. Otherwise a 4xx answer is a permanent failure;
+// spending an attempt (on the outbound path). Otherwise a 4xx answer is a
+// permanent failure (or, when the node's retry policy lists finalStatuses,
+// a status it lists: domain.RetryPolicy.FinalHTTPStatus);
 // a 5xx, a timeout or a network error is returned as retryable so that
 // Temporal retries it with backoff. A target the network guard refuses, a
 // redirect past MaxRedirects and an answer over a size limit are permanent.
@@ -146,12 +148,28 @@ func (h *HTTPRequest) execute(ctx context.Context, run ports.NodeRun) (httpInput
 		return in, nil, err
 	}
 	switch {
-	case resp.StatusCode >= 500:
-		return in, nil, fmt.Errorf("http %s: server error %d", what, resp.StatusCode)
+	case resp.StatusCode >= 400 && run.Node.Retry.FinalHTTPStatus(resp.StatusCode):
+		return in, nil, ports.Permanent(statusKind(resp.StatusCode), fmt.Errorf("http %s: %s %d", what, statusClass(resp.StatusCode), resp.StatusCode))
 	case resp.StatusCode >= 400:
-		return in, nil, ports.Permanent("http_4xx", fmt.Errorf("http %s: client error %d", what, resp.StatusCode))
+		return in, nil, fmt.Errorf("http %s: %s %d", what, statusClass(resp.StatusCode), resp.StatusCode)
 	}
 	return in, out, nil
+}
+
+// statusKind is the error kind of a final error status.
+func statusKind(status int) string {
+	if status >= 500 {
+		return "http_5xx"
+	}
+	return "http_4xx"
+}
+
+// statusClass names an error status's class in messages.
+func statusClass(status int) string {
+	if status >= 500 {
+		return "server error"
+	}
+	return "client error"
 }
 
 // errTooManyRedirects fails a request on its redirect past MaxRedirects.

@@ -292,6 +292,7 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	rec := domain.QueueItem{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Input: r.Input,
 		Priority: int(r.Priority), CreatedAt: r.CreatedAt, ExecutionID: r.ExecutionID,
+		RetryOf: r.RetryOf, PinnedVersion: int(r.PinnedVersion.Int32),
 		ScheduleID: r.ScheduleID, ScheduleTick: r.ScheduleTick,
 		QueueState: domain.QueueState{
 			Status: status, ClaimedAt: r.ClaimedAt, DispatchedAt: r.DispatchedAt,
@@ -300,6 +301,9 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	}
 	if r.LastError != nil {
 		rec.LastError = *r.LastError
+	}
+	if r.RunTimeoutMs != nil {
+		rec.RunTimeout = time.Duration(*r.RunTimeoutMs) * time.Millisecond
 	}
 	if err := rec.Validate(); err != nil {
 		return domain.QueueItem{}, fmt.Errorf("queue item %s: %w", r.ID, err)
@@ -407,7 +411,9 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 		}
 		p := dbsqlc.QueueInsertParams{
 			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
-			TraceContext: traceParent(ctx), NotBefore: e.NotBefore,
+			TraceContext: traceParent(ctx), NotBefore: e.NotBefore, RetryOf: e.RetryOf,
+			PinnedVersion: pgtype.Int4{Int32: int32(e.PinnedVersion), Valid: e.PinnedVersion > 0},
+			RunTimeoutMs:  runTimeoutMs(e.RunTimeout),
 		}
 		if fired != nil {
 			p.ScheduleID, p.ScheduleTick = &fired.scheduleID, &fired.tick
@@ -420,6 +426,16 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 		return err
 	}()
 	return out, replayed, err
+}
+
+// runTimeoutMs is an enqueue's run deadline as stored: milliseconds, or
+// NULL for none.
+func runTimeoutMs(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := max(1, d.Milliseconds())
+	return &ms
 }
 
 // GetQueueItem loads a queue item.
@@ -520,8 +536,13 @@ func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
 	return domain.Execution{
 		ID: r.ID, QueueID: r.QueueID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Version: int(r.WorkflowVersion),
 		Status: domain.ExecutionStatus(r.Status), Input: r.Input, AdmittedAt: r.StartedAt, CompletedAt: r.CompletedAt,
-		DurationMs: r.DurationMs, Error: r.Error,
+		DurationMs: r.DurationMs, Error: r.Error, RetryOf: r.RetryOf,
 	}
+}
+
+// SetRetryOf names the execution id retries.
+func (s *Store) SetRetryOf(ctx context.Context, id, retryOf domain.ID) error {
+	return interpretError(s.q.ExecutionSetRetryOf(ctx, s.pool, dbsqlc.ExecutionSetRetryOfParams{ID: id, RetryOf: &retryOf}))
 }
 
 // GetExecution loads an execution with all its node records (the

@@ -272,7 +272,10 @@ type EnqueueExecutionRequest struct {
 	NotBefore *time.Time `json:"notBefore,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
-	Priority             *int               `json:"priority,omitempty"`
+	Priority *int `json:"priority,omitempty"`
+
+	// RunTimeout This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+	RunTimeout           *string            `json:"runTimeout,omitempty"`
 	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
@@ -332,7 +335,10 @@ type Execution struct {
 	NodesNextCursor *string `json:"nodesNextCursor"`
 
 	// QueueID The queue item the execution was started from; null only for executions started before Sluice recorded it.
-	QueueID              *openapi_types.UUID `json:"queueId"`
+	QueueID *openapi_types.UUID `json:"queueId"`
+
+	// RetryOf The execution this one retries from its failed nodes; absent for an ordinary run.
+	RetryOf              *openapi_types.UUID `json:"retryOf,omitempty"`
 	StartedAt            time.Time           `json:"startedAt"`
 	Status               ExecutionStatus     `json:"status"`
 	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
@@ -371,6 +377,12 @@ type Health struct {
 type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
 	Key    string              `json:"key"`
+
+	// Retry A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY.
+	Retry *RetryPolicy `json:"retry,omitempty"`
+
+	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY.
+	Timeout *string `json:"timeout,omitempty"`
 
 	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
@@ -456,6 +468,9 @@ type QueueItem struct {
 	LastError        *string             `json:"lastError"`
 	Priority         int                 `json:"priority"`
 
+	// RetryOf The execution this item retries from its failed nodes; absent for an ordinary enqueue.
+	RetryOf *openapi_types.UUID `json:"retryOf,omitempty"`
+
 	// ScheduleID The schedule that fired the item.
 	ScheduleID *openapi_types.UUID `json:"scheduleId"`
 
@@ -474,6 +489,23 @@ type QueueItemPage struct {
 
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
+
+// RetryPolicy A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY.
+type RetryPolicy struct {
+	BackoffCoefficient *float32 `json:"backoffCoefficient,omitempty"`
+
+	// FinalStatuses HTTP_REQUEST only. The answer statuses (400-599) that fail the node at once; when set, any other error status is retried (by default every 4xx is final and every 5xx retried).
+	FinalStatuses *[]int `json:"finalStatuses,omitempty"`
+
+	// InitialInterval Wait before the first retry; at most 1h.
+	InitialInterval *string `json:"initialInterval,omitempty"`
+
+	// MaxAttempts Attempts, the first included; at most the plan's SLUICE_QUOTA_NODE_ATTEMPTS.
+	MaxAttempts *int `json:"maxAttempts,omitempty"`
+
+	// MaxInterval Longest wait between attempts; at most 1h, not below initialInterval.
+	MaxInterval *string `json:"maxInterval,omitempty"`
+}
 
 // Schedule defines model for Schedule.
 type Schedule struct {
@@ -649,6 +681,9 @@ type InvalidGraph = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
+
+// PolicyCap RFC 9457 problem details.
+type PolicyCap = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
@@ -963,6 +998,9 @@ type ClientInterface interface {
 	// ListExecutionNodes request
 	ListExecutionNodes(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RetryExecution request
+	RetryExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListQueue request
 	ListQueue(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -971,6 +1009,9 @@ type ClientInterface interface {
 
 	// CancelQueueItem request
 	CancelQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequeueQueueItem request
+	RequeueQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSchedules request
 	ListSchedules(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1357,6 +1398,18 @@ func (c *Client) ListExecutionNodes(ctx context.Context, executionID ExecutionID
 	return c.Client.Do(req)
 }
 
+func (c *Client) RetryExecution(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryExecutionRequest(c.Server, executionID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 func (c *Client) ListQueue(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListQueueRequest(c.Server, params)
 	if err != nil {
@@ -1383,6 +1436,18 @@ func (c *Client) GetQueueItem(ctx context.Context, queueID openapi_types.UUID, r
 
 func (c *Client) CancelQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelQueueItemRequest(c.Server, queueID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) RequeueQueueItem(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequeueQueueItemRequest(c.Server, queueID)
 	if err != nil {
 		return nil, err
 	}
@@ -2725,6 +2790,40 @@ func NewListExecutionNodesRequest(server string, executionID ExecutionID, params
 	return req, nil
 }
 
+// NewRetryExecutionRequest generates requests for RetryExecution
+func NewRetryExecutionRequest(server string, executionID ExecutionID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "executionId", runtime.ParamLocationPath, executionID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workflow/executions/%s/retry", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("POST", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListQueueRequest generates requests for ListQueue
 func NewListQueueRequest(server string, params *ListQueueParams) (*http.Request, error) {
 	var err error
@@ -2869,6 +2968,40 @@ func NewCancelQueueItemRequest(server string, queueID openapi_types.UUID) (*http
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/workflow/queue/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("POST", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRequeueQueueItemRequest generates requests for RequeueQueueItem
+func NewRequeueQueueItemRequest(server string, queueID openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "queueId", runtime.ParamLocationPath, queueID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workflow/queue/%s/requeue", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3841,6 +3974,9 @@ type ClientWithResponsesInterface interface {
 	// ListExecutionNodesWithResponse request
 	ListExecutionNodesWithResponse(ctx context.Context, executionID ExecutionID, params *ListExecutionNodesParams, reqEditors ...RequestEditorFn) (*ListExecutionNodesResponse, error)
 
+	// RetryExecutionWithResponse request
+	RetryExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*RetryExecutionResponse, error)
+
 	// ListQueueWithResponse request
 	ListQueueWithResponse(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*ListQueueResponse, error)
 
@@ -3849,6 +3985,9 @@ type ClientWithResponsesInterface interface {
 
 	// CancelQueueItemWithResponse request
 	CancelQueueItemWithResponse(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelQueueItemResponse, error)
+
+	// RequeueQueueItemWithResponse request
+	RequeueQueueItemWithResponse(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RequeueQueueItemResponse, error)
 
 	// ListSchedulesWithResponse request
 	ListSchedulesWithResponse(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*ListSchedulesResponse, error)
@@ -4314,6 +4453,7 @@ type EnqueueExecutionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *PolicyCap
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -4511,6 +4651,36 @@ func (r ListExecutionNodesResponse) StatusCode() int {
 	return 0
 }
 
+type RetryExecutionResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON202                   *EnqueuedExecution
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryExecutionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryExecutionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type ListQueueResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
@@ -4593,6 +4763,36 @@ func (r CancelQueueItemResponse) Status() string {
 
 // StatusCode returns HTTPResponse.StatusCode
 func (r CancelQueueItemResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type RequeueQueueItemResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON202                   *EnqueuedExecution
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON409 *Conflict
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r RequeueQueueItemResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequeueQueueItemResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -5397,6 +5597,15 @@ func (c *ClientWithResponses) ListExecutionNodesWithResponse(ctx context.Context
 	return ParseListExecutionNodesResponse(rsp)
 }
 
+// RetryExecutionWithResponse request returning *RetryExecutionResponse
+func (c *ClientWithResponses) RetryExecutionWithResponse(ctx context.Context, executionID ExecutionID, reqEditors ...RequestEditorFn) (*RetryExecutionResponse, error) {
+	rsp, err := c.RetryExecution(ctx, executionID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryExecutionResponse(rsp)
+}
+
 // ListQueueWithResponse request returning *ListQueueResponse
 func (c *ClientWithResponses) ListQueueWithResponse(ctx context.Context, params *ListQueueParams, reqEditors ...RequestEditorFn) (*ListQueueResponse, error) {
 	rsp, err := c.ListQueue(ctx, params, reqEditors...)
@@ -5422,6 +5631,15 @@ func (c *ClientWithResponses) CancelQueueItemWithResponse(ctx context.Context, q
 		return nil, err
 	}
 	return ParseCancelQueueItemResponse(rsp)
+}
+
+// RequeueQueueItemWithResponse request returning *RequeueQueueItemResponse
+func (c *ClientWithResponses) RequeueQueueItemWithResponse(ctx context.Context, queueID openapi_types.UUID, reqEditors ...RequestEditorFn) (*RequeueQueueItemResponse, error) {
+	rsp, err := c.RequeueQueueItem(ctx, queueID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequeueQueueItemResponse(rsp)
 }
 
 // ListSchedulesWithResponse request returning *ListSchedulesResponse
@@ -6718,6 +6936,13 @@ func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionRespons
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest PolicyCap
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7208,6 +7433,88 @@ func ParseListExecutionNodesResponse(rsp *http.Response) (*ListExecutionNodesRes
 	return response, nil
 }
 
+// ParseRetryExecutionResponse parses an HTTP response from a RetryExecutionWithResponse call
+func ParseRetryExecutionResponse(rsp *http.Response) (*RetryExecutionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryExecutionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest EnqueuedExecution
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListQueueResponse parses an HTTP response from a ListQueueWithResponse call
 func ParseListQueueResponse(rsp *http.Response) (*ListQueueResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7374,6 +7681,88 @@ func ParseCancelQueueItemResponse(rsp *http.Response) (*CancelQueueItemResponse,
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest CancelResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRequeueQueueItemResponse parses an HTTP response from a RequeueQueueItemWithResponse call
+func ParseRequeueQueueItemResponse(rsp *http.Response) (*RequeueQueueItemResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequeueQueueItemResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest EnqueuedExecution
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -400,6 +400,26 @@ func TestContractEveryOperation(t *testing.T) {
 	dsc, err := key.DeleteScheduleWithResponse(ctx, sc.JSON201.ID)
 	status(t, "deleteSchedule", dsc, err, http.StatusNoContent)
 
+	// Requeueing the cancelled item enqueues a new one of its definition.
+	rq, err := key.RequeueQueueItemWithResponse(ctx, queueIDs[0])
+	status(t, "requeueQueueItem", rq, err, http.StatusAccepted)
+	if rq.JSON202.Status != client.QueueStatusPENDING || rq.JSON202.QueueID == queueIDs[0] {
+		t.Errorf("requeueing a cancelled item: %s", rq.Body)
+	}
+	// Retrying a failed execution enqueues an item naming it. This stack
+	// runs no worker, so the execution's end is written as its workflow
+	// would.
+	if _, err := s.pool.Exec(ctx, `UPDATE workflow_executions SET status = 'FAILED', completed_at = now() WHERE id = $1`, execIDs[2]); err != nil {
+		t.Fatal(err)
+	}
+	rx, err := key.RetryExecutionWithResponse(ctx, execIDs[2])
+	status(t, "retryExecution", rx, err, http.StatusAccepted)
+	retryItem, err := key.GetQueueItemWithResponse(ctx, rx.JSON202.QueueID)
+	status(t, "getQueueItem", retryItem, err, http.StatusOK)
+	if retryItem.JSON200.RetryOf == nil || *retryItem.JSON200.RetryOf != execIDs[2] {
+		t.Errorf("the retry's item: %s, want it to name %s", retryItem.Body, execIDs[2])
+	}
+
 	// An event reaches a waiting run of another workspace (this one is at
 	// its limit) once; a second one is a 409.
 	wcw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "Waits", Plan: client.FREE})

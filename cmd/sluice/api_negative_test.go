@@ -226,6 +226,12 @@ func (w *world) opsOnB() []op {
 		{"streamWorkspaceEvents", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.StreamWorkspaceEvents(ctx, w.wsB, nil)
 		}},
+		{"retryExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RetryExecution(ctx, w.execB)
+		}},
+		{"requeueQueueItem", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.RequeueQueueItem(ctx, w.queuedB)
+		}},
 		{"listOutboundLimits", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.ListOutboundLimits(ctx, w.wsB)
 		}},
@@ -780,6 +786,77 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 			t.Errorf("200 calls of /readyz took %d database connections, want a handful (one check a second)", n)
 		}
 	})
+}
+
+// TestNegativePoliciesPastThePlansCaps: on a PRO workspace (10 attempts,
+// 30 min per attempt, a 7-day run deadline by default), a node's retry
+// attempts, its timeout and the graph's runTimeout past the caps are one
+// 422 naming each field, on create and on a new version, and nothing is
+// written; the same policies at the caps are accepted.
+func TestNegativePoliciesPastThePlansCaps(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	over := client.Graph(`{"runTimeout":"169h","nodes":[
+		{"key":"a","type":"TRANSFORM","config":{"output":1}},
+		{"key":"b","type":"HTTP_REQUEST","config":{"url":"https://example.com"},"retry":{"maxAttempts":11,"finalStatuses":[404]},"timeout":"31m"}
+	],"edges":[]}`)
+	want := []string{"/graph/nodes/1/retry/maxAttempts", "/graph/nodes/1/timeout", "/graph/runTimeout"}
+	before := counts(t, w)
+	for name, call := range map[string]func() (*http.Response, error){
+		"createDefinition": func() (*http.Response, error) {
+			return a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "greedy", Graph: over})
+		},
+		"createDefinitionVersion": func() (*http.Response, error) {
+			return a.CreateDefinitionVersion(ctx, w.defA, client.CreateVersionRequest{Graph: over})
+		},
+	} {
+		got := read(call())
+		got.expect(t, name, http.StatusUnprocessableEntity, "invalid-graph")
+		if paths := got.fieldPaths(); !slices.Equal(slices.Sorted(slices.Values(paths)), want) {
+			t.Errorf("%s: problems at %v, want %v; body: %s", name, paths, want, got.body)
+		}
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("refused policies wrote rows: %+v, then %+v", before, after)
+	}
+	// An enqueue's own run deadline: past the cap a 422 naming it, not a
+	// duration a 400 naming it.
+	read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, RunTimeout: ptr("169h")})).
+		expect(t, "enqueue with a run deadline past the cap", http.StatusUnprocessableEntity, "policy-cap")
+	bad := read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defA, RunTimeout: ptr("soon")}))
+	bad.expect(t, "enqueue with a run deadline that is no duration", http.StatusBadRequest, "invalid-request")
+	if paths := bad.fieldPaths(); !slices.Equal(paths, []string{"/runTimeout"}) {
+		t.Errorf("the bad run deadline is reported at %v", paths)
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("refused enqueues wrote rows: %+v, then %+v", before, after)
+	}
+	atCaps := client.Graph(`{"runTimeout":"168h","nodes":[
+		{"key":"b","type":"HTTP_REQUEST","config":{"url":"https://example.com"},"retry":{"maxAttempts":10},"timeout":"30m"}]}`)
+	cd, err := a.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "at caps", Graph: atCaps})
+	status(t, "createDefinition at the caps", cd, err, http.StatusCreated)
+}
+
+// TestNegativeRetryAndRequeueOnlyWhatFailed: retrying a RUNNING execution
+// and requeueing a PENDING or DISPATCHED item are 409s naming the status,
+// from the workspace's own key, and enqueue nothing; ids that name nothing
+// are 404s. (Another workspace's execution or item is a 403 in
+// TestNegativeOtherWorkspace, which checks B untouched.)
+func TestNegativeRetryAndRequeueOnlyWhatFailed(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	b := w.client(t, w.keyB.Secret)
+	read(b.RetryExecution(ctx, w.execB)).expect(t, "retrying a RUNNING execution", http.StatusConflict, "not-retryable")
+	read(b.RequeueQueueItem(ctx, w.queuedB)).expect(t, "requeueing a PENDING item", http.StatusConflict, "not-retryable")
+	read(b.RequeueQueueItem(ctx, w.dispatchedB)).expect(t, "requeueing a DISPATCHED item", http.StatusConflict, "not-retryable")
+	read(b.RetryExecution(ctx, uuid.New())).expect(t, "retrying a missing execution", http.StatusNotFound, "not-found")
+	read(b.RequeueQueueItem(ctx, uuid.New())).expect(t, "requeueing a missing item", http.StatusNotFound, "not-found")
+	w.checkBUntouched(t)
 }
 
 // TestNegativeEvents: an event no node of the run waits for is a 409, one

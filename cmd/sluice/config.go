@@ -143,6 +143,19 @@ func (e *env) boolean(name string, def bool) bool {
 	return b
 }
 
+// perPlanSeconds reads PLAN=SECONDS pairs over def, as perPlan does.
+func (e *env) perPlanSeconds(name string, def map[domain.Plan]time.Duration) map[domain.Plan]time.Duration {
+	secs := make(map[domain.Plan]int, len(def))
+	for p, d := range def {
+		secs[p] = int(d / time.Second)
+	}
+	out := make(map[domain.Plan]time.Duration, len(def))
+	for p, n := range e.perPlan(name, secs) {
+		out[p] = time.Duration(n) * time.Second
+	}
+	return out
+}
+
 // perPlan reads PLAN=N pairs over def, as SLUICE_TIER_LIMITS does.
 func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int {
 	v, ok := e.lookup(name)
@@ -231,6 +244,9 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
 	c.Quotas.DefinitionVersions = e.perPlan("SLUICE_QUOTA_DEFINITION_VERSIONS", c.Quotas.DefinitionVersions)
 	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
+	c.Quotas.NodeAttempts = e.perPlan("SLUICE_QUOTA_NODE_ATTEMPTS", c.Quotas.NodeAttempts)
+	c.Quotas.NodeTimeout = e.perPlanSeconds("SLUICE_QUOTA_NODE_TIMEOUT_SECONDS", c.Quotas.NodeTimeout)
+	c.Quotas.RunTimeout = e.perPlanSeconds("SLUICE_QUOTA_RUN_TIMEOUT_SECONDS", c.Quotas.RunTimeout)
 	c.Quotas.NotBeforeHorizon = e.duration("SLUICE_ENQUEUE_NOT_BEFORE_HORIZON", c.Quotas.NotBeforeHorizon, time.Second)
 	c.Quotas.BatchItems = e.integer("SLUICE_ENQUEUE_BATCH_MAX", c.Quotas.BatchItems, 1, 1_000)
 	c.Quotas.Schedules = e.perPlan("SLUICE_QUOTA_SCHEDULES", c.Quotas.Schedules)
@@ -256,6 +272,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	d.StartTimeout = e.duration("SLUICE_DISPATCH_START_TIMEOUT", d.StartTimeout, 100*time.Millisecond)
 	d.StaleAfter = e.duration("SLUICE_DISPATCH_STALE_AFTER", d.StaleAfter, time.Second)
 	d.ReconcileAfter = e.duration("SLUICE_DISPATCH_RECONCILE_AFTER", d.ReconcileAfter, 0)
+	d.StuckStartAfter = e.duration("SLUICE_STUCK_START_AFTER", d.StuckStartAfter, 0)
 	// Retries wait at least one poll interval, so wake-ups cannot burn the
 	// attempts in a burst.
 	d.Backoff.Base = max(d.PollInterval, e.duration("SLUICE_DISPATCH_BACKOFF_BASE", d.PollInterval, 10*time.Millisecond))

@@ -68,6 +68,10 @@ func (e *benchEngine) WorkflowResult(context.Context, domain.ID) (domain.Executi
 }
 
 func (e *benchEngine) CancelWorkflow(context.Context, domain.ID) error { return nil }
+func (e *benchEngine) WorkflowPickup(context.Context, domain.ID) (ports.WorkflowPickup, error) {
+	return ports.WorkflowPickup{PickedUp: true}, nil
+}
+func (e *benchEngine) TerminateWorkflow(context.Context, domain.ID, string) error { return nil }
 func (e *benchEngine) SendEvent(context.Context, domain.ID, string, json.RawMessage) error {
 	return nil
 }

@@ -86,3 +86,8 @@ WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => @old
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
 ORDER BY e.started_at, e.id
 LIMIT @max_rows;
+
+-- name: ExecutionSetRetryOf :exec
+-- Names the execution a retry retries, written by the retry's workflow
+-- when it reads the outputs it reuses.
+UPDATE workflow_executions SET retry_of = @retry_of WHERE id = @id;

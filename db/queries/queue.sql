@@ -2,10 +2,13 @@
 -- available_at is the enqueue's notBefore on database time (never before
 -- now()): the claim skips the item until then. schedule_id and
 -- schedule_tick name the schedule tick a scheduled item was fired for.
+-- retry_of and pinned_version are set by a retry from the failed node;
+-- run_timeout_ms is the enqueue's own run deadline.
 INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context,
-                                      available_at, schedule_id, schedule_tick)
+                                      available_at, schedule_id, schedule_tick, retry_of, pinned_version, run_timeout_ms)
 VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context),
-        greatest(now(), coalesce(sqlc.narg(not_before)::timestamptz, now())), sqlc.narg(schedule_id), sqlc.narg(schedule_tick))
+        greatest(now(), coalesce(sqlc.narg(not_before)::timestamptz, now())), sqlc.narg(schedule_id), sqlc.narg(schedule_tick),
+        sqlc.narg(retry_of), sqlc.narg(pinned_version), sqlc.narg(run_timeout_ms))
 RETURNING *;
 
 -- name: QueueNotify :exec

@@ -19,7 +19,7 @@ UPDATE workflow_executions
 SET status = $1, completed_at = now(), error = $2,
     duration_ms = (extract(epoch FROM now() - started_at) * 1000)::bigint
 WHERE id = $3 AND status = 'RUNNING'
-RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id
+RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, retry_of
 `
 
 type ExecutionFinishParams struct {
@@ -44,12 +44,13 @@ func (q *Queries) ExecutionFinish(ctx context.Context, db DBTX, arg ExecutionFin
 		&i.DurationMs,
 		&i.Error,
 		&i.QueueID,
+		&i.RetryOf,
 	)
 	return i, err
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id FROM workflow_executions WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, retry_of FROM workflow_executions WHERE id = $1
 `
 
 func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecution, error) {
@@ -67,6 +68,7 @@ func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (Work
 		&i.DurationMs,
 		&i.Error,
 		&i.QueueID,
+		&i.RetryOf,
 	)
 	return i, err
 }
@@ -161,6 +163,22 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 	return items, nil
 }
 
+const executionSetRetryOf = `-- name: ExecutionSetRetryOf :exec
+UPDATE workflow_executions SET retry_of = $1 WHERE id = $2
+`
+
+type ExecutionSetRetryOfParams struct {
+	RetryOf *domain.ID
+	ID      domain.ID
+}
+
+// Names the execution a retry retries, written by the retry's workflow
+// when it reads the outputs it reuses.
+func (q *Queries) ExecutionSetRetryOf(ctx context.Context, db DBTX, arg ExecutionSetRetryOfParams) error {
+	_, err := db.Exec(ctx, executionSetRetryOf, arg.RetryOf, arg.ID)
+	return err
+}
+
 const executionWorkspace = `-- name: ExecutionWorkspace :one
 SELECT workspace_id FROM workflow_executions WHERE id = $1
 `
@@ -226,7 +244,7 @@ func (q *Queries) ExecutionsRunningForWorkspaces(ctx context.Context, db DBTX, w
 }
 
 const executionsRunningStartedBefore = `-- name: ExecutionsRunningStartedBefore :many
-SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error, e.queue_id FROM workflow_executions e
+SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error, e.queue_id, e.retry_of FROM workflow_executions e
 WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => $1::float8)
   AND (e.started_at, e.id) > ($2::timestamptz, $3::uuid)
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
@@ -273,6 +291,7 @@ func (q *Queries) ExecutionsRunningStartedBefore(ctx context.Context, db DBTX, a
 			&i.DurationMs,
 			&i.Error,
 			&i.QueueID,
+			&i.RetryOf,
 		); err != nil {
 			return nil, err
 		}

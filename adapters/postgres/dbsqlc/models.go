@@ -132,6 +132,7 @@ type WorkflowExecution struct {
 	DurationMs           *int64
 	Error                *string
 	QueueID              *domain.ID
+	RetryOf              *domain.ID
 }
 
 type WorkflowExecutionEvent struct {
@@ -176,6 +177,9 @@ type WorkflowExecutionQueue struct {
 	ClaimTerm            *time.Time
 	ScheduleID           *domain.ID
 	ScheduleTick         *time.Time
+	RunTimeoutMs         *int64
+	RetryOf              *domain.ID
+	PinnedVersion        pgtype.Int4
 }
 
 type Workspace struct {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -167,7 +168,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.schedule_id, q.schedule_tick,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.schedule_id, q.schedule_tick, q.run_timeout_ms, q.retry_of, q.pinned_version,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
@@ -230,6 +231,9 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 			&i.WorkflowExecutionQueue.ClaimTerm,
 			&i.WorkflowExecutionQueue.ScheduleID,
 			&i.WorkflowExecutionQueue.ScheduleTick,
+			&i.WorkflowExecutionQueue.RunTimeoutMs,
+			&i.WorkflowExecutionQueue.RetryOf,
+			&i.WorkflowExecutionQueue.PinnedVersion,
 			&i.CurrentVersion,
 			&i.VersionFound,
 		); err != nil {
@@ -244,7 +248,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 }
 
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick FROM workflow_execution_queue q
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM shedlock l
@@ -290,6 +294,9 @@ func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows 
 			&i.ClaimTerm,
 			&i.ScheduleID,
 			&i.ScheduleTick,
+			&i.RunTimeoutMs,
+			&i.RetryOf,
+			&i.PinnedVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -347,7 +354,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -374,12 +381,15 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.ClaimTerm,
 		&i.ScheduleID,
 		&i.ScheduleTick,
+		&i.RunTimeoutMs,
+		&i.RetryOf,
+		&i.PinnedVersion,
 	)
 	return i, err
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -409,12 +419,15 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.ClaimTerm,
 		&i.ScheduleID,
 		&i.ScheduleTick,
+		&i.RunTimeoutMs,
+		&i.RetryOf,
+		&i.PinnedVersion,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -441,16 +454,20 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.ClaimTerm,
 		&i.ScheduleID,
 		&i.ScheduleTick,
+		&i.RunTimeoutMs,
+		&i.RetryOf,
+		&i.PinnedVersion,
 	)
 	return i, err
 }
 
 const queueInsert = `-- name: QueueInsert :one
 INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context,
-                                      available_at, schedule_id, schedule_tick)
+                                      available_at, schedule_id, schedule_tick, retry_of, pinned_version, run_timeout_ms)
 VALUES ($1, $2, $3, $4, $5, $6,
-        greatest(now(), coalesce($7::timestamptz, now())), $8, $9)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick
+        greatest(now(), coalesce($7::timestamptz, now())), $8, $9,
+        $10, $11, $12)
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version
 `
 
 type QueueInsertParams struct {
@@ -463,11 +480,16 @@ type QueueInsertParams struct {
 	NotBefore            *time.Time
 	ScheduleID           *domain.ID
 	ScheduleTick         *time.Time
+	RetryOf              *domain.ID
+	PinnedVersion        pgtype.Int4
+	RunTimeoutMs         *int64
 }
 
 // available_at is the enqueue's notBefore on database time (never before
 // now()): the claim skips the item until then. schedule_id and
 // schedule_tick name the schedule tick a scheduled item was fired for.
+// retry_of and pinned_version are set by a retry from the failed node;
+// run_timeout_ms is the enqueue's own run deadline.
 func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParams) (WorkflowExecutionQueue, error) {
 	row := db.QueryRow(ctx, queueInsert,
 		arg.ID,
@@ -479,6 +501,9 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		arg.NotBefore,
 		arg.ScheduleID,
 		arg.ScheduleTick,
+		arg.RetryOf,
+		arg.PinnedVersion,
+		arg.RunTimeoutMs,
 	)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
@@ -502,6 +527,9 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.ClaimTerm,
 		&i.ScheduleID,
 		&i.ScheduleTick,
+		&i.RunTimeoutMs,
+		&i.RetryOf,
+		&i.PinnedVersion,
 	)
 	return i, err
 }
@@ -833,7 +861,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg Queue
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -875,6 +903,9 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.ClaimTerm,
 			&i.ScheduleID,
 			&i.ScheduleTick,
+			&i.RunTimeoutMs,
+			&i.RetryOf,
+			&i.PinnedVersion,
 		); err != nil {
 			return nil, err
 		}

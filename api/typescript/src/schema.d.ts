@@ -830,6 +830,64 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workflow/executions/{executionId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry an execution from its failed nodes
+         * @description Enqueues a new execution of the same definition and input, through
+         *     admission like any enqueue (quotas and the plan's limit apply). It
+         *     runs the definition's current version (the original's version is
+         *     recorded on the item but not yet pinned); outputs are reused by node
+         *     key. Nodes that COMPLETED in this execution keep their recorded
+         *     outputs and are not run again; the run starts from the nodes that
+         *     failed, were cancelled or were skipped. A node whose recorded output
+         *     was truncated at SLUICE_RECORD_VALUE_MAX runs again. The new queue
+         *     item and execution name this one as `retryOf`. Only a FAILED or
+         *     CANCELLED execution can be retried (a 409 otherwise).
+         */
+        post: operations["retryExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workflow/queue/{queueId}/requeue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The `queueId` that start returned. */
+                queueId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enqueue a failed or cancelled queue item again
+         * @description Enqueues a new item with the item's definition, input and priority
+         *     (and, for a retry, what it retries), through admission like any
+         *     enqueue. Only a FAILED or CANCELLED item can be requeued (a 409
+         *     otherwise).
+         */
+        post: operations["requeueQueueItem"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -941,6 +999,8 @@ export interface components {
         Graph: {
             nodes: components["schemas"]["Node"][];
             edges?: components["schemas"]["Edge"][];
+            /** @description The run deadline of this version's executions, from their start: past it a run is cancelled (nodes in flight CANCELLED, the rest SKIPPED) and recorded CANCELLED naming the deadline. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS. */
+            runTimeout?: string;
         };
         Node: {
             key: string;
@@ -949,6 +1009,21 @@ export interface components {
             config?: {
                 [key: string]: unknown;
             };
+            retry?: components["schemas"]["RetryPolicy"];
+            /** @description The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY. */
+            timeout?: string;
+        };
+        /** @description A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY. */
+        RetryPolicy: {
+            /** @description Attempts, the first included; at most the plan's SLUICE_QUOTA_NODE_ATTEMPTS. */
+            maxAttempts?: number;
+            /** @description Wait before the first retry; at most 1h. */
+            initialInterval?: string;
+            backoffCoefficient?: number;
+            /** @description Longest wait between attempts; at most 1h, not below initialInterval. */
+            maxInterval?: string;
+            /** @description HTTP_REQUEST only. The answer statuses (400-599) that fail the node at once; when set, any other error status is retried (by default every 4xx is final and every 5xx retried). */
+            finalStatuses?: number[];
         };
         Edge: {
             from: string;
@@ -994,6 +1069,11 @@ export interface components {
             workspaceId: string;
             /** Format: uuid */
             workflowDefinitionId: string;
+            /**
+             * @description This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+             * @example 15m
+             */
+            runTimeout?: string;
             /** @description Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit. */
             input?: {
                 [key: string]: unknown;
@@ -1166,6 +1246,11 @@ export interface components {
              * @description The schedule's tick the item is for.
              */
             scheduleTick?: string | null;
+            /**
+             * Format: uuid
+             * @description The execution this item retries from its failed nodes; absent for an ordinary enqueue.
+             */
+            retryOf?: string;
         };
         QueueItemPage: {
             items: components["schemas"]["QueueItem"][];
@@ -1225,6 +1310,11 @@ export interface components {
             /** Format: int64 */
             durationMs: number | null;
             error: string | null;
+            /**
+             * Format: uuid
+             * @description The execution this one retries from its failed nodes; absent for an ordinary run.
+             */
+            retryOf?: string;
             /** @description The first page of node records (GET of one execution only). */
             nodes?: components["schemas"]["NodeRecord"][];
             /** @description The cursor of the next page of node records at `/workflow/executions/{executionId}/nodes`; null when `nodes` holds them all. */
@@ -1492,6 +1582,29 @@ export interface components {
                  *         {
                  *           "path": "/graph/nodes",
                  *           "message": "cycle: a -> b -> a"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description A run deadline is longer than the workspace's plan allows; the problem names the field. */
+        PolicyCap: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sluice.dev/problems/policy-cap",
+                 *       "title": "Past the plan's cap",
+                 *       "status": 422,
+                 *       "detail": "1 problem",
+                 *       "errors": [
+                 *         {
+                 *           "path": "/runTimeout",
+                 *           "message": "169h0m0s is longer than the plan's maximum of 168h0m0s"
                  *         }
                  *       ]
                  *     }
@@ -2396,6 +2509,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["PolicyCap"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -3383,6 +3497,80 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    retryExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Enqueued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "queueId": "3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a",
+                     *       "status": "PENDING"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EnqueuedExecution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    requeueQueueItem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The `queueId` that start returned. */
+                queueId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Enqueued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "queueId": "3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a",
+                     *       "status": "PENDING"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EnqueuedExecution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

@@ -1,0 +1,68 @@
+package engine
+
+import (
+	"encoding/json"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+// retryFromNodeChange is the GetVersion change id under which a retry
+// (ExecutionInput.RetryOf) reuses the outputs its original's COMPLETED
+// nodes recorded instead of running them again. It is asked for only by
+// retries.
+const retryFromNodeChange = "retry-from-node"
+
+// loadRetryOutputsActivity is the local activity that reads them.
+const loadRetryOutputsActivity = "LoadRetryOutputs"
+
+// RetryOutputsInput names a retry and the execution it retries. Limit
+// bounds the bytes of outputs handed back (they travel in the history).
+type RetryOutputsInput struct {
+	ExecutionID string
+	RetryOf     string
+	Limit       int
+}
+
+// RetryOutputs are the recorded outputs a retry reuses, by node key.
+type RetryOutputs struct {
+	Outputs map[string]json.RawMessage
+}
+
+// loadReused reads, for a retry, the outputs it reuses (Runs.RetryOutputs)
+// and returns a failure message, "" on success. A retry that cannot read
+// them fails rather than run again nodes that completed.
+func (r *executionRun) loadReused() string {
+	if r.in.RetryOf == "" || workflow.GetVersion(r.ctx, retryFromNodeChange, workflow.DefaultVersion, 1) != 1 {
+		return ""
+	}
+	var out RetryOutputs
+	err := workflow.ExecuteLocalActivity(bookkeeping(r.ctx), loadRetryOutputsActivity, RetryOutputsInput{
+		ExecutionID: r.executionID, RetryOf: r.in.RetryOf, Limit: r.limits.PayloadLimit,
+	}).Get(r.ctx, &out)
+	if err != nil {
+		return "reading the outputs of retried execution " + r.in.RetryOf + ": " + errorMessage(err)
+	}
+	r.reused = out.Outputs
+	return ""
+}
+
+// reuse settles node n with the output its original recorded, when the
+// retry reuses one, in place of running it; the workflow records it
+// COMPLETED with that output.
+func (r *executionRun) reuse(sel workflow.Selector, n domain.Node) bool {
+	out, ok := r.reused[n.Key]
+	if !ok {
+		return false
+	}
+	delete(r.reused, n.Key)
+	r.started(n)
+	f, settle := workflow.NewFuture(r.ctx)
+	settle.Set(nil, nil)
+	sel.AddFuture(f, func(workflow.Future) {
+		now := workflow.Now(r.ctx)
+		r.last = nodeOutcome{node: n, output: out, started: &now, ended: &now, attempt: 1}
+	})
+	return true
+}

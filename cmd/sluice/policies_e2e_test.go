@@ -1,0 +1,267 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/ports/porttest"
+)
+
+// activeIn is the number of executions a workspace holds slots for.
+func activeIn(t testing.TB, base, ws string) int {
+	t.Helper()
+	var w struct{ Active int }
+	call(t, "GET", base+"/api/v1/workspaces/"+ws, testAdminToken, nil, &w)
+	return w.Active
+}
+
+func TestANodesRetryPolicyDecidesItsAttemptsAndFinalStatuses(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	var flaky, notFound atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/flaky":
+			flaky.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			notFound.Add(1)
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+
+	// Five attempts where the worker's default is three, 50 ms apart.
+	five := node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/flaky"})
+	five["retry"] = map[string]any{"maxAttempts": 5, "initialInterval": "50ms", "backoffCoefficient": 1}
+	ex := e.waitFor(e.start(map[string]any{"nodes": []any{five}}, nil), "COMPLETED", "FAILED")
+	if ex.Status != "FAILED" || flaky.Load() != 5 {
+		t.Fatalf("a 503 under maxAttempts 5: %s after %d requests; want FAILED after 5", ex.Status, flaky.Load())
+	}
+
+	// A 404 is final by default; listing only 400 as final retries it.
+	retried := node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/gone"})
+	retried["retry"] = map[string]any{"maxAttempts": 2, "initialInterval": "50ms", "finalStatuses": []int{400}}
+	ex = e.waitFor(e.start(map[string]any{"nodes": []any{retried}}, nil), "COMPLETED", "FAILED")
+	if ex.Status != "FAILED" || notFound.Load() != 2 {
+		t.Fatalf("a 404 not listed final under maxAttempts 2: %s after %d requests; want FAILED after 2", ex.Status, notFound.Load())
+	}
+}
+
+func TestANodesTimeoutEndsEachAttempt(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	var calls atomic.Int32
+	release := make(chan struct{})
+	defer close(release)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	slow := node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL})
+	slow["timeout"] = "1s"
+	slow["retry"] = map[string]any{"maxAttempts": 2, "initialInterval": "50ms"}
+	ex := e.waitFor(e.start(map[string]any{"nodes": []any{slow}}, nil), "COMPLETED", "FAILED")
+	if ex.Status != "FAILED" || calls.Load() != 2 || ex.Error == nil || !strings.Contains(*ex.Error, "timed out") {
+		t.Fatalf("a hanging endpoint under a 1 s timeout, 2 attempts: %s, %d requests, error %v", ex.Status, calls.Load(), ex.Error)
+	}
+}
+
+func TestARunPastItsDeadlineIsCancelledAndFreedWithinASecond(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2EWithPlan(t, base, "FREE")
+	graph := map[string]any{
+		"runTimeout": "3s",
+		"nodes":      []any{node("wait", "DELAY", map[string]any{"duration": "1h"}), node("after", "TRANSFORM", map[string]any{"output": 1})},
+		"edges":      []any{edge("wait", "after")},
+	}
+	id := e.startIn(graph, nil)
+	var started time.Time
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the run to start", func() bool {
+		var ex struct {
+			StartedAt *time.Time `json:"startedAt"`
+		}
+		call(t, "GET", base+"/api/v1/workflow/executions/"+id, testAdminToken, nil, &ex)
+		if ex.StartedAt != nil {
+			started = *ex.StartedAt
+		}
+		return ex.StartedAt != nil
+	}))
+	var freedAt time.Time
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the slot to be freed", func() bool {
+		freedAt = time.Now()
+		return activeIn(t, base, e.ws) == 0
+	}))
+	ex := e.waitFor(id, "CANCELLED")
+	// The deadline counts from the workflow's start, which follows the
+	// recorded start; the slot must be free within a second of it.
+	if late := freedAt.Sub(started.Add(3 * time.Second)); late > time.Second {
+		t.Fatalf("slot freed %s after the deadline; want within 1s", late)
+	} else {
+		t.Logf("slot freed %s after the deadline (counted from the recorded start)", late)
+	}
+	if ex.Error == nil || !strings.Contains(*ex.Error, "run deadline of 3s passed") {
+		t.Fatalf("execution error %v; want the deadline named", ex.Error)
+	}
+	if w, a := ex.node("wait"), ex.node("after"); w.Status != "CANCELLED" || a.Status != "SKIPPED" {
+		t.Fatalf("records past the deadline: wait %s, after %s; want CANCELLED, SKIPPED", w.Status, a.Status)
+	}
+
+	// An enqueue's own, shorter deadline wins over the version's.
+	var def struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/definitions?workspaceId="+e.ws, testAdminToken, nil, &def)
+	var q struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
+		map[string]any{"workspaceId": e.ws, "workflowDefinitionId": def.Items[0].ID, "runTimeout": "1s"}, &q); code != 202 {
+		t.Fatalf("enqueue with a run deadline: %d", code)
+	}
+	ex = e.waitFor(executionOf(t, base, e.ws, q.QueueID), "CANCELLED")
+	if ex.Error == nil || !strings.Contains(*ex.Error, "run deadline of 1s passed") {
+		t.Fatalf("execution error %v; want the enqueue's deadline named", ex.Error)
+	}
+}
+
+// TestAStartNoWorkerPicksUpFailsNamingItsQueueAndFreesItsSlot runs a
+// sluice whose worker polls only the external-API queue, so the
+// executions' workflow queue has no worker: the FREE workspace's first
+// run fails, naming that queue, once SLUICE_STUCK_START_AFTER passes, and
+// its slot goes to the next item.
+func TestAStartNoWorkerPicksUpFailsNamingItsQueueAndFreesItsSlot(t *testing.T) {
+	base := startSluice(t, map[string]string{
+		"SLUICE_WORKER_QUEUES":              "external-api",
+		"SLUICE_STUCK_START_AFTER":          "2s",
+		"SLUICE_DISPATCH_RECONCILE_AFTER":   "0s",
+		"SLUICE_DISPATCH_RECOVERY_INTERVAL": "200ms",
+	})
+	e := newE2EWithPlan(t, base, "FREE")
+	graph := map[string]any{"nodes": []any{node("a", "TRANSFORM", map[string]any{"output": 1})}}
+	first := e.startIn(graph, nil)
+	var q struct {
+		QueueID string `json:"queueId"`
+	}
+	var def struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/definitions?workspaceId="+e.ws, testAdminToken, nil, &def)
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
+		map[string]any{"workspaceId": e.ws, "workflowDefinitionId": def.Items[0].ID}, &q); code != 202 {
+		t.Fatalf("second start: %d", code)
+	}
+	ex := e.waitFor(first, "FAILED", "COMPLETED")
+	if ex.Status != "FAILED" || ex.Error == nil || !strings.Contains(*ex.Error, "workflows") || !strings.Contains(*ex.Error, "no worker picked up") {
+		t.Fatalf("the unpicked run: %s, error %v; want FAILED naming its task queue", ex.Status, ex.Error)
+	}
+	t.Logf("recorded error: %s", *ex.Error)
+	// The freed slot admits the second item, which fails the same way.
+	second := executionOf(t, base, e.ws, q.QueueID)
+	if second == first {
+		t.Fatal("the second item names the first execution")
+	}
+	e.waitFor(second, "FAILED")
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the slots to be free", func() bool { return activeIn(t, base, e.ws) == 0 }))
+}
+
+// TestARetryRunsOnlyTheFailedNode: a → b → c where b fails at its first
+// run (a final 400); the retry reuses a's recorded output (no second call
+// to a), runs b again, and c reads a's reused output. The requeue of a
+// cancelled item runs it again with its own input.
+func TestARetryRunsOnlyTheFailedNode(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	var aCalls, bCalls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/a":
+			_, _ = w.Write([]byte(`{"token":"t-` + string(rune('0'+aCalls.Add(1))) + `"}`))
+		case "/b":
+			if bCalls.Add(1) == 1 {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}
+	}))
+	defer srv.Close()
+	graph := map[string]any{
+		"nodes": []any{
+			node("a", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/a"}),
+			node("b", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/b"}),
+			node("c", "TRANSFORM", map[string]any{"output": map[string]any{"token": "{{ steps.a.output.body.token }}", "n": "{{ input.n }}"}}),
+		},
+		"edges": []any{edge("a", "b"), edge("b", "c")},
+	}
+	first := e.waitFor(e.start(graph, map[string]any{"n": 7}), "FAILED", "COMPLETED")
+	if first.Status != "FAILED" || first.node("a").Status != "COMPLETED" || first.node("b").Status != "FAILED" || first.node("c").Status != "SKIPPED" {
+		t.Fatalf("original: %s, a %s, b %s, c %s; want FAILED at b", first.Status, first.node("a").Status, first.node("b").Status, first.node("c").Status)
+	}
+	var q struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/"+first.ID+"/retry", testAdminToken, nil, &q); code != 202 {
+		t.Fatalf("retry: %d", code)
+	}
+	retried := e.waitFor(executionOf(t, base, e.ws, q.QueueID), "COMPLETED", "FAILED")
+	if retried.Status != "COMPLETED" || aCalls.Load() != 1 || bCalls.Load() != 2 {
+		t.Fatalf("retry: %s with %d calls to a, %d to b; want COMPLETED, a not called again, b once more", retried.Status, aCalls.Load(), bCalls.Load())
+	}
+	var c struct {
+		Token string `json:"token"`
+		N     int    `json:"n"`
+	}
+	if err := json.Unmarshal(retried.node("c").Output, &c); err != nil || c.Token != "t-1" || c.N != 7 {
+		t.Fatalf("c's output %s; want a's first token and the original input", retried.node("c").Output)
+	}
+	var shown struct {
+		RetryOf string `json:"retryOf"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/executions/"+retried.ID, testAdminToken, nil, &shown)
+	if shown.RetryOf != first.ID {
+		t.Fatalf("the retry names %q as retried, want %s", shown.RetryOf, first.ID)
+	}
+	if a := retried.node("a"); a.Status != "COMPLETED" || !strings.Contains(string(a.Output), "t-1") {
+		t.Fatalf("the retry's record of a: %s %s; want COMPLETED with the reused output", a.Status, a.Output)
+	}
+
+	// A failed queue item, requeued, runs again whole with its own input:
+	// the same graph's item fails at b's first call, as before.
+	bCalls.Store(0)
+	var item struct {
+		QueueID string `json:"queueId"`
+	}
+	var def struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/definitions?workspaceId="+e.ws, testAdminToken, nil, &def)
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
+		map[string]any{"workspaceId": e.ws, "workflowDefinitionId": def.Items[0].ID, "input": map[string]any{"n": 42}}, &item); code != 202 {
+		t.Fatalf("enqueue: %d", code)
+	}
+	e.waitFor(executionOf(t, base, e.ws, item.QueueID), "FAILED")
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the item to be FAILED", func() bool {
+		var it struct{ Status string }
+		return call(t, "GET", base+"/api/v1/workflow/queue/"+item.QueueID, testAdminToken, nil, &it) == 200 && it.Status == "FAILED"
+	}))
+	var again struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/queue/"+item.QueueID+"/requeue", testAdminToken, nil, &again); code != 202 {
+		t.Fatalf("requeue: %d", code)
+	}
+	requeued := e.waitFor(executionOf(t, base, e.ws, again.QueueID), "COMPLETED", "FAILED")
+	if err := json.Unmarshal(requeued.node("c").Output, &c); requeued.Status != "COMPLETED" || err != nil || c.N != 42 || aCalls.Load() != 3 {
+		t.Fatalf("requeued item: %s, c %s, %d calls to a; want COMPLETED with its own input, a run again", requeued.Status, requeued.node("c").Output, aCalls.Load())
+	}
+}
