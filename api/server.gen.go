@@ -292,6 +292,14 @@ type NodeStatus string
 // Plan defines model for Plan.
 type Plan string
 
+// PlanLimits defines model for PlanLimits.
+type PlanLimits struct {
+	// MaxRunning RUNNING executions a workspace on the plan may have.
+	MaxRunning int       `json:"maxRunning"`
+	Plan       Plan      `json:"plan"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
@@ -335,6 +343,17 @@ type QueueItemPage struct {
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
 
+// SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
+type SetWorkspaceLimitsRequest struct {
+	// MaxRunning Null returns to the plan's.
+	MaxRunning *int `json:"maxRunning"`
+}
+
+// UpdatePlanRequest defines model for UpdatePlanRequest.
+type UpdatePlanRequest struct {
+	MaxRunning int `json:"maxRunning"`
+}
+
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
 type UpdateWorkspaceRequest struct {
 	Plan Plan `json:"plan"`
@@ -350,7 +369,7 @@ type Workspace struct {
 	FailedLastHour int                `json:"failedLastHour"`
 	ID             openapi_types.UUID `json:"id"`
 
-	// Limit Concurrent executions the plan allows.
+	// Limit Concurrent executions it may run: its own limit, else its plan's.
 	Limit int    `json:"limit"`
 	Name  string `json:"name"`
 	Plan  Plan   `json:"plan"`
@@ -358,6 +377,14 @@ type Workspace struct {
 	// Queued Items waiting for a slot.
 	Queued    int       `json:"queued"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// WorkspaceLimits defines model for WorkspaceLimits.
+type WorkspaceLimits struct {
+	// MaxRunning Replaces the plan's; null keeps it.
+	MaxRunning  *int               `json:"maxRunning"`
+	UpdatedAt   *time.Time         `json:"updatedAt"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // WorkspacePage defines model for WorkspacePage.
@@ -485,6 +512,9 @@ type ListWorkspacesParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// UpdatePlanJSONRequestBody defines body for UpdatePlan for application/json ContentType.
+type UpdatePlanJSONRequestBody = UpdatePlanRequest
+
 // CreateDefinitionJSONRequestBody defines body for CreateDefinition for application/json ContentType.
 type CreateDefinitionJSONRequestBody = CreateDefinitionRequest
 
@@ -503,8 +533,17 @@ type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
+// SetWorkspaceLimitsJSONRequestBody defines body for SetWorkspaceLimits for application/json ContentType.
+type SetWorkspaceLimitsJSONRequestBody = SetWorkspaceLimitsRequest
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// List the plans' limits
+	// (GET /api/v1/plans)
+	ListPlans(w http.ResponseWriter, r *http.Request)
+	// Change a plan's limits
+	// (PATCH /api/v1/plans/{plan})
+	UpdatePlan(w http.ResponseWriter, r *http.Request, plan Plan)
 	// List workflow definitions
 	// (GET /api/v1/workflow/definitions)
 	ListDefinitions(w http.ResponseWriter, r *http.Request, params ListDefinitionsParams)
@@ -568,6 +607,12 @@ type ServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, keyID openapi_types.UUID)
+	// Get a workspace's own limits
+	// (GET /api/v1/workspaces/{workspaceId}/limits)
+	GetWorkspaceLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
+	// Set a workspace's own limits
+	// (PUT /api/v1/workspaces/{workspaceId}/limits)
+	SetWorkspaceLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
@@ -584,6 +629,57 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// ListPlans operation middleware
+func (siw *ServerInterfaceWrapper) ListPlans(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListPlans(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdatePlan operation middleware
+func (siw *ServerInterfaceWrapper) UpdatePlan(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "plan" -------------
+	var plan Plan
+
+	err = runtime.BindStyledParameterWithOptions("simple", "plan", r.PathValue("plan"), &plan, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "plan", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdatePlan(w, r, plan)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListDefinitions operation middleware
 func (siw *ServerInterfaceWrapper) ListDefinitions(w http.ResponseWriter, r *http.Request) {
@@ -1383,6 +1479,68 @@ func (siw *ServerInterfaceWrapper) RevokeAPIKey(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// GetWorkspaceLimits operation middleware
+func (siw *ServerInterfaceWrapper) GetWorkspaceLimits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWorkspaceLimits(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetWorkspaceLimits operation middleware
+func (siw *ServerInterfaceWrapper) SetWorkspaceLimits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetWorkspaceLimits(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
@@ -1531,6 +1689,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/plans", wrapper.ListPlans)
+	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/plans/{plan}", wrapper.UpdatePlan)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/definitions", wrapper.ListDefinitions)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/definitions", wrapper.CreateDefinition)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}", wrapper.DeleteDefinition)
@@ -1552,6 +1712,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.ListAPIKeys)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateAPIKey)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/limits", wrapper.GetWorkspaceLimits)
+	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/limits", wrapper.SetWorkspaceLimits)
 	m.HandleFunc("GET "+options.BaseURL+"/healthz", wrapper.GetHealthz)
 	m.HandleFunc("GET "+options.BaseURL+"/readyz", wrapper.GetReadyz)
 
@@ -1590,6 +1752,198 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnavailableResponseHeaders
+}
+
+type ListPlansRequestObject struct {
+}
+
+type ListPlansResponseObject interface {
+	VisitListPlansResponse(w http.ResponseWriter) error
+}
+
+type ListPlans200JSONResponse []PlanLimits
+
+func (response ListPlans200JSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPlans401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans401ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPlans403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans403ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPlans429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans429ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListPlans500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans500ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPlans503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans503ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdatePlanRequestObject struct {
+	Plan Plan `json:"plan"`
+	Body *UpdatePlanJSONRequestBody
+}
+
+type UpdatePlanResponseObject interface {
+	VisitUpdatePlanResponse(w http.ResponseWriter) error
+}
+
+type UpdatePlan200JSONResponse PlanLimits
+
+func (response UpdatePlan200JSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan400ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan401ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan403ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan404ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan413ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan422ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan429ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdatePlan500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan500ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan503ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListDefinitionsRequestObject struct {
@@ -3677,6 +4031,221 @@ func (response RevokeAPIKey503ApplicationProblemPlusJSONResponse) VisitRevokeAPI
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type GetWorkspaceLimitsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+}
+
+type GetWorkspaceLimitsResponseObject interface {
+	VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error
+}
+
+type GetWorkspaceLimits200JSONResponse WorkspaceLimits
+
+func (response GetWorkspaceLimits200JSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits400ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits401ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits403ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits404ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits429ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetWorkspaceLimits500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits500ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits503ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetWorkspaceLimitsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Body        *SetWorkspaceLimitsJSONRequestBody
+}
+
+type SetWorkspaceLimitsResponseObject interface {
+	VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error
+}
+
+type SetWorkspaceLimits200JSONResponse WorkspaceLimits
+
+func (response SetWorkspaceLimits200JSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits400ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits401ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits403ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits404ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits413ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits422ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits429ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetWorkspaceLimits500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits500ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits503ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetHealthzRequestObject struct {
 }
 
@@ -3720,6 +4289,12 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// List the plans' limits
+	// (GET /api/v1/plans)
+	ListPlans(ctx context.Context, request ListPlansRequestObject) (ListPlansResponseObject, error)
+	// Change a plan's limits
+	// (PATCH /api/v1/plans/{plan})
+	UpdatePlan(ctx context.Context, request UpdatePlanRequestObject) (UpdatePlanResponseObject, error)
 	// List workflow definitions
 	// (GET /api/v1/workflow/definitions)
 	ListDefinitions(ctx context.Context, request ListDefinitionsRequestObject) (ListDefinitionsResponseObject, error)
@@ -3783,6 +4358,12 @@ type StrictServerInterface interface {
 	// Revoke an API key
 	// (DELETE /api/v1/workspaces/{workspaceId}/api-keys/{keyId})
 	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
+	// Get a workspace's own limits
+	// (GET /api/v1/workspaces/{workspaceId}/limits)
+	GetWorkspaceLimits(ctx context.Context, request GetWorkspaceLimitsRequestObject) (GetWorkspaceLimitsResponseObject, error)
+	// Set a workspace's own limits
+	// (PUT /api/v1/workspaces/{workspaceId}/limits)
+	SetWorkspaceLimits(ctx context.Context, request SetWorkspaceLimitsRequestObject) (SetWorkspaceLimitsResponseObject, error)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -3818,6 +4399,63 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// ListPlans operation middleware
+func (sh *strictHandler) ListPlans(w http.ResponseWriter, r *http.Request) {
+	var request ListPlansRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPlans(ctx, request.(ListPlansRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPlans")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListPlansResponseObject); ok {
+		if err := validResponse.VisitListPlansResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdatePlan operation middleware
+func (sh *strictHandler) UpdatePlan(w http.ResponseWriter, r *http.Request, plan Plan) {
+	var request UpdatePlanRequestObject
+
+	request.Plan = plan
+
+	var body UpdatePlanJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdatePlan(ctx, request.(UpdatePlanRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdatePlan")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdatePlanResponseObject); ok {
+		if err := validResponse.VisitUpdatePlanResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListDefinitions operation middleware
@@ -4407,6 +5045,65 @@ func (sh *strictHandler) RevokeAPIKey(w http.ResponseWriter, r *http.Request, wo
 	}
 }
 
+// GetWorkspaceLimits operation middleware
+func (sh *strictHandler) GetWorkspaceLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request GetWorkspaceLimitsRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWorkspaceLimits(ctx, request.(GetWorkspaceLimitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWorkspaceLimits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWorkspaceLimitsResponseObject); ok {
+		if err := validResponse.VisitGetWorkspaceLimitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetWorkspaceLimits operation middleware
+func (sh *strictHandler) SetWorkspaceLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request SetWorkspaceLimitsRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	var body SetWorkspaceLimitsJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetWorkspaceLimits(ctx, request.(SetWorkspaceLimitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetWorkspaceLimits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetWorkspaceLimitsResponseObject); ok {
+		if err := validResponse.VisitSetWorkspaceLimitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetHealthz operation middleware
 func (sh *strictHandler) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	var request GetHealthzRequestObject
@@ -4458,132 +5155,143 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x963Lbttboq2B4zkyS2dTVci7yLzdxUp86jms7u+e0ytQQuSRhmwJUALSievwc54G+",
-	"F/sGNxKkKImynLjJl5k9u44NAgsLWPcLboOITWeMApUi6N8GM8zxFCRw/a/XKReMq59iEBEnM0kYDfrB",
-	"5QTQFYXP0gy4QmyE5ATQjMMNYalAMzyGZhAGRI3+KwW+CMKA4ikE/SAyk4aBiCYwxWr2Kf58AnQsJ0G/",
-	"226HgVzM1EghOaHj4O4uDN7AiFCilj+Oq+GZM349StgcxdnQJwKROANjhuUkhyL2JwwDDn+lhEMc9CVP",
-	"wYdtxPgUy6AfpClRI5dhO/oMUboONHAD1gEE3iy7wXNCpkQuQ3KGx4AE+XvlwST6O3+tGEY4TWTQ32+H",
-	"6pDINJ3aI5oSav7VyUAgVMIYuIbhN8avxQxHsO649IB1OJl7s+yCkzv1sZgxKkDf659wfA5/pSA0miJG",
-	"JVD9I57NEhJhBWdrxtkwgem//iMU0LcBfMbTWQJmOxKTJOhrkEBINGTxAk2wQJgi4Fxfb/1fEfT/uA2m",
-	"IAQeK5CmqRoNCCMLqt5wP2j5W737FAZCYpmKoN/T9ECkWjg4pjc4ITGyy+Y7nUg5E/1WSyQpiaAZw40D",
-	"X7SI+ajhPrrzMfe/OYyCfvC/WjkbaJm/itaZmcHgb/kE3d6JQFOcqCOAGDGOhhzwtdD8wMzUVEu+ZnSU",
-	"kGhXhB/HMJ0xCTRaNH6BBZpjgVIBMZoTOUEYxWQ0Ag7UHEng4/FVjscMmHoI9NaM3JcPjUU3sTA7kfpP",
-	"gqVcU4jaBWg8vmV8SOIY6I6IVAvkPBANIWF0LJBkCFMmJ8BzCi1gcS/HYg5KLTSOsuEPhTvJroGiKV4g",
-	"yiSSLI0U4ojIMKcxdkwlcIqTHRFG7DQZfTuc7BcptDSqFoFaAB8CLxdsCnJC6BiNMEkURVJDisBvgB/Y",
-	"i2Xv3ATTMcQKe+oLiy3NLd5xPJvsiLEucltcxQ1Tek3ZnCLKYkCD4PMg8DjiWIHQgngMotVuSRbchf63",
-	"0SJKoI8wagzSdnsP0DD7CS/NohYQRb7a7S7zVT14O65qPnmoG61nUxxVXWiMDFRvDt8dILgBvnAIVSMS",
-	"IqTje0QqlUtO9AmeMvmWpTTe8fQq9Cn0ErfjPfwCGt1Rb9joRc87jVf4JTT2h8+jF/FLeDVqdzToIw2A",
-	"zzd6ObZPvQE1ME2ZbJjhD4HlU4aE4hMFFnHJ2AnmY3hIbQA+RwCxQJ127+X+i+douJAgfJR0PFZ6hhcJ",
-	"wzGSjKFEQ1ILNZKxhhn+UBdQg65ul5qVIznBPvtAOIpgJoVD2ntMFzvi7K+USWyRBXEfYYmmTEjUabfb",
-	"aAY0VqzsrxRSQEQaVpKTsCfSfy3MUw99eu1G9s1Di/Q5S5MYzbAQiFFwNpKv+GoABHrq9sn4gArJOMT+",
-	"lkOPBAv/QDfAhfmlZnBoBnxANQ95FipVrLCeOlZhF7IgCjTCQrpzVlyEYwkDyrhWZtVtnGK6QISiUULG",
-	"E6mOh9EImujUyAytgFmQMc1EyYDihAOOF+5vVtQ00dU5SL5oHI4k8CsDkkTzCXBAc0ykmnICyUz0B1RB",
-	"b9AQc0yoQFjkppRACgtiEupltVTDUuF+RJJENAdKKZkAjq0l6626bI9cQMRorJUfBQMawohxMPceT/MD",
-	"VZqGOs5m0XhdZwmpG/KR4lROGCd/w65MeUqEUCgaAubq2JQCVGCznZwiCsvWoofU/+KBmK0GUV9GbPU1",
-	"OcHaaHDCn3HE4YZdQ6zZykeKbzBJ8DCBB1BxLd8iAg1TsThAki8QHmNCkZgwLpNFQZHzOPIF8BsSAUo9",
-	"cOoiMfvgoThKvgtFkmon6q5KfA0FfY6yeR9RhmIs8RALGNCIUQqR5hWRuskjDqBVBmLY+lDJVaVFYCKL",
-	"NB0zCgcDmuMLK9opku/DUBlfqDX1IlsRVoZcvfThjPwCWhjNOJsBl8SY+hEHLCE+lAU/QYwlNCSZwrKz",
-	"IAxIXMOn4HwUt8t/mCkm9Lna7TEi3CjeHEcSuHBSQUDEQYb6WCFJ0DUsBMIzzGWzam1LMGt2RdPE0pBx",
-	"lixNMS96aDa7lXL3yx+BHlL0zmh0ZJsPPcT74H7KZmbD/4Cxo19jGkFybh00y0dY8zwcGd8GQNWt+SN4",
-	"fXj6+ujk5OhNELqfj0/feTCs252drhJgvTVz4zw/Eo5jLZZxcubBP8KJgLC0JXd3yo7PKaHu351NUOo5",
-	"VoOXe0zvB+LYWYDr+NY7Z/3ca0M7XsLK+2fAXo2WfxuV6cvjpATsJrgyh+lXvFBhMEsw3Sib1JjKy2e/",
-	"X72pOOfKOEk+jLT5v24tO15Z+sX9Gf5YIVQmWoWgERwYVRMRLQebG2+PnXEZ+E+FcMODSJQo5RyotHfP",
-	"ExqZPAu3pLddZVQ6i7fdxBcSGCXcOEQUBUgObtVly0/rDI+rBIg2HP0f1uHYO/u7bDHMOV5ojGZRL012",
-	"66VsGQnWgPXmWL8d78LsfAfjUgRt493Z7kLerL7bJSyUIm83aw6+CjtHcdURjzibVl50ySp/PZ+AD+uQ",
-	"sQQq2JyeVk9SCQrV5mkW/7sf6yZ0lq75xlysItc7dBaG0RenswRL0PbxlZ7tqokucpucg0w5hVi7oNCI",
-	"cf1DiARDNJ0OlRZ6DTCzLsaYjImvdNrthsHnxpg17C85nivLq3mO5++tR9Yb0CDTGeMyl0tufO6XBRqx",
-	"mNBxS//6TmvNhHEiF4W4Y7e8844ONzEhUcrHQGUTfeDK+tBuDmfZ4NzpcYBGmHAKQiAccSZE/ieBIjYF",
-	"YVRyteEswNlbH94MM9/om21p6gH1nUoY1tzSOLumy9SjBxxvq2av4wu/qhkvzNDyPtxqa3XsNdCq5RKQ",
-	"u5k/ccq1J+G9KMxBqHzeW/29dwdMgGezDKgtq+/BB5RFqT/TrjF7zmGRzpvI6EjDBXp3dKnsTUa9lATE",
-	"aLIwYaGECIkSwDcglBbF0sdgAyZSs8Z2nuGx9qXqmBGHiPFYoKcrt/ZMpxbUkfunLIZzPV+l3FdwnRaE",
-	"/zKEJrXF2fRKzFeDiyW6ajkCbuU+zdatlwVyZ6JWVwdI3TCkJBa6Mr9CE5bEOsQ+RThJmnUuvEfjy4Dn",
-	"3mYNeY5C497FXEKMlDC0wCjM6hvm+WPdMOvXudC+MbtliJERKmUq2Ai2nXUbTaceh8oYjONSO7J19eFa",
-	"BX93/TlnnDVEwTJUGWZ8rIYFdlrgi47HrWXPD6Fx57z+cRTu8lXwXEjnH09Pj0/fBWHw+sP7s5OjS+1M",
-	"ent4XPAqHb2pcCqFwVsCSXzk5EQRQ1kgu8qBqJnj7YbN2VQpN1HVxrIofkl9RG8O3zWRYnjW0cgBpZT8",
-	"lcKBzmCKx6AFgXbMotcfTt8cXx5/ODVMbIoXKMKcL9CV4klXSgedkehax4+GHNNo0hzQ96A0S6QYv5kf",
-	"PuNIoqcRFtAQQAWR5AaehcUwwExr/oqNm484jFKhRJqOLVlllVDt2B6RcYXiii6rYmzG0W2Skkyo7ClG",
-	"ve4rBZ/apJ8m8CxUwwa0EM3VuXHGZb6QYONLxRPVmQr173xsoraVcqb2LOoIl2cp+2r0lJ++uij/GXBi",
-	"LnJJf5tAdC1WazpVVlz5Zuc8foOXZ7WGqXFXoVyqi7VJDfvKmLw2PjTPudep4dwzvygT/8+Xl2d/nh/9",
-	"+vHo4jJEl+eHpxdvP5y/Dz0yZxy9OTo5/H8HSB+VyzKxOWnS6TcmWUUwE9FbSlDhoDYKMZJsDHICfLNP",
-	"Tu3Tjll1YlZDWzo3LJUdLKtF74NYDJnCX8Tnb5NFxlZsztUBOv14olmWZhYGP4qdUSbRx8u3jZf6X0Lr",
-	"5Vigj/96+/btG8PkZlhIdHVx8vH49dGf50evP5y/+fPfhycfj/58f/h/r+yERCJQ7CxL/lEgZ7m9mw0S",
-	"Z2ksK4JqF09MAl1yo7Q2NTQ0C3lsVl0Bta5lyU10OKA3OEkBsRvgm+FXjHumrJYBvbodBCaOqsClkRIA",
-	"g6CPbgeBHqx+1nldkVpQ7dFkeYVoEOh8c5jrIUE+yBgK+utQ4VfCZ2k+GgR3dzZsWcbS1yHhpbNgqaw8",
-	"jIKLJ8FSyVItuLRCDjPRNPu9hoXZWtPMhJ7OJyyBZwfubAZ0WUaeO6U8IdfgfEZ9fXYDuuHwNEYxmmKu",
-	"GIM9gYxBDGh+FR8DzZvNhToWRw3zQfGi3HJwrLY2e/N0cce5HF1md8KxnNXq+nom+RCq+Qaj+Mvr5h6e",
-	"66vlF78cn53VUNDPbPjLTfv2/OgoCIOz8w9BGBydXh6dn50fXxxVf2tTNpYo9/zta/Sqt/8ik4UmIUVn",
-	"DRWPwmWq3K4QNhV+EG1SNBK4gSTLrg0R4GjiMuD/z8WH08aM6aTihqZvkxla0wvi2SwVB06okJhG1WbL",
-	"kk7mSWCbVnNbV0s5REJq7vfx/Ngp6UrKXhMaK+Fj975ZpbDUZtZf63HULstjaY60Url4zVJawaqPNGvl",
-	"kAAWgIY4ulY8++zo9M3x6TsPQg8dWYrQVlHEBJPpbrztPnEjImZYRpO3mCQpr/LNvTWJ5ppJCcQougTF",
-	"uXFi3Iraq6QUI+332qtGiFtlRxWtWIm1tbOppqc2wUIe1Xb/+oGN5Y3fw53+WPEHUtvzlMm2bO9hkYYq",
-	"rpWP1rBUDeeHgn3S8WmidIfWUvhDSMacXTyOYPSvhCfCLNtRou/k8Pi9FoJvji/ODi9f/7yN7+qjjrjv",
-	"mJVy7/SSlXklGUAVTDqS5KZClBzlLuoJS2Lj0xIJK+eJ+Pbi9mzSWH4nWMifWcrXQmHMZZ13aQ4D2WxM",
-	"RQBowlJeDVVd7lRd/vmaUZtq4TvtddVuginCScLmonrh1ZmOtc/XOq8rwg+KhESW+z3SicLqdKpB2Tpv",
-	"pYqH+clLYVb2au9PBunSmW6TkpLd04dgNfmlfwxWo4QURKli4xcKILMDk4Fe7UTA8VTdaC/zOy9CODw7",
-	"RtewyDJ9dfaFmauQXm1SoQkdsYqkLxNaGuukh7mhJp1M6xSPJvotj/LrfJO8Plxb0G8O3wnERgOqbeoD",
-	"o7voCgwKLpAqEJHGJ2PXU9uSJjRKkwWaT0gCxub1/c2amnQpsMm21pzmqbIsUCdEZ+cf0H6IctsCddso",
-	"ykhzQHPafNYc0AF1yqXxRac0Bo6uWnhGWjedK0R1idHVoU3b15GbPvrJVAcYB4E+BuMiuOobcL3z0UE9",
-	"ZJyeNvKz6shCtWNdOYWjCQiNhAFVGGFzmg9vIgOytmAQEehqVd7+FXrqbKVnxlmQkAhsCrA1+Q9narFG",
-	"t9lWJMcTL/l+Pp83sf5zk/Fxy34rWifHr49OL470N3deQr85xMOzYy/pqB90mm0zjs2A4hkJ+sFes93c",
-	"s04GfdctuvOIrVePo9NCqzITT4iQwsfjE+HX8RSdgjFok16hPgauU3VsVbziGthpeHrSN97iYaFhwx9r",
-	"C+21I4mYVJeq8v+HKrYPq5lZDmjLNCioMdDypLtPpfr9bru9pjakoibEstk/PhX5peKWtWs0SlmGFaUa",
-	"h1m03ztoXdTSMwBXTZ9trOV1JdCfdDZ/8rFUsdNr723+6K1fiN1r9zZ/kZWUqg+6rzZ/4GoD78Jgv87W",
-	"j70S6P06e/CrhLSESqdTzBeWRKqagShikXgsiimIIvik9BgmKij43zghMTYOfBftUOJA5xlrOYCFK8FD",
-	"Hcf3zLjlQl2dl9brdssVu2USL2fvW1oEIX9i8WK7a5+lcNrYpL7/JsD4hx/qyp3QeX31z5AkLES3tyYG",
-	"0FRcAt3d5c7sYMwBvBYKWSjJpFBbruIGFSzP4PmoE3Wi/U5jL3o+bPTw/rDxavgSGu1RJ+7ivWEv2t+i",
-	"Am1VwcNdUd9RjOxuiZN0tkOpZxoE3Xb3eaPTaXQ7l512v63+9/tyRnO/Ez7qQSizIahTuR0sHZqnba/a",
-	"7Jc8Vz8Te5nb2hKD746/dvZq8dcTV/fd63brMFivrcM3wMXN4Vr1qcTJVzLyu3Ctqta69VPP7wzDV3pX",
-	"hYXBRk4payJjobqCZmMdakOVSO3XRFgi53tyXvgoAcyNDnyAeEqpMi6WipeXuf8bvWaJ+xf4VW8ZWvNR",
-	"/EPT+Lp31KB9yzsaVlsLFxNlmZaa8mSagnPcWGXjiTBaxvL1eQdy3d1pP7as+57l0WXh8H4Q49clxncg",
-	"t6bEku28wRgtxDi0ZrWFsGm5Vh3lJotbr7vKWrkwVglGFOaITKepiZ86+8TP2XKenCGYChjHXkoJ3Xk8",
-	"xXiJKJsjRjdbLHm+8RcxXD7dbWkYlEp+H8kqKNbf1WWAm5hp5sjq3oOLuYNawczURbLz/1Cyv0cl+zCO",
-	"EUZ5AeZDaNUZo2vd2p/uVrpIjdLDKFTzK1xs5VpH5fFZzxfWfL4wPXcenp6/V1r+JjSTTVS2mzYS3q4+",
-	"b5sIapJxTGosEaizouXuTUF4V0cA1jbmqVSMcq1iq3hJ/lmopBEIaTZgE5Jtud0MjwnFRumuCpjkofd/",
-	"arykCMUHmix8PUxnBxDTBDYVq8DJa7tqcY2l8rfNcGgVkoiCkbMaNVVpQTvipFia6JclGsC8KsanauyV",
-	"LZi7GlA9OKuEf9ZHOIvVuI6DjGpfDxoRVynEU4pwItiAmuZXJvoLU9MgyzhdEKPIpuQqhOgwZhVKvKLn",
-	"//GRtGLx4NpAmnf9niqaZ6muwiLcOMOFbTqY19Y++yHeHiHeBj6LdQLO+2W1FukVPmv61LZxpXF75FIy",
-	"MPXru0clj9mTJVeZvh+YirmuhOi2u66DpRGHmYnLXfoqkabSutg6M8/nGFCdnIR+035eiq5KHcmvQoRt",
-	"IWPW2w1PbWNVw3+EaW3JOFFyK/HYlkk3KXcxt1kf2VTXoFu04gHttV810S+uglOX1OgEKl3GLyTq9nQ6",
-	"mW4M6mVoaCZVlJPlViabJOV7fG3jooazCjzSApOD5AtThJnBmhWPLSECrcDDQXU7d3U4auNI7/siYjOI",
-	"i1sL1yAhE1amYWHOmksnuPJliv39TQ3aPu3g8siKslzmS4yL2cPdVXm/dW2PL+kaXdUKp5azpbsdprJO",
-	"BsFe3I06wzZuvBq9hEYvfhE1Xg6f48b+qAfub16Dzyw5dttteb1TKqSVG/TdSZ52Dcnz2nsQ4R5elX+2",
-	"bLMnW5A69xRwhc4eGzwi/nJPnN4fGvXTdHuxLY+LHVGIFCahMW+L4nTb/XaozAjFjXWG2bMD20rk1HvE",
-	"R9fqG9mUty7ZqlVJEx3haDKgZv0nwpWP2tJEBbZJC8zEVTpDkm2sOTQFTk87z9Ev5Cc0XCDbIOpZaMqP",
-	"YUCNjNfiwe4ZD62y6BI6/Ur+WZIKtN9G//X/0Z76PznBMhzQ+QRLuHHClvydde3mKa0Sm+9A+iJzR6eT",
-	"X6Vc5XZqdn8vdugwPR5tYbJSwW10rYO7w72oFzf24fmo0cOdYeNl1I0be9Ab7ePnwxfRyzgIV4mcPDEl",
-	"K6ruhDWg6/welIExC5h/FHNV1mS6WDC8Us7Vy2Ws3a8DrMiDCe8lNfgGH2Dl6rsL6UIrmc4XFtzrJFvh",
-	"8aofhtUj+A1rCJ5tPYf+c2WbvHUlLh/pTs3bhzCLS66KYJo+0Eq/X0qY6Wvh59L78zAvEcjAlNgmMQPq",
-	"eiNk5U1a7CjTTehJjPlm1kpcyr9N7hlQk5cDsWdnHFLj9BGSJElWqGJLdoxgUeYhZV7yPlqAPLCg6UTR",
-	"ghTVH7VuLUdyaL2qEjAGzjUyZkvdeRvxkHO3vHd2/dBrsal3Vf6eOQINqn1Y5IcO/c9PzDN3+qE14lbW",
-	"96hSLz7DY+1u4CwdT8r6cUHl9bXcJjKOxAE1/fKcZnildcCrXE3utNvuj89sNb3tZjIyqRIDSkT2WMJw",
-	"sbrBiemqyozuPOZKm89bY9RQKAvxilONkw2emAd71rGz+VnHb8vNXOqEsdbP7N+h740Hbckilr27a+jt",
-	"6yklWlpuFT0sPKHEZqZmOVm4PqGZWU0NdWqWUfYKS+fnnPaRc8Whpx1jeZtOcRSxJAYhlfLAhe1AV7TM",
-	"rd/JwKJUC120yFMqjKXtQMgdzk+x1TpsW4nYvr+C3bN+xu2qtBGhzGtj/A9xdM1GIwvdKv6iK8e/oVCo",
-	"xdqXiIKW2hR/p/G2Yt+DtXzQo5kf9t4jBNKKL93VVqtKFsUG/6J5bk1xdeu5LkbVaSya6AONQNtL+Z8m",
-	"WAxo5unIe7uQPBhuHJPKdjIhN9Rr9w5KcXsiBlS/56gUKcVVSqURWl/KQvcrvG55941dCazY26dd6s2z",
-	"Mu8978VjvFt1MsaWOum0y41vKh1d7d7vpY4o9T18W/i7vK42ZkuF0FNmDBaaifxzA1Jee5Zqv1ZOaT8Y",
-	"3WMkxOX4r61DLh9ixiZMOX0xy2dFhlueiXN/ReVTDSa82lv2D9rHJl+cVlQzTm+EAxoxbVo7rZZxZHsN",
-	"mVG2rGBAiy44opTdG+BeXYGaJecn+ms/60+LCusLrO0BREsOwAGt8gA6t55GuO3Dw7hO7crhzryAA2pe",
-	"djW327a1lkU2stJ9t0ZY3cd9t23UO2/09MN798N7p713NbhvicOZZjob7G/vbR1FGxFOEuCKPpEAZdMm",
-	"iU7Nka5HkIlpszm1fZ9yg/MaFs9qdUPJG/0E2/ocvk1jrthZaq0xlx/H1yXMb6VDSHZvHAF4v1zdFsQU",
-	"lRWcTUjxQN35qYkOdXMlRpPFqkq5vJ3XDuliLmQf5a3M+rpx7ZbFcUsd/r5EeZxrzdeuZSeVW+m1rR1T",
-	"y0DI+t/th6txlHeja9coKt6eNL/hdhXfWwpXoZGEo7pKeq8UeK1bz0jd5Fcp5gznfX4SbCWdvprmR0MS",
-	"KGIptb+xT93DTE6sHiuKnRqxdM7fqn6RSy6SIpvZyUViybd7L/LtfEHyffHVyLfgD//hMXis4v61FLyt",
-	"Avib53/SprCySit6kecSHbm6aJNFqOkGhCtBsnmTSrUVgjBa2fnFtfwTks1mUKHVljrvnpkupfdWFCzd",
-	"eN3saxPEih7AtTSEb4DFdNsreIyHq7qsZv+BWY1d6jtmOd+dojHBdAylELRtMXxffUP9vXENi012tyy9",
-	"eaYfdSuWy5nnzkW1EX14dvyLWmU3KlZmbX79a3U2zt57L79gVkkUals/RO8jGMu2A7BvKmc38wHEbqWZ",
-	"XZa65gKbh8Xse9aMRhBmiQFuNwemPbNSnydYTJDOGWC8StQa48Dc/gcwxiOyrfVt7v8jd6bRorM9fAE9",
-	"3IbGK7z/otGL9kaNl/Fe1OiMurAX96L94XOcxx4ioh93gBH5HPQDkVz/2Rt18atII/GGXfuRUXNwhWF/",
-	"Xv/avWn//tfLaefzi9necJ++inpfpUlo7DjOSg4T5oabgfyH5P1GTHzq+FQ1m9pG3rZur2GxoUekz6AO",
-	"kb32rjjXPlyaWQZqYBOdq0H6KaM5icBElyhrsNkya9JDfda0qQmk+eBHE8ivfPkM2jdevp1kZGV3F7vc",
-	"E2FDIxURYn2Hd49zT/Q7rn+v1EEPba5Pt93OH0VAM84iEIqJ8hsQ7gUDYd8UFYgyFMMMaAw0WlQ6sH62",
-	"6+5qW2aBUHZdX1zYx2ur4isJuVHmmPcuhtV9PaXpBigIX18ySLRsSBeb1EUoUHTGhBxz/WoxjbMgeKij",
-	"ZlMWp4l7ZDQVgIh8ZtOvDtB+ew8xOQE+JwJC/yE1ZUKrn2e668EwldopYWwF8/ic6xI4ZkgyUxCpjpI/",
-	"EShh48oTOzf72rkQMnsgeGY3bg4vDKTden6YD3u2egNNjy2sANp/xqIEvHvUL1D41AfdR24bGdaf2jcB",
-	"M08uGz/zQvb77b384YpTN0/xgRTRb7XMu6nNGG4cRKJFmWyY4bXx4Z4yrAwm5kSKYgZCXxNzvdbTgEIl",
-	"WUkExQ/z52T++KQsAnPRqpJlpvha104UXgPpt1oJi3AyYUL2X7ZftrVZYRdd4p1AMbWNY8x1V0a6NozL",
-	"2cyigvVmjLkhTP+JiEMMVBKc+HNkrL96hvLbBB40S63w/Gn9nmHLM9tydULHIZpjGU30W1c0dhkyRU+k",
-	"N60X+F+e1TEzPRN3p+p9bU/17tPdfwcAAP//qq8po06mAAA=",
+	"H4sIAAAAAAAC/+x9/XLbOLbnq6C4W5WkLvVpOR/yXx7HSXs7cTy2M73brVQbIo8kjilATYBWNC4/xz7Q",
+	"vtgWDgASpCiJspy4k+tbt6YdmyQODoDf+T649QI+nXEGTAqvf+vNaEKnICHBfx2lieCJ+ikEESTRTEac",
+	"eX3vcgLkisFXqR+4InxE5ATILIGbiKeCzOgYmp7vRerpv1JIFp7vMToFr+8F+qO+J4IJTKn6+pR+/QBs",
+	"LCdev9tu+55czNSTQiYRG3t3d773FkYRi9TwJ2E1PXOeXI9iPidh9ugzQaIwI2NG5SSnInQ/6HsJ/JVG",
+	"CYReXyYpuLSNeDKl0ut7aRqpJ5dpO/4KQbqONLAPrCMInK/sRs+HaBrJZUrO6BiIiP6zcmFifM8dK4QR",
+	"TWPp9ffbvlqkaJpOzRJNI6b/1clIiJiEMSRIw288uRYzGsC65cIH1vFk7nxlF57cqZfFjDMBuK//QcNz",
+	"+CsFgWwKOJPA8Ec6m8VRQBWdrVnChzFM/+vfQhF968FXOp3FoKcjaRR7fSQJhCRDHi7IhApCGYEkwe2N",
+	"/xVe/49bbwpC0LEiaZqqp4FQYkjFCfe9ljvVuy++JySVqfD6PTwPkVQDeyfshsZRSMyw+UwnUs5Ev9US",
+	"cRoF0AzhxpIvWpF+qWFfunM59z8TGHl973+0chho6b+K1pn+gubf8grauUeCTGmslgBCwhMyTIBeC8QD",
+	"/aWmGvKIs1EcBbsy/CSE6YxLYMGi8SssyJwKkgoIyTySE0JJGI1GkADTS+K5fHyT8zEjph4DnTED++ZD",
+	"c9F+WOiZSPyT4GmCJ0TNApCP73gyjMIQ2I6MVAPkGEiGEHM2FkRyQhmXE0jyE1rg4l7OxZyUWmwcZY8/",
+	"FO8kvwZGpnRBGJdE8jRQjItExjnk2AmTkDAa78iwyHwmO9+WJ/vFE1p6qtYBNQQ+BF8u+BTkJGJjMqJR",
+	"rE4k00cRkhtIDszGMntuQtkYQsU99YbhFqLF+4TOJjtyrEvsFFehYcquGZ8zwngIZOB9HXgOIo4VCS0I",
+	"xyBa7Zbk3p3vvhssghj6hJLGIG2394AMs5/o0lfUAKKIq93uMq7iw9uhqn7loXY0fk0hqtrQlGiq3h6+",
+	"PyBwA8nCMlQ9EUdCWtyLpFK55ARX8JTLdzxl4Y6rV6FPkde0He7RV9DojnrDRi942Wm8oa+hsT98GbwK",
+	"X8ObUbuDpI+QABc3ejm3T50HanCacdnQjz8El085EQonChBxyfkHmozhIbUB+BoAhIJ02r3X+69ekuFC",
+	"gnBZ0nGg9IwuYk5DIjknMVJSizWS84Z+/KE2IJKudpf6akLkhLrwQWgQwEwKy7SPlC125NlfKZfUMAvC",
+	"PqGSTLmQpNNut8kMWKig7K8UUiCR1FCSH2FHpP+z8J167MOxG9k7Dy3S5zyNQzKjQhDOwNpIruKLBAjy",
+	"3M6TJwMmJE8gdKfsO0ew8A9yA4nQv0SAIzNIBgwx5IWvVLHCeGpZhRnIkCjIiApp11mhSEIlDBhPUJlV",
+	"u3FK2YJEjIziaDyRank4C6BJTrXMQAXMkExZJkoGjMYJ0HBh/2ZETZNcnYNMFo3DkYTkSpMkyXwCCZA5",
+	"jaT65ATimegPmKJesyFMaMQEoSI3pQRRXBATH4dFqUal4v0oimPRHCilZAI0NJasM+qyPXIBAWchKj+K",
+	"BjKEEU9A73s6zRdUaRpqOZtF43WdJaR2yGdGUznhSfQf2BWUp5EQikVDoIlaNqUAFWC2k5+IwrC1zkPq",
+	"vvFAYIsk4makRl+TE4pGgxX+PCEJ3PBrCBFWPjN6Q6OYDmN4ABXX4FYkyDAViwMikwWhYxoxIiY8kfGi",
+	"oMg5iHwByU0UAEkdcuoyMXvhoRAln4U6kmomaq9Keg0FfY7xeZ8wTkIq6ZAKGLCAMwYBYkWgdvIoAUCV",
+	"IdKwPlRyVWkRNJLFMx1yBgcDlvOLqrNTPL4Pc8qShRoTB9nqYGXMxaEPZ9GvgMJolvAZJDLSpn6QAJUQ",
+	"HsqCnyCkEhoymsKys8D3orCGT8H6KG6X/zBTIPS12u0xihKteCc0kJAIKxUEBAlIH5cV4phcw0IQOqOJ",
+	"bFaNbQ7MmlmxNDZnSDtLlj4xL3poNruVcvfLHx4+UvTOIDuyyfsO411yv2Rf5sN/g7ajjygLID43Dprl",
+	"Jay5HvYY33rA1K75wzs6PD06/vDh+K3n259PTt87NKybnflcJcE4Nb3jHD8SDUMUyzQ+c+gf0ViAX5qS",
+	"3Ttlx+c0YvbfnU1U4jdWk5d7TO9H4thagOtw6721fu41oR03YeX+02SvZsu/tMr07XlSInYTXZnD9Dtu",
+	"KN+bxZRtlE3qmcrNZ95fPakwR2Uax59GaP6vG8s8ryz94vw0PlYIlQmqECyAA61qkgjlYHPj7jFfXCb+",
+	"SyHc8CASJUiTBJg0e88RGpk887c8b7vKqHQWbjuJbyQwSryxjCgKkJzcqs2Wr9YZHVcJEDQc3R/W8dhZ",
+	"+7tsMJokdIEczaJeeOzWS9kyE4wB63xj/XScDbPzHgxLEbSNe2e7DXmzem+XuFCKvN2sWfgq7hyHVUs8",
+	"Svi0cqNLXvnr+QRcWoecx1ABc/hZ/EglKQzN0yz+dz/ojtgsXfOO3lhF1Du0FobWF6ezmEpA+/gKv3bV",
+	"JBe5TZ6ATBMGIbqgyIgn+INPBCcsnQ6VFnoNMDMuxjAaR67Saabre18bY94wv0zoXFlezXM6/2g8ss4D",
+	"jWg644nM5ZJ9PvfLAgt4GLFxC399h1pzxJNILgpxx2555h0MN3EhSZqMgckm+ZQo6wPdHNayobnT44CM",
+	"aJQwEILQIOFC5H8SJOBTEFolVxPOApy99eFNP/ONvt32TD2gvlNJw5pdGmbbdPn04AMn26rZ63Dhn+qL",
+	"F/rR8jzsaGt17DXUquFikLuZP2GaoCfhoyh8I2LyZW/1+84e0AGezTKgtqy+Bw4oixJfQ9eYWWe/eM6b",
+	"ROtIwwV5f3yp7E3OnJQEwlm80GGhOBKSxEBvQCgtiqePAQM6UrPGdp7RMfpSMWaUQMCTUJDnK6f2AlML",
+	"6sj9Ux7COX6vUu4ruk4Lwn+ZQp3aYm16JearyaWSXLXsAW7lPs3WrZMFcqejVlcHRO0woiQWudK/IhMe",
+	"hxhinxIax806G94548uE595mpDxnoXbv0kRCSJQwNMQozuIOc/yx9jHj17lA35iZMoREC5XyKdhItvnq",
+	"NppOPYTKAMai1I6wrl5cq+Dvrj/nwFlDFCxTlXHG5apfgNMCLlqMWwvPD6Fx51j/OAp3eSs4LqTzz6en",
+	"J6fvPd87+vTx7MPxJTqT3h2eFLxKx28rnEq+9y6CODy2cqLIoSyQXeVARHC83TA5kyplP1Q1sSyKX1If",
+	"ydvD902iAM84GhMgKYv+SuEAM5jCMaAgQMcsOfp0+vbk8uTTqQaxKV2QgCbJglwpTLpSOugsCq4xfjRM",
+	"KAsmzQH7CEqzJAr49ffhKw0keR5QAQ0BTEQyuoEXfjEMMEPNX8G4fimBUSqUSMPYklFWI4aO7VE0rlBc",
+	"yWVVjE07unVSkg6VPaek132j6FOTdNMEXvjqsQErRHMxN067zBcSTHypuKKYqVB/z4c6alspZ2p/RS3h",
+	"8lfKvhr85JfvLsp/ARrrjVzS3yYQXIvVmk6VFVfe2TnGb/DyrNYwkXcVyqXaWJvUsO/MyWvtQ3Oce50a",
+	"zj39i/Lh/+Xy8uzP8+N/fj6+uPTJ5fnh6cW7T+cffeeY84S8Pf5w+H8OCC6VzTIxOWnS6jc6WUVwHdFb",
+	"SlBJQE0UQiL5GOQEks0+OTVP88yqFTMa2tK6UansYFkteh/EYsgU/iI/f5ssMlgxOVcH5PTzB4QsBAvN",
+	"HwVnjEvy+fJd4zX+S6BeTgX5/F/v3r17q0FuRoUkVxcfPp8cHf95fnz06fztn/86/PD5+M+Ph//7ynww",
+	"kgQUnGXJP4rkLLd3s0FiLY1lRVDN4plOoItvlNamHvX1QA7Mqi2gxjWQ3CSHA3ZD4xQIv4FkM/0KuGfK",
+	"ahmwq9uBp+OoilwWKAEw8PrkduDhw+pnzOsK1IBqjjrLyycDD/PNYY6PePlD2lDAt33FXwlfpX5p4N3d",
+	"mbBlmUvf5wgvrQVPZeViFFw8MZVKlqLgQoUcZqKp53sNCz21pv4SeT6f8BheHNi1GbBlGXlulfI4ugbr",
+	"M+rj2g3YhsVDjlIypYkCBrMCGUAMWL4VH4PNm82FOhZHDfNBYVFuOViorQ1vji5ukcuey2xPWMhZra6v",
+	"B8mHUM03GMXfXjd3+FxfLb/49eTsrIaCfmbCX/az786Pjz3fOzv/5Pne8enl8fnZ+cnF8cp3sdJCVCj3",
+	"9Ot5yph6culgG9Jdy9nxV9p03VlMdWbzhN5AwTnZaav/2+ShrB/Yu0csqGyIqO/47qQ3BWxsussyc94d",
+	"kTe9/VeZHqGTeTDjqshim+Vzu0JQV/iQ0BxrxHADcZaZ7BOgwcRWD/yvi0+njRnHhOwGYqPOqq3pQXLs",
+	"vYrDEjEhKQuqTb4lfdZZS5OSdFtXwzskQqLk+Hx+Yg0ctaeuIxYqwW3mvlkdM0ilx1/rrUV374nUS1qp",
+	"mB3xlFWIuWMUSwnEQAWQIQ2ulbw7Oz59e3L63qHQYUeWXrVVBDam0XQ3uXCfmFskZlQGk3c0itOkyq/5",
+	"TifpI8ALdfgvQUk9GmuXLHrklFKJPsO9aobYUXZUb4tVbFs76mp6uWMq5HFt17kbFFqe+D1CEY8Vu4lq",
+	"e+0yvSCbu188QxXbymWrX6okdMPo7tFxz0RpD6094Q+hVeRw8ThKhbslHPFvYEepDR8OTz6iAvH25OLs",
+	"8PLol238fhcgs3QerSLcLzK8To04TePYRHYxpdIqDc/ERm1hU2yrxFOHiipefkZJr3SJh5jkVmrOfQjd",
+	"Mc/q3glTKzOlMoIqRGcgo5sKAX+cq44THofaSytiXs58cj0g2wsv7cv4QIX8hafJWiq0AwgzifURISa/",
+	"WMESmfA0qaaqrsyoLmg+4swkD7nKdKTz9JOU9dFFwedMe299ArEAXSuVHZRlmlan9W6hUutI7DLJCvNE",
+	"Vugwwqx4tXDVpOyqmEduXq5W0m2Nt9laGaVLy71N/lUJ7La0h2AWYzZGjmAmyHgNMBMmbrgToNXh5LfN",
+	"ly5K/i0spYy1DyF2c6h5DLGrFDYIUqXSXCiC9Ax0JUu1M5KGU4UjTgVJbicfnp2Qa1hkFQOYxaW/VSjT",
+	"0CUVERvxiuRRHaIeY/LUXGMYJuVbJbxJfsuzhTBvLe8zgZ64t4fvBeGjAUPf3IHW47GSi4FNyFBbWPt2",
+	"zXhqWlKnWLB4QeaTKAbtO3PjVugBwJYCumoD8f35u/PjY9Lxydn5J7Lvk9xHQbptEmSAOGA5Ir5oDtiA",
+	"WUNLx7RSFkJCrlp0FrVuOleEYani1aEp/8EIcJ/8Q1cZaUcjLoN2NV71NbnO+mByANHBExNBXrVkvpox",
+	"VmDSYAICmTBgFqqzx5tEk4zWPIkEuVpV/3NFnlu/wQvtdIyjAEwpgXEdHs7UYI1us62OXBI7RTzz+bxJ",
+	"8c9Nnoxb5l3R+nBydHx6cYzv3DmFQXoRD89OnOTFvtdptvVzfAaMziKv7+01280946zEvW7Y3VJLq/PJ",
+	"q1KaD5GriiuWBRoVtRTT/lfrzTVKe6KYaRNCIl3Jh9q9Oh4KL6i1c7wPkZBnOH6pJ0a33V5Tb7VUZ/VH",
+	"EdU7Vj5aH5qDuF633X3Z6HQa3c5lp91vq///XRdjZ7U+tfDLcbktxzwrC6eQ0z4RUxrHat+bXL873+u1",
+	"O6uGy9jS+lwqiOu19za/9M7tc9Drvtn8hq2kvfO9fb0K658/cRoG7Nchya2pQxxOp1OaLMx2yCSveGb2",
+	"mIJQOhZWbxXeF/VWYfu2btV/7so9g/64XbEKzwTmAqxo9GK0k9UdXmro21/wpAWTOifKOTmpMLoHg7kJ",
+	"8yOWYXgLvkp9kPwBm0dywlNJKAZBaSIPsO7AdpzQlhjj+nkL8kMdHOQxJjU0B+yQxHwOiRkpwNInYctm",
+	"tSKdpEwo3ZUIyWcCvySwzJekTEaxLowtlPVqOI9kQV7ZkEyU5DqwzpeIpIbJIjLkhpxZCRDyHzxcbIMK",
+	"RVB4Xbv+cdmIvCvqGGo/3O2GWCXaMsDS3v41eLWv8Wqb7WhRajUqZXhOsgJqg0s1AMDpX/Qdoazd2/xG",
+	"1nxCvdDZq4V9H2wHg163Wwf8nAYlPwDCHmHlO6HFVV+PsFlqqFP4v1JfUBBeiCE9E27DgGL2QQgYO1S6",
+	"WQgJ1gSY9lvLasJbZ3B/M8rniCQ55hKv6jP2UF29/OpFyQlt6U5oNR40RouSIbtBjNFj/vhSNKiUOVUb",
+	"QErlTBUgcpilFTsL/dPBx4+gOlV0yXHPtvvbL3e+N+Oi4gT/SwEalUYP0WlVyl5EsYCGIhW21wfpWB1G",
+	"P7fcEQgLYHrdbrk1UPmIl8uEd5H6Wa2YSYLE/a8zGf9wc+rybJe8kdMvEMfcJ7e3OtmoqVCC3N3lWTPe",
+	"OAFwerVlOWu6VtOgin2o4KfxXo46QSfY7zT2gpfDRo/uDxtvhq+h0R51wi7dG/aC/S1aXayqrK6lrHS2",
+	"Y6njsa02oJbLSjv+oy5EpBhep0WUt7RoG63Fb7uubsnnMtqaWuYn9eynVM9wcY36VELylUC+QVVr3bo1",
+	"rnca8JXeVeGC5COrlDWJjg7YzknaM49BAmWT0igmVGaWq01ZCWKgiXaSHSjLUVk3y12SltH/LY5ZQv8C",
+	"XvWWqdUvhU+axvfdo5rtW+5Rv9pauJjwudYznD5imaZg42lG2XgmtJaxvH3eg1y3d9qPLet+Znl0WVi8",
+	"p8P4fQ/je5Bbn8SS7bzBGC0kBKFmtYWwadmegBWe2e3GXWWtXGirhKLDNJpOU51saO0TtzjEhnqGoEvt",
+	"LbyUKkfz5CPtemV8TjjbbLHkhY3fxHD5crelYVDqLfRIVkGx0UddANwEplmkq3sPFLMLtQLM1EYy339S",
+	"sn9GJfswDAkleaeXh9CqM6Br3Zqf7la6SLXSwxlU4xUt3hlRR+Vxoecbaz7f+Dx3Hv48/6xn+YfQTDad",
+	"st20Ef929XqbijOdua5r8CJBOitCvjcF4V0dAVib/FmpGOVaxVbxkvw1X0mjLFXAVD6avh4zOo4Y1Up3",
+	"VcAkz4j8u8ZLilR8YvGikDrJdDBbp6CvIidvIlELNZb6bGymA1XISBSMnNWsqcqh35EnxR4obv8TTZjT",
+	"LuW5evbKdOa4GjB8OGu59aJPaBarsa3NOUNfDxlFtiVBkjJCY8EHTHfZ1elhMNWdeLXThXBGTO2fYggG",
+	"8KtY4nRX+m8fSSt2KVkbSHO233Ob6aGTJ9AZLkx387yJz4sn8fYI8TZwIdYKOOeX1Vqk02EJzyfaxpXG",
+	"7bHN2aTMbSQ1KnnMni25ynB/UCbmWHLdbXdtq3wtDp2EI1PrFUnd0qmYzJMnfA4YJoaT39DPy8hV6eqj",
+	"Kx8zkWZAs4YM2Kwe25WYdCSdKsSTSMmt2IEtnY9avi7J5BFln7oGvAuCDliv/aZJfrWtYrB2H5PXsV+Y",
+	"kKTbwyx/vIHASeGsyDIq90zcJCk/0msTF9XIKugIBWYCMlnobi8ZrVmXiiVGkBV8OKi+N0otjpo4wXlf",
+	"BHwGYXFq/homZMJKd0bPobm0giuvwNvf39QJ+ssOLo+s+4NNjQ1psdSuu6pIrq7t8S1do6t6btZytnS3",
+	"41TWMs3bC7tBZ9imjTej19Doha+CxuvhS9rYH/XA/s25SSCrJNt2Wk6TxgppZR/66SRPu4bkOXJuXruH",
+	"V+XvLdvMyhakzj0FXKGF4AaPiDvcM6v3+1r91G0lzd0qxdaLkRS64iHvv2h12/22r8wIhcaYYfbiwPQs",
+	"PHVuC8WmYFo25T0St+qJ2CTHNJgMmB7/mbB9akwPFEW2rhvIxFU6I5JvbG6iuwE877wkv0b/IMMFMZ1o",
+	"X/i6zxEMmJbxKB7MnOnQKIu24sNtGTaLU0H22+T//V+yp/5HTqj0B2w+oRJurLCN/pNdD5SkrEpsvgfp",
+	"iswdnU5uO6Qqt1Oz+3uxFaBuJm86ICkV3ETXOrQ73At6YWMfXo4aPdoZNl4H3bCxB73RPn05fBW8Dj1/",
+	"lcjJE1Oy7k0dvwZ1nd+9MjF6AP2PYq7KmkwXQ4bTM2b1cBm0uw1HKvJg/HtJjWSDD7By9N2FdKFnZecb",
+	"C+51kq1wS+6TYfUIfsMagmdbz6F7L/Imb10J5XVdxPYhzOKQqyKYR6bqgi4nzOiaYVv/l4d5I2FqNWLT",
+	"jXLAbBO2rBcAih1lugn8iDbf9FixrQk0yT0DpvNyIHTsjEOmnT5CRnGcFQmbSmotWJR5yLhT3UcWIA8M",
+	"aZgoWpCi+FLr1iCSZetVlYDRdK6RMVvqztuIhxzd8kt66odei7cHVeXv6SVAUs0Nhk869N8/MU/v6YfW",
+	"iFtZg9VKvfiMjtHdkPB0PCnrxwWV19Vym0Q7EgdMN+a2muEV6oBXuZrcabftH1+Y1lOmbeJIp0oMWCSy",
+	"W9mGi9WdFPX1DVzrzuNEafN5D74aCmUhXnGKPNngiXmw++M7m/t6/Fhu5lLLvbV+ZncP/WwYtCVELHt3",
+	"15y376eUoLTcKnpYuKuVz3QrmXhhLyTIzGqmTydCRtkrLK2fc9on1hVHnne05a1bUjPC4xCEVMpDIkyr",
+	"66JlbvxOmhalWsxtQam2tC0JucP5OTVah+nBFpqLHqm9P1y7XZU2IpR5rY3/IQ2u+WhkqFuFL9hm6QcK",
+	"hRqufYsoaOk+lJ803lZsErYWB50z82TvPUIgrXildm21qmRRbPAv6nudFaobz3Uxqs5C0SSfWKCbMuV/",
+	"mlAxYJmnI2+EGOXBcO2YVLaTDrmRXrt3UIrbR2LA8OJ4pUgpVCmVRqC+lIXuV3jd8lZ1ux6wYiPMdqmR",
+	"5cq897xxpfZu1ckYW2o72S53iax0dLV7v5faB9b38G3h73JaQOopFUJPmTFY6Lz39w1IOb0Mq/1a+Ul7",
+	"ArrHSIjL+V9bh1xexAwmdDl9MctnRYZbnolzf0XlSw0QXu0t+xvNY5MvDhXVDOm1cCAjjqa11Wp5Qkxj",
+	"Tv2UKSsYsKILLlLK7g0kTl2B+kqOJ/i2m/WHosL4Amt7AMmSA3DAqjyA1q2HDDftEXmCqV053ZkXcMAu",
+	"9TUbuLvN/TmyCCMr3XdrhNV93HfbRr3zrqhP3rsn7x1672qgbwnhdPeiDfa3c4mnOhsBjWNI1PkkApRN",
+	"G8eYmiNtE0E/awU6KjWlu4bFi1rdUPLOSt62Pocf05grtp5ca8zly/F9D+aP0iEk2zf2ADi/XN0WRBeV",
+	"LV0PoTsJNYnT1WxFpVze73OHdDEbsg/yNrK6Z9aWxXFLjZe/RXmc7ZjcrmUnlTsct40dU8tAyNoS7/ur",
+	"eZR3Am7XaYm49dH8gdtV/GwpXIVGEvbUVZ73SoHXunWM1E1+lWLOcN7nJ6ZG0pmG19heDo8ECXjKzG+0",
+	"SA5hJidGj3ULYLSeapy/VW28l1wkRZjZyUVijm/3Xse38w2P76vvdnwL/vAnj8FjFfevPcHbKoC/Of6n",
+	"mn1KLwsdSfHcgLAlSCZvMusMWtn5xbb8E5LPZlCh1ZYuRNi186c5N861WVu2/7yfhvADQEy3vQJjHF7V",
+	"hZr9B4YaM9RPDDk/naJhG4qWu8XvoG+ovzeuYbHJ7paly5Xx9uhiuZyAIAEpqo3ow7OTX9UoO/Ye3751",
+	"+OEs+hUWdduGq2k9id5HMJbNFQGuqZztzAcQu5Vmdlnq6g1MsqbeWHobgJ8lBtjZHOj7G5T6PKFiQqK8",
+	"kXO1Pa53/wMY40G0rfWt9/8jd6ZB0dkevoIebUPjDd1/1egFe6PG63AvaHRGXdgLe8H+8CXNYw9BhDeh",
+	"wSj66vU9EV//2Rt16ZsAmXjDr93IqF64wmN/Xv+ze9P+/a/X087XV7O94T57E/S+S5PQ0CLOSoTxc8NN",
+	"U/4keX8QE59ZnKqGqW3kbev2GhYbekS6AHVIzLa3xbkJjFKRNycA9WCTnKuH8EKBeaSvCKCE8QafLUMT",
+	"PupC06YmkPqFpyaQ33nzabZv3Hw7ycjK7i5muGfChEYqIsS4hx80zl15aOLserFKFfUyj/aY2I+rqvI5",
+	"JmyrI4S3i2nDOhKlmxNXe7c+2Mb9D3cJhZZbjrWnf/EtpVN5Ops8UM+cG/SedOLHdUcV1qLiBomd9eN0",
+	"g3pcuKuvmizCb0wDG/cuvwGrvqqUHKJjKyTY9gKvPAu0eRuJPjEZIYVbeIK8nspcmlOVDnFRfW4f4E6b",
+	"Tv3+h6uvgf3Wl9t0ujV8SH9jnHm6E+fn7gd5sR2uKd1gAjSWk/+svjXP5AF32+38RkUyS3gAQhlYyQ0I",
+	"e/2hOCDBBIJrvK4rhBmwEFiwqBT/v5hxdz2eWZIUv65/iPTglbkXcXQDzcKlmsYv5jhUboCBcBmqmWg4",
+	"ioWodRkKjJxxIccJCPKcsjBLkPMxo2bKwzQGEztM8ZbdFyY1+4Dst/cIlxNI5pEAnzA61VedAUYZ1c8z",
+	"7Ig0TCUGLLQfEev7he0gPOZWcuBSJs8Eifm4csXO9bx2bpKAO8R2ihpjGrVaPN+TZur5Yj7s2uIEms4x",
+	"W0G0ewdmifgQJI0UgYqfuNB9YqeRcf25fkpkUV4+fuGk8+239/JbL0/td4q3q4p+qyXwQsxmCDeWItFi",
+	"XDb04/WvTdPvVica5YeUhBzwvjyzvdafAcXKaOUhKL6Y30X7xxe8nBI3WlUi7ZReY11l4SrRfqsV84DG",
+	"Ey5k/3X7dRtVKjPokqkCjDLTVE5vd8S6ZkWlk6gwyzLh2hC6N1WQQAhMRjR2v5GZhdWGXeHKRyQlH/SZ",
+	"g8h442hIJW0WL2xcRVn5PiRnlkvtd11y3T6ly182LXIiNvbJnMoA70tUX3Y0wjz66XzWSTZc/qoFSfxS",
+	"YneL87bZLXdf7v5/AAAA//8GxsE5K7sAAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -24,12 +24,12 @@ import (
 // transaction is run again writing each execution under its own
 // savepoint, so that the rows at fault fail their items alone and the rest
 // of the batch is claimed; the happy path pays nothing for this.
-func (s *Store) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
-	res, err := s.claim(ctx, fence, limits, admit, reject, false)
+func (s *Store) Claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := s.claim(ctx, fence, admit, reject, false)
 	var rowErr *rowError
 	if errors.As(err, &rowErr) {
 		s.log.Warn("a claimed item's execution could not be written; claiming again item by item", "error", rowErr.err)
-		res, err = s.claim(ctx, fence, limits, admit, reject, true)
+		res, err = s.claim(ctx, fence, admit, reject, true)
 	}
 	return res, err
 }
@@ -51,24 +51,25 @@ func asRowError(err error) error {
 	return err
 }
 
-func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
+func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
-	params := dbsqlc.QueuePendingWorkspacesParams{}
-	for plan, n := range limits {
-		params.Plans = append(params.Plans, string(plan))
-		params.Limits = append(params.Limits, int32(n))
-	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ports.ClaimResult{Refused: map[domain.Plan]int{}}
 		claimer, err := s.checkFence(ctx, tx, fence)
 		if err != nil {
 			return err
 		}
-		pending, err := s.q.QueuePendingWorkspaces(ctx, tx, params)
+		// The limits every later statement reads are the ones in force
+		// until commit: an edit waits for this lock (see
+		// AdmissionLimitsReadLock).
+		if err := s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
+			return fmt.Errorf("locking the limits: %w", err)
+		}
+		pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
 		if err != nil {
 			return fmt.Errorf("pending workspaces: %w", err)
 		}
-		full, err := s.q.QueueStatsFullByPlan(ctx, tx, dbsqlc.QueueStatsFullByPlanParams{Plans: params.Plans, Limits: params.Limits})
+		full, err := s.q.QueueStatsFullByPlan(ctx, tx)
 		if err != nil {
 			return fmt.Errorf("counting full workspaces: %w", err)
 		}
@@ -112,7 +113,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		workspaces := make([]ports.PendingWorkspace, len(locked))
 		for i, w := range locked {
 			ids[i] = w.ID
-			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan)}
+			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Limit: int(w.MaxRunning)}
 		}
 		for i := range workspaces {
 			byID[workspaces[i].ID] = &workspaces[i]

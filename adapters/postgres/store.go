@@ -51,7 +51,7 @@ func (s *Store) WorkspaceStats(ctx context.Context, ids []domain.ID) (map[domain
 	}
 	out := make(map[domain.ID]domain.WorkspaceStats, len(rows))
 	for _, r := range rows {
-		out[r.ID] = domain.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued), FailedLastHour: int(r.FailedLastHour)}
+		out[r.ID] = domain.WorkspaceStats{Limit: int(r.MaxRunning), Active: int(r.Active), Queued: int(r.Queued), FailedLastHour: int(r.FailedLastHour)}
 	}
 	return out, nil
 }

@@ -121,9 +121,9 @@ func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *st
 	dispatcher := app.NewDispatcher(app.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: noWakeups{},
 		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
-	}, domain.DefaultTierPolicy(), cfg)
+	}, cfg)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
+	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, workflows, quotas, domain.DefaultTemplateBudget, adminToken)
 	checks := []httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}, {Name: "temporal", Check: workflows.CheckHealth}}
 	handler, err := httpapi.NewHandler(application, limits, registry, checks, log)
 	if err != nil {

@@ -498,7 +498,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, testLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(),
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(),
 		[]httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}}, testLog())
 	if err != nil {
 		t.Fatal(err)

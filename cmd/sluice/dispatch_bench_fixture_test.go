@@ -113,10 +113,10 @@ type benchTimedStore struct {
 	phases *benchPhases
 }
 
-func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
 	start := time.Now()
 	var admitStart, admitEnd time.Time
-	res, err := s.DispatchStore.Claim(ctx, fence, limits, func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	res, err := s.DispatchStore.Claim(ctx, fence, func(ws []ports.PendingWorkspace) map[domain.ID]int {
 		admitStart = time.Now()
 		q := admit(ws)
 		admitEnd = time.Now()
@@ -235,7 +235,7 @@ func (d benchDispatcher) run(ctx context.Context) {
 
 // dispatcher builds a dispatcher on the real store and lease with the
 // fake engine, its store calls timed into phases.
-func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (benchDispatcher, *benchEngine) {
+func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (benchDispatcher, *benchEngine) {
 	b.Helper()
 	log := benchLogger()
 	store := postgres.NewStore(db.pool, log)
@@ -262,7 +262,7 @@ func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.Dis
 	d := app.NewDispatcher(app.DispatcherDeps{
 		Store: benchTimedStore{DispatchStore: store, phases: phases}, Executions: store, Engine: engine, Wakeups: wakeups,
 		Lease: queueLease, Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
-	}, tiers, cfg)
+	}, cfg)
 	return benchDispatcher{Dispatcher: d, queueLease: queueLease}, engine
 }
 
@@ -597,12 +597,7 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[domai
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 
-	var plans []string
-	var limits []int32
-	for plan, n := range domain.DefaultTierPolicy().Limits() {
-		plans, limits = append(plans, string(plan)), append(limits, int32(n))
-	}
-	pendingArgs := map[string]any{"plans": plans, "limits": limits}
+	pendingArgs := map[string]any{}
 	var args []any
 	for _, p := range qs["QueuePendingWorkspaces"].Params {
 		args = append(args, pendingArgs[p])

@@ -260,8 +260,8 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	store := postgres.NewStore(pool, log)
-	return app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
-		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken), nil
+	return app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
+		workflows, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken), nil
 }
 
 // background runs long loops with their own context, cancelled on stop;
@@ -326,7 +326,7 @@ func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease port
 // newDispatchMetrics registers the dispatcher's series and the queue
 // gauges read at scrape time.
 func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *app.DispatchMetrics {
-	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.Tiers.Limits(), cfg.MetricsWorkspaceLabel))
+	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.MetricsWorkspaceLabel))
 	var opts []app.DispatchMetricsOption
 	if cfg.MetricsWorkspaceLabel {
 		opts = append(opts, app.WithWorkspaceLabel())
@@ -366,7 +366,7 @@ func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workfl
 	d := app.NewDispatcher(app.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: listener, Lease: queueLease,
 		Breaker: breaker, Metrics: metrics, Tracer: tp, Log: log, Halt: halt,
-	}, cfg.Tiers, cfg.Dispatcher)
+	}, cfg.Dispatcher)
 	return dispatcher{Dispatcher: d, Listener: listener}, nil
 }
 

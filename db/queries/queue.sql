@@ -31,14 +31,28 @@ LIMIT @max_rows;
 -- name: QueuePendingWorkspaces :many
 -- The workspaces worth locking for admission: those whose counts in
 -- workspace_queue_stats say they have pending work and fewer RUNNING
--- executions than their plan's limit, then those that no longer exist
--- (plan ''), whose pending items are to be failed. The cost follows the
--- workspaces with room, not every workspace with pending work (see the
--- function in 00002_workspace_queue_stats.sql). The counts are a prefilter
--- only: admission locks each workspace and recounts under the lock, which
--- is what makes it exact.
+-- executions than their limit (their own, else their plan's, both read
+-- from the plans tables), then those that no longer exist (plan ''),
+-- whose pending items are to be failed. The cost follows the workspaces
+-- with room, not every workspace with pending work (see the function in
+-- 00010_plans_as_data.sql). The counts are a prefilter only: admission
+-- locks each workspace and recounts under the lock, which is what makes
+-- it exact.
 SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan
-FROM workspace_queue_stats_with_room(@plans::text[], @limits::int[]) AS r;
+FROM admission_workspaces_with_room() AS r;
+
+-- name: AdmissionLimitsReadLock :exec
+-- Taken by every claim before it reads a limit, shared; an edit of a limit
+-- takes it exclusive until it commits (AdmissionLimitsWriteLock). So an
+-- edit waits for the claims that may have read the old value, the claims
+-- that start meanwhile wait for the edit, and once an edit has returned
+-- no claim admits by what it replaced. Advisory locks queue in order, so
+-- a stream of claims cannot starve an edit. The first key names this lock
+-- among the database's advisory locks (see DefinitionCountsLock).
+SELECT pg_advisory_xact_lock_shared(1936488037, 0);
+
+-- name: AdmissionLimitsWriteLock :exec
+SELECT pg_advisory_xact_lock(1936488037, 0);
 
 -- name: QueueFailPendingOfWorkspaces :execrows
 UPDATE workflow_execution_queue
@@ -212,12 +226,19 @@ WHERE s.pending > 0 OR s.running > 0;
 
 -- name: QueueStatsFullByPlan :many
 -- The workspaces the claim's prefilter skips: pending work and, by their
--- counts, no free slot. Counted for the admission refusals metric with one
--- range scan per plan on the same room index the prefilter reads.
-SELECT l.plan::text AS plan, count(*)::int AS full_workspaces
-FROM (SELECT unnest(@plans::text[]) AS plan, unnest(@limits::int[]) AS max_running) AS l
-JOIN workspace_queue_stats s ON s.plan = l.plan AND s.running >= l.max_running AND s.has_pending
-GROUP BY l.plan;
+-- counts, no free slot under their limit. Counted for the admission
+-- refusals metric with one range scan per plan on the same room index the
+-- prefilter reads, and one pass over the workspaces with their own limit.
+SELECT f.plan::text AS plan, count(*)::int AS full_workspaces
+FROM (
+    SELECT s.plan FROM plans p
+    JOIN workspace_queue_stats s ON s.plan = p.name AND s.running >= p.max_running AND s.has_pending
+    WHERE NOT EXISTS (SELECT 1 FROM workspace_limits o WHERE o.workspace_id = s.workspace_id AND o.max_running IS NOT NULL)
+    UNION ALL
+    SELECT s.plan FROM workspace_limits o JOIN workspace_queue_stats s ON s.workspace_id = o.workspace_id
+    WHERE o.max_running IS NOT NULL AND s.running >= o.max_running AND s.has_pending AND s.plan IS NOT NULL
+) f
+GROUP BY f.plan;
 
 -- name: IdempotencyKeyGet :one
 -- Keys older than the retention window count as absent.
@@ -260,7 +281,7 @@ WHERE s.workspace_id = @workspace_id FOR NO KEY UPDATE OF s;
 -- workspaces at capacity wait by design and are left out), due now. One
 -- index probe per such workspace on the claim's own index.
 SELECT r.plan::text AS plan, extract(epoch FROM now() - min(h.created_at))::float8 AS age_seconds
-FROM workspace_queue_stats_with_room(@plans::text[], @limits::int[]) AS r
+FROM admission_workspaces_with_room() AS r
 CROSS JOIN LATERAL (
     SELECT i.created_at FROM workflow_execution_queue i
     WHERE i.workspace_id = r.workspace_id AND i.status = 'PENDING' AND i.available_at <= now()

@@ -39,6 +39,12 @@ type IdempotencyKey struct {
 	CreatedAt   time.Time
 }
 
+type Plan struct {
+	Name       string
+	MaxRunning int32
+	UpdatedAt  time.Time
+}
+
 type Shedlock struct {
 	Name      string
 	LockUntil time.Time
@@ -118,6 +124,12 @@ type Workspace struct {
 	Plan      string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+type WorkspaceLimit struct {
+	WorkspaceID domain.ID
+	MaxRunning  *int32
+	UpdatedAt   time.Time
 }
 
 type WorkspaceNodeSlot struct {

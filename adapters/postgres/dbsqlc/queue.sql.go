@@ -13,6 +13,31 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
+const admissionLimitsReadLock = `-- name: AdmissionLimitsReadLock :exec
+SELECT pg_advisory_xact_lock_shared(1936488037, 0)
+`
+
+// Taken by every claim before it reads a limit, shared; an edit of a limit
+// takes it exclusive until it commits (AdmissionLimitsWriteLock). So an
+// edit waits for the claims that may have read the old value, the claims
+// that start meanwhile wait for the edit, and once an edit has returned
+// no claim admits by what it replaced. Advisory locks queue in order, so
+// a stream of claims cannot starve an edit. The first key names this lock
+// among the database's advisory locks (see DefinitionCountsLock).
+func (q *Queries) AdmissionLimitsReadLock(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, admissionLimitsReadLock)
+	return err
+}
+
+const admissionLimitsWriteLock = `-- name: AdmissionLimitsWriteLock :exec
+SELECT pg_advisory_xact_lock(1936488037, 0)
+`
+
+func (q *Queries) AdmissionLimitsWriteLock(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, admissionLimitsWriteLock)
+	return err
+}
+
 const idempotencyKeyClaim = `-- name: IdempotencyKeyClaim :execrows
 INSERT INTO idempotency_keys (workspace_id, key, request_hash, queue_id)
 VALUES ($1, $2, $3, $4)
@@ -694,7 +719,7 @@ func (q *Queries) QueueNotify(ctx context.Context, db DBTX) error {
 
 const queueOldestAdmissibleByPlan = `-- name: QueueOldestAdmissibleByPlan :many
 SELECT r.plan::text AS plan, extract(epoch FROM now() - min(h.created_at))::float8 AS age_seconds
-FROM workspace_queue_stats_with_room($1::text[], $2::int[]) AS r
+FROM admission_workspaces_with_room() AS r
 CROSS JOIN LATERAL (
     SELECT i.created_at FROM workflow_execution_queue i
     WHERE i.workspace_id = r.workspace_id AND i.status = 'PENDING' AND i.available_at <= now()
@@ -705,11 +730,6 @@ WHERE r.plan IS NOT NULL
 GROUP BY r.plan
 `
 
-type QueueOldestAdmissibleByPlanParams struct {
-	Plans  []string
-	Limits []int32
-}
-
 type QueueOldestAdmissibleByPlanRow struct {
 	Plan       string
 	AgeSeconds float64
@@ -719,8 +739,8 @@ type QueueOldestAdmissibleByPlanRow struct {
 // head of each workspace the claim's prefilter finds with room (the
 // workspaces at capacity wait by design and are left out), due now. One
 // index probe per such workspace on the claim's own index.
-func (q *Queries) QueueOldestAdmissibleByPlan(ctx context.Context, db DBTX, arg QueueOldestAdmissibleByPlanParams) ([]QueueOldestAdmissibleByPlanRow, error) {
-	rows, err := db.Query(ctx, queueOldestAdmissibleByPlan, arg.Plans, arg.Limits)
+func (q *Queries) QueueOldestAdmissibleByPlan(ctx context.Context, db DBTX) ([]QueueOldestAdmissibleByPlanRow, error) {
+	rows, err := db.Query(ctx, queueOldestAdmissibleByPlan)
 	if err != nil {
 		return nil, err
 	}
@@ -764,13 +784,8 @@ func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceI
 
 const queuePendingWorkspaces = `-- name: QueuePendingWorkspaces :many
 SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan
-FROM workspace_queue_stats_with_room($1::text[], $2::int[]) AS r
+FROM admission_workspaces_with_room() AS r
 `
-
-type QueuePendingWorkspacesParams struct {
-	Plans  []string
-	Limits []int32
-}
 
 type QueuePendingWorkspacesRow struct {
 	WorkspaceID domain.ID
@@ -779,14 +794,15 @@ type QueuePendingWorkspacesRow struct {
 
 // The workspaces worth locking for admission: those whose counts in
 // workspace_queue_stats say they have pending work and fewer RUNNING
-// executions than their plan's limit, then those that no longer exist
-// (plan ”), whose pending items are to be failed. The cost follows the
-// workspaces with room, not every workspace with pending work (see the
-// function in 00002_workspace_queue_stats.sql). The counts are a prefilter
-// only: admission locks each workspace and recounts under the lock, which
-// is what makes it exact.
-func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg QueuePendingWorkspacesParams) ([]QueuePendingWorkspacesRow, error) {
-	rows, err := db.Query(ctx, queuePendingWorkspaces, arg.Plans, arg.Limits)
+// executions than their limit (their own, else their plan's, both read
+// from the plans tables), then those that no longer exist (plan ”),
+// whose pending items are to be failed. The cost follows the workspaces
+// with room, not every workspace with pending work (see the function in
+// 00010_plans_as_data.sql). The counts are a prefilter only: admission
+// locks each workspace and recounts under the lock, which is what makes
+// it exact.
+func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueuePendingWorkspacesRow, error) {
+	rows, err := db.Query(ctx, queuePendingWorkspaces)
 	if err != nil {
 		return nil, err
 	}
@@ -946,16 +962,17 @@ func (q *Queries) QueueStatsForgetGone(ctx context.Context, db DBTX, workspaceId
 }
 
 const queueStatsFullByPlan = `-- name: QueueStatsFullByPlan :many
-SELECT l.plan::text AS plan, count(*)::int AS full_workspaces
-FROM (SELECT unnest($1::text[]) AS plan, unnest($2::int[]) AS max_running) AS l
-JOIN workspace_queue_stats s ON s.plan = l.plan AND s.running >= l.max_running AND s.has_pending
-GROUP BY l.plan
+SELECT f.plan::text AS plan, count(*)::int AS full_workspaces
+FROM (
+    SELECT s.plan FROM plans p
+    JOIN workspace_queue_stats s ON s.plan = p.name AND s.running >= p.max_running AND s.has_pending
+    WHERE NOT EXISTS (SELECT 1 FROM workspace_limits o WHERE o.workspace_id = s.workspace_id AND o.max_running IS NOT NULL)
+    UNION ALL
+    SELECT s.plan FROM workspace_limits o JOIN workspace_queue_stats s ON s.workspace_id = o.workspace_id
+    WHERE o.max_running IS NOT NULL AND s.running >= o.max_running AND s.has_pending AND s.plan IS NOT NULL
+) f
+GROUP BY f.plan
 `
-
-type QueueStatsFullByPlanParams struct {
-	Plans  []string
-	Limits []int32
-}
 
 type QueueStatsFullByPlanRow struct {
 	Plan           string
@@ -963,10 +980,11 @@ type QueueStatsFullByPlanRow struct {
 }
 
 // The workspaces the claim's prefilter skips: pending work and, by their
-// counts, no free slot. Counted for the admission refusals metric with one
-// range scan per plan on the same room index the prefilter reads.
-func (q *Queries) QueueStatsFullByPlan(ctx context.Context, db DBTX, arg QueueStatsFullByPlanParams) ([]QueueStatsFullByPlanRow, error) {
-	rows, err := db.Query(ctx, queueStatsFullByPlan, arg.Plans, arg.Limits)
+// counts, no free slot under their limit. Counted for the admission
+// refusals metric with one range scan per plan on the same room index the
+// prefilter reads, and one pass over the workspaces with their own limit.
+func (q *Queries) QueueStatsFullByPlan(ctx context.Context, db DBTX) ([]QueueStatsFullByPlanRow, error) {
+	rows, err := db.Query(ctx, queueStatsFullByPlan)
 	if err != nil {
 		return nil, err
 	}

@@ -147,6 +147,81 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the plans' limits
+         * @description Admin only. Every plan's limits, as every dispatcher reads them in its claim.
+         */
+        get: operations["listPlans"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/plans/{plan}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The plan's name. */
+                plan: components["schemas"]["Plan"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change a plan's limits
+         * @description Admin only. Every dispatcher uses the new limit from its next claim,
+         *     without a restart; once this returns no claim admits by the old one.
+         *     A lower limit cancels nothing that runs: it stops admissions until
+         *     the workspace is under it. Workspaces with their own limit keep it.
+         */
+        patch: operations["updatePlan"];
+        trace?: never;
+    };
+    "/api/v1/workspaces/{workspaceId}/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a workspace's own limits
+         * @description The admin, or the workspace's own key. A null limit is the plan's.
+         */
+        get: operations["getWorkspaceLimits"];
+        /**
+         * Set a workspace's own limits
+         * @description Admin only. Replaces the workspace's own limits over its plan's; null
+         *     returns to the plan's. Applied as a plan change is: at the next claim,
+         *     cancelling nothing.
+         */
+        put: operations["setWorkspaceLimits"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workflow/definitions": {
         parameters: {
             query?: never;
@@ -492,7 +567,7 @@ export interface components {
             id: string;
             name: string;
             plan: components["schemas"]["Plan"];
-            /** @description Concurrent executions the plan allows. */
+            /** @description Concurrent executions it may run: its own limit, else its plan's. */
             limit: number;
             /** @description Executions holding a slot now. */
             active: number;
@@ -504,6 +579,28 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             updatedAt: string;
+        };
+        PlanLimits: {
+            plan: components["schemas"]["Plan"];
+            /** @description RUNNING executions a workspace on the plan may have. */
+            maxRunning: number;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        UpdatePlanRequest: {
+            maxRunning: number;
+        };
+        WorkspaceLimits: {
+            /** Format: uuid */
+            workspaceId: string;
+            /** @description Replaces the plan's; null keeps it. */
+            maxRunning: number | null;
+            /** Format: date-time */
+            updatedAt: string | null;
+        };
+        SetWorkspaceLimitsRequest: {
+            /** @description Null returns to the plan's. */
+            maxRunning: number | null;
         };
         WorkspacePage: {
             items: components["schemas"]["Workspace"][];
@@ -1286,6 +1383,173 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listPlans: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plans, smallest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "plan": "FREE",
+                     *         "maxRunning": 1,
+                     *         "updatedAt": "2026-11-21T10:00:00Z"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["PlanLimits"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updatePlan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The plan's name. */
+                plan: components["schemas"]["Plan"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "maxRunning": 8
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdatePlanRequest"];
+            };
+        };
+        responses: {
+            /** @description The plan's limits as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "plan": "PRO",
+                     *       "maxRunning": 8,
+                     *       "updatedAt": "2026-11-21T10:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PlanLimits"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWorkspaceLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace's own limits. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "maxRunning": null,
+                     *       "updatedAt": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkspaceLimits"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setWorkspaceLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "maxRunning": 12
+                 *     }
+                 */
+                "application/json": components["schemas"]["SetWorkspaceLimitsRequest"];
+            };
+        };
+        responses: {
+            /** @description The workspace's own limits as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "maxRunning": 12,
+                     *       "updatedAt": "2026-11-21T10:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkspaceLimits"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidGraph"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
