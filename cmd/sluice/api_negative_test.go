@@ -115,6 +115,18 @@ func (w *world) opsOnB() []op {
 		{"revokeAPIKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.RevokeAPIKey(ctx, w.wsB, w.keyB.ID)
 		}},
+		{"getWorkspaceLimits", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetWorkspaceLimits(ctx, w.wsB)
+		}},
+		{"setWorkspaceLimits", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsB, client.SetWorkspaceLimitsRequest{MaxRunning: ptr(1000)})
+		}},
+		{"listPlans", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListPlans(ctx)
+		}},
+		{"updatePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: 1000})
+		}},
 		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsB, Name: "intruder", Graph: greetGraph()})
 		}},
@@ -617,4 +629,87 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 			t.Errorf("200 calls of /readyz took %d database connections, want a handful (one check a second)", n)
 		}
 	})
+}
+
+// TestNegativePlansAndLimits: a workspace key can neither read nor edit
+// the plans, nor set any workspace's limits (its own included: a tenant
+// cannot raise its own capacity), nor read another workspace's; every
+// such call is a 403 and nothing changes. The admin's limits out of range
+// are refused naming /maxRunning, and change nothing either.
+func TestNegativePlansAndLimits(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	admin := w.client(t, adminToken)
+	fifty := 50
+	forbidden := []op{
+		{"listPlans", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListPlans(ctx)
+		}},
+		{"updatePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: fifty})
+		}},
+		{"setWorkspaceLimits on its own workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsA, client.SetWorkspaceLimitsRequest{MaxRunning: &fifty})
+		}},
+		{"setWorkspaceLimits on another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsB, client.SetWorkspaceLimitsRequest{MaxRunning: &fifty})
+		}},
+		{"getWorkspaceLimits of another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetWorkspaceLimits(ctx, w.wsB)
+		}},
+	}
+	successes := 0
+	for _, o := range forbidden {
+		got := read(o.call(ctx, a))
+		if got.status < 300 {
+			successes++
+		}
+		got.expect(t, o.name+" with A's key", http.StatusForbidden, "forbidden")
+	}
+	if successes != 0 {
+		t.Errorf("%d of %d calls with a workspace key succeeded", successes, len(forbidden))
+	}
+	if own := read(a.GetWorkspaceLimits(ctx, w.wsA)); own.status != http.StatusOK {
+		t.Errorf("getWorkspaceLimits of its own workspace with its key: %d %s", own.status, own.body)
+	}
+
+	bodies := map[string]string{
+		"zero":           `{"maxRunning": 0}`,
+		"negative":       `{"maxRunning": -1}`,
+		"over 100,000":   `{"maxRunning": 100001}`,
+		"not an integer": `{"maxRunning": 2.5}`,
+		"a string":       `{"maxRunning": "5"}`,
+	}
+	for name, body := range bodies {
+		for opName, send := range map[string]func() (*http.Response, error){
+			"updatePlan": func() (*http.Response, error) {
+				return admin.UpdatePlanWithBody(ctx, client.PRO, "application/json", strings.NewReader(body))
+			},
+			"setWorkspaceLimits": func() (*http.Response, error) {
+				return admin.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(body))
+			},
+		} {
+			got := read(send())
+			got.expect(t, opName+": "+name, http.StatusBadRequest, "invalid-request")
+			if !slices.Contains(got.fieldPaths(), "/maxRunning") {
+				t.Errorf("%s: %s: field paths %v lack /maxRunning; body: %s", opName, name, got.fieldPaths(), got.body)
+			}
+		}
+	}
+	read(admin.UpdatePlanWithBody(ctx, "GOLD", "application/json", strings.NewReader(`{"maxRunning": 5}`))).
+		expect(t, "updatePlan of an unknown plan", http.StatusBadRequest, "invalid-request")
+
+	var plans string
+	var own int
+	if err := w.pool.QueryRow(ctx, `SELECT (SELECT string_agg(name || '=' || max_running, ',' ORDER BY max_running) FROM plans),
+		(SELECT count(*) FROM workspace_limits)`).Scan(&plans, &own); err != nil {
+		t.Fatal(err)
+	}
+	if plans != "FREE=1,PRO=5,ENTERPRISE=20" || own != 0 {
+		t.Errorf("refused calls changed limits: plans %s, %d workspace limits", plans, own)
+	}
+	w.checkBUntouched(t)
 }
