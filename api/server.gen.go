@@ -69,6 +69,13 @@ const (
 	QueueStatusPENDING    QueueStatus = "PENDING"
 )
 
+// Defines values for WaitingOnReason.
+const (
+	BACKOFF        WaitingOnReason = "BACK_OFF"
+	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
+	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
+)
+
 // APIKey defines model for ApiKey.
 type APIKey struct {
 	CreatedAt time.Time          `json:"createdAt"`
@@ -89,6 +96,19 @@ type CancelResponse struct {
 
 // CancelResponseStatus defines model for CancelResponse.Status.
 type CancelResponseStatus string
+
+// Concurrency At most `limit` executions whose `key` resolves to the same text run at once in the workspace,
+// on top of its own limit. The key is a template over the input (input references only, at most
+// 256 bytes, resolving to at most 256), resolved when an item is enqueued; an input without what
+// the key reads is refused then (422 at /input). Items of a full key wait PENDING without holding
+// back other keys, and keys with waiting work take turns.
+type Concurrency struct {
+	// Key At most 256 bytes; checked with the rest of the graph (422).
+	Key string `json:"key"`
+
+	// Limit From 1 to 100,000; checked with the rest of the graph (422).
+	Limit int `json:"limit"`
+}
 
 // CreateAPIKeyRequest defines model for CreateApiKeyRequest.
 type CreateAPIKeyRequest struct {
@@ -320,18 +340,24 @@ type QueueItem struct {
 	AttemptCount int        `json:"attemptCount"`
 	AvailableAt  time.Time  `json:"availableAt"`
 	ClaimedAt    *time.Time `json:"claimedAt"`
-	CreatedAt    time.Time  `json:"createdAt"`
+
+	// ConcurrencyKey The definition's concurrency key, resolved over the input at enqueue.
+	ConcurrencyKey *string   `json:"concurrencyKey"`
+	CreatedAt      time.Time `json:"createdAt"`
 
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
-	DispatchFailures     int                 `json:"dispatchFailures"`
-	DispatchedAt         *time.Time          `json:"dispatchedAt"`
-	ExecutionID          *openapi_types.UUID `json:"executionId"`
-	ID                   openapi_types.UUID  `json:"id"`
-	LastError            *string             `json:"lastError"`
-	Priority             int                 `json:"priority"`
-	Status               QueueStatus         `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
-	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+	DispatchFailures int                 `json:"dispatchFailures"`
+	DispatchedAt     *time.Time          `json:"dispatchedAt"`
+	ExecutionID      *openapi_types.UUID `json:"executionId"`
+	ID               openapi_types.UUID  `json:"id"`
+	LastError        *string             `json:"lastError"`
+	Priority         int                 `json:"priority"`
+	Status           QueueStatus         `json:"status"`
+
+	// WaitingOn What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING.
+	WaitingOn            *WaitingOn         `json:"waitingOn"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // QueueItemPage defines model for QueueItemPage.
@@ -358,6 +384,25 @@ type UpdatePlanRequest struct {
 type UpdateWorkspaceRequest struct {
 	Plan Plan `json:"plan"`
 }
+
+// WaitingOn What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING.
+type WaitingOn struct {
+	// Key The full concurrency key, for KEY_LIMIT.
+	Key *string `json:"key,omitempty"`
+
+	// Limit The limit that is full (workspace or key).
+	Limit  *int            `json:"limit,omitempty"`
+	Reason WaitingOnReason `json:"reason"`
+
+	// Running What runs under it now.
+	Running *int `json:"running,omitempty"`
+
+	// Until When a back-off ends, for BACK_OFF.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// WaitingOnReason defines model for WaitingOn.Reason.
+type WaitingOnReason string
 
 // Workspace defines model for Workspace.
 type Workspace struct {
@@ -422,6 +467,9 @@ type Internal = Problem
 
 // InvalidGraph RFC 9457 problem details.
 type InvalidGraph = Problem
+
+// InvalidInput RFC 9457 problem details.
+type InvalidInput = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
@@ -1730,6 +1778,8 @@ type InternalApplicationProblemPlusJSONResponse Problem
 
 type InvalidGraphApplicationProblemPlusJSONResponse Problem
 
+type InvalidInputApplicationProblemPlusJSONResponse Problem
+
 type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
@@ -2743,6 +2793,17 @@ type EnqueueExecution413ApplicationProblemPlusJSONResponse struct {
 func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecution422ApplicationProblemPlusJSONResponse struct {
+	InvalidInputApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecution422ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -5155,143 +5216,153 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9/XLbOLbnq6C4W5WkLvVpOR/yXx7HSXs7cTy2M73brVQbIo8kjilATYBWNC4/xz7Q",
-	"vtgWDgASpCiJspy4k+tbt6YdmyQODoDf+T649QI+nXEGTAqvf+vNaEKnICHBfx2lieCJ+ikEESTRTEac",
-	"eX3vcgLkisFXqR+4InxE5ATILIGbiKeCzOgYmp7vRerpv1JIFp7vMToFr+8F+qO+J4IJTKn6+pR+/QBs",
-	"LCdev9tu+55czNSTQiYRG3t3d773FkYRi9TwJ2E1PXOeXI9iPidh9ugzQaIwI2NG5SSnInQ/6HsJ/JVG",
-	"CYReXyYpuLSNeDKl0ut7aRqpJ5dpO/4KQbqONLAPrCMInK/sRs+HaBrJZUrO6BiIiP6zcmFifM8dK4QR",
-	"TWPp9ffbvlqkaJpOzRJNI6b/1clIiJiEMSRIw288uRYzGsC65cIH1vFk7nxlF57cqZfFjDMBuK//QcNz",
-	"+CsFgWwKOJPA8Ec6m8VRQBWdrVnChzFM/+vfQhF968FXOp3FoKcjaRR7fSQJhCRDHi7IhApCGYEkwe2N",
-	"/xVe/49bbwpC0LEiaZqqp4FQYkjFCfe9ljvVuy++JySVqfD6PTwPkVQDeyfshsZRSMyw+UwnUs5Ev9US",
-	"cRoF0AzhxpIvWpF+qWFfunM59z8TGHl973+0chho6b+K1pn+gubf8grauUeCTGmslgBCwhMyTIBeC8QD",
-	"/aWmGvKIs1EcBbsy/CSE6YxLYMGi8SssyJwKkgoIyTySE0JJGI1GkADTS+K5fHyT8zEjph4DnTED++ZD",
-	"c9F+WOiZSPyT4GmCJ0TNApCP73gyjMIQ2I6MVAPkGEiGEHM2FkRyQhmXE0jyE1rg4l7OxZyUWmwcZY8/",
-	"FO8kvwZGpnRBGJdE8jRQjItExjnk2AmTkDAa78iwyHwmO9+WJ/vFE1p6qtYBNQQ+BF8u+BTkJGJjMqJR",
-	"rE4k00cRkhtIDszGMntuQtkYQsU99YbhFqLF+4TOJjtyrEvsFFehYcquGZ8zwngIZOB9HXgOIo4VCS0I",
-	"xyBa7Zbk3p3vvhssghj6hJLGIG2394AMs5/o0lfUAKKIq93uMq7iw9uhqn7loXY0fk0hqtrQlGiq3h6+",
-	"PyBwA8nCMlQ9EUdCWtyLpFK55ARX8JTLdzxl4Y6rV6FPkde0He7RV9DojnrDRi942Wm8oa+hsT98GbwK",
-	"X8ObUbuDpI+QABc3ejm3T50HanCacdnQjz8El085EQonChBxyfkHmozhIbUB+BoAhIJ02r3X+69ekuFC",
-	"gnBZ0nGg9IwuYk5DIjknMVJSizWS84Z+/KE2IJKudpf6akLkhLrwQWgQwEwKy7SPlC125NlfKZfUMAvC",
-	"PqGSTLmQpNNut8kMWKig7K8UUiCR1FCSH2FHpP+z8J167MOxG9k7Dy3S5zyNQzKjQhDOwNpIruKLBAjy",
-	"3M6TJwMmJE8gdKfsO0ew8A9yA4nQv0SAIzNIBgwx5IWvVLHCeGpZhRnIkCjIiApp11mhSEIlDBhPUJlV",
-	"u3FK2YJEjIziaDyRank4C6BJTrXMQAXMkExZJkoGjMYJ0HBh/2ZETZNcnYNMFo3DkYTkSpMkyXwCCZA5",
-	"jaT65ATimegPmKJesyFMaMQEoSI3pQRRXBATH4dFqUal4v0oimPRHCilZAI0NJasM+qyPXIBAWchKj+K",
-	"BjKEEU9A73s6zRdUaRpqOZtF43WdJaR2yGdGUznhSfQf2BWUp5EQikVDoIlaNqUAFWC2k5+IwrC1zkPq",
-	"vvFAYIsk4makRl+TE4pGgxX+PCEJ3PBrCBFWPjN6Q6OYDmN4ABXX4FYkyDAViwMikwWhYxoxIiY8kfGi",
-	"oMg5iHwByU0UAEkdcuoyMXvhoRAln4U6kmomaq9Keg0FfY7xeZ8wTkIq6ZAKGLCAMwYBYkWgdvIoAUCV",
-	"IdKwPlRyVWkRNJLFMx1yBgcDlvOLqrNTPL4Pc8qShRoTB9nqYGXMxaEPZ9GvgMJolvAZJDLSpn6QAJUQ",
-	"HsqCnyCkEhoymsKys8D3orCGT8H6KG6X/zBTIPS12u0xihKteCc0kJAIKxUEBAlIH5cV4phcw0IQOqOJ",
-	"bFaNbQ7MmlmxNDZnSDtLlj4xL3poNruVcvfLHx4+UvTOIDuyyfsO411yv2Rf5sN/g7ajjygLID43Dprl",
-	"Jay5HvYY33rA1K75wzs6PD06/vDh+K3n259PTt87NKybnflcJcE4Nb3jHD8SDUMUyzQ+c+gf0ViAX5qS",
-	"3Ttlx+c0YvbfnU1U4jdWk5d7TO9H4thagOtw6721fu41oR03YeX+02SvZsu/tMr07XlSInYTXZnD9Dtu",
-	"KN+bxZRtlE3qmcrNZ95fPakwR2Uax59GaP6vG8s8ryz94vw0PlYIlQmqECyAA61qkgjlYHPj7jFfXCb+",
-	"SyHc8CASJUiTBJg0e88RGpk887c8b7vKqHQWbjuJbyQwSryxjCgKkJzcqs2Wr9YZHVcJEDQc3R/W8dhZ",
-	"+7tsMJokdIEczaJeeOzWS9kyE4wB63xj/XScDbPzHgxLEbSNe2e7DXmzem+XuFCKvN2sWfgq7hyHVUs8",
-	"Svi0cqNLXvnr+QRcWoecx1ABc/hZ/EglKQzN0yz+dz/ojtgsXfOO3lhF1Du0FobWF6ezmEpA+/gKv3bV",
-	"JBe5TZ6ATBMGIbqgyIgn+INPBCcsnQ6VFnoNMDMuxjAaR67Saabre18bY94wv0zoXFlezXM6/2g8ss4D",
-	"jWg644nM5ZJ9PvfLAgt4GLFxC399h1pzxJNILgpxx2555h0MN3EhSZqMgckm+ZQo6wPdHNayobnT44CM",
-	"aJQwEILQIOFC5H8SJOBTEFolVxPOApy99eFNP/ONvt32TD2gvlNJw5pdGmbbdPn04AMn26rZ63Dhn+qL",
-	"F/rR8jzsaGt17DXUquFikLuZP2GaoCfhoyh8I2LyZW/1+84e0AGezTKgtqy+Bw4oixJfQ9eYWWe/eM6b",
-	"ROtIwwV5f3yp7E3OnJQEwlm80GGhOBKSxEBvQCgtiqePAQM6UrPGdp7RMfpSMWaUQMCTUJDnK6f2AlML",
-	"6sj9Ux7COX6vUu4ruk4Lwn+ZQp3aYm16JearyaWSXLXsAW7lPs3WrZMFcqejVlcHRO0woiQWudK/IhMe",
-	"hxhinxIax806G94548uE595mpDxnoXbv0kRCSJQwNMQozuIOc/yx9jHj17lA35iZMoREC5XyKdhItvnq",
-	"NppOPYTKAMai1I6wrl5cq+Dvrj/nwFlDFCxTlXHG5apfgNMCLlqMWwvPD6Fx51j/OAp3eSs4LqTzz6en",
-	"J6fvPd87+vTx7MPxJTqT3h2eFLxKx28rnEq+9y6CODy2cqLIoSyQXeVARHC83TA5kyplP1Q1sSyKX1If",
-	"ydvD902iAM84GhMgKYv+SuEAM5jCMaAgQMcsOfp0+vbk8uTTqQaxKV2QgCbJglwpTLpSOugsCq4xfjRM",
-	"KAsmzQH7CEqzJAr49ffhKw0keR5QAQ0BTEQyuoEXfjEMMEPNX8G4fimBUSqUSMPYklFWI4aO7VE0rlBc",
-	"yWVVjE07unVSkg6VPaek132j6FOTdNMEXvjqsQErRHMxN067zBcSTHypuKKYqVB/z4c6alspZ2p/RS3h",
-	"8lfKvhr85JfvLsp/ARrrjVzS3yYQXIvVmk6VFVfe2TnGb/DyrNYwkXcVyqXaWJvUsO/MyWvtQ3Oce50a",
-	"zj39i/Lh/+Xy8uzP8+N/fj6+uPTJ5fnh6cW7T+cffeeY84S8Pf5w+H8OCC6VzTIxOWnS6jc6WUVwHdFb",
-	"SlBJQE0UQiL5GOQEks0+OTVP88yqFTMa2tK6UansYFkteh/EYsgU/iI/f5ssMlgxOVcH5PTzB4QsBAvN",
-	"HwVnjEvy+fJd4zX+S6BeTgX5/F/v3r17q0FuRoUkVxcfPp8cHf95fnz06fztn/86/PD5+M+Ph//7ynww",
-	"kgQUnGXJP4rkLLd3s0FiLY1lRVDN4plOoItvlNamHvX1QA7Mqi2gxjWQ3CSHA3ZD4xQIv4FkM/0KuGfK",
-	"ahmwq9uBp+OoilwWKAEw8PrkduDhw+pnzOsK1IBqjjrLyycDD/PNYY6PePlD2lDAt33FXwlfpX5p4N3d",
-	"mbBlmUvf5wgvrQVPZeViFFw8MZVKlqLgQoUcZqKp53sNCz21pv4SeT6f8BheHNi1GbBlGXlulfI4ugbr",
-	"M+rj2g3YhsVDjlIypYkCBrMCGUAMWL4VH4PNm82FOhZHDfNBYVFuOViorQ1vji5ukcuey2xPWMhZra6v",
-	"B8mHUM03GMXfXjd3+FxfLb/49eTsrIaCfmbCX/az786Pjz3fOzv/5Pne8enl8fnZ+cnF8cp3sdJCVCj3",
-	"9Ot5yph6culgG9Jdy9nxV9p03VlMdWbzhN5AwTnZaav/2+ShrB/Yu0csqGyIqO/47qQ3BWxsussyc94d",
-	"kTe9/VeZHqGTeTDjqshim+Vzu0JQV/iQ0BxrxHADcZaZ7BOgwcRWD/yvi0+njRnHhOwGYqPOqq3pQXLs",
-	"vYrDEjEhKQuqTb4lfdZZS5OSdFtXwzskQqLk+Hx+Yg0ctaeuIxYqwW3mvlkdM0ilx1/rrUV374nUS1qp",
-	"mB3xlFWIuWMUSwnEQAWQIQ2ulbw7Oz59e3L63qHQYUeWXrVVBDam0XQ3uXCfmFskZlQGk3c0itOkyq/5",
-	"TifpI8ALdfgvQUk9GmuXLHrklFKJPsO9aobYUXZUb4tVbFs76mp6uWMq5HFt17kbFFqe+D1CEY8Vu4lq",
-	"e+0yvSCbu188QxXbymWrX6okdMPo7tFxz0RpD6094Q+hVeRw8ThKhbslHPFvYEepDR8OTz6iAvH25OLs",
-	"8PLol238fhcgs3QerSLcLzK8To04TePYRHYxpdIqDc/ERm1hU2yrxFOHiipefkZJr3SJh5jkVmrOfQjd",
-	"Mc/q3glTKzOlMoIqRGcgo5sKAX+cq44THofaSytiXs58cj0g2wsv7cv4QIX8hafJWiq0AwgzifURISa/",
-	"WMESmfA0qaaqrsyoLmg+4swkD7nKdKTz9JOU9dFFwedMe299ArEAXSuVHZRlmlan9W6hUutI7DLJCvNE",
-	"Vugwwqx4tXDVpOyqmEduXq5W0m2Nt9laGaVLy71N/lUJ7La0h2AWYzZGjmAmyHgNMBMmbrgToNXh5LfN",
-	"ly5K/i0spYy1DyF2c6h5DLGrFDYIUqXSXCiC9Ax0JUu1M5KGU4UjTgVJbicfnp2Qa1hkFQOYxaW/VSjT",
-	"0CUVERvxiuRRHaIeY/LUXGMYJuVbJbxJfsuzhTBvLe8zgZ64t4fvBeGjAUPf3IHW47GSi4FNyFBbWPt2",
-	"zXhqWlKnWLB4QeaTKAbtO3PjVugBwJYCumoD8f35u/PjY9Lxydn5J7Lvk9xHQbptEmSAOGA5Ir5oDtiA",
-	"WUNLx7RSFkJCrlp0FrVuOleEYani1aEp/8EIcJ/8Q1cZaUcjLoN2NV71NbnO+mByANHBExNBXrVkvpox",
-	"VmDSYAICmTBgFqqzx5tEk4zWPIkEuVpV/3NFnlu/wQvtdIyjAEwpgXEdHs7UYI1us62OXBI7RTzz+bxJ",
-	"8c9Nnoxb5l3R+nBydHx6cYzv3DmFQXoRD89OnOTFvtdptvVzfAaMziKv7+01280946zEvW7Y3VJLq/PJ",
-	"q1KaD5GriiuWBRoVtRTT/lfrzTVKe6KYaRNCIl3Jh9q9Oh4KL6i1c7wPkZBnOH6pJ0a33V5Tb7VUZ/VH",
-	"EdU7Vj5aH5qDuF633X3Z6HQa3c5lp91vq///XRdjZ7U+tfDLcbktxzwrC6eQ0z4RUxrHat+bXL873+u1",
-	"O6uGy9jS+lwqiOu19za/9M7tc9Drvtn8hq2kvfO9fb0K658/cRoG7Nchya2pQxxOp1OaLMx2yCSveGb2",
-	"mIJQOhZWbxXeF/VWYfu2btV/7so9g/64XbEKzwTmAqxo9GK0k9UdXmro21/wpAWTOifKOTmpMLoHg7kJ",
-	"8yOWYXgLvkp9kPwBm0dywlNJKAZBaSIPsO7AdpzQlhjj+nkL8kMdHOQxJjU0B+yQxHwOiRkpwNInYctm",
-	"tSKdpEwo3ZUIyWcCvySwzJekTEaxLowtlPVqOI9kQV7ZkEyU5DqwzpeIpIbJIjLkhpxZCRDyHzxcbIMK",
-	"RVB4Xbv+cdmIvCvqGGo/3O2GWCXaMsDS3v41eLWv8Wqb7WhRajUqZXhOsgJqg0s1AMDpX/Qdoazd2/xG",
-	"1nxCvdDZq4V9H2wHg163Wwf8nAYlPwDCHmHlO6HFVV+PsFlqqFP4v1JfUBBeiCE9E27DgGL2QQgYO1S6",
-	"WQgJ1gSY9lvLasJbZ3B/M8rniCQ55hKv6jP2UF29/OpFyQlt6U5oNR40RouSIbtBjNFj/vhSNKiUOVUb",
-	"QErlTBUgcpilFTsL/dPBx4+gOlV0yXHPtvvbL3e+N+Oi4gT/SwEalUYP0WlVyl5EsYCGIhW21wfpWB1G",
-	"P7fcEQgLYHrdbrk1UPmIl8uEd5H6Wa2YSYLE/a8zGf9wc+rybJe8kdMvEMfcJ7e3OtmoqVCC3N3lWTPe",
-	"OAFwerVlOWu6VtOgin2o4KfxXo46QSfY7zT2gpfDRo/uDxtvhq+h0R51wi7dG/aC/S1aXayqrK6lrHS2",
-	"Y6njsa02oJbLSjv+oy5EpBhep0WUt7RoG63Fb7uubsnnMtqaWuYn9eynVM9wcY36VELylUC+QVVr3bo1",
-	"rnca8JXeVeGC5COrlDWJjg7YzknaM49BAmWT0igmVGaWq01ZCWKgiXaSHSjLUVk3y12SltH/LY5ZQv8C",
-	"XvWWqdUvhU+axvfdo5rtW+5Rv9pauJjwudYznD5imaZg42lG2XgmtJaxvH3eg1y3d9qPLet+Znl0WVi8",
-	"p8P4fQ/je5Bbn8SS7bzBGC0kBKFmtYWwadmegBWe2e3GXWWtXGirhKLDNJpOU51saO0TtzjEhnqGoEvt",
-	"LbyUKkfz5CPtemV8TjjbbLHkhY3fxHD5crelYVDqLfRIVkGx0UddANwEplmkq3sPFLMLtQLM1EYy339S",
-	"sn9GJfswDAkleaeXh9CqM6Br3Zqf7la6SLXSwxlU4xUt3hlRR+Vxoecbaz7f+Dx3Hv48/6xn+YfQTDad",
-	"st20Ef929XqbijOdua5r8CJBOitCvjcF4V0dAVib/FmpGOVaxVbxkvw1X0mjLFXAVD6avh4zOo4Y1Up3",
-	"VcAkz4j8u8ZLilR8YvGikDrJdDBbp6CvIidvIlELNZb6bGymA1XISBSMnNWsqcqh35EnxR4obv8TTZjT",
-	"LuW5evbKdOa4GjB8OGu59aJPaBarsa3NOUNfDxlFtiVBkjJCY8EHTHfZ1elhMNWdeLXThXBGTO2fYggG",
-	"8KtY4nRX+m8fSSt2KVkbSHO233Ob6aGTJ9AZLkx387yJz4sn8fYI8TZwIdYKOOeX1Vqk02EJzyfaxpXG",
-	"7bHN2aTMbSQ1KnnMni25ynB/UCbmWHLdbXdtq3wtDp2EI1PrFUnd0qmYzJMnfA4YJoaT39DPy8hV6eqj",
-	"Kx8zkWZAs4YM2Kwe25WYdCSdKsSTSMmt2IEtnY9avi7J5BFln7oGvAuCDliv/aZJfrWtYrB2H5PXsV+Y",
-	"kKTbwyx/vIHASeGsyDIq90zcJCk/0msTF9XIKugIBWYCMlnobi8ZrVmXiiVGkBV8OKi+N0otjpo4wXlf",
-	"BHwGYXFq/homZMJKd0bPobm0giuvwNvf39QJ+ssOLo+s+4NNjQ1psdSuu6pIrq7t8S1do6t6btZytnS3",
-	"41TWMs3bC7tBZ9imjTej19Doha+CxuvhS9rYH/XA/s25SSCrJNt2Wk6TxgppZR/66SRPu4bkOXJuXruH",
-	"V+XvLdvMyhakzj0FXKGF4AaPiDvcM6v3+1r91G0lzd0qxdaLkRS64iHvv2h12/22r8wIhcaYYfbiwPQs",
-	"PHVuC8WmYFo25T0St+qJ2CTHNJgMmB7/mbB9akwPFEW2rhvIxFU6I5JvbG6iuwE877wkv0b/IMMFMZ1o",
-	"X/i6zxEMmJbxKB7MnOnQKIu24sNtGTaLU0H22+T//V+yp/5HTqj0B2w+oRJurLCN/pNdD5SkrEpsvgfp",
-	"iswdnU5uO6Qqt1Oz+3uxFaBuJm86ICkV3ETXOrQ73At6YWMfXo4aPdoZNl4H3bCxB73RPn05fBW8Dj1/",
-	"lcjJE1Oy7k0dvwZ1nd+9MjF6AP2PYq7KmkwXQ4bTM2b1cBm0uw1HKvJg/HtJjWSDD7By9N2FdKFnZecb",
-	"C+51kq1wS+6TYfUIfsMagmdbz6F7L/Imb10J5XVdxPYhzOKQqyKYR6bqgi4nzOiaYVv/l4d5I2FqNWLT",
-	"jXLAbBO2rBcAih1lugn8iDbf9FixrQk0yT0DpvNyIHTsjEOmnT5CRnGcFQmbSmotWJR5yLhT3UcWIA8M",
-	"aZgoWpCi+FLr1iCSZetVlYDRdK6RMVvqztuIhxzd8kt66odei7cHVeXv6SVAUs0Nhk869N8/MU/v6YfW",
-	"iFtZg9VKvfiMjtHdkPB0PCnrxwWV19Vym0Q7EgdMN+a2muEV6oBXuZrcabftH1+Y1lOmbeJIp0oMWCSy",
-	"W9mGi9WdFPX1DVzrzuNEafN5D74aCmUhXnGKPNngiXmw++M7m/t6/Fhu5lLLvbV+ZncP/WwYtCVELHt3",
-	"15y376eUoLTcKnpYuKuVz3QrmXhhLyTIzGqmTydCRtkrLK2fc9on1hVHnne05a1bUjPC4xCEVMpDIkyr",
-	"66JlbvxOmhalWsxtQam2tC0JucP5OTVah+nBFpqLHqm9P1y7XZU2IpR5rY3/IQ2u+WhkqFuFL9hm6QcK",
-	"hRqufYsoaOk+lJ803lZsErYWB50z82TvPUIgrXildm21qmRRbPAv6nudFaobz3Uxqs5C0SSfWKCbMuV/",
-	"mlAxYJmnI2+EGOXBcO2YVLaTDrmRXrt3UIrbR2LA8OJ4pUgpVCmVRqC+lIXuV3jd8lZ1ux6wYiPMdqmR",
-	"5cq897xxpfZu1ckYW2o72S53iax0dLV7v5faB9b38G3h73JaQOopFUJPmTFY6Lz39w1IOb0Mq/1a+Ul7",
-	"ArrHSIjL+V9bh1xexAwmdDl9MctnRYZbnolzf0XlSw0QXu0t+xvNY5MvDhXVDOm1cCAjjqa11Wp5Qkxj",
-	"Tv2UKSsYsKILLlLK7g0kTl2B+kqOJ/i2m/WHosL4Amt7AMmSA3DAqjyA1q2HDDftEXmCqV053ZkXcMAu",
-	"9TUbuLvN/TmyCCMr3XdrhNV93HfbRr3zrqhP3rsn7x1672qgbwnhdPeiDfa3c4mnOhsBjWNI1PkkApRN",
-	"G8eYmiNtE0E/awU6KjWlu4bFi1rdUPLOSt62Pocf05grtp5ca8zly/F9D+aP0iEk2zf2ADi/XN0WRBeV",
-	"LV0PoTsJNYnT1WxFpVze73OHdDEbsg/yNrK6Z9aWxXFLjZe/RXmc7ZjcrmUnlTsct40dU8tAyNoS7/ur",
-	"eZR3Am7XaYm49dH8gdtV/GwpXIVGEvbUVZ73SoHXunWM1E1+lWLOcN7nJ6ZG0pmG19heDo8ECXjKzG+0",
-	"SA5hJidGj3ULYLSeapy/VW28l1wkRZjZyUVijm/3Xse38w2P76vvdnwL/vAnj8FjFfevPcHbKoC/Of6n",
-	"mn1KLwsdSfHcgLAlSCZvMusMWtn5xbb8E5LPZlCh1ZYuRNi186c5N861WVu2/7yfhvADQEy3vQJjHF7V",
-	"hZr9B4YaM9RPDDk/naJhG4qWu8XvoG+ovzeuYbHJ7paly5Xx9uhiuZyAIAEpqo3ow7OTX9UoO/Ye3751",
-	"+OEs+hUWdduGq2k9id5HMJbNFQGuqZztzAcQu5Vmdlnq6g1MsqbeWHobgJ8lBtjZHOj7G5T6PKFiQqK8",
-	"kXO1Pa53/wMY40G0rfWt9/8jd6ZB0dkevoIebUPjDd1/1egFe6PG63AvaHRGXdgLe8H+8CXNYw9BhDeh",
-	"wSj66vU9EV//2Rt16ZsAmXjDr93IqF64wmN/Xv+ze9P+/a/X087XV7O94T57E/S+S5PQ0CLOSoTxc8NN",
-	"U/4keX8QE59ZnKqGqW3kbev2GhYbekS6AHVIzLa3xbkJjFKRNycA9WCTnKuH8EKBeaSvCKCE8QafLUMT",
-	"PupC06YmkPqFpyaQ33nzabZv3Hw7ycjK7i5muGfChEYqIsS4hx80zl15aOLserFKFfUyj/aY2I+rqvI5",
-	"JmyrI4S3i2nDOhKlmxNXe7c+2Mb9D3cJhZZbjrWnf/EtpVN5Ops8UM+cG/SedOLHdUcV1qLiBomd9eN0",
-	"g3pcuKuvmizCb0wDG/cuvwGrvqqUHKJjKyTY9gKvPAu0eRuJPjEZIYVbeIK8nspcmlOVDnFRfW4f4E6b",
-	"Tv3+h6uvgf3Wl9t0ujV8SH9jnHm6E+fn7gd5sR2uKd1gAjSWk/+svjXP5AF32+38RkUyS3gAQhlYyQ0I",
-	"e/2hOCDBBIJrvK4rhBmwEFiwqBT/v5hxdz2eWZIUv65/iPTglbkXcXQDzcKlmsYv5jhUboCBcBmqmWg4",
-	"ioWodRkKjJxxIccJCPKcsjBLkPMxo2bKwzQGEztM8ZbdFyY1+4Dst/cIlxNI5pEAnzA61VedAUYZ1c8z",
-	"7Ig0TCUGLLQfEev7he0gPOZWcuBSJs8Eifm4csXO9bx2bpKAO8R2ihpjGrVaPN+TZur5Yj7s2uIEms4x",
-	"W0G0ewdmifgQJI0UgYqfuNB9YqeRcf25fkpkUV4+fuGk8+239/JbL0/td4q3q4p+qyXwQsxmCDeWItFi",
-	"XDb04/WvTdPvVica5YeUhBzwvjyzvdafAcXKaOUhKL6Y30X7xxe8nBI3WlUi7ZReY11l4SrRfqsV84DG",
-	"Ey5k/3X7dRtVKjPokqkCjDLTVE5vd8S6ZkWlk6gwyzLh2hC6N1WQQAhMRjR2v5GZhdWGXeHKRyQlH/SZ",
-	"g8h442hIJW0WL2xcRVn5PiRnlkvtd11y3T6ly182LXIiNvbJnMoA70tUX3Y0wjz66XzWSTZc/qoFSfxS",
-	"YneL87bZLXdf7v5/AAAA//8GxsE5K7sAAA==",
+	"H4sIAAAAAAAC/+x9/XLbuLLnq6C4WxW7LvVpOR/2Xx7HzniTOD62c2bvjFJjiGxJPKYADQFa0bj8HPtA",
+	"+2JbaAAkSFESZTnJJJtbt844Nkk0GkB/9w/3XsAnU86ASeEd3HtTmtAJSEjwX8dpIniifgpBBEk0lRFn",
+	"3oF3PQZyw+Cz1A/cED4kcgxkmsBdxFNBpnQETc/3IvX0Xykkc8/3GJ2Ad+AF+qO+J4IxTKj6+oR+fgds",
+	"JMfeQbfd9j05n6onhUwiNvIeHnzvNQwjFqnhz8JqemY8uR3GfEbC7NFngkRhRsaUynFOReh+0PcS+CuN",
+	"Egi9A5mk4NI25MmESu/AS9NIPblI28lnCNJVpIF9YBVB4HxlO3reRZNILlJyQUdARPT30oWJ8T13rBCG",
+	"NI2ld7Df9tUiRZN0YpZoEjH9r05GQsQkjCBBGn7jya2Y0gBWLRc+sIonM+cr2/DkQb0sppwJwH39Cw0v",
+	"4a8UBLIp4EwCwx/pdBpHAVV0tqYJH8Qw+a//CEX0vQef6WQag56OpFHsHSBJICQZ8HBOxlQQyggkCW5v",
+	"/K/wDv649yYgBB0pkiapehoIJYZUnPCB13Kn+vDJ94SkMhXeQQ/PQyTVwN4Zu6NxFBIzbD7TsZRTcdBq",
+	"iTiNAmiGcGfJF61Iv9SwLz24nPufCQy9A+9/tHIx0NJ/Fa0L/QXNv8UVtHOPBJnQWC0BhIQnZJAAvRUo",
+	"D/SXmmrIY86GcRRsy/CzECZTLoEF88ZbmJMZFSQVEJJZJMeEkjAaDiEBppfEc/n4KudjRkw9BjpjBvbN",
+	"p+ai/bDQM5H4J8HTBE+ImgUgH095MojCENiWjFQD5DKQDCDmbCSI5IQyLseQ5Ce0wMW9nIs5KbXYOMwe",
+	"fyreSX4LjEzonDAuieRpoBgXiYxzyLEzJiFhNN6SYZH5THa+LU/2iye09FStA2oIfAq+XPEJyHHERmRI",
+	"o1idSKaPIiR3kByajWX23JiyEYSKe+oNwy2UFm8SOh1vybEusVNcJg1Tdsv4jBHGQyB973PfcyTiSJHQ",
+	"gnAEotVuSe49+O67wTyI4YBQ0uin7fYekEH2E134ihpAFOVqt7soV/HhzaSqfuWpdjR+TUlUtaEp0VS9",
+	"PnpzSOAOkrllqHoijoS0ci+SyuSSY3cFz9g03VbaduyAyxZQ7aaAsyBNEiUeyS3MSd+7vyeRGr0ZpELy",
+	"CSRnIXl46HskoExNbKBlW3wH4QGZREKo7aroX3jNWUj80/ol1I9ttITmy0+0hPg1EtPgVpDZmEpSlLTP",
+	"xALDEqCh8JXqVI+q30SSjKI7EGqdJedEyeZDY2FnG4BKopmCq37O5SlPWbjlildY0eQlbYd79AU0usPe",
+	"oNELnncar+hLaOwPngcvwpfwatju4IYdIgGutujlC3TuPFBjcRiXDf34UyzMOSdCaYeCYrjm/B1NRvCU",
+	"NiB8DgBCQTrt3sv9F8/JYC5BuCzpOAr0gs5jTkO9xEhJLdZIzhv68afas0i6kinqq2obUldpEBoEMJXC",
+	"Mu09ZfMtefZXyiU1zFJCgEoy4UKSTrvdJlNgoZIIf6WQAomkViD5qXcMuX8VvlOPfTh2I3vnqQ25GU/j",
+	"kEypEIQzsJ6x6+4gAYLs2HnypM+E5AmE7pR95wgW/kHuIBH6l6jWyBSSPkPNsZtJkWw8tazCDGRIFGRI",
+	"hbTrrHRHQiX0GU/QhVG7cULZnESMDONoNJZqeTgLoEnOtaWAZrchmbLMgOgzGithNrd/MwZGk9xcgkzm",
+	"jaOhhORGkyTJbAwJkBmNpPrkGOKpOOgzRb1mQ5jQiAlCRe5AC6K4IMY+Dou2DJWK98MojkWzr0zRMdDQ",
+	"xC+cURe90CsIOAvR5FU0kAEMeQJ639NJvqDKvlTL2SyGLFb5v2qHfGQ0lWOeRH/DtkLZqsgB0EQtmzJ7",
+	"C2K2k5+IwrC1zkPqvvFEwhZJxM1IjZUulSqMBLEmH09IAnf8FkIUKx8ZvaNRTAcxPIFjY+RWJMggFfND",
+	"IpM5oSMaMSLGPJHxvGC+OxL5CpK7KACSOuTUZWL2wlNJlHwW6kiqmai9KuktFKx4xmcHhHESUkkHVECf",
+	"BZwxCFBWBGonDxMANBQjLdYHSq8q25FGsnimQ87gsM9yflF1dorH92lOWTJXY+IgGx2sjLk49NE0eguo",
+	"jKYJn0IiIx3gCRKgEsIjWYgOhVRCQ0YTWAwR+V4U1ogk2cjU/eIfpkoIfa4Odg2jRLtbCQ0kJMJqBQFB",
+	"AtLHZYU4VrafIHRKE9msGtscmBWzYmlszpAOkS18YlaMy60PJuZBtz88fKQYk0N2ZJP3Hca75H7KvswH",
+	"/wEdPTmmLID40oTlFpew5nrYY3zvAVO75g/v+Oj8+OTdu5PXnm9/Pjt/49Cwanbmc5UE52b74iofGQPm",
+	"BoOoN67Gmo25AHJzC/Mb6/bgccgUjYTPkiQps2qWmGOacdrvM+XF86naN0pfKwGKAzXJtXUZhBK1MJnG",
+	"SiHyO9B2gPZGdvR/EsDYWADKNInnvjW7+qy7b0xV35CoDqfkmV3W3X++62dOm9LcjKDtoF0RYKixw0P8",
+	"JY6lxA1X/x1TqZV65uoQjNAMMWwn1Zd2et1u7s7sNsmZMoDUZCkZpvpcaOlxcXL++uz8Tfb1MY9DNDwG",
+	"NLglOm6lDpG2D/A4oYNsjQzFUiNB04QZg6G4725hxfJmfDokwRiCW+uAm3CdtAdb+/FqXrvqJGd6aolr",
+	"XLWx4+oo/mnCJ6Sj1qbTbvvtdnszSipC9e4ZUJO3Q1eeATzeWuo6EXQahmia0vjC4eWQxgLK7LXys5zy",
+	"mUTM/ruz7qTiN5aTl+eKHkfiyMa+VunuNzbu86gJbSmIK2WwJns5W/6t3YYvz5MSsevoylJFX3FD+d40",
+	"pmytfaaeqdx85v3lkwpzy4TG8Ychxs1WjWWef/DLelDbCBWG1RjNaBbAoXa3SIS2YHPt7jFfXCT+UyHR",
+	"+iRWldaY0uw9x3DKJJC/4Xnb1k5Lp+Gmk/hCRlOJN5YRRSMqJ7dqs+WrdUFHVUYUBk/cH1bx2Fn7h2ww",
+	"miR0jhzN8v147FZbmmUmmCCO843V03E2zNZ7MCzVDqzdO5ttyLvle7vEhVLNwd2Kha/izklYtcTDhE8q",
+	"N7rklb9WtpvzhwHnMVSIOfwsfqSSFG3wZZUPjxPdkU1RVL+jN1bJELNetvaZtLmLMaIb/NpNk1zlcakE",
+	"lJkHIdpsZMgT/MEnghOWTgbKE7sFmJrkShiNItfxMtP1vc+NEW+YXyZ09h/BWfOSzt6bNIjzQCOaTHki",
+	"c71kn88TGcACrmzWFv76AT3HiCeRnBcqLrrlmXcw0a6M0DQZAZNN8iFRHri2aY13T3On4ZAMaZQwEILQ",
+	"IOFC5H8SJOATENotVRPOSjt6qws7/Cw/8HrTM/WE9k4lDSt2aZht08XTgw+cbepqrpIL/1JfvNKPludh",
+	"R1vpZ66gVg0Xg9wuBBCmCUbT3ovCNyImn/eWv+/sAZ3aXq8DauvqR8iBPNNGc/fTL57zJtE20mBO3pxc",
+	"K4eIM6cYC31gnVWLIyFJDBRTbpLw9FuIAZ2jXhE/mtIR5hMwW55AwJNQkJ2lU0N/r5beP+chXOL3KvW+",
+	"ouu8oPwXKdRFfdbpVGq+mlwqyU3LHuBWHiVp3Tv1bw86X39zSNQO09GGG/0r9PixuGhCaBw362x454wv",
+	"Ep5nXJDynIU6xUETCSFRytAQoziLO8yJ8NjHTGzzCuPDZsoQEq1UyqdgLdnmq5tYOvUkVCZgrJTaUqyr",
+	"F1ca+Nvbz7ngrKEKFqnKOONy1S+I04JctDJupXh+Cos7l/XfxuAubwUnjHr58fz87PyN53vHH95fvDu5",
+	"xoDq6dFZIbJ68roisOp7pxHE4YnVE0UOZdUjVUF0FI73ayZnikTth6omltUvlcxH8vroTZMogWeC7QmQ",
+	"lEV/pYCxSwhHgIoAkxPk+MP567Prsw/nWohN6JwENEnm5EbJpBtlg06j4BZjsoOEsmDc7LP3oCxLogS/",
+	"/j58poEkOwEV0BDARCSjO9j1i6mwKVr+Sozrl0yAVAcyrbEaMUzuDKNRheFKrqvyzDrZo8sxdbp4h5Je",
+	"95WiT03SLZDa9dVjfVaoaMBgoE4bzSVUhkyDYmR81YZ3g+jKlAhHsMFpCXXNQ6WGqv0VtfiLXylHefCT",
+	"n766EfAr0FgfgRKLxxDciuU2UpX/Vz4TuXZYEx9abpsi7yrMUrUl1xlwX5mTJo7vhAU7NcKC+hdlsfHr",
+	"9fXFn5cn//p4cnXtk+vLo/Or0w+X731HQPCEvD55d/TftcLxgut8+EJRXwJqohASyUcgx5Csj+bpkD0+",
+	"s2zFjG23sG5UKg9aVivtJ/E1MlehyM/fxvNMIJk61UNy/vEdCjsUM5o/ShAyLsnH69PGS/yXQIueCvLx",
+	"v05PT19r8TilQpKbq3cfz45P/rw8Of5w+frPfx+9+3jy5/uj/31jPhhJAkoQZgWTiuSsH2K9K2N9lEUT",
+	"Us3imcizY/iorwdyBLRN3hlh3iRHfXZH49Rk69bSr0T+VPk7fXZz3/d0FYIilwVKdfS9A3Lf9/Bh9TPW",
+	"wgZqQDVHXRnrk76HPToww0e8/CHtYpgcIBWYlNQv9b2HB5P0L3Pp6xzhhbXgqaxcjEJwKKZSaWFUeWjK",
+	"w1Q09XxvYa6n1tRfIjuzMY9h99CuTZ8tatdLa87H0S3YaNMBrl2frVk85CglE5oowWBWIBMQfZZvxW/B",
+	"5vWORh1fpYbjoWRR7nNYUVtbvDlWvJVc9lxme8KKnOWG/moh+RRG/Rp3+stb9Q6f6xv0V2/PLi5qmPYX",
+	"JnFmP3t6eXLi+d7F5QfP907Or08uLy7Prk6WvovdaaLCLaCfL1PG1JMLB9uQ7vrcTqTTtjhMY6q7Qcb0",
+	"DgphzU5b/d+62Gb9lOAjskhlF0Z9x3cnvS7VY4vFFplzekxe9fZfZHaELoXDesUii22N3P0SRV0RfUJH",
+	"rhHDHcRZN4dPgAZj23H1v64+nDemHJtYGigbdSdCzdiT4ylWHJaICUlZUO0sLtizzlqagr77uhbeERES",
+	"NcfHyzPrGmHRSsRCpbjN3NebY0ZS6fFXxnkxUHwm9ZJWGmbHPGUVau4E1VICMVABBCtfJLelMVVFHr6X",
+	"FSdulLuNaTTZTi84nuHbqrqa6zW9EU7NUamkSVnPOuxby3x7TNowElMqg/EpjeI0qQrNnuoOK9Q0Qkmh",
+	"a1Dql8Y6qoxBRWXdYthzr3pl7Chb2tnFFuSNY401A/UxFfKkdvTfzWstTvwR2RTfM3VcH9bK6d+yB79Z",
+	"0iqqHa7MzJqMY35RBFRsRncx/FLzuFs/4J5890iXdt7CUXV5vVJ6PYXFlIvCb2MwubvMMW2MSFUm0buj",
+	"s/doHL0+u7o4uj7+dZNo6BXIrMhJmz+Py5evMpHO0zg2+e6sulQZGc/EWktoXcavxFOHiipefkQrRtlJ",
+	"TzHJjUy4xxC6ZfXZo8vIltaP/eaKuHLYhEqTAKNZKSxqGTQCGJ+5GTPTlENCDoLsRNh9gYm5iJE4YrBL",
+	"eELMr7l07YfyhqhRIItZSjX0ggIf8oS8PfnvP9+dvT+7bm5Q6XqNiVkdfNa9IzjAjmP3Y7HvbrViTYDa",
+	"LhFznH/7cPn26uLo+ETT4vleRpfne78cHb/988PpaeUJTpYdO1ySJGWCpCyEZLEGz6EoZVJb3+VPACMU",
+	"l7DBh0OMUmm2WZIK6cP6PobhQOUmy3r7F23PQEZ3FRbySe57maprQomI+YoJP8Lo0sHAd1TIX3marKRC",
+	"R1CxkUXLYVs3rxQjGfM0qaaqrq1TvSuzBIZ0vdFIt4klKTsoFuj7BGIBukE7k8aLNC3vKtnAJ9VFEIsk",
+	"62p6WwI/xKYstXBLdumWnm3ktoVoL9cCy5itlVG6sNyblD6WNOqGAQWYxlgIlatJIzpvAabCpOy30pp1",
+	"OPll23WKtucGoYaMtU9h2+Wi5lvYdsrRgCBVRvWVIkjPQDdSVqscGk6UHHEaGHOFc3RxpjRO1rCGBZT6",
+	"W4UuQd3RF7Ehr6jb1tUhI6xbnGkZhj1h1nlskt/yQj10jnNwKwxlvz56Iwgf9hkGtw+1/4mNxAysU6y2",
+	"sE6OmPHUtKSubmLxnMzGUQw6+OymjDGEhjhGumkQ5fvO6eXJCen45OLyA9n3SR7kI912rvBln+UScbfZ",
+	"Z31mIxU6naw15E2LTqPWXeeGMOyUvzky3adYfHFAftFNrjpSj8ugY/U3B5pcZ32wLofo7KMp3li2ZL6a",
+	"MQIA0GBs+p/6zIrq7PEm0SRjOEyZHDfL2k9vyI4NvO3qqH0cBWA62Uzs/WiqBmt0m2115JLY6SGdzWZN",
+	"in9u8mTUMu+K1ruz45PzqxN858HpS9WLeHRx5tQNH3idZls/x6fA6DTyDry9Zru5Z6L9uNcNu1tqaXUr",
+	"R1U3wRFyVXHFskBLRa3FdALDpkOM25iYbi6sxYp0Izn6l+p4KHlBraftvYuEvMDxS0Bc3XZ7RbvvQpvv",
+	"H0Wp3rH60QahHYnrddvd541Op9HtXHfaB231/79r+JCs1bSW/HJi1otFA5V9u8hpn4gJjWO1702Z7YPv",
+	"9dqdZcNlbGl9LPVj99p76186dcGVet1X69+wQA4PvrevV2H182cOStF+HZLclm6Uw+lkQpO52Q6Z5hXP",
+	"zB5TIpSOhHWOhPdJvVXYvq179Z+HMlDhH/dLVuGZwDKcJehyxjpZDitXw6n7hCctGNc5Uc7JSYWxPRjM",
+	"jJODsgzzw8pHw4Pk95ltdKRYRUATeahbRA3MlXb3GdfPWyE/0Nl1HmM9UbPPjkjMZ5CYkQLsvBWZgyit",
+	"D6NsVyIknwr8kkCUCYJui27hLKBKWIenoK9sTjNKchtYlypFUovJomTIowVmJUDIX3g430QqFIXCy9rt",
+	"94uRioeijaH2w8N2EqtEWyawdLpshbza1/Jqk+1opdRyqZTJc5Lhdxi5VEMAOKCJX1GUtXvr38iwj9QL",
+	"nb1asu+dBdDpdbt1hJ+DivYdSNhjBF4htLjqqyVsVpXt4M4stReUCC8kYZ8JF6+mWL4TAibflW0WQoLt",
+	"OAbzc9FMeO0M7q+X8rlEkhzL+JeBmz4VlKhfvSg5oS0Nv1rjQeO0KB2ynYgxdswfn4oOlXKnaguQUidh",
+	"hRA5yir6nYX+4cTH92A6VYC0uWfb/e2nB9+bclFxgv+tBBqVxg7RdYnKX0S1gI4iFRZqinSsDaOfW4Qh",
+	"xN6zXrdbxiMsH/Fyh/42Wj9r0zRVxLj/dSnwH25Ral4ulgMX/gpxzH2SwTEoKUEeHvKyM2+UADhAglnR",
+	"p26TNlLFPlSI03jPh52gE+x3GnvB80GjR/cHjVeDl9BoDzthl+4NesH+BkhLy0ANahkrnc1Y6kRsqx2o",
+	"xY7ujv9NFyJSDK+DUOgtLNpab/HLrqvbbb0obQ2MwE/z7Ic0z3BxjflUkuRLBfkaU61177aXP2iBr+yu",
+	"ihAkH1qjzGLtWOA+HZnHJIHySWkUEyozz9XWfAUx0EQHyQ6JyY0tgvQtSv/XOGZJ+hfkVW+RWv1S+NPS",
+	"+Lp7VLN9wz3qV3sLV2M+EyUg3NxSsPk0Y2w8E9rKWNw+b0Cu2jvtb63rfmR9VKzU+3kYv+5hfANy45NY",
+	"8p3XOKOFkjS0rDZQNi0LSVsRmd1s3GXeypX2SigGTKPJJNXVutY/cburbKpnABrlwoqXUtN2Xv6mQ6+M",
+	"zwhn6z2WvKf4izgunx42dAxKsF7fyCsoYuzUFYDrhGmW6eo+QorZhVoizNRGMt//aWT/iEb2URgSSnKQ",
+	"paewqjNB17o3Pz0sDZFqo4czqJZXtFj4XsfkcUXPF7Z8vvB57jz9ef5Rz/J3YZmsO2XbWSP+/fL1Ni2b",
+	"uuNCN7FGgnSWpHzvCsq7OgOwssK40jDKrYqN8iX5a77SRlmpgGkdNpA6UzqKGNVGd1XCJK+I/KfmS4pU",
+	"fGDxvFA6yXQyWzdBLCMnx2+pJTUWIG7W04EmZCQKTs5y1lR1cWzJkyL8kAs9pAlzkIp21LM3BhTnps/w",
+	"4QztbveA0CxXYxGcOcNYDxlGFg0EEadjwftMg7zr8jCYaCB4HXQhnBHTPKsYggn8KpY4wGb/32fSigBB",
+	"KxNpzvbbsZUeungCg+HCXK6R42ft/lRv3yDfBq6ItQrO+WW1FemAm+H5RN+40rk9sTWblLkYbsOKq6OK",
+	"oTLcH5SJGWIWdNtdCyGv1aFTcGR6FCOpe0OKxTx5wWefYWE4+Q3jvIzclO5bvPGxEmkKNEM0QQh7RAoy",
+	"5Ui6VIgnkdJbsSO2dD1q+Y5GU0eUfcqC2fdZr/2qSd5alCYEv8DidYTqE5J0e1jljxfgOCWcFVVGZbjS",
+	"dZryPb01eVEtWQUdosJMQCZzDbSU0ZrBvCwwgizhw2H1ZZWmF4cSnPdVwKcQFqfmr2BCpqz0xRy5aC6t",
+	"4NJ7d/f314Gwf9oi5JHBp9jS2JAWW0S7y9o06/oeXzI0ugzutlawpbsZpzK0Qm8v7AadQZs2Xg1fQqMX",
+	"vggaLwfPaWN/2AP7N+cim6xdcdNpOfioFdrKPvTDaZ52Dc1z7Fz3+kWjKmf2DsJ/ukI026Ggqh6pFQuQ",
+	"n2vCKO5wz6yz4GubVeMBmPvAilCpkRS6TSLHS7UG8X7bV76HEuFYlrZ7aDBGz517zRHETyu0HNN0IwzT",
+	"JjmhwbjP9PjPhEWHMshDimzdbJDpuHRKJF8LKaQxOHY6z8nb6BcymBODHL3ra3Qx6DNtGJirInHOdGAs",
+	"TNsm4kL8TeNUkP02+b//h+yp/5FjKv0+m42pBIu9IKK/syvtkpRV6do3IF09u2WkygUhq4pVNbu/F6E7",
+	"9eUPBndM2e0mJdeh3cFe0Asb+/B82OjRzqDxMuiGjT3oDffp88GL4GXo+cv0VF7NkmGmdfwa1HV+98rE",
+	"6AH0P4oFLivKYwwZDlLT8uEyfeDC/FQUz/iPUjXJmsBh5ejba/YCxmznC2v7VeqwcJ//T2/sGwQbayie",
+	"TcONJw58xroQX0nK62aKzfOexSGXpT2PTasGXayy0Y3Gtmkwzw1HwjR4xAY9ts8s9GGGUoFqR/l7Aj+i",
+	"fT49VmwbCU1FUJ/pYh4IHefkyFz9JWQUx1lnsWm/1opF+ZSMOy2BZA7y0JCG1aUFLYovte6NRLJsvalS",
+	"MJrOFTpmQ4N7E/WQS7f8Yrn6+drijXdVRX96CZBUc+vuT8P7n1/Np/f0U1vErQzWuNIuvqAjjFEkPB2N",
+	"y/ZxweR1rdwm0dHHPjM4IqV7CzMzudNu2z/uGsA3A1Y61PUVfRaJ7CbRwXw5fqm+boVr23mUKGs+R76s",
+	"YVAWkhznyJM14RvFmgzZtSpcbQEJ8nOb3buy3y72/a9DnPm+YtMloMuVwWl3D/1oMmhDEbEYEl5x3r6e",
+	"UYLacqOUY+F+cT7VIEfx3F4gkrnVTJ9OFBnlULK0wdHJAbHxO7LT0Z63hpBnhMchCKmMh0QYaPqiZ+7C",
+	"FyG48SxD0rEgRUV0ArJjLxw1yIehuZyYGgRpE6tV1ohQ7rV2/gc0uOXDoaFumXxBALDvKH9quPYlUqel",
+	"+4t+0CRdEb5upRx0zsxPf+8bZN8c/m9iVpU8ijXxxdkYEh3UNOHuYiqehaJJPuDdzNIp3FBeTp9lkY4c",
+	"9TPKM+g6MKl8J52nI71277CU7I9Enw3VoihDSkmVUj8F2ktZvn9J1C0HUdz2gBXhZ9sl+NilxfI5XKyO",
+	"bpXBX81vaxSfLSCvtstAqZXhr3bv9xIWZv243wZRMAcFVU+pkMXKXMQCUqQDXKrf+ecmuxwwzurwV34g",
+	"f8rDb1Fsl/O/tqm5uIiZNNGt+sUKoiXVc3mVz+PtmU81ZPXyoNo/aB7rQnZoz2YKQesQMuTogVvjlyfE",
+	"IMsaGE/dstBnxUgdAnfeQeL0LKiv5AIG33YrClGjmJBh7UAhWYgT9llVoNBG/5DhBnqRJ1g2ltOdBQv7",
+	"7FrfgYO721yLJYtiZGmUb4VOe0yUb9OMeg7r+zPI9zPIh0G+GtK3JOE0MtIaN925m1edjYDGMSTqfBIB",
+	"yvWNYyz7kRag0M9gRoclwLtbmO/WQlrJUZu8TUMT36fPV4S1XOnz5cvxdQ/m94I+ku0bewCcXy6HHNEN",
+	"awt3t2iUoiZxENOWdOHlWKJblKLZzH6QQ9RqPK4NG+8WkMO/ROudRWNu13KcyujJbePY1HIQMsjjfX85",
+	"j3KU4XYduMWNj+Z3DIWxeXnYdwRSYU9d5XmvVHite8dJXRd+KdYj5xhCMTWazoBpI3QdHgkS8JSZ32iV",
+	"HMJUjo0d6zbXaDvVxIirIMIXIilFMbNVJMUc3+6jjm/nCx7fF1/t+BbC5j8jBt8KOGDlCd7UAPzNiT/V",
+	"xEC9LqCd4rkBYdubTHllhjpaiSpj4QSF5NMpVFi1pRs9tkUVNefGudNuQ2jRx1kI34GI6baXyBiHV3VF",
+	"zf4Tixoz1A8scn44Q8OClZaR6LewN9TfG7cwX+d3y9Kd6XgpfLEVT0CQgBTVTvTRxdlbNcqWuOabw5If",
+	"TaO3MK8LSa6m9VP1fgNn2Vw/4LrK2c58ArVb6WaXta7ewCQDDMe23gD8rH7AzuZQ3w2hzOcxFWMS5SDR",
+	"1f643v1P4IwH0abet97/3xj1BlVne/ACerQNjVd0/0WjF+wNGy/DvaDRGXZhL+wF+4PnNM89BBHe8wfD",
+	"6LN34In49s/esEtfBcjEO37rJlD1whUe+/P2X9279u9/vZx0Pr+Y7g322aug91UASEMrcZZKGD933DTl",
+	"PzXvd+LiMyunqsXUJvq2dX8L8zX4k66AOiJm29vG3wSGqciBD0A92CSX6iG8rGAW6esHKGG8waeLogkf",
+	"dUXTOoBJ/cJPgMmvvPk029duvq10ZCVyjBnumTCpkYoMMe7hJ81zVx6aOLu6rNJEvc6zPSb345qqfIZ1",
+	"3eoI4c1l2rGOROnqz+XRrXf2UoCnu+BC6y3H28uLXb6UdipPZ10E6plzO99Pm/jbhqMKa1FxO8XW9nG6",
+	"xjwu3ANYTZa+eDy/wFHfE9hn1XftkiMMbIUEITXwOrVAu7eROCCmIqRww0+Qt12ZC3mqyiGuqs/tE9yX",
+	"06mPrbj8HuMvfXFOp1sjhvQPljM/79v5sbEmrzaTa8o2GAON5fjv5TfymXLhbrud39ZIpgkPQCgHK7kD",
+	"Ya9WFIckGENwi1eBhTAFFgIL5pXq/1cz7rbHMyuS4rf1D5EevLL2Io7uoFm4sNPExZyAyh0wEC5DNRMN",
+	"R7FftS5DgZELLuQoAUF2KAuzAjl99fKEh2kMJneY4g2+u6aC+5Dst/cIl2NIZpEAnzA60deoAWYZ1c9T",
+	"RFsapBITFjqOiDAAwqITj7jVHLiUyTNBYj6qXLFLPa+tsRRwh1gUqhHWVavF8z1ppp4v5tOuLU6g6Ryz",
+	"JUS792uWiA9B0kgRqPiJC31A7DQyru/op0SW5eWjXaecb7+9l9+oeW6/U7y5VRy0WgIv22yGcGcpEi3G",
+	"ZUM/Xv9KNv1udaFRfkj1/exqWnp7rT4DipXR0kNQfDG/5/aPT3jxJW60qkLaCb3F9svCNaUHrVbMAxqP",
+	"uZAHL9sv22hSmUEXXBVglBnAOr3dUdY1KxqiRIVblinXhtC4V0ECITAZ0dj9RuYWVjt2heskkZR80GeO",
+	"RMbbTEMqabN4GeQyysp3LTmzXID2dcl1MVAXv2yQdCI28smMygDvYlRfdizCPPvpfNYpNlz8qhWS+KXE",
+	"7hbnbbNbHj49/L8AAAD//385NYr8wwAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

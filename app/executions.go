@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -70,6 +71,20 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
 		Quotas: s.quotas,
 	}
+	// The key is resolved now, over this input, so the claim compares
+	// stored text; an input that lacks what the key reads is refused here
+	// rather than run unkeyed.
+	concurrency, err := s.definitions.DefinitionConcurrency(ctx, req.DefinitionID)
+	if err != nil {
+		return domain.QueueItem{}, false, err
+	}
+	if concurrency != nil {
+		key, err := concurrency.ResolveKey(req.Input)
+		if err != nil {
+			return domain.QueueItem{}, false, err
+		}
+		e.ConcurrencyKey, e.ConcurrencyLimit = &key, concurrency.Limit
+	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)
 	}
@@ -98,6 +113,46 @@ func (s *Executions) GetQueueItem(ctx context.Context, a domain.Actor, id domain
 		return domain.QueueItem{}, err
 	}
 	return q, requireWorkspace(a, q.WorkspaceID, "queue item")
+}
+
+// WaitingOn says what holds each of items back now (nil for items nothing
+// holds), from figures read once per workspace of the items. The caller
+// has read the items, so may see what they wait on.
+func (s *Executions) WaitingOn(ctx context.Context, items []domain.QueueItem) (map[domain.ID]*domain.Waiting, error) {
+	type wsKey struct {
+		ws  domain.ID
+		key string
+	}
+	keys := map[domain.ID][]string{}
+	seen := map[wsKey]bool{}
+	for _, q := range items {
+		if q.Status != domain.QueuePending {
+			continue
+		}
+		if _, ok := keys[q.WorkspaceID]; !ok {
+			keys[q.WorkspaceID] = []string{}
+		}
+		if k := (wsKey{q.WorkspaceID, q.ConcurrencyKey}); k.key != "" && !seen[k] {
+			seen[k] = true
+			keys[q.WorkspaceID] = append(keys[q.WorkspaceID], q.ConcurrencyKey)
+		}
+	}
+	figures := make(map[domain.ID]domain.WaitFigures, len(keys))
+	for ws, ks := range keys {
+		f, err := s.queue.WaitFigures(ctx, ws, ks)
+		if err != nil {
+			return nil, err
+		}
+		figures[ws] = f
+	}
+	now := time.Now()
+	out := make(map[domain.ID]*domain.Waiting, len(items))
+	for _, q := range items {
+		if f, ok := figures[q.WorkspaceID]; ok {
+			out[q.ID] = q.WaitingOn(f, now)
+		}
+	}
+	return out, nil
 }
 
 // ListQueue lists a workspace's queue items in the order the dispatcher

@@ -79,6 +79,8 @@ type Graph struct {
 	Nodes []Node `json:"nodes"`
 	// Edges in the order the author wrote them; order carries no meaning.
 	Edges []Edge `json:"edges"`
+	// Concurrency keys the definition's items when set (see the type).
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 }
 
 // DecodeGraph reads a graph from JSON strictly: unknown or duplicate fields
@@ -93,7 +95,7 @@ func DecodeGraph(data []byte) (Graph, error) {
 	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
 		return g, nil
 	}
-	top, topOK := objectFields(data, "", &ve, []string{"nodes", "edges"})
+	top, topOK := objectFields(data, "", &ve, []string{"nodes", "edges", "concurrency"})
 	if top == nil {
 		return Graph{}, &ve
 	}
@@ -110,6 +112,10 @@ func DecodeGraph(data []byte) (Graph, error) {
 				g.Edges = append(g.Edges, e)
 			}
 		}
+	}
+	if raw, present := top["concurrency"]; present {
+		c, ok := decodeConcurrency(raw, "/concurrency", &ve)
+		g.Concurrency, topOK = c, topOK && ok
 	}
 	if !topOK || len(ve.Problems) > 0 {
 		return Graph{}, &ve
@@ -232,6 +238,9 @@ func validKey(key string) bool {
 // its nodes will run with.
 func (g Graph) Validate() error {
 	var ve ValidationError
+	if g.Concurrency != nil {
+		g.Concurrency.validate("/concurrency", &ve)
+	}
 	index := map[string]int{} // key -> index of its first node
 	for i, n := range g.Nodes {
 		p := "/nodes/" + strconv.Itoa(i)

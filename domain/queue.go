@@ -361,6 +361,11 @@ type QueueItem struct {
 	// kept through a failed dispatch, so the retry starts the same
 	// execution.
 	ExecutionID *ID
+	// ConcurrencyKey is the key resolved at enqueue, "" for none (see
+	// Concurrency).
+	ConcurrencyKey string
+	// ConcurrencyLimit is its key's limit, as declared at enqueue.
+	ConcurrencyLimit int
 	// QueueState is the part the state machine moves.
 	QueueState
 }

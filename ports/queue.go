@@ -26,6 +26,10 @@ type Enqueue struct {
 	// of the plan in force apply (Quotas.CheckEnqueue), and refuses past
 	// them with a *domain.QuotaError.
 	Quotas domain.Quotas
+	// ConcurrencyKey is the item's resolved concurrency key, nil for
+	// none; ConcurrencyLimit is its key's limit.
+	ConcurrencyKey   *string
+	ConcurrencyLimit int
 }
 
 // QueueStore is the API's side of the dispatch queue.
@@ -36,6 +40,9 @@ type QueueStore interface {
 	// and replayed=true; with a different hash, ErrConflict.
 	Enqueue(ctx context.Context, e Enqueue) (item domain.QueueItem, replayed bool, err error)
 	GetQueueItem(ctx context.Context, id domain.ID) (domain.QueueItem, error)
+	// WaitFigures reads what the workspace's PENDING items wait on: its
+	// limit and RUNNING count, and the RUNNING count of each key.
+	WaitFigures(ctx context.Context, workspaceID domain.ID, keys []string) (domain.WaitFigures, error)
 	// ListQueue lists a workspace's items in the order the claim takes
 	// them (priority, then age, then id), from after on.
 	ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, limit int, after *QueueCursor) ([]domain.QueueItem, error)

@@ -47,6 +47,7 @@ type errorResponder struct {
 
 func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err error) {
 	var ve *domain.ValidationError
+	var badInput *domain.InputError
 	var tooLarge *http.MaxBytesError
 	var bad *badRequestError
 	var quota *domain.QuotaError
@@ -60,6 +61,8 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(quota.RetryAfter.Seconds()))))
 		}
 		writeProblem(w, http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quota.Error(), fields)
+	case errors.As(err, &badInput):
+		writeProblem(w, http.StatusUnprocessableEntity, "invalid-input", "Invalid input", pluralProblems(len(badInput.Problems)), fieldErrors(badInput.Problems))
 	case errors.As(err, &ve):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &tooLarge):

@@ -62,7 +62,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 		// The limits every later statement reads are the ones in force
 		// until commit: an edit waits for this lock (see
 		// AdmissionLimitsReadLock).
-		if err := s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
+		if err = s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
 			return fmt.Errorf("locking the limits: %w", err)
 		}
 		pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
@@ -139,7 +139,14 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 		if len(qIDs) == 0 {
 			return nil
 		}
-		candidates, err := s.q.QueueClaimCandidates(ctx, tx, dbsqlc.QueueClaimCandidatesParams{WorkspaceIds: qIDs, Quotas: qNs})
+		chosen, err := s.chooseKeyed(ctx, tx, qIDs, qNs)
+		if err != nil {
+			return err
+		}
+		if len(chosen) == 0 {
+			return nil
+		}
+		candidates, err := s.q.QueueClaimCandidates(ctx, tx, chosen)
 		if err != nil {
 			return fmt.Errorf("claiming items: %w", err)
 		}
@@ -243,6 +250,40 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 		return ports.ClaimResult{}, err
 	}
 	return res, nil
+}
+
+// claimWindow is how many admissible items are read per slot a workspace
+// is given, so that keys can take turns and a key with fewer free slots
+// than items leaves its place to the next key in the same batch.
+const claimWindow = 4
+
+// chooseKeyed reads a window of each locked workspace's admissible items
+// with their keys' RUNNING counts and picks, by domain.ChooseKeyed, the
+// items to claim: at most each workspace's quota, and never past a key's
+// limit. The counts are exact: the workspaces' locks are held, and every
+// claim that creates a RUNNING row holds its workspace's.
+func (s *Store) chooseKeyed(ctx context.Context, tx pgx.Tx, ids []domain.ID, quotas []int32) ([]domain.ID, error) {
+	windows := make([]int32, len(quotas))
+	quota := make(map[domain.ID]int, len(ids))
+	for i, n := range quotas {
+		windows[i] = n * claimWindow
+		quota[ids[i]] = int(n)
+	}
+	rows, err := s.q.QueueAdmissibleWindow(ctx, tx, dbsqlc.QueueAdmissibleWindowParams{WorkspaceIds: ids, Windows: windows})
+	if err != nil {
+		return nil, fmt.Errorf("reading admissible items: %w", err)
+	}
+	byWorkspace := map[domain.ID][]domain.KeyedCandidate{}
+	for _, r := range rows {
+		byWorkspace[r.WorkspaceID] = append(byWorkspace[r.WorkspaceID], domain.KeyedCandidate{
+			ID: r.ID, Key: r.ConcurrencyKey, Limit: int(r.ConcurrencyLimit), Running: int(r.KeyRunning),
+		})
+	}
+	var chosen []domain.ID
+	for _, ws := range ids {
+		chosen = append(chosen, domain.ChooseKeyed(byWorkspace[ws], quota[ws])...)
+	}
+	return chosen, nil
 }
 
 // checkFence checks, inside tx, that fence's lease is still this holder's

@@ -190,6 +190,23 @@ func (s *Store) DefinitionWorkspace(ctx context.Context, id domain.ID) (domain.I
 	return ws, interpretError(err)
 }
 
+// DefinitionConcurrency returns the concurrency key the current version
+// declares, read from its stored graph.
+func (s *Store) DefinitionConcurrency(ctx context.Context, id domain.ID) (*domain.Concurrency, error) {
+	raw, err := s.q.DefinitionConcurrency(ctx, s.pool, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var c domain.Concurrency
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("stored concurrency of definition %s: %w", id, err)
+	}
+	return &c, nil
+}
+
 func (s *Store) withGraph(ctx context.Context, r dbsqlc.WorkflowDefinition) (domain.Definition, error) {
 	v, err := s.q.DefinitionVersionGet(ctx, s.pool, dbsqlc.DefinitionVersionGetParams{WorkflowDefinitionID: r.ID, Version: r.CurrentVersion})
 	if err != nil {
@@ -299,6 +316,9 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	if r.LastError != nil {
 		rec.LastError = *r.LastError
 	}
+	if r.ConcurrencyKey != nil && r.ConcurrencyLimit != nil {
+		rec.ConcurrencyKey, rec.ConcurrencyLimit = *r.ConcurrencyKey, int(*r.ConcurrencyLimit)
+	}
 	if err := rec.Validate(); err != nil {
 		return domain.QueueItem{}, fmt.Errorf("queue item %s: %w", r.ID, err)
 	}
@@ -367,10 +387,15 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 				return err
 			}
 		}
-		r, err := s.q.QueueInsert(ctx, tx, dbsqlc.QueueInsertParams{
+		p := dbsqlc.QueueInsertParams{
 			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
-			TraceContext: traceParent(ctx),
-		})
+			TraceContext: traceParent(ctx), ConcurrencyKey: e.ConcurrencyKey,
+		}
+		if e.ConcurrencyKey != nil {
+			n := int32(e.ConcurrencyLimit)
+			p.ConcurrencyLimit = &n
+		}
+		r, err := s.q.QueueInsert(ctx, tx, p)
 		if err != nil {
 			return interpretError(err)
 		}
@@ -415,12 +440,28 @@ func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *do
 			ID: r.ID, WorkspaceID: r.WorkspaceID, WorkflowDefinitionID: r.WorkflowDefinitionID, Status: r.Status,
 			Priority: r.Priority, CreatedAt: r.CreatedAt, AvailableAt: r.AvailableAt, ClaimedAt: r.ClaimedAt,
 			DispatchedAt: r.DispatchedAt, AttemptCount: r.AttemptCount, DispatchFailures: r.DispatchFailures,
-			LastError: r.LastError, ExecutionID: r.ExecutionID,
+			LastError: r.LastError, ExecutionID: r.ExecutionID, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit,
 		}); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// WaitFigures reads a workspace's limit, RUNNING count and the RUNNING
+// count of each key, in one statement.
+func (s *Store) WaitFigures(ctx context.Context, workspaceID domain.ID, keys []string) (domain.WaitFigures, error) {
+	r, err := s.q.QueueWaitFigures(ctx, s.pool, dbsqlc.QueueWaitFiguresParams{WorkspaceID: workspaceID, Keys: keys})
+	if err != nil {
+		return domain.WaitFigures{}, err
+	}
+	f := domain.WaitFigures{WorkspaceLimit: int(r.MaxRunning), WorkspaceRunning: int(r.Running), KeyRunning: make(map[string]int, len(keys))}
+	for i, k := range keys {
+		if i < len(r.KeyRunning) {
+			f.KeyRunning[k] = int(r.KeyRunning[i])
+		}
+	}
+	return f, nil
 }
 
 func queueFromRows(rows []dbsqlc.WorkflowExecutionQueue) ([]domain.QueueItem, error) {

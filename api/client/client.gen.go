@@ -63,6 +63,13 @@ const (
 	QueueStatusPENDING    QueueStatus = "PENDING"
 )
 
+// Defines values for WaitingOnReason.
+const (
+	BACKOFF        WaitingOnReason = "BACK_OFF"
+	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
+	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
+)
+
 // APIKey defines model for ApiKey.
 type APIKey struct {
 	CreatedAt time.Time          `json:"createdAt"`
@@ -83,6 +90,19 @@ type CancelResponse struct {
 
 // CancelResponseStatus defines model for CancelResponse.Status.
 type CancelResponseStatus string
+
+// Concurrency At most `limit` executions whose `key` resolves to the same text run at once in the workspace,
+// on top of its own limit. The key is a template over the input (input references only, at most
+// 256 bytes, resolving to at most 256), resolved when an item is enqueued; an input without what
+// the key reads is refused then (422 at /input). Items of a full key wait PENDING without holding
+// back other keys, and keys with waiting work take turns.
+type Concurrency struct {
+	// Key At most 256 bytes; checked with the rest of the graph (422).
+	Key string `json:"key"`
+
+	// Limit From 1 to 100,000; checked with the rest of the graph (422).
+	Limit int `json:"limit"`
+}
 
 // CreateAPIKeyRequest defines model for CreateApiKeyRequest.
 type CreateAPIKeyRequest struct {
@@ -314,18 +334,24 @@ type QueueItem struct {
 	AttemptCount int        `json:"attemptCount"`
 	AvailableAt  time.Time  `json:"availableAt"`
 	ClaimedAt    *time.Time `json:"claimedAt"`
-	CreatedAt    time.Time  `json:"createdAt"`
+
+	// ConcurrencyKey The definition's concurrency key, resolved over the input at enqueue.
+	ConcurrencyKey *string   `json:"concurrencyKey"`
+	CreatedAt      time.Time `json:"createdAt"`
 
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
-	DispatchFailures     int                 `json:"dispatchFailures"`
-	DispatchedAt         *time.Time          `json:"dispatchedAt"`
-	ExecutionID          *openapi_types.UUID `json:"executionId"`
-	ID                   openapi_types.UUID  `json:"id"`
-	LastError            *string             `json:"lastError"`
-	Priority             int                 `json:"priority"`
-	Status               QueueStatus         `json:"status"`
-	WorkflowDefinitionID openapi_types.UUID  `json:"workflowDefinitionId"`
-	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
+	DispatchFailures int                 `json:"dispatchFailures"`
+	DispatchedAt     *time.Time          `json:"dispatchedAt"`
+	ExecutionID      *openapi_types.UUID `json:"executionId"`
+	ID               openapi_types.UUID  `json:"id"`
+	LastError        *string             `json:"lastError"`
+	Priority         int                 `json:"priority"`
+	Status           QueueStatus         `json:"status"`
+
+	// WaitingOn What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING.
+	WaitingOn            *WaitingOn         `json:"waitingOn"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // QueueItemPage defines model for QueueItemPage.
@@ -352,6 +378,25 @@ type UpdatePlanRequest struct {
 type UpdateWorkspaceRequest struct {
 	Plan Plan `json:"plan"`
 }
+
+// WaitingOn What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING.
+type WaitingOn struct {
+	// Key The full concurrency key, for KEY_LIMIT.
+	Key *string `json:"key,omitempty"`
+
+	// Limit The limit that is full (workspace or key).
+	Limit  *int            `json:"limit,omitempty"`
+	Reason WaitingOnReason `json:"reason"`
+
+	// Running What runs under it now.
+	Running *int `json:"running,omitempty"`
+
+	// Until When a back-off ends, for BACK_OFF.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// WaitingOnReason defines model for WaitingOn.Reason.
+type WaitingOnReason string
 
 // Workspace defines model for Workspace.
 type Workspace struct {
@@ -416,6 +461,9 @@ type Internal = Problem
 
 // InvalidGraph RFC 9457 problem details.
 type InvalidGraph = Problem
+
+// InvalidInput RFC 9457 problem details.
+type InvalidInput = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
@@ -2807,6 +2855,7 @@ type EnqueueExecutionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidInput
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -4374,6 +4423,13 @@ func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionRespons
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

@@ -136,8 +136,9 @@ func TestContractEveryOperation(t *testing.T) {
 	if sl.JSON200.MaxRunning == nil || *sl.JSON200.MaxRunning != 7 || sl.JSON200.UpdatedAt == nil {
 		t.Errorf("setWorkspaceLimits: %s", sl.Body)
 	}
-	if gw, err := admin.GetWorkspaceWithResponse(ctx, ws.ID); err != nil || gw.JSON200.Limit != 7 {
-		t.Errorf("getWorkspace with its own limit 7: %v %s", err, gw.Body)
+	own, err := admin.GetWorkspaceWithResponse(ctx, ws.ID)
+	if err != nil || own.JSON200.Limit != 7 {
+		t.Errorf("getWorkspace with its own limit 7: %v %s", err, own.Body)
 	}
 	sl, err = admin.SetWorkspaceLimitsWithResponse(ctx, ws.ID, client.SetWorkspaceLimitsRequest{MaxRunning: nil})
 	status(t, "setWorkspaceLimits", sl, err, http.StatusOK)

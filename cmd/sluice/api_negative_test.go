@@ -713,3 +713,61 @@ func TestNegativePlansAndLimits(t *testing.T) {
 	}
 	w.checkBUntouched(t)
 }
+
+// TestNegativeConcurrencyKeys: a key template that is too long, reads
+// anything but the input, or a limit out of range is a 422 naming the
+// member at save time; an input that lacks what the key reads is a 422
+// naming /input at enqueue, and nothing is queued.
+func TestNegativeConcurrencyKeys(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	before := counts(t, w)
+	for name, tt := range map[string]struct{ concurrency, path string }{
+		"template too long":  {`{"key": "{{ input.a }}` + strings.Repeat("x", domain.ConcurrencyKeyTemplateMax) + `", "limit": 2}`, "/graph/concurrency/key"},
+		"a step reference":   {`{"key": "{{ steps.a.output }}", "limit": 2}`, "/graph/concurrency/key"},
+		"no reference":       {`{"key": "everyone", "limit": 2}`, "/graph/concurrency/key"},
+		"limit out of range": {`{"key": "{{ input.a }}", "limit": 0}`, "/graph/concurrency/limit"},
+	} {
+		g := client.Graph(`{"nodes": [], "edges": [], "concurrency": ` + tt.concurrency + `}`)
+		got := read(a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "keyed", Graph: g}))
+		got.expect(t, "createDefinition: "+name, http.StatusUnprocessableEntity, "invalid-graph")
+		if !slices.Contains(got.fieldPaths(), tt.path) {
+			t.Errorf("%s: problems at %v, want %s; body: %s", name, got.fieldPaths(), tt.path, got.body)
+		}
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("refused definitions wrote rows: before %v, after %v", before, after)
+	}
+	keyed, err := a.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "keyed",
+		Graph: client.Graph(`{"nodes": [], "edges": [], "concurrency": {"key": "{{ input.customer.id }}", "limit": 2}}`)})
+	if err != nil || keyed.JSON201 == nil {
+		t.Fatalf("a keyed definition was refused: %v %s", err, keyed.Body)
+	}
+	before = counts(t, w)
+	for name, input := range map[string]json.RawMessage{
+		"a missing member":     json.RawMessage(`{"customer": {}}`),
+		"a missing parent":     json.RawMessage(`{"order": 1}`),
+		"a key past 256 bytes": json.RawMessage(`{"customer": {"id": "` + strings.Repeat("k", domain.ConcurrencyKeyMax+1) + `"}}`),
+	} {
+		got := read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: keyed.JSON201.ID, Input: &input}))
+		got.expect(t, "startExecution with "+name, http.StatusUnprocessableEntity, "invalid-input")
+		if !slices.Contains(got.fieldPaths(), "/input") {
+			t.Errorf("%s: problems at %v, want /input; body: %s", name, got.fieldPaths(), got.body)
+		}
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("refused enqueues wrote rows: before %v, after %v", before, after)
+	}
+	ok := json.RawMessage(`{"customer": {"id": "c-1"}}`)
+	got := read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: keyed.JSON201.ID, Input: &ok}))
+	if got.status != http.StatusAccepted {
+		t.Fatalf("an input with the key's member: %d %s", got.status, got.body)
+	}
+	var key string
+	if err := w.pool.QueryRow(ctx, "SELECT concurrency_key FROM workflow_execution_queue WHERE workflow_definition_id = $1", keyed.JSON201.ID).Scan(&key); err != nil || key != "c-1" {
+		t.Fatalf("stored key %q (%v), want c-1", key, err)
+	}
+}

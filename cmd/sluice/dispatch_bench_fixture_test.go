@@ -626,15 +626,15 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[domai
 	var qIDs []domain.ID
 	var qNs []int32
 	for id, n := range quotas {
-		qIDs, qNs = append(qIDs, id), append(qNs, int32(n))
+		qIDs, qNs = append(qIDs, id), append(qNs, int32(n)*4)
 	}
 	values := map[string]map[string]any{
 		"QueuePendingWorkspaces":         pendingArgs,
 		"WorkspacesLockForAdmission":     {"ids": pending},
 		"ExecutionsRunningForWorkspaces": {"workspace_ids": pending},
-		"QueueClaimCandidates":           {"workspace_ids": qIDs, "quotas": qNs},
+		"QueueAdmissibleWindow":          {"workspace_ids": qIDs, "windows": qNs},
 	}
-	for _, name := range []string{"QueuePendingWorkspaces", "WorkspacesLockForAdmission", "ExecutionsRunningForWorkspaces", "QueueClaimCandidates"} {
+	for _, name := range []string{"QueuePendingWorkspaces", "WorkspacesLockForAdmission", "ExecutionsRunningForWorkspaces", "QueueAdmissibleWindow"} {
 		q, ok := qs[name]
 		if !ok {
 			b.Logf("EXPLAIN %s: query not found in db/queries", name)

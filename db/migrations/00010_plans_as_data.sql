@@ -66,7 +66,28 @@ $$;
 
 DROP FUNCTION workspace_queue_stats_with_room(text[], integer[]);
 
+-- Concurrency keys: a definition's graph may declare
+-- {"concurrency": {"key": <template over input>, "limit": N}}; the key is
+-- resolved when an item is enqueued and stored on it with the limit, and
+-- copied to its execution, so the claim counts an item's key's RUNNING
+-- executions with one probe of the index below, under the workspace's
+-- lock, which every claim that creates a RUNNING row holds: exact with any
+-- number of dispatchers.
+ALTER TABLE workflow_execution_queue
+    ADD COLUMN concurrency_key   text CHECK (octet_length(concurrency_key) <= 256),
+    ADD COLUMN concurrency_limit integer CHECK (concurrency_limit BETWEEN 1 AND 100000),
+    ADD CONSTRAINT workflow_execution_queue_concurrency_check CHECK ((concurrency_key IS NULL) = (concurrency_limit IS NULL));
+ALTER TABLE workflow_executions ADD COLUMN concurrency_key text;
+CREATE INDEX workflow_executions_key_running_idx ON workflow_executions (workspace_id, concurrency_key)
+    WHERE status = 'RUNNING' AND concurrency_key IS NOT NULL;
+
 -- +goose Down
+DROP INDEX workflow_executions_key_running_idx;
+ALTER TABLE workflow_executions DROP COLUMN concurrency_key;
+ALTER TABLE workflow_execution_queue
+    DROP CONSTRAINT workflow_execution_queue_concurrency_check,
+    DROP COLUMN concurrency_limit,
+    DROP COLUMN concurrency_key;
 -- +goose StatementBegin
 CREATE FUNCTION workspace_queue_stats_with_room(plans text[], limits integer[])
 RETURNS TABLE (workspace_id uuid, plan text)

@@ -1,6 +1,6 @@
 -- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context)
-VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context))
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, concurrency_key, concurrency_limit)
+VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context), sqlc.narg(concurrency_key), sqlc.narg(concurrency_limit))
 RETURNING *;
 
 -- name: QueueNotify :exec
@@ -19,7 +19,7 @@ SELECT * FROM workflow_execution_queue WHERE id = @id;
 -- The input (up to the request body's size per item) is not read: the
 -- list does not return it.
 SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
-       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, concurrency_key, concurrency_limit
 FROM workflow_execution_queue
 WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
@@ -68,9 +68,36 @@ DELETE FROM workspace_queue_stats s
 WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pending = 0 AND s.running = 0
   AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = s.workspace_id);
 
+-- name: QueueAdmissibleWindow :many
+-- Up to n items of each locked workspace that may be claimed now, in
+-- claim order (priority, then age), each with its key's RUNNING count: an
+-- item whose key is full is passed over by the scan, so it holds back no
+-- other key's items. No row is locked: only the holder of the workspace's
+-- lock claims its items, and QueueClaimCandidates locks and rechecks the
+-- ones domain.ChooseKeyed picks from this window. The count is one probe
+-- of workflow_executions_key_running_idx per keyed item passed.
+SELECT c.id, c.workspace_id, coalesce(c.concurrency_key, '')::text AS concurrency_key,
+       coalesce(c.concurrency_limit, 0)::int AS concurrency_limit, c.key_running::int AS key_running
+FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@windows::int[]) AS n) AS w
+CROSS JOIN LATERAL (
+    SELECT i.id, i.workspace_id, i.concurrency_key, i.concurrency_limit, k.running AS key_running
+    FROM workflow_execution_queue i
+    CROSS JOIN LATERAL (
+        -- The CASE keeps an item without a key from probing at all.
+        SELECT CASE WHEN i.concurrency_key IS NULL THEN 0 ELSE (
+            SELECT count(*) FROM workflow_executions e
+            WHERE e.workspace_id = i.workspace_id AND e.concurrency_key = i.concurrency_key
+              AND e.concurrency_key IS NOT NULL AND e.status = 'RUNNING') END AS running
+    ) k
+    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
+      AND (i.concurrency_key IS NULL OR k.running < i.concurrency_limit)
+    ORDER BY i.priority, i.created_at, i.id
+    LIMIT w.n
+) c;
+
 -- name: QueueClaimCandidates :many
--- Up to n claimable items of each workspace, best priority first, then
--- oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
+-- The chosen items, locked and still PENDING, in claim order. SKIP LOCKED
+-- leaves an item a cancellation holds to it.
 -- current_version is 0 when the definition is gone or deleted;
 -- version_found is false when the current version's row is missing, which
 -- fails that item alone instead of the executions' foreign key failing the
@@ -78,12 +105,10 @@ WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pend
 SELECT sqlc.embed(q),
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
-FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@quotas::int[]) AS n) AS w
-CROSS JOIN LATERAL (
+FROM (
     SELECT i.id FROM workflow_execution_queue i
-    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
+    WHERE i.id = ANY(@ids::uuid[]) AND i.status = 'PENDING'
     ORDER BY i.priority, i.created_at, i.id
-    LIMIT w.n
     FOR UPDATE SKIP LOCKED
 ) c
 JOIN workflow_execution_queue q ON q.id = c.id
@@ -290,3 +315,15 @@ CROSS JOIN LATERAL (
 ) h
 WHERE r.plan IS NOT NULL
 GROUP BY r.plan;
+
+-- name: QueueWaitFigures :one
+-- What a page of one workspace's items waits on, in one read: its limit in
+-- force, its RUNNING count, and the RUNNING count of each key asked for
+-- (one probe of the key index each).
+SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_id = @workspace_id),
+                (SELECT p.max_running FROM workspaces w JOIN plans p ON p.name = w.plan WHERE w.id = @workspace_id), 0)::int AS max_running,
+       (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = @workspace_id AND e.status = 'RUNNING')::int AS running,
+       coalesce((SELECT array_agg(k.running ORDER BY k.ord) FROM (
+           SELECT u.ord, (SELECT count(*) FROM workflow_executions e
+                          WHERE e.workspace_id = @workspace_id AND e.concurrency_key = u.key AND e.status = 'RUNNING')::int AS running
+           FROM unnest(@keys::text[]) WITH ORDINALITY AS u(key, ord)) k), '{}')::int[] AS key_running;

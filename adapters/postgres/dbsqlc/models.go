@@ -81,6 +81,7 @@ type WorkflowExecution struct {
 	DurationMs           *int64
 	Error                *string
 	QueueID              *domain.ID
+	ConcurrencyKey       *string
 }
 
 type WorkflowExecutionNode struct {
@@ -116,6 +117,8 @@ type WorkflowExecutionQueue struct {
 	ClaimLease           *string
 	ClaimedBy            *string
 	ClaimTerm            *time.Time
+	ConcurrencyKey       *string
+	ConcurrencyLimit     *int32
 }
 
 type Workspace struct {

@@ -110,6 +110,73 @@ func (q *Queries) IdempotencyKeysPurge(ctx context.Context, db DBTX, retentionSe
 	return result.RowsAffected(), nil
 }
 
+const queueAdmissibleWindow = `-- name: QueueAdmissibleWindow :many
+SELECT c.id, c.workspace_id, coalesce(c.concurrency_key, '')::text AS concurrency_key,
+       coalesce(c.concurrency_limit, 0)::int AS concurrency_limit, c.key_running::int AS key_running
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
+CROSS JOIN LATERAL (
+    SELECT i.id, i.workspace_id, i.concurrency_key, i.concurrency_limit, k.running AS key_running
+    FROM workflow_execution_queue i
+    CROSS JOIN LATERAL (
+        -- The CASE keeps an item without a key from probing at all.
+        SELECT CASE WHEN i.concurrency_key IS NULL THEN 0 ELSE (
+            SELECT count(*) FROM workflow_executions e
+            WHERE e.workspace_id = i.workspace_id AND e.concurrency_key = i.concurrency_key
+              AND e.concurrency_key IS NOT NULL AND e.status = 'RUNNING') END AS running
+    ) k
+    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
+      AND (i.concurrency_key IS NULL OR k.running < i.concurrency_limit)
+    ORDER BY i.priority, i.created_at, i.id
+    LIMIT w.n
+) c
+`
+
+type QueueAdmissibleWindowParams struct {
+	WorkspaceIds []domain.ID
+	Windows      []int32
+}
+
+type QueueAdmissibleWindowRow struct {
+	ID               domain.ID
+	WorkspaceID      domain.ID
+	ConcurrencyKey   string
+	ConcurrencyLimit int32
+	KeyRunning       int32
+}
+
+// Up to n items of each locked workspace that may be claimed now, in
+// claim order (priority, then age), each with its key's RUNNING count: an
+// item whose key is full is passed over by the scan, so it holds back no
+// other key's items. No row is locked: only the holder of the workspace's
+// lock claims its items, and QueueClaimCandidates locks and rechecks the
+// ones domain.ChooseKeyed picks from this window. The count is one probe
+// of workflow_executions_key_running_idx per keyed item passed.
+func (q *Queries) QueueAdmissibleWindow(ctx context.Context, db DBTX, arg QueueAdmissibleWindowParams) ([]QueueAdmissibleWindowRow, error) {
+	rows, err := db.Query(ctx, queueAdmissibleWindow, arg.WorkspaceIds, arg.Windows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueAdmissibleWindowRow{}
+	for rows.Next() {
+		var i QueueAdmissibleWindowRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
+			&i.KeyRunning,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueApplyTransitions = `-- name: QueueApplyTransitions :many
 WITH moved AS (
     UPDATE workflow_execution_queue q
@@ -192,15 +259,13 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
-CROSS JOIN LATERAL (
+FROM (
     SELECT i.id FROM workflow_execution_queue i
-    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
+    WHERE i.id = ANY($1::uuid[]) AND i.status = 'PENDING'
     ORDER BY i.priority, i.created_at, i.id
-    LIMIT w.n
     FOR UPDATE SKIP LOCKED
 ) c
 JOIN workflow_execution_queue q ON q.id = c.id
@@ -208,25 +273,20 @@ LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.delete
 LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
 `
 
-type QueueClaimCandidatesParams struct {
-	WorkspaceIds []domain.ID
-	Quotas       []int32
-}
-
 type QueueClaimCandidatesRow struct {
 	WorkflowExecutionQueue WorkflowExecutionQueue
 	CurrentVersion         int32
 	VersionFound           bool
 }
 
-// Up to n claimable items of each workspace, best priority first, then
-// oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
+// The chosen items, locked and still PENDING, in claim order. SKIP LOCKED
+// leaves an item a cancellation holds to it.
 // current_version is 0 when the definition is gone or deleted;
 // version_found is false when the current version's row is missing, which
 // fails that item alone instead of the executions' foreign key failing the
 // whole batch.
-func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueClaimCandidatesParams) ([]QueueClaimCandidatesRow, error) {
-	rows, err := db.Query(ctx, queueClaimCandidates, arg.WorkspaceIds, arg.Quotas)
+func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domain.ID) ([]QueueClaimCandidatesRow, error) {
+	rows, err := db.Query(ctx, queueClaimCandidates, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +313,8 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 			&i.WorkflowExecutionQueue.ClaimLease,
 			&i.WorkflowExecutionQueue.ClaimedBy,
 			&i.WorkflowExecutionQueue.ClaimTerm,
+			&i.WorkflowExecutionQueue.ConcurrencyKey,
+			&i.WorkflowExecutionQueue.ConcurrencyLimit,
 			&i.CurrentVersion,
 			&i.VersionFound,
 		); err != nil {
@@ -267,7 +329,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 }
 
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue q
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM shedlock l
@@ -311,6 +373,8 @@ func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows 
 			&i.ClaimLease,
 			&i.ClaimedBy,
 			&i.ClaimTerm,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
 		); err != nil {
 			return nil, err
 		}
@@ -368,7 +432,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -393,12 +457,14 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
 	)
 	return i, err
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -426,12 +492,14 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -456,14 +524,16 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
 	)
 	return i, err
 }
 
 const queueInsert = `-- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context)
-VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, concurrency_key, concurrency_limit)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit
 `
 
 type QueueInsertParams struct {
@@ -473,6 +543,8 @@ type QueueInsertParams struct {
 	Input                json.RawMessage
 	Priority             int16
 	TraceContext         *string
+	ConcurrencyKey       *string
+	ConcurrencyLimit     *int32
 }
 
 func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParams) (WorkflowExecutionQueue, error) {
@@ -483,6 +555,8 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		arg.Input,
 		arg.Priority,
 		arg.TraceContext,
+		arg.ConcurrencyKey,
+		arg.ConcurrencyLimit,
 	)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
@@ -504,13 +578,15 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
 	)
 	return i, err
 }
 
 const queueList = `-- name: QueueList :many
 SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
-       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, concurrency_key, concurrency_limit
 FROM workflow_execution_queue
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
@@ -543,6 +619,8 @@ type QueueListRow struct {
 	DispatchFailures     int32
 	LastError            *string
 	ExecutionID          *domain.ID
+	ConcurrencyKey       *string
+	ConcurrencyLimit     *int32
 }
 
 // A workspace's items in the order the claim takes them
@@ -581,6 +659,8 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 			&i.DispatchFailures,
 			&i.LastError,
 			&i.ExecutionID,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
 		); err != nil {
 			return nil, err
 		}
@@ -822,7 +902,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueueP
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -862,6 +942,8 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.ClaimLease,
 			&i.ClaimedBy,
 			&i.ClaimTerm,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
 		); err != nil {
 			return nil, err
 		}
@@ -1033,4 +1115,35 @@ func (q *Queries) QueueStatusesByIDs(ctx context.Context, db DBTX, ids []domain.
 		return nil, err
 	}
 	return items, nil
+}
+
+const queueWaitFigures = `-- name: QueueWaitFigures :one
+SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_id = $1),
+                (SELECT p.max_running FROM workspaces w JOIN plans p ON p.name = w.plan WHERE w.id = $1), 0)::int AS max_running,
+       (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = $1 AND e.status = 'RUNNING')::int AS running,
+       coalesce((SELECT array_agg(k.running ORDER BY k.ord) FROM (
+           SELECT u.ord, (SELECT count(*) FROM workflow_executions e
+                          WHERE e.workspace_id = $1 AND e.concurrency_key = u.key AND e.status = 'RUNNING')::int AS running
+           FROM unnest($2::text[]) WITH ORDINALITY AS u(key, ord)) k), '{}')::int[] AS key_running
+`
+
+type QueueWaitFiguresParams struct {
+	WorkspaceID domain.ID
+	Keys        []string
+}
+
+type QueueWaitFiguresRow struct {
+	MaxRunning int32
+	Running    int32
+	KeyRunning []int32
+}
+
+// What a page of one workspace's items waits on, in one read: its limit in
+// force, its RUNNING count, and the RUNNING count of each key asked for
+// (one probe of the key index each).
+func (q *Queries) QueueWaitFigures(ctx context.Context, db DBTX, arg QueueWaitFiguresParams) (QueueWaitFiguresRow, error) {
+	row := db.QueryRow(ctx, queueWaitFigures, arg.WorkspaceID, arg.Keys)
+	var i QueueWaitFiguresRow
+	err := row.Scan(&i.MaxRunning, &i.Running, &i.KeyRunning)
+	return i, err
 }

@@ -635,6 +635,23 @@ export interface components {
         Graph: {
             nodes: components["schemas"]["Node"][];
             edges?: components["schemas"]["Edge"][];
+            concurrency?: components["schemas"]["Concurrency"];
+        };
+        /**
+         * @description At most `limit` executions whose `key` resolves to the same text run at once in the workspace,
+         *     on top of its own limit. The key is a template over the input (input references only, at most
+         *     256 bytes, resolving to at most 256), resolved when an item is enqueued; an input without what
+         *     the key reads is refused then (422 at /input). Items of a full key wait PENDING without holding
+         *     back other keys, and keys with waiting work take turns.
+         */
+        Concurrency: {
+            /**
+             * @description At most 256 bytes; checked with the rest of the graph (422).
+             * @example {{ input.customerId }}
+             */
+            key: string;
+            /** @description From 1 to 100,000; checked with the rest of the graph (422). */
+            limit: number;
         };
         Node: {
             key: string;
@@ -727,7 +744,26 @@ export interface components {
             claimedAt: string | null;
             /** Format: date-time */
             dispatchedAt: string | null;
+            /** @description The definition's concurrency key, resolved over the input at enqueue. */
+            concurrencyKey: string | null;
+            waitingOn: components["schemas"]["WaitingOn"];
         };
+        /** @description What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING. */
+        WaitingOn: {
+            /** @enum {string} */
+            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF";
+            /** @description The limit that is full (workspace or key). */
+            limit?: number;
+            /** @description What runs under it now. */
+            running?: number;
+            /** @description The full concurrency key, for KEY_LIMIT. */
+            key?: string;
+            /**
+             * Format: date-time
+             * @description When a back-off ends, for BACK_OFF.
+             */
+            until?: string;
+        } | null;
         QueueItemPage: {
             items: components["schemas"]["QueueItem"][];
             nextCursor: string | null;
@@ -955,6 +991,29 @@ export interface components {
                  *       "title": "Payload too large",
                  *       "status": 413,
                  *       "detail": "request body exceeds 1048576 bytes"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The input lacks what the definition's concurrency key reads, or the key it gives is too long; the problem is at /input. */
+        InvalidInput: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sluice.dev/problems/invalid-input",
+                 *       "title": "Invalid input",
+                 *       "status": 422,
+                 *       "detail": "1 problem",
+                 *       "errors": [
+                 *         {
+                 *           "path": "/input",
+                 *           "message": "the concurrency key \"{{ input.customerId }}\" cannot be resolved: missing path input.customerId"
+                 *         }
+                 *       ]
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -1889,6 +1948,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidInput"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -1968,7 +2028,9 @@ export interface operations {
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "availableAt": "2026-11-21T10:00:00Z",
                      *       "claimedAt": null,
-                     *       "dispatchedAt": "2026-11-21T10:00:00.04Z"
+                     *       "dispatchedAt": "2026-11-21T10:00:00.04Z",
+                     *       "concurrencyKey": null,
+                     *       "waitingOn": null
                      *     }
                      */
                     "application/json": components["schemas"]["QueueItem"];
