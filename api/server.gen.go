@@ -53,6 +53,12 @@ const (
 	NodeStatusSKIPPED   NodeStatus = "SKIPPED"
 )
 
+// Defines values for OverlapPolicy.
+const (
+	Queue OverlapPolicy = "queue"
+	Skip  OverlapPolicy = "skip"
+)
+
 // Defines values for Plan.
 const (
 	ENTERPRISE Plan = "ENTERPRISE"
@@ -124,6 +130,25 @@ type CreateDefinitionRequest struct {
 	Graph       Graph              `json:"graph"`
 	Name        string             `json:"name"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+}
+
+// CreateScheduleRequest defines model for CreateScheduleRequest.
+type CreateScheduleRequest struct {
+	// CronExpression Five fields (minute hour day-of-month month day-of-week), or six with seconds first, or a descriptor such as @daily. Exactly one of cronExpression and intervalSeconds.
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            string              `json:"name"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Paused        *bool          `json:"paused,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+
+	// TimeZone The IANA time zone the cron expression is read in.
+	TimeZone             *string            `json:"timeZone,omitempty"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
 // CreateVersionRequest defines model for CreateVersionRequest.
@@ -198,10 +223,37 @@ type Edge struct {
 	When *bool  `json:"when,omitempty"`
 }
 
+// EnqueueBatchItem defines model for EnqueueBatchItem.
+type EnqueueBatchItem struct {
+	// IdempotencyKey As the `Idempotency-Key` header of a single enqueue, per item; distinct within a batch.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Input Available to templates as `input`.
+	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
+	Priority  *int       `json:"priority,omitempty"`
+}
+
+// EnqueueExecutionBatchRequest defines model for EnqueueExecutionBatchRequest.
+type EnqueueExecutionBatchRequest struct {
+	Items                []EnqueueBatchItem `json:"items"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
 // EnqueueExecutionRequest defines model for EnqueueExecutionRequest.
 type EnqueueExecutionRequest struct {
 	// Input Available to templates as `input`. Stored and returned byte for byte, so numbers keep every digit.
 	Input *rawjson.RawMessage `json:"input,omitempty"`
+
+	// NotBefore The item waits PENDING, holding no slot, until this time; at most
+	// 30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+	// 400 names this field. A time already past is due at once.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
 
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority             *int               `json:"priority,omitempty"`
@@ -209,10 +261,42 @@ type EnqueueExecutionRequest struct {
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
 
+// EnqueuedBatchItem defines model for EnqueuedBatchItem.
+type EnqueuedBatchItem struct {
+	QueueID openapi_types.UUID `json:"queueId"`
+
+	// Replayed The key was used before with the same content; this is the original item.
+	Replayed bool        `json:"replayed"`
+	Status   QueueStatus `json:"status"`
+}
+
 // EnqueuedExecution defines model for EnqueuedExecution.
 type EnqueuedExecution struct {
 	QueueID openapi_types.UUID `json:"queueId"`
 	Status  QueueStatus        `json:"status"`
+}
+
+// EnqueuedExecutionBatch defines model for EnqueuedExecutionBatch.
+type EnqueuedExecutionBatch struct {
+	Items []EnqueuedBatchItem `json:"items"`
+}
+
+// EventDelivered defines model for EventDelivered.
+type EventDelivered struct {
+	ExecutionID openapi_types.UUID `json:"executionId"`
+	Name        string             `json:"name"`
+
+	// NodeKey The WAIT_FOR_EVENT node the event went to.
+	NodeKey string `json:"nodeKey"`
+}
+
+// EventToSend defines model for EventToSend.
+type EventToSend struct {
+	// Name The event name a WAIT_FOR_EVENT node's config.event waits for.
+	Name string `json:"name"`
+
+	// Payload Any JSON; the node's output. Absent means null.
+	Payload *rawjson.RawMessage `json:"payload,omitempty"`
 }
 
 // Execution defines model for Execution.
@@ -272,7 +356,7 @@ type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
 	Key    string              `json:"key"`
 
-	// Type HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together.
+	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
 }
 
@@ -308,6 +392,20 @@ type NodeRecordPage struct {
 
 // NodeStatus defines model for NodeStatus.
 type NodeStatus string
+
+// OutboundLimit defines model for OutboundLimit.
+type OutboundLimit struct {
+	Burst     int       `json:"burst"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Host The host in canonical form: lower case, no trailing dot.
+	Host              string    `json:"host"`
+	RequestsPerSecond float64   `json:"requestsPerSecond"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+}
+
+// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+type OverlapPolicy string
 
 // Plan defines model for Plan.
 type Plan string
@@ -352,7 +450,13 @@ type QueueItem struct {
 	ID               openapi_types.UUID  `json:"id"`
 	LastError        *string             `json:"lastError"`
 	Priority         int                 `json:"priority"`
-	Status           QueueStatus         `json:"status"`
+
+	// ScheduleID The schedule that fired the item.
+	ScheduleID *openapi_types.UUID `json:"scheduleId"`
+
+	// ScheduleTick The schedule's tick the item is for.
+	ScheduleTick *time.Time  `json:"scheduleTick"`
+	Status       QueueStatus `json:"status"`
 
 	// WaitingOn What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING.
 	WaitingOn            *WaitingOn         `json:"waitingOn"`
@@ -369,6 +473,53 @@ type QueueItemPage struct {
 // QueueStatus defines model for QueueStatus.
 type QueueStatus string
 
+// Schedule defines model for Schedule.
+type Schedule struct {
+	CreatedAt       time.Time          `json:"createdAt"`
+	CronExpression  *string            `json:"cronExpression"`
+	ID              openapi_types.UUID `json:"id"`
+	Input           rawjson.RawMessage `json:"input"`
+	IntervalSeconds *int               `json:"intervalSeconds"`
+
+	// LastQueueID The item the last fired tick enqueued.
+	LastQueueID *openapi_types.UUID `json:"lastQueueId"`
+
+	// LastTick The last tick fired or skipped.
+	LastTick *time.Time `json:"lastTick"`
+	Name     string     `json:"name"`
+
+	// NextFireAt The next tick to fire; null while paused.
+	NextFireAt *time.Time `json:"nextFireAt"`
+
+	// NextFireTimes The next 5 fire times from now (empty while paused).
+	NextFireTimes []time.Time `json:"nextFireTimes"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy        OverlapPolicy      `json:"overlapPolicy"`
+	Paused               bool               `json:"paused"`
+	PausedAt             *time.Time         `json:"pausedAt"`
+	Priority             int                `json:"priority"`
+	TimeZone             string             `json:"timeZone"`
+	UpdatedAt            time.Time          `json:"updatedAt"`
+	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
+	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
+}
+
+// SchedulePage defines model for SchedulePage.
+type SchedulePage struct {
+	Items      []Schedule `json:"items"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
+// SetOutboundLimitRequest defines model for SetOutboundLimitRequest.
+type SetOutboundLimitRequest struct {
+	// Burst Calls that may go at once from a full bucket, from 1 to 1000.
+	Burst int `json:"burst"`
+
+	// RequestsPerSecond Calls per second once the burst is spent, from 0.001 to 1000.
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+}
+
 // SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
 type SetWorkspaceLimitsRequest struct {
 	// MaxRunning Null returns to the plan's.
@@ -378,6 +529,19 @@ type SetWorkspaceLimitsRequest struct {
 // UpdatePlanRequest defines model for UpdatePlanRequest.
 type UpdatePlanRequest struct {
 	MaxRunning int `json:"maxRunning"`
+}
+
+// UpdateScheduleRequest defines model for UpdateScheduleRequest.
+type UpdateScheduleRequest struct {
+	CronExpression  *string             `json:"cronExpression,omitempty"`
+	Input           *rawjson.RawMessage `json:"input,omitempty"`
+	IntervalSeconds *int                `json:"intervalSeconds,omitempty"`
+	Name            *string             `json:"name,omitempty"`
+
+	// OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+	OverlapPolicy *OverlapPolicy `json:"overlapPolicy,omitempty"`
+	Priority      *int           `json:"priority,omitempty"`
+	TimeZone      *string        `json:"timeZone,omitempty"`
 }
 
 // UpdateWorkspaceRequest defines model for UpdateWorkspaceRequest.
@@ -450,6 +614,9 @@ type ExecutionID = openapi_types.UUID
 // Limit defines model for Limit.
 type Limit = int
 
+// ScheduleID defines model for ScheduleId.
+type ScheduleID = openapi_types.UUID
+
 // WorkspaceID defines model for WorkspaceId.
 type WorkspaceID = openapi_types.UUID
 
@@ -514,6 +681,10 @@ type ListExecutionsParams struct {
 	// after its item was deleted on completion.
 	QueueID *openapi_types.UUID `form:"queueId,omitempty" json:"queueId,omitempty"`
 
+	// WaitingForEvent Only RUNNING executions with a WAIT_FOR_EVENT node waiting for
+	// its event (send it at `/workflow/executions/{executionId}/events`).
+	WaitingForEvent *bool `form:"waitingForEvent,omitempty" json:"waitingForEvent,omitempty"`
+
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -551,6 +722,18 @@ type ListQueueParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListSchedulesParams defines parameters for ListSchedules.
+type ListSchedulesParams struct {
+	// WorkspaceID The workspace to list.
+	WorkspaceID openapi_types.UUID `form:"workspaceId" json:"workspaceId"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListWorkspacesParams defines parameters for ListWorkspaces.
 type ListWorkspacesParams struct {
 	// Limit Page size.
@@ -572,6 +755,18 @@ type CreateDefinitionVersionJSONRequestBody = CreateVersionRequest
 // EnqueueExecutionJSONRequestBody defines body for EnqueueExecution for application/json ContentType.
 type EnqueueExecutionJSONRequestBody = EnqueueExecutionRequest
 
+// EnqueueExecutionBatchJSONRequestBody defines body for EnqueueExecutionBatch for application/json ContentType.
+type EnqueueExecutionBatchJSONRequestBody = EnqueueExecutionBatchRequest
+
+// SendEventJSONRequestBody defines body for SendEvent for application/json ContentType.
+type SendEventJSONRequestBody = EventToSend
+
+// CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
+type CreateScheduleJSONRequestBody = CreateScheduleRequest
+
+// UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
+type UpdateScheduleJSONRequestBody = UpdateScheduleRequest
+
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 
@@ -583,6 +778,9 @@ type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
 // SetWorkspaceLimitsJSONRequestBody defines body for SetWorkspaceLimits for application/json ContentType.
 type SetWorkspaceLimitsJSONRequestBody = SetWorkspaceLimitsRequest
+
+// SetOutboundLimitJSONRequestBody defines body for SetOutboundLimit for application/json ContentType.
+type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -616,12 +814,18 @@ type ServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(w http.ResponseWriter, r *http.Request, params EnqueueExecutionParams)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(w http.ResponseWriter, r *http.Request, executionID ExecutionID, params ListExecutionNodesParams)
@@ -634,6 +838,27 @@ type ServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(w http.ResponseWriter, r *http.Request, queueID openapi_types.UUID)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(w http.ResponseWriter, r *http.Request)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(w http.ResponseWriter, r *http.Request, params ListWorkspacesParams)
@@ -661,6 +886,15 @@ type ServerInterface interface {
 	// Set a workspace's own limits
 	// (PUT /api/v1/workspaces/{workspaceId}/limits)
 	SetWorkspaceLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
+	// List the workspace's outbound host limits
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
+	ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
+	// Remove the workspace's limit for one host
+	// (DELETE /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	DeleteOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
+	// Set the workspace's limit for one host
+	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
@@ -991,6 +1225,14 @@ func (siw *ServerInterfaceWrapper) ListExecutions(w http.ResponseWriter, r *http
 		return
 	}
 
+	// ------------- Optional query parameter "waitingForEvent" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "waitingForEvent", r.URL.Query(), &params.WaitingForEvent)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "waitingForEvent", Err: err})
+		return
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
@@ -1064,6 +1306,26 @@ func (siw *ServerInterfaceWrapper) EnqueueExecution(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// EnqueueExecutionBatch operation middleware
+func (siw *ServerInterfaceWrapper) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EnqueueExecutionBatch(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetExecution operation middleware
 func (siw *ServerInterfaceWrapper) GetExecution(w http.ResponseWriter, r *http.Request) {
 
@@ -1117,6 +1379,37 @@ func (siw *ServerInterfaceWrapper) CancelExecution(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelExecution(w, r, executionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SendEvent operation middleware
+func (siw *ServerInterfaceWrapper) SendEvent(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "executionId" -------------
+	var executionID ExecutionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "executionId", r.PathValue("executionId"), &executionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "executionId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SendEvent(w, r, executionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1293,6 +1586,237 @@ func (siw *ServerInterfaceWrapper) CancelQueueItem(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CancelQueueItem(w, r, queueID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSchedules operation middleware
+func (siw *ServerInterfaceWrapper) ListSchedules(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSchedulesParams
+
+	// ------------- Required query parameter "workspaceId" -------------
+
+	if paramValue := r.URL.Query().Get("workspaceId"); paramValue != "" {
+
+	} else {
+		siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "workspaceId"})
+		return
+	}
+
+	err = runtime.BindQueryParameter("form", true, true, "workspaceId", r.URL.Query(), &params.WorkspaceID)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "limit", r.URL.Query(), &params.Limit)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "cursor", r.URL.Query(), &params.Cursor)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSchedules(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSchedule(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSchedule operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSchedule operation middleware
+func (siw *ServerInterfaceWrapper) GetSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateSchedule operation middleware
+func (siw *ServerInterfaceWrapper) UpdateSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PauseSchedule operation middleware
+func (siw *ServerInterfaceWrapper) PauseSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSchedule(w, r, scheduleID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSchedule operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "scheduleId" -------------
+	var scheduleID ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "scheduleId", r.PathValue("scheduleId"), &scheduleID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "scheduleId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSchedule(w, r, scheduleID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1589,6 +2113,117 @@ func (siw *ServerInterfaceWrapper) SetWorkspaceLimits(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// ListOutboundLimits operation middleware
+func (siw *ServerInterfaceWrapper) ListOutboundLimits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListOutboundLimits(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteOutboundLimit operation middleware
+func (siw *ServerInterfaceWrapper) DeleteOutboundLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "host" -------------
+	var host string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "host", r.PathValue("host"), &host, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "host", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteOutboundLimit(w, r, workspaceID, host)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetOutboundLimit operation middleware
+func (siw *ServerInterfaceWrapper) SetOutboundLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "host" -------------
+	var host string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "host", r.PathValue("host"), &host, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "host", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetOutboundLimit(w, r, workspaceID, host)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
@@ -1747,12 +2382,21 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/definitions/{definitionId}/versions/{version}", wrapper.GetDefinitionVersion)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions", wrapper.ListExecutions)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start", wrapper.EnqueueExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/start-batch", wrapper.EnqueueExecutionBatch)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}", wrapper.GetExecution)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/cancel", wrapper.CancelExecution)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/events", wrapper.SendEvent)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/executions/{executionId}/nodes", wrapper.ListExecutionNodes)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue", wrapper.ListQueue)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/queue/{queueId}", wrapper.GetQueueItem)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/queue/{queueId}/cancel", wrapper.CancelQueueItem)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.ListSchedules)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules", wrapper.CreateSchedule)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.DeleteSchedule)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.GetSchedule)
+	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}", wrapper.UpdateSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/pause", wrapper.PauseSchedule)
+	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workflow/schedules/{scheduleId}/resume", wrapper.ResumeSchedule)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces", wrapper.ListWorkspaces)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces", wrapper.CreateWorkspace)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.GetWorkspace)
@@ -1762,6 +2406,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/limits", wrapper.GetWorkspaceLimits)
 	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/limits", wrapper.SetWorkspaceLimits)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits", wrapper.ListOutboundLimits)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.DeleteOutboundLimit)
+	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.SetOutboundLimit)
 	m.HandleFunc("GET "+options.BaseURL+"/healthz", wrapper.GetHealthz)
 	m.HandleFunc("GET "+options.BaseURL+"/readyz", wrapper.GetReadyz)
 
@@ -2843,6 +3490,124 @@ func (response EnqueueExecution503ApplicationProblemPlusJSONResponse) VisitEnque
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type EnqueueExecutionBatchRequestObject struct {
+	Body *EnqueueExecutionBatchJSONRequestBody
+}
+
+type EnqueueExecutionBatchResponseObject interface {
+	VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error
+}
+
+type EnqueueExecutionBatch202JSONResponse EnqueuedExecutionBatch
+
+func (response EnqueueExecutionBatch202JSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch400ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch401ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch403ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch404ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch409ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch429ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch500ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch503ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetExecutionRequestObject struct {
 	ExecutionID ExecutionID `json:"executionId"`
 }
@@ -3039,6 +3804,125 @@ type CancelExecution503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelExecution503ApplicationProblemPlusJSONResponse) VisitCancelExecutionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEventRequestObject struct {
+	ExecutionID ExecutionID `json:"executionId"`
+	Body        *SendEventJSONRequestBody
+}
+
+type SendEventResponseObject interface {
+	VisitSendEventResponse(w http.ResponseWriter) error
+}
+
+type SendEvent202JSONResponse EventDelivered
+
+func (response SendEvent202JSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent400ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent401ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent403ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent404ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent409ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent413ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent429ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SendEvent500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent500ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SendEvent503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SendEvent503ApplicationProblemPlusJSONResponse) VisitSendEventResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -3411,6 +4295,722 @@ type CancelQueueItem503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CancelQueueItem503ApplicationProblemPlusJSONResponse) VisitCancelQueueItemResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedulesRequestObject struct {
+	Params ListSchedulesParams
+}
+
+type ListSchedulesResponseObject interface {
+	VisitListSchedulesResponse(w http.ResponseWriter) error
+}
+
+type ListSchedules200JSONResponse SchedulePage
+
+func (response ListSchedules200JSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules400ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules401ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules403ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules404ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules429ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedules500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules500ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules503ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateScheduleRequestObject struct {
+	Body *CreateScheduleJSONRequestBody
+}
+
+type CreateScheduleResponseObject interface {
+	VisitCreateScheduleResponse(w http.ResponseWriter) error
+}
+
+type CreateSchedule201JSONResponse Schedule
+
+func (response CreateSchedule201JSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule400ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule401ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule403ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule404ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule413ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule429ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule500ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule503ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type DeleteScheduleResponseObject interface {
+	VisitDeleteScheduleResponse(w http.ResponseWriter) error
+}
+
+type DeleteSchedule204Response struct {
+}
+
+func (response DeleteSchedule204Response) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule400ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule401ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule403ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule404ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule429ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule500ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule503ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type GetScheduleResponseObject interface {
+	VisitGetScheduleResponse(w http.ResponseWriter) error
+}
+
+type GetSchedule200JSONResponse Schedule
+
+func (response GetSchedule200JSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule400ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule401ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule403ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule404ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule429ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule500ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule503ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+	Body       *UpdateScheduleJSONRequestBody
+}
+
+type UpdateScheduleResponseObject interface {
+	VisitUpdateScheduleResponse(w http.ResponseWriter) error
+}
+
+type UpdateSchedule200JSONResponse Schedule
+
+func (response UpdateSchedule200JSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule400ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule401ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule403ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule404ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule413ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule429ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule500ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSchedule503ApplicationProblemPlusJSONResponse) VisitUpdateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type PauseScheduleResponseObject interface {
+	VisitPauseScheduleResponse(w http.ResponseWriter) error
+}
+
+type PauseSchedule200JSONResponse Schedule
+
+func (response PauseSchedule200JSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule400ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule401ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule403ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule404ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule409ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule429ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule500ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule503ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeScheduleRequestObject struct {
+	ScheduleID ScheduleID `json:"scheduleId"`
+}
+
+type ResumeScheduleResponseObject interface {
+	VisitResumeScheduleResponse(w http.ResponseWriter) error
+}
+
+type ResumeSchedule200JSONResponse Schedule
+
+func (response ResumeSchedule200JSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule400ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule401ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule403ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule404ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule409ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule429ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ResumeSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule500ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ResumeSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSchedule503ApplicationProblemPlusJSONResponse) VisitResumeScheduleResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -4307,6 +5907,329 @@ func (response SetWorkspaceLimits503ApplicationProblemPlusJSONResponse) VisitSet
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type ListOutboundLimitsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+}
+
+type ListOutboundLimitsResponseObject interface {
+	VisitListOutboundLimitsResponse(w http.ResponseWriter) error
+}
+
+type ListOutboundLimits200JSONResponse []OutboundLimit
+
+func (response ListOutboundLimits200JSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits400ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits401ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits403ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits404ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits429ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListOutboundLimits500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits500ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundLimits503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundLimits503ApplicationProblemPlusJSONResponse) VisitListOutboundLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteOutboundLimitRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Host        string      `json:"host"`
+}
+
+type DeleteOutboundLimitResponseObject interface {
+	VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error
+}
+
+type DeleteOutboundLimit204Response struct {
+}
+
+func (response DeleteOutboundLimit204Response) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteOutboundLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit400ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit401ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit403ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit404ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit422ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit429ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteOutboundLimit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit500ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteOutboundLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteOutboundLimit503ApplicationProblemPlusJSONResponse) VisitDeleteOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetOutboundLimitRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Host        string      `json:"host"`
+	Body        *SetOutboundLimitJSONRequestBody
+}
+
+type SetOutboundLimitResponseObject interface {
+	VisitSetOutboundLimitResponse(w http.ResponseWriter) error
+}
+
+type SetOutboundLimit200JSONResponse OutboundLimit
+
+func (response SetOutboundLimit200JSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit400ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit401ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit403ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit404ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit413ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit422ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit429ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetOutboundLimit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit500ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetOutboundLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetOutboundLimit503ApplicationProblemPlusJSONResponse) VisitSetOutboundLimitResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetHealthzRequestObject struct {
 }
 
@@ -4380,12 +6303,18 @@ type StrictServerInterface interface {
 	// Enqueue an execution
 	// (POST /api/v1/workflow/executions/start)
 	EnqueueExecution(ctx context.Context, request EnqueueExecutionRequestObject) (EnqueueExecutionResponseObject, error)
+	// Enqueue executions in bulk
+	// (POST /api/v1/workflow/executions/start-batch)
+	EnqueueExecutionBatch(ctx context.Context, request EnqueueExecutionBatchRequestObject) (EnqueueExecutionBatchResponseObject, error)
 	// Get an execution
 	// (GET /api/v1/workflow/executions/{executionId})
 	GetExecution(ctx context.Context, request GetExecutionRequestObject) (GetExecutionResponseObject, error)
 	// Cancel an execution
 	// (POST /api/v1/workflow/executions/{executionId}/cancel)
 	CancelExecution(ctx context.Context, request CancelExecutionRequestObject) (CancelExecutionResponseObject, error)
+	// Send an event to a waiting node
+	// (POST /api/v1/workflow/executions/{executionId}/events)
+	SendEvent(ctx context.Context, request SendEventRequestObject) (SendEventResponseObject, error)
 	// List an execution's node records
 	// (GET /api/v1/workflow/executions/{executionId}/nodes)
 	ListExecutionNodes(ctx context.Context, request ListExecutionNodesRequestObject) (ListExecutionNodesResponseObject, error)
@@ -4398,6 +6327,27 @@ type StrictServerInterface interface {
 	// Cancel a queue item
 	// (POST /api/v1/workflow/queue/{queueId}/cancel)
 	CancelQueueItem(ctx context.Context, request CancelQueueItemRequestObject) (CancelQueueItemResponseObject, error)
+	// List schedules
+	// (GET /api/v1/workflow/schedules)
+	ListSchedules(ctx context.Context, request ListSchedulesRequestObject) (ListSchedulesResponseObject, error)
+	// Create a schedule
+	// (POST /api/v1/workflow/schedules)
+	CreateSchedule(ctx context.Context, request CreateScheduleRequestObject) (CreateScheduleResponseObject, error)
+	// Delete a schedule
+	// (DELETE /api/v1/workflow/schedules/{scheduleId})
+	DeleteSchedule(ctx context.Context, request DeleteScheduleRequestObject) (DeleteScheduleResponseObject, error)
+	// Get a schedule
+	// (GET /api/v1/workflow/schedules/{scheduleId})
+	GetSchedule(ctx context.Context, request GetScheduleRequestObject) (GetScheduleResponseObject, error)
+	// Edit a schedule
+	// (PATCH /api/v1/workflow/schedules/{scheduleId})
+	UpdateSchedule(ctx context.Context, request UpdateScheduleRequestObject) (UpdateScheduleResponseObject, error)
+	// Pause a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/pause)
+	PauseSchedule(ctx context.Context, request PauseScheduleRequestObject) (PauseScheduleResponseObject, error)
+	// Resume a schedule
+	// (POST /api/v1/workflow/schedules/{scheduleId}/resume)
+	ResumeSchedule(ctx context.Context, request ResumeScheduleRequestObject) (ResumeScheduleResponseObject, error)
 	// List workspaces
 	// (GET /api/v1/workspaces)
 	ListWorkspaces(ctx context.Context, request ListWorkspacesRequestObject) (ListWorkspacesResponseObject, error)
@@ -4425,6 +6375,15 @@ type StrictServerInterface interface {
 	// Set a workspace's own limits
 	// (PUT /api/v1/workspaces/{workspaceId}/limits)
 	SetWorkspaceLimits(ctx context.Context, request SetWorkspaceLimitsRequestObject) (SetWorkspaceLimitsResponseObject, error)
+	// List the workspace's outbound host limits
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
+	ListOutboundLimits(ctx context.Context, request ListOutboundLimitsRequestObject) (ListOutboundLimitsResponseObject, error)
+	// Remove the workspace's limit for one host
+	// (DELETE /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	DeleteOutboundLimit(ctx context.Context, request DeleteOutboundLimitRequestObject) (DeleteOutboundLimitResponseObject, error)
+	// Set the workspace's limit for one host
+	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
+	SetOutboundLimit(ctx context.Context, request SetOutboundLimitRequestObject) (SetOutboundLimitResponseObject, error)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -4747,6 +6706,37 @@ func (sh *strictHandler) EnqueueExecution(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// EnqueueExecutionBatch operation middleware
+func (sh *strictHandler) EnqueueExecutionBatch(w http.ResponseWriter, r *http.Request) {
+	var request EnqueueExecutionBatchRequestObject
+
+	var body EnqueueExecutionBatchJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EnqueueExecutionBatch(ctx, request.(EnqueueExecutionBatchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnqueueExecutionBatch")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EnqueueExecutionBatchResponseObject); ok {
+		if err := validResponse.VisitEnqueueExecutionBatchResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetExecution operation middleware
 func (sh *strictHandler) GetExecution(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
 	var request GetExecutionRequestObject
@@ -4792,6 +6782,39 @@ func (sh *strictHandler) CancelExecution(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelExecutionResponseObject); ok {
 		if err := validResponse.VisitCancelExecutionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SendEvent operation middleware
+func (sh *strictHandler) SendEvent(w http.ResponseWriter, r *http.Request, executionID ExecutionID) {
+	var request SendEventRequestObject
+
+	request.ExecutionID = executionID
+
+	var body SendEventJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SendEvent(ctx, request.(SendEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SendEvent")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SendEventResponseObject); ok {
+		if err := validResponse.VisitSendEventResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4897,6 +6920,200 @@ func (sh *strictHandler) CancelQueueItem(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CancelQueueItemResponseObject); ok {
 		if err := validResponse.VisitCancelQueueItemResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSchedules operation middleware
+func (sh *strictHandler) ListSchedules(w http.ResponseWriter, r *http.Request, params ListSchedulesParams) {
+	var request ListSchedulesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSchedules(ctx, request.(ListSchedulesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSchedules")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSchedulesResponseObject); ok {
+		if err := validResponse.VisitListSchedulesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSchedule operation middleware
+func (sh *strictHandler) CreateSchedule(w http.ResponseWriter, r *http.Request) {
+	var request CreateScheduleRequestObject
+
+	var body CreateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSchedule(ctx, request.(CreateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateScheduleResponseObject); ok {
+		if err := validResponse.VisitCreateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSchedule operation middleware
+func (sh *strictHandler) DeleteSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request DeleteScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSchedule(ctx, request.(DeleteScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteScheduleResponseObject); ok {
+		if err := validResponse.VisitDeleteScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSchedule operation middleware
+func (sh *strictHandler) GetSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request GetScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSchedule(ctx, request.(GetScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetScheduleResponseObject); ok {
+		if err := validResponse.VisitGetScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateSchedule operation middleware
+func (sh *strictHandler) UpdateSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request UpdateScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	var body UpdateScheduleJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateSchedule(ctx, request.(UpdateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateScheduleResponseObject); ok {
+		if err := validResponse.VisitUpdateScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PauseSchedule operation middleware
+func (sh *strictHandler) PauseSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request PauseScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseSchedule(ctx, request.(PauseScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PauseScheduleResponseObject); ok {
+		if err := validResponse.VisitPauseScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeSchedule operation middleware
+func (sh *strictHandler) ResumeSchedule(w http.ResponseWriter, r *http.Request, scheduleID ScheduleID) {
+	var request ResumeScheduleRequestObject
+
+	request.ScheduleID = scheduleID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeSchedule(ctx, request.(ResumeScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeScheduleResponseObject); ok {
+		if err := validResponse.VisitResumeScheduleResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5165,6 +7382,93 @@ func (sh *strictHandler) SetWorkspaceLimits(w http.ResponseWriter, r *http.Reque
 	}
 }
 
+// ListOutboundLimits operation middleware
+func (sh *strictHandler) ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request ListOutboundLimitsRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOutboundLimits(ctx, request.(ListOutboundLimitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOutboundLimits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListOutboundLimitsResponseObject); ok {
+		if err := validResponse.VisitListOutboundLimitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteOutboundLimit operation middleware
+func (sh *strictHandler) DeleteOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string) {
+	var request DeleteOutboundLimitRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Host = host
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteOutboundLimit(ctx, request.(DeleteOutboundLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteOutboundLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteOutboundLimitResponseObject); ok {
+		if err := validResponse.VisitDeleteOutboundLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetOutboundLimit operation middleware
+func (sh *strictHandler) SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string) {
+	var request SetOutboundLimitRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Host = host
+
+	var body SetOutboundLimitJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetOutboundLimit(ctx, request.(SetOutboundLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetOutboundLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetOutboundLimitResponseObject); ok {
+		if err := validResponse.VisitSetOutboundLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetHealthz operation middleware
 func (sh *strictHandler) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	var request GetHealthzRequestObject
@@ -5216,153 +7520,208 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9/XLbuLLnq6C4WxW7LvVpOR/2Xx7HzniTOD62c2bvjFJjiGxJPKYADQFa0bj8HPtA",
-	"+2JbaAAkSFESZTnJJJtbt844Nkk0GkB/9w/3XsAnU86ASeEd3HtTmtAJSEjwX8dpIniifgpBBEk0lRFn",
-	"3oF3PQZyw+Cz1A/cED4kcgxkmsBdxFNBpnQETc/3IvX0Xykkc8/3GJ2Ad+AF+qO+J4IxTKj6+oR+fgds",
-	"JMfeQbfd9j05n6onhUwiNvIeHnzvNQwjFqnhz8JqemY8uR3GfEbC7NFngkRhRsaUynFOReh+0PcS+CuN",
-	"Egi9A5mk4NI25MmESu/AS9NIPblI28lnCNJVpIF9YBVB4HxlO3reRZNILlJyQUdARPT30oWJ8T13rBCG",
-	"NI2ld7Df9tUiRZN0YpZoEjH9r05GQsQkjCBBGn7jya2Y0gBWLRc+sIonM+cr2/DkQb0sppwJwH39Cw0v",
-	"4a8UBLIp4EwCwx/pdBpHAVV0tqYJH8Qw+a//CEX0vQef6WQag56OpFHsHSBJICQZ8HBOxlQQyggkCW5v",
-	"/K/wDv649yYgBB0pkiapehoIJYZUnPCB13Kn+vDJ94SkMhXeQQ/PQyTVwN4Zu6NxFBIzbD7TsZRTcdBq",
-	"iTiNAmiGcGfJF61Iv9SwLz24nPufCQy9A+9/tHIx0NJ/Fa0L/QXNv8UVtHOPBJnQWC0BhIQnZJAAvRUo",
-	"D/SXmmrIY86GcRRsy/CzECZTLoEF88ZbmJMZFSQVEJJZJMeEkjAaDiEBppfEc/n4KudjRkw9BjpjBvbN",
-	"p+ai/bDQM5H4J8HTBE+ImgUgH095MojCENiWjFQD5DKQDCDmbCSI5IQyLseQ5Ce0wMW9nIs5KbXYOMwe",
-	"fyreSX4LjEzonDAuieRpoBgXiYxzyLEzJiFhNN6SYZH5THa+LU/2iye09FStA2oIfAq+XPEJyHHERmRI",
-	"o1idSKaPIiR3kByajWX23JiyEYSKe+oNwy2UFm8SOh1vybEusVNcJg1Tdsv4jBHGQyB973PfcyTiSJHQ",
-	"gnAEotVuSe49+O67wTyI4YBQ0uin7fYekEH2E134ihpAFOVqt7soV/HhzaSqfuWpdjR+TUlUtaEp0VS9",
-	"PnpzSOAOkrllqHoijoS0ci+SyuSSY3cFz9g03VbaduyAyxZQ7aaAsyBNEiUeyS3MSd+7vyeRGr0ZpELy",
-	"CSRnIXl46HskoExNbKBlW3wH4QGZREKo7aroX3jNWUj80/ol1I9ttITmy0+0hPg1EtPgVpDZmEpSlLTP",
-	"xALDEqCh8JXqVI+q30SSjKI7EGqdJedEyeZDY2FnG4BKopmCq37O5SlPWbjlildY0eQlbYd79AU0usPe",
-	"oNELnncar+hLaOwPngcvwpfwatju4IYdIgGutujlC3TuPFBjcRiXDf34UyzMOSdCaYeCYrjm/B1NRvCU",
-	"NiB8DgBCQTrt3sv9F8/JYC5BuCzpOAr0gs5jTkO9xEhJLdZIzhv68afas0i6kinqq2obUldpEBoEMJXC",
-	"Mu09ZfMtefZXyiU1zFJCgEoy4UKSTrvdJlNgoZIIf6WQAomkViD5qXcMuX8VvlOPfTh2I3vnqQ25GU/j",
-	"kEypEIQzsJ6x6+4gAYLs2HnypM+E5AmE7pR95wgW/kHuIBH6l6jWyBSSPkPNsZtJkWw8tazCDGRIFGRI",
-	"hbTrrHRHQiX0GU/QhVG7cULZnESMDONoNJZqeTgLoEnOtaWAZrchmbLMgOgzGithNrd/MwZGk9xcgkzm",
-	"jaOhhORGkyTJbAwJkBmNpPrkGOKpOOgzRb1mQ5jQiAlCRe5AC6K4IMY+Dou2DJWK98MojkWzr0zRMdDQ",
-	"xC+cURe90CsIOAvR5FU0kAEMeQJ639NJvqDKvlTL2SyGLFb5v2qHfGQ0lWOeRH/DtkLZqsgB0EQtmzJ7",
-	"C2K2k5+IwrC1zkPqvvFEwhZJxM1IjZUulSqMBLEmH09IAnf8FkIUKx8ZvaNRTAcxPIFjY+RWJMggFfND",
-	"IpM5oSMaMSLGPJHxvGC+OxL5CpK7KACSOuTUZWL2wlNJlHwW6kiqmai9KuktFKx4xmcHhHESUkkHVECf",
-	"BZwxCFBWBGonDxMANBQjLdYHSq8q25FGsnimQ87gsM9yflF1dorH92lOWTJXY+IgGx2sjLk49NE0eguo",
-	"jKYJn0IiIx3gCRKgEsIjWYgOhVRCQ0YTWAwR+V4U1ogk2cjU/eIfpkoIfa4Odg2jRLtbCQ0kJMJqBQFB",
-	"AtLHZYU4VrafIHRKE9msGtscmBWzYmlszpAOkS18YlaMy60PJuZBtz88fKQYk0N2ZJP3Hca75H7KvswH",
-	"/wEdPTmmLID40oTlFpew5nrYY3zvAVO75g/v+Oj8+OTdu5PXnm9/Pjt/49Cwanbmc5UE52b74iofGQPm",
-	"BoOoN67Gmo25AHJzC/Mb6/bgccgUjYTPkiQps2qWmGOacdrvM+XF86naN0pfKwGKAzXJtXUZhBK1MJnG",
-	"SiHyO9B2gPZGdvR/EsDYWADKNInnvjW7+qy7b0xV35CoDqfkmV3W3X++62dOm9LcjKDtoF0RYKixw0P8",
-	"JY6lxA1X/x1TqZV65uoQjNAMMWwn1Zd2et1u7s7sNsmZMoDUZCkZpvpcaOlxcXL++uz8Tfb1MY9DNDwG",
-	"NLglOm6lDpG2D/A4oYNsjQzFUiNB04QZg6G4725hxfJmfDokwRiCW+uAm3CdtAdb+/FqXrvqJGd6aolr",
-	"XLWx4+oo/mnCJ6Sj1qbTbvvtdnszSipC9e4ZUJO3Q1eeATzeWuo6EXQahmia0vjC4eWQxgLK7LXys5zy",
-	"mUTM/ruz7qTiN5aTl+eKHkfiyMa+VunuNzbu86gJbSmIK2WwJns5W/6t3YYvz5MSsevoylJFX3FD+d40",
-	"pmytfaaeqdx85v3lkwpzy4TG8Ychxs1WjWWef/DLelDbCBWG1RjNaBbAoXa3SIS2YHPt7jFfXCT+UyHR",
-	"+iRWldaY0uw9x3DKJJC/4Xnb1k5Lp+Gmk/hCRlOJN5YRRSMqJ7dqs+WrdUFHVUYUBk/cH1bx2Fn7h2ww",
-	"miR0jhzN8v147FZbmmUmmCCO843V03E2zNZ7MCzVDqzdO5ttyLvle7vEhVLNwd2Kha/izklYtcTDhE8q",
-	"N7rklb9WtpvzhwHnMVSIOfwsfqSSFG3wZZUPjxPdkU1RVL+jN1bJELNetvaZtLmLMaIb/NpNk1zlcakE",
-	"lJkHIdpsZMgT/MEnghOWTgbKE7sFmJrkShiNItfxMtP1vc+NEW+YXyZ09h/BWfOSzt6bNIjzQCOaTHki",
-	"c71kn88TGcACrmzWFv76AT3HiCeRnBcqLrrlmXcw0a6M0DQZAZNN8iFRHri2aY13T3On4ZAMaZQwEILQ",
-	"IOFC5H8SJOATENotVRPOSjt6qws7/Cw/8HrTM/WE9k4lDSt2aZht08XTgw+cbepqrpIL/1JfvNKPludh",
-	"R1vpZ66gVg0Xg9wuBBCmCUbT3ovCNyImn/eWv+/sAZ3aXq8DauvqR8iBPNNGc/fTL57zJtE20mBO3pxc",
-	"K4eIM6cYC31gnVWLIyFJDBRTbpLw9FuIAZ2jXhE/mtIR5hMwW55AwJNQkJ2lU0N/r5beP+chXOL3KvW+",
-	"ouu8oPwXKdRFfdbpVGq+mlwqyU3LHuBWHiVp3Tv1bw86X39zSNQO09GGG/0r9PixuGhCaBw362x454wv",
-	"Ep5nXJDynIU6xUETCSFRytAQoziLO8yJ8NjHTGzzCuPDZsoQEq1UyqdgLdnmq5tYOvUkVCZgrJTaUqyr",
-	"F1ca+Nvbz7ngrKEKFqnKOONy1S+I04JctDJupXh+Cos7l/XfxuAubwUnjHr58fz87PyN53vHH95fvDu5",
-	"xoDq6dFZIbJ68roisOp7pxHE4YnVE0UOZdUjVUF0FI73ayZnikTth6omltUvlcxH8vroTZMogWeC7QmQ",
-	"lEV/pYCxSwhHgIoAkxPk+MP567Prsw/nWohN6JwENEnm5EbJpBtlg06j4BZjsoOEsmDc7LP3oCxLogS/",
-	"/j58poEkOwEV0BDARCSjO9j1i6mwKVr+Sozrl0yAVAcyrbEaMUzuDKNRheFKrqvyzDrZo8sxdbp4h5Je",
-	"95WiT03SLZDa9dVjfVaoaMBgoE4bzSVUhkyDYmR81YZ3g+jKlAhHsMFpCXXNQ6WGqv0VtfiLXylHefCT",
-	"n766EfAr0FgfgRKLxxDciuU2UpX/Vz4TuXZYEx9abpsi7yrMUrUl1xlwX5mTJo7vhAU7NcKC+hdlsfHr",
-	"9fXFn5cn//p4cnXtk+vLo/Or0w+X731HQPCEvD55d/TftcLxgut8+EJRXwJqohASyUcgx5Csj+bpkD0+",
-	"s2zFjG23sG5UKg9aVivtJ/E1MlehyM/fxvNMIJk61UNy/vEdCjsUM5o/ShAyLsnH69PGS/yXQIueCvLx",
-	"v05PT19r8TilQpKbq3cfz45P/rw8Of5w+frPfx+9+3jy5/uj/31jPhhJAkoQZgWTiuSsH2K9K2N9lEUT",
-	"Us3imcizY/iorwdyBLRN3hlh3iRHfXZH49Rk69bSr0T+VPk7fXZz3/d0FYIilwVKdfS9A3Lf9/Bh9TPW",
-	"wgZqQDVHXRnrk76HPToww0e8/CHtYpgcIBWYlNQv9b2HB5P0L3Pp6xzhhbXgqaxcjEJwKKZSaWFUeWjK",
-	"w1Q09XxvYa6n1tRfIjuzMY9h99CuTZ8tatdLa87H0S3YaNMBrl2frVk85CglE5oowWBWIBMQfZZvxW/B",
-	"5vWORh1fpYbjoWRR7nNYUVtbvDlWvJVc9lxme8KKnOWG/moh+RRG/Rp3+stb9Q6f6xv0V2/PLi5qmPYX",
-	"JnFmP3t6eXLi+d7F5QfP907Or08uLy7Prk6WvovdaaLCLaCfL1PG1JMLB9uQ7vrcTqTTtjhMY6q7Qcb0",
-	"DgphzU5b/d+62Gb9lOAjskhlF0Z9x3cnvS7VY4vFFplzekxe9fZfZHaELoXDesUii22N3P0SRV0RfUJH",
-	"rhHDHcRZN4dPgAZj23H1v64+nDemHJtYGigbdSdCzdiT4ylWHJaICUlZUO0sLtizzlqagr77uhbeERES",
-	"NcfHyzPrGmHRSsRCpbjN3NebY0ZS6fFXxnkxUHwm9ZJWGmbHPGUVau4E1VICMVABBCtfJLelMVVFHr6X",
-	"FSdulLuNaTTZTi84nuHbqrqa6zW9EU7NUamkSVnPOuxby3x7TNowElMqg/EpjeI0qQrNnuoOK9Q0Qkmh",
-	"a1Dql8Y6qoxBRWXdYthzr3pl7Chb2tnFFuSNY401A/UxFfKkdvTfzWstTvwR2RTfM3VcH9bK6d+yB79Z",
-	"0iqqHa7MzJqMY35RBFRsRncx/FLzuFs/4J5890iXdt7CUXV5vVJ6PYXFlIvCb2MwubvMMW2MSFUm0buj",
-	"s/doHL0+u7o4uj7+dZNo6BXIrMhJmz+Py5evMpHO0zg2+e6sulQZGc/EWktoXcavxFOHiipefkQrRtlJ",
-	"TzHJjUy4xxC6ZfXZo8vIltaP/eaKuHLYhEqTAKNZKSxqGTQCGJ+5GTPTlENCDoLsRNh9gYm5iJE4YrBL",
-	"eELMr7l07YfyhqhRIItZSjX0ggIf8oS8PfnvP9+dvT+7bm5Q6XqNiVkdfNa9IzjAjmP3Y7HvbrViTYDa",
-	"LhFznH/7cPn26uLo+ETT4vleRpfne78cHb/988PpaeUJTpYdO1ySJGWCpCyEZLEGz6EoZVJb3+VPACMU",
-	"l7DBh0OMUmm2WZIK6cP6PobhQOUmy3r7F23PQEZ3FRbySe57maprQomI+YoJP8Lo0sHAd1TIX3marKRC",
-	"R1CxkUXLYVs3rxQjGfM0qaaqrq1TvSuzBIZ0vdFIt4klKTsoFuj7BGIBukE7k8aLNC3vKtnAJ9VFEIsk",
-	"62p6WwI/xKYstXBLdumWnm3ktoVoL9cCy5itlVG6sNyblD6WNOqGAQWYxlgIlatJIzpvAabCpOy30pp1",
-	"OPll23WKtucGoYaMtU9h2+Wi5lvYdsrRgCBVRvWVIkjPQDdSVqscGk6UHHEaGHOFc3RxpjRO1rCGBZT6",
-	"W4UuQd3RF7Ehr6jb1tUhI6xbnGkZhj1h1nlskt/yQj10jnNwKwxlvz56Iwgf9hkGtw+1/4mNxAysU6y2",
-	"sE6OmPHUtKSubmLxnMzGUQw6+OymjDGEhjhGumkQ5fvO6eXJCen45OLyA9n3SR7kI912rvBln+UScbfZ",
-	"Z31mIxU6naw15E2LTqPWXeeGMOyUvzky3adYfHFAftFNrjpSj8ugY/U3B5pcZ32wLofo7KMp3li2ZL6a",
-	"MQIA0GBs+p/6zIrq7PEm0SRjOEyZHDfL2k9vyI4NvO3qqH0cBWA62Uzs/WiqBmt0m2115JLY6SGdzWZN",
-	"in9u8mTUMu+K1ruz45PzqxN858HpS9WLeHRx5tQNH3idZls/x6fA6DTyDry9Zru5Z6L9uNcNu1tqaXUr",
-	"R1U3wRFyVXHFskBLRa3FdALDpkOM25iYbi6sxYp0Izn6l+p4KHlBraftvYuEvMDxS0Bc3XZ7RbvvQpvv",
-	"H0Wp3rH60QahHYnrddvd541Op9HtXHfaB231/79r+JCs1bSW/HJi1otFA5V9u8hpn4gJjWO1702Z7YPv",
-	"9dqdZcNlbGl9LPVj99p76186dcGVet1X69+wQA4PvrevV2H182cOStF+HZLclm6Uw+lkQpO52Q6Z5hXP",
-	"zB5TIpSOhHWOhPdJvVXYvq179Z+HMlDhH/dLVuGZwDKcJehyxjpZDitXw6n7hCctGNc5Uc7JSYWxPRjM",
-	"jJODsgzzw8pHw4Pk95ltdKRYRUATeahbRA3MlXb3GdfPWyE/0Nl1HmM9UbPPjkjMZ5CYkQLsvBWZgyit",
-	"D6NsVyIknwr8kkCUCYJui27hLKBKWIenoK9sTjNKchtYlypFUovJomTIowVmJUDIX3g430QqFIXCy9rt",
-	"94uRioeijaH2w8N2EqtEWyawdLpshbza1/Jqk+1opdRyqZTJc5Lhdxi5VEMAOKCJX1GUtXvr38iwj9QL",
-	"nb1asu+dBdDpdbt1hJ+DivYdSNhjBF4htLjqqyVsVpXt4M4stReUCC8kYZ8JF6+mWL4TAibflW0WQoLt",
-	"OAbzc9FMeO0M7q+X8rlEkhzL+JeBmz4VlKhfvSg5oS0Nv1rjQeO0KB2ynYgxdswfn4oOlXKnaguQUidh",
-	"hRA5yir6nYX+4cTH92A6VYC0uWfb/e2nB9+bclFxgv+tBBqVxg7RdYnKX0S1gI4iFRZqinSsDaOfW4Qh",
-	"xN6zXrdbxiMsH/Fyh/42Wj9r0zRVxLj/dSnwH25Ral4ulgMX/gpxzH2SwTEoKUEeHvKyM2+UADhAglnR",
-	"p26TNlLFPlSI03jPh52gE+x3GnvB80GjR/cHjVeDl9BoDzthl+4NesH+BkhLy0ANahkrnc1Y6kRsqx2o",
-	"xY7ujv9NFyJSDK+DUOgtLNpab/HLrqvbbb0obQ2MwE/z7Ic0z3BxjflUkuRLBfkaU61177aXP2iBr+yu",
-	"ihAkH1qjzGLtWOA+HZnHJIHySWkUEyozz9XWfAUx0EQHyQ6JyY0tgvQtSv/XOGZJ+hfkVW+RWv1S+NPS",
-	"+Lp7VLN9wz3qV3sLV2M+EyUg3NxSsPk0Y2w8E9rKWNw+b0Cu2jvtb63rfmR9VKzU+3kYv+5hfANy45NY",
-	"8p3XOKOFkjS0rDZQNi0LSVsRmd1s3GXeypX2SigGTKPJJNXVutY/cburbKpnABrlwoqXUtN2Xv6mQ6+M",
-	"zwhn6z2WvKf4izgunx42dAxKsF7fyCsoYuzUFYDrhGmW6eo+QorZhVoizNRGMt//aWT/iEb2URgSSnKQ",
-	"paewqjNB17o3Pz0sDZFqo4czqJZXtFj4XsfkcUXPF7Z8vvB57jz9ef5Rz/J3YZmsO2XbWSP+/fL1Ni2b",
-	"uuNCN7FGgnSWpHzvCsq7OgOwssK40jDKrYqN8iX5a77SRlmpgGkdNpA6UzqKGNVGd1XCJK+I/KfmS4pU",
-	"fGDxvFA6yXQyWzdBLCMnx2+pJTUWIG7W04EmZCQKTs5y1lR1cWzJkyL8kAs9pAlzkIp21LM3BhTnps/w",
-	"4QztbveA0CxXYxGcOcNYDxlGFg0EEadjwftMg7zr8jCYaCB4HXQhnBHTPKsYggn8KpY4wGb/32fSigBB",
-	"KxNpzvbbsZUeungCg+HCXK6R42ft/lRv3yDfBq6ItQrO+WW1FemAm+H5RN+40rk9sTWblLkYbsOKq6OK",
-	"oTLcH5SJGWIWdNtdCyGv1aFTcGR6FCOpe0OKxTx5wWefYWE4+Q3jvIzclO5bvPGxEmkKNEM0QQh7RAoy",
-	"5Ui6VIgnkdJbsSO2dD1q+Y5GU0eUfcqC2fdZr/2qSd5alCYEv8DidYTqE5J0e1jljxfgOCWcFVVGZbjS",
-	"dZryPb01eVEtWQUdosJMQCZzDbSU0ZrBvCwwgizhw2H1ZZWmF4cSnPdVwKcQFqfmr2BCpqz0xRy5aC6t",
-	"4NJ7d/f314Gwf9oi5JHBp9jS2JAWW0S7y9o06/oeXzI0ugzutlawpbsZpzK0Qm8v7AadQZs2Xg1fQqMX",
-	"vggaLwfPaWN/2AP7N+cim6xdcdNpOfioFdrKPvTDaZ52Dc1z7Fz3+kWjKmf2DsJ/ukI026Ggqh6pFQuQ",
-	"n2vCKO5wz6yz4GubVeMBmPvAilCpkRS6TSLHS7UG8X7bV76HEuFYlrZ7aDBGz517zRHETyu0HNN0IwzT",
-	"JjmhwbjP9PjPhEWHMshDimzdbJDpuHRKJF8LKaQxOHY6z8nb6BcymBODHL3ra3Qx6DNtGJirInHOdGAs",
-	"TNsm4kL8TeNUkP02+b//h+yp/5FjKv0+m42pBIu9IKK/syvtkpRV6do3IF09u2WkygUhq4pVNbu/F6E7",
-	"9eUPBndM2e0mJdeh3cFe0Asb+/B82OjRzqDxMuiGjT3oDffp88GL4GXo+cv0VF7NkmGmdfwa1HV+98rE",
-	"6AH0P4oFLivKYwwZDlLT8uEyfeDC/FQUz/iPUjXJmsBh5ejba/YCxmznC2v7VeqwcJ//T2/sGwQbayie",
-	"TcONJw58xroQX0nK62aKzfOexSGXpT2PTasGXayy0Y3Gtmkwzw1HwjR4xAY9ts8s9GGGUoFqR/l7Aj+i",
-	"fT49VmwbCU1FUJ/pYh4IHefkyFz9JWQUx1lnsWm/1opF+ZSMOy2BZA7y0JCG1aUFLYovte6NRLJsvalS",
-	"MJrOFTpmQ4N7E/WQS7f8Yrn6+drijXdVRX96CZBUc+vuT8P7n1/Np/f0U1vErQzWuNIuvqAjjFEkPB2N",
-	"y/ZxweR1rdwm0dHHPjM4IqV7CzMzudNu2z/uGsA3A1Y61PUVfRaJ7CbRwXw5fqm+boVr23mUKGs+R76s",
-	"YVAWkhznyJM14RvFmgzZtSpcbQEJ8nOb3buy3y72/a9DnPm+YtMloMuVwWl3D/1oMmhDEbEYEl5x3r6e",
-	"UYLacqOUY+F+cT7VIEfx3F4gkrnVTJ9OFBnlULK0wdHJAbHxO7LT0Z63hpBnhMchCKmMh0QYaPqiZ+7C",
-	"FyG48SxD0rEgRUV0ArJjLxw1yIehuZyYGgRpE6tV1ohQ7rV2/gc0uOXDoaFumXxBALDvKH9quPYlUqel",
-	"+4t+0CRdEb5upRx0zsxPf+8bZN8c/m9iVpU8ijXxxdkYEh3UNOHuYiqehaJJPuDdzNIp3FBeTp9lkY4c",
-	"9TPKM+g6MKl8J52nI71277CU7I9Enw3VoihDSkmVUj8F2ktZvn9J1C0HUdz2gBXhZ9sl+NilxfI5XKyO",
-	"bpXBX81vaxSfLSCvtstAqZXhr3bv9xIWZv243wZRMAcFVU+pkMXKXMQCUqQDXKrf+ecmuxwwzurwV34g",
-	"f8rDb1Fsl/O/tqm5uIiZNNGt+sUKoiXVc3mVz+PtmU81ZPXyoNo/aB7rQnZoz2YKQesQMuTogVvjlyfE",
-	"IMsaGE/dstBnxUgdAnfeQeL0LKiv5AIG33YrClGjmJBh7UAhWYgT9llVoNBG/5DhBnqRJ1g2ltOdBQv7",
-	"7FrfgYO721yLJYtiZGmUb4VOe0yUb9OMeg7r+zPI9zPIh0G+GtK3JOE0MtIaN925m1edjYDGMSTqfBIB",
-	"yvWNYyz7kRag0M9gRoclwLtbmO/WQlrJUZu8TUMT36fPV4S1XOnz5cvxdQ/m94I+ku0bewCcXy6HHNEN",
-	"awt3t2iUoiZxENOWdOHlWKJblKLZzH6QQ9RqPK4NG+8WkMO/ROudRWNu13KcyujJbePY1HIQMsjjfX85",
-	"j3KU4XYduMWNj+Z3DIWxeXnYdwRSYU9d5XmvVHite8dJXRd+KdYj5xhCMTWazoBpI3QdHgkS8JSZ32iV",
-	"HMJUjo0d6zbXaDvVxIirIMIXIilFMbNVJMUc3+6jjm/nCx7fF1/t+BbC5j8jBt8KOGDlCd7UAPzNiT/V",
-	"xEC9LqCd4rkBYdubTHllhjpaiSpj4QSF5NMpVFi1pRs9tkUVNefGudNuQ2jRx1kI34GI6baXyBiHV3VF",
-	"zf4Tixoz1A8scn44Q8OClZaR6LewN9TfG7cwX+d3y9Kd6XgpfLEVT0CQgBTVTvTRxdlbNcqWuOabw5If",
-	"TaO3MK8LSa6m9VP1fgNn2Vw/4LrK2c58ArVb6WaXta7ewCQDDMe23gD8rH7AzuZQ3w2hzOcxFWMS5SDR",
-	"1f643v1P4IwH0abet97/3xj1BlVne/ACerQNjVd0/0WjF+wNGy/DvaDRGXZhL+wF+4PnNM89BBHe8wfD",
-	"6LN34In49s/esEtfBcjEO37rJlD1whUe+/P2X9279u9/vZx0Pr+Y7g322aug91UASEMrcZZKGD933DTl",
-	"PzXvd+LiMyunqsXUJvq2dX8L8zX4k66AOiJm29vG3wSGqciBD0A92CSX6iG8rGAW6esHKGG8waeLogkf",
-	"dUXTOoBJ/cJPgMmvvPk029duvq10ZCVyjBnumTCpkYoMMe7hJ81zVx6aOLu6rNJEvc6zPSb345qqfIZ1",
-	"3eoI4c1l2rGOROnqz+XRrXf2UoCnu+BC6y3H28uLXb6UdipPZ10E6plzO99Pm/jbhqMKa1FxO8XW9nG6",
-	"xjwu3ANYTZa+eDy/wFHfE9hn1XftkiMMbIUEITXwOrVAu7eROCCmIqRww0+Qt12ZC3mqyiGuqs/tE9yX",
-	"06mPrbj8HuMvfXFOp1sjhvQPljM/79v5sbEmrzaTa8o2GAON5fjv5TfymXLhbrud39ZIpgkPQCgHK7kD",
-	"Ya9WFIckGENwi1eBhTAFFgIL5pXq/1cz7rbHMyuS4rf1D5EevLL2Io7uoFm4sNPExZyAyh0wEC5DNRMN",
-	"R7FftS5DgZELLuQoAUF2KAuzAjl99fKEh2kMJneY4g2+u6aC+5Dst/cIl2NIZpEAnzA60deoAWYZ1c9T",
-	"RFsapBITFjqOiDAAwqITj7jVHLiUyTNBYj6qXLFLPa+tsRRwh1gUqhHWVavF8z1ppp4v5tOuLU6g6Ryz",
-	"JUS792uWiA9B0kgRqPiJC31A7DQyru/op0SW5eWjXaecb7+9l9+oeW6/U7y5VRy0WgIv22yGcGcpEi3G",
-	"ZUM/Xv9KNv1udaFRfkj1/exqWnp7rT4DipXR0kNQfDG/5/aPT3jxJW60qkLaCb3F9svCNaUHrVbMAxqP",
-	"uZAHL9sv22hSmUEXXBVglBnAOr3dUdY1KxqiRIVblinXhtC4V0ECITAZ0dj9RuYWVjt2heskkZR80GeO",
-	"RMbbTEMqabN4GeQyysp3LTmzXID2dcl1MVAXv2yQdCI28smMygDvYlRfdizCPPvpfNYpNlz8qhWS+KXE",
-	"7hbnbbNbHj49/L8AAAD//385NYr8wwAA",
+	"H4sIAAAAAAAC/+y9+1Ibuboo/iqq/u2qwG+1jc0lk8A/hyEmw54MMEDW7D3jnFjulm1t2lKPpIZ4KJ7j",
+	"PNB5sVP6JHWr7W5fMIQkRa1VE2N36/JJ3/12F0R8nHJGmJLB/l2QYoHHRBEBfx1lQnKhP8VERoKminIW",
+	"7AdXI4J6jHxR5oEe4gOkRgSlgtxQnkmU4iFpBmFA9dN/Z0RMgjBgeEyC/SAyg4aBjEZkjPXoY/zlA2FD",
+	"NQr2t1utMFCTVD8plaBsGNzfh8E7MqCM6ulP4ur13HJxPUj4LYrzR19JRON8GSlWo2IVsT9gGAjyd0YF",
+	"iYN9JTLir23AxRirYD/IMqqfnF1b5wuJsnlLI+6BeQsi3ijrrecDHVM1u5JzPCRI0n9qDyaB9/y5YjLA",
+	"WaKC/b1WqA+JjrOxPaIxZeavdr4EyhQZEgFruIxGJM4SUgcSaX+fBxFZjLEeQP7g4lqmOCLz7g48MG85",
+	"t94o66znXr8sU84kAST7GccX5O+MSDiziDNFGHzEaZrQCOt1bqWC9xMy/tf/SL3ou4B8weM0IWY7CtMk",
+	"2IclEalQn8cTNMISYYaIEIBr8K8M9v+6C8ZESjzUSxpn+mmCMLJLhQ3vB1v+Vu8/hYFUWGUy2N8F5KRK",
+	"TxycsBuc0BjZaYudjpRK5f7WlkwyGpFmTG7c8uUWNS813Ev3PuT+Q5BBsB/8f1sFTdoyv8qtczOCgd/s",
+	"Cbq9U4nGONFHQGLEBeoLgq8lECczUlNPecTZIKHRugA/ick45YqwaNL4lUzQLZYokyRGt1SNEEYxHQyI",
+	"IMwcSeDD8W0Bx3wxywHQmzNybz42FN3A0uxEwU+SZwIwRO+CAByPuejTOCZsTUDqCQqCjPok4WwokeII",
+	"M65GRBQYWoLiTgHFYilLgXGQP/5YsFP8mjA0xhPEuEKKZ5EGHJU55ABiJ0wRwXCyJsCoHSbHbweTvTKG",
+	"Tj21FILaBT4GXC75mKgRZUM0wDTRGMkMKhJxQ8SBvVj2zo0wG5JYQ0+/YaEF1OK9wOloTYhtI7fFOmqY",
+	"sWvGbxliPCaoG3zpBh5FHOolbJF4SORWa0vx4D70340mUUL2EUaNbtZq7RDUzz/hmVH0BLJMV7e3Z+kq",
+	"PLwaVTWvPNaNhtE0RdUXGiOzqneH7w8QuSFi4gCqn0ioVI7uUaXlPzXyT/CEpdm61LbtJqw7QH2bIs6i",
+	"TAhNHtE1maBucHeHqJ69GWVS8TERJzG6v+8GKMJMb6xvaFtyQ+J9NKZS6uuq1z/zmneQ8NPiIzSPrXSE",
+	"duRHOkIYDSU4upbodoQVKlPaV3IGYILgWIaadepH9TdUoSG9IVKfs+Icadp8YMX9/AJghQxQ4NRPuTrm",
+	"GYvXPPEKkR69wa14B/9EGtuD3X5jN3rdbrzFb0hjr/86+il+Q94OWm24sANYgM8tdosDOvUeWOJwGFcN",
+	"8/hjHMwpR1JzhxJjuOL8AxZD8pgyIPkSERJL1G7tvtn76TXqTxSRPkjaHgM9x5OE49gcMaxkKdAozhvm",
+	"8ce6s7B0TVP0qPoaYp9pIBxFJFXSAe03zCZrwuzvjCtsgaWJAFZozKVC7VarhVLCYk0R/s5IRhBVhoEU",
+	"WO8Jcr+XxlkOfDB3I3/nsQW5W54lMUqxlIgz4tR0X92BBUi04fbJRZdJxQWJ/S2HHgqW/kA3REjzJbA1",
+	"lBLRZcA5wlzJk5s5Qcmn1ics7Zx2tRINsFTuyDUbEViRLuMCtBl9MceYTRBlaJDQ4Ujpk+IsIk10aoQG",
+	"kMDt6jHLZYkuw4mmaxP3m5U1mqh3QZSYNA4HioieWZJCtyMiCLrFVOkhRyRJ5X6X6dUbiMQCUyYRloVi",
+	"L5EGiByFMC2INVjpYxjQJJHNrpZKRwTH1q7izTqrkF6SiLMYpF+9BtQnAy6IQQE8Ls5Wi5r6ZJtlU8o8",
+	"vVxflo8MZ2rEBf2HrEufHbfsEyz0sWkJuERx2wVylKZdCjUy/41HoruwRLiM2ArsSnNFKpGT/rhAgtzw",
+	"axIDhfnI8A2mCe4n5BF0HEvCqET9TE4OkBIThIeYMiRHXKhkUpLkPeJ8ScQNjQjKvOUsC8T8hcciLsUu",
+	"NErqnei7qvA1KQn0jN/uI8ZRjBXuY0m6LOKMkQjIRqRv8kAQAjIjNRS+r1msFiMxVWWcjjkjB11WwAtr",
+	"3Cmj7+NgmZjoOWGSlRArBy5MfZjSXwnwpVTwlAhFja0nEgQrEh+qkqEoxoo0FB2TWWtRGNB4CaOSM1Ld",
+	"zf6QaiL0pdruNaDCaF4CR4oI6RiEJJEgKoRjJUmixUCJcIqFalbNbRFmzq5YllgcMtaymSFuyya6xTa9",
+	"wv72VwCPlM1zAI5886EHeH+5n/KRef9/iDGkHGEWkeTCWuhmj3DJ83BofBcQpm/NX8HR4elR58OHzrsg",
+	"dJ9PTt97a5i3Oztc5YILCX72lA+tLNMD427P51i3Iy4J6l2TSc9pQIAOOaNR5ItCImOOzSKLpjmkwy7T",
+	"Cj1P9b3R/FoTUJioia6c9iA1qSXjNNEMkd8QIwcYxWTD/CMImMkioqWUZBI6CazLtves1BraJWrkVDwX",
+	"0bb3Xm+Guf6mOTdDIDsYrYQw4NjxAXwJc2lyw/W/I6wMU8+1HgTGmgFY8JQeaWN3e7vQbDab6ETLQnqz",
+	"GA0ygxeGepx3Tt+dnL7PRx/xJAbBo4+ja2RMWBqJjHwA6AS6shMyNEgtBc0EswJD+d5dkznHm8PpAEUj",
+	"El07Xdxa7pRDbKPS631takzO+VSNllx1sZNq78Kx4GPU1mfTbrXCVqu12koqXAg+DujNu6krcQDQ21Bd",
+	"z5iO4xikVJyce7Ac4ESSafA6+jntihpT5v5uL8JUGKN+eYUP62FLHDoz2Dze/d6ZgB60oTUJcSUNNsuu",
+	"B4tzFT0MKJHgrPMlFURKaoSvqXtJbzSfI0ks0caYskwRNOKZQDGeNPigMeZMjZD5r/3qlpBro7FI+sXc",
+	"XmmlBWCYVn508+jntDqPJfpfMabJpIk6X3CkkonTucprBBIAZtYbnFgxRKPAigdFnUmtGlglPmtBHgZf",
+	"GkPesF8KfKvl1eYFvv3N2tC8Bxp0nHKhCtRwzxdWMMIirqncFnx9D2sq7cpePyM27bRfb2/vLnIdPvje",
+	"as6S4PScJ9TwwXlIclZ6WAtJWFP9ksvT3jY7UZ/zhGBmBCrKBVWT0tPbnn90d9EWtVD0J2ekNELw8eoo",
+	"qBK3Tw5PD5F+Bf2j7xNYOQVniBQ3ChgX1rdq6iK93l0K4QcJv532sC+UcB6RUlSuIVxET/9tTA9PT0yn",
+	"1r6IoOXu5q/IicIgTTBbqNjpZyq5ln2/flNxodLgJDkbgO193lz2+ftwWoA2ykWFRjYC/ZtF5MDYaRAF",
+	"JbK58DLZEWcX/6kUOfIo6pgRtZW9e57G5eH3aox6XQUvS+NVN/FE2tYUbBwgytpXsdyqy1ac1jkeVmlf",
+	"YID1P8yDsXf29/lkWAgMRL8IYAK0m6+iTgPBGoK9MeZvx7swa9/BeFVSvdqFvKm/21NQmAqiuplz8FXQ",
+	"6cRVRzwQfFx50RWv/Forfd4POaeeWisMC4NULsVoij9jFY20lrcizfaiMn6t1NNMCEpvKmKkh4y5yqiU",
+	"krJhQpzSGqKUCNBkD1BMpaIsUs5YhlFfL3RaatzbexypcWrtzoBozEFGkwfzdw9G63kE+msJmoyrn8Fg",
+	"V23XAv1f69bSaeahU8kR40gmXIUoY4omJkRDI9pBYXXYaWlVQCKsTwdt9C4/fDw56nzunP7+sfOx8/n0",
+	"7Orzz53js4vO51/OLk7+PDvtbYYoxVIZazLust1WC+ndSDM+6B9NZMU454yAN6hEcUZyTwYo/stRgXXl",
+	"0Pt6NMgjGgEfHibGrEapZ/DvHjZyYt5tt6wA5P6eJebfsBhrAPBpCXA/ENJPgdPosnCjCaIywUgMJiY0",
+	"4AI+hEhyxLJxnwiJrglJbVhITIdUvdCEb4omlMHRhjBJLhXKxJAw1URnItanCGbInMfkl/sADTAVjEiJ",
+	"cCS4lMVPEkVcbwkMI5YfLakFf7MYOwdT45KAUEZDeGDJLQiSJnhCasKRr/1YUuuYyo2oYJq3fsgDc5Wo",
+	"kS64oEPKcAJX3UNAz3ZReCXmEePf9U4uzaPT8HO7zMfyNjMPcDmNWw9wT7CBpVYN576uOjJ7iWa0kko1",
+	"o3KFN4SpdyShN0SYe1ReGSknJTxcvWQ8JpUyrb6pfxyeXH0+Prv43Pl35/TKhE7qq0j06tCt/o/iixX4",
+	"cu6D1SbdxLW7v+KXxMSYPcC6UpGlAWvWvyNctTETLDegw6bdHfCSARdTYnh71liTYqWI0BP9778OG3/i",
+	"xj+txtvPjU//+o9KIm4isSq0CDZB/3l5dmqi7+yaeKbSTDXRYV/qVY0JZhJpZbb51Cx3We/HHNTXSJIQ",
+	"tZ7vOM4EhGH8JktjUKZe79a/73EiEx692AawtK3mARJZEa2JC79lWJa4msjYyPoT9L5zpZVGzrzsInCe",
+	"mruRUKlQQjCEbSp9R55FIIvNKdcFHqR4CP4RIBuCRFzEEm3Ubg0chUsR2lMekwsYr9Luo9d1WjL+zK7Q",
+	"ZKk5byUjX2qWixXqbTkxYqtwr2/deUTt3sR89w4AMY2bume+AhkU+PcYYYO0C2+hxzBnF15E7RlKnIPQ",
+	"xMZhoUiMBoKP7WI0ZOGGeaEB7jEre1xCYJHdMomREe+nsWDhsu2oq1i6lmP3OYFxLH9N4VK/ONfAu779",
+	"tJBCllIhp1flSV8FVMMSOS3RRUfj5pLnx7C4FrT+eQyu01fBi7+5+Hh6enL6PgiDo7Pfzj90riAS5/jw",
+	"pBSS03lXEZETBsdaW+s4PlGGUJ6BUBV9BcTxbsHmbKKhG6hqY3kOzJRIgN4dvm8iTfBslJYgKGP074xA",
+	"0AuJhwQYAUS1oaOz03cnVydnp4aIjfEERViICeppmtRDiqOURtcQzNMXmEWjZpf9RrSOb3VXPT75giOF",
+	"NiIsSUMSJqmiN2QzLMdQpmD51WTcvGQja0wEjDMbUAZRgQM6rDAhoKuqWGUTJShzEUiiDYx2t9/q9elN",
+	"+kk2m6F+rMtKUfEQRWLiDSeKVMbaROWQqnkX3o++0qJEPCQrYEts4uYrOdTSo+jDX6hJmCE/fXUh4BeC",
+	"E1WhOUFwkKyXkars/9M4UXCHBf7BekUPYFchluor+Y0FV9gAsPmaRg3QpsnGL1dX558vOr9/7Fxehejq",
+	"4vD08vjs4rewIBAhetf5cPjfIQIl6PDoF43VZa1oqQgvyY0BbCZlTBANAhIjxYdEjYhYrCaaKDB4pu4s",
+	"rdQ3c6JaARunqpqdP4oWkisRZUj/MZrkpMpmQR6g048fgAwCAbIGQkEgbenj1XHjDfwlQdbHEn381/Hx",
+	"8TtDOME+6IyPF52js4t3n/99+OFj5/Nvh//VswNShYgmkXk6nl5ynvq/WMlx2suscGl1zjzgEh4NzUQe",
+	"6XbxoJbMN9Fhl93gJLMBoAvXr5lBqjWhLuvddQMT2K6XyyLNVLrBPrrrBvCw/gyZlpGeUO/R5F2GqBtA",
+	"OQpyC48ExUNG+bBhpVhCnKt5qRvc39s48mkofR3kng1rAu2+gu/7BvwEK82fgRmCkE9S2TT7vSYTs7Wm",
+	"GQlt3I54QjYP3Nl02SzfvXCCfkKvifMI7MPZddmCwwOIYjTGQhMGewI5geiy4io+B5gXqyDLaDFLqCSa",
+	"FhXaiCPCS5M3T753lMvhZX4nHMmpVwHmE8nHEPcXKNpPL+97cF5e1L/89eT8fAmh/yxTIGzmBVXKoOpn",
+	"QtZxlNWDOkZc1hBd/QuiDEWYcUYjnGh1fbyPEn5LBNJSeIgYR0pgmmgJOOZ1aRomze6cCBOgWV4cz0pZ",
+	"RYY+PCjAaOooYWdV04cWhKsECJ1Nx3lOs1vNS5HSSkzMiUS3I5qQvP6HLTmT1ykSGQRPGmsb6C0ZY5QN",
+	"m6gnr2na07yCSJdHCGYSqg5QD17oOTudRDhJcucMBNbbi6gHcdp+5RU7t1F77oXji04nCIPzi7MgDDqn",
+	"V52L84uTy07tu3A1ZYVOir9cmK3Mwshih2/w8Zx9rkZDmmBTzmKEb0jJs9dutVqL43iXj0dc/4bBXKG/",
+	"6UXXyKW4zQLn+Ai93d37KRdVTQIfRGiXQewy++5qZEFZFYxOkriRkBuS5OUoQkRwNHIlY/7z8uy0kXII",
+	"pG4A+zWlFJY0fHpmigp6TJlUmEXVlooZZaoUsKwSMkcnm7VKSAXCyceLE6eXQ6oNZbGWDe3eF0v8lhma",
+	"+ed67MDlV+2YtRz0iGesgsJ2QPIRJCFYEgT5Ooq7EIGq1JQwyFMqVwocTTAdryd6eGaJWo/cvOIOXqbU",
+	"VCKWVtAMLVtKQ3hIzCKVKVbR6BjTJBNVfoFjUyIGhBmpqdAV0RIeToxLAyzaWoECm/tO9cm4WdZU5eb7",
+	"Th/LS5RgqTpLu5780I7Zjcsl660ZZVNztTiH6sOM+XbAKxpdLyzxBuw4P0Sae02fUgIvxQCEgc20O1vI",
+	"k/7IH3y2GBW6tF8g1xLy2xGWyV0F4vkXL5xyvftymE/lfPI1hWUzZMmH9VxK/RgKSEH2n0f/8G+ZJ8ZZ",
+	"9qE1jA+HJ7+BrvHu5PL88Orol1XcDi437nFSF2ZS5R7d3/3188sWe/f1bf99nsc095XqJx1t1BTLueEf",
+	"RCD1YPXEEaaCScx8XCCtK6RTk61EF+tDeMgXdUyFFVcqrHrki12M4rCe3E+tdSeTG7fGsuzsV3RcFw4A",
+	"C9iDqSEcUoKDGjF+izY0LZuUllKOA1ju7k+ThsdKF6xID4Tf1hE/5nN6P3nwsXKBvmUW53KLysTLg8Ms",
+	"WShMZR5bLJ94fobegZUQZfreeghdJimrGC8cOX8MzpezhudhfJdElcxjDwtdz01oZZpwhJPE+kXGeIKG",
+	"PC9BAXTBVl/oZ9E1UaH5zpUeaFUrBpW2r6pJUyJstreZEPzEepVQHSolzE3YarZapUkXWtKmAF1vD6uB",
+	"d55Xaow+D4P4PMPQqYaqCfbPK4GkCWav5EL7zyI2PLV3bxVVm/0IWHSeYPYYm1zJcPWQhT52BYOXSgDP",
+	"WAnAY74Py+hfJf3+vvZOrZlE/uBs8No08D98BbrC6G7iGHFeCgekajCnMX7rBz46YzqY5zcoEFYQAClD",
+	"CWVkE4GV3RWe9Sxx00RmiQI5EGyqp54xhQ24QL92/vvzh5PfTq6aK1S6AfHdxhCZ2nEwwYZnQYdiP5t1",
+	"nAi7KnFWWfzj7OLXy/PDo45ZSxAG+bqCMPj58OjXz2fHx5X6oagj5XAkImMSZSyGPNKpVHpvRZD0VDUE",
+	"MZmm0XWDDwYQUmDA5pbUXDIvaYbxAQQqL1le5nvWihspelNha+4UXgyXzoUhm6t+ww/QnU3kxgcs1S88",
+	"E3NXYcJdoJCd0fJd3SzQ+UY8E9WrWtZqWH0r8zg05ft1qBGgRMb2ywW6QkQSSUyt5pzD15PgNapNWO9X",
+	"hcBlqmm5ElgDKKqjD67mlq7pI6J+WTjjL3INL+zVylc6c9yryPhTUtqKrjmSJpBVV4helnReE5JKG3m9",
+	"liS2DCSftlxfWe1bwWmXg/Yx9KeC1DyHAnUfBpJEmZY0tPRoLSOmkGo1y8HxWNMRr4BpwXAOz080x8kL",
+	"VoJJwoxVqhJqknYoG/CK8ismyH8IicC3hoZBTUjnhmmiP4qsT3AzFU13IO7o3eF7ifigyyAS6cB4cqCm",
+	"MCOFq1zTHsxil1Sgt6VMkgpLJoW7vsv8yF9wRkNLE1M0FOj7xvFFp4PaITq/OEN7ISrc5Wi7VTB81WUF",
+	"RdxsdlmXOZ+fiQo2HLK3hVO6ddPuIQZFs3uHtvosxNDvo59NkVsTVgXHYAKrevtmud75GAXRBJHaGPy6",
+	"Iwv1jqEWOI5Gtv5hlzlSnT/eRGbJ4FjWIkevrvxsD204F/amCbFKaERsJUsrvx+merLGdrOlUU4kXg3Z",
+	"29vbJoafm1wMt+y7cuvDyVHn9LID79x7dWnNIR6en3jlP/aDdrNlnuMpYTilwX6w02w1d6zGAHfdgntL",
+	"H62pyFRVFOgQoKqh4kBgqKLhYibazMWuWaeEsNUcIaWGmkLS4L3Q6KHpBXZGruADleoc5p/qybPdas0p",
+	"9ztT5vevMlVvO/7owjk8ihtst7ZfN9rtxnb7qt3ab+n//2k6CeSlZpeiX170x2zsd2XdXoB0iOQYJwkx",
+	"lm5p6vXvttp10+Vg2fo4VY95t7Wz+KVjv8/K7vbbxW+4mu73YbBnTmH+8ydew5K9ZZbkl3QGOpyNx1hM",
+	"7HXIOa98Ze+YJqF4KJ1yJINP+q3S9d260//cTzdQ++uu5hReScimqGk0ZaWT+g5TSyh1nwDTotEyGOVh",
+	"Tiat7MHIrVVygJZBMK/W0QCRwi5zhU4xhHxjoQ6cuQxCu40JiXHzvCPyfRMKzRNIC2l22aGNYTMzRVB5",
+	"t4i2Uk6H0bIrkoqnEkYCO4k0tRpMCddSVXmn8JT4lQtApaKQgU3GCVWGTJYpQ2GBKiLXfubxZBWqUCYK",
+	"b5Yuvz1r/ZrKtdX34X49ijW1tpxgmcCzOfRqz9CrVa6jo1L1VCmn5yiv32/p0hIEwOuf9hVJWWt38Rt5",
+	"GxT9QntnKdr3wfXS2N3eXob4eQ2SvgMKewSNFxAun/p8Cpsn13otKGrlBU3CS+GMr6TfuqKcaxETiJTW",
+	"sllMBNS3se3/ZsWEd97k4WIqX1AkxSEbu67p4mN1FQyrD6VY6JaJYl7iQau0aB6yHomxcsxfn8oKlVan",
+	"liYgUwUBK4jIYZ6Y7R30D0c+vgfRqaJfk4/b/ref7sMgrYx4/7cmaFhZOcQkkWl9EdgCKIpYuq4zqO1k",
+	"GPPcbEcyKGS0u7093ZpsGsWnK3Svw/Xzaos2GRTuv8no/MvPLSxye4oeZr+QJOEhysuxQzmS+/siRygY",
+	"CkK8nmJ57p6pdmqpinuoZKcJXg/aUTvaazd2otf9xi7e6zfe9t+QRmvQjrfxTn832luh00pdUfOlhJX2",
+	"aiD1LLbVCtRsYdZ2+KwHQTXAl2lWFswc2kJt8WnP1S+aOkttbTXgF/HshxTP4HCt+DRFyWsJ+QJRbevO",
+	"rxJ7bwi+lrsqTJB84IQy12vD1cWzGTomAQfCwBFWuebqsieihGBhjGQHLpVntknXLPV/B3NOUf8Svdqd",
+	"Xa15KX6RNL7uHTVgX/GOhtXawuWI38qpnpiFpOD8aVbYeCWNlDF7fd4TNe/utJ6b1/3I/Kic8/KCjF8X",
+	"Gd8TtTImTunOC5TRUjQoSFYrMJst152ywjK72rx12sql0UowGEzpeJyZvDenn/ilMJyrp09MyVRHXqZq",
+	"bxXJFUUQNGeLNZaiNNSTKC6f7ldUDKa6czyTVlAulb8sAVxETHNP1/YDqJg7qBpipi+SHf9FyP4RhezD",
+	"OEYYFb0SHkOqzgnd1p39dF9rIjVCD2ekml7hcgrpMiKPT3qeWPJ5YnxuPz4+/6i4/F1IJouwbD1pJLyr",
+	"P29bX8fkLpuKQ1Sido3L96bEvKs9AHOj1isFo0KqWMlfUrwWam6UhwrYOk+2MmqKh5RhI3RXOUyKiMhv",
+	"1V9SXsUZSyal0ElmnNkmxbZuOUUZzqWoxkyl0sXrABGSypKSUw+aqhzhNWFSriLrV5A1C/MKzm5Akxtb",
+	"27TXZfBw3j5icx/h3FfjOrhyBrYeNKCuqCN0nE0k7zLT5NmEh0HzBulcdogzZCsdaYCAA78KJF6x9zWh",
+	"UFE0xRqdqmqge0GtJprLlAzfkITF4MJYrmowvCV7m/UbtBMdcwEl0UsbnW2I9IP6CMsVbOe6CL3j23Ax",
+	"LCYsBMz80lQn9Qo8b74w7mfwJBKfeTjW7X1ZLR97eASUB7T+SrW9kxduYn6R8cGULfDVjBEQ7gdm8hZK",
+	"5223tl1momH0XiiVrWNClcl6KYcpFaGsXQYh7+gPICZstkVYCDFWKcF5YU3oAAKlbG2glQmCytt/FATZ",
+	"RNpiFNMBdNi2FXBNhFQ+lGvT3WW7rbdN9KsrIww1GCEsH2rJS4W2dyF/wWRJFsGpFfFT052NFskAv+Fr",
+	"6/E1PEPiAYgCgigxMZWA87WWW6H4gEA1cDhwtHoKECbLCCPY92XEUxKXtxbOAULOhk0Pt4ImT51giSav",
+	"1K7NUNcHGnPyrEAX9Bvjcn7bdl3u97Ja1VMafes6Yy1lRtpeDVJ5Of1gJ96O2v0WbrwdvCGN3finqPGm",
+	"/xo39ga7xP1WVF3Zz8t8rLotrxtOBbfq5GUnfjDO01qC8xxxNkioyfd4UnvRCeDHd8AQ7XUosap1uGKj",
+	"n/cyms8bsxTS28NWqzWlkHBW8pjNdEP7+fDq6BcoCttlEOGr+eAmgrhjkuddYMixB4qvyBgy66EUnhH2",
+	"nReO37Ius3WGHfEKEU9NIizq5W3femZA94PXkhMSLbrMY91Ic26YwixIZonK+22GLmEPwgKRhA5pVyPS",
+	"ZQA5lGLpwqRnqtNLBPV1ERcQYYgVwkmyb8o2g8lNdRlESEMxfLMEr3i9ggYeXGFbJt9GQtOiJUwTHWp4",
+	"AIhGXK7QLCzfO6SrlJqFoY2ea+K1D8Wie5sHCMPQxTIL3mkH7DKzDQsK2He/cMfvtt46+UMPNKQ3Wgy6",
+	"pRFxFwEeNrHkaLfVWkaOMH241mGLVt+oYZBa9Zlu5hoMBY5Iox2EM++8FzaBrGCrbc21vx/GWurw+RTc",
+	"tQD4yny26JJnc9xnGe+nh7Nec5Wq+C9EFAJeOKxDG6anBSxns4pAvPDqlXn198F2yybBfpZcP5D5lkw7",
+	"C7wzPq9/5WyQoTGFmYKdLPYsy866QZU02ZdFNy1nZ9trwa3VlBhu7eaB7UBVNMLqmRYvRpssOl6t1OGq",
+	"iTpY03Qz/yvpOgTY6vN62SaHMVcwQcpYWFbeSAYb7dfoV/oz6k+Q7W66GZoOE0Szd83eQKGze8Z9a95x",
+	"eOw3gEmTTKK9Fvq//wft6P+oEVZhl92OsCKuOKqk/xCndYuMVTGo90T5Su6aDjC/EUWVC6y5/We5sZOp",
+	"iGJ7T7AsSWykTxtv93ei3bixR14PGru43W+8ibbjxg7ZHezh1/2fojdxBT+zSmIRJJv3zWiHS6yu/Wcw",
+	"vRgzgfmjHDc7J+rWLsOr1l8/Xc4T/FLvFTG54YP0PLHAH1k5+/rcv9SBrP3EEsE8XfTKN/6/mEKfwYe5",
+	"hNa3qhez49V8XeQ5nKLyJkdz9XCq8pR10VRHNgMUzwbvmvolrhZBEXJGpc0bTWxvMa0cmfY3eWlVYDsD",
+	"QSB9RJoaI8jMlbj6BDbQuMtMjDCJPcvgITPSoFQ0SXLfjpUBDWMZYYkY9yoNoAlRB3Zpsx4feGnrzlIk",
+	"B9ZeFYMx65zDY1aVx1dgDwV1M6BcydZlFn5hF1uZS2COAJaKcBSRVL1Yvb79JAFzpx/BHFXl7Hwq0nJJ",
+	"nH/ZuGJ7WuLpuSqHvrBd5c/lAy0VY9Me+gCoSM+2ae7lAZ1VTZldS2ysNInQwrnKXegTomxZn2JZkNSu",
+	"6UXMia22ZYVPyJYdkGaXaQnbjgteEyivot/eR7ioXUlC+MGUVZpahalOtZELdCFU3Y31skNXhzgs6Oqm",
+	"GYrxwrktu2zABVQ1KWbJSWdBBQsiqiUJ43SRpoUjibsMOlxgVtRi2dht72xWkUF9fs7F/WDjj5VycZoK",
+	"foOToNRr23xL4p/1JcfGGLSsCOW1I38KG0qpIcGyxHt2s3krd7fXYLUdFu3m6yRF2xgd4jTMow7DtPr0",
+	"YiP5wWwk+sIDI7gxnf4RzqUjfdcehS3kvVArzSXneAiUV/BsOJo2m5QsIb7xQxPmFA9Jl9mqldZg0APT",
+	"QK+wnrRbLffjpvVO2D6GAxPND9Z8S85Qf1Lf2hDsFIwbk8pQ8FvpNcVbws5QCqk7BZgscKlr0ORNH6ti",
+	"h1z5u4ICWKNKsL/XKleZW1Qz9/uKF5rqgTc3YMi/Qz8aAVuRXMyG6czBt6+nq5rmaqsEuBaBIbLwJCYT",
+	"59nMra3MucpcuIwX3qNcwMp4P3dLoo22MciavtMM8SQmUmmdUkjbz7pssPWL5ULf09u8bqsriVuuhYc2",
+	"sFVGbceqGJkoSWyby9r4GZDRtDxnbMJ9HF3zwcCuro6+QEn77yha10LtKQJ1S92DftjAyXIrnrl00MOZ",
+	"FzPgM0REevBfRayaMjQtcDvdjogwgSbO71kK/GaxbKIzFpm6wcVPoFPmBvBSoy8Xr238VVobtEEIu63d",
+	"g6nQcgpKZQZ9sYGqTGXvg7yUR5fXOGOKhlDrIli5bWBrqu1fbWp20ebPOD2mm/bZb5dIdZrpmNeabnBX",
+	"6RVp7f451ddreXfQCs4Rr3ud2VIpsjC3HJa6XnlN2Mw7326chNdYrFrXLRDyhR4+R2pXAf+lRc3ZQ8yp",
+	"iTGOlfNVanK1ipySh8szn5ag1fW+lm9oH4s8OSDP5gzB8BDo/ogOc+GXC2S75NmmEcae2mVlBw60ibgh",
+	"wsuQ16MUBAbe9vPXgKNYT9LS/iM04z4ykYPT/iPnFAKA20L/XIDxq1h3bv7sMn1M7nabQAvPfQRkpNb5",
+	"M4enPcT5s2qUc9Gi8MX38+L7Ad/PEtS3isK5lrCr5aPmb4VWoXaVq6t02Mt8ipcqnXNownJoXOpXN1c9",
+	"zM/oRRh6BuVQepfeIWPxXX2tzYsMev97ofzWCO31MmIIo0hwhkjeowwK7ENpzS5TdEzQP5wRtNErdzLr",
+	"hajn+mL1NsFVaCr196aag/W6bIObYIpxliiaJkS6hbhHkaSuG99HRr8gkvJotGmiDaF1aZflHSZMnD2w",
+	"ZuMWyCPhbYg+JN9JyoZJHhl4YOxsVoLo+d2tbVgksH49kxY68nbakdYOJcJDTJkpHt9ltrZx/gzMijZ2",
+	"t99uhnngJnS0kETZpLcRF4pAS9gx6TKcJPwWwvnVLYGoee43R93YbbX8jIEBJUlcadUzpXjyVpFruE6n",
+	"u9QFLbSD/n/9v4JKMjocqWS22eZ+IK9p6vfs3A86meAp2TrHgsrgW1YEyyB89HJGqxHil4qc36+zNC+u",
+	"KQt0rCLWcwWnrbui0//cWpqlpv+adkA7hjEXEL4CdnOVV9fMzX1S4UldecwSFXkpjvltF8dccMcW1sPM",
+	"r47RiK07quBBlRWh6m9I66tQQv/Ov9y85zDKLbx2qzl/L3NaF8zpaGOaSshCFJIm2RDC78gtmpZLTSJX",
+	"ZKo/OAHTpoeaF6YF1FkR+EB/BfPGgBBQRg0cvcTiCgbXq/X3QnN946hl/La+4cyDJbVVOss8SJb5+hgM",
+	"rb1i+iLafAe5cjFVjynYbEFP/tVDgafpRaXSWykZmTxrE30riMzGJG6ic5xJ008W1hMXr+V23Rk81u+Q",
+	"b4kRhnbxL7bVbxyJ4OY8KhaZi/z10AisIE10RaNricZUQukAaOhJTVSwRSMQIzmLSNhltnwSNHI0TZLB",
+	"DmLMP+MDE0dFFRpysOxMtaMDe0yXXeiN2s7PbkmuOTfjys3reWNm8BaG+MYQ1xGiF8z9tjHX3J2VUde0",
+	"JlzgCikeBPSIcJIQgSIwHhK0gZMkTxKBDrRh3ud7MNVx9ppMNpdqdVa0TQxWFdi/zzC4cl/puX6O4ji+",
+	"LlZ+L+2/8nvj7r/3Zb0fwpjGSn4/43hIE6zVuKJlaY2Fu2jmvX520GFU9Ig3DTFXtBXni3nK2ve2Z/1+",
+	"a6lYsql+9voturSp3DXK398L62FUtPlvLdPveGXU/I4t3z+sIfvWw7pKfK9keFt3nrtmUURq2RlZNPFL",
+	"sOV0cDXNR4MSxiVnvjFRCjFJ1Sg3ZHoBpSAi2rB5m82dYKmgvGOlgbNMZtYKLrXou/0g9G0/Ifr+9NXQ",
+	"txSB8WKvfa7OPXMxeFUB8A/PE7tkE/KrUrtxwBsiXX1xW4gob/td2dbN9fOViqcpqZBqjd2zEPPWbOtt",
+	"8aZzetW5OL84uewEK/b2fpiE8B2QmO1WDY3xYLUsqdl7ZFJjp/qBSc4PJ2i4buF+NGBqkPeh8ob+vXFN",
+	"Jov07unqnvoVVK4YL0kkiJLVSvTh+cmvepb1sFirtcX1t7rufDw4TOmvBI7LBh9iIfCkDin0tl5Y7zMo",
+	"y4fnJwB87yrnN/MR2G6lmj3Ndc0FRlCP1qQKWFusS6l0uzmAl0B8HmE5QpBtyUUVqzXKgbn9j6CMR3RV",
+	"7dvc/2duOwess9X/ieziFmm8xXs/NXajnUHjTbwTNdqDbbIT70Z7/de4CJ6LqOaWggzol2A/kMn1593B",
+	"Nn4bARBv+LWfU2YOrvTY5+vft29af/79Ztz+8lO6099jb6PdrxIaFzuKU0thwkJxMyt/4bzfiYrPHJ2q",
+	"JlOr8Nutu2syWRC05hOoQ2SvvetP4WpmO81AP9hEF/ohCIQ1laWhFydv8LRZ4eLR43mkaVEQm3nhJYjt",
+	"q7tTNNgXXr61eGRl6zY73StpXSMVSXNwhx819a8SaUCdqhdRrwpvj/X9+KIqv4VSNxD+lCWJVaypzOPO",
+	"X8n51q0PZvZ1FdAx/nJhlHXHtzxtr8j/fSruNL2dRRYoCzkD+hecf1ZzVOksPPTXt/dR5ONsgXh84UIE",
+	"Ve0VQfzGdqczOHUA2NZleS8i7iMcOgTDVmySTyD7w8QPIir3kU2SBVsXVBAIuywqCpTa+KTquniVePtA",
+	"qdtH2fbyzY1nF/GUhq3yIpewIX3DdEZfB6dKvTR7/vGaPV+uRteWkQ14pqDgXGMJIUGAW32ahv1ydXX+",
+	"+aLz+8fOpalvakzoI5LESPEQpUR0mdLnotCIS1WKGtFfaNGiFFiCpEuOh3Y9pf1qelpTcOrMbuVRBI6/",
+	"7oJ+JqQK9tt1TvG9kpI+AiOJFimbdpBmxMcF+ZTnRJgIcPCdVZIZf8T71Y11JQAsa7N7kVCezWo3Iw3Y",
+	"8wOsmEXraVRdV3B5AHnYutNLm6t1H+EkycUV2IhxqKGEsyERQETMaCQ+cMHQWj3LUqkEwWOEpdbTB1zY",
+	"EummqmZey5iwWNZllZUxYDmtfMxvfkSt/Adkf+asZtDGaKQDWzwa6PCTIU2lpu8xt32E0bvTS0jyLtrl",
+	"bO/tmMYzIUpwnySQkJ4QpccPuyymQ6pkiF41XkFgyavPr0J08u7UViMkVKAvrNHQWxxvah0dM3RyjnAc",
+	"CyL1AM6ThFHKhTrQWGKQZpCnyesfmug3U+kGRViSBmWSMEkVvSGOqVbYKCw8600UVVV8qhSi45IPPsJJ",
+	"gjgLlxEn9LOUDU0rISApQ15U2QU23UN56DcY83ozXLd3gLBtZ8RdRx5Ni2xxyzgTuJ9MQgCc0ZJgWUS4",
+	"Cj1+3UxTaN0twVbpPft49fPZx9N3n385u7y6/Pzb4X85sXxjd/stdO3rMqo2m+gsUw0+aAjQ2KAEsGkV",
+	"3ceW9psaAZpw7m5vh152fpdBTlqN7jZL/h6ouXmiT5X4sooqV1rTUypyzyyuLQuSKSFtjlD2os39+Nrc",
+	"mrxMi3AjghM1+qdWczvMm5S2bP4MGJIEj4iUSBJxQ6TrmCAPUDQi0TWk98ckJSwmLJpUGnh/sfOui7d5",
+	"ZTB+vTwWmckro+sTekOaBtQkykwNSYh88ITvG8KI9GVrA0QLUShjsCxACUPnXKqhIBJtaCLuqsKZfhtj",
+	"DvkaJjpUS7pUbdqypQdor7WDuBoRcUslCUtFWDAFW10Kbd/7mYKQNCMLQEs0GZqS8ZoVWmEbjlLoS8SH",
+	"lSd2Yfa1dl85uCGu5e8QionqwwsDZbdeHObjni1soOmhXs2iU8H7CRn/q2LxMVGY6gVqeMJB7yO3jRzq",
+	"G+Ypmcfx8uGmV8Nur7UTBooqPWJw6sYpvDMjpVK5v7Ulk4xGpBmTG7ciucW4apjHl4bHuXm3OpWkQFJo",
+	"8mL6BMP1mo8DGpS0FgnKL94FfYIFEXoMMEvARasqgzbG19BzIAiDTCQWFPtbWwmPcALy8ZvWmxbYNuyk",
+	"M/I0YRhqIJnKRlSAdRsUvunqabJCHM+F9YY0DfgjQWLCFMWJP0bu+KsW6GHKV7lRlXlhfvKVZ3ODPMMY",
+	"K+wNbYxvs+Melui8MaWlUPo9Vx5s080KEdgbf5oJVMMAqlEWlbh8eNLxOIMCA+jG9AT0R/deqRjZdjGl",
+	"bBiiW61KQJYki5HnXSgiab1hvVp+s6O+85YpMlZdJMxoPa6Ugjd0kRI3O7Ij9LBG4W6897K98fef7v9f",
+	"AAAA//+vIGZEuxYBAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

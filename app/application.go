@@ -14,6 +14,10 @@ type Application struct {
 	Plans       *Plans
 	Definitions *Definitions
 	Executions  *Executions
+	// Outbound is nil when Stores has no OutboundLimits.
+	Outbound  *OutboundLimits
+	Schedules *Schedules
+	Events    *Events
 }
 
 // Stores are the storage ports the API's use cases need; one adapter may
@@ -25,16 +29,38 @@ type Stores struct {
 	Definitions ports.DefinitionStore
 	Queue       ports.QueueStore
 	Executions  ports.ExecutionReader
+	// OutboundLimits keeps the workspaces' host limits; see
+	// Application.SetOutboundHostsMax for their bound.
+	OutboundLimits ports.OutboundLimitStore
+	Schedules      ports.ScheduleStore
+	// Timetables reads the schedules' cron expressions.
+	Timetables ports.TimetableParser
+	// Events keeps the events sent to WAIT_FOR_EVENT nodes.
+	Events ports.EventStore
 }
 
 // NewApplication wires the use cases. engine may be nil in a process that
 // cannot reach Temporal.
 func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas, templateBudget int, adminToken string) *Application {
-	return &Application{
+	a := &Application{
 		Auth:        NewAuthenticator(s.APIKeys, adminToken),
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys),
 		Plans:       NewPlans(s.Plans, s.Workspaces),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
+		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables, quotas),
+		Events:      NewEvents(s.Executions, s.Definitions, s.Events, engine),
+	}
+	if s.OutboundLimits != nil {
+		a.Outbound = NewOutboundLimits(s.OutboundLimits, s.Workspaces, domain.DefaultOutboundHostsMax)
+	}
+	return a
+}
+
+// SetOutboundHostsMax sets how many host limits a workspace may keep
+// (SLUICE_OUTBOUND_HOSTS_MAX).
+func (a *Application) SetOutboundHostsMax(n int) {
+	if a.Outbound != nil && n > 0 {
+		a.Outbound.hostsMax = n
 	}
 }

@@ -42,7 +42,11 @@ func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, work
 	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
 		return domain.Definition{}, err
 	}
-	return s.definitions.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Graph: graph}, s.quotas)
+	id := domain.ID(uuid.New())
+	if err := s.checkSubWorkflows(ctx, workspaceID, id, graph); err != nil {
+		return domain.Definition{}, err
+	}
+	return s.definitions.CreateDefinition(ctx, domain.Definition{ID: id, WorkspaceID: workspaceID, Name: name, Graph: graph}, s.quotas)
 }
 
 // validateGraph checks the graph's structure, then its template fan-out
@@ -64,6 +68,35 @@ func (s *Definitions) validateGraph(g domain.Graph, prefix string) error {
 		problems[i] = domain.Problem{Path: prefix + p.Path, Message: p.Message}
 	}
 	return &domain.ValidationError{Problems: problems}
+}
+
+// checkSubWorkflows refuses, as a 422 naming the node's config.definition,
+// a graph whose SUB_WORKFLOWs name a definition of another workspace or
+// none, nest past domain.MaxSubWorkflowDepth, or lead back to definition
+// id (domain.CheckSubWorkflows).
+func (s *Definitions) checkSubWorkflows(ctx context.Context, workspaceID, id domain.ID, graph domain.Graph) error {
+	err := domain.CheckSubWorkflows(id, graph, func(def domain.ID, version int) (domain.Graph, error) {
+		d, err := s.definitions.GetDefinition(ctx, def)
+		if err != nil || d.WorkspaceID != workspaceID {
+			return domain.Graph{}, errors.New("no such definition in this workspace")
+		}
+		if version == 0 {
+			return d.Graph, nil
+		}
+		v, err := s.definitions.GetDefinitionVersion(ctx, def, version)
+		if err != nil {
+			return domain.Graph{}, errors.New("no such version")
+		}
+		return v.Graph, nil
+	})
+	var ve *domain.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	for i := range ve.Problems {
+		ve.Problems[i].Path = "/graph" + ve.Problems[i].Path
+	}
+	return ve
 }
 
 // GetDefinition shows a definition with its current graph.
@@ -96,13 +129,17 @@ func (s *Definitions) DeleteDefinition(ctx context.Context, a domain.Actor, id d
 
 // AddDefinitionVersion validates and stores a new current version.
 func (s *Definitions) AddDefinitionVersion(ctx context.Context, a domain.Actor, id domain.ID, graph domain.Graph) (domain.DefinitionVersion, error) {
-	if _, err := s.GetDefinition(ctx, a, id); err != nil {
+	d, err := s.GetDefinition(ctx, a, id)
+	if err != nil {
 		return domain.DefinitionVersion{}, err
 	}
 	if err := s.quotas.CheckGraph(graph, "/graph"); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
 	if err := s.validateGraph(graph, "/graph"); err != nil {
+		return domain.DefinitionVersion{}, err
+	}
+	if err := s.checkSubWorkflows(ctx, d.WorkspaceID, id, graph); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
 	return s.definitions.AddDefinitionVersion(ctx, id, graph, s.quotas)

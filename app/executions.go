@@ -42,6 +42,9 @@ type EnqueueRequest struct {
 	Input          json.RawMessage
 	Priority       int
 	IdempotencyKey string
+	// NotBefore, when set, delays the item until then: at most the quotas'
+	// NotBeforeHorizon ahead.
+	NotBefore *time.Time
 }
 
 // DefaultPriority is the priority of an enqueue that names none.
@@ -60,6 +63,11 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	if owner != req.WorkspaceID {
 		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
+	if req.NotBefore != nil {
+		if err := s.quotas.CheckNotBefore(time.Now(), *req.NotBefore, "/notBefore"); err != nil {
+			return domain.QueueItem{}, false, err
+		}
+	}
 	if req.Priority == 0 {
 		req.Priority = DefaultPriority
 	}
@@ -69,7 +77,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
-		Quotas: s.quotas,
+		NotBefore: req.NotBefore, Quotas: s.quotas,
 	}
 	// The key is resolved now, over this input, so the claim compares
 	// stored text; an input that lacks what the key reads is refused here
@@ -94,7 +102,9 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 // requestHash identifies an enqueue's content for Idempotency-Key checks.
 // The input is compacted, not decoded: white space alone never makes a
 // different body, while its values, digits included, are compared as
-// stored.
+// stored. A notBefore is part of the content (a delayed enqueue is not the
+// same request as an immediate one); without one the hash is what it
+// always was, so keys stored before notBefore existed still match.
 func requestHash(req EnqueueRequest) []byte {
 	var input bytes.Buffer
 	if err := json.Compact(&input, req.Input); err != nil {
@@ -103,7 +113,80 @@ func requestHash(req EnqueueRequest) []byte {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%d\n", req.WorkspaceID, req.DefinitionID, req.Priority)
 	h.Write(input.Bytes())
+	if req.NotBefore != nil {
+		fmt.Fprintf(h, "\nnotBefore=%d", req.NotBefore.UnixNano())
+	}
 	return h.Sum(nil)
+}
+
+// EnqueueBatchRequest is the body of the bulk start endpoint: items of one
+// definition into one workspace.
+type EnqueueBatchRequest struct {
+	WorkspaceID  domain.ID
+	DefinitionID domain.ID
+	Items        []EnqueueBatchItem
+}
+
+// EnqueueBatchItem is one item of a bulk enqueue, as a single enqueue's
+// body without its workspace and definition.
+type EnqueueBatchItem struct {
+	Input          json.RawMessage
+	Priority       int
+	IdempotencyKey string
+	NotBefore      *time.Time
+}
+
+// EnqueueBatch enqueues a batch of executions of one definition in one
+// statement, with the checks of a single enqueue (workspace, definition
+// owner, notBefore horizon) and the batch's size against the quotas, whole:
+// a batch is accepted entire or refused. Idempotency keys are per item and
+// distinct within the batch.
+func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req EnqueueBatchRequest) ([]ports.EnqueueResult, error) {
+	if err := requireWorkspace(a, req.WorkspaceID, "workspace"); err != nil {
+		return nil, err
+	}
+	if err := s.quotas.CheckBatch(len(req.Items), "/items"); err != nil {
+		return nil, err
+	}
+	owner, err := s.definitions.DefinitionWorkspace(ctx, req.DefinitionID)
+	if err != nil {
+		return nil, err
+	}
+	if owner != req.WorkspaceID {
+		return nil, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
+	}
+	now := time.Now()
+	keys := make(map[string]int, len(req.Items))
+	b := ports.EnqueueBatch{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Actor: a, Quotas: s.quotas,
+		Items: make([]ports.EnqueueBatchItem, len(req.Items))}
+	for i, it := range req.Items {
+		if it.NotBefore != nil {
+			if err := s.quotas.CheckNotBefore(now, *it.NotBefore, fmt.Sprintf("/items/%d/notBefore", i)); err != nil {
+				return nil, err
+			}
+		}
+		if it.Priority == 0 {
+			it.Priority = DefaultPriority
+		}
+		if len(it.Input) == 0 {
+			it.Input = json.RawMessage("{}")
+		}
+		item := ports.EnqueueBatchItem{ID: domain.ID(uuid.New()), Input: it.Input, Priority: it.Priority,
+			NotBefore: it.NotBefore, IdempotencyKey: it.IdempotencyKey}
+		if it.IdempotencyKey != "" {
+			if first, dup := keys[it.IdempotencyKey]; dup {
+				return nil, &domain.FieldError{Field: fmt.Sprintf("/items/%d/idempotencyKey", i),
+					Message: fmt.Sprintf("repeats the key of item %d; keys are distinct within a batch", first)}
+			}
+			keys[it.IdempotencyKey] = i
+			// The same hash as a single enqueue of the same content, so a
+			// key first used by one is replayed by the other.
+			item.RequestHash = requestHash(EnqueueRequest{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
+				Input: it.Input, Priority: it.Priority, NotBefore: it.NotBefore})
+		}
+		b.Items[i] = item
+	}
+	return s.queue.EnqueueBatch(ctx, b)
 }
 
 // GetQueueItem shows a queue item.

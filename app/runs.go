@@ -23,6 +23,8 @@ type Runs struct {
 	recordValueMax int
 	// finished counts the executions this worker ended, by status.
 	finished *prometheus.CounterVec
+	// definitions load SUB_WORKFLOW graphs (WithDefinitions).
+	definitions DefinitionReader
 }
 
 // RunsOption configures Runs.

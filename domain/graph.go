@@ -29,16 +29,23 @@ const (
 
 // NodeTypes lists every node type, for API enums and validation messages.
 func NodeTypes() []NodeType {
-	return []NodeType{NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay}
+	return []NodeType{NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent, NodeSubWorkflow}
 }
 
 // Valid reports whether t is one of NodeTypes.
 func (t NodeType) Valid() bool {
 	switch t {
-	case NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay:
+	case NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent, NodeSubWorkflow:
 		return true
 	}
 	return false
+}
+
+// RunByWorkflow reports whether the workflow runs nodes of type t itself
+// (a timer, or iterations of other nodes) rather than through a node
+// executor in an activity.
+func (t NodeType) RunByWorkflow() bool {
+	return t == NodeDelay || t == NodeForEach || t == NodeWaitForEvent || t == NodeSubWorkflow
 }
 
 // MaxNodeKeyLength bounds node keys; keys appear in templates, URLs of the
@@ -268,6 +275,9 @@ func (g Graph) Validate() error {
 			continue
 		}
 		validateConfig(n.Type, n.Config, p+"/config", &ve)
+		if n.Type != NodeForEach {
+			checkNoIterationRefs(n.Config, p+"/config", &ve)
+		}
 	}
 
 	typeOf := func(key string) NodeType { return g.Nodes[index[key]].Type }
@@ -297,12 +307,13 @@ func (g Graph) Validate() error {
 			}
 		}
 		if e.When != nil {
-			if _, known := index[e.From]; known && typeOf(e.From) != NodeCondition {
-				ve.add(p+"/when", "\"when\" is only allowed on edges leaving a CONDITION node; %q is %s", e.From, typeOf(e.From))
+			if _, known := index[e.From]; known && typeOf(e.From) != NodeCondition && typeOf(e.From) != NodeWaitForEvent {
+				ve.add(p+"/when", "\"when\" is only allowed on edges leaving a CONDITION or WAIT_FOR_EVENT node; %q is %s", e.From, typeOf(e.From))
 			}
 		}
 	}
 
+	checkEventNames(g, &ve)
 	cycles := findCycles(g, index)
 	for _, c := range cycles {
 		ve.add("/edges/"+strconv.Itoa(c.closingEdge), "cycle: %s", strings.Join(c.keys, " -> "))
@@ -385,6 +396,12 @@ func validateConfig(t NodeType, raw json.RawMessage, path string, ve *Validation
 		decodeConditionConfig(raw, path, ve)
 	case NodeDelay:
 		decodeDelayConfig(raw, path, ve)
+	case NodeForEach:
+		decodeForEachConfig(raw, path, ve)
+	case NodeWaitForEvent:
+		decodeWaitForEventConfig(raw, path, ve)
+	case NodeSubWorkflow:
+		decodeSubWorkflowConfig(raw, path, ve)
 	}
 }
 

@@ -178,7 +178,7 @@ func TestValidateReportsEveryProblemWithPaths(t *testing.T) {
 		{"/nodes/6/config", "config is required"},
 		{"/edges/0/to", `unknown node "ghost"`},
 		{"/edges/1", "self-loop: a -> a"},
-		{"/edges/2/when", `only allowed on edges leaving a CONDITION node; "a" is TRANSFORM`},
+		{"/edges/2/when", `only allowed on edges leaving a CONDITION or WAIT_FOR_EVENT node; "a" is TRANSFORM`},
 		{"/edges/3/from", "required"},
 		{"/edges/4", "duplicate edge a -> h (first at /edges/2)"},
 	}

@@ -366,6 +366,10 @@ type QueueItem struct {
 	ConcurrencyKey string
 	// ConcurrencyLimit is its key's limit, as declared at enqueue.
 	ConcurrencyLimit int
+	// ScheduleID names the schedule that fired the item; nil otherwise.
+	ScheduleID *ID
+	// ScheduleTick is the schedule's tick the item is for.
+	ScheduleTick *time.Time
 	// QueueState is the part the state machine moves.
 	QueueState
 }

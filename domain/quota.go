@@ -25,11 +25,29 @@ type Quotas struct {
 	DefinitionVersions map[Plan]int
 	// NodesPerGraph caps the nodes of one definition version.
 	NodesPerGraph int
+	// NotBeforeHorizon caps how far ahead an enqueue's notBefore may be, so
+	// no item is parked in the queue (counting against the pending quota)
+	// longer than that.
+	NotBeforeHorizon time.Duration
+	// BatchItems caps the items of one bulk enqueue, so one request's cost
+	// and the time its transaction holds the workspace's counter lock stay
+	// bounded.
+	BatchItems int
+	// Schedules caps a workspace's schedules, paused ones included, per
+	// plan.
+	Schedules map[Plan]int
+	// ScheduleMinInterval is the shortest time a plan's schedules may leave
+	// between two fire times.
+	ScheduleMinInterval map[Plan]time.Duration
 }
 
 // DefaultQuotas lets a FREE workspace queue 1,000 items, store 2,000, and
 // keep 20 definitions with 200 versions; PRO ten times as many and
-// ENTERPRISE a hundred times. A graph has at most 500 nodes.
+// ENTERPRISE a hundred times. A graph has at most 500 nodes. An item may
+// wait at most 30 days for its notBefore, and a bulk enqueue carries at
+// most 1,000 items. A FREE workspace keeps 5 schedules firing at most once
+// a minute, PRO 50 at most every 10 seconds, ENTERPRISE 500 at most every
+// second.
 func DefaultQuotas() Quotas {
 	return Quotas{
 		PendingItems:       map[Plan]int{PlanFree: 1_000, PlanPro: 10_000, PlanEnterprise: 100_000},
@@ -37,6 +55,11 @@ func DefaultQuotas() Quotas {
 		Definitions:        map[Plan]int{PlanFree: 20, PlanPro: 200, PlanEnterprise: 2_000},
 		DefinitionVersions: map[Plan]int{PlanFree: 200, PlanPro: 2_000, PlanEnterprise: 20_000},
 		NodesPerGraph:      500,
+
+		NotBeforeHorizon:    30 * 24 * time.Hour,
+		BatchItems:          1_000,
+		Schedules:           map[Plan]int{PlanFree: 5, PlanPro: 50, PlanEnterprise: 500},
+		ScheduleMinInterval: map[Plan]time.Duration{PlanFree: time.Minute, PlanPro: 10 * time.Second, PlanEnterprise: time.Second},
 	}
 }
 
@@ -78,14 +101,16 @@ func (q Quotas) CheckGraph(g Graph, field string) error {
 // first guess.
 const StoredRetryAfter = time.Minute
 
-// CheckEnqueue refuses one more queue item when the workspace already has
-// its plan's number of PENDING items, or of stored items of any status.
-// Both are counted under the workspace's lock by the caller.
-func (q Quotas) CheckEnqueue(plan Plan, pending, stored int) error {
-	if limit, ok := q.PendingItems[plan]; ok && pending >= limit {
+// CheckEnqueue refuses n more queue items (1 for a single enqueue, the
+// batch's size for a bulk one) when they would take the workspace past its
+// plan's number of PENDING items, or of stored items of any status. Both
+// are counted under the workspace's lock by the caller. A batch passes
+// whole or not at all.
+func (q Quotas) CheckEnqueue(plan Plan, pending, stored, n int) error {
+	if limit, ok := q.PendingItems[plan]; ok && pending+n > limit {
 		return &QuotaError{Quota: "pending queue items", Limit: limit, RetryAfter: PendingRetryAfter}
 	}
-	if limit, ok := q.StoredItems[plan]; ok && stored >= limit {
+	if limit, ok := q.StoredItems[plan]; ok && stored+n > limit {
 		return &QuotaError{Quota: "stored queue items", Limit: limit, RetryAfter: StoredRetryAfter}
 	}
 	return nil
@@ -106,6 +131,42 @@ func (q Quotas) CheckDefinitions(plan Plan, stored int) error {
 func (q Quotas) CheckDefinitionVersions(plan Plan, stored int) error {
 	if limit, ok := q.DefinitionVersions[plan]; ok && stored >= limit {
 		return &QuotaError{Quota: "definition versions", Limit: limit}
+	}
+	return nil
+}
+
+// CheckBatch refuses a bulk enqueue of more than BatchItems items, naming
+// field (the items array).
+func (q Quotas) CheckBatch(n int, field string) error {
+	if q.BatchItems > 0 && n > q.BatchItems {
+		return &FieldError{Field: field, Message: fmt.Sprintf("at most %d items in one request", q.BatchItems)}
+	}
+	return nil
+}
+
+// CheckNotBefore refuses a notBefore more than NotBeforeHorizon after now,
+// naming field. A time already past is accepted: the item is due at once.
+func (q Quotas) CheckNotBefore(now, notBefore time.Time, field string) error {
+	if q.NotBeforeHorizon > 0 && notBefore.Sub(now) > q.NotBeforeHorizon {
+		return &FieldError{Field: field, Message: fmt.Sprintf("at most %s ahead", q.NotBeforeHorizon)}
+	}
+	return nil
+}
+
+// CheckSchedules refuses one more schedule when the workspace already keeps
+// its plan's number of them.
+func (q Quotas) CheckSchedules(plan Plan, stored int) error {
+	if limit, ok := q.Schedules[plan]; ok && stored >= limit {
+		return &QuotaError{Quota: "schedules", Limit: limit}
+	}
+	return nil
+}
+
+// CheckScheduleInterval refuses a schedule whose shortest gap between fire
+// times is below its plan's ScheduleMinInterval, naming field.
+func (q Quotas) CheckScheduleInterval(plan Plan, shortest time.Duration, field string) error {
+	if limit, ok := q.ScheduleMinInterval[plan]; ok && shortest < limit {
+		return &FieldError{Field: field, Message: fmt.Sprintf("fires every %s at times; the %s plan allows at least %s between fire times", shortest, plan, limit)}
 	}
 	return nil
 }

@@ -182,6 +182,25 @@ func (s *Scheduler) Completed(key string, output any) (skipped []string, err err
 		}
 		result, isCondition = b, true
 	}
+	return s.complete(i, isCondition, result), nil
+}
+
+// CompletedOnBranch records that a running node whose outcome picks a
+// branch (a WAIT_FOR_EVENT: true when its event came, false when it timed
+// out) ended: outgoing edges whose When differs from branch are not
+// followed. It returns the nodes that became skipped, as Completed does.
+func (s *Scheduler) CompletedOnBranch(key string, branch bool) (skipped []string, err error) {
+	i, err := s.runningNode(key)
+	if err != nil {
+		return nil, err
+	}
+	return s.complete(i, true, branch), nil
+}
+
+// complete marks running node i completed and resolves its outgoing edges:
+// all of them, or with branching those whose When is unset or result.
+func (s *Scheduler) complete(i int, branching, result bool) []string {
+	isCondition := branching
 	s.state[i] = stateCompleted
 	s.running--
 	s.left--
@@ -190,7 +209,7 @@ func (s *Scheduler) Completed(key string, output any) (skipped []string, err err
 		taken := !isCondition || s.edges[e].when == nil || *s.edges[e].when == result
 		newly = s.resolveEdge(s.edges[e].to, taken, newly)
 	}
-	return s.keysOf(newly), nil
+	return s.keysOf(newly)
 }
 
 // Failed records that a running node failed. No node starts after this; nodes

@@ -22,6 +22,8 @@ import (
 //	steps.<key>.output<path>     the output of node <key>
 //	execution.id                 the execution's ID
 //	workspace.id                 the workspace's ID
+//	item<path>                   the element of a FOR_EACH iteration
+//	index                        the index of a FOR_EACH iteration
 //
 // A path is a sequence of ".name" and "[N]" segments. A name uses letters,
 // digits, '_' and '-'; on an array an all-digit name is an index, so
@@ -42,6 +44,12 @@ const (
 	RootExecution TemplateRoot = "execution"
 	// RootWorkspace refers to the execution's workspace (only workspace.id).
 	RootWorkspace TemplateRoot = "workspace"
+	// RootItem refers to the element a FOR_EACH iteration runs on; only its
+	// node template may use it.
+	RootItem TemplateRoot = "item"
+	// RootIndex is the 0-based index of a FOR_EACH iteration (no path);
+	// only its node template may use it.
+	RootIndex TemplateRoot = "index"
 )
 
 // PathSegment is one step of a reference path: a ".name" (Name set) or an
@@ -244,12 +252,17 @@ func parseReference(s string, start, end int) (*Reference, error) {
 			return fail(rest[0].pos, "want steps.%s.output", ref.Step)
 		}
 		rest = rest[2:]
+	case RootItem:
+	case RootIndex:
+		if len(rest) != 0 {
+			return fail(segs[0].pos, "index has no path: it is a number")
+		}
 	case RootExecution, RootWorkspace:
 		if len(rest) != 1 || rest[0].IsIndex || rest[0].Name != "id" {
 			return fail(segs[0].pos, "only %s.id is available", first)
 		}
 	default:
-		return fail(segs[0].pos, "unknown root %q (want input, steps, execution or workspace)", first)
+		return fail(segs[0].pos, "unknown root %q (want input, steps, execution, workspace, item or index)", first)
 	}
 	if len(rest) > 0 {
 		ref.Path = make([]PathSegment, len(rest))
@@ -356,6 +369,9 @@ type TemplateContext struct {
 	ExecutionID string
 	// WorkspaceID is the value of {{ workspace.id }}.
 	WorkspaceID string
+	// Iteration is the FOR_EACH iteration a node template runs in, the
+	// value of {{ item }} and {{ index }}; nil outside one.
+	Iteration *TemplateIteration
 	// Budget bounds what resolution may produce. Nil gives every Resolve
 	// call a budget of its own of DefaultTemplateBudget bytes; a node
 	// executor sets one budget for all of its node's templates.
@@ -662,6 +678,14 @@ func find(ref Reference, ctx TemplateContext) (any, error) {
 		return ctx.ExecutionID, nil
 	case RootWorkspace:
 		return ctx.WorkspaceID, nil
+	case RootItem, RootIndex:
+		if ctx.Iteration == nil {
+			return nil, &MissingPathError{Path: ref.String(), Reason: "item and index are only set in a FOR_EACH node's template"}
+		}
+		if ref.Root == RootIndex {
+			return json.Number(strconv.Itoa(ctx.Iteration.Index)), nil
+		}
+		cur = ctx.Iteration.Item
 	default:
 		return nil, fmt.Errorf("template: unknown root %q", ref.Root)
 	}

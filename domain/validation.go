@@ -29,6 +29,19 @@ func (p Problem) String() string {
 	return p.Path + ": " + p.Message
 }
 
+// FieldError is a request value the schema accepts but a rule refuses: a
+// notBefore past the horizon, a cron expression that does not parse, a
+// batch too large. Field is the JSON pointer of the value.
+type FieldError struct {
+	// Field is the JSON pointer of the value at fault.
+	Field string
+	// Message says what is wrong with it.
+	Message string
+}
+
+// Error says which field and what is wrong with it.
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
 // ValidationError lists every problem found in a document. Validation does
 // not stop at the first problem, so a user can fix a graph in one round trip
 // instead of one per mistake.

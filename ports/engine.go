@@ -61,6 +61,7 @@ type WorkflowEngine interface {
 	// close status alone cannot tell.
 	WorkflowResult(ctx context.Context, executionID domain.ID) (status domain.ExecutionStatus, errMsg string, err error)
 	CancelWorkflow(ctx context.Context, executionID domain.ID) error
+	EventSender
 	HealthCheck
 }
 

@@ -20,6 +20,9 @@ type Enqueue struct {
 	IdempotencyKey string
 	// RequestHash identifies the body sent under IdempotencyKey.
 	RequestHash []byte
+	// NotBefore, when set, keeps the item PENDING and unclaimed until then
+	// (its available_at, on database time, never before now).
+	NotBefore *time.Time
 	// Quotas holds the pending-items and stored-items quotas per plan; a
 	// plan they lack has none. Enqueue reads the workspace's plan, PENDING
 	// and stored counts under the workspace's counter lock, so the quotas
@@ -32,6 +35,40 @@ type Enqueue struct {
 	ConcurrencyLimit int
 }
 
+// EnqueueBatch is what the bulk enqueue use case asks storage to write:
+// items of one definition into one workspace.
+type EnqueueBatch struct {
+	WorkspaceID  domain.ID
+	DefinitionID domain.ID
+	Items        []EnqueueBatchItem
+	Actor        domain.Actor
+	// Quotas are checked for the batch's size as Enqueue checks them for
+	// one item.
+	Quotas domain.Quotas
+}
+
+// EnqueueBatchItem is one item of a bulk enqueue.
+type EnqueueBatchItem struct {
+	ID       domain.ID
+	Input    json.RawMessage
+	Priority int
+	// NotBefore is as Enqueue's.
+	NotBefore *time.Time
+	// IdempotencyKey is empty when the item has none; keys are distinct
+	// within a batch.
+	IdempotencyKey string
+	RequestHash    []byte
+}
+
+// EnqueueResult is what a bulk enqueue did with one item.
+type EnqueueResult struct {
+	QueueID domain.ID
+	Status  domain.QueueStatus
+	// Replayed says the item's key was used before with the same request:
+	// QueueID is the original item.
+	Replayed bool
+}
+
 // QueueStore is the API's side of the dispatch queue.
 type QueueStore interface {
 	// Enqueue writes the queue item, its audit row and its idempotency
@@ -39,6 +76,14 @@ type QueueStore interface {
 	// already used for the same request hash it returns the original item
 	// and replayed=true; with a different hash, ErrConflict.
 	Enqueue(ctx context.Context, e Enqueue) (item domain.QueueItem, replayed bool, err error)
+	// EnqueueBatch writes a bulk enqueue's items and their audit rows in
+	// one statement, in one transaction with their idempotency records,
+	// after checking the batch's size against the quotas under the
+	// workspace's counter lock: all of it or none. A key already used for
+	// the same request hash answers its original item (Replayed); with a
+	// different hash the whole batch is refused with ErrConflict. Results
+	// are in the order of the items.
+	EnqueueBatch(ctx context.Context, b EnqueueBatch) ([]EnqueueResult, error)
 	GetQueueItem(ctx context.Context, id domain.ID) (domain.QueueItem, error)
 	// WaitFigures reads what the workspace's PENDING items wait on: its
 	// limit and RUNNING count, and the RUNNING count of each key.
@@ -70,6 +115,9 @@ type ExecutionFilter struct {
 	// QueueID names the item an execution was started from: at most one
 	// execution matches.
 	QueueID *domain.ID
+	// WaitingForEvent keeps only RUNNING executions with a WAIT_FOR_EVENT
+	// node waiting.
+	WaitingForEvent bool
 }
 
 // IdempotencyKeyStore keeps the API's Idempotency-Keys, which Enqueue

@@ -32,9 +32,22 @@ type RunNodeInput struct {
 	Node        domain.Node
 	Input       json.RawMessage
 	Steps       map[string]json.RawMessage
+	// OutboundAdmit has the activity admit its call at the host's rate
+	// just before it goes (executions under outboundHostWaitVersion).
+	OutboundAdmit bool `json:",omitempty"`
+	// KeyPrefix starts the node's record key in a SUB_WORKFLOW's child.
+	KeyPrefix string `json:",omitempty"`
+	// Iteration is set on a FOR_EACH iteration: its element and index.
+	Iteration *IterationInput `json:",omitempty"`
 	// size is the bytes of data the input carries, its config and what its
 	// templates read, as the workflow measured them; not sent.
 	size int
+}
+
+// IterationInput is the element and index one FOR_EACH iteration runs on.
+type IterationInput struct {
+	Index int
+	Item  json.RawMessage
 }
 
 // RunNodeOutput is a node's output, as JSON.
@@ -89,9 +102,12 @@ type Activities struct {
 	executors map[domain.NodeType]ports.NodeExecutor
 	// slots keep the workspaces' shares of the external-API worker; nil
 	// grants every slot.
-	slots   ports.NodeSlots
-	metrics *NodeMetrics
-	tracer  trace.Tracer
+	slots ports.NodeSlots
+	// outbound holds HTTP nodes to their workspace's host limits and
+	// pauses; nil lets every call go.
+	outbound ports.OutboundGate
+	metrics  *NodeMetrics
+	tracer   trace.Tracer
 	// PayloadLimit is the largest node output, in bytes, handed back to
 	// Temporal (Limits.PayloadLimit); DefaultPayloadLimit when zero.
 	PayloadLimit int
@@ -209,7 +225,7 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	}
 	info := activity.GetInfo(ctx)
 	started := time.Now()
-	rec := domain.NodeRecord{Key: in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
+	rec := domain.NodeRecord{Key: in.KeyPrefix + in.Node.Key, Type: in.Node.Type, Status: domain.NodeRunning, Attempt: int(info.Attempt), StartedAt: &started}
 	if err = a.runs.NodeStarted(ctx, execID, rec); err != nil {
 		return RunNodeOutput{}, err
 	}
@@ -220,6 +236,9 @@ func (a *Activities) RunNode(ctx context.Context, in RunNodeInput) (RunNodeOutpu
 	defer stop()
 	go heartbeat(hbCtx)
 
+	if err = a.admitOutbound(ctx, in); err != nil {
+		return RunNodeOutput{}, err
+	}
 	input, out, err := a.runNode(ctx, in)
 	if err != nil {
 		return RunNodeOutput{}, err
@@ -268,6 +287,9 @@ func (a *Activities) runNode(ctx context.Context, in RunNodeInput) (input any, o
 			// executor made of it; returning the context's error lets
 			// Temporal report a cancellation as one.
 			return nil, nil, ctx.Err()
+		}
+		if ra := retryAfterApplicationError(err); ra != nil {
+			return nil, nil, ra
 		}
 		var p *ports.PermanentError
 		if errors.As(err, &p) {
@@ -355,6 +377,13 @@ func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
 			return tc, fmt.Errorf("output of %s: %w", k, err)
 		}
 		tc.Steps[k] = v
+	}
+	if it := in.Iteration; it != nil {
+		v, err := domain.DecodeJSON(it.Item)
+		if err != nil {
+			return tc, fmt.Errorf("item %d: %w", it.Index, err)
+		}
+		tc.Iteration = &domain.TemplateIteration{Item: v, Index: it.Index}
 	}
 	return tc, nil
 }

@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -179,6 +180,20 @@ func (e *WorkflowClient) CancelWorkflow(ctx context.Context, executionID domain.
 		return err
 	}
 	err := e.client.CancelWorkflow(ctx, WorkflowID(executionID), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w: workflow %s", ports.ErrNotFound, WorkflowID(executionID))
+	}
+	return classify(err)
+}
+
+// SendEvent signals event name, with its payload, to the execution's
+// workflow (EventSignalName); a workflow that is gone is ErrNotFound.
+func (e *WorkflowClient) SendEvent(ctx context.Context, executionID domain.ID, name string, payload json.RawMessage) error {
+	if err := e.initialize(ctx); err != nil {
+		return err
+	}
+	err := e.client.SignalWorkflow(ctx, WorkflowID(executionID), "", EventSignalName(name), EventSignal{Payload: payload})
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return fmt.Errorf("%w: workflow %s", ports.ErrNotFound, WorkflowID(executionID))

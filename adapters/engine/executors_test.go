@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -75,11 +78,11 @@ func (e fakeHTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, a
 		return nil, nil, ports.Permanent("invalid_config", err)
 	}
 	in := map[string]any{"method": cfg.Method}
-	url, err := domain.Resolve(cfg.URL, run.Context)
+	target, err := domain.Resolve(cfg.URL, run.Context)
 	if err != nil {
 		return in, nil, ports.Permanent("template", fmt.Errorf("url: %w", err))
 	}
-	in["url"] = asText(url)
+	in["url"] = asText(target)
 	headers := map[string]string{}
 	for name, value := range cfg.Headers {
 		v, err := domain.Resolve(value, run.Context)
@@ -105,7 +108,7 @@ func (e fakeHTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, a
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout.Std())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, cfg.Method, asText(url), body)
+	req, err := http.NewRequestWithContext(ctx, cfg.Method, asText(target), body)
 	if err != nil {
 		return in, nil, ports.Permanent("invalid_request", err)
 	}
@@ -122,6 +125,11 @@ func (e fakeHTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, a
 		return in, nil, err
 	}
 	what := cfg.Method + " " + req.URL.String()
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 &&
+		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		return in, nil, &ports.RetryAfterError{Host: req.URL.Hostname(), Wait: time.Duration(secs) * time.Second,
+			Err: fmt.Errorf("%s: status %d, Retry-After %d", what, resp.StatusCode, secs)}
+	}
 	switch {
 	case resp.StatusCode >= 500:
 		return in, nil, fmt.Errorf("%s: status %d", what, resp.StatusCode)
@@ -138,6 +146,23 @@ func (e fakeHTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, a
 		parsed = v
 	}
 	return in, map[string]any{"status": resp.StatusCode, "headers": respHeaders, "body": parsed}, nil
+}
+
+// TargetHost names the host of the node's URL as it resolves.
+func (fakeHTTPRequest) TargetHost(run ports.NodeRun) (string, bool) {
+	cfg, err := domain.DecodeHTTPRequestConfig(run.Node.Config)
+	if err != nil {
+		return "", false
+	}
+	v, err := domain.Resolve(cfg.URL, run.Context)
+	if err != nil {
+		return "", false
+	}
+	u, err := url.Parse(asText(v))
+	if err != nil {
+		return "", false
+	}
+	return u.Hostname(), true
 }
 
 // asText renders a resolved template value for a URL or a header: a string

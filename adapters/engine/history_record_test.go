@@ -56,7 +56,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 
-	var flaky atomic.Int32
+	var flaky, busy atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/orders":
@@ -65,6 +65,13 @@ func TestRecordHistories(t *testing.T) {
 		case "/flaky":
 			if flaky.Add(1) < 3 {
 				http.Error(w, "try later", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprint(w, `{"ok": true}`)
+		case "/busy":
+			if busy.Add(1) == 1 {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "slow down", http.StatusTooManyRequests)
 				return
 			}
 			fmt.Fprint(w, `{"ok": true}`)
@@ -77,6 +84,11 @@ func TestRecordHistories(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	store := newMemStore()
+	child, err := domain.DecodeGraph([]byte(`{"nodes": [{"key": "greet", "type": "TRANSFORM", "config": {"output": "hello {{ input.who }}"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.addDefinition(recordChildDefinition, recordWorkspace, child)
 	queues := NewTaskQueues("sluice-history-" + uuid.NewString()[:8] + ".")
 	ws := NewWorkers(c, WorkerConfig{
 		Queues: queues, ServeWorkflows: true, ServeExternalAPI: true,
@@ -224,12 +236,72 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionCompleted,
 		},
 		{
+			// An HTTP node whose first turn at its host waits 1 s (the
+			// host's rate) and whose first call is not admitted as it
+			// goes (0.5 s), then answered 429 with Retry-After: 1: it
+			// pauses the host, waits the pause out and completes.
+			name:  "http_node_waits_for_its_host_turn_and_a_retry_after",
+			graph: fmt.Sprintf(`{"nodes": [{"key": "busy", "type": "HTTP_REQUEST", "config": {"url": "%s/busy"}}]}`, srv.URL),
+			want:  domain.ExecutionCompleted,
+		},
+		{
 			// The completion refused on every attempt: the execution is
 			// recorded FAILED without its last records.
 			name:          "completion_refused_then_recorded_failed",
 			graph:         `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
 			refuseSuccess: true,
 			want:          domain.ExecutionFailed,
+		},
+		{
+			// Two FOR_EACHs of three (HTTP and TRANSFORM iterations), six
+			// iterations over FREE's four nodes in flight, joined by a TRANSFORM.
+			name: "for_each_http_and_transform",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "calls", "type": "FOR_EACH", "config": {"items": "{{ input.ids }}", "node": {"type": "HTTP_REQUEST", "config": {"url": "%s/orders?id={{ item }}"}}}},
+					{"key": "shapes", "type": "FOR_EACH", "config": {"items": "{{ input.ids }}", "node": {"type": "TRANSFORM", "config": {"output": {"i": "{{ index }}", "id": "{{ item }}"}}}}},
+					{"key": "join", "type": "TRANSFORM", "config": {"output": ["{{ steps.calls.output[0].status }}", "{{ steps.shapes.output[2].id }}"]}}
+				],
+				"edges": [{"from": "calls", "to": "join"}, {"from": "shapes", "to": "join"}]
+			}`, srv.URL),
+			input: `{"ids": [1, 2, 3]}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			// One WAIT_FOR_EVENT signalled before it starts (behind a
+			// DELAY), one that times out onto its false branch.
+			name: "wait_for_event_signalled_and_timed_out",
+			graph: `{
+				"nodes": [
+					{"key": "pause", "type": "DELAY", "config": {"duration": "1s"}},
+					{"key": "approve", "type": "WAIT_FOR_EVENT", "config": {"event": "approval"}},
+					{"key": "late", "type": "WAIT_FOR_EVENT", "config": {"event": "never", "timeout": "2s"}},
+					{"key": "used", "type": "TRANSFORM", "config": {"output": "{{ steps.approve.output.by }}"}},
+					{"key": "gave-up", "type": "TRANSFORM", "config": {"output": "timed out"}}
+				],
+				"edges": [{"from": "pause", "to": "approve"}, {"from": "approve", "to": "used"}, {"from": "late", "to": "gave-up", "when": false}]
+			}`,
+			during: func(t *testing.T, execID domain.ID) {
+				if err := c.SignalWorkflow(context.Background(), WorkflowID(execID), "", EventSignalName("approval"),
+					EventSignal{Payload: []byte(`{"by": "ada"}`)}); err != nil {
+					t.Errorf("signalling: %v", err)
+				}
+			},
+			want: domain.ExecutionCompleted,
+		},
+		{
+			// A SUB_WORKFLOW whose child reads its input, and a TRANSFORM
+			// reading the child's output.
+			name: "sub_workflow_then_transform",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "sub", "type": "SUB_WORKFLOW", "config": {"definition": "%s", "input": {"who": "{{ input.name }}"}}},
+					{"key": "after", "type": "TRANSFORM", "config": {"output": "{{ steps.sub.output.greet }}!"}}
+				],
+				"edges": [{"from": "sub", "to": "after"}]
+			}`, recordChildDefinition),
+			input: `{"name": "ada"}`,
+			want:  domain.ExecutionCompleted,
 		},
 		{
 			// A dispatcher that could not fit the graph in the input.
@@ -261,7 +333,7 @@ func TestRecordHistories(t *testing.T) {
 			}
 			execID, defID := domain.ID(uuid.New()), domain.ID(uuid.New())
 			store.addRun(defID, execID, 1, g)
-			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: uuid.NewString(), DefinitionID: defID.String(), Version: 1, Plan: domain.PlanFree}
+			in := ExecutionInput{ExecutionID: execID.String(), WorkspaceID: recordWorkspace.String(), DefinitionID: defID.String(), Version: 1, Plan: domain.PlanFree}
 			if !sc.loadGraph {
 				in.Graph = []byte(sc.graph)
 			}
@@ -320,6 +392,64 @@ func (r *refusedOnce) AcquireNodeSlot(_ context.Context, s ports.NodeSlot, _ int
 
 func (r *refusedOnce) ReleaseNodeSlot(context.Context, ports.NodeSlot) error { return nil }
 
+// firstTurnWaits makes each workspace+host's first turn wait a second and
+// its first call's admission half a second, and keeps pauses in memory,
+// so a recorded history takes every wait.
+type firstTurnWaits struct {
+	mu       sync.Mutex
+	tried    map[string]bool
+	admitted map[string]bool
+	paused   map[string]time.Time
+}
+
+func (g *firstTurnWaits) TakeOutboundTurn(_ context.Context, ws domain.ID, host string, holdsSlot bool) (ports.OutboundTurn, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := ws.String() + "/" + host
+	if until, ok := g.paused[key]; ok && time.Until(until) > 0 {
+		return ports.OutboundTurn{Wait: time.Until(until)}, nil
+	}
+	if g.tried == nil {
+		g.tried = map[string]bool{}
+	}
+	if !g.tried[key] && !holdsSlot {
+		g.tried[key] = true
+		return ports.OutboundTurn{Wait: time.Second, Reserved: true}, nil
+	}
+	return ports.OutboundTurn{}, nil
+}
+
+func (g *firstTurnWaits) AdmitOutboundCall(_ context.Context, ws domain.ID, host string) (time.Duration, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := ws.String() + "/" + host
+	if g.admitted == nil {
+		g.admitted = map[string]bool{}
+	}
+	if !g.admitted[key] {
+		g.admitted[key] = true
+		return 500 * time.Millisecond, nil
+	}
+	return 0, nil
+}
+
+func (g *firstTurnWaits) PauseOutboundHost(_ context.Context, ws domain.ID, host string, wait time.Duration, _ int) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.paused == nil {
+		g.paused = map[string]time.Time{}
+	}
+	g.paused[ws.String()+"/"+host] = time.Now().Add(wait)
+	return true, nil
+}
+
+// The workspace of the recorded runs, and the definition their
+// SUB_WORKFLOWs run.
+var (
+	recordWorkspace       = domain.ID(uuid.MustParse("7d1e6b0e-54a3-4c1f-9c55-2f3f3a8f0a01"))
+	recordChildDefinition = domain.ID(uuid.MustParse("0b6f5a2c-8d3e-4f7a-a1b2-c3d4e5f60718"))
+)
+
 // writeHistory fetches a closed workflow's history and writes it as the
 // JSON the replayer (and `temporal workflow show --output json`) uses.
 func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID, path string) {
@@ -349,7 +479,7 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID
 // newRecordingActivities are the activities the recorder's worker runs,
 // with the recorder's payload limit.
 func newRecordingActivities(store *memStore) *Activities {
-	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler)), fakeExecutors(), WithNodeSlots(&refusedOnce{}))
+	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler), app.WithDefinitions(store)), fakeExecutors(), WithNodeSlots(&refusedOnce{}), WithOutboundGate(&firstTurnWaits{}))
 	a.PayloadLimit = 1000
 	return a
 }

@@ -24,9 +24,11 @@ import (
 // item. It also keeps every FinishExecution call, so tests can check what
 // the workflow asked for and not just the final row.
 type memStore struct {
-	mu         sync.Mutex
-	versions   map[string]domain.Graph // "<definition>/<version>"
-	executions map[domain.ID]*memExecution
+	mu       sync.Mutex
+	versions map[string]domain.Graph // "<definition>/<version>"
+	// definitions are those SUB_WORKFLOWs run (addDefinition).
+	definitions map[domain.ID]domain.Definition
+	executions  map[domain.ID]*memExecution
 	// items holds each run's queue item by execution id.
 	items       map[domain.ID]*domain.QueueItem
 	completions []completion
@@ -78,6 +80,29 @@ func (s *memStore) recordNodes(executionID domain.ID, nodes []domain.NodeRecord)
 
 func newMemStore() *memStore {
 	return &memStore{versions: map[string]domain.Graph{}, executions: map[domain.ID]*memExecution{}, items: map[domain.ID]*domain.QueueItem{}}
+}
+
+// addDefinition stores definition id of workspace ws at version 1 with
+// graph, for SUB_WORKFLOWs to run.
+func (s *memStore) addDefinition(id, ws domain.ID, g domain.Graph) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.definitions == nil {
+		s.definitions = map[domain.ID]domain.Definition{}
+	}
+	s.definitions[id] = domain.Definition{ID: id, WorkspaceID: ws, CurrentVersion: 1, Graph: g}
+	s.versions[fmt.Sprintf("%s/%d", id, 1)] = g
+}
+
+// GetDefinition returns a definition addDefinition stored.
+func (s *memStore) GetDefinition(_ context.Context, id domain.ID) (domain.Definition, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.definitions[id]
+	if !ok {
+		return domain.Definition{}, ports.ErrNotFound
+	}
+	return d, nil
 }
 
 // addRun stores a definition version with graph and a RUNNING execution of

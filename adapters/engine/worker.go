@@ -126,6 +126,9 @@ func registerActivities(w worker.ActivityRegistry, acts *Activities) {
 	w.RegisterActivityWithOptions(acts.CompleteExecution, activity.RegisterOptions{Name: completeActivity})
 	w.RegisterActivityWithOptions(acts.AcquireNodeSlot, activity.RegisterOptions{Name: acquireNodeSlotActivity})
 	w.RegisterActivityWithOptions(acts.ReleaseNodeSlot, activity.RegisterOptions{Name: releaseNodeSlotActivity})
+	w.RegisterActivityWithOptions(acts.OutboundTurn, activity.RegisterOptions{Name: outboundTurnActivity})
+	w.RegisterActivityWithOptions(acts.PauseOutboundHost, activity.RegisterOptions{Name: pauseOutboundHostActivity})
+	w.RegisterActivityWithOptions(acts.LoadSubWorkflow, activity.RegisterOptions{Name: loadSubWorkflowActivity})
 }
 
 // Start starts every worker; on failure it stops those already started.

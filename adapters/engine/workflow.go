@@ -25,6 +25,9 @@ const (
 	completeActivity        = "CompleteExecution"
 	acquireNodeSlotActivity = "AcquireNodeSlot"
 	releaseNodeSlotActivity = "ReleaseNodeSlot"
+	outboundTurnActivity    = "OutboundTurn"
+	// pauseOutboundHostActivity is the local activity that pauses a host.
+	pauseOutboundHostActivity = "PauseOutboundHost"
 )
 
 // workspaceShareVersion is the GetVersion change id of the workspace's
@@ -46,12 +49,16 @@ type ExecutionInput struct {
 	// Graph is the version's graph as stored; when empty the workflow
 	// loads it through the LoadGraph local activity.
 	Graph json.RawMessage `json:",omitempty"`
+	// Parent is set on a SUB_WORKFLOW's child run.
+	Parent *ParentRun `json:",omitempty"`
 }
 
 // ExecutionResult is what the workflow returns: the status it recorded.
 type ExecutionResult struct {
 	Status domain.ExecutionStatus
 	Error  string
+	// Output is a child run's outputs (see finishChild).
+	Output json.RawMessage `json:",omitempty"`
 }
 
 // RetryConfig is how node activities are retried. It is read from the
@@ -102,6 +109,13 @@ type Limits struct {
 	// counted at PayloadLimit until its result is known. Never below
 	// PayloadLimit.
 	TaskLimit int
+	// OutboundPauses bound how long an upstream's Retry-After holds a
+	// node, and how many hosts a workspace may have paused at once.
+	// Executions recorded before them read zero, and the defaults apply.
+	OutboundPauses domain.OutboundPauses
+	// ForEachItems caps, per plan, the elements one FOR_EACH runs over
+	// (domain.DefaultForEachItems when empty).
+	ForEachItems map[domain.Plan]int
 }
 
 // Default limits.
@@ -127,11 +141,12 @@ func DefaultWorkspaceNodesInFlight() map[domain.Plan]int {
 	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}
 }
 
-// DefaultLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight
-// and the default payload and history limits.
+// DefaultLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight,
+// the default payload and history limits and domain.DefaultOutboundPauses.
 func DefaultLimits() Limits {
 	return Limits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
-		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, TaskLimit: DefaultTaskLimit}
+		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, TaskLimit: DefaultTaskLimit,
+		OutboundPauses: domain.DefaultOutboundPauses()}
 }
 
 // withDefaults fills unset limits with the defaults.
@@ -143,6 +158,9 @@ func (l Limits) withDefaults() Limits {
 	if len(l.WorkspaceNodesInFlight) == 0 {
 		l.WorkspaceNodesInFlight = d.WorkspaceNodesInFlight
 	}
+	if len(l.ForEachItems) == 0 {
+		l.ForEachItems = domain.DefaultForEachItems()
+	}
 	if l.PayloadLimit <= 0 {
 		l.PayloadLimit = d.PayloadLimit
 	}
@@ -153,6 +171,7 @@ func (l Limits) withDefaults() Limits {
 		l.TaskLimit = d.TaskLimit
 	}
 	l.TaskLimit = max(l.TaskLimit, l.PayloadLimit+taskShareOverhead)
+	l.OutboundPauses = l.OutboundPauses.WithDefaults()
 	return l
 }
 
@@ -196,6 +215,9 @@ type nodeOutcome struct {
 	// recorded is set when the node's own activity wrote its COMPLETED
 	// record (HTTP_REQUEST); otherwise the workflow writes it.
 	recorded bool
+	// branch is the branch a WAIT_FOR_EVENT's outcome took (see
+	// completeIn); nil for other nodes.
+	branch *bool
 }
 
 // Execution runs one execution's DAG: every ready node at once, up to the
@@ -243,6 +265,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 			return run.finish(domain.ExecutionFailed, "execution input: "+err.Error())
 		}
 	}
+	run.edges = graph.Edges
 	run.types = make(map[string]domain.NodeType, len(graph.Nodes))
 	run.readers = map[string]int{}
 	for _, n := range graph.Nodes {
@@ -251,6 +274,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 			run.readers[key]++
 		}
 	}
+	run.retainLeaves(graph)
 
 	failure, held := run.drive(sched)
 	switch {
@@ -305,6 +329,8 @@ type executionRun struct {
 	retry       RetryConfig
 	limits      Limits
 	types       map[string]domain.NodeType
+	// edges are the graph's, for the branches a node may take.
+	edges []domain.Edge
 	// input is the execution's input and outputs the completed nodes'
 	// outputs, decoded, from which each node gets the parts it reads. An
 	// output is kept only while a node that reads it has still to start:
@@ -319,6 +345,10 @@ type executionRun struct {
 	// without one record no version marker.
 	share        int
 	shareDecided bool
+	// outbound is set for executions started under outboundHostWaitVersion
+	// (decided with share): HTTP nodes wait for their host's turn and
+	// through an upstream's Retry-After (runOutbound).
+	outbound bool
 	// pending are records decided but not yet written; see flush.
 	pending []NodeRecordInput
 	last    nodeOutcome
@@ -326,6 +356,11 @@ type executionRun struct {
 	// task sizes each workflow task, and the completion's retries end.
 	bounded bool
 	task    taskShare
+	// leaves are a child run's nodes nothing reads: its outputs.
+	leaves []string
+	// busy counts the node activities in flight, against the plan's
+	// nodes in flight: drive's nodes and FOR_EACH iterations alike.
+	busy int
 }
 
 // taskShare is what the current workflow task carries back to Temporal,
@@ -354,7 +389,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	sel := workflow.NewSelector(r.ctx)
 	capacity := r.limits.inFlight(r.in.Plan)
 	var ready []domain.Node
-	pending, busy, local := 0, 0, 0
+	pending, local := 0, 0
 	failure := ""
 	for {
 		waitingForTask := false
@@ -367,7 +402,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 			r.observeTask()
 			held := ready[:0]
 			for _, n := range ready {
-				if n.Type != domain.NodeDelay && busy >= capacity {
+				if holdsSlot(n.Type) && r.busy >= capacity {
 					held = append(held, n)
 					continue
 				}
@@ -382,8 +417,8 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 				} else {
 					r.launch(sel, n)
 				}
-				if n.Type != domain.NodeDelay {
-					busy++
+				if holdsSlot(n.Type) {
+					r.busy++
 				}
 				if isPure(n.Type) {
 					local++
@@ -412,8 +447,8 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 		}
 		sel.Select(r.ctx)
 		pending--
-		if t := r.last.node.Type; t != domain.NodeDelay {
-			busy--
+		if t := r.last.node.Type; holdsSlot(t) {
+			r.busy--
 			if isPure(t) {
 				local--
 				r.pureEnded(r.last)
@@ -491,7 +526,7 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 		if err != nil {
 			out = nil
 		}
-		skipped, err := sched.Completed(key, out)
+		skipped, err := completeIn(sched, o, out)
 		if err == nil {
 			if r.readers[key] > 0 {
 				r.outputs[key] = out
@@ -583,6 +618,9 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		})
 		return
 	}
+	if r.launchComposite(sel, n, in) {
+		return
+	}
 	r.started(n)
 	if isPure(n.Type) {
 		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
@@ -612,16 +650,14 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
 		opts.TaskQueue = r.retry.ExternalAPITaskQueue
 	}
-	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
-		r.shareDecided = true
-		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
-			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
-		}
-	}
+	r.decideShare(n)
 	var f workflow.Future
-	if r.share > 0 && n.Type == domain.NodeHTTPRequest {
+	switch {
+	case r.outbound && n.Type == domain.NodeHTTPRequest:
+		f = r.runOutbound(n, opts, in)
+	case r.share > 0 && n.Type == domain.NodeHTTPRequest:
 		f = r.runInShare(n, opts, in)
-	} else {
+	default:
 		f = workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, in)
 	}
 	sel.AddFuture(f, func(f workflow.Future) {
@@ -629,6 +665,18 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		err := f.Get(r.ctx, &out)
 		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
 	})
+}
+
+// decideShare decides, at the run's first HTTP node, whether its HTTP
+// nodes take a slot of the workspace's share (workspaceShareVersion).
+func (r *executionRun) decideShare(n domain.Node) {
+	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
+		r.shareDecided = true
+		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
+			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
+		}
+		r.outbound = workflow.GetVersion(r.ctx, outboundHostWaitVersion, workflow.DefaultVersion, 1) == 1
+	}
 }
 
 // Waits for a slot of the workspace's share start at a second and double
@@ -646,33 +694,37 @@ const (
 // activity's would.
 func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
 	f, settle := workflow.NewFuture(r.ctx)
-	attempts := time.Duration(max(1, r.retry.MaximumAttempts))
-	slot := NodeSlotInput{
-		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: n.Key, Share: r.share,
-		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
-	}
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
-		for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
-			var taken bool
-			if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), acquireNodeSlotActivity, slot).Get(ctx, &taken); err != nil {
-				settle.SetError(err)
-				return
-			}
-			if taken {
-				break
-			}
-			if err := workflow.Sleep(ctx, wait); err != nil {
-				settle.SetError(err)
-				return
-			}
-		}
-		var out RunNodeOutput
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in).Get(ctx, &out)
-		release, _ := workflow.NewDisconnectedContext(ctx)
-		_ = workflow.ExecuteLocalActivity(bookkeeping(release), releaseNodeSlotActivity, slot).Get(release, nil)
-		settle.Set(out, err)
+		settle.Set(r.inShare(ctx, n, opts, in))
 	})
 	return f
+}
+
+// inShare runs an HTTP node's activity within its workspace's share, as
+// runInShare describes, and returns the activity's result.
+func (r *executionRun) inShare(ctx workflow.Context, n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) (RunNodeOutput, error) {
+	attempts := time.Duration(max(1, r.retry.MaximumAttempts))
+	slot := NodeSlotInput{
+		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, NodeKey: r.keyPrefix() + n.Key, Share: r.share,
+		Lease: attempts*(opts.StartToCloseTimeout+r.retry.MaximumInterval) + time.Minute,
+	}
+	for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
+		var taken bool
+		if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), acquireNodeSlotActivity, slot).Get(ctx, &taken); err != nil {
+			return RunNodeOutput{}, err
+		}
+		if taken {
+			break
+		}
+		if err := workflow.Sleep(ctx, wait); err != nil {
+			return RunNodeOutput{}, err
+		}
+	}
+	var out RunNodeOutput
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in).Get(ctx, &out)
+	release, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.ExecuteLocalActivity(bookkeeping(release), releaseNodeSlotActivity, slot).Get(release, nil)
+	return out, err
 }
 
 // started notes that n has its input: an upstream output it read is
@@ -696,7 +748,7 @@ func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 			"history_too_large", nil)
 	}
 	reads := domain.ReadsOf(n)
-	in := RunNodeInput{ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n}
+	in := RunNodeInput{ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n, KeyPrefix: r.keyPrefix()}
 	size := len(n.Config)
 	if len(reads.Input) > 0 {
 		raw, err := pickJSON(r.input, reads.Input, r.in.Input)
@@ -803,6 +855,7 @@ func (r *executionRun) takePending() []NodeRecordInput {
 		}
 	}
 	r.pending = nil
+	r.prefixKeys(out)
 	return out
 }
 
@@ -843,6 +896,9 @@ func (r *executionRun) cancelled(unrun []string) (ExecutionResult, error) {
 // records: that small write is retried until it succeeds, and frees the
 // slot.
 func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (ExecutionResult, error) {
+	if r.in.Parent != nil {
+		return r.finishChild(status, msg)
+	}
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
 	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending()}
 	if !r.bounded {

@@ -65,6 +65,7 @@ func queueOut(q domain.QueueItem, w *domain.Waiting) api.QueueItem {
 		ID: uuid.UUID(q.ID), WorkspaceID: uuid.UUID(q.WorkspaceID), WorkflowDefinitionID: uuid.UUID(q.DefinitionID), Status: api.QueueStatus(q.Status),
 		Priority: q.Priority, AttemptCount: q.AttemptCount, DispatchFailures: q.DispatchFailures, ExecutionID: (*uuid.UUID)(q.ExecutionID),
 		CreatedAt: q.CreatedAt, AvailableAt: q.AvailableAt, ClaimedAt: q.ClaimedAt, DispatchedAt: q.DispatchedAt,
+		ScheduleID: (*uuid.UUID)(q.ScheduleID), ScheduleTick: q.ScheduleTick,
 	}
 	if q.LastError != "" {
 		msg := q.LastError

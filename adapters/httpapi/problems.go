@@ -51,6 +51,7 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 	var tooLarge *http.MaxBytesError
 	var bad *badRequestError
 	var quota *domain.QuotaError
+	var field *domain.FieldError
 	switch {
 	case errors.As(err, &quota):
 		var fields []api.FieldError
@@ -75,8 +76,14 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusNotFound, "not-found", "Not found", err.Error(), nil)
 	case errors.Is(err, ports.ErrConflict):
 		writeProblem(w, http.StatusConflict, "idempotency-conflict", "Conflict", err.Error(), nil)
+	case errors.Is(err, domain.ErrScheduleState):
+		writeProblem(w, http.StatusConflict, "schedule-state", "Conflict", err.Error(), nil)
+	case errors.Is(err, app.ErrNotWaiting):
+		writeProblem(w, http.StatusConflict, "not-waiting", "Conflict", err.Error(), nil)
 	case errors.Is(err, app.ErrFinished):
 		writeProblem(w, http.StatusConflict, "already-finished", "Conflict", err.Error(), nil)
+	case errors.As(err, &field):
+		writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", field.Error(), []api.FieldError{{Path: field.Field, Message: field.Message}})
 	case errors.As(err, &bad):
 		writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, []api.FieldError{{Path: bad.path, Message: bad.message}})
 	case statementCancelled(err):

@@ -350,6 +350,7 @@ func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionR
 	if req.Body.Priority != nil {
 		in.Priority = *req.Body.Priority
 	}
+	in.NotBefore = req.Body.NotBefore
 	if req.Params.IdempotencyKey != nil {
 		// Header values may carry any byte above 0x7f; Postgres text takes
 		// only UTF-8, and refused the key with a 500.
@@ -363,6 +364,34 @@ func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionR
 		return nil, err
 	}
 	return api.EnqueueExecution202JSONResponse{QueueID: uuid.UUID(q.ID), Status: api.QueueStatus(q.Status)}, nil
+}
+
+// EnqueueExecutionBatch enqueues a batch of executions of one definition.
+func (s *Server) EnqueueExecutionBatch(ctx context.Context, req api.EnqueueExecutionBatchRequestObject) (api.EnqueueExecutionBatchResponseObject, error) {
+	in := app.EnqueueBatchRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), DefinitionID: domain.ID(req.Body.WorkflowDefinitionID),
+		Items: make([]app.EnqueueBatchItem, len(req.Body.Items))}
+	for i, it := range req.Body.Items {
+		item := app.EnqueueBatchItem{NotBefore: it.NotBefore}
+		if it.Input != nil {
+			item.Input = *it.Input
+		}
+		if it.Priority != nil {
+			item.Priority = *it.Priority
+		}
+		if it.IdempotencyKey != nil {
+			item.IdempotencyKey = *it.IdempotencyKey
+		}
+		in.Items[i] = item
+	}
+	results, err := s.app.Executions.EnqueueBatch(ctx, actorFrom(ctx), in)
+	if err != nil {
+		return nil, err
+	}
+	out := api.EnqueuedExecutionBatch{Items: make([]api.EnqueuedBatchItem, len(results))}
+	for i, r := range results {
+		out.Items[i] = api.EnqueuedBatchItem{QueueID: uuid.UUID(r.QueueID), Status: api.QueueStatus(r.Status), Replayed: r.Replayed}
+	}
+	return api.EnqueueExecutionBatch202JSONResponse(out), nil
 }
 
 // GetQueueItem shows a queue item.
@@ -491,6 +520,9 @@ func (s *Server) ListExecutions(ctx context.Context, req api.ListExecutionsReque
 		DefinitionID: (*domain.ID)(req.Params.WorkflowDefinitionID),
 		QueueID:      (*domain.ID)(req.Params.QueueID),
 	}
+	if req.Params.WaitingForEvent != nil {
+		filter.WaitingForEvent = *req.Params.WaitingForEvent
+	}
 	if req.Params.Status != nil {
 		st := domain.ExecutionStatus(*req.Params.Status)
 		filter.Status = &st
@@ -527,6 +559,22 @@ func (s *Server) CancelExecution(ctx context.Context, req api.CancelExecutionReq
 		return nil, err
 	}
 	return api.CancelExecution202JSONResponse{ID: req.ExecutionID, Status: api.CancelResponseStatus(outcome)}, nil
+}
+
+// SendEvent delivers an event to an execution's WAIT_FOR_EVENT node.
+func (s *Server) SendEvent(ctx context.Context, req api.SendEventRequestObject) (api.SendEventResponseObject, error) {
+	if msg := domain.CheckEventName(req.Body.Name); msg != "" {
+		return nil, badRequest("/name", msg)
+	}
+	var payload json.RawMessage
+	if req.Body.Payload != nil {
+		payload = json.RawMessage(*req.Body.Payload)
+	}
+	key, err := s.app.Events.Send(ctx, actorFrom(ctx), domain.ID(req.ExecutionID), req.Body.Name, payload)
+	if err != nil {
+		return nil, err
+	}
+	return api.SendEvent202JSONResponse{ExecutionID: req.ExecutionID, Name: req.Body.Name, NodeKey: key}, nil
 }
 
 const defaultPageSize = 50

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// HTTPRequest runs HTTP_REQUEST nodes. A 4xx answer is a permanent failure;
+// HTTPRequest runs HTTP_REQUEST nodes. A 429 or 503 with a Retry-After it
+// can read is a ports.RetryAfterError, which the engine waits out without
+// spending an attempt. Otherwise a 4xx answer is a permanent failure;
 // a 5xx, a timeout or a network error is returned as retryable so that
 // Temporal retries it with backoff. A target the network guard refuses, a
 // redirect past MaxRedirects and an answer over a size limit are permanent.
@@ -139,6 +142,9 @@ func (h *HTTPRequest) execute(ctx context.Context, run ports.NodeRun) (httpInput
 		out.Headers[strings.ToLower(k)] = resp.Header.Get(k)
 	}
 	out.Headers = domain.RedactHeaders(out.Headers)
+	if err := retryAfter(resp, req.URL, what, time.Now()); err != nil {
+		return in, nil, err
+	}
 	switch {
 	case resp.StatusCode >= 500:
 		return in, nil, fmt.Errorf("http %s: server error %d", what, resp.StatusCode)
@@ -285,4 +291,54 @@ func parseBody(contentType string, raw []byte) any {
 		}
 	}
 	return string(raw)
+}
+
+// retryAfterMax caps a Retry-After as read, far past any configured
+// maximum pause, so that no answer overflows a duration.
+const retryAfterMax = 24 * time.Hour
+
+// retryAfter is the RetryAfterError of a 429 or 503 that carries a
+// Retry-After the node can wait for: delay-seconds, or an HTTP date (a
+// date already passed asks for no wait). Any other answer gives nil and is
+// classified as before.
+func retryAfter(resp *http.Response, target *url.URL, what string, now time.Time) error {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return nil
+	}
+	value := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if value == "" {
+		return nil
+	}
+	var wait time.Duration
+	if secs, err := strconv.ParseUint(value, 10, 64); err == nil {
+		wait = time.Duration(min(secs, uint64(retryAfterMax/time.Second))) * time.Second
+	} else if at, err := http.ParseTime(value); err == nil {
+		wait = min(max(at.Sub(now), 0), retryAfterMax)
+	} else {
+		return nil
+	}
+	return &ports.RetryAfterError{
+		Host: domain.OutboundHostOf(target.Hostname()), Wait: wait,
+		Err: fmt.Errorf("http %s: %d with Retry-After %s", what, resp.StatusCode, value),
+	}
+}
+
+// TargetHost resolves the node's URL, as Execute would, and names its
+// host.
+func (h *HTTPRequest) TargetHost(run ports.NodeRun) (string, bool) {
+	cfg, err := domain.DecodeHTTPRequestConfig(run.Node.Config)
+	if err != nil {
+		return "", false
+	}
+	tc := run.Context
+	tc.Budget = domain.NewTemplateBudget(h.cfg.TemplateBudget)
+	in, err := resolveRequest(cfg, tc)
+	if err != nil {
+		return "", false
+	}
+	u, err := url.Parse(in.URL)
+	if err != nil || u.Hostname() == "" {
+		return "", false
+	}
+	return domain.OutboundHostOf(u.Hostname()), true
 }

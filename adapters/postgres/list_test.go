@@ -203,8 +203,8 @@ func TestListsAreServedByTheirIndexes(t *testing.T) {
 		// PENDING items are the claim's own partial index, in the same order.
 		{name: "PENDING after a cursor", query: queueList, index: "workflow_execution_queue_pending_idx", args: []any{ws, "PENDING", id, int16(2), now, 50}},
 		{name: "FAILED after a cursor", query: queueList, index: "workflow_execution_queue_status_list_idx", args: []any{ws, "FAILED", id, int16(2), now, 50}},
-		{name: "executions of a definition", query: executionList, index: "workflow_executions_definition_idx", args: []any{ws, nil, id, nil, nil, nil, 50}},
-		{name: "the execution of a queue item", query: executionList, index: "workflow_executions_queue_idx", args: []any{ws, nil, nil, id, nil, nil, 50}, oneRow: true},
+		{name: "executions of a definition", query: executionList, index: "workflow_executions_definition_idx", args: []any{ws, nil, id, nil, nil, nil, nil, 50}},
+		{name: "the execution of a queue item", query: executionList, index: "workflow_executions_queue_idx", args: []any{ws, nil, nil, id, nil, nil, nil, 50}, oneRow: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
 	"github.com/sluicehq/sluice/domain"
@@ -308,6 +309,7 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	rec := domain.QueueItem{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Input: r.Input,
 		Priority: int(r.Priority), CreatedAt: r.CreatedAt, ExecutionID: r.ExecutionID,
+		ScheduleID: r.ScheduleID, ScheduleTick: r.ScheduleTick,
 		QueueState: domain.QueueState{
 			Status: status, ClaimedAt: r.ClaimedAt, DispatchedAt: r.DispatchedAt,
 			AvailableAt: r.AvailableAt, AttemptCount: int(r.AttemptCount), DispatchFailures: int(r.DispatchFailures),
@@ -331,6 +333,35 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 	var out domain.QueueItem
 	replayed := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, replayed, err = s.enqueueTx(ctx, tx, e, nil)
+		return err
+	})
+	return out, replayed, err
+}
+
+// scheduleTick names the schedule tick an item is fired for.
+type scheduleTick struct {
+	scheduleID domain.ID
+	tick       time.Time
+}
+
+// enqueuer names who enqueued an item in its audit row: the schedule for
+// a fired item, the request's actor otherwise.
+func enqueuer(a domain.Actor, fired *scheduleTick) string {
+	if fired != nil {
+		return "schedule:" + fired.scheduleID.String()
+	}
+	return a.String()
+}
+
+// enqueueTx is Enqueue within tx: the one enqueue path, which a schedule's
+// firing takes too (with its tick), so that a fired item passes the same
+// quotas under the same lock as an item enqueued by a request.
+func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired *scheduleTick) (domain.QueueItem, bool, error) {
+	var out domain.QueueItem
+	replayed := false
+	err := func() error {
 		if e.IdempotencyKey != "" {
 			n, err := s.q.IdempotencyKeyClaim(ctx, tx, dbsqlc.IdempotencyKeyClaimParams{
 				WorkspaceID: e.WorkspaceID, Key: e.IdempotencyKey, RequestHash: e.RequestHash, QueueID: e.ID,
@@ -368,10 +399,17 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 		// The item is inserted last: its trigger locks the workspace's row
 		// of workspace_queue_stats until commit, and enqueues into the same
 		// workspace wait for that lock, so it is held for the commit alone.
-		details, _ := json.Marshal(map[string]any{"workflowDefinitionId": e.DefinitionID, "priority": e.Priority, "idempotencyKey": e.IdempotencyKey})
+		detailMap := map[string]any{"workflowDefinitionId": e.DefinitionID, "priority": e.Priority, "idempotencyKey": e.IdempotencyKey}
+		if e.NotBefore != nil {
+			detailMap["notBefore"] = e.NotBefore
+		}
+		if fired != nil {
+			detailMap["scheduleId"], detailMap["scheduleTick"] = fired.scheduleID, fired.tick
+		}
+		details, _ := json.Marshal(detailMap)
 		ws, subject := e.WorkspaceID, e.ID
 		if err := s.q.ActivityInsert(ctx, tx, dbsqlc.ActivityInsertParams{
-			ID: domain.ID(uuid.New()), WorkspaceID: &ws, Actor: e.Actor.String(), Action: "execution.enqueued", SubjectID: &subject, Details: details,
+			ID: domain.ID(uuid.New()), WorkspaceID: &ws, Actor: enqueuer(e.Actor, fired), Action: "execution.enqueued", SubjectID: &subject, Details: details,
 		}); err != nil {
 			return err
 		}
@@ -383,17 +421,20 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 			return err
 		}
 		if stats.Plan != nil {
-			if err = e.Quotas.CheckEnqueue(domain.Plan(*stats.Plan), int(stats.Pending), int(stats.Stored)); err != nil {
+			if err = e.Quotas.CheckEnqueue(domain.Plan(*stats.Plan), int(stats.Pending), int(stats.Stored), 1); err != nil {
 				return err
 			}
 		}
 		p := dbsqlc.QueueInsertParams{
 			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
-			TraceContext: traceParent(ctx), ConcurrencyKey: e.ConcurrencyKey,
+			TraceContext: traceParent(ctx), ConcurrencyKey: e.ConcurrencyKey, NotBefore: e.NotBefore,
 		}
 		if e.ConcurrencyKey != nil {
 			n := int32(e.ConcurrencyLimit)
 			p.ConcurrencyLimit = &n
+		}
+		if fired != nil {
+			p.ScheduleID, p.ScheduleTick = &fired.scheduleID, &fired.tick
 		}
 		r, err := s.q.QueueInsert(ctx, tx, p)
 		if err != nil {
@@ -401,7 +442,7 @@ func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem,
 		}
 		out, err = queueFromRow(r)
 		return err
-	})
+	}()
 	return out, replayed, err
 }
 
@@ -441,6 +482,7 @@ func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *do
 			Priority: r.Priority, CreatedAt: r.CreatedAt, AvailableAt: r.AvailableAt, ClaimedAt: r.ClaimedAt,
 			DispatchedAt: r.DispatchedAt, AttemptCount: r.AttemptCount, DispatchFailures: r.DispatchFailures,
 			LastError: r.LastError, ExecutionID: r.ExecutionID, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit,
+			ScheduleID: r.ScheduleID, ScheduleTick: r.ScheduleTick,
 		}); err != nil {
 			return nil, err
 		}
@@ -576,6 +618,9 @@ func (s *Store) ListNodes(ctx context.Context, executionID domain.ID, limit int,
 func (s *Store) ListExecutions(ctx context.Context, workspaceID domain.ID, filter ports.ExecutionFilter, limit int, before *ports.ExecutionCursor) ([]domain.Execution, error) {
 	p := dbsqlc.ExecutionListParams{WorkspaceID: workspaceID, MaxRows: int32(limit),
 		WorkflowDefinitionID: filter.DefinitionID, QueueID: filter.QueueID}
+	if filter.WaitingForEvent {
+		p.WaitingForEvent = pgtype.Bool{Bool: true, Valid: true}
+	}
 	if filter.Status != nil {
 		v := string(*filter.Status)
 		p.Status = &v

@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api/client"
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -375,6 +378,80 @@ func TestContractEveryOperation(t *testing.T) {
 	if cqd.JSON202.Status != client.CancelResponseStatusCANCELLING || cqd.JSON202.ID != queueIDs[1] {
 		t.Errorf("cancelling a dispatched queue item: %s", cqd.Body)
 	}
+
+	// A workspace's outbound limits: set (a host in any case is stored in
+	// canonical form), changed, listed and removed.
+	so, err := key.SetOutboundLimitWithResponse(ctx, ws.ID, "API.Example.com.", client.SetOutboundLimitRequest{RequestsPerSecond: 2.5, Burst: 4})
+	status(t, "setOutboundLimit", so, err, http.StatusOK)
+	if so.JSON200.Host != "api.example.com" || so.JSON200.RequestsPerSecond != 2.5 || so.JSON200.Burst != 4 {
+		t.Errorf("setOutboundLimit: %s", so.Body)
+	}
+	so, err = key.SetOutboundLimitWithResponse(ctx, ws.ID, "api.example.com", client.SetOutboundLimitRequest{RequestsPerSecond: 10, Burst: 1})
+	status(t, "setOutboundLimit", so, err, http.StatusOK)
+	lo, err := key.ListOutboundLimitsWithResponse(ctx, ws.ID)
+	status(t, "listOutboundLimits", lo, err, http.StatusOK)
+	if len(*lo.JSON200) != 1 || (*lo.JSON200)[0].RequestsPerSecond != 10 || (*lo.JSON200)[0].Burst != 1 {
+		t.Errorf("listOutboundLimits after two sets of one host: %s", lo.Body)
+	}
+	do, err := key.DeleteOutboundLimitWithResponse(ctx, ws.ID, "api.example.com")
+	status(t, "deleteOutboundLimit", do, err, http.StatusNoContent)
+	// A bulk enqueue, delayed an hour so nothing above is disturbed.
+	later := time.Now().Add(time.Hour)
+	bulk, err := key.EnqueueExecutionBatchWithResponse(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID,
+		Items: []client.EnqueueBatchItem{{Input: rawInput(map[string]any{"name": "Ada"}), NotBefore: &later}, {Priority: ptr(1), NotBefore: &later, IdempotencyKey: ptr("bulk-1")}}})
+	status(t, "enqueueExecutionBatch", bulk, err, http.StatusAccepted)
+	if len(bulk.JSON202.Items) != 2 || bulk.JSON202.Items[0].Status != client.QueueStatusPENDING {
+		t.Errorf("enqueueExecutionBatch: %s", bulk.Body)
+	}
+
+	// Schedules, paused so that nothing above is disturbed.
+	sc, err := key.CreateScheduleWithResponse(ctx, client.CreateScheduleRequest{WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID, Name: "nightly",
+		CronExpression: ptr("0 3 * * *"), TimeZone: ptr("America/New_York"), Paused: ptr(true)})
+	status(t, "createSchedule", sc, err, http.StatusCreated)
+	ls, err := key.ListSchedulesWithResponse(ctx, &client.ListSchedulesParams{WorkspaceID: ws.ID, Limit: ptr(1)})
+	status(t, "listSchedules", ls, err, http.StatusOK)
+	if len(ls.JSON200.Items) != 1 || ls.JSON200.NextCursor == nil {
+		t.Errorf("listSchedules: %s", ls.Body)
+	}
+	next, err := key.ListSchedulesWithResponse(ctx, &client.ListSchedulesParams{WorkspaceID: ws.ID, Cursor: ls.JSON200.NextCursor})
+	status(t, "listSchedules, second page", next, err, http.StatusOK)
+	if len(next.JSON200.Items) != 0 {
+		t.Errorf("listSchedules, second page: %s", next.Body)
+	}
+	gsc, err := key.GetScheduleWithResponse(ctx, sc.JSON201.ID)
+	status(t, "getSchedule", gsc, err, http.StatusOK)
+	usc, err := key.UpdateScheduleWithResponse(ctx, sc.JSON201.ID, client.UpdateScheduleRequest{CronExpression: ptr("30 4 * * 1-5")})
+	status(t, "updateSchedule", usc, err, http.StatusOK)
+	rsc, err := key.ResumeScheduleWithResponse(ctx, sc.JSON201.ID)
+	status(t, "resumeSchedule", rsc, err, http.StatusOK)
+	if len(rsc.JSON200.NextFireTimes) != app.ScheduleShownFireTimes {
+		t.Errorf("resumeSchedule: %s", rsc.Body)
+	}
+	psc, err := key.PauseScheduleWithResponse(ctx, sc.JSON201.ID)
+	status(t, "pauseSchedule", psc, err, http.StatusOK)
+	dsc, err := key.DeleteScheduleWithResponse(ctx, sc.JSON201.ID)
+	status(t, "deleteSchedule", dsc, err, http.StatusNoContent)
+
+	// An event reaches a waiting run of another workspace (this one is at
+	// its limit) once; a second one is a 409.
+	wcw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "Waits", Plan: client.FREE})
+	status(t, "createWorkspace", wcw, err, http.StatusCreated)
+	wcd, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: wcw.JSON201.ID, Name: "waits",
+		Graph: client.Graph(`{"nodes":[{"key":"approve","type":"WAIT_FOR_EVENT","config":{"event":"approval"}}],"edges":[]}`)})
+	status(t, "createDefinition", wcd, err, http.StatusCreated)
+	wst, err := admin.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: wcw.JSON201.ID, WorkflowDefinitionID: wcd.JSON201.ID})
+	status(t, "startExecution", wst, err, http.StatusAccepted)
+	s.dispatchAll(t)
+	wq, err := admin.GetQueueItemWithResponse(ctx, wst.JSON202.QueueID)
+	status(t, "getQueueItem", wq, err, http.StatusOK)
+	payload := json.RawMessage(`{"by": "ada"}`)
+	se, err := admin.SendEventWithResponse(ctx, *wq.JSON200.ExecutionID, client.EventToSend{Name: "approval", Payload: &payload})
+	status(t, "sendEvent", se, err, http.StatusAccepted)
+	if se.JSON202.NodeKey != "approve" || se.JSON202.ExecutionID != *wq.JSON200.ExecutionID {
+		t.Errorf("sendEvent: %s", se.Body)
+	}
+	resp, err = admin.SendEvent(ctx, *wq.JSON200.ExecutionID, client.EventToSend{Name: "approval"})
+	read(t, resp, err).expect(t, "a second event for the node", http.StatusConflict, "not-waiting")
 
 	// Every operation of the spec has answered a success.
 	seen := s.contract.statuses()

@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/adapters/crontab"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
@@ -35,6 +37,7 @@ type world struct {
 	finishedA    uuid.UUID
 	spareKeyOfA  uuid.UUID
 	definitionsB int
+	scheduleB    uuid.UUID // paused
 }
 
 func newWorld(t *testing.T) *world {
@@ -71,6 +74,10 @@ func newWorld(t *testing.T) *world {
 	w.execB = *gq.JSON200.ExecutionID
 	w.queuedB = start(b, w.wsB, w.defB)
 	w.finishedA = start(a, w.wsA, w.defA)
+	sb, err := b.CreateScheduleWithResponse(ctx, client.CreateScheduleRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB,
+		Name: "B's", CronExpression: ptr("0 3 * * *"), Paused: ptr(true)})
+	status(t, "createSchedule", sb, err, http.StatusCreated)
+	w.scheduleB = sb.JSON201.ID
 	cq, err := a.CancelQueueItemWithResponse(ctx, w.finishedA)
 	status(t, "cancelQueueItem", cq, err, http.StatusAccepted)
 
@@ -82,8 +89,13 @@ func newWorld(t *testing.T) *world {
 	spare, err := admin.CreateAPIKeyWithResponse(ctx, w.wsA, client.CreateAPIKeyRequest{Name: "spare"})
 	status(t, "createAPIKey", spare, err, http.StatusCreated)
 	w.spareKeyOfA = spare.JSON201.ID
+	so, err := b.SetOutboundLimitWithResponse(ctx, w.wsB, outboundHostOfB, client.SetOutboundLimitRequest{RequestsPerSecond: 5, Burst: 5})
+	status(t, "setOutboundLimit", so, err, http.StatusOK)
 	return w
 }
+
+// outboundHostOfB is the host workspace B keeps a limit for.
+const outboundHostOfB = "api.b.example"
 
 // op is one operation aimed at workspace B's resources with a valid request.
 type op struct {
@@ -148,6 +160,31 @@ func (w *world) opsOnB() []op {
 		{"startExecution", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB})
 		}},
+		{"enqueueExecutionBatch", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB,
+				Items: []client.EnqueueBatchItem{{}}})
+		}},
+		{"createSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.CreateSchedule(ctx, client.CreateScheduleRequest{WorkspaceID: w.wsB, WorkflowDefinitionID: w.defB, Name: "intruder", IntervalSeconds: ptr(3600)})
+		}},
+		{"listSchedules", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListSchedules(ctx, &client.ListSchedulesParams{WorkspaceID: w.wsB})
+		}},
+		{"getSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetSchedule(ctx, w.scheduleB)
+		}},
+		{"updateSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdateSchedule(ctx, w.scheduleB, client.UpdateScheduleRequest{Name: ptr("taken")})
+		}},
+		{"pauseSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.PauseSchedule(ctx, w.scheduleB)
+		}},
+		{"resumeSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ResumeSchedule(ctx, w.scheduleB)
+		}},
+		{"deleteSchedule", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteSchedule(ctx, w.scheduleB)
+		}},
 		{"listQueue", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.ListQueue(ctx, &client.ListQueueParams{WorkspaceID: w.wsB})
 		}},
@@ -171,6 +208,21 @@ func (w *world) opsOnB() []op {
 		}},
 		{"cancelQueueItem (dispatched)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CancelQueueItem(ctx, w.dispatchedB)
+		}},
+		{"listOutboundLimits", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListOutboundLimits(ctx, w.wsB)
+		}},
+		{"setOutboundLimit", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetOutboundLimit(ctx, w.wsB, outboundHostOfB, client.SetOutboundLimitRequest{RequestsPerSecond: 1000, Burst: 1000})
+		}},
+		{"setOutboundLimit (new host)", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetOutboundLimit(ctx, w.wsB, "intruder.example", client.SetOutboundLimitRequest{RequestsPerSecond: 1, Burst: 1})
+		}},
+		{"deleteOutboundLimit", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteOutboundLimit(ctx, w.wsB, outboundHostOfB)
+		}},
+		{"sendEvent", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval"})
 		}},
 	}
 }
@@ -198,6 +250,17 @@ func (w *world) checkBUntouched(t *testing.T) {
 		t.Errorf("workspace B changed: plan %s, queued item %s, execution %s, %d definitions, %d versions, %d keys (%d revoked), %d workspaces",
 			plan, queued, exec, defs, versions, keys, revoked, workspaces)
 	}
+	var schedules int
+	var schedName string
+	var schedPaused bool
+	if err := w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM schedules WHERE workspace_id = $1),
+		(SELECT name FROM schedules WHERE id = $2), (SELECT paused_at IS NOT NULL FROM schedules WHERE id = $2)`, w.wsB, w.scheduleB).
+		Scan(&schedules, &schedName, &schedPaused); err != nil {
+		t.Fatal(err)
+	}
+	if schedules != 1 || schedName != "B's" || !schedPaused {
+		t.Errorf("workspace B's schedules changed: %d, %q, paused %v", schedules, schedName, schedPaused)
+	}
 	var queueRows int
 	if err := w.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_queue WHERE workspace_id = $1", w.wsB).Scan(&queueRows); err != nil {
 		t.Fatal(err)
@@ -205,6 +268,63 @@ func (w *world) checkBUntouched(t *testing.T) {
 	if queueRows != 2 {
 		t.Errorf("workspace B has %d queue rows, want 2", queueRows)
 	}
+	var limits int
+	var rate float64
+	if err := w.pool.QueryRow(ctx, `SELECT count(*), coalesce(max(rate_per_second) FILTER (WHERE host = $2), 0) FROM workspace_outbound_limits WHERE workspace_id = $1`,
+		w.wsB, outboundHostOfB).Scan(&limits, &rate); err != nil {
+		t.Fatal(err)
+	}
+	if limits != 1 || rate != 5 {
+		t.Errorf("workspace B has %d outbound limits (%s at %g/s), want its one at 5/s", limits, outboundHostOfB, rate)
+	}
+}
+
+// TestNegativeOutboundLimits: a workspace's own key setting limits out of
+// range, or for a host name that is none, gets 422 naming the field, and
+// nothing is stored. (The bound on hosts per workspace is
+// TestOutboundLimitsPerWorkspaceAreBounded, in the store's tests.)
+func TestNegativeOutboundLimits(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	for _, tc := range []struct {
+		name, host string
+		rate       float64
+		burst      int
+		field      string
+	}{
+		{"rate zero", "api.example.com", 0, 1, "/requestsPerSecond"},
+		{"rate negative", "api.example.com", -3, 1, "/requestsPerSecond"},
+		{"rate over the maximum", "api.example.com", 1e6, 1, "/requestsPerSecond"},
+		{"rate below the minimum", "api.example.com", 1e-9, 1, "/requestsPerSecond"},
+		{"burst zero", "api.example.com", 1, 0, "/burst"},
+		{"burst over the maximum", "api.example.com", 1, 1_000_001, "/burst"},
+		{"host too long", strings.Repeat("a.", 127) + "com", 1, 1, "/path/host"},
+		{"label too long", strings.Repeat("x", 64) + ".example", 1, 1, "/path/host"},
+		{"host with a port", "api.example.com:443", 1, 1, "/path/host"},
+		{"host with a bad character", "api*.example.com", 1, 1, "/path/host"},
+		{"ambiguous IPv4", "0x7f000001", 1, 1, "/path/host"},
+		{"empty label", "api..example.com", 1, 1, "/path/host"},
+	} {
+		got := read(a.SetOutboundLimit(ctx, w.wsA, tc.host, client.SetOutboundLimitRequest{RequestsPerSecond: tc.rate, Burst: tc.burst}))
+		got.expect(t, "setOutboundLimit with "+tc.name, http.StatusUnprocessableEntity, "invalid-graph")
+		if !slices.Equal(got.fieldPaths(), []string{tc.field}) {
+			t.Errorf("setOutboundLimit with %s: field paths %v, want [%s]", tc.name, got.fieldPaths(), tc.field)
+		}
+	}
+	read(a.DeleteOutboundLimit(ctx, w.wsA, "bad*host")).expect(t, "deleteOutboundLimit of a bad host", http.StatusUnprocessableEntity, "invalid-graph")
+	read(a.DeleteOutboundLimit(ctx, w.wsA, "never.set.example")).expect(t, "deleteOutboundLimit of a host without one", http.StatusNotFound, "not-found")
+	read(a.ListOutboundLimits(ctx, uuid.New())).expect(t, "listOutboundLimits of no workspace", http.StatusNotFound, "not-found")
+	var stored int
+	if err := w.pool.QueryRow(ctx, "SELECT count(*) FROM workspace_outbound_limits WHERE workspace_id = $1", w.wsA).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 0 {
+		t.Errorf("refused limits stored %d rows for A", stored)
+	}
+	w.checkBUntouched(t)
 }
 
 // TestNegativeUnauthenticated: every operation under /api/v1 refuses a
@@ -277,6 +397,10 @@ func TestNegativeOtherWorkspace(t *testing.T) {
 	// belongs to another workspace.
 	read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defB})).
 		expect(t, "startExecution of B's definition in A", http.StatusForbidden, "forbidden")
+	read(a.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defB, Items: []client.EnqueueBatchItem{{}}})).
+		expect(t, "enqueueExecutionBatch of B's definition in A", http.StatusForbidden, "forbidden")
+	read(a.CreateSchedule(ctx, client.CreateScheduleRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: w.defB, Name: "theirs", IntervalSeconds: ptr(3600)})).
+		expect(t, "createSchedule of B's definition in A", http.StatusForbidden, "forbidden")
 
 	// The admin-only operations refuse a key even on its own workspace.
 	adminOnly := []op{
@@ -510,7 +634,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, testLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store}, nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(),
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(),
 		[]httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}}, testLog())
 	if err != nil {
 		t.Fatal(err)
@@ -770,4 +894,99 @@ func TestNegativeConcurrencyKeys(t *testing.T) {
 	if err := w.pool.QueryRow(ctx, "SELECT concurrency_key FROM workflow_execution_queue WHERE workflow_definition_id = $1", keyed.JSON201.ID).Scan(&key); err != nil || key != "c-1" {
 		t.Fatalf("stored key %q (%v), want c-1", key, err)
 	}
+}
+
+// TestNegativeEvents: an event no node of the run waits for is a 409, one
+// over the body limit a 413, a malformed name a 400 naming it; none is
+// noted or delivered, and another workspace's execution is covered by
+// opsOnB (403).
+func TestNegativeEvents(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	b := w.client(t, w.keyB.Secret)
+	read(b.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval"})).
+		expect(t, "an event no node of the run waits for", http.StatusConflict, "not-waiting")
+	huge := json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)
+	read(b.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval", Payload: &huge})).
+		expect(t, "an event over the body limit", http.StatusRequestEntityTooLarge, "too-large")
+	bad := read(b.SendEvent(ctx, w.execB, client.EventToSend{Name: "no spaces"}))
+	bad.expect(t, "an event name with a space", http.StatusBadRequest, "invalid-request")
+	if paths := bad.fieldPaths(); !slices.Contains(paths, "/name") {
+		t.Errorf("a malformed event name: field errors at %v, want /name", paths)
+	}
+	var events int
+	if err := w.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_execution_events").Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 0 {
+		t.Errorf("%d events noted, want none", events)
+	}
+	w.checkBUntouched(t)
+}
+
+// TestNegativeForEachPastItsCapFailsBeforeAnyIteration: a FOR_EACH over
+// more elements than the plan allows fails its run, naming the limit, and
+// runs no iteration.
+func TestNegativeForEachPastItsCapFailsBeforeAnyIteration(t *testing.T) {
+	t.Parallel()
+	base := startSluice(t, map[string]string{"SLUICE_FOR_EACH_ITEMS": "FREE=3"})
+	graph := map[string]any{"nodes": []any{map[string]any{"key": "each", "type": "FOR_EACH", "config": map[string]any{
+		"items": "{{ input.list }}", "node": map[string]any{"type": "TRANSFORM", "config": map[string]any{"output": "{{ item }}"}},
+	}}}, "edges": []any{}}
+	_, execID := startGraph(t, base, "FREE", graph, map[string]any{"list": []int{1, 2, 3, 4}})
+	run := waitRun(t, base, execID, time.Minute, "the execution to fail", statusIs("FAILED"))
+	if run.Error == nil || !strings.Contains(*run.Error, "4 elements, over the FREE plan's FOR_EACH limit of 3 (SLUICE_FOR_EACH_ITEMS)") {
+		t.Errorf("error = %v, want the limit named", run.Error)
+	}
+	if len(run.Nodes) != 1 {
+		t.Errorf("node records = %+v, want the FOR_EACH's alone (no iteration ran)", run.Nodes)
+	}
+}
+
+// TestNegativeSubWorkflowsNestingTooDeepOrInACycleAre422: saving a graph
+// whose SUB_WORKFLOWs lead back to itself, nest past the limit, or name
+// another workspace's definition is refused naming the node's field.
+func TestNegativeSubWorkflowsNestingTooDeepOrInACycleAre422(t *testing.T) {
+	t.Parallel()
+	base := startSluice(t, nil)
+	mkWorkspace := func() string {
+		var ws struct{ ID string }
+		if code := call(t, "POST", base+"/api/v1/workspaces", testAdminToken, map[string]any{"name": "subs", "plan": "PRO"}, &ws); code != 201 {
+			t.Fatalf("create workspace: %d", code)
+		}
+		return ws.ID
+	}
+	ws, other := mkWorkspace(), mkWorkspace()
+	leaf := map[string]any{"nodes": []any{map[string]any{"key": "t", "type": "TRANSFORM", "config": map[string]any{"output": 1}}}, "edges": []any{}}
+	const field = "/graph/nodes/0/config/definition"
+	refused := func(what, method, url string, body map[string]any, want string) {
+		t.Helper()
+		var problem struct {
+			Errors []struct{ Path, Message string }
+		}
+		if code := call(t, method, url, testAdminToken, body, &problem); code != 422 {
+			t.Fatalf("%s: %d, want 422", what, code)
+		}
+		if len(problem.Errors) != 1 || problem.Errors[0].Path != field || !strings.Contains(problem.Errors[0].Message, want) {
+			t.Errorf("%s: field errors %+v, want one at %s mentioning %q", what, problem.Errors, field, want)
+		}
+	}
+
+	// d4 <- d3 <- d2 <- d1: d1 nests three deep, at the limit.
+	chain := []string{defineIn(t, base, ws, "d4", leaf)}
+	for _, name := range []string{"d3", "d2", "d1"} {
+		chain = append(chain, defineIn(t, base, ws, name, subGraph(chain[len(chain)-1], nil)))
+	}
+	refused("a fourth level", "POST", base+"/api/v1/workflow/definitions",
+		map[string]any{"workspaceId": ws, "name": "d0", "graph": subGraph(chain[3], nil)}, "nest deeper than the limit of 3")
+
+	// d4 running d1 would close d1 -> d2 -> d3 -> d4 -> d1.
+	refused("a cycle", "POST", base+"/api/v1/workflow/definitions/"+chain[0]+"/versions",
+		map[string]any{"graph": subGraph(chain[3], nil)}, "form a cycle")
+
+	foreign := defineIn(t, base, other, "theirs", leaf)
+	refused("another workspace's definition", "POST", base+"/api/v1/workflow/definitions",
+		map[string]any{"workspaceId": ws, "name": "reach", "graph": subGraph(foreign, nil)}, "no such definition in this workspace")
 }

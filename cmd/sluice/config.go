@@ -36,6 +36,8 @@ type Config struct {
 	// Maintenance schedules the maintenance jobs: stale recovery and the
 	// reconciler on the dispatcher, the idempotency-key purge on the api.
 	Maintenance app.MaintenanceSchedule
+	// ScheduleFiring is how the dispatcher fires schedules.
+	ScheduleFiring app.ScheduleFiringConfig
 	// Retention is how long each plan's history is kept, and the batches
 	// the api role's retention job deletes it in.
 	Retention app.RetentionConfig
@@ -45,6 +47,8 @@ type Config struct {
 	RecordValueMax int
 	// Nodes bounds what node executors produce and reach.
 	Nodes nodes.Config
+	// OutboundHostsMax is how many host limits a workspace may keep.
+	OutboundHostsMax int
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -61,6 +65,10 @@ type HTTPConfig struct {
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
 }
+
+// maxOutboundPause bounds SLUICE_OUTBOUND_PAUSE_MAX: a node held longer
+// by an upstream's Retry-After belongs to a schedule, not to a pause.
+const maxOutboundPause = 24 * time.Hour
 
 // env reads variables with defaults and collects every bad value, so that
 // start-up names all of them at once.
@@ -204,6 +212,16 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
 	c.Quotas.DefinitionVersions = e.perPlan("SLUICE_QUOTA_DEFINITION_VERSIONS", c.Quotas.DefinitionVersions)
 	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
+	c.Quotas.NotBeforeHorizon = e.duration("SLUICE_ENQUEUE_NOT_BEFORE_HORIZON", c.Quotas.NotBeforeHorizon, time.Second)
+	c.Quotas.BatchItems = e.integer("SLUICE_ENQUEUE_BATCH_MAX", c.Quotas.BatchItems, 1, 1_000)
+	c.Quotas.Schedules = e.perPlan("SLUICE_QUOTA_SCHEDULES", c.Quotas.Schedules)
+	minSeconds := map[domain.Plan]int{}
+	for plan, d := range c.Quotas.ScheduleMinInterval {
+		minSeconds[plan] = int(d / time.Second)
+	}
+	for plan, n := range e.perPlan("SLUICE_QUOTA_SCHEDULE_MIN_INTERVAL_SECONDS", minSeconds) {
+		c.Quotas.ScheduleMinInterval[plan] = time.Duration(n) * time.Second
+	}
 
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
@@ -230,6 +248,13 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	m.LeaseAtMostFor = e.duration("SLUICE_RECOVERY_LEASE_AT_MOST_FOR", m.LeaseAtMostFor, time.Second)
 	m.LeaseAtLeastFor = e.duration("SLUICE_RECOVERY_LEASE_AT_LEAST_FOR", m.LeaseAtLeastFor, 0)
 	c.Maintenance = m
+
+	f := app.DefaultScheduleFiringConfig()
+	f.Schedule.Interval = e.duration("SLUICE_SCHEDULE_FIRE_INTERVAL", f.Schedule.Interval, 50*time.Millisecond)
+	f.Schedule.LeaseAtMostFor = e.duration("SLUICE_SCHEDULE_LEASE_AT_MOST_FOR", f.Schedule.LeaseAtMostFor, time.Second)
+	f.CatchUp = e.duration("SLUICE_SCHEDULE_CATCH_UP", f.CatchUp, 0)
+	f.MaxPerTurn = e.integer("SLUICE_SCHEDULE_FIRE_MAX_PER_TURN", f.MaxPerTurn, 1, 100_000)
+	c.ScheduleFiring = f
 
 	r := app.DefaultRetentionConfig()
 	if r.Policy, err = domain.NewRetentionPolicy(e.perPlan("SLUICE_RETENTION_DAYS", domain.DefaultRetentionDays())); err != nil {
@@ -272,6 +297,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		w.Limits.NodesInFlight[plan] = n
 	}
 	w.Limits.WorkspaceNodesInFlight = e.perPlan("SLUICE_WORKSPACE_NODES_IN_FLIGHT", w.Limits.WorkspaceNodesInFlight)
+	w.Limits.ForEachItems = e.perPlan("SLUICE_FOR_EACH_ITEMS", domain.DefaultForEachItems())
 	// Temporal refuses a payload over 2 MB (2,097,152 bytes) by ending the
 	// workflow; the limit stays below it, with room for the envelope.
 	w.Limits.PayloadLimit = e.integer("SLUICE_ENGINE_PAYLOAD_LIMIT", w.Limits.PayloadLimit, 1024, 2_000_000)
@@ -280,6 +306,12 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	// Temporal refuses a workflow task's reply over 4 MiB (gRPC's message
 	// limit); a task must hold at least one node's payload.
 	w.Limits.TaskLimit = e.integer("SLUICE_ENGINE_TASK_LIMIT", w.Limits.TaskLimit, w.Limits.PayloadLimit+1024, 3840<<10)
+	w.Limits.OutboundPauses.Max = e.duration("SLUICE_OUTBOUND_PAUSE_MAX", w.Limits.OutboundPauses.Max, time.Second)
+	if w.Limits.OutboundPauses.Max > maxOutboundPause {
+		e.bad("SLUICE_OUTBOUND_PAUSE_MAX", w.Limits.OutboundPauses.Max.String(), "want at most "+maxOutboundPause.String())
+	}
+	w.Limits.OutboundPauses.HostsMax = e.integer("SLUICE_OUTBOUND_PAUSED_HOSTS_MAX", w.Limits.OutboundPauses.HostsMax, 1, 10_000)
+	c.OutboundHostsMax = e.integer("SLUICE_OUTBOUND_HOSTS_MAX", domain.DefaultOutboundHostsMax, 1, 10_000)
 	c.Worker = w
 	c.RecordValueMax = e.integer("SLUICE_RECORD_VALUE_MAX", domain.DefaultRecordValueMax, 1<<10, 1<<20)
 

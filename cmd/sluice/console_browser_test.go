@@ -364,6 +364,27 @@ func TestConsoleWalkThrough(t *testing.T) {
 		t.Errorf("the item cancelled from the page is %s in the API", item.Status)
 	}
 
+	// 5b. The schedules page creates a nightly schedule in Paris time,
+	// shows its next fire times, and pauses it.
+	b.follow(`.tabs a[href$="/schedules"]`)
+	b.waitFor("the schedule form with the workspace's definitions", `document.querySelectorAll("#sched-definition option").length >= 1`, 15*time.Second)
+	b.do(chromedp.SendKeys(chromedp.CSS("#sched-name"), "nightly"), chromedp.SendKeys(chromedp.CSS("#sched-cron"), "0 3 * * *"),
+		chromedp.SetValue(chromedp.CSS("#sched-zone"), "Europe/Paris"), chromedp.Click(chromedp.CSS(`#new-schedule button[type="submit"]`)))
+	b.waitFor("the new schedule with its next fire times", `document.querySelector("#schedules tr[data-schedule][data-paused=false]")?.innerText.includes("Europe/Paris")`, 15*time.Second)
+	schedule := evalJS[string](b, `document.querySelector("#schedules tr[data-schedule]").dataset.schedule`)
+	b.narrow("schedules")
+	// Edit: the form takes the schedule's values; a new expression is saved.
+	b.do(chromedp.Click(chromedp.CSS(`#schedules tr[data-schedule] button.link`)))
+	b.waitFor("the form to edit the schedule", `document.querySelector("#sched-cron").value === "0 3 * * *" && document.querySelector("#new-schedule h2").innerText.startsWith("Edit")`, 5*time.Second)
+	b.do(chromedp.SetValue(chromedp.CSS("#sched-cron"), "30 4 * * 1-5"), chromedp.Click(chromedp.CSS(`#new-schedule button[type="submit"]`)))
+	b.waitFor("the edited schedule", `document.querySelector("#schedules tr[data-schedule]")?.innerText.includes("30 4 * * 1-5")`, 15*time.Second)
+	b.do(chromedp.Click(chromedp.CSS(`#schedules tr[data-schedule] button:not(.danger):not(.link)`)))
+	b.waitFor("the paused schedule", `document.querySelector("#schedules tr[data-schedule][data-paused=true]") !== null`, 15*time.Second)
+	var sched struct{ Paused bool }
+	if code := admin("GET", "/workflow/schedules/"+schedule, nil, &sched); code != 200 || !sched.Paused {
+		t.Errorf("the schedule paused from the page: %d, paused %v in the API", code, sched.Paused)
+	}
+
 	// 6. The admin token sees every workspace, live: busy Globex, failing
 	// Initech.
 	globexHold := newDefinition(globex, "hold", delay)

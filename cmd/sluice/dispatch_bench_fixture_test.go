@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,7 +68,10 @@ func (e *benchEngine) WorkflowResult(context.Context, domain.ID) (domain.Executi
 }
 
 func (e *benchEngine) CancelWorkflow(context.Context, domain.ID) error { return nil }
-func (e *benchEngine) CheckHealth(context.Context) error               { return nil }
+func (e *benchEngine) SendEvent(context.Context, domain.ID, string, json.RawMessage) error {
+	return nil
+}
+func (e *benchEngine) CheckHealth(context.Context) error { return nil }
 
 // benchNoWakeups never signals; the drain loops call DispatchBatch directly.
 type benchNoWakeups struct{}

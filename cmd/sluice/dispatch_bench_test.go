@@ -541,3 +541,59 @@ func BenchmarkEnqueueContention(b *testing.B) {
 	fmt.Fprintf(&sb, "hot/spread: %.1f %%\n", 100*hot.rate()/spread.rate())
 	benchPrint(sb.String())
 }
+
+// BenchmarkBulkEnqueue compares a bulk enqueue's cost per item with a
+// single enqueue's, both into one workspace through the API's use cases:
+// one caller enqueues 1,000 items one request at a time
+// (Executions.Enqueue), then 10 batches of 1,000 (Executions.EnqueueBatch,
+// one statement each); three rounds, alternating which goes first. The
+// target is a bulk rate of at least ten times the single one.
+func BenchmarkBulkEnqueue(b *testing.B) {
+	benchRequireDB(b)
+	const (
+		singles   = 1_000
+		batches   = 10
+		batchSize = 1_000
+		rounds    = 3
+	)
+	db := benchOpenDB(b)
+	ws, defs := db.workspaces(b, domain.PlanEnterprise, 1)
+	db.vacuumAnalyze(b)
+	st := postgres.NewStore(db.aux, benchLogger())
+	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultQuotas())
+	actor := domain.Actor{WorkspaceID: ws[0], KeyID: domain.ID(uuid.New())}
+	ctx := context.Background()
+	var single, bulk benchMeter
+	runSingle := func() {
+		start := time.Now()
+		for range singles {
+			if _, _, err := svc.Enqueue(ctx, actor, app.EnqueueRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Input: json.RawMessage(`{"n":1}`)}); err != nil {
+				b.Fatalf("enqueue: %v", err)
+			}
+		}
+		single.add(singles, time.Since(start))
+	}
+	items := make([]app.EnqueueBatchItem, batchSize)
+	for i := range items {
+		items[i] = app.EnqueueBatchItem{Input: json.RawMessage(`{"n":1}`)}
+	}
+	runBulk := func() {
+		start := time.Now()
+		for range batches {
+			if _, err := svc.EnqueueBatch(ctx, actor, app.EnqueueBatchRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Items: items}); err != nil {
+				b.Fatalf("bulk enqueue: %v", err)
+			}
+		}
+		bulk.add(batches*batchSize, time.Since(start))
+	}
+	benchInterleave(rounds, []func(){runSingle, runBulk})
+	b.ReportMetric(single.rate(), "single_items/s")
+	b.ReportMetric(bulk.rate(), "bulk_items/s")
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n== bulk vs single enqueue into one workspace: %d singles and %d batches of %d a round, %d rounds ==\n",
+		singles, batches, batchSize, rounds)
+	fmt.Fprintf(&sb, "%-28s %8.0f items/s\n", "single (Executions.Enqueue):", single.rate())
+	fmt.Fprintf(&sb, "%-28s %8.0f items/s\n", "bulk (EnqueueBatch, 1,000):", bulk.rate())
+	fmt.Fprintf(&sb, "bulk/single per item: %.1fx (target >= 10x)\n", bulk.rate()/single.rate())
+	benchPrint(sb.String())
+}

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/adapters/console"
+	"github.com/sluicehq/sluice/adapters/crontab"
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
@@ -260,8 +261,11 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	store := postgres.NewStore(pool, log)
-	return app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store},
-		workflows, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken), nil
+	a := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
+		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store},
+		workflows, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
+	a.SetOutboundHostsMax(cfg.OutboundHostsMax)
+	return a, nil
 }
 
 // background runs long loops with their own context, cancelled on stop;
@@ -388,8 +392,9 @@ type dispatcherParams struct {
 }
 
 // runDispatcher runs the listener, the heartbeat of the lease the claim
-// loop claims under, the claim loop, stale recovery and the reconciler,
-// each in its own loop, unless the dispatcher is off.
+// loop claims under, the claim loop, stale recovery, the reconciler and
+// the schedule firing job, each in its own loop, unless the dispatcher is
+// off.
 func runDispatcher(p dispatcherParams) {
 	d, m := p.Config.Dispatcher, p.Config.Maintenance
 	log := p.Log.With("component", "dispatcher")
@@ -401,7 +406,9 @@ func runDispatcher(p dispatcherParams) {
 	}
 	recovery := app.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
 	reconciler := app.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log)
-	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run}
+	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Config.Quotas, p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
+		log.With("job", app.ScheduleFiringLeaseName))
+	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, firing.Run}
 	if p.QueueLease != nil {
 		loops = append(loops, p.QueueLease.Run)
 	}
@@ -418,8 +425,10 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
 	log.Info("workspace shares of the external-API worker", "nodes_in_flight", cfg.Worker.Limits.WorkspaceNodesInFlight,
 		"external_api_slots", cfg.Worker.ExternalAPISize)
-	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg)), nodes.All(n),
-		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store))
+	log.Info("outbound pauses", "pause_max", cfg.Worker.Limits.OutboundPauses.Max.String(),
+		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax)
+	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store)), nodes.All(n),
+		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store), engine.WithOutboundGate(store))
 	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { return ws.Start() },

@@ -63,6 +63,12 @@ WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
   AND (sqlc.narg(workflow_definition_id)::uuid IS NULL OR workflow_definition_id = sqlc.narg(workflow_definition_id)::uuid)
   AND (sqlc.narg(queue_id)::uuid IS NULL OR queue_id = sqlc.narg(queue_id)::uuid)
+  -- Waiting runs: RUNNING ones with a RUNNING WAIT_FOR_EVENT record, one
+  -- probe of the nodes' (execution_id, node_key) index per RUNNING run.
+  AND (NOT coalesce(sqlc.narg(waiting_for_event)::bool, false)
+       OR (status = 'RUNNING' AND EXISTS (
+           SELECT 1 FROM workflow_execution_nodes n
+           WHERE n.execution_id = workflow_executions.id AND n.node_type = 'WAIT_FOR_EVENT' AND n.status = 'RUNNING')))
   AND (sqlc.narg(before_started_at)::timestamptz IS NULL
        OR (started_at, id) < (sqlc.narg(before_started_at)::timestamptz, sqlc.narg(before_id)::uuid))
 ORDER BY started_at DESC, id DESC

@@ -1,6 +1,12 @@
 -- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, concurrency_key, concurrency_limit)
-VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context), sqlc.narg(concurrency_key), sqlc.narg(concurrency_limit))
+-- available_at is the enqueue's notBefore on database time (never before
+-- now()): the claim skips the item until then. schedule_id and
+-- schedule_tick name the schedule tick a scheduled item was fired for.
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context,
+                                      concurrency_key, concurrency_limit, available_at, schedule_id, schedule_tick)
+VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context),
+        sqlc.narg(concurrency_key), sqlc.narg(concurrency_limit),
+        greatest(now(), coalesce(sqlc.narg(not_before)::timestamptz, now())), sqlc.narg(schedule_id), sqlc.narg(schedule_tick))
 RETURNING *;
 
 -- name: QueueNotify :exec
@@ -19,7 +25,8 @@ SELECT * FROM workflow_execution_queue WHERE id = @id;
 -- The input (up to the request body's size per item) is not read: the
 -- list does not return it.
 SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
-       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, concurrency_key, concurrency_limit
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, concurrency_key, concurrency_limit,
+       schedule_id, schedule_tick
 FROM workflow_execution_queue
 WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)

@@ -51,7 +51,7 @@ export function whenRefused(fn) {
  * api calls the JSON API with the tab's token and resolves to the decoded
  * body; the caller names its type from types.js. A 401 signs the tab out,
  * except for the sign-in form's own probe, which shows the refusal itself.
- * @param {"GET" | "POST"} method
+ * @param {"GET" | "POST" | "PATCH" | "DELETE"} method
  * @param {string} path
  * @param {unknown} [body]
  * @param {{probe?: boolean}} [options]

@@ -14,6 +14,7 @@ import { viewExecutions } from "./executions.js";
 import { newView } from "./live.js";
 import { viewQueue } from "./queue.js";
 import { viewExecution } from "./run.js";
+import { viewSchedules } from "./schedules.js";
 import { renderWho, signOut, viewSignIn } from "./signin.js";
 import { viewWorkspaces } from "./workspaces.js";
 
@@ -30,6 +31,7 @@ const routes = [
   [re(`^\/workspaces\/${ID}\/queue$`), (m, q) => viewQueue(m[1] || "", q)],
   [re(`^\/workspaces\/${ID}\/executions$`), (m, q) => viewExecutions(m[1] || "", q)],
   [re(`^\/workspaces\/${ID}\/definitions$`), (m) => viewDefinitions(m[1] || "")],
+  [re(`^\/workspaces\/${ID}\/schedules$`), (m) => viewSchedules(m[1] || "")],
   [re(`^\/definitions\/${ID}$`), (m, q) => viewDefinition(m[1] || "", q)],
   [re(`^\/executions\/${ID}$`), (m) => viewExecution(m[1] || "")],
 ];

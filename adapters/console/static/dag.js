@@ -173,10 +173,44 @@ export function dagView(graph, records) {
       s("text", { class: "node-key", x: 12, y: 22 }, clip(n.key, 20)),
       s("text", { class: "node-type", x: 12, y: 40 }, n.type),
       third ? s("text", { class: "node-status", x: 12, y: 56 }, third) : null,
+      records && n.type === "FOR_EACH" ? iterationStrip(n.key, records) : null,
     );
     svg.append(g);
   }
   return h("div", { class: "dag-wrap" }, svg);
+}
+
+/**
+ * childRecords are the records a FOR_EACH's iterations (<key>[<i>]) or a
+ * SUB_WORKFLOW's child (<key>/<child key>) left on the run, in order.
+ * @param {string} key
+ * @param {Map<string, NodeRecord>} records
+ * @returns {NodeRecord[]}
+ */
+export function childRecords(key, records) {
+  const out = [];
+  for (const [k, rec] of records) {
+    if (k.startsWith(`${key}[`) || k.startsWith(`${key}/`)) out.push(rec);
+  }
+  const index = (/** @type {string} */ k) => Number(k.slice(key.length + 1, -1));
+  return out.sort((a, b) => (a.key.startsWith(`${key}[`) && b.key.startsWith(`${key}[`) ? index(a.key) - index(b.key) : a.key.localeCompare(b.key)));
+}
+
+/**
+ * iterationStrip draws a FOR_EACH's iterations along the bottom of its
+ * box, one cell per iteration coloured by its status.
+ * @param {string} key
+ * @param {Map<string, NodeRecord>} records
+ */
+function iterationStrip(key, records) {
+  const its = childRecords(key, records);
+  if (!its.length) return null;
+  const w = (NODE_W - 24) / its.length;
+  return s(
+    "g",
+    { class: "iterations", "data-iterations": String(its.length) },
+    its.map((rec, i) => s("rect", { class: `iteration st-${rec.status}`, "data-status": rec.status, x: 12 + i * w, y: NODE_H - 7, width: Math.max(1, w - (w > 3 ? 1 : 0)), height: 4 })),
+  );
 }
 
 /**

@@ -24,13 +24,17 @@ export async function viewExecutions(workspaceId, params) {
   const wanted = params.get("status") || "";
   const chosen = EXECUTION_STATUSES.find((st) => st === wanted) || "";
   const defFilter = UUID.test(params.get("definition") || "") ? params.get("definition") || "" : "";
+  // Runs whose WAIT_FOR_EVENT waits: their page sends the event.
+  const waiting = params.get("waiting") === "1";
   const header = workspaceHeader(workspaceId, "executions");
   const body = h("tbody", {});
   const problem = h("div", { "aria-live": "polite" });
   const more = h("div", { class: "more" });
   const select = h("select", { id: "definition-filter" }, h("option", { value: "" }, "All definitions"));
   const base = `#/workspaces/${workspaceId}/executions`;
-  select.addEventListener("change", () => go(`${base}${query({ status: chosen, definition: select.value })}`));
+  select.addEventListener("change", () => go(`${base}${query({ status: chosen, definition: select.value, waiting: waiting ? "1" : "" })}`));
+  const waitingBox = h("input", { type: "checkbox", id: "waiting-filter", checked: waiting });
+  waitingBox.addEventListener("change", () => go(`${base}${query({ status: chosen, definition: defFilter, waiting: waiting ? "" : "1" })}`));
   page(
     "Executions",
     header.el,
@@ -39,6 +43,7 @@ export async function viewExecutions(workspaceId, params) {
       { class: "filter-row" },
       statusFilter(base, EXECUTION_STATUSES, chosen, "Execution status", defFilter ? { definition: defFilter } : {}),
       h("label", { for: "definition-filter", class: "inline" }, "Definition ", select),
+      h("label", { for: "waiting-filter", class: "inline" }, waitingBox, " Waiting for an event"),
     ),
     problem,
     h(
@@ -63,7 +68,7 @@ export async function viewExecutions(workspaceId, params) {
     return;
   }
   for (const d of names.values()) select.append(h("option", { value: d.id, selected: d.id === defFilter }, d.name));
-  const filter = { workspaceId, status: chosen, workflowDefinitionId: defFilter, limit: 50 };
+  const filter = { workspaceId, status: chosen, workflowDefinitionId: defFilter, waitingForEvent: waiting ? "true" : "", limit: 50 };
   /** @type {Execution[]} */
   let extra = []; // pages loaded with "Load more", kept across refreshes
   /** @type {string | null} */

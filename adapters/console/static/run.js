@@ -3,7 +3,7 @@
 // it runs.
 import { api, problemView } from "./api.js";
 import { badge, crumbs, h, page, renderIfChanged, replaceKeepingFocus, sinceEl } from "./dom.js";
-import { dagView } from "./dag.js";
+import { childRecords, dagView } from "./dag.js";
 import { duration, json, shortId, span, when } from "./format.js";
 import { current, every, view } from "./live.js";
 import { NODE_STATUSES } from "./types.js";
@@ -109,7 +109,7 @@ export async function viewExecution(executionId) {
         : null,
     );
     replaceKeepingFocus(graphCard, dagView(g, records), legend());
-    replaceKeepingFocus(nodesEl, g.nodes.map((n) => nodeCard(n, records.get(n.key))));
+    replaceKeepingFocus(nodesEl, g.nodes.map((n) => nodeCard(n, records.get(n.key), childRecords(n.key, records), e)));
     return e.status === "RUNNING";
   });
 }
@@ -119,8 +119,11 @@ export async function viewExecution(executionId) {
  * output and error.
  * @param {GraphNode} node
  * @param {NodeRecord | undefined} rec
+ * @param {NodeRecord[]} children a FOR_EACH's iterations or a
+ *   SUB_WORKFLOW's child nodes
+ * @param {Execution} run
  */
-function nodeCard(node, rec) {
+function nodeCard(node, rec, children, run) {
   const status = rec ? rec.status : "WAITING";
   /** @type {[string, import('./dom.js').Child][]} */
   const fields = [];
@@ -141,6 +144,63 @@ function nodeCard(node, rec) {
     rec && rec.error && status !== "SKIPPED" ? h("div", { class: "problem" }, h("strong", {}, "Error "), rec.error) : null,
     rec && rec.input !== null && rec.input !== undefined ? h("details", { open: true }, h("summary", {}, "Resolved input"), h("pre", { class: "json" }, json(rec.input))) : null,
     rec && rec.output !== null && rec.output !== undefined ? h("details", { open: true }, h("summary", {}, "Output"), h("pre", { class: "json node-output" }, json(rec.output))) : null,
+    children.length
+      ? h(
+          "details",
+          { open: true },
+          h("summary", {}, node.type === "FOR_EACH" ? `Iterations (${children.length})` : `Child nodes (${children.length})`),
+          h("ul", { class: "child-records" }, children.map((c) => h("li", { "data-child": c.key, title: c.error || "" }, h("code", {}, c.key), " ", badge(c.status)))),
+        )
+      : null,
+    node.type === "WAIT_FOR_EVENT" && run.status === "RUNNING" && (!rec || rec.status === "RUNNING") ? eventForm(node, run) : null,
+  );
+}
+
+/** Payloads typed into event forms, by run and node, kept across refreshes. */
+const drafts = new Map();
+
+/**
+ * eventForm sends a WAIT_FOR_EVENT node's event, with a JSON payload, to
+ * the run; the API says whether the node still takes it.
+ * @param {GraphNode} node
+ * @param {Execution} run
+ */
+function eventForm(node, run) {
+  const config = /** @type {{event?: string}} */ (node.config || {});
+  const name = config.event || "";
+  const draft = `${run.id}/${node.key}`;
+  const payload = h(
+    "textarea",
+    { "aria-label": `Payload of event ${name}`, "data-focus-key": `event-${node.key}`, oninput: (/** @type {Event} */ ev) => drafts.set(draft, /** @type {HTMLTextAreaElement} */ (ev.target).value) },
+    drafts.get(draft) ?? "{}",
+  );
+  const out = h("div", { "aria-live": "polite" });
+  return h(
+    "form",
+    {
+      class: "event-form",
+      "data-event": name,
+      onsubmit: async (/** @type {Event} */ ev) => {
+        ev.preventDefault();
+        let body;
+        try {
+          body = { name, payload: JSON.parse(/** @type {HTMLTextAreaElement} */ (payload).value || "null") };
+        } catch {
+          out.replaceChildren(h("div", { class: "problem", role: "alert" }, "The payload is not JSON."));
+          return;
+        }
+        try {
+          await api("POST", `/workflow/executions/${run.id}/events`, body);
+          out.replaceChildren(h("div", { class: "notice", role: "status" }, `Event ${name} sent.`));
+        } catch (err) {
+          out.replaceChildren(problemView(err));
+        }
+      },
+    },
+    h("label", {}, `Send event `, h("code", {}, name)),
+    payload,
+    h("button", { type: "submit" }, "Send event"),
+    out,
   );
 }
 

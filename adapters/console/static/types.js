@@ -25,6 +25,8 @@
 /** @typedef {Schemas['NodeRecordPage']} NodeRecordPage */
 /** @typedef {Schemas['NodeStatus']} NodeStatus */
 /** @typedef {Schemas['CancelResponse']} CancelResponse */
+/** @typedef {Schemas['Schedule']} Schedule */
+/** @typedef {Schemas['SchedulePage']} SchedulePage */
 /** @typedef {Schemas['Problem']} Problem */
 
 /**

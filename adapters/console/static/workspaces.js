@@ -111,7 +111,7 @@ function workspaceRows(items) {
  * workspaceHeader draws a workspace's name, live numbers and tabs; it
  * returns the element and a refresh function for the numbers.
  * @param {string} id
- * @param {"queue" | "executions" | "definitions"} tab
+ * @param {"queue" | "executions" | "definitions" | "schedules"} tab
  */
 export function workspaceHeader(id, tab) {
   const title = h("h1", {}, "Workspace");
@@ -123,6 +123,7 @@ export function workspaceHeader(id, tab) {
       ["queue", "Queue"],
       ["executions", "Executions"],
       ["definitions", "Definitions"],
+      ["schedules", "Schedules"],
     ].map(([key, label]) => h("a", { href: `#/workspaces/${id}/${key}`, "aria-current": key === tab ? "page" : null }, label)),
   );
   const crumbName = h("span", {}, shortId(id));

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -80,10 +81,16 @@ WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
   AND ($3::uuid IS NULL OR workflow_definition_id = $3::uuid)
   AND ($4::uuid IS NULL OR queue_id = $4::uuid)
-  AND ($5::timestamptz IS NULL
-       OR (started_at, id) < ($5::timestamptz, $6::uuid))
+  -- Waiting runs: RUNNING ones with a RUNNING WAIT_FOR_EVENT record, one
+  -- probe of the nodes' (execution_id, node_key) index per RUNNING run.
+  AND (NOT coalesce($5::bool, false)
+       OR (status = 'RUNNING' AND EXISTS (
+           SELECT 1 FROM workflow_execution_nodes n
+           WHERE n.execution_id = workflow_executions.id AND n.node_type = 'WAIT_FOR_EVENT' AND n.status = 'RUNNING')))
+  AND ($6::timestamptz IS NULL
+       OR (started_at, id) < ($6::timestamptz, $7::uuid))
 ORDER BY started_at DESC, id DESC
-LIMIT $7
+LIMIT $8
 `
 
 type ExecutionListParams struct {
@@ -91,6 +98,7 @@ type ExecutionListParams struct {
 	Status               *string
 	WorkflowDefinitionID *domain.ID
 	QueueID              *domain.ID
+	WaitingForEvent      pgtype.Bool
 	BeforeStartedAt      *time.Time
 	BeforeID             *domain.ID
 	MaxRows              int32
@@ -121,6 +129,7 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 		arg.Status,
 		arg.WorkflowDefinitionID,
 		arg.QueueID,
+		arg.WaitingForEvent,
 		arg.BeforeStartedAt,
 		arg.BeforeID,
 		arg.MaxRows,

@@ -45,6 +45,25 @@ type Plan struct {
 	UpdatedAt  time.Time
 }
 
+type Schedule struct {
+	ID                   domain.ID
+	WorkspaceID          domain.ID
+	WorkflowDefinitionID domain.ID
+	Name                 string
+	CronExpression       *string
+	TimeZone             string
+	IntervalSeconds      *int32
+	Input                json.RawMessage
+	Priority             int16
+	OverlapPolicy        string
+	PausedAt             *time.Time
+	NextFireAt           *time.Time
+	LastTick             *time.Time
+	LastQueueID          *domain.ID
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+}
+
 type Shedlock struct {
 	Name      string
 	LockUntil time.Time
@@ -84,6 +103,13 @@ type WorkflowExecution struct {
 	ConcurrencyKey       *string
 }
 
+type WorkflowExecutionEvent struct {
+	ExecutionID domain.ID
+	Name        string
+	NodeKey     string
+	ReceivedAt  time.Time
+}
+
 type WorkflowExecutionNode struct {
 	ID          domain.ID
 	ExecutionID domain.ID
@@ -119,6 +145,8 @@ type WorkflowExecutionQueue struct {
 	ClaimTerm            *time.Time
 	ConcurrencyKey       *string
 	ConcurrencyLimit     *int32
+	ScheduleID           *domain.ID
+	ScheduleTick         *time.Time
 }
 
 type Workspace struct {
@@ -140,6 +168,23 @@ type WorkspaceNodeSlot struct {
 	NodeKey     string
 	WorkspaceID domain.ID
 	LeaseUntil  time.Time
+}
+
+type WorkspaceOutboundHost struct {
+	WorkspaceID domain.ID
+	Host        string
+	NextAt      *time.Time
+	SentNextAt  *time.Time
+	PausedUntil *time.Time
+}
+
+type WorkspaceOutboundLimit struct {
+	WorkspaceID   domain.ID
+	Host          string
+	RatePerSecond float64
+	Burst         int32
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 type WorkspaceQueueStat struct {

@@ -259,7 +259,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit, q.schedule_id, q.schedule_tick,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (
@@ -315,6 +315,8 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domai
 			&i.WorkflowExecutionQueue.ClaimTerm,
 			&i.WorkflowExecutionQueue.ConcurrencyKey,
 			&i.WorkflowExecutionQueue.ConcurrencyLimit,
+			&i.WorkflowExecutionQueue.ScheduleID,
+			&i.WorkflowExecutionQueue.ScheduleTick,
 			&i.CurrentVersion,
 			&i.VersionFound,
 		); err != nil {
@@ -329,7 +331,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domai
 }
 
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue q
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM shedlock l
@@ -375,6 +377,8 @@ func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows 
 			&i.ClaimTerm,
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
+			&i.ScheduleID,
+			&i.ScheduleTick,
 		); err != nil {
 			return nil, err
 		}
@@ -432,7 +436,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -459,12 +463,14 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.ClaimTerm,
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
+		&i.ScheduleID,
+		&i.ScheduleTick,
 	)
 	return i, err
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -494,12 +500,14 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.ClaimTerm,
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
+		&i.ScheduleID,
+		&i.ScheduleTick,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -526,14 +534,19 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.ClaimTerm,
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
+		&i.ScheduleID,
+		&i.ScheduleTick,
 	)
 	return i, err
 }
 
 const queueInsert = `-- name: QueueInsert :one
-INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, concurrency_key, concurrency_limit)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit
+INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context,
+                                      concurrency_key, concurrency_limit, available_at, schedule_id, schedule_tick)
+VALUES ($1, $2, $3, $4, $5, $6,
+        $7, $8,
+        greatest(now(), coalesce($9::timestamptz, now())), $10, $11)
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick
 `
 
 type QueueInsertParams struct {
@@ -545,8 +558,14 @@ type QueueInsertParams struct {
 	TraceContext         *string
 	ConcurrencyKey       *string
 	ConcurrencyLimit     *int32
+	NotBefore            *time.Time
+	ScheduleID           *domain.ID
+	ScheduleTick         *time.Time
 }
 
+// available_at is the enqueue's notBefore on database time (never before
+// now()): the claim skips the item until then. schedule_id and
+// schedule_tick name the schedule tick a scheduled item was fired for.
 func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParams) (WorkflowExecutionQueue, error) {
 	row := db.QueryRow(ctx, queueInsert,
 		arg.ID,
@@ -557,6 +576,9 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		arg.TraceContext,
 		arg.ConcurrencyKey,
 		arg.ConcurrencyLimit,
+		arg.NotBefore,
+		arg.ScheduleID,
+		arg.ScheduleTick,
 	)
 	var i WorkflowExecutionQueue
 	err := row.Scan(
@@ -580,13 +602,16 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.ClaimTerm,
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
+		&i.ScheduleID,
+		&i.ScheduleTick,
 	)
 	return i, err
 }
 
 const queueList = `-- name: QueueList :many
 SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
-       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, concurrency_key, concurrency_limit
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, concurrency_key, concurrency_limit,
+       schedule_id, schedule_tick
 FROM workflow_execution_queue
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
@@ -621,6 +646,8 @@ type QueueListRow struct {
 	ExecutionID          *domain.ID
 	ConcurrencyKey       *string
 	ConcurrencyLimit     *int32
+	ScheduleID           *domain.ID
+	ScheduleTick         *time.Time
 }
 
 // A workspace's items in the order the claim takes them
@@ -661,6 +688,8 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 			&i.ExecutionID,
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
+			&i.ScheduleID,
+			&i.ScheduleTick,
 		); err != nil {
 			return nil, err
 		}
@@ -902,7 +931,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueueP
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -944,6 +973,8 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.ClaimTerm,
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
+			&i.ScheduleID,
+			&i.ScheduleTick,
 		); err != nil {
 			return nil, err
 		}

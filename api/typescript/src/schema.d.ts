@@ -222,6 +222,69 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workspaces/{workspaceId}/outbound-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the workspace's outbound host limits
+         * @description The rates the workspace's HTTP_REQUEST nodes are held to, per
+         *     target host, ordered by host. A workspace key sees its own
+         *     workspace's only.
+         */
+        get: operations["listOutboundLimits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workspaces/{workspaceId}/outbound-limits/{host}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description The target host: a DNS name (at most 253 bytes, labels of letters,
+                 *     digits, '-' and '_', IDNs in their xn-- form) or an IP address,
+                 *     without a port; it holds for every port. Matched case-insensitively.
+                 */
+                host: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set the workspace's limit for one host
+         * @description From the next call on, the workspace's HTTP_REQUEST nodes calling
+         *     the host go at most `burst` at once, then `requestsPerSecond`; a
+         *     node over the rate waits durably, holding no worker slot. A
+         *     workspace keeps at most SLUICE_OUTBOUND_HOSTS_MAX limits (429 past
+         *     it). Out-of-range values and bad host names are 422, naming the
+         *     field.
+         */
+        put: operations["setOutboundLimit"];
+        post?: never;
+        /**
+         * Remove the workspace's limit for one host
+         * @description Calls to the host are no longer rate-limited; a pause an upstream asked for still holds until it ends.
+         */
+        delete: operations["deleteOutboundLimit"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workflow/definitions": {
         parameters: {
             query?: never;
@@ -339,6 +402,35 @@ export interface paths {
          *     409. Keys are kept for at least 24 hours per workspace.
          */
         post: operations["enqueueExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workflow/executions/start-batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enqueue executions in bulk
+         * @description Enqueues up to 1,000 executions of one definition (`SLUICE_ENQUEUE_BATCH_MAX`
+         *     lowers it) in one request and one statement, each item with its own
+         *     input, priority, optional `notBefore` and optional idempotency key,
+         *     and answers 202 with one result per item, in the order sent. The
+         *     batch passes the workspace's quotas whole or not at all: past one it
+         *     is refused with 429 naming the quota, and nothing is enqueued. An
+         *     item whose key was used before with the same content answers the
+         *     original item (`replayed: true`); a key used with different content
+         *     refuses the whole batch with 409, and a key given twice in one batch
+         *     with 400.
+         */
+        post: operations["enqueueExecutionBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -522,6 +614,146 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workflow/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List schedules
+         * @description Lists a workspace's schedules, oldest first.
+         */
+        get: operations["listSchedules"];
+        put?: never;
+        /**
+         * Create a schedule
+         * @description Runs a definition of the workspace on a cron expression read in a
+         *     time zone (`cronExpression`, `timeZone`), or every `intervalSeconds`
+         *     (on the multiples of the interval since the Unix epoch). Each tick
+         *     enqueues one item through the same quotas as a single enqueue; the
+         *     item's `scheduleTick` names its tick. A schedule counts against the
+         *     plan's schedule quota (429), and the plan sets the shortest time
+         *     allowed between two fire times (400 naming the field).
+         */
+        post: operations["createSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workflow/schedules/{scheduleId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's id. */
+                scheduleId: components["parameters"]["ScheduleId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a schedule
+         * @description Shows the schedule and its next fire times.
+         */
+        get: operations["getSchedule"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a schedule
+         * @description The schedule fires no more; items it already enqueued stay.
+         */
+        delete: operations["deleteSchedule"];
+        options?: never;
+        head?: never;
+        /**
+         * Edit a schedule
+         * @description Changes the fields given. A new `cronExpression` replaces an interval
+         *     and a new `intervalSeconds` a cron expression; a changed timetable
+         *     fires next at its first tick after now.
+         */
+        patch: operations["updateSchedule"];
+        trace?: never;
+    };
+    "/api/v1/workflow/schedules/{scheduleId}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's id. */
+                scheduleId: components["parameters"]["ScheduleId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a schedule
+         * @description The schedule fires nothing until resumed. Pausing a paused schedule is a 409.
+         */
+        post: operations["pauseSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workflow/schedules/{scheduleId}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's id. */
+                scheduleId: components["parameters"]["ScheduleId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a schedule
+         * @description The schedule fires again. Ticks missed while it was paused fire once,
+         *     at once, as the latest of them; then it goes on from its next tick.
+         *     Resuming a schedule that is not paused is a 409.
+         */
+        post: operations["resumeSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workflow/executions/{executionId}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an event to a waiting node
+         * @description Sends the event `name` to the execution's WAIT_FOR_EVENT node of
+         *     that name; its `payload` becomes the node's output. A node that has
+         *     not started yet keeps the event until it does, for the run's life.
+         *     Each node takes one event: a second one, one for a node that has
+         *     ended (completed, timed out, skipped, cancelled), one no node waits
+         *     for, or one for a finished execution is a 409. The body is bounded
+         *     like any request (413).
+         */
+        post: operations["sendEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -609,6 +841,26 @@ export interface components {
         CreateApiKeyRequest: {
             name: string;
         };
+        SetOutboundLimitRequest: {
+            /**
+             * Format: double
+             * @description Calls per second once the burst is spent, from 0.001 to 1000.
+             */
+            requestsPerSecond: number;
+            /** @description Calls that may go at once from a full bucket, from 1 to 1000. */
+            burst: number;
+        };
+        OutboundLimit: {
+            /** @description The host in canonical form: lower case, no trailing dot. */
+            host: string;
+            /** Format: double */
+            requestsPerSecond: number;
+            burst: number;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
         ApiKey: {
             /** Format: uuid */
             id: string;
@@ -655,7 +907,7 @@ export interface components {
         };
         Node: {
             key: string;
-            /** @description HTTP_REQUEST, TRANSFORM, CONDITION or DELAY; checked with the rest of the graph so that every problem is reported together. */
+            /** @description HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together. */
             type: string;
             config?: {
                 [key: string]: unknown;
@@ -714,6 +966,129 @@ export interface components {
              * @default 2
              */
             priority?: number;
+            /**
+             * Format: date-time
+             * @description The item waits PENDING, holding no slot, until this time; at most
+             *     30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+             *     400 names this field. A time already past is due at once.
+             */
+            notBefore?: string;
+        };
+        EnqueueExecutionBatchRequest: {
+            /** Format: uuid */
+            workspaceId: string;
+            /** Format: uuid */
+            workflowDefinitionId: string;
+            items: components["schemas"]["EnqueueBatchItem"][];
+        };
+        EnqueueBatchItem: {
+            /** @description Available to templates as `input`. */
+            input?: {
+                [key: string]: unknown;
+            };
+            /** @default 2 */
+            priority?: number;
+            /** @description As the `Idempotency-Key` header of a single enqueue, per item; distinct within a batch. */
+            idempotencyKey?: string;
+            /**
+             * Format: date-time
+             * @description The item waits PENDING, holding no slot, until this time; at most
+             *     30 days ahead (`SLUICE_ENQUEUE_NOT_BEFORE_HORIZON`), past that a
+             *     400 names this field. A time already past is due at once.
+             */
+            notBefore?: string;
+        };
+        EnqueuedExecutionBatch: {
+            items: components["schemas"]["EnqueuedBatchItem"][];
+        };
+        EnqueuedBatchItem: {
+            /** Format: uuid */
+            queueId: string;
+            status: components["schemas"]["QueueStatus"];
+            /** @description The key was used before with the same content; this is the original item. */
+            replayed: boolean;
+        };
+        /**
+         * @description What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
+         * @enum {string}
+         */
+        OverlapPolicy: "skip" | "queue";
+        CreateScheduleRequest: {
+            /** Format: uuid */
+            workspaceId: string;
+            /** Format: uuid */
+            workflowDefinitionId: string;
+            name: string;
+            /** @description Five fields (minute hour day-of-month month day-of-week), or six with seconds first, or a descriptor such as @daily. Exactly one of cronExpression and intervalSeconds. */
+            cronExpression?: string;
+            /**
+             * @description The IANA time zone the cron expression is read in.
+             * @default UTC
+             */
+            timeZone?: string;
+            intervalSeconds?: number;
+            input?: {
+                [key: string]: unknown;
+            };
+            /** @default 2 */
+            priority?: number;
+            overlapPolicy?: components["schemas"]["OverlapPolicy"];
+            /** @default false */
+            paused?: boolean;
+        };
+        UpdateScheduleRequest: {
+            name?: string;
+            cronExpression?: string;
+            timeZone?: string;
+            intervalSeconds?: number;
+            input?: {
+                [key: string]: unknown;
+            };
+            priority?: number;
+            overlapPolicy?: components["schemas"]["OverlapPolicy"];
+        };
+        Schedule: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            workspaceId: string;
+            /** Format: uuid */
+            workflowDefinitionId: string;
+            name: string;
+            cronExpression: string | null;
+            timeZone: string;
+            intervalSeconds: number | null;
+            input: unknown;
+            priority: number;
+            overlapPolicy: components["schemas"]["OverlapPolicy"];
+            paused: boolean;
+            /** Format: date-time */
+            pausedAt: string | null;
+            /**
+             * Format: date-time
+             * @description The next tick to fire; null while paused.
+             */
+            nextFireAt: string | null;
+            /** @description The next 5 fire times from now (empty while paused). */
+            nextFireTimes: string[];
+            /**
+             * Format: date-time
+             * @description The last tick fired or skipped.
+             */
+            lastTick: string | null;
+            /**
+             * Format: uuid
+             * @description The item the last fired tick enqueued.
+             */
+            lastQueueId: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        SchedulePage: {
+            items: components["schemas"]["Schedule"][];
+            nextCursor: string | null;
         };
         EnqueuedExecution: {
             /** Format: uuid */
@@ -744,6 +1119,16 @@ export interface components {
             claimedAt: string | null;
             /** Format: date-time */
             dispatchedAt: string | null;
+            /**
+             * Format: uuid
+             * @description The schedule that fired the item.
+             */
+            scheduleId?: string | null;
+            /**
+             * Format: date-time
+             * @description The schedule's tick the item is for.
+             */
+            scheduleTick?: string | null;
             /** @description The definition's concurrency key, resolved over the input at enqueue. */
             concurrencyKey: string | null;
             waitingOn: components["schemas"]["WaitingOn"];
@@ -831,6 +1216,19 @@ export interface components {
             items: components["schemas"]["Execution"][];
             nextCursor: string | null;
         };
+        EventToSend: {
+            /** @description The event name a WAIT_FOR_EVENT node's config.event waits for. */
+            name: string;
+            /** @description Any JSON; the node's output. Absent means null. */
+            payload?: unknown;
+        };
+        EventDelivered: {
+            /** Format: uuid */
+            executionId: string;
+            name: string;
+            /** @description The WAIT_FOR_EVENT node the event went to. */
+            nodeKey: string;
+        };
         CancelResponse: {
             /** Format: uuid */
             id: string;
@@ -916,7 +1314,7 @@ export interface components {
         /**
          * @description The request would pass one of the workspace's quotas (pending or
          *     stored queue items, definitions, definition versions, nodes per
-         *     graph), or the workspace is sending requests faster than its rate
+         *     graph, schedules), or the workspace is sending requests faster than its rate
          *     or has too many in flight at once. Nothing was stored and nothing
          *     already stored changed. `Retry-After` is set where waiting helps:
          *     the queue drains as executions finish, and the rate refills.
@@ -1071,6 +1469,8 @@ export interface components {
         DefinitionId: string;
         /** @description The execution's id. */
         ExecutionId: string;
+        /** @description The schedule's id. */
+        ScheduleId: string;
         /** @description Page size. */
         Limit: number;
         /** @description The `nextCursor` of the previous page. */
@@ -1614,6 +2014,139 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    listOutboundLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The limits. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "host": "api.example.com",
+                     *         "requestsPerSecond": 5,
+                     *         "burst": 10,
+                     *         "createdAt": "2026-11-25T10:00:00Z",
+                     *         "updatedAt": "2026-11-25T10:00:00Z"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["OutboundLimit"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setOutboundLimit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description The target host: a DNS name (at most 253 bytes, labels of letters,
+                 *     digits, '-' and '_', IDNs in their xn-- form) or an IP address,
+                 *     without a port; it holds for every port. Matched case-insensitively.
+                 */
+                host: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "requestsPerSecond": 5,
+                 *       "burst": 10
+                 *     }
+                 */
+                "application/json": components["schemas"]["SetOutboundLimitRequest"];
+            };
+        };
+        responses: {
+            /** @description The limit as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "host": "api.example.com",
+                     *       "requestsPerSecond": 5,
+                     *       "burst": 10,
+                     *       "createdAt": "2026-11-25T10:00:00Z",
+                     *       "updatedAt": "2026-11-25T10:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OutboundLimit"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteOutboundLimit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description The target host: a DNS name (at most 253 bytes, labels of letters,
+                 *     digits, '-' and '_', IDNs in their xn-- form) or an IP address,
+                 *     without a port; it holds for every port. Matched case-insensitively.
+                 */
+                host: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     listDefinitions: {
         parameters: {
             query: {
@@ -1954,6 +2487,70 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    enqueueExecutionBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                 *       "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
+                 *       "items": [
+                 *         {
+                 *           "input": {
+                 *             "name": "Ada"
+                 *           }
+                 *         },
+                 *         {
+                 *           "input": {
+                 *             "name": "Grace"
+                 *           },
+                 *           "priority": 1,
+                 *           "idempotencyKey": "grace-1"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["EnqueueExecutionBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description Every item enqueued (or replayed), in the order sent. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "queueId": "3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a",
+                     *           "status": "PENDING",
+                     *           "replayed": false
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EnqueuedExecutionBatch"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     listQueue: {
         parameters: {
             query: {
@@ -2097,6 +2694,11 @@ export interface operations {
                  *     after its item was deleted on completion.
                  */
                 queueId?: string;
+                /**
+                 * @description Only RUNNING executions with a WAIT_FOR_EVENT node waiting for
+                 *     its event (send it at `/workflow/executions/{executionId}/events`).
+                 */
+                waitingForEvent?: boolean;
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
                 /** @description The `nextCursor` of the previous page. */
@@ -2265,6 +2867,288 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listSchedules: {
+        parameters: {
+            query: {
+                /** @description The workspace to list. */
+                workspaceId: string;
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `nextCursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of schedules. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SchedulePage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                 *       "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
+                 *       "name": "nightly",
+                 *       "cronExpression": "0 3 * * *",
+                 *       "timeZone": "Europe/Paris",
+                 *       "overlapPolicy": "skip"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateScheduleRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's id. */
+                scheduleId: components["parameters"]["ScheduleId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's id. */
+                scheduleId: components["parameters"]["ScheduleId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's id. */
+                scheduleId: components["parameters"]["ScheduleId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateScheduleRequest"];
+            };
+        };
+        responses: {
+            /** @description The schedule as edited. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pauseSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's id. */
+                scheduleId: components["parameters"]["ScheduleId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule, paused. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    resumeSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's id. */
+                scheduleId: components["parameters"]["ScheduleId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule, resumed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    sendEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution's id. */
+                executionId: components["parameters"]["ExecutionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "approval",
+                 *       "payload": {
+                 *         "approvedBy": "ada"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["EventToSend"];
+            };
+        };
+        responses: {
+            /** @description The event was delivered to the run. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "executionId": "1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d",
+                     *       "name": "approval",
+                     *       "nodeKey": "approve"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventDelivered"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

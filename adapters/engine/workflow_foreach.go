@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+// forEachChange is the GetVersion change id of FOR_EACH nodes: the
+// workflow runs their iterations itself, each an activity counted against
+// the execution's nodes in flight. Histories recorded before it hold no
+// FOR_EACH node, so it only marks where the new code path began.
+const forEachChange = "for-each"
+
+// holdsSlot reports whether a node of type t takes one of the execution's
+// nodes in flight while it runs. A DELAY waits on a timer; a FOR_EACH
+// holds none itself, its iterations each take one; a WAIT_FOR_EVENT waits
+// on a signal.
+func holdsSlot(t domain.NodeType) bool {
+	return !t.RunByWorkflow()
+}
+
+// launchComposite starts the node types the workflow runs itself rather
+// than as one activity, and reports whether n was one of them.
+func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in RunNodeInput) bool {
+	switch n.Type {
+	case domain.NodeForEach:
+		r.launchForEach(sel, n, in)
+		return true
+	case domain.NodeWaitForEvent:
+		r.launchWait(sel, n)
+		return true
+	case domain.NodeSubWorkflow:
+		r.launchSub(sel, n)
+		return true
+	}
+	return false
+}
+
+// launchForEach runs a FOR_EACH: it resolves the items in the workflow
+// (templates are pure), refuses an array past the plan's cap, then runs
+// one iteration per element, each as the node it templates, each waiting
+// for one of the execution's nodes in flight, and outputs their outputs in
+// input order. The first failed iteration fails the node: no further one
+// starts, those in flight end and are recorded.
+func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node, in RunNodeInput) {
+	started := workflow.Now(r.ctx)
+	f, settle := workflow.NewFuture(r.ctx)
+	sel.AddFuture(f, func(f workflow.Future) {
+		var out json.RawMessage
+		err := f.Get(r.ctx, &out)
+		ended := workflow.Now(r.ctx)
+		r.last = nodeOutcome{node: n, output: out, err: err, started: &started, ended: &ended, attempt: 1}
+	})
+	workflow.GetVersion(r.ctx, forEachChange, workflow.DefaultVersion, 1)
+	cfg, items, err := r.forEachItems(n)
+	r.started(n)
+	if err != nil {
+		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
+		return
+	}
+	r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: 1, StartedAt: &started})
+	workflow.Go(r.ctx, func(ctx workflow.Context) {
+		out, err := r.iterate(ctx, n, cfg, in, items)
+		settle.Set(out, err)
+	})
+}
+
+// forEachItems decodes n's config and resolves its items against what the
+// run has, checking them against the plan's cap.
+func (r *executionRun) forEachItems(n domain.Node) (domain.ForEachConfig, []any, error) {
+	cfg, err := domain.DecodeForEachConfig(n.Config)
+	if err != nil {
+		return cfg, nil, err
+	}
+	v, err := domain.ResolveJSON(cfg.Items, domain.TemplateContext{
+		Input: r.input, Steps: r.outputs, ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID,
+		Budget: domain.NewTemplateBudget(r.limits.PayloadLimit),
+	})
+	if err != nil {
+		return cfg, nil, fmt.Errorf("config.items: %w", err)
+	}
+	limit := r.limits.ForEachItems[r.in.Plan]
+	if limit <= 0 {
+		limit = domain.DefaultForEachItems()[r.in.Plan]
+	}
+	items, err := domain.ForEachItems(v, limit, r.in.Plan)
+	return cfg, items, err
+}
+
+// iterate runs the iterations of FOR_EACH n, at most as many at once as
+// the execution has nodes in flight left (r.busy), and encodes their
+// outputs as one array.
+func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.ForEachConfig, in RunNodeInput, items []any) (json.RawMessage, error) {
+	capacity := r.limits.inFlight(r.in.Plan)
+	results := make([]json.RawMessage, len(items))
+	var failure error
+	launched, done := 0, 0
+	for i, item := range items {
+		if err := workflow.Await(ctx, func() bool { return r.busy < capacity || failure != nil }); err != nil || failure != nil {
+			break
+		}
+		it, err := r.iterationInput(n, cfg, in, i, item)
+		if err != nil {
+			failure = err
+			break
+		}
+		if r.bounded {
+			for r.observeTask(); !r.fitsTask(it.Node, it); r.observeTask() {
+				// The task is full: end it and go on in the next one.
+				if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
+					break
+				}
+				r.task.used = 0
+			}
+		}
+		r.busy++
+		launched++
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			out, err := r.runIteration(ctx, it)
+			r.busy--
+			done++
+			if err != nil {
+				if failure == nil {
+					failure = fmt.Errorf("iteration %d (%s) failed: %s", it.Iteration.Index, it.Node.Key, errorMessage(err))
+				}
+				return
+			}
+			results[it.Iteration.Index] = out
+		})
+	}
+	wait, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.Await(wait, func() bool { return done == launched })
+	if ctx.Err() != nil {
+		return nil, temporal.NewCanceledError("execution cancelled")
+	}
+	if failure != nil {
+		return nil, temporal.NewNonRetryableApplicationError(failure.Error(), "iteration_failed", nil)
+	}
+	out, err := json.Marshal(results)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("iteration outputs: "+err.Error(), "invalid_output", nil)
+	}
+	if len(out) > r.limits.PayloadLimit {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the %d iterations' outputs are %d bytes together, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", len(items), len(out), r.limits.PayloadLimit),
+			"payload_too_large", nil)
+	}
+	return out, nil
+}
+
+// iterationInput is the activity input of iteration i: FOR_EACH n's input
+// with its node template as the node, recorded as <key>[i], and the
+// element to read.
+func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, in RunNodeInput, i int, item any) (RunNodeInput, error) {
+	raw, err := json.Marshal(item)
+	if err != nil {
+		return RunNodeInput{}, fmt.Errorf("item %d: %w", i, err)
+	}
+	in.Node = domain.Node{Key: domain.IterationKey(n.Key, i), Type: cfg.Node.Type, Config: cfg.Node.Config}
+	in.Iteration = &IterationInput{Index: i, Item: raw}
+	in.size += len(raw)
+	if in.size > r.limits.PayloadLimit {
+		return RunNodeInput{}, fmt.Errorf("iteration %d: its config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)",
+			i, in.size, r.limits.PayloadLimit)
+	}
+	return in, nil
+}
+
+// runIteration runs one iteration as its node type runs: a pure node as a
+// local activity, recorded by the workflow; an HTTP node as an activity on
+// the external-API queue, within the workspace's share, recording itself.
+// A failure or cancellation is recorded here.
+func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json.RawMessage, error) {
+	n := in.Node
+	started := workflow.Now(ctx)
+	var output json.RawMessage
+	var err error
+	if isPure(n.Type) {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: nodeTimeout(n),
+			RetryPolicy:         r.nodeRetry(),
+		})
+		var out PureNodeOutput
+		err = workflow.ExecuteLocalActivity(lctx, runPureNodeActivity, in).Get(ctx, &out)
+		r.pureEnded(nodeOutcome{node: n, output: out.Output})
+		if err == nil {
+			r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeCompleted, Attempt: out.Attempt,
+				Output: out.Output, StartedAt: out.StartedAt, CompletedAt: out.CompletedAt})
+		}
+		output = out.Output
+	} else {
+		opts := workflow.ActivityOptions{
+			StartToCloseTimeout: nodeTimeout(n),
+			HeartbeatTimeout:    10 * time.Second,
+			WaitForCancellation: true,
+			RetryPolicy:         r.nodeRetry(),
+			Priority:            temporal.Priority{FairnessKey: r.in.WorkspaceID},
+		}
+		if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
+			opts.TaskQueue = r.retry.ExternalAPITaskQueue
+		}
+		r.decideShare(n)
+		var f workflow.Future
+		if r.share > 0 && n.Type == domain.NodeHTTPRequest {
+			f = r.runInShare(n, opts, in)
+		} else {
+			f = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in)
+		}
+		var out RunNodeOutput
+		err = f.Get(ctx, &out)
+		output = out.Output
+	}
+	switch {
+	case err == nil:
+	case temporal.IsCanceledError(err) && r.ctx.Err() != nil:
+		r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeCancelled, Error: "execution cancelled", StartedAt: &started})
+	default:
+		r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeFailed, Error: errorMessage(err), StartedAt: &started})
+	}
+	return output, err
+}

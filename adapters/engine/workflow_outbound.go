@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+// outboundHostWaitVersion is the GetVersion change id under which HTTP
+// nodes wait for their host's turn (the workspace's limit for the host)
+// and through an upstream's Retry-After; executions recorded before it
+// call at once and fail or retry on a 429 or 503 as any other answer.
+const outboundHostWaitVersion = "outbound-host-wait"
+
+// runOutbound runs an HTTP node under its workspace's limits for the host
+// it calls. Before each call it takes the host's turn (a local activity on
+// the shared state in Postgres), waiting on a durable timer, holding no
+// worker slot, for its slot of the host's rate or the end of the host's
+// pause. It then runs the node as before (within the workspace's share
+// when there is one), its activity admitting the call at the rate just
+// before it goes: one refused there (its timer fired late, beside others)
+// waits again on a timer and runs again, spending no attempt. An answer with a Retry-After pauses the host for the workspace and
+// sends the node back to wait for its turn, a new activity whose attempts
+// start again, since no attempt was at fault; the node's Retry-After waits
+// together are bounded by OutboundPauses.Max, past which it fails naming
+// that bound. The future settles as the activity's would.
+func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
+	f, settle := workflow.NewFuture(r.ctx)
+	pauses := r.limits.OutboundPauses.WithDefaults()
+	in.OutboundAdmit = true
+	workflow.Go(r.ctx, func(ctx workflow.Context) {
+		var waited time.Duration
+		for needTurn := true; ; {
+			if needTurn {
+				if err := r.waitForTurn(ctx, in); err != nil {
+					settle.SetError(err)
+					return
+				}
+			}
+			var out RunNodeOutput
+			var err error
+			if r.share > 0 {
+				out, err = r.inShare(ctx, n, opts, in)
+			} else {
+				err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in).Get(ctx, &out)
+			}
+			if wait, ok := outboundWaitOf(err); ok {
+				// Not admitted as it went: it keeps its turn and goes
+				// again after the wait.
+				needTurn = false
+				if err = workflow.Sleep(ctx, wait); err != nil {
+					settle.SetError(err)
+					return
+				}
+				continue
+			}
+			needTurn = true
+			ra, ok := retryAfterOf(err)
+			if !ok {
+				settle.Set(out, err)
+				return
+			}
+			waited += ra.Wait
+			if waited > pauses.Max {
+				settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+					"%s; waiting %s for it would take the node's Retry-After waits to %s, over the maximum of %s (SLUICE_OUTBOUND_PAUSE_MAX)",
+					errorMessage(err), ra.Wait, waited, pauses.Max), "retry_after_too_long", nil))
+				return
+			}
+			var shared bool
+			pause := OutboundPauseInput{WorkspaceID: r.in.WorkspaceID, Host: ra.Host, Wait: ra.Wait, HostsMax: pauses.HostsMax}
+			if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), pauseOutboundHostActivity, pause).Get(ctx, &shared); err != nil {
+				settle.SetError(err)
+				return
+			}
+			if !shared {
+				// The workspace has its whole bound of hosts paused: this
+				// node still waits, on its own.
+				if err := workflow.Sleep(ctx, ra.Wait); err != nil {
+					settle.SetError(err)
+					return
+				}
+			}
+		}
+	})
+	return f
+}
+
+// waitForTurn takes the node's turn at its host, sleeping on a durable
+// timer for as long as the shared state says each time it has none: until
+// the slot of the host's rate it reserved, or the end of the host's pause.
+func (r *executionRun) waitForTurn(ctx workflow.Context, in RunNodeInput) error {
+	ask := OutboundTurnInput{Run: in}
+	for {
+		var turn OutboundTurnOutput
+		if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), outboundTurnActivity, ask).Get(ctx, &turn); err != nil {
+			return err
+		}
+		if turn.Wait <= 0 {
+			return nil
+		}
+		ask.HoldsSlot = turn.Reserved
+		if err := workflow.Sleep(ctx, turn.Wait); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+// withChild stores graph as a definition of the harness's workspace and
+// returns its id.
+func (h *harness) withChild(graph string) domain.ID {
+	h.t.Helper()
+	g, err := domain.DecodeGraph([]byte(graph))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	id := domain.ID(uuid.New())
+	ws, err := domain.ParseID(h.in.WorkspaceID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.store.addDefinition(id, ws, g)
+	return id
+}
+
+func TestSubWorkflowRunsTheChildAndRecordsItsNodesOnTheParentsRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{}`)
+	child := h.withChild(`{"nodes": [
+		{"key": "greet", "type": "TRANSFORM", "config": {"output": "hello {{ input.who }}"}},
+		{"key": "count", "type": "TRANSFORM", "config": {"output": 2}}
+	]}`)
+	h = newHarnessLike(t, h, fmt.Sprintf(`{"nodes": [
+		{"key": "sub", "type": "SUB_WORKFLOW", "config": {"definition": "%s", "input": {"who": "{{ input.name }}"}}},
+		{"key": "after", "type": "TRANSFORM", "config": {"output": "{{ steps.sub.output.greet }} x{{ steps.sub.output.count }}"}}
+	], "edges": [{"from": "sub", "to": "after"}]}`, child)).withInput(`{"name": "ada"}`)
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if got := h.record("after").Output; got != "hello ada x2" {
+		t.Errorf("after output = %v, want the child's outputs read", got)
+	}
+	h.wantStatuses(map[string]domain.NodeStatus{"sub": domain.NodeCompleted, "sub/greet": domain.NodeCompleted,
+		"sub/count": domain.NodeCompleted, "after": domain.NodeCompleted})
+	h.wantCompletion(domain.ExecutionCompleted, "")
+}
+
+func TestSubWorkflowFailsWhenTheChildFailsOrIsNotTheWorkspaces(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{}`)
+	child := h.withChild(`{"nodes": [{"key": "bad", "type": "TRANSFORM", "config": {"output": "{{ input.missing.deep }}"}}]}`)
+	h = newHarnessLike(t, h, fmt.Sprintf(`{"nodes": [{"key": "sub", "type": "SUB_WORKFLOW", "config": {"definition": "%s"}}]}`, child))
+	res := h.mustRun()
+	if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, "sub-workflow "+child.String()+" version 1 failed") {
+		t.Fatalf("result = %s (%s), want FAILED naming the child", res.Status, res.Error)
+	}
+	h.wantStatuses(map[string]domain.NodeStatus{"sub": domain.NodeFailed, "sub/bad": domain.NodeFailed})
+
+	other := newHarness(t, fmt.Sprintf(`{"nodes": [{"key": "sub", "type": "SUB_WORKFLOW", "config": {"definition": "%s"}}]}`, child))
+	res = other.mustRun()
+	if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, "not found in the workspace") {
+		t.Fatalf("another workspace's run: %s (%s), want FAILED, not found", res.Status, res.Error)
+	}
+}
+
+// newHarnessLike is a harness running graph in prev's workspace, with
+// prev's definitions.
+func newHarnessLike(t *testing.T, prev *harness, graph string) *harness {
+	t.Helper()
+	h := newHarness(t, graph)
+	h.in.WorkspaceID = prev.in.WorkspaceID
+	for id, d := range prev.store.definitions {
+		h.store.addDefinition(id, d.WorkspaceID, d.Graph)
+	}
+	return h
+}

@@ -1,0 +1,97 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// ScheduleFiringLeaseName names the schedule firing job's lease.
+const ScheduleFiringLeaseName = "fireSchedules"
+
+// ScheduleFiringConfig is how the dispatcher fires schedules.
+type ScheduleFiringConfig struct {
+	// Schedule is how often the job runs and its lease's terms. A turn
+	// fires every due tick, so ticks fire up to Interval late; a holder
+	// that dies mid-turn keeps the others away for LeaseAtMostFor.
+	Schedule MaintenanceSchedule
+	// CatchUp is how late a tick may fire on its own: ticks overdue by
+	// more were missed (no dispatcher ran, or the schedule was paused) and
+	// fire once, as the latest of them. It should exceed LeaseAtMostFor,
+	// so that a failover loses no tick.
+	CatchUp time.Duration
+	// MaxPerTurn bounds the ticks one turn fires, so a turn ends within
+	// its lease; the next turn goes on.
+	MaxPerTurn int
+}
+
+// DefaultScheduleFiringConfig fires every second under a lease held at
+// most 15 s, and fires each tick overdue by up to a minute.
+func DefaultScheduleFiringConfig() ScheduleFiringConfig {
+	return ScheduleFiringConfig{
+		Schedule:   MaintenanceSchedule{Interval: time.Second, LeaseAtMostFor: 15 * time.Second},
+		CatchUp:    time.Minute,
+		MaxPerTurn: 1000,
+	}
+}
+
+// ScheduleFiring is the dispatcher's job that fires due schedules: one
+// process at a time under the fireSchedules lease, and exactly once per
+// tick whatever happens to it, because each tick's item is written in the
+// transaction that advances its schedule (ports.ScheduleStore.
+// FireDueSchedule), under the schedule's row lock, with a unique
+// (schedule_id, schedule_tick) on the queue behind it.
+type ScheduleFiring struct {
+	store  ports.ScheduleStore
+	parser ports.TimetableParser
+	quotas domain.Quotas
+	cfg    ScheduleFiringConfig
+	log    *slog.Logger
+	loop   maintenance
+}
+
+// NewScheduleFiring builds the job.
+func NewScheduleFiring(store ports.ScheduleStore, parser ports.TimetableParser, quotas domain.Quotas, lease ports.Lease,
+	cfg ScheduleFiringConfig, leaseMetrics *LeaseMetrics, log *slog.Logger) *ScheduleFiring {
+	f := &ScheduleFiring{store: store, parser: parser, quotas: quotas, cfg: cfg, log: log}
+	f.loop = maintenance{name: ScheduleFiringLeaseName, lease: lease, schedule: cfg.Schedule, metrics: leaseMetrics, log: log, job: f.fireDue}
+	return f
+}
+
+// Run fires due schedules on the job's schedule until ctx ends.
+func (f *ScheduleFiring) Run(ctx context.Context) { f.loop.run(ctx) }
+
+// fireDue fires due ticks, one transaction each, until none is due or the
+// turn's bound is reached.
+func (f *ScheduleFiring) fireDue(ctx context.Context) {
+	for range f.cfg.MaxPerTurn {
+		fired, err := f.store.FireDueSchedule(ctx, f.quotas, f.decide)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.log.Error("firing a schedule failed", "error", err)
+			}
+			return
+		}
+		if !fired {
+			return
+		}
+	}
+}
+
+// decide is what a due schedule does: a schedule whose definition is gone,
+// or whose timetable no longer reads, is paused; any other fires its tick
+// (domain.Schedule.Fire).
+func (f *ScheduleFiring) decide(d ports.DueSchedule) (domain.Firing, error) {
+	if !d.DefinitionLive {
+		return domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}, nil
+	}
+	tt, err := timetableOf(f.parser, d.Schedule)
+	if err != nil {
+		f.log.Warn("a schedule's timetable no longer reads; pausing it", "schedule_id", d.Schedule.ID, "error", err)
+		return domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}, nil
+	}
+	return d.Schedule.Fire(tt, d.Now, f.cfg.CatchUp, d.PreviousActive), nil
+}

@@ -1,0 +1,117 @@
+package domain_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+func TestOutboundTurnLetsBurstGoThenSpacesCallsAtTheRate(t *testing.T) {
+	t.Parallel()
+	l := domain.OutboundLimit{Host: "api.example.com", RatePerSecond: 4, Burst: 3}
+	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	// 11 calls asking at once each reserve a slot: the burst goes at
+	// once, the rest one interval apart.
+	next := time.Time{}
+	sent := make([]time.Time, 11)
+	for i := range sent {
+		var wait time.Duration
+		next, wait = l.Turn(next, start)
+		sent[i] = start.Add(wait)
+	}
+	for i := range 3 {
+		if !sent[i].Equal(start) {
+			t.Errorf("call %d of the burst goes at %v, want at once", i, sent[i].Sub(start))
+		}
+	}
+	for i := 3; i < len(sent); i++ {
+		if gap := sent[i].Sub(sent[i-1]); gap != 250*time.Millisecond {
+			t.Errorf("call %d goes %v after the one before, want 250ms", i, gap)
+		}
+	}
+	// (11-3)/4 = 2 s from the first to the last, and no faster.
+	if got := sent[10].Sub(sent[0]); got != 2*time.Second {
+		t.Errorf("11 calls at 4/s with a burst of 3 took %v, want 2s", got)
+	}
+}
+
+func TestOutboundTurnRefillsWhileIdle(t *testing.T) {
+	t.Parallel()
+	l := domain.OutboundLimit{RatePerSecond: 1, Burst: 2}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	next, _ := l.Turn(time.Time{}, now)
+	next, _ = l.Turn(next, now)
+	if _, wait := l.Turn(next, now); wait != time.Second {
+		t.Fatalf("third call at once waits %v, want 1s", wait)
+	}
+	later := now.Add(time.Hour)
+	next, w1 := l.Turn(next, later)
+	_, w2 := l.Turn(next, later)
+	if w1 != 0 || w2 != 0 {
+		t.Errorf("after an idle hour the burst waits %v and %v, want none", w1, w2)
+	}
+}
+
+func TestNewOutboundLimitNamesTheFieldAtFault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, host string
+		rate       float64
+		burst      int
+		field      string
+	}{
+		{"empty host", "", 1, 1, "/path/host"},
+		{"host too long", strings.Repeat("a.", 130) + "com", 1, 1, "/path/host"},
+		{"label too long", strings.Repeat("a", 64) + ".com", 1, 1, "/path/host"},
+		{"host with a port", "example.com:443", 1, 1, "/path/host"},
+		{"host with a path", "example.com/x", 1, 1, "/path/host"},
+		{"ambiguous ipv4", "127.1", 1, 1, "/path/host"},
+		{"rate zero", "example.com", 0, 1, "/requestsPerSecond"},
+		{"rate negative", "example.com", -1, 1, "/requestsPerSecond"},
+		{"rate too high", "example.com", 1001, 1, "/requestsPerSecond"},
+		{"burst zero", "example.com", 1, 0, "/burst"},
+		{"burst too high", "example.com", 1, 1001, "/burst"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := domain.NewOutboundLimit(tc.host, tc.rate, tc.burst, "/path/host", "/requestsPerSecond", "/burst")
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != tc.field {
+				t.Fatalf("error %v, want one problem at %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestParseOutboundHostCanonicalises(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"API.Example.COM.": "api.example.com",
+		"127.0.0.1":        "127.0.0.1",
+		"[::1]":            "::1",
+		"0:0::1":           "::1",
+		"xn--bcher-kva.de": "xn--bcher-kva.de",
+	} {
+		if got, err := domain.ParseOutboundHost(in); err != nil || got != want {
+			t.Errorf("ParseOutboundHost(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+func TestOutboundAdmitRefusesWithoutMovingTheBucket(t *testing.T) {
+	t.Parallel()
+	l := domain.OutboundLimit{RatePerSecond: 4, Burst: 2}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	sent, w1 := l.Admit(time.Time{}, now)
+	sent, w2 := l.Admit(sent, now)
+	after, w3 := l.Admit(sent, now)
+	if w1 != 0 || w2 != 0 || w3 != 250*time.Millisecond || !after.Equal(sent) {
+		t.Fatalf("burst of 2 at 4/s: waits %v %v %v, bucket moved %v; want 0 0 250ms and unmoved", w1, w2, w3, !after.Equal(sent))
+	}
+	if _, w := l.Admit(sent, now.Add(250*time.Millisecond)); w != 0 {
+		t.Errorf("after its wait the call still waits %v", w)
+	}
+}

@@ -1,0 +1,56 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+// TimetableParser reads a cron expression in a time zone. Its errors wrap
+// domain.ErrBadCron or domain.ErrBadTimeZone.
+type TimetableParser interface {
+	Timetable(expr, zone string) (domain.Timetable, error)
+}
+
+// ScheduleCursor is the keyset position of the last schedule of a page.
+type ScheduleCursor struct {
+	CreatedAt time.Time
+	ID        domain.ID
+}
+
+// DueSchedule is a due schedule, locked in the firing transaction, with
+// what deciding its tick needs.
+type DueSchedule struct {
+	Schedule domain.Schedule
+	// Now is the database's now(), the clock ticks are judged by.
+	Now time.Time
+	// DefinitionLive is false when the definition was deleted.
+	DefinitionLive bool
+	// PreviousActive says whether the last fired item is still queued or
+	// running.
+	PreviousActive bool
+}
+
+// ScheduleStore keeps schedules and fires them.
+type ScheduleStore interface {
+	// CreateSchedule stores a new schedule after counting the workspace's
+	// schedules under its storage lock against quotas.CheckSchedules.
+	CreateSchedule(ctx context.Context, s domain.Schedule, quotas domain.Quotas) (domain.Schedule, error)
+	GetSchedule(ctx context.Context, id domain.ID) (domain.Schedule, error)
+	ListSchedules(ctx context.Context, workspaceID domain.ID, limit int, after *ScheduleCursor) ([]domain.Schedule, error)
+	// UpdateSchedule loads the schedule under its row lock (so no tick
+	// fires meanwhile), lets update change it, and writes the result, in
+	// one transaction; the database's now() is passed to update.
+	UpdateSchedule(ctx context.Context, id domain.ID, update func(s *domain.Schedule, now time.Time) error) (domain.Schedule, error)
+	DeleteSchedule(ctx context.Context, id domain.ID) error
+	// FireDueSchedule locks the due schedule with the oldest tick that no
+	// other transaction holds, asks decide what it does, and in the same
+	// transaction enqueues its item (through the one enqueue path, with
+	// its quotas, the item naming the schedule and tick) and advances it
+	// to Firing.Next, or pauses it (Firing.Pause). A crash before the
+	// commit fires nothing and advances nothing. A tick an enqueue quota
+	// refuses is recorded (activity "schedule.refused") and passed. It
+	// returns false when no schedule was due.
+	FireDueSchedule(ctx context.Context, quotas domain.Quotas, decide func(DueSchedule) (domain.Firing, error)) (bool, error)
+}
