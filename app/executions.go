@@ -155,6 +155,13 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 	if owner != req.WorkspaceID {
 		return nil, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
+	// As a single enqueue does, every item's concurrency key is resolved
+	// now; one item whose input lacks it refuses the whole batch, naming
+	// that item's input.
+	concurrency, err := s.definitions.DefinitionConcurrency(ctx, req.DefinitionID)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	keys := make(map[string]int, len(req.Items))
 	b := ports.EnqueueBatch{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Actor: a, Quotas: s.quotas,
@@ -173,6 +180,13 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 		}
 		item := ports.EnqueueBatchItem{ID: domain.ID(uuid.New()), Input: it.Input, Priority: it.Priority,
 			NotBefore: it.NotBefore, IdempotencyKey: it.IdempotencyKey}
+		if concurrency != nil {
+			key, err := concurrency.ResolveKey(it.Input)
+			if err != nil {
+				return nil, domain.InputAt(err, fmt.Sprintf("/items/%d", i))
+			}
+			item.ConcurrencyKey, item.ConcurrencyLimit = &key, concurrency.Limit
+		}
 		if it.IdempotencyKey != "" {
 			if first, dup := keys[it.IdempotencyKey]; dup {
 				return nil, &domain.FieldError{Field: fmt.Sprintf("/items/%d/idempotencyKey", i),

@@ -3,6 +3,7 @@ package domain
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -102,6 +103,22 @@ type InputError struct {
 // Error joins the problems.
 func (e *InputError) Error() string {
 	return (&ValidationError{Problems: e.Problems}).Error()
+}
+
+// InputAt places an *InputError's problems under prefix (a bulk enqueue's
+// /items/<i>), so each names the item at fault; any other error is
+// returned as it is.
+func InputAt(err error, prefix string) error {
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	out := &InputError{Problems: make([]Problem, len(ie.Problems))}
+	for i, p := range ie.Problems {
+		p.Path = prefix + p.Path
+		out.Problems[i] = p
+	}
+	return out
 }
 
 // ResolveKey resolves the key template over an item's input. A reference

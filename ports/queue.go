@@ -58,6 +58,9 @@ type EnqueueBatchItem struct {
 	// within a batch.
 	IdempotencyKey string
 	RequestHash    []byte
+	// ConcurrencyKey and ConcurrencyLimit are as Enqueue's.
+	ConcurrencyKey   *string
+	ConcurrencyLimit int
 }
 
 // EnqueueResult is what a bulk enqueue did with one item.

@@ -894,6 +894,30 @@ func TestNegativeConcurrencyKeys(t *testing.T) {
 	if err := w.pool.QueryRow(ctx, "SELECT concurrency_key FROM workflow_execution_queue WHERE workflow_definition_id = $1", keyed.JSON201.ID).Scan(&key); err != nil || key != "c-1" {
 		t.Fatalf("stored key %q (%v), want c-1", key, err)
 	}
+
+	// A bulk enqueue resolves every item's key: one input without it
+	// refuses the whole batch naming that item's input, and writes nothing.
+	missing := json.RawMessage(`{"customer": {}}`)
+	other := json.RawMessage(`{"customer": {"id": "c-2"}}`)
+	before = counts(t, w)
+	batch := read(a.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: keyed.JSON201.ID,
+		Items: []client.EnqueueBatchItem{{Input: &ok}, {Input: &missing}, {Input: &other}}}))
+	batch.expect(t, "startExecutionBatch with item 1 lacking the key", http.StatusUnprocessableEntity, "invalid-input")
+	if !slices.Contains(batch.fieldPaths(), "/items/1/input") {
+		t.Errorf("a batch with item 1 lacking the key: problems at %v, want /items/1/input; body: %s", batch.fieldPaths(), batch.body)
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("a refused batch wrote rows: before %v, after %v", before, after)
+	}
+	if got := read(a.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: keyed.JSON201.ID,
+		Items: []client.EnqueueBatchItem{{Input: &other}, {Input: &other}}})); got.status != http.StatusAccepted {
+		t.Fatalf("a batch whose items have the key: %d %s", got.status, got.body)
+	}
+	var batched int
+	if err := w.pool.QueryRow(ctx, `SELECT count(*) FROM workflow_execution_queue
+		WHERE workflow_definition_id = $1 AND concurrency_key = 'c-2' AND concurrency_limit = 2`, keyed.JSON201.ID).Scan(&batched); err != nil || batched != 2 {
+		t.Fatalf("%d batched items stored with key c-2 and limit 2 (%v), want 2", batched, err)
+	}
 }
 
 // TestNegativeEvents: an event no node of the run waits for is a 409, one
