@@ -194,7 +194,13 @@ func (s *Store) DefinitionWorkspace(ctx context.Context, id domain.ID) (domain.I
 // DefinitionConcurrency returns the concurrency key the current version
 // declares, read from its stored graph.
 func (s *Store) DefinitionConcurrency(ctx context.Context, id domain.ID) (*domain.Concurrency, error) {
-	raw, err := s.q.DefinitionConcurrency(ctx, s.pool, id)
+	return s.definitionConcurrency(ctx, s.pool, id)
+}
+
+// definitionConcurrency is DefinitionConcurrency read through db (a
+// transaction's, for a schedule's tick).
+func (s *Store) definitionConcurrency(ctx context.Context, db dbsqlc.DBTX, id domain.ID) (*domain.Concurrency, error) {
+	raw, err := s.q.DefinitionConcurrency(ctx, db, id)
 	if err != nil {
 		return nil, interpretError(err)
 	}
