@@ -106,6 +106,8 @@ func TestWaitingOnSaysWhatHoldsAnItem(t *testing.T) {
 		{"a full key", pending("a", 0, now), room, &Waiting{Reason: WaitKeyLimit, Limit: 2, Running: 2, Key: "a"}},
 		{"a full workspace comes before its key", pending("a", 0, now), full, &Waiting{Reason: WaitWorkspaceLimit, Limit: 5, Running: 5}},
 		{"a back-off comes first, with its end", pending("", 1, later), full, &Waiting{Reason: WaitBackOff, Until: &later}},
+		{"a notBefore ahead comes first, with its time", pending("a", 0, later), full, &Waiting{Reason: WaitNotBefore, Until: &later}},
+		{"a notBefore past waits on what is full", pending("", 0, now.Add(-time.Second)), full, &Waiting{Reason: WaitWorkspaceLimit, Limit: 5, Running: 5}},
 		{"not PENDING waits on nothing", QueueItem{QueueState: QueueState{Status: QueueDispatched}}, full, nil},
 	}
 	for _, tt := range tests {

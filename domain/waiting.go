@@ -16,6 +16,9 @@ const (
 	// WaitBackOff is an item a failed start released, which may be
 	// claimed again from AvailableAt.
 	WaitBackOff WaitReason = "BACK_OFF"
+	// WaitNotBefore is an item enqueued with a notBefore still ahead (a
+	// delayed start, never attempted), claimable from AvailableAt.
+	WaitNotBefore WaitReason = "NOT_BEFORE"
 )
 
 // Waiting says what holds an item back, with the figure: the limit and
@@ -29,7 +32,8 @@ type Waiting struct {
 	Running int
 	// Key is the full concurrency key, for WaitKeyLimit.
 	Key string
-	// Until is when a back-off ends, for WaitBackOff.
+	// Until is when a back-off ends, for WaitBackOff, or when a delayed
+	// start comes, for WaitNotBefore.
 	Until *time.Time
 }
 
@@ -46,16 +50,20 @@ type WaitFigures struct {
 }
 
 // WaitingOn says what holds q back now, nil when nothing does (it is
-// next in line, or not PENDING). A back-off is said first, since it holds
-// the item whatever room there is; then a full workspace; then a full key.
+// next in line, or not PENDING). A time ahead is said first, since it holds
+// the item whatever room there is: a back-off once an attempt failed, its
+// notBefore before any; then a full workspace; then a full key.
 // It is the same rule the claim applies (FreeSlots), read for display.
 func (q QueueItem) WaitingOn(f WaitFigures, now time.Time) *Waiting {
 	if q.Status != QueuePending {
 		return nil
 	}
-	if q.AvailableAt.After(now) && q.AttemptCount > 0 {
+	if q.AvailableAt.After(now) {
 		until := q.AvailableAt
-		return &Waiting{Reason: WaitBackOff, Until: &until}
+		if q.AttemptCount > 0 {
+			return &Waiting{Reason: WaitBackOff, Until: &until}
+		}
+		return &Waiting{Reason: WaitNotBefore, Until: &until}
 	}
 	if FreeSlots(f.WorkspaceLimit, f.WorkspaceRunning) == 0 {
 		return &Waiting{Reason: WaitWorkspaceLimit, Limit: f.WorkspaceLimit, Running: f.WorkspaceRunning}

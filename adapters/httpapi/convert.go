@@ -77,7 +77,7 @@ func queueOut(q domain.QueueItem, w *domain.Waiting) api.QueueItem {
 	}
 	if w != nil {
 		out.WaitingOn = &api.WaitingOn{Reason: api.WaitingOnReason(w.Reason), Until: w.Until}
-		if w.Reason != domain.WaitBackOff {
+		if w.Reason == domain.WaitWorkspaceLimit || w.Reason == domain.WaitKeyLimit {
 			limit, running := w.Limit, w.Running
 			out.WaitingOn.Limit, out.WaitingOn.Running = &limit, &running
 		}

@@ -73,6 +73,7 @@ const (
 const (
 	BACKOFF        WaitingOnReason = "BACK_OFF"
 	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
+	NOTBEFORE      WaitingOnReason = "NOT_BEFORE"
 	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
 )
 
@@ -555,7 +556,7 @@ type WaitingOn struct {
 	// Running What runs under it now.
 	Running *int `json:"running,omitempty"`
 
-	// Until When a back-off ends, for BACK_OFF.
+	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
 	Until *time.Time `json:"until,omitempty"`
 }
 

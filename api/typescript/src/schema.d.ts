@@ -1136,7 +1136,7 @@ export interface components {
         /** @description What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING. */
         WaitingOn: {
             /** @enum {string} */
-            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF";
+            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF" | "NOT_BEFORE";
             /** @description The limit that is full (workspace or key). */
             limit?: number;
             /** @description What runs under it now. */
@@ -1145,7 +1145,7 @@ export interface components {
             key?: string;
             /**
              * Format: date-time
-             * @description When a back-off ends, for BACK_OFF.
+             * @description When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
              */
             until?: string;
         } | null;
