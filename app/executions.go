@@ -64,7 +64,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
 	if req.NotBefore != nil {
-		if err := s.quotas.CheckNotBefore(time.Now(), *req.NotBefore, "/notBefore"); err != nil {
+		if err = s.quotas.CheckNotBefore(time.Now(), *req.NotBefore, "/notBefore"); err != nil {
 			return domain.QueueItem{}, false, err
 		}
 	}

@@ -199,7 +199,8 @@ func (s *Store) FireDueSchedule(ctx context.Context, quotas domain.Quotas, decid
 			return err
 		}
 		if concurrency != nil {
-			key, err := concurrency.ResolveKey(sc.Input)
+			var key string
+			key, err = concurrency.ResolveKey(sc.Input)
 			var bad *domain.InputError
 			if errors.As(err, &bad) {
 				return s.scheduleAdvance(ctx, tx, sc, advance, "schedule.refused", map[string]any{"tick": f.Tick, "field": "/input", "reason": bad.Error()})
