@@ -3914,6 +3914,7 @@ type EnqueueExecutionBatchResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidInput
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -6051,6 +6052,13 @@ func ParseEnqueueExecutionBatchResponse(rsp *http.Response) (*EnqueueExecutionBa
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

@@ -395,6 +395,28 @@ func TestContractEveryOperation(t *testing.T) {
 	}
 	do, err := key.DeleteOutboundLimitWithResponse(ctx, ws.ID, "api.example.com")
 	status(t, "deleteOutboundLimit", do, err, http.StatusNoContent)
+
+	// An event reaches a waiting run of another workspace (this one is at
+	// its limit) once; a second one is a 409.
+	wcw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "Waits", Plan: client.FREE})
+	status(t, "createWorkspace", wcw, err, http.StatusCreated)
+	wcd, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: wcw.JSON201.ID, Name: "waits",
+		Graph: client.Graph(`{"nodes":[{"key":"approve","type":"WAIT_FOR_EVENT","config":{"event":"approval"}}],"edges":[]}`)})
+	status(t, "createDefinition", wcd, err, http.StatusCreated)
+	wst, err := admin.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: wcw.JSON201.ID, WorkflowDefinitionID: wcd.JSON201.ID})
+	status(t, "startExecution", wst, err, http.StatusAccepted)
+	s.dispatchAll(t)
+	wq, err := admin.GetQueueItemWithResponse(ctx, wst.JSON202.QueueID)
+	status(t, "getQueueItem", wq, err, http.StatusOK)
+	payload := json.RawMessage(`{"by": "ada"}`)
+	se, err := admin.SendEventWithResponse(ctx, *wq.JSON200.ExecutionID, client.EventToSend{Name: "approval", Payload: &payload})
+	status(t, "sendEvent", se, err, http.StatusAccepted)
+	if se.JSON202.NodeKey != "approve" || se.JSON202.ExecutionID != *wq.JSON200.ExecutionID {
+		t.Errorf("sendEvent: %s", se.Body)
+	}
+	resp, err = admin.SendEvent(ctx, *wq.JSON200.ExecutionID, client.EventToSend{Name: "approval"})
+	read(t, resp, err).expect(t, "a second event for the node", http.StatusConflict, "not-waiting")
+
 	// A bulk enqueue, delayed an hour so nothing above is disturbed.
 	later := time.Now().Add(time.Hour)
 	bulk, err := key.EnqueueExecutionBatchWithResponse(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID,
@@ -431,27 +453,6 @@ func TestContractEveryOperation(t *testing.T) {
 	status(t, "pauseSchedule", psc, err, http.StatusOK)
 	dsc, err := key.DeleteScheduleWithResponse(ctx, sc.JSON201.ID)
 	status(t, "deleteSchedule", dsc, err, http.StatusNoContent)
-
-	// An event reaches a waiting run of another workspace (this one is at
-	// its limit) once; a second one is a 409.
-	wcw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "Waits", Plan: client.FREE})
-	status(t, "createWorkspace", wcw, err, http.StatusCreated)
-	wcd, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: wcw.JSON201.ID, Name: "waits",
-		Graph: client.Graph(`{"nodes":[{"key":"approve","type":"WAIT_FOR_EVENT","config":{"event":"approval"}}],"edges":[]}`)})
-	status(t, "createDefinition", wcd, err, http.StatusCreated)
-	wst, err := admin.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: wcw.JSON201.ID, WorkflowDefinitionID: wcd.JSON201.ID})
-	status(t, "startExecution", wst, err, http.StatusAccepted)
-	s.dispatchAll(t)
-	wq, err := admin.GetQueueItemWithResponse(ctx, wst.JSON202.QueueID)
-	status(t, "getQueueItem", wq, err, http.StatusOK)
-	payload := json.RawMessage(`{"by": "ada"}`)
-	se, err := admin.SendEventWithResponse(ctx, *wq.JSON200.ExecutionID, client.EventToSend{Name: "approval", Payload: &payload})
-	status(t, "sendEvent", se, err, http.StatusAccepted)
-	if se.JSON202.NodeKey != "approve" || se.JSON202.ExecutionID != *wq.JSON200.ExecutionID {
-		t.Errorf("sendEvent: %s", se.Body)
-	}
-	resp, err = admin.SendEvent(ctx, *wq.JSON200.ExecutionID, client.EventToSend{Name: "approval"})
-	read(t, resp, err).expect(t, "a second event for the node", http.StatusConflict, "not-waiting")
 
 	// Every operation of the spec has answered a success.
 	seen := s.contract.statuses()
