@@ -83,6 +83,14 @@ const (
 	QueueStatusPENDING    QueueStatus = "PENDING"
 )
 
+// Defines values for WaitingOnReason.
+const (
+	BACKOFF        WaitingOnReason = "BACK_OFF"
+	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
+	NOTBEFORE      WaitingOnReason = "NOT_BEFORE"
+	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
+)
+
 // Defines values for WebhookEvent.
 const (
 	ExecutionCancelled WebhookEvent = "execution.cancelled"
@@ -110,6 +118,19 @@ type CancelResponse struct {
 
 // CancelResponseStatus defines model for CancelResponse.Status.
 type CancelResponseStatus string
+
+// Concurrency At most `limit` executions whose `key` resolves to the same text run at once in the workspace,
+// on top of its own limit. The key is a template over the input (input references only, at most
+// 256 bytes, resolving to at most 256), resolved when an item is enqueued; an input without what
+// the key reads is refused then (422 at /input). Items of a full key wait PENDING without holding
+// back other keys, and keys with waiting work take turns.
+type Concurrency struct {
+	// Key At most 256 bytes; checked with the rest of the graph (422).
+	Key string `json:"key"`
+
+	// Limit From 1 to 100,000; checked with the rest of the graph (422).
+	Limit int `json:"limit"`
+}
 
 // CreateAPIKeyRequest defines model for CreateApiKeyRequest.
 type CreateAPIKeyRequest struct {
@@ -445,6 +466,14 @@ type OverlapPolicy string
 // Plan defines model for Plan.
 type Plan string
 
+// PlanLimits defines model for PlanLimits.
+type PlanLimits struct {
+	// MaxRunning RUNNING executions a workspace on the plan may have.
+	MaxRunning int       `json:"maxRunning"`
+	Plan       Plan      `json:"plan"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
@@ -465,7 +494,10 @@ type QueueItem struct {
 	AttemptCount int        `json:"attemptCount"`
 	AvailableAt  time.Time  `json:"availableAt"`
 	ClaimedAt    *time.Time `json:"claimedAt"`
-	CreatedAt    time.Time  `json:"createdAt"`
+
+	// ConcurrencyKey The definition's concurrency key, resolved over the input at enqueue.
+	ConcurrencyKey *string   `json:"concurrencyKey"`
+	CreatedAt      time.Time `json:"createdAt"`
 
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
 	DispatchFailures int                 `json:"dispatchFailures"`
@@ -482,8 +514,11 @@ type QueueItem struct {
 	ScheduleID *openapi_types.UUID `json:"scheduleId"`
 
 	// ScheduleTick The schedule's tick the item is for.
-	ScheduleTick         *time.Time         `json:"scheduleTick"`
-	Status               QueueStatus        `json:"status"`
+	ScheduleTick *time.Time  `json:"scheduleTick"`
+	Status       QueueStatus `json:"status"`
+
+	// WaitingOn What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING.
+	WaitingOn            *WaitingOn         `json:"waitingOn"`
 	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
@@ -561,6 +596,17 @@ type SetOutboundLimitRequest struct {
 	RequestsPerSecond float64 `json:"requestsPerSecond"`
 }
 
+// SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
+type SetWorkspaceLimitsRequest struct {
+	// MaxRunning Null returns to the plan's.
+	MaxRunning *int `json:"maxRunning"`
+}
+
+// UpdatePlanRequest defines model for UpdatePlanRequest.
+type UpdatePlanRequest struct {
+	MaxRunning int `json:"maxRunning"`
+}
+
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
 type UpdateScheduleRequest struct {
 	CronExpression  *string             `json:"cronExpression,omitempty"`
@@ -578,6 +624,25 @@ type UpdateScheduleRequest struct {
 type UpdateWorkspaceRequest struct {
 	Plan Plan `json:"plan"`
 }
+
+// WaitingOn What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING.
+type WaitingOn struct {
+	// Key The full concurrency key, for KEY_LIMIT.
+	Key *string `json:"key,omitempty"`
+
+	// Limit The limit that is full (workspace or key).
+	Limit  *int            `json:"limit,omitempty"`
+	Reason WaitingOnReason `json:"reason"`
+
+	// Running What runs under it now.
+	Running *int `json:"running,omitempty"`
+
+	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// WaitingOnReason defines model for WaitingOn.Reason.
+type WaitingOnReason string
 
 // WebhookDelivery defines model for WebhookDelivery.
 type WebhookDelivery struct {
@@ -628,7 +693,7 @@ type Workspace struct {
 	FailedLastHour int                `json:"failedLastHour"`
 	ID             openapi_types.UUID `json:"id"`
 
-	// Limit Concurrent executions the plan allows.
+	// Limit Concurrent executions it may run: its own limit, else its plan's.
 	Limit int    `json:"limit"`
 	Name  string `json:"name"`
 	Plan  Plan   `json:"plan"`
@@ -636,6 +701,14 @@ type Workspace struct {
 	// Queued Items waiting for a slot.
 	Queued    int       `json:"queued"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// WorkspaceLimits defines model for WorkspaceLimits.
+type WorkspaceLimits struct {
+	// MaxRunning Replaces the plan's; null keeps it.
+	MaxRunning  *int               `json:"maxRunning"`
+	UpdatedAt   *time.Time         `json:"updatedAt"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // WorkspacePage defines model for WorkspacePage.
@@ -686,11 +759,11 @@ type InvalidField = Problem
 // InvalidGraph RFC 9457 problem details.
 type InvalidGraph = Problem
 
+// InvalidInput RFC 9457 problem details.
+type InvalidInput = Problem
+
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
-
-// PolicyCap RFC 9457 problem details.
-type PolicyCap = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
@@ -824,6 +897,9 @@ type StreamWorkspaceEventsParams struct {
 	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
 }
 
+// UpdatePlanJSONRequestBody defines body for UpdatePlan for application/json ContentType.
+type UpdatePlanJSONRequestBody = UpdatePlanRequest
+
 // CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
 type CreateWebhookEndpointJSONRequestBody = CreateWebhookEndpointRequest
 
@@ -857,11 +933,20 @@ type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
+// SetWorkspaceLimitsJSONRequestBody defines body for SetWorkspaceLimits for application/json ContentType.
+type SetWorkspaceLimitsJSONRequestBody = SetWorkspaceLimitsRequest
+
 // SetOutboundLimitJSONRequestBody defines body for SetOutboundLimit for application/json ContentType.
 type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// List the plans' limits
+	// (GET /api/v1/plans)
+	ListPlans(w http.ResponseWriter, r *http.Request)
+	// Change a plan's limits
+	// (PATCH /api/v1/plans/{plan})
+	UpdatePlan(w http.ResponseWriter, r *http.Request, plan Plan)
 	// Send a delivery again
 	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
 	ResendWebhookDelivery(w http.ResponseWriter, r *http.Request, deliveryID openapi_types.UUID)
@@ -982,6 +1067,12 @@ type ServerInterface interface {
 	// Stream a workspace's queue and run events
 	// (GET /api/v1/workspaces/{workspaceId}/events)
 	StreamWorkspaceEvents(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, params StreamWorkspaceEventsParams)
+	// Get a workspace's own limits
+	// (GET /api/v1/workspaces/{workspaceId}/limits)
+	GetWorkspaceLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
+	// Set a workspace's own limits
+	// (PUT /api/v1/workspaces/{workspaceId}/limits)
+	SetWorkspaceLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
 	// List the workspace's outbound host limits
 	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
 	ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
@@ -1007,6 +1098,57 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// ListPlans operation middleware
+func (siw *ServerInterfaceWrapper) ListPlans(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListPlans(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdatePlan operation middleware
+func (siw *ServerInterfaceWrapper) UpdatePlan(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "plan" -------------
+	var plan Plan
+
+	err = runtime.BindStyledParameterWithOptions("simple", "plan", r.PathValue("plan"), &plan, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "plan", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdatePlan(w, r, plan)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ResendWebhookDelivery operation middleware
 func (siw *ServerInterfaceWrapper) ResendWebhookDelivery(w http.ResponseWriter, r *http.Request) {
@@ -2479,6 +2621,68 @@ func (siw *ServerInterfaceWrapper) StreamWorkspaceEvents(w http.ResponseWriter, 
 	handler.ServeHTTP(w, r)
 }
 
+// GetWorkspaceLimits operation middleware
+func (siw *ServerInterfaceWrapper) GetWorkspaceLimits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWorkspaceLimits(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetWorkspaceLimits operation middleware
+func (siw *ServerInterfaceWrapper) SetWorkspaceLimits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetWorkspaceLimits(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListOutboundLimits operation middleware
 func (siw *ServerInterfaceWrapper) ListOutboundLimits(w http.ResponseWriter, r *http.Request) {
 
@@ -2738,6 +2942,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/plans", wrapper.ListPlans)
+	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/plans/{plan}", wrapper.UpdatePlan)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/deliveries/{deliveryId}/resend", wrapper.ResendWebhookDelivery)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.ListWebhookEndpoints)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.CreateWebhookEndpoint)
@@ -2778,6 +2984,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateAPIKey)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/events", wrapper.StreamWorkspaceEvents)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/limits", wrapper.GetWorkspaceLimits)
+	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/limits", wrapper.SetWorkspaceLimits)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits", wrapper.ListOutboundLimits)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.DeleteOutboundLimit)
 	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.SetOutboundLimit)
@@ -2799,9 +3007,9 @@ type InvalidFieldApplicationProblemPlusJSONResponse Problem
 
 type InvalidGraphApplicationProblemPlusJSONResponse Problem
 
-type NotFoundApplicationProblemPlusJSONResponse Problem
+type InvalidInputApplicationProblemPlusJSONResponse Problem
 
-type PolicyCapApplicationProblemPlusJSONResponse Problem
+type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
@@ -2823,6 +3031,198 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnavailableResponseHeaders
+}
+
+type ListPlansRequestObject struct {
+}
+
+type ListPlansResponseObject interface {
+	VisitListPlansResponse(w http.ResponseWriter) error
+}
+
+type ListPlans200JSONResponse []PlanLimits
+
+func (response ListPlans200JSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPlans401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans401ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPlans403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans403ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPlans429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans429ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListPlans500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans500ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPlans503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListPlans503ApplicationProblemPlusJSONResponse) VisitListPlansResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdatePlanRequestObject struct {
+	Plan Plan `json:"plan"`
+	Body *UpdatePlanJSONRequestBody
+}
+
+type UpdatePlanResponseObject interface {
+	VisitUpdatePlanResponse(w http.ResponseWriter) error
+}
+
+type UpdatePlan200JSONResponse PlanLimits
+
+func (response UpdatePlan200JSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan400ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan401ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan403ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan404ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan413ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan422ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan429ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdatePlan500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan500ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePlan503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePlan503ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ResendWebhookDeliveryRequestObject struct {
@@ -4224,9 +4624,7 @@ func (response EnqueueExecution413ApplicationProblemPlusJSONResponse) VisitEnque
 	return json.NewEncoder(w).Encode(response)
 }
 
-type EnqueueExecution422ApplicationProblemPlusJSONResponse struct {
-	PolicyCapApplicationProblemPlusJSONResponse
-}
+type EnqueueExecution422ApplicationProblemPlusJSONResponse Problem
 
 func (response EnqueueExecution422ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
@@ -4349,6 +4747,17 @@ type EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse struct {
 func (response EnqueueExecutionBatch413ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EnqueueExecutionBatch422ApplicationProblemPlusJSONResponse struct {
+	InvalidInputApplicationProblemPlusJSONResponse
+}
+
+func (response EnqueueExecutionBatch422ApplicationProblemPlusJSONResponse) VisitEnqueueExecutionBatchResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -6900,6 +7309,221 @@ func (response StreamWorkspaceEvents503ApplicationProblemPlusJSONResponse) Visit
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type GetWorkspaceLimitsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+}
+
+type GetWorkspaceLimitsResponseObject interface {
+	VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error
+}
+
+type GetWorkspaceLimits200JSONResponse WorkspaceLimits
+
+func (response GetWorkspaceLimits200JSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits400ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits401ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits403ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits404ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits429ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetWorkspaceLimits500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits500ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWorkspaceLimits503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetWorkspaceLimits503ApplicationProblemPlusJSONResponse) VisitGetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetWorkspaceLimitsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Body        *SetWorkspaceLimitsJSONRequestBody
+}
+
+type SetWorkspaceLimitsResponseObject interface {
+	VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error
+}
+
+type SetWorkspaceLimits200JSONResponse WorkspaceLimits
+
+func (response SetWorkspaceLimits200JSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits400ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits401ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits403ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits404ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits413ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits422ApplicationProblemPlusJSONResponse struct {
+	InvalidGraphApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits422ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits429ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetWorkspaceLimits500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits500ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetWorkspaceLimits503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetWorkspaceLimits503ApplicationProblemPlusJSONResponse) VisitSetWorkspaceLimitsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListOutboundLimitsRequestObject struct {
 	WorkspaceID WorkspaceID `json:"workspaceId"`
 }
@@ -7266,6 +7890,12 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// List the plans' limits
+	// (GET /api/v1/plans)
+	ListPlans(ctx context.Context, request ListPlansRequestObject) (ListPlansResponseObject, error)
+	// Change a plan's limits
+	// (PATCH /api/v1/plans/{plan})
+	UpdatePlan(ctx context.Context, request UpdatePlanRequestObject) (UpdatePlanResponseObject, error)
 	// Send a delivery again
 	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
 	ResendWebhookDelivery(ctx context.Context, request ResendWebhookDeliveryRequestObject) (ResendWebhookDeliveryResponseObject, error)
@@ -7386,6 +8016,12 @@ type StrictServerInterface interface {
 	// Stream a workspace's queue and run events
 	// (GET /api/v1/workspaces/{workspaceId}/events)
 	StreamWorkspaceEvents(ctx context.Context, request StreamWorkspaceEventsRequestObject) (StreamWorkspaceEventsResponseObject, error)
+	// Get a workspace's own limits
+	// (GET /api/v1/workspaces/{workspaceId}/limits)
+	GetWorkspaceLimits(ctx context.Context, request GetWorkspaceLimitsRequestObject) (GetWorkspaceLimitsResponseObject, error)
+	// Set a workspace's own limits
+	// (PUT /api/v1/workspaces/{workspaceId}/limits)
+	SetWorkspaceLimits(ctx context.Context, request SetWorkspaceLimitsRequestObject) (SetWorkspaceLimitsResponseObject, error)
 	// List the workspace's outbound host limits
 	// (GET /api/v1/workspaces/{workspaceId}/outbound-limits)
 	ListOutboundLimits(ctx context.Context, request ListOutboundLimitsRequestObject) (ListOutboundLimitsResponseObject, error)
@@ -7430,6 +8066,63 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// ListPlans operation middleware
+func (sh *strictHandler) ListPlans(w http.ResponseWriter, r *http.Request) {
+	var request ListPlansRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPlans(ctx, request.(ListPlansRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPlans")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListPlansResponseObject); ok {
+		if err := validResponse.VisitListPlansResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdatePlan operation middleware
+func (sh *strictHandler) UpdatePlan(w http.ResponseWriter, r *http.Request, plan Plan) {
+	var request UpdatePlanRequestObject
+
+	request.Plan = plan
+
+	var body UpdatePlanJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdatePlan(ctx, request.(UpdatePlanRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdatePlan")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdatePlanResponseObject); ok {
+		if err := validResponse.VisitUpdatePlanResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ResendWebhookDelivery operation middleware
@@ -8545,6 +9238,65 @@ func (sh *strictHandler) StreamWorkspaceEvents(w http.ResponseWriter, r *http.Re
 	}
 }
 
+// GetWorkspaceLimits operation middleware
+func (sh *strictHandler) GetWorkspaceLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request GetWorkspaceLimitsRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWorkspaceLimits(ctx, request.(GetWorkspaceLimitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWorkspaceLimits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWorkspaceLimitsResponseObject); ok {
+		if err := validResponse.VisitGetWorkspaceLimitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetWorkspaceLimits operation middleware
+func (sh *strictHandler) SetWorkspaceLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request SetWorkspaceLimitsRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	var body SetWorkspaceLimitsJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetWorkspaceLimits(ctx, request.(SetWorkspaceLimitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetWorkspaceLimits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetWorkspaceLimitsResponseObject); ok {
+		if err := validResponse.VisitSetWorkspaceLimitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListOutboundLimits operation middleware
 func (sh *strictHandler) ListOutboundLimits(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
 	var request ListOutboundLimitsRequestObject
@@ -8683,243 +9435,265 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9+1Ibufrgq6i8v6rA77SNzSUJ8M8y4CScIcBwObNnxtlY7pZtHdpSj6TGeCieYx9o",
-	"X2xLn6Rutd2+YQhJljpVc0i7W5dP+u63+0rIBwlnhClZ2buvJFjgAVFEwL8OUyG50H9FRIaCJopyVtmr",
-	"XPUJajNyp8wLbcS7SPUJSgS5pTyVKME9UqsEFarf/islYlQJKgwPSGWvEppBg4oM+2SA9egDfHdCWE/1",
-	"K3ub9XpQUaNEvymVoKxXeXgIKkekSxnV0x9H5esZcnHTjfkQRdmrbySiUbaMBKt+vorIHzCoCPJXSgWJ",
-	"KntKpMRfW5eLAVaVvUqaUv3m5NqaLEo4ZWrqykinz/kNIva9Wcsi+VgrLuqOhOkseBH3wszleKOstp4T",
-	"LFXzlkyHEo3cLYqxVIjod5EgIaG3JNqHH6QSBA+QIDIdEIlwVxGBqMrW3ic4IiJfvZ6zCpNWj48qpeul",
-	"TL3drgSVAWV0kA4qe/nto0yRHhFm9XRA1eS6z3GPIEn/nnrXY/jOnzkiXZzGqrK3Uw/0vTezwq3P1tAo",
-	"XcNl2CdRGpNpAJT291nnKfMxVjvO37m4kQkOySx0hBdmLWfojbLKeh70xzLhTBKgW7/g6IL8lRIJZxZy",
-	"pgiDP3GSxDTEep0bieCdmAz+8R+pF31fIXd4kMTEbEdhGlf2YElEKtTh0Qj1sUSYISIEkC/4f1nZ+/O+",
-	"MiBS4p5e0iDVbxOEkV0qbHivsuFv9eFLUJEKq1RW9raB3lGlJ64cs1sc0wjZafOd9pVK5N7GhoxTGpJa",
-	"RG7d8uUGNR9V3UcPPuT+S5BuZa/yPzZyMr9hfpUb52YEA7/JE3R7pxINcKyPgESIC9QRBN9Ig5AwUk1P",
-	"echZN6bhqgA/jsgg4YqwcFT9lYzQEEuUShKhIVV9hFFEu10iNGnQR1Lx4bibwzFbzGIA9OYM3ZdPDUU3",
-	"sDQ7UfCT5KkADNG7IADHD1x0aBQRtiIg9QQ5j0MdEnPWk0hxhBlXfSJyDC1AcSuHYr6UhcDYzV5/Ktgp",
-	"fkMYGuARYlwhxdNQA47KDHIAsWOmiGA4XhFg1A6T4beDyU4RQ8feWghB7QKfAi6XfEBUn7Ie6mIaa4xk",
-	"BhWJuCVi314se+f6mPVIpKGnv7DQAmrxgZI4WhFiDWTfmkYMBelq3N1DjXpN/6+haUki6C1WBK1dfDhE",
-	"jd3G+/V9hGMtuFFlcOPy5Pr4sPn109XV+dfTs6Pm14OTk7PfPVqairhIQzc3J2loF3a4FAU1nzzFKR2Y",
-	"6T0iiXAYkkRJ1ElVdmA01IelgSQDJPX11iwmExivL0708eIMZjiKBJHSnLKZgUqkmWnkH+5HgZP+ioe7",
-	"6Q5XTjvdlN0wPmSI8YigVuWuVfGOqKeXsEGiHpEb9Q3FKw+B/204CmOyhzCqttJ6fYugTvYXnhhFTyDn",
-	"Hzi8vNyBm0+eilzBaHAgXCGMzKqODj7ua2FWjBxA9RsxlcoxNaq0vqT6cIKnXH3gKVsVNUuUIfQe16Mt",
-	"/I5UN7vbnep2+LZR3cXvSXWn8zZ8F70nu916A5behQX4TGE7h/ap98ICkGZcVc3rTwHlU26wpED/z3lM",
-	"w9EhTp6bnDXe7vbrg7qEA+SsRwRSfWzIbxJjrUhZgV5rMo237+Ft7zqLlF3RAeGpmn6bz7Xy440Y4mQx",
-	"SCcAhqp+/2komEgZigiOYspI2ZZ9CV8v1lBxS5zcXde0SebkCg7sivMTLHrkKWVzchcSEknUqG+/33n3",
-	"FnVGikj/Dje2fBiPYo4jpDhHMaxkIQgrzqvm9aeiGLB0DVo9qgdaw8wdy3BA+4zZaEWY/ZVyhS2wNGPG",
-	"Cg24VKhRr9dRQlikBYu/UpISRJWh/fkt9QTs3wrjLAY+mLuaffPUAvaQp3GEEiwl4ow4W4J/SWEBEq25",
-	"fXLRYlJxQSJ/y4FHMwv/QLdESPMQOBJKiGgxIPpBpnzL9UDrSIWp9QlLO6ddrURdLJU7cs0BBFakxbgA",
-	"LVNfzAFmI0QZ6sa011f6pDgLSQ2dGmEONCO7eswyGa/FcCwIjkbuNysD1lD7gigxqh50FRFtsySFhn0i",
-	"CBpiqvSQfRIncq/F9OoNRCKBKZNaKsksQRJpgMh+ANOCuKlFE0G6NI5lraW1BWOIAVXcm3XSUHBJQs4i",
-	"0Er0GlCHdLkgBgXwID9brQLok60VrYaz7CX6slwznKo+F/RvsipDHVApNYg6BAt9bFozKbDIRo4chWkX",
-	"Qo3U/+KJGCUsES4jtoqU6mPQ5p3gxgUS5JbfWOHxmuFbTGPcickT6J6WhFEt8MrRPlJihHAPU4ZknwsV",
-	"jwoalkecL61cnHrLWRSI2QdPRVzyXWiU1DvRd1XhG1JQtBgf7iHGUYQV7mBJWizkjJEQyEaob3JXEALi",
-	"HjUUvqNlIi0BYqqKOB1xRvZbLIeXMXMW0PdpsEyM9JwwyVKIlQEXpj5I6K8E+FIieEKEosYGFwqCFYkO",
-	"VMGAF2FFqooOyKQVL6jQaAFjnzMe3k/+kGgidFduj+xSYTRigUNFhHQMQpJQEBXAsZI4RjdkJBFOsACz",
-	"8sQUFmFm7IqlscUhY8WcGGJYNJ3Ot7XmdtE/K/BK0WwK4Mg2H3iA95f7JRuZd/5DjIHrELOQxBfWcjp5",
-	"hAueh0Pj+wph+tb8WTk8OD1snpw0jyqB+/v49KO3hlm7s8OVLhi2Zm6cZ+DFUQQcGsfn3vq7OJYkGNuS",
-	"uzvjHqcBZe7fjXmrhDGmLy93VT1uiT2nvc+iWx+d5vqoDa14CUvvn1n2dLA498XjgBIKzpp3iSBSUsN4",
-	"iij+gd5aFUOitQFlqSKoz1OBIjyq8m51wJnqI/Nf+2hIyI2R1iS9M6q4tJQSiIXlnW4e/Z610PzPCNN4",
-	"VEPNOxyqeOTkzeIaQTwC098tji0J1iRlyYOiLElnAKtAYyzIg8pdtcer9qHAQ82raxd4+Nmqst4LVTpI",
-	"uFA5arj3c7WVsJBr2XUDHj/Amgq7stfPsIytxtvNze157qxH31t+S0SME6Pzz0OSs8LLmkHgVJKo4Iaz",
-	"t81O1OE8JpgZZkK5oGpUeHvT89ltz9uiZgh/cEYKI1Surw4rZaLG8cHpAdKfoL/1fdK8SV8oRPIbBZZv",
-	"rG/V2EV6u70QwndjPhx3pM+l7k9IKUrXEMyjp/8yatfzE9Oxtc8jaL8bK63z/j9ufeDmNswW9O05K3Vz",
-	"6q/0Sgb47th8twU3wP4jvwBYCAxXPxXxJNU8YMhJ1Oj64mSSPNUffa+KE52xeGRcN4XojFyp1FN/y6uo",
-	"wRE46M84Y/fRN5Q2gkoSYzZXcdHvlEom9vvpm4pykR3H8VkXzJyz5rLvPwTjAqIRnks0jj7olywk+8YO",
-	"gSgoSbW5p2RHnFz8l3z5Y4i3+D7GP1x8QxDR0Jck/Iok7TGtN5lXa+iZ9prj05OoVmEqBGHK0lJPe/L4",
-	"1XKC56rKWppEy27imTSnMdg4QBQ1qXy5ZYiVn9Y57pVpUo64L0TlvbN/mKTkedwdkJjZ6uY4EKxR1xtj",
-	"9na8C7PyHYyWFT2Wu5C30+/2GBTGYv9uZxx8OXRiekvE6HJC7z1vnh5pRTeoHDVPjv/VvAAN+MPBsVaF",
-	"J7RfLYbrL6u3WICfRA/hBj83BuNKPp39f7ApumcfIAagoglGMyq7eF3BB6Xop3jp42Gf+BDM5OExCMKw",
-	"MEgZgJoMrMe/YBX2tUSyJNf04nEsmxqTWoxDqT0WK9RGxiCmVTGMJGW9mCBilhKgBEIFyWAfRVQqykLl",
-	"zHEYdfRCx4WfnZ2n0c3G1u5MlMbgNEhirAgY2NswWttjG99KnWNc/QImwSmBmYoMwHAokb3fAerzGNwZ",
-	"jCMZcxWglCkaGwlPo/++8yy12FZdK9wSYX06aK1tozuap79dN6+bX0/Prr7+0vxwdtH8+uns4viPs9P2",
-	"eoAS4wXFCuEW267XMz8ildaRiKyy5Nwd8IWWL1OS+UrASroYbVpV23uYjgZZJC7gw+MEyeX4xwT+FTSF",
-	"hhPrpysL37GyaADwZQFwPxLSz4HT6DJ31AmiUsFIBC5q1OUC/giQ5Iilgw4REt0QktiYkYj2qHqlCd8V",
-	"TSiCA4LawImeih5hqobORKRPUV/gnMdkl3sfdTEVjEiJcCi4lPlPEoVcbwnMj5YfLWhr8kJLSg6MSiRS",
-	"rXC7eI4AaQ4OjmepsFBoDaOPHEWpAC/f+p6FnQlFESnYnkJwF8TZPQ65iEiEMmO/PhB9AUzoqZmohvR1",
-	"sRLWG1iGXScCryIBz5oN7+9zoYhAQ8pkDR3Y0AQvFsZek9+uz64Ovl5cn369Ov7cPLu++nrZPDw7PbrU",
-	"u9je3HTr8OJt1jU0M1dlpbEzqPxINrIZ5C4qSFlFWgYvLLgFQZIYj8iUaP4bPxTb+g+zOGZw1Vt38b7B",
-	"R2pENC5ojzIcA73wqJhnZs2dR7M42m96J1beHoef22U2lreZWYDLGMVqgHuGDSy0ajj3VTXNyUs0oXCW",
-	"apClK7wlTOVKysTKSDEj6fGWA8YjUqoY6Jv6+8Hx1dcPZxdfm/9qnl6Z4FR9FU0+0VD/R/H5tpli4pM1",
-	"FLiJp+7+il8SE7v5CCNhSYoWrFn/jnDZxt5ISCugvZrdHTDkLhdjukxj0uaYYKWI0BP97z8Pqn/g6t/1",
-	"6u7X6pd//FcpJzQBc2UG5BH65+XZqSHgdk08VUmqauigI/WqBgQziVgax7XnllsWddTOQH2NJDFRq7n4",
-	"HR/9LEuTzaZ877Fzk10w37yzsBnuEWItyHn6Mwj/soQiKIqtzvzZGaGPzSuteXPmpRYizuKRuRsxlQrF",
-	"BN8SqcUKnr6MVBuZU54WH5LgHrhygWwYCUeitalbA7FiIUJ7yiNyAeOVmvT0uk4Ldr3JFZq8WRe3wsjd",
-	"lOVihdobTozYyF0sG/ceUXswUfXtfUBMNOwThtrmEQjywL8HCBuknXsLPYY5ufA8uNJQ4gyEJoQRC0Ui",
-	"kEftYjRk4YZ5MYfuNSt7XEL8Vy6DGh1pHAvmLlsQJUZn3TkJskak0aev39ciayY82xwcANw+wobg6aVj",
-	"hriIKMNipGXehdxbdo/LmFQXEz4ycucEkBVFXf3hTE/C6ob6XCZayCowvipPFsyhGhSIe4FKO4o7k1k8",
-	"hWk/5zwvY9kfvwqe8fri+vTUGK8Pzz6fnzSvfON14MV0fSm5FpBP1nRcqwihLIOiLGQPSPX9nM3ZrGE3",
-	"UNnGspyn8TSGo4OPNaTJrw3tEwSljP6Vkn1I5o16BNgShEIirUYeXx2fnRqSOsAjFGIhRqitKWQbKY4S",
-	"Gt4A7ncEZmG/1mKfyaBDhDVH6PHJHQ4VWguxJFVJmKSK3pL1oBh4m4CLQZMV85FNljNh1c4SRBmEknZp",
-	"r8QqhK7KAtxNaKnMBDJptOLdTCv2kqrWA/1aixVSKSBn3QSpjhSxEd1jonzUI0vc+cikTJRyvYVH0UdY",
-	"NspsywcpprEA86TSM0jkPMbaRFSfUGH4TW4FwZM2kDUD3DxCP0OQwGX3KnT56/H5efNofSmLySMsH/MV",
-	"GgPsL99c5PpEcKxK9NSwT8IbOV0iLXNZjeN8zv3mONqnq9Vwq0qUAI1y31nU3Y1ReWfrdeUizjzcgvDx",
-	"PExOzcInSAOTCuQhrUQOEpOfAUHxRTMiRFAOaBxTF1gJ6a2GuK0HWfbRtIsOyb9jN30fUhQ5Q0fNk4N/",
-	"l8Zomwfja4d04ovmb9fNy6sAXV0cnF5+OLv4HOQ0PzBjBgi07IPDT3r5RbV7H8G9dambGZ5bodxkgEpu",
-	"zNQTWZ+C6FMnEVK8R1SfiPloqw/dvjPt+lq1YuIS28Mpl9CeRM3NtNQipH/vjzLuYyXkfXR6fQJEEHiK",
-	"NeMLAod5ffWh+h7+JUGZxBJd/+PDhw9HhhcCDXYugovm4dnF0dd/HZxcN79+PvhfbTsgVYjoC5Zl1Ool",
-	"Z6VZ5mvRTj2evO/WqCGI5PGtVjX0q4GZyOPG+groeS3nrqGDFrvFcUoQvyVi/vo1f0+0qt1i7ftWxSS4",
-	"6OWyUMsJrcoeum9V4GX9NyRLh2C/p38TkzodoFYFKjCRIbxSyV8y2i18HWj4KnKnzEetysODzScZh9K3",
-	"oWeTIb5gPioR5Xw3W4yVFrmABYMWSRJZM/u9ISOztZoZCa0N+zwm6/vubFpsUpS6cLw5pjfE+e324Oxa",
-	"bM7hBYasDbDQhMGeQEYgWiy/ii8B5vla5VzsWEzL1LQoVzAdEV6YvHkqm6NcDi+zO+FIznStbjaRfAoN",
-	"bo4l5/lVOA/Oi2tvVhCdq8edpQr0h6zgVRFUnVTIaRxl+YCwPpdTiK7+RYvWIWac0RDHSI+4h2I+JAJp",
-	"xSpAjCMlMI21AB3xaelaJt32nAiTrFBcHE8L2YWGPjwqOHHsKGFnZdMHFoTLBBeejec8jLNbzUuR0npp",
-	"xIlEwz6NSVZ6xJYEy0rzWUXGmHNBFU0Zo6xXQ215Q5O25hVEunxiMGZRtY/a8EHbGYIlwnGcef/Au2ov",
-	"oh7EGXBKr9i5jW52H3y4aDYrQeX84qwSVJqnV82L84vjy2b5tzZdcwIIFx8O0e72zrtM3DLJqBBXXrzC",
-	"Lkv1foo8I8uSi0gcVWNyS+KsKkqACA77rizVPy/PTqsQVExEFViIqeixoHXYs56U0BTKpNJqZ+maJ3Sg",
-	"QgKKiskMVWrSWCIVMNjri2NfNb2hDIrz2b3Pl1otQTfzz3Rrgl+03HttucAhT1kJlWgC9xYkJlgS1MHh",
-	"jRYLbDCKt0IPHFl68FKB0zGmg9XY52NCZalMsAr7HzCNU1HmszCRn8ZOIbU+dEW0cIBj424Ba7uWvcEf",
-	"sFUOEDfLilrAbL/uU3mwYixVc2G3mB+7UxIts4TdHyD5OMO/pZWLGf8XrO5oVCdNo6PsoB/l+3ADXtHw",
-	"Zm5BSWAu2b2imZP5OeXJQsjESwXn0IVdEJn0ml29oEjCSrDav9XBWMyBLx/4lMsnSWMoPJPAPoXsm1Pr",
-	"lxF9/StRGnZ/eHJw/BnE3KPjy/ODq8NPyzgxfDPYvBiOcc7pYh+GDIjFCJl6TIGWYpMYh4WKNES8kWjN",
-	"apVg5bpoXl38++t/r++7JOaYdMFLbsz+hQ/BrCChakTBEDYmquPwhne7h5x0uzSktpRHFlHYKM/QzUXg",
-	"LmU4NrAu4z++OQ08tsYdgZnUErq036G17Xq9urO7u27pFqZxbhuyMZn7xv0siQoQZiNkylOCMGYHMsYz",
-	"TYIjtNYZIRuNaVX47bs7IEkQaYZZZB/v3N25j4p++gwGO7u7HhC26/UyJpkHTvulqT3hjCqK42ObEl0i",
-	"no8VtjGmGLgj+3n9pX6p+jLAdweGhJScgPsl8IalLIzTiET7i9lWD66ump/Pr8B9MDu+VENh6hZPrEnY",
-	"VhdRQ0KYsw1Lf5MB2Ps6BKo9FgFXLlROUABXReBpkuImigo8ebjNt8/Enx9cpHnOb7MCNrJQDajEbWUN",
-	"LQG4KKBHCRx6sOnCBkwFk5j5NO7f0CQZm2wpOWN6BCG5Ux+osIpAic2X3NnFKA7rycJktGZtqgissCw7",
-	"+xUdTItGggXswNQQ0m4lT8aHaE1j1aiwlCJ5W+zuj9OxpyqsUFJIAX5bRcOYLcz7ZRaeKsv0exY0XdZq",
-	"kXh5cJgkC7kh1RNOiyeenaF3YAVEGb+3HkIXScoypi1Hzp9COM1Yw8vIppdEFYynj0s/ygysRZpwiOPY",
-	"es0GeIR63MlOhi5g1NXkqZOGN1qIgmcNTbsa9Xq9XPcvtYyWTZpocQ7eMBNCYEgqTGaNTAhzE9Zr9Xph",
-	"0rl21jFAT7eWlsH7Gi7WU1cVeq3O84LVeTwy/7gqO8uUxHmYeqdWLPrx6OodU8t22LoVLul7qqlUPpln",
-	"JnJpHCsZBgt9ceayT8hhWLYAzrJJJXR2j54qddqjC20JsRCULFafZjkTpX7b6NeHNghpvuiueZDV+5Y5",
-	"zqn5G1kRYkmY2gPafqkwi7CIkAW1RITdkpgnBN3rgQMjkCo8SAIoePlQW9ymN1Y6oVQIKrRAKtrEzBWZ",
-	"9BQ7acQDZ9G0VoRbUULx73oOqgXw8CmElnHUfhnZpaSizsrK9YqVrSbsLIvhty1z9Wih/ptX7ywUopoq",
-	"888uSFKAnWcXzZCnloVI+ChVM06MwqMsvrXUQJpxxhIWFCp6W+JTbOY5HC5BHEN++FiNpNX4ldnJCZbq",
-	"E0/FzFWY0DwovmvMwsiW5AULRJ+nonxVi7qpyjuFHXJmywz5WS3OOGdL55dPPL3c7cKChnXHlzAAMG1m",
-	"BcDBgQWnU76UVcMiqF+vVq8syDqk2fuTrXTiTJdRK7N7+iQkOrv0L0GcNWslYarlYq3rWIuRKUNezs9x",
-	"NNA32iv/nVeiPzg/RjdklJV7BlONGatQY9vkUlLW5SXF3UzuVQ+KXAwNNkFFZeeBrqHf84oGUGsp784I",
-	"0XpHBx8l4t0Ws+5TcGJDRX5G8gATqkz8p51Pb0uZ3EEWj/IglxabaEQBjdpMyW2gNGsfLppN1AjQ+cUZ",
-	"2glQHmSCNusozFCzxXLcXK+1WIu5KAOTHpGyiAjU3sAJ3bhttBGDlhPtA1u7HWKe99AvpkS8CUaEYzDh",
-	"iO09s1zvfIzibKLN/ZjpkiML9I6h9QkO+0QCEFpMQ4QPWf56DZklG+8Jlag9rXh723Rg2t3eebduAhNj",
-	"GhJbB9pqmweJnqy6WatbTpVXYB8OhzUMP9e46G3Yb+XGyfFh8/SyCd88eFXdzSEenB97Bbf2Ko1a3bzH",
-	"E8JwQit7la1avbZl9Vu46xbcG1ZElxtWYKNEbtzbv0fH0cOGINJmX/tdTP8swxH3GTQnRGsajLkGsD61",
-	"Zaiba6VmhV+CSlIa+PYZ39heKW4mqFzC+DAAPCNQit6U7FCpDFzwESND409qsYQIyqMaOjZ+Q4mKO4Mq",
-	"M9h11RQ2DNtWS1Gc3yCqWizEzNRCN+HtCcHKXBBNQ7GTnSoXAO5xAXasE+NmfXNGM4GSJgK5KrtVkAT0",
-	"SG+rjUZ1s3FV392r1/fq9T/GpPc9TX+Lemel3nlHtnGdVHfxzrvqdrjVrb6PtsJqo7tJtqLtcKfzFmea",
-	"xd48kQmGbODNzla4HVV3yNtudRs3OtX34WZU3SLb3R38tvMufA+VivS7O7jR2Qy3ouo22dHvvtXvvouq",
-	"u6TedeMUdJW9inGhkgh9uro6Rzv1+qRyY3rSjSmDPoQa9RxCufLnqWmZz3zhTgkTmkp5xwR3dQN3d0E7",
-	"3K7Xp42fXZcNr2snfNKY/8n1WOOM7frW/I8++I0Kt+vb87/IunLpDzZ353/guvU8BJWdRbZ+7LUI3Flk",
-	"D36zDpAR0sEAixF0e2ARlC23JAT6O2gyhHtQYNCR0coX/d0EcXXIY6onT6uFmr0VIB5HxHgJpU2L4KbD",
-	"HRW2RirItUXacUKlGlM6TaOsOXQ753NTGu4+VUfZLxN0rL4MHfvziz/ZUgpwXpx2vBBLKb5lJ/GKZ98W",
-	"z/QV9gW1N3Ki0bcsR7tp/P+C9KgESRozIP6X0AHSte1RPI5MpMx4Y6tcam0xjf1r7RI21g5Qe1z1bwct",
-	"1i5R/tt7EN7NBZJ8QNYDxBNj/LaFGbSc7hfy9gVnGwzUxGE/J0JUQt1kEqEu16quiyx2xsYWy6yNMiEh",
-	"7VrMytPsvObpbVOJuZ31bgHJuMUgXNMGIFmzre2ZdVAAJOPKlD0HWXvY59IlHEjowGVTvWyzXNd0M28Y",
-	"A/2JbKwXIwpOItADQ/WxFrOR0+2NVMRtPXkuzINmYsNhXFbR781fPp2d/fq1eXp0fnZ8enUJqUVwkuYW",
-	"obVGHeVRT+v7eSm8AObcLRPPSovU5zkJv/BotJxk5gx6C9uVvozrDHDANTuk/tb2cRoziu1V3nYbYSPc",
-	"aVS3wred6jbe6VR3O+9Jtd5tRJt4q7Md7izRJ2tmuf6xokGaTzxM0P7GcpCaIrb6QtlsYH6x0uOCwqur",
-	"Wl4xiPG5++tvu+L9x1///Ze4Gv7n+vzo/fHJ+R/HfPMEn+DLYWXJc5m0mxo5+/nPbKLU+xwmGOT5n7Y8",
-	"+8/GFBtbCzHFE9emcntzcxGu6PWE/gFYr2OUCCOLM8AqxrjvI2Tejftcd3wwDFoj5CSrPoLnssCZTMMf",
-	"JVFun6ihgywQMtOz84oRAzxCUtE4Rppb3ZJJOdnMU0bEC/Rpe9oKo1ep8NteTQN2r4f37NsYzFexcp3K",
-	"J2vjF+UjUXNvSf375mLfPU9akhm9ot63Rb2PRC2Bd2OmhrJJ81c2mrlJEbqzLMhCPFP1QuaUNz7zCBAj",
-	"wzHTSl6dSKWyxday4ttZv4nAejWhvIoxpWaNesHDaRSkNzIbJOQRqaGscCu8bdPb8sVAeQ6oUNHlXkUE",
-	"p7vY6f/99aJ51Ty9Oj47baO1d6bIt6e5lOkpninoKIfWHFsQ9JPyVmdhQ92uppmH8qpwC2H8ZLjK3Jti",
-	"EucXeNF6/Fa1NGXWpT+/FL2Rmh4+1rgLbtPSpvCu4qQn47ySuRewO7FymvHM1M4VFfU6pE+la3qdcsxA",
-	"5n1XLAFk5OwoQFxEQIQ6I0SjcrvxkTf5MiZjKBtDTWH95zQd/6w0YqzH1RzykJ3RK314AfrgMNU/CI82",
-	"+E+n26P/hWMaYafmmtpmWjiALncQiYGzSoqo4SIPzHte1TONc1A3y9hHcxONK5FRZrf0WqCtYLLMGojZ",
-	"gpVw/03VyT/9Kn95yamsVmnlE4ljHqD7e1PxqwZl2B8e8tJVlZ4gROUEICspZ4impSrupec3lk32nX4h",
-	"2+Z4r8FG8KIHATroe1yPtvA7Ut3sbneq2+HbRnUXvyfVnc7b8F30nux2643KxKF58W7TNvuc5+r3AZyk",
-	"ttZE+mriXMLEmTUL/N6puDlcKz6NUfKphHyOqLZx7zc+nGnfvORdJ5TVkIkRdeZLWzjK1IUyCf1YIVeH",
-	"wsUkhTHBNod/31WY8iNf9Tpkf5rBc4z6v9o6v3Nb5xJ3dIrF87LPhy72zb2eSwoudDov2wwMpdQMOuvu",
-	"1F+a1/3M/OiqcHivyPgi1s+lMHE5q0DB3D7XLjDGbDYs6sqS8Nzl5p2mrVwarcSEw9LBIDWl7Jx+4ldo",
-	"drHUHWL67TnyMtZzJK+tlFdf4Gy+xpI3oXgWxQX4/DKKgV3PC2sFxe7PixLAecQ0CyXffAQVcwc1hZjp",
-	"i2THfxWyf0Yh+yCKEEZ5+++nkKozQrdxb/96mGoiNUIPZ6ScXuFCjN1CIo9Pep5Z8nlmfG48PT7/rLj8",
-	"Q0gm87BsNWkkuJ9+3rbs+75fJk2ixpQkn9sC8y73AMxsBF4qGOVSxVL+Er85TYkz2HaES3CPMmyE7jKH",
-	"SZ78+r36S0qcu54cRtkzuHYneqLNX4drHuQrOdNBU1YidEWYFLvn+Z3zzMK8Rntr+t227aLWbjHT5dn1",
-	"Hl/fQzjz1bh4ZM7A1oO61LWPEilDOJa8xXBX2dwz2/lbOpcd4swLwjMO/jKQeE1uV4SCrXTvn4w1OpX1",
-	"fvVSm026pGmVuiYJROst2i3RRDq116dv0E70gYumq1KRbXS8KNpP6yMs9sqb6SL0jm+tmDUEZn4TteI3",
-	"tlx/Zdwv4EkkPvNwrNt7WC4fe3gElAe0/lK1vZn1E2B+c9XumC3wzYQREO6HCWaSLbZZ38zLycKnTnkX",
-	"rkY6VSXZM16ueItB4QP0OxAThtrHERkkXBEWjqq/klE7gNTZhOCs3xN0Pof6OYayyhYrtD3PCbJJZcco",
-	"ot0ugW3AZyajPBvqhkCqDG6x7fpuDf3qGha6wCu9xZhgqdDmNpSqMOXZ8qy4kvgqC+C88eQcGSDPQjY8",
-	"Q+IuiAKQYWyK/GZrLbaA9wGBpsBh39HqMUBQZRNo9L4vQ56QqLi1YAYQMjbcJziCUgaWJo+dYIEm+6XN",
-	"dnbmFQv7soIxJysS57LqI1wsd7Y5LaZ1Ua3qOY2+4/dnKTPSksnfWRvhyla0GTY6dVzd7b4n1e3oXVh9",
-	"33mLqzvdbeJ+q6ySzjzRT7+MWzWzerc/GeepL8B5DjnrxtQUVHkee5Ep/XeIkx+BG9q7UOBTq7DEakez",
-	"pwUYY5pAUc2gXq+PaSPFNEy05qJym6e/XTevm19/Obg6/GSzCaFzkmaC61qfMs2sTVUTDJU9gdwrMoB6",
-	"ntDaxkj6zgXHh6zFbO87R7nyvFDUZlz9AkXO22ZA9wPNSTCUMWkxj28jzbZhCrMgmcYKyL5hmbYwE8QE",
-	"QoU6YD8tBpBDCZbScqqJJrgSQc83xAWEF0KVi9i2cwV7m2oxqCkPPXfNErweuQq6lnOFbTde2wuJ5n3w",
-	"a+hAwwNABAmkwA6xRDCeLfdeZI+WDGZ7h2IwGYs0WltbkCTGIxLtQQPD9vo+wjB0vsyccdoBW8xsw4IC",
-	"9t3JffHb9V0nfOiBevRWy0BDGhJ3EeDlFrNv1xcRIn6Bu7sKT7TKxhTuqPUe7+b8asN8cEiqjUow8c1H",
-	"Ycsz5Ty1oVn2j8NVAaDPyVpzgC/NZN2dzOqdTnLdL4/nu+YqlTFfkzmu8cJhHVozrbNhOetlBOKVUS/N",
-	"qH8Mtlu0B3bS+OaRzLdg15njmvF5/Zu87hLYwTQJyjJrjFnZmTaokqa2mTNdoDVnZNupw63VlBhu7fq+",
-	"Zp0RkaeZyaVtOskbVRIaAcC4CxqqYLC2qb+gOYOe/410XWttR1RokgIVwjLtEqSMua1OjWSw1niLfqW/",
-	"+Jk9gel6TDR7hwIMNC90gDvWtuPw2O8zn8SpRDt19H//D9rS/4GqBi2W1bsC9kn/ztrniJSVMaiPRPka",
-	"7oreL785cpn/q7YJHjBbsu2z6w1j+yGbTES6TKmocg0xj5DNejk3ggVW1/ijMr4YM4H5RzFodkbIrV2G",
-	"10F2+nQZT/Dbj5YE5AaPUvLEHGdk6eyrc3/9tR/a9awSwSxFtNCX7tUO+gIOzAW0vqXTrLyqcvPchmNU",
-	"3lTqWT6WqjjltFCqQxhdIjwZubsHzM9V+szjzahEWfUgUDe0cmRasmc910xmqSDElCU01lYzV+yqf9oo",
-	"4xYzAcIk8syCB8xIg6ZkgnPsWBnQMJY+lohxrxwRGhG1b5c26e6BjzbuLUVyYG2XltOBn2bwmGXl8SXY",
-	"Q07dDCiXMnSZhV/YxZYmEpgjMAWXcBiSRL2avL7/DAFzp5/AHFXm6ZwqGB+gtiJ3yrxWlUoQPGg74cwX",
-	"ls04IO2CpLvXYiDp1iw7bwdG8q05TNcPtHTnfgdyAU/yN1os77rcptFe29Rulfr+sZDYUI/1ALVhevf7",
-	"DWXRuqFK7QgrrJ//8/LsdB2S1piSyDi42ydYqio8qh4ftUE6Np1dTdRFV/CBlsuNwSdRucnt8uqiefDZ",
-	"S39fh7Z8zAjMGLxPIR8MqJL7Rk42oDMk0s5e2GsNHYD6wBgJVW5Kghx+GoFoT+gtidCAgh2Mgf/+EkY1",
-	"XiPoRTTuRwGoJkS0mCRCC9hr25u7rqAYGQCUUBhzSSK3rOIWj49Omm1jLeKpYYwaXmU00ywmo5lNV+R+",
-	"OZ6lzwQ+tTxrjmw/cTsLhLdCoz20vdli5n6gwg1sMbgc6L7lV3xtVfZaC1HqViVoaeEaPgDxGp7YOgv6",
-	"YSadtioPLQYQmwgSyFxO5UIgRC+Yjb3Kgd+4sqrB2DGjQNa6ISO95sGq8uDUOHfiwnPMXWhrnbGNFJ+g",
-	"wGXhMLyr6RdWYGPYBzmsbQsEt7N4eNeg9Y20BgNNi+Bz+LSPwbyhsgikEXHlpvNlpUxRkLgiTmQAflur",
-	"vr+RKKZdUmsxqBFpxgWnM5R/N3iJ855jJIAfTG+CsVWYPg5rmUpsmtNEetmB6x8Z5JLpuhmK8Tw2SLZY",
-	"lwuoBJnPkgmfuRyZi6FZzxwqHYltMej5j1leK35tu7FVWu9En5+LEHq0+dzaCXCSCH6L40KVZ/uURL/o",
-	"S4uNOX1RJVQv7IrrNT6LFfpRhbQnN6tPz/gE7F4ry+0wK3Yzm8zaMDdbF8dimGbSr1bmn8zKbIpmW1EG",
-	"6r5m+iUz3aRWF6ytNW+KXH2Oe0B5BU97/XEeU7Al++ZjTZgT3CMt1udx5NWWBeNqO7c/N+p19+O69e9C",
-	"G3EtudvyuTk5Q50RmmoIBksv48Yo3RN8mFVf0kLtfEttISL5FGAyJyJJgwZswNPCbV0PmZwCWLN0ZW+n",
-	"Hvg9z+c0PvzRwi01+C7giOfHW/p36GcjYEuSi/J6SlPw7Tuw9kHo3XMZ+/IATEh4m4jBhNgFL8oEqpwa",
-	"b5KlVqalDbRQRZkc5Fw9azYew3nKbC964/zRKDJar6Fj1WIiZXJ+0OeaH1f4Ji8/Q6VzdpmQdOXamHdS",
-	"BSEgWkZNKGMkWt+3Uq3RkgUxIRsjOPUWuyGjGgK6ZOTMTGfL8hByEGmh1wYtu8lbLBtcsxRb3woi6XuY",
-	"sv0ssN5GpdrofSNwmylbzJTfC9CQCJJLr1CtXD9xjdGdVG4iUPLtwwJaTIsvSqQsxFpIxwpNIekIQA/L",
-	"M9KtvgdwejbCBdyF2aah/goAAgy2ErXhfp512zUEAfrYNVbjosVy628+QogZ6hCIKKVafAfBGnHVJ2JI",
-	"JVkv7zajxOjpzK+vkYavZtdH1p5WYlQMVgcU1pq0rZrJrFCzsMgIR79UYlgeUC0LzRlsUGAWqMBclJkL",
-	"M/fC4pUL9B7sZRF9aK1hbJ3OfGm6u7QYPDTUoRjrYNHBrEWrxNARDigKxC64JeQGyDVs/TiCxATndkbs",
-	"4GfizkE5R7bucYt1cHjDu127ummCJfSg/4Gy3CzUniPBDUDx0xcuhV0eKzKYLwB7OPNqOX2BTCIP/ksT",
-	"x9xHOydia9jXAhKUR7Uhg4WESRZJLaSEBOh1/hMYE3NJL5MeaZ7naATYrMOMRNv17f2xlEwK1sSUgTip",
-	"qcpY1Svjt3JZmVPimLIrvXIck40aOuSpfr0eVLLzmVnSKMZ04PfTW6QYgGUrHzCNU6GXW88fzggdqm//",
-	"sVJ7vQWFN6+9ntlSIfcmE+2Oji/PD64OPz1R9NBzRQrlF2SK9TLHtFdC9xK1DnL4L2w8mDzEjEwYNbSY",
-	"wD2leEGeZL1C57sFiPD0+KPvaB/zoptAUM0ovWEOqMvBpuqkWi7Q4cnB8Wet/YM1wXjIfLUW7CFa2L0l",
-	"wisZpUfJ6Ql87Rd0MAYLE121cEwVmgipMtk04zFVLlAKAJ7p4uDOyNedObRa7Ar6vJrbbYKPvZAqICNT",
-	"A6JmMKvHBEQtq4xn23mNh3qNhzLxUAtQ30UoHLhmjVb+45G4MZtunsnnyF2hFn/gJTM4wajF1jCLAusP",
-	"BwOfaUKtaZAx3Mn1IPdXTRiAW8xK4JNGQZ8I6ZVl5kCX5AN0qcXmGQTh9acjQK8mwVfKs1pmsDNgceEZ",
-	"7b2iPOOtmOcSJX1fojQmy1WNyr4qNmcuLw51mU3x2ktjBp1YDK8dMOcbo7IzetXQXsAUJb1L75Axfzaj",
-	"QzM4ynxvqHWS5oihRUYUCs4QuUsEMUxREGwaYLSYogOC/uaMoLW2fq2ZvdUOUFv/+gdnpL0OEWkEUmDb",
-	"VG//FseXEBIn2y22Zl2cgzRWNIlJ1p3YvYokZRpN+wRdM3qHSMLD/rpty6xoeJPxZ1uA0ugLhptnbl/n",
-	"u9WblpT14iyFzwYxW1mi7YB3RcMbm78I+oieSWtC7ncU8hTCrTUlNCHHLWZdwtk7MCvEJa8HBb8xkkTZ",
-	"0jR9LpSmbBpgLYbjmA8h714NCaS3c03zCPws0dp2ve6n9ncpiaP16U2THRqvEqFXPNvKXqWOttB/6//l",
-	"VJLRXl/FmmzyWyJinJiCGJoA3tBE3017HTSTSQVPyMY5FlR+19apIgifvOjwcoT4tW/GjxuTl7XAkDk6",
-	"lhHrmYLTxr37c07HC6hr5SiQph0SMY4GXECUNHjp8ha+mXNBKjya1sSiQEVeW1h83y0s5tyxuV0rsqvj",
-	"mkCD8zvnQaV1m6ffkPo3oYT+nX+9eS/hKZh77ZaL+LvMaJ0J+HMVpsYYYB+znrXxgigkTVUgiCcjQzQu",
-	"l5qKK6Gp0egETFvHyXwwLqBOisD7+hHMGwFCQLFzCCshFlewaXBtoku03GjDQhgflklq19AK5dGS2mLI",
-	"U5xkKVnm22OwFtNJRF9Fmx/AYhRR9ZSCzUaCU0mWjxAepxelSm+pZGQKopkkL0FkOiBRDZ3jVGuJUFsa",
-	"gmqzzzJn0wQe62/I98QIA7v4V7Prd45EcHOeFIvMRf52aORCrml4I00ad4SGfarxxSSfWTQCMZKzkAQt",
-	"ZoscB5ram3xwsIMY889g30RtUoV6HCw7eXAqMFmwx7TYhd6owdRsSeC6ooDbbl7PRVziftGw+r4Q1xGi",
-	"V8z93mOo9TktjbpgsZrnCslfBPQIcRwTcMcgSQhaw3Gc5SLjaEBZ4KqbWldnbsm9IaP1hRqS/56vbena",
-	"Bj9k0G224fl+jvw4vi1W/ihNurN7k7Xtzx9O90MY01jB72ccD0mMtRqnLzbiLB5Na1aXneATJKEfhAMI",
-	"uY8xJGtenC1rK84W85wd6nCo6C2BuNQF4lmNI/cES/WJpwK+ogubygObkLq3E0yHka2DF8HYc/t6Lo+a",
-	"P7Dl+6c1ZA89rCvF91KGt3HvuWvmxb8XnZF5q/0YW04HV9P8aVDCuOTMExOrEJFE9TNDphe+DiKijXGw",
-	"ZdegHFGfp6LUwFkkMyuFslv03XwU+jaeEX3ffTP0LURgvNprX6q/7kwMXlYA/N3zxM4w2XocPcvQzVOo",
-	"KfHziMGY6uLxSpuvu6xkqTjkEU8xruZinr73KwgKFm+ap1fNi/OL48vm4ggxtpInN8G+MInZrE+hMR6s",
-	"FiU1O09MauxUPzHJ+ekEDXCwjEUDJgZ5Hytv6N+rN2Q0T+8eb8OhP0HFvm6ShIIoWa5EH5wf/6pnWQ2L",
-	"tVqbX3+r687Gg4OE/krguGzwIRYCj6Yhhd7WK+t9AWX54PwYgO9d5exmPgHbLVWzx7muucAIGseY4H5r",
-	"i3UJ3G43+/ARiM99LPsIcru5KGO1Rjkwt/8JlPGQLqt9m/v/ws3hgXXWO+/INq6T6i7eeVfdDre61ffR",
-	"VlhtdDfJVrQd7nTe4jx4LqSaWwrSpXeVvYqMb75udzfxbghAvOU3fgarObjCa19vftu8rf/x1/tB4+5d",
-	"stXZYbvh9jcJjYscxZlKYYJccTMrf+W8P4iKzxydKidTy/DbjfsbMpoTtOYTqANkr73rIumaWznNQL9Y",
-	"Qxf6JQiENS2gIEeIV3lSK3Hx6PE80jQviM188BrE9s3dKRrscy/fSjyytMG6ne6NtK6RkjQ3uMNPmo9c",
-	"ijSrFC2frKtjRmuxNZPYV6NMEqHagU30qxnNKP+3Qc92MJ5jB223VSpNUW2R2vqSEq0VCp0HY5W/1/Oi",
-	"6UGLgVNTn7qtHjFeolxOtAWHKsVUTq/InZ1sVpH7CWpqb2U1tX0geSW1bX4dFMJeJMNuvHh2nk39Wj37",
-	"B66eXYJvRex4ilLa47RrqRLzixAcnioolloFQ850ygOp9eCrGyc1n66uzr9eNH+7bl5e2eJ/WBDUJ3GE",
-	"FA9MjX6lBSCF+lyqgitaP9Asv+CtRtKVAYBmnf5kICJMqZl1ZrdyYnayogJ+X+mkQitTjWmetp2C5N8H",
-	"zUvzqZodpBbyQa4JyXMiTFgpGORL7V/+iA/LWwAKAFjUEGDO/ZWIvIApYByTHC4CVtiD8YjIOKquai14",
-	"BHnYuNdLmynKH+I4lq7GOGzEWOlRzFmPCCAiZjQS7bsISy3zpYnl+Fhq4b/LhW2QZCpCZ3X4CYvktFSV",
-	"IgYsJuoP+O3PKOpvLnKfb3FMo48CJ/0fQz/QZzWBNsZ/1LWND4AOPxvSlKoPHnPbQxgdnV6a2rJZs8zN",
-	"nS3TdjJAMe6QGLJcY6L0+EGLRbRHlQzQm+obECHefH0ToOOjU1tQkVCB7li1qrc4WEdcaGw5Pkc4igSR",
-	"eoCshw1KuFD7GksM0nSz3Fv9Qw19NjV9UIglqWptgEmq6C1xTLVE8bHwnK73lBXzSEskiA8Fx16I4xhx",
-	"FiwiTuh3KeuZRqJAUno8rxAPbLqNsnhSsBC0J7huex9h28yUu36cmhbZ+pxRKnAnHgUAOFMuH5ZFhKtF",
-	"5Jf+NE1C3BJsOeKz66tfzq5Pj75+Oru8uoSCxObS5a2JWoyq9Ro6S1WVd6sCvBxQvt5UWe5gS/tN4rEm",
-	"nNubm4GX8ttikOhS3o9DTZK/RxphPdGnTHxZ2FA4vqbndHu+sLi2KEjGhLQZQplWiZ21/f97s+lPyM4u",
-	"iVqVl2kRrk9wrPp/T7cZ2TKfm/W6DcqHMgSCh0RKBM3TpOv2I/dR2CfhDeQMRyQhLCIsHJXGRH2y866K",
-	"t1n1IX6zOBaZyUtDdmN6S2oG1CRMTXFMcKd6wvctYUT6srUBooUo5EYvClDC0DmXqieIRGuaiLv6d6bm",
-	"1IBDELgJOdOSLlXrtvLqPtqpb+XV4oNCZQdMoZVoArX1Xe1/IwtAQ2QZmHYnmhVaYdv0wdOXiPdKT+zC",
-	"7GvlrtJwQyAexm7cHF5QUXbr+WE+7dnCBmoe6k1ZdCJ4JyaDf5QsPiIKU71A6Gagx9tDbhsZ1NfMWzIL",
-	"DuS9da9O1k59K6goqsBmeOrGyU2+faUSubexIeOUhqQWkVu3IrnBuKqa1xeGx7n5tjw+PUdSaFAG18Rc",
-	"r9k4oEFJpyJB8cP7SodgQYQeA8wScNHKaisN8A00hagElVTEFhR7GxsxD3EM8vH7+vs62DbspBPyNGGY",
-	"qazNBhUQ9wEK33hJJlkijmfCelWGPNGSriARYYri2B8j8yZMjnBQoMfG5JVAlflMyLet8UtEVW+KcWJd",
-	"vlaoj5mX4fH3TQeDFLKLXW8Qf3Tvk5KRbSEvynoBGmqRH1KkWOSqeRXD6LxhvUJek6MeecsUKSuvEGS0",
-	"E5dH7Q2d58NMjnxJe0yflel+p4cZkk6f8xsfHraBGS1A2b1XMqim8gVDuURrl3Bzq5f6ofEZrPu7N1ba",
-	"8qE0rhgDr8Mc70uLOQ9fHv5fAAAA//8HEN8TiEABAA==",
+	"H4sIAAAAAAAC/+y9+1IjObMH+CoK74loOF/Z2Fz6Av8sA+4ZTtPAcPlmvxn3tuUq2dahLHlKKsBD8Bz7",
+	"QPtiG8qUqlR2+Yah6e4lzolv6HKV7pnK/OXtvhLKwVAKJrSq7N5XhjShA6ZZAv86SBMlE/NXxFSY8KHm",
+	"UlR2K5d9RtqC3Wl8oU1kl+g+I8OE3XCZKjKkPVarBBVu3v47ZcmoElQEHbDKbiXERoOKCvtsQE3rA3p3",
+	"zERP9yu7m/V6UNGjoXlT6YSLXuXhIagcsi4X3HR/FJWP51Ym191Y3pIoe/WNIjzKhjGkup+PIvIbDCoJ",
+	"+zvlCYsquzpJmT+2rkwGVFd2K2nKzZuTY2uKaCi50FNHxjp9Ka8Js+/NGhbL21pxUHcsTGetF3MvzByO",
+	"18pq4zmmSjdv2PRV4pE7RTFVmjDzLklYyPgNi/bgB6UTRgckYSodMEVoV7OEcJ2Nvc9oxJJ89KbPKnRa",
+	"PTqslI6XC/12uxJUBlzwQTqo7OanjwvNeizB0fMB15PjPqM9RhT/Z+pZj+E7v+eIdWka68ruTj0w5x57",
+	"hVOfjaFROoaLsM+iNGbTFlDZ32ftp8rbWG07/5DJtRrSkM0iR3hh1nBuvVZWGc+D+VgNpVAM+NYvNDpn",
+	"f6dMwZ6FUmgm4E86HMY8pGacG8NEdmI2+Nf/KjPo+wq7o4NhzHA6mvK4sgtDYkqTjoxGpE8VoYKwJAH2",
+	"Bf9Vld2/7isDphTtmSENUvM2I5TYocKEdysb/lQfvgQVpalOVWV3G/gd16bjypG4oTGPiO02n2lf66Ha",
+	"3dhQccpDVovYjRu+2uD4UdV99OCv3H8lrFvZrfwfGzmb38Bf1cYZtoDrN7mDbu5ckQGNzRawiMiEdBJG",
+	"rxUSJLRUM10eSNGNebjqgh9FbDCUmolwVP3ERuSWKpIqFpFbrvuEkoh3uywxrMFsScVfxw/5OmaDWWwB",
+	"vT5D9+VTr6JrWOFMNPykZJoAhZhZMFjHjzLp8ChiYsWFNB3kdxzpsFiKniJaEiqk7rMkp9DCKm7lq5gP",
+	"ZaFl7GavP9XaaXnNBBnQERFSEy3T0CwcV9nKwYodCc0SQeMVF4zbZjL6dmuyU6TQsbcWIlA7wKdYlws5",
+	"YLrPRY90KY8NRQokRZbcsGTPHix75vpU9FhkVs98YVcLuMVHzuJoxRVrEPvWNGaYsK6h3V3SqNfM/zUM",
+	"Lxkm/IZqRtbOPx6QxofG+/U9QmMjuHGNtHFxfHV00Pz62+Xl2deT08Pm1/3j49M/PF6aJnGRh25uTvLQ",
+	"LsxwKQ6KnzzFLu1j9x6TJDQM2VAr0kl1tmE8NJtlFkkFRJnjba6YTGC8Oj8220uzNaNRlDClcJexB66I",
+	"uUwjf3N/Teiwv+LmbrrNVdN2NxXXQt4KImTESKty16p4W9QzQ9hgUY+pjfqGlpWHwP82HIUx2yWUVFtp",
+	"vb7FSCf7i060YjpQ8zccXl5uw/GTp2JX0BpsiNSEEhzV4f6ve0aYTUZuQc0bMVfaXWpcG31J9/0dPBLD",
+	"VD83eZpDFEoRpkli7j5yzUakVbm/J9z0XgtTpeWAJUcReXhoVUhIhZlYBy+u+MYQ9oArZXiRGf/EZ95G",
+	"wk/ztxBfW2oLbctPtIXQGolpeK3IbZ8ipRYUyvEFSxiNVGDkIvOqecI16fEbpsw+aymJuXj3rHqcHQCq",
+	"CS4K7PqJ1B9lKlZlyCUqMHlP69EWfceqm93tTnU7fNuofqDvWXWn8zZ8F71nH7r1BhzYLgzAFwW28w06",
+	"8V5YYHOE1FV8/Sk25kQibyzc+pdSHtOkx55SwGd3IWORIo369vudd29JZ6SZ8pek4UlHZ3QUSxrhFsNI",
+	"FloaLWUVX3+qMwtDNzzFtGqOIfUlAnfvuEX7TMVoxTX7O5Wa2sUyTIBqMpBKk0a9XidDJiLDEf5OWcoI",
+	"13iB5FTvSem/F9pZbPmg72r2zVNL6bcyjSMypEoRKZgDJHxdFgagyJqbp0xaQmmZsMifcuCRYOEf5IYl",
+	"Ch/CtUaGLGkJuDmCTINX6xlDybo2O6xsn3a0inSp0m7LzTWSUM1aQiagqpqDOaBiRLgg3Zj3+trslBQh",
+	"q5ETlAhBvbKjpyITFFuCxoavjdxvVpCskfY508mout/VLGnjkDS57bOEkVvKtWmyz+Kh2m0JM3pckSih",
+	"XCgj2mRwkiJmQVQ/gG5BZjXyTcK6PI5VrWVUDkRzQJ/3ep1EGy5YKEUEqo0ZA+mwrkwYkgAd5Htr9Aiz",
+	"s7Ui9DgLdDGH5UrQVPdlwv9hq/Jnd1t2GE3Mthn1psBxGzlxFLpdiDRS/4sn4rswRDiM1Gpj2tyKXBEn",
+	"/cmEJOxGXlsJ9ErQG8pj2onZEyiwloVxIzWr0R7RyYjQHuWCqL5MdDwqqGkec76wwnXqDWfRRcw+eCrm",
+	"ks/CkKSZiTmrml6zgrYm5O0uEZJEVNMOVawlQikEC4FthOYkdxPGQGbkyOE75oo1YiTlukjTkRRsryXy",
+	"9UKstEC+T0Nlycj0CZ0sRVjZ4kLX+0P+icG9NEzkkCWaI5AXJoxqFu3rAgoYUc2qmg/YJBQYVHi0AGLo",
+	"EMj7yR+GhgndlYOaXZ6gWp3QULNEuQtCsTBhOoBtZXFsxEBF6JAmgE1PdGEJZsasRBpbGkIodKKJ2yL+",
+	"Oh+wzcHVvyrwShF7heXIJh94C+8P90vWsuz8L0OU7ICKkMXnFn6d3MIF98OR8X2FCXNq/qoc7J8cNI+P",
+	"m4eVwP19dPKrN4ZZs7PNlQ44l+And3nfyjJtQO7b/o1125eKkfY1G7WdBgTkkF00mt1pkqTCXbPEkmm2",
+	"0kFLSEG0HJpzY+5rw0Choxq5dNqDMqyWDYaxuRDlDUM5ABWTNfxPwgADDZmRUuJR4CSwltjcsVJrYIdo",
+	"iFPLTETb3Hm7HmT6m7m5BQHZAbUSJuDGjvbgIfRl2I00/+1TjZd6pvUQQOIA4jFjFGRte3Mz12zWa+TI",
+	"yEJmspR0U6QL5B5nzZPDo5Nfs9b7Mo5A8OjQ8JogPmmICOUDICfQlZ2QYZbUctA0EVZgKJ67azZje7N1",
+	"2iNhn4XXThe3sKx2hI0qvZnXuqHk7J6aoiWXHey43HT0MZED0jB706jXg3q9vtxISuxDPg2YybuuS2kA",
+	"yBu5rmcpoVEEUiqNz7y17NJYsfHldfxz3HQ74ML9uzGPUqGN6cPLbb6PG2LPwWCz7u5fHQT0qAmtyIhL",
+	"eTAOe/qyODvg4xYlTKRo3g0TphRH4WvsXPIbCy0qsjbgItWM9GWakIiOqrJbHUih+wT/1z66ZewaNRbF",
+	"7/D0KistwIVp5UfXj3nPQp3/Z0R5PKqR5h0NdTxyOldxjMACAEO/obEVQwwJLLlR3EFq5YtVuGftkgeV",
+	"u2pPVu3DhN4aebV2Tm8/WwzNe6HKB0OZ6Jw03Ps5CsZEKA2X24DHDzCmwqzs8UOxaavxdnNze55d+NHn",
+	"1twsMR2eyZjjPTiLSE4LLxshiRquX7Bn29NmO+pIGTMqUKDiMuF6VHh70zN+b8+bohGK/pSCFVqoXF0e",
+	"VMrE7aP9k31iPiH/mPMEKGciBWH5iYKLi5pTNXaQ3m4vRPDdWN6Oe6TMlXCekFOUjiGYx0//jdDD8zPT",
+	"sbHPY2h/oLnDudE8bnzgL4ICJ2BOc0bq+jRfmZEM6N0RfrcFJ8D+Iz8ANEkoHP00iUvkCkGcVkmuzo8n",
+	"2VP90eeq2NGpiEdoAy2g0rmYarr+lkfRLEfgVn/GHruPvqG0EVSGMRVzlXfzTqlkYr+fPqkoV1tpHJ92",
+	"wb4yqy/7/kMwriShAlmidfcBYxEh20MsjnAACmpzd8m2ODn4L/nwxwhv8XmMf7j4hMA1qK9Y+JUo3hNG",
+	"lsdXa+SZ5prT05PAC6g6astLPQTBu6+WEzxXBSzSYbTsJJ4JPRhbG7cQRTQhH24ZYeW7dUZ7ZWiCY+4L",
+	"cXlv7x8mOXnuwAosZjbkMr4I1rDhtTF7Ot6BWfkMRsuKHssdyJvpZ3tsFcacaG9mbHz56sT8hiWjiwns",
+	"x+IDlaBy2Dw++nfzHFCgj/tHx83DSQTIiOHmy+oNTcxRVKYJ1/gZGk0qeXf2v4Cru2cfwZmmYhhGMyo7",
+	"eN1EDkrJT8vSx7d95q9gJg+PrSA0C42ULVAT8ZhfqA77RiJZ8tb0HNs+laIh6MXXHnO6axMEhRG4UVz0",
+	"YuagoYAMweeWDfZIxJXmItQOkqakYwY6Lvzs7DyNbjY2dgfTI+iKeBkYmdrQWtu7Nr6VOiek/gVg8Ske",
+	"zpoNAMFSDv8KHPBFhCQqljogqdA8RgnPkP9eju1t1Y3CrQg1u0PW2tZNqnny+1Xzqvn15PTy6y/Nj6fn",
+	"za+/nZ4f/Xl60l4PyJAqjTYb2hLb9To4CylsH7T8GrHKkjP5wRdGvkxZZi8EeG0x3rSqtvcwnQwyl3ag",
+	"h8cJksvdHxP0V9AUGk6sn64sfMfKIi7AlwWW+5Er/Rw0TS5yY3XCdJoIFgGQS7oygT8CoiQR6aDDEkWu",
+	"GRta56uI97h+5QnfFU8oLgd4hwI6nyY9JnSNnCaR2UUA+7M7Jjvce6RLeSKYUoSGiVQq/0mRUJopAfxo",
+	"76MFsaYkFZd8wGRaqrxwRZLUKNwRo1HMBQuIucHBmKM0TTRZo+RXSaI0AUv3+q5dO/QkS1LAnkIwmcXZ",
+	"OQ5lErGIZAYvsyFguAHnM+wILURWwnoDw7DjJGBZB1uUtHEyfZlolpBbLlSNOJsHeKDF1Hxsj8nvV6eX",
+	"+1/Pr06+Xh59bp5eXX69aB6cnhxemFlsb266cWzknY2ZQRo7g8qPhJHNYHdRQcoq8jJ4YcEpJGwY0xGb",
+	"EhZz7cc0WBt6Zu8BK6J1mdhDeuQoosmE97igMfALj4t5MGtuQJ11o/1uZmLl7fH1c7PM2vImM2vhsoti",
+	"tYV7hgksNGrY91U1zclDNKFwlmqQpSO8YULnSsrEyFgxtO/xyIGQEStVDMxJ/WP/6PLrx9Pzr81/N08u",
+	"0cvbHEUMzLs1/6PlfGymGEFogQLX8dTZX8oLhu6wjwAJS2IdYczmd0LLJoZ+vV3eq9nZwYXclcmYLtOY",
+	"xByHVGuWmI7+77/2q3/S6j/16oev1S//+q/SmxCdRssA5BH5n4vTE2Tgdkwy1cNU18h+R5lRDRgViog0",
+	"jmvPLbcsaqidQfqGSGKmV3NzcffoZ1UatTnle+86xzCd+fDOwjDcI8Ta3LGc5i4WQVFsdfBnZ0R+bV4a",
+	"zVsKL0YX/DzwbMRcaRIzCh7m2pyRF5FqI9zlaT5SQ9oDUy6wDZRwFFmbOjUQKxZitCcyYufQXimkZ8Z1",
+	"UsD1JkeIAejOsUKwuynDpZq0N5wYsZGbWDbuPab2gOEp7T0gTPSoaeMjEOTh/h4QikQ79xR6F+bkwHMH",
+	"Y+TE2RKiGy9NNItAHrWDMSsLJ8zzYnKvWdnjAnwgcxkUdaRxKpg77ITpZHTanRNpjiKN2X3zvhFZM+HZ",
+	"BrPBwu0RigzPDJ0KIpOIC5qMjMy7kHnLznEZSHUx4SNjd04AWVHUNR/OtCSsDtTnMtFCqMD4qDxZMF/V",
+	"oMDcC1zacdyZl8VTQPv5zfMyyP74UfDA6/OrkxMErw9OP58dNy998Drw/Bq/lBwLCMxsuluruEJZ6FaZ",
+	"2yqw6vs5k7Ph966hsollwYPjEY2H+7/WiGG/1r01YSQV/O+Ugbcgi3oMriVwByZGjTy6PDo9QZY6oCMS",
+	"0iQZkbbhkG2iJRny8Bpov5NQEfZrLfGZDTossXCEaZ/d0VCTtZAqVlVMKK75DVsPis7nQzAxGLaCH1mX",
+	"RHQddEgQF+BO3eW9ElSIXJYFeaB7tcoEMoVa8YdMK/aiE9cD81pLFMKJwP0OHbVHmpU6KYZFX9RZB953",
+	"WzWCTdRjS1BLhAFHpfflwq2YzS9rZTZmgrCHwzHw2uXKgzLy28miKbrPeII3VY6f0En0ZA23JY9vyUgr",
+	"yP0nLz4dnZ01D9eXwloegZnMV4Vwsb98c2HtN0ZjXaLhgr+pmi7Llhm7xrlFfm/OMdFPV8jhVJWoD4ZY",
+	"vzN/PetTPFsjLBeO5tEWBF/kDnZ6Fj3FUvTANVgwYtTPwRCjm8AhughAgu/lgMcxdy6ZEGGObHE98xyf",
+	"etAh/n7spO9BvKgU5LB5vP+f0ggHfDA+dojoP2/+ftW8uAzI5fn+ycXH0/PPQX5bBNhmQEA/3z/4zQy/",
+	"qLAv5CetJALcE4HXCTO7ziKiZY/pPkvmky36UsM7046vVUgmDrHdnHLZ7kkU5Ey/La70H/1Rdm9Z2XqP",
+	"nFwdAxOE28gaABIGm3l1+bH6Hv6lQA2lilz96+PHj4d4iwIPdsaF8+bB6fnh13/vH181v37e/7/atkGu",
+	"CTMHLAtqN0POsiPN17+dYj153i0ckoUtwKsBduTd4y6qwt75NbLfEjc0Tm0YxdzxG8lgaJT0lmjftyoY",
+	"HmaGK0IjYbQqu+S+VYGXzd+QryAE5J//wzB7QUBaFUiCxm7hlUr+EurFNjiDKogWwY9alYcHG401vkrf",
+	"hp9NOgcD8FQiBPoGuphqI6zBFQz6JxuqGs73mo1wajVsiazd9mXM1vfc3rTEpBB27u7mmF8zZ/Hbhb1r",
+	"iTmbFyBbG9DEMAa7AxmDaIn8KL7EMs/XR+dSx2L6qeFFuWrqmPDC7M1T9hzncnSZnQnHcqbrg7OZ5FPo",
+	"fnMwoOdX/rx1Xlzvs4LoXA3wNNWgeWQ554pL1UkTNe1GWd6VrC/VFKZrfjGidUiFFDykMTEt7pJY3rKE",
+	"GJUsIEISnVAeGwE6ktOCHTFY/YwlGOZQHJxMC7G5yB8e5dY4tpUws7LuA7uEy7glno5HS4xft+YuJdpo",
+	"tJFkitz2ecyy7D82K1+WHdMqMggEgxKbCsFFr0ba6poP2+auYMpF4wMMxvUeacMHbQchK0LjOLMbgl3W",
+	"HkTTiIN+So/YmfWLdh98PG82K0Hl7Py0ElSaJ5fN87Pzo4vm1G/haKoSgILeneNUJtfIUoePRXrGfJfG",
+	"ysigIMv26Q0rWO4b9Xp9fjTM4h7fq58w6CvwJz3vGLlA8cnF+XhAPmzvvMtEVQyDB2/+4hK7+Pj7KbKg",
+	"KgvpYnFUjdkNi7OkTgFhNOy7rHr/c3F6UgVXbpZU4frFhEQLYvIeZlXCj7lQ2qjspWOe0B8LYT86ZjPU",
+	"0EmISmkQTq7Oj3y1/poLyC1q5z5f4reXIfY/05gM1uhynwF7gx7IVJRw2CZIPgmLGVWMQNSrls4FqCzA",
+	"M6hkiQmWclePKR+sJnp4GNVUY/GsFElevPFYOLNR0JCXLaQhPMZTmqsh1WH/I+VxmpSZrNDxF8EmZbjQ",
+	"JTMSHo3R2gbGFqNAgTloq3xnXC8rqnKzzfpPZcCMqdLNha2ivutWibPUEmYfWMnH2X28QzLf9rNgllzU",
+	"f81FG2Ub/SjTl2vwkofXcxPzgoSQnSue+Rg8p1JQ8JgJKjaE/nTuNflH9uKLeXTxhe1WmeKSHdigyIFL",
+	"eIFPC8GYo4ovGvqM1+eoY4Q/wSn9tZ55eTyFTpTfRC+jEvmnrDSQ4+B4/+gzqD+HRxdn+5cHvy1jFvPh",
+	"0XleQeNSgfOmuRXAf0ZkCO0ERrsZxiB85nm+WPJGkTWLNgD6ed68PP/P1/9e33Nh8THrgt8FGpIKHwLc",
+	"pCAXTwEgHVPhaHgtu90DybpdHnKbIMmTdEul3Fw16nJBY1zrsivNh1nBBwANXFQoo7kp+x1Z267Xqzsf",
+	"PqxbVkh5nGOG1st3Dx0aFNMBoWJkM3OAoGkbQlDVcPWIrHVGxPr3Wmhn++4OuBz4LlIR2cc7d3fuo6Ln",
+	"R7YGOx8+eIuwXa+X3bu5K75fNcATPLnmND6yQfYlattYujCE6OCM7OVZ7fqlau2A3u0jf1FlaUbwl8Br",
+	"loswTiPIrbII5r5/edn8fHYJZqXZKo9ZhalTPLamApuzSd8yJpzNQPmTDAgm94REvMWFKxeYJziAy0vx",
+	"NGGWE2kqntyB69vndpjvrmYupN9nuQBlzj9QJMGKL0aocH5lj5JhTGPT5RfoCjrB/gztX/PhcKyzpUSX",
+	"6T6p7E5/5IlVckpsAezODkZLGE/meMVjo7amaqVh2d4v+WCafxsMYAe6hiAJK8wKeUvWDFWNCkMpsrfF",
+	"zv44H3uqVB0lqTngt1WUltn6gZ+446nilr9nKdTFQReZl7cOk2whB9g9ybW449keehtWIJTxc+sRdJGl",
+	"LAN5Onb+FMJpdjW8jGx6wXQBVH9cQFsGvBd5wgGNY2tNHdAR6cks/RvwBZv5rJOG10aI6vppv+rlcEIp",
+	"Yl7W6dCIc/AGdgiuRmmCsVpqyITrsF6r1wudzsXfxxZ6Ooo+Zb2zfB8IFT9uxWfBySdmVTEEMMvCh8LU",
+	"XNR43jU8NndvFGWTvQIqOoupeIpJLgV3P2agT5097DUL1wtm4fIu38dl01om9dXD1DO1YnKfR2fpmZqe",
+	"5w8f4yox1aFjPs3SUIJUDSC8kLe+J78zwYFRb40DYwUBkAsSc8HWCdjmXNEHD78fZzILJKeE6AnT9QSA",
+	"3pUJ+dT8z9fjo89Hl7UlskyC+G7dUDFvM3Sw5tndINHm+rSbiLoMzRbP+eP0/NPF2f5BE8dSCSrZuCpB",
+	"5Zf9g09fTz9+rASVPPS4FM9JpvF12J8kFYqkIoJUE2M5gLzhQVx0WRMMk1GE11XZ7YJXEq6hG5+FNSiJ",
+	"GIQ3utjdLFh7HQOI8at8KrUFQ54nbk9YxtKTipmUXBqSqWYk9WQW/8gFFq5kqyiUPJwrfkNU3bIp2ZYN",
+	"c+Szyy9WuUOfnMtkSJOEs8Uypi1nNTFvIz53YJ1b56v+hq1Y3GiZ7ZwaUZiVhlBM6F2Qjy40FRFNImKX",
+	"WhEmblgsh4zcm4YDVGg1HQwDSEP+UFvczDCWzKdUiSpUtywC7nhEJj2QnDbjLWcRty+uW1HD8c96vlQL",
+	"0OFTKD3jpP0yuk9JjreVwbkVcy1O4LSL0bdNvPhoUOCb51QvpEacihnMTpFVWDvvHs6Ip5a53vkkVUO7",
+	"auFRFjdReiFnMlzJFRRqflPib9HMPXlcyhIKGUum39iPOGw4k2Oq9G8yTWaOAl2+oSQCmpVcBnZAMPsy",
+	"TcpHtajlvFzGygJztO/bxBEOSFKxW0z1HhAWK4ZVvzJ9dbpCsUJOS+sBVnI3YF52l0wdzO2wcVPErBX9",
+	"pLhfYAB9plxdXHu0spFObPcyiNUY5rCkexoDU6DygASrCFwzNlQ2MHYlXGGRlXxeJlXkT0s4rmVL+yQX",
+	"Y8ZqXuJKNAINC1OjN1+YAVlwD0rylEtRNBoYPuKVwsnVp/2zI6M/ZaVPAGDHtgr1ZjCnAhddWZLkFWOw",
+	"e5Ds6hZ5GFQXca5INfJHntkIXK3ycufge3+4/6sistsS1o8G1BmoTiVY7i7KNUZz2P7MtDTmEBDxKHdZ",
+	"bQk/FBIcMqHyMZafAf6+9vG82SSNgJydn5KdgOQuo2SznquvuiVyjrhea4mWcH5vGCaJKl57gw75xk2j",
+	"TQSUX2vv2zpGEMG0S37BckkYWgDbgMEF7V0crrc/CHdi7JgfAVWyZYGZMVSVo2HfVtJoCceqs9drBIeM",
+	"Nm+uSHtaIaM2ljT9sL3zbh3DDGIeMlsTxaJR+0PTWXWzVrfyQV6N6Pb2tkbh55pMehv2W7VxfHTQPLlo",
+	"wjcPXoUj3MT9syMv8eZupVGr43tyyAQd8spuZatWr21Z/AvOul3uDbO1mNu7LFPvPqwqug/gElhbNfBu",
+	"jLhw8RvWCyaxdUEg4wHHkmTgLmPIw/AL6qSzyjFX+gz6HyvdvVmvzygcNVEw6q8iV2+4+9G5NHsct7JZ",
+	"33xbbTSqm43LRn23bv7/T6xJmRUtWoh/eR7Qk0l+SitAwUoHRA1oHDO02yqs/Lhdb0zrLluWjauxyl7b",
+	"9a35H330yzFvb36Y/4WrDvgQVHZwF2a/f+TVNd5ZZEh+cTDgw+lgQJORPQ7Zzave2DNmWCjtKQf1qcoX",
+	"81Xh+G7cm/88wJVEEzpgmtk6p+W78AbL5U6pR2+lk+mF6BeAKL8ApYX9RSjKoxxwycF8JLcWssucJAFx",
+	"BEIKWsKVzKEQ9kgTveeMP+iJAwYRIfF9x+Q7GA4oY4iTr7XEvo3jwJ5QNcgjDrQD4YzsSpSWQwUtAeqv",
+	"MB8hFgMq1Cd0iF3hvnJBWDzJZWD0nOIa2WSRM+T2lDx64xcZjZbhCkWm8H7hQm6TtpyxVEjmPDysxrHG",
+	"xpYxLAy+mMGvdpBfLXMcHZeazpUyfk6ySpCWLy3AAH6hUbZO346V1bfnf5EV1DUfNLYW4n3Hrirr9ubm",
+	"IszPK7X9A3DYAyjhSWhx12dzWIucqg2Lo3GmNu7t36Oj6MF0bNO0zWW+7rM3ivCIrJkTlwOz61P4cd7X",
+	"TK48TwkyLLk0zu0zvbZc1/UEKU6FvA1AEGdQtxFze+pUBS5exvBocBNsiSFLuIxq5EhniqI/M0hHa1h1",
+	"yDgGP1CdpVXVUl4TrlsipAILB2I0+5DRUtZ4Dss9jitOsKPN5dhRbmHYKgA0Pv+pf3Dy0pgBwShoRXNA",
+	"pd55x7ZpnVU/0J131e1wq1t9H22F1UZ3k21F2+FO5y3NAN/deUgWNNmgm52tcDuq7rC33eo2bXSq78PN",
+	"qLrFtrs79G3nXfgeUhqbd3doo7MZbkXVbbZj3n1r3n0XVT+wete1U4CQdyvoGcsi8tvl5RkxlDkJ4e8Y",
+	"bX8Moy+XKH1M3kPPM1fohTn4BIBczsbd0Q3c2f3pGPh3zlovmIjQlogsBIqhepzVsdEpzNURz3RVDKJp",
+	"3FuBkeIyJSLISijapDlQCkWVK1xjtgAIl5jHt3NF2LHov1PkOpZHFzGllZj0Sorg8nrcZBWbhZS5bCde",
+	"6ewFlERaSNRliSjfk3Kym3b/n7MeVwC1UQHM/4JcnR9nvhLa6EvgKTBeBT6HtVrCUP9au+QaawekPW6R",
+	"aQct0S6xybR3IZpbJkTJAVsPiByi94zN4ChFMcjSR9acSknDfs6EuIICSywiXRnH8tYFwzobcEtkRmA1",
+	"ZCHvWsrKs+q4NX2jSBtLNrWzQscAnRkNkCsXV2Kt6bbA/H5hIYXUWB8NwDgspIv5BRSUq/fL6VJBaBQl",
+	"THnVlaGYtw3hEUzDTgRYKnd7c7MlbLBveyNN4rbpPFdLAbp0RX1tmMUfzV9+Oz399LV5cnh2enRyeQGZ",
+	"RGAn8RSRtUad5MEs63t5zvwA+vxQJp6VVrNbRYl1dtaFzX1fxkFF2OCabdJ8a4uej9kqdytvu42wEe40",
+	"qlvh2051m+50qh8671m13m1Em3Srsx3uLFFUfmZdv4VU6sZyKzVFbPWFstmL+cVKjwsKr668WQUJ43P3",
+	"0+8fkve/fvrP38nl7f9enR2+Pzo++/NIbh7TY3pxW1lyXybN2ShnP/+eTdSEm3MJBnm6J1vH7RU9WBw9",
+	"gMQJP8LV6y5KQomlGbgqxm7fR8i8G/e57viAF7QhyMmr+hCeq8LNhJWBtSI5PlEj+1l8W6Zn5wkiB3RE",
+	"lOZxTMxthRlGikwc+ylj4gX+tD1thNGrVPhtjyYuu5ELFzqNwXwVK9epfLY2flB+ZXruKal/37fYd38n",
+	"LXkZvZLetyW9X5legu7GoIayTvNXNpo5pAhlXBe8QjyoeiE45Y1/eQREsNsxaCVPRqxT1RJrWZWurDBl",
+	"YJ3NIJsqQqlwMWWOZ6ggvVFZI6GMWI1kFV7gbZsIJR8MZOOEhJRd6SVAdLqL7f4/X8+bl82Ty6PTkzZZ",
+	"e4fVwDzNpUxP8aCgw3y15mBBUHjaG51dG+5mNQ0eytPHL0Txk17Ec08K5slb4EXrErQq0pShS399Kbor",
+	"GX74WHAX/KpK2Nt+VprCk3Fe2dwL4E6inGc8M7dz1Udy7Gc6XzPjVGMAmfddMeMvytlRQGQSARPqjAiP",
+	"ynHjQ6/zZSBjyBLLsQLfc0LHPyuPGCuGPYc9ZHv0yh9egD84SvU3wuMN/tPpePS/acwj6tRcTGVuhANw",
+	"zABXTZoVTiAN50WE73lJzg3NQZpsxEdziMZldSzDLb1a6StAllmlcVufAs4/Fpn4y0/qn2eYzoqaVH5j",
+	"cSwDcn+P6QFrUK/t4SHPVF3pJYzpnAFkGeSRaVqu4l56frAsX7IXxjbHCu/vNoIX3QjQQd/TerRF37Hq",
+	"Zne7U90O3zaqH+h7Vt3pvA3fRe/Zh269UZnYtLn+ms+7rx4RlHBbC5G+Qpw/pYMUbK4Vn8Y4+VRGPkdU",
+	"27iPPMRkJr55IbtOKKsRjM9x8KXNE41poDFPG9WZ76jzSQpjRm1qtj2XUNoPSDLjUP1pgOcY93/FOr9z",
+	"rHOJMzoF8bzoy1vn++ZezyUFF9GWV2mCC6UUBp11duovfdf9zPdRMfPyKzG+CPq5FCUuhwoU4Pa5uMDY",
+	"ZbNhSVeVuOcu1+80beUCtRJ0h+WDQYrZ151+4hdkcsFWHYaF+R17GStOmufTzZPqSTFfY8mrVT6L4gL3",
+	"/DKKgR3PC2sFUcFasygDnMdMs1izzUdwMbdRU5iZOUi2/Vch+2cUsvejiFC3xU8kVWeMbuPe/vUwFSJF",
+	"oUcKVs6vaLGQwSIij896nlnyeWZ6bjw9Pf+stPxDSCbzqGw1aSS4n77ftsrbnp/9WpHGlCCfm8LlXW4B",
+	"mJkFsVQwyqWKpewlfi3aEmOwLR0/pD0uKArdZQaTPCfJ92ovKTHu+slLxDOYdieKp88fh6sV7Cs505em",
+	"rCzEimtSLLPvl9jHgXkV+dfMu21bbr3dEphSDgNyWbS+S2hmq3H+yFIA1kO63NWZTlJBaKxkS9CutrFn",
+	"0PotVc5kR6TwnPDQwF+2JHnl91VXoaR0lwWdiqVZsXSAl1YG8ymAzxJZUwy89czs22V0unHvBX09bKCn",
+	"U3t9+gRtRx9l0nTJw7KJjue6/mlthMWi+jNNhN72rRWjhgDmR68V2EIsk63WXy/uF7AkMv/ycFe397Bc",
+	"PvboCDgPaP2lanszKx8oPN5mtfViIa8iCAjnA52ZVEts1jfzKiHwaZ7MwFbT4rokesZLJtMSkHSK/AHM",
+	"RJD2UcQGQ6mZCEfVT2zUDiB0dshoVt5Z0YFNa2hTHWAaApnwHtQYyRky5rqhJOLdLoNpwGeYoyBr6ppB",
+	"qAxtie36hxr5xEZFxyszxZhRpcnmNmQQw6zbeVRciX+VXeCMMufJAHkUMt4ZinZBFIAIY6zdko01i86Z",
+	"WAgyZR32HK8eWwjMWksJzPsilEMWFacWzFiE7BruMxpBriPLk8d2sMCT/dzIOzvzsg1/WQHMybJMu7Q7",
+	"ES3mS96c5tO6qFb1nKDv+PlZCkZaMvjbCQm7la1oM2x06rT6ofueVbejd2H1fectre50t5n7rbJKOLOd",
+	"VpTTRclt1czKmPxkN099gZvnQIpuzDHj2mPxoilb7yeqMr8tmEPE1iudot5jFceYhtc2b5meUwoS80NB",
+	"ECAU5mTAhnr8BsuvaylJLEWPrLU5AltVrAIeGA60AX+v72E+LyMpR4xGMReQe8Z8h/kVvEKyNIYMaWtt",
+	"rPhVDemwHfilQaGilxVzvnPZwFJG4dZeRUCodlyWojliQjqEyhFBvV4f082KQalkzfkoN09+v2peNb/+",
+	"sn958JuNrYR0Q0YkWCeQBIllSeAolK+Ay0+zARStgNq0qPc4g6S8FS1hC/87Pp5HyZJ2lrq7jQ26H3h+",
+	"IUHWt5bwpBhihBjoAgek0ljDJYgChM0eCh6SkEYZLuOWgJUjQ6pcziYfQfg7lZoaepAxZFcXElQeGse7",
+	"GEUK6KNuCUjX1E0Vi3AI25sf/KMJ7QRWJse0TFzlZZ7IvlkPWCIIpwXhgCoC7dmaZkVhwXKGbO6QOy8T",
+	"GFCHbSdsCBnRd4m5Xtrre4RC0/kwczHCNtgSOA27FDDvTu6ZsF3/4EQx05AhdkH0LQ+ZOwjwMia2Itv1",
+	"+iIi1S9wdleREKzqNUVWMFqgd3I+WacnGrJqoxJMfPNrYrNZ5hJGwwgwP46MAQv6nIJGvuBLixzuTGbl",
+	"IyZlkC+Pl0LwKJWJIhhHb+jCUR1Zg2B1HM56GYN4FVue0cx1BGT3A93VRUi1k8bXj7yxC9DYHOuWLyC8",
+	"yVNXAZSIZbdtcBIi8w4d4lph/liH/pA1h1Pu1OGoG/YNR319z9y3EVMnGWrVhrSKVhuHfIXQ7oJYHzTW",
+	"xhQW5jox/b+xww0Iuqhi+VDIwpop6CCa5LFR582D0/PDr//eP75qgthBOiPNFIoTa4235BP/xQ+OguRc",
+	"mEIWc1jwPFcE7Vh4zBE/as2YvnAYp4rs1Mn/+/+QLfM/kBiiJbKUYXDn8n+ywrJJKsputV+Z9kGCFQ2I",
+	"Lgp0mgmxtglGRJsW97OrmsowCRYGc/Jlsm2VK9m5k7GNhgPtfv7oGhDeWhgMdoD/KPodz/BatsOwWP3s",
+	"7rKL5OD089lx8xIKEZf4NAeP0pOTOfbc0t5XFxnM17533LOKEbN0+UIR+Fco+QVswAuoiktHqnmJ+eZZ",
+	"Xse4PCY7Wt4drdjlNG+0A5vDlk46P2MFBpdNPXfZ44pkCZhARzEaFZSLIlk1cgzOTRjDzI4IWGNfscuw",
+	"bh21WwJ9rFnkIav7AkVIzDrhbGNWcMSLpU8VEdLL6ERGTO/ZoU1azOCjjXvLkdyytkszEsFPM+6YZYX4",
+	"Ja6HnLvhUi6FFeLAz+1gS2MxcAswZxUNQzbUr6jh9x9kgWf6CTCsMmPx9Fz2pK3ZncbXqkonjA7aTjjz",
+	"hWVsB6RdkHR3WwIk3Zq9ztsBSr41R+nmgZHu3O/ALuBJ/kZLgAAK+EabR7ttTH+rzPkTIbPeMusBaUP3",
+	"7vdrLqJ15ErtiGpqnv/PxenJOsT9Ca0I+gi0j6nSVXhUPTpsg3SswLkWHVe6iRwYuRxRoqHOcbqLy/Pm",
+	"/mcvg8A6FKwXKDBTMOCFcjDgWu2hnIxLhyzS9l6Ya43sg/ogBAt1jj9BGgQegWjP+A2LyIADeCbABeIC",
+	"WkXDG1TpHTdFwaoOWdISiiVGwF7b3vzgcrKxAawSCWOpWOSGVZzi0eFxs+3lThe402U8EweT8cymK9+0",
+	"3J1l9gQ+tXfWHNl+4nQWGG+FR7tke7Ml8HyQwglsCTgc5L7lJ81tVXZbC3HqViVoGeEaPgDxGp7YVBXm",
+	"YSadtioPLQErNuFnkVntyoVAcADBib3Kgd84OS1S7BgokBUly1gvPlhVHpwaKsCchxOehbbRGduubrM/",
+	"sjKPItk1/ItqwBj2QA5r2xzL7SykAIAHGUGaSNAODS+Cz+HTPgV4Q2dOXCPmMnbnw4LCBobrRdIV/7Tq",
+	"O2RM77JaS0CaTWwX7PZQYgfpkubVuFkAP2BprbFRYIWytUwlxrKLkRl2QNQ1Hw7Ns0wyXcemhMzdq1RL",
+	"dGUCdrS8l0z4zOXIXAzNqkFy5VhsS8T82rDWvB7P2nZjqzRljNk/52T1aMzd4gR0OEzkDY0LibLtUxb9",
+	"Yg4tRQx+USXUDOxSmjE+C3T9qFzkk5M1u4eGBDvXynIzzPIFzWaz1lPQphayFGYu6Vdoemlo+kfIO25F",
+	"GUidm+mXAuukri5YWzRvilx9RnvAeROZ9vrjd0wBS/bhY8OYh7THWsLW4XbpeQFcbef4c6Nedz+uW6Pw",
+	"DY1TgFVtBuKcnZHOiEwFggHpFRJB6V4ib/O6NC2xAFJbcOo+gTWZ49RllgYw4Gkey64EYs4BLCxd2d2p",
+	"FysNzq7o/qN5rJrlO4ctnu+y6p+hn42BLckuylNSTaG37wDtA+/F5wL7ch9WiBmccGMFhwfPNQUSxaI1",
+	"yXIrLBsIBa1IJgc5U8+adeJwljK/Zg4xJDJar5Ej3RJQqH6u3+ya75r5Js/gw5UzdqFXv3kNwMJOqsFv",
+	"xMioQy4Ei9b3rFSLWnLC0M9jBLveEtdsVCPAl1DOzHS2LJQjXyKovYV+367zlsgaN1eKTREGwQg9ysVe",
+	"FptgHXttAAQK3NhlS2AGw4DcsoTl0iskfDdPrGCbSeXotpJPHwbQEkZ80UkqQmqEdKrJFJYO5clweCjd",
+	"mnMAu2fdYsBcmE0aUtjAQgBgq0gbzudpt10jEONAXclgmbREjv7mLYRUkA4Dp1xuxHcQrInUfZbccsXW",
+	"ywv26GT0dPDrq7PmK+z6yPTdOhkV/f2z4oI28aiwQs3CIiNs/VKxdblPuirUt7CehJmjgnCuac5T34ss",
+	"0M5XfrCbuQGStQZinQ6+xAI5LYFlNoE7FH0dLDngWIxKfOsKHqLvghtCDkCuUWvHSVjMaI4zUrd+6LoP",
+	"yjmxqaNbokPDa9nt2tFNEyx/h5X8cQIF7ao9R4wgLMVPn/sVZnmk2WC+AOzRzCty+gLBWN76L80ccxvt",
+	"HI+t274RkCDDrPUzLMScikgZISVkwK/znwBMzCW9THrkeagoCrBZkR5Ftuvbe2NRrRzQxFSAOGm4ylji",
+	"MLRbucDWKX5M2ZFe2Y/Jeg0dyNS8Xg8q2f7MzAoVUz7wSxJ6kQcAutmnC2RZsJfNR8rjNDGTqOcPZzgU",
+	"1bf/XKlu4YIinVe3EKdUCGrKBL7Do4uz/cuD39CnCFGhU+Hn7P8+/ZLzczQF5MwJ8pUfvkRWiXz9F8YY",
+	"Jjcx4yaorRZD5aekicjD2VeoMbgAr57upvQdzWOeE1QWjWV9j8wdQroSoFcn/MqEHBzvH31uHlrQAQ1p",
+	"vvYLsImRiW9Y4iXnMq3kDAa+9lNnIK6BTlgLu16RCc8rjNQZd71y/lSw4JnKDlaPfNyZ3aslLqGiLp5u",
+	"9FH2PK+AjUz1m5pxpz3Gb2pZnT2bzqvb1KvbFLpNLcB9F+FwYMFF5f3HY3Fj0G8eJejYXaHqQeDFPDhJ",
+	"qSXWqIgCazYHHBDLfRsehPieWg9ys9YETtwSVlCfxA59JmRGlqGGLoAI+FJLzMMN4fWnY0CvyOEr51kt",
+	"6tjhXDLxsH0v/dF40eu5TMmclyiN2XL5ubKvimWwy9NwXWRdvFYtmcEnFqNrt5jzMatsj141tBdArJR3",
+	"6B0x5s9m1MIGe5pvNLW21JwwjMhIwkQKwu6GCcNLMWEUS420hOYDRv6RgpG1tnmtmb3VDkjb/PqnFKy9",
+	"Do5rDMJr29xM/4bGF+A5p9otsWYtoYM01nwYs6wOtHuVKC4MmfYZuRL8jrChDPvrtgC25uF1dj/bVJ+o",
+	"L+BtnlmHnYnXTFpx0YuzSD/r62xlibZbvEseXtswR9BHTE9GE3K/k1Cm4JVtOCF6JreEtRxn70Cv4L68",
+	"HhTMy0QxbZMA9WWiDWczC9YSkMMCYvr1LYPQeWl4HoOfFVnbrtdLMlpMLU/tyHgVR77i3lZ2K3WyRf7b",
+	"/F/OJQXv9XVs2Ka8YUlMh2eQgsMwwGs+NGfTHgdzyaSJHLKNM5pwVfme0aniEj55euflGPFrhZIf13Uv",
+	"KzaicnIsY9YzBaeNe/fnnNoikEHMcSDDOxQRkgxkAs7UYMzLiyVnNgil6WhauZACF3ktFvJ9FwuZc8bm",
+	"1gfJjo4rtw028vwOKs2QPf2E1L8JJ/TP/OvJewlLwdxjt5xj4EXG69Av0GWvGrsA+1T0LMYLopDCjEPg",
+	"dsZuybhcitlcQsyG6QRMmyMKPxgXUCdF4D3zCPqNgCAgrTx4nzBLKxRLiaMTipEbrfeIkLdlktoVFJ15",
+	"tKS2GPEUO1lKlvn2FGzEdBbxV9HmB0CMIq6fUrDZGNJUseUdicf5RanSWyoZYbI1jAVLmEoHLKqRM5oa",
+	"LRGyeIPvbfZZZmyaoGPzDfueLsLADv4Vdv3OiQhOzpNSER7kb0dGzjObh9cKo70jctvnhl4wRs2SEYiR",
+	"UoQsaAmbTjow3B7DxgEHQfhnsIfOnVyTngRkJ/dhhUsW8JiWODcTRUrNhgSmKw607fr1TMQl5hezVt8X",
+	"4TpG9Eq537urtdmnpUkXEKt5ppD8RSCPkMYxA3MMUYyRNRrHWcgyjQZcBC5zqjV15kjuNRutL1T6/Y98",
+	"bEunQPghfXOzCc+3c+Tb8W2p8kcph56dG3f+vYfT7RAIjRXsfmh4GMbUqHHmYBMp4tG0soDZDj5BrPp+",
+	"OADP/JhCTOf56bJYcTaY56wFSEPNbxg4qi7g4IqG3GOq9G8yTeArvjBUHti41d2dYPoa2XR5EbQ9t4Lq",
+	"8qT5AyPfPy2QfetRXSm9l154G/eeuWaem3zRGJllBjcHD286OJr4J5IEmuTwCfoqRGwItUaioi+9DZu0",
+	"Pg42OxtkLerLNCkFOItsZiWPd0u+m48i38Yzku+7b0a+BQ+MV7z2pSoZz6TgZQXAPzxL7AzI1rvRs0De",
+	"PNKaMz/cGMBU549XWubeBS8rLSHceAq4mot55tyvIChYummeXDbPz86PLpqLE8TYSJ4cgn1hFrNZn8Jj",
+	"vLValNXsPDGrsV39xCznpxM0wMAy5g04ROJ9rLxhfq9es9E8vXu8xIf5hBQr6CkWJkyrciV6/+zok+ll",
+	"NSo2am1+/K2uO5sO9of8E4Ptss6HNEnoaBpRmGm9Xr0voCzvnx3B4ntHOTuZT3DtlqrZ47cuHmACRWnQ",
+	"ud9isS7O281mDz4C8blPVZ9ACLhMyq5aVA7w9D+BMh7yZbVvPP8vXIYfrs565x3bpnVW/UB33lW3w61u",
+	"9X20FVYb3U22FW2HO523NHeeC7m5LRPW5XeV3YqKr79udzfphxAW8UZe+4GuuHGF175e/755U//z7/eD",
+	"xt274VZnR3wIt7+Ja1zkOM5UDhPkihuO/PXm/UFUfOH4VDmbWua+3bi/ZqM5Tms+g9on9ti7ep2ucJbT",
+	"DMyLNXJuXgJHWCwvBTFCsiqHtRITj2nPY03znNjwg1cntm9uTjHLPvfwrXRHlpayt929UdY0UhLmBmf4",
+	"SeORS4lmldzmk+l3sLWWWMPAvhoXiiW6HdhAvxpqRvm/kTzbwXiMHRQ416nC3NtJatNQKrJWyIcejCUI",
+	"X89zqwctAUZNs+s2ycR4JnM1UYAdkhlzNT1xd7azWeLuJ0i9vZWl3vYXycu8bePrIF/2IhF24zm282jq",
+	"1yTbP3CS7RJ6K1LHU2TcHuddS2WiX4ThAH4zneFc5uZla2z2Zy1vIdMr+FumcWyRPK68PIqz4fRj7H1V",
+	"xGtA784RHXSCsgcv5VlQnkscHp/OPMjbrhwu/Sv5vij+XdgLj2LN6X0ShTydo4+fO59kPfWIEHkDZWqV",
+	"pak9oDZzo9pi8NInOLIPSHqE0W4QboYOy4SrXWJThQC4DnmUgpYI8wpH1iGyPC18Kd0+Us33SbaxuTCp",
+	"TQ7iOZH04iAXAK2/Yz5jjoPDbv5/r4QvXob014QO+z9Ggvil+NoisoFMNeRbry4gJCTgxzPOw367vDz7",
+	"et78/ap5cWnzB9OEkT6LI6JlgGV+tNkXTfpS6YKbmnlgRIuCJxtRLkUQFAkvzNfw0ylpN0/tVJ5E4Pjr",
+	"vtJJE6Uru41pXjg7BVSwD6is0WFrtpFaKAc5+1RnLMGQEzDWl7IZv8WH5a0DhQVY1EjwKqG8mJlgQhqw",
+	"+wdUMUnW46S6quDyCPawcW+GNhPmO6BxnIkrMBG04JNYih5LgIlgayzac9EXhAqSDi0aQNU1i8DDFWss",
+	"YlGJrJQPE5GaFsZapIDFYMCBvPkZYcCf8PrDvZogG9RIu7Z2EvDhZyOaUmjRu9x2CSWHJxeYnj6rt725",
+	"s4WVqwMS0w6LIQNGzLRpP2iJiPe4VgF5U30D8MKbr28CcnR4YnMyM56QO1GtmikO1o2OTgU5OiM0ihKm",
+	"TANZGTwylIneM1SCRNPN8nKYH2rkM+b7IyFVrMqFYkJxzW+Yu1RLQFG7ntMx0bJEX2UK0ceC009I45hI",
+	"ESwiTph3uehhLXJgKT2ZF5mBa7pNslgTsB60J27d9h6hth66dCW9DS+yKb6jNKGdeBTAwqGWBMNiictT",
+	"6GcPxzpjbgi2osHp1eUvp1cnh19/O724vICaBlYsz6obtgTX6zVymuqq7FYT0NigAg4WauhQy/sxKYlh",
+	"nNubm4GXDqQlIAh2iu42yf4eqbl5ok+Z+LKMKlcY03Mqci8sri26JGNC2gyh7FWb+/m1uRXvMiPC9RmN",
+	"df+f6fYkmyl8s163AXsAJCUyZEoRqL+qXMFAtUfCPguvIZ9IxIZMREyEo1KA9zfb76p0m2UmlNeLUxF2",
+	"XhrOE/MbVsOlZmGKmbTB1coTvm+YYMqXrXER7YpC3pRFF5QJciaV7iVMkTXDxF1uXMxHOZAQIIbu6EbS",
+	"5XrdJm/fIzv1rbzgTFDI+kQ5YHVDKM/jygehLMCSRCYqwIpp5iq0wjaW0jWHSPZKd+wc57XqhuEJAV9Z",
+	"O3HcvKCi7dTzzXzavYUJ1DzSmzLoYSI7MRv8q2TwEdOUmwFCQSTT3i5x08hWfQ3fUlnggOytezk0d+pb",
+	"QUVzDfbEE9dObg7uaz1UuxsbKk55yGoRu3EjUhtC6iq+vvB6nOG35bFrOZFCjVM4Jni8ZtOAWUo+lQiK",
+	"H95XOowmLDFtACwBB60s7+KAXkNdqUpQSZPYLsXuxkYsQxqDfPy+/r4O2IbtdEKeZoIKnVXq4gmg26Dw",
+	"jadrVCXieCasV1Uoh0bSTVjEhOY09tvIPA3KBXro8k0GqgrPr1i98TA3CGyOqKZe0wi+Tba7X+DzCKUN",
+	"oQBOpjwYrcB0OCkCe+2PXwLlawA5ufPUf/568sEghYwmrmyZ37r3SUnLNnkoF72A3BpVAsKyRUQ860Lu",
+	"uu816yUPnWz10BtmkoryrISo9bjcLV7TeQzuZMsXvCfMGcDCvKaZW9bpS3ntr4etrcoLq+zeK2nU3B4F",
+	"47wiaxdAEdUL8xD9FNb92aNluLwpQ4NoVHYU6X1pKfLhy8P/FwAA//9e9hpE2F0BAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -14,9 +14,8 @@ import (
 // locks. It is the one place that decides how many items a workspace may
 // have claimed, so limits hold however many dispatchers claim.
 type admission struct {
-	tiers domain.TierPolicy
-	log   *slog.Logger
-	now   func() time.Time
+	log *slog.Logger
+	now func() time.Time
 	// lastServed is the workspace the previous batch started its
 	// round-robin with, so that no workspace is always first. Only the
 	// claim loop touches it.
@@ -34,8 +33,8 @@ const (
 	capacityLogMax   = 10_000
 )
 
-func newAdmission(tiers domain.TierPolicy, log *slog.Logger) *admission {
-	return &admission{tiers: tiers, log: log, now: time.Now, capacityLogged: map[domain.ID]time.Time{}}
+func newAdmission(log *slog.Logger) *admission {
+	return &admission{log: log, now: time.Now, capacityLogged: map[domain.ID]time.Time{}}
 }
 
 // admit turns the workspaces' locked counts into claim quotas for a batch
@@ -49,9 +48,8 @@ func newAdmission(tiers domain.TierPolicy, log *slog.Logger) *admission {
 func (a *admission) admit(workspaces []ports.PendingWorkspace, budget int) map[domain.ID]int {
 	quotas := a.quotas(workspaces, budget)
 	for _, w := range workspaces {
-		limit, err := a.tiers.Limit(w.Plan)
-		if active := w.Running + quotas[w.ID]; err == nil && active >= limit {
-			a.logAtCapacity(w.ID, active, limit)
+		if active := w.Running + quotas[w.ID]; active >= w.Limit {
+			a.logAtCapacity(w.ID, active, w.Limit)
 		}
 	}
 	return quotas
@@ -85,7 +83,7 @@ func (a *admission) quotas(workspaces []ports.PendingWorkspace, budget int) map[
 	})
 	free := make([]int, len(workspaces))
 	for i, w := range workspaces {
-		free[i] = a.freeSlots(w)
+		free[i] = domain.FreeSlots(w.Limit, w.Running)
 	}
 	quotas := map[domain.ID]int{}
 	first := true
@@ -116,18 +114,4 @@ func (a *admission) quotas(workspaces []ports.PendingWorkspace, budget int) map[
 // definition or version is gone, or its execution cannot be written.
 func RejectUnrunnable(item *domain.QueueItem, reason string) error {
 	return item.Fail(reason)
-}
-
-// freeSlots asks the tier policy how many more executions the workspace
-// may start now.
-func (a *admission) freeSlots(w ports.PendingWorkspace) int {
-	adm, err := a.tiers.Admit(w.Plan, w.Running)
-	if err != nil {
-		a.log.Error("workspace has an unknown plan; not admitting", "workspace_id", w.ID, "plan", w.Plan, "error", err)
-		return 0
-	}
-	if !adm.Admitted {
-		return 0
-	}
-	return adm.Limit - w.Running
 }

@@ -14,11 +14,11 @@ import (
 
 func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 	t.Parallel()
-	a := newAdmission(domain.DefaultTierPolicy(), discardLog())
-	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Running: 1}
-	pro := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Running: 2}
-	ent := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise}
-	free := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree}
+	a := newAdmission(discardLog())
+	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1, Running: 1}
+	pro := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5, Running: 2}
+	ent := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
+	free := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1}
 	const budget = 7
 	q := a.admit([]ports.PendingWorkspace{full, pro, ent, free}, budget)
 	if q[full.ID] != 0 {
@@ -48,24 +48,24 @@ func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 	}
 }
 
-func TestAdmitGivesAnUnknownPlanNothing(t *testing.T) {
+func TestAdmitGivesAWorkspaceOverALoweredLimitNothing(t *testing.T) {
 	t.Parallel()
-	a := newAdmission(domain.DefaultTierPolicy(), discardLog())
-	gold := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: "GOLD"}
-	if q := a.admit([]ports.PendingWorkspace{gold}, 10); q[gold.ID] != 0 {
-		t.Errorf("a workspace on an unknown plan got %d", q[gold.ID])
+	a := newAdmission(discardLog())
+	lowered := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 2, Running: 4}
+	if q := a.admit([]ports.PendingWorkspace{lowered}, 10); q[lowered.ID] != 0 {
+		t.Errorf("a workspace running 4 under a lowered limit of 2 got %d", q[lowered.ID])
 	}
 }
 
 func TestAdmitLogsAWorkspaceAtCapacityOncePerInterval(t *testing.T) {
 	t.Parallel()
 	var logs porttest.JSONLog
-	a := newAdmission(domain.DefaultTierPolicy(), slog.New(slog.NewJSONHandler(&logs, nil)))
+	a := newAdmission(slog.New(slog.NewJSONHandler(&logs, nil)))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a.now = func() time.Time { return now }
-	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Running: 5}
-	filled := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree}
-	roomy := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise}
+	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5, Running: 5}
+	filled := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1}
+	roomy := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
 	// The first batch finds one full and fills another, which later
 	// batches' prefilter skips by its counts: both are logged, once.
 	for range 3 {

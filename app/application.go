@@ -11,6 +11,7 @@ import (
 type Application struct {
 	Auth        *Authenticator
 	Workspaces  *Workspaces
+	Plans       *Plans
 	Definitions *Definitions
 	Executions  *Executions
 	// Outbound is nil when Stores has no OutboundLimits.
@@ -29,6 +30,7 @@ type Application struct {
 // implement them all.
 type Stores struct {
 	Workspaces  ports.WorkspaceStore
+	Plans       ports.PlanStore
 	APIKeys     ports.APIKeyStore
 	Definitions ports.DefinitionStore
 	Queue       ports.QueueStore
@@ -45,10 +47,11 @@ type Stores struct {
 
 // NewApplication wires the use cases. engine may be nil in a process that
 // cannot reach Temporal.
-func NewApplication(s Stores, engine ports.WorkflowEngine, tiers domain.TierPolicy, quotas domain.Quotas, templateBudget int, adminToken string) *Application {
+func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas, templateBudget int, adminToken string) *Application {
 	a := &Application{
 		Auth:        NewAuthenticator(s.APIKeys, adminToken),
-		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, tiers),
+		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys),
+		Plans:       NewPlans(s.Plans, s.Workspaces),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
 		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables, quotas),

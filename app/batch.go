@@ -168,7 +168,7 @@ func (d *Dispatcher) claim(ctx context.Context) (ports.ClaimResult, trace.SpanCo
 		fence = d.lease.Fence()
 	}
 	budget := d.batchSize
-	claim, err := d.store.Claim(ctx, fence, d.admission.tiers.Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	claim, err := d.store.Claim(ctx, fence, func(ws []ports.PendingWorkspace) map[domain.ID]int {
 		return d.admission.admit(ws, budget)
 	}, RejectUnrunnable)
 	endClaimSpan(span, claim, err)

@@ -153,7 +153,7 @@ type Dispatcher struct {
 }
 
 // NewDispatcher builds the claim loop.
-func NewDispatcher(deps DispatcherDeps, tiers domain.TierPolicy, cfg DispatcherConfig) *Dispatcher {
+func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
 	if cfg.MaxBatchSize < cfg.BatchSize {
 		cfg.MaxBatchSize = cfg.BatchSize
 	}
@@ -163,7 +163,7 @@ func NewDispatcher(deps DispatcherDeps, tiers domain.TierPolicy, cfg DispatcherC
 	}
 	return &Dispatcher{
 		store: deps.Store, executions: deps.Executions, engine: deps.Engine, wakeups: deps.Wakeups, lease: deps.Lease,
-		breaker: deps.Breaker, metrics: deps.Metrics, log: deps.Log, cfg: cfg, admission: newAdmission(tiers, deps.Log),
+		breaker: deps.Breaker, metrics: deps.Metrics, log: deps.Log, cfg: cfg, admission: newAdmission(deps.Log),
 		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize, halt: deps.Halt,
 		starts: make(chan struct{}, max(1, cfg.StartConcurrency)),
 	}

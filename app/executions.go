@@ -80,7 +80,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 		}
 	}
 	if req.NotBefore != nil {
-		if err := s.quotas.CheckNotBefore(time.Now(), *req.NotBefore, "/notBefore"); err != nil {
+		if err = s.quotas.CheckNotBefore(time.Now(), *req.NotBefore, "/notBefore"); err != nil {
 			return domain.QueueItem{}, false, err
 		}
 	}
@@ -94,6 +94,20 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
 		NotBefore: req.NotBefore, Quotas: s.quotas, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
+	}
+	// The key is resolved now, over this input, so the claim compares
+	// stored text; an input that lacks what the key reads is refused here
+	// rather than run unkeyed.
+	concurrency, err := s.definitions.DefinitionConcurrency(ctx, req.DefinitionID)
+	if err != nil {
+		return domain.QueueItem{}, false, err
+	}
+	if concurrency != nil {
+		key, err := concurrency.ResolveKey(req.Input)
+		if err != nil {
+			return domain.QueueItem{}, false, err
+		}
+		e.ConcurrencyKey, e.ConcurrencyLimit = &key, concurrency.Limit
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)
@@ -205,6 +219,13 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 	if owner != req.WorkspaceID {
 		return nil, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
+	// As a single enqueue does, every item's concurrency key is resolved
+	// now; one item whose input lacks it refuses the whole batch, naming
+	// that item's input.
+	concurrency, err := s.definitions.DefinitionConcurrency(ctx, req.DefinitionID)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	keys := make(map[string]int, len(req.Items))
 	b := ports.EnqueueBatch{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Actor: a, Quotas: s.quotas,
@@ -223,6 +244,13 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 		}
 		item := ports.EnqueueBatchItem{ID: domain.ID(uuid.New()), Input: it.Input, Priority: it.Priority,
 			NotBefore: it.NotBefore, IdempotencyKey: it.IdempotencyKey}
+		if concurrency != nil {
+			key, err := concurrency.ResolveKey(it.Input)
+			if err != nil {
+				return nil, domain.InputAt(err, fmt.Sprintf("/items/%d", i))
+			}
+			item.ConcurrencyKey, item.ConcurrencyLimit = &key, concurrency.Limit
+		}
 		if it.IdempotencyKey != "" {
 			if first, dup := keys[it.IdempotencyKey]; dup {
 				return nil, &domain.FieldError{Field: fmt.Sprintf("/items/%d/idempotencyKey", i),
@@ -246,6 +274,46 @@ func (s *Executions) GetQueueItem(ctx context.Context, a domain.Actor, id domain
 		return domain.QueueItem{}, err
 	}
 	return q, requireWorkspace(a, q.WorkspaceID, "queue item")
+}
+
+// WaitingOn says what holds each of items back now (nil for items nothing
+// holds), from figures read once per workspace of the items. The caller
+// has read the items, so may see what they wait on.
+func (s *Executions) WaitingOn(ctx context.Context, items []domain.QueueItem) (map[domain.ID]*domain.Waiting, error) {
+	type wsKey struct {
+		ws  domain.ID
+		key string
+	}
+	keys := map[domain.ID][]string{}
+	seen := map[wsKey]bool{}
+	for _, q := range items {
+		if q.Status != domain.QueuePending {
+			continue
+		}
+		if _, ok := keys[q.WorkspaceID]; !ok {
+			keys[q.WorkspaceID] = []string{}
+		}
+		if k := (wsKey{q.WorkspaceID, q.ConcurrencyKey}); k.key != "" && !seen[k] {
+			seen[k] = true
+			keys[q.WorkspaceID] = append(keys[q.WorkspaceID], q.ConcurrencyKey)
+		}
+	}
+	figures := make(map[domain.ID]domain.WaitFigures, len(keys))
+	for ws, ks := range keys {
+		f, err := s.queue.WaitFigures(ctx, ws, ks)
+		if err != nil {
+			return nil, err
+		}
+		figures[ws] = f
+	}
+	now := time.Now()
+	out := make(map[domain.ID]*domain.Waiting, len(items))
+	for _, q := range items {
+		if f, ok := figures[q.WorkspaceID]; ok {
+			out[q.ID] = q.WaitingOn(f, now)
+		}
+	}
+	return out, nil
 }
 
 // ListQueue lists a workspace's queue items in the order the dispatcher

@@ -18,18 +18,16 @@ import (
 type Workspaces struct {
 	workspaces ports.WorkspaceStore
 	keys       ports.APIKeyStore
-	tiers      domain.TierPolicy
 }
 
 // NewWorkspaces builds the workspace use cases.
-func NewWorkspaces(workspaces ports.WorkspaceStore, keys ports.APIKeyStore, tiers domain.TierPolicy) *Workspaces {
-	return &Workspaces{workspaces: workspaces, keys: keys, tiers: tiers}
+func NewWorkspaces(workspaces ports.WorkspaceStore, keys ports.APIKeyStore) *Workspaces {
+	return &Workspaces{workspaces: workspaces, keys: keys}
 }
 
-// WorkspaceView is a workspace with its live numbers.
+// WorkspaceView is a workspace with its limit and live numbers.
 type WorkspaceView struct {
 	domain.Workspace
-	Limit int
 	domain.WorkspaceStats
 }
 
@@ -110,11 +108,7 @@ func (s *Workspaces) views(ctx context.Context, ws []domain.Workspace) ([]Worksp
 	}
 	out := make([]WorkspaceView, len(ws))
 	for i, w := range ws {
-		limit, err := s.tiers.Limit(w.Plan)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = WorkspaceView{Workspace: w, Limit: limit, WorkspaceStats: stats[w.ID]}
+		out[i] = WorkspaceView{Workspace: w, WorkspaceStats: stats[w.ID]}
 	}
 	return out, nil
 }

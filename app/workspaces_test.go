@@ -19,6 +19,8 @@ type workspaceFake struct {
 	ws       []domain.Workspace
 	stats    map[domain.ID]domain.WorkspaceStats
 	statsErr error
+	// planLimits are the limits the store reads with the numbers.
+	planLimits map[domain.Plan]int
 	// statsCalls counts WorkspaceStats reads, so a test can see a page is
 	// read in one query and not one per workspace.
 	statsCalls int
@@ -46,9 +48,13 @@ func (f *workspaceFake) WorkspaceStats(_ context.Context, ids []domain.ID) (map[
 	}
 	out := map[domain.ID]domain.WorkspaceStats{}
 	for _, id := range ids {
-		if s, ok := f.stats[id]; ok {
-			out[id] = s
+		s := f.stats[id]
+		for _, w := range f.ws {
+			if w.ID == id {
+				s.Limit = f.planLimits[w.Plan]
+			}
 		}
+		out[id] = s
 	}
 	return out, nil
 }
@@ -130,20 +136,17 @@ var (
 )
 
 // newWorkspacesFixture returns the use cases over fakes holding tenantA, tenantB
-// and tenantC, with PRO's limit raised to 7 so a view shows the configured
-// limit rather than the default.
+// and tenantC, with PRO's limit stored as 7 so a view shows the stored
+// limit rather than the seed.
 func newWorkspacesFixture(t *testing.T) (*Workspaces, *workspaceFake, *apiKeyFake) {
 	t.Helper()
-	tiers, err := domain.NewTierPolicy(map[domain.Plan]int{domain.PlanPro: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ws := &workspaceFake{
-		ws:    []domain.Workspace{tenantA, tenantB, tenantC},
-		stats: map[domain.ID]domain.WorkspaceStats{tenantA.ID: {Active: 1, Queued: 4, FailedLastHour: 2}},
+		ws:         []domain.Workspace{tenantA, tenantB, tenantC},
+		stats:      map[domain.ID]domain.WorkspaceStats{tenantA.ID: {Active: 1, Queued: 4, FailedLastHour: 2}},
+		planLimits: map[domain.Plan]int{domain.PlanFree: 1, domain.PlanPro: 7, domain.PlanEnterprise: 20},
 	}
 	keys := &apiKeyFake{}
-	return NewWorkspaces(ws, keys, tiers), ws, keys
+	return NewWorkspaces(ws, keys), ws, keys
 }
 
 func TestAdminOnlyWorkspaceCommandsRefuseAWorkspaceKeyAndChangeNothing(t *testing.T) {
@@ -187,7 +190,7 @@ func TestAdminOnlyWorkspaceCommandsRefuseAWorkspaceKeyAndChangeNothing(t *testin
 	}
 }
 
-func TestCreateWorkspaceShowsThePlansConfiguredLimit(t *testing.T) {
+func TestCreateWorkspaceShowsThePlansStoredLimit(t *testing.T) {
 	t.Parallel()
 	s, ws, _ := newWorkspacesFixture(t)
 	v, err := s.CreateWorkspace(context.Background(), adminActor, "new", domain.PlanPro)
@@ -198,9 +201,9 @@ func TestCreateWorkspaceShowsThePlansConfiguredLimit(t *testing.T) {
 		t.Errorf("view %+v, want a new PRO workspace named new with an id", v.Workspace)
 	}
 	if v.Limit != 7 {
-		t.Errorf("limit %d, want the configured 7", v.Limit)
+		t.Errorf("limit %d, want the stored 7", v.Limit)
 	}
-	if v.WorkspaceStats != (domain.WorkspaceStats{}) {
+	if v.WorkspaceStats != (domain.WorkspaceStats{Limit: 7}) {
 		t.Errorf("a new workspace shows live numbers %+v", v.WorkspaceStats)
 	}
 	if _, err := ws.GetWorkspace(context.Background(), v.ID); err != nil {
@@ -243,7 +246,7 @@ func TestWorkspaceViewCarriesLimitAndLiveNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := WorkspaceView{Workspace: tenantA, Limit: 1, WorkspaceStats: domain.WorkspaceStats{Active: 1, Queued: 4, FailedLastHour: 2}}
+	want := WorkspaceView{Workspace: tenantA, WorkspaceStats: domain.WorkspaceStats{Limit: 1, Active: 1, Queued: 4, FailedLastHour: 2}}
 	if v != want {
 		t.Fatalf("view %+v, want %+v", v, want)
 	}
@@ -260,7 +263,7 @@ func TestListWorkspacesReadsThePagesLiveNumbersInOneQuery(t *testing.T) {
 		t.Fatalf("%d workspaces, want 3", len(vs))
 	}
 	if limits := []int{vs[0].Limit, vs[1].Limit, vs[2].Limit}; !slices.Equal(limits, []int{1, 7, 20}) {
-		t.Errorf("limits %v, want FREE 1, PRO 7 (configured), ENTERPRISE 20", limits)
+		t.Errorf("limits %v, want FREE 1, PRO 7 (stored), ENTERPRISE 20", limits)
 	}
 	if vs[0].Active != 1 || vs[1].Active != 0 {
 		t.Errorf("live numbers %+v, %+v: want each workspace's own", vs[0].WorkspaceStats, vs[1].WorkspaceStats)
@@ -303,7 +306,7 @@ func TestListWorkspacesPagesForTheAdminAndShowsAKeyOnlyItsOwn(t *testing.T) {
 	}
 }
 
-func TestWorkspaceViewsFailRatherThanGuessALimitOrNumbers(t *testing.T) {
+func TestWorkspaceViewsFailRatherThanGuessTheirNumbers(t *testing.T) {
 	t.Parallel()
 	statsDown := errors.New("stats unavailable")
 	tests := []struct {
@@ -311,7 +314,6 @@ func TestWorkspaceViewsFailRatherThanGuessALimitOrNumbers(t *testing.T) {
 		corrupt func(*workspaceFake)
 		wantErr error
 	}{
-		{"a stored plan the policy does not know", func(f *workspaceFake) { f.ws[0].Plan = "GOLD" }, domain.ErrUnknownPlan},
 		{"the live numbers cannot be read", func(f *workspaceFake) { f.statsErr = statsDown }, statsDown},
 	}
 	for _, tt := range tests {

@@ -33,12 +33,14 @@
 // workspace that stays at capacity, or a Temporal outage, therefore delays
 // items but never fails them.
 //
-// # Tier policy
+// # Plan limits
 //
-// TierPolicy maps a Plan to the number of executions a workspace may run at
-// once and decides admission in one place (Admit), from the workspace's
-// RUNNING count alone. A retry is never blocked by itself: releasing a failed
-// dispatch drops its execution row, so the retry's slot is free again.
+// PlanLimits are what a Plan allows each workspace on it (WorkspaceLimits
+// override them per workspace); they are data, kept in the database and
+// edited by the admin. Admission is decided in one place (FreeSlots), from
+// the workspace's limit and RUNNING count alone. A retry is never blocked
+// by itself: releasing a failed dispatch drops its execution row, so the
+// retry's slot is free again.
 //
 // # Graphs and the scheduler
 //

@@ -98,6 +98,8 @@ type Graph struct {
 	// is cancelled and recorded CANCELLED with the reason. An enqueue may
 	// set a shorter one (QueueItem.RunTimeout).
 	RunTimeout Duration `json:"runTimeout,omitempty"`
+	// Concurrency keys the definition's items when set (see the type).
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 }
 
 // DecodeGraph reads a graph from JSON strictly: unknown or duplicate fields
@@ -112,7 +114,7 @@ func DecodeGraph(data []byte) (Graph, error) {
 	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
 		return g, nil
 	}
-	top, topOK := objectFields(data, "", &ve, []string{"nodes", "edges", "runTimeout"})
+	top, topOK := objectFields(data, "", &ve, []string{"nodes", "edges", "runTimeout", "concurrency"})
 	if top == nil {
 		return Graph{}, &ve
 	}
@@ -132,6 +134,10 @@ func DecodeGraph(data []byte) (Graph, error) {
 	}
 	if raw, present := top["runTimeout"]; present && !isNull(raw) {
 		g.RunTimeout = decodeTimeout(raw, "/runTimeout", &ve)
+	}
+	if raw, present := top["concurrency"]; present {
+		c, ok := decodeConcurrency(raw, "/concurrency", &ve)
+		g.Concurrency, topOK = c, topOK && ok
 	}
 	if !topOK || len(ve.Problems) > 0 {
 		return Graph{}, &ve
@@ -262,6 +268,9 @@ func validKey(key string) bool {
 // its nodes will run with.
 func (g Graph) Validate() error {
 	var ve ValidationError
+	if g.Concurrency != nil {
+		g.Concurrency.validate("/concurrency", &ve)
+	}
 	index := map[string]int{} // key -> index of its first node
 	for i, n := range g.Nodes {
 		p := "/nodes/" + strconv.Itoa(i)

@@ -50,75 +50,6 @@ func TestPlansAreAllValidAndParse(t *testing.T) {
 	}
 }
 
-func TestDefaultTierPolicyLimits(t *testing.T) {
-	t.Parallel()
-	want := map[Plan]int{PlanFree: 1, PlanPro: 5, PlanEnterprise: 20}
-	for _, policy := range []struct {
-		name string
-		p    TierPolicy
-	}{{"DefaultTierPolicy", DefaultTierPolicy()}, {"zero value", TierPolicy{}}} {
-		for plan, limit := range want {
-			got, err := policy.p.Limit(plan)
-			if err != nil || got != limit {
-				t.Errorf("%s: Limit(%s) = %d, %v; want %d", policy.name, plan, got, err, limit)
-			}
-		}
-	}
-	if got := DefaultTierPolicy().Limits(); len(got) != 3 || got[PlanPro] != 5 {
-		t.Errorf("Limits() = %v", got)
-	}
-	if _, err := DefaultTierPolicy().Limit("GOLD"); !errors.Is(err, ErrUnknownPlan) {
-		t.Errorf("Limit(GOLD) error = %v, want ErrUnknownPlan", err)
-	}
-}
-
-func TestNewTierPolicy(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name        string
-		limits      map[Plan]int
-		want        map[Plan]int
-		errContains []string
-		unknownPlan bool
-	}{
-		{name: "nil keeps defaults", limits: nil, want: map[Plan]int{PlanFree: 1, PlanPro: 5, PlanEnterprise: 20}},
-		{name: "override one plan", limits: map[Plan]int{PlanPro: 8}, want: map[Plan]int{PlanFree: 1, PlanPro: 8, PlanEnterprise: 20}},
-		{name: "override all", limits: map[Plan]int{PlanFree: 2, PlanPro: 3, PlanEnterprise: 4}, want: map[Plan]int{PlanFree: 2, PlanPro: 3, PlanEnterprise: 4}},
-		{name: "zero limit", limits: map[Plan]int{PlanFree: 0}, errContains: []string{"FREE", "at least 1"}},
-		{name: "negative limit", limits: map[Plan]int{PlanPro: -1}, errContains: []string{"PRO", "at least 1"}},
-		{name: "unknown plan", limits: map[Plan]int{"GOLD": 3}, errContains: []string{"GOLD"}, unknownPlan: true},
-		{name: "all problems reported", limits: map[Plan]int{"GOLD": 3, PlanFree: 0}, errContains: []string{"GOLD", "FREE"}, unknownPlan: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			p, err := NewTierPolicy(tt.limits)
-			if tt.errContains != nil {
-				if err == nil {
-					t.Fatal("want error")
-				}
-				for _, s := range tt.errContains {
-					if !strings.Contains(err.Error(), s) {
-						t.Errorf("error %q does not mention %q", err, s)
-					}
-				}
-				if tt.unknownPlan != errors.Is(err, ErrUnknownPlan) {
-					t.Errorf("errors.Is(err, ErrUnknownPlan) = %v", !tt.unknownPlan)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for plan, want := range tt.want {
-				if got, _ := p.Limit(plan); got != want {
-					t.Errorf("Limit(%s) = %d, want %d", plan, got, want)
-				}
-			}
-		})
-	}
-}
-
 func TestParsePerPlan(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -165,51 +96,44 @@ func TestParsePerPlan(t *testing.T) {
 					t.Fatalf("got %v, want %v", got, tt.want)
 				}
 			}
-			if _, err := NewTierPolicy(got); err != nil {
-				t.Fatalf("parsed limits rejected by NewTierPolicy: %v", err)
+		})
+	}
+}
+
+func TestFreeSlots(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		limit, active int
+		want          int
+	}{
+		{name: "nothing running has the whole limit", limit: 5, active: 0, want: 5},
+		{name: "below the limit has the difference", limit: 5, active: 4, want: 1},
+		{name: "at the limit has none", limit: 5, active: 5, want: 0},
+		{name: "a lowered limit below what runs has none, not a negative", limit: 2, active: 7, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := FreeSlots(tt.limit, tt.active); got != tt.want {
+				t.Fatalf("FreeSlots(%d, %d) = %d, want %d", tt.limit, tt.active, got, tt.want)
 			}
 		})
 	}
 }
 
-func TestAdmit(t *testing.T) {
+func TestCheckMaxRunningNamesTheField(t *testing.T) {
 	t.Parallel()
-	custom, err := NewTierPolicy(map[Plan]int{PlanPro: 2})
-	if err != nil {
-		t.Fatal(err)
+	for _, n := range []int{0, -1, MaxRunningCeiling + 1} {
+		err := CheckMaxRunning(n, "/maxRunning")
+		var v *ValidationError
+		if !errors.As(err, &v) || len(v.Problems) != 1 || v.Problems[0].Path != "/maxRunning" {
+			t.Errorf("CheckMaxRunning(%d) = %v, want one problem at /maxRunning", n, err)
+		}
 	}
-	tests := []struct {
-		name    string
-		policy  TierPolicy
-		plan    Plan
-		active  int
-		want    Admission
-		wantErr bool
-	}{
-		{name: "free with nothing running is admitted", plan: PlanFree, active: 0, want: Admission{Admitted: true, Limit: 1, Active: 0}},
-		{name: "free with one running is at capacity", plan: PlanFree, active: 1, want: Admission{Admitted: false, Limit: 1, Active: 1}},
-		{name: "pro below limit", plan: PlanPro, active: 4, want: Admission{Admitted: true, Limit: 5, Active: 4}},
-		{name: "pro at limit", plan: PlanPro, active: 5, want: Admission{Admitted: false, Limit: 5, Active: 5}},
-		{name: "over limit (racy dispatch) stays blocked", plan: PlanPro, active: 7, want: Admission{Admitted: false, Limit: 5, Active: 7}},
-		{name: "enterprise", plan: PlanEnterprise, active: 19, want: Admission{Admitted: true, Limit: 20, Active: 19}},
-		{name: "enterprise at limit", plan: PlanEnterprise, active: 20, want: Admission{Admitted: false, Limit: 20, Active: 20}},
-		{name: "override applies", policy: custom, plan: PlanPro, active: 2, want: Admission{Admitted: false, Limit: 2, Active: 2}},
-		{name: "unknown plan", plan: "GOLD", active: 0, wantErr: true},
-		{name: "negative active", plan: PlanFree, active: -1, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := tt.policy.Admit(tt.plan, tt.active)
-			if tt.wantErr {
-				if err == nil {
-					t.Fatalf("Admit = %+v, want error", got)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("Admit = %+v, %v; want %+v", got, err, tt.want)
-			}
-		})
+	for _, n := range []int{1, MaxRunningCeiling} {
+		if err := CheckMaxRunning(n, "/maxRunning"); err != nil {
+			t.Errorf("CheckMaxRunning(%d) = %v, want nil", n, err)
+		}
 	}
 }

@@ -372,6 +372,11 @@ type QueueItem struct {
 	// kept through a failed dispatch, so the retry starts the same
 	// execution.
 	ExecutionID *ID
+	// ConcurrencyKey is the key resolved at enqueue, "" for none (see
+	// Concurrency).
+	ConcurrencyKey string
+	// ConcurrencyLimit is its key's limit, as declared at enqueue.
+	ConcurrencyLimit int
 	// ScheduleID names the schedule that fired the item; nil otherwise.
 	ScheduleID *ID
 	// ScheduleTick is the schedule's tick the item is for.

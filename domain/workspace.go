@@ -8,7 +8,8 @@ type Workspace struct {
 	ID ID
 	// Name is the label its owners chose; it need not be unique.
 	Name string
-	// Plan sets the limit of concurrent executions through TierPolicy.
+	// Plan sets its limits (PlanLimits) unless it has its own
+	// (WorkspaceLimits).
 	Plan Plan
 	// CreatedAt is when the workspace was created.
 	CreatedAt time.Time
@@ -18,6 +19,9 @@ type Workspace struct {
 
 // WorkspaceStats are the live numbers shown with a workspace.
 type WorkspaceStats struct {
+	// Limit is how many executions it may run at once: its own limit,
+	// else its plan's.
+	Limit int
 	// Active counts RUNNING executions: the slots in use.
 	Active int
 	// Queued counts items PENDING or CLAIMED: waiting for a slot.

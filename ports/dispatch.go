@@ -17,6 +17,9 @@ type PendingWorkspace struct {
 	// Running is the workspace's RUNNING executions, counted under the
 	// lock.
 	Running int
+	// Limit is the RUNNING executions it may have, read in the claim's
+	// transaction: its own limit, else its plan's.
+	Limit int
 }
 
 // AdmitFunc decides, under the workspaces' row locks, how many items to
@@ -102,9 +105,10 @@ type DispatchedRecord struct {
 // DispatchStore is the dispatcher's side of storage.
 type DispatchStore interface {
 	// Claim runs one admission transaction: it fails items of vanished
-	// workspaces, locks the workspaces with pending work that limits says
-	// have room (skipping those another dispatcher holds), asks admit for
-	// quotas under the lock, claims that many
+	// workspaces, locks the workspaces with pending work that have room
+	// under their limits as stored (skipping those another dispatcher
+	// holds), reads each one's limit and RUNNING count under the lock,
+	// asks admit for quotas, claims that many
 	// items per workspace with FOR UPDATE SKIP LOCKED, hands items that
 	// cannot run to reject, writes the others' executions as RUNNING and
 	// marks those items CLAIMED, then commits.
@@ -113,7 +117,7 @@ type DispatchStore interface {
 	// it the claim returns ErrLeaseLost and changes nothing. The fence,
 	// with the lease's current term, is recorded on each claimed item as
 	// its claimer (ClaimedItem.Claimer) in the same transaction.
-	Claim(ctx context.Context, fence Fence, limits map[domain.Plan]int, admit AdmitFunc, reject RejectFunc) (ClaimResult, error)
+	Claim(ctx context.Context, fence Fence, admit AdmitFunc, reject RejectFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
 	// DISPATCHED in one statement. With a non-zero fence it first checks,
 	// in the same transaction, that the fence's lease is still this

@@ -35,6 +35,10 @@ type Enqueue struct {
 	PinnedVersion int
 	// RunTimeout is the enqueue's run deadline, 0 for none.
 	RunTimeout time.Duration
+	// ConcurrencyKey is the item's resolved concurrency key, nil for
+	// none; ConcurrencyLimit is its key's limit.
+	ConcurrencyKey   *string
+	ConcurrencyLimit int
 }
 
 // EnqueueBatch is what the bulk enqueue use case asks storage to write:
@@ -60,6 +64,9 @@ type EnqueueBatchItem struct {
 	// within a batch.
 	IdempotencyKey string
 	RequestHash    []byte
+	// ConcurrencyKey and ConcurrencyLimit are as Enqueue's.
+	ConcurrencyKey   *string
+	ConcurrencyLimit int
 }
 
 // EnqueueResult is what a bulk enqueue did with one item.
@@ -87,6 +94,9 @@ type QueueStore interface {
 	// are in the order of the items.
 	EnqueueBatch(ctx context.Context, b EnqueueBatch) ([]EnqueueResult, error)
 	GetQueueItem(ctx context.Context, id domain.ID) (domain.QueueItem, error)
+	// WaitFigures reads what the workspace's PENDING items wait on: its
+	// limit and RUNNING count, and the RUNNING count of each key.
+	WaitFigures(ctx context.Context, workspaceID domain.ID, keys []string) (domain.WaitFigures, error)
 	// ListQueue lists a workspace's items in the order the claim takes
 	// them (priority, then age, then id), from after on.
 	ListQueue(ctx context.Context, workspaceID domain.ID, status *domain.QueueStatus, limit int, after *QueueCursor) ([]domain.QueueItem, error)

@@ -58,7 +58,9 @@ func versionOut(v domain.DefinitionVersion) (api.DefinitionVersion, error) {
 	return api.DefinitionVersion{DefinitionID: uuid.UUID(v.DefinitionID), Version: v.Version, Graph: graph, CreatedAt: v.CreatedAt}, nil
 }
 
-func queueOut(q domain.QueueItem) api.QueueItem {
+// queueOut renders an item with what it waits on (nil when nothing holds
+// it).
+func queueOut(q domain.QueueItem, w *domain.Waiting) api.QueueItem {
 	out := api.QueueItem{
 		ID: uuid.UUID(q.ID), WorkspaceID: uuid.UUID(q.WorkspaceID), WorkflowDefinitionID: uuid.UUID(q.DefinitionID), Status: api.QueueStatus(q.Status),
 		Priority: q.Priority, AttemptCount: q.AttemptCount, DispatchFailures: q.DispatchFailures, ExecutionID: (*uuid.UUID)(q.ExecutionID),
@@ -69,6 +71,21 @@ func queueOut(q domain.QueueItem) api.QueueItem {
 	if q.LastError != "" {
 		msg := q.LastError
 		out.LastError = &msg
+	}
+	if q.ConcurrencyKey != "" {
+		key := q.ConcurrencyKey
+		out.ConcurrencyKey = &key
+	}
+	if w != nil {
+		out.WaitingOn = &api.WaitingOn{Reason: api.WaitingOnReason(w.Reason), Until: w.Until}
+		if w.Reason == domain.WaitWorkspaceLimit || w.Reason == domain.WaitKeyLimit {
+			limit, running := w.Limit, w.Running
+			out.WaitingOn.Limit, out.WaitingOn.Running = &limit, &running
+		}
+		if w.Key != "" {
+			key := w.Key
+			out.WaitingOn.Key = &key
+		}
 	}
 	return out
 }

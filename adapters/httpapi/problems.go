@@ -47,6 +47,7 @@ type errorResponder struct {
 
 func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err error) {
 	var ve *domain.ValidationError
+	var badInput *domain.InputError
 	var tooLarge *http.MaxBytesError
 	var bad *badRequestError
 	var quota *domain.QuotaError
@@ -66,6 +67,8 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quota.Error(), fields)
 	case errors.As(err, &ve) && errors.Is(err, app.ErrPolicyCap):
 		writeProblem(w, http.StatusUnprocessableEntity, "policy-cap", "Past the plan's cap", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
+	case errors.As(err, &badInput):
+		writeProblem(w, http.StatusUnprocessableEntity, "invalid-input", "Invalid input", pluralProblems(len(badInput.Problems)), fieldErrors(badInput.Problems))
 	case errors.As(err, &ve):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &tooLarge):

@@ -412,7 +412,11 @@ func (s *Server) GetQueueItem(ctx context.Context, req api.GetQueueItemRequestOb
 	if err != nil {
 		return nil, err
 	}
-	return api.GetQueueItem200JSONResponse(queueOut(q)), nil
+	waiting, err := s.app.Executions.WaitingOn(ctx, []domain.QueueItem{q})
+	if err != nil {
+		return nil, err
+	}
+	return api.GetQueueItem200JSONResponse(queueOut(q, waiting[q.ID])), nil
 }
 
 // ListQueue lists a workspace's queue items in the order the dispatcher
@@ -436,9 +440,13 @@ func (s *Server) ListQueue(ctx context.Context, req api.ListQueueRequestObject) 
 	if err != nil {
 		return nil, err
 	}
+	waiting, err := s.app.Executions.WaitingOn(ctx, qs)
+	if err != nil {
+		return nil, err
+	}
 	out := api.QueueItemPage{Items: make([]api.QueueItem, len(qs))}
 	for i, q := range qs {
-		out.Items[i] = queueOut(q)
+		out.Items[i] = queueOut(q, waiting[q.ID])
 	}
 	if len(qs) == limit {
 		last := qs[len(qs)-1]

@@ -24,12 +24,12 @@ import (
 // transaction is run again writing each execution under its own
 // savepoint, so that the rows at fault fail their items alone and the rest
 // of the batch is claimed; the happy path pays nothing for this.
-func (s *Store) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
-	res, err := s.claim(ctx, fence, limits, admit, reject, false)
+func (s *Store) Claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := s.claim(ctx, fence, admit, reject, false)
 	var rowErr *rowError
 	if errors.As(err, &rowErr) {
 		s.log.Warn("a claimed item's execution could not be written; claiming again item by item", "error", rowErr.err)
-		res, err = s.claim(ctx, fence, limits, admit, reject, true)
+		res, err = s.claim(ctx, fence, admit, reject, true)
 	}
 	return res, err
 }
@@ -51,24 +51,25 @@ func asRowError(err error) error {
 	return err
 }
 
-func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
+func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
-	params := dbsqlc.QueuePendingWorkspacesParams{}
-	for plan, n := range limits {
-		params.Plans = append(params.Plans, string(plan))
-		params.Limits = append(params.Limits, int32(n))
-	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ports.ClaimResult{Refused: map[domain.Plan]int{}}
 		claimer, err := s.checkFence(ctx, tx, fence)
 		if err != nil {
 			return err
 		}
-		pending, err := s.q.QueuePendingWorkspaces(ctx, tx, params)
+		// The limits every later statement reads are the ones in force
+		// until commit: an edit waits for this lock (see
+		// AdmissionLimitsReadLock).
+		if err = s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
+			return fmt.Errorf("locking the limits: %w", err)
+		}
+		pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
 		if err != nil {
 			return fmt.Errorf("pending workspaces: %w", err)
 		}
-		full, err := s.q.QueueStatsFullByPlan(ctx, tx, dbsqlc.QueueStatsFullByPlanParams{Plans: params.Plans, Limits: params.Limits})
+		full, err := s.q.QueueStatsFullByPlan(ctx, tx)
 		if err != nil {
 			return fmt.Errorf("counting full workspaces: %w", err)
 		}
@@ -112,7 +113,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		workspaces := make([]ports.PendingWorkspace, len(locked))
 		for i, w := range locked {
 			ids[i] = w.ID
-			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan)}
+			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Limit: int(w.MaxRunning)}
 		}
 		for i := range workspaces {
 			byID[workspaces[i].ID] = &workspaces[i]
@@ -138,7 +139,14 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		if len(qIDs) == 0 {
 			return nil
 		}
-		candidates, err := s.q.QueueClaimCandidates(ctx, tx, dbsqlc.QueueClaimCandidatesParams{WorkspaceIds: qIDs, Quotas: qNs})
+		chosen, err := s.chooseKeyed(ctx, tx, qIDs, qNs)
+		if err != nil {
+			return err
+		}
+		if len(chosen) == 0 {
+			return nil
+		}
+		candidates, err := s.q.QueueClaimCandidates(ctx, tx, chosen)
 		if err != nil {
 			return fmt.Errorf("claiming items: %w", err)
 		}
@@ -242,6 +250,40 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, limits map[domain.
 		return ports.ClaimResult{}, err
 	}
 	return res, nil
+}
+
+// claimWindow is how many admissible items are read per slot a workspace
+// is given, so that keys can take turns and a key with fewer free slots
+// than items leaves its place to the next key in the same batch.
+const claimWindow = 4
+
+// chooseKeyed reads a window of each locked workspace's admissible items
+// with their keys' RUNNING counts and picks, by domain.ChooseKeyed, the
+// items to claim: at most each workspace's quota, and never past a key's
+// limit. The counts are exact: the workspaces' locks are held, and every
+// claim that creates a RUNNING row holds its workspace's.
+func (s *Store) chooseKeyed(ctx context.Context, tx pgx.Tx, ids []domain.ID, quotas []int32) ([]domain.ID, error) {
+	windows := make([]int32, len(quotas))
+	quota := make(map[domain.ID]int, len(ids))
+	for i, n := range quotas {
+		windows[i] = n * claimWindow
+		quota[ids[i]] = int(n)
+	}
+	rows, err := s.q.QueueAdmissibleWindow(ctx, tx, dbsqlc.QueueAdmissibleWindowParams{WorkspaceIds: ids, Windows: windows})
+	if err != nil {
+		return nil, fmt.Errorf("reading admissible items: %w", err)
+	}
+	byWorkspace := map[domain.ID][]domain.KeyedCandidate{}
+	for _, r := range rows {
+		byWorkspace[r.WorkspaceID] = append(byWorkspace[r.WorkspaceID], domain.KeyedCandidate{
+			ID: r.ID, Key: r.ConcurrencyKey, Limit: int(r.ConcurrencyLimit), Running: int(r.KeyRunning),
+		})
+	}
+	var chosen []domain.ID
+	for _, ws := range ids {
+		chosen = append(chosen, domain.ChooseKeyed(byWorkspace[ws], quota[ws])...)
+	}
+	return chosen, nil
 }
 
 // checkFence checks, inside tx, that fence's lease is still this holder's

@@ -27,7 +27,6 @@ type QueueCollector struct {
 	log       *slog.Logger
 	workspace bool
 	plans     []string
-	limits    []int32
 	depth     *prometheus.Desc
 	running   *prometheus.Desc
 	oldest    *prometheus.Desc
@@ -44,11 +43,11 @@ const queueStatsFresh = 5 * time.Second
 
 var _ prometheus.Collector = (*QueueCollector)(nil)
 
-// NewQueueCollector reads the counts through pool; limits are the plans'
-// concurrency limits, which tell a workspace with room from one at
-// capacity. byWorkspace adds a workspace label to the counts (one series
+// NewQueueCollector reads the counts through pool; the limits that tell a
+// workspace with room from one at capacity are read with them, as stored.
+// byWorkspace adds a workspace label to the counts (one series
 // per workspace with work: opt in only where the tenant count is small).
-func NewQueueCollector(pool *pgxpool.Pool, log *slog.Logger, limits map[domain.Plan]int, byWorkspace bool) *QueueCollector {
+func NewQueueCollector(pool *pgxpool.Pool, log *slog.Logger, byWorkspace bool) *QueueCollector {
 	labels := []string{"plan"}
 	if byWorkspace {
 		labels = append(labels, "workspace")
@@ -60,8 +59,8 @@ func NewQueueCollector(pool *pgxpool.Pool, log *slog.Logger, limits map[domain.P
 		oldest: prometheus.NewDesc("queue_oldest_admissible_age_seconds",
 			"Age of the oldest PENDING item that could be claimed now (due, in a workspace with a free slot), by plan; 0 when there is none.", []string{"plan"}, nil),
 	}
-	for plan, n := range limits {
-		c.plans, c.limits = append(c.plans, string(plan)), append(c.limits, int32(n))
+	for _, plan := range domain.Plans() {
+		c.plans = append(c.plans, string(plan))
 	}
 	return c
 }
@@ -123,9 +122,9 @@ func (c *QueueCollector) read() ([]prometheus.Metric, error) {
 	return metrics, nil
 }
 
-// readOldest reads every configured plan's oldest admissible age.
+// readOldest reads every plan's oldest admissible age.
 func (c *QueueCollector) readOldest(ctx context.Context) ([]prometheus.Metric, error) {
-	rows, err := c.q.QueueOldestAdmissibleByPlan(ctx, c.pool, dbsqlc.QueueOldestAdmissibleByPlanParams{Plans: c.plans, Limits: c.limits})
+	rows, err := c.q.QueueOldestAdmissibleByPlan(ctx, c.pool)
 	if err != nil {
 		return nil, err
 	}

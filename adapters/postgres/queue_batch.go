@@ -44,6 +44,12 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 			fresh.Priorities = append(fresh.Priorities, int16(it.Priority))
 			fresh.NotBefores = append(fresh.NotBefores, notBefore)
 			fresh.IdempotencyKeys = append(fresh.IdempotencyKeys, it.IdempotencyKey)
+			key, limit := "", int32(0)
+			if it.ConcurrencyKey != nil {
+				key, limit = *it.ConcurrencyKey, int32(it.ConcurrencyLimit)
+			}
+			fresh.ConcurrencyKeys = append(fresh.ConcurrencyKeys, key)
+			fresh.ConcurrencyLimits = append(fresh.ConcurrencyLimits, limit)
 		}
 		if len(fresh.Ids) == 0 {
 			return nil

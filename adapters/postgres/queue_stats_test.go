@@ -27,20 +27,19 @@ import (
 // admission does.
 func claimAll(t *testing.T, store *postgres.Store) ports.ClaimResult {
 	t.Helper()
-	res, err := store.Claim(context.Background(), ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitByTier, app.RejectUnrunnable)
+	res, err := store.Claim(context.Background(), ports.Fence{}, admitByTier, app.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
 
-// admitByTier gives each locked workspace the free slots the default tier
-// limits leave it.
+// admitByTier gives each locked workspace the free slots its limit, as
+// the claim read it, leaves it.
 func admitByTier(ws []ports.PendingWorkspace) map[domain.ID]int {
 	out := map[domain.ID]int{}
 	for _, w := range ws {
-		limit, _ := domain.DefaultTierPolicy().Limit(w.Plan)
-		out[w.ID] = limit - w.Running
+		out[w.ID] = domain.FreeSlots(w.Limit, w.Running)
 	}
 	return out
 }
@@ -278,7 +277,7 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 	for range 2 {
 		loops.Go(func() {
 			for ctx.Err() == nil {
-				res, err := store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), admitByTier, app.RejectUnrunnable)
+				res, err := store.Claim(ctx, ports.Fence{}, admitByTier, app.RejectUnrunnable)
 				if err != nil {
 					continue
 				}
@@ -434,7 +433,7 @@ func TestClaimCountsTheFullWorkspacesItsPrefilterSkips(t *testing.T) {
 	if res := claimAndDispatch(t, store); len(res.Claimed) != 1 {
 		t.Fatalf("occupying the slot: %+v", res)
 	}
-	res, err := store.Claim(context.Background(), ports.Fence{}, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	res, err := store.Claim(context.Background(), ports.Fence{}, func(ws []ports.PendingWorkspace) map[domain.ID]int {
 		for _, w := range ws {
 			t.Errorf("workspace %s was locked; the prefilter should have skipped it", w.ID)
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
 	"github.com/sluicehq/sluice/domain"
@@ -26,20 +25,21 @@ func scheduleFromRow(r dbsqlc.Schedule) domain.Schedule {
 	if r.CronExpression != nil {
 		s.Cron = *r.CronExpression
 	}
-	if r.IntervalSeconds.Valid {
-		s.Interval = time.Duration(r.IntervalSeconds.Int32) * time.Second
+	if r.IntervalSeconds != nil {
+		s.Interval = time.Duration(*r.IntervalSeconds) * time.Second
 	}
 	return s
 }
 
 // scheduleColumns are the stored forms of a schedule's cron expression
 // and interval, of which exactly one is set.
-func scheduleColumns(s domain.Schedule) (*string, pgtype.Int4) {
+func scheduleColumns(s domain.Schedule) (*string, *int32) {
 	if s.Cron != "" {
 		c := s.Cron
-		return &c, pgtype.Int4{}
+		return &c, nil
 	}
-	return nil, pgtype.Int4{Int32: int32(s.Interval / time.Second), Valid: true}
+	seconds := int32(s.Interval / time.Second)
+	return nil, &seconds
 }
 
 // CreateSchedule stores the schedule once the workspace's schedules,
@@ -185,10 +185,32 @@ func (s *Store) FireDueSchedule(ctx context.Context, quotas domain.Quotas, decid
 		if !f.Enqueue {
 			return s.scheduleAdvance(ctx, tx, sc, advance, "schedule.skipped", map[string]any{"tick": f.Tick, "reason": "the previous run is queued or running"})
 		}
-		item, _, err := s.enqueueTx(ctx, tx, ports.Enqueue{
+		e := ports.Enqueue{
 			ID: domain.ID(uuid.New()), WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input,
 			Priority: sc.Priority, Actor: domain.Actor{}, Quotas: quotas,
-		}, &scheduleTick{scheduleID: sc.ID, tick: f.Tick})
+		}
+		// The tick's item is keyed as any enqueue is. An input that lacks
+		// what the definition's key reads (the definition gained a key, or
+		// changed it, after the schedule was written) is refused as a quota
+		// refuses a tick: nothing is enqueued, the refusal is recorded and
+		// the schedule goes on, so fixing its input fixes the next tick.
+		concurrency, err := s.definitionConcurrency(ctx, tx, sc.DefinitionID)
+		if err != nil {
+			return err
+		}
+		if concurrency != nil {
+			var key string
+			key, err = concurrency.ResolveKey(sc.Input)
+			var bad *domain.InputError
+			if errors.As(err, &bad) {
+				return s.scheduleAdvance(ctx, tx, sc, advance, "schedule.refused", map[string]any{"tick": f.Tick, "field": "/input", "reason": bad.Error()})
+			}
+			if err != nil {
+				return err
+			}
+			e.ConcurrencyKey, e.ConcurrencyLimit = &key, concurrency.Limit
+		}
+		item, _, err := s.enqueueTx(ctx, tx, e, &scheduleTick{scheduleID: sc.ID, tick: f.Tick})
 		var quota *domain.QuotaError
 		if errors.As(err, &quota) {
 			// Nothing was written by the refused enqueue (the quota is

@@ -66,3 +66,59 @@ func TestConcurrentFiringsFireEachTickOnce(t *testing.T) {
 		t.Errorf("%d items for %d distinct ticks, want one for each of the %d ticks from %s to %s", n, distinct, want, first, last)
 	}
 }
+
+// TestAScheduledTickWhoseInputLacksTheKeyIsRefused: a schedule of a keyed
+// definition fires its tick's item with the key resolved over its input;
+// one whose input lacks what the key reads enqueues nothing for the tick,
+// records schedule.refused naming /input, and goes on to its next tick.
+func TestAScheduledTickWhoseInputLacksTheKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	b := newQueueBench(t)
+	ctx := context.Background()
+	def, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: b.ws, Name: "keyed",
+		Graph: domain.Graph{Nodes: []domain.Node{}, Edges: []domain.Edge{}, Concurrency: &domain.Concurrency{Key: "{{ input.customer }}", Limit: 3}}}, domain.Quotas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := domain.IntervalTimetable{Every: time.Second}
+	var dbNow time.Time
+	if err = b.pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	due := tt.Next(dbNow.Add(-2 * time.Second))
+	schedule := func(input string) domain.Schedule {
+		sc, err := b.store.CreateSchedule(ctx, domain.Schedule{
+			ID: domain.ID(uuid.New()), WorkspaceID: b.ws, DefinitionID: def.ID, Name: "s", TimeZone: "UTC",
+			Interval: time.Second, Input: json.RawMessage(input), Priority: 2, Overlap: domain.OverlapQueue, NextFireAt: &due,
+		}, domain.DefaultQuotas())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	keyed, unkeyed := schedule(`{"customer": "c-7"}`), schedule(`{"order": 1}`)
+	decide := func(d ports.DueSchedule) (domain.Firing, error) {
+		return d.Schedule.Fire(tt, d.Now, time.Minute, d.PreviousActive), nil
+	}
+	for fired := true; fired; {
+		if fired, err = b.store.FireDueSchedule(ctx, domain.DefaultQuotas(), decide); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var key string
+	var limit int
+	if err = b.pool.QueryRow(ctx, `SELECT concurrency_key, concurrency_limit FROM workflow_execution_queue WHERE schedule_id = $1 LIMIT 1`, keyed.ID).
+		Scan(&key, &limit); err != nil || key != "c-7" || limit != 3 {
+		t.Errorf("the keyed schedule's item: key %q limit %d (%v), want c-7 and 3", key, limit, err)
+	}
+	var items, refusals int
+	var next time.Time
+	if err = b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM workflow_execution_queue WHERE schedule_id = $1),
+		(SELECT count(*) FROM activity WHERE subject_id = $1 AND action = 'schedule.refused' AND details ->> 'field' = '/input'),
+		(SELECT next_fire_at FROM schedules WHERE id = $1)`, unkeyed.ID).Scan(&items, &refusals, &next); err != nil {
+		t.Fatal(err)
+	}
+	if items != 0 || refusals < 1 || !next.After(due) {
+		t.Errorf("the schedule whose input lacks the key: %d items, %d refusals naming /input, next fire %s; want 0, at least 1, after %s", items, refusals, next, due)
+	}
+}

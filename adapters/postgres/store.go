@@ -52,7 +52,7 @@ func (s *Store) WorkspaceStats(ctx context.Context, ids []domain.ID) (map[domain
 	}
 	out := make(map[domain.ID]domain.WorkspaceStats, len(rows))
 	for _, r := range rows {
-		out[r.ID] = domain.WorkspaceStats{Active: int(r.Active), Queued: int(r.Queued), FailedLastHour: int(r.FailedLastHour)}
+		out[r.ID] = domain.WorkspaceStats{Limit: int(r.MaxRunning), Active: int(r.Active), Queued: int(r.Queued), FailedLastHour: int(r.FailedLastHour)}
 	}
 	return out, nil
 }
@@ -191,6 +191,29 @@ func (s *Store) DefinitionWorkspace(ctx context.Context, id domain.ID) (domain.I
 	return ws, interpretError(err)
 }
 
+// DefinitionConcurrency returns the concurrency key the current version
+// declares, read from its stored graph.
+func (s *Store) DefinitionConcurrency(ctx context.Context, id domain.ID) (*domain.Concurrency, error) {
+	return s.definitionConcurrency(ctx, s.pool, id)
+}
+
+// definitionConcurrency is DefinitionConcurrency read through db (a
+// transaction's, for a schedule's tick).
+func (s *Store) definitionConcurrency(ctx context.Context, db dbsqlc.DBTX, id domain.ID) (*domain.Concurrency, error) {
+	raw, err := s.q.DefinitionConcurrency(ctx, db, id)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var c domain.Concurrency
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("stored concurrency of definition %s: %w", id, err)
+	}
+	return &c, nil
+}
+
 func (s *Store) withGraph(ctx context.Context, r dbsqlc.WorkflowDefinition) (domain.Definition, error) {
 	v, err := s.q.DefinitionVersionGet(ctx, s.pool, dbsqlc.DefinitionVersionGetParams{WorkflowDefinitionID: r.ID, Version: r.CurrentVersion})
 	if err != nil {
@@ -292,7 +315,7 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	rec := domain.QueueItem{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Input: r.Input,
 		Priority: int(r.Priority), CreatedAt: r.CreatedAt, ExecutionID: r.ExecutionID,
-		RetryOf: r.RetryOf, PinnedVersion: int(r.PinnedVersion.Int32),
+		RetryOf: r.RetryOf,
 		ScheduleID: r.ScheduleID, ScheduleTick: r.ScheduleTick,
 		QueueState: domain.QueueState{
 			Status: status, ClaimedAt: r.ClaimedAt, DispatchedAt: r.DispatchedAt,
@@ -304,6 +327,12 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	}
 	if r.RunTimeoutMs != nil {
 		rec.RunTimeout = time.Duration(*r.RunTimeoutMs) * time.Millisecond
+	}
+	if r.PinnedVersion != nil {
+		rec.PinnedVersion = int(*r.PinnedVersion)
+	}
+	if r.ConcurrencyKey != nil && r.ConcurrencyLimit != nil {
+		rec.ConcurrencyKey, rec.ConcurrencyLimit = *r.ConcurrencyKey, int(*r.ConcurrencyLimit)
 	}
 	if err := rec.Validate(); err != nil {
 		return domain.QueueItem{}, fmt.Errorf("queue item %s: %w", r.ID, err)
@@ -411,9 +440,16 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 		}
 		p := dbsqlc.QueueInsertParams{
 			ID: e.ID, WorkspaceID: e.WorkspaceID, WorkflowDefinitionID: e.DefinitionID, Input: e.Input, Priority: int16(e.Priority),
-			TraceContext: traceParent(ctx), NotBefore: e.NotBefore, RetryOf: e.RetryOf,
-			PinnedVersion: pgtype.Int4{Int32: int32(e.PinnedVersion), Valid: e.PinnedVersion > 0},
-			RunTimeoutMs:  runTimeoutMs(e.RunTimeout),
+			TraceContext: traceParent(ctx), ConcurrencyKey: e.ConcurrencyKey, NotBefore: e.NotBefore, RetryOf: e.RetryOf,
+			RunTimeoutMs: runTimeoutMs(e.RunTimeout),
+		}
+		if e.PinnedVersion > 0 {
+			v := int32(e.PinnedVersion)
+			p.PinnedVersion = &v
+		}
+		if e.ConcurrencyKey != nil {
+			n := int32(e.ConcurrencyLimit)
+			p.ConcurrencyLimit = &n
 		}
 		if fired != nil {
 			p.ScheduleID, p.ScheduleTick = &fired.scheduleID, &fired.tick
@@ -473,12 +509,29 @@ func (s *Store) ListQueue(ctx context.Context, workspaceID domain.ID, status *do
 			ID: r.ID, WorkspaceID: r.WorkspaceID, WorkflowDefinitionID: r.WorkflowDefinitionID, Status: r.Status,
 			Priority: r.Priority, CreatedAt: r.CreatedAt, AvailableAt: r.AvailableAt, ClaimedAt: r.ClaimedAt,
 			DispatchedAt: r.DispatchedAt, AttemptCount: r.AttemptCount, DispatchFailures: r.DispatchFailures,
-			LastError: r.LastError, ExecutionID: r.ExecutionID, ScheduleID: r.ScheduleID, ScheduleTick: r.ScheduleTick,
+			LastError: r.LastError, ExecutionID: r.ExecutionID, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit,
+			ScheduleID: r.ScheduleID, ScheduleTick: r.ScheduleTick,
 		}); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// WaitFigures reads a workspace's limit, RUNNING count and the RUNNING
+// count of each key, in one statement.
+func (s *Store) WaitFigures(ctx context.Context, workspaceID domain.ID, keys []string) (domain.WaitFigures, error) {
+	r, err := s.q.QueueWaitFigures(ctx, s.pool, dbsqlc.QueueWaitFiguresParams{WorkspaceID: workspaceID, Keys: keys})
+	if err != nil {
+		return domain.WaitFigures{}, err
+	}
+	f := domain.WaitFigures{WorkspaceLimit: int(r.MaxRunning), WorkspaceRunning: int(r.Running), KeyRunning: make(map[string]int, len(keys))}
+	for i, k := range keys {
+		if i < len(r.KeyRunning) {
+			f.KeyRunning[k] = int(r.KeyRunning[i])
+		}
+	}
+	return f, nil
 }
 
 func queueFromRows(rows []dbsqlc.WorkflowExecutionQueue) ([]domain.QueueItem, error) {

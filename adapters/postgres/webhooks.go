@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
 	"github.com/sluicehq/sluice/domain"
@@ -183,7 +182,8 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, a ports.WebhookAttempt
 		Status: string(a.Status), LastError: a.Error, NextAttemptAt: a.NextAttemptAt, ID: a.ID, Attempts: int32(a.Attempt),
 	}
 	if a.StatusCode != nil {
-		p.LastStatusCode = pgtype.Int4{Int32: int32(*a.StatusCode), Valid: true}
+		c := int32(*a.StatusCode)
+		p.LastStatusCode = &c
 	}
 	n, err := s.q.WebhookDeliveryRecordAttempt(ctx, s.pool, p)
 	return n == 1, interpretError(err)
@@ -213,8 +213,8 @@ func deliveryFromRow(r dbsqlc.WebhookDelivery) domain.WebhookDelivery {
 		Attempts: int(r.Attempts), NextAttemptAt: r.NextAttemptAt, LastError: r.LastError, CreatedAt: r.CreatedAt,
 		DeliveredAt: r.DeliveredAt,
 	}
-	if r.LastStatusCode.Valid {
-		c := int(r.LastStatusCode.Int32)
+	if r.LastStatusCode != nil {
+		c := int(*r.LastStatusCode)
 		d.LastStatusCode = &c
 	}
 	return d

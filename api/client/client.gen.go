@@ -76,6 +76,14 @@ const (
 	QueueStatusPENDING    QueueStatus = "PENDING"
 )
 
+// Defines values for WaitingOnReason.
+const (
+	BACKOFF        WaitingOnReason = "BACK_OFF"
+	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
+	NOTBEFORE      WaitingOnReason = "NOT_BEFORE"
+	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
+)
+
 // Defines values for WebhookEvent.
 const (
 	ExecutionCancelled WebhookEvent = "execution.cancelled"
@@ -103,6 +111,19 @@ type CancelResponse struct {
 
 // CancelResponseStatus defines model for CancelResponse.Status.
 type CancelResponseStatus string
+
+// Concurrency At most `limit` executions whose `key` resolves to the same text run at once in the workspace,
+// on top of its own limit. The key is a template over the input (input references only, at most
+// 256 bytes, resolving to at most 256), resolved when an item is enqueued; an input without what
+// the key reads is refused then (422 at /input). Items of a full key wait PENDING without holding
+// back other keys, and keys with waiting work take turns.
+type Concurrency struct {
+	// Key At most 256 bytes; checked with the rest of the graph (422).
+	Key string `json:"key"`
+
+	// Limit From 1 to 100,000; checked with the rest of the graph (422).
+	Limit int `json:"limit"`
+}
 
 // CreateAPIKeyRequest defines model for CreateApiKeyRequest.
 type CreateAPIKeyRequest struct {
@@ -438,6 +459,14 @@ type OverlapPolicy string
 // Plan defines model for Plan.
 type Plan string
 
+// PlanLimits defines model for PlanLimits.
+type PlanLimits struct {
+	// MaxRunning RUNNING executions a workspace on the plan may have.
+	MaxRunning int       `json:"maxRunning"`
+	Plan       Plan      `json:"plan"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
@@ -458,7 +487,10 @@ type QueueItem struct {
 	AttemptCount int        `json:"attemptCount"`
 	AvailableAt  time.Time  `json:"availableAt"`
 	ClaimedAt    *time.Time `json:"claimedAt"`
-	CreatedAt    time.Time  `json:"createdAt"`
+
+	// ConcurrencyKey The definition's concurrency key, resolved over the input at enqueue.
+	ConcurrencyKey *string   `json:"concurrencyKey"`
+	CreatedAt      time.Time `json:"createdAt"`
 
 	// DispatchFailures Failed starts on Temporal; the item fails at 3.
 	DispatchFailures int                 `json:"dispatchFailures"`
@@ -475,8 +507,11 @@ type QueueItem struct {
 	ScheduleID *openapi_types.UUID `json:"scheduleId"`
 
 	// ScheduleTick The schedule's tick the item is for.
-	ScheduleTick         *time.Time         `json:"scheduleTick"`
-	Status               QueueStatus        `json:"status"`
+	ScheduleTick *time.Time  `json:"scheduleTick"`
+	Status       QueueStatus `json:"status"`
+
+	// WaitingOn What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING.
+	WaitingOn            *WaitingOn         `json:"waitingOn"`
 	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
 }
@@ -554,6 +589,17 @@ type SetOutboundLimitRequest struct {
 	RequestsPerSecond float64 `json:"requestsPerSecond"`
 }
 
+// SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
+type SetWorkspaceLimitsRequest struct {
+	// MaxRunning Null returns to the plan's.
+	MaxRunning *int `json:"maxRunning"`
+}
+
+// UpdatePlanRequest defines model for UpdatePlanRequest.
+type UpdatePlanRequest struct {
+	MaxRunning int `json:"maxRunning"`
+}
+
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
 type UpdateScheduleRequest struct {
 	CronExpression  *string             `json:"cronExpression,omitempty"`
@@ -571,6 +617,25 @@ type UpdateScheduleRequest struct {
 type UpdateWorkspaceRequest struct {
 	Plan Plan `json:"plan"`
 }
+
+// WaitingOn What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING.
+type WaitingOn struct {
+	// Key The full concurrency key, for KEY_LIMIT.
+	Key *string `json:"key,omitempty"`
+
+	// Limit The limit that is full (workspace or key).
+	Limit  *int            `json:"limit,omitempty"`
+	Reason WaitingOnReason `json:"reason"`
+
+	// Running What runs under it now.
+	Running *int `json:"running,omitempty"`
+
+	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// WaitingOnReason defines model for WaitingOn.Reason.
+type WaitingOnReason string
 
 // WebhookDelivery defines model for WebhookDelivery.
 type WebhookDelivery struct {
@@ -621,7 +686,7 @@ type Workspace struct {
 	FailedLastHour int                `json:"failedLastHour"`
 	ID             openapi_types.UUID `json:"id"`
 
-	// Limit Concurrent executions the plan allows.
+	// Limit Concurrent executions it may run: its own limit, else its plan's.
 	Limit int    `json:"limit"`
 	Name  string `json:"name"`
 	Plan  Plan   `json:"plan"`
@@ -629,6 +694,14 @@ type Workspace struct {
 	// Queued Items waiting for a slot.
 	Queued    int       `json:"queued"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// WorkspaceLimits defines model for WorkspaceLimits.
+type WorkspaceLimits struct {
+	// MaxRunning Replaces the plan's; null keeps it.
+	MaxRunning  *int               `json:"maxRunning"`
+	UpdatedAt   *time.Time         `json:"updatedAt"`
+	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
 // WorkspacePage defines model for WorkspacePage.
@@ -679,11 +752,11 @@ type InvalidField = Problem
 // InvalidGraph RFC 9457 problem details.
 type InvalidGraph = Problem
 
+// InvalidInput RFC 9457 problem details.
+type InvalidInput = Problem
+
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
-
-// PolicyCap RFC 9457 problem details.
-type PolicyCap = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
@@ -817,6 +890,9 @@ type StreamWorkspaceEventsParams struct {
 	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
 }
 
+// UpdatePlanJSONRequestBody defines body for UpdatePlan for application/json ContentType.
+type UpdatePlanJSONRequestBody = UpdatePlanRequest
+
 // CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
 type CreateWebhookEndpointJSONRequestBody = CreateWebhookEndpointRequest
 
@@ -849,6 +925,9 @@ type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
+
+// SetWorkspaceLimitsJSONRequestBody defines body for SetWorkspaceLimits for application/json ContentType.
+type SetWorkspaceLimitsJSONRequestBody = SetWorkspaceLimitsRequest
 
 // SetOutboundLimitJSONRequestBody defines body for SetOutboundLimit for application/json ContentType.
 type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
@@ -926,6 +1005,14 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+	// ListPlans request
+	ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdatePlanWithBody request with any body
+	UpdatePlanWithBody(ctx context.Context, plan Plan, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	UpdatePlan(ctx context.Context, plan Plan, body UpdatePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ResendWebhookDelivery request
 	ResendWebhookDelivery(ctx context.Context, deliveryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1068,6 +1155,14 @@ type ClientInterface interface {
 	// StreamWorkspaceEvents request
 	StreamWorkspaceEvents(ctx context.Context, workspaceID WorkspaceID, params *StreamWorkspaceEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetWorkspaceLimits request
+	GetWorkspaceLimits(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetWorkspaceLimitsWithBody request with any body
+	SetWorkspaceLimitsWithBody(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	SetWorkspaceLimits(ctx context.Context, workspaceID WorkspaceID, body SetWorkspaceLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListOutboundLimits request
 	ListOutboundLimits(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1084,6 +1179,42 @@ type ClientInterface interface {
 
 	// GetReadyz request
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (c *Client) ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPlansRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) UpdatePlanWithBody(ctx context.Context, plan Plan, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePlanRequestWithBody(c.Server, plan, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) UpdatePlan(ctx context.Context, plan Plan, body UpdatePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePlanRequest(c.Server, plan, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 func (c *Client) ResendWebhookDelivery(ctx context.Context, deliveryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1698,6 +1829,42 @@ func (c *Client) StreamWorkspaceEvents(ctx context.Context, workspaceID Workspac
 	return c.Client.Do(req)
 }
 
+func (c *Client) GetWorkspaceLimits(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWorkspaceLimitsRequest(c.Server, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) SetWorkspaceLimitsWithBody(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetWorkspaceLimitsRequestWithBody(c.Server, workspaceID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) SetWorkspaceLimits(ctx context.Context, workspaceID WorkspaceID, body SetWorkspaceLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetWorkspaceLimitsRequest(c.Server, workspaceID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 func (c *Client) ListOutboundLimits(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListOutboundLimitsRequest(c.Server, workspaceID)
 	if err != nil {
@@ -1768,6 +1935,80 @@ func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListPlansRequest generates requests for ListPlans
+func NewListPlansRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/plans")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdatePlanRequest calls the generic UpdatePlan builder with application/json body
+func NewUpdatePlanRequest(server string, plan Plan, body UpdatePlanJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdatePlanRequestWithBody(server, plan, "application/json", bodyReader)
+}
+
+// NewUpdatePlanRequestWithBody generates requests for UpdatePlan with any type of body
+func NewUpdatePlanRequestWithBody(server string, plan Plan, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "plan", runtime.ParamLocationPath, plan)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("PATCH", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
 }
 
 // NewResendWebhookDeliveryRequest generates requests for ResendWebhookDelivery
@@ -3676,6 +3917,87 @@ func NewStreamWorkspaceEventsRequest(server string, workspaceID WorkspaceID, par
 	return req, nil
 }
 
+// NewGetWorkspaceLimitsRequest generates requests for GetWorkspaceLimits
+func NewGetWorkspaceLimitsRequest(server string, workspaceID WorkspaceID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/limits", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetWorkspaceLimitsRequest calls the generic SetWorkspaceLimits builder with application/json body
+func NewSetWorkspaceLimitsRequest(server string, workspaceID WorkspaceID, body SetWorkspaceLimitsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetWorkspaceLimitsRequestWithBody(server, workspaceID, "application/json", bodyReader)
+}
+
+// NewSetWorkspaceLimitsRequestWithBody generates requests for SetWorkspaceLimits with any type of body
+func NewSetWorkspaceLimitsRequestWithBody(server string, workspaceID WorkspaceID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/limits", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("PUT", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListOutboundLimitsRequest generates requests for ListOutboundLimits
 func NewListOutboundLimitsRequest(server string, workspaceID WorkspaceID) (*http.Request, error) {
 	var err error
@@ -3902,6 +4224,14 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+	// ListPlansWithResponse request
+	ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error)
+
+	// UpdatePlanWithBodyWithResponse request with any body
+	UpdatePlanWithBodyWithResponse(ctx context.Context, plan Plan, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePlanResponse, error)
+
+	UpdatePlanWithResponse(ctx context.Context, plan Plan, body UpdatePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePlanResponse, error)
+
 	// ResendWebhookDeliveryWithResponse request
 	ResendWebhookDeliveryWithResponse(ctx context.Context, deliveryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResendWebhookDeliveryResponse, error)
 
@@ -4044,6 +4374,14 @@ type ClientWithResponsesInterface interface {
 	// StreamWorkspaceEventsWithResponse request
 	StreamWorkspaceEventsWithResponse(ctx context.Context, workspaceID WorkspaceID, params *StreamWorkspaceEventsParams, reqEditors ...RequestEditorFn) (*StreamWorkspaceEventsResponse, error)
 
+	// GetWorkspaceLimitsWithResponse request
+	GetWorkspaceLimitsWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*GetWorkspaceLimitsResponse, error)
+
+	// SetWorkspaceLimitsWithBodyWithResponse request with any body
+	SetWorkspaceLimitsWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetWorkspaceLimitsResponse, error)
+
+	SetWorkspaceLimitsWithResponse(ctx context.Context, workspaceID WorkspaceID, body SetWorkspaceLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWorkspaceLimitsResponse, error)
+
 	// ListOutboundLimitsWithResponse request
 	ListOutboundLimitsWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListOutboundLimitsResponse, error)
 
@@ -4060,6 +4398,64 @@ type ClientWithResponsesInterface interface {
 
 	// GetReadyzWithResponse request
 	GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzResponse, error)
+}
+
+type ListPlansResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *[]PlanLimits
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPlansResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPlansResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type UpdatePlanResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *PlanLimits
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdatePlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdatePlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
 }
 
 type ResendWebhookDeliveryResponse struct {
@@ -4453,7 +4849,7 @@ type EnqueueExecutionResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
-	ApplicationProblemJSON422 *PolicyCap
+	ApplicationProblemJSON422 *Problem
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -4485,6 +4881,7 @@ type EnqueueExecutionBatchResponse struct {
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON409 *Conflict
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidInput
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -5235,6 +5632,66 @@ func (r StreamWorkspaceEventsResponse) StatusCode() int {
 	return 0
 }
 
+type GetWorkspaceLimitsResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *WorkspaceLimits
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWorkspaceLimitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWorkspaceLimitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type SetWorkspaceLimitsResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *WorkspaceLimits
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r SetWorkspaceLimitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetWorkspaceLimitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type ListOutboundLimitsResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
@@ -5367,6 +5824,32 @@ func (r GetReadyzResponse) StatusCode() int {
 		return r.HTTPResponse.StatusCode
 	}
 	return 0
+}
+
+// ListPlansWithResponse request returning *ListPlansResponse
+func (c *ClientWithResponses) ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error) {
+	rsp, err := c.ListPlans(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPlansResponse(rsp)
+}
+
+// UpdatePlanWithBodyWithResponse request with arbitrary body returning *UpdatePlanResponse
+func (c *ClientWithResponses) UpdatePlanWithBodyWithResponse(ctx context.Context, plan Plan, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePlanResponse, error) {
+	rsp, err := c.UpdatePlanWithBody(ctx, plan, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePlanResponse(rsp)
+}
+
+func (c *ClientWithResponses) UpdatePlanWithResponse(ctx context.Context, plan Plan, body UpdatePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePlanResponse, error) {
+	rsp, err := c.UpdatePlan(ctx, plan, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePlanResponse(rsp)
 }
 
 // ResendWebhookDeliveryWithResponse request returning *ResendWebhookDeliveryResponse
@@ -5817,6 +6300,32 @@ func (c *ClientWithResponses) StreamWorkspaceEventsWithResponse(ctx context.Cont
 	return ParseStreamWorkspaceEventsResponse(rsp)
 }
 
+// GetWorkspaceLimitsWithResponse request returning *GetWorkspaceLimitsResponse
+func (c *ClientWithResponses) GetWorkspaceLimitsWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*GetWorkspaceLimitsResponse, error) {
+	rsp, err := c.GetWorkspaceLimits(ctx, workspaceID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWorkspaceLimitsResponse(rsp)
+}
+
+// SetWorkspaceLimitsWithBodyWithResponse request with arbitrary body returning *SetWorkspaceLimitsResponse
+func (c *ClientWithResponses) SetWorkspaceLimitsWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetWorkspaceLimitsResponse, error) {
+	rsp, err := c.SetWorkspaceLimitsWithBody(ctx, workspaceID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetWorkspaceLimitsResponse(rsp)
+}
+
+func (c *ClientWithResponses) SetWorkspaceLimitsWithResponse(ctx context.Context, workspaceID WorkspaceID, body SetWorkspaceLimitsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWorkspaceLimitsResponse, error) {
+	rsp, err := c.SetWorkspaceLimits(ctx, workspaceID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetWorkspaceLimitsResponse(rsp)
+}
+
 // ListOutboundLimitsWithResponse request returning *ListOutboundLimitsResponse
 func (c *ClientWithResponses) ListOutboundLimitsWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListOutboundLimitsResponse, error) {
 	rsp, err := c.ListOutboundLimits(ctx, workspaceID, reqEditors...)
@@ -5868,6 +6377,156 @@ func (c *ClientWithResponses) GetReadyzWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetReadyzResponse(rsp)
+}
+
+// ParseListPlansResponse parses an HTTP response from a ListPlansWithResponse call
+func ParseListPlansResponse(rsp *http.Response) (*ListPlansResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPlansResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []PlanLimits
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdatePlanResponse parses an HTTP response from a UpdatePlanWithResponse call
+func ParseUpdatePlanResponse(rsp *http.Response) (*UpdatePlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdatePlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PlanLimits
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidGraph
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseResendWebhookDeliveryResponse parses an HTTP response from a ResendWebhookDeliveryWithResponse call
@@ -6937,7 +7596,7 @@ func ParseEnqueueExecutionResponse(rsp *http.Response) (*EnqueueExecutionRespons
 		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest PolicyCap
+		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -7031,6 +7690,13 @@ func ParseEnqueueExecutionBatchResponse(rsp *http.Response) (*EnqueueExecutionBa
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany
@@ -8934,6 +9600,170 @@ func ParseStreamWorkspaceEventsResponse(rsp *http.Response) (*StreamWorkspaceEve
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetWorkspaceLimitsResponse parses an HTTP response from a GetWorkspaceLimitsWithResponse call
+func ParseGetWorkspaceLimitsResponse(rsp *http.Response) (*GetWorkspaceLimitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWorkspaceLimitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkspaceLimits
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetWorkspaceLimitsResponse parses an HTTP response from a SetWorkspaceLimitsWithResponse call
+func ParseSetWorkspaceLimitsResponse(rsp *http.Response) (*SetWorkspaceLimitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetWorkspaceLimitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkspaceLimits
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidGraph
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

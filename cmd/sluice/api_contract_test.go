@@ -117,6 +117,38 @@ func TestContractEveryOperation(t *testing.T) {
 		t.Errorf("updateWorkspacePlan: %+v", up.JSON200)
 	}
 
+	// Limits as data: the plans, then a workspace's own limit over its
+	// plan's, shown in its view, and cleared again.
+	lp, err := admin.ListPlansWithResponse(ctx)
+	status(t, "listPlans", lp, err, http.StatusOK)
+	if len(*lp.JSON200) != 3 || (*lp.JSON200)[0].Plan != client.FREE || (*lp.JSON200)[0].MaxRunning != 1 {
+		t.Errorf("listPlans: %s", lp.Body)
+	}
+	upl, err := admin.UpdatePlanWithResponse(ctx, client.FREE, client.UpdatePlanRequest{MaxRunning: 2})
+	status(t, "updatePlan", upl, err, http.StatusOK)
+	if upl.JSON200.Plan != client.FREE || upl.JSON200.MaxRunning != 2 {
+		t.Errorf("updatePlan: %s", upl.Body)
+	}
+	gl, err := admin.GetWorkspaceLimitsWithResponse(ctx, ws.ID)
+	status(t, "getWorkspaceLimits", gl, err, http.StatusOK)
+	if gl.JSON200.WorkspaceID != ws.ID || gl.JSON200.MaxRunning != nil || gl.JSON200.UpdatedAt != nil {
+		t.Errorf("getWorkspaceLimits before any is set: %s", gl.Body)
+	}
+	sl, err := admin.SetWorkspaceLimitsWithResponse(ctx, ws.ID, client.SetWorkspaceLimitsRequest{MaxRunning: ptr(7)})
+	status(t, "setWorkspaceLimits", sl, err, http.StatusOK)
+	if sl.JSON200.MaxRunning == nil || *sl.JSON200.MaxRunning != 7 || sl.JSON200.UpdatedAt == nil {
+		t.Errorf("setWorkspaceLimits: %s", sl.Body)
+	}
+	own, err := admin.GetWorkspaceWithResponse(ctx, ws.ID)
+	if err != nil || own.JSON200.Limit != 7 {
+		t.Errorf("getWorkspace with its own limit 7: %v %s", err, own.Body)
+	}
+	sl, err = admin.SetWorkspaceLimitsWithResponse(ctx, ws.ID, client.SetWorkspaceLimitsRequest{MaxRunning: nil})
+	status(t, "setWorkspaceLimits", sl, err, http.StatusOK)
+	if sl.JSON200.MaxRunning != nil {
+		t.Errorf("setWorkspaceLimits null: %s", sl.Body)
+	}
+
 	// API keys: the secret comes once, listings never carry it.
 	ck, err := admin.CreateAPIKeyWithResponse(ctx, ws.ID, client.CreateAPIKeyRequest{Name: "ci"})
 	status(t, "createAPIKey", ck, err, http.StatusCreated)
@@ -363,6 +395,7 @@ func TestContractEveryOperation(t *testing.T) {
 	}
 	do, err := key.DeleteOutboundLimitWithResponse(ctx, ws.ID, "api.example.com")
 	status(t, "deleteOutboundLimit", do, err, http.StatusNoContent)
+
 	// A bulk enqueue, delayed an hour so nothing above is disturbed.
 	later := time.Now().Add(time.Hour)
 	bulk, err := key.EnqueueExecutionBatchWithResponse(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID,

@@ -123,9 +123,9 @@ func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *st
 	dispatcher := app.NewDispatcher(app.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: noWakeups{},
 		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
-	}, domain.DefaultTierPolicy(), cfg)
+	}, cfg)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store}, workflows, domain.DefaultTierPolicy(), quotas, domain.DefaultTemplateBudget, adminToken)
+	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store}, workflows, quotas, domain.DefaultTemplateBudget, adminToken)
 	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store, app.DefaultWebhookEndpointsMax)
 	hub := postgres.NewFeedHub(pool, log, time.Hour)
 	hubCtx, stopHub := context.WithCancel(context.Background())

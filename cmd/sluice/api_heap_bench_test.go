@@ -146,8 +146,8 @@ func newHeapBenchAPI(b *testing.B, name string, plan client.Plan, graph string) 
 	b.Helper()
 	pool := pgtest.Pool(b)
 	store := postgres.NewStore(pool, testLog())
-	application := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()},
-		nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken)
+	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()},
+		nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken)
 	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), nil, testLog())
 	if err != nil {
 		b.Fatal(err)

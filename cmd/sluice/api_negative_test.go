@@ -130,6 +130,18 @@ func (w *world) opsOnB() []op {
 		{"revokeAPIKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.RevokeAPIKey(ctx, w.wsB, w.keyB.ID)
 		}},
+		{"getWorkspaceLimits", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetWorkspaceLimits(ctx, w.wsB)
+		}},
+		{"setWorkspaceLimits", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsB, client.SetWorkspaceLimitsRequest{MaxRunning: ptr(1000)})
+		}},
+		{"listPlans", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListPlans(ctx)
+		}},
+		{"updatePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: 1000})
+		}},
 		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsB, Name: "intruder", Graph: greetGraph()})
 		}},
@@ -667,7 +679,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, testLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultTierPolicy(), domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(),
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(),
 		[]httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}}, testLog())
 	if err != nil {
 		t.Fatal(err)
@@ -857,6 +869,171 @@ func TestNegativeRetryAndRequeueOnlyWhatFailed(t *testing.T) {
 	read(b.RetryExecution(ctx, uuid.New())).expect(t, "retrying a missing execution", http.StatusNotFound, "not-found")
 	read(b.RequeueQueueItem(ctx, uuid.New())).expect(t, "requeueing a missing item", http.StatusNotFound, "not-found")
 	w.checkBUntouched(t)
+}
+
+// TestNegativePlansAndLimits: a workspace key can neither read nor edit
+// the plans, nor set any workspace's limits (its own included: a tenant
+// cannot raise its own capacity), nor read another workspace's; every
+// such call is a 403 and nothing changes. The admin's limits out of range
+// are refused naming /maxRunning, and change nothing either.
+func TestNegativePlansAndLimits(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	admin := w.client(t, adminToken)
+	fifty := 50
+	forbidden := []op{
+		{"listPlans", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListPlans(ctx)
+		}},
+		{"updatePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: fifty})
+		}},
+		{"setWorkspaceLimits on its own workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsA, client.SetWorkspaceLimitsRequest{MaxRunning: &fifty})
+		}},
+		{"setWorkspaceLimits on another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsB, client.SetWorkspaceLimitsRequest{MaxRunning: &fifty})
+		}},
+		{"getWorkspaceLimits of another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetWorkspaceLimits(ctx, w.wsB)
+		}},
+	}
+	successes := 0
+	for _, o := range forbidden {
+		got := read(o.call(ctx, a))
+		if got.status < 300 {
+			successes++
+		}
+		got.expect(t, o.name+" with A's key", http.StatusForbidden, "forbidden")
+	}
+	if successes != 0 {
+		t.Errorf("%d of %d calls with a workspace key succeeded", successes, len(forbidden))
+	}
+	if own := read(a.GetWorkspaceLimits(ctx, w.wsA)); own.status != http.StatusOK {
+		t.Errorf("getWorkspaceLimits of its own workspace with its key: %d %s", own.status, own.body)
+	}
+
+	bodies := map[string]string{
+		"zero":           `{"maxRunning": 0}`,
+		"negative":       `{"maxRunning": -1}`,
+		"over 100,000":   `{"maxRunning": 100001}`,
+		"not an integer": `{"maxRunning": 2.5}`,
+		"a string":       `{"maxRunning": "5"}`,
+	}
+	for name, body := range bodies {
+		for opName, send := range map[string]func() (*http.Response, error){
+			"updatePlan": func() (*http.Response, error) {
+				return admin.UpdatePlanWithBody(ctx, client.PRO, "application/json", strings.NewReader(body))
+			},
+			"setWorkspaceLimits": func() (*http.Response, error) {
+				return admin.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(body))
+			},
+		} {
+			got := read(send())
+			got.expect(t, opName+": "+name, http.StatusBadRequest, "invalid-request")
+			if !slices.Contains(got.fieldPaths(), "/maxRunning") {
+				t.Errorf("%s: %s: field paths %v lack /maxRunning; body: %s", opName, name, got.fieldPaths(), got.body)
+			}
+		}
+	}
+	read(admin.UpdatePlanWithBody(ctx, "GOLD", "application/json", strings.NewReader(`{"maxRunning": 5}`))).
+		expect(t, "updatePlan of an unknown plan", http.StatusBadRequest, "invalid-request")
+
+	var plans string
+	var own int
+	if err := w.pool.QueryRow(ctx, `SELECT (SELECT string_agg(name || '=' || max_running, ',' ORDER BY max_running) FROM plans),
+		(SELECT count(*) FROM workspace_limits)`).Scan(&plans, &own); err != nil {
+		t.Fatal(err)
+	}
+	if plans != "FREE=1,PRO=5,ENTERPRISE=20" || own != 0 {
+		t.Errorf("refused calls changed limits: plans %s, %d workspace limits", plans, own)
+	}
+	w.checkBUntouched(t)
+}
+
+// TestNegativeConcurrencyKeys: a key template that is too long, reads
+// anything but the input, or a limit out of range is a 422 naming the
+// member at save time; an input that lacks what the key reads is a 422
+// naming /input at enqueue, and nothing is queued.
+func TestNegativeConcurrencyKeys(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	before := counts(t, w)
+	for name, tt := range map[string]struct{ concurrency, path string }{
+		"template too long":  {`{"key": "{{ input.a }}` + strings.Repeat("x", domain.ConcurrencyKeyTemplateMax) + `", "limit": 2}`, "/graph/concurrency/key"},
+		"a step reference":   {`{"key": "{{ steps.a.output }}", "limit": 2}`, "/graph/concurrency/key"},
+		"no reference":       {`{"key": "everyone", "limit": 2}`, "/graph/concurrency/key"},
+		"limit out of range": {`{"key": "{{ input.a }}", "limit": 0}`, "/graph/concurrency/limit"},
+	} {
+		g := client.Graph(`{"nodes": [], "edges": [], "concurrency": ` + tt.concurrency + `}`)
+		got := read(a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "keyed", Graph: g}))
+		got.expect(t, "createDefinition: "+name, http.StatusUnprocessableEntity, "invalid-graph")
+		if !slices.Contains(got.fieldPaths(), tt.path) {
+			t.Errorf("%s: problems at %v, want %s; body: %s", name, got.fieldPaths(), tt.path, got.body)
+		}
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("refused definitions wrote rows: before %v, after %v", before, after)
+	}
+	keyed, err := a.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "keyed",
+		Graph: client.Graph(`{"nodes": [], "edges": [], "concurrency": {"key": "{{ input.customer.id }}", "limit": 2}}`)})
+	if err != nil || keyed.JSON201 == nil {
+		t.Fatalf("a keyed definition was refused: %v %s", err, keyed.Body)
+	}
+	before = counts(t, w)
+	for name, input := range map[string]json.RawMessage{
+		"a missing member":     json.RawMessage(`{"customer": {}}`),
+		"a missing parent":     json.RawMessage(`{"order": 1}`),
+		"a key past 256 bytes": json.RawMessage(`{"customer": {"id": "` + strings.Repeat("k", domain.ConcurrencyKeyMax+1) + `"}}`),
+	} {
+		got := read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: keyed.JSON201.ID, Input: &input}))
+		got.expect(t, "startExecution with "+name, http.StatusUnprocessableEntity, "invalid-input")
+		if !slices.Contains(got.fieldPaths(), "/input") {
+			t.Errorf("%s: problems at %v, want /input; body: %s", name, got.fieldPaths(), got.body)
+		}
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("refused enqueues wrote rows: before %v, after %v", before, after)
+	}
+	ok := json.RawMessage(`{"customer": {"id": "c-1"}}`)
+	got := read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: keyed.JSON201.ID, Input: &ok}))
+	if got.status != http.StatusAccepted {
+		t.Fatalf("an input with the key's member: %d %s", got.status, got.body)
+	}
+	var key string
+	if err := w.pool.QueryRow(ctx, "SELECT concurrency_key FROM workflow_execution_queue WHERE workflow_definition_id = $1", keyed.JSON201.ID).Scan(&key); err != nil || key != "c-1" {
+		t.Fatalf("stored key %q (%v), want c-1", key, err)
+	}
+
+	// A bulk enqueue resolves every item's key: one input without it
+	// refuses the whole batch naming that item's input, and writes nothing.
+	missing := json.RawMessage(`{"customer": {}}`)
+	other := json.RawMessage(`{"customer": {"id": "c-2"}}`)
+	before = counts(t, w)
+	batch := read(a.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: keyed.JSON201.ID,
+		Items: []client.EnqueueBatchItem{{Input: &ok}, {Input: &missing}, {Input: &other}}}))
+	batch.expect(t, "startExecutionBatch with item 1 lacking the key", http.StatusUnprocessableEntity, "invalid-input")
+	if !slices.Contains(batch.fieldPaths(), "/items/1/input") {
+		t.Errorf("a batch with item 1 lacking the key: problems at %v, want /items/1/input; body: %s", batch.fieldPaths(), batch.body)
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("a refused batch wrote rows: before %v, after %v", before, after)
+	}
+	if got := read(a.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: keyed.JSON201.ID,
+		Items: []client.EnqueueBatchItem{{Input: &other}, {Input: &other}}})); got.status != http.StatusAccepted {
+		t.Fatalf("a batch whose items have the key: %d %s", got.status, got.body)
+	}
+	var batched int
+	if err := w.pool.QueryRow(ctx, `SELECT count(*) FROM workflow_execution_queue
+		WHERE workflow_definition_id = $1 AND concurrency_key = 'c-2' AND concurrency_limit = 2`, keyed.JSON201.ID).Scan(&batched); err != nil || batched != 2 {
+		t.Fatalf("%d batched items stored with key c-2 and limit 2 (%v), want 2", batched, err)
+	}
 }
 
 // TestNegativeEvents: an event no node of the run waits for is a 409, one

@@ -185,6 +185,14 @@ func TestADelayedItemWaitsPendingAndHoldsNoSlot(t *testing.T) {
 	if !available.Equal(notBefore) {
 		t.Errorf("the delayed item is available at %s, want its notBefore %s", available, notBefore)
 	}
+	// While its time is ahead it waits on its notBefore, not on the
+	// workspace's limit that the other item fills.
+	shown, err := c.GetQueueItemWithResponse(ctx, delayed.JSON202.QueueID)
+	status(t, "getQueueItem of the delayed item", shown, err, http.StatusOK)
+	if w := shown.JSON200.WaitingOn; time.Now().Before(notBefore) &&
+		(w == nil || w.Reason != client.NOTBEFORE || w.Until == nil || !w.Until.Equal(notBefore) || w.Limit != nil) {
+		t.Errorf("the delayed item waits on %+v, want NOT_BEFORE until %s", w, notBefore)
+	}
 	// Once the first run ends, the slot is free for the delayed item when
 	// its time comes, and not before.
 	if _, err := s.pool.Exec(ctx, `UPDATE workflow_executions SET status = 'COMPLETED', completed_at = now() WHERE workspace_id = $1`, ws); err != nil {

@@ -32,7 +32,6 @@ type Config struct {
 	// series; off by default, as it grows with the tenants.
 	MetricsWorkspaceLabel bool
 	LogLevel              slog.Level
-	Tiers                 domain.TierPolicy
 	Quotas                domain.Quotas
 	Dispatcher            app.DispatcherConfig
 	// Maintenance schedules the maintenance jobs: stale recovery and the
@@ -156,7 +155,7 @@ func (e *env) perPlanSeconds(name string, def map[domain.Plan]time.Duration) map
 	return out
 }
 
-// perPlan reads PLAN=N pairs over def, as SLUICE_TIER_LIMITS does.
+// perPlan reads PLAN=N pairs over def.
 func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int {
 	v, ok := e.lookup(name)
 	if !ok || v == "" {
@@ -230,13 +229,10 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		e.bad("SLUICE_LOG_LEVEL", lvl, "want debug, info, warn or error")
 	}
 
-	limits, err := domain.ParsePerPlan(e.str("SLUICE_TIER_LIMITS", ""))
-	if err != nil {
-		e.errs = append(e.errs, fmt.Errorf("SLUICE_TIER_LIMITS: %w", err))
+	if v, ok := e.lookup(retiredTierLimits); ok {
+		e.bad(retiredTierLimits, v, "plan limits are data now: edit them with PATCH /api/v1/plans/{plan} (migration 00010 seeds FREE=1, PRO=5, ENTERPRISE=20)")
 	}
-	if c.Tiers, err = domain.NewTierPolicy(limits); err != nil {
-		e.errs = append(e.errs, fmt.Errorf("SLUICE_TIER_LIMITS: %w", err))
-	}
+	var err error
 
 	c.Quotas = domain.DefaultQuotas()
 	c.Quotas.PendingItems = e.perPlan("SLUICE_QUOTA_PENDING_ITEMS", c.Quotas.PendingItems)
@@ -418,3 +414,9 @@ const retiredOutputMax = "SLUICE_NODE_OUTPUT_MAX"
 
 // osLookup reads the process environment.
 func osLookup(name string) (string, bool) { return os.LookupEnv(name) }
+
+// retiredTierLimits set each plan's concurrency limit per process; the
+// limits are rows now (table plans, edited through /api/v1/plans), read by
+// every dispatcher in its claim, so a process that still sets it is told
+// rather than have it ignored.
+const retiredTierLimits = "SLUICE_TIER_LIMITS"

@@ -43,6 +43,7 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 	if _, err := conn.Exec(ctx, `
 		WITH w AS (INSERT INTO workspaces (id, name, plan)
 		           SELECT gen_random_uuid(), 'w' || g, 'ENTERPRISE' FROM generate_series(1, 5) g RETURNING id),
+		     l AS (INSERT INTO workspace_limits (workspace_id, max_running) SELECT id, 1000 FROM w),
 		     d AS (INSERT INTO workflow_definitions (id, workspace_id, name) SELECT gen_random_uuid(), id, 'd' FROM w RETURNING id, workspace_id),
 		     v AS (INSERT INTO workflow_definition_versions (workflow_definition_id, version, graph)
 		           SELECT id, 1, '{"nodes":[],"edges":[]}' FROM d)
@@ -59,7 +60,6 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 		"TEMPORAL_TASK_QUEUE_PREFIX="+queuePrefix,
 		"SLUICE_LOG_LEVEL=error",
 		"SLUICE_ADMIN_ADDR=127.0.0.1:0",
-		"SLUICE_TIER_LIMITS=ENTERPRISE=1000",
 		"SLUICE_DISPATCH_POLL_INTERVAL=50ms",
 		"SLUICE_DISPATCH_BATCH_SIZE=7",
 		"SLUICE_DISPATCH_EXCLUSIVE=false",

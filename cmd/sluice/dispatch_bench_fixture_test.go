@@ -121,10 +121,10 @@ type benchTimedStore struct {
 	phases *benchPhases
 }
 
-func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, limits map[domain.Plan]int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
 	start := time.Now()
 	var admitStart, admitEnd time.Time
-	res, err := s.DispatchStore.Claim(ctx, fence, limits, func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	res, err := s.DispatchStore.Claim(ctx, fence, func(ws []ports.PendingWorkspace) map[domain.ID]int {
 		admitStart = time.Now()
 		q := admit(ws)
 		admitEnd = time.Now()
@@ -243,7 +243,7 @@ func (d benchDispatcher) run(ctx context.Context) {
 
 // dispatcher builds a dispatcher on the real store and lease with the
 // fake engine, its store calls timed into phases.
-func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (benchDispatcher, *benchEngine) {
+func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (benchDispatcher, *benchEngine) {
 	b.Helper()
 	log := benchLogger()
 	store := postgres.NewStore(db.pool, log)
@@ -270,7 +270,7 @@ func (db *benchDB) dispatcher(b *testing.B, tiers domain.TierPolicy, cfg app.Dis
 	d := app.NewDispatcher(app.DispatcherDeps{
 		Store: benchTimedStore{DispatchStore: store, phases: phases}, Executions: store, Engine: engine, Wakeups: wakeups,
 		Lease: queueLease, Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
-	}, tiers, cfg)
+	}, cfg)
 	return benchDispatcher{Dispatcher: d, queueLease: queueLease}, engine
 }
 
@@ -605,12 +605,7 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[domai
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 
-	var plans []string
-	var limits []int32
-	for plan, n := range domain.DefaultTierPolicy().Limits() {
-		plans, limits = append(plans, string(plan)), append(limits, int32(n))
-	}
-	pendingArgs := map[string]any{"plans": plans, "limits": limits}
+	pendingArgs := map[string]any{}
 	var args []any
 	for _, p := range qs["QueuePendingWorkspaces"].Params {
 		args = append(args, pendingArgs[p])
@@ -639,15 +634,15 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[domai
 	var qIDs []domain.ID
 	var qNs []int32
 	for id, n := range quotas {
-		qIDs, qNs = append(qIDs, id), append(qNs, int32(n))
+		qIDs, qNs = append(qIDs, id), append(qNs, int32(n)*4)
 	}
 	values := map[string]map[string]any{
 		"QueuePendingWorkspaces":         pendingArgs,
 		"WorkspacesLockForAdmission":     {"ids": pending},
 		"ExecutionsRunningForWorkspaces": {"workspace_ids": pending},
-		"QueueClaimCandidates":           {"workspace_ids": qIDs, "quotas": qNs},
+		"QueueAdmissibleWindow":          {"workspace_ids": qIDs, "windows": qNs},
 	}
-	for _, name := range []string{"QueuePendingWorkspaces", "WorkspacesLockForAdmission", "ExecutionsRunningForWorkspaces", "QueueClaimCandidates"} {
+	for _, name := range []string{"QueuePendingWorkspaces", "WorkspacesLockForAdmission", "ExecutionsRunningForWorkspaces", "QueueAdmissibleWindow"} {
 		q, ok := qs[name]
 		if !ok {
 			b.Logf("EXPLAIN %s: query not found in db/queries", name)

@@ -114,7 +114,7 @@ func benchThroughputRow(b *testing.B, cfg app.DispatcherConfig, ceilBatch int, h
 	slcDB := benchOpenDB(b)
 	slcWS, _ := benchSeedMeasured(b, slcDB, benchItems)
 	slcDB.vacuumAnalyze(b)
-	sd, slcEngine := slcDB.dispatcher(b, domain.DefaultTierPolicy(), cfg, nil, slcPhases)
+	sd, slcEngine := slcDB.dispatcher(b, cfg, nil, slcPhases)
 
 	steps := []func(){
 		func() { ceiling.add(ceilDB.ceiling(b, ceilBatch, benchItems/rounds)) },
@@ -125,11 +125,10 @@ func benchThroughputRow(b *testing.B, cfg app.DispatcherConfig, ceilBatch int, h
 		keptDB = benchOpenDB(b)
 		benchSeedMeasured(b, keptDB, benchItems)
 		keptDB.vacuumAnalyze(b)
-		tiers, err := domain.NewTierPolicy(map[domain.Plan]int{domain.PlanEnterprise: benchItems / benchWorkspaceCount})
-		if err != nil {
+		if _, err := keptDB.pool.Exec(context.Background(), "UPDATE plans SET max_running = $1 WHERE name = 'ENTERPRISE'", benchItems/benchWorkspaceCount); err != nil {
 			b.Fatal(err)
 		}
-		kd, _ := keptDB.dispatcher(b, tiers, cfg, nil, keptPhases)
+		kd, _ := keptDB.dispatcher(b, cfg, nil, keptPhases)
 		steps = append(steps, func() { keptM.add(benchDrain(b, keptDB, kd, benchItems/rounds, nil)) })
 	}
 	benchInterleave(rounds, steps)
@@ -196,7 +195,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	listener := postgres.NewListener(db.pool, log)
 	phases := &benchPhases{}
 	cfg := app.DefaultDispatcherConfig()
-	d, engine := db.dispatcher(b, domain.DefaultTierPolicy(), cfg, listener, phases)
+	d, engine := db.dispatcher(b, cfg, listener, phases)
 	var loops sync.WaitGroup
 	loops.Add(2)
 	go func() { defer loops.Done(); listener.Run(ctx) }()
@@ -407,7 +406,7 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 			}
 			ph := &benchPhases{}
 			st.phases = append(st.phases, ph)
-			d, _ := st.db.dispatcher(b, domain.DefaultTierPolicy(), cfg, nil, ph)
+			d, _ := st.db.dispatcher(b, cfg, nil, ph)
 			st.db.tracer.reset()
 			steps = append(steps, func() { st.meters[pi].add(benchDrain(b, st.db, d, pb.items/pb.rounds, st.ws)) })
 		}

@@ -57,6 +57,20 @@ func setupDispatch(t *testing.T) *dispatchBundle {
 	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: engine.NewWorkflowClient(c, queues, engine.DefaultLimits()), client: c, log: log}
 }
 
+// planLimits reads each plan's concurrency limit as stored.
+func (b *dispatchBundle) planLimits(t *testing.T) map[domain.Plan]int {
+	t.Helper()
+	plans, err := b.store.ListPlans(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[domain.Plan]int{}
+	for _, p := range plans {
+		out[p.Plan] = p.MaxRunning
+	}
+	return out
+}
+
 func testConfig() app.DispatcherConfig {
 	cfg := app.DefaultDispatcherConfig()
 	cfg.PollInterval = 100 * time.Millisecond
@@ -89,7 +103,7 @@ func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg app.Dispatc
 	return &dispatcherParts{
 		Dispatcher: app.NewDispatcher(app.DispatcherDeps{
 			Store: b.store, Executions: b.store, Engine: engine, Wakeups: wake, Breaker: breaker, Metrics: metrics, Log: b.log,
-		}, domain.DefaultTierPolicy(), cfg),
+		}, cfg),
 		breaker:    breaker,
 		metrics:    metrics,
 		recovery:   app.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, schedule, metrics, leaseMetrics, b.log),
@@ -441,7 +455,7 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 	ids := b.enqueue(t, ws, def, 2)
 	// A dispatcher that claims and then "crashes" before starting anything.
 	cfg := testConfig()
-	claim, err := b.store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	claim, err := b.store.Claim(ctx, ports.Fence{}, func(ws []ports.PendingWorkspace) map[domain.ID]int {
 		out := map[domain.ID]int{}
 		for _, w := range ws {
 			out[w.ID] = 2
@@ -552,13 +566,14 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	limits := map[domain.ID]int{}
+	planLimits := b.planLimits(t)
 	total := 0
 	for _, spec := range []struct {
 		plan  domain.Plan
 		items int
 	}{{domain.PlanFree, 40}, {domain.PlanFree, 40}, {domain.PlanPro, 60}, {domain.PlanPro, 60}, {domain.PlanEnterprise, 100}} {
 		ws, def := b.workspace(t, spec.plan)
-		limits[ws], _ = domain.DefaultTierPolicy().Limit(spec.plan)
+		limits[ws] = planLimits[spec.plan]
 		b.enqueue(t, ws, def, spec.items)
 		total += spec.items
 	}
@@ -643,7 +658,7 @@ func TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted(t *testing
 	ctx := context.Background()
 	ws, def := b.workspace(t, domain.PlanFree)
 	id := b.enqueue(t, ws, def, 1)[0]
-	claim, err := b.store.Claim(ctx, ports.Fence{}, domain.DefaultTierPolicy().Limits(), func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	claim, err := b.store.Claim(ctx, ports.Fence{}, func(ws []ports.PendingWorkspace) map[domain.ID]int {
 		out := map[domain.ID]int{}
 		for _, w := range ws {
 			out[w.ID] = 1

@@ -99,7 +99,8 @@ func (r *faultRole) alive() bool {
 }
 
 // faultEnv is the configuration every fault test shares: its own task
-// queues, quiet logs, a 50 ms poll, limits high enough not to matter.
+// queues, quiet logs, a 50 ms poll (seedItems gives the workspace a limit
+// high enough not to matter).
 func faultEnv(dbURL, temporalAddr, queuePrefix string, extra ...string) []string {
 	return append([]string{
 		"DATABASE_URL=" + dbURL,
@@ -107,7 +108,6 @@ func faultEnv(dbURL, temporalAddr, queuePrefix string, extra ...string) []string
 		"TEMPORAL_TASK_QUEUE_PREFIX=" + queuePrefix,
 		"SLUICE_LOG_LEVEL=error",
 		"SLUICE_ADMIN_ADDR=127.0.0.1:0",
-		"SLUICE_TIER_LIMITS=ENTERPRISE=1000",
 		"SLUICE_DISPATCH_POLL_INTERVAL=50ms",
 		"SLUICE_DISPATCH_BACKOFF_BASE=50ms",
 	}, extra...)
@@ -120,6 +120,9 @@ func seedItems(t *testing.T, conn *pgx.Conn, graph string, n int) uuid.UUID {
 	ctx := context.Background()
 	ws, def := uuid.New(), uuid.New()
 	if _, err := conn.Exec(ctx, `INSERT INTO workspaces (id, name, plan) VALUES ($1, 'fault', 'ENTERPRISE')`, ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO workspace_limits (workspace_id, max_running) VALUES ($1, 1000)`, ws); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO workflow_definitions (id, workspace_id, name) VALUES ($1, $2, 'fault')`, def, ws); err != nil {

@@ -39,7 +39,6 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 	env := map[string]string{
 		"SLUICE_DISPATCH_BATCH_SIZE":       "zero",
 		"SLUICE_DISPATCH_POLL_INTERVAL":    "5",
-		"SLUICE_TIER_LIMITS":               "FREE=0,GOLD=3",
 		"SLUICE_WORKER_QUEUES":             "workflows,emails",
 		"SLUICE_ADMIN_TOKEN":               "short",
 		"SLUICE_NODES_IN_FLIGHT":           "FREE=0",
@@ -65,6 +64,8 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 		// Retired for SLUICE_ENGINE_PAYLOAD_LIMIT: refused, not ignored,
 		// whatever its value.
 		"SLUICE_NODE_OUTPUT_MAX": "1572864",
+		// Retired for the plans table, edited through /api/v1/plans.
+		"SLUICE_TIER_LIMITS": "PRO=8",
 	}
 	_, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
 	if err == nil {

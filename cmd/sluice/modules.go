@@ -285,8 +285,9 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	store := postgres.NewStore(pool, log)
-	a := app.NewApplication(app.Stores{Workspaces: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store},
-		workflows, cfg.Tiers, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
+	a := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
+		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store},
+		workflows, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
 	a.SetOutboundHostsMax(cfg.OutboundHostsMax)
 	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store, cfg.Webhooks.EndpointsMax)
 	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
@@ -355,7 +356,7 @@ func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease port
 // newDispatchMetrics registers the dispatcher's series and the queue
 // gauges read at scrape time.
 func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *app.DispatchMetrics {
-	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.Tiers.Limits(), cfg.MetricsWorkspaceLabel))
+	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.MetricsWorkspaceLabel))
 	var opts []app.DispatchMetricsOption
 	if cfg.MetricsWorkspaceLabel {
 		opts = append(opts, app.WithWorkspaceLabel())
@@ -395,7 +396,7 @@ func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workfl
 	d := app.NewDispatcher(app.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: listener, Lease: queueLease,
 		Breaker: breaker, Metrics: metrics, Tracer: tp, Log: log, Halt: halt,
-	}, cfg.Tiers, cfg.Dispatcher)
+	}, cfg.Dispatcher)
 	return dispatcher{Dispatcher: d, Listener: listener}, nil
 }
 

@@ -68,3 +68,11 @@ SELECT v.workflow_definition_id, v.version, v.graph
 FROM workflow_definition_versions v
 JOIN (SELECT unnest(@workflow_definition_ids::uuid[]) AS id, unnest(@versions::int[]) AS version) AS w
   ON v.workflow_definition_id = w.id AND v.version = w.version;
+
+-- name: DefinitionConcurrency :one
+-- The concurrency key its current version declares (NULL for none), which
+-- an enqueue resolves over the item's input.
+SELECT (v.graph -> 'concurrency')::jsonb AS concurrency
+FROM workflow_definitions d
+JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
+WHERE d.id = @id AND d.deleted_at IS NULL;

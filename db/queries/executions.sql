@@ -18,17 +18,18 @@ CROSS JOIN LATERAL (
 -- name: ExecutionsUpsertRunning :exec
 -- A retry reuses the id kept on its queue item, so its Temporal workflow id
 -- stays execution-{id}; a row left from an earlier try is reset to RUNNING.
-INSERT INTO workflow_executions (id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, input)
-SELECT e.id, e.queue_id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input
+INSERT INTO workflow_executions (id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, input, concurrency_key)
+SELECT e.id, e.queue_id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input, q.concurrency_key
 FROM (SELECT unnest(@ids::uuid[]) AS id,
              unnest(@queue_ids::uuid[]) AS queue_id,
              unnest(@workspace_ids::uuid[]) AS workspace_id,
              unnest(@workflow_definition_ids::uuid[]) AS workflow_definition_id,
              unnest(@workflow_versions::int[]) AS workflow_version,
              unnest(@inputs::jsonb[]) AS input) AS e
+JOIN workflow_execution_queue q ON q.id = e.queue_id
 ON CONFLICT (id) DO UPDATE
 SET status = 'RUNNING', started_at = now(), completed_at = NULL, duration_ms = NULL, error = NULL,
-    workflow_version = EXCLUDED.workflow_version, input = EXCLUDED.input;
+    workflow_version = EXCLUDED.workflow_version, input = EXCLUDED.input, concurrency_key = EXCLUDED.concurrency_key;
 
 -- name: ExecutionsDelete :exec
 DELETE FROM workflow_executions WHERE id = ANY(@ids::uuid[]) AND status = 'RUNNING';

@@ -3,10 +3,13 @@
 -- now()): the claim skips the item until then. schedule_id and
 -- schedule_tick name the schedule tick a scheduled item was fired for.
 -- retry_of and pinned_version are set by a retry from the failed node;
--- run_timeout_ms is the enqueue's own run deadline.
+-- run_timeout_ms is the enqueue's own run deadline. concurrency_key and
+-- concurrency_limit are the definition's key resolved over the input.
 INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context,
-                                      available_at, schedule_id, schedule_tick, retry_of, pinned_version, run_timeout_ms)
+                                      concurrency_key, concurrency_limit, available_at, schedule_id, schedule_tick,
+                                      retry_of, pinned_version, run_timeout_ms)
 VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context),
+        sqlc.narg(concurrency_key), sqlc.narg(concurrency_limit),
         greatest(now(), coalesce(sqlc.narg(not_before)::timestamptz, now())), sqlc.narg(schedule_id), sqlc.narg(schedule_tick),
         sqlc.narg(retry_of), sqlc.narg(pinned_version), sqlc.narg(run_timeout_ms))
 RETURNING *;
@@ -27,7 +30,8 @@ SELECT * FROM workflow_execution_queue WHERE id = @id;
 -- The input (up to the request body's size per item) is not read: the
 -- list does not return it.
 SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
-       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, schedule_id, schedule_tick
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, concurrency_key, concurrency_limit,
+       schedule_id, schedule_tick
 FROM workflow_execution_queue
 WHERE workspace_id = @workspace_id
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
@@ -39,14 +43,28 @@ LIMIT @max_rows;
 -- name: QueuePendingWorkspaces :many
 -- The workspaces worth locking for admission: those whose counts in
 -- workspace_queue_stats say they have pending work and fewer RUNNING
--- executions than their plan's limit, then those that no longer exist
--- (plan ''), whose pending items are to be failed. The cost follows the
--- workspaces with room, not every workspace with pending work (see the
--- function in 00002_workspace_queue_stats.sql). The counts are a prefilter
--- only: admission locks each workspace and recounts under the lock, which
--- is what makes it exact.
+-- executions than their limit (their own, else their plan's, both read
+-- from the plans tables), then those that no longer exist (plan ''),
+-- whose pending items are to be failed. The cost follows the workspaces
+-- with room, not every workspace with pending work (see the function in
+-- 00010_plans_as_data.sql). The counts are a prefilter only: admission
+-- locks each workspace and recounts under the lock, which is what makes
+-- it exact.
 SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan
-FROM workspace_queue_stats_with_room(@plans::text[], @limits::int[]) AS r;
+FROM admission_workspaces_with_room() AS r;
+
+-- name: AdmissionLimitsReadLock :exec
+-- Taken by every claim before it reads a limit, shared; an edit of a limit
+-- takes it exclusive until it commits (AdmissionLimitsWriteLock). So an
+-- edit waits for the claims that may have read the old value, the claims
+-- that start meanwhile wait for the edit, and once an edit has returned
+-- no claim admits by what it replaced. Advisory locks queue in order, so
+-- a stream of claims cannot starve an edit. The first key names this lock
+-- among the database's advisory locks (see DefinitionCountsLock).
+SELECT pg_advisory_xact_lock_shared(1936488037, 0);
+
+-- name: AdmissionLimitsWriteLock :exec
+SELECT pg_advisory_xact_lock(1936488037, 0);
 
 -- name: QueueFailPendingOfWorkspaces :execrows
 UPDATE workflow_execution_queue
@@ -62,9 +80,36 @@ DELETE FROM workspace_queue_stats s
 WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pending = 0 AND s.running = 0
   AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = s.workspace_id);
 
+-- name: QueueAdmissibleWindow :many
+-- Up to n items of each locked workspace that may be claimed now, in
+-- claim order (priority, then age), each with its key's RUNNING count: an
+-- item whose key is full is passed over by the scan, so it holds back no
+-- other key's items. No row is locked: only the holder of the workspace's
+-- lock claims its items, and QueueClaimCandidates locks and rechecks the
+-- ones domain.ChooseKeyed picks from this window. The count is one probe
+-- of workflow_executions_key_running_idx per keyed item passed.
+SELECT c.id, c.workspace_id, coalesce(c.concurrency_key, '')::text AS concurrency_key,
+       coalesce(c.concurrency_limit, 0)::int AS concurrency_limit, c.key_running::int AS key_running
+FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@windows::int[]) AS n) AS w
+CROSS JOIN LATERAL (
+    SELECT i.id, i.workspace_id, i.concurrency_key, i.concurrency_limit, k.running AS key_running
+    FROM workflow_execution_queue i
+    CROSS JOIN LATERAL (
+        -- The CASE keeps an item without a key from probing at all.
+        SELECT CASE WHEN i.concurrency_key IS NULL THEN 0 ELSE (
+            SELECT count(*) FROM workflow_executions e
+            WHERE e.workspace_id = i.workspace_id AND e.concurrency_key = i.concurrency_key
+              AND e.concurrency_key IS NOT NULL AND e.status = 'RUNNING') END AS running
+    ) k
+    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
+      AND (i.concurrency_key IS NULL OR k.running < i.concurrency_limit)
+    ORDER BY i.priority, i.created_at, i.id
+    LIMIT w.n
+) c;
+
 -- name: QueueClaimCandidates :many
--- Up to n claimable items of each workspace, best priority first, then
--- oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
+-- The chosen items, locked and still PENDING, in claim order. SKIP LOCKED
+-- leaves an item a cancellation holds to it.
 -- current_version is 0 when the definition is gone or deleted;
 -- version_found is false when the current version's row is missing, which
 -- fails that item alone instead of the executions' foreign key failing the
@@ -72,12 +117,10 @@ WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pend
 SELECT sqlc.embed(q),
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
-FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@quotas::int[]) AS n) AS w
-CROSS JOIN LATERAL (
+FROM (
     SELECT i.id FROM workflow_execution_queue i
-    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
+    WHERE i.id = ANY(@ids::uuid[]) AND i.status = 'PENDING'
     ORDER BY i.priority, i.created_at, i.id
-    LIMIT w.n
     FOR UPDATE SKIP LOCKED
 ) c
 JOIN workflow_execution_queue q ON q.id = c.id
@@ -220,12 +263,19 @@ WHERE s.pending > 0 OR s.running > 0;
 
 -- name: QueueStatsFullByPlan :many
 -- The workspaces the claim's prefilter skips: pending work and, by their
--- counts, no free slot. Counted for the admission refusals metric with one
--- range scan per plan on the same room index the prefilter reads.
-SELECT l.plan::text AS plan, count(*)::int AS full_workspaces
-FROM (SELECT unnest(@plans::text[]) AS plan, unnest(@limits::int[]) AS max_running) AS l
-JOIN workspace_queue_stats s ON s.plan = l.plan AND s.running >= l.max_running AND s.has_pending
-GROUP BY l.plan;
+-- counts, no free slot under their limit. Counted for the admission
+-- refusals metric with one range scan per plan on the same room index the
+-- prefilter reads, and one pass over the workspaces with their own limit.
+SELECT f.plan::text AS plan, count(*)::int AS full_workspaces
+FROM (
+    SELECT s.plan FROM plans p
+    JOIN workspace_queue_stats s ON s.plan = p.name AND s.running >= p.max_running AND s.has_pending
+    WHERE NOT EXISTS (SELECT 1 FROM workspace_limits o WHERE o.workspace_id = s.workspace_id AND o.max_running IS NOT NULL)
+    UNION ALL
+    SELECT s.plan FROM workspace_limits o JOIN workspace_queue_stats s ON s.workspace_id = o.workspace_id
+    WHERE o.max_running IS NOT NULL AND s.running >= o.max_running AND s.has_pending AND s.plan IS NOT NULL
+) f
+GROUP BY f.plan;
 
 -- name: IdempotencyKeyGet :one
 -- Keys older than the retention window count as absent.
@@ -268,7 +318,7 @@ WHERE s.workspace_id = @workspace_id FOR NO KEY UPDATE OF s;
 -- workspaces at capacity wait by design and are left out), due now. One
 -- index probe per such workspace on the claim's own index.
 SELECT r.plan::text AS plan, extract(epoch FROM now() - min(h.created_at))::float8 AS age_seconds
-FROM workspace_queue_stats_with_room(@plans::text[], @limits::int[]) AS r
+FROM admission_workspaces_with_room() AS r
 CROSS JOIN LATERAL (
     SELECT i.created_at FROM workflow_execution_queue i
     WHERE i.workspace_id = r.workspace_id AND i.status = 'PENDING' AND i.available_at <= now()
@@ -277,3 +327,15 @@ CROSS JOIN LATERAL (
 ) h
 WHERE r.plan IS NOT NULL
 GROUP BY r.plan;
+
+-- name: QueueWaitFigures :one
+-- What a page of one workspace's items waits on, in one read: its limit in
+-- force, its RUNNING count, and the RUNNING count of each key asked for
+-- (one probe of the key index each).
+SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_id = @workspace_id),
+                (SELECT p.max_running FROM workspaces w JOIN plans p ON p.name = w.plan WHERE w.id = @workspace_id), 0)::int AS max_running,
+       (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = @workspace_id AND e.status = 'RUNNING')::int AS running,
+       coalesce((SELECT array_agg(k.running ORDER BY k.ord) FROM (
+           SELECT u.ord, (SELECT count(*) FROM workflow_executions e
+                          WHERE e.workspace_id = @workspace_id AND e.concurrency_key = u.key AND e.status = 'RUNNING')::int AS running
+           FROM unnest(@keys::text[]) WITH ORDINALITY AS u(key, ord)) k), '{}')::int[] AS key_running;

@@ -2,15 +2,20 @@
 -- A bulk enqueue's items and their audit rows in one statement: one plan,
 -- one round trip and one firing of the counters' statement triggers for
 -- the whole batch. A zero not_before means none; every available_at is on
--- database time and never before now(). Returns each item's id and
--- status, in no particular order.
+-- database time and never before now(). A concurrency_limit of 0 means
+-- the item has no concurrency key (keys may resolve to ''; limits are at
+-- least 1): both are stored NULL.
+-- Returns each item's id and status, in no particular order.
 WITH items AS (
     SELECT unnest(@ids::uuid[]) AS id, unnest(@inputs::jsonb[]) AS input, unnest(@priorities::smallint[]) AS priority,
-           unnest(@not_befores::timestamptz[]) AS not_before, unnest(@idempotency_keys::text[]) AS idempotency_key
+           unnest(@not_befores::timestamptz[]) AS not_before, unnest(@idempotency_keys::text[]) AS idempotency_key,
+           unnest(@concurrency_keys::text[]) AS concurrency_key, unnest(@concurrency_limits::int[]) AS concurrency_limit
 ), inserted AS (
-    INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, available_at)
+    INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, available_at,
+                                          concurrency_key, concurrency_limit)
     SELECT i.id, @workspace_id, @workflow_definition_id, i.input, i.priority, sqlc.narg(trace_context),
-           greatest(now(), i.not_before)
+           greatest(now(), i.not_before), CASE WHEN i.concurrency_limit > 0 THEN i.concurrency_key END,
+           nullif(i.concurrency_limit, 0)
     FROM items i
     RETURNING id, status, available_at
 ), audit AS (

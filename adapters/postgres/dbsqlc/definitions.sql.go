@@ -12,6 +12,22 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
+const definitionConcurrency = `-- name: DefinitionConcurrency :one
+SELECT (v.graph -> 'concurrency')::jsonb AS concurrency
+FROM workflow_definitions d
+JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
+WHERE d.id = $1 AND d.deleted_at IS NULL
+`
+
+// The concurrency key its current version declares (NULL for none), which
+// an enqueue resolves over the item's input.
+func (q *Queries) DefinitionConcurrency(ctx context.Context, db DBTX, id domain.ID) (json.RawMessage, error) {
+	row := db.QueryRow(ctx, definitionConcurrency, id)
+	var concurrency json.RawMessage
+	err := row.Scan(&concurrency)
+	return concurrency, err
+}
+
 const definitionGet = `-- name: DefinitionGet :one
 SELECT id, workspace_id, name, current_version, created_at, updated_at, deleted_at FROM workflow_definitions WHERE id = $1 AND deleted_at IS NULL
 `

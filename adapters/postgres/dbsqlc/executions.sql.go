@@ -19,7 +19,7 @@ UPDATE workflow_executions
 SET status = $1, completed_at = now(), error = $2,
     duration_ms = (extract(epoch FROM now() - started_at) * 1000)::bigint
 WHERE id = $3 AND status = 'RUNNING'
-RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, retry_of
+RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of
 `
 
 type ExecutionFinishParams struct {
@@ -44,13 +44,14 @@ func (q *Queries) ExecutionFinish(ctx context.Context, db DBTX, arg ExecutionFin
 		&i.DurationMs,
 		&i.Error,
 		&i.QueueID,
+		&i.ConcurrencyKey,
 		&i.RetryOf,
 	)
 	return i, err
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, retry_of FROM workflow_executions WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of FROM workflow_executions WHERE id = $1
 `
 
 func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecution, error) {
@@ -68,6 +69,7 @@ func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (Work
 		&i.DurationMs,
 		&i.Error,
 		&i.QueueID,
+		&i.ConcurrencyKey,
 		&i.RetryOf,
 	)
 	return i, err
@@ -244,7 +246,7 @@ func (q *Queries) ExecutionsRunningForWorkspaces(ctx context.Context, db DBTX, w
 }
 
 const executionsRunningStartedBefore = `-- name: ExecutionsRunningStartedBefore :many
-SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error, e.queue_id, e.retry_of FROM workflow_executions e
+SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error, e.queue_id, e.concurrency_key, e.retry_of FROM workflow_executions e
 WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => $1::float8)
   AND (e.started_at, e.id) > ($2::timestamptz, $3::uuid)
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
@@ -291,6 +293,7 @@ func (q *Queries) ExecutionsRunningStartedBefore(ctx context.Context, db DBTX, a
 			&i.DurationMs,
 			&i.Error,
 			&i.QueueID,
+			&i.ConcurrencyKey,
 			&i.RetryOf,
 		); err != nil {
 			return nil, err
@@ -304,17 +307,18 @@ func (q *Queries) ExecutionsRunningStartedBefore(ctx context.Context, db DBTX, a
 }
 
 const executionsUpsertRunning = `-- name: ExecutionsUpsertRunning :exec
-INSERT INTO workflow_executions (id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, input)
-SELECT e.id, e.queue_id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input
+INSERT INTO workflow_executions (id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, input, concurrency_key)
+SELECT e.id, e.queue_id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input, q.concurrency_key
 FROM (SELECT unnest($1::uuid[]) AS id,
              unnest($2::uuid[]) AS queue_id,
              unnest($3::uuid[]) AS workspace_id,
              unnest($4::uuid[]) AS workflow_definition_id,
              unnest($5::int[]) AS workflow_version,
              unnest($6::jsonb[]) AS input) AS e
+JOIN workflow_execution_queue q ON q.id = e.queue_id
 ON CONFLICT (id) DO UPDATE
 SET status = 'RUNNING', started_at = now(), completed_at = NULL, duration_ms = NULL, error = NULL,
-    workflow_version = EXCLUDED.workflow_version, input = EXCLUDED.input
+    workflow_version = EXCLUDED.workflow_version, input = EXCLUDED.input, concurrency_key = EXCLUDED.concurrency_key
 `
 
 type ExecutionsUpsertRunningParams struct {

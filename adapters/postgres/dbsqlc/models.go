@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -50,6 +49,12 @@ type IdempotencyKey struct {
 	CreatedAt   time.Time
 }
 
+type Plan struct {
+	Name       string
+	MaxRunning int32
+	UpdatedAt  time.Time
+}
+
 type Schedule struct {
 	ID                   domain.ID
 	WorkspaceID          domain.ID
@@ -57,7 +62,7 @@ type Schedule struct {
 	Name                 string
 	CronExpression       *string
 	TimeZone             string
-	IntervalSeconds      pgtype.Int4
+	IntervalSeconds      *int32
 	Input                json.RawMessage
 	Priority             int16
 	OverlapPolicy        string
@@ -87,7 +92,7 @@ type WebhookDelivery struct {
 	Attempts       int32
 	NextAttemptAt  time.Time
 	WindowStart    time.Time
-	LastStatusCode pgtype.Int4
+	LastStatusCode *int32
 	LastError      *string
 	CreatedAt      time.Time
 	DeliveredAt    *time.Time
@@ -132,6 +137,7 @@ type WorkflowExecution struct {
 	DurationMs           *int64
 	Error                *string
 	QueueID              *domain.ID
+	ConcurrencyKey       *string
 	RetryOf              *domain.ID
 }
 
@@ -175,11 +181,13 @@ type WorkflowExecutionQueue struct {
 	ClaimLease           *string
 	ClaimedBy            *string
 	ClaimTerm            *time.Time
+	ConcurrencyKey       *string
+	ConcurrencyLimit     *int32
 	ScheduleID           *domain.ID
 	ScheduleTick         *time.Time
 	RunTimeoutMs         *int64
 	RetryOf              *domain.ID
-	PinnedVersion        pgtype.Int4
+	PinnedVersion        *int32
 }
 
 type Workspace struct {
@@ -188,6 +196,12 @@ type Workspace struct {
 	Plan      string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+type WorkspaceLimit struct {
+	WorkspaceID domain.ID
+	MaxRunning  *int32
+	UpdatedAt   time.Time
 }
 
 type WorkspaceNodeSlot struct {

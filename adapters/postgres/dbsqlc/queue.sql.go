@@ -10,9 +10,33 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
+
+const admissionLimitsReadLock = `-- name: AdmissionLimitsReadLock :exec
+SELECT pg_advisory_xact_lock_shared(1936488037, 0)
+`
+
+// Taken by every claim before it reads a limit, shared; an edit of a limit
+// takes it exclusive until it commits (AdmissionLimitsWriteLock). So an
+// edit waits for the claims that may have read the old value, the claims
+// that start meanwhile wait for the edit, and once an edit has returned
+// no claim admits by what it replaced. Advisory locks queue in order, so
+// a stream of claims cannot starve an edit. The first key names this lock
+// among the database's advisory locks (see DefinitionCountsLock).
+func (q *Queries) AdmissionLimitsReadLock(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, admissionLimitsReadLock)
+	return err
+}
+
+const admissionLimitsWriteLock = `-- name: AdmissionLimitsWriteLock :exec
+SELECT pg_advisory_xact_lock(1936488037, 0)
+`
+
+func (q *Queries) AdmissionLimitsWriteLock(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, admissionLimitsWriteLock)
+	return err
+}
 
 const idempotencyKeyClaim = `-- name: IdempotencyKeyClaim :execrows
 INSERT INTO idempotency_keys (workspace_id, key, request_hash, queue_id)
@@ -84,6 +108,73 @@ func (q *Queries) IdempotencyKeysPurge(ctx context.Context, db DBTX, retentionSe
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const queueAdmissibleWindow = `-- name: QueueAdmissibleWindow :many
+SELECT c.id, c.workspace_id, coalesce(c.concurrency_key, '')::text AS concurrency_key,
+       coalesce(c.concurrency_limit, 0)::int AS concurrency_limit, c.key_running::int AS key_running
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
+CROSS JOIN LATERAL (
+    SELECT i.id, i.workspace_id, i.concurrency_key, i.concurrency_limit, k.running AS key_running
+    FROM workflow_execution_queue i
+    CROSS JOIN LATERAL (
+        -- The CASE keeps an item without a key from probing at all.
+        SELECT CASE WHEN i.concurrency_key IS NULL THEN 0 ELSE (
+            SELECT count(*) FROM workflow_executions e
+            WHERE e.workspace_id = i.workspace_id AND e.concurrency_key = i.concurrency_key
+              AND e.concurrency_key IS NOT NULL AND e.status = 'RUNNING') END AS running
+    ) k
+    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
+      AND (i.concurrency_key IS NULL OR k.running < i.concurrency_limit)
+    ORDER BY i.priority, i.created_at, i.id
+    LIMIT w.n
+) c
+`
+
+type QueueAdmissibleWindowParams struct {
+	WorkspaceIds []domain.ID
+	Windows      []int32
+}
+
+type QueueAdmissibleWindowRow struct {
+	ID               domain.ID
+	WorkspaceID      domain.ID
+	ConcurrencyKey   string
+	ConcurrencyLimit int32
+	KeyRunning       int32
+}
+
+// Up to n items of each locked workspace that may be claimed now, in
+// claim order (priority, then age), each with its key's RUNNING count: an
+// item whose key is full is passed over by the scan, so it holds back no
+// other key's items. No row is locked: only the holder of the workspace's
+// lock claims its items, and QueueClaimCandidates locks and rechecks the
+// ones domain.ChooseKeyed picks from this window. The count is one probe
+// of workflow_executions_key_running_idx per keyed item passed.
+func (q *Queries) QueueAdmissibleWindow(ctx context.Context, db DBTX, arg QueueAdmissibleWindowParams) ([]QueueAdmissibleWindowRow, error) {
+	rows, err := db.Query(ctx, queueAdmissibleWindow, arg.WorkspaceIds, arg.Windows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueAdmissibleWindowRow{}
+	for rows.Next() {
+		var i QueueAdmissibleWindowRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
+			&i.KeyRunning,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const queueApplyTransitions = `-- name: QueueApplyTransitions :many
@@ -168,15 +259,13 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.schedule_id, q.schedule_tick, q.run_timeout_ms, q.retry_of, q.pinned_version,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit, q.schedule_id, q.schedule_tick, q.run_timeout_ms, q.retry_of, q.pinned_version,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
-CROSS JOIN LATERAL (
+FROM (
     SELECT i.id FROM workflow_execution_queue i
-    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
+    WHERE i.id = ANY($1::uuid[]) AND i.status = 'PENDING'
     ORDER BY i.priority, i.created_at, i.id
-    LIMIT w.n
     FOR UPDATE SKIP LOCKED
 ) c
 JOIN workflow_execution_queue q ON q.id = c.id
@@ -184,25 +273,20 @@ LEFT JOIN workflow_definitions d ON d.id = q.workflow_definition_id AND d.delete
 LEFT JOIN workflow_definition_versions v ON v.workflow_definition_id = d.id AND v.version = d.current_version
 `
 
-type QueueClaimCandidatesParams struct {
-	WorkspaceIds []domain.ID
-	Quotas       []int32
-}
-
 type QueueClaimCandidatesRow struct {
 	WorkflowExecutionQueue WorkflowExecutionQueue
 	CurrentVersion         int32
 	VersionFound           bool
 }
 
-// Up to n claimable items of each workspace, best priority first, then
-// oldest. SKIP LOCKED leaves items another dispatcher is claiming to it.
+// The chosen items, locked and still PENDING, in claim order. SKIP LOCKED
+// leaves an item a cancellation holds to it.
 // current_version is 0 when the definition is gone or deleted;
 // version_found is false when the current version's row is missing, which
 // fails that item alone instead of the executions' foreign key failing the
 // whole batch.
-func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueClaimCandidatesParams) ([]QueueClaimCandidatesRow, error) {
-	rows, err := db.Query(ctx, queueClaimCandidates, arg.WorkspaceIds, arg.Quotas)
+func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domain.ID) ([]QueueClaimCandidatesRow, error) {
+	rows, err := db.Query(ctx, queueClaimCandidates, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +313,8 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 			&i.WorkflowExecutionQueue.ClaimLease,
 			&i.WorkflowExecutionQueue.ClaimedBy,
 			&i.WorkflowExecutionQueue.ClaimTerm,
+			&i.WorkflowExecutionQueue.ConcurrencyKey,
+			&i.WorkflowExecutionQueue.ConcurrencyLimit,
 			&i.WorkflowExecutionQueue.ScheduleID,
 			&i.WorkflowExecutionQueue.ScheduleTick,
 			&i.WorkflowExecutionQueue.RunTimeoutMs,
@@ -248,7 +334,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, arg QueueCl
 }
 
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue q
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM shedlock l
@@ -292,6 +378,8 @@ func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows 
 			&i.ClaimLease,
 			&i.ClaimedBy,
 			&i.ClaimTerm,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
 			&i.ScheduleID,
 			&i.ScheduleTick,
 			&i.RunTimeoutMs,
@@ -354,7 +442,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -379,6 +467,8 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
 		&i.ScheduleID,
 		&i.ScheduleTick,
 		&i.RunTimeoutMs,
@@ -389,7 +479,7 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -417,6 +507,8 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
 		&i.ScheduleID,
 		&i.ScheduleTick,
 		&i.RunTimeoutMs,
@@ -427,7 +519,7 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -452,6 +544,8 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
 		&i.ScheduleID,
 		&i.ScheduleTick,
 		&i.RunTimeoutMs,
@@ -463,11 +557,13 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 
 const queueInsert = `-- name: QueueInsert :one
 INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context,
-                                      available_at, schedule_id, schedule_tick, retry_of, pinned_version, run_timeout_ms)
+                                      concurrency_key, concurrency_limit, available_at, schedule_id, schedule_tick,
+                                      retry_of, pinned_version, run_timeout_ms)
 VALUES ($1, $2, $3, $4, $5, $6,
-        greatest(now(), coalesce($7::timestamptz, now())), $8, $9,
-        $10, $11, $12)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version
+        $7, $8,
+        greatest(now(), coalesce($9::timestamptz, now())), $10, $11,
+        $12, $13, $14)
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version
 `
 
 type QueueInsertParams struct {
@@ -477,11 +573,13 @@ type QueueInsertParams struct {
 	Input                json.RawMessage
 	Priority             int16
 	TraceContext         *string
+	ConcurrencyKey       *string
+	ConcurrencyLimit     *int32
 	NotBefore            *time.Time
 	ScheduleID           *domain.ID
 	ScheduleTick         *time.Time
 	RetryOf              *domain.ID
-	PinnedVersion        pgtype.Int4
+	PinnedVersion        *int32
 	RunTimeoutMs         *int64
 }
 
@@ -489,7 +587,8 @@ type QueueInsertParams struct {
 // now()): the claim skips the item until then. schedule_id and
 // schedule_tick name the schedule tick a scheduled item was fired for.
 // retry_of and pinned_version are set by a retry from the failed node;
-// run_timeout_ms is the enqueue's own run deadline.
+// run_timeout_ms is the enqueue's own run deadline. concurrency_key and
+// concurrency_limit are the definition's key resolved over the input.
 func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParams) (WorkflowExecutionQueue, error) {
 	row := db.QueryRow(ctx, queueInsert,
 		arg.ID,
@@ -498,6 +597,8 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		arg.Input,
 		arg.Priority,
 		arg.TraceContext,
+		arg.ConcurrencyKey,
+		arg.ConcurrencyLimit,
 		arg.NotBefore,
 		arg.ScheduleID,
 		arg.ScheduleTick,
@@ -525,6 +626,8 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.ClaimLease,
 		&i.ClaimedBy,
 		&i.ClaimTerm,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
 		&i.ScheduleID,
 		&i.ScheduleTick,
 		&i.RunTimeoutMs,
@@ -536,7 +639,8 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 
 const queueList = `-- name: QueueList :many
 SELECT id, workspace_id, workflow_definition_id, status, priority, created_at, available_at, claimed_at,
-       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, schedule_id, schedule_tick
+       dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, concurrency_key, concurrency_limit,
+       schedule_id, schedule_tick
 FROM workflow_execution_queue
 WHERE workspace_id = $1
   AND ($2::text IS NULL OR status = $2::text)
@@ -569,6 +673,8 @@ type QueueListRow struct {
 	DispatchFailures     int32
 	LastError            *string
 	ExecutionID          *domain.ID
+	ConcurrencyKey       *string
+	ConcurrencyLimit     *int32
 	ScheduleID           *domain.ID
 	ScheduleTick         *time.Time
 }
@@ -609,6 +715,8 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 			&i.DispatchFailures,
 			&i.LastError,
 			&i.ExecutionID,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
 			&i.ScheduleID,
 			&i.ScheduleTick,
 		); err != nil {
@@ -749,7 +857,7 @@ func (q *Queries) QueueNotify(ctx context.Context, db DBTX) error {
 
 const queueOldestAdmissibleByPlan = `-- name: QueueOldestAdmissibleByPlan :many
 SELECT r.plan::text AS plan, extract(epoch FROM now() - min(h.created_at))::float8 AS age_seconds
-FROM workspace_queue_stats_with_room($1::text[], $2::int[]) AS r
+FROM admission_workspaces_with_room() AS r
 CROSS JOIN LATERAL (
     SELECT i.created_at FROM workflow_execution_queue i
     WHERE i.workspace_id = r.workspace_id AND i.status = 'PENDING' AND i.available_at <= now()
@@ -760,11 +868,6 @@ WHERE r.plan IS NOT NULL
 GROUP BY r.plan
 `
 
-type QueueOldestAdmissibleByPlanParams struct {
-	Plans  []string
-	Limits []int32
-}
-
 type QueueOldestAdmissibleByPlanRow struct {
 	Plan       string
 	AgeSeconds float64
@@ -774,8 +877,8 @@ type QueueOldestAdmissibleByPlanRow struct {
 // head of each workspace the claim's prefilter finds with room (the
 // workspaces at capacity wait by design and are left out), due now. One
 // index probe per such workspace on the claim's own index.
-func (q *Queries) QueueOldestAdmissibleByPlan(ctx context.Context, db DBTX, arg QueueOldestAdmissibleByPlanParams) ([]QueueOldestAdmissibleByPlanRow, error) {
-	rows, err := db.Query(ctx, queueOldestAdmissibleByPlan, arg.Plans, arg.Limits)
+func (q *Queries) QueueOldestAdmissibleByPlan(ctx context.Context, db DBTX) ([]QueueOldestAdmissibleByPlanRow, error) {
+	rows, err := db.Query(ctx, queueOldestAdmissibleByPlan)
 	if err != nil {
 		return nil, err
 	}
@@ -819,13 +922,8 @@ func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceI
 
 const queuePendingWorkspaces = `-- name: QueuePendingWorkspaces :many
 SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan
-FROM workspace_queue_stats_with_room($1::text[], $2::int[]) AS r
+FROM admission_workspaces_with_room() AS r
 `
-
-type QueuePendingWorkspacesParams struct {
-	Plans  []string
-	Limits []int32
-}
 
 type QueuePendingWorkspacesRow struct {
 	WorkspaceID domain.ID
@@ -834,14 +932,15 @@ type QueuePendingWorkspacesRow struct {
 
 // The workspaces worth locking for admission: those whose counts in
 // workspace_queue_stats say they have pending work and fewer RUNNING
-// executions than their plan's limit, then those that no longer exist
-// (plan ”), whose pending items are to be failed. The cost follows the
-// workspaces with room, not every workspace with pending work (see the
-// function in 00002_workspace_queue_stats.sql). The counts are a prefilter
-// only: admission locks each workspace and recounts under the lock, which
-// is what makes it exact.
-func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg QueuePendingWorkspacesParams) ([]QueuePendingWorkspacesRow, error) {
-	rows, err := db.Query(ctx, queuePendingWorkspaces, arg.Plans, arg.Limits)
+// executions than their limit (their own, else their plan's, both read
+// from the plans tables), then those that no longer exist (plan ”),
+// whose pending items are to be failed. The cost follows the workspaces
+// with room, not every workspace with pending work (see the function in
+// 00010_plans_as_data.sql). The counts are a prefilter only: admission
+// locks each workspace and recounts under the lock, which is what makes
+// it exact.
+func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueuePendingWorkspacesRow, error) {
+	rows, err := db.Query(ctx, queuePendingWorkspaces)
 	if err != nil {
 		return nil, err
 	}
@@ -861,7 +960,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX, arg Queue
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -901,6 +1000,8 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.ClaimLease,
 			&i.ClaimedBy,
 			&i.ClaimTerm,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
 			&i.ScheduleID,
 			&i.ScheduleTick,
 			&i.RunTimeoutMs,
@@ -1006,16 +1107,17 @@ func (q *Queries) QueueStatsForgetGone(ctx context.Context, db DBTX, workspaceId
 }
 
 const queueStatsFullByPlan = `-- name: QueueStatsFullByPlan :many
-SELECT l.plan::text AS plan, count(*)::int AS full_workspaces
-FROM (SELECT unnest($1::text[]) AS plan, unnest($2::int[]) AS max_running) AS l
-JOIN workspace_queue_stats s ON s.plan = l.plan AND s.running >= l.max_running AND s.has_pending
-GROUP BY l.plan
+SELECT f.plan::text AS plan, count(*)::int AS full_workspaces
+FROM (
+    SELECT s.plan FROM plans p
+    JOIN workspace_queue_stats s ON s.plan = p.name AND s.running >= p.max_running AND s.has_pending
+    WHERE NOT EXISTS (SELECT 1 FROM workspace_limits o WHERE o.workspace_id = s.workspace_id AND o.max_running IS NOT NULL)
+    UNION ALL
+    SELECT s.plan FROM workspace_limits o JOIN workspace_queue_stats s ON s.workspace_id = o.workspace_id
+    WHERE o.max_running IS NOT NULL AND s.running >= o.max_running AND s.has_pending AND s.plan IS NOT NULL
+) f
+GROUP BY f.plan
 `
-
-type QueueStatsFullByPlanParams struct {
-	Plans  []string
-	Limits []int32
-}
 
 type QueueStatsFullByPlanRow struct {
 	Plan           string
@@ -1023,10 +1125,11 @@ type QueueStatsFullByPlanRow struct {
 }
 
 // The workspaces the claim's prefilter skips: pending work and, by their
-// counts, no free slot. Counted for the admission refusals metric with one
-// range scan per plan on the same room index the prefilter reads.
-func (q *Queries) QueueStatsFullByPlan(ctx context.Context, db DBTX, arg QueueStatsFullByPlanParams) ([]QueueStatsFullByPlanRow, error) {
-	rows, err := db.Query(ctx, queueStatsFullByPlan, arg.Plans, arg.Limits)
+// counts, no free slot under their limit. Counted for the admission
+// refusals metric with one range scan per plan on the same room index the
+// prefilter reads, and one pass over the workspaces with their own limit.
+func (q *Queries) QueueStatsFullByPlan(ctx context.Context, db DBTX) ([]QueueStatsFullByPlanRow, error) {
+	rows, err := db.Query(ctx, queueStatsFullByPlan)
 	if err != nil {
 		return nil, err
 	}
@@ -1075,4 +1178,35 @@ func (q *Queries) QueueStatusesByIDs(ctx context.Context, db DBTX, ids []domain.
 		return nil, err
 	}
 	return items, nil
+}
+
+const queueWaitFigures = `-- name: QueueWaitFigures :one
+SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_id = $1),
+                (SELECT p.max_running FROM workspaces w JOIN plans p ON p.name = w.plan WHERE w.id = $1), 0)::int AS max_running,
+       (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = $1 AND e.status = 'RUNNING')::int AS running,
+       coalesce((SELECT array_agg(k.running ORDER BY k.ord) FROM (
+           SELECT u.ord, (SELECT count(*) FROM workflow_executions e
+                          WHERE e.workspace_id = $1 AND e.concurrency_key = u.key AND e.status = 'RUNNING')::int AS running
+           FROM unnest($2::text[]) WITH ORDINALITY AS u(key, ord)) k), '{}')::int[] AS key_running
+`
+
+type QueueWaitFiguresParams struct {
+	WorkspaceID domain.ID
+	Keys        []string
+}
+
+type QueueWaitFiguresRow struct {
+	MaxRunning int32
+	Running    int32
+	KeyRunning []int32
+}
+
+// What a page of one workspace's items waits on, in one read: its limit in
+// force, its RUNNING count, and the RUNNING count of each key asked for
+// (one probe of the key index each).
+func (q *Queries) QueueWaitFigures(ctx context.Context, db DBTX, arg QueueWaitFiguresParams) (QueueWaitFiguresRow, error) {
+	row := db.QueryRow(ctx, queueWaitFigures, arg.WorkspaceID, arg.Keys)
+	var i QueueWaitFiguresRow
+	err := row.Scan(&i.MaxRunning, &i.Running, &i.KeyRunning)
+	return i, err
 }

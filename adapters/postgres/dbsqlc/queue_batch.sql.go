@@ -110,17 +110,20 @@ func (q *Queries) IdempotencyKeyGetBatch(ctx context.Context, db DBTX, arg Idemp
 const queueInsertBatch = `-- name: QueueInsertBatch :many
 WITH items AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::jsonb[]) AS input, unnest($3::smallint[]) AS priority,
-           unnest($4::timestamptz[]) AS not_before, unnest($5::text[]) AS idempotency_key
+           unnest($4::timestamptz[]) AS not_before, unnest($5::text[]) AS idempotency_key,
+           unnest($6::text[]) AS concurrency_key, unnest($7::int[]) AS concurrency_limit
 ), inserted AS (
-    INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, available_at)
-    SELECT i.id, $6, $7, i.input, i.priority, $8,
-           greatest(now(), i.not_before)
+    INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, available_at,
+                                          concurrency_key, concurrency_limit)
+    SELECT i.id, $8, $9, i.input, i.priority, $10,
+           greatest(now(), i.not_before), CASE WHEN i.concurrency_limit > 0 THEN i.concurrency_key END,
+           nullif(i.concurrency_limit, 0)
     FROM items i
     RETURNING id, status, available_at
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
-    SELECT gen_random_uuid(), $6, $9::text, 'execution.enqueued', i.id,
-           jsonb_strip_nulls(jsonb_build_object('workflowDefinitionId', $7::uuid, 'priority', i.priority,
+    SELECT gen_random_uuid(), $8, $11::text, 'execution.enqueued', i.id,
+           jsonb_strip_nulls(jsonb_build_object('workflowDefinitionId', $9::uuid, 'priority', i.priority,
                                                 'idempotencyKey', nullif(i.idempotency_key, ''), 'batch', true))
     FROM items i
 )
@@ -133,6 +136,8 @@ type QueueInsertBatchParams struct {
 	Priorities           []int16
 	NotBefores           []time.Time
 	IdempotencyKeys      []string
+	ConcurrencyKeys      []string
+	ConcurrencyLimits    []int32
 	WorkspaceID          domain.ID
 	WorkflowDefinitionID domain.ID
 	TraceContext         *string
@@ -147,8 +152,10 @@ type QueueInsertBatchRow struct {
 // A bulk enqueue's items and their audit rows in one statement: one plan,
 // one round trip and one firing of the counters' statement triggers for
 // the whole batch. A zero not_before means none; every available_at is on
-// database time and never before now(). Returns each item's id and
-// status, in no particular order.
+// database time and never before now(). A concurrency_limit of 0 means
+// the item has no concurrency key (keys may resolve to ”; limits are at
+// least 1): both are stored NULL.
+// Returns each item's id and status, in no particular order.
 func (q *Queries) QueueInsertBatch(ctx context.Context, db DBTX, arg QueueInsertBatchParams) ([]QueueInsertBatchRow, error) {
 	rows, err := db.Query(ctx, queueInsertBatch,
 		arg.Ids,
@@ -156,6 +163,8 @@ func (q *Queries) QueueInsertBatch(ctx context.Context, db DBTX, arg QueueInsert
 		arg.Priorities,
 		arg.NotBefores,
 		arg.IdempotencyKeys,
+		arg.ConcurrencyKeys,
+		arg.ConcurrencyLimits,
 		arg.WorkspaceID,
 		arg.WorkflowDefinitionID,
 		arg.TraceContext,

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -146,7 +145,7 @@ type ScheduleInsertParams struct {
 	Name                 string
 	CronExpression       *string
 	TimeZone             string
-	IntervalSeconds      pgtype.Int4
+	IntervalSeconds      *int32
 	Input                json.RawMessage
 	Priority             int16
 	OverlapPolicy        string
@@ -332,7 +331,7 @@ type ScheduleUpdateParams struct {
 	Name            string
 	CronExpression  *string
 	TimeZone        string
-	IntervalSeconds pgtype.Int4
+	IntervalSeconds *int32
 	Input           json.RawMessage
 	Priority        int16
 	OverlapPolicy   string

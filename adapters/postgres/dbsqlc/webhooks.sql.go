@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -178,7 +177,7 @@ type WebhookDeliveryGetRow struct {
 	Attempts            int32
 	NextAttemptAt       time.Time
 	WindowStart         time.Time
-	LastStatusCode      pgtype.Int4
+	LastStatusCode      *int32
 	LastError           *string
 	CreatedAt           time.Time
 	DeliveredAt         *time.Time
@@ -278,7 +277,7 @@ WHERE id = $5 AND attempts = $6 AND status = 'PENDING'
 
 type WebhookDeliveryRecordAttemptParams struct {
 	Status         string
-	LastStatusCode pgtype.Int4
+	LastStatusCode *int32
 	LastError      *string
 	NextAttemptAt  time.Time
 	ID             domain.ID

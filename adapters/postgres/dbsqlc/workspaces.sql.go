@@ -93,6 +93,8 @@ func (q *Queries) WorkspaceList(ctx context.Context, db DBTX, arg WorkspaceListP
 
 const workspaceStats = `-- name: WorkspaceStats :many
 SELECT w.id::uuid AS id,
+    coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_id = w.id),
+             (SELECT p.max_running FROM workspaces x JOIN plans p ON p.name = x.plan WHERE x.id = w.id), 0)::int AS max_running,
     (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = w.id AND e.status = 'RUNNING')::int AS active,
     (SELECT count(*) FROM workflow_execution_queue q WHERE q.workspace_id = w.id AND q.status IN ('PENDING', 'CLAIMED'))::int AS queued,
     (SELECT count(*) FROM workflow_executions e
@@ -102,13 +104,15 @@ FROM unnest($1::uuid[]) AS w(id)
 
 type WorkspaceStatsRow struct {
 	ID             domain.ID
+	MaxRunning     int32
 	Active         int32
 	Queued         int32
 	FailedLastHour int32
 }
 
 // The live numbers a workspace view shows, for every workspace of a page in
-// one statement: executions holding a slot, items still waiting for one,
+// one statement: its limit in force (its own, else its plan's), executions
+// holding a slot, items still waiting for one,
 // and executions that ended FAILED in the last hour (a range on the failed
 // index, so the console's polling costs the recent failures, not the
 // workspace's history).
@@ -123,6 +127,7 @@ func (q *Queries) WorkspaceStats(ctx context.Context, db DBTX, ids []domain.ID) 
 		var i WorkspaceStatsRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.MaxRunning,
 			&i.Active,
 			&i.Queued,
 			&i.FailedLastHour,
@@ -162,15 +167,19 @@ func (q *Queries) WorkspaceUpdatePlan(ctx context.Context, db DBTX, arg Workspac
 }
 
 const workspacesLockForAdmission = `-- name: WorkspacesLockForAdmission :many
-SELECT id, plan FROM workspaces
-WHERE id = ANY($1::uuid[])
-ORDER BY id
-FOR NO KEY UPDATE SKIP LOCKED
+SELECT w.id, w.plan, coalesce(o.max_running, p.max_running)::int AS max_running
+FROM workspaces w
+JOIN plans p ON p.name = w.plan
+LEFT JOIN workspace_limits o ON o.workspace_id = w.id
+WHERE w.id = ANY($1::uuid[])
+ORDER BY w.id
+FOR NO KEY UPDATE OF w SKIP LOCKED
 `
 
 type WorkspacesLockForAdmissionRow struct {
-	ID   domain.ID
-	Plan string
+	ID         domain.ID
+	Plan       string
+	MaxRunning int32
 }
 
 // Admission is serialised per workspace by this row lock: every transaction
@@ -178,6 +187,9 @@ type WorkspacesLockForAdmissionRow struct {
 // exact. NO KEY UPDATE does not conflict with the KEY SHARE lock that
 // enqueue's foreign-key checks take, and SKIP LOCKED lets a second dispatcher
 // move on to other workspaces instead of waiting.
+// Each workspace's limit is read by the same statement, taken after
+// AdmissionLimitsReadLock, so it is the one in force: its own, else its
+// plan's.
 func (q *Queries) WorkspacesLockForAdmission(ctx context.Context, db DBTX, ids []domain.ID) ([]WorkspacesLockForAdmissionRow, error) {
 	rows, err := db.Query(ctx, workspacesLockForAdmission, ids)
 	if err != nil {
@@ -187,7 +199,7 @@ func (q *Queries) WorkspacesLockForAdmission(ctx context.Context, db DBTX, ids [
 	items := []WorkspacesLockForAdmissionRow{}
 	for rows.Next() {
 		var i WorkspacesLockForAdmissionRow
-		if err := rows.Scan(&i.ID, &i.Plan); err != nil {
+		if err := rows.Scan(&i.ID, &i.Plan, &i.MaxRunning); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -147,6 +147,81 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the plans' limits
+         * @description Admin only. Every plan's limits, as every dispatcher reads them in its claim.
+         */
+        get: operations["listPlans"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/plans/{plan}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The plan's name. */
+                plan: components["schemas"]["Plan"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change a plan's limits
+         * @description Admin only. Every dispatcher uses the new limit from its next claim,
+         *     without a restart; once this returns no claim admits by the old one.
+         *     A lower limit cancels nothing that runs: it stops admissions until
+         *     the workspace is under it. Workspaces with their own limit keep it.
+         */
+        patch: operations["updatePlan"];
+        trace?: never;
+    };
+    "/api/v1/workspaces/{workspaceId}/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a workspace's own limits
+         * @description The admin, or the workspace's own key. A null limit is the plan's.
+         */
+        get: operations["getWorkspaceLimits"];
+        /**
+         * Set a workspace's own limits
+         * @description Admin only. Replaces the workspace's own limits over its plan's; null
+         *     returns to the plan's. Applied as a plan change is: at the next claim,
+         *     cancelling nothing.
+         */
+        put: operations["setWorkspaceLimits"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workspaces/{workspaceId}/outbound-limits": {
         parameters: {
             query?: never;
@@ -933,7 +1008,7 @@ export interface components {
             id: string;
             name: string;
             plan: components["schemas"]["Plan"];
-            /** @description Concurrent executions the plan allows. */
+            /** @description Concurrent executions it may run: its own limit, else its plan's. */
             limit: number;
             /** @description Executions holding a slot now. */
             active: number;
@@ -945,6 +1020,28 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             updatedAt: string;
+        };
+        PlanLimits: {
+            plan: components["schemas"]["Plan"];
+            /** @description RUNNING executions a workspace on the plan may have. */
+            maxRunning: number;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        UpdatePlanRequest: {
+            maxRunning: number;
+        };
+        WorkspaceLimits: {
+            /** Format: uuid */
+            workspaceId: string;
+            /** @description Replaces the plan's; null keeps it. */
+            maxRunning: number | null;
+            /** Format: date-time */
+            updatedAt: string | null;
+        };
+        SetWorkspaceLimitsRequest: {
+            /** @description Null returns to the plan's. */
+            maxRunning: number | null;
         };
         WorkspacePage: {
             items: components["schemas"]["Workspace"][];
@@ -1001,6 +1098,23 @@ export interface components {
             edges?: components["schemas"]["Edge"][];
             /** @description The run deadline of this version's executions, from their start: past it a run is cancelled (nodes in flight CANCELLED, the rest SKIPPED) and recorded CANCELLED naming the deadline. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS. */
             runTimeout?: string;
+            concurrency?: components["schemas"]["Concurrency"];
+        };
+        /**
+         * @description At most `limit` executions whose `key` resolves to the same text run at once in the workspace,
+         *     on top of its own limit. The key is a template over the input (input references only, at most
+         *     256 bytes, resolving to at most 256), resolved when an item is enqueued; an input without what
+         *     the key reads is refused then (422 at /input). Items of a full key wait PENDING without holding
+         *     back other keys, and keys with waiting work take turns.
+         */
+        Concurrency: {
+            /**
+             * @description At most 256 bytes; checked with the rest of the graph (422).
+             * @example {{ input.customerId }}
+             */
+            key: string;
+            /** @description From 1 to 100,000; checked with the rest of the graph (422). */
+            limit: number;
         };
         Node: {
             key: string;
@@ -1251,7 +1365,26 @@ export interface components {
              * @description The execution this item retries from its failed nodes; absent for an ordinary enqueue.
              */
             retryOf?: string;
+            /** @description The definition's concurrency key, resolved over the input at enqueue. */
+            concurrencyKey: string | null;
+            waitingOn: components["schemas"]["WaitingOn"];
         };
+        /** @description What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING. */
+        WaitingOn: {
+            /** @enum {string} */
+            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF" | "NOT_BEFORE";
+            /** @description The limit that is full (workspace or key). */
+            limit?: number;
+            /** @description What runs under it now. */
+            running?: number;
+            /** @description The full concurrency key, for KEY_LIMIT. */
+            key?: string;
+            /**
+             * Format: date-time
+             * @description When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
+             */
+            until?: string;
+        } | null;
         QueueItemPage: {
             items: components["schemas"]["QueueItem"][];
             nextCursor: string | null;
@@ -1557,6 +1690,29 @@ export interface components {
                  *       "title": "Payload too large",
                  *       "status": 413,
                  *       "detail": "request body exceeds 1048576 bytes"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The input lacks what the definition's concurrency key reads, or the key it gives is too long; the problem is at /input. */
+        InvalidInput: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sluice.dev/problems/invalid-input",
+                 *       "title": "Invalid input",
+                 *       "status": 422,
+                 *       "detail": "1 problem",
+                 *       "errors": [
+                 *         {
+                 *           "path": "/input",
+                 *           "message": "the concurrency key \"{{ input.customerId }}\" cannot be resolved: missing path input.customerId"
+                 *         }
+                 *       ]
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -2042,6 +2198,173 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    listPlans: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plans, smallest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "plan": "FREE",
+                     *         "maxRunning": 1,
+                     *         "updatedAt": "2026-11-21T10:00:00Z"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["PlanLimits"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updatePlan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The plan's name. */
+                plan: components["schemas"]["Plan"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "maxRunning": 8
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdatePlanRequest"];
+            };
+        };
+        responses: {
+            /** @description The plan's limits as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "plan": "PRO",
+                     *       "maxRunning": 8,
+                     *       "updatedAt": "2026-11-21T10:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PlanLimits"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWorkspaceLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace's own limits. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "maxRunning": null,
+                     *       "updatedAt": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkspaceLimits"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setWorkspaceLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "maxRunning": 12
+                 *     }
+                 */
+                "application/json": components["schemas"]["SetWorkspaceLimitsRequest"];
+            };
+        };
+        responses: {
+            /** @description The workspace's own limits as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "maxRunning": 12,
+                     *       "updatedAt": "2026-11-21T10:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkspaceLimits"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidGraph"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     listOutboundLimits: {
         parameters: {
             query?: never;
@@ -2509,7 +2832,15 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
-            422: components["responses"]["PolicyCap"];
+            /** @description The input lacks what the definition's concurrency key reads, or the key it gives is too long (`invalid-input`, at /input); or a run deadline is longer than the plan allows (`policy-cap`, naming the field). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2574,6 +2905,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidInput"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2653,7 +2985,9 @@ export interface operations {
                      *       "createdAt": "2026-11-21T10:00:00Z",
                      *       "availableAt": "2026-11-21T10:00:00Z",
                      *       "claimedAt": null,
-                     *       "dispatchedAt": "2026-11-21T10:00:00.04Z"
+                     *       "dispatchedAt": "2026-11-21T10:00:00.04Z",
+                     *       "concurrencyKey": null,
+                     *       "waitingOn": null
                      *     }
                      */
                     "application/json": components["schemas"]["QueueItem"];

@@ -1,0 +1,95 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+var _ ports.PlanStore = (*Store)(nil)
+
+// ListPlans returns every plan's limits, smallest plan first.
+func (s *Store) ListPlans(ctx context.Context) ([]domain.PlanLimits, error) {
+	rows, err := s.q.PlansList(ctx, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.PlanLimits, len(rows))
+	for i, r := range rows {
+		out[i] = planFromRow(r)
+	}
+	return out, nil
+}
+
+// UpdatePlan sets a plan's concurrency limit under the limits' write
+// lock, and wakes the dispatchers in the same transaction so a raised
+// limit is used at once.
+func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int) (domain.PlanLimits, error) {
+	var out domain.PlanLimits
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
+			return err
+		}
+		r, err := s.q.PlanUpdate(ctx, tx, dbsqlc.PlanUpdateParams{Name: string(plan), MaxRunning: int32(maxRunning)})
+		if err != nil {
+			return interpretError(err)
+		}
+		out = planFromRow(r)
+		return s.q.QueueNotify(ctx, tx)
+	})
+	return out, err
+}
+
+// WorkspaceLimits returns the workspace's own limits; all nil when it has
+// none.
+func (s *Store) WorkspaceLimits(ctx context.Context, workspaceID domain.ID) (domain.WorkspaceLimits, error) {
+	r, err := s.q.WorkspaceLimitsGet(ctx, s.pool, workspaceID)
+	if err != nil {
+		if err = interpretError(err); errors.Is(err, ports.ErrNotFound) {
+			return domain.WorkspaceLimits{WorkspaceID: workspaceID}, nil
+		}
+		return domain.WorkspaceLimits{}, err
+	}
+	return workspaceLimitsFromRow(r), nil
+}
+
+// SetWorkspaceLimits replaces the workspace's own limits under the limits'
+// write lock, and wakes the dispatchers, as UpdatePlan does.
+func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits) (domain.WorkspaceLimits, error) {
+	var out domain.WorkspaceLimits
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
+			return err
+		}
+		p := dbsqlc.WorkspaceLimitsSetParams{WorkspaceID: l.WorkspaceID}
+		if l.MaxRunning != nil {
+			n := int32(*l.MaxRunning)
+			p.MaxRunning = &n
+		}
+		r, err := s.q.WorkspaceLimitsSet(ctx, tx, p)
+		if err != nil {
+			return interpretError(err)
+		}
+		out = workspaceLimitsFromRow(r)
+		return s.q.QueueNotify(ctx, tx)
+	})
+	return out, err
+}
+
+func planFromRow(r dbsqlc.Plan) domain.PlanLimits {
+	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), UpdatedAt: r.UpdatedAt}
+}
+
+func workspaceLimitsFromRow(r dbsqlc.WorkspaceLimit) domain.WorkspaceLimits {
+	out := domain.WorkspaceLimits{WorkspaceID: r.WorkspaceID, UpdatedAt: r.UpdatedAt}
+	if r.MaxRunning != nil {
+		n := int(*r.MaxRunning)
+		out.MaxRunning = &n
+	}
+	return out
+}

@@ -1,0 +1,23 @@
+-- name: PlansList :many
+-- Every plan's limits, smallest plan first.
+SELECT * FROM plans
+ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name);
+
+-- name: PlanUpdate :one
+-- Run after AdmissionLimitsWriteLock, so no claim admits by the old value
+-- once this commits.
+UPDATE plans SET max_running = @max_running, updated_at = now()
+WHERE name = @name
+RETURNING *;
+
+-- name: WorkspaceLimitsGet :one
+SELECT * FROM workspace_limits WHERE workspace_id = @workspace_id;
+
+-- name: WorkspaceLimitsSet :one
+-- Sets a workspace's own limits (NULL keeps its plan's). Run after
+-- AdmissionLimitsWriteLock, as PlanUpdate is.
+INSERT INTO workspace_limits (workspace_id, max_running)
+VALUES (@workspace_id, sqlc.narg(max_running))
+ON CONFLICT (workspace_id) DO UPDATE
+SET max_running = EXCLUDED.max_running, updated_at = now()
+RETURNING *;

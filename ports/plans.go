@@ -1,0 +1,22 @@
+package ports
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/domain"
+)
+
+// PlanStore keeps the plans' limits and the workspaces' own limits. An
+// edit is ordered against every claim: once it returns, no claim admits by
+// the value it replaced, and the dispatchers are woken to use it.
+type PlanStore interface {
+	ListPlans(ctx context.Context) ([]domain.PlanLimits, error)
+	// UpdatePlan returns ErrNotFound for a plan with no row.
+	UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int) (domain.PlanLimits, error)
+	// WorkspaceLimits returns the workspace's own limits, all nil when it
+	// has none.
+	WorkspaceLimits(ctx context.Context, workspaceID domain.ID) (domain.WorkspaceLimits, error)
+	// SetWorkspaceLimits replaces the workspace's own limits; ErrNotFound
+	// when the workspace does not exist.
+	SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits) (domain.WorkspaceLimits, error)
+}
