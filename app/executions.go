@@ -71,11 +71,11 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
 	if req.RunTimeout > 0 {
-		ws, err := s.workspaces.GetWorkspace(ctx, req.WorkspaceID)
-		if err != nil {
+		var ws domain.Workspace
+		if ws, err = s.workspaces.GetWorkspace(ctx, req.WorkspaceID); err != nil {
 			return domain.QueueItem{}, false, err
 		}
-		if err := s.quotas.PolicyCaps(ws.Plan).CheckRunTimeout(req.RunTimeout, "/runTimeout"); err != nil {
+		if err = s.quotas.PolicyCaps(ws.Plan).CheckRunTimeout(req.RunTimeout, "/runTimeout"); err != nil {
 			return domain.QueueItem{}, false, errors.Join(ErrPolicyCap, err)
 		}
 	}

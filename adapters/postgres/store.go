@@ -315,7 +315,7 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	rec := domain.QueueItem{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, DefinitionID: r.WorkflowDefinitionID, Input: r.Input,
 		Priority: int(r.Priority), CreatedAt: r.CreatedAt, ExecutionID: r.ExecutionID,
-		RetryOf: r.RetryOf,
+		RetryOf:    r.RetryOf,
 		ScheduleID: r.ScheduleID, ScheduleTick: r.ScheduleTick,
 		QueueState: domain.QueueState{
 			Status: status, ClaimedAt: r.ClaimedAt, DispatchedAt: r.DispatchedAt,
