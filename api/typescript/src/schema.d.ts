@@ -3254,6 +3254,36 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "2c9d1e4f-7a6b-4c3d-9e8f-0a1b2c3d4e5f",
+                     *           "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *           "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
+                     *           "name": "nightly",
+                     *           "cronExpression": "0 3 * * *",
+                     *           "timeZone": "Europe/Paris",
+                     *           "intervalSeconds": null,
+                     *           "input": {},
+                     *           "priority": 0,
+                     *           "overlapPolicy": "skip",
+                     *           "paused": false,
+                     *           "pausedAt": null,
+                     *           "nextFireAt": "2026-11-22T02:00:00Z",
+                     *           "nextFireTimes": [
+                     *             "2026-11-22T02:00:00Z",
+                     *             "2026-11-23T02:00:00Z"
+                     *           ],
+                     *           "lastTick": null,
+                     *           "lastQueueId": null,
+                     *           "createdAt": "2026-11-21T09:00:00Z",
+                     *           "updatedAt": "2026-11-21T09:00:00Z"
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["SchedulePage"];
                 };
             };
@@ -3295,6 +3325,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "2c9d1e4f-7a6b-4c3d-9e8f-0a1b2c3d4e5f",
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
+                     *       "name": "nightly",
+                     *       "cronExpression": "0 3 * * *",
+                     *       "timeZone": "Europe/Paris",
+                     *       "intervalSeconds": null,
+                     *       "input": {},
+                     *       "priority": 0,
+                     *       "overlapPolicy": "skip",
+                     *       "paused": false,
+                     *       "pausedAt": null,
+                     *       "nextFireAt": "2026-11-22T02:00:00Z",
+                     *       "nextFireTimes": [
+                     *         "2026-11-22T02:00:00Z",
+                     *         "2026-11-23T02:00:00Z"
+                     *       ],
+                     *       "lastTick": null,
+                     *       "lastQueueId": null,
+                     *       "createdAt": "2026-11-21T09:00:00Z",
+                     *       "updatedAt": "2026-11-21T09:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
@@ -3326,6 +3381,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "2c9d1e4f-7a6b-4c3d-9e8f-0a1b2c3d4e5f",
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
+                     *       "name": "nightly",
+                     *       "cronExpression": "0 3 * * *",
+                     *       "timeZone": "Europe/Paris",
+                     *       "intervalSeconds": null,
+                     *       "input": {},
+                     *       "priority": 0,
+                     *       "overlapPolicy": "skip",
+                     *       "paused": false,
+                     *       "pausedAt": null,
+                     *       "nextFireAt": "2026-11-22T02:00:00Z",
+                     *       "nextFireTimes": [
+                     *         "2026-11-22T02:00:00Z",
+                     *         "2026-11-23T02:00:00Z"
+                     *       ],
+                     *       "lastTick": null,
+                     *       "lastQueueId": null,
+                     *       "createdAt": "2026-11-21T09:00:00Z",
+                     *       "updatedAt": "2026-11-21T09:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
@@ -3378,6 +3458,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "cronExpression": "30 4 * * 1-5"
+                 *     }
+                 */
                 "application/json": components["schemas"]["UpdateScheduleRequest"];
             };
         };
@@ -3388,6 +3473,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "2c9d1e4f-7a6b-4c3d-9e8f-0a1b2c3d4e5f",
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
+                     *       "name": "nightly",
+                     *       "cronExpression": "0 3 * * *",
+                     *       "timeZone": "Europe/Paris",
+                     *       "intervalSeconds": null,
+                     *       "input": {},
+                     *       "priority": 0,
+                     *       "overlapPolicy": "skip",
+                     *       "paused": false,
+                     *       "pausedAt": null,
+                     *       "nextFireAt": "2026-11-22T02:00:00Z",
+                     *       "nextFireTimes": [
+                     *         "2026-11-22T02:00:00Z",
+                     *         "2026-11-23T02:00:00Z"
+                     *       ],
+                     *       "lastTick": null,
+                     *       "lastQueueId": null,
+                     *       "createdAt": "2026-11-21T09:00:00Z",
+                     *       "updatedAt": "2026-11-21T09:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
@@ -3419,6 +3529,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "2c9d1e4f-7a6b-4c3d-9e8f-0a1b2c3d4e5f",
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
+                     *       "name": "nightly",
+                     *       "cronExpression": "0 3 * * *",
+                     *       "timeZone": "Europe/Paris",
+                     *       "intervalSeconds": null,
+                     *       "input": {},
+                     *       "priority": 0,
+                     *       "overlapPolicy": "skip",
+                     *       "paused": false,
+                     *       "pausedAt": null,
+                     *       "nextFireAt": "2026-11-22T02:00:00Z",
+                     *       "nextFireTimes": [
+                     *         "2026-11-22T02:00:00Z",
+                     *         "2026-11-23T02:00:00Z"
+                     *       ],
+                     *       "lastTick": null,
+                     *       "lastQueueId": null,
+                     *       "createdAt": "2026-11-21T09:00:00Z",
+                     *       "updatedAt": "2026-11-21T09:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
@@ -3450,6 +3585,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "2c9d1e4f-7a6b-4c3d-9e8f-0a1b2c3d4e5f",
+                     *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *       "workflowDefinitionId": "8a0d3a7e-2f4b-4c61-9a8e-5b6c7d8e9f01",
+                     *       "name": "nightly",
+                     *       "cronExpression": "0 3 * * *",
+                     *       "timeZone": "Europe/Paris",
+                     *       "intervalSeconds": null,
+                     *       "input": {},
+                     *       "priority": 0,
+                     *       "overlapPolicy": "skip",
+                     *       "paused": false,
+                     *       "pausedAt": null,
+                     *       "nextFireAt": "2026-11-22T02:00:00Z",
+                     *       "nextFireTimes": [
+                     *         "2026-11-22T02:00:00Z",
+                     *         "2026-11-23T02:00:00Z"
+                     *       ],
+                     *       "lastTick": null,
+                     *       "lastQueueId": null,
+                     *       "createdAt": "2026-11-21T09:00:00Z",
+                     *       "updatedAt": "2026-11-21T09:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
