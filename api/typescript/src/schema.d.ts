@@ -1745,29 +1745,6 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description A run deadline is longer than the workspace's plan allows; the problem names the field. */
-        PolicyCap: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                /**
-                 * @example {
-                 *       "type": "https://sluice.dev/problems/policy-cap",
-                 *       "title": "Past the plan's cap",
-                 *       "status": 422,
-                 *       "detail": "1 problem",
-                 *       "errors": [
-                 *         {
-                 *           "path": "/runTimeout",
-                 *           "message": "169h0m0s is longer than the plan's maximum of 168h0m0s"
-                 *         }
-                 *       ]
-                 *     }
-                 */
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
         /** @description A field the schema accepts but the service refuses, such as a webhook URL on a private address; the field is named. */
         InvalidField: {
             headers: {
@@ -2838,6 +2815,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "https://sluice.dev/problems/invalid-input",
+                     *       "title": "Invalid input",
+                     *       "status": 422,
+                     *       "detail": "1 problem",
+                     *       "errors": [
+                     *         {
+                     *           "path": "/input",
+                     *           "message": "the concurrency key reads input.customer, which is missing"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
