@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,7 +103,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	t.Cleanup(ws.Stop)
 
-	for _, sc := range []struct {
+	type scenario struct {
 		name  string
 		graph string
 		input string
@@ -116,7 +117,8 @@ func TestRecordHistories(t *testing.T) {
 		// retryOf seeds the store with the original a retry reuses and
 		// names it.
 		retryOf func() domain.ID
-	}{
+	}
+	scenarios := []scenario{
 		{
 			// An HTTP node feeding a TRANSFORM beside a DELAY, joined by a
 			// CONDITION whose false branch is skipped.
@@ -359,7 +361,24 @@ func TestRecordHistories(t *testing.T) {
 			loadGraph: true,
 			want:      domain.ExecutionCompleted,
 		},
+	}
+	// The same runs again under the baseline (baselineChange), which stands
+	// for the changes their markers record one by one above.
+	for _, name := range []string{
+		"diamond_http_transform_delay_condition", "http_nodes_wait_for_the_workspace_share",
+		"http_node_waits_for_its_host_turn_and_a_retry_after", "node_policies_retry_and_timeout",
+		"run_deadline_cancels_the_run", "retry_reuses_completed_outputs", "for_each_http_and_transform",
+		"wait_for_event_signalled_and_timed_out", "sub_workflow_then_transform", "six_parallel_transforms_over_the_task_limit",
 	} {
+		i := slices.IndexFunc(scenarios, func(sc scenario) bool { return sc.name == name })
+		if i < 0 {
+			t.Fatalf("no scenario %s", name)
+		}
+		sc := scenarios[i]
+		sc.name = "baseline_" + name
+		scenarios = append(scenarios, sc)
+	}
+	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			path := filepath.Join(historyDir, sc.name+".json")
 			if _, err := os.Stat(path); err == nil {
@@ -367,6 +386,9 @@ func TestRecordHistories(t *testing.T) {
 				// change that breaks running executions pass the replay test.
 				t.Skipf("%s exists and is kept; a new scenario gets a new name", path)
 			}
+			// Each scenario meets the local server's failures afresh.
+			flaky.Store(0)
+			busy.Store(0)
 			if sc.refuseSuccess {
 				store.refuseFinish = func(status domain.ExecutionStatus) error {
 					if status == domain.ExecutionCompleted {

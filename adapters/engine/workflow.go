@@ -252,8 +252,9 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 	run := &executionRun{
 		ctx: ctx, executionID: executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID),
 		in: in, retry: cfg.Retry, limits: cfg.Limits, outputs: map[string]any{},
-		bounded: workflow.GetVersion(ctx, boundedTasksChange, workflow.DefaultVersion, 1) == 1,
+		baseline: workflow.GetVersion(ctx, baselineChange, workflow.DefaultVersion, 1) == 1,
 	}
+	run.bounded = run.changed(boundedTasksChange)
 
 	graph, msg := run.graph()
 	if ctx.Err() != nil {
@@ -364,6 +365,9 @@ type executionRun struct {
 	// pending are records decided but not yet written; see flush.
 	pending []NodeRecordInput
 	last    nodeOutcome
+	// baseline is set for executions started under baselineChange, which
+	// take each change it stands for without asking (changed).
+	baseline bool
 	// bounded is set for executions started under boundedTasksChange:
 	// task sizes each workflow task, and the completion's retries end.
 	bounded bool
@@ -700,10 +704,10 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 func (r *executionRun) decideShare(n domain.Node) {
 	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
 		r.shareDecided = true
-		if workflow.GetVersion(r.ctx, workspaceShareVersion, workflow.DefaultVersion, 1) == 1 {
+		if r.changed(workspaceShareVersion) {
 			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
 		}
-		r.outbound = workflow.GetVersion(r.ctx, outboundHostWaitVersion, workflow.DefaultVersion, 1) == 1
+		r.outbound = r.changed(outboundHostWaitVersion)
 	}
 }
 

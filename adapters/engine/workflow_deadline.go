@@ -24,7 +24,7 @@ func (r *executionRun) armDeadline(g domain.Graph) workflow.Context {
 	if d := r.in.RunTimeout; d > 0 && (limit == 0 || d < limit) {
 		limit = d
 	}
-	if limit <= 0 || workflow.GetVersion(r.ctx, runDeadlineChange, workflow.DefaultVersion, 1) != 1 {
+	if limit <= 0 || !r.changed(runDeadlineChange) {
 		return r.ctx
 	}
 	ctx, cancel := workflow.WithCancel(r.ctx)

@@ -57,7 +57,7 @@ func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node, in Ru
 		ended := workflow.Now(r.ctx)
 		r.last = nodeOutcome{node: n, output: out, err: err, started: &started, ended: &ended, attempt: 1}
 	})
-	workflow.GetVersion(r.ctx, forEachChange, workflow.DefaultVersion, 1)
+	_ = r.changed(forEachChange)
 	cfg, items, err := r.forEachItems(n)
 	r.started(n)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/domain"
 )
@@ -24,7 +23,7 @@ func (r *executionRun) attemptPolicy(n domain.Node) (time.Duration, *temporal.Re
 	}
 	if !r.policiesDecided {
 		r.policiesDecided = true
-		r.policies = workflow.GetVersion(r.ctx, nodePoliciesChange, workflow.DefaultVersion, 1) == 1
+		r.policies = r.changed(nodePoliciesChange)
 	}
 	if !r.policies {
 		return timeout, retry

@@ -34,7 +34,7 @@ type RetryOutputs struct {
 // and returns a failure message, "" on success. A retry that cannot read
 // them fails rather than run again nodes that completed.
 func (r *executionRun) loadReused() string {
-	if r.in.RetryOf == "" || workflow.GetVersion(r.ctx, retryFromNodeChange, workflow.DefaultVersion, 1) != 1 {
+	if r.in.RetryOf == "" || !r.changed(retryFromNodeChange) {
 		return ""
 	}
 	var out RetryOutputs

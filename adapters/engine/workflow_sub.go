@@ -151,7 +151,7 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 		ended := workflow.Now(r.ctx)
 		r.last = nodeOutcome{node: n, output: out, err: err, started: &started, ended: &ended, attempt: 1}
 	})
-	workflow.GetVersion(r.ctx, subWorkflowChange, workflow.DefaultVersion, 1)
+	_ = r.changed(subWorkflowChange)
 	cfg, input, err := r.subInput(n)
 	r.started(n)
 	if err != nil {

@@ -57,7 +57,7 @@ func (r *executionRun) launchWait(sel workflow.Selector, n domain.Node) {
 		ended := workflow.Now(r.ctx)
 		r.last = nodeOutcome{node: n, output: w.Output, err: err, started: &started, ended: &ended, attempt: 1, branch: &w.Came}
 	})
-	workflow.GetVersion(r.ctx, waitForEventChange, workflow.DefaultVersion, 1)
+	_ = r.changed(waitForEventChange)
 	r.started(n)
 	cfg, err := domain.DecodeWaitForEventConfig(n.Config)
 	if err != nil {
