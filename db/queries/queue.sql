@@ -316,11 +316,13 @@ WHERE s.workspace_id = @workspace_id FOR NO KEY UPDATE OF s;
 -- Per plan, the age of the oldest item that could be claimed now: the
 -- head of each workspace the claim's prefilter finds with room (the
 -- workspaces at capacity wait by design and are left out), due now. One
--- index probe per such workspace on the claim's own index.
-SELECT r.plan::text AS plan, extract(epoch FROM now() - min(h.created_at))::float8 AS age_seconds
+-- index probe per such workspace on the claim's own index. An item's age
+-- counts from when it became due (a notBefore item's available_at), so a
+-- delay its client asked for is not counted as the queue's wait.
+SELECT r.plan::text AS plan, extract(epoch FROM now() - min(h.due_at))::float8 AS age_seconds
 FROM admission_workspaces_with_room() AS r
 CROSS JOIN LATERAL (
-    SELECT i.created_at FROM workflow_execution_queue i
+    SELECT greatest(i.created_at, i.available_at) AS due_at FROM workflow_execution_queue i
     WHERE i.workspace_id = r.workspace_id AND i.status = 'PENDING' AND i.available_at <= now()
     ORDER BY i.priority, i.created_at, i.id
     LIMIT 1
