@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -365,5 +366,67 @@ func TestARetryRunsTheVersionItRetriesAfterANewVersionIsSaved(t *testing.T) {
 	}
 	if current := runOf(fresh.QueueID); current.Status != "COMPLETED" || current.WorkflowVersion != 2 || cCalls.Load() != 1 {
 		t.Fatalf("fresh enqueue: %s at version %d, %d calls to c; want v2 COMPLETED, c called once", current.Status, current.WorkflowVersion, cCalls.Load())
+	}
+}
+
+// TestAForEachIterationRunsUnderItsTemplatesRetryPolicy: a FOR_EACH over
+// an HTTP template whose every element's first call fails with a 503
+// completes when the template allows 2 attempts, each element called
+// twice, and fails at the first iteration when it allows 1.
+func TestAForEachIterationRunsUnderItsTemplatesRetryPolicy(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		key := r.URL.Path + "?" + r.URL.RawQuery
+		calls[key]++
+		n := calls[key]
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(`{"id":"` + r.URL.Query().Get("id") + `"}`))
+	}))
+	defer srv.Close()
+	forEach := func(path string, attempts int) map[string]any {
+		return map[string]any{"nodes": []any{node("each", "FOR_EACH", map[string]any{
+			"items": []any{1, 2, 3},
+			"node": map[string]any{
+				"type": "HTTP_REQUEST", "config": map[string]any{"url": srv.URL + path + "?id={{ item }}"},
+				"retry": map[string]any{"maxAttempts": attempts, "initialInterval": "50ms"},
+			},
+		})}}
+	}
+	callsTo := func(path string) []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return []int{calls[path+"?id=1"], calls[path+"?id=2"], calls[path+"?id=3"]}
+	}
+
+	ex := e.waitFor(e.start(forEach("/twice", 2), nil), "COMPLETED", "FAILED")
+	var out []struct {
+		Body struct{ ID string } `json:"body"`
+	}
+	if err := json.Unmarshal(ex.node("each").Output, &out); ex.Status != "COMPLETED" || err != nil || len(out) != 3 || out[2].Body.ID != "3" {
+		t.Fatalf("maxAttempts 2: %s, output %s; want COMPLETED with the three answers in order", ex.Status, ex.node("each").Output)
+	}
+	if got := callsTo("/twice"); got[0] != 2 || got[1] != 2 || got[2] != 2 {
+		t.Fatalf("maxAttempts 2: calls per element %v, want 2 each", got)
+	}
+	if it := ex.node("each[1]"); it.Status != "COMPLETED" || it.Attempt != 2 {
+		t.Fatalf("iteration 1's record: %s at attempt %d, want COMPLETED at attempt 2", it.Status, it.Attempt)
+	}
+
+	ex = e.waitFor(e.start(forEach("/once", 1), nil), "COMPLETED", "FAILED")
+	if ex.Status != "FAILED" || ex.node("each").Status != "FAILED" || ex.Error == nil || !strings.Contains(*ex.Error, "iteration") {
+		t.Fatalf("maxAttempts 1: %s (%v), each %s; want FAILED at an iteration", ex.Status, ex.Error, ex.node("each").Status)
+	}
+	for i, n := range callsTo("/once") {
+		if n > 1 {
+			t.Fatalf("maxAttempts 1: element %d called %d times, want at most once", i+1, n)
+		}
 	}
 }
