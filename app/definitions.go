@@ -72,7 +72,7 @@ func (s *Definitions) validateGraph(g domain.Graph, plan domain.Plan, prefix str
 	for i, p := range ve.Problems {
 		problems[i] = domain.Problem{Path: prefix + p.Path, Message: p.Message}
 	}
-	return &domain.ValidationError{Problems: problems}
+	return InvalidGraph(&domain.ValidationError{Problems: problems})
 }
 
 // checkSubWorkflows refuses, as a 422 naming the node's config.definition,
@@ -101,7 +101,7 @@ func (s *Definitions) checkSubWorkflows(ctx context.Context, workspaceID, id dom
 	for i := range ve.Problems {
 		ve.Problems[i].Path = "/graph" + ve.Problems[i].Path
 	}
-	return ve
+	return InvalidGraph(ve)
 }
 
 // GetDefinition shows a definition with its current graph.

@@ -2,6 +2,8 @@ package app
 
 import (
 	"errors"
+
+	"github.com/sluicehq/sluice/domain"
 )
 
 // ErrForbidden means the caller may not touch the resource: it belongs to
@@ -25,3 +27,20 @@ var ErrNotRetryable = errors.New("not failed or cancelled")
 // field, so the API tells it (422 policy-cap) from an invalid graph or any
 // other validation error.
 var ErrPolicyCap = errors.New("past the plan's cap")
+
+// ErrInvalidGraph marks a domain.ValidationError as one of a definition's
+// graph (InvalidGraph), so the API answers it as an invalid graph; any
+// other ValidationError (a limit, a host) is a refused field.
+var ErrInvalidGraph = errors.New("invalid graph")
+
+// InvalidGraph marks err, when it is a domain.ValidationError of a graph,
+// with ErrInvalidGraph; any other error is returned as it is. It is the
+// one place a graph's problems are told from other validation errors:
+// everything that checks a submitted graph returns through it.
+func InvalidGraph(err error) error {
+	var ve *domain.ValidationError
+	if !errors.As(err, &ve) || errors.Is(err, ErrInvalidGraph) {
+		return err
+	}
+	return errors.Join(ErrInvalidGraph, err)
+}

@@ -97,8 +97,8 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	}
 	// The key is resolved now, over this input, so the claim compares
 	// stored text; an input that lacks what the key reads is refused here
-	// rather than run unkeyed.
-	concurrency, err := s.definitions.DefinitionConcurrency(ctx, req.DefinitionID)
+	// rather than run unkeyed. It is the key of the version the item runs.
+	concurrency, err := s.definitions.DefinitionConcurrency(ctx, req.DefinitionID, req.pinnedVersion)
 	if err != nil {
 		return domain.QueueItem{}, false, err
 	}
@@ -117,11 +117,12 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 
 // Retry enqueues a retry of a FAILED or CANCELLED execution from its
 // failed nodes: a new item of the same definition with its input, through
-// admission like any enqueue. The item records the execution's version
-// (PinnedVersion), which the claim does not honour yet: it runs the
-// current version, reusing outputs by node key. Its workflow reuses the outputs of the nodes that COMPLETED
-// (engine: retry-from-node). Any other status is a conflict: a RUNNING
-// execution has not failed yet, a COMPLETED one has nothing to retry.
+// admission like any enqueue. The item pins the execution's version
+// (PinnedVersion), which the claim runs however many versions were saved
+// since (domain.QueueItem.RunsVersion). Its workflow reuses the outputs of
+// the nodes that COMPLETED (engine: retry-from-node). Any other status is
+// a conflict: a RUNNING execution has not failed yet, a COMPLETED one has
+// nothing to retry.
 func (s *Executions) Retry(ctx context.Context, a domain.Actor, id domain.ID) (domain.QueueItem, error) {
 	if err := s.requireExecutionWorkspace(ctx, a, id); err != nil {
 		return domain.QueueItem{}, err
@@ -141,8 +142,11 @@ func (s *Executions) Retry(ctx context.Context, a domain.Actor, id domain.ID) (d
 
 // Requeue enqueues a FAILED or CANCELLED queue item again: a new item of
 // its definition, with its input and priority, and what it retries if it
-// is a retry. Any other status is a conflict: the item is still on its
-// way, or its run completed and the item is gone.
+// is a retry. It pins what the item pins and nothing more: a requeued
+// retry still runs the version whose outputs it reuses, and any other item
+// runs the current version, as the client's enqueue of that input would
+// now. Any other status is a conflict: the item is still on its way, or
+// its run completed and the item is gone.
 func (s *Executions) Requeue(ctx context.Context, a domain.Actor, id domain.ID) (domain.QueueItem, error) {
 	q, err := s.GetQueueItem(ctx, a, id)
 	if err != nil {
@@ -222,7 +226,7 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 	// As a single enqueue does, every item's concurrency key is resolved
 	// now; one item whose input lacks it refuses the whole batch, naming
 	// that item's input.
-	concurrency, err := s.definitions.DefinitionConcurrency(ctx, req.DefinitionID)
+	concurrency, err := s.definitions.DefinitionConcurrency(ctx, req.DefinitionID, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -28,13 +28,27 @@ type ForEachConfig struct {
 	Node ForEachNode `json:"node"`
 }
 
-// ForEachNode is the node template of a FOR_EACH: a type and a config as a
-// node has, without a key (each iteration is recorded as <key>[<index>]).
+// ForEachNode is the node template of a FOR_EACH: a type, a config and
+// policies as a node has, without a key (each iteration is recorded as
+// <key>[<index>]).
 type ForEachNode struct {
 	// Type is one of ForEachNodeTypes.
 	Type NodeType `json:"type"`
 	// Config is the type's config; its templates may read item and index.
 	Config json.RawMessage `json:"config"`
+	// Retry is each iteration's retry policy, as Node.Retry is a node's,
+	// capped by the plan as a node's is; nil runs on the worker's.
+	Retry *RetryPolicy `json:"retry,omitempty"`
+	// Timeout bounds each attempt of each iteration, as Node.Timeout does
+	// a node's; 0 keeps the default.
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// Iteration is the node iteration index of a FOR_EACH keyed key runs:
+// the template's type, config and policies, recorded as
+// IterationKey(key, index).
+func (t ForEachNode) Iteration(key string, index int) Node {
+	return Node{Key: IterationKey(key, index), Type: t.Type, Config: t.Config, Retry: t.Retry, Timeout: t.Timeout}
 }
 
 // ForEachNodeTypes are the types a FOR_EACH may run per element: the ones
@@ -75,7 +89,7 @@ func decodeForEachConfig(raw json.RawMessage, path string, ve *ValidationError) 
 		ve.add(path+"/node", "required (the node template: type and config)")
 		return c
 	}
-	nf, _ := objectFields(v, path+"/node", ve, []string{"type", "config"})
+	nf, _ := objectFields(v, path+"/node", ve, []string{"type", "config", "retry", "timeout"})
 	if nf == nil {
 		return c
 	}
@@ -100,6 +114,12 @@ func decodeForEachConfig(raw json.RawMessage, path string, ve *ValidationError) 
 	cfg := nf["config"]
 	c.Node.Config = append(json.RawMessage(nil), bytes.TrimSpace(cfg)...)
 	validateConfig(c.Node.Type, cfg, path+"/node/config", ve)
+	if v, ok := present(nf, "retry"); ok {
+		c.Node.Retry = decodeRetryPolicy(v, c.Node.Type, path+"/node/retry", ve)
+	}
+	if v, ok := present(nf, "timeout"); ok {
+		c.Node.Timeout = decodeTimeout(v, path+"/node/timeout", ve)
+	}
 	return c
 }
 

@@ -371,15 +371,27 @@ func (g Graph) CheckPolicies(caps PolicyCaps) error {
 	var ve ValidationError
 	for i, n := range g.Nodes {
 		p := "/nodes/" + strconv.Itoa(i)
-		if n.Retry != nil && caps.NodeAttempts > 0 && n.Retry.MaxAttempts > caps.NodeAttempts {
-			ve.add(p+"/retry/maxAttempts", "%d attempts are over the plan's maximum of %d", n.Retry.MaxAttempts, caps.NodeAttempts)
-		}
-		if caps.NodeTimeout > 0 && n.Timeout.Std() > caps.NodeTimeout {
-			ve.add(p+"/timeout", "%s is longer than the plan's maximum of %s", n.Timeout, caps.NodeTimeout)
+		caps.checkNodePolicies(n.Retry, n.Timeout, p, &ve)
+		if n.Type == NodeForEach {
+			// A FOR_EACH's template carries each iteration's policies.
+			if f, err := DecodeForEachConfig(n.Config); err == nil {
+				caps.checkNodePolicies(f.Node.Retry, f.Node.Timeout, p+"/config/node", &ve)
+			}
 		}
 	}
 	caps.checkRunTimeout(g.RunTimeout.Std(), "/runTimeout", &ve)
 	return ve.errOrNil()
+}
+
+// checkNodePolicies reports a node's (or a FOR_EACH template's) retry
+// and timeout, at path, past the caps.
+func (c PolicyCaps) checkNodePolicies(retry *RetryPolicy, timeout Duration, path string, ve *ValidationError) {
+	if retry != nil && c.NodeAttempts > 0 && retry.MaxAttempts > c.NodeAttempts {
+		ve.add(path+"/retry/maxAttempts", "%d attempts are over the plan's maximum of %d", retry.MaxAttempts, c.NodeAttempts)
+	}
+	if c.NodeTimeout > 0 && timeout.Std() > c.NodeTimeout {
+		ve.add(path+"/timeout", "%s is longer than the plan's maximum of %s", timeout, c.NodeTimeout)
+	}
 }
 
 // checkStepReferences reports templates that read steps.<key>.output of a

@@ -213,12 +213,12 @@ func decodeTimeout(raw json.RawMessage, path string, ve *ValidationError) Durati
 //     its config's timeout is how long it waits (onto its "when": false edges).
 //   - FOR_EACH: its template runs one activity per element; a policy on the
 //     FOR_EACH would have to mean "per iteration" or "for the whole loop",
-//     and the workflow applies neither, so it is refused rather than silently
-//     ignored (the template itself takes only type and config).
+//     so it is refused there and taken on the template (config.node), where
+//     it can only mean each iteration's.
 //   - SUB_WORKFLOW: the child is a run of its own definition, with that
 //     definition's node policies and runTimeout; the parent's node adds none.
 var noPolicyTypes = map[NodeType]string{
 	NodeWaitForEvent: "a WAIT_FOR_EVENT node is a durable wait: it neither fails nor retries, and its config's timeout is how long it waits",
-	NodeForEach:      "a FOR_EACH node takes no policy: its iterations run with the default retries; its template takes only type and config",
+	NodeForEach:      "a FOR_EACH node takes no policy of its own: set retry and timeout on its template (config.node), where they apply to each iteration",
 	NodeSubWorkflow:  "a SUB_WORKFLOW node takes no policy: the child runs with its own definition's node policies and runTimeout",
 }

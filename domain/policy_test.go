@@ -31,7 +31,9 @@ func TestNodePoliciesAreDecodedAndCheckedStrictly(t *testing.T) {
 		{name: "retry on a wait for event", node: `{"key":"a","type":"WAIT_FOR_EVENT","config":{"event":"go"},"retry":{"maxAttempts":2}}`, want: "/nodes/0/retry"},
 		{name: "timeout on a wait for event", node: `{"key":"a","type":"WAIT_FOR_EVENT","config":{"event":"go"},"timeout":"5s"}`, want: "/nodes/0/timeout"},
 		{name: "retry on a for each", node: `{"key":"a","type":"FOR_EACH","config":{"items":[1,2],"node":{"type":"TRANSFORM","config":{"output":1}}},"retry":{"maxAttempts":2}}`, want: "/nodes/0/retry"},
-		{name: "retry on a for each's template", node: `{"key":"a","type":"FOR_EACH","config":{"items":[1,2],"node":{"type":"TRANSFORM","config":{"output":1},"retry":{"maxAttempts":2}}}}`, want: "/nodes/0/config/node/retry"},
+		{name: "policies on a for each's template", node: `{"key":"a","type":"FOR_EACH","config":{"items":[1,2],"node":{"type":"HTTP_REQUEST","config":{"url":"http://x/{{ item }}"},"retry":{"maxAttempts":2,"finalStatuses":[400]},"timeout":"5s"}}}`},
+		{name: "statuses on a for each's transform template", node: `{"key":"a","type":"FOR_EACH","config":{"items":[1,2],"node":{"type":"TRANSFORM","config":{"output":1},"retry":{"finalStatuses":[404]}}}}`, want: "/nodes/0/config/node/retry/finalStatuses"},
+		{name: "negative timeout on a for each's template", node: `{"key":"a","type":"FOR_EACH","config":{"items":[1,2],"node":{"type":"TRANSFORM","config":{"output":1},"timeout":"-1s"}}}`, want: "/nodes/0/config/node/timeout"},
 		{name: "timeout on a sub workflow", node: `{"key":"a","type":"SUB_WORKFLOW","config":{"definition":"6f1c0e4e-8a44-4a4e-9a36-1f2b3c4d5e6f"},"timeout":"5s"}`, want: "/nodes/0/timeout"},
 	}
 	for _, tc := range cases {
@@ -59,7 +61,8 @@ func TestPoliciesPastThePlansCapsAreRefusedByField(t *testing.T) {
 	g, err := DecodeGraph([]byte(`{"runTimeout":"48h","nodes":[
 		{"key":"ok","type":"TRANSFORM","config":{"output":1},"retry":{"maxAttempts":5},"timeout":"5m"},
 		{"key":"many","type":"TRANSFORM","config":{"output":1},"retry":{"maxAttempts":6}},
-		{"key":"long","type":"TRANSFORM","config":{"output":1},"timeout":"6m"}]}`))
+		{"key":"long","type":"TRANSFORM","config":{"output":1},"timeout":"6m"},
+		{"key":"each","type":"FOR_EACH","config":{"items":[1],"node":{"type":"TRANSFORM","config":{"output":1},"retry":{"maxAttempts":6},"timeout":"6m"}}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +75,7 @@ func TestPoliciesPastThePlansCapsAreRefusedByField(t *testing.T) {
 	for _, p := range ve.Problems {
 		paths = append(paths, p.Path)
 	}
-	if got := strings.Join(paths, " "); got != "/nodes/1/retry/maxAttempts /nodes/2/timeout /runTimeout" {
+	if got := strings.Join(paths, " "); got != "/nodes/1/retry/maxAttempts /nodes/2/timeout /nodes/3/config/node/retry/maxAttempts /nodes/3/config/node/timeout /runTimeout" {
 		t.Fatalf("problems at %s", got)
 	}
 	if err := g.CheckPolicies(DefaultQuotas().PolicyCaps(PlanEnterprise)); err != nil {

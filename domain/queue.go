@@ -347,8 +347,8 @@ type QueueItem struct {
 	ID ID
 	// WorkspaceID is the workspace whose limit admits the item.
 	WorkspaceID ID
-	// DefinitionID names the definition to run; the claim pins its current
-	// version.
+	// DefinitionID names the definition to run, at the version
+	// RunsVersion chooses.
 	DefinitionID ID
 	// Input is the JSON the caller enqueued, kept byte for byte.
 	Input json.RawMessage
@@ -361,9 +361,7 @@ type QueueItem struct {
 	// (Executions.Retry); nil for an ordinary enqueue.
 	RetryOf *ID
 	// PinnedVersion is the version of the execution a retry retries, 0
-	// for none. It is recorded, but the claim does not honour it yet: an
-	// item runs its definition's current version (the pinned claim query
-	// stalled the dispatcher crash test and was backed out).
+	// for none: the version the item runs (RunsVersion).
 	PinnedVersion int
 	// RunTimeout is the enqueue's own run deadline, 0 for none; the
 	// version's runTimeout applies too, the shorter winning.
@@ -383,4 +381,15 @@ type QueueItem struct {
 	ScheduleTick *time.Time
 	// QueueState is the part the state machine moves.
 	QueueState
+}
+
+// RunsVersion is the definition version the item's execution runs, given
+// the definition's current version: a retry's pinned version, so that the
+// nodes it runs again are those of the graph whose outputs it reuses, and
+// the current one for any other item (whatever was current at its claim).
+func (q QueueItem) RunsVersion(current int) int {
+	if q.PinnedVersion > 0 {
+		return q.PinnedVersion
+	}
+	return current
 }

@@ -364,3 +364,23 @@ func TestReleaseUnstartedCountsTheAttemptButNoFailure(t *testing.T) {
 		t.Fatalf("ReleaseUnstarted from PENDING: %v, want an illegal transition", err)
 	}
 }
+
+func TestAQueueItemRunsItsPinnedVersionElseTheCurrentOne(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name            string
+		pinned, current int
+		want            int
+	}{
+		{"an ordinary item runs the current version", 0, 3, 3},
+		{"a retry runs the version it retries, older than the current one", 1, 3, 1},
+		{"a retry of the current version runs it", 3, 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := (QueueItem{PinnedVersion: tc.pinned}).RunsVersion(tc.current); got != tc.want {
+				t.Fatalf("RunsVersion(%d) with pinned %d = %d, want %d", tc.current, tc.pinned, got, tc.want)
+			}
+		})
+	}
+}

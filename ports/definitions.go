@@ -18,9 +18,10 @@ type DefinitionStore interface {
 	// DefinitionWorkspace returns the workspace owning a live definition,
 	// reading no graph: the ownership check on every enqueue.
 	DefinitionWorkspace(ctx context.Context, id domain.ID) (domain.ID, error)
-	// DefinitionConcurrency returns the concurrency key the live
-	// definition's current version declares, nil for none.
-	DefinitionConcurrency(ctx context.Context, id domain.ID) (*domain.Concurrency, error)
+	// DefinitionConcurrency returns the concurrency key a version of the
+	// live definition declares, nil for none: version, or the current
+	// version when version is 0.
+	DefinitionConcurrency(ctx context.Context, id domain.ID, version int) (*domain.Concurrency, error)
 	ListDefinitions(ctx context.Context, workspaceID domain.ID, page Page) ([]domain.Definition, error)
 	DeleteDefinition(ctx context.Context, id domain.ID) error
 	// AddDefinitionVersion stores graph as the next version and makes it

@@ -58,6 +58,7 @@ func TestRecordHistories(t *testing.T) {
 	t.Cleanup(c.Close)
 
 	var flaky, busy atomic.Int32
+	var calledOnce sync.Map
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/orders":
@@ -73,6 +74,13 @@ func TestRecordHistories(t *testing.T) {
 			if busy.Add(1) == 1 {
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, "slow down", http.StatusTooManyRequests)
+				return
+			}
+			fmt.Fprint(w, `{"ok": true}`)
+		case "/once":
+			// Each id's first call fails.
+			if _, again := calledOnce.LoadOrStore(r.URL.Query().Get("id"), true); !again {
+				http.Error(w, "try again", http.StatusServiceUnavailable)
 				return
 			}
 			fmt.Fprint(w, `{"ok": true}`)
@@ -316,6 +324,23 @@ func TestRecordHistories(t *testing.T) {
 				"edges": [{"from": "calls", "to": "join"}, {"from": "shapes", "to": "join"}]
 			}`, srv.URL),
 			input: `{"ids": [1, 2, 3]}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			// FOR_EACH iterations under their template's policies
+			// (for-each-policies): HTTP iterations, each failing its first
+			// call, retried under the template's attempts and interval,
+			// each taking its host's turn first; TRANSFORM iterations under
+			// the template's timeout.
+			name: "for_each_iterations_take_their_template_policies",
+			graph: fmt.Sprintf(`{
+				"nodes": [
+					{"key": "calls", "type": "FOR_EACH", "config": {"items": "{{ input.ids }}", "node": {"type": "HTTP_REQUEST", "config": {"url": "%s/once?id={{ item }}"}, "retry": {"maxAttempts": 2, "initialInterval": "100ms"}}}},
+					{"key": "shapes", "type": "FOR_EACH", "config": {"items": [1, 2], "node": {"type": "TRANSFORM", "config": {"output": "{{ item }}"}, "timeout": "5s"}}}
+				],
+				"edges": [{"from": "calls", "to": "shapes"}]
+			}`, srv.URL),
+			input: `{"ids": [1, 2]}`,
 			want:  domain.ExecutionCompleted,
 		},
 		{

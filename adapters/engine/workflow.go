@@ -386,6 +386,9 @@ type executionRun struct {
 	// busy counts the node activities in flight, against the plan's
 	// nodes in flight: drive's nodes and FOR_EACH iterations alike.
 	busy int
+	// forEachPolicies is set once a FOR_EACH started under
+	// forEachPoliciesChange: its iterations run as nodes of their type do.
+	forEachPolicies bool
 }
 
 // taskShare is what the current workflow task carries back to Temporal,
@@ -667,6 +670,17 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		})
 		return
 	}
+	f := r.runActivityNode(r.ctx, n, r.activityOptions(n, timeout, retry), in)
+	sel.AddFuture(f, func(f workflow.Future) {
+		var out RunNodeOutput
+		err := f.Get(r.ctx, &out)
+		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
+	})
+}
+
+// activityOptions are the options of node n's activity, each attempt
+// bounded by timeout and retried under retry.
+func (r *executionRun) activityOptions(n domain.Node, timeout time.Duration, retry *temporal.RetryPolicy) workflow.ActivityOptions {
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    10 * time.Second,
@@ -682,21 +696,23 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 	if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
 		opts.TaskQueue = r.retry.ExternalAPITaskQueue
 	}
+	return opts
+}
+
+// runActivityNode runs node n as its activity on ctx: an HTTP node
+// through its host's turn (runOutbound) or within the workspace's share
+// (runInShare) as the run was started under, any other directly. The
+// future settles as the activity's would.
+func (r *executionRun) runActivityNode(ctx workflow.Context, n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
 	r.decideShare(n)
-	var f workflow.Future
 	switch {
 	case r.outbound && n.Type == domain.NodeHTTPRequest:
-		f = r.runOutbound(n, opts, in)
+		return r.runOutbound(n, opts, in)
 	case r.share > 0 && n.Type == domain.NodeHTTPRequest:
-		f = r.runInShare(n, opts, in)
+		return r.runInShare(n, opts, in)
 	default:
-		f = workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), runNodeActivity, in)
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in)
 	}
-	sel.AddFuture(f, func(f workflow.Future) {
-		var out RunNodeOutput
-		err := f.Get(r.ctx, &out)
-		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
-	})
 }
 
 // decideShare decides, at the run's first HTTP node, whether its HTTP

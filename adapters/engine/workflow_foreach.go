@@ -17,6 +17,15 @@ import (
 // FOR_EACH node, so it only marks where the new code path began.
 const forEachChange = "for-each"
 
+// forEachPoliciesChange is the GetVersion change id under which a
+// FOR_EACH's iterations run as a node of their type runs: each attempt
+// under the template's own timeout and retry policy (attemptPolicy), and an
+// HTTP iteration through its host's turn and Retry-After (runOutbound) as
+// well as within the workspace's share. Before it, iterations ran on the
+// worker's retries and default timeout, within the share only. It is asked
+// for when a FOR_EACH starts, so runs without one record no marker.
+const forEachPoliciesChange = "for-each-policies"
+
 // holdsSlot reports whether a node of type t takes one of the execution's
 // nodes in flight while it runs. A DELAY waits on a timer; a FOR_EACH
 // holds none itself, its iterations each take one; a WAIT_FOR_EVENT waits
@@ -58,6 +67,7 @@ func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node, in Ru
 		r.last = nodeOutcome{node: n, output: out, err: err, started: &started, ended: &ended, attempt: 1}
 	})
 	_ = r.changed(forEachChange)
+	r.forEachPolicies = r.changed(forEachPoliciesChange)
 	cfg, items, err := r.forEachItems(n)
 	r.started(n)
 	if err != nil {
@@ -162,7 +172,7 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 	if err != nil {
 		return RunNodeInput{}, fmt.Errorf("item %d: %w", i, err)
 	}
-	in.Node = domain.Node{Key: domain.IterationKey(n.Key, i), Type: cfg.Node.Type, Config: cfg.Node.Config}
+	in.Node = cfg.Node.Iteration(n.Key, i)
 	in.Iteration = &IterationInput{Index: i, Item: raw}
 	in.size += len(raw)
 	if in.size > r.limits.PayloadLimit {
@@ -174,17 +184,23 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 
 // runIteration runs one iteration as its node type runs: a pure node as a
 // local activity, recorded by the workflow; an HTTP node as an activity on
-// the external-API queue, within the workspace's share, recording itself.
-// A failure or cancellation is recorded here.
+// the external-API queue, within the workspace's share, recording itself;
+// under forEachPoliciesChange each with the template's policies, and an
+// HTTP one through its host's turn as launchPrepared runs a node. A
+// failure or cancellation is recorded here.
 func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json.RawMessage, error) {
 	n := in.Node
 	started := workflow.Now(ctx)
 	var output json.RawMessage
 	var err error
+	timeout, retry := nodeTimeout(n), r.nodeRetry()
+	if r.forEachPolicies {
+		timeout, retry = r.attemptPolicy(n)
+	}
 	if isPure(n.Type) {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: nodeTimeout(n),
-			RetryPolicy:         r.nodeRetry(),
+			StartToCloseTimeout: timeout,
+			RetryPolicy:         retry,
 		})
 		var out PureNodeOutput
 		err = workflow.ExecuteLocalActivity(lctx, runPureNodeActivity, in).Get(ctx, &out)
@@ -193,6 +209,10 @@ func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json
 			r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeCompleted, Attempt: out.Attempt,
 				Output: out.Output, StartedAt: out.StartedAt, CompletedAt: out.CompletedAt})
 		}
+		output = out.Output
+	} else if r.forEachPolicies {
+		var out RunNodeOutput
+		err = r.runActivityNode(ctx, n, r.activityOptions(n, timeout, retry), in).Get(ctx, &out)
 		output = out.Output
 	} else {
 		opts := workflow.ActivityOptions{

@@ -32,7 +32,7 @@ func graphIn(raw api.Graph) (domain.Graph, error) {
 			for i, p := range ve.Problems {
 				ps[i] = domain.Problem{Path: "/graph" + p.Path, Message: p.Message}
 			}
-			return domain.Graph{}, &domain.ValidationError{Problems: ps}
+			return domain.Graph{}, app.InvalidGraph(&domain.ValidationError{Problems: ps})
 		}
 		return domain.Graph{}, err
 	}

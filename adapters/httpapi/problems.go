@@ -69,8 +69,11 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusUnprocessableEntity, "policy-cap", "Past the plan's cap", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &badInput):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-input", "Invalid input", pluralProblems(len(badInput.Problems)), fieldErrors(badInput.Problems))
-	case errors.As(err, &ve):
+	case errors.As(err, &ve) && errors.Is(err, app.ErrInvalidGraph):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
+	case errors.As(err, &ve):
+		// Any other rule's problems (a limit, a host): refused fields.
+		writeProblem(w, http.StatusUnprocessableEntity, "invalid-field", "Invalid field", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &tooLarge):
 		writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "Payload too large", err.Error(), nil)
 	case errors.Is(err, app.ErrUnauthenticated):

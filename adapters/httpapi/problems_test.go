@@ -56,18 +56,24 @@ func TestErrorResponderMapsEachKindOfErrorToItsProblem(t *testing.T) {
 		retryAfter string
 	}{
 		{
-			name: "a validation error lists every problem with its path", err: twoProblems,
+			name: "a graph's validation error lists every problem with its path", err: app.InvalidGraph(twoProblems),
 			status: http.StatusUnprocessableEntity, kind: "invalid-graph", detail: "2 problems",
 			fields: twoFields,
 		},
 		{
-			name: "one problem is counted in the singular", err: &domain.ValidationError{Problems: []domain.Problem{{Path: "/graph", Message: "has a cycle"}}},
+			name: "one problem is counted in the singular", err: app.InvalidGraph(&domain.ValidationError{Problems: []domain.Problem{{Path: "/graph", Message: "has a cycle"}}}),
 			status: http.StatusUnprocessableEntity, kind: "invalid-graph", detail: "1 problem",
 			fields: []api.FieldError{{Path: "/graph", Message: "has a cycle"}},
 		},
 		{
-			name: "a wrapped validation error is still found", err: fmt.Errorf("saving: %w", twoProblems),
+			name: "a wrapped validation error is still found", err: fmt.Errorf("saving: %w", app.InvalidGraph(twoProblems)),
 			status: http.StatusUnprocessableEntity, kind: "invalid-graph", detail: "2 problems", fields: twoFields,
+		},
+		{
+			name:   "a validation error of anything but a graph is a refused field, not an invalid graph",
+			err:    &domain.ValidationError{Problems: []domain.Problem{{Path: "/requestsPerSecond", Message: "must be positive"}}},
+			status: http.StatusUnprocessableEntity, kind: "invalid-field", detail: "1 problem",
+			fields: []api.FieldError{{Path: "/requestsPerSecond", Message: "must be positive"}},
 		},
 		{
 			name: "a quota with a wait rounds Retry-After up to whole seconds", err: &domain.QuotaError{Quota: "pending queue items", Limit: 2, RetryAfter: 1500 * time.Millisecond},

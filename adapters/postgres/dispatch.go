@@ -150,6 +150,10 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 		if err != nil {
 			return fmt.Errorf("claiming items: %w", err)
 		}
+		pinnedFound, err := s.pinnedVersionsFound(ctx, tx, candidates)
+		if err != nil {
+			return err
+		}
 		var failed []ports.QueueTransition
 		up := dbsqlc.ExecutionsUpsertRunningParams{}
 		claim := dbsqlc.QueueMarkClaimedParams{}
@@ -158,13 +162,21 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 			if rowErr != nil {
 				return rowErr
 			}
-			if c.CurrentVersion == 0 || !c.VersionFound {
+			version := rec.RunsVersion(int(c.CurrentVersion))
+			found := c.VersionFound
+			if rec.PinnedVersion > 0 {
+				found = pinnedFound[versionOf{rec.DefinitionID, int32(version)}]
+			}
+			if c.CurrentVersion == 0 || !found {
 				reason := "workflow definition not found: it was deleted after the item was enqueued"
-				if c.CurrentVersion != 0 {
-					reason = fmt.Sprintf("workflow definition version %d not found", c.CurrentVersion)
+				switch {
+				case c.CurrentVersion != 0 && rec.PinnedVersion > 0:
+					reason = fmt.Sprintf("workflow definition version %d, which this retry runs, not found: it was deleted after the item was enqueued", version)
+				case c.CurrentVersion != 0:
+					reason = fmt.Sprintf("workflow definition version %d not found", version)
 				}
 				s.log.Warn("definition not found; failing the queue item", "queue_item_id", rec.ID,
-					"workspace_id", rec.WorkspaceID, "workflow_definition_id", rec.DefinitionID, "version", c.CurrentVersion)
+					"workspace_id", rec.WorkspaceID, "workflow_definition_id", rec.DefinitionID, "version", version)
 				t, rejectErr := rejected(rec, reason, reject)
 				if rejectErr != nil {
 					return rejectErr
@@ -180,12 +192,12 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 			up.QueueIds = append(up.QueueIds, rec.ID)
 			up.WorkspaceIds = append(up.WorkspaceIds, rec.WorkspaceID)
 			up.WorkflowDefinitionIds = append(up.WorkflowDefinitionIds, rec.DefinitionID)
-			up.WorkflowVersions = append(up.WorkflowVersions, c.CurrentVersion)
+			up.WorkflowVersions = append(up.WorkflowVersions, int32(version))
 			up.Inputs = append(up.Inputs, rec.Input)
 			claim.Ids = append(claim.Ids, rec.ID)
 			claim.ExecutionIds = append(claim.ExecutionIds, execID)
 			rec.ExecutionID = &execID
-			item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: int(c.CurrentVersion), Plan: byID[rec.WorkspaceID].Plan}
+			item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: version, Plan: byID[rec.WorkspaceID].Plan}
 			if c.WorkflowExecutionQueue.TraceContext != nil {
 				item.TraceParent = *c.WorkflowExecutionQueue.TraceContext
 			}
@@ -310,17 +322,43 @@ func (s *Store) checkFence(ctx context.Context, tx pgx.Tx, fence ports.Fence) (p
 	return fence, nil
 }
 
+// versionOf names one version of a definition.
+type versionOf struct {
+	id domain.ID
+	n  int32
+}
+
+// pinnedVersionsFound looks up, in one statement and only when some of the
+// candidates are retries, which of their pinned versions still exist,
+// locking those until the claim commits (DefinitionVersionsFound).
+func (s *Store) pinnedVersionsFound(ctx context.Context, tx pgx.Tx, candidates []dbsqlc.QueueClaimCandidatesRow) (map[versionOf]bool, error) {
+	p := dbsqlc.DefinitionVersionsFoundParams{}
+	for _, c := range candidates {
+		if v := c.WorkflowExecutionQueue.PinnedVersion; v != nil {
+			p.WorkflowDefinitionIds, p.Versions = append(p.WorkflowDefinitionIds, c.WorkflowExecutionQueue.WorkflowDefinitionID), append(p.Versions, *v)
+		}
+	}
+	if len(p.Versions) == 0 {
+		return nil, nil
+	}
+	rows, err := s.q.DefinitionVersionsFound(ctx, tx, p)
+	if err != nil {
+		return nil, fmt.Errorf("looking up pinned versions: %w", err)
+	}
+	found := make(map[versionOf]bool, len(rows))
+	for _, r := range rows {
+		found[versionOf{r.WorkflowDefinitionID, r.Version}] = true
+	}
+	return found, nil
+}
+
 // attachGraphs reads the claimed items' graphs in one statement, each
 // distinct definition version once.
 func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.ClaimedItem) error {
-	type version struct {
-		id domain.ID
-		n  int32
-	}
-	seen := map[version]bool{}
+	seen := map[versionOf]bool{}
 	p := dbsqlc.DefinitionVersionGraphsParams{}
 	for _, c := range claimed {
-		v := version{c.DefinitionID, int32(c.Version)}
+		v := versionOf{c.DefinitionID, int32(c.Version)}
 		if !seen[v] {
 			seen[v] = true
 			p.WorkflowDefinitionIds, p.Versions = append(p.WorkflowDefinitionIds, v.id), append(p.Versions, v.n)
@@ -330,12 +368,12 @@ func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.Cla
 	if err != nil {
 		return fmt.Errorf("reading graphs: %w", err)
 	}
-	graphs := make(map[version]json.RawMessage, len(rows))
+	graphs := make(map[versionOf]json.RawMessage, len(rows))
 	for _, r := range rows {
-		graphs[version{r.WorkflowDefinitionID, r.Version}] = r.Graph
+		graphs[versionOf{r.WorkflowDefinitionID, r.Version}] = r.Graph
 	}
 	for i := range claimed {
-		claimed[i].Graph = graphs[version{claimed[i].DefinitionID, int32(claimed[i].Version)}]
+		claimed[i].Graph = graphs[versionOf{claimed[i].DefinitionID, int32(claimed[i].Version)}]
 	}
 	return nil
 }

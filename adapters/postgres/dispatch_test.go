@@ -101,6 +101,55 @@ func TestClaimFailsAnItemWhoseVersionIsMissingAndClaimsTheRest(t *testing.T) {
 	}
 }
 
+// TestClaimRunsARetrysPinnedVersionAndFailsOneWhoseVersionIsGone: with
+// version 3 current, an item pinned to version 1 is claimed at version 1
+// with version 1's graph, an unpinned item at version 3, and an item
+// pinned to a version that no longer exists fails alone, naming it.
+func TestClaimRunsARetrysPinnedVersionAndFailsOneWhoseVersionIsGone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	def, items := seedQueue(t, pool, 3)
+	if _, err := pool.Exec(ctx, `INSERT INTO workflow_definition_versions (workflow_definition_id, version, graph)
+		VALUES ($1, 2, '{"nodes":[{"key":"two","type":"TRANSFORM"}],"edges":[]}'), ($1, 3, '{"nodes":[{"key":"three","type":"TRANSFORM"}],"edges":[]}')`, def); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE workflow_definitions SET current_version = 3 WHERE id = $1`, def); err != nil {
+		t.Fatal(err)
+	}
+	pinned, current, gone := items[0], items[1], items[2]
+	if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET pinned_version = CASE id WHEN $1 THEN 1 ELSE 9 END WHERE id IN ($1, $2)`, pinned, gone); err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.Claim(ctx, ports.Fence{}, admitAll, app.RejectUnrunnable)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if len(res.Claimed) != 2 || res.Failed != 1 {
+		t.Fatalf("claimed %d, failed %d; want the pinned and the current item claimed, the one pinned to a gone version failed", len(res.Claimed), res.Failed)
+	}
+	for _, c := range res.Claimed {
+		want, graph := 3, "three"
+		if c.ID == domain.ID(pinned) {
+			want, graph = 1, `"nodes": []`
+		}
+		if c.Version != want || !strings.Contains(string(c.Graph), graph) {
+			t.Errorf("item %s claimed at version %d with graph %s; want version %d", c.ID, c.Version, c.Graph, want)
+		}
+		var stored int
+		if err := pool.QueryRow(ctx, `SELECT workflow_version FROM workflow_executions WHERE id = $1`, c.ExecutionID).Scan(&stored); err != nil || stored != want {
+			t.Errorf("item %s's execution stored at version %d (%v); want %d", c.ID, stored, err, want)
+		}
+	}
+	if status, lastErr := itemState(t, pool, gone); status != "FAILED" || !strings.Contains(lastErr, "version 9, which this retry runs, not found") {
+		t.Fatalf("item pinned to a gone version: %s %q, want FAILED naming the version", status, lastErr)
+	}
+	if status, _ := itemState(t, pool, current); status != "CLAIMED" {
+		t.Fatalf("unpinned item: %s, want CLAIMED", status)
+	}
+}
+
 func TestClaimFailsAnItemWhoseExecutionRowIsRefusedAndClaimsTheRest(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)

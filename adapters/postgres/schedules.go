@@ -194,7 +194,7 @@ func (s *Store) FireDueSchedule(ctx context.Context, quotas domain.Quotas, decid
 		// changed it, after the schedule was written) is refused as a quota
 		// refuses a tick: nothing is enqueued, the refusal is recorded and
 		// the schedule goes on, so fixing its input fixes the next tick.
-		concurrency, err := s.definitionConcurrency(ctx, tx, sc.DefinitionID)
+		concurrency, err := s.definitionConcurrency(ctx, tx, sc.DefinitionID, 0)
 		if err != nil {
 			return err
 		}

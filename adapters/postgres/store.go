@@ -191,16 +191,21 @@ func (s *Store) DefinitionWorkspace(ctx context.Context, id domain.ID) (domain.I
 	return ws, interpretError(err)
 }
 
-// DefinitionConcurrency returns the concurrency key the current version
-// declares, read from its stored graph.
-func (s *Store) DefinitionConcurrency(ctx context.Context, id domain.ID) (*domain.Concurrency, error) {
-	return s.definitionConcurrency(ctx, s.pool, id)
+// DefinitionConcurrency returns the concurrency key version (the current
+// one when 0) declares, read from its stored graph.
+func (s *Store) DefinitionConcurrency(ctx context.Context, id domain.ID, version int) (*domain.Concurrency, error) {
+	return s.definitionConcurrency(ctx, s.pool, id, version)
 }
 
 // definitionConcurrency is DefinitionConcurrency read through db (a
 // transaction's, for a schedule's tick).
-func (s *Store) definitionConcurrency(ctx context.Context, db dbsqlc.DBTX, id domain.ID) (*domain.Concurrency, error) {
-	raw, err := s.q.DefinitionConcurrency(ctx, db, id)
+func (s *Store) definitionConcurrency(ctx context.Context, db dbsqlc.DBTX, id domain.ID, version int) (*domain.Concurrency, error) {
+	p := dbsqlc.DefinitionConcurrencyParams{ID: id}
+	if version > 0 {
+		v := int32(version)
+		p.Version = &v
+	}
+	raw, err := s.q.DefinitionConcurrency(ctx, db, p)
 	if err != nil {
 		return nil, interpretError(err)
 	}

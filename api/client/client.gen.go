@@ -4436,7 +4436,7 @@ type UpdatePlanResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
-	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON422 *InvalidField
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -5670,7 +5670,7 @@ type SetWorkspaceLimitsResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
-	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON422 *InvalidField
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -5728,7 +5728,7 @@ type DeleteOutboundLimitResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
-	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON422 *InvalidField
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -5759,7 +5759,7 @@ type SetOutboundLimitResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
-	ApplicationProblemJSON422 *InvalidGraph
+	ApplicationProblemJSON422 *InvalidField
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -6497,7 +6497,7 @@ func ParseUpdatePlanResponse(rsp *http.Response) (*UpdatePlanResponse, error) {
 		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest InvalidGraph
+		var dest InvalidField
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -9759,7 +9759,7 @@ func ParseSetWorkspaceLimitsResponse(rsp *http.Response) (*SetWorkspaceLimitsRes
 		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest InvalidGraph
+		var dest InvalidField
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -9909,7 +9909,7 @@ func ParseDeleteOutboundLimitResponse(rsp *http.Response) (*DeleteOutboundLimitR
 		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest InvalidGraph
+		var dest InvalidField
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -9998,7 +9998,7 @@ func ParseSetOutboundLimitResponse(rsp *http.Response) (*SetOutboundLimitRespons
 		response.ApplicationProblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest InvalidGraph
+		var dest InvalidField
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -354,12 +354,12 @@ func TestNegativeOutboundLimits(t *testing.T) {
 		{"empty label", "api..example.com", 1, 1, "/path/host"},
 	} {
 		got := read(a.SetOutboundLimit(ctx, w.wsA, tc.host, client.SetOutboundLimitRequest{RequestsPerSecond: tc.rate, Burst: tc.burst}))
-		got.expect(t, "setOutboundLimit with "+tc.name, http.StatusUnprocessableEntity, "invalid-graph")
+		got.expect(t, "setOutboundLimit with "+tc.name, http.StatusUnprocessableEntity, "invalid-field")
 		if !slices.Equal(got.fieldPaths(), []string{tc.field}) {
 			t.Errorf("setOutboundLimit with %s: field paths %v, want [%s]", tc.name, got.fieldPaths(), tc.field)
 		}
 	}
-	read(a.DeleteOutboundLimit(ctx, w.wsA, "bad*host")).expect(t, "deleteOutboundLimit of a bad host", http.StatusUnprocessableEntity, "invalid-graph")
+	read(a.DeleteOutboundLimit(ctx, w.wsA, "bad*host")).expect(t, "deleteOutboundLimit of a bad host", http.StatusUnprocessableEntity, "invalid-field")
 	read(a.DeleteOutboundLimit(ctx, w.wsA, "never.set.example")).expect(t, "deleteOutboundLimit of a host without one", http.StatusNotFound, "not-found")
 	read(a.ListOutboundLimits(ctx, uuid.New())).expect(t, "listOutboundLimits of no workspace", http.StatusNotFound, "not-found")
 	var stored int

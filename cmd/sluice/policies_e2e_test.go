@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -263,5 +264,169 @@ func TestARetryRunsOnlyTheFailedNode(t *testing.T) {
 	requeued := e.waitFor(executionOf(t, base, e.ws, again.QueueID), "COMPLETED", "FAILED")
 	if err := json.Unmarshal(requeued.node("c").Output, &c); requeued.Status != "COMPLETED" || err != nil || c.N != 42 || aCalls.Load() != 3 {
 		t.Fatalf("requeued item: %s, c %s, %d calls to a; want COMPLETED with its own input, a run again", requeued.Status, requeued.node("c").Output, aCalls.Load())
+	}
+}
+
+// TestARetryRunsTheVersionItRetriesAfterANewVersionIsSaved: v1 is a → b,
+// b failing at its first two calls; v2, saved after v1's run failed, is
+// a → c. The retry runs v1's graph (b again, never c, a reused), and when
+// it fails too, the requeue of its item still runs v1.
+func TestARetryRunsTheVersionItRetriesAfterANewVersionIsSaved(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	var aCalls, bCalls, cCalls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/a":
+			aCalls.Add(1)
+		case "/b":
+			if bCalls.Add(1) <= 2 {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+		case "/c":
+			cCalls.Add(1)
+		}
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	defer srv.Close()
+	graphTo := func(second string) map[string]any {
+		return map[string]any{
+			"nodes": []any{
+				node("a", "HTTP_REQUEST", map[string]any{"url": srv.URL + "/a"}),
+				node(second, "HTTP_REQUEST", map[string]any{"url": srv.URL + "/" + second}),
+			},
+			"edges": []any{edge("a", second)},
+		}
+	}
+	first := e.waitFor(e.start(graphTo("b"), nil), "FAILED", "COMPLETED")
+	if first.Status != "FAILED" || first.node("b").Status != "FAILED" {
+		t.Fatalf("v1's run: %s, b %s; want FAILED at b", first.Status, first.node("b").Status)
+	}
+	var defs struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/definitions?workspaceId="+e.ws, testAdminToken, nil, &defs)
+	var v2 struct{ Version int }
+	if code := call(t, "POST", base+"/api/v1/workflow/definitions/"+defs.Items[0].ID+"/versions", testAdminToken,
+		map[string]any{"graph": graphTo("c")}, &v2); code != 201 || v2.Version != 2 {
+		t.Fatalf("saving v2: %d, version %d", code, v2.Version)
+	}
+
+	type run struct {
+		execution
+		QueueID         string `json:"queueId"`
+		WorkflowVersion int    `json:"workflowVersion"`
+	}
+	runOf := func(queueID string) run {
+		t.Helper()
+		ex := e.waitFor(executionOf(t, base, e.ws, queueID), "COMPLETED", "FAILED")
+		var r run
+		call(t, "GET", base+"/api/v1/workflow/executions/"+ex.ID, testAdminToken, nil, &r)
+		return r
+	}
+	var q struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/"+first.ID+"/retry", testAdminToken, nil, &q); code != 202 {
+		t.Fatalf("retry: %d", code)
+	}
+	retried := runOf(q.QueueID)
+	if retried.Status != "FAILED" || retried.WorkflowVersion != 1 || retried.node("b").Status != "FAILED" ||
+		retried.node("c").Key != "" || bCalls.Load() != 2 || cCalls.Load() != 0 || aCalls.Load() != 1 {
+		t.Fatalf("retry: %s at version %d, b %q, c %q; calls a %d, b %d, c %d; want v1 run again, FAILED at b's second call, c never run, a reused",
+			retried.Status, retried.WorkflowVersion, retried.node("b").Status, retried.node("c").Status, aCalls.Load(), bCalls.Load(), cCalls.Load())
+	}
+
+	// The retry's item, requeued, is still a retry of v1.
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the retry's item to be FAILED", func() bool {
+		var it struct{ Status string }
+		return call(t, "GET", base+"/api/v1/workflow/queue/"+q.QueueID, testAdminToken, nil, &it) == 200 && it.Status == "FAILED"
+	}))
+	var again struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/queue/"+q.QueueID+"/requeue", testAdminToken, nil, &again); code != 202 {
+		t.Fatalf("requeue: %d", code)
+	}
+	requeued := runOf(again.QueueID)
+	if requeued.Status != "COMPLETED" || requeued.WorkflowVersion != 1 || requeued.node("b").Status != "COMPLETED" ||
+		requeued.node("c").Key != "" || bCalls.Load() != 3 || cCalls.Load() != 0 || aCalls.Load() != 1 {
+		t.Fatalf("requeued retry: %s at version %d, b %q; calls a %d, b %d, c %d; want v1 COMPLETED at b's third call, c never run, a reused",
+			requeued.Status, requeued.WorkflowVersion, requeued.node("b").Status, aCalls.Load(), bCalls.Load(), cCalls.Load())
+	}
+
+	// A fresh enqueue runs the current version, v2.
+	var fresh struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/start", testAdminToken,
+		map[string]any{"workspaceId": e.ws, "workflowDefinitionId": defs.Items[0].ID}, &fresh); code != 202 {
+		t.Fatalf("enqueue: %d", code)
+	}
+	if current := runOf(fresh.QueueID); current.Status != "COMPLETED" || current.WorkflowVersion != 2 || cCalls.Load() != 1 {
+		t.Fatalf("fresh enqueue: %s at version %d, %d calls to c; want v2 COMPLETED, c called once", current.Status, current.WorkflowVersion, cCalls.Load())
+	}
+}
+
+// TestAForEachIterationRunsUnderItsTemplatesRetryPolicy: a FOR_EACH over
+// an HTTP template whose every element's first call fails with a 503
+// completes when the template allows 2 attempts, each element called
+// twice, and fails at the first iteration when it allows 1.
+func TestAForEachIterationRunsUnderItsTemplatesRetryPolicy(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		key := r.URL.Path + "?" + r.URL.RawQuery
+		calls[key]++
+		n := calls[key]
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(`{"id":"` + r.URL.Query().Get("id") + `"}`))
+	}))
+	defer srv.Close()
+	forEach := func(path string, attempts int) map[string]any {
+		return map[string]any{"nodes": []any{node("each", "FOR_EACH", map[string]any{
+			"items": []any{1, 2, 3},
+			"node": map[string]any{
+				"type": "HTTP_REQUEST", "config": map[string]any{"url": srv.URL + path + "?id={{ item }}"},
+				"retry": map[string]any{"maxAttempts": attempts, "initialInterval": "50ms"},
+			},
+		})}}
+	}
+	callsTo := func(path string) []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return []int{calls[path+"?id=1"], calls[path+"?id=2"], calls[path+"?id=3"]}
+	}
+
+	ex := e.waitFor(e.start(forEach("/twice", 2), nil), "COMPLETED", "FAILED")
+	var out []struct {
+		Body struct{ ID string } `json:"body"`
+	}
+	if err := json.Unmarshal(ex.node("each").Output, &out); ex.Status != "COMPLETED" || err != nil || len(out) != 3 || out[2].Body.ID != "3" {
+		t.Fatalf("maxAttempts 2: %s, output %s; want COMPLETED with the three answers in order", ex.Status, ex.node("each").Output)
+	}
+	if got := callsTo("/twice"); got[0] != 2 || got[1] != 2 || got[2] != 2 {
+		t.Fatalf("maxAttempts 2: calls per element %v, want 2 each", got)
+	}
+	if it := ex.node("each[1]"); it.Status != "COMPLETED" || it.Attempt != 2 {
+		t.Fatalf("iteration 1's record: %s at attempt %d, want COMPLETED at attempt 2", it.Status, it.Attempt)
+	}
+
+	ex = e.waitFor(e.start(forEach("/once", 1), nil), "COMPLETED", "FAILED")
+	if ex.Status != "FAILED" || ex.node("each").Status != "FAILED" || ex.Error == nil || !strings.Contains(*ex.Error, "iteration") {
+		t.Fatalf("maxAttempts 1: %s (%v), each %s; want FAILED at an iteration", ex.Status, ex.Error, ex.node("each").Status)
+	}
+	for i, n := range callsTo("/once") {
+		if n > 1 {
+			t.Fatalf("maxAttempts 1: element %d called %d times, want at most once", i+1, n)
+		}
 	}
 }

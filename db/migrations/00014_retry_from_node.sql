@@ -5,7 +5,7 @@ ALTER TABLE workflow_execution_queue ADD COLUMN run_timeout_ms bigint CHECK (run
 
 -- Retry from the failed node (POST .../executions/{id}/retry): the queue
 -- item names the execution it retries and records that execution's
--- definition version (not yet honoured by the claim); the new execution names the one it retries once its workflow has
+-- definition version, which the claim runs (see 00019); the new execution names the one it retries once its workflow has
 -- read what it reuses. No foreign keys: retention may delete the original
 -- (its reused outputs were read at the start) without touching the retry.
 ALTER TABLE workflow_execution_queue

@@ -113,7 +113,8 @@ CROSS JOIN LATERAL (
 -- current_version is 0 when the definition is gone or deleted;
 -- version_found is false when the current version's row is missing, which
 -- fails that item alone instead of the executions' foreign key failing the
--- whole batch.
+-- whole batch. A retry runs its pinned_version instead, looked up apart
+-- (DefinitionVersionsFound) so that this join keeps its plan.
 SELECT sqlc.embed(q),
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found

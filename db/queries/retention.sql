@@ -75,8 +75,10 @@ WHERE a.id = d.id;
 -- name: RetentionDeleteDefinitionVersions :execrows
 -- Versions older than their definition's current one, replaced before
 -- @before (a newer version was created before it), that no stored
--- execution uses. The current version is never deleted, so no claim can
--- be about to use one of these.
+-- execution uses and no stored queue item pins (a retry runs the version
+-- it pins). The current version is never deleted; a claim about to run a
+-- pinned version holds a key-share lock on it (DefinitionVersionsFound),
+-- which the row lock below skips.
 DELETE FROM workflow_definition_versions v
 USING (
     SELECT o.workflow_definition_id, o.version
@@ -88,6 +90,8 @@ USING (
                   WHERE n.workflow_definition_id = o.workflow_definition_id AND n.version > o.version AND n.created_at < @before::timestamptz)
       AND NOT EXISTS (SELECT 1 FROM workflow_executions e
                       WHERE e.workflow_definition_id = o.workflow_definition_id AND e.workflow_version = o.version)
+      AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q
+                      WHERE q.workflow_definition_id = o.workflow_definition_id AND q.pinned_version = o.version)
     LIMIT @max_rows
     FOR UPDATE OF o SKIP LOCKED
 ) x

@@ -284,7 +284,8 @@ type QueueClaimCandidatesRow struct {
 // current_version is 0 when the definition is gone or deleted;
 // version_found is false when the current version's row is missing, which
 // fails that item alone instead of the executions' foreign key failing the
-// whole batch.
+// whole batch. A retry runs its pinned_version instead, looked up apart
+// (DefinitionVersionsFound) so that this join keeps its plan.
 func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domain.ID) ([]QueueClaimCandidatesRow, error) {
 	rows, err := db.Query(ctx, queueClaimCandidates, ids)
 	if err != nil {

@@ -80,6 +80,8 @@ USING (
                   WHERE n.workflow_definition_id = o.workflow_definition_id AND n.version > o.version AND n.created_at < $2::timestamptz)
       AND NOT EXISTS (SELECT 1 FROM workflow_executions e
                       WHERE e.workflow_definition_id = o.workflow_definition_id AND e.workflow_version = o.version)
+      AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q
+                      WHERE q.workflow_definition_id = o.workflow_definition_id AND q.pinned_version = o.version)
     LIMIT $3
     FOR UPDATE OF o SKIP LOCKED
 ) x
@@ -94,8 +96,10 @@ type RetentionDeleteDefinitionVersionsParams struct {
 
 // Versions older than their definition's current one, replaced before
 // @before (a newer version was created before it), that no stored
-// execution uses. The current version is never deleted, so no claim can
-// be about to use one of these.
+// execution uses and no stored queue item pins (a retry runs the version
+// it pins). The current version is never deleted; a claim about to run a
+// pinned version holds a key-share lock on it (DefinitionVersionsFound),
+// which the row lock below skips.
 func (q *Queries) RetentionDeleteDefinitionVersions(ctx context.Context, db DBTX, arg RetentionDeleteDefinitionVersionsParams) (int64, error) {
 	result, err := db.Exec(ctx, retentionDeleteDefinitionVersions, arg.Plan, arg.Before, arg.MaxRows)
 	if err != nil {

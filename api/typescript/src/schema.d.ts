@@ -1745,7 +1745,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description A field the schema accepts but the service refuses, such as a webhook URL on a private address; the field is named. */
+        /** @description A field the schema accepts but the service refuses, such as a webhook URL on a private address or an outbound limit past its bounds; every field at fault is named. */
         InvalidField: {
             headers: {
                 [name: string]: unknown;
@@ -2251,7 +2251,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
-            422: components["responses"]["InvalidGraph"];
+            422: components["responses"]["InvalidField"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2336,7 +2336,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
-            422: components["responses"]["InvalidGraph"];
+            422: components["responses"]["InvalidField"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2434,7 +2434,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
-            422: components["responses"]["InvalidGraph"];
+            422: components["responses"]["InvalidField"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2469,7 +2469,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            422: components["responses"]["InvalidGraph"];
+            422: components["responses"]["InvalidField"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
