@@ -100,6 +100,18 @@ func TestARetryAfterPausesTheHostForItsWorkspaceOnly(t *testing.T) {
 	if len(callsB) != 1 || !callsB[0].Before(callsA[len(callsA)-1]) {
 		t.Errorf("B's call (%v) did not come while A's host was paused (A's last call %v)", callsB, callsA[len(callsA)-1])
 	}
+	// Each 429 paused the host, and A's node waited each pause out: the
+	// waits' time adds up to about the three pauses of 2 s.
+	pauses := metricValue(t, base, `outbound_retry_after_pauses_total{outcome="host_paused"}`)
+	waits := metricValue(t, base, `outbound_wait_seconds_count{reason="pause"}`)
+	waited := metricValue(t, base, `outbound_wait_seconds_sum{reason="pause"}`)
+	t.Logf("metrics: %g pauses, %g pause waits of %.2f s in all", pauses, waits, waited)
+	if pauses != refusals {
+		t.Errorf("outbound_retry_after_pauses_total{outcome=host_paused} = %g, want %d (one per 429)", pauses, refusals)
+	}
+	if waits < refusals || waited < refusals*1.5 || waited > refusals*2+0.5 {
+		t.Errorf("outbound_wait_seconds{reason=pause}: %g waits of %.2f s, want at least %d waits of about %d s in all", waits, waited, refusals, refusals*2)
+	}
 }
 
 // TestAHostLimitHoldsTheWorkspacesCallsToItsRate: a workspace limits a
@@ -158,6 +170,21 @@ func TestAHostLimitHoldsTheWorkspacesCallsToItsRate(t *testing.T) {
 	}
 	if span > want+10*time.Second {
 		t.Errorf("%d calls took %s, far past the rate's %s: the limit held them back for too long", calls, span, want)
+	}
+	// The nodes past the burst each waited for a slot of the rate, and
+	// none waited on a pause: no upstream asked for one.
+	rateWaits := metricValue(t, base, `outbound_wait_seconds_count{reason="rate"}`)
+	rateWaited := metricValue(t, base, `outbound_wait_seconds_sum{reason="rate"}`)
+	refused := metricValue(t, base, `outbound_send_refusals_total`)
+	t.Logf("metrics: %g rate waits of %.2f s in all, %g refused at send time", rateWaits, rateWaited, refused)
+	if rateWaits < calls-burst {
+		t.Errorf("outbound_wait_seconds_count{reason=rate} = %g, want at least %d (every node past the burst waits)", rateWaits, calls-burst)
+	}
+	if rateWaited < want.Seconds() {
+		t.Errorf("outbound_wait_seconds_sum{reason=rate} = %.2f s, under the last node's wait of %s", rateWaited, want)
+	}
+	if p := metricValue(t, base, `outbound_wait_seconds_count{reason="pause"}`); p != 0 {
+		t.Errorf("outbound_wait_seconds_count{reason=pause} = %g, want 0: no host was paused", p)
 	}
 }
 
