@@ -92,7 +92,7 @@ function fieldErrors(err, fields) {
  * @param {{placeholder?: string, disabled?: boolean}} opts
  */
 function fieldRow(id, f, { placeholder = "", disabled = false }) {
-  const name = f.path.map(label).join(" · ");
+  const name = f.path.map(label).join(" · ").replace(/^./, (c) => c.toUpperCase());
   const input = h("input", {
     id,
     name: f.pointer,
