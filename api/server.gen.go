@@ -460,6 +460,15 @@ type OutboundLimit struct {
 	UpdatedAt         time.Time `json:"updatedAt"`
 }
 
+// OutboundPause defines model for OutboundPause.
+type OutboundPause struct {
+	// Host The host in canonical form: lower case, no trailing dot.
+	Host string `json:"host"`
+
+	// PausedUntil When the pause ends: the workspace's calls to the host wait until then.
+	PausedUntil time.Time `json:"pausedUntil"`
+}
+
 // OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
 type OverlapPolicy string
 
@@ -1082,6 +1091,9 @@ type ServerInterface interface {
 	// Set the workspace's limit for one host
 	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
 	SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
+	// List the workspace's hosts paused now
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-pauses)
+	ListOutboundPauses(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
@@ -2794,6 +2806,37 @@ func (siw *ServerInterfaceWrapper) SetOutboundLimit(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// ListOutboundPauses operation middleware
+func (siw *ServerInterfaceWrapper) ListOutboundPauses(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListOutboundPauses(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
@@ -2989,6 +3032,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits", wrapper.ListOutboundLimits)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.DeleteOutboundLimit)
 	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.SetOutboundLimit)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-pauses", wrapper.ListOutboundPauses)
 	m.HandleFunc("GET "+options.BaseURL+"/healthz", wrapper.GetHealthz)
 	m.HandleFunc("GET "+options.BaseURL+"/readyz", wrapper.GetReadyz)
 
@@ -7847,6 +7891,102 @@ func (response SetOutboundLimit503ApplicationProblemPlusJSONResponse) VisitSetOu
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type ListOutboundPausesRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+}
+
+type ListOutboundPausesResponseObject interface {
+	VisitListOutboundPausesResponse(w http.ResponseWriter) error
+}
+
+type ListOutboundPauses200JSONResponse []OutboundPause
+
+func (response ListOutboundPauses200JSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses400ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses401ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses403ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses404ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses429ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListOutboundPauses500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses500ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses503ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetHealthzRequestObject struct {
 }
 
@@ -8031,6 +8171,9 @@ type StrictServerInterface interface {
 	// Set the workspace's limit for one host
 	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
 	SetOutboundLimit(ctx context.Context, request SetOutboundLimitRequestObject) (SetOutboundLimitResponseObject, error)
+	// List the workspace's hosts paused now
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-pauses)
+	ListOutboundPauses(ctx context.Context, request ListOutboundPausesRequestObject) (ListOutboundPausesResponseObject, error)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -9384,6 +9527,32 @@ func (sh *strictHandler) SetOutboundLimit(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// ListOutboundPauses operation middleware
+func (sh *strictHandler) ListOutboundPauses(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request ListOutboundPausesRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOutboundPauses(ctx, request.(ListOutboundPausesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOutboundPauses")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListOutboundPausesResponseObject); ok {
+		if err := validResponse.VisitListOutboundPausesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetHealthz operation middleware
 func (sh *strictHandler) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	var request GetHealthzRequestObject
@@ -9435,270 +9604,274 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+1Ibudo3eisq768q8K22sQ0kAf7ZDDgJbwgwHNbsNePsWO6Wbb20JU9LBjwU17Ev",
-	"aN/YV3oeqVttt08YQpKXWqsmSbtbZz2H33O6L4WyP5CCCa1Ku/elAU1on2mWwL8OhomSiflbxFSY8IHm",
-	"UpR2S5c9RlqC3Wl8oUVkh+geI4OE3XA5VGRAu6xSCkrcvP33kCWjUlAStM9Ku6UQGw1KKuyxPjWt9+nd",
-	"MRNd3Svt1qvVoKRHA/Om0gkX3dLDQ1A6ZB0uuOn+KCoez61MrjuxvCVR+uobRXiUDmNAdS8bReQ3GJQS",
-	"9veQJywq7epkyPyxdWTSp7q0WxoOuXlzcmwNEQ0kF3rqyFi7J+U1Yfa9WcNiWVsrDuqOhcNZ68XcCzOH",
-	"47Wy2niOqdKNGzZ9lXjkTlFMlSbMvEsSFjJ+w6I9+EHphNE+SZga9pkitKNZQrhOx95jNGJJNnrTZxk6",
-	"LR8dlgrHy4V+u1UKSn0ueH/YL+1mp48LzboswdHzPteT4z6jXUYU/2fqWY/hO7/niHXoMNal3e1qYM49",
-	"9gqnPh1DrXAMF2GPRcOYTVtAZX+ftZ8qa2O17fxDJtdqQEM26zrCC7OGc+u1ssp4HszHaiCFYkC3fqPR",
-	"Oft7yBTsWSiFZgL+SgeDmIfUjHNjkMh2zPr/+m9lBn1fYne0P4gZTkdTHpd2YUhMadKW0Yj0qCJUEJYk",
-	"QL7gT1Xa/eu+1GdK0a4ZUn9o3maEEjtUmPBuacOf6sPXoKQ01UNV2t0Cese16bh0JG5ozCNiu81m2tN6",
-	"oHY3NlQ85CGrROzGDV9tcPyo7D568FfufyWsU9ot/V8bGZnfwF/Vxhm2gOs3uYNu7lyRPo3NFrCIyIS0",
-	"E0avFV5IaKliujyQohPzcNUFP4pYfyA1E+Go/JmNyC1VZKhYRG657hFKIt7psMSQBrMlJX8dd7J1TAez",
-	"2AJ6fYbuy6deRdewwplo+EnJYQI3xMyCwTp+kEmbRxETKy6k6SDjcaTNYim6imhJqJC6x5LshuZWcTNb",
-	"xWwoCy1jJ339qdZOy2smSJ+OiJCaaDkMzcJxla4crNiR0CwRNF5xwbhtJr3fbk228zd07K2FLqgd4FOs",
-	"y4XsM93joks6lMfmRgq8iiy5YcmePVj2zPWo6LLIrJ75wq4WUIsPnMXRiitWI/atacQwYR1zd3dJrVox",
-	"/6sZWjJI+A3VjKydfzggtZ3a+/U9QmMjuHGNd+Pi+OrooPHt0+Xl2beT08PGt/3j49M/PFo6TOI8Da3X",
-	"J2loB2a4FAXFT55il/axe49IEhqGbKAVaQ91umE8NJtlFkkFRJnjbVhMKjBenR+b7aXpmtEoSphSuMvY",
-	"A1fEMNPI39yPCR30VtzcuttcNW13h+JayFtBhIwYaZbumiVvi7pmCBss6jK1Ud3QsvQQ+N+GozBmu4SS",
-	"cnNYrW4y0k7/RidaMR2o+RsOLy+34fjJU5EraA02RGpCCY7qcP/jnhFmk5FbUPNGzJV2TI1roy/pnr+D",
-	"R2Iw1M99Pc0hCqUIh0lieB+5ZiPSLN3fE256r4RDpWWfJUcReXholkhIhZlYGxlXfGMudp8rZWiRGf/E",
-	"Z95Gwk/ztxBfW2oLbctPtIXQGolpeK3IbY/iTc0plOMLljAaqcDIReZV84Rr0uU3TJl91lISw3j3rHqc",
-	"HgCqCS4K7PqJ1B/kUKxKkAtUYPKeVqNN+o6V652tdnkrfFsr79D3rLzdfhu+i96znU61Bge2AwPwRYGt",
-	"bINOvBcW2BwhdRlff4qNOZFIG3Nc/1LKY5p02VMK+OwuZCxSpFbder/97i1pjzRT/pLUPOnojI5iSSPc",
-	"YhjJQkujpSzj6091ZmHohqaYVs0xpL5E4PiOW7QvVIxWXLO/h1JTu1iGCFBN+lJpUqtWq2TARGQowt9D",
-	"NmSEa2Qg2a33pPTfc+0stnzQdzn95qml9Fs5jCMyoEoRKZgDJHxdFgagyJqbp0yaQmmZsMifcuBdwdw/",
-	"yA1LFD4EtkYGLGkK4BxBqsGr9ZSgpF2bHVa2TztaRTpUabflho0kVLOmkAmoquZg9qkYES5IJ+bdnjY7",
-	"JUXIKuQEJUJQr+zoqUgFxaagsaFrI/ebFSQrpHXOdDIq73c0S1o4JE1ueyxh5JZybZrssXigdpvCjB5X",
-	"JEooF8qINimcpIhZENULoFuQWY18k7AOj2NVaRqVA9Ec0Oe9XifRhgsWShGBamPGQNqsIxOGV4D2s701",
-	"eoTZ2UoeepwFupjDciXoUPdkwv9hq9Jnxy3bjCZm24x6k6O4texy5Lpd6GoM/S+eiO7CEOEwUquNacMV",
-	"uSJO+pMJSdiNvLYS6JWgN5THtB2zJ1BgLQnjRmpWoz2ikxGhXcoFUT2Z6HiUU9M84nxhheuhN5xFFzH9",
-	"4KmISzYLcyXNTMxZ1fSa5bQ1IW93iZAkopq2qWJNEUohWAhkIzQnuZMwBjIjRwrfNizWiJGU6/ydjqRg",
-	"e02RrRdipbnr+zS3LBmZPqGTpS5WurjQ9f6Af2bAlwaJHLBEcwTywoRRzaJ9nUMBI6pZWfM+m4QCgxKP",
-	"FkAMHQJ5P/nDwBChu2JQs8MTVKsTGmqWKMcgFAsTpgPYVhbHRgxUhA5oAtj0RBf2wsyYlRjG9g4hFDrR",
-	"xG0ef50P2Gbg6l8leCWPvcJypJMPvIX3h/s1bVm2/5shSnZARcjicwu/Tm7hgvvhrvF9iQlzav4qHeyf",
-	"HDSOjxuHpcD9/ejkozeGWbOzzRUOOJPgJ3d538oyLUDuWz7Huu1JxUjrmo1aTgOC65AyGs3uNEmGwrFZ",
-	"Yq9putJBU0hBtByYc2P4tSGg0FGFXDrtQRlSy/qD2DBEecNQDkDFZA3/SBhgoCEzUko8CpwE1hT1bSu1",
-	"BnaI5nJqmYpo9e2360GqvxnOLQjIDqiVMAEcO9qDh9CXITfS/NmjGpl6qvUQQOIA4jFjFGRtq17PNJv1",
-	"CjkyspCZLCWdId4LpB5njZPDo5OPaes9GUcgeLRpeE0QnzSXCOUDuE6gKzshwyyppaDDRFiBIX/urtmM",
-	"7U3XaY+EPRZeO13cwrLaXWxU6c281s1NTvnUFC256GDHxaajD4nsk5rZm1q1GlSr1eVGUmAf8u+Ambzr",
-	"uvAOwPVGqutZSmgUgZRK4zNvLTs0Vmx8eR39HDfd9rlw/67Nu6nQxvThZTbfxw2x62CwWbz7o4OAHjWh",
-	"FQlxIQ3GYU9fFmcHfNyihIkUjbtBwpTiKHyNnUt+Y6FFRdb6XAw1Iz05TEhER2XZKfel0D2C/7WPbhm7",
-	"Ro1F8Ts8vcpKC8Awrfzo+jHvWajz/44oj0cV0rijoY5HTufKjxFIAGDoNzS2Yoi5AktuFHeQWvFi5fis",
-	"XfKgdFfuyrJ9mNBbI69WzuntF4uheS+UeX8gE51dDfd+hoIxEUpD5Tbg8QOMKTcre/xQbNqsva3Xt+bZ",
-	"hR99bg1niengTMYc+eCsS3Kae9kISdRQ/Zw9254221FbyphRgQIVlwnXo9zbdc/4vTVvikYo+lMKlmuh",
-	"dHV5UCoSt4/2T/aJ+YT8Y84ToJyJFIRlJwoYFzWnauwgvd1a6MJ3Ynk77pEyV8J5QkpROIZgHj39N0IP",
-	"z09Mx8Y+j6D9geYO50bzuPGBvwgKnIA5zRmp69N8ZUbSp3dH+N0mnAD7j+wA0CShcPSHSVwgVwjitEpy",
-	"dX48SZ6qjz5X+Y5ORTxCG2gOlc7EVNP19zyKZjkCt/oz9th99B2ljaA0iKmYq7ybdwolE/v99ElFmdpK",
-	"4/i0A/aVWX3Z9x+CcSUJFcgCrbsHGIsI2R5icYQDUFCZu0u2xcnBf82GP3bxFp/H+IeLTwhcg3qKhd+I",
-	"4l1hZHl8tUKeaa7ZfXoSeAFVR21pqYcgePxqOcFzVcBiOIiWncQzoQdja+MWIo8mZMMtuljZbp3RbhGa",
-	"4Ij7QlTe2/uHSUqeObACiZkNuYwvgjVseG3Mno53YFY+g9GyosdyB/Jm+tkeW4UxJ9qbGRtfvDoxv2HJ",
-	"6GIC+7H4QCkoHTaOj/7dOAcU6MP+0XHjcBIBMmK4+bJ8QxNzFJVpwjV+hkaTUtad/RNwdffsAzjTlAzB",
-	"aERFB6+TyH7h9dOy8PFtj/krmMrDYysIzUIjRQvUQDzmN6rDnpFIluSanmPb50I0BL34WmNOdy2CoDAC",
-	"N4qLbswcNBSQAfjcsv4eibjSXITaQdKUtM1Ax4Wf7e2n0c3Gxu5gegRdES8DI1MLWmt5bON7qXNC6t8A",
-	"Fp/i4axZHxAs5fCvwAFfREiiYqkDMhSaxyjhmeu/l2F7m1WjcCtCze6QtZZ1k2qc/H7VuGp8Ozm9/PZb",
-	"48PpeePbp9Pzoz9PT1rrARlQpdFmQ5tiq1oFZyGF7YOWXyFWWXImP/jCyJdDltoLAV5bjDatqu09TL8G",
-	"qUs73IfHCZLL8Y+J+5fTFGpOrJ+uLPzAyiIuwNcFlvuRK/0cd5pcZMbqhOlhIlgEQC7pyAT+EhAliRj2",
-	"2yxR5JqxgXW+iniX61ea8EPRhPxygHcooPPDpMuErpDTJDK7CGB/ymPSw71HOpQngilFaJhIpbKfFAml",
-	"mRLAj5YfLYg1JUNxyftMDguVF65IMjQKd8RoFHPBAmI4OBhzlKaJJmuUfJQkGiZg6V7ftWuHnmTJELCn",
-	"EExmcXqOQ5lELCKpwctsCBhuwPkMO0ILkZWw3sAw7DgJWNbBFiVtnExPJpol5JYLVSHO5gEeaDE1H9tj",
-	"8vvV6eX+t/Ork2+XR18ap1eX3y4aB6cnhxdmFlv1uhvHRtbZmBmktt0v/UwY2QxyF+WkrDwtgxcWnELC",
-	"BjEdsSlhMdd+TIO1oaf2HrAiWpeJPbyPHEU0mfAuFzQGeuFRMQ9mzQyoszja72YmVt4eXz83y7QtbzKz",
-	"Fi5lFKst3DNMYKFRw76vqmlOHqIJhbNQgywc4Q0TOlNSJkbG8qF9j0cOhIxYoWJgTuof+0eX3z6cnn9r",
-	"/Ltxcole3uYoYmDerfmPlvOxmXwEoQUKXMdTZ38pLxi6wz4CJCyIdYQxm98JLZoY+vV2eLdiZwcMuSOT",
-	"MV2mNok5DqjWLDEd/b9/7Zf/pOV/quWdb+Wv//pfhZwQnUaLAOQR+a+L0xMk4HZMcqgHQ10h+21lRtVn",
-	"VCgihnFceW65ZVFD7Yyrby5JzPRqbi6Oj35RhVGbU7732DmG6cyHdxaG4R4h1maO5TRzsQjyYquDP9sj",
-	"8rFxaTRvKbwYXfDzwLMRc6VJzCh4mGtzRl5Eqo1wl6f5SA1oF0y5QDZQwlFkberUQKxYiNCeyIidQ3uF",
-	"kJ4Z10kO15scIQagO8cKwe6mDJdq0tpwYsRGZmLZuPeI2gOGp7T24GKiR00LH4EgD/y7Tyhe2rmn0GOY",
-	"kwPPHIyREqdLiG68NNEsAnnUDsasLJwwz4vJvWZljwvwgcxkUNSRxm/B3GEnTCej086cSHMUaczum/eN",
-	"yJoKzzaYDRZuj1AkeGboVBCZRFzQZGRk3oXMW3aOy0CqiwkfKblzAsiKoq75cKYlYXWgPpOJFkIFxkfl",
-	"yYLZqgY54p6j0o7izmQWTwHtZ5znZZD98aPggdfnVycnCF4fnH45O25c+uB14Pk1fi04FhCY2XBcK79C",
-	"aehWkdsqkOr7OZOz4feuoaKJpcGD4xGNh/sfK8SQX+vemjAyFPzvIQNvQRZ1GbAlcAcmRo08ujw6PUGS",
-	"2qcjEtIkGZGWoZAtoiUZ8PAa7n47oSLsVZriC+u3WWLhCNM+u6OhJmshVaysmFBc8xu2HuSdzwdgYjBk",
-	"BT+yLonoOuiQIC7AnbrDuwWoELksCvJA92qVCmQKteKdVCv2ohPXA/NaU+TCicD9Dh21R5oVOimGeV/U",
-	"WQfed1s1gk3UZUvclggDjgr55cKtmM0vamU2ZoKwh8MxkO1y5UEZGXeyaIruMZ4gp8rwEzqJnqzhtmTx",
-	"LenVCjL/yYvPR2dnjcP1pbCWR2Am81UhXOyv311Y+8RorAs0XPA3VdNl2SJj1zi1yPjmHBP9dIUcTlWB",
-	"+mAu6w/mr2d9imdrhMXC0by7BcEXmYOdnnWfYim64BosGDHqZ3+A0U3gEJ0HIMH3ss/jmDuXTIgwR7K4",
-	"nnqOTz3oEH8/dtL3IF5UCnLYON7/T2GEAz4YHztE9J83fr9qXFwG5PJ8/+Tiw+n5lyDjFgG2GRDQz/cP",
-	"Ppnh5xX2hfyklUSAeyLwOmFm11lEtOwy3WPJ/GuLvtTwzrTjaxWSiUNsN6dYtnsSBTnVb/Mr/UdvlPIt",
-	"K1vvkZOrYyCCwI2sASBhsJlXlx/K7+FfCtRQqsjVvz58+HCIXBRosDMunDcOTs8Pv/17//iq8e3L/v/T",
-	"sg1yTZg5YGlQuxlymh1pvv7tFOvJ827hkDRsAV4NsCOPj7uoCsvzK2S/KW5oPLRhFHPHbySDgVHSm6J1",
-	"3yxheJgZrgiNhNEs7ZL7ZgleNn+HfAUhIP/8H4bZCwLSLEESNHYLr5Syl1AvtsEZVEG0CH7ULD082Gis",
-	"8VX6PvRs0jkYgKcCIdA30MVUG2ENWDDon2ygKjjfazbCqVWwJbJ225MxW99ze9MUk0LYuePNMb9mzuK3",
-	"C3vXFHM2L0Cy1qeJIQx2B1IC0RTZUXyJZZ6vj869HYvpp4YWZaqpI8ILkzdP2XOUy93L9Ew4kjNdH5xN",
-	"JJ9C95uDAT2/8uet8+J6nxVE52qAp0MNmkeacy6/VO1hoqZxlOVdyXpSTSG65hcjWodUSMFDGhPT4i6J",
-	"5S1LiFHJAiIk0QnlsRGgIzkt2BGD1c9YgmEO+cHJYS42F+nDo9wax7YSZlbUfWCXcBm3xNPxaIlxdmt4",
-	"KdFGo40kU+S2x2OWZv+xWfnS7JhWkUEgGJTYoRBcdCukpa75oGV4BVMuGh9gMK73SAs+aDkIWREax6nd",
-	"EOyy9iCaRhz0U3jEzqxftPvgw3mjUQpKZ+enpaDUOLlsnJ+dH100pn4LR1MVABT07hynMrlG9nb4WKRn",
-	"zHdprIwMCrJsj96wnOW+Vq1W50fDLO7xvfoJg74Cf9LzjpELFJ9cnA8HZGdr+10qqmIYPHjz55fYxcff",
-	"T5EFVVFIF4ujcsxuWJwmdQoIo2HPZdX7r4vTkzK4crOkDOwXExItiMl7mFUBPeZCaaOyF455Qn/Mhf3o",
-	"mM1QQychKqVBOLk6P/LV+msuILeonft8id8yQ+x/pjEZrNHFPgOWgx7IoSigsA2QfBIWM6oYgahXLZ0L",
-	"UFGAZ1BKExMs5a4eU95fTfTwMKqpxuJZKZK8eOOxcGajoCEtW0hDeIynNFcDqsPeB8rjYVJkskLHXwSb",
-	"lKFCl8xIeDRGaxsYW4wCBeagzeKdcb2sqMrNNus/lQEzpko3FraK+q5bBc5SS5h9YCUfZ/fxDsl828+C",
-	"WXJR/zWMNko3+lGmL9fgJQ+v5ybmBQkhPVc89TF4TqUg5zETlGwI/elcNvlH+uKLeXTxhe1WqeKSHtgg",
-	"T4ELaIF/F4IxRxVfNPQJr09Rxy7+BKX013om83gKnSjjRC+jEvmnrDCQ4+B4/+gLqD+HRxdn+5cHn5Yx",
-	"i/nw6DyvoHGpwHnT3AqgPyMygHYCo90MYhA+szxfLHmjyJpFGwD9PG9cnv/n2/9e33Nh8THrgN8FGpJy",
-	"HwLcpCAXTw4gHVPhaHgtO50DyTodHnKbIMmTdAul3Ew16nBBY1zrIpbmw6zgA4AGLiqU0dyU/Y6sbVWr",
-	"5e2dnXVLCimPM8zQevnuoUODYjogVIxsZg4QNG1DCKoaqh6RtfaIWP9eC+1s3d0BlQPfRSoi+3j77s59",
-	"lPf8SNdge2fHW4StarWI72au+H7VAE/w5JrT+MgG2ReobWPpwhCigzOyl2W16xWqtX16t4/0RRWlGcFf",
-	"Aq9ZLsJ4GEFulUUw9/3Ly8aXs0swK81WecwqTJ3isTUV2JxN+pYx4WwGyp9kQDC5JyTizS9cscA8QQFc",
-	"XoqnCbOcSFPx5A5c3z+3w3x3NcOQfp/lApQ6/0CRBCu+GKHC+ZU9SoYxjU2XX6Ar6AT7M3f/mg8GY50t",
-	"JbpM90lld/oDT6ySU2ALYHd2MFrCeFLHKx4btXWoVhqW7f2S96f5t8EAtqFrCJKwwqyQt2TN3KpRbih5",
-	"8rbY2R+nY0+VqqMgNQf8torSMls/8BN3PFXc8o8shbo46Dzx8tZhkixkALsnueZ3PN1Db8NyF2X83HoX",
-	"Ok9SloE8HTl/CuE0ZQ0vI5teMJ0D1R8X0JYC73macEDj2FpT+3REujJN/wZ0wWY+aw/DayNEdfy0X9Vi",
-	"OKEQMS/qdGDEOXgDOwRXo2GCsVpqwITrsFqpVnOdzsXfxxZ6Ooo+Zb3TfB8IFT9uxWfBySdmVTEEMM3C",
-	"h8LUXNR4Hhsem7s3iqLJXsEtOoupeIpJLgV3P2agT5097DUL1wtm4fKY7+OyaS2T+uph6plaMbnPo7P0",
-	"TE3P84ePcRWY6tAxn6ZpKEGqBhBeyFvfk9+Z4MCot8aBsIIAyAWJuWDrBGxzruiDh9+PE5kFklNC9ITp",
-	"egJA78iEfG7859vx0Zejy8oSWSZBfLduqJi3GTpY8+xukGhzfRonoi5Ds8Vz/jg9/3xxtn/QwLGUglI6",
-	"rlJQ+m3/4PO30w8fSkEpCz0uxHOSaXQd9icZCkWGIoJUE2M5gLzhQVx0URMMk1GE12XZ6YBXEq6hG5+F",
-	"NSiJGIQ3utjdNFh7HQOI8atsKpUFQ54nuCcsY+FJxUxKLg3JVDOSejKLf+QCC1eyVeRKHs4VvyGqbtmU",
-	"bMuGOfLZ5RfL3KFPzmUypEnC2WIZ05azmpi3EZ87sM6t81V/Q1YsbrTMdk6NKExLQygm9C7IRxeaiogm",
-	"EbFLrQgTNyyWA0buTcMBKrSa9gcBpCF/qCxuZhhL5lOoROWqW+YBdzwikx5ITpvxljOP2+fXLa/h+Gc9",
-	"W6oF7uFTKD3jV/tldJ+CHG8rg3Mr5lqcwGkXu9828eKjQYHvnlM9lxpxKmYwO0VWbu08Ppxenkrqeudf",
-	"qQraVXOP0riJQoacynAFLCjU/KbA36KRefK4lCUUMpZM59iPOGw4k2Oq9Cc5TGaOAl2+oSQCmpVcBnZA",
-	"MHtymBSPalHLebGMlQbmaN+3iSMckAzFbj7Ve0BYrBhW/Ur11ekKxQo5La0HWAFvwLzsLpk6mNth46aI",
-	"WSv6SXG/wAD6TLm6uPZopSOd2O5lEKsxzGFJ9zQGpkDlAQlWEbhmbKBsYOxKuMIiK/m8RCpPn5ZwXEuX",
-	"9kkYY0pqXoIlGoGGhUOjN1+YAVlwD0ryFEtRNOobOuKVwsnUp/2zI6M/paVPAGDHtnL1ZjCnAhcdWZDk",
-	"FWOwu5Ds6hZpGFQXca5IFfJHltkIXK2ycufge3+4/1ER2WkK60cD6gxUpxIscxflGqM5bH9mWhpzCIh4",
-	"lLmsNoUfCgkOmVD5GMvPAH1f+3DeaJBaQM7OT8l2QDKXUVKvZuqrboqMIq5XmqIpnN8bhkmiitfaoAO+",
-	"cVNrEQHl11r7to4RRDDtkt+wXBKGFsA2YHBBaxeH6+0Pwp0YO+ZHQBVsWWBmDFXlaNizlTSawpHq9PUK",
-	"wSGjzZsr0ppWyKiFJU13trbfrWOYQcxDZmuiWDRqf2A6K9crVSsfZNWIbm9vKxR+rsiku2G/VRvHRweN",
-	"k4sGfPPgVTjCTdw/O/ISb+6WapUqvicHTNABL+2WNivVyqbFv+Cs2+XeMFuLub2LMvXuw6qi+wAugbVV",
-	"A+3GiAsXv2G9YBJbFwQyHnAsSQbuMuZ6GHpBnXRWOuZKn0H/Y6W769XqjMJREwWj/spT9Zrjj86l2aO4",
-	"pXq1/rZcq5Xrtctadbdq/v8n1qRMixYtRL88D+jJJD+FFaBgpQOi+jSOGdptFVZ+3KrWpnWXLsvG1Vhl",
-	"r63q5vyPPvjlmLfqO/O/cNUBH4LSNu7C7PePvLrG24sMyS8OBnR42O/TZGSPQ8p51Rt7xgwJpV3loD5V",
-	"+mq+yh3fjXvzxwOwJJrQPtPM1jkt3oU3WC53Sj16K51ML0S/AET5FW5a2FvkRnk3B1xyMB/JrYXsUidJ",
-	"QBzhIgVN4UrmUAh7pInec8Yf9MQBg4iQ+L4j8m0MB5QxxMlXmmLfxnFgT6gaZBEH2oFwRnYlSsuBgpYA",
-	"9VeYjxCLAeXqEzrELsevXBAWTzIZGD2nuEYymacMmT0li974TUajZahCnii8X7iQ26QtZywVkjkPD6tR",
-	"rLGxpQQLgy9m0KttpFfLHEdHpaZTpZSek7QSpKVLCxCA32iUrtP3I2XVrflfpAV1zQe1zYVo37GryrpV",
-	"ry9C/LxS2z8BhT2AEp6E5nd9NoW1yKnasDgaZ2rj3v59dBQ9mI5tmra5xNd99kYRHpE1c+IyYHZ9Cj3O",
-	"+ppJlecpQYYkF8a5faHXluq6niDFqZC3AQjiDOo2Ym5PPVSBi5cxNBrcBJtiwBIuowo50qmi6M8M0tEa",
-	"Uh0yjsEPVKdpVbWU14TrpgipwMKBGM0+YLSQNJ7Dco/jihPkqL4cOcosDJs5gManP9UdJy+NGRCMgpY3",
-	"B5Sq7Xdsi1ZZeYduvytvhZud8vtoMyzXOnW2GW2F2+23NAV8d+chWdBkjdbbm+FWVN5mbzvlLVprl9+H",
-	"9ai8ybY62/Rt+134HlIam3e3aa1dDzej8hbbNu++Ne++i8o7rNpx7eQg5N0SesayiHy6vDwj5mZOQvjb",
-	"Rtsfw+iLJUofk/fQ89QVemEKPgEgF5Nxd3QDd3Z/OQL+g5PWCyYitCUiCYFiqB5ldWR0CnF1l2e6KgbR",
-	"NO6twEhxqRIRpCUUbdIcKIWiihWuMVsAhEvMo9uZIuxI9N9DpDqWRucxpZWI9EqK4PJ63GQVm4WUuXQn",
-	"Xu/ZCyiJNJeoy16ibE+Kr900/n/OulwB1EYFEP8LcnV+nPpKaKMvgafAeBX4DNZqCnP711oFbKwVkNa4",
-	"RaYVNEWrwCbT2oVobpkQJftsPSBygN4zNoOjFPkgSx9ZcyolDXsZEeIKCiyxiHRkHMtbFwzrbMBNkRqB",
-	"1YCFvGNvVpZVx63pG0VaWLKplRY6BujMaIBcubgSa023Beb3cwsppMb6aADGYSFdzC+goFy9X06XCkKj",
-	"KGHKq64MxbxtCI9gGnYiwFK5W/V6U9hg39bGMIlbpvNMLQXo0hX1tWEWfzR++3R6+vlb4+Tw7PTo5PIC",
-	"MonATuIpImu1KsmCWdb3spz5AfS5UySeFVazW0WJdXbWhc19X8dBRdjgim3SfGuLno/ZKndLbzu1sBZu",
-	"18qb4dt2eYtut8s77fesXO3UojrdbG+F20sUlZ9Z128hlbq23EpNEVt9oWz2Yn610uOCwqsrb1bCi/Gl",
-	"8/n3neT9x8//+Tu5vP3vq7PD90fHZ38eyfoxPaYXt6Ul92XSnI1y9vPv2URNuDlMMMjSPdk6bq/oweLo",
-	"ASRO+BlYr2OUhBJ7Z4BVjHHfR8i8G/eZ7viADNpcyElWfQjPVY4zYWVgrUiGT1TIfhrflurZWYLIPh0R",
-	"pXkcE8OtMMNInohjP0VEPEeftqaNMHqVCr/v0cRlN3LhQqcxmK9iZTqVT9bGD8pHpueekuqPzcV+eJ60",
-	"JDN6vXrf9+p9ZHqJezcGNRR1mr2y0cggRSjjuiAL8aDqheCUNz7zCIhgt2PQSpaMWA9VU6ylVbrSwpSB",
-	"dTaDbKoIpQJjSh3PUEF6o9JGQhmxCkkrvMDbNhFKNhjIxgkJKTvSS4DodBfb/X++nTcuGyeXR6cnLbL2",
-	"DquBeZpLkZ7iQUGH2WrNwYKg8LQ3Ors23M1qGjyUpY9f6MZPehHPPSmYJ2+BF61L0KpIU4ou/fU1765k",
-	"6OFjwV3wqyogb/tpaQpPxnklcy+AO4limvHM1M5VH8mwn+l0zYxTjQFk3nf5jL8oZ0cBkUkERKg9Ijwq",
-	"xo0Pvc6XgYwhSyzHCnzPCR3/qjRirBj2HPKQ7tErfXgB+uBuqr8RHm3wn07Ho/9NYx5Rp+ZiKnMjHIBj",
-	"Brhq0rRwAqk5LyJ8z0tybu4cpMlGfDSDaFxWxyLc0quVvgJkmVYat/Up4PxjkYm//KT+WYbptKhJ6ROL",
-	"YxmQ+3tMD1iBem0PD1mm6lI3YUxnBCDNII9E01IV99Lzg2XZkr0wtjlWeH+3FrzoRoAO+p5Wo036jpXr",
-	"na12eSt8Wyvv0PesvN1+G76L3rOdTrVWmti0uf6az7uv3iUooLYWIn2FOH9JBynYXCs+jVHyqYR8jqi2",
-	"cR95iMlMfPNCdpxQViEYn+PgS5snGtNAY542qlPfUeeTFMaM2tRsey6htB+QZMahetMAzzHq/4p1/uBY",
-	"5xJndAriedGTt873zb2eSQouoi2r0gQMpRAGnXV2qi/N635lfpTPvPx6GV8E/VzqJi6HCuTg9rm4wBiz",
-	"2bBXVxW45y7X7zRt5QK1EnSH5f3+ELOvO/3EL8jkgq3aDAvzO/IyVpw0y6ebJdWTYr7GklWrfBbFBfj8",
-	"MoqBHc8LawVRzlqzKAGcR0zTWLP6I6iY26gpxMwcJNv+q5D9KwrZ+1FEqNviJ5KqU0K3cW//9jAVIkWh",
-	"RwpWTK9ovpDBIiKPT3qeWfJ55vtce/r7/Kve5Z9CMpl3y1aTRoL76fttq7zt+dmvFalNCfK5yTHvYgvA",
-	"zCyIhYJRJlUsZS/xa9EWGINt6fgB7XJBUeguMphkOUl+VHtJgXHXT14insG0O1E8ff44XK1gX8mZvjRF",
-	"ZSFWXJN8mX2/xD4OzKvIv2bebdly662mwJRyGJDLovVdQlNbjfNHlgKwHtLhrs50MhSExko2Be1oG3sG",
-	"rd9S5Ux2RArPCQ8N/EVLklV+X3UVCkp3WdApX5oVSwd4aWUwnwL4LJE1xcBbz8y+VXRPN+69oK+HDfR0",
-	"aq1Pn6Dt6INMGi55WDrR8VzXv6yNMF9Uf6aJ0Nu+tXzUEMD86LUCW4hlstX6K+N+AUsi85mHY93ew2L5",
-	"2LtHQHlA6y9U2xtp+UDh0TarrecLeeVBQDgf6MykmqJerWdVQuDTLJmBrabFdUH0jJdMpikg6RT5A4iJ",
-	"IK2jiPUHUjMRjsqf2agVQOjsgNG0vLOifZvW0KY6wDQEMuFdqDGSEWTMdUNJxDsdBtOAzzBHQdrUNYNQ",
-	"GdoUW9WdCvnMRnnHKzPFmFGlSX0LMohh1u0sKq7Av8oucHoz58kAWRQy8gxFOyAKQIQx1m5Jx5pG50ws",
-	"BJmyDnuOVo8tBGatpQTmfRHKAYvyUwtmLELKhnuMRpDryNLksR3M0WQ/N/L29rxsw19XAHPSLNMu7U5E",
-	"8/mS69N8WhfVqp4T9B0/P0vBSEsGfzshYbe0GdXDWrtKyzud96y8Fb0Ly+/bb2l5u7PF3G+lVcKZ7bSi",
-	"7F4UcKtGWsbkF+M81QU4z4EUnZhjxrXH4kVTtt5PVDV2BFxF0VLN+ZCUslqif/l+AYbCjOWmthmf0E8g",
-	"HCot+yxxaC9XBHLGQII5m359A+8mpF2yR2mrXs/yWllEi7iqGF4ONbW7YV3SKxG7cVNSGxw/KduWF06Q",
-	"Yic7BbvAEpUxDa9tUjY9p84lLgVEOELVUQY0tstvsLa8lpLEUnTJWis3YMPkNMFlWd/DZGVGDYgYjWIu",
-	"ILGO+Q6TR3hVcmkM6d/WWljOrBzSQSvw655CuTIrw/3ggo+99jmRZBXpp9x2KZjmyEDDAZTFCKrV6pji",
-	"mY+4JWvOAbtx8vtV46rx7bf9y4NPNnAUcikZeWedQIYnlma4o1CbAzi7Zn2oyAGFd1Gpc9ZWeSuaAk5A",
-	"QByTykKASSvNS97CBt0PPOO2kNKuKTwRjRgJDbrAAalhrIHDo3RkU6OC+yfkiAZJoylg5ciAKpeQyodH",
-	"/h5KTc19kDGkjhcS9Dkax7sYIgvQqm4KyEXVGSoW4RC26jv+0YR2AqtwYM4prrIaVmTfrAcsEcQKg+RD",
-	"FYH2bMG2vCRkyV46d0gMmEpDqKC3EjaAdO+7xPDO1voeodB0NsxMRrINNgVOwy4FzLuduV1sVXecnGka",
-	"MpddEH3LQ+YOAryMWbvIVrW6iLz4G5zdVcQfq1dOEYSMiuudnM/Wo4uGrFwrBRPffExsqs5MfKoZ8v3z",
-	"CFCwoM8pRWULvrQ85c5kWhtjUsD6+ngRC49SkZyFSQLMvXC3jqxBJD4OZ72IQLzKZM9owzty0svPwqvz",
-	"eHF7GF8/kmPncL85pjtfQHiT5eUCnBRritvIKzQ7OOiLa4XJcR20RdYcCLtdhaNuyDcc9fU9w28jpk5S",
-	"SK4FOSMt1ADJGKHdBYFMaKyF+TkMOzH9v7HDDQj632JtVEgxm6IPIJpkgV/njYPT88Nv/94/vmqA2EHa",
-	"I80UihNrtbfkM//Nj/yCzGOYHxcTdPAsEQZtW+zPXX6EBDA34yAeKrJdJf///0c2zX8g60VTpPnQgOfy",
-	"f9KquclQFHG1j0z7CMiK1lEX4jrNPlqpg4XU5vz94krCMszwhZGqfJlUYsUIQuZBbUP9ALqYP7ran6Xx",
-	"wWAH+I+8U/UMl2w7DGuImN1dykgOTr+cHTcuocpygcN28CgQIJljrC7sfXWRwXztu/49qxgxC6jIVbh/",
-	"xclfwMC9gKq4dBiel3Vwnll5jMpjJqflfe3yXU5ztTuwCXrppGc3lpdwqeIzf0SuSJpdCnQUo1FBLSyS",
-	"llrHyOOEMUxbiWg89hW79PHWC70p0IGcRR5svC9QhMSUGs7wZwVHZCw9qoiQXroqMmJ6zw5t0hwIH23c",
-	"W4rklrVVmG4JfprBY5YV4pdgDxl1w6VcCgjFgZ/bwRYGmuAWYEIuGoZsoF8h0R8/ggTP9BNgWEWW8OmJ",
-	"+klLszuNr5WVThjtt5xw5gvL2A5IuyDp7jYFSLoVy85bAUq+FXfTzQMj3bnfgVzAk+yNpgABFPCNFo92",
-	"W5jbV5nzJ0JmXYHWA9KC7t3v11xE60iVWhHV1Dz/r4vTk3UIahRaEXSAaB1TpcvwqHx02ALpWIHnMHrl",
-	"dBLZN3I5okQDneF0F5fnjf0vXnqEdajGL1BgpmCdDGW/z7XaQzkZlw5JpO09N9cK2Qf1QQgW6gx/ghwP",
-	"PALRnvEbFgHozQzZE6xCLqBVtCpCCeJxOxus6oAlTaFYYgTsta36jks4x/qwSiSMpWKRG1Z+ikeHx42W",
-	"lxhe4E4X0UwcTEozG6421XI8y+wJfGp51hzZfuJ05ghviUe7ZKveFHg+SO4ENgUcDnLf9DMCN0u7zYUo",
-	"dbMUNI1wDR+AeA1PbB4O8zCVTpulh6aAFZtwIklNksVCIHi34MRe5cDvnHkXb+wYKJBWXEtJLz5YVR6c",
-	"GgfBnPsWnoWW0Rlbrii1P7IidynZMfSLasAY9kAOa9kE0q00XgKABxlBDkzQDg0tgs/h0x4FeEOnHmoj",
-	"5tKRZ8OCqg2G6kXSVTa16jukg++wSlNADlFsF5wSoH4Q3kualRpnAfyAdcPGRoHl19ZSlRhrSkZm2AFR",
-	"13wwMM9SyXQdmxIy8x1TTdGRCdjRsl5S4TOTIzMxNC11yZUjsU0R82tDWrNiQ2tbtc3CfDhm/5wH2aMx",
-	"d4sT0MEgkTc0zmUBt09Z9Js5tBQx+EWVUDOwS2nG+CzQ9aMSrU9O1uweGhLsXEvLzTBNhjSbzFo3SJs3",
-	"yd4ww6RfoemloemfIam6FWUgL3CqXwosAru6YG3RvCly9RntAuVN5LDbG+cxOSzZh48NYR7QLmsKW2Tc",
-	"5R4GcLWV4c+1atX9uG6Nwjc0HgKsatMrZ+SMtEdkKhAMSK+QCEp3E3mbFd1pigWQ2pzH+gmsyRyPNbM0",
-	"gAFPc8d29R0zCmBh6dLudjVfRnF2ufqfzR3XLN85bPF8f1z/DP1qBGxJclGcb2vKffsB0D5wzXwusC9z",
-	"0IWAyAkfXXB48FxTIAsuWpMstcKaiFCti6RykDP1rFknDmcp8wsCEXNFRusVcqSbAqrwz3UKXvP9Tt9k",
-	"6Ym4csYuDFkwrwFY2B5q8BsxMuqAC8Gi9T0r1aKWnDD08xjBrjfFNRtVCNAllDNTnS2NU8mWCAqLoVO7",
-	"67wp0sYNS7H5zyDSoku52EsDL6zXso3uQIEbu2wKTM8YkFuWsEx6hWz25okVbFOpHN1WsunDAJrCiC86",
-	"GYqQGiGdajKFpEPtNRweSrfmHMDuWbcYMBemk4b8PLAQANgq0oLzedppVQgEcFBXD1kmTZGhv1kLIRWk",
-	"zcDjmBvxHQRrInWPJbdcsfXiakQ6GT0d/PrqifoKuz4yN7lORvlghrRyos2qKqxQs7DICFu/VOBg5nCv",
-	"csU7rCdh6qggnGuaC0Pwwia0CwTo76ZugGSthlingy+x+k9TYA1RoA55Xwd7HXAsRiW+ddUc0XfBDSED",
-	"INeoteMkLGY0wxmpWz+MSwDlnNi82E3RpuG17HTs6KYJlr/DSv48UZB21Z4jABKW4pdPbAuzPNKsP18A",
-	"9u7MK3L6ApFm3vovTRwzG+0cj63bnhGQIH2u9TPMBdSKSBkhJWRAr7OfAEzMJL1UeuRZHCwKsGkFIkW2",
-	"qlt7YyG7HNDEoQBx0lCVsaxoaLdyUbtT/JjSI72yH5P1GjqQQ/N6NSil+zMz5VVMed+vt+hFHgDoZp8u",
-	"kELCMpsPlMfDxEyimj2c4VBU3fpzpaKMC4p0XlFGnFIuYisV+A6PLs72Lw8+oU8RokKnwi9I8GP6JWfn",
-	"aArImV3IV3r4EikzsvVfGGOY3MSUmqC2ms8DMCUHRharv0IBxQVo9XQ3pR9oHvOcoNJoLOt7ZHgI6UiA",
-	"Xp3wKxNycLx/9KVxaEEHNKT52i/AJkYmvmGJl3nMtJIRGPjazwuCuAY6YS3sekUmPK8wUmfc9cr5U8GC",
-	"pyo7WD2ycad2r6a4hHLBeLrRR9nzvAIyMtVvagZPe4zf1LI6ezqdV7epV7cpdJtagPouQuHAgovK+89H",
-	"4sag3yxK0JG7XEmHwIt5cJJSU6xREQXWbA44INYyNzQI8T21HmRmrQmcuCmsoD6JHfpEyIwsRQ1dABHQ",
-	"paaYhxvC609HgF6Rw1fKs1rUscO5ZOJh+15up/GK3nOJkjkv0TBmyyUfS7/K1/guzjF2kXbxWpJl2SjN",
-	"KZpydcfTuRMpGneDhCmMNSlVySb53+Z/TqethztRjW11yu+o0Q3Dzai8w953ylVaa9fDzWiLbXe8SKKH",
-	"AKzayQ2NL8CRSjmF1Wi9vzsalj265OG1+7fdHcG7PR3DdrE7/YEnY7BB/bJaz6bg3rnkfQhamvZe+njT",
-	"e/w1KMkblsR0cAbpBczmXvMBHLah8uJV8Z8ZNpGp7NWgpHmf/SmFGXtjmMgB2zijCVfTE2v7W/D9FflV",
-	"cE93H+fDnuk1f1XyXwD0VB7ddPQ8ezajVjyYZH27uzXHZ7TVaB3EEA7CUsoBWUGgFE9TmNtA/pGCkbVW",
-	"nr60AtJyd6W1Dr6PDCK0W2M0o9UUa9aY3h/Gmg9iltZJd68SxYWh9D1GrgS/I2wgw966LRCveXiding2",
-	"FS6qnCgQpg4GzkvATFpx0Y3TYFHrLm/F0ZZbPEOvbKQsqLSmJ6NMu99JKIfg2G+YKTq3N4V1PkjfgV7B",
-	"A349yHkoEMW0TZLVk4k2zNEsWFNAGhRIC6FvGWRfkIZtMvhZkbWtarUgKcrU8u3uGq/iCzqTd0yQ8ilk",
-	"djrp/HEBzvwSvkD681cO/j+cgy/LrV/LPP28LsJpxSaV0ewijj5TQdu4d3+dU6AJ0jA6NmUYjCJCkr5M",
-	"IGgDnAayivOprVNpOppWcynHal4rLv3YFZfmnLG5RZbSo4PmAOuLkwkqhWUGpp+Q6iu7fGWXPwa79Anj",
-	"K3l6CbP1XNq0nJf6RcoQ0UndpVIck5J6VHStwRGUKoXp78AHmt2ScQ0XU4uFmHfaEQabsBA/GFd1J5Xp",
-	"PfMI+o2AakIBF3CFZJaggp1DWY9Io4FaV0Yhb4t0viu4lM+i821WyRbQz1p5e/GLlh/QUhrUK0t4ZQk/",
-	"IEsgVBEW8VeF6iewh0VcP6U6tQH3YvkwqXEGVIjHFupjmEoWI90TpoZ9FlXIGR0q85gSvKfZZ6krzQRj",
-	"MN+wV/H7ldb+VLQ2sCf81fPgB6e0QF6elNQitft+tNYFJ/LwGrP8s4jc9rghqpimwdJaQDikCFnQFLZc",
-	"TGBEAsycBHYcNF/19zC+iWvSlWCZysK4QLQHe1JTnJuJIjlPhwTeWxwYgOvX85Is8EAya/VK3V+p+09G",
-	"3Z1I80ref/SQVLNPS9N3OGDzXMayF4GGhjSOGbitEcUYWaNxnKZ2olGfi8BVmLAuoZm7wjUbgatBBMl0",
-	"2iPCo2JXsz+ysS2dKu6njGFMJzzfmSfbju97K38GV5tb/9y48+89nO5sg6a9nH8ketcMYioqZN8cbCJF",
-	"PJpWGz7dwSfI6bUf9iGCOaaQ++b8dFmHiHQwz+kRQUPNbxjwyQUCAdHh9Zgq/UkOE/iKL8zZApvfZ3c7",
-	"mL5GNq14BG1P4c/ZiJa/mj+x5f6XNcTfereu8L4XMryNe0+6mhdOnPe4SysomYOHnA6OJv4VrwT6neET",
-	"9OmO2AAKTkb5mGObXsb6gtss1pDdtSeHSaGBNk9mVooMtte3/qjrW3vG6/vuu13fnKf6qynxJUyJc2/w",
-	"sgLgH57iNMOa6HH0NOFRlpGKMz8tE9j5XNzS3mRGfJUmeVJaQlqmKXa/TMwz534FQcHem8bJZeP87Pzo",
-	"orGswe9xEsJPQGLq1Sk0xlurRUnN9hOTGtvVL0xyfjlBA2z/Y1FTA7y8j5U3zO/lazaap3ePl0I0n5B8",
-	"GXXFwoRpVaxE758dfTa9rHaLjVqbHX+r686+B/sD/pnBdtkgLZokdDTtUphpvbLeF1CW98+OYPG9o5ye",
-	"zCdgu4Vq9jjXxQNMoHgnBkFbwN7lw3Kz2YOPQHzuUQWVfpWWSRGrReUAT/8TKOMhX1b7xvP/AsEIPjcF",
-	"1lltv2NbtMrKO3T7XXkr3OyU30ebYbnWqbPNaCvcbr+lWYRIyA23TFiH35V2Syq+/rbVqdOdEBbxRl77",
-	"MDluXO61b9e/12+qf/79vl+7ezfYbG+LnXDru8R/RI7iTKUwQaa44chfOe9PouILR6eKydQy/Hbj/pqN",
-	"5jjd+wRqn9hjj6W1swLDTjMwL1bIuXkJor2wDC/kUpBlOagU2AFNex5pmueEjx+8OuF/d3OKWfa5h28l",
-	"HhkU2bxtd2+UNY0UpAOBM/ykeZsKL80qNaAm05Ria02xhglQKlwoluhWYBOiVFAzyv6N17MVjOciaQpM",
-	"pYE1ipKhTdevyFqublQwVkhpPatBFTQFGDXNrttkfOMVn9RYSj9bpomr6QWO0p1NCxw9QYmizbREkb9I",
-	"XoUim4cE6gotkolkvBZRlnXqtRjRT1yMqOC+5W/HU1QmGqddS1XsWoTgAH4zneBcZuZla2z2Zy1voSIG",
-	"hAIM49gieVx5+eZnw+nH2PuqiFef3p0jOugEZQ9eyrJFPpc4PD6deZC3XTlc+tfr+6L4d24vvBtrTu+T",
-	"KOTDOfr4uQuX0VOPCJE3LEnNX2/UHtw2w1GN8q5cfSR74cg+IOkRpnSAnAoYS0O42iU2pSKA65BvNmiK",
-	"MKsEa12ri8tnFd7bR6r5/pWt1Rf3oZoYxHMi6flBLgBa/8B0xhwHh938j1fC64uQnBsa8+hjQge9n6OQ",
-	"1lJ0bRHZQA411KUqLyAkJODHM07DPl1enn07b/x+1bi4tHVWaMJIj8UR0TLAcqja7IsmPal0zk3NPDCi",
-	"Rc6TjSiXSlXeCq+4gZmvoadTyhOc2qk8icDx132pPUyULu3WpnnhbOdQwR6gskaHrdhGKqHsZ+RTnbEE",
-	"3XvBWF9IZvwWH5a3DuQWYFEjwauE8mJmgglpwO4f3IrJaz1+VVcVXB5BHjbuzdBmwnwHNI5TcQUmghZ8",
-	"EkvRZQkQEWyNRXsujotQQYYDiwZQdc0i8HDFWvRYfC8tecpEpKal4cjfgMVgwL68+RVhwF+Q/eFeTVwb",
-	"1Eg7tsYs0OFnuzSF0KLH3HYJJYcnF1jGa80VjKxvb5L2SDMVkJi2WQxp3mKmTftBU0S8y7UKyJvyG4AX",
-	"3nx7E5CjwxNbu4bxhNyJctlMsb9udHQqyNEZoVGUMGUaSMuFk4FM9J65JXhpOmnyOfNDhXzBvOgkpIqV",
-	"uVBMKK75DXNMtQAUtes5HRMtSohcpBB9yDn9hDSOiRTBIuKEeZeLblOkJKUrs2KcwKZbJA1IAutBa4Lr",
-	"tvYIbQos03xj6zUZWmRLIUXDhLbjUQALh1oSDIslLp+7X2UJ6zG7IdjKb6dXl7+dXp0cfvt0enF5AbXf",
-	"rFieVoFvCq7XK+R0qMuyU05AY4NKoVjQrk0t7cfMe4ZwbtXrgZfzrikgP8MU3W2S/D1Sc/NEnyLxZRlV",
-	"Ljem51TkXlhcW3RJxoS0GULZqzb362tzK/IyI8L1GI1175/p9iRbUalerdqoTgCSEhkypYhiyQ1TrrC6",
-	"2iNhj4XXkA8tYgMmIibCUSHA+8n2u+q9TTO4y+vFbxF2XhjOE/MbVsGlZuEQAw7B1coTvm+YYMqXrXER",
-	"7YpC3rdFF5QJciaV7iZMkTVDxF0NEczb35cQIIbu6EbS5XrdFrnaI9vVzawwZ5BLbUo5YHUDKGPqyqyi",
-	"LMCSRCYqwMrShhVaYRu2MjGHSHYLd+wc57VyjCycEPCVtRPHzQtK2k4928yn3VuYQMW7elMGPUhkO2b9",
-	"fxUMPmKacjNAKBxr2tslbhrpqq/hWyoNHJDdda/WwHZ1MyhprsGeeOLayczBPa0HandjQ8VDHrJKxG7c",
-	"iNSGkLqMry+8Hmf4bXHsWnZJSSQxb4Y9XrPvgFlKPvUS5D+8L7UZTVhi2gBYAg5aUX76Pr2G+ruloDRM",
-	"YrsUuxsbsQxpDPLx++r7KmAbttMJeZoJKnRa0ZgngG6Dwjee1l4ViOOpsF5WoRwYSTdhEROa09hvI/U0",
-	"KBboocs3KagqPL9i9cbD3CD6PaKaek0j+DbZ7n6OziOUNoBCoanyYLQC0+GkCOy1P84EitcAahdl+a39",
-	"9eT9/hCSbbnyzn7r3icFLdsiC1x0A3JrVAmI3RcR8awLmeu+16xXZGGy1UNvmMlQFKfeRq3Hxcl7TWcx",
-	"uJMtX/CuMGdAmtsPDge3rN2T8tpfj4gZjpHw3Cq79woaNdwjZ5xXZO0CbkT5wjxEP4V1f/ZoGS5uytxB",
-	"NCq7G+l9aW/kw9eH/xMAAP//HhQfmd1rAQA=",
+	"H4sIAAAAAAAC/+y9+1Ibudo3eisq768q8K22sQ0kAf7ZDHFmeEOA4bBmrxlnx3K3jPXSljwtGfBQXMe+",
+	"oH1jX+l5pG613e0DhpDkpdaqSdLu1lnP4fec7iuhHAylYEKryu59ZUgTOmCaJfCvg1GiZGL+FjEVJnyo",
+	"uRSV3cpFn5GOYHcaX+gQ2SO6z8gwYTdcjhQZ0itWqwQVbt7+e8SScSWoCDpgld1KiI0GFRX22YCa1gf0",
+	"7oiJK92v7Dbr9aCix0PzptIJF1eVh4eg8oH1uOCm+8OoeDy3MrnuxfKWROmrbxThUTqMIdX9bBSR32BQ",
+	"SdjfI56wqLKrkxHzx9aTyYDqym5lNOLmzemxtUQ0lFzo0pGxbl/Ka8Lse7OGxbK2VhzUHQtHs9aLuRdm",
+	"DsdrZbXxHFGlWzesfJV45E5RTJUmzLxLEhYyfsOiPfhB6YTRAUmYGg2YIrSnWUK4TsfeZzRiSTZ602cV",
+	"Oq0efqgUjpcL/XarElQGXPDBaFDZzU4fF5pdsQRHzwdcT4/7lF4xovg/pWc9hu/8niPWo6NYV3a364E5",
+	"99grnPp0DI3CMZyHfRaNYla2gMr+Pms/VdbGatv5h0yu1ZCGbNZ1hBdmDefWa2WV8TyYj9VQCsWAbv1C",
+	"ozP294gp2LNQCs0E/JUOhzEPqRnnxjCR3ZgN/vXfygz6vsLu6GAYM5yOpjyu7MKQmNKkK6Mx6VNFqCAs",
+	"SYB8wZ+qsvvXfWXAlKJXZkiDkXmbEUrsUGHCu5UNf6oPX4KK0lSPVGV3C+gd16bjyqG4oTGPiO02m2lf",
+	"66Ha3dhQ8YiHrBaxGzd8tcHxo6r76MFfuf+VsF5lt/J/bWRkfgN/VRun2AKu3/QOurlzRQY0NlvAIiIT",
+	"0k0YvVZ4IaGlmunyQIpezMNVF/wwYoOh1EyE4+onNia3VJGRYhG55bpPKIl4r8cSQxrMllT8ddzJ1jEd",
+	"zGIL6PUZui+fehVdwwpnouEnJUcJ3BAzCwbr+FEmXR5FTKy4kKaDjMeRLouluFJES0KF1H2WZDc0t4qb",
+	"2SpmQ1loGXvp60+1dlpeM0EGdEyE1ETLUWgWjqt05WDFDoVmiaDxigvGbTPp/XZrsp2/oRNvLXRB7QCf",
+	"Yl3O5YDpPhdXpEd5bG6kwKvIkhuW7NmDZc9cn4orFpnVM1/Y1QJq8ZGzOFpxxRrEvlVGDBPWM3d3lzTq",
+	"NfO/hqElw4TfUM3I2tnHA9LYabxf3yM0NoIb13g3zo8uDw9aX3+7uDj9enzyofV1/+jo5A+Plo6SOE9D",
+	"m81pGtqDGS5FQfGTp9ilfezeI5KEhiEbakW6I51uGA/NZplFUgFR5ngbFpMKjJdnR2Z7abpmNIoSphTu",
+	"MvbAFTHMNPI399eEDvsrbm7Tba4q292RuBbyVhAhI0balbt2xduiKzOEDRZdMbVR39Cy8hD434bjMGa7",
+	"hJJqe1SvbzLSTf9Gp1oxHaj5Gw4vL7fh+MlTkStoDTZEakIJjurD/q97RphNxm5BzRsxV9oxNa6NvqT7",
+	"/g4eiuFIP/f1NIcolCIcJYnhfeSajUm7cn9PuOm9Fo6UlgOWHEbk4aFdISEVZmJdZFzxjbnYA66UoUVm",
+	"/FOfeRsJP83fQnxtqS20LT/RFkJrJKbhtSK3fYo3NadQTi5YwmikAiMXmVfNE67JFb9hyuyzlpIYxrtn",
+	"1eP0AFBNcFFg14+l/ihHYlWCXKACk/e0Hm3Sd6za7G11q1vh20Z1h75n1e3u2/Bd9J7t9OoNOLA9GIAv",
+	"CmxlG3TsvbDA5gipq/j6U2zMsUTamOP6F1Ie0eSKPaWAz+5CxiJFGvWt99vv3pLuWDPlL0nDk45O6TiW",
+	"NMIthpEstDRayiq+/lRnFoZuaIpp1RxD6ksEju+4RftMxXjFNft7JDW1i2WIANVkIJUmjXq9ToZMRIYi",
+	"/D1iI0a4RgaS3XpPSv89185iywd9V9NvnlpKv5WjOCJDqhSRgjlAwtdlYQCKrLl5yqQtlJYJi/wpB94V",
+	"zP2D3LBE4UNga2TIkrYAzhGkGrxaTwlK2rXZYWX7tKNVpEeVdltu2EhCNWsLmYCqag7mgIox4YL0Yn7V",
+	"12anpAhZjRyjRAjqlR09Famg2BY0NnRt7H6zgmSNdM6YTsbV/Z5mSQeHpMltnyWM3FKuTZN9Fg/VbluY",
+	"0eOKRAnlQhnRJoWTFDELovoBdAsyq5FvEtbjcaxqbaNyIJoD+rzX6zTacM5CKSJQbcwYSJf1ZMLwCtBB",
+	"trdGjzA7W8tDj7NAF3NYLgUd6b5M+D9sVfrsuGWX0cRsm1FvchS3kV2OXLcLXY2R/8UT0V0YIhxGarUx",
+	"bbgiV8RJfzIhCbuR11YCvRT0hvKYdmP2BAqsJWHcSM1qvEd0Mib0inJBVF8mOh7n1DSPOJ9b4XrkDWfR",
+	"RUw/eCriks3CXEkzE3NWNb1mOW1NyNtdIiSJqKZdqlhbhFIIFgLZCM1J7iWMgczIkcJ3DYs1YiTlOn+n",
+	"IynYXltk64VYae76Ps0tS8amT+hkqYuVLi50vT/knxjwpWEihyzRHIG8MGFUs2hf51DAiGpW1XzApqHA",
+	"oMKjBRBDh0DeT/8wNETorhjU7PEE1eqEhpolyjEIxcKE6QC2lcWxEQMVoUOaADY91YW9MDNmJUaxvUMI",
+	"hU41cZvHX+cDthm4+lcFXsljr7Ac6eQDb+H94X5JW5bd/2aIkh1QEbL4zMKv01u44H64a3xfYcKcmr8q",
+	"B/vHB62jo9aHSuD+fnj8qzeGWbOzzRUOOJPgp3d538oyHUDuOz7Huu1LxUjnmo07TgOC65AyGs3uNElG",
+	"wrFZYq9putJBW0hBtByac2P4tSGg0FGNXDjtQRlSywbD2DBEecNQDkDFZA3/SBhgoCEzUko8DpwE1hbN",
+	"bSu1BnaI5nJqmYpoze2360GqvxnOLQjIDqiVMAEcO9qDh9CXITfS/NmnGpl6qvUQQOIA4jFjFGRtq9nM",
+	"NJv1Gjk0spCZLCW9Ed4LpB6nreMPh8e/pq33ZRyB4NGl4TVBfNJcIpQP4DqBruyEDLOkloKOEmEFhvy5",
+	"u2Yztjddpz0S9ll47XRxC8tqd7FRpTfzWjc3OeVTJVpy0cGOi01HHxM5IA2zN416PajX68uNpMA+5N8B",
+	"M3nXdeEdgOuNVNezlNAoAimVxqfeWvZorNjk8jr6OWm6HXDh/t2Yd1OhjfLhZTbfxw3xysFgs3j3rw4C",
+	"etSEViTEhTQYh12+LM4O+LhFCRMpWnfDhCnFUfiaOJf8xkKLiqwNuBhpRvpylJCIjquyVx1IofsE/2sf",
+	"3TJ2jRqL4nd4epWVFoBhWvnR9WPes1Dn/x1RHo9rpHVHQx2Pnc6VHyOQAMDQb2hsxRBzBZbcKO4gteLF",
+	"yvFZu+RB5a56Jav2YUJvjbxaO6O3ny2G5r1Q5YOhTHR2Ndz7GQrGRCgNlduAxw8wptys7PFDsWmz8bbZ",
+	"3JpnF370uTWcJabDUxlz5IOzLslJ7mUjJFFD9XP2bHvabEddKWNGBQpUXCZcj3NvNz3j99a8KRqh6E8p",
+	"WK6FyuXFQaVI3D7cP94n5hPyjzlPgHImUhCWnShgXNScqomD9HZroQvfi+XtpEfKXAnnCSlF4RiCefT0",
+	"3wg9PD8xnRj7PIL2B5o7nBvN48YH/iIocALmNGekrk/zlRnJgN4d4nebcALsP7IDQJOEwtEfJXGBXCGI",
+	"0yrJ5dnRNHmqP/pc5Ts6EfEYbaA5VDoTU03X3/IomuUI3OrP2GP30TeUNoLKMKZirvJu3imUTOz35ZOK",
+	"MrWVxvFJD+wrs/qy7z8Ek0oSKpAFWncfMBYRsj3E4ggHoKA2d5dsi9OD/5INf+LiLT6PyQ8XnxC4BvUV",
+	"C78Sxa+EkeXx1Rp5prlm9+lJ4AVUHbWlpR6C4PGr5QTPVQGL0TBadhLPhB5MrI1biDyakA236GJlu3VK",
+	"r4rQBEfcF6Ly3t4/TFPyzIEVSMxsyGVyEaxhw2tj9nS8A7PyGYyWFT2WO5A35Wd7YhUmnGhvZmx88erE",
+	"/IYl4/Mp7MfiA5Wg8qF1dPjv1hmgQB/3D49aH6YRICOGmy+rNzQxR1GZJlzjp2g0qWTd2T8BV3fPPoIz",
+	"TcUQjFZUdPB6iRwUXj8tCx/f9pm/gqk8PLGC0Cw0UrRALcRjfqE67BuJZEmu6Tm2fSpEQ9CLrzPhdNch",
+	"CAojcKO4uIqZg4YCMgSfWzbYIxFXmotQO0iakq4Z6KTws739NLrZxNgdTI+gK+JlYGTqQGsdj218K3VO",
+	"SP0LwOIlHs6aDQDBUg7/ChzwRYQkKpY6ICOheYwSnrn+exm2t1k3Crci1OwOWetYN6nW8e+XrcvW1+OT",
+	"i6+/tD6enLW+/nZydvjnyXFnPSBDqjTabGhbbNXr4CyksH3Q8mvEKkvO5AdfGPlyxFJ7IcBri9GmVbW9",
+	"h/JrkLq0w314nCC5HP+Yun85TaHhxPpyZeE7VhZxAb4ssNyPXOnnuNPkPDNWJ0yPEsEiAHJJTybwl4Ao",
+	"ScRo0GWJIteMDa3zVcSvuH6lCd8VTcgvB3iHAjo/Sq6Y0DVykkRmFwHsT3lMerj3SI/yRDClCA0TqVT2",
+	"kyKhNFMC+NHyowWxpmQkLviAyVGh8sIVSUZG4Y4YjWIuWEAMBwdjjtI00WSNkl8liUYJWLrXd+3aoSdZ",
+	"MgLsKQSTWZye41AmEYtIavAyGwKGG3A+w47QQmQlrDcwDDtOApZ1sEVJGyfTl4lmCbnlQtWIs3mAB1pM",
+	"zcf2mPx+eXKx//Xs8vjrxeHn1snlxdfz1sHJ8YdzM4utZtONYyPrbMIM0tgeVH4kjGwGuYtyUlaelsEL",
+	"C04hYcOYjllJWMy1H9NgbeipvQesiNZlYg/vI0cRTSb8igsaA73wqJgHs2YG1Fkc7XczEytvT66fm2Xa",
+	"ljeZWQuXMorVFu4ZJrDQqGHfV9U0pw/RlMJZqEEWjvCGCZ0pKVMjY/nQvscjB0JGrFAxMCf1j/3Di68f",
+	"T86+tv7dOr5AL29zFDEw79b8R8v52Ew+gtACBa7j0tlfyHOG7rCPAAkLYh1hzOZ3Qosmhn69PX5Vs7MD",
+	"htyTyYQu05jGHIdUa5aYjv7fv/arf9LqP/Xqztfql3/9r0JOiE6jRQDymPzX+ckxEnA7JjnSw5Gukf2u",
+	"MqMaMCoUEaM4rj233LKooXbG1TeXJGZ6NTcXx0c/q8KozZLvPXaOYTrz4Z2FYbhHiLWZYznNXCyCvNjq",
+	"4M/umPzaujCatxRejC74eeDZiLnSJGYUPMy1OSMvItVGuMtlPlJDegWmXCAbKOEoslY6NRArFiK0xzJi",
+	"Z9BeIaRnxnWcw/WmR4gB6M6xQrC7kuFSTTobTozYyEwsG/ceUXvA8JTOHlxM9Kjp4CMQ5IF/DwjFSzv3",
+	"FHoMc3rgmYMxUuJ0CdGNlyaaRSCP2sGYlYUT5nkxudes7HEOPpCZDIo60uQtmDvshOlkfNKbE2mOIo3Z",
+	"ffO+EVlT4dkGs8HC7RGKBM8MnQoik4gLmoyNzLuQecvOcRlIdTHhIyV3TgBZUdQ1H860JKwO1Gcy0UKo",
+	"wOSoPFkwW9UgR9xzVNpR3JnM4img/YzzvAyyP3kUPPD67PL4GMHrg5PPp0etCx+8Djy/xi8FxwICM1uO",
+	"a+VXKA3dKnJbBVJ9P2dyNvzeNVQ0sTR4cDKi8cP+rzViyK91b00YGQn+94iBtyCLrhiwJXAHJkaNPLw4",
+	"PDlGkjqgYxLSJBmTjqGQHaIlGfLwGu5+N6Ei7Nfa4jMbdFli4QjTPrujoSZrIVWsqphQXPMbth7knc+H",
+	"YGIwZAU/si6J6DrokCAuwJ26x68KUCFyURTkge7VKhXIFGrFO6lW7EUnrgfmtbbIhROB+x06ao81K3RS",
+	"DPO+qLMOvO+2agSb6IotcVsiDDgq5JcLt2I2v6iV2ZgJwh4Ox0C2y5UHZWTcyaIpus94gpwqw0/oNHqy",
+	"htuSxbekVyvI/CfPPx2enrY+rC+FtTwCM5mvCuFif/nmwtpvjMa6QMMFf1NVLssWGbsmqUXGN+eY6MsV",
+	"cjhVBeqDuazfmb+e9SmerREWC0fz7hYEX2QOdnrWfYqluALXYMGIUT8HQ4xuAofoPAAJvpcDHsfcuWRC",
+	"hDmSxfXUc7z0oEP8/cRJ34N4USnIh9bR/n8KIxzwweTYIaL/rPX7Zev8IiAXZ/vH5x9Pzj4HGbcIsM2A",
+	"gH6+f/CbGX5eYV/IT1pJBLinAq8TZnadRUTLK6b7LJl/bdGXGt4pO75WIZk6xHZzimW7J1GQU/02v9J/",
+	"9Mcp37Ky9R45vjwCIgjcyBoAEgabeXnxsfoe/qVADaWKXP7r48ePH5CLAg12xoWz1sHJ2Yev/94/umx9",
+	"/bz//3Rsg1wTZg5YGtRuhpxmR5qvfzvFevq8WzgkDVuAVwPsyOPjLqrC8vwa2W+LGxqPbBjF3PEbyWBo",
+	"lPS26Ny3KxgeZoYrQiNhtCu75L5dgZfN3yFfQQjIP/+HYfaCgLQrkASN3cIrlewl1IttcAZVEC2CH7Ur",
+	"Dw82Gmtylb4NPZt2DgbgqUAI9A10MdVGWAMWDPonG6oazveajXFqNWyJrN32ZczW99zetMW0EHbmeHPM",
+	"r5mz+O3C3rXFnM0LkKwNaGIIg92BlEC0RXYUX2KZ5+ujc2/HYvqpoUWZauqI8MLkzVP2HOVy9zI9E47k",
+	"lOuDs4nkU+h+czCg51f+vHVeXO+zguhcDfBkpEHzSHPO5ZeqO0pUGUdZ3pWsL1UJ0TW/GNE6pEIKHtKY",
+	"mBZ3SSxvWUKMShYQIYlOKI+NAB3JsmBHDFY/ZQmGOeQHJ0e52FykD49ya5zYSphZUfeBXcJl3BLdnpzS",
+	"UVGM4/OvIgZcXArN4yJuzzDSEN4CLrw7lbggpHGcxivCsCASz/kWsDy0tvQ6+wMsXMHJeJPJKRhphGge",
+	"XpNIMkVu+zxmaf4km9cwzS9qVUGE0gEGGAnBxVWNdNQ1H3YMt2XK5TMAIJHrPdKBDzoOhFeExnFqeQXL",
+	"tr3KphEHnhVe0lPrWe4++HjWalWCyunZSSWotI4vWmenZ4fnrdJv4XKrAoiH3p3hVKbXyNIXH8313CFc",
+	"IjAjxYM20Kc3LOf70KjX6/PjiRb3mV/9jkJfgT/peRfRhdpPL87HA7Kztf0uFfYxkQDEQ+SX2GUYuC+R",
+	"plVRUByLo2rMblicpsUKCKNh3+Ul/K/zk+MqOMOzpAoCDKZ0WtCq4aF+BRyNC6WpCIuBvykNPBc4pWM2",
+	"Q5GfBvmUBvHu8uzQB0auuYDsrHbu83UmK05g/zPN8WDPL/a6sDLIgRyJAuraAtkxYTGjihGIG9bSOVEV",
+	"hcgGlTS1w1IO/zHlg9WENw/lKzW3z0oy5UVsTwSEGxUXadlCOtZjfM25GlId9j9SHo+SIqMfuk4jXKcM",
+	"FbpgRkamMdorwVxlVFAwqG0W74zrZUVleLZjxFOZgGOqdGthu7Lv/FbgbraE4QxW8nGWM++QzLeeLZhn",
+	"GBEEw2ijdKMfZTx0DV7w8HpuamOQENJzxVMvjedUq3I+R0HFJiE4mcsm/0hffDGfOL6w5S9V/dIDG+Qp",
+	"cAEt8O9CMOHq4wvXPuH1KerExZ+ilP5az2QeT6FVZpzoZZRK/5QVhsIcHO0ffgYF8sPh+en+xcFvyxgW",
+	"fYB5nl/VpFTg/JFuBdCfMRlCO4HRbIYxCJ9ZpjSWvFFkzeI1gB+ftS7O/vP1f6/vucQCMeuB5wqa4nIf",
+	"AmCnIJtRDmKeUIJpeC17vQPJej0ecptiypN0C6XcTLnscUFjXOsiluYD1eBFgSZCKpTR2pT9jqxt1evV",
+	"7Z2ddUsKKWpSiLpaP+k9dAlRTAeEirHNbQKCpm0IYWlD1SOy1h0T6yFtwbGtuzugcuD9SUVkH2/f3bmP",
+	"8r4z6Rps7+x4i7BVrxfx3SyYwa+74AmeXHMaH9o0BQVq20TCNQQ54YzsZXkB+4Uq7YDe7SN9UUWJWvCX",
+	"wGuWizAeRZCdZhGrxf7FRevz6QUY5marPGYVSqd4ZI0tNuuVvmVMOKuL8icZEEyPCqmM8wtXLDBPUQCX",
+	"2eNpAlWnEn08uQvct8+OMd/hzzCk32c5UaXuU1BmwoovRqhwnnmPkmFMY+XyC3QFnWB/5u5f8+FworOl",
+	"RJdyr152pz/yxCo5BdYUdmcHoyWMJ3Vd47GFkFYZlu39gg/KPARhANvQNYSZWGFWyFuyZm7VODeUPHlb",
+	"7OxP0rGnSnZSkNwEfltFaZmtH/ipT54q8vt7lkJdJHmeeHnrME0WMhOFJ7nmdzzdQ2/Dchdl8tx6FzpP",
+	"UpYBjR05fwrhNGUNLyObnjOdM0s8LiQwNV3kacIBItNGhBrQMbmSaQI9oAs2d1x3FF4bIarnJ06rF8MJ",
+	"hTaHok6HRpyDN7BDcNYaJRjtpoZMuA7rtXo91+lcC8bEQpfbIUrWO82YglDx41Z8Fpx8bFYVgyhTuwAK",
+	"U3NR43lseGLu3iiKJnsJt+g0puIpJrkU3P2YgT51/rXXPGYvmMfMY76Py0e2TPKwh9IztWJ6pEfnOSpN",
+	"cPSHj3EVmOowtIGmiTxBqgYQXshbPxbCmeDAqLfGgbCCAMgFiblg6wRsc65shoffTxKZBdJ7QvyJ6XoK",
+	"QO/JhHxq/efr0eHnw4vaEnk6QXy3jryY+Ro6WPPsbpCqdL2ME1GX49riOX+cnH06P90/aOFYKkElHVcl",
+	"qPyyf/Dp68nHj5WgkgVvF+I5SRldh/1JRkKRkYggWcdEFiVveKMZBmUK+1mVvR5YlHEN3fgsrEFJxCBA",
+	"1EU/p+Hu6xiCjV9lU3mkkdkuY+FJxVxULpFLqRlJPZnPRORCM1eyVeSKRs4VvyEucdmkdssGivLZBSyr",
+	"3KFPzuk0pEnC2WI555azmpi3EZ87sO7B81V/Q1YsbrTMdpbGZKbFNRQTGh0qzjUVEU0iYpdaESZuWCyH",
+	"jNybhgNUaDUdDANI5P5QW9zMMJEOqVCJytUHzQPueESmfbicNuMtZx63z69bXsPxz3q2VAvcw6dQeiav",
+	"9svoPgVZ8lYG51bMVjmF0y52v23qykeDAt88K30uuWQpZjA7yVhu7Tw+nF6eWuq86F+pGtpVc4/SyJNC",
+	"hpzKcAUsKNT8psDfopV58rikLxRyvpRz7EccNpzJEVX6NzlKZo4CneahqASalVwOe0Aw+3KUFI9qUct5",
+	"sYyVhjZp37eJIxyQjMRuPll+QFisGNZNS/XVcoVihayg1gOsgDdgZnuXjh7M7bBxJWLWin5S3C/RgD5T",
+	"rrKwPVrpSKe2exnEagJzWNI9jYEpUHlAglUErhkbKhtavBKusMhKPi+RytOnJRzX0qV9EsaYkpqXYIlG",
+	"oGHhyOjN52ZAFtyDokbFUhSNBoaOeMWEMvVp//TQ6E9p8RgA2LGtXMUezErBRU8WpMnFKPYrSBd2izQM",
+	"6rM4V6Qa+SPLDQWuVlnBeIhe+LD/qyKy1xbWjwbUGajvJVjmLso1xsPY/sy0NGZhEPE4c1ltC9/xFhwy",
+	"oXY0FvAB+r728azVIo2AnJ6dkO2AZC6jpFnP1FfdFhlFXK+1RVs4vzcMNEUVr7NBh3zjptEhAgrYdfZt",
+	"JSiIAdslv2DBKQzOgG3A8IzOLg7X2x+EOzH6zo8hK9iywMwY6vLRsG9rkbSFI9Xp6zWCQ0abN1ekU1YK",
+	"qoNFYXe2tt+tY6BGzENmq8pYNGp/aDqrNmt1Kx9k9Zxub29rFH6uyeRqw36rNo4OD1rH5y345sGrEYWb",
+	"uH966KUu3a00anV8Tw6ZoENe2a1s1uq1TYt/wVm3y71hthazoxflOt6HVUX3AVwCa6sG2o0xKy4CxnrB",
+	"JLayCuSM4FjUDdxlzPUw9II66axyxJU+hf4nip836/UZpbemSm79lafqDccfnUuzR3ErzXrzbbXRqDYb",
+	"F436bt38/0+s6pmWfVqIfnke0NNpkgpraMFKB0QNaBwztNsqrJ25VW+UdZcuy8blRG20rfrm/I8++gWt",
+	"t5o7879w9RUfgso27sLs9w+9ytDbiwzJL68GdHg0GNBkbI9DynnVG3vGDAmlV8pBfaryxXyVO74b9+aP",
+	"B2BJNKEDppmtFFu8C2+w4HBJRX8rnZSX8l8AovwCNy3sL3KjvJsDLjmY0eXWQnapkyQgjnCRgrZwRYco",
+	"BI7SRO854w964oBBREh83xH5LgZUyhgyDdTaYt/GcGBPqBpkEQfagXBGdiVKy6GClgD1Vxh1geWUchUe",
+	"HWKX41cujI0nmQyMnlNcI5nMU4bMnpLFv/wio/EyVCFPFN4vXApv2pYzkUzKnIeH1SjWxNhSgoXBFzPo",
+	"1TbSq2WOo6NS5VQppeckraVp6dICBOAXGqXr9O1IWX1r/hdpSWLzQWNzIdp35OrabjWbixA/r1j5D0Bh",
+	"D6AIKqH5XZ9NYS1yqjYsjsaZ2ri3fx8fRg+mY5vobi7xdZ+9UYRHZM2cuAyYXS+hx1lfM6nyPCXIkOTC",
+	"GLfP9NpSXdcTJIkV8jYAQZxB5UvMjqpHKnDxMoZGg5tgWwxZwmVUI4c6VRT9mUFCX0OqQ8Yx+IHqNDGt",
+	"lvKacN0WIRVYehHzAQwZLSSNZ7Dck7jiFDlqLkeOMgvDZg6g8elPfcfJSxMGBKOg5c0BlXr3HduidVbd",
+	"odvvqlvhZq/6PtoMq41ek21GW+F29y1NAd/deUgWNNmgze5muBVVt9nbXnWLNrrV92Ezqm6yrd42fdt9",
+	"F76HpNDm3W3a6DbDzai6xbbNu2/Nu++i6g6r91w7OQh5t4KesSwiv11cnBJzM6ch/G2j7U9g9MUSpY/J",
+	"e+h56gq9MAWfApCLybg7uoE7uz8dAf/OSes5ExHaEpGEQDlZj7I6MlpCXN3lKVfFIJrGvRUYKS5VIoK0",
+	"CKVNOwTFZFSxwjVhC4BwiXl0O1OEHYn+e4RUx9LoPKa0EpFeSRFcXo+brgO0kDKX7sTrPXsBJZHmwsLt",
+	"Jcr2pPjalfH/M3bFFUBtVADxPyeXZ0epr4Q2+tKtC0/3+81grbYwt3+tU8DGOgHpTFpkOkFbdApsMp1d",
+	"iOaWCVFywNYDIofoPWNzYEqRD7L0kTWnUtKwnxEhrqBEFYtIT8axvHXBsM4G3BapEVgNWch79mZleYnc",
+	"mr5RpINFrzppqWiAzowGyJWLK7HWdFuifz+3kEJqrDAHYByWIsbcAgoK/vsFiakgNIoSprz61FAO3Ybw",
+	"CKZhJwIsNrzVbLaFDfbtbIySuGM6z9RSgC5dWWQbZvFH65ffTk4+fW0dfzg9OTy+OIdcLLCTeIrIWqNO",
+	"smCW9b2s6kAAfe4UiWeF9QBXUWKdnXVhc9+XSVARNrhmmzTf2rLxE7bK3crbXiNshNuN6mb4tlvdotvd",
+	"6k73PavWe42oSTe7W+H2EmX5Z1ZGXEilbiy3UiViqy+UzV7ML1Z6XFB4dQXiKngxPvc+/b6TvP/103/+",
+	"Ti5u//vy9MP7w6PTPw9l84ge0fPbypL7Mm3ORjn7+fdsqqreHCYYZAmzbCW8V/RgcfQAEif8CKzXMUpC",
+	"ib0zwComuO8jZN6N+0x3fEAGbS7kNKv+AM9VjjNhbWWtSIZP1Mh+Gt+W6tlZis0BHROleRwTw60ww0ie",
+	"iGM/RUQ8R5+2ykYYvUqF3/Zo4rIbuXCh0xjMV7Eyncona5MH5Vem556S+vfNxb57nrQkM3q9et/26v3K",
+	"9BL3bgJqKOo0e2WjlUGKUAh3QRbiQdULwSlvfOYREMFuJ6CVLJ2zHqm2WEvrnKWlPQPrbAb5aBFKBcaU",
+	"Op6hgvRGpY2EMmI1ktbIgbdtIpRsMJDPFFJ69qSXQtLpLrb7/3w9a120ji8OT447ZO0d1lPzNJciPcWD",
+	"gj5kqzUHC4LS3d7o7NpwN6syeChLwL/QjZ/2Ip57UjDT4AIvWpegVZGmFF3660veXcnQw8eCu+BXVUDe",
+	"9tPiHp6M80rmXgB3EsU045mpnavfkmE/5XTNjFNNAGTed/mcyShnRwGRSQREqDsmPCrGjT94nS8DGUOe",
+	"XY41DJ8TOv5ZacREOfE55CHdo1f68AL0wd1UfyM82uA/Lcej/01jHlGn5mIyeCMcgGMGuGrStPQEaTgv",
+	"InzPSxNv7hwkGkd8NINoXFbHItzSqza/AmSZ1mq3FT7g/GOZjr/8sghZju60LEzlNxbHMiD395gesAYV",
+	"7x4eslzflauEMZ0RgDQHPxJNS1XcS88PlmVL9sLYpnW3TYsxNYIX3QjQQd/TerRJ37Fqs7fVrW6FbxvV",
+	"HfqeVbe7b8N30Xu206s3KlObNtdf83n31bsEBdTWQqSvEOdP6SAFm2vFpwlKXkrI54hqG/eRh5jMxDfP",
+	"Zc8JZTWC8TkOvrR5ojENNOZpozr1HXU+SWHMqE3NtucSSvsBSWYcql8GeE5Q/1es8zvHOpc4oyWI53lf",
+	"3jrfN/d6Jim4iLaszhUwlEIYdNbZqb80r/uZ+VE+8/LrZXwR9HOpm7gcKpCD2+fiAhPMZsNeXVXgnrtc",
+	"v2XayjlqJegOyweDEWZfd/qJX9LKBVt1GeTVSMnLRHnXLJ9ullRPivkaS1bv81kUF+DzyygGdjwvrBVE",
+	"OWvNogRwHjFNY82aj6BibqNKiJk5SLb9VyH7ZxSy96OIULfFTyRVp4Ru497+7aEUIkWhRwpWTK9ovpDB",
+	"IiKPT3qeWfJ55vvcePr7/LPe5R9CMpl3y1aTRoL78v22dfL2/OzXijRKgnxucsy72AIwMwtioWCUSRVL",
+	"2Uv8ar4FxmBbfH9Ir7igKHQXGUyynCTfq72kwLjrJy8Rz2DanSo/P38crtqyr+SUL01RWYgV10Tn6pjY",
+	"moGuzLMr4YXpA9fMux1bsL7TFphSDgNyWbS+S2hqq3H+yFIA1kN63FXqTkaC0FjJtqA9bWPPoPVbqpzJ",
+	"jkjhOeGhgb9oSbLa+auuQkHpLgs65YvbYukAL60M5lMAnyWyphh465nZd4ru6ca9F/T1sIGeTp318gna",
+	"jj7KpOWSh6UTncx1/dPaCNNbNd9E6G3fWj5qCGB+9FqBLcRC42r9lXG/gCWR+czDsW7vYbF87N0joDyg",
+	"9Req7a20fKDwaJvV1vOFvPIgIJwPdGZSbdGsN7MqIfBplszAVtPiuiB6xksm0xaQdIr8AcREkM5hxAZD",
+	"qZkIx9VPbNwJIHR2yGhaIFvRgU1raFMdYBoCmfArqDGSEWTMdUNJxHs9BtOAzzBHQdrUNYNQGdoWW/Wd",
+	"GvnExnnHKzPFmFGlSXMLMohh1u0sKq7Av8oucHoz58kAWRQy8gxFeyAKQIQx1m5Jx5pG50wtBClZhz1H",
+	"qycWArPWUgLzPg/lkEX5qQUzFiFlw31GI8h1ZGnyxA7maLKfG3l7e1624S8rgDlplmmXdiei+XzJzTKf",
+	"1kW1qucEfSfPz1Iw0pLB305I2K1sRs2w0a3T6k7vPatuRe/C6vvuW1rd7m0x91tllXBmO60ouxcF3KqV",
+	"ljH5yThPfQHOcyBFL+aYce2xeFHJ1vuJqiaOgKsoWmk4H5JKVkv0L98vwFCYidzUNuMT+gmEI6XlgCUO",
+	"7eWKQM4YSDBn069v4N2EtEv2KG01m1leK4toEVcVw8uhpnY3rEt6LWI3bkpqg+MnVdvywglS7GRLsAss",
+	"URnT8NomZdNz6lziUkCEI1QdZUBjr/gNVufXUpJYiiuy1skN2DA5TXBZ1vcwWZlRAyJGo5gLSKxjvsPk",
+	"EV6VXBpD+re1DpYzq4Z02An8uqdQrszKcN+54GOvfU4kWUX6qXZdCqY5MtBoCGUxgnq9PqF45iNuyZpz",
+	"wG4d/37Zumx9/WX/4uA3GzgKuZSMvLNOIMMTSzPcUajNAZxdswFU5IDCu6jUOWurvBVtAScgII5JZSHA",
+	"pJPmJe9gg+4HnnFbSGnXFp6IRoyEBl3ggNQo1sDhUTqyqVHB/RNyRIOk0RawcmRIlUtI5cMjf4+kpuY+",
+	"yBhSxwsJ+hyN410MkQVoVbcF5KLqjRSLcAhbzR3/aEI7gVU4MOcUV1kNK7Jv1gOWCGKFQfKhikB7tmBb",
+	"XhKyZC+dOyQGTKUhVNA7CRtCuvddYnhnZ32PUGg6G2YmI9kG2wKnYZcC5t3N3C626jtOzjQNmcsuiL7l",
+	"IXMHAV7GrF1kq15fRF78Bc7uKuKP1StLBCGj4non55P16KIhqzYqwdQ3vyY2VWcmPjUM+f5xBChY0OeU",
+	"orIFX1qecmcyrY0xLWB9ebyIhUepSM7CJAHmXrhbR9YgEh+Hs15EIF5lsme04R066eVH4dV5vLg7iq8f",
+	"ybFzuN8c050vILzJ8nIBToo1xW3kFZodHPTFtcLkuA7aImsOhN2uw1E35BuO+vqe4bcRU8cpJNeBnJEW",
+	"aoBkjNDugkAmNNbB/ByGnZj+39jhBgT9b7E2KqSYTdEHEE2ywK+z1sHJ2Yev/94/umyB2EG6Y80UihNr",
+	"jbfkE//Fj/yCzGOYHxcTdPAsEQbtWuzPXX6EBDA34zAeKbJdJ////0c2zX8g60VbpPnQgOfyf9KquclI",
+	"FHG1X5n2EZAVraMuxLXMPlprgoXU5vz97ErCMszwhZGqfJlUYsUIQuZBbUP9ALqYP7rGn5XJwWAH+I+8",
+	"U/UMl2w7DGuImN1dykgOTj6fHrUuoMpygcN28CgQIJljrC7sfXWRwXztu/49qxgxC6jIVbh/xclfwMC9",
+	"gKq4dBiel3Vwnll5gspjJqflfe3yXZa52h3YBL102rMby0u4VPGZPyJXJM0uBTqK0aigFhZJS61j5HHC",
+	"GKatRDQe+4pd+njrhd4W6EDOIg823hcoQmJKDWf4s4IjMpY+VURIL10VGTO9Z4c2bQ6EjzbuLUVyy9op",
+	"TLcEP83gMcsK8Uuwh4y64VIuBYTiwM/sYAsDTXALMCEXDUM21K+Q6PcfQYJn+gkwrCJLeHmiftLR7E7j",
+	"a1WlE0YHHSec+cIytgPSLki6u20Bkm7NsvNOgJJvzd1088BId+53IBfwJHujLUAABXyjw6PdDub2Veb8",
+	"iZBZV6D1gHSge/f7NRfROlKlTkQ1Nc//6/zkeB2CGoVWBB0gOkdU6So8qh5+6IB0rMBzGL1yeokcGLkc",
+	"UaKhznC684uz1v5nLz3COlTjFygwU7BOhnIw4FrtoZyMS4ck0vaem2uN7IP6IAQLdYY/QY4HHoFoz/gN",
+	"iwD0ZobsCVYj59AqWhWhBPGknQ1WdciStlAsMQL22lZzxyWcYwNYJRLGUrHIDSs/xcMPR62Olxhe4E4X",
+	"0UwcTEozW6421XI8y+wJfGp51hzZfup05ghvhUe7ZKvZFng+SO4EtgUcDnLf9jMCtyu77YUodbsStI1w",
+	"DR+AeA1PbB4O8zCVTtuVh7aAFZtyIklNksVCIHi34MRe5cBvnHkXb+wEKJBWXEtJLz5YVR4sjYNgzn0L",
+	"z0LH6IwdV5TaH1mRu5TsGfpFNWAMeyCHdWwC6U4aLwHAg4wgByZoh4YWwefwaZ8CvKFTD7Uxc+nIs2FB",
+	"1QZD9SLpKpta9R3SwfdYrS0ghyi2C04JUD8I7yXNSo2zAH7AumETo8Dya2upSow1JSMz7ICoaz4cmmep",
+	"ZLqOTQmZ+Y6ptujJBOxoWS+p8JnJkZkYmpa65MqR2LaI+bUhrVmxobWtxmZhPhyzf86D7NGYu8UJ6HCY",
+	"yBsa57KA26cs+sUcWooY/KJKqBnYhTRjfBbo+lGJ1qcna3YPDQl2rpXlZpgmQ5pNZq0bpM2bZG+YYdKv",
+	"0PTS0PSPkFTdijKQFzjVLwUWgV1dsLZoXolcfUqvgPImcnTVn+QxOSzZh48NYR7SK9YWtsi4yz0M4Gon",
+	"w58b9br7cd0ahW9oPAJY1aZXzsgZ6Y5JKRAMSK+QCEpfJfI2K7rTFgsgtTmP9WNYkzkea2ZpAAMuc8d2",
+	"9R0zCmBh6crudj1fRnF2ufofzR3XLN8ZbPF8f1z/DP1sBGxJclGcb6vkvn0HaB+4Zj4X2Jc56EJA5JSP",
+	"Ljg8eK4pkAUXrUmWWmFNRKjWRVI5yJl61qwTh7OU+QWBiLki4/UaOdRtAVX45zoFr/l+p2+y9ERcOWMX",
+	"hiyY1wAs7I40+I0YGXXIhWDR+p6ValFLThj6eYxh19vimo1rBOgSypmpzpbGqWRLBIXF0Knddd4WaeOG",
+	"pdj8ZxBpcUW52EsDL6zXso3uQIEbu2wLTM8YkFuWsEx6hWz25okVbFOpHN1WsunDANrCiC86GYmQGiGd",
+	"alJC0qH2Gg4PpVtzDmD3rFsMmAvTSUN+HlgIAGwV6cD5POl1agQCOKirhyyTtsjQ36yFkArSZeBxzI34",
+	"DoI1kbrPkluu2HpxNSKdjJ8Ofn31RH2FXR+Zm1wn43wwQ1o50WZVFVaoWVhkhK1fKnAwc7hXueId1pMw",
+	"dVQQzjXNhSF4YRPaBQIMdlM3QLLWQKzTwZdY/actsIYoUIe8r4O9DjgWoxLfumqO6LvghpABkGvU2nES",
+	"FjOa4YzUrR/GJYByTmxe7Lbo0vBa9np2dGWC5e+wkj9OFKRdtecIgISl+OkT28IsDzUbzBeAvTvzipy+",
+	"QKSZt/5LE8fMRjvHY+u2bwQkSJ9r/QxzAbUiUkZICRnQ6+wnABMzSS+VHnkWB4sCbFqBSJGt+tbeRMgu",
+	"BzRxJECcNFRlIisa2q1c1G6JH1N6pFf2Y7JeQwdyZF6vB5V0f2amvIopH/j1Fr3IAwDd7NMFUkhYZvOR",
+	"8niUmEnUs4czHIrqW3+uVJRxQZHOK8qIU8pFbKUC34fD89P9i4Pf0KcIUaET4Rck+D79krNzVAJyZhfy",
+	"lR6+RMqMbP0XxhimNzGlJqit5vMAlOTAyGL1VyiguACtLndT+o7mMc8JKo3Gsr5HhoeQngTo1Qm/MiEH",
+	"R/uHn1sfLOiAhjRf+wXYxMjENyzxMo+ZVjICA1/7eUEQ10AnrIVdr8iU5xVG6ky6Xjl/KljwVGUHq0c2",
+	"7tTu1RYXUC4YTzf6KHueV0BGSv2mZvC0x/hNLauzp9N5dZt6dZtCt6kFqO8iFA4suKi8/3gkbgL6zaIE",
+	"HbnLlXQIvJgHJym1xRoVUWDN5oADYi1zQ4MQ31PrQWbWmsKJ28IK6tPYoU+EzMhS1NAFEAFdaot5uCG8",
+	"/nQE6BU5fKU8q0UdO5xLJh627+V2mqzoPZcomfMSjWK2XPKx9Kt8je/iHGPnaRevJVmWjdIs0ZTrO57O",
+	"nUjRuhsmTGGsSaVONsn/Nv9zOm0z3IkabKtXfUeNbhhuRtUd9r5XrdNGtxluRltsu+dFEj0EYNVObmh8",
+	"Do5UyimsRuv93dGw7NEFD6/dv+3uCH7V1zFsF7vTH3kyARs0L+rNbArunQs+gKClsvfSx5ve4y9BRd6w",
+	"JKbDU0gvYDb3mg/hsI2UF6+K/8ywiUxlrwcVzQfsTynM2FujRA7ZxilNuCpPrO1vwbdX5FfBPd19nA97",
+	"ptf8Vcl/AdBTeXTT0fPs2Yxa8WCS9e3u1hyf0VajdRBDOAhLKQdkBYFSPG1hbgP5RwpG1jp5+tIJSMfd",
+	"lc46+D4yiNDuTNCMTlusWWP6YBRrPoxZWifdvUoUF4bS9xm5FPyOsKEM++u2QLzm4XUq4tlUuKhyokCY",
+	"Ohg4LwEzacXFVZwGi1p3eSuOdtziGXplI2VBpTU9GWXa/U5COQLHfsNM0bm9LazzQfoO9Aoe8OtBzkOB",
+	"KKZtkqy+TLRhjmbB2gLSoEBaCH3LIPuCNGyTwc+KrG3V6wVJUUrLt7trvIov6EzeMUXKS8hsOen8fgHO",
+	"/BK+QPrzVw7+P5yDL8utX8s8/bguwmnFJpXR7CKOPlNB27h3f51ToAnSMDo2ZRiMIkKSgUwgaAOcBrKK",
+	"86mtU2k6Lqu5lGM1rxWXvu+KS3PO2NwiS+nRQXOA9cXJBJXCMgPlJ6T+yi5f2eX3wS59wvhKnl7CbD2X",
+	"Ni3npX6eMkR0UnepFCekpD4VV9bgCEqVwvR34APNbsmkhoupxULMO+0Ig01YiB9MqrrTyvSeeQT9RkA1",
+	"oYALuEIyS1DBzqGsR6TRQK0ro5C3RTrfJVzKZ9H5NutkC+hno7q9+EXLD2gpDeqVJbyyhO+QJRCqCIv4",
+	"q0L1A9jDIq6fUp3agHuxfJjUJAMqxGML9TFMJYuR7glTowGLauSUjpR5TAne0+yz1JVmijGYb9ir+P1K",
+	"a38oWhvYE/7qefCdU1ogL09KapHafTta64ITeXiNWf5ZRG773BBVTNNgaS0gHFKELGgLWy4mMCIBZk4C",
+	"Ow6arwZ7GN/ENbmSYJnKwrhAtAd7UlucmYkiOU+HBN5bHBiA69fzkizwQDJr9UrdX6n7D0bdnUjzSt6/",
+	"95BUs09L03c4YPNcxrIXgYaGNI4ZuK0RxRhZo3Gcpnai0YCLwFWYsC6hmbvCNRuDq0EEyXS6Y8KjYlez",
+	"P7KxLZ0q7oeMYUwnPN+ZJ9uOb3srfwRXm1v/3Ljz7z0sd7ZB017OPxK9a4YxFTWybw42kSIel9WGT3fw",
+	"CXJ67YcDiGCOKeS+OTtZ1iEiHcxzekTQUPMbBnxygUBAdHg9okr/JkcJfMUX5myBze+zux2Ur5FNKx5B",
+	"2yX8ORvR8lfzB7bc/7SG+Fvv1hXe90KGt3HvSVfzwonzHndpBSVz8JDTwdHEv+KVQL8zfII+3REbQsHJ",
+	"KB9zbNPLWF9wm8Uasrv25SgpNNDmycxKkcH2+jYfdX0bz3h9332z65vzVH81Jb6EKXHuDV5WAPzDU5xm",
+	"WBM9jp4mPMoyUnHmp2UCO5+LW9qbzoiv0iRPSktIy1Ri98vEPHPuVxAU7L1pHV+0zk7PDs9byxr8Hich",
+	"/AAkplkvoTHeWi1KarafmNTYrn5ikvPTCRpg+5+Imhri5X2svGF+r16z8Ty9e7IUovmE5MuoKxYmTKti",
+	"JXr/9PCT6WW1W2zU2uz4W1139j3YH/JPDLbLBmnRJKHjskthpvXKel9AWd4/PYTF945yejKfgO0WqtmT",
+	"XBcPMIHinRgEbQF7lw/LzWYPPgLxuU8VVPpVWiZFrBaVAzz9T6CMh3xZ7RvP/wsEI/jcFFhnvfuObdE6",
+	"q+7Q7XfVrXCzV30fbYbVRq/JNqOtcLv7lmYRIiE33DJhPX5X2a2o+PrrVq9Jd0JYxBt57cPkuHG5175e",
+	"/968qf/59/tB4+7dcLO7LXbCrW8S/xE5ilNKYYJMccORv3LeH0TFF45OFZOpZfjtxv01G89xuvcJ1D6x",
+	"xx5La2cFhp1mYF6skTPzEkR7YRleyKUgq3JYK7ADmvY80jTPCR8/eHXC/+bmFLPscw/fSjwyKLJ52+7e",
+	"KGsaKUgHAmf4SfM2FV6aVWpATacpxdbaYg0ToNS4UCzRncAmRKmhZpT9G69nJ5jMRdIWmEoDaxQlI5uu",
+	"X5G1XN2oYKKQ0npWgypoCzBqml23yfgmKz6piZR+tkwTV+UFjtKdTQscPUGJos20RJG/SF6FIpuHBOoK",
+	"LZKJZLIWUZZ16rUY0Q9cjKjgvuVvx1NUJpqkXUtV7FqE4AB+U05wLjLzsjU2+7OWt1ARA0IBRnFskTyu",
+	"vHzzs+H0I+x9VcRrQO/OEB10grIHL2XZIp9LHJ6czjzI264cLv3r9X1R/Du3F96NNaf3SRTy0Rx9/MyF",
+	"y+jSI0LkDUtS89cbtQe3zXBUo7wrVx/JXjiyD0h6hCkdIKcCxtIQrnaJTakI4Drkmw3aIswqwVrX6uLy",
+	"WYX39pFqvn9lG83FfaimBvGcSHp+kAuA1t8xnTHHwWE3/+OV8OYiJOeGxjz6NaHD/o9RSGspuraIbCBH",
+	"GupSVRcQEhLw45mkYb9dXJx+PWv9ftk6v7B1VmjCSJ/FEdEywHKo2uyLJn2pdM5NzTwwokXOk40ol0pV",
+	"3gqvuIGZr6GnJeUJTuxUnkTg+Ou+0h0lSld2G2VeONs5VLAPqKzRYWu2kVooBxn5VKcsQfdeMNYXkhm/",
+	"xYflrQO5BVjUSPAqobyYmWBKGrD7B7di+lpPXtVVBZdHkIeNezO0mTDfAY3jVFyBiaAFn8RSXLEEiAi2",
+	"xqI9F8dFqCCjoUUDqLpmEXi4Yi16LL6XljxlIlJlaTjyN2AxGHAgb35GGPAnZH+4V1PXBjXSnq0xC3T4",
+	"2S5NIbToMbddQsmH43Ms47XmCkY2tzdJd6yZCkhMuyyGNG8x06b9oC0ifsW1Csib6huAF958fROQww/H",
+	"tnYN4wm5E9WqmeJg3ejoVJDDU0KjKGHKNJCWCydDmeg9c0vw0vTS5HPmhxr5jHnRSUgVq3KhmFBc8xvm",
+	"mGoBKGrXsxwTLUqIXKQQfcw5/YQ0jokUwSLihHmXi6u2SEnKlcyKcQKb7pA0IAmsB50prtvZI7QtsEzz",
+	"ja3XZGiRLYUUjRLajccBLBxqSTAslrh87n6VJazH7IZgK7+dXF78cnJ5/OHrbyfnF+dQ+82K5WkV+Lbg",
+	"er1GTka6KnvVBDQ2qBSKBe261NJ+zLxnCOdWsxl4Oe/aAvIzlOhu0+TvkZqbJ/oUiS/LqHK5MT2nIvfC",
+	"4tqiSzIhpM0Qyl61uZ9fm1uRly0lwoGkNVvDMx0qXxh7o4ihXTIh2/VNNOpAjb7qPqRicYGhiBvnVbVp",
+	"Qm5tTreGQEORZJT9jECXKoVtYbVCIxsCLeQKslxDTCrTfZaY0QgJSfD7gH9ZN3EnIaq2yBqukf0SKn26",
+	"f3ne8om1nXzC7PeR4ymzFVSyrH56ivuwsn5aSsJw9JdmOQrJVXMl7RKGv6h2iWtql1PI21c98zvQMyc3",
+	"5Zl1zD6jse7/U27wtiXfmvW6DTsHpDuRIVOKKJbcMEUcW94jYZ+F15CwMWJDJiImwnGhBeo32++qgkVa",
+	"YkJeL87msfPCeMOY37Aa7hMLRxgRDb6g3q7dMMGUr/zjIlqSD4kpF11QJsipVPoqYYqsGSnTFTnCwiID",
+	"CRGsGC9jqCbX67YK3x4Q/bQCSJDLvUw5GBOGUGfZ1YFGZYUliUwMte/zsG9kdYsGwFYmhsvJq8IdO8N5",
+	"rRzEDycEnPntxHHzgoq2U88282n3FiZQ8+5tyaCHiezGbPCvgsFHTFOg21DZ2rS3S9w00lVfw7dUGtkk",
+	"r9a9Yijb9c2gorkGh4dj107mr9LXeqh2NzZUPOIhq0Xsxo1IbQipq/j6wutxit8WB9dml5REEhP72OM1",
+	"+w6YpeSllyD/4X2ly2jCEtMGcDY4aEUFNAb0GgqEV4LKKIntUuxubMQypDEo8O/r7+vAHm2nU2ISE1To",
+	"tOQ6T8D8BojUZN0NVYAXpOSxqkI5NKp4wiImNKex30bqClWMOECXb1Krj/ACH9QbzygA6TkiqqnXNFoH",
+	"ptvdz/EIxPqHUMk4RTeI7IHUMy3aee1PspDiNYDialkCfn89+WAwgmyArv6837r3SUHLtgoMF1cBuaU6",
+	"hBRSpmXP/JnFFnnNelVgplv94A0zGYni2gAIy7hEHl7TWZKA6ZbP+ZUwZ0Ca2w8eUbes25fy2l+PiBmO",
+	"kfDcKrv3Cho13CPnPaTI2jnciOq5eYiOVOv+7NF1pbgpcwfR68XdSO9LeyMfvjz8nwAAAP//5QQBnsBx",
+	"AQA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -41,6 +41,7 @@ func (h *hits) of(path string) []time.Time {
 // workspace B calls the same host and is not held by A's pause (its call
 // comes before A's first pause ends), nor by a worker slot: the
 // external-API worker has one slot, which A's waiting node does not hold.
+// The pause is listed among A's paused hosts, and not among B's.
 func TestARetryAfterPausesTheHostForItsWorkspaceOnly(t *testing.T) {
 	const refusals = 3
 	var h hits
@@ -69,6 +70,25 @@ func TestARetryAfterPausesTheHostForItsWorkspaceOnly(t *testing.T) {
 	idB := b.startIn(graph("/b"), nil)
 	exB := b.waitFor(idB, "COMPLETED", "FAILED")
 	tookB := time.Since(startB)
+
+	// While A's node waits out its pauses, A's host is listed as paused
+	// for A, past its first 429, and for no other workspace.
+	type pause struct {
+		Host        string
+		PausedUntil time.Time
+	}
+	var pausedA, pausedB []pause
+	porttest.Eventually(t, 10*time.Second, porttest.Holds("A's host listed as paused", func() bool {
+		pausedA = nil
+		call(t, "GET", base+"/api/v1/workspaces/"+a.ws+"/outbound-pauses", testAdminToken, nil, &pausedA)
+		return len(pausedA) == 1
+	}))
+	if pausedA[0].Host != "127.0.0.1" || pausedA[0].PausedUntil.Before(h.of("/a")[0].Add(time.Second)) {
+		t.Errorf("A's pauses: %+v, want 127.0.0.1 paused past its first 429", pausedA)
+	}
+	if code := call(t, "GET", base+"/api/v1/workspaces/"+b.ws+"/outbound-pauses", testAdminToken, nil, &pausedB); code != http.StatusOK || len(pausedB) != 0 {
+		t.Errorf("B's pauses: %d %+v, want 200 and none: A's pause is A's", code, pausedB)
+	}
 
 	exA := a.waitFor(idA, "COMPLETED", "FAILED")
 	tookA := time.Since(began)
