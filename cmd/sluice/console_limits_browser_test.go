@@ -1,11 +1,15 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits: in a real browser,
@@ -13,8 +17,9 @@ import (
 // workspace's limit (1 of 1 running) and one held by its key's limit (key
 // acme, 1 of 1). The admin then edits a plan's limit and the workspace's
 // own limit in the console (a refused value is shown next to its field),
-// and the API returns the new values; and the outbound limits page adds a
-// host (a bad host name refused next to its field) and deletes it.
+// and the API returns the new values; and the outbound limits page lists
+// a host an upstream's Retry-After paused, adds a host (a bad host name
+// refused next to its field) and deletes it.
 func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 	base := startSluice(t, nil)
 	b := newBrowser(t)
@@ -104,7 +109,20 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 		t.Errorf("after Clear the API says the workspace's own maxRunning is %d, want null", *limits.MaxRunning)
 	}
 
-	// The outbound limits page adds a host and deletes it.
+	// An upstream answers the workspace's call 429 with Retry-After: 60,
+	// which pauses its host for the workspace; the outbound limits page
+	// lists it as paused, without a limit. It adds a host and deletes it.
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "60")
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+	}))
+	defer upstream.Close()
+	(&e2e{t: t, base: base, ws: keyWS}).startIn(map[string]any{"nodes": []any{node("call", "HTTP_REQUEST", map[string]any{"url": upstream.URL})}}, nil)
+	porttest.Eventually(t, time.Minute, porttest.Holds("the upstream's host paused", func() bool {
+		var pauses []struct{ Host string }
+		admin("GET", "/workspaces/"+keyWS+"/outbound-pauses", nil, &pauses)
+		return len(pauses) == 1
+	}))
 	b.follow(`nav.tabs a[href="#/workspaces/` + keyWS + `/outbound"]`)
 	b.do(chromedp.WaitVisible(chromedp.CSS("#outbound-host")),
 		chromedp.SetValue(chromedp.CSS("#outbound-host"), "bad host!"),
@@ -116,6 +134,10 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#outbound-form button[type="submit"]`)))
 	row := `#outbound tr[data-host="api.example.com"]`
 	b.waitFor("the host listed", `document.querySelector('`+row+`') !== null`, 15*time.Second)
+	paused := `#outbound tr[data-host="127.0.0.1"][data-paused="true"]`
+	if got := evalJS[string](b, `document.querySelector('`+paused+`')?.innerText ?? ""`); !strings.Contains(got, "until") || !strings.Contains(got, "no limit") {
+		t.Errorf("the paused host's row reads %q, want it paused until a time, with no limit", got)
+	}
 	var hosts []struct {
 		Host              string
 		RequestsPerSecond float64
@@ -127,7 +149,7 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 	}
 	b.screenshot("console-outbound")
 	b.do(chromedp.Click(chromedp.CSS(row + " button.danger")))
-	b.waitFor("the host gone", `document.querySelector('`+row+`') === null && document.querySelector("#outbound td.empty") !== null`, 15*time.Second)
+	b.waitFor("the host gone", `document.querySelector('`+row+`') === null && document.querySelector('`+paused+`') !== null`, 15*time.Second)
 	hosts = nil
 	admin("GET", "/workspaces/"+keyWS+"/outbound-limits", nil, &hosts)
 	if len(hosts) != 0 {

@@ -1,14 +1,16 @@
 // @ts-check
 // A workspace's outbound limits: the rate its HTTP_REQUEST nodes are held
-// to per target host, listed by host, with a form that adds a host or
-// edits one, and a Delete for each.
+// to per target host, listed by host with any pause an upstream's
+// Retry-After put on it (a paused host without a limit is listed too),
+// polled, with a form that adds a host or edits one, and a Delete for each limit.
 import { ApiError, api, problemView } from "./api.js";
-import { h, page } from "./dom.js";
+import { h, page, renderIfChanged, untilEl } from "./dom.js";
 import { when } from "./format.js";
-import { current, view } from "./live.js";
-import { workspaceHeader } from "./workspaces.js";
+import { current, every, view } from "./live.js";
+import { POLL_MS, workspaceHeader } from "./workspaces.js";
 
 /** @typedef {import('./types.js').OutboundLimit} OutboundLimit */
+/** @typedef {import('./types.js').OutboundPause} OutboundPause */
 
 /** The form's fields by the pointer the API's problems name them with. */
 const FIELDS = { host: "/path/host", rate: "/requestsPerSecond", burst: "/burst" };
@@ -101,7 +103,7 @@ export async function viewOutbound(workspaceId) {
         "table",
         { class: "data", id: "outbound" },
         h("caption", { class: "sr-only" }, "Outbound limits by host"),
-        h("thead", {}, h("tr", {}, ["Host", "Requests per second", "Burst", "Changed", ""].map((c) => h("th", { scope: "col" }, c)))),
+        h("thead", {}, h("tr", {}, ["Host", "Requests per second", "Burst", "Paused", "Changed", ""].map((c) => h("th", { scope: "col" }, c)))),
         body,
       ),
     ),
@@ -117,36 +119,52 @@ export async function viewOutbound(workspaceId) {
       problem.replaceChildren(problemView(err));
     }
   };
-  /** load lists the limits as stored now. */
+  /** load lists the limits as stored now, and the pauses. */
   async function load() {
-    /** @type {OutboundLimit[]} */
-    const limits = await api("GET", `/workspaces/${workspaceId}/outbound-limits`);
+    /** @type {[OutboundLimit[], OutboundPause[]]} */
+    const [limits, pauses] = await Promise.all([api("GET", `/workspaces/${workspaceId}/outbound-limits`), api("GET", `/workspaces/${workspaceId}/outbound-pauses`)]);
     if (!current(gen)) return;
-    body.replaceChildren(
-      ...(limits.length === 0
-        ? [h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No host is limited: HTTP nodes call at once."))]
-        : limits.map((l) =>
-            h(
+    /** @type {Map<string, string>} */
+    const pausedUntil = new Map(pauses.map((p) => [p.host, p.pausedUntil]));
+    const hosts = [...new Set([...limits.map((l) => l.host), ...pauses.map((p) => p.host)])].sort();
+    renderIfChanged(body, [limits, pauses], () =>
+      hosts.length === 0
+        ? [h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No host is limited or paused: HTTP nodes call at once."))]
+        : hosts.map((host) => {
+            const l = limits.find((l) => l.host === host);
+            const until = pausedUntil.get(host);
+            return h(
               "tr",
-              { dataset: { host: l.host } },
-              h("th", { scope: "row", "data-label": "Host" }, h("code", {}, l.host)),
-              h("td", { "data-label": "Requests per second", class: "num" }, String(l.requestsPerSecond)),
-              h("td", { "data-label": "Burst", class: "num" }, String(l.burst)),
-              h("td", { "data-label": "Changed" }, h("time", { datetime: l.updatedAt }, when(l.updatedAt))),
+              { dataset: { host, paused: String(until !== undefined) } },
+              h("th", { scope: "row", "data-label": "Host" }, h("code", {}, host)),
+              h("td", { "data-label": "Requests per second", class: "num" }, l ? String(l.requestsPerSecond) : "no limit"),
+              h("td", { "data-label": "Burst", class: "num" }, l ? String(l.burst) : ""),
+              h("td", { "data-label": "Paused" }, until ? ["until ", h("time", { datetime: until }, when(until)), " (ends ", untilEl(until), ")"] : "no"),
+              h("td", { "data-label": "Changed" }, l ? h("time", { datetime: l.updatedAt }, when(l.updatedAt)) : ""),
               h(
                 "td",
                 { class: "actions" },
-                h("button", { type: "button", class: "link", "aria-label": `Edit ${l.host}`, onclick: () => edit(l) }, "Edit"),
-                h("button", { type: "button", class: "danger", "aria-label": `Delete the limit of ${l.host}`, onclick: () => remove(l) }, "Delete"),
+                l
+                  ? [
+                      h("button", { type: "button", class: "link", "data-focus-key": `edit-${host}`, "aria-label": `Edit ${host}`, onclick: () => edit(l) }, "Edit"),
+                      h("button", { type: "button", class: "danger", "data-focus-key": `delete-${host}`, "aria-label": `Delete the limit of ${host}`, onclick: () => remove(l) }, "Delete"),
+                    ]
+                  : null,
               ),
-            ),
-          )),
+            );
+          }),
     );
   }
-  try {
-    await header.refresh();
-    await load();
-  } catch (err) {
-    if (current(gen)) problem.replaceChildren(problemView(err));
-  }
+  // Polled, so that a pause shows when an upstream asks for one and goes
+  // when it ends; the rows are rebuilt only when they change.
+  await every(POLL_MS, async () => {
+    try {
+      await header.refresh();
+      await load();
+      problem.querySelector(".problem")?.remove();
+    } catch (err) {
+      if (current(gen)) problem.replaceChildren(problemView(err));
+      throw err;
+    }
+  });
 }

@@ -32,6 +32,7 @@
 /** @typedef {Schemas['PlanLimits']} PlanLimits */
 /** @typedef {Schemas['WorkspaceLimits']} WorkspaceLimits */
 /** @typedef {Schemas['OutboundLimit']} OutboundLimit */
+/** @typedef {Schemas['OutboundPause']} OutboundPause */
 /** @typedef {Schemas['WebhookEndpoint']} WebhookEndpoint */
 /** @typedef {Schemas['WebhookDelivery']} WebhookDelivery */
 /** @typedef {Schemas['WebhookDeliveryPage']} WebhookDeliveryPage */
