@@ -87,6 +87,7 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 		}
 	}
 	b.screenshot("console-plans")
+	b.narrow("console-plans")
 
 	// ...and the workspace's own limit: set, then cleared.
 	b.do(chromedp.Navigate(base + "/ui/#/workspaces/" + keyWS + "/limits"))
@@ -101,6 +102,7 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 		t.Errorf("after the edit the API says the workspace's own maxRunning is %v, want 3", limits.MaxRunning)
 	}
 	b.screenshot("console-workspace-limits")
+	b.narrow("console-workspace-limits")
 	b.do(chromedp.Click(chromedp.CSS(own + " button.clear")))
 	b.waitFor("the override cleared", `document.querySelector('`+own+`')?.dataset.own === "false"`, 15*time.Second)
 	limits.MaxRunning = nil
@@ -148,6 +150,7 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 		t.Errorf("after adding, the API lists %+v, want api.example.com at 5/s, burst 10", hosts)
 	}
 	b.screenshot("console-outbound")
+	b.narrow("console-outbound")
 	b.do(chromedp.Click(chromedp.CSS(row + " button.danger")))
 	b.waitFor("the host gone", `document.querySelector('`+row+`') === null && document.querySelector('`+paused+`') !== null`, 15*time.Second)
 	hosts = nil

@@ -139,7 +139,7 @@ export async function viewOutbound(workspaceId) {
               h("th", { scope: "row", "data-label": "Host" }, h("code", {}, host)),
               h("td", { "data-label": "Requests per second", class: "num" }, l ? String(l.requestsPerSecond) : "no limit"),
               h("td", { "data-label": "Burst", class: "num" }, l ? String(l.burst) : ""),
-              h("td", { "data-label": "Paused" }, until ? ["until ", h("time", { datetime: until }, when(until)), " (ends ", untilEl(until), ")"] : "no"),
+              h("td", { "data-label": "Paused" }, until ? h("span", {}, "until ", h("time", { datetime: until }, when(until)), " (ends ", untilEl(until), ")") : "no"),
               h("td", { "data-label": "Changed" }, l ? h("time", { datetime: l.updatedAt }, when(l.updatedAt)) : ""),
               h(
                 "td",
