@@ -14,8 +14,9 @@ import (
 
 // TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits: in a real browser,
 // the queue page says why a PENDING item waits: one held by its FREE
-// workspace's limit (1 of 1 running) and one held by its key's limit (key
-// acme, 1 of 1). The admin then edits a plan's limit and the workspace's
+// workspace's limit (1 of 1 running), one held by its key's limit (key
+// acme, 1 of 1) and one delayed by its notBefore (when it can go); a
+// reason it has no words for is shown by its name and fields. The admin then edits a plan's limit and the workspace's
 // own limit in the console (a refused value is shown next to its field),
 // and the API returns the new values; and the outbound limits page lists
 // a host an upstream's Retry-After paused, adds a host (a bad host name
@@ -48,6 +49,16 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 	}
 	freeWS, byWorkspace := enqueue("FREE", waiting, map[string]any{})
 	keyWS, byKey := enqueue("PRO", keyed, map[string]any{"customer": "acme"})
+	// An item of a free key, delayed an hour: only its notBefore holds it.
+	var keyedDefs struct{ Items []struct{ ID string } }
+	admin("GET", "/workflow/definitions?workspaceId="+keyWS, nil, &keyedDefs)
+	var delayed struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := admin("POST", "/workflow/executions/start", map[string]any{"workspaceId": keyWS, "workflowDefinitionId": keyedDefs.Items[0].ID,
+		"input": map[string]any{"customer": "zeta"}, "notBefore": time.Now().Add(time.Hour)}, &delayed); code != 202 {
+		t.Fatalf("delayed start: %d", code)
+	}
 
 	b.do(chromedp.Navigate(base + "/"))
 	b.signIn(testAdminToken)
@@ -64,7 +75,20 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 	}
 	reasonOf(freeWS, byWorkspace, "WORKSPACE_LIMIT", "Workspace limit: 1 of 1 running")
 	reasonOf(keyWS, byKey, "KEY_LIMIT", "Key acme: 1 of 1 running")
+	reasonOf(keyWS, delayed.QueueID, "NOT_BEFORE", "Delayed start (notBefore) · can go at ")
+	reasonOf(keyWS, delayed.QueueID, "NOT_BEFORE", " (in 59m ")
 	b.screenshot("console-queue-waiting")
+	// A reason the console has no words for, and fields it does not know
+	// (as a start rate's may be), are shown by their names and values,
+	// with a time as when the item can go.
+	evalJS[bool](b, `void import("./waiting.js").then((m) => { window.unknownReason = m.waitingView({reason: "SOME_NEW_REASON", rate: {perSecond: 10, burst: 20}, nextAt: new Date(Date.now() + 90000).toISOString()}).innerText; }); true`)
+	b.waitFor("the unknown reason drawn", `typeof window.unknownReason === "string"`, 5*time.Second)
+	got := evalJS[string](b, `window.unknownReason`)
+	for _, want := range []string{"Some new reason · rate per second 10, burst 20 · next at ", " (in 1m 30s)"} {
+		if !strings.Contains(got, want) && !strings.Contains(got, strings.Replace(want, "30s", "29s", 1)) {
+			t.Errorf("an unknown reason reads %q, want %q in it", got, want)
+		}
+	}
 
 	// The admin edits a plan's limit: first a value the API refuses, shown
 	// next to the field, then one it takes.

@@ -4,6 +4,7 @@
 // A reason or a field this module does not know is still shown, as its
 // name and value, so a new one appears without a change here.
 import { h, untilEl } from "./dom.js";
+import { when } from "./format.js";
 
 /** @typedef {import('./types.js').QueueItem} QueueItem */
 
@@ -67,8 +68,8 @@ export function waitingView(waitingOn) {
   for (const [name, value] of Object.entries(w)) {
     if (name === "reason" || used.includes(name) || value === null || value === undefined) continue;
     if (typeof value === "string" && ISO_TIME.test(value)) {
-      // A time: when the item can next go, counting down.
-      parts.push(` · ${name === "until" ? "can go" : label(name)} `, untilEl(value));
+      // A time: when the item can next go, and how long until then.
+      parts.push(` · ${name === "until" ? "can go at" : label(name)} ${when(value)} (`, untilEl(value), ")");
     } else {
       parts.push(` · ${label(name)} ${figure(value)}`);
     }
