@@ -460,6 +460,15 @@ type OutboundLimit struct {
 	UpdatedAt         time.Time `json:"updatedAt"`
 }
 
+// OutboundPause defines model for OutboundPause.
+type OutboundPause struct {
+	// Host The host in canonical form: lower case, no trailing dot.
+	Host string `json:"host"`
+
+	// PausedUntil When the pause ends: the workspace's calls to the host wait until then.
+	PausedUntil time.Time `json:"pausedUntil"`
+}
+
 // OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
 type OverlapPolicy string
 
@@ -1082,6 +1091,9 @@ type ServerInterface interface {
 	// Set the workspace's limit for one host
 	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
 	SetOutboundLimit(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, host string)
+	// List the workspace's hosts paused now
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-pauses)
+	ListOutboundPauses(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
@@ -2794,6 +2806,37 @@ func (siw *ServerInterfaceWrapper) SetOutboundLimit(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// ListOutboundPauses operation middleware
+func (siw *ServerInterfaceWrapper) ListOutboundPauses(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListOutboundPauses(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
@@ -2989,6 +3032,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits", wrapper.ListOutboundLimits)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.DeleteOutboundLimit)
 	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-limits/{host}", wrapper.SetOutboundLimit)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/outbound-pauses", wrapper.ListOutboundPauses)
 	m.HandleFunc("GET "+options.BaseURL+"/healthz", wrapper.GetHealthz)
 	m.HandleFunc("GET "+options.BaseURL+"/readyz", wrapper.GetReadyz)
 
@@ -7847,6 +7891,102 @@ func (response SetOutboundLimit503ApplicationProblemPlusJSONResponse) VisitSetOu
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type ListOutboundPausesRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+}
+
+type ListOutboundPausesResponseObject interface {
+	VisitListOutboundPausesResponse(w http.ResponseWriter) error
+}
+
+type ListOutboundPauses200JSONResponse []OutboundPause
+
+func (response ListOutboundPauses200JSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses400ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses401ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses403ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses404ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses429ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListOutboundPauses500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses500ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListOutboundPauses503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListOutboundPauses503ApplicationProblemPlusJSONResponse) VisitListOutboundPausesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type GetHealthzRequestObject struct {
 }
 
@@ -8031,6 +8171,9 @@ type StrictServerInterface interface {
 	// Set the workspace's limit for one host
 	// (PUT /api/v1/workspaces/{workspaceId}/outbound-limits/{host})
 	SetOutboundLimit(ctx context.Context, request SetOutboundLimitRequestObject) (SetOutboundLimitResponseObject, error)
+	// List the workspace's hosts paused now
+	// (GET /api/v1/workspaces/{workspaceId}/outbound-pauses)
+	ListOutboundPauses(ctx context.Context, request ListOutboundPausesRequestObject) (ListOutboundPausesResponseObject, error)
 	// Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -9384,6 +9527,32 @@ func (sh *strictHandler) SetOutboundLimit(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// ListOutboundPauses operation middleware
+func (sh *strictHandler) ListOutboundPauses(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request ListOutboundPausesRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOutboundPauses(ctx, request.(ListOutboundPausesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOutboundPauses")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListOutboundPausesResponseObject); ok {
+		if err := validResponse.VisitListOutboundPausesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetHealthz operation middleware
 func (sh *strictHandler) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	var request GetHealthzRequestObject
@@ -9520,185 +9689,189 @@ var swaggerSpec = []string{
 	"1GrYElm77cuYre+5vWmLaSHszPHmmF8zZ/Hbhb1rizmbFyBZG9DEEAa7AymBaIvsKL7EMs/XR+fejsX0",
 	"U0OLMtXUEeGFyZun7DnK5e5leiYcySnXB2cTyafQ/eZgQM+v/HnrvLjeZwXRuRrgiU0Dk+aoyy9Vd5So",
 	"Mo6yvCtZX6oSomt+MaJ1SIUUPKQxMS3ukljesoQYlSwgQhKdUB4bATqSZcGOGKx+yhIMc8gPTo5ysblI",
-	"Hx7l1jixlTCzou4Du4TLuCWeTEZLTLJbw0uJNhptJJkit30eszRbkM3il2bTtIoMAsGgxI6E4OKqRjrq",
-	"mg87hlcw5aLxAQbjeo904IOOg5AVoXGc2g3BLmsPomnEQT+FR+zU+kW7Dz6etVqVoHJ6dlIJKq3ji9bZ",
-	"6dnheav0WziaqgCgoHdnOJXpNbK3w8ciPWO+S3tlZFCQZfv0huUs9416vT4/GmZxj+/VTxj0FfiTnneM",
-	"XKD49OJ8PCA7W9vvUlEVw+DBmz+/xC4+/r5EFlRFIV0sjqoxu2FxmtQpIIyGfZeF77/OT46r4MrNkiqw",
-	"X0xItCAm72FWBfSYC6WNyl445in9MRf2o2M2Qw2dhqiUBuHk8uzQV+uvuYBcpHbu8yV+ywyx/5nGZLBG",
-	"F/sMWA56IEeigMK2QPJJWMyoYgSiXrV0LkBFAZ5BJU1MsJS7ekz5YDXRw8OoSo3Fs1IkefHGE+HMRkFD",
-	"WraQhvAYT2muhlSH/Y+Ux6OkyGSFjr8INilDhS6YkfBojNY2MLYYBQrMQZvFO+N6WVGVm23WfyoDZkyV",
-	"bi1sFfVdtwqcpZYw+8BKPs7u4x2S+bafBbPqov5rGG2UbvSjTF+uwQseXs9N5AsSQnqueOpj8JxKQc5j",
-	"JqjYEPqTuWzyj/TFF/Po4gvbrVLFJT2wQZ4CF9AC/y4EE44qvmjoE16fok5c/ClK6a/1TObxFDpRxole",
-	"RiXyT1lhIMfB0f7hZ1B/Phyen+5fHPy2jFnMh0fneQVNSgXOm+ZWAP0ZkyG0ExjtZhiD8Jnl+WLJG0XW",
-	"LNoA6OdZ6+LsP1//9/qeC4uPWQ/8LtCQlPsQ4CYFuXhyAOmECkfDa9nrHUjW6/GQ2wRJnqRbKOVmqlGP",
-	"CxrjWhexNB9mBR8ANHBRoYzmpux3ZG2rXq9u7+ysW1JIeZxhhtbLdw8dGhTTAaFibDNzgKBpG0JQ1VD1",
-	"iKx1x8T691poZ+vuDqgc+C5SEdnH23d37qO850e6Bts7O94ibNXrRXw3c8X3qwx4gifXnMaHNsi+QG2b",
-	"SBeGEB2ckb0sq12/UK0d0Lt9pC+qKM0I/hJ4zXIRxqMIcqssgrnvX1y0Pp9egFlptspjVqF0ikfWVGBz",
-	"NulbxoSzGSh/kgHB5J6QuDe/cMUC8xQFcHkpnibMcipNxZM7cH373A7z3dUMQ/p9lgtQ6vwDRRWs+GKE",
-	"CudX9igZxjRWLr9AV9AJ9mfu/jUfDic6W0p0KfdJZXf6I0+sklNgC2B3djBawnhSxyseG7V1pFYalu39",
-	"gg/K/NtgANvQNQRJWGFWyFuyZm7VODeUPHlb7OxP0rGnStVRkJoDfltFaZmtH/iJO54qbvl7lkJdHHSe",
-	"eHnrME0WMoDdk1zzO57uobdhuYsyeW69C50nKctAno6cP4VwmrKGl5FNz5nOgeqPC2hLgfc8TTigcWyt",
-	"qQM6JlcyTf8GdMFmPuuOwmsjRPX8tF/1YjihEDEv6nRoxDl4AzsEV6NRgrFaasiE67Beq9dznc7F3ycW",
-	"uhxFL1nvNN8HQsWPW/FZcPKxWVUMAUyz8KEwNRc1nseGJ+bujaJospdwi05jKp5ikkvB3Y8Z6FNnD3vN",
-	"wvWCWbg85vu4bFrLpL56KD1TKyb3eXSWntL0PH/4GFeBqQ4d82mahhKkagDhhbz1PfmdCQ6Memscy20Y",
-	"AZALEnPB1gnY5lzRBw+/nyQyCySnhOgJ0/UUgN6TCfnU+s/Xo8PPhxe1JbJMgvhu3VAxbzN0sObZ3SDR",
-	"5noZJ6IuQ7PFc/44Oft0frp/0MKxVIJKOq5KUPll/+DT15OPHytBJQs9LsRzkjK6DvuTjIQiIxFBqomJ",
-	"HEDe8CAuuqgJhskowuuq7PXAKwnX0I3PwhqURAzCG13sbhqsvY4BxPhVNpXagiHPU9wTlrHwpGImJZeG",
-	"pNSMpJ7M4h+5wMKVbBW5EolzxW+Iqls2JduyYY58drnGKnfok3OZDGmScLZYxrTlrCbmbcTnDqxz63zV",
-	"35AVixsts52lEYVpaQjFhN4F+ehcUxHRJCJ2qRVh4obFcsjIvWk4QIVW08EwgDTkD7XFzQwTyXwKlahc",
-	"Ncw84I5HZNoDyWkz3nLmcfv8uuU1HP+sZ0u1wD18CqVn8mq/jO5TkONtZXBuxVyLUzjtYvfbJl58NCjw",
-	"zXOq51IjlmIGs1Nk5dbO48Pp5amlrnf+laqhXTX3KI2bKGTIqQxXwIJCzW8K/C1amSePS1lCIWNJOcd+",
-	"xGHDmRxRpX+To2TmKNDlG0oioFnJZWAHBLMvR0nxqBa1nBfLWGlgjvZ9mzjCAclI7OZTvQeExYph1a9U",
-	"Xy1XKFbIaWk9wAp4A+Zld8nUwdwOG1ciZq3oJ8X9AgPoM+Xq6NqjlY50aruXQawmMIcl3dMYmAKVByRY",
-	"ReCasaGygbEr4QqLrOTzEqk8fVrCcS1d2idhjCmpeQmWaAQaFo6M3nxuBmTBPSjJUyxF0Whg6IhXCidT",
-	"n/ZPD43+lJY+AYAd28rVm8GcClz0ZEGSV4zBvoJkV7dIw6C6iHNFqpE/ssxG4GqVlUcH3/sP+78qIntt",
-	"Yf1oQJ2B6lSCZe6iXGM0h+3PTEtjDgERjzOX1bbwQyHBIRMqJWP5GaDvax/PWi3SCMjp2QnZDkjmMkqa",
-	"9Ux91W2RUcT1Wlu0hfN7wzBJVPE6G3TIN24aHSKg/Fpn39YxggimXfILlkvC0ALYBgwu6OzicL39QbgT",
-	"Y8f8CKiCLQvMjKGqHA37tpJGWzhSnb5eIzhktHlzRTplhYw6WAJ1Z2v73TqGGcQ8ZLYmikWj9oems2qz",
-	"VrfyQVaN6Pb2tkbh55pMrjbst2rj6PCgdXzegm8evApHuIn7p4de4s3dSqNWx/fkkAk65JXdymatXtu0",
-	"+BecdbvcG2ZrMbd3UabefVhVdB/AJbC2aqDdGHHh4jesF0xi64JAxgOOJcnAXcZcD0MvqJPOKkdc6VPo",
-	"f6LUd7Nen1E4aqpg1F95qt5w/NG5NHsUt9KsN99WG41qs3HRqO/Wzf//xJqUadGiheiX5wE9neSnsAIU",
-	"rHRA1IDGMUO7rcLKj1v1Rll36bJsXE5U9tqqb87/6KNfvnmruTP/C1cd8CGobOMuzH7/0KuDvL3IkPzi",
-	"YECHR4MBTcb2OKScV72xZ8yQUHqlHNSnKl/MV7nju3Fv/ngAlkQTOmCa2TqnxbvwBsvlltSvt9JJeeH6",
-	"BSDKL3DTwv4iN8q7OeCSg/lIbi1klzpJAuIIFyloC1cyh0LYI030njP+oCcOGESExPcdke9iOKCMIU6+",
-	"1hb7No4De0LVIIs40A6EM7IrUVoOFbQEqL/CfIRYDChXn9Ahdjl+5YKweJLJwOg5xTWSyTxlyOwpWfTG",
-	"LzIaL0MV8kTh/cKF3KZtOROpkMx5eFiNYk2MLSVYGHwxg15tI71a5jg6KlVOlVJ6TtJKkJYuLUAAfqFR",
-	"uk7fjpTVt+Z/kRbUNR80NheifUeuKutWs7kI8fPqrv8AFPYASngSmt/12RTWIqdqw+JonKmNe/v38WH0",
-	"YDq2adrmEl/32RtFeETWzInLgNn1Enqc9TWTKs9TggxJLoxz+0yvLdV1PUGKUyFvAxDEGdRtxNyeeqQC",
-	"Fy9jaDS4CbbFkCVcRjVyqFNF0Z8ZpKM1pDpkHIMfqE7TqmoprwnXbRFSgYUDMZp9yGghaTyD5Z7EFafI",
-	"UXM5cpRZGDZzAI1Pf+o7Tl6aMCAYBS1vDqjUu+/YFq2z6g7dflfdCjd71ffRZlht9JpsM9oKt7tvaQr4",
-	"7s5DsqDJBm12N8OtqLrN3vaqW7TRrb4Pm1F1k231tunb7rvwPaQ0Nu9u00a3GW5G1S22bd59a959F1V3",
-	"WL3n2slByLsV9IxlEfnt4uKUmJs5DeFvG21/AqMvlih9TN5Dz1NX6IUp+BSAXEzG3dEN3Nn96Qj4d05a",
-	"z5mI0JaIJASKoXqU1ZHREuLqLk+5KgbRNO6twEhxqRIRpCUUbdIcKIWiihWuCVsAhEvMo9uZIuxI9N8j",
-	"pDqWRucxpZWI9EqK4PJ63HQVm4WUuXQnXu/ZCyiJNJeoy16ibE+Kr10Z/z9jV1wB1EYFEP9zcnl2lPpK",
-	"aKMvgafAZBX4DNZqC3P71zoFbKwTkM6kRaYTtEWnwCbT2YVobpkQJQdsPSByiN4zNoOjFPkgSx9Zcyol",
-	"DfsZEeIKCiyxiPRkHMtbFwzrbMBtkRqB1ZCFvGdvVpZVx63pG0U6WLKpkxY6BujMaIBcubgSa023Beb3",
-	"cwsppMb6aADGYSFdzC+goFy9X06XCkKjKGHKq64MxbxtCI9gGnYiwFK5W81mW9hg387GKIk7pvNMLQXo",
-	"0hX1tWEWf7R++e3k5NPX1vGH05PD44tzyCQCO4mniKw16iQLZlnfy3LmB9DnTpF4VljNbhUl1tlZFzb3",
-	"fZkEFWGDa7ZJ860tej5hq9ytvO01wka43ahuhm+71S263a3udN+zar3XiJp0s7sVbi9RVH5mXb+FVOrG",
-	"citVIrb6QtnsxfxipccFhVdX3qyCF+Nz79PvO8n7Xz/95+/k4va/L08/vD88Ov3zUDaP6BE9v60suS/T",
-	"5myUs59/z6Zqws1hgkGW7snWcXtFD35C9MAxSkKJvTPAKia47yNk3o37THd8QAZtLuQ0q/4Az1WOM2Fl",
-	"YK1Ihk/UyH4a35bq2VmCyAEdE6V5HBPDrTDDSJ6IYz9FRDxHn7bKRhi9SoXf9mjishu5cKHTGMxXsTKd",
-	"yidrkwflV6bnnpL6983FvnuetCQzer163/bq/cr0EvduAmoo6jR7ZaOVQYpQxnVBFuJB1QvBKW985hEQ",
-	"wW4noJUsGbEeqbZYS6t0pYUpA+tsBtlUEUoFxpQ6nqGC9EaljYQyYjWSVniBt20ilGwwkI0TElL2pJcA",
-	"0ekutvv/fD1rXbSOLw5Pjjtk7R1WA/M0lyI9xYOCPmSrNQcLgsLT3ujs2nA3qzJ4KEsfv9CNn/YinntS",
-	"ME/eAi9al6BVkaYUXfrrS95dydDDx4K74FdVQN7209IUnozzSuZeAHcSxTTjmamdqz6SYT/ldM2MU00A",
-	"ZN53+Yy/KGdHAZFJBESoOyY8KsaNP3idLwMZQ5ZYjhX4nhM6/llpxEQx7DnkId2jV/rwAvTB3VR/Izza",
-	"4D8tx6P/TWMeUafmYipzIxyAYwa4atK0cAJpOC8ifM9Lcm7uHKTJRnw0g2hcVsci3NKrlb4CZJlWGrf1",
-	"KeD8Y5GJv/yk/lmG6bSoSeU3FscyIPf3mB6wBvXaHh6yTNWVq4QxnRGANIM8Ek1LVdxLzw+WZUv2wtjm",
-	"ROH93UbwohsBOuh7Wo826TtWbfa2utWt8G2jukPfs+p29234LnrPdnr1RmVq0+b6az7vvnqXoIDaWoj0",
-	"FeJcAuLEckI/goMUbK4VnyYoeSkhnyOqbdxHHmIyE988lz0nlNUIxuc4+NLmicY00JinjerUd9T5JIUx",
-	"ozY1255LKO0HJJlxqH4Z4DlB/V+xzu8c61zijJYgnud9eet839zrmaTgItqyKk3AUAph0Flnp/7SvO5n",
-	"5kf5zMuvl/FF0M+lbuJyqEAObp+LC0wwmw17dVWBe+5y/ZZpK+eolaA7LB8MRph93eknfkEmF2zVZViY",
-	"35GXieKkWT7dLKmeFPM1lqxa5bMoLsDnl1EM7HheWCuIctaaRQngPGKaxpo1H0HF3EaVEDNzkGz7r0L2",
-	"zyhk70cRoW6Ln0iqTgndxr3920MpRIpCjxSsmF7RfCGDRUQen/Q8s+TzzPe58fT3+We9yz+EZDLvlq0m",
-	"jQT35fttq7zt+dmvFWmUBPnc5Jh3sQVgZhbEQsEokyqWspf4tWgLjMG2dPyQXnFBUeguMphkOUm+V3tJ",
-	"gXHXT14insG0O1U8ff44XK1gX8kpX5qishArrkm+zL5fYh8H5lXkXzPvdmy59U5bYEo5DMhl0fouoamt",
-	"xvkjSwFYD+lxV2c6GQlCYyXbgva0jT2D1m+pciY7IoXnhIcG/qIlySq/r7oKBaW7LOiUL82KpQO8tDKY",
-	"TwF8lsiaYuCtZ2bfKbqnG/de0NfDBno6ddbLJ2g7+iiTlkselk50Mtf1T2sjzBfVn2ki9LZvLR81BDA/",
-	"eq3AFmKZbLX+yrhfwJLIfObhWLf3sFg+9u4RUB7Q+gvV9lZaPlB4tM1q6/lCXnkQEM4HOjOptmjWm1mV",
-	"EPg0S2Zgq2lxXRA94yWTaQtIOkX+AGIiSOcwYoOh1EyE4+onNu4EEDo7ZDQt76zowKY1tKkOMA2BTPgV",
-	"1BjJCDLmuqEk4r0eg2nAZ5ijIG3qmkGoDG2LrfpOjXxi47zjlZlizKjSpLkFGcQw63YWFVfgX2UXOL2Z",
-	"82SALAoZeYaiPRAFIMIYa7ekY02jc6YWgpSsw56j1RMLgVlrKYF5n4dyyKL81IIZi5Cy4T6jEeQ6sjR5",
-	"YgdzNNnPjby9PS/b8JcVwJw0y7RLuxPRfL7kZplP66Ja1XOCvpPnZykYacngbyck7FY2o2bY6NZpdaf3",
-	"nlW3ondh9X33La1u97aY+62ySjiznVaU3YsCbtVKy5j8ZJynvgDnOZCiF3PMuPZYvKhk6/1EVRNHwFUU",
-	"rTScD0klqyX6l+8XYCjMRG5qm/EJ/QTCkdJywBKH9nJFIGcMJJiz6dc38G5C2iV7lLaazSyvlUW0iKuK",
-	"4eVQU7sb1iW9FrEbNyW1wfGTqm154QQpdrIl2AWWqIxpeG2Tsuk5dS5xKSDCEaqOMqCxV/wGa8trKUks",
-	"xRVZ6+QGbJicJrgs63uYrMyoARGjUcwFJNYx32HyCK9KLo0h/dtaB8uZVUM67AR+3VMoV2ZluO9c8LHX",
-	"PieSrCL9VLsuBdMcGWg0hLIYQb1en1A88xG3ZM05YLeOf79sXba+/rJ/cfCbDRyFXEpG3lknkOGJpRnu",
-	"KNTmAM6u2QAqckDhXVTqnLVV3oq2gBMQEMekshBg0knzknewQfcDz7gtpLRrC09EI0ZCgy5wQGoUa+Dw",
-	"KB3Z1Kjg/gk5okHSaAtYOTKkyiWk8uGRv0dSU3MfZAyp44UEfY7G8S6GyAK0qtsCclH1RopFOISt5o5/",
-	"NKGdwCocmHOKq6yGFdk36wFLBLHCIPlQRaA9W7AtLwlZspfOHRIDptIQKuidhA0h3fsuMbyzs75HKDSd",
-	"DTOTkWyDbYHTsEsB8+5mbhdb9R0nZ5qGzGUXRN/ykLmDAC9j1i6yVa8vIi/+Amd3FfHH6pUlgpBRcb2T",
-	"88l6dNGQVRuVYOqbXxObqjMTnxqGfP84AhQs6HNKUdmCLy1PuTOZ1saYFrC+PF7EwqNUJGdhkgBzL9yt",
-	"I2sQiY/DWS8iEK8y2TPa8A6d9PKj8Oo8XtwdxdeP5Ng53G+O6c4XEN5kebkAJ8Wa4jbyCs0ODvriWmFy",
-	"XAdtkTUHwm7X4agb8g1HfX3P8NuIqeMUkutAzkgLNUAyRmh3QSATGutgfg7DTkz/b+xwA4L+t1gbFVLM",
-	"pugDiCZZ4NdZ6+Dk7MPXf+8fXbZA7CDdsWYKxYm1xlvyif/iR35B5jHMj4sJOniWCIN2LfbnLj9CApib",
-	"cRiPFNmuk////yOb5j+Q9aIt0nxowHP5P2nV3GQkirjar0z7CMiK1lEX4lpmH601wUJqc/5+diVhGWb4",
-	"wkhVvkwqsWIEIfOgtqF+AF3MH13jz8rkYLAD/EfeqXqGS7YdhjVEzO4uZSQHJ59Pj1oXUGW5wGE7eBQI",
-	"kMwxVhf2vrrIYL72Xf+eVYyYBVTkKty/4uQvYOBeQFVcOgzPyzo4z6w8QeUxk9Pyvnb5Lstc7Q5sgl46",
-	"7dmN5SVcqvjMH5ErkmaXAh3FaFRQC4ukpdYx8jhhDNNWIhqPfcUufbz1Qm8LdCBnkQcb7wsUITGlhjP8",
-	"WcERGUufKiKkl66KjJnes0ObNgfCRxv3liK5Ze0UpluCn2bwmGWF+CXYQ0bdcCmXAkJx4Gd2sIWBJrgF",
-	"mJCLhiEb6ldI9PuPIMEz/QQYVpElvDxRP+lodqfxtarSCaODjhPOfGEZ2wFpFyTd3bYASbdm2XknQMm3",
-	"5m66eWCkO/c7kAt4kr3RFiCAAr7R4dFuB3P7KnP+RMisK9B6QDrQvfv9motoHalSJ6Kamuf/dX5yvA5B",
-	"jUIrgg4QnSOqdBUeVQ8/dEA6VuA5jF45vUQOjFyOKNFQZzjd+cVZa/+zlx5hHarxCxSYKVgnQzkYcK32",
-	"UE7GpUMSaXvPzbVG9kF9EIKFOsOfIMcDj0C0Z/yGRQB6M0P2BKuRc2gVrYpQgnjSzgarOmRJWyiWGAF7",
-	"bau54xLOsQGsEgljqVjkhpWf4uGHo1bHSwwvcKeLaCYOJqWZLVebajmeZfYEPrU8a45sP3U6c4S3wqNd",
-	"stVsCzwfJHcC2wIOB7lv+xmB25Xd9kKUul0J2ka4hg9AvIYnNg+HeZhKp+3KQ1vAik05kaQmyWIhELxb",
-	"cGKvcuA3zryLN3YCFEgrrqWkFx+sKg+WxkEw576FZ6FjdMaOK0rtj6zIXUr2DP2iGjCGPZDDOjaBdCeN",
-	"lwDgQUaQAxO0Q0OL4HP4tE8B3tCph9qYuXTk2bCgaoOhepF0lU2t+g7p4Hus1haQQxTbBacEqB+E95Jm",
-	"pcZZAD9g3bCJUWD5tbVUJcaakpEZdkDUNR8OzbNUMl3HpoTMfMdUW/RkAna0rJdU+MzkyEwMTUtdcuVI",
-	"bFvE/NqQ1qzY0NpWY7MwH47ZP+dB9mjM3eIEdDhM5A2Nc1nA7VMW/WIOLUUMflEl1AzsQpoxPgt0/ahE",
-	"69OTNbuHhgQ718pyM0yTIc0ms9YN0uZNsjfMMOlXaHppaPpHSKpuRRnIC5zqlwKLwK4uWFs0r0SuPqVX",
-	"QHkTObrqT/KYHJbsw8eGMA/pFWsLW2Tc5R4GcLWT4c+Net39uG6Nwjc0HgGsatMrZ+SMdMekFAgGpFdI",
-	"BKWvEnmbFd1piwWQ2pzH+jGsyRyPNbM0gAGXuWO7+o4ZBbCwdGV3u54vozi7XP2P5o5rlu8Mtni+P65/",
-	"hn42ArYkuSjOt1Vy374DtA9cM58L7MscdCEgcspHFxwePNcUyIKL1iRLrbAmIlTrIqkc5Ew9a9aJw1nK",
-	"/IJAxFyR8XqNHOq2gCr8c52C13y/0zdZeiKunLELQxbMawAWdkca/EaMjDrkQrBofc9KtaglJwz9PMaw",
-	"621xzcY1AnQJ5cxUZ0vjVLIlgsJi6NTuOm+LtHHDUmz+M4i0uKJc7KWBF9Zr2UZ3oMCNXbYFpmcMyC1L",
-	"WCa9QjZ788QKtqlUjm4r2fRhAG1hxBedjERIjZBONSkh6VB7DYeH0q05B7B71i0GzIXppCE/DywEALaK",
-	"dOB8nvQ6NQIBHNTVQ5ZJW2Tob9ZCSAXpMvA45kZ8B8GaSN1nyS1XbL24GpFOxk8Hv756or7Cro/MTa6T",
-	"cT6YIa2caLOqCivULCwywtYvFTiYOdyrXPEO60mYOioI55rmwhC8sAntAgEGu6kbIFlrINbp4Eus/tMW",
-	"WEMUqEPe18FeBxyLUYlvXTVH9F1wQ8gAyDVq7TgJixnNcEbq1g/jEkA5JzYvdlt0aXgtez07ujLB8ndY",
-	"yR8nCtKu2nMEQMJS/PSJbWGWh5oN5gvA3p15RU5fINLMW/+liWNmo53jsXXbNwISpM+1foa5gFoRKSOk",
-	"hAzodfYTgImZpJdKjzyLg0UBNq1ApMhWfWtvImSXA5o4EiBOGqoykRUN7VYuarfEjyk90iv7MVmvoQM5",
-	"Mq/Xg0q6PzNTXsWUD/x6i17kAYBu9ukCKSQss/lIeTxKzCTq2cMZDkX1rT9XKsq4oEjnFWXEKeUitlKB",
-	"78Ph+en+xcFv6FOEqNCJ8AsSfJ9+ydk5KgE5swv5Sg9fImVGtv4LYwzTm5hSE9RW83kASnJgZLH6KxRQ",
-	"XIBWl7spfUfzmOcElUZjWd8jw0NITwL06oRfmZCDo/3Dz60PFnRAQ5qv/QJsYmTiG5Z4mcdMKxmBga/9",
-	"vCCIa6AT1sKuV2TK8wojdSZdr5w/FSx4qrKD1SMbd2r3aosLKBeMpxt9lD3PKyAjpX5TM3jaY/ymltXZ",
-	"0+m8uk29uk2h29QC1HcRCgcWXFTefzwSNwH9ZlGCjtzlSjoEXsyDk5TaYo2KKLBmc8ABsZa5oUGI76n1",
-	"IDNrTeHEbWEF9Wns0CdCZmQpaugCiIAutcU83BBefzoC9IocvlKe1aKOHc4lEw/b93I7TVb0nkuUzHmJ",
-	"RjFbLvlY+lW+xndxjrHztIvXkizLRmmWaMr1HU/nTqRo3Q0TpjDWpFInm+R/m/85nbYZ7kQNttWrvqNG",
-	"Nww3o+oOe9+r1mmj2ww3oy223fMiiR4CsGonNzQ+B0cq5RRWo/X+7mhY9uiCh9fu33Z3BL/q6xi2i93p",
-	"jzyZgA2aF/VmNgX3zgUfQNBS2Xvp403v8ZegIm9YEtPhKaQXMJt7zYdw2EbKi1fFf2bYRKay14OK5gP2",
-	"pxRm7K1RIods45QmXJUn1va34Nsr8qvgnu4+zoc902v+quS/AOipPLrp6Hn2bEateDDJ+nZ3a47PaKvR",
-	"OoghHISllAOygkApnrYwt4H8IwUja508fekEpOPuSmcdfB8ZRGh3JmhGpy3WrDF9MIo1H8YsrZPuXiWK",
-	"C0Pp+4xcCn5H2FCG/XVbIF7z8DoV8WwqXFQ5USBMHQycl4CZtOLiKk6DRa27vBVHO27xDL2ykbKg0pqe",
-	"jDLtfiehHIFjv2Gm6NzeFtb5IH0HegUP+PUg56FAFNM2SVZfJtowR7NgbQFpUCAthL5lkH1BGrbJ4GdF",
-	"1rbq9YKkKKXl2901XsUXdCbvmCLlJWS2nHR+vwBnfglfIP35Kwf/H87Bl+XWr2WeflwX4bRik8podhFH",
-	"n6mgbdy7v84p0ARpGB2bMgxGESHJQCYQtAFOA1nF+dTWqTQdl9VcyrGa14pL33fFpTlnbG6RpfTooDnA",
-	"+uJkgkphmYHyE1J/ZZev7PL7YJc+YXwlTy9htp5Lm5bzUj9PGSI6qbtUihNSUp+KK2twBKVKYfo78IFm",
-	"t2RSw8XUYiHmnXaEwSYsxA8mVd1pZXrPPIJ+I6CaUMAFXCGZJahg51DWI9JooNaVUcjbIp3vEi7ls+h8",
-	"m3WyBfSzUd1e/KLlB7SUBvXKEl5ZwnfIEghVhEX8VaH6AexhEddPqU5twL1YPkxqkgEV4rGF+himksVI",
-	"94Sp0YBFNXJKR8o8pgTvafZZ6kozxRjMN+xV/H6ltT8UrQ3sCX/1PPjOKS2QlycltUjtvh2tdcGJPLzG",
-	"LP8sIrd9bogqpmmwtBYQDilCFrSFLRcTGJEAMyeBHQfNV4M9jG/imlxJsExlYVwg2oM9qS3OzESRnKdD",
-	"Au8tDgzA9et5SRZ4IJm1eqXur9T9B6PuTqR5Je/fe0iq2ael6TscsHkuY9mLQENDGscM3NaIYoys0ThO",
-	"UzvRaMBF4CpMWJfQzF3hmo3B1SCCZDrdMeFRsavZH9nYlk4V90PGMKYTnu/Mk23Ht72VP4Krza1/btz5",
-	"9x6WO9ugaS/nH4neNcOYihrZNwebSBGPy2rDpzv4BDm99sMBRDDHFHLfnJ0s6xCRDuY5PSJoqPkNAz65",
-	"QCAgOrweUaV/k6MEvuILc7bA5vfZ3Q7K18imFY+g7RL+nI1o+av5A1vuf1pD/K136wrveyHD27j3pKt5",
-	"4cR5j7u0gpI5eMjp4GjiX/FKoN8ZPkGf7ogNoeBklI85tullrC+4zWIN2V37cpQUGmjzZGalyGB7fZuP",
-	"ur6NZ7y+777Z9c15qr+aEl/ClDj3Bi8rAP7hKU4zrIkeR08THmUZqTjz0zKBnc/FLe1NZ8RXaZInpSWk",
-	"ZSqx+2Vinjn3KwgK9t60ji9aZ6dnh+etZQ1+j5MQfgAS06yX0BhvrRYlNdtPTGpsVz8xyfnpBA2w/U9E",
-	"TQ3x8j5W3jC/V6/ZeJ7ePVkK0XxC8mXUFQsTplWxEr1/evjJ9LLaLTZqbXb8ra47+x7sD/knBttlg7Ro",
-	"ktBx2aUw03plvS+gLO+fHsLie0c5PZlPwHYL1exJrosHmEDxTgyCtoC9y4flZrMHH4H43KcKKv0qLZMi",
-	"VovKAZ7+J1DGQ76s9o3n/wWCEXxuCqyz3n3HtmidVXfo9rvqVrjZq76PNsNqo9dkm9FWuN19S7MIkZAb",
-	"bpmwHr+r7FZUfP11q9ekOyEs4o289mFy3Ljca1+vf2/e1P/8+/2gcfduuNndFjvh1jeJ/4gcxSmlMEGm",
-	"uOHIXznvD6LiC0enisnUMvx24/6ajec43fsEap/YY4+ltbMCw04zMC/WyJl5CaK9sAwv5FKQVTmsFdgB",
-	"TXseaZrnhI8fvDrhf3Nziln2uYdvJR4ZFNm8bXdvlDWNFKQDgTP8pHmbCi/NKjWgptOUYmttsYYJUGpc",
-	"KJboTmATotRQM8r+jdezE0zmImkLTKWBNYqSkU3Xr8harm5UMFFIaT2rQRW0BRg1za7bZHyTFZ/UREo/",
-	"W6aJq/ICR+nOpgWOnqBE0WZaoshfJK9Ckc1DAnWFFslEMlmLKMs69VqM6AcuRlRw3/K34ykqE03SrqUq",
-	"di1CcAC/KSc4F5l52Rqb/VnLW6iIAaEAozi2SB5XXr752XD6Efa+KuI1oHdniA46QdmDl7Jskc8lDk9O",
-	"Zx7kbVcOl/71+r4o/p3bC+/GmtP7JAr5aI4+fubCZXTpESHyhiWp+euN2oPbZjiqUd6Vq49kLxzZByQ9",
-	"wpQOkFMBY2kIV7vEplQEcB3yzQZtEWaVYK1rdXH5rMJ7+0g137+yjebiPlRTg3hOJD0/yAVA6++Yzpjj",
-	"4LCb//FKeHMRknNDYx595Cz+McSS5ejaIrKBHGmoS1VdQEhIwI9nkob9dnFx+vWs9ftl6/zC1lmhCSN9",
-	"FkdEywDLoWqzL5r0pdI5NzXzwIgWOU82olwqVXkrvOIGZr6GnpaUJzixU3kSgeOv+0p3lChd2W2UeeFs",
-	"51DBPqCyRoet2UZqoRxk5FOdsgTde8FYX0hm/BYflrcO5BZgUSPBq4TyYmaCKWnA7h/ciulrPXlVVxVc",
-	"HkEeNu7N0GbCfAc0jlNxBSaCFnwSS3HFEiAi2BqL9lwcF6GCjIYWDaDqmkXg4Yq16LH4XlrylIlIlaXh",
-	"yN+AxWDAgbz5GWHAn5D94V5NXRvUSHu2xizQ4We7NIXQosfcdgklH47PsYzXmisY2dzeJN2xZiogMe2y",
-	"GNK8xUyb9oO2iPgV1yogb6pvAF548/VNQA4/HNvaNYwn5E5Uq2aKg3Wjo1NBDk8JjaKEKdNAWi6cDGWi",
-	"98wtwUvTS5PPmR9q5DPmRSchVazKhWJCcc1vmGOqBaCoXc9yTLQoIXKRQvQx5/QT0jgmUgSLiBPmXS6u",
-	"2iIlKVcyK8YJbLpD0oAksB50prhuZ4/QtsAyzTe2XpOhRbYUUjRKaDceB7BwqCXBsFji8rn7VZawHrMb",
-	"gq38dnJ58cvJ5fGHr7+dnF+cQ+03K5anVeDbguv1GjkZ6arsVRPQ2KBSKBa061JL+zHzniGcW81m4OW8",
-	"awvIz1Ciu02Tv0dqbp7oUyS+LKPK5cb0nIrcC4triy7JhJA2Qyh71eZ+fm1uRV5mRLg+o7Hu/1NuT7IV",
-	"lZr1uo3qBCApkSFTiiiW3DDlCqurPRL2WXgN+dAiNmQiYiIcFwK8v9l+V723aQZ3eb34LcLOC8N5Yn7D",
-	"arjULBxhwCG4WnnC9w0TTPmyNS6iXVHI+7bogjJBTqXSVwlTZM0QcVdDBPP2DyQEiKE7upF0uV63Ra72",
-	"yHZ9MyvMGeRSm1IOWN0Qypi6MqsoC7AkkYkKsLK0YYVW2IatTMwhkleFO3aG81o5RhZOCPjK2onj5gUV",
-	"baeebebT7i1MoOZdvZJBDxPZjdngXwWDj5im3AwQCsea9naJm0a66mv4lkoDB+TVuldrYLu+GVQ012BP",
-	"PHbtZObgvtZDtbuxoeIRD1ktYjduRGpDSF3F1xdej1P8tjh2LbukJJKYN8Mer9l3wCwlL70E+Q/vK11G",
-	"E5aYNgCWgINWlJ9+QK+h/m4lqIyS2C7F7sZGLEMag3z8vv6+DtiG7XRKnmaCCp1WNOYJoNug8E2mtVcF",
-	"4ngqrFdVKIdG0k1YxITmNPbbSD0NigV66PJNCqoKz69YvfEwN4h+j6imXtMIvk23u5+j8wilDaFQaKo8",
-	"GK3AdDgtAnvtTzKB4jWA2kVZfmt/PflgMIJkW668s9+690lBy7bIAhdXAbk1qgTE7ouIeNaFzHXfa9Yr",
-	"sjDd6gdvmMlIFKfeRq3Hxcl7TWcxuNMtn/MrYc6ANLcfHA5uWbcv5bW/HhEzHCPhuVV27xU0arhHzjiv",
-	"yNo53IjquXmIfgrr/uzRMlzclLmDaFR2N9L70t7Ihy8P/ycAAP//9G9Nmw1sAQA=",
+	"Hx7l1jixlTCzou4Du4TLuCW6PTmlo6IYx+dfRQy4uBSax0XcnmGkIbwFXHh3KnFBSOM4jVeEYUEknvMt",
+	"YHlobel19gdYuIKT8SaTUzDSCNE8vCaRZIrc9nnM0nxLNg9imo/UqoIIpQMMMBKCi6sa6ahrPuwYbsuU",
+	"y2cAQCLXe6QDH3QcCK8IjePU8gqWbXuVTSMOPCu8pKfWs9x98PGs1aoEldOzk0pQaR1ftM5Ozw7PW6Xf",
+	"wuVWBRAPvTvDqUyvkaUvPprruUO4xGFGigdtoE9vWM73oVGv1+fHEy3uM7/6HYW+An/S8y6iC7WfXpyP",
+	"B2Rna/tdKuxjIgGIh8gvscswcF8iTauioDgWR9WY3bA4TYsVEEbDvstj+F/nJ8dVcIZnSRUEGEzptKBV",
+	"w0P9CjgaF0pTERYDf1MaeC5wSsdshiI/DfIpDeLd5dmhD4xccwHZXO3c5+tMVpzA/mea48GeX+x1YWWQ",
+	"AzkSBdS1BbJjwmJGFSMQN6ylc6IqCpENKmlqh6Uc/mPKB6sJbx7KV2pun5VkyovYnggINyou0rKFdKzH",
+	"+JpzNaQ67H+kPB4lRUY/dJ1GuE4ZKnTBjIxMY7RXgrnKqKBgUNss3hnXy4rK8GzHiKcyAcdU6dbCdmXf",
+	"+a3A3WwJwxms5OMsZ94hmW89WzAvMSIIhtFG6UY/ynjoGrzg4fXcVMggIaTniqdeGs+pVuV8joKKTUJw",
+	"MpdN/pG++GI+cXxhy1+q+qUHNshT4AJa4N+FYMLVxxeufcLrU9SJiz9FKf21nsk8nkKrzDjRyyiV/ikr",
+	"DIU5ONo//AwK5IfD89P9i4PfljEs+gDzPL+qSanA+SPdCqA/YzKEdgKj2QxjED6zTGkseaPImsVrAD8+",
+	"a12c/efr/17fc4kFYtYDzxU0xeU+BMBOQTajHMQ8oQTT8Fr2egeS9Xo85DbFlCfpFkq5mXLZ44LGuNZF",
+	"LM0HqsGLAk2EVCijtSn7HVnbqter2zs765YUUtSkEHW1ftJ76BKimA4IFWOb2wQETdsQwtKGqkdkrTsm",
+	"1kPagmNbd3dA5cD7k4rIPt6+u3Mf5X1n0jXY3tnxFmGrXi/iu1kwg1+nwRM8ueY0PrRpCgrUtomEawhy",
+	"whnZy/IC9gtV2gG920f6oooSteAvgdcsF2E8iiA7zSJWi/2Li9bn0wswzM1WecwqlE7xyBpbbNYrfcuY",
+	"cFYX5U8yIJgeFVIf5xeuWGCeogAus8fTBKpOJfp4che4b58dY77Dn2FIv89yokrdp6AshRVfjFDhPPMe",
+	"JcOYxsrlF+gKOsH+zN2/5sPhRGdLiS7lXr3sTn/kiVVyCqwp7M4ORksYT+q6xmMLIa0yLNv7BR+UeQjC",
+	"ALahawgzscKskLdkzdyqcW4oefK22NmfpGNPleykILkJ/LaK0jJbP/BTnzxV5Pf3LIW6SPI88fLWYZos",
+	"ZCYKT3LN73i6h96G5S7K5Ln1LnSepCwDGjty/hTCacoaXkY2PWc6Z5Z4XEhgarrI04QDRKaNCDWgY3Il",
+	"0wR6QBds7rjuKLw2QlTPT5xWL4YTCm0ORZ0OjTgHb2CH4Kw1SjDaTQ2ZcB3Wa/V6rtO5FoyJhS63Q5Ss",
+	"d5oxBaHix634LDj52KwqBlGmdgEUpuaixvPY8MTcvVEUTfYSbtFpTMVTTHIpuPsxA33q/GuvecxeMI+Z",
+	"x3wfl49smeRhD6VnasX0SI/Oc1Sa4OgPH+MqMNVhaANNE3mCVA0gvJC3fiyEM8GBUW+NY8ESIwByQWIu",
+	"2DoB25wrm+Hh95NEZoH0nhB/YrqeAtB7MiGfWv/5enT4+fCitkSeThDfrSMvZr6GDtY8uxukKl0v40TU",
+	"5bi2eM4fJ2efzk/3D1o4lkpQScdVCSq/7B98+nry8WMlqGTB24V4TlJG12F/kpFQZCQiSNYxkUXJG95o",
+	"hkGZwn5WZa8HFmVcQzc+C2tQEjEIEHXRz2m4+zqGYONX2VQeaWS2y1h4UjEXlUvkUmpGUk/mMxG50MyV",
+	"bBW5IpNzxW+IS1w2qd2ygaJ8dsHLKnfok3M6DWmScLZYzrnlrCbmbcTnDqx78HzV35AVixsts52lMZlp",
+	"cQ3FhEaHinNNRUSTiNilVoSJGxbLISP3puEAFVpNB8MAErk/1BY3M0ykQypUonL1RPOAOx6RaR8up814",
+	"y5nH7fPrltdw/LOeLdUC9/AplJ7Jq/0yuk9BlryVwbkVs1VO4bSL3W+buvLRoMA3z0qfSy5ZihnMTjKW",
+	"WzuPD6eXp5Y6L/pXqoZ21dyjNPKkkCGnMlwBCwo1vynwt2hlnjwu6QuFnC/lHPsRhw1nckSV/k2Okpmj",
+	"QKd5KCqBZiWXwx4QzL4cJcWjWtRyXixjpaFN2vdt4ggHJCOxm0+WHxAWK4Z101J9tVyhWCErqPUAK+AN",
+	"mNnepaMHcztsXImYtaKfFPdLNKDPlKtEbI9WOtKp7V4GsZrAHJZ0T2NgClQekGAVgWvGhsqGFq+EKyyy",
+	"ks9LpPL0aQnHtXRpn4QxpqTmJViiEWhYODJ687kZkAX3oKhRsRRFo4GhI14xoUx92j89NPpTWjwGAHZs",
+	"K1exB7NScNGTBWlyMYr9CtKF3SINg/oszhWpRv7IckOBq1VWYB6iFz7s/6qI7LWF9aMBdQbqewmWuYty",
+	"jfEwtj8zLY1ZGEQ8zlxW28J3vAWHTKg1jQV8gL6vfTxrtUgjIKdnJ2Q7IJnLKGnWM/VVt0VGEddrbdEW",
+	"zu8NA01Rxets0CHfuGl0iIACdp19WwkKYsB2yS9YcAqDM2AbMDyjs4vD9fYH4U6MvvNjyAq2LDAzhrp8",
+	"NOzbWiRt4Uh1+nqN4JDR5s0V6ZSVgupgEdmdre136xioEfOQ2aoyFo3aH5rOqs1a3coHWT2n29vbGoWf",
+	"azK52rDfqo2jw4PW8XkLvnnwakThJu6fHnqpS3crjVod35NDJuiQV3Yrm7V6bdPiX3DW7XJvmK3F7OhF",
+	"uY73YVXRfQCXwNqqgXZjzIqLgLFeMImtrAI5IzgWdQN3GXM9DL2gTjqrHHGlT6H/iWLpzXp9RumtqZJb",
+	"f+WpesPxR+fS7FHcSrPefFttNKrNxkWjvls3//8Tq3qmZZ8Wol+eB/R0mqTCGlqw0gFRAxrHDO22Cmtn",
+	"btUbZd2ly7JxOVEbbau+Of+jj34B7K3mzvwvXH3Fh6Cyjbsw+/1Dr5L09iJD8surAR0eDQY0GdvjkHJe",
+	"9caeMUNC6ZVyUJ+qfDFf5Y7vxr354wFYEk3ogGlmK8UW78IbLDgMVlnz3KYUsNfTSiflpf8XgCi/wE0L",
+	"+4vcKO/mgEsOZnS5tZBd6iQJiCNcpKAtXNEhCoGjNNF7zviDnjhgEBES33dEvosBlTKGTAO1tti3MRzY",
+	"E6oGWcSBdiCckV2J0nKooCVA/RVGXWA5pVyFR4fY5fiVC2PjSSYDo+cU10gm85Qhs6dk8S+/yGi8DFXI",
+	"E4X3C5fCm7blTCSTMufhYTWKNTG2lGBh8MUMerWN9GqZ4+ioVDlVSuk5SWtpWrq0AAH4hUbpOn07Ulbf",
+	"mv9FWpLYfNDYXIj2Hbm6tlvN5iLEz6tc/wNQ2AMogkpoftdnU1iLnKoNi6Nxpjbu7d/Hh9GD6dgmuptL",
+	"fN1nbxThEVkzJy4DZtdL6HHW10yqPE8JMiS5MMbtM722VNf1BElihbwNQBBnUPkSs6PqkQpcvIyh0eAm",
+	"2BZDlnAZ1cihThVFf2aQ0NeQ6pBxDH6gOk1Mq6W8Jly3RUgFll7EfABDRgtJ4xks9ySuOEWOmsuRo8zC",
+	"sJkDaHz6U99x8tKEAcEoaHlzQKXefce2aJ1Vd+j2u+pWuNmrvo82w2qj12Sb0Va43X1LU8B3dx6SBU02",
+	"aLO7GW5F1W32tlfdoo1u9X3YjKqbbKu3Td9234XvISm0eXebNrrNcDOqbrFt8+5b8+67qLrD6j3XTg5C",
+	"3q2gZyyLyG8XF6fE3MxpCH/baPsTGH2xROlj8h56nrpCL0zBpwDkYjLujm7gzu5PR8C/c9J6zkSEtkQk",
+	"IVBO1qOsjoyWEFd3ecpVMYimcW8FRopLlYggLUJp0w5BMRlVrHBN2AIgXGIe3c4UYUei/x4h1bE0Oo8p",
+	"rUSkV1IEl9fjpusALaTMpTvxes9eQEmkubBwe4myPSm+dmX8/4xdcQVQGxVA/M/J5dlR6iuhjb5068LT",
+	"/X4zWKstzO1f6xSwsU5AOpMWmU7QFp0Cm0xnF6K5ZUKUHLD1gMghes/YHJhS5IMsfWTNqZQ07GdEiCso",
+	"UcUi0pNxLG9dMKyzAbdFagRWQxbynr1ZWV4it6ZvFOlg0atOWioaoDOjAXLl4kqsNd2W6N/PLaSQGivM",
+	"ARiHpYgxt4CCgv9+QWIqCI2ihCmvPjWUQ7chPIJp2IkAiw1vNZttYYN9OxujJO6YzjO1FKBLVxbZhln8",
+	"0frlt5OTT19bxx9OTw6PL84hFwvsJJ4istaokyyYZX0vqzoQQJ87ReJZYT3AVZRYZ2dd2Nz3ZRJUhA2u",
+	"2SbNt7Zs/IStcrfyttcIG+F2o7oZvu1Wt+h2t7rTfc+q9V4jatLN7la4vURZ/pmVERdSqRvLrVSJ2OoL",
+	"ZbMX84uVHhcUXl2BuApejM+9T7/vJO9//fSfv5OL2/++PP3w/vDo9M9D2TyiR/T8trLkvkybs1HOfv49",
+	"m6qqN4cJBlnCLFsJ7xU9+AnRA8coCSX2zgCrmOC+j5B5N+4z3fEBGbS5kNOs+gM8VznOhLWVtSIZPlEj",
+	"+2l8W6pnZyk2B3RMlOZxTAy3wgwjeSKO/RQR8Rx92iobYfQqFX7bo4nLbuTChU5jMF/FynQqn6xNHpRf",
+	"mZ57SurfNxf77nnSkszo9ep926v3K9NL3LsJqKGo0+yVjVYGKUIh3AVZiAdVLwSnvPGZR0AEu52AVrJ0",
+	"znqk2mItrXOWlvYMrLMZ5KNFKBUYU+p4hgrSG5U2EsqI1UhaIwfetolQssFAPlNI6dmTXgpJp7vY7v/z",
+	"9ax10Tq+ODw57pC1d1hPzdNcivQUDwr6kK3WHCwISnd7o7Nrw92syuChLAH/Qjd+2ot47knBTIMLvGhd",
+	"glZFmlJ06a8veXclQw8fC+6CX1UBedtPi3t4Ms4rmXsB3EkU04xnpnaufkuG/ZTTNTNONQGQed/lcyaj",
+	"nB0FRCYREKHumPCoGDf+4HW+DGQMeXY51jB8Tuj4Z6URE+XE55CHdI9e6cML0Ad3U/2N8GiD/7Qcj/43",
+	"jXlEnZqLyeCNcACOGeCqSdPSE6ThvIjwPS9NvLlzkGgc8dEMonFZHYtwS6/a/AqQZVqr3Vb4gPOPZTr+",
+	"8ssiZDm607Iwld9YHMuA3N9jesAaVLx7eMhyfVeuEsZ0RgDSHPxINC1VcS89P1iWLdkLY5vW3TYtxtQI",
+	"XnQjQAd9T+vRJn3Hqs3eVre6Fb5tVHfoe1bd7r4N30Xv2U6v3qhMbdpcf83n3VfvEhRQWwuRvkKcS0Cc",
+	"WJDpR3CQgs214tMEJS8l5HNEtY37yENMZuKb57LnhLIawfgcB1/aPNGYBhrztFGd+o46n6QwZtSmZttz",
+	"CaX9gCQzDtUvAzwnqP8r1vmdY51LnNESxPO8L2+d75t7PZMUXERbVucKGEohDDrr7NRfmtf9zPwon3n5",
+	"9TK+CPq51E1cDhXIwe1zcYEJZrNhr64qcM9drt8ybeUctRJ0h+WDwQizrzv9xC9p5YKtugzyaqTkZaK8",
+	"a5ZPN0uqJ8V8jSWr9/ksigvw+WUUAzueF9YKopy1ZlECOI+YprFmzUdQMbdRJcTMHCTb/quQ/TMK2ftR",
+	"RKjb4ieSqlNCt3Fv//ZQCpGi0CMFK6ZXNF/IYBGRxyc9zyz5PPN9bjz9ff5Z7/IPIZnMu2WrSSPBffl+",
+	"2zp5e372a0UaJUE+NznmXWwBmJkFsVAwyqSKpewlfjXfAmOwLb4/pFdcUBS6iwwmWU6S79VeUmDc9ZOX",
+	"iGcw7U6Vn58/Dldt2VdyypemqCzEimuic3VMbM1AV+bZlfDC9IFr5t2OLVjfaQtMKYcBuSxa3yU0tdU4",
+	"f2QpAOshPe4qdScjQWisZFvQnraxZ9D6LVXOZEek8Jzw0MBftCRZ7fxVV6GgdJcFnfLFbbF0gJdWBvMp",
+	"gM8SWVMMvPXM7DtF93Tj3gv6ethAT6fOevkEbUcfZdJyycPSiU7muv5pbYTprZpvIvS2by0fNQQwP3qt",
+	"wBZioXG1/sq4X8CSyHzm4Vi397BYPvbuEVAe0PoL1fZWWj5QeLTNauv5Ql55EBDOBzozqbZo1ptZlRD4",
+	"NEtmYKtpcV0QPeMlk2kLSDpF/gBiIkjnMGKDodRMhOPqJzbuBBA6O2Q0LZCt6MCmNbSpDjANgUz4FdQY",
+	"yQgy5rqhJOK9HoNpwGeYoyBt6ppBqAxti636To18YuO845WZYsyo0qS5BRnEMOt2FhVX4F9lFzi9mfNk",
+	"gCwKGXmGoj0QBSDCGGu3pGNNo3OmFoKUrMOeo9UTC4FZaymBeZ+Hcsii/NSCGYuQsuE+oxHkOrI0eWIH",
+	"czTZz428vT0v2/CXFcCcNMu0S7sT0Xy+5GaZT+uiWtVzgr6T52cpGGnJ4G8nJOxWNqNm2OjWaXWn955V",
+	"t6J3YfV99y2tbve2mPutsko4s51WlN2LAm7VSsuY/GScp74A5zmQohdzzLj2WLyoZOv9RFUTR8BVFK00",
+	"nA9JJasl+pfvF2AozERuapvxCf0EwpHScsASh/ZyRSBnDCSYs+nXN/BuQtole5S2ms0sr5VFtIiriuHl",
+	"UFO7G9YlvRaxGzcltcHxk6pteeEEKXayJdgFlqiMaXhtk7LpOXUucSkgwhGqjjKgsVf8BqvzaylJLMUV",
+	"WevkBmyYnCa4LOt7mKzMqAERo1HMBSTWMd9h8givSi6NIf3bWgfLmVVDOuwEft1TKFdmZbjvXPCx1z4n",
+	"kqwi/VS7LgXTHBloNISyGEG9Xp9QPPMRt2TNOWC3jn+/bF22vv6yf3Hwmw0chVxKRt5ZJ5DhiaUZ7ijU",
+	"5gDOrtkAKnJA4V1U6py1Vd6KtoATEBDHpLIQYNJJ85J3sEH3A8+4LaS0awtPRCNGQoMucEBqFGvg8Cgd",
+	"2dSo4P4JOaJB0mgLWDkypMolpPLhkb9HUlNzH2QMqeOFBH2OxvEuhsgCtKrbAnJR9UaKRTiEreaOfzSh",
+	"ncAqHJhziqushhXZN+sBSwSxwiD5UEWgPVuwLS8JWbKXzh0SA6bSECronYQNId37LjG8s7O+Ryg0nQ0z",
+	"k5Fsg22B07BLAfPuZm4XW/UdJ2eahsxlF0Tf8pC5gwAvY9YuslWvLyIv/gJndxXxx+qVJYKQUXG9k/PJ",
+	"enTRkFUblWDqm18Tm6ozE58ahnz/OAIULOhzSlHZgi8tT7kzmdbGmBawvjxexMKjVCRnYZIAcy/crSNr",
+	"EImPw1kvIhCvMtkz2vAOnfTyo/DqPF7cHcXXj+TYOdxvjunOFxDeZHm5ACfFmuI28grNDg764lphclwH",
+	"bZE1B8Ju1+GoG/INR319z/DbiKnjFJLrQM5ICzVAMkZod0EgExrrYH4Ow05M/2/scAOC/rdYGxVSzKbo",
+	"A4gmWeDXWevg5OzD13/vH122QOwg3bFmCsWJtcZb8on/4kd+QeYxzI+LCTp4lgiDdi325y4/QgKYm3EY",
+	"jxTZrpP///8jm+Y/kPWiLdJ8aMBz+T9p1dxkJIq42q9M+wjIitZRF+JaZh+tNcFCanP+fnYlYRlm+MJI",
+	"Vb5MKrFiBCHzoLahfgBdzB9d48/K5GCwA/xH3ql6hku2HYY1RMzuLmUkByefT49aF1BlucBhO3gUCJDM",
+	"MVYX9r66yGC+9l3/nlWMmAVU5Crcv+LkL2DgXkBVXDoMz8s6OM+sPEHlMZPT8r52+S7LXO0ObIJeOu3Z",
+	"jeUlXKr4zB+RK5JmlwIdxWhUUAuLpKXWMfI4YQzTViIaj33FLn289UJvC3QgZ5EHG+8LFCExpYYz/FnB",
+	"ERlLnyoipJeuioyZ3rNDmzYHwkcb95YiuWXtFKZbgp9m8Jhlhfgl2ENG3XAplwJCceBndrCFgSa4BZiQ",
+	"i4YhG+pXSPT7jyDBM/0EGFaRJbw8UT/paHan8bWq0gmjg44TznxhGdsBaRck3d22AEm3Ztl5J0DJt+Zu",
+	"unlgpDv3O5ALeJK90RYggAK+0eHRbgdz+ypz/kTIrCvQekA60L37/ZqLaB2pUieimprn/3V+crwOQY1C",
+	"K4IOEJ0jqnQVHlUPP3RAOlbgOYxeOb1EDoxcjijRUGc43fnFWWv/s5ceYR2q8QsUmClYJ0M5GHCt9lBO",
+	"xqVDEml7z821RvZBfRCChTrDnyDHA49AtGf8hkUAejND9gSrkXNoFa2KUIJ40s4GqzpkSVsolhgBe22r",
+	"ueMSzrEBrBIJY6lY5IaVn+Lhh6NWx0sML3Cni2gmDialmS1Xm2o5nmX2BD61PGuObD91OnOEt8KjXbLV",
+	"bAs8HyR3AtsCDge5b/sZgduV3fZClLpdCdpGuIYPQLyGJzYPh3mYSqftykNbwIpNOZGkJsliIRC8W3Bi",
+	"r3LgN868izd2AhRIK66lpBcfrCoPlsZBMOe+hWehY3TGjitK7Y+syF1K9gz9ohowhj2Qwzo2gXQnjZcA",
+	"4EFGkAMTtENDi+Bz+LRPAd7QqYfamLl05NmwoGqDoXqRdJVNrfoO6eB7rNYWkEMU2wWnBKgfhPeSZqXG",
+	"WQA/YN2wiVFg+bW1VCXGmpKRGXZA1DUfDs2zVDJdx6aEzHzHVFv0ZAJ2tKyXVPjM5MhMDE1LXXLlSGxb",
+	"xPzakNas2NDaVmOzMB+O2T/nQfZozN3iBHQ4TOQNjXNZwO1TFv1iDi1FDH5RJdQM7EKaMT4LdP2oROvT",
+	"kzW7h4YEO9fKcjNMkyHNJrPWDdLmTbI3zDDpV2h6aWj6R0iqbkUZyAuc6pcCi8CuLlhbNK9Erj6lV0B5",
+	"Ezm66k/ymByW7MPHhjAP6RVrC1tk3OUeBnC1k+HPjXrd/bhujcI3NB4BrGrTK2fkjHTHpBQIBqRXSASl",
+	"rxJ5mxXdaYsFkNqcx/oxrMkcjzWzNIABl7lju/qOGQWwsHRld7ueL6M4u1z9j+aOa5bvDLZ4vj+uf4Z+",
+	"NgK2JLkozrdVct++A7QPXDOfC+zLHHQhIHLKRxccHjzXFMiCi9YkS62wJiJU6yKpHORMPWvWicNZyvyC",
+	"QMRckfF6jRzqtoAq/HOdgtd8v9M3WXoirpyxC0MWzGsAFnZHGvxGjIw65EKwaH3PSrWoJScM/TzGsOtt",
+	"cc3GNQJ0CeXMVGdL41SyJYLCYujU7jpvi7Rxw1Js/jOItLiiXOylgRfWa9lGd6DAjV22BaZnDMgtS1gm",
+	"vUI2e/PECrapVI5uK9n0YQBtYcQXnYxESI2QTjUpIelQew2Hh9KtOQewe9YtBsyF6aQhPw8sBAC2inTg",
+	"fJ70OjUCARzU1UOWSVtk6G/WQkgF6TLwOOZGfAfBmkjdZ8ktV2y9uBqRTsZPB7++eqK+wq6PzE2uk3E+",
+	"mCGtnGizqgor1CwsMsLWLxU4mDncq1zxDutJmDoqCOea5sIQvLAJ7QIBBrupGyBZayDW6eBLrP7TFlhD",
+	"FKhD3tfBXgcci1GJb101R/RdcEPIAMg1au04CYsZzXBG6tYP4xJAOSc2L3ZbdGl4LXs9O7oywfJ3WMkf",
+	"JwrSrtpzBEDCUvz0iW1hloeaDeYLwN6deUVOXyDSzFv/pYljZqOd47F12zcCEqTPtX6GuYBaESkjpIQM",
+	"6HX2E4CJmaSXSo88i4NFATatQKTIVn1rbyJklwOaOBIgThqqMpEVDe1WLmq3xI8pPdIr+zFZr6EDOTKv",
+	"14NKuj8zU17FlA/8eote5AGAbvbpAikkLLP5SHk8Sswk6tnDGQ5F9a0/VyrKuKBI5xVlxCnlIrZSge/D",
+	"4fnp/sXBb+hThKjQifALEnyffsnZOSoBObML+UoPXyJlRrb+C2MM05uYUhPUVvN5AEpyYGSx+isUUFyA",
+	"Vpe7KX1H85jnBJVGY1nfI8NDSE8C9OqEX5mQg6P9w8+tDxZ0QEOar/0CbGJk4huWeJnHTCsZgYGv/bwg",
+	"iGugE9bCrldkyvMKI3UmXa+cPxUseKqyg9UjG3dq92qLCygXjKcbfZQ9zysgI6V+UzN42mP8ppbV2dPp",
+	"vLpNvbpNodvUAtR3EQoHFlxU3n88EjcB/WZRgo7c5Uo6BF7Mg5OU2mKNiiiwZnPAAbGWuaFBiO+p9SAz",
+	"a03hxG1hBfVp7NAnQmZkKWroAoiALrXFPNwQXn86AvSKHL5SntWijh3OJRMP2/dyO01W9J5LlMx5iUYx",
+	"Wy75WPpVvsZ3cY6x87SL15Isy0ZplmjK9R1P506kaN0NE6Yw1qRSJ5vkf5v/OZ22Ge5EDbbVq76jRjcM",
+	"N6PqDnvfq9Zpo9sMN6Mttt3zIokeArBqJzc0PgdHKuUUVqP1/u5oWPbogofX7t92dwS/6usYtovd6Y88",
+	"mYANmhf1ZjYF984FH0DQUtl76eNN7/GXoCJvWBLT4SmkFzCbe82HcNhGyotXxX9m2ESmsteDiuYD9qcU",
+	"ZuytUSKHbOOUJlyVJ9b2t+DbK/Kr4J7uPs6HPdNr/qrkvwDoqTy66eh59mxGrXgwyfp2d2uOz2ir0TqI",
+	"IRyEpZQDsoJAKZ62MLeB/CMFI2udPH3pBKTj7kpnHXwfGURodyZoRqct1qwxfTCKNR/GLK2T7l4ligtD",
+	"6fuMXAp+R9hQhv11WyBe8/A6FfFsKlxUOVEgTB0MnJeAmbTi4ipOg0Wtu7wVRztu8Qy9spGyoNKanowy",
+	"7X4noRyBY79hpujc3hbW+SB9B3oFD/j1IOehQBTTNklWXybaMEezYG0BaVAgLYS+ZZB9QRq2yeBnRda2",
+	"6vWCpCil5dvdNV7FF3Qm75gi5SVktpx0fr8AZ34JXyD9+SsH/x/OwZfl1q9lnn5cF+G0YpPKaHYRR5+p",
+	"oG3cu7/OKdAEaRgdmzIMRhEhyUAmELQBTgNZxfnU1qk0HZfVXMqxmteKS993xaU5Z2xukaX06KA5wPri",
+	"ZIJKYZmB8hNSf2WXr+zy+2CXPmF8JU8vYbaeS5uW81I/TxkiOqm7VIoTUlKfiitrcASlSmH6O/CBZrdk",
+	"UsPF1GIh5p12hMEmLMQPJlXdaWV6zzyCfiOgmlDABVwhmSWoYOdQ1iPSaKDWlVHI2yKd7xIu5bPofJt1",
+	"sgX0s1HdXvyi5Qe0lAb1yhJeWcJ3yBIIVYRF/FWh+gHsYRHXT6lObcC9WD5MapIBFeKxhfoYppLFSPeE",
+	"qdGARTVySkfKPKYE72n2WepKM8UYzDfsVfx+pbU/FK0N7Al/9Tz4ziktkJcnJbVI7b4drXXBiTy8xiz/",
+	"LCK3fW6IKqZpsLQWEA4pQha0hS0XExiRADMngR0HzVeDPYxv4ppcSbBMZWFcINqDPaktzsxEkZynQwLv",
+	"LQ4MwPXreUkWeCCZtXql7q/U/Qej7k6keSXv33tIqtmnpek7HLB5LmPZi0BDQxrHDNzWiGKMrNE4TlM7",
+	"0WjAReAqTFiX0Mxd4ZqNwdUggmQ63THhUbGr2R/Z2JZOFfdDxjCmE57vzJNtx7e9lT+Cq82tf27c+fce",
+	"ljvboGkv5x+J3jXDmIoa2TcHm0gRj8tqw6c7+AQ5vfbDAUQwxxRy35ydLOsQkQ7mOT0iaKj5DQM+uUAg",
+	"IDq8HlGlf5OjBL7iC3O2wOb32d0OytfIphWPoO0S/pyNaPmr+QNb7n9aQ/ytd+sK73shw9u496SreeHE",
+	"eY+7tIKSOXjI6eBo4l/xSqDfGT5Bn+6IDaHgZJSPObbpZawvuM1iDdld+3KUFBpo82Rmpchge32bj7q+",
+	"jWe8vu++2fXNeaq/mhJfwpQ49wYvKwD+4SlOM6yJHkdPEx5lGak489MygZ3PxS3tTWfEV2mSJ6UlpGUq",
+	"sftlYp459ysICvbetI4vWmenZ4fnrWUNfo+TEH4AEtOsl9AYb60WJTXbT0xqbFc/Mcn56QQNsP1PRE0N",
+	"8fI+Vt4wv1ev2Xie3j1ZCtF8QvJl1BULE6ZVsRK9f3r4yfSy2i02am12/K2uO/se7A/5JwbbZYO0aJLQ",
+	"cdmlMNN6Zb0voCzvnx7C4ntHOT2ZT8B2C9XsSa6LB5hA8U4MgraAvcuH5WazBx+B+NynCir9Ki2TIlaL",
+	"ygGe/idQxkO+rPaN5/8FghF8bgqss959x7ZonVV36Pa76la42au+jzbDaqPXZJvRVrjdfUuzCJGQG26Z",
+	"sB6/q+xWVHz9davXpDshLOKNvPZhcty43Gtfr39v3tT//Pv9oHH3brjZ3RY74dY3if+IHMUppTBBprjh",
+	"yF857w+i4gtHp4rJ1DL8duP+mo3nON37BGqf2GOPpbWzAsNOMzAv1siZeQmivbAML+RSkFU5rBXYAU17",
+	"Hmma54SPH7w64X9zc4pZ9rmHbyUeGRTZvG13b5Q1jRSkA4Ez/KR5mwovzSo1oKbTlGJrbbGGCVBqXCiW",
+	"6E5gE6LUUDPK/o3XsxNM5iJpC0ylgTWKkpFN16/IWq5uVDBRSGk9q0EVtAUYNc2u22R8kxWf1ERKP1um",
+	"iavyAkfpzqYFjp6gRNFmWqLIXySvQpHNQwJ1hRbJRDJZiyjLOvVajOgHLkZUcN/yt+MpKhNN0q6lKnYt",
+	"QnAAvyknOBeZedkam/1Zy1uoiAGhAKM4tkgeV16++dlw+hH2viriNaB3Z4gOOkHZg5eybJHPJQ5PTmce",
+	"5G1XDpf+9fq+KP6d2wvvxprT+yQK+WiOPn7mwmV06REh8oYlqfnrjdqD22Y4qlHelauPZC8c2QckPcKU",
+	"DpBTAWNpCFe7xKZUBHAd8s0GbRFmlWCta3Vx+azCe/tINd+/so3m4j5UU4N4TiQ9P8gFQOvvmM6Y4+Cw",
+	"m//xSnhzEZJzQ2MefeQs/jHEkuXo2iKygRxpqEtVXUBISMCPZ5KG/XZxcfr1rPX7Zev8wtZZoQkjfRZH",
+	"RMsAy6Fqsy+a9KXSOTc188CIFjlPNqJcKlV5K7ziBma+hp6WlCc4sVN5EoHjr/tKd5QoXdltlHnhbOdQ",
+	"wT6gskaHrdlGaqEcZORTnbIE3XvBWF9IZvwWH5a3DuQWYFEjwauE8mJmgilpwO4f3Irpaz15VVcVXB5B",
+	"HjbuzdBmwnwHNI5TcQUmghZ8EktxxRIgItgai/ZcHBehgoyGFg2g6ppF4OGKteix+F5a8pSJSJWl4cjf",
+	"gMVgwIG8+RlhwJ+Q/eFeTV0b1Eh7tsYs0OFnuzSF0KLH3HYJJR+Oz7GM15orGNnc3iTdsWYqIDHtshjS",
+	"vMVMm/aDtoj4FdcqIG+qbwBeePP1TUAOPxzb2jWMJ+ROVKtmioN1o6NTQQ5PCY2ihCnTQFounAxlovfM",
+	"LcFL00uTz5kfauQz5kUnIVWsyoViQnHNb5hjqgWgqF3Pcky0KCFykUL0Mef0E9I4JlIEi4gT5l0urtoi",
+	"JSlXMivGCWy6Q9KAJLAedKa4bmeP0LbAMs03tl6ToUW2FFI0Smg3HgewcKglwbBY4vK5+1WWsB6zG4Kt",
+	"/HZyefHLyeXxh6+/nZxfnEPtNyuWp1Xg24Lr9Ro5Gemq7FUT0NigUigWtOtSS/sx854hnFvNZuDlvGsL",
+	"yM9QortNk79Ham6e6FMkviyjyuXG9JyK3AuLa4suyYSQNkMoe9Xmfn5tbkVetpQIB5LWbA3PdKh8YeyN",
+	"IoZ2yYRs1zfRqAM1+qr7kIrFBYYibpxX1aYJubU53RoCDUWSUfYzAl2qFLaF1QqNbAi0kCvIcg0xqUz3",
+	"WWJGIyQkwe8D/mXdxJ2EqNoia7hG9kuo9On+5XnLJ9Z28gmz30eOp8xWUMmy+ukp7sPK+mkpCcPRX5rl",
+	"KCRXzZW0Sxj+otolrqldTiFvX/XM70DPnNyUZ9Yx+4zGuv9PucHblnxr1us27ByQ7kSGTCmiWHLDFHFs",
+	"eY+EfRZeQ8LGiA2ZiJgIx4UWqN9sv6sKFmmJCXm9OJvHzgvjDWN+w2q4TywcYUQ0+IJ6u3bDBFO+8o+L",
+	"aEk+JKZcdEGZIKdS6auEKbJmpExX5AgLiwwkRLBivIyhmlyv2yp8e0D00wogQS73MuVgTBhCnWVXBxqV",
+	"FZYkMjHUvs/DvpHVLRoAW5kYLievCnfsDOe1chA/nBBw5rcTx80LKtpOPdvMp91bmEDNu7clgx4mshuz",
+	"wb8KBh8xTYFuQ2Vr094ucdNIV30N31JpZJO8WveKoWzXN4OK5hocHo5dO5m/Sl/rodrd2FDxiIesFrEb",
+	"NyK1IaSu4usLr8cpflscXJtdUhJJTOxjj9fsO2CWkpdegvyH95UuowlLTBvA2eCgFRXQGNBrKBBeCSqj",
+	"JLZLsbuxEcuQxqDAv6+/rwN7tJ1OiUlMUKHTkus8AfMbIFKTdTdUAV6QkseqCuXQqOIJi5jQnMZ+G6kr",
+	"VDHiAF2+Sa0+wgt8UG88owCk54iopl7TaB2Ybnc/xyMQ6x9CJeMU3SCyB1LPtGjntT/JQorXAIqrZQn4",
+	"/fXkg8EIsgG6+vN+694nBS3bKjBcXAXkluoQUkiZlj3zZxZb5DXrVYGZbvWDN8xkJIprAyAs4xJ5eE1n",
+	"SQKmWz7nV8KcAWluP3hE3bJuX8prfz0iZjhGwnOr7N4raNRwj5z3kCJr53AjqufmITpSrfuzR9eV4qbM",
+	"HUSvF3cjvS/tjXz48vB/AgAA//+MtArM8HEBAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

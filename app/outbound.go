@@ -41,6 +41,15 @@ func (s *OutboundLimits) ListOutboundLimits(ctx context.Context, a domain.Actor,
 	return s.limits.ListOutboundLimits(ctx, workspaceID)
 }
 
+// ListOutboundPauses lists the workspace's hosts paused now by an
+// upstream's Retry-After, with when each pause ends.
+func (s *OutboundLimits) ListOutboundPauses(ctx context.Context, a domain.Actor, workspaceID domain.ID) ([]ports.OutboundPause, error) {
+	if err := s.authorize(ctx, a, workspaceID); err != nil {
+		return nil, err
+	}
+	return s.limits.ListOutboundPauses(ctx, workspaceID)
+}
+
 // SetOutboundLimit sets the workspace's limit for a host, checked by
 // domain.NewOutboundLimit before anything is stored.
 func (s *OutboundLimits) SetOutboundLimit(ctx context.Context, a domain.Actor, workspaceID domain.ID, host string, rate float64, burst int) (ports.StoredOutboundLimit, error) {

@@ -14,8 +14,17 @@ type StoredOutboundLimit struct {
 	UpdatedAt time.Time
 }
 
+// OutboundPause is a host a workspace's calls are paused for, by an
+// upstream's Retry-After, until Until.
+type OutboundPause struct {
+	Host  string
+	Until time.Time
+}
+
 // OutboundLimitStore keeps the workspaces' limits per target host.
 type OutboundLimitStore interface {
+	// ListOutboundPauses lists the workspace's hosts paused now, by host.
+	ListOutboundPauses(ctx context.Context, workspaceID domain.ID) ([]OutboundPause, error)
 	// ListOutboundLimits lists the workspace's limits by host.
 	ListOutboundLimits(ctx context.Context, workspaceID domain.ID) ([]StoredOutboundLimit, error)
 	// PutOutboundLimit sets the limit of its host, refusing a new host with

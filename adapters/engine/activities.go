@@ -106,8 +106,11 @@ type Activities struct {
 	// outbound holds HTTP nodes to their workspace's host limits and
 	// pauses; nil lets every call go.
 	outbound ports.OutboundGate
-	metrics  *NodeMetrics
-	tracer   trace.Tracer
+	// outboundMetrics observes the outbound gate's waits; nil observes
+	// nothing.
+	outboundMetrics *OutboundMetrics
+	metrics         *NodeMetrics
+	tracer          trace.Tracer
 	// PayloadLimit is the largest node output, in bytes, handed back to
 	// Temporal (Limits.PayloadLimit); DefaultPayloadLimit when zero.
 	PayloadLimit int

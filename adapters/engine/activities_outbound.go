@@ -18,6 +18,12 @@ func WithOutboundGate(gate ports.OutboundGate) ActivitiesOption {
 	return func(a *Activities) { a.outbound = gate }
 }
 
+// WithOutboundMetrics observes the outbound gate's waits, pauses and
+// refusals into m.
+func WithOutboundMetrics(m *OutboundMetrics) ActivitiesOption {
+	return func(a *Activities) { a.outboundMetrics = m }
+}
+
 // OutboundTurnInput asks for an HTTP node's turn at its host.
 type OutboundTurnInput struct {
 	Run RunNodeInput
@@ -49,7 +55,11 @@ func (a *Activities) OutboundTurn(ctx context.Context, in OutboundTurnInput) (Ou
 		return OutboundTurnOutput{}, temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
 	}
 	turn, err := a.outbound.TakeOutboundTurn(ctx, ws, host, in.HoldsSlot)
-	return OutboundTurnOutput{Wait: turn.Wait, Reserved: turn.Reserved}, err
+	if err != nil {
+		return OutboundTurnOutput{}, err
+	}
+	a.outboundMetrics.turnWaited(turn.Wait, turn.Reserved)
+	return OutboundTurnOutput{Wait: turn.Wait, Reserved: turn.Reserved}, nil
 }
 
 // outboundWaitErrorType is the application error type of an HTTP node
@@ -77,6 +87,7 @@ func (a *Activities) admitOutbound(ctx context.Context, in RunNodeInput) error {
 	if err != nil || wait <= 0 {
 		return err
 	}
+	a.outboundMetrics.sendRefused()
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("waiting %s for the rate of %s", wait, host), outboundWaitErrorType, nil, wait)
 }
 
@@ -127,7 +138,12 @@ func (a *Activities) PauseOutboundHost(ctx context.Context, in OutboundPauseInpu
 	if err != nil {
 		return false, temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
 	}
-	return a.outbound.PauseOutboundHost(ctx, ws, in.Host, in.Wait, in.HostsMax)
+	shared, err := a.outbound.PauseOutboundHost(ctx, ws, in.Host, in.Wait, in.HostsMax)
+	if err != nil {
+		return false, err
+	}
+	a.outboundMetrics.paused(shared)
+	return shared, nil
 }
 
 // retryAfterErrorType is the application error type of a node whose

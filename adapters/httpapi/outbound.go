@@ -36,6 +36,23 @@ func (s *Server) ListOutboundLimits(ctx context.Context, req api.ListOutboundLim
 	return out, nil
 }
 
+// ListOutboundPauses lists a workspace's hosts paused now.
+func (s *Server) ListOutboundPauses(ctx context.Context, req api.ListOutboundPausesRequestObject) (api.ListOutboundPausesResponseObject, error) {
+	o, err := s.outbound()
+	if err != nil {
+		return nil, err
+	}
+	ps, err := o.ListOutboundPauses(ctx, actorFrom(ctx), domain.ID(req.WorkspaceID))
+	if err != nil {
+		return nil, err
+	}
+	out := make(api.ListOutboundPauses200JSONResponse, len(ps))
+	for i, p := range ps {
+		out[i] = api.OutboundPause{Host: p.Host, PausedUntil: p.Until}
+	}
+	return out, nil
+}
+
 // SetOutboundLimit sets a workspace's limit for one host.
 func (s *Server) SetOutboundLimit(ctx context.Context, req api.SetOutboundLimitRequestObject) (api.SetOutboundLimitResponseObject, error) {
 	o, err := s.outbound()

@@ -33,6 +33,19 @@ func (s *Store) ListOutboundLimits(ctx context.Context, workspaceID domain.ID) (
 	return out, nil
 }
 
+// ListOutboundPauses lists the workspace's hosts paused now, by host.
+func (s *Store) ListOutboundPauses(ctx context.Context, workspaceID domain.ID) ([]ports.OutboundPause, error) {
+	rows, err := s.q.OutboundPausesList(ctx, s.pool, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.OutboundPause, len(rows))
+	for i, r := range rows {
+		out[i] = ports.OutboundPause{Host: r.Host, Until: r.PausedUntil}
+	}
+	return out, nil
+}
+
 // PutOutboundLimit sets a host's limit under the workspace's limit lock,
 // counting the workspace's limits before adding a new host.
 func (s *Store) PutOutboundLimit(ctx context.Context, workspaceID domain.ID, l domain.OutboundLimit, maxLimits int) (ports.StoredOutboundLimit, error) {

@@ -453,6 +453,15 @@ type OutboundLimit struct {
 	UpdatedAt         time.Time `json:"updatedAt"`
 }
 
+// OutboundPause defines model for OutboundPause.
+type OutboundPause struct {
+	// Host The host in canonical form: lower case, no trailing dot.
+	Host string `json:"host"`
+
+	// PausedUntil When the pause ends: the workspace's calls to the host wait until then.
+	PausedUntil time.Time `json:"pausedUntil"`
+}
+
 // OverlapPolicy What a tick does while the schedule's previous run is queued or running. `skip` fires nothing for it; `queue` enqueues all the same.
 type OverlapPolicy string
 
@@ -1173,6 +1182,9 @@ type ClientInterface interface {
 	SetOutboundLimitWithBody(ctx context.Context, workspaceID WorkspaceID, host string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	SetOutboundLimit(ctx context.Context, workspaceID WorkspaceID, host string, body SetOutboundLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListOutboundPauses request
+	ListOutboundPauses(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHealthz request
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1903,6 +1915,18 @@ func (c *Client) SetOutboundLimitWithBody(ctx context.Context, workspaceID Works
 
 func (c *Client) SetOutboundLimit(ctx context.Context, workspaceID WorkspaceID, host string, body SetOutboundLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetOutboundLimitRequest(c.Server, workspaceID, host, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) ListOutboundPauses(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOutboundPausesRequest(c.Server, workspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -4127,6 +4151,40 @@ func NewSetOutboundLimitRequestWithBody(server string, workspaceID WorkspaceID, 
 	return req, nil
 }
 
+// NewListOutboundPausesRequest generates requests for ListOutboundPauses
+func NewListOutboundPausesRequest(server string, workspaceID WorkspaceID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/outbound-pauses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetHealthzRequest generates requests for GetHealthz
 func NewGetHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -4392,6 +4450,9 @@ type ClientWithResponsesInterface interface {
 	SetOutboundLimitWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, host string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetOutboundLimitResponse, error)
 
 	SetOutboundLimitWithResponse(ctx context.Context, workspaceID WorkspaceID, host string, body SetOutboundLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*SetOutboundLimitResponse, error)
+
+	// ListOutboundPausesWithResponse request
+	ListOutboundPausesWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListOutboundPausesResponse, error)
 
 	// GetHealthzWithResponse request
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzResponse, error)
@@ -5781,6 +5842,35 @@ func (r SetOutboundLimitResponse) StatusCode() int {
 	return 0
 }
 
+type ListOutboundPausesResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *[]OutboundPause
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r ListOutboundPausesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListOutboundPausesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type GetHealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6359,6 +6449,15 @@ func (c *ClientWithResponses) SetOutboundLimitWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseSetOutboundLimitResponse(rsp)
+}
+
+// ListOutboundPausesWithResponse request returning *ListOutboundPausesResponse
+func (c *ClientWithResponses) ListOutboundPausesWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListOutboundPausesResponse, error) {
+	rsp, err := c.ListOutboundPauses(ctx, workspaceID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListOutboundPausesResponse(rsp)
 }
 
 // GetHealthzWithResponse request returning *GetHealthzResponse
@@ -10003,6 +10102,81 @@ func ParseSetOutboundLimitResponse(rsp *http.Response) (*SetOutboundLimitRespons
 			return nil, err
 		}
 		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListOutboundPausesResponse parses an HTTP response from a ListOutboundPausesWithResponse call
+func ParseListOutboundPausesResponse(rsp *http.Response) (*ListOutboundPausesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListOutboundPausesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []OutboundPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

@@ -395,6 +395,12 @@ func TestContractEveryOperation(t *testing.T) {
 	}
 	do, err := key.DeleteOutboundLimitWithResponse(ctx, ws.ID, "api.example.com")
 	status(t, "deleteOutboundLimit", do, err, http.StatusNoContent)
+	// No upstream has asked the workspace to wait: no host is paused.
+	pauses, err := key.ListOutboundPausesWithResponse(ctx, ws.ID)
+	status(t, "listOutboundPauses", pauses, err, http.StatusOK)
+	if pauses.JSON200 == nil || len(*pauses.JSON200) != 0 {
+		t.Errorf("listOutboundPauses with no Retry-After answered: %s", pauses.Body)
+	}
 
 	// A bulk enqueue, delayed an hour so nothing above is disturbed.
 	later := time.Now().Add(time.Hour)

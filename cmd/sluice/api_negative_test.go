@@ -256,6 +256,9 @@ func (w *world) opsOnB() []op {
 		{"deleteOutboundLimit", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.DeleteOutboundLimit(ctx, w.wsB, outboundHostOfB)
 		}},
+		{"listOutboundPauses", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListOutboundPauses(ctx, w.wsB)
+		}},
 		{"sendEvent", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval"})
 		}},
@@ -362,6 +365,7 @@ func TestNegativeOutboundLimits(t *testing.T) {
 	read(a.DeleteOutboundLimit(ctx, w.wsA, "bad*host")).expect(t, "deleteOutboundLimit of a bad host", http.StatusUnprocessableEntity, "invalid-field")
 	read(a.DeleteOutboundLimit(ctx, w.wsA, "never.set.example")).expect(t, "deleteOutboundLimit of a host without one", http.StatusNotFound, "not-found")
 	read(a.ListOutboundLimits(ctx, uuid.New())).expect(t, "listOutboundLimits of no workspace", http.StatusNotFound, "not-found")
+	read(a.ListOutboundPauses(ctx, uuid.New())).expect(t, "listOutboundPauses of no workspace", http.StatusNotFound, "not-found")
 	var stored int
 	if err := w.pool.QueryRow(ctx, "SELECT count(*) FROM workspace_outbound_limits WHERE workspace_id = $1", w.wsA).Scan(&stored); err != nil {
 		t.Fatal(err)

@@ -41,6 +41,7 @@ func (h *hits) of(path string) []time.Time {
 // workspace B calls the same host and is not held by A's pause (its call
 // comes before A's first pause ends), nor by a worker slot: the
 // external-API worker has one slot, which A's waiting node does not hold.
+// The pause is listed among A's paused hosts, and not among B's.
 func TestARetryAfterPausesTheHostForItsWorkspaceOnly(t *testing.T) {
 	const refusals = 3
 	var h hits
@@ -69,6 +70,25 @@ func TestARetryAfterPausesTheHostForItsWorkspaceOnly(t *testing.T) {
 	idB := b.startIn(graph("/b"), nil)
 	exB := b.waitFor(idB, "COMPLETED", "FAILED")
 	tookB := time.Since(startB)
+
+	// While A's node waits out its pauses, A's host is listed as paused
+	// for A, past its first 429, and for no other workspace.
+	type pause struct {
+		Host        string
+		PausedUntil time.Time
+	}
+	var pausedA, pausedB []pause
+	porttest.Eventually(t, 10*time.Second, porttest.Holds("A's host listed as paused", func() bool {
+		pausedA = nil
+		call(t, "GET", base+"/api/v1/workspaces/"+a.ws+"/outbound-pauses", testAdminToken, nil, &pausedA)
+		return len(pausedA) == 1
+	}))
+	if pausedA[0].Host != "127.0.0.1" || pausedA[0].PausedUntil.Before(h.of("/a")[0].Add(time.Second)) {
+		t.Errorf("A's pauses: %+v, want 127.0.0.1 paused past its first 429", pausedA)
+	}
+	if code := call(t, "GET", base+"/api/v1/workspaces/"+b.ws+"/outbound-pauses", testAdminToken, nil, &pausedB); code != http.StatusOK || len(pausedB) != 0 {
+		t.Errorf("B's pauses: %d %+v, want 200 and none: A's pause is A's", code, pausedB)
+	}
 
 	exA := a.waitFor(idA, "COMPLETED", "FAILED")
 	tookA := time.Since(began)
@@ -99,6 +119,18 @@ func TestARetryAfterPausesTheHostForItsWorkspaceOnly(t *testing.T) {
 	}
 	if len(callsB) != 1 || !callsB[0].Before(callsA[len(callsA)-1]) {
 		t.Errorf("B's call (%v) did not come while A's host was paused (A's last call %v)", callsB, callsA[len(callsA)-1])
+	}
+	// Each 429 paused the host, and A's node waited each pause out: the
+	// waits' time adds up to about the three pauses of 2 s.
+	pauses := metricValue(t, base, `outbound_retry_after_pauses_total{outcome="host_paused"}`)
+	waits := metricValue(t, base, `outbound_wait_seconds_count{reason="pause"}`)
+	waited := metricValue(t, base, `outbound_wait_seconds_sum{reason="pause"}`)
+	t.Logf("metrics: %g pauses, %g pause waits of %.2f s in all", pauses, waits, waited)
+	if pauses != refusals {
+		t.Errorf("outbound_retry_after_pauses_total{outcome=host_paused} = %g, want %d (one per 429)", pauses, refusals)
+	}
+	if waits < refusals || waited < refusals*1.5 || waited > refusals*2+0.5 {
+		t.Errorf("outbound_wait_seconds{reason=pause}: %g waits of %.2f s, want at least %d waits of about %d s in all", waits, waited, refusals, refusals*2)
 	}
 }
 
@@ -158,6 +190,21 @@ func TestAHostLimitHoldsTheWorkspacesCallsToItsRate(t *testing.T) {
 	}
 	if span > want+10*time.Second {
 		t.Errorf("%d calls took %s, far past the rate's %s: the limit held them back for too long", calls, span, want)
+	}
+	// The nodes past the burst each waited for a slot of the rate, and
+	// none waited on a pause: no upstream asked for one.
+	rateWaits := metricValue(t, base, `outbound_wait_seconds_count{reason="rate"}`)
+	rateWaited := metricValue(t, base, `outbound_wait_seconds_sum{reason="rate"}`)
+	refused := metricValue(t, base, `outbound_send_refusals_total`)
+	t.Logf("metrics: %g rate waits of %.2f s in all, %g refused at send time", rateWaits, rateWaited, refused)
+	if rateWaits < calls-burst {
+		t.Errorf("outbound_wait_seconds_count{reason=rate} = %g, want at least %d (every node past the burst waits)", rateWaits, calls-burst)
+	}
+	if rateWaited < want.Seconds() {
+		t.Errorf("outbound_wait_seconds_sum{reason=rate} = %.2f s, under the last node's wait of %s", rateWaited, want)
+	}
+	if p := metricValue(t, base, `outbound_wait_seconds_count{reason="pause"}`); p != 0 {
+		t.Errorf("outbound_wait_seconds_count{reason=pause} = %g, want 0: no host was paused", p)
 	}
 }
 

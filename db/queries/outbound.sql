@@ -70,3 +70,13 @@ RETURNING paused_until;
 
 -- name: OutboundHostSetSent :exec
 UPDATE workspace_outbound_hosts SET sent_next_at = @sent_next_at WHERE workspace_id = @workspace_id AND host = @host;
+
+-- name: OutboundPausesList :many
+-- The workspace's hosts paused now by an upstream's Retry-After, by host,
+-- with the pause's end. A workspace has at most
+-- SLUICE_OUTBOUND_PAUSED_HOSTS_MAX of them (at most 10,000), which the
+-- LIMIT holds the answer to as well.
+SELECT host, paused_until::timestamptz AS paused_until FROM workspace_outbound_hosts
+WHERE workspace_id = @workspace_id AND paused_until > now()
+ORDER BY host
+LIMIT 10000;

@@ -51,7 +51,7 @@ export function whenRefused(fn) {
  * api calls the JSON API with the tab's token and resolves to the decoded
  * body; the caller names its type from types.js. A 401 signs the tab out,
  * except for the sign-in form's own probe, which shows the refusal itself.
- * @param {"GET" | "POST" | "PATCH" | "DELETE"} method
+ * @param {"GET" | "POST" | "PUT" | "PATCH" | "DELETE"} method
  * @param {string} path
  * @param {unknown} [body]
  * @param {{probe?: boolean}} [options]
@@ -80,6 +80,27 @@ export async function api(method, path, body, { probe = false } = {}) {
   if (res.status === 401 && token() && !probe) onRefused();
   if (!res.ok) throw new ApiError(res.status, data);
   return data;
+}
+
+/** @type {{token: string | null, answer: Promise<boolean>} | null} */
+let adminProbe = null;
+
+/**
+ * isAdmin tells whether the tab's token is the admin's: whether it may
+ * read the plans, which only the admin may. Asked once per token.
+ */
+export function isAdmin() {
+  const t = token();
+  if (!adminProbe || adminProbe.token !== t) {
+    adminProbe = {
+      token: t,
+      answer: api("GET", "/plans", undefined, { probe: true }).then(
+        () => true,
+        () => false,
+      ),
+    };
+  }
+  return adminProbe.answer;
 }
 
 /**

@@ -4,14 +4,16 @@
 // checked by tsc against the types generated from openapi.yaml (make
 // console-check); types.js names them.
 //
-// The route is the hash: #/workspaces, #/workspaces/ID/queue?status=FAILED,
+// The route is the hash: #/workspaces, #/plans, #/workspaces/ID/queue?status=FAILED,
 // #/definitions/ID?v=2, #/executions/ID. Links are real anchors, so they
 // work with the keyboard, open in new tabs and survive a reload.
 import { token, whenRefused } from "./api.js";
 import { h, mainEl, tickClocks } from "./dom.js";
 import { viewDefinition, viewDefinitions } from "./definitions.js";
 import { viewExecutions } from "./executions.js";
+import { viewPlans, viewWorkspaceLimits } from "./limits.js";
 import { newView } from "./live.js";
+import { viewOutbound } from "./outbound.js";
 import { viewQueue } from "./queue.js";
 import { viewExecution } from "./run.js";
 import { viewSchedules } from "./schedules.js";
@@ -34,6 +36,9 @@ const routes = [
   [re(`^\/workspaces\/${ID}\/definitions$`), (m) => viewDefinitions(m[1] || "")],
   [re(`^\/workspaces\/${ID}\/schedules$`), (m) => viewSchedules(m[1] || "")],
   [re(`^\/workspaces\/${ID}\/webhooks$`), (m) => viewWebhooks(m[1] || "")],
+  [re(`^\/workspaces\/${ID}\/limits$`), (m) => viewWorkspaceLimits(m[1] || "")],
+  [re(`^\/workspaces\/${ID}\/outbound$`), (m) => viewOutbound(m[1] || "")],
+  [re(`^\/plans$`), () => viewPlans()],
   [re(`^\/definitions\/${ID}$`), (m, q) => viewDefinition(m[1] || "", q)],
   [re(`^\/executions\/${ID}$`), (m) => viewExecution(m[1] || "")],
 ];

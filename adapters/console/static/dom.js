@@ -2,7 +2,7 @@
 // Building the page. Tenant data reaches it only as text (text nodes,
 // attribute values), never as HTML, so a workspace's names and payloads
 // cannot inject markup or script.
-import { ago, duration, span, when } from "./format.js";
+import { ago, duration, inTime, span, when } from "./format.js";
 
 /**
  * Attributes of h and s: plain attributes, except "on*" (listeners) and
@@ -131,6 +131,14 @@ export function agoEl(iso) {
 }
 
 /**
+ * untilEl is a time to come, "in 4s", that counts down without a rebuild.
+ * @param {string} iso
+ */
+export function untilEl(iso) {
+  return h("time", { datetime: iso, title: when(iso), "data-until": iso }, inTime(iso));
+}
+
+/**
  * sinceEl is a running time that follows the clock without a rebuild.
  * @param {string} iso
  */
@@ -138,11 +146,14 @@ export function sinceEl(iso) {
   return h("span", { "data-since": iso }, duration(span(iso, null)));
 }
 
-/** tickClocks moves every agoEl and sinceEl on the page to now. */
+/** tickClocks moves every agoEl, untilEl and sinceEl on the page to now. */
 export function tickClocks() {
   const now = Date.now();
   for (const el of document.querySelectorAll("[data-ago]")) {
     if (el instanceof HTMLElement) el.textContent = ago(el.dataset["ago"], now);
+  }
+  for (const el of document.querySelectorAll("[data-until]")) {
+    if (el instanceof HTMLElement) el.textContent = inTime(el.dataset["until"], now);
   }
   for (const el of document.querySelectorAll("[data-since]")) {
     if (el instanceof HTMLElement) el.textContent = duration(now - Date.parse(el.dataset["since"] || ""));

@@ -19,6 +19,21 @@ export function ago(iso, now = Date.now()) {
   return `${Math.floor(secs / 86400)}d ago`;
 }
 
+/**
+ * inTime is how long until iso: "in 4s", or "now" once it has come.
+ * @param {string | null | undefined} iso
+ * @param {number} [now]
+ */
+export function inTime(iso, now = Date.now()) {
+  if (!iso) return "";
+  const secs = Math.round((Date.parse(iso) - now) / 1000);
+  if (secs <= 0) return "now";
+  if (secs < 60) return `in ${secs}s`;
+  if (secs < 3600) return `in ${Math.floor(secs / 60)}m ${secs % 60}s`;
+  if (secs < 86400) return `in ${Math.floor(secs / 3600)}h ${Math.floor((secs % 3600) / 60)}m`;
+  return `in ${Math.floor(secs / 86400)}d`;
+}
+
 /** @param {number | null | undefined} ms */
 export function duration(ms) {
   if (ms === null || ms === undefined) return "";

@@ -5,6 +5,7 @@ import { agoEl, badge, h, page, renderIfChanged } from "./dom.js";
 import { shortId } from "./format.js";
 import { current, follow, view } from "./live.js";
 import { QUEUE_STATUSES } from "./types.js";
+import { waitingView } from "./waiting.js";
 import { definitionNames, statusFilter, workspaceHeader } from "./workspaces.js";
 
 /** @typedef {import('./types.js').QueueItem} QueueItem */
@@ -45,7 +46,7 @@ export async function viewQueue(workspaceId, params) {
           h(
             "tr",
             {},
-            ["Item", "Status", "Priority", "Age", "Definition", "Attempts", "Dispatch failures", "Last error", "Execution", ""].map((c) => h("th", { scope: "col" }, c)),
+            ["Item", "Status", "Waiting on", "Priority", "Age", "Definition", "Attempts", "Dispatch failures", "Last error", "Execution", ""].map((c) => h("th", { scope: "col" }, c)),
           ),
         ),
         body,
@@ -80,6 +81,7 @@ export async function viewQueue(workspaceId, params) {
         { dataset: { queue: q.id, status: q.status } },
         h("td", { "data-label": "Item" }, h("code", { title: q.id }, shortId(q.id))),
         h("td", { "data-label": "Status" }, badge(q.status)),
+        h("td", { "data-label": "Waiting on", class: "waiting-on" }, waitingView(q.waitingOn)),
         h("td", { "data-label": "Priority" }, String(q.priority)),
         h("td", { "data-label": "Age" }, agoEl(q.createdAt)),
         h("td", { "data-label": "Definition" }, def ? h("a", { href: `#/definitions/${def.id}` }, def.name) : h("code", {}, shortId(q.workflowDefinitionId))),
@@ -96,7 +98,7 @@ export async function viewQueue(workspaceId, params) {
         ),
       );
     });
-    if (rows.length === 0) rows.push(h("tr", {}, h("td", { colspan: 10, class: "empty" }, chosen ? `No ${chosen} items.` : "The queue is empty. A completed run's item is removed; see Executions.")));
+    if (rows.length === 0) rows.push(h("tr", {}, h("td", { colspan: 11, class: "empty" }, chosen ? `No ${chosen} items.` : "The queue is empty. A completed run's item is removed; see Executions.")));
     return rows;
   };
   // Loads again on each of the workspace's queue and run events.

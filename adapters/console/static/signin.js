@@ -1,6 +1,6 @@
 // @ts-check
 // Signing in and out with a workspace API key or the admin token.
-import { api, forgetToken, problemView, setToken, token } from "./api.js";
+import { api, forgetToken, isAdmin, problemView, setToken, token } from "./api.js";
 import { h, page } from "./dom.js";
 import { reroute } from "./live.js";
 
@@ -16,6 +16,10 @@ export function renderWho() {
     return;
   }
   nav.replaceChildren(h("a", { href: "#/workspaces" }, "Workspaces"));
+  // The plans are the admin's only: their link shows for the admin token.
+  isAdmin().then((admin) => {
+    if (admin && token() && !nav.querySelector("#nav-plans")) nav.append(h("a", { href: "#/plans", id: "nav-plans" }, "Plans"));
+  });
   who.replaceChildren(
     h(
       "button",

@@ -28,6 +28,11 @@
 /** @typedef {Schemas['Schedule']} Schedule */
 /** @typedef {Schemas['SchedulePage']} SchedulePage */
 /** @typedef {Schemas['Problem']} Problem */
+/** @typedef {Schemas['FieldError']} FieldError */
+/** @typedef {Schemas['PlanLimits']} PlanLimits */
+/** @typedef {Schemas['WorkspaceLimits']} WorkspaceLimits */
+/** @typedef {Schemas['OutboundLimit']} OutboundLimit */
+/** @typedef {Schemas['OutboundPause']} OutboundPause */
 /** @typedef {Schemas['WebhookEndpoint']} WebhookEndpoint */
 /** @typedef {Schemas['WebhookDelivery']} WebhookDelivery */
 /** @typedef {Schemas['WebhookDeliveryPage']} WebhookDeliveryPage */

@@ -111,7 +111,7 @@ function workspaceRows(items) {
  * workspaceHeader draws a workspace's name, live numbers and tabs; it
  * returns the element and a refresh function for the numbers.
  * @param {string} id
- * @param {"queue" | "executions" | "definitions" | "schedules" | "webhooks"} tab
+ * @param {"queue" | "executions" | "definitions" | "schedules" | "webhooks" | "limits" | "outbound"} tab
  */
 export function workspaceHeader(id, tab) {
   const title = h("h1", {}, "Workspace");
@@ -125,6 +125,8 @@ export function workspaceHeader(id, tab) {
       ["definitions", "Definitions"],
       ["schedules", "Schedules"],
       ["webhooks", "Webhooks"],
+      ["limits", "Limits"],
+      ["outbound", "Outbound"],
     ].map(([key, label]) => h("a", { href: `#/workspaces/${id}/${key}`, "aria-current": key === tab ? "page" : null }, label)),
   );
   const crumbName = h("span", {}, shortId(id));

@@ -309,3 +309,39 @@ func (q *Queries) OutboundLimitsLock(ctx context.Context, db DBTX, workspaceID d
 	_, err := db.Exec(ctx, outboundLimitsLock, workspaceID)
 	return err
 }
+
+const outboundPausesList = `-- name: OutboundPausesList :many
+SELECT host, paused_until::timestamptz AS paused_until FROM workspace_outbound_hosts
+WHERE workspace_id = $1 AND paused_until > now()
+ORDER BY host
+LIMIT 10000
+`
+
+type OutboundPausesListRow struct {
+	Host        string
+	PausedUntil time.Time
+}
+
+// The workspace's hosts paused now by an upstream's Retry-After, by host,
+// with the pause's end. A workspace has at most
+// SLUICE_OUTBOUND_PAUSED_HOSTS_MAX of them (at most 10,000), which the
+// LIMIT holds the answer to as well.
+func (q *Queries) OutboundPausesList(ctx context.Context, db DBTX, workspaceID domain.ID) ([]OutboundPausesListRow, error) {
+	rows, err := db.Query(ctx, outboundPausesList, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OutboundPausesListRow{}
+	for rows.Next() {
+		var i OutboundPausesListRow
+		if err := rows.Scan(&i.Host, &i.PausedUntil); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -285,6 +285,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workspaces/{workspaceId}/outbound-pauses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the workspace's hosts paused now
+         * @description The hosts an upstream's 429 or 503 with Retry-After paused for the
+         *     workspace's HTTP_REQUEST nodes, with when each pause ends, ordered
+         *     by host; a host is listed whether or not it has a limit, until its
+         *     pause ends. At most SLUICE_OUTBOUND_PAUSED_HOSTS_MAX hosts are
+         *     paused at once. A workspace key sees its own workspace's only.
+         */
+        get: operations["listOutboundPauses"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workflow/definitions": {
         parameters: {
             query?: never;
@@ -1069,6 +1096,15 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             updatedAt: string;
+        };
+        OutboundPause: {
+            /** @description The host in canonical form: lower case, no trailing dot. */
+            host: string;
+            /**
+             * Format: date-time
+             * @description When the pause ends: the workspace's calls to the host wait until then.
+             */
+            pausedUntil: string;
         };
         ApiKey: {
             /** Format: uuid */
@@ -2470,6 +2506,44 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidField"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listOutboundPauses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The hosts paused now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "host": "api.example.com",
+                     *         "pausedUntil": "2026-11-25T10:00:02Z"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["OutboundPause"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
