@@ -5234,6 +5234,7 @@ type CreateScheduleResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidInput
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -5321,6 +5322,7 @@ type UpdateScheduleResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidInput
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -8626,6 +8628,13 @@ func ParseCreateScheduleResponse(rsp *http.Response) (*CreateScheduleResponse, e
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8850,6 +8859,13 @@ func ParseUpdateScheduleResponse(rsp *http.Response) (*UpdateScheduleResponse, e
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany
