@@ -129,9 +129,32 @@ func (s *Schedules) checkTimetable(ctx context.Context, sc domain.Schedule, now 
 	return tt, nil
 }
 
+// checkInput refuses a schedule whose input its ticks could not enqueue:
+// one that lacks what the definition's concurrency key reads, or gives a
+// key past its bound, is an *domain.InputError naming /input, the key
+// resolved over the schedule's input as each tick resolves it. So the
+// mistake is answered where it is made, not recorded at every tick; a tick
+// still refuses an input that a key added to the definition later cannot
+// resolve. A definition deleted meanwhile is left to the tick, which
+// pauses its schedule.
+func (s *Schedules) checkInput(ctx context.Context, sc domain.Schedule) error {
+	concurrency, err := s.definitions.DefinitionConcurrency(ctx, sc.DefinitionID, 0)
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case concurrency == nil:
+		return nil
+	}
+	_, err = concurrency.ResolveKey(sc.Input)
+	return err
+}
+
 // Create stores a new schedule of a definition of the caller's workspace.
-// It counts against the plan's schedule quota, and its timetable may fire
-// no more often than the plan allows.
+// It counts against the plan's schedule quota, its timetable may fire no
+// more often than the plan allows, and its input must resolve the
+// definition's concurrency key (checkInput).
 func (s *Schedules) Create(ctx context.Context, a domain.Actor, workspaceID, definitionID domain.ID, paused bool, c ScheduleChanges) (ScheduleView, error) {
 	if err := requireWorkspace(a, workspaceID, "workspace"); err != nil {
 		return ScheduleView{}, err
@@ -146,6 +169,9 @@ func (s *Schedules) Create(ctx context.Context, a domain.Actor, workspaceID, def
 	sc := domain.Schedule{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, DefinitionID: definitionID,
 		TimeZone: "UTC", Input: json.RawMessage("{}"), Priority: DefaultPriority, Overlap: domain.OverlapSkip}
 	if err = c.apply(&sc); err != nil {
+		return ScheduleView{}, err
+	}
+	if err = s.checkInput(ctx, sc); err != nil {
 		return ScheduleView{}, err
 	}
 	now := time.Now()
@@ -233,7 +259,9 @@ func (s *Schedules) List(ctx context.Context, a domain.Actor, workspaceID domain
 }
 
 // Update edits a schedule. A changed timetable is checked as on create and
-// fires next at its first tick after now.
+// fires next at its first tick after now; the input is checked as on
+// create whatever the edit changes, so no edit leaves a schedule whose
+// ticks would all be refused.
 func (s *Schedules) Update(ctx context.Context, a domain.Actor, id domain.ID, c ScheduleChanges) (ScheduleView, error) {
 	if _, err := s.owned(ctx, a, id); err != nil {
 		return ScheduleView{}, err
@@ -243,6 +271,9 @@ func (s *Schedules) Update(ctx context.Context, a domain.Actor, id domain.ID, c 
 	sc, err := s.store.UpdateSchedule(ctx, id, func(sc *domain.Schedule, now time.Time) error {
 		before := *sc
 		if err := c.apply(sc); err != nil {
+			return err
+		}
+		if err := s.checkInput(ctx, *sc); err != nil {
 			return err
 		}
 		var err error

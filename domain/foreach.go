@@ -44,8 +44,8 @@ type ForEachNode struct {
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
-// Iteration is the node iteration index of a FOR_EACH keyed key runs:
-// the template's type, config and policies, recorded as
+// Iteration is the node that iteration index of the FOR_EACH keyed key
+// runs: the template's type, config and policies, under the record key
 // IterationKey(key, index).
 func (t ForEachNode) Iteration(key string, index int) Node {
 	return Node{Key: IterationKey(key, index), Type: t.Type, Config: t.Config, Retry: t.Retry, Timeout: t.Timeout}

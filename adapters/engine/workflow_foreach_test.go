@@ -107,3 +107,52 @@ func TestForEachIterationsShareTheNodesInFlightWithOtherNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestForEachHTTPIterationsTakeTheOutboundPath: an HTTP iteration answered
+// 429 with Retry-After three times waits each out as an HTTP node does
+// (runOutbound), spending no attempt, and completes at attempt 1; outside
+// the outbound path a 429 is final and would fail the FOR_EACH.
+func TestForEachHTTPIterationsTakeTheOutboundPath(t *testing.T) {
+	t.Parallel()
+	srv, calls := retryAfterServer(t, 3, "2")
+	h := newHarness(t, fmt.Sprintf(`{"nodes": [{"key": "each", "type": "FOR_EACH", "config": {"items": [1],
+		"node": {"type": "HTTP_REQUEST", "config": {"url": "%s/x?id={{ item }}"}, "retry": {"maxAttempts": 1}}}}]}`, srv.URL))
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if rec := h.record("each[0]"); rec.Status != domain.NodeCompleted || rec.Attempt != 1 {
+		t.Errorf("iteration: %s at attempt %d, want COMPLETED at 1", rec.Status, rec.Attempt)
+	}
+	if n := calls.Load(); n != 4 {
+		t.Errorf("the upstream saw %d calls, want 4 (3 refused)", n)
+	}
+}
+
+// TestForEachIterationsRunUnderTheTemplatesRetryPolicy: an iteration
+// whose upstream fails four times with a 503 completes under a template
+// allowing 5 attempts, at attempt 5, past the worker's 3 (testRetry).
+func TestForEachIterationsRunUnderTheTemplatesRetryPolicy(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n <= 4 {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, `{"ok": true}`)
+	}))
+	t.Cleanup(srv.Close)
+	h := newHarness(t, fmt.Sprintf(`{"nodes": [{"key": "each", "type": "FOR_EACH", "config": {"items": [1],
+		"node": {"type": "HTTP_REQUEST", "config": {"url": "%s/x"}, "retry": {"maxAttempts": 5, "initialInterval": "10ms"}, "timeout": "20s"}}}]}`, srv.URL))
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if rec := h.record("each[0]"); rec.Status != domain.NodeCompleted || rec.Attempt != 5 {
+		t.Errorf("iteration: %s at attempt %d, want COMPLETED at 5", rec.Status, rec.Attempt)
+	}
+}

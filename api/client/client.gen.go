@@ -5295,6 +5295,7 @@ type CreateScheduleResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidInput
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -5382,6 +5383,7 @@ type UpdateScheduleResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidInput
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -8725,6 +8727,13 @@ func ParseCreateScheduleResponse(rsp *http.Response) (*CreateScheduleResponse, e
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8949,6 +8958,13 @@ func ParseUpdateScheduleResponse(rsp *http.Response) (*UpdateScheduleResponse, e
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

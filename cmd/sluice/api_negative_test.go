@@ -1038,6 +1038,38 @@ func TestNegativeConcurrencyKeys(t *testing.T) {
 		WHERE workflow_definition_id = $1 AND concurrency_key = 'c-2' AND concurrency_limit = 2`, keyed.JSON201.ID).Scan(&batched); err != nil || batched != 2 {
 		t.Fatalf("%d batched items stored with key c-2 and limit 2 (%v), want 2", batched, err)
 	}
+
+	// A schedule resolves the key over its input when it is written, as
+	// each tick would: an input without it is refused at creation and at
+	// an edit, naming /input and the key, and nothing is stored.
+	schedule := func(input json.RawMessage) client.CreateScheduleRequest {
+		return client.CreateScheduleRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: keyed.JSON201.ID, Name: "keyed",
+			CronExpression: ptr("0 3 * * *"), Input: &input}
+	}
+	refusedAtInput := func(name string, got answer) {
+		t.Helper()
+		got.expect(t, name, http.StatusUnprocessableEntity, "invalid-input")
+		if !slices.Equal(got.fieldPaths(), []string{"/input"}) || !strings.Contains(string(got.body), "input.customer.id") {
+			t.Errorf("%s: problems at %v, want /input naming the key's path; body: %s", name, got.fieldPaths(), got.body)
+		}
+	}
+	before = counts(t, w)
+	refusedAtInput("createSchedule with an input lacking the key", read(a.CreateSchedule(ctx, schedule(missing))))
+	if after := counts(t, w); after != before {
+		t.Errorf("a refused schedule wrote rows: before %v, after %v", before, after)
+	}
+	sc, err := a.CreateScheduleWithResponse(ctx, schedule(ok))
+	if err != nil || sc.JSON201 == nil {
+		t.Fatalf("a schedule whose input has the key was refused: %v %s", err, sc.Body)
+	}
+	refusedAtInput("updateSchedule to an input lacking the key", read(a.UpdateSchedule(ctx, sc.JSON201.ID, client.UpdateScheduleRequest{Input: &missing})))
+	var stored string
+	if err := w.pool.QueryRow(ctx, `SELECT input->'customer'->>'id' FROM schedules WHERE id = $1`, sc.JSON201.ID).Scan(&stored); err != nil || stored != "c-1" {
+		t.Errorf("the refused edit changed the schedule's input: customer id %q (%v), want c-1", stored, err)
+	}
+	if got := read(a.UpdateSchedule(ctx, sc.JSON201.ID, client.UpdateScheduleRequest{Name: ptr("renamed")})); got.status != http.StatusOK {
+		t.Errorf("renaming a schedule whose input has the key: %d %s", got.status, got.body)
+	}
 }
 
 // TestNegativeEvents: an event no node of the run waits for is a 409, one

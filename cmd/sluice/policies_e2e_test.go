@@ -430,3 +430,44 @@ func TestAForEachIterationRunsUnderItsTemplatesRetryPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestARetryIsKeyedByTheVersionItRuns: v1 keys runs by input.a, v2 (saved
+// after v1's run failed) by input.b, which the original input lacks. The
+// retry runs v1, so it is keyed by v1's key: accepted, and stored with
+// the original's input.a, where keying it by v2's would refuse it.
+func TestARetryIsKeyedByTheVersionItRuns(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	keyedBy := func(path string) map[string]any {
+		return map[string]any{
+			"concurrency": map[string]any{"key": "{{ input." + path + " }}", "limit": 1},
+			"nodes":       []any{node("t", "TRANSFORM", map[string]any{"output": "{{ input.missing }}"})},
+		}
+	}
+	first := e.waitFor(e.start(keyedBy("a"), map[string]any{"a": "acme"}), "FAILED", "COMPLETED")
+	if first.Status != "FAILED" {
+		t.Fatalf("v1's run: %s, want FAILED (it reads a missing input path)", first.Status)
+	}
+	var defs struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	call(t, "GET", base+"/api/v1/workflow/definitions?workspaceId="+e.ws, testAdminToken, nil, &defs)
+	if code := call(t, "POST", base+"/api/v1/workflow/definitions/"+defs.Items[0].ID+"/versions", testAdminToken,
+		map[string]any{"graph": keyedBy("b")}, nil); code != 201 {
+		t.Fatalf("saving v2: %d", code)
+	}
+	var q struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := call(t, "POST", base+"/api/v1/workflow/executions/"+first.ID+"/retry", testAdminToken, nil, &q); code != 202 {
+		t.Fatalf("retry: %d, want 202 (keyed by v1's input.a, which the input has)", code)
+	}
+	var item struct {
+		ConcurrencyKey *string `json:"concurrencyKey"`
+	}
+	// The retry fails as the original did, so its item stays to be read.
+	if code := call(t, "GET", base+"/api/v1/workflow/queue/"+q.QueueID, testAdminToken, nil, &item); code != 200 ||
+		item.ConcurrencyKey == nil || *item.ConcurrencyKey != "acme" {
+		t.Fatalf("the retry's item: %d, keyed %v; want v1's key over the input, acme", code, item.ConcurrencyKey)
+	}
+}

@@ -35,7 +35,8 @@ type retentionFixture struct {
 // activity rows, replaced definition versions and deleted definitions,
 // dates one of each a day past the plan's period and one a day within it,
 // and checks that retention deletes exactly the first (node records with
-// their execution; a version still used by an execution is kept) while
+// their execution; a version still used by an execution or pinned by a
+// queue item is kept) while
 // another workspace's runs go on completing. The metrics count the rows
 // deleted and show the oldest row kept, younger than its period.
 func TestRetentionDeletesWhatIsPastItsPlansPeriodAndNothingElse(t *testing.T) {
@@ -105,12 +106,15 @@ func TestRetentionDeletesWhatIsPastItsPlansPeriodAndNothingElse(t *testing.T) {
 			}
 			exec(`INSERT INTO activity (id, workspace_id, actor, action, subject_id) VALUES (gen_random_uuid(), $1, 'test', 'execution.cancelled', $2)`, f.ws, *item)
 		}
-		for range 2 { // versions 2 and 3; both executions ran version 1
+		for range 3 { // versions 2 to 4; both executions ran version 1
 			if code := call(t, "POST", base+"/api/v1/workflow/definitions/"+def+"/versions", testAdminToken, map[string]any{"graph": oneTransform}, nil); code != 201 {
 				t.Fatalf("add version: %d", code)
 			}
 		}
 		f.versionedDef = def
+		// A retry's failed item pins version 3: a requeue would run it.
+		exec(`INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, status, retry_of, pinned_version)
+			VALUES (gen_random_uuid(), $1, $2, 'FAILED', $3, 3)`, f.ws, def, f.youngExec)
 		f.oldDeletedDef, f.youngDelDef = createDefinition(t, base, f.ws, oneTransform), createDefinition(t, base, f.ws, oneTransform)
 		for _, d := range []string{f.oldDeletedDef, f.youngDelDef} {
 			if code := call(t, "DELETE", base+"/api/v1/workflow/definitions/"+d, testAdminToken, nil, nil); code != 204 {
@@ -127,8 +131,9 @@ func TestRetentionDeletesWhatIsPastItsPlansPeriodAndNothingElse(t *testing.T) {
 		exec(`UPDATE activity SET created_at = now() - $2::interval WHERE subject_id = $1`, f.youngItem, young.String())
 		exec(`UPDATE activity SET created_at = now() - $2::interval WHERE subject_id = $1`, f.oldItem, old.String())
 		// Version 1 was replaced long ago but an execution still uses it;
-		// version 2 was replaced long ago and is unused; 3 is current.
-		exec(`UPDATE workflow_definition_versions SET created_at = now() - $2::interval WHERE workflow_definition_id = $1 AND version IN (2, 3)`, f.versionedDef, old.String())
+		// version 2 was replaced long ago and is unused; 3 too, but a
+		// queue item pins it; 4 is current.
+		exec(`UPDATE workflow_definition_versions SET created_at = now() - $2::interval WHERE workflow_definition_id = $1 AND version IN (2, 3, 4)`, f.versionedDef, old.String())
 		exec(`UPDATE workflow_definitions SET deleted_at = now() - $2::interval WHERE id = $1`, f.oldDeletedDef, old.String())
 		exec(`UPDATE workflow_definitions SET deleted_at = now() - $2::interval WHERE id = $1`, f.youngDelDef, young.String())
 	}
@@ -173,7 +178,8 @@ func TestRetentionDeletesWhatIsPastItsPlansPeriodAndNothingElse(t *testing.T) {
 			"young cancelled item":     count(`SELECT count(*) FROM workflow_execution_queue WHERE id = $1`, f.youngItem),
 			"young activity":           min(1, count(`SELECT count(*) FROM activity WHERE workspace_id = $1`, f.ws)),
 			"version 1, in use":        count(`SELECT count(*) FROM workflow_definition_versions WHERE workflow_definition_id = $1 AND version = 1`, f.versionedDef),
-			"current version 3":        count(`SELECT count(*) FROM workflow_definition_versions WHERE workflow_definition_id = $1 AND version = 3`, f.versionedDef),
+			"version 3, pinned":        count(`SELECT count(*) FROM workflow_definition_versions WHERE workflow_definition_id = $1 AND version = 3`, f.versionedDef),
+			"current version 4":        count(`SELECT count(*) FROM workflow_definition_versions WHERE workflow_definition_id = $1 AND version = 4`, f.versionedDef),
 			"young deleted definition": count(`SELECT count(*) FROM workflow_definitions WHERE id = $1`, f.youngDelDef),
 		} {
 			if n != 1 {

@@ -1731,7 +1731,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The input lacks what the definition's concurrency key reads, or the key it gives is too long; the problem is at /input. */
+        /** @description The input (an enqueue's, or a schedule's, which each tick enqueues) lacks what the definition's concurrency key reads, or the key it gives is too long; the problem is at /input. */
         InvalidInput: {
             headers: {
                 [name: string]: unknown;
@@ -3423,6 +3423,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidInput"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -3571,6 +3572,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidInput"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
