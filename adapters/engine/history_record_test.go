@@ -394,6 +394,7 @@ func TestRecordHistories(t *testing.T) {
 		"http_node_waits_for_its_host_turn_and_a_retry_after", "node_policies_retry_and_timeout",
 		"run_deadline_cancels_the_run", "retry_reuses_completed_outputs", "for_each_http_and_transform",
 		"wait_for_event_signalled_and_timed_out", "sub_workflow_then_transform", "six_parallel_transforms_over_the_task_limit",
+		"for_each_iterations_take_their_template_policies",
 	} {
 		i := slices.IndexFunc(scenarios, func(sc scenario) bool { return sc.name == name })
 		if i < 0 {
