@@ -83,29 +83,17 @@ WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pend
 -- name: QueueAdmissibleWindow :many
 -- Up to n items of each locked workspace that may be claimed now, in
 -- claim order (priority, then age), each with its key's RUNNING count: an
--- item whose key is full is passed over by the scan, so it holds back no
--- other key's items. No row is locked: only the holder of the workspace's
--- lock claims its items, and QueueClaimCandidates locks and rechecks the
--- ones domain.ChooseKeyed picks from this window. The count is one probe
--- of workflow_executions_key_running_idx per keyed item passed.
-SELECT c.id, c.workspace_id, coalesce(c.concurrency_key, '')::text AS concurrency_key,
-       coalesce(c.concurrency_limit, 0)::int AS concurrency_limit, c.key_running::int AS key_running
+-- item whose key has no slot left (RUNNING, plus the items of its key
+-- already in the window) is passed over, so it holds back no other key's
+-- items, and a burst of one key's items does not fill the window. No row
+-- is locked: only the holder of the workspace's lock claims its items,
+-- and QueueClaimCandidates locks and rechecks the ones domain.ChooseKeyed
+-- picks from this window. The walk is queue_admissible_window (migration
+-- 00018): one probe of workflow_executions_key_running_idx per key met.
+SELECT c.id::uuid AS id, w.id::uuid AS workspace_id, c.concurrency_key::text AS concurrency_key,
+       c.concurrency_limit::int AS concurrency_limit, c.key_running::int AS key_running
 FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@windows::int[]) AS n) AS w
-CROSS JOIN LATERAL (
-    SELECT i.id, i.workspace_id, i.concurrency_key, i.concurrency_limit, k.running AS key_running
-    FROM workflow_execution_queue i
-    CROSS JOIN LATERAL (
-        -- The CASE keeps an item without a key from probing at all.
-        SELECT CASE WHEN i.concurrency_key IS NULL THEN 0 ELSE (
-            SELECT count(*) FROM workflow_executions e
-            WHERE e.workspace_id = i.workspace_id AND e.concurrency_key = i.concurrency_key
-              AND e.concurrency_key IS NOT NULL AND e.status = 'RUNNING') END AS running
-    ) k
-    WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
-      AND (i.concurrency_key IS NULL OR k.running < i.concurrency_limit)
-    ORDER BY i.priority, i.created_at, i.id
-    LIMIT w.n
-) c;
+CROSS JOIN LATERAL queue_admissible_window(w.id, w.n) AS c;
 
 -- name: QueueClaimCandidates :many
 -- The chosen items, locked and still PENDING, in claim order. SKIP LOCKED
