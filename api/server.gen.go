@@ -83,11 +83,18 @@ const (
 	QueueStatusPENDING    QueueStatus = "PENDING"
 )
 
+// Defines values for StartRatePer.
+const (
+	Minute StartRatePer = "minute"
+	Second StartRatePer = "second"
+)
+
 // Defines values for WaitingOnReason.
 const (
 	BACKOFF        WaitingOnReason = "BACK_OFF"
 	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
 	NOTBEFORE      WaitingOnReason = "NOT_BEFORE"
+	STARTRATE      WaitingOnReason = "START_RATE"
 	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
 )
 
@@ -130,6 +137,9 @@ type Concurrency struct {
 
 	// Limit From 1 to 100,000; checked with the rest of the graph (422).
 	Limit int `json:"limit"`
+
+	// StartRate The key's own start rate, on top of the workspace's: each key its own bucket. Checked with the rest of the graph (422 at /concurrency/startRate/...).
+	StartRate *StartRate `json:"startRate,omitempty"`
 }
 
 // CreateAPIKeyRequest defines model for CreateApiKeyRequest.
@@ -469,9 +479,16 @@ type Plan string
 // PlanLimits defines model for PlanLimits.
 type PlanLimits struct {
 	// MaxRunning RUNNING executions a workspace on the plan may have.
-	MaxRunning int       `json:"maxRunning"`
-	Plan       Plan      `json:"plan"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	MaxRunning int  `json:"maxRunning"`
+	Plan       Plan `json:"plan"`
+
+	// StartRate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	StartRate *StartRate `json:"startRate"`
+	UpdatedAt time.Time  `json:"updatedAt"`
 }
 
 // Problem RFC 9457 problem details.
@@ -600,11 +617,38 @@ type SetOutboundLimitRequest struct {
 type SetWorkspaceLimitsRequest struct {
 	// MaxRunning Null returns to the plan's.
 	MaxRunning *int `json:"maxRunning"`
+
+	// StartRate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	StartRate *StartRate `json:"startRate"`
 }
+
+// StartRate A start rate: at most `rate` executions start per `per` in the long
+// run, and at most `burst` in any window of one `per`, sliding (a
+// second or a minute). Items over it wait PENDING and start when it
+// allows; none is refused or failed for it. Null is none (on a
+// workspace: its plan's).
+type StartRate struct {
+	// Burst The most starts in any window of one period; at least rate. Absent: rate (evenly spaced starts).
+	Burst *int         `json:"burst,omitempty"`
+	Per   StartRatePer `json:"per"`
+
+	// Rate Starts per period.
+	Rate int `json:"rate"`
+}
+
+// StartRatePer defines model for StartRate.Per.
+type StartRatePer string
 
 // UpdatePlanRequest defines model for UpdatePlanRequest.
 type UpdatePlanRequest struct {
 	MaxRunning int `json:"maxRunning"`
+
+	// StartRate The plan's start rate (see StartRate). Absent keeps the one it has; null removes it.
+	StartRate rawjson.RawMessage `json:"startRate"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -631,13 +675,20 @@ type WaitingOn struct {
 	Key *string `json:"key,omitempty"`
 
 	// Limit The limit that is full (workspace or key).
-	Limit  *int            `json:"limit,omitempty"`
+	Limit *int `json:"limit,omitempty"`
+
+	// Rate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	Rate   *StartRate      `json:"rate"`
 	Reason WaitingOnReason `json:"reason"`
 
 	// Running What runs under it now.
 	Running *int `json:"running,omitempty"`
 
-	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
+	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE; when the rate next lets a start go, for START_RATE.
 	Until *time.Time `json:"until,omitempty"`
 }
 
@@ -706,7 +757,14 @@ type Workspace struct {
 // WorkspaceLimits defines model for WorkspaceLimits.
 type WorkspaceLimits struct {
 	// MaxRunning Replaces the plan's; null keeps it.
-	MaxRunning  *int               `json:"maxRunning"`
+	MaxRunning *int `json:"maxRunning"`
+
+	// StartRate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	StartRate   *StartRate         `json:"startRate"`
 	UpdatedAt   *time.Time         `json:"updatedAt"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
@@ -9435,270 +9493,277 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+1Ibudo3eisq768q8K22sQ0kAf7ZDDgJbwgwHNbsNePsWO6Wbb20JU9LBjwU17Ev",
-	"aN/YV3oeqVttt08YQpKXWqsmSbtbZz2H33O6L4WyP5CCCa1Ku/elAU1on2mWwL8OhomSiflbxFSY8IHm",
-	"UpR2S5c9RlqC3Wl8oUVkh+geI4OE3XA5VGRAu6xSCkrcvP33kCWjUlAStM9Ku6UQGw1KKuyxPjWt9+nd",
-	"MRNd3Svt1qvVoKRHA/Om0gkX3dLDQ1A6ZB0uuOn+KCoez61MrjuxvCVR+uobRXiUDmNAdS8bReQ3GJQS",
-	"9veQJywq7epkyPyxdWTSp7q0WxoOuXlzcmwNEQ0kF3rqyFi7J+U1Yfa9WcNiWVsrDuqOhcNZ68XcCzOH",
-	"47Wy2niOqdKNGzZ9lXjkTlFMlSbMvEsSFjJ+w6I9+EHphNE+SZga9pkitKNZQrhOx95jNGJJNnrTZxk6",
-	"LR8dlgrHy4V+u1UKSn0ueH/YL+1mp48LzboswdHzPteT4z6jXUYU/2fqWY/hO7/niHXoMNal3e1qYM49",
-	"9gqnPh1DrXAMF2GPRcOYTVtAZX+ftZ8qa2O17fxDJtdqQEM26zrCC7OGc+u1ssp4HszHaiCFYkC3fqPR",
-	"Oft7yBTsWSiFZgL+SgeDmIfUjHNjkMh2zPr/+m9lBn1fYne0P4gZTkdTHpd2YUhMadKW0Yj0qCJUEJYk",
-	"QL7gT1Xa/eu+1GdK0a4ZUn9o3maEEjtUmPBuacOf6sPXoKQ01UNV2t0Cese16bh0JG5ozCNiu81m2tN6",
-	"oHY3NlQ85CGrROzGDV9tcPyo7D568FfufyWsU9ot/V8bGZnfwF/Vxhm2gOs3uYNu7lyRPo3NFrCIyIS0",
-	"E0avFV5IaKliujyQohPzcNUFP4pYfyA1E+Go/JmNyC1VZKhYRG657hFKIt7psMSQBrMlJX8dd7J1TAez",
-	"2AJ6fYbuy6deRdewwplo+EnJYQI3xMyCwTp+kEmbRxETKy6k6SDjcaTNYim6imhJqJC6x5LshuZWcTNb",
-	"xWwoCy1jJ339qdZOy2smSJ+OiJCaaDkMzcJxla4crNiR0CwRNF5xwbhtJr3fbk228zd07K2FLqgd4FOs",
-	"y4XsM93joks6lMfmRgq8iiy5YcmePVj2zPWo6LLIrJ75wq4WUIsPnMXRiitWI/atacQwYR1zd3dJrVox",
-	"/6sZWjJI+A3VjKydfzggtZ3a+/U9QmMjuHGNd+Pi+OrooPHt0+Xl2beT08PGt/3j49M/PFo6TOI8Da3X",
-	"J2loB2a4FAXFT55il/axe49IEhqGbKAVaQ91umE8NJtlFkkFRJnjbVhMKjBenR+b7aXpmtEoSphSuMvY",
-	"A1fEMNPI39yPCR30VtzcuttcNW13h+JayFtBhIwYaZbumiVvi7pmCBss6jK1Ud3QsvQQ+N+GozBmu4SS",
-	"cnNYrW4y0k7/RidaMR2o+RsOLy+34fjJU5EraA02RGpCCY7qcP/jnhFmk5FbUPNGzJV2TI1roy/pnr+D",
-	"R2Iw1M99Pc0hCqUIh0lieB+5ZiPSLN3fE256r4RDpWWfJUcReXholkhIhZlYGxlXfGMudp8rZWiRGf/E",
-	"Z95Gwk/ztxBfW2oLbctPtIXQGolpeK3IbY/iTc0plOMLljAaqcDIReZV84Rr0uU3TJl91lISw3j3rHqc",
-	"HgCqCS4K7PqJ1B/kUKxKkAtUYPKeVqNN+o6V652tdnkrfFsr79D3rLzdfhu+i96znU61Bge2AwPwRYGt",
-	"bINOvBcW2BwhdRlff4qNOZFIG3Nc/1LKY5p02VMK+OwuZCxSpFbder/97i1pjzRT/pLUPOnojI5iSSPc",
-	"YhjJQkujpSzj6091ZmHohqaYVs0xpL5E4PiOW7QvVIxWXLO/h1JTu1iGCFBN+lJpUqtWq2TARGQowt9D",
-	"NmSEa2Qg2a33pPTfc+0stnzQdzn95qml9Fs5jCMyoEoRKZgDJHxdFgagyJqbp0yaQmmZsMifcuBdwdw/",
-	"yA1LFD4EtkYGLGkK4BxBqsGr9ZSgpF2bHVa2TztaRTpUabflho0kVLOmkAmoquZg9qkYES5IJ+bdnjY7",
-	"JUXIKuQEJUJQr+zoqUgFxaagsaFrI/ebFSQrpHXOdDIq73c0S1o4JE1ueyxh5JZybZrssXigdpvCjB5X",
-	"JEooF8qINimcpIhZENULoFuQWY18k7AOj2NVaRqVA9Ec0Oe9XifRhgsWShGBamPGQNqsIxOGV4D2s701",
-	"eoTZ2UoeepwFupjDciXoUPdkwv9hq9Jnxy3bjCZm24x6k6O4texy5Lpd6GoM/S+eiO7CEOEwUquNacMV",
-	"uSJO+pMJSdiNvLYS6JWgN5THtB2zJ1BgLQnjRmpWoz2ikxGhXcoFUT2Z6HiUU9M84nxhheuhN5xFFzH9",
-	"4KmISzYLcyXNTMxZ1fSa5bQ1IW93iZAkopq2qWJNEUohWAhkIzQnuZMwBjIjRwrfNizWiJGU6/ydjqRg",
-	"e02RrRdipbnr+zS3LBmZPqGTpS5WurjQ9f6Af2bAlwaJHLBEcwTywoRRzaJ9nUMBI6pZWfM+m4QCgxKP",
-	"FkAMHQJ5P/nDwBChu2JQs8MTVKsTGmqWKMcgFAsTpgPYVhbHRgxUhA5oAtj0RBf2wsyYlRjG9g4hFDrR",
-	"xG0ef50P2Gbg6l8leCWPvcJypJMPvIX3h/s1bVm2/5shSnZARcjicwu/Tm7hgvvhrvF9iQlzav4qHeyf",
-	"HDSOjxuHpcD9/ejkozeGWbOzzRUOOJPgJ3d538oyLUDuWz7Huu1JxUjrmo1aTgOC65AyGs3uNEmGwrFZ",
-	"Yq9putJBU0hBtByYc2P4tSGg0FGFXDrtQRlSy/qD2DBEecNQDkDFZA3/SBhgoCEzUko8CpwE1hT1bSu1",
-	"BnaI5nJqmYpo9e2360GqvxnOLQjIDqiVMAEcO9qDh9CXITfS/NmjGpl6qvUQQOIA4jFjFGRtq17PNJv1",
-	"CjkyspCZLCWdId4LpB5njZPDo5OPaes9GUcgeLRpeE0QnzSXCOUDuE6gKzshwyyppaDDRFiBIX/urtmM",
-	"7U3XaY+EPRZeO13cwrLaXWxU6c281s1NTvnUFC256GDHxaajD4nsk5rZm1q1GlSr1eVGUmAf8u+Ambzr",
-	"uvAOwPVGqutZSmgUgZRK4zNvLTs0Vmx8eR39HDfd9rlw/67Nu6nQxvThZTbfxw2x62CwWbz7o4OAHjWh",
-	"FQlxIQ3GYU9fFmcHfNyihIkUjbtBwpTiKHyNnUt+Y6FFRdb6XAw1Iz05TEhER2XZKfel0D2C/7WPbhm7",
-	"Ro1F8Ts8vcpKC8Awrfzo+jHvWajz/44oj0cV0rijoY5HTufKjxFIAGDoNzS2Yoi5AktuFHeQWvFi5fis",
-	"XfKgdFfuyrJ9mNBbI69WzuntF4uheS+UeX8gE51dDfd+hoIxEUpD5Tbg8QOMKTcre/xQbNqsva3Xt+bZ",
-	"hR99bg1niengTMYc+eCsS3Kae9kISdRQ/Zw9254221FbyphRgQIVlwnXo9zbdc/4vTVvikYo+lMKlmuh",
-	"dHV5UCoSt4/2T/aJ+YT8Y84ToJyJFIRlJwoYFzWnauwgvd1a6MJ3Ynk77pEyV8J5QkpROIZgHj39N0IP",
-	"z09Mx8Y+j6D9geYO50bzuPGBvwgKnIA5zRmp69N8ZUbSp3dH+N0mnAD7j+wA0CShcPSHSVwgVwjitEpy",
-	"dX48SZ6qjz5X+Y5ORTxCG2gOlc7EVNP19zyKZjkCt/oz9th99B2ljaA0iKmYq7ybdwolE/v99ElFmdpK",
-	"4/i0A/aVWX3Z9x+CcSUJFcgCrbsHGIsI2R5icYQDUFCZu0u2xcnBf82GP3bxFp/H+IeLTwhcg3qKhd+I",
-	"4l1hZHl8tUKeaa7ZfXoSeAFVR21pqYcgePxqOcFzVcBiOIiWncQzoQdja+MWIo8mZMMtuljZbp3RbhGa",
-	"4Ij7QlTe2/uHSUqeObACiZkNuYwvgjVseG3Mno53YFY+g9GyosdyB/Jm+tkeW4UxJ9qbGRtfvDoxv2HJ",
-	"6GIC+7H4QCkoHTaOj/7dOAcU6MP+0XHjcBIBMmK4+bJ8QxNzFJVpwjV+hkaTUtad/RNwdffsAzjTlAzB",
-	"aERFB6+TyH7h9dOy8PFtj/krmMrDYysIzUIjRQvUQDzmN6rDnpFIluSanmPb50I0BL34WmNOdy2CoDAC",
-	"N4qLbswcNBSQAfjcsv4eibjSXITaQdKUtM1Ax4Wf7e2n0c3Gxu5gegRdES8DI1MLWmt5bON7qXNC6t8A",
-	"Fp/i4axZHxAs5fCvwAFfREiiYqkDMhSaxyjhmeu/l2F7m1WjcCtCze6QtZZ1k2qc/H7VuGp8Ozm9/PZb",
-	"48PpeePbp9Pzoz9PT1rrARlQpdFmQ5tiq1oFZyGF7YOWXyFWWXImP/jCyJdDltoLAV5bjDatqu09TL8G",
-	"qUs73IfHCZLL8Y+J+5fTFGpOrJ+uLPzAyiIuwNcFlvuRK/0cd5pcZMbqhOlhIlgEQC7pyAT+EhAliRj2",
-	"2yxR5JqxgXW+iniX61ea8EPRhPxygHcooPPDpMuErpDTJDK7CGB/ymPSw71HOpQngilFaJhIpbKfFAml",
-	"mRLAj5YfLYg1JUNxyftMDguVF65IMjQKd8RoFHPBAmI4OBhzlKaJJmuUfJQkGiZg6V7ftWuHnmTJELCn",
-	"EExmcXqOQ5lELCKpwctsCBhuwPkMO0ILkZWw3sAw7DgJWNbBFiVtnExPJpol5JYLVSHO5gEeaDE1H9tj",
-	"8vvV6eX+t/Ork2+XR18ap1eX3y4aB6cnhxdmFlv1uhvHRtbZmBmktt0v/UwY2QxyF+WkrDwtgxcWnELC",
-	"BjEdsSlhMdd+TIO1oaf2HrAiWpeJPbyPHEU0mfAuFzQGeuFRMQ9mzQyoszja72YmVt4eXz83y7QtbzKz",
-	"Fi5lFKst3DNMYKFRw76vqmlOHqIJhbNQgywc4Q0TOlNSJkbG8qF9j0cOhIxYoWJgTuof+0eX3z6cnn9r",
-	"/Ltxcole3uYoYmDerfmPlvOxmXwEoQUKXMdTZ38pLxi6wz4CJCyIdYQxm98JLZoY+vV2eLdiZwcMuSOT",
-	"MV2mNok5DqjWLDEd/b9/7Zf/pOV/quWdb+Wv//pfhZwQnUaLAOQR+a+L0xMk4HZMcqgHQ10h+21lRtVn",
-	"VCgihnFceW65ZVFD7Yyrby5JzPRqbi6Oj35RhVGbU7732DmG6cyHdxaG4R4h1maO5TRzsQjyYquDP9sj",
-	"8rFxaTRvKbwYXfDzwLMRc6VJzCh4mGtzRl5Eqo1wl6f5SA1oF0y5QDZQwlFkberUQKxYiNCeyIidQ3uF",
-	"kJ4Z10kO15scIQagO8cKwe6mDJdq0tpwYsRGZmLZuPeI2gOGp7T24GKiR00LH4EgD/y7Tyhe2rmn0GOY",
-	"kwPPHIyREqdLiG68NNEsAnnUDsasLJwwz4vJvWZljwvwgcxkUNSRxm/B3GEnTCej086cSHMUaczum/eN",
-	"yJoKzzaYDRZuj1AkeGboVBCZRFzQZGRk3oXMW3aOy0CqiwkfKblzAsiKoq75cKYlYXWgPpOJFkIFxkfl",
-	"yYLZqgY54p6j0o7izmQWTwHtZ5znZZD98aPggdfnVycnCF4fnH45O25c+uB14Pk1fi04FhCY2XBcK79C",
-	"aehWkdsqkOr7OZOz4feuoaKJpcGD4xGNh/sfK8SQX+vemjAyFPzvIQNvQRZ1GbAlcAcmRo08ujw6PUGS",
-	"2qcjEtIkGZGWoZAtoiUZ8PAa7n47oSLsVZriC+u3WWLhCNM+u6OhJmshVaysmFBc8xu2HuSdzwdgYjBk",
-	"BT+yLonoOuiQIC7AnbrDuwWoELksCvJA92qVCmQKteKdVCv2ohPXA/NaU+TCicD9Dh21R5oVOimGeV/U",
-	"WQfed1s1gk3UZUvclggDjgr55cKtmM0vamU2ZoKwh8MxkO1y5UEZGXeyaIruMZ4gp8rwEzqJnqzhtmTx",
-	"LenVCjL/yYvPR2dnjcP1pbCWR2Am81UhXOyv311Y+8RorAs0XPA3VdNl2SJj1zi1yPjmHBP9dIUcTlWB",
-	"+mAu6w/mr2d9imdrhMXC0by7BcEXmYOdnnWfYim64BosGDHqZ3+A0U3gEJ0HIMH3ss/jmDuXTIgwR7K4",
-	"nnqOTz3oEH8/dtL3IF5UCnLYON7/T2GEAz4YHztE9J83fr9qXFwG5PJ8/+Tiw+n5lyDjFgG2GRDQz/cP",
-	"Ppnh5xX2hfyklUSAeyLwOmFm11lEtOwy3WPJ/GuLvtTwzrTjaxWSiUNsN6dYtnsSBTnVb/Mr/UdvlPIt",
-	"K1vvkZOrYyCCwI2sASBhsJlXlx/K7+FfCtRQqsjVvz58+HCIXBRosDMunDcOTs8Pv/17//iq8e3L/v/T",
-	"sg1yTZg5YGlQuxlymh1pvv7tFOvJ827hkDRsAV4NsCOPj7uoCsvzK2S/KW5oPLRhFHPHbySDgVHSm6J1",
-	"3yxheJgZrgiNhNEs7ZL7ZgleNn+HfAUhIP/8H4bZCwLSLEESNHYLr5Syl1AvtsEZVEG0CH7ULD082Gis",
-	"8VX6PvRs0jkYgKcCIdA30MVUG2ENWDDon2ygKjjfazbCqVWwJbJ225MxW99ze9MUk0LYuePNMb9mzuK3",
-	"C3vXFHM2L0Cy1qeJIQx2B1IC0RTZUXyJZZ6vj869HYvpp4YWZaqpI8ILkzdP2XOUy93L9Ew4kjNdH5xN",
-	"JJ9C95uDAT2/8uet8+J6nxVE52qAp0MNmkeacy6/VO1hoqZxlOVdyXpSTSG65hcjWodUSMFDGhPT4i6J",
-	"5S1LiFHJAiIk0QnlsRGgIzkt2BGD1c9YgmEO+cHJYS42F+nDo9wax7YSZlbUfWCXcBm3xNPxaIlxdmt4",
-	"KdFGo40kU+S2x2OWZv+xWfnS7JhWkUEgGJTYoRBcdCukpa75oGV4BVMuGh9gMK73SAs+aDkIWREax6nd",
-	"EOyy9iCaRhz0U3jEzqxftPvgw3mjUQpKZ+enpaDUOLlsnJ+dH100pn4LR1MVABT07hynMrlG9nb4WKRn",
-	"zHdprIwMCrJsj96wnOW+Vq1W50fDLO7xvfoJg74Cf9LzjpELFJ9cnA8HZGdr+10qqmIYPHjz55fYxcff",
-	"T5EFVVFIF4ujcsxuWJwmdQoIo2HPZdX7r4vTkzK4crOkDOwXExItiMl7mFUBPeZCaaOyF455Qn/Mhf3o",
-	"mM1QQychKqVBOLk6P/LV+msuILeonft8id8yQ+x/pjEZrNHFPgOWgx7IoSigsA2QfBIWM6oYgahXLZ0L",
-	"UFGAZ1BKExMs5a4eU95fTfTwMKqpxuJZKZK8eOOxcGajoCEtW0hDeIynNFcDqsPeB8rjYVJkskLHXwSb",
-	"lKFCl8xIeDRGaxsYW4wCBeagzeKdcb2sqMrNNus/lQEzpko3FraK+q5bBc5SS5h9YCUfZ/fxDsl828+C",
-	"WXJR/zWMNko3+lGmL9fgJQ+v5ybmBQkhPVc89TF4TqUg5zETlGwI/elcNvlH+uKLeXTxhe1WqeKSHtgg",
-	"T4ELaIF/F4IxRxVfNPQJr09Rxy7+BKX013om83gKnSjjRC+jEvmnrDCQ4+B4/+gLqD+HRxdn+5cHn5Yx",
-	"i/nw6DyvoHGpwHnT3AqgPyMygHYCo90MYhA+szxfLHmjyJpFGwD9PG9cnv/n2/9e33Nh8THrgN8FGpJy",
-	"HwLcpCAXTw4gHVPhaHgtO50DyTodHnKbIMmTdAul3Ew16nBBY1zrIpbmw6zgA4AGLiqU0dyU/Y6sbVWr",
-	"5e2dnXVLCimPM8zQevnuoUODYjogVIxsZg4QNG1DCKoaqh6RtfaIWP9eC+1s3d0BlQPfRSoi+3j77s59",
-	"lPf8SNdge2fHW4StarWI72au+H7VAE/w5JrT+MgG2ReobWPpwhCigzOyl2W16xWqtX16t4/0RRWlGcFf",
-	"Aq9ZLsJ4GEFulUUw9/3Ly8aXs0swK81WecwqTJ3isTUV2JxN+pYx4WwGyp9kQDC5JyTizS9cscA8QQFc",
-	"XoqnCbOcSFPx5A5c3z+3w3x3NcOQfp/lApQ6/0CRBCu+GKHC+ZU9SoYxjU2XX6Ar6AT7M3f/mg8GY50t",
-	"JbpM90lld/oDT6ySU2ALYHd2MFrCeFLHKx4btXWoVhqW7f2S96f5t8EAtqFrCJKwwqyQt2TN3KpRbih5",
-	"8rbY2R+nY0+VqqMgNQf8torSMls/8BN3PFXc8o8shbo46Dzx8tZhkixkALsnueZ3PN1Db8NyF2X83HoX",
-	"Ok9SloE8HTl/CuE0ZQ0vI5teMJ0D1R8X0JYC73macEDj2FpT+3REujJN/wZ0wWY+aw/DayNEdfy0X9Vi",
-	"OKEQMS/qdGDEOXgDOwRXo2GCsVpqwITrsFqpVnOdzsXfxxZ6Ooo+Zb3TfB8IFT9uxWfBySdmVTEEMM3C",
-	"h8LUXNR4Hhsem7s3iqLJXsEtOoupeIpJLgV3P2agT5097DUL1wtm4fKY7+OyaS2T+uph6plaMbnPo7P0",
-	"TE3P84ePcRWY6tAxn6ZpKEGqBhBeyFvfk9+Z4MCot8aBsIIAyAWJuWDrBGxzruiDh9+PE5kFklNC9ITp",
-	"egJA78iEfG7859vx0Zejy8oSWSZBfLduqJi3GTpY8+xukGhzfRonoi5Ds8Vz/jg9/3xxtn/QwLGUglI6",
-	"rlJQ+m3/4PO30w8fSkEpCz0uxHOSaXQd9icZCkWGIoJUE2M5gLzhQVx0URMMk1GE12XZ6YBXEq6hG5+F",
-	"NSiJGIQ3utjdNFh7HQOI8atsKpUFQ54nuCcsY+FJxUxKLg3JVDOSejKLf+QCC1eyVeRKHs4VvyGqbtmU",
-	"bMuGOfLZ5RfL3KFPzmUypEnC2WIZ05azmpi3EZ87sM6t81V/Q1YsbrTMdk6NKExLQygm9C7IRxeaiogm",
-	"EbFLrQgTNyyWA0buTcMBKrSa9gcBpCF/qCxuZhhL5lOoROWqW+YBdzwikx5ITpvxljOP2+fXLa/h+Gc9",
-	"W6oF7uFTKD3jV/tldJ+CHG8rg3Mr5lqcwGkXu9828eKjQYHvnlM9lxpxKmYwO0VWbu08Ppxenkrqeudf",
-	"qQraVXOP0riJQoacynAFLCjU/KbA36KRefK4lCUUMpZM59iPOGw4k2Oq9Cc5TGaOAl2+oSQCmpVcBnZA",
-	"MHtymBSPalHLebGMlQbmaN+3iSMckAzFbj7Ve0BYrBhW/Ur11ekKxQo5La0HWAFvwLzsLpk6mNth46aI",
-	"WSv6SXG/wAD6TLm6uPZopSOd2O5lEKsxzGFJ9zQGpkDlAQlWEbhmbKBsYOxKuMIiK/m8RCpPn5ZwXEuX",
-	"9kkYY0pqXoIlGoGGhUOjN1+YAVlwD0ryFEtRNOobOuKVwsnUp/2zI6M/paVPAGDHtnL1ZjCnAhcdWZDk",
-	"FWOwu5Ds6hZpGFQXca5IFfJHltkIXK2ycufge3+4/1ER2WkK60cD6gxUpxIscxflGqM5bH9mWhpzCIh4",
-	"lLmsNoUfCgkOmVD5GMvPAH1f+3DeaJBaQM7OT8l2QDKXUVKvZuqrboqMIq5XmqIpnN8bhkmiitfaoAO+",
-	"cVNrEQHl11r7to4RRDDtkt+wXBKGFsA2YHBBaxeH6+0Pwp0YO+ZHQBVsWWBmDFXlaNizlTSawpHq9PUK",
-	"wSGjzZsr0ppWyKiFJU13trbfrWOYQcxDZmuiWDRqf2A6K9crVSsfZNWIbm9vKxR+rsiku2G/VRvHRweN",
-	"k4sGfPPgVTjCTdw/O/ISb+6WapUqvicHTNABL+2WNivVyqbFv+Cs2+XeMFuLub2LMvXuw6qi+wAugbVV",
-	"A+3GiAsXv2G9YBJbFwQyHnAsSQbuMuZ6GHpBnXRWOuZKn0H/Y6W769XqjMJREwWj/spT9Zrjj86l2aO4",
-	"pXq1/rZcq5Xrtctadbdq/v8n1qRMixYtRL88D+jJJD+FFaBgpQOi+jSOGdptFVZ+3KrWpnWXLsvG1Vhl",
-	"r63q5vyPPvjlmLfqO/O/cNUBH4LSNu7C7PePvLrG24sMyS8OBnR42O/TZGSPQ8p51Rt7xgwJpV3loD5V",
-	"+mq+yh3fjXvzxwOwJJrQPtPM1jkt3oU3WC53Sj16K51ML0S/AET5FW5a2FvkRnk3B1xyMB/JrYXsUidJ",
-	"QBzhIgVN4UrmUAh7pInec8Yf9MQBg4iQ+L4j8m0MB5QxxMlXmmLfxnFgT6gaZBEH2oFwRnYlSsuBgpYA",
-	"9VeYjxCLAeXqEzrELsevXBAWTzIZGD2nuEYymacMmT0li974TUajZahCnii8X7iQ26QtZywVkjkPD6tR",
-	"rLGxpQQLgy9m0KttpFfLHEdHpaZTpZSek7QSpKVLCxCA32iUrtP3I2XVrflfpAV1zQe1zYVo37GryrpV",
-	"ry9C/LxS2z8BhT2AEp6E5nd9NoW1yKnasDgaZ2rj3v59dBQ9mI5tmra5xNd99kYRHpE1c+IyYHZ9Cj3O",
-	"+ppJlecpQYYkF8a5faHXluq6niDFqZC3AQjiDOo2Ym5PPVSBi5cxNBrcBJtiwBIuowo50qmi6M8M0tEa",
-	"Uh0yjsEPVKdpVbWU14TrpgipwMKBGM0+YLSQNJ7Dco/jihPkqL4cOcosDJs5gManP9UdJy+NGRCMgpY3",
-	"B5Sq7Xdsi1ZZeYduvytvhZud8vtoMyzXOnW2GW2F2+23NAV8d+chWdBkjdbbm+FWVN5mbzvlLVprl9+H",
-	"9ai8ybY62/Rt+134HlIam3e3aa1dDzej8hbbNu++Ne++i8o7rNpx7eQg5N0SesayiHy6vDwj5mZOQvjb",
-	"Rtsfw+iLJUofk/fQ89QVemEKPgEgF5Nxd3QDd3Z/OQL+g5PWCyYitCUiCYFiqB5ldWR0CnF1l2e6KgbR",
-	"NO6twEhxqRIRpCUUbdIcKIWiihWuMVsAhEvMo9uZIuxI9N9DpDqWRucxpZWI9EqK4PJ63GQVm4WUuXQn",
-	"Xu/ZCyiJNJeoy16ibE+Kr900/n/OulwB1EYFEP8LcnV+nPpKaKMvgafAeBX4DNZqCnP711oFbKwVkNa4",
-	"RaYVNEWrwCbT2oVobpkQJftsPSBygN4zNoOjFPkgSx9ZcyolDXsZEeIKCiyxiHRkHMtbFwzrbMBNkRqB",
-	"1YCFvGNvVpZVx63pG0VaWLKplRY6BujMaIBcubgSa023Beb3cwsppMb6aADGYSFdzC+goFy9X06XCkKj",
-	"KGHKq64MxbxtCI9gGnYiwFK5W/V6U9hg39bGMIlbpvNMLQXo0hX1tWEWfzR++3R6+vlb4+Tw7PTo5PIC",
-	"MonATuIpImu1KsmCWdb3spz5AfS5UySeFVazW0WJdXbWhc19X8dBRdjgim3SfGuLno/ZKndLbzu1sBZu",
-	"18qb4dt2eYtut8s77fesXO3UojrdbG+F20sUlZ9Z128hlbq23EpNEVt9oWz2Yn610uOCwqsrb1bCi/Gl",
-	"8/n3neT9x8//+Tu5vP3vq7PD90fHZ38eyfoxPaYXt6Ul92XSnI1y9vPv2URNuDlMMMjSPdk6bq/oweLo",
-	"ASRO+BlYr2OUhBJ7Z4BVjHHfR8i8G/eZ7viADNpcyElWfQjPVY4zYWVgrUiGT1TIfhrflurZWYLIPh0R",
-	"pXkcE8OtMMNInohjP0VEPEeftqaNMHqVCr/v0cRlN3LhQqcxmK9iZTqVT9bGD8pHpueekuqPzcV+eJ60",
-	"JDN6vXrf9+p9ZHqJezcGNRR1mr2y0cggRSjjuiAL8aDqheCUNz7zCIhgt2PQSpaMWA9VU6ylVbrSwpSB",
-	"dTaDbKoIpQJjSh3PUEF6o9JGQhmxCkkrvMDbNhFKNhjIxgkJKTvSS4DodBfb/X++nTcuGyeXR6cnLbL2",
-	"DquBeZpLkZ7iQUGH2WrNwYKg8LQ3Ors23M1qGjyUpY9f6MZPehHPPSmYJ2+BF61L0KpIU4ou/fU1765k",
-	"6OFjwV3wqyogb/tpaQpPxnklcy+AO4limvHM1M5VH8mwn+l0zYxTjQFk3nf5jL8oZ0cBkUkERKg9Ijwq",
-	"xo0Pvc6XgYwhSyzHCnzPCR3/qjRirBj2HPKQ7tErfXgB+uBuqr8RHm3wn07Ho/9NYx5Rp+ZiKnMjHIBj",
-	"Brhq0rRwAqk5LyJ8z0tybu4cpMlGfDSDaFxWxyLc0quVvgJkmVYat/Up4PxjkYm//KT+WYbptKhJ6ROL",
-	"YxmQ+3tMD1iBem0PD1mm6lI3YUxnBCDNII9E01IV99Lzg2XZkr0wtjlWeH+3FrzoRoAO+p5Wo036jpXr",
-	"na12eSt8Wyvv0PesvN1+G76L3rOdTrVWmti0uf6az7uv3iUooLYWIn2FOH9JBynYXCs+jVHyqYR8jqi2",
-	"cR95iMlMfPNCdpxQViEYn+PgS5snGtNAY542qlPfUeeTFMaM2tRsey6htB+QZMahetMAzzHq/4p1/uBY",
-	"5xJndAriedGTt873zb2eSQouoi2r0gQMpRAGnXV2qi/N635lfpTPvPx6GV8E/VzqJi6HCuTg9rm4wBiz",
-	"2bBXVxW45y7X7zRt5QK1EnSH5f3+ELOvO/3EL8jkgq3aDAvzO/IyVpw0y6ebJdWTYr7GklWrfBbFBfj8",
-	"MoqBHc8LawVRzlqzKAGcR0zTWLP6I6iY26gpxMwcJNv+q5D9KwrZ+1FEqNviJ5KqU0K3cW//9jAVIkWh",
-	"RwpWTK9ovpDBIiKPT3qeWfJ55vtce/r7/Kve5Z9CMpl3y1aTRoL76fttq7zt+dmvFalNCfK5yTHvYgvA",
-	"zCyIhYJRJlUsZS/xa9EWGINt6fgB7XJBUeguMphkOUl+VHtJgXHXT14insG0O1E8ff44XK1gX8mZvjRF",
-	"ZSFWXJN8mX2/xD4OzKvIv2bebdly662mwJRyGJDLovVdQlNbjfNHlgKwHtLhrs50MhSExko2Be1oG3sG",
-	"rd9S5Ux2RArPCQ8N/EVLklV+X3UVCkp3WdApX5oVSwd4aWUwnwL4LJE1xcBbz8y+VXRPN+69oK+HDfR0",
-	"aq1Pn6Dt6INMGi55WDrR8VzXv6yNMF9Uf6aJ0Nu+tXzUEMD86LUCW4hlstX6K+N+AUsi85mHY93ew2L5",
-	"2LtHQHlA6y9U2xtp+UDh0TarrecLeeVBQDgf6MykmqJerWdVQuDTLJmBrabFdUH0jJdMpikg6RT5A4iJ",
-	"IK2jiPUHUjMRjsqf2agVQOjsgNG0vLOifZvW0KY6wDQEMuFdqDGSEWTMdUNJxDsdBtOAzzBHQdrUNYNQ",
-	"GdoUW9WdCvnMRnnHKzPFmFGlSX0LMohh1u0sKq7Av8oucHoz58kAWRQy8gxFOyAKQIQx1m5Jx5pG50ws",
-	"BJmyDnuOVo8tBGatpQTmfRHKAYvyUwtmLELKhnuMRpDryNLksR3M0WQ/N/L29rxsw19XAHPSLNMu7U5E",
-	"8/mS69N8WhfVqp4T9B0/P0vBSEsGfzshYbe0GdXDWrtKyzud96y8Fb0Ly+/bb2l5u7PF3G+lVcKZ7bSi",
-	"7F4UcKtGWsbkF+M81QU4z4EUnZhjxrXH4kVTtt5PVDV2BFxF0VLN+ZCUslqif/l+AYbCjOWmthmf0E8g",
-	"HCot+yxxaC9XBHLGQII5m359A+8mpF2yR2mrXs/yWllEi7iqGF4ONbW7YV3SKxG7cVNSGxw/KduWF06Q",
-	"Yic7BbvAEpUxDa9tUjY9p84lLgVEOELVUQY0tstvsLa8lpLEUnTJWis3YMPkNMFlWd/DZGVGDYgYjWIu",
-	"ILGO+Q6TR3hVcmkM6d/WWljOrBzSQSvw655CuTIrw/3ggo+99jmRZBXpp9x2KZjmyEDDAZTFCKrV6pji",
-	"mY+4JWvOAbtx8vtV46rx7bf9y4NPNnAUcikZeWedQIYnlma4o1CbAzi7Zn2oyAGFd1Gpc9ZWeSuaAk5A",
-	"QByTykKASSvNS97CBt0PPOO2kNKuKTwRjRgJDbrAAalhrIHDo3RkU6OC+yfkiAZJoylg5ciAKpeQyodH",
-	"/h5KTc19kDGkjhcS9Dkax7sYIgvQqm4KyEXVGSoW4RC26jv+0YR2AqtwYM4prrIaVmTfrAcsEcQKg+RD",
-	"FYH2bMG2vCRkyV46d0gMmEpDqKC3EjaAdO+7xPDO1voeodB0NsxMRrINNgVOwy4FzLuduV1sVXecnGka",
-	"MpddEH3LQ+YOAryMWbvIVrW6iLz4G5zdVcQfq1dOEYSMiuudnM/Wo4uGrFwrBRPffExsqs5MfKoZ8v3z",
-	"CFCwoM8pRWULvrQ85c5kWhtjUsD6+ngRC49SkZyFSQLMvXC3jqxBJD4OZ72IQLzKZM9owzty0svPwqvz",
-	"eHF7GF8/kmPncL85pjtfQHiT5eUCnBRritvIKzQ7OOiLa4XJcR20RdYcCLtdhaNuyDcc9fU9w28jpk5S",
-	"SK4FOSMt1ADJGKHdBYFMaKyF+TkMOzH9v7HDDQj632JtVEgxm6IPIJpkgV/njYPT88Nv/94/vmqA2EHa",
-	"I80UihNrtbfkM//Nj/yCzGOYHxcTdPAsEQZtW+zPXX6EBDA34yAeKrJdJf///0c2zX8g60VTpPnQgOfy",
-	"f9KquclQFHG1j0z7CMiK1lEX4jrNPlqpg4XU5vz94krCMszwhZGqfJlUYsUIQuZBbUP9ALqYP7ran6Xx",
-	"wWAH+I+8U/UMl2w7DGuImN1dykgOTr+cHTcuocpygcN28CgQIJljrC7sfXWRwXztu/49qxgxC6jIVbh/",
-	"xclfwMC9gKq4dBiel3Vwnll5jMpjJqflfe3yXU5ztTuwCXrppGc3lpdwqeIzf0SuSJpdCnQUo1FBLSyS",
-	"llrHyOOEMUxbiWg89hW79PHWC70p0IGcRR5svC9QhMSUGs7wZwVHZCw9qoiQXroqMmJ6zw5t0hwIH23c",
-	"W4rklrVVmG4JfprBY5YV4pdgDxl1w6VcCgjFgZ/bwRYGmuAWYEIuGoZsoF8h0R8/ggTP9BNgWEWW8OmJ",
-	"+klLszuNr5WVThjtt5xw5gvL2A5IuyDp7jYFSLoVy85bAUq+FXfTzQMj3bnfgVzAk+yNpgABFPCNFo92",
-	"W5jbV5nzJ0JmXYHWA9KC7t3v11xE60iVWhHV1Dz/r4vTk3UIahRaEXSAaB1TpcvwqHx02ALpWIHnMHrl",
-	"dBLZN3I5okQDneF0F5fnjf0vXnqEdajGL1BgpmCdDGW/z7XaQzkZlw5JpO09N9cK2Qf1QQgW6gx/ghwP",
-	"PALRnvEbFgHozQzZE6xCLqBVtCpCCeJxOxus6oAlTaFYYgTsta36jks4x/qwSiSMpWKRG1Z+ikeHx42W",
-	"lxhe4E4X0UwcTEozG6421XI8y+wJfGp51hzZfuJ05ghviUe7ZKveFHg+SO4ENgUcDnLf9DMCN0u7zYUo",
-	"dbMUNI1wDR+AeA1PbB4O8zCVTpulh6aAFZtwIklNksVCIHi34MRe5cDvnHkXb+wYKJBWXEtJLz5YVR6c",
-	"GgfBnPsWnoWW0Rlbrii1P7IidynZMfSLasAY9kAOa9kE0q00XgKABxlBDkzQDg0tgs/h0x4FeEOnHmoj",
-	"5tKRZ8OCqg2G6kXSVTa16jukg++wSlNADlFsF5wSoH4Q3kualRpnAfyAdcPGRoHl19ZSlRhrSkZm2AFR",
-	"13wwMM9SyXQdmxIy8x1TTdGRCdjRsl5S4TOTIzMxNC11yZUjsU0R82tDWrNiQ2tbtc3CfDhm/5wH2aMx",
-	"d4sT0MEgkTc0zmUBt09Z9Js5tBQx+EWVUDOwS2nG+CzQ9aMSrU9O1uweGhLsXEvLzTBNhjSbzFo3SJs3",
-	"yd4ww6RfoemloemfIam6FWUgL3CqXwosAru6YG3RvCly9RntAuVN5LDbG+cxOSzZh48NYR7QLmsKW2Tc",
-	"5R4GcLWV4c+1atX9uG6Nwjc0HgKsatMrZ+SMtEdkKhAMSK+QCEp3E3mbFd1pigWQ2pzH+gmsyRyPNbM0",
-	"gAFPc8d29R0zCmBh6dLudjVfRnF2ufqfzR3XLN85bPF8f1z/DP1qBGxJclGcb2vKffsB0D5wzXwusC9z",
-	"0IWAyAkfXXB48FxTIAsuWpMstcKaiFCti6RykDP1rFknDmcp8wsCEXNFRusVcqSbAqrwz3UKXvP9Tt9k",
-	"6Ym4csYuDFkwrwFY2B5q8BsxMuqAC8Gi9T0r1aKWnDD08xjBrjfFNRtVCNAllDNTnS2NU8mWCAqLoVO7",
-	"67wp0sYNS7H5zyDSoku52EsDL6zXso3uQIEbu2wKTM8YkFuWsEx6hWz25okVbFOpHN1WsunDAJrCiC86",
-	"GYqQGiGdajKFpEPtNRweSrfmHMDuWbcYMBemk4b8PLAQANgq0oLzedppVQgEcFBXD1kmTZGhv1kLIRWk",
-	"zcDjmBvxHQRrInWPJbdcsfXiakQ6GT0d/PrqifoKuz4yN7lORvlghrRyos2qKqxQs7DICFu/VOBg5nCv",
-	"csU7rCdh6qggnGuaC0Pwwia0CwTo76ZugGSthlingy+x+k9TYA1RoA55Xwd7HXAsRiW+ddUc0XfBDSED",
-	"INeoteMkLGY0wxmpWz+MSwDlnNi82E3RpuG17HTs6KYJlr/DSv48UZB21Z4jABKW4pdPbAuzPNKsP18A",
-	"9u7MK3L6ApFm3vovTRwzG+0cj63bnhGQIH2u9TPMBdSKSBkhJWRAr7OfAEzMJL1UeuRZHCwKsGkFIkW2",
-	"qlt7YyG7HNDEoQBx0lCVsaxoaLdyUbtT/JjSI72yH5P1GjqQQ/N6NSil+zMz5VVMed+vt+hFHgDoZp8u",
-	"kELCMpsPlMfDxEyimj2c4VBU3fpzpaKMC4p0XlFGnFIuYisV+A6PLs72Lw8+oU8RokKnwi9I8GP6JWfn",
-	"aArImV3IV3r4EikzsvVfGGOY3MSUmqC2ms8DMCUHRharv0IBxQVo9XQ3pR9oHvOcoNJoLOt7ZHgI6UiA",
-	"Xp3wKxNycLx/9KVxaEEHNKT52i/AJkYmvmGJl3nMtJIRGPjazwuCuAY6YS3sekUmPK8wUmfc9cr5U8GC",
-	"pyo7WD2ycad2r6a4hHLBeLrRR9nzvAIyMtVvagZPe4zf1LI6ezqdV7epV7cpdJtagPouQuHAgovK+89H",
-	"4sag3yxK0JG7XEmHwIt5cJJSU6xREQXWbA44INYyNzQI8T21HmRmrQmcuCmsoD6JHfpEyIwsRQ1dABHQ",
-	"paaYhxvC609HgF6Rw1fKs1rUscO5ZOJh+15up/GK3nOJkjkv0TBmyyUfS7/K1/guzjF2kXbxWpJl2SjN",
-	"KZpydcfTuRMpGneDhCmMNSlVySb53+Z/TqethztRjW11yu+o0Q3Dzai8w953ylVaa9fDzWiLbXe8SKKH",
-	"AKzayQ2NL8CRSjmF1Wi9vzsalj265OG1+7fdHcG7PR3DdrE7/YEnY7BB/bJaz6bg3rnkfQhamvZe+njT",
-	"e/w1KMkblsR0cAbpBczmXvMBHLah8uJV8Z8ZNpGp7NWgpHmf/SmFGXtjmMgB2zijCVfTE2v7W/D9FflV",
-	"cE93H+fDnuk1f1XyXwD0VB7ddPQ8ezajVjyYZH27uzXHZ7TVaB3EEA7CUsoBWUGgFE9TmNtA/pGCkbVW",
-	"nr60AtJyd6W1Dr6PDCK0W2M0o9UUa9aY3h/Gmg9iltZJd68SxYWh9D1GrgS/I2wgw966LRCveXiding2",
-	"FS6qnCgQpg4GzkvATFpx0Y3TYFHrLm/F0ZZbPEOvbKQsqLSmJ6NMu99JKIfg2G+YKTq3N4V1PkjfgV7B",
-	"A349yHkoEMW0TZLVk4k2zNEsWFNAGhRIC6FvGWRfkIZtMvhZkbWtarUgKcrU8u3uGq/iCzqTd0yQ8ilk",
-	"djrp/HEBzvwSvkD681cO/j+cgy/LrV/LPP28LsJpxSaV0ewijj5TQdu4d3+dU6AJ0jA6NmUYjCJCkr5M",
-	"IGgDnAayivOprVNpOppWcynHal4rLv3YFZfmnLG5RZbSo4PmAOuLkwkqhWUGpp+Q6iu7fGWXPwa79Anj",
-	"K3l6CbP1XNq0nJf6RcoQ0UndpVIck5J6VHStwRGUKoXp78AHmt2ScQ0XU4uFmHfaEQabsBA/GFd1J5Xp",
-	"PfMI+o2AakIBF3CFZJaggp1DWY9Io4FaV0Yhb4t0viu4lM+i821WyRbQz1p5e/GLlh/QUhrUK0t4ZQk/",
-	"IEsgVBEW8VeF6iewh0VcP6U6tQH3YvkwqXEGVIjHFupjmEoWI90TpoZ9FlXIGR0q85gSvKfZZ6krzQRj",
-	"MN+wV/H7ldb+VLQ2sCf81fPgB6e0QF6elNQitft+tNYFJ/LwGrP8s4jc9rghqpimwdJaQDikCFnQFLZc",
-	"TGBEAsycBHYcNF/19zC+iWvSlWCZysK4QLQHe1JTnJuJIjlPhwTeWxwYgOvX85Is8EAya/VK3V+p+09G",
-	"3Z1I80ref/SQVLNPS9N3OGDzXMayF4GGhjSOGbitEcUYWaNxnKZ2olGfi8BVmLAuoZm7wjUbgatBBMl0",
-	"2iPCo2JXsz+ysS2dKu6njGFMJzzfmSfbju97K38GV5tb/9y48+89nO5sg6a9nH8ketcMYioqZN8cbCJF",
-	"PJpWGz7dwSfI6bUf9iGCOaaQ++b8dFmHiHQwz+kRQUPNbxjwyQUCAdHh9Zgq/UkOE/iKL8zZApvfZ3c7",
-	"mL5GNq14BG1P4c/ZiJa/mj+x5f6XNcTfereu8L4XMryNe0+6mhdOnPe4SysomYOHnA6OJv4VrwT6neET",
-	"9OmO2AAKTkb5mGObXsb6gtss1pDdtSeHSaGBNk9mVooMtte3/qjrW3vG6/vuu13fnKf6qynxJUyJc2/w",
-	"sgLgH57iNMOa6HH0NOFRlpGKMz8tE9j5XNzS3mRGfJUmeVJaQlqmKXa/TMwz534FQcHem8bJZeP87Pzo",
-	"orGswe9xEsJPQGLq1Sk0xlurRUnN9hOTGtvVL0xyfjlBA2z/Y1FTA7y8j5U3zO/lazaap3ePl0I0n5B8",
-	"GXXFwoRpVaxE758dfTa9rHaLjVqbHX+r686+B/sD/pnBdtkgLZokdDTtUphpvbLeF1CW98+OYPG9o5ye",
-	"zCdgu4Vq9jjXxQNMoHgnBkFbwN7lw3Kz2YOPQHzuUQWVfpWWSRGrReUAT/8TKOMhX1b7xvP/AsEIPjcF",
-	"1lltv2NbtMrKO3T7XXkr3OyU30ebYbnWqbPNaCvcbr+lWYRIyA23TFiH35V2Syq+/rbVqdOdEBbxRl77",
-	"MDluXO61b9e/12+qf/79vl+7ezfYbG+LnXDru8R/RI7iTKUwQaa44chfOe9PouILR6eKydQy/Hbj/pqN",
-	"5jjd+wRqn9hjj6W1swLDTjMwL1bIuXkJor2wDC/kUpBlOagU2AFNex5pmueEjx+8OuF/d3OKWfa5h28l",
-	"HhkU2bxtd2+UNY0UpAOBM/ykeZsKL80qNaAm05Ria02xhglQKlwoluhWYBOiVFAzyv6N17MVjOciaQpM",
-	"pYE1ipKhTdevyFqublQwVkhpPatBFTQFGDXNrttkfOMVn9RYSj9bpomr6QWO0p1NCxw9QYmizbREkb9I",
-	"XoUim4cE6gotkolkvBZRlnXqtRjRT1yMqOC+5W/HU1QmGqddS1XsWoTgAH4zneBcZuZla2z2Zy1voSIG",
-	"hAIM49gieVx5+eZnw+nH2PuqiFef3p0jOugEZQ9eyrJFPpc4PD6deZC3XTlc+tfr+6L4d24vvBtrTu+T",
-	"KOTDOfr4uQuX0VOPCJE3LEnNX2/UHtw2w1GN8q5cfSR74cg+IOkRpnSAnAoYS0O42iU2pSKA65BvNmiK",
-	"MKsEa12ri8tnFd7bR6r5/pWt1Rf3oZoYxHMi6flBLgBa/8B0xhwHh938j1fC64uQnBsa8+hjQge9n6OQ",
-	"1lJ0bRHZQA411KUqLyAkJODHM07DPl1enn07b/x+1bi4tHVWaMJIj8UR0TLAcqja7IsmPal0zk3NPDCi",
-	"Rc6TjSiXSlXeCq+4gZmvoadTyhOc2qk8icDx132pPUyULu3WpnnhbOdQwR6gskaHrdhGKqHsZ+RTnbEE",
-	"3XvBWF9IZvwWH5a3DuQWYFEjwauE8mJmgglpwO4f3IrJaz1+VVcVXB5BHjbuzdBmwnwHNI5TcQUmghZ8",
-	"EkvRZQkQEWyNRXsujotQQYYDiwZQdc0i8HDFWvRYfC8tecpEpKal4cjfgMVgwL68+RVhwF+Q/eFeTVwb",
-	"1Eg7tsYs0OFnuzSF0KLH3HYJJYcnF1jGa80VjKxvb5L2SDMVkJi2WQxp3mKmTftBU0S8y7UKyJvyG4AX",
-	"3nx7E5CjwxNbu4bxhNyJctlMsb9udHQqyNEZoVGUMGUaSMuFk4FM9J65JXhpOmnyOfNDhXzBvOgkpIqV",
-	"uVBMKK75DXNMtQAUtes5HRMtSohcpBB9yDn9hDSOiRTBIuKEeZeLblOkJKUrs2KcwKZbJA1IAutBa4Lr",
-	"tvYIbQos03xj6zUZWmRLIUXDhLbjUQALh1oSDIslLp+7X2UJ6zG7IdjKb6dXl7+dXp0cfvt0enF5AbXf",
-	"rFieVoFvCq7XK+R0qMuyU05AY4NKoVjQrk0t7cfMe4ZwbtXrgZfzrikgP8MU3W2S/D1Sc/NEnyLxZRlV",
-	"Ljem51TkXlhcW3RJxoS0GULZqzb362tzK/IyI8L1GI1175/p9iRbUalerdqoTgCSEhkypYhiyQ1TrrC6",
-	"2iNhj4XXkA8tYgMmIibCUSHA+8n2u+q9TTO4y+vFbxF2XhjOE/MbVsGlZuEQAw7B1coTvm+YYMqXrXER",
-	"7YpC3rdFF5QJciaV7iZMkTVDxF0NEczb35cQIIbu6EbS5XrdFrnaI9vVzawwZ5BLbUo5YHUDKGPqyqyi",
-	"LMCSRCYqwMrShhVaYRu2MjGHSHYLd+wc57VyjCycEPCVtRPHzQtK2k4928yn3VuYQMW7elMGPUhkO2b9",
-	"fxUMPmKacjNAKBxr2tslbhrpqq/hWyoNHJDdda/WwHZ1MyhprsGeeOLayczBPa0HandjQ8VDHrJKxG7c",
-	"iNSGkLqMry+8Hmf4bXHsWnZJSSQxb4Y9XrPvgFlKPvUS5D+8L7UZTVhi2gBYAg5aUX76Pr2G+ruloDRM",
-	"YrsUuxsbsQxpDPLx++r7KmAbttMJeZoJKnRa0ZgngG6Dwjee1l4ViOOpsF5WoRwYSTdhEROa09hvI/U0",
-	"KBboocs3KagqPL9i9cbD3CD6PaKaek0j+DbZ7n6OziOUNoBCoanyYLQC0+GkCOy1P84EitcAahdl+a39",
-	"9eT9/hCSbbnyzn7r3icFLdsiC1x0A3JrVAmI3RcR8awLmeu+16xXZGGy1UNvmMlQFKfeRq3Hxcl7TWcx",
-	"uJMtX/CuMGdAmtsPDge3rN2T8tpfj4gZjpHw3Cq79woaNdwjZ5xXZO0CbkT5wjxEP4V1f/ZoGS5uytxB",
-	"NCq7G+l9aW/kw9eH/xMAAP//HhQfmd1rAQA=",
+	"H4sIAAAAAAAC/+y9+1Ibudo3eisq768q8K22sTkkAf7ZDHFmeEOAAbJmrxlnx3K3jPXSljwtGeKhuI59",
+	"QfvGvtLzSGq13T5hCEleaq2aJO1unfUcfs/prhLL/kAKJrSq7N1VBjSjfaZZBv86HGZKZuZvCVNxxgea",
+	"S1HZq1z2GGkL9lXjC20iu0T3GBlk7IbLoSIDesVqlajCzdt/D1k2qkQVQfussleJsdGoouIe61PTep9+",
+	"PWbiSvcqe5v1elTRo4F5U+mMi6vK/X1Uece6XHDT/VFSPp5bmV13U3lLEv/qK0V44ocxoLqXjyIJG4wq",
+	"Gft7yDOWVPZ0NmTh2Loy61Nd2asMh9y8OTm2pkgGkgs9dWSs05PymjD73qxhsbytFQf1lcXDWevF3Asz",
+	"hxO0stp4jqnSzRs2fZV44k5RSpUmzLxLMhYzfsOSffhB6YzRPsmYGvaZIrSrWUa49mPvMZqwLB+96bMK",
+	"nVaP3lVKx8uFfr1diSp9Lnh/2K/s5aePC82uWIaj532uJ8d9Rq8YUfyfqWc9he/CnhPWpcNUV/Z26pE5",
+	"99grnHo/hkbpGC7iHkuGKZu2gMr+Pms/Vd7Gatv5h8yu1YDGbNZ1hBdmDec2aGWV8dybj9VACsWAbv1C",
+	"k3P295Ap2LNYCs0E/JUOBimPqRnnxiCTnZT1//Xfygz6rsK+0v4gZTgdTXla2YMhMaVJRyYj0qOKUEFY",
+	"lgH5gj9VZe+vu0qfKUWvzJD6Q/M2I5TYocKE9yob4VTvP0cVpakeqsreNtA7rk3HlSNxQ1OeENttPtOe",
+	"1gO1t7Gh0iGPWS1hN274aoPjR1X30X24cv8rY93KXuX/2sjJ/Ab+qjbOsAVcv8kddHPnivRparaAJURm",
+	"pJMxeq3wQkJLNdPloRTdlMerLvhRwvoDqZmIR9UPbERuqSJDxRJyy3WPUJLwbpdlhjSYLamE67ibr6Mf",
+	"zGILGPQZuy8fexVdwwpnouEnJYcZ3BAzCwbr+F5mHZ4kTKy4kKaDnMeRDkuluFJES0KF1D2W5Te0sIpb",
+	"+SrmQ1loGbv+9cdaOy2vmSB9OiJCaqLlMDYLx5VfOVixI6FZJmi64oJx24y/325Ndoo3dOythS6oHeBj",
+	"rMuF7DPd4+KKdClPzY0UeBVZdsOyfXuw7JnrUXHFErN65gu7WkAt3nOWJiuuWIPYt6YRw4x1zd3dI416",
+	"zfyvYWjJIOM3VDOydv7+kDR2G2/X9wlNjeDGNd6Ni+NPR4fNL79dXp59OTl91/xycHx8+kdAS4dZWqSh",
+	"m5uTNLQLM1yKguInj7FLB9h9QCQJjWM20Ip0htpvGI/NZplFUhFR5ngbFuMFxk/nx2Z7qV8zmiQZUwp3",
+	"GXvgihhmmoSb+2tGB70VN3fTba6atrtDcS3krSBCJoy0Kl9blWCLrswQNlhyxdRGfUPLyn0UfhuP4pTt",
+	"EUqqrWG9vsVIx/+NTrRiOlDzNxxeXm7D8ZPHIlfQGmyI1IQSHNW7g1/3jTCbjdyCmjdSrrRjalwbfUn3",
+	"wh08EoOhfurraQ5RLEU8zDLD+8g1G5FW5e6OcNN7LR4qLfssO0rI/X2rQmIqzMQ6yLjSG3Ox+1wpQ4vM",
+	"+Cc+CzYSfpq/hfjaUltoW36kLYTWSErja0VuexRvakGhHF+wjNFERUYuMq+aJ1yTK37DlNlnLSUxjHff",
+	"qsf+AFBNcFFg10+kfi+HYlWCXKICk7e0nmzRN6y62d3uVLfj143qLn3Lqjud1/Gb5C3b7dYbcGC7MIBQ",
+	"FNjON+gkeGGBzRFSV/H1x9iYE4m0scD1L6U8ptkVe0wBn32NGUsUadS33+68eU06I81UuCSNQDo6o6NU",
+	"0gS3GEay0NJoKav4+mOdWRi6oSmmVXMMaSgROL7jFu0jFaMV1+zvodTULpYhAlSTvlSaNOr1OhkwkRiK",
+	"8PeQDRnhGhlIfusDKf33QjuLLR/0XfXfPLaUfiuHaUIGVCkiBXOARKjLwgAUWXPzlFlLKC0zloRTjoIr",
+	"WPgHuWGZwofA1siAZS0BnCPyGrxa9wTFd212WNk+7WgV6VKl3ZYbNpJRzVpCZqCqmoPZp2JEuCDdlF/1",
+	"tNkpKWJWIycoEYJ6ZUdPhRcUW4Kmhq6N3G9WkKyR9jnT2ah60NUsa+OQNLntsYyRW8q1abLH0oHaawkz",
+	"elyRJKNcKCPaeDhJEbMgqhdBtyCzGvkmY12epqrWMioHojmgzwe9TqINFyyWIgHVxoyBdFhXZgyvAO3n",
+	"e2v0CLOztSL0OAt0MYflk6BD3ZMZ/4etSp8dt+wwmpltM+pNgeI28stR6HahqzEMv3gkugtDhMNIrTam",
+	"DVfkijjpT2YkYzfy2kqgnwS9oTylnZQ9ggJrSRg3UrMa7ROdjQi9olwQ1ZOZTkcFNS0gzhdWuB4Gw1l0",
+	"Ef0Hj0Vc8lmYK2lmYs6qptesoK0JebtHhCQJ1bRDFWuJWArBYiAbsTnJ3YwxkBk5UviOYbFGjKRcF+90",
+	"IgXbb4l8vRArLVzfx7ll2cj0CZ0sdbH84kLXBwP+gQFfGmRywDLNEciLM0Y1Sw50AQVMqGZVzftsEgqM",
+	"KjxZADF0COTd5A8DQ4S+loOaXZ6hWp3RWLNMOQahWJwxHcG2sjQ1YqAidEAzwKYnurAXZsasxDC1dwih",
+	"0Ikmbov463zANgdX/6rAK0XsFZbDTz4KFj4c7mffsuz8N0OU7JCKmKXnFn6d3MIF98Nd47sKE+bU/FU5",
+	"PDg5bB4fN99VIvf3o5NfgzHMmp1trnTAuQQ/ucsHVpZpA3LfDjnWbU8qRtrXbNR2GhBcB89oNPuqSTYU",
+	"js0Se039SkctIQXRcmDOjeHXhoBCRzVy6bQHZUgt6w9SwxDlDUM5ABWTNfwjY4CBxsxIKekochJYS2zu",
+	"WKk1skM0l1NLL6Jt7rxej7z+Zji3ICA7oFbCBHDsZB8eQl+G3EjzZ49qZOpe6yGAxAHEY8YoyNr25mau",
+	"2azXyJGRhcxkKekO8V4g9Thrnrw7OvnVt96TaQKCR4fG1wTxSXOJUD6A6wS6shMyzJJaCjrMhBUYiufu",
+	"ms3YXr9O+yTusfja6eIWltXuYqNKb+a1bm6y51NTtOSyg52Wm47eZ7JPGmZvGvV6VK/XlxvJOEWFE5/p",
+	"c6rhCtI0Pe2Cuj+Lb134T4xmPknurtnoFR5SaBxktIjkR3hMNt4jjMY9qwPjd51hfM10jRwuNjU4PIGG",
+	"veEntVGr1dZrE3fdbLJb4tK7DmQMuUtgEaJJAtI4Tc+CM9OlqWLjx8jxiXETdZ8L9+/GPIoEbUwfXm7b",
+	"ftgQrxzcN2uvf3VQ14MmtCLDKeU1OOzpy+LsnQ9blDiTovl1kDGlOAqZY/eP31gIVZG1PhdDzUhPDjOS",
+	"0FFVdqt9KXSP4H/to1vGrlEzU/wrHmVlpSIQDKyc7Pox71lI9/9OKE9HNdL8SmOdjpxuWRwjkDqwFdzQ",
+	"1Ipb5qovuVHcQYfli1WQJ+ySR5Wv1StZtQ8zemvk8to5vf1oscLghSrvD2Sm86vh3s/RPiZiaaj5Bjy+",
+	"hzEVZmWPH4qHW43Xm5vb8+zfDz63hoOmdHAmU478ftYlOS28bIRBarhbwW5vT5vtqCNlyqhAwZHLjOtR",
+	"4e3NwMi/PW+KRvj7UwpWaKHy6fKwUkadjw5ODoj5hPxjzhOguZkUhOUnChg0Nadq7CC93l7owndTeTvu",
+	"eTNXkntESlE6hmgePf03QixPT0zHxj6PoP2BZh3nLvSw8YFfDArWgK3NGanr03xlRtKnX4/wuy04AfYf",
+	"+QGgWUbh6A+ztER+EsRpz+TT+fEkeao/+FwVOzoV6QhtvQX0PRfHTdff8iia5Yjc6s/YY/fRN5Q2osog",
+	"pWIuSGHeKZVM7PfTJ5Xk6vligqV9/z4aVwZRUS5BF3qAJYmY7SPmSDgAIrW5u2RbnBz853z4Yxdv8XmM",
+	"f7j4hMAFqqdY/IUofiWMzoKv1sgTzTW/T48Co6AIri0tDZCSgF8tJ3iuCswMB8myk3gilGRsbdxCFFGT",
+	"fLhlFyvfrTN6VYaaOOK+EJUP9v5+kpLnjrpAYmZDS+OLYA04QRuzpxMcmJXPYLKs6LHcgbyZfrbHVmHM",
+	"WfhmxsaXr07Kb1g2upjAuCwOUokq75rHR/9ungPa9f7g6Lj5bhLpMmK4+bJ6QzNzFJVpwjV+hsahSt6d",
+	"/RPsB+7Ze3AaqhiC0UzKDl43k/3S66dl6ePbHgtX0MvDYysIzUIjZQvURNzpF6rjnpFIluSagQPfh1LU",
+	"B70V22POhW2C4DcCVIqLq5Q5CCwiA/AtZv19knCluYi1g94p6ZiBjgs/OzuPo5uNjd2ZIxBcRlwQjGlt",
+	"aK0dsI1vpc4JqX8B+H+KJ7dmfUDqlMP5IgfwESGJSqWOyFBonqKEZ67/fo5hbtWNwq0INbtD1trWHax5",
+	"8vun5qfml5PTyy+/NN+fnje//HZ6fvTn6Ul7PSIDqjTapmhLbNfr4BSlsH3Q8mvEKkvOtAlfGPlyyLxd",
+	"FGDExWjTqtre/fRr4F334T48TJBcjn9M3L+CptBwYv10ZeE7VhZxAT4vsNwPXOmnuNPkIjfKZ0wPM8ES",
+	"AKxJV2bwl4goScSw32GZIteMDayTWcKvuH6hCd8VTSguB3jBghVimF0xoWvkNEvMLoJRw/MYf7j3SZfy",
+	"TDClCI0zqVT+kyKxNFMC+NHyowWxpmwoLnmfyWGp8sIVyYZG4U4YTVIuWEQMBwdcH20Ba5T8KkkyzMCi",
+	"v75n1w495rIhYE8xmAZTf45jmSUsId6wZzYEDFTgZIcdoSXMSlivYBh2nAQ8CMDmJm08UE9mmmXklgtV",
+	"I862A552KTUf22Py+6fTy4Mv559OvlwefWyefrr8ctE8PD15d2Fmsb256caxkXc2Zu5p7PQrPxJGNoPc",
+	"JQUpq0jL4IUFp5CxQUpHbEr4z3UYu2F9BbzxB6yl1jVkH+8jRxFNZvyKC5oCvQioWACz5obiWRztdzMT",
+	"K2+Pr5+bpW8rmMyshfOMYrWFe4IJLDRq2PdVNc3JQzShcJZqkKUjvGFC50rKxMhYMYTx4ciBkAkrVQzM",
+	"Sf3j4Ojyy/vT8y/NfzdPLtGb3RxFDEC8Nf/Rcj42U4yUtECB63jq7C/lBUO33weAhCUxnTBm8zuhZRND",
+	"/+Uuv6rZ2QFD7spsTJdpTGKOA6o1y0xH/+9fB9U/afWfenX3S/Xzv/5XKSdE59gyAHlE/uvi9AQJuB2T",
+	"HOrBUNfIQUeZUfUZFYqIYZrWnlpuWdRQO+Pqm0uSMr2aO4/jox9VaXTqlO8Ddo7hSPPhnYVhuAeItbkD",
+	"Pc1dSaKi2Orgz86I/Nq8NJq3FEEsMviz4NlIudIkZRQ86bU5I88i1Sa4y9N8wQb0Cky5QDZQwlFkberU",
+	"QKxYiNCeyISdQ3ulkJ4Z10kB15scIQbaOy8Lwb5OGS7VpL3hxIiN3MSycRcQtXsMw2nvw8VEz6E2PgJB",
+	"Hvh3n1C8tHNPYcAwJweeO1IjJfZLiO7KNNMsAXnUDsasLJywwFvLvWZljwvw9cxlUNSRxm/B3GFnTGej",
+	"0+6ciHoUaczum/eNyOqFZxu0Bwu3TygSPDN0KojMEi5oNjIy70LmLTvHZSDVxYQPT+6cALKiqGs+nGlJ",
+	"WB2oz2WihVCB8VEFsmC+qlGBuBeotKO4M5nFY0D7Oed5HmR//CgE4PX5p5MTBK8PTz+eHTcvQ/A6Cvw3",
+	"P5ccCwhAbTquVVwhH6JW5p4LpPpuzuRsmgHXUNnEfJDkeOTmu4Nfa8SQX+vGmzEyFPzvIQOvSJZcMWBL",
+	"4PZMjBp5dHl0eoIktU9HJKZZNiJtQyHbREsy4PE13P1ORkXcq7XER9bvsMzCEaZ99pXGmqzFVLGqYkJx",
+	"zW/YelR0sh+AicGQFfzIul6ii6RDgrgAt/EuvypBhchlWTALupErL5Ap1Ip3vVYcRGGuR+a1liiETYH7",
+	"HTqkjzQrdcaMiz63sw586J5rBJvkii1xWxIMrCrllwu3Yja/rJXZmAnCHg7HQLbLVQBl5NzJoim6x3iG",
+	"nCrHT+gkerKG25LH8firFeXOlBcfjs7Omu/Wl8JaHoCZzFeFcLE/f3Nh7TdGU12i4YJfrZouy5YZu8ap",
+	"Rc4355jopyvkcKpK1AdzWb8zfz3rOz1bIywXjubdLQgyyR3s9Kz7lEpxBX7CghGjfvYHGMUFjt9FABJ8",
+	"L/s8TblzyYRIeiSL695DfupBhzwDYyd9H+JipSDvmscH/ymN5MAH42OHzAXnzd8/NS8uI3J5fnBy8f70",
+	"/GOUc4sI24wI6OcHh7+Z4RcV9oX8wZVEgHsiwDxjZtdZQrS8YrrHsvnXFn2p4Z1px9cqJBOH2G5OuWz3",
+	"KAqy12+LK/1Hb+T5lpWt98nJp2MggsCNrAEgY7CZny7fV9/CvxSooVSRT/96//79O+SiQIOdceG8eXh6",
+	"/u7Lvw+OPzW/fDz4f9q2Qa4JMwfMB++bIfssUPP1b6dYT553C4f48Ax4NcKOAj7uokcsz6+Rg5a4oenQ",
+	"hovMHb+RDAZGSW+J9l2rgmFwZrgiNhJGq7JH7loVeNn8HfIyxID8838YZmmISKsCyd7YLbxSyV9CvdgG",
+	"oVAFUTH4Uatyf2+jzsZX6dvQs0nnYACeSoTA0ECXUm2ENWDBoH+ygarhfK/ZCKdWw5bI2m1Ppmx93+1N",
+	"S0wKYeeON6f8mjmL3x7sXUvM2bwIyVqfZoYw2B3wBKIl8qP4HMs8Xx+dezsW008NLcpVU0eEFyZvgbLn",
+	"KJe7l/5MOJIzXR+cTSQfQ/ebgwE9vfIXrPPiep8VROdqgKdDDZqHz61XXKrOMFPTOMryrmQ9qaYQXfOL",
+	"Ea1jKqTgMU2JaXGPpPKWZcSoZBERkuiM8tQI0ImcFtSJQflnLMMwh+Lg5LAQg4z04UFujWNbCTMr6z6y",
+	"S7iMW+LpeLTEOLs1vJRoo9Emkily2+Mp81mObPZBnwXUKjIIBIMSOxSCi6saaatrPmgbXsGUyzoAMBjX",
+	"+6QNH7QdhKwITVNvNwS7rD2IphEH/ZQesTPrF+0+eH/ebFaiytn5aSWqNE8um+dn50cXzanfwtFUJQAF",
+	"/XqOU5lcI3s7QiwyMOa7dF1GBgVZtkdvWMFy36jX6/OjYRb3+B6LDFwwHnD1cwkjjMKlmnf4XBj95JK+",
+	"PyS72ztvvICLSQIgBqC4MS57wN0UCVKVBYKxNKmm7IalPuVVhJGMNufgf12cnlTBAZxlVWDamK5pQSQ/",
+	"QLpKqDgXShtFv3TME1pnIVhIp2yG8joJbCkNIs2n86MQDLjmAjKv2rnP1xMsC8X+Z5qgwYZd7mlg+e6h",
+	"HIoSutwEeSljKaOKEYgJ1tI5DpWHv/q0DUs5uaeU91cTWAJka6qJeVYCqSAaeyzY26h1SAEX0ise4l/N",
+	"1YDquPee8nSYlRm60F0YISplaNclM3IhTdFGByYao3aBEWmrfGdcLysqgLOdAR7L7JlSpZsL21JDh68S",
+	"F6sljEWwkg+zFgWHZL7FaMEcwqg1G/ac+I1+kMHMNXjJ4+u5aYtBrvDninvPhKdUJQp+NlHFJhg4nctc",
+	"//AvPpsfGF/Y2uXVHX9goyIFLqEF4V2IxtxbQoEyJLwhRR27+BOUMlzrmczjMTSpnBM9jyIVnrLS8I/D",
+	"44Ojj6A0vTu6ODu4PPxtGWNaCKrO8yUalwqcD86tAPozIgNoJzI60SAFkTXP9MCyV4qsWYwCMNPz5uX5",
+	"f7787/V9F0yfsi54a6D5qfAhgFQKMhUVYNUxxY/G17LbPZSs2+Uxt+mjAvm4VDbOFaouFzTFtS5jaSE4",
+	"C54DaBajQhl9T9nvyNp2vV7d2d1dt6SQ8jRHGq1v8D66QSimI0LFyOYtAUHTNoRQrKHqCVnrjIj1CraA",
+	"0PbXr0DlwOORisQ+3vn61X1U9Bfxa7Czuxsswna9XsZ3cwf+sKZCIHhyzWl6ZEPzS5S9sWRqCOzBGdnP",
+	"c/71SpXhPv16gPRFlSVhwV+ioFku4nSYQOaZRZD6g8vL5sezSzBGzVaUzCpMneKxNTDYjFb6ljHhLA0q",
+	"nGREMPUppCkuLly5wDxBAVw2i8cJzpxIbvHobl/fPiPEfCc3w5B+n+U45F2GoISEFV+MUOG80R4kw5jG",
+	"pssv0BV0gv2Zu3/NB4OxzpYSXaZ7srKv+j3PrJJTYkFgX+1gtITxeHctnhq1dahWGpbt/ZL3p3nFwQB2",
+	"oGsIrbDCrJC3ZM3cqlFhKEXyttjZH6djj5XgoyShB/y2itIyWz8I0308VrTz9yyFuujpIvEK1mGSLOSw",
+	"fCC5Fnfc72GwYYWLMn5ugwtdJCnLAKWOnD+GcOpZw/PIphdMF6D4h4XBebi+SBMOaZpaG2yfjsiV9Mnx",
+	"gC7YvHCYJsx6xbikaPVyOKEUZy/rdGDEOXgDOwQHpWGGEV5qwITrsF6r1wudzkXtxxZ6OvY+Zb19lhAE",
+	"mB+24rNA6BOzqhg46HMUojA1F2uez4YfgiePrVgw9tIlKuSyW0abyRPV5Xmp2+af7QnnYDgg7QEkMkZQ",
+	"PpXiqiWyoUBvAP897CW8ZaT8Wy4Seev8u6GBiKiUQyzjGm0Jd+gyQglmFstTIUIiWF1Mgmj6whGBOsF1",
+	"S0BBDLVPhOkiSLMoM4cJobGkRmCnoeaAYGRNCkJbwlPjPSwuABu/jibhINWuvbKNnagyYJmhI+7wZrD0",
+	"jfr95HFY6NYbSQCWzgKHpSs3YBmXKPCnzAhRplcXBLKHCaHX2A0T6YjAbBwOuT55hueaSzClrTccuYni",
+	"9pTq1Jk9fmOJanBC5ujg+JcdyzjpML3g+MouwidgQmcpFY9BI5a0MakH3sLLXHPLryNZU4wRf7HXfbTP",
+	"NWMDG/wnIBVOjyortWasLzH8owwBn3ISv9nBeKJdf1ovjfBjo6ZU5QB31Rm4cHWXpNd4TB87YeNL4sNn",
+	"THwYaC4PS2C4TLbB+6lnasV8ag9OjDY1I9ofoYGgxDsCY6GoZ+4ASYAFU8jbMHjKeT2AH8UaB6kUtGcu",
+	"SMoFWyfA4V09ocD4OZsQXk+zQoKkPWF9NHLEh+Z/vhwffTy6rC2RwBiwD+v5jyUBoIO1wNUBcjhPSVec",
+	"LeuPkDHqqgVYYv3H6fmHi7ODwyYOvhJV/EQqUeWXg8MPX07fv69ElTw9RCWqXFwenF9+OT+4LHf7yKaJ",
+	"1LC72VAoMhQJSnHFpG3B5CCRRVkTDLMHxddV2e2CGynugBusRZQpSRjEo7tkCz67xjpmfMCv8nnZ73wh",
+	"DThIKdPmJGITVxK/yadfWzCvxYSyA/tQejcwXZ7LNTXV6q8eza0rcdHjK5mWC/V756IlEDq9bN7NZWPZ",
+	"+exawlXujAXOLz6mWcbZYmkxlzNym7fRnHJoIxjmq4jm/FmYf5ntnBo27uscoW5gzvmFpiKhWULsUivC",
+	"xA1L5YCRO9NwhPijpv1BBDU17muLW4XHMraVYl6FUs1F+ygekUk3Uwc+BctZNLMW160ISIVnPV+qBe7h",
+	"Y2BU41f7eaCqkkSeK9tSVkyoO2FWW+x+2+y6D8Zwv3mBkEL+26kQ7+w8iIW1Cxi5vzw1718dXqkaQh6F",
+	"Rz44rpSJe6mxhAXFmt+UKPbNHB1yeakopKWazuUfcNhwJsdU6d/kMJs5Cozrgfo+6AXgUSqqNKSqLx/V",
+	"oo5O5VKdj77UIV7GEb3NhmKvWLckIixVLECZysc0vdjOEm6saMGbHDIia64yCHhHwcZNEc1WdGvlYbUc",
+	"dHF1Rd7t0fIjndjuZQwMYxDxkj7IDDw3VID7WtUD0RaunwkGXmT9n5a0FanaEt7JfkMehZ16AvUcjNRs",
+	"HouHRr+/MAOyCBpUpSuXvWjSN9QnqAaXq3kHZ0dGz/PVv8CKim0VSq5huh0uurIEVsX0HFeQB/EWKR8U",
+	"2HL+pjXyR570Dvxp0a/I8CAIy3p38KsistsS1lkSTicUaBQsjyTgGqF925+Zlsb0MiId5dEMAYT+Cikb",
+	"Fv/HCmzAFdbenzebpBGRs/NTshORPJqAbNZzNVu3RE5H12st0RLOuRkj6FGZbG/QAd+4abSJgAqk7QNb",
+	"yg+CW/fIL1gxEKPOYBsw7qy9h8MN9gdtWhhWHAbHlmxZZGYMhVVp3LPFpFrCEXj/eo3gkNGxiSvSnlbL",
+	"r41VvXe3d95Yc0PKY2bLglnU7GBgOqtu1upWqsgL8t3e3tYo/FyT2dWG/VZtHB8dNk8umvDNfVDkDzfx",
+	"4OwoyMm8V2nU6vieHDBBB7yyV9mq1WtbFqeDs26Xe8NsLZZ9KEvifgCrij5iuAQW1gaKj8F4LrTPujpm",
+	"tjQWJMPhWJUTfCLN9TD0gjqZrnLMlT6D/s0VxvJpMJbNen1G7cSJmol/FXlBw3FVF+0SUNzKZn3zdbXR",
+	"qG42Lhv1vbr5/59YltnX7VuIfgXBMZP53+6nGQRURFSfpilD5xyFxY+3641p3fll2fg0Vtxyu741/6P3",
+	"MuvwJGEgPmxv7s7/whXIvY8qO7gLs98/Ckr77ywypLA+JtDhYb9Ps5E9Dp5fq1f2jBkSSq+UgyRV5bP5",
+	"qnB8N+7MH/fAkmhG+0wzW+p7qllG2EAqbp7bXCn2elqZJucpyHUWLISJUOpnuGlxb5EbFdwc8LvEVFW3",
+	"Flr0nvAAaMFFilrCVY2jEBFPM73vLPzobglWbyHxfUfkOxgpLlNIoVJriQMb4oc9oUKRB6NpB/cZiZco",
+	"LQcKWgLrhMJUtVgPr1Ci12GDBX7l4nN5lkvO6B7LNZLJImXIrX55YN8vMhktQxWKROHtwrVMJy2OY1ny",
+	"wDy0GsUaG5snWBiXN4Ne7SC9WuY4Oio1nSp5ek58MWRLlxYgAL/QxK/TtyNl9e35X/ia8uaDxtZCtO/Y",
+	"FSbf3txchPhBCX5fT+F7p7CHUMWa0OKuz6awFm9VGxZ940xt3Nm/j46Se9OxzeA5l/i6z14pwhOyZk5c",
+	"DueuT6HHeV8zqfI8JciQ5NIQ6I/02lJd1xNkvxbyNgJBnKHHirIO7ZELijQ0GnzBW8I6QpAj7dXLcGaQ",
+	"qdyQ6phxjHCj2mfc1lJeg8dLTAXWzsVEJwNGS0njOSz3OBo5QY42lyNHuV1iqwDrhPSnvuvkpTGzg1HQ",
+	"ikaESr3zhm3TOqvu0p031e14q1t9m2zF1UZ3k20l2/FO5zX1MPHePPwLmmzQzc5WvJ1Ud9jrbnWbNjrV",
+	"t/FmUt1i290d+rrzJn4L2e7Nuzu00dmMt5LqNtsx7742775Jqrus3nXtFIDnvQqGP7CE/HZ5eUbMzZwE",
+	"/nfq9Qlkv1yiDJH8AHP38S4LU/AJ2LmcjLujG7mz+9MR8O+ctF4wkaDVEkkI1AMPKKsjo1OIq7s801Ux",
+	"CJl0b0VGivNKROSrCNt8alAlS5UrXGMWBIiJm0e3c0XYkei/h0h1LI0uYkorEemVFMHl9bjJAmcLKXN+",
+	"J17u2TMoibSQw9FeonxPyq/dNP5/zq64AqiNCiD+F+TT+bH36dBGX/K+BWG/OazVEub2r7VL2Fg7Iu1x",
+	"O047aol2iSWnvQeJPmRGlOyz9Yg41zSb3FeKYiR9iKw5lZLGvZwIcQW198BZNk3lrct44CzHLeFNx2rA",
+	"Yt61NytPuObW9JUibazm1/a1/gE6MxogVy540NrgsW4IOSgspJAaS2cCGIe15DH1jGoJyO+ZV5SngtAk",
+	"yZhSLvZSseyGxy5OUzANOxFhtfjtzc2WsBkd2hvDLG2bznO1FKBL58tsY+n+aP7y2+nphy/Nk3dnp0cn",
+	"lxeQZAp2Ek8RWWvUSR6xuL6fl1OJoM/dMvGstNDpKkqss84ubCT8PA4qwgbXbJPm2w1MeDZm4dyrvO42",
+	"4ka806huxa871W2606nudt6yar3bSDbpVmc73kkWl1xmlnxdSKVuLLdSU8TWUCibvZifrfS4oPDqKl9W",
+	"8GJ87H74fTd7++uH//ydXd7+96ezd2+Pjs/+PJKbx/SYXtxWltyXSSM4ytlPv2cT5ULnMMEozwRoS3y+",
+	"oAeLoweQHedHYL2OURJK7J0BVjHGfR8g827c5brjPTJocyEnWfU7eK4KnAmLxmtFcnyiRg58ELPXs/Pc",
+	"wX06IkrzNCWGW2HyqSIRx37KiHiBPm1PG2HyIhV+26OJy27kwoVOYzRfxcp1qpCsjR+UX5mee0rq3zcX",
+	"++550pLM6OXqfdur9yvTS9y7MaihrNP8lY1mDilChe8FWUgAVS8Ep7wKmUdEBLsdg1byPPV6qFpizRdw",
+	"9DWLI+uiBom2EUoFxuTd1VBBeqV8I7FMWI344l/wto1szAcDiZohV3FXBrlxne5iu//Pl/PmZfPk8uj0",
+	"pE3W3mChyEBzKdNTAijoXb5ac7CgU5GOwtHZteFuVtPgobyyyEI3ftL3eO5JwRSqC7xoXYJWRZo8uvTX",
+	"56K7kqGHDwV3wa+qhLwd+KpFgYzzQuaeAXcS5TTjiamdK0yVYz/T6ZoZpxoDyILvisngUc5OIiKzBIhQ",
+	"Z0R4Uo4bvws6XwYyhgTiHIuzPiV0/LPSiHzdFyEPfo9e6MMz0Ad3U8ONCGhD+HQ6Hv1vmvKEOjUXq1xg",
+	"ggSZYfEF6mvqkIbzIsL3gvoX5s5BBQXER3OIxqXuLcMt88O2CmR55QpL2dJFcP6x/tBfYb2XvPiAr3dV",
+	"+Y2lqYzI3R3mgK1BKc/7+7yIQeUqY0znBMAXF0GiaamKe+npwbJ8yZ4Z27Tutr7KXCN61o0AHfQtrSdb",
+	"9A2rbna3O9Xt+HWjukvfsupO53X8JnnLdrv1RmVi0+b6az7tvgaXoITaWoj0BeL8KR2kYHOt+DRGyacS",
+	"8jmi2sZdEiAmM/HNC9l1QpnLl+PgS1tCAJPeYDJOqr3vqPNJilNGbf7NfVdrIAxjMuNQvWmA5xj1f8E6",
+	"v3Osc4kzOgXxvOjJW+f75l7PJQUXB5cX8AOGUgqDzjo79efmdT8zPyqm13+5jM+Cfi51E5dDBQpw+1xc",
+	"YIzZbNirq0rcc5frd5q2coFaCbrD8n5/iCU2nH4S1upzwVYdBhk8PHkZq1udJ03PM6dKMV9jyQsZP4ni",
+	"Anx+GcXAjueZtYKkYK1ZlADOI6Y+1mzzAVTMbdQUYmYOkm3/Rcj+GYXsgyQh1G3xI0nVntBt3Nm/3U+F",
+	"SFHogVx7ZfSKFqvVLCLyhKTniSWfJ77Pjce/zz/rXf4hJJN5t2w1aSS6m77ftgDofljiQJHGlCCfmwLz",
+	"LrcAzEwvWSoY5VLFUvaSsEx5iTE4BhifDOgVFxSF7jKDSZ7J5Hu1l5QYd8OUJ+IJTLt+UULb7uxxuDLy",
+	"oZIzfWnKav+suCa6UKzKFkN19etddUdMc7hm3sXqjUdJuyVs9lcIyGXJ+h6h3lbj/JGlAKyHdLnAqHko",
+	"GklTJVuCdrWNPYPWb6lyJjsiReCEhwb+siX522d2X3UVSqo6WtCpWLUb68MEyWgwnwL4LJE1xcBbz8y+",
+	"XXZPN+6CoK/7DfR0aq9Pn6Dt6L3Mmi7lmJ/oeEGDn9ZG6G/VfBNhsH1rxaghgPnRawW2MIO6u2r9hXE/",
+	"gyWRhczDse7gYbl8HNwjoDyg9Zeq7U1fWVYEtM1q68VqjUUQEPPCgzOTaonN+mZeCgo+zZMZuMznuiR6",
+	"Jkgm0xKQqor8AcREkPZRwvoDqZmIR9UPbNSOIHR2wKiv/K9o3yZDtKkOMA2BzPgVFJLKCbJNY08S3u0y",
+	"mAZ8hjkKfFPXDEJlaEts13dr5AMbFR2v8gTtm9uQdwzTn+dRcSX+VXaB/c2cJwPkUcjIMxTtgigAEcZY",
+	"oMuP1UfnTCwEmbIO+45Wjy0EZtelBOZ9EcsBS4pTi2YsgmfDPUYTyHVkafLYDhZocpjDeWdnXlbkzyuA",
+	"OT4btku7k9BiXufNaT6ti2pVTwn6jp+fpWCkJYO/nZCwV9lKNuNGp06ru923rLqdvImrbzuvaXWnu83c",
+	"b5VVwpnttJL8XpRwq6avVfWTcZ76ApznUIpuyjHj2kPxoilbHyaqGjsCrmx0peF8SCp5wei/Qr8AQ2HG",
+	"cmjbjE/oJxAPlZZ9ljm0lysCOWMgwZxNE7+BdxPSLtmjtL25mee1sogWcaWPghxqam/DuqTXEnbjpqQ2",
+	"OH5StS0vnCDFTnYKdoF1iFMaX9ukbHpOMWNcCohwhNLSDGjsFYciDopoKaHGCllrFwZsmJwmuCzr+5is",
+	"zKgBCaNJyrECivkOk0cEBdSxTApZa2PNympMB+0oLG4NNSmtDPedCz722hdEklWkn2rHpWCaIwMNB1D7",
+	"KKrX62OKZzHilqw5B+zmye+fmp+aX345uDz8zQaOQi4lI++sE8jwxHyGOwoFmICza9aHsktQXR2VOmdt",
+	"lbeiJeAERMQxqTwEmLR9BvQ2Nuh+4Dm3hZR2LRGIaMRIaNAFDkgNUyz7g9KRTagK7p+QWRokjZaAlSMD",
+	"qlxCqhAe+XsoNTX3QaaQ4l5I0Odomu5hiCyWMWmJoGwPDGF7czc8mtBOZBUOzDnFVV6okByY9YAlglhh",
+	"kHyoItCercpZlIQs2fNzh8SAXhpCBb2dsQEklt8jhne21/cJhabzYeYykm2wJXAadilg3p3c7WK7vuvk",
+	"TNOQueyC6FseM3cQ4GXM2kW26/VF5MVf4OyuIv5YvXKKIGRU3ODkfLAeXTRm1UYlmvjm18ym6szFp4Yh",
+	"3z+OAAUL+pRSVL7gS8tT7kz6Gh6TAtbnh4tYeJTK5CxMEmDuhbt1ZA0i8XE462UE4kUme0Ib3pGTXn4U",
+	"Xl3EizvD9PqBHLuA+80x3YUCwqs8LxfgpCCwucgrNDs46ItrhclxHbRF1hwIu1OHo27INxz19X3DbxOm",
+	"Tjwk14ackRZqgGSM0O6CQCY01sb8HIadmP5f2eFGBP1vsQA2pJj16AOIJnng13nz8PT83Zd/Hxx/aoLY",
+	"QTojzRSKE2uN1+QD/yWM/ILMY5gfFxN08DwRBu1Y7M9dfoQEMDfjIB0qslMn////R7bMfyDrRUv4fGjA",
+	"c/k/vjR6NhRlXO1XpkMEZEXrqAtxnWYfrW2ChdTm/P3o6n4zzPCFkap8mVRi5QhC7kFtQ/0Aupg/usaf",
+	"lfHBYAf4j6JT9QyXbDsMa4iY3Z1nJIenH8+Om5dQSr/EYTt6EAiQzTFWl/a+ushgvg5d/55UjJgFVFyG",
+	"lqEXnPwZDNwLqIpLh+EFWQfnmZXHqDxmclre167Y5TRXu0OboJdOenZjUQqXKj73R+SK+OxSoKMYjQqq",
+	"bpHDg5PD5vFx8x1GHmeMYdpKROOxr9Slj7de6C2BDuQsCWDjA4EiJKbUcIY/KzgiY+lRRYQM0lWREdP7",
+	"dmiT5kD4aOPOUiS3rO3SdEvw0wwes6wQvwR7yKkbLuVSQCgO/NwOtjTQBLcAE3LROGYD/QKJfv8RJHim",
+	"HwHDKrOET0/UT9qafdX4WlXpjNF+2wlnobCM7YC0C5LuXkuApFuz7LwdoeRbczfdPDDSnfsdyAU8yd9o",
+	"CRBAAd9o82Svjbl9lTl/ImbWFWg9Im3o3v1+zUWyjlSpnVBNzfP/ujg9WYegRqEVQQeI9jFVugqPqkfv",
+	"2iAdQ+Vc65XTzWTfyOWIEg10jtNdXJ43Dz4G6RHWI7MiAgVmCtbJWPb7XKt9lJNx6ZBE2t4Lc62RA1Af",
+	"hGCxzvEnyPHAExDtGb9hCYDeDKtS18gFtIpWRagzP25ng1UdsKwlFMuMgL22vbnrEs6xPqwSiVOpWOKG",
+	"VZzi0bvjZjtIDC9wp8toJg7G08ymq2i1HM8yewKfWp41R7afOJ0FwlvhyR7Z3mwJPB+kcAJbAg4HuWuF",
+	"GYFblb3WQpS6VYlaRriGD0C8hic2D4d56KXTVuW+JWDFJpxIvEmyXAgE7xac2Isc+I0z7+KNHQMFfJ02",
+	"T3rxwary4NQ4CObct/AstI3O2CZaTlDgMncp2TX0i2rAGPZBDmvbBNJtHy8BwINMIAcmaIeGFsHn8GmP",
+	"AryhvYfaiIW1xXFYULXBUL1EuhqqVn2HdPBdVmsJyCGK7YJTAtQPwntJiSvtL1gEP2C1sbFRYNG2Na8S",
+	"YyXKxAw7IuqaDwbmmZdM17EpIXPfMdUSXZmBHS3vxQufuRyZi6G+QCZXjsS2RMqvGRTed6aYte3GVmk+",
+	"HLN/zoPswZi7xQnoYJDJG5oWsoDbpyz5xRxaihj8okqoGdilNGN8Euj6QYnWJydrdg8NCXauleVm6JMh",
+	"zSaz1g3S5k2yN8ww6Rdoemlo+kdIqm5FGcgL7PVLgaVjVxesLZo3Ra4+o1dAeTM5vOqN85gClhzCx4Yw",
+	"D+gVawlbDN3lHgZwtZ3jz4163f24bo3CNzQdAqxq0yvn5Ix0RmQqEAxIr5AISl9l8jYvutMSCyC1BY/1",
+	"E1iTOR5rZmkAA57mju2qQuYUwMLSlb2derH44uyy+j+aO65ZvnPY4vn+uOEZ+tkI2JLkojzf1pT79h2g",
+	"feCa+VRgX+6gCwGREz664PAQuKZAFly0JllqhTURoVoX8XKQM/WsWScOZykLCwIRc0VG6zVypFsC6v3P",
+	"dQpeC/1OX+Xpibhyxi4MWTCvAVjYGWrwGzEy6oALwZL1fSvVopacMfTzGMGut8Q1G9UI0CWUM73O5uNU",
+	"8iWCwmLo1O46bwnfuGEpNv8ZRFpcUS72feCF9Vq20R0ocGOXLYHpGSNyyzKWS6+Qzd48sYKtl8rRbSWf",
+	"PgygJYz4orOhiKkR0qkmU0g61F7D4aF0a84B7J51iwFzoZ805OeBhQDAVpE2nM/TbrtGIICDuirKMmuJ",
+	"HP3NW4ipIB0GHsfciO8gWBOpeyy75Yqtl1cj0tno8eDXF0/UF9j1gbnJdTYqBjP4yok2q6qwQs3CIiNs",
+	"/VKBg7nDvSoU77CehN5RQTjXNBeGEIRNaBcI0N/zboBkrYFYp4MvsfpPS2ANUaAORV8Hex1wLEYlvnXV",
+	"HNF3wQ0hByDXqLXjZCxlNMcZqVs/jEsA5ZzYvNgt0aHxtex27eimCZa/w0r+OFGQdtWeIgASluKnT2wL",
+	"szzSrD9fAA7uzAty+gyRZsH6L00ccxvtHI+t254RkCB9rvUzLATUikQZISVmQK/znwBMzCU9Lz3yPA4W",
+	"BVhfgUiR7fr2/ljILgc0cShAnDRUZSwrGtqtXNTuFD8mf6RX9mOyXkOHcmher0cVvz8zU16llPfDeotB",
+	"5AGAbvbpAikkLLN5T3k6zMwk6vnDGQ5F9e0/VyrKuKBIFxRlxCkVIra8wPfu6OLs4PLwN/QpQlToVIQF",
+	"Cb5Pv+T8HE0BOfML+UIPnyNlRr7+C2MMk5voqQlqq8U8AFNyYOSx+isUUFyAVk93U/qO5jHPCcpHY1nf",
+	"I8NDSFcC9OqEX5mRw+ODo4/NdxZ0QENaqP0CbGJk4huWBZnHTCs5gYGvw7wgiGugE9bCrldkwvMKI3XG",
+	"Xa+cPxUsuFfZweqRj9vbvVriEsoF4+lGH+XA8wrIyFS/qRk87SF+U8vq7H46L25TL25T6Da1APVdhMKB",
+	"BReV9x+PxI1Bv3mUoCN3hZIOURDz4CSlllijIoms2RxwQKxlbmgQ4ntqPcrNWhM4cUtYQX0SOwyJkBmZ",
+	"Rw1dABHQpZaYhxvC649HgF6QwxfKs1rUscO5ZBZg+0Fup/GK3nOJkjkvyTBlyyUf818Va3yX5xi78F28",
+	"lGRZNkpziqZc3w107kyK5tdBxhTGmlTqZIv8b/M/p9NuxrtJg213q2+o0Q3jraS6y952q3Xa6GzGW8k2",
+	"2+kGkUT3EVi1sxuaXoAjlXIKq9F6f3c0LH90yeNr92+7O4Jf9XQK28W+6vc8G4MNNi/rm/kU3DuXvA9B",
+	"S9Pe84+3gsefo4q8YVlKB2eQXsBs7jUfwGEbqiBeFf+ZYxO5yl6PKpr32Z9SmLE3h5kcsI0zmnE1PbF2",
+	"uAXfXpFfBfd093E+7Omv+YuS/wygpwropqPn+bMZteLBJBva3a05PqetRusghnAQ5ikHZAWBUjwtYW4D",
+	"+UcKRtbaRfrSjkjb3ZX2Ovg+MojQbo/RjHZLrFljen+Yaj5Ima+T7l4ligtD6XuMfBL8K2EDGffWbYF4",
+	"zeNrL+LZVLiocqJA6B0MnJeAmbTi4ir1waLWXd6Ko223eIZe2UhZUGlNT0aZdr+TWA7Bsd8wU3Rubwnr",
+	"fODfgV7BA349KngoEMW0TZLVk5k2zNEsWEtAGhRIC6FvGWRfkIZtMvhZkbXter0kKcrU8u3uGq/iCzqT",
+	"d0yQ8ilkdjrp/H4BzuISPkP68xcO/j+cgy/LrV/KPP24LsK+YpPKaXYZR5+poG3cub/OKdAEaRgdmzIM",
+	"RhEhSV9mELQBTgN5xXlv61SajqbVXCqwmpeKS993xaU5Z2xukSV/dNAcYH1xckGltMzA9BNSf2GXL+zy",
+	"+2CXIWF8IU/PYbaeS5uW81K/8AwRndRdKsUxKalHxZU1OIJSpTD9HfhAs1syruFiarEY8047wmATFuIH",
+	"46rupDK9bx5BvwlQTSjgAq6QzBJUsHMo6xFpNFDryijkbZnO9wku5ZPofFt1sg30s1HdWfyiFQe0lAb1",
+	"whJeWMJ3yBIIVYQl/EWh+gHsYQnXj6lObcC9WD5MapwBleKxpfoYppLFSPeMqWGfJTVyRofKPKYE72n+",
+	"mXelmWAM5hv2In6/0NofitZG9oS/eB5855QWyMujklqkdt+O1rrgRB5fY5Z/lpDbHjdEFdM0WFoLCIcU",
+	"MYtawpaLiYxIgJmTwI6D5qv+PsY3cU2uJFim8jAuEO3BntQS52aiSM79kMB7iwMDcP0GXpIlHkhmrV6o",
+	"+wt1/8GouxNpXsj79x6SavZpafoOB2yey1j+ItDQmKYpA7c1ohgjazRNfWonmvS5iFyFCesSmrsrXLMR",
+	"uBokkEynMyI8KXc1+yMf29Kp4n7IGEY/4fnOPPl2fNtb+SO42tyG58ad/+DhdGcbNO0V/CPRu2aQUlEj",
+	"B+ZgEynS0bTa8H4HHyGn10HchwjmlELum/PTZR0i/GCe0iOCxprfMOCTCwQCosPrMVX6NznM4Cu+MGeL",
+	"bH6fvZ1o+hrZtOIJtD2FP+cjWv5q/sCW+5/WEH8b3LrS+17K8DbuAulqXjhx0ePOV1AyBw85HRxN/Cte",
+	"CfQ7wyfo052wARScTIoxxza9jPUFt1msIbtrTw6zUgNtkcysFBlsr+/mg65v4wmv75tvdn0LnuovpsTn",
+	"MCXOvcHLCoB/BIrTDGtiwNF9wqM8IxVnYVomsPO5uKX9yYz4yid5UlpCWqYpdr9czDPnfgVBwd6b5sll",
+	"8/zs/OiiuazB72ESwg9AYjbrU2hMsFaLkpqdRyY1tqufmOT8dIIG2P7HoqYGeHkfKm+Y36vXbDRP7x4v",
+	"hWg+IcUy6orFGdOqXIk+ODv6YHpZ7RYbtTY//lbXnX0PDgb8A4PtskFaNMvoaNqlMNN6Yb3PoCwfnB3B",
+	"4gdH2Z/MR2C7pWr2ONfFA0ygeCcGQVvA3uXDcrPZh49AfO5RBZV+lZZZGatF5QBP/yMo4zFfVvvG8/8M",
+	"wQghNwXWWe+8Ydu0zqq7dOdNdTve6lbfJltxtdHdZFvJdrzTeU3zCJGYG26ZsS7/WtmrqPT6y3Z3k+7G",
+	"sIg38jqEyXHjCq99uf5986b+599v+42vbwZbnR2xG29/k/iPxFGcqRQmyhU3HPkL5/1BVHzh6FQ5mVqG",
+	"327cXbPRHKf7kEAdEHvssbR2XmDYaQbmxRo5Ny9BtBeW4YVcCrIqB7USO6BpLyBN85zw8YMXJ/xvbk4x",
+	"yz738K3EI6Mym7ft7pWyppGSdCBwhh81b1PppVmlBtRkmlJsrSXWMAFKjQvFMt2ObEKUGmpG+b/xeraj",
+	"8VwkLYGpNLBGUTa06foVWSvUjYrGCimt5zWoopYAo6bZdZuMb7zikxpL6WfLNHE1vcCR31lf4OgRShRt",
+	"+RJF4SIFFYpsHhKoK7RIJpLxWkR51qmXYkQ/cDGikvtWvB2PUZlonHYtVbFrEYID+M10gnOZm5etsTmc",
+	"tbyFihgQCjBMU4vkcRXkm58Npx9j76siXn369RzRQScoB/BSni3yqcTh8enMg7ztyuHSv1zfZ8W/C3sR",
+	"3Fhzeh9FIR/O0cfPXbiMnnpEiLxhmTd/vVL7cNsMRzXKu3L1keyFIweApCeY0gFyKmAsDeFqj9iUigCu",
+	"Q77ZqCXivBKsda0uL59Vem8fqOaHV7axubgP1cQgnhJJLw5yAdD6O6Yz5jg47OZ/vBK+uQjJuaEpT37N",
+	"6KD3YxTSWoquLSIbyKGGulTVBYSEDPx4xmnYb5eXZ1/Om79/al5c2jorNGOkx9KEaBlhOVRt9kWTnlS6",
+	"4KZmHhjRouDJRpRLpSpvRVDcwMzX0NMp5QlO7VQeReD4667SGWZKV/Ya07xwdgqoYA9QWaPD1mwjtVj2",
+	"c/KpzliG7r1grC8lM2GL98tbBwoLsKiR4EVCeTYzwYQ0YPcPbsXktR6/qqsKLg8gDxt3ZmgzYb5DmqZe",
+	"XIGJoAWfpFJcsQyICLbGkn0Xx0WoIMOBRQOoumYJeLhiLXosvudLnjKRqGlpOIo3YDEYsC9vfkYY8Cdk",
+	"f7hXE9cGNdKurTELdPjJLk0ptBgwtz1CybuTCyzjteYKRm7ubJHOSDMVkZR2WApp3lKmTftRSyT8imsV",
+	"kVfVVwAvvPryKiJH705s7RrGM/JVVKtmiv11o6NTQY7OCE2SjCnTgC8XTgYy0/vmluCl6frkc+aHGvmI",
+	"edFJTBWrcqGYUFzzG+aYagkoatdzOiZalhC5TCF6X3D6iWmaEimiRcQJ8y4XVy3hScqVzItxAptuEx+Q",
+	"BNaD9gTXbe8T2hJYpvnG1msytMiWQkqGGe2kowgWDrUkGBbLXD73sMoS1mN2Q7CV304/Xf5y+unk3Zff",
+	"Ti8uL6D2mxXLfRX4luB6vUZOh7oqu9UMNDaoFIoF7TrU0n7MvGcI5/bmZhTkvGsJyM8wRXebJH8P1NwC",
+	"0adMfFlGlSuM6SkVuWcW1xZdkjEhbYZQ9qLN/fza3Iq8zIhwPUZT3ftnuj3JVlTarNdtVCcASZmMmVJE",
+	"seyGKVdYXe2TuMfia8iHlrABEwkT8agU4P3N9rvqvfUZ3OX14rcIOy8N50n5DavhUrN4iAGH4GoVCN83",
+	"TDAVyta4iHZFIe/bogvKBDmTSl9lTJE1Q8RdDRHM29+XECCG7uhG0uV63Ra52ic79a28MGdUSG1KOWB1",
+	"Ayhj6sqsoizAskxmKsLK0oYVWmEbtjIzh0hele7YOc5r5RhZOCHgK2snjpsXVbSder6Zj7u3MIFacPWm",
+	"DHqQyU7K+v8qGXzCNOVmgFA41rS3R9w0/Kqv4VvKBw7Iq/Wg1sBOfSuqaK7Bnnji2snNwT2tB2pvY0Ol",
+	"Qx6zWsJu3IjUhpC6iq8vvB5n+G157Fp+SUkiMW+GPV6z74BZSj71EhQ/vKt0GM1YZtoAWAIOWll++j69",
+	"hvq7lagyzFK7FHsbG6mMaQry8dv62zpgG7bTCXmaCSq0r2jMM0C3QeEbT2uvSsRxL6xXVSwHRtLNWMKE",
+	"5jQN2/CeBuUCPXT5yoOqIvArVq8CzA2i3xOqadA0gm+T7R4U6DxCaQMoFOqVB6MVmA4nReCg/XEmUL4G",
+	"ULsoz28drifv94eQbMuVdw5bDz4padkWWeDiKiK3RpWA2H2RkMC6kLvuB80GRRYmW30XDDMbivLU26j1",
+	"uDj5oOk8Bney5Qt+JcwZkOb2g8PBLev0pLwO1yNhhmNkvLDK7r2SRg33KBjnFVm7gBtRvTAP0U9hPZw9",
+	"WobLmzJ3EI3K7kYGX9obef/5/v8EAAD//zthKYbgcgEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

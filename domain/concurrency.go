@@ -21,6 +21,9 @@ type Concurrency struct {
 	Key string `json:"key"`
 	// Limit is how many executions with one key may run at once.
 	Limit int `json:"limit"`
+	// StartRate, when set, limits how often executions of one key start,
+	// each key its own bucket, on top of the workspace's rate.
+	StartRate *StartRate `json:"startRate,omitempty"`
 }
 
 // The bounds of a concurrency key keep a stored key and its index entry
@@ -37,7 +40,7 @@ func decodeConcurrency(raw []byte, path string, ve *ValidationError) (*Concurren
 	if isNull(raw) {
 		return nil, true
 	}
-	f, ok := objectFields(raw, path, ve, []string{"key", "limit"})
+	f, ok := objectFields(raw, path, ve, []string{"key", "limit", "startRate"})
 	if f == nil {
 		return nil, false
 	}
@@ -54,6 +57,10 @@ func decodeConcurrency(raw []byte, path string, ve *ValidationError) (*Concurren
 			ok = false
 		}
 		c.Limit = n
+	}
+	if v, present := f["startRate"]; present && !isNull(v) {
+		r, good := decodeStartRate(v, path+"/startRate", ve)
+		c.StartRate, ok = r, ok && good
 	}
 	return c, ok
 }
@@ -89,6 +96,9 @@ func (c *Concurrency) validate(path string, ve *ValidationError) {
 	}
 	if c.Limit < 1 || c.Limit > MaxRunningCeiling {
 		ve.add(path+"/limit", "must be from 1 to %d, got %d", MaxRunningCeiling, c.Limit)
+	}
+	if c.StartRate != nil {
+		c.StartRate.validate(path+"/startRate", ve)
 	}
 }
 

@@ -1,7 +1,9 @@
 package domain
 
 import (
+	"bytes"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -121,4 +123,36 @@ func (r StartRate) validate(path string, ve *ValidationError) {
 // String reads as "10/second, burst 15".
 func (r StartRate) String() string {
 	return fmt.Sprintf("%d/%s, burst %d", r.Rate, r.Per, r.Burst)
+}
+
+// decodeStartRate reads a graph's {"rate", "per", "burst"} strictly; an
+// absent burst is the rate (evenly spaced starts).
+func decodeStartRate(raw []byte, path string, ve *ValidationError) (*StartRate, bool) {
+	f, ok := objectFields(raw, path, ve, []string{"rate", "per", "burst"})
+	if f == nil {
+		return nil, false
+	}
+	r := &StartRate{}
+	integer := func(name string) int {
+		v, present := f[name]
+		if !present {
+			return 0
+		}
+		v = bytes.TrimSpace(v)
+		n, err := strconv.Atoi(string(v))
+		if err != nil {
+			ve.add(path+"/"+name, "must be an integer, not %s", rawKind(v))
+			ok = false
+		}
+		return n
+	}
+	r.Rate, r.Burst = integer("rate"), integer("burst")
+	if r.Burst == 0 {
+		r.Burst = r.Rate
+	}
+	if v, present := f["per"]; present {
+		s, good := stringField(v, path+"/per", ve)
+		r.Per, ok = RatePeriod(s), ok && good
+	}
+	return r, ok
 }

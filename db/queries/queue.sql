@@ -88,11 +88,17 @@ WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pend
 -- lock claims its items, and QueueClaimCandidates locks and rechecks the
 -- ones domain.ChooseKeyed picks from this window. The count is one probe
 -- of workflow_executions_key_running_idx per keyed item passed.
+-- Start rates (00016): an item whose key is over its rate (its bucket's
+-- next start still ahead) is passed over too, one primary-key probe of
+-- start_rate_buckets per rated item, and each row carries its key's rate.
 SELECT c.id, c.workspace_id, coalesce(c.concurrency_key, '')::text AS concurrency_key,
-       coalesce(c.concurrency_limit, 0)::int AS concurrency_limit, c.key_running::int AS key_running
+       coalesce(c.concurrency_limit, 0)::int AS concurrency_limit, c.key_running::int AS key_running,
+       coalesce(c.concurrency_rate, 0)::int AS concurrency_rate, coalesce(c.concurrency_rate_per, '')::text AS concurrency_rate_per,
+       coalesce(c.concurrency_burst, 0)::int AS concurrency_burst
 FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@windows::int[]) AS n) AS w
 CROSS JOIN LATERAL (
-    SELECT i.id, i.workspace_id, i.concurrency_key, i.concurrency_limit, k.running AS key_running
+    SELECT i.id, i.workspace_id, i.concurrency_key, i.concurrency_limit, k.running AS key_running,
+           i.concurrency_rate, i.concurrency_rate_per, i.concurrency_burst
     FROM workflow_execution_queue i
     CROSS JOIN LATERAL (
         -- The CASE keeps an item without a key from probing at all.
@@ -103,6 +109,9 @@ CROSS JOIN LATERAL (
     ) k
     WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
       AND (i.concurrency_key IS NULL OR k.running < i.concurrency_limit)
+      AND (i.concurrency_rate IS NULL OR NOT EXISTS (
+          SELECT 1 FROM start_rate_buckets b
+          WHERE b.workspace_id = i.workspace_id AND b.concurrency_key = i.concurrency_key AND b.next_at > now()))
     ORDER BY i.priority, i.created_at, i.id
     LIMIT w.n
 ) c;

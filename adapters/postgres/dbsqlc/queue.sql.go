@@ -112,10 +112,13 @@ func (q *Queries) IdempotencyKeysPurge(ctx context.Context, db DBTX, retentionSe
 
 const queueAdmissibleWindow = `-- name: QueueAdmissibleWindow :many
 SELECT c.id, c.workspace_id, coalesce(c.concurrency_key, '')::text AS concurrency_key,
-       coalesce(c.concurrency_limit, 0)::int AS concurrency_limit, c.key_running::int AS key_running
+       coalesce(c.concurrency_limit, 0)::int AS concurrency_limit, c.key_running::int AS key_running,
+       coalesce(c.concurrency_rate, 0)::int AS concurrency_rate, coalesce(c.concurrency_rate_per, '')::text AS concurrency_rate_per,
+       coalesce(c.concurrency_burst, 0)::int AS concurrency_burst
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
 CROSS JOIN LATERAL (
-    SELECT i.id, i.workspace_id, i.concurrency_key, i.concurrency_limit, k.running AS key_running
+    SELECT i.id, i.workspace_id, i.concurrency_key, i.concurrency_limit, k.running AS key_running,
+           i.concurrency_rate, i.concurrency_rate_per, i.concurrency_burst
     FROM workflow_execution_queue i
     CROSS JOIN LATERAL (
         -- The CASE keeps an item without a key from probing at all.
@@ -126,6 +129,9 @@ CROSS JOIN LATERAL (
     ) k
     WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at <= now()
       AND (i.concurrency_key IS NULL OR k.running < i.concurrency_limit)
+      AND (i.concurrency_rate IS NULL OR NOT EXISTS (
+          SELECT 1 FROM start_rate_buckets b
+          WHERE b.workspace_id = i.workspace_id AND b.concurrency_key = i.concurrency_key AND b.next_at > now()))
     ORDER BY i.priority, i.created_at, i.id
     LIMIT w.n
 ) c
@@ -137,11 +143,14 @@ type QueueAdmissibleWindowParams struct {
 }
 
 type QueueAdmissibleWindowRow struct {
-	ID               domain.ID
-	WorkspaceID      domain.ID
-	ConcurrencyKey   string
-	ConcurrencyLimit int32
-	KeyRunning       int32
+	ID                 domain.ID
+	WorkspaceID        domain.ID
+	ConcurrencyKey     string
+	ConcurrencyLimit   int32
+	KeyRunning         int32
+	ConcurrencyRate    int32
+	ConcurrencyRatePer string
+	ConcurrencyBurst   int32
 }
 
 // Up to n items of each locked workspace that may be claimed now, in
@@ -151,6 +160,9 @@ type QueueAdmissibleWindowRow struct {
 // lock claims its items, and QueueClaimCandidates locks and rechecks the
 // ones domain.ChooseKeyed picks from this window. The count is one probe
 // of workflow_executions_key_running_idx per keyed item passed.
+// Start rates (00016): an item whose key is over its rate (its bucket's
+// next start still ahead) is passed over too, one primary-key probe of
+// start_rate_buckets per rated item, and each row carries its key's rate.
 func (q *Queries) QueueAdmissibleWindow(ctx context.Context, db DBTX, arg QueueAdmissibleWindowParams) ([]QueueAdmissibleWindowRow, error) {
 	rows, err := db.Query(ctx, queueAdmissibleWindow, arg.WorkspaceIds, arg.Windows)
 	if err != nil {
@@ -166,6 +178,9 @@ func (q *Queries) QueueAdmissibleWindow(ctx context.Context, db DBTX, arg QueueA
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.KeyRunning,
+			&i.ConcurrencyRate,
+			&i.ConcurrencyRatePer,
+			&i.ConcurrencyBurst,
 		); err != nil {
 			return nil, err
 		}
@@ -259,7 +274,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit, q.schedule_id, q.schedule_tick, q.run_timeout_ms, q.retry_of, q.pinned_version,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit, q.schedule_id, q.schedule_tick, q.run_timeout_ms, q.retry_of, q.pinned_version, q.concurrency_rate, q.concurrency_rate_per, q.concurrency_burst,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (
@@ -320,6 +335,9 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domai
 			&i.WorkflowExecutionQueue.RunTimeoutMs,
 			&i.WorkflowExecutionQueue.RetryOf,
 			&i.WorkflowExecutionQueue.PinnedVersion,
+			&i.WorkflowExecutionQueue.ConcurrencyRate,
+			&i.WorkflowExecutionQueue.ConcurrencyRatePer,
+			&i.WorkflowExecutionQueue.ConcurrencyBurst,
 			&i.CurrentVersion,
 			&i.VersionFound,
 		); err != nil {
@@ -334,7 +352,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domai
 }
 
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue q
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM shedlock l
@@ -385,6 +403,9 @@ func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows 
 			&i.RunTimeoutMs,
 			&i.RetryOf,
 			&i.PinnedVersion,
+			&i.ConcurrencyRate,
+			&i.ConcurrencyRatePer,
+			&i.ConcurrencyBurst,
 		); err != nil {
 			return nil, err
 		}
@@ -442,7 +463,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -474,12 +495,15 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
+		&i.ConcurrencyRate,
+		&i.ConcurrencyRatePer,
+		&i.ConcurrencyBurst,
 	)
 	return i, err
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -514,12 +538,15 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
+		&i.ConcurrencyRate,
+		&i.ConcurrencyRatePer,
+		&i.ConcurrencyBurst,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -551,6 +578,9 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
+		&i.ConcurrencyRate,
+		&i.ConcurrencyRatePer,
+		&i.ConcurrencyBurst,
 	)
 	return i, err
 }
@@ -563,7 +593,7 @@ VALUES ($1, $2, $3, $4, $5, $6,
         $7, $8,
         greatest(now(), coalesce($9::timestamptz, now())), $10, $11,
         $12, $13, $14)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst
 `
 
 type QueueInsertParams struct {
@@ -633,6 +663,9 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
+		&i.ConcurrencyRate,
+		&i.ConcurrencyRatePer,
+		&i.ConcurrencyBurst,
 	)
 	return i, err
 }
@@ -960,7 +993,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueueP
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -1007,6 +1040,9 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.RunTimeoutMs,
 			&i.RetryOf,
 			&i.PinnedVersion,
+			&i.ConcurrencyRate,
+			&i.ConcurrencyRatePer,
+			&i.ConcurrencyBurst,
 		); err != nil {
 			return nil, err
 		}

@@ -1027,9 +1027,17 @@ export interface components {
             maxRunning: number;
             /** Format: date-time */
             updatedAt: string;
+            startRate?: components["schemas"]["StartRate"];
         };
         UpdatePlanRequest: {
             maxRunning: number;
+            /** @description The plan's start rate (see StartRate). Absent keeps the one it has; null removes it. */
+            startRate?: {
+                rate: number;
+                /** @enum {string} */
+                per: "second" | "minute";
+                burst?: number;
+            } | null;
         };
         WorkspaceLimits: {
             /** Format: uuid */
@@ -1038,11 +1046,33 @@ export interface components {
             maxRunning: number | null;
             /** Format: date-time */
             updatedAt: string | null;
+            startRate?: components["schemas"]["StartRate"];
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
             maxRunning: number | null;
+            startRate?: components["schemas"]["StartRate"];
         };
+        /**
+         * @description A start rate: at most `rate` executions start per `per` in the long
+         *     run, and at most `burst` in any window of one `per`, sliding (a
+         *     second or a minute). Items over it wait PENDING and start when it
+         *     allows; none is refused or failed for it. Null is none (on a
+         *     workspace: its plan's).
+         * @example {
+         *       "rate": 10,
+         *       "per": "second",
+         *       "burst": 15
+         *     }
+         */
+        StartRate: {
+            /** @description Starts per period. */
+            rate: number;
+            /** @enum {string} */
+            per: "second" | "minute";
+            /** @description The most starts in any window of one period; at least rate. Absent: rate (evenly spaced starts). */
+            burst?: number;
+        } | null;
         WorkspacePage: {
             items: components["schemas"]["Workspace"][];
             nextCursor: string | null;
@@ -1115,6 +1145,8 @@ export interface components {
             key: string;
             /** @description From 1 to 100,000; checked with the rest of the graph (422). */
             limit: number;
+            /** @description The key's own start rate, on top of the workspace's: each key its own bucket. Checked with the rest of the graph (422 at /concurrency/startRate/...). */
+            startRate?: components["schemas"]["StartRate"];
         };
         Node: {
             key: string;
@@ -1372,7 +1404,7 @@ export interface components {
         /** @description What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING. */
         WaitingOn: {
             /** @enum {string} */
-            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF" | "NOT_BEFORE";
+            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF" | "NOT_BEFORE" | "START_RATE";
             /** @description The limit that is full (workspace or key). */
             limit?: number;
             /** @description What runs under it now. */
@@ -1381,9 +1413,10 @@ export interface components {
             key?: string;
             /**
              * Format: date-time
-             * @description When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
+             * @description When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE; when the rate next lets a start go, for START_RATE.
              */
             until?: string;
+            rate?: components["schemas"]["StartRate"];
         } | null;
         QueueItemPage: {
             items: components["schemas"]["QueueItem"][];
