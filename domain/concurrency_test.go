@@ -34,6 +34,13 @@ func TestChooseKeyedHoldsEachKeysLimitAndTakesTurns(t *testing.T) {
 			{ID: ids[0], Key: "a", Limit: 5}, {ID: ids[1], Key: "a", Limit: 5}, {ID: ids[2]}, {ID: ids[3]},
 		}, 3, []ID{ids[0], ids[2], ids[3]}},
 		{"the quota bounds the batch", []KeyedCandidate{{ID: ids[0]}, {ID: ids[1]}}, 1, []ID{ids[0]}},
+		{"a rated key takes no more than its rate allows, and the next key goes", []KeyedCandidate{
+			{ID: ids[0], Key: "a", Limit: 5, Rated: true, RateRoom: 1}, {ID: ids[1], Key: "a", Limit: 5, Rated: true, RateRoom: 1},
+			{ID: ids[2], Key: "b", Limit: 5}, {ID: ids[3], Key: "b", Limit: 5},
+		}, 5, []ID{ids[0], ids[2], ids[3]}},
+		{"a rated key whose rate allows none is passed over", []KeyedCandidate{
+			{ID: ids[0], Key: "a", Limit: 5, Rated: true}, {ID: ids[1], Key: "b", Limit: 5},
+		}, 5, []ID{ids[1]}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,10 @@ const (
 	// WaitNotBefore is an item enqueued with a notBefore still ahead (a
 	// delayed start, never attempted), claimable from AvailableAt.
 	WaitNotBefore WaitReason = "NOT_BEFORE"
+	// WaitStartRate is the item's workspace or concurrency key having
+	// started as many executions as its start rate allows for now; it may
+	// go from Until.
+	WaitStartRate WaitReason = "START_RATE"
 )
 
 // Waiting says what holds an item back, with the figure: the limit and

@@ -33,22 +33,24 @@ SELECT unnest(@workspace_ids::uuid[]), unnest(@keys::text[]), unnest(@tats::time
 ON CONFLICT (workspace_id, concurrency_key) DO UPDATE SET tat = EXCLUDED.tat, next_at = EXCLUDED.next_at;
 
 -- name: StartRateBucketsSweep :exec
--- Deletes up to 256 buckets at rest (tat passed), oldest first, one range
--- of start_rate_buckets_tat_idx: such a bucket reads as no row, so this
--- changes no rate and keeps the table to the buckets in use. A claim that
--- rewrites a bucket meanwhile leaves its new version (tat ahead) in place:
--- the delete rechecks the row it waited for.
+-- Deletes up to 64 buckets at rest (tat passed) of any workspace, oldest
+-- first, one range of start_rate_buckets_tat_idx: such a bucket reads as
+-- no row, so this changes no rate, and run by every claim it keeps the
+-- table to the buckets in use. SKIP LOCKED: a bucket another claim is
+-- rewriting is left to a later sweep, so no claim waits here. A claim that
+-- read a bucket this deletes writes it back whole (ON CONFLICT or not).
 DELETE FROM start_rate_buckets b
-USING (SELECT s.workspace_id, s.concurrency_key FROM start_rate_buckets s WHERE s.tat < now() ORDER BY s.tat LIMIT 256) old
-WHERE b.workspace_id = old.workspace_id AND b.concurrency_key = old.concurrency_key AND b.tat < now();
+WHERE (b.workspace_id, b.concurrency_key) IN (
+    SELECT s.workspace_id, s.concurrency_key FROM start_rate_buckets s
+    WHERE s.tat < now() ORDER BY s.tat LIMIT 64 FOR UPDATE SKIP LOCKED);
 
 -- name: ClaimNextDue :one
 -- How long until something among the workspaces a claim locked may go
 -- that cannot go now: a start-rate bucket's next start (the workspace's or
 -- a key's), or a delayed item's available_at (one probe of
--- workflow_execution_queue_delayed_idx per workspace). NULL when nothing
--- is due later; the dispatcher then sleeps until a wake-up or its poll.
-SELECT extract(epoch FROM least(
+-- workflow_execution_queue_delayed_idx per workspace). 0 when nothing is
+-- due later; the dispatcher then sleeps until a wake-up or its poll.
+SELECT coalesce(extract(epoch FROM least(
            (SELECT min(b.next_at) FROM start_rate_buckets b
             WHERE b.workspace_id = ANY(@workspace_ids::uuid[]) AND b.next_at > now()),
            (SELECT min(d.available_at) FROM unnest(@workspace_ids::uuid[]) AS w(id)
@@ -56,4 +58,12 @@ SELECT extract(epoch FROM least(
                 SELECT i.available_at FROM workflow_execution_queue i
                 WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at > i.created_at AND i.available_at > now()
                 ORDER BY i.available_at LIMIT 1) d)
-       ) - now())::float8 AS due_in_seconds;
+       ) - now()), 0)::float8 AS due_in_seconds;
+
+-- name: QueueSetConcurrencyRate :exec
+-- Stores the definition's key rate on items just enqueued, in the
+-- enqueue's transaction (before any claim can see them), as the key's
+-- limit is stored: an item keeps the rate it was enqueued under.
+UPDATE workflow_execution_queue
+SET concurrency_rate = @rate, concurrency_rate_per = @per, concurrency_burst = @burst
+WHERE id = ANY(@ids::uuid[]) AND concurrency_key IS NOT NULL;

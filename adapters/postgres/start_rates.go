@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// bucketID names a start-rate bucket: a workspace's (key "") or one of
+// its concurrency keys'.
+type bucketID struct {
+	workspace domain.ID
+	key       string
+}
+
+// rateBucket is a bucket as a claim read it, with the rate it is read by.
+type rateBucket struct {
+	rate domain.StartRate
+	tat  time.Time
+}
+
+// claimRates are the start-rate buckets of one claim's locked workspaces
+// and of the rated keys in its window, read under the workspaces' locks,
+// and the database's now(), by which every bucket is read and written.
+type claimRates struct {
+	now     time.Time
+	buckets map[bucketID]*rateBucket
+}
+
+// readStartRates reads the locked workspaces' rates in force (after
+// AdmissionLimitsReadLock) and their buckets.
+func (s *Store) readStartRates(ctx context.Context, tx pgx.Tx, ids []domain.ID) (*claimRates, error) {
+	r := &claimRates{buckets: map[bucketID]*rateBucket{}}
+	if len(ids) == 0 {
+		return r, nil
+	}
+	rows, err := s.q.StartRatesOfWorkspaces(ctx, tx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading start rates: %w", err)
+	}
+	for _, row := range rows {
+		r.now = row.Now
+		if row.StartRate == 0 {
+			continue
+		}
+		r.buckets[bucketID{workspace: row.WorkspaceID}] = &rateBucket{
+			rate: domain.StartRate{Rate: int(row.StartRate), Per: domain.RatePeriod(row.StartRatePer), Burst: int(row.StartBurst)},
+			tat:  row.Tat,
+		}
+	}
+	return r, nil
+}
+
+// room caps want at what workspace ws's start rate allows now (want when
+// it has none).
+func (r *claimRates) room(ws domain.ID, want int) int {
+	b, ok := r.buckets[bucketID{workspace: ws}]
+	if !ok {
+		return want
+	}
+	n, _ := b.rate.Allowed(b.tat, r.now, want)
+	return n
+}
+
+// readKeys reads the buckets of the rated keys in the claim's window. A
+// key's rate is the one stored on its first item in the window (items
+// enqueued before a definition's edit keep the rate they were enqueued
+// with; the first in claim order speaks for the key).
+func (r *claimRates) readKeys(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, rows []dbsqlc.QueueAdmissibleWindowRow) error {
+	var p dbsqlc.StartRateKeyBucketsParams
+	for _, row := range rows {
+		id := bucketID{workspace: row.WorkspaceID, key: row.ConcurrencyKey}
+		if row.ConcurrencyRate == 0 || r.buckets[id] != nil {
+			continue
+		}
+		r.buckets[id] = &rateBucket{
+			rate: domain.StartRate{Rate: int(row.ConcurrencyRate), Per: domain.RatePeriod(row.ConcurrencyRatePer), Burst: int(row.ConcurrencyBurst)},
+		}
+		p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, id.workspace), append(p.Keys, id.key)
+	}
+	if len(p.Keys) == 0 {
+		return nil
+	}
+	stored, err := q.StartRateKeyBuckets(ctx, tx, p)
+	if err != nil {
+		return fmt.Errorf("reading key start rates: %w", err)
+	}
+	for _, b := range stored {
+		r.buckets[bucketID{workspace: b.WorkspaceID, key: b.ConcurrencyKey}].tat = b.Tat
+	}
+	return nil
+}
+
+// keyRoom is how many starts key's rate allows now in workspace ws, and
+// whether it has a rate.
+func (r *claimRates) keyRoom(ws domain.ID, key string) (int, bool) {
+	if key == "" {
+		return 0, false
+	}
+	b, ok := r.buckets[bucketID{workspace: ws, key: key}]
+	if !ok {
+		return 0, false
+	}
+	n, _ := b.rate.Allowed(b.tat, r.now, domain.StartRateMax)
+	return n, true
+}
+
+// take writes the buckets the claimed items took from (their workspace's
+// and their key's, one start each), then sweeps buckets at rest.
+func (r *claimRates) take(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, claimed []ports.ClaimedItem) error {
+	counts := map[bucketID]int{}
+	for _, c := range claimed {
+		if id := (bucketID{workspace: c.WorkspaceID}); r.buckets[id] != nil {
+			counts[id]++
+		}
+		if id := (bucketID{workspace: c.WorkspaceID, key: c.ConcurrencyKey}); c.ConcurrencyKey != "" && r.buckets[id] != nil {
+			counts[id]++
+		}
+	}
+	if len(counts) > 0 {
+		var p dbsqlc.StartRateBucketsSetParams
+		for id, n := range counts {
+			b := r.buckets[id]
+			tat := b.rate.Take(b.tat, r.now, n)
+			_, next := b.rate.Allowed(tat, r.now, 0)
+			p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, id.workspace), append(p.Keys, id.key)
+			p.Tats, p.NextAts = append(p.Tats, tat), append(p.NextAts, next)
+		}
+		if err := q.StartRateBucketsSet(ctx, tx, p); err != nil {
+			return fmt.Errorf("writing start rates: %w", err)
+		}
+	}
+	if err := q.StartRateBucketsSweep(ctx, tx); err != nil {
+		return fmt.Errorf("sweeping start rates at rest: %w", err)
+	}
+	return nil
+}
+
+// setConcurrencyRate stores a definition's key rate on items enqueued in
+// tx; nothing when rate is nil.
+func (s *Store) setConcurrencyRate(ctx context.Context, tx pgx.Tx, ids []domain.ID, rate *domain.StartRate) error {
+	if rate == nil || len(ids) == 0 {
+		return nil
+	}
+	p := dbsqlc.QueueSetConcurrencyRateParams{Ids: ids}
+	p.Rate, p.Per, p.Burst = startRateToColumns(rate)
+	if err := s.q.QueueSetConcurrencyRate(ctx, tx, p); err != nil {
+		return fmt.Errorf("storing the key's start rate: %w", err)
+	}
+	return nil
+}
