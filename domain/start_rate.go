@@ -74,10 +74,7 @@ func (r StartRate) Tolerance() time.Duration {
 // is due (the time at which Allowed would return at least one again).
 // A zero tat is a bucket at rest.
 func (r StartRate) Allowed(tat, now time.Time, want int) (n int, next time.Time) {
-	base := now
-	if tat.After(now) {
-		base = tat
-	}
+	base := r.base(tat, now)
 	// The k-th start (k from 0) conforms while base + k·I - τ <= now.
 	room := now.Add(r.Tolerance()).Sub(base)
 	if room >= 0 {
@@ -89,11 +86,23 @@ func (r StartRate) Allowed(tat, now time.Time, want int) (n int, next time.Time)
 
 // Take returns the bucket's TAT after n starts at now.
 func (r StartRate) Take(tat, now time.Time, n int) time.Time {
-	base := now
-	if tat.After(now) {
-		base = tat
+	return r.base(tat, now).Add(time.Duration(n) * r.Interval())
+}
+
+// base is the time the next start is counted from: tat, or now for a
+// bucket at rest, and never further ahead than this rate lets a TAT get
+// (now + Tolerance + Interval). A TAT beyond that was left by a slower
+// rate that has since been raised, and must not hold the new one back: a
+// raised rate is used within one of its intervals, once the capped TAT is
+// stored. Under an unchanged rate the cap never applies.
+func (r StartRate) base(tat, now time.Time) time.Time {
+	if !tat.After(now) {
+		return now
 	}
-	return base.Add(time.Duration(n) * r.Interval())
+	if ceiling := now.Add(r.Tolerance() + r.Interval()); tat.After(ceiling) {
+		return ceiling
+	}
+	return tat
 }
 
 // CheckStartRate refuses a rate outside 1 to StartRateMax, a period other

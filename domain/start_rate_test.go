@@ -82,6 +82,7 @@ func TestStartRateAllowed(t *testing.T) {
 		{"a TAT in the past is a bucket at rest", now.Add(-time.Hour), 100, 6, now.Add(100 * time.Millisecond)},
 		{"a TAT ahead by the tolerance allows one", now.Add(500 * time.Millisecond), 100, 1, now.Add(100 * time.Millisecond)},
 		{"a TAT past the tolerance allows none until it is due", now.Add(550 * time.Millisecond), 100, 0, now.Add(50 * time.Millisecond)},
+		{"a TAT a slower rate left an hour ahead counts as this rate's fullest bucket", now.Add(time.Hour), 100, 0, now.Add(100 * time.Millisecond)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, next := r.Allowed(tc.tat, now, tc.want)

@@ -145,6 +145,9 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 			if due > 0 {
 				res.NextDue = max(time.Duration(due*float64(time.Second)), time.Microsecond)
 			}
+			if d := rates.due(); d > 0 && (res.NextDue == 0 || d < res.NextDue) {
+				res.NextDue = d
+			}
 			return nil
 		}
 		var qIDs []domain.ID

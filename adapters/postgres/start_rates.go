@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -111,8 +112,26 @@ func (r *claimRates) keyRoom(ws domain.ID, key string) (int, bool) {
 	return n, true
 }
 
+// due is how long until the next start a workspace's bucket holds back
+// (by its rate in force), 0 when none is held back.
+func (r *claimRates) due() time.Duration {
+	var soonest time.Duration
+	for id, b := range r.buckets {
+		if id.key != "" {
+			continue
+		}
+		if _, next := b.rate.Allowed(b.tat, r.now, 0); next.After(r.now) {
+			if d := next.Sub(r.now); soonest == 0 || d < soonest {
+				soonest = d
+			}
+		}
+	}
+	return soonest
+}
+
 // take writes the buckets the claimed items took from (their workspace's
-// and their key's, one start each), then sweeps buckets at rest.
+// and their key's, one start each) and those whose TAT a raised rate
+// capped, then sweeps buckets at rest.
 func (r *claimRates) take(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, claimed []ports.ClaimedItem) error {
 	counts := map[bucketID]int{}
 	for _, c := range claimed {
@@ -123,15 +142,22 @@ func (r *claimRates) take(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, cla
 			counts[id]++
 		}
 	}
-	if len(counts) > 0 {
-		var p dbsqlc.StartRateBucketsSetParams
-		for id, n := range counts {
-			b := r.buckets[id]
-			tat := b.rate.Take(b.tat, r.now, n)
-			_, next := b.rate.Allowed(tat, r.now, 0)
-			p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, id.workspace), append(p.Keys, id.key)
-			p.Tats, p.NextAts = append(p.Tats, tat), append(p.NextAts, next)
+	var p dbsqlc.StartRateBucketsSetParams
+	for id, b := range r.buckets {
+		n := counts[id]
+		tat := b.rate.Take(b.tat, r.now, n)
+		// A bucket nothing started from is written only when its TAT was
+		// past what its rate allows (a rate since raised), so that the
+		// capped TAT ages from here (StartRate.Take).
+		if n == 0 && !(b.tat.After(tat) && tat.After(r.now)) {
+			continue
 		}
+		b.tat = tat
+		_, next := b.rate.Allowed(tat, r.now, 0)
+		p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, id.workspace), append(p.Keys, id.key)
+		p.Tats, p.NextAts = append(p.Tats, tat), append(p.NextAts, next)
+	}
+	if len(p.Keys) > 0 {
 		if err := q.StartRateBucketsSet(ctx, tx, p); err != nil {
 			return fmt.Errorf("writing start rates: %w", err)
 		}
@@ -152,6 +178,29 @@ func (s *Store) setConcurrencyRate(ctx context.Context, tx pgx.Tx, ids []domain.
 	p.Rate, p.Per, p.Burst = startRateToColumns(rate)
 	if err := s.q.QueueSetConcurrencyRate(ctx, tx, p); err != nil {
 		return fmt.Errorf("storing the key's start rate: %w", err)
+	}
+	return nil
+}
+
+// waitRates adds to f the workspace's start rate and when its bucket and
+// each of keys' next let a start go. A workspace gone has none.
+func (s *Store) waitRates(ctx context.Context, workspaceID domain.ID, keys []string, f *domain.WaitFigures) error {
+	r, err := s.q.QueueWaitRates(ctx, s.pool, dbsqlc.QueueWaitRatesParams{WorkspaceID: workspaceID, Keys: keys})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if r.StartRate > 0 {
+		f.WorkspaceRate = &domain.StartRate{Rate: int(r.StartRate), Per: domain.RatePeriod(r.StartRatePer), Burst: int(r.StartBurst)}
+		f.WorkspaceRateNext = r.NextAt
+	}
+	f.KeyRateNext = make(map[string]time.Time, len(keys))
+	for i, k := range keys {
+		if i < len(r.KeyNextAts) {
+			f.KeyRateNext[k] = r.KeyNextAts[i]
+		}
 	}
 	return nil
 }

@@ -536,7 +536,7 @@ func (s *Store) WaitFigures(ctx context.Context, workspaceID domain.ID, keys []s
 			f.KeyRunning[k] = int(r.KeyRunning[i])
 		}
 	}
-	return f, nil
+	return f, s.waitRates(ctx, workspaceID, keys, &f)
 }
 
 func queueFromRows(rows []dbsqlc.WorkflowExecutionQueue) ([]domain.QueueItem, error) {

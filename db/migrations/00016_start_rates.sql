@@ -8,14 +8,14 @@ ALTER TABLE plans
     ADD COLUMN start_rate     integer CHECK (start_rate BETWEEN 1 AND 10000),
     ADD COLUMN start_rate_per text CHECK (start_rate_per IN ('second', 'minute')),
     ADD COLUMN start_burst    integer CHECK (start_burst BETWEEN 1 AND 10000),
-    ADD CONSTRAINT plans_start_rate_check
+    ADD CONSTRAINT plans_start_rate_whole
         CHECK ((start_rate IS NULL) = (start_rate_per IS NULL) AND (start_rate IS NULL) = (start_burst IS NULL)
                AND (start_burst IS NULL OR start_burst >= start_rate));
 ALTER TABLE workspace_limits
     ADD COLUMN start_rate     integer CHECK (start_rate BETWEEN 1 AND 10000),
     ADD COLUMN start_rate_per text CHECK (start_rate_per IN ('second', 'minute')),
     ADD COLUMN start_burst    integer CHECK (start_burst BETWEEN 1 AND 10000),
-    ADD CONSTRAINT workspace_limits_start_rate_check
+    ADD CONSTRAINT workspace_limits_start_rate_whole
         CHECK ((start_rate IS NULL) = (start_rate_per IS NULL) AND (start_rate IS NULL) = (start_burst IS NULL)
                AND (start_burst IS NULL OR start_burst >= start_rate));
 -- A concurrency key's rate is the definition's, stored on the item at
@@ -24,7 +24,7 @@ ALTER TABLE workflow_execution_queue
     ADD COLUMN concurrency_rate     integer CHECK (concurrency_rate BETWEEN 1 AND 10000),
     ADD COLUMN concurrency_rate_per text CHECK (concurrency_rate_per IN ('second', 'minute')),
     ADD COLUMN concurrency_burst    integer CHECK (concurrency_burst BETWEEN 1 AND 10000),
-    ADD CONSTRAINT workflow_execution_queue_concurrency_rate_check
+    ADD CONSTRAINT workflow_execution_queue_concurrency_rate_whole
         CHECK ((concurrency_rate IS NULL) = (concurrency_rate_per IS NULL) AND (concurrency_rate IS NULL) = (concurrency_burst IS NULL)
                AND (concurrency_rate IS NULL OR concurrency_key IS NOT NULL));
 
@@ -57,17 +57,17 @@ CREATE INDEX workflow_execution_queue_delayed_idx ON workflow_execution_queue (w
 DROP INDEX workflow_execution_queue_delayed_idx;
 DROP TABLE start_rate_buckets;
 ALTER TABLE workflow_execution_queue
-    DROP CONSTRAINT workflow_execution_queue_concurrency_rate_check,
+    DROP CONSTRAINT workflow_execution_queue_concurrency_rate_whole,
     DROP COLUMN concurrency_burst,
     DROP COLUMN concurrency_rate_per,
     DROP COLUMN concurrency_rate;
 ALTER TABLE workspace_limits
-    DROP CONSTRAINT workspace_limits_start_rate_check,
+    DROP CONSTRAINT workspace_limits_start_rate_whole,
     DROP COLUMN start_burst,
     DROP COLUMN start_rate_per,
     DROP COLUMN start_rate;
 ALTER TABLE plans
-    DROP CONSTRAINT plans_start_rate_check,
+    DROP CONSTRAINT plans_start_rate_whole,
     DROP COLUMN start_burst,
     DROP COLUMN start_rate_per,
     DROP COLUMN start_rate;

@@ -46,13 +46,15 @@ WHERE (b.workspace_id, b.concurrency_key) IN (
 
 -- name: ClaimNextDue :one
 -- How long until something among the workspaces a claim locked may go
--- that cannot go now: a start-rate bucket's next start (the workspace's or
--- a key's), or a delayed item's available_at (one probe of
+-- that cannot go now: a key's start-rate bucket's next start, or a
+-- delayed item's available_at (one probe of
 -- workflow_execution_queue_delayed_idx per workspace). 0 when nothing is
--- due later; the dispatcher then sleeps until a wake-up or its poll.
+-- due later; the dispatcher then sleeps until a wake-up or its poll. The
+-- workspaces' own buckets are left to the claim, which knows their rates
+-- in force (a stored next_at may be a rate's since raised).
 SELECT coalesce(extract(epoch FROM least(
            (SELECT min(b.next_at) FROM start_rate_buckets b
-            WHERE b.workspace_id = ANY(@workspace_ids::uuid[]) AND b.next_at > now()),
+            WHERE b.workspace_id = ANY(@workspace_ids::uuid[]) AND b.concurrency_key <> '' AND b.next_at > now()),
            (SELECT min(d.available_at) FROM unnest(@workspace_ids::uuid[]) AS w(id)
             CROSS JOIN LATERAL (
                 SELECT i.available_at FROM workflow_execution_queue i
@@ -67,3 +69,22 @@ SELECT coalesce(extract(epoch FROM least(
 UPDATE workflow_execution_queue
 SET concurrency_rate = @rate, concurrency_rate_per = @per, concurrency_burst = @burst
 WHERE id = ANY(@ids::uuid[]) AND concurrency_key IS NOT NULL;
+
+-- name: QueueWaitRates :one
+-- What a page of one workspace's items may wait on by rate: the
+-- workspace's start rate in force (rate 0: none), when its bucket next
+-- lets a start go, and the same for each key asked for ('epoch' for a
+-- bucket at rest). One primary-key probe of start_rate_buckets each.
+SELECT coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate ELSE p.start_rate END, 0)::int AS start_rate,
+       coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate_per ELSE p.start_rate_per END, '')::text AS start_rate_per,
+       coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_burst ELSE p.start_burst END, 0)::int AS start_burst,
+       coalesce((SELECT b.next_at FROM start_rate_buckets b WHERE b.workspace_id = w.id AND b.concurrency_key = ''),
+                'epoch'::timestamptz)::timestamptz AS next_at,
+       coalesce((SELECT array_agg(coalesce(b.next_at, 'epoch'::timestamptz) ORDER BY u.ord)
+                 FROM unnest(@keys::text[]) WITH ORDINALITY AS u(key, ord)
+                 LEFT JOIN start_rate_buckets b ON b.workspace_id = w.id AND b.concurrency_key = u.key),
+                '{}')::timestamptz[] AS key_next_ats
+FROM workspaces w
+JOIN plans p ON p.name = w.plan
+LEFT JOIN workspace_limits o ON o.workspace_id = w.id
+WHERE w.id = @workspace_id;

@@ -15,7 +15,7 @@ import (
 const claimNextDue = `-- name: ClaimNextDue :one
 SELECT coalesce(extract(epoch FROM least(
            (SELECT min(b.next_at) FROM start_rate_buckets b
-            WHERE b.workspace_id = ANY($1::uuid[]) AND b.next_at > now()),
+            WHERE b.workspace_id = ANY($1::uuid[]) AND b.concurrency_key <> '' AND b.next_at > now()),
            (SELECT min(d.available_at) FROM unnest($1::uuid[]) AS w(id)
             CROSS JOIN LATERAL (
                 SELECT i.available_at FROM workflow_execution_queue i
@@ -25,10 +25,12 @@ SELECT coalesce(extract(epoch FROM least(
 `
 
 // How long until something among the workspaces a claim locked may go
-// that cannot go now: a start-rate bucket's next start (the workspace's or
-// a key's), or a delayed item's available_at (one probe of
+// that cannot go now: a key's start-rate bucket's next start, or a
+// delayed item's available_at (one probe of
 // workflow_execution_queue_delayed_idx per workspace). 0 when nothing is
-// due later; the dispatcher then sleeps until a wake-up or its poll.
+// due later; the dispatcher then sleeps until a wake-up or its poll. The
+// workspaces' own buckets are left to the claim, which knows their rates
+// in force (a stored next_at may be a rate's since raised).
 func (q *Queries) ClaimNextDue(ctx context.Context, db DBTX, workspaceIds []domain.ID) (float64, error) {
 	row := db.QueryRow(ctx, claimNextDue, workspaceIds)
 	var due_in_seconds float64
@@ -60,6 +62,52 @@ func (q *Queries) QueueSetConcurrencyRate(ctx context.Context, db DBTX, arg Queu
 		arg.Ids,
 	)
 	return err
+}
+
+const queueWaitRates = `-- name: QueueWaitRates :one
+SELECT coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate ELSE p.start_rate END, 0)::int AS start_rate,
+       coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate_per ELSE p.start_rate_per END, '')::text AS start_rate_per,
+       coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_burst ELSE p.start_burst END, 0)::int AS start_burst,
+       coalesce((SELECT b.next_at FROM start_rate_buckets b WHERE b.workspace_id = w.id AND b.concurrency_key = ''),
+                'epoch'::timestamptz)::timestamptz AS next_at,
+       coalesce((SELECT array_agg(coalesce(b.next_at, 'epoch'::timestamptz) ORDER BY u.ord)
+                 FROM unnest($1::text[]) WITH ORDINALITY AS u(key, ord)
+                 LEFT JOIN start_rate_buckets b ON b.workspace_id = w.id AND b.concurrency_key = u.key),
+                '{}')::timestamptz[] AS key_next_ats
+FROM workspaces w
+JOIN plans p ON p.name = w.plan
+LEFT JOIN workspace_limits o ON o.workspace_id = w.id
+WHERE w.id = $2
+`
+
+type QueueWaitRatesParams struct {
+	Keys        []string
+	WorkspaceID domain.ID
+}
+
+type QueueWaitRatesRow struct {
+	StartRate    int32
+	StartRatePer string
+	StartBurst   int32
+	NextAt       time.Time
+	KeyNextAts   []time.Time
+}
+
+// What a page of one workspace's items may wait on by rate: the
+// workspace's start rate in force (rate 0: none), when its bucket next
+// lets a start go, and the same for each key asked for ('epoch' for a
+// bucket at rest). One primary-key probe of start_rate_buckets each.
+func (q *Queries) QueueWaitRates(ctx context.Context, db DBTX, arg QueueWaitRatesParams) (QueueWaitRatesRow, error) {
+	row := db.QueryRow(ctx, queueWaitRates, arg.Keys, arg.WorkspaceID)
+	var i QueueWaitRatesRow
+	err := row.Scan(
+		&i.StartRate,
+		&i.StartRatePer,
+		&i.StartBurst,
+		&i.NextAt,
+		&i.KeyNextAts,
+	)
+	return i, err
 }
 
 const startRateBucketsSet = `-- name: StartRateBucketsSet :exec
