@@ -131,8 +131,10 @@ type Concurrency struct {
 	// Limit From 1 to 100,000; checked with the rest of the graph (422).
 	Limit int `json:"limit"`
 
-	// StartRate The key's own start rate, on top of the workspace's: each key its own bucket. Checked with the rest of the graph (422 at /concurrency/startRate/...).
-	StartRate *StartRate `json:"startRate,omitempty"`
+	// StartRate The key's own start rate, on top of the workspace's, each key its own bucket:
+	// `{"rate": 1..10000, "per": "second"|"minute", "burst": rate..10000}` (see StartRate; an absent
+	// burst is the rate). Checked with the rest of the graph (422 at /graph/concurrency/startRate/...).
+	StartRate interface{} `json:"startRate,omitempty"`
 }
 
 // CreateAPIKeyRequest defines model for CreateApiKeyRequest.

@@ -1145,8 +1145,17 @@ export interface components {
             key: string;
             /** @description From 1 to 100,000; checked with the rest of the graph (422). */
             limit: number;
-            /** @description The key's own start rate, on top of the workspace's: each key its own bucket. Checked with the rest of the graph (422 at /concurrency/startRate/...). */
-            startRate?: components["schemas"]["StartRate"];
+            /**
+             * @description The key's own start rate, on top of the workspace's, each key its own bucket:
+             *     `{"rate": 1..10000, "per": "second"|"minute", "burst": rate..10000}` (see StartRate; an absent
+             *     burst is the rate). Checked with the rest of the graph (422 at /graph/concurrency/startRate/...).
+             * @example {
+             *       "rate": 10,
+             *       "per": "second",
+             *       "burst": 15
+             *     }
+             */
+            startRate?: unknown;
         };
         Node: {
             key: string;
