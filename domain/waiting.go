@@ -54,9 +54,10 @@ type WaitFigures struct {
 	WorkspaceRunning int
 	// KeyRunning counts RUNNING executions per concurrency key.
 	KeyRunning map[string]int
-	// WorkspaceRate is the workspace's start rate in force, nil for none;
-	// WorkspaceRateNext is when its bucket next lets a start go.
-	WorkspaceRate     *StartRate
+	// WorkspaceRate is the workspace's start rate in force, nil for none.
+	WorkspaceRate *StartRate
+	// WorkspaceRateNext is when the workspace's bucket next lets a start
+	// go.
 	WorkspaceRateNext time.Time
 	// KeyRateNext is, per concurrency key, when its bucket next lets a
 	// start go (the rate is the item's own, ConcurrencyRate).
