@@ -2,7 +2,6 @@ package domain
 
 import (
 	"bytes"
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -127,11 +126,6 @@ func (r StartRate) validate(path string, ve *ValidationError) {
 	if lo := max(1, min(r.Rate, StartRateMax)); r.Burst < lo || r.Burst > StartRateMax {
 		ve.add(path+"/burst", "must be from the rate (%d) to %d, got %d", r.Rate, StartRateMax, r.Burst)
 	}
-}
-
-// String reads as "10/second, burst 15".
-func (r StartRate) String() string {
-	return fmt.Sprintf("%d/%s, burst %d", r.Rate, r.Per, r.Burst)
 }
 
 // decodeStartRate reads a graph's {"rate", "per", "burst"} strictly; an
