@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -115,8 +116,8 @@ func TestCheckStartRate(t *testing.T) {
 				}
 				return
 			}
-			ve, ok := err.(*ValidationError)
-			if !ok || len(ve.Problems) != 1 || ve.Problems[0].Path != tc.field {
+			var ve *ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != tc.field {
 				t.Fatalf("CheckStartRate = %v, want one problem at %s", err, tc.field)
 			}
 		})

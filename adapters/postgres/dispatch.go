@@ -135,12 +135,12 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 		// writes the start-rate buckets the claimed items took from and
 		// says when the claim should run again.
 		finish := func() error {
-			if err := rates.take(ctx, s.q, tx, res.Claimed); err != nil {
-				return err
+			if takeErr := rates.take(ctx, s.q, tx, res.Claimed); takeErr != nil {
+				return takeErr
 			}
-			due, err := s.q.ClaimNextDue(ctx, tx, ids)
-			if err != nil {
-				return fmt.Errorf("reading the next due time: %w", err)
+			due, dueErr := s.q.ClaimNextDue(ctx, tx, ids)
+			if dueErr != nil {
+				return fmt.Errorf("reading the next due time: %w", dueErr)
 			}
 			if due > 0 {
 				res.NextDue = max(time.Duration(due*float64(time.Second)), time.Microsecond)
