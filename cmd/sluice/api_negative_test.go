@@ -1225,5 +1225,26 @@ func TestNegativeStartRates(t *testing.T) {
 	if after := counts(t, w); after != before {
 		t.Errorf("refused definitions wrote rows: before %v, after %v", before, after)
 	}
+
+	// A valid key rate is stored on every item enqueued, one by one or in
+	// bulk, with an absent burst read as the rate.
+	ratedDef, err := a.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "rated",
+		Graph: client.Graph(`{"nodes": [], "edges": [], "concurrency": {"key": "{{ input.a }}", "limit": 2, "startRate": {"rate": 3, "per": "minute"}}}`)})
+	if err != nil || ratedDef.JSON201 == nil {
+		t.Fatalf("a definition with a valid key rate was refused: %v %s", err, ratedDef.Body)
+	}
+	in := json.RawMessage(`{"a": "k"}`)
+	if got := read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: ratedDef.JSON201.ID, Input: &in})); got.status != http.StatusAccepted {
+		t.Fatalf("enqueueing a rated key's item: %d %s", got.status, got.body)
+	}
+	if got := read(a.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: ratedDef.JSON201.ID,
+		Items: []client.EnqueueBatchItem{{Input: &in}, {Input: &in}}})); got.status != http.StatusAccepted {
+		t.Fatalf("bulk-enqueueing a rated key's items: %d %s", got.status, got.body)
+	}
+	var stored int
+	if err := w.pool.QueryRow(ctx, `SELECT count(*) FROM workflow_execution_queue WHERE workflow_definition_id = $1
+		AND concurrency_rate = 3 AND concurrency_rate_per = 'minute' AND concurrency_burst = 3`, ratedDef.JSON201.ID).Scan(&stored); err != nil || stored != 3 {
+		t.Errorf("%d items stored with the key's rate 3/minute burst 3 (%v), want 3", stored, err)
+	}
 	w.checkBUntouched(t)
 }
