@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres"
@@ -22,19 +23,22 @@ import (
 )
 
 // startDispatchersPolling runs n non-exclusive dispatchers with a poll of
-// poll, each woken by its own listener, until ctx ends. A long poll shows
-// that what makes a rated or delayed item start on time is the claim's
-// next due time, not the poll.
-func (b *dispatchBundle) startDispatchersPolling(ctx context.Context, wg *sync.WaitGroup, n int, poll time.Duration) {
+// poll, each woken by its own listener, until ctx ends, and returns
+// their metrics. A long poll shows that what makes a rated or delayed item
+// start on time is the claim's next due time, not the poll.
+func (b *dispatchBundle) startDispatchersPolling(ctx context.Context, wg *sync.WaitGroup, n int, poll time.Duration) []*app.DispatchMetrics {
 	cfg := testConfig()
 	cfg.PollInterval = poll
+	var metrics []*app.DispatchMetrics
 	for range n {
 		l := postgres.NewListener(b.pool, b.log)
 		d := b.dispatcher(b.engine, cfg, l)
+		metrics = append(metrics, d.metrics)
 		wg.Add(2)
 		go func() { defer wg.Done(); l.Run(ctx) }()
 		go func() { defer wg.Done(); d.Run(ctx) }()
 	}
+	return metrics
 }
 
 // enqueueBulk enqueues n items of def in batches, as a bulk enqueue does.
@@ -260,7 +264,7 @@ func TestAStartRateChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	b.startDispatchersPolling(ctx, &wg, 2, 5*time.Second)
+	metrics := b.startDispatchersPolling(ctx, &wg, 2, 5*time.Second)
 	running := func() int { return b.running(t)[ws] }
 	porttest.Eventually(t, 5*time.Second, porttest.Holds("the one start a minute allows", func() bool { return running() == 1 }))
 	pending := domain.QueuePending
@@ -281,6 +285,16 @@ func TestAStartRateChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) 
 	}
 	if n := running(); n != 1 {
 		t.Fatalf("%d RUNNING under a rate of 1 a minute, want 1", n)
+	}
+	// The dispatchers counted the workspace as passed over for its rate,
+	// by that reason alone.
+	var byRate, byLimit float64
+	for _, m := range metrics {
+		byRate += testutil.ToFloat64(m.PassedOver.WithLabelValues("start_rate"))
+		byLimit += testutil.ToFloat64(m.PassedOver.WithLabelValues("workspace_limit"))
+	}
+	if byRate < 1 || byLimit != 0 {
+		t.Fatalf("queue_admission_passed_over_total: start_rate %v, workspace_limit %v; want start_rate counted, workspace_limit 0", byRate, byLimit)
 	}
 	burst := 200
 	setRate(100, client.Second, &burst)
