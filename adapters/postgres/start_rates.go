@@ -131,7 +131,7 @@ func (r *claimRates) due() time.Duration {
 
 // take writes the buckets the claimed items took from (their workspace's
 // and their key's, one start each) and those whose TAT a raised rate
-// capped, then sweeps buckets at rest.
+// capped, then, when it met any rate, sweeps buckets at rest.
 func (r *claimRates) take(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, claimed []ports.ClaimedItem) error {
 	counts := map[bucketID]int{}
 	for _, c := range claimed {
@@ -161,6 +161,11 @@ func (r *claimRates) take(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, cla
 		if err := q.StartRateBucketsSet(ctx, tx, p); err != nil {
 			return fmt.Errorf("writing start rates: %w", err)
 		}
+	}
+	if len(r.buckets) == 0 {
+		// A claim that met no rate leaves the sweep to those that do, so
+		// rates cost nothing where none is set.
+		return nil
 	}
 	if err := q.StartRateBucketsSweep(ctx, tx); err != nil {
 		return fmt.Errorf("sweeping start rates at rest: %w", err)
