@@ -83,11 +83,18 @@ const (
 	QueueStatusPENDING    QueueStatus = "PENDING"
 )
 
+// Defines values for StartRatePer.
+const (
+	Minute StartRatePer = "minute"
+	Second StartRatePer = "second"
+)
+
 // Defines values for WaitingOnReason.
 const (
 	BACKOFF        WaitingOnReason = "BACK_OFF"
 	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
 	NOTBEFORE      WaitingOnReason = "NOT_BEFORE"
+	STARTRATE      WaitingOnReason = "START_RATE"
 	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
 )
 
@@ -130,6 +137,11 @@ type Concurrency struct {
 
 	// Limit From 1 to 100,000; checked with the rest of the graph (422).
 	Limit int `json:"limit"`
+
+	// StartRate The key's own start rate, on top of the workspace's, each key its own bucket:
+	// `{"rate": 1..10000, "per": "second"|"minute", "burst": rate..10000}` (see StartRate; an absent
+	// burst is the rate). Checked with the rest of the graph (422 at /graph/concurrency/startRate/...).
+	StartRate interface{} `json:"startRate,omitempty"`
 }
 
 // CreateAPIKeyRequest defines model for CreateApiKeyRequest.
@@ -478,9 +490,16 @@ type Plan string
 // PlanLimits defines model for PlanLimits.
 type PlanLimits struct {
 	// MaxRunning RUNNING executions a workspace on the plan may have.
-	MaxRunning int       `json:"maxRunning"`
-	Plan       Plan      `json:"plan"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	MaxRunning int  `json:"maxRunning"`
+	Plan       Plan `json:"plan"`
+
+	// StartRate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	StartRate *StartRate `json:"startRate"`
+	UpdatedAt time.Time  `json:"updatedAt"`
 }
 
 // Problem RFC 9457 problem details.
@@ -609,11 +628,38 @@ type SetOutboundLimitRequest struct {
 type SetWorkspaceLimitsRequest struct {
 	// MaxRunning Null returns to the plan's.
 	MaxRunning *int `json:"maxRunning"`
+
+	// StartRate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	StartRate *StartRate `json:"startRate"`
 }
+
+// StartRate A start rate: at most `rate` executions start per `per` in the long
+// run, and at most `burst` in any window of one `per`, sliding (a
+// second or a minute). Items over it wait PENDING and start when it
+// allows; none is refused or failed for it. Null is none (on a
+// workspace: its plan's).
+type StartRate struct {
+	// Burst The most starts in any window of one period; at least rate. Absent: rate (evenly spaced starts).
+	Burst *int         `json:"burst,omitempty"`
+	Per   StartRatePer `json:"per"`
+
+	// Rate Starts per period.
+	Rate int `json:"rate"`
+}
+
+// StartRatePer defines model for StartRate.Per.
+type StartRatePer string
 
 // UpdatePlanRequest defines model for UpdatePlanRequest.
 type UpdatePlanRequest struct {
 	MaxRunning int `json:"maxRunning"`
+
+	// StartRate The plan's start rate (see StartRate). Absent keeps the one it has; null removes it.
+	StartRate rawjson.RawMessage `json:"startRate"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -640,13 +686,20 @@ type WaitingOn struct {
 	Key *string `json:"key,omitempty"`
 
 	// Limit The limit that is full (workspace or key).
-	Limit  *int            `json:"limit,omitempty"`
+	Limit *int `json:"limit,omitempty"`
+
+	// Rate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	Rate   *StartRate      `json:"rate"`
 	Reason WaitingOnReason `json:"reason"`
 
 	// Running What runs under it now.
 	Running *int `json:"running,omitempty"`
 
-	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
+	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE; when the rate next lets a start go, for START_RATE.
 	Until *time.Time `json:"until,omitempty"`
 }
 
@@ -715,7 +768,14 @@ type Workspace struct {
 // WorkspaceLimits defines model for WorkspaceLimits.
 type WorkspaceLimits struct {
 	// MaxRunning Replaces the plan's; null keeps it.
-	MaxRunning  *int               `json:"maxRunning"`
+	MaxRunning *int `json:"maxRunning"`
+
+	// StartRate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	StartRate   *StartRate         `json:"startRate"`
 	UpdatedAt   *time.Time         `json:"updatedAt"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
@@ -9626,274 +9686,282 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+1Ibudo3eisq768q8K22sTkkAf7ZDHFmeEOA4bBmrxlnx3K3jPXSljwtNcZDcR37",
-	"gvaNfaXnkbrVdvuEISR5qbVqkrS7ddZz+D2n+0oo+wMpmNCqsndfGdCE9plmCfzrME2UTMzfIqbChA80",
-	"l6KyV7nsMdIW7E7jC20iu0T3GBkk7JbLVJEBvWa1SlDh5u2/U5aMKkFF0D6r7FVCbDSoqLDH+tS03qd3",
-	"x0xc615lb7NeDyp6NDBvKp1wcV15eAgqH1iXC266P4rKxzOUyU03lkMSZa++UYRH2TAGVPfyUUR+g0El",
-	"YX+nPGFRZU8nKfPH1pVJn+rKXiVNuXlzcmxNEQ0kF3rqyFinJ+UNYfa9WcNieVsrDuqOhems9WLuhZnD",
-	"8VpZbTzHVOnmLZu+SjxypyimShNm3iUJCxm/ZdE+/KB0wmifJEylfaYI7WqWEK6zsfcYjViSj970WYVO",
-	"q0cfKqXj5UK/3a4ElT4XvJ/2K3v56eNCs2uW4Oh5n+vJcZ/Ra0YU/2fqWY/hO7/niHVpGuvK3k49MOce",
-	"e4VTn42hUTqGi7DHojRm0xZQ2d9n7afK21htO/+QyY0a0JDNuo7wwqzhDL1WVhnPg/lYDaRQDOjWLzQ6",
-	"Z3+nTMGehVJoJuCvdDCIeUjNODcGiezErP+v/1Zm0PcVdkf7g5jhdDTlcWUPhsSUJh0ZjUiPKkIFYUkC",
-	"5Av+VJW9v+4rfaYUvTZD6qfmbUYosUOFCe9VNvypPnwJKkpTnarK3jbQO65Nx5UjcUtjHhHbbT7TntYD",
-	"tbexoeKUh6wWsVs3fLXB8aOq++jBX7n/lbBuZa/yf23kZH4Df1UbZ9gCrt/kDrq5c0X6NDZbwCIiE9JJ",
-	"GL1ReCGhpZrp8lCKbszDVRf8KGL9gdRMhKPqJzYiQ6pIqlhEhlz3CCUR73ZZYkiD2ZKKv467+Tpmg1ls",
-	"Ab0+Q/flU6+ia1jhTDT8pGSawA0xs2Cwjh9l0uFRxMSKC2k6yHkc6bBYimtFtCRUSN1jSX5DC6u4la9i",
-	"PpSFlrGbvf5Ua6flDROkT0dESE20TEOzcFxlKwcrdiQ0SwSNV1wwbpvJ7rdbk53iDR17a6ELagf4FOty",
-	"IftM97i4Jl3KY3MjBV5FltyyZN8eLHvmelRcs8isnvnCrhZQi4+cxdGKK9Yg9q1pxDBhXXN390ijXjP/",
-	"axhaMkj4LdWMrJ1/PCSN3cb79X1CYyO4cY134+L46uiw+fW3y8uzryenH5pfD46PT//waGmaxEUaurk5",
-	"SUO7MMOlKCh+8hS7dIDde0SS0DBkA61IJ9XZhvHQbJZZJBUQZY63YTGZwHh1fmy2l2ZrRqMoYUoZKkwF",
-	"kanuyFREBKQMMjBiEzc9mIdq34hQycgOhGoCcofZAcN8I/8w/JrQQW/Fw7DpDoOadhpScSPkUBAhI0Za",
-	"lbtWxdvSazOEDRZdM7VR39Cy8hD434ajMGZ7hJJqK63XtxjpZH+jE62YDtT8AwIvL3dA8JOnIm/QGmyI",
-	"1IQSHNWHg1/dztnuzRsxV9oxQbPFZsL+Dh6JQaqf+zqbUxtKEaZJYngluWEj0qrc3xNueq+FqdKyz5Kj",
-	"iDw8tCokpMJMrIOMLr41hKDPlTK0y4x/4jNvI+Gn+VuIry21hbblJ9pCaI2sGalQ/J2ylL1RAdxOTxoP",
-	"yLDHwx5h1LAvHt64d9U6iWl4o8iwR5EmFFTX8aVOGI2wdfOqecI1uea3TJkToqUkhsXvW0U8OzpUE1xO",
-	"OC8nUn805GHFs1KibJP3tB5t0Xesutnd7lS3w7eN6i59z6o7nbfhu+g92+3WG3DUuzAAX+jYzrf2xHth",
-	"gW0VUlfx9afY0hOJVLggX1xKeUyTa/aUqgS7CxmLFGnUt9/vvHtLOiPNlL8kDU8OO6OjWNIItxhGstDS",
-	"aCmr+PpTnXYYuqFGplVzDKkvezgO5xbtMxWjFdfs71RqahfLkA+qSV8qTRr1ep0MmIgMLYG7RLhG1pPT",
-	"C08f+L3QzmLLB31Xs2+eWh8YyjSODM9WRArmoA9fa4YBKLLm5imTllBaJizypxx4V7DwD3LLEoUPgSGS",
-	"AUtaAnhOkFEntZ4RlKxrs8PK9mlHq0iXKu223DCghGrWEjIBpdgczD4VI8IF6cb8uqfNTkkRsho5QdkT",
-	"FDk7eioykbQlaGzo2sj9ZkXWGmmfM52MqgddzZI2DkmTYY8ljAwp16bJHosHaq8lzOhxRaKEcqGMEJUB",
-	"V4qYBVG9ALoF6dhIUgnr8jhWtZZRbhA3AuTA63US17hgoRQRKFFmDKTDujJheAVoP99bo7GYna0VQc5Z",
-	"8I45LFeCpronE/4PW5U+Oz7bYTQx22YUqQLFbeSXo9DtQlcj9b94IroLQ7S8E/U+bbgiV8TJjTIhCbuV",
-	"N1Z2vRL0lvKYdmL2BKqyJWHcyOdqtE90MiL0mnJBVE8mOh4VFEKPOF9YMT71hrPoImYfPBVxyWdhrqSZ",
-	"iTmrmt6wgl4o5HCPCEkiqmmHKtYSoRSChUA2QnOSuwljIG1ypPCgUhgBlHJdvNORFGy/JfL1QlS2cH2f",
-	"5pYlI9MndLLUxcoWF7o+GPBPDPjSIJEDlmiOkGGYMKpZdKALeGNENatq3meToGNQ4dEC2KTDOu8nfxgY",
-	"InRXDp92eYIKfEJDzRLlGIRiYcJ0ANvK4tiIgYrQAU0ABZ/owl6YGbMSaWzvEIKuE00Mi0jvfGg4h3H/",
-	"qsArRZQXliObfOAtvD/cL1nLsvPfDPG4QypCFp9boHdyCxfcD3eN7ytMmFPzV+Xw4OSweXzc/FAJ3N+P",
-	"Tn71xjBrdra50gHnEvzkLh9YWaYN2nvb51jDnlSMtG/YqO10J7gOGaPR7E6TJBWOzRJ7TbOVDlpCCqLl",
-	"wJwbw68NAYWOauTSaQ/KkFrWH8SGIcpbhnKAVWnwj4QB2hoyI6XEo8BJYC2xuWOl1sAO0VxOLTMRbXPn",
-	"7XqQaX6GcwsCsgNqJVYFivbhIfRlyI00f/aoRqaeaT0EMD8Ak8wYBVnb3tzMNZv1GjkyspCZLCXdFO8F",
-	"Uo+z5smHo5Nfs9Z7Mo5A8OjQ8IYgEmouEcoHcJ1Ay3ZChllSS0HTRFiBoXjubtiM7c3WaZ+EPRbeOC3e",
-	"AsDaXWwEA8y81s1NzvjUFP267GDH5Uaqj4nsk4bZm0a9HtTr9eVGUmKJ8u+AmbzruvQOwPVGquvZZGgU",
-	"gZRK4zNvLbs0Vmx8eR39HDcS97lw/27Mu6nQxvTh5dblxw3x2gFos3j3rw48etSEViTEpTQYhz19WZzF",
-	"8XGLEiZSNO8GCVOKo/A1di75LUN0UpG1PhepZqQn04REdFSV3WpfCt0j+F/7aMjYDWosit/h6VVWWgCG",
-	"aeVH1495z4Kq/3dEeTyqkeYdDXU8cjpXcYxAAgCtv6WxFUPMFVhyo7gD48oXq8Bn7ZIHlbvqtazahwkd",
-	"Gnm1dk6Hny365r1Q5f2BTHR+Ndz7OX7GRCgNlduAxw8wpsKs7PFDsWmr8XZzc3ueBfrR59ZwlpgOzmTM",
-	"kQ/OuiSnhZeNkEQN1S9Yzu1psx11pIwZFShQcZlwPSq8vemZ2bfnTdEIRX9KwQotVK4uDytl4vbRwckB",
-	"MZ+Qf8x5Anw0kYKw/EQB46LmVI0dpLfbC134biyH474vcyWcJ6QUpWMI5tHTfyP08PzEdGzs8wjaH2hY",
-	"cQ47jxsfeKagwAmY05yRuj7NV2YkfXp3hN9twQmw/8gPAE0SCkc/TeISuUIQp1WSq/PjSfJUf/S5KnZ0",
-	"KuIRWlsLqHQuppquv+VRNMsRuNWfscfuo28obQSVQUzFXOXdvFMqmdjvp08qytVWGsenXbDMzOrLvv8Q",
-	"jCtJqECWaN09wFhEyPYRiyMcgILa3F2yLU4O/ks+/LGLt/g8xj9cfELghNRTLPxKFL8WRpbHV2vkmeaa",
-	"36cngRdQddSWlnoIgsevlhM8VwUs0kG07CSeCT0YWxu3EEU0IR9u2cXKd+uMXpehCY64L0Tlvb1/mKTk",
-	"uasskJjZkMv4IljDhtfG7Ol4B2blMxgtK3osdyBvp5/tsVUYc9e9nbHx5asT81uWjC4msB+LD1SCyofm",
-	"8dG/m+eAAn08ODpufphEgIwYbr6s3tLEHEVlmnCNn6HRpJJ3Z/8EXN09+whuOxVDMJpR2cHrJrJfev20",
-	"LH087DF/BTN5eGwFoVlopGyBmojH/EJ12DMSyZJc03Oh+1SKhqC/YHvMva9NEBRG4EZxcR0zBw0FZADe",
-	"vay/TyKuNBehdpA0JR0z0HHhZ2fnaXSzsbE7mB5BV8TLwMjUhtbaHtv4VuqckPoXgMWn+FJr1gcESzn8",
-	"K3DAFxGSqFjqgKRC8xglPHP993Nsb6tuFG5FqNkdsta2DlnNk9+vmlfNryenl19/aX48PW9+/e30/OjP",
-	"05P2eoDuR2CzoS2xXa+Dm5HC9kHLrxGrLDmTHzosKRKlLLMXAry2GG1aVdt7mH4NMud5uA+PEySX4x8T",
-	"96+gKTScWD9dWfiOlUVcgC8LLPcjV/o57jS5yI3VCdNpIlgEQC7pygT+EhAliUj7HZYocsPYwLptRfya",
-	"61ea8F3RhOJygB8qoPNpcs2ErpHTJDK7CGB/xmOyw71PupQngilFaJhIpfKfFAmlmRLAj5YfLYg1Jam4",
-	"5H0m01LlhSuSpEbhjhiNYi5YQAwHB2OO0jTRZI2SXyWJ0gQs3et7zgEUAf0UsKcQTGZxdo5DmUQsIpnB",
-	"y2wIGG7A+Qw7QguRlbDewDDsOAlY1sEWJW1ETk8mmiVkyIWqEWfzAA+0mJqP7TH5/er08uDr+dXJ18uj",
-	"z83Tq8uvF83D05MPF2YW25ubbhwbeWdjZpDGTr/yI2FkM8hdVJCyirQMXlhwCgkbxHTEpgTg3PjRE9aG",
-	"ntl7wIpoXSb28T5yFNFkwq+5oDHQC4+KeTBrbkCdxdF+NzOx8vb4+rlZZm15k5m1cBmjWG3hnmECC40a",
-	"9n1VTXPyEE0onKUaZOkIb5nQuZIyMTJWDCJ8PHIgZMRKFQNzUv84OLr8+vH0/Gvz382TS/QPN0cRQwCH",
-	"5j9azsdmirGKFihwHU+d/aW8YOgO+wiQsCSqEsZsfie0bGLo19vl1zU7O2DIXZmM6TKNScxxQLVmieno",
-	"//3roPonrf5Tr+5+rX751/8q5YToNFoGII/If12cniABt2OSqR6kukYOOsqMqs+oUESkcVx7brllUUPt",
-	"jKtvLknM9GpuLo6Pflal8aFTvvfYOQYEzYd3FobhHiHW5i7pNHexCIpiq4M/OyPya/PSaN5SeNHA4OeB",
-	"ZyPmSpOYUfAw1+aMvIhUG+EuT/ORGtBrMOUC2UAJR5G1qVMDsWIhQnsiI3YO7ZVCemZcJwVcb3KEGOru",
-	"HCsEu5syXKpJe8OJERu5iWXj3iNqDxjY0t6Hi4keNW18BII88O8+oXhp555Cj2FODjx3MEZKnC0huvHS",
-	"RLMI5FE7GLOycMI8Lyb3mpU9LsAHMpdBUUcavwVzh50wnYxOu3Ni2lGkMbtv3jciayY827A5WLh9QpHg",
-	"dW1EVRJxQZORkXkXMm/ZOS4DqS4mfGTkzgkgK4q65sOZloTVgfpcJloIFRgflScL5qsaFIh7gUo7ijuT",
-	"WTwFtJ9znpdB9sePggden1+dnCB4fXj6+ey4eemD14Hn1/il5FhACGjTca3iCmVBX2Vuq0Cq7+dMzgb6",
-	"u4bKJpaFHY7HTn44+LVGDPm17q0JI6ngf6cMvAVZdM2ALYE7MDFq5NHl0ekJktQ+HZGQJsmItA2FbBMt",
-	"yYCHNxgZmVAR9mot8Zn1OyyxcIRpn93RUJO1kCpWVUworvktWw+KzucDMDEYsoIfWZdEdB10SBAX4E7d",
-	"5dclqBC5LAvysBGbmUCmUCvezbRiL65xPTCvtUQhnAgDQMFRe6RZqZNiWPRFnXXgfbdVI9hE12yJ2xJh",
-	"wFEpv1y4FbP5Za3MxkwQ9nA4BrJdrjwoI+dOFk3RPcYT5FQ5fkIn0ZM13JY8viW7WkHuP3nx6ejsrPlh",
-	"fSms5RGYyXxVCBf7yzcX1n5jNNYlGi74m6rpsmyZsWucWuR8c46JfrpCDqeqRH0wl/U789ezPsWzNcJy",
-	"4Wje3YLgi9zBTs+6T7EU1+AaLBgx6md/gNFN4BBdBCDB97LP45g7l0yIZUeyuJ55jk896BDpP3bS9yFe",
-	"VAryoXl88J/SCAd8MD52yB1w3vz9qnlxGZDL84OTi4+n55+DnFsE2GZAQD8/OPzNDL+osC/kJ60kAtwT",
-	"IdsJM7vOIqLlNdM9lsy/tuhLDe9MO75WIZk4xHZzymW7J1GQM/22uNJ/9EYZ37Ky9T45uToGIgjcyBoA",
-	"EgabeXX5sfoe/qVADaWKXP3r48ePH5CLAg12xoXz5uHp+Yev/z44vmp+/Xzw/7Rtg1wTZg5YFg5vhpzl",
-	"YZqvfzvFevK8WzgkC1uAVwPsyOPjLqrC8vwaOWiJWxqnNoxi7viNZDAwSnpLtO9bFQwPM8MVoZEwWpU9",
-	"ct+qwMvm75DpIATkn//DMO9BQFoVSLfGhvBKJX8J9WIbnEEVRIvgR63Kw4ONxhpfpW9DzyadgwF4KhEC",
-	"fQNdTLUR1oAFg/7JBqqG871hI5xaDVsia8OejNn6vtublpgUws4db475DXMWvz3Yu5aYs3kBkrU+TQxh",
-	"sDuQEYiWyI/iSyzzfH107u1YTD81tChXTR0RXpi8ecqeo1zuXmZnwpGc6frgbCL5FLrfHAzo+ZU/b50X",
-	"1/usIDpXAzy1CWSy7HbFpeqkiZrGUZZ3JetJNYXoml+MaB1SIQUPaUxMi3sklkOWEKOSBURIohPKYyNA",
-	"R3JasCMGq5+xBMMcioOTaSE2F+nDo9wax7YSZlbWfWCXcBm3RLcnZzQti3F8/lXEgIsroXlcxu0ZRhrC",
-	"W8CF9yYSF4Q0jrN4RRgWROI53wJWhNaWXmd/gKUrOB5vMj4FI41gIpZIMkWGPR6zLFOTzaCYZTK1qiBC",
-	"6QADpEJwcV0jbXXDB23DbZly+QwASOR6n7Thg3aW6oXQOM4sr2DZtlfZNOLAs9JLemY9y90HH8+bzUpQ",
-	"OTs/rQSV5sll8/zs/OiiOfVbuNyqBOKhd+c4lck1svTFR3M9dwiXcsxI8aAN9OgtK/g+NOr1+vx4osV9",
-	"5le/o9BX4E963kV0ofaTi/PxkOxu77zLhH1MJADxEMUldhkG7qdI06osKI7FUTVmtyzOEmoFmDrIZkD8",
-	"r4vTkyo4w7OkCgIMJoNa0KrhoX4lHI0LpakIy4G/CQ28EDilYzZDkZ8E+ZQG8e7q/MgHRm64gDywdu7z",
-	"dSYrTmD/M83xYM8v97qwMsihTEUJdW2C7JiwmFHFCMQNa+mcqMpCZINKltphKYf/mPL+asKbh/JNNbfP",
-	"SjLlRWyPBYQbFRdp2UI61mN8zbkaUB32PlIep0mZ0Q9dpxGuU4YKXTIjI9MY7ZVgrjIqKBjUtsp3xvWy",
-	"ojI82zHiqUzAMVW6ubBd2Xd+K3E3W8JwBiv5OMuZd0jmW88WzGiMCIJhtFG20Y8yHroGL3l4MzeJMkgI",
-	"2bnimZfGc6pVBZ+joGKTEJzOZZN/ZC++mE8cX9jyl6l+2YENihS4hBb4dyEYc/XxhWuf8PoUdeziT1BK",
-	"f61nMo+n0CpzTvQySqV/ykpDYQ6PD44+gwL54eji7ODy8LdlDIs+wDzPr2pcKnD+SEMB9GdEBtBOYDSb",
-	"QQzCZ54pjSVvFFmzeA3gx+fNy/P/fP3f6/susUDMuuC5gqa4wocA2CnIZlSAmMeUYBreyG73ULJul4fc",
-	"ppjyJN1SKTdXLrtc0BjXuoyl+UA1eFGgiZAKZbQ2Zb8ja9v1enVnd3fdkkKKmhSirtZPeh9dQhTTAaFi",
-	"ZHObgKBpG0JY2lD1iKx1RsR6SFtwbPvuDqgceH9SEdnHO3d37qOi70y2Bju7u94ibNfrZXw3D2bwKzx4",
-	"gifXnMZHNk1Bido2lnANQU44I/t5XsBeqUrbp3cHSF9UWaIW/CXwmuUijNMIstMsYrU4uLxsfj67BMPc",
-	"bJXHrMLUKR5bY4vNeqWHjAlndVH+JAOCiVUhaXJx4coF5gkK4DJ7PE2g6kSijyd3gfv22THmO/wZhvT7",
-	"LCeqzH0KClpY8cXL/xo9SoYxjU2XX6Ar6AT7M3f/hg8GY50tJbpM9+pld/ojT6ySU2JNYXd2MFrCeDLX",
-	"NR5bCGmVYdneL3l/mocgDGAHuoYwEyvMCjkka+ZWjQpDKZK3xc7+OB17qmQnJclN4LdVlJbZ+oGf+uSp",
-	"Ir+/ZynURZIXiZe3DpNkITdReJJrccezPfQ2rHBRxs+td6GLJGUZ0NiR86cQTjPW8DKy6QXTBbPE40IC",
-	"M9NFkSYcIjJtRKg+HZFrmSXQA7pgc8d10vDGCFFdP3FavRxOKLU5lHU6MOIcvIEdgrNWmmC0mxow4Tqs",
-	"1+r1QqdzLRhjCz3dDjFlvbOMKQgVP27FZ8HJJ2ZVMYgyswugMDUXNZ7Hhsfm7o2ibLJXcIvOYiqeYpJL",
-	"wd2PGehT5197zWP2gnnMPOb7uHxkyyQPe5h6plZMj/ToPEdTExz94WNcJaY6DG2gWSJPkKoBhBdy6MdC",
-	"OBMcGPXWOJY6MQIgFyTmgq0TsM25ghsefj9OZBZI7wnxJ6brCQC9KxPyqfmfr8dHn48ua0vk6QTx3Try",
-	"YuZr6GDNs7tBqtL1aZyIuhzXFs/54/T808XZwWETx1IJKtm4KkHll4PDT19PP36sBJU8eLsUz0mm0XXY",
-	"nyQViqQigmQdY1mUvOGlMwzKFPazKrtdsCjjGrrxWViDkohBgKiLfs7C3dcxBBu/yqfySCOzXcbSk4q5",
-	"qFwil6lmJPVkPhORC81cyVZRKE85V/yGuMRlk9otGyjKZ5fKrHKHPjmn05AmCWeL5Zxbzmpi3kZ87tC6",
-	"B89X/Q1ZsbjRMts5NSYzK66hmNDoUHGhqYhoEhG71IowcctiOWDk3jQcoEKraX8QQCL3h9riZoaxdEil",
-	"SlShEmkRcMcjMunD5bQZbzmLuH1x3Yoajn/W86Va4B4+hdIzfrVfRvcpyZK3Mji3YrbKCZx2sfttU1c+",
-	"GhT45lnpC8klp2IGs5OMFdbO48PZ5allzov+laqhXbXwKIs8KWXImQxXwoJCzW9L/C2auSePS/pCIefL",
-	"dI79iMOGMzmmSv8m02TmKNBpHopKoFnJ5bAHBLMn06R8VItazstlrCy0Sfu+TRzhgCQVe8Vk+QFhsWJY",
-	"cS3TV6crFCtkBbUeYCW8ATPbu3T0XSwuFhec93wxa0U/Ke6XaECfKVfD2B6tbKQT270MYjWGOSzpnsbA",
-	"FKg8IMEqAjeMDZQNLV4JV1hkJZ+XSBXp0xKOa9nSPgljzEjNS7BEI9CwMDV684UZkAX3oKhRuRRFo76h",
-	"I14xoVx9Ojg7MvpTVjwGAHZsq1CxB7NScNGVJWlyMYr9GtKFDZGGQX0W54pUI3/kuaHA1SovTQ/RCx8O",
-	"flVEdlvC+tGAOgP1vQTL3UW5xngY25+ZlsYsDCIe5S6rLeE73oJDJlSpxgI+QN/XPp43m6QRkLPzU7IT",
-	"kNxllGzWc/VVt0ROEddrLdESzu8NA01RxWtv0AHfuG20iYACdu0DWwkKYsD2yC9YcAqDM2AbMDyjvYfD",
-	"9fYH4U6MvvNjyEq2zJVQTBgNe7YWSUs4Up29XiM4ZLR5c0Xa00pBtbH87O72zrt1DNSIechsVRmLRh0M",
-	"TGfVzVrdygd5PafhcFij8HNNJtcb9lu1cXx02Dy5aMI3D16NKNzEg7MjL3XpXqVRq+N7csAEHfDKXmWr",
-	"Vq9tWfwLzrpd7g2ztZgdvSzX8QGsKroP4BJYWzXQboxZcREw1gsmsZVVIGcEx6Ju4C5jroehF9RJZ5Vj",
-	"rvQZ9D9WZn2zXp9Remui5NZfRarecPzRuTR7FLeyWd98W200qpuNy0Z9r27+/yfWA83KPi1EvzwP6Mk0",
-	"SaU1tGClA6L6NI4Z2m0V1s7crjemdZcty8bVWG207frW/I8++qWztzd353/h6is+BJUd3IXZ7x95Nah3",
-	"FhmSX14N6HDa79NkZI9DxnnVG3vGDAml18pBfaryxXxVOL4b9+aPB2BJNKF9ppmtMVu+C2+wVDFYZc1z",
-	"m1LAXk8rneQ8BbnOgnXUEKL8Ajct7C1yo7ybAy45mNFlaCG7zEkSEEe4SEFLuKJDFAJHaaL3nfEHPXHA",
-	"ICIkvu+IfAcDKmUMmQZqLXFgYziwJ1QN8ogD7UA4I7sSpeVAQUuA+iuMusBySoUKjw6xK/ArF8bGk1wG",
-	"Rs8prpFMFilDbk/J419+kdFoGapQJArvFy6FN2nLGUsmZc7Dw2oUa2xsGcHC4IsZ9GoH6dUyx9FRqelU",
-	"KaPnJKulaenSAgTgFxpl6/TtSFl9e/4XWUli80FjayHad+zq2m5vbi5C/Lya9z8AhT2EIqiEFnd9NoW1",
-	"yKnasDgaZ2rj3v59dBQ9mI5toru5xNd99kYRHpE1c+JyYHZ9Cj3O+5pJlecpQYYkl8a4faY3luq6niBJ",
-	"rJDDAARxBpUvMTuqTlXg4mUMjQY3wZYYsITLqEaOdKYo+jODhL6GVIeMY/AD1VliWi3lDeG6JUIqsPQi",
-	"5gMYMFpKGs9hucdxxQlytLkcOcotDFsFgManP/VdJy+NGRCMglY0B1TqnXdsm9ZZdZfuvKtuh1vd6vto",
-	"K6w2uptsK9oOdzpvaQb47s1DsqDJBt3sbIXbUXWHve1Wt2mjU30fbkbVLbbd3aFvO+/C95AU2ry7Qxud",
-	"zXArqm6zHfPuW/Puu6i6y+pd104BQt6roGcsi8hvl5dnxNzMSQh/x2j7Yxh9uUTpY/Ieep65Qi9MwScA",
-	"5HIy7o5u4M7uT0fAv3PSesFEhLZEJCFQTtajrI6MTiGu7vJMV8Ugmsa9FRgpLlMigqwIpU07BMVkVLnC",
-	"NWYLgHCJeXQ7V4Qdif47RapjaXQRU1qJSK+kCC6vx03WAVpImct24vWevYCSSAth4fYS5XtSfu2m8f9z",
-	"ds0VQG1UAPG/IFfnx5mvhDb60tCFp/v95rBWS5jbv9YuYWPtgLTHLTLtoCXaJTaZ9h5Ec8uEKNln6wGR",
-	"A/SesTkwpSgGWfrImlMpadjLiRBXUKKKRaQr41gOXTCsswG3RGYEVgMW8q69WXleIrembxRpY9GrdlYq",
-	"GqAzowFy5eJKrDXdlug/KCykkBorzAEYh6WIMbeAgoL/fkFiKgiNooQprz41lEO3ITyCadiJAIsNb29u",
-	"toQN9m1vpEncNp3nailAl64ssg2z+KP5y2+np5++Nk8+nJ0enVxeQC4W2Ek8RWStUSd5MMv6fl51IIA+",
-	"d8vEs9J6gKsosc7OurC578s4qAgbXLNNmm9t2fgxW+Ve5W23ETbCnUZ1K3zbqW7TnU51t/OeVevdRrRJ",
-	"tzrb4c4SZflnVkZcSKVuLLdSU8RWXyibvZhfrPS4oPDqCsRV8GJ87n76fTd5/+un//ydXA7/++rsw/uj",
-	"47M/j+TmMT2mF8PKkvsyac5GOfv592yiqt4cJhjkCbNsJbxX9OAnRA8coySU2DsDrGKM+z5C5t24z3XH",
-	"B2TQ5kJOsuoP8FwVOBPWVtaK5PhEjRxk8W2Znp2n2OzTEVGaxzEx3AozjBSJOPZTRsQL9Gl72gijV6nw",
-	"2x5NXHYjFy50GoP5KlauU/lkbfyg/Mr03FNS/7652HfPk5ZkRq9X79tevV+ZXuLejUENZZ3mr2w0c0gR",
-	"CuEuyEI8qHohOOWNzzwCIthwDFrJ0znrVLXEWlbnLCvtGVhnM8hHi1AqMKbM8QwVpDcqaySUEauRrEYO",
-	"vG0ToeSDgXymkNKzK70Ukk53sd3/5+t587J5cnl0etIma++wnpqnuZTpKR4U9CFfrTlYEJTu9kZn14a7",
-	"WU2Dh/IE/Avd+Ekv4rknBTMNLvCidQlaFWnK0KW/vhTdlQw9fCy4C35VJeTtICvu4ck4r2TuBXAnUU4z",
-	"npnaufotOfYzna6ZcaoxgMz7rpgzGeXsKCAyiYAIdUaER+W48Qev82UgY8izy7GG4XNCxz8rjRgrJz6H",
-	"PGR79EofXoA+uJvqb4RHG/yn0/Hof9OYR9SpuZgM3ggH4JgBrpo0Kz1BGs6LCN/z0sSbOweJxhEfzSEa",
-	"l9WxDLf0qs2vAFlmtdpthQ84/1im4y+/LEKeozsrC1P5jcWxDMj9PaYHrEHFu4eHPNd35TphTOcEIMvB",
-	"j0TTUhX30vODZfmSvTC2ad1ts2JMjeBFNwJ00Pe0Hm3Rd6y62d3uVLfDt43qLn3Pqjudt+G76D3b7dYb",
-	"lYlNm+uv+bz76l2CEmprIdJXiHMJiBMLMv0IDlKwuVZ8GqPkUwn5HFFt4z7yEJOZ+OaF7DqhrEYwPsfB",
-	"lzZPNKaBxjxtVGe+o84nKYwZtanZ9l1CaT8gyYxD9aYBnmPU/xXr/M6xziXO6BTE86Inh873zb2eSwou",
-	"oi2vcwUMpRQGnXV26i/N635mflTMvPx6GV8E/VzqJi6HChTg9rm4wBiz2bBXV5W45y7X7zRt5QK1EnSH",
-	"5f1+itnXnX7il7RywVYdBnk1MvIyVt41z6ebJ9WTYr7Gktf7fBbFBfj8MoqBHc8LawVRwVqzKAGcR0yz",
-	"WLPNR1Axt1FTiJk5SLb9VyH7ZxSyD6KIULfFTyRVZ4Ru497+7WEqRIpCjxSsnF7RYiGDRUQen/Q8s+Tz",
-	"zPe58fT3+We9yz+EZDLvlq0mjQT30/fb1snb97NfK9KYEuRzW2De5RaAmVkQSwWjXKpYyl7iV/MtMQbb",
-	"4vsDes0FRaG7zGCS5yT5Xu0lJcZdP3mJeAbT7kT5+fnjcNWWfSVn+tKUlYVYcU10oY6JrRnoyjy7El6Y",
-	"PnDNvNu2BevbLYEp5TAgl0Xre4RmthrnjywFYD2ky12l7iQVhMZKtgTtaht7Bq0PqXImOyKF54SHBv6y",
-	"Jclr56+6CiWluyzoVCxui6UDvLQymE8BfJbImmLgrWdm3y67pxv3XtDXwwZ6OrXXp0/QdvRRJk2XPCyb",
-	"6Hiu65/WRpjdqvkmQm/71opRQwDzo9cKbCEWGlfrr4z7BSyJzGcejnV7D8vlY+8eAeUBrb9UbW9m5QOF",
-	"R9ustl4s5FUEAeF8oDOTaonN+mZeJQQ+zZMZ2GpaXJdEz3jJZFoCkk6RP4CYCNI+ilh/IDUT4aj6iY3a",
-	"AYTODhjNCmQr2rdpDW2qA0xDIBN+DTVGcoKMuW4oiXi3y2Aa8BnmKMiaumEQKkNbYru+WyOf2KjoeGWm",
-	"GDOqNNnchgximHU7j4or8a+yC5zdzHkyQB6FjDxD0S6IAhBhjLVbsrFm0TkTC0GmrMO+o9VjC4FZaymB",
-	"eV+EcsCi4tSCGYuQseEeoxHkOrI0eWwHCzTZz428szMv2/CXFcCcLMu0S7sT0WK+5M1pPq2LalXPCfqO",
-	"n5+lYKQlg7+dkLBX2Yo2w0anTqu73fesuh29C6vvO29pdae7zdxvlVXCme20ovxelHCrZlbG5CfjPPUF",
-	"OM+hFN2YY8a1x+JFU7beT1Q1dgRcRdFKw/mQVPJaon/5fgGGwozlprYZn9BPIEyVln2WOLSXKwI5YyDB",
-	"nE2/voF3E9Iu2aO0vbmZ57WyiBZxVTG8HGpqb8O6pNciduumpDY4flK1LS+cIMVOdgp2gSUqYxre2KRs",
-	"ek6dS1wKiHCEqqMMaOw1v8Xq/FpKEktxTdbahQEbJqcJLsv6PiYrM2pAxGgUcwGJdcx3mDzCq5JLY0j/",
-	"ttbGcmbVkA7agV/3FMqVWRnuOxd87LUviCSrSD/VjkvBNEcGSgdQFiOo1+tjimcx4pasOQfs5snvV82r",
-	"5tdfDi4Pf7OBo5BLycg76wQyPLEswx2F2hzA2TXrQ0UOKLyLSp2ztsqhaAk4AQFxTCoPASbtLC95Gxt0",
-	"P/Cc20JKu5bwRDRiJDToAgek0lgDh0fpyKZGBfdPyBENkkZLwMqRAVUuIZUPj/ydSk3NfZAxpI4XEvQ5",
-	"Gsd7GCIL0KpuCchF1U0Vi3AI25u7/tGEdgKrcGDOKa7yGlbkwKwHLBHECoPkQxWB9mzBtqIkZMleNndI",
-	"DJhJQ6igtxM2gHTve8Twzvb6PqHQdD7MXEayDbYETsMuBcy7k7tdbNd3nZxpGjKXXRA95CFzBwFexqxd",
-	"ZLteX0Re/AXO7irij9UrpwhCRsX1Ts4n69FFQ1ZtVIKJb35NbKrOXHxqGPL94whQsKDPKUXlC760POXO",
-	"ZFYbY1LA+vJ4EQuPUpmchUkCzL1wt46sQSQ+Dme9jEC8ymTPaMM7ctLLj8Kri3hxJ41vHsmxC7jfHNOd",
-	"LyC8yfNyAU6KNcVt5BWaHRz0xbXC5LgO2iJrDoTdqcNRN+Qbjvr6vuG3EVMnGSTXhpyRFmqAZIzQ7oJA",
-	"JjTWxvwchp2Y/t/Y4QYE/W+xNiqkmM3QBxBN8sCv8+bh6fmHr/8+OL5qgthBOiPNFIoTa4235BP/xY/8",
-	"gsxjmB8XE3TwPBEG7Vjsz11+hAQwN+MgThXZqZP///8jW+Y/kPWiJbJ8aMBz+T9Z1dwkFWVc7VemfQRk",
-	"ReuoC3GdZh+tbYKF1Ob8/exKwjLM8IWRqnyZVGLlCELuQW1D/QC6mD+6xp+V8cFgB/iPolP1DJdsOwxr",
-	"iJjdXcZIDk8/nx03L6HKconDdvAoECCZY6wu7X11kcF87bv+PasYMQuoKFS4f8XJX8DAvYCquHQYnpd1",
-	"cJ5ZeYzKYyan5X3til1Oc7U7tAl66aRnN5aXcKnic39ErkiWXQp0FKNRQS0skpVax8jjhDFMW4loPPYV",
-	"u/Tx1gu9JdCBnEUebHwgUITElBrO8GcFR2QsPaqIkF66KjJiet8ObdIcCB9t3FuK5Ja1XZpuCX6awWOW",
-	"FeKXYA85dcOlXAoIxYGf28GWBprgFmBCLhqGbKBfIdHvP4IEz/QTYFhllvDpifpJW7M7ja9VlU4Y7bed",
-	"cOYLy9gOSLsg6e61BEi6NcvO2wFKvjV3080DI92534FcwJP8jZYAARTwjTaP9tqY21eZ8ydCZl2B1gPS",
-	"hu7d7zdcROtIldoR1dQ8/6+L05N1CGoUWhF0gGgfU6Wr8Kh69KEN0rECz2H0yukmsm/kckSJBjrH6S4u",
-	"z5sHn730COtQjV+gwEzBOhnKfp9rtY9yMi4dkkjbe2GuNXIA6oMQLNQ5/gQ5HngEoj3jtywC0JsZsidY",
-	"jVxAq2hVhBLE43Y2WNUBS1pCscQI2Gvbm7su4RzrwyqRMJaKRW5YxSkefThutr3E8AJ3uoxm4mAymtl0",
-	"tamW41lmT+BTy7PmyPYTp7NAeCs82iPbmy2B54MUTmBLwOEg9y0/I3CrstdaiFK3KkHLCNfwAYjX8MTm",
-	"4TAPM+m0VXloCVixCSeSzCRZLgSCdwtO7FUO/MaZd/HGjoECWcW1jPTig1XlwalxEMy5b+FZaBudse2K",
-	"UvsjK3OXkl1Dv6gGjGEf5LC2TSDdzuIlAHiQEeTABO3Q0CL4HD7tUYA3dOahNmIuHXk+LKjaYKheJF1l",
-	"U6u+Qzr4Lqu1BOQQxXbBKQHqB+G9pHmpcRbAD1g3bGwUWH5tLVOJsaZkZIYdEHXDBwPzLJNM17EpIXPf",
-	"MdUSXZmAHS3vJRM+czkyF0OzUpdcORLbEjG/MaQ1Lza0tt3YKs2HY/bPeZA9GnO3OAEdDBJ5S+NCFnD7",
-	"lEW/mENLEYNfVAk1A7uUZozPAl0/KtH65GTN7qEhwc61stwMs2RIs8msdYO0eZPsDTNM+hWaXhqa/hGS",
-	"qltRBvICZ/qlwCKwqwvWFs2bIlef0WugvIlMr3vjPKaAJfvwsSHMA3rNWsIWGXe5hwFcbef4c6Nedz+u",
-	"W6PwLY1TgFVteuWcnJHOiEwFggHpFRJB6etEDvOiOy2xAFJb8Fg/gTWZ47FmlgYw4Gnu2K6+Y04BLCxd",
-	"2dupF8sozi5X/6O545rlO4ctnu+P65+hn42ALUkuyvNtTblv3wHaB66ZzwX25Q66EBA54aMLDg+eawpk",
-	"wUVrkqVWWBMRqnWRTA5ypp4168ThLGV+QSBirshovUaOdEtAFf65TsFrvt/pmzw9EVfO2IUhC+Y1AAs7",
-	"qQa/ESOjDrgQLFrft1ItaskJQz+PEex6S9ywUY0AXUI5M9PZsjiVfImgsBg6tbvOWyJr3LAUm/8MIi2u",
-	"KRf7WeCF9Vq20R0ocGOXLYHpGQMyZAnLpVfIZm+eWME2k8rRbSWfPgygJYz4opNUhNQI6VSTKSQdaq/h",
-	"8FC6NecAds+6xYC5MJs05OeBhQDAVpE2nM/TbrtGIICDunrIMmmJHP3NWwipIB0GHsfciO8gWBOpeywZ",
-	"csXWy6sR6WT0dPDrqyfqK+z6yNzkOhkVgxmyyok2q6qwQs3CIiNs/VKBg7nDvSoU77CehJmjgnCuaS4M",
-	"wQub0C4QoL+XuQGStQZinQ6+xOo/LYE1RIE6FH0d7HXAsRiVeOiqOaLvghtCDkCuUWvHSVjMaI4zUrd+",
-	"GJcAyjmxebFbokPDG9nt2tFNEyx/h5X8caIg7ao9RwAkLMVPn9gWZnmkWX++AOzdmVfk9AUizbz1X5o4",
-	"5jbaOR5bw54RkCB9rvUzLATUikgZISVkQK/znwBMzCW9THrkeRwsCrBZBSJFtuvb+2MhuxzQxFSAOGmo",
-	"ylhWNLRbuajdKX5M2ZFe2Y/Jeg0dytS8Xg8q2f7MTHkVU9736y16kQcAutmnC6SQsMzmI+VxmphJ1POH",
-	"MxyK6tt/rlSUcUGRzivKiFMqRGxlAt+Ho4uzg8vD39CnCFGhU+EXJPg+/ZLzczQF5Mwv5Cs9fImUGfn6",
-	"L4wxTG5iRk1QWy3mAZiSAyOP1V+hgOICtHq6m9J3NI95TlBZNJb1PTI8hHQlQK9O+JUJOTw+OPrc/GBB",
-	"BzSk+dovwCZGJr5liZd5zLSSExj42s8LgrgGOmEt7HpFJjyvMFJn3PXK+VPBgmcqO1g98nFndq+WuIRy",
-	"wXi60UfZ87wCMjLVb2oGT3uM39SyOns2nVe3qVe3KXSbWoD6LkLhwIKLyvuPR+LGoN88StCRu0JJh8CL",
-	"eXCSUkusUREF1mwOOCDWMjc0CPE9tR7kZq0JnLglrKA+iR36RMiMLEMNXQAR0KWWmIcbwutPR4BekcNX",
-	"yrNa1LHDuWTiYftebqfxit5ziZI5L1Eas+WSj2VfFWt8l+cYu8i6eC3JsmyU5hRNub7r6dyJFM27QcIU",
-	"xppU6mSL/G/zP6fTboa7UYNtd6vvqNENw62ousved6t12uhshlvRNtvpepFEDwFYtZNbGl+AI5VyCqvR",
-	"en93NCx/dMnDG/dvuzuCX/d0DNvF7vRHnozBBpuX9c18Cu6dS96HoKVp72WPt7zHX4KKvGVJTAdnkF7A",
-	"bO4NH8BhS5UXr4r/zLGJXGWvBxXN++xPKczYm2kiB2zjjCZcTU+s7W/Bt1fkV8E93X2cD3tm1/xVyX8B",
-	"0FN5dNPR8/zZjFrxYJL17e7WHJ/TVqN1EEM4CMsoB2QFgVI8LWFuA/lHCkbW2kX60g5I292V9jr4PjKI",
-	"0G6P0Yx2S6xZY3o/jTUfxCyrk+5eJYoLQ+l7jFwJfkfYQIa9dVsgXvPwJhPxbCpcVDlRIMwcDJyXgJm0",
-	"4uI6zoJFrbu8FUfbbvEMvbKRsqDSmp6MMu1+J6FMwbHfMFN0bm8J63yQvQO9ggf8elDwUCCKaZskqycT",
-	"bZijWbCWgDQokBZCDxlkX5CGbTL4WZG17Xq9JCnK1PLt7hqv4gs6k3dMkPIpZHY66fx+Ac7iEr5A+vNX",
-	"Dv4/nIMvy61fyzz9D8tekZV5UjmhLxMDZmp1G/fur3OqOkHuRsfbDFdSREjSlwlEeoCnQV6mPjOQKk1H",
-	"0wo1FfjTa5mm77tM05wzNrcyU3Z00IZgHXhy6aa0NsH0E1J/5bGvPPb74LE+YXwlTy9h655Lm5Zzbb/I",
-	"GCJ6trv8i2OiVY+Ka2ulBE1MYc48cJxmQzKuFmM+shCTVTvCYLMc4gfj+vGkBr5vHkG/EVBNqPoC/pPM",
-	"ElQwjijrRmnUVuv/KOSwTFG8gkv5LIriVp1sA/1sVHcWv2jFAS2ldr2yhFeW8B2yBEIVYRF/1cJ+1hyC",
-	"EddPqYNtwGVaPiBrnGuVIr+lShwmrcWY+oSptM+iGjmjqTKPKcHLnX+WOe1McBPzDXuV2V8J9A9FoAN7",
-	"wl99HL5zSgvk5UlJLVK7b0drXRgkD2+wngCLyLDHDVHFhBCW1gIsIkXIgpawhWkCI0dgjiawGKGhrL+P",
-	"kVRck2sJNrA8YAz0AbBctcS5mSiS82xI4CfGgQG4fj1/zBJfJ7NWr9T9lbr/YNTdiTSv5P17D341+7Q0",
-	"fYcDNs85LX8RaGhI45iBgxxRjJE1GsdZEika9bkIXC0L63yaO0bcsBE4NUSQtqczIjwqd2r7Ix/b0knp",
-	"fshoyWzC892G8u34trfyR3DqGfrnxp1/7+F0tx60BxY8MdGPZxBTUSMH5mATKeLRtCr02Q4+Qfawg7AP",
-	"sdIxhSw756fLul5kg3lO3wsaan7LgE8uEHKIrrXHVOnfZJrAV3xhzhbYTEJ7O8H0NbIJzCNoewp/zke0",
-	"/NX8gX0EfrasYJn1fujdutL7XsrwNu496Wpe4HLRty+r1WQOHnI6OJr4V7wS6OGGT9B7PGIDKG0ZFaOb",
-	"bSIb63Vu82VDHtmeTJNSq26RzKwUg2yv7+ajrm/jGa/vu292fQs+8a/2x5ewP869wcsKgH94itMME6TH",
-	"0bPUSnnuK878BFBgHHQRUvuTufdVlk5KaQkJoKYYC3Mxz5z7FQQFe2+aJ5fN87Pzo4vmslbCx0kIPwCJ",
-	"2axPoTHeWi1KanaemNTYrn5ikvPTCRrgMDAWnzXAy/tYecP8Xr1ho3l693jRRfMJKRZsVyxMmFblSvTB",
-	"2dEn08tqt9iotfnxt7ru7HtwMOCfGGyXDQejSUJH0y6FmdYr630BZfng7AgW3zvK2cl8ArZbqmaPc108",
-	"wATKhGK4tQXsXeYtN5t9+AjE5x5VUFNYaZmUsVpUDvD0P4EyHvJltW88/y8Q9uBzU2Cd9c47tk3rrLpL",
-	"d95Vt8OtbvV9tBVWG91NthVthzudtzSPRQm54ZYJ6/K7yl5FxTdft7ubdDeERbyVNz5MjhtXeO3rze+b",
-	"t/U//37fb9y9G2x1dsRuuP1NIk0iR3GmUpggV9xw5K+c9wdR8YWjU+Vkahl+u3F/w0ZzPPV9AnVA7LHH",
-	"It55KWOnGZgXa+TcvARxZVjwF7I2yKoc1ErsgKY9jzTN89zHD14997+5OcUs+9zDtxKPDMps3ra7N8qa",
-	"RkoSj8AZftIMUaWXZpVqU5MJUbG1lljDVCs1LhRLdDuwqVdqqBnl/8br2Q7Gs560BCbtwGpISWoLAyiy",
-	"VqhQFYyVbFrPq10FLQFGTbPrNu3feG0pNZY80BaE4mp6KaVsZ7NSSk9QDGkrK4bkL5JXC8lmPIEKRovk",
-	"PBmvepTnt3ote/QDlz0quW/F2/EUNZDGaddStcEWITiA30wnOJe5edkam/1ZyyHU3oD4gTSOLZLHlZfZ",
-	"fjacfoy9r4p49endOaKDTlD24KU8L+VzicPj05kHeduVw6V/vb4vin8X9sK7seb0PolCns7Rx89djI2e",
-	"ekSIvGVJZv56o/bhthmOapR35Sox2QtHDgBJjzB5BGRvwAAcwtUesckbAVyHzLZBS4R5zVnrWl1eqKv0",
-	"3j5SzfevbGNzcR+qiUE8J5JeHOQCoPV3TGfMcXDYzWtQx8JBHR85i38MsWQ5uraIbCBTDRWwqgsICQn4",
-	"8YzTsN8uL8++njd/v2peXNqKLjRhpMfiiGgZYOFVbfZFk55UuuCmZh4Y0aLgyUaUS9oqh8Iro2Dma+jp",
-	"lEIIp3YqTyJw/HVf6aSJ0pW9xjQvnJ0CKtgDVNbosDXbSC2U/Zx8qjOWoHsvGOtLyYzf4sPy1oHCAixq",
-	"JHiVUF7MTDAhDdj9g1sxea3Hr+qqgssjyMPGvRnaTJjvkMZxJq7ARNCCT2IprlkCRARbY9G+i+MiVJB0",
-	"YNEAqm5YBB6uWPUey/xlxVWZiNS03B3FG7AYDNiXtz8jDPgTsj/cq4lrgxpp11azBTr8bJemFFr0mNse",
-	"oeTDyQUWDFtzpSk3d7ZIZ6SZCkhMOyyGhHIx06b9oCUifs21Csib6huAF958fROQow8ntkoO4wm5E9Wq",
-	"mWJ/3ejoVJCjM0KjKGHKNJAVJicDmeh9c0vw0nSzNHfmhxr5jBnYSUgVq3KhmFBc81vmmGoJKGrXczom",
-	"WpZ6uUwh+lhw+glpHBMpgkXECfMuF9ctkZGUa5mX/QQ23SZZQBJYD9oTXLe9T2hLYEHoW1sZytAiW3Qp",
-	"ShPaiUcBLBxqSTAslrjM8X49J6z87IZga8ydXl3+cnp18uHrb6cXlxdQZc6K5Vm9+Zbger1GTlNdld1q",
-	"Ahob1CTF0nkdamk/5vgzhHN7czPwsuu1BCR1mKK7TZK/R2punuhTJr4so8oVxvScitwLi2uLLsmYkDZD",
-	"KHvV5n5+bW5FXraUCAeS1mwNz3SofGHsjSKGdsmE7NS30KgD1QCrB5C/xQWGIm5cVNUmCbm1OQ0NgYZy",
-	"zCj7GYEuUwpbwmqFRjYEWsgV5NOGmFSmeywxoxES0u33AP+ybuJOQlQtkTdcIwdTqPTZwdVF0yfWdvIJ",
-	"s99HjqfMVlDJsvrpGe7DyvrpVBKGo78yy1FKrjZX0i5h+Itql7imdjmFHL7qmd+Bnjm+Kc+sY/YYjXXv",
-	"n+kGb1tcbrNet2HngHQnMmRKEcWSW6aIY8v7JOyx8AayPEZswETERDgqtUD9ZvtdVbDIilnIm8XZPHZe",
-	"Gm8Y81tWw31iYYoR0eAL6u3aLRNM+co/LqIl+ZDNctEFZYKcSaWvE6bImpEyXTklLGHSlxDBivEyhmpy",
-	"vW7r/e0D0c9qjQSFLM+UgzFhABWdXcVpVFZYksjEUPseD3tGVrdoAGxlYricvC7dsXOc18pB/HBCwJnf",
-	"Thw3L6hoO/V8M592b2ECNe/eThn0IJGdmPX/VTL4iGkKdBtqaJv29oibRrbqa/iWyiKb5PW6V3Zlp74V",
-	"VDTX4PBw4trJ/VV6Wg/U3saGilMeslrEbt2I1IaQuoqvL7weZ/hteXBtfklJJDGxjz1es++AWUo+9RIU",
-	"P7yvdBhNWGLaAM4GB62sVEef3kAp8kpQSZPYLsXexkYsQxqDAv++/r4O7NF2OiEmMUGFzoq78wTMb4BI",
-	"jVf4UCV4QUYeqyqUA6OKJyxiQnMa+21krlDliAN0+Saz+ggv8EG98YwCkJ4jopp6TaN1YLLdgwKPQKx/",
-	"ADWTM3SDyC5IPZOindf+OAspXwMo45an+vfXk/f7KaQQdJXu/da9T0patvVmuLgOyJDqEFJImZY982ce",
-	"W+Q169WbmWz1gzfMJBXlVQgQlnGJPLym8yQBky1f8GthzoA0tx88ooas05Pyxl+PiBmOkfDCKrv3Sho1",
-	"3KPgPaTI2gXciOqFeYiOVOv+7NF1pbwpcwfR68XdSO9LeyMfvjz8nwAAAP//aXV5GJRyAQA=",
+	"H4sIAAAAAAAC/+y9+XbbuLY3+CpY6m+t2N+hZMlDEtv/tMpRqnzj2C4Pp/pUKR1BJCThmgJUBGRZ5fZz",
+	"9AP1i/XC3gAJStRk2XGS63XOqiQUiRl7+O3pvhTK/kAKJrQqHdyXBjShfaZZAv86GiZKJuZvEVNhwgea",
+	"S1E6KF31GGkJdqfxhRaRHaJ7jAwSdsvlUJEB7bJKKShx8/bfQ5aMS0FJ0D4rHZRCbDQoqbDH+tS03qd3",
+	"J0x0da90sF2tBiU9Hpg3lU646JYeHoLSB9bhgpvuj6Pi8YxkctOJ5YhE6atvFOFROowB1b1sFJHfYFBK",
+	"2N9DnrCodKCTIfPH1pFJn+rSQWk45ObN6bE1RDSQXOiZI2PtnpQ3hNn35g2LZW2tOag7Fg7nrRdzL8wd",
+	"jtfKeuM5oUo3btnsVeKRO0UxVZow8y5JWMj4LYsO4QelE0b7JGFq2GeK0I5mCeE6HXuP0Ygl2ehNn2Xo",
+	"tHz8oVQ4Xi70291SUOpzwfvDfukgO31caNZlCY6e97meHvc57TKi+D8zz3oM3/k9R6xDh7EuHexVA3Pu",
+	"sVc49ekYaoVjuAx7LBrGbNYCKvv7vP1UWRvrbecfMrlRAxqyedcRXpg3nJHXyjrjeTAfq4EUigHd+oVG",
+	"F+zvIVOwZ6EUmgn4Kx0MYh5SM86tQSLbMev/67+VGfR9id3R/iBmOB1NeVw6gCExpUlbRmPSo4pQQViS",
+	"APmCP1Xp4K/7Up8pRbtmSP2heZsRSuxQYcIHpS1/qg9fgpLSVA9V6WAX6B3XpuPSsbilMY+I7TabaU/r",
+	"gTrY2lLxkIesErFbN3y1xfGjsvvowV+5/5WwTumg9H9sZWR+C39VW+fYAq7f9A66uXNF+jQ2W8AiIhPS",
+	"Thi9UXghoaWK6fJIik7Mw3UX/Dhi/YHUTITj8ic2JiOqyFCxiIy47hFKIt7psMSQBrMlJX8d97N1TAez",
+	"3AJ6fYbuy6deRdewwplo+EnJYQI3xMyCwTp+lEmbRxETay6k6SDjcaTNYim6imhJqJC6x5LshuZWcSdb",
+	"xWwoSy1jJ339qdZOyxsmSJ+OiZCaaDkMzcJxla4crNix0CwRNF5zwbhtJr3fbk328jd04q2lLqgd4FOs",
+	"y6XsM93joks6lMfmRgq8iiy5ZcmhPVj2zPWo6LLIrJ75wq4WUIuPnMXRmitWI/atWcQwYR1zdw9IrVox",
+	"/6sZWjJI+C3VjGxcfDwitf3a+81DQmMjuHGNd+Py5Pr4qPH1t6ur86+nZx8aX+snJ2d/eLR0mMR5Grq9",
+	"PU1DOzDDlSgofvIUu1TH7j0iSWgYsoFWpD3U6Ybx0GyWWSQVEGWOt2ExqcB4fXFitpema0ajKGFKGSpM",
+	"BZFD3ZZDERGQMsjAiE3c9GAeqkMjQiVjOxCqCcgdZgcM8438w/BrQge9NQ/DtjsMatZpGIobIUeCCBkx",
+	"0izdNUvelnbNELZY1GVqq7qlZekh8L8Nx2HMDggl5eawWt1hpJ3+jU61YjpQiw8IvLzaAcFPnoq8QWuw",
+	"IVITSnBUH+q/up2z3Zs3Yq60Y4Jmi82E/R08FoOhfu7rbE5tKEU4TBLDK8kNG5Nm6f6ecNN7JRwqLfss",
+	"OY7Iw0OzREIqzMTayOjiW0MI+lwpQ7vM+Kc+8zYSflq8hfjaSltoW36iLYTWyIaRCsXfQzZkb1QAt9OT",
+	"xgMy6vGwRxg17IuHN+5dtUliGt4oMupRpAk51XVyqRNGI2zdvGqecE26/JYpc0K0lMSw+EOriKdHh2qC",
+	"ywnn5VTqj4Y8rHlWCpRt8p5Wox36jpW3O7vt8m74tlbep+9Zea/9NnwXvWf7nWoNjnoHBuALHbvZ1p56",
+	"LyyxrULqMr7+FFt6KpEK5+SLKylPaNJlT6lKsLuQsUiRWnX3/d67t6Q91kz5S1Lz5LBzOo4ljXCLYSRL",
+	"LY2WsoyvP9Vph6EbamRaNceQ+rKH43Bu0T5TMV5zzf4eSk3tYhnyQTXpS6VJrVqtkgETkaElcJcI18h6",
+	"Mnrh6QO/59pZbvmg73L6zVPrAyM5jCPDsxWRgjnow9eaYQCKbLh5yqQplJYJi/wpB94VzP2D3LJE4UNg",
+	"iGTAkqYAnhOk1EltpgQl7drssLJ92tEq0qFKuy03DCihmjWFTEApNgezT8WYcEE6Me/2tNkpKUJWIaco",
+	"e4IiZ0dPRSqSNgWNDV0bu9+syFohrQumk3G53tEsaeGQNBn1WMLIiHJtmuyxeKAOmsKMHlckSigXyghR",
+	"KXCliFkQ1QugW5COjSSVsA6PY1VpGuUGcSNADrxep3GNSxZKEYESZcZA2qwjE4ZXgPazvTUai9nZSh7k",
+	"nAfvmMNyLehQ92TC/2Hr0mfHZ9uMJmbbjCKVo7i17HLkul3qagz9L56I7sIQLe9EvU8brsgVcXKjTEjC",
+	"buWNlV2vBb2lPKbtmD2BqmxJGDfyuRofEp2MCe1SLojqyUTH45xC6BHnSyvGD73hLLuI6QdPRVyyWZgr",
+	"aWZizqqmNyynFwo5OiBCkohq2qaKNUUohWAhkI3QnOROwhhImxwpPKgURgClXOfvdCQFO2yKbL0Qlc1d",
+	"36e5ZcnY9AmdrHSx0sWFrusD/okBXxokcsASzREyDBNGNYvqOoc3RlSzsuZ9Ng06BiUeLYFNOqzzfvqH",
+	"gSFCd8XwaYcnqMAnNNQsUY5BKBYmTAewrSyOjRioCB3QBFDwqS7shZkzKzGM7R1C0HWqiVEe6V0MDWcw",
+	"7l8leCWP8sJypJMPvIX3h/slbVm2/5shHndERcjiCwv0Tm/hkvvhrvF9iQlzav4qHdVPjxonJ40PpcD9",
+	"/fj0V28M82ZnmysccCbBT+9y3coyLdDeWz7HGvWkYqR1w8YtpzvBdUgZjWZ3miRD4dgssdc0XemgKaQg",
+	"Wg7MuTH82hBQ6KhCrpz2oAypZf1BbBiivGUoB1iVBv9IGKCtITNSSjwOnATWFNt7VmoN7BDN5dQyFdG2",
+	"995uBqnmZzi3ICA7oFZiVaDoEB5CX4bcSPNnj2pk6qnWQwDzAzDJjFGQjd3t7Uyz2ayQYyMLmclS0hni",
+	"vUDqcd44/XB8+mvaek/GEQgebRreEERCzSVC+QCuE2jZTsgwS2op6DARVmDIn7sbNmd703U6JGGPhTdO",
+	"i7cAsHYXG8EAM69Nc5NTPjVDvy462HGxkepjIvukZvamVq0G1Wp1tZFMUlQ48Ym+oJoVk64bNn6DBw5e",
+	"BHkrINlxnJBzA1SMUZ/F79rD8Ibpg6Zo3TdLIGmWDkitUjFifzUgzZIRZUsHpFlSwCuapf+nabjA0Lxp",
+	"fm8PE6XNG+Zj+91Di2woxsilGz0cPdpWTOimgC+AcVoJcbNCjpZbJTiHiDx5KvtWukpblUplE8+NJ31A",
+	"h6WD2l5gZmP2EaZiiCCsbK36MEluzDlzu1xIboCSIoPzzF80ikAhoPG5d2w7NFZs8iQ7VjVpj+9z4f5d",
+	"W0QUoY3Zw8sM+Y8bYtdhlfPEpF8dTveoCa3J8wrZHQ579rI44+7jFiVMpGjcDRKmFEc5d4IE8FuGQLAi",
+	"G3hRSE8OExLRcVl2yn0pdI/gf+2jEWM3qBwqfodXQFnBDGQTK6q7fsx7Fr/+PyPK43GFNO5oqOOxU2/z",
+	"YwRqC4aRWxpbic9QmxU3ijvcs3ixciKNXfKgdFfuyrJ9mNCRUQ0qF3T02QKd3gtl3h/IRGdXw72fQZVM",
+	"hNIwlC14/ABjys3KHj+UUHdqb7e3dxcZ+x99bg0Tj+ngXMYcRY55l+Qs97KRR6lhsDknBXvabEdtKWNG",
+	"BcquXCZcj3Nvb3seDbuLpmjkzz+lYLkWStdXR6Uizea4flon5hPyjzlPAEUnUhCWnSiQEag5VRMH6e3u",
+	"Uhe+E8vRpJvRQmHyCSlF4RiCRfT034jyPD8xnRj7IoL2B9qwnG/U48YHTkAo2wO8t2Ckrk/zlRlJn94d",
+	"43c7cALsP7IDQJOEwtEfJnGBCCeIU+DJ9cXJNHmqPvpc5Ts6E/EYDds5A0CmEZiuv+VRNMsRuNWfs8fu",
+	"o28obQSlQUzFQpzEvFMomdjvZ08qyhACGsdnHTCCzevLvv8QTOqjqKsXABw9gLNEyA4R9iQcMJnKwl2y",
+	"LU4P/ks2/ImLt/w8Jj9cfkLg79VTLPxKFO8KozbhqxXyTHPN7tOTIDkotGtLSz2wxuNXqwme62JDw0G0",
+	"6iSeCaiZWBu3EHngJhtu0cXKduucdouAG0fcl6Ly3t4/TFPyzCsZSMx8dGtyEawNyWtj/nS8A7P2GYxW",
+	"FT1WO5C3s8/2xCpMeEbfztn44tWJ+S1LxpdTMJuFYkpB6UPj5PjfjQsA3D7Wj08aH6bBNiOGmy/LtzQx",
+	"R1GZJlzj52ifKmXd2T/BhOGefQQPqZIhGI2o6OB1EtkvvH5aFj4e9Zi/gqk8PLGC0Cw0UrRADYS+fqE6",
+	"7BmJZEWu6XkrfioEnhDDaE14UrYI4u+IkSkuujFzKFxABuBIzfqHJOJKcxFqh/5T0jYDnRR+9vaeRjeb",
+	"GLuziCC+jdAk2PNa0FrLYxvfSp0TUv8CFogZbuua9QEsVA5qDBzGSIQkKpY6IEOheYwSnrn+hxmMulM1",
+	"Crci1OwO2WhZ37fG6e/XjevG19Ozq6+/ND6eXTS+/nZ2cfzn2WlrM0BPLzCP0abYrVbBo0th+6DlV4hV",
+	"lpx1FX3DFImGLDXNAiK1HG1aV9t7mH0N0jgFuA+PEyRX4x9T9y+nKdScWD9bWfiOlUVcgC9LLPcjV/o5",
+	"7jS5zPwCEqaHiWARYOakIxP4S0CUJGLYb7NEkRvGBtZDLuJdrl9pwndFE/LLAS6/YAgZJl0mdIWcJZHZ",
+	"RbCrpDwmPdyHpEN5IphShIaJVCr7SZFQmikB/Gj50ZJYUzIUV7zP5LBQeeGKJEOjcEeMRjEXLCCGg4M5",
+	"Ak0YG5T8Kkk0TMCpYPPA+dqiVWAI2FMI1sk4PcehTCIWkdS2aDYEbGTg54cdoTHOSlhvYBh2nAScGMDs",
+	"J23wU08mmiVkxIWqEGdeAme/mJqP7TH5/frsqv714vr069Xx58bZ9dXXy8bR2emHSzOL3e1tN46trLMJ",
+	"i1Ntr1/6kTCyOeQuyklZeVoGLyw5hYQNYjpm0UyLVxaoYt0VUqMRGGytd8oh3kdrZpIJ73JBY6AXHhXz",
+	"YNbMVj2Po/1uZmLl7cn1c7NM2/ImM2/hUkax3sI9wwSWGjXs+7qa5vQhmlI4CzXIwhHeMqEzJWVqZCwf",
+	"r/l45EDIiBUqBuak/lE/vvr68ezia+PfjdMrdMU3RxGjLUfmP1ouxmbyYaEWKHAdz5z9lbxk6Hn8CJCw",
+	"IIAVxmx+J7RoYuhC3eHdip0dMOSOTCZ0mdo05jigWrPEdPR//1Uv/0nL/1TL+1/LX/71vwo5IfrnFgHI",
+	"Y/Jfl2enSMDtmORQD4a6QupgeSZ9RoUiYhjHleeWW5Y11M65+uaSxEyv51Hk+OhnVRiKO+N7j51j7NVi",
+	"eGdpGO4RYm3m/U8zb5YgL7Y6+LM9Jr82rozmLYUXeA0uNXg2Yq40iRkFZ35tzsiLSLUR7vIsd7QB7YIp",
+	"F8gGSjiKbMycGogVSxHaUxmxC2ivENIz4zrN4XrTI8SsAs47Q7C7GcOlmrS2nBixlZlYtu49ovaAMUSt",
+	"Q7iY6LzUwkcgyAP/7hOKl3bhKfQY5vTAM19upMTpEqLHNE00i0AetYMxKwsnzHMYc69Z2eMS3E0zGRR1",
+	"pMlbsHDYCdPJ+KyzIH0AijRm9837RmRNhWcboQgLd2hdbWDoVBCZRFzQZGxk3qXMW3aOq0CqywkfKblz",
+	"Asiaoq75cK4lYX2gPpOJlkIFJkflyYLZqgY54p6j0o7izmUWTwHtZ5znZZD9yaPggdcX16enCF4fnX0+",
+	"P2lc+eB14LmQfik4FhBt23BcK79CaXxdkYcwkOr7BZOzORVcQ0UTSyM8J8NUP9R/rRBDfq0nccLIUPC/",
+	"h+gdx6IuA7YEntfEqJHHV8dnp0hS+3RMQpokY9IyFLJFtCQDHt5gEGpCRdirNMVn1m+zxMIRpn12R0NN",
+	"NkKqWFkxobjmt2wzyPv5D8DEYMgKfmS9P9FL0yFBXIDneod3C1AhclUUT2ODY1OBTKFWvJ9qxV4I6WZg",
+	"XmuKXOQWxtqCT/xYs0J/0DDv9jvvwPsewkawibpshdsSYWxXIb9cuhWz+UWtzMdMEPZwOAayXa48KCPj",
+	"ThZN0T3GE+RUGX5Cp9GTDdyWLJQovVpB5oR5+en4/LzxYXMlrOURmMliVQgX+8s3F9Z+YzTWBRouuPaq",
+	"2bJskbFrklpkfHOBiX62Qg6nqkB9MJf1O/PXs+7b8zXCYuFo0d2COJfMwU7Pu0+xFF3wLxaMGPWzP8BA",
+	"MvA9zwOQ4HvZ53HMnUsmpA1AsriZOunPPOiQVGHipB9CaK4U5EPjpP6fwmASfDA5dkjTcNH4/bpxeRWQ",
+	"q4v66eXHs4vPQcYtAmwzIKCf149+M8PPK+xLuaQriQD3VHR8wsyus4ho2WW6x5LF1xZ9qeGdWcfXKiRT",
+	"h9huTrFs9yQKcqrf5lf6j9445VtWtj4kp9cnQASBG1kDQMJgM6+vPpbfw78UqKFUket/ffz48QNyUaDB",
+	"zrhw0Tg6u/jw9d/1k+vG18/1/6tlG+SaMHPA0swDZshpyqvF+rdTrKfPu4VD0ggReDXAjjw+7gJYLM+v",
+	"kHpT3NJ4aCNWFo7fSAYDo6RjNAFG4pnhitBIGM3SAblvluBlCCkYVqs7ISD//B+GKSYg4iBht5yNMOog",
+	"ewn1YhsHQxUE5uBHzdLDgw18m1ylb0PPpp2DAXgqEAJ9A11MtRHWgAWD/skGqoLzvWFjnFoFWyIbo56M",
+	"2eah25ummBbCLhxvjvkNcxa/A9i7pliweQGStT5NDGGwO5ASiKbIjuJLLPNifXTh7VhOPzW0KFNNHRFe",
+	"mrx5yp6jXO5epmfCkZzZ+uB8IvkUut8CDOj5lT9vnZfX+6wgulADPLO5etJEgvmlstFAhRxldVeynlQz",
+	"iK75xYjWIRVS8JDGxLR4QGI5YgkxKllAhCQ6oTw2AnQkZ8WVYl6Ac5ZgmEN+cHKYC4NG+vAot8aJrYSZ",
+	"FXUf2CVcxS3R7ck5HRaFkz7/KmLAxbXQPC7i9gyDOuEt4MIHUzkiQhrHaWgoDAuCHp1vActDayuvsz/A",
+	"whWcjDeZnIKRRjDnTSSZIqMej1maFMsmq0yTxlpVEKF0gAGGQnDRrZCWuuGDluG2TLnUEQAkcn1IWvBB",
+	"K82qQ2gcp5ZXsGzbq2waceBZ4SU9t57l7oOPF41GKSidX5yVglLj9KpxcX5xfNmY+S1cblUA8dC7C5zK",
+	"9BpZ+uKjuZ47hMvuZqR40AZ69JblfB8gtnFhPNHyPvMT4Z3zPkgjKZ/iZsMIA3+pFl1flwthekk/HpH9",
+	"3b13qYqAmR4giiK/MS4FxP0MGVwVhdKxOCrH7JbFacYzG8JqU1T+1+XZaRlc6FlSBrEHs3UtaQvxsMIC",
+	"PsiF0lSExXDhlN6eC7fSMZuj/k9Dg0qDUHh9cezDKTdcQKJeO/fFmpYVQrD/uUZ88AIo9tWwksuRHIoC",
+	"mtwAiTNhMaOKEQjs1tK5XhXHMKe5N1YKE4gp768n8nnY4Ewj/bwsYF5I/UTEvlGMkQIupZk9xkOdqwHV",
+	"Ye8j5fEwKTIVosM1gnzK0K4rZiRrGqOVE4xcRnEFM9xO8c64XtZUoee7UzyV4TimSjeWtkb7LnMFTmor",
+	"mNtgJR9nb/MOyWKb25IppxF3MOw5Sjf6USZH1+AVD28WZrkGuSI9Vzz17XhOZSznqRSUbJaIs4XM9Y/0",
+	"xRfzpONL2wtThTE9sEGeAhfQAv8uBBMOQr5I7hNen6JOXPwpSumv9Vzm8RS6aMaJXkYV9U9ZYQDN0Un9",
+	"+DOonR+OL8/rV0e/rWKO9GHpRd5Yk1KB82IaCaA/YzKAdgKjDw1iEFmzFB8seaPIhkV5AHW+aFxd/Ofr",
+	"/948dOkIYtYBfxc04OU+BJhPQbqpHDA9oTrT8EZ2OkeSdTo85DYHmCcfF8rGmUra4YLGuNZFLM2Ht8H3",
+	"Ag2LVCij6yn7HdnYrVbLe/v7m5YUUtS/EKu13tWH6EiimA4IFWObfAYETdsQgtmGqkdkoz0m1q/aQmq7",
+	"d3dA5cBnlIrIPt67u3Mf5T1u0jXY29/3FmG3Wi3iu1kIhF+CwxM8ueY0PrbJDQqUvYmMeAiNwhk5zBI3",
+	"9goV4T69qyN9UUWZdPCXwGuWizAeRpA+aBlbR/3qqvH5/ArMefMVJbMKM6d4Yk00Ni2ZHjEmnK1G+ZMM",
+	"CGa+hazW+YUrFpinKIDLB/I04a1T6UGe3HHu2+fUWOwmaBjS7/Ncr1KnK6g4YsUXL0Fv9CgZxjQ2W36B",
+	"rqAT7M/c/Rs+GEx0tpLoMtsXmN3pjzyxSk6BDYbd2cFoCeNJHd54bIGndYZle7/i/Vl+hTCAPegaglOs",
+	"MCvkiGyYWzXODSVP3pY7+5N07KlSpBSkRIHf1lFa5usHfsKUp4oX/56lUBd/nide3jpMk4XMsOFJrvkd",
+	"T/fQ27DcRZk8t96FzpOUVaBmR86fQjhNWcPLyKaXTOeMGY8LJEwNHnmacIR4thGh+nRMujLNcAh0wSb3",
+	"w/xw1q/IZbarFsMJhZaKok4HRpyDN7BDcPFyWeHUgAnXYbVSreY6XWj3mFjo2daLGeud5llBgPlxKz4P",
+	"hD41q4qhl6k1AYWphVjzYjb8GDx5YsW8sRcukd/DStpMlqEwSy7eMv9sTblXwwFpDSAbNYLysRTdpkiG",
+	"Av0p0u9hL+EtI+WPuIjkyHnIQwMBUTGHaNAN2hTu0CWEEszNluWzhGy+Op/J0vSFIwJ1guumgPop6pAI",
+	"04WXK1MmDhNCY0mFwE5DyQnByIYUhDZFSo0PsLYEbPyjMhZOH4elbr2RBGDpLHBYuHIDlnCJAn/MjBAF",
+	"uR1tGA1meiQb7JaJeExgNg6H3Jw+wwvNJZiXODUcuYni9hTq1ElhPsxLnJA5Ojj+VccySTpMLzi+ootw",
+	"DUzoPKbiKWjEijYm9chbeJVpbtl1nMjVuZnGS90wNrDhkwKSCfWoslJrwvoSA2iKEPAZJ/GbHYxn2vXn",
+	"9XPxPzZqSlkOcFedgQtXd0V6jcf0qVNevqaOfMHUkZ7m8rgUkKvka3yYeabWzEj36NRyM3PK/eEbCAq8",
+	"IzCajKbMHSAJsGAKOfLDz5zXA/hRbHAs5GW0Zy5IzAXbJMDhXTkpz/g5nxDezLJCgqQ9ZX00csSnxn++",
+	"nhx/Pr6qrJCFGrAPGzuBdR2ggw3P1QEScc/IOZ2s6o+QMOpKPlhi/cfZxafL8/pRAwdfCkrpREpB6Zf6",
+	"0aevZx8/loJSlmCjFJQur+oXV18v6lfFbh/JLJEadjcZCkWGIkIpLp/2zpvccI4HEIXTUJadDrgA4Q64",
+	"wVpEmZKIQUS/S1eR5ifZxJwZ+FU2L/tdWg0FDlLMtDmJ2ERX4jfZ9B/pSWT3ofBuYMJBl61rptVfPZlj",
+	"XOTi79cyLefKPS9ESyD4fNXMpatmA+DzS0+XuTMWuMiCkCYJZ8slFl3NyG3eRnPKkY0BWawimvNnYf5V",
+	"tnNm4H1arAp1A3POLzUVEU0iYpdaESZuWSwHjNybhgPEHzXtDwIojPJQWd4qPJHzrhDzylX2zttH8YhM",
+	"O+o68MlbzryZNb9ueUDKP+vZUi1xD58Co5q82i8DVRWkQl3blrJmSuIps9py99vmJ340hvvNq7zkMgjP",
+	"hHjnZ5LMrZ3HyNPLU0k91P0rVUHII/coDS8sZOKp1FjAgkLNbwsU+0aGDrnMXhQSe83m8o84bDiTE6r0",
+	"b3KYzB0FRkZBkSb0AkhRKqo0JPsvHtWyjk7FUl0av6p9vIwjepsMxUG++ExAWKyYhzIVj2l2xaQV3FjR",
+	"gjc9ZETWXHmXDhbrjHMe2r5otqZbK/dLHqGLKy5l4I5WOtKp7V7FwDABEa/og8zAc0N5uK9VPRBt4fqF",
+	"YOBl1v95SVueqq3gnZxuyJOw05RAvQQjNZvHwqHR7y/NgCyCBqUFi2UvGvUN9fFK+mVqXv382Oh5aQk3",
+	"sKJiW7m6eZiwiIuOLIBVMcFJFzJJjpDyQZU0529aIX9kaQPBnxb9igwPgsC2D/VfFZGdprDOknA6ocqm",
+	"YFkkAdcI7dv+zLQ0JugR8TiLZvAg9DdI2aAsJsUyesAVNj5eNBqkFpDzizOyF5AsmoBsVzM1WzdFRkc3",
+	"K03RFM65GXMQoDLZ2qIDvnVbaxEBZWRbdVuPEcKDD8gvWPYR4/ZgGzByr3WAw/X2B21aGJjthxcXbJkr",
+	"ZJwwGvZsRbCmcAQ+fb1CcMjo2MQVac0qyNjCIvD7u3vvrLkh5iGztd0salYfmM7K25WqlSqyqoqj0ahC",
+	"4eeKTLpb9lu1dXJ81Di9bMA3D16lRtzE+vmxl9X6oFSrVPE9OWCCDnjpoLRTqVZ2LE4HZ90u95bZWiyc",
+	"UZQGvw6rij5iuAQW1gaKj+GMLjjSujomtr4ZpBPiWFoVfCLN9TD0gjqZrnTClT6H/s0Vxhp4MJbtanVO",
+	"Acypwpd/5XlBzXFVF+3iUdzSdnX7bblWK2/XrmrVg6r5/59YlTstvrgU/fKCY6Yz6D3MMgiogKg+jWOG",
+	"zjkKK1jvVmuzukuXZet6okLpbnVn8UcfZdLmUcRAfNjd3l/8haty/BCU9nAX5r8PTmCCxvjBzlLzyIqE",
+	"Gjo87PdpMrbHIeXX6o09Y4aE0q5ykKQqfTFf5Y7v1r354wFYEk1on2lmK73PNMsIG0jFzXObbcZeTyvT",
+	"ZDwFuc6S1UwRSv0CNy3sLXOjvJsDfpeY7GtkocXUEx4ALbhIQVO40n8UcgrQRB86Cz+6W4LVW0h83xH5",
+	"NsbayxiS0FSaom7D+7AnVCiyYDTt4D4j8RKl5UBBS2CdUBiQh0UNc3WWHTaY41cuwpknmeSM7rFcI5nM",
+	"U4bM6peFRv4io/EqVCFPFN4vXZB22uI4kWcQzEPrUayJsaUEC+Py5tCrPaRXqxxHR6VmU6WUnpO0orWl",
+	"S0sQgF9olK7TtyNl1d3FX5xK/dHV0d+t7SxF+05cdfnd7e1liN8tjXkE8W0/AoU9glLkhOZ3fT6FtXir",
+	"2rLoG2dq697+fXwcPZiObQ7UhcTXffZGER6RDXPiMjh3cwY9zvqaS5UXKUGGJBeGP3+mN5bqup4gf7iQ",
+	"owAEcYYeK8o6tAcuKNLQaPAFbwrrCEGOdape+jODXO+GVIeMY4Qb1WnOci3lDXi8hFRgAWRMFTNgtJA0",
+	"XsByT6KRU+RoezVylNkldnKwjk9/qvtOXpowOxgFLW9EKFXb79gurbLyPt17V94Ndzrl99FOWK51ttlO",
+	"tBvutd/SFCY+WIR/QZM1ut3eCXej8h572ynv0lq7/D7cjso7bLezR9+234XvoV6AeXeP1trb4U5U3mV7",
+	"5t235t13UXmfVTuunRzwfFDC8AcWkd+urs6JuZnTwP9etTqF7BdLlD6S72HuabzL0hR8CnYuJuPu6Abu",
+	"7P50BPw7J62XTERotUQSAkXdPcrqyOgM4uouz2xVDEIm3VuBkeJSJSJIS0HbjHRQZ0wVK1wTFgSIiVtE",
+	"tzNF2JHov4dIdSyNzmNKaxHptRTB1fW46RJxSylz6U683rMXUBJpLmOIvUTZnhRfu1n8/4J1uQKojQog",
+	"/pfk+uIk9enQRl9KfQv8fjNYqynM7d9oFbCxVkBak3acVtAUrQJLTusAEn3IhCjZZ5sBca5pNj2yFPlI",
+	"eh9ZcyolDXsZEeIKqheCs2wcy5HLeOAsx02Rmo7VgIW8Y29WlrLOrekbRVpYD7FlyYuFzowGyJULHrQ2",
+	"eKy8Quq5hRRSY/FRAONGPalc2hnVFJAhFbIAgLc2FYRGUcKUcrGXiiW3PHRxmoJp2IkAS/7vbm83hc3o",
+	"0NoaJnHLdJ6ppQBdOl9mG0v3R+OX387OPn1tnH44Pzs+vbqENF2wk3iKyEatSrKIxc3DrCBNAH3uF4ln",
+	"haVi11FinXV2aSPhl0lQETa4Yps0325hyrgJC+dB6W2nFtbCvVp5J3zbLu/SvXZ5v/2elaudWrRNd9q7",
+	"4V60vOQyt2juUip1bbWVmiG2+kLZ/MX8YqXHJYVXVzu0hBfjc+fT7/vJ+18//efv5Gr039fnH94fn5z/",
+	"eSy3T+gJvRyVVtyXaSM4ytnPv2dTBVcXMMEgy6Voi6S+ogc/IXrgGCWhxN4ZYBUT3PcRMu/WfaY7PiCD",
+	"NhdymlV/gOcqx5mw7L5WJMMnKqSeBjGnenaWfblPx0RpHsfEcCtMPpUn4thPERHP0afdWSOMXqXCb3s0",
+	"cdmNXLjUaQwWq1iZTuWTtcmD8ivTC09J9fvmYt89T1qRGb1evW979X5leoV7NwE1FHWavbLVyCBFqJG+",
+	"JAvxoOql4JQ3PvMIiGCjCWgly/Svh6opNtISmGnV58C6qEGqcoRSgTGl7mqoIL1RaSOhjFiFpOXT4G0b",
+	"2ZgNBlJdQ7bnjvSyCzvdxXb/n68XjavG6dXx2WmLbLzDUpue5lKkp3hQ0IdstRZgQWciHvujs2vD3axm",
+	"wUNZbZalbvy07/HCk4JJaJd40boErYs0pejSX1/y7kqGHj4W3AW/qgLyVk/rPnkyziuZewHcSRTTjGem",
+	"dq60V4b9zKZrZpxqAiDzvsun00c5OwqITCIgQu0x4VExbvzB63wVyBhSsHMsb/uc0PHPSiOydV+GPKR7",
+	"9EofXoA+uJvqb4RHG/yns/Hof9OYR9SpuVgnBBMkyATLV9C0KhGpOS8ifM+rIGLuHNSgQHw0g2hc6t4i",
+	"3DI7bOtAll1XmssWf4LzjxWc/vIr5mTlG9KKYaXfWBzLgNzfYw7YChRDfXjIykCUugljOiMAaXkWJJqW",
+	"qriXnh8sy5bshbFN626b1umrBS+6EaCDvqfVaIe+Y+Xtzm67vBu+rZX36XtW3mu/Dd9F79l+p1orTW3a",
+	"Qn/N591X7xIUUFsLkb5CnCtAnFir70dwkILNteLTBCWfScgXiGpb95GHmMzFNy9lxwllLl+Ogy9tCQFM",
+	"eoPJOKlOfUedT1IYM2rzbx66WgN+GJMZh+rNAjwnqP8r1vmdY50rnNEZiOdlT46c75t7PZMUXBxcVgIR",
+	"GEohDDrv7FRfmtf9zPwon17/9TK+CPq50k1cDRXIwe0LcYEJZrNlr64qcM9drd9Z2solaiXoDsv7/SGW",
+	"2HD6iV/t0AVbtRlk8EjJy0Tl7yxpepY5VYrFGktWCvpZFBfg86soBnY8L6wVRDlrzbIEcBExTWPNth9B",
+	"xdxGzSBm5iDZ9l+F7J9RyK5HEaFui59Iqk4J3da9/dvDTIgUhR7ItVdEr2i+Ws0yIo9Pep5Z8nnm+1x7",
+	"+vv8s97lH0IyWXTL1pNGgvvZ+21LqB76JQ4Uqc0I8rnNMe9iC8Dc9JKFglEmVaxkL/ELvRcYg0OA8cmA",
+	"drmgKHQXGUyyTCbfq72kwLjrpzwRz2DaTRfFt+3OH4crxO8rObOXpqj2z5pronPFqmw5WZRNYWAAzWCa",
+	"ww3zLlZvPI5aTWGzv0JALos2DwhNbTXOH1kKwHpIhwuMmoeikTRWsiloR9vYM2h9RJUz2REpPCc8NPAX",
+	"LcnfaWb3dVehoKqjBZ3ydc+xPoyXjAbzKYDPEtlQDLz1zOxbRfd0694L+nrYQk+n1ubsCdqOPsqk4VKO",
+	"pROdLGjw09oI01u12ETobd9GPmoIYH70WoEtTKBysdp8ZdwvYElkPvNwrNt7WCwfe/cIKA9o/YVqeyOt",
+	"LCs82ma19Xy1xjwIiHnhwZlJNcV2dTsrBQWfZskMXOZzXRA94yWTaQpIVUX+AGIiSOs4Yv2B1EyE4/In",
+	"Nm4FEDo7YFSnsSC0b5Mh2lQHmIZAJrwLhaQygmzT2JOIdzoMpgGfYY6CtKkbBqEytCl2q/sV8omN845X",
+	"WYL27V3IO4bpz7OouAL/KrvA6c1cJANkUcjIMxTtgCgAEcZYoCsdaxqdM7UQZMY6HDpaPbEQmF2XEpj3",
+	"ZSgHLMpPLZizCCkb7jEaQa4jS5MndjBHk/0cznt7i7Iif1kDzEmzYbu0OxHN53XenuXTuqxW9Zyg7+T5",
+	"WQlGWjH42wkJB6WdaDustau0vN95z8q70buw/L79lpb3OrvM/VZaJ5zZTivK7kUBt2qktap+Ms5TXYLz",
+	"HEnRiTlmXHssXjRj6/1EVRNHwJWNLtWcD0kpKxj9l+8XYCjMRA5tm/EJ/QTCodKyzxKH9nJFIGcMJJiz",
+	"aeK38G5C2iV7lHa3t7O8VhbRIq70kZdDTR1sWZf0SsRu3ZTUFsdPyrblpROk2MnOwC6wDnFMwxublE0v",
+	"KGaMSwERjlBamgGN7XIo4qCIlhJqrJCNVm7AhslpgsuyeYjJyowaEDEaxRwroJjvMHmEV0Ady6SQjRbW",
+	"rCyHdNAK/OLWUJPSynDfueBjr31OJFlH+im3XQqmBTLQcAC1j4JqtTqheOYjbsmGc8BunP5+3bhufP2l",
+	"fnX0mw0chVxKRt7ZJJDhiaUZ7igUYALOrlkfyi5BdXVU6py1VY5EU8AJCIhjUlkIMGmlGdBb2KD7gWfc",
+	"FlLaNYUnohEjoUEXOCA1jLHsD0pHNqEquH9CZmmQNJoCVo4MqHIJqXx45O+h1NTcBxlDinshQZ+jcXyA",
+	"IbJYxqQpvLI9MITd7X3/aEI7gVU4MOcUV1mhQlI36wFLBLHCIPlQRaA9W5UzLwlZspfOHRIDptIQKuit",
+	"hA0gsfwBMbyztXlIKDSdDTOTkWyDTYHTsEsB825nbhe71X0nZ5qGzGUXRI94yNxBgJcxaxfZrVaXkRd/",
+	"gbO7jvhj9coZgpBRcb2T88l6dNGQlWulYOqbXxObqjMTn2qGfP84AhQs6HNKUdmCryxPuTOZ1vCYFrC+",
+	"PF7EwqNUJGdhkgBzL9ytIxsQiY/D2SwiEK8y2TPa8I6d9PKj8Oo8XtwexjeP5Ng53G+B6c4XEN5kebkA",
+	"JwWBzUVeodnBQV9cK0yO66AtsuFA2L0qHHVDvuGobx4afhsxdZpCci3IGWmhBkjGCO0uCWRCYy3Mz2HY",
+	"ien/jR1uQND/FgtgQ4rZFH0A0SQL/LpoHJ1dfPj67/rJdQPEDtIea6ZQnNiovSWf+C9+5BdkHsP8uJig",
+	"g2eJMGjbYn/u8iMkgLkZB/FQkb0q+f/+X7Jj/gNZL5oizYcGPJf/k5ZGT4aiiKv9yrSPgKxpHXUhrrPs",
+	"o5VtsJDanL+fXd1vhhm+MFKVr5JKrBhByDyobagfQBeLR1f7szQ5GOwA/5F3qp7jkm2HYQ0R87tLGcnR",
+	"2efzk8YVlNIvcNgOHgUCJAuM1YW9ry8ymK99179nFSPmARVXvmXoFSd/AQP3EqriymF4XtbBRWblCSqP",
+	"mZxW97XLdznL1e7IJuil057dWJTCpYrP/BG5Iml2KdBRjEYFVbfIUf30qHFy0viAkccJY5i2EtF47Ct2",
+	"6eOtF3pToAM5izzYuC5QhMSUGs7wZwVHZCw9qoiQXroqMmb60A5t2hwIH23dW4rklrVVmG4JfprDY1YV",
+	"4ldgDxl1w6VcCQjFgV/YwRYGmuAWYEIuGoZsoF8h0e8/ggTP9BNgWEWW8NmJ+klLszuNr5WVThjtt5xw",
+	"5gvL2A5IuyDpHjQFSLoVy85bAUq+FXfTzQMj3bnfgVzAk+yNpgABFPCNFo8OWpjbV5nzJ0JmXYE2A9KC",
+	"7t3vN1xEm0iVWhHV1Dz/r8uz000IahRaEXSAaJ1QpcvwqHz8oQXSMVTOtV45nUT2jVyOKNFAZzjd5dVF",
+	"o/7ZS4+wGZgVESgwU7BOhrLf51odopyMS4ck0vaem2uF1EF9EIKFOsOfIMcDj0C0Z/yWRQB6M6xKXSGX",
+	"0CpaFaHO/KSdDVZ1wJKmUCwxAvbG7va+SzjH+rBKJIylYpEbVn6Kxx9OGi0vMbzAnS6imTiYlGY2XEWr",
+	"1XiW2RP41PKsBbL91OnMEd4Sjw7I7nZT4PkguRPYFHA4yH3TzwjcLB00l6LUzVLQNMI1fADiNTyxeTjM",
+	"w1Q6bZYemgJWbMqJJDVJFguB4N2CE3uVA79x5l28sROgQFqnLSW9+GBdeXBmHARz7lt4FlpGZ2wRLaco",
+	"cJG7lOwY+kU1YAyHIIe1bALpVhovAcCDjCAHJmiHhhbB5/BpjwK8oVMPtTHza4vjsKBqg6F6kXQ1VK36",
+	"DungO6zSFJBDFNsFpwSoH4T3khJX2l+wAH7AamMTo8CibRupSoyVKCMz7ICoGz4YmGepZLqJTQmZ+Y6p",
+	"pujIBOxoWS+p8JnJkZkYmhbI5MqR2KaI+Q2DwvvOFLOxW9spzIdj9s95kD0ac7c4AR0MEnlL41wWcPuU",
+	"Rb+YQ0sRg19WCTUDu5JmjM8CXT8q0fr0ZM3uoSHBzrW02gzTZEjzyax1g7R5k+wNM0z6FZpeGZr+EZKq",
+	"W1EG8gKn+qXA0rHrC9YWzZshV5/TLlDeRA67vUkek8OSffjYEOYB7bKmsMXQXe5hAFdbGf5cq1bdj5vW",
+	"KHxL4yHAqja9ckbOSHtMZgLBgPQKiaB0N5GjrOhOUyyB1OY81k9hTRZ4rJmlAQx4lju2qwqZUQALS5cO",
+	"9qr54ovzy+r/aO64ZvkuYIsX++P6Z+hnI2ArkovifFsz7tt3gPaBa+ZzgX2Zgy4ERE756ILDg+eaAllw",
+	"0ZpkqRXWRIRqXSSVg5ypZ8M6cThLmV8QiJgrMt6skGPdFFDvf6FT8Ibvd/omS0/ElTN2YciCeQ3AwvZQ",
+	"g9+IkVEHXAgWbR5aqRa15IShn8cYdr0pbti4QoAuoZyZ6mxpnEq2RFBYDJ3aXedNkTZuWIrNfwaRFl3K",
+	"xWEaeGG9lm10Bwrc2GVTYHrGgIxYwjLpFbLZmydWsE2lcnRbyaYPA2gKI77oZChCaoR0qskMkg6113B4",
+	"KN2acwC7Z91iwFyYThry88BCAGCrSAvO51mnVSEQwEFdFWWZNEWG/mYthFSQNgOPY27EdxCsidQ9loy4",
+	"YpvF1Yh0Mn46+PXVE/UVdn1kbnKdjPPBDGnlRJtVVVihZmmREbZ+pcDBzOFe5Yp3WE/C1FFBONc0F4bg",
+	"hU1oFwjQP0jdAMlGDbFOB19i9Z+mwBqiQB3yvg72OuBYjEo8ctUc0XfBDSEDIDeoteMkLGY0wxmpWz+M",
+	"SwDlnNi82E3RpuGN7HTs6GYJlr/DSv44UZB21Z4jABKW4qdPbAuzPNasv1gA9u7MK3L6ApFm3vqvTBwz",
+	"G+0Cj61RzwhIkD7X+hnmAmpFpIyQEjKg19lPACZmkl4qPfIsDhYF2LQCkSK71d3DiZBdDmjiUIA4aajK",
+	"RFY0tFu5qN0ZfkzpkV7bj8l6DR3JoXm9GpTS/Zmb8iqmvO/XW/QiDwB0s0+XSCFhmc1HyuNhYiZRzR7O",
+	"cSiq7v65VlHGJUU6rygjTikXsZUKfB+OL8/rV0e/oU8RokJnwi9I8H36JWfnaAbImV3IV3r4EikzsvVf",
+	"GmOY3sSUmqC2ms8DMCMHRharv0YBxSVo9Ww3pe9oHoucoNJoLOt7ZHgI6UiAXp3wKxNydFI//tz4YEEH",
+	"NKT52i/AJkYmvmWJl3nMtJIRGPjazwuCuAY6YS3tekWmPK8wUmfS9cr5U8GCpyo7WD2ycad2r6a4gnLB",
+	"eLrRR9nzvAIyMtNvag5Pe4zf1Ko6ezqdV7epV7cpdJtagvouQ+HAgovK+49H4iag3yxK0JG7XEmHwIt5",
+	"cJJSU2xQEQXWbA44INYyNzQI8T21GWRmrSmcuCmsoD6NHfpEyIwsRQ1dABHQpaZYhBvC609HgF6Rw1fK",
+	"s17UscO5ZOJh+15up8mK3guJkjkv0TBmqyUfS7/K1/guzjF2mXbxWpJl1SjNGZpydd/TuRMpGneDhCmM",
+	"NSlVyQ753+Z/TqfdDvejGtvtlN9RoxuGO1F5n73vlKu01t4Od6JdttfxIokeArBqJ7c0vgRHKuUUVqP1",
+	"/u5oWPboioc37t92dwTv9nQM28Xu9EeeTMAG21fV7WwK7p0r3oegpVnvpY93vMdfgpK8ZUlMB+eQXsBs",
+	"7g0fwGEbKi9eFf+ZYROZyl4NSpr32Z9SmLE3hokcsK1zmnA1O7G2vwXfXpFfB/d093Ex7Jle81cl/wVA",
+	"T+XRTUfPs2dzasWDSda3u1tzfEZbjdZBDOEgLKUckBUESvE0hbkN5B8pGNlo5elLKyAtd1dam+D7yCBC",
+	"uzVBM1pNsWGN6f1hrPkgZmmddPcqUVwYSt9j5FrwO8IGMuxt2gLxmoc3qYhnU+GiyokCYepg4LwEzKQV",
+	"F904DRa17vJWHG25xTP0ykbKgkprejLKtPudhHIIjv2GmaJze1NY54P0HegVPOA3g5yHAlFM2yRZPZlo",
+	"wxzNgjUFpEGBtBB6xCD7gjRsk8HPimzsVqsFSVFmlm9313gdX9C5vGOKlM8gs7NJ5/cLcOaX8AXSn79y",
+	"8P/hHHxVbv1a5ul/WPaKtMyTygh9kRgwV6vbund/XVDVCXI3Ot5muJIiQpK+TCDSAzwNsjL1qYFUaTqe",
+	"Vagpx59eyzR932WaFpyxhZWZ0qODNgTrwJNJN4W1CWafkOorj33lsd8Hj/UJ4yt5eglb90LatJpr+2XK",
+	"ENGz3eVfnBCtelR0rZUSNDGFOfPAcZqNyKRajPnIQkxW7QiDzXKIH0zqx9Ma+KF5BP1GQDWh6gv4TzJL",
+	"UME4oqwbpVFbrf+jkKMiRfEaLuWzKIo7VbIL9LNW3lv+ouUHtJLa9coSXlnCd8gSCFWERfxVC/tZcwhG",
+	"XD+lDrYFl2n1gKxJrlWI/BYqcZi0FmPqE6aGfRZVyDkdKvOYErzc2Wep084UNzHfsFeZ/ZVA/1AEOrAn",
+	"/NXH4TuntEBenpTUIrX7drTWhUHy8AbrCbCIjHrcEFVMCGFpLcAiUoQsaApbmCYwcgTmaAKLERrK+ocY",
+	"ScU16UqwgWUBY6APgOWqKS7MRJGcp0MCPzEODMD16/ljFvg6mbV6pe6v1P0Ho+5OpHkl79978KvZp5Xp",
+	"OxywRc5p2YtAQ0Maxwwc5IhijGzQOE6TSNGoz0XgallY59PMMeKGjcGpIYK0Pe0x4VGxU9sf2dhWTkr3",
+	"Q0ZLphNe7DaUbce3vZU/glPPyD837vx7D2e79aA9MOeJiX48g5iKCqmbg02kiMezqtCnO/gE2cPqYR9i",
+	"pWMKWXYuzlZ1vUgH85y+FzTU/JYBn1wi5BBda0+o0r/JYQJf8aU5W2AzCR3sBbPXyCYwj6DtGfw5G9Hq",
+	"V/MH9hH42bKCpdb7kXfrCu97IcPbuvekq0WBy3nfvrRWkzl4yOngaOJf8Uqghxs+Qe/xiA2gtGWUj262",
+	"iWys17nNlw15ZHtymBRadfNkZq0YZHt9tx91fWvPeH3ffbPrm/OJf7U/voT9ceENXlUA/MNTnOaYID2O",
+	"nqZWynJfceYngALjoIuQOpzOva/SdFJKS0gANcNYmIl55tyvISjYe9M4vWpcnF8cXzZWtRI+TkL4AUjM",
+	"dnUGjfHWallSs/fEpMZ29ROTnJ9O0ACHgYn4rAFe3sfKG+b38g0bL9K7J4sumk9IvmC7YmHCtCpWouvn",
+	"x59ML+vdYqPWZsff6rrz70F9wD8x2C4bDkaThI5nXQozrVfW+wLKcv38GBbfO8rpyXwCtluoZk9yXTzA",
+	"BMqEYri1Bexd5i03m0P4CMTnHlVQU1hpmRSxWlQO8PQ/gTIe8lW1bzz/LxD24HNTYJ3V9ju2S6usvE/3",
+	"3pV3w51O+X20E5ZrnW22E+2Ge+23NItFCbnhlgnr8LvSQUnFN193O9t0P4RFvJU3PkyOG5d77evN79u3",
+	"1T//ft+v3b0b7LT3xH64+00iTSJHcWZSmCBT3HDkr5z3B1HxhaNTxWRqFX67dX/Dxgs89X0CVSf22GMR",
+	"76yUsdMMzIsVcmFegrgyLPgLWRtkWQ4qBXZA055HmhZ57uMHr57739ycYpZ94eFbi0cGRTZv290bZU0j",
+	"BYlH4Aw/aYaowkuzTrWp6YSo2FpTbGCqlQoXiiW6FdjUKxXUjLJ/4/VsBZNZT5oCk3ZgNaRkaAsDKLKR",
+	"q1AVTJRs2syqXQVNAUZNs+s27d9kbSk1kTzQFoTianYppXRn01JKT1AMaScthuQvklcLyWY8gQpGy+Q8",
+	"max6lOW3ei179AOXPSq4b/nb8RQ1kCZp10q1wZYhOIDfzCY4V5l52Rqb/VnLEdTegPiBYRxbJI8rL7P9",
+	"fDj9BHtfF/Hq07sLRAedoOzBS1leyucShyenswjytiuHS/96fV8U/87thXdjzel9EoV8uEAfv3AxNnrm",
+	"ESHyliWp+euNOoTbZjiqUd6Vq8RkLxypA5IeYfIIyN6AATiEqwNikzcCuA6ZbYOmCLOas9a1urhQV+G9",
+	"faSa71/Z2vbyPlRTg3hOJD0/yCVA6++Yzpjj4LCb16COpYM6PnIW/xhiyWp0bRnZQA41VMAqLyEkJODH",
+	"M0nDfru6Ov960fj9unF5ZSu60ISRHosjomWAhVe12RdNelLpnJuaeWBEi5wnG1EuaascCa+Mgpmvoacz",
+	"CiGc2ak8icDx132pPUyULh3UZnnh7OVQwR6gskaHrdhGKqHsZ+RTnbME3XvBWF9IZvwWH1a3DuQWYFkj",
+	"wauE8mJmgilpwO4f3Irpaz15VdcVXB5BHrbuzdDmwnxHNI5TcQUmghZ8EkvRZQkQEWyNRYcujotQQYYD",
+	"iwZQdcMi8HDFqvdY5i8trspEpGbl7sjfgOVgwL68/RlhwJ+Q/eFeTV0b1Eg7tpot0OFnuzSF0KLH3A4I",
+	"JR9OL7Fg2IYrTbm9t0PaY81UQGLaZjEklIuZNu0HTRHxLtcqIG/KbwBeePP1TUCOP5zaKjmMJ+ROlMtm",
+	"iv1No6NTQY7PCY2ihCnTQFqYnAxkog/NLcFL00nT3JkfKuQzZmAnIVWszIViQnHNb5ljqgWgqF3P2Zho",
+	"UerlIoXoY87pJ6RxTKQIlhEnzLtcdJsiJSldmZX9BDbdImlAElgPWlNct3VIaFNgQehbWxnK0CJbdCka",
+	"JrQdjwNYONSSYFgscZnj/XpOWPnZDcHWmDu7vvrl7Pr0w9ffzi6vLqHKnBXL03rzTcH1ZoWcDXVZdsoJ",
+	"aGxQkxRL57Wppf2Y488Qzt3t7cDLrtcUkNRhhu42Tf4eqbl5ok+R+LKKKpcb03Mqci8sri27JBNC2hyh",
+	"7FWb+/m1uTV52UoiHEha8zU806HyhbE3ihjaJROyV91Bow5UAyzXIX+LCwxF3Divqk0TcmtzGhkCDeWY",
+	"UfYzAl2qFDaF1QqNbAi0kCvIpw0xqUz3WGJGIySk2+8B/mXdxJ2EqJoia7hC6jOo9Hn9+rLhE2s7+YTZ",
+	"7yPHU+YrqGRV/fQc92Ft/XQmCcPRX5vlKCRX22tplzD8ZbVLXFO7nEKOXvXM70DPnNyUZ9Yxe4zGuvfP",
+	"bIO3LS63Xa3asHNAuhMZMqWIYsktU8Sx5UMS9lh4A1keIzZgImIiHBdaoH6z/a4rWKTFLOTN8mweOy+M",
+	"N4z5LavgPrFwiBHR4Avq7dotE0z5yj8uoiX5kM1y2QVlgpxLpbsJU2TDSJmunBKWMOlLiGDFeBlDNbne",
+	"tPX+DoHop7VGglyWZ8rBmDCAis6u4jQqKyxJZGKofY+HPSOrWzQAtjIxXE52C3fsAue1dhA/nBBw5rcT",
+	"x80LStpOPdvMp91bmEDFu7czBj1IZDtm/X8VDD5imgLdhhrapr0D4qaRrvoGvqXSyCbZ3fTKruxVd4KS",
+	"5hocHk5dO5m/Sk/rgTrY2lLxkIesErFbNyK1JaQu4+tLr8c5flscXJtdUhJJTOxjj9f8O2CWks+8BPkP",
+	"70ttRhOWmDaAs8FBKyrV0ac3UIq8FJSGSWyX4mBrK5YhjUGBf199XwX2aDudEpOYoEKnxd15AuY3QKQm",
+	"K3yoArwgJY9lFcqBUcUTFjGhOY39NlJXqGLEAbp8k1p9hBf4oN54RgFIzxFRTb2m0Tow3W49xyMQ6x9A",
+	"zeQU3SCyA1LPtGjntT/JQorXAMq4Zan+/fXk/f4QUgi6Svd+694nBS3bejNcdAMyojqEFFKmZc/8mcUW",
+	"ec169WamW/3gDTMZiuIqBAjLuEQeXtNZkoDpli95V5gzIM3tB4+oEWv3pLzx1yNihmMkPLfK7r2CRg33",
+	"yHkPKbJxCTeifGkeoiPVpj97dF0pbsrcQfR6cTfS+9LeyIcvD/9/AAAA//+Qr1FyGnoBAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -66,6 +66,8 @@ func (d *Dispatcher) claimBatch(ctx context.Context) (*claimedBatch, error) {
 	}
 	d.metrics.AtCapacity.Add(float64(claim.AtCapacity))
 	d.metrics.refused(claim.Refused)
+	d.metrics.passedOver(claim.PassedOver)
+	d.nextDue = claim.NextDue
 	if claim.Failed > 0 {
 		d.metrics.Failed.WithLabelValues(ReasonMissingReference).Add(float64(claim.Failed))
 	}

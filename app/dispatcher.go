@@ -150,7 +150,15 @@ type Dispatcher struct {
 	// inFlight is the batch whose starts run while the loop claims the
 	// next one; the loop finishes it before it sleeps or stops.
 	inFlight *claimedBatch
+	// nextDue is how long after the last claim something it passed over
+	// for a time (a start rate, a notBefore) may go; 0 for nothing.
+	nextDue time.Duration
 }
+
+// minDueWait bounds below the loop's sleep until a claim's next due time,
+// so a rate of thousands per second costs at most a hundred claims a
+// second per dispatcher rather than a busy loop on the database.
+const minDueWait = 10 * time.Millisecond
 
 // NewDispatcher builds the claim loop.
 func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
@@ -170,7 +178,9 @@ func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
 }
 
 // Run dispatches until ctx ends: on every wake-up, on every poll tick, when
-// the queue lease is gained, when the breaker's next probe is due, and
+// the queue lease is gained, when the breaker's next probe is due, when
+// the last claim said something it passed over comes due (a start rate's
+// next start, a notBefore; no sooner than minDueWait), and
 // back to back while batches come back full. Errors are logged and retried
 // on the next cycle; the loop never dies of them. A batch still starting
 // when ctx ends is finished before Run returns.
@@ -180,6 +190,8 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	defer poll.Stop()
 	probe := time.NewTimer(time.Hour)
 	defer probe.Stop()
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
 	var gained <-chan struct{}
 	if d.lease != nil {
 		gained = d.lease.Gained()
@@ -195,6 +207,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		if at, open := d.breaker.nextProbe(); open {
 			probe.Reset(max(0, at.Sub(d.now())))
 		}
+		if d.nextDue > 0 {
+			due.Reset(max(minDueWait, d.nextDue))
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -202,6 +217,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-d.wakeups.C():
 		case <-gained:
 		case <-probe.C:
+		case <-due.C:
 		}
 	}
 }
@@ -224,6 +240,7 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 			d.finishInFlight(ctx)
 		}
 	}()
+	d.nextDue = 0
 	if !d.probeEngine(ctx) {
 		return false
 	}

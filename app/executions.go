@@ -107,7 +107,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 		if err != nil {
 			return domain.QueueItem{}, false, err
 		}
-		e.ConcurrencyKey, e.ConcurrencyLimit = &key, concurrency.Limit
+		e.ConcurrencyKey, e.ConcurrencyLimit, e.ConcurrencyRate = &key, concurrency.Limit, concurrency.StartRate
 	}
 	if req.IdempotencyKey != "" {
 		e.RequestHash = requestHash(req)
@@ -234,6 +234,9 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 	keys := make(map[string]int, len(req.Items))
 	b := ports.EnqueueBatch{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Actor: a, Quotas: s.quotas,
 		Items: make([]ports.EnqueueBatchItem, len(req.Items))}
+	if concurrency != nil {
+		b.ConcurrencyRate = concurrency.StartRate
+	}
 	for i, it := range req.Items {
 		if it.NotBefore != nil {
 			if err := s.quotas.CheckNotBefore(now, *it.NotBefore, fmt.Sprintf("/items/%d/notBefore", i)); err != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -40,6 +41,10 @@ type DispatchMetrics struct {
 	// pending work that had no free slot: those the prefilter skipped by
 	// their counts and those found full once locked.
 	AdmissionRefusals *prometheus.CounterVec
+	// PassedOver counts, by reason, the workspaces with pending work a
+	// claim gave no start: workspace_limit (no free slot) or start_rate
+	// (its start rate allowed none yet). No workspace or key label.
+	PassedOver *prometheus.CounterVec
 	// BreakerOpen is 1 while the circuit breaker holds dispatch back
 	// because Temporal is unavailable.
 	BreakerOpen prometheus.Gauge
@@ -133,6 +138,10 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 		Name: "queue_admission_refusals_total",
 		Help: "Workspaces with pending work passed over by a dispatch batch for want of a free slot, by plan, whether the prefilter skipped them by their counts or admission found them full under the lock.",
 	}, []string{"plan"})
+	m.PassedOver = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "queue_admission_passed_over_total",
+		Help: "Workspaces with pending work a dispatch batch gave no start, by what held them: workspace_limit (no free slot) or start_rate (the workspace's start rate allowed none yet).",
+	}, []string{"reason"})
 	m.BreakerOpen = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dispatcher_temporal_breaker_open", Help: "1 while the dispatcher's circuit breaker holds dispatch back because Temporal is unavailable, else 0.",
 	})
@@ -154,8 +163,11 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	for _, plan := range domain.Plans() {
 		m.AdmissionRefusals.WithLabelValues(string(plan))
 	}
+	for _, reason := range []domain.WaitReason{domain.WaitWorkspaceLimit, domain.WaitStartRate} {
+		m.PassedOver.WithLabelValues(passedOverLabel(reason))
+	}
 	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.TermClaimsSettled,
-		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.BreakerOpen, m.BreakerTrips)
+		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.PassedOver, m.BreakerOpen, m.BreakerTrips)
 	return m
 }
 
@@ -173,6 +185,20 @@ func (m *DispatchMetrics) refused(byPlan map[domain.Plan]int) {
 	for plan, n := range byPlan {
 		m.AdmissionRefusals.WithLabelValues(string(plan)).Add(float64(n))
 	}
+}
+
+// passedOver counts the workspaces passed over in one batch, by reason.
+func (m *DispatchMetrics) passedOver(byReason map[domain.WaitReason]int) {
+	for reason, n := range byReason {
+		m.PassedOver.WithLabelValues(passedOverLabel(reason)).Add(float64(n))
+	}
+}
+
+// passedOverLabel is a wait reason as a label value: WORKSPACE_LIMIT
+// reads workspace_limit. The reasons are a closed set, so the label is
+// bounded.
+func passedOverLabel(r domain.WaitReason) string {
+	return strings.ToLower(string(r))
 }
 
 // LeaseMetrics are the series of the ShedLock leases every lease holder

@@ -28,10 +28,11 @@ func (s *Plans) ListPlans(ctx context.Context, a domain.Actor) ([]domain.PlanLim
 	return s.plans.ListPlans(ctx)
 }
 
-// UpdatePlan sets a plan's concurrency limit; the next claim of every
+// UpdatePlan sets a plan's concurrency limit and, unless rate keeps it,
+// its start rate; the next claim of every
 // dispatcher uses it. A lower limit cancels nothing: it stops admissions
 // until the workspaces are under it. Admin only.
-func (s *Plans) UpdatePlan(ctx context.Context, a domain.Actor, plan domain.Plan, maxRunning int) (domain.PlanLimits, error) {
+func (s *Plans) UpdatePlan(ctx context.Context, a domain.Actor, plan domain.Plan, maxRunning int, rate ports.StartRateEdit) (domain.PlanLimits, error) {
 	if err := requireAdmin(a); err != nil {
 		return domain.PlanLimits{}, err
 	}
@@ -41,7 +42,12 @@ func (s *Plans) UpdatePlan(ctx context.Context, a domain.Actor, plan domain.Plan
 	if err := domain.CheckMaxRunning(maxRunning, "/maxRunning"); err != nil {
 		return domain.PlanLimits{}, err
 	}
-	return s.plans.UpdatePlan(ctx, plan, maxRunning)
+	if !rate.Keep && rate.Rate != nil {
+		if err := domain.CheckStartRate(*rate.Rate, "/startRate"); err != nil {
+			return domain.PlanLimits{}, err
+		}
+	}
+	return s.plans.UpdatePlan(ctx, plan, maxRunning, rate)
 }
 
 // WorkspaceLimits returns a workspace's own limits. The admin, or the
@@ -64,6 +70,11 @@ func (s *Plans) SetWorkspaceLimits(ctx context.Context, a domain.Actor, l domain
 	}
 	if l.MaxRunning != nil {
 		if err := domain.CheckMaxRunning(*l.MaxRunning, "/maxRunning"); err != nil {
+			return domain.WorkspaceLimits{}, err
+		}
+	}
+	if l.StartRate != nil {
+		if err := domain.CheckStartRate(*l.StartRate, "/startRate"); err != nil {
 			return domain.WorkspaceLimits{}, err
 		}
 	}

@@ -21,6 +21,9 @@ type Concurrency struct {
 	Key string `json:"key"`
 	// Limit is how many executions with one key may run at once.
 	Limit int `json:"limit"`
+	// StartRate is, when set, how often executions of one key may start,
+	// each key its own bucket, on top of the workspace's rate.
+	StartRate *StartRate `json:"startRate,omitempty"`
 }
 
 // The bounds of a concurrency key keep a stored key and its index entry
@@ -37,7 +40,7 @@ func decodeConcurrency(raw []byte, path string, ve *ValidationError) (*Concurren
 	if isNull(raw) {
 		return nil, true
 	}
-	f, ok := objectFields(raw, path, ve, []string{"key", "limit"})
+	f, ok := objectFields(raw, path, ve, []string{"key", "limit", "startRate"})
 	if f == nil {
 		return nil, false
 	}
@@ -54,6 +57,10 @@ func decodeConcurrency(raw []byte, path string, ve *ValidationError) (*Concurren
 			ok = false
 		}
 		c.Limit = n
+	}
+	if v, present := f["startRate"]; present && !isNull(v) {
+		r, good := decodeStartRate(v, path+"/startRate", ve)
+		c.StartRate, ok = r, ok && good
 	}
 	return c, ok
 }
@@ -89,6 +96,9 @@ func (c *Concurrency) validate(path string, ve *ValidationError) {
 	}
 	if c.Limit < 1 || c.Limit > MaxRunningCeiling {
 		ve.add(path+"/limit", "must be from 1 to %d, got %d", MaxRunningCeiling, c.Limit)
+	}
+	if c.StartRate != nil {
+		c.StartRate.validate(path+"/startRate", ve)
 	}
 }
 
@@ -163,13 +173,19 @@ type KeyedCandidate struct {
 	Limit int
 	// Running counts the key's RUNNING executions.
 	Running int
+	// Rated is true when the key has a start rate.
+	Rated bool
+	// RateRoom is, for a rated key, how many starts its bucket allows now
+	// (StartRate.Allowed).
+	RateRoom int
 }
 
 // ChooseKeyed picks up to quota of candidates (given in claim order) for
 // one workspace, never more per key than the key's limit leaves, and with
 // keys taking turns: the first item of each key (an item without a key is
 // a turn of its own) in claim order, then the second of each, and so on,
-// so one key's backlog never stands in front of another key's items.
+// so one key's backlog never stands in front of another key's items. A
+// rated key takes no more than its start rate allows now either.
 func ChooseKeyed(candidates []KeyedCandidate, quota int) []ID {
 	type turn struct{ round, index int }
 	taken := map[string]int{}
@@ -177,7 +193,11 @@ func ChooseKeyed(candidates []KeyedCandidate, quota int) []ID {
 	for i, c := range candidates {
 		round := 0
 		if c.Key != "" {
-			if taken[c.Key] >= FreeSlots(c.Limit, c.Running) {
+			room := FreeSlots(c.Limit, c.Running)
+			if c.Rated {
+				room = min(room, c.RateRoom)
+			}
+			if taken[c.Key] >= room {
 				continue
 			}
 			round = taken[c.Key]

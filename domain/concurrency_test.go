@@ -34,6 +34,13 @@ func TestChooseKeyedHoldsEachKeysLimitAndTakesTurns(t *testing.T) {
 			{ID: ids[0], Key: "a", Limit: 5}, {ID: ids[1], Key: "a", Limit: 5}, {ID: ids[2]}, {ID: ids[3]},
 		}, 3, []ID{ids[0], ids[2], ids[3]}},
 		{"the quota bounds the batch", []KeyedCandidate{{ID: ids[0]}, {ID: ids[1]}}, 1, []ID{ids[0]}},
+		{"a rated key takes no more than its rate allows, and the next key goes", []KeyedCandidate{
+			{ID: ids[0], Key: "a", Limit: 5, Rated: true, RateRoom: 1}, {ID: ids[1], Key: "a", Limit: 5, Rated: true, RateRoom: 1},
+			{ID: ids[2], Key: "b", Limit: 5}, {ID: ids[3], Key: "b", Limit: 5},
+		}, 5, []ID{ids[0], ids[2], ids[3]}},
+		{"a rated key whose rate allows none is passed over", []KeyedCandidate{
+			{ID: ids[0], Key: "a", Limit: 5, Rated: true}, {ID: ids[1], Key: "b", Limit: 5},
+		}, 5, []ID{ids[1]}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,6 +103,10 @@ func TestWaitingOnSaysWhatHoldsAnItem(t *testing.T) {
 	}
 	room := WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 1, KeyRunning: map[string]int{"a": 2, "b": 1}}
 	full := WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 5, KeyRunning: map[string]int{"a": 2}}
+	perSecond := &StartRate{Rate: 1, Per: PerSecond, Burst: 1}
+	wsRated := WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 1, WorkspaceRate: perSecond, WorkspaceRateNext: later}
+	keyRated := pending("b", 0, now)
+	keyRated.ConcurrencyRate = perSecond
 	tests := []struct {
 		name string
 		item QueueItem
@@ -109,6 +120,14 @@ func TestWaitingOnSaysWhatHoldsAnItem(t *testing.T) {
 		{"a notBefore ahead comes first, with its time", pending("a", 0, later), full, &Waiting{Reason: WaitNotBefore, Until: &later}},
 		{"a notBefore past waits on what is full", pending("", 0, now.Add(-time.Second)), full, &Waiting{Reason: WaitWorkspaceLimit, Limit: 5, Running: 5}},
 		{"not PENDING waits on nothing", QueueItem{QueueState: QueueState{Status: QueueDispatched}}, full, nil},
+		{"the workspace's rate, with when it next lets one go", pending("b", 0, now), wsRated, &Waiting{Reason: WaitStartRate, Until: &later}},
+		{"a full workspace comes before its rate", pending("b", 0, now), WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 5, WorkspaceRate: perSecond, WorkspaceRateNext: later},
+			&Waiting{Reason: WaitWorkspaceLimit, Limit: 5, Running: 5}},
+		{"a workspace rate already due holds nothing", pending("b", 0, now), WaitFigures{WorkspaceLimit: 5, WorkspaceRate: perSecond, WorkspaceRateNext: now}, nil},
+		{"the key's rate, with its key", keyRated, WaitFigures{WorkspaceLimit: 5, KeyRunning: map[string]int{"b": 1}, KeyRateNext: map[string]time.Time{"b": later}},
+			&Waiting{Reason: WaitStartRate, Key: "b", Until: &later}},
+		{"a full key comes before its rate", keyRated, WaitFigures{WorkspaceLimit: 5, KeyRunning: map[string]int{"b": 2}, KeyRateNext: map[string]time.Time{"b": later}},
+			&Waiting{Reason: WaitKeyLimit, Limit: 2, Running: 2, Key: "b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

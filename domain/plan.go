@@ -128,6 +128,9 @@ type PlanLimits struct {
 	MaxRunning int
 	// UpdatedAt is when the admin last changed them.
 	UpdatedAt time.Time
+	// StartRate limits how often a workspace on the plan starts
+	// executions; nil is no rate.
+	StartRate *StartRate
 }
 
 // WorkspaceLimits are one workspace's own limits, over its plan's. A nil
@@ -139,6 +142,8 @@ type WorkspaceLimits struct {
 	MaxRunning *int
 	// UpdatedAt is when the admin last changed them; zero when never set.
 	UpdatedAt time.Time
+	// StartRate replaces the plan's StartRate when set.
+	StartRate *StartRate
 }
 
 // CheckMaxRunning refuses a concurrency limit outside 1 to

@@ -375,6 +375,9 @@ type QueueItem struct {
 	ConcurrencyKey string
 	// ConcurrencyLimit is its key's limit, as declared at enqueue.
 	ConcurrencyLimit int
+	// ConcurrencyRate is its key's start rate, as declared at enqueue;
+	// nil for none.
+	ConcurrencyRate *StartRate
 	// ScheduleID names the schedule that fired the item; nil otherwise.
 	ScheduleID *ID
 	// ScheduleTick is the schedule's tick the item is for.

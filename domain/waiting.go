@@ -19,6 +19,10 @@ const (
 	// WaitNotBefore is an item enqueued with a notBefore still ahead (a
 	// delayed start, never attempted), claimable from AvailableAt.
 	WaitNotBefore WaitReason = "NOT_BEFORE"
+	// WaitStartRate is the item's workspace or concurrency key having
+	// started as many executions as its start rate allows for now; it may
+	// go from Until.
+	WaitStartRate WaitReason = "START_RATE"
 )
 
 // Waiting says what holds an item back, with the figure: the limit and
@@ -32,9 +36,12 @@ type Waiting struct {
 	Running int
 	// Key is the full concurrency key, for WaitKeyLimit.
 	Key string
-	// Until is when a back-off ends, for WaitBackOff, or when a delayed
-	// start comes, for WaitNotBefore.
+	// Until is when a back-off ends, for WaitBackOff, when a delayed
+	// start comes, for WaitNotBefore, or when the rate next lets a start
+	// go, for WaitStartRate.
 	Until *time.Time
+	// Rate is the start rate that holds the item, for WaitStartRate.
+	Rate *StartRate
 }
 
 // WaitFigures are what an item's wait is decided from, read together: its
@@ -47,12 +54,21 @@ type WaitFigures struct {
 	WorkspaceRunning int
 	// KeyRunning counts RUNNING executions per concurrency key.
 	KeyRunning map[string]int
+	// WorkspaceRate is the workspace's start rate in force, nil for none.
+	WorkspaceRate *StartRate
+	// WorkspaceRateNext is when the workspace's bucket next lets a start
+	// go.
+	WorkspaceRateNext time.Time
+	// KeyRateNext is, per concurrency key, when its bucket next lets a
+	// start go (the rate is the item's own, ConcurrencyRate).
+	KeyRateNext map[string]time.Time
 }
 
 // WaitingOn says what holds q back now, nil when nothing does (it is
 // next in line, or not PENDING). A time ahead is said first, since it holds
 // the item whatever room there is: a back-off once an attempt failed, its
-// notBefore before any; then a full workspace; then a full key.
+// notBefore before any; then a full workspace; then the workspace's start
+// rate; then a full key; then the key's start rate.
 // It is the same rule the claim applies (FreeSlots), read for display.
 func (q QueueItem) WaitingOn(f WaitFigures, now time.Time) *Waiting {
 	if q.Status != QueuePending {
@@ -68,9 +84,16 @@ func (q QueueItem) WaitingOn(f WaitFigures, now time.Time) *Waiting {
 	if FreeSlots(f.WorkspaceLimit, f.WorkspaceRunning) == 0 {
 		return &Waiting{Reason: WaitWorkspaceLimit, Limit: f.WorkspaceLimit, Running: f.WorkspaceRunning}
 	}
+	if f.WorkspaceRate != nil && f.WorkspaceRateNext.After(now) {
+		until := f.WorkspaceRateNext
+		return &Waiting{Reason: WaitStartRate, Rate: f.WorkspaceRate, Until: &until}
+	}
 	if q.ConcurrencyKey != "" {
 		if running := f.KeyRunning[q.ConcurrencyKey]; FreeSlots(q.ConcurrencyLimit, running) == 0 {
 			return &Waiting{Reason: WaitKeyLimit, Limit: q.ConcurrencyLimit, Running: running, Key: q.ConcurrencyKey}
+		}
+		if next := f.KeyRateNext[q.ConcurrencyKey]; q.ConcurrencyRate != nil && next.After(now) {
+			return &Waiting{Reason: WaitStartRate, Rate: q.ConcurrencyRate, Key: q.ConcurrencyKey, Until: &next}
 		}
 	}
 	return nil

@@ -73,6 +73,17 @@ type ClaimResult struct {
 	// no slot in this claim: those the prefilter's counts showed as full
 	// (never visited) and the AtCapacity ones.
 	Refused map[domain.Plan]int
+	// PassedOver counts, by what held them, the workspaces with pending
+	// work this claim gave no start: WaitWorkspaceLimit for those without
+	// a free slot (as Refused counts them), WaitStartRate for those whose
+	// start rate allowed none.
+	PassedOver map[domain.WaitReason]int
+	// NextDue is how long until something the claim passed over for a
+	// time may go: a start rate's next start (a workspace's or a key's)
+	// or a delayed item's notBefore, among the workspaces it locked; 0
+	// when none is. The dispatcher claims again then rather than a poll
+	// later.
+	NextDue time.Duration
 }
 
 // QueueTransition is a queue item's new state computed by the domain state

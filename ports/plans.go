@@ -12,11 +12,18 @@ import (
 type PlanStore interface {
 	ListPlans(ctx context.Context) ([]domain.PlanLimits, error)
 	// UpdatePlan returns ErrNotFound for a plan with no row.
-	UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int) (domain.PlanLimits, error)
+	UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int, rate StartRateEdit) (domain.PlanLimits, error)
 	// WorkspaceLimits returns the workspace's own limits, all nil when it
 	// has none.
 	WorkspaceLimits(ctx context.Context, workspaceID domain.ID) (domain.WorkspaceLimits, error)
 	// SetWorkspaceLimits replaces the workspace's own limits; ErrNotFound
 	// when the workspace does not exist.
 	SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits) (domain.WorkspaceLimits, error)
+}
+
+// StartRateEdit is what an edit does to a start rate: Keep leaves the one
+// stored; otherwise Rate replaces it (nil: none).
+type StartRateEdit struct {
+	Keep bool
+	Rate *domain.StartRate
 }

@@ -39,6 +39,8 @@ type Enqueue struct {
 	// none; ConcurrencyLimit is its key's limit.
 	ConcurrencyKey   *string
 	ConcurrencyLimit int
+	// ConcurrencyRate is its key's start rate, nil for none.
+	ConcurrencyRate *domain.StartRate
 }
 
 // EnqueueBatch is what the bulk enqueue use case asks storage to write:
@@ -51,6 +53,9 @@ type EnqueueBatch struct {
 	// Quotas are checked for the batch's size as Enqueue checks them for
 	// one item.
 	Quotas domain.Quotas
+	// ConcurrencyRate is the definition's key rate, stored on every keyed
+	// item; nil for none.
+	ConcurrencyRate *domain.StartRate
 }
 
 // EnqueueBatchItem is one item of a bulk enqueue.

@@ -86,6 +86,7 @@ func queueOut(q domain.QueueItem, w *domain.Waiting) api.QueueItem {
 			key := w.Key
 			out.WaitingOn.Key = &key
 		}
+		out.WaitingOn.Rate = startRateOut(w.Rate)
 	}
 	return out
 }

@@ -1,12 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
 )
 
 // ListPlans lists every plan's limits.
@@ -24,7 +28,11 @@ func (s *Server) ListPlans(ctx context.Context, _ api.ListPlansRequestObject) (a
 
 // UpdatePlan changes a plan's limits.
 func (s *Server) UpdatePlan(ctx context.Context, req api.UpdatePlanRequestObject) (api.UpdatePlanResponseObject, error) {
-	p, err := s.app.Plans.UpdatePlan(ctx, actorFrom(ctx), domain.Plan(req.Plan), req.Body.MaxRunning)
+	rate, err := startRateEdit(req.Body.StartRate)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.app.Plans.UpdatePlan(ctx, actorFrom(ctx), domain.Plan(req.Plan), req.Body.MaxRunning, rate)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +51,7 @@ func (s *Server) GetWorkspaceLimits(ctx context.Context, req api.GetWorkspaceLim
 // SetWorkspaceLimits replaces a workspace's own limits.
 func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLimitsRequestObject) (api.SetWorkspaceLimitsResponseObject, error) {
 	l, err := s.app.Plans.SetWorkspaceLimits(ctx, actorFrom(ctx), domain.WorkspaceLimits{
-		WorkspaceID: domain.ID(req.WorkspaceID), MaxRunning: req.Body.MaxRunning,
+		WorkspaceID: domain.ID(req.WorkspaceID), MaxRunning: req.Body.MaxRunning, StartRate: startRateIn(req.Body.StartRate),
 	})
 	if err != nil {
 		return nil, err
@@ -52,14 +60,52 @@ func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLim
 }
 
 func planOut(p domain.PlanLimits) api.PlanLimits {
-	return api.PlanLimits{Plan: api.Plan(p.Plan), MaxRunning: p.MaxRunning, UpdatedAt: p.UpdatedAt}
+	return api.PlanLimits{Plan: api.Plan(p.Plan), MaxRunning: p.MaxRunning, UpdatedAt: p.UpdatedAt, StartRate: startRateOut(p.StartRate)}
 }
 
 func workspaceLimitsOut(l domain.WorkspaceLimits) api.WorkspaceLimits {
-	out := api.WorkspaceLimits{WorkspaceID: uuid.UUID(l.WorkspaceID), MaxRunning: l.MaxRunning}
+	out := api.WorkspaceLimits{WorkspaceID: uuid.UUID(l.WorkspaceID), MaxRunning: l.MaxRunning, StartRate: startRateOut(l.StartRate)}
 	if !l.UpdatedAt.IsZero() {
 		at := l.UpdatedAt
 		out.UpdatedAt = &at
 	}
 	return out
+}
+
+// startRateEdit reads a plan edit's startRate: absent keeps the plan's,
+// null removes it. The request's schema has checked its shape and bounds.
+func startRateEdit(raw json.RawMessage) (ports.StartRateEdit, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0:
+		return ports.StartRateEdit{Keep: true}, nil
+	case bytes.Equal(raw, []byte("null")):
+		return ports.StartRateEdit{}, nil
+	}
+	var r api.StartRate
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return ports.StartRateEdit{}, fmt.Errorf("startRate passed the request's schema but does not decode: %w", err)
+	}
+	return ports.StartRateEdit{Rate: startRateIn(&r)}, nil
+}
+
+// startRateIn is an API start rate in the domain's terms; an absent burst
+// is the rate.
+func startRateIn(r *api.StartRate) *domain.StartRate {
+	if r == nil {
+		return nil
+	}
+	out := &domain.StartRate{Rate: r.Rate, Per: domain.RatePeriod(r.Per), Burst: r.Rate}
+	if r.Burst != nil {
+		out.Burst = *r.Burst
+	}
+	return out
+}
+
+func startRateOut(r *domain.StartRate) *api.StartRate {
+	if r == nil {
+		return nil
+	}
+	burst := r.Burst
+	return &api.StartRate{Rate: r.Rate, Per: api.StartRatePer(r.Per), Burst: &burst}
 }

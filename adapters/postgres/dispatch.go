@@ -54,7 +54,7 @@ func asRowError(err error) error {
 func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		res = ports.ClaimResult{Refused: map[domain.Plan]int{}}
+		res = ports.ClaimResult{Refused: map[domain.Plan]int{}, PassedOver: map[domain.WaitReason]int{}}
 		claimer, err := s.checkFence(ctx, tx, fence)
 		if err != nil {
 			return err
@@ -75,6 +75,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 		}
 		for _, f := range full {
 			res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
+			res.PassedOver[domain.WaitWorkspaceLimit] += int(f.FullWorkspaces)
 		}
 		res.Workspaces = len(pending)
 		var gone, present []domain.ID
@@ -126,25 +127,54 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 			byID[r.WorkspaceID].Running++
 		}
 		quotas := admit(workspaces)
+		rates, err := s.readStartRates(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		// finish runs on every way out once the workspaces are locked: it
+		// writes the start-rate buckets the claimed items took from and
+		// says when the claim should run again.
+		finish := func() error {
+			if takeErr := rates.take(ctx, s.q, tx, res.Claimed); takeErr != nil {
+				return takeErr
+			}
+			due, dueErr := s.q.ClaimNextDue(ctx, tx, ids)
+			if dueErr != nil {
+				return fmt.Errorf("reading the next due time: %w", dueErr)
+			}
+			if due > 0 {
+				res.NextDue = max(time.Duration(due*float64(time.Second)), time.Microsecond)
+			}
+			if d := rates.due(); d > 0 && (res.NextDue == 0 || d < res.NextDue) {
+				res.NextDue = d
+			}
+			return nil
+		}
 		var qIDs []domain.ID
 		var qNs []int32
 		for _, w := range workspaces {
-			if n := quotas[w.ID]; n > 0 {
-				qIDs, qNs = append(qIDs, w.ID), append(qNs, int32(n))
-			} else {
+			n := quotas[w.ID]
+			if n <= 0 {
 				res.AtCapacity++
 				res.Refused[w.Plan]++
+				res.PassedOver[domain.WaitWorkspaceLimit]++
+				continue
 			}
+			if n = rates.room(w.ID, n); n == 0 {
+				res.PassedOver[domain.WaitStartRate]++
+				continue
+			}
+			qIDs, qNs = append(qIDs, w.ID), append(qNs, int32(n))
 		}
 		if len(qIDs) == 0 {
-			return nil
+			return finish()
 		}
-		chosen, err := s.chooseKeyed(ctx, tx, qIDs, qNs)
+		chosen, err := s.chooseKeyed(ctx, tx, qIDs, qNs, rates)
 		if err != nil {
 			return err
 		}
 		if len(chosen) == 0 {
-			return nil
+			return finish()
 		}
 		candidates, err := s.q.QueueClaimCandidates(ctx, tx, chosen)
 		if err != nil {
@@ -218,7 +248,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 			res.Failed += len(failed)
 		}
 		if len(claim.Ids) == 0 {
-			return nil
+			return finish()
 		}
 		if err = s.attachGraphs(ctx, tx, res.Claimed); err != nil {
 			return err
@@ -256,7 +286,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 				return fmt.Errorf("queue item %s: %w", item.ID, err)
 			}
 		}
-		return nil
+		return finish()
 	})
 	if err != nil {
 		return ports.ClaimResult{}, err
@@ -274,7 +304,7 @@ const claimWindow = 4
 // items to claim: at most each workspace's quota, and never past a key's
 // limit. The counts are exact: the workspaces' locks are held, and every
 // claim that creates a RUNNING row holds its workspace's.
-func (s *Store) chooseKeyed(ctx context.Context, tx pgx.Tx, ids []domain.ID, quotas []int32) ([]domain.ID, error) {
+func (s *Store) chooseKeyed(ctx context.Context, tx pgx.Tx, ids []domain.ID, quotas []int32, rates *claimRates) ([]domain.ID, error) {
 	windows := make([]int32, len(quotas))
 	quota := make(map[domain.ID]int, len(ids))
 	for i, n := range quotas {
@@ -285,11 +315,14 @@ func (s *Store) chooseKeyed(ctx context.Context, tx pgx.Tx, ids []domain.ID, quo
 	if err != nil {
 		return nil, fmt.Errorf("reading admissible items: %w", err)
 	}
+	if err = rates.readKeys(ctx, s.q, tx, rows); err != nil {
+		return nil, err
+	}
 	byWorkspace := map[domain.ID][]domain.KeyedCandidate{}
 	for _, r := range rows {
-		byWorkspace[r.WorkspaceID] = append(byWorkspace[r.WorkspaceID], domain.KeyedCandidate{
-			ID: r.ID, Key: r.ConcurrencyKey, Limit: int(r.ConcurrencyLimit), Running: int(r.KeyRunning),
-		})
+		c := domain.KeyedCandidate{ID: r.ID, Key: r.ConcurrencyKey, Limit: int(r.ConcurrencyLimit), Running: int(r.KeyRunning)}
+		c.RateRoom, c.Rated = rates.keyRoom(r.WorkspaceID, r.ConcurrencyKey)
+		byWorkspace[r.WorkspaceID] = append(byWorkspace[r.WorkspaceID], c)
 	}
 	var chosen []domain.ID
 	for _, ws := range ids {

@@ -29,7 +29,7 @@ func (s *Store) ListPlans(ctx context.Context) ([]domain.PlanLimits, error) {
 // UpdatePlan sets a plan's concurrency limit under the limits' write
 // lock, and wakes the dispatchers in the same transaction so a raised
 // limit is used at once.
-func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int) (domain.PlanLimits, error) {
+func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int, rate ports.StartRateEdit) (domain.PlanLimits, error) {
 	var out domain.PlanLimits
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
@@ -38,6 +38,13 @@ func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int
 		r, err := s.q.PlanUpdate(ctx, tx, dbsqlc.PlanUpdateParams{Name: string(plan), MaxRunning: int32(maxRunning)})
 		if err != nil {
 			return interpretError(err)
+		}
+		if !rate.Keep {
+			p := dbsqlc.PlanSetStartRateParams{Name: string(plan)}
+			p.StartRate, p.StartRatePer, p.StartBurst = startRateToColumns(rate.Rate)
+			if r, err = s.q.PlanSetStartRate(ctx, tx, p); err != nil {
+				return interpretError(err)
+			}
 		}
 		out = planFromRow(r)
 		return s.q.QueueNotify(ctx, tx)
@@ -71,7 +78,12 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 			n := int32(*l.MaxRunning)
 			p.MaxRunning = &n
 		}
-		r, err := s.q.WorkspaceLimitsSet(ctx, tx, p)
+		if _, err := s.q.WorkspaceLimitsSet(ctx, tx, p); err != nil {
+			return interpretError(err)
+		}
+		rp := dbsqlc.WorkspaceLimitsSetStartRateParams{WorkspaceID: l.WorkspaceID}
+		rp.StartRate, rp.StartRatePer, rp.StartBurst = startRateToColumns(l.StartRate)
+		r, err := s.q.WorkspaceLimitsSetStartRate(ctx, tx, rp)
 		if err != nil {
 			return interpretError(err)
 		}
@@ -82,7 +94,8 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 }
 
 func planFromRow(r dbsqlc.Plan) domain.PlanLimits {
-	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), UpdatedAt: r.UpdatedAt}
+	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), UpdatedAt: r.UpdatedAt,
+		StartRate: startRateFromColumns(r.StartRate, r.StartRatePer, r.StartBurst)}
 }
 
 func workspaceLimitsFromRow(r dbsqlc.WorkspaceLimit) domain.WorkspaceLimits {
@@ -91,5 +104,23 @@ func workspaceLimitsFromRow(r dbsqlc.WorkspaceLimit) domain.WorkspaceLimits {
 		n := int(*r.MaxRunning)
 		out.MaxRunning = &n
 	}
+	out.StartRate = startRateFromColumns(r.StartRate, r.StartRatePer, r.StartBurst)
 	return out
+}
+
+// startRateToColumns is a start rate as its three nullable columns.
+func startRateToColumns(r *domain.StartRate) (rate *int32, per *string, burst *int32) {
+	if r == nil {
+		return nil, nil, nil
+	}
+	n, p, b := int32(r.Rate), string(r.Per), int32(r.Burst)
+	return &n, &p, &b
+}
+
+// startRateFromColumns reads the three columns back; nil when unset.
+func startRateFromColumns(rate *int32, per *string, burst *int32) *domain.StartRate {
+	if rate == nil || per == nil || burst == nil {
+		return nil
+	}
+	return &domain.StartRate{Rate: int(*rate), Per: domain.RatePeriod(*per), Burst: int(*burst)}
 }

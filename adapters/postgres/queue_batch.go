@@ -73,6 +73,9 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 		if len(rows) != len(fresh.Ids) {
 			return fmt.Errorf("bulk enqueue wrote %d of %d items", len(rows), len(fresh.Ids))
 		}
+		if err = s.setConcurrencyRate(ctx, tx, fresh.Ids, b.ConcurrencyRate); err != nil {
+			return err
+		}
 		status := make(map[domain.ID]string, len(rows))
 		for _, r := range rows {
 			status[r.ID] = r.Status

@@ -208,7 +208,7 @@ func (s *Store) FireDueSchedule(ctx context.Context, quotas domain.Quotas, decid
 			if err != nil {
 				return err
 			}
-			e.ConcurrencyKey, e.ConcurrencyLimit = &key, concurrency.Limit
+			e.ConcurrencyKey, e.ConcurrencyLimit, e.ConcurrencyRate = &key, concurrency.Limit, concurrency.StartRate
 		}
 		item, _, err := s.enqueueTx(ctx, tx, e, &scheduleTick{scheduleID: sc.ID, tick: f.Tick})
 		var quota *domain.QuotaError

@@ -338,6 +338,7 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 	}
 	if r.ConcurrencyKey != nil && r.ConcurrencyLimit != nil {
 		rec.ConcurrencyKey, rec.ConcurrencyLimit = *r.ConcurrencyKey, int(*r.ConcurrencyLimit)
+		rec.ConcurrencyRate = startRateFromColumns(r.ConcurrencyRate, r.ConcurrencyRatePer, r.ConcurrencyBurst)
 	}
 	if err := rec.Validate(); err != nil {
 		return domain.QueueItem{}, fmt.Errorf("queue item %s: %w", r.ID, err)
@@ -463,7 +464,11 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 		if err != nil {
 			return interpretError(err)
 		}
+		if err = s.setConcurrencyRate(ctx, tx, []domain.ID{e.ID}, e.ConcurrencyRate); err != nil {
+			return err
+		}
 		out, err = queueFromRow(r)
+		out.ConcurrencyRate = e.ConcurrencyRate
 		return err
 	}()
 	return out, replayed, err
@@ -536,7 +541,7 @@ func (s *Store) WaitFigures(ctx context.Context, workspaceID domain.ID, keys []s
 			f.KeyRunning[k] = int(r.KeyRunning[i])
 		}
 	}
-	return f, nil
+	return f, s.waitRates(ctx, workspaceID, keys, &f)
 }
 
 func queueFromRows(rows []dbsqlc.WorkflowExecutionQueue) ([]domain.QueueItem, error) {

@@ -76,11 +76,18 @@ const (
 	QueueStatusPENDING    QueueStatus = "PENDING"
 )
 
+// Defines values for StartRatePer.
+const (
+	Minute StartRatePer = "minute"
+	Second StartRatePer = "second"
+)
+
 // Defines values for WaitingOnReason.
 const (
 	BACKOFF        WaitingOnReason = "BACK_OFF"
 	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
 	NOTBEFORE      WaitingOnReason = "NOT_BEFORE"
+	STARTRATE      WaitingOnReason = "START_RATE"
 	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
 )
 
@@ -123,6 +130,11 @@ type Concurrency struct {
 
 	// Limit From 1 to 100,000; checked with the rest of the graph (422).
 	Limit int `json:"limit"`
+
+	// StartRate The key's own start rate, on top of the workspace's, each key its own bucket:
+	// `{"rate": 1..10000, "per": "second"|"minute", "burst": rate..10000}` (see StartRate; an absent
+	// burst is the rate). Checked with the rest of the graph (422 at /graph/concurrency/startRate/...).
+	StartRate interface{} `json:"startRate,omitempty"`
 }
 
 // CreateAPIKeyRequest defines model for CreateApiKeyRequest.
@@ -471,9 +483,16 @@ type Plan string
 // PlanLimits defines model for PlanLimits.
 type PlanLimits struct {
 	// MaxRunning RUNNING executions a workspace on the plan may have.
-	MaxRunning int       `json:"maxRunning"`
-	Plan       Plan      `json:"plan"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	MaxRunning int  `json:"maxRunning"`
+	Plan       Plan `json:"plan"`
+
+	// StartRate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	StartRate *StartRate `json:"startRate"`
+	UpdatedAt time.Time  `json:"updatedAt"`
 }
 
 // Problem RFC 9457 problem details.
@@ -602,11 +621,38 @@ type SetOutboundLimitRequest struct {
 type SetWorkspaceLimitsRequest struct {
 	// MaxRunning Null returns to the plan's.
 	MaxRunning *int `json:"maxRunning"`
+
+	// StartRate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	StartRate *StartRate `json:"startRate"`
 }
+
+// StartRate A start rate: at most `rate` executions start per `per` in the long
+// run, and at most `burst` in any window of one `per`, sliding (a
+// second or a minute). Items over it wait PENDING and start when it
+// allows; none is refused or failed for it. Null is none (on a
+// workspace: its plan's).
+type StartRate struct {
+	// Burst The most starts in any window of one period; at least rate. Absent: rate (evenly spaced starts).
+	Burst *int         `json:"burst,omitempty"`
+	Per   StartRatePer `json:"per"`
+
+	// Rate Starts per period.
+	Rate int `json:"rate"`
+}
+
+// StartRatePer defines model for StartRate.Per.
+type StartRatePer string
 
 // UpdatePlanRequest defines model for UpdatePlanRequest.
 type UpdatePlanRequest struct {
 	MaxRunning int `json:"maxRunning"`
+
+	// StartRate The plan's start rate (see StartRate). Absent keeps the one it has; null removes it.
+	StartRate rawjson.RawMessage `json:"startRate"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -633,13 +679,20 @@ type WaitingOn struct {
 	Key *string `json:"key,omitempty"`
 
 	// Limit The limit that is full (workspace or key).
-	Limit  *int            `json:"limit,omitempty"`
+	Limit *int `json:"limit,omitempty"`
+
+	// Rate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	Rate   *StartRate      `json:"rate"`
 	Reason WaitingOnReason `json:"reason"`
 
 	// Running What runs under it now.
 	Running *int `json:"running,omitempty"`
 
-	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
+	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE; when the rate next lets a start go, for START_RATE.
 	Until *time.Time `json:"until,omitempty"`
 }
 
@@ -708,7 +761,14 @@ type Workspace struct {
 // WorkspaceLimits defines model for WorkspaceLimits.
 type WorkspaceLimits struct {
 	// MaxRunning Replaces the plan's; null keeps it.
-	MaxRunning  *int               `json:"maxRunning"`
+	MaxRunning *int `json:"maxRunning"`
+
+	// StartRate A start rate: at most `rate` executions start per `per` in the long
+	// run, and at most `burst` in any window of one `per`, sliding (a
+	// second or a minute). Items over it wait PENDING and start when it
+	// allows; none is refused or failed for it. Null is none (on a
+	// workspace: its plan's).
+	StartRate   *StartRate         `json:"startRate"`
 	UpdatedAt   *time.Time         `json:"updatedAt"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }

@@ -1166,3 +1166,121 @@ func TestNegativeSubWorkflowsNestingTooDeepOrInACycleAre422(t *testing.T) {
 	refused("another workspace's definition", "POST", base+"/api/v1/workflow/definitions",
 		map[string]any{"workspaceId": ws, "name": "reach", "graph": subGraph(foreign, nil)}, "no such definition in this workspace")
 }
+
+// TestNegativeStartRates: a workspace key can set no start rate, not its
+// plan's, nor its own workspace's, nor another's (403, 0 successes). The
+// admin's rates out of range, on a plan, a workspace or a definition's
+// concurrency key, are refused naming the field (the request's schema
+// answers 400 for a bound it states, as for /maxRunning; a burst under
+// the rate, which only the domain can see, is a 422), and nothing is
+// written.
+func TestNegativeStartRates(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	read := reader(t)
+	a := w.client(t, w.keyA.Secret)
+	admin := w.client(t, adminToken)
+	rate := `{"maxRunning": 5, "startRate": {"rate": 1000, "per": "second"}}`
+	successes, calls := 0, 0
+	for name, send := range map[string]func(c client.ClientInterface) (*http.Response, error){
+		"updatePlan with a rate": func(c client.ClientInterface) (*http.Response, error) {
+			return c.UpdatePlanWithBody(ctx, client.FREE, "application/json", strings.NewReader(rate))
+		},
+		"setWorkspaceLimits with a rate on its own workspace": func(c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(rate))
+		},
+		"setWorkspaceLimits with a rate on another workspace": func(c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimitsWithBody(ctx, w.wsB, "application/json", strings.NewReader(rate))
+		},
+	} {
+		calls++
+		got := read(send(a))
+		if got.status < 300 {
+			successes++
+		}
+		got.expect(t, name+" with A's key", http.StatusForbidden, "forbidden")
+	}
+	if successes != 0 {
+		t.Errorf("%d of %d rate edits with a workspace key succeeded", successes, calls)
+	}
+	for _, tc := range []struct {
+		name, startRate, field string
+		status                 int
+		kind                   string
+	}{
+		{"rate 0", `{"rate": 0, "per": "second"}`, "/startRate/rate", http.StatusBadRequest, "invalid-request"},
+		{"rate over 10,000", `{"rate": 10001, "per": "second"}`, "/startRate/rate", http.StatusBadRequest, "invalid-request"},
+		{"an hour", `{"rate": 5, "per": "hour"}`, "/startRate/per", http.StatusBadRequest, "invalid-request"},
+		{"burst over 10,000", `{"rate": 5, "per": "second", "burst": 10001}`, "/startRate/burst", http.StatusBadRequest, "invalid-request"},
+		{"a string rate", `{"rate": "5", "per": "second"}`, "/startRate/rate", http.StatusBadRequest, "invalid-request"},
+		{"burst under the rate", `{"rate": 10, "per": "second", "burst": 5}`, "/startRate/burst", http.StatusUnprocessableEntity, "invalid-graph"},
+	} {
+		body := `{"maxRunning": 5, "startRate": ` + tc.startRate + `}`
+		for opName, send := range map[string]func() (*http.Response, error){
+			"updatePlan": func() (*http.Response, error) {
+				return admin.UpdatePlanWithBody(ctx, client.PRO, "application/json", strings.NewReader(body))
+			},
+			"setWorkspaceLimits": func() (*http.Response, error) {
+				return admin.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(body))
+			},
+		} {
+			got := read(send())
+			got.expect(t, opName+": "+tc.name, tc.status, tc.kind)
+			if !slices.Contains(got.fieldPaths(), tc.field) {
+				t.Errorf("%s: %s: field paths %v lack %s; body: %s", opName, tc.name, got.fieldPaths(), tc.field, got.body)
+			}
+		}
+	}
+	var rated, own int
+	if err := w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM plans WHERE start_rate IS NOT NULL OR max_running <> ALL(ARRAY[1, 5, 20])),
+		(SELECT count(*) FROM workspace_limits)`).Scan(&rated, &own); err != nil {
+		t.Fatal(err)
+	}
+	if rated != 0 || own != 0 {
+		t.Errorf("refused rate edits wrote: %d plans changed, %d workspace limits", rated, own)
+	}
+
+	before := counts(t, w)
+	for name, tt := range map[string]struct{ startRate, path string }{
+		"rate 0":               {`{"rate": 0, "per": "second"}`, "/graph/concurrency/startRate/rate"},
+		"rate over 10,000":     {`{"rate": 10001, "per": "second"}`, "/graph/concurrency/startRate/rate"},
+		"an hour":              {`{"rate": 5, "per": "hour"}`, "/graph/concurrency/startRate/per"},
+		"burst under the rate": {`{"rate": 10, "per": "minute", "burst": 9}`, "/graph/concurrency/startRate/burst"},
+		"burst over 10,000":    {`{"rate": 10, "per": "minute", "burst": 10001}`, "/graph/concurrency/startRate/burst"},
+		"an unknown member":    {`{"rate": 10, "per": "minute", "window": 3}`, "/graph/concurrency/startRate/window"},
+		"not an object":        {`"10/s"`, "/graph/concurrency/startRate"},
+	} {
+		g := client.Graph(`{"nodes": [], "edges": [], "concurrency": {"key": "{{ input.a }}", "limit": 2, "startRate": ` + tt.startRate + `}}`)
+		got := read(a.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "rated", Graph: g}))
+		got.expect(t, "createDefinition with a key rate: "+name, http.StatusUnprocessableEntity, "invalid-graph")
+		if !slices.Contains(got.fieldPaths(), tt.path) {
+			t.Errorf("%s: problems at %v, want %s; body: %s", name, got.fieldPaths(), tt.path, got.body)
+		}
+	}
+	if after := counts(t, w); after != before {
+		t.Errorf("refused definitions wrote rows: before %v, after %v", before, after)
+	}
+
+	// A valid key rate is stored on every item enqueued, one by one or in
+	// bulk, with an absent burst read as the rate.
+	ratedDef, err := a.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsA, Name: "rated",
+		Graph: client.Graph(`{"nodes": [], "edges": [], "concurrency": {"key": "{{ input.a }}", "limit": 2, "startRate": {"rate": 3, "per": "minute"}}}`)})
+	if err != nil || ratedDef.JSON201 == nil {
+		t.Fatalf("a definition with a valid key rate was refused: %v %s", err, ratedDef.Body)
+	}
+	in := json.RawMessage(`{"a": "k"}`)
+	if got := read(a.EnqueueExecution(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: ratedDef.JSON201.ID, Input: &in})); got.status != http.StatusAccepted {
+		t.Fatalf("enqueueing a rated key's item: %d %s", got.status, got.body)
+	}
+	if got := read(a.EnqueueExecutionBatch(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: w.wsA, WorkflowDefinitionID: ratedDef.JSON201.ID,
+		Items: []client.EnqueueBatchItem{{Input: &in}, {Input: &in}}})); got.status != http.StatusAccepted {
+		t.Fatalf("bulk-enqueueing a rated key's items: %d %s", got.status, got.body)
+	}
+	var stored int
+	if err := w.pool.QueryRow(ctx, `SELECT count(*) FROM workflow_execution_queue WHERE workflow_definition_id = $1
+		AND concurrency_rate = 3 AND concurrency_rate_per = 'minute' AND concurrency_burst = 3`, ratedDef.JSON201.ID).Scan(&stored); err != nil || stored != 3 {
+		t.Errorf("%d items stored with the key's rate 3/minute burst 3 (%v), want 3", stored, err)
+	}
+	w.checkBUntouched(t)
+}

@@ -30,9 +30,15 @@
 -- did. The counts are a filter only: domain.ChooseKeyed picks from the
 -- window with the same rule, under the workspace's lock, which is what
 -- keeps a key's limit exact.
+--
+-- Start rates (00016): an item whose key is over its rate (its bucket's
+-- next start still ahead) is passed over too, read once per key kept
+-- (one primary-key probe of start_rate_buckets), and each row carries its
+-- key's rate for ChooseKeyed.
 -- +goose StatementBegin
 CREATE FUNCTION queue_admissible_window(ws uuid, n integer)
-RETURNS TABLE (id uuid, concurrency_key text, concurrency_limit integer, key_running integer)
+RETURNS TABLE (id uuid, concurrency_key text, concurrency_limit integer, key_running integer,
+               concurrency_rate integer, concurrency_rate_per text, concurrency_burst integer)
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 AS $$
@@ -42,6 +48,9 @@ DECLARE
     keys text[] := '{}';
     running integer[] := '{}';
     taken integer[] := '{}';
+    -- rate_held[k] is set when key k is over its start rate.
+    rate_held boolean[] := '{}';
+    held boolean;
     k integer;
     r integer;
     kept integer := 0;
@@ -57,7 +66,9 @@ BEGIN
     LOOP
         seen := 0;
         FOR item IN
-            SELECT i.id, i.priority, i.created_at, i.concurrency_key, i.concurrency_limit FROM workflow_execution_queue i
+            SELECT i.id, i.priority, i.created_at, i.concurrency_key, i.concurrency_limit,
+                   i.concurrency_rate, i.concurrency_rate_per, i.concurrency_burst
+            FROM workflow_execution_queue i
             WHERE i.workspace_id = ws AND i.status = 'PENDING' AND i.available_at <= now()
               AND (i.priority, i.created_at, i.id) > (after_priority, after_created_at, after_id)
             ORDER BY i.priority, i.created_at, i.id
@@ -73,16 +84,21 @@ BEGIN
                 IF k IS NULL THEN
                     SELECT count(*)::integer INTO r FROM workflow_executions e
                     WHERE e.workspace_id = ws AND e.concurrency_key = item.concurrency_key AND e.status = 'RUNNING';
+                    held := item.concurrency_rate IS NOT NULL AND EXISTS (
+                        SELECT 1 FROM start_rate_buckets b
+                        WHERE b.workspace_id = ws AND b.concurrency_key = item.concurrency_key AND b.next_at > now());
                     IF cardinality(keys) < 256 THEN
                         keys := keys || item.concurrency_key;
                         running := running || r;
                         taken := taken || 0;
+                        rate_held := rate_held || held;
                         k := cardinality(keys);
                     END IF;
                 ELSE
                     r := running[k];
+                    held := rate_held[k];
                 END IF;
-                IF r + coalesce(taken[k], 0) >= item.concurrency_limit THEN
+                IF held OR r + coalesce(taken[k], 0) >= item.concurrency_limit THEN
                     CONTINUE;
                 END IF;
                 IF k IS NOT NULL THEN
@@ -93,6 +109,9 @@ BEGIN
             concurrency_key := coalesce(item.concurrency_key, '');
             concurrency_limit := coalesce(item.concurrency_limit, 0);
             key_running := r;
+            concurrency_rate := coalesce(item.concurrency_rate, 0);
+            concurrency_rate_per := coalesce(item.concurrency_rate_per, '');
+            concurrency_burst := coalesce(item.concurrency_burst, 0);
             RETURN NEXT;
             kept := kept + 1;
             IF kept >= n THEN

@@ -21,3 +21,19 @@ VALUES (@workspace_id, sqlc.narg(max_running))
 ON CONFLICT (workspace_id) DO UPDATE
 SET max_running = EXCLUDED.max_running, updated_at = now()
 RETURNING *;
+
+-- name: PlanSetStartRate :one
+-- Sets a plan's start rate (all NULL: none). Run after
+-- AdmissionLimitsWriteLock, as PlanUpdate is.
+UPDATE plans SET start_rate = sqlc.narg(start_rate), start_rate_per = sqlc.narg(start_rate_per),
+                 start_burst = sqlc.narg(start_burst), updated_at = now()
+WHERE name = @name
+RETURNING *;
+
+-- name: WorkspaceLimitsSetStartRate :one
+-- Sets a workspace's own start rate (all NULL: its plan's) on the row
+-- WorkspaceLimitsSet wrote in the same transaction.
+UPDATE workspace_limits SET start_rate = sqlc.narg(start_rate), start_rate_per = sqlc.narg(start_rate_per),
+                            start_burst = sqlc.narg(start_burst), updated_at = now()
+WHERE workspace_id = @workspace_id
+RETURNING *;

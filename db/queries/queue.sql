@@ -89,9 +89,14 @@ WHERE s.workspace_id = ANY(@workspace_ids::uuid[]) AND s.plan IS NULL AND s.pend
 -- is locked: only the holder of the workspace's lock claims its items,
 -- and QueueClaimCandidates locks and rechecks the ones domain.ChooseKeyed
 -- picks from this window. The walk is queue_admissible_window (migration
--- 00018): one probe of workflow_executions_key_running_idx per key met.
+-- 00018): one probe of workflow_executions_key_running_idx per key met,
+-- and one of start_rate_buckets per rated key met: an item whose key is
+-- over its start rate is passed over too, and each row carries its key's
+-- rate.
 SELECT c.id::uuid AS id, w.id::uuid AS workspace_id, c.concurrency_key::text AS concurrency_key,
-       c.concurrency_limit::int AS concurrency_limit, c.key_running::int AS key_running
+       c.concurrency_limit::int AS concurrency_limit, c.key_running::int AS key_running,
+       c.concurrency_rate::int AS concurrency_rate, c.concurrency_rate_per::text AS concurrency_rate_per,
+       c.concurrency_burst::int AS concurrency_burst
 FROM (SELECT unnest(@workspace_ids::uuid[]) AS id, unnest(@windows::int[]) AS n) AS w
 CROSS JOIN LATERAL queue_admissible_window(w.id, w.n) AS c;
 

@@ -50,9 +50,12 @@ type IdempotencyKey struct {
 }
 
 type Plan struct {
-	Name       string
-	MaxRunning int32
-	UpdatedAt  time.Time
+	Name         string
+	MaxRunning   int32
+	UpdatedAt    time.Time
+	StartRate    *int32
+	StartRatePer *string
+	StartBurst   *int32
 }
 
 type Schedule struct {
@@ -79,6 +82,13 @@ type Shedlock struct {
 	LockUntil time.Time
 	LockedAt  time.Time
 	LockedBy  string
+}
+
+type StartRateBucket struct {
+	WorkspaceID    domain.ID
+	ConcurrencyKey string
+	Tat            time.Time
+	NextAt         time.Time
 }
 
 type WebhookDelivery struct {
@@ -188,6 +198,9 @@ type WorkflowExecutionQueue struct {
 	RunTimeoutMs         *int64
 	RetryOf              *domain.ID
 	PinnedVersion        *int32
+	ConcurrencyRate      *int32
+	ConcurrencyRatePer   *string
+	ConcurrencyBurst     *int32
 }
 
 type Workspace struct {
@@ -199,9 +212,12 @@ type Workspace struct {
 }
 
 type WorkspaceLimit struct {
-	WorkspaceID domain.ID
-	MaxRunning  *int32
-	UpdatedAt   time.Time
+	WorkspaceID  domain.ID
+	MaxRunning   *int32
+	UpdatedAt    time.Time
+	StartRate    *int32
+	StartRatePer *string
+	StartBurst   *int32
 }
 
 type WorkspaceNodeSlot struct {

@@ -11,10 +11,45 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
+const planSetStartRate = `-- name: PlanSetStartRate :one
+UPDATE plans SET start_rate = $1, start_rate_per = $2,
+                 start_burst = $3, updated_at = now()
+WHERE name = $4
+RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst
+`
+
+type PlanSetStartRateParams struct {
+	StartRate    *int32
+	StartRatePer *string
+	StartBurst   *int32
+	Name         string
+}
+
+// Sets a plan's start rate (all NULL: none). Run after
+// AdmissionLimitsWriteLock, as PlanUpdate is.
+func (q *Queries) PlanSetStartRate(ctx context.Context, db DBTX, arg PlanSetStartRateParams) (Plan, error) {
+	row := db.QueryRow(ctx, planSetStartRate,
+		arg.StartRate,
+		arg.StartRatePer,
+		arg.StartBurst,
+		arg.Name,
+	)
+	var i Plan
+	err := row.Scan(
+		&i.Name,
+		&i.MaxRunning,
+		&i.UpdatedAt,
+		&i.StartRate,
+		&i.StartRatePer,
+		&i.StartBurst,
+	)
+	return i, err
+}
+
 const planUpdate = `-- name: PlanUpdate :one
 UPDATE plans SET max_running = $1, updated_at = now()
 WHERE name = $2
-RETURNING name, max_running, updated_at
+RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst
 `
 
 type PlanUpdateParams struct {
@@ -27,12 +62,19 @@ type PlanUpdateParams struct {
 func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams) (Plan, error) {
 	row := db.QueryRow(ctx, planUpdate, arg.MaxRunning, arg.Name)
 	var i Plan
-	err := row.Scan(&i.Name, &i.MaxRunning, &i.UpdatedAt)
+	err := row.Scan(
+		&i.Name,
+		&i.MaxRunning,
+		&i.UpdatedAt,
+		&i.StartRate,
+		&i.StartRatePer,
+		&i.StartBurst,
+	)
 	return i, err
 }
 
 const plansList = `-- name: PlansList :many
-SELECT name, max_running, updated_at FROM plans
+SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name)
 `
 
@@ -46,7 +88,14 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 	items := []Plan{}
 	for rows.Next() {
 		var i Plan
-		if err := rows.Scan(&i.Name, &i.MaxRunning, &i.UpdatedAt); err != nil {
+		if err := rows.Scan(
+			&i.Name,
+			&i.MaxRunning,
+			&i.UpdatedAt,
+			&i.StartRate,
+			&i.StartRatePer,
+			&i.StartBurst,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -58,13 +107,20 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 }
 
 const workspaceLimitsGet = `-- name: WorkspaceLimitsGet :one
-SELECT workspace_id, max_running, updated_at FROM workspace_limits WHERE workspace_id = $1
+SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst FROM workspace_limits WHERE workspace_id = $1
 `
 
 func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID domain.ID) (WorkspaceLimit, error) {
 	row := db.QueryRow(ctx, workspaceLimitsGet, workspaceID)
 	var i WorkspaceLimit
-	err := row.Scan(&i.WorkspaceID, &i.MaxRunning, &i.UpdatedAt)
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.MaxRunning,
+		&i.UpdatedAt,
+		&i.StartRate,
+		&i.StartRatePer,
+		&i.StartBurst,
+	)
 	return i, err
 }
 
@@ -73,7 +129,7 @@ INSERT INTO workspace_limits (workspace_id, max_running)
 VALUES ($1, $2)
 ON CONFLICT (workspace_id) DO UPDATE
 SET max_running = EXCLUDED.max_running, updated_at = now()
-RETURNING workspace_id, max_running, updated_at
+RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst
 `
 
 type WorkspaceLimitsSetParams struct {
@@ -86,6 +142,48 @@ type WorkspaceLimitsSetParams struct {
 func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg WorkspaceLimitsSetParams) (WorkspaceLimit, error) {
 	row := db.QueryRow(ctx, workspaceLimitsSet, arg.WorkspaceID, arg.MaxRunning)
 	var i WorkspaceLimit
-	err := row.Scan(&i.WorkspaceID, &i.MaxRunning, &i.UpdatedAt)
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.MaxRunning,
+		&i.UpdatedAt,
+		&i.StartRate,
+		&i.StartRatePer,
+		&i.StartBurst,
+	)
+	return i, err
+}
+
+const workspaceLimitsSetStartRate = `-- name: WorkspaceLimitsSetStartRate :one
+UPDATE workspace_limits SET start_rate = $1, start_rate_per = $2,
+                            start_burst = $3, updated_at = now()
+WHERE workspace_id = $4
+RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst
+`
+
+type WorkspaceLimitsSetStartRateParams struct {
+	StartRate    *int32
+	StartRatePer *string
+	StartBurst   *int32
+	WorkspaceID  domain.ID
+}
+
+// Sets a workspace's own start rate (all NULL: its plan's) on the row
+// WorkspaceLimitsSet wrote in the same transaction.
+func (q *Queries) WorkspaceLimitsSetStartRate(ctx context.Context, db DBTX, arg WorkspaceLimitsSetStartRateParams) (WorkspaceLimit, error) {
+	row := db.QueryRow(ctx, workspaceLimitsSetStartRate,
+		arg.StartRate,
+		arg.StartRatePer,
+		arg.StartBurst,
+		arg.WorkspaceID,
+	)
+	var i WorkspaceLimit
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.MaxRunning,
+		&i.UpdatedAt,
+		&i.StartRate,
+		&i.StartRatePer,
+		&i.StartBurst,
+	)
 	return i, err
 }

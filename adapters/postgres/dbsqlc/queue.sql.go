@@ -112,7 +112,9 @@ func (q *Queries) IdempotencyKeysPurge(ctx context.Context, db DBTX, retentionSe
 
 const queueAdmissibleWindow = `-- name: QueueAdmissibleWindow :many
 SELECT c.id::uuid AS id, w.id::uuid AS workspace_id, c.concurrency_key::text AS concurrency_key,
-       c.concurrency_limit::int AS concurrency_limit, c.key_running::int AS key_running
+       c.concurrency_limit::int AS concurrency_limit, c.key_running::int AS key_running,
+       c.concurrency_rate::int AS concurrency_rate, c.concurrency_rate_per::text AS concurrency_rate_per,
+       c.concurrency_burst::int AS concurrency_burst
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS n) AS w
 CROSS JOIN LATERAL queue_admissible_window(w.id, w.n) AS c
 `
@@ -123,11 +125,14 @@ type QueueAdmissibleWindowParams struct {
 }
 
 type QueueAdmissibleWindowRow struct {
-	ID               domain.ID
-	WorkspaceID      domain.ID
-	ConcurrencyKey   string
-	ConcurrencyLimit int32
-	KeyRunning       int32
+	ID                 domain.ID
+	WorkspaceID        domain.ID
+	ConcurrencyKey     string
+	ConcurrencyLimit   int32
+	KeyRunning         int32
+	ConcurrencyRate    int32
+	ConcurrencyRatePer string
+	ConcurrencyBurst   int32
 }
 
 // Up to n items of each locked workspace that may be claimed now, in
@@ -138,7 +143,10 @@ type QueueAdmissibleWindowRow struct {
 // is locked: only the holder of the workspace's lock claims its items,
 // and QueueClaimCandidates locks and rechecks the ones domain.ChooseKeyed
 // picks from this window. The walk is queue_admissible_window (migration
-// 00018): one probe of workflow_executions_key_running_idx per key met.
+// 00018): one probe of workflow_executions_key_running_idx per key met,
+// and one of start_rate_buckets per rated key met: an item whose key is
+// over its start rate is passed over too, and each row carries its key's
+// rate.
 func (q *Queries) QueueAdmissibleWindow(ctx context.Context, db DBTX, arg QueueAdmissibleWindowParams) ([]QueueAdmissibleWindowRow, error) {
 	rows, err := db.Query(ctx, queueAdmissibleWindow, arg.WorkspaceIds, arg.Windows)
 	if err != nil {
@@ -154,6 +162,9 @@ func (q *Queries) QueueAdmissibleWindow(ctx context.Context, db DBTX, arg QueueA
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.KeyRunning,
+			&i.ConcurrencyRate,
+			&i.ConcurrencyRatePer,
+			&i.ConcurrencyBurst,
 		); err != nil {
 			return nil, err
 		}
@@ -247,7 +258,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit, q.schedule_id, q.schedule_tick, q.run_timeout_ms, q.retry_of, q.pinned_version,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit, q.schedule_id, q.schedule_tick, q.run_timeout_ms, q.retry_of, q.pinned_version, q.concurrency_rate, q.concurrency_rate_per, q.concurrency_burst,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (
@@ -309,6 +320,9 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domai
 			&i.WorkflowExecutionQueue.RunTimeoutMs,
 			&i.WorkflowExecutionQueue.RetryOf,
 			&i.WorkflowExecutionQueue.PinnedVersion,
+			&i.WorkflowExecutionQueue.ConcurrencyRate,
+			&i.WorkflowExecutionQueue.ConcurrencyRatePer,
+			&i.WorkflowExecutionQueue.ConcurrencyBurst,
 			&i.CurrentVersion,
 			&i.VersionFound,
 		); err != nil {
@@ -323,7 +337,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domai
 }
 
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue q
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM shedlock l
@@ -374,6 +388,9 @@ func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows 
 			&i.RunTimeoutMs,
 			&i.RetryOf,
 			&i.PinnedVersion,
+			&i.ConcurrencyRate,
+			&i.ConcurrencyRatePer,
+			&i.ConcurrencyBurst,
 		); err != nil {
 			return nil, err
 		}
@@ -431,7 +448,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -463,12 +480,15 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
+		&i.ConcurrencyRate,
+		&i.ConcurrencyRatePer,
+		&i.ConcurrencyBurst,
 	)
 	return i, err
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -503,12 +523,15 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
+		&i.ConcurrencyRate,
+		&i.ConcurrencyRatePer,
+		&i.ConcurrencyBurst,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -540,6 +563,9 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
+		&i.ConcurrencyRate,
+		&i.ConcurrencyRatePer,
+		&i.ConcurrencyBurst,
 	)
 	return i, err
 }
@@ -552,7 +578,7 @@ VALUES ($1, $2, $3, $4, $5, $6,
         $7, $8,
         greatest(now(), coalesce($9::timestamptz, now())), $10, $11,
         $12, $13, $14)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst
 `
 
 type QueueInsertParams struct {
@@ -622,6 +648,9 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.RunTimeoutMs,
 		&i.RetryOf,
 		&i.PinnedVersion,
+		&i.ConcurrencyRate,
+		&i.ConcurrencyRatePer,
+		&i.ConcurrencyBurst,
 	)
 	return i, err
 }
@@ -951,7 +980,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueueP
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -998,6 +1027,9 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.RunTimeoutMs,
 			&i.RetryOf,
 			&i.PinnedVersion,
+			&i.ConcurrencyRate,
+			&i.ConcurrencyRatePer,
+			&i.ConcurrencyBurst,
 		); err != nil {
 			return nil, err
 		}

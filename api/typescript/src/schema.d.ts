@@ -1054,9 +1054,17 @@ export interface components {
             maxRunning: number;
             /** Format: date-time */
             updatedAt: string;
+            startRate?: components["schemas"]["StartRate"];
         };
         UpdatePlanRequest: {
             maxRunning: number;
+            /** @description The plan's start rate (see StartRate). Absent keeps the one it has; null removes it. */
+            startRate?: {
+                rate: number;
+                /** @enum {string} */
+                per: "second" | "minute";
+                burst?: number;
+            } | null;
         };
         WorkspaceLimits: {
             /** Format: uuid */
@@ -1065,11 +1073,33 @@ export interface components {
             maxRunning: number | null;
             /** Format: date-time */
             updatedAt: string | null;
+            startRate?: components["schemas"]["StartRate"];
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
             maxRunning: number | null;
+            startRate?: components["schemas"]["StartRate"];
         };
+        /**
+         * @description A start rate: at most `rate` executions start per `per` in the long
+         *     run, and at most `burst` in any window of one `per`, sliding (a
+         *     second or a minute). Items over it wait PENDING and start when it
+         *     allows; none is refused or failed for it. Null is none (on a
+         *     workspace: its plan's).
+         * @example {
+         *       "rate": 10,
+         *       "per": "second",
+         *       "burst": 15
+         *     }
+         */
+        StartRate: {
+            /** @description Starts per period. */
+            rate: number;
+            /** @enum {string} */
+            per: "second" | "minute";
+            /** @description The most starts in any window of one period; at least rate. Absent: rate (evenly spaced starts). */
+            burst?: number;
+        } | null;
         WorkspacePage: {
             items: components["schemas"]["Workspace"][];
             nextCursor: string | null;
@@ -1151,6 +1181,17 @@ export interface components {
             key: string;
             /** @description From 1 to 100,000; checked with the rest of the graph (422). */
             limit: number;
+            /**
+             * @description The key's own start rate, on top of the workspace's, each key its own bucket:
+             *     `{"rate": 1..10000, "per": "second"|"minute", "burst": rate..10000}` (see StartRate; an absent
+             *     burst is the rate). Checked with the rest of the graph (422 at /graph/concurrency/startRate/...).
+             * @example {
+             *       "rate": 10,
+             *       "per": "second",
+             *       "burst": 15
+             *     }
+             */
+            startRate?: unknown;
         };
         Node: {
             key: string;
@@ -1408,7 +1449,7 @@ export interface components {
         /** @description What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING. */
         WaitingOn: {
             /** @enum {string} */
-            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF" | "NOT_BEFORE";
+            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF" | "NOT_BEFORE" | "START_RATE";
             /** @description The limit that is full (workspace or key). */
             limit?: number;
             /** @description What runs under it now. */
@@ -1417,9 +1458,10 @@ export interface components {
             key?: string;
             /**
              * Format: date-time
-             * @description When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE.
+             * @description When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE; when the rate next lets a start go, for START_RATE.
              */
             until?: string;
+            rate?: components["schemas"]["StartRate"];
         } | null;
         QueueItemPage: {
             items: components["schemas"]["QueueItem"][];

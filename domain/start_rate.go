@@ -1,0 +1,161 @@
+package domain
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+)
+
+// RatePeriod is the period a start rate is counted over.
+type RatePeriod string
+
+const (
+	// PerSecond counts starts per second.
+	PerSecond RatePeriod = "second"
+	// PerMinute counts starts per minute.
+	PerMinute RatePeriod = "minute"
+)
+
+// Duration is the period's length.
+func (p RatePeriod) Duration() time.Duration {
+	if p == PerMinute {
+		return time.Minute
+	}
+	return time.Second
+}
+
+// StartRateMax bounds a start rate's Rate and Burst: 10,000 starts per
+// period is far above what one tenant's share of a Temporal cluster takes,
+// and keeps a typo from reading as "unlimited".
+const StartRateMax = 10_000
+
+// StartRate is a limit on how often executions start, set by a plan, a
+// workspace or a concurrency key, on top of the concurrency limits: at
+// most Rate starts per Per in the long run, and at most Burst starts in
+// any window of one Per (a second or a minute), sliding. Burst is at least
+// Rate; Burst == Rate spaces the starts evenly, one every Per/Rate.
+//
+// It is enforced as GCRA (the generic cell rate algorithm): a bucket keeps
+// one time, its theoretical arrival time (TAT), and a start is allowed at
+// now when TAT - Tolerance <= now; each start moves TAT to
+// max(TAT, now) + Interval. A bucket without a TAT (or whose TAT has
+// passed) is at rest, which is why a bucket nobody used is not stored.
+type StartRate struct {
+	// Rate is the starts allowed per Per.
+	Rate int
+	// Per is the period.
+	Per RatePeriod
+	// Burst is the most starts in any window of one Per.
+	Burst int
+}
+
+// Interval is the emission interval Per/Rate, rounded up to the
+// microsecond (the database's clock resolution), so that rounding can
+// only make the rate slower, never faster.
+func (r StartRate) Interval() time.Duration {
+	d := r.Per.Duration() / time.Duration(r.Rate)
+	if d%time.Microsecond != 0 {
+		d = d.Truncate(time.Microsecond) + time.Microsecond
+	}
+	return d
+}
+
+// Tolerance is how far ahead of now TAT may be and a start still go:
+// (Burst - Rate) intervals. Over any window of length Per, n starts need
+// (n-1)·Interval - Tolerance < Per, so n ≤ Burst: that is the burst's
+// meaning, exact.
+func (r StartRate) Tolerance() time.Duration {
+	return time.Duration(r.Burst-r.Rate) * r.Interval()
+}
+
+// Allowed is how many starts the bucket whose theoretical arrival time is
+// tat allows at now, capped at want, and when the next start after those
+// is due (the time at which Allowed would return at least one again).
+// A zero tat is a bucket at rest.
+func (r StartRate) Allowed(tat, now time.Time, want int) (n int, next time.Time) {
+	base := r.base(tat, now)
+	// The k-th start (k from 0) conforms while base + k·I - τ <= now.
+	room := now.Add(r.Tolerance()).Sub(base)
+	if room >= 0 {
+		n = int(room/r.Interval()) + 1
+	}
+	n = max(0, min(n, want))
+	return n, base.Add(time.Duration(n) * r.Interval()).Add(-r.Tolerance())
+}
+
+// Take returns the bucket's TAT after n starts at now.
+func (r StartRate) Take(tat, now time.Time, n int) time.Time {
+	return r.base(tat, now).Add(time.Duration(n) * r.Interval())
+}
+
+// base is the time the next start is counted from: tat, or now for a
+// bucket at rest, and never further ahead than this rate lets a TAT get
+// (now + Tolerance + Interval). A TAT beyond that was left by a slower
+// rate that has since been raised, and must not hold the new one back: a
+// raised rate is used within one of its intervals, once the capped TAT is
+// stored. Under an unchanged rate the cap never applies.
+func (r StartRate) base(tat, now time.Time) time.Time {
+	if !tat.After(now) {
+		return now
+	}
+	if ceiling := now.Add(r.Tolerance() + r.Interval()); tat.After(ceiling) {
+		return ceiling
+	}
+	return tat
+}
+
+// CheckStartRate refuses a rate outside 1 to StartRateMax, a period other
+// than second or minute, and a burst outside Rate to StartRateMax, naming
+// the field under path (such as /startRate).
+func CheckStartRate(r StartRate, path string) error {
+	ve := &ValidationError{}
+	r.validate(path, ve)
+	if len(ve.Problems) > 0 {
+		return ve
+	}
+	return nil
+}
+
+func (r StartRate) validate(path string, ve *ValidationError) {
+	if r.Rate < 1 || r.Rate > StartRateMax {
+		ve.add(path+"/rate", "must be from 1 to %d, got %d", StartRateMax, r.Rate)
+	}
+	if r.Per != PerSecond && r.Per != PerMinute {
+		ve.add(path+"/per", "must be second or minute, got %q", string(r.Per))
+	}
+	if lo := max(1, min(r.Rate, StartRateMax)); r.Burst < lo || r.Burst > StartRateMax {
+		ve.add(path+"/burst", "must be from the rate (%d) to %d, got %d", r.Rate, StartRateMax, r.Burst)
+	}
+}
+
+// decodeStartRate reads a graph's {"rate", "per", "burst"} strictly; an
+// absent burst is the rate (evenly spaced starts).
+func decodeStartRate(raw []byte, path string, ve *ValidationError) (*StartRate, bool) {
+	f, ok := objectFields(raw, path, ve, []string{"rate", "per", "burst"})
+	if f == nil {
+		return nil, false
+	}
+	r := &StartRate{}
+	integer := func(name string) int {
+		v, present := f[name]
+		if !present {
+			return 0
+		}
+		v = bytes.TrimSpace(v)
+		n, err := strconv.Atoi(string(v))
+		if err != nil {
+			ve.add(path+"/"+name, "must be an integer, not %s", rawKind(v))
+			ok = false
+		}
+		return n
+	}
+	r.Rate, r.Burst = integer("rate"), integer("burst")
+	if r.Burst == 0 {
+		r.Burst = r.Rate
+	}
+	if v, present := f["per"]; present {
+		s, good := stringField(v, path+"/per", ve)
+		r.Per, ok = RatePeriod(s), ok && good
+	}
+	return r, ok
+}
