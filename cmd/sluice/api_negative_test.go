@@ -1214,7 +1214,7 @@ func TestNegativeStartRates(t *testing.T) {
 		{"an hour", `{"rate": 5, "per": "hour"}`, "/startRate/per", http.StatusBadRequest, "invalid-request"},
 		{"burst over 10,000", `{"rate": 5, "per": "second", "burst": 10001}`, "/startRate/burst", http.StatusBadRequest, "invalid-request"},
 		{"a string rate", `{"rate": "5", "per": "second"}`, "/startRate/rate", http.StatusBadRequest, "invalid-request"},
-		{"burst under the rate", `{"rate": 10, "per": "second", "burst": 5}`, "/startRate/burst", http.StatusUnprocessableEntity, "invalid-graph"},
+		{"burst under the rate", `{"rate": 10, "per": "second", "burst": 5}`, "/startRate/burst", http.StatusUnprocessableEntity, "invalid-field"},
 	} {
 		body := `{"maxRunning": 5, "startRate": ` + tc.startRate + `}`
 		for opName, send := range map[string]func() (*http.Response, error){
