@@ -468,10 +468,85 @@ type Plan string
 
 // PlanLimits defines model for PlanLimits.
 type PlanLimits struct {
+	// DefinitionVersions Versions of all a workspace's definitions; past it a new version is refused (429).
+	DefinitionVersions int `json:"definitionVersions"`
+
+	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
+	Definitions int `json:"definitions"`
+
+	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
+	ForEachItems int `json:"forEachItems"`
+
 	// MaxRunning RUNNING executions a workspace on the plan may have.
-	MaxRunning int       `json:"maxRunning"`
-	Plan       Plan      `json:"plan"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	MaxRunning int `json:"maxRunning"`
+
+	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
+	NodeAttempts int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422).
+	NodeTimeoutSeconds int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
+	NodesInFlight int `json:"nodesInFlight"`
+
+	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
+	PendingItems int  `json:"pendingItems"`
+	Plan         Plan `json:"plan"`
+
+	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
+	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422).
+	ScheduleMinIntervalSeconds int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Schedules a workspace may keep, paused ones included; past it a create is refused (429).
+	Schedules int `json:"schedules"`
+
+	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
+	StoredItems int       `json:"storedItems"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+
+	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
+	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
+}
+
+// PlanQuotas The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart.
+type PlanQuotas struct {
+	// DefinitionVersions Versions of all a workspace's definitions; past it a new version is refused (429).
+	DefinitionVersions int `json:"definitionVersions"`
+
+	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
+	Definitions int `json:"definitions"`
+
+	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
+	ForEachItems int `json:"forEachItems"`
+
+	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
+	NodeAttempts int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422).
+	NodeTimeoutSeconds int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
+	NodesInFlight int `json:"nodesInFlight"`
+
+	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
+	PendingItems int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
+	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422).
+	ScheduleMinIntervalSeconds int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Schedules a workspace may keep, paused ones included; past it a create is refused (429).
+	Schedules int `json:"schedules"`
+
+	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
+	StoredItems int `json:"storedItems"`
+
+	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
+	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
 }
 
 // Problem RFC 9457 problem details.
@@ -598,13 +673,61 @@ type SetOutboundLimitRequest struct {
 
 // SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
 type SetWorkspaceLimitsRequest struct {
+	// DefinitionVersions Absent or null keeps the plan's.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Absent or null keeps the plan's.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Absent or null keeps the plan's.
+	ForEachItems *int `json:"forEachItems"`
+
 	// MaxRunning Null returns to the plan's.
 	MaxRunning *int `json:"maxRunning"`
+
+	// NodeAttempts Absent or null keeps the plan's.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Absent or null keeps the plan's.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Absent or null keeps the plan's.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// PendingItems Absent or null keeps the plan's.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Absent or null keeps the plan's.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Absent or null keeps the plan's.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Absent or null keeps the plan's.
+	Schedules *int `json:"schedules"`
+
+	// StoredItems Absent or null keeps the plan's.
+	StoredItems *int `json:"storedItems"`
+
+	// WorkspaceNodesInFlight Absent or null keeps the plan's.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
-// UpdatePlanRequest defines model for UpdatePlanRequest.
+// UpdatePlanRequest The figures to change; an absent one is left as it is.
 type UpdatePlanRequest struct {
-	MaxRunning int `json:"maxRunning"`
+	DefinitionVersions         *int `json:"definitionVersions,omitempty"`
+	Definitions                *int `json:"definitions,omitempty"`
+	ForEachItems               *int `json:"forEachItems,omitempty"`
+	MaxRunning                 *int `json:"maxRunning,omitempty"`
+	NodeAttempts               *int `json:"nodeAttempts,omitempty"`
+	NodeTimeoutSeconds         *int `json:"nodeTimeoutSeconds,omitempty"`
+	NodesInFlight              *int `json:"nodesInFlight,omitempty"`
+	PendingItems               *int `json:"pendingItems,omitempty"`
+	RunTimeoutSeconds          *int `json:"runTimeoutSeconds,omitempty"`
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds,omitempty"`
+	Schedules                  *int `json:"schedules,omitempty"`
+	StoredItems                *int `json:"storedItems,omitempty"`
+	WorkspaceNodesInFlight     *int `json:"workspaceNodesInFlight,omitempty"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -705,16 +828,91 @@ type Workspace struct {
 
 // WorkspaceLimits defines model for WorkspaceLimits.
 type WorkspaceLimits struct {
+	// DefinitionVersions Replaces the plan's; null keeps it.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Replaces the plan's; null keeps it.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Replaces the plan's; null keeps it.
+	ForEachItems *int `json:"forEachItems"`
+
 	// MaxRunning Replaces the plan's; null keeps it.
-	MaxRunning  *int               `json:"maxRunning"`
+	MaxRunning *int `json:"maxRunning"`
+
+	// NodeAttempts Replaces the plan's; null keeps it.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Replaces the plan's; null keeps it.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Replaces the plan's; null keeps it.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// PendingItems Replaces the plan's; null keeps it.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Replaces the plan's; null keeps it.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Replaces the plan's; null keeps it.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Replaces the plan's; null keeps it.
+	Schedules *int `json:"schedules"`
+
+	// StoredItems Replaces the plan's; null keeps it.
+	StoredItems *int               `json:"storedItems"`
 	UpdatedAt   *time.Time         `json:"updatedAt"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+
+	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // WorkspacePage defines model for WorkspacePage.
 type WorkspacePage struct {
 	Items      []Workspace `json:"items"`
 	NextCursor *string     `json:"nextCursor"`
+}
+
+// WorkspaceQuotas A workspace's own quotas over its plan's (PlanQuotas); null keeps the plan's.
+type WorkspaceQuotas struct {
+	// DefinitionVersions Replaces the plan's; null keeps it.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Replaces the plan's; null keeps it.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Replaces the plan's; null keeps it.
+	ForEachItems *int `json:"forEachItems"`
+
+	// NodeAttempts Replaces the plan's; null keeps it.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Replaces the plan's; null keeps it.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Replaces the plan's; null keeps it.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// PendingItems Replaces the plan's; null keeps it.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Replaces the plan's; null keeps it.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Replaces the plan's; null keeps it.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Replaces the plan's; null keeps it.
+	Schedules *int `json:"schedules"`
+
+	// StoredItems Replaces the plan's; null keeps it.
+	StoredItems *int `json:"storedItems"`
+
+	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // Cursor defines model for Cursor.
@@ -9435,270 +9633,290 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+1Ibudo3eisq768q8K22sQ0kAf7ZDDgJbwgwHNbsNePsWO6Wbb20JU9LBjwU17Ev",
-	"aN/YV3oeqVttt08YQpKXWqsmSbtbZz2H33O6L4WyP5CCCa1Ku/elAU1on2mWwL8OhomSiflbxFSY8IHm",
-	"UpR2S5c9RlqC3Wl8oUVkh+geI4OE3XA5VGRAu6xSCkrcvP33kCWjUlAStM9Ku6UQGw1KKuyxPjWt9+nd",
-	"MRNd3Svt1qvVoKRHA/Om0gkX3dLDQ1A6ZB0uuOn+KCoez61MrjuxvCVR+uobRXiUDmNAdS8bReQ3GJQS",
-	"9veQJywq7epkyPyxdWTSp7q0WxoOuXlzcmwNEQ0kF3rqyFi7J+U1Yfa9WcNiWVsrDuqOhcNZ68XcCzOH",
-	"47Wy2niOqdKNGzZ9lXjkTlFMlSbMvEsSFjJ+w6I9+EHphNE+SZga9pkitKNZQrhOx95jNGJJNnrTZxk6",
-	"LR8dlgrHy4V+u1UKSn0ueH/YL+1mp48LzboswdHzPteT4z6jXUYU/2fqWY/hO7/niHXoMNal3e1qYM49",
-	"9gqnPh1DrXAMF2GPRcOYTVtAZX+ftZ8qa2O17fxDJtdqQEM26zrCC7OGc+u1ssp4HszHaiCFYkC3fqPR",
-	"Oft7yBTsWSiFZgL+SgeDmIfUjHNjkMh2zPr/+m9lBn1fYne0P4gZTkdTHpd2YUhMadKW0Yj0qCJUEJYk",
-	"QL7gT1Xa/eu+1GdK0a4ZUn9o3maEEjtUmPBuacOf6sPXoKQ01UNV2t0Cese16bh0JG5ozCNiu81m2tN6",
-	"oHY3NlQ85CGrROzGDV9tcPyo7D568FfufyWsU9ot/V8bGZnfwF/Vxhm2gOs3uYNu7lyRPo3NFrCIyIS0",
-	"E0avFV5IaKliujyQohPzcNUFP4pYfyA1E+Go/JmNyC1VZKhYRG657hFKIt7psMSQBrMlJX8dd7J1TAez",
-	"2AJ6fYbuy6deRdewwplo+EnJYQI3xMyCwTp+kEmbRxETKy6k6SDjcaTNYim6imhJqJC6x5LshuZWcTNb",
-	"xWwoCy1jJ339qdZOy2smSJ+OiJCaaDkMzcJxla4crNiR0CwRNF5xwbhtJr3fbk228zd07K2FLqgd4FOs",
-	"y4XsM93joks6lMfmRgq8iiy5YcmePVj2zPWo6LLIrJ75wq4WUIsPnMXRiitWI/atacQwYR1zd3dJrVox",
-	"/6sZWjJI+A3VjKydfzggtZ3a+/U9QmMjuHGNd+Pi+OrooPHt0+Xl2beT08PGt/3j49M/PFo6TOI8Da3X",
-	"J2loB2a4FAXFT55il/axe49IEhqGbKAVaQ91umE8NJtlFkkFRJnjbVhMKjBenR+b7aXpmtEoSphSuMvY",
-	"A1fEMNPI39yPCR30VtzcuttcNW13h+JayFtBhIwYaZbumiVvi7pmCBss6jK1Ud3QsvQQ+N+GozBmu4SS",
-	"cnNYrW4y0k7/RidaMR2o+RsOLy+34fjJU5EraA02RGpCCY7qcP/jnhFmk5FbUPNGzJV2TI1roy/pnr+D",
-	"R2Iw1M99Pc0hCqUIh0lieB+5ZiPSLN3fE256r4RDpWWfJUcReXholkhIhZlYGxlXfGMudp8rZWiRGf/E",
-	"Z95Gwk/ztxBfW2oLbctPtIXQGolpeK3IbY/iTc0plOMLljAaqcDIReZV84Rr0uU3TJl91lISw3j3rHqc",
-	"HgCqCS4K7PqJ1B/kUKxKkAtUYPKeVqNN+o6V652tdnkrfFsr79D3rLzdfhu+i96znU61Bge2AwPwRYGt",
-	"bINOvBcW2BwhdRlff4qNOZFIG3Nc/1LKY5p02VMK+OwuZCxSpFbder/97i1pjzRT/pLUPOnojI5iSSPc",
-	"YhjJQkujpSzj6091ZmHohqaYVs0xpL5E4PiOW7QvVIxWXLO/h1JTu1iGCFBN+lJpUqtWq2TARGQowt9D",
-	"NmSEa2Qg2a33pPTfc+0stnzQdzn95qml9Fs5jCMyoEoRKZgDJHxdFgagyJqbp0yaQmmZsMifcuBdwdw/",
-	"yA1LFD4EtkYGLGkK4BxBqsGr9ZSgpF2bHVa2TztaRTpUabflho0kVLOmkAmoquZg9qkYES5IJ+bdnjY7",
-	"JUXIKuQEJUJQr+zoqUgFxaagsaFrI/ebFSQrpHXOdDIq73c0S1o4JE1ueyxh5JZybZrssXigdpvCjB5X",
-	"JEooF8qINimcpIhZENULoFuQWY18k7AOj2NVaRqVA9Ec0Oe9XifRhgsWShGBamPGQNqsIxOGV4D2s701",
-	"eoTZ2UoeepwFupjDciXoUPdkwv9hq9Jnxy3bjCZm24x6k6O4texy5Lpd6GoM/S+eiO7CEOEwUquNacMV",
-	"uSJO+pMJSdiNvLYS6JWgN5THtB2zJ1BgLQnjRmpWoz2ikxGhXcoFUT2Z6HiUU9M84nxhheuhN5xFFzH9",
-	"4KmISzYLcyXNTMxZ1fSa5bQ1IW93iZAkopq2qWJNEUohWAhkIzQnuZMwBjIjRwrfNizWiJGU6/ydjqRg",
-	"e02RrRdipbnr+zS3LBmZPqGTpS5WurjQ9f6Af2bAlwaJHLBEcwTywoRRzaJ9nUMBI6pZWfM+m4QCgxKP",
-	"FkAMHQJ5P/nDwBChu2JQs8MTVKsTGmqWKMcgFAsTpgPYVhbHRgxUhA5oAtj0RBf2wsyYlRjG9g4hFDrR",
-	"xG0ef50P2Gbg6l8leCWPvcJypJMPvIX3h/s1bVm2/5shSnZARcjicwu/Tm7hgvvhrvF9iQlzav4qHeyf",
-	"HDSOjxuHpcD9/ejkozeGWbOzzRUOOJPgJ3d538oyLUDuWz7Huu1JxUjrmo1aTgOC65AyGs3uNEmGwrFZ",
-	"Yq9putJBU0hBtByYc2P4tSGg0FGFXDrtQRlSy/qD2DBEecNQDkDFZA3/SBhgoCEzUko8CpwE1hT1bSu1",
-	"BnaI5nJqmYpo9e2360GqvxnOLQjIDqiVMAEcO9qDh9CXITfS/NmjGpl6qvUQQOIA4jFjFGRtq17PNJv1",
-	"CjkyspCZLCWdId4LpB5njZPDo5OPaes9GUcgeLRpeE0QnzSXCOUDuE6gKzshwyyppaDDRFiBIX/urtmM",
-	"7U3XaY+EPRZeO13cwrLaXWxU6c281s1NTvnUFC256GDHxaajD4nsk5rZm1q1GlSr1eVGUmAf8u+Ambzr",
-	"uvAOwPVGqutZSmgUgZRK4zNvLTs0Vmx8eR39HDfd9rlw/67Nu6nQxvThZTbfxw2x62CwWbz7o4OAHjWh",
-	"FQlxIQ3GYU9fFmcHfNyihIkUjbtBwpTiKHyNnUt+Y6FFRdb6XAw1Iz05TEhER2XZKfel0D2C/7WPbhm7",
-	"Ro1F8Ts8vcpKC8Awrfzo+jHvWajz/44oj0cV0rijoY5HTufKjxFIAGDoNzS2Yoi5AktuFHeQWvFi5fis",
-	"XfKgdFfuyrJ9mNBbI69WzuntF4uheS+UeX8gE51dDfd+hoIxEUpD5Tbg8QOMKTcre/xQbNqsva3Xt+bZ",
-	"hR99bg1niengTMYc+eCsS3Kae9kISdRQ/Zw9254221FbyphRgQIVlwnXo9zbdc/4vTVvikYo+lMKlmuh",
-	"dHV5UCoSt4/2T/aJ+YT8Y84ToJyJFIRlJwoYFzWnauwgvd1a6MJ3Ynk77pEyV8J5QkpROIZgHj39N0IP",
-	"z09Mx8Y+j6D9geYO50bzuPGBvwgKnIA5zRmp69N8ZUbSp3dH+N0mnAD7j+wA0CShcPSHSVwgVwjitEpy",
-	"dX48SZ6qjz5X+Y5ORTxCG2gOlc7EVNP19zyKZjkCt/oz9th99B2ljaA0iKmYq7ybdwolE/v99ElFmdpK",
-	"4/i0A/aVWX3Z9x+CcSUJFcgCrbsHGIsI2R5icYQDUFCZu0u2xcnBf82GP3bxFp/H+IeLTwhcg3qKhd+I",
-	"4l1hZHl8tUKeaa7ZfXoSeAFVR21pqYcgePxqOcFzVcBiOIiWncQzoQdja+MWIo8mZMMtuljZbp3RbhGa",
-	"4Ij7QlTe2/uHSUqeObACiZkNuYwvgjVseG3Mno53YFY+g9GyosdyB/Jm+tkeW4UxJ9qbGRtfvDoxv2HJ",
-	"6GIC+7H4QCkoHTaOj/7dOAcU6MP+0XHjcBIBMmK4+bJ8QxNzFJVpwjV+hkaTUtad/RNwdffsAzjTlAzB",
-	"aERFB6+TyH7h9dOy8PFtj/krmMrDYysIzUIjRQvUQDzmN6rDnpFIluSanmPb50I0BL34WmNOdy2CoDAC",
-	"N4qLbswcNBSQAfjcsv4eibjSXITaQdKUtM1Ax4Wf7e2n0c3Gxu5gegRdES8DI1MLWmt5bON7qXNC6t8A",
-	"Fp/i4axZHxAs5fCvwAFfREiiYqkDMhSaxyjhmeu/l2F7m1WjcCtCze6QtZZ1k2qc/H7VuGp8Ozm9/PZb",
-	"48PpeePbp9Pzoz9PT1rrARlQpdFmQ5tiq1oFZyGF7YOWXyFWWXImP/jCyJdDltoLAV5bjDatqu09TL8G",
-	"qUs73IfHCZLL8Y+J+5fTFGpOrJ+uLPzAyiIuwNcFlvuRK/0cd5pcZMbqhOlhIlgEQC7pyAT+EhAliRj2",
-	"2yxR5JqxgXW+iniX61ea8EPRhPxygHcooPPDpMuErpDTJDK7CGB/ymPSw71HOpQngilFaJhIpbKfFAml",
-	"mRLAj5YfLYg1JUNxyftMDguVF65IMjQKd8RoFHPBAmI4OBhzlKaJJmuUfJQkGiZg6V7ftWuHnmTJELCn",
-	"EExmcXqOQ5lELCKpwctsCBhuwPkMO0ILkZWw3sAw7DgJWNbBFiVtnExPJpol5JYLVSHO5gEeaDE1H9tj",
-	"8vvV6eX+t/Ork2+XR18ap1eX3y4aB6cnhxdmFlv1uhvHRtbZmBmktt0v/UwY2QxyF+WkrDwtgxcWnELC",
-	"BjEdsSlhMdd+TIO1oaf2HrAiWpeJPbyPHEU0mfAuFzQGeuFRMQ9mzQyoszja72YmVt4eXz83y7QtbzKz",
-	"Fi5lFKst3DNMYKFRw76vqmlOHqIJhbNQgywc4Q0TOlNSJkbG8qF9j0cOhIxYoWJgTuof+0eX3z6cnn9r",
-	"/Ltxcole3uYoYmDerfmPlvOxmXwEoQUKXMdTZ38pLxi6wz4CJCyIdYQxm98JLZoY+vV2eLdiZwcMuSOT",
-	"MV2mNok5DqjWLDEd/b9/7Zf/pOV/quWdb+Wv//pfhZwQnUaLAOQR+a+L0xMk4HZMcqgHQ10h+21lRtVn",
-	"VCgihnFceW65ZVFD7Yyrby5JzPRqbi6Oj35RhVGbU7732DmG6cyHdxaG4R4h1maO5TRzsQjyYquDP9sj",
-	"8rFxaTRvKbwYXfDzwLMRc6VJzCh4mGtzRl5Eqo1wl6f5SA1oF0y5QDZQwlFkberUQKxYiNCeyIidQ3uF",
-	"kJ4Z10kO15scIQagO8cKwe6mDJdq0tpwYsRGZmLZuPeI2gOGp7T24GKiR00LH4EgD/y7Tyhe2rmn0GOY",
-	"kwPPHIyREqdLiG68NNEsAnnUDsasLJwwz4vJvWZljwvwgcxkUNSRxm/B3GEnTCej086cSHMUaczum/eN",
-	"yJoKzzaYDRZuj1AkeGboVBCZRFzQZGRk3oXMW3aOy0CqiwkfKblzAsiKoq75cKYlYXWgPpOJFkIFxkfl",
-	"yYLZqgY54p6j0o7izmQWTwHtZ5znZZD98aPggdfnVycnCF4fnH45O25c+uB14Pk1fi04FhCY2XBcK79C",
-	"aehWkdsqkOr7OZOz4feuoaKJpcGD4xGNh/sfK8SQX+vemjAyFPzvIQNvQRZ1GbAlcAcmRo08ujw6PUGS",
-	"2qcjEtIkGZGWoZAtoiUZ8PAa7n47oSLsVZriC+u3WWLhCNM+u6OhJmshVaysmFBc8xu2HuSdzwdgYjBk",
-	"BT+yLonoOuiQIC7AnbrDuwWoELksCvJA92qVCmQKteKdVCv2ohPXA/NaU+TCicD9Dh21R5oVOimGeV/U",
-	"WQfed1s1gk3UZUvclggDjgr55cKtmM0vamU2ZoKwh8MxkO1y5UEZGXeyaIruMZ4gp8rwEzqJnqzhtmTx",
-	"LenVCjL/yYvPR2dnjcP1pbCWR2Am81UhXOyv311Y+8RorAs0XPA3VdNl2SJj1zi1yPjmHBP9dIUcTlWB",
-	"+mAu6w/mr2d9imdrhMXC0by7BcEXmYOdnnWfYim64BosGDHqZ3+A0U3gEJ0HIMH3ss/jmDuXTIgwR7K4",
-	"nnqOTz3oEH8/dtL3IF5UCnLYON7/T2GEAz4YHztE9J83fr9qXFwG5PJ8/+Tiw+n5lyDjFgG2GRDQz/cP",
-	"Ppnh5xX2hfyklUSAeyLwOmFm11lEtOwy3WPJ/GuLvtTwzrTjaxWSiUNsN6dYtnsSBTnVb/Mr/UdvlPIt",
-	"K1vvkZOrYyCCwI2sASBhsJlXlx/K7+FfCtRQqsjVvz58+HCIXBRosDMunDcOTs8Pv/17//iq8e3L/v/T",
-	"sg1yTZg5YGlQuxlymh1pvv7tFOvJ827hkDRsAV4NsCOPj7uoCsvzK2S/KW5oPLRhFHPHbySDgVHSm6J1",
-	"3yxheJgZrgiNhNEs7ZL7ZgleNn+HfAUhIP/8H4bZCwLSLEESNHYLr5Syl1AvtsEZVEG0CH7ULD082Gis",
-	"8VX6PvRs0jkYgKcCIdA30MVUG2ENWDDon2ygKjjfazbCqVWwJbJ225MxW99ze9MUk0LYuePNMb9mzuK3",
-	"C3vXFHM2L0Cy1qeJIQx2B1IC0RTZUXyJZZ6vj869HYvpp4YWZaqpI8ILkzdP2XOUy93L9Ew4kjNdH5xN",
-	"JJ9C95uDAT2/8uet8+J6nxVE52qAp0MNmkeacy6/VO1hoqZxlOVdyXpSTSG65hcjWodUSMFDGhPT4i6J",
-	"5S1LiFHJAiIk0QnlsRGgIzkt2BGD1c9YgmEO+cHJYS42F+nDo9wax7YSZlbUfWCXcBm3xNPxaIlxdmt4",
-	"KdFGo40kU+S2x2OWZv+xWfnS7JhWkUEgGJTYoRBcdCukpa75oGV4BVMuGh9gMK73SAs+aDkIWREax6nd",
-	"EOyy9iCaRhz0U3jEzqxftPvgw3mjUQpKZ+enpaDUOLlsnJ+dH100pn4LR1MVABT07hynMrlG9nb4WKRn",
-	"zHdprIwMCrJsj96wnOW+Vq1W50fDLO7xvfoJg74Cf9LzjpELFJ9cnA8HZGdr+10qqmIYPHjz55fYxcff",
-	"T5EFVVFIF4ujcsxuWJwmdQoIo2HPZdX7r4vTkzK4crOkDOwXExItiMl7mFUBPeZCaaOyF455Qn/Mhf3o",
-	"mM1QQychKqVBOLk6P/LV+msuILeonft8id8yQ+x/pjEZrNHFPgOWgx7IoSigsA2QfBIWM6oYgahXLZ0L",
-	"UFGAZ1BKExMs5a4eU95fTfTwMKqpxuJZKZK8eOOxcGajoCEtW0hDeIynNFcDqsPeB8rjYVJkskLHXwSb",
-	"lKFCl8xIeDRGaxsYW4wCBeagzeKdcb2sqMrNNus/lQEzpko3FraK+q5bBc5SS5h9YCUfZ/fxDsl828+C",
-	"WXJR/zWMNko3+lGmL9fgJQ+v5ybmBQkhPVc89TF4TqUg5zETlGwI/elcNvlH+uKLeXTxhe1WqeKSHtgg",
-	"T4ELaIF/F4IxRxVfNPQJr09Rxy7+BKX013om83gKnSjjRC+jEvmnrDCQ4+B4/+gLqD+HRxdn+5cHn5Yx",
-	"i/nw6DyvoHGpwHnT3AqgPyMygHYCo90MYhA+szxfLHmjyJpFGwD9PG9cnv/n2/9e33Nh8THrgN8FGpJy",
-	"HwLcpCAXTw4gHVPhaHgtO50DyTodHnKbIMmTdAul3Ew16nBBY1zrIpbmw6zgA4AGLiqU0dyU/Y6sbVWr",
-	"5e2dnXVLCimPM8zQevnuoUODYjogVIxsZg4QNG1DCKoaqh6RtfaIWP9eC+1s3d0BlQPfRSoi+3j77s59",
-	"lPf8SNdge2fHW4StarWI72au+H7VAE/w5JrT+MgG2ReobWPpwhCigzOyl2W16xWqtX16t4/0RRWlGcFf",
-	"Aq9ZLsJ4GEFulUUw9/3Ly8aXs0swK81WecwqTJ3isTUV2JxN+pYx4WwGyp9kQDC5JyTizS9cscA8QQFc",
-	"XoqnCbOcSFPx5A5c3z+3w3x3NcOQfp/lApQ6/0CRBCu+GKHC+ZU9SoYxjU2XX6Ar6AT7M3f/mg8GY50t",
-	"JbpM90lld/oDT6ySU2ALYHd2MFrCeFLHKx4btXWoVhqW7f2S96f5t8EAtqFrCJKwwqyQt2TN3KpRbih5",
-	"8rbY2R+nY0+VqqMgNQf8torSMls/8BN3PFXc8o8shbo46Dzx8tZhkixkALsnueZ3PN1Db8NyF2X83HoX",
-	"Ok9SloE8HTl/CuE0ZQ0vI5teMJ0D1R8X0JYC73macEDj2FpT+3REujJN/wZ0wWY+aw/DayNEdfy0X9Vi",
-	"OKEQMS/qdGDEOXgDOwRXo2GCsVpqwITrsFqpVnOdzsXfxxZ6Ooo+Zb3TfB8IFT9uxWfBySdmVTEEMM3C",
-	"h8LUXNR4Hhsem7s3iqLJXsEtOoupeIpJLgV3P2agT5097DUL1wtm4fKY7+OyaS2T+uph6plaMbnPo7P0",
-	"TE3P84ePcRWY6tAxn6ZpKEGqBhBeyFvfk9+Z4MCot8aBsIIAyAWJuWDrBGxzruiDh9+PE5kFklNC9ITp",
-	"egJA78iEfG7859vx0Zejy8oSWSZBfLduqJi3GTpY8+xukGhzfRonoi5Ds8Vz/jg9/3xxtn/QwLGUglI6",
-	"rlJQ+m3/4PO30w8fSkEpCz0uxHOSaXQd9icZCkWGIoJUE2M5gLzhQVx0URMMk1GE12XZ6YBXEq6hG5+F",
-	"NSiJGIQ3utjdNFh7HQOI8atsKpUFQ54nuCcsY+FJxUxKLg3JVDOSejKLf+QCC1eyVeRKHs4VvyGqbtmU",
-	"bMuGOfLZ5RfL3KFPzmUypEnC2WIZ05azmpi3EZ87sM6t81V/Q1YsbrTMdk6NKExLQygm9C7IRxeaiogm",
-	"EbFLrQgTNyyWA0buTcMBKrSa9gcBpCF/qCxuZhhL5lOoROWqW+YBdzwikx5ITpvxljOP2+fXLa/h+Gc9",
-	"W6oF7uFTKD3jV/tldJ+CHG8rg3Mr5lqcwGkXu9828eKjQYHvnlM9lxpxKmYwO0VWbu08Ppxenkrqeudf",
-	"qQraVXOP0riJQoacynAFLCjU/KbA36KRefK4lCUUMpZM59iPOGw4k2Oq9Cc5TGaOAl2+oSQCmpVcBnZA",
-	"MHtymBSPalHLebGMlQbmaN+3iSMckAzFbj7Ve0BYrBhW/Ur11ekKxQo5La0HWAFvwLzsLpk6mNth46aI",
-	"WSv6SXG/wAD6TLm6uPZopSOd2O5lEKsxzGFJ9zQGpkDlAQlWEbhmbKBsYOxKuMIiK/m8RCpPn5ZwXEuX",
-	"9kkYY0pqXoIlGoGGhUOjN1+YAVlwD0ryFEtRNOobOuKVwsnUp/2zI6M/paVPAGDHtnL1ZjCnAhcdWZDk",
-	"FWOwu5Ds6hZpGFQXca5IFfJHltkIXK2ycufge3+4/1ER2WkK60cD6gxUpxIscxflGqM5bH9mWhpzCIh4",
-	"lLmsNoUfCgkOmVD5GMvPAH1f+3DeaJBaQM7OT8l2QDKXUVKvZuqrboqMIq5XmqIpnN8bhkmiitfaoAO+",
-	"cVNrEQHl11r7to4RRDDtkt+wXBKGFsA2YHBBaxeH6+0Pwp0YO+ZHQBVsWWBmDFXlaNizlTSawpHq9PUK",
-	"wSGjzZsr0ppWyKiFJU13trbfrWOYQcxDZmuiWDRqf2A6K9crVSsfZNWIbm9vKxR+rsiku2G/VRvHRweN",
-	"k4sGfPPgVTjCTdw/O/ISb+6WapUqvicHTNABL+2WNivVyqbFv+Cs2+XeMFuLub2LMvXuw6qi+wAugbVV",
-	"A+3GiAsXv2G9YBJbFwQyHnAsSQbuMuZ6GHpBnXRWOuZKn0H/Y6W769XqjMJREwWj/spT9Zrjj86l2aO4",
-	"pXq1/rZcq5Xrtctadbdq/v8n1qRMixYtRL88D+jJJD+FFaBgpQOi+jSOGdptFVZ+3KrWpnWXLsvG1Vhl",
-	"r63q5vyPPvjlmLfqO/O/cNUBH4LSNu7C7PePvLrG24sMyS8OBnR42O/TZGSPQ8p51Rt7xgwJpV3loD5V",
-	"+mq+yh3fjXvzxwOwJJrQPtPM1jkt3oU3WC53Sj16K51ML0S/AET5FW5a2FvkRnk3B1xyMB/JrYXsUidJ",
-	"QBzhIgVN4UrmUAh7pInec8Yf9MQBg4iQ+L4j8m0MB5QxxMlXmmLfxnFgT6gaZBEH2oFwRnYlSsuBgpYA",
-	"9VeYjxCLAeXqEzrELsevXBAWTzIZGD2nuEYymacMmT0li974TUajZahCnii8X7iQ26QtZywVkjkPD6tR",
-	"rLGxpQQLgy9m0KttpFfLHEdHpaZTpZSek7QSpKVLCxCA32iUrtP3I2XVrflfpAV1zQe1zYVo37GryrpV",
-	"ry9C/LxS2z8BhT2AEp6E5nd9NoW1yKnasDgaZ2rj3v59dBQ9mI5tmra5xNd99kYRHpE1c+IyYHZ9Cj3O",
-	"+ppJlecpQYYkF8a5faHXluq6niDFqZC3AQjiDOo2Ym5PPVSBi5cxNBrcBJtiwBIuowo50qmi6M8M0tEa",
-	"Uh0yjsEPVKdpVbWU14TrpgipwMKBGM0+YLSQNJ7Dco/jihPkqL4cOcosDJs5gManP9UdJy+NGRCMgpY3",
-	"B5Sq7Xdsi1ZZeYduvytvhZud8vtoMyzXOnW2GW2F2+23NAV8d+chWdBkjdbbm+FWVN5mbzvlLVprl9+H",
-	"9ai8ybY62/Rt+134HlIam3e3aa1dDzej8hbbNu++Ne++i8o7rNpx7eQg5N0SesayiHy6vDwj5mZOQvjb",
-	"Rtsfw+iLJUofk/fQ89QVemEKPgEgF5Nxd3QDd3Z/OQL+g5PWCyYitCUiCYFiqB5ldWR0CnF1l2e6KgbR",
-	"NO6twEhxqRIRpCUUbdIcKIWiihWuMVsAhEvMo9uZIuxI9N9DpDqWRucxpZWI9EqK4PJ63GQVm4WUuXQn",
-	"Xu/ZCyiJNJeoy16ibE+Kr900/n/OulwB1EYFEP8LcnV+nPpKaKMvgafAeBX4DNZqCnP711oFbKwVkNa4",
-	"RaYVNEWrwCbT2oVobpkQJftsPSBygN4zNoOjFPkgSx9ZcyolDXsZEeIKCiyxiHRkHMtbFwzrbMBNkRqB",
-	"1YCFvGNvVpZVx63pG0VaWLKplRY6BujMaIBcubgSa023Beb3cwsppMb6aADGYSFdzC+goFy9X06XCkKj",
-	"KGHKq64MxbxtCI9gGnYiwFK5W/V6U9hg39bGMIlbpvNMLQXo0hX1tWEWfzR++3R6+vlb4+Tw7PTo5PIC",
-	"MonATuIpImu1KsmCWdb3spz5AfS5UySeFVazW0WJdXbWhc19X8dBRdjgim3SfGuLno/ZKndLbzu1sBZu",
-	"18qb4dt2eYtut8s77fesXO3UojrdbG+F20sUlZ9Z128hlbq23EpNEVt9oWz2Yn610uOCwqsrb1bCi/Gl",
-	"8/n3neT9x8//+Tu5vP3vq7PD90fHZ38eyfoxPaYXt6Ul92XSnI1y9vPv2URNuDlMMMjSPdk6bq/oweLo",
-	"ASRO+BlYr2OUhBJ7Z4BVjHHfR8i8G/eZ7viADNpcyElWfQjPVY4zYWVgrUiGT1TIfhrflurZWYLIPh0R",
-	"pXkcE8OtMMNInohjP0VEPEeftqaNMHqVCr/v0cRlN3LhQqcxmK9iZTqVT9bGD8pHpueekuqPzcV+eJ60",
-	"JDN6vXrf9+p9ZHqJezcGNRR1mr2y0cggRSjjuiAL8aDqheCUNz7zCIhgt2PQSpaMWA9VU6ylVbrSwpSB",
-	"dTaDbKoIpQJjSh3PUEF6o9JGQhmxCkkrvMDbNhFKNhjIxgkJKTvSS4DodBfb/X++nTcuGyeXR6cnLbL2",
-	"DquBeZpLkZ7iQUGH2WrNwYKg8LQ3Ors23M1qGjyUpY9f6MZPehHPPSmYJ2+BF61L0KpIU4ou/fU1765k",
-	"6OFjwV3wqyogb/tpaQpPxnklcy+AO4limvHM1M5VH8mwn+l0zYxTjQFk3nf5jL8oZ0cBkUkERKg9Ijwq",
-	"xo0Pvc6XgYwhSyzHCnzPCR3/qjRirBj2HPKQ7tErfXgB+uBuqr8RHm3wn07Ho/9NYx5Rp+ZiKnMjHIBj",
-	"Brhq0rRwAqk5LyJ8z0tybu4cpMlGfDSDaFxWxyLc0quVvgJkmVYat/Up4PxjkYm//KT+WYbptKhJ6ROL",
-	"YxmQ+3tMD1iBem0PD1mm6lI3YUxnBCDNII9E01IV99Lzg2XZkr0wtjlWeH+3FrzoRoAO+p5Wo036jpXr",
-	"na12eSt8Wyvv0PesvN1+G76L3rOdTrVWmti0uf6az7uv3iUooLYWIn2FOH9JBynYXCs+jVHyqYR8jqi2",
-	"cR95iMlMfPNCdpxQViEYn+PgS5snGtNAY542qlPfUeeTFMaM2tRsey6htB+QZMahetMAzzHq/4p1/uBY",
-	"5xJndAriedGTt873zb2eSQouoi2r0gQMpRAGnXV2qi/N635lfpTPvPx6GV8E/VzqJi6HCuTg9rm4wBiz",
-	"2bBXVxW45y7X7zRt5QK1EnSH5f3+ELOvO/3EL8jkgq3aDAvzO/IyVpw0y6ebJdWTYr7GklWrfBbFBfj8",
-	"MoqBHc8LawVRzlqzKAGcR0zTWLP6I6iY26gpxMwcJNv+q5D9KwrZ+1FEqNviJ5KqU0K3cW//9jAVIkWh",
-	"RwpWTK9ovpDBIiKPT3qeWfJ55vtce/r7/Kve5Z9CMpl3y1aTRoL76fttq7zt+dmvFalNCfK5yTHvYgvA",
-	"zCyIhYJRJlUsZS/xa9EWGINt6fgB7XJBUeguMphkOUl+VHtJgXHXT14insG0O1E8ff44XK1gX8mZvjRF",
-	"ZSFWXJN8mX2/xD4OzKvIv2bebdly662mwJRyGJDLovVdQlNbjfNHlgKwHtLhrs50MhSExko2Be1oG3sG",
-	"rd9S5Ux2RArPCQ8N/EVLklV+X3UVCkp3WdApX5oVSwd4aWUwnwL4LJE1xcBbz8y+VXRPN+69oK+HDfR0",
-	"aq1Pn6Dt6INMGi55WDrR8VzXv6yNMF9Uf6aJ0Nu+tXzUEMD86LUCW4hlstX6K+N+AUsi85mHY93ew2L5",
-	"2LtHQHlA6y9U2xtp+UDh0TarrecLeeVBQDgf6MykmqJerWdVQuDTLJmBrabFdUH0jJdMpikg6RT5A4iJ",
-	"IK2jiPUHUjMRjsqf2agVQOjsgNG0vLOifZvW0KY6wDQEMuFdqDGSEWTMdUNJxDsdBtOAzzBHQdrUNYNQ",
-	"GdoUW9WdCvnMRnnHKzPFmFGlSX0LMohh1u0sKq7Av8oucHoz58kAWRQy8gxFOyAKQIQx1m5Jx5pG50ws",
-	"BJmyDnuOVo8tBGatpQTmfRHKAYvyUwtmLELKhnuMRpDryNLksR3M0WQ/N/L29rxsw19XAHPSLNMu7U5E",
-	"8/mS69N8WhfVqp4T9B0/P0vBSEsGfzshYbe0GdXDWrtKyzud96y8Fb0Ly+/bb2l5u7PF3G+lVcKZ7bSi",
-	"7F4UcKtGWsbkF+M81QU4z4EUnZhjxrXH4kVTtt5PVDV2BFxF0VLN+ZCUslqif/l+AYbCjOWmthmf0E8g",
-	"HCot+yxxaC9XBHLGQII5m359A+8mpF2yR2mrXs/yWllEi7iqGF4ONbW7YV3SKxG7cVNSGxw/KduWF06Q",
-	"Yic7BbvAEpUxDa9tUjY9p84lLgVEOELVUQY0tstvsLa8lpLEUnTJWis3YMPkNMFlWd/DZGVGDYgYjWIu",
-	"ILGO+Q6TR3hVcmkM6d/WWljOrBzSQSvw655CuTIrw/3ggo+99jmRZBXpp9x2KZjmyEDDAZTFCKrV6pji",
-	"mY+4JWvOAbtx8vtV46rx7bf9y4NPNnAUcikZeWedQIYnlma4o1CbAzi7Zn2oyAGFd1Gpc9ZWeSuaAk5A",
-	"QByTykKASSvNS97CBt0PPOO2kNKuKTwRjRgJDbrAAalhrIHDo3RkU6OC+yfkiAZJoylg5ciAKpeQyodH",
-	"/h5KTc19kDGkjhcS9Dkax7sYIgvQqm4KyEXVGSoW4RC26jv+0YR2AqtwYM4prrIaVmTfrAcsEcQKg+RD",
-	"FYH2bMG2vCRkyV46d0gMmEpDqKC3EjaAdO+7xPDO1voeodB0NsxMRrINNgVOwy4FzLuduV1sVXecnGka",
-	"MpddEH3LQ+YOAryMWbvIVrW6iLz4G5zdVcQfq1dOEYSMiuudnM/Wo4uGrFwrBRPffExsqs5MfKoZ8v3z",
-	"CFCwoM8pRWULvrQ85c5kWhtjUsD6+ngRC49SkZyFSQLMvXC3jqxBJD4OZ72IQLzKZM9owzty0svPwqvz",
-	"eHF7GF8/kmPncL85pjtfQHiT5eUCnBRritvIKzQ7OOiLa4XJcR20RdYcCLtdhaNuyDcc9fU9w28jpk5S",
-	"SK4FOSMt1ADJGKHdBYFMaKyF+TkMOzH9v7HDDQj632JtVEgxm6IPIJpkgV/njYPT88Nv/94/vmqA2EHa",
-	"I80UihNrtbfkM//Nj/yCzGOYHxcTdPAsEQZtW+zPXX6EBDA34yAeKrJdJf///0c2zX8g60VTpPnQgOfy",
-	"f9KquclQFHG1j0z7CMiK1lEX4jrNPlqpg4XU5vz94krCMszwhZGqfJlUYsUIQuZBbUP9ALqYP7ran6Xx",
-	"wWAH+I+8U/UMl2w7DGuImN1dykgOTr+cHTcuocpygcN28CgQIJljrC7sfXWRwXztu/49qxgxC6jIVbh/",
-	"xclfwMC9gKq4dBiel3Vwnll5jMpjJqflfe3yXU5ztTuwCXrppGc3lpdwqeIzf0SuSJpdCnQUo1FBLSyS",
-	"llrHyOOEMUxbiWg89hW79PHWC70p0IGcRR5svC9QhMSUGs7wZwVHZCw9qoiQXroqMmJ6zw5t0hwIH23c",
-	"W4rklrVVmG4JfprBY5YV4pdgDxl1w6VcCgjFgZ/bwRYGmuAWYEIuGoZsoF8h0R8/ggTP9BNgWEWW8OmJ",
-	"+klLszuNr5WVThjtt5xw5gvL2A5IuyDp7jYFSLoVy85bAUq+FXfTzQMj3bnfgVzAk+yNpgABFPCNFo92",
-	"W5jbV5nzJ0JmXYHWA9KC7t3v11xE60iVWhHV1Dz/r4vTk3UIahRaEXSAaB1TpcvwqHx02ALpWIHnMHrl",
-	"dBLZN3I5okQDneF0F5fnjf0vXnqEdajGL1BgpmCdDGW/z7XaQzkZlw5JpO09N9cK2Qf1QQgW6gx/ghwP",
-	"PALRnvEbFgHozQzZE6xCLqBVtCpCCeJxOxus6oAlTaFYYgTsta36jks4x/qwSiSMpWKRG1Z+ikeHx42W",
-	"lxhe4E4X0UwcTEozG6421XI8y+wJfGp51hzZfuJ05ghviUe7ZKveFHg+SO4ENgUcDnLf9DMCN0u7zYUo",
-	"dbMUNI1wDR+AeA1PbB4O8zCVTpulh6aAFZtwIklNksVCIHi34MRe5cDvnHkXb+wYKJBWXEtJLz5YVR6c",
-	"GgfBnPsWnoWW0Rlbrii1P7IidynZMfSLasAY9kAOa9kE0q00XgKABxlBDkzQDg0tgs/h0x4FeEOnHmoj",
-	"5tKRZ8OCqg2G6kXSVTa16jukg++wSlNADlFsF5wSoH4Q3kualRpnAfyAdcPGRoHl19ZSlRhrSkZm2AFR",
-	"13wwMM9SyXQdmxIy8x1TTdGRCdjRsl5S4TOTIzMxNC11yZUjsU0R82tDWrNiQ2tbtc3CfDhm/5wH2aMx",
-	"d4sT0MEgkTc0zmUBt09Z9Js5tBQx+EWVUDOwS2nG+CzQ9aMSrU9O1uweGhLsXEvLzTBNhjSbzFo3SJs3",
-	"yd4ww6RfoemloemfIam6FWUgL3CqXwosAru6YG3RvCly9RntAuVN5LDbG+cxOSzZh48NYR7QLmsKW2Tc",
-	"5R4GcLWV4c+1atX9uG6Nwjc0HgKsatMrZ+SMtEdkKhAMSK+QCEp3E3mbFd1pigWQ2pzH+gmsyRyPNbM0",
-	"gAFPc8d29R0zCmBh6dLudjVfRnF2ufqfzR3XLN85bPF8f1z/DP1qBGxJclGcb2vKffsB0D5wzXwusC9z",
-	"0IWAyAkfXXB48FxTIAsuWpMstcKaiFCti6RykDP1rFknDmcp8wsCEXNFRusVcqSbAqrwz3UKXvP9Tt9k",
-	"6Ym4csYuDFkwrwFY2B5q8BsxMuqAC8Gi9T0r1aKWnDD08xjBrjfFNRtVCNAllDNTnS2NU8mWCAqLoVO7",
-	"67wp0sYNS7H5zyDSoku52EsDL6zXso3uQIEbu2wKTM8YkFuWsEx6hWz25okVbFOpHN1WsunDAJrCiC86",
-	"GYqQGiGdajKFpEPtNRweSrfmHMDuWbcYMBemk4b8PLAQANgq0oLzedppVQgEcFBXD1kmTZGhv1kLIRWk",
-	"zcDjmBvxHQRrInWPJbdcsfXiakQ6GT0d/PrqifoKuz4yN7lORvlghrRyos2qKqxQs7DICFu/VOBg5nCv",
-	"csU7rCdh6qggnGuaC0Pwwia0CwTo76ZugGSthlingy+x+k9TYA1RoA55Xwd7HXAsRiW+ddUc0XfBDSED",
-	"INeoteMkLGY0wxmpWz+MSwDlnNi82E3RpuG17HTs6KYJlr/DSv48UZB21Z4jABKW4pdPbAuzPNKsP18A",
-	"9u7MK3L6ApFm3vovTRwzG+0cj63bnhGQIH2u9TPMBdSKSBkhJWRAr7OfAEzMJL1UeuRZHCwKsGkFIkW2",
-	"qlt7YyG7HNDEoQBx0lCVsaxoaLdyUbtT/JjSI72yH5P1GjqQQ/N6NSil+zMz5VVMed+vt+hFHgDoZp8u",
-	"kELCMpsPlMfDxEyimj2c4VBU3fpzpaKMC4p0XlFGnFIuYisV+A6PLs72Lw8+oU8RokKnwi9I8GP6JWfn",
-	"aArImV3IV3r4EikzsvVfGGOY3MSUmqC2ms8DMCUHRharv0IBxQVo9XQ3pR9oHvOcoNJoLOt7ZHgI6UiA",
-	"Xp3wKxNycLx/9KVxaEEHNKT52i/AJkYmvmGJl3nMtJIRGPjazwuCuAY6YS3sekUmPK8wUmfc9cr5U8GC",
-	"pyo7WD2ycad2r6a4hHLBeLrRR9nzvAIyMtVvagZPe4zf1LI6ezqdV7epV7cpdJtagPouQuHAgovK+89H",
-	"4sag3yxK0JG7XEmHwIt5cJJSU6xREQXWbA44INYyNzQI8T21HmRmrQmcuCmsoD6JHfpEyIwsRQ1dABHQ",
-	"paaYhxvC609HgF6Rw1fKs1rUscO5ZOJh+15up/GK3nOJkjkv0TBmyyUfS7/K1/guzjF2kXbxWpJl2SjN",
-	"KZpydcfTuRMpGneDhCmMNSlVySb53+Z/TqethztRjW11yu+o0Q3Dzai8w953ylVaa9fDzWiLbXe8SKKH",
-	"AKzayQ2NL8CRSjmF1Wi9vzsalj265OG1+7fdHcG7PR3DdrE7/YEnY7BB/bJaz6bg3rnkfQhamvZe+njT",
-	"e/w1KMkblsR0cAbpBczmXvMBHLah8uJV8Z8ZNpGp7NWgpHmf/SmFGXtjmMgB2zijCVfTE2v7W/D9FflV",
-	"cE93H+fDnuk1f1XyXwD0VB7ddPQ8ezajVjyYZH27uzXHZ7TVaB3EEA7CUsoBWUGgFE9TmNtA/pGCkbVW",
-	"nr60AtJyd6W1Dr6PDCK0W2M0o9UUa9aY3h/Gmg9iltZJd68SxYWh9D1GrgS/I2wgw966LRCveXiding2",
-	"FS6qnCgQpg4GzkvATFpx0Y3TYFHrLm/F0ZZbPEOvbKQsqLSmJ6NMu99JKIfg2G+YKTq3N4V1PkjfgV7B",
-	"A349yHkoEMW0TZLVk4k2zNEsWFNAGhRIC6FvGWRfkIZtMvhZkbWtarUgKcrU8u3uGq/iCzqTd0yQ8ilk",
-	"djrp/HEBzvwSvkD681cO/j+cgy/LrV/LPP28LsJpxSaV0ewijj5TQdu4d3+dU6AJ0jA6NmUYjCJCkr5M",
-	"IGgDnAayivOprVNpOppWcynHal4rLv3YFZfmnLG5RZbSo4PmAOuLkwkqhWUGpp+Q6iu7fGWXPwa79Anj",
-	"K3l6CbP1XNq0nJf6RcoQ0UndpVIck5J6VHStwRGUKoXp78AHmt2ScQ0XU4uFmHfaEQabsBA/GFd1J5Xp",
-	"PfMI+o2AakIBF3CFZJaggp1DWY9Io4FaV0Yhb4t0viu4lM+i821WyRbQz1p5e/GLlh/QUhrUK0t4ZQk/",
-	"IEsgVBEW8VeF6iewh0VcP6U6tQH3YvkwqXEGVIjHFupjmEoWI90TpoZ9FlXIGR0q85gSvKfZZ6krzQRj",
-	"MN+wV/H7ldb+VLQ2sCf81fPgB6e0QF6elNQitft+tNYFJ/LwGrP8s4jc9rghqpimwdJaQDikCFnQFLZc",
-	"TGBEAsycBHYcNF/19zC+iWvSlWCZysK4QLQHe1JTnJuJIjlPhwTeWxwYgOvX85Is8EAya/VK3V+p+09G",
-	"3Z1I80ref/SQVLNPS9N3OGDzXMayF4GGhjSOGbitEcUYWaNxnKZ2olGfi8BVmLAuoZm7wjUbgatBBMl0",
-	"2iPCo2JXsz+ysS2dKu6njGFMJzzfmSfbju97K38GV5tb/9y48+89nO5sg6a9nH8ketcMYioqZN8cbCJF",
-	"PJpWGz7dwSfI6bUf9iGCOaaQ++b8dFmHiHQwz+kRQUPNbxjwyQUCAdHh9Zgq/UkOE/iKL8zZApvfZ3c7",
-	"mL5GNq14BG1P4c/ZiJa/mj+x5f6XNcTfereu8L4XMryNe0+6mhdOnPe4SysomYOHnA6OJv4VrwT6neET",
-	"9OmO2AAKTkb5mGObXsb6gtss1pDdtSeHSaGBNk9mVooMtte3/qjrW3vG6/vuu13fnKf6qynxJUyJc2/w",
-	"sgLgH57iNMOa6HH0NOFRlpGKMz8tE9j5XNzS3mRGfJUmeVJaQlqmKXa/TMwz534FQcHem8bJZeP87Pzo",
-	"orGswe9xEsJPQGLq1Sk0xlurRUnN9hOTGtvVL0xyfjlBA2z/Y1FTA7y8j5U3zO/lazaap3ePl0I0n5B8",
-	"GXXFwoRpVaxE758dfTa9rHaLjVqbHX+r686+B/sD/pnBdtkgLZokdDTtUphpvbLeF1CW98+OYPG9o5ye",
-	"zCdgu4Vq9jjXxQNMoHgnBkFbwN7lw3Kz2YOPQHzuUQWVfpWWSRGrReUAT/8TKOMhX1b7xvP/AsEIPjcF",
-	"1lltv2NbtMrKO3T7XXkr3OyU30ebYbnWqbPNaCvcbr+lWYRIyA23TFiH35V2Syq+/rbVqdOdEBbxRl77",
-	"MDluXO61b9e/12+qf/79vl+7ezfYbG+LnXDru8R/RI7iTKUwQaa44chfOe9PouILR6eKydQy/Hbj/pqN",
-	"5jjd+wRqn9hjj6W1swLDTjMwL1bIuXkJor2wDC/kUpBlOagU2AFNex5pmueEjx+8OuF/d3OKWfa5h28l",
-	"HhkU2bxtd2+UNY0UpAOBM/ykeZsKL80qNaAm05Ria02xhglQKlwoluhWYBOiVFAzyv6N17MVjOciaQpM",
-	"pYE1ipKhTdevyFqublQwVkhpPatBFTQFGDXNrttkfOMVn9RYSj9bpomr6QWO0p1NCxw9QYmizbREkb9I",
-	"XoUim4cE6gotkolkvBZRlnXqtRjRT1yMqOC+5W/HU1QmGqddS1XsWoTgAH4zneBcZuZla2z2Zy1voSIG",
-	"hAIM49gieVx5+eZnw+nH2PuqiFef3p0jOugEZQ9eyrJFPpc4PD6deZC3XTlc+tfr+6L4d24vvBtrTu+T",
-	"KOTDOfr4uQuX0VOPCJE3LEnNX2/UHtw2w1GN8q5cfSR74cg+IOkRpnSAnAoYS0O42iU2pSKA65BvNmiK",
-	"MKsEa12ri8tnFd7bR6r5/pWt1Rf3oZoYxHMi6flBLgBa/8B0xhwHh938j1fC64uQnBsa8+hjQge9n6OQ",
-	"1lJ0bRHZQA411KUqLyAkJODHM07DPl1enn07b/x+1bi4tHVWaMJIj8UR0TLAcqja7IsmPal0zk3NPDCi",
-	"Rc6TjSiXSlXeCq+4gZmvoadTyhOc2qk8icDx132pPUyULu3WpnnhbOdQwR6gskaHrdhGKqHsZ+RTnbEE",
-	"3XvBWF9IZvwWH5a3DuQWYFEjwauE8mJmgglpwO4f3IrJaz1+VVcVXB5BHjbuzdBmwnwHNI5TcQUmghZ8",
-	"EkvRZQkQEWyNRXsujotQQYYDiwZQdc0i8HDFWvRYfC8tecpEpKal4cjfgMVgwL68+RVhwF+Q/eFeTVwb",
-	"1Eg7tsYs0OFnuzSF0KLH3HYJJYcnF1jGa80VjKxvb5L2SDMVkJi2WQxp3mKmTftBU0S8y7UKyJvyG4AX",
-	"3nx7E5CjwxNbu4bxhNyJctlMsb9udHQqyNEZoVGUMGUaSMuFk4FM9J65JXhpOmnyOfNDhXzBvOgkpIqV",
-	"uVBMKK75DXNMtQAUtes5HRMtSohcpBB9yDn9hDSOiRTBIuKEeZeLblOkJKUrs2KcwKZbJA1IAutBa4Lr",
-	"tvYIbQos03xj6zUZWmRLIUXDhLbjUQALh1oSDIslLp+7X2UJ6zG7IdjKb6dXl7+dXp0cfvt0enF5AbXf",
-	"rFieVoFvCq7XK+R0qMuyU05AY4NKoVjQrk0t7cfMe4ZwbtXrgZfzrikgP8MU3W2S/D1Sc/NEnyLxZRlV",
-	"Ljem51TkXlhcW3RJxoS0GULZqzb362tzK/IyI8L1GI1175/p9iRbUalerdqoTgCSEhkypYhiyQ1TrrC6",
-	"2iNhj4XXkA8tYgMmIibCUSHA+8n2u+q9TTO4y+vFbxF2XhjOE/MbVsGlZuEQAw7B1coTvm+YYMqXrXER",
-	"7YpC3rdFF5QJciaV7iZMkTVDxF0NEczb35cQIIbu6EbS5XrdFrnaI9vVzawwZ5BLbUo5YHUDKGPqyqyi",
-	"LMCSRCYqwMrShhVaYRu2MjGHSHYLd+wc57VyjCycEPCVtRPHzQtK2k4928yn3VuYQMW7elMGPUhkO2b9",
-	"fxUMPmKacjNAKBxr2tslbhrpqq/hWyoNHJDdda/WwHZ1MyhprsGeeOLayczBPa0HandjQ8VDHrJKxG7c",
-	"iNSGkLqMry+8Hmf4bXHsWnZJSSQxb4Y9XrPvgFlKPvUS5D+8L7UZTVhi2gBYAg5aUX76Pr2G+ruloDRM",
-	"YrsUuxsbsQxpDPLx++r7KmAbttMJeZoJKnRa0ZgngG6Dwjee1l4ViOOpsF5WoRwYSTdhEROa09hvI/U0",
-	"KBboocs3KagqPL9i9cbD3CD6PaKaek0j+DbZ7n6OziOUNoBCoanyYLQC0+GkCOy1P84EitcAahdl+a39",
-	"9eT9/hCSbbnyzn7r3icFLdsiC1x0A3JrVAmI3RcR8awLmeu+16xXZGGy1UNvmMlQFKfeRq3Hxcl7TWcx",
-	"uJMtX/CuMGdAmtsPDge3rN2T8tpfj4gZjpHw3Cq79woaNdwjZ5xXZO0CbkT5wjxEP4V1f/ZoGS5uytxB",
-	"NCq7G+l9aW/kw9eH/xMAAP//HhQfmd1rAQA=",
+	"H4sIAAAAAAAC/+y9+1Ibudo3eisq768q8L1tY3NIAvyzGXBmeIcAA2Rmr1nOjuVu2daiLXkkGfCkch37",
+	"gvaNfaXnkbrVdvuEIYd5qbVqkrS7ddZz+D2nz5VYDoZSMGF05eBzZUgVHTDDFPzreKS0VPZvCdOx4kPD",
+	"pagcVG76jLQFezD4QpvILjF9RoaK3XE50mRIe6xWiSrcvv3XiKlxJaoIOmCVg0qMjUYVHffZgNrWB/Th",
+	"jIme6VcOtuv1qGLGQ/umNoqLXuXLl6hywrpccNv9aVI+nnupbrupvCdJ9uorTXiSDWNITT8fRRI2GFUU",
+	"+2vEFUsqB0aNWDi2rlQDaioHldGI2zenx9YUyVByYWaOjHX6Ut4S5t6bNyyWt7XmoB5YPJq3Xsy/MHc4",
+	"QSvrjeeMatO8Y7NXiSf+FKVUG8Lsu0SxmPE7lhzCD9ooRgdEMT0aME1o1zBFuMnG3mc0YSofve2zCp1W",
+	"T08qpePlwrzerUSVARd8MBpUDvLTx4VhPaZw9HzAzfS4L2mPEc3/nnnWU/gu7DlhXTpKTeVgrx7Zc4+9",
+	"wqnPxtAoHcN13GfJKGWzFlC73+ftp87bWG87/5DqVg9pzOZdR3hh3nDug1bWGc8X+7EeSqEZ0K2faHLF",
+	"/hoxDXsWS2GYgL/S4TDlMbXj3Boq2UnZ4L/+o+2gP1fYAx0MU4bTMZSnlQMYEtOGdGQyJn2qCRWEKQXk",
+	"C/7UlYN/f64MmNa0Z4c0GNm3GaHEDRUmfFDZCqf65WNU0Yaaka4c7AK948Z2XDkVdzTlCXHd5jPtGzPU",
+	"B1tbOh3xmNUSdueHr7c4flT1H30JV+5/KdatHFT+r62czG/hr3rrElvA9ZveQT93rsmApnYLWEKkIh3F",
+	"6K3GCwkt1WyXx1J0Ux6vu+CnCRsMpWEiHld/ZWNyTzUZaZaQe276hJKEd7tMWdJgt6QSruN+vo7ZYJZb",
+	"wKDP2H/51KvoG9Y4EwM/aTlScEPsLBis4zupOjxJmFhzIW0HOY8jHZZK0dPESEKFNH2m8htaWMWdfBXz",
+	"oSy1jN3s9adaOyNvmSADOiZCGmLkKLYLx3W2crBip8IwJWi65oJx10x2v/2a7BVv6MRbS11QN8CnWJdr",
+	"OWCmz0WPdClP7Y0UeBWZumPq0B0sd+b6VPRYYlfPfuFWC6jFO87SZM0VaxD31ixiqFjX3t0D0qjX7P8a",
+	"lpYMFb+jhpGNq3fHpLHfeLt5SGhqBTdu8G5cn304PW5++uXm5vLT+cVJ89PR2dnFHwEtHam0SEO3t6dp",
+	"aBdmuBIFxU+eYpeOsPuASBIax2xoNOmMTLZhPLabZRdJR0Tb421ZTCYwfrg6s9tLszWjSaKY1rjL2APX",
+	"xDLTJNzcnxUd9tfc3G2/uXrW7o7ErZD3ggiZMNKqPLQqwRb17BC2WNJjequ+ZWTlSxR+G4/jlB0QSqqt",
+	"Ub2+w0gn+xudasV2oBdvOLy82objJ09FrqA12BBpCCU4qpOjnw+tMKvGfkHtGynXxjM1bqy+ZPrhDp6K",
+	"4cg89/W0hyiWIh4pZXkfuWVj0qp8/ky47b0Wj7SRA6ZOE/LlS6tCYirsxDrIuNI7e7EHXGtLi+z4pz4L",
+	"NhJ+WryF+NpKW+hafqIthNZISuNbTe77FG9qQaGcXDDFaKIjKxfZV+0TbkiP3zFt99lISSzjPXTqcXYA",
+	"qCG4KLDr59K8kyOxLkEuUYHJW1pPdugbVt3u7naqu/HrRnWfvmXVvc7r+E3ylu136w04sF0YQCgK7OYb",
+	"dB68sMTmCGmq+PpTbMy5RNpY4Po3Up5R1WNPKeCzh5ixRJNGffft3pvXpDM2TIdL0giko0s6TiVNcIth",
+	"JEstjZGyiq8/1ZmFoVuaYlu1x5CGEoHnO37R3lMxXnPN/hpJQ91iWSJADRlIbUijXq+TIROJpQh/jdiI",
+	"EW6QgeS3PpDSfyu0s9zyQd/V7JunltLv5ShNyJBqTaRgHpAIdVkYgCYbfp5StYQ2UrEknHIUXMHCP8gd",
+	"UxofAlsjQ6ZaAjhHlGnwejMjKFnXdoe169ONVpMu1cZvuWUjihrWElKBqmoP5oCKMeGCdFPe6xu7U1LE",
+	"rEbOUSIE9cqNnopMUGwJmlq6Nva/OUGyRtpXzKhx9ahrmGrjkAy57zPFyD3lxjbZZ+lQH7SEHT2uSKIo",
+	"F9qKNhmcpIldEN2PoFuQWa18o1iXp6mutazKgWgO6PNBr9NowzWLpUhAtbFjIB3WlYrhFaCDfG+tHmF3",
+	"tlaEHueBLvawfBB0ZPpS8b/ZuvTZc8sOo8pum1VvChS3kV+OQrdLXY1R+MUT0V0YIhxG6rQxY7ki18RL",
+	"f1IRxe7krZNAPwh6R3lKOyl7AgXWkTBupWY9PiRGjQntUS6I7ktl0nFBTQuI87UTrkfBcJZdxOyDpyIu",
+	"+SzslbQzsWfV0FtW0NaEvD8gQpKEGtqhmrVELIVgMZCN2J7krmIMZEaOFL5jWawVIyk3xTudSMEOWyJf",
+	"L8RKC9f3aW6ZGts+oZOVLla2uND10ZD/yoAvDZUcMmU4AnmxYtSw5MgUUMCEGlY1fMCmocCowpMlEEOP",
+	"QH6e/mFoidBDOajZ5QrVakVjw5T2DEKzWDETwbayNLVioCZ0SBVg01NduAszZ1ZilLo7hFDoVBP3Rfx1",
+	"MWCbg6v/rsArRewVliObfBQsfDjcj1nLsvMfhijZMRUxS68c/Dq9hUvuh7/GnytM2FPz78rx0flx8+ys",
+	"eVKJ/N9Pz38OxjBvdq650gHnEvz0Lh85WaYNyH075Fj3fakZad+ycdtrQHAdMkZj2IMhaiQ8myXummYr",
+	"HbWEFMTIoT03ll9bAgod1ciN1x60JbVsMEwtQ5R3DOUAVEw28A/FAAONmZVS0nHkJbCW2N5zUmvkhmgv",
+	"p5GZiLa993ozyvQ3y7kFAdkBtRImgGMnh/AQ+rLkRto/+9QgU8+0HgJIHEA8doyCbOxub+eazWaNnFpZ",
+	"yE6Wku4I7wVSj8vm+cnp+c9Z632ZJiB4dGh8SxCftJcI5QO4TqAreyHDLqmjoCMlnMBQPHe3bM72Zut0",
+	"SOI+i2+9Lu5gWeMvNqr0dl6b9iZnfGqGllx2sNNy09E7JQekYfemUa9H9Xp9tZGU2IfCO2An77suvQNw",
+	"vZHqBpYSmiQgpdL0MljLLk01m1xeTz8nTbcDLvy/G4tuKrQxe3i5zfdxQ+x5GGwe7/7ZQ0CPmtCahLiU",
+	"BuOwZy+LtwM+blFiJUXzYaiY1hyFr4lzye8ctKjJxoCLkWGkL0eKJHRcld3qQArTJ/hf9+iesVvUWDR/",
+	"wNOrnbQADNPJj74f+56DOv/vhPJ0XCPNBxqbdOx1ruIYgQQAhn5HUyeG2Cuw4kZxD6mVL1aBz7oljyoP",
+	"1Z6suoeK3lt5tXZF7987DC14ocoHQ6lMfjX8+zkKxkQsLZXbgsdfYEyFWbnjh2LTTuP19vbuIrvwo8+t",
+	"5SwpHV7KlCMfnHdJLgovWyGJWqpfsGe70+Y66kiZMipQoOJScTMuvL0dGL93F03RCkV/SsEKLVQ+3BxX",
+	"ysTt06PzI2I/IX/b8wQop5KCsPxEAeOi9lRNHKTXu0td+G4q7yc9UhZKOE9IKUrHEC2ip78j9PD8xHRi",
+	"7IsI2h9o7vBuNI8bH/iLoMAJmNOCkfo+7Vd2JAP6cIrf7cAJcP/IDwBVisLRH6m0RK4QxGuV5MPV2TR5",
+	"qj/6XBU7uhDpGG2gBVQ6F1Nt11/zKNrliPzqz9lj/9FXlDaiyjClYqHybt8plUzc97MnleRqK03Tiy7Y",
+	"V+b15d7/Ek0qSahAlmjdfcBYRMwOEYsjHICC2sJdci1OD/5jPvyJi7f8PCY/XH5C4BrU1yz+RDTvCSvL",
+	"46s18kxzze/Tk8ALqDoaR0sDBCHgV6sJnusCFqNhsuokngk9mFgbvxBFNCEfbtnFynfrkvbK0ARP3Jei",
+	"8sHef5mm5LkDK5CY+ZDL5CI4w0bQxvzpBAdm7TOYrCp6rHYg72af7YlVmHCivZuz8eWrk/I7psbXU9iP",
+	"wwcqUeWkeXb6e/MKUKB3R6dnzZNpBMiK4fbL6h1V9ihq24Rv/BKNJpW8O/cn4Or+2TtwpqlYgtFMyg5e",
+	"V8lB6fUzsvTxfZ+FK5jJwxMrCM1CI2UL1EQ85idq4r6VSFbkmoFj26+laAh68bUnnO7aBEFhBG40F72U",
+	"eWgoIkPwuWWDQ5JwbbiIjYekKenYgU4KP3t7T6ObTYzdw/QIuiJeBkamNrTWDtjG11LnhDQ/ASw+w8PZ",
+	"sAEgWNrjX5EHvoiQRKfSRGQkDE9RwrPX/zDH9nbqVuHWhNrdIRtt5ybVPP/tQ/ND89P5xc2nn5rvLq6a",
+	"n365uDr98+K8vRmRIdUGbTa0JXbrdXAW0tg+aPk14pQlb/KDL6x8OWKZvRDgteVo07ra3pfZ1yBzaYf7",
+	"8DhBcjX+MXX/CppCw4v1s5WF71hZxAX4uMRyP3Kln+NOk+vcWK2YGSnBEgBySVcq+EtEtCRiNOgwpckt",
+	"Y0PnfJXwHjcvNOG7ognF5QDvUEDnR6rHhKmRC5XYXQSwP+Mx2eE+JF3KlWBaExorqXX+kyaxtFMC+NHx",
+	"oyWxJjUSN3zA5KhUeeGaqJFVuBNGk5QLFhHLwcGYow1VhmxQ8rMkyUiBpXvzwK0depKpEWBPMZjM0uwc",
+	"x1IlLCGZwctuCBhuwPkMO0ILkZOwXsEw3DgJWNbBFiVdnExfKsMUuedC14i3eYAHWkrtx+6Y/Pbh4ubo",
+	"09WH8083p++bFx9uPl03jy/OT67tLHa3t/04tvLOJswgjb1B5UfCyOaQu6QgZRVpGbyw5BQUG6Z0zGaE",
+	"xdyGMQ3Ohp7Ze8CK6FwmDvE+chTRpOI9LmgK9CKgYgHMmhtQ53G03+xMnLw9uX5+lllbwWTmLVzGKNZb",
+	"uGeYwFKjhn1fV9OcPkRTCmepBlk6wjsmTK6kTI2MFUP7Ho8cCJmwUsXAntQ/jk5vPr27uPrU/L15foNe",
+	"3vYoYmDevf2PkYuxmWIEoQMKfMczZ38jrxm6wz4CJCyJdYQx298JLZsY+vV2ea/mZgcMuSvVhC7TmMYc",
+	"h9QYpmxH/++/j6p/0urf9er+p+rH//pfpZwQnUbLAOQx+e/ri3Mk4G5McmSGI1MjRx1tRzVgVGgiRmla",
+	"e265ZVlD7Zyrby9Jysx6bi6ej77XpVGbM74P2DmG6SyGd5aG4R4h1uaO5TR3sYiKYquHPztj8nPzxmre",
+	"UgQxuuDngWcj5dqQlFHwMDf2jHwTqTbBXZ7lIzWkPTDlAtlACUeTjZlTA7FiKUJ7LhN2Be2VQnp2XOcF",
+	"XG96hBiA7h0rBHuYMVxqSHvLixFbuYll63NA1L5geEr7EC4metS08REI8sC/B4TipV14CgOGOT3w3MEY",
+	"KXG2hOjGS5VhCcijbjB2ZeGEBV5M/jUne1yDD2Qug6KONHkLFg5bMaPGF90FkeYo0tjdt+9bkTUTnl0w",
+	"GyzcIaFI8OzQqSBSJVxQNbYy71LmLTfHVSDV5YSPjNx5AWRNUdd+ONeSsD5Qn8tES6ECk6MKZMF8VaMC",
+	"cS9QaU9x5zKLp4D2c87zbZD9yaMQgNdXH87PEbw+vnh/eda8CcHrKPBr/FhyLCAws+m5VnGFstCtMrdV",
+	"INWfF0zOhd/7hsomlgUPTkY0nhz9XCOW/Dr3VsXISPC/Rgy8BVnSY8CWwB2YWDXy9Ob04hxJ6oCOSUyV",
+	"GpO2pZBtYiQZ8vgW7n5HURH3ay3xng06TDk4wrbPHmhsyEZMNatqJjQ3/I5tRkXn8yGYGCxZwY+cSyK6",
+	"DnokiAtwp+7yXgkqRG7KgjzQvVpnAplGrXg/04qD6MTNyL7WEoVwInC/Q0ftsWGlTopx0Rd13oEP3Vat",
+	"YJP02Aq3JcGAo1J+uXQrdvPLWpmPmSDs4XEMZLtcB1BGzp0cmmL6jCvkVDl+QqfRkw3cljy+JbtaUe4/",
+	"ef3r6eVl82RzJazlEZjJYlUIF/vjVxfWfmE0NSUaLvib6tmybJmxa5Ja5HxzgYl+tkIOp6pEfbCX9Tvz",
+	"13M+xfM1wnLhaNHdguCL3MHOzLtPqRQ9cA0WjFj1czDE6CZwiC4CkOB7OeBpyr1LJkSYI1nczDzHZx50",
+	"iL+fOOmHEC8qBTlpnh39qzTCAR9Mjh0i+q+av31oXt9E5Obq6Pz63cXV+yjnFhG2GRHQz4+Of7HDLyrs",
+	"S/lJa4kA91TgtWJ211lCjOwx02dq8bVFX2p4Z9bxdQrJ1CF2m1Mu2z2Jgpzpt8WV/qM/zviWk60PyfmH",
+	"MyCCwI2cAUAx2MwPN++qb+FfGtRQqsmH/3r37t0JclGgwd64cNU8vrg6+fT70dmH5qf3R/9P2zXIDWH2",
+	"gGVB7XbIWXakxfq3V6ynz7uDQ7KwBXg1wo4CPu6jKhzPr5Gjlrij6ciFUSwcv5UMhlZJb4n251YFw8Ps",
+	"cEVsJYxW5YB8blXgZft3yFcQA/LP/2aYvSAirQokQWP38Eolfwn1YhecQTVEi+BHrcqXLy4aa3KVvg49",
+	"m3YOBuCpRAgMDXQpNVZYAxYM+icb6hrO95aNcWo1bIls3PdlyjYP/d60xLQQduV5c8pvmbf4HcDetcSC",
+	"zYuQrA2osoTB7UBGIFoiP4rfYpkX66MLb8dy+qmlRblq6onw0uQtUPY85fL3MjsTnuTM1gfnE8mn0P0W",
+	"YEDPr/wF67y83ucE0YUa4MXIgOaR5ZwrLlVnpPQsjrK6K1lf6hlE1/5iReuYCil4TFNiWzwgqbxniliV",
+	"LCJCEqMoT60AnchZwY4YrH7JFIY5FAcnR4XYXKQPj3JrnNhKmFlZ95FbwlXcEi8moyUm2a3lpcRYjTaR",
+	"TJP7Pk9Zlv3HZeXLsmM6RQaBYFBiR0Jw0auRtr7lw7blFUz7aHyAwbg5JG34oO0hZE1ommZ2Q7DLuoNo",
+	"G/HQT+kRu3R+0f6Dd1fNZiWqXF5dVKJK8/ymeXV5dXrdnPktHE1d9BeegCrowxVOanq13D0JUcnArO8T",
+	"WllpFKTaPr1jBRt+o16vL46LWd73e/2zBn1F4aQXHKjFw4LkGBpdmIN/z8CFIScFxTXTzGjSYZonDMSh",
+	"MGMNQhIbA95D9YDU6/XGG6Ih7Ynps8HmIWE07mcRMpjbgRuMDu1KFbMEXGwA8uG584GP5KQgjbvI5+KZ",
+	"SCadYUum438B38M0DQ/GqzDmQR8GwIBg9x5OCGNSN3a39zdLTs7isxP0Mz3EHDEtnlt7VsFvPSIpv2P2",
+	"XicMmKJz4FHMMAGrrthAQvRwnw3CiSBBWmoOi6bQlapJ0RRdModmygb2yIEKmeladgaWNknIJBc6rmR6",
+	"hLZyGs0jh3NsHzZdP+Ki2raPUNwoGSkk+dEGLAbj2oA++FftvntoMWFxShULlzJIuaLp3eSabk+t6TKj",
+	"dCBXEK03MVanl6OtHF+OLA91unf0lGN+Xd99u9yw9al4B/jY9IjPQXqfMsmBbhhEsh/majaEb4NX2Kon",
+	"YSHBRkftGSfWR4wHSXambp/lFMF6Cs8pJy9URIJUF4+jEDnkufA0hOjn5GkIdhxtXX7EQEyYKd5COBRS",
+	"zZjWxPnYaeztvF5iJl5Aec/F6XQ46lQ4kjJ2TvZwT87FNwRjBwM16TBzz5gAeQa+0YeEZlmL+IAZUCbn",
+	"zuPt693lJ1E2Zv/T1HGxKmhEMJQVzQdcxOkoYcnjaPLCQYLv6ozz/Vtwri3vE2OCylg5j1nmmD/uZGed",
+	"nc8nHb/c3Fw67b+UVwfSHZCTvkxB1gUC4iy77AEzo1aPLk/hY6bA5TVPVLUis1noW16Q2kKCU9yeoggQ",
+	"lYku4aGbe4smOFwpKykjKJPEe+bWTDD7Mv3FZyialsXfHZP93b03GUaK+Zd0mfSGiZk+zwAhdVkuAZYm",
+	"1ZTdsTTLJhqhfOnSOf/39cV5FWIImaoC7oOZMJd0BgmMpSVAABfaUBGX20unDBeFeHOTsjn2j2nbqEZC",
+	"9uHqNLQn3XIBSe3d3BdDzQ6Fwf7nejECuSh3VnXQzbEciZJr2wTITbGUUc0IpFsx0vuel2UWiSpZRqyV",
+	"4iRTygfrYV6B4jLTS3Febs4g0c1EHh1qPM1cCpp+TIge10Nq4v47ytORKuNLGHHmKJlVem/YYCgVTVHY",
+	"Ai8fkLjtaHfKd8b3sqYNYb4/6VN5zqVUm+bS7nhhzECJ+LWCvxGs5OMcjoJDstjpaMnyDMgNrUSUZBv9",
+	"KJ8r3+ANj28XVoQAaCo7Vzxzbn1ONLrgqh1VXO6mi4WozB/Zi98slIAv7TCVIebZgY2KFLiEFoR3IZrw",
+	"kA4xyZDwhhR14uJPUcpwrecyj6cA43NO9G2w+PCUlUYQH58dnb4H3P3k9Pry6Ob4l1X8sUK7/CJ39Emp",
+	"wLtx3wuEL8gQ2gHFaZgC1pknmGXqlSYbzswFZver5s3Vvz79781Dn48pZV1w+EUPpsKHYOfUkASyYJmf",
+	"sB3Q+FZ2u8eSdbs85i4zZyBCl8rPOSbf5YKmuNZlLC2074PzKXpWUaHvmXLqDNNkY7der+7t7286Ukh5",
+	"moNMGeIAQr9mJgJdCFPCgaDp9SLQdixVT8hGZ0xcYJmzKe4+PACVg6AZKhL3eO/hwX9UdDnO1mBvfz9Y",
+	"hN16vYzv5jGgYbmqQPDkhtPUKwIl9oKJPLVoG4YzcpinU+6X2lMCCKwsvx3+EgXN5krtUs4eRzc3zfeX",
+	"N+DPNF9TtKswc4oe/XDJQhEHcIRRh5OMCGaVhwoQxYUrF5inKIDX8J8mv8dUfrQnjxz4+knFFsdJWIb0",
+	"2zzf88zrHKpzOfHFChU+oOFRMoxtbLb8Al1BJ9ifvfu3fDic6Gwl0WV2MBR7MO+4ckpOiRMKe3CDMRLG",
+	"k3n885Q5FGmNYbneb/hgVmAFDGAvwNJQmBXynmzYWzUuDKVI3pY7+5N07KlyxJXkhIPf1lFa5usHYca4",
+	"p0qY8z1LoT4BT5F4BeswTRZyz45Aci3ueLaHwYYVLsrkuQ0udJGkrGJr9+T8KYTTjDV8G9n0mpmCN8fj",
+	"MilkHh9FmnBM09RhqwM6Jj2Z5R0GuuBS7nZG8a0Vorphvtl6OZxQ6qpR1unQinPwBnYIPu4jhUkC9JAJ",
+	"32G9Vq8XOl3o+DGx0LPdN2asd5ZoDn0UHrfiy1iqXVCmVMgGrEiuA8lqCex9MVeea4d+xABW7X++EXn1",
+	"Aaza/zwvknPbJ+YAydJwP1nH823SK078MZ0vMi6uMoQyS/Fyo5hj/ll181ftfr41+GtcviVMvKsMo9we",
+	"u3gYq9hnVxlPiV11+cF8E2ow1376NU7EsqbRlcey2kAmWGRAJMt44gcQti5TunQep7KY7t5IYbUDLAUE",
+	"IX8ONJcCLM8ATlGNvmLLOn+t65m1rlfUihb8Ij9a089pfe+jdX2B1nLPeRqXmSd2V1nDa2Q9Z44ndLNY",
+	"0aNhxoV/6ioBL9n2v2G2/QDreFzW/FVS3M8+U2sm8X50Nu6Zabj/CE2KJS75mICDZuVmAMQEnwch78OM",
+	"Hd7VHpz3N9DdGfA2LkjKBdsk4IPvi7sG7hKTzHqJIjTAUW3XU/4KXanIr81/fTo7fX96U1uhmgygpS7c",
+	"HOuzQQcbgVc9FNTZnKX4U1+JzZnP/ri4+vX68ui4iWOpRJVsXJWo8tPR8a+fLt69q0SVPMVgqflMzVLf",
+	"/nAuppqMRAIpZSdyfQfDA/fpsiYYJp2Nb6uy24XoQ1xDPz5nRaIkYZDGzOfoy5IybmKiQPwqn0ptydSG",
+	"U2AFLGPpScWM6T7d8EyvHf1kkT2JTyC2lmuIy/C+JNoJ2bNWLb2wajozPsNC4apmV7k39vnQ6Jgqxdly",
+	"lRFWc1Kxb6M59NgFsS+hV7MH48TAVbZzZuawrASsFcYPQM24NlQkVCXELbUmTNyxVA4Z+WwbjtB+YOhg",
+	"GEG5wS+15b06JpJ2l2LWwbGZ9G/AIzIdaejB42A5i24SxXUrAsrhWc+Xaol7+BQY8+TV/jZQc0kth7Vt",
+	"oWvWVJkyiy93v12BlUfbYL567cRCCZSZJpr5qfALaxfw4ezy1LIQ2/BK1dCNrfAoy49SypAzGa6EBcWG",
+	"35W4tzZzT26fmpiim/ZMjv2Iw4YzOaPa/CJHau4oMLUDlD5FLx5faREMxn05UuWjWtZRsVzGyhLwmNC3",
+	"nRsfNnVQLOkYEZZqjMDLYZ/ZCsUatWtcpGcJb8D6i75oIng3wsbNELPWjILkYSFRjIjEpYz80cpGOrXd",
+	"qxgIJ0w8jw5DZeCDFSJzhyFgx80TYJaL1/R5yVWRUj1VgGq2A2GUavbwSZhqRqa+ETudmGGJz38Y7GJv",
+	"vYvCBVfz/NaTjTx6d/NwNiC8ugHyUef3iW2QjxvD05ohv8o9nm8QXH0Iz2ETXHEUz2IWfMRmPK1l8Cvd",
+	"iiWMgyuO5GvYB1cc0lObCL/KTZ1rJfxKp2NZQ+FjhrOWrfB/TMijPQgsHiluxtdWpHCeVIwqNiMrNE0G",
+	"VouQt0y4gsU5eHp0eUpu2bjmZg0GB9dW1nPfmCFmTueiK0vikDHTcg9K2tyjBmOY0lncV438kdcvgdVH",
+	"/36rS0KGrZOjnzWR3ZZwQUsAZlrBHoL3fVIYbjBnm+vPTstgpnCRjvPENC0Ryi+QOKQPOUS6ijHU7jbe",
+	"XTWbpBGRy6sLsheRPDEM2a7n4LVpiVwf2qy1REv4IENMhooAb3uLDvnWXaNNBGQbaR+NTF8q/jckIjkg",
+	"P8F6uqxqsA2YQqx9gMMN9gd9yzBDZJjnsGTLIjvjuE8Uo3Hf1ctvCa+oZa/XCA4ZAwy4Jm3IaxJD21su",
+	"fvO//qOlaJMNHzO7icnEUh4zoVlgizoa2s6q27W6QwfwdOiDra37+/sahZ9rUvW23Ld66+z0uHl+3YRv",
+	"8ghUf2iOLk+D8noHlUatju/JIRN0yCsHlZ1avbbjrF9w1t1yb9mtxQq+ZfU4j2BVMVYDl8CJraC5YV41",
+	"n6XNhRwpV/0f8ppzgTlmUsohis0KsdRjM5Uzrs0l9G/JkB5K4eJGtut1l+TTOMAjXO//eGOErzPz73KJ",
+	"GCxvBfl0uz4pLaKsFaiBjUlhbq9cutqxH05IO7uT0gfKL6iq+yxKJaKBY6TzWPXreoF17k0wMiwhHGiT",
+	"le369utqo1Hdbtw06gd1+/8/ZxPMg90vHx3xoksrYUGqp+lqJl/KHEXgsEVED2iaMowT0AbA5d16Y1Z3",
+	"2cnY+iCoIwoswY92Fn/0TqoOTxIGSMju9v7iL26kfE8FqJJ7eBDnvw+bJWiKH+wsNQ8fuoesaDQYUDV2",
+	"NyLj9vqVu2aWi9Ce9rZOXflovyrc4K3P9o8voFdTRQfM8g53M8p24ZWGPNoQBWCfu8zfjkI5eCYXDVB6",
+	"yM/HEjbaj0Bs4v4yRCUgHhAChoUX7p3NMgvKBZMr0JKoJaYySh16Z2OM/ALHTyHxfc/nOpj3FHJNCFZr",
+	"iSOXsA57Qmw0T63mE93oA8shtZFDDS1pTEIFhseWMGF6cMsdvMmywLJ9tkmuchAQI/W4QU5RJI65Y1ae",
+	"pu4nmYxXIYxFhOvtJHnaq9frX5bd1mlHsYk6MPaMfFmPkM+k49OEvIyST5Dyt5OkvFEvp+WNtyXE3L48",
+	"vVwZNcdkeCXE3OvN86h5Y4Ka10vI+Xx6vreAnjeW39iQjM8m2xnPx2SudrCOcC9BIX+iSXZovh6tr+8u",
+	"/uJcmndyJLCLxs5SzAFyjiE32V6GO9zRlCdZ+eTvnQUdgwenyxaY7fp8FuRs63rLWVo501uf3d/Hp8kX",
+	"27Er2LWQO/nPXmnCE7JhT1xuut+cwbDyvuayrUXguOVZpRlP39Nbx5Z8T1DsUsj7CJQ15lFdtFtHPoGN",
+	"ZWIQt9sSQ6a4TGrk1GTaezgzzJpIFIsZx2wk1GQFNo2Ut4SbloipIIa5vJ5Y26KMd1zBck9anqdo8/Zq",
+	"tDn3QdkpmPBC2lTfz2XNgouJGKVp0WGkUu+8Ybu0zqr7dO9NdTfe6VbfJjtxtdHdZjvJbrzXeU0zl4CD",
+	"RbZOaLJBtzs78W5S3WOvu9Vd2uhU38bbSXWH7Xb36OvOm/gtFLe17+7RRmc73kmqu2zPvvvavvsmqe6z",
+	"ete3U3AyOKhgqDpLCGS3sjdz2sljD3hJ0YtjljSee20E/hVZboKlKfiUi0E5GfdHN/Jn9x9HwL9z0nrN",
+	"RILeZkhCaI9yEVBWT0ZnEFd/eWar65Dexr8VWTE307KiLAWrK5/CYsUwR9q0Uj7hLQL5SxbR7Rws8ST6",
+	"rxFSHUeji7bGtYj0WmDB6orupPPMktputhMv9+wbaNHFdIPuEuV7Un7tZvH/K9bjGuBYKoD4X5MPV2eZ",
+	"N62xCiX4kpqJUlE59NkS9vZvtEvYWDsi7UmfnXbUEu0Sr532ASRTlIpoOWCbEZFD9K92tfykKGY9C9FX",
+	"r3PTuJ8TIa6J5j3BEtKVaSrvfXY67yXYEpmboB6ymHfdzcrrq/g1faVJ+76vWfyp7ciLg1etisy1T/Ti",
+	"/C1dBsejwkIKaQhgoQDY3vel9pnmdUtAOS/I2AahRlQQmiSKae3z5Gim7nhmcBfMwE5EtmEoWN0SLvte",
+	"e2uk0rbtPNfbAd52aUd8OYk/mj/9cnHx66fm+cnlxen5zTXUlICdxFNENhp1kmeX2TzMq6dH0Od+mXh2",
+	"DLLTJFVZQ8v3nnhLO4R9nASeYYNrrkn77RbWN5nwZjuovO424ka816juxK871V2616nud96yar3bSLbp",
+	"Tmc33kuWl1xKV2IlfKGx2krNEFtDoWz+Yn500uOSwiveA8v94GK87/762756+/Ov//pL3dz/58PlydvT",
+	"s8s/T+X2GT2j1/eVFfdl2uER5ezn37NkiinOZ4JRXvgH1+QFPVgBPYBMpj8C6/WMklDi7gywignu+wiZ",
+	"d+tzrjt+QQZtL2RZ/n37XBc4E1g87dHL8YkaOcoSTmV6dl4qEDMp8zQlllthhYkiEcd+yoh4gT7tzhph",
+	"8iIVft2jictu5cKlTmO0WMXKdaqQrE0elJ+ZWXhK6t83F/vuedKKzOjl6n3dq/czMyvcuwmooazT/JWt",
+	"Zg4pgp/xkiwkgKqXglNehcwjIoLdT0AreVlaM9ItseFQPChZefp786p5ErlwBKir6auUiCQPTUAF6ZXO",
+	"GollwmrkxOOo8LbLTJwPBuoyQmnCrgxK4XndxXX/r09XzZvm+c3pxXmbbLwhCR3rUHMp01MCKOgkX60F",
+	"WNCFSMfh6NzacD+rWfBQXkh8qRs/HWe28KRgxbQlXnSO3+siTRm69O+PRad0Sw8fC+6C93wJeTsiQ9qD",
+	"jLGBjPNC5r4B7iTKacYzUzvHeLcm/PFL6Zodp55dO6tY+9UVqYqIVAkQoc6Y8KQcNz4puIguDxlDvVCu",
+	"zXNDx/9UGpGv+zLkIdujF/rwDeiDv6mk6E/taUP4dDYe/TtNeUK9motFra1wAI4Z4M5LsxL6pOHdrPC9",
+	"oNy1vXNQMBnx0Ryi8WVWynDL/LCtA1nCWOBZ0mP+/EMFfEsr8vLuea3hgcvzclD5haWpjMjnz1ivo2ap",
+	"BPnyJa9ZXOkpxkxOALJa4kg0HVXxLz0/WJYv2TfGNp1L9u/eVbgRfdONAB30La0nO/QNq253dzvV3fh1",
+	"o7pP37LqXud1/CZ5y/a79UZlatNW8XV9hn0NLkEJtXUQ6QvE+Y90kMKKb7SMks8k5AtEta3PSYCYzMU3",
+	"r2XXC2U1ghHcHr50FYOxIDAWTqAmc671PklxyqirlXDoSwuHIet2HLo/C/CcoP4vWOd3jnWucEZnIJ7X",
+	"fXnvfd+ycpSZpOBzHjhh45VGKaMUBp13durfmtf9k/lRsRTay2X8JujnSjdxNVSgALcvxAUmmM3WXZBD",
+	"YK1+Z2kr16iVoDssHwxGWA7R6yfOewMupw/I6zDIvJaRF8vTAh6VF7jKq1zYg71IY/HE4JkUF+DzqygG",
+	"bjzfWCtICtaaZQngImKaxSNuP4KK+Y2aQcyCku4vQvY/Ucg+ShJC/RY/kVSdEbqtz+5vX2ZCpCj0QO7q",
+	"MnpFi5VFlxF5QtLzzJLPM9/nxtPf53/qXf4hJJNFt2w9aST6PHu/CZZ1OQzL0WnSmBHkc1dg3uUWgLnZ",
+	"sEsFo1yqWMlekn9WagyOAcYnQ9rjgqLQXWYwybPWfa/2khLjbpjeTjyDaTdblNC2O38cIEJyXVByZi9N",
+	"WZ3WNdfEFAoLQzyyl01hYH9l9fvJhn23/ReWvmq3BCYdxohllmweEJrZarw/shSA9ZAuF5hZgaiRIDTV",
+	"siVo17jYM2j9nmpvsiNSBE54aOAvW5K/sipc667C1Yfz89Pzn8OdcaDTH0enN5/eXVx9av7ePL/BWp5B",
+	"4kHMuQE+S2RDM/DWs7Nvl93Trc9B0NeXLfR0am/OnqDr6J1UTZ9eNpvoZPG5f6yNMLtVi02EwfZtFKOG",
+	"AOZHrxXYQsViqRK9+cK4v4ElkYXMw7Pu4GG5fBzcI6A8oPWXqu1NnzOIioC2OW29WFm/CALC+UBnJt0S",
+	"2/XtvGwvfJpne3Dl7bkpiZ4JEg61BKQlJX8AMRGkfZqwwVAaJuJx9Vc2bkcQOjtkth8XC0IHLvG1ywWB",
+	"eRqk4j0o+psTZMyHREnCu10G04DPMIlD1tQtg1AZ2hK79f0a+ZWNi45Xdoopo9qQ7V3IMYtl8PKouBL/",
+	"KrfA2c1cJAPkUcjIMzTtgigAEcZYTDkbaxadM7UQZMY6HHpaPbEQWNeAEpj3dSyHLClOLZqzCBkb7jOa",
+	"QD4sR5MndrBAk8PqGXt7i+pRfFwDzMnqkPjUTAktVtTYnuXTuqxW9Zyg7+T5WQlGWjH42wsJB5WdZDtu",
+	"dOq0ut99y6q7yZu4+rbzmlb3urvM/1ZZJ5zZTSvJ70UJt2pmdYX/YZynvgTnOZaim3JMRftYvGjG1ofJ",
+	"zKZysxjK08pBpeF9SCpRBeyISKxyvwBLYSaql7isYOgnEI+0kQOmPNrLNYGkOpB42BXo2cK7CXmp3FHa",
+	"3d7Oc585RIv4MrVBnj19sOVc0msJu/NT0lscP6m6lpdOkOImOwO7gNZISuNbl7hvmj2WLQVEONpXgbMY",
+	"0uN3TGMwqSSpFD2y0S4M2DI5Q3BZNg8xoZ1VAxJGk5S7KmtS9DB5hMjSSBGaQorAjfYQSgZVYzpsR8SF",
+	"QqLmzdLEyXDfueDjrn1BJFlH+ql2fI6qBTLQaAh1aqN6vT6heBYjbsmGd8Bunv/2ofmh+emno5vjX1zg",
+	"KCSbsvLOJoEUWCzLgkihWC5wdsMGUCKXUXs1QKnz1lZ5L1oCTkBEPJPKQ4BJO6tc08YG/Q8857aQ9rAl",
+	"AhGNWAkNusAB6VFqgMOjdOSS54P7J1QRAUmjJWDlyJBqn7ErhEdctuv7vkyhuJCQoM/RND3AEFmAVk1L",
+	"QLKu7kizBIewu70fHk1oJ3IKBybl4jovKk+O7HrAEkGsMEg+VBNorwMrMSEJObKXzR2SR2bSECrobcWG",
+	"UBDogFje2d48JBSazoeZy0iuwZbAabilgHl3creL3fq+lzNtQ/ayC2Luecz8QYCXMa0Z2a3Xl5EXf4Kz",
+	"u4744/TKGYKQVXGDk/Or8+iiMas2KtHUNz8rl5A9F58alnz/OAIULOhzSlH5gq8sT/kzmVVPmxawPj5e",
+	"xMKjVCZnYZIAey/8rSMbEImPw9ksIxAvMtkz2vBOvfTyo/DqIl7cGaW3j+TYBdxvgekuFBBe5Xm5ACcF",
+	"gc1HXqHZwUNf3GhMoOyhLbLhQdi9Ohx1S77hqG8eWn6bMH2eQXJtSKrpoAbIVgntLglkQmNtzM9h2Ynt",
+	"/5UbbkTQ/xaGjWmIM/QBRJM88OuqeXxxdfLp96OzD00QO0hnbJhGcWKj8Zr8yn8KI78g8xjmUMYEHTxP",
+	"hEE7Dvvzlx8hAUxeOUxHmuzVyf///5Ed+x/IetESWT404Ln8b+YhGTUSZVztZ2ZCBGRN66gPcZ1lH61t",
+	"g4XU5YV+73NJMszwhZGqfJVUYuUIQu5B7UL9ALpYPLrGn5XJwWAH+I+iU/Ucl2w3DGeImN9dxkiOL95f",
+	"njVvmiflDtvRo0AAtcBYXdr7+iKD/Tp0/XtWMWIeUHETWoZecPJvYOBeQlVcOQwvyDq4yKw8QeUxk9Pq",
+	"vnbFLme52h27DMZ02rMbC5D5cgK5PyLXJMsuBTqK1aigWio5Pjo/bp6dNU8w8lgxhmkrEY3HvlJfYsB5",
+	"obcEOpCzJICNjwSKkJhSwxv+nOCIjKVPNREySFdFxswcuqFNmwPho63PjiL5ZW2XpluCn+bwmFWF+BXY",
+	"Q07dcClXAkJx4FdusKWBJrgFmJCLxjEbmhdI9PuPIMEz/QQYVpklfHYxB9I27MHga1VtFKODthfOQmEZ",
+	"2wFpFyTdg5YASbfm2Hk7Qsm35m+6fWClO/87kAt4kr/REiCAAr7R5slBG3P7anv+RMycK9BmRNrQvf/9",
+	"lotkE6lSO6GG2uf/fX1xvglBjcJogg4Q7TOqTRUeVU9P2iAda/AcRq+crpIDK5cjSjQ0OU53fXPVPHof",
+	"pEfYjOyKCBSYKVgnYzkYcKMPUU7GpUMS6XovzLVGjkB9EILFJsefIMcDT0C0Z/yOJQB6M0v2BKuRa2gV",
+	"rYode/Yn7WywqkOmWkIzZQXsjd3tfZ9wjg1glUicSs0SP6ziFE9PzprtIHO+wJ0uo5k4mIxmNn310tV4",
+	"lt0T+NTxrAWy/dTpLBDeCk8OyO52S+D5IIUT2BJwOMjnVpgRuFU5aC1FqVuVqGWFa/gAxGt44vJw2IeZ",
+	"dNqqfGkJWLEpJ5LMJFkuBIJ3C07sRQ78ypl38cZOgAJZTd6M9OKDdeXBmXEQzLtv4VloW52xTYycosBl",
+	"7lKya+kXNYAxHIIc1nYJpNtZvAQADzKBHJigHVpaBJ/Dp30K8IbJPNTGzAT1JnFYUNbCUr1E+tr3Tn2H",
+	"dPBdVmsJyCGK7YJTAtSYwntJiYY6B/ZZBD9gZdmJUWCB3o1MJcaq44kddkT0LR8O7bNMMt3EpoTMfcd0",
+	"S3SlAjta3ksmfOZyZC6GZsXQufYktiVSfmtJa16QamO3sVOaD8fun/cgezTm7nACOhwqeUfTQhZw95Ql",
+	"P9lDSxGDX1YJtQO7kXaMzwJdPyrR+vRk7e6hIcHNtbLaDLNkSPPJrHODdHmT3A2zTPoFml4Zmv4Rkqo7",
+	"UQbyAmf6pT1rTyJYOzRvhlx9SXtAeZUc9fqTPKaAJYfwsSXMQ9pjLdGXaRLkHgZwtZ3jz4163f+46YzC",
+	"dzQdAazq0ivn5Ix0xmQmEAxIr5AISveUvM+rErXEEkhtwWMdCs4s8lizSwMY8Cx3bF8BPKcADpbGqjiz",
+	"a+JOV7L8sdxx7fJdwRYv9scNz9A/jYCtSC7K823NuG/fAdoHrpnPBfblDroQEDnlowsOD4FrCmTBRWuS",
+	"o1ZYNxPKmZFMDvKmng3nxOEtZWFBIGKvyHizRk5NS6iR0IudgjdCv9NXeXoirr2xC0MW7GsAFnZGBvxG",
+	"rIw65EKwZPPQSbWoJSuGfh5j2PWWuGXjGgG6hHJmprNlcSr5EkHlNXRq9523RNa4ZSku/xlEWvQoF4dZ",
+	"4IXzWnbRHShwY5ctgekZI3LPFMulV8hmb584wTaTytFtJZ8+DKAlrPhi1EjE1Arp1JAZJB2K0+HwULq1",
+	"5wB2z7nFgLkwmzTk54GFAMBWkzacz4tuu0YggIO6FJVEqpbI0d+8hZgK0mHgccyt+A6CNZGmz9Q912yz",
+	"vBqRUeOng19fPFFfYNdH5iY3alwMZshKS7qsqsIJNUuLjLD1KwUO5g73ulC8w3kSZo4Kwrum+TCEIGzC",
+	"+ECAwUHmBkg2Goh1evgSq/+0BBZZBepQ9HVw1wHHYlXie1/uEn0X/BByAHKDOjuOYimjOc5I/fphXAIo",
+	"58TlxW6JDo1vZbfrRjdLsPwNVvLHiYJ0q/YcAZCwFP/4xLYwy1PDBosF4ODOvCCn3yDSLFj/lYljbqNd",
+	"4LF137cCEqTPdX6GhYBakWgrpMQM6HX+E4CJuaSXSY88j4NFATarQKTJbn33cCJklwOaOBIgTlqqMpEV",
+	"De1WPmp3hh9TdqTX9mNyXkPHcmRfr0eVbH/mprxKKR+E9RaDyAMA3dzTJVJIOGbzjvJ0pOwk6vnDOQ5F",
+	"9d0/1yrKuKRIFxRlxCkVIrYyge/k9Pry6Ob4F/QpQlToQoQFCb5Pv+T8HM0AOfML+UIPv0XKjHz9l8YY",
+	"pjcxoyaorRbzAMzIgZHH6q9RQHEJWj3bTek7msciJ6gsGsv5HlkeQroSoFcv/EpFjs+OTt83TxzogIa0",
+	"UPsF2MTKxHdMBZnHbCs5gYGvw7wgiGugE9bSrldkyvMKI3UmXa+8PxUseKayg9UjH3dm92qJGygXjKcb",
+	"fZQDzysgIzP9pubwtMf4Ta2qs2fTeXGbenGbQrepJajvMhQOLLiovP94JG4C+s2jBD25K5R0iIKYBy8p",
+	"tcQGFUnkzOaAA2Itc0uDEN/Tm1Fu1prCiVvCCerT2GFIhOzIMtTQBxABXWqJRbghvP50BOgFOXyhPOtF",
+	"HXucS6oA2w9yO01W9F5IlOx5SUYpWy35WPZVscZ3eY6x66yLl5Isq0ZpztCU6/uBzq2kaD4MFdMYa1Kp",
+	"kx3yv+3/vE67He8nDbbbrb6hVjeMd5LqPnvbrdZpo7Md7yS7bK8bRBJ9icCqre5oeg2OVNorrFbr/c3T",
+	"sPzRDY9v/b/d7gje65sUtos9mHdcTcAG2zf17XwK/p0bPoCgpVnvZY93gscfo4q8Yyqlw0tIL2A395YP",
+	"4bCNdBCviv/MsYlcZa9HFcMH7E8p7NibIyWHbOuSKq5nJ9YOt+DrK/Lr4J7+Pi6GPbNr/qLkfwPQUwd0",
+	"09Pz/NmcWvFgkg3t7s4cn9NWq3UQSzgIyygHZAWBUjwtYW8D+VsKRjbaRfrSjkjb35X2Jvg+MojQbk/Q",
+	"jHZLbDhj+mCUGj5MWVYn3b9KNBeW0vcZ+SD4A2FDGfc3XYF4w+PbTMRzqXBR5USBMHMw8F4CdtKai16a",
+	"BYs6d3knjrb94ll65SJlQaW1PVll2v9OYjkCx37LTNG5vSWc80H2DvQKHvCbUcFDgWhmXJKsvlTGMke7",
+	"YC0BaVAgLYS5Z5B9QVq2yeBnTTZ26/WSpCgzy7f7a7yOL+hc3jFFymeQ2dmk8/sFOItL+A3Sn79w8P/h",
+	"HHxVbv1S5unHdRHOKjbpnGaXcfS5CtrWZ//XBQWaIA2jZ1OWwWgiJBlIBUEb4DSQV5zPbJ3a0PGsmksF",
+	"VvNScen7rri04IwtLLKUHR00BzhfnFxQKS0zMPuE1F/Y5Qu7/D7YZUgYX8jTtzBbL6RNq3mpX2cMEZ3U",
+	"fSrFCSmpT0XPGRxBqdKY/g58oNk9mdRwMbVYjHmnPWFwCQvxg0lVd1qZPrSPoN8EqCYUcAFXSOYIKtg5",
+	"tPOItBqoc2UU8r5M5/sAl/JZdL6dOtkF+tmo7i1/0YoDWkmDemEJLyzhO2QJhGrCEv6iUP0A9rCEm6dU",
+	"p7bgXqweJjXJgErx2FJ9DFPJYqS7Yno0YEmNXNKRto8pwXuaf5a50kwxBvsNexG/X2jtD0VrI3fCXzwP",
+	"vnNKC+TlSUktUruvR2t9cCKPbzHLP0vIfZ9booppGhytBYRDiphFLeHKxURWJMDMSWDHQfPV4BDjm7gh",
+	"PQmWqTyMC0R7sCe1xJWdKJLzbEjgvcWBAfh+Ay/JEg8ku1Yv1P2Fuv9g1N2LNC/k/XsPSbX7tDJ9hwO2",
+	"yGUsfxFoaEzTlIHbGtGMkQ2apllqJ5oMuIh8hQnnEpq7K9yyMbgaJJBMpzMmPCl3NfsjH9vKqeJ+yBjG",
+	"bMKLnXny7fi6t/JHcLW5D8+NP//Bw9nONmjaK/hHonfNMKWiRo7swSZSpONZteGzHXyCnF5H8QAimFMK",
+	"uW+uLlZ1iMgG85weETQ2/I4Bn1wiEBAdXs+oNr/IkYKv+NKcLXL5fQ72otlr5NKKJ9D2DP6cj2j1q/kD",
+	"W+7/sYb4++DWld73Uoa39TmQrhaFExc97rIKSvbgIaeDo4l/xSuBfmf4BH26EzaEgpNJMebYpZdxvuAu",
+	"izVkd+3LkSo10BbJzFqRwe76bj/q+jae8fq++WrXt+Cp/mJK/BamxIU3eFUB8I9AcZpjTQw4epbwKM9I",
+	"xVmYlgnsfD5u6XA6I77OkjxpIyEt0wy7Xy7m2XO/hqDg7k3z/KZ5dXl1et1c1eD3OAnhByAx2/UZNCZY",
+	"q2VJzd4TkxrX1T+Y5PzjBA2w/U9ETQ3x8j5W3rC/V2/ZeJHePVkK0X5CimXUNYsVM7pciT66PP3V9rLe",
+	"LbZqbX78na47/x4cDfmvDLbLBWlRpeh41qWw03phvd9AWT66PIXFD45ydjKfgO2WqtmTXBcPMIHinRgE",
+	"7QB7nw/Lz+YQPgLxuU81VPrVRqoyVovKAZ7+J1DGY76q9o3n/xsEI4TcFFhnvfOG7dI6q+7TvTfV3Xin",
+	"W32b7MTVRneb7SS78V7nNc0jRGJuuaViXf5QOajo9PbTbneb7sewiHfyNoTJceMKr326/W37rv7nX28H",
+	"jYc3w53OntiPd79K/EfiKc5MChPlihuO/IXz/iAqvvB0qpxMrcJvtz7fsvECp/uQQB0Rd+yxtHZeYNhr",
+	"BvbFGrmyL0G0F5bhhVwKsiqHtRI7oG0vIE2LnPDxgxcn/K9uTrHLvvDwrcUjozKbt+vulXamkZJ0IHCG",
+	"nzRvU+mlWacG1HSaUmytJTYwAUqNC82UaUcuIUoNNaP833g929FkLpKWwFQaWKNIjVy6fk02CnWjoolC",
+	"Spt5DaqoJcCoaXfdJeObrPikJ1L6uTJNXM8ucJTtbFbg6AlKFO1kJYrCRQoqFLk8JFBXaJlMJJO1iPKs",
+	"Uy/FiH7gYkQl9614O56iMtEk7VqpYtcyBAfwm9kE5yY3LztjczhreQ8VMSAUYJSmDsnjOsg3Px9OP8Pe",
+	"10W88mB9VzM285LJf8kedaVq0rh/ijo1PhvQhyuEFzPfGZmwI8ziqcNnN3zA5MhMOONA4ulT8S7lvX7u",
+	"08JEwkWv0JEaifIWvLvAey5Oyx1+glwz7gFoYoXmA1QtT5K5ohYQfHQ+Pa3VYTm3x4vsAO444Xl8oWnf",
+	"1ChQ2IuAjNkr/SQoxWgBSHHlY4jMzCNC5B1TmU3wlT4EEmTFDDNSQvuiUY4KkSMwLySY5wISTWCAEeH6",
+	"gLg8k2BxgCS8UUvEeXlc529eXlOslJg9EvsIyVBje4qsbC/vajY1rOc0ODwp+fXzfjTx3f7WlLfcnvHD",
+	"0mJ7ZTzo9z8evdlehizf0ZQnPys67P8YFdhWov3LCJVyZKCgWXUJ6VKBA9gknf/l5uby01Xztw/N6xtX",
+	"oIcqRvosTYiREdbRNXZfDOlLbQr+jfaBlUkLLpBE+xy88l4EVTHsfC3PmVHX4sJN5Ukk1X9/rnRGSpvK",
+	"QWOW+9ZeAU7uA5xfoUNec43UYjnIWYy+ZAqJFXh5lBKhsMUvq5uVCguwrHXpRYr7ZvalKYnJ7R/ciulr",
+	"PXlV1xXuHkEetj7boc3Fh49pmmYiHUwEXT9IKkWPKSAi2BpLDn0AIKGCjIYORqL6liXgGq0NT1OCVRuz",
+	"WrlMJHpW/pbiDVgOPx7Iu38ifvwPZH+4V1PXBqGMritODHT42S5NKSYdMLcDQsnJ+TXWf9vwlUa393ZI",
+	"Z2yYjkhKOyyF/IApM7b9qCUS3uNGR+RV9RXgUq8+vYrI6cm5K3rEuCIPolq1UxxsEqnsbTm9JDRJFNO2",
+	"gazOPBlKZQ7tLcFL082yFtofauQ9JtQnMdWsyoVmQnPD75hnqiVoulvP2WB6WSbtMqXxXcFbLKZpSqSI",
+	"lhEn7Ltc9FoiIyk9mVdxBTbdJlkkG5id2lNct31IaEtgfe87V+jL0iJXQysZKdpJxxEsHGqSMCymfCGA",
+	"sDwXFvL2Q3AlAy8+3Px08eH85NMvF9c311A00InlG7vb+2RItWkJbjZr5GJkqrJbVaDVQolZrITYoY72",
+	"Y8pGSzh3t7ejIFliS0Bijxn67TT5e6R2G4g+ZeLLKsptYUzPqdp+Y3Ft2SWZENLmCGUv2tw/X5tbk5dZ",
+	"Ea7PaGr6f882RLpSXNv1ugsHBrBNyZhpTTRTd0z7ivz6kMR9Ft9CIr2EDZlImIjHpZaBX1y/697bLPW/",
+	"vF3+FmHnpXFgKb9jNVxqFo8wUhV89ALh+44JpkPZGhfRrSgkDFx2QZkgl1KbnmKabFgi7ovPYMGHgQQ4",
+	"CuMYrKTLzaarjnZI9uo7eUXXqJATl3LAM4dQ/9bX50VZgCkllY6wJLllhU7Yhq1U9hDJXumOXeG81g6u",
+	"hhMCTtZu4rh5UcW4qeeb+bR7CxOoBVdvxqCHSnZSNvivUgDUUG4HCBWHbXsHxE8jW/UNfEtnESeytxkU",
+	"qdir70QVww0Yos99O7kfQd+YoT7Y2tLpiMeslrA7PyK9JaSp4utLr8clflse9JhfUpJITLjijtf8O2CX",
+	"ks+8BMUPP1c6jCqmbBsAS8BBKytsMKC3ULi5ElVGKnVLcbC1lcqYpiAfv62/rQO24TqdkqeZoMJkpbC5",
+	"AgsAKHyT9RB0iTieCetVHcuhlXQVS5gwnKZhG5mLSrlAD12+ykBVETik61cB5gZpExJqaNA0gm/T7R4V",
+	"6DxCaUOoMJspD1YrsB1Oi8BB+5NMoHwNoOhVAOkH68kHgxFkafN1wcPWQyvAdMuuOgcXvYjcW1UCkj6I",
+	"hAQWmDzmI2g2qM4x3epJMEw1EuU521Hr8QkWgqZzxH+65WveE/YMSHv7wVPlnnX6Ut6G65EwyzEUL6yy",
+	"f6+kUcs9Cl4dmmxcw42oXtuH6OCyGc4eXQrKm7J3EL0R/I0MvnQ38svHL/8nAAD//2iA0PUgjAEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -54,7 +54,7 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas,
 		Plans:       NewPlans(s.Plans, s.Workspaces),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
-		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables, quotas),
+		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables),
 		Events:      NewEvents(s.Executions, s.Definitions, s.Events, engine),
 	}
 	if s.OutboundLimits != nil {

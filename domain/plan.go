@@ -126,8 +126,19 @@ type PlanLimits struct {
 	Plan Plan
 	// MaxRunning is how many RUNNING executions a workspace may have.
 	MaxRunning int
+	// Quotas are the plan's other figures.
+	Quotas PlanQuotas
 	// UpdatedAt is when the admin last changed them.
 	UpdatedAt time.Time
+}
+
+// PlanChange is an edit of a plan's limits: a nil figure is left as it
+// is.
+type PlanChange struct {
+	// MaxRunning replaces the plan's when set.
+	MaxRunning *int
+	// Quotas are the other figures to replace.
+	Quotas QuotaOverrides
 }
 
 // WorkspaceLimits are one workspace's own limits, over its plan's. A nil
@@ -137,6 +148,8 @@ type WorkspaceLimits struct {
 	WorkspaceID ID
 	// MaxRunning replaces the plan's MaxRunning when set.
 	MaxRunning *int
+	// Quotas replace the plan's quotas where set.
+	Quotas QuotaOverrides
 	// UpdatedAt is when the admin last changed them; zero when never set.
 	UpdatedAt time.Time
 }

@@ -11,8 +11,9 @@ import (
 // the value it replaced, and the dispatchers are woken to use it.
 type PlanStore interface {
 	ListPlans(ctx context.Context) ([]domain.PlanLimits, error)
-	// UpdatePlan returns ErrNotFound for a plan with no row.
-	UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int) (domain.PlanLimits, error)
+	// UpdatePlan sets the figures the change gives; ErrNotFound for a
+	// plan with no row.
+	UpdatePlan(ctx context.Context, plan domain.Plan, change domain.PlanChange) (domain.PlanLimits, error)
 	// WorkspaceLimits returns the workspace's own limits, all nil when it
 	// has none.
 	WorkspaceLimits(ctx context.Context, workspaceID domain.ID) (domain.WorkspaceLimits, error)

@@ -24,7 +24,7 @@ func (s *Server) ListPlans(ctx context.Context, _ api.ListPlansRequestObject) (a
 
 // UpdatePlan changes a plan's limits.
 func (s *Server) UpdatePlan(ctx context.Context, req api.UpdatePlanRequestObject) (api.UpdatePlanResponseObject, error) {
-	p, err := s.app.Plans.UpdatePlan(ctx, actorFrom(ctx), domain.Plan(req.Plan), req.Body.MaxRunning)
+	p, err := s.app.Plans.UpdatePlan(ctx, actorFrom(ctx), domain.Plan(req.Plan), planChangeIn(req.Body))
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (s *Server) GetWorkspaceLimits(ctx context.Context, req api.GetWorkspaceLim
 // SetWorkspaceLimits replaces a workspace's own limits.
 func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLimitsRequestObject) (api.SetWorkspaceLimitsResponseObject, error) {
 	l, err := s.app.Plans.SetWorkspaceLimits(ctx, actorFrom(ctx), domain.WorkspaceLimits{
-		WorkspaceID: domain.ID(req.WorkspaceID), MaxRunning: req.Body.MaxRunning,
+		WorkspaceID: domain.ID(req.WorkspaceID), MaxRunning: req.Body.MaxRunning, Quotas: workspaceQuotasIn(req.Body),
 	})
 	if err != nil {
 		return nil, err
@@ -52,11 +52,14 @@ func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLim
 }
 
 func planOut(p domain.PlanLimits) api.PlanLimits {
-	return api.PlanLimits{Plan: api.Plan(p.Plan), MaxRunning: p.MaxRunning, UpdatedAt: p.UpdatedAt}
+	out := api.PlanLimits{Plan: api.Plan(p.Plan), MaxRunning: p.MaxRunning, UpdatedAt: p.UpdatedAt}
+	planQuotasOut(&out, p.Quotas)
+	return out
 }
 
 func workspaceLimitsOut(l domain.WorkspaceLimits) api.WorkspaceLimits {
 	out := api.WorkspaceLimits{WorkspaceID: uuid.UUID(l.WorkspaceID), MaxRunning: l.MaxRunning}
+	workspaceQuotasOut(&out, l.Quotas)
 	if !l.UpdatedAt.IsZero() {
 		at := l.UpdatedAt
 		out.UpdatedAt = &at

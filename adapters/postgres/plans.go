@@ -26,16 +26,19 @@ func (s *Store) ListPlans(ctx context.Context) ([]domain.PlanLimits, error) {
 	return out, nil
 }
 
-// UpdatePlan sets a plan's concurrency limit under the limits' write
+// UpdatePlan sets the figures the change gives under the limits' write
 // lock, and wakes the dispatchers in the same transaction so a raised
 // limit is used at once.
-func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int) (domain.PlanLimits, error) {
+func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, change domain.PlanChange) (domain.PlanLimits, error) {
 	var out domain.PlanLimits
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
 			return err
 		}
-		r, err := s.q.PlanUpdate(ctx, tx, dbsqlc.PlanUpdateParams{Name: string(plan), MaxRunning: int32(maxRunning)})
+		if _, err := s.q.PlanUpdate(ctx, tx, dbsqlc.PlanUpdateParams{Name: string(plan), MaxRunning: int32Ptr(change.MaxRunning)}); err != nil {
+			return interpretError(err)
+		}
+		r, err := s.q.PlanQuotasUpdate(ctx, tx, planQuotasParams(plan, change.Quotas))
 		if err != nil {
 			return interpretError(err)
 		}
@@ -71,7 +74,10 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 			n := int32(*l.MaxRunning)
 			p.MaxRunning = &n
 		}
-		r, err := s.q.WorkspaceLimitsSet(ctx, tx, p)
+		if _, err := s.q.WorkspaceLimitsSet(ctx, tx, p); err != nil {
+			return interpretError(err)
+		}
+		r, err := s.q.WorkspaceQuotasSet(ctx, tx, workspaceQuotasParams(l.WorkspaceID, l.Quotas))
 		if err != nil {
 			return interpretError(err)
 		}
@@ -82,11 +88,11 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 }
 
 func planFromRow(r dbsqlc.Plan) domain.PlanLimits {
-	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), UpdatedAt: r.UpdatedAt}
+	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), Quotas: planQuotasFromRow(r), UpdatedAt: r.UpdatedAt}
 }
 
 func workspaceLimitsFromRow(r dbsqlc.WorkspaceLimit) domain.WorkspaceLimits {
-	out := domain.WorkspaceLimits{WorkspaceID: r.WorkspaceID, UpdatedAt: r.UpdatedAt}
+	out := domain.WorkspaceLimits{WorkspaceID: r.WorkspaceID, Quotas: quotaOverridesFromRow(r), UpdatedAt: r.UpdatedAt}
 	if r.MaxRunning != nil {
 		n := int(*r.MaxRunning)
 		out.MaxRunning = &n

@@ -62,7 +62,11 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 			return err
 		}
 		if stats.Plan != nil {
-			if err = b.Quotas.CheckEnqueue(domain.Plan(*stats.Plan), int(stats.Pending), int(stats.Stored), len(fresh.Ids)); err != nil {
+			quotas, err := s.workspaceQuotas(ctx, tx, b.WorkspaceID)
+			if err != nil {
+				return err
+			}
+			if err = quotas.CheckEnqueue(int(stats.Pending), int(stats.Stored), len(fresh.Ids)); err != nil {
 				return err
 			}
 		}

@@ -461,10 +461,85 @@ type Plan string
 
 // PlanLimits defines model for PlanLimits.
 type PlanLimits struct {
+	// DefinitionVersions Versions of all a workspace's definitions; past it a new version is refused (429).
+	DefinitionVersions int `json:"definitionVersions"`
+
+	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
+	Definitions int `json:"definitions"`
+
+	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
+	ForEachItems int `json:"forEachItems"`
+
 	// MaxRunning RUNNING executions a workspace on the plan may have.
-	MaxRunning int       `json:"maxRunning"`
-	Plan       Plan      `json:"plan"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	MaxRunning int `json:"maxRunning"`
+
+	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
+	NodeAttempts int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422).
+	NodeTimeoutSeconds int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
+	NodesInFlight int `json:"nodesInFlight"`
+
+	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
+	PendingItems int  `json:"pendingItems"`
+	Plan         Plan `json:"plan"`
+
+	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
+	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422).
+	ScheduleMinIntervalSeconds int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Schedules a workspace may keep, paused ones included; past it a create is refused (429).
+	Schedules int `json:"schedules"`
+
+	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
+	StoredItems int       `json:"storedItems"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+
+	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
+	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
+}
+
+// PlanQuotas The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart.
+type PlanQuotas struct {
+	// DefinitionVersions Versions of all a workspace's definitions; past it a new version is refused (429).
+	DefinitionVersions int `json:"definitionVersions"`
+
+	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
+	Definitions int `json:"definitions"`
+
+	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
+	ForEachItems int `json:"forEachItems"`
+
+	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
+	NodeAttempts int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422).
+	NodeTimeoutSeconds int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
+	NodesInFlight int `json:"nodesInFlight"`
+
+	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
+	PendingItems int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
+	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422).
+	ScheduleMinIntervalSeconds int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Schedules a workspace may keep, paused ones included; past it a create is refused (429).
+	Schedules int `json:"schedules"`
+
+	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
+	StoredItems int `json:"storedItems"`
+
+	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
+	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
 }
 
 // Problem RFC 9457 problem details.
@@ -591,13 +666,61 @@ type SetOutboundLimitRequest struct {
 
 // SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
 type SetWorkspaceLimitsRequest struct {
+	// DefinitionVersions Absent or null keeps the plan's.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Absent or null keeps the plan's.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Absent or null keeps the plan's.
+	ForEachItems *int `json:"forEachItems"`
+
 	// MaxRunning Null returns to the plan's.
 	MaxRunning *int `json:"maxRunning"`
+
+	// NodeAttempts Absent or null keeps the plan's.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Absent or null keeps the plan's.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Absent or null keeps the plan's.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// PendingItems Absent or null keeps the plan's.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Absent or null keeps the plan's.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Absent or null keeps the plan's.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Absent or null keeps the plan's.
+	Schedules *int `json:"schedules"`
+
+	// StoredItems Absent or null keeps the plan's.
+	StoredItems *int `json:"storedItems"`
+
+	// WorkspaceNodesInFlight Absent or null keeps the plan's.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
-// UpdatePlanRequest defines model for UpdatePlanRequest.
+// UpdatePlanRequest The figures to change; an absent one is left as it is.
 type UpdatePlanRequest struct {
-	MaxRunning int `json:"maxRunning"`
+	DefinitionVersions         *int `json:"definitionVersions,omitempty"`
+	Definitions                *int `json:"definitions,omitempty"`
+	ForEachItems               *int `json:"forEachItems,omitempty"`
+	MaxRunning                 *int `json:"maxRunning,omitempty"`
+	NodeAttempts               *int `json:"nodeAttempts,omitempty"`
+	NodeTimeoutSeconds         *int `json:"nodeTimeoutSeconds,omitempty"`
+	NodesInFlight              *int `json:"nodesInFlight,omitempty"`
+	PendingItems               *int `json:"pendingItems,omitempty"`
+	RunTimeoutSeconds          *int `json:"runTimeoutSeconds,omitempty"`
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds,omitempty"`
+	Schedules                  *int `json:"schedules,omitempty"`
+	StoredItems                *int `json:"storedItems,omitempty"`
+	WorkspaceNodesInFlight     *int `json:"workspaceNodesInFlight,omitempty"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -698,16 +821,91 @@ type Workspace struct {
 
 // WorkspaceLimits defines model for WorkspaceLimits.
 type WorkspaceLimits struct {
+	// DefinitionVersions Replaces the plan's; null keeps it.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Replaces the plan's; null keeps it.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Replaces the plan's; null keeps it.
+	ForEachItems *int `json:"forEachItems"`
+
 	// MaxRunning Replaces the plan's; null keeps it.
-	MaxRunning  *int               `json:"maxRunning"`
+	MaxRunning *int `json:"maxRunning"`
+
+	// NodeAttempts Replaces the plan's; null keeps it.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Replaces the plan's; null keeps it.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Replaces the plan's; null keeps it.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// PendingItems Replaces the plan's; null keeps it.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Replaces the plan's; null keeps it.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Replaces the plan's; null keeps it.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Replaces the plan's; null keeps it.
+	Schedules *int `json:"schedules"`
+
+	// StoredItems Replaces the plan's; null keeps it.
+	StoredItems *int               `json:"storedItems"`
 	UpdatedAt   *time.Time         `json:"updatedAt"`
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+
+	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // WorkspacePage defines model for WorkspacePage.
 type WorkspacePage struct {
 	Items      []Workspace `json:"items"`
 	NextCursor *string     `json:"nextCursor"`
+}
+
+// WorkspaceQuotas A workspace's own quotas over its plan's (PlanQuotas); null keeps the plan's.
+type WorkspaceQuotas struct {
+	// DefinitionVersions Replaces the plan's; null keeps it.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Replaces the plan's; null keeps it.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Replaces the plan's; null keeps it.
+	ForEachItems *int `json:"forEachItems"`
+
+	// NodeAttempts Replaces the plan's; null keeps it.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Replaces the plan's; null keeps it.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Replaces the plan's; null keeps it.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// PendingItems Replaces the plan's; null keeps it.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Replaces the plan's; null keeps it.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Replaces the plan's; null keeps it.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Replaces the plan's; null keeps it.
+	Schedules *int `json:"schedules"`
+
+	// StoredItems Replaces the plan's; null keeps it.
+	StoredItems *int `json:"storedItems"`
+
+	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // Cursor defines model for Cursor.

@@ -435,3 +435,13 @@ func inputField(t *testing.T, input json.RawMessage, name string) any {
 	}
 	return m[name]
 }
+
+// setPlanQuotas sets quotas of plan in the stack's database through the
+// store's plan edit, the path PATCH /plans takes, for tests that need a
+// small quota from the start.
+func (s *stack) setPlanQuotas(t *testing.T, plan domain.Plan, q domain.QuotaOverrides) {
+	t.Helper()
+	if _, err := postgres.NewStore(s.pool, testLog()).UpdatePlan(context.Background(), plan, domain.PlanChange{Quotas: q}); err != nil {
+		t.Fatalf("setting %s's quotas: %v", plan, err)
+	}
+}

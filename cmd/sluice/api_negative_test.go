@@ -140,7 +140,7 @@ func (w *world) opsOnB() []op {
 			return c.ListPlans(ctx)
 		}},
 		{"updatePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: 1000})
+			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: ptr(1000)})
 		}},
 		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsB, Name: "intruder", Graph: greetGraph()})
@@ -705,12 +705,9 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	small := domain.Quotas{
-		StoredItems:        map[domain.Plan]int{domain.PlanFree: 3},
-		Definitions:        map[domain.Plan]int{domain.PlanFree: 2},
-		DefinitionVersions: map[domain.Plan]int{domain.PlanFree: 3},
-		NodesPerGraph:      10,
-	}
+	small := domain.DefaultQuotas()
+	small.NodesPerGraph = 10
+	smallPlan := domain.QuotaOverrides{StoredItems: ptr(3), Definitions: ptr(2), DefinitionVersions: ptr(3)}
 	for _, row := range []struct {
 		name   string
 		limits func(*httpapi.Limits)
@@ -772,6 +769,7 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 				row.limits(&limits)
 			}
 			s := newStackWith(t, small, limits)
+			s.setPlanQuotas(t, domain.PlanFree, smallPlan)
 			ws, c := quotaWorkspace(t, s, client.FREE)
 			resp := row.loop(t, ws, c)
 			if resp == nil || resp.StatusCode != http.StatusTooManyRequests {
@@ -889,7 +887,7 @@ func TestNegativePlansAndLimits(t *testing.T) {
 			return c.ListPlans(ctx)
 		}},
 		{"updatePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: fifty})
+			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: &fifty})
 		}},
 		{"setWorkspaceLimits on its own workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.SetWorkspaceLimits(ctx, w.wsA, client.SetWorkspaceLimitsRequest{MaxRunning: &fifty})

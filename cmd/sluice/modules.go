@@ -433,7 +433,7 @@ func runDispatcher(p dispatcherParams) {
 	recovery := app.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
 	reconciler := app.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
 		FailStuckStartsAfter(d.StuckStartAfter)
-	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Config.Quotas, p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
+	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
 		log.With("job", app.ScheduleFiringLeaseName))
 	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, firing.Run}
 	if p.QueueLease != nil {

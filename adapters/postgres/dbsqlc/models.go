@@ -50,9 +50,21 @@ type IdempotencyKey struct {
 }
 
 type Plan struct {
-	Name       string
-	MaxRunning int32
-	UpdatedAt  time.Time
+	Name                       string
+	MaxRunning                 int32
+	UpdatedAt                  time.Time
+	PendingItems               int32
+	StoredItems                int32
+	Definitions                int32
+	DefinitionVersions         int32
+	Schedules                  int32
+	ScheduleMinIntervalSeconds int32
+	NodeAttempts               int32
+	NodeTimeoutSeconds         int32
+	RunTimeoutSeconds          int32
+	NodesInFlight              int32
+	WorkspaceNodesInFlight     int32
+	ForEachItems               int32
 }
 
 type Schedule struct {
@@ -199,9 +211,21 @@ type Workspace struct {
 }
 
 type WorkspaceLimit struct {
-	WorkspaceID domain.ID
-	MaxRunning  *int32
-	UpdatedAt   time.Time
+	WorkspaceID                domain.ID
+	MaxRunning                 *int32
+	UpdatedAt                  time.Time
+	PendingItems               *int32
+	StoredItems                *int32
+	Definitions                *int32
+	DefinitionVersions         *int32
+	Schedules                  *int32
+	ScheduleMinIntervalSeconds *int32
+	NodeAttempts               *int32
+	NodeTimeoutSeconds         *int32
+	RunTimeoutSeconds          *int32
+	NodesInFlight              *int32
+	WorkspaceNodesInFlight     *int32
+	ForEachItems               *int32
 }
 
 type WorkspaceNodeSlot struct {

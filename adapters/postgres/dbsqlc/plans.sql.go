@@ -12,27 +12,44 @@ import (
 )
 
 const planUpdate = `-- name: PlanUpdate :one
-UPDATE plans SET max_running = $1, updated_at = now()
+UPDATE plans SET max_running = coalesce($1, max_running), updated_at = now()
 WHERE name = $2
-RETURNING name, max_running, updated_at
+RETURNING name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items
 `
 
 type PlanUpdateParams struct {
-	MaxRunning int32
+	MaxRunning *int32
 	Name       string
 }
 
+// Sets the plan's concurrency limit when given (NULL leaves it as it is).
 // Run after AdmissionLimitsWriteLock, so no claim admits by the old value
 // once this commits.
 func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams) (Plan, error) {
 	row := db.QueryRow(ctx, planUpdate, arg.MaxRunning, arg.Name)
 	var i Plan
-	err := row.Scan(&i.Name, &i.MaxRunning, &i.UpdatedAt)
+	err := row.Scan(
+		&i.Name,
+		&i.MaxRunning,
+		&i.UpdatedAt,
+		&i.PendingItems,
+		&i.StoredItems,
+		&i.Definitions,
+		&i.DefinitionVersions,
+		&i.Schedules,
+		&i.ScheduleMinIntervalSeconds,
+		&i.NodeAttempts,
+		&i.NodeTimeoutSeconds,
+		&i.RunTimeoutSeconds,
+		&i.NodesInFlight,
+		&i.WorkspaceNodesInFlight,
+		&i.ForEachItems,
+	)
 	return i, err
 }
 
 const plansList = `-- name: PlansList :many
-SELECT name, max_running, updated_at FROM plans
+SELECT name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name)
 `
 
@@ -46,7 +63,23 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 	items := []Plan{}
 	for rows.Next() {
 		var i Plan
-		if err := rows.Scan(&i.Name, &i.MaxRunning, &i.UpdatedAt); err != nil {
+		if err := rows.Scan(
+			&i.Name,
+			&i.MaxRunning,
+			&i.UpdatedAt,
+			&i.PendingItems,
+			&i.StoredItems,
+			&i.Definitions,
+			&i.DefinitionVersions,
+			&i.Schedules,
+			&i.ScheduleMinIntervalSeconds,
+			&i.NodeAttempts,
+			&i.NodeTimeoutSeconds,
+			&i.RunTimeoutSeconds,
+			&i.NodesInFlight,
+			&i.WorkspaceNodesInFlight,
+			&i.ForEachItems,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -58,13 +91,29 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 }
 
 const workspaceLimitsGet = `-- name: WorkspaceLimitsGet :one
-SELECT workspace_id, max_running, updated_at FROM workspace_limits WHERE workspace_id = $1
+SELECT workspace_id, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items FROM workspace_limits WHERE workspace_id = $1
 `
 
 func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID domain.ID) (WorkspaceLimit, error) {
 	row := db.QueryRow(ctx, workspaceLimitsGet, workspaceID)
 	var i WorkspaceLimit
-	err := row.Scan(&i.WorkspaceID, &i.MaxRunning, &i.UpdatedAt)
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.MaxRunning,
+		&i.UpdatedAt,
+		&i.PendingItems,
+		&i.StoredItems,
+		&i.Definitions,
+		&i.DefinitionVersions,
+		&i.Schedules,
+		&i.ScheduleMinIntervalSeconds,
+		&i.NodeAttempts,
+		&i.NodeTimeoutSeconds,
+		&i.RunTimeoutSeconds,
+		&i.NodesInFlight,
+		&i.WorkspaceNodesInFlight,
+		&i.ForEachItems,
+	)
 	return i, err
 }
 
@@ -73,7 +122,7 @@ INSERT INTO workspace_limits (workspace_id, max_running)
 VALUES ($1, $2)
 ON CONFLICT (workspace_id) DO UPDATE
 SET max_running = EXCLUDED.max_running, updated_at = now()
-RETURNING workspace_id, max_running, updated_at
+RETURNING workspace_id, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items
 `
 
 type WorkspaceLimitsSetParams struct {
@@ -86,6 +135,22 @@ type WorkspaceLimitsSetParams struct {
 func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg WorkspaceLimitsSetParams) (WorkspaceLimit, error) {
 	row := db.QueryRow(ctx, workspaceLimitsSet, arg.WorkspaceID, arg.MaxRunning)
 	var i WorkspaceLimit
-	err := row.Scan(&i.WorkspaceID, &i.MaxRunning, &i.UpdatedAt)
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.MaxRunning,
+		&i.UpdatedAt,
+		&i.PendingItems,
+		&i.StoredItems,
+		&i.Definitions,
+		&i.DefinitionVersions,
+		&i.Schedules,
+		&i.ScheduleMinIntervalSeconds,
+		&i.NodeAttempts,
+		&i.NodeTimeoutSeconds,
+		&i.RunTimeoutSeconds,
+		&i.NodesInFlight,
+		&i.WorkspaceNodesInFlight,
+		&i.ForEachItems,
+	)
 	return i, err
 }

@@ -1027,9 +1027,49 @@ export interface components {
             maxRunning: number;
             /** Format: date-time */
             updatedAt: string;
+        } & components["schemas"]["PlanQuotas"];
+        /** @description The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart. */
+        PlanQuotas: {
+            /** @description PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After). */
+            pendingItems: number;
+            /** @description Queue items of any status a workspace may store; past it an enqueue is refused (429). */
+            storedItems: number;
+            /** @description Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429). */
+            definitions: number;
+            /** @description Versions of all a workspace's definitions; past it a new version is refused (429). */
+            definitionVersions: number;
+            /** @description Schedules a workspace may keep, paused ones included; past it a create is refused (429). */
+            schedules: number;
+            /** @description Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422). */
+            scheduleMinIntervalSeconds: number;
+            /** @description Largest retry.maxAttempts a node may declare; past it a definition save is refused (422). */
+            nodeAttempts: number;
+            /** @description Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422). */
+            nodeTimeoutSeconds: number;
+            /** @description Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422). */
+            runTimeoutSeconds: number;
+            /** @description Nodes of one execution that run at once; the rest wait ready. Read when an execution starts. */
+            nodesInFlight: number;
+            /** @description HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts. */
+            workspaceNodesInFlight: number;
+            /** @description Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts. */
+            forEachItems: number;
         };
+        /** @description The figures to change; an absent one is left as it is. */
         UpdatePlanRequest: {
-            maxRunning: number;
+            maxRunning?: number;
+            pendingItems?: number;
+            storedItems?: number;
+            definitions?: number;
+            definitionVersions?: number;
+            schedules?: number;
+            scheduleMinIntervalSeconds?: number;
+            nodeAttempts?: number;
+            nodeTimeoutSeconds?: number;
+            runTimeoutSeconds?: number;
+            nodesInFlight?: number;
+            workspaceNodesInFlight?: number;
+            forEachItems?: number;
         };
         WorkspaceLimits: {
             /** Format: uuid */
@@ -1038,10 +1078,61 @@ export interface components {
             maxRunning: number | null;
             /** Format: date-time */
             updatedAt: string | null;
+        } & components["schemas"]["WorkspaceQuotas"];
+        /** @description A workspace's own quotas over its plan's (PlanQuotas); null keeps the plan's. */
+        WorkspaceQuotas: {
+            /** @description Replaces the plan's; null keeps it. */
+            pendingItems: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            storedItems: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            definitions: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            definitionVersions: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            schedules: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            scheduleMinIntervalSeconds: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            nodeAttempts: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            nodeTimeoutSeconds: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            runTimeoutSeconds: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            nodesInFlight: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            workspaceNodesInFlight: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            forEachItems: number | null;
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
             maxRunning: number | null;
+            /** @description Absent or null keeps the plan's. */
+            pendingItems?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            storedItems?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            definitions?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            definitionVersions?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            schedules?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            scheduleMinIntervalSeconds?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            nodeAttempts?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            nodeTimeoutSeconds?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            runTimeoutSeconds?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            nodesInFlight?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            workspaceNodesInFlight?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            forEachItems?: number | null;
         };
         WorkspacePage: {
             items: components["schemas"]["Workspace"][];
@@ -2195,6 +2286,18 @@ export interface operations {
                      *       {
                      *         "plan": "FREE",
                      *         "maxRunning": 1,
+                     *         "pendingItems": 1000,
+                     *         "storedItems": 2000,
+                     *         "definitions": 20,
+                     *         "definitionVersions": 200,
+                     *         "schedules": 5,
+                     *         "scheduleMinIntervalSeconds": 60,
+                     *         "nodeAttempts": 5,
+                     *         "nodeTimeoutSeconds": 300,
+                     *         "runTimeoutSeconds": 86400,
+                     *         "nodesInFlight": 4,
+                     *         "workspaceNodesInFlight": 4,
+                     *         "forEachItems": 100,
                      *         "updatedAt": "2026-11-21T10:00:00Z"
                      *       }
                      *     ]
@@ -2223,7 +2326,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "maxRunning": 8
+                 *       "maxRunning": 8,
+                 *       "pendingItems": 5000
                  *     }
                  */
                 "application/json": components["schemas"]["UpdatePlanRequest"];
@@ -2240,6 +2344,18 @@ export interface operations {
                      * @example {
                      *       "plan": "PRO",
                      *       "maxRunning": 8,
+                     *       "pendingItems": 5000,
+                     *       "storedItems": 20000,
+                     *       "definitions": 200,
+                     *       "definitionVersions": 2000,
+                     *       "schedules": 50,
+                     *       "scheduleMinIntervalSeconds": 10,
+                     *       "nodeAttempts": 10,
+                     *       "nodeTimeoutSeconds": 1800,
+                     *       "runTimeoutSeconds": 604800,
+                     *       "nodesInFlight": 10,
+                     *       "workspaceNodesInFlight": 10,
+                     *       "forEachItems": 1000,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */
@@ -2279,6 +2395,18 @@ export interface operations {
                      * @example {
                      *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
                      *       "maxRunning": null,
+                     *       "pendingItems": null,
+                     *       "storedItems": null,
+                     *       "definitions": null,
+                     *       "definitionVersions": null,
+                     *       "schedules": null,
+                     *       "scheduleMinIntervalSeconds": null,
+                     *       "nodeAttempts": null,
+                     *       "nodeTimeoutSeconds": null,
+                     *       "runTimeoutSeconds": null,
+                     *       "nodesInFlight": null,
+                     *       "workspaceNodesInFlight": null,
+                     *       "forEachItems": null,
                      *       "updatedAt": null
                      *     }
                      */
@@ -2308,7 +2436,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "maxRunning": 12
+                 *       "maxRunning": 12,
+                 *       "nodesInFlight": 2
                  *     }
                  */
                 "application/json": components["schemas"]["SetWorkspaceLimitsRequest"];
@@ -2325,6 +2454,18 @@ export interface operations {
                      * @example {
                      *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
                      *       "maxRunning": 12,
+                     *       "pendingItems": null,
+                     *       "storedItems": null,
+                     *       "definitions": null,
+                     *       "definitionVersions": null,
+                     *       "schedules": null,
+                     *       "scheduleMinIntervalSeconds": null,
+                     *       "nodeAttempts": null,
+                     *       "nodeTimeoutSeconds": null,
+                     *       "runTimeoutSeconds": null,
+                     *       "nodesInFlight": 2,
+                     *       "workspaceNodesInFlight": null,
+                     *       "forEachItems": null,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */

@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
+	"github.com/sluicehq/sluice/domain"
+)
+
+// WorkspaceQuotas returns the quotas in force for a workspace: its own
+// where set, else its plan's.
+func (s *Store) WorkspaceQuotas(ctx context.Context, workspaceID domain.ID) (domain.PlanQuotas, error) {
+	return s.workspaceQuotas(ctx, s.pool, workspaceID)
+}
+
+// workspaceQuotas reads a workspace's quotas in force through db: inside
+// the transaction that spends one, after the lock that orders that
+// spending, so an edit that has committed is used by the next request.
+func (s *Store) workspaceQuotas(ctx context.Context, db dbsqlc.DBTX, workspaceID domain.ID) (domain.PlanQuotas, error) {
+	r, err := s.q.WorkspaceQuotasGet(ctx, db, workspaceID)
+	if err != nil {
+		return domain.PlanQuotas{}, interpretError(err)
+	}
+	return domain.PlanQuotas{
+		PendingItems: int(r.PendingItems), StoredItems: int(r.StoredItems), Definitions: int(r.Definitions),
+		DefinitionVersions: int(r.DefinitionVersions), Schedules: int(r.Schedules),
+		ScheduleMinIntervalSeconds: int(r.ScheduleMinIntervalSeconds), NodeAttempts: int(r.NodeAttempts),
+		NodeTimeoutSeconds: int(r.NodeTimeoutSeconds), RunTimeoutSeconds: int(r.RunTimeoutSeconds),
+		NodesInFlight: int(r.NodesInFlight), WorkspaceNodesInFlight: int(r.WorkspaceNodesInFlight), ForEachItems: int(r.ForEachItems),
+	}, nil
+}
+
+// planQuotasFromRow reads a plans row's quotas.
+func planQuotasFromRow(r dbsqlc.Plan) domain.PlanQuotas {
+	return domain.PlanQuotas{
+		PendingItems: int(r.PendingItems), StoredItems: int(r.StoredItems), Definitions: int(r.Definitions),
+		DefinitionVersions: int(r.DefinitionVersions), Schedules: int(r.Schedules),
+		ScheduleMinIntervalSeconds: int(r.ScheduleMinIntervalSeconds), NodeAttempts: int(r.NodeAttempts),
+		NodeTimeoutSeconds: int(r.NodeTimeoutSeconds), RunTimeoutSeconds: int(r.RunTimeoutSeconds),
+		NodesInFlight: int(r.NodesInFlight), WorkspaceNodesInFlight: int(r.WorkspaceNodesInFlight), ForEachItems: int(r.ForEachItems),
+	}
+}
+
+// quotaOverridesFromRow reads a workspace_limits row's own quotas.
+func quotaOverridesFromRow(r dbsqlc.WorkspaceLimit) domain.QuotaOverrides {
+	return domain.QuotaOverrides{
+		PendingItems: intPtr(r.PendingItems), StoredItems: intPtr(r.StoredItems), Definitions: intPtr(r.Definitions),
+		DefinitionVersions: intPtr(r.DefinitionVersions), Schedules: intPtr(r.Schedules),
+		ScheduleMinIntervalSeconds: intPtr(r.ScheduleMinIntervalSeconds), NodeAttempts: intPtr(r.NodeAttempts),
+		NodeTimeoutSeconds: intPtr(r.NodeTimeoutSeconds), RunTimeoutSeconds: intPtr(r.RunTimeoutSeconds),
+		NodesInFlight: intPtr(r.NodesInFlight), WorkspaceNodesInFlight: intPtr(r.WorkspaceNodesInFlight), ForEachItems: intPtr(r.ForEachItems),
+	}
+}
+
+// planQuotasParams is a plan edit's parameters (nil leaves a figure).
+func planQuotasParams(plan domain.Plan, o domain.QuotaOverrides) dbsqlc.PlanQuotasUpdateParams {
+	return dbsqlc.PlanQuotasUpdateParams{
+		Name:         string(plan),
+		PendingItems: int32Ptr(o.PendingItems), StoredItems: int32Ptr(o.StoredItems), Definitions: int32Ptr(o.Definitions),
+		DefinitionVersions: int32Ptr(o.DefinitionVersions), Schedules: int32Ptr(o.Schedules),
+		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
+		NodeTimeoutSeconds: int32Ptr(o.NodeTimeoutSeconds), RunTimeoutSeconds: int32Ptr(o.RunTimeoutSeconds),
+		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
+	}
+}
+
+// workspaceQuotasParams are a workspace's own quotas (nil keeps its
+// plan's).
+func workspaceQuotasParams(id domain.ID, o domain.QuotaOverrides) dbsqlc.WorkspaceQuotasSetParams {
+	return dbsqlc.WorkspaceQuotasSetParams{
+		WorkspaceID:  id,
+		PendingItems: int32Ptr(o.PendingItems), StoredItems: int32Ptr(o.StoredItems), Definitions: int32Ptr(o.Definitions),
+		DefinitionVersions: int32Ptr(o.DefinitionVersions), Schedules: int32Ptr(o.Schedules),
+		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
+		NodeTimeoutSeconds: int32Ptr(o.NodeTimeoutSeconds), RunTimeoutSeconds: int32Ptr(o.RunTimeoutSeconds),
+		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
+	}
+}
+
+func intPtr(v *int32) *int {
+	if v == nil {
+		return nil
+	}
+	n := int(*v)
+	return &n
+}
+
+func int32Ptr(v *int) *int32 {
+	if v == nil {
+		return nil
+	}
+	n := int32(*v)
+	return &n
+}

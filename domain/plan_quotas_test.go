@@ -1,0 +1,47 @@
+package domain
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestQuotaOverridesOutOfRangeAreRefusedNamingEachField(t *testing.T) {
+	t.Parallel()
+	zero, huge, ok := 0, 1<<30, 3
+	err := QuotaOverrides{PendingItems: &zero, NodesInFlight: &huge, Schedules: &ok}.Check()
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("got %v, want a validation error", err)
+	}
+	var paths []string
+	for _, p := range ve.Problems {
+		paths = append(paths, p.Path)
+	}
+	if got := strings.Join(paths, " "); got != "/pendingItems /nodesInFlight" {
+		t.Fatalf("problems at %q, want /pendingItems /nodesInFlight", got)
+	}
+	for _, b := range QuotaBounds() {
+		if b.Min < 1 || b.Max <= b.Min {
+			t.Errorf("%s: bound %d..%d lets a zero or empty range through", b.Name, b.Min, b.Max)
+		}
+	}
+	if err := (QuotaOverrides{}).Check(); err != nil {
+		t.Fatalf("no figure set: %v", err)
+	}
+}
+
+func TestEnqueuePastEitherQueueQuotaIsRefusedWhole(t *testing.T) {
+	t.Parallel()
+	q := PlanQuotas{PendingItems: 3, StoredItems: 5}
+	var qe *QuotaError
+	if err := q.CheckEnqueue(2, 2, 2); !errors.As(err, &qe) || qe.Quota != "pending queue items" || qe.Limit != 3 {
+		t.Fatalf("pending 2+2 over 3: %v", err)
+	}
+	if err := q.CheckEnqueue(0, 4, 2); !errors.As(err, &qe) || qe.Quota != "stored queue items" || qe.Limit != 5 {
+		t.Fatalf("stored 4+2 over 5: %v", err)
+	}
+	if err := q.CheckEnqueue(1, 3, 2); err != nil {
+		t.Fatalf("within both: %v", err)
+	}
+}
