@@ -193,3 +193,17 @@ func (q PlanQuotas) CheckScheduleInterval(shortest time.Duration, field string) 
 	}
 	return nil
 }
+
+// With is q with o's figures where o sets them: a workspace's quotas in
+// force, from its plan's and its own.
+func (q PlanQuotas) With(o QuotaOverrides) PlanQuotas {
+	targets := []*int{&q.PendingItems, &q.StoredItems, &q.Definitions, &q.DefinitionVersions, &q.Schedules,
+		&q.ScheduleMinIntervalSeconds, &q.NodeAttempts, &q.NodeTimeoutSeconds, &q.RunTimeoutSeconds,
+		&q.NodesInFlight, &q.WorkspaceNodesInFlight, &q.ForEachItems}
+	for i, f := range o.overrideFields() {
+		if v := *f.v; v != nil {
+			*targets[i] = *v
+		}
+	}
+	return q
+}

@@ -45,3 +45,20 @@ func TestEnqueuePastEitherQueueQuotaIsRefusedWhole(t *testing.T) {
 		t.Fatalf("within both: %v", err)
 	}
 }
+
+func TestAWorkspacesOwnQuotaBeatsItsPlansAndNilKeepsThePlans(t *testing.T) {
+	t.Parallel()
+	plan := PlanQuotas{PendingItems: 1, StoredItems: 2, Definitions: 3, DefinitionVersions: 4, Schedules: 5,
+		ScheduleMinIntervalSeconds: 6, NodeAttempts: 7, NodeTimeoutSeconds: 8, RunTimeoutSeconds: 9,
+		NodesInFlight: 10, WorkspaceNodesInFlight: 11, ForEachItems: 12}
+	if got := plan.With(QuotaOverrides{}); got != plan {
+		t.Fatalf("no override changed the plan's: %+v", got)
+	}
+	own, first := 100, 200
+	got := plan.With(QuotaOverrides{NodesInFlight: &own, PendingItems: &first})
+	want := plan
+	want.NodesInFlight, want.PendingItems = own, first
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}

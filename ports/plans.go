@@ -21,3 +21,12 @@ type PlanStore interface {
 	// when the workspace does not exist.
 	SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits) (domain.WorkspaceLimits, error)
 }
+
+// QuotaSnapshotReader reads, in one go, what a process needs to resolve
+// any workspace's worker-side quotas from memory: every plan's quotas and
+// the own quotas of the workspaces that set any of nodes in flight, their
+// share of the external-API worker or the FOR_EACH cap (the admin sets
+// them one by one, so they are few).
+type QuotaSnapshotReader interface {
+	QuotaSnapshot(ctx context.Context) (map[domain.Plan]domain.PlanQuotas, map[domain.ID]domain.QuotaOverrides, error)
+}

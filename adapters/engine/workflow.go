@@ -196,6 +196,9 @@ func (l Limits) inFlight(plan domain.Plan) int {
 type Workflows struct {
 	Retry  RetryConfig
 	Limits Limits
+	// Quotas, when set, give each execution its workspace's nodes in
+	// flight, share and FOR_EACH cap in force over Limits' (limitsFor).
+	Quotas QuotaSource
 }
 
 // boundedTasksChange names the version under which the workflow sizes each
@@ -245,7 +248,7 @@ type nodeOutcome struct {
 func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
 	var cfg settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
-		return settings{Retry: w.Retry, Limits: w.Limits.withDefaults()}
+		return settings{Retry: w.Retry, Limits: w.limitsFor(in)}
 	}).Get(&cfg); err != nil {
 		return ExecutionResult{}, err
 	}

@@ -92,3 +92,27 @@ func int32Ptr(v *int) *int32 {
 	n := int32(*v)
 	return &n
 }
+
+// QuotaSnapshot reads every plan's quotas and the worker-side quotas of
+// the workspaces that set their own.
+func (s *Store) QuotaSnapshot(ctx context.Context) (map[domain.Plan]domain.PlanQuotas, map[domain.ID]domain.QuotaOverrides, error) {
+	plans, err := s.q.PlansList(ctx, s.pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	own, err := s.q.WorkspaceQuotasWorkerOverrides(ctx, s.pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	byPlan := make(map[domain.Plan]domain.PlanQuotas, len(plans))
+	for _, r := range plans {
+		byPlan[domain.Plan(r.Name)] = planQuotasFromRow(r)
+	}
+	byWorkspace := make(map[domain.ID]domain.QuotaOverrides, len(own))
+	for _, r := range own {
+		byWorkspace[r.WorkspaceID] = domain.QuotaOverrides{
+			NodesInFlight: intPtr(r.NodesInFlight), WorkspaceNodesInFlight: intPtr(r.WorkspaceNodesInFlight), ForEachItems: intPtr(r.ForEachItems),
+		}
+	}
+	return byPlan, byWorkspace, nil
+}

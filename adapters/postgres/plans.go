@@ -11,7 +11,10 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-var _ ports.PlanStore = (*Store)(nil)
+var (
+	_ ports.PlanStore           = (*Store)(nil)
+	_ ports.QuotaSnapshotReader = (*Store)(nil)
+)
 
 // ListPlans returns every plan's limits, smallest plan first.
 func (s *Store) ListPlans(ctx context.Context) ([]domain.PlanLimits, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/adapters/crontab"
 	"github.com/sluicehq/sluice/adapters/httpapi"
@@ -1069,13 +1070,15 @@ func TestNegativeEvents(t *testing.T) {
 // runs no iteration.
 func TestNegativeForEachPastItsCapFailsBeforeAnyIteration(t *testing.T) {
 	t.Parallel()
-	base := startSluice(t, map[string]string{"SLUICE_FOR_EACH_ITEMS": "FREE=3"})
+	var quotas *app.QuotaSnapshot
+	base := startSluiceWith(t, nil, fx.Populate(&quotas))
+	setPlanQuotasE2E(t, base, quotas, domain.PlanFree, map[string]any{"forEachItems": 3}, func(q domain.PlanQuotas) bool { return q.ForEachItems == 3 })
 	graph := map[string]any{"nodes": []any{map[string]any{"key": "each", "type": "FOR_EACH", "config": map[string]any{
 		"items": "{{ input.list }}", "node": map[string]any{"type": "TRANSFORM", "config": map[string]any{"output": "{{ item }}"}},
 	}}}, "edges": []any{}}
 	_, execID := startGraph(t, base, "FREE", graph, map[string]any{"list": []int{1, 2, 3, 4}})
 	run := waitRun(t, base, execID, time.Minute, "the execution to fail", statusIs("FAILED"))
-	if run.Error == nil || !strings.Contains(*run.Error, "4 elements, over the FREE plan's FOR_EACH limit of 3 (SLUICE_FOR_EACH_ITEMS)") {
+	if run.Error == nil || !strings.Contains(*run.Error, "4 elements, over the workspace's FOR_EACH limit of 3 (its forEachItems quota)") {
 		t.Errorf("error = %v, want the limit named", run.Error)
 	}
 	if len(run.Nodes) != 1 {

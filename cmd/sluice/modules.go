@@ -114,7 +114,10 @@ var dispatcherModule = fx.Module("dispatcher",
 // workerModule runs executions' workflows and activities. It is ready when
 // Postgres and Temporal answer.
 var workerModule = fx.Module("worker",
-	fx.Provide(fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`))),
+	fx.Provide(fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`)),
+		func(store *postgres.Store, log *slog.Logger) *app.QuotaSnapshot {
+			return app.NewQuotaSnapshot(store, log)
+		}),
 	fx.Invoke(startWorkers, runWebhookSender),
 )
 
@@ -443,22 +446,31 @@ func runDispatcher(p dispatcherParams) {
 	bg.start(p.Lifecycle, loops...)
 }
 
-func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, reg *prometheus.Registry,
+func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, quotas *app.QuotaSnapshot, reg *prometheus.Registry,
 	tp trace.TracerProvider, log *slog.Logger) {
 	log = log.With("component", "worker")
 	n := cfg.Nodes
 	log.Info("node limits", "template_budget", n.TemplateBudget, "payload_limit", cfg.Worker.Limits.PayloadLimit,
 		"task_limit", cfg.Worker.Limits.TaskLimit, "record_value_max", cfg.RecordValueMax,
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
-	log.Info("workspace shares of the external-API worker", "nodes_in_flight", cfg.Worker.Limits.WorkspaceNodesInFlight,
-		"external_api_slots", cfg.Worker.ExternalAPISize)
 	log.Info("outbound pauses", "pause_max", cfg.Worker.Limits.OutboundPauses.Max.String(),
 		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax)
 	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store)), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store), engine.WithOutboundGate(store))
-	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
+	wc := cfg.Worker
+	wc.Quotas = quotas
+	ws := engine.NewWorkers(c, wc, acts, log)
 	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { return ws.Start() },
-		OnStop:  func(context.Context) error { ws.Stop(); return nil },
+		// The quotas are read before the first execution can start, so
+		// none runs by the configured fallbacks.
+		OnStart: func(ctx context.Context) error {
+			if err := quotas.Refresh(ctx); err != nil {
+				return fmt.Errorf("reading the plans' quotas: %w", err)
+			}
+			return ws.Start()
+		},
+		OnStop: func(context.Context) error { ws.Stop(); return nil },
 	})
+	var bg background
+	bg.start(lc, quotas.Run)
 }
