@@ -90,6 +90,10 @@ type Limits struct {
 	// NodesInFlight caps, per plan, the nodes of one execution that run at
 	// once (DELAY timers hold no worker slot and are not counted); the rest
 	// wait, ready, in the workflow. A plan missing here gets FREE's cap.
+	// These per-plan maps are the fallback: with a QuotaSource, an
+	// execution's plan's entry is its workspace's figure in force
+	// (Workflows.limitsFor), here and in WorkspaceNodesInFlight and
+	// ForEachItems.
 	NodesInFlight map[domain.Plan]int
 	// WorkspaceNodesInFlight caps, per plan, the HTTP nodes of all of one
 	// workspace's executions that hold or wait for an external-API worker
@@ -135,7 +139,8 @@ const (
 // data: the command or marker around it and the encoding of its fields.
 const taskShareOverhead = 1024
 
-// DefaultNodesInFlight is FREE 4, PRO 10, ENTERPRISE 25.
+// DefaultNodesInFlight is FREE 4, PRO 10, ENTERPRISE 25, as migration
+// 00017 seeds the plans' nodesInFlight.
 func DefaultNodesInFlight() map[domain.Plan]int {
 	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 25}
 }

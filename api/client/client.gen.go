@@ -295,7 +295,7 @@ type EnqueueExecutionRequest struct {
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority *int `json:"priority,omitempty"`
 
-	// RunTimeout This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+	// RunTimeout This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the workspace's runTimeoutSeconds quota (a 422 naming /runTimeout).
 	RunTimeout           *string            `json:"runTimeout,omitempty"`
 	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
@@ -402,7 +402,7 @@ type Node struct {
 	// Retry A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
-	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY.
+	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the workspace's nodeTimeoutSeconds quota; not on DELAY.
 	Timeout *string `json:"timeout,omitempty"`
 
 	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
@@ -610,7 +610,7 @@ type RetryPolicy struct {
 	// InitialInterval Wait before the first retry; at most 1h.
 	InitialInterval *string `json:"initialInterval,omitempty"`
 
-	// MaxAttempts Attempts, the first included; at most the plan's SLUICE_QUOTA_NODE_ATTEMPTS.
+	// MaxAttempts Attempts, the first included; at most the workspace's nodeAttempts quota.
 	MaxAttempts *int `json:"maxAttempts,omitempty"`
 
 	// MaxInterval Longest wait between attempts; at most 1h, not below initialInterval.

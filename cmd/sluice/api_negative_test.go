@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -872,9 +873,10 @@ func TestNegativeRetryAndRequeueOnlyWhatFailed(t *testing.T) {
 
 // TestNegativePlansAndLimits: a workspace key can neither read nor edit
 // the plans, nor set any workspace's limits (its own included: a tenant
-// cannot raise its own capacity), nor read another workspace's; every
-// such call is a 403 and nothing changes. The admin's limits out of range
-// are refused naming /maxRunning, and change nothing either.
+// cannot raise its own capacity or quotas), nor read another workspace's;
+// every such call is a 403 and nothing changes. The admin's limits and
+// quotas out of range are refused naming the field (each quota, below
+// and above its bounds, on both operations), and change nothing either.
 func TestNegativePlansAndLimits(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -896,6 +898,15 @@ func TestNegativePlansAndLimits(t *testing.T) {
 		{"setWorkspaceLimits on another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.SetWorkspaceLimits(ctx, w.wsB, client.SetWorkspaceLimitsRequest{MaxRunning: &fifty})
 		}},
+		{"updatePlan's quotas", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdatePlan(ctx, client.FREE, client.UpdatePlanRequest{PendingItems: ptr(1_000_000), NodesInFlight: ptr(1000)})
+		}},
+		{"setWorkspaceLimits' quotas on its own workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsA, client.SetWorkspaceLimitsRequest{PendingItems: ptr(1_000_000), ForEachItems: ptr(100_000)})
+		}},
+		{"setWorkspaceLimits' quotas on another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsB, client.SetWorkspaceLimitsRequest{Schedules: ptr(1)})
+		}},
 		{"getWorkspaceLimits of another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetWorkspaceLimits(ctx, w.wsB)
 		}},
@@ -915,26 +926,39 @@ func TestNegativePlansAndLimits(t *testing.T) {
 		t.Errorf("getWorkspaceLimits of its own workspace with its key: %d %s", own.status, own.body)
 	}
 
-	bodies := map[string]string{
-		"zero":           `{"maxRunning": 0}`,
-		"negative":       `{"maxRunning": -1}`,
-		"over 100,000":   `{"maxRunning": 100001}`,
-		"not an integer": `{"maxRunning": 2.5}`,
-		"a string":       `{"maxRunning": "5"}`,
+	var plansBefore string
+	if err := w.pool.QueryRow(ctx, `SELECT string_agg(p::text, ';' ORDER BY name) FROM plans p`).Scan(&plansBefore); err != nil {
+		t.Fatal(err)
 	}
-	for name, body := range bodies {
+	type badBody struct{ field, body string }
+	bodies := map[string]badBody{
+		"zero":           {"/maxRunning", `{"maxRunning": 0}`},
+		"negative":       {"/maxRunning", `{"maxRunning": -1}`},
+		"over 100,000":   {"/maxRunning", `{"maxRunning": 100001}`},
+		"not an integer": {"/maxRunning", `{"maxRunning": 2.5}`},
+		"a string":       {"/maxRunning", `{"maxRunning": "5"}`},
+	}
+	for _, b := range domain.QuotaBounds() {
+		bodies[b.Name+" below its minimum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Min-1)}
+		bodies[b.Name+" above its maximum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Max+1)}
+		bodies[b.Name+" a string"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: "5"}`, b.Name)}
+	}
+	for name, bad := range bodies {
+		// A plan's PATCH leaves out what it does not change (it takes no
+		// null); a workspace's PUT replaces all, so it carries maxRunning.
+		patch := strings.Replace(bad.body, `"maxRunning": null, `, "", 1)
 		for opName, send := range map[string]func() (*http.Response, error){
 			"updatePlan": func() (*http.Response, error) {
-				return admin.UpdatePlanWithBody(ctx, client.PRO, "application/json", strings.NewReader(body))
+				return admin.UpdatePlanWithBody(ctx, client.PRO, "application/json", strings.NewReader(patch))
 			},
 			"setWorkspaceLimits": func() (*http.Response, error) {
-				return admin.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(body))
+				return admin.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(bad.body))
 			},
 		} {
 			got := read(send())
 			got.expect(t, opName+": "+name, http.StatusBadRequest, "invalid-request")
-			if !slices.Contains(got.fieldPaths(), "/maxRunning") {
-				t.Errorf("%s: %s: field paths %v lack /maxRunning; body: %s", opName, name, got.fieldPaths(), got.body)
+			if !slices.Contains(got.fieldPaths(), bad.field) {
+				t.Errorf("%s: %s: field paths %v lack %s; body: %s", opName, name, got.fieldPaths(), bad.field, got.body)
 			}
 		}
 	}
@@ -949,6 +973,13 @@ func TestNegativePlansAndLimits(t *testing.T) {
 	}
 	if plans != "FREE=1,PRO=5,ENTERPRISE=20" || own != 0 {
 		t.Errorf("refused calls changed limits: plans %s, %d workspace limits", plans, own)
+	}
+	var plansAfter string
+	if err := w.pool.QueryRow(ctx, `SELECT string_agg(p::text, ';' ORDER BY name) FROM plans p`).Scan(&plansAfter); err != nil {
+		t.Fatal(err)
+	}
+	if plansAfter != plansBefore {
+		t.Errorf("refused calls changed the plans:\n before %s\n after  %s", plansBefore, plansAfter)
 	}
 	w.checkBUntouched(t)
 }

@@ -446,6 +446,8 @@ func runDispatcher(p dispatcherParams) {
 	bg.start(p.Lifecycle, loops...)
 }
 
+// startWorkers runs the Temporal workers, with the plans' worker-side quotas
+// read before they start and refreshed in the background.
 func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, quotas *app.QuotaSnapshot, reg *prometheus.Registry,
 	tp trace.TracerProvider, log *slog.Logger) {
 	log = log.With("component", "worker")

@@ -132,75 +132,97 @@ func TestAQuotaEditedThroughTheAPIAppliesToTheNextRequest(t *testing.T) {
 	status(t, "createDefinition under its own nodeAttempts of 3", capped, err, http.StatusCreated)
 }
 
-// peakServer answers HTTP nodes once want of them are held at once (or
-// after a minute), and keeps the most it ever held: a run whose nodes in
-// flight are want shows exactly want, one allowed more shows more.
-type peakServer struct {
-	mu         sync.Mutex
-	cond       *sync.Cond
-	want, held int
-	peak       int
+// gateServer holds the HTTP nodes of each run (the first path segment)
+// until the test opens the run's gate, and keeps how many it held at once
+// per run: no barrier on counts, so nothing a run leaves behind (a
+// request its client gave up on) mixes into the next run's figures.
+type gateServer struct {
+	mu    sync.Mutex
+	held  map[string]int
+	peak  map[string]int
+	gates map[string]chan struct{}
 }
 
-func newPeakServer(t *testing.T) (*peakServer, string) {
-	p := &peakServer{}
-	p.cond = sync.NewCond(&p.mu)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		p.mu.Lock()
-		p.held++
-		p.peak = max(p.peak, p.held)
-		p.cond.Broadcast()
-		timeout := time.AfterFunc(time.Minute, func() { p.mu.Lock(); p.want = 0; p.cond.Broadcast(); p.mu.Unlock() })
-		for p.held < p.want {
-			p.cond.Wait()
+func newGateServer(t *testing.T) (*gateServer, string) {
+	g := &gateServer{held: map[string]int{}, peak: map[string]int{}, gates: map[string]chan struct{}{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		run, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		g.mu.Lock()
+		gate := g.gates[run]
+		g.held[run]++
+		g.peak[run] = max(g.peak[run], g.held[run])
+		g.mu.Unlock()
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+		case <-time.After(time.Minute): // a failed test leaves no handler behind
 		}
-		timeout.Stop()
-		p.held--
-		p.mu.Unlock()
+		g.mu.Lock()
+		g.held[run]--
+		g.mu.Unlock()
 		fmt.Fprint(w, `{}`)
 	}))
 	t.Cleanup(srv.Close)
-	return p, srv.URL
+	return g, srv.URL
 }
 
-// expect starts a new run's measure: release at want held, peak reset.
-func (p *peakServer) expect(want int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.want, p.peak = want, 0
+// open makes a run's gate, closed.
+func (g *gateServer) open(run string) func() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gate := make(chan struct{})
+	g.gates[run] = gate
+	return func() { close(gate) }
 }
 
-func (p *peakServer) peakHeld() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.peak
+func (g *gateServer) counts(run string) (held, peak int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held[run], g.peak[run]
 }
 
 // TestANodesInFlightChangeAppliesToTheNextRun: a FREE workspace's run of
-// eight parallel HTTP nodes holds the plan's seeded 4 at once. The admin
-// sets the workspace's own nodesInFlight to 2 through the API; the
-// running worker's snapshot shows it within a second, with no restart,
-// and the next run holds 2 at once, never more. The plan's is untouched
-// for the other FREE workspaces.
+// eight parallel HTTP nodes runs the plan's seeded 4 at once (4 requests
+// held, 4 activities scheduled), never more. The admin sets the
+// workspace's own nodesInFlight to 2 through the API; the running
+// worker's snapshot shows it within a second, with no restart, and the
+// next run schedules 2 at once and never holds more than 2. The plan's
+// stays 4 for the other FREE workspaces.
 func TestANodesInFlightChangeAppliesToTheNextRun(t *testing.T) {
 	t.Parallel()
 	var quotas *app.QuotaSnapshot
 	base := startSluiceWith(t, nil, fx.Populate(&quotas))
-	peak, url := newPeakServer(t)
-	nodes := make([]any, 8)
-	for i := range nodes {
-		nodes[i] = node(fmt.Sprintf("n%d", i), "HTTP_REQUEST", map[string]any{"url": fmt.Sprintf("%s/%d", url, i)})
-	}
+	tc := temporalClient(t, temporalAddress(t))
+	gates, url := newGateServer(t)
 	e := newE2EWithPlan(t, base, "FREE")
-	run := func(want int) int {
+	run := func(name string, want int) {
 		t.Helper()
-		peak.expect(want)
-		e.waitFor(e.startIn(map[string]any{"nodes": nodes}, nil), "COMPLETED")
-		return peak.peakHeld()
+		release := gates.open(name)
+		nodes := make([]any, 8)
+		for i := range nodes {
+			nodes[i] = node(fmt.Sprintf("n%d", i), "HTTP_REQUEST", map[string]any{"url": fmt.Sprintf("%s/%s/%d", url, name, i)})
+		}
+		id := e.startIn(map[string]any{"nodes": nodes}, nil)
+		porttest.Eventually(t, 30*time.Second, porttest.Holds(fmt.Sprintf("%s: %d HTTP nodes to be held", name, want), func() bool {
+			held, _ := gates.counts(name)
+			return held >= want
+		}))
+		d, err := tc.DescribeWorkflowExecution(context.Background(), "execution-"+id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The workflow schedules every node its cap allows in one task, so
+		// once want are held, a larger cap would show here as more.
+		if n := len(d.GetPendingActivities()); n != want {
+			t.Errorf("%s: %d node activities scheduled at once, want %d", name, n, want)
+		}
+		release()
+		e.waitFor(id, "COMPLETED")
+		if _, peak := gates.counts(name); peak != want {
+			t.Errorf("%s: at most %d HTTP nodes held at once, want %d", name, peak, want)
+		}
 	}
-	if got := run(4); got != 4 {
-		t.Fatalf("the first run held %d HTTP nodes at once, want the FREE plan's 4", got)
-	}
+	run("before", 4)
 
 	if code := call(t, "PUT", base+"/api/v1/workspaces/"+e.ws+"/limits", testAdminToken, map[string]any{"maxRunning": nil, "nodesInFlight": 2}, nil); code != http.StatusOK {
 		t.Fatalf("setWorkspaceLimits: %d", code)
@@ -211,9 +233,7 @@ func TestANodesInFlightChangeAppliesToTheNextRun(t *testing.T) {
 		return ok && q.NodesInFlight == 2
 	}))
 	t.Logf("the worker read the edit %v after the API answered", took)
-	if got := run(2); got != 2 {
-		t.Fatalf("the run after the edit held %d HTTP nodes at once, want the workspace's own 2", got)
-	}
+	run("after", 2)
 	if q, _ := quotas.Current(domain.ID(uuid.New()), domain.PlanFree); q.NodesInFlight != 4 {
 		t.Errorf("another FREE workspace's nodes in flight = %d, want the plan's 4", q.NodesInFlight)
 	}

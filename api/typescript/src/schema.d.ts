@@ -185,10 +185,15 @@ export interface paths {
         head?: never;
         /**
          * Change a plan's limits
-         * @description Admin only. Every dispatcher uses the new limit from its next claim,
-         *     without a restart; once this returns no claim admits by the old one.
-         *     A lower limit cancels nothing that runs: it stops admissions until
-         *     the workspace is under it. Workspaces with their own limit keep it.
+         * @description Admin only. Sets the figures the body names and leaves the others.
+         *     Every dispatcher uses a new maxRunning from its next claim, without
+         *     a restart; once this returns no claim admits by the old one. A quota
+         *     is used by the next request that spends it, a cap by the next
+         *     definition save or enqueue, and nodesInFlight, workspaceNodesInFlight
+         *     and forEachItems by executions that start at most 0.5 s later. A
+         *     lower figure cancels and deletes nothing: it refuses new admissions
+         *     or spending until the workspace is under it. Workspaces with their
+         *     own figure keep it.
          */
         patch: operations["updatePlan"];
         trace?: never;
@@ -211,8 +216,8 @@ export interface paths {
         /**
          * Set a workspace's own limits
          * @description Admin only. Replaces the workspace's own limits over its plan's; null
-         *     returns to the plan's. Applied as a plan change is: at the next claim,
-         *     cancelling nothing.
+         *     (or, for a quota, absent) returns to the plan's. Applied as a plan
+         *     change is, cancelling nothing.
          */
         put: operations["setWorkspaceLimits"];
         post?: never;
@@ -1187,7 +1192,7 @@ export interface components {
         Graph: {
             nodes: components["schemas"]["Node"][];
             edges?: components["schemas"]["Edge"][];
-            /** @description The run deadline of this version's executions, from their start: past it a run is cancelled (nodes in flight CANCELLED, the rest SKIPPED) and recorded CANCELLED naming the deadline. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS. */
+            /** @description The run deadline of this version's executions, from their start: past it a run is cancelled (nodes in flight CANCELLED, the rest SKIPPED) and recorded CANCELLED naming the deadline. At most the workspace's runTimeoutSeconds quota (its plan's unless it has its own). */
             runTimeout?: string;
             concurrency?: components["schemas"]["Concurrency"];
         };
@@ -1215,12 +1220,12 @@ export interface components {
                 [key: string]: unknown;
             };
             retry?: components["schemas"]["RetryPolicy"];
-            /** @description The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY. */
+            /** @description The longest one attempt may take (a Go duration, or milliseconds as a number), at most the workspace's nodeTimeoutSeconds quota; not on DELAY. */
             timeout?: string;
         };
         /** @description A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY. */
         RetryPolicy: {
-            /** @description Attempts, the first included; at most the plan's SLUICE_QUOTA_NODE_ATTEMPTS. */
+            /** @description Attempts, the first included; at most the workspace's nodeAttempts quota. */
             maxAttempts?: number;
             /** @description Wait before the first retry; at most 1h. */
             initialInterval?: string;
@@ -1275,7 +1280,7 @@ export interface components {
             /** Format: uuid */
             workflowDefinitionId: string;
             /**
-             * @description This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+             * @description This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the workspace's runTimeoutSeconds quota (a 422 naming /runTimeout).
              * @example 15m
              */
             runTimeout?: string;
