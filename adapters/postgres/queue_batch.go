@@ -62,8 +62,8 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 			return err
 		}
 		if stats.Plan != nil {
-			quotas, err := s.workspaceQuotas(ctx, tx, b.WorkspaceID)
-			if err != nil {
+			var quotas domain.PlanQuotas
+			if quotas, err = s.workspaceQuotas(ctx, tx, b.WorkspaceID); err != nil {
 				return err
 			}
 			if err = quotas.CheckEnqueue(int(stats.Pending), int(stats.Stored), len(fresh.Ids)); err != nil {

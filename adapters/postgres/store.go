@@ -437,8 +437,8 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 			return err
 		}
 		if stats.Plan != nil {
-			quotas, err := s.workspaceQuotas(ctx, tx, e.WorkspaceID)
-			if err != nil {
+			var quotas domain.PlanQuotas
+			if quotas, err = s.workspaceQuotas(ctx, tx, e.WorkspaceID); err != nil {
 				return err
 			}
 			if err = quotas.CheckEnqueue(int(stats.Pending), int(stats.Stored), 1); err != nil {
