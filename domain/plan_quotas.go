@@ -41,6 +41,10 @@ type PlanQuotas struct {
 	WorkspaceNodesInFlight int
 	// ForEachItems caps the elements one FOR_EACH runs over.
 	ForEachItems int
+	// WebhookEndpoints caps the workspace's completion webhook endpoints.
+	WebhookEndpoints int
+	// OutboundHosts caps the workspace's outbound host limits.
+	OutboundHosts int
 }
 
 // QuotaOverrides are optional PlanQuotas: a workspace's own figures (nil
@@ -70,6 +74,10 @@ type QuotaOverrides struct {
 	WorkspaceNodesInFlight *int
 	// ForEachItems replaces PlanQuotas.ForEachItems when set.
 	ForEachItems *int
+	// WebhookEndpoints replaces PlanQuotas.WebhookEndpoints when set.
+	WebhookEndpoints *int
+	// OutboundHosts replaces PlanQuotas.OutboundHosts when set.
+	OutboundHosts *int
 }
 
 // QuotaBound is one quota's API name and the range it may be set to. The
@@ -106,6 +114,8 @@ func (o *QuotaOverrides) overrideFields() []struct {
 		{QuotaBound{Name: "nodesInFlight", Min: 1, Max: 1_000}, &o.NodesInFlight},
 		{QuotaBound{Name: "workspaceNodesInFlight", Min: 1, Max: 10_000}, &o.WorkspaceNodesInFlight},
 		{QuotaBound{Name: "forEachItems", Min: 1, Max: 100_000}, &o.ForEachItems},
+		{QuotaBound{Name: "webhookEndpoints", Min: 1, Max: 1_000}, &o.WebhookEndpoints},
+		{QuotaBound{Name: "outboundHosts", Min: 1, Max: 10_000}, &o.OutboundHosts},
 	}
 }
 
@@ -199,7 +209,7 @@ func (q PlanQuotas) CheckScheduleInterval(shortest time.Duration, field string) 
 func (q PlanQuotas) With(o QuotaOverrides) PlanQuotas {
 	targets := []*int{&q.PendingItems, &q.StoredItems, &q.Definitions, &q.DefinitionVersions, &q.Schedules,
 		&q.ScheduleMinIntervalSeconds, &q.NodeAttempts, &q.NodeTimeoutSeconds, &q.RunTimeoutSeconds,
-		&q.NodesInFlight, &q.WorkspaceNodesInFlight, &q.ForEachItems}
+		&q.NodesInFlight, &q.WorkspaceNodesInFlight, &q.ForEachItems, &q.WebhookEndpoints, &q.OutboundHosts}
 	for i, f := range o.overrideFields() {
 		if v := *f.v; v != nil {
 			*targets[i] = *v

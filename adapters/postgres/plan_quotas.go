@@ -27,6 +27,7 @@ func (s *Store) workspaceQuotas(ctx context.Context, db dbsqlc.DBTX, workspaceID
 		ScheduleMinIntervalSeconds: int(r.ScheduleMinIntervalSeconds), NodeAttempts: int(r.NodeAttempts),
 		NodeTimeoutSeconds: int(r.NodeTimeoutSeconds), RunTimeoutSeconds: int(r.RunTimeoutSeconds),
 		NodesInFlight: int(r.NodesInFlight), WorkspaceNodesInFlight: int(r.WorkspaceNodesInFlight), ForEachItems: int(r.ForEachItems),
+		WebhookEndpoints: int(r.WebhookEndpoints), OutboundHosts: int(r.OutboundHosts),
 	}, nil
 }
 
@@ -38,6 +39,7 @@ func planQuotasFromRow(r dbsqlc.Plan) domain.PlanQuotas {
 		ScheduleMinIntervalSeconds: int(r.ScheduleMinIntervalSeconds), NodeAttempts: int(r.NodeAttempts),
 		NodeTimeoutSeconds: int(r.NodeTimeoutSeconds), RunTimeoutSeconds: int(r.RunTimeoutSeconds),
 		NodesInFlight: int(r.NodesInFlight), WorkspaceNodesInFlight: int(r.WorkspaceNodesInFlight), ForEachItems: int(r.ForEachItems),
+		WebhookEndpoints: int(r.WebhookEndpoints), OutboundHosts: int(r.OutboundHosts),
 	}
 }
 
@@ -49,6 +51,7 @@ func quotaOverridesFromRow(r dbsqlc.WorkspaceLimit) domain.QuotaOverrides {
 		ScheduleMinIntervalSeconds: intPtr(r.ScheduleMinIntervalSeconds), NodeAttempts: intPtr(r.NodeAttempts),
 		NodeTimeoutSeconds: intPtr(r.NodeTimeoutSeconds), RunTimeoutSeconds: intPtr(r.RunTimeoutSeconds),
 		NodesInFlight: intPtr(r.NodesInFlight), WorkspaceNodesInFlight: intPtr(r.WorkspaceNodesInFlight), ForEachItems: intPtr(r.ForEachItems),
+		WebhookEndpoints: intPtr(r.WebhookEndpoints), OutboundHosts: intPtr(r.OutboundHosts),
 	}
 }
 
@@ -61,6 +64,7 @@ func planQuotasParams(plan domain.Plan, o domain.QuotaOverrides) dbsqlc.PlanQuot
 		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
 		NodeTimeoutSeconds: int32Ptr(o.NodeTimeoutSeconds), RunTimeoutSeconds: int32Ptr(o.RunTimeoutSeconds),
 		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
+		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts),
 	}
 }
 
@@ -74,6 +78,7 @@ func workspaceQuotasParams(id domain.ID, o domain.QuotaOverrides) dbsqlc.Workspa
 		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
 		NodeTimeoutSeconds: int32Ptr(o.NodeTimeoutSeconds), RunTimeoutSeconds: int32Ptr(o.RunTimeoutSeconds),
 		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
+		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts),
 	}
 }
 

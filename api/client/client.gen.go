@@ -482,6 +482,9 @@ type PlanLimits struct {
 	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
 	NodesInFlight int `json:"nodesInFlight"`
 
+	// OutboundHosts Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed.
+	OutboundHosts int `json:"outboundHosts"`
+
 	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
 	PendingItems int  `json:"pendingItems"`
 	Plan         Plan `json:"plan"`
@@ -498,6 +501,9 @@ type PlanLimits struct {
 	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
 	StoredItems int       `json:"storedItems"`
 	UpdatedAt   time.Time `json:"updatedAt"`
+
+	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
+	WebhookEndpoints int `json:"webhookEndpoints"`
 
 	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
@@ -523,6 +529,9 @@ type PlanQuotas struct {
 	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
 	NodesInFlight int `json:"nodesInFlight"`
 
+	// OutboundHosts Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed.
+	OutboundHosts int `json:"outboundHosts"`
+
 	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
 	PendingItems int `json:"pendingItems"`
 
@@ -537,6 +546,9 @@ type PlanQuotas struct {
 
 	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
 	StoredItems int `json:"storedItems"`
+
+	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
+	WebhookEndpoints int `json:"webhookEndpoints"`
 
 	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
@@ -687,6 +699,9 @@ type SetWorkspaceLimitsRequest struct {
 	// NodesInFlight Absent or null keeps the plan's.
 	NodesInFlight *int `json:"nodesInFlight"`
 
+	// OutboundHosts Absent or null keeps the plan's.
+	OutboundHosts *int `json:"outboundHosts"`
+
 	// PendingItems Absent or null keeps the plan's.
 	PendingItems *int `json:"pendingItems"`
 
@@ -702,6 +717,9 @@ type SetWorkspaceLimitsRequest struct {
 	// StoredItems Absent or null keeps the plan's.
 	StoredItems *int `json:"storedItems"`
 
+	// WebhookEndpoints Absent or null keeps the plan's.
+	WebhookEndpoints *int `json:"webhookEndpoints"`
+
 	// WorkspaceNodesInFlight Absent or null keeps the plan's.
 	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
@@ -715,11 +733,13 @@ type UpdatePlanRequest struct {
 	NodeAttempts               *int `json:"nodeAttempts,omitempty"`
 	NodeTimeoutSeconds         *int `json:"nodeTimeoutSeconds,omitempty"`
 	NodesInFlight              *int `json:"nodesInFlight,omitempty"`
+	OutboundHosts              *int `json:"outboundHosts,omitempty"`
 	PendingItems               *int `json:"pendingItems,omitempty"`
 	RunTimeoutSeconds          *int `json:"runTimeoutSeconds,omitempty"`
 	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds,omitempty"`
 	Schedules                  *int `json:"schedules,omitempty"`
 	StoredItems                *int `json:"storedItems,omitempty"`
+	WebhookEndpoints           *int `json:"webhookEndpoints,omitempty"`
 	WorkspaceNodesInFlight     *int `json:"workspaceNodesInFlight,omitempty"`
 }
 
@@ -842,6 +862,9 @@ type WorkspaceLimits struct {
 	// NodesInFlight Replaces the plan's; null keeps it.
 	NodesInFlight *int `json:"nodesInFlight"`
 
+	// OutboundHosts Replaces the plan's; null keeps it.
+	OutboundHosts *int `json:"outboundHosts"`
+
 	// PendingItems Replaces the plan's; null keeps it.
 	PendingItems *int `json:"pendingItems"`
 
@@ -855,9 +878,12 @@ type WorkspaceLimits struct {
 	Schedules *int `json:"schedules"`
 
 	// StoredItems Replaces the plan's; null keeps it.
-	StoredItems *int               `json:"storedItems"`
-	UpdatedAt   *time.Time         `json:"updatedAt"`
-	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+	StoredItems *int       `json:"storedItems"`
+	UpdatedAt   *time.Time `json:"updatedAt"`
+
+	// WebhookEndpoints Replaces the plan's; null keeps it.
+	WebhookEndpoints *int               `json:"webhookEndpoints"`
+	WorkspaceID      openapi_types.UUID `json:"workspaceId"`
 
 	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
 	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
@@ -889,6 +915,9 @@ type WorkspaceQuotas struct {
 	// NodesInFlight Replaces the plan's; null keeps it.
 	NodesInFlight *int `json:"nodesInFlight"`
 
+	// OutboundHosts Replaces the plan's; null keeps it.
+	OutboundHosts *int `json:"outboundHosts"`
+
 	// PendingItems Replaces the plan's; null keeps it.
 	PendingItems *int `json:"pendingItems"`
 
@@ -903,6 +932,9 @@ type WorkspaceQuotas struct {
 
 	// StoredItems Replaces the plan's; null keeps it.
 	StoredItems *int `json:"storedItems"`
+
+	// WebhookEndpoints Replaces the plan's; null keeps it.
+	WebhookEndpoints *int `json:"webhookEndpoints"`
 
 	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
 	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`

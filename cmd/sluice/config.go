@@ -55,8 +55,6 @@ type Config struct {
 	// how long events are kept for Last-Event-ID resumption.
 	Streams       app.StreamLimits
 	FeedRetention time.Duration
-	// OutboundHostsMax is how many host limits a workspace may keep.
-	OutboundHostsMax int
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -76,9 +74,8 @@ type HTTPConfig struct {
 
 // WebhooksConfig is completion webhooks' configuration.
 type WebhooksConfig struct {
-	Sender       app.WebhookSenderConfig
-	Poster       nodes.WebhookConfig
-	EndpointsMax int
+	Sender app.WebhookSenderConfig
+	Poster nodes.WebhookConfig
 }
 
 // maxOutboundPause bounds SLUICE_OUTBOUND_PAUSE_MAX: a node held longer
@@ -311,7 +308,6 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		e.bad("SLUICE_OUTBOUND_PAUSE_MAX", w.Limits.OutboundPauses.Max.String(), "want at most "+maxOutboundPause.String())
 	}
 	w.Limits.OutboundPauses.HostsMax = e.integer("SLUICE_OUTBOUND_PAUSED_HOSTS_MAX", w.Limits.OutboundPauses.HostsMax, 1, 10_000)
-	c.OutboundHostsMax = e.integer("SLUICE_OUTBOUND_HOSTS_MAX", domain.DefaultOutboundHostsMax, 1, 10_000)
 	c.Worker = w
 	c.RecordValueMax = e.integer("SLUICE_RECORD_VALUE_MAX", domain.DefaultRecordValueMax, 1<<10, 1<<20)
 
@@ -359,9 +355,8 @@ func webhooksConfig(e *env) WebhooksConfig {
 	s.Retry.Period = e.duration("SLUICE_WEBHOOK_RETRY_PERIOD", s.Retry.Period, time.Second)
 	s.Retention = e.duration("SLUICE_WEBHOOK_DELIVERY_RETENTION", s.Retention, time.Hour)
 	w := WebhooksConfig{
-		Sender:       s,
-		Poster:       nodes.WebhookConfig{Timeout: s.Timeout},
-		EndpointsMax: e.integer("SLUICE_WEBHOOK_ENDPOINTS_MAX", app.DefaultWebhookEndpointsMax, 1, 1000),
+		Sender: s,
+		Poster: nodes.WebhookConfig{Timeout: s.Timeout},
 	}
 	if f := e.str("SLUICE_WEBHOOK_CA_FILE", ""); f != "" {
 		pem, err := os.ReadFile(f)
@@ -399,4 +394,5 @@ var retiredPlanQuotas = []string{
 	"SLUICE_QUOTA_DEFINITION_VERSIONS", "SLUICE_QUOTA_NODE_ATTEMPTS", "SLUICE_QUOTA_NODE_TIMEOUT_SECONDS",
 	"SLUICE_QUOTA_RUN_TIMEOUT_SECONDS", "SLUICE_QUOTA_SCHEDULES", "SLUICE_QUOTA_SCHEDULE_MIN_INTERVAL_SECONDS",
 	"SLUICE_NODES_IN_FLIGHT", "SLUICE_WORKSPACE_NODES_IN_FLIGHT", "SLUICE_FOR_EACH_ITEMS",
+	"SLUICE_WEBHOOK_ENDPOINTS_MAX", "SLUICE_OUTBOUND_HOSTS_MAX",
 }

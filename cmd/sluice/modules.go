@@ -291,8 +291,7 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	a := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
 		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store},
 		workflows, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
-	a.SetOutboundHostsMax(cfg.OutboundHostsMax)
-	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store, cfg.Webhooks.EndpointsMax)
+	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store)
 	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
 	return a, nil
 }

@@ -25,8 +25,8 @@ import (
 // and writes nothing, and nothing queued is cancelled or deleted. Raised
 // again, the next enqueue is admitted. A workspace's own quota then beats
 // its plan's, both ways, while another FREE workspace keeps the plan's,
-// and null returns to the plan's. The definitions quota and the caps read
-// at definition save follow edits the same way.
+// and null returns to the plan's. The definitions and outbound-hosts
+// quotas and the caps read at definition save follow edits the same way.
 func TestAQuotaEditedThroughTheAPIAppliesToTheNextRequest(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -130,6 +130,21 @@ func TestAQuotaEditedThroughTheAPIAppliesToTheNextRequest(t *testing.T) {
 	putOwn(client.SetWorkspaceLimitsRequest{NodeAttempts: ptr(3)})
 	capped, err = c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "retried", Graph: retried})
 	status(t, "createDefinition under its own nodeAttempts of 3", capped, err, http.StatusCreated)
+
+	// Outbound host limits, counted in the put's transaction: the
+	// workspace's own quota of 1 refuses a second host, not a change of
+	// the first; raised, the second is admitted.
+	putOwn(client.SetWorkspaceLimitsRequest{OutboundHosts: ptr(1)})
+	host := func(name string, want int) {
+		t.Helper()
+		r, err := c.SetOutboundLimitWithResponse(ctx, ws, name, client.SetOutboundLimitRequest{RequestsPerSecond: 5, Burst: 2})
+		status(t, "setOutboundLimit "+name, r, err, want)
+	}
+	host("a.example", http.StatusOK)
+	host("b.example", http.StatusTooManyRequests)
+	host("a.example", http.StatusOK)
+	putOwn(client.SetWorkspaceLimitsRequest{OutboundHosts: ptr(2)})
+	host("b.example", http.StatusOK)
 }
 
 // gateServer holds the HTTP nodes of each run (the first path segment)

@@ -2,8 +2,9 @@
 -- Plans as data, the rest of them (issue 18 item 1): every figure that
 -- varies by plan beside max_running (00010) is a column of plans, seeded
 -- with the defaults the SLUICE_QUOTA_*, SLUICE_NODES_IN_FLIGHT,
--- SLUICE_WORKSPACE_NODES_IN_FLIGHT and SLUICE_FOR_EACH_ITEMS variables
--- had, and a workspace may have its own in workspace_limits (NULL keeps
+-- SLUICE_WORKSPACE_NODES_IN_FLIGHT, SLUICE_FOR_EACH_ITEMS,
+-- SLUICE_WEBHOOK_ENDPOINTS_MAX and SLUICE_OUTBOUND_HOSTS_MAX variables had
+-- (the last two the same for every plan), and a workspace may have its own in workspace_limits (NULL keeps
 -- the plan's). Each figure is read where it is enforced: the quotas in the
 -- transaction of the API operation that spends them, the caps when a
 -- definition or enqueue is checked, the nodes in flight and FOR_EACH cap
@@ -22,7 +23,9 @@ ALTER TABLE plans
     ADD COLUMN run_timeout_seconds           integer NOT NULL DEFAULT 86400    CHECK (run_timeout_seconds BETWEEN 1 AND 31536000),
     ADD COLUMN nodes_in_flight               integer NOT NULL DEFAULT 4        CHECK (nodes_in_flight BETWEEN 1 AND 1000),
     ADD COLUMN workspace_nodes_in_flight     integer NOT NULL DEFAULT 4        CHECK (workspace_nodes_in_flight BETWEEN 1 AND 10000),
-    ADD COLUMN for_each_items                integer NOT NULL DEFAULT 100      CHECK (for_each_items BETWEEN 1 AND 100000);
+    ADD COLUMN for_each_items                integer NOT NULL DEFAULT 100      CHECK (for_each_items BETWEEN 1 AND 100000),
+    ADD COLUMN webhook_endpoints             integer NOT NULL DEFAULT 10       CHECK (webhook_endpoints BETWEEN 1 AND 1000),
+    ADD COLUMN outbound_hosts                integer NOT NULL DEFAULT 100      CHECK (outbound_hosts BETWEEN 1 AND 10000);
 UPDATE plans SET pending_items = 10000, stored_items = 20000, definitions = 200, definition_versions = 2000,
     schedules = 50, schedule_min_interval_seconds = 10, node_attempts = 10, node_timeout_seconds = 1800,
     run_timeout_seconds = 604800, nodes_in_flight = 10, workspace_nodes_in_flight = 10, for_each_items = 1000
@@ -44,16 +47,18 @@ ALTER TABLE workspace_limits
     ADD COLUMN run_timeout_seconds           integer CHECK (run_timeout_seconds BETWEEN 1 AND 31536000),
     ADD COLUMN nodes_in_flight               integer CHECK (nodes_in_flight BETWEEN 1 AND 1000),
     ADD COLUMN workspace_nodes_in_flight     integer CHECK (workspace_nodes_in_flight BETWEEN 1 AND 10000),
-    ADD COLUMN for_each_items                integer CHECK (for_each_items BETWEEN 1 AND 100000);
+    ADD COLUMN for_each_items                integer CHECK (for_each_items BETWEEN 1 AND 100000),
+    ADD COLUMN webhook_endpoints             integer CHECK (webhook_endpoints BETWEEN 1 AND 1000),
+    ADD COLUMN outbound_hosts                integer CHECK (outbound_hosts BETWEEN 1 AND 10000);
 
 -- +goose Down
 ALTER TABLE workspace_limits
     DROP COLUMN pending_items, DROP COLUMN stored_items, DROP COLUMN definitions, DROP COLUMN definition_versions,
     DROP COLUMN schedules, DROP COLUMN schedule_min_interval_seconds, DROP COLUMN node_attempts,
     DROP COLUMN node_timeout_seconds, DROP COLUMN run_timeout_seconds, DROP COLUMN nodes_in_flight,
-    DROP COLUMN workspace_nodes_in_flight, DROP COLUMN for_each_items;
+    DROP COLUMN workspace_nodes_in_flight, DROP COLUMN for_each_items, DROP COLUMN webhook_endpoints, DROP COLUMN outbound_hosts;
 ALTER TABLE plans
     DROP COLUMN pending_items, DROP COLUMN stored_items, DROP COLUMN definitions, DROP COLUMN definition_versions,
     DROP COLUMN schedules, DROP COLUMN schedule_min_interval_seconds, DROP COLUMN node_attempts,
     DROP COLUMN node_timeout_seconds, DROP COLUMN run_timeout_seconds, DROP COLUMN nodes_in_flight,
-    DROP COLUMN workspace_nodes_in_flight, DROP COLUMN for_each_items;
+    DROP COLUMN workspace_nodes_in_flight, DROP COLUMN for_each_items, DROP COLUMN webhook_endpoints, DROP COLUMN outbound_hosts;

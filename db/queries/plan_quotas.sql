@@ -16,7 +16,9 @@ SELECT
     coalesce(o.run_timeout_seconds, p.run_timeout_seconds)::integer AS run_timeout_seconds,
     coalesce(o.nodes_in_flight, p.nodes_in_flight)::integer AS nodes_in_flight,
     coalesce(o.workspace_nodes_in_flight, p.workspace_nodes_in_flight)::integer AS workspace_nodes_in_flight,
-    coalesce(o.for_each_items, p.for_each_items)::integer AS for_each_items
+    coalesce(o.for_each_items, p.for_each_items)::integer AS for_each_items,
+    coalesce(o.webhook_endpoints, p.webhook_endpoints)::integer AS webhook_endpoints,
+    coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id
@@ -37,6 +39,8 @@ UPDATE plans SET
     nodes_in_flight = coalesce(sqlc.narg(nodes_in_flight), nodes_in_flight),
     workspace_nodes_in_flight = coalesce(sqlc.narg(workspace_nodes_in_flight), workspace_nodes_in_flight),
     for_each_items = coalesce(sqlc.narg(for_each_items), for_each_items),
+    webhook_endpoints = coalesce(sqlc.narg(webhook_endpoints), webhook_endpoints),
+    outbound_hosts = coalesce(sqlc.narg(outbound_hosts), outbound_hosts),
     updated_at = now()
 WHERE name = @name
 RETURNING *;
@@ -57,6 +61,8 @@ UPDATE workspace_limits SET
     nodes_in_flight = sqlc.narg(nodes_in_flight),
     workspace_nodes_in_flight = sqlc.narg(workspace_nodes_in_flight),
     for_each_items = sqlc.narg(for_each_items),
+    webhook_endpoints = sqlc.narg(webhook_endpoints),
+    outbound_hosts = sqlc.narg(outbound_hosts),
     updated_at = now()
 WHERE workspace_id = @workspace_id
 RETURNING *;

@@ -65,6 +65,8 @@ type Plan struct {
 	NodesInFlight              int32
 	WorkspaceNodesInFlight     int32
 	ForEachItems               int32
+	WebhookEndpoints           int32
+	OutboundHosts              int32
 }
 
 type Schedule struct {
@@ -226,6 +228,8 @@ type WorkspaceLimit struct {
 	NodesInFlight              *int32
 	WorkspaceNodesInFlight     *int32
 	ForEachItems               *int32
+	WebhookEndpoints           *int32
+	OutboundHosts              *int32
 }
 
 type WorkspaceNodeSlot struct {

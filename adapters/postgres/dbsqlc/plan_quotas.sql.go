@@ -25,9 +25,11 @@ UPDATE plans SET
     nodes_in_flight = coalesce($10, nodes_in_flight),
     workspace_nodes_in_flight = coalesce($11, workspace_nodes_in_flight),
     for_each_items = coalesce($12, for_each_items),
+    webhook_endpoints = coalesce($13, webhook_endpoints),
+    outbound_hosts = coalesce($14, outbound_hosts),
     updated_at = now()
-WHERE name = $13
-RETURNING name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items
+WHERE name = $15
+RETURNING name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
 `
 
 type PlanQuotasUpdateParams struct {
@@ -43,6 +45,8 @@ type PlanQuotasUpdateParams struct {
 	NodesInFlight              *int32
 	WorkspaceNodesInFlight     *int32
 	ForEachItems               *int32
+	WebhookEndpoints           *int32
+	OutboundHosts              *int32
 	Name                       string
 }
 
@@ -61,6 +65,8 @@ func (q *Queries) PlanQuotasUpdate(ctx context.Context, db DBTX, arg PlanQuotasU
 		arg.NodesInFlight,
 		arg.WorkspaceNodesInFlight,
 		arg.ForEachItems,
+		arg.WebhookEndpoints,
+		arg.OutboundHosts,
 		arg.Name,
 	)
 	var i Plan
@@ -80,6 +86,8 @@ func (q *Queries) PlanQuotasUpdate(ctx context.Context, db DBTX, arg PlanQuotasU
 		&i.NodesInFlight,
 		&i.WorkspaceNodesInFlight,
 		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
 	)
 	return i, err
 }
@@ -98,7 +106,9 @@ SELECT
     coalesce(o.run_timeout_seconds, p.run_timeout_seconds)::integer AS run_timeout_seconds,
     coalesce(o.nodes_in_flight, p.nodes_in_flight)::integer AS nodes_in_flight,
     coalesce(o.workspace_nodes_in_flight, p.workspace_nodes_in_flight)::integer AS workspace_nodes_in_flight,
-    coalesce(o.for_each_items, p.for_each_items)::integer AS for_each_items
+    coalesce(o.for_each_items, p.for_each_items)::integer AS for_each_items,
+    coalesce(o.webhook_endpoints, p.webhook_endpoints)::integer AS webhook_endpoints,
+    coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id
@@ -119,6 +129,8 @@ type WorkspaceQuotasGetRow struct {
 	NodesInFlight              int32
 	WorkspaceNodesInFlight     int32
 	ForEachItems               int32
+	WebhookEndpoints           int32
+	OutboundHosts              int32
 }
 
 // A workspace's quotas in force: its own where set, else its plan's. Read
@@ -142,6 +154,8 @@ func (q *Queries) WorkspaceQuotasGet(ctx context.Context, db DBTX, workspaceID d
 		&i.NodesInFlight,
 		&i.WorkspaceNodesInFlight,
 		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
 	)
 	return i, err
 }
@@ -160,9 +174,11 @@ UPDATE workspace_limits SET
     nodes_in_flight = $10,
     workspace_nodes_in_flight = $11,
     for_each_items = $12,
+    webhook_endpoints = $13,
+    outbound_hosts = $14,
     updated_at = now()
-WHERE workspace_id = $13
-RETURNING workspace_id, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items
+WHERE workspace_id = $15
+RETURNING workspace_id, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
 `
 
 type WorkspaceQuotasSetParams struct {
@@ -178,6 +194,8 @@ type WorkspaceQuotasSetParams struct {
 	NodesInFlight              *int32
 	WorkspaceNodesInFlight     *int32
 	ForEachItems               *int32
+	WebhookEndpoints           *int32
+	OutboundHosts              *int32
 	WorkspaceID                domain.ID
 }
 
@@ -197,6 +215,8 @@ func (q *Queries) WorkspaceQuotasSet(ctx context.Context, db DBTX, arg Workspace
 		arg.NodesInFlight,
 		arg.WorkspaceNodesInFlight,
 		arg.ForEachItems,
+		arg.WebhookEndpoints,
+		arg.OutboundHosts,
 		arg.WorkspaceID,
 	)
 	var i WorkspaceLimit
@@ -216,6 +236,8 @@ func (q *Queries) WorkspaceQuotasSet(ctx context.Context, db DBTX, arg Workspace
 		&i.NodesInFlight,
 		&i.WorkspaceNodesInFlight,
 		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
 	)
 	return i, err
 }

@@ -14,7 +14,7 @@ import (
 const planUpdate = `-- name: PlanUpdate :one
 UPDATE plans SET max_running = coalesce($1, max_running), updated_at = now()
 WHERE name = $2
-RETURNING name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items
+RETURNING name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
 `
 
 type PlanUpdateParams struct {
@@ -44,12 +44,14 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		&i.NodesInFlight,
 		&i.WorkspaceNodesInFlight,
 		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
 	)
 	return i, err
 }
 
 const plansList = `-- name: PlansList :many
-SELECT name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items FROM plans
+SELECT name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name)
 `
 
@@ -79,6 +81,8 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 			&i.NodesInFlight,
 			&i.WorkspaceNodesInFlight,
 			&i.ForEachItems,
+			&i.WebhookEndpoints,
+			&i.OutboundHosts,
 		); err != nil {
 			return nil, err
 		}
@@ -91,7 +95,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 }
 
 const workspaceLimitsGet = `-- name: WorkspaceLimitsGet :one
-SELECT workspace_id, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items FROM workspace_limits WHERE workspace_id = $1
+SELECT workspace_id, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts FROM workspace_limits WHERE workspace_id = $1
 `
 
 func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID domain.ID) (WorkspaceLimit, error) {
@@ -113,6 +117,8 @@ func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID d
 		&i.NodesInFlight,
 		&i.WorkspaceNodesInFlight,
 		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
 	)
 	return i, err
 }
@@ -122,7 +128,7 @@ INSERT INTO workspace_limits (workspace_id, max_running)
 VALUES ($1, $2)
 ON CONFLICT (workspace_id) DO UPDATE
 SET max_running = EXCLUDED.max_running, updated_at = now()
-RETURNING workspace_id, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items
+RETURNING workspace_id, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
 `
 
 type WorkspaceLimitsSetParams struct {
@@ -151,6 +157,8 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		&i.NodesInFlight,
 		&i.WorkspaceNodesInFlight,
 		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
 	)
 	return i, err
 }

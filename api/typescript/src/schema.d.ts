@@ -274,7 +274,7 @@ export interface paths {
          * @description From the next call on, the workspace's HTTP_REQUEST nodes calling
          *     the host go at most `burst` at once, then `requestsPerSecond`; a
          *     node over the rate waits durably, holding no worker slot. A
-         *     workspace keeps at most SLUICE_OUTBOUND_HOSTS_MAX limits (429 past
+         *     workspace keeps at most its outboundHosts quota of limits (429 past
          *     it). Out-of-range values and bad host names are 422, naming the
          *     field.
          */
@@ -822,8 +822,8 @@ export interface paths {
          *     Webhooks specification with the endpoint's `whsec_` secret, which
          *     this answer carries once. A URL that is not https, or whose host is
          *     or resolves to an address of the service's own networks, is a 422
-         *     naming `/url`. A workspace has at most `SLUICE_WEBHOOK_ENDPOINTS_MAX`
-         *     endpoints (10 by default); past that, a 429.
+         *     naming `/url`. A workspace has at most its `webhookEndpoints` quota of
+         *     endpoints (10 as seeded); past that, a 429.
          */
         post: operations["createWebhookEndpoint"];
         delete?: never;
@@ -1059,6 +1059,10 @@ export interface components {
             workspaceNodesInFlight: number;
             /** @description Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts. */
             forEachItems: number;
+            /** @description Completion webhook endpoints a workspace may have; past it a create is refused (429). */
+            webhookEndpoints: number;
+            /** @description Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed. */
+            outboundHosts: number;
         };
         /** @description The figures to change; an absent one is left as it is. */
         UpdatePlanRequest: {
@@ -1075,6 +1079,8 @@ export interface components {
             nodesInFlight?: number;
             workspaceNodesInFlight?: number;
             forEachItems?: number;
+            webhookEndpoints?: number;
+            outboundHosts?: number;
         };
         WorkspaceLimits: {
             /** Format: uuid */
@@ -1110,6 +1116,10 @@ export interface components {
             workspaceNodesInFlight: number | null;
             /** @description Replaces the plan's; null keeps it. */
             forEachItems: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            webhookEndpoints: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            outboundHosts: number | null;
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
@@ -1138,6 +1148,10 @@ export interface components {
             workspaceNodesInFlight?: number | null;
             /** @description Absent or null keeps the plan's. */
             forEachItems?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            webhookEndpoints?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            outboundHosts?: number | null;
         };
         WorkspacePage: {
             items: components["schemas"]["Workspace"][];
@@ -2303,6 +2317,8 @@ export interface operations {
                      *         "nodesInFlight": 4,
                      *         "workspaceNodesInFlight": 4,
                      *         "forEachItems": 100,
+                     *         "webhookEndpoints": 10,
+                     *         "outboundHosts": 100,
                      *         "updatedAt": "2026-11-21T10:00:00Z"
                      *       }
                      *     ]
@@ -2361,6 +2377,8 @@ export interface operations {
                      *       "nodesInFlight": 10,
                      *       "workspaceNodesInFlight": 10,
                      *       "forEachItems": 1000,
+                     *       "webhookEndpoints": 10,
+                     *       "outboundHosts": 100,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */
@@ -2412,6 +2430,8 @@ export interface operations {
                      *       "nodesInFlight": null,
                      *       "workspaceNodesInFlight": null,
                      *       "forEachItems": null,
+                     *       "webhookEndpoints": null,
+                     *       "outboundHosts": null,
                      *       "updatedAt": null
                      *     }
                      */
@@ -2471,6 +2491,8 @@ export interface operations {
                      *       "nodesInFlight": 2,
                      *       "workspaceNodesInFlight": null,
                      *       "forEachItems": null,
+                     *       "webhookEndpoints": null,
+                     *       "outboundHosts": null,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */
