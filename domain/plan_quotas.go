@@ -119,17 +119,6 @@ func (o *QuotaOverrides) overrideFields() []struct {
 	}
 }
 
-// QuotaBounds lists every quota's name and range, in the API's order.
-func QuotaBounds() []QuotaBound {
-	var o QuotaOverrides
-	fields := o.overrideFields()
-	out := make([]QuotaBound, len(fields))
-	for i, f := range fields {
-		out[i] = f.QuotaBound
-	}
-	return out
-}
-
 // Check refuses, as one ValidationError naming each field (a JSON pointer
 // at the request's top level), every figure set outside its bound.
 func (o QuotaOverrides) Check() error {

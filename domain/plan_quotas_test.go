@@ -21,7 +21,8 @@ func TestQuotaOverridesOutOfRangeAreRefusedNamingEachField(t *testing.T) {
 	if got := strings.Join(paths, " "); got != "/pendingItems /nodesInFlight" {
 		t.Fatalf("problems at %q, want /pendingItems /nodesInFlight", got)
 	}
-	for _, b := range QuotaBounds() {
+	var all QuotaOverrides
+	for _, b := range all.overrideFields() {
 		if b.Min < 1 || b.Max <= b.Min {
 			t.Errorf("%s: bound %d..%d lets a zero or empty range through", b.Name, b.Min, b.Max)
 		}

@@ -938,7 +938,17 @@ func TestNegativePlansAndLimits(t *testing.T) {
 		"not an integer": {"/maxRunning", `{"maxRunning": 2.5}`},
 		"a string":       {"/maxRunning", `{"maxRunning": "5"}`},
 	}
-	for _, b := range domain.QuotaBounds() {
+	// Every quota with its documented range (README, Every per-plan limit).
+	for _, b := range []struct {
+		Name     string
+		Min, Max int
+	}{
+		{"pendingItems", 1, 10_000_000}, {"storedItems", 1, 10_000_000}, {"definitions", 1, 1_000_000},
+		{"definitionVersions", 1, 10_000_000}, {"schedules", 1, 100_000}, {"scheduleMinIntervalSeconds", 1, 86_400},
+		{"nodeAttempts", 1, 100}, {"nodeTimeoutSeconds", 1, 604_800}, {"runTimeoutSeconds", 1, 31_536_000},
+		{"nodesInFlight", 1, 1_000}, {"workspaceNodesInFlight", 1, 10_000}, {"forEachItems", 1, 100_000},
+		{"webhookEndpoints", 1, 1_000}, {"outboundHosts", 1, 10_000},
+	} {
 		bodies[b.Name+" below its minimum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Min-1)}
 		bodies[b.Name+" above its maximum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Max+1)}
 		bodies[b.Name+" a string"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: "5"}`, b.Name)}
