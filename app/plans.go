@@ -41,7 +41,7 @@ func (s *Plans) UpdatePlan(ctx context.Context, a domain.Actor, plan domain.Plan
 	if _, err := domain.ParsePlan(string(plan)); err != nil {
 		return domain.PlanLimits{}, ports.ErrNotFound
 	}
-	if err := checkLimits(change.MaxRunning, change.Quotas); err != nil {
+	if err := checkLimits(change.MaxRunning, change.Quotas, change.RetentionDays); err != nil {
 		return domain.PlanLimits{}, err
 	}
 	return s.plans.UpdatePlan(ctx, plan, change)
@@ -65,17 +65,21 @@ func (s *Plans) SetWorkspaceLimits(ctx context.Context, a domain.Actor, l domain
 	if err := requireAdmin(a); err != nil {
 		return domain.WorkspaceLimits{}, err
 	}
-	if err := checkLimits(l.MaxRunning, l.Quotas); err != nil {
+	if err := checkLimits(l.MaxRunning, l.Quotas, nil); err != nil {
 		return domain.WorkspaceLimits{}, err
 	}
 	return s.plans.SetWorkspaceLimits(ctx, l)
 }
 
 // checkLimits refuses, in one 422 naming every field at fault, a
-// concurrency limit or quota out of its range.
-func checkLimits(maxRunning *int, quotas domain.QuotaOverrides) error {
+// concurrency limit, quota or retention out of its range.
+func checkLimits(maxRunning *int, quotas domain.QuotaOverrides, retentionDays *int) error {
 	var problems []domain.Problem
-	for _, err := range []error{checkMaxRunning(maxRunning), quotas.Check()} {
+	retention := error(nil)
+	if retentionDays != nil {
+		retention = domain.CheckRetentionDays(*retentionDays, "/retentionDays")
+	}
+	for _, err := range []error{checkMaxRunning(maxRunning), quotas.Check(), retention} {
 		var ve *domain.ValidationError
 		if errors.As(err, &ve) {
 			problems = append(problems, ve.Problems...)

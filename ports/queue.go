@@ -156,4 +156,6 @@ type RetentionStore interface {
 	DeleteExpired(ctx context.Context, kind domain.RetainedKind, plan domain.Plan, before time.Time, limit int) (int, error)
 	// OldestKept returns each kind's oldest age mark still stored.
 	OldestKept(ctx context.Context) (map[domain.RetainedKind]time.Time, error)
+	// RetentionDays returns each plan's retention as stored now.
+	RetentionDays(ctx context.Context) (map[domain.Plan]int, error)
 }

@@ -54,6 +54,7 @@ func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLim
 func planOut(p domain.PlanLimits) api.PlanLimits {
 	out := api.PlanLimits{Plan: api.Plan(p.Plan), MaxRunning: p.MaxRunning, UpdatedAt: p.UpdatedAt}
 	planQuotasOut(&out, p.Quotas)
+	out.RetentionDays = p.RetentionDays
 	return out
 }
 

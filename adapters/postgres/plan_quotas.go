@@ -56,9 +56,9 @@ func quotaOverridesFromRow(r dbsqlc.WorkspaceLimit) domain.QuotaOverrides {
 }
 
 // planQuotasParams is a plan edit's parameters (nil leaves a figure).
-func planQuotasParams(plan domain.Plan, o domain.QuotaOverrides) dbsqlc.PlanQuotasUpdateParams {
+func planQuotasParams(plan domain.Plan, o domain.QuotaOverrides, retentionDays *int) dbsqlc.PlanQuotasUpdateParams {
 	return dbsqlc.PlanQuotasUpdateParams{
-		Name:         string(plan),
+		Name: string(plan), RetentionDays: int32Ptr(retentionDays),
 		PendingItems: int32Ptr(o.PendingItems), StoredItems: int32Ptr(o.StoredItems), Definitions: int32Ptr(o.Definitions),
 		DefinitionVersions: int32Ptr(o.DefinitionVersions), Schedules: int32Ptr(o.Schedules),
 		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
@@ -96,6 +96,19 @@ func int32Ptr(v *int) *int32 {
 	}
 	n := int32(*v)
 	return &n
+}
+
+// RetentionDays reads every plan's retention, in days.
+func (s *Store) RetentionDays(ctx context.Context) (map[domain.Plan]int, error) {
+	plans, err := s.q.PlansList(ctx, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[domain.Plan]int, len(plans))
+	for _, r := range plans {
+		out[domain.Plan(r.Name)] = int(r.RetentionDays)
+	}
+	return out, nil
 }
 
 // QuotaSnapshot reads every plan's quotas and the worker-side quotas of

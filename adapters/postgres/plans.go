@@ -41,7 +41,7 @@ func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, change domain.
 		if _, err := s.q.PlanUpdate(ctx, tx, dbsqlc.PlanUpdateParams{Name: string(plan), MaxRunning: int32Ptr(change.MaxRunning)}); err != nil {
 			return interpretError(err)
 		}
-		r, err := s.q.PlanQuotasUpdate(ctx, tx, planQuotasParams(plan, change.Quotas))
+		r, err := s.q.PlanQuotasUpdate(ctx, tx, planQuotasParams(plan, change.Quotas, change.RetentionDays))
 		if err != nil {
 			return interpretError(err)
 		}
@@ -91,7 +91,7 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 }
 
 func planFromRow(r dbsqlc.Plan) domain.PlanLimits {
-	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), Quotas: planQuotasFromRow(r), UpdatedAt: r.UpdatedAt}
+	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), Quotas: planQuotasFromRow(r), RetentionDays: int(r.RetentionDays), UpdatedAt: r.UpdatedAt}
 }
 
 func workspaceLimitsFromRow(r dbsqlc.WorkspaceLimit) domain.WorkspaceLimits {

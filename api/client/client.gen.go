@@ -489,6 +489,9 @@ type PlanLimits struct {
 	PendingItems int  `json:"pendingItems"`
 	Plan         Plan `json:"plan"`
 
+	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
+	RetentionDays int `json:"retentionDays"`
+
 	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
 	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
 
@@ -534,6 +537,9 @@ type PlanQuotas struct {
 
 	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
 	PendingItems int `json:"pendingItems"`
+
+	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
+	RetentionDays int `json:"retentionDays"`
 
 	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
 	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
@@ -735,6 +741,7 @@ type UpdatePlanRequest struct {
 	NodesInFlight              *int `json:"nodesInFlight,omitempty"`
 	OutboundHosts              *int `json:"outboundHosts,omitempty"`
 	PendingItems               *int `json:"pendingItems,omitempty"`
+	RetentionDays              *int `json:"retentionDays,omitempty"`
 	RunTimeoutSeconds          *int `json:"runTimeoutSeconds,omitempty"`
 	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds,omitempty"`
 	Schedules                  *int `json:"schedules,omitempty"`

@@ -972,6 +972,17 @@ func TestNegativePlansAndLimits(t *testing.T) {
 			}
 		}
 	}
+	// Retention is a plan figure only: out of range on the plan, and no
+	// field of a workspace's own limits.
+	for _, body := range []string{`{"retentionDays": 0}`, `{"retentionDays": 3651}`, `{"retentionDays": "7"}`} {
+		got := read(admin.UpdatePlanWithBody(ctx, client.PRO, "application/json", strings.NewReader(body)))
+		got.expect(t, "updatePlan: "+body, http.StatusBadRequest, "invalid-request")
+		if !slices.Contains(got.fieldPaths(), "/retentionDays") {
+			t.Errorf("updatePlan %s: field paths %v lack /retentionDays; body: %s", body, got.fieldPaths(), got.body)
+		}
+	}
+	read(admin.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(`{"maxRunning": null, "retentionDays": 5}`))).
+		expect(t, "setWorkspaceLimits with a retention", http.StatusBadRequest, "invalid-request")
 	read(admin.UpdatePlanWithBody(ctx, "GOLD", "application/json", strings.NewReader(`{"maxRunning": 5}`))).
 		expect(t, "updatePlan of an unknown plan", http.StatusBadRequest, "invalid-request")
 

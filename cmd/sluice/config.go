@@ -139,27 +139,6 @@ func (e *env) boolean(name string, def bool) bool {
 	return b
 }
 
-// perPlan reads PLAN=N pairs over def.
-func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int {
-	v, ok := e.lookup(name)
-	if !ok || v == "" {
-		return def
-	}
-	parsed, err := domain.ParsePerPlan(v)
-	if err != nil {
-		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
-		return def
-	}
-	out := make(map[domain.Plan]int, len(def))
-	for p, n := range def {
-		out[p] = n
-	}
-	for p, n := range parsed {
-		out[p] = n
-	}
-	return out
-}
-
 // LoadConfig reads the configuration. needAdmin is set for processes that
 // serve the API, which refuses to start without an admin token.
 func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
@@ -263,9 +242,6 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.ScheduleFiring = f
 
 	r := app.DefaultRetentionConfig()
-	if r.Policy, err = domain.NewRetentionPolicy(e.perPlan("SLUICE_RETENTION_DAYS", domain.DefaultRetentionDays())); err != nil {
-		e.errs = append(e.errs, fmt.Errorf("SLUICE_RETENTION_DAYS: %w", err))
-	}
 	r.BatchSize = e.integer("SLUICE_RETENTION_BATCH_SIZE", r.BatchSize, 1, 10_000)
 	c.Retention = r
 
@@ -394,5 +370,5 @@ var retiredPlanQuotas = []string{
 	"SLUICE_QUOTA_DEFINITION_VERSIONS", "SLUICE_QUOTA_NODE_ATTEMPTS", "SLUICE_QUOTA_NODE_TIMEOUT_SECONDS",
 	"SLUICE_QUOTA_RUN_TIMEOUT_SECONDS", "SLUICE_QUOTA_SCHEDULES", "SLUICE_QUOTA_SCHEDULE_MIN_INTERVAL_SECONDS",
 	"SLUICE_NODES_IN_FLIGHT", "SLUICE_WORKSPACE_NODES_IN_FLIGHT", "SLUICE_FOR_EACH_ITEMS",
-	"SLUICE_WEBHOOK_ENDPOINTS_MAX", "SLUICE_OUTBOUND_HOSTS_MAX",
+	"SLUICE_WEBHOOK_ENDPOINTS_MAX", "SLUICE_OUTBOUND_HOSTS_MAX", "SLUICE_RETENTION_DAYS",
 }

@@ -131,6 +131,13 @@ func TestAQuotaEditedThroughTheAPIAppliesToTheNextRequest(t *testing.T) {
 	capped, err = c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "retried", Graph: retried})
 	status(t, "createDefinition under its own nodeAttempts of 3", capped, err, http.StatusCreated)
 
+	// Retention, a plan figure, shown as stored.
+	rp, err := admin.UpdatePlanWithResponse(ctx, client.FREE, client.UpdatePlanRequest{RetentionDays: ptr(8)})
+	status(t, "updatePlan retentionDays", rp, err, http.StatusOK)
+	if rp.JSON200.RetentionDays != 8 || rp.JSON200.PendingItems != 6 || rp.JSON200.MaxRunning != 1 {
+		t.Errorf("updatePlan retentionDays 8: %s, want it set and the other figures as they were", rp.Body)
+	}
+
 	// Outbound host limits, counted in the put's transaction: the
 	// workspace's own quota of 1 refuses a second host, not a change of
 	// the first; raised, the second is admitted.

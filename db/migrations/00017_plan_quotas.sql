@@ -25,14 +25,19 @@ ALTER TABLE plans
     ADD COLUMN workspace_nodes_in_flight     integer NOT NULL DEFAULT 4        CHECK (workspace_nodes_in_flight BETWEEN 1 AND 10000),
     ADD COLUMN for_each_items                integer NOT NULL DEFAULT 100      CHECK (for_each_items BETWEEN 1 AND 100000),
     ADD COLUMN webhook_endpoints             integer NOT NULL DEFAULT 10       CHECK (webhook_endpoints BETWEEN 1 AND 1000),
-    ADD COLUMN outbound_hosts                integer NOT NULL DEFAULT 100      CHECK (outbound_hosts BETWEEN 1 AND 10000);
+    ADD COLUMN outbound_hosts                integer NOT NULL DEFAULT 100      CHECK (outbound_hosts BETWEEN 1 AND 10000),
+    -- Days a plan's history is kept (the retention job deletes plan by
+    -- plan, so there is no workspace override), SLUICE_RETENTION_DAYS's.
+    ADD COLUMN retention_days                integer NOT NULL DEFAULT 7        CHECK (retention_days BETWEEN 1 AND 3650);
 UPDATE plans SET pending_items = 10000, stored_items = 20000, definitions = 200, definition_versions = 2000,
     schedules = 50, schedule_min_interval_seconds = 10, node_attempts = 10, node_timeout_seconds = 1800,
-    run_timeout_seconds = 604800, nodes_in_flight = 10, workspace_nodes_in_flight = 10, for_each_items = 1000
+    run_timeout_seconds = 604800, nodes_in_flight = 10, workspace_nodes_in_flight = 10, for_each_items = 1000,
+    retention_days = 30
 WHERE name = 'PRO';
 UPDATE plans SET pending_items = 100000, stored_items = 200000, definitions = 2000, definition_versions = 20000,
     schedules = 500, schedule_min_interval_seconds = 1, node_attempts = 25, node_timeout_seconds = 3600,
-    run_timeout_seconds = 2592000, nodes_in_flight = 25, workspace_nodes_in_flight = 15, for_each_items = 5000
+    run_timeout_seconds = 2592000, nodes_in_flight = 25, workspace_nodes_in_flight = 15, for_each_items = 5000,
+    retention_days = 90
 WHERE name = 'ENTERPRISE';
 
 ALTER TABLE workspace_limits
@@ -61,4 +66,5 @@ ALTER TABLE plans
     DROP COLUMN pending_items, DROP COLUMN stored_items, DROP COLUMN definitions, DROP COLUMN definition_versions,
     DROP COLUMN schedules, DROP COLUMN schedule_min_interval_seconds, DROP COLUMN node_attempts,
     DROP COLUMN node_timeout_seconds, DROP COLUMN run_timeout_seconds, DROP COLUMN nodes_in_flight,
-    DROP COLUMN workspace_nodes_in_flight, DROP COLUMN for_each_items, DROP COLUMN webhook_endpoints, DROP COLUMN outbound_hosts;
+    DROP COLUMN workspace_nodes_in_flight, DROP COLUMN for_each_items, DROP COLUMN webhook_endpoints, DROP COLUMN outbound_hosts,
+    DROP COLUMN retention_days;

@@ -41,6 +41,7 @@ UPDATE plans SET
     for_each_items = coalesce(sqlc.narg(for_each_items), for_each_items),
     webhook_endpoints = coalesce(sqlc.narg(webhook_endpoints), webhook_endpoints),
     outbound_hosts = coalesce(sqlc.narg(outbound_hosts), outbound_hosts),
+    retention_days = coalesce(sqlc.narg(retention_days), retention_days),
     updated_at = now()
 WHERE name = @name
 RETURNING *;

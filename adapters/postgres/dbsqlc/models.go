@@ -67,6 +67,7 @@ type Plan struct {
 	ForEachItems               int32
 	WebhookEndpoints           int32
 	OutboundHosts              int32
+	RetentionDays              int32
 }
 
 type Schedule struct {

@@ -27,9 +27,10 @@ UPDATE plans SET
     for_each_items = coalesce($12, for_each_items),
     webhook_endpoints = coalesce($13, webhook_endpoints),
     outbound_hosts = coalesce($14, outbound_hosts),
+    retention_days = coalesce($15, retention_days),
     updated_at = now()
-WHERE name = $15
-RETURNING name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
+WHERE name = $16
+RETURNING name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days
 `
 
 type PlanQuotasUpdateParams struct {
@@ -47,6 +48,7 @@ type PlanQuotasUpdateParams struct {
 	ForEachItems               *int32
 	WebhookEndpoints           *int32
 	OutboundHosts              *int32
+	RetentionDays              *int32
 	Name                       string
 }
 
@@ -67,6 +69,7 @@ func (q *Queries) PlanQuotasUpdate(ctx context.Context, db DBTX, arg PlanQuotasU
 		arg.ForEachItems,
 		arg.WebhookEndpoints,
 		arg.OutboundHosts,
+		arg.RetentionDays,
 		arg.Name,
 	)
 	var i Plan
@@ -88,6 +91,7 @@ func (q *Queries) PlanQuotasUpdate(ctx context.Context, db DBTX, arg PlanQuotasU
 		&i.ForEachItems,
 		&i.WebhookEndpoints,
 		&i.OutboundHosts,
+		&i.RetentionDays,
 	)
 	return i, err
 }

@@ -14,7 +14,7 @@ import (
 const planUpdate = `-- name: PlanUpdate :one
 UPDATE plans SET max_running = coalesce($1, max_running), updated_at = now()
 WHERE name = $2
-RETURNING name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
+RETURNING name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days
 `
 
 type PlanUpdateParams struct {
@@ -46,12 +46,13 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		&i.ForEachItems,
 		&i.WebhookEndpoints,
 		&i.OutboundHosts,
+		&i.RetentionDays,
 	)
 	return i, err
 }
 
 const plansList = `-- name: PlansList :many
-SELECT name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts FROM plans
+SELECT name, max_running, updated_at, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name)
 `
 
@@ -83,6 +84,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 			&i.ForEachItems,
 			&i.WebhookEndpoints,
 			&i.OutboundHosts,
+			&i.RetentionDays,
 		); err != nil {
 			return nil, err
 		}

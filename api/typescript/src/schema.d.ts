@@ -1063,6 +1063,8 @@ export interface components {
             webhookEndpoints: number;
             /** @description Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed. */
             outboundHosts: number;
+            /** @description Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override. */
+            retentionDays: number;
         };
         /** @description The figures to change; an absent one is left as it is. */
         UpdatePlanRequest: {
@@ -1081,6 +1083,7 @@ export interface components {
             forEachItems?: number;
             webhookEndpoints?: number;
             outboundHosts?: number;
+            retentionDays?: number;
         };
         WorkspaceLimits: {
             /** Format: uuid */
@@ -2319,6 +2322,7 @@ export interface operations {
                      *         "forEachItems": 100,
                      *         "webhookEndpoints": 10,
                      *         "outboundHosts": 100,
+                     *         "retentionDays": 7,
                      *         "updatedAt": "2026-11-21T10:00:00Z"
                      *       }
                      *     ]
@@ -2379,6 +2383,7 @@ export interface operations {
                      *       "forEachItems": 1000,
                      *       "webhookEndpoints": 10,
                      *       "outboundHosts": 100,
+                     *       "retentionDays": 30,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */
