@@ -76,6 +76,24 @@ func NewRetention(store ports.RetentionStore, lease ports.Lease, schedule Mainte
 	return r
 }
 
+// policy reads the plans' retention as stored now; false, logged, when it
+// cannot.
+func (r *Retention) policy(ctx context.Context) (domain.RetentionPolicy, bool) {
+	days, err := r.store.RetentionDays(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Error("reading the plans' retention failed", "error", err)
+		}
+		return domain.RetentionPolicy{}, false
+	}
+	policy, err := domain.NewRetentionPolicy(days)
+	if err != nil {
+		r.log.Error("a plan's retention is out of range", "error", err)
+		return domain.RetentionPolicy{}, false
+	}
+	return policy, true
+}
+
 // Run deletes on the schedule until ctx ends.
 func (r *Retention) Run(ctx context.Context) { r.loop.run(ctx) }
 
@@ -86,16 +104,8 @@ func (r *Retention) run(ctx context.Context) {
 	now := r.cfg.Now()
 	// Each run reads the plans' retention, so an edit applies to the next
 	// run without a restart.
-	days, err := r.store.RetentionDays(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.log.Error("reading the plans' retention failed", "error", err)
-		}
-		return
-	}
-	policy, err := domain.NewRetentionPolicy(days)
-	if err != nil {
-		r.log.Error("a plan's retention is out of range", "error", err)
+	policy, ok := r.policy(ctx)
+	if !ok {
 		return
 	}
 	plans := append(domain.Plans(), "")
