@@ -314,7 +314,7 @@ type EnqueueExecutionRequest struct {
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority *int `json:"priority,omitempty"`
 
-	// RunTimeout This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+	// RunTimeout This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the workspace's runTimeoutSeconds quota (a 422 naming /runTimeout).
 	RunTimeout           *string            `json:"runTimeout,omitempty"`
 	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
@@ -421,7 +421,7 @@ type Node struct {
 	// Retry A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
-	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY.
+	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the workspace's nodeTimeoutSeconds quota; not on DELAY.
 	Timeout *string `json:"timeout,omitempty"`
 
 	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
@@ -489,9 +489,45 @@ type Plan string
 
 // PlanLimits defines model for PlanLimits.
 type PlanLimits struct {
+	// DefinitionVersions Versions of all a workspace's definitions; past it a new version is refused (429).
+	DefinitionVersions int `json:"definitionVersions"`
+
+	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
+	Definitions int `json:"definitions"`
+
+	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
+	ForEachItems int `json:"forEachItems"`
+
 	// MaxRunning RUNNING executions a workspace on the plan may have.
-	MaxRunning int  `json:"maxRunning"`
-	Plan       Plan `json:"plan"`
+	MaxRunning int `json:"maxRunning"`
+
+	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
+	NodeAttempts int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422).
+	NodeTimeoutSeconds int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
+	NodesInFlight int `json:"nodesInFlight"`
+
+	// OutboundHosts Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed.
+	OutboundHosts int `json:"outboundHosts"`
+
+	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
+	PendingItems int  `json:"pendingItems"`
+	Plan         Plan `json:"plan"`
+
+	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
+	RetentionDays int `json:"retentionDays"`
+
+	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
+	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422).
+	ScheduleMinIntervalSeconds int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Schedules a workspace may keep, paused ones included; past it a create is refused (429).
+	Schedules int `json:"schedules"`
 
 	// StartRate A start rate: at most `rate` executions start per `per` in the long
 	// run, and at most `burst` in any window of one `per`, sliding (a
@@ -499,7 +535,64 @@ type PlanLimits struct {
 	// allows; none is refused or failed for it. Null is none (on a
 	// workspace: its plan's).
 	StartRate *StartRate `json:"startRate"`
-	UpdatedAt time.Time  `json:"updatedAt"`
+
+	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
+	StoredItems int       `json:"storedItems"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+
+	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
+	WebhookEndpoints int `json:"webhookEndpoints"`
+
+	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
+	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
+}
+
+// PlanQuotas The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart.
+type PlanQuotas struct {
+	// DefinitionVersions Versions of all a workspace's definitions; past it a new version is refused (429).
+	DefinitionVersions int `json:"definitionVersions"`
+
+	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
+	Definitions int `json:"definitions"`
+
+	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
+	ForEachItems int `json:"forEachItems"`
+
+	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
+	NodeAttempts int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422).
+	NodeTimeoutSeconds int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
+	NodesInFlight int `json:"nodesInFlight"`
+
+	// OutboundHosts Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed.
+	OutboundHosts int `json:"outboundHosts"`
+
+	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
+	PendingItems int `json:"pendingItems"`
+
+	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
+	RetentionDays int `json:"retentionDays"`
+
+	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
+	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422).
+	ScheduleMinIntervalSeconds int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Schedules a workspace may keep, paused ones included; past it a create is refused (429).
+	Schedules int `json:"schedules"`
+
+	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
+	StoredItems int `json:"storedItems"`
+
+	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
+	WebhookEndpoints int `json:"webhookEndpoints"`
+
+	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
+	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
 }
 
 // Problem RFC 9457 problem details.
@@ -570,7 +663,7 @@ type RetryPolicy struct {
 	// InitialInterval Wait before the first retry; at most 1h.
 	InitialInterval *string `json:"initialInterval,omitempty"`
 
-	// MaxAttempts Attempts, the first included; at most the plan's SLUICE_QUOTA_NODE_ATTEMPTS.
+	// MaxAttempts Attempts, the first included; at most the workspace's nodeAttempts quota.
 	MaxAttempts *int `json:"maxAttempts,omitempty"`
 
 	// MaxInterval Longest wait between attempts; at most 1h, not below initialInterval.
@@ -626,8 +719,41 @@ type SetOutboundLimitRequest struct {
 
 // SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
 type SetWorkspaceLimitsRequest struct {
+	// DefinitionVersions Absent or null keeps the plan's.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Absent or null keeps the plan's.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Absent or null keeps the plan's.
+	ForEachItems *int `json:"forEachItems"`
+
 	// MaxRunning Null returns to the plan's.
 	MaxRunning *int `json:"maxRunning"`
+
+	// NodeAttempts Absent or null keeps the plan's.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Absent or null keeps the plan's.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Absent or null keeps the plan's.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// OutboundHosts Absent or null keeps the plan's.
+	OutboundHosts *int `json:"outboundHosts"`
+
+	// PendingItems Absent or null keeps the plan's.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Absent or null keeps the plan's.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Absent or null keeps the plan's.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Absent or null keeps the plan's.
+	Schedules *int `json:"schedules"`
 
 	// StartRate A start rate: at most `rate` executions start per `per` in the long
 	// run, and at most `burst` in any window of one `per`, sliding (a
@@ -635,6 +761,15 @@ type SetWorkspaceLimitsRequest struct {
 	// allows; none is refused or failed for it. Null is none (on a
 	// workspace: its plan's).
 	StartRate *StartRate `json:"startRate"`
+
+	// StoredItems Absent or null keeps the plan's.
+	StoredItems *int `json:"storedItems"`
+
+	// WebhookEndpoints Absent or null keeps the plan's.
+	WebhookEndpoints *int `json:"webhookEndpoints"`
+
+	// WorkspaceNodesInFlight Absent or null keeps the plan's.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // StartRate A start rate: at most `rate` executions start per `per` in the long
@@ -654,12 +789,27 @@ type StartRate struct {
 // StartRatePer defines model for StartRate.Per.
 type StartRatePer string
 
-// UpdatePlanRequest defines model for UpdatePlanRequest.
+// UpdatePlanRequest The figures to change; an absent one is left as it is.
 type UpdatePlanRequest struct {
-	MaxRunning int `json:"maxRunning"`
+	DefinitionVersions         *int `json:"definitionVersions,omitempty"`
+	Definitions                *int `json:"definitions,omitempty"`
+	ForEachItems               *int `json:"forEachItems,omitempty"`
+	MaxRunning                 *int `json:"maxRunning,omitempty"`
+	NodeAttempts               *int `json:"nodeAttempts,omitempty"`
+	NodeTimeoutSeconds         *int `json:"nodeTimeoutSeconds,omitempty"`
+	NodesInFlight              *int `json:"nodesInFlight,omitempty"`
+	OutboundHosts              *int `json:"outboundHosts,omitempty"`
+	PendingItems               *int `json:"pendingItems,omitempty"`
+	RetentionDays              *int `json:"retentionDays,omitempty"`
+	RunTimeoutSeconds          *int `json:"runTimeoutSeconds,omitempty"`
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds,omitempty"`
+	Schedules                  *int `json:"schedules,omitempty"`
 
 	// StartRate The plan's start rate (see StartRate). Absent keeps the one it has; null removes it.
-	StartRate rawjson.RawMessage `json:"startRate"`
+	StartRate              rawjson.RawMessage `json:"startRate"`
+	StoredItems            *int               `json:"storedItems,omitempty"`
+	WebhookEndpoints       *int               `json:"webhookEndpoints,omitempty"`
+	WorkspaceNodesInFlight *int               `json:"workspaceNodesInFlight,omitempty"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -767,23 +917,110 @@ type Workspace struct {
 
 // WorkspaceLimits defines model for WorkspaceLimits.
 type WorkspaceLimits struct {
+	// DefinitionVersions Replaces the plan's; null keeps it.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Replaces the plan's; null keeps it.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Replaces the plan's; null keeps it.
+	ForEachItems *int `json:"forEachItems"`
+
 	// MaxRunning Replaces the plan's; null keeps it.
 	MaxRunning *int `json:"maxRunning"`
+
+	// NodeAttempts Replaces the plan's; null keeps it.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Replaces the plan's; null keeps it.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Replaces the plan's; null keeps it.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// OutboundHosts Replaces the plan's; null keeps it.
+	OutboundHosts *int `json:"outboundHosts"`
+
+	// PendingItems Replaces the plan's; null keeps it.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Replaces the plan's; null keeps it.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Replaces the plan's; null keeps it.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Replaces the plan's; null keeps it.
+	Schedules *int `json:"schedules"`
 
 	// StartRate A start rate: at most `rate` executions start per `per` in the long
 	// run, and at most `burst` in any window of one `per`, sliding (a
 	// second or a minute). Items over it wait PENDING and start when it
 	// allows; none is refused or failed for it. Null is none (on a
 	// workspace: its plan's).
-	StartRate   *StartRate         `json:"startRate"`
-	UpdatedAt   *time.Time         `json:"updatedAt"`
-	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+	StartRate *StartRate `json:"startRate"`
+
+	// StoredItems Replaces the plan's; null keeps it.
+	StoredItems *int       `json:"storedItems"`
+	UpdatedAt   *time.Time `json:"updatedAt"`
+
+	// WebhookEndpoints Replaces the plan's; null keeps it.
+	WebhookEndpoints *int               `json:"webhookEndpoints"`
+	WorkspaceID      openapi_types.UUID `json:"workspaceId"`
+
+	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // WorkspacePage defines model for WorkspacePage.
 type WorkspacePage struct {
 	Items      []Workspace `json:"items"`
 	NextCursor *string     `json:"nextCursor"`
+}
+
+// WorkspaceQuotas A workspace's own quotas over its plan's (PlanQuotas); null keeps the plan's.
+type WorkspaceQuotas struct {
+	// DefinitionVersions Replaces the plan's; null keeps it.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Replaces the plan's; null keeps it.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Replaces the plan's; null keeps it.
+	ForEachItems *int `json:"forEachItems"`
+
+	// NodeAttempts Replaces the plan's; null keeps it.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Replaces the plan's; null keeps it.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Replaces the plan's; null keeps it.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// OutboundHosts Replaces the plan's; null keeps it.
+	OutboundHosts *int `json:"outboundHosts"`
+
+	// PendingItems Replaces the plan's; null keeps it.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Replaces the plan's; null keeps it.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Replaces the plan's; null keeps it.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Replaces the plan's; null keeps it.
+	Schedules *int `json:"schedules"`
+
+	// StoredItems Replaces the plan's; null keeps it.
+	StoredItems *int `json:"storedItems"`
+
+	// WebhookEndpoints Replaces the plan's; null keeps it.
+	WebhookEndpoints *int `json:"webhookEndpoints"`
+
+	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // Cursor defines model for Cursor.
@@ -9686,282 +9923,308 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+XbbuLY3+CpY6m+t2N+hZMlDEtv/tMpRqnzj2C4Pp/pUKR1BJCThmgJUBGRZ5fZz",
-	"9AP1i/XC3gAJStRk2XGS63XOqiQUiRl7+O3pvhTK/kAKJrQqHdyXBjShfaZZAv86GiZKJuZvEVNhwgea",
-	"S1E6KF31GGkJdqfxhRaRHaJ7jAwSdsvlUJEB7bJKKShx8/bfQ5aMS0FJ0D4rHZRCbDQoqbDH+tS03qd3",
-	"J0x0da90sF2tBiU9Hpg3lU646JYeHoLSB9bhgpvuj6Pi8YxkctOJ5YhE6atvFOFROowB1b1sFJHfYFBK",
-	"2N9DnrCodKCTIfPH1pFJn+rSQWk45ObN6bE1RDSQXOiZI2PtnpQ3hNn35g2LZW2tOag7Fg7nrRdzL8wd",
-	"jtfKeuM5oUo3btnsVeKRO0UxVZow8y5JWMj4LYsO4QelE0b7JGFq2GeK0I5mCeE6HXuP0Ygl2ehNn2Xo",
-	"tHz8oVQ4Xi70291SUOpzwfvDfukgO31caNZlCY6e97meHvc57TKi+D8zz3oM3/k9R6xDh7EuHexVA3Pu",
-	"sVc49ekYaoVjuAx7LBrGbNYCKvv7vP1UWRvrbecfMrlRAxqyedcRXpg3nJHXyjrjeTAfq4EUigHd+oVG",
-	"F+zvIVOwZ6EUmgn4Kx0MYh5SM86tQSLbMev/67+VGfR9id3R/iBmOB1NeVw6gCExpUlbRmPSo4pQQViS",
-	"APmCP1Xp4K/7Up8pRbtmSP2heZsRSuxQYcIHpS1/qg9fgpLSVA9V6WAX6B3XpuPSsbilMY+I7TabaU/r",
-	"gTrY2lLxkIesErFbN3y1xfGjsvvowV+5/5WwTumg9H9sZWR+C39VW+fYAq7f9A66uXNF+jQ2W8AiIhPS",
-	"Thi9UXghoaWK6fJIik7Mw3UX/Dhi/YHUTITj8ic2JiOqyFCxiIy47hFKIt7psMSQBrMlJX8d97N1TAez",
-	"3AJ6fYbuy6deRdewwplo+EnJYQI3xMyCwTp+lEmbRxETay6k6SDjcaTNYim6imhJqJC6x5LshuZWcSdb",
-	"xWwoSy1jJ339qdZOyxsmSJ+OiZCaaDkMzcJxla4crNix0CwRNF5zwbhtJr3fbk328jd04q2lLqgd4FOs",
-	"y6XsM93joks6lMfmRgq8iiy5ZcmhPVj2zPWo6LLIrJ75wq4WUIuPnMXRmitWI/atWcQwYR1zdw9IrVox",
-	"/6sZWjJI+C3VjGxcfDwitf3a+81DQmMjuHGNd+Py5Pr4qPH1t6ur86+nZx8aX+snJ2d/eLR0mMR5Grq9",
-	"PU1DOzDDlSgofvIUu1TH7j0iSWgYsoFWpD3U6Ybx0GyWWSQVEGWOt2ExqcB4fXFitpema0ajKGFKGSpM",
-	"BZFD3ZZDERGQMsjAiE3c9GAeqkMjQiVjOxCqCcgdZgcM8438w/BrQge9NQ/DtjsMatZpGIobIUeCCBkx",
-	"0izdNUvelnbNELZY1GVqq7qlZekh8L8Nx2HMDggl5eawWt1hpJ3+jU61YjpQiw8IvLzaAcFPnoq8QWuw",
-	"IVITSnBUH+q/up2z3Zs3Yq60Y4Jmi82E/R08FoOhfu7rbE5tKEU4TBLDK8kNG5Nm6f6ecNN7JRwqLfss",
-	"OY7Iw0OzREIqzMTayOjiW0MI+lwpQ7vM+Kc+8zYSflq8hfjaSltoW36iLYTWyIaRCsXfQzZkb1QAt9OT",
-	"xgMy6vGwRxg17IuHN+5dtUliGt4oMupRpAk51XVyqRNGI2zdvGqecE26/JYpc0K0lMSw+EOriKdHh2qC",
-	"ywnn5VTqj4Y8rHlWCpRt8p5Wox36jpW3O7vt8m74tlbep+9Zea/9NnwXvWf7nWoNjnoHBuALHbvZ1p56",
-	"LyyxrULqMr7+FFt6KpEK5+SLKylPaNJlT6lKsLuQsUiRWnX3/d67t6Q91kz5S1Lz5LBzOo4ljXCLYSRL",
-	"LY2WsoyvP9Vph6EbamRaNceQ+rKH43Bu0T5TMV5zzf4eSk3tYhnyQTXpS6VJrVqtkgETkaElcJcI18h6",
-	"Mnrh6QO/59pZbvmg73L6zVPrAyM5jCPDsxWRgjnow9eaYQCKbLh5yqQplJYJi/wpB94VzP2D3LJE4UNg",
-	"iGTAkqYAnhOk1EltpgQl7drssLJ92tEq0qFKuy03DCihmjWFTEApNgezT8WYcEE6Me/2tNkpKUJWIaco",
-	"e4IiZ0dPRSqSNgWNDV0bu9+syFohrQumk3G53tEsaeGQNBn1WMLIiHJtmuyxeKAOmsKMHlckSigXyghR",
-	"KXCliFkQ1QugW5COjSSVsA6PY1VpGuUGcSNADrxep3GNSxZKEYESZcZA2qwjE4ZXgPazvTUai9nZSh7k",
-	"nAfvmMNyLehQ92TC/2Hr0mfHZ9uMJmbbjCKVo7i17HLkul3qagz9L56I7sIQLe9EvU8brsgVcXKjTEjC",
-	"buWNlV2vBb2lPKbtmD2BqmxJGDfyuRofEp2MCe1SLojqyUTH45xC6BHnSyvGD73hLLuI6QdPRVyyWZgr",
-	"aWZizqqmNyynFwo5OiBCkohq2qaKNUUohWAhkI3QnOROwhhImxwpPKgURgClXOfvdCQFO2yKbL0Qlc1d",
-	"36e5ZcnY9AmdrHSx0sWFrusD/okBXxokcsASzREyDBNGNYvqOoc3RlSzsuZ9Ng06BiUeLYFNOqzzfvqH",
-	"gSFCd8XwaYcnqMAnNNQsUY5BKBYmTAewrSyOjRioCB3QBFDwqS7shZkzKzGM7R1C0HWqiVEe6V0MDWcw",
-	"7l8leCWP8sJypJMPvIX3h/slbVm2/5shHndERcjiCwv0Tm/hkvvhrvF9iQlzav4qHdVPjxonJ40PpcD9",
-	"/fj0V28M82ZnmysccCbBT+9y3coyLdDeWz7HGvWkYqR1w8YtpzvBdUgZjWZ3miRD4dgssdc0XemgKaQg",
-	"Wg7MuTH82hBQ6KhCrpz2oAypZf1BbBiivGUoB1iVBv9IGKCtITNSSjwOnATWFNt7VmoN7BDN5dQyFdG2",
-	"995uBqnmZzi3ICA7oFZiVaDoEB5CX4bcSPNnj2pk6qnWQwDzAzDJjFGQjd3t7Uyz2ayQYyMLmclS0hni",
-	"vUDqcd44/XB8+mvaek/GEQgebRreEERCzSVC+QCuE2jZTsgwS2op6DARVmDIn7sbNmd703U6JGGPhTdO",
-	"i7cAsHYXG8EAM69Nc5NTPjVDvy462HGxkepjIvukZvamVq0G1Wp1tZFMUlQ48Ym+oJoVk64bNn6DBw5e",
-	"BHkrINlxnJBzA1SMUZ/F79rD8Ibpg6Zo3TdLIGmWDkitUjFifzUgzZIRZUsHpFlSwCuapf+nabjA0Lxp",
-	"fm8PE6XNG+Zj+91Di2woxsilGz0cPdpWTOimgC+AcVoJcbNCjpZbJTiHiDx5KvtWukpblUplE8+NJ31A",
-	"h6WD2l5gZmP2EaZiiCCsbK36MEluzDlzu1xIboCSIoPzzF80ikAhoPG5d2w7NFZs8iQ7VjVpj+9z4f5d",
-	"W0QUoY3Zw8sM+Y8bYtdhlfPEpF8dTveoCa3J8wrZHQ579rI44+7jFiVMpGjcDRKmFEc5d4IE8FuGQLAi",
-	"G3hRSE8OExLRcVl2yn0pdI/gf+2jEWM3qBwqfodXQFnBDGQTK6q7fsx7Fr/+PyPK43GFNO5oqOOxU2/z",
-	"YwRqC4aRWxpbic9QmxU3ijvcs3ixciKNXfKgdFfuyrJ9mNCRUQ0qF3T02QKd3gtl3h/IRGdXw72fQZVM",
-	"hNIwlC14/ABjys3KHj+UUHdqb7e3dxcZ+x99bg0Tj+ngXMYcRY55l+Qs97KRR6lhsDknBXvabEdtKWNG",
-	"BcquXCZcj3Nvb3seDbuLpmjkzz+lYLkWStdXR6Uizea4flon5hPyjzlPAEUnUhCWnSiQEag5VRMH6e3u",
-	"Uhe+E8vRpJvRQmHyCSlF4RiCRfT034jyPD8xnRj7IoL2B9qwnG/U48YHTkAo2wO8t2Ckrk/zlRlJn94d",
-	"43c7cALsP7IDQJOEwtEfJnGBCCeIU+DJ9cXJNHmqPvpc5Ts6E/EYDds5A0CmEZiuv+VRNMsRuNWfs8fu",
-	"o28obQSlQUzFQpzEvFMomdjvZ08qyhACGsdnHTCCzevLvv8QTOqjqKsXABw9gLNEyA4R9iQcMJnKwl2y",
-	"LU4P/ks2/ImLt/w8Jj9cfkLg79VTLPxKFO8KozbhqxXyTHPN7tOTIDkotGtLSz2wxuNXqwme62JDw0G0",
-	"6iSeCaiZWBu3EHngJhtu0cXKduucdouAG0fcl6Ly3t4/TFPyzCsZSMx8dGtyEawNyWtj/nS8A7P2GYxW",
-	"FT1WO5C3s8/2xCpMeEbfztn44tWJ+S1LxpdTMJuFYkpB6UPj5PjfjQsA3D7Wj08aH6bBNiOGmy/LtzQx",
-	"R1GZJlzj52ifKmXd2T/BhOGefQQPqZIhGI2o6OB1EtkvvH5aFj4e9Zi/gqk8PLGC0Cw0UrRADYS+fqE6",
-	"7BmJZEWu6XkrfioEnhDDaE14UrYI4u+IkSkuujFzKFxABuBIzfqHJOJKcxFqh/5T0jYDnRR+9vaeRjeb",
-	"GLuziCC+jdAk2PNa0FrLYxvfSp0TUv8CFogZbuua9QEsVA5qDBzGSIQkKpY6IEOheYwSnrn+hxmMulM1",
-	"Crci1OwO2WhZ37fG6e/XjevG19Ozq6+/ND6eXTS+/nZ2cfzn2WlrM0BPLzCP0abYrVbBo0th+6DlV4hV",
-	"lpx1FX3DFImGLDXNAiK1HG1aV9t7mH0N0jgFuA+PEyRX4x9T9y+nKdScWD9bWfiOlUVcgC9LLPcjV/o5",
-	"7jS5zPwCEqaHiWARYOakIxP4S0CUJGLYb7NEkRvGBtZDLuJdrl9pwndFE/LLAS6/YAgZJl0mdIWcJZHZ",
-	"RbCrpDwmPdyHpEN5IphShIaJVCr7SZFQmikB/Gj50ZJYUzIUV7zP5LBQeeGKJEOjcEeMRjEXLCCGg4M5",
-	"Ak0YG5T8Kkk0TMCpYPPA+dqiVWAI2FMI1sk4PcehTCIWkdS2aDYEbGTg54cdoTHOSlhvYBh2nAScGMDs",
-	"J23wU08mmiVkxIWqEGdeAme/mJqP7TH5/frsqv714vr069Xx58bZ9dXXy8bR2emHSzOL3e1tN46trLMJ",
-	"i1Ntr1/6kTCyOeQuyklZeVoGLyw5hYQNYjpm0UyLVxaoYt0VUqMRGGytd8oh3kdrZpIJ73JBY6AXHhXz",
-	"YNbMVj2Po/1uZmLl7cn1c7NM2/ImM2/hUkax3sI9wwSWGjXs+7qa5vQhmlI4CzXIwhHeMqEzJWVqZCwf",
-	"r/l45EDIiBUqBuak/lE/vvr68ezia+PfjdMrdMU3RxGjLUfmP1ouxmbyYaEWKHAdz5z9lbxk6Hn8CJCw",
-	"IIAVxmx+J7RoYuhC3eHdip0dMOSOTCZ0mdo05jigWrPEdPR//1Uv/0nL/1TL+1/LX/71vwo5IfrnFgHI",
-	"Y/Jfl2enSMDtmORQD4a6QupgeSZ9RoUiYhjHleeWW5Y11M65+uaSxEyv51Hk+OhnVRiKO+N7j51j7NVi",
-	"eGdpGO4RYm3m/U8zb5YgL7Y6+LM9Jr82rozmLYUXeA0uNXg2Yq40iRkFZ35tzsiLSLUR7vIsd7QB7YIp",
-	"F8gGSjiKbMycGogVSxHaUxmxC2ivENIz4zrN4XrTI8SsAs47Q7C7GcOlmrS2nBixlZlYtu49ovaAMUSt",
-	"Q7iY6LzUwkcgyAP/7hOKl3bhKfQY5vTAM19upMTpEqLHNE00i0AetYMxKwsnzHMYc69Z2eMS3E0zGRR1",
-	"pMlbsHDYCdPJ+KyzIH0AijRm9837RmRNhWcboQgLd2hdbWDoVBCZRFzQZGxk3qXMW3aOq0CqywkfKblz",
-	"Asiaoq75cK4lYX2gPpOJlkIFJkflyYLZqgY54p6j0o7izmUWTwHtZ5znZZD9yaPggdcX16enCF4fnX0+",
-	"P2lc+eB14LmQfik4FhBt23BcK79CaXxdkYcwkOr7BZOzORVcQ0UTSyM8J8NUP9R/rRBDfq0nccLIUPC/",
-	"h+gdx6IuA7YEntfEqJHHV8dnp0hS+3RMQpokY9IyFLJFtCQDHt5gEGpCRdirNMVn1m+zxMIRpn12R0NN",
-	"NkKqWFkxobjmt2wzyPv5D8DEYMgKfmS9P9FL0yFBXIDneod3C1AhclUUT2ODY1OBTKFWvJ9qxV4I6WZg",
-	"XmuKXOQWxtqCT/xYs0J/0DDv9jvvwPsewkawibpshdsSYWxXIb9cuhWz+UWtzMdMEPZwOAayXa48KCPj",
-	"ThZN0T3GE+RUGX5Cp9GTDdyWLJQovVpB5oR5+en4/LzxYXMlrOURmMliVQgX+8s3F9Z+YzTWBRouuPaq",
-	"2bJskbFrklpkfHOBiX62Qg6nqkB9MJf1O/PXs+7b8zXCYuFo0d2COJfMwU7Pu0+xFF3wLxaMGPWzP8BA",
-	"MvA9zwOQ4HvZ53HMnUsmpA1AsriZOunPPOiQVGHipB9CaK4U5EPjpP6fwmASfDA5dkjTcNH4/bpxeRWQ",
-	"q4v66eXHs4vPQcYtAmwzIKCf149+M8PPK+xLuaQriQD3VHR8wsyus4ho2WW6x5LF1xZ9qeGdWcfXKiRT",
-	"h9huTrFs9yQKcqrf5lf6j9445VtWtj4kp9cnQASBG1kDQMJgM6+vPpbfw78UqKFUket/ffz48QNyUaDB",
-	"zrhw0Tg6u/jw9d/1k+vG18/1/6tlG+SaMHPA0swDZshpyqvF+rdTrKfPu4VD0ggReDXAjjw+7gJYLM+v",
-	"kHpT3NJ4aCNWFo7fSAYDo6RjNAFG4pnhitBIGM3SAblvluBlCCkYVqs7ISD//B+GKSYg4iBht5yNMOog",
-	"ewn1YhsHQxUE5uBHzdLDgw18m1ylb0PPpp2DAXgqEAJ9A11MtRHWgAWD/skGqoLzvWFjnFoFWyIbo56M",
-	"2eah25ummBbCLhxvjvkNcxa/A9i7pliweQGStT5NDGGwO5ASiKbIjuJLLPNifXTh7VhOPzW0KFNNHRFe",
-	"mrx5yp6jXO5epmfCkZzZ+uB8IvkUut8CDOj5lT9vnZfX+6wgulADPLO5etJEgvmlstFAhRxldVeynlQz",
-	"iK75xYjWIRVS8JDGxLR4QGI5YgkxKllAhCQ6oTw2AnQkZ8WVYl6Ac5ZgmEN+cHKYC4NG+vAot8aJrYSZ",
-	"FXUf2CVcxS3R7ck5HRaFkz7/KmLAxbXQPC7i9gyDOuEt4MIHUzkiQhrHaWgoDAuCHp1vActDayuvsz/A",
-	"whWcjDeZnIKRRjDnTSSZIqMej1maFMsmq0yTxlpVEKF0gAGGQnDRrZCWuuGDluG2TLnUEQAkcn1IWvBB",
-	"K82qQ2gcp5ZXsGzbq2waceBZ4SU9t57l7oOPF41GKSidX5yVglLj9KpxcX5xfNmY+S1cblUA8dC7C5zK",
-	"9BpZ+uKjuZ47hMvuZqR40AZ69JblfB8gtnFhPNHyPvMT4Z3zPkgjKZ/iZsMIA3+pFl1flwthekk/HpH9",
-	"3b13qYqAmR4giiK/MS4FxP0MGVwVhdKxOCrH7JbFacYzG8JqU1T+1+XZaRlc6FlSBrEHs3UtaQvxsMIC",
-	"PsiF0lSExXDhlN6eC7fSMZuj/k9Dg0qDUHh9cezDKTdcQKJeO/fFmpYVQrD/uUZ88AIo9tWwksuRHIoC",
-	"mtwAiTNhMaOKEQjs1tK5XhXHMKe5N1YKE4gp768n8nnY4Ewj/bwsYF5I/UTEvlGMkQIupZk9xkOdqwHV",
-	"Ye8j5fEwKTIVosM1gnzK0K4rZiRrGqOVE4xcRnEFM9xO8c64XtZUoee7UzyV4TimSjeWtkb7LnMFTmor",
-	"mNtgJR9nb/MOyWKb25IppxF3MOw5Sjf6USZH1+AVD28WZrkGuSI9Vzz17XhOZSznqRSUbJaIs4XM9Y/0",
-	"xRfzpONL2wtThTE9sEGeAhfQAv8uBBMOQr5I7hNen6JOXPwpSumv9Vzm8RS6aMaJXkYV9U9ZYQDN0Un9",
-	"+DOonR+OL8/rV0e/rWKO9GHpRd5Yk1KB82IaCaA/YzKAdgKjDw1iEFmzFB8seaPIhkV5AHW+aFxd/Ofr",
-	"/948dOkIYtYBfxc04OU+BJhPQbqpHDA9oTrT8EZ2OkeSdTo85DYHmCcfF8rGmUra4YLGuNZFLM2Ht8H3",
-	"Ag2LVCij6yn7HdnYrVbLe/v7m5YUUtS/EKu13tWH6EiimA4IFWObfAYETdsQgtmGqkdkoz0m1q/aQmq7",
-	"d3dA5cBnlIrIPt67u3Mf5T1u0jXY29/3FmG3Wi3iu1kIhF+CwxM8ueY0PrbJDQqUvYmMeAiNwhk5zBI3",
-	"9goV4T69qyN9UUWZdPCXwGuWizAeRpA+aBlbR/3qqvH5/ArMefMVJbMKM6d4Yk00Ni2ZHjEmnK1G+ZMM",
-	"CGa+hazW+YUrFpinKIDLB/I04a1T6UGe3HHu2+fUWOwmaBjS7/Ncr1KnK6g4YsUXL0Fv9CgZxjQ2W36B",
-	"rqAT7M/c/Rs+GEx0tpLoMtsXmN3pjzyxSk6BDYbd2cFoCeNJHd54bIGndYZle7/i/Vl+hTCAPegaglOs",
-	"MCvkiGyYWzXODSVP3pY7+5N07KlSpBSkRIHf1lFa5usHfsKUp4oX/56lUBd/nide3jpMk4XMsOFJrvkd",
-	"T/fQ27DcRZk8t96FzpOUVaBmR86fQjhNWcPLyKaXTOeMGY8LJEwNHnmacIR4thGh+nRMujLNcAh0wSb3",
-	"w/xw1q/IZbarFsMJhZaKok4HRpyDN7BDcPFyWeHUgAnXYbVSreY6XWj3mFjo2daLGeud5llBgPlxKz4P",
-	"hD41q4qhl6k1AYWphVjzYjb8GDx5YsW8sRcukd/DStpMlqEwSy7eMv9sTblXwwFpDSAbNYLysRTdpkiG",
-	"Av0p0u9hL+EtI+WPuIjkyHnIQwMBUTGHaNAN2hTu0CWEEszNluWzhGy+Op/J0vSFIwJ1guumgPop6pAI",
-	"04WXK1MmDhNCY0mFwE5DyQnByIYUhDZFSo0PsLYEbPyjMhZOH4elbr2RBGDpLHBYuHIDlnCJAn/MjBAF",
-	"uR1tGA1meiQb7JaJeExgNg6H3Jw+wwvNJZiXODUcuYni9hTq1ElhPsxLnJA5Ojj+VccySTpMLzi+ootw",
-	"DUzoPKbiKWjEijYm9chbeJVpbtl1nMjVuZnGS90wNrDhkwKSCfWoslJrwvoSA2iKEPAZJ/GbHYxn2vXn",
-	"9XPxPzZqSlkOcFedgQtXd0V6jcf0qVNevqaOfMHUkZ7m8rgUkKvka3yYeabWzEj36NRyM3PK/eEbCAq8",
-	"IzCajKbMHSAJsGAKOfLDz5zXA/hRbHAs5GW0Zy5IzAXbJMDhXTkpz/g5nxDezLJCgqQ9ZX00csSnxn++",
-	"nhx/Pr6qrJCFGrAPGzuBdR2ggw3P1QEScc/IOZ2s6o+QMOpKPlhi/cfZxafL8/pRAwdfCkrpREpB6Zf6",
-	"0aevZx8/loJSlmCjFJQur+oXV18v6lfFbh/JLJEadjcZCkWGIkIpLp/2zpvccI4HEIXTUJadDrgA4Q64",
-	"wVpEmZKIQUS/S1eR5ifZxJwZ+FU2L/tdWg0FDlLMtDmJ2ERX4jfZ9B/pSWT3ofBuYMJBl61rptVfPZlj",
-	"XOTi79cyLefKPS9ESyD4fNXMpatmA+DzS0+XuTMWuMiCkCYJZ8slFl3NyG3eRnPKkY0BWawimvNnYf5V",
-	"tnNm4H1arAp1A3POLzUVEU0iYpdaESZuWSwHjNybhgPEHzXtDwIojPJQWd4qPJHzrhDzylX2zttH8YhM",
-	"O+o68MlbzryZNb9ueUDKP+vZUi1xD58Co5q82i8DVRWkQl3blrJmSuIps9py99vmJ340hvvNq7zkMgjP",
-	"hHjnZ5LMrZ3HyNPLU0k91P0rVUHII/coDS8sZOKp1FjAgkLNbwsU+0aGDrnMXhQSe83m8o84bDiTE6r0",
-	"b3KYzB0FRkZBkSb0AkhRKqo0JPsvHtWyjk7FUl0av6p9vIwjepsMxUG++ExAWKyYhzIVj2l2xaQV3FjR",
-	"gjc9ZETWXHmXDhbrjHMe2r5otqZbK/dLHqGLKy5l4I5WOtKp7V7FwDABEa/og8zAc0N5uK9VPRBt4fqF",
-	"YOBl1v95SVueqq3gnZxuyJOw05RAvQQjNZvHwqHR7y/NgCyCBqUFi2UvGvUN9fFK+mVqXv382Oh5aQk3",
-	"sKJiW7m6eZiwiIuOLIBVMcFJFzJJjpDyQZU0529aIX9kaQPBnxb9igwPgsC2D/VfFZGdprDOknA6ocqm",
-	"YFkkAdcI7dv+zLQ0JugR8TiLZvAg9DdI2aAsJsUyesAVNj5eNBqkFpDzizOyF5AsmoBsVzM1WzdFRkc3",
-	"K03RFM65GXMQoDLZ2qIDvnVbaxEBZWRbdVuPEcKDD8gvWPYR4/ZgGzByr3WAw/X2B21aGJjthxcXbJkr",
-	"ZJwwGvZsRbCmcAQ+fb1CcMjo2MQVac0qyNjCIvD7u3vvrLkh5iGztd0salYfmM7K25WqlSqyqoqj0ahC",
-	"4eeKTLpb9lu1dXJ81Di9bMA3D16lRtzE+vmxl9X6oFSrVPE9OWCCDnjpoLRTqVZ2LE4HZ90u95bZWiyc",
-	"UZQGvw6rij5iuAQW1gaKj+GMLjjSujomtr4ZpBPiWFoVfCLN9TD0gjqZrnTClT6H/s0Vxhp4MJbtanVO",
-	"Acypwpd/5XlBzXFVF+3iUdzSdnX7bblWK2/XrmrVg6r5/59YlTstvrgU/fKCY6Yz6D3MMgiogKg+jWOG",
-	"zjkKK1jvVmuzukuXZet6okLpbnVn8UcfZdLmUcRAfNjd3l/8haty/BCU9nAX5r8PTmCCxvjBzlLzyIqE",
-	"Gjo87PdpMrbHIeXX6o09Y4aE0q5ykKQqfTFf5Y7v1r354wFYEk1on2lmK73PNMsIG0jFzXObbcZeTyvT",
-	"ZDwFuc6S1UwRSv0CNy3sLXOjvJsDfpeY7GtkocXUEx4ALbhIQVO40n8UcgrQRB86Cz+6W4LVW0h83xH5",
-	"NsbayxiS0FSaom7D+7AnVCiyYDTt4D4j8RKl5UBBS2CdUBiQh0UNc3WWHTaY41cuwpknmeSM7rFcI5nM",
-	"U4bM6peFRv4io/EqVCFPFN4vXZB22uI4kWcQzEPrUayJsaUEC+Py5tCrPaRXqxxHR6VmU6WUnpO0orWl",
-	"S0sQgF9olK7TtyNl1d3FX5xK/dHV0d+t7SxF+05cdfnd7e1liN8tjXkE8W0/AoU9glLkhOZ3fT6FtXir",
-	"2rLoG2dq697+fXwcPZiObQ7UhcTXffZGER6RDXPiMjh3cwY9zvqaS5UXKUGGJBeGP3+mN5bqup4gf7iQ",
-	"owAEcYYeK8o6tAcuKNLQaPAFbwrrCEGOdape+jODXO+GVIeMY4Qb1WnOci3lDXi8hFRgAWRMFTNgtJA0",
-	"XsByT6KRU+RoezVylNkldnKwjk9/qvtOXpowOxgFLW9EKFXb79gurbLyPt17V94Ndzrl99FOWK51ttlO",
-	"tBvutd/SFCY+WIR/QZM1ut3eCXej8h572ynv0lq7/D7cjso7bLezR9+234XvoV6AeXeP1trb4U5U3mV7",
-	"5t235t13UXmfVTuunRzwfFDC8AcWkd+urs6JuZnTwP9etTqF7BdLlD6S72HuabzL0hR8CnYuJuPu6Abu",
-	"7P50BPw7J62XTERotUQSAkXdPcrqyOgM4uouz2xVDEIm3VuBkeJSJSJIS0HbjHRQZ0wVK1wTFgSIiVtE",
-	"tzNF2JHov4dIdSyNzmNKaxHptRTB1fW46RJxSylz6U683rMXUBJpLmOIvUTZnhRfu1n8/4J1uQKojQog",
-	"/pfk+uIk9enQRl9KfQv8fjNYqynM7d9oFbCxVkBak3acVtAUrQJLTusAEn3IhCjZZ5sBca5pNj2yFPlI",
-	"eh9ZcyolDXsZEeIKqheCs2wcy5HLeOAsx02Rmo7VgIW8Y29WlrLOrekbRVpYD7FlyYuFzowGyJULHrQ2",
-	"eKy8Quq5hRRSY/FRAONGPalc2hnVFJAhFbIAgLc2FYRGUcKUcrGXiiW3PHRxmoJp2IkAS/7vbm83hc3o",
-	"0NoaJnHLdJ6ppQBdOl9mG0v3R+OX387OPn1tnH44Pzs+vbqENF2wk3iKyEatSrKIxc3DrCBNAH3uF4ln",
-	"haVi11FinXV2aSPhl0lQETa4Yps0325hyrgJC+dB6W2nFtbCvVp5J3zbLu/SvXZ5v/2elaudWrRNd9q7",
-	"4V60vOQyt2juUip1bbWVmiG2+kLZ/MX8YqXHJYVXVzu0hBfjc+fT7/vJ+18//efv5Gr039fnH94fn5z/",
-	"eSy3T+gJvRyVVtyXaSM4ytnPv2dTBVcXMMEgy6Voi6S+ogc/IXrgGCWhxN4ZYBUT3PcRMu/WfaY7PiCD",
-	"NhdymlV/gOcqx5mw7L5WJMMnKqSeBjGnenaWfblPx0RpHsfEcCtMPpUn4thPERHP0afdWSOMXqXCb3s0",
-	"cdmNXLjUaQwWq1iZTuWTtcmD8ivTC09J9fvmYt89T1qRGb1evW979X5leoV7NwE1FHWavbLVyCBFqJG+",
-	"JAvxoOql4JQ3PvMIiGCjCWgly/Svh6opNtISmGnV58C6qEGqcoRSgTGl7mqoIL1RaSOhjFiFpOXT4G0b",
-	"2ZgNBlJdQ7bnjvSyCzvdxXb/n68XjavG6dXx2WmLbLzDUpue5lKkp3hQ0IdstRZgQWciHvujs2vD3axm",
-	"wUNZbZalbvy07/HCk4JJaJd40boErYs0pejSX1/y7kqGHj4W3AW/qgLyVk/rPnkyziuZewHcSRTTjGem",
-	"dq60V4b9zKZrZpxqAiDzvsun00c5OwqITCIgQu0x4VExbvzB63wVyBhSsHMsb/uc0PHPSiOydV+GPKR7",
-	"9EofXoA+uJvqb4RHG/yns/Hof9OYR9SpuVgnBBMkyATLV9C0KhGpOS8ifM+rIGLuHNSgQHw0g2hc6t4i",
-	"3DI7bOtAll1XmssWf4LzjxWc/vIr5mTlG9KKYaXfWBzLgNzfYw7YChRDfXjIykCUugljOiMAaXkWJJqW",
-	"qriXnh8sy5bshbFN626b1umrBS+6EaCDvqfVaIe+Y+Xtzm67vBu+rZX36XtW3mu/Dd9F79l+p1orTW3a",
-	"Qn/N591X7xIUUFsLkb5CnCtAnFir70dwkILNteLTBCWfScgXiGpb95GHmMzFNy9lxwllLl+Ogy9tCQFM",
-	"eoPJOKlOfUedT1IYM2rzbx66WgN+GJMZh+rNAjwnqP8r1vmdY50rnNEZiOdlT46c75t7PZMUXBxcVgIR",
-	"GEohDDrv7FRfmtf9zPwon17/9TK+CPq50k1cDRXIwe0LcYEJZrNlr64qcM9drd9Z2solaiXoDsv7/SGW",
-	"2HD6iV/t0AVbtRlk8EjJy0Tl7yxpepY5VYrFGktWCvpZFBfg86soBnY8L6wVRDlrzbIEcBExTWPNth9B",
-	"xdxGzSBm5iDZ9l+F7J9RyK5HEaFui59Iqk4J3da9/dvDTIgUhR7ItVdEr2i+Ws0yIo9Pep5Z8nnm+1x7",
-	"+vv8s97lH0IyWXTL1pNGgvvZ+21LqB76JQ4Uqc0I8rnNMe9iC8Dc9JKFglEmVaxkL/ELvRcYg0OA8cmA",
-	"drmgKHQXGUyyTCbfq72kwLjrpzwRz2DaTRfFt+3OH4crxO8rObOXpqj2z5pronPFqmw5WZRNYWAAzWCa",
-	"ww3zLlZvPI5aTWGzv0JALos2DwhNbTXOH1kKwHpIhwuMmoeikTRWsiloR9vYM2h9RJUz2REpPCc8NPAX",
-	"LcnfaWb3dVehoKqjBZ3ydc+xPoyXjAbzKYDPEtlQDLz1zOxbRfd0694L+nrYQk+n1ubsCdqOPsqk4VKO",
-	"pROdLGjw09oI01u12ETobd9GPmoIYH70WoEtTKBysdp8ZdwvYElkPvNwrNt7WCwfe/cIKA9o/YVqeyOt",
-	"LCs82ma19Xy1xjwIiHnhwZlJNcV2dTsrBQWfZskMXOZzXRA94yWTaQpIVUX+AGIiSOs4Yv2B1EyE4/In",
-	"Nm4FEDo7YFSnsSC0b5Mh2lQHmIZAJrwLhaQygmzT2JOIdzoMpgGfYY6CtKkbBqEytCl2q/sV8omN845X",
-	"WYL27V3IO4bpz7OouAL/KrvA6c1cJANkUcjIMxTtgCgAEcZYoCsdaxqdM7UQZMY6HDpaPbEQmF2XEpj3",
-	"ZSgHLMpPLZizCCkb7jEaQa4jS5MndjBHk/0cznt7i7Iif1kDzEmzYbu0OxHN53XenuXTuqxW9Zyg7+T5",
-	"WQlGWjH42wkJB6WdaDustau0vN95z8q70buw/L79lpb3OrvM/VZaJ5zZTivK7kUBt2qktap+Ms5TXYLz",
-	"HEnRiTlmXHssXjRj6/1EVRNHwJWNLtWcD0kpKxj9l+8XYCjMRA5tm/EJ/QTCodKyzxKH9nJFIGcMJJiz",
-	"aeK38G5C2iV7lHa3t7O8VhbRIq70kZdDTR1sWZf0SsRu3ZTUFsdPyrblpROk2MnOwC6wDnFMwxublE0v",
-	"KGaMSwERjlBamgGN7XIo4qCIlhJqrJCNVm7AhslpgsuyeYjJyowaEDEaxRwroJjvMHmEV0Ady6SQjRbW",
-	"rCyHdNAK/OLWUJPSynDfueBjr31OJFlH+im3XQqmBTLQcAC1j4JqtTqheOYjbsmGc8BunP5+3bhufP2l",
-	"fnX0mw0chVxKRt7ZJJDhiaUZ7igUYALOrlkfyi5BdXVU6py1VY5EU8AJCIhjUlkIMGmlGdBb2KD7gWfc",
-	"FlLaNYUnohEjoUEXOCA1jLHsD0pHNqEquH9CZmmQNJoCVo4MqHIJqXx45O+h1NTcBxlDinshQZ+jcXyA",
-	"IbJYxqQpvLI9MITd7X3/aEI7gVU4MOcUV1mhQlI36wFLBLHCIPlQRaA9W5UzLwlZspfOHRIDptIQKuit",
-	"hA0gsfwBMbyztXlIKDSdDTOTkWyDTYHTsEsB825nbhe71X0nZ5qGzGUXRI94yNxBgJcxaxfZrVaXkRd/",
-	"gbO7jvhj9coZgpBRcb2T88l6dNGQlWulYOqbXxObqjMTn2qGfP84AhQs6HNKUdmCryxPuTOZ1vCYFrC+",
-	"PF7EwqNUJGdhkgBzL9ytIxsQiY/D2SwiEK8y2TPa8I6d9PKj8Oo8XtwexjeP5Ng53G+B6c4XEN5kebkA",
-	"JwWBzUVeodnBQV9cK0yO66AtsuFA2L0qHHVDvuGobx4afhsxdZpCci3IGWmhBkjGCO0uCWRCYy3Mz2HY",
-	"ien/jR1uQND/FgtgQ4rZFH0A0SQL/LpoHJ1dfPj67/rJdQPEDtIea6ZQnNiovSWf+C9+5BdkHsP8uJig",
-	"g2eJMGjbYn/u8iMkgLkZB/FQkb0q+f/+X7Jj/gNZL5oizYcGPJf/k5ZGT4aiiKv9yrSPgKxpHXUhrrPs",
-	"o5VtsJDanL+fXd1vhhm+MFKVr5JKrBhByDyobagfQBeLR1f7szQ5GOwA/5F3qp7jkm2HYQ0R87tLGcnR",
-	"2efzk8YVlNIvcNgOHgUCJAuM1YW9ry8ymK99179nFSPmARVXvmXoFSd/AQP3EqriymF4XtbBRWblCSqP",
-	"mZxW97XLdznL1e7IJuil057dWJTCpYrP/BG5Iml2KdBRjEYFVbfIUf30qHFy0viAkccJY5i2EtF47Ct2",
-	"6eOtF3pToAM5izzYuC5QhMSUGs7wZwVHZCw9qoiQXroqMmb60A5t2hwIH23dW4rklrVVmG4JfprDY1YV",
-	"4ldgDxl1w6VcCQjFgV/YwRYGmuAWYEIuGoZsoF8h0e8/ggTP9BNgWEWW8NmJ+klLszuNr5WVThjtt5xw",
-	"5gvL2A5IuyDpHjQFSLoVy85bAUq+FXfTzQMj3bnfgVzAk+yNpgABFPCNFo8OWpjbV5nzJ0JmXYE2A9KC",
-	"7t3vN1xEm0iVWhHV1Dz/r8uz000IahRaEXSAaJ1QpcvwqHz8oQXSMVTOtV45nUT2jVyOKNFAZzjd5dVF",
-	"o/7ZS4+wGZgVESgwU7BOhrLf51odopyMS4ck0vaem2uF1EF9EIKFOsOfIMcDj0C0Z/yWRQB6M6xKXSGX",
-	"0CpaFaHO/KSdDVZ1wJKmUCwxAvbG7va+SzjH+rBKJIylYpEbVn6Kxx9OGi0vMbzAnS6imTiYlGY2XEWr",
-	"1XiW2RP41PKsBbL91OnMEd4Sjw7I7nZT4PkguRPYFHA4yH3TzwjcLB00l6LUzVLQNMI1fADiNTyxeTjM",
-	"w1Q6bZYemgJWbMqJJDVJFguB4N2CE3uVA79x5l28sROgQFqnLSW9+GBdeXBmHARz7lt4FlpGZ2wRLaco",
-	"cJG7lOwY+kU1YAyHIIe1bALpVhovAcCDjCAHJmiHhhbB5/BpjwK8oVMPtTHza4vjsKBqg6F6kXQ1VK36",
-	"DungO6zSFJBDFNsFpwSoH4T3khJX2l+wAH7AamMTo8CibRupSoyVKCMz7ICoGz4YmGepZLqJTQmZ+Y6p",
-	"pujIBOxoWS+p8JnJkZkYmhbI5MqR2KaI+Q2DwvvOFLOxW9spzIdj9s95kD0ac7c4AR0MEnlL41wWcPuU",
-	"Rb+YQ0sRg19WCTUDu5JmjM8CXT8q0fr0ZM3uoSHBzrW02gzTZEjzyax1g7R5k+wNM0z6FZpeGZr+EZKq",
-	"W1EG8gKn+qXA0rHrC9YWzZshV5/TLlDeRA67vUkek8OSffjYEOYB7bKmsMXQXe5hAFdbGf5cq1bdj5vW",
-	"KHxL4yHAqja9ckbOSHtMZgLBgPQKiaB0N5GjrOhOUyyB1OY81k9hTRZ4rJmlAQx4lju2qwqZUQALS5cO",
-	"9qr54ovzy+r/aO64ZvkuYIsX++P6Z+hnI2ArkovifFsz7tt3gPaBa+ZzgX2Zgy4ERE756ILDg+eaAllw",
-	"0ZpkqRXWRIRqXSSVg5ypZ8M6cThLmV8QiJgrMt6skGPdFFDvf6FT8Ibvd/omS0/ElTN2YciCeQ3AwvZQ",
-	"g9+IkVEHXAgWbR5aqRa15IShn8cYdr0pbti4QoAuoZyZ6mxpnEq2RFBYDJ3aXedNkTZuWIrNfwaRFl3K",
-	"xWEaeGG9lm10Bwrc2GVTYHrGgIxYwjLpFbLZmydWsE2lcnRbyaYPA2gKI77oZChCaoR0qskMkg6113B4",
-	"KN2acwC7Z91iwFyYThry88BCAGCrSAvO51mnVSEQwEFdFWWZNEWG/mYthFSQNgOPY27EdxCsidQ9loy4",
-	"YpvF1Yh0Mn46+PXVE/UVdn1kbnKdjPPBDGnlRJtVVVihZmmREbZ+pcDBzOFe5Yp3WE/C1FFBONc0F4bg",
-	"hU1oFwjQP0jdAMlGDbFOB19i9Z+mwBqiQB3yvg72OuBYjEo8ctUc0XfBDSEDIDeoteMkLGY0wxmpWz+M",
-	"SwDlnNi82E3RpuGN7HTs6GYJlr/DSv44UZB21Z4jABKW4qdPbAuzPNasv1gA9u7MK3L6ApFm3vqvTBwz",
-	"G+0Cj61RzwhIkD7X+hnmAmpFpIyQEjKg19lPACZmkl4qPfIsDhYF2LQCkSK71d3DiZBdDmjiUIA4aajK",
-	"RFY0tFu5qN0ZfkzpkV7bj8l6DR3JoXm9GpTS/Zmb8iqmvO/XW/QiDwB0s0+XSCFhmc1HyuNhYiZRzR7O",
-	"cSiq7v65VlHGJUU6rygjTikXsZUKfB+OL8/rV0e/oU8RokJnwi9I8H36JWfnaAbImV3IV3r4EikzsvVf",
-	"GmOY3sSUmqC2ms8DMCMHRharv0YBxSVo9Ww3pe9oHoucoNJoLOt7ZHgI6UiAXp3wKxNydFI//tz4YEEH",
-	"NKT52i/AJkYmvmWJl3nMtJIRGPjazwuCuAY6YS3tekWmPK8wUmfS9cr5U8GCpyo7WD2ycad2r6a4gnLB",
-	"eLrRR9nzvAIyMtNvag5Pe4zf1Ko6ezqdV7epV7cpdJtagvouQ+HAgovK+49H4iag3yxK0JG7XEmHwIt5",
-	"cJJSU2xQEQXWbA44INYyNzQI8T21GWRmrSmcuCmsoD6NHfpEyIwsRQ1dABHQpaZYhBvC609HgF6Rw1fK",
-	"s17UscO5ZOJh+15up8mK3guJkjkv0TBmqyUfS7/K1/guzjF2mXbxWpJl1SjNGZpydd/TuRMpGneDhCmM",
-	"NSlVyQ753+Z/TqfdDvejGtvtlN9RoxuGO1F5n73vlKu01t4Od6JdttfxIokeArBqJ7c0vgRHKuUUVqP1",
-	"/u5oWPboioc37t92dwTv9nQM28Xu9EeeTMAG21fV7WwK7p0r3oegpVnvpY93vMdfgpK8ZUlMB+eQXsBs",
-	"7g0fwGEbKi9eFf+ZYROZyl4NSpr32Z9SmLE3hokcsK1zmnA1O7G2vwXfXpFfB/d093Ex7Jle81cl/wVA",
-	"T+XRTUfPs2dzasWDSda3u1tzfEZbjdZBDOEgLKUckBUESvE0hbkN5B8pGNlo5elLKyAtd1dam+D7yCBC",
-	"uzVBM1pNsWGN6f1hrPkgZmmddPcqUVwYSt9j5FrwO8IGMuxt2gLxmoc3qYhnU+GiyokCYepg4LwEzKQV",
-	"F904DRa17vJWHG25xTP0ykbKgkprejLKtPudhHIIjv2GmaJze1NY54P0HegVPOA3g5yHAlFM2yRZPZlo",
-	"wxzNgjUFpEGBtBB6xCD7gjRsk8HPimzsVqsFSVFmlm9313gdX9C5vGOKlM8gs7NJ5/cLcOaX8AXSn79y",
-	"8P/hHHxVbv1a5ul/WPaKtMyTygh9kRgwV6vbund/XVDVCXI3Ot5muJIiQpK+TCDSAzwNsjL1qYFUaTqe",
-	"Vagpx59eyzR932WaFpyxhZWZ0qODNgTrwJNJN4W1CWafkOorj33lsd8Hj/UJ4yt5eglb90LatJpr+2XK",
-	"ENGz3eVfnBCtelR0rZUSNDGFOfPAcZqNyKRajPnIQkxW7QiDzXKIH0zqx9Ma+KF5BP1GQDWh6gv4TzJL",
-	"UME4oqwbpVFbrf+jkKMiRfEaLuWzKIo7VbIL9LNW3lv+ouUHtJLa9coSXlnCd8gSCFWERfxVC/tZcwhG",
-	"XD+lDrYFl2n1gKxJrlWI/BYqcZi0FmPqE6aGfRZVyDkdKvOYErzc2Wep084UNzHfsFeZ/ZVA/1AEOrAn",
-	"/NXH4TuntEBenpTUIrX7drTWhUHy8AbrCbCIjHrcEFVMCGFpLcAiUoQsaApbmCYwcgTmaAKLERrK+ocY",
-	"ScU16UqwgWUBY6APgOWqKS7MRJGcp0MCPzEODMD16/ljFvg6mbV6pe6v1P0Ho+5OpHkl79978KvZp5Xp",
-	"OxywRc5p2YtAQ0Maxwwc5IhijGzQOE6TSNGoz0XgallY59PMMeKGjcGpIYK0Pe0x4VGxU9sf2dhWTkr3",
-	"Q0ZLphNe7DaUbce3vZU/glPPyD837vx7D2e79aA9MOeJiX48g5iKCqmbg02kiMezqtCnO/gE2cPqYR9i",
-	"pWMKWXYuzlZ1vUgH85y+FzTU/JYBn1wi5BBda0+o0r/JYQJf8aU5W2AzCR3sBbPXyCYwj6DtGfw5G9Hq",
-	"V/MH9hH42bKCpdb7kXfrCu97IcPbuvekq0WBy3nfvrRWkzl4yOngaOJf8Uqghxs+Qe/xiA2gtGWUj262",
-	"iWys17nNlw15ZHtymBRadfNkZq0YZHt9tx91fWvPeH3ffbPrm/OJf7U/voT9ceENXlUA/MNTnOaYID2O",
-	"nqZWynJfceYngALjoIuQOpzOva/SdFJKS0gANcNYmIl55tyvISjYe9M4vWpcnF8cXzZWtRI+TkL4AUjM",
-	"dnUGjfHWallSs/fEpMZ29ROTnJ9O0ACHgYn4rAFe3sfKG+b38g0bL9K7J4sumk9IvmC7YmHCtCpWouvn",
-	"x59ML+vdYqPWZsff6rrz70F9wD8x2C4bDkaThI5nXQozrVfW+wLKcv38GBbfO8rpyXwCtluoZk9yXTzA",
-	"BMqEYri1Bexd5i03m0P4CMTnHlVQU1hpmRSxWlQO8PQ/gTIe8lW1bzz/LxD24HNTYJ3V9ju2S6usvE/3",
-	"3pV3w51O+X20E5ZrnW22E+2Ge+23NItFCbnhlgnr8LvSQUnFN193O9t0P4RFvJU3PkyOG5d77evN79u3",
-	"1T//ft+v3b0b7LT3xH64+00iTSJHcWZSmCBT3HDkr5z3B1HxhaNTxWRqFX67dX/Dxgs89X0CVSf22GMR",
-	"76yUsdMMzIsVcmFegrgyLPgLWRtkWQ4qBXZA055HmhZ57uMHr57739ycYpZ94eFbi0cGRTZv290bZU0j",
-	"BYlH4Aw/aYaowkuzTrWp6YSo2FpTbGCqlQoXiiW6FdjUKxXUjLJ/4/VsBZNZT5oCk3ZgNaRkaAsDKLKR",
-	"q1AVTJRs2syqXQVNAUZNs+s27d9kbSk1kTzQFoTianYppXRn01JKT1AMaScthuQvklcLyWY8gQpGy+Q8",
-	"max6lOW3ei179AOXPSq4b/nb8RQ1kCZp10q1wZYhOIDfzCY4V5l52Rqb/VnLEdTegPiBYRxbJI8rL7P9",
-	"fDj9BHtfF/Hq07sLRAedoOzBS1leyucShyenswjytiuHS/96fV8U/87thXdjzel9EoV8uEAfv3AxNnrm",
-	"ESHyliWp+euNOoTbZjiqUd6Vq8RkLxypA5IeYfIIyN6AATiEqwNikzcCuA6ZbYOmCLOas9a1urhQV+G9",
-	"faSa71/Z2vbyPlRTg3hOJD0/yCVA6++Yzpjj4LCb16COpYM6PnIW/xhiyWp0bRnZQA41VMAqLyEkJODH",
-	"M0nDfru6Ov960fj9unF5ZSu60ISRHosjomWAhVe12RdNelLpnJuaeWBEi5wnG1EuaascCa+Mgpmvoacz",
-	"CiGc2ak8icDx132pPUyULh3UZnnh7OVQwR6gskaHrdhGKqHsZ+RTnbME3XvBWF9IZvwWH1a3DuQWYFkj",
-	"wauE8mJmgilpwO4f3Irpaz15VdcVXB5BHrbuzdDmwnxHNI5TcQUmghZ8EkvRZQkQEWyNRYcujotQQYYD",
-	"iwZQdcMi8HDFqvdY5i8trspEpGbl7sjfgOVgwL68/RlhwJ+Q/eFeTV0b1Eg7tpot0OFnuzSF0KLH3A4I",
-	"JR9OL7Fg2IYrTbm9t0PaY81UQGLaZjEklIuZNu0HTRHxLtcqIG/KbwBeePP1TUCOP5zaKjmMJ+ROlMtm",
-	"iv1No6NTQY7PCY2ihCnTQFqYnAxkog/NLcFL00nT3JkfKuQzZmAnIVWszIViQnHNb5ljqgWgqF3P2Zho",
-	"UerlIoXoY87pJ6RxTKQIlhEnzLtcdJsiJSldmZX9BDbdImlAElgPWlNct3VIaFNgQehbWxnK0CJbdCka",
-	"JrQdjwNYONSSYFgscZnj/XpOWPnZDcHWmDu7vvrl7Pr0w9ffzi6vLqHKnBXL03rzTcH1ZoWcDXVZdsoJ",
-	"aGxQkxRL57Wppf2Y488Qzt3t7cDLrtcUkNRhhu42Tf4eqbl5ok+R+LKKKpcb03Mqci8sri27JBNC2hyh",
-	"7FWb+/m1uTV52UoiHEha8zU806HyhbE3ihjaJROyV91Bow5UAyzXIX+LCwxF3Divqk0TcmtzGhkCDeWY",
-	"UfYzAl2qFDaF1QqNbAi0kCvIpw0xqUz3WGJGIySk2+8B/mXdxJ2EqJoia7hC6jOo9Hn9+rLhE2s7+YTZ",
-	"7yPHU+YrqGRV/fQc92Ft/XQmCcPRX5vlKCRX22tplzD8ZbVLXFO7nEKOXvXM70DPnNyUZ9Yxe4zGuvfP",
-	"bIO3LS63Xa3asHNAuhMZMqWIYsktU8Sx5UMS9lh4A1keIzZgImIiHBdaoH6z/a4rWKTFLOTN8mweOy+M",
-	"N4z5LavgPrFwiBHR4Avq7dotE0z5yj8uoiX5kM1y2QVlgpxLpbsJU2TDSJmunBKWMOlLiGDFeBlDNbne",
-	"tPX+DoHop7VGglyWZ8rBmDCAis6u4jQqKyxJZGKofY+HPSOrWzQAtjIxXE52C3fsAue1dhA/nBBw5rcT",
-	"x80LStpOPdvMp91bmEDFu7czBj1IZDtm/X8VDD5imgLdhhrapr0D4qaRrvoGvqXSyCbZ3fTKruxVd4KS",
-	"5hocHk5dO5m/Sk/rgTrY2lLxkIesErFbNyK1JaQu4+tLr8c5flscXJtdUhJJTOxjj9f8O2CWks+8BPkP",
-	"70ttRhOWmDaAs8FBKyrV0ac3UIq8FJSGSWyX4mBrK5YhjUGBf199XwX2aDudEpOYoEKnxd15AuY3QKQm",
-	"K3yoArwgJY9lFcqBUcUTFjGhOY39NlJXqGLEAbp8k1p9hBf4oN54RgFIzxFRTb2m0Tow3W49xyMQ6x9A",
-	"zeQU3SCyA1LPtGjntT/JQorXAMq4Zan+/fXk/f4QUgi6Svd+694nBS3bejNcdAMyojqEFFKmZc/8mcUW",
-	"ec169WamW/3gDTMZiuIqBAjLuEQeXtNZkoDpli95V5gzIM3tB4+oEWv3pLzx1yNihmMkPLfK7r2CRg33",
-	"yHkPKbJxCTeifGkeoiPVpj97dF0pbsrcQfR6cTfS+9LeyIcvD/9/AAAA//+Qr1FyGnoBAA==",
+	"H4sIAAAAAAAC/+y9+1YbObcv+ioaPnuMwF5lYxtIAvxzaHA6rCZAA+neX3/OieUq2dZHWXKXZMCdw3Oc",
+	"BzovtofmlKpU5fINQ26bsdb4OpSrdNe8/uacXyqhHI6kYEKryv6XyogmdMg0S+Cvo3GiZGL+FTEVJnyk",
+	"uRSV/cr1gJGOYPcaX+gQ2SN6wMgoYbdcjhUZ0T6rVYIKN2//PWbJpBJUBB2yyn4lxEaDigoHbEhN60N6",
+	"f8pEXw8q+816Pajoyci8qXTCRb/y8BBUjlmPC266P4nKx3Mnk5teLO9IlL76ShEepcMYUT3IRhH5DQaV",
+	"hP095gmLKvs6GTN/bD2ZDKmu7FfGY27enB5bS0QjyYWeOTLWHUh5Q5h9b96wWNbWmoO6Z+F43nox98Lc",
+	"4XitrDeeU6p065bNXiUeuVMUU6UJM++ShIWM37LoAH5QOmF0SBKmxkOmCO1plhCu07EPGI1Yko3e9FmF",
+	"Tqsnx5XS8XKhX+9UgsqQCz4cDyv72enjQrM+S3D0fMj19LgvaJ8Rxf+ZedZj+M7vOWI9Oo51ZX+3Hphz",
+	"j73CqU/H0Cgdw1U4YNE4ZrMWUNnf5+2nytpYbzv/lMmNGtGQzbuO8MK84dx5rawzngfzsRpJoRjQrV9o",
+	"dMn+HjMFexZKoZmAf9LRKOYhNePcGiWyG7Phf/1HmUF/qbB7OhzFDKejKY8r+zAkpjTpymhCBlQRKghL",
+	"EiBf8F9V2f/3l8qQKUX7ZkjDsXmbEUrsUGHC+5Utf6oPn4KK0lSPVWV/B+gd16bjyom4pTGPiO02m+lA",
+	"65Ha39pS8ZiHrBaxWzd8tcXxo6r76MFfuf+RsF5lv/J/bWVkfgt/VVsX2AKu3/QOurlzRYY0NlvAIiIT",
+	"0k0YvVF4IaGlmunySIpezMN1F/wkYsOR1EyEk+pvbELuqCJjxSJyx/WAUBLxXo8lhjSYLan467iXrWM6",
+	"mOUW0OszdF8+9Sq6hhXORMNPSo4TuCFmFgzW8Z1MujyKmFhzIU0HGY8jXRZL0VdES0KF1AOWZDc0t4rb",
+	"2SpmQ1lqGXvp60+1dlreMEGGdEKE1ETLcWgWjqt05WDFToRmiaDxmgvGbTPp/XZrspu/oYW3lrqgdoBP",
+	"sS5Xcsj0gIs+6VEemxsp8Cqy5JYlB/Zg2TM3oKLPIrN65gu7WkAt3nEWR2uuWIPYt2YRw4T1zN3dJ416",
+	"zfxfw9CSUcJvqWZk4/LdEWnsNd5uHhAaG8GNa7wbV6cfT45an99fX198Pjs/bn0+PD09/9OjpeMkztPQ",
+	"ZnOahvZghitRUPzkKXbpELv3iCShYchGWpHuWKcbxkOzWWaRVECUOd6GxaQC48fLU7O9NF0zGkUJU8pQ",
+	"YSqIHOuuHIuIgJRBRkZs4qYH81AdGBEqmdiBUE1A7jA7YJhv5B+GXxM6Gqx5GJruMKhZp2EsboS8E0TI",
+	"iJF25b5d8ba0b4awxaI+U1v1LS0rD4H/bTgJY7ZPKKm2x/X6NiPd9F90qhXTgVp8QODl1Q4IfvJU5A1a",
+	"gw2RmlCCozo+/NXtnO3evBFzpR0TNFtsJuzv4IkYjfVzX2dzakMpwnGSGF5JbtiEtCtfvhBueq+FY6Xl",
+	"kCUnEXl4aFdISIWZWBcZXXxrCMGQK2Volxn/1GfeRsJPi7cQX1tpC23LT7SF0BrZMFKh+HvMxuyVCuB2",
+	"etJ4QO4GPBwQRg374uGNe1dtkpiGN4rcDSjShJzqWlzqhNEIWzevmidckz6/ZcqcEC0lMSz+wCri6dGh",
+	"muBywnk5k/qdIQ9rnpUSZZu8pfVom75h1WZvp1vdCV83qnv0Lavudl+Hb6K3bK9Xb8BR78EAfKFjJ9va",
+	"M++FJbZVSF3F159iS88kUuGcfHEt5SlN+uwpVQl2HzIWKdKo77zdffOadCeaKX9JGp4cdkEnsaQRbjGM",
+	"ZKml0VJW8fWnOu0wdEONTKvmGFJf9nAczi3aByoma67Z32OpqV0sQz6oJkOpNGnU63UyYiIytATuEuEa",
+	"WU9GLzx94PdcO8stH/RdTb95an3gTo7jyPBsRaRgzvTha80wAEU23Dxl0hZKy4RF/pQD7wrm/iC3LFH4",
+	"EBgiGbGkLYDnBCl1UpspQUm7NjusbJ92tIr0qNJuyw0DSqhmbSETUIrNwRxSMSFckF7M+wNtdkqKkNXI",
+	"GcqeoMjZ0VORiqRtQWND1ybuNyuy1kjnkulkUj3saZZ0cEia3A1Ywsgd5do0OWDxSO23hRk9rkiUUC6U",
+	"EaJSw5UiZkHUIIBuQTo2klTCejyOVa1tlBu0G4HlwOt12q5xxUIpIlCizBhIl/VkwvAK0GG2t0ZjMTtb",
+	"yxs555l3zGH5KOhYD2TC/2Hr0mfHZ7uMJmbbjCKVo7iN7HLkul3qaoz9L56I7sIQLe9EvU8brsgVcXKj",
+	"TEjCbuWNlV0/CnpLeUy7MXsCVdmSMG7kczU5IDqZENqnXBA1kImOJzmF0CPOV1aMH3vDWXYR0w+eirhk",
+	"szBX0szEnFVNb1hOLxTybp8ISSKqaZcq1hahFIKFQDZCc5J7CWMgbXKk8KBSGAGUcp2/05EU7KAtsvVC",
+	"q2zu+j7NLUsmpk/oZKWLlS4udH044r8x4EujRI5YojmaDMOEUc2iQ52zN0ZUs6rmQzZtdAwqPFrCNuls",
+	"nV+mfxgZInRfbj7t8QQV+ISGmiXKMQjFwoTpALaVxbERAxWhI5qAFXyqC3th5sxKjGN7h9DoOtXEXd7S",
+	"u9g0nJlx/12BV/JWXliOdPKBt/D+cD+lLcvufxja446oCFl8aQ2901u45H64a/ylwoQ5Nf+uHB2eHbVO",
+	"T1vHlcD9++TsV28M82ZnmysdcCbBT+/yoZVlOqC9d3yOdTeQipHODZt0nO4E1yFlNJrda5KMhWOzxF7T",
+	"dKWDtpCCaDky58bwa0NAoaMauXbagzKklg1HsWGI8pahHGBVGvxPwsDaGjIjpcSTwElgbdHctVJrYIdo",
+	"LqeWqYjW3H29GaSan+HcgoDsgFqJVYGiA3gIfRlyI81/B1QjU0+1HgI2PzAmmTEKsrHTbGaazWaNnBhZ",
+	"yEyWkt4Y7wVSj4vW2fHJ2a9p6wMZRyB4dGl4Q9ASai4RygdwnUDLdkKGWVJLQceJsAJD/tzdsDnbm67T",
+	"AQkHLLxxWrw1AGt3sdEYYOa1aW5yyqdm6NdlBzsud1K9S+SQNMzeNOr1oF6vrzaSIkWFE5/oS6pZOem6",
+	"YZNXeODgRZC3ApIdx4KcG6BijPosftcdhzdM77dF50u7ApJmZZ80ajUj9tcD0q4YUbayT9oVBbyiXfl/",
+	"24YLjM2b5vfuOFHavGE+tt89dMiGYoxcudHD0aNdxYRuC/gCGKeVEDdr5Gi5VYJziJYnT2XfSldpq1ar",
+	"beK58aQP6LCy39gNzGzMPsJUDBGElW3UH4rkxpwzt8ul5AYoKTI4z/1FowgUAhpfeMe2R2PFiifZsaqi",
+	"P37Ihfu7sYgoQhuzh5c58h83xL6zVc4Tk351drpHTWhNnlfK7nDYs5fFOXcftyhhIkXrfpQwpTjKuQUS",
+	"wG8ZGoIV2cCLQgZynJCITqqyVx1KoQcE/9c+umPsBpVDxe/xCigrmIFsYkV11495z9qv/++I8nhSI617",
+	"Gup44tTb/BiB2oJj5JbGVuIz1GbFjeLO7lm+WDmRxi55ULmv9mXVPkzonVENapf07oM1dHovVPlwJBOd",
+	"XQ33fmaqZCKUhqFsweMHGFNuVvb4oYS63XjdbO4scvY/+twaJh7T0YWMOYoc8y7Jee5lI49Sw2BzIAV7",
+	"2mxHXSljRgXKrlwmXE9ybzc9RMPOoika+fMvKViuhcrH66NKmWZzcnh2SMwn5B9znsAUnUhBWHaiQEag",
+	"5lQVDtLrnaUufC+Wd0WY0UJh8gkpRekYgkX09A+08jw/MS2MfRFB+xN9WA4b9bjxAQgIZXsw7y0YqevT",
+	"fGVGMqT3J/jdNpwA+0d2AGiSUDj64yQuEeEEcQo8+Xh5Ok2e6o8+V/mOzkU8Qcd2zgGQaQSm6695FM1y",
+	"BG715+yx++grShtBZRRTsdBOYt4plUzs97MnFWUWAhrH5z1wgs3ry77/EBT1UdTVSwwcAzBniZAdoNmT",
+	"cLDJ1Bbukm1xevCfsuEXLt7y8yh+uPyEAO81UCz8TBTvC6M24as18kxzze7Tk1hyUGjXlpZ6xhqPX60m",
+	"eK5rGxqPolUn8UyGmsLauIXIG26y4ZZdrGy3Lmi/zHDjiPtSVN7b+4dpSp6hkoHEzLduFRfB+pC8NuZP",
+	"xzswa5/BaFXRY7UDeTv7bBdWoYCMvp2z8eWrE/Nblkyupsxs1hRTCSrHrdOTP1qXYHB7d3hy2jqeNrYZ",
+	"Mdx8Wb2liTmKyjThGr9A/1Ql687+F1wY7tk7QEhVDMFoRWUHr5fIYen107L08d2A+SuYysOFFYRmoZGy",
+	"BWqh6esXqsOBkUhW5JoeWvG3UsMT2jA6BSRlh6D9HW1kiot+zJwVLiAjAFKz4QGJuNJchNpZ/ynpmoEW",
+	"hZ/d3afRzQpjdx4RtG+jaRL8eR1oreOxja+lzgmpfwEPxAzYumZDMBYqZ2oMnI2RCElULHVAxkLzGCU8",
+	"c/0PMjPqdt0o3IpQsztko2Oxb62z3z+2PrY+n51ff/6l9e78svX5/fnlyV/nZ53NAJFe4B6jbbFTrwOi",
+	"S2H7oOXXiFWWnHcVsWGKRGOWumbBIrUcbVpX23uYfQ3SOAW4D48TJFfjH1P3L6cpNJxYP1tZ+I6VRVyA",
+	"T0ss9yNX+jnuNLnKcAEJ0+NEsAhs5qQnE/hHQJQkYjzsskSRG8ZGFiEX8T7XLzThu6IJ+eUAyC84QsZJ",
+	"nwldI+dJZHYR/Copj0kP9wHpUZ4IphShYSKVyn5SJJRmSmB+tPxoSVtTMhbXfMjkuFR54YokY6NwR4xG",
+	"MRcsIIaDgzsCXRgblPwqSTROAFSwue+wtugVGIPtKQTvZJye41AmEYtI6ls0GwI+MsD5YUfojLMS1isY",
+	"hh0nARADuP2kDX4ayESzhNxxoWrEuZeKoKGsBedGRwzVBiU7zaYbw1b2WsHb1NgdVn4k+9gcUhflJKw8",
+	"HYMXlpxCwkYxnbBoprcrC1KxUIXUYQTOWotMOcC7aF1MMuF9LmgMtMKjYJ6JNfNTz+Nmv5uZWFm7uH5u",
+	"lmlb3mTmLVzKJNZbuGeYwFKjhn1fV8ucPkRTymap9lg6wlsmdKagTI2M5WM1H281EDJipUqBOal/Hp5c",
+	"f353fvm59Ufr7Bph+OYoYqTlnfkfLRfbZfIhodZI4DqeOftrecUQdfwIA2FJ8CqM2fxOaNnEED7d4/2a",
+	"nR0w455MCnpMY9reOKJas8R09P/8+7D6F63+U6/ufa5++q//UcoFEZtbZjyekP++Oj9D4m3HJMd6NNY1",
+	"cgheZzJkVCgixnFce26ZZVkn7Zyrby5JzPR6aCLHQz+o0jDcGd97rBzjrhabdpY2wT1CpM2Q/zRDsgR5",
+	"kdWZPrsT8mvr2mjdUnhB1wCnwbMRc6VJzCgA+bU5I99Eoo1wl2dB0Ua0D25cIBso3SiyMXNqIFYsRWjP",
+	"ZMQuob1Sc54Z11nOpjc9Qswo4JAZgt3PGC7VpLPlxIitzL2y9cUjag8YP9Q5gIuJwKUOPgIhHvj3kFC8",
+	"tAtPoccwpwee4biREqdLiGhpmmgWgSxqB2NWFk6YBxZzr1nZ4wqgppn8ifpR8RYsHHbCdDI57y1IHYAi",
+	"jdl9874RV1PB2UYnwsIdWJgNDJ0KIpOIC5pMjLS6lGvLznEVc+pywkdK7pwAsqaoaz6c60VY30ifyURL",
+	"WQSKo/JkwWxVgxxxz1FpR3HnMounMOtnnOfbWPWLR8EzXF9+PDtDw/XR+YeL09a1b7gOPPjop5JjAZG2",
+	"Lce18iuUxtaVoYOBVH9ZMDmbT8E1VDaxNLqzGKJ6fPhrjRjya1HECSNjwf8eIzKORX0GbAlQ1+To/Oz4",
+	"5Prk/AxJ6pBOSEiTZEI6hkJ2iJZkxMMbDEBNqAgHtbb4wIZdllhThGmf3dNQk42QKlZVTCiu+S3bDPIY",
+	"/xG4FwxZwY8s8hMRms4KxAWg1nu8X2IRItdlsTQ2MDYVyBRqxXupVuyFj24G5rW2yEVtYZwt4OEnmpVi",
+	"QcM85HfegffRwUawifpshdsSYVxXKb9cuhWz+WWtzLeXoMnD2TCQ7XLlmTEy7mQtKXrAeIKcKrOd0GnL",
+	"yQZuSxZGlF6tIANgXv12cnHROt5cyc6ysr0EomxjaqYzFjFTIJsNqHIg1c3FmhLuxaevLsu9ZzTWJQow",
+	"oH7VbFG3zA9WJCYZW13gvZ+tr8OhK9EuzF3+zqB8Ftk9X2Esl50WXT0Igcmwd3redYul6AP0WDBitNPh",
+	"CGPMAJaet00CLHPI45g7tCZkFECquZni96fugTmrZRfhACJ2pSDHrdPDf5XGmOCD4rghe8Nl6/ePravr",
+	"gFxfHp5dvTu//BBkjCTANgMCqvvh0Xsz9LwuvxRSXUm0e08FzSfM7DiLiJZ9pgcsWXxlEWIN78w6ulZX",
+	"mTrAdmPKxb4n0Z1T1Te/0n8OJilLs2L3ATn7eAr0ERiV9QskDDbz4/W76lv4S4GGShX5+F/v3r07RgYL",
+	"5Nn5HC5bR+eXx5//ODz92Pr84fB/dWyDXBNmzkiakMAMOc2EtVg1dzr39Fm3lpI0cAReDbAjj8W7uBYr",
+	"DtTIYVvc0nhsA1kWjt8IDSOjv2OQAQbomeGK0Agf7co++dKuwMsQaTCu17dDcAjwfxhmnoBAhITdcnaH",
+	"wQjZS6gy2/AYqiBeBz9qVx4ebDxccZW+Di2bxgyDTapEPvT9djHVRo4D7gyqKRupGs73hk1wajVsiWzc",
+	"DWTMNg/c3rTFtHx26dh2zG+YcwTuw961xYLNC5CkDWliCIPdgZRAtEV2FL/FMi9WVRfejuVUV0OLMq3V",
+	"EeGlyZunBzrK5e5leiYcyZmtKs4nkk+hFi4wDz2/Xuit8/IqoZVRFyqH5zaFT5pfML9UNkiolKOsjjAb",
+	"SDWD6JpfjNQdUiEFD2lMTIv7JJZ3LCFGWwuIkEQnlMdGto7krHBTTBdwwRKUIvKDk+NcdDTSh0ehHQtb",
+	"CTMr6z6wS7gKWtHtyQUdl0WZPv8qYhzGR6F5XMbtGcZ6wlvAhfenpLmQxnEaMQrDglhIBzlgeavbyuvs",
+	"D7B0BYthKMUpGGkEU+FEkilyN+AxS3Nl2RyWaS5ZqyWilR0sBGMhuOjXSEfd8FHHcFumXEYJsDFyfUA6",
+	"8EEnTbZDaBynTllweturbBpxdrXSS3phAefug3eXrVYlqFxcnleCSuvsunV5cXly1Zr5LVxulQdiF+xA",
+	"9P4SJzW9WpbS+CZfDy/h0r8ZVRV0ggG9ZTlwBAQ/Lgw4Wh5UX4j/nPdBGmr5FHccRhj4S7XgIi+eDKSF",
+	"UYgo9/6eYaqHbCwUV1oxrUiXKR4xEEP9XE1oJdoY8j6qZKRerzfeEAUJf/SADTcPMOTVBSxhVhOuMS66",
+	"J5OQRYB4Aiscz7AgLoaZghZkY/7zJykqYpNLpuN+AShoHPvH6ZUfgqIOPFuNYHfOwuNHY2/sNPc2S87b",
+	"4hPn9TM9xMyInT/t5oRDGEFAYn7LDDWIGAgjlrglTDMBq56woYS4+QEb+hNBRrDUHBZNoSeTFkV0QMkc",
+	"WjEbmiMHanuq45oZGIomIVujjyNK9Tdl5GOaxcxn7hbYdPWI623aPkQxr2SkkN5KaXDiTGpDeu9eNfvu",
+	"rL0RC2OaMH8pvWRDit4W17Q5tabLjDJvhCgZq7WFIHwBXw4M17X2juApx/y6vvN2uWGrE/EOTJbTIz4D",
+	"rWnKSwo6uZfD4SAzbwCzBpDeqidh0VBdysj3UpUdBCf6oMwAhGz6/hltrkgZUPQpXKmAsHtAk/fhd2Vv",
+	"L49j0mVppqepw7yQVSH2f8atc/kevBRZUzMwPNKbQZq8rziDgHiJah5H5VJ6dEwnZXSOTlTKv1/5YMdX",
+	"ZMANpZuktoqNnFkd3atURJ753CYEo6Hmt1xPAiLjKE0DtnmA3KY7Qe7jUcqxqJFDZGw93h8nDBzNkCLI",
+	"EzRuWZLwKC9cbL/erS8Pvlx4qX2/QvFSexcXvchu0+BUMZ0npnC3ZTJjZwvXfLuxu/16ic100ukHLk6m",
+	"g7yngvwSbeZkaFRxLq4hGDtAP0iX6TvGBAiz8I06IDRNu8aHTIMtZu483r7eWX4SZWN2P5Xe+QBVDuuY",
+	"4yKMxxGLHsdaFw4SEOEzrvjv3tU2IoyYELRllIsKy9z0x13uu3zEZMlQj9BWApCOQhWIhWRp6eVcOEzX",
+	"y9l8RvX++vrC2vhKJUNPAwHmNTDkRSbIriy0g91jruvq4cUJfMwSwLtnCQFXFG0WBpbkdASfNeRPUV7g",
+	"DMoEZf9uzL3sBXmqVHApo3tFUWHm1hREy5KTVmTlRU5Tppa75HHTKua7I7K3s/smdZ5gajxVpl5gzrwv",
+	"M7wTqiz3CIujasxuWZymiLY5f2xO//++Oj+rwrxYUgWDMKY3XhJA5gEsSiyEXChtGGTpmKe8mbn8FDpm",
+	"c5yi03gKhST64+WJ74O+4QIqm9i5L/ZBWfMs9j8X+QyEsBzgbm26R3IsSm56C2zxCYsZVYxAJiwtXaxK",
+	"edKnNFnhSnHVMeXD9YzhnmY9E9k8L22yl4OskOKMascNlvJZPSakl6sR1eHgHeXxOCnjuBihaokfkYJc",
+	"s+FIJjRGbQCQgaASmtFul++M62VN5+J8DPpToW1jqnRraQivH2NUKlsvjVGElXwcSNE7JIuBikvW6EEG",
+	"amS9KN3oR+E0XYPXPLxZWBYILK7pueIpIP453VS58I6gYtPqnS80Nv6ZvvjNwo/40iDL1JWWHtggT4FL",
+	"aIF/F4JCVIXvrPAJr09RCxd/ilL6az2XeTyFly7jRN/GSeefstKMA0enhycfwCF3fHJ1cXh99H4VDKcP",
+	"1lkUwlKUClzox51A+xoZQTugEo5i0KyznIgseaXIhvV/Q+2Ty9b15b8+/8/NA5e/LWY9CBJA1GPuQwBA",
+	"KMjPm4PsFJyKNLyRvd6RZL0eD7lNmuxJ3aUid+as63FBY1zrMpbmA3/AjoBoTCrUHUusosYU2dip16u7",
+	"e3ublhRS9Eyh7S41iYGeoJgOQMvDbJ0gaDqND5QjQ9UjstGdEBuIasEGO/f3QOUg0I6KyD7evb93H+XD",
+	"FNI12N3b8xZhp14v47tZzLhfs9ATPLnmNHa6Q4kbrJBCHEEjcEYOskz3g1IXoWejLUs9ir8EXrOZuj4P",
+	"AZbafcHbUass0izNEsycnzPq2CTOaN6wVFH5MwwI1gmBGkD5VSuXlqeuvzNcPE0yoKlkik8eavT1MxAu",
+	"Dqwy3Oj3ecEqaZgK1Ge0sotXziR6lABjGpstvEBX0An2Zy7+DR+NCp2tJLfMjp5k9/odT6yGUwJNY/d2",
+	"MFrCeNIQIR5bf/w6w7K9X/PhrEgsGMCuZyJESVbIO7JhbtUkN5Q8bVvu7BeJ2FMllCxJIAm/raOxzFcO",
+	"/PSST5Vd63sWQV22rjzx8tZhmixkeC9PbM3veLqH3oblLkrx3HoXOk9SVkHgOHL+FJJpyhq+jWB6xXQO",
+	"4/W4tCspDqxgXUaYj5GfhnRC+jLNBw90waZCx2zaNhLD5QGvl9sSSgFcZZ2OjCwHb2CHEBTjcmirEROu",
+	"w3qtXs91uhAOVljo2aCuGeudZqVE3M3jVnwZHIWN4pYJsgEjj/vOvCVcCou58lyUxCMGsGr/8yEOqw9g",
+	"1f7nIaPOTJ+YMCgFuz1Zx/MREytO/DGdL/KZrjKEMhzDcqOY4y5adfNX7X4BVmHls7dq//NxBl/j8i/h",
+	"OV9lGOVu7sXDWMXtvcp4StzVyw/mm1CjxyEf5zqzv8Y5Wuynfu67vKwL+pkvdUG08JhLqSzh7/ZKNr+s",
+	"8ElWs7Bj/uxMZW4ASaozgiJ3COWNpei3RTIWGI+Vfg9CD7xFxYTccRHJOwcrgwYComIOSeY2aFs46Swh",
+	"lGDJh6xMDhQJ0/kCOaYvHBEY3bhuCyjLrA6IMF14MASZOM8Jgq1rBFgxVLIVjGxIQWhbpHu+T7Jg2kcV",
+	"Qpne2KXEY6Myw9JZ91rpyo1YwiWaxWJGFe6ay9CDBWTIBrtlIp4QmI3z1m0+BrmW+NbpdKK4PaWW56S0",
+	"zM4VTsgcHRz/mrgJ6AXHV3YRPoK2dhHTpbNGlmWR6Y8TLGOFyD+v/A6x5wtM2xBiTbhaFtu8LvB4XdDv",
+	"isimvEC7Jox3fXDtulDX9dCn6wE/1wdjro9jfGIM4RpQvpURdo9jbtcZWDXjcoXKWptphrOMgcMVhwwK",
+	"1mrq8PmYoGhJAv/V6O0zEdPnDT/1P1Y3fFSVI9xVh67C1Z0WSZ8E+fhEmMQVV34Gs3rqelovdam+YV0q",
+	"z9D/uPpSqxSDmn2m1ix38+i6NTML1vzpg2lKYiwxXR1NRXzw4AHaT8g7P7+di52EaMwNjEQDZxMXJOaC",
+	"bRKQ81HC1z5QcD7dvpmF2APD9BRSz2gTv7X+9fn05MPJdW2FEpfgKrTJmbBoNHSw4UUvQJXPGQUtk1U1",
+	"+oRRV0/a8pY/zy9/u7o4PGrh4CtBJZ1IJaj8cnj02+fzd+8qQSXL3l0JKlfXh5fXny8Pr8uDR5NZls8/",
+	"beyQImMRoS6Xr6njTW48J46Ywmmoyl4PAolxB9xgLfqCkohBymCXCztNfr6JCbnxq2xe9ru01DocpJgB",
+	"4B2b6Ev8Jpv+I+OR7T6U3g3kUK4UyEyErHqy8PrIJfhdC4ZpOeqSzkXIbrtqWbRV0w3zGYAAKwRUuQPW",
+	"uNxEIU0SzparWrYaINS8jdCjI5tFagkzNrvXVmlaZTtnZva9hnro0YSghcCc8ytNRUSTiNilVoSJWxbL",
+	"ESNfTMMBuus1HY4CqLr+UFseQVkoqFPqIvaOTRFLiEdkOt2H89V6y5mHJObXLe+/9c96tlRL3MOncOkW",
+	"r/a38eyW1FlbG3q0Zr3DKQjacvfbFj98NOThq5eQz5UnnImImF+mKrd2HiNPL08tzXPjX6kaGj5zj9IA",
+	"zFImnkqNJSwo1Py2xLzXymzErmwIxSiqmVz+EYcNZ3JKlX4vx8ncUWB+NRGxiCBiNrVVU6WhknD5qJYN",
+	"CiiX6tIEmdq3mnPtYuj385XtA8JixTxbc/mYZsK/VkmBgYC36SGjfd3VjodIAti4GaLZmikxuAf8sekx",
+	"cCkDd7TSkU5t9yp4nAKi4tGZTBjgnX2HzoHv5+H6m7noFu/E8xK5PH17qhwn6b75iU7Sh0/CilPi9o2Y",
+	"cGGGJVF5PsbZ0AqbyMX6wNIkrxtZApjNg9nex9VRQo869U8MFHrcGJ4WK/RVbv981M7qQ3gO4M6Ko3gW",
+	"7M4jNuOJ4TuPOQ5Pi+D5ShdzCRDPiiP5GjieFYf01FCeryQqzMHlfKXTsRia8xWu6rLonOe/sy/5HCy9",
+	"nBZ2zIFl4TjhenJlpC/rGWU0YTPK4tBoaNQ0ecMwLbifb+Tw4oTcsEnNLgz4kGxbac8DrUdYOoqLnixB",
+	"oWCpmT7U87xDFVGzRKVB7DXyZ1a8ETYIQ86Msg55hI8Pf1VE9trCRmCD8G40J0iV5RI3co1IKNufmZbG",
+	"UkkinmTJIz3E0SsU6yBfPyW9hDFUnzfeXbZapBGQi8tzshuQLHkjadYzf4Rui0zh3Ky1RVu4jAlYDQKt",
+	"7p0tOuJbt40OEZDbr3M41gOZ8H8g7d8++QXW0+aOhm3ARMmdfRyutz+Ilccc+H4m95ItC8yMIX8TDQdM",
+	"wSK0hdOE09drBIeM0ZJckQ5kEQyh7S2bjOK//qOk6JANlwDEorNiHjKBuU+te/FwZDqrNmt1a37B06H2",
+	"t7bu7u5qFH6uyaS/Zb9VW6cnR62zqxZ8k6XTcIfm8OLEqy2+X2nU6vieHDFBR7yyX9mu1Wvb1qEJZ90u",
+	"95bZWnjQZ2UQQlhVDDzFJbASPqYzg+zRLhe1jZ9OIDOWLezEBWZ0jCmHkHwj71Nn/KqccqUvoH9DqdRI",
+	"ChsE26zXbRkDbS1K/nr/x7mLHO7t3+XKAzhTc6J8s14UrFEs9fTsRlHu3S0XRLfNhwXBcGdKUIPm85IT",
+	"8hS0j7jspwUszZtSQceKBfMEj9f1nCCwW2DLTejaU88rzXrzdbXRqDYb1436ft38/19lFBUCmWdxtp2H",
+	"T5bw0aV1XS+V63QpyIdZOBkVEDWkccwwZlJpsPzv1BuzuktP1dZHQS1BYRF+tL34o3cy6fIoYmCm2mnu",
+	"Lf7iWsoPVIDGvouHeP77sIWCxvjB9lLzcDkMkI2Nh0OaTOxtSoUJ9cpeUcOBaF8517eqfDJf5W7/1hfz",
+	"nwcwX9CEDpnhO/ZWzUArCZv2l5vntmySpW7WdpZJHiicZOdjCZf9JyBU4WA+QbpiWtmobAuHdM4kWyNJ",
+	"RK4UIICm9IAlqubYj0ewIIYecy9mpCBLbAI+VyBhgcsa2xZp2tgDF7OF0fMQPyMkvu/YaxeLSkCKLyig",
+	"g4aTtuCu1u0kq7bn+CLYidUISkMA1yYhHflvtkUx/2aWo8/Wd/IvakDKL3BbmFd9sghpDQsGa3Q2O/x0",
+	"vbZLFBYygGoRmJXb5jtEEz6uPyaUTRNK7xNIxtmDFTfrbRYIcEGqLWSC0zWLn2bX9ng2zzz0OWHIVSvg",
+	"SRvqXtlhQEoHrpEL5xlPhsHNEp3/IqPJKkwnb559WyTzu/V6/WHZYz+NCS4UGbVIs3WY5EweOc0ky7hk",
+	"gU2+LbLJRr2cTzbeljBK8/JiTrnrc0pMEF5glNv1Uk7prDzzWGWjwCrrJbxyPrPcfRSzbCx/KnweOZsn",
+	"psIY1hIxU7BccQn28wuN0hP39RhpfWfxF2dSvzPHAz5obC/FeSH1MrLq5jKs95bGPIKMdz8Cfz8CpL9N",
+	"mp7u+nz+bs+m2rIYA87U1hf778lJ9GA6tqWkF7J+99krRXiENd0y0MrmDGkg62uuTLDIwWMEgtJSER/o",
+	"jWXvricSjRkR8i4ALZo5zwQiNgKXJtHwHsgO0xY26IOc6NTy4s8Mk8eThIWMY847qgmNIaM00VLeQHRP",
+	"SAXRzBZFwKqLZYznEpa7iLmYIuzN1Qh7hr7azjmvfYpV38vE+xy4SozjOA+VqtS7b9gOrbPqHt19U90J",
+	"t3vVt9F2WG30mmw72gl3u69pCobZX+TlhyYbtNndDnei6i573avu0Ea3+jZsRtVtttPbpa+7b8K35iNu",
+	"3t2ljW4z3I6qO2zXvPvavPsmqu6xes+1k4PX7FcwIRKLCKRdNTdzGt60C4woj1+apQBleCUPWZRmwFqa",
+	"gk+Ba8rJuDu6gTu7Px0B/85J6xUTEWIzkYTQPuXCo6yOjM4grsw3OJfaUSCJonsLUomnKmyqU7jCnixM",
+	"GCbvnbaW/Dlt6lxItzMrliPRf4+R6lganfeXr0Wk17LirG5FKMLGljQlpDvxcs++gYkinwd7KpN3+bWb",
+	"xf8vWZ8rsJNTAcT/iny8PE2R69qo3CmCujz/dluY27/RKWFjnYB0imi1TtAWnRK8WmcfsnwbJVYO2WZA",
+	"XLyQrTIvRT63rm8WdxZWGg4yIsQVUbwvIDA4juWdy4Hs8LFtkQJk1YiFvGdvVlbe063pK0U6dwPFws8d",
+	"S16s3bstwGxh0wlapLFNLX6YW0ghNQEjNVjS7wZSuRJdqLjbvMAQkkoFoVGUMKVcNkbFkluegkYE07AT",
+	"gWmYkp1msy1sjufO1jiJO6bzTO0Hv4O1OxjRrFNUuDq2zLDswVbahPAbjTpoRIxFLNq0qeDNdALoc69M",
+	"PDsC2alIVdYwETgM6tJQyE9FjwBscM02ab7dwvKaBRznfuV1rxE2wt1GdTt83a3u0N1uda/7llXrvUbU",
+	"pNvdnXA3Wl5yKV2JlYwTjdVWaobY6gtl8xfzk5UelxRe8R4Y7gcX40Pvt9/3kre//vavv5Pru/98vDh+",
+	"e3J68deJbJ7SU3p1V1lxX6ahvihnP/+eRVNMcT4TDLK6s7gmL9aDn9F64BgloSScXUfjETLv1pdMd3xA",
+	"Bm0uZFkZMjQF+5wJbMTm6GX2iRo5TDObpnp2VsQ+K3tkuBWW58sTceynjIjn6NPOrBFGL1Lh1z2auOxG",
+	"LlzqNAaLVaxMp/LJWvGg/Mr0wlNS/7652HfPk1ZkRi9X7+tevV+ZXuHeFUwNZZ1mr2y1MpMiYOWXZCGe",
+	"qXopc8orn3kERLC7gmnF2VXAitcWG9aKF5Dj1unJH63L1nFgA3E2gzSlNjCmNCgHFaRXKm0klBGrkWNn",
+	"R4W3bRanbDCEghdyBFUwskrsf7Z+eX9+/ttn2/2/Pl+2rltn1yfnZx2y8YZEdAIOWJt9fbNMT/FMQcfZ",
+	"ai2wBZ2LeOKPzq4Nd7OaZR5KYx2Xu/HTEZYLTwoW7F7iRRu8sK6lKbUu/ftTPrDC0MPHGnchAqSEvB2S",
+	"Ee1DXQJPxnkhc9/A7iTKacYzUzvLeLcKMSWldM2MU80uIWx9TwkDc4yt1RsQmURAhLoTwqNyu/FxDt67",
+	"vMmYaElirvRzm45/VhqRrfsy5CHdoxf68A3og7upJI+Fd7TBfzrbHv0HjXlEnZrbT+hoYJNBygTQ14Sq",
+	"tPR3w4Fq8T1XMJAruHMsgiSLZKfZzEw0rphfmd0yO2zrmCxhLPAs6jN3/mXEkFYgqtr8LMfapmUa2pxK",
+	"+5X3LI5lQL58wapwNUMlyMMDrDakr6n0E8Z0RgCuLw/Prt6dX35Aommpinvp+Y1l2ZJ9Y9umxcr/4TDc",
+	"jeCbbgTooG9pPdqmb1i12dvpVnfC143qHn3Lqrvd1+Gb6C3b69UblalNWwZe/Iz76l2CEmprTaQvJs4V",
+	"TJy/wjn8EQBSWOKXllHymYR8gai29SXyLCZz7ZtXsueEMpcb2JkvMW+ATfCL5bmoThHIDpMUxozailwH",
+	"xKar8nG4ZhxqMMvgWaD+L7bO79zWucIZnWHxvBrIO4d9S3HgqaTgsn1YYeOVQimj1Aw67+zUvzWv+5n5",
+	"Ub7g7stl/CbWz5Vu4mpWgZy5faFdoMBstm69PBhr9TtLW7lCrQThsHw4HGPRbaefWPQGXE4XKdllkKcw",
+	"JS+Gp3k8KiujmpVTMwd7kcbiiMEzKS7A51dRDOx4vrFWEOW8NcsSwEXENA0UbT6CirmNmkHMzEGy7b8I",
+	"2T+jkH0YRYS6LX4iqToldFtf7L8eZppIUeiBBOhl9Irm69cvI/L4pOeZJZ9nvs+Np7/PP+td/iEkk0W3",
+	"bD1pJPgye78J1g888IseK9KYEeRzm2Pe5R6AuZnnSwWjTKpYyV+SfVbqDA7BjE9GtM8FRaG7zGGS5Wv8",
+	"Xv0lJc5dP7GjeAbXbroovm93/jhAhOQqp+TMXpqSxKPrrgmgzdx4MIrZyaYwMDDNYDL3DfNu52+ssdpp",
+	"C1uSA2K6WbS5T2jqq3F4ZIjmPjEnTGDKC5KMBaGxkm1Be9rGnkHrd1Q5lx2RwgPhoYO/bEn+Tsu9rrsK",
+	"lx/Pzk7OfvV3xhqd/jw8uf787vzyc+uP1tk1Voz3Um5iMhTALJENxQCtZ2bfKbunW1+8oK+HLUQ6dTZn",
+	"T9B29E4mLZdYOZ1oscrxT+sjTG/VYheht30b+aghMPOrNOifJCyUSaQ2Xxj3N/AkMp95ONbtPSyXj717",
+	"BJQHtP5Stb3lkjlR4dE2q63n5N+CERBr4AGYSbVFs950NY6R0XspMVyVN10SPeNlgmoLSMhL/gRiIkjn",
+	"JGLDkdRMhJPqb2zSCSB0dsRMPzYWhA5tlg6bLaMtIDdGwg1Hjj2CbEv2kYj3egymAZ9hDoi0qRsGoTK0",
+	"LXbqezXyG5vkgVdZMbrmDmRXxlJvWVRcCb7KLnB6MxfJAFkUMvIMRXsgCkCEcY1c+2NNo3OmFoLMWIcD",
+	"R6sLC4E1RCiBeV+FcsSi/NSCOYuQsuEBoxEkKrM0ubCDOZrsV6rZ3V1U++XTGsactOaPy5kV0Xz1muYs",
+	"TOuyWtVzGn2L52clM9KKwd9OSNivbEfNsNGt0+pe7y2r7kRvwurb7mta3e3tMPdbZZ1wZjutKLsXJdzK",
+	"vfTTcZ76EpznSIpezDGd8mPtRTO23s8yN5XYRVMeV/YrDYchqQQV8CMiscpwAYbCFCoF2XRtiBMIx0rL",
+	"IUuctZcrAvl5IHm2LYa1hXcTkn7Zo7TTbGZJ6axFC1vMJ0BU+1sWkl6L2K2bktri+EnVtrx0ghQ72Rm2",
+	"C2iNxDS8sRkVp9lj2VJAhKN5FTiLJn0OlfUU0VJCPVmy0ckN2DA5TXBZNg8w06BRAyJGo5jbapxS9DF5",
+	"hEhzdBEsCUs2OiMoz1UN6agTEBsKiZo3iyMrw33ngo+99jmRZB3pp9p1CcAWyEDjkeG0jaBerxcUz3zE",
+	"LdlwAOzW2e8fWx9bn385vD56//nD4f/q2ARWRt7ZJJBfjKVpuIwMYv42Z50NmdABYdRcDVDqnLdV3om2",
+	"gBMQEMekshBg0knrPHWwQfcDz7gt5KPEZFxWRCNGQoMucEBqHGOJY5SObNkIgH9C/RyQNNoCVo6MqFJW",
+	"KPHNIzZj+91AxpAvTEjQ52gc72OILNaWhNRkrkQxDGGnuecfTWjHZRnDgmdcuexjUY0cmvWAJYJYYZB8",
+	"qMt2BitRkIQs2UvnDlk9U2kIFfROwkZQPmufGN7Z2TwgFJrOhpnJSLbBtnD5xmApYN7dDHaxU99zcqZp",
+	"yFx2QfQdD5k7CPByW9i368vIi7/A2V1H/LF65QxByKi43sn5zSK6aMiqjUow9c2viS0qkIlPDUO+fxwB",
+	"Chb0OaWobMFXlqfcmUwrFU4LWJ8eL2LhUSqTszBJgLkX7taRDYjEx+FslhGIF5nsGX14J056+VF4dd5e",
+	"3B3HN4/k2Dm73wLXnS8gvMrycoGdFAQ2F3mFbgdn+uJaYWZrZ9oiG84Iu1uHo27INxz1zQPDbyOmzlKT",
+	"XAdTgqKpAbJsQrtLGjKhsQ7m5zDsxPT/yg43IIi/hWFjfujU+gCiSRb4ddk6Or88/vzH4enHFogdpDvR",
+	"TKE4sdF4TX7jv/iRX5B5DJNbY4IOniXCoF1r+3OXH00CWLdzFI8V2a2T////I9vmfyDrRVuk+dCA5/J/",
+	"mDPJJGNRxtV+Zdq3gKzpHXUhrrP8o7UmeEhtwu4PLhElwwxfGKnKV0klVm5ByBDUNtQPTBeLR9f4q1Ic",
+	"DHaAf+RB1XMg2XYY1hExv7uUkRydf7g4bV23jssB28GjjADJAmd1ae/riwzmax/696xixDxDxbXvGXqx",
+	"k38DB/cSquLKYXhe1sFFbuUClcdMTqtj7fJdzoLaHbmkyNPIbiy95+o8ZHhErkiaXQp0FKNRQW1hcnR4",
+	"dtQ6PW0dY+RxwhimrURrPPYVu9oPFoXeFgggZ5FnNj4UKEJiSg3n+LOCIzKWAVVESC9dFZkwfWCHNu0O",
+	"hI+2vliK5Ja1U5puCX6aw2NWFeJXYA8ZdcOlXMkQigO/tIMtDTTBLcCEXDQM2Ui/mES//wgSPNNPYMMq",
+	"84TPrrJBOprda3ytqnTC6LDjhDNfWMZ2QNoFSXe/LUDSrVl23glQ8q25m24eGOnO/Q7kAp5kb7QFCKBg",
+	"3+jwaL+DuX2VOX8iZBYKtBmQDnTvfr/hItpEqtSJqKbm+X9fnZ9tQlCj0IogAKJzSpWuwqPqyXEHpGMF",
+	"yGFE5fQSOTRyOVqJRjqz011dX7YOP3jpETYDsyICBWYK3slQDodcqwOUk3HpkETa3nNzrZFDUB+EYKHO",
+	"7E+Q44FHINozfssiMHpD1nrBauQKWkWvIqQsL/rZYFVHLGkLxRIjYG/sNPdcwjk2hFUiYSwVi9yw8lM8",
+	"OT5tddDEJMfIGM16ldFMHExKM1uubu9qPMvsCXxqedYC2X7qdOYIb4VH+2Sn2RZ4PkjuBLYFHA7ype1n",
+	"BG5X9ttLUep2JWgb4Ro+APEantg8HOZhKp22Kw9tASs2BSJJXZLlQiCgW3BiL3LgV868ize2YBRIq1Gn",
+	"pBcfrCsPzoyDYA6+hWehY3TGDtFyigKXwaVkz9AvqsHGcIA5Km0C6U4aLwGGBxlBDkzQDg0tgs/h0wEF",
+	"84ZOEWoTpr2aqTgsLIrBNYkkUwH49a36Dunge6zWFpBDFNsFUAIU/8J7SYmC6gfmWQA/YE3lwiiwNPVG",
+	"qhJjvf3IDDsg6oaPRuZZKpluYlNCZtgx1RY9mYAfLeslFT4zOTITQ69d5RauHIlti5jfGNKaVQrb2Gls",
+	"l+bDMfvnEGSPtrlbOwEdjRJ5S+NcFnD7lEW/mENL0Qa/rBJqBnYtzRifxXT9qETr05M1u4eOBDvXymoz",
+	"TJMhzSezFgZp8ybZG2aY9ItpemXT9I+QVN2KMpAXONUvzVl7EsHaWvNmyNUXtA+UN5Hj/qDIY3K2ZN98",
+	"bAjziPZZWwxkHGUm1w4YVzuZ/blRr7sfN61T+JbGYzCr2vTKGTkj3QmZaQgGS6+QaJTuJ/IuK2rUFktY",
+	"anOIdSg4swixZpYGbMCz4Niu9n1GAaxZGmvlzK7rPF2F9MeC45rlu4QtXozH9c/Qz0bAViQX5fm2Zty3",
+	"78DaB9DM5zL2ZQBdCIicwugC4MGDpkAWXPQmWWqFBU2hMhpJ5SDn6tmwIA7nKfMLAhFzRSabNXKi2yIZ",
+	"C7UYFLzh405fZemJuHLOLgxZMK+BsbA71oAbMTLqiAsB+dVRqkUtOWGuqp3Z9ba4YZMaAbqEcmaqs6Vx",
+	"KtkSQdk2BLW7ztsibdywFJv/DCIt+pSLgzTwwqKWbXQHCtzYZVtgesaA3LG0RF1s5pXgEyvYplI5wlay",
+	"6cMA2sKILzoZi5AaIZ1qMoOkE1h6GB5Kt+YcwO5ZWAy4C9NJQ34eWAgw2CrSgfN53uvUCARwUJuiksik",
+	"LTLrb9ZCSAXpMkAccyO+g2CNNQ/vuGKb5dWIdDJ5OvPrCxL1xez6yNzkOpnkgxnS4ps2q6qwQs3SIiNs",
+	"/UqBgxngXuWKd1gkYQpUEA6a5sIQvLAJ7QIBhvspDJBsNNDW6cyXWP2nLbCCLVCHPNbBXgcci1GJAb0K",
+	"FAWwC24ImQFyg1o/TsJiRjM7I3Xrh3EJoJwTmxe7Lbo0vJG9nh3dLMHyd1jJHycK0q7acwRAwlL89Ilt",
+	"YZYnmg0XC8DenXmxnH6DSDNv/VcmjpmPdgFi625gBCRIn2txhrmAWhEpI6SEDOh19hMYEzNJL5UeeRYH",
+	"iwJsWoFIkZ36zkEhZJeDNXEsQJw0VKWQFQ39Vi5qdwaOKT3Sa+OYLGroSI7N6/Wgku7P3JRXMeVDv96i",
+	"F3kARjf7dIkUEpbZvKM8HidmEvXs4RxAUX3nr7WKMi4p0nlFGXFKuYitVOA7Prm6OLw+eo+YIrQKnQu/",
+	"IMH3iUvOztEMI2d2IV/o4bdImZGt/9I2hulNTKmJX/rc5QGYkQMji9Vfo4DiErR6NkzpO5rHIhBUGo1l",
+	"sUeGh5CeBNOrE35lQo5OD08+tI6t0QEdab72C2YTIxPfssTLPGZayQgMfO3nBUG7BoKwloZekSnklS2b",
+	"X4BeOTwVLHiqsoPXIxt36vdqi2soF4ynGzHKHvIKyMhM3NQcnvYY3NSqOns6nRfY1AtsCmFTS1DfZSgc",
+	"eHBRef/xSFzB9JtFCTpylyvpEHgxD05SaosNKqLAus3BDoi1zA0NQvue2gwyt9aUnbgtrKA+bTv0iZAZ",
+	"WWo1dAFEQJfaYpHdEF5/OgL0Yjl8oTzrRR07O5dMPNu+l9upWNF7IVEy5yUax2y15GPpV/ka3+U5xq7S",
+	"Ll5KsqwapTlDU67veTp3IkXrfpQwhbEmlTrZJv/T/J/TaZvhXtRgO73qG2p0w3A7qu6xt71qnTa6zXA7",
+	"2mG7PS+S6CEAr3ZyS+MrAFIpp7Aarfd3R8OyR9c8vHF/290RvD/QMWwXu9fveFIwGzSv681sCu6daz6E",
+	"oKVZ76WPt73Hn4KKvGVJTEcXkF7AbO4NH8FhGysvXhX/zGwTmcpeDyqaD9lfUpixt8aJHLGtC5pwNTux",
+	"tr8FX1+RX8fu6e7jYrNnes1flPxvYPRUHt109Dx7NqdWPLhkfb+7dcdntNVoHcQQDsJSygFZQaAUT1uY",
+	"20D+kYKRjU6evnQC0nF3pbMJ2EcGEdqdAs3otMWGdaYPx7Hmo5ilddLdq0RxYSj9gJGPgt8TNpLhYNMW",
+	"iNc8vElFPJsKF1VOFAhTgIFDCZhJKy76cRosauHyVhztuMUz9MpGyoJKa3oyyrT7nYRyDMB+w0wR3N4W",
+	"FnyQvoO12Dd2mnubQQ6hQBTTNknWQCbaMEezYG0BaVAgLYS+Y5B9QRq2yeBnRTZ26vWSpCgzy7e7a7wO",
+	"FnQu75gi5TPI7GzS+f0aOPNL+A3Sn79w8P/DOfiq3PqlzNP/Ydkr0jJPKiP0ZWLAXK1u64v754KqTpC7",
+	"0fE2w5UUEZIMZQKRHoA0yMrUpw5SpelkVqGmHH96KdP0fZdpWnDGFlZmSo8O+hAsgCeTbkprE8w+IfUX",
+	"HvvCY78PHusTxhfy9C183Qtp02rQ9quUISKy3eVfLIhWAyr61ksJmpjCnHkAnGZ3pKgWYz6yEJNVO8Jg",
+	"sxziB0X9eFoDPzCPoN8IqCZUfQH8JLMEFZwjysIojdpq8Y9C3pUpih/hUj6LorhdJztAPxvV3eUvWn5A",
+	"K6ldLyzhhSV8hyyBUEVYxF+0sJ81h2DE9VPqYFtwmVYPyCpyrVLLb6kSh0lrMaY+YWo8ZFGNXNCxMo8p",
+	"wcudfZaCdqa4ifmGvcjsLwT6hyLQgT3hLxiH75zSAnl5UlKL1O7r0VoXBsnDG6wnwCJyN+CGqGJCCEtr",
+	"wSwiRciCtrCFaQIjR2COJvAYoaNseICRVFyTvgQfWBYwBvoAeK7a4tJMFMl5OiTAiXFgAK5fD49ZgnUy",
+	"a/VC3V+o+w9G3Z1I80Lev/fgV7NPK9N3OGCLwGnZi0BDQxrHDAByRDFGNmgcp0mkaDTkInC1LCz4NANG",
+	"3LAJgBoiSNvTnRAelYPa/szGtnJSuh8yWjKd8GLYULYdX/dW/gignjv/3Ljz7z2cDetBf2AOiYk4nlFM",
+	"RY0cmoNNpIgns6rQpzv4BNnDDsMhxErHFLLsXJ6vCr1IB/Oc2Asaan7LgE8uEXKI0NpTqvR7OU7gK740",
+	"ZwtsJqH93WD2GtkE5hG0PYM/ZyNa/Wr+wBiBny0rWOq9v/NuXel9L2V4W1886WpR4HIe25fWajIHDzkd",
+	"HE38J14JRLjhE0SPR2wEpS2jfHSzTWRjUec2XzbkkR3IcVLq1c2TmbVikO31bT7q+jae8fq++WrXN4eJ",
+	"f/E/fgv/48IbvKoA+KenOM1xQXocPU2tlOW+4sxPAAXOQRchdTCde1+l6aSUlpAAaoazMBPzzLlfQ1Cw",
+	"96Z1dt26vLg8uWqt6iV8nITwA5CYZn0GjfHWallSs/vEpMZ29ROTnJ9O0ADAQCE+a4SX97Hyhvm9esMm",
+	"i/TuYtFF8wnJF2xXLEyYVuVK9OHFyW+ml/VusVFrs+Nvdd359+BwxH9jsF02HIwmCZ3MuhRmWi+s9xso",
+	"y4cXJ7D43lFOT+YTsN1SNbvIdfEAEygTiuHW1mDvMm+52RzARyA+D6iCmsJKy6SM1aJygKf/CZTxkK+q",
+	"feP5/wZhDz43BdZZ775hO7TOqnt09011J9zuVd9G22G10Wuy7Wgn3O2+plksSsgNt0xYj99X9isqvvm8",
+	"02vSvRAW8Vbe+GZy3Ljca59vfm/e1v/6++2wcf9mtN3dFXvhzleJNIkcxZlJYYJMccORv3DeH0TFF45O",
+	"lZOpVfjt1pcbNlmA1PcJ1CGxxx6LeGeljJ1mYF6skUvzEsSVYcFfyNogq3JUK/EDmvY80rQIuY8fvCD3",
+	"v7o7xSz7wsO3Fo8MynzetrtXyrpGShKPwBl+0gxRpZdmnWpT0wlRsbW22MBUKzUuFEt0J7CpV2qoGWV/",
+	"4/XsBMWsJ22BSTuwGlIytoUBFNnIVagKCiWbNrNqV0FbgFPT7LpN+1esLaUKyQNtQSiuZpdSSnc2LaX0",
+	"BMWQttNiSP4iebWQbMYTqGC0TM6TYtWjLL/VS9mjH7jsUcl9y9+Op6iBVKRdK9UGW4bggP1mNsG5ztzL",
+	"1tnsz1reQe0NiB8Yx7G15HHlZbafb04/xd7XtXhlaQFsddoUJZP9kj7qyaRFw8EJ6tT4bEjvL9G8mGJn",
+	"ZMQOMV+o8p9d8yGTY10A40CK6xPxLub9QSqsy7GGAiLvpcraGDERcdHP9Z6MRXmzDkPwgYuTchSQl+rG",
+	"PgD1LNe8Z2qzOTpZdyDlTUtEI8lFNrZHqAzeR2fTa7C6Dc8eiEVOA3v28PC+EMBv6kHI7YVH88z9fxKT",
+	"xniBRePSRSnpmUeEyFuWpA7EV+oA6FVbbMjEJWuD3BcBoV3FhN60hhHlqlxZYkYOwUsRYWIO87AtMLqJ",
+	"cJUWVsMySYBRL694VkoAH2kv8UlXozlFiprLw9OmhvWcToonJdlu3o8m2M3vklqXO0Z+OvptLpOzKr6E",
+	"Gy0dbvSOs/jHEJhX4xfLSK3uslaXEF8TQJgVecP76+uLz5et3z+2rq5trSGaMDJgcUS0DLAksDb7oslA",
+	"Kp0DUJoHRujNYSyJcumE5Z3wCnyY+Ro+NaNEx7mdypOIwv/+UumOE6Ur+41Z+LDdnL16AP6CCh3xmm2k",
+	"Fsphxo/UBUuQiAGMpJQ4+S0+rO63yi3Asu6rF8nvmzmwpqQsu39wK6avdfGqrisQPoI8bH0xQ5trgD6i",
+	"cZwKezARxJaQWIo+S4CIYGssOnARhoQKMh5ZOxVVNywCWVJpHscEC1CmZX+ZiNSsrDL5G7CcgXoob39G",
+	"A/VPyP5wr6auDdpKerbOMtDhZ7s0pUZvj7ntE0qOz66wlN2GK5ra3N0m3YlmKiAx7bIYUh3GTJv2g7aI",
+	"eJ9rFZBX1Vdg+Hr1+VVATo7PbP0mxhNyL6pVM8XhJjE6liAnF4RGUcKUaSAtmU9GMtEH5pbgpemlCRjN",
+	"DzXyAWsDkJAqVuVCMaG45rfMMdUSc71dz9nW+rKk4GWK5rscHC2kcUykCJYRJ8y7XPTbIiUpfZkVpAU2",
+	"3SFpqBz4tTpTXLdzQGhbYKnyW1uzzNAiWw4sGie0G08CWDhUO2FYLHE1DfxKY1iT3A3BlhPLlB6b/tFs",
+	"MsrlGzvNPTKiSrcF15s1cj7WVdmrJqDvQrlcrOrYpZb4Y/pJQzl3ms3AS/zYFpBvZIY2PE3/HqkLe7JP",
+	"mfyyiiqcG9NzKsLfWF5bdkkKUtocqexFnfv51bk1mdlKMhyIWvNVvAGQL08ae6WIoV0yIbv1bfQ3QqHK",
+	"6iGkFnIxy+jSyOtq05TcukPvDIWGSuEo/BmJLtUK28KqhUY4BFrIFaR6h3BppgcsMaMREipBDMB8aCMY",
+	"nIio2iJruEYOLZm2RWrPP17/cv7x7PjzxeHHq9bx5/fnV9dXUK3WTj5h9vvIMZX5GipZVUG9wH1YW0Gd",
+	"ScJw9B/NcpSSq+Za6iUMf1n1EtfULqeQdy+K5negaBY35ZmVzAGjsR78MxuLYeseNut1mxEBHAWJDJlS",
+	"RLHklini2PIBCQcsvIEEpBEbMRExEU5KnaPvbb/rChZpnRV5szybx85LQ2FjfstquE8sHGOwPsCUvV27",
+	"ZYIpX/vHRbQkHxKtLrugTJALqXQ/YYpsGCnTVfpCh81QgiEdQ7kM1eR605aiPACin5bBCXIJyCkH98wI",
+	"io27YuiorbAkkYmh9gMeDoywbs0BsJWJ4XKyX7pjlzivtfNLwAmBOBM7cdy8oKLt1LPNfNq9hQnUvHs7",
+	"Y9CjRHZjNvyvUn+OpkC3oby7aW+fuGmkq76Bb6k06E72N72KQLv17aCiuQYszplrJ4NSDbQeqf2tLRWP",
+	"echqEbt1I1JbQuoqvr70elzgt+Vx39klJZHEnFP2eM2/A2Yp+cxLkP/wS6XLaMIS0wZwNjhoZVVkhvQG",
+	"quRXgso4ie1S7G9txTKkMWjwb+tv68AebadTYhITVNgq/Hjcwd5eKyk+o0oMBil5rKpQjowunrCICc1p",
+	"7LeRovTKTQ7Q5avU7SO8mBz1yvMKQOaYiGrqNY3ugel2D3M8Ao39IyjnnZo3jEprOpwW7bz2iyykfA2g",
+	"wqDnofTWkw+HY8huSW6tR9Nr3XdqTrdsSyFx0Q/IHdUhZDczLXsO5SzszWvWK4U03eqxN8xkLMoLZKBd",
+	"xuWY8ZrOfJXTLV/xvjBnQJrbD2A965L01yNihmMkPLfK7r2SRg33yAHbFNm4ghtRvTIPEeO36c8eUVXl",
+	"TZk7iIAsdyO9L+2NfPj08L8DAAD//xdhL274oQEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

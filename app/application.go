@@ -35,8 +35,7 @@ type Stores struct {
 	Definitions ports.DefinitionStore
 	Queue       ports.QueueStore
 	Executions  ports.ExecutionReader
-	// OutboundLimits keeps the workspaces' host limits; see
-	// Application.SetOutboundHostsMax for their bound.
+	// OutboundLimits keeps the workspaces' host limits.
 	OutboundLimits ports.OutboundLimitStore
 	Schedules      ports.ScheduleStore
 	// Timetables reads the schedules' cron expressions.
@@ -54,19 +53,11 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas,
 		Plans:       NewPlans(s.Plans, s.Workspaces),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
-		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables, quotas),
+		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables),
 		Events:      NewEvents(s.Executions, s.Definitions, s.Events, engine),
 	}
 	if s.OutboundLimits != nil {
-		a.Outbound = NewOutboundLimits(s.OutboundLimits, s.Workspaces, domain.DefaultOutboundHostsMax)
+		a.Outbound = NewOutboundLimits(s.OutboundLimits, s.Workspaces)
 	}
 	return a
-}
-
-// SetOutboundHostsMax sets how many host limits a workspace may keep
-// (SLUICE_OUTBOUND_HOSTS_MAX).
-func (a *Application) SetOutboundHostsMax(n int) {
-	if a.Outbound != nil && n > 0 {
-		a.Outbound.hostsMax = n
-	}
 }

@@ -40,26 +40,31 @@ func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, work
 	if err != nil {
 		return domain.Definition{}, err
 	}
-	if err := s.validateGraph(graph, ws.Plan, "/graph"); err != nil {
+	if err := s.validateGraph(ctx, graph, ws.ID, "/graph"); err != nil {
 		return domain.Definition{}, err
 	}
 	id := domain.ID(uuid.New())
 	if err := s.checkSubWorkflows(ctx, workspaceID, id, graph); err != nil {
 		return domain.Definition{}, err
 	}
-	return s.definitions.CreateDefinition(ctx, domain.Definition{ID: id, WorkspaceID: workspaceID, Name: name, Graph: graph}, s.quotas)
+	return s.definitions.CreateDefinition(ctx, domain.Definition{ID: id, WorkspaceID: workspaceID, Name: name, Graph: graph})
 }
 
 // validateGraph checks the graph's structure, then its template fan-out
-// against the budget and its policies against the plan's caps, reporting
+// against the budget and its policies against the workspace's caps in
+// force (read now, so an edit applies to the next save), reporting
 // problems under prefix.
-func (s *Definitions) validateGraph(g domain.Graph, plan domain.Plan, prefix string) error {
+func (s *Definitions) validateGraph(ctx context.Context, g domain.Graph, workspaceID domain.ID, prefix string) error {
 	err := g.Validate()
 	if err == nil {
 		err = g.CheckTemplateFanOut(s.templateBudget)
 	}
 	if err == nil {
-		err = g.CheckPolicies(s.quotas.PolicyCaps(plan))
+		var quotas domain.PlanQuotas
+		if quotas, err = s.workspaces.WorkspaceQuotas(ctx, workspaceID); err != nil {
+			return err
+		}
+		err = g.CheckPolicies(quotas.PolicyCaps())
 	}
 	if err == nil {
 		return nil
@@ -145,13 +150,13 @@ func (s *Definitions) AddDefinitionVersion(ctx context.Context, a domain.Actor, 
 	if err != nil {
 		return domain.DefinitionVersion{}, err
 	}
-	if err := s.validateGraph(graph, ws.Plan, "/graph"); err != nil {
+	if err := s.validateGraph(ctx, graph, ws.ID, "/graph"); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
 	if err := s.checkSubWorkflows(ctx, def.WorkspaceID, id, graph); err != nil {
 		return domain.DefinitionVersion{}, err
 	}
-	return s.definitions.AddDefinitionVersion(ctx, id, graph, s.quotas)
+	return s.definitions.AddDefinitionVersion(ctx, id, graph)
 }
 
 // GetDefinitionVersion shows one version.

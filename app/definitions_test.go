@@ -28,7 +28,7 @@ func (d *definitionsOnly) GetDefinition(_ context.Context, id domain.ID) (domain
 	return domain.Definition{}, ports.ErrNotFound
 }
 
-func (d *definitionsOnly) CreateDefinition(_ context.Context, def domain.Definition, _ domain.Quotas) (domain.Definition, error) {
+func (d *definitionsOnly) CreateDefinition(_ context.Context, def domain.Definition) (domain.Definition, error) {
 	d.created = append(d.created, def)
 	return def, nil
 }
@@ -43,6 +43,14 @@ func (o oneWorkspace) GetWorkspace(_ context.Context, id domain.ID) (domain.Work
 		return domain.Workspace{}, ports.ErrNotFound
 	}
 	return o.w, nil
+}
+
+// WorkspaceQuotas gives the workspace caps wide enough for any test graph.
+func (o oneWorkspace) WorkspaceQuotas(_ context.Context, id domain.ID) (domain.PlanQuotas, error) {
+	if id != o.w.ID {
+		return domain.PlanQuotas{}, ports.ErrNotFound
+	}
+	return domain.PlanQuotas{NodeAttempts: 100, NodeTimeoutSeconds: 86_400, RunTimeoutSeconds: 86_400}, nil
 }
 
 // TestSavingRefusesFanOutPastTheConfiguredBudget: a definition is judged

@@ -71,11 +71,11 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 		return domain.QueueItem{}, false, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
 	if req.RunTimeout > 0 {
-		var ws domain.Workspace
-		if ws, err = s.workspaces.GetWorkspace(ctx, req.WorkspaceID); err != nil {
+		var quotas domain.PlanQuotas
+		if quotas, err = s.workspaces.WorkspaceQuotas(ctx, req.WorkspaceID); err != nil {
 			return domain.QueueItem{}, false, err
 		}
-		if err = s.quotas.PolicyCaps(ws.Plan).CheckRunTimeout(req.RunTimeout, "/runTimeout"); err != nil {
+		if err = quotas.PolicyCaps().CheckRunTimeout(req.RunTimeout, "/runTimeout"); err != nil {
 			return domain.QueueItem{}, false, errors.Join(ErrPolicyCap, err)
 		}
 	}
@@ -93,7 +93,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	e := ports.Enqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
-		NotBefore: req.NotBefore, Quotas: s.quotas, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
+		NotBefore: req.NotBefore, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
 	}
 	// The key is resolved now, over this input, so the claim compares
 	// stored text; an input that lacks what the key reads is refused here
@@ -232,7 +232,7 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 	}
 	now := time.Now()
 	keys := make(map[string]int, len(req.Items))
-	b := ports.EnqueueBatch{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Actor: a, Quotas: s.quotas,
+	b := ports.EnqueueBatch{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Actor: a,
 		Items: make([]ports.EnqueueBatchItem, len(req.Items))}
 	if concurrency != nil {
 		b.ConcurrencyRate = concurrency.StartRate

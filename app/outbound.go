@@ -13,17 +13,12 @@ import (
 type OutboundLimits struct {
 	limits     ports.OutboundLimitStore
 	workspaces ports.WorkspaceStore
-	// hostsMax is how many host limits a workspace may keep.
-	hostsMax int
 }
 
-// NewOutboundLimits builds the use cases; hostsMax below 1 means
-// domain.DefaultOutboundHostsMax.
-func NewOutboundLimits(limits ports.OutboundLimitStore, workspaces ports.WorkspaceStore, hostsMax int) *OutboundLimits {
-	if hostsMax < 1 {
-		hostsMax = domain.DefaultOutboundHostsMax
-	}
-	return &OutboundLimits{limits: limits, workspaces: workspaces, hostsMax: hostsMax}
+// NewOutboundLimits builds the use cases. How many host limits a
+// workspace may keep is its outboundHosts quota, read by the store.
+func NewOutboundLimits(limits ports.OutboundLimitStore, workspaces ports.WorkspaceStore) *OutboundLimits {
+	return &OutboundLimits{limits: limits, workspaces: workspaces}
 }
 
 // Request fields a bad limit is reported under.
@@ -60,7 +55,7 @@ func (s *OutboundLimits) SetOutboundLimit(ctx context.Context, a domain.Actor, w
 	if err != nil {
 		return ports.StoredOutboundLimit{}, err
 	}
-	return s.limits.PutOutboundLimit(ctx, workspaceID, l, s.hostsMax)
+	return s.limits.PutOutboundLimit(ctx, workspaceID, l)
 }
 
 // DeleteOutboundLimit removes the workspace's limit for a host.

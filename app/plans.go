@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -28,26 +29,27 @@ func (s *Plans) ListPlans(ctx context.Context, a domain.Actor) ([]domain.PlanLim
 	return s.plans.ListPlans(ctx)
 }
 
-// UpdatePlan sets a plan's concurrency limit and, unless rate keeps it,
-// its start rate; the next claim of every
-// dispatcher uses it. A lower limit cancels nothing: it stops admissions
-// until the workspaces are under it. Admin only.
-func (s *Plans) UpdatePlan(ctx context.Context, a domain.Actor, plan domain.Plan, maxRunning int, rate ports.StartRateEdit) (domain.PlanLimits, error) {
+// UpdatePlan sets the figures the change gives: the concurrency limit is
+// used by the next claim of every dispatcher, a quota by the next request
+// that spends it. A lower figure cancels and deletes nothing: it refuses
+// new admissions or spending until the workspaces are under it. Every
+// figure is checked before anything is written. Admin only.
+func (s *Plans) UpdatePlan(ctx context.Context, a domain.Actor, plan domain.Plan, change domain.PlanChange) (domain.PlanLimits, error) {
 	if err := requireAdmin(a); err != nil {
 		return domain.PlanLimits{}, err
 	}
 	if _, err := domain.ParsePlan(string(plan)); err != nil {
 		return domain.PlanLimits{}, ports.ErrNotFound
 	}
-	if err := domain.CheckMaxRunning(maxRunning, "/maxRunning"); err != nil {
+	if err := checkLimits(change.MaxRunning, change.Quotas, change.RetentionDays); err != nil {
 		return domain.PlanLimits{}, err
 	}
-	if !rate.Keep && rate.Rate != nil {
-		if err := domain.CheckStartRate(*rate.Rate, "/startRate"); err != nil {
+	if r := change.StartRate; !r.Keep && r.Rate != nil {
+		if err := domain.CheckStartRate(*r.Rate, "/startRate"); err != nil {
 			return domain.PlanLimits{}, err
 		}
 	}
-	return s.plans.UpdatePlan(ctx, plan, maxRunning, rate)
+	return s.plans.UpdatePlan(ctx, plan, change)
 }
 
 // WorkspaceLimits returns a workspace's own limits. The admin, or the
@@ -68,10 +70,8 @@ func (s *Plans) SetWorkspaceLimits(ctx context.Context, a domain.Actor, l domain
 	if err := requireAdmin(a); err != nil {
 		return domain.WorkspaceLimits{}, err
 	}
-	if l.MaxRunning != nil {
-		if err := domain.CheckMaxRunning(*l.MaxRunning, "/maxRunning"); err != nil {
-			return domain.WorkspaceLimits{}, err
-		}
+	if err := checkLimits(l.MaxRunning, l.Quotas, nil); err != nil {
+		return domain.WorkspaceLimits{}, err
 	}
 	if l.StartRate != nil {
 		if err := domain.CheckStartRate(*l.StartRate, "/startRate"); err != nil {
@@ -79,4 +79,33 @@ func (s *Plans) SetWorkspaceLimits(ctx context.Context, a domain.Actor, l domain
 		}
 	}
 	return s.plans.SetWorkspaceLimits(ctx, l)
+}
+
+// checkLimits refuses, in one 422 naming every field at fault, a
+// concurrency limit, quota or retention out of its range.
+func checkLimits(maxRunning *int, quotas domain.QuotaOverrides, retentionDays *int) error {
+	var problems []domain.Problem
+	retention := error(nil)
+	if retentionDays != nil {
+		retention = domain.CheckRetentionDays(*retentionDays, "/retentionDays")
+	}
+	for _, err := range []error{checkMaxRunning(maxRunning), quotas.Check(), retention} {
+		var ve *domain.ValidationError
+		if errors.As(err, &ve) {
+			problems = append(problems, ve.Problems...)
+		} else if err != nil {
+			return err
+		}
+	}
+	if len(problems) > 0 {
+		return &domain.ValidationError{Problems: problems}
+	}
+	return nil
+}
+
+func checkMaxRunning(n *int) error {
+	if n == nil {
+		return nil
+	}
+	return domain.CheckMaxRunning(*n, "/maxRunning")
 }

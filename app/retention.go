@@ -13,8 +13,6 @@ import (
 
 // RetentionConfig is what the retention job deletes and how.
 type RetentionConfig struct {
-	// Policy is each plan's retention period.
-	Policy domain.RetentionPolicy
 	// BatchSize is the rows one statement deletes at most (for executions,
 	// with their node records), so no statement holds locks for long.
 	BatchSize int
@@ -29,8 +27,7 @@ type RetentionConfig struct {
 // DefaultRetentionConfig keeps the default periods and deletes 100 rows a
 // statement, at most 100 statements per kind and plan a run.
 func DefaultRetentionConfig() RetentionConfig {
-	p, _ := domain.NewRetentionPolicy(nil)
-	return RetentionConfig{Policy: p, BatchSize: 100, MaxBatchesPerRun: 100, Now: time.Now}
+	return RetentionConfig{BatchSize: 100, MaxBatchesPerRun: 100, Now: time.Now}
 }
 
 // RetentionMetrics are the retention job's series; the kind label takes
@@ -79,6 +76,24 @@ func NewRetention(store ports.RetentionStore, lease ports.Lease, schedule Mainte
 	return r
 }
 
+// policy reads the plans' retention as stored now; false, logged, when it
+// cannot.
+func (r *Retention) policy(ctx context.Context) (domain.RetentionPolicy, bool) {
+	days, err := r.store.RetentionDays(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Error("reading the plans' retention failed", "error", err)
+		}
+		return domain.RetentionPolicy{}, false
+	}
+	policy, err := domain.NewRetentionPolicy(days)
+	if err != nil {
+		r.log.Error("a plan's retention is out of range", "error", err)
+		return domain.RetentionPolicy{}, false
+	}
+	return policy, true
+}
+
 // Run deletes on the schedule until ctx ends.
 func (r *Retention) Run(ctx context.Context) { r.loop.run(ctx) }
 
@@ -87,10 +102,16 @@ func (r *Retention) Run(ctx context.Context) { r.loop.run(ctx) }
 // then records how old the oldest rows kept are.
 func (r *Retention) run(ctx context.Context) {
 	now := r.cfg.Now()
+	// Each run reads the plans' retention, so an edit applies to the next
+	// run without a restart.
+	policy, ok := r.policy(ctx)
+	if !ok {
+		return
+	}
 	plans := append(domain.Plans(), "")
 	for _, kind := range domain.RetainedKinds() {
 		for _, plan := range plans {
-			before := r.cfg.Policy.Cutoff(plan, now)
+			before := policy.Cutoff(plan, now)
 			for range r.cfg.MaxBatchesPerRun {
 				n, err := r.store.DeleteExpired(ctx, kind, plan, before, r.cfg.BatchSize)
 				if err != nil {

@@ -27,12 +27,18 @@ func (e *expiringRows) DeleteExpired(_ context.Context, kind domain.RetainedKind
 	return n, nil
 }
 
+// RetentionDays is the plans' seeded retention, PRO's edited to 31 days.
+func (e *expiringRows) RetentionDays(context.Context) (map[domain.Plan]int, error) {
+	return map[domain.Plan]int{domain.PlanFree: 7, domain.PlanPro: 31, domain.PlanEnterprise: 90}, nil
+}
+
 func (e *expiringRows) OldestKept(context.Context) (map[domain.RetainedKind]time.Time, error) {
 	return map[domain.RetainedKind]time.Time{domain.RetainedExecutions: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}, nil
 }
 
 // TestRetentionDeletesInBoundedBatchesPerPlanCutoff: each plan is cut at
-// its own period (rows of no workspace at the longest), a kind stops at
+// its own period as stored when the run starts (rows of no workspace at
+// the longest), a kind stops at
 // its first short batch, a run deletes at most MaxBatchesPerRun batches of
 // a kind and plan and leaves the rest to the next, and the metrics count
 // the rows and the oldest kept.
@@ -63,7 +69,7 @@ func TestRetentionDeletesInBoundedBatchesPerPlanCutoff(t *testing.T) {
 		t.Errorf("%d statements, want %d", store.calls, 5*4+2+1)
 	}
 	day := 24 * time.Hour
-	for plan, period := range map[domain.Plan]time.Duration{domain.PlanFree: 7 * day, domain.PlanPro: 30 * day, domain.PlanEnterprise: 90 * day, "": 90 * day} {
+	for plan, period := range map[domain.Plan]time.Duration{domain.PlanFree: 7 * day, domain.PlanPro: 31 * day, domain.PlanEnterprise: 90 * day, "": 90 * day} {
 		if got := store.cutoffs[plan]; !got.Equal(now.Add(-period)) {
 			t.Errorf("plan %q cut at %s, want %s", plan, got, now.Add(-period))
 		}

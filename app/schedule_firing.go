@@ -47,16 +47,15 @@ func DefaultScheduleFiringConfig() ScheduleFiringConfig {
 type ScheduleFiring struct {
 	store  ports.ScheduleStore
 	parser ports.TimetableParser
-	quotas domain.Quotas
 	cfg    ScheduleFiringConfig
 	log    *slog.Logger
 	loop   maintenance
 }
 
 // NewScheduleFiring builds the job.
-func NewScheduleFiring(store ports.ScheduleStore, parser ports.TimetableParser, quotas domain.Quotas, lease ports.Lease,
+func NewScheduleFiring(store ports.ScheduleStore, parser ports.TimetableParser, lease ports.Lease,
 	cfg ScheduleFiringConfig, leaseMetrics *LeaseMetrics, log *slog.Logger) *ScheduleFiring {
-	f := &ScheduleFiring{store: store, parser: parser, quotas: quotas, cfg: cfg, log: log}
+	f := &ScheduleFiring{store: store, parser: parser, cfg: cfg, log: log}
 	f.loop = maintenance{name: ScheduleFiringLeaseName, lease: lease, schedule: cfg.Schedule, metrics: leaseMetrics, log: log, job: f.fireDue}
 	return f
 }
@@ -68,7 +67,7 @@ func (f *ScheduleFiring) Run(ctx context.Context) { f.loop.run(ctx) }
 // turn's bound is reached.
 func (f *ScheduleFiring) fireDue(ctx context.Context) {
 	for range f.cfg.MaxPerTurn {
-		fired, err := f.store.FireDueSchedule(ctx, f.quotas, f.decide)
+		fired, err := f.store.FireDueSchedule(ctx, f.decide)
 		if err != nil {
 			if ctx.Err() == nil {
 				f.log.Error("firing a schedule failed", "error", err)

@@ -20,13 +20,12 @@ type Schedules struct {
 	definitions ports.DefinitionStore
 	workspaces  ports.WorkspaceStore
 	parser      ports.TimetableParser
-	quotas      domain.Quotas
 }
 
 // NewSchedules builds the schedule use cases.
 func NewSchedules(store ports.ScheduleStore, definitions ports.DefinitionStore, workspaces ports.WorkspaceStore,
-	parser ports.TimetableParser, quotas domain.Quotas) *Schedules {
-	return &Schedules{store: store, definitions: definitions, workspaces: workspaces, parser: parser, quotas: quotas}
+	parser ports.TimetableParser) *Schedules {
+	return &Schedules{store: store, definitions: definitions, workspaces: workspaces, parser: parser}
 }
 
 // ScheduleShownFireTimes is how many next fire times a schedule is shown
@@ -119,11 +118,11 @@ func (s *Schedules) checkTimetable(ctx context.Context, sc domain.Schedule, now 
 	if !ok {
 		return nil, &domain.FieldError{Field: field, Message: "never fires"}
 	}
-	ws, err := s.workspaces.GetWorkspace(ctx, sc.WorkspaceID)
+	quotas, err := s.workspaces.WorkspaceQuotas(ctx, sc.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.quotas.CheckScheduleInterval(ws.Plan, gap, field); err != nil {
+	if err := quotas.CheckScheduleInterval(gap, field); err != nil {
 		return nil, err
 	}
 	return tt, nil
@@ -184,7 +183,7 @@ func (s *Schedules) Create(ctx context.Context, a domain.Actor, workspaceID, def
 	} else {
 		sc.Retime(tt, now)
 	}
-	created, err := s.store.CreateSchedule(ctx, sc, s.quotas)
+	created, err := s.store.CreateSchedule(ctx, sc)
 	if err != nil {
 		return ScheduleView{}, err
 	}

@@ -19,17 +19,12 @@ type Webhooks struct {
 	store  ports.WebhookStore
 	poster ports.WebhookPoster
 	defs   ports.DefinitionStore
-	// maxEndpoints is the endpoints a workspace may have.
-	maxEndpoints int
 }
 
-// DefaultWebhookEndpointsMax is the endpoints a workspace may have unless
-// SLUICE_WEBHOOK_ENDPOINTS_MAX says otherwise.
-const DefaultWebhookEndpointsMax = 10
-
-// NewWebhooks builds the webhook use cases.
-func NewWebhooks(store ports.WebhookStore, poster ports.WebhookPoster, defs ports.DefinitionStore, maxEndpoints int) *Webhooks {
-	return &Webhooks{store: store, poster: poster, defs: defs, maxEndpoints: maxEndpoints}
+// NewWebhooks builds the webhook use cases. How many endpoints a
+// workspace may have is its webhookEndpoints quota, read by the store.
+func NewWebhooks(store ports.WebhookStore, poster ports.WebhookPoster, defs ports.DefinitionStore) *Webhooks {
+	return &Webhooks{store: store, poster: poster, defs: defs}
 }
 
 // InvalidFieldError lists request fields the use case refused after the
@@ -87,7 +82,7 @@ func (w *Webhooks) CreateEndpoint(ctx context.Context, a domain.Actor, req Creat
 	return w.store.CreateWebhookEndpoint(ctx, domain.WebhookEndpoint{
 		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, URL: req.URL, Events: req.Events,
 		DefinitionID: req.DefinitionID, Secret: secret,
-	}, w.maxEndpoints)
+	})
 }
 
 // newWebhookSecret is a Standard Webhooks secret: whsec_ and 32 random

@@ -41,6 +41,11 @@ func (f *workspaceFake) GetWorkspace(_ context.Context, id domain.ID) (domain.Wo
 	return domain.Workspace{}, ports.ErrNotFound
 }
 
+// WorkspaceQuotas is not read by the workspace use cases.
+func (f *workspaceFake) WorkspaceQuotas(context.Context, domain.ID) (domain.PlanQuotas, error) {
+	return domain.PlanQuotas{}, errors.New("workspaceFake keeps no quotas")
+}
+
 func (f *workspaceFake) WorkspaceStats(_ context.Context, ids []domain.ID) (map[domain.ID]domain.WorkspaceStats, error) {
 	f.statsCalls++
 	if f.statsErr != nil {

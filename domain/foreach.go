@@ -12,8 +12,10 @@ import (
 const NodeForEach NodeType = "FOR_EACH"
 
 // DefaultForEachItems is the cap on the elements one FOR_EACH runs over,
-// per plan: FREE 100, PRO 1000, ENTERPRISE 5000. The worker reads its own
-// from SLUICE_FOR_EACH_ITEMS; each element is one recorded node run.
+// per plan: FREE 100, PRO 1000, ENTERPRISE 5000, as migration 00017
+// seeds the plans' forEachItems. A worker uses these only for an
+// execution whose workspace's quota it has not read; each element is one
+// recorded node run.
 func DefaultForEachItems() map[Plan]int {
 	return map[Plan]int{PlanFree: 100, PlanPro: 1000, PlanEnterprise: 5000}
 }
@@ -147,15 +149,15 @@ func checkNoIterationRefs(raw []byte, path string, ve *ValidationError) {
 	})
 }
 
-// ForEachItems checks the resolved items of a FOR_EACH against the plan's
-// cap: an array of at most limit elements.
-func ForEachItems(v any, limit int, plan Plan) ([]any, error) {
+// ForEachItems checks the resolved items of a FOR_EACH against the
+// workspace's cap in force: an array of at most limit elements.
+func ForEachItems(v any, limit int) ([]any, error) {
 	items, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("config.items resolved to %s, not an array", kindOf(v))
 	}
 	if len(items) > limit {
-		return nil, fmt.Errorf("config.items has %d elements, over the %s plan's FOR_EACH limit of %d (SLUICE_FOR_EACH_ITEMS)", len(items), plan, limit)
+		return nil, fmt.Errorf("config.items has %d elements, over the workspace's FOR_EACH limit of %d (its forEachItems quota)", len(items), limit)
 	}
 	return items, nil
 }

@@ -46,13 +46,13 @@ func TestValidateForEach(t *testing.T) {
 
 func TestForEachItemsCapsByPlan(t *testing.T) {
 	t.Parallel()
-	if _, err := ForEachItems([]any{1, 2}, 2, PlanFree); err != nil {
+	if _, err := ForEachItems([]any{1, 2}, 2); err != nil {
 		t.Errorf("2 items under a cap of 2: %v", err)
 	}
-	if _, err := ForEachItems([]any{1, 2, 3}, 2, PlanFree); err == nil || !strings.Contains(err.Error(), "FREE plan's FOR_EACH limit of 2") {
+	if _, err := ForEachItems([]any{1, 2, 3}, 2); err == nil || !strings.Contains(err.Error(), "FOR_EACH limit of 2") {
 		t.Errorf("3 items under a cap of 2: %v, want the limit named", err)
 	}
-	if _, err := ForEachItems(map[string]any{}, 2, PlanFree); err == nil || !strings.Contains(err.Error(), "not an array") {
+	if _, err := ForEachItems(map[string]any{}, 2); err == nil || !strings.Contains(err.Error(), "not an array") {
 		t.Errorf("an object: %v, want not an array", err)
 	}
 }

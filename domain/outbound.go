@@ -168,9 +168,6 @@ func DefaultOutboundPauses() OutboundPauses {
 	return OutboundPauses{Max: 5 * time.Minute, HostsMax: 100}
 }
 
-// DefaultOutboundHostsMax is how many host limits a workspace may keep.
-const DefaultOutboundHostsMax = 100
-
 // CheckOutboundLimits refuses one more host limit when the workspace
 // already keeps max of them.
 func CheckOutboundLimits(stored, maxLimits int) error {

@@ -3,8 +3,6 @@ package domain
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -65,54 +63,6 @@ func ParsePlan(s string) (Plan, error) {
 	return p, nil
 }
 
-// ParsePerPlan parses a per-plan setting from configuration (quotas, nodes
-// in flight, retention), written as "FREE=1,PRO=5,ENTERPRISE=20". Every
-// value must be a positive integer. Any subset of plans may be given, and
-// spaces around parts are ignored; an empty string means no overrides. Each
-// error names the part that is wrong, because a typo in an environment
-// variable is otherwise hard to find.
-func ParsePerPlan(s string) (map[Plan]int, error) {
-	out := map[Plan]int{}
-	if strings.TrimSpace(s) == "" {
-		return out, nil
-	}
-	var errs []error
-	for i, raw := range strings.Split(s, ",") {
-		part := strings.TrimSpace(raw)
-		bad := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("part %d %q: %s", i+1, part, fmt.Sprintf(format, args...)))
-		}
-		name, value, ok := strings.Cut(part, "=")
-		if !ok {
-			bad("want PLAN=N")
-			continue
-		}
-		plan, err := ParsePlan(strings.TrimSpace(name))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("part %d %q: %w", i+1, part, err))
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(value))
-		if err != nil {
-			bad("value %q is not an integer", strings.TrimSpace(value))
-			continue
-		}
-		if n < 1 {
-			bad("value %d must be at least 1", n)
-			continue
-		}
-		if _, dup := out[plan]; dup {
-			bad("plan %s is given more than once", plan)
-			continue
-		}
-		out[plan] = n
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // MaxRunningCeiling is the largest concurrency limit a plan or a workspace
 // may be given: far above any one tenant's fair share of a Temporal
 // cluster, and it keeps a typo from reading as "unlimited".
@@ -126,11 +76,36 @@ type PlanLimits struct {
 	Plan Plan
 	// MaxRunning is how many RUNNING executions a workspace may have.
 	MaxRunning int
+	// Quotas are the plan's other figures.
+	Quotas PlanQuotas
+	// RetentionDays is how long its workspaces' history is kept; a plan
+	// figure only, as retention deletes plan by plan.
+	RetentionDays int
 	// UpdatedAt is when the admin last changed them.
 	UpdatedAt time.Time
 	// StartRate limits how often a workspace on the plan starts
 	// executions; nil is no rate.
 	StartRate *StartRate
+}
+
+// PlanChange is an edit of a plan's limits: a nil figure is left as it
+// is.
+type PlanChange struct {
+	// MaxRunning replaces the plan's when set.
+	MaxRunning *int
+	// Quotas are the other figures to replace.
+	Quotas QuotaOverrides
+	// RetentionDays replaces the plan's when set.
+	RetentionDays *int
+	// StartRate is what the change does to the plan's start rate.
+	StartRate StartRateEdit
+}
+
+// StartRateEdit is what an edit does to a start rate: Keep leaves the one
+// stored; otherwise Rate replaces it (nil: none).
+type StartRateEdit struct {
+	Keep bool
+	Rate *StartRate
 }
 
 // WorkspaceLimits are one workspace's own limits, over its plan's. A nil
@@ -140,6 +115,8 @@ type WorkspaceLimits struct {
 	WorkspaceID ID
 	// MaxRunning replaces the plan's MaxRunning when set.
 	MaxRunning *int
+	// Quotas replace the plan's quotas where set.
+	Quotas QuotaOverrides
 	// UpdatedAt is when the admin last changed them; zero when never set.
 	UpdatedAt time.Time
 	// StartRate replaces the plan's StartRate when set.

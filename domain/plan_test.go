@@ -2,7 +2,6 @@ package domain
 
 import (
 	"errors"
-	"strings"
 	"testing"
 )
 
@@ -47,56 +46,6 @@ func TestPlansAreAllValidAndParse(t *testing.T) {
 		if got, err := ParsePlan(string(p)); err != nil || got != p {
 			t.Errorf("ParsePlan(%s) = %s, %v", p, got, err)
 		}
-	}
-}
-
-func TestParsePerPlan(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name        string
-		in          string
-		want        map[Plan]int
-		errContains []string
-	}{
-		{name: "empty means no overrides", in: "", want: map[Plan]int{}},
-		{name: "blank means no overrides", in: "  ", want: map[Plan]int{}},
-		{name: "all plans", in: "FREE=1,PRO=5,ENTERPRISE=20", want: map[Plan]int{PlanFree: 1, PlanPro: 5, PlanEnterprise: 20}},
-		{name: "subset with spaces", in: " PRO = 7 , FREE=2", want: map[Plan]int{PlanPro: 7, PlanFree: 2}},
-		{name: "missing equals", in: "FREE=1,PRO5", errContains: []string{`part 2 "PRO5"`, "PLAN=N"}},
-		{name: "unknown plan", in: "GOLD=3", errContains: []string{`part 1 "GOLD=3"`, "GOLD"}},
-		{name: "not a number", in: "PRO=five", errContains: []string{`"PRO=five"`, "not an integer"}},
-		{name: "zero", in: "FREE=0", errContains: []string{`"FREE=0"`, "at least 1"}},
-		{name: "duplicate", in: "PRO=2,PRO=3", errContains: []string{`part 2 "PRO=3"`, "more than once"}},
-		{name: "trailing comma", in: "PRO=2,", errContains: []string{`part 2 ""`}},
-		{name: "every bad part named", in: "X=1,PRO=y", errContains: []string{`"X=1"`, `"PRO=y"`}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := ParsePerPlan(tt.in)
-			if tt.errContains != nil {
-				if err == nil {
-					t.Fatalf("ParsePerPlan(%q) = %v, want error", tt.in, got)
-				}
-				for _, s := range tt.errContains {
-					if !strings.Contains(err.Error(), s) {
-						t.Errorf("error %q does not mention %q", err, s)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(tt.want) {
-				t.Fatalf("got %v, want %v", got, tt.want)
-			}
-			for k, v := range tt.want {
-				if got[k] != v {
-					t.Fatalf("got %v, want %v", got, tt.want)
-				}
-			}
-		})
 	}
 }
 

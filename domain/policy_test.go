@@ -56,7 +56,7 @@ func TestNodePoliciesAreDecodedAndCheckedStrictly(t *testing.T) {
 	}
 }
 
-func TestPoliciesPastThePlansCapsAreRefusedByField(t *testing.T) {
+func TestPoliciesPastTheWorkspacesCapsAreRefusedByField(t *testing.T) {
 	t.Parallel()
 	g, err := DecodeGraph([]byte(`{"runTimeout":"48h","nodes":[
 		{"key":"ok","type":"TRANSFORM","config":{"output":1},"retry":{"maxAttempts":5},"timeout":"5m"},
@@ -66,7 +66,7 @@ func TestPoliciesPastThePlansCapsAreRefusedByField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = g.CheckPolicies(DefaultQuotas().PolicyCaps(PlanFree))
+	err = g.CheckPolicies(PlanQuotas{NodeAttempts: 5, NodeTimeoutSeconds: 300, RunTimeoutSeconds: 86_400}.PolicyCaps())
 	var ve *ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("got %v, want a validation error", err)
@@ -78,7 +78,7 @@ func TestPoliciesPastThePlansCapsAreRefusedByField(t *testing.T) {
 	if got := strings.Join(paths, " "); got != "/nodes/1/retry/maxAttempts /nodes/2/timeout /nodes/3/config/node/retry/maxAttempts /nodes/3/config/node/timeout /runTimeout" {
 		t.Fatalf("problems at %s", got)
 	}
-	if err := g.CheckPolicies(DefaultQuotas().PolicyCaps(PlanEnterprise)); err != nil {
+	if err := g.CheckPolicies(PlanQuotas{NodeAttempts: 25, NodeTimeoutSeconds: 3600, RunTimeoutSeconds: 30 * 86_400}.PolicyCaps()); err != nil {
 		t.Fatalf("ENTERPRISE refused: %v", err)
 	}
 }

@@ -5,33 +5,15 @@ import (
 	"time"
 )
 
-// Quotas bound what one workspace may keep in the shared service, beside
-// its concurrency limit: how much work may wait in the queue, how many
-// queue items, definitions and definition versions it may store, and how
-// large one graph may be. What is stored counts until it is gone: a
-// cancelled or failed item, a superseded version and a deleted definition
-// count until retention deletes them, so no loop of create and delete
-// walks around a quota. A request past a quota is refused whole; nothing
-// already stored is touched.
+// Quotas are the process-wide bounds on what one request may carry, the
+// same for every plan: how large one graph may be, how far ahead an item
+// may wait, how many items one bulk enqueue carries. What varies by plan
+// (how much a workspace may store and queue, its policy caps) is data:
+// PlanQuotas. A request past a quota is refused whole; nothing already
+// stored is touched.
 type Quotas struct {
-	// PendingItems caps a workspace's PENDING queue items, per plan.
-	PendingItems map[Plan]int
-	// StoredItems caps a workspace's queue items of any status, per plan.
-	StoredItems map[Plan]int
-	// Definitions caps a workspace's definitions, live or deleted, per plan.
-	Definitions map[Plan]int
-	// DefinitionVersions caps the versions of all a workspace's
-	// definitions together, per plan.
-	DefinitionVersions map[Plan]int
 	// NodesPerGraph caps the nodes of one definition version.
 	NodesPerGraph int
-	// NodeAttempts caps, per plan, a node's retry/maxAttempts.
-	NodeAttempts map[Plan]int
-	// NodeTimeout caps, per plan, a node's timeout (one attempt).
-	NodeTimeout map[Plan]time.Duration
-	// RunTimeout caps, per plan, a run deadline: a definition's
-	// runTimeout and an enqueue's.
-	RunTimeout map[Plan]time.Duration
 	// NotBeforeHorizon caps how far ahead an enqueue's notBefore may be, so
 	// no item is parked in the queue (counting against the pending quota)
 	// longer than that.
@@ -40,45 +22,13 @@ type Quotas struct {
 	// and the time its transaction holds the workspace's counter lock stay
 	// bounded.
 	BatchItems int
-	// Schedules caps a workspace's schedules, paused ones included, per
-	// plan.
-	Schedules map[Plan]int
-	// ScheduleMinInterval is the shortest time a plan's schedules may leave
-	// between two fire times.
-	ScheduleMinInterval map[Plan]time.Duration
 }
 
-// DefaultQuotas lets a FREE workspace queue 1,000 items, store 2,000, and
-// keep 20 definitions with 200 versions; PRO ten times as many and
-// ENTERPRISE a hundred times. A graph has at most 500 nodes. A node may
-// make 5 attempts of at most 5 minutes each on FREE, 10 of 30 minutes on
-// PRO and 25 of an hour on ENTERPRISE; a run deadline is at most a day on
-// FREE, a week on PRO and 30 days on ENTERPRISE. An item may
-// wait at most 30 days for its notBefore, and a bulk enqueue carries at
-// most 1,000 items. A FREE workspace keeps 5 schedules firing at most once
-// a minute, PRO 50 at most every 10 seconds, ENTERPRISE 500 at most every
-// second.
+// DefaultQuotas are these: a graph has at most 500 nodes, an item may wait at most
+// 30 days for its notBefore, and a bulk enqueue carries at most 1,000
+// items.
 func DefaultQuotas() Quotas {
-	return Quotas{
-		PendingItems:       map[Plan]int{PlanFree: 1_000, PlanPro: 10_000, PlanEnterprise: 100_000},
-		StoredItems:        map[Plan]int{PlanFree: 2_000, PlanPro: 20_000, PlanEnterprise: 200_000},
-		Definitions:        map[Plan]int{PlanFree: 20, PlanPro: 200, PlanEnterprise: 2_000},
-		DefinitionVersions: map[Plan]int{PlanFree: 200, PlanPro: 2_000, PlanEnterprise: 20_000},
-		NodesPerGraph:      500,
-		NodeAttempts:       map[Plan]int{PlanFree: 5, PlanPro: 10, PlanEnterprise: 25},
-		NodeTimeout:        map[Plan]time.Duration{PlanFree: 5 * time.Minute, PlanPro: 30 * time.Minute, PlanEnterprise: time.Hour},
-		RunTimeout:         map[Plan]time.Duration{PlanFree: 24 * time.Hour, PlanPro: 7 * 24 * time.Hour, PlanEnterprise: 30 * 24 * time.Hour},
-
-		NotBeforeHorizon:    30 * 24 * time.Hour,
-		BatchItems:          1_000,
-		Schedules:           map[Plan]int{PlanFree: 5, PlanPro: 50, PlanEnterprise: 500},
-		ScheduleMinInterval: map[Plan]time.Duration{PlanFree: time.Minute, PlanPro: 10 * time.Second, PlanEnterprise: time.Second},
-	}
-}
-
-// PolicyCaps are plan's caps on node and run policies.
-func (q Quotas) PolicyCaps(plan Plan) PolicyCaps {
-	return PolicyCaps{NodeAttempts: q.NodeAttempts[plan], NodeTimeout: q.NodeTimeout[plan], RunTimeout: q.RunTimeout[plan]}
+	return Quotas{NodesPerGraph: 500, NotBeforeHorizon: 30 * 24 * time.Hour, BatchItems: 1_000}
 }
 
 // PendingRetryAfter is what a caller refused by the pending-items quota is
@@ -91,7 +41,7 @@ type QuotaError struct {
 	// Quota names the quota: "pending queue items", "definitions" or
 	// "nodes per graph".
 	Quota string
-	// Limit is the quota's value for the workspace's plan.
+	// Limit is the quota's value in force for the workspace.
 	Limit int
 	// Field is the JSON pointer of the request field at fault, if any.
 	Field string
@@ -119,40 +69,6 @@ func (q Quotas) CheckGraph(g Graph, field string) error {
 // first guess.
 const StoredRetryAfter = time.Minute
 
-// CheckEnqueue refuses n more queue items (1 for a single enqueue, the
-// batch's size for a bulk one) when they would take the workspace past its
-// plan's number of PENDING items, or of stored items of any status. Both
-// are counted under the workspace's lock by the caller. A batch passes
-// whole or not at all.
-func (q Quotas) CheckEnqueue(plan Plan, pending, stored, n int) error {
-	if limit, ok := q.PendingItems[plan]; ok && pending+n > limit {
-		return &QuotaError{Quota: "pending queue items", Limit: limit, RetryAfter: PendingRetryAfter}
-	}
-	if limit, ok := q.StoredItems[plan]; ok && stored+n > limit {
-		return &QuotaError{Quota: "stored queue items", Limit: limit, RetryAfter: StoredRetryAfter}
-	}
-	return nil
-}
-
-// CheckDefinitions refuses a new definition when the workspace already
-// stores its plan's number of them, live or deleted.
-func (q Quotas) CheckDefinitions(plan Plan, stored int) error {
-	if limit, ok := q.Definitions[plan]; ok && stored >= limit {
-		return &QuotaError{Quota: "definitions", Limit: limit}
-	}
-	return nil
-}
-
-// CheckDefinitionVersions refuses a new definition version (a new
-// definition's first included) when the workspace's definitions already
-// store its plan's number of versions.
-func (q Quotas) CheckDefinitionVersions(plan Plan, stored int) error {
-	if limit, ok := q.DefinitionVersions[plan]; ok && stored >= limit {
-		return &QuotaError{Quota: "definition versions", Limit: limit}
-	}
-	return nil
-}
-
 // CheckBatch refuses a bulk enqueue of more than BatchItems items, naming
 // field (the items array).
 func (q Quotas) CheckBatch(n int, field string) error {
@@ -167,24 +83,6 @@ func (q Quotas) CheckBatch(n int, field string) error {
 func (q Quotas) CheckNotBefore(now, notBefore time.Time, field string) error {
 	if q.NotBeforeHorizon > 0 && notBefore.Sub(now) > q.NotBeforeHorizon {
 		return &FieldError{Field: field, Message: fmt.Sprintf("at most %s ahead", q.NotBeforeHorizon)}
-	}
-	return nil
-}
-
-// CheckSchedules refuses one more schedule when the workspace already keeps
-// its plan's number of them.
-func (q Quotas) CheckSchedules(plan Plan, stored int) error {
-	if limit, ok := q.Schedules[plan]; ok && stored >= limit {
-		return &QuotaError{Quota: "schedules", Limit: limit}
-	}
-	return nil
-}
-
-// CheckScheduleInterval refuses a schedule whose shortest gap between fire
-// times is below its plan's ScheduleMinInterval, naming field.
-func (q Quotas) CheckScheduleInterval(plan Plan, shortest time.Duration, field string) error {
-	if limit, ok := q.ScheduleMinInterval[plan]; ok && shortest < limit {
-		return &FieldError{Field: field, Message: fmt.Sprintf("fires every %s at times; the %s plan allows at least %s between fire times", shortest, plan, limit)}
 	}
 	return nil
 }

@@ -44,9 +44,25 @@ type RetentionPolicy struct {
 }
 
 // DefaultRetentionDays keeps a FREE workspace's history 7 days, PRO 30 and
-// ENTERPRISE 90.
+// ENTERPRISE 90, as migration 00017 seeds the plans' retention_days; a
+// plan the policy is not given keeps its default.
 func DefaultRetentionDays() map[Plan]int {
 	return map[Plan]int{PlanFree: 7, PlanPro: 30, PlanEnterprise: 90}
+}
+
+// MaxRetentionDays bounds a plan's retention: ten years, far past any
+// plan's need, and it keeps a typo from reading as forever.
+const MaxRetentionDays = 3650
+
+// CheckRetentionDays refuses a retention outside 1 to MaxRetentionDays,
+// naming field.
+func CheckRetentionDays(n int, field string) error {
+	if n < 1 || n > MaxRetentionDays {
+		e := &ValidationError{}
+		e.add(field, "must be from 1 to %d, got %d", MaxRetentionDays, n)
+		return e
+	}
+	return nil
 }
 
 // NewRetentionPolicy builds the policy from days per plan, over the

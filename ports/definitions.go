@@ -11,9 +11,9 @@ type DefinitionStore interface {
 	// CreateDefinition stores the definition and its version 1 atomically.
 	// It counts the workspace's stored definitions and versions under the
 	// workspace's storage lock, in the insert's transaction, and refuses
-	// past quotas' definitions or versions quota of the workspace's plan
-	// with a *domain.QuotaError, so concurrent creates never pass it.
-	CreateDefinition(ctx context.Context, d domain.Definition, quotas domain.Quotas) (domain.Definition, error)
+	// past the workspace's definitions or versions quota in force (read in
+	// the same transaction) with a *domain.QuotaError, so concurrent creates never pass it.
+	CreateDefinition(ctx context.Context, d domain.Definition) (domain.Definition, error)
 	GetDefinition(ctx context.Context, id domain.ID) (domain.Definition, error)
 	// DefinitionWorkspace returns the workspace owning a live definition,
 	// reading no graph: the ownership check on every enqueue.
@@ -25,8 +25,8 @@ type DefinitionStore interface {
 	ListDefinitions(ctx context.Context, workspaceID domain.ID, page Page) ([]domain.Definition, error)
 	DeleteDefinition(ctx context.Context, id domain.ID) error
 	// AddDefinitionVersion stores graph as the next version and makes it
-	// current, refusing past quotas' versions quota as CreateDefinition
+	// current, refusing past the versions quota as CreateDefinition
 	// does.
-	AddDefinitionVersion(ctx context.Context, definitionID domain.ID, graph domain.Graph, quotas domain.Quotas) (domain.DefinitionVersion, error)
+	AddDefinitionVersion(ctx context.Context, definitionID domain.ID, graph domain.Graph) (domain.DefinitionVersion, error)
 	GetDefinitionVersion(ctx context.Context, definitionID domain.ID, version int) (domain.DefinitionVersion, error)
 }

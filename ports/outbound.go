@@ -29,7 +29,7 @@ type OutboundLimitStore interface {
 	ListOutboundLimits(ctx context.Context, workspaceID domain.ID) ([]StoredOutboundLimit, error)
 	// PutOutboundLimit sets the limit of its host, refusing a new host with
 	// a domain.QuotaError when the workspace keeps maxLimits already.
-	PutOutboundLimit(ctx context.Context, workspaceID domain.ID, l domain.OutboundLimit, maxLimits int) (StoredOutboundLimit, error)
+	PutOutboundLimit(ctx context.Context, workspaceID domain.ID, l domain.OutboundLimit) (StoredOutboundLimit, error)
 	// DeleteOutboundLimit drops the limit of host; ErrNotFound if none.
 	DeleteOutboundLimit(ctx context.Context, workspaceID domain.ID, host string) error
 }

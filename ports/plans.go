@@ -11,8 +11,9 @@ import (
 // the value it replaced, and the dispatchers are woken to use it.
 type PlanStore interface {
 	ListPlans(ctx context.Context) ([]domain.PlanLimits, error)
-	// UpdatePlan returns ErrNotFound for a plan with no row.
-	UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int, rate StartRateEdit) (domain.PlanLimits, error)
+	// UpdatePlan sets the figures the change gives; ErrNotFound for a
+	// plan with no row.
+	UpdatePlan(ctx context.Context, plan domain.Plan, change domain.PlanChange) (domain.PlanLimits, error)
 	// WorkspaceLimits returns the workspace's own limits, all nil when it
 	// has none.
 	WorkspaceLimits(ctx context.Context, workspaceID domain.ID) (domain.WorkspaceLimits, error)
@@ -21,9 +22,11 @@ type PlanStore interface {
 	SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits) (domain.WorkspaceLimits, error)
 }
 
-// StartRateEdit is what an edit does to a start rate: Keep leaves the one
-// stored; otherwise Rate replaces it (nil: none).
-type StartRateEdit struct {
-	Keep bool
-	Rate *domain.StartRate
+// QuotaSnapshotReader reads, in one go, what a process needs to resolve
+// any workspace's worker-side quotas from memory: every plan's quotas and
+// the own quotas of the workspaces that set any of nodes in flight, their
+// share of the external-API worker or the FOR_EACH cap (the admin sets
+// them one by one, so they are few).
+type QuotaSnapshotReader interface {
+	QuotaSnapshot(ctx context.Context) (map[domain.Plan]domain.PlanQuotas, map[domain.ID]domain.QuotaOverrides, error)
 }

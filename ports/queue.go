@@ -23,12 +23,6 @@ type Enqueue struct {
 	// NotBefore, when set, keeps the item PENDING and unclaimed until then
 	// (its available_at, on database time, never before now).
 	NotBefore *time.Time
-	// Quotas holds the pending-items and stored-items quotas per plan; a
-	// plan they lack has none. Enqueue reads the workspace's plan, PENDING
-	// and stored counts under the workspace's counter lock, so the quotas
-	// of the plan in force apply (Quotas.CheckEnqueue), and refuses past
-	// them with a *domain.QuotaError.
-	Quotas domain.Quotas
 	// RetryOf and PinnedVersion make the item a retry from the failed
 	// nodes of that execution, running its version (domain.QueueItem).
 	RetryOf       *domain.ID
@@ -50,9 +44,6 @@ type EnqueueBatch struct {
 	DefinitionID domain.ID
 	Items        []EnqueueBatchItem
 	Actor        domain.Actor
-	// Quotas are checked for the batch's size as Enqueue checks them for
-	// one item.
-	Quotas domain.Quotas
 	// ConcurrencyRate is the definition's key rate, stored on every keyed
 	// item; nil for none.
 	ConcurrencyRate *domain.StartRate
@@ -170,4 +161,6 @@ type RetentionStore interface {
 	DeleteExpired(ctx context.Context, kind domain.RetainedKind, plan domain.Plan, before time.Time, limit int) (int, error)
 	// OldestKept returns each kind's oldest age mark still stored.
 	OldestKept(ctx context.Context) (map[domain.RetainedKind]time.Time, error)
+	// RetentionDays returns each plan's retention as stored now.
+	RetentionDays(ctx context.Context) (map[domain.Plan]int, error)
 }

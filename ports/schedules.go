@@ -35,8 +35,9 @@ type DueSchedule struct {
 // ScheduleStore keeps schedules and fires them.
 type ScheduleStore interface {
 	// CreateSchedule stores a new schedule after counting the workspace's
-	// schedules under its storage lock against quotas.CheckSchedules.
-	CreateSchedule(ctx context.Context, s domain.Schedule, quotas domain.Quotas) (domain.Schedule, error)
+	// schedules under its storage lock against its quota in force
+	// (domain.PlanQuotas.CheckSchedules).
+	CreateSchedule(ctx context.Context, s domain.Schedule) (domain.Schedule, error)
 	GetSchedule(ctx context.Context, id domain.ID) (domain.Schedule, error)
 	ListSchedules(ctx context.Context, workspaceID domain.ID, limit int, after *ScheduleCursor) ([]domain.Schedule, error)
 	// UpdateSchedule loads the schedule under its row lock (so no tick
@@ -52,5 +53,5 @@ type ScheduleStore interface {
 	// commit fires nothing and advances nothing. A tick an enqueue quota
 	// refuses is recorded (activity "schedule.refused") and passed. It
 	// returns false when no schedule was due.
-	FireDueSchedule(ctx context.Context, quotas domain.Quotas, decide func(DueSchedule) (domain.Firing, error)) (bool, error)
+	FireDueSchedule(ctx context.Context, decide func(DueSchedule) (domain.Firing, error)) (bool, error)
 }

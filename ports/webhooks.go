@@ -20,7 +20,7 @@ type DeliveryCursor struct {
 type WebhookStore interface {
 	// CreateWebhookEndpoint stores e unless its workspace already has
 	// maxEndpoints endpoints (a *domain.QuotaError).
-	CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint, maxEndpoints int) (domain.WebhookEndpoint, error)
+	CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint) (domain.WebhookEndpoint, error)
 	GetWebhookEndpoint(ctx context.Context, id domain.ID) (domain.WebhookEndpoint, error)
 	ListWebhookEndpoints(ctx context.Context, workspaceID domain.ID) ([]domain.WebhookEndpoint, error)
 	// DeleteWebhookEndpoint deletes an endpoint and its deliveries.

@@ -21,6 +21,10 @@ type WorkspaceStore interface {
 	WorkspaceStats(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.WorkspaceStats, error)
 	ListWorkspaces(ctx context.Context, page Page) ([]domain.Workspace, error)
 	UpdateWorkspacePlan(ctx context.Context, id domain.ID, plan domain.Plan) (domain.Workspace, error)
+	// WorkspaceQuotas returns the quotas in force for a workspace: its own
+	// where set, else its plan's, as stored now; ErrNotFound when it does
+	// not exist.
+	WorkspaceQuotas(ctx context.Context, id domain.ID) (domain.PlanQuotas, error)
 }
 
 // APIKeyStore keeps workspace keys by the hash of their secret.

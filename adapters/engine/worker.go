@@ -23,6 +23,9 @@ type WorkerConfig struct {
 	ExternalAPISize  int
 	Retry            RetryConfig
 	Limits           Limits
+	// Quotas, when set, are each workspace's quotas in force, over
+	// Limits' per-plan figures (Workflows.Quotas).
+	Quotas QuotaSource
 	// Pollers sizes each queue's pollers, which the SDK scales with the
 	// backlog between its bounds.
 	Pollers Pollers
@@ -91,7 +94,7 @@ func NewWorkers(c client.Client, cfg WorkerConfig, acts *Activities, log *slog.L
 			WorkflowTaskPollerBehavior: cfg.Pollers.behavior(),
 			WorkerStopTimeout:          stop,
 		})
-		registerWorkflow(w, &Workflows{Retry: retry, Limits: limits})
+		registerWorkflow(w, &Workflows{Retry: retry, Limits: limits, Quotas: cfg.Quotas})
 		registerActivities(w, acts)
 		ws.workers = append(ws.workers, w)
 		log.Info("serving task queue", "task_queue", cfg.Queues.Workflows, "concurrency", cfg.WorkflowsSize,

@@ -90,6 +90,10 @@ type Limits struct {
 	// NodesInFlight caps, per plan, the nodes of one execution that run at
 	// once (DELAY timers hold no worker slot and are not counted); the rest
 	// wait, ready, in the workflow. A plan missing here gets FREE's cap.
+	// These per-plan maps are the fallback: with a QuotaSource, an
+	// execution's plan's entry is its workspace's figure in force
+	// (Workflows.limitsFor), here and in WorkspaceNodesInFlight and
+	// ForEachItems.
 	NodesInFlight map[domain.Plan]int
 	// WorkspaceNodesInFlight caps, per plan, the HTTP nodes of all of one
 	// workspace's executions that hold or wait for an external-API worker
@@ -135,7 +139,8 @@ const (
 // data: the command or marker around it and the encoding of its fields.
 const taskShareOverhead = 1024
 
-// DefaultNodesInFlight is FREE 4, PRO 10, ENTERPRISE 25.
+// DefaultNodesInFlight is FREE 4, PRO 10, ENTERPRISE 25, as migration
+// 00017 seeds the plans' nodesInFlight.
 func DefaultNodesInFlight() map[domain.Plan]int {
 	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 25}
 }
@@ -196,6 +201,9 @@ func (l Limits) inFlight(plan domain.Plan) int {
 type Workflows struct {
 	Retry  RetryConfig
 	Limits Limits
+	// Quotas, when set, give each execution its workspace's nodes in
+	// flight, share and FOR_EACH cap in force over Limits' (limitsFor).
+	Quotas QuotaSource
 }
 
 // boundedTasksChange names the version under which the workflow sizes each
@@ -245,7 +253,7 @@ type nodeOutcome struct {
 func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
 	var cfg settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
-		return settings{Retry: w.Retry, Limits: w.Limits.withDefaults()}
+		return settings{Retry: w.Retry, Limits: w.limitsFor(in)}
 	}).Get(&cfg); err != nil {
 		return ExecutionResult{}, err
 	}

@@ -99,7 +99,7 @@ func (r *executionRun) forEachItems(n domain.Node) (domain.ForEachConfig, []any,
 	if limit <= 0 {
 		limit = domain.DefaultForEachItems()[r.in.Plan]
 	}
-	items, err := domain.ForEachItems(v, limit, r.in.Plan)
+	items, err := domain.ForEachItems(v, limit)
 	return cfg, items, err
 }
 

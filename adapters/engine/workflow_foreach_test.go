@@ -39,7 +39,7 @@ func TestForEachOverTheItemCapFailsNamingTheLimit(t *testing.T) {
 		"node": {"type": "TRANSFORM", "config": {"output": "{{ item }}"}}}}]}`).withInput(`[1, 2, 3]`)
 	h.wf.Limits = Limits{ForEachItems: map[domain.Plan]int{domain.PlanFree: 2}}
 	res := h.mustRun()
-	if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, "FOR_EACH limit of 2 (SLUICE_FOR_EACH_ITEMS)") {
+	if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, "FOR_EACH limit of 2 (its forEachItems quota)") {
 		t.Fatalf("result = %s (%s), want FAILED naming the FOR_EACH limit", res.Status, res.Error)
 	}
 	if n := len(h.ranKeys()); n != 0 {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/domain"
-	"github.com/sluicehq/sluice/ports"
 )
 
 // ListPlans lists every plan's limits.
@@ -28,11 +27,13 @@ func (s *Server) ListPlans(ctx context.Context, _ api.ListPlansRequestObject) (a
 
 // UpdatePlan changes a plan's limits.
 func (s *Server) UpdatePlan(ctx context.Context, req api.UpdatePlanRequestObject) (api.UpdatePlanResponseObject, error) {
+	change := planChangeIn(req.Body)
 	rate, err := startRateEdit(req.Body.StartRate)
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.app.Plans.UpdatePlan(ctx, actorFrom(ctx), domain.Plan(req.Plan), req.Body.MaxRunning, rate)
+	change.StartRate = rate
+	p, err := s.app.Plans.UpdatePlan(ctx, actorFrom(ctx), domain.Plan(req.Plan), change)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +52,8 @@ func (s *Server) GetWorkspaceLimits(ctx context.Context, req api.GetWorkspaceLim
 // SetWorkspaceLimits replaces a workspace's own limits.
 func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLimitsRequestObject) (api.SetWorkspaceLimitsResponseObject, error) {
 	l, err := s.app.Plans.SetWorkspaceLimits(ctx, actorFrom(ctx), domain.WorkspaceLimits{
-		WorkspaceID: domain.ID(req.WorkspaceID), MaxRunning: req.Body.MaxRunning, StartRate: startRateIn(req.Body.StartRate),
+		WorkspaceID: domain.ID(req.WorkspaceID), MaxRunning: req.Body.MaxRunning, Quotas: workspaceQuotasIn(req.Body),
+		StartRate: startRateIn(req.Body.StartRate),
 	})
 	if err != nil {
 		return nil, err
@@ -60,11 +62,15 @@ func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLim
 }
 
 func planOut(p domain.PlanLimits) api.PlanLimits {
-	return api.PlanLimits{Plan: api.Plan(p.Plan), MaxRunning: p.MaxRunning, UpdatedAt: p.UpdatedAt, StartRate: startRateOut(p.StartRate)}
+	out := api.PlanLimits{Plan: api.Plan(p.Plan), MaxRunning: p.MaxRunning, UpdatedAt: p.UpdatedAt, StartRate: startRateOut(p.StartRate)}
+	planQuotasOut(&out, p.Quotas)
+	out.RetentionDays = p.RetentionDays
+	return out
 }
 
 func workspaceLimitsOut(l domain.WorkspaceLimits) api.WorkspaceLimits {
 	out := api.WorkspaceLimits{WorkspaceID: uuid.UUID(l.WorkspaceID), MaxRunning: l.MaxRunning, StartRate: startRateOut(l.StartRate)}
+	workspaceQuotasOut(&out, l.Quotas)
 	if !l.UpdatedAt.IsZero() {
 		at := l.UpdatedAt
 		out.UpdatedAt = &at
@@ -74,19 +80,19 @@ func workspaceLimitsOut(l domain.WorkspaceLimits) api.WorkspaceLimits {
 
 // startRateEdit reads a plan edit's startRate: absent keeps the plan's,
 // null removes it. The request's schema has checked its shape and bounds.
-func startRateEdit(raw json.RawMessage) (ports.StartRateEdit, error) {
+func startRateEdit(raw json.RawMessage) (domain.StartRateEdit, error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0:
-		return ports.StartRateEdit{Keep: true}, nil
+		return domain.StartRateEdit{Keep: true}, nil
 	case bytes.Equal(raw, []byte("null")):
-		return ports.StartRateEdit{}, nil
+		return domain.StartRateEdit{}, nil
 	}
 	var r api.StartRate
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return ports.StartRateEdit{}, fmt.Errorf("startRate passed the request's schema but does not decode: %w", err)
+		return domain.StartRateEdit{}, fmt.Errorf("startRate passed the request's schema but does not decode: %w", err)
 	}
-	return ports.StartRateEdit{Rate: startRateIn(&r)}, nil
+	return domain.StartRateEdit{Rate: startRateIn(&r)}, nil
 }
 
 // startRateIn is an API start rate in the domain's terms; an absent burst

@@ -31,7 +31,7 @@ func claimOne(t *testing.T, store *postgres.Store, plan domain.Plan, graph strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d", Graph: g}, domain.Quotas{})
+	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d", Graph: g})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func TestExecutionsNameTheirQueueItemAndFilterByItAndByDefinition(t *testing.T) 
 	t.Parallel()
 	b := newQueueBench(t)
 	ctx := context.Background()
-	def2, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: b.ws, Name: "d2"}, domain.Quotas{})
+	def2, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: b.ws, Name: "d2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func (s *Store) ListOutboundPauses(ctx context.Context, workspaceID domain.ID) (
 
 // PutOutboundLimit sets a host's limit under the workspace's limit lock,
 // counting the workspace's limits before adding a new host.
-func (s *Store) PutOutboundLimit(ctx context.Context, workspaceID domain.ID, l domain.OutboundLimit, maxLimits int) (ports.StoredOutboundLimit, error) {
+func (s *Store) PutOutboundLimit(ctx context.Context, workspaceID domain.ID, l domain.OutboundLimit) (ports.StoredOutboundLimit, error) {
 	var out ports.StoredOutboundLimit
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := s.q.OutboundLimitsLock(ctx, tx, workspaceID); err != nil {
@@ -63,7 +63,11 @@ func (s *Store) PutOutboundLimit(ctx context.Context, workspaceID domain.ID, l d
 			if countErr != nil {
 				return countErr
 			}
-			if quotaErr := domain.CheckOutboundLimits(int(n), maxLimits); quotaErr != nil {
+			quotas, quotaErr := s.workspaceQuotas(ctx, tx, workspaceID)
+			if quotaErr != nil {
+				return quotaErr
+			}
+			if quotaErr = domain.CheckOutboundLimits(int(n), quotas.OutboundHosts); quotaErr != nil {
 				return quotaErr
 			}
 		}

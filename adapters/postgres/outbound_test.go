@@ -32,20 +32,23 @@ func TestOutboundLimitsPerWorkspaceAreBounded(t *testing.T) {
 	ctx := context.Background()
 	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
 	ws, other := newOutboundWorkspace(t, store), newOutboundWorkspace(t, store)
-	const bound = 2
+	bound := 2
+	if _, err := store.SetWorkspaceLimits(ctx, domain.WorkspaceLimits{WorkspaceID: ws, Quotas: domain.QuotaOverrides{OutboundHosts: &bound}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range []string{"a.example", "b.example"} {
-		if _, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: h, RatePerSecond: 1, Burst: 1}, bound); err != nil {
+		if _, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: h, RatePerSecond: 1, Burst: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var quota *domain.QuotaError
-	if _, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: "c.example", RatePerSecond: 1, Burst: 1}, bound); !errors.As(err, &quota) {
+	if _, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: "c.example", RatePerSecond: 1, Burst: 1}); !errors.As(err, &quota) {
 		t.Errorf("a third host past a bound of 2: %v, want a quota error", err)
 	}
-	if l, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: "a.example", RatePerSecond: 9, Burst: 3}, bound); err != nil || l.RatePerSecond != 9 {
+	if l, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: "a.example", RatePerSecond: 9, Burst: 3}); err != nil || l.RatePerSecond != 9 {
 		t.Errorf("changing a host at the bound: %v, %v", l, err)
 	}
-	if _, err := store.PutOutboundLimit(ctx, other, domain.OutboundLimit{Host: "c.example", RatePerSecond: 1, Burst: 1}, bound); err != nil {
+	if _, err := store.PutOutboundLimit(ctx, other, domain.OutboundLimit{Host: "c.example", RatePerSecond: 1, Burst: 1}); err != nil {
 		t.Errorf("another workspace's first host: %v", err)
 	}
 	ls, err := store.ListOutboundLimits(ctx, ws)
@@ -66,7 +69,7 @@ func TestOutboundTurnsHoldTheRateAcrossCallersAndWorkspaces(t *testing.T) {
 	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
 	ws, other := newOutboundWorkspace(t, store), newOutboundWorkspace(t, store)
 	const host = "api.example"
-	if _, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: host, RatePerSecond: 0.01, Burst: 4}, 10); err != nil {
+	if _, err := store.PutOutboundLimit(ctx, ws, domain.OutboundLimit{Host: host, RatePerSecond: 0.01, Burst: 4}); err != nil {
 		t.Fatal(err)
 	}
 	waits := make([]time.Duration, 20)

@@ -11,7 +11,10 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-var _ ports.PlanStore = (*Store)(nil)
+var (
+	_ ports.PlanStore           = (*Store)(nil)
+	_ ports.QuotaSnapshotReader = (*Store)(nil)
+)
 
 // ListPlans returns every plan's limits, smallest plan first.
 func (s *Store) ListPlans(ctx context.Context) ([]domain.PlanLimits, error) {
@@ -26,20 +29,23 @@ func (s *Store) ListPlans(ctx context.Context) ([]domain.PlanLimits, error) {
 	return out, nil
 }
 
-// UpdatePlan sets a plan's concurrency limit under the limits' write
+// UpdatePlan sets the figures the change gives under the limits' write
 // lock, and wakes the dispatchers in the same transaction so a raised
 // limit is used at once.
-func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, maxRunning int, rate ports.StartRateEdit) (domain.PlanLimits, error) {
+func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, change domain.PlanChange) (domain.PlanLimits, error) {
 	var out domain.PlanLimits
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
 			return err
 		}
-		r, err := s.q.PlanUpdate(ctx, tx, dbsqlc.PlanUpdateParams{Name: string(plan), MaxRunning: int32(maxRunning)})
+		if _, err := s.q.PlanUpdate(ctx, tx, dbsqlc.PlanUpdateParams{Name: string(plan), MaxRunning: int32Ptr(change.MaxRunning)}); err != nil {
+			return interpretError(err)
+		}
+		r, err := s.q.PlanQuotasUpdate(ctx, tx, planQuotasParams(plan, change.Quotas, change.RetentionDays))
 		if err != nil {
 			return interpretError(err)
 		}
-		if !rate.Keep {
+		if rate := change.StartRate; !rate.Keep {
 			p := dbsqlc.PlanSetStartRateParams{Name: string(plan)}
 			p.StartRate, p.StartRatePer, p.StartBurst = startRateToColumns(rate.Rate)
 			if r, err = s.q.PlanSetStartRate(ctx, tx, p); err != nil {
@@ -81,6 +87,9 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 		if _, err := s.q.WorkspaceLimitsSet(ctx, tx, p); err != nil {
 			return interpretError(err)
 		}
+		if _, err := s.q.WorkspaceQuotasSet(ctx, tx, workspaceQuotasParams(l.WorkspaceID, l.Quotas)); err != nil {
+			return interpretError(err)
+		}
 		rp := dbsqlc.WorkspaceLimitsSetStartRateParams{WorkspaceID: l.WorkspaceID}
 		rp.StartRate, rp.StartRatePer, rp.StartBurst = startRateToColumns(l.StartRate)
 		r, err := s.q.WorkspaceLimitsSetStartRate(ctx, tx, rp)
@@ -94,12 +103,12 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 }
 
 func planFromRow(r dbsqlc.Plan) domain.PlanLimits {
-	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), UpdatedAt: r.UpdatedAt,
+	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), Quotas: planQuotasFromRow(r), RetentionDays: int(r.RetentionDays), UpdatedAt: r.UpdatedAt,
 		StartRate: startRateFromColumns(r.StartRate, r.StartRatePer, r.StartBurst)}
 }
 
 func workspaceLimitsFromRow(r dbsqlc.WorkspaceLimit) domain.WorkspaceLimits {
-	out := domain.WorkspaceLimits{WorkspaceID: r.WorkspaceID, UpdatedAt: r.UpdatedAt}
+	out := domain.WorkspaceLimits{WorkspaceID: r.WorkspaceID, Quotas: quotaOverridesFromRow(r), UpdatedAt: r.UpdatedAt}
 	if r.MaxRunning != nil {
 		n := int(*r.MaxRunning)
 		out.MaxRunning = &n

@@ -62,7 +62,11 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 			return err
 		}
 		if stats.Plan != nil {
-			if err = b.Quotas.CheckEnqueue(domain.Plan(*stats.Plan), int(stats.Pending), int(stats.Stored), len(fresh.Ids)); err != nil {
+			var quotas domain.PlanQuotas
+			if quotas, err = s.workspaceQuotas(ctx, tx, b.WorkspaceID); err != nil {
+				return err
+			}
+			if err = quotas.CheckEnqueue(int(stats.Pending), int(stats.Stored), len(fresh.Ids)); err != nil {
 				return err
 			}
 		}

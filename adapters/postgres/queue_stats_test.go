@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
@@ -360,9 +361,9 @@ func TestStatsMigrationBackfillsExistingRows(t *testing.T) {
 	if _, err := provider.DownTo(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	free, freeDef := createWorkspace(t, store, domain.PlanFree)
-	ent, entDef := createWorkspace(t, store, domain.PlanEnterprise)
-	idle, _ := createWorkspace(t, store, domain.PlanPro)
+	free, freeDef := createWorkspaceAtV1(t, pool, domain.PlanFree)
+	ent, entDef := createWorkspaceAtV1(t, pool, domain.PlanEnterprise)
+	idle, _ := createWorkspaceAtV1(t, pool, domain.PlanPro)
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, completed_at)
 		VALUES (gen_random_uuid(), $1, $2, 1, 'RUNNING', NULL), (gen_random_uuid(), $3, $4, 1, 'RUNNING', NULL),
@@ -391,6 +392,23 @@ func TestStatsMigrationBackfillsExistingRows(t *testing.T) {
 		t.Fatalf("claim after the backfill = %+v; want the ENTERPRISE item claimed and the orphan failed", res)
 	}
 	pgtest.RequireExactStats(t, pool, "dispatch after the backfill")
+}
+
+// createWorkspaceAtV1 makes a workspace with a one-version definition by
+// SQL, on the schema of migration 00001: the store's writes read tables
+// that later migrations add (a definition's create reads the plan's
+// quotas).
+func createWorkspaceAtV1(t *testing.T, pool *pgxpool.Pool, plan domain.Plan) (domain.ID, domain.ID) {
+	t.Helper()
+	ws, def := domain.ID(uuid.New()), domain.ID(uuid.New())
+	if _, err := pool.Exec(context.Background(), `
+		WITH w AS (INSERT INTO workspaces (id, name, plan) VALUES ($1, 'ws', $3) RETURNING id),
+		     d AS (INSERT INTO workflow_definitions (id, workspace_id, name) SELECT $2, id, 'd' FROM w RETURNING id)
+		INSERT INTO workflow_definition_versions (workflow_definition_id, version, graph)
+		SELECT id, 1, '{"nodes": [], "edges": []}' FROM d`, ws, def, string(plan)); err != nil {
+		t.Fatal(err)
+	}
+	return ws, def
 }
 
 // TestWrongCountsNeverOverAdmit shows the counts are only a prefilter: with

@@ -50,7 +50,7 @@ func createWorkspace(t *testing.T, store *postgres.Store, plan domain.Plan) (dom
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d"}, domain.Quotas{})
+	d, err := store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,19 +43,22 @@ func scheduleColumns(s domain.Schedule) (*string, *int32) {
 }
 
 // CreateSchedule stores the schedule once the workspace's schedules,
-// counted under its storage lock, leave room in its plan's quota.
-func (s *Store) CreateSchedule(ctx context.Context, sc domain.Schedule, quotas domain.Quotas) (domain.Schedule, error) {
+// counted under its storage lock, leave room in its quota in force.
+func (s *Store) CreateSchedule(ctx context.Context, sc domain.Schedule) (domain.Schedule, error) {
 	var out domain.Schedule
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		plan, err := s.q.WorkspaceStorageLock(ctx, tx, sc.WorkspaceID)
-		if err != nil {
+		if _, err := s.q.WorkspaceStorageLock(ctx, tx, sc.WorkspaceID); err != nil {
 			return interpretError(err)
+		}
+		quotas, err := s.workspaceQuotas(ctx, tx, sc.WorkspaceID)
+		if err != nil {
+			return err
 		}
 		n, err := s.q.ScheduleCount(ctx, tx, sc.WorkspaceID)
 		if err != nil {
 			return err
 		}
-		if err = quotas.CheckSchedules(domain.Plan(plan), int(n)); err != nil {
+		if err = quotas.CheckSchedules(int(n)); err != nil {
 			return err
 		}
 		cron, interval := scheduleColumns(sc)
@@ -154,7 +157,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, id domain.ID) error {
 // FireDueSchedule fires one due schedule's tick in one transaction: the
 // row lock, the decision, the item through enqueueTx and the advance of
 // next_fire_at commit together or not at all.
-func (s *Store) FireDueSchedule(ctx context.Context, quotas domain.Quotas, decide func(ports.DueSchedule) (domain.Firing, error)) (bool, error) {
+func (s *Store) FireDueSchedule(ctx context.Context, decide func(ports.DueSchedule) (domain.Firing, error)) (bool, error) {
 	fired := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		r, err := s.q.ScheduleLockDue(ctx, tx)
@@ -187,7 +190,7 @@ func (s *Store) FireDueSchedule(ctx context.Context, quotas domain.Quotas, decid
 		}
 		e := ports.Enqueue{
 			ID: domain.ID(uuid.New()), WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input,
-			Priority: sc.Priority, Actor: domain.Actor{}, Quotas: quotas,
+			Priority: sc.Priority, Actor: domain.Actor{},
 		}
 		// The tick's item is keyed as any enqueue is. An input that lacks
 		// what the definition's key reads (the definition gained a key, or

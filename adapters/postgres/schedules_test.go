@@ -30,7 +30,7 @@ func TestConcurrentFiringsFireEachTickOnce(t *testing.T) {
 	sc, err := b.store.CreateSchedule(ctx, domain.Schedule{
 		ID: domain.ID(uuid.New()), WorkspaceID: b.ws, DefinitionID: b.def, Name: "behind", TimeZone: "UTC",
 		Interval: time.Second, Input: json.RawMessage(`{}`), Priority: 2, Overlap: domain.OverlapQueue, NextFireAt: &first,
-	}, domain.DefaultQuotas())
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestConcurrentFiringsFireEachTickOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				fired, err := b.store.FireDueSchedule(ctx, domain.DefaultQuotas(), decide)
+				fired, err := b.store.FireDueSchedule(ctx, decide)
 				if err != nil {
 					t.Error(err)
 					return
@@ -76,7 +76,7 @@ func TestAScheduledTickWhoseInputLacksTheKeyIsRefused(t *testing.T) {
 	b := newQueueBench(t)
 	ctx := context.Background()
 	def, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: b.ws, Name: "keyed",
-		Graph: domain.Graph{Nodes: []domain.Node{}, Edges: []domain.Edge{}, Concurrency: &domain.Concurrency{Key: "{{ input.customer }}", Limit: 3}}}, domain.Quotas{})
+		Graph: domain.Graph{Nodes: []domain.Node{}, Edges: []domain.Edge{}, Concurrency: &domain.Concurrency{Key: "{{ input.customer }}", Limit: 3}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestAScheduledTickWhoseInputLacksTheKeyIsRefused(t *testing.T) {
 		sc, err := b.store.CreateSchedule(ctx, domain.Schedule{
 			ID: domain.ID(uuid.New()), WorkspaceID: b.ws, DefinitionID: def.ID, Name: "s", TimeZone: "UTC",
 			Interval: time.Second, Input: json.RawMessage(input), Priority: 2, Overlap: domain.OverlapQueue, NextFireAt: &due,
-		}, domain.DefaultQuotas())
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestAScheduledTickWhoseInputLacksTheKeyIsRefused(t *testing.T) {
 		return d.Schedule.Fire(tt, d.Now, time.Minute, d.PreviousActive), nil
 	}
 	for fired := true; fired; {
-		if fired, err = b.store.FireDueSchedule(ctx, domain.DefaultQuotas(), decide); err != nil {
+		if fired, err = b.store.FireDueSchedule(ctx, decide); err != nil {
 			t.Fatal(err)
 		}
 	}

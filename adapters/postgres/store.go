@@ -126,21 +126,21 @@ func (s *Store) APIKeyBySecretHash(ctx context.Context, hash []byte) (domain.API
 
 // CreateDefinition stores a definition and its version 1 together, within
 // the workspace's definitions and versions quotas.
-func (s *Store) CreateDefinition(ctx context.Context, d domain.Definition, quotas domain.Quotas) (domain.Definition, error) {
+func (s *Store) CreateDefinition(ctx context.Context, d domain.Definition) (domain.Definition, error) {
 	graph, err := graphJSON(d.Graph)
 	if err != nil {
 		return domain.Definition{}, err
 	}
 	var out domain.Definition
 	txErr := s.withTx(ctx, func(tx pgx.Tx) error {
-		plan, counts, err := s.lockDefinitionStorage(ctx, tx, d.WorkspaceID)
+		quotas, counts, err := s.lockDefinitionStorage(ctx, tx, d.WorkspaceID)
 		if err != nil {
 			return err
 		}
-		if err = quotas.CheckDefinitions(plan, int(counts.Definitions)); err != nil {
+		if err = quotas.CheckDefinitions(int(counts.Definitions)); err != nil {
 			return err
 		}
-		if err = quotas.CheckDefinitionVersions(plan, int(counts.Versions)); err != nil {
+		if err = quotas.CheckDefinitionVersions(int(counts.Versions)); err != nil {
 			return err
 		}
 		r, err := s.q.DefinitionInsert(ctx, tx, dbsqlc.DefinitionInsertParams{ID: d.ID, WorkspaceID: d.WorkspaceID, Name: d.Name})
@@ -175,14 +175,17 @@ func (s *Store) GetDefinition(ctx context.Context, id domain.ID) (domain.Definit
 }
 
 // lockDefinitionStorage takes the workspace's storage lock for the rest
-// of tx and returns its plan and what it stores, for the quotas.
-func (s *Store) lockDefinitionStorage(ctx context.Context, tx pgx.Tx, workspaceID domain.ID) (domain.Plan, dbsqlc.DefinitionStorageCountsRow, error) {
-	plan, err := s.q.WorkspaceStorageLock(ctx, tx, workspaceID)
+// of tx and returns its quotas in force and what it stores.
+func (s *Store) lockDefinitionStorage(ctx context.Context, tx pgx.Tx, workspaceID domain.ID) (domain.PlanQuotas, dbsqlc.DefinitionStorageCountsRow, error) {
+	if _, err := s.q.WorkspaceStorageLock(ctx, tx, workspaceID); err != nil {
+		return domain.PlanQuotas{}, dbsqlc.DefinitionStorageCountsRow{}, interpretError(err)
+	}
+	quotas, err := s.workspaceQuotas(ctx, tx, workspaceID)
 	if err != nil {
-		return "", dbsqlc.DefinitionStorageCountsRow{}, interpretError(err)
+		return domain.PlanQuotas{}, dbsqlc.DefinitionStorageCountsRow{}, err
 	}
 	counts, err := s.q.DefinitionStorageCounts(ctx, tx, workspaceID)
-	return domain.Plan(plan), counts, err
+	return quotas, counts, err
 }
 
 // DefinitionWorkspace returns the owner of a live definition.
@@ -262,7 +265,7 @@ func (s *Store) DeleteDefinition(ctx context.Context, id domain.ID) error {
 
 // AddDefinitionVersion numbers and stores a new current version under the
 // definition's row lock, within the workspace's versions quota.
-func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain.Graph, quotas domain.Quotas) (domain.DefinitionVersion, error) {
+func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain.Graph) (domain.DefinitionVersion, error) {
 	graph, err := graphJSON(g)
 	if err != nil {
 		return domain.DefinitionVersion{}, err
@@ -273,11 +276,11 @@ func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain
 		if err != nil {
 			return interpretError(err)
 		}
-		plan, counts, err := s.lockDefinitionStorage(ctx, tx, ws)
+		quotas, counts, err := s.lockDefinitionStorage(ctx, tx, ws)
 		if err != nil {
 			return err
 		}
-		if err = quotas.CheckDefinitionVersions(plan, int(counts.Versions)); err != nil {
+		if err = quotas.CheckDefinitionVersions(int(counts.Versions)); err != nil {
 			return err
 		}
 		v, err := s.q.DefinitionNextVersion(ctx, tx, id)
@@ -440,7 +443,11 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 			return err
 		}
 		if stats.Plan != nil {
-			if err = e.Quotas.CheckEnqueue(domain.Plan(*stats.Plan), int(stats.Pending), int(stats.Stored), 1); err != nil {
+			var quotas domain.PlanQuotas
+			if quotas, err = s.workspaceQuotas(ctx, tx, e.WorkspaceID); err != nil {
+				return err
+			}
+			if err = quotas.CheckEnqueue(int(stats.Pending), int(stats.Stored), 1); err != nil {
 				return err
 			}
 		}

@@ -37,13 +37,19 @@ func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, st
 }
 
 // CreateWebhookEndpoint stores an endpoint under its workspace's row lock,
-// so the count the quota checks cannot change under it.
-func (s *Store) CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint, maxEndpoints int) (domain.WebhookEndpoint, error) {
+// so the count the quota (the workspace's in force, read after the lock)
+// checks cannot change under it.
+func (s *Store) CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint) (domain.WebhookEndpoint, error) {
 	var out domain.WebhookEndpoint
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := s.q.WorkspaceLockForWebhooks(ctx, tx, e.WorkspaceID); err != nil {
 			return interpretError(err)
 		}
+		quotas, err := s.workspaceQuotas(ctx, tx, e.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		maxEndpoints := quotas.WebhookEndpoints
 		events := make([]string, len(e.Events))
 		for i, ev := range e.Events {
 			events[i] = string(ev)

@@ -307,7 +307,7 @@ type EnqueueExecutionRequest struct {
 	// Priority 1 is most urgent. Orders work within a workspace; fairness across workspaces comes first.
 	Priority *int `json:"priority,omitempty"`
 
-	// RunTimeout This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+	// RunTimeout This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the workspace's runTimeoutSeconds quota (a 422 naming /runTimeout).
 	RunTimeout           *string            `json:"runTimeout,omitempty"`
 	WorkflowDefinitionID openapi_types.UUID `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID `json:"workspaceId"`
@@ -414,7 +414,7 @@ type Node struct {
 	// Retry A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
-	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY.
+	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the workspace's nodeTimeoutSeconds quota; not on DELAY.
 	Timeout *string `json:"timeout,omitempty"`
 
 	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
@@ -482,9 +482,45 @@ type Plan string
 
 // PlanLimits defines model for PlanLimits.
 type PlanLimits struct {
+	// DefinitionVersions Versions of all a workspace's definitions; past it a new version is refused (429).
+	DefinitionVersions int `json:"definitionVersions"`
+
+	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
+	Definitions int `json:"definitions"`
+
+	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
+	ForEachItems int `json:"forEachItems"`
+
 	// MaxRunning RUNNING executions a workspace on the plan may have.
-	MaxRunning int  `json:"maxRunning"`
-	Plan       Plan `json:"plan"`
+	MaxRunning int `json:"maxRunning"`
+
+	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
+	NodeAttempts int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422).
+	NodeTimeoutSeconds int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
+	NodesInFlight int `json:"nodesInFlight"`
+
+	// OutboundHosts Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed.
+	OutboundHosts int `json:"outboundHosts"`
+
+	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
+	PendingItems int  `json:"pendingItems"`
+	Plan         Plan `json:"plan"`
+
+	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
+	RetentionDays int `json:"retentionDays"`
+
+	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
+	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422).
+	ScheduleMinIntervalSeconds int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Schedules a workspace may keep, paused ones included; past it a create is refused (429).
+	Schedules int `json:"schedules"`
 
 	// StartRate A start rate: at most `rate` executions start per `per` in the long
 	// run, and at most `burst` in any window of one `per`, sliding (a
@@ -492,7 +528,64 @@ type PlanLimits struct {
 	// allows; none is refused or failed for it. Null is none (on a
 	// workspace: its plan's).
 	StartRate *StartRate `json:"startRate"`
-	UpdatedAt time.Time  `json:"updatedAt"`
+
+	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
+	StoredItems int       `json:"storedItems"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+
+	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
+	WebhookEndpoints int `json:"webhookEndpoints"`
+
+	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
+	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
+}
+
+// PlanQuotas The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart.
+type PlanQuotas struct {
+	// DefinitionVersions Versions of all a workspace's definitions; past it a new version is refused (429).
+	DefinitionVersions int `json:"definitionVersions"`
+
+	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
+	Definitions int `json:"definitions"`
+
+	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
+	ForEachItems int `json:"forEachItems"`
+
+	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
+	NodeAttempts int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422).
+	NodeTimeoutSeconds int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Nodes of one execution that run at once; the rest wait ready. Read when an execution starts.
+	NodesInFlight int `json:"nodesInFlight"`
+
+	// OutboundHosts Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed.
+	OutboundHosts int `json:"outboundHosts"`
+
+	// PendingItems PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After).
+	PendingItems int `json:"pendingItems"`
+
+	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
+	RetentionDays int `json:"retentionDays"`
+
+	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
+	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422).
+	ScheduleMinIntervalSeconds int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Schedules a workspace may keep, paused ones included; past it a create is refused (429).
+	Schedules int `json:"schedules"`
+
+	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
+	StoredItems int `json:"storedItems"`
+
+	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
+	WebhookEndpoints int `json:"webhookEndpoints"`
+
+	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
+	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
 }
 
 // Problem RFC 9457 problem details.
@@ -563,7 +656,7 @@ type RetryPolicy struct {
 	// InitialInterval Wait before the first retry; at most 1h.
 	InitialInterval *string `json:"initialInterval,omitempty"`
 
-	// MaxAttempts Attempts, the first included; at most the plan's SLUICE_QUOTA_NODE_ATTEMPTS.
+	// MaxAttempts Attempts, the first included; at most the workspace's nodeAttempts quota.
 	MaxAttempts *int `json:"maxAttempts,omitempty"`
 
 	// MaxInterval Longest wait between attempts; at most 1h, not below initialInterval.
@@ -619,8 +712,41 @@ type SetOutboundLimitRequest struct {
 
 // SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
 type SetWorkspaceLimitsRequest struct {
+	// DefinitionVersions Absent or null keeps the plan's.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Absent or null keeps the plan's.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Absent or null keeps the plan's.
+	ForEachItems *int `json:"forEachItems"`
+
 	// MaxRunning Null returns to the plan's.
 	MaxRunning *int `json:"maxRunning"`
+
+	// NodeAttempts Absent or null keeps the plan's.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Absent or null keeps the plan's.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Absent or null keeps the plan's.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// OutboundHosts Absent or null keeps the plan's.
+	OutboundHosts *int `json:"outboundHosts"`
+
+	// PendingItems Absent or null keeps the plan's.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Absent or null keeps the plan's.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Absent or null keeps the plan's.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Absent or null keeps the plan's.
+	Schedules *int `json:"schedules"`
 
 	// StartRate A start rate: at most `rate` executions start per `per` in the long
 	// run, and at most `burst` in any window of one `per`, sliding (a
@@ -628,6 +754,15 @@ type SetWorkspaceLimitsRequest struct {
 	// allows; none is refused or failed for it. Null is none (on a
 	// workspace: its plan's).
 	StartRate *StartRate `json:"startRate"`
+
+	// StoredItems Absent or null keeps the plan's.
+	StoredItems *int `json:"storedItems"`
+
+	// WebhookEndpoints Absent or null keeps the plan's.
+	WebhookEndpoints *int `json:"webhookEndpoints"`
+
+	// WorkspaceNodesInFlight Absent or null keeps the plan's.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // StartRate A start rate: at most `rate` executions start per `per` in the long
@@ -647,12 +782,27 @@ type StartRate struct {
 // StartRatePer defines model for StartRate.Per.
 type StartRatePer string
 
-// UpdatePlanRequest defines model for UpdatePlanRequest.
+// UpdatePlanRequest The figures to change; an absent one is left as it is.
 type UpdatePlanRequest struct {
-	MaxRunning int `json:"maxRunning"`
+	DefinitionVersions         *int `json:"definitionVersions,omitempty"`
+	Definitions                *int `json:"definitions,omitempty"`
+	ForEachItems               *int `json:"forEachItems,omitempty"`
+	MaxRunning                 *int `json:"maxRunning,omitempty"`
+	NodeAttempts               *int `json:"nodeAttempts,omitempty"`
+	NodeTimeoutSeconds         *int `json:"nodeTimeoutSeconds,omitempty"`
+	NodesInFlight              *int `json:"nodesInFlight,omitempty"`
+	OutboundHosts              *int `json:"outboundHosts,omitempty"`
+	PendingItems               *int `json:"pendingItems,omitempty"`
+	RetentionDays              *int `json:"retentionDays,omitempty"`
+	RunTimeoutSeconds          *int `json:"runTimeoutSeconds,omitempty"`
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds,omitempty"`
+	Schedules                  *int `json:"schedules,omitempty"`
 
 	// StartRate The plan's start rate (see StartRate). Absent keeps the one it has; null removes it.
-	StartRate rawjson.RawMessage `json:"startRate"`
+	StartRate              rawjson.RawMessage `json:"startRate"`
+	StoredItems            *int               `json:"storedItems,omitempty"`
+	WebhookEndpoints       *int               `json:"webhookEndpoints,omitempty"`
+	WorkspaceNodesInFlight *int               `json:"workspaceNodesInFlight,omitempty"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -760,23 +910,110 @@ type Workspace struct {
 
 // WorkspaceLimits defines model for WorkspaceLimits.
 type WorkspaceLimits struct {
+	// DefinitionVersions Replaces the plan's; null keeps it.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Replaces the plan's; null keeps it.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Replaces the plan's; null keeps it.
+	ForEachItems *int `json:"forEachItems"`
+
 	// MaxRunning Replaces the plan's; null keeps it.
 	MaxRunning *int `json:"maxRunning"`
+
+	// NodeAttempts Replaces the plan's; null keeps it.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Replaces the plan's; null keeps it.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Replaces the plan's; null keeps it.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// OutboundHosts Replaces the plan's; null keeps it.
+	OutboundHosts *int `json:"outboundHosts"`
+
+	// PendingItems Replaces the plan's; null keeps it.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Replaces the plan's; null keeps it.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Replaces the plan's; null keeps it.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Replaces the plan's; null keeps it.
+	Schedules *int `json:"schedules"`
 
 	// StartRate A start rate: at most `rate` executions start per `per` in the long
 	// run, and at most `burst` in any window of one `per`, sliding (a
 	// second or a minute). Items over it wait PENDING and start when it
 	// allows; none is refused or failed for it. Null is none (on a
 	// workspace: its plan's).
-	StartRate   *StartRate         `json:"startRate"`
-	UpdatedAt   *time.Time         `json:"updatedAt"`
-	WorkspaceID openapi_types.UUID `json:"workspaceId"`
+	StartRate *StartRate `json:"startRate"`
+
+	// StoredItems Replaces the plan's; null keeps it.
+	StoredItems *int       `json:"storedItems"`
+	UpdatedAt   *time.Time `json:"updatedAt"`
+
+	// WebhookEndpoints Replaces the plan's; null keeps it.
+	WebhookEndpoints *int               `json:"webhookEndpoints"`
+	WorkspaceID      openapi_types.UUID `json:"workspaceId"`
+
+	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // WorkspacePage defines model for WorkspacePage.
 type WorkspacePage struct {
 	Items      []Workspace `json:"items"`
 	NextCursor *string     `json:"nextCursor"`
+}
+
+// WorkspaceQuotas A workspace's own quotas over its plan's (PlanQuotas); null keeps the plan's.
+type WorkspaceQuotas struct {
+	// DefinitionVersions Replaces the plan's; null keeps it.
+	DefinitionVersions *int `json:"definitionVersions"`
+
+	// Definitions Replaces the plan's; null keeps it.
+	Definitions *int `json:"definitions"`
+
+	// ForEachItems Replaces the plan's; null keeps it.
+	ForEachItems *int `json:"forEachItems"`
+
+	// NodeAttempts Replaces the plan's; null keeps it.
+	NodeAttempts *int `json:"nodeAttempts"`
+
+	// NodeTimeoutSeconds Replaces the plan's; null keeps it.
+	NodeTimeoutSeconds *int `json:"nodeTimeoutSeconds"`
+
+	// NodesInFlight Replaces the plan's; null keeps it.
+	NodesInFlight *int `json:"nodesInFlight"`
+
+	// OutboundHosts Replaces the plan's; null keeps it.
+	OutboundHosts *int `json:"outboundHosts"`
+
+	// PendingItems Replaces the plan's; null keeps it.
+	PendingItems *int `json:"pendingItems"`
+
+	// RunTimeoutSeconds Replaces the plan's; null keeps it.
+	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
+
+	// ScheduleMinIntervalSeconds Replaces the plan's; null keeps it.
+	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds"`
+
+	// Schedules Replaces the plan's; null keeps it.
+	Schedules *int `json:"schedules"`
+
+	// StoredItems Replaces the plan's; null keeps it.
+	StoredItems *int `json:"storedItems"`
+
+	// WebhookEndpoints Replaces the plan's; null keeps it.
+	WebhookEndpoints *int `json:"webhookEndpoints"`
+
+	// WorkspaceNodesInFlight Replaces the plan's; null keeps it.
+	WorkspaceNodesInFlight *int `json:"workspaceNodesInFlight"`
 }
 
 // Cursor defines model for Cursor.

@@ -124,7 +124,7 @@ func TestContractEveryOperation(t *testing.T) {
 	if len(*lp.JSON200) != 3 || (*lp.JSON200)[0].Plan != client.FREE || (*lp.JSON200)[0].MaxRunning != 1 {
 		t.Errorf("listPlans: %s", lp.Body)
 	}
-	upl, err := admin.UpdatePlanWithResponse(ctx, client.FREE, client.UpdatePlanRequest{MaxRunning: 2})
+	upl, err := admin.UpdatePlanWithResponse(ctx, client.FREE, client.UpdatePlanRequest{MaxRunning: ptr(2)})
 	status(t, "updatePlan", upl, err, http.StatusOK)
 	if upl.JSON200.Plan != client.FREE || upl.JSON200.MaxRunning != 2 {
 		t.Errorf("updatePlan: %s", upl.Body)

@@ -126,7 +126,7 @@ func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *st
 	}, cfg)
 
 	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store}, workflows, quotas, domain.DefaultTemplateBudget, adminToken)
-	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store, app.DefaultWebhookEndpointsMax)
+	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store)
 	hub := postgres.NewFeedHub(pool, log, time.Hour)
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	hubDone := make(chan struct{})
@@ -434,4 +434,14 @@ func inputField(t *testing.T, input json.RawMessage, name string) any {
 		t.Fatalf("execution input %s: %v", input, err)
 	}
 	return m[name]
+}
+
+// setPlanQuotas sets quotas of plan in the stack's database through the
+// store's plan edit, the path PATCH /plans takes, for tests that need a
+// small quota from the start.
+func (s *stack) setPlanQuotas(t *testing.T, plan domain.Plan, q domain.QuotaOverrides) {
+	t.Helper()
+	if _, err := postgres.NewStore(s.pool, testLog()).UpdatePlan(context.Background(), plan, domain.PlanChange{Quotas: q}); err != nil {
+		t.Fatalf("setting %s's quotas: %v", plan, err)
+	}
 }

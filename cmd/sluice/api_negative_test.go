@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/adapters/crontab"
 	"github.com/sluicehq/sluice/adapters/httpapi"
@@ -140,7 +142,7 @@ func (w *world) opsOnB() []op {
 			return c.ListPlans(ctx)
 		}},
 		{"updatePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: 1000})
+			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: ptr(1000)})
 		}},
 		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsB, Name: "intruder", Graph: greetGraph()})
@@ -709,12 +711,9 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	small := domain.Quotas{
-		StoredItems:        map[domain.Plan]int{domain.PlanFree: 3},
-		Definitions:        map[domain.Plan]int{domain.PlanFree: 2},
-		DefinitionVersions: map[domain.Plan]int{domain.PlanFree: 3},
-		NodesPerGraph:      10,
-	}
+	small := domain.DefaultQuotas()
+	small.NodesPerGraph = 10
+	smallPlan := domain.QuotaOverrides{StoredItems: ptr(3), Definitions: ptr(2), DefinitionVersions: ptr(3)}
 	for _, row := range []struct {
 		name   string
 		limits func(*httpapi.Limits)
@@ -776,6 +775,7 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 				row.limits(&limits)
 			}
 			s := newStackWith(t, small, limits)
+			s.setPlanQuotas(t, domain.PlanFree, smallPlan)
 			ws, c := quotaWorkspace(t, s, client.FREE)
 			resp := row.loop(t, ws, c)
 			if resp == nil || resp.StatusCode != http.StatusTooManyRequests {
@@ -877,9 +877,10 @@ func TestNegativeRetryAndRequeueOnlyWhatFailed(t *testing.T) {
 
 // TestNegativePlansAndLimits: a workspace key can neither read nor edit
 // the plans, nor set any workspace's limits (its own included: a tenant
-// cannot raise its own capacity), nor read another workspace's; every
-// such call is a 403 and nothing changes. The admin's limits out of range
-// are refused naming /maxRunning, and change nothing either.
+// cannot raise its own capacity or quotas), nor read another workspace's;
+// every such call is a 403 and nothing changes. The admin's limits and
+// quotas out of range are refused naming the field (each quota, below
+// and above its bounds, on both operations), and change nothing either.
 func TestNegativePlansAndLimits(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -893,13 +894,22 @@ func TestNegativePlansAndLimits(t *testing.T) {
 			return c.ListPlans(ctx)
 		}},
 		{"updatePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
-			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: fifty})
+			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: &fifty})
 		}},
 		{"setWorkspaceLimits on its own workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.SetWorkspaceLimits(ctx, w.wsA, client.SetWorkspaceLimitsRequest{MaxRunning: &fifty})
 		}},
 		{"setWorkspaceLimits on another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.SetWorkspaceLimits(ctx, w.wsB, client.SetWorkspaceLimitsRequest{MaxRunning: &fifty})
+		}},
+		{"updatePlan's quotas", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdatePlan(ctx, client.FREE, client.UpdatePlanRequest{PendingItems: ptr(1_000_000), NodesInFlight: ptr(1000)})
+		}},
+		{"setWorkspaceLimits' quotas on its own workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsA, client.SetWorkspaceLimitsRequest{PendingItems: ptr(1_000_000), ForEachItems: ptr(100_000)})
+		}},
+		{"setWorkspaceLimits' quotas on another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.SetWorkspaceLimits(ctx, w.wsB, client.SetWorkspaceLimitsRequest{Schedules: ptr(1)})
 		}},
 		{"getWorkspaceLimits of another workspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetWorkspaceLimits(ctx, w.wsB)
@@ -920,29 +930,63 @@ func TestNegativePlansAndLimits(t *testing.T) {
 		t.Errorf("getWorkspaceLimits of its own workspace with its key: %d %s", own.status, own.body)
 	}
 
-	bodies := map[string]string{
-		"zero":           `{"maxRunning": 0}`,
-		"negative":       `{"maxRunning": -1}`,
-		"over 100,000":   `{"maxRunning": 100001}`,
-		"not an integer": `{"maxRunning": 2.5}`,
-		"a string":       `{"maxRunning": "5"}`,
+	var plansBefore string
+	if err := w.pool.QueryRow(ctx, `SELECT string_agg(p::text, ';' ORDER BY name) FROM plans p`).Scan(&plansBefore); err != nil {
+		t.Fatal(err)
 	}
-	for name, body := range bodies {
+	type badBody struct{ field, body string }
+	bodies := map[string]badBody{
+		"zero":           {"/maxRunning", `{"maxRunning": 0}`},
+		"negative":       {"/maxRunning", `{"maxRunning": -1}`},
+		"over 100,000":   {"/maxRunning", `{"maxRunning": 100001}`},
+		"not an integer": {"/maxRunning", `{"maxRunning": 2.5}`},
+		"a string":       {"/maxRunning", `{"maxRunning": "5"}`},
+	}
+	// Every quota with its documented range (README, Every per-plan limit).
+	for _, b := range []struct {
+		Name     string
+		Min, Max int
+	}{
+		{"pendingItems", 1, 10_000_000}, {"storedItems", 1, 10_000_000}, {"definitions", 1, 1_000_000},
+		{"definitionVersions", 1, 10_000_000}, {"schedules", 1, 100_000}, {"scheduleMinIntervalSeconds", 1, 86_400},
+		{"nodeAttempts", 1, 100}, {"nodeTimeoutSeconds", 1, 604_800}, {"runTimeoutSeconds", 1, 31_536_000},
+		{"nodesInFlight", 1, 1_000}, {"workspaceNodesInFlight", 1, 10_000}, {"forEachItems", 1, 100_000},
+		{"webhookEndpoints", 1, 1_000}, {"outboundHosts", 1, 10_000},
+	} {
+		bodies[b.Name+" below its minimum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Min-1)}
+		bodies[b.Name+" above its maximum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Max+1)}
+		bodies[b.Name+" a string"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: "5"}`, b.Name)}
+	}
+	for name, bad := range bodies {
+		// A plan's PATCH leaves out what it does not change (it takes no
+		// null); a workspace's PUT replaces all, so it carries maxRunning.
+		patch := strings.Replace(bad.body, `"maxRunning": null, `, "", 1)
 		for opName, send := range map[string]func() (*http.Response, error){
 			"updatePlan": func() (*http.Response, error) {
-				return admin.UpdatePlanWithBody(ctx, client.PRO, "application/json", strings.NewReader(body))
+				return admin.UpdatePlanWithBody(ctx, client.PRO, "application/json", strings.NewReader(patch))
 			},
 			"setWorkspaceLimits": func() (*http.Response, error) {
-				return admin.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(body))
+				return admin.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(bad.body))
 			},
 		} {
 			got := read(send())
 			got.expect(t, opName+": "+name, http.StatusBadRequest, "invalid-request")
-			if !slices.Contains(got.fieldPaths(), "/maxRunning") {
-				t.Errorf("%s: %s: field paths %v lack /maxRunning; body: %s", opName, name, got.fieldPaths(), got.body)
+			if !slices.Contains(got.fieldPaths(), bad.field) {
+				t.Errorf("%s: %s: field paths %v lack %s; body: %s", opName, name, got.fieldPaths(), bad.field, got.body)
 			}
 		}
 	}
+	// Retention is a plan figure only: out of range on the plan, and no
+	// field of a workspace's own limits.
+	for _, body := range []string{`{"retentionDays": 0}`, `{"retentionDays": 3651}`, `{"retentionDays": "7"}`} {
+		got := read(admin.UpdatePlanWithBody(ctx, client.PRO, "application/json", strings.NewReader(body)))
+		got.expect(t, "updatePlan: "+body, http.StatusBadRequest, "invalid-request")
+		if !slices.Contains(got.fieldPaths(), "/retentionDays") {
+			t.Errorf("updatePlan %s: field paths %v lack /retentionDays; body: %s", body, got.fieldPaths(), got.body)
+		}
+	}
+	read(admin.SetWorkspaceLimitsWithBody(ctx, w.wsA, "application/json", strings.NewReader(`{"maxRunning": null, "retentionDays": 5}`))).
+		expect(t, "setWorkspaceLimits with a retention", http.StatusBadRequest, "invalid-request")
 	read(admin.UpdatePlanWithBody(ctx, "GOLD", "application/json", strings.NewReader(`{"maxRunning": 5}`))).
 		expect(t, "updatePlan of an unknown plan", http.StatusBadRequest, "invalid-request")
 
@@ -954,6 +998,13 @@ func TestNegativePlansAndLimits(t *testing.T) {
 	}
 	if plans != "FREE=1,PRO=5,ENTERPRISE=20" || own != 0 {
 		t.Errorf("refused calls changed limits: plans %s, %d workspace limits", plans, own)
+	}
+	var plansAfter string
+	if err := w.pool.QueryRow(ctx, `SELECT string_agg(p::text, ';' ORDER BY name) FROM plans p`).Scan(&plansAfter); err != nil {
+		t.Fatal(err)
+	}
+	if plansAfter != plansBefore {
+		t.Errorf("refused calls changed the plans:\n before %s\n after  %s", plansBefore, plansAfter)
 	}
 	w.checkBUntouched(t)
 }
@@ -1107,13 +1158,15 @@ func TestNegativeEvents(t *testing.T) {
 // runs no iteration.
 func TestNegativeForEachPastItsCapFailsBeforeAnyIteration(t *testing.T) {
 	t.Parallel()
-	base := startSluice(t, map[string]string{"SLUICE_FOR_EACH_ITEMS": "FREE=3"})
+	var quotas *app.QuotaSnapshot
+	base := startSluiceWith(t, nil, fx.Populate(&quotas))
+	setPlanQuotasE2E(t, base, quotas, domain.PlanFree, map[string]any{"forEachItems": 3}, func(q domain.PlanQuotas) bool { return q.ForEachItems == 3 })
 	graph := map[string]any{"nodes": []any{map[string]any{"key": "each", "type": "FOR_EACH", "config": map[string]any{
 		"items": "{{ input.list }}", "node": map[string]any{"type": "TRANSFORM", "config": map[string]any{"output": "{{ item }}"}},
 	}}}, "edges": []any{}}
 	_, execID := startGraph(t, base, "FREE", graph, map[string]any{"list": []int{1, 2, 3, 4}})
 	run := waitRun(t, base, execID, time.Minute, "the execution to fail", statusIs("FAILED"))
-	if run.Error == nil || !strings.Contains(*run.Error, "4 elements, over the FREE plan's FOR_EACH limit of 3 (SLUICE_FOR_EACH_ITEMS)") {
+	if run.Error == nil || !strings.Contains(*run.Error, "4 elements, over the workspace's FOR_EACH limit of 3 (its forEachItems quota)") {
 		t.Errorf("error = %v, want the limit named", run.Error)
 	}
 	if len(run.Nodes) != 1 {

@@ -22,11 +22,11 @@ import (
 // another workspace on another plan is not affected.
 func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 	t.Parallel()
-	s := newStackWithQuotas(t, domain.Quotas{
-		PendingItems:  map[domain.Plan]int{domain.PlanFree: 2, domain.PlanPro: 100},
-		Definitions:   map[domain.Plan]int{domain.PlanFree: 1, domain.PlanPro: 100},
-		NodesPerGraph: 2,
-	})
+	quotas := domain.DefaultQuotas()
+	quotas.NodesPerGraph = 2
+	s := newStackWithQuotas(t, quotas)
+	s.setPlanQuotas(t, domain.PlanFree, domain.QuotaOverrides{PendingItems: ptr(2), Definitions: ptr(1)})
+	s.setPlanQuotas(t, domain.PlanPro, domain.QuotaOverrides{PendingItems: ptr(100), Definitions: ptr(100)})
 	ctx := context.Background()
 	admin := s.client(t, adminToken)
 	wsResp, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "quota", Plan: client.FREE})
@@ -155,9 +155,8 @@ var oneNodeGraph = client.Graph(`{"nodes":[{"key":"a","type":"TRANSFORM","config
 func TestAnEnqueueAndCancelLoopMeetsTheStoredItemsQuota(t *testing.T) {
 	t.Parallel()
 	const stored = 5
-	quotas := domain.DefaultQuotas()
-	quotas.StoredItems = map[domain.Plan]int{domain.PlanFree: stored}
-	s := newStackWithQuotas(t, quotas)
+	s := newStack(t)
+	s.setPlanQuotas(t, domain.PlanFree, domain.QuotaOverrides{StoredItems: ptr(stored)})
 	ctx := context.Background()
 	ws, c := quotaWorkspace(t, s, client.FREE)
 	def, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "loop", Graph: oneNodeGraph})
@@ -202,10 +201,8 @@ func TestAnEnqueueAndCancelLoopMeetsTheStoredItemsQuota(t *testing.T) {
 // recreating definitions walks around the quotas.
 func TestAVersionLoopMeetsTheDefinitionVersionsQuota(t *testing.T) {
 	t.Parallel()
-	quotas := domain.DefaultQuotas()
-	quotas.DefinitionVersions = map[domain.Plan]int{domain.PlanFree: 4}
-	quotas.Definitions = map[domain.Plan]int{domain.PlanFree: 3}
-	s := newStackWithQuotas(t, quotas)
+	s := newStack(t)
+	s.setPlanQuotas(t, domain.PlanFree, domain.QuotaOverrides{DefinitionVersions: ptr(4), Definitions: ptr(3)})
 	ctx := context.Background()
 	ws, c := quotaWorkspace(t, s, client.FREE)
 	def, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "versions", Graph: oneNodeGraph})
@@ -243,11 +240,10 @@ func TestAVersionLoopMeetsTheDefinitionVersionsQuota(t *testing.T) {
 func TestConcurrentDefinitionCreatesLeaveExactlyTheQuota(t *testing.T) {
 	t.Parallel()
 	const quota, before, concurrent = 20, 15, 50
-	quotas := domain.DefaultQuotas()
-	quotas.Definitions = map[domain.Plan]int{domain.PlanPro: quota}
 	limits := httpapi.DefaultLimits()
 	limits.Tenancy.WorkspaceConcurrency = concurrent // the quota, not the request caps, is under test
-	s := newStackWith(t, quotas, limits)
+	s := newStackWith(t, domain.DefaultQuotas(), limits)
+	s.setPlanQuotas(t, domain.PlanPro, domain.QuotaOverrides{Definitions: ptr(quota)})
 	ctx := context.Background()
 	ws, c := quotaWorkspace(t, s, client.PRO)
 	for i := range before {

@@ -24,9 +24,8 @@ import (
 // plan's shortest interval and schedule quota hold.
 func TestSchedulesThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	quotas := domain.DefaultQuotas()
-	quotas.Schedules = map[domain.Plan]int{domain.PlanFree: 1, domain.PlanPro: 50}
-	s := newStackWithQuotas(t, quotas)
+	s := newStack(t)
+	s.setPlanQuotas(t, domain.PlanFree, domain.QuotaOverrides{Schedules: ptr(1)})
 	ctx := context.Background()
 	read := reader(t)
 	ws, c := quotaWorkspace(t, s, client.FREE)
@@ -156,7 +155,7 @@ func TestAPausedScheduleFiresOnceForTheTicksItMissed(t *testing.T) {
 	store := postgres.NewStore(s.pool, testLog())
 	cfg := app.DefaultScheduleFiringConfig()
 	cfg.Schedule.Interval = 100 * time.Millisecond
-	firing := app.NewScheduleFiring(store, crontab.NewParser(), domain.DefaultQuotas(), postgres.NewLease(s.pool, "test:"+uuid.NewString()),
+	firing := app.NewScheduleFiring(store, crontab.NewParser(), postgres.NewLease(s.pool, "test:"+uuid.NewString()),
 		cfg, app.NewLeaseMetrics(prometheus.NewRegistry()), testLog())
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -110,9 +110,8 @@ func TestABulkEnqueueOfAThousandItemsIsAcceptedInOneRequest(t *testing.T) {
 // quota, and none of its items is written, though some would have fit.
 func TestABulkEnqueuePastAQuotaIsRefusedWhole(t *testing.T) {
 	t.Parallel()
-	quotas := domain.DefaultQuotas()
-	quotas.PendingItems = map[domain.Plan]int{domain.PlanFree: 5}
-	s := newStackWithQuotas(t, quotas)
+	s := newStack(t)
+	s.setPlanQuotas(t, domain.PlanFree, domain.QuotaOverrides{PendingItems: ptr(5)})
 	ctx := context.Background()
 	ws, c := quotaWorkspace(t, s, client.FREE)
 	def, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "bulk", Graph: oneNodeGraph})

@@ -32,7 +32,7 @@ func (b *dispatchBundle) keyedWorkspace(t *testing.T, maxRunning, keyLimit int) 
 		t.Fatal(err)
 	}
 	g := domain.Graph{Nodes: []domain.Node{}, Edges: []domain.Edge{}, Concurrency: &domain.Concurrency{Key: "{{ input.k }}", Limit: keyLimit}}
-	d, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "keyed", Graph: g}, domain.Quotas{})
+	d, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "keyed", Graph: g})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,8 +55,6 @@ type Config struct {
 	// how long events are kept for Last-Event-ID resumption.
 	Streams       app.StreamLimits
 	FeedRetention time.Duration
-	// OutboundHostsMax is how many host limits a workspace may keep.
-	OutboundHostsMax int
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -76,9 +74,8 @@ type HTTPConfig struct {
 
 // WebhooksConfig is completion webhooks' configuration.
 type WebhooksConfig struct {
-	Sender       app.WebhookSenderConfig
-	Poster       nodes.WebhookConfig
-	EndpointsMax int
+	Sender app.WebhookSenderConfig
+	Poster nodes.WebhookConfig
 }
 
 // maxOutboundPause bounds SLUICE_OUTBOUND_PAUSE_MAX: a node held longer
@@ -142,40 +139,6 @@ func (e *env) boolean(name string, def bool) bool {
 	return b
 }
 
-// perPlanSeconds reads PLAN=SECONDS pairs over def, as perPlan does.
-func (e *env) perPlanSeconds(name string, def map[domain.Plan]time.Duration) map[domain.Plan]time.Duration {
-	secs := make(map[domain.Plan]int, len(def))
-	for p, d := range def {
-		secs[p] = int(d / time.Second)
-	}
-	out := make(map[domain.Plan]time.Duration, len(def))
-	for p, n := range e.perPlan(name, secs) {
-		out[p] = time.Duration(n) * time.Second
-	}
-	return out
-}
-
-// perPlan reads PLAN=N pairs over def.
-func (e *env) perPlan(name string, def map[domain.Plan]int) map[domain.Plan]int {
-	v, ok := e.lookup(name)
-	if !ok || v == "" {
-		return def
-	}
-	parsed, err := domain.ParsePerPlan(v)
-	if err != nil {
-		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
-		return def
-	}
-	out := make(map[domain.Plan]int, len(def))
-	for p, n := range def {
-		out[p] = n
-	}
-	for p, n := range parsed {
-		out[p] = n
-	}
-	return out
-}
-
 // LoadConfig reads the configuration. needAdmin is set for processes that
 // serve the API, which refuses to start without an admin token.
 func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, error) {
@@ -234,25 +197,15 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	}
 	var err error
 
+	for _, name := range retiredPlanQuotas {
+		if v, ok := e.lookup(name); ok {
+			e.bad(name, v, "plan quotas are data now: edit them with PATCH /api/v1/plans/{plan}, or a workspace's with PUT /api/v1/workspaces/{id}/limits (migration 00017 seeds the defaults)")
+		}
+	}
 	c.Quotas = domain.DefaultQuotas()
-	c.Quotas.PendingItems = e.perPlan("SLUICE_QUOTA_PENDING_ITEMS", c.Quotas.PendingItems)
-	c.Quotas.StoredItems = e.perPlan("SLUICE_QUOTA_STORED_ITEMS", c.Quotas.StoredItems)
-	c.Quotas.Definitions = e.perPlan("SLUICE_QUOTA_DEFINITIONS", c.Quotas.Definitions)
-	c.Quotas.DefinitionVersions = e.perPlan("SLUICE_QUOTA_DEFINITION_VERSIONS", c.Quotas.DefinitionVersions)
 	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
-	c.Quotas.NodeAttempts = e.perPlan("SLUICE_QUOTA_NODE_ATTEMPTS", c.Quotas.NodeAttempts)
-	c.Quotas.NodeTimeout = e.perPlanSeconds("SLUICE_QUOTA_NODE_TIMEOUT_SECONDS", c.Quotas.NodeTimeout)
-	c.Quotas.RunTimeout = e.perPlanSeconds("SLUICE_QUOTA_RUN_TIMEOUT_SECONDS", c.Quotas.RunTimeout)
 	c.Quotas.NotBeforeHorizon = e.duration("SLUICE_ENQUEUE_NOT_BEFORE_HORIZON", c.Quotas.NotBeforeHorizon, time.Second)
 	c.Quotas.BatchItems = e.integer("SLUICE_ENQUEUE_BATCH_MAX", c.Quotas.BatchItems, 1, 1_000)
-	c.Quotas.Schedules = e.perPlan("SLUICE_QUOTA_SCHEDULES", c.Quotas.Schedules)
-	minSeconds := map[domain.Plan]int{}
-	for plan, d := range c.Quotas.ScheduleMinInterval {
-		minSeconds[plan] = int(d / time.Second)
-	}
-	for plan, n := range e.perPlan("SLUICE_QUOTA_SCHEDULE_MIN_INTERVAL_SECONDS", minSeconds) {
-		c.Quotas.ScheduleMinInterval[plan] = time.Duration(n) * time.Second
-	}
 
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
@@ -289,9 +242,6 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.ScheduleFiring = f
 
 	r := app.DefaultRetentionConfig()
-	if r.Policy, err = domain.NewRetentionPolicy(e.perPlan("SLUICE_RETENTION_DAYS", domain.DefaultRetentionDays())); err != nil {
-		e.errs = append(e.errs, fmt.Errorf("SLUICE_RETENTION_DAYS: %w", err))
-	}
 	r.BatchSize = e.integer("SLUICE_RETENTION_BATCH_SIZE", r.BatchSize, 1, 10_000)
 	c.Retention = r
 
@@ -321,15 +271,6 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
 	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
 	w.Limits = engine.DefaultLimits()
-	inFlight, err := domain.ParsePerPlan(e.str("SLUICE_NODES_IN_FLIGHT", ""))
-	if err != nil {
-		e.errs = append(e.errs, fmt.Errorf("SLUICE_NODES_IN_FLIGHT: %w", err))
-	}
-	for plan, n := range inFlight {
-		w.Limits.NodesInFlight[plan] = n
-	}
-	w.Limits.WorkspaceNodesInFlight = e.perPlan("SLUICE_WORKSPACE_NODES_IN_FLIGHT", w.Limits.WorkspaceNodesInFlight)
-	w.Limits.ForEachItems = e.perPlan("SLUICE_FOR_EACH_ITEMS", domain.DefaultForEachItems())
 	// Temporal refuses a payload over 2 MB (2,097,152 bytes) by ending the
 	// workflow; the limit stays below it, with room for the envelope.
 	w.Limits.PayloadLimit = e.integer("SLUICE_ENGINE_PAYLOAD_LIMIT", w.Limits.PayloadLimit, 1024, 2_000_000)
@@ -343,7 +284,6 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		e.bad("SLUICE_OUTBOUND_PAUSE_MAX", w.Limits.OutboundPauses.Max.String(), "want at most "+maxOutboundPause.String())
 	}
 	w.Limits.OutboundPauses.HostsMax = e.integer("SLUICE_OUTBOUND_PAUSED_HOSTS_MAX", w.Limits.OutboundPauses.HostsMax, 1, 10_000)
-	c.OutboundHostsMax = e.integer("SLUICE_OUTBOUND_HOSTS_MAX", domain.DefaultOutboundHostsMax, 1, 10_000)
 	c.Worker = w
 	c.RecordValueMax = e.integer("SLUICE_RECORD_VALUE_MAX", domain.DefaultRecordValueMax, 1<<10, 1<<20)
 
@@ -391,9 +331,8 @@ func webhooksConfig(e *env) WebhooksConfig {
 	s.Retry.Period = e.duration("SLUICE_WEBHOOK_RETRY_PERIOD", s.Retry.Period, time.Second)
 	s.Retention = e.duration("SLUICE_WEBHOOK_DELIVERY_RETENTION", s.Retention, time.Hour)
 	w := WebhooksConfig{
-		Sender:       s,
-		Poster:       nodes.WebhookConfig{Timeout: s.Timeout},
-		EndpointsMax: e.integer("SLUICE_WEBHOOK_ENDPOINTS_MAX", app.DefaultWebhookEndpointsMax, 1, 1000),
+		Sender: s,
+		Poster: nodes.WebhookConfig{Timeout: s.Timeout},
 	}
 	if f := e.str("SLUICE_WEBHOOK_CA_FILE", ""); f != "" {
 		pem, err := os.ReadFile(f)
@@ -420,3 +359,16 @@ func osLookup(name string) (string, bool) { return os.LookupEnv(name) }
 // every dispatcher in its claim, so a process that still sets it is told
 // rather than have it ignored.
 const retiredTierLimits = "SLUICE_TIER_LIMITS"
+
+// retiredPlanQuotas set the per-plan quotas, caps and nodes in flight per
+// process; they are columns of plans now (migration 00017, which seeds
+// their defaults), with per-workspace overrides, read where each is
+// enforced. A process that still sets one is told rather than have it
+// ignored.
+var retiredPlanQuotas = []string{
+	"SLUICE_QUOTA_PENDING_ITEMS", "SLUICE_QUOTA_STORED_ITEMS", "SLUICE_QUOTA_DEFINITIONS",
+	"SLUICE_QUOTA_DEFINITION_VERSIONS", "SLUICE_QUOTA_NODE_ATTEMPTS", "SLUICE_QUOTA_NODE_TIMEOUT_SECONDS",
+	"SLUICE_QUOTA_RUN_TIMEOUT_SECONDS", "SLUICE_QUOTA_SCHEDULES", "SLUICE_QUOTA_SCHEDULE_MIN_INTERVAL_SECONDS",
+	"SLUICE_NODES_IN_FLIGHT", "SLUICE_WORKSPACE_NODES_IN_FLIGHT", "SLUICE_FOR_EACH_ITEMS",
+	"SLUICE_WEBHOOK_ENDPOINTS_MAX", "SLUICE_OUTBOUND_HOSTS_MAX", "SLUICE_RETENTION_DAYS",
+}

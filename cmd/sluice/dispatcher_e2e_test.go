@@ -119,7 +119,7 @@ func (b *dispatchBundle) workspace(t *testing.T, plan domain.Plan) (domain.ID, d
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d"}, domain.Quotas{})
+	d, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, Name: "d"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports/porttest"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/fx"
 )
 
 // httpNodeAllow lets HTTP_REQUEST nodes reach the tests' local servers
@@ -197,7 +200,10 @@ func TestAWorkspacesExecutionsTogetherHoldOnlyItsShareOfTheExternalWorker(t *tes
 	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"ok": true}`) }))
 	defer fast.Close()
 
-	base := startSluice(t, map[string]string{"SLUICE_HTTP_NODE_ALLOW": httpNodeAllow, "SLUICE_WORKSPACE_NODES_IN_FLIGHT": fmt.Sprintf("PRO=%d", share)})
+	var quotas *app.QuotaSnapshot
+	base := startSluiceWith(t, map[string]string{"SLUICE_HTTP_NODE_ALLOW": httpNodeAllow}, fx.Populate(&quotas))
+	setPlanQuotasE2E(t, base, quotas, domain.PlanPro, map[string]any{"workspaceNodesInFlight": share},
+		func(q domain.PlanQuotas) bool { return q.WorkspaceNodesInFlight == share })
 	hog := newE2EWithPlan(t, base, "PRO")
 	nodes := make([]any, fanOut)
 	for i := range nodes {

@@ -113,14 +113,10 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	if !reflect.DeepEqual(l.WorkspaceNodesInFlight, map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}) {
 		t.Errorf("workspace shares = %v, want FREE 4, PRO 10, ENTERPRISE 15", l.WorkspaceNodesInFlight)
 	}
-	q := cfg.Quotas
-	if !reflect.DeepEqual(q.StoredItems, map[domain.Plan]int{domain.PlanFree: 2_000, domain.PlanPro: 20_000, domain.PlanEnterprise: 200_000}) ||
-		!reflect.DeepEqual(q.DefinitionVersions, map[domain.Plan]int{domain.PlanFree: 200, domain.PlanPro: 2_000, domain.PlanEnterprise: 20_000}) {
+	if q := cfg.Quotas; q.NodesPerGraph != 500 || q.BatchItems != 1_000 || q.NotBeforeHorizon != 30*24*time.Hour {
 		t.Errorf("quotas = %+v", q)
 	}
-	day := 24 * time.Hour
-	if r := cfg.Retention; r.Policy.Period(domain.PlanFree) != 7*day || r.Policy.Period(domain.PlanPro) != 30*day ||
-		r.Policy.Period(domain.PlanEnterprise) != 90*day || r.BatchSize != 100 {
+	if r := cfg.Retention; r.BatchSize != 100 {
 		t.Errorf("retention = %+v", r)
 	}
 	if tn := cfg.HTTP.Limits.Tenancy; tn.Rate != 50 || tn.Burst != 100 || tn.WorkspaceConcurrency != 4 || tn.Concurrency != 10 ||
@@ -145,15 +141,18 @@ func TestConfigRecordValueMaxDefaultsTo16KiB(t *testing.T) {
 	}
 }
 
-func TestConfigOverridesOnePlansNodesInFlight(t *testing.T) {
+// TestConfigRefusesThePlanQuotaVariablesThatBecameData: each variable
+// that set a per-plan quota is refused by name even with a good value, so
+// an operator learns the figure is edited through /api/v1/plans now
+// rather than have it silently ignored.
+func TestConfigRefusesThePlanQuotaVariablesThatBecameData(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"SLUICE_ADMIN_TOKEN": "0123456789abcdef", "SLUICE_NODES_IN_FLIGHT": "PRO=12"}
-	cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := cfg.Worker.Limits.NodesInFlight; got[domain.PlanPro] != 12 || got[domain.PlanFree] != 4 || got[domain.PlanEnterprise] != 25 {
-		t.Errorf("nodes in flight = %v, want PRO 12 and the other defaults", got)
+	for _, name := range retiredPlanQuotas {
+		env := map[string]string{"SLUICE_ADMIN_TOKEN": "0123456789abcdef", name: "PRO=12"}
+		_, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "/api/v1/plans") {
+			t.Errorf("%s=PRO=12: %v, want a refusal naming it and /api/v1/plans", name, err)
+		}
 	}
 }
 

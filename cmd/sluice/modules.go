@@ -114,7 +114,10 @@ var dispatcherModule = fx.Module("dispatcher",
 // workerModule runs executions' workflows and activities. It is ready when
 // Postgres and Temporal answer.
 var workerModule = fx.Module("worker",
-	fx.Provide(fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`))),
+	fx.Provide(fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`)),
+		func(store *postgres.Store, log *slog.Logger) *app.QuotaSnapshot {
+			return app.NewQuotaSnapshot(store, log)
+		}),
 	fx.Invoke(startWorkers, runWebhookSender),
 )
 
@@ -288,8 +291,7 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	a := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
 		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store},
 		workflows, cfg.Quotas, cfg.Nodes.TemplateBudget, cfg.AdminToken)
-	a.SetOutboundHostsMax(cfg.OutboundHostsMax)
-	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store, cfg.Webhooks.EndpointsMax)
+	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store)
 	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
 	return a, nil
 }
@@ -433,7 +435,7 @@ func runDispatcher(p dispatcherParams) {
 	recovery := app.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
 	reconciler := app.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
 		FailStuckStartsAfter(d.StuckStartAfter)
-	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Config.Quotas, p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
+	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
 		log.With("job", app.ScheduleFiringLeaseName))
 	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, firing.Run}
 	if p.QueueLease != nil {
@@ -443,23 +445,34 @@ func runDispatcher(p dispatcherParams) {
 	bg.start(p.Lifecycle, loops...)
 }
 
-func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, reg *prometheus.Registry,
+// startWorkers runs the Temporal workers, with the plans' worker-side quotas
+// read before they start and refreshed in the background.
+func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, quotas *app.QuotaSnapshot, reg *prometheus.Registry,
 	tp trace.TracerProvider, log *slog.Logger) {
 	log = log.With("component", "worker")
 	n := cfg.Nodes
 	log.Info("node limits", "template_budget", n.TemplateBudget, "payload_limit", cfg.Worker.Limits.PayloadLimit,
 		"task_limit", cfg.Worker.Limits.TaskLimit, "record_value_max", cfg.RecordValueMax,
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
-	log.Info("workspace shares of the external-API worker", "nodes_in_flight", cfg.Worker.Limits.WorkspaceNodesInFlight,
-		"external_api_slots", cfg.Worker.ExternalAPISize)
 	log.Info("outbound pauses", "pause_max", cfg.Worker.Limits.OutboundPauses.Max.String(),
 		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax)
 	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store)), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store), engine.WithOutboundGate(store),
 		engine.WithOutboundMetrics(engine.NewOutboundMetrics(reg)))
-	ws := engine.NewWorkers(c, cfg.Worker, acts, log)
+	wc := cfg.Worker
+	wc.Quotas = quotas
+	ws := engine.NewWorkers(c, wc, acts, log)
 	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { return ws.Start() },
-		OnStop:  func(context.Context) error { ws.Stop(); return nil },
+		// The quotas are read before the first execution can start, so
+		// none runs by the configured fallbacks.
+		OnStart: func(ctx context.Context) error {
+			if err := quotas.Refresh(ctx); err != nil {
+				return fmt.Errorf("reading the plans' quotas: %w", err)
+			}
+			return ws.Start()
+		},
+		OnStop: func(context.Context) error { ws.Stop(); return nil },
 	})
+	var bg background
+	bg.start(lc, quotas.Run)
 }

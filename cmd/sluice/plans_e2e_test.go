@@ -54,7 +54,7 @@ func TestALimitChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) {
 
 	setPlan := func(n int) {
 		t.Helper()
-		r, err := admin.UpdatePlanWithResponse(ctx, client.PRO, client.UpdatePlanJSONRequestBody{MaxRunning: n})
+		r, err := admin.UpdatePlanWithResponse(ctx, client.PRO, client.UpdatePlanJSONRequestBody{MaxRunning: &n})
 		if err != nil || r.StatusCode() != http.StatusOK || r.JSON200.MaxRunning != n {
 			t.Fatalf("PATCH /plans/PRO %d: %v %d %s", n, err, r.StatusCode(), r.Body)
 		}

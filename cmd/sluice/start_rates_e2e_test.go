@@ -183,7 +183,7 @@ func TestAKeyRateHoldsWhileAnotherKeyDispatchesFreely(t *testing.T) {
 	ws, _ := b.keyedWorkspace(t, 1000, 1000)
 	newDef := func(name string, r *domain.StartRate) domain.ID {
 		g := domain.Graph{Nodes: []domain.Node{}, Edges: []domain.Edge{}, Concurrency: &domain.Concurrency{Key: "{{ input.k }}", Limit: 1000, StartRate: r}}
-		d, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: ws, Name: name, Graph: g}, domain.Quotas{})
+		d, err := b.store.CreateDefinition(ctx, domain.Definition{ID: domain.ID(uuid.New()), WorkspaceID: ws, Name: name, Graph: g})
 		if err != nil {
 			t.Fatal(err)
 		}

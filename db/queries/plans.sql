@@ -4,9 +4,10 @@ SELECT * FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name);
 
 -- name: PlanUpdate :one
+-- Sets the plan's concurrency limit when given (NULL leaves it as it is).
 -- Run after AdmissionLimitsWriteLock, so no claim admits by the old value
 -- once this commits.
-UPDATE plans SET max_running = @max_running, updated_at = now()
+UPDATE plans SET max_running = coalesce(sqlc.narg(max_running), max_running), updated_at = now()
 WHERE name = @name
 RETURNING *;
 

@@ -50,12 +50,27 @@ type IdempotencyKey struct {
 }
 
 type Plan struct {
-	Name         string
-	MaxRunning   int32
-	UpdatedAt    time.Time
-	StartRate    *int32
-	StartRatePer *string
-	StartBurst   *int32
+	Name                       string
+	MaxRunning                 int32
+	UpdatedAt                  time.Time
+	StartRate                  *int32
+	StartRatePer               *string
+	StartBurst                 *int32
+	PendingItems               int32
+	StoredItems                int32
+	Definitions                int32
+	DefinitionVersions         int32
+	Schedules                  int32
+	ScheduleMinIntervalSeconds int32
+	NodeAttempts               int32
+	NodeTimeoutSeconds         int32
+	RunTimeoutSeconds          int32
+	NodesInFlight              int32
+	WorkspaceNodesInFlight     int32
+	ForEachItems               int32
+	WebhookEndpoints           int32
+	OutboundHosts              int32
+	RetentionDays              int32
 }
 
 type Schedule struct {
@@ -212,12 +227,26 @@ type Workspace struct {
 }
 
 type WorkspaceLimit struct {
-	WorkspaceID  domain.ID
-	MaxRunning   *int32
-	UpdatedAt    time.Time
-	StartRate    *int32
-	StartRatePer *string
-	StartBurst   *int32
+	WorkspaceID                domain.ID
+	MaxRunning                 *int32
+	UpdatedAt                  time.Time
+	StartRate                  *int32
+	StartRatePer               *string
+	StartBurst                 *int32
+	PendingItems               *int32
+	StoredItems                *int32
+	Definitions                *int32
+	DefinitionVersions         *int32
+	Schedules                  *int32
+	ScheduleMinIntervalSeconds *int32
+	NodeAttempts               *int32
+	NodeTimeoutSeconds         *int32
+	RunTimeoutSeconds          *int32
+	NodesInFlight              *int32
+	WorkspaceNodesInFlight     *int32
+	ForEachItems               *int32
+	WebhookEndpoints           *int32
+	OutboundHosts              *int32
 }
 
 type WorkspaceNodeSlot struct {

@@ -15,7 +15,7 @@ const planSetStartRate = `-- name: PlanSetStartRate :one
 UPDATE plans SET start_rate = $1, start_rate_per = $2,
                  start_burst = $3, updated_at = now()
 WHERE name = $4
-RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst
+RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days
 `
 
 type PlanSetStartRateParams struct {
@@ -42,21 +42,37 @@ func (q *Queries) PlanSetStartRate(ctx context.Context, db DBTX, arg PlanSetStar
 		&i.StartRate,
 		&i.StartRatePer,
 		&i.StartBurst,
+		&i.PendingItems,
+		&i.StoredItems,
+		&i.Definitions,
+		&i.DefinitionVersions,
+		&i.Schedules,
+		&i.ScheduleMinIntervalSeconds,
+		&i.NodeAttempts,
+		&i.NodeTimeoutSeconds,
+		&i.RunTimeoutSeconds,
+		&i.NodesInFlight,
+		&i.WorkspaceNodesInFlight,
+		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
+		&i.RetentionDays,
 	)
 	return i, err
 }
 
 const planUpdate = `-- name: PlanUpdate :one
-UPDATE plans SET max_running = $1, updated_at = now()
+UPDATE plans SET max_running = coalesce($1, max_running), updated_at = now()
 WHERE name = $2
-RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst
+RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days
 `
 
 type PlanUpdateParams struct {
-	MaxRunning int32
+	MaxRunning *int32
 	Name       string
 }
 
+// Sets the plan's concurrency limit when given (NULL leaves it as it is).
 // Run after AdmissionLimitsWriteLock, so no claim admits by the old value
 // once this commits.
 func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams) (Plan, error) {
@@ -69,12 +85,27 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		&i.StartRate,
 		&i.StartRatePer,
 		&i.StartBurst,
+		&i.PendingItems,
+		&i.StoredItems,
+		&i.Definitions,
+		&i.DefinitionVersions,
+		&i.Schedules,
+		&i.ScheduleMinIntervalSeconds,
+		&i.NodeAttempts,
+		&i.NodeTimeoutSeconds,
+		&i.RunTimeoutSeconds,
+		&i.NodesInFlight,
+		&i.WorkspaceNodesInFlight,
+		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
+		&i.RetentionDays,
 	)
 	return i, err
 }
 
 const plansList = `-- name: PlansList :many
-SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst FROM plans
+SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name)
 `
 
@@ -95,6 +126,21 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 			&i.StartRate,
 			&i.StartRatePer,
 			&i.StartBurst,
+			&i.PendingItems,
+			&i.StoredItems,
+			&i.Definitions,
+			&i.DefinitionVersions,
+			&i.Schedules,
+			&i.ScheduleMinIntervalSeconds,
+			&i.NodeAttempts,
+			&i.NodeTimeoutSeconds,
+			&i.RunTimeoutSeconds,
+			&i.NodesInFlight,
+			&i.WorkspaceNodesInFlight,
+			&i.ForEachItems,
+			&i.WebhookEndpoints,
+			&i.OutboundHosts,
+			&i.RetentionDays,
 		); err != nil {
 			return nil, err
 		}
@@ -107,7 +153,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 }
 
 const workspaceLimitsGet = `-- name: WorkspaceLimitsGet :one
-SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst FROM workspace_limits WHERE workspace_id = $1
+SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts FROM workspace_limits WHERE workspace_id = $1
 `
 
 func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID domain.ID) (WorkspaceLimit, error) {
@@ -120,6 +166,20 @@ func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID d
 		&i.StartRate,
 		&i.StartRatePer,
 		&i.StartBurst,
+		&i.PendingItems,
+		&i.StoredItems,
+		&i.Definitions,
+		&i.DefinitionVersions,
+		&i.Schedules,
+		&i.ScheduleMinIntervalSeconds,
+		&i.NodeAttempts,
+		&i.NodeTimeoutSeconds,
+		&i.RunTimeoutSeconds,
+		&i.NodesInFlight,
+		&i.WorkspaceNodesInFlight,
+		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
 	)
 	return i, err
 }
@@ -129,7 +189,7 @@ INSERT INTO workspace_limits (workspace_id, max_running)
 VALUES ($1, $2)
 ON CONFLICT (workspace_id) DO UPDATE
 SET max_running = EXCLUDED.max_running, updated_at = now()
-RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst
+RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
 `
 
 type WorkspaceLimitsSetParams struct {
@@ -149,6 +209,20 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		&i.StartRate,
 		&i.StartRatePer,
 		&i.StartBurst,
+		&i.PendingItems,
+		&i.StoredItems,
+		&i.Definitions,
+		&i.DefinitionVersions,
+		&i.Schedules,
+		&i.ScheduleMinIntervalSeconds,
+		&i.NodeAttempts,
+		&i.NodeTimeoutSeconds,
+		&i.RunTimeoutSeconds,
+		&i.NodesInFlight,
+		&i.WorkspaceNodesInFlight,
+		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
 	)
 	return i, err
 }
@@ -157,7 +231,7 @@ const workspaceLimitsSetStartRate = `-- name: WorkspaceLimitsSetStartRate :one
 UPDATE workspace_limits SET start_rate = $1, start_rate_per = $2,
                             start_burst = $3, updated_at = now()
 WHERE workspace_id = $4
-RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst
+RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
 `
 
 type WorkspaceLimitsSetStartRateParams struct {
@@ -184,6 +258,20 @@ func (q *Queries) WorkspaceLimitsSetStartRate(ctx context.Context, db DBTX, arg 
 		&i.StartRate,
 		&i.StartRatePer,
 		&i.StartBurst,
+		&i.PendingItems,
+		&i.StoredItems,
+		&i.Definitions,
+		&i.DefinitionVersions,
+		&i.Schedules,
+		&i.ScheduleMinIntervalSeconds,
+		&i.NodeAttempts,
+		&i.NodeTimeoutSeconds,
+		&i.RunTimeoutSeconds,
+		&i.NodesInFlight,
+		&i.WorkspaceNodesInFlight,
+		&i.ForEachItems,
+		&i.WebhookEndpoints,
+		&i.OutboundHosts,
 	)
 	return i, err
 }

@@ -185,10 +185,15 @@ export interface paths {
         head?: never;
         /**
          * Change a plan's limits
-         * @description Admin only. Every dispatcher uses the new limit from its next claim,
-         *     without a restart; once this returns no claim admits by the old one.
-         *     A lower limit cancels nothing that runs: it stops admissions until
-         *     the workspace is under it. Workspaces with their own limit keep it.
+         * @description Admin only. Sets the figures the body names and leaves the others.
+         *     Every dispatcher uses a new maxRunning from its next claim, without
+         *     a restart; once this returns no claim admits by the old one. A quota
+         *     is used by the next request that spends it, a cap by the next
+         *     definition save or enqueue, and nodesInFlight, workspaceNodesInFlight
+         *     and forEachItems by executions that start at most 0.5 s later. A
+         *     lower figure cancels and deletes nothing: it refuses new admissions
+         *     or spending until the workspace is under it. Workspaces with their
+         *     own figure keep it.
          */
         patch: operations["updatePlan"];
         trace?: never;
@@ -211,8 +216,8 @@ export interface paths {
         /**
          * Set a workspace's own limits
          * @description Admin only. Replaces the workspace's own limits over its plan's; null
-         *     returns to the plan's. Applied as a plan change is: at the next claim,
-         *     cancelling nothing.
+         *     (or, for a quota, absent) returns to the plan's. Applied as a plan
+         *     change is, cancelling nothing.
          */
         put: operations["setWorkspaceLimits"];
         post?: never;
@@ -269,7 +274,7 @@ export interface paths {
          * @description From the next call on, the workspace's HTTP_REQUEST nodes calling
          *     the host go at most `burst` at once, then `requestsPerSecond`; a
          *     node over the rate waits durably, holding no worker slot. A
-         *     workspace keeps at most SLUICE_OUTBOUND_HOSTS_MAX limits (429 past
+         *     workspace keeps at most its outboundHosts quota of limits (429 past
          *     it). Out-of-range values and bad host names are 422, naming the
          *     field.
          */
@@ -844,8 +849,8 @@ export interface paths {
          *     Webhooks specification with the endpoint's `whsec_` secret, which
          *     this answer carries once. A URL that is not https, or whose host is
          *     or resolves to an address of the service's own networks, is a 422
-         *     naming `/url`. A workspace has at most `SLUICE_WEBHOOK_ENDPOINTS_MAX`
-         *     endpoints (10 by default); past that, a 429.
+         *     naming `/url`. A workspace has at most its `webhookEndpoints` quota of
+         *     endpoints (10 as seeded); past that, a 429.
          */
         post: operations["createWebhookEndpoint"];
         delete?: never;
@@ -1055,9 +1060,58 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
             startRate?: components["schemas"]["StartRate"];
+        } & components["schemas"]["PlanQuotas"];
+        /** @description The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart. */
+        PlanQuotas: {
+            /** @description PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After). */
+            pendingItems: number;
+            /** @description Queue items of any status a workspace may store; past it an enqueue is refused (429). */
+            storedItems: number;
+            /** @description Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429). */
+            definitions: number;
+            /** @description Versions of all a workspace's definitions; past it a new version is refused (429). */
+            definitionVersions: number;
+            /** @description Schedules a workspace may keep, paused ones included; past it a create is refused (429). */
+            schedules: number;
+            /** @description Shortest time, in seconds, a schedule may leave between fire times; a faster timetable is refused (422). */
+            scheduleMinIntervalSeconds: number;
+            /** @description Largest retry.maxAttempts a node may declare; past it a definition save is refused (422). */
+            nodeAttempts: number;
+            /** @description Longest node timeout, in seconds, a node may declare; past it a definition save is refused (422). */
+            nodeTimeoutSeconds: number;
+            /** @description Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422). */
+            runTimeoutSeconds: number;
+            /** @description Nodes of one execution that run at once; the rest wait ready. Read when an execution starts. */
+            nodesInFlight: number;
+            /** @description HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts. */
+            workspaceNodesInFlight: number;
+            /** @description Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts. */
+            forEachItems: number;
+            /** @description Completion webhook endpoints a workspace may have; past it a create is refused (429). */
+            webhookEndpoints: number;
+            /** @description Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed. */
+            outboundHosts: number;
+            /** @description Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override. */
+            retentionDays: number;
         };
+        /** @description The figures to change; an absent one is left as it is. */
         UpdatePlanRequest: {
-            maxRunning: number;
+            maxRunning?: number;
+            pendingItems?: number;
+            storedItems?: number;
+            definitions?: number;
+            definitionVersions?: number;
+            schedules?: number;
+            scheduleMinIntervalSeconds?: number;
+            nodeAttempts?: number;
+            nodeTimeoutSeconds?: number;
+            runTimeoutSeconds?: number;
+            nodesInFlight?: number;
+            workspaceNodesInFlight?: number;
+            forEachItems?: number;
+            webhookEndpoints?: number;
+            outboundHosts?: number;
+            retentionDays?: number;
             /** @description The plan's start rate (see StartRate). Absent keeps the one it has; null removes it. */
             startRate?: {
                 rate: number;
@@ -1074,10 +1128,69 @@ export interface components {
             /** Format: date-time */
             updatedAt: string | null;
             startRate?: components["schemas"]["StartRate"];
+        } & components["schemas"]["WorkspaceQuotas"];
+        /** @description A workspace's own quotas over its plan's (PlanQuotas); null keeps the plan's. */
+        WorkspaceQuotas: {
+            /** @description Replaces the plan's; null keeps it. */
+            pendingItems: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            storedItems: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            definitions: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            definitionVersions: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            schedules: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            scheduleMinIntervalSeconds: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            nodeAttempts: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            nodeTimeoutSeconds: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            runTimeoutSeconds: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            nodesInFlight: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            workspaceNodesInFlight: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            forEachItems: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            webhookEndpoints: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            outboundHosts: number | null;
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
             maxRunning: number | null;
+            /** @description Absent or null keeps the plan's. */
+            pendingItems?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            storedItems?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            definitions?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            definitionVersions?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            schedules?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            scheduleMinIntervalSeconds?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            nodeAttempts?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            nodeTimeoutSeconds?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            runTimeoutSeconds?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            nodesInFlight?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            workspaceNodesInFlight?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            forEachItems?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            webhookEndpoints?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            outboundHosts?: number | null;
             startRate?: components["schemas"]["StartRate"];
         };
         /**
@@ -1162,7 +1275,7 @@ export interface components {
         Graph: {
             nodes: components["schemas"]["Node"][];
             edges?: components["schemas"]["Edge"][];
-            /** @description The run deadline of this version's executions, from their start: past it a run is cancelled (nodes in flight CANCELLED, the rest SKIPPED) and recorded CANCELLED naming the deadline. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS. */
+            /** @description The run deadline of this version's executions, from their start: past it a run is cancelled (nodes in flight CANCELLED, the rest SKIPPED) and recorded CANCELLED naming the deadline. At most the workspace's runTimeoutSeconds quota (its plan's unless it has its own). */
             runTimeout?: string;
             concurrency?: components["schemas"]["Concurrency"];
         };
@@ -1201,12 +1314,12 @@ export interface components {
                 [key: string]: unknown;
             };
             retry?: components["schemas"]["RetryPolicy"];
-            /** @description The longest one attempt may take (a Go duration, or milliseconds as a number), at most the plan's SLUICE_QUOTA_NODE_TIMEOUT_SECONDS; not on DELAY. */
+            /** @description The longest one attempt may take (a Go duration, or milliseconds as a number), at most the workspace's nodeTimeoutSeconds quota; not on DELAY. */
             timeout?: string;
         };
         /** @description A node's own retry policy, in place of the worker's (SLUICE_NODE_RETRY_*); fields left out keep the worker's values. Not on DELAY. */
         RetryPolicy: {
-            /** @description Attempts, the first included; at most the plan's SLUICE_QUOTA_NODE_ATTEMPTS. */
+            /** @description Attempts, the first included; at most the workspace's nodeAttempts quota. */
             maxAttempts?: number;
             /** @description Wait before the first retry; at most 1h. */
             initialInterval?: string;
@@ -1261,7 +1374,7 @@ export interface components {
             /** Format: uuid */
             workflowDefinitionId: string;
             /**
-             * @description This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the plan's SLUICE_QUOTA_RUN_TIMEOUT_SECONDS (a 422 naming /runTimeout).
+             * @description This run's deadline, from its start (a Go duration): past it the run is cancelled and recorded CANCELLED naming the deadline. The version's runTimeout applies too; the shorter wins. At most the workspace's runTimeoutSeconds quota (a 422 naming /runTimeout).
              * @example 15m
              */
             runTimeout?: string;
@@ -2273,6 +2386,21 @@ export interface operations {
                      *       {
                      *         "plan": "FREE",
                      *         "maxRunning": 1,
+                     *         "pendingItems": 1000,
+                     *         "storedItems": 2000,
+                     *         "definitions": 20,
+                     *         "definitionVersions": 200,
+                     *         "schedules": 5,
+                     *         "scheduleMinIntervalSeconds": 60,
+                     *         "nodeAttempts": 5,
+                     *         "nodeTimeoutSeconds": 300,
+                     *         "runTimeoutSeconds": 86400,
+                     *         "nodesInFlight": 4,
+                     *         "workspaceNodesInFlight": 4,
+                     *         "forEachItems": 100,
+                     *         "webhookEndpoints": 10,
+                     *         "outboundHosts": 100,
+                     *         "retentionDays": 7,
                      *         "updatedAt": "2026-11-21T10:00:00Z"
                      *       }
                      *     ]
@@ -2301,7 +2429,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "maxRunning": 8
+                 *       "maxRunning": 8,
+                 *       "pendingItems": 5000
                  *     }
                  */
                 "application/json": components["schemas"]["UpdatePlanRequest"];
@@ -2318,6 +2447,21 @@ export interface operations {
                      * @example {
                      *       "plan": "PRO",
                      *       "maxRunning": 8,
+                     *       "pendingItems": 5000,
+                     *       "storedItems": 20000,
+                     *       "definitions": 200,
+                     *       "definitionVersions": 2000,
+                     *       "schedules": 50,
+                     *       "scheduleMinIntervalSeconds": 10,
+                     *       "nodeAttempts": 10,
+                     *       "nodeTimeoutSeconds": 1800,
+                     *       "runTimeoutSeconds": 604800,
+                     *       "nodesInFlight": 10,
+                     *       "workspaceNodesInFlight": 10,
+                     *       "forEachItems": 1000,
+                     *       "webhookEndpoints": 10,
+                     *       "outboundHosts": 100,
+                     *       "retentionDays": 30,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */
@@ -2357,6 +2501,20 @@ export interface operations {
                      * @example {
                      *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
                      *       "maxRunning": null,
+                     *       "pendingItems": null,
+                     *       "storedItems": null,
+                     *       "definitions": null,
+                     *       "definitionVersions": null,
+                     *       "schedules": null,
+                     *       "scheduleMinIntervalSeconds": null,
+                     *       "nodeAttempts": null,
+                     *       "nodeTimeoutSeconds": null,
+                     *       "runTimeoutSeconds": null,
+                     *       "nodesInFlight": null,
+                     *       "workspaceNodesInFlight": null,
+                     *       "forEachItems": null,
+                     *       "webhookEndpoints": null,
+                     *       "outboundHosts": null,
                      *       "updatedAt": null
                      *     }
                      */
@@ -2386,7 +2544,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "maxRunning": 12
+                 *       "maxRunning": 12,
+                 *       "nodesInFlight": 2
                  *     }
                  */
                 "application/json": components["schemas"]["SetWorkspaceLimitsRequest"];
@@ -2403,6 +2562,20 @@ export interface operations {
                      * @example {
                      *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
                      *       "maxRunning": 12,
+                     *       "pendingItems": null,
+                     *       "storedItems": null,
+                     *       "definitions": null,
+                     *       "definitionVersions": null,
+                     *       "schedules": null,
+                     *       "scheduleMinIntervalSeconds": null,
+                     *       "nodeAttempts": null,
+                     *       "nodeTimeoutSeconds": null,
+                     *       "runTimeoutSeconds": null,
+                     *       "nodesInFlight": 2,
+                     *       "workspaceNodesInFlight": null,
+                     *       "forEachItems": null,
+                     *       "webhookEndpoints": null,
+                     *       "outboundHosts": null,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */

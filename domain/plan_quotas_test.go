@@ -1,0 +1,65 @@
+package domain
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestQuotaOverridesOutOfRangeAreRefusedNamingEachField(t *testing.T) {
+	t.Parallel()
+	zero, huge, ok := 0, 1<<30, 3
+	err := QuotaOverrides{PendingItems: &zero, NodesInFlight: &huge, Schedules: &ok}.Check()
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("got %v, want a validation error", err)
+	}
+	var paths []string
+	for _, p := range ve.Problems {
+		paths = append(paths, p.Path)
+	}
+	if got := strings.Join(paths, " "); got != "/pendingItems /nodesInFlight" {
+		t.Fatalf("problems at %q, want /pendingItems /nodesInFlight", got)
+	}
+	var all QuotaOverrides
+	for _, b := range all.overrideFields() {
+		if b.Min < 1 || b.Max <= b.Min {
+			t.Errorf("%s: bound %d..%d lets a zero or empty range through", b.Name, b.Min, b.Max)
+		}
+	}
+	if err := (QuotaOverrides{}).Check(); err != nil {
+		t.Fatalf("no figure set: %v", err)
+	}
+}
+
+func TestEnqueuePastEitherQueueQuotaIsRefusedWhole(t *testing.T) {
+	t.Parallel()
+	q := PlanQuotas{PendingItems: 3, StoredItems: 5}
+	var qe *QuotaError
+	if err := q.CheckEnqueue(2, 2, 2); !errors.As(err, &qe) || qe.Quota != "pending queue items" || qe.Limit != 3 {
+		t.Fatalf("pending 2+2 over 3: %v", err)
+	}
+	if err := q.CheckEnqueue(0, 4, 2); !errors.As(err, &qe) || qe.Quota != "stored queue items" || qe.Limit != 5 {
+		t.Fatalf("stored 4+2 over 5: %v", err)
+	}
+	if err := q.CheckEnqueue(1, 3, 2); err != nil {
+		t.Fatalf("within both: %v", err)
+	}
+}
+
+func TestAWorkspacesOwnQuotaBeatsItsPlansAndNilKeepsThePlans(t *testing.T) {
+	t.Parallel()
+	plan := PlanQuotas{PendingItems: 1, StoredItems: 2, Definitions: 3, DefinitionVersions: 4, Schedules: 5,
+		ScheduleMinIntervalSeconds: 6, NodeAttempts: 7, NodeTimeoutSeconds: 8, RunTimeoutSeconds: 9,
+		NodesInFlight: 10, WorkspaceNodesInFlight: 11, ForEachItems: 12, WebhookEndpoints: 13, OutboundHosts: 14}
+	if got := plan.With(QuotaOverrides{}); got != plan {
+		t.Fatalf("no override changed the plan's: %+v", got)
+	}
+	own, first, last := 100, 200, 300
+	got := plan.With(QuotaOverrides{NodesInFlight: &own, PendingItems: &first, OutboundHosts: &last})
+	want := plan
+	want.NodesInFlight, want.PendingItems, want.OutboundHosts = own, first, last
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
