@@ -101,10 +101,11 @@ type PlanChange struct {
 	StartRate StartRateEdit
 }
 
-// StartRateEdit is what an edit does to a start rate: Keep leaves the one
-// stored; otherwise Rate replaces it (nil: none).
+// StartRateEdit is what an edit does to a start rate.
 type StartRateEdit struct {
+	// Keep leaves the stored rate as it is.
 	Keep bool
+	// Rate replaces the stored rate unless Keep is set; nil removes it.
 	Rate *StartRate
 }
 
