@@ -45,16 +45,17 @@ DELETE FROM schedules WHERE id = @id;
 -- and whether its definition is still live. SKIP LOCKED lets a second
 -- firing job (a lease holder paused past its term) take other schedules;
 -- the lock and the advance of next_fire_at in the same transaction are
--- what keep one tick from firing twice.
+-- what keep one tick from firing twice. The lock is the statement's own
+-- (not a subquery's), so the row returned is the version it locked: a
+-- schedule another firing advanced and committed meanwhile comes back
+-- with its new next_fire_at, rechecked against now(), never the tick the
+-- statement's snapshot saw (which would fire that tick again).
 SELECT sqlc.embed(s), now()::timestamptz AS db_now, (d.deleted_at IS NULL)::bool AS definition_live
 FROM schedules s JOIN workflow_definitions d ON d.id = s.workflow_definition_id
-WHERE s.id = (
-    SELECT c.id FROM schedules c
-    WHERE c.next_fire_at <= now()
-    ORDER BY c.next_fire_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-);
+WHERE s.next_fire_at <= now()
+ORDER BY s.next_fire_at
+LIMIT 1
+FOR UPDATE OF s SKIP LOCKED;
 
 -- name: SchedulePreviousRunActive :one
 -- Whether the schedule's last fired item is still queued, or started an

@@ -251,13 +251,10 @@ func (q *Queries) ScheduleList(ctx context.Context, db DBTX, arg ScheduleListPar
 const scheduleLockDue = `-- name: ScheduleLockDue :one
 SELECT s.id, s.workspace_id, s.workflow_definition_id, s.name, s.cron_expression, s.time_zone, s.interval_seconds, s.input, s.priority, s.overlap_policy, s.paused_at, s.next_fire_at, s.last_tick, s.last_queue_id, s.created_at, s.updated_at, now()::timestamptz AS db_now, (d.deleted_at IS NULL)::bool AS definition_live
 FROM schedules s JOIN workflow_definitions d ON d.id = s.workflow_definition_id
-WHERE s.id = (
-    SELECT c.id FROM schedules c
-    WHERE c.next_fire_at <= now()
-    ORDER BY c.next_fire_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-)
+WHERE s.next_fire_at <= now()
+ORDER BY s.next_fire_at
+LIMIT 1
+FOR UPDATE OF s SKIP LOCKED
 `
 
 type ScheduleLockDueRow struct {
@@ -271,7 +268,11 @@ type ScheduleLockDueRow struct {
 // and whether its definition is still live. SKIP LOCKED lets a second
 // firing job (a lease holder paused past its term) take other schedules;
 // the lock and the advance of next_fire_at in the same transaction are
-// what keep one tick from firing twice.
+// what keep one tick from firing twice. The lock is the statement's own
+// (not a subquery's), so the row returned is the version it locked: a
+// schedule another firing advanced and committed meanwhile comes back
+// with its new next_fire_at, rechecked against now(), never the tick the
+// statement's snapshot saw (which would fire that tick again).
 func (q *Queries) ScheduleLockDue(ctx context.Context, db DBTX) (ScheduleLockDueRow, error) {
 	row := db.QueryRow(ctx, scheduleLockDue)
 	var i ScheduleLockDueRow
