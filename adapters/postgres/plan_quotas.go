@@ -55,24 +55,32 @@ func quotaOverridesFromRow(r dbsqlc.WorkspaceLimit) domain.QuotaOverrides {
 	}
 }
 
-// planQuotasParams is a plan edit's parameters (nil leaves a figure).
-func planQuotasParams(plan domain.Plan, o domain.QuotaOverrides, retentionDays *int) dbsqlc.PlanQuotasUpdateParams {
-	return dbsqlc.PlanQuotasUpdateParams{
-		Name: string(plan), RetentionDays: int32Ptr(retentionDays),
+// planUpdateParams are the figures a plan edit sets (nil leaves one as
+// it is) and, unless it keeps it, the start rate.
+func planUpdateParams(plan domain.Plan, c domain.PlanChange) dbsqlc.PlanUpdateParams {
+	o := c.Quotas
+	p := dbsqlc.PlanUpdateParams{
+		Name: string(plan), MaxRunning: int32Ptr(c.MaxRunning), RetentionDays: int32Ptr(c.RetentionDays),
 		PendingItems: int32Ptr(o.PendingItems), StoredItems: int32Ptr(o.StoredItems), Definitions: int32Ptr(o.Definitions),
 		DefinitionVersions: int32Ptr(o.DefinitionVersions), Schedules: int32Ptr(o.Schedules),
 		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
 		NodeTimeoutSeconds: int32Ptr(o.NodeTimeoutSeconds), RunTimeoutSeconds: int32Ptr(o.RunTimeoutSeconds),
 		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
 		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts),
+		SetStartRate: !c.StartRate.Keep,
 	}
+	if p.SetStartRate {
+		p.StartRate, p.StartRatePer, p.StartBurst = startRateToColumns(c.StartRate.Rate)
+	}
+	return p
 }
 
-// workspaceQuotasParams are a workspace's own quotas (nil keeps its
+// workspaceLimitsParams are a workspace's own limits (nil keeps its
 // plan's).
-func workspaceQuotasParams(id domain.ID, o domain.QuotaOverrides) dbsqlc.WorkspaceQuotasSetParams {
-	return dbsqlc.WorkspaceQuotasSetParams{
-		WorkspaceID:  id,
+func workspaceLimitsParams(l domain.WorkspaceLimits) dbsqlc.WorkspaceLimitsSetParams {
+	o := l.Quotas
+	p := dbsqlc.WorkspaceLimitsSetParams{
+		WorkspaceID: l.WorkspaceID, MaxRunning: int32Ptr(l.MaxRunning),
 		PendingItems: int32Ptr(o.PendingItems), StoredItems: int32Ptr(o.StoredItems), Definitions: int32Ptr(o.Definitions),
 		DefinitionVersions: int32Ptr(o.DefinitionVersions), Schedules: int32Ptr(o.Schedules),
 		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
@@ -80,6 +88,8 @@ func workspaceQuotasParams(id domain.ID, o domain.QuotaOverrides) dbsqlc.Workspa
 		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
 		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts),
 	}
+	p.StartRate, p.StartRatePer, p.StartBurst = startRateToColumns(l.StartRate)
+	return p
 }
 
 func intPtr(v *int32) *int {

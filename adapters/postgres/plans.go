@@ -29,8 +29,8 @@ func (s *Store) ListPlans(ctx context.Context) ([]domain.PlanLimits, error) {
 	return out, nil
 }
 
-// UpdatePlan sets the figures the change gives under the limits' write
-// lock, and wakes the dispatchers in the same transaction so a raised
+// UpdatePlan sets the figures the change gives, in one write, under the
+// limits' write lock, and wakes the dispatchers in the same transaction so a raised
 // limit is used at once.
 func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, change domain.PlanChange) (domain.PlanLimits, error) {
 	var out domain.PlanLimits
@@ -38,19 +38,9 @@ func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, change domain.
 		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
 			return err
 		}
-		if _, err := s.q.PlanUpdate(ctx, tx, dbsqlc.PlanUpdateParams{Name: string(plan), MaxRunning: int32Ptr(change.MaxRunning)}); err != nil {
-			return interpretError(err)
-		}
-		r, err := s.q.PlanQuotasUpdate(ctx, tx, planQuotasParams(plan, change.Quotas, change.RetentionDays))
+		r, err := s.q.PlanUpdate(ctx, tx, planUpdateParams(plan, change))
 		if err != nil {
 			return interpretError(err)
-		}
-		if rate := change.StartRate; !rate.Keep {
-			p := dbsqlc.PlanSetStartRateParams{Name: string(plan)}
-			p.StartRate, p.StartRatePer, p.StartBurst = startRateToColumns(rate.Rate)
-			if r, err = s.q.PlanSetStartRate(ctx, tx, p); err != nil {
-				return interpretError(err)
-			}
 		}
 		out = planFromRow(r)
 		return s.q.QueueNotify(ctx, tx)
@@ -79,20 +69,7 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
 			return err
 		}
-		p := dbsqlc.WorkspaceLimitsSetParams{WorkspaceID: l.WorkspaceID}
-		if l.MaxRunning != nil {
-			n := int32(*l.MaxRunning)
-			p.MaxRunning = &n
-		}
-		if _, err := s.q.WorkspaceLimitsSet(ctx, tx, p); err != nil {
-			return interpretError(err)
-		}
-		if _, err := s.q.WorkspaceQuotasSet(ctx, tx, workspaceQuotasParams(l.WorkspaceID, l.Quotas)); err != nil {
-			return interpretError(err)
-		}
-		rp := dbsqlc.WorkspaceLimitsSetStartRateParams{WorkspaceID: l.WorkspaceID}
-		rp.StartRate, rp.StartRatePer, rp.StartBurst = startRateToColumns(l.StartRate)
-		r, err := s.q.WorkspaceLimitsSetStartRate(ctx, tx, rp)
+		r, err := s.q.WorkspaceLimitsSet(ctx, tx, workspaceLimitsParams(l))
 		if err != nil {
 			return interpretError(err)
 		}

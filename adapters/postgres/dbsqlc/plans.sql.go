@@ -11,72 +11,84 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-const planSetStartRate = `-- name: PlanSetStartRate :one
-UPDATE plans SET start_rate = $1, start_rate_per = $2,
-                 start_burst = $3, updated_at = now()
-WHERE name = $4
+const planUpdate = `-- name: PlanUpdate :one
+UPDATE plans SET
+    max_running = coalesce($1, max_running),
+    pending_items = coalesce($2, pending_items),
+    stored_items = coalesce($3, stored_items),
+    definitions = coalesce($4, definitions),
+    definition_versions = coalesce($5, definition_versions),
+    schedules = coalesce($6, schedules),
+    schedule_min_interval_seconds = coalesce($7, schedule_min_interval_seconds),
+    node_attempts = coalesce($8, node_attempts),
+    node_timeout_seconds = coalesce($9, node_timeout_seconds),
+    run_timeout_seconds = coalesce($10, run_timeout_seconds),
+    nodes_in_flight = coalesce($11, nodes_in_flight),
+    workspace_nodes_in_flight = coalesce($12, workspace_nodes_in_flight),
+    for_each_items = coalesce($13, for_each_items),
+    webhook_endpoints = coalesce($14, webhook_endpoints),
+    outbound_hosts = coalesce($15, outbound_hosts),
+    retention_days = coalesce($16, retention_days),
+    start_rate = CASE WHEN $17::bool THEN $18 ELSE start_rate END,
+    start_rate_per = CASE WHEN $17::bool THEN $19 ELSE start_rate_per END,
+    start_burst = CASE WHEN $17::bool THEN $20 ELSE start_burst END,
+    updated_at = now()
+WHERE name = $21
 RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days
 `
 
-type PlanSetStartRateParams struct {
-	StartRate    *int32
-	StartRatePer *string
-	StartBurst   *int32
-	Name         string
+type PlanUpdateParams struct {
+	MaxRunning                 *int32
+	PendingItems               *int32
+	StoredItems                *int32
+	Definitions                *int32
+	DefinitionVersions         *int32
+	Schedules                  *int32
+	ScheduleMinIntervalSeconds *int32
+	NodeAttempts               *int32
+	NodeTimeoutSeconds         *int32
+	RunTimeoutSeconds          *int32
+	NodesInFlight              *int32
+	WorkspaceNodesInFlight     *int32
+	ForEachItems               *int32
+	WebhookEndpoints           *int32
+	OutboundHosts              *int32
+	RetentionDays              *int32
+	SetStartRate               bool
+	StartRate                  *int32
+	StartRatePer               *string
+	StartBurst                 *int32
+	Name                       string
 }
 
-// Sets a plan's start rate (all NULL: none). Run after
-// AdmissionLimitsWriteLock, as PlanUpdate is.
-func (q *Queries) PlanSetStartRate(ctx context.Context, db DBTX, arg PlanSetStartRateParams) (Plan, error) {
-	row := db.QueryRow(ctx, planSetStartRate,
+// Sets, in one write, the plan's figures the edit gives: a NULL figure is
+// left as it is, and the start rate is replaced (all NULL: none) only
+// when set_start_rate. Run after AdmissionLimitsWriteLock, so no claim
+// admits by the old values once this commits.
+func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams) (Plan, error) {
+	row := db.QueryRow(ctx, planUpdate,
+		arg.MaxRunning,
+		arg.PendingItems,
+		arg.StoredItems,
+		arg.Definitions,
+		arg.DefinitionVersions,
+		arg.Schedules,
+		arg.ScheduleMinIntervalSeconds,
+		arg.NodeAttempts,
+		arg.NodeTimeoutSeconds,
+		arg.RunTimeoutSeconds,
+		arg.NodesInFlight,
+		arg.WorkspaceNodesInFlight,
+		arg.ForEachItems,
+		arg.WebhookEndpoints,
+		arg.OutboundHosts,
+		arg.RetentionDays,
+		arg.SetStartRate,
 		arg.StartRate,
 		arg.StartRatePer,
 		arg.StartBurst,
 		arg.Name,
 	)
-	var i Plan
-	err := row.Scan(
-		&i.Name,
-		&i.MaxRunning,
-		&i.UpdatedAt,
-		&i.StartRate,
-		&i.StartRatePer,
-		&i.StartBurst,
-		&i.PendingItems,
-		&i.StoredItems,
-		&i.Definitions,
-		&i.DefinitionVersions,
-		&i.Schedules,
-		&i.ScheduleMinIntervalSeconds,
-		&i.NodeAttempts,
-		&i.NodeTimeoutSeconds,
-		&i.RunTimeoutSeconds,
-		&i.NodesInFlight,
-		&i.WorkspaceNodesInFlight,
-		&i.ForEachItems,
-		&i.WebhookEndpoints,
-		&i.OutboundHosts,
-		&i.RetentionDays,
-	)
-	return i, err
-}
-
-const planUpdate = `-- name: PlanUpdate :one
-UPDATE plans SET max_running = coalesce($1, max_running), updated_at = now()
-WHERE name = $2
-RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days
-`
-
-type PlanUpdateParams struct {
-	MaxRunning *int32
-	Name       string
-}
-
-// Sets the plan's concurrency limit when given (NULL leaves it as it is).
-// Run after AdmissionLimitsWriteLock, so no claim admits by the old value
-// once this commits.
-func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams) (Plan, error) {
-	row := db.QueryRow(ctx, planUpdate, arg.MaxRunning, arg.Name)
 	var i Plan
 	err := row.Scan(
 		&i.Name,
@@ -185,70 +197,73 @@ func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID d
 }
 
 const workspaceLimitsSet = `-- name: WorkspaceLimitsSet :one
-INSERT INTO workspace_limits (workspace_id, max_running)
-VALUES ($1, $2)
-ON CONFLICT (workspace_id) DO UPDATE
-SET max_running = EXCLUDED.max_running, updated_at = now()
+INSERT INTO workspace_limits (
+    workspace_id, max_running, pending_items, stored_items, definitions, definition_versions, schedules,
+    schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight,
+    workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, start_rate, start_rate_per, start_burst)
+VALUES (
+    $1, $2, $3, $4, $5,
+    $6, $7, $8, $9,
+    $10, $11, $12,
+    $13, $14, $15, $16,
+    $17, $18, $19)
+ON CONFLICT (workspace_id) DO UPDATE SET
+    max_running = EXCLUDED.max_running, pending_items = EXCLUDED.pending_items, stored_items = EXCLUDED.stored_items,
+    definitions = EXCLUDED.definitions, definition_versions = EXCLUDED.definition_versions, schedules = EXCLUDED.schedules,
+    schedule_min_interval_seconds = EXCLUDED.schedule_min_interval_seconds, node_attempts = EXCLUDED.node_attempts,
+    node_timeout_seconds = EXCLUDED.node_timeout_seconds, run_timeout_seconds = EXCLUDED.run_timeout_seconds,
+    nodes_in_flight = EXCLUDED.nodes_in_flight, workspace_nodes_in_flight = EXCLUDED.workspace_nodes_in_flight,
+    for_each_items = EXCLUDED.for_each_items, webhook_endpoints = EXCLUDED.webhook_endpoints,
+    outbound_hosts = EXCLUDED.outbound_hosts, start_rate = EXCLUDED.start_rate, start_rate_per = EXCLUDED.start_rate_per,
+    start_burst = EXCLUDED.start_burst, updated_at = now()
 RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
 `
 
 type WorkspaceLimitsSetParams struct {
-	WorkspaceID domain.ID
-	MaxRunning  *int32
+	WorkspaceID                domain.ID
+	MaxRunning                 *int32
+	PendingItems               *int32
+	StoredItems                *int32
+	Definitions                *int32
+	DefinitionVersions         *int32
+	Schedules                  *int32
+	ScheduleMinIntervalSeconds *int32
+	NodeAttempts               *int32
+	NodeTimeoutSeconds         *int32
+	RunTimeoutSeconds          *int32
+	NodesInFlight              *int32
+	WorkspaceNodesInFlight     *int32
+	ForEachItems               *int32
+	WebhookEndpoints           *int32
+	OutboundHosts              *int32
+	StartRate                  *int32
+	StartRatePer               *string
+	StartBurst                 *int32
 }
 
-// Sets a workspace's own limits (NULL keeps its plan's). Run after
-// AdmissionLimitsWriteLock, as PlanUpdate is.
+// Replaces a workspace's own limits, in one write (NULL keeps its plan's).
+// Run after AdmissionLimitsWriteLock, as PlanUpdate is.
 func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg WorkspaceLimitsSetParams) (WorkspaceLimit, error) {
-	row := db.QueryRow(ctx, workspaceLimitsSet, arg.WorkspaceID, arg.MaxRunning)
-	var i WorkspaceLimit
-	err := row.Scan(
-		&i.WorkspaceID,
-		&i.MaxRunning,
-		&i.UpdatedAt,
-		&i.StartRate,
-		&i.StartRatePer,
-		&i.StartBurst,
-		&i.PendingItems,
-		&i.StoredItems,
-		&i.Definitions,
-		&i.DefinitionVersions,
-		&i.Schedules,
-		&i.ScheduleMinIntervalSeconds,
-		&i.NodeAttempts,
-		&i.NodeTimeoutSeconds,
-		&i.RunTimeoutSeconds,
-		&i.NodesInFlight,
-		&i.WorkspaceNodesInFlight,
-		&i.ForEachItems,
-		&i.WebhookEndpoints,
-		&i.OutboundHosts,
-	)
-	return i, err
-}
-
-const workspaceLimitsSetStartRate = `-- name: WorkspaceLimitsSetStartRate :one
-UPDATE workspace_limits SET start_rate = $1, start_rate_per = $2,
-                            start_burst = $3, updated_at = now()
-WHERE workspace_id = $4
-RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
-`
-
-type WorkspaceLimitsSetStartRateParams struct {
-	StartRate    *int32
-	StartRatePer *string
-	StartBurst   *int32
-	WorkspaceID  domain.ID
-}
-
-// Sets a workspace's own start rate (all NULL: its plan's) on the row
-// WorkspaceLimitsSet wrote in the same transaction.
-func (q *Queries) WorkspaceLimitsSetStartRate(ctx context.Context, db DBTX, arg WorkspaceLimitsSetStartRateParams) (WorkspaceLimit, error) {
-	row := db.QueryRow(ctx, workspaceLimitsSetStartRate,
+	row := db.QueryRow(ctx, workspaceLimitsSet,
+		arg.WorkspaceID,
+		arg.MaxRunning,
+		arg.PendingItems,
+		arg.StoredItems,
+		arg.Definitions,
+		arg.DefinitionVersions,
+		arg.Schedules,
+		arg.ScheduleMinIntervalSeconds,
+		arg.NodeAttempts,
+		arg.NodeTimeoutSeconds,
+		arg.RunTimeoutSeconds,
+		arg.NodesInFlight,
+		arg.WorkspaceNodesInFlight,
+		arg.ForEachItems,
+		arg.WebhookEndpoints,
+		arg.OutboundHosts,
 		arg.StartRate,
 		arg.StartRatePer,
 		arg.StartBurst,
-		arg.WorkspaceID,
 	)
 	var i WorkspaceLimit
 	err := row.Scan(
