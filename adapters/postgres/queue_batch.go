@@ -30,6 +30,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 		fresh := dbsqlc.QueueInsertBatchParams{
 			WorkspaceID: b.WorkspaceID, WorkflowDefinitionID: b.DefinitionID, Actor: b.Actor.String(), TraceContext: traceParent(ctx),
 		}
+		fresh.ConcurrencyRate, fresh.ConcurrencyRatePer, fresh.ConcurrencyBurst = startRateToColumns(b.ConcurrencyRate)
 		for i, it := range b.Items {
 			if r, ok := replayed[i]; ok {
 				out[i] = r
@@ -76,9 +77,6 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 		}
 		if len(rows) != len(fresh.Ids) {
 			return fmt.Errorf("bulk enqueue wrote %d of %d items", len(rows), len(fresh.Ids))
-		}
-		if err = s.setConcurrencyRate(ctx, tx, fresh.Ids, b.ConcurrencyRate); err != nil {
-			return err
 		}
 		status := make(map[domain.ID]string, len(rows))
 		for _, r := range rows {

@@ -173,20 +173,6 @@ func (r *claimRates) take(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, cla
 	return nil
 }
 
-// setConcurrencyRate stores a definition's key rate on items enqueued in
-// tx; nothing when rate is nil.
-func (s *Store) setConcurrencyRate(ctx context.Context, tx pgx.Tx, ids []domain.ID, rate *domain.StartRate) error {
-	if rate == nil || len(ids) == 0 {
-		return nil
-	}
-	p := dbsqlc.QueueSetConcurrencyRateParams{Ids: ids}
-	p.Rate, p.Per, p.Burst = startRateToColumns(rate)
-	if err := s.q.QueueSetConcurrencyRate(ctx, tx, p); err != nil {
-		return fmt.Errorf("storing the key's start rate: %w", err)
-	}
-	return nil
-}
-
 // waitRates adds to f the workspace's start rate and when its bucket and
 // each of keys' next let a start go. A workspace gone has none.
 func (s *Store) waitRates(ctx context.Context, workspaceID domain.ID, keys []string, f *domain.WaitFigures) error {

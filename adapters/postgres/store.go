@@ -463,6 +463,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 		if e.ConcurrencyKey != nil {
 			n := int32(e.ConcurrencyLimit)
 			p.ConcurrencyLimit = &n
+			p.ConcurrencyRate, p.ConcurrencyRatePer, p.ConcurrencyBurst = startRateToColumns(e.ConcurrencyRate)
 		}
 		if fired != nil {
 			p.ScheduleID, p.ScheduleTick = &fired.scheduleID, &fired.tick
@@ -471,11 +472,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 		if err != nil {
 			return interpretError(err)
 		}
-		if err = s.setConcurrencyRate(ctx, tx, []domain.ID{e.ID}, e.ConcurrencyRate); err != nil {
-			return err
-		}
 		out, err = queueFromRow(r)
-		out.ConcurrencyRate = e.ConcurrencyRate
 		return err
 	}()
 	return out, replayed, err

@@ -4,12 +4,16 @@
 -- schedule_tick name the schedule tick a scheduled item was fired for.
 -- retry_of and pinned_version are set by a retry from the failed node;
 -- run_timeout_ms is the enqueue's own run deadline. concurrency_key and
--- concurrency_limit are the definition's key resolved over the input.
+-- concurrency_limit are the definition's key resolved over the input, and
+-- concurrency_rate, _per and burst its key's start rate: an item keeps
+-- the rate it was enqueued under.
 INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context,
-                                      concurrency_key, concurrency_limit, available_at, schedule_id, schedule_tick,
+                                      concurrency_key, concurrency_limit, concurrency_rate, concurrency_rate_per,
+                                      concurrency_burst, available_at, schedule_id, schedule_tick,
                                       retry_of, pinned_version, run_timeout_ms)
 VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.narg(trace_context),
-        sqlc.narg(concurrency_key), sqlc.narg(concurrency_limit),
+        sqlc.narg(concurrency_key), sqlc.narg(concurrency_limit), sqlc.narg(concurrency_rate),
+        sqlc.narg(concurrency_rate_per), sqlc.narg(concurrency_burst),
         greatest(now(), coalesce(sqlc.narg(not_before)::timestamptz, now())), sqlc.narg(schedule_id), sqlc.narg(schedule_tick),
         sqlc.narg(retry_of), sqlc.narg(pinned_version), sqlc.narg(run_timeout_ms))
 RETURNING *;

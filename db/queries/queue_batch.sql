@@ -4,7 +4,8 @@
 -- the whole batch. A zero not_before means none; every available_at is on
 -- database time and never before now(). A concurrency_limit of 0 means
 -- the item has no concurrency key (keys may resolve to ''; limits are at
--- least 1): both are stored NULL.
+-- least 1): both are stored NULL, as is the key's start rate
+-- (concurrency_rate, the definition's, the same for every item).
 -- Returns each item's id and status, in no particular order.
 WITH items AS (
     SELECT unnest(@ids::uuid[]) AS id, unnest(@inputs::jsonb[]) AS input, unnest(@priorities::smallint[]) AS priority,
@@ -12,10 +13,13 @@ WITH items AS (
            unnest(@concurrency_keys::text[]) AS concurrency_key, unnest(@concurrency_limits::int[]) AS concurrency_limit
 ), inserted AS (
     INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, available_at,
-                                          concurrency_key, concurrency_limit)
+                                          concurrency_key, concurrency_limit, concurrency_rate, concurrency_rate_per, concurrency_burst)
     SELECT i.id, @workspace_id, @workflow_definition_id, i.input, i.priority, sqlc.narg(trace_context),
            greatest(now(), i.not_before), CASE WHEN i.concurrency_limit > 0 THEN i.concurrency_key END,
-           nullif(i.concurrency_limit, 0)
+           nullif(i.concurrency_limit, 0),
+           CASE WHEN i.concurrency_limit > 0 THEN sqlc.narg(concurrency_rate)::int END,
+           CASE WHEN i.concurrency_limit > 0 THEN sqlc.narg(concurrency_rate_per)::text END,
+           CASE WHEN i.concurrency_limit > 0 THEN sqlc.narg(concurrency_burst)::int END
     FROM items i
     RETURNING id, status, available_at
 ), audit AS (

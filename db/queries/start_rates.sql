@@ -62,14 +62,6 @@ SELECT coalesce(extract(epoch FROM least(
                 ORDER BY i.available_at LIMIT 1) d)
        ) - now()), 0)::float8 AS due_in_seconds;
 
--- name: QueueSetConcurrencyRate :exec
--- Stores the definition's key rate on items just enqueued, in the
--- enqueue's transaction (before any claim can see them), as the key's
--- limit is stored: an item keeps the rate it was enqueued under.
-UPDATE workflow_execution_queue
-SET concurrency_rate = @rate, concurrency_rate_per = @per, concurrency_burst = @burst
-WHERE id = ANY(@ids::uuid[]) AND concurrency_key IS NOT NULL;
-
 -- name: QueueWaitRates :one
 -- What a page of one workspace's items may wait on by rate: the
 -- workspace's start rate in force (rate 0: none), when its bucket next

@@ -572,12 +572,14 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 
 const queueInsert = `-- name: QueueInsert :one
 INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context,
-                                      concurrency_key, concurrency_limit, available_at, schedule_id, schedule_tick,
+                                      concurrency_key, concurrency_limit, concurrency_rate, concurrency_rate_per,
+                                      concurrency_burst, available_at, schedule_id, schedule_tick,
                                       retry_of, pinned_version, run_timeout_ms)
 VALUES ($1, $2, $3, $4, $5, $6,
-        $7, $8,
-        greatest(now(), coalesce($9::timestamptz, now())), $10, $11,
-        $12, $13, $14)
+        $7, $8, $9,
+        $10, $11,
+        greatest(now(), coalesce($12::timestamptz, now())), $13, $14,
+        $15, $16, $17)
 RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst
 `
 
@@ -590,6 +592,9 @@ type QueueInsertParams struct {
 	TraceContext         *string
 	ConcurrencyKey       *string
 	ConcurrencyLimit     *int32
+	ConcurrencyRate      *int32
+	ConcurrencyRatePer   *string
+	ConcurrencyBurst     *int32
 	NotBefore            *time.Time
 	ScheduleID           *domain.ID
 	ScheduleTick         *time.Time
@@ -603,7 +608,9 @@ type QueueInsertParams struct {
 // schedule_tick name the schedule tick a scheduled item was fired for.
 // retry_of and pinned_version are set by a retry from the failed node;
 // run_timeout_ms is the enqueue's own run deadline. concurrency_key and
-// concurrency_limit are the definition's key resolved over the input.
+// concurrency_limit are the definition's key resolved over the input, and
+// concurrency_rate, _per and burst its key's start rate: an item keeps
+// the rate it was enqueued under.
 func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParams) (WorkflowExecutionQueue, error) {
 	row := db.QueryRow(ctx, queueInsert,
 		arg.ID,
@@ -614,6 +621,9 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		arg.TraceContext,
 		arg.ConcurrencyKey,
 		arg.ConcurrencyLimit,
+		arg.ConcurrencyRate,
+		arg.ConcurrencyRatePer,
+		arg.ConcurrencyBurst,
 		arg.NotBefore,
 		arg.ScheduleID,
 		arg.ScheduleTick,

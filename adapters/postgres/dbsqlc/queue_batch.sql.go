@@ -114,15 +114,18 @@ WITH items AS (
            unnest($6::text[]) AS concurrency_key, unnest($7::int[]) AS concurrency_limit
 ), inserted AS (
     INSERT INTO workflow_execution_queue (id, workspace_id, workflow_definition_id, input, priority, trace_context, available_at,
-                                          concurrency_key, concurrency_limit)
+                                          concurrency_key, concurrency_limit, concurrency_rate, concurrency_rate_per, concurrency_burst)
     SELECT i.id, $8, $9, i.input, i.priority, $10,
            greatest(now(), i.not_before), CASE WHEN i.concurrency_limit > 0 THEN i.concurrency_key END,
-           nullif(i.concurrency_limit, 0)
+           nullif(i.concurrency_limit, 0),
+           CASE WHEN i.concurrency_limit > 0 THEN $11::int END,
+           CASE WHEN i.concurrency_limit > 0 THEN $12::text END,
+           CASE WHEN i.concurrency_limit > 0 THEN $13::int END
     FROM items i
     RETURNING id, status, available_at
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
-    SELECT gen_random_uuid(), $8, $11::text, 'execution.enqueued', i.id,
+    SELECT gen_random_uuid(), $8, $14::text, 'execution.enqueued', i.id,
            jsonb_strip_nulls(jsonb_build_object('workflowDefinitionId', $9::uuid, 'priority', i.priority,
                                                 'idempotencyKey', nullif(i.idempotency_key, ''), 'batch', true))
     FROM items i
@@ -141,6 +144,9 @@ type QueueInsertBatchParams struct {
 	WorkspaceID          domain.ID
 	WorkflowDefinitionID domain.ID
 	TraceContext         *string
+	ConcurrencyRate      *int32
+	ConcurrencyRatePer   *string
+	ConcurrencyBurst     *int32
 	Actor                string
 }
 
@@ -154,7 +160,8 @@ type QueueInsertBatchRow struct {
 // the whole batch. A zero not_before means none; every available_at is on
 // database time and never before now(). A concurrency_limit of 0 means
 // the item has no concurrency key (keys may resolve to ”; limits are at
-// least 1): both are stored NULL.
+// least 1): both are stored NULL, as is the key's start rate
+// (concurrency_rate, the definition's, the same for every item).
 // Returns each item's id and status, in no particular order.
 func (q *Queries) QueueInsertBatch(ctx context.Context, db DBTX, arg QueueInsertBatchParams) ([]QueueInsertBatchRow, error) {
 	rows, err := db.Query(ctx, queueInsertBatch,
@@ -168,6 +175,9 @@ func (q *Queries) QueueInsertBatch(ctx context.Context, db DBTX, arg QueueInsert
 		arg.WorkspaceID,
 		arg.WorkflowDefinitionID,
 		arg.TraceContext,
+		arg.ConcurrencyRate,
+		arg.ConcurrencyRatePer,
+		arg.ConcurrencyBurst,
 		arg.Actor,
 	)
 	if err != nil {

@@ -38,32 +38,6 @@ func (q *Queries) ClaimNextDue(ctx context.Context, db DBTX, workspaceIds []doma
 	return due_in_seconds, err
 }
 
-const queueSetConcurrencyRate = `-- name: QueueSetConcurrencyRate :exec
-UPDATE workflow_execution_queue
-SET concurrency_rate = $1, concurrency_rate_per = $2, concurrency_burst = $3
-WHERE id = ANY($4::uuid[]) AND concurrency_key IS NOT NULL
-`
-
-type QueueSetConcurrencyRateParams struct {
-	Rate  *int32
-	Per   *string
-	Burst *int32
-	Ids   []domain.ID
-}
-
-// Stores the definition's key rate on items just enqueued, in the
-// enqueue's transaction (before any claim can see them), as the key's
-// limit is stored: an item keeps the rate it was enqueued under.
-func (q *Queries) QueueSetConcurrencyRate(ctx context.Context, db DBTX, arg QueueSetConcurrencyRateParams) error {
-	_, err := db.Exec(ctx, queueSetConcurrencyRate,
-		arg.Rate,
-		arg.Per,
-		arg.Burst,
-		arg.Ids,
-	)
-	return err
-}
-
 const queueWaitRates = `-- name: QueueWaitRates :one
 SELECT coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate ELSE p.start_rate END, 0)::int AS start_rate,
        coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate_per ELSE p.start_rate_per END, '')::text AS start_rate_per,
