@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -116,8 +117,9 @@ func (r *readiness) run(ctx context.Context) map[string]error {
 
 // NewAdminHandler is the operator's surface of every role, served on
 // SLUICE_ADMIN_ADDR: /metrics for Prometheus, /healthz for liveness (the
-// process serves) and /readyz for readiness (every check passes).
-func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, log *slog.Logger) http.Handler {
+// process serves) and /readyz for readiness (every check passes); with
+// profiles, also /debug/pprof/ (SLUICE_ADMIN_PPROF).
+func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, profiles bool, log *slog.Logger) http.Handler {
 	ready := newReadiness(checks)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
@@ -132,6 +134,11 @@ func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, log 
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "checks": checks})
 	})
+	if profiles {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

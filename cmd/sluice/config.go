@@ -23,8 +23,12 @@ type Config struct {
 	HTTPAddr string
 	HTTP     HTTPConfig
 	// AdminAddr serves /metrics, /healthz and /readyz for every role.
-	AdminAddr   string
-	DatabaseURL string
+	AdminAddr string
+	// AdminProfiles adds Go's /debug/pprof profiles to the admin server,
+	// for finding where a role's CPU and memory go under load; off by
+	// default, since a profile costs the process while it is taken.
+	AdminProfiles bool
+	DatabaseURL   string
 	// Temporal is how to reach Temporal: address, namespace, TLS, API key.
 	Temporal   engine.Connection
 	AdminToken string
@@ -154,6 +158,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		},
 		AdminToken:            e.str("SLUICE_ADMIN_TOKEN", ""),
 		MetricsWorkspaceLabel: e.boolean("SLUICE_METRICS_WORKSPACE_LABEL", false),
+		AdminProfiles:         e.boolean("SLUICE_ADMIN_PPROF", false),
 	}
 	c.Temporal.TLS = temporalTLS(e)
 	httpLimits := httpapi.DefaultLimits()
