@@ -39,7 +39,12 @@ type DispatcherConfig struct {
 	// within about LeaseTTL * 6/5.
 	LeaseTTL time.Duration
 	// StartConcurrency bounds the Temporal starts in flight, those of the
-	// batch being started and of the one claimed behind it together.
+	// batch being started and of the one claimed behind it together. More
+	// is not faster once workers take first workflow tasks slower than
+	// the starts come: the surplus waits in Temporal's matching as a
+	// backlog, which the server writes and reads back, so the server that
+	// binds does more work per run (see the README's "Where a run's time
+	// goes").
 	StartConcurrency int
 	// StartTimeout bounds one Temporal start, so an unreachable server
 	// costs a failed attempt instead of a hung loop.
@@ -74,7 +79,7 @@ func DefaultDispatcherConfig() DispatcherConfig {
 		PollInterval:      5 * time.Second,
 		Exclusive:         true,
 		LeaseTTL:          QueueLeaseTTL,
-		StartConcurrency:  16,
+		StartConcurrency:  8,
 		StartTimeout:      10 * time.Second,
 		BreakerBackoff:    DefaultBreakerBackoff,
 		StaleAfter:        5 * time.Minute,
