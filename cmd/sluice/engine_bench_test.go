@@ -130,13 +130,17 @@ func BenchmarkEngineRunsPerSecond(b *testing.B) {
 	}
 	defer c.Close()
 	only := os.Getenv("SLUICE_BENCH_SHAPE")
-	for range b.N {
-		for i, shape := range benchShapes {
-			if only != "" && only != fmt.Sprint(i+1) {
-				continue
-			}
-			benchShapeOnce(b, c, i+1, shape)
+	for i, shape := range benchShapes {
+		if only != "" && only != fmt.Sprint(i+1) {
+			continue
 		}
+		// Each shape is a sub-benchmark, so its processes and databases
+		// are stopped when it ends and the next shape runs alone.
+		b.Run(fmt.Sprintf("shape%d", i+1), func(b *testing.B) {
+			for range b.N {
+				benchShapeOnce(b, c, i+1, shape)
+			}
+		})
 	}
 }
 
