@@ -387,8 +387,10 @@ func TestRecordHistories(t *testing.T) {
 			want:      domain.ExecutionCompleted,
 		},
 	}
-	// The same runs again under the baseline (baselineChange), which stands
-	// for the changes their markers record one by one above.
+	// The same runs again under each baseline, which stands for the
+	// changes their markers record one by one above: baseline_* were
+	// recorded under markedBaseline, by the code of its time, and each
+	// later baseline's under its own name.
 	for _, name := range []string{
 		"diamond_http_transform_delay_condition", "http_nodes_wait_for_the_workspace_share",
 		"http_node_waits_for_its_host_turn_and_a_retry_after", "node_policies_retry_and_timeout",
@@ -400,9 +402,11 @@ func TestRecordHistories(t *testing.T) {
 		if i < 0 {
 			t.Fatalf("no scenario %s", name)
 		}
-		sc := scenarios[i]
-		sc.name = "baseline_" + name
-		scenarios = append(scenarios, sc)
+		for _, prefix := range []string{"baseline_", currentBaseline + "_"} {
+			sc := scenarios[i]
+			sc.name = prefix + name
+			scenarios = append(scenarios, sc)
+		}
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {

@@ -216,6 +216,9 @@ const boundedTasksChange = "bounded-tasks"
 type settings struct {
 	Retry  RetryConfig
 	Limits Limits
+	// Baseline names the baseline the run takes (currentBaseline when it
+	// first ran); empty in runs recorded before settings carried it.
+	Baseline string
 }
 
 // nodeOutcome is one finished node, as the selector hands it back.
@@ -253,14 +256,14 @@ type nodeOutcome struct {
 func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
 	var cfg settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
-		return settings{Retry: w.Retry, Limits: w.limitsFor(in)}
+		return settings{Retry: w.Retry, Limits: w.limitsFor(in), Baseline: currentBaseline}
 	}).Get(&cfg); err != nil {
 		return ExecutionResult{}, err
 	}
 	run := &executionRun{
 		ctx: ctx, executionID: executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID),
 		in: in, retry: cfg.Retry, limits: cfg.Limits, outputs: map[string]any{},
-		baseline: workflow.GetVersion(ctx, baselineChange, workflow.DefaultVersion, 1) == 1,
+		baseline: baselineOf(ctx, cfg.Baseline),
 	}
 	run.bounded = run.changed(boundedTasksChange)
 
@@ -373,9 +376,9 @@ type executionRun struct {
 	// pending are records decided but not yet written; see flush.
 	pending []NodeRecordInput
 	last    nodeOutcome
-	// baseline is set for executions started under baselineChange, which
-	// take each change it stands for without asking (changed).
-	baseline bool
+	// baseline is the changes the execution takes without asking
+	// (changed), from the baseline it started under.
+	baseline map[string]bool
 	// bounded is set for executions started under boundedTasksChange:
 	// task sizes each workflow task, and the completion's retries end.
 	bounded bool

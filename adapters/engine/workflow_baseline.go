@@ -2,37 +2,71 @@ package engine
 
 import "go.temporal.io/sdk/workflow"
 
-// baselineChange is the GetVersion change id that stands for every change
-// in baselineChanges. A run that records it takes each of those changes
-// without a marker of its own: every marker costs an event, and the SDK
-// upserts the TemporalChangeVersion search attribute beside it, a
-// visibility write on the server, so a run with an HTTP node paid three
-// of each before the baseline and pays one now. A run recorded before the
-// baseline has no such marker and decides each change by its own, as it
-// was recorded. A change made after the baseline takes its own marker
-// until a later baseline folds it in; a baseline is cut only from changes
-// already released, so no recorded run can hold a baseline marker while
-// lacking one of its changes.
-const baselineChange = "baseline-2026-11"
+// A baseline stands for a set of released changes that a run takes
+// without asking for each. Every GetVersion marker costs the run an event,
+// and the SDK upserts the TemporalChangeVersion search attribute beside
+// it, a visibility write on the server that cannot be turned off, so a
+// change asked for by its own marker costs every run two events and a
+// write. A baseline is cut only from changes already released, so no
+// recorded run can hold a baseline while lacking one of its changes.
+const (
+	// markedBaseline is the first baseline, a GetVersion change id: a run
+	// that recorded its marker takes markedBaselineChanges.
+	markedBaseline = "baseline-2026-11"
+	// currentBaseline is the baseline a new run records in its settings
+	// side effect, which every run writes first anyway, so it costs no
+	// marker and no visibility write. A run whose settings name no
+	// baseline was recorded before it and asks for markedBaseline's
+	// marker, as it did then.
+	currentBaseline = "baseline-2026-11-26"
+)
 
-// baselineChanges are the changes a run under baselineChange takes.
-var baselineChanges = map[string]bool{
-	boundedTasksChange:      true,
-	workspaceShareVersion:   true,
-	outboundHostWaitVersion: true,
-	nodePoliciesChange:      true,
-	runDeadlineChange:       true,
-	retryFromNodeChange:     true,
-	forEachChange:           true,
-	waitForEventChange:      true,
-	subWorkflowChange:       true,
+// baselines are the changes each baseline stands for.
+var baselines = map[string]map[string]bool{
+	markedBaseline: {
+		boundedTasksChange:      true,
+		workspaceShareVersion:   true,
+		outboundHostWaitVersion: true,
+		nodePoliciesChange:      true,
+		runDeadlineChange:       true,
+		retryFromNodeChange:     true,
+		forEachChange:           true,
+		waitForEventChange:      true,
+		subWorkflowChange:       true,
+	},
+	currentBaseline: {
+		boundedTasksChange:      true,
+		workspaceShareVersion:   true,
+		outboundHostWaitVersion: true,
+		nodePoliciesChange:      true,
+		runDeadlineChange:       true,
+		retryFromNodeChange:     true,
+		forEachChange:           true,
+		waitForEventChange:      true,
+		subWorkflowChange:       true,
+		forEachPoliciesChange:   true,
+	},
+}
+
+// baselineOf is the set of changes a run takes without asking, from the
+// baseline its settings recorded; a run recorded before settings named
+// one asks for markedBaseline's marker (recording none on replay of a run
+// that never had it). It is called once, right after the settings.
+func baselineOf(ctx workflow.Context, recorded string) map[string]bool {
+	if recorded != "" {
+		return baselines[recorded]
+	}
+	if workflow.GetVersion(ctx, markedBaseline, workflow.DefaultVersion, 1) == 1 {
+		return baselines[markedBaseline]
+	}
+	return nil
 }
 
 // changed reports whether the run takes the change with this id: every
-// change of the baseline when the run records the baseline, otherwise
-// what the change's own marker says (recording version 1 on a first run).
+// change of its baseline, otherwise what the change's own marker says
+// (recording version 1 on a first run).
 func (r *executionRun) changed(id string) bool {
-	if r.baseline && baselineChanges[id] {
+	if r.baseline[id] {
 		return true
 	}
 	return workflow.GetVersion(r.ctx, id, workflow.DefaultVersion, 1) == 1
