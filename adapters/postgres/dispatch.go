@@ -725,7 +725,7 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 // a repeat writes none.
 func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.withCachedPlansTx(ctx, func(tx pgx.Tx) error {
 		// The item is locked before the execution row, the order every
 		// other writer of both (claim, release, cancel) takes, so a
 		// completion racing one of them waits instead of deadlocking.

@@ -142,7 +142,7 @@ func (h *FeedHub) drop(s *subscriber) {
 
 // sequence gives committed events their seq, under the sequencers' lock.
 func (h *FeedHub) sequence(ctx context.Context) error {
-	tx, err := h.pool.Begin(ctx)
+	tx, err := h.pool.BeginTx(ctx, cachedPlans)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ var _ ports.NodeSlots = (*Store)(nil)
 // workspace's slot lock, first forgetting rows that no longer count.
 func (s *Store) AcquireNodeSlot(ctx context.Context, slot ports.NodeSlot, share int, lease time.Duration) (bool, error) {
 	taken := false
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.withCachedPlansTx(ctx, func(tx pgx.Tx) error {
 		if err := s.q.NodeSlotsLock(ctx, tx, slot.WorkspaceID); err != nil {
 			return err
 		}

@@ -135,7 +135,7 @@ func (s *Store) AdmitOutboundCall(ctx context.Context, workspaceID domain.ID, ho
 // buckets.
 func (s *Store) outboundHost(ctx context.Context, workspaceID domain.ID, host string, pauseOnly bool,
 	decide func(pgx.Tx, domain.OutboundLimit, dbsqlc.OutboundHostLockRow) error, paused *time.Duration) error {
-	return s.withTx(ctx, func(tx pgx.Tx) error {
+	return s.withCachedPlansTx(ctx, func(tx pgx.Tx) error {
 		key := dbsqlc.OutboundLimitExistsParams{WorkspaceID: workspaceID, Host: host}
 		limited, err := s.q.OutboundLimitExists(ctx, tx, key)
 		if err != nil {

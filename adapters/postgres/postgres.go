@@ -50,8 +50,9 @@ func NewStore(pool *pgxpool.Pool, log *slog.Logger) *Store {
 // PoolConfig is the pool configuration every Sluice process uses for url.
 // pgx caches prepared statements; with them Postgres may settle on a
 // generic plan, which for the dispatcher's array statements compares every
-// row with every array element, so each execution is planned for its
-// actual input. JIT is off: the claim's cost estimate grows with the
+// row with every array element and for the lists' optional filters cannot
+// fold the absent ones away, so each execution is planned for its actual
+// input, except in the transactions that ask otherwise (cachedPlans). JIT is off: the claim's cost estimate grows with the
 // backlog behind it, and past jit_above_cost every claim would spend 13 to
 // 22 ms compiling a query that runs in 2 (make bench, 1M items pending).
 // Settings in url win.
@@ -115,7 +116,27 @@ func (s *Store) CheckHealth(ctx context.Context) error { return s.pool.Ping(ctx)
 // rollback runs without the caller's cancellation so a cancelled request
 // still rolls back cleanly.
 func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.Begin(ctx)
+	return s.inTx(ctx, pgx.TxOptions{}, fn)
+}
+
+// cachedPlans begins a transaction whose statements Postgres may run on
+// the generic plans it caches (plan_cache_mode auto, for the transaction
+// alone), where the pool's connections plan every statement for its values
+// (PoolConfig). It is for the paths every run takes, whose statements each
+// touch one item, one execution or one workspace by key, so a generic plan
+// is the plan; planning them afresh was a quarter of the database's CPU in
+// the engine benchmark (make bench). The SET travels with the BEGIN, in
+// one round trip.
+var cachedPlans = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL plan_cache_mode = auto"}
+
+// withCachedPlansTx is withTx under cachedPlans.
+func (s *Store) withCachedPlansTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return s.inTx(ctx, cachedPlans, fn)
+}
+
+// inTx runs fn in a transaction begun with opts, as withTx describes.
+func (s *Store) inTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -354,7 +354,7 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem, bool, error) {
 	var out domain.QueueItem
 	replayed := false
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.withCachedPlansTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, replayed, err = s.enqueueTx(ctx, tx, e, nil)
 		return err
