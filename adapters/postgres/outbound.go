@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -126,35 +125,28 @@ func (s *Store) AdmitOutboundCall(ctx context.Context, workspaceID domain.ID, ho
 	return wait, err
 }
 
-// outboundHost runs one decision on a workspace's host in a transaction.
-// A host without a limit, or a call that only checks the pause, reads the
-// row without a lock: only a pause can hold it, whose remaining time goes
-// to *paused. A host with a limit has its row locked, and a pause ends the
-// decision the same way; otherwise decide runs with the limit and the row
-// as read with the database's clock, so every worker moves the same
-// buckets.
+// outboundHost runs one decision on a workspace's host. A host without a
+// limit, or a call that only checks the pause, reads the host's state in
+// one statement, without a transaction or a lock: only a pause can hold
+// it, whose remaining time goes to *paused. A host with a limit has its
+// row locked in a transaction, and a pause ends the decision the same
+// way; otherwise decide runs with the limit and the row as read with the
+// database's clock, so every worker moves the same buckets.
 func (s *Store) outboundHost(ctx context.Context, workspaceID domain.ID, host string, pauseOnly bool,
 	decide func(pgx.Tx, domain.OutboundLimit, dbsqlc.OutboundHostLockRow) error, paused *time.Duration) error {
+	key := dbsqlc.OutboundHostStateParams{WorkspaceID: workspaceID, Host: host}
+	state, err := s.q.OutboundHostState(ctx, s.pool, key)
+	if err != nil {
+		return err
+	}
+	if !state.Limited || pauseOnly {
+		if state.PausedUntil != nil && state.PausedUntil.After(state.Now) {
+			*paused = state.PausedUntil.Sub(state.Now)
+		}
+		return nil
+	}
 	return s.withCachedPlansTx(ctx, func(tx pgx.Tx) error {
-		key := dbsqlc.OutboundLimitExistsParams{WorkspaceID: workspaceID, Host: host}
-		limited, err := s.q.OutboundLimitExists(ctx, tx, key)
-		if err != nil {
-			return err
-		}
-		if !limited || pauseOnly {
-			p, readErr := s.q.OutboundHostPaused(ctx, tx, dbsqlc.OutboundHostPausedParams(key))
-			if errors.Is(readErr, pgx.ErrNoRows) {
-				return nil
-			}
-			if readErr != nil {
-				return readErr
-			}
-			if p.PausedUntil != nil && p.PausedUntil.After(p.Now) {
-				*paused = p.PausedUntil.Sub(p.Now)
-			}
-			return nil
-		}
-		if err = s.q.OutboundHostEnsure(ctx, tx, dbsqlc.OutboundHostEnsureParams(key)); err != nil {
+		if err := s.q.OutboundHostEnsure(ctx, tx, dbsqlc.OutboundHostEnsureParams(key)); err != nil {
 			return err
 		}
 		h, err := s.q.OutboundHostLock(ctx, tx, dbsqlc.OutboundHostLockParams(key))

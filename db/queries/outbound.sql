@@ -39,11 +39,14 @@ LEFT JOIN workspace_outbound_limits l ON l.workspace_id = h.workspace_id AND l.h
 WHERE h.workspace_id = @workspace_id AND h.host = @host
 FOR UPDATE OF h;
 
--- name: OutboundHostPaused :one
--- The end of the host's pause for a host without a limit: such a call
--- takes no lock and writes nothing.
-SELECT h.paused_until, clock_timestamp()::timestamptz AS now
-FROM workspace_outbound_hosts h WHERE h.workspace_id = @workspace_id AND h.host = @host;
+-- name: OutboundHostState :one
+-- Whether the workspace limits the host, and the end of the host's pause
+-- (null when it has none): all that a call to a host without a limit
+-- needs, read in one statement that takes no lock and writes nothing.
+SELECT
+    EXISTS (SELECT 1 FROM workspace_outbound_limits l WHERE l.workspace_id = @workspace_id AND l.host = @host) AS limited,
+    (SELECT h.paused_until FROM workspace_outbound_hosts h WHERE h.workspace_id = @workspace_id AND h.host = @host) AS paused_until,
+    clock_timestamp()::timestamptz AS now;
 
 -- name: OutboundHostSetNext :exec
 UPDATE workspace_outbound_hosts SET next_at = @next_at WHERE workspace_id = @workspace_id AND host = @host;
