@@ -32,7 +32,10 @@ const subscriberBuffer = 1024
 // committed events their seq (one sequencer at a time in the whole
 // deployment, under an advisory lock), reads the new ones once, and hands
 // each to the subscribers whose filter it matches: one reader per
-// process, whatever the number of streams.
+// process, whatever the number of streams. While the process has no
+// subscriber it does so only once a second: nobody here waits for the
+// events, and under load the notifications came tens of times a second,
+// each costing a committed transaction; the first subscriber wakes it.
 type FeedHub struct {
 	pool      *pgxpool.Pool
 	q         *dbsqlc.Queries
@@ -43,6 +46,8 @@ type FeedHub struct {
 	mu   sync.Mutex
 	last int64
 	subs map[*subscriber]struct{}
+	// subscribed wakes Run when a subscriber arrives.
+	subscribed chan struct{}
 }
 
 var _ ports.FeedHub = (*FeedHub)(nil)
@@ -59,6 +64,7 @@ func NewFeedHub(pool *pgxpool.Pool, log *slog.Logger, retention time.Duration) *
 	return &FeedHub{
 		pool: pool, q: dbsqlc.New(), log: log, retention: retention,
 		listener: NewChannelListener(pool, log, FeedChannel), subs: map[*subscriber]struct{}{},
+		subscribed: make(chan struct{}, 1),
 	}
 }
 
@@ -83,9 +89,16 @@ func (h *FeedHub) Run(ctx context.Context) {
 				h.log.Warn("deleting old events failed", "error", err)
 			}
 		}
+		notified := h.listener.C()
+		h.mu.Lock()
+		if len(h.subs) == 0 {
+			notified = nil // a nil channel is never ready
+		}
+		h.mu.Unlock()
 		select {
 		case <-ctx.Done():
-		case <-h.listener.C():
+		case <-notified:
+		case <-h.subscribed:
 		case <-tick.C:
 		}
 	}
@@ -171,6 +184,10 @@ func (h *FeedHub) Subscribe(ctx context.Context, f ports.FeedFilter, after int64
 	h.subs[s] = struct{}{}
 	upTo := h.last
 	h.mu.Unlock()
+	select {
+	case h.subscribed <- struct{}{}:
+	default:
+	}
 	unsubscribe := func() {
 		h.mu.Lock()
 		h.drop(s)
