@@ -33,9 +33,9 @@ const subscriberBuffer = 1024
 // deployment, under an advisory lock), reads the new ones once, and hands
 // each to the subscribers whose filter it matches: one reader per
 // process, whatever the number of streams. While the process has no
-// subscriber it does so only once a second: nobody here waits for the
-// events, and under load the notifications came tens of times a second,
-// each costing a committed transaction; the first subscriber wakes it.
+// subscriber it does so only on the tick: nobody here waits for the
+// events, and under load notifications come tens of times a second, each
+// answered by a committed transaction; the first subscriber wakes it.
 type FeedHub struct {
 	pool      *pgxpool.Pool
 	q         *dbsqlc.Queries

@@ -52,10 +52,11 @@ func NewStore(pool *pgxpool.Pool, log *slog.Logger) *Store {
 // generic plan, which for the dispatcher's array statements compares every
 // row with every array element and for the lists' optional filters cannot
 // fold the absent ones away, so each execution is planned for its actual
-// input, except in the transactions that ask otherwise (cachedPlans). JIT is off: the claim's cost estimate grows with the
-// backlog behind it, and past jit_above_cost every claim would spend 13 to
-// 22 ms compiling a query that runs in 2 (make bench, 1M items pending).
-// Settings in url win.
+// input, except in the transactions that ask otherwise (cachedPlans). JIT
+// is off: the claim's cost estimate grows with the backlog behind it, and
+// past jit_above_cost every claim would spend 13 to 22 ms compiling a
+// query that runs in 2 (make bench, 1M items pending). Settings in url
+// win.
 func PoolConfig(url string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -122,11 +123,12 @@ func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // cachedPlans begins a transaction whose statements Postgres may run on
 // the generic plans it caches (plan_cache_mode auto, for the transaction
 // alone), where the pool's connections plan every statement for its values
-// (PoolConfig). It is for the paths every run takes, whose statements each
-// touch one item, one execution or one workspace by key, so a generic plan
-// is the plan; planning them afresh was a quarter of the database's CPU in
-// the engine benchmark (make bench). The SET travels with the BEGIN, in
-// one round trip.
+// (PoolConfig). It is for the paths every run takes, whose statements
+// reach rows by key (one item, one execution, one workspace's counts and
+// locks) or insert the rows they are given, so a generic plan is the plan;
+// planning them afresh was a quarter of the database's CPU in the engine
+// benchmark (make bench). The SET travels with the BEGIN, in one round
+// trip.
 var cachedPlans = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL plan_cache_mode = auto"}
 
 // withCachedPlansTx is withTx under cachedPlans.
