@@ -13,12 +13,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -155,6 +157,7 @@ func BenchmarkEngineRunsPerSecond(b *testing.B) {
 // not. The steady latency is measured once.
 func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
 	loadBefore := benchLoad()
+	benchSettle(b, c, nil)
 	bares := []engineRate{benchBare(b, c)}
 
 	base, dbURL := shape.start(b)
@@ -166,7 +169,9 @@ func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
 		var rounds []engineRate
 		var ratios []float64
 		for range benchRounds {
+			benchSettle(b, c, s.db)
 			t := s.throughput(graph)
+			benchSettle(b, c, s.db)
 			bares = append(bares, benchBare(b, c))
 			rounds = append(rounds, t)
 			around := bares[len(bares)-2].rate() + bares[len(bares)-1].rate()
@@ -176,6 +181,7 @@ func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
 	}
 	oneNode := map[string]any{"nodes": []any{node("t", "TRANSFORM", map[string]any{"output": "{{ input.run }}"})}}
 	rounds, ratios := paired(oneNode)
+	benchSettle(b, c, s.db)
 	latency := s.steadyLatency()
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -217,6 +223,39 @@ func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
 	b.ReportMetric(transformRatio, fmt.Sprintf("shape%d_transform_%%_of_bare", n))
 	b.ReportMetric(dagRatio, fmt.Sprintf("shape%d_dag_%%_of_bare", n))
 	b.ReportMetric(float64(latency.p50.Microseconds())/1000, fmt.Sprintf("shape%d_steady_p50_ms", n))
+}
+
+// benchSettle waits, before a phase, until the previous phases' work is
+// done: the server lists no running workflow (its visibility records,
+// which trail the runs' completions, are written), Sluice's Postgres has
+// checkpointed (db nil before Sluice starts) and the kernel has written
+// the dirty pages out. Without it the bare run after a Sluice round
+// stalled for 6 to 8 s with every process idle, waiting on the disk the
+// round's writes kept busy, and the round's ratio to the runs beside it
+// rose by up to half: the round was credited with the rate its own writes
+// took from the next run.
+func benchSettle(b *testing.B, c client.Client, db *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: "ExecutionStatus = 'Running'"})
+		if err == nil && resp.GetCount() == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("the server still lists running workflows after 2 minutes (%v)", err)
+		case <-tick.C:
+		}
+	}
+	if db != nil {
+		if _, err := db.Exec(ctx, "CHECKPOINT"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	syscall.Sync()
 }
 
 // benchProgress prints a phase as it ends, with its wall-clock times, so
