@@ -230,10 +230,10 @@ func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
 // which trail the runs' completions, are written), Sluice's Postgres has
 // checkpointed (db nil before Sluice starts) and the kernel has written
 // the dirty pages out. Without it the bare run after a Sluice round
-// stalled for 6 to 8 s with every process idle, waiting on the disk the
-// round's writes kept busy, and the round's ratio to the runs beside it
-// rose by up to half: the round was credited with the rate its own writes
-// took from the next run.
+// stalled, in some runs, for 6 to 8 s with every process idle, and the
+// round's ratio to the runs beside it rose by up to half; started on a
+// settled server and a flushed disk, each phase pays for its own work
+// alone.
 func benchSettle(b *testing.B, c client.Client, db *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
