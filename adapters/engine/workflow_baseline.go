@@ -1,6 +1,10 @@
 package engine
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"maps"
+
+	"go.temporal.io/sdk/workflow"
+)
 
 // A baseline stands for a set of released changes that a run takes
 // without asking for each. Every GetVersion marker costs the run an event,
@@ -21,31 +25,34 @@ const (
 	currentBaseline = "baseline-2026-11-26"
 )
 
-// baselines are the changes each baseline stands for.
+// markedBaselineChanges are the changes markedBaseline stands for.
+var markedBaselineChanges = map[string]bool{
+	boundedTasksChange:      true,
+	workspaceShareVersion:   true,
+	outboundHostWaitVersion: true,
+	nodePoliciesChange:      true,
+	runDeadlineChange:       true,
+	retryFromNodeChange:     true,
+	forEachChange:           true,
+	waitForEventChange:      true,
+	subWorkflowChange:       true,
+}
+
+// baselines are the changes each baseline stands for: a later baseline
+// takes every change of the one before it and folds in those released
+// since.
 var baselines = map[string]map[string]bool{
-	markedBaseline: {
-		boundedTasksChange:      true,
-		workspaceShareVersion:   true,
-		outboundHostWaitVersion: true,
-		nodePoliciesChange:      true,
-		runDeadlineChange:       true,
-		retryFromNodeChange:     true,
-		forEachChange:           true,
-		waitForEventChange:      true,
-		subWorkflowChange:       true,
-	},
-	currentBaseline: {
-		boundedTasksChange:      true,
-		workspaceShareVersion:   true,
-		outboundHostWaitVersion: true,
-		nodePoliciesChange:      true,
-		runDeadlineChange:       true,
-		retryFromNodeChange:     true,
-		forEachChange:           true,
-		waitForEventChange:      true,
-		subWorkflowChange:       true,
-		forEachPoliciesChange:   true,
-	},
+	markedBaseline:  markedBaselineChanges,
+	currentBaseline: foldIn(markedBaselineChanges, forEachPoliciesChange),
+}
+
+// foldIn is the changes of base and ids together.
+func foldIn(base map[string]bool, ids ...string) map[string]bool {
+	out := maps.Clone(base)
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
 }
 
 // baselineOf is the set of changes a run takes without asking, from the
