@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"code.dny.dev/ssrf"
 )
 
 // RefusedError is an HTTP_REQUEST target the network guard refused: an
@@ -111,6 +113,33 @@ func restriction(ip netip.Addr) string {
 		return "shared address space (CGNAT, 100.64.0.0/10)"
 	case ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || ip == broadcast:
 		return "multicast"
+	}
+	return specialPurpose(ip)
+}
+
+// specialPurpose names the IANA special-purpose block that holds ip, or ""
+// if none does. The named rules above cover the blocks an attacker aims
+// at most; this catches the rest of the registries (IETF protocol
+// assignments such as 192.0.0.0/24, documentation, AS112, deprecated
+// site-local fec0::/10 and everything else outside IPv6 global unicast),
+// from code.dny.dev/ssrf, whose lists are generated from IANA's registries
+// rather than kept by hand.
+func specialPurpose(ip netip.Addr) string {
+	if ip.Is4() {
+		for _, p := range ssrf.IPv4DeniedPrefixes {
+			if p.Contains(ip) {
+				return "special-purpose (IANA, " + p.String() + ")"
+			}
+		}
+		return ""
+	}
+	if !ssrf.IPv6GlobalUnicast.Contains(ip) {
+		return "outside IPv6 global unicast (2000::/3)"
+	}
+	for _, p := range ssrf.IPv6DeniedPrefixes {
+		if p.Contains(ip) {
+			return "special-purpose (IANA, " + p.String() + ")"
+		}
 	}
 	return ""
 }

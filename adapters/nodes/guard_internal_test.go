@@ -54,6 +54,17 @@ func TestRestrictionNamesEveryRefusedAddressClass(t *testing.T) {
 		{"255.255.255.254", "reserved (240.0.0.0/4)"},
 		{"198.18.0.1", "benchmarking (198.18.0.0/15)"},
 		{"198.19.255.255", "benchmarking (198.18.0.0/15)"},
+		// The rest of IANA's special-purpose registries, named by block.
+		{"192.0.0.8", "special-purpose (IANA, 192.0.0.0/24)"},
+		{"192.0.2.1", "special-purpose (IANA, 192.0.2.0/24)"},
+		{"203.0.113.7", "special-purpose (IANA, 203.0.113.0/24)"},
+		{"192.88.99.1", "special-purpose (IANA, 192.88.99.0/24)"},
+		{"fec0::1", "outside IPv6 global unicast (2000::/3)"},
+		{"fec0:0:0:ffff::1", "outside IPv6 global unicast (2000::/3)"},
+		{"100::1", "outside IPv6 global unicast (2000::/3)"},
+		{"2001:db8::1", "special-purpose (IANA, 2001:db8::/32)"},
+		{"2001::1", "special-purpose (IANA, 2001::/23)"},
+		{"3fff::1", "special-purpose (IANA, 3fff::/20)"},
 		// Public addresses pass.
 		{"8.8.8.8", ""},
 		{"100.128.0.1", ""},
