@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -118,8 +120,10 @@ func (r *readiness) run(ctx context.Context) map[string]error {
 // NewAdminHandler is the operator's surface of every role, served on
 // SLUICE_ADMIN_ADDR: /metrics for Prometheus, /healthz for liveness (the
 // process serves) and /readyz for readiness (every check passes); with
-// profiles, also /debug/pprof/ (SLUICE_ADMIN_PPROF).
-func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, profiles bool, log *slog.Logger) http.Handler {
+// profilesToken set, also /debug/pprof/ (SLUICE_ADMIN_PPROF), for that
+// bearer token only: a profile names the code and costs the process while
+// it is taken, so whoever reaches the admin port must not take one at will.
+func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, profilesToken string, log *slog.Logger) http.Handler {
 	ready := newReadiness(checks)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
@@ -134,12 +138,28 @@ func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, prof
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "checks": checks})
 	})
-	if profiles {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if profilesToken != "" {
+		mux.Handle("GET /debug/pprof/", bearerOnly(profilesToken, http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/profile", bearerOnly(profilesToken, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/trace", bearerOnly(profilesToken, http.HandlerFunc(pprof.Trace)))
 	}
 	return mux
+}
+
+// bearerOnly serves next only to a request bearing token, comparing the
+// tokens' hashes in constant time; anything else gets a 401.
+func bearerOnly(token string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeProblem(w, http.StatusUnauthorized, "unauthenticated", "Unauthenticated", "the admin bearer token is required for profiles", nil)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // readinessReport turns check results into what /readyz may say: each

@@ -25,8 +25,9 @@ type Config struct {
 	// AdminAddr serves /metrics, /healthz and /readyz for every role.
 	AdminAddr string
 	// AdminProfiles adds Go's /debug/pprof profiles to the admin server,
-	// for finding where a role's CPU and memory go under load; off by
-	// default, since a profile costs the process while it is taken.
+	// for finding where a role's CPU and memory go under load, served only
+	// to SLUICE_ADMIN_TOKEN; off by default, since a profile costs the
+	// process while it is taken.
 	AdminProfiles bool
 	DatabaseURL   string
 	// Temporal is how to reach Temporal: address, namespace, TLS, API key.
@@ -180,6 +181,9 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		WriteTimeout:      e.duration("SLUICE_HTTP_WRITE_TIMEOUT", 60*time.Second, 100*time.Millisecond),
 		IdleTimeout:       e.duration("SLUICE_HTTP_IDLE_TIMEOUT", 120*time.Second, 100*time.Millisecond),
 		MaxHeaderBytes:    e.integer("SLUICE_HTTP_MAX_HEADER_BYTES", 64<<10, 4<<10, 1<<20),
+	}
+	if c.AdminProfiles && len(c.AdminToken) < 16 {
+		e.bad("SLUICE_ADMIN_PPROF", "true", "profiles are served to the admin token only: set SLUICE_ADMIN_TOKEN (16 characters or more) in this role too")
 	}
 	if needAdmin && len(c.AdminToken) < 16 {
 		e.bad("SLUICE_ADMIN_TOKEN", strings.Repeat("*", len(c.AdminToken)), "set an admin bearer token of at least 16 characters")
@@ -376,4 +380,13 @@ var retiredPlanQuotas = []string{
 	"SLUICE_QUOTA_RUN_TIMEOUT_SECONDS", "SLUICE_QUOTA_SCHEDULES", "SLUICE_QUOTA_SCHEDULE_MIN_INTERVAL_SECONDS",
 	"SLUICE_NODES_IN_FLIGHT", "SLUICE_WORKSPACE_NODES_IN_FLIGHT", "SLUICE_FOR_EACH_ITEMS",
 	"SLUICE_WEBHOOK_ENDPOINTS_MAX", "SLUICE_OUTBOUND_HOSTS_MAX", "SLUICE_RETENTION_DAYS",
+}
+
+// profilesToken is the bearer token the admin server's profiles are
+// served to, or "" when they are off.
+func (c Config) profilesToken() string {
+	if !c.AdminProfiles {
+		return ""
+	}
+	return c.AdminToken
 }

@@ -156,6 +156,31 @@ func TestConfigRefusesThePlanQuotaVariablesThatBecameData(t *testing.T) {
 	}
 }
 
+// TestConfigServesProfilesOnlyBehindTheAdminToken: a role asked for
+// profiles without an admin token (a dispatcher or worker needs none
+// otherwise) refuses to start rather than serve them to anyone, and with
+// the token the admin server is handed it.
+func TestConfigServesProfilesOnlyBehindTheAdminToken(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SLUICE_ADMIN_PPROF": "true"}
+	_, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, false)
+	if err == nil || !strings.Contains(err.Error(), "SLUICE_ADMIN_PPROF") {
+		t.Errorf("profiles without a token: %v, want a refusal naming SLUICE_ADMIN_PPROF", err)
+	}
+	env["SLUICE_ADMIN_TOKEN"] = "0123456789abcdef"
+	cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.profilesToken() != "0123456789abcdef" {
+		t.Errorf("profiles token = %q, want the admin token", cfg.profilesToken())
+	}
+	delete(env, "SLUICE_ADMIN_PPROF")
+	if cfg, err = LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, false); err != nil || cfg.profilesToken() != "" {
+		t.Errorf("profiles off: token %q, err %v, want none", cfg.profilesToken(), err)
+	}
+}
+
 func TestVersionNamesTheBuildsVersionAndRevision(t *testing.T) {
 	var out strings.Builder
 	printVersion(&out)

@@ -166,7 +166,7 @@ type adminParams struct {
 // startAdmin serves /metrics, /healthz and /readyz on SLUICE_ADMIN_ADDR.
 func startAdmin(p adminParams) {
 	srv := &http.Server{
-		Handler:           httpapi.NewAdminHandler(p.Gatherer, p.Checks, p.Config.AdminProfiles, p.Log),
+		Handler:           httpapi.NewAdminHandler(p.Gatherer, p.Checks, p.Config.profilesToken(), p.Log),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
 	}
 	serve(p.Lifecycle, srv, "SLUICE_ADMIN_ADDR", p.Config.AdminAddr, "admin", p.Log)
