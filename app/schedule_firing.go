@@ -50,12 +50,33 @@ type ScheduleFiring struct {
 	cfg    ScheduleFiringConfig
 	log    *slog.Logger
 	loop   maintenance
+	// failing holds the schedules whose last tick failed, each passed over
+	// until its back-off ends, so one tenant's failing schedule (its tick
+	// keeps erring, say on a definition its enqueue cannot read) cannot
+	// hold the oldest-due place and stop every other tenant's schedules.
+	// Only the job's goroutine touches it; a new lease holder starts
+	// without it and learns again at the cost of one failed tick each.
+	failing map[domain.ID]scheduleBackOff
+	now     func() time.Time
 }
+
+// scheduleBackOff is how long a failing schedule is passed over.
+type scheduleBackOff struct {
+	until time.Time
+	wait  time.Duration
+}
+
+// Back-off of a failing schedule: the first retry after
+// firstScheduleRetry, doubling up to maxScheduleRetry.
+const (
+	firstScheduleRetry = time.Second
+	maxScheduleRetry   = 5 * time.Minute
+)
 
 // NewScheduleFiring builds the job.
 func NewScheduleFiring(store ports.ScheduleStore, parser ports.TimetableParser, lease ports.Lease,
 	cfg ScheduleFiringConfig, leaseMetrics *LeaseMetrics, log *slog.Logger) *ScheduleFiring {
-	f := &ScheduleFiring{store: store, parser: parser, cfg: cfg, log: log}
+	f := &ScheduleFiring{store: store, parser: parser, cfg: cfg, log: log, failing: map[domain.ID]scheduleBackOff{}, now: time.Now}
 	f.loop = maintenance{name: ScheduleFiringLeaseName, lease: lease, schedule: cfg.Schedule, metrics: leaseMetrics, log: log, job: f.fireDue}
 	return f
 }
@@ -64,20 +85,62 @@ func NewScheduleFiring(store ports.ScheduleStore, parser ports.TimetableParser, 
 func (f *ScheduleFiring) Run(ctx context.Context) { f.loop.run(ctx) }
 
 // fireDue fires due ticks, one transaction each, until none is due or the
-// turn's bound is reached.
+// turn's bound is reached. A tick that fails on its own schedule (the
+// error comes after decide saw it) backs that schedule off and the turn
+// goes on with the others; an error before any schedule was read (the
+// database) ends the turn.
 func (f *ScheduleFiring) fireDue(ctx context.Context) {
 	for range f.cfg.MaxPerTurn {
-		fired, err := f.store.FireDueSchedule(ctx, f.decide)
+		var current *domain.ID
+		fired, err := f.store.FireDueSchedule(ctx, f.passedOver(), func(d ports.DueSchedule) (domain.Firing, error) {
+			current = &d.Schedule.ID
+			return f.decide(d)
+		})
 		if err != nil {
-			if ctx.Err() == nil {
-				f.log.Error("firing a schedule failed", "error", err)
+			if ctx.Err() != nil {
+				return
 			}
-			return
+			if current == nil {
+				f.log.Error("firing a schedule failed", "error", err)
+				return
+			}
+			f.backOff(*current, err)
+			continue
 		}
 		if !fired {
 			return
 		}
+		if current != nil {
+			delete(f.failing, *current)
+		}
 	}
+}
+
+// passedOver is the failing schedules still backing off, forgetting those
+// whose back-off ended long ago (a schedule deleted while failing).
+func (f *ScheduleFiring) passedOver() []domain.ID {
+	now := f.now()
+	var skip []domain.ID
+	for id, b := range f.failing {
+		switch {
+		case now.Before(b.until):
+			skip = append(skip, id)
+		case now.Sub(b.until) > 2*maxScheduleRetry:
+			delete(f.failing, id)
+		}
+	}
+	return skip
+}
+
+// backOff passes schedule id over for twice its last wait (the first time
+// firstScheduleRetry), at most maxScheduleRetry.
+func (f *ScheduleFiring) backOff(id domain.ID, err error) {
+	wait := firstScheduleRetry
+	if b, ok := f.failing[id]; ok {
+		wait = min(2*b.wait, maxScheduleRetry)
+	}
+	f.failing[id] = scheduleBackOff{until: f.now().Add(wait), wait: wait}
+	f.log.Error("firing a schedule's tick failed; passing it over while the others fire", "schedule_id", id, "retry_in", wait, "error", err)
 }
 
 // decide is what a due schedule does: a schedule whose definition is gone,

@@ -46,12 +46,13 @@ type ScheduleStore interface {
 	UpdateSchedule(ctx context.Context, id domain.ID, update func(s *domain.Schedule, now time.Time) error) (domain.Schedule, error)
 	DeleteSchedule(ctx context.Context, id domain.ID) error
 	// FireDueSchedule locks the due schedule with the oldest tick that no
-	// other transaction holds, asks decide what it does, and in the same
+	// other transaction holds and skip does not name, asks decide what it
+	// does, and in the same
 	// transaction enqueues its item (through the one enqueue path, with
 	// its quotas, the item naming the schedule and tick) and advances it
 	// to Firing.Next, or pauses it (Firing.Pause). A crash before the
 	// commit fires nothing and advances nothing. A tick an enqueue quota
 	// refuses is recorded (activity "schedule.refused") and passed. It
 	// returns false when no schedule was due.
-	FireDueSchedule(ctx context.Context, decide func(DueSchedule) (domain.Firing, error)) (bool, error)
+	FireDueSchedule(ctx context.Context, skip []domain.ID, decide func(DueSchedule) (domain.Firing, error)) (bool, error)
 }

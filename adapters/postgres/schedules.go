@@ -157,10 +157,13 @@ func (s *Store) DeleteSchedule(ctx context.Context, id domain.ID) error {
 // FireDueSchedule fires one due schedule's tick in one transaction: the
 // row lock, the decision, the item through enqueueTx and the advance of
 // next_fire_at commit together or not at all.
-func (s *Store) FireDueSchedule(ctx context.Context, decide func(ports.DueSchedule) (domain.Firing, error)) (bool, error) {
+func (s *Store) FireDueSchedule(ctx context.Context, skip []domain.ID, decide func(ports.DueSchedule) (domain.Firing, error)) (bool, error) {
 	fired := false
+	if skip == nil {
+		skip = []domain.ID{}
+	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		r, err := s.q.ScheduleLockDue(ctx, tx)
+		r, err := s.q.ScheduleLockDue(ctx, tx, skip)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}

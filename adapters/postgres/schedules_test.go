@@ -43,7 +43,7 @@ func TestConcurrentFiringsFireEachTickOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				fired, err := b.store.FireDueSchedule(ctx, decide)
+				fired, err := b.store.FireDueSchedule(ctx, nil, decide)
 				if err != nil {
 					t.Error(err)
 					return
@@ -101,7 +101,7 @@ func TestAScheduledTickWhoseInputLacksTheKeyIsRefused(t *testing.T) {
 		return d.Schedule.Fire(tt, d.Now, time.Minute, d.PreviousActive), nil
 	}
 	for fired := true; fired; {
-		if fired, err = b.store.FireDueSchedule(ctx, decide); err != nil {
+		if fired, err = b.store.FireDueSchedule(ctx, nil, decide); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,5 +120,48 @@ func TestAScheduledTickWhoseInputLacksTheKeyIsRefused(t *testing.T) {
 	}
 	if items != 0 || refusals < 1 || !next.After(due) {
 		t.Errorf("the schedule whose input lacks the key: %d items, %d refusals naming /input, next fire %s; want 0, at least 1, after %s", items, refusals, next, due)
+	}
+}
+
+// TestFiringPassesOverTheSchedulesItIsToldToSkip: with one due schedule
+// skipped, the lock query hands out the other and then reports nothing
+// due, though the skipped one is the older tick.
+func TestFiringPassesOverTheSchedulesItIsToldToSkip(t *testing.T) {
+	t.Parallel()
+	b := newQueueBench(t)
+	ctx := context.Background()
+	tt := domain.IntervalTimetable{Every: time.Second}
+	var dbNow time.Time
+	if err := b.pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	older, newer := tt.Next(dbNow.Add(-3*time.Second)), tt.Next(dbNow.Add(-2*time.Second))
+	schedule := func(first time.Time) domain.Schedule {
+		sc, err := b.store.CreateSchedule(ctx, domain.Schedule{
+			ID: domain.ID(uuid.New()), WorkspaceID: b.ws, DefinitionID: b.def, Name: "s", TimeZone: "UTC",
+			Interval: time.Second, Input: json.RawMessage(`{}`), Priority: 2, Overlap: domain.OverlapQueue, NextFireAt: &first,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	skipped, fired := schedule(older), schedule(newer)
+	var seen []domain.ID
+	decide := func(d ports.DueSchedule) (domain.Firing, error) {
+		seen = append(seen, d.Schedule.ID)
+		return domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}, nil
+	}
+	for {
+		ok, err := b.store.FireDueSchedule(ctx, []domain.ID{skipped.ID}, decide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+	}
+	if len(seen) != 1 || seen[0] != fired.ID {
+		t.Errorf("decided %v, want only %s (skipping %s)", seen, fired.ID, skipped.ID)
 	}
 }

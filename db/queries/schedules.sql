@@ -49,10 +49,13 @@ DELETE FROM schedules WHERE id = @id;
 -- (not a subquery's), so the row returned is the version it locked: a
 -- schedule another firing advanced and committed meanwhile comes back
 -- with its new next_fire_at, rechecked against now(), never the tick the
--- statement's snapshot saw (which would fire that tick again).
+-- statement's snapshot saw (which would fire that tick again). The
+-- schedules in skip_ids (those whose last tick failed, backing off) are
+-- passed over, so one failing schedule cannot hold the others back.
 SELECT sqlc.embed(s), now()::timestamptz AS db_now, (d.deleted_at IS NULL)::bool AS definition_live
 FROM schedules s JOIN workflow_definitions d ON d.id = s.workflow_definition_id
 WHERE s.next_fire_at <= now()
+  AND NOT (s.id = ANY(@skip_ids::uuid[]))
 ORDER BY s.next_fire_at
 LIMIT 1
 FOR UPDATE OF s SKIP LOCKED;

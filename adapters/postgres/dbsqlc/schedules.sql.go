@@ -252,6 +252,7 @@ const scheduleLockDue = `-- name: ScheduleLockDue :one
 SELECT s.id, s.workspace_id, s.workflow_definition_id, s.name, s.cron_expression, s.time_zone, s.interval_seconds, s.input, s.priority, s.overlap_policy, s.paused_at, s.next_fire_at, s.last_tick, s.last_queue_id, s.created_at, s.updated_at, now()::timestamptz AS db_now, (d.deleted_at IS NULL)::bool AS definition_live
 FROM schedules s JOIN workflow_definitions d ON d.id = s.workflow_definition_id
 WHERE s.next_fire_at <= now()
+  AND NOT (s.id = ANY($1::uuid[]))
 ORDER BY s.next_fire_at
 LIMIT 1
 FOR UPDATE OF s SKIP LOCKED
@@ -272,9 +273,11 @@ type ScheduleLockDueRow struct {
 // (not a subquery's), so the row returned is the version it locked: a
 // schedule another firing advanced and committed meanwhile comes back
 // with its new next_fire_at, rechecked against now(), never the tick the
-// statement's snapshot saw (which would fire that tick again).
-func (q *Queries) ScheduleLockDue(ctx context.Context, db DBTX) (ScheduleLockDueRow, error) {
-	row := db.QueryRow(ctx, scheduleLockDue)
+// statement's snapshot saw (which would fire that tick again). The
+// schedules in skip_ids (those whose last tick failed, backing off) are
+// passed over, so one failing schedule cannot hold the others back.
+func (q *Queries) ScheduleLockDue(ctx context.Context, db DBTX, skipIds []domain.ID) (ScheduleLockDueRow, error) {
+	row := db.QueryRow(ctx, scheduleLockDue, skipIds)
 	var i ScheduleLockDueRow
 	err := row.Scan(
 		&i.Schedule.ID,
