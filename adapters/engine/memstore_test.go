@@ -175,7 +175,7 @@ func (s *memStore) startNode(executionID domain.ID, n domain.NodeRecord) error {
 		return ports.ErrNotFound
 	}
 	old, exists := e.nodes[n.Key]
-	if exists && old.Status != domain.NodeRunning && old.Status != domain.NodeFailed {
+	if exists && (old.Status != domain.NodeRunning && old.Status != domain.NodeFailed || old.Attempt > max(1, n.Attempt)) {
 		return nil
 	}
 	rec := domain.NodeRecord{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: max(1, n.Attempt), Input: n.Input, StartedAt: n.StartedAt}
@@ -193,6 +193,13 @@ func (s *memStore) startNode(executionID domain.ID, n domain.NodeRecord) error {
 func (s *memStore) FinishNode(_ context.Context, executionID domain.ID, n domain.NodeRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	e, ok := s.executions[executionID]
+	if !ok {
+		return ports.ErrNotFound
+	}
+	if old, exists := e.nodes[n.Key]; exists && (old.Status != domain.NodeRunning || old.Attempt > max(1, n.Attempt)) {
+		return nil
+	}
 	return s.finishNode(executionID, n)
 }
 

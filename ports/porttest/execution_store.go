@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -107,6 +108,49 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 			if n := node(t, f.Store, run.ExecutionID, key); n.Status != status {
 				t.Errorf("%s node after a late start: %s", status, n.Status)
 			}
+		}
+	})
+
+	t.Run("AZombieAttemptNeverOverwritesANewerOneOrTheWorkflowsEnd", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		start := func(key string, attempt int) {
+			t.Helper()
+			if err := f.Store.StartNode(ctx, run.ExecutionID, domain.NodeRecord{Key: key, Type: domain.NodeHTTPRequest, Status: domain.NodeRunning,
+				Attempt: attempt, Input: json.RawMessage(fmt.Sprintf(`{"attempt": %d}`, attempt)), StartedAt: &at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		finish := func(key string, attempt int, output string) {
+			t.Helper()
+			if err := f.Store.FinishNode(ctx, run.ExecutionID, domain.NodeRecord{Key: key, Type: domain.NodeHTTPRequest, Status: domain.NodeCompleted,
+				Attempt: attempt, Output: json.RawMessage(output)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Attempt 1 timed out and attempt 2 started; then attempt 1's
+		// late start and late end arrive.
+		start("a", 1)
+		start("a", 2)
+		start("a", 1)
+		finish("a", 1, `"stale"`)
+		if n := node(t, f.Store, run.ExecutionID, "a"); n.Status != domain.NodeRunning || n.Attempt != 2 || !jsonEqual(n.Input, `{"attempt": 2}`) {
+			t.Errorf("after attempt 1's late start and end: %s attempt %d input %s, want RUNNING attempt 2 with its input", n.Status, n.Attempt, n.Input)
+		}
+		finish("a", 2, `"fresh"`)
+		if n := node(t, f.Store, run.ExecutionID, "a"); n.Status != domain.NodeCompleted || n.Attempt != 2 || string(n.Output) != `"fresh"` {
+			t.Errorf("after attempt 2 ends: %s attempt %d output %s, want COMPLETED attempt 2 with its output", n.Status, n.Attempt, n.Output)
+		}
+		// The workflow recorded the node FAILED (its retries over); the
+		// last attempt's late success does not turn it COMPLETED.
+		msg := "timed out"
+		start("b", 3)
+		if err := f.Store.RecordNodes(ctx, run.ExecutionID, []domain.NodeRecord{{Key: "b", Type: domain.NodeHTTPRequest, Status: domain.NodeFailed, Attempt: 3, Error: &msg}}); err != nil {
+			t.Fatal(err)
+		}
+		finish("b", 3, `"late"`)
+		if n := node(t, f.Store, run.ExecutionID, "b"); n.Status != domain.NodeFailed || n.Error == nil || *n.Error != msg {
+			t.Errorf("after the workflow failed it and the attempt finished late: %+v, want FAILED with the workflow's error", n)
 		}
 	})
 

@@ -19,7 +19,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
     input = coalesce(EXCLUDED.input, workflow_execution_nodes.input),
-    attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt), completed_at = now()
+    attempt = EXCLUDED.attempt, completed_at = now()
+WHERE workflow_execution_nodes.status = 'RUNNING'
+  AND workflow_execution_nodes.attempt <= EXCLUDED.attempt
 `
 
 type NodeFinishParams struct {
@@ -35,8 +37,11 @@ type NodeFinishParams struct {
 	StartedAt   *time.Time
 }
 
-// Records how a node ended; a row that does not exist yet (a node skipped
-// before it ever started) is created.
+// Records how a node's attempt ended; a row that does not exist yet is
+// created. An attempt ends only a record still RUNNING under its own
+// attempt number or an older one: a zombie attempt finishing after a newer
+// one started, or after the workflow recorded the node's end, changes
+// nothing (the workflow's records, NodesFinish, stay authoritative).
 func (q *Queries) NodeFinish(ctx context.Context, db DBTX, arg NodeFinishParams) error {
 	_, err := db.Exec(ctx, nodeFinish,
 		arg.ID,
@@ -60,6 +65,7 @@ ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = 'RUNNING', attempt = EXCLUDED.attempt, input = EXCLUDED.input, error = NULL, output = NULL,
     started_at = workflow_execution_nodes.started_at, completed_at = NULL
 WHERE workflow_execution_nodes.status IN ('RUNNING', 'FAILED')
+  AND workflow_execution_nodes.attempt <= EXCLUDED.attempt
 RETURNING id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at
 `
 
@@ -73,7 +79,9 @@ type NodeStartParams struct {
 }
 
 // One row per node run; a Temporal retry of the same node updates its row
-// with the new attempt number.
+// with the new attempt number. An attempt older than the record's (a
+// zombie: an attempt Temporal timed out and retried, still running on
+// some worker) never takes the record back.
 func (q *Queries) NodeStart(ctx context.Context, db DBTX, arg NodeStartParams) (WorkflowExecutionNode, error) {
 	row := db.QueryRow(ctx, nodeStart,
 		arg.ID,
