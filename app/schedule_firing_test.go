@@ -22,7 +22,6 @@ type dueSchedules struct {
 	due      []domain.Schedule
 	breaking map[domain.ID]bool
 	fired    map[domain.ID]int
-	firedNow int
 }
 
 func (s *dueSchedules) FireDueSchedule(_ context.Context, skip []domain.ID, decide func(ports.DueSchedule) (domain.Firing, error)) (bool, error) {

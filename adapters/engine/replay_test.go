@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,5 +103,43 @@ func TestReplayAcceptsAChangeBehindGetVersion(t *testing.T) {
 				t.Errorf("%s change, %s: replay error %v, want replayed=%v", tc.name, filepath.Base(file), err, tc.replay)
 			}
 		}
+	}
+}
+
+// TestReleasedHistoriesHoldNoVersionMarker: the runs of the released
+// workflow (v1_) take every change without asking, so none records a
+// GetVersion marker or the search-attribute upsert the SDK writes beside
+// one, two events and a visibility write a run would pay for nothing.
+func TestReleasedHistoriesHoldNoVersionMarker(t *testing.T) {
+	t.Parallel()
+	released := 0
+	for _, file := range recordedHistories(t) {
+		if !strings.HasPrefix(filepath.Base(file), historyGeneration) {
+			continue
+		}
+		released++
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h struct {
+			Events []struct {
+				EventType string `json:"eventType"`
+				Marker    *struct {
+					MarkerName string `json:"markerName"`
+				} `json:"markerRecordedEventAttributes"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal(raw, &h); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, e := range h.Events {
+			if e.EventType == "EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" || e.Marker != nil && e.Marker.MarkerName == "Version" {
+				t.Errorf("%s records %s %+v, want no version marker", filepath.Base(file), e.EventType, e.Marker)
+			}
+		}
+	}
+	if released == 0 {
+		t.Fatalf("no %s histories in %s", historyGeneration, historyDir)
 	}
 }

@@ -30,11 +30,6 @@ const (
 	pauseOutboundHostActivity = "PauseOutboundHost"
 )
 
-// workspaceShareVersion is the GetVersion change id of the workspace's
-// share of the external-API worker: executions recorded before it run
-// their HTTP nodes without taking a slot of the share.
-const workspaceShareVersion = "workspace-node-share"
-
 // ExecutionInput starts an execution's workflow. It carries the graph and
 // the plan the dispatcher read at admission, so the run needs no round trip
 // to learn them.
@@ -206,19 +201,11 @@ type Workflows struct {
 	Quotas QuotaSource
 }
 
-// boundedTasksChange names the version under which the workflow sizes each
-// workflow task against Limits.TaskLimit and bounds the completion's
-// retries (then records the execution FAILED without its last records).
-const boundedTasksChange = "bounded-tasks"
-
 // settings is the configuration one execution runs with, fixed at its
 // start by a side effect.
 type settings struct {
 	Retry  RetryConfig
 	Limits Limits
-	// Baseline names the baseline the run takes (currentBaseline when it
-	// first ran); empty in runs recorded before settings carried it.
-	Baseline string
 }
 
 // nodeOutcome is one finished node, as the selector hands it back.
@@ -256,16 +243,15 @@ type nodeOutcome struct {
 func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
 	var cfg settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
-		return settings{Retry: w.Retry, Limits: w.limitsFor(in), Baseline: currentBaseline}
+		return settings{Retry: w.Retry, Limits: w.limitsFor(in)}
 	}).Get(&cfg); err != nil {
 		return ExecutionResult{}, err
 	}
 	run := &executionRun{
 		ctx: ctx, executionID: executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID),
 		in: in, retry: cfg.Retry, limits: cfg.Limits, outputs: map[string]any{},
-		baseline: baselineOf(ctx, cfg.Baseline),
+		share: cfg.Limits.WorkspaceNodesInFlight[in.Plan],
 	}
-	run.bounded = run.changed(boundedTasksChange)
 
 	graph, msg := run.graph()
 	if ctx.Err() != nil {
@@ -365,41 +351,22 @@ type executionRun struct {
 	readers map[string]int
 	// share is the workspace's share of the external-API worker its HTTP
 	// nodes take a slot of (Limits.WorkspaceNodesInFlight); 0 for none.
-	// It is decided at the first HTTP node (shareDecided), so that runs
-	// without one record no version marker.
-	share        int
-	shareDecided bool
-	// outbound is set for executions started under outboundHostWaitVersion
-	// (decided with share): HTTP nodes wait for their host's turn and
-	// through an upstream's Retry-After (runOutbound).
-	outbound bool
+	share int
 	// pending are records decided but not yet written; see flush.
 	pending []NodeRecordInput
 	last    nodeOutcome
-	// baseline is the changes the execution takes without asking
-	// (changed), from the baseline it started under.
-	baseline map[string]bool
-	// bounded is set for executions started under boundedTasksChange:
-	// task sizes each workflow task, and the completion's retries end.
-	bounded bool
-	task    taskShare
-	// policies is set when nodes' own retry policies and timeouts apply
-	// (nodePoliciesChange), decided at the first node that sets one.
-	policies, policiesDecided bool
-	// deadline is set, to the reason, once the run's deadline passed
-	// (runDeadlineChange).
+	// task sizes each workflow task against Limits.TaskLimit.
+	task taskShare
+	// deadline is set, to the reason, once the run's deadline passed.
 	deadline string
 	// reused are the outputs a retry reuses, by node key, each dropped
-	// once its node is settled with it (retryFromNodeChange).
+	// once its node is settled with it.
 	reused map[string]json.RawMessage
 	// leaves are a child run's nodes nothing reads: its outputs.
 	leaves []string
 	// busy counts the node activities in flight, against the plan's
 	// nodes in flight: drive's nodes and FOR_EACH iterations alike.
 	busy int
-	// forEachPolicies is set once a FOR_EACH started under
-	// forEachPoliciesChange: its iterations run as nodes of their type do.
-	forEachPolicies bool
 }
 
 // taskShare is what the current workflow task carries back to Temporal,
@@ -420,7 +387,7 @@ type taskShare struct {
 // flight, so that each gets its final record. It returns the first failure
 // ("" if none) and the keys of ready nodes it never launched.
 //
-// Under boundedTasksChange a ready node also waits while its share would
+// A ready node also waits while its share would
 // take the current workflow task past Limits.TaskLimit; when only such
 // nodes are left, a 1 ms timer ends the task (its markers and commands go
 // to the server) and the next one starts empty.
@@ -445,7 +412,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 					held = append(held, n)
 					continue
 				}
-				if r.bounded && n.Type != domain.NodeDelay {
+				if n.Type != domain.NodeDelay {
 					in, err := r.nodeInput(n)
 					if err == nil && !r.fitsTask(n, in) {
 						held = append(held, n)
@@ -502,9 +469,6 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 // observeTask starts a new task share when a new workflow task has
 // started since the last look.
 func (r *executionRun) observeTask() {
-	if !r.bounded {
-		return
-	}
 	if n := workflow.GetInfo(r.ctx).GetCurrentHistoryLength(); n != r.task.historyLength {
 		r.task.historyLength = n
 		r.task.used = 0
@@ -711,31 +675,13 @@ func (r *executionRun) activityOptions(n domain.Node, timeout time.Duration, ret
 }
 
 // runActivityNode runs node n as its activity on ctx: an HTTP node
-// through its host's turn (runOutbound) or within the workspace's share
-// (runInShare) as the run was started under, any other directly. The
-// future settles as the activity's would.
+// through its host's turn and within the workspace's share (runOutbound),
+// any other directly. The future settles as the activity's would.
 func (r *executionRun) runActivityNode(ctx workflow.Context, n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
-	r.decideShare(n)
-	switch {
-	case r.outbound && n.Type == domain.NodeHTTPRequest:
+	if n.Type == domain.NodeHTTPRequest {
 		return r.runOutbound(n, opts, in)
-	case r.share > 0 && n.Type == domain.NodeHTTPRequest:
-		return r.runInShare(n, opts, in)
-	default:
-		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in)
 	}
-}
-
-// decideShare decides, at the run's first HTTP node, whether its HTTP
-// nodes take a slot of the workspace's share (workspaceShareVersion).
-func (r *executionRun) decideShare(n domain.Node) {
-	if n.Type == domain.NodeHTTPRequest && !r.shareDecided {
-		r.shareDecided = true
-		if r.changed(workspaceShareVersion) {
-			r.share = r.limits.WorkspaceNodesInFlight[r.in.Plan]
-		}
-		r.outbound = r.changed(outboundHostWaitVersion)
-	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in)
 }
 
 // Waits for a slot of the workspace's share start at a second and double
@@ -745,22 +691,12 @@ const (
 	shareWaitLongest = 10 * time.Second
 )
 
-// runInShare runs an HTTP node's activity within its workspace's share of
-// the external-API worker: it takes a slot (a local activity), waiting on a
-// durable timer while the workspace holds its whole share, so a waiting
-// node holds no worker slot; runs the activity; and gives the slot back on
-// a context that cancellation cannot interrupt. The future settles as the
-// activity's would.
-func (r *executionRun) runInShare(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
-	f, settle := workflow.NewFuture(r.ctx)
-	workflow.Go(r.ctx, func(ctx workflow.Context) {
-		settle.Set(r.inShare(ctx, n, opts, in))
-	})
-	return f
-}
-
-// inShare runs an HTTP node's activity within its workspace's share, as
-// runInShare describes, and returns the activity's result.
+// inShare runs an HTTP node's activity within its workspace's share of
+// the external-API worker and returns the activity's result: it takes a
+// slot (a local activity), waiting on a durable timer while the workspace
+// holds its whole share, so a waiting node holds no worker slot; runs the
+// activity; and gives the slot back on a context that cancellation cannot
+// interrupt.
 func (r *executionRun) inShare(ctx workflow.Context, n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) (RunNodeOutput, error) {
 	attempts := time.Duration(max(1, opts.RetryPolicy.MaximumAttempts))
 	slot := NodeSlotInput{
@@ -949,7 +885,7 @@ func (r *executionRun) cancelled(unrun []string) (ExecutionResult, error) {
 // long Postgres is away: a lost completion would hold the slot and
 // misreport the run, a slow one only delays both.
 //
-// Under boundedTasksChange the write is tried with bookkeeping's attempts;
+// The write is tried with bookkeeping's attempts;
 // if it still fails (a write Postgres refuses would fail for ever), the
 // execution is recorded FAILED, naming the error, without its last node
 // records: that small write is retried until it succeeds, and frees the
@@ -960,12 +896,6 @@ func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (Execut
 	}
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
 	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending()}
-	if !r.bounded {
-		if err := workflow.ExecuteLocalActivity(completionWrite(ctx), completeActivity, in).Get(ctx, nil); err != nil {
-			return ExecutionResult{}, err
-		}
-		return ExecutionResult{Status: status, Error: msg}, nil
-	}
 	err := workflow.ExecuteLocalActivity(boundedCompletionWrite(ctx), completeActivity, in).Get(ctx, nil)
 	if err == nil {
 		return ExecutionResult{Status: status, Error: msg}, nil

@@ -9,11 +9,6 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// runDeadlineChange is the GetVersion change id under which a run with a
-// deadline (the version's runTimeout, an enqueue's, the shorter one) is
-// cancelled when it passes. It is asked for only by runs that have one.
-const runDeadlineChange = "run-deadline"
-
 // armDeadline starts the run's deadline timer, if it has a deadline, and
 // returns the context the run goes on with: one the timer cancels, so
 // that the deadline takes the path of a cancellation (nodes in flight
@@ -24,7 +19,7 @@ func (r *executionRun) armDeadline(g domain.Graph) workflow.Context {
 	if d := r.in.RunTimeout; d > 0 && (limit == 0 || d < limit) {
 		limit = d
 	}
-	if limit <= 0 || !r.changed(runDeadlineChange) {
+	if limit <= 0 {
 		return r.ctx
 	}
 	ctx, cancel := workflow.WithCancel(r.ctx)

@@ -11,21 +11,6 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// forEachChange is the GetVersion change id of FOR_EACH nodes: the
-// workflow runs their iterations itself, each an activity counted against
-// the execution's nodes in flight. Histories recorded before it hold no
-// FOR_EACH node, so it only marks where the new code path began.
-const forEachChange = "for-each"
-
-// forEachPoliciesChange is the GetVersion change id under which a
-// FOR_EACH's iterations run as a node of their type runs: each attempt
-// under the template's own timeout and retry policy (attemptPolicy), and an
-// HTTP iteration through its host's turn and Retry-After (runOutbound) as
-// well as within the workspace's share. Before it, iterations ran on the
-// worker's retries and default timeout, within the share only. It is asked
-// for when a FOR_EACH starts, so runs without one record no marker.
-const forEachPoliciesChange = "for-each-policies"
-
 // holdsSlot reports whether a node of type t takes one of the execution's
 // nodes in flight while it runs. A DELAY waits on a timer; a FOR_EACH
 // holds none itself, its iterations each take one; a WAIT_FOR_EVENT waits
@@ -66,8 +51,6 @@ func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node, in Ru
 		ended := workflow.Now(r.ctx)
 		r.last = nodeOutcome{node: n, output: out, err: err, started: &started, ended: &ended, attempt: 1}
 	})
-	_ = r.changed(forEachChange)
-	r.forEachPolicies = r.changed(forEachPoliciesChange)
 	cfg, items, err := r.forEachItems(n)
 	r.started(n)
 	if err != nil {
@@ -120,14 +103,12 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 			failure = err
 			break
 		}
-		if r.bounded {
-			for r.observeTask(); !r.fitsTask(it.Node, it); r.observeTask() {
-				// The task is full: end it and go on in the next one.
-				if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
-					break
-				}
-				r.task.used = 0
+		for r.observeTask(); !r.fitsTask(it.Node, it); r.observeTask() {
+			// The task is full: end it and go on in the next one.
+			if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
+				break
 			}
+			r.task.used = 0
 		}
 		r.busy++
 		launched++
@@ -193,10 +174,7 @@ func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json
 	started := workflow.Now(ctx)
 	var output json.RawMessage
 	var err error
-	timeout, retry := nodeTimeout(n), r.nodeRetry()
-	if r.forEachPolicies {
-		timeout, retry = r.attemptPolicy(n)
-	}
+	timeout, retry := r.attemptPolicy(n)
 	if isPure(n.Type) {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: timeout,
@@ -210,30 +188,9 @@ func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json
 				Output: out.Output, StartedAt: out.StartedAt, CompletedAt: out.CompletedAt})
 		}
 		output = out.Output
-	} else if r.forEachPolicies {
+	} else {
 		var out RunNodeOutput
 		err = r.runActivityNode(ctx, n, r.activityOptions(n, timeout, retry), in).Get(ctx, &out)
-		output = out.Output
-	} else {
-		opts := workflow.ActivityOptions{
-			StartToCloseTimeout: nodeTimeout(n),
-			HeartbeatTimeout:    10 * time.Second,
-			WaitForCancellation: true,
-			RetryPolicy:         r.nodeRetry(),
-			Priority:            temporal.Priority{FairnessKey: r.in.WorkspaceID},
-		}
-		if n.Type == domain.NodeHTTPRequest && r.retry.ExternalAPITaskQueue != "" {
-			opts.TaskQueue = r.retry.ExternalAPITaskQueue
-		}
-		r.decideShare(n)
-		var f workflow.Future
-		if r.share > 0 && n.Type == domain.NodeHTTPRequest {
-			f = r.runInShare(n, opts, in)
-		} else {
-			f = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), runNodeActivity, in)
-		}
-		var out RunNodeOutput
-		err = f.Get(ctx, &out)
 		output = out.Output
 	}
 	switch {

@@ -10,12 +10,6 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// outboundHostWaitVersion is the GetVersion change id under which HTTP
-// nodes wait for their host's turn (the workspace's limit for the host)
-// and through an upstream's Retry-After; executions recorded before it
-// call at once and fail or retry on a 429 or 503 as any other answer.
-const outboundHostWaitVersion = "outbound-host-wait"
-
 // runOutbound runs an HTTP node under its workspace's limits for the host
 // it calls. Before each call it takes the host's turn (a local activity on
 // the shared state in Postgres), waiting on a durable timer, holding no

@@ -8,12 +8,6 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// retryFromNodeChange is the GetVersion change id under which a retry
-// (ExecutionInput.RetryOf) reuses the outputs its original's COMPLETED
-// nodes recorded instead of running them again. It is asked for only by
-// retries.
-const retryFromNodeChange = "retry-from-node"
-
 // loadRetryOutputsActivity is the local activity that reads them.
 const loadRetryOutputsActivity = "LoadRetryOutputs"
 
@@ -34,7 +28,7 @@ type RetryOutputs struct {
 // and returns a failure message, "" on success. A retry that cannot read
 // them fails rather than run again nodes that completed.
 func (r *executionRun) loadReused() string {
-	if r.in.RetryOf == "" || !r.changed(retryFromNodeChange) {
+	if r.in.RetryOf == "" {
 		return ""
 	}
 	var out RetryOutputs

@@ -13,11 +13,6 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// subWorkflowChange is the GetVersion change id of SUB_WORKFLOW nodes: a
-// child workflow of the run, loaded through loadSubWorkflowActivity.
-// Histories recorded before it hold no such node.
-const subWorkflowChange = "sub-workflow"
-
 // loadSubWorkflowActivity is the registered name of LoadSubWorkflow.
 const loadSubWorkflowActivity = "LoadSubWorkflow"
 
@@ -151,7 +146,6 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 		ended := workflow.Now(r.ctx)
 		r.last = nodeOutcome{node: n, output: out, err: err, started: &started, ended: &ended, attempt: 1}
 	})
-	_ = r.changed(subWorkflowChange)
 	cfg, input, err := r.subInput(n)
 	r.started(n)
 	if err != nil {

@@ -10,12 +10,6 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// waitForEventChange is the GetVersion change id of WAIT_FOR_EVENT nodes:
-// a durable wait on the event's signal channel, with an optional timer.
-// Histories recorded before it hold no such node, so it only marks where
-// the new code path began.
-const waitForEventChange = "wait-for-event"
-
 // EventSignalName is the Temporal signal an event named name is sent as,
 // one channel per name, so that an event sent before its node starts waits
 // in its channel (Temporal keeps a workflow's signals for the run's life)
@@ -57,7 +51,6 @@ func (r *executionRun) launchWait(sel workflow.Selector, n domain.Node) {
 		ended := workflow.Now(r.ctx)
 		r.last = nodeOutcome{node: n, output: w.Output, err: err, started: &started, ended: &ended, attempt: 1, branch: &w.Came}
 	})
-	_ = r.changed(waitForEventChange)
 	r.started(n)
 	cfg, err := domain.DecodeWaitForEventConfig(n.Config)
 	if err != nil {
