@@ -167,3 +167,56 @@ func TestSlugIsGitHubs(t *testing.T) {
 		}
 	}
 }
+
+// testName finds a test or benchmark the docs name, in code spans.
+var testName = regexp.MustCompile("`((?:Test|Benchmark)[A-Z][A-Za-z0-9_]*)`")
+
+// TestEveryTestTheDocsNameExists fails when a page names a test or a
+// benchmark (as the inventory and the figures do) that no _test.go file
+// of the repository declares, so a renamed or deleted test cannot leave
+// a bound documented as held by nothing.
+func TestEveryTestTheDocsNameExists(t *testing.T) {
+	t.Parallel()
+	declared := map[string]bool{}
+	funcDecl := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark)[A-Za-z0-9_]+)\(`)
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".devstack" || d.Name() == ".git") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range funcDecl.FindAllSubmatch(b, -1) {
+			declared[string(m[1])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pagesHere, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := 0
+	for _, file := range append([]string{"../README.md", "../CHANGELOG.md"}, pagesHere...) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range testName.FindAllStringSubmatch(string(b), -1) {
+			named++
+			if !declared[m[1]] {
+				t.Errorf("%s names %s, which no _test.go file declares", file, m[1])
+			}
+		}
+	}
+	t.Logf("%d names of tests and benchmarks in the docs, %d declared in the tree", named, len(declared))
+}
