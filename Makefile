@@ -165,10 +165,24 @@ check-generated: generate
 	@git diff --exit-code -- $(GENERATED) || { echo "generated code is out of date: run make generate and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "untracked generated files: run make generate and commit" >&2; exit 1; }
 
-## bench: throughput and latency benchmarks on the real Postgres; they print their figures.
+# Where `make bench` writes what it prints, headed by the commit, the date,
+# the machine and the Go toolchain, so that figures quoted in
+# docs/benchmarks.md can be traced to the run that measured them.
+BENCH_RESULTS ?= docs/bench-results.txt
+
+## bench: throughput, latency and memory benchmarks on the real stack; they
+## print their figures, and BENCH_RESULTS keeps a copy.
 bench: build
 	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
-	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && $(GO) test -run="^$$" -bench=. -benchtime=1x -timeout 60m ./...'
+	set -o pipefail; { \
+	  echo "# make bench"; \
+	  echo "commit:  $(REVISION)$$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"; \
+	  echo "date:    $$(date -u +%Y-%m-%dT%H:%M:%SZ)"; \
+	  echo "machine: $$(uname -srm), $$(nproc) cores, $$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $$(awk '/^MemTotal/ {printf "%.1f GiB", $$2 / 1048576}' /proc/meminfo)"; \
+	  echo "go:      $$($(GO) version)"; \
+	  echo; \
+	  $(TEST_STACK) -- bash -c 'cd $(CURDIR) && $(GO) test -run="^$$" -bench=. -benchtime=1x -timeout 60m ./...'; \
+	} 2>&1 | tee $(BENCH_RESULTS)
 
 clean:
 	rm -rf bin

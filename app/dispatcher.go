@@ -32,7 +32,7 @@ type DispatcherConfig struct {
 	// Exclusive makes one dispatcher at a time hold the
 	// processExecutionQueue lease and dispatch. Without it several dispatch
 	// at once, which is as exact, because admission locks each workspace
-	// and starts are idempotent; see the README for the trade-off.
+	// and starts are idempotent; see docs/operations.md for the trade-off.
 	Exclusive bool
 	// LeaseTTL is the queue lease's term. The holder renews it every fifth
 	// of a term and others try as often, so a dead holder's lease passes on
@@ -43,7 +43,7 @@ type DispatcherConfig struct {
 	// is not faster once workers take first workflow tasks slower than
 	// the starts come: the surplus waits in Temporal's matching as a
 	// backlog, which the server writes and reads back, so the server that
-	// binds does more work per run (see the README's "Where a run's time
+	// binds does more work per run (see docs/benchmarks.md, "Where a run's time
 	// goes").
 	StartConcurrency int
 	// StartTimeout bounds one Temporal start, so an unreachable server

@@ -95,7 +95,7 @@ type env struct {
 }
 
 func (e *env) str(name, def string) string {
-	if v, ok := e.lookup(name); ok && v != "" {
+	if v, ok := e.get(name); ok && v != "" {
 		return v
 	}
 	return def
@@ -106,7 +106,7 @@ func (e *env) bad(name, value, why string) {
 }
 
 func (e *env) integer(name string, def, lo, hi int) int {
-	v, ok := e.lookup(name)
+	v, ok := e.get(name)
 	if !ok || v == "" {
 		return def
 	}
@@ -119,7 +119,7 @@ func (e *env) integer(name string, def, lo, hi int) int {
 }
 
 func (e *env) duration(name string, def, lo time.Duration) time.Duration {
-	v, ok := e.lookup(name)
+	v, ok := e.get(name)
 	if !ok || v == "" {
 		return def
 	}
@@ -132,7 +132,7 @@ func (e *env) duration(name string, def, lo time.Duration) time.Duration {
 }
 
 func (e *env) boolean(name string, def bool) bool {
-	v, ok := e.lookup(name)
+	v, ok := e.get(name)
 	if !ok || v == "" {
 		return def
 	}
@@ -201,13 +201,13 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		e.bad("SLUICE_LOG_LEVEL", lvl, "want debug, info, warn or error")
 	}
 
-	if v, ok := e.lookup(retiredTierLimits); ok {
+	if v, ok := e.get(retiredTierLimits); ok {
 		e.bad(retiredTierLimits, v, "plan limits are data now: edit them with PATCH /api/v1/plans/{plan} (migration 00010 seeds FREE=1, PRO=5, ENTERPRISE=20)")
 	}
 	var err error
 
 	for _, name := range retiredPlanQuotas {
-		if v, ok := e.lookup(name); ok {
+		if v, ok := e.get(name); ok {
 			e.bad(name, v, "plan quotas are data now: edit them with PATCH /api/v1/plans/{plan}, or a workspace's with PUT /api/v1/workspaces/{id}/limits (migration 00017 seeds the defaults)")
 		}
 	}
@@ -298,7 +298,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 
 	n := nodes.DefaultConfig()
 	n.TemplateBudget = e.integer(nodes.EnvTemplateBudget, n.TemplateBudget, 1<<10, 64<<20)
-	if v, ok := e.lookup(retiredOutputMax); ok {
+	if v, ok := e.get(retiredOutputMax); ok {
 		e.bad(retiredOutputMax, v, "replaced by SLUICE_ENGINE_PAYLOAD_LIMIT, the one bound on a node's output; set that instead")
 	}
 	n.ResponseBodyMax = int64(e.integer(nodes.EnvResponseBodyMax, int(n.ResponseBodyMax), 1<<10, 64<<20))

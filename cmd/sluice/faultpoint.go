@@ -15,7 +15,7 @@ import (
 // print testHaltedLine and the point to stderr, and wait there for
 // SIGCONT, so that a test can kill -9 the process exactly there, or stop
 // it (SIGSTOP) past its lease and resume it. It is read only when set, and
-// is not configuration: it is not in the README's table.
+// is not configuration: it is not in configVars or the docs.
 const testHaltEnv = "SLUICE_TEST_HALT_AT"
 
 // testHaltedLine starts the line a halted dispatcher prints.

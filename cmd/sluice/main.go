@@ -28,7 +28,7 @@ commands:
   migrate     apply database migrations and exit
   version     print the version and the revision it was built from
 
-Configuration comes from environment variables; see README.md.`
+Configuration comes from environment variables; see docs/configuration.md.`
 
 func main() {
 	if len(os.Args) != 2 {
