@@ -42,7 +42,7 @@ var configVars = []configVar{
 	{Name: "TEMPORAL_TLS_SERVER_NAME", Roles: "every", Note: "the address's host", Meaning: "name to verify in the frontend's certificate"},
 	{Name: "TEMPORAL_API_KEY", Roles: "every", Note: "unset", Meaning: "Temporal Cloud API key, sent as a bearer credential; refused without TLS"},
 	{Name: "SLUICE_ADMIN_ADDR", Roles: "every", Default: "127.0.0.1:9090", Meaning: "`/metrics`, `/healthz`, `/readyz`; `:0` picks a free port (logged as `admin listening`)"},
-	{Name: "SLUICE_ADMIN_PPROF", Roles: "every", Default: "false", Meaning: "also serves Go's CPU, heap and goroutine profiles on `/debug/pprof/`, for finding where a role's time goes under load; keep the admin port private (see [Where a run's time goes](benchmarks.md#where-a-runs-time-goes))"},
+	{Name: "SLUICE_ADMIN_PPROF", Roles: "every", Default: "false", Meaning: "also serves Go's CPU, heap and goroutine profiles on `/debug/pprof/`, to the bearer of `SLUICE_ADMIN_TOKEN` only (a role asked for profiles without one refuses to start), for finding where a role's time goes under load (see [Where a run's time goes](benchmarks.md#where-a-runs-time-goes))"},
 	{Name: "SLUICE_LOG_LEVEL", Roles: "every", Default: "info", Meaning: "`debug`, `info`, `warn` or `error`; JSON logs on stderr"},
 	{Name: "SLUICE_HTTP_ADDR", Roles: "api", Default: "127.0.0.1:8080", Meaning: "the REST API and the console"},
 	{Name: "SLUICE_ADMIN_TOKEN", Roles: "api", Note: "unset: required, ≥ 16 characters", Meaning: "the admin bearer token"},
