@@ -630,23 +630,17 @@ func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
 	}
 }
 
-// SetRetryOf names the execution id retries.
+// SetRetryOf names the execution id retries; ports.ErrNotFound when
+// either is gone.
 func (s *Store) SetRetryOf(ctx context.Context, id, retryOf domain.ID) error {
-	return interpretError(s.q.ExecutionSetRetryOf(ctx, s.pool, dbsqlc.ExecutionSetRetryOfParams{ID: id, RetryOf: &retryOf}))
-}
-
-// GetExecution loads an execution with all its node records (the
-// worker's port; the API pages through ListNodes).
-func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
-	r, err := s.q.ExecutionGet(ctx, s.pool, id)
+	n, err := s.q.ExecutionSetRetryOf(ctx, s.pool, dbsqlc.ExecutionSetRetryOfParams{ID: id, RetryOf: &retryOf})
 	if err != nil {
-		return domain.Execution{}, nil, interpretError(err)
+		return err
 	}
-	rows, err := s.q.NodesForExecution(ctx, s.pool, id)
-	if err != nil {
-		return domain.Execution{}, nil, err
+	if n == 0 {
+		return ports.ErrNotFound
 	}
-	return executionFromRow(r), nodesFromRows(rows), nil
+	return nil
 }
 
 func nodesFromRows(rows []dbsqlc.WorkflowExecutionNode) []domain.NodeRecord {
