@@ -71,6 +71,7 @@ type Plan struct {
 	WebhookEndpoints           int32
 	OutboundHosts              int32
 	RetentionDays              int32
+	SubWorkflowNodes           int32
 }
 
 type Schedule struct {
@@ -164,6 +165,7 @@ type WorkflowExecution struct {
 	QueueID              *domain.ID
 	ConcurrencyKey       *string
 	RetryOf              *domain.ID
+	SubWorkflowNodes     int32
 }
 
 type WorkflowExecutionEvent struct {
@@ -247,6 +249,7 @@ type WorkspaceLimit struct {
 	ForEachItems               *int32
 	WebhookEndpoints           *int32
 	OutboundHosts              *int32
+	SubWorkflowNodes           *int32
 }
 
 type WorkspaceNodeSlot struct {
