@@ -78,3 +78,42 @@ func newHarnessLike(t *testing.T, prev *harness, graph string) *harness {
 	}
 	return h
 }
+
+func TestSubWorkflowPastTheExecutionsQuotaFailsNamingIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{}`)
+	child := h.withChild(`{"nodes": [
+		{"key": "a", "type": "TRANSFORM", "config": {"output": 1}},
+		{"key": "b", "type": "TRANSFORM", "config": {"output": 2}}
+	]}`)
+	h = newHarnessLike(t, h, fmt.Sprintf(`{"nodes": [
+		{"key": "s1", "type": "SUB_WORKFLOW", "config": {"definition": "%[1]s"}},
+		{"key": "s2", "type": "SUB_WORKFLOW", "config": {"definition": "%[1]s"}},
+		{"key": "s3", "type": "SUB_WORKFLOW", "config": {"definition": "%[1]s"}}
+	]}`, child))
+	// Two children of two nodes fit in 5, the third does not.
+	h.store.subWorkflowQuota = 5
+	res := h.mustRun()
+	if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, "subWorkflowNodes") {
+		t.Fatalf("result = %s (%s), want FAILED naming subWorkflowNodes", res.Status, res.Error)
+	}
+	failed := 0
+	for _, key := range []string{"s1", "s2", "s3"} {
+		switch r := h.record(key); r.Status {
+		case domain.NodeCompleted:
+		case domain.NodeFailed:
+			failed++
+			if !strings.Contains(r.Error, "at most 5 nodes in the child runs of one execution (subWorkflowNodes)") {
+				t.Errorf("%s error = %q, want it to name the quota", key, r.Error)
+			}
+		default:
+			t.Errorf("%s is %s, want COMPLETED or FAILED", key, r.Status)
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d SUB_WORKFLOWs failed, want the one past the quota", failed)
+	}
+	if held := h.store.subWorkflowNodes[h.execID]; held != 4 {
+		t.Errorf("the execution's count is %d, want the 4 nodes of the two children that ran", held)
+	}
+}
