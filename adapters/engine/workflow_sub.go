@@ -43,6 +43,10 @@ type StartSubWorkflowInput struct {
 	DefinitionID string
 	// Version is pinned, or 0 for the current one.
 	Version int
+	// GraphLimit is the largest encoded graph the child may load, the
+	// run's payload limit: the graph is the activity's result, which
+	// Temporal refuses past its blob limit.
+	GraphLimit int
 }
 
 // SubWorkflowGraph is the graph a child run runs, with its version.
@@ -53,9 +57,10 @@ type SubWorkflowGraph struct {
 
 // StartSubWorkflow loads the graph a child run runs, which must be of the
 // run's workspace, and counts its nodes against the execution's
-// subWorkflowNodes quota (app.Runs.StartSubWorkflow). A missing definition
-// cannot appear later, nor a quota passed free itself, so neither is
-// retried.
+// subWorkflowNodes quota (app.Runs.StartSubWorkflow), then refuses a graph
+// whose encoding is over in.GraphLimit (its nodes stay counted: the
+// count errs toward the quota). A missing definition cannot appear later,
+// nor a quota passed free itself, so neither is retried.
 func (a *Activities) StartSubWorkflow(ctx context.Context, in StartSubWorkflowInput) (SubWorkflowGraph, error) {
 	ids := make([]domain.ID, 3)
 	for i, s := range []string{in.WorkspaceID, in.ExecutionID, in.DefinitionID} {
@@ -80,6 +85,10 @@ func (a *Activities) StartSubWorkflow(ctx context.Context, in StartSubWorkflowIn
 	if err != nil {
 		return SubWorkflowGraph{}, temporal.NewNonRetryableApplicationError(err.Error(), "invalid_graph", err)
 	}
+	if len(raw) > in.GraphLimit {
+		return SubWorkflowGraph{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the sub-workflow's graph is %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", len(raw), in.GraphLimit), "payload_too_large", nil)
+	}
 	return SubWorkflowGraph{Graph: raw, Version: version}, nil
 }
 
@@ -88,15 +97,22 @@ func (a *Activities) StartSubWorkflow(ctx context.Context, in StartSubWorkflowIn
 // limit each) crosses the parent's workflow task: the parent's start
 // command carries the child's ids and input only. It also takes the
 // child's count against the execution's quota, and notes the version it
-// runs for the parent. It returns a failure message, "" on success.
+// runs for the parent. The graph, at most the payload limit, is the
+// marker of the current workflow task, whose share it takes (taskShare).
+// It returns a failure message, "" on success.
 func (r *executionRun) childGraph() (domain.Graph, string) {
 	var sub SubWorkflowGraph
 	if err := workflow.ExecuteLocalActivity(bookkeeping(r.ctx), startSubWorkflowActivity, StartSubWorkflowInput{
 		WorkspaceID: r.in.WorkspaceID, ExecutionID: r.executionID, DefinitionID: r.in.DefinitionID, Version: r.in.Version,
+		GraphLimit: r.limits.PayloadLimit,
 	}).Get(r.ctx, &sub); err != nil {
 		return domain.Graph{}, errorMessage(err)
 	}
 	r.in.Version = sub.Version
+	if r.bounded {
+		r.task.historyLength = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
+		r.task.used = taskShareOverhead + len(sub.Graph)
+	}
 	g, err := domain.DecodeGraph(sub.Graph)
 	if err != nil {
 		return domain.Graph{}, "graph " + err.Error()
