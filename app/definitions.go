@@ -95,11 +95,11 @@ func (s *Definitions) checkSubWorkflows(ctx context.Context, workspaceID, id dom
 	deadline, cancel := context.WithTimeout(ctx, s.quotas.SubWorkflowCheck)
 	defer cancel()
 	err = domain.CheckSubWorkflows(id, graph, quotas.SubWorkflowNodes, func(def domain.ID, version int) (domain.Graph, error) {
-		g, err := s.subWorkflowGraph(deadline, workspaceID, def, version)
+		g, loadErr := s.subWorkflowGraph(deadline, workspaceID, def, version)
 		if deadline.Err() != nil && ctx.Err() == nil {
 			return domain.Graph{}, fmt.Errorf("the sub-workflow check took longer than its limit of %s (SLUICE_SUBWORKFLOW_CHECK_TIMEOUT)", s.quotas.SubWorkflowCheck)
 		}
-		return g, err
+		return g, loadErr
 	})
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -173,8 +173,8 @@ func TestSubWorkflowFanOutStaysWithinTheFreePlan(t *testing.T) {
 		t.Fatalf("saving A over a one-node B: %d %s", code, a)
 	}
 	began := time.Now()
-	if code := call(t, "POST", base+"/api/v1/workflow/definitions/"+b+"/versions", testAdminToken, map[string]any{"graph": fanOutGraph(100, c)}, nil); code != http.StatusCreated {
-		t.Fatalf("B's version 2 (100 children): %d", code)
+	if got := call(t, "POST", base+"/api/v1/workflow/definitions/"+b+"/versions", testAdminToken, map[string]any{"graph": fanOutGraph(100, c)}, nil); got != http.StatusCreated {
+		t.Fatalf("B's version 2 (100 children): %d", got)
 	}
 	tookB := time.Since(began)
 	code, problem, tookTree := createTimed(t, base, free, "a-again", fanOutGraph(100, b))
