@@ -91,7 +91,7 @@ type SubWorkflowLoader func(definition ID, version int) (Graph, error)
 func CheckSubWorkflows(self ID, g Graph, limit int, load SubWorkflowLoader) error {
 	t := subWorkflowTree{load: load, memo: map[subWorkflowRef]subWorkflowCost{}, path: []ID{self}}
 	var ve ValidationError
-	total := 0
+	total, passedAt := 0, ""
 	for i, n := range g.Nodes {
 		c, ok := subWorkflowOf(n)
 		if !ok {
@@ -104,11 +104,14 @@ func CheckSubWorkflows(self ID, g Graph, limit int, load SubWorkflowLoader) erro
 			ve.add(path, "%s", cost.problem)
 		case cost.height > MaxSubWorkflowDepth:
 			ve.add(path, "sub-workflows nest deeper than the limit of %d", MaxSubWorkflowDepth)
-		case total <= limit:
-			if total = saturatingAdd(total, cost.nodes); total > limit {
-				ve.add(path, "a run would start child runs of %d nodes in all (sub-workflows of every level), over the workspace's subWorkflowNodes quota of %d", total, limit)
+		default:
+			if total = saturatingAdd(total, cost.nodes); total > limit && passedAt == "" {
+				passedAt = path
 			}
 		}
+	}
+	if passedAt != "" {
+		ve.add(passedAt, "a run would start child runs of %d nodes in all (sub-workflows of every level), over the workspace's subWorkflowNodes quota of %d from this SUB_WORKFLOW on", total, limit)
 	}
 	return ve.errOrNil()
 }

@@ -72,7 +72,7 @@ func TestCheckSubWorkflowsCountsTheChildRunsNodesAlongTheTree(t *testing.T) {
 		// 100 children of 100 nodes, each running 100 children of 1.
 		{"100 x 100 is 20,000 nodes", fanOut(100, b), 19_999, []Problem{{"/nodes/99/config/definition", "child runs of 20000 nodes in all"}}},
 		{"100 x 100 within 20,000", fanOut(100, b), 20_000, nil},
-		{"the node that passes the quota is named", fanOut(3, b), 250, []Problem{{"/nodes/1/config/definition", "over the workspace's subWorkflowNodes quota of 250"}}},
+		{"the node that passes the quota is named with the whole count", fanOut(3, b), 250, []Problem{{"/nodes/1/config/definition", "child runs of 600 nodes in all (sub-workflows of every level), over the workspace's subWorkflowNodes quota of 250"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := CheckSubWorkflows(ID(uuid.New()), tt.g, tt.limit, s.load)
