@@ -2,8 +2,12 @@ package engine
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -115,5 +119,54 @@ func TestSubWorkflowPastTheExecutionsQuotaFailsNamingIt(t *testing.T) {
 	}
 	if held := h.store.subWorkflowNodes[h.execID]; held != 4 {
 		t.Errorf("the execution's count is %d, want the 4 nodes of the two children that ran", held)
+	}
+}
+
+func TestSubWorkflowHoldsANodeInFlightItsChildRunsInside(t *testing.T) {
+	t.Parallel()
+	// The root has 2 requests of its own and 3 SUB_WORKFLOWs whose child
+	// has 3 parallel requests each: 11 requests that could all run at
+	// once if a child had nodes in flight of its own.
+	const limit = 3
+	var (
+		mu             sync.Mutex
+		inFlight, peak int
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond) // the request's work, so requests overlap
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		fmt.Fprint(w, `{}`)
+	}))
+	t.Cleanup(srv.Close)
+	h := newHarness(t, `{}`)
+	child := h.withChild(fmt.Sprintf(`{"nodes": [
+		{"key": "c0", "type": "HTTP_REQUEST", "config": {"url": "%[1]s/c0"}},
+		{"key": "c1", "type": "HTTP_REQUEST", "config": {"url": "%[1]s/c1"}},
+		{"key": "c2", "type": "HTTP_REQUEST", "config": {"url": "%[1]s/c2"}}
+	]}`, srv.URL))
+	h = newHarnessLike(t, h, fmt.Sprintf(`{"nodes": [
+		{"key": "r0", "type": "HTTP_REQUEST", "config": {"url": "%[1]s/r0"}},
+		{"key": "r1", "type": "HTTP_REQUEST", "config": {"url": "%[1]s/r1"}},
+		{"key": "s0", "type": "SUB_WORKFLOW", "config": {"definition": "%[2]s"}},
+		{"key": "s1", "type": "SUB_WORKFLOW", "config": {"definition": "%[2]s"}},
+		{"key": "s2", "type": "SUB_WORKFLOW", "config": {"definition": "%[2]s"}}
+	]}`, srv.URL, child))
+	h.wf.Limits = Limits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: limit}}
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > limit || peak < 2 {
+		t.Errorf("at most %d requests ran at once across the tree, want between 2 and the plan's %d", peak, limit)
+	}
+	if n := len(h.ranKeys()); n != 11 {
+		t.Errorf("%d nodes ran, want all 11", n)
 	}
 }
