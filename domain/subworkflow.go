@@ -10,13 +10,15 @@ import (
 )
 
 // NodeSubWorkflow runs another definition of the same workspace as a child
-// of the run (SubWorkflowConfig), inside the run's admission slot; its
-// output is the child's outputs.
+// of the run (SubWorkflowConfig), inside the run's admission slot and
+// inside the node in flight the SUB_WORKFLOW holds; its output is the
+// child's outputs.
 const NodeSubWorkflow NodeType = "SUB_WORKFLOW"
 
 // MaxSubWorkflowDepth bounds how deep sub-workflows nest: a run's
 // SUB_WORKFLOW is depth 1, one inside that child depth 2, and so on. Each
-// level is a Temporal child workflow with its own nodes in flight.
+// level is a Temporal child workflow, running inside the one node in
+// flight its SUB_WORKFLOW holds of its parent's.
 const MaxSubWorkflowDepth = 3
 
 // SubWorkflowConfig configures a SUB_WORKFLOW node.

@@ -47,7 +47,8 @@ type ExecutionInput struct {
 	// Plan sizes the nodes in flight (Limits.NodesInFlight).
 	Plan domain.Plan
 	// Graph is the version's graph as stored; when empty the workflow
-	// loads it through the LoadGraph local activity.
+	// loads it through the LoadGraph local activity. A child run's is
+	// always empty: it loads its own (childGraph).
 	Graph json.RawMessage `json:",omitempty"`
 	// RetryOf is the execution this one retries from its failed nodes,
 	// whose COMPLETED nodes' outputs it reuses (loadReused).
@@ -315,7 +316,8 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 }
 
 // graph decodes the graph the input carries, or loads it when the input
-// carries none. It returns a failure message, "" on success.
+// carries none, as a child run always does. It returns a failure message,
+// "" on success.
 func (r *executionRun) graph() (domain.Graph, string) {
 	if r.in.Parent != nil {
 		return r.childGraph()
