@@ -170,3 +170,16 @@ func TestSubWorkflowHoldsANodeInFlightItsChildRunsInside(t *testing.T) {
 		t.Errorf("%d nodes ran, want all 11", n)
 	}
 }
+
+func TestSubWorkflowWhoseGraphIsOverThePayloadLimitFailsNamingIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{}`)
+	child := h.withChild(fmt.Sprintf(`{"nodes": [{"key": "big", "type": "TRANSFORM", "config": {"output": %q}}]}`, strings.Repeat("x", 4<<10)))
+	h = newHarnessLike(t, h, fmt.Sprintf(`{"nodes": [{"key": "sub", "type": "SUB_WORKFLOW", "config": {"definition": "%s"}}]}`, child))
+	h.wf.Limits = Limits{PayloadLimit: 2 << 10}
+	res := h.mustRun()
+	if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, "over the payload limit of 2048 (SLUICE_ENGINE_PAYLOAD_LIMIT)") {
+		t.Fatalf("result = %s (%s), want FAILED naming the payload limit", res.Status, res.Error)
+	}
+	h.wantStatuses(map[string]domain.NodeStatus{"sub": domain.NodeFailed})
+}
