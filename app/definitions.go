@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 
@@ -82,23 +83,27 @@ func (s *Definitions) validateGraph(ctx context.Context, g domain.Graph, workspa
 
 // checkSubWorkflows refuses, as a 422 naming the node's config.definition,
 // a graph whose SUB_WORKFLOWs name a definition of another workspace or
-// none, nest past domain.MaxSubWorkflowDepth, or lead back to definition
-// id (domain.CheckSubWorkflows).
+// none, nest past domain.MaxSubWorkflowDepth, lead back to definition id,
+// or would start child runs of more nodes than the workspace's
+// subWorkflowNodes quota (domain.CheckSubWorkflows). The walk loads each
+// definition version once and stops at the SubWorkflowCheck deadline.
 func (s *Definitions) checkSubWorkflows(ctx context.Context, workspaceID, id domain.ID, graph domain.Graph) error {
-	err := domain.CheckSubWorkflows(id, graph, func(def domain.ID, version int) (domain.Graph, error) {
-		d, err := s.definitions.GetDefinition(ctx, def)
-		if err != nil || d.WorkspaceID != workspaceID {
-			return domain.Graph{}, errors.New("no such definition in this workspace")
+	quotas, err := s.workspaces.WorkspaceQuotas(ctx, workspaceID)
+	if err != nil {
+		return err
+	}
+	deadline, cancel := context.WithTimeout(ctx, s.quotas.SubWorkflowCheck)
+	defer cancel()
+	err = domain.CheckSubWorkflows(id, graph, quotas.SubWorkflowNodes, func(def domain.ID, version int) (domain.Graph, error) {
+		g, loadErr := s.subWorkflowGraph(deadline, workspaceID, def, version)
+		if deadline.Err() != nil && ctx.Err() == nil {
+			return domain.Graph{}, fmt.Errorf("the sub-workflow check took longer than its limit of %s (SLUICE_SUBWORKFLOW_CHECK_TIMEOUT)", s.quotas.SubWorkflowCheck)
 		}
-		if version == 0 {
-			return d.Graph, nil
-		}
-		v, err := s.definitions.GetDefinitionVersion(ctx, def, version)
-		if err != nil {
-			return domain.Graph{}, errors.New("no such version")
-		}
-		return v.Graph, nil
+		return g, loadErr
 	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	var ve *domain.ValidationError
 	if !errors.As(err, &ve) {
 		return err
@@ -107,6 +112,23 @@ func (s *Definitions) checkSubWorkflows(ctx context.Context, workspaceID, id dom
 		ve.Problems[i].Path = "/graph" + ve.Problems[i].Path
 	}
 	return InvalidGraph(ve)
+}
+
+// subWorkflowGraph is the graph of workspace's definition def at version
+// (its current one for 0), as the save check sees it.
+func (s *Definitions) subWorkflowGraph(ctx context.Context, workspaceID, def domain.ID, version int) (domain.Graph, error) {
+	d, err := s.definitions.GetDefinition(ctx, def)
+	if err != nil || d.WorkspaceID != workspaceID {
+		return domain.Graph{}, errors.New("no such definition in this workspace")
+	}
+	if version == 0 {
+		return d.Graph, nil
+	}
+	v, err := s.definitions.GetDefinitionVersion(ctx, def, version)
+	if err != nil {
+		return domain.Graph{}, errors.New("no such version")
+	}
+	return v.Graph, nil
 }
 
 // GetDefinition shows a definition with its current graph.

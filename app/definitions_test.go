@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -50,7 +51,7 @@ func (o oneWorkspace) WorkspaceQuotas(_ context.Context, id domain.ID) (domain.P
 	if id != o.w.ID {
 		return domain.PlanQuotas{}, ports.ErrNotFound
 	}
-	return domain.PlanQuotas{NodeAttempts: 100, NodeTimeoutSeconds: 86_400, RunTimeoutSeconds: 86_400}, nil
+	return domain.PlanQuotas{NodeAttempts: 100, NodeTimeoutSeconds: 86_400, RunTimeoutSeconds: 86_400, SubWorkflowNodes: 1_000}, nil
 }
 
 // TestSavingRefusesFanOutPastTheConfiguredBudget: a definition is judged
@@ -81,5 +82,38 @@ func TestSavingRefusesFanOutPastTheConfiguredBudget(t *testing.T) {
 	}
 	if _, err := small.AddDefinitionVersion(context.Background(), admin, saved.ID, graph); !errors.As(err, &invalid) {
 		t.Fatalf("a new version over the budget: %v, want it refused the same way", err)
+	}
+}
+
+// stalledDefinitions answers no read until the caller gives up, as a
+// database too slow for the save's sub-workflow walk would.
+type stalledDefinitions struct{ ports.DefinitionStore }
+
+func (stalledDefinitions) GetDefinition(ctx context.Context, _ domain.ID) (domain.Definition, error) {
+	<-ctx.Done()
+	return domain.Definition{}, ctx.Err()
+}
+
+// TestSavingStopsTheSubWorkflowWalkAtItsDeadline: a save whose walk of
+// the definitions its SUB_WORKFLOWs reach outlasts SubWorkflowCheck is
+// refused at the node, naming the deadline's variable.
+func TestSavingStopsTheSubWorkflowWalkAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	ws := domain.Workspace{ID: domain.ID{1}, Plan: domain.PlanFree}
+	quotas := domain.DefaultQuotas()
+	quotas.SubWorkflowCheck = 50 * time.Millisecond
+	s := NewDefinitions(stalledDefinitions{}, oneWorkspace{w: ws}, quotas, domain.DefaultTemplateBudget)
+	graph := domain.Graph{Nodes: []domain.Node{{Key: "sub", Type: domain.NodeSubWorkflow,
+		Config: json.RawMessage(`{"definition": "0b6f5a2c-8d3e-4f7a-a1b2-c3d4e5f60718"}`)}}}
+	began := time.Now()
+	_, err := s.CreateDefinition(context.Background(), domain.Actor{Admin: true}, ws.ID, "slow", graph)
+	took := time.Since(began)
+	var invalid *domain.ValidationError
+	if !errors.As(err, &invalid) || len(invalid.Problems) != 1 || invalid.Problems[0].Path != "/graph/nodes/0/config/definition" ||
+		!strings.Contains(invalid.Problems[0].Message, "longer than its limit of 50ms (SLUICE_SUBWORKFLOW_CHECK_TIMEOUT)") {
+		t.Fatalf("a walk past its deadline: %v, want one problem at the node naming the deadline", err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the save took %s, want it to end at the 50 ms deadline", took)
 	}
 }

@@ -25,7 +25,7 @@ type Runs struct {
 	// finished counts the executions this worker ended, by status.
 	finished *prometheus.CounterVec
 	// definitions load SUB_WORKFLOW graphs (WithDefinitions).
-	definitions DefinitionReader
+	definitions SubWorkflowStore
 }
 
 // RunsOption configures Runs.

@@ -45,6 +45,13 @@ type PlanQuotas struct {
 	WebhookEndpoints int
 	// OutboundHosts caps the workspace's outbound host limits.
 	OutboundHosts int
+	// SubWorkflowNodes caps the nodes of the child runs (SUB_WORKFLOW) of
+	// one execution, every level together: each child run counts its
+	// graph's nodes (at least one) as it starts, so the figure bounds both
+	// the child workflows one admission starts and the node records they
+	// write. CheckSubWorkflows refuses at save a definition whose tree
+	// always passes it; a run checks it as each child starts.
+	SubWorkflowNodes int
 }
 
 // QuotaOverrides are optional PlanQuotas: a workspace's own figures (nil
@@ -78,6 +85,8 @@ type QuotaOverrides struct {
 	WebhookEndpoints *int
 	// OutboundHosts replaces PlanQuotas.OutboundHosts when set.
 	OutboundHosts *int
+	// SubWorkflowNodes replaces PlanQuotas.SubWorkflowNodes when set.
+	SubWorkflowNodes *int
 }
 
 // QuotaBound is one quota's API name and the range it may be set to. The
@@ -116,6 +125,7 @@ func (o *QuotaOverrides) overrideFields() []struct {
 		{QuotaBound{Name: "forEachItems", Min: 1, Max: 100_000}, &o.ForEachItems},
 		{QuotaBound{Name: "webhookEndpoints", Min: 1, Max: 1_000}, &o.WebhookEndpoints},
 		{QuotaBound{Name: "outboundHosts", Min: 1, Max: 10_000}, &o.OutboundHosts},
+		{QuotaBound{Name: "subWorkflowNodes", Min: 1, Max: 1_000_000}, &o.SubWorkflowNodes},
 	}
 }
 
@@ -198,7 +208,7 @@ func (q PlanQuotas) CheckScheduleInterval(shortest time.Duration, field string) 
 func (q PlanQuotas) With(o QuotaOverrides) PlanQuotas {
 	targets := []*int{&q.PendingItems, &q.StoredItems, &q.Definitions, &q.DefinitionVersions, &q.Schedules,
 		&q.ScheduleMinIntervalSeconds, &q.NodeAttempts, &q.NodeTimeoutSeconds, &q.RunTimeoutSeconds,
-		&q.NodesInFlight, &q.WorkspaceNodesInFlight, &q.ForEachItems, &q.WebhookEndpoints, &q.OutboundHosts}
+		&q.NodesInFlight, &q.WorkspaceNodesInFlight, &q.ForEachItems, &q.WebhookEndpoints, &q.OutboundHosts, &q.SubWorkflowNodes}
 	for i, f := range o.overrideFields() {
 		if v := *f.v; v != nil {
 			*targets[i] = *v

@@ -22,13 +22,17 @@ type Quotas struct {
 	// and the time its transaction holds the workspace's counter lock stay
 	// bounded.
 	BatchItems int
+	// SubWorkflowCheck bounds the time a definition save spends walking
+	// the tree of definitions its SUB_WORKFLOWs reach (CheckSubWorkflows);
+	// a save whose walk takes longer is refused, naming it.
+	SubWorkflowCheck time.Duration
 }
 
 // DefaultQuotas are these: a graph has at most 500 nodes, an item may wait at most
-// 30 days for its notBefore, and a bulk enqueue carries at most 1,000
-// items.
+// 30 days for its notBefore, a bulk enqueue carries at most 1,000
+// items, and a save's sub-workflow walk takes at most 2 s.
 func DefaultQuotas() Quotas {
-	return Quotas{NodesPerGraph: 500, NotBeforeHorizon: 30 * 24 * time.Hour, BatchItems: 1_000}
+	return Quotas{NodesPerGraph: 500, NotBeforeHorizon: 30 * 24 * time.Hour, BatchItems: 1_000, SubWorkflowCheck: 2 * time.Second}
 }
 
 // PendingRetryAfter is what a caller refused by the pending-items quota is

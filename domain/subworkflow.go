@@ -10,13 +10,15 @@ import (
 )
 
 // NodeSubWorkflow runs another definition of the same workspace as a child
-// of the run (SubWorkflowConfig), inside the run's admission slot; its
-// output is the child's outputs.
+// of the run (SubWorkflowConfig), inside the run's admission slot and
+// inside the node in flight the SUB_WORKFLOW holds; its output is the
+// child's outputs.
 const NodeSubWorkflow NodeType = "SUB_WORKFLOW"
 
 // MaxSubWorkflowDepth bounds how deep sub-workflows nest: a run's
 // SUB_WORKFLOW is depth 1, one inside that child depth 2, and so on. Each
-// level is a Temporal child workflow with its own nodes in flight.
+// level is a Temporal child workflow, running inside the one node in
+// flight its SUB_WORKFLOW holds of its parent's.
 const MaxSubWorkflowDepth = 3
 
 // SubWorkflowConfig configures a SUB_WORKFLOW node.
@@ -71,8 +73,10 @@ func decodeSubWorkflowConfig(raw json.RawMessage, path string, ve *ValidationErr
 // PinnedVersion is a definition version that a SUB_WORKFLOW runs by
 // number.
 type PinnedVersion struct {
+	// Definition is the child definition's id.
 	Definition ID
-	Version    int
+	// Version is the version number it runs.
+	Version int
 }
 
 // PinnedVersions lists, each once and in node order, the versions g's
@@ -100,64 +104,139 @@ func (g Graph) PinnedVersions() []PinnedVersion {
 
 // SubWorkflowLoader returns the graph a SUB_WORKFLOW of the workspace
 // being checked would run: definition at version, or at its current one
-// for 0. An error means the definition is not the workspace's (or gone).
+// for 0. An error means the definition is not the workspace's (or gone),
+// or that the check ran out of time; its text is the problem reported.
 type SubWorkflowLoader func(definition ID, version int) (Graph, error)
 
 // CheckSubWorkflows checks, before definition self is saved with graph g,
 // that every SUB_WORKFLOW it reaches names a definition of the workspace,
-// that nesting stays within MaxSubWorkflowDepth, and that no chain of
+// that nesting stays within MaxSubWorkflowDepth, that no chain of
 // definitions leads back to one already on it (a cycle would recurse until
-// the depth cap at every run), a reference to self included.
+// the depth cap at every run), a reference to self included, and that the
+// nodes of the child runs one run of g starts, every level together
+// (SubWorkflowNodes' static product of fan-out along the tree), stay
+// within limit, the workspace's subWorkflowNodes quota.
+//
+// Each (definition, version) is loaded and walked once, however many
+// SUB_WORKFLOWs name it: a tree of 100 children of 100 grandchildren
+// loads two graphs, not 10,100. Versions 0 resolve to the current ones as
+// they are now; a run counts again, as each child starts, what it runs.
 // Problems name the SUB_WORKFLOW of g where the chain starts.
-func CheckSubWorkflows(self ID, g Graph, load SubWorkflowLoader) error {
+func CheckSubWorkflows(self ID, g Graph, limit int, load SubWorkflowLoader) error {
+	t := subWorkflowTree{load: load, memo: map[subWorkflowRef]subWorkflowCost{}, path: []ID{self}}
 	var ve ValidationError
+	total, passedAt := 0, ""
 	for i, n := range g.Nodes {
-		if n.Type != NodeSubWorkflow {
+		c, ok := subWorkflowOf(n)
+		if !ok {
 			continue
 		}
-		c, err := DecodeSubWorkflowConfig(n.Config)
-		if err != nil {
-			continue // Validate reports it
-		}
 		path := "/nodes/" + strconv.Itoa(i) + "/config/definition"
-		if msg := walkSubWorkflows(c, []ID{self}, 1, load); msg != "" {
-			ve.add(path, "%s", msg)
+		cost := t.child(c)
+		switch {
+		case cost.problem != "":
+			ve.add(path, "%s", cost.problem)
+		case cost.height > MaxSubWorkflowDepth:
+			ve.add(path, "sub-workflows nest deeper than the limit of %d", MaxSubWorkflowDepth)
+		default:
+			if total = saturatingAdd(total, cost.nodes); total > limit && passedAt == "" {
+				passedAt = path
+			}
 		}
+	}
+	if passedAt != "" {
+		ve.add(passedAt, "a run would start child runs of %d nodes in all (sub-workflows of every level), over the workspace's subWorkflowNodes quota of %d from this SUB_WORKFLOW on", total, limit)
 	}
 	return ve.errOrNil()
 }
 
-// walkSubWorkflows follows one SUB_WORKFLOW c at depth along chain, and
-// returns what is wrong, "" if nothing.
-func walkSubWorkflows(c SubWorkflowConfig, chain []ID, depth int, load SubWorkflowLoader) string {
-	for _, id := range chain {
-		if id == c.Definition {
-			names := make([]string, 0, len(chain)+1)
-			for _, d := range append(chain, c.Definition) {
-				names = append(names, d.String())
-			}
-			return "sub-workflows form a cycle: " + strings.Join(names, " -> ")
+// subWorkflowOf is n's SUB_WORKFLOW config, if n is one with a valid
+// config (Validate reports an invalid one).
+func subWorkflowOf(n Node) (SubWorkflowConfig, bool) {
+	if n.Type != NodeSubWorkflow {
+		return SubWorkflowConfig{}, false
+	}
+	c, err := DecodeSubWorkflowConfig(n.Config)
+	return c, err == nil
+}
+
+// subWorkflowRef is one definition at one version (0: its current one).
+type subWorkflowRef struct {
+	definition ID
+	version    int
+}
+
+// subWorkflowCost is what one SUB_WORKFLOW running a subWorkflowRef costs
+// a run: nodes are its child run's nodes plus those of every run below
+// (saturating at maxSubWorkflowNodes), height the levels of child runs it
+// makes (1 for a child with no SUB_WORKFLOW of its own); problem is what
+// is wrong in its tree, "" if nothing.
+type subWorkflowCost struct {
+	nodes, height int
+	problem       string
+}
+
+// maxSubWorkflowNodes is where the count saturates: above every quota
+// (PlanQuotas.SubWorkflowNodes is at most 1,000,000) and far below
+// overflow, which a tree deeper than MaxSubWorkflowDepth could reach (its
+// depth is judged once the walk is done).
+const maxSubWorkflowNodes = 1 << 40
+
+// saturatingAdd is a+b, at most maxSubWorkflowNodes.
+func saturatingAdd(a, b int) int {
+	return min(a+b, maxSubWorkflowNodes)
+}
+
+// subWorkflowTree walks the definitions a graph's SUB_WORKFLOWs reach,
+// depth first, remembering each subWorkflowRef's cost. path is the chain
+// of definitions being walked, for cycles. A cost remembered is the same
+// from any path: a tree that reaches a definition on one path reaches it
+// on every path, so a cycle through it is found the first time.
+type subWorkflowTree struct {
+	load SubWorkflowLoader
+	memo map[subWorkflowRef]subWorkflowCost
+	path []ID
+}
+
+// child is the cost of one SUB_WORKFLOW c.
+func (t *subWorkflowTree) child(c SubWorkflowConfig) subWorkflowCost {
+	if slices.Contains(t.path, c.Definition) {
+		names := make([]string, 0, len(t.path)+1)
+		for _, d := range append(slices.Clone(t.path), c.Definition) {
+			names = append(names, d.String())
 		}
+		return subWorkflowCost{problem: "sub-workflows form a cycle: " + strings.Join(names, " -> ")}
 	}
-	if depth > MaxSubWorkflowDepth {
-		return fmt.Sprintf("sub-workflows nest deeper than the limit of %d", MaxSubWorkflowDepth)
+	ref := subWorkflowRef{definition: c.Definition, version: c.Version}
+	if cost, ok := t.memo[ref]; ok {
+		return cost
 	}
-	g, err := load(c.Definition, c.Version)
+	cost := t.walk(ref)
+	t.memo[ref] = cost
+	return cost
+}
+
+// walk loads ref's graph and adds up its SUB_WORKFLOWs' costs, stopping
+// at the first problem.
+func (t *subWorkflowTree) walk(ref subWorkflowRef) subWorkflowCost {
+	g, err := t.load(ref.definition, ref.version)
 	if err != nil {
-		return fmt.Sprintf("definition %s (version %d): %v", c.Definition, c.Version, err)
+		return subWorkflowCost{problem: fmt.Sprintf("definition %s (version %d): %v", ref.definition, ref.version, err)}
 	}
-	chain = append(chain, c.Definition)
+	cost := subWorkflowCost{nodes: len(g.Nodes), height: 1}
+	t.path = append(t.path, ref.definition)
+	defer func() { t.path = t.path[:len(t.path)-1] }()
 	for _, n := range g.Nodes {
-		if n.Type != NodeSubWorkflow {
+		c, ok := subWorkflowOf(n)
+		if !ok {
 			continue
 		}
-		next, err := DecodeSubWorkflowConfig(n.Config)
-		if err != nil {
-			continue
+		below := t.child(c)
+		if below.problem != "" {
+			return subWorkflowCost{problem: below.problem}
 		}
-		if msg := walkSubWorkflows(next, chain, depth+1, load); msg != "" {
-			return msg
-		}
+		cost.nodes = saturatingAdd(cost.nodes, below.nodes)
+		cost.height = max(cost.height, 1+below.height)
 	}
-	return ""
+	return cost
 }

@@ -39,6 +39,10 @@ type memStore struct {
 	// refuseFinish, when set, is FinishExecution's error for a status,
 	// as a write Postgres refuses would be.
 	refuseFinish func(domain.ExecutionStatus) error
+	// subWorkflowQuota is every workspace's subWorkflowNodes (FREE's
+	// default when 0), and subWorkflowNodes each execution's count.
+	subWorkflowQuota int
+	subWorkflowNodes map[domain.ID]int
 }
 
 type memExecution struct {
@@ -122,6 +126,30 @@ func (s *memStore) addDefinition(id, ws domain.ID, g domain.Graph) {
 	}
 	s.definitions[id] = domain.Definition{ID: id, WorkspaceID: ws, CurrentVersion: 1, Graph: g}
 	s.versions[fmt.Sprintf("%s/%d", id, 1)] = g
+}
+
+// WorkspaceQuotas gives every workspace subWorkflowQuota, the one figure
+// the runs read.
+func (s *memStore) WorkspaceQuotas(context.Context, domain.ID) (domain.PlanQuotas, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return domain.PlanQuotas{SubWorkflowNodes: cmp.Or(s.subWorkflowQuota, 100)}, nil
+}
+
+// TakeSubWorkflowNodes counts nodes against limit, as the Postgres store's
+// atomic update does.
+func (s *memStore) TakeSubWorkflowNodes(_ context.Context, executionID domain.ID, nodes, limit int) (int, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subWorkflowNodes == nil {
+		s.subWorkflowNodes = map[domain.ID]int{}
+	}
+	held := s.subWorkflowNodes[executionID]
+	if held+nodes > limit {
+		return held, false, nil
+	}
+	s.subWorkflowNodes[executionID] = held + nodes
+	return held, true, nil
 }
 
 // GetDefinition returns a definition addDefinition stored.

@@ -132,7 +132,7 @@ func registerActivities(w worker.ActivityRegistry, acts *Activities) {
 	w.RegisterActivityWithOptions(acts.ReleaseNodeSlot, activity.RegisterOptions{Name: releaseNodeSlotActivity})
 	w.RegisterActivityWithOptions(acts.OutboundTurn, activity.RegisterOptions{Name: outboundTurnActivity})
 	w.RegisterActivityWithOptions(acts.PauseOutboundHost, activity.RegisterOptions{Name: pauseOutboundHostActivity})
-	w.RegisterActivityWithOptions(acts.LoadSubWorkflow, activity.RegisterOptions{Name: loadSubWorkflowActivity})
+	w.RegisterActivityWithOptions(acts.StartSubWorkflow, activity.RegisterOptions{Name: startSubWorkflowActivity})
 }
 
 // Start starts every worker; on failure it stops those already started.

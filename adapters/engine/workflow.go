@@ -42,7 +42,8 @@ type ExecutionInput struct {
 	// Plan sizes the nodes in flight (Limits.NodesInFlight).
 	Plan domain.Plan
 	// Graph is the version's graph as stored; when empty the workflow
-	// loads it through the LoadGraph local activity.
+	// loads it through the LoadGraph local activity. A child run's is
+	// always empty: it loads its own (childGraph).
 	Graph json.RawMessage `json:",omitempty"`
 	// RetryOf is the execution this one retries from its failed nodes,
 	// whose COMPLETED nodes' outputs it reuses (loadReused).
@@ -60,6 +61,8 @@ type ExecutionResult struct {
 	Error  string
 	// Output is a child run's outputs (see finishChild).
 	Output json.RawMessage `json:",omitempty"`
+	// Version is the version a child run ran (see childGraph).
+	Version int `json:",omitempty"`
 }
 
 // RetryConfig is how node activities are retried. It is read from the
@@ -299,8 +302,12 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 }
 
 // graph decodes the graph the input carries, or loads it when the input
-// carries none. It returns a failure message, "" on success.
+// carries none, as a child run always does. It returns a failure message,
+// "" on success.
 func (r *executionRun) graph() (domain.Graph, string) {
+	if r.in.Parent != nil {
+		return r.childGraph()
+	}
 	if len(r.in.Graph) > 0 && string(r.in.Graph) != "null" {
 		g, err := domain.DecodeGraph(r.in.Graph)
 		if err != nil {
@@ -393,7 +400,7 @@ type taskShare struct {
 // to the server) and the next one starts empty.
 func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	sel := workflow.NewSelector(r.ctx)
-	capacity := r.limits.inFlight(r.in.Plan)
+	capacity := r.nodesInFlight()
 	var ready []domain.Node
 	pending, local := 0, 0
 	failure := ""
@@ -484,7 +491,7 @@ func (r *executionRun) fitsTask(n domain.Node, in RunNodeInput) bool {
 	if isPure(n.Type) {
 		share += r.limits.PayloadLimit
 	} else {
-		share += in.size
+		share += r.startShare(n, in)
 	}
 	if taken := r.task.used + r.task.reserved; taken > 0 && taken+share > r.limits.TaskLimit {
 		return false

@@ -14,9 +14,10 @@ import (
 // holdsSlot reports whether a node of type t takes one of the execution's
 // nodes in flight while it runs. A DELAY waits on a timer; a FOR_EACH
 // holds none itself, its iterations each take one; a WAIT_FOR_EVENT waits
-// on a signal.
+// on a signal. A SUB_WORKFLOW holds one while its child runs, inside it
+// (executionRun.nodesInFlight).
 func holdsSlot(t domain.NodeType) bool {
-	return !t.RunByWorkflow()
+	return !t.RunByWorkflow() || t == domain.NodeSubWorkflow
 }
 
 // launchComposite starts the node types the workflow runs itself rather
@@ -90,7 +91,7 @@ func (r *executionRun) forEachItems(n domain.Node) (domain.ForEachConfig, []any,
 // the execution has nodes in flight left (r.busy), and encodes their
 // outputs as one array.
 func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.ForEachConfig, in RunNodeInput, items []any) (json.RawMessage, error) {
-	capacity := r.limits.inFlight(r.in.Plan)
+	capacity := r.nodesInFlight()
 	results := make([]json.RawMessage, len(items))
 	var failure error
 	launched, done := 0, 0

@@ -530,8 +530,11 @@ type PlanLimits struct {
 	StartRate *StartRate `json:"startRate"`
 
 	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
-	StoredItems int       `json:"storedItems"`
-	UpdatedAt   time.Time `json:"updatedAt"`
+	StoredItems int `json:"storedItems"`
+
+	// SubWorkflowNodes Nodes the child runs (SUB_WORKFLOW) of one execution may hold, every level together; each child run counts its graph's nodes. A definition whose tree of sub-workflows always passes it is refused (422); a child run that would pass it, counted as each starts, fails its SUB_WORKFLOW naming the quota.
+	SubWorkflowNodes int       `json:"subWorkflowNodes"`
+	UpdatedAt        time.Time `json:"updatedAt"`
 
 	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
 	WebhookEndpoints int `json:"webhookEndpoints"`
@@ -580,6 +583,9 @@ type PlanQuotas struct {
 
 	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
 	StoredItems int `json:"storedItems"`
+
+	// SubWorkflowNodes Nodes the child runs (SUB_WORKFLOW) of one execution may hold, every level together; each child run counts its graph's nodes. A definition whose tree of sub-workflows always passes it is refused (422); a child run that would pass it, counted as each starts, fails its SUB_WORKFLOW naming the quota.
+	SubWorkflowNodes int `json:"subWorkflowNodes"`
 
 	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
 	WebhookEndpoints int `json:"webhookEndpoints"`
@@ -758,6 +764,9 @@ type SetWorkspaceLimitsRequest struct {
 	// StoredItems Absent or null keeps the plan's.
 	StoredItems *int `json:"storedItems"`
 
+	// SubWorkflowNodes Absent or null keeps the plan's.
+	SubWorkflowNodes *int `json:"subWorkflowNodes"`
+
 	// WebhookEndpoints Absent or null keeps the plan's.
 	WebhookEndpoints *int `json:"webhookEndpoints"`
 
@@ -801,6 +810,7 @@ type UpdatePlanRequest struct {
 	// StartRate The plan's start rate (see StartRate). Absent keeps the one it has; null removes it.
 	StartRate              rawjson.RawMessage `json:"startRate"`
 	StoredItems            *int               `json:"storedItems,omitempty"`
+	SubWorkflowNodes       *int               `json:"subWorkflowNodes,omitempty"`
 	WebhookEndpoints       *int               `json:"webhookEndpoints,omitempty"`
 	WorkspaceNodesInFlight *int               `json:"workspaceNodesInFlight,omitempty"`
 }
@@ -954,8 +964,11 @@ type WorkspaceLimits struct {
 	StartRate *StartRate `json:"startRate"`
 
 	// StoredItems Replaces the plan's; null keeps it.
-	StoredItems *int       `json:"storedItems"`
-	UpdatedAt   *time.Time `json:"updatedAt"`
+	StoredItems *int `json:"storedItems"`
+
+	// SubWorkflowNodes Replaces the plan's; null keeps it.
+	SubWorkflowNodes *int       `json:"subWorkflowNodes"`
+	UpdatedAt        *time.Time `json:"updatedAt"`
 
 	// WebhookEndpoints Replaces the plan's; null keeps it.
 	WebhookEndpoints *int               `json:"webhookEndpoints"`
@@ -1008,6 +1021,9 @@ type WorkspaceQuotas struct {
 
 	// StoredItems Replaces the plan's; null keeps it.
 	StoredItems *int `json:"storedItems"`
+
+	// SubWorkflowNodes Replaces the plan's; null keeps it.
+	SubWorkflowNodes *int `json:"subWorkflowNodes"`
 
 	// WebhookEndpoints Replaces the plan's; null keeps it.
 	WebhookEndpoints *int `json:"webhookEndpoints"`

@@ -951,7 +951,7 @@ func TestNegativePlansAndLimits(t *testing.T) {
 		{"definitionVersions", 1, 10_000_000}, {"schedules", 1, 100_000}, {"scheduleMinIntervalSeconds", 1, 86_400},
 		{"nodeAttempts", 1, 100}, {"nodeTimeoutSeconds", 1, 604_800}, {"runTimeoutSeconds", 1, 31_536_000},
 		{"nodesInFlight", 1, 1_000}, {"workspaceNodesInFlight", 1, 10_000}, {"forEachItems", 1, 100_000},
-		{"webhookEndpoints", 1, 1_000}, {"outboundHosts", 1, 10_000},
+		{"webhookEndpoints", 1, 1_000}, {"outboundHosts", 1, 10_000}, {"subWorkflowNodes", 1, 1_000_000},
 	} {
 		bodies[b.Name+" below its minimum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Min-1)}
 		bodies[b.Name+" above its maximum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Max+1)}

@@ -80,6 +80,7 @@ var configVars = []configVar{
 	{Name: "SLUICE_DISPATCH_STALE_AFTER", Roles: "dispatcher", Default: "5m", Meaning: "age past which stale recovery settles a CLAIMED item"},
 	{Name: "SLUICE_DISPATCH_RECOVERY_INTERVAL", Roles: "api, dispatcher", Default: "1m", Meaning: "how often each maintenance job runs: stale recovery and the reconciler on the dispatcher, the idempotency-key purge and retention on the api"},
 	{Name: "SLUICE_RECOVERY_LEASE_AT_MOST_FOR", Roles: "api, dispatcher", Default: "2m", Meaning: "the ShedLock lock-at-most-for of each maintenance job's lease (`recoverStaleQueueItems`, `reconcileExecutions`, `purgeIdempotencyKeys`, `deleteExpiredRows`), which keeps each job to one process at a time"},
+	{Name: "SLUICE_SUBWORKFLOW_CHECK_TIMEOUT", Roles: "api", Default: "2s", Meaning: "longest a definition save spends walking the definitions its SUB_WORKFLOWs reach; a longer walk refuses the save (422 at the node), from 10 ms"},
 	{Name: "SLUICE_SCHEDULE_FIRE_INTERVAL", Roles: "dispatcher", Default: "1s", Meaning: "how often the `fireSchedules` job looks for due ticks (at least 50 ms): a tick fires at most this late"},
 	{Name: "SLUICE_SCHEDULE_LEASE_AT_MOST_FOR", Roles: "dispatcher", Default: "15s", Meaning: "how long a `fireSchedules` holder that dies mid-turn keeps the others away (at least 1 s)"},
 	{Name: "SLUICE_SCHEDULE_CATCH_UP", Roles: "dispatcher", Default: "1m", Meaning: "a tick overdue by up to this fires on its own; older ones were missed and fire once, as the latest (keep it above the lease's at-most-for)"},

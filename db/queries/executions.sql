@@ -94,3 +94,17 @@ LIMIT @max_rows;
 -- execution is gone (or the retry is).
 UPDATE workflow_executions e SET retry_of = @retry_of
 WHERE e.id = @id AND EXISTS (SELECT 1 FROM workflow_executions o WHERE o.id = @retry_of);
+
+-- name: ExecutionSubWorkflowNodesTake :one
+-- Counts a starting child run's nodes against its execution's cap, in one
+-- atomic write: the row is updated, and its new count returned, only when
+-- the nodes fit under @cap; no row means they do not (or the execution is
+-- gone). Concurrent children of one execution serialise on its row lock.
+UPDATE workflow_executions
+SET sub_workflow_nodes = sub_workflow_nodes + @nodes::integer
+WHERE id = @id AND sub_workflow_nodes + @nodes::integer <= @cap::integer
+RETURNING sub_workflow_nodes;
+
+-- name: ExecutionSubWorkflowNodesGet :one
+-- The nodes an execution's child runs have taken so far.
+SELECT sub_workflow_nodes FROM workflow_executions WHERE id = @id;

@@ -19,7 +19,7 @@ UPDATE workflow_executions
 SET status = $1, completed_at = now(), error = $2,
     duration_ms = (extract(epoch FROM now() - started_at) * 1000)::bigint
 WHERE id = $3 AND status = 'RUNNING'
-RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of
+RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of, sub_workflow_nodes
 `
 
 type ExecutionFinishParams struct {
@@ -46,12 +46,13 @@ func (q *Queries) ExecutionFinish(ctx context.Context, db DBTX, arg ExecutionFin
 		&i.QueueID,
 		&i.ConcurrencyKey,
 		&i.RetryOf,
+		&i.SubWorkflowNodes,
 	)
 	return i, err
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of FROM workflow_executions WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of, sub_workflow_nodes FROM workflow_executions WHERE id = $1
 `
 
 func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecution, error) {
@@ -71,6 +72,7 @@ func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (Work
 		&i.QueueID,
 		&i.ConcurrencyKey,
 		&i.RetryOf,
+		&i.SubWorkflowNodes,
 	)
 	return i, err
 }
@@ -186,6 +188,42 @@ func (q *Queries) ExecutionSetRetryOf(ctx context.Context, db DBTX, arg Executio
 	return result.RowsAffected(), nil
 }
 
+const executionSubWorkflowNodesGet = `-- name: ExecutionSubWorkflowNodesGet :one
+SELECT sub_workflow_nodes FROM workflow_executions WHERE id = $1
+`
+
+// The nodes an execution's child runs have taken so far.
+func (q *Queries) ExecutionSubWorkflowNodesGet(ctx context.Context, db DBTX, id domain.ID) (int32, error) {
+	row := db.QueryRow(ctx, executionSubWorkflowNodesGet, id)
+	var sub_workflow_nodes int32
+	err := row.Scan(&sub_workflow_nodes)
+	return sub_workflow_nodes, err
+}
+
+const executionSubWorkflowNodesTake = `-- name: ExecutionSubWorkflowNodesTake :one
+UPDATE workflow_executions
+SET sub_workflow_nodes = sub_workflow_nodes + $1::integer
+WHERE id = $2 AND sub_workflow_nodes + $1::integer <= $3::integer
+RETURNING sub_workflow_nodes
+`
+
+type ExecutionSubWorkflowNodesTakeParams struct {
+	Nodes int32
+	ID    domain.ID
+	Cap   int32
+}
+
+// Counts a starting child run's nodes against its execution's cap, in one
+// atomic write: the row is updated, and its new count returned, only when
+// the nodes fit under @cap; no row means they do not (or the execution is
+// gone). Concurrent children of one execution serialise on its row lock.
+func (q *Queries) ExecutionSubWorkflowNodesTake(ctx context.Context, db DBTX, arg ExecutionSubWorkflowNodesTakeParams) (int32, error) {
+	row := db.QueryRow(ctx, executionSubWorkflowNodesTake, arg.Nodes, arg.ID, arg.Cap)
+	var sub_workflow_nodes int32
+	err := row.Scan(&sub_workflow_nodes)
+	return sub_workflow_nodes, err
+}
+
 const executionWorkspace = `-- name: ExecutionWorkspace :one
 SELECT workspace_id FROM workflow_executions WHERE id = $1
 `
@@ -251,7 +289,7 @@ func (q *Queries) ExecutionsRunningForWorkspaces(ctx context.Context, db DBTX, w
 }
 
 const executionsRunningStartedBefore = `-- name: ExecutionsRunningStartedBefore :many
-SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error, e.queue_id, e.concurrency_key, e.retry_of FROM workflow_executions e
+SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error, e.queue_id, e.concurrency_key, e.retry_of, e.sub_workflow_nodes FROM workflow_executions e
 WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => $1::float8)
   AND (e.started_at, e.id) > ($2::timestamptz, $3::uuid)
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
@@ -300,6 +338,7 @@ func (q *Queries) ExecutionsRunningStartedBefore(ctx context.Context, db DBTX, a
 			&i.QueueID,
 			&i.ConcurrencyKey,
 			&i.RetryOf,
+			&i.SubWorkflowNodes,
 		); err != nil {
 			return nil, err
 		}

@@ -71,6 +71,7 @@ type Plan struct {
 	WebhookEndpoints           int32
 	OutboundHosts              int32
 	RetentionDays              int32
+	SubWorkflowNodes           int32
 }
 
 type Schedule struct {
@@ -171,6 +172,7 @@ type WorkflowExecution struct {
 	QueueID              *domain.ID
 	ConcurrencyKey       *string
 	RetryOf              *domain.ID
+	SubWorkflowNodes     int32
 }
 
 type WorkflowExecutionEvent struct {
@@ -254,6 +256,7 @@ type WorkspaceLimit struct {
 	ForEachItems               *int32
 	WebhookEndpoints           *int32
 	OutboundHosts              *int32
+	SubWorkflowNodes           *int32
 }
 
 type WorkspaceNodeSlot struct {

@@ -1091,6 +1091,8 @@ export interface components {
             webhookEndpoints: number;
             /** @description Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed. */
             outboundHosts: number;
+            /** @description Nodes the child runs (SUB_WORKFLOW) of one execution may hold, every level together; each child run counts its graph's nodes. A definition whose tree of sub-workflows always passes it is refused (422); a child run that would pass it, counted as each starts, fails its SUB_WORKFLOW naming the quota. */
+            subWorkflowNodes: number;
             /** @description Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override. */
             retentionDays: number;
         };
@@ -1111,6 +1113,7 @@ export interface components {
             forEachItems?: number;
             webhookEndpoints?: number;
             outboundHosts?: number;
+            subWorkflowNodes?: number;
             retentionDays?: number;
             /** @description The plan's start rate (see StartRate). Absent keeps the one it has; null removes it. */
             startRate?: {
@@ -1159,6 +1162,8 @@ export interface components {
             webhookEndpoints: number | null;
             /** @description Replaces the plan's; null keeps it. */
             outboundHosts: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            subWorkflowNodes: number | null;
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
@@ -1191,6 +1196,8 @@ export interface components {
             webhookEndpoints?: number | null;
             /** @description Absent or null keeps the plan's. */
             outboundHosts?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            subWorkflowNodes?: number | null;
             startRate?: components["schemas"]["StartRate"];
         };
         /**
@@ -2400,6 +2407,7 @@ export interface operations {
                      *         "forEachItems": 100,
                      *         "webhookEndpoints": 10,
                      *         "outboundHosts": 100,
+                     *         "subWorkflowNodes": 100,
                      *         "retentionDays": 7,
                      *         "updatedAt": "2026-11-21T10:00:00Z"
                      *       }
@@ -2461,6 +2469,7 @@ export interface operations {
                      *       "forEachItems": 1000,
                      *       "webhookEndpoints": 10,
                      *       "outboundHosts": 100,
+                     *       "subWorkflowNodes": 1000,
                      *       "retentionDays": 30,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
@@ -2515,6 +2524,7 @@ export interface operations {
                      *       "forEachItems": null,
                      *       "webhookEndpoints": null,
                      *       "outboundHosts": null,
+                     *       "subWorkflowNodes": null,
                      *       "updatedAt": null
                      *     }
                      */
@@ -2576,6 +2586,7 @@ export interface operations {
                      *       "forEachItems": null,
                      *       "webhookEndpoints": null,
                      *       "outboundHosts": null,
+                     *       "subWorkflowNodes": null,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */
