@@ -117,6 +117,25 @@ type APIKey struct {
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
+// Caller The caller of a request. The admin has no key and no workspace; a workspace key has both.
+type Caller struct {
+	// Admin True for the admin token.
+	Admin bool `json:"admin"`
+
+	// KeyID The workspace API key used; null for the admin.
+	KeyID *openapi_types.UUID `json:"keyId"`
+
+	// Workspace The workspace the key belongs to; null for the admin.
+	Workspace *CallerWorkspace `json:"workspace"`
+}
+
+// CallerWorkspace defines model for CallerWorkspace.
+type CallerWorkspace struct {
+	ID   openapi_types.UUID `json:"id"`
+	Name string             `json:"name"`
+	Plan Plan               `json:"plan"`
+}
+
 // CancelResponse defines model for CancelResponse.
 type CancelResponse struct {
 	ID     openapi_types.UUID   `json:"id"`
@@ -1247,6 +1266,9 @@ type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// Who is calling
+	// (GET /api/v1/me)
+	GetCaller(w http.ResponseWriter, r *http.Request)
 	// List the plans' limits
 	// (GET /api/v1/plans)
 	ListPlans(w http.ResponseWriter, r *http.Request)
@@ -1407,6 +1429,26 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GetCaller operation middleware
+func (siw *ServerInterfaceWrapper) GetCaller(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetCaller(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListPlans operation middleware
 func (siw *ServerInterfaceWrapper) ListPlans(w http.ResponseWriter, r *http.Request) {
@@ -3282,6 +3324,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/me", wrapper.GetCaller)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/plans", wrapper.ListPlans)
 	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/plans/{plan}", wrapper.UpdatePlan)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/deliveries/{deliveryId}/resend", wrapper.ResendWebhookDelivery)
@@ -3372,6 +3415,68 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnavailableResponseHeaders
+}
+
+type GetCallerRequestObject struct {
+}
+
+type GetCallerResponseObject interface {
+	VisitGetCallerResponse(w http.ResponseWriter) error
+}
+
+type GetCaller200JSONResponse Caller
+
+func (response GetCaller200JSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCaller401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetCaller401ApplicationProblemPlusJSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCaller429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetCaller429ApplicationProblemPlusJSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetCaller500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetCaller500ApplicationProblemPlusJSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCaller503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetCaller503ApplicationProblemPlusJSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListPlansRequestObject struct {
@@ -8349,6 +8454,9 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// Who is calling
+	// (GET /api/v1/me)
+	GetCaller(ctx context.Context, request GetCallerRequestObject) (GetCallerResponseObject, error)
 	// List the plans' limits
 	// (GET /api/v1/plans)
 	ListPlans(ctx context.Context, request ListPlansRequestObject) (ListPlansResponseObject, error)
@@ -8528,6 +8636,30 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// GetCaller operation middleware
+func (sh *strictHandler) GetCaller(w http.ResponseWriter, r *http.Request) {
+	var request GetCallerRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetCaller(ctx, request.(GetCallerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetCaller")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetCallerResponseObject); ok {
+		if err := validResponse.VisitGetCallerResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListPlans operation middleware
@@ -9923,308 +10055,315 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+1YbObcv+ioaPnuMwF5lYxtIAvxzaHA6rCZAA+neX3/OieUq2dZHWXKXZMCdw3Oc",
+	"H4sIAAAAAAAC/+y9+1YbObcv+ioaPnuMwF5lYxtIAvxzaHC6WU2ABtLZX3/OieUq2dZHWXKXZMCdw3Oc",
 	"BzovtofmlKpU5fINQ26bsdb4OpSrdNe8/uacXyqhHI6kYEKryv6XyogmdMg0S+Cvo3GiZGL+FTEVJnyk",
 	"uRSV/cr1gJGOYPcaX+gQ2SN6wMgoYbdcjhUZ0T6rVYIKN2//PWbJpBJUBB2yyn4lxEaDigoHbEhN60N6",
 	"f8pEXw8q+816Pajoyci8qXTCRb/y8BBUjlmPC266P4nKx3Mnk5teLO9IlL76ShEepcMYUT3IRhH5DQaV",
 	"hP095gmLKvs6GTN/bD2ZDKmu7FfGY27enB5bS0QjyYWeOTLWHUh5Q5h9b96wWNbWmoO6Z+F43nox98Lc",
 	"4XitrDeeU6p065bNXiUeuVMUU6UJM++ShIWM37LoAH5QOmF0SBKmxkOmCO1plhCu07EPGI1Yko3e9FmF",
 	"Tqsnx5XS8XKhX+9UgsqQCz4cDyv72enjQrM+S3D0fMj19LgvaJ8Rxf+ZedZj+M7vOWI9Oo51ZX+3Hphz",
-	"j73CqU/H0Cgdw1U4YNE4ZrMWUNnf5+2nytpYbzv/lMmNGtGQzbuO8MK84dx5rawzngfzsRpJoRjQrV9o",
-	"dMn+HjMFexZKoZmAf9LRKOYhNePcGiWyG7Phf/1HmUF/qbB7OhzFDKejKY8r+zAkpjTpymhCBlQRKghL",
-	"EiBf8F9V2f/3l8qQKUX7ZkjDsXmbEUrsUGHC+5Utf6oPn4KK0lSPVWV/B+gd16bjyom4pTGPiO02m+lA",
-	"65Ha39pS8ZiHrBaxWzd8tcXxo6r76MFfuf+RsF5lv/J/bWVkfgt/VVsX2AKu3/QOurlzRYY0NlvAIiIT",
-	"0k0YvVF4IaGlmunySIpezMN1F/wkYsOR1EyEk+pvbELuqCJjxSJyx/WAUBLxXo8lhjSYLan467iXrWM6",
-	"mOUW0OszdF8+9Sq6hhXORMNPSo4TuCFmFgzW8Z1MujyKmFhzIU0HGY8jXRZL0VdES0KF1AOWZDc0t4rb",
-	"2SpmQ1lqGXvp60+1dlreMEGGdEKE1ETLcWgWjqt05WDFToRmiaDxmgvGbTPp/XZrspu/oYW3lrqgdoBP",
-	"sS5Xcsj0gIs+6VEemxsp8Cqy5JYlB/Zg2TM3oKLPIrN65gu7WkAt3nEWR2uuWIPYt2YRw4T1zN3dJ416",
-	"zfxfw9CSUcJvqWZk4/LdEWnsNd5uHhAaG8GNa7wbV6cfT45an99fX198Pjs/bn0+PD09/9OjpeMkztPQ",
-	"ZnOahvZghitRUPzkKXbpELv3iCShYchGWpHuWKcbxkOzWWaRVECUOd6GxaQC48fLU7O9NF0zGkUJU8pQ",
-	"YSqIHOuuHIuIgJRBRkZs4qYH81AdGBEqmdiBUE1A7jA7YJhv5B+GXxM6Gqx5GJruMKhZp2EsboS8E0TI",
-	"iJF25b5d8ba0b4awxaI+U1v1LS0rD4H/bTgJY7ZPKKm2x/X6NiPd9F90qhXTgVp8QODl1Q4IfvJU5A1a",
-	"gw2RmlCCozo+/NXtnO3evBFzpR0TNFtsJuzv4IkYjfVzX2dzakMpwnGSGF5JbtiEtCtfvhBueq+FY6Xl",
-	"kCUnEXl4aFdISIWZWBcZXXxrCMGQK2Volxn/1GfeRsJPi7cQX1tpC23LT7SF0BrZMFKh+HvMxuyVCuB2",
-	"etJ4QO4GPBwQRg374uGNe1dtkpiGN4rcDSjShJzqWlzqhNEIWzevmidckz6/ZcqcEC0lMSz+wCri6dGh",
-	"muBywnk5k/qdIQ9rnpUSZZu8pfVom75h1WZvp1vdCV83qnv0Lavudl+Hb6K3bK9Xb8BR78EAfKFjJ9va",
-	"M++FJbZVSF3F159iS88kUuGcfHEt5SlN+uwpVQl2HzIWKdKo77zdffOadCeaKX9JGp4cdkEnsaQRbjGM",
-	"ZKml0VJW8fWnOu0wdEONTKvmGFJf9nAczi3aByoma67Z32OpqV0sQz6oJkOpNGnU63UyYiIytATuEuEa",
-	"WU9GLzx94PdcO8stH/RdTb95an3gTo7jyPBsRaRgzvTha80wAEU23Dxl0hZKy4RF/pQD7wrm/iC3LFH4",
-	"EBgiGbGkLYDnBCl1UpspQUm7NjusbJ92tIr0qNJuyw0DSqhmbSETUIrNwRxSMSFckF7M+wNtdkqKkNXI",
-	"GcqeoMjZ0VORiqRtQWND1ybuNyuy1kjnkulkUj3saZZ0cEia3A1Ywsgd5do0OWDxSO23hRk9rkiUUC6U",
-	"EaJSw5UiZkHUIIBuQTo2klTCejyOVa1tlBu0G4HlwOt12q5xxUIpIlCizBhIl/VkwvAK0GG2t0ZjMTtb",
-	"yxs555l3zGH5KOhYD2TC/2Hr0mfHZ7uMJmbbjCKVo7iN7HLkul3qaoz9L56I7sIQLe9EvU8brsgVcXKj",
-	"TEjCbuWNlV0/CnpLeUy7MXsCVdmSMG7kczU5IDqZENqnXBA1kImOJzmF0CPOV1aMH3vDWXYR0w+eirhk",
-	"szBX0szEnFVNb1hOLxTybp8ISSKqaZcq1hahFIKFQDZCc5J7CWMgbXKk8KBSGAGUcp2/05EU7KAtsvVC",
-	"q2zu+j7NLUsmpk/oZKWLlS4udH044r8x4EujRI5YojmaDMOEUc2iQ52zN0ZUs6rmQzZtdAwqPFrCNuls",
-	"nV+mfxgZInRfbj7t8QQV+ISGmiXKMQjFwoTpALaVxbERAxWhI5qAFXyqC3th5sxKjGN7h9DoOtXEXd7S",
-	"u9g0nJlx/12BV/JWXliOdPKBt/D+cD+lLcvufxja446oCFl8aQ2901u45H64a/ylwoQ5Nf+uHB2eHbVO",
-	"T1vHlcD9++TsV28M82ZnmysdcCbBT+/yoZVlOqC9d3yOdTeQipHODZt0nO4E1yFlNJrda5KMhWOzxF7T",
-	"dKWDtpCCaDky58bwa0NAoaMauXbagzKklg1HsWGI8pahHGBVGvxPwsDaGjIjpcSTwElgbdHctVJrYIdo",
-	"LqeWqYjW3H29GaSan+HcgoDsgFqJVYGiA3gIfRlyI81/B1QjU0+1HgI2PzAmmTEKsrHTbGaazWaNnBhZ",
-	"yEyWkt4Y7wVSj4vW2fHJ2a9p6wMZRyB4dGl4Q9ASai4RygdwnUDLdkKGWVJLQceJsAJD/tzdsDnbm67T",
-	"AQkHLLxxWrw1AGt3sdEYYOa1aW5yyqdm6NdlBzsud1K9S+SQNMzeNOr1oF6vrzaSIkWFE5/oS6pZOem6",
-	"YZNXeODgRZC3ApIdx4KcG6BijPosftcdhzdM77dF50u7ApJmZZ80ajUj9tcD0q4YUbayT9oVBbyiXfl/",
-	"24YLjM2b5vfuOFHavGE+tt89dMiGYoxcudHD0aNdxYRuC/gCGKeVEDdr5Gi5VYJziJYnT2XfSldpq1ar",
-	"beK58aQP6LCy39gNzGzMPsJUDBGElW3UH4rkxpwzt8ul5AYoKTI4z/1FowgUAhpfeMe2R2PFiifZsaqi",
-	"P37Ihfu7sYgoQhuzh5c58h83xL6zVc4Tk351drpHTWhNnlfK7nDYs5fFOXcftyhhIkXrfpQwpTjKuQUS",
-	"wG8ZGoIV2cCLQgZynJCITqqyVx1KoQcE/9c+umPsBpVDxe/xCigrmIFsYkV11495z9qv/++I8nhSI617",
-	"Gup44tTb/BiB2oJj5JbGVuIz1GbFjeLO7lm+WDmRxi55ULmv9mXVPkzonVENapf07oM1dHovVPlwJBOd",
-	"XQ33fmaqZCKUhqFsweMHGFNuVvb4oYS63XjdbO4scvY/+twaJh7T0YWMOYoc8y7Jee5lI49Sw2BzIAV7",
-	"2mxHXSljRgXKrlwmXE9ybzc9RMPOoika+fMvKViuhcrH66NKmWZzcnh2SMwn5B9znsAUnUhBWHaiQEag",
-	"5lQVDtLrnaUufC+Wd0WY0UJh8gkpRekYgkX09A+08jw/MS2MfRFB+xN9WA4b9bjxAQgIZXsw7y0YqevT",
-	"fGVGMqT3J/jdNpwA+0d2AGiSUDj64yQuEeEEcQo8+Xh5Ok2e6o8+V/mOzkU8Qcd2zgGQaQSm6695FM1y",
-	"BG715+yx++grShtBZRRTsdBOYt4plUzs97MnFWUWAhrH5z1wgs3ry77/EBT1UdTVSwwcAzBniZAdoNmT",
-	"cLDJ1Bbukm1xevCfsuEXLt7y8yh+uPyEAO81UCz8TBTvC6M24as18kxzze7Tk1hyUGjXlpZ6xhqPX60m",
-	"eK5rGxqPolUn8UyGmsLauIXIG26y4ZZdrGy3Lmi/zHDjiPtSVN7b+4dpSp6hkoHEzLduFRfB+pC8NuZP",
-	"xzswa5/BaFXRY7UDeTv7bBdWoYCMvp2z8eWrE/Nblkyupsxs1hRTCSrHrdOTP1qXYHB7d3hy2jqeNrYZ",
-	"Mdx8Wb2liTmKyjThGr9A/1Ql687+F1wY7tk7QEhVDMFoRWUHr5fIYen107L08d2A+SuYysOFFYRmoZGy",
-	"BWqh6esXqsOBkUhW5JoeWvG3UsMT2jA6BSRlh6D9HW1kiot+zJwVLiAjAFKz4QGJuNJchNpZ/ynpmoEW",
-	"hZ/d3afRzQpjdx4RtG+jaRL8eR1oreOxja+lzgmpfwEPxAzYumZDMBYqZ2oMnI2RCElULHVAxkLzGCU8",
-	"c/0PMjPqdt0o3IpQsztko2Oxb62z3z+2PrY+n51ff/6l9e78svX5/fnlyV/nZ53NAJFe4B6jbbFTrwOi",
-	"S2H7oOXXiFWWnHcVsWGKRGOWumbBIrUcbVpX23uYfQ3SOAW4D48TJFfjH1P3L6cpNJxYP1tZ+I6VRVyA",
-	"T0ss9yNX+jnuNLnKcAEJ0+NEsAhs5qQnE/hHQJQkYjzsskSRG8ZGFiEX8T7XLzThu6IJ+eUAyC84QsZJ",
-	"nwldI+dJZHYR/Copj0kP9wHpUZ4IphShYSKVyn5SJJRmSmB+tPxoSVtTMhbXfMjkuFR54YokY6NwR4xG",
-	"MRcsIIaDgzsCXRgblPwqSTROAFSwue+wtugVGIPtKQTvZJye41AmEYtI6ls0GwI+MsD5YUfojLMS1isY",
-	"hh0nARADuP2kDX4ayESzhNxxoWrEuZeKoKGsBedGRwzVBiU7zaYbw1b2WsHb1NgdVn4k+9gcUhflJKw8",
-	"HYMXlpxCwkYxnbBoprcrC1KxUIXUYQTOWotMOcC7aF1MMuF9LmgMtMKjYJ6JNfNTz+Nmv5uZWFm7uH5u",
-	"lmlb3mTmLVzKJNZbuGeYwFKjhn1fV8ucPkRTymap9lg6wlsmdKagTI2M5WM1H281EDJipUqBOal/Hp5c",
-	"f353fvm59Ufr7Bph+OYoYqTlnfkfLRfbZfIhodZI4DqeOftrecUQdfwIA2FJ8CqM2fxOaNnEED7d4/2a",
-	"nR0w455MCnpMY9reOKJas8R09P/8+7D6F63+U6/ufa5++q//UcoFEZtbZjyekP++Oj9D4m3HJMd6NNY1",
-	"cgheZzJkVCgixnFce26ZZVkn7Zyrby5JzPR6aCLHQz+o0jDcGd97rBzjrhabdpY2wT1CpM2Q/zRDsgR5",
-	"kdWZPrsT8mvr2mjdUnhB1wCnwbMRc6VJzCgA+bU5I99Eoo1wl2dB0Ua0D25cIBso3SiyMXNqIFYsRWjP",
-	"ZMQuob1Sc54Z11nOpjc9Qswo4JAZgt3PGC7VpLPlxIitzL2y9cUjag8YP9Q5gIuJwKUOPgIhHvj3kFC8",
-	"tAtPoccwpwee4biREqdLiGhpmmgWgSxqB2NWFk6YBxZzr1nZ4wqgppn8ifpR8RYsHHbCdDI57y1IHYAi",
-	"jdl9874RV1PB2UYnwsIdWJgNDJ0KIpOIC5pMjLS6lGvLznEVc+pywkdK7pwAsqaoaz6c60VY30ifyURL",
-	"WQSKo/JkwWxVgxxxz1FpR3HnMounMOtnnOfbWPWLR8EzXF9+PDtDw/XR+YeL09a1b7gOPPjop5JjAZG2",
-	"Lce18iuUxtaVoYOBVH9ZMDmbT8E1VDaxNLqzGKJ6fPhrjRjya1HECSNjwf8eIzKORX0GbAlQ1+To/Oz4",
-	"5Prk/AxJ6pBOSEiTZEI6hkJ2iJZkxMMbDEBNqAgHtbb4wIZdllhThGmf3dNQk42QKlZVTCiu+S3bDPIY",
-	"/xG4FwxZwY8s8hMRms4KxAWg1nu8X2IRItdlsTQ2MDYVyBRqxXupVuyFj24G5rW2yEVtYZwt4OEnmpVi",
-	"QcM85HfegffRwUawifpshdsSYVxXKb9cuhWz+WWtzLeXoMnD2TCQ7XLlmTEy7mQtKXrAeIKcKrOd0GnL",
-	"yQZuSxZGlF6tIANgXv12cnHROt5cyc6ysr0EomxjaqYzFjFTIJsNqHIg1c3FmhLuxaevLsu9ZzTWJQow",
-	"oH7VbFG3zA9WJCYZW13gvZ+tr8OhK9EuzF3+zqB8Ftk9X2Esl50WXT0Igcmwd3redYul6AP0WDBitNPh",
-	"CGPMAJaet00CLHPI45g7tCZkFECquZni96fugTmrZRfhACJ2pSDHrdPDf5XGmOCD4rghe8Nl6/ePravr",
-	"gFxfHp5dvTu//BBkjCTANgMCqvvh0Xsz9LwuvxRSXUm0e08FzSfM7DiLiJZ9pgcsWXxlEWIN78w6ulZX",
-	"mTrAdmPKxb4n0Z1T1Te/0n8OJilLs2L3ATn7eAr0ERiV9QskDDbz4/W76lv4S4GGShX5+F/v3r07RgYL",
-	"5Nn5HC5bR+eXx5//ODz92Pr84fB/dWyDXBNmzkiakMAMOc2EtVg1dzr39Fm3lpI0cAReDbAjj8W7uBYr",
-	"DtTIYVvc0nhsA1kWjt8IDSOjv2OQAQbomeGK0Agf7co++dKuwMsQaTCu17dDcAjwfxhmnoBAhITdcnaH",
-	"wQjZS6gy2/AYqiBeBz9qVx4ebDxccZW+Di2bxgyDTapEPvT9djHVRo4D7gyqKRupGs73hk1wajVsiWzc",
-	"DWTMNg/c3rTFtHx26dh2zG+YcwTuw961xYLNC5CkDWliCIPdgZRAtEV2FL/FMi9WVRfejuVUV0OLMq3V",
-	"EeGlyZunBzrK5e5leiYcyZmtKs4nkk+hFi4wDz2/Xuit8/IqoZVRFyqH5zaFT5pfML9UNkiolKOsjjAb",
-	"SDWD6JpfjNQdUiEFD2lMTIv7JJZ3LCFGWwuIkEQnlMdGto7krHBTTBdwwRKUIvKDk+NcdDTSh0ehHQtb",
-	"CTMr6z6wS7gKWtHtyQUdl0WZPv8qYhzGR6F5XMbtGcZ6wlvAhfenpLmQxnEaMQrDglhIBzlgeavbyuvs",
-	"D7B0BYthKMUpGGkEU+FEkilyN+AxS3Nl2RyWaS5ZqyWilR0sBGMhuOjXSEfd8FHHcFumXEYJsDFyfUA6",
-	"8EEnTbZDaBynTllweturbBpxdrXSS3phAefug3eXrVYlqFxcnleCSuvsunV5cXly1Zr5LVxulQdiF+xA",
-	"9P4SJzW9WpbS+CZfDy/h0r8ZVRV0ggG9ZTlwBAQ/Lgw4Wh5UX4j/nPdBGmr5FHccRhj4S7XgIi+eDKSF",
-	"UYgo9/6eYaqHbCwUV1oxrUiXKR4xEEP9XE1oJdoY8j6qZKRerzfeEAUJf/SADTcPMOTVBSxhVhOuMS66",
-	"J5OQRYB4Aiscz7AgLoaZghZkY/7zJykqYpNLpuN+AShoHPvH6ZUfgqIOPFuNYHfOwuNHY2/sNPc2S87b",
-	"4hPn9TM9xMyInT/t5oRDGEFAYn7LDDWIGAgjlrglTDMBq56woYS4+QEb+hNBRrDUHBZNoSeTFkV0QMkc",
-	"WjEbmiMHanuq45oZGIomIVujjyNK9Tdl5GOaxcxn7hbYdPWI623aPkQxr2SkkN5KaXDiTGpDeu9eNfvu",
-	"rL0RC2OaMH8pvWRDit4W17Q5tabLjDJvhCgZq7WFIHwBXw4M17X2juApx/y6vvN2uWGrE/EOTJbTIz4D",
-	"rWnKSwo6uZfD4SAzbwCzBpDeqidh0VBdysj3UpUdBCf6oMwAhGz6/hltrkgZUPQpXKmAsHtAk/fhd2Vv",
-	"L49j0mVppqepw7yQVSH2f8atc/kevBRZUzMwPNKbQZq8rziDgHiJah5H5VJ6dEwnZXSOTlTKv1/5YMdX",
-	"ZMANpZuktoqNnFkd3atURJ753CYEo6Hmt1xPAiLjKE0DtnmA3KY7Qe7jUcqxqJFDZGw93h8nDBzNkCLI",
-	"EzRuWZLwKC9cbL/erS8Pvlx4qX2/QvFSexcXvchu0+BUMZ0npnC3ZTJjZwvXfLuxu/16ic100ukHLk6m",
-	"g7yngvwSbeZkaFRxLq4hGDtAP0iX6TvGBAiz8I06IDRNu8aHTIMtZu483r7eWX4SZWN2P5Xe+QBVDuuY",
-	"4yKMxxGLHsdaFw4SEOEzrvjv3tU2IoyYELRllIsKy9z0x13uu3zEZMlQj9BWApCOQhWIhWRp6eVcOEzX",
-	"y9l8RvX++vrC2vhKJUNPAwHmNTDkRSbIriy0g91jruvq4cUJfMwSwLtnCQFXFG0WBpbkdASfNeRPUV7g",
-	"DMoEZf9uzL3sBXmqVHApo3tFUWHm1hREy5KTVmTlRU5Tppa75HHTKua7I7K3s/smdZ5gajxVpl5gzrwv",
-	"M7wTqiz3CIujasxuWZymiLY5f2xO//++Oj+rwrxYUgWDMKY3XhJA5gEsSiyEXChtGGTpmKe8mbn8FDpm",
-	"c5yi03gKhST64+WJ74O+4QIqm9i5L/ZBWfMs9j8X+QyEsBzgbm26R3IsSm56C2zxCYsZVYxAJiwtXaxK",
-	"edKnNFnhSnHVMeXD9YzhnmY9E9k8L22yl4OskOKMascNlvJZPSakl6sR1eHgHeXxOCnjuBihaokfkYJc",
-	"s+FIJjRGbQCQgaASmtFul++M62VN5+J8DPpToW1jqnRraQivH2NUKlsvjVGElXwcSNE7JIuBikvW6EEG",
-	"amS9KN3oR+E0XYPXPLxZWBYILK7pueIpIP453VS58I6gYtPqnS80Nv6ZvvjNwo/40iDL1JWWHtggT4FL",
-	"aIF/F4JCVIXvrPAJr09RCxd/ilL6az2XeTyFly7jRN/GSeefstKMA0enhycfwCF3fHJ1cXh99H4VDKcP",
-	"1lkUwlKUClzox51A+xoZQTugEo5i0KyznIgseaXIhvV/Q+2Ty9b15b8+/8/NA5e/LWY9CBJA1GPuQwBA",
-	"KMjPm4PsFJyKNLyRvd6RZL0eD7lNmuxJ3aUid+as63FBY1zrMpbmA3/AjoBoTCrUHUusosYU2dip16u7",
-	"e3ublhRS9Eyh7S41iYGeoJgOQMvDbJ0gaDqND5QjQ9UjstGdEBuIasEGO/f3QOUg0I6KyD7evb93H+XD",
-	"FNI12N3b8xZhp14v47tZzLhfs9ATPLnmNHa6Q4kbrJBCHEEjcEYOskz3g1IXoWejLUs9ir8EXrOZuj4P",
-	"AZbafcHbUass0izNEsycnzPq2CTOaN6wVFH5MwwI1gmBGkD5VSuXlqeuvzNcPE0yoKlkik8eavT1MxAu",
-	"Dqwy3Oj3ecEqaZgK1Ge0sotXziR6lABjGpstvEBX0An2Zy7+DR+NCp2tJLfMjp5k9/odT6yGUwJNY/d2",
-	"MFrCeNIQIR5bf/w6w7K9X/PhrEgsGMCuZyJESVbIO7JhbtUkN5Q8bVvu7BeJ2FMllCxJIAm/raOxzFcO",
-	"/PSST5Vd63sWQV22rjzx8tZhmixkeC9PbM3veLqH3oblLkrx3HoXOk9SVkHgOHL+FJJpyhq+jWB6xXQO",
-	"4/W4tCspDqxgXUaYj5GfhnRC+jLNBw90waZCx2zaNhLD5QGvl9sSSgFcZZ2OjCwHb2CHEBTjcmirEROu",
-	"w3qtXs91uhAOVljo2aCuGeudZqVE3M3jVnwZHIWN4pYJsgEjj/vOvCVcCou58lyUxCMGsGr/8yEOqw9g",
-	"1f7nIaPOTJ+YMCgFuz1Zx/MREytO/DGdL/KZrjKEMhzDcqOY4y5adfNX7X4BVmHls7dq//NxBl/j8i/h",
-	"OV9lGOVu7sXDWMXtvcp4StzVyw/mm1CjxyEf5zqzv8Y5Wuynfu67vKwL+pkvdUG08JhLqSzh7/ZKNr+s",
-	"8ElWs7Bj/uxMZW4ASaozgiJ3COWNpei3RTIWGI+Vfg9CD7xFxYTccRHJOwcrgwYComIOSeY2aFs46Swh",
-	"lGDJh6xMDhQJ0/kCOaYvHBEY3bhuCyjLrA6IMF14MASZOM8Jgq1rBFgxVLIVjGxIQWhbpHu+T7Jg2kcV",
-	"Qpne2KXEY6Myw9JZ91rpyo1YwiWaxWJGFe6ay9CDBWTIBrtlIp4QmI3z1m0+BrmW+NbpdKK4PaWW56S0",
-	"zM4VTsgcHRz/mrgJ6AXHV3YRPoK2dhHTpbNGlmWR6Y8TLGOFyD+v/A6x5wtM2xBiTbhaFtu8LvB4XdDv",
-	"isimvEC7Jox3fXDtulDX9dCn6wE/1wdjro9jfGIM4RpQvpURdo9jbtcZWDXjcoXKWptphrOMgcMVhwwK",
-	"1mrq8PmYoGhJAv/V6O0zEdPnDT/1P1Y3fFSVI9xVh67C1Z0WSZ8E+fhEmMQVV34Gs3rqelovdam+YV0q",
-	"z9D/uPpSqxSDmn2m1ix38+i6NTML1vzpg2lKYiwxXR1NRXzw4AHaT8g7P7+di52EaMwNjEQDZxMXJOaC",
-	"bRKQ81HC1z5QcD7dvpmF2APD9BRSz2gTv7X+9fn05MPJdW2FEpfgKrTJmbBoNHSw4UUvQJXPGQUtk1U1",
-	"+oRRV0/a8pY/zy9/u7o4PGrh4CtBJZ1IJaj8cnj02+fzd+8qQSXL3l0JKlfXh5fXny8Pr8uDR5NZls8/",
-	"beyQImMRoS6Xr6njTW48J46Ywmmoyl4PAolxB9xgLfqCkohBymCXCztNfr6JCbnxq2xe9ru01DocpJgB",
-	"4B2b6Ev8Jpv+I+OR7T6U3g3kUK4UyEyErHqy8PrIJfhdC4ZpOeqSzkXIbrtqWbRV0w3zGYAAKwRUuQPW",
-	"uNxEIU0SzparWrYaINS8jdCjI5tFagkzNrvXVmlaZTtnZva9hnro0YSghcCc8ytNRUSTiNilVoSJWxbL",
-	"ESNfTMMBuus1HY4CqLr+UFseQVkoqFPqIvaOTRFLiEdkOt2H89V6y5mHJObXLe+/9c96tlRL3MOncOkW",
-	"r/a38eyW1FlbG3q0Zr3DKQjacvfbFj98NOThq5eQz5UnnImImF+mKrd2HiNPL08tzXPjX6kaGj5zj9IA",
-	"zFImnkqNJSwo1Py2xLzXymzErmwIxSiqmVz+EYcNZ3JKlX4vx8ncUWB+NRGxiCBiNrVVU6WhknD5qJYN",
-	"CiiX6tIEmdq3mnPtYuj385XtA8JixTxbc/mYZsK/VkmBgYC36SGjfd3VjodIAti4GaLZmikxuAf8sekx",
-	"cCkDd7TSkU5t9yp4nAKi4tGZTBjgnX2HzoHv5+H6m7noFu/E8xK5PH17qhwn6b75iU7Sh0/CilPi9o2Y",
-	"cGGGJVF5PsbZ0AqbyMX6wNIkrxtZApjNg9nex9VRQo869U8MFHrcGJ4WK/RVbv981M7qQ3gO4M6Ko3gW",
-	"7M4jNuOJ4TuPOQ5Pi+D5ShdzCRDPiiP5GjieFYf01FCeryQqzMHlfKXTsRia8xWu6rLonOe/sy/5HCy9",
-	"nBZ2zIFl4TjhenJlpC/rGWU0YTPK4tBoaNQ0ecMwLbifb+Tw4oTcsEnNLgz4kGxbac8DrUdYOoqLnixB",
-	"oWCpmT7U87xDFVGzRKVB7DXyZ1a8ETYIQ86Msg55hI8Pf1VE9trCRmCD8G40J0iV5RI3co1IKNufmZbG",
-	"UkkinmTJIz3E0SsU6yBfPyW9hDFUnzfeXbZapBGQi8tzshuQLHkjadYzf4Rui0zh3Ky1RVu4jAlYDQKt",
-	"7p0tOuJbt40OEZDbr3M41gOZ8H8g7d8++QXW0+aOhm3ARMmdfRyutz+Ilccc+H4m95ItC8yMIX8TDQdM",
-	"wSK0hdOE09drBIeM0ZJckQ5kEQyh7S2bjOK//qOk6JANlwDEorNiHjKBuU+te/FwZDqrNmt1a37B06H2",
-	"t7bu7u5qFH6uyaS/Zb9VW6cnR62zqxZ8k6XTcIfm8OLEqy2+X2nU6vieHDFBR7yyX9mu1Wvb1qEJZ90u",
-	"95bZWnjQZ2UQQlhVDDzFJbASPqYzg+zRLhe1jZ9OIDOWLezEBWZ0jCmHkHwj71Nn/KqccqUvoH9DqdRI",
-	"ChsE26zXbRkDbS1K/nr/x7mLHO7t3+XKAzhTc6J8s14UrFEs9fTsRlHu3S0XRLfNhwXBcGdKUIPm85IT",
-	"8hS0j7jspwUszZtSQceKBfMEj9f1nCCwW2DLTejaU88rzXrzdbXRqDYb1436ft38/19lFBUCmWdxtp2H",
-	"T5bw0aV1XS+V63QpyIdZOBkVEDWkccwwZlJpsPzv1BuzuktP1dZHQS1BYRF+tL34o3cy6fIoYmCm2mnu",
-	"Lf7iWsoPVIDGvouHeP77sIWCxvjB9lLzcDkMkI2Nh0OaTOxtSoUJ9cpeUcOBaF8517eqfDJf5W7/1hfz",
-	"nwcwX9CEDpnhO/ZWzUArCZv2l5vntmySpW7WdpZJHiicZOdjCZf9JyBU4WA+QbpiWtmobAuHdM4kWyNJ",
-	"RK4UIICm9IAlqubYj0ewIIYecy9mpCBLbAI+VyBhgcsa2xZp2tgDF7OF0fMQPyMkvu/YaxeLSkCKLyig",
-	"g4aTtuCu1u0kq7bn+CLYidUISkMA1yYhHflvtkUx/2aWo8/Wd/IvakDKL3BbmFd9sghpDQsGa3Q2O/x0",
-	"vbZLFBYygGoRmJXb5jtEEz6uPyaUTRNK7xNIxtmDFTfrbRYIcEGqLWSC0zWLn2bX9ng2zzz0OWHIVSvg",
-	"SRvqXtlhQEoHrpEL5xlPhsHNEp3/IqPJKkwnb559WyTzu/V6/WHZYz+NCS4UGbVIs3WY5EweOc0ky7hk",
-	"gU2+LbLJRr2cTzbeljBK8/JiTrnrc0pMEF5glNv1Uk7prDzzWGWjwCrrJbxyPrPcfRSzbCx/KnweOZsn",
-	"psIY1hIxU7BccQn28wuN0hP39RhpfWfxF2dSvzPHAz5obC/FeSH1MrLq5jKs95bGPIKMdz8Cfz8CpL9N",
-	"mp7u+nz+bs+m2rIYA87U1hf778lJ9GA6tqWkF7J+99krRXiENd0y0MrmDGkg62uuTLDIwWMEgtJSER/o",
-	"jWXvricSjRkR8i4ALZo5zwQiNgKXJtHwHsgO0xY26IOc6NTy4s8Mk8eThIWMY847qgmNIaM00VLeQHRP",
-	"SAXRzBZFwKqLZYznEpa7iLmYIuzN1Qh7hr7azjmvfYpV38vE+xy4SozjOA+VqtS7b9gOrbPqHt19U90J",
-	"t3vVt9F2WG30mmw72gl3u69pCobZX+TlhyYbtNndDnei6i573avu0Ea3+jZsRtVtttPbpa+7b8K35iNu",
-	"3t2ljW4z3I6qO2zXvPvavPsmqu6xes+1k4PX7FcwIRKLCKRdNTdzGt60C4woj1+apQBleCUPWZRmwFqa",
-	"gk+Ba8rJuDu6gTu7Px0B/85J6xUTEWIzkYTQPuXCo6yOjM4grsw3OJfaUSCJonsLUomnKmyqU7jCnixM",
-	"GCbvnbaW/Dlt6lxItzMrliPRf4+R6lganfeXr0Wk17LirG5FKMLGljQlpDvxcs++gYkinwd7KpN3+bWb",
-	"xf8vWZ8rsJNTAcT/iny8PE2R69qo3CmCujz/dluY27/RKWFjnYB0imi1TtAWnRK8WmcfsnwbJVYO2WZA",
-	"XLyQrTIvRT63rm8WdxZWGg4yIsQVUbwvIDA4juWdy4Hs8LFtkQJk1YiFvGdvVlbe063pK0U6dwPFws8d",
-	"S16s3bstwGxh0wlapLFNLX6YW0ghNQEjNVjS7wZSuRJdqLjbvMAQkkoFoVGUMKVcNkbFkluegkYE07AT",
-	"gWmYkp1msy1sjufO1jiJO6bzTO0Hv4O1OxjRrFNUuDq2zLDswVbahPAbjTpoRIxFLNq0qeDNdALoc69M",
-	"PDsC2alIVdYwETgM6tJQyE9FjwBscM02ab7dwvKaBRznfuV1rxE2wt1GdTt83a3u0N1uda/7llXrvUbU",
-	"pNvdnXA3Wl5yKV2JlYwTjdVWaobY6gtl8xfzk5UelxRe8R4Y7gcX40Pvt9/3kre//vavv5Pru/98vDh+",
-	"e3J68deJbJ7SU3p1V1lxX6ahvihnP/+eRVNMcT4TDLK6s7gmL9aDn9F64BgloSScXUfjETLv1pdMd3xA",
-	"Bm0uZFkZMjQF+5wJbMTm6GX2iRo5TDObpnp2VsQ+K3tkuBWW58sTceynjIjn6NPOrBFGL1Lh1z2auOxG",
-	"LlzqNAaLVaxMp/LJWvGg/Mr0wlNS/7652HfPk1ZkRi9X7+tevV+ZXuHeFUwNZZ1mr2y1MpMiYOWXZCGe",
-	"qXopc8orn3kERLC7gmnF2VXAitcWG9aKF5Dj1unJH63L1nFgA3E2gzSlNjCmNCgHFaRXKm0klBGrkWNn",
-	"R4W3bRanbDCEghdyBFUwskrsf7Z+eX9+/ttn2/2/Pl+2rltn1yfnZx2y8YZEdAIOWJt9fbNMT/FMQcfZ",
-	"ai2wBZ2LeOKPzq4Nd7OaZR5KYx2Xu/HTEZYLTwoW7F7iRRu8sK6lKbUu/ftTPrDC0MPHGnchAqSEvB2S",
-	"Ee1DXQJPxnkhc9/A7iTKacYzUzvLeLcKMSWldM2MU80uIWx9TwkDc4yt1RsQmURAhLoTwqNyu/FxDt67",
-	"vMmYaElirvRzm45/VhqRrfsy5CHdoxf68A3og7upJI+Fd7TBfzrbHv0HjXlEnZrbT+hoYJNBygTQ14Sq",
-	"tPR3w4Fq8T1XMJAruHMsgiSLZKfZzEw0rphfmd0yO2zrmCxhLPAs6jN3/mXEkFYgqtr8LMfapmUa2pxK",
-	"+5X3LI5lQL58wapwNUMlyMMDrDakr6n0E8Z0RgCuLw/Prt6dX35Aommpinvp+Y1l2ZJ9Y9umxcr/4TDc",
-	"jeCbbgTooG9pPdqmb1i12dvpVnfC143qHn3Lqrvd1+Gb6C3b69UblalNWwZe/Iz76l2CEmprTaQvJs4V",
-	"TJy/wjn8EQBSWOKXllHymYR8gai29SXyLCZz7ZtXsueEMpcb2JkvMW+ATfCL5bmoThHIDpMUxozailwH",
-	"xKar8nG4ZhxqMMvgWaD+L7bO79zWucIZnWHxvBrIO4d9S3HgqaTgsn1YYeOVQimj1Aw67+zUvzWv+5n5",
-	"Ub7g7stl/CbWz5Vu4mpWgZy5faFdoMBstm69PBhr9TtLW7lCrQThsHw4HGPRbaefWPQGXE4XKdllkKcw",
-	"JS+Gp3k8KiujmpVTMwd7kcbiiMEzKS7A51dRDOx4vrFWEOW8NcsSwEXENA0UbT6CirmNmkHMzEGy7b8I",
-	"2T+jkH0YRYS6LX4iqToldFtf7L8eZppIUeiBBOhl9Irm69cvI/L4pOeZJZ9nvs+Np7/PP+td/iEkk0W3",
-	"bD1pJPgye78J1g888IseK9KYEeRzm2Pe5R6AuZnnSwWjTKpYyV+SfVbqDA7BjE9GtM8FRaG7zGGS5Wv8",
-	"Xv0lJc5dP7GjeAbXbroovm93/jhAhOQqp+TMXpqSxKPrrgmgzdx4MIrZyaYwMDDNYDL3DfNu52+ssdpp",
-	"C1uSA2K6WbS5T2jqq3F4ZIjmPjEnTGDKC5KMBaGxkm1Be9rGnkHrd1Q5lx2RwgPhoYO/bEn+Tsu9rrsK",
-	"lx/Pzk7OfvV3xhqd/jw8uf787vzyc+uP1tk1Voz3Um5iMhTALJENxQCtZ2bfKbunW1+8oK+HLUQ6dTZn",
-	"T9B29E4mLZdYOZ1oscrxT+sjTG/VYheht30b+aghMPOrNOifJCyUSaQ2Xxj3N/AkMp95ONbtPSyXj717",
-	"BJQHtP5Stb3lkjlR4dE2q63n5N+CERBr4AGYSbVFs950NY6R0XspMVyVN10SPeNlgmoLSMhL/gRiIkjn",
-	"JGLDkdRMhJPqb2zSCSB0dsRMPzYWhA5tlg6bLaMtIDdGwg1Hjj2CbEv2kYj3egymAZ9hDoi0qRsGoTK0",
-	"LXbqezXyG5vkgVdZMbrmDmRXxlJvWVRcCb7KLnB6MxfJAFkUMvIMRXsgCkCEcY1c+2NNo3OmFoLMWIcD",
-	"R6sLC4E1RCiBeV+FcsSi/NSCOYuQsuEBoxEkKrM0ubCDOZrsV6rZ3V1U++XTGsactOaPy5kV0Xz1muYs",
-	"TOuyWtVzGn2L52clM9KKwd9OSNivbEfNsNGt0+pe7y2r7kRvwurb7mta3e3tMPdbZZ1wZjutKLsXJdzK",
-	"vfTTcZ76EpznSIpezDGd8mPtRTO23s8yN5XYRVMeV/YrDYchqQQV8CMiscpwAYbCFCoF2XRtiBMIx0rL",
-	"IUuctZcrAvl5IHm2LYa1hXcTkn7Zo7TTbGZJ6axFC1vMJ0BU+1sWkl6L2K2bktri+EnVtrx0ghQ72Rm2",
-	"C2iNxDS8sRkVp9lj2VJAhKN5FTiLJn0OlfUU0VJCPVmy0ckN2DA5TXBZNg8w06BRAyJGo5jbapxS9DF5",
-	"hEhzdBEsCUs2OiMoz1UN6agTEBsKiZo3iyMrw33ngo+99jmRZB3pp9p1CcAWyEDjkeG0jaBerxcUz3zE",
-	"LdlwAOzW2e8fWx9bn385vD56//nD4f/q2ARWRt7ZJJBfjKVpuIwMYv42Z50NmdABYdRcDVDqnLdV3om2",
-	"gBMQEMekshBg0knrPHWwQfcDz7gt5KPEZFxWRCNGQoMucEBqHGOJY5SObNkIgH9C/RyQNNoCVo6MqFJW",
-	"KPHNIzZj+91AxpAvTEjQ52gc72OILNaWhNRkrkQxDGGnuecfTWjHZRnDgmdcuexjUY0cmvWAJYJYYZB8",
-	"qMt2BitRkIQs2UvnDlk9U2kIFfROwkZQPmufGN7Z2TwgFJrOhpnJSLbBtnD5xmApYN7dDHaxU99zcqZp",
-	"yFx2QfQdD5k7CPByW9i368vIi7/A2V1H/LF65QxByKi43sn5zSK6aMiqjUow9c2viS0qkIlPDUO+fxwB",
-	"Chb0OaWobMFXlqfcmUwrFU4LWJ8eL2LhUSqTszBJgLkX7taRDYjEx+FslhGIF5nsGX14J056+VF4dd5e",
-	"3B3HN4/k2Dm73wLXnS8gvMrycoGdFAQ2F3mFbgdn+uJaYWZrZ9oiG84Iu1uHo27INxz1zQPDbyOmzlKT",
-	"XAdTgqKpAbJsQrtLGjKhsQ7m5zDsxPT/yg43IIi/hWFjfujU+gCiSRb4ddk6Or88/vzH4enHFogdpDvR",
-	"TKE4sdF4TX7jv/iRX5B5DJNbY4IOniXCoF1r+3OXH00CWLdzFI8V2a2T////I9vmfyDrRVuk+dCA5/J/",
-	"mDPJJGNRxtV+Zdq3gKzpHXUhrrP8o7UmeEhtwu4PLhElwwxfGKnKV0klVm5ByBDUNtQPTBeLR9f4q1Ic",
-	"DHaAf+RB1XMg2XYY1hExv7uUkRydf7g4bV23jssB28GjjADJAmd1ae/riwzmax/696xixDxDxbXvGXqx",
-	"k38DB/cSquLKYXhe1sFFbuUClcdMTqtj7fJdzoLaHbmkyNPIbiy95+o8ZHhErkiaXQp0FKNRQW1hcnR4",
-	"dtQ6PW0dY+RxwhimrURrPPYVu9oPFoXeFgggZ5FnNj4UKEJiSg3n+LOCIzKWAVVESC9dFZkwfWCHNu0O",
-	"hI+2vliK5Ja1U5puCX6aw2NWFeJXYA8ZdcOlXMkQigO/tIMtDTTBLcCEXDQM2Ui/mES//wgSPNNPYMMq",
-	"84TPrrJBOprda3ytqnTC6LDjhDNfWMZ2QNoFSXe/LUDSrVl23glQ8q25m24eGOnO/Q7kAp5kb7QFCKBg",
-	"3+jwaL+DuX2VOX8iZBYKtBmQDnTvfr/hItpEqtSJqKbm+X9fnZ9tQlCj0IogAKJzSpWuwqPqyXEHpGMF",
-	"yGFE5fQSOTRyOVqJRjqz011dX7YOP3jpETYDsyICBWYK3slQDodcqwOUk3HpkETa3nNzrZFDUB+EYKHO",
-	"7E+Q44FHINozfssiMHpD1nrBauQKWkWvIqQsL/rZYFVHLGkLxRIjYG/sNPdcwjk2hFUiYSwVi9yw8lM8",
-	"OT5tddDEJMfIGM16ldFMHExKM1uubu9qPMvsCXxqedYC2X7qdOYIb4VH+2Sn2RZ4PkjuBLYFHA7ype1n",
-	"BG5X9ttLUep2JWgb4Ro+APEantg8HOZhKp22Kw9tASs2BSJJXZLlQiCgW3BiL3LgV868ize2YBRIq1Gn",
-	"pBcfrCsPzoyDYA6+hWehY3TGDtFyigKXwaVkz9AvqsHGcIA5Km0C6U4aLwGGBxlBDkzQDg0tgs/h0wEF",
-	"84ZOEWoTpr2aqTgsLIrBNYkkUwH49a36Dunge6zWFpBDFNsFUAIU/8J7SYmC6gfmWQA/YE3lwiiwNPVG",
-	"qhJjvf3IDDsg6oaPRuZZKpluYlNCZtgx1RY9mYAfLeslFT4zOTITQ69d5RauHIlti5jfGNKaVQrb2Gls",
-	"l+bDMfvnEGSPtrlbOwEdjRJ5S+NcFnD7lEW/mENL0Qa/rBJqBnYtzRifxXT9qETr05M1u4eOBDvXymoz",
-	"TJMhzSezFgZp8ybZG2aY9ItpemXT9I+QVN2KMpAXONUvzVl7EsHaWvNmyNUXtA+UN5Hj/qDIY3K2ZN98",
-	"bAjziPZZWwxkHGUm1w4YVzuZ/blRr7sfN61T+JbGYzCr2vTKGTkj3QmZaQgGS6+QaJTuJ/IuK2rUFktY",
-	"anOIdSg4swixZpYGbMCz4Niu9n1GAaxZGmvlzK7rPF2F9MeC45rlu4QtXozH9c/Qz0bAViQX5fm2Zty3",
-	"78DaB9DM5zL2ZQBdCIicwugC4MGDpkAWXPQmWWqFBU2hMhpJ5SDn6tmwIA7nKfMLAhFzRSabNXKi2yIZ",
-	"C7UYFLzh405fZemJuHLOLgxZMK+BsbA71oAbMTLqiAsB+dVRqkUtOWGuqp3Z9ba4YZMaAbqEcmaqs6Vx",
-	"KtkSQdk2BLW7ztsibdywFJv/DCIt+pSLgzTwwqKWbXQHCtzYZVtgesaA3LG0RF1s5pXgEyvYplI5wlay",
-	"6cMA2sKILzoZi5AaIZ1qMoOkE1h6GB5Kt+YcwO5ZWAy4C9NJQ34eWAgw2CrSgfN53uvUCARwUJuiksik",
-	"LTLrb9ZCSAXpMkAccyO+g2CNNQ/vuGKb5dWIdDJ5OvPrCxL1xez6yNzkOpnkgxnS4ps2q6qwQs3SIiNs",
-	"/UqBgxngXuWKd1gkYQpUEA6a5sIQvLAJ7QIBhvspDJBsNNDW6cyXWP2nLbCCLVCHPNbBXgcci1GJAb0K",
-	"FAWwC24ImQFyg1o/TsJiRjM7I3Xrh3EJoJwTmxe7Lbo0vJG9nh3dLMHyd1jJHycK0q7acwRAwlL89Ilt",
-	"YZYnmg0XC8DenXmxnH6DSDNv/VcmjpmPdgFi625gBCRIn2txhrmAWhEpI6SEDOh19hMYEzNJL5UeeRYH",
-	"iwJsWoFIkZ36zkEhZJeDNXEsQJw0VKWQFQ39Vi5qdwaOKT3Sa+OYLGroSI7N6/Wgku7P3JRXMeVDv96i",
-	"F3kARjf7dIkUEpbZvKM8HidmEvXs4RxAUX3nr7WKMi4p0nlFGXFKuYitVOA7Prm6OLw+eo+YIrQKnQu/",
-	"IMH3iUvOztEMI2d2IV/o4bdImZGt/9I2hulNTKmJX/rc5QGYkQMji9Vfo4DiErR6NkzpO5rHIhBUGo1l",
-	"sUeGh5CeBNOrE35lQo5OD08+tI6t0QEdab72C2YTIxPfssTLPGZayQgMfO3nBUG7BoKwloZekSnklS2b",
-	"X4BeOTwVLHiqsoPXIxt36vdqi2soF4ynGzHKHvIKyMhM3NQcnvYY3NSqOns6nRfY1AtsCmFTS1DfZSgc",
-	"eHBRef/xSFzB9JtFCTpylyvpEHgxD05SaosNKqLAus3BDoi1zA0NQvue2gwyt9aUnbgtrKA+bTv0iZAZ",
-	"WWo1dAFEQJfaYpHdEF5/OgL0Yjl8oTzrRR07O5dMPNu+l9upWNF7IVEy5yUax2y15GPpV/ka3+U5xq7S",
-	"Ll5KsqwapTlDU67veTp3IkXrfpQwhbEmlTrZJv/T/J/TaZvhXtRgO73qG2p0w3A7qu6xt71qnTa6zXA7",
-	"2mG7PS+S6CEAr3ZyS+MrAFIpp7Aarfd3R8OyR9c8vHF/290RvD/QMWwXu9fveFIwGzSv681sCu6daz6E",
-	"oKVZ76WPt73Hn4KKvGVJTEcXkF7AbO4NH8FhGysvXhX/zGwTmcpeDyqaD9lfUpixt8aJHLGtC5pwNTux",
-	"tr8FX1+RX8fu6e7jYrNnes1flPxvYPRUHt109Dx7NqdWPLhkfb+7dcdntNVoHcQQDsJSygFZQaAUT1uY",
-	"20D+kYKRjU6evnQC0nF3pbMJ2EcGEdqdAs3otMWGdaYPx7Hmo5ilddLdq0RxYSj9gJGPgt8TNpLhYNMW",
-	"iNc8vElFPJsKF1VOFAhTgIFDCZhJKy76cRosauHyVhztuMUz9MpGyoJKa3oyyrT7nYRyDMB+w0wR3N4W",
-	"FnyQvoO12Dd2mnubQQ6hQBTTNknWQCbaMEezYG0BaVAgLYS+Y5B9QRq2yeBnRTZ26vWSpCgzy7e7a7wO",
-	"FnQu75gi5TPI7GzS+f0aOPNL+A3Sn79w8P/DOfiq3PqlzNP/Ydkr0jJPKiP0ZWLAXK1u64v754KqTpC7",
-	"0fE2w5UUEZIMZQKRHoA0yMrUpw5SpelkVqGmHH96KdP0fZdpWnDGFlZmSo8O+hAsgCeTbkprE8w+IfUX",
-	"HvvCY78PHusTxhfy9C183Qtp02rQ9quUISKy3eVfLIhWAyr61ksJmpjCnHkAnGZ3pKgWYz6yEJNVO8Jg",
-	"sxziB0X9eFoDPzCPoN8IqCZUfQH8JLMEFZwjysIojdpq8Y9C3pUpih/hUj6LorhdJztAPxvV3eUvWn5A",
-	"K6ldLyzhhSV8hyyBUEVYxF+0sJ81h2DE9VPqYFtwmVYPyCpyrVLLb6kSh0lrMaY+YWo8ZFGNXNCxMo8p",
-	"wcudfZaCdqa4ifmGvcjsLwT6hyLQgT3hLxiH75zSAnl5UlKL1O7r0VoXBsnDG6wnwCJyN+CGqGJCCEtr",
-	"wSwiRciCtrCFaQIjR2COJvAYoaNseICRVFyTvgQfWBYwBvoAeK7a4tJMFMl5OiTAiXFgAK5fD49ZgnUy",
-	"a/VC3V+o+w9G3Z1I80Lev/fgV7NPK9N3OGCLwGnZi0BDQxrHDAByRDFGNmgcp0mkaDTkInC1LCz4NANG",
-	"3LAJgBoiSNvTnRAelYPa/szGtnJSuh8yWjKd8GLYULYdX/dW/gignjv/3Ljz7z2cDetBf2AOiYk4nlFM",
-	"RY0cmoNNpIgns6rQpzv4BNnDDsMhxErHFLLsXJ6vCr1IB/Oc2Asaan7LgE8uEXKI0NpTqvR7OU7gK740",
-	"ZwtsJqH93WD2GtkE5hG0PYM/ZyNa/Wr+wBiBny0rWOq9v/NuXel9L2V4W1886WpR4HIe25fWajIHDzkd",
-	"HE38J14JRLjhE0SPR2wEpS2jfHSzTWRjUec2XzbkkR3IcVLq1c2TmbVikO31bT7q+jae8fq++WrXN4eJ",
-	"f/E/fgv/48IbvKoA+KenOM1xQXocPU2tlOW+4sxPAAXOQRchdTCde1+l6aSUlpAAaoazMBPzzLlfQ1Cw",
-	"96Z1dt26vLg8uWqt6iV8nITwA5CYZn0GjfHWallSs/vEpMZ29ROTnJ9O0ADAQCE+a4SX97Hyhvm9esMm",
-	"i/TuYtFF8wnJF2xXLEyYVuVK9OHFyW+ml/VusVFrs+Nvdd359+BwxH9jsF02HIwmCZ3MuhRmWi+s9xso",
-	"y4cXJ7D43lFOT+YTsN1SNbvIdfEAEygTiuHW1mDvMm+52RzARyA+D6iCmsJKy6SM1aJygKf/CZTxkK+q",
-	"feP5/wZhDz43BdZZ775hO7TOqnt09011J9zuVd9G22G10Wuy7Wgn3O2+plksSsgNt0xYj99X9isqvvm8",
-	"02vSvRAW8Vbe+GZy3Ljca59vfm/e1v/6++2wcf9mtN3dFXvhzleJNIkcxZlJYYJMccORv3DeH0TFF45O",
-	"lZOpVfjt1pcbNlmA1PcJ1CGxxx6LeGeljJ1mYF6skUvzEsSVYcFfyNogq3JUK/EDmvY80rQIuY8fvCD3",
-	"v7o7xSz7wsO3Fo8MynzetrtXyrpGShKPwBl+0gxRpZdmnWpT0wlRsbW22MBUKzUuFEt0J7CpV2qoGWV/",
-	"4/XsBMWsJ22BSTuwGlIytoUBFNnIVagKCiWbNrNqV0FbgFPT7LpN+1esLaUKyQNtQSiuZpdSSnc2LaX0",
-	"BMWQttNiSP4iebWQbMYTqGC0TM6TYtWjLL/VS9mjH7jsUcl9y9+Op6iBVKRdK9UGW4bggP1mNsG5ztzL",
-	"1tnsz1reQe0NiB8Yx7G15HHlZbafb04/xd7XtXhlaQFsddoUJZP9kj7qyaRFw8EJ6tT4bEjvL9G8mGJn",
-	"ZMQOMV+o8p9d8yGTY10A40CK6xPxLub9QSqsy7GGAiLvpcraGDERcdHP9Z6MRXmzDkPwgYuTchSQl+rG",
-	"PgD1LNe8Z2qzOTpZdyDlTUtEI8lFNrZHqAzeR2fTa7C6Dc8eiEVOA3v28PC+EMBv6kHI7YVH88z9fxKT",
-	"xniBRePSRSnpmUeEyFuWpA7EV+oA6FVbbMjEJWuD3BcBoV3FhN60hhHlqlxZYkYOwUsRYWIO87AtMLqJ",
-	"cJUWVsMySYBRL694VkoAH2kv8UlXozlFiprLw9OmhvWcToonJdlu3o8m2M3vklqXO0Z+OvptLpOzKr6E",
-	"Gy0dbvSOs/jHEJhX4xfLSK3uslaXEF8TQJgVecP76+uLz5et3z+2rq5trSGaMDJgcUS0DLAksDb7oslA",
-	"Kp0DUJoHRujNYSyJcumE5Z3wCnyY+Ro+NaNEx7mdypOIwv/+UumOE6Ur+41Z+LDdnL16AP6CCh3xmm2k",
-	"Fsphxo/UBUuQiAGMpJQ4+S0+rO63yi3Asu6rF8nvmzmwpqQsu39wK6avdfGqrisQPoI8bH0xQ5trgD6i",
-	"cZwKezARxJaQWIo+S4CIYGssOnARhoQKMh5ZOxVVNywCWVJpHscEC1CmZX+ZiNSsrDL5G7CcgXoob39G",
-	"A/VPyP5wr6auDdpKerbOMtDhZ7s0pUZvj7ntE0qOz66wlN2GK5ra3N0m3YlmKiAx7bIYUh3GTJv2g7aI",
-	"eJ9rFZBX1Vdg+Hr1+VVATo7PbP0mxhNyL6pVM8XhJjE6liAnF4RGUcKUaSAtmU9GMtEH5pbgpemlCRjN",
-	"DzXyAWsDkJAqVuVCMaG45rfMMdUSc71dz9nW+rKk4GWK5rscHC2kcUykCJYRJ8y7XPTbIiUpfZkVpAU2",
-	"3SFpqBz4tTpTXLdzQGhbYKnyW1uzzNAiWw4sGie0G08CWDhUO2FYLHE1DfxKY1iT3A3BlhPLlB6b/tFs",
-	"MsrlGzvNPTKiSrcF15s1cj7WVdmrJqDvQrlcrOrYpZb4Y/pJQzl3ms3AS/zYFpBvZIY2PE3/HqkLe7JP",
-	"mfyyiiqcG9NzKsLfWF5bdkkKUtocqexFnfv51bk1mdlKMhyIWvNVvAGQL08ae6WIoV0yIbv1bfQ3QqHK",
-	"6iGkFnIxy+jSyOtq05TcukPvDIWGSuEo/BmJLtUK28KqhUY4BFrIFaR6h3BppgcsMaMREipBDMB8aCMY",
-	"nIio2iJruEYOLZm2RWrPP17/cv7x7PjzxeHHq9bx5/fnV9dXUK3WTj5h9vvIMZX5GipZVUG9wH1YW0Gd",
-	"ScJw9B/NcpSSq+Za6iUMf1n1EtfULqeQdy+K5negaBY35ZmVzAGjsR78MxuLYeseNut1mxEBHAWJDJlS",
-	"RLHklini2PIBCQcsvIEEpBEbMRExEU5KnaPvbb/rChZpnRV5szybx85LQ2FjfstquE8sHGOwPsCUvV27",
-	"ZYIpX/vHRbQkHxKtLrugTJALqXQ/YYpsGCnTVfpCh81QgiEdQ7kM1eR605aiPACin5bBCXIJyCkH98wI",
-	"io27YuiorbAkkYmh9gMeDoywbs0BsJWJ4XKyX7pjlzivtfNLwAmBOBM7cdy8oKLt1LPNfNq9hQnUvHs7",
-	"Y9CjRHZjNvyvUn+OpkC3oby7aW+fuGmkq76Bb6k06E72N72KQLv17aCiuQYszplrJ4NSDbQeqf2tLRWP",
-	"echqEbt1I1JbQuoqvr70elzgt+Vx39klJZHEnFP2eM2/A2Yp+cxLkP/wS6XLaMIS0wZwNjhoZVVkhvQG",
-	"quRXgso4ie1S7G9txTKkMWjwb+tv68AebadTYhITVNgq/Hjcwd5eKyk+o0oMBil5rKpQjowunrCICc1p",
-	"7LeRovTKTQ7Q5avU7SO8mBz1yvMKQOaYiGrqNY3ugel2D3M8Ao39IyjnnZo3jEprOpwW7bz2iyykfA2g",
-	"wqDnofTWkw+HY8huSW6tR9Nr3XdqTrdsSyFx0Q/IHdUhZDczLXsO5SzszWvWK4U03eqxN8xkLMoLZKBd",
-	"xuWY8ZrOfJXTLV/xvjBnQJrbD2A965L01yNihmMkPLfK7r2SRg33yAHbFNm4ghtRvTIPEeO36c8eUVXl",
-	"TZk7iIAsdyO9L+2NfPj08L8DAAD//xdhL274oQEA",
+	"j73CqU/H0Cgdw1U4YNE4ZrMWUNnf5+2nytpYbzs/yuRGjWjI5l1HeGHecO68VtYZz4P5WI2kUAzo1i80",
+	"umR/j5mCPQul0EzAP+loFPOQmnFujRLZjdnwv/6jzKC/VNg9HY5ihtPRlMeVfRgSU5p0ZTQhA6oIFYQl",
+	"CZAv+K+q7P/7S2XIlKJ9M6Th2LzNCCV2qDDh/cqWP9WHT0FFaarHqrK/A/SOa9Nx5UTc0phHxHabzXSg",
+	"9Ujtb22peMxDVovYrRu+2uL4UdV99OCv3P9IWK+yX/m/tjIyv4W/qq0LbAHXb3oH3dy5IkMamy1gEZEJ",
+	"6SaM3ii8kNBSzXR5JEUv5uG6C34SseFIaibCSfV3NiF3VJGxYhG543pAKIl4r8cSQxrMllT8ddzL1jEd",
+	"zHIL6PUZui+fehVdwwpnouEnJccJ3BAzCwbr+E4mXR5FTKy5kKaDjMeRLoul6CuiJaFC6gFLshuaW8Xt",
+	"bBWzoSy1jL309adaOy1vmCBDOiFCaqLlODQLx1W6crBiJ0KzRNB4zQXjtpn0frs12c3f0MJbS11QO8Cn",
+	"WJcrOWR6wEWf9CiPzY0UeBVZcsuSA3uw7JkbUNFnkVk984VdLaAW7ziLozVXrEHsW7OIYcJ65u7uk0a9",
+	"Zv6vYWjJKOG3VDOycfnuiDT2Gm83DwiNjeDGNd6Nq9MPJ0etz79dX198Pjs/bn0+PD09/+jR0nES52lo",
+	"szlNQ3sww5UoKH7yFLt0iN17RJLQMGQjrUh3rNMN46HZLLNIKiDKHG/DYlKB8cPlqdlemq4ZjaKEKWWo",
+	"MBVEjnVXjkVEQMogIyM2cdODeagOjAiVTOxAqCYgd5gdMMw38g/DrwkdDdY8DE13GNSs0zAWN0LeCSJk",
+	"xEi7ct+ueFvaN0PYYlGfqa36lpaVh8D/NpyEMdsnlFTb43p9m5Fu+i861YrpQC0+IPDyagcEP3kq8gat",
+	"wYZITSjBUR0f/up2znZv3oi50o4Jmi02E/Z38ESMxvq5r7M5taEU4ThJDK8kN2xC2pUvXwg3vdfCsdJy",
+	"yJKTiDw8tCskpMJMrIuMLr41hGDIlTK0y4x/6jNvI+GnxVuIr620hbblJ9pCaI1sGKlQ/D1mY/ZKBXA7",
+	"PWk8IHcDHg4Io4Z98fDGvas2SUzDG0XuBhRpQk51LS51wmiErZtXzROuSZ/fMmVOiJaSGBZ/YBXx9OhQ",
+	"TXA54bycSf3OkIc1z0qJsk3e0nq0Td+warO3063uhK8b1T36llV3u6/DN9FbtterN+Co92AAvtCxk23t",
+	"mffCEtsqpK7i60+xpWcSqXBOvriW8pQmffaUqgS7DxmLFGnUd97uvnlNuhPNlL8kDU8Ou6CTWNIItxhG",
+	"stTSaCmr+PpTnXYYuqFGplVzDKkvezgO5xbtPRWTNdfs77HU1C6WIR9Uk6FUmjTq9ToZMREZWgJ3iXCN",
+	"rCejF54+8EeuneWWD/qupt88tT5wJ8dxZHi2IlIwZ/rwtWYYgCIbbp4yaQulZcIif8qBdwVzf5Bblih8",
+	"CAyRjFjSFsBzgpQ6qc2UoKRdmx1Wtk87WkV6VGm35YYBJVSztpAJKMXmYA6pmBAuSC/m/YE2OyVFyGrk",
+	"DGVPUOTs6KlIRdK2oLGhaxP3mxVZa6RzyXQyqR72NEs6OCRN7gYsYeSOcm2aHLB4pPbbwoweVyRKKBfK",
+	"CFGp4UoRsyBqEEC3IB0bSSphPR7HqtY2yg3ajcBy4PU6bde4YqEUEShRZgyky3oyYXgF6DDbW6OxmJ2t",
+	"5Y2c88w75rB8EHSsBzLh/7B16bPjs11GE7NtRpHKUdxGdjly3S51Ncb+F09Ed2GIlnei3qcNV+SKOLlR",
+	"JiRht/LGyq4fBL2lPKbdmD2BqmxJGDfyuZocEJ1MCO1TLogayETHk5xC6BHnKyvGj73hLLuI6QdPRVyy",
+	"WZgraWZizqqmNyynFwp5t0+EJBHVtEsVa4tQCsFCIBuhOcm9hDGQNjlSeFApjABKuc7f6UgKdtAW2Xqh",
+	"VTZ3fZ/mliUT0yd0stLFShcXuj4c8d8Z8KVRIkcs0RxNhmHCqGbRoc7ZGyOqWVXzIZs2OgYVHi1hm3S2",
+	"zi/TP4wMEbovN5/2eIIKfEJDzRLlGIRiYcJ0ANvK4tiIgYrQEU3ACj7Vhb0wc2YlxrG9Q2h0nWriLm/p",
+	"XWwazsy4/67AK3krLyxHOvnAW3h/uJ/SlmX3PwztcUc0jtkMb1QIv5lVou6Y14j5gUZDLoBLCQlCM3Kf",
+	"jN0dGIU75X3mDfNyVxoFKygcEmisZADJmJGe5aPYIZAwb0u6UsaMgmnshk0WGs3J4cUJjGWsWHRAzCbl",
+	"OzBNF7di+a2EucTxeQ80vHkEB9c8tfaDSjZv3E41yeyNs0Y/Y7RuuwsHCVfeLZ4/ldkn5aM/3fxGrn11",
+	"YyoW0mrzTumFcFfAvFA+fBGy+NJ6NB49esevvlSYMOTx35Wjw7Oj1ulp67gSuH+fnP3qjWHeNbbNlQ44",
+	"U1WnD/ahFdo7YKbq+KLZ3UAqRjo3bNJxRgKg+6lEpdm9JslYOHmSWH6Ubn/QFtLctpG5+kYwNZICdITX",
+	"H9RkZWQKNhzFRvKTtwxPotXd8T8JA7dCyIw4Hk8Cp2q0RXPXqmeBHaLhQlqmukhz9/VmkJo4jIgqCAjJ",
+	"qH5bXT86gIfQl+Gr0vx3QDVKr6l6T8C4DVZTM0ZBNnaazUyF36yREyP0I53rjZEBIJu8aJ0dn5z9mrY+",
+	"kHEEEnaXhjcETf6GW6AgDHwDzElOmjZLakWFcSKsZJw/dzdszvam63RAwgELb5y5yno6tONgaPUy89o0",
+	"ZCAVyGYYksoOdlzujX2XyCFpmL1p1OtBvV5fbSRF0QFOfKIvqWbl1PqGTV7hgYMXQbEISHYcCwpdgBYg",
+	"NNzgd91xeMP0flt0vrQroFJV9kmjVjP6bT0g7YrR2Sr7pF1RIBS1K/9v24g7Y/Om+b07TpQ2b5iP7XcP",
+	"HbKhGCNXbvRw9GhXMaHbAr4ACdGqQps1crTcKsE5RBOrZ5vaSldpq1arbeK58cRs6LCy39gNzGzMPsJU",
+	"DLeHlW3UH4rkxpwzt8ul5AZEBpTkPD8vjSLQfGl84R3bHo0VK55kR9iLwJMhF+7vxiKiCG3MHl6GWHnc",
+	"EPvOKD+Px/zqDNKPmtCawl2pXIfDnr0sDsXwuEUJEyla96OEKcVliST2jt8y9HgosoEXhQzkOCERnVRl",
+	"rzqUQg8I/q99dMfYDVpBFL/HK6CsBgJCuNVJXT/mPeuo+b8jyuNJjbTuaajjibPj5McI1BY8gLc0tqqN",
+	"oTYrbhR3Bv7yxSoToYLKfbUvq/ZhQu+MDly7pHfvrUXfe6HKhyOZ6OxquPczmzwToTQMZQseP8CYcrOy",
+	"xw9Vse3G62ZzZxGq5dHn1jDxmI4uZMxR5Jh3Sc5zLxvpjRoGm0Pj2NM2La2PEi4Trie5t5sedGdn0RSN",
+	"ovWXFCzXQuXD9VGlTJQ+OTw7JOYT8o85T+BzSaQgLDtRICNQc6oKB+n1zlIXvhfLuyKebqEw+YSUonQM",
+	"wSJ6+ieaM5+fmBbGvoigfURnrQMBPm58gHZD2R7s2AtG6vo0X5mRDOn9CX63DSfA/pEdAJokFI7+OIlL",
+	"RDhBnKWKfLg8nSZP9Uefq3xH5yKeIIIj5+nKNIIytfY5j6JZjsCt/pw9dh99RWljDSVzoX5pTS6pKWw5",
+	"W4B9/yEo6qNolCqx5A3AbitCdoD2fcLB+FhbuEu2xenBf8qGX7h4y8+j+OHyEwJbx0Cx8DNRvC+M2oSv",
+	"1sgzzTW7T09iskShXVta6pk2PH61muC5riVlPIpWncQzWSQLa+MWIm+hzIZbdrGy3bqg/TLDjSPuS1F5",
+	"b+8fpil5Br8HEjPf9ldcBOss9dqYPx3vwKx9BqNVRY/VDuTt7LNdWIVCCMDtnI0vX52Y37JkcjVlZrOm",
+	"mEpQOW6dnvzZugSD27vDk9PW8bSxzYjh5svqLU3MUVSmCdf4BTpiK1l39r/gq3PP3gEUsGIIRisqO3i9",
+	"RA5Lr5+WpY/vBsxfwVQeLqwgNAuNlC1QC01fv1AdDoxEsiLX9GC5v5cantCG0SlAhjsEHU1oI1Nc9GPm",
+	"rHABGUHEABsekIgrzUWonZuLkq4ZaFH42d19Gt2sMHbn+kNHDpomwXHdgdY6Htv4WuqckPoXcLXNiM/Q",
+	"bAjGQuVMjYGzMRIhiYqlDshYaB6jhGeu/0FmRt2uG4VbEWp2h2x0LMizdfbHh9aH1uez8+vPv7TenV+2",
+	"Pv92fnny1/lZZzNASCP4gWlb7NTrAF1U2D5o+TVilSUHI0AQpCLRmKUYBLBILUeb1tX2HmZfgzQgB+7D",
+	"4wTJ1fjH1P3LaQoNJ9bPVha+Y2URF+DTEsv9yJV+jjtNrjIATML0OBEsAps5eMfMPwKiJBHjYZclitww",
+	"NrJQ0Ij3uX6hCd8VTcgvB2DbwREyTvpM6Bo5TyKzi+BXSXmM53buUZ4IphShYSKVyn5SJJRmSmB+tPxo",
+	"SVtTMhbXfMjkuFR54YokY6NwR4xGMRcsIIaDgzsCXRgblPwqSTROAD2zue9A5egVGIPtKQTvZJye41Am",
+	"EYtI6ls0GwI+MgC0YkfojLMS1isYhh0nAbQOuP2kjfIbyESzhNxxoWrEuZeK6LisBYcXQbDgBiU7zaYb",
+	"w1b2WsHb1NgdVn4k+9gcUhflJKw8HYMXlpxCwkYxnbBoprcri8aymJzUYQTOWgvBOsC7aF1MMuF9LmgM",
+	"tKIcEJH5qedxsz/MTKysXVw/N8u0LW8y8xYuZRLrLdwzTGCpUcO+r6tlTh+iKWWzVHssHeEtEzpTUKZG",
+	"xvJByY+3GggZsVKlwJzUj4cn15/fnV9+bv3ZOrvGeBNzFDGk+M78j5aL7TL52GdrJHAdz5z9tbxiCK9/",
+	"hIGwJEobxmx+J7RsYhgn0OP9mp0dMOOeTAp6TGPa3jiiWrPEdPT//Puw+het/lOv7n2ufvqv/1HKBRGE",
+	"XmY8npD/vjo/Q+JtxyTHejTWNXIIXmcyZFQowAHVnltmWdZJO+fqm0sSM70ebM7x0PeqNN58xvceK8cA",
+	"w8WmnaVNcI8QabMQF5ohWYK8yOpMn90J+bV1bbRuKbzsAgCnwbMRc6VJzChErGhzRr6JRBvhLs/CXI5o",
+	"H9y4QDZQulFkY+bUQKxYitCeyYhdQnul5jwzrrOcTa8E5Qi/OWSGYPczhks16Ww5MWIrc69sffGI2gMG",
+	"ynUsQA+ASx18BEI88O8hoXhpF55Cj2FODzwLWEBKnC4hhgXQRLMIZFE7GLOycMI8sJh7zcoeV4CpzuRP",
+	"1I9WxkQmTCeT896CHBko0pjdN+8bcTUVnG0YLizcgYXZwNCpIDKJuKDJxEirS7m27BxXMacuJ3yk5M4J",
+	"IGuKuubDuV6E9Y30mUy0lEWgOCpPFsxWNcgR9xyVdhR3LrN4CrN+xnm+jVW/eBQ8w/Xlh7MzNFwfnb+/",
+	"OG1d+4brwIOPfio5FhBS3nJcK79CaRBpGZYWSPWXBZOziUNcQ2UTS8OYi7HYx4e/1oghvxYunzAyFvzv",
+	"MSLjWNRnwJYgvIAcnZ8dn1yfnJ8hSR3SCQlpkkxIx1DIDtGSjHh4g5HWCRXhoNYW79mwyxJrijDts3sa",
+	"arIRUsWqignFNb9lm0E+mGUE7gVDVvAji/xEhKazAnEB4Rk93i+xCJHrsqAxGwGeCmQKteK9VCv24qQ3",
+	"A/NaW+TCEzGgHAI/JpqVYkHDPOR3Lobce9UINlGfrXBbIgxgLOWXS7diNr+slfn2EjR5OBsGsl2uPDNG",
+	"xp2sJUUPGE+QU2W2EzptOdnAbcni5dKrFWQAzKvfTy4uWsebK9lZVraXQDh5TM10xiJmCmSzAVUOpLq5",
+	"WFPCvfj01WW53xiNdYkCDKhfNVvULfODFYlJxlYXeO9n6+tw6Eq0C3OXvzMon0V2z1cYy2WnRVcPYr0y",
+	"7J2ed91iKfoAPRaMGO10OMJgSoCl522TAMsc8jjmDq0JqTOQam6m+P2pe2DOatlFOIDQdCnIcev08F+l",
+	"wVT4oDhuSFNy2frjQ+vqOiDXl4dnV+/OL98HGSMJsM2AgOp+ePSbGXpel18Kqa4k2r2nskMkzOw4i4iW",
+	"faYHLFl8ZRFiDe/MOrpWV5k6wHZjysW+J9GdU9U3v9IfB5OUpVmx+4CcfTgF+giMyvoFEgab+eH6XfUt",
+	"/KVAQ6WKfPivd+/eHSODBfLsfA6XraPzy+PPfx6efmh9fn/4vzq2Qa4JM2ckzbxhhpymfFusmjude/qs",
+	"W0tJGjgCrwbYkcfiXVyLFQdq5LAtbmk8toEsC8dvhIaR0d8xyAAjUc1wRWiEj3Zln3xpV+BliDQY1+vb",
+	"ITgE+D8MU6xAIELCbjm7w2CE7CVUmW14DFUQr4MftSsPDzbws7hKX4eWTWOGwSZVIh/6fruYaiPHAXcG",
+	"1ZSNVA3ne8MmOLUatkQ27gYyZpsHbm/aYlo+u3RsO+Y3zDkC92Hv2mLB5gVI0oY0MYTB7kBKINoiO4rf",
+	"YpkXq6oLb8dyqquhRZnW6ojw0uTN0wMd5XL3Mj0TjuTMVhXnE8mnUAsXmIeeXy/01nl5ldDKqAuVw3Ob",
+	"qypNpJlfKhskVMpRVkeYDaSaQXTNL0bqDqmQgocU4lKH+ySWdywhRlsLiJBEJ5THRraO5Ky4asyLccES",
+	"lCLyg5PjXBoApA+PQjsWthJmVtZ9YJdwFbSi25MLOi6LMn3+VcQ4jA9C87iM2zOM9YS3gAvvT0lzIY3j",
+	"NGIUhgWxkA5ywPJWt5XX2R9g6QoWw1CKUzDSCOZ8iiRT5G7AY5YmhbPJWtOkyVZLRCs7WAjGQnDRr5GO",
+	"uuGjjuG2TLnUKWBj5PqAdOCDTppVitA4Tp2y4PS2V9k04uxqpZf0wgLO3QfvLlutSlC5uDyvBJXW2XXr",
+	"8uLy5Ko181u43CoPxC7Ygej9JU5qerUspfFNvn5kvs1zaFRV0AkG9JblwBEQ/Lgw4Gh5UH0h/nPeB2mo",
+	"5VPccRhh4C/Vgou8eDKQ/0ghotz7e4apHtIOUVxpxbQiXaZ4xEAM9ZOSoZVoY8j7qJKRer3eeEMUZLbS",
+	"AzbcPMCQVxewhOl7uMa46J5MQhYB4gmscDzDgrgYZgpakE1ukT9JURGbXDId9wtAQePYP06v/BAUdeDZ",
+	"agS7cxYePxp7Y6e5t1ly3hafOK+f6SFmRuz8aTcnHMIIAhLzW2aoQcRAGLHELWGaCVj1hA0lxM0P2NCf",
+	"CDKCpeawaAo9mbQoogNK5tCK2dAcOVDbUx3XzMBQNAlpSX0cUaq/KSMf0yxmPnO3wKarR1xv0/Yhinkl",
+	"I4U8bkqDE2dSG9J796rZd2ftjVgY04T5S+ll1VL0trimzak1XWaUeSNEyVitLQThC/hyYLiutXcETznm",
+	"1/Wdt8sNW52Id2CynB7xGWhNU15S0Mm9HA4HmXkDmDWA9FY9CYuG6nKj/iZV2UFwog/KDEDIpu+f0eaK",
+	"lAFFn8KVCgi7BzR5H35X9vbyOCZdlqY0mzrMC1kVYv9n3DqX78HLBTc1A8MjvRmkWSqLMwiIl5HpcVQu",
+	"pUfHdFJG5+hEpfz7lQ92fEUG3FC6SWqr2MiZ1dG9SkXkmc9t5jsaan7L9SQgMo7SfHebB8htuhPkPh6l",
+	"HIsaOUTG1uP9ccLA0byfywcEBCvhUV642H69W18efLnwUvt+heKl9i4uepHdpsGpYjpPTOFuy2TGzhau",
+	"+XZjd/v1EpvppNP3XJxMB3lPBfkl2szJ0KjiXFxDMHaAfpAu03eMCRBm4Rt1QGiaX5APmQZbzNx5vH29",
+	"s/wkysbsfiq98wGqHNYxx0UYjyMWPY61LhwkIMJnXPE/vKttRBgxIWjLKBcVlrnpj7vcd/mIyZKhHqGt",
+	"BCAdhXInC8nS0su5cJiul7P5jOq36+sLa+MrlQw9DQSY18CQF5kgu7LQDnaPSd2rhxcn8DFLAO+eZb5c",
+	"UbRZGFiS0xF81pA/RXmBMygTlP27MfeyF+SpUsGljO4VRYWZW1MQLUtOWpGVFzlNmVrusiROq5jvjsje",
+	"zu6b1HmCOSBVmXqBySG/zPBOqLLcIyyOqjG7ZXGaC93m/LHFK/776vysCvNiSRUMwpjHe0kAmQewKLEQ",
+	"cqG0YZClY57yZubyU+iYzXGKTuMpFJLoD5cnvg/6hgso4WPnvtgHZc2z2P9c5DMQwnKAu7XpHsmxKLnp",
+	"LbDFJyxmVDECmbC0dLEq5Umf0qycK8VVx5QP1zOGe5r1TGTzvPzgXg6yQoozqh03WMpn9ZiQXq5GVIeD",
+	"d5TH46SM42KEqiV+RApyzYYjmdAYtQFABoJKaEa7Xb4zrpc1nYvzMehPhbaNqdKtpSG8foxRqWy9NEYR",
+	"VvJxIEXvkCwGKi5ZjAoZqJH1onSjH4XTdA1e8/BmYf0rsLim54qngPjndFPlwjuCik2rd77Q2PgxffGb",
+	"hR/xpUGWqSstPbBBngKX0AL/LgSFqArfWeETXp+iFi7+FKX013ou83gKL13Gib6Nk84/ZaUZB45OD0/e",
+	"g0Pu+OTq4vD66LdVMJw+WGdRCEtRKnChH3cC7WtkBO2ASjiKQbPOciKy5JUiG9b/DUV+LlvXl//6/D83",
+	"D1z+tpj1IEgAUY+5DwEAoSARdQ6yU3Aq0vBG9npHkvV6POQ2O7gndZeK3JmzrscFjXGty1iaD/wBO4JN",
+	"OCzUHUusosYU2dip16u7e3ublhRS9Eyh7S41iYGeoJgOQMvDbJ0gaDqND5QjQ9UjstGdEBuIasEGO/f3",
+	"QOUg0I6KyD7evb93H+XDFNI12N3b8xZhp14v47tZzLhfnNMTPLnmNHa6Q4kbrJArH0EjcEYOspIOg1IX",
+	"oWejLUs9ir8EXrOZuj4PAZbafcHbUass0izNEsycnzPq2GzlaN6wVFH5MwwIFsSBYlf5VSuXlqeuvzNc",
+	"PE0yoKlkik8eavT1MxAuDqwy3OiPecEqaZgKFCK1sotXtyd6lABjGpstvEBX0An2Zy7+DR+NCp2tJLfM",
+	"jp5k9/odT6yGUwJNY/d2MFrCeNIQIR5bf/w6w7K9X/PhrEgsGMCuZyJESVbIO7JhbtUkN5Q8bVvu7BeJ",
+	"2FMllCxJIAm/raOxzFcO/PSST5Vd63sWQV22rjzx8tZhmixkeC9PbM3veLqH3oblLkrx3HoXOk9SVkHg",
+	"OHL+FJJpyhq+jWB6xXQO4/W4tCspDqxgXUaYj5GfhnRC+jLNBw90waZCx2zaNhLD5QGvl9sSSgFcZZ2O",
+	"jCwHb2CHEBTjcmirEROuw3qtXs91uhAOVljo2aCuGeudZqVE3M3jVnwZHIWN4pYJsgEjj/vOvCVcCou5",
+	"8lyUxCMGsGr/8yEOqw9g1f7nIaPOTJ+YMCgFuz1Zx/MREytO/DGdL/KZrjKEMhzDcqOY4y5adfNX7X4B",
+	"VmHls7dq//NxBl/j8i/hOV9lGOVu7sXDWMXtvcp4StzVyw/mm1CjxyEf5zqzv8Y5Wuynfu67vKwL+pkv",
+	"dUG08JhLqSzh7/ZKNr+s8ElWnLNj/uxMZW4ASaozgmqOCOWNpei3RTIWGI+Vfg9CD7xFxYTccRHJOwcr",
+	"gwYComIOSeY2aFs46SwhlGDJh6xMDlTD0/kCOaYvHBEY3bhuC6g/rg6IMF14MASZOM8Jgq1rBFgxlGwW",
+	"jGxIQWhbpHu+T7Jg2kcVQpne2KXEY6Myw9JZ91rpyo1YwiWaxWJGFe6ay9CDBWTIBrtlIp4QmI3z1m0+",
+	"BrmW+NbpdKK4PaWW56S0zM4VTsgcHRz/mrgJ6AXHV3YRPoC2dhHTpbNGlmWR6Y8TLGOFyD+v/A6x5wtM",
+	"2xBiTbhaFtu8LvB4XdDvisimvEC7Jox3fXDtulDX9dCn6wE/1wdjro9jfGIM4RpQvpURdo9jbtcZWDXj",
+	"coXKWptphrOMgcMVhwwK1mrq8PmYoGhJAv/V6O0zEdPnDT/1P1Y3fFSVI9xVh67C1Z0WSZ8E+fhEmMQV",
+	"V34Gs3rqelovdam+YV0qz9D/uPpSqxSDmn2m1ix38+i6NTML1nz0wTQlMZaYro6mIj548ADtJ+Sdn9/O",
+	"xU5CNOYGRqKBs4kLEnPBNgnI+Sjhax8oOJ9u38xC7IFhegqpZ7SJ31v/+nx68v7kurZCiUtwFdrkTFgd",
+	"HTrY8KIXoMrnjIKWyaoafcKoK5xuecvH88vfry4Oj1o4+EpQSSdSCSq/HB79/vn83btKUMmyd1eCytX1",
+	"4eX158vD6/Lg0WSW5fOjjR1SZCwi1OXyNXW8yY3nxBFTOA1V2etBIDHugBusRV9QEjFIGexyYafJzzcx",
+	"ITd+lc3LfucKaeJBihkA3rGJvsRvsuk/Mh7Z7kPp3UAO5UqBzETIqicLr49cgt+1YJiWoy7pXITstquW",
+	"RVs13TCfVZYb261yB6xxuYlCmiScLVe1bDVAqHkboUdHNovUEmZsdq+t0rTKds7M7HsNhf+jCUELgTnn",
+	"V5qKiCYRsUutCBO3LJYjRr6YhgN012s6HAUkopo+1JZHUBYK6pS6iL1jU8QS4hGZTvfhfLXecuYhifl1",
+	"y/tv/bOeLdUS9/ApXLrFq/1tPLslddbWhh6tWe9wCoK23P22xQ8fDXlYvsD+E0EgcuUJZyIi5pepyq2d",
+	"x8jTy1NL89z4V6qGhs/cozQAs5SJzym3D4GaJea9VmYjdmVDKEZRzeTyjzhsOJNTqvRvcpzMHQXmVxMR",
+	"iwgiZlNbNVUaKgmXj2rZoIByqS5NkKl9qznXLoZ+P1/ZPiAsVsyzNZePaSb8a5UUGAh4mx4y2tdd7XiI",
+	"JICNmyGarZkSg3vAH5seA5cycEcrHenUdq+CxykgKh6dyYQB3tl36Bz4fh6uv5mLbvFOPC+Ry9O3p8px",
+	"ku6bn+gkffgkrDglbt+ICRdmWBKV52OcDa2wiVysDyxN8rqRJYDZPJjtfVwdJfSoU//EQKHHjeFpsUJf",
+	"5fbPR+2sPoTnAO6sOIpnwe48YjOeGL7zmOPwtAier3QxlwDxrDiSr4HjWXFITw3l+Uqiwhxczlc6HYuh",
+	"OV/hqi6Lznn+O/uSz8HSy2lhxxxYFo4TridXRvqynlFGEzajLA6NhkZNkzcM04L7+UYOL07IDZvU7MKA",
+	"D8m2lfY80HqEpaO46MkSFAqWmulDPc87VBE1S1QaxF4jH7PijbBBGHJmlHXII3x8+KsistcWNgIbhHej",
+	"OUGqLJe4kWtEQtn+zLQ0lkoS8SRLHukhjl6hWAf5+inpJYyh+rzx7rLVIo2AXFyek92AZMkbSbOe+SN0",
+	"W2QK52atLdrCZUzAahBode9s0RHfum10iIDcfp3DsR7IhP8Daf/2yS+wnjZ3NGwDJkru7ONwvf1BrDzm",
+	"wPczuZdsWWBmDPmbaDhgChahLZwmnL5eIzhkjJbkinQgi2AIbW/ZZBT/9R8lRYdsuAQgFp0V85AJzH1q",
+	"3YuHI9NZtVmrW/MLng61v7V1d3dXo/BzTSb9Lfut2jo9OWqdXbXgmyydhjs0hxcnXm3x/UqjVsf35IgJ",
+	"OuKV/cp2rV7btg5NOOt2ubdQf++zslxrtugpgxSoLEmLU9ide6VwvdFsCxtQXOe2sAudJTc3f3BMtmX+",
+	"zLZkg0cBVDcJ4Lxt1sihmJBbGvOoLXBjh3RCqLrBfI4kjDkTmmzACKVQMmabJGY0EfYGWetGJNvCZXs0",
+	"ewUmIIEDrsKxdxZf3DGjlFBnoav8yvQRTB/SwqiRFDZSt1mv21oL2pq9/EPxH+fTysB50GHqz7xhE2i/",
+	"3n1Dd8Imqzai7V51h+3S6l73bVh9E71mu70dut1thj4xxLLllf3K614jbIS7jep2+Lpb3aG7XfMhq9Z7",
+	"jahJt7s74W5q0tivHIaZZWMf0q0+WKlhSBcWV8H5A/UqKRgGv4INfqfemNVWunRbHwS1V5tBGuqd5t7i",
+	"j66lfE8FaMK7uO7z3weuJGiMH2wvNSqXGwBXZjwc0mQCzj2JhVXiGI0ImvZVzs6gKp/MJ+5KmTVWM2/V",
+	"IRAqjOVGqmKVZswQCAnZXXp3m5IggWRztlYaF5gkNaYcslzkT+spV/oC+l/vtP67XB8HfEJOO27Wi7oq",
+	"anqe6apRVCV3y3W7bfNhQdfamdJ9oPm8MoJimj3aNqFwAZ72plR3sJL2PFn+dT0nW+8WJN0mdO1ZvCrN",
+	"evN1tdGoNhvXjfp+3fz/X2VCCuQGmCUs7jx88i/nUuYjLzvydHXVh1nQMxUQNTQ3GMOQlV7jIi9zz97J",
+	"pMujiIkf4eqb25TK5+qVvaIeCcCrPn37t76Y/zyARZAmdMiMKGdv1QwAoLCZtA2LcJXILO225uhMmEd5",
+	"fznibVEwn4D3h4P5BOmKaWUTHViEsfPP2rJjInLVNQGHqAcsUTUn0XkEC9JSYDrTjBRkuYIAxgAkLHCJ",
+	"mNsizcR84MIgMSEFhKQJie87ibWLdVogax7UpEJbZFtwVz56khWwdKImuF7UCKqtgCBMQjry32yLYkrb",
+	"LO2lLZnmX9SAlF/gtjCv+mQRMoUWfECI33AhCfXaLlFYGwQKsGCie5tCFL1iuP6YoznN0b5PIL9tD1bc",
+	"rLdZIIDaqbaQCU7XLH6asN6TuXgGesnpF64ACE/aUErODgOypPBSMSmDtWe1A36R0WQ1EclnG2+LZH63",
+	"Xq8vLbNMw+wLdXsteHM9kW4Gj5xmkmVcssAm3xbZZKNezicbb0sYpXl5Mafc9Tkl5twvMMrteimndIbT",
+	"eayyUWCV9RJeOZ9Z7j6KWTaWPxU+j5zNE1NhDMvzmClYrrgE+/mFRumJ+3qMtL6z+Iszqd+Z4wEfNLaX",
+	"4ryQzRxZdXMZ1gvqGiSR/BH4+xEEz9g6BOmuz+fv9myqLQvb4UxtfbH/npxED6ZjW519Iet3n71SRiWG",
+	"MokZDmxzhjSQ9TVXJljkMzUCQWn1lff0xrJ31xOJxowIeReAWs2csw9BUIHLPGp4DyRcagsbR0VOdGrM",
+	"9Gdm9feEhYxjGkmqCY0hSTvRUt5AwFxIBdHM1hnBQqZljOcSlrsIY5oi7M0VdfWUCm/n8CA+xarvZeJ9",
+	"Dq8oxnGcRx8aLZ/t0Dqr7tHdN9WdcLtXfRtth9VGr8m2o51wt/uapviy/UXAGWiyQZvd7XAnqu6y173q",
+	"Dm10q2/DZlTdZju9Xfq6+yZ8az4CW8EubXSb4XZU3WG75t3X5t03UXWP1XuunRxibb+COcZYRCCTsbmZ",
+	"04jBXWBEeUjgLAUogwB6YL00qdzSFHwKr1ZOxt3RDdzZ/ekI+HdOWq+YiBDujCSE9ikXvvHEktEZxJX5",
+	"PpxSOwrkJXVvQXb+VIVNdQpXK5eFCcN82NPWko/T3oOFdDszDDsS/fcYqY6l0XkIylpEei0rzupWhCIS",
+	"c0lTQroTL/fsG5go8qnlp5Ljl1+7Wfz/kvW5AtcTFUD8r8iHy9M0GEQblTsNSihPad8W5vZvdErYWCcg",
+	"nSIAtBO0RacEAtrZh8T5RomVQ7YZEBeCF08ADihFPl2172lyFlYaDjIixBVRvC8g1j6O5Z1LK+4g522R",
+	"Ys7ViIW8Z29WVjHXrekrRTp3A8XCzx1LXqwrqS3AbGEzdFrwvs3Wf5hbSCE1Ab8POE3uBlK5qneouNtU",
+	"2xDlDe6KKGFKuQSniiW3PMVhCaZhJwLTMCU7zWZb2LTpna1xEndM55naD648a3cwolmnqHB1bOVu2YOt",
+	"tDUWNhp10IgYi1i0aasrmOkE0OdemXh2BLJTkaqsYSJwsO6l0cWfik422OCabdJ8u4UVawvQ6CU9LMt7",
+	"UcpWYiXjRGO1lZohtvpC2fzF/GSlxyWFV7wHhvvBxXjf+/2PveTtr7//6+/k+u4/Hy6O356cXvx1Ipun",
+	"9JRe3VVW3Jdp9DzK2c+/Z9EUU5zPBIPM24lr8mI9+BmtB45REkrC2aVpHiHzbn3JdMcHZNDmQpZV9kNT",
+	"sM+ZUs96Zp+okcM0WXCqZ3NBemBA8yqJGW6FFS/zRBz7KSPiOfq0M2uE0YtU+HWPJi67kQuXOo3BYhUr",
+	"06l8slYCllh4SurfNxf77nnSiszo5ep93av3K9Mr3LuCqaGs0+yVrVZmUoTwkyVZiGeqXsqc8spnHgER",
+	"7K5gWnF2FbDitcWGteIF5Lh1evJn67J1HNjYts0gzVIPjCmNc0MF6ZVKGwllxGrk2NlR4W2bGC0bDKHg",
+	"hRxBYZm26NjiDh9bv/x2fv77Z9v9vz5ftq5bZ9cn52cdsvGGRHQCDlhb0GCzTE/xTEHH2WotsAWdi3ji",
+	"j86uDXezmmUeSsOHl7vx00HLC08K1sBf4kUbD7SupSm1Lv37Uz5WydDDxxp3IaiqhLwdkhHtQ6kPT8Z5",
+	"IXPfwO4kymnGM1M7y3i3CmFapXTNjFPNrsptfU8JA3OMLX8dEJlEQIS6E8KjcrvxcQ4xv7zJmGhJYq70",
+	"c5uOf1Yaka37MuQh3aMX+vAN6IO7qSQfXuJog/90tj36TxrziDo1t5/Q0cDmV5UJBDQQqtJq+g0HqsX3",
+	"XA1OruDOsQjylpKdZjMz0bj6mGV2y+ywrWOyhLHAs6jP3PmXEUNagYEK5mc51jbT2dCmKduv/MbiWAbk",
+	"yxcstFgzVII8PMBqQ0aoSj9hTGcE4Pry8Ozq3fnleySalqq4l57fWJYt2Te2bdrwkz9dWEQj+KYbATro",
+	"W1qPtukbVm32drrVnfB1o7pH37Lqbvd1+CZ6y/Z69UZlatOWgRc/4756l6CE2loT6YuJcwUT569wDn8E",
+	"gBRWzaZllHwmIV8gqm19iTyLyVz75pXsOaHMpdt25ktMxWFzZmPFO6pTBLLDJIUxo7bI3QGxGeB8HK4Z",
+	"hxrMMngWqP+LrfM7t3WucEZnWDyvBvLOYd9SHHgqKbgEOlbYeKVQyig1g847O/Vvzet+Zn6Ur2H9chm/",
+	"ifVzpZu4mlUgZ25faBcoMJutWy+1zFr9ztJWrlArQTgsHw7HWMfe6ScWvQGX0wUfdxmk/kzJi+FpHo/K",
+	"KhNnFQrNwV6ksThi8EyKy6eHFRUDO55vrBVEOW/NsgRwETFNY6+bj6BibqNmEDNzkGz7L0L2zyhkH0YR",
+	"oW6Ln0iqTgnd1hf7r4eZJlIUeqCmQBm9ojmM3VIij096nlnyeeb73Hj6+/yz3uUfQjJZdMvWk0aCL7P3",
+	"m2BJzgO/jrgijRlBPrc55l3uAZhbzKFUMMqkipX8Jdlnpc7gEMz4ZET7XFAUusscJlkK1O/VX1Li3PVz",
+	"pYpncO2mi+L7duePw2Vh8ZWc2UtTkst33TUBtJkbD0YxO9kUBgamGayPALlZOn9j2eJOW9gqNxDTzaLN",
+	"fUJTX43DI0M094k5YQJTXpBkLAiNlWwL2tM29gxav6PKueyIFB4IDx38ZUvyd1pBed1VuPxwdnZy9qu/",
+	"M9bo9PHw5Przu/PLz60/W2fXEDHuZ7HF/EKAWSIbigFaz8y+U3ZPt754QV8PW4h06mzOnqDt6J1MWi5X",
+	"eTrRYuHwn9ZHmN6qxS5Cb/s28lFDYOZXadA/SVgok0htvjDub+BJZD7zcKzbe1guH3v3CCgPaP2lanvL",
+	"5UejwqNtVlvPyb8FIyCWlQQwk2qLZr3pyoYjo/dSYrjCibokesZLrtYWkOOafARiIkjnJGLDkdRMhJPq",
+	"72zSCSB0dsRMPzYWhA5tlg6bLaMtIDdGwg1Hjj2CbKtgkoj3egymAZ9hDoi0KUjRpQhti536Xo38ziZ5",
+	"4FVW37G5AwnLsXpiFhVXgq+yC5zezEUyQBaFjDxD0R6IAhBhXCPX/ljT6JyphSAz1uHA0erCQmBZHkpg",
+	"3lehHLEoP7VgziKkbHjAaAT5wixNLuxgjib7xZ92dxeVU/q0hjEnLaPlMoJFNF8QqjkL07qsVvWcRt/i",
+	"+VnJjLRi8LcTEvYr21EzbHTrtLrXe8uqO9GbsPq2+5pWd3s7zP1WWSec2U4ryu5FCbdyL/10nKe+BOc5",
+	"kqIXc8xQ/lh70Yyt9xM3TiV20ZTHlf1Kw2FIKkEF/IhIrDJcgM0+6BffsunaECcQjpWWQ5Y4ay9XBPLz",
+	"QCo5W19uC+8mJP2yR2mn2czyPFqLFraYzymq9rcsJL0WsVs3JbXF8ZOqbXnpBCl2sjNsF9AaiWl4Y1Ms",
+	"TrPHsqWACEfzKnAWTfocilUqoqWEEs1ko5MbsGFymuCybB5gUkmjBkSMRjG3BW6l6GPyCJHm6CJYZZls",
+	"dEZQ8a4a0lEHskq6UM8eZ3FkZbjvXPCx1z4nkqwj/VS7LgHYAhloPDKcthHU6/WC4pmPuCUbDoDdOvvj",
+	"Q+tD6/Mvh9dHv31+f/i/OjaBlZF3NgnkF2NpGi4jg5i/zVlnQyZ0QBg1VwOUOudtlXeiLeAEBMQxqSwE",
+	"mHTS0mkdbND9wDNuCyleMRmXFdGIkdCgCxyQGsdYNRylI1uJBeCfUJLKwg7awlW4tgMBeQipcuCgZdBN",
+	"NOTa4szyLQWYhNQ+h63AL0CnZTSJOUvwuU20hgIjyDptgR+MqFJWLPINNLYMw91AxpCxTEjQKGkc72OQ",
+	"LhaMheRoru44LMJOc8+/HNCOy3OGVQy5cvnPoho5NDsCmwTRyiB7UZdvDfaiIItZwpuuPqTqTeUxNBF0",
+	"EjaCmnj7xHDvzuYBodB0NsxMSrMNtoXLeAZLAfPuZsCPnfqek3RNQ4bcCKLveMjcUYSXcUfITr2+jMT6",
+	"C9yedQQwq9nOEMWMku2d3d8tpoyGrNqoBFPf/JrYSiGZANcwDOTHEeFgQZ9TjssWfGWJzp3JNF3vtIj3",
+	"6fFCHh6lMkkP0xSYe+FuHdmAXAA4nM0yEvUiFT6jF/HEyU8/irSQt1h3x/HNI2WGnOVxgfPQF1FeZZnB",
+	"wFILIqOL/ULHhzO+ca0wXb0zrpENZwbercNRN+QbjvrmgeH4EVNnqVGwg0lJ0dgBeT6h3SVNqdBYBzOE",
+	"GHZi+n9lhxsQRADDsDHpe2r/AOEoCz27bB2dXx5//vPw9EMLBB/SnWimUKDZaLwmv/Nf/NgzyH2GGesx",
+	"RQjPUnHQrrU+usuPRgksxjuKx4rs1sn///+RbfM/kHejLdKMbMBz+T/MGYWSsZiRzty3wazpn3VBtrM8",
+	"tLUm+GhtFv73LhUmwxxjGCvLV0lmVm7DyDDcNtgQjCeLR9f4q1IcDHaAf+Rh3XNA4XYY1hUyv7uUkRyd",
+	"v784bV23jssh48GjzBDJAnd5ae/riwzmax98+KxixDxTybXvm3qx1H8DF/sSyurKgYBe3sNFju0Clcdc",
+	"Uquj/fJdzgL7Hbm0zNPYcqyn6Yq3ZIhIqCRg81uBjmI0KigYTo4Oz45ap6etY4x9ThjDxJnoD8C+YlfQ",
+	"xeLg2wIh7EbjTA3XhwJFSEzq4VyPVnBExjKgigjpJcwiE6YP7NCmHZLw0dYXS5HcsnZKEz7BT3N4zKpC",
+	"/ArsIaNuuJQrmWJx4Jd2sKWhLrgFmBKMhiEb6Rej7Pcfw4Jn+gmsaGW++Nl1PkhHs3uNr1WVThgddpxw",
+	"5gvL2A5IuyDp7rcFSLo1y847AUq+NXfTzQMj3bnfgVzAk+yNtgABFOwbHR7tdzC7sDLnT4TMgpE2A9KB",
+	"7t3vN1xEm0iVOhHV1Dz/76vzs00IqxRaWXNV55QqXYVH1ZPjDkjHCrDLiAvqJXJo5HK0Eo10Zim8ur5s",
+	"Hb73EjRsBmZFBArMFPyjoRwOuVYHKCfj0iGJtL3n5lojh6A+CMFCndmfIMsEj0C0Z/yWRWB2h7z5gtXI",
+	"FbSKfk1Iml709MGqjljSFoolRsDe2GnuuZR3bAirRMJYKuZseIUpnhyftjpZ5SFz/sx6ldFMHExKM1uu",
+	"GPdqPMvsCXxqedYC2X7qdOYIb4VH+2Sn2RZ4PkjuBLYFHA7ype3nJG5X9ttLUep2JWgb4Ro+APEanthM",
+	"IOZhKp22Kw9tASs2BWNJnaLlQiDga3BiL3LgV879ize2YBRIS8ynpBcfrCsPzozEYA5AhmehY3TGDtFy",
+	"igKXAbZkz9AvqsHGcIBZMm0K604asQGGBxlBFk7QDg0tgs/h0wEF84ZOMXITpr1CyDgsLMvBNYkkUwEg",
+	"C6z6Dgnpe6zWFpDFFNsFWARU9MN7SYmC+gvmWQA/YKH0wiiw3vxGqhIHRPMhi8ywA6Ju+GhknqWS6SY2",
+	"JWSGXlNt0ZMJePKyXlLhM5MjMzH02tWO4cqR2LaI+Y0hrVn5v42dxnZpRh6zfw7D9mibu7UT0NEokbc0",
+	"zuUht09Z9Is5tBRt8MsqoWZg19KM8VlM149K9T49WbN76Eiwc62sNsM0HdN8MmuBmDZzk71hhkm/mKZX",
+	"Nk3/CGndrSgDmYlT/dKctScRrK01b4ZcfUH7QHkTOe4PijwmZ0v2zceGMI9on7XFQMZRZnLtgHG1k9mf",
+	"G/W6+3HTuqVvaTwGs6pN8JyRM9KdkJmGYLD0ColG6X4i77KySm2xhKU2h5mHkjeLMHNmacAGPAsQDpPN",
+	"yVLWLI3VemYXa58uLfxjAYLN8l3CFi9GBPtn6GcjYCuSi/KMXzPu23dg7QNw6HMZ+zKIMIRkTqGEAfDg",
+	"gWMgDy96kyy1wirFUJuNpHKQc/VsWBCH85T5JYmIuSKTzRo50W2RjIVaDEve8JGvr7IESVw5ZxcGTZjX",
+	"wFjYHWvAjRgZdcSFgAzvKNWilpwwV1fP7Hpb3LBJjQBdQjkz1dnSSJlsiaBwHMLqXedtkTZuWIrNwAax",
+	"Hn3KxUEa+mFx0za+BAVu7LItMEFkQO5YWiQvNvNK8IkVbFOpHGEr2fRhAG1hxBedjEVIAcajyQySTmDp",
+	"YXgo3ZpzALtnYTHgLkwnDRmCYCHAYKtIB87nea9TIxBCQm2STCKTtsisv1kLIRWkywDzzI34DoI1Vl28",
+	"44ptltdD0snk6cyvL1jYF7PrI7Oj62SSD6dIy3/avK7CCjVLi4yw9SuFLmaQf5UrH2LhfClQQThomguE",
+	"8AI3tAtFGO5n+L+NBto6nfkS6w+1BdbQBeqQxzrY64BjMSox4GeBogB2wQ3BK4hOrR8nYTGjmZ2RuvXD",
+	"yAhQzonNzN0WXRreyF7Pjm6WYPkHrOSPE4dpV+05QjBhKX761LowyxPNhosFYO/OvFhOv0Gsm7f+KxPH",
+	"zEe7ALF1NzACEiTwtTjDXEiviJQRUkIG9Dr7CYyJmaSXSo88i8RFATatgaTITn3noBA0zMGaOBYgThqq",
+	"UsjLhn4rFzc8A8eUHum1cUwWNXQkx+b1elBJ92du0q2Y8qFf8dGLfQCjm326RBILy2zeUR6PEzOJevZw",
+	"DqCovvPXWmUhlxTpvLKQOKVczFgq8B2fXF0cXh/9hpgitAqdC78kwveJS87O0QwjZ3YhX+jht0jaka3/",
+	"0jaG6U1MqYlffN1lIpiRhSPLFrBGCcclaPVsmNJ3NI9FIKg0HsxijwwPIT0Jplcn/MqEHJ0enrxvHVuj",
+	"AzrSfO0XzCZGJr5liZf7zLSSERj42s9MgnYNBGEtDb0iU8grW7i/AL1yeCpY8FRlB69HNu7U79UW11Cw",
+	"GE83YpQ95BWQkZm4qTk87TG4qVV19nQ6L7CpF9gUwqaWoL7LUDjw4KLy/uORuILpN4tTdOQuV1Qi8GIe",
+	"nKTUFhtURIF1m4MdEKupGxqE9j21GWRurSk7cVtYQX3adugTITOy1GroAoiALrXFIrshvP50BOjFcvhC",
+	"edaLe3Z2Lpl4tn0vu1SxpvhComTOSzSO2Wrpz9Kv8lXGy7OcXaVdvBSFWTVKc4amXN/zdO5Eitb9KGEK",
+	"Y00qdbJN/qf5P6fTNsO9qMF2etU31OiG4XZU3WNve9U6bXSb4Xa0w3Z7XiTRQwBe7eSWxlcApFJOYTVa",
+	"7x+OhmWPrnl44/62uyN4f6Bj2C52r9/xpGA2aF7Xm9kU3DvXfAhBS7PeSx9ve48/BRV5y5KYji4gwYHZ",
+	"3Bs+gsM2Vl68Kv6Z2SYylb0eVDQfsr+kMGNvjRM5YlsXNOFqdmpvfwu+viK/jt3T3cfFZs/0mr8o+d/A",
+	"6Kk8uunoefZsTrV6cMn6fnfrjs9oq9E6iCEchKWUA/KSQDGgtjC3gfwjBSMbnTx96QSk4+5KZxOwjwwi",
+	"tDsFmtFpiw3rTB+OY81HMUsrtbtXieLCUPoBIx8EvydsJMPBpi1Rr3l4k4p4NhkvqpwoEKYAA4cSMJNW",
+	"XPTjNFjUwuWtONpxi2folY2UBZXW9GSUafc7CeUYgP2GmSK4vS0s+CB9B6vBb+w09zaDHEKBKKZtmq6B",
+	"TLRhjmbB2gISsUBaCH3HIPuCNGyTwc+KbOzU6yVpWWYWkHfXeB0s6FzeMUXKZ5DZ2aTz+zVw5pfwGyRg",
+	"f+Hg/4dz8FW59Uuhqf/DslekhaZURujLxIC5Wt3WF/fPBXWlIHuk422GKykiJBnKBCI9AGmQFcpPHaRK",
+	"08msUlE5/vRSKOr7LhS14IwtrA2VHh30IVgATybdlFZHmH1C6i889oXHfh881ieML+TpW/i6F9Km1aDt",
+	"VylDRGS7ywBZEK0GVPStlxI0MYU58wA4ze5IUS3GfGQhpst2hMHmWcQPivrxtAZ+YB5BvxFQTag7A/hJ",
+	"ZgkqOEeUhVEatdXiH4W8K1MUP8ClfBZFcbtOdoB+Nqq7y1+0/IBWUrteWMILS/gOWQKhirCIv2hhP2sO",
+	"wYjrp9TBtuAyrR6QVeRapZbfUiUOk9ZiTH3C1HjIohq5oGNlHlOClzv7LAXtTHET8w17kdlfCPQPRaAD",
+	"e8JfMA7fOaUF8vKkpBap3dejtS4Mkoc3WNGAReRuwA1RxYQQltaCWUSKkAVtYUvjBEaOwBxN4DFCR9nw",
+	"ACOpuCZ9CT6wLGAM9AHwXLXFpZkokvN0SIAT48AAXL8eHrME62TW6oW6v1D3H4y6O5Hmhbx/78GvZp9W",
+	"pu9wwBaB07IXgYaGNI4ZAOSIYoxs0DhOk0jRaMhF4KppWPBpBoy4YRMANUSQtqc7ITwqB7V9zMa2clK6",
+	"HzJaMp3wYthQth1f91b+CKCeO//cuPPvPZwN60F/YA6JiTieUUxFjRyag02kiCez6uCnO/gE2cMOwyHE",
+	"SscUsuxcnq8KvUgH85zYCxpqfsuATy4RcojQ2lOq9G9ynMBXfGnOFthMQvu7wew1sgnMI2h7Bn/ORrT6",
+	"1fyBMQI/W1aw1Ht/59260vteyvC2vnjS1aLA5Ty2L60WZQ4ecjo4mvhPvBKIcMMniB6P2EgPUu+tF3cM",
+	"eoRFndt82ZBHdiDHSalXN09m1opBtte3+ajr23jG6/vmq13fHCb+xf/4LfyPC2/wqgLgR09xmuOC9Dh6",
+	"mlopy33FmZ8ACpyDLkLqYDr3vkrTSSktIQHUDGdhJuaZc7+GoGDvTevsunV5cXly1VrVS/g4CeEHIDHN",
+	"+gwa463VsqRm94lJje3qJyY5P52gAYCBQnzWCC/vY+UN83v1hk0W6d3FoovmE5IvGa9YmDCtypXow4uT",
+	"300v691io9Zmx9/quvPvweGI/85gu2w4GE0SOpl1Kcy0XljvN1CWDy9OYPG9o5yezCdgu6VqdpHr4gEm",
+	"UCYUw62twd5l3nKzOYCPQHweUAVVjZWWSRmrReUAT/8TKOMhX1X7xvP/DcIefG4KrLPefcN2aJ1V9+ju",
+	"m+pOuN2rvo22w2qj12Tb0U64231Ns1iUkBtumbAev6/sV1R883mn16R7ISzirbzxzeS4cbnXPt/80byt",
+	"//X322Hj/s1ou7sr9sKdrxJpEjmKM5PCBJnihiN/4bw/iIovHJ0qJ1Or8NutLzdssgCp7xOoQ2KPPZYR",
+	"z0oZO83AvFgjl+YliCvDgr+QtUFW5ahW4gc07XmkaRFyHz94Qe5/dXeKWfaFh28tHhmU+bxtd6+UdY2U",
+	"JB6BM/ykGaJKL8061aamE6Jia22xgalWalwoluhOYFOv1FAzyv7G69kJillP2gKTdmA1pGRsCwMospGr",
+	"UBUUSjZtZtWugrYAp6bZdZv2r1hbShWSB9qCUFzNLqWU7mxaSukJiiFtp8WQ/EXyaiHZjCdQwWiZnCfF",
+	"qkdZfquXskc/cNmjkvuWvx1PUQOpSLtWqg22DMEB+81sgnOduZets9mftbyD2hsQPzCOY2vJ48rLbD/f",
+	"nH6Kva9r8crSAtjqtClKJvslfdSTSYuGgxPUqfHZkN5fonkxxc7IiB1ivlDlP7vmQybHugDGgRTXJ+Jd",
+	"zPuDVFiXYw0FRH6TKmtjxETERT/XezIW5c06DMF7Lk7KUUBeqhv7ANSzXPOeqc3m6GTdgZQ3LRGNJBfZ",
+	"2B6hMngfnU2vweo2PHsgFjkN7NnDw/tCAL+pByG3Fx7NM/f/SUwa4wUWjUsXpaRnHhEib1mSOhBfqQOg",
+	"V22xIROXrA1yXwSEdhUTetMaRpSrcmWJGTkEL0WEiTnMw7bA6CbCVVpYDcskAUa9vOJZKQF8pL3EJ12N",
+	"5hQpai4PT5sa1nM6KZ6UZLt5P5pgN79Lal3uGPnp6Le5TM6q+BJutHS40TvO4h9DYF6NXywjtbrLWl1C",
+	"fE0AYVbkDb9dX198vmz98aF1dW1rDdGEkQGLI6JlgCWBtdkXTQZS6RyA0jwwQm8OY0mUSycs74RX4MPM",
+	"1/CpGSU6zu1UnkQU/veXSnecKF3Zb8zCh+3m7NUD8BdU6IjXbCO1UA4zfqQuWIJEDGAkpcTJb/Fhdb9V",
+	"bgGWdV+9SH7fzIE1JWXZ/YNbMX2ti1d1XYHwEeRh64sZ2lwD9BGN41TYg4kgtoTEUvRZAkQEW2PRgYsw",
+	"JFSQ8cjaqai6YRHIkkrzOCZYgDIt+8tEpGZllcnfgOUM1EN5+zMaqH9C9od7NXVt0FbSs3WWgQ4/26Up",
+	"NXp7zG2fUHJ8doWl7DZc0dTm7jbpTjRTAYlpl8WQ6jBm2rQftEXE+1yrgLyqvgLD16vPrwJycnxm6zcx",
+	"npB7Ua2aKQ43idGxBDm5IDSKEqZMA2nJfDKSiT4wtwQvTS9NwGh+qJH3WBuAhFSxKheKCcU1v2WOqZaY",
+	"6+16zrbWlyUFL1M03+XgaCGNYyJFsIw4Yd7lot8WKUnpy6wgLbDpDklD5cCv1Zniup0DQtsCS5Xf2ppl",
+	"hhbZcmDROKHdeBLAwqHaCcNiiatp4Fcaw5rkbgi2nFim9Nj0j2aTUS7f2GnukRFVui243qyR87Guyl41",
+	"AX0XyuViVccutcQf008ayrnTbAZe4se2gHwjM7Thafr3SF3Yk33K5JdVVOHcmJ5TEf7G8tqyS1KQ0uZI",
+	"ZS/q3M+vzq3JzFaS4UDUmq/iDYB8edLYK0UM7ZIJ2a1vo78RClVWDyG1kItZRpdGXlebpuTWHXpnKDRU",
+	"Ckfhz0h0qVbYFlYtNMIh0EKuINU7hEszPWCJGY2QUAliAOZDG8HgRETVFlnDNXJoybQtUnv+4fqX8w9n",
+	"x58vDj9ctY4//3Z+dX0F1Wrt5BNmv48cU5mvoZJVFdQL3Ie1FdSZJAxH/8EsRym5aq6lXsLwl1UvcU3t",
+	"cgp596JofgeKZnFTnlnJHDAa68E/s7EYtu5hs163GRHAUZDIkClFFEtumSKOLR+QcMDCG0hAGrERExET",
+	"4aTUOfqb7XddwSKtsyJvlmfz2HlpKGzMb1kN94mFYwzWB5iyt2u3TDDla/+4iJbkQ6LVZReUCXIhle4n",
+	"TJENI2W6Sl/osBlKMKRjKJehmlxv2lKUB0D00zI4QS4BOeXgnhlBsXFXDB21FZYkMjHUfsDDgRHWrTkA",
+	"tjIxXE72S3fsEue1dn4JOCEQZ2InjpsXVLSderaZT7u3MIGad29nDHqUyG7Mhv9V6s/RFOg2lHc37e0T",
+	"N4101TfwLZUG3cn+plcRaLe+HVQ014DFOXPtZFCqgdYjtb+1peIxD1ktYrduRGpLSF3F15dejwv8tjzu",
+	"O7ukJJKYc8oer/l3wCwln3kJ8h9+qXQZTVhi2gDOBgetrIrMkN5AlfxKUBknsV2K/a2tWIY0Bg3+bf1t",
+	"Hdij7XRKTGKCCluFH4872NtrJcVnVInBICWPVRXKkdHFExYxoTmN/TZSlF65yQG6fJW6fYQXk6NeeV4B",
+	"yBwTUU29ptE9MN3uYY5HoLF/BOW8U/OGUWlNh9Oindd+kYWUrwFUGPQ8lN568uFwDNktya31aHqt+07N",
+	"6ZZtKSQu+gG5ozqE7GamZc+hnIW9ec16pZCmWz32hpmMRXmBDLTLuBwzXtOZr3K65SveF+YMSHP7Aaxn",
+	"XZL+ekTMcIyE51bZvVfSqOEeOWCbIhtXcCOqV+YhYvw2/dkjqqq8KXMHEZDlbqT3pb2RD58e/ncAAAD/",
+	"/6UpsY22qAEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
