@@ -117,6 +117,25 @@ type APIKey struct {
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
+// Caller The caller of a request. The admin has no key and no workspace; a workspace key has both.
+type Caller struct {
+	// Admin True for the admin token.
+	Admin bool `json:"admin"`
+
+	// KeyID The workspace API key used; null for the admin.
+	KeyID *openapi_types.UUID `json:"keyId"`
+
+	// Workspace The workspace the key belongs to; null for the admin.
+	Workspace *CallerWorkspace `json:"workspace"`
+}
+
+// CallerWorkspace defines model for CallerWorkspace.
+type CallerWorkspace struct {
+	ID   openapi_types.UUID `json:"id"`
+	Name string             `json:"name"`
+	Plan Plan               `json:"plan"`
+}
+
 // CancelResponse defines model for CancelResponse.
 type CancelResponse struct {
 	ID     openapi_types.UUID   `json:"id"`
@@ -1263,6 +1282,9 @@ type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// Who is calling
+	// (GET /api/v1/me)
+	GetCaller(w http.ResponseWriter, r *http.Request)
 	// List the plans' limits
 	// (GET /api/v1/plans)
 	ListPlans(w http.ResponseWriter, r *http.Request)
@@ -1423,6 +1445,26 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GetCaller operation middleware
+func (siw *ServerInterfaceWrapper) GetCaller(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetCaller(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListPlans operation middleware
 func (siw *ServerInterfaceWrapper) ListPlans(w http.ResponseWriter, r *http.Request) {
@@ -3298,6 +3340,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/me", wrapper.GetCaller)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/plans", wrapper.ListPlans)
 	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/plans/{plan}", wrapper.UpdatePlan)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/deliveries/{deliveryId}/resend", wrapper.ResendWebhookDelivery)
@@ -3388,6 +3431,68 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnavailableResponseHeaders
+}
+
+type GetCallerRequestObject struct {
+}
+
+type GetCallerResponseObject interface {
+	VisitGetCallerResponse(w http.ResponseWriter) error
+}
+
+type GetCaller200JSONResponse Caller
+
+func (response GetCaller200JSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCaller401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetCaller401ApplicationProblemPlusJSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCaller429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetCaller429ApplicationProblemPlusJSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetCaller500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetCaller500ApplicationProblemPlusJSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCaller503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetCaller503ApplicationProblemPlusJSONResponse) VisitGetCallerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type ListPlansRequestObject struct {
@@ -8365,6 +8470,9 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// Who is calling
+	// (GET /api/v1/me)
+	GetCaller(ctx context.Context, request GetCallerRequestObject) (GetCallerResponseObject, error)
 	// List the plans' limits
 	// (GET /api/v1/plans)
 	ListPlans(ctx context.Context, request ListPlansRequestObject) (ListPlansResponseObject, error)
@@ -8544,6 +8652,30 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// GetCaller operation middleware
+func (sh *strictHandler) GetCaller(w http.ResponseWriter, r *http.Request) {
+	var request GetCallerRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetCaller(ctx, request.(GetCallerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetCaller")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetCallerResponseObject); ok {
+		if err := validResponse.VisitGetCallerResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListPlans operation middleware
@@ -9939,311 +10071,318 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+1YbObcv+ioaPnuMwF5lYxtIAvxzaHA6rBCggXT2159zYrlKtvVRltwlGXDn5DnO",
-	"A50X20NzSlWqcvmGIbfNWGt8HcpVumtef3POL5VQDkdSMKFVZf9LZUQTOmSaJfDX0ThRMjH/ipgKEz7S",
-	"XIrKfuV6wEhHsHuNL3SI7BE9YGSUsFsux4qMaJ/VKkGFm7f/HrNkUgkqgg5ZZb8SYqNBRYUDNqSm9SG9",
-	"P2WirweV/Wa9HlT0ZGTeVDrhol/5+jWoHLMeF9x0fxKVj+dOJje9WN6RKH31hSI8SocxonqQjSLyGwwq",
-	"Cft7zBMWVfZ1Mmb+2HoyGVJd2a+Mx9y8OT22lohGkgs9c2SsO5DyhjD73rxhsaytNQd1z8LxvPVi7oW5",
-	"w/FaWW88p1Tp1i2bvUo8cqcopkoTZt4lCQsZv2XRAfygdMLokCRMjYdMEdrTLCFcp2MfMBqxJBu96bMK",
-	"nVZPjiul4+VCv9ypBJUhF3w4Hlb2s9PHhWZ9luDo+ZDr6XFf0D4jiv8z86zH8J3fc8R6dBzryv5uPTDn",
-	"HnuFU5+OoVE6hqtwwKJxzGYtoLK/z9tPlbWx3nZ+lMmNGtGQzbuO8MK84dx5rawznq/mYzWSQjGgW7/R",
-	"6JL9PWYK9iyUQjMB/6SjUcxDasa5NUpkN2bD//qPMoP+UmH3dDiKGU5HUx5X9mFITGnSldGEDKgiVBCW",
-	"JEC+4L+qsv/vL5UhU4r2zZCGY/M2I5TYocKE9ytb/lS/fgoqSlM9VpX9HaB3XJuOKyfilsY8IrbbbKYD",
-	"rUdqf2tLxWMeslrEbt3w1RbHj6ruo6/+yv2PhPUq+5X/aysj81v4q9q6wBZw/aZ30M2dKzKksdkCFhGZ",
-	"kG7C6I3CCwkt1UyXR1L0Yh6uu+AnERuOpGYinFTfsQm5o4qMFYvIHdcDQknEez2WGNJgtqTir+Neto7p",
-	"YJZbQK/P0H352KvoGlY4Ew0/KTlO4IaYWTBYxzcy6fIoYmLNhTQdZDyOdFksRV8RLQkVUg9Ykt3Q3Cpu",
-	"Z6uYDWWpZeylrz/W2ml5wwQZ0gkRUhMtx6FZOK7SlYMVOxGaJYLGay4Yt82k99utyW7+hhbeWuqC2gE+",
-	"xrpcySHTAy76pEd5bG6kwKvIkluWHNiDZc/cgIo+i8zqmS/sagG1eMNZHK25Yg1i35pFDBPWM3d3nzTq",
-	"NfN/DUNLRgm/pZqRjcs3R6Sx13i9eUBobAQ3rvFuXJ1+ODlqfX57fX3x+ez8uPX58PT0/KNHS8dJnKeh",
-	"zeY0De3BDFeioPjJY+zSIXbvEUlCw5CNtCLdsU43jIdms8wiqYAoc7wNi0kFxg+Xp2Z7abpmNIoSppSh",
-	"wlQQOdZdORYRASmDjIzYxE0P5qE6MCJUMrEDoZqA3GF2wDDfyD8Mvyd0NFjzMDTdYVCzTsNY3Ah5J4iQ",
-	"ESPtyn274m1p3wxhi0V9prbqW1pWvgb+t+EkjNk+oaTaHtfr24x003/RqVZMB2rxAYGXVzsg+MljkTdo",
-	"DTZEakIJjur48He3c7Z780bMlXZM0GyxmbC/gydiNNZPfZ3NqQ2lCMdJYngluWET0q58+UK46b0WjpWW",
-	"Q5acROTr13aFhFSYiXWR0cW3hhAMuVKGdpnxT33mbST8tHgL8bWVttC2/EhbCK2RDSMVir/HbMxeqABu",
-	"pyeNB+RuwMMBYdSwLx7euHfVJolpeKPI3YAiTciprsWlThiNsHXzqnnCNenzW6bMCdFSEsPiD6winh4d",
-	"qgkuJ5yXM6nfGPKw5lkpUbbJa1qPtukrVm32drrVnfBlo7pHX7Pqbvdl+Cp6zfZ69QYc9R4MwBc6drKt",
-	"PfNeWGJbhdRVfP0xtvRMIhXOyRfXUp7SpM8eU5Vg9yFjkSKN+s7r3VcvSXeimfKXpOHJYRd0Eksa4RbD",
-	"SJZaGi1lFV9/rNMOQzfUyLRqjiH1ZQ/H4dyivadisuaa/T2WmtrFMuSDajKUSpNGvV4nIyYiQ0vgLhGu",
-	"kfVk9MLTB/7ItbPc8kHf1fSbx9YH7uQ4jgzPVkQK5kwfvtYMA1Bkw81TJm2htExY5E858K5g7g9yyxKF",
-	"D4EhkhFL2gJ4TpBSJ7WZEpS0a7PDyvZpR6tIjyrtttwwoIRq1hYyAaXYHMwhFRPCBenFvD/QZqekCFmN",
-	"nKHsCYqcHT0VqUjaFjQ2dG3ifrMia410LplOJtXDnmZJB4ekyd2AJYzcUa5NkwMWj9R+W5jR44pECeVC",
-	"GSEqNVwpYhZEDQLoFqRjI0klrMfjWNXaRrlBuxFYDrxep+0aVyyUIgIlyoyBdFlPJgyvAB1me2s0FrOz",
-	"tbyRc555xxyWD4KO9UAm/B+2Ln12fLbLaGK2zShSOYrbyC5HrtulrsbY/+KR6C4M0fJO1Pu04YpcESc3",
-	"yoQk7FbeWNn1g6C3lMe0G7NHUJUtCeNGPleTA6KTCaF9ygVRA5noeJJTCD3ifGXF+LE3nGUXMf3gsYhL",
-	"NgtzJc1MzFnV9Ibl9EIh7/aJkCSimnapYm0RSiFYCGQjNCe5lzAG0iZHCg8qhRFAKdf5Ox1JwQ7aIlsv",
-	"tMrmru/j3LJkYvqETla6WOniQteHI/6OAV8aJXLEEs3RZBgmjGoWHeqcvTGimlU1H7Jpo2NQ4dEStkln",
-	"6/wy/cPIEKH7cvNpjyeowCc01CxRjkEoFiZMB7CtLI6NGKgIHdEErOBTXdgLM2dWYhzbO4RG16km7vKW",
-	"3sWm4cyM++8KvJK38sJypJMPvIX3h/spbVl2/8PQHndERcjiS2vond7CJffDXeMvFSbMqfl35ejw7Kh1",
-	"eto6rgTu3ydnv3tjmDc721zpgDMJfnqXD60s0wHtveNzrLuBVIx0btik43QnuA4po9HsXpNkLBybJfaa",
-	"pisdtIUURMuROTeGXxsCCh3VyLXTHpQhtWw4ig1DlLcM5QCr0uB/EgbW1pAZKSWeBE4Ca4vmrpVaAztE",
-	"czm1TEW05u7LzSDV/AznFgRkB9RKrAoUHcBD6MuQG2n+O6AamXqq9RCw+YExyYxRkI2dZjPTbDZr5MTI",
-	"QmaylPTGeC+Qely0zo5Pzn5PWx/IOALBo0vDG4KWUHOJUD6A6wRathMyzJJaCjpOhBUY8ufuhs3Z3nSd",
-	"Dkg4YOGN0+KtAVi7i43GADOvTXOTUz41Q78uO9hxuZPqTSKHpGH2plGvB/V6fbWRFCkqnPhEX1LNyknX",
-	"DZu8wAMHL4K8FZDsOBbk3AAVY9Rn8bvuOLxher8tOl/aFZA0K/ukUasZsb8ekHbFiLKVfdKuKOAV7cr/",
-	"2zZcYGzeNL93x4nS5g3zsf3ua4dsKMbIlRs9HD3aVUzotoAvgHFaCXGzRo6WWyU4h2h58lT2rXSVtmq1",
-	"2iaeG0/6gA4r+43dwMzG7CNMxRBBWNlG/WuR3Jhz5na5lNwAJUUG57m/aBSBQkDjC+/Y9misWPEkO1ZV",
-	"9McPuXB/NxYRRWhj9vAyR/7Dhth3tsp5YtLvzk73oAmtyfNK2R0Oe/ayOOfuwxYlTKRo3Y8SphRHObdA",
-	"AvgtQ0OwIht4UchAjhMS0UlV9qpDKfSA4P/aR3eM3aByqPg9XgFlBTOQTayo7vox71n79f8dUR5PaqR1",
-	"T0MdT5x6mx8jUFtwjNzS2Ep8htqsuFHc2T3LFysn0tglDyr31b6s2ocJvTOqQe2S3r23hk7vhSofjmSi",
-	"s6vh3s9MlUyE0jCULXj8FcaUm5U9fiihbjdeNps7i5z9Dz63honHdHQhY44ix7xLcp572cij1DDYHEjB",
-	"njbbUVfKmFGBsiuXCdeT3NtND9Gws2iKRv78SwqWa6Hy4fqoUqbZnByeHRLzCfnHnCcwRSdSEJadKJAR",
-	"qDlVhYP0cmepC9+L5V0RZrRQmHxESlE6hmARPf0TrTxPT0wLY19E0D6iD8thox42PgABoWwP5r0FI3V9",
-	"mq/MSIb0/gS/24YTYP/IDgBNEgpHf5zEJSKcIE6BJx8uT6fJU/3B5yrf0bmIJ+jYzjkAMo3AdP0tj6JZ",
-	"jsCt/pw9dh99Q2kjqIxiKhbaScw7pZKJ/X72pKLMQkDj+LwHTrB5fdn3vwZFfRR19RIDxwDMWSJkB2j2",
-	"JBxsMrWFu2RbnB78p2z4hYu3/DyKHy4/IcB7DRQLPxPF+8KoTfhqjTzRXLP79CiWHBTataWlnrHG41er",
-	"CZ7r2obGo2jVSTyRoaawNm4h8oabbLhlFyvbrQvaLzPcOOK+FJX39v7rNCXPUMlAYuZbt4qLYH1IXhvz",
-	"p+MdmLXPYLSq6LHagbydfbYLq1BARt/O2fjy1Yn5LUsmV1NmNmuKqQSV49bpyZ+tSzC4vTk8OW0dTxvb",
-	"jBhuvqze0sQcRWWacI1foH+qknVn/wsuDPfsDSCkKoZgtKKyg9dL5LD0+mlZ+vhuwPwVTOXhwgpCs9BI",
-	"2QK10PT1G9XhwEgkK3JND634rtTwhDaMTgFJ2SFof0cbmeKiHzNnhQvICIDUbHhAIq40F6F21n9Kumag",
-	"ReFnd/dxdLPC2J1HBO3baJoEf14HWut4bONbqXNC6t/AAzEDtq7ZEIyFypkaA2djJEISFUsdkLHQPEYJ",
-	"z1z/g8yMul03Crci1OwO2ehY7Fvr7I8PrQ+tz2fn159/a705v2x9fnt+efLX+VlnM0CkF7jHaFvs1OuA",
-	"6FLYPmj5NWKVJeddRWyYItGYpa5ZsEgtR5vW1fa+zr4GaZwC3IeHCZKr8Y+p+5fTFBpOrJ+tLPzAyiIu",
-	"wKcllvuBK/0Ud5pcZbiAhOlxIlgENnPSkwn8IyBKEjEedlmiyA1jI4uQi3if62ea8EPRhPxyAOQXHCHj",
-	"pM+ErpHzJDK7CH6VlMekh/uA9ChPBFOK0DCRSmU/KRJKMyUwP1p+tKStKRmLaz5kclyqvHBFkrFRuCNG",
-	"o5gLFhDDwcEdgS6MDUp+lyQaJwAq2Nx3WFv0CozB9hSCdzJOz3Eok4hFJPUtmg0BHxng/LAjdMZZCesF",
-	"DMOOkwCIAdx+0gY/DWSiWULuuFA14txLRdBQ1oJzoyOGaoOSnWbTjWEre63gbWrsDis/k31sDqmLchJW",
-	"no7BC0tOIWGjmE5YNNPblQWpWKhC6jACZ61FphzgXbQuJpnwPhc0BlrhUTDPxJr5qedxsz/MTKysXVw/",
-	"N8u0LW8y8xYuZRLrLdwTTGCpUcO+r6tlTh+iKWWzVHssHeEtEzpTUKZGxvKxmg+3GggZsVKlwJzUj4cn",
-	"15/fnF9+bv3ZOrtGGL45ihhpeWf+R8vFdpl8SKg1EriOZ87+Wl4xRB0/wEBYErwKYza/E1o2MYRP93i/",
-	"ZmcHzLgnk4Ie05i2N46o1iwxHf0//z6s/kWr/9Sre5+rn/7rf5RyQcTmlhmPJ+S/r87PkHjbMcmxHo11",
-	"jRyC15kMGRWKiHEc155aZlnWSTvn6ptLEjO9HprI8dD3qjQMd8b3HivHuKvFpp2lTXAPEGkz5D/NkCxB",
-	"XmR1ps/uhPzeujZatxRe0DXAafBsxFxpEjMKQH5tzsh3kWgj3OVZULQR7YMbF8gGSjeKbMycGogVSxHa",
-	"MxmxS2iv1JxnxnWWs+lNjxAzCjhkhmD3M4ZLNelsOTFiK3OvbH3xiNpXjB/qHMDFROBSBx+BEA/8e0go",
-	"XtqFp9BjmNMDz3DcSInTJUS0NE00i0AWtYMxKwsnzAOLudes7HEFUNNM/kT9qHgLFg47YTqZnPcWpA5A",
-	"kcbsvnnfiKup4GyjE2HhDizMBoZOBZFJxAVNJkZaXcq1Zee4ijl1OeEjJXdOAFlT1DUfzvUirG+kz2Si",
-	"pSwCxVF5smC2qkGOuOeotKO4c5nFY5j1M87zfaz6xaPgGa4vP5ydoeH66Pz9xWnr2jdcBx589FPJsYBI",
-	"25bjWvkVSmPrytDBQKq/LJiczafgGiqbWBrdWQxRPT78vUYM+bUo4oSRseB/jxEZx6I+A7YEqGtydH52",
-	"fHJ9cn6GJHVIJySkSTIhHUMhO0RLMuLhDQagJlSEg1pbvGfDLkusKcK0z+5pqMlGSBWrKiYU1/yWbQZ5",
-	"jP8I3AuGrOBHFvmJCE1nBeICUOs93i+xCJHrslgaGxibCmQKteK9VCv2wkc3A/NaW+SitjDOFvDwE81K",
-	"saBhHvI778D76GAj2ER9tsJtiTCuq5RfLt2K2fyyVubbS9Dk4WwYyHa58swYGXeylhQ9YDxBTpXZTui0",
-	"5WQDtyULI0qvVpABMK/enVxctI43V7KzrGwvgSjbmJrpjEXMFMhmA6ocSHVzsaaEe/Hpm8tybxmNdYkC",
-	"DKhfNVvULfODFYlJxlYXeO9n6+tw6Eq0C3OXfzAon0V2z1cYy2WnRVcPQmAy7J2ed91iKfoAPRaMGO10",
-	"OMIYM4Cl522TAMsc8jjmDq0JGQWQam6m+P2pe2DOatlFOICIXSnIcev08F+lMSb4oDhuyN5w2frjQ+vq",
-	"OiDXl4dnV2/OL98HGSMJsM2AgOp+ePTWDD2vyy+FVFcS7d5TQfMJMzvOIqJln+kBSxZfWYRYwzuzjq7V",
-	"VaYOsN2YcrHvUXTnVPXNr/THwSRlaVbsPiBnH06BPgKjsn6BhMFmfrh+U30NfynQUKkiH/7rzZs3x8hg",
-	"gTw7n8Nl6+j88vjzn4enH1qf3x/+r45tkGvCzBlJExKYIaeZsBar5k7nnj7r1lKSBo7AqwF25LF4F9di",
-	"xYEaOWyLWxqPbSDLwvEboWFk9HcMMsAAPTNcERrho13ZJ1/aFXgZIg3G9fp2CA4B/g/DzBMQiJCwW87u",
-	"MBghewlVZhseQxXE6+BH7crXrzYerrhK34aWTWOGwSZVIh/6fruYaiPHAXcG1ZSNVA3ne8MmOLUatkQ2",
-	"7gYyZpsHbm/aYlo+u3RsO+Y3zDkC92Hv2mLB5gVI0oY0MYTB7kBKINoiO4rfY5kXq6oLb8dyqquhRZnW",
-	"6ojw0uTN0wMd5XL3Mj0TjuTMVhXnE8nHUAsXmIeeXi/01nl5ldDKqAuVw3ObwifNL5hfKhskVMpRVkeY",
-	"DaSaQXTNL0bqDqmQgoc0JqbFfRLLO5YQo60FREiiE8pjI1tHcla4KaYLuGAJShH5wclxLjoa6cOD0I6F",
-	"rYSZlXUf2CVcBa3o9uSCjsuiTJ9+FTEO44PQPC7j9gxjPeEt4ML7U9JcSOM4jRiFYUEspIMcsLzVbeV1",
-	"9gdYuoLFMJTiFIw0gqlwIskUuRvwmKW5smwOyzSXrNUS0coOFoKxEFz0a6SjbvioY7gtUy6jBNgYuT4g",
-	"HfigkybbITSOU6csOL3tVTaNOLta6SW9sIBz98Gby1arElQuLs8rQaV1dt26vLg8uWrN/BYut8oDsQt2",
-	"IHp/iZOaXi1LaXyTr4eXcOnfjKoKOsGA3rIcOAKCHxcGHC0Pqi/Ef877IA21fIw7DiMM/KVacJEXTwbS",
-	"wihElHt/zzDVQzYWiiutmFakyxSPGIihfq4mtBJtDHkfVTJSr9cbr4iChD96wIabBxjy6gKWMKsJ1xgX",
-	"3ZNJyCJAPIEVjmdYEBfDTEELsjH/+ZMUFbHJJdNxvwAUNI794/TCD0FRB56tRrA7Z+Hxo7E3dpp7myXn",
-	"bfGJ8/qZHmJmxM6fdnPCIYwgIDG/ZYYaRAyEEUvcEqaZgFVP2FBC3PyADf2JICNYag6LptCTSYsiOqBk",
-	"Dq2YDc2RA7U91XHNDAxFk5Ct0ccRpfqbMvIxzWLmM3cLbLp6wPU2bR+imFcyUkhvpTQ4cSa1Ib13r5p9",
-	"d9beiIUxTZi/lF6yIUVvi2vanFrTZUaZN0KUjNXaQhC+gC8Hhutae0fwmGN+Wd95vdyw1Yl4AybL6RGf",
-	"gdY05SUFndzL4XCQmTeAWQNIb9WTsGioLmXkW6nKDoITfVBmAEI2ff+MNlekDCj6FK5UQNg9oMn78Luy",
-	"t5fHMemyNNPT1GFeyKoQ+z/j1rl8D16KrKkZGB7pzSBN3lecQUC8RDUPo3IpPTqmkzI6Rycq5d8vfLDj",
-	"CzLghtJNUlvFRs6sju5VKiLPfG4TgtFQ81uuJwGRcZSmAds8QG7TnSD38SjlWNTIITK2Hu+PEwaOZkgR",
-	"5AkatyxJeJQXLrZf7taXB18uvNS+X6F4qb2Li15kt2lwqpjOE1O42zKZsbOFa77d2N1+ucRmOun0PRcn",
-	"00HeU0F+iTZzMjSqOBfXEIwdoB+ky/QdYwKEWfhGHRCapl3jQ6bBFjN3Hq9f7iw/ibIxu59K73yAKod1",
-	"zHERxuOIRQ9jrQsHCYjwGVf8D+9qGxFGTAjaMspFhWVu+sMutxp3P1r3+lk5fgZpP0SrD3gcmQOuyMbV",
-	"h98+fzy/fPfm9Pzj5jRnABIl4yiwNrOY3bI4NWJb4TFtj4RybKQMQ6rBIG6t+crcae/SYFIhnTDw2Klx",
-	"t+qgAUY1ujOEaESVQuNu8ZiZs5j1CKzLS2DIdYCjMBRJ4fiQQSGhwsH5s/addCBZP0T8ussHrJYs/xGa",
-	"qmD6hSIcC7nC0qd54TBdL2fz5YS319cX1sRaKph7CiBsgDkihsSBtGCRNeweU41XDy9O4GOWQLhBlo9x",
-	"RclyYVxPTkXzOXP+Eufl/aBMT/FJ01xaWxBnS+XGMrZTlNRmbk1Bsi85aUVJqoQWFHl/maHEpfObVvrf",
-	"HJG9nd1XqTsLkxWqMoUPsxh+meEvUmXZYFgcVZGquHSENguTrbLw31fnZ1WYKkuqYKLHhNNLQvo8yEuJ",
-	"zZYLpY3IUjrmKf9yLmOIjtkcN/U0wkUh0/xweeITnBsuoNaMnftir6A1mGP/c7HowJrKQw6slf3I0MkS",
-	"ZREofcJiRhUjkJtMSxc9VJ6GK00fuVKke0z5cD33hGfrmIk1n5fI2ssKV0g6R7Xjz0t5ER8SZM3ViOpw",
-	"8IbyeJyUcWyMGbb0kEhBrtlwJBMao34GWE3kaVST7fKdcb2s6e6dHxXwWPjnmCrdWhpU7Ud9lWo7S6NG",
-	"YSUfBhv1Dsli6OiSVZOQpxrpO0o3+kHIWdfgNQ9vFhZqAht4eq54GqLwlI7DXMBNULGJDs8Xmn8/pi9+",
-	"t4AwvjTsNXVupgc2yFPgElrg34WgEOfiu498wutT1MLFn6KU/lrPZR6P4TfNONH3cZv6p6w0B8TR6eHJ",
-	"e3CRHp9cXRxeH71dBVXrw6cWBRUVpQIXjHMn0OJJRtAOKOmjGGwdWZZKlrwwGhsiEqAazWXr+vJfn//n",
-	"5oHLqBezHoRtIA419yFAUhRkTM6BqApuXhreyF7vSLJej4fcprH2BPFSKTxzn/a4oDGudRlL86FYYNlB",
-	"fCwV6o4lVnVmimzs1OvV3b29TUsKKfoK0ZqaGilBdVBMB6B3Y/5UEDSdDg76kqHqEdnoTogNDbaq7M79",
-	"PVA5CH2kIrKPd+/v3Uf5wJF0DXb39rxF2KnXy/huFsXvV5H0BE+uOY2dOlHimCwkdUcYD5yRg6z2wKDU",
-	"aetZzcuSweIvgddsZkCZh8lLLfGZljxX2TRLMHN+zsxm02qjwclSReXPMCBYuQWqMuVXrVxanrr+zpT0",
-	"OOmZptJbPnrw17fPCbk41M1woz/mhQ+lgUNQMdPKLl6BmehBAoxpbLbwAl1BJ9ifufg3fDQqdLaS3DI7",
-	"npXd6zc8sRpOCViQ3dvBaAnjSYO2eGwREusMy/Z+zYezYuNgALue0RYlWSHvyIa5VZPcUPK0bbmzXyRi",
-	"j5XisySlJ/y2jsYyXznwE34+Vr6zH1kEdfnT8sTLW4dpspAh8DyxNb/j6R56G5a7KMVz613oPElZBRPl",
-	"yPljSKYpa/g+gukV0znU3cMS4aTIvILBGYFXRn4a0gnpyzRDP9AFm5we85vb2BiXmb1ebksohdSVdToy",
-	"shy8gR1CmJLLaq5GTLgO67V6PdfpQoBeYaFnw+xmrHeaJxSRUA9b8WWQLTauXibIBow87rtXl3DyLObK",
-	"c3ErDxjAqv3PB52sPoBV+5+HVTszfWIKpxR++Ggdz8ewrDjxh3S+yIu9yhDKkCXLjWKOB2nVzV+1+wXo",
-	"kZXP3qr9z0d+fIvLvwSWYZVhlAMPFg9jFSDCKuMpARAsP5jvQo0ehkWdCy/4FudoMXLgG3CSxf7zpyYo",
-	"y7rGn5iyFOQbj8OVCjT+kVvJ8JjVw8lKWXbMn52phB4gznVGUPsQEd6xFP22SMYCw/TS70HygreomJA7",
-	"LiJ55zAl0EBAVMwh9+AGbQsnIiaEEqwEklVPgtpxOl83yfSFIwLLH9dtAdW61QERpgsPHiET575BDH6N",
-	"gDwABY4FIxtSENoW6Z7vkyzG+kH1caY3dikZ3ejtsHTWx1e6ciOWcIm2uZhRhbvmEjdhXSGywW6ZiCcE",
-	"ZuNchpsPATQmvok8nShuT6n5OymtvnSFEzJHB8e/Jp4DesHxlV2ED6AyXsR06WSiZcmF+uMEq5shINSr",
-	"ykTs+QL7OrW4pGUh7+vi0dfFgq8IeMtL1Wuiu9fHXK+LgF4PlLweHnh9jO768NZHhpaugfBcGXj5MOZ2",
-	"nWGYMy5XKLi2mSa+yxg4XHFIrGFNty5sA/NWLUngvxm9fSJi+rRRyf7H6oaPqnKEu+ogXri603LxowBi",
-	"HwPV+Uh4yxV3bwbDe+xSbc8lz75jyTPPY/Gw0mWr1BmbfabWrKT04JJIM2shffRRQSXhu5gJkaZqArgi",
-	"AbYo5J2fOtGF5UKg7wZCy8FrxgWJuWCbBHQF1BK0j3icT/tvZkEPwcI+BTk0Gsm71r8+n568P7murVA9",
-	"FXyeNu8X1iOHDja8wBgoIDujVmqyqmkiYdSVKrf86eP55buri8OjFg6+ElTSiVSCym+HR+8+n795Uwkq",
-	"WWL4SlC5uj68vP58eXhdHpeczDLhfrRhaYqMRYT6YL5ckze58ZwQdQqnoSp7PYhRxx1wg7UwEkoiBtmo",
-	"XZr1NK/+JuZ6x6+yednv0ir+cJBiBmB+bKIv8Zts+g8Mdbf7UHo3kEO5KjMzob7q0TI3RC539Fp4UstR",
-	"l/SSQuLkVSvurZrJms9ANlghoModQsilvQppknC2XEG81ZCt5m3EUB3ZBGVL2OPZvbaK1yrbOTNp9DWU",
-	"2o8mBK0M5pxfaSoimkTELrUiTNyyWI4Y+WIaDhB3oOlwFEBB/6+15aGghVpNpb5u79gUQZF4RKYzyTin",
-	"s7eceWxlft3yjmj/rGdLtcQ9fAzfdPFqfx8XdUkJv7UxVGuW0pzC0i13v21dzQdjNxbe2sfGcuQqX86E",
-	"dsyvgJZbO4+Rp5enlqZQ8q9UDY2nuUdpbG8pE0+lxhIWFGp+W2IibGV2ZleRhmKE2Ewu/4DDhjM5pUq/",
-	"leNk7igwdZ+IWEQQ+pvau6nSUKS6fFTLRjeUS3Vp7lXtW965dukZ9tNa9NBAQFismGevLh/TTBzbKtlV",
-	"ELk3PWS00VsEOYZEwMbNEM3WzLbCPQSTzbyCSxm4o5WOdGq7VwEWFaAhD06SwwC47TuFDnxfEdffzde4",
-	"eCeelsjl6dtjpc9J983PoZM+fBRWnBK378SECzMsCS/0wdqGVtgcQdaPluYP3shyC20ezPZgrg53etCp",
-	"f2TE08PG8Ligp29y++fDj1YfwlMgkFYcxZOAkB6wGY+MQ3rIcXhcKNI3uphLoJFWHMm3ACStOKTHxiR9",
-	"I1FhDsDoG52OxRijb0O7F8OMvgHJWBZp9PS04zlnxuycGdNymDnHLBwnXE+ujGBoHb+MJmxGMSgaDY0G",
-	"KW8YJsP307wcXpyQGzap2bUC95ZtK+15oPUIC6Zx0ZMlIBsssNSHKrZ3qL1qlqg0UUCNfMxKlsKeYVif",
-	"TbWjyPHh74rIXlvYKHfQK4xSB2mAXLpSrhHoZfsz09JYIEzEkyxlqgeoeoESJ1SpoKSXMIaa/caby1aL",
-	"NAJycXlOdgOSpSwlzXrmKtFtkenCm7W2aAuXlQJroKBDoLNFR3zrttEhAjJadg7HeiAT/g8ku9wnv8F6",
-	"2ozpsA2YHryzj8P19gfjEbDyg1+/oGTLAjNjyFpGwwFTsAht4ZT09PUawSFjRCpXpAO5M0Noe8sm/Piv",
-	"/ygpOmTDJVmx4LOYh0xgxl/r+Twcmc6qzVrdWobwdKj9ra27u7sahZ9rMulv2W/V1unJUevsqgXfZClL",
-	"3KE5vDjxKurvVxq1Or4nR0zQEa/sV7Zr9dq29bXCWbfLvWW2Fh70WRlCElYVg3txCazygUn8IGe6y8Bu",
-	"Y9QTyAdny5lxgXlMY8oh7YFRRaizy1VOudIX0L8hXmokhQ00btbrtniHtsYuf73/4zxZDtb373K9Bvy8",
-	"OS2jWS/K/CgxeyaARlEk3y2XkbfNhwWZdWdKhoTm80Idshk03bicvwWo0KtSGcxKLPNkopf1nIyyW5AY",
-	"mtD1NAOHUXoGhUqz3nxZbTSqzcZ1o75fN///VxnthRjyWTxw5+snSw/p0tq5l9d4ui7q11noIBUQNaRx",
-	"zDBcVWnwVezUG7O6Sw/b1gdBLZ1hEX60vfijNzLp8ihiYFjbae4t/uJayvdUgI1hF8/2/PdhZwWN8YPt",
-	"pebh0kcgdxsPhzSZ2EuWih3qhb25hjHRvnLOelX5ZL7KEYWtL+Y/X8HgQhM6ZIYd2cs2A6MlbA5sbp7b",
-	"GmKW6FlrXyajoBiTnY8lQAafgH6Fg/l06oppZQPiLQjUub9swTARubqYABXTA5aomuNKHh2D9AWYiDSj",
-	"EFlOGfASA2ULXArltkhzKB+4cDlMXAChS0Li+47rdrHCCiRcg2pSaOppC+4KP0+y0pOOXYJlW42gTgow",
-	"cxLSkf9mWxST0WYJK22xM/+iBqT8AreFedWnlpDjs2BiR/e4Q43Xa7tEYVUPKJ2CKept8k90OuD6Y3bl",
-	"NLv6PoHMtD1YcbPeZoEAyaTaQiY4XbP4aap5j5XzDFOQk5Fc6Q6etKEInB0GZNPgGplznh9lyOMs6/9v",
-	"MpqswovyBuXXReq/W6/Xvy577KeR0IWKuxZftw7vnMk6p3lnGfMscM/XRe7ZqJezz8brEv5pXl7MQHd9",
-	"BorZ8gv8c7teykCdXWoeB20UOGi9hIXO4qHzmejug5hoY/nT4vPO2bwyld2w4I6ZmuWWS7Cl32iUnsRv",
-	"x2DrO4u/OJP6jTk28EFjeymODPnJkYU3l2HJtzTmESQh/Bn4/hHEPdjKAumuz+f79myqLYuW4ExtfbH/",
-	"npxEX03Htt76QpHAffZCER5h4cMMfrM5Q0rI+porKyxyVRlBobSeynt6Y9m+64lEY0aEvAtA6WbOx4LY",
-	"k8BlrjQ8CRL2tIUNgSEnOrXd+DPDCgskYSHjmIaQakJjSLtOtJQ3EOsUUkE0s5VDsDRpGUO6hOUuokem",
-	"CH5zNYKf4ci2c254n2LV9zKxPwcTE+M4zoO+KvXuK7ZD66y6R3dfVXfC7V71dbQdVhu9JtuOdsLd7kua",
-	"wnr2F+EVoMkGbXa3w52ouste9qo7tNGtvg6bUXWb7fR26cvuq/C1+Yibd3dpo9sMt6PqDts17740776K",
-	"qnus3nPt5IBC+xXMUcUiAslxzc2cBmrtAoPKI7FmKUYZ8srDSKVJyZam4FMwoXIy7o5u4M7uL0fAf3DS",
-	"esVEhChTJCG0T7nwKKsjozOIK/NN1qVmF8hr6d6CfPupapvqGq76LQsThimWp40rH6eNpQvpdmb0ciT6",
-	"7zFSHUuj857/tYj0Wkaf1a0LRQDckiaGdCee79l3MF3ks5VP5Vsvv3az+P8l63MFZnUqgPhfkQ+XpykG",
-	"XxtVPMWCl2dJbwtz+zc6JWysE5BOEXfXCdqiU4K86+xDLnaj3Moh2wyIi56KJ4DCkiKf7ti3ojuDLA0H",
-	"GRHiiijeFxAmHcfyzqWldkjftkihvmrEQt6zNyurgevW9IUinbuBYuHnjiUv1kzeFmDOsBkeLWbaJoA/",
-	"zC2kkJqATRsM71gjwBZzAYXepmqGAF0qCI2ihCnlEmQqltzyFP4imIadCEzDlOw0m21h0253tsZJ3DGd",
-	"Z+YAcFNYe4QRzTpFhatja3HLHmylTdu/0aiDRsRYxKJNm7DfTCeAPvfKxLMjkJ2KVGUN04FD0y4N6vxU",
-	"dCDABtdsk+bbLaxBW0Ck7lde9hphI9xtVLfDl93qDt3tVve6r1m13mtETbrd3Ql3o+Ull9KVWMlo0Vht",
-	"pWaIrb5QNn8xP1npcUnhFe+B4X5wMd733v2xl7z+/d2//k6u7/7z4eL49cnpxV8nsnlKT+nVXWXFfZkG",
-	"LaOc/fR7Fk0xxflMMMiKM+OaPFsPfkXrgWOUhJJwdrWTB8i8W18y3fErMmhzIctq9aGJ2OdMYDs2Ry+z",
-	"T9TIYZpsNtWzuSA9MKB5tcEMt8Ialnkijv2UEfEcfdqZNcLoWSr8tkcTl93IhUudxmCxipXpVD5ZKx6U",
-	"35leeErqPzYX++F50orM6Pnqfdur9zvTK9y7gqmhrNPsla1WZlIE1P+SLMQzVS9lTnnhM4+ACHZXMK04",
-	"uwpY8dpiw1rxAnLcOj35s3XZOg5sSNFmkGY5B8aUhhehgvRCpY2EMmI1cuzsqPC2zWmVDYZQ8E6OoDBJ",
-	"W3RscYCPrd/enp+/+2y7/9fny9Z16+z65PysQzZekYhOwDFrE+JvlukpninoOFutBbagcxFP/NHZteFu",
-	"VrPMQ2nU5nI3fjpWdOFJwar2S7xowzDWtTSl1qV/f8qHiBh6+FDjLsSylJC3QzKifSgV4ck4z2TuO9id",
-	"RDnNeGJqZxnvViE6ppSumXGq2XW2re8pYWCOsQWtAyKTCIhQd0J4VG43Ps4BhJc3GRMtScyVfmrT8a9K",
-	"I7J1X4Y8pHv0TB++A31wN5Xk0fSONvhPZ9uj/6Qxj6hTc6HOqk2NKRMsmUpVWh+/4TC4+J6r4cgV3DkW",
-	"QcpJstNsZiYaV1+xzG6ZHbZ1TJYwFngW9Zk7/wiJ+Te00+MQWCvH2iaYGtrsUPuVtyyOZUC+fMFCfTVD",
-	"JcjXr7DakIin0k8Y0xkBuL48PLt6c375HommpSrupac3lmVL9p1tmxZa/6eDfDeC77oRoIO+pvVom75i",
-	"1WZvp1vdCV82qnv0Navudl+Gr6LXbK9Xb1SmNm0Z2PET7qt3CUqorTWRPps4VzBx/g7n8GcASGEhZlpG",
-	"yWcS8gWi2taXyLOYzLVvXsmeE8pcpmRnvsQMCDbdMVZMozpFJjtMUhgzaoukHRCbeMvH55pxqMEsg2eB",
-	"+j/bOn9wW+cKZ3SGxfNqIO8c9i0r3+4kBZe3xAobL2zV91Iz6LyzU//evO5X5kf5GsjPl/G7WD9Xuomr",
-	"WQVy5vaFdoECs9m69TJ6rNXvLG3lCrUShMPy4XCMddCdfmLRG3A5XWBll0HGxZS8GJ7m8aissm1W4c4c",
-	"7EUaiyMGT6S4AJ9fRTGw4/nOWkGU89YsSwAXEdM0rrT5ACrmNmoGMTMHybb/LGT/ikL2YRQR6rb4kaTq",
-	"lNBtfbH/+jrTRIpCD6SDL6NXNIexW0rk8UnPE0s+T3yfG49/n3/Vu/xTSCaLbtl60kjwZfZ+EyzpeODX",
-	"oVakMSPI5zbHvMs9AHNz6JcKRplUsZK/JPus1BkcghmfjGifC4pCd5nDJMs8+aP6S0qcu36KSvEErt10",
-	"UXzf7vxxgAjJVU7Jmb00JSlU110TQJu58WB0s5NNYWBgmsG09Bvm3c7fWPa20xa2QAnEerNoc5/Q1Ffj",
-	"8MgQ5X1iTpjADBkkGQtCYyXbgva0jT2D1u+oci47IoUHwkMHf9mS/J1W4F13FS4/nJ2dnP3u74w1On08",
-	"PLn+/Ob88nPrz9bZNRbx95KHYu4UwCyRDcUArWdm3ym7p1tfvKCvr1uIdOpszp6g7eiNTFouRXQ60WLh",
-	"6V/WR5jeqsUuQm/7NvJRQ2DmV2kyAJKwUCaR2nxm3N/Bk8h85uFYt/ewXD727hFQHtD6S9X2lsv9RIVH",
-	"26y2npN/C0ZArAgIYCbVFs1605WdRkbvpcpwNe90SfSMlziqLSC1MPkIxESQzknEhiOpmQgn1Xds0gkg",
-	"dHbETD82FoQObfYOm0WjLSBnRsINR449gmwLGJKI93oMpgGfYW6ItKkbBqEytC126ns18o5N8sCrrDRf",
-	"cwfyRGPhuywqrgRfZRc4vZmLZIAsChl5hqI9EAUgwrhGrv2xptE5UwtBZqzDgaPVhYXAaiiUwLyvQjli",
-	"UX5qwZxFSNnwgNEI8ppZmlzYwRxN9mvu7O4uqmLzaQ1jTlq9yKXYimi+Dk9zFqZ1Wa3qKY2+xfOzkhlp",
-	"xeBvJyTsV7ajZtjo1ml1r/eaVXeiV2H1dfclre72dpj7rbJOOLOdVpTdixJu5V765ThPfQnOcyRFL+aY",
-	"GPqh9qIZW+8npZtK+KIpjyv7lYbDkFSCCvgRkVhluABDYQo1j2x2N8QJhGOl5ZAlztrLFYG8PZAG3Jb1",
-	"2sK7CcnA7FHaaTazHHbWooUt5vMlqv0tC0mvRezWTUltcfykalteOkGKnewM2wW0RmIa3tgEjNPssWwp",
-	"IMLRvAqcRZM+hzqDimgpobou2ejkBmyYnCa4LJsHmJjQqAERo1HMbW1SKfqYPEKkubsIFsglG50RFBqr",
-	"hnTUCYgNhUTNm8WRleF+cMHHXvucSLKO9FPtusRgC2Sg8chw2kZQr9cLimc+4pZsOAB26+yPD60Prc+/",
-	"HV4fvf38/vB/dWxiKyPvbBLIO8bS9FxGBjF/m7POhkzogDBqrgYodc7bKu9EW8AJCIhjUlkIMOmkFas6",
-	"2KD7gWfcFtJXYpIuK6IRI6FBFzggNY6x4DNKR7YABsA/oRIQSBptAStHRlQpK5T45hGbe/5uIGPIIyYk",
-	"6HM0jvcxRBYrbULKMlewGYaw09zzjya047KPYek2rlxWsqhGDs16wBJBrDBIPtRlQYOVKEhCluylc4ck",
-	"oKk0hAp6J2EjKAS2Twzv7GweEApNZ8PMZCTbYFu4PGSwFDDvbga72KnvOTnTNGQuuyD6jofMHQR4uS3s",
-	"2/Vl5MXf4OyuI/5YvXKGIGRUXO/kvLOILhqyaqMSTH3ze2LLI2TiU8OQ759HgIIFfUopKlvwleUpdybT",
-	"movTAtanh4tYeJTK5CxMEmDuhbt1ZAMi8XE4m2UE4lkme0If3omTXn4WXp23F3fH8c0DOXbO7rfAdecL",
-	"CC+yvFxgJwWBzUVeodvBmb64VpgI25m2yIYzwu7W4agb8g1HffPA8NuIqbPUJNfBVKFoaoDsm9DukoZM",
-	"aKyD+TkMOzH9v7DDDQjib2HYmE46tT6AaJIFfl22js4vjz//eXj6oQViB+lONFMoTmw0XpJ3/Dc/8gsy",
-	"j2EubEzQwbNEGLRrbX/u8qNJACuQjuKxIrt18v//f2Tb/A9kvWiLNB8a8Fz+D3MmmWQsyrja70z7FpA1",
-	"vaMuxHWWf7TWBA+pze/93iWoZJjhCyNV+SqpxMotCBmC2ob6geli8egaf1WKg8EO8I88qHoOJNsOwzoi",
-	"5neXMpKj8/cXp63r1nE5YDt4kBEgWeCsLu19fZHBfO1D/55UjJhnqLj2PUPPdvLv4OBeQlVcOQzPyzq4",
-	"yK1coPKYyWl1rF2+y1lQuyOXLHka2Y1FBF1ZiAyPyBVJs0uBjmI0KqiSTI4Oz45ap6etY4w8ThjDtJVo",
-	"jce+YlcqwqLQ2wIB5CzyzMaHAkVITKnhHH9WcETGMqCKCOmlqyITpg/s0KbdgfDR1hdLkdyydkrTLcFP",
-	"c3jMqkL8Cuwho264lCsZQnHgl3awpYEmuAWYkIuGIRvpZ5Pojx9Bgmf6EWxYZZ7w2UU5SEeze42vVZVO",
-	"GB12nHDmC8vYDki7IOnutwVIujXLzjsBSr41d9PNAyPdud+BXMCT7I22AAEU7BsdHu13MLevMudPhMxC",
-	"gTYD0oHu3e83XESbSJU6EdXUPP/vq/OzTQhqFFoRBEB0TqnSVXhUPTnugHSsADmMqJxeIodGLkcr0Uhn",
-	"drqr68vW4XsvPcJmYFZEoMBMwTsZyuGQa3WAcjIuHZJI23turjVyCOqDECzUmf0JcjzwCER7xm9ZBEZv",
-	"yGYvWI1cQavoVYRU5kU/G6zqiCVtoVhiBOyNneaeSzjHhrBKJIylYpEbVn6KJ8enrQ6amOQYGaNZrzKa",
-	"iYNJaWbLVSBejWeZPYFPLc9aINtPnc4c4a3waJ/sNNsCzwfJncC2gMNBvrT9jMDtyn57KUrdrgRtI1zD",
-	"ByBewxObh8M8TKXTduVrW8CKTYFIUpdkuRAI6Bac2LMc+I0z7+KNLRgF0rraKenFB+vKgzPjIJiDb+FZ",
-	"6BidsUO0nKLAZXAp2TP0i2qwMRxgjkqbQLqTxkuA4UFGkAMTtENDi+Bz+HRAwbyhU4TahGmv+isOC4tl",
-	"cE0iyVQAfn2rvkM6+B6rtQXkEMV2AZQAtcLwXlKioCqCeRbAD1gdujAKLLK9karEAdF8yCIz7ICoGz4a",
-	"mWepZLqJTQmZYcdUW/RkAn60rJdU+MzkyEwMvXYVXbhyJLYtYn5jSGtWWGxjp7Fdmg/H7J9DkD3Y5m7t",
-	"BHQ0SuQtjXNZwO1TFv1mDi1FG/yySqgZ2LU0Y3wS0/WDEq1PT9bsHjoS7Fwrq80wTYY0n8xaGKTNm2Rv",
-	"mGHSz6bplU3TP0NSdSvKQF7gVL80Z+1RBGvhCpaWytUXtA+UN5Hj/qDIY3K2ZN98bAjziPZZWwxkHGUm",
-	"1w4YVzuZ/blRr7sfN61T+JbGYzCr2vTKGTkj3QmZaQgGS6+QaJTuJ/IuK3bUFktYanOIdaxfswCxZpYG",
-	"bMCz4Niuin9GAaxZGmvozK5QPV3H9OeC45rlu4QtXozH9c/Qr0bAViQX5fm2Zty3H8DaB9DMpzL2ZQBd",
-	"CIicwugC4MGDpkAWXPQmWWqF9U+hYhpJ5SDn6tmwIA7nKfMLAhFzRSabNXKi2yIZC7UYFLzh405fZOmJ",
-	"uHLOLgxZMK+BsbA71oAbMTLqiAsB+dVRqkUtOWGu2p3Z9ba4YZMaAbqEcmaqs6VxKtkSQTk3BLW7ztsi",
-	"bdywFJv/DCIt+pSLgzTwwqKWbXQHCtzYZVtgesaA3LG0dF1s5pXgEyvYplI5wlay6cMA2sKILzoZi5Aa",
-	"IZ1qMoOkE1h6GB5Kt+YcwO5ZWAy4C9NJQ34eWAgw2CrSgfN53uvUCARwUJuiksikLTLrb9ZCSAXpMkAc",
-	"cyO+g2CNtRDvuGKb5dWIdDJ5PPPrMxL12ez6wNzkOpnkgxnSopw2q6qwQs3SIiNs/UqBgxngXuWKd1gk",
-	"YQpUEA6a5sIQvLAJ7QIBhvspDJBsNNDW6cyXWP2nLbCyLVCHPNbBXgcci1GJAb0KFAWwC24ImQFyg1o/",
-	"TsJiRjM7I3Xrh3EJoJwTmxe7Lbo0vJG9nh3dLMHyD1jJnycK0q7aUwRAwlL88oltYZYnmg0XC8DenXm2",
-	"nH6HSDNv/VcmjpmPdgFi625gBCRIn2txhrmAWhEpI6SEDOh19hMYEzNJL5UeeRYHiwJsWoFIkZ36zkEh",
-	"ZJeDNXEsQJw0VKWQFQ39Vi5qdwaOKT3Sa+OYLGroSI7N6/Wgku7P3JRXMeVDv96iF3kARjf7dIkUEpbZ",
-	"vKE8HidmEvXs4RxAUX3nr7WKMi4p0nlFGXFKuYitVOA7Prm6OLw+eouYIrQKnQu/IMGPiUvOztEMI2d2",
-	"IZ/p4fdImZGt/9I2hulNTKmJXxLd5QGYkQMji9Vfo4DiErR6NkzpB5rHIhBUGo1lsUeGh5CeBNOrE35l",
-	"Qo5OD0/et46t0QEdab72C2YTIxPfssTLPGZayQgMfO3nBUG7BoKwloZekSnklS2nX4BeOTwVLHiqsoPX",
-	"Ixt36vdqi2soF4ynGzHKHvIKyMhM3NQcnvYQ3NSqOns6nWfY1DNsCmFTS1DfZSgceHBRef/5SFzB9JtF",
-	"CTpylyvpEHgxD05SaosNKqLAus3BDoi1zA0NQvue2gwyt9aUnbgtrKA+bTv0iZAZWWo1dAFEQJfaYpHd",
-	"EF5/PAL0bDl8pjzrRR07O5dMPNu+l9upWNF7IVEy5yUax2y15GPpV/ka3+U5xq7SLp5LsqwapTlDU67v",
-	"eTp3IkXrfpQwhbEmlTrZJv/T/J/TaZvhXtRgO73qK2p0w3A7qu6x171qnTa6zXA72mG7PS+S6GsAXu3k",
-	"lsZXAKRSTmE1Wu8fjoZlj655eOP+trsjeH+gY9gudq/f8KRgNmhe15vZFNw713wIQUuz3ksfb3uPPwUV",
-	"ecuSmI4uIL2A2dwbPoLDNlZevCr+mdkmMpW9HlQ0H7K/pDBjb40TOWJbFzThanZibX8Lvr0iv47d093H",
-	"xWbP9Jo/K/nfweipPLrp6Hn2bE6teHDJ+n53647PaKvROoghHISllAOygkApnrYwt4H8IwUjG508fekE",
-	"pOPuSmcTsI8MIrQ7BZrRaYsN60wfjmPNRzFL66S7V4niwlD6ASMfBL8nbCTDwaYtEK95eJOKeDYVLqqc",
-	"KBCmAAOHEjCTVlz04zRY1MLlrTjacYtn6JWNlAWV1vRklGn3OwnlGID9hpkiuL0tLPggfQdrsW/sNPc2",
-	"gxxCgSimbZKsgUy0YY5mwdoC0qBAWgh9xyD7gjRsk8HPimzs1OslSVFmlm9313gdLOhc3jFFymeQ2dmk",
-	"88c1cOaX8DukP3/m4P+Hc/BVufVzmaf/w7JXpGWeVEboy8SAuVrd1hf3zwVVnSB3o+NthispIiQZygQi",
-	"PQBpkJWpTx2kStPJrEJNOf70XKbpxy7TtOCMLazMlB4d9CFYAE8m3ZTWJph9QurPPPaZx/4YPNYnjM/k",
-	"6Xv4uhfSptWg7VcpQ0Rku8u/WBCtBlT0rZcSNDGFOfMAOM3uSFEtxnxkISardoTBZjnED4r68bQGfmAe",
-	"Qb8RUE2o+gL4SWYJKjhHlIVRGrXV4h+FvCtTFD/ApXwSRXG7TnaAfjaqu8tftPyAVlK7nlnCM0v4AVkC",
-	"oYqwiD9rYb9qDsGI68fUwbbgMq0ekFXkWqWW31IlDpPWYkx9wtR4yKIauaBjZR5Tgpc7+ywF7UxxE/MN",
-	"e5bZnwn0T0WgA3vCnzEOPzilBfLyqKQWqd23o7UuDJKHN1hPgEXkbsANUcWEEJbWgllEipAFbWEL0wRG",
-	"jsAcTeAxQkfZ8AAjqbgmfQk+sCxgDPQB8Fy1xaWZKJLzdEiAE+PAAFy/Hh6zBOtk1uqZuj9T95+MujuR",
-	"5pm8/+jBr2afVqbvcMAWgdOyF4GGhjSOGQDkiGKMbNA4TpNI0WjIReBqWVjwaQaMuGETADVEkLanOyE8",
-	"Kge1fczGtnJSup8yWjKd8GLYULYd3/ZW/gygnjv/3Ljz7z2cDetBf2AOiYk4nlFMRY0cmoNNpIgns6rQ",
-	"pzv4CNnDDsMhxErHFLLsXJ6vCr1IB/OU2Asaan7LgE8uEXKI0NpTqvRbOU7gK740ZwtsJqH93WD2GtkE",
-	"5hG0PYM/ZyNa/Wr+xBiBXy0rWOq9v/NuXel9L2V4W1886WpR4HIe25fWajIHDzkdHE38J14JRLjhE0SP",
-	"R2wEpS2jfHSzTWRjUec2XzbkkR3IcVLq1c2TmbVikO31bT7o+jae8Pq++mbXN4eJf/Y/fg//48IbvKoA",
-	"+NFTnOa4ID2OnqZWynJfceYngALnoIuQOpjOva/SdFJKS0gANcNZmIl55tyvISjYe9M6u25dXlyeXLVW",
-	"9RI+TEL4CUhMsz6DxnhrtSyp2X1kUmO7+oVJzi8naABgoBCfNcLL+1B5w/xevWGTRXp3seii+YTkC7Yr",
-	"FiZMq3Il+vDi5J3pZb1bbNTa7PhbXXf+PTgc8XcMtsuGg9EkoZNZl8JM65n1fgdl+fDiBBbfO8rpyXwE",
-	"tluqZhe5Lh5gAmVCMdzaGuxd5i03mwP4CMTnAVVQU1hpmZSxWlQO8PQ/gjIe8lW1bzz/3yHsweemwDrr",
-	"3Vdsh9ZZdY/uvqruhNu96utoO6w2ek22He2Eu92XNItFCbnhlgnr8fvKfkXFN593ek26F8Ii3sob30yO",
-	"G5d77fPNH83b+l9/vx427l+Ntru7Yi/c+SaRJpGjODMpTJApbjjyZ877k6j4wtGpcjK1Cr/d+nLDJguQ",
-	"+j6BOiT22GMR76yUsdMMzIs1cmlegrgyLPgLWRtkVY5qJX5A055HmhYh9/GDZ+T+N3enmGVfePjW4pFB",
-	"mc/bdvdCWddISeIROMOPmiGq9NKsU21qOiEqttYWG5hqpcaFYonuBDb1Sg01o+xvvJ6doJj1pC0waQdW",
-	"Q0rGtjCAIhu5ClVBoWTTZlbtKmgLcGqaXbdp/4q1pVQheaAtCMXV7FJK6c6mpZQeoRjSdloMyV8krxaS",
-	"zXgCFYyWyXlSrHqU5bd6Lnv0E5c9Krlv+dvxGDWQirRrpdpgyxAcsN/MJjjXmXvZOpv9Wcs7qL0B8QPj",
-	"OLaWPK68zPbzzemn2Pu6Fq8sLYCtTpuiZLJf0kc9mbRoODhBnRqfDen9JZoXU+yMjNgh5gtV/rNrPmRy",
-	"rAtgHEhxfSLexLw/SIV1OdZQQOStVFkbIyYiLvq53pOxKG/WYQjec3FSjgLyUt3YB6Ce5ZpX4+5HC4rB",
-	"+iL2uWeCs7k7WXcg5U1LRCPJRTbmB6gS3kdn02uzum3PHpRFzgR7JvFQPxPG7+pZyO2FRwsNXXgUU8d4",
-	"gaXj0kUv6ZlHhMhblqSOxRfqAOhYW2zIxCVxg5wYAaFdxYTetAYT5apfWSJHDsF7EWHCDvOwLTDqiXCV",
-	"FlzD8kmAXS+vhFZKGB9oR/FJWqM5RaKay8PWpob1lM6LRyXlbt4PJuTNn4qKlztSfjm6bi6Zs0I+hyct",
-	"HZ70hrP45xCwV+Mjy0i57hJXlxB3E0CkFXnG2+vri8+XrT8+tK6ubW0imjAyYHFEtAywhLA2+6LJQCqd",
-	"A1yaB0ZIzmEyiXLph+Wd8AqCmPka/jWjpMe5ncqjiM7//lLpjhOlK/uNWXiy3Zx9ewD+hQod8ZptpBbK",
-	"Ycan1AVLkLgB7KSUOPktfl3dz5VbgGXdXc8S4XdzeE1JX3b/4FZMX+viVV1XUHwAedj6YoY212B9ROM4",
-	"FQJhIohFIbEUfZYAEcHWWHTgIhIJFWQ8snYtqm5YBDKm0jyOCRasTMsEMxGpWVlo8jdgOYP2UN7+igbt",
-	"X5D94V5NXRu0rfRsXWagw092aUqN5B5z2yeUHJ9dYem7DVdktbm7TboTzVRAYtplMaRGjJk27QdtEfE+",
-	"1yogL6ovwFD24vOLgJwcn9l6T4wn5F5Uq2aKw01idC9BTi4IjaKEKdNAWmKfjGSiD8wtwUvTSxM2mh9q",
-	"5D3WEiAhVazKhWJCcc1vmWOqJeZ9u56zrftlScTLFNA3OfhaSOOYSBEsI06Yd7not0VKUvoyK2ALbLpD",
-	"0tA68IN1prhu54DQtsDS5re2xpmhRbZ8WDROaDeeBLBwqI7CsFjiaiD4lcmwhrkbgi0/lilDNl2k2WSU",
-	"yzd2mntkRJVuC643a+R8rKuyV01AD4byulgFskst8cd0lYZy7jSbgZcosi0gP8kMLXma/j1QR/ZknzL5",
-	"ZRUVOTemp1SQv7O8tuySFKS0OVLZszr366tzazKzlWQ4ELXmq3gDIF+eNPZCEUO7ZEJ269von4TCltVD",
-	"SEXkYpzRBZLX1aYpuXWf3hkKDZXFUfgzEl2qFbaFVQuNcAi0kCtIDQ/h1UwPWGJGIyRUjhiAWdFGPDgR",
-	"UbVF1nCNHFoybYvann+4/u38w9nx54vDD1et489vz6+ur6C6rZ18wuz3kWMq8zVUsqqCeoH7sLaCOpOE",
-	"4eg/mOUoJVfNtdRLGP6y6iWuqV1OIe+eFc0fQNEsbsoTK5kDRmM9+Gc2dsPWSWzW6zaDAjgQEhkypYhi",
-	"yS1TxLHlAxIOWHgDCUsjNmIiYiKclDpT39p+1xUs0ros8mZ5No+dl4bOxvyW1XCfWDjG4H6ANXu7dssE",
-	"U772j4toST4kZl12QZkgF1LpfsIU2TBSpqsMho6coQQDO4Z+GarJ9aYtXXkARD8tmxPkEpZTDm6bERQn",
-	"d8XTUVthSSITQ+0HPBwYYd2aA2ArE8PlZL90xy5xXmvno4ATAnEpduK4eUFF26lnm/m4ewsTqHn3dsag",
-	"R4nsxmz4X6V+Hk2BbkM5eNPePnHTSFd9A99SaZCe7G96FYR269tBRXMN2J0z104GvRpoPVL7W1sqHvOQ",
-	"1SJ260aktoTUVXx96fW4wG/L48SzS0oiiTmq7PGafwfMUvKZlyD/4ZdKl9GEJaYN4Gxw0MqqzgzpDVTV",
-	"rwSVcRLbpdjf2oplSGPQ4F/XX9eBPdpOp8QkJqiwVfvxuIO9vVZSrEaVGAxS8lhVoRwZXTxhEROa09hv",
-	"I0X1lZscoMsXqdtHeDE86oXnFYBMMxHV1Gsa3QPT7R7meAQa+0dQ/js1bxiV1nQ4Ldp57RdZSPkaQEVC",
-	"z3PprScfDseQDZPcWk+n17rv7Jxu2ZZO4qIfkDuqQ8iGZlr2HM1ZmJzXrFc6abrVY2+YyViUF9RAu4zL",
-	"SeM1nfkwp1u+4n1hzoA0tx/AfdYl6a9HxAzHSHhuld17JY0a7pEDwimycQU3onplHiImcNOfPaKwypsy",
-	"dxABXO5Gel/aG/n109f/HQAA//8KOHykTaUBAA==",
+	"H4sIAAAAAAAC/+y9+1bjOLcv+ioaOXuMgr2ckASoC/xzaAjdrKaABqprf/2lTkWxlUQfjpS2FCBdh+c4",
+	"D3RebA/NKdmy49wI1G0z1hpfF46tu+b1N+f8UgnlcCQFE1pV9r5URjShQ6ZZAn8djhMlE/OviKkw4SPN",
+	"pajsVa4HjHQEu9f4QofIHtEDRkYJu+VyrMiI9lmtElS4efvvMUsmlaAi6JBV9iohNhpUVDhgQ2paH9L7",
+	"Uyb6elDZa9brQUVPRuZNpRMu+pWHh6ByxHpccNP9SVQ+njuZ3PRieUei9NVXivAoHcaI6kE2ishvMKgk",
+	"7O8xT1hU2dPJmPlj68lkSHVlrzIec/Pm9NhaIhpJLvTMkbHuQMobwux784bFsrbWHNQ9C8fz1ou5F+YO",
+	"x2tlvfGcUqVbt2z2KvHInaKYKk2YeZckLGT8lkX78IPSCaNDkjA1HjJFaE+zhHCdjn3AaMSSbPSmzyp0",
+	"Wj05qpSOlwv9eqcSVIZc8OF4WNnLTh8XmvVZgqPnQ66nx31B+4wo/s/Msx7Dd37PEevRcawre7v1wJx7",
+	"7BVOfTqGRukYrsIBi8Yxm7WAyv4+bz9V1sZ62/lRJjdqREM27zrCC/OGc+e1ss54HszHaiSFYkC3fqHR",
+	"Jft7zBTsWSiFZgL+SUejmIfUjHNrlMhuzIb/9R9lBv2lwu7pcBQznI6mPK7swZCY0qQrowkZUEWoICxJ",
+	"gHzBf1Vl799fKkOmFO2bIQ3H5m1GKLFDhQnvVbb8qT58CipKUz1Wlb0doHdcm44rJ+KWxjwitttspgOt",
+	"R2pva0vFYx6yWsRu3fDVFsePqu6jB3/l/kfCepW9yv+1lZH5LfxVbV1gC7h+0zvo5s4VGdLYbAGLiExI",
+	"N2H0RuGFhJZqpstDKXoxD9dd8JOIDUdSMxFOqr+zCbmjiowVi8gd1wNCScR7PZYY0mC2pOKv47tsHdPB",
+	"LLeAXp+h+/KpV9E1rHAmGn5ScpzADTGzYLCOxzLp8ihiYs2FNB1kPI50WSxFXxEtCRVSD1iS3dDcKm5n",
+	"q5gNZall7KWvP9XaaXnDBBnSCRFSEy3HoVk4rtKVgxU7EZolgsZrLhi3zaT3263Jbv6GFt5a6oLaAT7F",
+	"ulzJIdMDLvqkR3lsbqTAq8iSW5bs24Nlz9yAij6LzOqZL+xqAbU45iyO1lyxBrFvzSKGCeuZu7tHGvWa",
+	"+b+GoSWjhN9SzcjG5fEhabxrvN3cJzQ2ghvXeDeuTj+cHLY+/3Z9ffH57Pyo9fng9PT8o0dLx0mcp6HN",
+	"5jQN7cEMV6Kg+MlT7NIBdu8RSULDkI20It2xTjeMh2azzCKpgChzvA2LSQXGD5enZntpumY0ihKmlKHC",
+	"VBA51l05FhEBKYOMjNjETQ/modo3IlQysQOhmoDcYXbAMN/IPwy/JnQ0WPMwNN1hULNOw1jcCHkniJAR",
+	"I+3KfbvibWnfDGGLRX2mtupbWlYeAv/bcBLGbI9QUm2P6/VtRrrpv+hUK6YDtfiAwMurHRD85KnIG7QG",
+	"GyI1oQRHdXTwq9s52715I+ZKOyZotthM2N/BEzEa6+e+zubUhlKE4yQxvJLcsAlpV758Idz0XgvHSssh",
+	"S04i8vDQrpCQCjOxLjK6+NYQgiFXytAuM/6pz7yNhJ8WbyG+ttIW2pafaAuhNbJhpELx95iN2SsVwO30",
+	"pPGA3A14OCCMGvbFwxv3rtokMQ1vFLkbUKQJOdW1uNQJoxG2bl41T7gmfX7LlDkhWkpiWPy+VcTTo0M1",
+	"weWE83Im9bEhD2uelRJlm7yl9WibvmHVZm+nW90JXzeq7+hbVt3tvg7fRG/Zu169AUe9BwPwhY6dbGvP",
+	"vBeW2FYhdRVff4otPZNIhXPyxbWUpzTps6dUJdh9yFikSKO+83b3zWvSnWim/CVpeHLYBZ3Ekka4xTCS",
+	"pZZGS1nF15/qtMPQDTUyrZpjSH3Zw3E4t2jvqZisuWZ/j6WmdrEM+aCaDKXSpFGv18mIicjQErhLhGtk",
+	"PRm98PSBP3LtLLd80Hc1/eap9YE7OY4jw7MVkYI504evNcMAFNlw85RJWygtExb5Uw68K5j7g9yyROFD",
+	"YIhkxJK2AJ4TpNRJbaYEJe3a7LCyfdrRKtKjSrstNwwooZq1hUxAKTYHc0jFhHBBejHvD7TZKSlCViNn",
+	"KHuCImdHT0UqkrYFjQ1dm7jfrMhaI51LppNJ9aCnWdLBIWlyN2AJI3eUa9PkgMUjtdcWZvS4IlFCuVBG",
+	"iEoNV4qYBVGDALoF6dhIUgnr8ThWtbZRbtBuBJYDr9dpu8YVC6WIQIkyYyBd1pMJwytAh9neGo3F7Gwt",
+	"b+ScZ94xh+WDoGM9kAn/h61Lnx2f7TKamG0zilSO4jayy5HrdqmrMfa/eCK6C0O0vBP1Pm24IlfEyY0y",
+	"IQm7lTdWdv0g6C3lMe3G7AlUZUvCuJHP1WSf6GRCaJ9yQdRAJjqe5BRCjzhfWTF+7A1n2UVMP3gq4pLN",
+	"wlxJMxNzVjW9YTm9UMi7PSIkiaimXapYW4RSCBYC2QjNSe4ljIG0yZHCg0phBFDKdf5OR1Kw/bbI1gut",
+	"srnr+zS3LJmYPqGTlS5WurjQ9cGI/86AL40SOWKJ5mgyDBNGNYsOdM7eGFHNqpoP2bTRMajwaAnbpLN1",
+	"fpn+YWSI0H25+bTHE1TgExpqlijHIBQLE6YD2FYWx0YMVISOaAJW8Kku7IWZMysxju0dQqPrVBN3eUvv",
+	"YtNwZsb9dwVeyVt5YTnSyQfewvvD/ZS2LLv/YWiPO6RxzGZ4o0L4zawSdce8RswPNBpyAVxKSBCakftk",
+	"7G7fKNwp7zNvmJe70ihYQeGQQGMlA0jGjPQsH8UOgYR5W9KVMmYUTGM3bLLQaE4OLk5gLGPFon1iNinf",
+	"gWm6uBXLbyXMJY7Pe6DhzSM4uOaptR9UsnnjdqpJZm+cNfoZo3XbXThIuPJu8fypzD4pH/3p5jdy7asb",
+	"U7GQVpt3Si+EuwLmhfLhi5DFl9aj8ejRO371pcKEIY//rhwenB22Tk9bR5XA/fvk7FdvDPOusW2udMCZ",
+	"qjp9sA+s0N4BM1XHF83uBlIx0rlhk44zEgDdTyUqze41ScbCyZPE8qN0+4O2kOa2jczVN4KpkRSgI7z+",
+	"oCYrI1Ow4Sg2kp+8ZXgSre6O/0kYuBVCZsTxeBI4VaMtmrtWPQvsEA0X0jLVRZq7rzeD1MRhRFRBQEhG",
+	"9dvq+tE+PIS+DF+V5r8DqlF6TdV7AsZtsJqaMQqysdNsZir8Zo2cGKEf6VxvjAwA2eRF6+zo5OzXtPWB",
+	"jCOQsLs0vCFo8jfcAgVh4BtgTnLStFlSKyqME2El4/y5u2Fztjddp30SDlh448xV1tOhHQdDq5eZ16Yh",
+	"A6lANsOQVHaw43Jv7HEih6Rh9qZRrwf1en21kRRFBzjxib6kmpVT6xs2eYUHDl4ExSIg2XEsKHQBWoDQ",
+	"cIPfdcfhDdN7bdH50q6ASlXZI41azei39YC0K0Znq+yRdkWBUNSu/L9tI+6MzZvm9+44Udq8YT623z10",
+	"yIZijFy50cPRo13FhG4L+AIkRKsKbdbI4XKrBOcQTayebWorXaWtWq22iefGE7Ohw8peYzcwszH7CFMx",
+	"3B5WtlF/KJIbc87cLpeSGxAZUJLz/Lw0ikDzpfGFd2x7NFaseJIdYS8CT4ZcuL8bi4gitDF7eBli5XFD",
+	"7Duj/Dwe86szSD9qQmsKd6VyHQ579rI4FMPjFiVMpGjdjxKmFJclktgxv2Xo8VBkAy8KGchxQiI6qcpe",
+	"dSiFHhD8X/vojrEbtIIofo9XQFkNBIRwq5O6fsx71lHzf0eUx5Maad3TUMcTZ8fJjxGoLXgAb2lsVRtD",
+	"bVbcKO4M/OWLVSZCBZX7al9W7cOE3hkduHZJ795bi773QpUPRzLR2dVw72c2eSZCaRjKFjx+gDHlZmWP",
+	"H6pi243XzebOIlTLo8+tYeIxHV3ImKPIMe+SnOdeNtIbNQw2h8axp21aWh8lXCZcT3JvNz3ozs6iKRpF",
+	"6y8pWK6Fyofrw0qZKH1ycHZAzCfkH3OewOeSSEFYdqJARqDmVBUO0uudpS58L5Z3RTzdQmHyCSlF6RiC",
+	"RfT0TzRnPj8xLYx9EUH7iM5aBwJ83PgA7YayPdixF4zU9Wm+MiMZ0vsT/G4bToD9IzsANEkoHP1xEpeI",
+	"cII4SxX5cHk6TZ7qjz5X+Y7ORTxBBEfO05VpBGVq7XMeRbMcgVv9OXvsPvqK0sYaSuZC/dKaXFJT2HK2",
+	"APv+Q1DUR9EoVWLJG4DdVoRsH+37hIPxsbZwl2yL04P/lA2/cPGWn0fxw+UnBLaOgWLhZ6J4Xxi1CV+t",
+	"kWeaa3afnsRkiUK7trTUM214/Go1wXNdS8p4FK06iWeySBbWxi1E3kKZDbfsYmW7dUH7ZYYbR9yXovLe",
+	"3j9MU/IMfg8kZr7tr7gI1lnqtTF/Ot6BWfsMRquKHqsdyNvZZ7uwCoUQgNs5G1++OjG/ZcnkasrMZk0x",
+	"laBy1Do9+bN1CQa344OT09bRtLHNiOHmy+otTcxRVKYJ1/gFOmIrWXf2v+Crc8+OAQpYMQSjFZUdvF4i",
+	"h6XXT8vSx3cD5q9gKg8XVhCahUbKFqiFpq9fqA4HRiJZkWt6sNzfSw1PaMPoFCDDHYKOJrSRKS76MXNW",
+	"uICMIGKADfdJxJXmItTOzUVJ1wy0KPzs7j6NblYYu3P9oSMHTZPguO5Aax2PbXwtdU5I/Qu42mbEZ2g2",
+	"BGOhcqbGwNkYiZBExVIHZCw0j1HCM9d/PzOjbteNwq0INbtDNjoW5Nk6++ND60Pr89n59edfWsfnl63P",
+	"v51fnvx1ftbZDBDSCH5g2hY79TpAFxW2D1p+jVhlycEIEASpSDRmKQYBLFLL0aZ1tb2H2dcgDciB+/A4",
+	"QXI1/jF1/3KaQsOJ9bOVhe9YWcQF+LTEcj9ypZ/jTpOrDACTMD1OBIvAZg7eMfOPgChJxHjYZYkiN4yN",
+	"LBQ04n2uX2jCd0UT8ssB2HZwhIyTPhO6Rs6TyOwi+FVSHuO5nXuUJ4IpRWiYSKWynxQJpZkSmB8tP1rS",
+	"1pSMxTUfMjkuVV64IsnYKNwRo1HMBQuI4eDgjkAXxgYlv0oSjRNAz2zuOVA5egXGYHsKwTsZp+c4lEnE",
+	"IpL6Fs2GgI8MAK3YETrjrIT1CoZhx0kArQNuP2mj/AYy0Swhd1yoGnHupSI6LmvB4UUQLLhByU6z6caw",
+	"lb1W8DY1doeVH8k+NofURTkJK0/H4IUlp5CwUUwnLJrp7cqisSwmJ3UYgbPWQrD28S5aF5NMeJ8LGgOt",
+	"KAdEZH7qedzsDzMTK2sX18/NMm3Lm8y8hUuZxHoL9wwTWGrUsO/rapnTh2hK2SzVHktHeMuEzhSUqZGx",
+	"fFDy460GQkasVCkwJ/Xjwcn15+Pzy8+tP1tn1xhvYo4ihhTfmf/RcrFdJh/7bI0EruOZs7+WVwzh9Y8w",
+	"EJZEacOYze+Elk0M4wR6vF+zswNm3JNJQY9pTNsbR1RrlpiO/p9/H1T/otV/6tV3n6uf/ut/lHJBBKGX",
+	"GY8n5L+vzs+QeNsxybEejXWNHIDXmQwZFQpwQLXnllmWddLOufrmksRMrwebczz0vSqNN5/xvcfKMcBw",
+	"sWlnaRPcI0TaLMSFZkiWIC+yOtNnd0J+bV0brVsKL7sAwGnwbMRcaRIzChEr2pyRbyLRRrjLszCXI9oH",
+	"Ny6QDZRuFNmYOTUQK5YitGcyYpfQXqk5z4zrLGfTK0E5wm8OmSHY/YzhUk06W06M2MrcK1tfPKL2gIFy",
+	"HQvQA+BSBx+BEA/8e0goXtqFp9BjmNMDzwIWkBKnS4hhATTRLAJZ1A7GrCycMA8s5l6zsscVYKoz+RP1",
+	"o5UxkQnTyeS8tyBHBoo0ZvfN+0ZcTQVnG4YLC7dvYTYwdCqITCIuaDIx0upSri07x1XMqcsJHym5cwLI",
+	"mqKu+XCuF2F9I30mEy1lESiOypMFs1UNcsQ9R6UdxZ3LLJ7CrJ9xnm9j1S8eBc9wffnh7AwN14fn7y9O",
+	"W9e+4Trw4KOfSo4FhJS3HNfKr1AaRFqGpQVS/WXB5GziENdQ2cTSMOZiLPbRwa81YsivhcsnjIwF/3uM",
+	"yDgW9RmwJQgvIIfnZ0cn1yfnZ0hSh3RCQpokE9IxFLJDtCQjHt5gpHVCRTiotcV7NuyyxJoiTPvsnoaa",
+	"bIRUsapiQnHNb9lmkA9mGYF7wZAV/MgiPxGh6axAXEB4Ro/3SyxC5LosaMxGgKcCmUKt+F2qFXtx0puB",
+	"ea0tcuGJGFAOgR8TzUqxoGEe8jsXQ+69agSbqM9WuC0RBjCW8sulWzGbX9bKfHsJmjycDQPZLleeGSPj",
+	"TtaSogeMJ8ipMtsJnbacbOC2ZPFy6dUKMgDm1e8nFxeto82V7Cwr20sgnDymZjpjETMFstmAKgdS3Vys",
+	"KeFefPrqstxvjMa6RAEG1K+aLeqW+cGKxCRjqwu897P1dTh0JdqFucvfGZTPIrvnK4zlstOiqwexXhn2",
+	"Ts+7brEUfYAeC0aMdjocYTAlwNLztkmAZQ55HHOH1oTUGUg1N1P8/tQ9MGe17CLsQ2i6FOSodXrwr9Jg",
+	"KnxQHDekKbls/fGhdXUdkOvLg7Or4/PL90HGSAJsMyCguh8c/maGntfll0KqK4l276nsEAkzO84iomWf",
+	"6QFLFl9ZhFjDO7OOrtVVpg6w3Zhyse9JdOdU9c2v9MfBJGVpVuzeJ2cfToE+AqOyfoGEwWZ+uD6uvoW/",
+	"FGioVJEP/3V8fHyEDBbIs/M5XLYOzy+PPv95cPqh9fn9wf/q2Aa5JsyckTTzhhlymvJtsWrudO7ps24t",
+	"JWngCLwaYEcei3dxLVYcqJGDtril8dgGsiwcvxEaRkZ/xyADjEQ1wxWhET7alT3ypV2BlyHSYFyvb4fg",
+	"EOD/MEyxAoEICbvl7A6DEbKXUGW24TFUQbwOftSuPDzYwM/iKn0dWjaNGQabVIl86PvtYqqNHAfcGVRT",
+	"NlI1nO8Nm+DUatgS2bgbyJht7ru9aYtp+ezSse2Y3zDnCNyDvWuLBZsXIEkb0sQQBrsDKYFoi+wofotl",
+	"XqyqLrwdy6muhhZlWqsjwkuTN08PdJTL3cv0TDiSM1tVnE8kn0ItXGAeen690Fvn5VVCK6MuVA7Pba6q",
+	"NJFmfqlskFApR1kdYTaQagbRNb8YqTukQgoeUohLHe6RWN6xhBhtLSBCEp1QHhvZOpKz4qoxL8YFS1CK",
+	"yA9OjnNpAJA+PArtWNhKmFlZ94FdwlXQim5PLui4LMr0+VcR4zA+CM3jMm7PMNYT3gIuvDclzYU0jtOI",
+	"URgWxEI6yAHLW91WXmd/gKUrWAxDKU7BSCOY8ymSTJG7AY9ZmhTOJmtNkyZbLRGt7GAhGAvBRb9GOuqG",
+	"jzqG2zLlUqeAjZHrfdKBDzppVilC4zh1yoLT215l04izq5Ve0gsLOHcfHF+2WpWgcnF5XgkqrbPr1uXF",
+	"5clVa+a3cLlVHohdsAPR+0uc1PRqWUrjm3z9yHyb59CoqqATDOgty4EjIPhxYcDR8qD6QvznvA/SUMun",
+	"uOMwwsBfqgUXefFkIP+RQkS59/cMUz2kHaK40oppRbpM8YiBGOonJUMr0caQ91ElI/V6vfGGKMhspQds",
+	"uLmPIa8uYAnT93CNcdE9mYQsAsQTWOF4hgVxMcwUtCCb3CJ/kqIiNrlkOu4XgILGsX+cXvkhKGrfs9UI",
+	"ducsPH409sZO891myXlbfOK8fqaHmBmx86fdnHAIIwhIzG+ZoQYRA2HEEreEaSZg1RM2lBA3P2BDfyLI",
+	"CJaaw6Ip9GTSoogOKJlDK2ZDc+RAbU91XDMDQ9EkpCX1cUSp/qaMfEyzmPnM3QKbrh5xvU3bByjmlYwU",
+	"8rgpDU6cSW1I792rZt+dtTdiYUwT5i+ll1VL0dvimjan1nSZUeaNECVjtbYQhC/gy4HhutbeETzlmF/X",
+	"d94uN2x1Io7BZDk94jPQmqa8pKCTezkc9jPzBjBrAOmtehIWDdXlRv1NqrKD4EQflBmAkE3fP6PNFSkD",
+	"ij6FKxUQdg9o8j78ruzt5XFMuixNaTZ1mBeyKsT+z7h1Lt+DlwtuagaGR3ozSLNUFmcQEC8j0+OoXEqP",
+	"juikjM7RiUr59ysf7PiKDLihdJPUVrGRM6uje5WKyDOf28x3NNT8lutJQGQcpfnuNveR23QnyH08SjkW",
+	"NXKAjK3H++OEgaN5L5cPCAhWwqO8cLH9ere+PPhy4aX2/QrFS+1dXPQiu02DU8V0npjC3ZbJjJ0tXPPt",
+	"xu726yU200mn77k4mQ7yngryS7SZk6FRxbm4hmDsAP0gXabvGBMgzMI3ap/QNL8gHzINtpi583j7emf5",
+	"SZSN2f1UeucDVDmsY46LMB5HLHoca104SECEz7jif3hX24gwYkLQllEuKixz0x93udW4+9G618/K8TNI",
+	"+yFafcDjyBxwRTauPvzy+eP55e/Hp+cfN6c5A5AoGUeBtZnF7JbFqRHbCo9peySUYyNlGFINBnFrzVfm",
+	"TnuXBpMK6YSBx06Nu1UHDTCq0Z0hRCOqFBp3i8fMnMWsR2BdXqZOrgMchaFICseHDAoJFQ7On7XvpAPJ",
+	"+jHi110+YLVk+Q/RVAXTL1SbWcgVlj7NC4fpejmbLyf8dn19YU2spYK5pwDCBpgjYkgcSAsWWcPuMad+",
+	"9eDiBD5mCYQbZIlHV5QsF8b15FQ0nzPnL3Fe3g/K9BSfNM2ltQVxtlRuLGM7RUlt5tYUJPuSk1aUpEpo",
+	"QZH3lxlKXN7KaaX/+JC829l9k7qzMCunKlP4MF3nlxn+IlWWDYbFURWpisu7abMw2XIi/311flaFqbKk",
+	"CiZ6zKy+JKTPg7yU2Gy5UNqILKVjnvIv5zKG6JjNcVNPI1wUMs0Plyc+wbnhAooq2bkv9gpagzn2PxeL",
+	"DqypPOTAWtkPDZ0sURaB0icsZlQxArnJtHTRQ+VpuNI8qStFuseUD9dzT3i2jplY83kZ272scIWkc1Q7",
+	"/ryUF/ExQdZcjagOB8eUx+OkjGNjzLClh0QKcs2GI5nQGPUzwGoiT6OabJfvjOtlTXfv/KiAp8I/x1Tp",
+	"1tKgaj/qq1TbWRo1Civ5ONiod0gWQ0eXLA+GPNVI31G60Y9CzroGr3l4s7AiGdjA03PF0xCF53Qc5gJu",
+	"gopNdHi+0Pz7MX3xmwWE8aVhr6lzMz2wQZ4Cl9AC/y4EhTgX333kE16fohYu/hSl9Nd6LvN4Cr9pxom+",
+	"jdvUP2WlOSAOTw9O3oOL9Ojk6uLg+vC3VVC1PnxqUVBRUSpwwTh3Ai2eZATtgJI+isHWkWWpZMkro7Eh",
+	"IgHKLl22ri//9fl/bu67jHox60HYBuJQcx8CJEVBavAciKrg5qXhjez1DiXr9XjIbb52TxAvlcIz92mP",
+	"CxrjWpexNB+KBZYdmwJaqDuWWNWZKbKxU69Xd9+927SkkKKvEK2pqZESVAfFdAB6N+ZPBUHT6eCgLxmq",
+	"HpGN7oTY0GCryu7c3wOVg9BHKiL7ePf+3n2UDxxJ12D33TtvEXbq9TK+m0Xx++VSPcGTa05jp06UOCYL",
+	"1QsQxgNnZD8rsjEoddp6VvOyZLD4S+A1mxlQ5mHyUkt8piXPVTbNEsycnzOz2fzxaHCyVFH5MwwIliiC",
+	"8mP5VSuXlqeuvzMlPU16pqn0lk8e/PX1c0IuDnUz3OiPeeFDaeAQlIa1sotXSSl6lABjGpstvEBX0An2",
+	"Zy7+DR+NCp2tJLfMjmdl9/qYJ1bDKQELsns7GC1hPGnQFo8tQmKdYdner/lwVmwcDGDXM9qiJCvkHdkw",
+	"t2qSG0qeti139otE7KlSfJak9ITf1tFY5isHfsLPp8p39j2LoC5/Wp54eeswTRYyBJ4ntuZ3PN1Db8Ny",
+	"F6V4br0LnScpq2CiHDl/Csk0ZQ3fRjC9YjqHuntcIpwUmVcwOCPwyshPQzohfZlm6Ae6YJPTY35zGxvj",
+	"MrPXy20JpZC6sk5HRpaDN7BDCFNyWc3ViAnXYb1Wr+c6XQjQKyz0bJjdjPVO84QiEupxK74MssXG1csE",
+	"2YCRx3336hJOnsVceS5u5REDWLX/+aCT1Qewav/zsGpnpk9M4ZTCD5+s4/kYlhUn/pjOF3mxVxlCGbJk",
+	"uVHM8SCtuvmrdr8APbLy2Vu1//nIj69x+ZfAMqwyjHLgweJhrAJEWGU8JQCC5QfzTajR47Coc+EFX+Mc",
+	"LUYOfAVOsth//twEZVnX+DNTloJ843G4UoHGP3IrGR6zejhZzdaO+bMzldADxLnOCIp8IsI7lqLfFslY",
+	"YJhe+j1IXvAWFRNyx0Uk7xymBBoIiIo55B7coG3hRMSEUIKVQLLqSVAkUefrJpm+cERg+eO6LaAsvdon",
+	"wnThwSNk4tw3iMGvEZAHoJK3YGRDCkLbIt3zPZLFWD+qPs70xi4loxu9HZbO+vhKV27EEi7RNhczqnDX",
+	"XOImrCtENtgtE/GEwGycy3DzMYDGxDeRpxPF7Sk1fyel1ZeucELm6OD418RzQC84vrKL8AFUxouYLp1M",
+	"tCy5UH+cYHUzBIR6VZmIPV9gX6cWl7Qs5H1dPPq6WPAVAW95qXpNdPf6mOt1EdDrgZLXwwOvj9FdH976",
+	"xNDSNRCeKwMvH8fcrjMMc8blCgXXNtPEdxkDhysOiTWs6daFbWDeqiUJ/Fejt89ETJ83Ktn/WN3wUVWO",
+	"cFcdxAtXd1oufhJA7FOgOp8Ib7ni7s1geE9dqu2l5Nk3LHnmeSweV7pslTpjs8/UmpWUHl0SaWYtpI8+",
+	"KqgkfBczIdJUTQBXJMAWhbzzUye6sFwI9N1AaDl4zbggMRdsk4CugFqC9hGP82n/zSzoIVjYpyCHRiP5",
+	"vfWvz6cn70+uaytUTwWfp837hYX3oYMNLzAGCsjOqJWarGqaSBh1Nfktf/p4fvn71cXBYQsHXwkq6UQq",
+	"QeWXg8PfP58fH1eCSpYYvhJUrq4PLq8/Xx5cl8clJ7NMuB9tWJoiYxGhPpgv1+RNbjwnRJ3CaajKXg9i",
+	"1HEH3GAtjISSiEE2apdmPc2rv4m53vGrbF72O1ejFQ9SzADMj030JX6TTf+Roe52H0rvBnIoV2VmJtRX",
+	"PVnmhsjljl4LT2o56pJeUkicvGrFvVUzWfNZFd+x3Sp3CCGX9iqkScLZcgXxVkO2mrcRQ3VoE5QtYY9n",
+	"99oqXqts58yk0WbqkGkQrQzmnF9pKiKaRMQutSJM3LJYjhj5YhoOEHeg6XAUkIhq+lBbHgpaqNVU6uv2",
+	"jk0RFIlHZDqTjHM6e8uZx1bm1y3viPbPerZUS9zDp/BNF6/2t3FRl5TwWxtDtWYpzSks3XL329bVfDR2",
+	"Y+GtfWosR67y5Uxox/wKaLm18xh5enlqaQol/0rV0Hiae5TG9pYy8VRqLGFBoea3JSbCVmZndhVpKEaI",
+	"zeTyjzhsOJNTqvRvcpzMHQWm7hMRiwhCf1N7N1UailSXj2rZ6IZyqS7Nvap9yzvXLj3DXlqLHhoICIsV",
+	"8+zV5WOaiWNbJbsKIvemh4w2eosgx5AI2LgZotma2Va4h2CymVdwKQN3tNKRTm33KsCiAjTk0UlyGAC3",
+	"fafQvu8r4vqb+RoX78TzErk8fXuq9Dnpvvk5dNKHT8KKU+L2jZhwYYYl4YU+WNvQCpsjyPrR0vzBG1lu",
+	"oc392R7M1eFOjzr1T4x4etwYnhb09FVu/3z40epDeA4E0oqjeBYQ0iM244lxSI85Dk8LRfpKF3MJNNKK",
+	"I/kagKQVh/TUmKSvJCrMARh9pdOxGGP0dWj3YpjRVyAZyyKNnp92vOTMmJ0zY1oOM+eYheOE68mVEQyt",
+	"45fRhM0oBkWjodEg5Q3DZPh+mpeDixNywyY1u1bg3rJtpT0PtB5hwTQuerIEZIMFlvpQxfYOtVfNEpUm",
+	"CqiRj1nJUtgzDOuzqXYUOTr4VRHZawsb5Q56hVHqIA2QS1fKNQK9bH9mWhoLhIl4kqVM9QBVr1DihCoV",
+	"lPQSxlCz3zi+bLVIIyAXl+dkNyBZylLSrGeuEt0WmS68WWuLtnBZKbAGCjoEOlt0xLduGx0iIKNl52Cs",
+	"BzLh/0Cyyz3yC6ynzZgO24DpwTt7OFxvfzAeASs/+PULSrYsMDOGrGU0HDAFi9AWTklPX68RHDJGpHJF",
+	"OpA7M4S2t2zCj//6j5KiQzZckhULPot5yARm/LWez4OR6azarNWtZQhPh9rb2rq7u6tR+Lkmk/6W/VZt",
+	"nZ4cts6uWvBNlrLEHZqDixOvov5epVGr43tyxAQd8cpeZbtWr21bXyucdbvcW2ha6LOyDIO21C+DxL8s",
+	"SUuy2J17pXC90aIMG1Bc57awC52l9Dd/cEwxZ/7MtmSDRwHU9AngvG3WyIGYkFsa86gtcGOHdEKousEs",
+	"piSMOROabMAIpVAyZpskZjQR9gZZw0sk28LlODV7BdYpgQOuwrF3xmjcMaMvUWc8rPzK9CFMH1LvqJEU",
+	"Nhq6Wa/bCiPaWuT8Q/Ef527LsIfQYepqvWETaL/efUN3wiarNqLtXnWH7dLqu+7bsPomes12ezt0u9sM",
+	"ffqIxfore5XXvUbYCHcb1e3wdbe6Q3e75kNWrfcaUZNud3fC3dTaslc5CDOjyx4kGX6wAs2QLiwphPMH",
+	"6lVSJg9+BffATr0xq6106bY+CGqvNoPk6zvNd4s/upbyPRWgpO/ius9/HxiVoDF+sL3UqFz+BVyZ8XBI",
+	"kwn4HSWWE4pjtG9o2lc5E4iqfDKfuCtl1ljNvFUHQKgwXh6pitXnMS8mlCFwRQ1s2ocEUizaCoFcYGrg",
+	"mHLIJJI/radc6Qvof73T+u9yUwFAJ3KKe7NeVKNRCfWsao2ilrtbrnZumw8LauDOlFoGzef1JJTc7NG2",
+	"abQL6Ls3pWqNVQLmqRmv6zmxf7cghDeh62mZGEbp2egqzXrzdbXRqDYb1436Xt38/19l4gykZZglVu48",
+	"fPLv7FIGLy9V+HSp4YdZgDsVEDU0FxsjwJVe434vc/2OZdLlUcTEj0ARzCVLJXn1yt5cjzIgBZgmCltf",
+	"zH8ewIZJEzpkRsKzl20G7FHYtPKGc7iyfJakWwN6JvajZrAcTbe4nU8gEoSD+XTqimllc0xYXLXzKNsa",
+	"fCJypWYBfakHLFE1J+h5dAwygmBu34xCZGmaAHgBlC1wWcnbIk1Lvu8iUDEXCEQDConvO0G2i0WLIIch",
+	"FGhD62lbcFdLfZJVc3USKDiL1AhKD4F8TEI68t9si2J+5ywHrK0f6F/UgJRf4LYwr/rUEtLmFrxWiDhx",
+	"gRj12i5RWCgHqhFh1QebTxf9eLj+mLA8LViwRyDZcw9W3Ky3WSAAB6q2kAlO1yx+Wr3BE8V4BtPJqR2u",
+	"Gg5P2lBX0Q4DEtTwUukpA/NnhTR+kdFkNcnJ5yZvi9R/t16vLy3KTAcXFIpYW8jqepLeDNY5zTvLmGeB",
+	"e74tcs9GvZx9Nt6W8E/z8mIGuuszUCxAUeCf2/VSBupMvfM4aKPAQeslLHQWD53PRHcfxUQby58Wn3fO",
+	"5pWp7IY1rMzULLdcgi39QqP0JH49BlvfWfzFmdTH5tjAB43tpTgypPxHFt5chiWDdgd5PX8Evn8IoUS2",
+	"WEe66/P5vj2bassCkDhTW1/svycn0YPpmGH6hYUigfvslTIaNNQSzRBtmzOkhKyvubLCIu+vERRKSxS9",
+	"pzeW7bueSDRmRMi7ALRw5tyWCOcKXDJYw5MgB1Zb2KgycqJTc6g/M6vuJyxkHDN7Uk1oDJUMiJbyBsIH",
+	"QyqIZrYYD1b7LWNIl7DcRUDWFMFvrqjap9R5O4ds8SlW/V0m9ueQl2Icx3kcZaXefcN2aJ1V39HdN9Wd",
+	"cLtXfRtth9VGr8m2o51wt/uapki5vUUQIGiyQZvd7XAnqu6y173qDm10q2/DZlTdZju9Xfq6+yZ8az4C",
+	"08IubXSb4XZU3WG75t3X5t03UfUdq/dcOzns3V4F076xiEC+aXMzp7GPu8Cg8uDGWYpRBmb0YIdpnr+l",
+	"KfgU8q6cjLujG7iz+9MR8O+ctF4xESFwG0kI7VMufFuLJaMziCvzvUClZhdIFeveghIWqWqb6hquoDQL",
+	"E4ZZy6eNKx+n/Q8L6XZmR3Yk+u8xUh1Lo/NgmrWI9FpGn9WtC0VM6ZImhnQnXu7ZNzBd5AsATJUwKL92",
+	"s/j/JetzBZ4qKoD4X5EPl6dpWIs2qngaXlFeeKAtzO3f6JSwsU5AOkUoaydoi04JmLWzB+UNjHIrh2wz",
+	"IC4gMZ4AsFGKfAZx3zHlDLI0HGREiCuieF9A5oE4lncu07sDz7dFip5XIxbynr1ZWVlpt6avFOncDRQL",
+	"P3csebGep7YAc4ZNmmrDEGxNhYPcQgqpCbiJwMeCZTdsfSRQ6G32c4h5B+9GlDClXM5ZxZJbniLKBNOw",
+	"E4FpmJKdZrMtbCb7ztY4iTum88wcAJ4/a48wolmnqHB1bHl72YOttJUwNhp10IgYi1i0aWtgmOkE0Oe7",
+	"MvHsEGSnIlVZw3TgAOpL46Q/FX1ysME126T5dgvLOhdA3ks6ZJZ3upStxEpGi8ZqKzVDbPWFsvmL+clK",
+	"j0sKr3gPDPeDi/G+9/sf75K3v/7+r7+T67v/fLg4entyevHXiWye0lN6dVdZcV+m4wBQzn7+PYummOJ8",
+	"JhhkzlFckxfrwc9oPXCMklASzi4g9AiZd+tLpjs+IIM2F7Ks/CWaiH3OlDriM/tEjRyk+ZtTPZsL0gMD",
+	"mlduz3ArLAubJ+LYTxkRz9GnnVkjjF6kwq97NHHZjVy41GkMFqtYmU7lk7USbMXCU1L/vrnYd8+TVmRG",
+	"L1fv6169X5le4d4VTA1lnWavbLUykyIE0izJQjxT9VLmlFc+8wiIYHcF04qzq4AVry02rBUvIEet05M/",
+	"W5eto8BG6W0GaeEAYExpxB4qSK9U2kgoI1YjR86OCm/bNHHZYAgF7+QIav20RcfW2/jY+uW38/PfP9vu",
+	"//X5snXdOrs+OT/rkI03JKITcMzaGhObZXqKZwo6ylZrgS3oXMQTf3R2bbib1SzzUBoIvdyNnw6/XnhS",
+	"wMlVWeJFG9m0rqUptS79+1M+6srQw8cadyE8rIS8HZAR7UP1FU/GeSFz38DuJMppxjNTO8t4twoBZ6V0",
+	"zYxTzS5db31PCQNzjK0RHxCZRECEuhPCo3K78VEOc7+8yZhoSWKu9HObjn9WGpGt+zLkId2jF/rwDeiD",
+	"u6kkH6DiaIP/dLY9+k8a84g6NRdKF9tsszLBKsRUuerlpOEwuPieK4vKFdw5FkEWV7LTbGYmGleytMxu",
+	"mR22dUyWMBZ4FvWZO/8Iifk3tNPjEKsux9rmbBvahGt7ld9YHMuAfPmCtS9rhkqQhwdYbchtVeknjOmM",
+	"AFxfHpxdHZ9fvkeiaamKe+n5jWXZkn1j26aNVvnTRVE0gm+6EaCDvqX1aJu+YdVmb6db3QlfN6rv6FtW",
+	"3e2+Dt9Eb9m7Xr1Rmdq0ZWDHz7iv3iUoobbWRPpi4lzBxPkrnMMfASCFtc1pGSWfScgXiGpbXyLPYjLX",
+	"vnkle04oc8nHnfkSk4rYDOJYhJDqFJnsMElhzKitO7hPbC47H59rxqEGswyeBer/Yuv8zm2dK5zRGRbP",
+	"q4G8c9i3FB+eSgouFZAVNl4plDJKzaDzzk79W/O6n5kf5cuKv1zGb2L9XOkmrmYVyJnbF9oFCsxm69ZL",
+	"krNWv7O0lSvUShAOy4fDsTarlOonFr0Bl9PFKncZJDFNyYvhaR6PyopFZ0UjzcFepLE4YvBMisunhxUV",
+	"Azueb6wVRDlvzbIEcBExTUO1m4+gYm6jZhAzc5Bs+y9C9s8oZB9EEaFui59Iqk4J3dYX+6+HmSZSFHqg",
+	"wkIZvaI5jN1SIo9Pep5Z8nnm+9x4+vv8s97lH0IyWXTL1pNGgi+z95tgldR9v7S7Io0ZQT63OeZd7gGY",
+	"W5aiVDDKpIqV/CXZZ6XO4BDM+GRE+1xQFLrLHCZZMtfv1V9S4tz1s76KZ3Dtpovi+3bnj8MlbfGVnNlL",
+	"U5KVeN01AbSZGw9GNzvZFAYGphms9ACpXDp/YyXpTlvYmj8Q682izT1CU1+NwyNDlPeJOWECM2SQZCwI",
+	"jZVsC9rTNvYMWr+jyrnsiBQeCA8d/GVL8nda1HrdVbj8cHZ2cvarvzPW6PTx4OT68/H55efWn62za4gk",
+	"9/PxYjoiwCyRDcUArWdm3ym7p1tfvKCvhy1EOnU2Z0/QdnQsk5bLup5OtFjL/af1Eaa3arGL0Nu+jXzU",
+	"EJj5VZoMgCQslEmkNl8Y9zfwJDKfeTjW7T0sl4+9ewSUB7T+UrW95dKpUeHRNqut5+TfghEQi2wCmEm1",
+	"RbPedJXckdF7qTJcGUldEj3j5WJrC8jWTT4CMRGkcxKx4UhqJsJJ9Xc26QQQOjtiph8bC0KHNnuHzaLR",
+	"FpAzI+GGI8ceQbY1QUnEez0G04DPMDdE2hRk9FKEtsVO/V2N/M4meeBVVu2yuQOp17GWZBYVV4Kvsguc",
+	"3sxFMkAWhYw8Q9EeiAIQYVwj1/5Y0+icqYUgM9Zh39HqwkJggSFKYN5XoRyxKD+1YM4ipGx4wGgE6cUs",
+	"TS7sYI4m+2WsdncXFYb6tIYxJy0I5hKIRTRf2qo5C9O6rFb1nEbf4vlZyYy0YvC3ExL2KttRM2x067T6",
+	"rveWVXeiN2H1bfc1re72dpj7rbJOOLOdVpTdixJu5V766ThPfQnOcyhFL+aYa/2x9qIZW+/neZxK+KIp",
+	"jyt7lYbDkFSCCvgRkVhluACbrNAvI2azuyFOIBwrLYcscdZergjk7YHMc7ZS3hbeTUgGZo/STrOZpYW0",
+	"Fi1sMZ+CVO1tWUh6LWK3bkpqi+MnVdvy0glS7GRn2C6gNRLT8MZmZJxmj2VLARGO5lXgLJr0OZTuVERL",
+	"CQWryUYnN2DD5DTBZdncxxyURg2IGI1ibsv9StHH5BEizd1FsOY02eiMoHZfNaSjDiShdKGePc7iyMpw",
+	"37ngY699TiRZR/qpdl1isAUy0HhkOG0jqNfrBcUzH3FLNhwAu3X2x4fWh9bnXw6uD3/7/P7gf3VsYisj",
+	"72wSyDvG0vRcRgYxf5uzzoZM6IAwaq4GKHXO2yrvRFvACQiIY1JZCDDppEXgOtig+4Fn3BYywmKSLiui",
+	"ESOhQRc4IDWOsYY6Ske2pgzAP6G4loUdtIWr920HAvIQUuXAQcugm2jItcWZ5VsKMGepfQ5bgV+ATsto",
+	"EnOW4HObgA0FRpB12gI/GFGlrFjkG2hsQYm7gYwhk5mQoFHSON7DIF0snwtJ01wVdliEneY7/3JAOy7/",
+	"GdZj5MrlRYtq5MDsCGwSRCuD7EVdHjbYi4IsZglvuvqQ2TeVx9BE0EnYCKr77RHDvTub+4RC09kwMynN",
+	"NtgWLhMaLAXMu5sBP3bq75ykaxoy5EYQfcdD5o4ivIw7Qnbq9WUk1l/g9qwjgFnNdoYoZpRs7+z+bjFl",
+	"NGTVRiWY+ubXxNY8yQS4hmEgP44IBwv6nHJctuArS3TuTKbZfadFvE+PF/LwKJVJepimwNwLd+vIBuQC",
+	"wOFslpGoF6nwGb2IJ05++lGkhbzFujuObx4pM+Qsjwuch76I8irLDAaWWhAZXewXOj6c8Y1rhdntnXGN",
+	"bDgz8G4djroh33DUN/cNx4+YOkuNgh1MVorGDsj/Ce0uaUqFxjqYIcSwE9P/KzvcgCACGIaNOeJT+wcI",
+	"R1no2WXr8Pzy6POfB6cfWiD4kO5EM4UCzUbjNfmd/+LHnkHuM0xwjylCeJaKg3at9dFdfjRKYFnhUTxW",
+	"ZLdO/v//j2yb/4G8G22RZmQDnsv/Yc4olIzFjOznvg1mTf+sC7Kd5aGtNcFHa5P2v3cpMhnmGMNYWb5K",
+	"MrNyG0aG4bbBhmA8WTy6xl+V4mCwA/wjD+ueAwq3w7CukPndpYzk8Pz9xWnrunVUDhkPHmWGSBa4y0t7",
+	"X19kMF/74MNnFSPmmUqufd/Ui6X+G7jYl1BWVw4E9PIeLnJsF6g85pJaHe2X73IW2O/QpWuexpZjZVBX",
+	"6yVDRELhAZvfCnQUo1FB6XNyeHB22Do9bR1h7HPCGCbORH8A9hW7+i8WB98WCGE3GmdquD4QKEJiUg/n",
+	"erSCIzKWAVVESC9hFpkwvW+HNu2QhI+2vliK5Ja1U5rwCX6aw2NWFeJXYA8ZdcOlXMkUiwO/tIMtDXXB",
+	"LcCUYDQM2Ui/GGW//xgWPNNPYEUr88XPLgtCOprda3ytqnTC6LDjhDNfWMZ2QNoFSXevLUDSrVl23glQ",
+	"8q25m24eGOnO/Q7kAp5kb7QFCKBg3+jwaK+D2YWVOX8iZBaMtBmQDnTvfr/hItpEqtSJqKbm+X9fnZ9t",
+	"Qlil0MqaqzqnVOkqPKqeHHVAOlaAXUZcUC+RQyOXo5VopDNL4dX1ZevgvZegYTMwKyJQYKbgHw3lcMi1",
+	"2kc5GZcOSaTtPTfXGjkA9UEIFurM/gRZJngEoj3jtywCszvk0xesRq6gVfRrQjL1oqcPVnXEkrZQLDEC",
+	"9sZO851LeceGsEokjKVizoZXmOLJ0WmrkxUqMufPrFcZzcTBpDSz5cqKr8azzJ7Ap5ZnLZDtp05njvBW",
+	"eLRHdpptgeeD5E5gW8DhIF/afk7idmWvvRSlbleCthGu4QMQr+GJzQRiHqbSabvy0BawYlMwltQpWi4E",
+	"Ar4GJ/YiB37l3L94YwtGgbRYfkp68cG68uDMSAzmAGR4FjpGZ+wQLacocBlgS/YM/aIabAz7mCXTprDu",
+	"pBEbYHiQEWThBO3Q0CL4HD4dUDBv6BQjN2HaK+mMw8JyHVyTSDIVALLAqu+QkL7Ham0BWUyxXYBFQAFA",
+	"vJeUKKjLYJ4F8AOWfC+MAivnb6QqcUA0H7LIDDsg6oaPRuZZKpluYlNCZug11RY9mYAnL+slFT4zOTIT",
+	"Q69dTRmuHIlti5jfGNKaVQvc2Glsl2bkMfvnMGyPtrlbOwEdjRJ5S+NcHnL7lEW/mENL0Qa/rBJqBnYt",
+	"zRifxXT9qFTv05M1u4eOBDvXymozTNMxzSezFohpMzfZG2aY9ItpemXT9I+Q1t2KMpCZONUvzVl7EsFa",
+	"uCrEpXL1Be0D5U3kuD8o8picLdk3HxvCPKJ91hYDGUeZybUDxtVOZn9u1Ovux03rlr6l8RjMqjbBc0bO",
+	"SHdCZhqCwdIrJBql+4m8y8ottcUSltocZh4r6CzAzJmlARvwLEA4TDYnS1mzNFbxmV12fro48Y8FCDbL",
+	"dwlbvBgR7J+hn42ArUguyjN+zbhv34G1D8Chz2XsyyDCEJI5hRIGwIMHjoE8vOhNstQKixpDzTaSykHO",
+	"1bNhQRzOU+aXJCLmikw2a+REt0UyFmoxLHnDR76+yhIkceWcXRg0YV4DY2F3rAE3YmTUERcCMryjVIta",
+	"csJcvT2z621xwyY1AnQJ5cxUZ0sjZbIlgoJyCKt3nbdF2rhhKTYDG8R69CkX+2noh8VN2/gSFLixy7bA",
+	"BJEBuWNp8bzYzCvBJ1awTaVyhK1k04cBtIURX3QyFiEFGI8mM0g6gaWH4aF0a84B7J6FxYC7MJ00ZAiC",
+	"hQCDrSIdOJ/nvU6NQAgJtUkyiUzaIrP+Zi2EVJAuA8wzN+I7CNZYjfGOK7ZZXg9JJ5OnM7++YGFfzK6P",
+	"zI6uk0k+nCItC2rzugor1CwtMsLWrxS6mEH+Va58iIXzpUAF4aBpLhDCC9zQLhRhuJfh/zYaaOt05kus",
+	"P9QWWFsXqEMe62CvA47FqMSAnwWKAtgFNwSvfjq1fpyExYxmdkbq1g8jI0A5JzYzd1t0aXgjez07ulmC",
+	"5R+wkj9OHKZdtecIwYSl+OlT68IsTzQbLhaAvTvzYjn9BrFu3vqvTBwzH+0CxNbdwAhIkMDX4gxzIb0i",
+	"UkZICRnQ6+wnMCZmkl4qPfIsEhcF2LQGkiI79Z39QtAwB2viWIA4aahKIS8b+q1c3PAMHFN6pNfGMVnU",
+	"0KEcm9frQSXdn7lJt2LKh37FRy/2AYxu9ukSSSwsszmmPB4nZhL17OEcQFF956+1ykIuKdJ5ZSFxSrmY",
+	"sVTgOzq5uji4PvwNMUVoFToXfkmE7xOXnJ2jGUbO7EK+0MNvkbQjW/+lbQzTm5hSE78ou8tEMCMLR5Yt",
+	"YI0SjkvQ6tkwpe9oHotAUGk8mMUeGR5CehJMr074lQk5PD04ed86skYHdKT52i+YTYxMfMsSL/eZaSUj",
+	"MPC1n5kE7RoIwloaekWmkFe2oH8BeuXwVLDgqcoOXo9s3Knfqy2uoWAxnm7EKHvIKyAjM3FTc3jaY3BT",
+	"q+rs6XReYFMvsCmETS1BfZehcODBReX9xyNxBdNvFqfoyF2uqETgxTw4SaktNqiIAus2BzsgVlM3NAjt",
+	"e2ozyNxaU3bitrCC+rTt0CdCZmSp1dAFEAFdaotFdkN4/ekI0Ivl8IXyrBf37OxcMvFs+152qWJN8YVE",
+	"yZyXaByz1dKfpV/lq4yXZzm7Srt4KQqzapTmDE25/s7TuRMpWvejhCmMNanUyTb5n+b/nE7bDN9FDbbT",
+	"q76hRjcMt6PqO/a2V63TRrcZbkc7bLfnRRI9BODVTm5pfAVAKuUUVqP1/uFoWPbomoc37m+7O4L3BzqG",
+	"7WL3+pgnBbNB87rezKbg3rnmQwhamvVe+njbe/wpqMhblsR0dAEJDszm3vARHLax8uJV8c/MNpGp7PWg",
+	"ovmQ/SWFGXtrnMgR27qgCVezU3v7W/D1Ffl17J7uPi42e6bX/EXJ/wZGT+XRTUfPs2dzqtWDS9b3u1t3",
+	"fEZbjdZBDOEgLKUckJcEigG1hbkN5B8pGNno5OlLJyAdd1c6m4B9ZBCh3SnQjE5bbFhn+nAcaz6KWVqp",
+	"3b1KFBeG0g8Y+SD4PWEjGQ42bYl6zcObVMSzyXhR5USBMAUYOJSAmbTioh+nwaIWLm/F0Y5bPEOvbKQs",
+	"qLSmJ6NMu99JKMcA7DfMFMHtbWHBB+k7WA1+Y6f5bjPIIRSIYtqm6RrIRBvmaBasLSARC6SF0HcMsi9I",
+	"wzYZ/KzIxk69XpKWZWYBeXeN18GCzuUdU6R8BpmdTTq/XwNnfgm/QQL2Fw7+fzgHX5VbvxSa+j8se0Va",
+	"aEplhL5MDJir1W19cf9cUFcKskc63ma4kiJCkqFMINIDkAZZofzUQao0ncwqFZXjTy+For7vQlELztjC",
+	"2lDp0UEfggXwZNJNaXWE2Sek/sJjX3js98FjfcL4Qp6+ha97IW1aDdp+lTJERLa7DJAF0WpARd96KUET",
+	"U5gzD4DT7I4U1WLMRxZiumxHGGyeRfygqB9Pa+D75hH0GwHVhLozgJ9klqCCc0RZGKVRWy3+Uci7MkXx",
+	"A1zKZ1EUt+tkB+hno7q7/EXLD2glteuFJbywhO+QJRCqCIv4ixb2s+YQjLh+Sh1sCy7T6gFZRa5Vavkt",
+	"VeIwaS3G1CdMjYcsqpELOlbmMSV4ubPPUtDOFDcx37AXmf2FQP9QBDqwJ/wF4/CdU1ogL09KapHafT1a",
+	"68IgeXiDFQ1YRO4G3BBVTAhhaS2YRaQIWdAWtjROYOQIzNEEHiN0lA33MZKKa9KX4APLAsZAHwDPVVtc",
+	"mokiOU+HBDgxDgzA9evhMUuwTmatXqj7C3X/wai7E2leyPv3Hvxq9mll+g4HbBE4LXsRaGhI45gBQI4o",
+	"xsgGjeM0iRSNhlwErpqGBZ9mwIgbNgFQQwRpe7oTwqNyUNvHbGwrJ6X7IaMl0wkvhg1l2/F1b+WPAOq5",
+	"88+NO//ew9mwHvQH5pCYiOMZxVTUyIE52ESKeDKrDn66g0+QPewgHEKsdEwhy87l+arQi3Qwz4m9oKHm",
+	"twz45BIhhwitPaVK/ybHCXzFl+Zsgc0ktLcbzF4jm8A8grZn8OdsRKtfzR8YI/CzZQVLvfd33q0rve+l",
+	"DG/riyddLQpczmP70mpR5uAhp4Ojif/EK4EIN3yC6PGIjfQg9d56ccegR1jUuc2XDXlkB3KclHp182Rm",
+	"rRhke32bj7q+jWe8vm++2vXNYeJf/I/fwv+48AavKgB+9BSnOS5Ij6OnqZWy3Fec+QmgwDnoIqT2p3Pv",
+	"qzSdlNISEkDNcBZmYp4592sICvbetM6uW5cXlydXrVW9hI+TEH4AEtOsz6Ax3lotS2p2n5jU2K5+YpLz",
+	"0wkaABgoxGeN8PI+Vt4wv1dv2GSR3l0sumg+IfmS8YqFCdOqXIk+uDj53fSy3i02am12/K2uO/8eHIz4",
+	"7wy2y4aD0SShk1mXwkzrhfV+A2X54OIEFt87yunJfAK2W6pmF7kuHmACZUIx3Noa7F3mLTebffgIxOcB",
+	"VVDVWGmZlLFaVA7w9D+BMh7yVbVvPP/fIOzB56bAOuvdN2yH1ln1Hd19U90Jt3vVt9F2WG30mmw72gl3",
+	"u69pFosScsMtE9bj95W9iopvPu/0mvRdCIt4K298MzluXO61zzd/NG/rf/39dti4fzPa7u6Kd+HOV4k0",
+	"iRzFmUlhgkxxw5G/cN4fRMUXjk6Vk6lV+O3Wlxs2WYDU9wnUAbHHHsuIZ6WMnWZgXqyRS/MSxJVhwV/I",
+	"2iCrclQr8QOa9jzStAi5jx+8IPe/ujvFLPvCw7cWjwzKfN62u1fKukZKEo/AGX7SDFGll2adalPTCVGx",
+	"tbbYwFQrNS4US3QnsKlXaqgZZX/j9ewExawnbYFJO7AaUjK2hQEU2chVqAoKJZs2s2pXQVuAU9Psuk37",
+	"V6wtpQrJA21BKK5ml1JKdzYtpfQExZC202JI/iJ5tZBsxhOoYLRMzpNi1aMsv9VL2aMfuOxRyX3L346n",
+	"qIFUpF0r1QZbhuCA/WY2wbnO3MvW2ezPWt5B7Q2IHxjHsbXkceVltp9vTj/F3te1eGVpAWx12hQlk/2S",
+	"PurJpEXDwQnq1PhsSO8v0byYYmdkxA4wX6jyn13zIZNjXQDjQIrrE3Ec8/4gFdblWEMBkd+kytoYMRFx",
+	"0c/1noxFebMOQ/Cei5NyFJCX6sY+APUs17wadz9aUAzWF7HPPROczd3JugMpb1oiGkkusjE/QpXwPjqb",
+	"XpvVbXv2oCxyJtgziYf6hTB+U89Cbi88WmjowpOYOsYLLB2XLnpJzzwiRN6yJHUsvlL7QMfaYkMmLokb",
+	"5MQICO0qJvSmNZgoV/3KEjlyAN6LCBN2mIdtgVFPhKu04BqWTwLsenkltFLC+Eg7ik/SGs0pEtVcHrY2",
+	"NazndF48KSl38340IW/+UFS83JHy09F1c8mcFfIlPGnp8KRjzuIfQ8BejY8sI+W6S1xdQtxNAJFW5Bm/",
+	"XV9ffL5s/fGhdXVtaxPRhJEBiyOiZYAlhLXZF00GUukc4NI8MEJyDpNJlEs/LO+EVxDEzNfwrxklPc7t",
+	"VJ5EdP73l0p3nChd2WvMwpPt5uzbA/AvVOiI12wjtVAOMz6lLliCxA1gJ6XEyW/xYXU/V24BlnV3vUiE",
+	"38zhNSV92f2DWzF9rYtXdV1B8RHkYeuLGdpcg/UhjeNUCISJIBaFxFL0WQJEBFtj0b6LSCRUkPHI2rWo",
+	"umERyJhK8zgmWLAyLRPMRKRmZaHJ34DlDNpDefszGrR/QvaHezV1bdC20rN1mYEOP9ulKTWSe8xtj1By",
+	"dHaFpe82XJHV5u426U40UwGJaZfFkBoxZtq0H7RFxPtcq4C8qr4CQ9mrz68CcnJ0Zus9MZ6Qe1GtmikO",
+	"N4nRvQQ5uSA0ihKmTANpiX0ykoneN7cEL00vTdhofqiR91hLgIRUsSoXignFNb9ljqmWmPftes627pcl",
+	"ES9TQI9z8LWQxjGRIlhGnDDvctFvi5Sk9GVWwBbYdIekoXXgB+tMcd3OPqFtgaXNb22NM0OLbPmwaJzQ",
+	"bjwJYOFQHYVhscTVQPArk2ENczcEW34sU4ZsukizySiXb+w035ERVbotuN6skfOxrspeNQE9GMrrYhXI",
+	"LrXEH9NVGsq502wGXqLItoD8JDO05Gn690gd2ZN9yuSXVVTk3JieU0H+xvLasktSkNLmSGUv6tzPr86t",
+	"ycxWkuFA1Jqv4g2AfHnS2CtFDO2SCdmtb6N/EgpbVg8gFZGLcUYXSF5Xm6bk1n16Zyg0VBZH4c9IdKlW",
+	"2BZWLTTCIdBCriA1PIRXMz1giRmNkFA5YgBmRRvx4ERE1RZZwzVyYMm0LWp7/uH6l/MPZ0efLw4+XLWO",
+	"Pv92fnV9BdVt7eQTZr+PHFOZr6GSVRXUC9yHtRXUmSQMR//BLEcpuWqupV7C8JdVL3FN7XIKefeiaH4H",
+	"imZxU55ZyRwwGuvBP7OxG7ZOYrNetxkUwIGQyJApRRRLbpkiji3vk3DAwhtIWBqxERMRE+Gk1Jn6m+13",
+	"XcEircsib5Zn89h5aehszG9ZDfeJhWMM7gdYs7drt0ww5Wv/uIiW5ENi1mUXlAlyIZXuJ0yRDSNluspg",
+	"6MgZSjCwY+iXoZpcb9rSlftA9NOyOUEuYTnl4LYZQXFyVzwdtRWWJDIx1H7Aw4ER1q05ALYyMVxO9kt3",
+	"7BLntXY+CjghEJdiJ46bF1S0nXq2mU+7tzCBmndvZwx6lMhuzIb/Vern0RToNpSDN+3tETeNdNU38C2V",
+	"BunJ/qZXQWi3vh1UNNeA3Tlz7WTQq4HWI7W3taXiMQ9ZLWK3bkRqS0hdxdeXXo8L/LY8Tjy7pCSSmKPK",
+	"Hq/5d8AsJZ95CfIffql0GU1YYtoAzgYHrazqzJDeQFX9SlAZJ7Fdir2trViGNAYN/m39bR3Yo+10Skxi",
+	"ggpbtR+PO9jbayXFalSJwSAlj1UVypHRxRMWMaE5jf02UlRfuckBunyVun2EF8OjXnleAcg0E1FNvabR",
+	"PTDd7kGOR6CxfwTlv1PzhlFpTYfTop3XfpGFlK8BVCT0PJfeevLhcAzZMMmt9XR6rfvOzumWbekkLvoB",
+	"uaM6hGxopmXP0ZyFyXnNeqWTpls98oaZjEV5QQ20y7icNF7TmQ9zuuUr3hfmDEhz+wHcZ12S/npEzHCM",
+	"hOdW2b1X0qjhHjkgnCIbV3AjqlfmIWICN/3ZIwqrvClzBxHA5W6k96W9kQ+fHv53AAAA//9eKzQ8C6wB",
+	"AA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

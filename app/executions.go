@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -84,32 +82,22 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 			return domain.QueueItem{}, false, err
 		}
 	}
-	if req.Priority == 0 {
-		req.Priority = DefaultPriority
-	}
-	if len(req.Input) == 0 {
-		req.Input = json.RawMessage("{}")
-	}
-	e := ports.Enqueue{
-		ID: domain.ID(uuid.New()), WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
-		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
-		NotBefore: req.NotBefore, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
-	}
-	// The key is resolved now, over this input, so the claim compares
-	// stored text; an input that lacks what the key reads is refused here
-	// rather than run unkeyed. It is the key of the version the item runs.
+	// The key is that of the version the item runs.
 	concurrency, err := s.definitions.DefinitionConcurrency(ctx, req.DefinitionID, req.pinnedVersion)
 	if err != nil {
 		return domain.QueueItem{}, false, err
 	}
-	if concurrency != nil {
-		key, err := concurrency.ResolveKey(req.Input)
-		if err != nil {
-			return domain.QueueItem{}, false, err
-		}
-		e.ConcurrencyKey, e.ConcurrencyLimit, e.ConcurrencyRate = &key, concurrency.Limit, concurrency.StartRate
+	e, err := newQueueItem(ports.Enqueue{
+		WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
+		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
+		NotBefore: req.NotBefore, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
+	}, concurrency)
+	if err != nil {
+		return domain.QueueItem{}, false, err
 	}
 	if req.IdempotencyKey != "" {
+		// The hash of the content as stored: its defaults filled.
+		req.Input, req.Priority = e.Input, e.Priority
 		e.RequestHash = requestHash(req)
 	}
 	return s.queue.Enqueue(ctx, e)
@@ -243,21 +231,13 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 				return nil, err
 			}
 		}
-		if it.Priority == 0 {
-			it.Priority = DefaultPriority
+		e, err := newQueueItem(ports.Enqueue{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Input: it.Input,
+			Priority: it.Priority, Actor: a, IdempotencyKey: it.IdempotencyKey, NotBefore: it.NotBefore}, concurrency)
+		if err != nil {
+			return nil, domain.InputAt(err, fmt.Sprintf("/items/%d", i))
 		}
-		if len(it.Input) == 0 {
-			it.Input = json.RawMessage("{}")
-		}
-		item := ports.EnqueueBatchItem{ID: domain.ID(uuid.New()), Input: it.Input, Priority: it.Priority,
-			NotBefore: it.NotBefore, IdempotencyKey: it.IdempotencyKey}
-		if concurrency != nil {
-			key, err := concurrency.ResolveKey(it.Input)
-			if err != nil {
-				return nil, domain.InputAt(err, fmt.Sprintf("/items/%d", i))
-			}
-			item.ConcurrencyKey, item.ConcurrencyLimit = &key, concurrency.Limit
-		}
+		item := ports.EnqueueBatchItem{ID: e.ID, Input: e.Input, Priority: e.Priority, NotBefore: e.NotBefore,
+			IdempotencyKey: e.IdempotencyKey, ConcurrencyKey: e.ConcurrencyKey, ConcurrencyLimit: e.ConcurrencyLimit}
 		if it.IdempotencyKey != "" {
 			if first, dup := keys[it.IdempotencyKey]; dup {
 				return nil, &domain.FieldError{Field: fmt.Sprintf("/items/%d/idempotencyKey", i),
@@ -267,7 +247,7 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 			// The same hash as a single enqueue of the same content, so a
 			// key first used by one is replayed by the other.
 			item.RequestHash = requestHash(EnqueueRequest{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
-				Input: it.Input, Priority: it.Priority, NotBefore: it.NotBefore})
+				Input: e.Input, Priority: e.Priority, NotBefore: e.NotBefore})
 		}
 		b.Items[i] = item
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -92,7 +93,7 @@ func (f *ScheduleFiring) Run(ctx context.Context) { f.loop.run(ctx) }
 func (f *ScheduleFiring) fireDue(ctx context.Context) {
 	for range f.cfg.MaxPerTurn {
 		var current *domain.ID
-		fired, err := f.store.FireDueSchedule(ctx, f.passedOver(), func(d ports.DueSchedule) (domain.Firing, error) {
+		fired, err := f.store.FireDueSchedule(ctx, f.passedOver(), func(d ports.DueSchedule) (ports.TickPlan, error) {
 			current = &d.Schedule.ID
 			return f.decide(d)
 		})
@@ -145,15 +146,27 @@ func (f *ScheduleFiring) backOff(id domain.ID, err error) {
 
 // decide is what a due schedule does: a schedule whose definition is gone,
 // or whose timetable no longer reads, is paused; any other fires its tick
-// (domain.Schedule.Fire).
-func (f *ScheduleFiring) decide(d ports.DueSchedule) (domain.Firing, error) {
+// (domain.Schedule.Fire), and a tick that enqueues has its item built as
+// every enqueue's is (newQueueItem), by the dispatcher (no actor). An
+// input that lacks what the definition's key reads is the plan's refusal.
+func (f *ScheduleFiring) decide(d ports.DueSchedule) (ports.TickPlan, error) {
 	if !d.DefinitionLive {
-		return domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}, nil
+		return ports.TickPlan{Firing: domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}}, nil
 	}
 	tt, err := timetableOf(f.parser, d.Schedule)
 	if err != nil {
 		f.log.Warn("a schedule's timetable no longer reads; pausing it", "schedule_id", d.Schedule.ID, "error", err)
-		return domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}, nil
+		return ports.TickPlan{Firing: domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}}, nil
 	}
-	return d.Schedule.Fire(tt, d.Now, f.cfg.CatchUp, d.PreviousActive), nil
+	plan := ports.TickPlan{Firing: d.Schedule.Fire(tt, d.Now, f.cfg.CatchUp, d.PreviousActive)}
+	if !plan.Firing.Enqueue || plan.Firing.Pause {
+		return plan, nil
+	}
+	sc := d.Schedule
+	plan.Item, err = newQueueItem(ports.Enqueue{WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input,
+		Priority: sc.Priority, Actor: domain.Actor{}}, d.Concurrency)
+	if bad := (*domain.InputError)(nil); errors.As(err, &bad) {
+		return ports.TickPlan{Firing: plan.Firing, Refused: bad}, nil
+	}
+	return plan, err
 }

@@ -24,7 +24,7 @@ type dueSchedules struct {
 	fired    map[domain.ID]int
 }
 
-func (s *dueSchedules) FireDueSchedule(_ context.Context, skip []domain.ID, decide func(ports.DueSchedule) (domain.Firing, error)) (bool, error) {
+func (s *dueSchedules) FireDueSchedule(_ context.Context, skip []domain.ID, decide func(ports.DueSchedule) (ports.TickPlan, error)) (bool, error) {
 	for i, sc := range s.due {
 		if slices.Contains(skip, sc.ID) {
 			continue

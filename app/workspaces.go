@@ -74,6 +74,30 @@ func (s *Workspaces) ListWorkspaces(ctx context.Context, a domain.Actor, page po
 	return s.views(ctx, ws)
 }
 
+// Caller is who calls: the admin, or a workspace key with its workspace.
+type Caller struct {
+	// Admin is true for the admin token, which has no key and no
+	// workspace.
+	Admin bool
+	// KeyID is the workspace key used, NilID for the admin.
+	KeyID domain.ID
+	// Workspace is the key's workspace, nil for the admin.
+	Workspace *domain.Workspace
+}
+
+// Caller names the actor of a request: any valid token may ask, so a
+// client learns what it may do without probing an admin-only operation.
+func (s *Workspaces) Caller(ctx context.Context, a domain.Actor) (Caller, error) {
+	if a.Admin {
+		return Caller{Admin: true}, nil
+	}
+	w, err := s.workspaces.GetWorkspace(ctx, a.WorkspaceID)
+	if err != nil {
+		return Caller{}, err
+	}
+	return Caller{KeyID: a.KeyID, Workspace: &w}, nil
+}
+
 // UpdateWorkspacePlan changes a plan; the next admission uses its limit.
 // Admin only.
 func (s *Workspaces) UpdateWorkspacePlan(ctx context.Context, a domain.Actor, id domain.ID, plan domain.Plan) (WorkspaceView, error) {

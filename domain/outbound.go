@@ -110,43 +110,43 @@ func (l OutboundLimit) Interval() time.Duration {
 	return time.Duration(float64(time.Second) / l.RatePerSecond)
 }
 
-// Turn is the limit's rule, a generic cell rate algorithm with
-// reservations: the bucket is one instant, next, at which the host's next
-// call would be on time if calls went at exactly the rate. A call asking at
-// now reserves the slot at next (or now, if next has passed), which moves
-// next one interval on, and must wait until that slot is at most Burst-1
-// intervals ahead: wait is zero for a call within the burst. Reserving
-// rather than asking again means waiting calls go in turn, each at its
-// slot, and a herd of them never loses the rate's slots to the time their
-// asking takes. So N calls take at least (N-Burst)/RatePerSecond from the
-// first to the last.
-func (l OutboundLimit) Turn(next, now time.Time) (newNext time.Time, wait time.Duration) {
+// gcra is the limit in the algorithm's terms (GCRA): a call is a cell,
+// and Burst calls conform at once from rest, so the tolerance is Burst-1
+// intervals.
+func (l OutboundLimit) gcra() GCRA {
 	interval := l.Interval()
-	if next.Before(now) {
-		next = now
-	}
-	allowAt := next.Add(-time.Duration(l.Burst-1) * interval)
-	return next.Add(interval), max(allowAt.Sub(now), 0)
+	return GCRA{Interval: interval, Tolerance: time.Duration(l.Burst-1) * interval}
+}
+
+// Turn is the limit's rule, a GCRA with reservations: the bucket is one
+// instant, next, at which the host's next call would be on time if calls
+// went at exactly the rate. A call asking at now reserves the slot at next
+// (or now, if next has passed), which moves next one interval on, and must
+// wait until that slot conforms, at most Burst-1 intervals ahead: wait is
+// zero for a call within the burst. Reserving rather than asking again
+// means waiting calls go in turn, each at its slot, and a herd of them
+// never loses the rate's slots to the time their asking takes. So N calls
+// take at least (N-Burst)/RatePerSecond from the first to the last.
+func (l OutboundLimit) Turn(next, now time.Time) (newNext time.Time, wait time.Duration) {
+	g := l.gcra()
+	_, due := g.Allowed(next, now, 0)
+	return g.Take(next, now, 1), max(due.Sub(now), 0)
 }
 
 // Admit is the limit's rule at the moment a call is sent, without a
 // reservation: sent is the bucket of calls actually sent (as next in
-// Turn). A call may go when sent is at most Burst-1 intervals ahead of
-// now, and then moves it one interval on; otherwise it waits the given
-// time and sent is left as it is. Slots reserved by Turn are reached
-// when a timer fires and a worker polls, later for some calls than for
-// others; Admit, checked just before each call goes, keeps the calls as
-// they arrive upstream within the rate too.
+// Turn). A call may go when it conforms (sent is at most Burst-1
+// intervals ahead of now), and then moves it one interval on; otherwise it
+// waits the given time and sent is left as it is. Slots reserved by Turn
+// are reached when a timer fires and a worker polls, later for some calls
+// than for others; Admit, checked just before each call goes, keeps the
+// calls as they arrive upstream within the rate too.
 func (l OutboundLimit) Admit(sent, now time.Time) (newSent time.Time, wait time.Duration) {
-	interval := l.Interval()
-	if sent.Before(now) {
-		sent = now
+	g := l.gcra()
+	if n, due := g.Allowed(sent, now, 1); n == 0 {
+		return sent, due.Sub(now)
 	}
-	allowAt := sent.Add(-time.Duration(l.Burst-1) * interval)
-	if allowAt.After(now) {
-		return sent, allowAt.Sub(now)
-	}
-	return sent.Add(interval), 0
+	return g.Take(sent, now, 1), 0
 }
 
 // OutboundPauses bound how long an upstream's Retry-After holds a

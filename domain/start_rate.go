@@ -35,11 +35,8 @@ const StartRateMax = 10_000
 // any window of one Per (a second or a minute), sliding. Burst is at least
 // Rate; Burst == Rate spaces the starts evenly, one every Per/Rate.
 //
-// It is enforced as GCRA (the generic cell rate algorithm): a bucket keeps
-// one time, its theoretical arrival time (TAT), and a start is allowed at
-// now when TAT - Tolerance <= now; each start moves TAT to
-// max(TAT, now) + Interval. A bucket without a TAT (or whose TAT has
-// passed) is at rest, which is why a bucket nobody used is not stored.
+// It is enforced by the GCRA (GCRA) of Interval and Tolerance; a start is
+// a cell.
 type StartRate struct {
 	// Rate is the starts allowed per Per.
 	Rate int
@@ -68,37 +65,34 @@ func (r StartRate) Tolerance() time.Duration {
 	return time.Duration(r.Burst-r.Rate) * r.Interval()
 }
 
+// gcra is the rate in the algorithm's terms.
+func (r StartRate) gcra() GCRA {
+	return GCRA{Interval: r.Interval(), Tolerance: r.Tolerance()}
+}
+
 // Allowed is how many starts the bucket whose theoretical arrival time is
 // tat allows at now, capped at want, and when the next start after those
 // is due (the time at which Allowed would return at least one again).
 // A zero tat is a bucket at rest.
 func (r StartRate) Allowed(tat, now time.Time, want int) (n int, next time.Time) {
-	base := r.base(tat, now)
-	// The k-th start (k from 0) conforms while base + k·I - τ <= now.
-	room := now.Add(r.Tolerance()).Sub(base)
-	if room >= 0 {
-		n = int(room/r.Interval()) + 1
-	}
-	n = max(0, min(n, want))
-	return n, base.Add(time.Duration(n) * r.Interval()).Add(-r.Tolerance())
+	g := r.gcra()
+	return g.Allowed(capped(g, tat, now), now, want)
 }
 
 // Take returns the bucket's TAT after n starts at now.
 func (r StartRate) Take(tat, now time.Time, n int) time.Time {
-	return r.base(tat, now).Add(time.Duration(n) * r.Interval())
+	g := r.gcra()
+	return g.Take(capped(g, tat, now), now, n)
 }
 
-// base is the time the next start is counted from: tat, or now for a
-// bucket at rest, and never further ahead than this rate lets a TAT get
-// (now + Tolerance + Interval). A TAT beyond that was left by a slower
-// rate that has since been raised, and must not hold the new one back: a
-// raised rate is used within one of its intervals, once the capped TAT is
-// stored. Under an unchanged rate the cap never applies.
-func (r StartRate) base(tat, now time.Time) time.Time {
-	if !tat.After(now) {
-		return now
-	}
-	if ceiling := now.Add(r.Tolerance() + r.Interval()); tat.After(ceiling) {
+// capped is tat, never further ahead than this rate lets a TAT get
+// (GCRA.Ceiling). A TAT beyond that was left by a slower rate that has
+// since been raised, and must not hold the new one back: a raised rate is
+// used within one of its intervals, once the capped TAT is stored. Under
+// an unchanged rate the cap never applies, since starts are taken only
+// when they conform.
+func capped(g GCRA, tat, now time.Time) time.Time {
+	if ceiling := g.Ceiling(now); tat.After(ceiling) {
 		return ceiling
 	}
 	return tat

@@ -30,6 +30,25 @@ type DueSchedule struct {
 	// PreviousActive says whether the last fired item is still queued or
 	// running.
 	PreviousActive bool
+	// Concurrency is the concurrency of the definition's current version,
+	// which the tick's item runs; nil for none, or when the definition is
+	// gone.
+	Concurrency *domain.Concurrency
+}
+
+// TickPlan is what app decided a due schedule does this tick.
+type TickPlan struct {
+	// Firing is the tick, the schedule's next fire time, and whether it
+	// pauses or enqueues.
+	Firing domain.Firing
+	// Item is the tick's queue item when Firing.Enqueue and Refused is
+	// nil, built as every enqueue's is.
+	Item Enqueue
+	// Refused is why the tick's item could not be built (its input lacks
+	// what the definition's key reads): nothing is enqueued, the refusal
+	// is recorded (activity "schedule.refused", naming the field) and the
+	// schedule advances, so fixing its input fixes the next tick.
+	Refused *domain.InputError
 }
 
 // ScheduleStore keeps schedules and fires them.
@@ -47,12 +66,12 @@ type ScheduleStore interface {
 	DeleteSchedule(ctx context.Context, id domain.ID) error
 	// FireDueSchedule locks the due schedule with the oldest tick that no
 	// other transaction holds and skip does not name, asks decide what it
-	// does, and in the same
-	// transaction enqueues its item (through the one enqueue path, with
-	// its quotas, the item naming the schedule and tick) and advances it
-	// to Firing.Next, or pauses it (Firing.Pause). A crash before the
+	// does, and in the same transaction enqueues the plan's item (through the one enqueue path,
+	// with its quotas, the item naming the schedule and tick) and advances
+	// it to Firing.Next, or pauses it (Firing.Pause), or records the
+	// plan's refusal and advances it. A crash before the
 	// commit fires nothing and advances nothing. A tick an enqueue quota
 	// refuses is recorded (activity "schedule.refused") and passed. It
 	// returns false when no schedule was due.
-	FireDueSchedule(ctx context.Context, skip []domain.ID, decide func(DueSchedule) (domain.Firing, error)) (bool, error)
+	FireDueSchedule(ctx context.Context, skip []domain.ID, decide func(DueSchedule) (TickPlan, error)) (bool, error)
 }

@@ -194,6 +194,21 @@ func (s *Server) GetWorkspace(ctx context.Context, req api.GetWorkspaceRequestOb
 	return api.GetWorkspace200JSONResponse(workspaceOut(w)), nil
 }
 
+// GetCaller names the caller of the request's token.
+func (s *Server) GetCaller(ctx context.Context, _ api.GetCallerRequestObject) (api.GetCallerResponseObject, error) {
+	c, err := s.app.Workspaces.Caller(ctx, actorFrom(ctx))
+	if err != nil {
+		return nil, err
+	}
+	out := api.GetCaller200JSONResponse{Admin: c.Admin}
+	if c.Workspace != nil {
+		key := uuid.UUID(c.KeyID)
+		out.KeyID = &key
+		out.Workspace = &api.CallerWorkspace{ID: uuid.UUID(c.Workspace.ID), Name: c.Workspace.Name, Plan: api.Plan(c.Workspace.Plan)}
+	}
+	return out, nil
+}
+
 // ListWorkspaces lists workspaces.
 func (s *Server) ListWorkspaces(ctx context.Context, req api.ListWorkspacesRequestObject) (api.ListWorkspacesResponseObject, error) {
 	page, err := idPage(req.Params.Limit, req.Params.Cursor)

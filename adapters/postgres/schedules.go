@@ -156,8 +156,9 @@ func (s *Store) DeleteSchedule(ctx context.Context, id domain.ID) error {
 
 // FireDueSchedule fires one due schedule's tick in one transaction: the
 // row lock, the decision, the item through enqueueTx and the advance of
-// next_fire_at commit together or not at all.
-func (s *Store) FireDueSchedule(ctx context.Context, skip []domain.ID, decide func(ports.DueSchedule) (domain.Firing, error)) (bool, error) {
+// next_fire_at commit together or not at all. It reads what the decision
+// needs and writes what app decided: app builds the tick's item.
+func (s *Store) FireDueSchedule(ctx context.Context, skip []domain.ID, decide func(ports.DueSchedule) (ports.TickPlan, error)) (bool, error) {
 	fired := false
 	if skip == nil {
 		skip = []domain.ID{}
@@ -178,10 +179,16 @@ func (s *Store) FireDueSchedule(ctx context.Context, skip []domain.ID, decide fu
 				return err
 			}
 		}
-		f, err := decide(due)
+		if r.DefinitionLive {
+			if due.Concurrency, err = s.definitionConcurrency(ctx, tx, sc.DefinitionID, 0); err != nil {
+				return err
+			}
+		}
+		plan, err := decide(due)
 		if err != nil {
 			return err
 		}
+		f := plan.Firing
 		advance := dbsqlc.ScheduleAdvanceParams{ID: sc.ID, LastTick: &f.Tick}
 		if f.Pause {
 			advance.PausedAt = &r.DbNow
@@ -191,32 +198,10 @@ func (s *Store) FireDueSchedule(ctx context.Context, skip []domain.ID, decide fu
 		if !f.Enqueue {
 			return s.scheduleAdvance(ctx, tx, sc, advance, "schedule.skipped", map[string]any{"tick": f.Tick, "reason": "the previous run is queued or running"})
 		}
-		e := ports.Enqueue{
-			ID: domain.ID(uuid.New()), WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input,
-			Priority: sc.Priority, Actor: domain.Actor{},
+		if bad := plan.Refused; bad != nil {
+			return s.scheduleAdvance(ctx, tx, sc, advance, "schedule.refused", map[string]any{"tick": f.Tick, "field": "/input", "reason": bad.Error()})
 		}
-		// The tick's item is keyed as any enqueue is. An input that lacks
-		// what the definition's key reads (the definition gained a key, or
-		// changed it, after the schedule was written) is refused as a quota
-		// refuses a tick: nothing is enqueued, the refusal is recorded and
-		// the schedule goes on, so fixing its input fixes the next tick.
-		concurrency, err := s.definitionConcurrency(ctx, tx, sc.DefinitionID, 0)
-		if err != nil {
-			return err
-		}
-		if concurrency != nil {
-			var key string
-			key, err = concurrency.ResolveKey(sc.Input)
-			var bad *domain.InputError
-			if errors.As(err, &bad) {
-				return s.scheduleAdvance(ctx, tx, sc, advance, "schedule.refused", map[string]any{"tick": f.Tick, "field": "/input", "reason": bad.Error()})
-			}
-			if err != nil {
-				return err
-			}
-			e.ConcurrencyKey, e.ConcurrencyLimit, e.ConcurrencyRate = &key, concurrency.Limit, concurrency.StartRate
-		}
-		item, _, err := s.enqueueTx(ctx, tx, e, &scheduleTick{scheduleID: sc.ID, tick: f.Tick})
+		item, _, err := s.enqueueTx(ctx, tx, plan.Item, &scheduleTick{scheduleID: sc.ID, tick: f.Tick})
 		var quota *domain.QuotaError
 		if errors.As(err, &quota) {
 			// Nothing was written by the refused enqueue (the quota is

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -34,9 +35,7 @@ func TestConcurrentFiringsFireEachTickOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decide := func(d ports.DueSchedule) (domain.Firing, error) {
-		return d.Schedule.Fire(tt, d.Now, time.Minute, d.PreviousActive), nil
-	}
+	decide := func(d ports.DueSchedule) (ports.TickPlan, error) { return tickPlan(tt, d) }
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
@@ -67,10 +66,11 @@ func TestConcurrentFiringsFireEachTickOnce(t *testing.T) {
 	}
 }
 
-// TestAScheduledTickWhoseInputLacksTheKeyIsRefused: a schedule of a keyed
-// definition fires its tick's item with the key resolved over its input;
-// one whose input lacks what the key reads enqueues nothing for the tick,
-// records schedule.refused naming /input, and goes on to its next tick.
+// TestAScheduledTickWhoseInputLacksTheKeyIsRefused: the firing hands
+// decide the definition's concurrency; a tick's item keyed over its input
+// is written with its key; a plan refused because the input lacks what the
+// key reads enqueues nothing for the tick, records schedule.refused naming
+// /input, and goes on to its next tick.
 func TestAScheduledTickWhoseInputLacksTheKeyIsRefused(t *testing.T) {
 	t.Parallel()
 	b := newQueueBench(t)
@@ -97,9 +97,7 @@ func TestAScheduledTickWhoseInputLacksTheKeyIsRefused(t *testing.T) {
 		return sc
 	}
 	keyed, unkeyed := schedule(`{"customer": "c-7"}`), schedule(`{"order": 1}`)
-	decide := func(d ports.DueSchedule) (domain.Firing, error) {
-		return d.Schedule.Fire(tt, d.Now, time.Minute, d.PreviousActive), nil
-	}
+	decide := func(d ports.DueSchedule) (ports.TickPlan, error) { return tickPlan(tt, d) }
 	for fired := true; fired; {
 		if fired, err = b.store.FireDueSchedule(ctx, nil, decide); err != nil {
 			t.Fatal(err)
@@ -148,9 +146,9 @@ func TestFiringPassesOverTheSchedulesItIsToldToSkip(t *testing.T) {
 	}
 	skipped, fired := schedule(older), schedule(newer)
 	var seen []domain.ID
-	decide := func(d ports.DueSchedule) (domain.Firing, error) {
+	decide := func(d ports.DueSchedule) (ports.TickPlan, error) {
 		seen = append(seen, d.Schedule.ID)
-		return domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}, nil
+		return ports.TickPlan{Firing: domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}}, nil
 	}
 	for {
 		ok, err := b.store.FireDueSchedule(ctx, []domain.ID{skipped.ID}, decide)
@@ -164,4 +162,26 @@ func TestFiringPassesOverTheSchedulesItIsToldToSkip(t *testing.T) {
 	if len(seen) != 1 || seen[0] != fired.ID {
 		t.Errorf("decided %v, want only %s (skipping %s)", seen, fired.ID, skipped.ID)
 	}
+}
+
+// tickPlan is what app decides for a due schedule (app.ScheduleFiring):
+// its tick, and an item of its input keyed as the definition's
+// concurrency says, or the refusal of an input the key cannot read.
+func tickPlan(tt domain.Timetable, d ports.DueSchedule) (ports.TickPlan, error) {
+	sc := d.Schedule
+	p := ports.TickPlan{Firing: sc.Fire(tt, d.Now, time.Minute, d.PreviousActive),
+		Item: ports.Enqueue{ID: domain.ID(uuid.New()), WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input, Priority: sc.Priority}}
+	if c := d.Concurrency; c != nil {
+		key, err := c.ResolveKey(sc.Input)
+		var bad *domain.InputError
+		if errors.As(err, &bad) {
+			p.Refused = bad
+			return p, nil
+		}
+		if err != nil {
+			return p, err
+		}
+		p.Item.ConcurrencyKey, p.Item.ConcurrencyLimit, p.Item.ConcurrencyRate = &key, c.Limit, c.StartRate
+	}
+	return p, nil
 }

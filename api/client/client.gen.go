@@ -110,6 +110,25 @@ type APIKey struct {
 	WorkspaceID openapi_types.UUID `json:"workspaceId"`
 }
 
+// Caller The caller of a request. The admin has no key and no workspace; a workspace key has both.
+type Caller struct {
+	// Admin True for the admin token.
+	Admin bool `json:"admin"`
+
+	// KeyID The workspace API key used; null for the admin.
+	KeyID *openapi_types.UUID `json:"keyId"`
+
+	// Workspace The workspace the key belongs to; null for the admin.
+	Workspace *CallerWorkspace `json:"workspace"`
+}
+
+// CallerWorkspace defines model for CallerWorkspace.
+type CallerWorkspace struct {
+	ID   openapi_types.UUID `json:"id"`
+	Name string             `json:"name"`
+	Plan Plan               `json:"plan"`
+}
+
 // CancelResponse defines model for CancelResponse.
 type CancelResponse struct {
 	ID     openapi_types.UUID   `json:"id"`
@@ -1327,6 +1346,9 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+	// GetCaller request
+	GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListPlans request
 	ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1504,6 +1526,18 @@ type ClientInterface interface {
 
 	// GetReadyz request
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (c *Client) GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCallerRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 func (c *Client) ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2272,6 +2306,33 @@ func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetCallerRequest generates requests for GetCaller
+func NewGetCallerRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/me")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListPlansRequest generates requests for ListPlans
@@ -4595,6 +4656,9 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+	// GetCallerWithResponse request
+	GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error)
+
 	// ListPlansWithResponse request
 	ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error)
 
@@ -4772,6 +4836,32 @@ type ClientWithResponsesInterface interface {
 
 	// GetReadyzWithResponse request
 	GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzResponse, error)
+}
+
+type GetCallerResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *Caller
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCallerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCallerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
 }
 
 type ListPlansResponse struct {
@@ -6231,6 +6321,15 @@ func (r GetReadyzResponse) StatusCode() int {
 	return 0
 }
 
+// GetCallerWithResponse request returning *GetCallerResponse
+func (c *ClientWithResponses) GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error) {
+	rsp, err := c.GetCaller(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCallerResponse(rsp)
+}
+
 // ListPlansWithResponse request returning *ListPlansResponse
 func (c *ClientWithResponses) ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error) {
 	rsp, err := c.ListPlans(ctx, reqEditors...)
@@ -6791,6 +6890,60 @@ func (c *ClientWithResponses) GetReadyzWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetReadyzResponse(rsp)
+}
+
+// ParseGetCallerResponse parses an HTTP response from a GetCallerWithResponse call
+func ParseGetCallerResponse(rsp *http.Response) (*GetCallerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCallerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Caller
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseListPlansResponse parses an HTTP response from a ListPlansWithResponse call

@@ -160,6 +160,19 @@ func TestContractEveryOperation(t *testing.T) {
 	status(t, "createAPIKey", spare, err, http.StatusCreated)
 	key := s.client(t, created.Secret)
 
+	// Who calls: the key names its workspace, the admin none.
+	me, err := key.GetCallerWithResponse(ctx)
+	status(t, "getCaller", me, err, http.StatusOK)
+	if c := me.JSON200; c.Admin || c.KeyID == nil || *c.KeyID != created.ID || c.Workspace == nil ||
+		c.Workspace.ID != ws.ID || c.Workspace.Name != "Acme" || c.Workspace.Plan != client.ENTERPRISE {
+		t.Errorf("getCaller with a key: %s", me.Body)
+	}
+	me, err = admin.GetCallerWithResponse(ctx)
+	status(t, "getCaller", me, err, http.StatusOK)
+	if c := me.JSON200; !c.Admin || c.KeyID != nil || c.Workspace != nil {
+		t.Errorf("getCaller with the admin token: %s", me.Body)
+	}
+
 	lk, err := key.ListAPIKeysWithResponse(ctx, ws.ID)
 	status(t, "listApiKeys", lk, err, http.StatusOK)
 	if len(*lk.JSON200) != 2 {

@@ -117,6 +117,9 @@ func (w *world) opsOnB() []op {
 		{"listWorkspaces", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.ListWorkspaces(ctx, nil)
 		}},
+		{"getCaller", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetCaller(ctx)
+		}},
 		{"getWorkspace", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.GetWorkspace(ctx, w.wsB)
 		}},
@@ -438,8 +441,8 @@ func TestNegativeOtherWorkspace(t *testing.T) {
 	read := reader(t)
 	a := w.client(t, w.keyA.Secret)
 	for _, o := range w.opsOnB() {
-		if o.name == "listWorkspaces" {
-			continue // lists only the caller's own; checked below
+		if o.name == "listWorkspaces" || o.name == "getCaller" {
+			continue // they answer for the caller's own; checked below
 		}
 		read(o.call(ctx, a)).expect(t, o.name+" on B with A's key", http.StatusForbidden, "forbidden")
 	}
@@ -477,6 +480,13 @@ func TestNegativeOtherWorkspace(t *testing.T) {
 	}
 	if plan != "PRO" || keys != 3 || revoked != 1 {
 		t.Errorf("admin-only calls with a key changed A: plan %s, %d keys, %d revoked", plan, keys, revoked)
+	}
+
+	// Asking who calls with A's key names A, never B.
+	me, err := a.GetCallerWithResponse(ctx)
+	status(t, "getCaller", me, err, http.StatusOK)
+	if c := me.JSON200; c.Admin || c.Workspace == nil || c.Workspace.ID != w.wsA || c.KeyID == nil || *c.KeyID != w.keyA.ID {
+		t.Errorf("getCaller with A's key: %s", me.Body)
 	}
 
 	// Listing workspaces with a key shows its own only, and pages end.

@@ -82,25 +82,35 @@ export async function api(method, path, body, { probe = false } = {}) {
   return data;
 }
 
-/** @type {{token: string | null, answer: Promise<boolean>} | null} */
-let adminProbe = null;
+/** @typedef {import('./types.js').Caller} Caller */
+
+/** @type {{token: string | null, answer: Promise<Caller>} | null} */
+let callerAsked = null;
 
 /**
- * isAdmin tells whether the tab's token is the admin's: whether it may
- * read the plans, which only the admin may. Asked once per token.
+ * caller tells who the tab's token is: the admin, or a workspace key with
+ * its workspace (GET /me, which any valid token may ask). Asked once per
+ * token; a refusal is not kept, so the next call asks again.
+ * @returns {Promise<Caller>}
  */
-export function isAdmin() {
+export function caller() {
   const t = token();
-  if (!adminProbe || adminProbe.token !== t) {
-    adminProbe = {
-      token: t,
-      answer: api("GET", "/plans", undefined, { probe: true }).then(
-        () => true,
-        () => false,
-      ),
-    };
+  if (!callerAsked || callerAsked.token !== t) {
+    const asked = { token: t, answer: /** @type {Promise<Caller>} */ (api("GET", "/me", undefined, { probe: true })) };
+    asked.answer.catch(() => {
+      if (callerAsked === asked) callerAsked = null;
+    });
+    callerAsked = asked;
   }
-  return adminProbe.answer;
+  return callerAsked.answer;
+}
+
+/** isAdmin tells whether the tab's token is the admin's. */
+export function isAdmin() {
+  return caller().then(
+    (c) => c.admin,
+    () => false,
+  );
 }
 
 /**

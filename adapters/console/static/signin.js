@@ -1,6 +1,6 @@
 // @ts-check
 // Signing in and out with a workspace API key or the admin token.
-import { api, forgetToken, isAdmin, problemView, setToken, token } from "./api.js";
+import { caller, forgetToken, isAdmin, problemView, setToken, token } from "./api.js";
 import { h, page } from "./dom.js";
 import { reroute } from "./live.js";
 
@@ -66,7 +66,7 @@ export function viewSignIn() {
         e.preventDefault();
         setToken(input.value.trim());
         try {
-          await api("GET", "/workspaces?limit=1", undefined, { probe: true });
+          await caller();
           signInMessage = "";
           if (!location.hash.startsWith("#/")) history.replaceState(null, "", "#/workspaces");
           reroute();

@@ -6,6 +6,7 @@
 // The file is only comments to the browser.
 
 /** @typedef {import('../../../api/typescript/src/schema').components['schemas']} Schemas */
+/** @typedef {Schemas['Caller']} Caller */
 /** @typedef {Schemas['Workspace']} Workspace */
 /** @typedef {Schemas['WorkspacePage']} WorkspacePage */
 /** @typedef {Schemas['Definition']} Definition */

@@ -44,6 +44,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who is calling
+         * @description Names the caller of this request's token: the admin, or a workspace
+         *     API key with its key id and its workspace (id, name, plan). Any valid
+         *     token may ask, so a client (the console) learns what it may do
+         *     without probing an admin-only endpoint.
+         */
+        get: operations["getCaller"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workspaces": {
         parameters: {
             query?: never;
@@ -454,7 +477,9 @@ export interface paths {
          * @description Enqueues up to 1,000 executions of one definition (`SLUICE_ENQUEUE_BATCH_MAX`
          *     lowers it) in one request and one statement, each item with its own
          *     input, priority, optional `notBefore` and optional idempotency key,
-         *     and answers 202 with one result per item, in the order sent. The
+         *     and answers 202 with one result per item, in the order sent. Items
+         *     of one priority are queued, listed and admitted in the order sent,
+         *     within the batch and after earlier batches and starts. The
          *     batch passes the workspace's quotas whole or not at all: past one it
          *     is refused with 429 naming the quota, and nothing is enqueued. An
          *     item whose key was used before with the same content answers the
@@ -1033,6 +1058,24 @@ export interface components {
             plan: components["schemas"]["Plan"];
         };
         UpdateWorkspaceRequest: {
+            plan: components["schemas"]["Plan"];
+        };
+        /** @description The caller of a request. The admin has no key and no workspace; a workspace key has both. */
+        Caller: {
+            /** @description True for the admin token. */
+            admin: boolean;
+            /**
+             * Format: uuid
+             * @description The workspace API key used; null for the admin.
+             */
+            keyId: string | null;
+            /** @description The workspace the key belongs to; null for the admin. */
+            workspace: components["schemas"]["CallerWorkspace"] | null;
+        };
+        CallerWorkspace: {
+            /** Format: uuid */
+            id: string;
+            name: string;
             plan: components["schemas"]["Plan"];
         };
         Workspace: {
@@ -2077,6 +2120,41 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+        };
+    };
+    getCaller: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "admin": false,
+                     *       "keyId": "0b7a4c2e-1d3f-4e5a-9b8c-7d6e5f4a3b2c",
+                     *       "workspace": {
+                     *         "id": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
+                     *         "name": "Acme",
+                     *         "plan": "PRO"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Caller"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listWorkspaces: {
