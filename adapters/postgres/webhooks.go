@@ -22,16 +22,47 @@ var (
 const WebhookChannel = "sluice_webhooks"
 
 // enqueueWebhooks writes, in the transaction tx that records an
-// execution's end, one delivery per endpoint that takes the event, and
-// wakes the senders when there is any.
+// execution's end, one delivery per endpoint that takes the event, as
+// many as its workspace's delivery bound leaves room for (oldest endpoint
+// first), counts each one the bound drops on its endpoint and in the
+// drops metric, and wakes the senders when it wrote any. The workspace's
+// delivery lock, taken only when an endpoint takes the event, orders the
+// count and the insert against the workspace's other ends.
 func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, status domain.ExecutionStatus) error {
 	event, ok := domain.WebhookEventOf(status)
 	if !ok {
 		return nil
 	}
-	n, err := s.q.WebhookDeliveriesEnqueue(ctx, tx, dbsqlc.WebhookDeliveriesEnqueueParams{EventType: string(event), ExecutionID: id})
-	if err != nil || n == 0 {
+	ws, err := s.q.WebhookDeliveriesLock(ctx, tx, dbsqlc.WebhookDeliveriesLockParams{ExecutionID: id, EventType: string(event)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // no endpoint takes it
+	}
+	if err != nil {
 		return err
+	}
+	held, err := s.q.WebhookDeliveriesCount(ctx, tx, dbsqlc.WebhookDeliveriesCountParams{
+		WorkspaceID: ws, MaxStored: int32(s.deliveries.Stored), MaxPending: int32(s.deliveries.Pending),
+	})
+	if err != nil {
+		return err
+	}
+	room := s.deliveries.Room(int(held.Stored), int(held.Pending))
+	written, err := s.q.WebhookDeliveriesEnqueue(ctx, tx, dbsqlc.WebhookDeliveriesEnqueueParams{EventType: string(event), ExecutionID: id, MaxRows: int32(room)})
+	if err != nil {
+		return err
+	}
+	if len(written) == room {
+		// The room is spent: the endpoints left out, if any, count a drop.
+		dropped, err := s.q.WebhookEndpointsCountDropped(ctx, tx, dbsqlc.WebhookEndpointsCountDroppedParams{ExecutionID: id, EventType: string(event), Written: written})
+		if err != nil {
+			return err
+		}
+		if dropped > 0 && s.drops != nil {
+			s.drops.Add(float64(dropped))
+		}
+	}
+	if len(written) == 0 {
+		return nil
 	}
 	return s.q.WebhookNotify(ctx, tx)
 }
@@ -208,7 +239,7 @@ func endpointFromRow(r dbsqlc.WebhookEndpoint) domain.WebhookEndpoint {
 	}
 	return domain.WebhookEndpoint{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, URL: r.Url, Events: events, DefinitionID: r.WorkflowDefinitionID,
-		Secret: r.Secret, CreatedAt: r.CreatedAt,
+		Secret: r.Secret, CreatedAt: r.CreatedAt, DeliveriesDropped: r.DeliveriesDropped, LastDroppedAt: r.LastDroppedAt,
 	}
 }
 

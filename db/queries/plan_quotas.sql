@@ -18,7 +18,8 @@ SELECT
     coalesce(o.workspace_nodes_in_flight, p.workspace_nodes_in_flight)::integer AS workspace_nodes_in_flight,
     coalesce(o.for_each_items, p.for_each_items)::integer AS for_each_items,
     coalesce(o.webhook_endpoints, p.webhook_endpoints)::integer AS webhook_endpoints,
-    coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts
+    coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts,
+    coalesce(o.stored_executions, p.stored_executions)::integer AS stored_executions
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id

@@ -71,6 +71,7 @@ type Plan struct {
 	WebhookEndpoints           int32
 	OutboundHosts              int32
 	RetentionDays              int32
+	StoredExecutions           int32
 }
 
 type Schedule struct {
@@ -131,6 +132,8 @@ type WebhookEndpoint struct {
 	WorkflowDefinitionID *domain.ID
 	Secret               string
 	CreatedAt            time.Time
+	DeliveriesDropped    int64
+	LastDroppedAt        *time.Time
 }
 
 type WorkflowDefinition struct {
@@ -226,6 +229,11 @@ type Workspace struct {
 	UpdatedAt time.Time
 }
 
+type WorkspaceExecutionsStored struct {
+	WorkspaceID domain.ID
+	Executions  int32
+}
+
 type WorkspaceLimit struct {
 	WorkspaceID                domain.ID
 	MaxRunning                 *int32
@@ -247,6 +255,7 @@ type WorkspaceLimit struct {
 	ForEachItems               *int32
 	WebhookEndpoints           *int32
 	OutboundHosts              *int32
+	StoredExecutions           *int32
 }
 
 type WorkspaceNodeSlot struct {

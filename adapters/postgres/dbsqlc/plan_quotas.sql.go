@@ -27,7 +27,8 @@ SELECT
     coalesce(o.workspace_nodes_in_flight, p.workspace_nodes_in_flight)::integer AS workspace_nodes_in_flight,
     coalesce(o.for_each_items, p.for_each_items)::integer AS for_each_items,
     coalesce(o.webhook_endpoints, p.webhook_endpoints)::integer AS webhook_endpoints,
-    coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts
+    coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts,
+    coalesce(o.stored_executions, p.stored_executions)::integer AS stored_executions
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id
@@ -50,6 +51,7 @@ type WorkspaceQuotasGetRow struct {
 	ForEachItems               int32
 	WebhookEndpoints           int32
 	OutboundHosts              int32
+	StoredExecutions           int32
 }
 
 // A workspace's quotas in force: its own where set, else its plan's. Read
@@ -75,6 +77,7 @@ func (q *Queries) WorkspaceQuotasGet(ctx context.Context, db DBTX, workspaceID d
 		&i.ForEachItems,
 		&i.WebhookEndpoints,
 		&i.OutboundHosts,
+		&i.StoredExecutions,
 	)
 	return i, err
 }

@@ -28,13 +28,14 @@ UPDATE plans SET
     for_each_items = coalesce($13, for_each_items),
     webhook_endpoints = coalesce($14, webhook_endpoints),
     outbound_hosts = coalesce($15, outbound_hosts),
-    retention_days = coalesce($16, retention_days),
-    start_rate = CASE WHEN $17::bool THEN $18 ELSE start_rate END,
-    start_rate_per = CASE WHEN $17::bool THEN $19 ELSE start_rate_per END,
-    start_burst = CASE WHEN $17::bool THEN $20 ELSE start_burst END,
+    stored_executions = coalesce($16, stored_executions),
+    retention_days = coalesce($17, retention_days),
+    start_rate = CASE WHEN $18::bool THEN $19 ELSE start_rate END,
+    start_rate_per = CASE WHEN $18::bool THEN $20 ELSE start_rate_per END,
+    start_burst = CASE WHEN $18::bool THEN $21 ELSE start_burst END,
     updated_at = now()
-WHERE name = $21
-RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days
+WHERE name = $22
+RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, stored_executions
 `
 
 type PlanUpdateParams struct {
@@ -53,6 +54,7 @@ type PlanUpdateParams struct {
 	ForEachItems               *int32
 	WebhookEndpoints           *int32
 	OutboundHosts              *int32
+	StoredExecutions           *int32
 	RetentionDays              *int32
 	SetStartRate               bool
 	StartRate                  *int32
@@ -82,6 +84,7 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		arg.ForEachItems,
 		arg.WebhookEndpoints,
 		arg.OutboundHosts,
+		arg.StoredExecutions,
 		arg.RetentionDays,
 		arg.SetStartRate,
 		arg.StartRate,
@@ -112,12 +115,13 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		&i.WebhookEndpoints,
 		&i.OutboundHosts,
 		&i.RetentionDays,
+		&i.StoredExecutions,
 	)
 	return i, err
 }
 
 const plansList = `-- name: PlansList :many
-SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days FROM plans
+SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, stored_executions FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name)
 `
 
@@ -153,6 +157,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 			&i.WebhookEndpoints,
 			&i.OutboundHosts,
 			&i.RetentionDays,
+			&i.StoredExecutions,
 		); err != nil {
 			return nil, err
 		}
@@ -165,7 +170,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 }
 
 const workspaceLimitsGet = `-- name: WorkspaceLimitsGet :one
-SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts FROM workspace_limits WHERE workspace_id = $1
+SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, stored_executions FROM workspace_limits WHERE workspace_id = $1
 `
 
 func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID domain.ID) (WorkspaceLimit, error) {
@@ -192,6 +197,7 @@ func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID d
 		&i.ForEachItems,
 		&i.WebhookEndpoints,
 		&i.OutboundHosts,
+		&i.StoredExecutions,
 	)
 	return i, err
 }
@@ -200,13 +206,14 @@ const workspaceLimitsSet = `-- name: WorkspaceLimitsSet :one
 INSERT INTO workspace_limits (
     workspace_id, max_running, pending_items, stored_items, definitions, definition_versions, schedules,
     schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight,
-    workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, start_rate, start_rate_per, start_burst)
+    workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, stored_executions, start_rate, start_rate_per, start_burst)
 VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9,
     $10, $11, $12,
     $13, $14, $15, $16,
-    $17, $18, $19)
+    $17,
+    $18, $19, $20)
 ON CONFLICT (workspace_id) DO UPDATE SET
     max_running = EXCLUDED.max_running, pending_items = EXCLUDED.pending_items, stored_items = EXCLUDED.stored_items,
     definitions = EXCLUDED.definitions, definition_versions = EXCLUDED.definition_versions, schedules = EXCLUDED.schedules,
@@ -214,9 +221,9 @@ ON CONFLICT (workspace_id) DO UPDATE SET
     node_timeout_seconds = EXCLUDED.node_timeout_seconds, run_timeout_seconds = EXCLUDED.run_timeout_seconds,
     nodes_in_flight = EXCLUDED.nodes_in_flight, workspace_nodes_in_flight = EXCLUDED.workspace_nodes_in_flight,
     for_each_items = EXCLUDED.for_each_items, webhook_endpoints = EXCLUDED.webhook_endpoints,
-    outbound_hosts = EXCLUDED.outbound_hosts, start_rate = EXCLUDED.start_rate, start_rate_per = EXCLUDED.start_rate_per,
+    outbound_hosts = EXCLUDED.outbound_hosts, stored_executions = EXCLUDED.stored_executions, start_rate = EXCLUDED.start_rate, start_rate_per = EXCLUDED.start_rate_per,
     start_burst = EXCLUDED.start_burst, updated_at = now()
-RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts
+RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, stored_executions
 `
 
 type WorkspaceLimitsSetParams struct {
@@ -236,6 +243,7 @@ type WorkspaceLimitsSetParams struct {
 	ForEachItems               *int32
 	WebhookEndpoints           *int32
 	OutboundHosts              *int32
+	StoredExecutions           *int32
 	StartRate                  *int32
 	StartRatePer               *string
 	StartBurst                 *int32
@@ -261,6 +269,7 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		arg.ForEachItems,
 		arg.WebhookEndpoints,
 		arg.OutboundHosts,
+		arg.StoredExecutions,
 		arg.StartRate,
 		arg.StartRatePer,
 		arg.StartBurst,
@@ -287,6 +296,7 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		&i.ForEachItems,
 		&i.WebhookEndpoints,
 		&i.OutboundHosts,
+		&i.StoredExecutions,
 	)
 	return i, err
 }

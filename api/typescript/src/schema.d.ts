@@ -1091,6 +1091,8 @@ export interface components {
             webhookEndpoints: number;
             /** @description Outbound host limits a workspace may keep; past it a new host is refused (429), existing hosts may still be changed. */
             outboundHosts: number;
+            /** @description Executions a workspace may store, with the PENDING items that will become one; past it an enqueue is refused (429, problem names "stored executions"). An execution is stored until retention deletes it. */
+            storedExecutions: number;
             /** @description Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override. */
             retentionDays: number;
         };
@@ -1111,6 +1113,7 @@ export interface components {
             forEachItems?: number;
             webhookEndpoints?: number;
             outboundHosts?: number;
+            storedExecutions?: number;
             retentionDays?: number;
             /** @description The plan's start rate (see StartRate). Absent keeps the one it has; null removes it. */
             startRate?: {
@@ -1159,6 +1162,8 @@ export interface components {
             webhookEndpoints: number | null;
             /** @description Replaces the plan's; null keeps it. */
             outboundHosts: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            storedExecutions: number | null;
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
@@ -1191,6 +1196,8 @@ export interface components {
             webhookEndpoints?: number | null;
             /** @description Absent or null keeps the plan's. */
             outboundHosts?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            storedExecutions?: number | null;
             startRate?: components["schemas"]["StartRate"];
         };
         /**
@@ -1694,6 +1701,16 @@ export interface components {
             workflowDefinitionId: string | null;
             /** Format: date-time */
             createdAt: string;
+            /**
+             * Format: int64
+             * @description Execution ends this endpoint was not sent because its workspace already stored SLUICE_WEBHOOK_DELIVERIES_MAX deliveries, or had SLUICE_WEBHOOK_PENDING_MAX waiting to be sent.
+             */
+            deliveriesDropped: number;
+            /**
+             * Format: date-time
+             * @description When the last one was dropped.
+             */
+            lastDroppedAt: string | null;
         };
         CreatedWebhookEndpoint: components["schemas"]["WebhookEndpoint"] & {
             /** @description The whsec_ signing secret. Shown once; store it now. */
@@ -2400,6 +2417,7 @@ export interface operations {
                      *         "forEachItems": 100,
                      *         "webhookEndpoints": 10,
                      *         "outboundHosts": 100,
+                     *         "storedExecutions": 10000,
                      *         "retentionDays": 7,
                      *         "updatedAt": "2026-11-21T10:00:00Z"
                      *       }
@@ -2461,6 +2479,7 @@ export interface operations {
                      *       "forEachItems": 1000,
                      *       "webhookEndpoints": 10,
                      *       "outboundHosts": 100,
+                     *       "storedExecutions": 100000,
                      *       "retentionDays": 30,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
@@ -2515,6 +2534,7 @@ export interface operations {
                      *       "forEachItems": null,
                      *       "webhookEndpoints": null,
                      *       "outboundHosts": null,
+                     *       "storedExecutions": null,
                      *       "updatedAt": null
                      *     }
                      */
@@ -2576,6 +2596,7 @@ export interface operations {
                      *       "forEachItems": null,
                      *       "webhookEndpoints": null,
                      *       "outboundHosts": null,
+                     *       "storedExecutions": null,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */
