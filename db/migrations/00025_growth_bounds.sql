@@ -10,9 +10,6 @@
 -- alone, which served only a sort of every due row.
 CREATE INDEX webhook_deliveries_pending_idx ON webhook_deliveries (workspace_id, next_attempt_at, id) WHERE status = 'PENDING';
 DROP INDEX webhook_deliveries_due_idx;
--- A workspace's stored deliveries, of any status, counted against its
--- bound at each execution end.
-CREATE INDEX webhook_deliveries_workspace_idx ON webhook_deliveries (workspace_id);
 
 -- The deliveries an endpoint did not get because its workspace held its
 -- bound of stored or pending deliveries, shown on the endpoint, so a
@@ -93,6 +90,5 @@ DROP TABLE workspace_executions_stored;
 ALTER TABLE workspace_limits DROP COLUMN stored_executions;
 ALTER TABLE plans DROP COLUMN stored_executions;
 ALTER TABLE webhook_endpoints DROP COLUMN deliveries_dropped, DROP COLUMN last_dropped_at;
-DROP INDEX webhook_deliveries_workspace_idx;
 CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_attempt_at) WHERE status = 'PENDING';
 DROP INDEX webhook_deliveries_pending_idx;

@@ -35,9 +35,13 @@ WHERE e.id = @execution_id
 -- name: WebhookDeliveriesCount :one
 -- A workspace's stored and PENDING deliveries, each counted up to its
 -- bound and no further, so the count costs at most the bound's index
--- entries whatever the workspace stores.
+-- entries whatever the workspace stores. The stored ones are read through
+-- its endpoints (webhook_deliveries_endpoint_idx), so no index on the
+-- workspace alone tempts the claim's walk of the PENDING ones away from
+-- theirs.
 SELECT
-    (SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries d WHERE d.workspace_id = @workspace_id LIMIT @max_stored::int) s)::int AS stored,
+    (SELECT count(*) FROM (SELECT 1 FROM webhook_endpoints ep JOIN webhook_deliveries d ON d.endpoint_id = ep.id
+                           WHERE ep.workspace_id = @workspace_id LIMIT @max_stored::int) s)::int AS stored,
     (SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries d WHERE d.workspace_id = @workspace_id AND d.status = 'PENDING'
                            LIMIT @max_pending::int) p)::int AS pending;
 
@@ -102,23 +106,21 @@ WITH RECURSIVE waiting AS (
 ), cap AS (
     SELECT @per_workspace::int AS per_workspace
 ), eligible AS (
-    SELECT x.id FROM waiting w
+    SELECT x.id, x.next_attempt_at FROM waiting w
     CROSS JOIN cap
     LEFT JOIN busy b ON b.workspace_id = w.workspace_id
     CROSS JOIN LATERAL (
-        SELECT d.id FROM webhook_deliveries d
+        SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
         WHERE d.workspace_id = w.workspace_id AND d.status = 'PENDING' AND d.next_attempt_at <= now()
         ORDER BY d.next_attempt_at, d.id
         LIMIT greatest(cap.per_workspace - coalesce(b.n, 0), 0)
+        FOR UPDATE OF d SKIP LOCKED
     ) x
     WHERE w.workspace_id IS NOT NULL
 ), picked AS (
-    SELECT d.id FROM webhook_deliveries d
-    WHERE d.id IN (SELECT id FROM eligible)
-      AND d.status = 'PENDING' AND d.next_attempt_at <= now()
-    ORDER BY d.next_attempt_at, d.id
+    SELECT e.id FROM eligible e
+    ORDER BY e.next_attempt_at, e.id
     LIMIT @max_rows
-    FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => @lease_seconds::float8)

@@ -25,23 +25,21 @@ WITH RECURSIVE waiting AS (
 ), cap AS (
     SELECT $4::int AS per_workspace
 ), eligible AS (
-    SELECT x.id FROM waiting w
+    SELECT x.id, x.next_attempt_at FROM waiting w
     CROSS JOIN cap
     LEFT JOIN busy b ON b.workspace_id = w.workspace_id
     CROSS JOIN LATERAL (
-        SELECT d.id FROM webhook_deliveries d
+        SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
         WHERE d.workspace_id = w.workspace_id AND d.status = 'PENDING' AND d.next_attempt_at <= now()
         ORDER BY d.next_attempt_at, d.id
         LIMIT greatest(cap.per_workspace - coalesce(b.n, 0), 0)
+        FOR UPDATE OF d SKIP LOCKED
     ) x
     WHERE w.workspace_id IS NOT NULL
 ), picked AS (
-    SELECT d.id FROM webhook_deliveries d
-    WHERE d.id IN (SELECT id FROM eligible)
-      AND d.status = 'PENDING' AND d.next_attempt_at <= now()
-    ORDER BY d.next_attempt_at, d.id
+    SELECT e.id FROM eligible e
+    ORDER BY e.next_attempt_at, e.id
     LIMIT $5
-    FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::float8)
@@ -119,7 +117,8 @@ func (q *Queries) WebhookDeliveriesClaim(ctx context.Context, db DBTX, arg Webho
 
 const webhookDeliveriesCount = `-- name: WebhookDeliveriesCount :one
 SELECT
-    (SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries d WHERE d.workspace_id = $1 LIMIT $2::int) s)::int AS stored,
+    (SELECT count(*) FROM (SELECT 1 FROM webhook_endpoints ep JOIN webhook_deliveries d ON d.endpoint_id = ep.id
+                           WHERE ep.workspace_id = $1 LIMIT $2::int) s)::int AS stored,
     (SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries d WHERE d.workspace_id = $1 AND d.status = 'PENDING'
                            LIMIT $3::int) p)::int AS pending
 `
@@ -137,7 +136,10 @@ type WebhookDeliveriesCountRow struct {
 
 // A workspace's stored and PENDING deliveries, each counted up to its
 // bound and no further, so the count costs at most the bound's index
-// entries whatever the workspace stores.
+// entries whatever the workspace stores. The stored ones are read through
+// its endpoints (webhook_deliveries_endpoint_idx), so no index on the
+// workspace alone tempts the claim's walk of the PENDING ones away from
+// theirs.
 func (q *Queries) WebhookDeliveriesCount(ctx context.Context, db DBTX, arg WebhookDeliveriesCountParams) (WebhookDeliveriesCountRow, error) {
 	row := db.QueryRow(ctx, webhookDeliveriesCount, arg.WorkspaceID, arg.MaxStored, arg.MaxPending)
 	var i WebhookDeliveriesCountRow
