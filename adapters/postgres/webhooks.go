@@ -24,47 +24,44 @@ const WebhookChannel = "sluice_webhooks"
 // enqueueWebhooks writes, in the transaction tx that records an
 // execution's end, one delivery per endpoint that takes the event, as
 // many as its workspace's delivery bound leaves room for (oldest endpoint
-// first), counts each one the bound drops on its endpoint and in the
-// drops metric, and wakes the senders when it wrote any. The workspace's
-// delivery lock, taken only when an endpoint takes the event, orders the
-// count and the insert against the workspace's other ends.
-func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, status domain.ExecutionStatus) error {
+// first), counts each one the bound drops on its endpoint, and wakes the
+// senders when it wrote any; it returns the drops, for the metric once
+// the transaction commits. The workspace's delivery lock, taken only when
+// an endpoint takes the event, orders the count and the insert against
+// the workspace's other ends.
+func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, status domain.ExecutionStatus) (dropped int64, err error) {
 	event, ok := domain.WebhookEventOf(status)
 	if !ok {
-		return nil
+		return 0, nil
 	}
 	ws, err := s.q.WebhookDeliveriesLock(ctx, tx, dbsqlc.WebhookDeliveriesLockParams{ExecutionID: id, EventType: string(event)})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // no endpoint takes it
+		return 0, nil // no endpoint takes it
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	held, err := s.q.WebhookDeliveriesCount(ctx, tx, dbsqlc.WebhookDeliveriesCountParams{
 		WorkspaceID: ws, MaxStored: int32(s.deliveries.Stored), MaxPending: int32(s.deliveries.Pending),
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	room := s.deliveries.Room(int(held.Stored), int(held.Pending))
 	written, err := s.q.WebhookDeliveriesEnqueue(ctx, tx, dbsqlc.WebhookDeliveriesEnqueueParams{EventType: string(event), ExecutionID: id, MaxRows: int32(room)})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(written) == room {
 		// The room is spent: the endpoints left out, if any, count a drop.
-		dropped, err := s.q.WebhookEndpointsCountDropped(ctx, tx, dbsqlc.WebhookEndpointsCountDroppedParams{ExecutionID: id, EventType: string(event), Written: written})
-		if err != nil {
-			return err
-		}
-		if dropped > 0 && s.drops != nil {
-			s.drops.Add(float64(dropped))
+		if dropped, err = s.q.WebhookEndpointsCountDropped(ctx, tx, dbsqlc.WebhookEndpointsCountDroppedParams{ExecutionID: id, EventType: string(event), Written: written}); err != nil {
+			return 0, err
 		}
 	}
 	if len(written) == 0 {
-		return nil
+		return dropped, nil
 	}
-	return s.q.WebhookNotify(ctx, tx)
+	return dropped, s.q.WebhookNotify(ctx, tx)
 }
 
 // CreateWebhookEndpoint stores an endpoint under its workspace's row lock,
