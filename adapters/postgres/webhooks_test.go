@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"slices"
 	"sync"
 	"testing"
@@ -84,6 +86,76 @@ func TestTheDeliveryClaimCostsTheSameBehind100OrBehind100000(t *testing.T) {
 	t.Logf("claim of 4 due deliveries: %s behind 100, %s behind 100,000 (ratio %.1f)", small, large, float64(large)/float64(small))
 	if large > 3*small+5*time.Millisecond {
 		t.Fatalf("a claim behind 100,000 took %s against %s behind 100: its cost grows with the backlog", large, small)
+	}
+}
+
+// claimQuery is WebhookDeliveriesClaim as db/queries/webhooks.sql writes
+// it, its parameters replaced by a claim of 32 with a share of 4 and
+// nothing busy, for EXPLAIN.
+func claimQuery(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../db/queries/webhooks.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	start := strings.Index(s, "-- name: WebhookDeliveriesClaim ")
+	if start < 0 {
+		t.Fatal("no WebhookDeliveriesClaim in db/queries/webhooks.sql")
+	}
+	s = s[start+1:]
+	s = s[strings.Index(s, "\nWITH"):strings.Index(s, "-- name:")]
+	return strings.NewReplacer("@busy_workspace_ids::uuid[]", "'{}'::uuid[]", "@busy_counts::int[]", "'{}'::int[]",
+		"@per_workspace::int", "4", "@max_rows", "32", "@lease_seconds::float8", "60").Replace(s)
+}
+
+// planNode is one node of EXPLAIN (FORMAT JSON)'s plan.
+type planNode struct {
+	NodeType     string     `json:"Node Type"`
+	RelationName string     `json:"Relation Name"`
+	ActualRows   float64    `json:"Actual Rows"`
+	ActualLoops  float64    `json:"Actual Loops"`
+	Plans        []planNode `json:"Plans"`
+}
+
+// TestTheDeliveryClaimPlanReadsAFewRowsBehind100000: behind 100,000 due
+// deliveries of one workspace, EXPLAIN ANALYZE of the claim shows no
+// sequential scan of the deliveries and no plan node that handles more
+// than 100 rows: it reads the workspace's oldest few from the pending
+// index, whatever waits behind them.
+func TestTheDeliveryClaimPlanReadsAFewRowsBehind100000(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ws, _ := createWorkspace(t, store, domain.PlanEnterprise)
+	addDueDeliveries(t, pool, createEndpoint(t, store, ws), ws, 100_000)
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+claimQuery(t)).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	var most float64
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.NodeType == "Seq Scan" && n.RelationName == "webhook_deliveries" {
+			t.Errorf("the claim scans webhook_deliveries whole")
+		}
+		most = max(most, n.ActualRows*n.ActualLoops)
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(out[0].Plan)
+	t.Logf("behind 100,000 due deliveries, the claim's busiest plan node handles %.0f rows", most)
+	if most > 100 {
+		t.Errorf("a plan node of the claim handles %.0f rows behind 100,000 due: its cost grows with the backlog", most)
 	}
 }
 
