@@ -53,10 +53,11 @@ func (p *FeedPurge) Run(ctx context.Context) { p.loop.run(ctx) }
 
 func (p *FeedPurge) run(ctx context.Context) {
 	before := p.cfg.Now().Add(-p.cfg.Retention)
-	deleted, caughtUp, err := p.cfg.Pass.run(ctx, p.cfg.Now, []purgeStep{func(ctx context.Context, limit int) (int, error) {
-		return p.store.DeleteFeedEventsBefore(ctx, before, limit)
+	caughtUp, err := p.cfg.Pass.run(ctx, p.cfg.Now, []purgeStep{func(ctx context.Context, limit int) (int, error) {
+		n, err := p.store.DeleteFeedEventsBefore(ctx, before, limit)
+		p.metrics.Deleted.WithLabelValues(feedEventsKind).Add(float64(n))
+		return n, err
 	}})
-	p.metrics.Deleted.WithLabelValues(feedEventsKind).Add(float64(deleted[0]))
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Error("deleting old feed events failed", "error", err)

@@ -28,17 +28,17 @@ func DefaultPurgePass() PurgePass {
 }
 
 // purgeStep is one kind of row a pass deletes: it deletes at most limit
-// rows past their period, in one statement, and says how many.
+// rows past their period, in one statement, counts them on its metric as
+// it goes (so a reader who sees the rows gone sees them counted), and
+// says how many.
 type purgeStep func(ctx context.Context, limit int) (int, error)
 
 // run deletes through every step in turn, one batch each a round, until
 // each has come back short (nothing past its period remains), the budget
 // is spent by the clock now, or a step fails. Taking the steps in turn
 // keeps one kind's backlog from spending the pass the others need.
-// deleted counts each step's rows; caughtUp says every step came back
-// short.
-func (p PurgePass) run(ctx context.Context, now func() time.Time, steps []purgeStep) (deleted []int, caughtUp bool, err error) {
-	deleted = make([]int, len(steps))
+// caughtUp says every step came back short.
+func (p PurgePass) run(ctx context.Context, now func() time.Time, steps []purgeStep) (caughtUp bool, err error) {
 	done := make([]bool, len(steps))
 	left := len(steps)
 	deadline := now().Add(p.Budget)
@@ -48,15 +48,14 @@ func (p PurgePass) run(ctx context.Context, now func() time.Time, steps []purgeS
 				continue
 			}
 			if ctx.Err() != nil {
-				return deleted, false, ctx.Err()
+				return false, ctx.Err()
 			}
 			if !now().Before(deadline) {
-				return deleted, false, nil
+				return false, nil
 			}
 			n, err := step(ctx, p.BatchSize)
-			deleted[i] += n
 			if err != nil {
-				return deleted, false, err
+				return false, err
 			}
 			if n < p.BatchSize {
 				done[i] = true
@@ -64,5 +63,5 @@ func (p PurgePass) run(ctx context.Context, now func() time.Time, steps []purgeS
 			}
 		}
 	}
-	return deleted, true, nil
+	return true, nil
 }

@@ -107,24 +107,20 @@ func (r *Retention) run(ctx context.Context) {
 		return
 	}
 	var steps []purgeStep
-	var kinds []domain.RetainedKind
 	for _, kind := range domain.RetainedKinds() {
 		for _, plan := range append(domain.Plans(), "") {
 			before := policy.Cutoff(plan, now)
-			kinds = append(kinds, kind)
 			steps = append(steps, func(ctx context.Context, limit int) (int, error) {
 				n, err := r.store.DeleteExpired(ctx, kind, plan, before, limit)
 				if err != nil && ctx.Err() == nil {
 					r.log.Error("retention failed", "kind", kind, "plan", plan, "error", err)
 				}
+				r.metrics.Deleted.WithLabelValues(string(kind)).Add(float64(n))
 				return n, err
 			})
 		}
 	}
-	deleted, caughtUp, err := r.cfg.Pass.run(ctx, r.cfg.Now, steps)
-	for i, n := range deleted {
-		r.metrics.Deleted.WithLabelValues(string(kinds[i])).Add(float64(n))
-	}
+	caughtUp, err := r.cfg.Pass.run(ctx, r.cfg.Now, steps)
 	if err != nil {
 		return
 	}

@@ -240,10 +240,11 @@ func httpStatusText(code int) string {
 // until none is left or the pass's time is spent.
 func (s *WebhookSender) purge(ctx context.Context) {
 	cut := s.now().Add(-s.cfg.Retention)
-	deleted, _, err := s.cfg.Purge.run(ctx, s.now, []purgeStep{func(ctx context.Context, limit int) (int, error) {
-		return s.outbox.DeleteFinishedWebhookDeliveries(ctx, cut, limit)
+	_, err := s.cfg.Purge.run(ctx, s.now, []purgeStep{func(ctx context.Context, limit int) (int, error) {
+		n, err := s.outbox.DeleteFinishedWebhookDeliveries(ctx, cut, limit)
+		s.purged.Add(float64(n))
+		return n, err
 	}})
-	s.purged.Add(float64(deleted[0]))
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("deleting old webhook deliveries failed", "error", err)
 	}

@@ -4123,6 +4123,8 @@ export interface operations {
                      *       ],
                      *       "workflowDefinitionId": null,
                      *       "createdAt": "2026-11-21T10:00:00Z",
+                     *       "deliveriesDropped": 0,
+                     *       "lastDroppedAt": null,
                      *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
                      *     }
                      */
@@ -4167,7 +4169,9 @@ export interface operations {
                      *         "execution.completed"
                      *       ],
                      *       "workflowDefinitionId": null,
-                     *       "createdAt": "2026-11-21T10:00:00Z"
+                     *       "createdAt": "2026-11-21T10:00:00Z",
+                     *       "deliveriesDropped": 0,
+                     *       "lastDroppedAt": null
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
