@@ -3,8 +3,8 @@ package postgres_test
 import (
 	"context"
 	"os"
-	"strings"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
