@@ -169,9 +169,30 @@ func (s *Store) GetWebhookDelivery(ctx context.Context, id domain.ID) (domain.We
 }
 
 // ResendWebhookDelivery makes a delivery due now and wakes the senders.
+// A delivery that is not PENDING becomes one again only while its
+// workspace is under its bound of PENDING deliveries, counted under the
+// workspace's delivery lock as an execution's end counts it.
 func (s *Store) ResendWebhookDelivery(ctx context.Context, id domain.ID) (domain.WebhookDelivery, error) {
 	var out domain.WebhookDelivery
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		d, err := s.q.WebhookDeliveryGet(ctx, tx, id)
+		if err != nil {
+			return interpretError(err)
+		}
+		if d.Status != string(domain.DeliveryPending) {
+			if err := s.q.WebhookDeliveriesLockWorkspace(ctx, tx, d.WorkspaceID); err != nil {
+				return err
+			}
+			held, err := s.q.WebhookDeliveriesCount(ctx, tx, dbsqlc.WebhookDeliveriesCountParams{
+				WorkspaceID: d.WorkspaceID, MaxStored: int32(s.deliveries.Stored), MaxPending: int32(s.deliveries.Pending),
+			})
+			if err != nil {
+				return err
+			}
+			if int(held.Pending) >= s.deliveries.Pending {
+				return &domain.QuotaError{Quota: "pending webhook deliveries", Limit: s.deliveries.Pending, RetryAfter: time.Minute}
+			}
+		}
 		r, err := s.q.WebhookDeliveryResend(ctx, tx, id)
 		if err != nil {
 			return interpretError(err)

@@ -32,6 +32,10 @@ WHERE e.id = @execution_id
               WHERE ep.workspace_id = e.workspace_id AND @event_type::text = ANY (ep.events)
                 AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id));
 
+-- name: WebhookDeliveriesLockWorkspace :exec
+-- WebhookDeliveriesLock's lock, for a resend, which knows the workspace.
+SELECT pg_advisory_xact_lock(7305002, hashtext(w.id::text)) FROM workspaces w WHERE w.id = @workspace_id;
+
 -- name: WebhookDeliveriesCount :one
 -- A workspace's stored and PENDING deliveries, each counted up to its
 -- bound and no further, so the count costs at most the bound's index

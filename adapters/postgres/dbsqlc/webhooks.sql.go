@@ -247,6 +247,16 @@ func (q *Queries) WebhookDeliveriesLock(ctx context.Context, db DBTX, arg Webhoo
 	return workspace_id, err
 }
 
+const webhookDeliveriesLockWorkspace = `-- name: WebhookDeliveriesLockWorkspace :exec
+SELECT pg_advisory_xact_lock(7305002, hashtext(w.id::text)) FROM workspaces w WHERE w.id = $1
+`
+
+// WebhookDeliveriesLock's lock, for a resend, which knows the workspace.
+func (q *Queries) WebhookDeliveriesLockWorkspace(ctx context.Context, db DBTX, workspaceID domain.ID) error {
+	_, err := db.Exec(ctx, webhookDeliveriesLockWorkspace, workspaceID)
+	return err
+}
+
 const webhookDeliveryGet = `-- name: WebhookDeliveryGet :one
 SELECT d.id, d.endpoint_id, d.workspace_id, d.execution_id, d.event_type, d.payload, d.status, d.attempts, d.next_attempt_at, d.window_start, d.last_status_code, d.last_error, d.created_at, d.delivered_at, ep.workspace_id AS endpoint_workspace_id FROM webhook_deliveries d
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id

@@ -928,7 +928,9 @@ export interface paths {
          * Send a delivery again
          * @description Makes the delivery due now, whatever its status, with a new retry
          *     period. It keeps its webhook-id, so a receiver that already took it
-         *     can tell the repeat.
+         *     can tell the repeat. A delivery that is not PENDING is refused with
+         *     429 (naming "pending webhook deliveries") while its workspace has
+         *     `SLUICE_WEBHOOK_PENDING_MAX` deliveries waiting to be sent.
          */
         post: operations["resendWebhookDelivery"];
         delete?: never;
