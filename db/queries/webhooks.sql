@@ -168,7 +168,10 @@ RETURNING *;
 -- name: WebhookDeliveriesDeleteFinished :execrows
 -- Retention: finished deliveries older than the cut, a batch at a time
 -- (the purge's pass repeats it until a batch comes back short).
+-- Every worker's sender purges, so rows another purge holds are skipped
+-- (SKIP LOCKED) rather than waited for.
 DELETE FROM webhook_deliveries WHERE id IN (
     SELECT f.id FROM webhook_deliveries f
     WHERE f.status <> 'PENDING' AND f.created_at < @before::timestamptz
-    ORDER BY f.created_at LIMIT @max_rows);
+    ORDER BY f.created_at LIMIT @max_rows
+    FOR UPDATE SKIP LOCKED);

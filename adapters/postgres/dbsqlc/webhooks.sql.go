@@ -151,7 +151,8 @@ const webhookDeliveriesDeleteFinished = `-- name: WebhookDeliveriesDeleteFinishe
 DELETE FROM webhook_deliveries WHERE id IN (
     SELECT f.id FROM webhook_deliveries f
     WHERE f.status <> 'PENDING' AND f.created_at < $1::timestamptz
-    ORDER BY f.created_at LIMIT $2)
+    ORDER BY f.created_at LIMIT $2
+    FOR UPDATE SKIP LOCKED)
 `
 
 type WebhookDeliveriesDeleteFinishedParams struct {
@@ -161,6 +162,8 @@ type WebhookDeliveriesDeleteFinishedParams struct {
 
 // Retention: finished deliveries older than the cut, a batch at a time
 // (the purge's pass repeats it until a batch comes back short).
+// Every worker's sender purges, so rows another purge holds are skipped
+// (SKIP LOCKED) rather than waited for.
 func (q *Queries) WebhookDeliveriesDeleteFinished(ctx context.Context, db DBTX, arg WebhookDeliveriesDeleteFinishedParams) (int64, error) {
 	result, err := db.Exec(ctx, webhookDeliveriesDeleteFinished, arg.Before, arg.MaxRows)
 	if err != nil {
