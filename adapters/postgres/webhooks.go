@@ -180,17 +180,8 @@ func (s *Store) ResendWebhookDelivery(ctx context.Context, id domain.ID) (domain
 			return interpretError(err)
 		}
 		if d.Status != string(domain.DeliveryPending) {
-			if err := s.q.WebhookDeliveriesLockWorkspace(ctx, tx, d.WorkspaceID); err != nil {
+			if err = s.roomToResend(ctx, tx, d.WorkspaceID); err != nil {
 				return err
-			}
-			held, err := s.q.WebhookDeliveriesCount(ctx, tx, dbsqlc.WebhookDeliveriesCountParams{
-				WorkspaceID: d.WorkspaceID, MaxStored: int32(s.deliveries.Stored), MaxPending: int32(s.deliveries.Pending),
-			})
-			if err != nil {
-				return err
-			}
-			if int(held.Pending) >= s.deliveries.Pending {
-				return &domain.QuotaError{Quota: "pending webhook deliveries", Limit: s.deliveries.Pending, RetryAfter: time.Minute}
 			}
 		}
 		r, err := s.q.WebhookDeliveryResend(ctx, tx, id)
@@ -201,6 +192,24 @@ func (s *Store) ResendWebhookDelivery(ctx context.Context, id domain.ID) (domain
 		return s.q.WebhookNotify(ctx, tx)
 	})
 	return out, err
+}
+
+// roomToResend refuses, under the workspace's delivery lock, to make one
+// more of its deliveries PENDING when it already has its bound of them.
+func (s *Store) roomToResend(ctx context.Context, tx pgx.Tx, ws domain.ID) error {
+	if err := s.q.WebhookDeliveriesLockWorkspace(ctx, tx, ws); err != nil {
+		return err
+	}
+	held, err := s.q.WebhookDeliveriesCount(ctx, tx, dbsqlc.WebhookDeliveriesCountParams{
+		WorkspaceID: ws, MaxStored: int32(s.deliveries.Stored), MaxPending: int32(s.deliveries.Pending),
+	})
+	if err != nil {
+		return err
+	}
+	if int(held.Pending) >= s.deliveries.Pending {
+		return &domain.QuotaError{Quota: "pending webhook deliveries", Limit: s.deliveries.Pending, RetryAfter: time.Minute}
+	}
+	return nil
 }
 
 // ClaimWebhookDeliveries claims due deliveries for one attempt each.
