@@ -13,21 +13,19 @@ import (
 
 // RetentionConfig is what the retention job deletes and how.
 type RetentionConfig struct {
-	// BatchSize is the rows one statement deletes at most (for executions,
-	// with their node records), so no statement holds locks for long.
-	BatchSize int
-	// MaxBatchesPerRun bounds one run's batches of one kind and plan, so a
-	// backlog is worked off over several runs, each leaving the lease on
-	// time.
-	MaxBatchesPerRun int
+	// Pass is a run's batches (for executions, each row with its node
+	// records) and the time a run may spend on them.
+	Pass PurgePass
 	// Now is the clock cutoffs are taken from.
 	Now func() time.Time
 }
 
-// DefaultRetentionConfig keeps the default periods and deletes 100 rows a
-// statement, at most 100 statements per kind and plan a run.
+// DefaultRetentionConfig deletes 100 rows a statement (an execution
+// brings its node records) for at most the default pass's time a run.
 func DefaultRetentionConfig() RetentionConfig {
-	return RetentionConfig{BatchSize: 100, MaxBatchesPerRun: 100, Now: time.Now}
+	pass := DefaultPurgePass()
+	pass.BatchSize = 100
+	return RetentionConfig{Pass: pass, Now: time.Now}
 }
 
 // RetentionMetrics are the retention job's series; the kind label takes
@@ -97,9 +95,9 @@ func (r *Retention) policy(ctx context.Context) (domain.RetentionPolicy, bool) {
 // Run deletes on the schedule until ctx ends.
 func (r *Retention) Run(ctx context.Context) { r.loop.run(ctx) }
 
-// run deletes each kind, plan by plan (and rows of no workspace), in
-// batches until a batch comes back short or the run's batches are spent,
-// then records how old the oldest rows kept are.
+// run deletes each kind of each plan (and rows of no workspace), a batch
+// of each in turn, until every one has come back short or the pass's time
+// is spent, then records how old the oldest rows kept are.
 func (r *Retention) run(ctx context.Context) {
 	now := r.cfg.Now()
 	// Each run reads the plans' retention, so an edit applies to the next
@@ -108,24 +106,26 @@ func (r *Retention) run(ctx context.Context) {
 	if !ok {
 		return
 	}
-	plans := append(domain.Plans(), "")
+	var steps []purgeStep
 	for _, kind := range domain.RetainedKinds() {
-		for _, plan := range plans {
+		for _, plan := range append(domain.Plans(), "") {
 			before := policy.Cutoff(plan, now)
-			for range r.cfg.MaxBatchesPerRun {
-				n, err := r.store.DeleteExpired(ctx, kind, plan, before, r.cfg.BatchSize)
-				if err != nil {
-					if ctx.Err() == nil {
-						r.log.Error("retention failed", "kind", kind, "plan", plan, "error", err)
-					}
-					return
+			steps = append(steps, func(ctx context.Context, limit int) (int, error) {
+				n, err := r.store.DeleteExpired(ctx, kind, plan, before, limit)
+				if err != nil && ctx.Err() == nil {
+					r.log.Error("retention failed", "kind", kind, "plan", plan, "error", err)
 				}
 				r.metrics.Deleted.WithLabelValues(string(kind)).Add(float64(n))
-				if n < r.cfg.BatchSize {
-					break
-				}
-			}
+				return n, err
+			})
 		}
+	}
+	caughtUp, err := r.cfg.Pass.run(ctx, r.cfg.Now, steps)
+	if err != nil {
+		return
+	}
+	if !caughtUp {
+		r.log.Warn("retention left rows past their period for the next run: its pass's time was spent", "budget", r.cfg.Pass.Budget)
 	}
 	oldest, err := r.store.OldestKept(ctx)
 	if err != nil {

@@ -32,6 +32,11 @@ type WebhookSenderConfig struct {
 	Retry domain.WebhookRetry
 	// Retention keeps delivered and failed deliveries this long.
 	Retention time.Duration
+	// PurgeInterval is the time between the purges of deliveries past
+	// Retention.
+	PurgeInterval time.Duration
+	// Purge is a purge's batches and the time it may spend on them.
+	Purge PurgePass
 }
 
 // DefaultWebhookSenderConfig is the configuration when nothing is set.
@@ -39,6 +44,7 @@ func DefaultWebhookSenderConfig() WebhookSenderConfig {
 	return WebhookSenderConfig{
 		Concurrency: 32, WorkspaceConcurrency: 4, Timeout: 5 * time.Second, PollInterval: time.Second,
 		Retry: domain.DefaultWebhookRetry(), Retention: 7 * 24 * time.Hour,
+		PurgeInterval: time.Minute, Purge: DefaultPurgePass(),
 	}
 }
 
@@ -64,6 +70,7 @@ type WebhookSender struct {
 	done     chan struct{}
 
 	attempts *prometheus.CounterVec
+	purged   prometheus.Counter
 }
 
 // NewWebhookSender builds a sender; wakeups may be nil (polling only);
@@ -76,37 +83,52 @@ func NewWebhookSender(outbox ports.WebhookOutbox, poster ports.WebhookPoster, wa
 			Name: "webhook_attempts_total",
 			Help: "Webhook delivery attempts, by outcome (delivered, retry, failed).",
 		}, []string{"outcome"}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "webhook_deliveries_deleted_total",
+			Help: "Delivered and failed webhook deliveries deleted past their retention.",
+		}),
 	}
 	for _, o := range []string{"delivered", "retry", "failed"} {
 		s.attempts.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(s.attempts)
+		reg.MustRegister(s.attempts, s.purged)
 	}
 	return s
 }
 
-// Run sends until ctx ends, then waits for the attempts in flight.
+// Run sends until ctx ends, then waits for the attempts in flight. The
+// purge of old deliveries runs beside it, so a long purge delays no
+// delivery.
 func (s *WebhookSender) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Go(func() { s.purgeLoop(ctx) })
 	var wake <-chan struct{}
 	if s.wakeups != nil {
 		wake = s.wakeups.C()
 	}
 	tick := time.NewTicker(s.cfg.PollInterval)
 	defer tick.Stop()
-	lastPurge := time.Time{}
 	for ctx.Err() == nil {
 		s.claimAndSend(ctx, &wg)
-		if s.now().Sub(lastPurge) > time.Hour {
-			lastPurge = s.now()
-			s.purge(ctx)
-		}
 		select {
 		case <-ctx.Done():
 		case <-wake:
 		case <-s.done:
+		case <-tick.C:
+		}
+	}
+}
+
+// purgeLoop purges at once and then every PurgeInterval until ctx ends.
+func (s *WebhookSender) purgeLoop(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.PurgeInterval)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		s.purge(ctx)
+		select {
+		case <-ctx.Done():
 		case <-tick.C:
 		}
 	}
@@ -214,17 +236,16 @@ func httpStatusText(code int) string {
 	return "HTTP " + strconv.Itoa(code)
 }
 
-// purge deletes finished deliveries past their retention, in batches.
+// purge deletes finished deliveries past their retention, in batches
+// until none is left or the pass's time is spent.
 func (s *WebhookSender) purge(ctx context.Context) {
 	cut := s.now().Add(-s.cfg.Retention)
-	for ctx.Err() == nil {
-		n, err := s.outbox.DeleteFinishedWebhookDeliveries(ctx, cut, 1000)
-		if err != nil {
-			s.log.Warn("deleting old webhook deliveries failed", "error", err)
-			return
-		}
-		if n < 1000 {
-			return
-		}
+	_, err := s.cfg.Purge.run(ctx, s.now, []purgeStep{func(ctx context.Context, limit int) (int, error) {
+		n, err := s.outbox.DeleteFinishedWebhookDeliveries(ctx, cut, limit)
+		s.purged.Add(float64(n))
+		return n, err
+	}})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("deleting old webhook deliveries failed", "error", err)
 	}
 }

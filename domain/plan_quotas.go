@@ -52,6 +52,10 @@ type PlanQuotas struct {
 	// write. CheckSubWorkflows refuses at save a definition whose tree
 	// always passes it; a run checks it as each child starts.
 	SubWorkflowNodes int
+	// StoredExecutions caps the workspace's stored executions, with its
+	// PENDING items that will each become one: an execution keeps its
+	// input (up to the body limit) and its node records until retention.
+	StoredExecutions int
 }
 
 // QuotaOverrides are optional PlanQuotas: a workspace's own figures (nil
@@ -87,6 +91,8 @@ type QuotaOverrides struct {
 	OutboundHosts *int
 	// SubWorkflowNodes replaces PlanQuotas.SubWorkflowNodes when set.
 	SubWorkflowNodes *int
+	// StoredExecutions replaces PlanQuotas.StoredExecutions when set.
+	StoredExecutions *int
 }
 
 // QuotaBound is one quota's API name and the range it may be set to. The
@@ -126,6 +132,7 @@ func (o *QuotaOverrides) overrideFields() []struct {
 		{QuotaBound{Name: "webhookEndpoints", Min: 1, Max: 1_000}, &o.WebhookEndpoints},
 		{QuotaBound{Name: "outboundHosts", Min: 1, Max: 10_000}, &o.OutboundHosts},
 		{QuotaBound{Name: "subWorkflowNodes", Min: 1, Max: 1_000_000}, &o.SubWorkflowNodes},
+		{QuotaBound{Name: "storedExecutions", Min: 1, Max: 100_000_000}, &o.StoredExecutions},
 	}
 }
 
@@ -153,15 +160,19 @@ func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
 // CheckEnqueue refuses n more queue items (1 for a single enqueue, the
 // batch's size for a bulk one) when they would take the workspace past its
-// number of PENDING items, or of stored items of any status. Both are
-// counted under the workspace's lock by the caller. A batch passes whole
-// or not at all.
-func (q PlanQuotas) CheckEnqueue(pending, stored, n int) error {
+// number of PENDING items, of stored items of any status, or of stored
+// executions (executions, counting each PENDING item as the execution it
+// will become). All are counted under the workspace's lock by the caller.
+// A batch passes whole or not at all.
+func (q PlanQuotas) CheckEnqueue(pending, stored, executions, n int) error {
 	if pending+n > q.PendingItems {
 		return &QuotaError{Quota: "pending queue items", Limit: q.PendingItems, RetryAfter: PendingRetryAfter}
 	}
 	if stored+n > q.StoredItems {
 		return &QuotaError{Quota: "stored queue items", Limit: q.StoredItems, RetryAfter: StoredRetryAfter}
+	}
+	if executions+pending+n > q.StoredExecutions {
+		return &QuotaError{Quota: "stored executions", Limit: q.StoredExecutions, RetryAfter: StoredRetryAfter}
 	}
 	return nil
 }
@@ -208,7 +219,7 @@ func (q PlanQuotas) CheckScheduleInterval(shortest time.Duration, field string) 
 func (q PlanQuotas) With(o QuotaOverrides) PlanQuotas {
 	targets := []*int{&q.PendingItems, &q.StoredItems, &q.Definitions, &q.DefinitionVersions, &q.Schedules,
 		&q.ScheduleMinIntervalSeconds, &q.NodeAttempts, &q.NodeTimeoutSeconds, &q.RunTimeoutSeconds,
-		&q.NodesInFlight, &q.WorkspaceNodesInFlight, &q.ForEachItems, &q.WebhookEndpoints, &q.OutboundHosts, &q.SubWorkflowNodes}
+		&q.NodesInFlight, &q.WorkspaceNodesInFlight, &q.ForEachItems, &q.WebhookEndpoints, &q.OutboundHosts, &q.SubWorkflowNodes, &q.StoredExecutions}
 	for i, f := range o.overrideFields() {
 		if v := *f.v; v != nil {
 			*targets[i] = *v

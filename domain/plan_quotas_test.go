@@ -32,18 +32,34 @@ func TestQuotaOverridesOutOfRangeAreRefusedNamingEachField(t *testing.T) {
 	}
 }
 
-func TestEnqueuePastEitherQueueQuotaIsRefusedWhole(t *testing.T) {
+func TestEnqueuePastAnyStorageQuotaIsRefusedWhole(t *testing.T) {
 	t.Parallel()
-	q := PlanQuotas{PendingItems: 3, StoredItems: 5}
+	q := PlanQuotas{PendingItems: 3, StoredItems: 5, StoredExecutions: 6}
 	var qe *QuotaError
-	if err := q.CheckEnqueue(2, 2, 2); !errors.As(err, &qe) || qe.Quota != "pending queue items" || qe.Limit != 3 {
+	if err := q.CheckEnqueue(2, 2, 0, 2); !errors.As(err, &qe) || qe.Quota != "pending queue items" || qe.Limit != 3 {
 		t.Fatalf("pending 2+2 over 3: %v", err)
 	}
-	if err := q.CheckEnqueue(0, 4, 2); !errors.As(err, &qe) || qe.Quota != "stored queue items" || qe.Limit != 5 {
+	if err := q.CheckEnqueue(0, 4, 0, 2); !errors.As(err, &qe) || qe.Quota != "stored queue items" || qe.Limit != 5 {
 		t.Fatalf("stored 4+2 over 5: %v", err)
 	}
-	if err := q.CheckEnqueue(1, 3, 2); err != nil {
-		t.Fatalf("within both: %v", err)
+	// 4 executions and 1 PENDING item that will be the fifth: 2 more pass 6.
+	if err := q.CheckEnqueue(1, 1, 4, 2); !errors.As(err, &qe) || qe.Quota != "stored executions" || qe.Limit != 6 {
+		t.Fatalf("executions 4+1+2 over 6: %v", err)
+	}
+	if err := q.CheckEnqueue(1, 3, 3, 2); err != nil {
+		t.Fatalf("within all: %v", err)
+	}
+}
+
+func TestTheWebhookDeliveryBoundLeavesTheRoomOfTheTighterFigure(t *testing.T) {
+	t.Parallel()
+	b := WebhookDeliveryBound{Stored: 10, Pending: 4}
+	for _, c := range []struct{ stored, pending, room int }{
+		{0, 0, 4}, {8, 1, 2}, {3, 3, 1}, {10, 0, 0}, {5, 4, 0}, {12, 6, 0},
+	} {
+		if got := b.Room(c.stored, c.pending); got != c.room {
+			t.Errorf("stored %d, pending %d: room %d, want %d", c.stored, c.pending, got, c.room)
+		}
 	}
 }
 
@@ -51,7 +67,7 @@ func TestAWorkspacesOwnQuotaBeatsItsPlansAndNilKeepsThePlans(t *testing.T) {
 	t.Parallel()
 	plan := PlanQuotas{PendingItems: 1, StoredItems: 2, Definitions: 3, DefinitionVersions: 4, Schedules: 5,
 		ScheduleMinIntervalSeconds: 6, NodeAttempts: 7, NodeTimeoutSeconds: 8, RunTimeoutSeconds: 9,
-		NodesInFlight: 10, WorkspaceNodesInFlight: 11, ForEachItems: 12, WebhookEndpoints: 13, OutboundHosts: 14, SubWorkflowNodes: 15}
+		NodesInFlight: 10, WorkspaceNodesInFlight: 11, ForEachItems: 12, WebhookEndpoints: 13, OutboundHosts: 14, SubWorkflowNodes: 15, StoredExecutions: 16}
 	if got := plan.With(QuotaOverrides{}); got != plan {
 		t.Fatalf("no override changed the plan's: %+v", got)
 	}

@@ -62,6 +62,11 @@ type WebhookEndpoint struct {
 	Secret string
 	// CreatedAt is when the endpoint was registered.
 	CreatedAt time.Time
+	// DeliveriesDropped counts the execution ends the endpoint was not
+	// sent because its workspace held its WebhookDeliveryBound.
+	DeliveriesDropped int64
+	// LastDroppedAt is when the last of them was dropped.
+	LastDroppedAt *time.Time
 }
 
 // ValidateWebhookTarget checks an endpoint's URL and events as written,
@@ -175,4 +180,30 @@ func (r WebhookRetry) After(attempts int, windowStart, now time.Time) (next time
 	wait = min(wait, r.Max)
 	next = now.Add(wait)
 	return next, next.After(windowStart.Add(r.Period))
+}
+
+// WebhookDeliveryBound caps what one workspace keeps of webhook
+// deliveries, whatever its endpoints and run ends: each end writes one
+// delivery per endpoint (up to the webhookEndpoints quota) of up to the
+// payload's size, kept while it is retried and for the deliveries'
+// retention after. An end past either figure is not written for the
+// endpoints past it; each such endpoint counts the drop (deliveriesDropped).
+type WebhookDeliveryBound struct {
+	// Stored caps the workspace's deliveries of any status.
+	Stored int
+	// Pending caps its PENDING deliveries, the ones the senders retry.
+	Pending int
+}
+
+// DefaultWebhookDeliveryBound keeps 10,000 deliveries a workspace, 1,000
+// of them waiting to be sent: about 170 MB of payloads at most, and a
+// day of retries of a failing endpoint at one end every 90 seconds.
+func DefaultWebhookDeliveryBound() WebhookDeliveryBound {
+	return WebhookDeliveryBound{Stored: 10_000, Pending: 1_000}
+}
+
+// Room is how many more deliveries a workspace storing stored deliveries,
+// pending of them PENDING, may be written.
+func (b WebhookDeliveryBound) Room(stored, pending int) int {
+	return max(0, min(b.Stored-stored, b.Pending-pending))
 }

@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice/domain"
 )
@@ -30,4 +31,15 @@ type FeedHub interface {
 	// ends. The channel closes when ctx ends or the subscriber fell too
 	// far behind; a client resumes from the last seq it got.
 	Subscribe(ctx context.Context, f FeedFilter, after int64) (<-chan domain.FeedEvent, error)
+}
+
+// FeedStore deletes the stored events that streams no longer resume from.
+type FeedStore interface {
+	// DeleteFeedEventsBefore deletes at most limit sequenced events
+	// written before before, oldest first, in one short statement, and
+	// returns how many it deleted.
+	DeleteFeedEventsBefore(ctx context.Context, before time.Time, limit int) (int, error)
+	// OldestFeedEvent returns when the oldest event still stored was
+	// written (now when there is none).
+	OldestFeedEvent(ctx context.Context) (time.Time, error)
 }

@@ -13,7 +13,7 @@ func planChangeIn(b *api.UpdatePlanRequest) domain.PlanChange {
 		ScheduleMinIntervalSeconds: b.ScheduleMinIntervalSeconds, NodeAttempts: b.NodeAttempts,
 		NodeTimeoutSeconds: b.NodeTimeoutSeconds, RunTimeoutSeconds: b.RunTimeoutSeconds,
 		NodesInFlight: b.NodesInFlight, WorkspaceNodesInFlight: b.WorkspaceNodesInFlight, ForEachItems: b.ForEachItems,
-		WebhookEndpoints: b.WebhookEndpoints, OutboundHosts: b.OutboundHosts, SubWorkflowNodes: b.SubWorkflowNodes,
+		WebhookEndpoints: b.WebhookEndpoints, OutboundHosts: b.OutboundHosts, SubWorkflowNodes: b.SubWorkflowNodes, StoredExecutions: b.StoredExecutions,
 	}}
 }
 
@@ -26,7 +26,7 @@ func workspaceQuotasIn(b *api.SetWorkspaceLimitsRequest) domain.QuotaOverrides {
 		ScheduleMinIntervalSeconds: b.ScheduleMinIntervalSeconds, NodeAttempts: b.NodeAttempts,
 		NodeTimeoutSeconds: b.NodeTimeoutSeconds, RunTimeoutSeconds: b.RunTimeoutSeconds,
 		NodesInFlight: b.NodesInFlight, WorkspaceNodesInFlight: b.WorkspaceNodesInFlight, ForEachItems: b.ForEachItems,
-		WebhookEndpoints: b.WebhookEndpoints, OutboundHosts: b.OutboundHosts, SubWorkflowNodes: b.SubWorkflowNodes,
+		WebhookEndpoints: b.WebhookEndpoints, OutboundHosts: b.OutboundHosts, SubWorkflowNodes: b.SubWorkflowNodes, StoredExecutions: b.StoredExecutions,
 	}
 }
 
@@ -36,7 +36,7 @@ func planQuotasOut(out *api.PlanLimits, q domain.PlanQuotas) {
 	out.Schedules, out.ScheduleMinIntervalSeconds = q.Schedules, q.ScheduleMinIntervalSeconds
 	out.NodeAttempts, out.NodeTimeoutSeconds, out.RunTimeoutSeconds = q.NodeAttempts, q.NodeTimeoutSeconds, q.RunTimeoutSeconds
 	out.NodesInFlight, out.WorkspaceNodesInFlight, out.ForEachItems = q.NodesInFlight, q.WorkspaceNodesInFlight, q.ForEachItems
-	out.WebhookEndpoints, out.OutboundHosts, out.SubWorkflowNodes = q.WebhookEndpoints, q.OutboundHosts, q.SubWorkflowNodes
+	out.WebhookEndpoints, out.OutboundHosts, out.SubWorkflowNodes, out.StoredExecutions = q.WebhookEndpoints, q.OutboundHosts, q.SubWorkflowNodes, q.StoredExecutions
 }
 
 // workspaceQuotasOut sets out's own quotas from o (nil is the plan's).
@@ -45,5 +45,5 @@ func workspaceQuotasOut(out *api.WorkspaceLimits, o domain.QuotaOverrides) {
 	out.Schedules, out.ScheduleMinIntervalSeconds = o.Schedules, o.ScheduleMinIntervalSeconds
 	out.NodeAttempts, out.NodeTimeoutSeconds, out.RunTimeoutSeconds = o.NodeAttempts, o.NodeTimeoutSeconds, o.RunTimeoutSeconds
 	out.NodesInFlight, out.WorkspaceNodesInFlight, out.ForEachItems = o.NodesInFlight, o.WorkspaceNodesInFlight, o.ForEachItems
-	out.WebhookEndpoints, out.OutboundHosts, out.SubWorkflowNodes = o.WebhookEndpoints, o.OutboundHosts, o.SubWorkflowNodes
+	out.WebhookEndpoints, out.OutboundHosts, out.SubWorkflowNodes, out.StoredExecutions = o.WebhookEndpoints, o.OutboundHosts, o.SubWorkflowNodes, o.StoredExecutions
 }

@@ -107,7 +107,7 @@ func (s *Server) ResendWebhookDelivery(ctx context.Context, req api.ResendWebhoo
 func endpointOut(e domain.WebhookEndpoint) api.WebhookEndpoint {
 	out := api.WebhookEndpoint{
 		ID: uuid.UUID(e.ID), WorkspaceID: uuid.UUID(e.WorkspaceID), URL: e.URL, CreatedAt: e.CreatedAt,
-		Events: make([]api.WebhookEvent, len(e.Events)),
+		Events: make([]api.WebhookEvent, len(e.Events)), DeliveriesDropped: e.DeliveriesDropped, LastDroppedAt: e.LastDroppedAt,
 	}
 	for i, ev := range e.Events {
 		out.Events[i] = api.WebhookEvent(ev)

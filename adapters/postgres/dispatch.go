@@ -725,7 +725,9 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 // a repeat writes none.
 func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
+	var dropped int64
 	err := s.withCachedPlansTx(ctx, func(tx pgx.Tx) error {
+		dropped = 0 // a retried transaction counts afresh
 		// The item is locked before the execution row, the order every
 		// other writer of both (claim, release, cancel) takes, so a
 		// completion racing one of them waits instead of deadlocking.
@@ -750,7 +752,8 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 				return err
 			}
 			// The end's webhook deliveries commit with the end itself.
-			if err := s.enqueueWebhooks(ctx, tx, id, status); err != nil {
+			var err error
+			if dropped, err = s.enqueueWebhooks(ctx, tx, id, status); err != nil {
 				return err
 			}
 		}
@@ -763,6 +766,9 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 		}
 		return s.q.QueueNotify(ctx, tx)
 	})
+	if err == nil && dropped > 0 && s.drops != nil {
+		s.drops.Add(float64(dropped))
+	}
 	return found, err
 }
 

@@ -37,11 +37,10 @@ const subscriberBuffer = 1024
 // events, and under load notifications come tens of times a second, each
 // answered by a committed transaction; the first subscriber wakes it.
 type FeedHub struct {
-	pool      *pgxpool.Pool
-	q         *dbsqlc.Queries
-	log       *slog.Logger
-	listener  *Listener
-	retention time.Duration
+	pool     *pgxpool.Pool
+	q        *dbsqlc.Queries
+	log      *slog.Logger
+	listener *Listener
 
 	mu   sync.Mutex
 	last int64
@@ -58,11 +57,11 @@ type subscriber struct {
 	closed bool
 }
 
-// NewFeedHub builds a hub; call Run to start it. Events older than
-// retention are deleted.
-func NewFeedHub(pool *pgxpool.Pool, log *slog.Logger, retention time.Duration) *FeedHub {
+// NewFeedHub builds a hub; call Run to start it. The events it has sent
+// are deleted by app.FeedPurge.
+func NewFeedHub(pool *pgxpool.Pool, log *slog.Logger) *FeedHub {
 	return &FeedHub{
-		pool: pool, q: dbsqlc.New(), log: log, retention: retention,
+		pool: pool, q: dbsqlc.New(), log: log,
 		listener: NewChannelListener(pool, log, FeedChannel), subs: map[*subscriber]struct{}{},
 		subscribed: make(chan struct{}, 1),
 	}
@@ -78,16 +77,9 @@ func (h *FeedHub) Run(ctx context.Context) {
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	purged := time.Now()
 	for ctx.Err() == nil {
 		if err := h.feed(ctx); err != nil && ctx.Err() == nil {
 			h.log.Warn("feeding event streams failed; trying again", "error", err)
-		}
-		if time.Since(purged) > time.Minute {
-			purged = time.Now()
-			if _, err := h.q.FeedDeleteBefore(ctx, h.pool, dbsqlc.FeedDeleteBeforeParams{Before: time.Now().Add(-h.retention), MaxRows: 10_000}); err != nil && ctx.Err() == nil {
-				h.log.Warn("deleting old events failed", "error", err)
-			}
 		}
 		notified := h.listener.C()
 		h.mu.Lock()
@@ -273,4 +265,19 @@ func (h *FeedHub) replay(ctx context.Context, f ports.FeedFilter, after, upTo in
 		}
 	}
 	return out, false, nil
+}
+
+var _ ports.FeedStore = (*Store)(nil)
+
+// DeleteFeedEventsBefore deletes at most limit sequenced events written
+// before before, oldest first.
+func (s *Store) DeleteFeedEventsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := s.q.FeedDeleteBefore(ctx, s.pool, dbsqlc.FeedDeleteBeforeParams{Before: before, MaxRows: int32(limit)})
+	return int(n), interpretError(err)
+}
+
+// OldestFeedEvent returns when the oldest stored event was written.
+func (s *Store) OldestFeedEvent(ctx context.Context) (time.Time, error) {
+	t, err := s.q.FeedOldest(ctx, s.pool)
+	return t, interpretError(err)
 }

@@ -27,7 +27,7 @@ func (s *Store) workspaceQuotas(ctx context.Context, db dbsqlc.DBTX, workspaceID
 		ScheduleMinIntervalSeconds: int(r.ScheduleMinIntervalSeconds), NodeAttempts: int(r.NodeAttempts),
 		NodeTimeoutSeconds: int(r.NodeTimeoutSeconds), RunTimeoutSeconds: int(r.RunTimeoutSeconds),
 		NodesInFlight: int(r.NodesInFlight), WorkspaceNodesInFlight: int(r.WorkspaceNodesInFlight), ForEachItems: int(r.ForEachItems),
-		WebhookEndpoints: int(r.WebhookEndpoints), OutboundHosts: int(r.OutboundHosts), SubWorkflowNodes: int(r.SubWorkflowNodes),
+		WebhookEndpoints: int(r.WebhookEndpoints), OutboundHosts: int(r.OutboundHosts), SubWorkflowNodes: int(r.SubWorkflowNodes), StoredExecutions: int(r.StoredExecutions),
 	}, nil
 }
 
@@ -39,7 +39,7 @@ func planQuotasFromRow(r dbsqlc.Plan) domain.PlanQuotas {
 		ScheduleMinIntervalSeconds: int(r.ScheduleMinIntervalSeconds), NodeAttempts: int(r.NodeAttempts),
 		NodeTimeoutSeconds: int(r.NodeTimeoutSeconds), RunTimeoutSeconds: int(r.RunTimeoutSeconds),
 		NodesInFlight: int(r.NodesInFlight), WorkspaceNodesInFlight: int(r.WorkspaceNodesInFlight), ForEachItems: int(r.ForEachItems),
-		WebhookEndpoints: int(r.WebhookEndpoints), OutboundHosts: int(r.OutboundHosts), SubWorkflowNodes: int(r.SubWorkflowNodes),
+		WebhookEndpoints: int(r.WebhookEndpoints), OutboundHosts: int(r.OutboundHosts), SubWorkflowNodes: int(r.SubWorkflowNodes), StoredExecutions: int(r.StoredExecutions),
 	}
 }
 
@@ -51,7 +51,7 @@ func quotaOverridesFromRow(r dbsqlc.WorkspaceLimit) domain.QuotaOverrides {
 		ScheduleMinIntervalSeconds: intPtr(r.ScheduleMinIntervalSeconds), NodeAttempts: intPtr(r.NodeAttempts),
 		NodeTimeoutSeconds: intPtr(r.NodeTimeoutSeconds), RunTimeoutSeconds: intPtr(r.RunTimeoutSeconds),
 		NodesInFlight: intPtr(r.NodesInFlight), WorkspaceNodesInFlight: intPtr(r.WorkspaceNodesInFlight), ForEachItems: intPtr(r.ForEachItems),
-		WebhookEndpoints: intPtr(r.WebhookEndpoints), OutboundHosts: intPtr(r.OutboundHosts), SubWorkflowNodes: intPtr(r.SubWorkflowNodes),
+		WebhookEndpoints: intPtr(r.WebhookEndpoints), OutboundHosts: intPtr(r.OutboundHosts), SubWorkflowNodes: intPtr(r.SubWorkflowNodes), StoredExecutions: intPtr(r.StoredExecutions),
 	}
 }
 
@@ -66,7 +66,7 @@ func planUpdateParams(plan domain.Plan, c domain.PlanChange) dbsqlc.PlanUpdatePa
 		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
 		NodeTimeoutSeconds: int32Ptr(o.NodeTimeoutSeconds), RunTimeoutSeconds: int32Ptr(o.RunTimeoutSeconds),
 		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
-		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts), SubWorkflowNodes: int32Ptr(o.SubWorkflowNodes),
+		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts), SubWorkflowNodes: int32Ptr(o.SubWorkflowNodes), StoredExecutions: int32Ptr(o.StoredExecutions),
 		SetStartRate: !c.StartRate.Keep,
 	}
 	if p.SetStartRate {
@@ -86,7 +86,7 @@ func workspaceLimitsParams(l domain.WorkspaceLimits) dbsqlc.WorkspaceLimitsSetPa
 		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
 		NodeTimeoutSeconds: int32Ptr(o.NodeTimeoutSeconds), RunTimeoutSeconds: int32Ptr(o.RunTimeoutSeconds),
 		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
-		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts), SubWorkflowNodes: int32Ptr(o.SubWorkflowNodes),
+		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts), SubWorkflowNodes: int32Ptr(o.SubWorkflowNodes), StoredExecutions: int32Ptr(o.StoredExecutions),
 	}
 	p.StartRate, p.StartRatePer, p.StartBurst = startRateToColumns(l.StartRate)
 	return p

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
 	"github.com/sluicehq/sluice/domain"
@@ -29,6 +30,20 @@ type Store struct {
 	pool *pgxpool.Pool
 	q    *dbsqlc.Queries
 	log  *slog.Logger
+	// deliveries bounds each workspace's webhook deliveries; drops counts
+	// the deliveries it kept from being written (nil: not counted).
+	deliveries domain.WebhookDeliveryBound
+	drops      prometheus.Counter
+}
+
+// StoreOption configures a Store.
+type StoreOption func(*Store)
+
+// WithWebhookDeliveryBound bounds each workspace's webhook deliveries by
+// b (domain.DefaultWebhookDeliveryBound without it) and counts each
+// delivery the bound drops in dropped, which may be nil.
+func WithWebhookDeliveryBound(b domain.WebhookDeliveryBound, dropped prometheus.Counter) StoreOption {
+	return func(s *Store) { s.deliveries, s.drops = b, dropped }
 }
 
 var (
@@ -43,8 +58,12 @@ var (
 )
 
 // NewStore wraps a pool.
-func NewStore(pool *pgxpool.Pool, log *slog.Logger) *Store {
-	return &Store{pool: pool, q: dbsqlc.New(), log: log}
+func NewStore(pool *pgxpool.Pool, log *slog.Logger, opts ...StoreOption) *Store {
+	s := &Store{pool: pool, q: dbsqlc.New(), log: log, deliveries: domain.DefaultWebhookDeliveryBound()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // PoolConfig is the pool configuration every Sluice process uses for url.

@@ -67,7 +67,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 			if quotas, err = s.workspaceQuotas(ctx, tx, b.WorkspaceID); err != nil {
 				return err
 			}
-			if err = quotas.CheckEnqueue(int(stats.Pending), int(stats.Stored), len(fresh.Ids)); err != nil {
+			if err = quotas.CheckEnqueue(int(stats.Pending), int(stats.Stored), int(stats.Executions), len(fresh.Ids)); err != nil {
 				return err
 			}
 		}

@@ -470,7 +470,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 			if quotas, err = s.workspaceQuotas(ctx, tx, e.WorkspaceID); err != nil {
 				return err
 			}
-			if err = quotas.CheckEnqueue(int(stats.Pending), int(stats.Stored), 1); err != nil {
+			if err = quotas.CheckEnqueue(int(stats.Pending), int(stats.Stored), int(stats.Executions), 1); err != nil {
 				return err
 			}
 		}

@@ -22,18 +22,46 @@ var (
 const WebhookChannel = "sluice_webhooks"
 
 // enqueueWebhooks writes, in the transaction tx that records an
-// execution's end, one delivery per endpoint that takes the event, and
-// wakes the senders when there is any.
-func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, status domain.ExecutionStatus) error {
+// execution's end, one delivery per endpoint that takes the event, as
+// many as its workspace's delivery bound leaves room for (oldest endpoint
+// first), counts each one the bound drops on its endpoint, and wakes the
+// senders when it wrote any; it returns the drops, for the metric once
+// the transaction commits. The workspace's delivery lock, taken only when
+// an endpoint takes the event, orders the count and the insert against
+// the workspace's other ends.
+func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, status domain.ExecutionStatus) (dropped int64, err error) {
 	event, ok := domain.WebhookEventOf(status)
 	if !ok {
-		return nil
+		return 0, nil
 	}
-	n, err := s.q.WebhookDeliveriesEnqueue(ctx, tx, dbsqlc.WebhookDeliveriesEnqueueParams{EventType: string(event), ExecutionID: id})
-	if err != nil || n == 0 {
-		return err
+	ws, err := s.q.WebhookDeliveriesLock(ctx, tx, dbsqlc.WebhookDeliveriesLockParams{ExecutionID: id, EventType: string(event)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil // no endpoint takes it
 	}
-	return s.q.WebhookNotify(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	held, err := s.q.WebhookDeliveriesCount(ctx, tx, dbsqlc.WebhookDeliveriesCountParams{
+		WorkspaceID: ws, MaxStored: int32(s.deliveries.Stored), MaxPending: int32(s.deliveries.Pending),
+	})
+	if err != nil {
+		return 0, err
+	}
+	room := s.deliveries.Room(int(held.Stored), int(held.Pending))
+	written, err := s.q.WebhookDeliveriesEnqueue(ctx, tx, dbsqlc.WebhookDeliveriesEnqueueParams{EventType: string(event), ExecutionID: id, MaxRows: int32(room)})
+	if err != nil {
+		return 0, err
+	}
+	if len(written) == room {
+		// The room is spent: the endpoints left out, if any, count a drop.
+		if dropped, err = s.q.WebhookEndpointsCountDropped(ctx, tx, dbsqlc.WebhookEndpointsCountDroppedParams{ExecutionID: id, EventType: string(event), Written: written}); err != nil {
+			return 0, err
+		}
+	}
+	if len(written) == 0 {
+		return dropped, nil
+	}
+	return dropped, s.q.WebhookNotify(ctx, tx)
 }
 
 // CreateWebhookEndpoint stores an endpoint under its workspace's row lock,
@@ -141,9 +169,21 @@ func (s *Store) GetWebhookDelivery(ctx context.Context, id domain.ID) (domain.We
 }
 
 // ResendWebhookDelivery makes a delivery due now and wakes the senders.
+// A delivery that is not PENDING becomes one again only while its
+// workspace is under its bound of PENDING deliveries, counted under the
+// workspace's delivery lock as an execution's end counts it.
 func (s *Store) ResendWebhookDelivery(ctx context.Context, id domain.ID) (domain.WebhookDelivery, error) {
 	var out domain.WebhookDelivery
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		d, err := s.q.WebhookDeliveryGet(ctx, tx, id)
+		if err != nil {
+			return interpretError(err)
+		}
+		if d.Status != string(domain.DeliveryPending) {
+			if err = s.roomToResend(ctx, tx, d.WorkspaceID); err != nil {
+				return err
+			}
+		}
 		r, err := s.q.WebhookDeliveryResend(ctx, tx, id)
 		if err != nil {
 			return interpretError(err)
@@ -152,6 +192,24 @@ func (s *Store) ResendWebhookDelivery(ctx context.Context, id domain.ID) (domain
 		return s.q.WebhookNotify(ctx, tx)
 	})
 	return out, err
+}
+
+// roomToResend refuses, under the workspace's delivery lock, to make one
+// more of its deliveries PENDING when it already has its bound of them.
+func (s *Store) roomToResend(ctx context.Context, tx pgx.Tx, ws domain.ID) error {
+	if err := s.q.WebhookDeliveriesLockWorkspace(ctx, tx, ws); err != nil {
+		return err
+	}
+	held, err := s.q.WebhookDeliveriesCount(ctx, tx, dbsqlc.WebhookDeliveriesCountParams{
+		WorkspaceID: ws, MaxStored: int32(s.deliveries.Stored), MaxPending: int32(s.deliveries.Pending),
+	})
+	if err != nil {
+		return err
+	}
+	if int(held.Pending) >= s.deliveries.Pending {
+		return &domain.QuotaError{Quota: "pending webhook deliveries", Limit: s.deliveries.Pending, RetryAfter: time.Minute}
+	}
+	return nil
 }
 
 // ClaimWebhookDeliveries claims due deliveries for one attempt each.
@@ -208,7 +266,7 @@ func endpointFromRow(r dbsqlc.WebhookEndpoint) domain.WebhookEndpoint {
 	}
 	return domain.WebhookEndpoint{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, URL: r.Url, Events: events, DefinitionID: r.WorkflowDefinitionID,
-		Secret: r.Secret, CreatedAt: r.CreatedAt,
+		Secret: r.Secret, CreatedAt: r.CreatedAt, DeliveriesDropped: r.DeliveriesDropped, LastDroppedAt: r.LastDroppedAt,
 	}
 }
 

@@ -235,9 +235,15 @@ type CreatedAPIKey struct {
 
 // CreatedWebhookEndpoint defines model for CreatedWebhookEndpoint.
 type CreatedWebhookEndpoint struct {
-	CreatedAt time.Time          `json:"createdAt"`
-	Events    []WebhookEvent     `json:"events"`
-	ID        openapi_types.UUID `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// DeliveriesDropped Execution ends this endpoint was not sent because its workspace already stored SLUICE_WEBHOOK_DELIVERIES_MAX deliveries, or had SLUICE_WEBHOOK_PENDING_MAX waiting to be sent.
+	DeliveriesDropped int64              `json:"deliveriesDropped"`
+	Events            []WebhookEvent     `json:"events"`
+	ID                openapi_types.UUID `json:"id"`
+
+	// LastDroppedAt When the last one was dropped.
+	LastDroppedAt *time.Time `json:"lastDroppedAt"`
 
 	// Secret The whsec_ signing secret. Shown once; store it now.
 	Secret               string              `json:"secret"`
@@ -548,6 +554,9 @@ type PlanLimits struct {
 	// workspace: its plan's).
 	StartRate *StartRate `json:"startRate"`
 
+	// StoredExecutions Executions a workspace may store, with the PENDING items that will become one; past it an enqueue is refused (429, problem names "stored executions"). An execution is stored until retention deletes it.
+	StoredExecutions int `json:"storedExecutions"`
+
 	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
 	StoredItems int `json:"storedItems"`
 
@@ -599,6 +608,9 @@ type PlanQuotas struct {
 
 	// Schedules Schedules a workspace may keep, paused ones included; past it a create is refused (429).
 	Schedules int `json:"schedules"`
+
+	// StoredExecutions Executions a workspace may store, with the PENDING items that will become one; past it an enqueue is refused (429, problem names "stored executions"). An execution is stored until retention deletes it.
+	StoredExecutions int `json:"storedExecutions"`
 
 	// StoredItems Queue items of any status a workspace may store; past it an enqueue is refused (429).
 	StoredItems int `json:"storedItems"`
@@ -780,6 +792,9 @@ type SetWorkspaceLimitsRequest struct {
 	// workspace: its plan's).
 	StartRate *StartRate `json:"startRate"`
 
+	// StoredExecutions Absent or null keeps the plan's.
+	StoredExecutions *int `json:"storedExecutions"`
+
 	// StoredItems Absent or null keeps the plan's.
 	StoredItems *int `json:"storedItems"`
 
@@ -828,6 +843,7 @@ type UpdatePlanRequest struct {
 
 	// StartRate The plan's start rate (see StartRate). Absent keeps the one it has; null removes it.
 	StartRate              rawjson.RawMessage `json:"startRate"`
+	StoredExecutions       *int               `json:"storedExecutions,omitempty"`
 	StoredItems            *int               `json:"storedItems,omitempty"`
 	SubWorkflowNodes       *int               `json:"subWorkflowNodes,omitempty"`
 	WebhookEndpoints       *int               `json:"webhookEndpoints,omitempty"`
@@ -906,9 +922,15 @@ type WebhookDeliveryPage struct {
 
 // WebhookEndpoint defines model for WebhookEndpoint.
 type WebhookEndpoint struct {
-	CreatedAt            time.Time           `json:"createdAt"`
-	Events               []WebhookEvent      `json:"events"`
-	ID                   openapi_types.UUID  `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// DeliveriesDropped Execution ends this endpoint was not sent because its workspace already stored SLUICE_WEBHOOK_DELIVERIES_MAX deliveries, or had SLUICE_WEBHOOK_PENDING_MAX waiting to be sent.
+	DeliveriesDropped int64              `json:"deliveriesDropped"`
+	Events            []WebhookEvent     `json:"events"`
+	ID                openapi_types.UUID `json:"id"`
+
+	// LastDroppedAt When the last one was dropped.
+	LastDroppedAt        *time.Time          `json:"lastDroppedAt"`
 	URL                  string              `json:"url"`
 	WorkflowDefinitionID *openapi_types.UUID `json:"workflowDefinitionId"`
 	WorkspaceID          openapi_types.UUID  `json:"workspaceId"`
@@ -982,6 +1004,9 @@ type WorkspaceLimits struct {
 	// workspace: its plan's).
 	StartRate *StartRate `json:"startRate"`
 
+	// StoredExecutions Replaces the plan's; null keeps it.
+	StoredExecutions *int `json:"storedExecutions"`
+
 	// StoredItems Replaces the plan's; null keeps it.
 	StoredItems *int `json:"storedItems"`
 
@@ -1037,6 +1062,9 @@ type WorkspaceQuotas struct {
 
 	// Schedules Replaces the plan's; null keeps it.
 	Schedules *int `json:"schedules"`
+
+	// StoredExecutions Replaces the plan's; null keeps it.
+	StoredExecutions *int `json:"storedExecutions"`
 
 	// StoredItems Replaces the plan's; null keeps it.
 	StoredItems *int `json:"storedItems"`

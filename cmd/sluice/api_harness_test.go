@@ -127,7 +127,7 @@ func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *st
 
 	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store}, workflows, quotas, domain.DefaultTemplateBudget, adminToken)
 	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store)
-	hub := postgres.NewFeedHub(pool, log, time.Hour)
+	hub := postgres.NewFeedHub(pool, log)
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()

@@ -723,7 +723,7 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 	ctx := context.Background()
 	small := domain.DefaultQuotas()
 	small.NodesPerGraph = 10
-	smallPlan := domain.QuotaOverrides{StoredItems: ptr(3), Definitions: ptr(2), DefinitionVersions: ptr(3)}
+	smallPlan := domain.QuotaOverrides{StoredItems: ptr(3), Definitions: ptr(2), DefinitionVersions: ptr(3), StoredExecutions: ptr(2)}
 	for _, row := range []struct {
 		name   string
 		limits func(*httpapi.Limits)
@@ -743,6 +743,20 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 					}
 					cq, err := c.CancelQueueItemWithResponse(ctx, r.JSON202.QueueID)
 					status(t, "cancelQueueItem", cq, err, http.StatusAccepted)
+				}
+			}},
+		{name: "enqueue in a loop (each item is an execution to store)", retryAfter: true,
+			loop: func(t *testing.T, ws uuid.UUID, c *client.ClientWithResponses) *http.Response {
+				d, err := c.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "d", Graph: oneNodeGraph})
+				status(t, "createDefinition", d, err, http.StatusCreated)
+				for {
+					r, err := c.EnqueueExecutionWithResponse(ctx, nil, client.EnqueueExecutionRequest{WorkspaceID: ws, WorkflowDefinitionID: d.JSON201.ID})
+					if err != nil || r.StatusCode() != http.StatusAccepted {
+						if r != nil && !strings.Contains(string(r.Body), "stored executions") {
+							t.Errorf("the refusal does not name the stored-executions quota: %s", r.Body)
+						}
+						return r.HTTPResponse
+					}
 				}
 			}},
 		{name: "delete and recreate definitions (deleted ones stay stored)",

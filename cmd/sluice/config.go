@@ -56,10 +56,12 @@ type Config struct {
 	// Webhooks configures completion webhooks: the sender (worker role),
 	// the calls' bounds and the endpoints a workspace may have.
 	Webhooks WebhooksConfig
-	// Streams bound the live event streams (api role); FeedRetention is
-	// how long events are kept for Last-Event-ID resumption.
-	Streams       app.StreamLimits
-	FeedRetention time.Duration
+	// Streams bound the live event streams (api role).
+	Streams app.StreamLimits
+	// Feed is how long events are kept for Last-Event-ID resumption and
+	// how the api role's purge deletes them, on the FeedPurge schedule.
+	Feed      app.FeedPurgeConfig
+	FeedPurge app.MaintenanceSchedule
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -81,6 +83,8 @@ type HTTPConfig struct {
 type WebhooksConfig struct {
 	Sender app.WebhookSenderConfig
 	Poster nodes.WebhookConfig
+	// Bound caps each workspace's stored and pending deliveries.
+	Bound domain.WebhookDeliveryBound
 }
 
 // maxOutboundPause bounds SLUICE_OUTBOUND_PAUSE_MAX: a node held longer
@@ -251,8 +255,12 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	f.MaxPerTurn = e.integer("SLUICE_SCHEDULE_FIRE_MAX_PER_TURN", f.MaxPerTurn, 1, 100_000)
 	c.ScheduleFiring = f
 
+	// Every purge (retention, the feed's, the webhook deliveries') runs
+	// its batches until nothing past its period is left or this is spent.
+	passBudget := e.duration("SLUICE_PURGE_PASS_BUDGET", app.DefaultPurgePass().Budget, 100*time.Millisecond)
 	r := app.DefaultRetentionConfig()
-	r.BatchSize = e.integer("SLUICE_RETENTION_BATCH_SIZE", r.BatchSize, 1, 10_000)
+	r.Pass.BatchSize = e.integer("SLUICE_RETENTION_BATCH_SIZE", r.Pass.BatchSize, 1, 10_000)
+	r.Pass.Budget = passBudget
 	c.Retention = r
 
 	w := engine.WorkerConfig{
@@ -321,7 +329,17 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.Streams.Total = e.integer("SLUICE_STREAMS_MAX", c.Streams.Total, 1, 100_000)
 	c.Streams.PerWorkspace = e.integer("SLUICE_STREAMS_PER_WORKSPACE", min(c.Streams.PerWorkspace, c.Streams.Total), 1, c.Streams.Total)
 	c.Streams.Idle = e.duration("SLUICE_STREAM_IDLE", c.Streams.Idle, time.Second)
-	c.FeedRetention = e.duration("SLUICE_STREAM_RETENTION", time.Hour, time.Minute)
+	c.Feed = app.FeedPurgeConfig{
+		Retention: e.duration("SLUICE_STREAM_RETENTION", time.Hour, time.Second),
+		Pass:      app.PurgePass{BatchSize: app.DefaultPurgePass().BatchSize, Budget: passBudget},
+		Now:       time.Now,
+	}
+	c.FeedPurge = c.Maintenance
+	c.FeedPurge.Interval = e.duration("SLUICE_STREAM_PURGE_INTERVAL", time.Minute, 100*time.Millisecond)
+	// The lease outlives a pass, and a purge that runs more often than
+	// the default holds it no longer than its interval after a run.
+	c.FeedPurge.LeaseAtMostFor = max(c.FeedPurge.LeaseAtMostFor, 2*passBudget)
+	c.FeedPurge.LeaseAtLeastFor = min(c.FeedPurge.LeaseAtLeastFor, c.FeedPurge.Interval/2)
 
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("bad configuration:\n%w", err)
@@ -340,9 +358,15 @@ func webhooksConfig(e *env) WebhooksConfig {
 	s.Retry.Max = e.duration("SLUICE_WEBHOOK_RETRY_MAX", max(s.Retry.Max, s.Retry.Base), s.Retry.Base)
 	s.Retry.Period = e.duration("SLUICE_WEBHOOK_RETRY_PERIOD", s.Retry.Period, time.Second)
 	s.Retention = e.duration("SLUICE_WEBHOOK_DELIVERY_RETENTION", s.Retention, time.Hour)
+	s.PurgeInterval = e.duration("SLUICE_WEBHOOK_PURGE_INTERVAL", s.PurgeInterval, 100*time.Millisecond)
+	s.Purge.Budget = e.duration("SLUICE_PURGE_PASS_BUDGET", s.Purge.Budget, 100*time.Millisecond)
+	b := domain.DefaultWebhookDeliveryBound()
+	b.Stored = e.integer("SLUICE_WEBHOOK_DELIVERIES_MAX", b.Stored, 1, 100_000_000)
+	b.Pending = e.integer("SLUICE_WEBHOOK_PENDING_MAX", min(b.Pending, b.Stored), 1, b.Stored)
 	w := WebhooksConfig{
 		Sender: s,
 		Poster: nodes.WebhookConfig{Timeout: s.Timeout},
+		Bound:  b,
 	}
 	if f := e.str("SLUICE_WEBHOOK_CA_FILE", ""); f != "" {
 		pem, err := os.ReadFile(f)

@@ -122,6 +122,7 @@ func TestADocumentedDefaultIsTheDefault(t *testing.T) {
 // equal to one another, so that two configurations compare by value.
 func withoutFuncs(c Config) Config {
 	c.Retention.Now = nil
+	c.Feed.Now = nil
 	return c
 }
 

@@ -116,8 +116,14 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	if q := cfg.Quotas; q.NodesPerGraph != 500 || q.BatchItems != 1_000 || q.NotBeforeHorizon != 30*24*time.Hour {
 		t.Errorf("quotas = %+v", q)
 	}
-	if r := cfg.Retention; r.BatchSize != 100 {
+	if r := cfg.Retention; r.Pass.BatchSize != 100 || r.Pass.Budget != 20*time.Second {
 		t.Errorf("retention = %+v", r)
+	}
+	if f := cfg.Feed; f.Retention != time.Hour || f.Pass.BatchSize != 1000 || cfg.FeedPurge.Interval != time.Minute {
+		t.Errorf("feed purge = %+v, every %s", f, cfg.FeedPurge.Interval)
+	}
+	if b := cfg.Webhooks.Bound; b != domain.DefaultWebhookDeliveryBound() || cfg.Webhooks.Sender.PurgeInterval != time.Minute {
+		t.Errorf("webhook deliveries bound %+v, purged every %s", b, cfg.Webhooks.Sender.PurgeInterval)
 	}
 	if tn := cfg.HTTP.Limits.Tenancy; tn.Rate != 50 || tn.Burst != 100 || tn.WorkspaceConcurrency != 4 || tn.Concurrency != 10 ||
 		tn.QueueWait != 2*time.Second || cfg.HTTP.StatementTimeout != 5*time.Second {

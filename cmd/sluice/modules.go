@@ -44,7 +44,7 @@ var commonModule = fx.Module("common",
 	fx.Provide(
 		newLogger,
 		newPool,
-		func(pool *pgxpool.Pool, log *slog.Logger) *postgres.Store { return postgres.NewStore(pool, log) },
+		newStore,
 		newRegistry,
 		newTracerProvider,
 		newTemporalClient,
@@ -66,14 +66,23 @@ var commonModule = fx.Module("common",
 // expired Idempotency-Keys and deletes what is past its retention, each
 // one api process at a time.
 var apiModule = fx.Module("api",
-	fx.Provide(newApplication, newFeedHub),
-	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention, runFeedHub),
+	fx.Provide(newApplication, newFeedHub, func(reg *prometheus.Registry) *app.RetentionMetrics { return app.NewRetentionMetrics(reg) }),
+	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention, runFeedHub, runFeedPurge),
 )
 
 // newFeedHub is the one reader of events that feeds the process's event
 // streams, on the process's own pool (its LISTEN holds one connection).
-func newFeedHub(cfg Config, pool *pgxpool.Pool, log *slog.Logger) *postgres.FeedHub {
-	return postgres.NewFeedHub(pool, log.With("component", "feed"), cfg.FeedRetention)
+func newFeedHub(pool *pgxpool.Pool, log *slog.Logger) *postgres.FeedHub {
+	return postgres.NewFeedHub(pool, log.With("component", "feed"))
+}
+
+// runFeedPurge deletes the feed's events past SLUICE_STREAM_RETENTION on
+// its own schedule, under its lease so that one api process does it.
+func runFeedPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics,
+	rm *app.RetentionMetrics, log *slog.Logger) {
+	purge := app.NewFeedPurge(store, lease, cfg.FeedPurge, cfg.Feed, rm, lm, log.With("component", "feed"))
+	var bg background
+	bg.start(lc, purge.Run)
 }
 
 // runFeedHub feeds the event streams until the process stops.
@@ -206,6 +215,18 @@ func newPool(lc fx.Lifecycle, cfg Config) (*pgxpool.Pool, error) {
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	return pool, nil
+}
+
+// newStore is the one store of the process, with the webhook delivery
+// bound that the ends of executions written here hold to; the deliveries
+// the bound drops are counted on webhook_deliveries_dropped_total.
+func newStore(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *postgres.Store {
+	dropped := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "webhook_deliveries_dropped_total",
+		Help: "Webhook deliveries not written because their workspace held SLUICE_WEBHOOK_DELIVERIES_MAX stored or SLUICE_WEBHOOK_PENDING_MAX pending deliveries; each is counted on its endpoint too.",
+	})
+	reg.MustRegister(dropped)
+	return postgres.NewStore(pool, log, postgres.WithWebhookDeliveryBound(cfg.Webhooks.Bound, dropped))
 }
 
 func newRegistry() (*prometheus.Registry, prometheus.Gatherer) {
@@ -349,8 +370,8 @@ func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, 
 // runRetention deletes what is past its plan's retention period on the
 // maintenance schedule, under its lease so that one api process does it.
 func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics,
-	reg *prometheus.Registry, log *slog.Logger) {
-	retention := app.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, app.NewRetentionMetrics(reg), lm, log.With("component", "retention"))
+	rm *app.RetentionMetrics, log *slog.Logger) {
+	retention := app.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, rm, lm, log.With("component", "retention"))
 	var bg background
 	bg.start(lc, retention.Run)
 }

@@ -31,6 +31,13 @@ ORDER BY seq LIMIT @max_rows;
 SELECT coalesce(max(seq), 0)::bigint FROM feed_events WHERE seq IS NOT NULL;
 
 -- name: FeedDeleteBefore :execrows
+-- Sequenced events written before @before, oldest first, a batch at a
+-- time (the purge's pass repeats it until a batch comes back short).
 DELETE FROM feed_events WHERE id IN (
     SELECT d.id FROM feed_events d WHERE d.created_at < @before::timestamptz AND d.seq IS NOT NULL
     ORDER BY d.created_at LIMIT @max_rows);
+
+-- name: FeedOldest :one
+-- When the oldest event still stored was written (now() when there is
+-- none): one probe of the created_at index, for the oldest-kept gauge.
+SELECT coalesce(min(created_at), now())::timestamptz FROM feed_events;

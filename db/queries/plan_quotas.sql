@@ -19,7 +19,8 @@ SELECT
     coalesce(o.for_each_items, p.for_each_items)::integer AS for_each_items,
     coalesce(o.webhook_endpoints, p.webhook_endpoints)::integer AS webhook_endpoints,
     coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts,
-    coalesce(o.sub_workflow_nodes, p.sub_workflow_nodes)::integer AS sub_workflow_nodes
+    coalesce(o.sub_workflow_nodes, p.sub_workflow_nodes)::integer AS sub_workflow_nodes,
+    coalesce(o.stored_executions, p.stored_executions)::integer AS stored_executions
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id

@@ -305,9 +305,11 @@ SELECT id, status FROM workflow_execution_queue WHERE id = ANY(@ids::uuid[]);
 -- The workspace's PENDING and stored counts and plan, its counter row
 -- locked until commit, so concurrent enqueues check the queue quotas one
 -- at a time, against the plan in force (the insert's trigger would take
--- the same lock a moment later).
-SELECT s.pending, s.plan, coalesce(q.items, 0)::int AS stored
+-- the same lock a moment later). executions is its stored executions
+-- (workspace_executions_stored), for the stored-executions quota.
+SELECT s.pending, s.plan, coalesce(q.items, 0)::int AS stored, coalesce(x.executions, 0)::int AS executions
 FROM workspace_queue_stats s LEFT JOIN workspace_queue_stored q ON q.workspace_id = s.workspace_id
+LEFT JOIN workspace_executions_stored x ON x.workspace_id = s.workspace_id
 WHERE s.workspace_id = @workspace_id FOR NO KEY UPDATE OF s;
 
 -- name: QueueOldestAdmissibleByPlan :many

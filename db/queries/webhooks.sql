@@ -19,11 +19,43 @@ SELECT * FROM webhook_endpoints WHERE workspace_id = @workspace_id ORDER BY crea
 -- name: WebhookEndpointDelete :execrows
 DELETE FROM webhook_endpoints WHERE id = @id;
 
--- name: WebhookDeliveriesEnqueue :execrows
+-- name: WebhookDeliveriesLock :one
+-- Takes, for the rest of the transaction that records an execution's
+-- end, the lock that orders the delivery writes of its workspace, so the
+-- counts WebhookDeliveriesCount reads cannot change before the insert:
+-- the bound holds exactly. No row (and no lock) when no endpoint of the
+-- workspace takes the event, which is every end of most workspaces.
+SELECT e.workspace_id FROM workflow_executions e
+CROSS JOIN LATERAL (SELECT pg_advisory_xact_lock(7305002, hashtext(e.workspace_id::text))) l
+WHERE e.id = @execution_id
+  AND EXISTS (SELECT 1 FROM webhook_endpoints ep
+              WHERE ep.workspace_id = e.workspace_id AND @event_type::text = ANY (ep.events)
+                AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id));
+
+-- name: WebhookDeliveriesLockWorkspace :exec
+-- WebhookDeliveriesLock's lock, for a resend, which knows the workspace.
+SELECT pg_advisory_xact_lock(7305002, hashtext(w.id::text)) FROM workspaces w WHERE w.id = @workspace_id;
+
+-- name: WebhookDeliveriesCount :one
+-- A workspace's stored and PENDING deliveries, each counted up to its
+-- bound and no further, so the count costs at most the bound's index
+-- entries whatever the workspace stores. The stored ones are read through
+-- its endpoints (webhook_deliveries_endpoint_idx), so no index on the
+-- workspace alone tempts the claim's walk of the PENDING ones away from
+-- theirs.
+SELECT
+    (SELECT count(*) FROM (SELECT 1 FROM webhook_endpoints ep JOIN webhook_deliveries d ON d.endpoint_id = ep.id
+                           WHERE ep.workspace_id = @workspace_id LIMIT @max_stored::int) s)::int AS stored,
+    (SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries d WHERE d.workspace_id = @workspace_id AND d.status = 'PENDING'
+                           LIMIT @max_pending::int) p)::int AS pending;
+
+-- name: WebhookDeliveriesEnqueue :many
 -- The deliveries of one execution's end, one per endpoint of its
 -- workspace that takes the event (and, if it names one, is for the
--- execution's definition), in the transaction that records the end. The
--- payload is the Standard Webhooks envelope: type, timestamp, data.
+-- execution's definition), oldest endpoint first and at most @max_rows
+-- (the room its workspace's bound leaves), in the transaction that
+-- records the end. The payload is the Standard Webhooks envelope: type,
+-- timestamp, data. Returns the endpoints written to.
 INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, execution_id, event_type, payload)
 SELECT gen_random_uuid(), ep.id, e.workspace_id, e.id, @event_type::text,
        jsonb_build_object(
@@ -37,7 +69,20 @@ SELECT gen_random_uuid(), ep.id, e.workspace_id, e.id, @event_type::text,
 FROM workflow_executions e
 JOIN webhook_endpoints ep ON ep.workspace_id = e.workspace_id
 WHERE e.id = @execution_id AND @event_type::text = ANY (ep.events)
-  AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id);
+  AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id)
+ORDER BY ep.created_at, ep.id
+LIMIT @max_rows::int
+RETURNING endpoint_id;
+
+-- name: WebhookEndpointsCountDropped :execrows
+-- Counts, on each endpoint that takes the end's event but was not
+-- written to (@written), the delivery its workspace's bound dropped.
+UPDATE webhook_endpoints ep
+SET deliveries_dropped = ep.deliveries_dropped + 1, last_dropped_at = now()
+FROM workflow_executions e
+WHERE e.id = @execution_id AND ep.workspace_id = e.workspace_id AND @event_type::text = ANY (ep.events)
+  AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id)
+  AND NOT (ep.id = ANY (@written::uuid[]));
 
 -- name: WebhookNotify :exec
 SELECT pg_notify('sluice_webhooks', '');
@@ -45,31 +90,41 @@ SELECT pg_notify('sluice_webhooks', '');
 -- name: WebhookDeliveriesClaim :many
 -- Claims due deliveries for sending: at most per_workspace a workspace,
 -- less what this sender already has in flight for it (busy_*), so one
--- workspace's backlog or slow endpoint never fills the batch. A claim
--- counts the attempt and moves next_attempt_at past the lease, so a
--- sender that dies mid-send leaves the delivery due again after it (at
--- least once). SKIP LOCKED lets several senders claim side by side.
-WITH busy AS (
+-- workspace's backlog or slow endpoint never fills the batch. The
+-- workspaces with PENDING deliveries are found by a skip over
+-- webhook_deliveries_pending_idx (one probe each), and each one's due
+-- deliveries are read oldest first from the same index, at most its
+-- share: the claim reads a few rows per waiting workspace, never the
+-- backlog behind them. A claim counts the attempt and moves
+-- next_attempt_at past the lease, so a sender that dies mid-send leaves
+-- the delivery due again after it (at least once). SKIP LOCKED lets
+-- several senders claim side by side.
+WITH RECURSIVE waiting AS (
+    (SELECT d.workspace_id FROM webhook_deliveries d WHERE d.status = 'PENDING' ORDER BY d.workspace_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.workspace_id FROM webhook_deliveries d
+            WHERE d.status = 'PENDING' AND d.workspace_id > w.workspace_id ORDER BY d.workspace_id LIMIT 1)
+    FROM waiting w WHERE w.workspace_id IS NOT NULL
+), busy AS (
     SELECT unnest(@busy_workspace_ids::uuid[]) AS workspace_id, unnest(@busy_counts::int[]) AS n
 ), cap AS (
     SELECT @per_workspace::int AS per_workspace
 ), eligible AS (
-    SELECT x.id FROM (
-        SELECT d.id, d.workspace_id,
-               row_number() OVER (PARTITION BY d.workspace_id ORDER BY d.next_attempt_at, d.id) AS rn
-        FROM webhook_deliveries d
-        WHERE d.status = 'PENDING' AND d.next_attempt_at <= now()
-    ) x
+    SELECT x.id, x.next_attempt_at FROM waiting w
     CROSS JOIN cap
-    LEFT JOIN busy b ON b.workspace_id = x.workspace_id
-    WHERE x.rn <= cap.per_workspace - coalesce(b.n, 0)
+    LEFT JOIN busy b ON b.workspace_id = w.workspace_id
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+        WHERE d.workspace_id = w.workspace_id AND d.status = 'PENDING' AND d.next_attempt_at <= now()
+        ORDER BY d.next_attempt_at, d.id
+        LIMIT greatest(cap.per_workspace - coalesce(b.n, 0), 0)
+        FOR UPDATE OF d SKIP LOCKED
+    ) x
+    WHERE w.workspace_id IS NOT NULL
 ), picked AS (
-    SELECT d.id FROM webhook_deliveries d
-    WHERE d.id IN (SELECT id FROM eligible)
-      AND d.status = 'PENDING' AND d.next_attempt_at <= now()
-    ORDER BY d.next_attempt_at, d.id
+    SELECT e.id FROM eligible e
+    ORDER BY e.next_attempt_at, e.id
     LIMIT @max_rows
-    FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => @lease_seconds::float8)
@@ -111,8 +166,12 @@ WHERE id = @id
 RETURNING *;
 
 -- name: WebhookDeliveriesDeleteFinished :execrows
--- Retention: finished deliveries older than the cut, a batch at a time.
+-- Retention: finished deliveries older than the cut, a batch at a time
+-- (the purge's pass repeats it until a batch comes back short).
+-- Every worker's sender purges, so rows another purge holds are skipped
+-- (SKIP LOCKED) rather than waited for.
 DELETE FROM webhook_deliveries WHERE id IN (
     SELECT f.id FROM webhook_deliveries f
     WHERE f.status <> 'PENDING' AND f.created_at < @before::timestamptz
-    ORDER BY f.created_at LIMIT @max_rows);
+    ORDER BY f.created_at LIMIT @max_rows
+    FOR UPDATE SKIP LOCKED);

@@ -69,6 +69,8 @@ type FeedDeleteBeforeParams struct {
 	MaxRows int32
 }
 
+// Sequenced events written before @before, oldest first, a batch at a
+// time (the purge's pass repeats it until a batch comes back short).
 func (q *Queries) FeedDeleteBefore(ctx context.Context, db DBTX, arg FeedDeleteBeforeParams) (int64, error) {
 	result, err := db.Exec(ctx, feedDeleteBefore, arg.Before, arg.MaxRows)
 	if err != nil {
@@ -179,6 +181,19 @@ func (q *Queries) FeedOfWorkspaceAfter(ctx context.Context, db DBTX, arg FeedOfW
 		return nil, err
 	}
 	return items, nil
+}
+
+const feedOldest = `-- name: FeedOldest :one
+SELECT coalesce(min(created_at), now())::timestamptz FROM feed_events
+`
+
+// When the oldest event still stored was written (now() when there is
+// none): one probe of the created_at index, for the oldest-kept gauge.
+func (q *Queries) FeedOldest(ctx context.Context, db DBTX) (time.Time, error) {
+	row := db.QueryRow(ctx, feedOldest)
+	var column_1 time.Time
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const feedSequence = `-- name: FeedSequence :execrows

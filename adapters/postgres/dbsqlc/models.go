@@ -72,6 +72,7 @@ type Plan struct {
 	OutboundHosts              int32
 	RetentionDays              int32
 	SubWorkflowNodes           int32
+	StoredExecutions           int32
 }
 
 type Schedule struct {
@@ -132,6 +133,8 @@ type WebhookEndpoint struct {
 	WorkflowDefinitionID *domain.ID
 	Secret               string
 	CreatedAt            time.Time
+	DeliveriesDropped    int64
+	LastDroppedAt        *time.Time
 }
 
 type WorkflowDefinition struct {
@@ -235,6 +238,11 @@ type Workspace struct {
 	UpdatedAt time.Time
 }
 
+type WorkspaceExecutionsStored struct {
+	WorkspaceID domain.ID
+	Executions  int32
+}
+
 type WorkspaceLimit struct {
 	WorkspaceID                domain.ID
 	MaxRunning                 *int32
@@ -257,6 +265,7 @@ type WorkspaceLimit struct {
 	WebhookEndpoints           *int32
 	OutboundHosts              *int32
 	SubWorkflowNodes           *int32
+	StoredExecutions           *int32
 }
 
 type WorkspaceNodeSlot struct {

@@ -28,7 +28,8 @@ SELECT
     coalesce(o.for_each_items, p.for_each_items)::integer AS for_each_items,
     coalesce(o.webhook_endpoints, p.webhook_endpoints)::integer AS webhook_endpoints,
     coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts,
-    coalesce(o.sub_workflow_nodes, p.sub_workflow_nodes)::integer AS sub_workflow_nodes
+    coalesce(o.sub_workflow_nodes, p.sub_workflow_nodes)::integer AS sub_workflow_nodes,
+    coalesce(o.stored_executions, p.stored_executions)::integer AS stored_executions
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id
@@ -52,6 +53,7 @@ type WorkspaceQuotasGetRow struct {
 	WebhookEndpoints           int32
 	OutboundHosts              int32
 	SubWorkflowNodes           int32
+	StoredExecutions           int32
 }
 
 // A workspace's quotas in force: its own where set, else its plan's. Read
@@ -78,6 +80,7 @@ func (q *Queries) WorkspaceQuotasGet(ctx context.Context, db DBTX, workspaceID d
 		&i.WebhookEndpoints,
 		&i.OutboundHosts,
 		&i.SubWorkflowNodes,
+		&i.StoredExecutions,
 	)
 	return i, err
 }

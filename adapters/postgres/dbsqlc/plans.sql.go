@@ -29,13 +29,14 @@ UPDATE plans SET
     webhook_endpoints = coalesce($14, webhook_endpoints),
     outbound_hosts = coalesce($15, outbound_hosts),
     sub_workflow_nodes = coalesce($16, sub_workflow_nodes),
-    retention_days = coalesce($17, retention_days),
-    start_rate = CASE WHEN $18::bool THEN $19 ELSE start_rate END,
-    start_rate_per = CASE WHEN $18::bool THEN $20 ELSE start_rate_per END,
-    start_burst = CASE WHEN $18::bool THEN $21 ELSE start_burst END,
+    stored_executions = coalesce($17, stored_executions),
+    retention_days = coalesce($18, retention_days),
+    start_rate = CASE WHEN $19::bool THEN $20 ELSE start_rate END,
+    start_rate_per = CASE WHEN $19::bool THEN $21 ELSE start_rate_per END,
+    start_burst = CASE WHEN $19::bool THEN $22 ELSE start_burst END,
     updated_at = now()
-WHERE name = $22
-RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes
+WHERE name = $23
+RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions
 `
 
 type PlanUpdateParams struct {
@@ -55,6 +56,7 @@ type PlanUpdateParams struct {
 	WebhookEndpoints           *int32
 	OutboundHosts              *int32
 	SubWorkflowNodes           *int32
+	StoredExecutions           *int32
 	RetentionDays              *int32
 	SetStartRate               bool
 	StartRate                  *int32
@@ -85,6 +87,7 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		arg.WebhookEndpoints,
 		arg.OutboundHosts,
 		arg.SubWorkflowNodes,
+		arg.StoredExecutions,
 		arg.RetentionDays,
 		arg.SetStartRate,
 		arg.StartRate,
@@ -116,12 +119,13 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		&i.OutboundHosts,
 		&i.RetentionDays,
 		&i.SubWorkflowNodes,
+		&i.StoredExecutions,
 	)
 	return i, err
 }
 
 const plansList = `-- name: PlansList :many
-SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes FROM plans
+SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name)
 `
 
@@ -158,6 +162,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 			&i.OutboundHosts,
 			&i.RetentionDays,
 			&i.SubWorkflowNodes,
+			&i.StoredExecutions,
 		); err != nil {
 			return nil, err
 		}
@@ -170,7 +175,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 }
 
 const workspaceLimitsGet = `-- name: WorkspaceLimitsGet :one
-SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes FROM workspace_limits WHERE workspace_id = $1
+SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions FROM workspace_limits WHERE workspace_id = $1
 `
 
 func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID domain.ID) (WorkspaceLimit, error) {
@@ -198,6 +203,7 @@ func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID d
 		&i.WebhookEndpoints,
 		&i.OutboundHosts,
 		&i.SubWorkflowNodes,
+		&i.StoredExecutions,
 	)
 	return i, err
 }
@@ -206,13 +212,13 @@ const workspaceLimitsSet = `-- name: WorkspaceLimitsSet :one
 INSERT INTO workspace_limits (
     workspace_id, max_running, pending_items, stored_items, definitions, definition_versions, schedules,
     schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight,
-    workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, start_rate, start_rate_per, start_burst)
+    workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions, start_rate, start_rate_per, start_burst)
 VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9,
     $10, $11, $12,
     $13, $14, $15, $16,
-    $17, $18, $19, $20)
+    $17, $18, $19, $20, $21)
 ON CONFLICT (workspace_id) DO UPDATE SET
     max_running = EXCLUDED.max_running, pending_items = EXCLUDED.pending_items, stored_items = EXCLUDED.stored_items,
     definitions = EXCLUDED.definitions, definition_versions = EXCLUDED.definition_versions, schedules = EXCLUDED.schedules,
@@ -220,9 +226,9 @@ ON CONFLICT (workspace_id) DO UPDATE SET
     node_timeout_seconds = EXCLUDED.node_timeout_seconds, run_timeout_seconds = EXCLUDED.run_timeout_seconds,
     nodes_in_flight = EXCLUDED.nodes_in_flight, workspace_nodes_in_flight = EXCLUDED.workspace_nodes_in_flight,
     for_each_items = EXCLUDED.for_each_items, webhook_endpoints = EXCLUDED.webhook_endpoints,
-    outbound_hosts = EXCLUDED.outbound_hosts, sub_workflow_nodes = EXCLUDED.sub_workflow_nodes, start_rate = EXCLUDED.start_rate, start_rate_per = EXCLUDED.start_rate_per,
+    outbound_hosts = EXCLUDED.outbound_hosts, sub_workflow_nodes = EXCLUDED.sub_workflow_nodes, stored_executions = EXCLUDED.stored_executions, start_rate = EXCLUDED.start_rate, start_rate_per = EXCLUDED.start_rate_per,
     start_burst = EXCLUDED.start_burst, updated_at = now()
-RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes
+RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions
 `
 
 type WorkspaceLimitsSetParams struct {
@@ -243,6 +249,7 @@ type WorkspaceLimitsSetParams struct {
 	WebhookEndpoints           *int32
 	OutboundHosts              *int32
 	SubWorkflowNodes           *int32
+	StoredExecutions           *int32
 	StartRate                  *int32
 	StartRatePer               *string
 	StartBurst                 *int32
@@ -269,6 +276,7 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		arg.WebhookEndpoints,
 		arg.OutboundHosts,
 		arg.SubWorkflowNodes,
+		arg.StoredExecutions,
 		arg.StartRate,
 		arg.StartRatePer,
 		arg.StartBurst,
@@ -296,6 +304,7 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		&i.WebhookEndpoints,
 		&i.OutboundHosts,
 		&i.SubWorkflowNodes,
+		&i.StoredExecutions,
 	)
 	return i, err
 }

@@ -928,25 +928,33 @@ func (q *Queries) QueueOldestAdmissibleByPlan(ctx context.Context, db DBTX) ([]Q
 }
 
 const queuePendingLockCount = `-- name: QueuePendingLockCount :one
-SELECT s.pending, s.plan, coalesce(q.items, 0)::int AS stored
+SELECT s.pending, s.plan, coalesce(q.items, 0)::int AS stored, coalesce(x.executions, 0)::int AS executions
 FROM workspace_queue_stats s LEFT JOIN workspace_queue_stored q ON q.workspace_id = s.workspace_id
+LEFT JOIN workspace_executions_stored x ON x.workspace_id = s.workspace_id
 WHERE s.workspace_id = $1 FOR NO KEY UPDATE OF s
 `
 
 type QueuePendingLockCountRow struct {
-	Pending int32
-	Plan    *string
-	Stored  int32
+	Pending    int32
+	Plan       *string
+	Stored     int32
+	Executions int32
 }
 
 // The workspace's PENDING and stored counts and plan, its counter row
 // locked until commit, so concurrent enqueues check the queue quotas one
 // at a time, against the plan in force (the insert's trigger would take
-// the same lock a moment later).
+// the same lock a moment later). executions is its stored executions
+// (workspace_executions_stored), for the stored-executions quota.
 func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceID domain.ID) (QueuePendingLockCountRow, error) {
 	row := db.QueryRow(ctx, queuePendingLockCount, workspaceID)
 	var i QueuePendingLockCountRow
-	err := row.Scan(&i.Pending, &i.Plan, &i.Stored)
+	err := row.Scan(
+		&i.Pending,
+		&i.Plan,
+		&i.Stored,
+		&i.Executions,
+	)
 	return i, err
 }
 

@@ -14,27 +14,32 @@ import (
 )
 
 const webhookDeliveriesClaim = `-- name: WebhookDeliveriesClaim :many
-WITH busy AS (
+WITH RECURSIVE waiting AS (
+    (SELECT d.workspace_id FROM webhook_deliveries d WHERE d.status = 'PENDING' ORDER BY d.workspace_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.workspace_id FROM webhook_deliveries d
+            WHERE d.status = 'PENDING' AND d.workspace_id > w.workspace_id ORDER BY d.workspace_id LIMIT 1)
+    FROM waiting w WHERE w.workspace_id IS NOT NULL
+), busy AS (
     SELECT unnest($2::uuid[]) AS workspace_id, unnest($3::int[]) AS n
 ), cap AS (
     SELECT $4::int AS per_workspace
 ), eligible AS (
-    SELECT x.id FROM (
-        SELECT d.id, d.workspace_id,
-               row_number() OVER (PARTITION BY d.workspace_id ORDER BY d.next_attempt_at, d.id) AS rn
-        FROM webhook_deliveries d
-        WHERE d.status = 'PENDING' AND d.next_attempt_at <= now()
-    ) x
+    SELECT x.id, x.next_attempt_at FROM waiting w
     CROSS JOIN cap
-    LEFT JOIN busy b ON b.workspace_id = x.workspace_id
-    WHERE x.rn <= cap.per_workspace - coalesce(b.n, 0)
+    LEFT JOIN busy b ON b.workspace_id = w.workspace_id
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+        WHERE d.workspace_id = w.workspace_id AND d.status = 'PENDING' AND d.next_attempt_at <= now()
+        ORDER BY d.next_attempt_at, d.id
+        LIMIT greatest(cap.per_workspace - coalesce(b.n, 0), 0)
+        FOR UPDATE OF d SKIP LOCKED
+    ) x
+    WHERE w.workspace_id IS NOT NULL
 ), picked AS (
-    SELECT d.id FROM webhook_deliveries d
-    WHERE d.id IN (SELECT id FROM eligible)
-      AND d.status = 'PENDING' AND d.next_attempt_at <= now()
-    ORDER BY d.next_attempt_at, d.id
+    SELECT e.id FROM eligible e
+    ORDER BY e.next_attempt_at, e.id
     LIMIT $5
-    FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::float8)
@@ -65,10 +70,15 @@ type WebhookDeliveriesClaimRow struct {
 
 // Claims due deliveries for sending: at most per_workspace a workspace,
 // less what this sender already has in flight for it (busy_*), so one
-// workspace's backlog or slow endpoint never fills the batch. A claim
-// counts the attempt and moves next_attempt_at past the lease, so a
-// sender that dies mid-send leaves the delivery due again after it (at
-// least once). SKIP LOCKED lets several senders claim side by side.
+// workspace's backlog or slow endpoint never fills the batch. The
+// workspaces with PENDING deliveries are found by a skip over
+// webhook_deliveries_pending_idx (one probe each), and each one's due
+// deliveries are read oldest first from the same index, at most its
+// share: the claim reads a few rows per waiting workspace, never the
+// backlog behind them. A claim counts the attempt and moves
+// next_attempt_at past the lease, so a sender that dies mid-send leaves
+// the delivery due again after it (at least once). SKIP LOCKED lets
+// several senders claim side by side.
 func (q *Queries) WebhookDeliveriesClaim(ctx context.Context, db DBTX, arg WebhookDeliveriesClaimParams) ([]WebhookDeliveriesClaimRow, error) {
 	rows, err := db.Query(ctx, webhookDeliveriesClaim,
 		arg.LeaseSeconds,
@@ -105,11 +115,44 @@ func (q *Queries) WebhookDeliveriesClaim(ctx context.Context, db DBTX, arg Webho
 	return items, nil
 }
 
+const webhookDeliveriesCount = `-- name: WebhookDeliveriesCount :one
+SELECT
+    (SELECT count(*) FROM (SELECT 1 FROM webhook_endpoints ep JOIN webhook_deliveries d ON d.endpoint_id = ep.id
+                           WHERE ep.workspace_id = $1 LIMIT $2::int) s)::int AS stored,
+    (SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries d WHERE d.workspace_id = $1 AND d.status = 'PENDING'
+                           LIMIT $3::int) p)::int AS pending
+`
+
+type WebhookDeliveriesCountParams struct {
+	WorkspaceID domain.ID
+	MaxStored   int32
+	MaxPending  int32
+}
+
+type WebhookDeliveriesCountRow struct {
+	Stored  int32
+	Pending int32
+}
+
+// A workspace's stored and PENDING deliveries, each counted up to its
+// bound and no further, so the count costs at most the bound's index
+// entries whatever the workspace stores. The stored ones are read through
+// its endpoints (webhook_deliveries_endpoint_idx), so no index on the
+// workspace alone tempts the claim's walk of the PENDING ones away from
+// theirs.
+func (q *Queries) WebhookDeliveriesCount(ctx context.Context, db DBTX, arg WebhookDeliveriesCountParams) (WebhookDeliveriesCountRow, error) {
+	row := db.QueryRow(ctx, webhookDeliveriesCount, arg.WorkspaceID, arg.MaxStored, arg.MaxPending)
+	var i WebhookDeliveriesCountRow
+	err := row.Scan(&i.Stored, &i.Pending)
+	return i, err
+}
+
 const webhookDeliveriesDeleteFinished = `-- name: WebhookDeliveriesDeleteFinished :execrows
 DELETE FROM webhook_deliveries WHERE id IN (
     SELECT f.id FROM webhook_deliveries f
     WHERE f.status <> 'PENDING' AND f.created_at < $1::timestamptz
-    ORDER BY f.created_at LIMIT $2)
+    ORDER BY f.created_at LIMIT $2
+    FOR UPDATE SKIP LOCKED)
 `
 
 type WebhookDeliveriesDeleteFinishedParams struct {
@@ -117,7 +160,10 @@ type WebhookDeliveriesDeleteFinishedParams struct {
 	MaxRows int32
 }
 
-// Retention: finished deliveries older than the cut, a batch at a time.
+// Retention: finished deliveries older than the cut, a batch at a time
+// (the purge's pass repeats it until a batch comes back short).
+// Every worker's sender purges, so rows another purge holds are skipped
+// (SKIP LOCKED) rather than waited for.
 func (q *Queries) WebhookDeliveriesDeleteFinished(ctx context.Context, db DBTX, arg WebhookDeliveriesDeleteFinishedParams) (int64, error) {
 	result, err := db.Exec(ctx, webhookDeliveriesDeleteFinished, arg.Before, arg.MaxRows)
 	if err != nil {
@@ -126,7 +172,7 @@ func (q *Queries) WebhookDeliveriesDeleteFinished(ctx context.Context, db DBTX, 
 	return result.RowsAffected(), nil
 }
 
-const webhookDeliveriesEnqueue = `-- name: WebhookDeliveriesEnqueue :execrows
+const webhookDeliveriesEnqueue = `-- name: WebhookDeliveriesEnqueue :many
 INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, execution_id, event_type, payload)
 SELECT gen_random_uuid(), ep.id, e.workspace_id, e.id, $1::text,
        jsonb_build_object(
@@ -141,23 +187,77 @@ FROM workflow_executions e
 JOIN webhook_endpoints ep ON ep.workspace_id = e.workspace_id
 WHERE e.id = $2 AND $1::text = ANY (ep.events)
   AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id)
+ORDER BY ep.created_at, ep.id
+LIMIT $3::int
+RETURNING endpoint_id
 `
 
 type WebhookDeliveriesEnqueueParams struct {
 	EventType   string
 	ExecutionID domain.ID
+	MaxRows     int32
 }
 
 // The deliveries of one execution's end, one per endpoint of its
 // workspace that takes the event (and, if it names one, is for the
-// execution's definition), in the transaction that records the end. The
-// payload is the Standard Webhooks envelope: type, timestamp, data.
-func (q *Queries) WebhookDeliveriesEnqueue(ctx context.Context, db DBTX, arg WebhookDeliveriesEnqueueParams) (int64, error) {
-	result, err := db.Exec(ctx, webhookDeliveriesEnqueue, arg.EventType, arg.ExecutionID)
+// execution's definition), oldest endpoint first and at most @max_rows
+// (the room its workspace's bound leaves), in the transaction that
+// records the end. The payload is the Standard Webhooks envelope: type,
+// timestamp, data. Returns the endpoints written to.
+func (q *Queries) WebhookDeliveriesEnqueue(ctx context.Context, db DBTX, arg WebhookDeliveriesEnqueueParams) ([]domain.ID, error) {
+	rows, err := db.Query(ctx, webhookDeliveriesEnqueue, arg.EventType, arg.ExecutionID, arg.MaxRows)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []domain.ID{}
+	for rows.Next() {
+		var endpoint_id domain.ID
+		if err := rows.Scan(&endpoint_id); err != nil {
+			return nil, err
+		}
+		items = append(items, endpoint_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webhookDeliveriesLock = `-- name: WebhookDeliveriesLock :one
+SELECT e.workspace_id FROM workflow_executions e
+CROSS JOIN LATERAL (SELECT pg_advisory_xact_lock(7305002, hashtext(e.workspace_id::text))) l
+WHERE e.id = $1
+  AND EXISTS (SELECT 1 FROM webhook_endpoints ep
+              WHERE ep.workspace_id = e.workspace_id AND $2::text = ANY (ep.events)
+                AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id))
+`
+
+type WebhookDeliveriesLockParams struct {
+	ExecutionID domain.ID
+	EventType   string
+}
+
+// Takes, for the rest of the transaction that records an execution's
+// end, the lock that orders the delivery writes of its workspace, so the
+// counts WebhookDeliveriesCount reads cannot change before the insert:
+// the bound holds exactly. No row (and no lock) when no endpoint of the
+// workspace takes the event, which is every end of most workspaces.
+func (q *Queries) WebhookDeliveriesLock(ctx context.Context, db DBTX, arg WebhookDeliveriesLockParams) (domain.ID, error) {
+	row := db.QueryRow(ctx, webhookDeliveriesLock, arg.ExecutionID, arg.EventType)
+	var workspace_id domain.ID
+	err := row.Scan(&workspace_id)
+	return workspace_id, err
+}
+
+const webhookDeliveriesLockWorkspace = `-- name: WebhookDeliveriesLockWorkspace :exec
+SELECT pg_advisory_xact_lock(7305002, hashtext(w.id::text)) FROM workspaces w WHERE w.id = $1
+`
+
+// WebhookDeliveriesLock's lock, for a resend, which knows the workspace.
+func (q *Queries) WebhookDeliveriesLockWorkspace(ctx context.Context, db DBTX, workspaceID domain.ID) error {
+	_, err := db.Exec(ctx, webhookDeliveriesLockWorkspace, workspaceID)
+	return err
 }
 
 const webhookDeliveryGet = `-- name: WebhookDeliveryGet :one
@@ -346,7 +446,7 @@ func (q *Queries) WebhookEndpointDelete(ctx context.Context, db DBTX, id domain.
 }
 
 const webhookEndpointGet = `-- name: WebhookEndpointGet :one
-SELECT id, workspace_id, url, events, workflow_definition_id, secret, created_at FROM webhook_endpoints WHERE id = $1
+SELECT id, workspace_id, url, events, workflow_definition_id, secret, created_at, deliveries_dropped, last_dropped_at FROM webhook_endpoints WHERE id = $1
 `
 
 func (q *Queries) WebhookEndpointGet(ctx context.Context, db DBTX, id domain.ID) (WebhookEndpoint, error) {
@@ -360,6 +460,8 @@ func (q *Queries) WebhookEndpointGet(ctx context.Context, db DBTX, id domain.ID)
 		&i.WorkflowDefinitionID,
 		&i.Secret,
 		&i.CreatedAt,
+		&i.DeliveriesDropped,
+		&i.LastDroppedAt,
 	)
 	return i, err
 }
@@ -368,7 +470,7 @@ const webhookEndpointInsert = `-- name: WebhookEndpointInsert :one
 INSERT INTO webhook_endpoints (id, workspace_id, url, events, workflow_definition_id, secret)
 SELECT $1, $2, $3, $4::text[], $5, $6
 WHERE (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $2) < $7::int
-RETURNING id, workspace_id, url, events, workflow_definition_id, secret, created_at
+RETURNING id, workspace_id, url, events, workflow_definition_id, secret, created_at, deliveries_dropped, last_dropped_at
 `
 
 type WebhookEndpointInsertParams struct {
@@ -403,12 +505,14 @@ func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg Webhoo
 		&i.WorkflowDefinitionID,
 		&i.Secret,
 		&i.CreatedAt,
+		&i.DeliveriesDropped,
+		&i.LastDroppedAt,
 	)
 	return i, err
 }
 
 const webhookEndpointList = `-- name: WebhookEndpointList :many
-SELECT id, workspace_id, url, events, workflow_definition_id, secret, created_at FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY created_at, id
+SELECT id, workspace_id, url, events, workflow_definition_id, secret, created_at, deliveries_dropped, last_dropped_at FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, workspaceID domain.ID) ([]WebhookEndpoint, error) {
@@ -428,6 +532,8 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, workspaceID 
 			&i.WorkflowDefinitionID,
 			&i.Secret,
 			&i.CreatedAt,
+			&i.DeliveriesDropped,
+			&i.LastDroppedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -437,6 +543,31 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, workspaceID 
 		return nil, err
 	}
 	return items, nil
+}
+
+const webhookEndpointsCountDropped = `-- name: WebhookEndpointsCountDropped :execrows
+UPDATE webhook_endpoints ep
+SET deliveries_dropped = ep.deliveries_dropped + 1, last_dropped_at = now()
+FROM workflow_executions e
+WHERE e.id = $1 AND ep.workspace_id = e.workspace_id AND $2::text = ANY (ep.events)
+  AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id)
+  AND NOT (ep.id = ANY ($3::uuid[]))
+`
+
+type WebhookEndpointsCountDroppedParams struct {
+	ExecutionID domain.ID
+	EventType   string
+	Written     []domain.ID
+}
+
+// Counts, on each endpoint that takes the end's event but was not
+// written to (@written), the delivery its workspace's bound dropped.
+func (q *Queries) WebhookEndpointsCountDropped(ctx context.Context, db DBTX, arg WebhookEndpointsCountDroppedParams) (int64, error) {
+	result, err := db.Exec(ctx, webhookEndpointsCountDropped, arg.ExecutionID, arg.EventType, arg.Written)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const webhookNotify = `-- name: WebhookNotify :exec

@@ -953,7 +953,9 @@ export interface paths {
          * Send a delivery again
          * @description Makes the delivery due now, whatever its status, with a new retry
          *     period. It keeps its webhook-id, so a receiver that already took it
-         *     can tell the repeat.
+         *     can tell the repeat. A delivery that is not PENDING is refused with
+         *     429 (naming "pending webhook deliveries") while its workspace has
+         *     `SLUICE_WEBHOOK_PENDING_MAX` deliveries waiting to be sent.
          */
         post: operations["resendWebhookDelivery"];
         delete?: never;
@@ -1136,6 +1138,8 @@ export interface components {
             outboundHosts: number;
             /** @description Nodes the child runs (SUB_WORKFLOW) of one execution may hold, every level together; each child run counts its graph's nodes. A definition whose tree of sub-workflows always passes it is refused (422); a child run that would pass it, counted as each starts, fails its SUB_WORKFLOW naming the quota. */
             subWorkflowNodes: number;
+            /** @description Executions a workspace may store, with the PENDING items that will become one; past it an enqueue is refused (429, problem names "stored executions"). An execution is stored until retention deletes it. */
+            storedExecutions: number;
             /** @description Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override. */
             retentionDays: number;
         };
@@ -1157,6 +1161,7 @@ export interface components {
             webhookEndpoints?: number;
             outboundHosts?: number;
             subWorkflowNodes?: number;
+            storedExecutions?: number;
             retentionDays?: number;
             /** @description The plan's start rate (see StartRate). Absent keeps the one it has; null removes it. */
             startRate?: {
@@ -1207,6 +1212,8 @@ export interface components {
             outboundHosts: number | null;
             /** @description Replaces the plan's; null keeps it. */
             subWorkflowNodes: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            storedExecutions: number | null;
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
@@ -1241,6 +1248,8 @@ export interface components {
             outboundHosts?: number | null;
             /** @description Absent or null keeps the plan's. */
             subWorkflowNodes?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            storedExecutions?: number | null;
             startRate?: components["schemas"]["StartRate"];
         };
         /**
@@ -1744,6 +1753,16 @@ export interface components {
             workflowDefinitionId: string | null;
             /** Format: date-time */
             createdAt: string;
+            /**
+             * Format: int64
+             * @description Execution ends this endpoint was not sent because its workspace already stored SLUICE_WEBHOOK_DELIVERIES_MAX deliveries, or had SLUICE_WEBHOOK_PENDING_MAX waiting to be sent.
+             */
+            deliveriesDropped: number;
+            /**
+             * Format: date-time
+             * @description When the last one was dropped.
+             */
+            lastDroppedAt: string | null;
         };
         CreatedWebhookEndpoint: components["schemas"]["WebhookEndpoint"] & {
             /** @description The whsec_ signing secret. Shown once; store it now. */
@@ -2486,6 +2505,7 @@ export interface operations {
                      *         "webhookEndpoints": 10,
                      *         "outboundHosts": 100,
                      *         "subWorkflowNodes": 100,
+                     *         "storedExecutions": 10000,
                      *         "retentionDays": 7,
                      *         "updatedAt": "2026-11-21T10:00:00Z"
                      *       }
@@ -2548,6 +2568,7 @@ export interface operations {
                      *       "webhookEndpoints": 10,
                      *       "outboundHosts": 100,
                      *       "subWorkflowNodes": 1000,
+                     *       "storedExecutions": 100000,
                      *       "retentionDays": 30,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
@@ -2603,6 +2624,7 @@ export interface operations {
                      *       "webhookEndpoints": null,
                      *       "outboundHosts": null,
                      *       "subWorkflowNodes": null,
+                     *       "storedExecutions": null,
                      *       "updatedAt": null
                      *     }
                      */
@@ -2665,6 +2687,7 @@ export interface operations {
                      *       "webhookEndpoints": null,
                      *       "outboundHosts": null,
                      *       "subWorkflowNodes": null,
+                     *       "storedExecutions": null,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */
@@ -4191,6 +4214,8 @@ export interface operations {
                      *       ],
                      *       "workflowDefinitionId": null,
                      *       "createdAt": "2026-11-21T10:00:00Z",
+                     *       "deliveriesDropped": 0,
+                     *       "lastDroppedAt": null,
                      *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
                      *     }
                      */
@@ -4235,7 +4260,9 @@ export interface operations {
                      *         "execution.completed"
                      *       ],
                      *       "workflowDefinitionId": null,
-                     *       "createdAt": "2026-11-21T10:00:00Z"
+                     *       "createdAt": "2026-11-21T10:00:00Z",
+                     *       "deliveriesDropped": 0,
+                     *       "lastDroppedAt": null
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
