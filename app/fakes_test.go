@@ -52,7 +52,7 @@ func (f *fakeStore) ClaimsOfEndedTerms(context.Context, int) ([]domain.QueueItem
 	return ended, nil
 }
 
-func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, admit ports.AdmitFunc, _ ports.RejectFunc) (ports.ClaimResult, error) {
+func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, budget int, admit ports.AdmitFunc, _ ports.RejectFunc) (ports.ClaimResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims++
@@ -69,7 +69,7 @@ func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, admit ports.Admi
 		return ports.ClaimResult{Refused: f.refused}, nil
 	}
 	ws := domain.ID(uuid.New())
-	if admit([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: 1}})[ws] == 0 {
+	if admit([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: 1}}, budget)[ws] == 0 {
 		return ports.ClaimResult{Refused: f.refused}, nil
 	}
 	f.queued--

@@ -20,13 +20,42 @@ type PendingWorkspace struct {
 	// Limit is the RUNNING executions it may have, read in the claim's
 	// transaction: its own limit, else its plan's.
 	Limit int
+	// Rated is true when the workspace has a start rate; RateRoom is then
+	// how many starts its bucket allows now (domain.StartRate.Allowed).
+	Rated    bool
+	RateRoom int
+	// Known is true once the claim has read the workspace's admissible
+	// items; Admissible is then how many more of them may start now
+	// (domain.ChooseKeyed within its free slots and rates), the items
+	// held by their key's limit or rate, a notBefore or a back-off left
+	// out.
+	Known      bool
+	Admissible int
+}
+
+// Room is how many items w can start now by what the claim knows of it:
+// its free slots (domain.FreeSlots), within its start rate's room when it
+// has one, within its admissible items once they are known.
+func (w PendingWorkspace) Room() int {
+	n := domain.FreeSlots(w.Limit, w.Running)
+	if w.Rated {
+		n = min(n, w.RateRoom)
+	}
+	if w.Known {
+		n = min(n, w.Admissible)
+	}
+	return max(n, 0)
 }
 
 // AdmitFunc decides, under the workspaces' row locks, how many items to
-// claim from each workspace. Returning a quota above a workspace's free
-// slots would break its limit; the dispatcher's admission policy is the one
-// place that decides this.
-type AdmitFunc func(workspaces []PendingWorkspace) map[domain.ID]int
+// claim from each workspace, budget in all. Returning a quota above what
+// a workspace can start now (its free slots, its start rate's room and,
+// when Known, its admissible items) would break its limit or waste the
+// batch; the dispatcher's admission policy is the one place that decides
+// this. A claim may call it twice: once with what the counts say, and
+// once more, with Known set, for what the first quotas left unused
+// because a workspace's items were held by their keys.
+type AdmitFunc func(workspaces []PendingWorkspace, budget int) map[domain.ID]int
 
 // RejectFunc applies the domain's verdict to a PENDING item the claim
 // found can never run (its definition or version is gone, or its
@@ -76,14 +105,20 @@ type ClaimResult struct {
 	// PassedOver counts, by what held them, the workspaces with pending
 	// work this claim gave no start: WaitWorkspaceLimit for those without
 	// a free slot (as Refused counts them), WaitStartRate for those whose
-	// start rate allowed none.
+	// start rate allowed none, WaitNotBefore for those with room whose
+	// items all wait for a notBefore or a back-off, WaitKeyLimit for those
+	// whose due items are all held by their keys' limits or rates.
 	PassedOver map[domain.WaitReason]int
 	// NextDue is how long until something the claim passed over for a
 	// time may go: a start rate's next start (a workspace's or a key's)
-	// or a delayed item's notBefore, among the workspaces it locked; 0
+	// or a delayed item's notBefore, among the workspaces with room; 0
 	// when none is. The dispatcher claims again then rather than a poll
 	// later.
 	NextDue time.Duration
+	// More is true when a workspace took all its quota and had more items
+	// it could start now: the batch's budget, not what was admissible,
+	// ended the claim, so the dispatcher claims again at once.
+	More bool
 }
 
 // QueueTransition is a queue item's new state computed by the domain state
@@ -115,20 +150,27 @@ type DispatchedRecord struct {
 
 // DispatchStore is the dispatcher's side of storage.
 type DispatchStore interface {
-	// Claim runs one admission transaction: it fails items of vanished
-	// workspaces, locks the workspaces with pending work that have room
-	// under their limits as stored (skipping those another dispatcher
-	// holds), reads each one's limit and RUNNING count under the lock,
-	// asks admit for quotas, claims that many
-	// items per workspace with FOR UPDATE SKIP LOCKED, hands items that
-	// cannot run to reject, writes the others' executions as RUNNING and
-	// marks those items CLAIMED, then commits.
+	// Claim runs one admission transaction of up to budget items: it
+	// fails items of vanished workspaces, locks the workspaces with room
+	// under their limits as stored and an item due now (skipping those
+	// another dispatcher holds; those whose items all wait for a
+	// notBefore or a back-off only give the claim its NextDue), reads each
+	// one's limit, RUNNING count and start rate under the lock, asks admit
+	// for quotas, reads that many admissible items per workspace (passing
+	// over those held by their key's limit or rate) and picks among them
+	// by domain.ChooseKeyed. When a workspace's items are held and its
+	// quota goes unused, it reads the admissible items of the other
+	// workspaces with room and asks admit again for the rest of the budget
+	// (PendingWorkspace.Known), so held workspaces take no share of the
+	// batch. It then locks the picked items with FOR UPDATE SKIP LOCKED,
+	// hands items that cannot run to reject, writes the others' executions
+	// as RUNNING and marks those items CLAIMED, then commits.
 	// With a non-zero fence the transaction first checks, and holds for
 	// its length, that the fence's lease is still this holder's; without
 	// it the claim returns ErrLeaseLost and changes nothing. The fence,
 	// with the lease's current term, is recorded on each claimed item as
 	// its claimer (ClaimedItem.Claimer) in the same transaction.
-	Claim(ctx context.Context, fence Fence, admit AdmitFunc, reject RejectFunc) (ClaimResult, error)
+	Claim(ctx context.Context, fence Fence, budget int, admit AdmitFunc, reject RejectFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
 	// DISPATCHED in one statement. With a non-zero fence it first checks,
 	// in the same transaction, that the fence's lease is still this

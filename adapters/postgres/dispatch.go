@@ -24,12 +24,12 @@ import (
 // transaction is run again writing each execution under its own
 // savepoint, so that the rows at fault fail their items alone and the rest
 // of the batch is claimed; the happy path pays nothing for this.
-func (s *Store) Claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
-	res, err := s.claim(ctx, fence, admit, reject, false)
+func (s *Store) Claim(ctx context.Context, fence ports.Fence, budget int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := s.claim(ctx, fence, budget, admit, reject, false)
 	var rowErr *rowError
 	if errors.As(err, &rowErr) {
 		s.log.Warn("a claimed item's execution could not be written; claiming again item by item", "error", rowErr.err)
-		res, err = s.claim(ctx, fence, admit, reject, true)
+		res, err = s.claim(ctx, fence, budget, admit, reject, true)
 	}
 	return res, err
 }
@@ -51,7 +51,7 @@ func asRowError(err error) error {
 	return err
 }
 
-func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
+func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, admit ports.AdmitFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ports.ClaimResult{Refused: map[domain.Plan]int{}, PassedOver: map[domain.WaitReason]int{}}
@@ -77,15 +77,21 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 			res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
 			res.PassedOver[domain.WaitWorkspaceLimit] += int(f.FullWorkspaces)
 		}
-		res.Workspaces = len(pending)
 		var gone, present []domain.ID
 		for _, p := range pending {
-			if p.Plan == "" {
+			switch {
+			case p.Plan == "":
 				gone = append(gone, p.WorkspaceID)
-			} else {
+			case p.DueInSeconds > 0:
+				// Nothing of it is due: it is not locked, and only says
+				// when to claim again.
+				res.PassedOver[domain.WaitNotBefore]++
+				res.NextDue = sooner(res.NextDue, seconds(p.DueInSeconds))
+			default:
 				present = append(present, p.WorkspaceID)
 			}
 		}
+		res.Workspaces = len(gone) + len(present)
 		if len(gone) > 0 {
 			reason := "workspace not found: it was deleted after the item was enqueued"
 			n, failErr := s.q.QueueFailPendingOfWorkspaces(ctx, tx, dbsqlc.QueueFailPendingOfWorkspacesParams{
@@ -126,10 +132,12 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 		for _, r := range running {
 			byID[r.WorkspaceID].Running++
 		}
-		quotas := admit(workspaces)
 		rates, err := s.readStartRates(ctx, tx, ids)
 		if err != nil {
 			return err
+		}
+		for i := range workspaces {
+			workspaces[i].RateRoom, workspaces[i].Rated = rates.workspaceRoom(workspaces[i].ID)
 		}
 		// finish runs on every way out once the workspaces are locked: it
 		// writes the start-rate buckets the claimed items took from and
@@ -143,39 +151,31 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 				return fmt.Errorf("reading the next due time: %w", dueErr)
 			}
 			if due > 0 {
-				res.NextDue = max(time.Duration(due*float64(time.Second)), time.Microsecond)
+				res.NextDue = sooner(res.NextDue, seconds(due))
 			}
-			if d := rates.due(); d > 0 && (res.NextDue == 0 || d < res.NextDue) {
-				res.NextDue = d
-			}
+			res.NextDue = sooner(res.NextDue, rates.due())
 			return nil
 		}
-		var qIDs []domain.ID
-		var qNs []int32
 		for _, w := range workspaces {
-			n := quotas[w.ID]
-			if n <= 0 {
+			switch {
+			case domain.FreeSlots(w.Limit, w.Running) == 0:
 				res.AtCapacity++
 				res.Refused[w.Plan]++
 				res.PassedOver[domain.WaitWorkspaceLimit]++
-				continue
-			}
-			if n = rates.room(w.ID, n); n == 0 {
+			case w.Rated && w.RateRoom == 0:
 				res.PassedOver[domain.WaitStartRate]++
-				continue
 			}
-			qIDs, qNs = append(qIDs, w.ID), append(qNs, int32(n))
 		}
-		if len(qIDs) == 0 {
-			return finish()
-		}
-		chosen, err := s.chooseKeyed(ctx, tx, qIDs, qNs, rates)
+		plan, err := s.choose(ctx, tx, workspaces, budget, admit, rates)
 		if err != nil {
 			return err
 		}
-		if len(chosen) == 0 {
+		res.More = plan.more
+		res.PassedOver[domain.WaitKeyLimit] += plan.keyHeld
+		if len(plan.chosen) == 0 {
 			return finish()
 		}
+		chosen := plan.chosen
 		candidates, err := s.q.QueueClaimCandidates(ctx, tx, chosen)
 		if err != nil {
 			return fmt.Errorf("claiming items: %w", err)
@@ -299,36 +299,138 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 // than items leaves its place to the next key in the same batch.
 const claimWindow = 4
 
-// chooseKeyed reads a window of each locked workspace's admissible items
-// with their keys' RUNNING counts and picks, by domain.ChooseKeyed, the
-// items to claim: at most each workspace's quota, and never past a key's
-// limit. The counts are exact: the workspaces' locks are held, and every
-// claim that creates a RUNNING row holds its workspace's.
-func (s *Store) chooseKeyed(ctx context.Context, tx pgx.Tx, ids []domain.ID, quotas []int32, rates *claimRates) ([]domain.ID, error) {
-	windows := make([]int32, len(quotas))
-	quota := make(map[domain.ID]int, len(ids))
-	for i, n := range quotas {
-		windows[i] = n * claimWindow
-		quota[ids[i]] = int(n)
+// seconds is a due time read from the database as seconds, at least a
+// microsecond so that it reads as due.
+func seconds(s float64) time.Duration {
+	return max(time.Duration(s*float64(time.Second)), time.Microsecond)
+}
+
+// sooner is the sooner of two due times, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
 	}
-	rows, err := s.q.QueueAdmissibleWindow(ctx, tx, dbsqlc.QueueAdmissibleWindowParams{WorkspaceIds: ids, Windows: windows})
+	return a
+}
+
+// claimPlan is what choose picked.
+type claimPlan struct {
+	// chosen are the items to claim, by workspace in the order locked.
+	chosen []domain.ID
+	// keyHeld counts the workspaces with room whose due items were all
+	// held by their keys' limits or rates.
+	keyHeld int
+	// more is true when a workspace took its whole quota and had more
+	// items it could start now.
+	more bool
+}
+
+// choose picks the items to claim from the locked workspaces, in the
+// claim's phases: admit deals quotas by what the counts and rates allow;
+// each workspace given one has its window of admissible items read
+// (QueueAdmissibleWindow) and domain.ChooseKeyed picks up to its quota.
+// A workspace that picks fewer than its quota has had all its due items
+// read, so the rest of the budget is not lost to it: the windows of the
+// other workspaces that can start more are read (once, in one statement)
+// and admit deals the rest by what they can really start
+// (PendingWorkspace.Known). So workspaces whose items are held by their
+// keys take no share of the batch, and a batch ends short only when what
+// was admissible ran out.
+func (s *Store) choose(ctx context.Context, tx pgx.Tx, workspaces []ports.PendingWorkspace, budget int, admit ports.AdmitFunc, rates *claimRates) (claimPlan, error) {
+	var plan claimPlan
+	quotas := admit(workspaces, budget)
+	windows, err := s.readWindows(ctx, tx, workspaces, quotas, rates)
+	if err != nil {
+		return plan, err
+	}
+	picks := map[domain.ID][]domain.ID{}
+	seen := map[domain.ID]int{}
+	left := budget
+	for _, w := range workspaces {
+		if n := quotas[w.ID]; n > 0 {
+			picks[w.ID] = domain.ChooseKeyed(windows[w.ID], n)
+			seen[w.ID] = len(picks[w.ID])
+			left -= len(picks[w.ID])
+		}
+	}
+	// The second read: every workspace not yet read to its end that could
+	// start more than its quota, up to the rest of the budget more.
+	reread := map[domain.ID]int{}
+	for _, w := range workspaces {
+		if q := quotas[w.ID]; left > 0 && len(picks[w.ID]) == q && w.Room() > q {
+			reread[w.ID] = min(w.Room(), q+left)
+		}
+	}
+	if len(reread) > 0 {
+		if windows, err = s.readWindows(ctx, tx, workspaces, reread, rates); err != nil {
+			return plan, err
+		}
+		var again []ports.PendingWorkspace
+		all := map[domain.ID][]domain.ID{}
+		for _, w := range workspaces {
+			n, ok := reread[w.ID]
+			if !ok {
+				continue
+			}
+			all[w.ID] = domain.ChooseKeyed(windows[w.ID], n)
+			seen[w.ID] = len(all[w.ID])
+			q := quotas[w.ID]
+			k := w
+			k.Running += q
+			k.RateRoom -= q
+			k.Known, k.Admissible = true, max(0, len(all[w.ID])-q)
+			again = append(again, k)
+		}
+		for id, extra := range admit(again, left) {
+			if extra > 0 {
+				quotas[id] += extra
+				picks[id] = all[id][:min(quotas[id], len(all[id]))]
+			}
+		}
+		// More could start now than was taken: known from the window, or
+		// possible past a window read to its size but not to the room.
+		for _, w := range workspaces {
+			if n, ok := reread[w.ID]; ok && (seen[w.ID] > quotas[w.ID] || (seen[w.ID] == n && n < w.Room())) {
+				plan.more = true
+			}
+		}
+	}
+	for _, w := range workspaces {
+		if n, read := seen[w.ID]; read && n == 0 {
+			plan.keyHeld++
+		}
+		plan.chosen = append(plan.chosen, picks[w.ID]...)
+	}
+	return plan, nil
+}
+
+// readWindows reads, in one statement, a window of admissible items of
+// each workspace given a count in n (claimWindow items per count), in
+// claim order, with what each item's key allows now.
+func (s *Store) readWindows(ctx context.Context, tx pgx.Tx, workspaces []ports.PendingWorkspace, n map[domain.ID]int, rates *claimRates) (map[domain.ID][]domain.KeyedCandidate, error) {
+	var p dbsqlc.QueueAdmissibleWindowParams
+	for _, w := range workspaces {
+		if k := n[w.ID]; k > 0 {
+			p.WorkspaceIds, p.Windows = append(p.WorkspaceIds, w.ID), append(p.Windows, int32(k*claimWindow))
+		}
+	}
+	if len(p.WorkspaceIds) == 0 {
+		return nil, nil
+	}
+	rows, err := s.q.QueueAdmissibleWindow(ctx, tx, p)
 	if err != nil {
 		return nil, fmt.Errorf("reading admissible items: %w", err)
 	}
 	if err = rates.readKeys(ctx, s.q, tx, rows); err != nil {
 		return nil, err
 	}
-	byWorkspace := map[domain.ID][]domain.KeyedCandidate{}
+	out := map[domain.ID][]domain.KeyedCandidate{}
 	for _, r := range rows {
 		c := domain.KeyedCandidate{ID: r.ID, Key: r.ConcurrencyKey, Limit: int(r.ConcurrencyLimit), Running: int(r.KeyRunning)}
 		c.RateRoom, c.Rated = rates.keyRoom(r.WorkspaceID, r.ConcurrencyKey)
-		byWorkspace[r.WorkspaceID] = append(byWorkspace[r.WorkspaceID], c)
+		out[r.WorkspaceID] = append(out[r.WorkspaceID], c)
 	}
-	var chosen []domain.ID
-	for _, ws := range ids {
-		chosen = append(chosen, domain.ChooseKeyed(byWorkspace[ws], quota[ws])...)
-	}
-	return chosen, nil
+	return out, nil
 }
 
 // checkFence checks, inside tx, that fence's lease is still this holder's

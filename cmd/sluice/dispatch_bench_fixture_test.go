@@ -121,12 +121,12 @@ type benchTimedStore struct {
 	phases *benchPhases
 }
 
-func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, budget int, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
 	start := time.Now()
 	var admitStart, admitEnd time.Time
-	res, err := s.DispatchStore.Claim(ctx, fence, func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	res, err := s.DispatchStore.Claim(ctx, fence, budget, func(ws []ports.PendingWorkspace, budget int) map[domain.ID]int {
 		admitStart = time.Now()
-		q := admit(ws)
+		q := admit(ws, budget)
 		admitEnd = time.Now()
 		return q
 	}, reject)
