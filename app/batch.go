@@ -173,7 +173,7 @@ func (d *Dispatcher) claim(ctx context.Context) (ports.ClaimResult, trace.SpanCo
 	if d.lease != nil {
 		fence = d.lease.Fence()
 	}
-	claim, err := d.store.Claim(ctx, fence, d.batchSize, d.admission.admit, RejectUnrunnable)
+	claim, err := d.store.Claim(ctx, fence, d.batchSize, d.plan, RejectUnrunnable)
 	endClaimSpan(span, claim, err)
 	return claim, span.SpanContext(), err
 }

@@ -47,15 +47,39 @@ func (w PendingWorkspace) Room() int {
 	return max(n, 0)
 }
 
-// AdmitFunc decides, under the workspaces' row locks, how many items to
-// claim from each workspace, budget in all. Returning a quota above what
-// a workspace can start now (its free slots, its start rate's room and,
-// when Known, its admissible items) would break its limit or waste the
-// batch; the dispatcher's admission policy is the one place that decides
-// this. A claim may call it twice: once with what the counts say, and
-// once more, with Known set, for what the first quotas left unused
-// because a workspace's items were held by their keys.
+// AdmitFunc deals a claim's quotas: how many items to claim from each
+// workspace, budget in all. Returning a quota above what a workspace can
+// start now (Room) would break its limit or waste the batch. The
+// dispatcher's planner calls it in the claim's phases: once with what the
+// counts and rates say, and once more, with Known set, for what the first
+// quotas left unused because a workspace's items were held.
 type AdmitFunc func(workspaces []PendingWorkspace, budget int) map[domain.ID]int
+
+// WindowReader reads, under the claim's locks and in one statement, the
+// admissible items of each workspace given a count in n: a window of
+// about four items per count (so keys can take turns), in claim order,
+// each with what its key allows now (domain.KeyedCandidate). Items due
+// later, and items whose key is at its limit or over its start rate as
+// the walk counts them, are passed over, so a window shorter than asked
+// for holds every item of the workspace that may start now.
+type WindowReader func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error)
+
+// ClaimPlan is what a claim's planner decided for the locked workspaces.
+type ClaimPlan struct {
+	// Chosen are the items to claim, by workspace in the order given.
+	Chosen []domain.ID
+	// More, AtCapacity, Refused and PassedOver are as ClaimResult's, for
+	// the locked workspaces.
+	More       bool
+	AtCapacity int
+	Refused    map[domain.Plan]int
+	PassedOver map[domain.WaitReason]int
+}
+
+// PlanFunc plans a claim of up to budget items from the locked
+// workspaces, reading their admissible items through read. It is the one
+// place that decides what a claim takes; the store reads and writes.
+type PlanFunc func(workspaces []PendingWorkspace, budget int, read WindowReader) (ClaimPlan, error)
 
 // RejectFunc applies the domain's verdict to a PENDING item the claim
 // found can never run (its definition or version is gone, or its
@@ -155,22 +179,19 @@ type DispatchStore interface {
 	// under their limits as stored and an item due now (skipping those
 	// another dispatcher holds; those whose items all wait for a
 	// notBefore or a back-off only give the claim its NextDue), reads each
-	// one's limit, RUNNING count and start rate under the lock, asks admit
-	// for quotas, reads that many admissible items per workspace (passing
-	// over those held by their key's limit or rate) and picks among them
-	// by domain.ChooseKeyed. When a workspace's items are held and its
-	// quota goes unused, it reads the admissible items of the other
-	// workspaces with room and asks admit again for the rest of the budget
-	// (PendingWorkspace.Known), so held workspaces take no share of the
-	// batch. It then locks the picked items with FOR UPDATE SKIP LOCKED,
-	// hands items that cannot run to reject, writes the others' executions
-	// as RUNNING and marks those items CLAIMED, then commits.
+	// one's limit, RUNNING count and start rate under the lock, and asks
+	// plan which items to take, plan reading the workspaces' admissible
+	// items through the store (the prefilter and the window's walk are
+	// filters for speed; plan decides). It then locks the chosen items
+	// with FOR UPDATE SKIP LOCKED, hands items that cannot run to reject,
+	// writes the others' executions as RUNNING and marks those items
+	// CLAIMED, then commits.
 	// With a non-zero fence the transaction first checks, and holds for
 	// its length, that the fence's lease is still this holder's; without
 	// it the claim returns ErrLeaseLost and changes nothing. The fence,
 	// with the lease's current term, is recorded on each claimed item as
 	// its claimer (ClaimedItem.Claimer) in the same transaction.
-	Claim(ctx context.Context, fence Fence, budget int, admit AdmitFunc, reject RejectFunc) (ClaimResult, error)
+	Claim(ctx context.Context, fence Fence, budget int, plan PlanFunc, reject RejectFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
 	// DISPATCHED in one statement. With a non-zero fence it first checks,
 	// in the same transaction, that the fence's lease is still this
