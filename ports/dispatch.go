@@ -181,8 +181,10 @@ type DispatchStore interface {
 	// notBefore or a back-off only give the claim its NextDue), reads each
 	// one's limit, RUNNING count and start rate under the lock, and asks
 	// plan which items to take, plan reading the workspaces' admissible
-	// items through the store (the prefilter and the window's walk are
-	// filters for speed; plan decides). It then locks the chosen items
+	// items through the store (the prefilter and the window's walk pass
+	// over what cannot start now; plan decides among the rest, and relies
+	// on the walk's passing over held keys to know that a short window is
+	// all a workspace can start). It then locks the chosen items
 	// with FOR UPDATE SKIP LOCKED, hands items that cannot run to reject,
 	// writes the others' executions as RUNNING and marks those items
 	// CLAIMED, then commits.
