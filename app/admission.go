@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -16,8 +17,10 @@ import (
 type admission struct {
 	log *slog.Logger
 	now func() time.Time
-	// lastServed is the workspace the previous batch started its
-	// round-robin with, so that no workspace is always first. Only the
+	// lastServed is the workspace the previous batch served last, so that
+	// the next one goes on from there: every workspace that can start an
+	// item is served within a claim cycle (the batches claimed back to
+	// back while they come back full), whatever the budget. Only the
 	// claim loop touches it.
 	lastServed domain.ID
 	// capacityLogged is when each workspace was last logged at capacity,
@@ -38,13 +41,14 @@ func newAdmission(log *slog.Logger) *admission {
 }
 
 // admit turns the workspaces' locked counts into claim quotas for a batch
-// of up to budget items: each workspace gets at most its free slots,
-// handed out one at a time in round-robin order from after the workspace
-// served first last time. A workspace at capacity gets nothing, so its
-// backlog never stands in front of anyone else's items. A workspace found
-// full, or filled by this batch, is logged at capacity: later batches'
-// prefilter skips it by its counts without locking it, so the batch that
-// fills it is the one that can say so.
+// of up to budget items: each workspace gets at most what it can start
+// now (PendingWorkspace.Room), handed out one at a time in round-robin
+// order from after the workspace served last last time. A workspace at capacity, over its start
+// rate or whose items are all held gets nothing, so neither its backlog
+// nor its share of the batch stands in front of anyone else's items. A
+// workspace found full, or filled by this batch, is logged at capacity:
+// later batches' prefilter skips it by its counts without locking it, so
+// the batch that fills it is the one that can say so.
 func (a *admission) admit(workspaces []ports.PendingWorkspace, budget int) map[domain.ID]int {
 	quotas := a.quotas(workspaces, budget)
 	for _, w := range workspaces {
@@ -77,16 +81,18 @@ func (a *admission) logAtCapacity(ws domain.ID, active, limit int) {
 }
 
 func (a *admission) quotas(workspaces []ports.PendingWorkspace, budget int) map[domain.ID]int {
+	// Sorted on a copy: the caller's slice is its own (the store indexes
+	// it by position).
+	workspaces = slices.Clone(workspaces)
 	sort.Slice(workspaces, func(i, j int) bool { return bytes.Compare(workspaces[i].ID[:], workspaces[j].ID[:]) < 0 })
 	start := sort.Search(len(workspaces), func(i int) bool {
 		return bytes.Compare(workspaces[i].ID[:], a.lastServed[:]) > 0
 	})
 	free := make([]int, len(workspaces))
 	for i, w := range workspaces {
-		free[i] = domain.FreeSlots(w.Limit, w.Running)
+		free[i] = w.Room()
 	}
 	quotas := map[domain.ID]int{}
-	first := true
 	for budget > 0 {
 		progressed := false
 		for k := 0; k < len(workspaces) && budget > 0; k++ {
@@ -94,10 +100,7 @@ func (a *admission) quotas(workspaces []ports.PendingWorkspace, budget int) map[
 			if free[i] == 0 {
 				continue
 			}
-			if first {
-				a.lastServed = workspaces[i].ID
-				first = false
-			}
+			a.lastServed = workspaces[i].ID
 			free[i]--
 			quotas[workspaces[i].ID]++
 			budget--

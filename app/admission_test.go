@@ -2,6 +2,7 @@ package app
 
 import (
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,11 +41,51 @@ func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 	if total != budget {
 		t.Errorf("quotas sum to %d, want the batch size %d", total, budget)
 	}
-	// The next batch starts after the workspace served first this time.
-	first := a.lastServed
-	a.admit([]ports.PendingWorkspace{full, pro, ent, free}, budget)
-	if a.lastServed == first {
-		t.Error("round-robin did not move on")
+}
+
+// TestAdmitServesEveryWorkspaceThatCanStartWithinOneCycle: 51 workspaces
+// with a free slot each, 50 of which cannot start anything now (their
+// start rate has no room, or their items, once read, are all held), and a
+// budget of 10: the held workspaces get nothing, so the one that can start
+// gets the whole batch; and among 25 that can all start, successive
+// batches go on from the last served, serving all 25 in three batches
+// (before, each batch started one workspace further, so 10 were served
+// again and again and the rest waited 15 batches).
+func TestAdmitServesEveryWorkspaceThatCanStartWithinOneCycle(t *testing.T) {
+	t.Parallel()
+	a := newAdmission(discardLog())
+	var ws []ports.PendingWorkspace
+	for i := range 50 {
+		w := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5}
+		if i%2 == 0 {
+			w.Rated = true
+		} else {
+			w.Known = true
+		}
+		ws = append(ws, w)
+	}
+	ent := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
+	q := a.admit(append(ws, ent), 10)
+	if q[ent.ID] != 10 || len(q) != 1 {
+		t.Errorf("quotas %v; want the whole batch of 10 for the one workspace that can start", q)
+	}
+
+	a = newAdmission(discardLog())
+	ready := make([]ports.PendingWorkspace, 25)
+	for i := range ready {
+		ready[i] = ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1}
+	}
+	served := map[domain.ID]bool{}
+	for batch := range 3 {
+		for id, n := range a.admit(slices.Clone(ready), 10) {
+			if n != 1 {
+				t.Fatalf("batch %d gave %s %d; want its one slot", batch, id, n)
+			}
+			served[id] = true
+		}
+	}
+	if len(served) != len(ready) {
+		t.Errorf("three batches of 10 served %d of 25 workspaces, want all", len(served))
 	}
 }
 
@@ -87,5 +128,22 @@ func TestAdmitLogsAWorkspaceAtCapacityOncePerInterval(t *testing.T) {
 	a.admit([]ports.PendingWorkspace{full, roomy}, 2)
 	if n := len(logs.Records(t, "workspace at capacity")); n != 3 {
 		t.Errorf("%d lines after the interval, want the full workspace logged again (3)", n)
+	}
+}
+
+// TestAdmitLeavesTheCallersWorkspacesInTheirOrder: the store indexes the
+// workspaces it passes by position (a claimed item's plan is read through
+// it), so admit must not sort them in place; it did, and an item could be
+// handed out with another workspace's plan.
+func TestAdmitLeavesTheCallersWorkspacesInTheirOrder(t *testing.T) {
+	t.Parallel()
+	var ws []ports.PendingWorkspace
+	for range 20 {
+		ws = append(ws, ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1})
+	}
+	before := slices.Clone(ws)
+	newAdmission(discardLog()).admit(ws, 10)
+	if !slices.Equal(ws, before) {
+		t.Error("admit reordered the caller's workspaces")
 	}
 }

@@ -19,8 +19,12 @@ type BatchResult struct {
 	Dispatched int
 	Released   int
 	Failed     int
-	// Full is true when the batch claimed as many items as it could, so
-	// more work is likely waiting and the loop should not sleep.
+	// Full is true when the batch claimed its whole budget, or the claim
+	// found more items that could start now than the budget let it take
+	// (ports.ClaimResult.More): more work is likely waiting and the loop
+	// should not sleep. A batch left short by workspaces whose items are
+	// held (by a limit, a rate or a notBefore) is counted against what was
+	// admissible, not against the budget.
 	Full bool
 }
 
@@ -72,7 +76,7 @@ func (d *Dispatcher) claimBatch(ctx context.Context) (*claimedBatch, error) {
 		d.metrics.Failed.WithLabelValues(ReasonMissingReference).Add(float64(claim.Failed))
 	}
 	b.items = claim.Claimed
-	b.res = BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.batchSize}
+	b.res = BatchResult{Claimed: len(claim.Claimed), Failed: claim.Failed, Full: len(claim.Claimed) >= d.batchSize || claim.More}
 	d.adaptBatch(b.res.Full)
 	if len(b.items) == 0 {
 		close(b.launched)
@@ -169,10 +173,7 @@ func (d *Dispatcher) claim(ctx context.Context) (ports.ClaimResult, trace.SpanCo
 	if d.lease != nil {
 		fence = d.lease.Fence()
 	}
-	budget := d.batchSize
-	claim, err := d.store.Claim(ctx, fence, func(ws []ports.PendingWorkspace) map[domain.ID]int {
-		return d.admission.admit(ws, budget)
-	}, RejectUnrunnable)
+	claim, err := d.store.Claim(ctx, fence, d.batchSize, d.plan, RejectUnrunnable)
 	endClaimSpan(span, claim, err)
 	return claim, span.SpanContext(), err
 }

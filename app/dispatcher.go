@@ -135,8 +135,10 @@ type Dispatcher struct {
 	log        *slog.Logger
 	cfg        DispatcherConfig
 	admission  *admission
-	tracer     trace.Tracer
-	now        func() time.Time
+	// plan is the claim's planner, dealing by admission.
+	plan   ports.PlanFunc
+	tracer trace.Tracer
+	now    func() time.Time
 
 	// batchSize is the next batch's size, between BatchSize and
 	// MaxBatchSize.
@@ -174,12 +176,14 @@ func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	return &Dispatcher{
+	d := &Dispatcher{
 		store: deps.Store, executions: deps.Executions, engine: deps.Engine, wakeups: deps.Wakeups, lease: deps.Lease,
 		breaker: deps.Breaker, metrics: deps.Metrics, log: deps.Log, cfg: cfg, admission: newAdmission(deps.Log),
 		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize, halt: deps.Halt,
 		starts: make(chan struct{}, max(1, cfg.StartConcurrency)),
 	}
+	d.plan = PlanClaim(d.admission.admit)
+	return d
 }
 
 // Run dispatches until ctx ends: on every wake-up, on every poll tick, when

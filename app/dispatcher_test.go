@@ -158,7 +158,7 @@ type lostLeaseStore struct {
 	lost bool
 }
 
-func (s *lostLeaseStore) Claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+func (s *lostLeaseStore) Claim(ctx context.Context, fence ports.Fence, budget int, plan ports.PlanFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
 	if !s.lost {
 		s.lost = true
 		s.mu.Lock()
@@ -166,7 +166,7 @@ func (s *lostLeaseStore) Claim(ctx context.Context, fence ports.Fence, admit por
 		s.mu.Unlock()
 		return ports.ClaimResult{}, ports.ErrLeaseLost
 	}
-	return s.fakeStore.Claim(ctx, fence, admit, reject)
+	return s.fakeStore.Claim(ctx, fence, budget, plan, reject)
 }
 
 func TestUnavailableTemporalOpensTheBreakerAndFailsNothing(t *testing.T) {

@@ -52,7 +52,7 @@ func (f *fakeStore) ClaimsOfEndedTerms(context.Context, int) ([]domain.QueueItem
 	return ended, nil
 }
 
-func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, admit ports.AdmitFunc, _ ports.RejectFunc) (ports.ClaimResult, error) {
+func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, budget int, plan ports.PlanFunc, _ ports.RejectFunc) (ports.ClaimResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims++
@@ -68,14 +68,18 @@ func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, admit ports.Admi
 	if f.queued == 0 {
 		return ports.ClaimResult{Refused: f.refused}, nil
 	}
-	ws := domain.ID(uuid.New())
-	if admit([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: 1}})[ws] == 0 {
-		return ports.ClaimResult{Refused: f.refused}, nil
+	ws, id := domain.ID(uuid.New()), domain.ID(uuid.New())
+	p, err := plan([]ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: 1}}, budget,
+		func(map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
+			return map[domain.ID][]domain.KeyedCandidate{ws: {{ID: id}}}, nil
+		})
+	if err != nil || len(p.Chosen) == 0 {
+		return ports.ClaimResult{Refused: f.refused}, err
 	}
 	f.queued--
 	now := time.Now()
 	item := ports.ClaimedItem{
-		QueueItem:   domain.QueueItem{ID: domain.ID(uuid.New()), WorkspaceID: ws, QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}},
+		QueueItem:   domain.QueueItem{ID: id, WorkspaceID: ws, QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}},
 		ExecutionID: domain.ID(uuid.New()), Version: 1,
 	}
 	return ports.ClaimResult{Claimed: []ports.ClaimedItem{item}, Workspaces: 1, Refused: f.refused}, nil

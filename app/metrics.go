@@ -42,8 +42,10 @@ type DispatchMetrics struct {
 	// their counts and those found full once locked.
 	AdmissionRefusals *prometheus.CounterVec
 	// PassedOver counts, by reason, the workspaces with pending work a
-	// claim gave no start: workspace_limit (no free slot) or start_rate
-	// (its start rate allowed none yet). No workspace or key label.
+	// claim gave no start: workspace_limit (no free slot), start_rate (its
+	// start rate allowed none yet), not_before (room, but every item due
+	// later: a notBefore or a back-off) or key_limit (room, but every due
+	// item held by its key's limit or rate). No workspace or key label.
 	PassedOver *prometheus.CounterVec
 	// BreakerOpen is 1 while the circuit breaker holds dispatch back
 	// because Temporal is unavailable.
@@ -140,7 +142,7 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	}, []string{"plan"})
 	m.PassedOver = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "queue_admission_passed_over_total",
-		Help: "Workspaces with pending work a dispatch batch gave no start, by what held them: workspace_limit (no free slot) or start_rate (the workspace's start rate allowed none yet).",
+		Help: "Workspaces with pending work a dispatch batch gave no start, by what held them: workspace_limit (no free slot), start_rate (the workspace's start rate allowed none yet), not_before (every item due later) or key_limit (every due item held by its key's limit or rate).",
 	}, []string{"reason"})
 	m.BreakerOpen = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dispatcher_temporal_breaker_open", Help: "1 while the dispatcher's circuit breaker holds dispatch back because Temporal is unavailable, else 0.",

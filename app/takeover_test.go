@@ -152,8 +152,8 @@ type slowClaimStore struct {
 	during func()
 }
 
-func (s *slowClaimStore) Claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+func (s *slowClaimStore) Claim(ctx context.Context, fence ports.Fence, budget int, plan ports.PlanFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
 	s.during()
 	time.Sleep(QueueLeaseTTL + time.Second)
-	return s.fakeStore.Claim(ctx, fence, admit, reject)
+	return s.fakeStore.Claim(ctx, fence, budget, plan, reject)
 }

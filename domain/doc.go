@@ -37,8 +37,10 @@
 //
 // PlanLimits are what a Plan allows each workspace on it (WorkspaceLimits
 // override them per workspace); they are data, kept in the database and
-// edited by the admin. Admission is decided in one place (FreeSlots), from
-// the workspace's limit and RUNNING count alone. A retry is never blocked
+// edited by the admin. Admission reads its rules from here (FreeSlots,
+// ChooseKeyed, StartRate) and is planned in one place, app.PlanClaim,
+// from the workspace's limit and RUNNING count, its start rate, and its
+// items' keys and due times. A retry is never blocked
 // by itself: releasing a failed dispatch drops its execution row, so the
 // retry's slot is free again.
 //

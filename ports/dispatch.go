@@ -20,13 +20,66 @@ type PendingWorkspace struct {
 	// Limit is the RUNNING executions it may have, read in the claim's
 	// transaction: its own limit, else its plan's.
 	Limit int
+	// Rated is true when the workspace has a start rate; RateRoom is then
+	// how many starts its bucket allows now (domain.StartRate.Allowed).
+	Rated    bool
+	RateRoom int
+	// Known is true once the claim has read the workspace's admissible
+	// items; Admissible is then how many more of them may start now
+	// (domain.ChooseKeyed within its free slots and rates), the items
+	// held by their key's limit or rate, a notBefore or a back-off left
+	// out.
+	Known      bool
+	Admissible int
 }
 
-// AdmitFunc decides, under the workspaces' row locks, how many items to
-// claim from each workspace. Returning a quota above a workspace's free
-// slots would break its limit; the dispatcher's admission policy is the one
-// place that decides this.
-type AdmitFunc func(workspaces []PendingWorkspace) map[domain.ID]int
+// Room is how many items w can start now by what the claim knows of it:
+// its free slots (domain.FreeSlots), within its start rate's room when it
+// has one, within its admissible items once they are known.
+func (w PendingWorkspace) Room() int {
+	n := domain.FreeSlots(w.Limit, w.Running)
+	if w.Rated {
+		n = min(n, w.RateRoom)
+	}
+	if w.Known {
+		n = min(n, w.Admissible)
+	}
+	return max(n, 0)
+}
+
+// AdmitFunc deals a claim's quotas: how many items to claim from each
+// workspace, budget in all. Returning a quota above what a workspace can
+// start now (Room) would break its limit or waste the batch. The
+// dispatcher's planner calls it in the claim's phases: once with what the
+// counts and rates say, and once more, with Known set, for what the first
+// quotas left unused because a workspace's items were held.
+type AdmitFunc func(workspaces []PendingWorkspace, budget int) map[domain.ID]int
+
+// WindowReader reads, under the claim's locks and in one statement, the
+// admissible items of each workspace given a count in n: a window of
+// about four items per count (so keys can take turns), in claim order,
+// each with what its key allows now (domain.KeyedCandidate). Items due
+// later, and items whose key is at its limit or over its start rate as
+// the walk counts them, are passed over, so a window shorter than asked
+// for holds every item of the workspace that may start now.
+type WindowReader func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error)
+
+// ClaimPlan is what a claim's planner decided for the locked workspaces.
+type ClaimPlan struct {
+	// Chosen are the items to claim, by workspace in the order given.
+	Chosen []domain.ID
+	// More, AtCapacity, Refused and PassedOver are as ClaimResult's, for
+	// the locked workspaces.
+	More       bool
+	AtCapacity int
+	Refused    map[domain.Plan]int
+	PassedOver map[domain.WaitReason]int
+}
+
+// PlanFunc plans a claim of up to budget items from the locked
+// workspaces, reading their admissible items through read. It is the one
+// place that decides what a claim takes; the store reads and writes.
+type PlanFunc func(workspaces []PendingWorkspace, budget int, read WindowReader) (ClaimPlan, error)
 
 // RejectFunc applies the domain's verdict to a PENDING item the claim
 // found can never run (its definition or version is gone, or its
@@ -76,14 +129,20 @@ type ClaimResult struct {
 	// PassedOver counts, by what held them, the workspaces with pending
 	// work this claim gave no start: WaitWorkspaceLimit for those without
 	// a free slot (as Refused counts them), WaitStartRate for those whose
-	// start rate allowed none.
+	// start rate allowed none, WaitNotBefore for those with room whose
+	// items all wait for a notBefore or a back-off, WaitKeyLimit for those
+	// whose due items are all held by their keys' limits or rates.
 	PassedOver map[domain.WaitReason]int
 	// NextDue is how long until something the claim passed over for a
 	// time may go: a start rate's next start (a workspace's or a key's)
-	// or a delayed item's notBefore, among the workspaces it locked; 0
+	// or a delayed item's notBefore, among the workspaces with room; 0
 	// when none is. The dispatcher claims again then rather than a poll
 	// later.
 	NextDue time.Duration
+	// More is true when a workspace took all its quota and had more items
+	// it could start now: the batch's budget, not what was admissible,
+	// ended the claim, so the dispatcher claims again at once.
+	More bool
 }
 
 // QueueTransition is a queue item's new state computed by the domain state
@@ -115,20 +174,26 @@ type DispatchedRecord struct {
 
 // DispatchStore is the dispatcher's side of storage.
 type DispatchStore interface {
-	// Claim runs one admission transaction: it fails items of vanished
-	// workspaces, locks the workspaces with pending work that have room
-	// under their limits as stored (skipping those another dispatcher
-	// holds), reads each one's limit and RUNNING count under the lock,
-	// asks admit for quotas, claims that many
-	// items per workspace with FOR UPDATE SKIP LOCKED, hands items that
-	// cannot run to reject, writes the others' executions as RUNNING and
-	// marks those items CLAIMED, then commits.
+	// Claim runs one admission transaction of up to budget items: it
+	// fails items of vanished workspaces, locks the workspaces with room
+	// under their limits as stored and an item due now (skipping those
+	// another dispatcher holds; those whose items all wait for a
+	// notBefore or a back-off only give the claim its NextDue), reads each
+	// one's limit, RUNNING count and start rate under the lock, and asks
+	// plan which items to take, plan reading the workspaces' admissible
+	// items through the store (the prefilter and the window's walk pass
+	// over what cannot start now; plan decides among the rest, and relies
+	// on the walk's passing over held keys to know that a short window is
+	// all a workspace can start). It then locks the chosen items
+	// with FOR UPDATE SKIP LOCKED, hands items that cannot run to reject,
+	// writes the others' executions as RUNNING and marks those items
+	// CLAIMED, then commits.
 	// With a non-zero fence the transaction first checks, and holds for
 	// its length, that the fence's lease is still this holder's; without
 	// it the claim returns ErrLeaseLost and changes nothing. The fence,
 	// with the lease's current term, is recorded on each claimed item as
 	// its claimer (ClaimedItem.Claimer) in the same transaction.
-	Claim(ctx context.Context, fence Fence, admit AdmitFunc, reject RejectFunc) (ClaimResult, error)
+	Claim(ctx context.Context, fence Fence, budget int, plan PlanFunc, reject RejectFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
 	// DISPATCHED in one statement. With a non-zero fence it first checks,
 	// in the same transaction, that the fence's lease is still this

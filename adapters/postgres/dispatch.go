@@ -24,12 +24,12 @@ import (
 // transaction is run again writing each execution under its own
 // savepoint, so that the rows at fault fail their items alone and the rest
 // of the batch is claimed; the happy path pays nothing for this.
-func (s *Store) Claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
-	res, err := s.claim(ctx, fence, admit, reject, false)
+func (s *Store) Claim(ctx context.Context, fence ports.Fence, budget int, plan ports.PlanFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := s.claim(ctx, fence, budget, plan, reject, false)
 	var rowErr *rowError
 	if errors.As(err, &rowErr) {
 		s.log.Warn("a claimed item's execution could not be written; claiming again item by item", "error", rowErr.err)
-		res, err = s.claim(ctx, fence, admit, reject, true)
+		res, err = s.claim(ctx, fence, budget, plan, reject, true)
 	}
 	return res, err
 }
@@ -51,7 +51,7 @@ func asRowError(err error) error {
 	return err
 }
 
-func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
+func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan ports.PlanFunc, reject ports.RejectFunc, itemByItem bool) (ports.ClaimResult, error) {
 	var res ports.ClaimResult
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ports.ClaimResult{Refused: map[domain.Plan]int{}, PassedOver: map[domain.WaitReason]int{}}
@@ -65,228 +65,33 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 		if err = s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
 			return fmt.Errorf("locking the limits: %w", err)
 		}
-		pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
-		if err != nil {
-			return fmt.Errorf("pending workspaces: %w", err)
+		present, err := s.pendingWorkspaces(ctx, tx, &res)
+		if err != nil || len(present) == 0 {
+			return err
 		}
-		full, err := s.q.QueueStatsFullByPlan(ctx, tx)
-		if err != nil {
-			return fmt.Errorf("counting full workspaces: %w", err)
-		}
-		for _, f := range full {
-			res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
-			res.PassedOver[domain.WaitWorkspaceLimit] += int(f.FullWorkspaces)
-		}
-		res.Workspaces = len(pending)
-		var gone, present []domain.ID
-		for _, p := range pending {
-			if p.Plan == "" {
-				gone = append(gone, p.WorkspaceID)
-			} else {
-				present = append(present, p.WorkspaceID)
-			}
-		}
-		if len(gone) > 0 {
-			reason := "workspace not found: it was deleted after the item was enqueued"
-			n, failErr := s.q.QueueFailPendingOfWorkspaces(ctx, tx, dbsqlc.QueueFailPendingOfWorkspacesParams{
-				WorkspaceIds: gone, LastError: &reason,
-			})
-			if failErr != nil {
-				return fmt.Errorf("failing items of deleted workspaces: %w", failErr)
-			}
-			res.Failed += int(n)
-			for _, ws := range gone {
-				s.log.Warn("workspace not found; failing its pending queue items", "workspace_id", ws)
-			}
-			if err = s.q.QueueStatsForgetGone(ctx, tx, gone); err != nil {
-				return fmt.Errorf("forgetting deleted workspaces' counts: %w", err)
-			}
-		}
-		if len(present) == 0 {
-			return nil
-		}
-		locked, err := s.q.WorkspacesLockForAdmission(ctx, tx, present)
-		if err != nil {
-			return fmt.Errorf("locking workspaces: %w", err)
-		}
-		ids := make([]domain.ID, len(locked))
-		byID := make(map[domain.ID]*ports.PendingWorkspace, len(locked))
-		workspaces := make([]ports.PendingWorkspace, len(locked))
-		for i, w := range locked {
-			ids[i] = w.ID
-			workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Limit: int(w.MaxRunning)}
-		}
-		for i := range workspaces {
-			byID[workspaces[i].ID] = &workspaces[i]
-		}
-		running, err := s.q.ExecutionsRunningForWorkspaces(ctx, tx, ids)
-		if err != nil {
-			return fmt.Errorf("counting running executions: %w", err)
-		}
-		for _, r := range running {
-			byID[r.WorkspaceID].Running++
-		}
-		quotas := admit(workspaces)
-		rates, err := s.readStartRates(ctx, tx, ids)
+		snap, err := s.lockWorkspaces(ctx, tx, present)
 		if err != nil {
 			return err
 		}
-		// finish runs on every way out once the workspaces are locked: it
-		// writes the start-rate buckets the claimed items took from and
-		// says when the claim should run again.
-		finish := func() error {
-			if takeErr := rates.take(ctx, s.q, tx, res.Claimed); takeErr != nil {
-				return takeErr
-			}
-			due, dueErr := s.q.ClaimNextDue(ctx, tx, ids)
-			if dueErr != nil {
-				return fmt.Errorf("reading the next due time: %w", dueErr)
-			}
-			if due > 0 {
-				res.NextDue = max(time.Duration(due*float64(time.Second)), time.Microsecond)
-			}
-			if d := rates.due(); d > 0 && (res.NextDue == 0 || d < res.NextDue) {
-				res.NextDue = d
-			}
-			return nil
-		}
-		var qIDs []domain.ID
-		var qNs []int32
-		for _, w := range workspaces {
-			n := quotas[w.ID]
-			if n <= 0 {
-				res.AtCapacity++
-				res.Refused[w.Plan]++
-				res.PassedOver[domain.WaitWorkspaceLimit]++
-				continue
-			}
-			if n = rates.room(w.ID, n); n == 0 {
-				res.PassedOver[domain.WaitStartRate]++
-				continue
-			}
-			qIDs, qNs = append(qIDs, w.ID), append(qNs, int32(n))
-		}
-		if len(qIDs) == 0 {
-			return finish()
-		}
-		chosen, err := s.chooseKeyed(ctx, tx, qIDs, qNs, rates)
+		p, err := plan(snap.workspaces, budget, func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
+			return s.readWindows(ctx, tx, snap.workspaces, n, snap.rates)
+		})
 		if err != nil {
 			return err
 		}
-		if len(chosen) == 0 {
-			return finish()
+		res.More, res.AtCapacity = p.More, p.AtCapacity
+		for k, n := range p.Refused {
+			res.Refused[k] += n
 		}
-		candidates, err := s.q.QueueClaimCandidates(ctx, tx, chosen)
-		if err != nil {
-			return fmt.Errorf("claiming items: %w", err)
+		for k, n := range p.PassedOver {
+			res.PassedOver[k] += n
 		}
-		pinnedFound, err := s.pinnedVersionsFound(ctx, tx, candidates)
-		if err != nil {
-			return err
-		}
-		var failed []ports.QueueTransition
-		up := dbsqlc.ExecutionsUpsertRunningParams{}
-		claim := dbsqlc.QueueMarkClaimedParams{}
-		for _, c := range candidates {
-			rec, rowErr := queueFromRow(c.WorkflowExecutionQueue)
-			if rowErr != nil {
-				return rowErr
-			}
-			version := rec.RunsVersion(int(c.CurrentVersion))
-			found := c.VersionFound
-			if rec.PinnedVersion > 0 {
-				found = pinnedFound[versionOf{rec.DefinitionID, int32(version)}]
-			}
-			if c.CurrentVersion == 0 || !found {
-				reason := "workflow definition not found: it was deleted after the item was enqueued"
-				switch {
-				case c.CurrentVersion != 0 && rec.PinnedVersion > 0:
-					reason = fmt.Sprintf("workflow definition version %d, which this retry runs, not found: it was deleted after the item was enqueued", version)
-				case c.CurrentVersion != 0:
-					reason = fmt.Sprintf("workflow definition version %d not found", version)
-				}
-				s.log.Warn("definition not found; failing the queue item", "queue_item_id", rec.ID,
-					"workspace_id", rec.WorkspaceID, "workflow_definition_id", rec.DefinitionID, "version", version)
-				t, rejectErr := rejected(rec, reason, reject)
-				if rejectErr != nil {
-					return rejectErr
-				}
-				failed = append(failed, t)
-				continue
-			}
-			execID := domain.ID(uuid.New())
-			if rec.ExecutionID != nil {
-				execID = *rec.ExecutionID // a retry keeps its workflow id
-			}
-			up.Ids = append(up.Ids, execID)
-			up.QueueIds = append(up.QueueIds, rec.ID)
-			up.WorkspaceIds = append(up.WorkspaceIds, rec.WorkspaceID)
-			up.WorkflowDefinitionIds = append(up.WorkflowDefinitionIds, rec.DefinitionID)
-			up.WorkflowVersions = append(up.WorkflowVersions, int32(version))
-			up.Inputs = append(up.Inputs, rec.Input)
-			claim.Ids = append(claim.Ids, rec.ID)
-			claim.ExecutionIds = append(claim.ExecutionIds, execID)
-			rec.ExecutionID = &execID
-			item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: version, Plan: byID[rec.WorkspaceID].Plan}
-			if c.WorkflowExecutionQueue.TraceContext != nil {
-				item.TraceParent = *c.WorkflowExecutionQueue.TraceContext
-			}
-			res.Claimed = append(res.Claimed, item)
-		}
-		if itemByItem {
-			var refused []ports.QueueTransition
-			up, claim, res.Claimed, refused, err = s.upsertEachRunning(ctx, tx, up, claim, res.Claimed, reject)
-			if err != nil {
+		if len(p.Chosen) > 0 {
+			if err = s.claimChosen(ctx, tx, claimer, snap, p.Chosen, reject, itemByItem, &res); err != nil {
 				return err
 			}
-			failed = append(failed, refused...)
 		}
-		if len(failed) > 0 {
-			if _, err = s.applyTransitions(ctx, tx, failed, auditDispatcher); err != nil {
-				return fmt.Errorf("failing items that cannot run: %w", err)
-			}
-			res.Failed += len(failed)
-		}
-		if len(claim.Ids) == 0 {
-			return finish()
-		}
-		if err = s.attachGraphs(ctx, tx, res.Claimed); err != nil {
-			return err
-		}
-		if !itemByItem {
-			if err = s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
-				return fmt.Errorf("creating executions: %w", asRowError(err))
-			}
-		}
-		if claimer.Fenced() {
-			claim.ClaimLease, claim.ClaimedBy, claim.ClaimTerm = &claimer.Lease, &claimer.Holder, &claimer.Term
-		}
-		stamped, err := s.q.QueueMarkClaimed(ctx, tx, claim)
-		if err != nil {
-			return fmt.Errorf("marking claimed: %w", err)
-		}
-		// The items are handed out in the state QueueMarkClaimed wrote,
-		// checked as any loaded state is.
-		claimed := make(map[domain.ID]domain.QueueState, len(stamped))
-		for _, r := range stamped {
-			status, err := domain.ParseQueueStatus(r.Status)
-			if err != nil {
-				return fmt.Errorf("queue item %s: %w", r.ID, err)
-			}
-			claimed[r.ID] = domain.QueueState{Status: status, ClaimedAt: r.ClaimedAt}
-		}
-		for i := range res.Claimed {
-			item := &res.Claimed[i]
-			st, ok := claimed[item.ID]
-			if !ok {
-				return fmt.Errorf("queue item %s was not claimed although it was locked", item.ID)
-			}
-			item.Status, item.ClaimedAt, item.Claimer = st.Status, st.ClaimedAt, claimer
-			if err := item.Validate(); err != nil {
-				return fmt.Errorf("queue item %s: %w", item.ID, err)
-			}
-		}
-		return finish()
+		return s.finishClaim(ctx, tx, snap, &res)
 	})
 	if err != nil {
 		return ports.ClaimResult{}, err
@@ -294,41 +99,284 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, admit ports.AdmitF
 	return res, nil
 }
 
+// pendingWorkspaces reads the claim's prefilter (QueuePendingWorkspaces)
+// and counts the full workspaces it skips, fails the items of the
+// workspaces that are gone, and returns those to lock: with room by their
+// counts and an item due now. A workspace with room whose items are all
+// due later is passed over and gives res its NextDue.
+func (s *Store) pendingWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]domain.ID, error) {
+	pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("pending workspaces: %w", err)
+	}
+	full, err := s.q.QueueStatsFullByPlan(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("counting full workspaces: %w", err)
+	}
+	for _, f := range full {
+		res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
+		res.PassedOver[domain.WaitWorkspaceLimit] += int(f.FullWorkspaces)
+	}
+	var gone, present []domain.ID
+	for _, p := range pending {
+		switch {
+		case p.Plan == "":
+			gone = append(gone, p.WorkspaceID)
+		case p.DueInSeconds > 0:
+			// Nothing of it is due: it is not locked, and only says
+			// when to claim again.
+			res.PassedOver[domain.WaitNotBefore]++
+			res.NextDue = sooner(res.NextDue, seconds(p.DueInSeconds))
+		default:
+			present = append(present, p.WorkspaceID)
+		}
+	}
+	res.Workspaces = len(gone) + len(present)
+	if len(gone) == 0 {
+		return present, nil
+	}
+	reason := "workspace not found: it was deleted after the item was enqueued"
+	n, err := s.q.QueueFailPendingOfWorkspaces(ctx, tx, dbsqlc.QueueFailPendingOfWorkspacesParams{
+		WorkspaceIds: gone, LastError: &reason,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failing items of deleted workspaces: %w", err)
+	}
+	res.Failed += int(n)
+	for _, ws := range gone {
+		s.log.Warn("workspace not found; failing its pending queue items", "workspace_id", ws)
+	}
+	if err = s.q.QueueStatsForgetGone(ctx, tx, gone); err != nil {
+		return nil, fmt.Errorf("forgetting deleted workspaces' counts: %w", err)
+	}
+	return present, nil
+}
+
+// claimSnapshot is what a claim read of the workspaces it locked: their
+// limits, RUNNING counts and start rates, under their locks.
+type claimSnapshot struct {
+	ids        []domain.ID
+	workspaces []ports.PendingWorkspace
+	plans      map[domain.ID]domain.Plan
+	rates      *claimRates
+}
+
+// lockWorkspaces locks the workspaces to admit from (skipping those
+// another claim holds) and reads their snapshot under the locks.
+func (s *Store) lockWorkspaces(ctx context.Context, tx pgx.Tx, present []domain.ID) (claimSnapshot, error) {
+	locked, err := s.q.WorkspacesLockForAdmission(ctx, tx, present)
+	if err != nil {
+		return claimSnapshot{}, fmt.Errorf("locking workspaces: %w", err)
+	}
+	snap := claimSnapshot{
+		ids: make([]domain.ID, len(locked)), workspaces: make([]ports.PendingWorkspace, len(locked)),
+		plans: make(map[domain.ID]domain.Plan, len(locked)),
+	}
+	index := make(map[domain.ID]int, len(locked))
+	for i, w := range locked {
+		snap.ids[i], index[w.ID], snap.plans[w.ID] = w.ID, i, domain.Plan(w.Plan)
+		snap.workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Limit: int(w.MaxRunning)}
+	}
+	running, err := s.q.ExecutionsRunningForWorkspaces(ctx, tx, snap.ids)
+	if err != nil {
+		return claimSnapshot{}, fmt.Errorf("counting running executions: %w", err)
+	}
+	for _, r := range running {
+		snap.workspaces[index[r.WorkspaceID]].Running++
+	}
+	if snap.rates, err = s.readStartRates(ctx, tx, snap.ids); err != nil {
+		return claimSnapshot{}, err
+	}
+	for i := range snap.workspaces {
+		snap.workspaces[i].RateRoom, snap.workspaces[i].Rated = snap.rates.workspaceRoom(snap.ids[i])
+	}
+	return snap, nil
+}
+
+// finishClaim runs on every way out once the workspaces are locked: it
+// writes the start-rate buckets the claimed items took from and says when
+// the claim should run again.
+func (s *Store) finishClaim(ctx context.Context, tx pgx.Tx, snap claimSnapshot, res *ports.ClaimResult) error {
+	if err := snap.rates.take(ctx, s.q, tx, res.Claimed); err != nil {
+		return err
+	}
+	due, err := s.q.ClaimNextDue(ctx, tx, snap.ids)
+	if err != nil {
+		return fmt.Errorf("reading the next due time: %w", err)
+	}
+	if due > 0 {
+		res.NextDue = sooner(res.NextDue, seconds(due))
+	}
+	res.NextDue = sooner(res.NextDue, snap.rates.due())
+	return nil
+}
+
+// claimChosen locks the chosen items that are still PENDING, fails those
+// that cannot run (their definition or version gone, or, item by item,
+// their execution refused), writes the others' executions as RUNNING and
+// marks them CLAIMED by claimer, adding them to res.
+func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence, snap claimSnapshot, chosen []domain.ID,
+	reject ports.RejectFunc, itemByItem bool, res *ports.ClaimResult,
+) error {
+	candidates, err := s.q.QueueClaimCandidates(ctx, tx, chosen)
+	if err != nil {
+		return fmt.Errorf("claiming items: %w", err)
+	}
+	pinnedFound, err := s.pinnedVersionsFound(ctx, tx, candidates)
+	if err != nil {
+		return err
+	}
+	var failed []ports.QueueTransition
+	up := dbsqlc.ExecutionsUpsertRunningParams{}
+	claim := dbsqlc.QueueMarkClaimedParams{}
+	for _, c := range candidates {
+		rec, rowErr := queueFromRow(c.WorkflowExecutionQueue)
+		if rowErr != nil {
+			return rowErr
+		}
+		version := rec.RunsVersion(int(c.CurrentVersion))
+		found := c.VersionFound
+		if rec.PinnedVersion > 0 {
+			found = pinnedFound[versionOf{rec.DefinitionID, int32(version)}]
+		}
+		if c.CurrentVersion == 0 || !found {
+			reason := "workflow definition not found: it was deleted after the item was enqueued"
+			switch {
+			case c.CurrentVersion != 0 && rec.PinnedVersion > 0:
+				reason = fmt.Sprintf("workflow definition version %d, which this retry runs, not found: it was deleted after the item was enqueued", version)
+			case c.CurrentVersion != 0:
+				reason = fmt.Sprintf("workflow definition version %d not found", version)
+			}
+			s.log.Warn("definition not found; failing the queue item", "queue_item_id", rec.ID,
+				"workspace_id", rec.WorkspaceID, "workflow_definition_id", rec.DefinitionID, "version", version)
+			t, rejectErr := rejected(rec, reason, reject)
+			if rejectErr != nil {
+				return rejectErr
+			}
+			failed = append(failed, t)
+			continue
+		}
+		execID := domain.ID(uuid.New())
+		if rec.ExecutionID != nil {
+			execID = *rec.ExecutionID // a retry keeps its workflow id
+		}
+		up.Ids = append(up.Ids, execID)
+		up.QueueIds = append(up.QueueIds, rec.ID)
+		up.WorkspaceIds = append(up.WorkspaceIds, rec.WorkspaceID)
+		up.WorkflowDefinitionIds = append(up.WorkflowDefinitionIds, rec.DefinitionID)
+		up.WorkflowVersions = append(up.WorkflowVersions, int32(version))
+		up.Inputs = append(up.Inputs, rec.Input)
+		claim.Ids = append(claim.Ids, rec.ID)
+		claim.ExecutionIds = append(claim.ExecutionIds, execID)
+		rec.ExecutionID = &execID
+		item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: version, Plan: snap.plans[rec.WorkspaceID]}
+		if c.WorkflowExecutionQueue.TraceContext != nil {
+			item.TraceParent = *c.WorkflowExecutionQueue.TraceContext
+		}
+		res.Claimed = append(res.Claimed, item)
+	}
+	if itemByItem {
+		var refused []ports.QueueTransition
+		up, claim, res.Claimed, refused, err = s.upsertEachRunning(ctx, tx, up, claim, res.Claimed, reject)
+		if err != nil {
+			return err
+		}
+		failed = append(failed, refused...)
+	}
+	if len(failed) > 0 {
+		if _, err = s.applyTransitions(ctx, tx, failed, auditDispatcher); err != nil {
+			return fmt.Errorf("failing items that cannot run: %w", err)
+		}
+		res.Failed += len(failed)
+	}
+	if len(claim.Ids) == 0 {
+		return nil
+	}
+	if err = s.attachGraphs(ctx, tx, res.Claimed); err != nil {
+		return err
+	}
+	if !itemByItem {
+		if err = s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
+			return fmt.Errorf("creating executions: %w", asRowError(err))
+		}
+	}
+	if claimer.Fenced() {
+		claim.ClaimLease, claim.ClaimedBy, claim.ClaimTerm = &claimer.Lease, &claimer.Holder, &claimer.Term
+	}
+	stamped, err := s.q.QueueMarkClaimed(ctx, tx, claim)
+	if err != nil {
+		return fmt.Errorf("marking claimed: %w", err)
+	}
+	// The items are handed out in the state QueueMarkClaimed wrote,
+	// checked as any loaded state is.
+	claimed := make(map[domain.ID]domain.QueueState, len(stamped))
+	for _, r := range stamped {
+		status, err := domain.ParseQueueStatus(r.Status)
+		if err != nil {
+			return fmt.Errorf("queue item %s: %w", r.ID, err)
+		}
+		claimed[r.ID] = domain.QueueState{Status: status, ClaimedAt: r.ClaimedAt}
+	}
+	for i := range res.Claimed {
+		item := &res.Claimed[i]
+		st, ok := claimed[item.ID]
+		if !ok {
+			return fmt.Errorf("queue item %s was not claimed although it was locked", item.ID)
+		}
+		item.Status, item.ClaimedAt, item.Claimer = st.Status, st.ClaimedAt, claimer
+		if err := item.Validate(); err != nil {
+			return fmt.Errorf("queue item %s: %w", item.ID, err)
+		}
+	}
+	return nil
+}
+
 // claimWindow is how many admissible items are read per slot a workspace
 // is given, so that keys can take turns and a key with fewer free slots
 // than items leaves its place to the next key in the same batch.
 const claimWindow = 4
 
-// chooseKeyed reads a window of each locked workspace's admissible items
-// with their keys' RUNNING counts and picks, by domain.ChooseKeyed, the
-// items to claim: at most each workspace's quota, and never past a key's
-// limit. The counts are exact: the workspaces' locks are held, and every
-// claim that creates a RUNNING row holds its workspace's.
-func (s *Store) chooseKeyed(ctx context.Context, tx pgx.Tx, ids []domain.ID, quotas []int32, rates *claimRates) ([]domain.ID, error) {
-	windows := make([]int32, len(quotas))
-	quota := make(map[domain.ID]int, len(ids))
-	for i, n := range quotas {
-		windows[i] = n * claimWindow
-		quota[ids[i]] = int(n)
+// seconds is a due time read from the database as seconds, at least a
+// microsecond so that it reads as due.
+func seconds(s float64) time.Duration {
+	return max(time.Duration(s*float64(time.Second)), time.Microsecond)
+}
+
+// sooner is the sooner of two due times, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
 	}
-	rows, err := s.q.QueueAdmissibleWindow(ctx, tx, dbsqlc.QueueAdmissibleWindowParams{WorkspaceIds: ids, Windows: windows})
+	return a
+}
+
+// readWindows reads, in one statement, a window of admissible items of
+// each workspace given a count in n (claimWindow items per count), in
+// claim order, with what each item's key allows now.
+func (s *Store) readWindows(ctx context.Context, tx pgx.Tx, workspaces []ports.PendingWorkspace, n map[domain.ID]int, rates *claimRates) (map[domain.ID][]domain.KeyedCandidate, error) {
+	var p dbsqlc.QueueAdmissibleWindowParams
+	for _, w := range workspaces {
+		if k := n[w.ID]; k > 0 {
+			p.WorkspaceIds, p.Windows = append(p.WorkspaceIds, w.ID), append(p.Windows, int32(k*claimWindow))
+		}
+	}
+	if len(p.WorkspaceIds) == 0 {
+		return nil, nil
+	}
+	rows, err := s.q.QueueAdmissibleWindow(ctx, tx, p)
 	if err != nil {
 		return nil, fmt.Errorf("reading admissible items: %w", err)
 	}
 	if err = rates.readKeys(ctx, s.q, tx, rows); err != nil {
 		return nil, err
 	}
-	byWorkspace := map[domain.ID][]domain.KeyedCandidate{}
+	out := map[domain.ID][]domain.KeyedCandidate{}
 	for _, r := range rows {
 		c := domain.KeyedCandidate{ID: r.ID, Key: r.ConcurrencyKey, Limit: int(r.ConcurrencyLimit), Running: int(r.KeyRunning)}
 		c.RateRoom, c.Rated = rates.keyRoom(r.WorkspaceID, r.ConcurrencyKey)
-		byWorkspace[r.WorkspaceID] = append(byWorkspace[r.WorkspaceID], c)
+		out[r.WorkspaceID] = append(out[r.WorkspaceID], c)
 	}
-	var chosen []domain.ID
-	for _, ws := range ids {
-		chosen = append(chosen, domain.ChooseKeyed(byWorkspace[ws], quota[ws])...)
-	}
-	return chosen, nil
+	return out, nil
 }
 
 // checkFence checks, inside tx, that fence's lease is still this holder's

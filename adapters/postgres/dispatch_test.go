@@ -49,7 +49,11 @@ func seedQueue(t *testing.T, pool *pgxpool.Pool, n int) (uuid.UUID, []uuid.UUID)
 	return def, ids
 }
 
-func admitAll(ws []ports.PendingWorkspace) map[domain.ID]int {
+const allBudget = 100
+
+// admitAll gives each locked workspace 100 items whatever the budget
+// (allBudget).
+func admitAll(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 	out := map[domain.ID]int{}
 	for _, w := range ws {
 		out[w.ID] = 100
@@ -80,7 +84,7 @@ func TestClaimFailsAnItemWhoseVersionIsMissingAndClaimsTheRest(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DELETE FROM workflow_definition_versions WHERE workflow_definition_id = $1`, badDef); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{}, admitAll, app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
 	if err != nil {
 		t.Fatalf("claim with one item missing its version: %v", err)
 	}
@@ -122,7 +126,7 @@ func TestClaimRunsARetrysPinnedVersionAndFailsOneWhoseVersionIsGone(t *testing.T
 	if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET pinned_version = CASE id WHEN $1 THEN 1 ELSE 9 END WHERE id IN ($1, $2)`, pinned, gone); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{}, admitAll, app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -165,7 +169,7 @@ func TestClaimFailsAnItemWhoseExecutionRowIsRefusedAndClaimsTheRest(t *testing.T
 	if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET input = '{"refuse":true}' WHERE id = $1`, bad[0]); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{}, admitAll, app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -192,20 +196,20 @@ func TestClaimIsFencedByTheQueueLease(t *testing.T) {
 	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, admitAll, app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
+	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
 		t.Fatalf("claim by a non-holder: %v, want ErrLeaseLost", err)
 	}
 	// The holder's lease runs out while it is paused: it must not claim.
 	if _, err := pool.Exec(ctx, `UPDATE shedlock SET lock_until = now() - interval '1 second' WHERE name = 'q'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, admitAll, app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
+	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
 		t.Fatalf("claim on an expired lease: %v, want ErrLeaseLost", err)
 	}
 	if ok, err := two.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("takeover: %v %v", ok, err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, admitAll, app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
 	if err != nil || len(res.Claimed) != 3 {
 		t.Fatalf("claim by the new holder: %d claimed, %v; want 3", len(res.Claimed), err)
 	}
@@ -217,7 +221,7 @@ func TestFinishExecutionSettlesTheItemWhenTheExecutionRowIsGone(t *testing.T) {
 	store := postgres.NewStore(pool, quiet())
 	ctx := context.Background()
 	_, ids := seedQueue(t, pool, 2)
-	res, err := store.Claim(ctx, ports.Fence{}, admitAll, app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
 	if err != nil || len(res.Claimed) != 2 {
 		t.Fatalf("claim: %d, %v", len(res.Claimed), err)
 	}
@@ -350,7 +354,7 @@ func TestMissingReferencesAndOrphanCompletionsAreLogged(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DELETE FROM workspaces WHERE id = $1`, goneWS); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, ports.Fence{}, admitAll, app.RejectUnrunnable); err != nil {
+	if _, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); err != nil {
 		t.Fatal(err)
 	}
 	if recs := logs.Records(t, "definition not found; failing the queue item"); len(recs) != 1 ||
@@ -382,7 +386,7 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, admitAll, app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
 	if err != nil || len(res.Claimed) != 2 {
 		t.Fatalf("claim: %d claimed, %v; want 2", len(res.Claimed), err)
 	}
@@ -472,7 +476,7 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 	// An unfenced claim has no claimer, so no term of its ends: it is
 	// stale recovery's alone.
 	seedQueue(t, pool, 1)
-	if res, err := store.Claim(ctx, ports.Fence{}, admitAll, app.RejectUnrunnable); err != nil || len(res.Claimed) != 1 || res.Claimed[0].Claimer.Fenced() {
+	if res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); err != nil || len(res.Claimed) != 1 || res.Claimed[0].Claimer.Fenced() {
 		t.Fatalf("unfenced claim: %+v, %v; want 1 item with no claimer", res.Claimed, err)
 	}
 	if ended, err := store.ClaimsOfEndedTerms(ctx, 10); err != nil || len(ended) != 0 {

@@ -59,9 +59,9 @@ func TestClaimTakesABurstsKeyOnlyUpToItsLimitAndFillsTheQuotaBehindIt(t *testing
 	add(1, &b)
 	unkeyed := add(2, nil)
 
-	res, err := store.Claim(ctx, ports.Fence{}, func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	res, err := store.Claim(ctx, ports.Fence{}, 2, app.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 		return map[domain.ID]int{ws[0].ID: 2}
-	}, app.RejectUnrunnable)
+	}), app.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,8 +84,8 @@ func TestQueueListIsTheClaimOrderPagedByIt(t *testing.T) {
 		if err != nil || len(first) != 1 {
 			t.Fatalf("step %d: listing PENDING: %v %v", step, first, err)
 		}
-		res, err := b.store.Claim(context.Background(), ports.Fence{},
-			func([]ports.PendingWorkspace) map[domain.ID]int { return map[domain.ID]int{b.ws: 1} }, app.RejectUnrunnable)
+		res, err := b.store.Claim(context.Background(), ports.Fence{}, 1,
+			app.PlanClaim(func([]ports.PendingWorkspace, int) map[domain.ID]int { return map[domain.ID]int{b.ws: 1} }), app.RejectUnrunnable)
 		if err != nil || len(res.Claimed) != 1 {
 			t.Fatalf("step %d: claim: %+v %v", step, res, err)
 		}

@@ -28,7 +28,7 @@ import (
 // admission does.
 func claimAll(t *testing.T, store *postgres.Store) ports.ClaimResult {
 	t.Helper()
-	res, err := store.Claim(context.Background(), ports.Fence{}, admitByTier, app.RejectUnrunnable)
+	res, err := store.Claim(context.Background(), ports.Fence{}, tierBudget, app.PlanClaim(admitByTier), app.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +36,11 @@ func claimAll(t *testing.T, store *postgres.Store) ports.ClaimResult {
 }
 
 // admitByTier gives each locked workspace the free slots its limit, as
-// the claim read it, leaves it.
-func admitByTier(ws []ports.PendingWorkspace) map[domain.ID]int {
+// the claim read it, leaves it, whatever the budget (tierBudget, more than
+// the tests' free slots).
+const tierBudget = 100_000
+
+func admitByTier(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 	out := map[domain.ID]int{}
 	for _, w := range ws {
 		out[w.ID] = domain.FreeSlots(w.Limit, w.Running)
@@ -278,7 +281,7 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 	for range 2 {
 		loops.Go(func() {
 			for ctx.Err() == nil {
-				res, err := store.Claim(ctx, ports.Fence{}, admitByTier, app.RejectUnrunnable)
+				res, err := store.Claim(ctx, ports.Fence{}, tierBudget, app.PlanClaim(admitByTier), app.RejectUnrunnable)
 				if err != nil {
 					continue
 				}
@@ -451,12 +454,12 @@ func TestClaimCountsTheFullWorkspacesItsPrefilterSkips(t *testing.T) {
 	if res := claimAndDispatch(t, store); len(res.Claimed) != 1 {
 		t.Fatalf("occupying the slot: %+v", res)
 	}
-	res, err := store.Claim(context.Background(), ports.Fence{}, func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	res, err := store.Claim(context.Background(), ports.Fence{}, 10, app.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 		for _, w := range ws {
 			t.Errorf("workspace %s was locked; the prefilter should have skipped it", w.ID)
 		}
 		return nil
-	}, app.RejectUnrunnable)
+	}), app.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,15 +58,15 @@ func (s *Store) readStartRates(ctx context.Context, tx pgx.Tx, ids []domain.ID) 
 	return r, nil
 }
 
-// room caps want at what workspace ws's start rate allows now (want when
-// it has none).
-func (r *claimRates) room(ws domain.ID, want int) int {
+// workspaceRoom is how many starts workspace ws's start rate allows now,
+// and whether it has one.
+func (r *claimRates) workspaceRoom(ws domain.ID) (int, bool) {
 	b, ok := r.buckets[bucketID{workspace: ws}]
 	if !ok {
-		return want
+		return 0, false
 	}
-	n, _ := b.rate.Allowed(b.tat, r.now, want)
-	return n
+	n, _ := b.rate.Allowed(b.tat, r.now, domain.StartRateMax)
+	return n, true
 }
 
 // readKeys reads the buckets of the rated keys in the claim's window. A

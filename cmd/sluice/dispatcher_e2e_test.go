@@ -455,13 +455,13 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 	ids := b.enqueue(t, ws, def, 2)
 	// A dispatcher that claims and then "crashes" before starting anything.
 	cfg := testConfig()
-	claim, err := b.store.Claim(ctx, ports.Fence{}, func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	claim, err := b.store.Claim(ctx, ports.Fence{}, 2, app.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 		out := map[domain.ID]int{}
 		for _, w := range ws {
 			out[w.ID] = 2
 		}
 		return out
-	}, app.RejectUnrunnable)
+	}), app.RejectUnrunnable)
 	if err != nil || len(claim.Claimed) != 2 {
 		t.Fatalf("claim: %+v %v", claim, err)
 	}
@@ -658,13 +658,13 @@ func TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted(t *testing
 	ctx := context.Background()
 	ws, def := b.workspace(t, domain.PlanFree)
 	id := b.enqueue(t, ws, def, 1)[0]
-	claim, err := b.store.Claim(ctx, ports.Fence{}, func(ws []ports.PendingWorkspace) map[domain.ID]int {
+	claim, err := b.store.Claim(ctx, ports.Fence{}, 1, app.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 		out := map[domain.ID]int{}
 		for _, w := range ws {
 			out[w.ID] = 1
 		}
 		return out
-	}, app.RejectUnrunnable)
+	}), app.RejectUnrunnable)
 	if err != nil || len(claim.Claimed) != 1 {
 		t.Fatalf("claim: %+v %v", claim, err)
 	}

@@ -48,7 +48,7 @@ WHERE (b.workspace_id, b.concurrency_key) IN (
 -- How long until something among the workspaces a claim locked may go
 -- that cannot go now: a key's start-rate bucket's next start, or a
 -- delayed item's available_at (one probe of
--- workflow_execution_queue_delayed_idx per workspace). 0 when nothing is
+-- workflow_execution_queue_due_idx per workspace). 0 when nothing is
 -- due later; the dispatcher then sleeps until a wake-up or its poll. The
 -- workspaces' own buckets are left to the claim, which knows their rates
 -- in force (a stored next_at may be a rate's since raised).
@@ -58,7 +58,7 @@ SELECT coalesce(extract(epoch FROM least(
            (SELECT min(d.available_at) FROM unnest(@workspace_ids::uuid[]) AS w(id)
             CROSS JOIN LATERAL (
                 SELECT i.available_at FROM workflow_execution_queue i
-                WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at > i.created_at AND i.available_at > now()
+                WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at > now()
                 ORDER BY i.available_at LIMIT 1) d)
        ) - now()), 0)::float8 AS due_in_seconds;
 

@@ -959,13 +959,21 @@ func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceI
 }
 
 const queuePendingWorkspaces = `-- name: QueuePendingWorkspaces :many
-SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan
+SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan,
+       coalesce(extract(epoch FROM d.available_at - now()), 0)::float8 AS due_in_seconds
 FROM admission_workspaces_with_room() AS r
+LEFT JOIN LATERAL (
+    SELECT i.available_at FROM workflow_execution_queue i
+    WHERE i.workspace_id = r.workspace_id AND i.status = 'PENDING'
+    ORDER BY i.available_at
+    LIMIT 1
+) d ON true
 `
 
 type QueuePendingWorkspacesRow struct {
-	WorkspaceID domain.ID
-	Plan        string
+	WorkspaceID  domain.ID
+	Plan         string
+	DueInSeconds float64
 }
 
 // The workspaces worth locking for admission: those whose counts in
@@ -974,9 +982,12 @@ type QueuePendingWorkspacesRow struct {
 // from the plans tables), then those that no longer exist (plan ”),
 // whose pending items are to be failed. The cost follows the workspaces
 // with room, not every workspace with pending work (see the function in
-// 00010_plans_as_data.sql). The counts are a prefilter only: admission
-// locks each workspace and recounts under the lock, which is what makes
-// it exact.
+// 00010_plans_as_data.sql). Each comes with how long until its first
+// PENDING item is due (0 or less: one is due now), one probe of
+// workflow_execution_queue_due_idx each: a workspace whose items all wait
+// for a notBefore or a back-off is not locked at all (00023). The counts
+// are a prefilter only: admission locks each workspace and recounts under
+// the lock, which is what makes it exact.
 func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueuePendingWorkspacesRow, error) {
 	rows, err := db.Query(ctx, queuePendingWorkspaces)
 	if err != nil {
@@ -986,7 +997,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueueP
 	items := []QueuePendingWorkspacesRow{}
 	for rows.Next() {
 		var i QueuePendingWorkspacesRow
-		if err := rows.Scan(&i.WorkspaceID, &i.Plan); err != nil {
+		if err := rows.Scan(&i.WorkspaceID, &i.Plan, &i.DueInSeconds); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

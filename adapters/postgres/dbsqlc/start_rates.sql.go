@@ -19,7 +19,7 @@ SELECT coalesce(extract(epoch FROM least(
            (SELECT min(d.available_at) FROM unnest($1::uuid[]) AS w(id)
             CROSS JOIN LATERAL (
                 SELECT i.available_at FROM workflow_execution_queue i
-                WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at > i.created_at AND i.available_at > now()
+                WHERE i.workspace_id = w.id AND i.status = 'PENDING' AND i.available_at > now()
                 ORDER BY i.available_at LIMIT 1) d)
        ) - now()), 0)::float8 AS due_in_seconds
 `
@@ -27,7 +27,7 @@ SELECT coalesce(extract(epoch FROM least(
 // How long until something among the workspaces a claim locked may go
 // that cannot go now: a key's start-rate bucket's next start, or a
 // delayed item's available_at (one probe of
-// workflow_execution_queue_delayed_idx per workspace). 0 when nothing is
+// workflow_execution_queue_due_idx per workspace). 0 when nothing is
 // due later; the dispatcher then sleeps until a wake-up or its poll. The
 // workspaces' own buckets are left to the claim, which knows their rates
 // in force (a stored next_at may be a rate's since raised).
