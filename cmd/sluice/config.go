@@ -66,6 +66,10 @@ type Config struct {
 // what a workspace may hold of the API's database pool.
 type HTTPConfig struct {
 	Limits httpapi.Limits
+	// KeyCache is how long and how many workspace keys' verdicts the API
+	// remembers, so a flood with one key, valid or bogus, reaches the
+	// database once per TTL.
+	KeyCache app.KeyCache
 	// StatementTimeout is the API pool's statement_timeout; the pool has
 	// Limits.Tenancy.Concurrency connections.
 	StatementTimeout  time.Duration
@@ -180,6 +184,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		WriteTimeout:      e.duration("SLUICE_HTTP_WRITE_TIMEOUT", 60*time.Second, 100*time.Millisecond),
 		IdleTimeout:       e.duration("SLUICE_HTTP_IDLE_TIMEOUT", 120*time.Second, 100*time.Millisecond),
 		MaxHeaderBytes:    e.integer("SLUICE_HTTP_MAX_HEADER_BYTES", 64<<10, 4<<10, 1<<20),
+	}
+	keyCache := app.DefaultKeyCache()
+	c.HTTP.KeyCache = app.KeyCache{
+		TTL:  e.duration("SLUICE_API_KEY_CACHE_TTL", keyCache.TTL, 100*time.Millisecond),
+		Size: e.integer("SLUICE_API_KEY_CACHE_SIZE", keyCache.Size, 1, 10_000_000),
 	}
 	if needAdmin && len(c.AdminToken) < 16 {
 		e.bad("SLUICE_ADMIN_TOKEN", strings.Repeat("*", len(c.AdminToken)), "set an admin bearer token of at least 16 characters")
@@ -316,6 +325,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.Streams.Total = e.integer("SLUICE_STREAMS_MAX", c.Streams.Total, 1, 100_000)
 	c.Streams.PerWorkspace = e.integer("SLUICE_STREAMS_PER_WORKSPACE", min(c.Streams.PerWorkspace, c.Streams.Total), 1, c.Streams.Total)
 	c.Streams.Idle = e.duration("SLUICE_STREAM_IDLE", c.Streams.Idle, time.Second)
+	c.Streams.WriteTimeout = e.duration("SLUICE_STREAM_WRITE_TIMEOUT", c.Streams.WriteTimeout, 100*time.Millisecond)
 	c.FeedRetention = e.duration("SLUICE_STREAM_RETENTION", time.Hour, time.Minute)
 
 	if err := errors.Join(e.errs...); err != nil {
