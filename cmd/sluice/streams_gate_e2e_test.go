@@ -425,4 +425,3 @@ func dbOf(t *testing.T, base string) *pgxpool.Pool {
 	t.Cleanup(db.Close)
 	return db
 }
-
