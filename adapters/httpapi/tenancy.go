@@ -29,10 +29,11 @@ type Tenancy struct {
 	// WorkspaceConcurrency caps a workspace's requests in flight at once;
 	// past it: 429 with Retry-After.
 	WorkspaceConcurrency int
-	// Concurrency caps the process's authenticated requests in flight, the
-	// API pool's connections, so a request never queues inside the pool;
-	// one that waits longer than QueueWait for a place gets 503 with
-	// Retry-After.
+	// Concurrency caps the process's requests in flight that reach the
+	// database (a key's lookup, then the operation; a stream's lookups and
+	// replay), the API pool's connections, so a request never queues
+	// inside the pool; one that waits longer than QueueWait for a place
+	// gets 503 with Retry-After.
 	Concurrency int
 	QueueWait   time.Duration
 }
