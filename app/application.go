@@ -46,10 +46,11 @@ type Stores struct {
 
 // NewApplication wires the use cases. engine may be nil in a process that
 // cannot reach Temporal.
-func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas, templateBudget int, adminToken string) *Application {
+func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas, templateBudget int, auth AuthConfig) *Application {
+	authenticator := NewAuthenticator(s.APIKeys, auth)
 	a := &Application{
-		Auth:        NewAuthenticator(s.APIKeys, adminToken),
-		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys),
+		Auth:        authenticator,
+		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, authenticator),
 		Plans:       NewPlans(s.Plans, s.Workspaces),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),

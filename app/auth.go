@@ -7,49 +7,152 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
+// KeyCache bounds what the Authenticator remembers of workspace keys, so
+// that repeated requests with one key, valid or not, cost one lookup per
+// TTL rather than one each: a flood with a bogus key reaches the database
+// once per TTL, whatever its rate.
+type KeyCache struct {
+	// TTL is how long a verdict is kept. A key revoked through another API
+	// process stops authenticating here within TTL (at once on the process
+	// that revoked it), and its open event streams close within twice TTL.
+	TTL time.Duration
+	// Size is how many valid keys, and apart from them how many refused
+	// tokens (unknown or revoked), are kept; past it the least recently
+	// used is forgotten. The two are apart so that a flood of distinct
+	// bogus keys cannot push the tenants' keys out.
+	Size int
+}
+
+// DefaultKeyCache keeps verdicts for 5 s, on up to 10,000 valid keys and
+// 10,000 refused tokens (about 1 MB each).
+func DefaultKeyCache() KeyCache {
+	return KeyCache{TTL: 5 * time.Second, Size: 10_000}
+}
+
+// AuthConfig is how the API authenticates: the admin token and the cache
+// of workspace keys' verdicts.
+type AuthConfig struct {
+	// AdminToken is the admin bearer token; empty disables the admin.
+	AdminToken string
+	KeyCache   KeyCache
+}
+
 // Authenticator resolves bearer tokens to actors.
 type Authenticator struct {
 	keys        ports.APIKeyStore
 	adminSecret string
+	ttl         time.Duration
+	now         func() time.Time
+	// valid and refused map a token's hash to its verdict.
+	valid   *lru.Cache[[sha256.Size]byte, verdict]
+	refused *lru.Cache[[sha256.Size]byte, verdict]
 }
 
-// NewAuthenticator builds an Authenticator. adminToken is the configured
-// admin bearer token; empty disables the admin.
-func NewAuthenticator(keys ports.APIKeyStore, adminToken string) *Authenticator {
-	return &Authenticator{keys: keys, adminSecret: adminToken}
+// verdict is a cached answer for one token: an actor, or why it is
+// refused.
+type verdict struct {
+	actor domain.Actor
+	err   error
+	until time.Time
+}
+
+// NewAuthenticator builds an Authenticator. A KeyCache field left zero
+// takes DefaultKeyCache's value.
+func NewAuthenticator(keys ports.APIKeyStore, cfg AuthConfig) *Authenticator {
+	def := DefaultKeyCache()
+	if cfg.KeyCache.TTL <= 0 {
+		cfg.KeyCache.TTL = def.TTL
+	}
+	if cfg.KeyCache.Size <= 0 {
+		cfg.KeyCache.Size = def.Size
+	}
+	return &Authenticator{keys: keys, adminSecret: cfg.AdminToken, ttl: cfg.KeyCache.TTL, now: time.Now,
+		valid: newVerdicts(cfg.KeyCache.Size), refused: newVerdicts(cfg.KeyCache.Size)}
+}
+
+// newVerdicts makes a cache of up to size verdicts.
+func newVerdicts(size int) *lru.Cache[[sha256.Size]byte, verdict] {
+	c, err := lru.New[[sha256.Size]byte, verdict](size)
+	if err != nil {
+		panic(err) // lru refuses only a size below 1
+	}
+	return c
 }
 
 // apiKeyPrefix marks Sluice keys so that leaked ones are easy to scan for.
 const apiKeyPrefix = "slk_"
 
-// Authenticate resolves a bearer token to an actor: the admin, or the
-// workspace of an unrevoked API key.
-func (s *Authenticator) Authenticate(ctx context.Context, token string) (domain.Actor, error) {
+// VerdictTTL is how long a cached verdict on a key is trusted: whoever
+// holds a key's grant for longer (an event stream) asks again this often.
+func (s *Authenticator) VerdictTTL() time.Duration { return s.ttl }
+
+// Cached answers what Authenticate would from memory alone: for no token,
+// the admin token, a token that is no Sluice key, and a key whose verdict
+// is cached. known is false when only Authenticate, which reads the store,
+// can say.
+func (s *Authenticator) Cached(token string) (a domain.Actor, known bool, err error) {
 	if token == "" {
-		return domain.Actor{}, fmt.Errorf("%w: missing bearer token", ErrUnauthenticated)
+		return domain.Actor{}, true, fmt.Errorf("%w: missing bearer token", ErrUnauthenticated)
 	}
 	if s.adminSecret != "" && constantTimeEqual(token, s.adminSecret) {
-		return domain.Actor{Admin: true}, nil
+		return domain.Actor{Admin: true}, true, nil
 	}
 	if !strings.HasPrefix(token, apiKeyPrefix) {
-		return domain.Actor{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+		return domain.Actor{}, true, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
 	}
-	key, err := s.keys.APIKeyBySecretHash(ctx, hashSecret(token))
-	if errors.Is(err, ports.ErrNotFound) {
-		return domain.Actor{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+	h := sha256.Sum256([]byte(token))
+	now := s.now()
+	for _, c := range []*lru.Cache[[sha256.Size]byte, verdict]{s.valid, s.refused} {
+		if v, ok := c.Get(h); ok && now.Before(v.until) {
+			return v.actor, true, v.err
+		}
 	}
-	if err != nil {
+	return domain.Actor{}, false, nil
+}
+
+// Authenticate resolves a bearer token to an actor: the admin, or the
+// workspace of an unrevoked API key. A key's verdict, valid or refused, is
+// cached for the KeyCache's TTL; errors of the store are not.
+func (s *Authenticator) Authenticate(ctx context.Context, token string) (domain.Actor, error) {
+	if a, known, err := s.Cached(token); known {
+		return a, err
+	}
+	h := sha256.Sum256([]byte(token))
+	key, err := s.keys.APIKeyBySecretHash(ctx, h[:])
+	until := s.now().Add(s.ttl)
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		err = fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+		s.refused.Add(h, verdict{err: err, until: until})
+		return domain.Actor{}, err
+	case err != nil:
+		return domain.Actor{}, err
+	case key.RevokedAt != nil:
+		err = fmt.Errorf("%w: revoked key", ErrUnauthenticated)
+		s.refused.Add(h, verdict{err: err, until: until})
 		return domain.Actor{}, err
 	}
-	if key.RevokedAt != nil {
-		return domain.Actor{}, fmt.Errorf("%w: revoked key", ErrUnauthenticated)
+	a := domain.Actor{WorkspaceID: key.WorkspaceID, KeyID: key.ID}
+	s.valid.Add(h, verdict{actor: a, until: until})
+	return a, nil
+}
+
+// forget drops the cached verdict on key, which has just been revoked, so
+// this process refuses it at once rather than after the TTL.
+func (s *Authenticator) forget(key domain.ID) {
+	for _, h := range s.valid.Keys() {
+		if v, ok := s.valid.Peek(h); ok && v.actor.KeyID == key {
+			s.valid.Remove(h)
+		}
 	}
-	return domain.Actor{WorkspaceID: key.WorkspaceID, KeyID: key.ID}, nil
 }
 
 // constantTimeEqual compares the tokens' hashes, so neither their content

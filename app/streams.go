@@ -18,11 +18,16 @@ type StreamLimits struct {
 	// Idle closes a stream that sent no event for this long; the client
 	// reconnects with Last-Event-ID.
 	Idle time.Duration
+	// WriteTimeout drops a stream whose client takes longer than this to
+	// take one event (or a keep-alive): a client that stops reading holds
+	// its stream's place for at most this long once the socket's buffers
+	// are full.
+	WriteTimeout time.Duration
 }
 
 // DefaultStreamLimits are the limits when nothing is set.
 func DefaultStreamLimits() StreamLimits {
-	return StreamLimits{Total: 1000, PerWorkspace: 20, Idle: 5 * time.Minute}
+	return StreamLimits{Total: 1000, PerWorkspace: 20, Idle: 5 * time.Minute, WriteTimeout: 10 * time.Second}
 }
 
 // Streams are the use cases of the live event streams: who may open which

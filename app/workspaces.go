@@ -18,11 +18,14 @@ import (
 type Workspaces struct {
 	workspaces ports.WorkspaceStore
 	keys       ports.APIKeyStore
+	// auth forgets a key this process revokes.
+	auth *Authenticator
 }
 
-// NewWorkspaces builds the workspace use cases.
-func NewWorkspaces(workspaces ports.WorkspaceStore, keys ports.APIKeyStore) *Workspaces {
-	return &Workspaces{workspaces: workspaces, keys: keys}
+// NewWorkspaces builds the workspace use cases; auth is the process's
+// Authenticator, whose cached verdict on a key a revocation ends.
+func NewWorkspaces(workspaces ports.WorkspaceStore, keys ports.APIKeyStore, auth *Authenticator) *Workspaces {
+	return &Workspaces{workspaces: workspaces, keys: keys, auth: auth}
 }
 
 // WorkspaceView is a workspace with its limit and live numbers.
@@ -171,10 +174,15 @@ func (s *Workspaces) ListAPIKeys(ctx context.Context, a domain.Actor, workspaceI
 	return s.keys.ListAPIKeys(ctx, workspaceID)
 }
 
-// RevokeAPIKey revokes a key. Admin only.
+// RevokeAPIKey revokes a key. Admin only. This process refuses the key
+// at once; other API processes within their KeyCache's TTL.
 func (s *Workspaces) RevokeAPIKey(ctx context.Context, a domain.Actor, workspaceID, keyID domain.ID) error {
 	if err := requireAdmin(a); err != nil {
 		return err
 	}
-	return s.keys.RevokeAPIKey(ctx, workspaceID, keyID)
+	if err := s.keys.RevokeAPIKey(ctx, workspaceID, keyID); err != nil {
+		return err
+	}
+	s.auth.forget(keyID)
+	return nil
 }

@@ -93,6 +93,8 @@ func (f *workspaceFake) UpdateWorkspacePlan(_ context.Context, id domain.ID, pla
 type apiKeyFake struct {
 	keys   []domain.APIKey
 	hashes [][]byte
+	// lookups counts APIKeyBySecretHash calls.
+	lookups int
 }
 
 func (f *apiKeyFake) CreateAPIKey(_ context.Context, key domain.APIKey, secretHash []byte) (domain.APIKey, error) {
@@ -123,6 +125,7 @@ func (f *apiKeyFake) RevokeAPIKey(_ context.Context, workspaceID, keyID domain.I
 }
 
 func (f *apiKeyFake) APIKeyBySecretHash(_ context.Context, hash []byte) (domain.APIKey, error) {
+	f.lookups++
 	for i, h := range f.hashes {
 		if bytes.Equal(h, hash) {
 			return f.keys[i], nil
@@ -151,7 +154,7 @@ func newWorkspacesFixture(t *testing.T) (*Workspaces, *workspaceFake, *apiKeyFak
 		planLimits: map[domain.Plan]int{domain.PlanFree: 1, domain.PlanPro: 7, domain.PlanEnterprise: 20},
 	}
 	keys := &apiKeyFake{}
-	return NewWorkspaces(ws, keys), ws, keys
+	return NewWorkspaces(ws, keys, NewAuthenticator(keys, AuthConfig{KeyCache: DefaultKeyCache()})), ws, keys
 }
 
 func TestAdminOnlyWorkspaceCommandsRefuseAWorkspaceKeyAndChangeNothing(t *testing.T) {
@@ -382,7 +385,7 @@ func TestCreateAPIKeyStoresOnlyTheHashAndTheSecretAuthenticates(t *testing.T) {
 		t.Fatalf("stored %x, want only the secret's SHA-256", keys.hashes)
 	}
 
-	actor, err := NewAuthenticator(keys, "").Authenticate(ctx, secret)
+	actor, err := s.auth.Authenticate(ctx, secret)
 	if err != nil {
 		t.Fatalf("the new secret does not authenticate: %v", err)
 	}
@@ -449,18 +452,24 @@ func TestListAPIKeysIsForTheAdminAndTheWorkspacesOwnKeys(t *testing.T) {
 	}
 }
 
+// TestRevokedKeyNoLongerAuthenticates: a key revoked through this
+// process is refused at once, though its verdict was cached moments
+// before.
 func TestRevokedKeyNoLongerAuthenticates(t *testing.T) {
 	t.Parallel()
-	s, _, keys := newWorkspacesFixture(t)
+	s, _, _ := newWorkspacesFixture(t)
 	ctx := context.Background()
 	key, secret, err := s.CreateAPIKey(ctx, adminActor, tenantA.ID, "old")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.auth.Authenticate(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.RevokeAPIKey(ctx, adminActor, tenantA.ID, key.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewAuthenticator(keys, "").Authenticate(ctx, secret); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := s.auth.Authenticate(ctx, secret); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("a revoked key authenticated: err = %v, want ErrUnauthenticated", err)
 	}
 }

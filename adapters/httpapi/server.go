@@ -98,17 +98,15 @@ func NewHandler(application *app.Application, limits Limits, gatherer prometheus
 			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", schemaMismatch, paramFields(r, err))
 		},
 	})
+	// Every operation, the event streams included, passes the same gate
+	// (tenancy.go): authentication, the workspace's rate and concurrency,
+	// and a place of the process.
 	tenancy := newGate(limits.Tenancy)
-	guarded := tenancy.process(limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs,
-		tenancy.workspace(checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))))
-
-	// Event streams skip the request places (see streams.go).
-	streams := limitBody(limits.MaxBodyBytes, authenticate(application.Auth, errs, validator(operations)))
+	guarded := limitBody(limits.MaxBodyBytes, tenancy.admit(application.Auth, errs,
+		checkJSONBody(errs, limits.MaxJSONDepth, validator(operations))))
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", guarded)
-	mux.Handle("GET /api/v1/workflow/executions/{executionId}/events", streams)
-	mux.Handle("GET /api/v1/workspaces/{workspaceId}/events", streams)
 	mux.Handle("/healthz", operations)
 	mux.Handle("/readyz", operations)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
@@ -138,23 +136,6 @@ func limitBody(maxBytes int64, next http.Handler) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
 		next.ServeHTTP(w, r)
-	})
-}
-
-// authenticate resolves the bearer token before anything else looks at the
-// request, so an unauthenticated caller learns nothing about its shape.
-func authenticate(auth *app.Authenticator, errs errorResponder, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			token = ""
-		}
-		actor, err := auth.Authenticate(r.Context(), strings.TrimSpace(token))
-		if err != nil {
-			errs.respond(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, actor)))
 	})
 }
 

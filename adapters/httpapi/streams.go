@@ -14,22 +14,28 @@ import (
 // The event streams are strict-server operations whose answer streams:
 // the generated text/event-stream answer copies a reader without
 // flushing, so the handlers answer with eventStream, whose Visit method
-// writes each event and flushes it. They are mounted beside the other
-// operations (NewHandler), outside the per-process and per-workspace
-// request places, which a stream would hold for its whole life; app.Streams
-// bounds them instead.
+// writes each event and flushes it. An open passes the same gate as every
+// request (tenancy.go): its lookups and its replay hold a process place and
+// one of its workspace's requests in flight, bought with a rate token; once
+// it streams it gives those back and holds only its stream's place
+// (app.Streams), until it ends: at its idle limit, when its client stops
+// taking events for the write timeout, or when its key no longer
+// authenticates.
 
 // keepAlive is how often an idle stream sends a comment, so proxies and
 // clients see the connection is alive.
 const keepAlive = 15 * time.Second
 
 // eventStream writes a stream's events as Server-Sent Events until the
-// request ends, the stream closes, it has been idle for idle, or
-// (endOnRunFinished) its execution's run finished.
+// request ends, the stream closes, it has been idle for limits.Idle, a
+// write takes longer than limits.WriteTimeout, the key it was opened with
+// is refused (asked again every recheckEvery), or (endOnRunFinished) its
+// execution's run finished.
 type eventStream struct {
 	ctx              context.Context
 	stream           app.Stream
-	idle             time.Duration
+	limits           app.StreamLimits
+	recheckEvery     time.Duration
 	endOnRunFinished bool
 }
 
@@ -42,51 +48,60 @@ func (s eventStream) VisitStreamWorkspaceEventsResponse(w http.ResponseWriter) e
 
 func (s eventStream) serve(w http.ResponseWriter) error {
 	defer s.stream.Release()
+	grant := grantFrom(s.ctx)
+	// The lookups and the replay are done: the request's places go back,
+	// and the stream's place is what it holds from here.
+	grant.places.release()
 	rc := http.NewResponseController(w)
-	// The server's write timeout bounds ordinary answers; a stream lives
-	// until its idle limit instead. Where a wrapper hides the deadline,
-	// the stream ends at the write timeout and the client resumes.
-	_ = rc.SetWriteDeadline(time.Time{})
+	// Each write gets WriteTimeout from its start, in place of the
+	// server's write timeout, which bounds a whole answer. Where a wrapper
+	// hides the deadline, the stream ends at the server's write timeout and
+	// the client resumes.
+	send := func(format string, args ...any) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.limits.WriteTimeout))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprintf(w, "retry: 1000\n\n"); err != nil {
-		return err
+	if err := send("retry: 1000\n\n"); err != nil {
+		return nil
 	}
-	if err := rc.Flush(); err != nil {
-		return err
-	}
-	idle := time.NewTimer(s.idle)
+	idle := time.NewTimer(s.limits.Idle)
 	defer idle.Stop()
 	ping := time.NewTicker(keepAlive)
 	defer ping.Stop()
+	recheck := time.NewTicker(s.recheckEvery)
+	defer recheck.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return nil
 		case <-idle.C:
-			_, _ = fmt.Fprintf(w, ": idle for %s; reconnect with Last-Event-ID\n\n", s.idle)
-			return rc.Flush()
-		case <-ping.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			_ = send(": idle for %s; reconnect with Last-Event-ID\n\n", s.limits.Idle)
+			return nil
+		case <-recheck.C:
+			if err := grant.recheck(s.ctx); err != nil {
+				_ = send(": %s\n\n", err)
 				return nil
 			}
-			if err := rc.Flush(); err != nil {
+		case <-ping.C:
+			if err := send(": keep-alive\n\n"); err != nil {
 				return nil
 			}
 		case e, ok := <-s.stream.Events:
 			if !ok {
 				return nil
 			}
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, e.Data); err != nil {
+			if err := send("id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, e.Data); err != nil {
 				return nil
 			}
-			if err := rc.Flush(); err != nil {
-				return nil
-			}
-			idle.Reset(s.idle)
+			idle.Reset(s.limits.Idle)
 			if s.endOnRunFinished && e.EndsExecutionStream() {
 				return nil
 			}
@@ -107,7 +122,7 @@ func (s *Server) StreamExecutionEvents(ctx context.Context, req api.StreamExecut
 	if err != nil {
 		return nil, err
 	}
-	return eventStream{ctx: ctx, stream: st, idle: s.app.Streams.Limits().Idle, endOnRunFinished: true}, nil
+	return eventStream{ctx: ctx, stream: st, limits: s.app.Streams.Limits(), recheckEvery: s.app.Auth.VerdictTTL(), endOnRunFinished: true}, nil
 }
 
 // StreamWorkspaceEvents streams a workspace's queue and run events.
@@ -116,5 +131,5 @@ func (s *Server) StreamWorkspaceEvents(ctx context.Context, req api.StreamWorksp
 	if err != nil {
 		return nil, err
 	}
-	return eventStream{ctx: ctx, stream: st, idle: s.app.Streams.Limits().Idle}, nil
+	return eventStream{ctx: ctx, stream: st, limits: s.app.Streams.Limits(), recheckEvery: s.app.Auth.VerdictTTL()}, nil
 }

@@ -1,14 +1,18 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -25,10 +29,11 @@ type Tenancy struct {
 	// WorkspaceConcurrency caps a workspace's requests in flight at once;
 	// past it: 429 with Retry-After.
 	WorkspaceConcurrency int
-	// Concurrency caps the process's authenticated requests in flight, the
-	// API pool's connections, so a request never queues inside the pool;
-	// one that waits longer than QueueWait for a place gets 503 with
-	// Retry-After.
+	// Concurrency caps the process's requests in flight that reach the
+	// database (a key's lookup, then the operation; a stream's lookups and
+	// replay), the API pool's connections, so a request never queues
+	// inside the pool; one that waits longer than QueueWait for a place
+	// gets 503 with Retry-After.
 	Concurrency int
 	QueueWait   time.Duration
 }
@@ -65,51 +70,152 @@ func newGate(cfg Tenancy) *gate {
 	return &gate{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency), tenants: map[domain.ID]*tenant{}}
 }
 
-// process admits a request to the process's places, waiting at most
-// QueueWait. It runs before authentication, whose key lookup is database
-// work too; a workspace past its own bounds is refused right after, so its
-// excess requests hold a place only for that lookup.
-func (g *gate) process(next http.Handler) http.Handler {
+// places are the process place and workspace place a request holds;
+// release gives back those it holds, at most once each, so an event stream
+// can give them back when it starts streaming and the gate's deferred
+// release then does nothing.
+type places struct {
+	process, workspace func()
+}
+
+func (p *places) release() {
+	for _, f := range []*func(){&p.process, &p.workspace} {
+		if *f != nil {
+			(*f)()
+			*f = nil
+		}
+	}
+}
+
+// errBusy is takeProcess's answer when no place came free in QueueWait.
+var errBusy = errors.New("every place of the process is taken")
+
+// takeProcess waits at most QueueWait for one of the process's places.
+func (g *gate) takeProcess(ctx context.Context, p *places) error {
+	wait := time.NewTimer(g.cfg.QueueWait)
+	defer wait.Stop()
+	select {
+	case g.slots <- struct{}{}:
+		p.process = func() { <-g.slots }
+		return nil
+	case <-wait.C:
+		return errBusy
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// admit authenticates a request and holds it to the process's places and
+// its workspace's rate and concurrency, in the order that makes refusals
+// cheapest. A token the Authenticator answers from memory (the admin's, a
+// key whose verdict is cached, valid or refused) is refused, or held to
+// its workspace, before it takes a process place: a flood with a bogus
+// key, or past a workspace's rate, neither waits for a place nor reaches
+// the database. A token that must be looked up takes its process place
+// first, since the lookup is database work, and keeps it for the request.
+// Every operation, event streams included, comes through here; a stream
+// gives its places back once its lookup and replay are done (streams.go).
+func (g *gate) admit(auth *app.Authenticator, errs errorResponder, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		wait := time.NewTimer(g.cfg.QueueWait)
-		defer wait.Stop()
-		select {
-		case g.slots <- struct{}{}:
-		case <-wait.C:
-			w.Header().Set("Retry-After", "1")
-			writeProblem(w, http.StatusServiceUnavailable, "unavailable", "Service unavailable", "the server is busy; try again shortly", nil)
-			return
-		case <-r.Context().Done():
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			token = ""
+		}
+		token = strings.TrimSpace(token)
+		p := &places{}
+		defer p.release()
+		actor, known, err := auth.Cached(token)
+		if !known {
+			if !g.serveProcessPlace(w, r, p) {
+				return
+			}
+			actor, err = auth.Authenticate(r.Context(), token)
+		}
+		if err != nil {
+			errs.respond(w, r, err)
 			return
 		}
-		defer func() { <-g.slots }()
-		next.ServeHTTP(w, r)
+		if !actor.Admin && !g.serveWorkspacePlace(w, actor.WorkspaceID, p) {
+			return
+		}
+		if p.process == nil && !g.serveProcessPlace(w, r, p) {
+			return
+		}
+		ctx := context.WithValue(r.Context(), actorKey{}, actor)
+		ctx = context.WithValue(ctx, grantKey{}, &grant{places: p, recheck: g.recheck(auth, token)})
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-// workspace holds an authenticated workspace key's request to its rate and
-// concurrency. The admin token is the operator's and is not held.
-func (g *gate) workspace(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := actorFrom(r.Context())
-		if a.Admin {
-			next.ServeHTTP(w, r)
-			return
-		}
-		release, retryAfter, why := g.admit(a.WorkspaceID, time.Now())
-		if release == nil {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(retryAfter, time.Second).Seconds()))))
-			writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many requests", why, nil)
-			return
-		}
-		defer release()
-		next.ServeHTTP(w, r)
-	})
+// serveProcessPlace takes a process place for r, or answers 503 and says
+// false.
+func (g *gate) serveProcessPlace(w http.ResponseWriter, r *http.Request, p *places) bool {
+	switch err := g.takeProcess(r.Context(), p); {
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "Service unavailable", "the server is busy; try again shortly", nil)
+		return false
+	case err != nil:
+		return false // the client went away
+	}
+	return true
 }
 
-// admit takes a token and a concurrency place for ws, or says how long to
-// wait and why not.
-func (g *gate) admit(ws domain.ID, now time.Time) (release func(), retryAfter time.Duration, why string) {
+// serveWorkspacePlace takes a rate token and a concurrency place of ws,
+// or answers 429 with Retry-After and says false.
+func (g *gate) serveWorkspacePlace(w http.ResponseWriter, ws domain.ID, p *places) bool {
+	release, retryAfter, why := g.takeWorkspace(ws, time.Now())
+	if release == nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(retryAfter, time.Second).Seconds()))))
+		writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many requests", why, nil)
+		return false
+	}
+	p.workspace = release
+	return true
+}
+
+// recheck asks again whether token authenticates, for a request that
+// outlives its admission (an event stream): from the Authenticator's
+// cache when it can, else by a lookup that takes a process place like
+// any other. It returns the Authenticator's refusal, or nil when the token
+// still authenticates or nothing could be said (the store failed, no place
+// came free): the holder asks again later.
+func (g *gate) recheck(auth *app.Authenticator, token string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, known, err := auth.Cached(token)
+		if !known {
+			p := &places{}
+			defer p.release()
+			if g.takeProcess(ctx, p) != nil {
+				return nil
+			}
+			_, err = auth.Authenticate(ctx, token)
+		}
+		if errors.Is(err, app.ErrUnauthenticated) {
+			return err
+		}
+		return nil
+	}
+}
+
+// grant is what admit gave a request: the places it holds, and how to ask
+// again whether its token authenticates.
+type grant struct {
+	places  *places
+	recheck func(context.Context) error
+}
+
+type grantKey struct{}
+
+// grantFrom is the request's grant; nil outside admit.
+func grantFrom(ctx context.Context) *grant {
+	g, _ := ctx.Value(grantKey{}).(*grant)
+	return g
+}
+
+// takeWorkspace takes a token and a concurrency place for ws, or says how
+// long to wait and why not.
+func (g *gate) takeWorkspace(ws domain.ID, now time.Time) (release func(), retryAfter time.Duration, why string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.sweep(now)

@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -10,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
 )
 
 // heldRequests serves requests through a gate to a handler that holds
@@ -21,6 +26,9 @@ type heldRequests struct {
 	release chan struct{}
 }
 
+// heldAdminToken is the admin's token of heldRequests.
+const heldAdminToken = "held-admin-token-0123456789"
+
 func newHeldRequests(cfg Tenancy) *heldRequests {
 	h := &heldRequests{entered: make(chan struct{}, 100), release: make(chan struct{})}
 	g := newGate(cfg)
@@ -29,13 +37,22 @@ func newHeldRequests(cfg Tenancy) *heldRequests {
 		<-h.release
 		w.WriteHeader(http.StatusOK)
 	})
-	h.handler = g.process(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Authentication's place in the chain: the actor is in the context.
-		ws, _ := domain.ParseID(r.Header.Get("X-Workspace"))
-		a := domain.Actor{WorkspaceID: ws, Admin: ws == domain.ID{}}
-		g.workspace(inner).ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, a)))
-	}))
+	auth := app.NewAuthenticator(workspaceKeys{}, app.AuthConfig{AdminToken: heldAdminToken})
+	h.handler = g.admit(auth, errorResponder{log: slog.New(slog.DiscardHandler)}, inner)
 	return h
+}
+
+// workspaceKeys is an APIKeyStore whose key "slk_<id>" is workspace id's.
+type workspaceKeys struct{ ports.APIKeyStore }
+
+func (workspaceKeys) APIKeyBySecretHash(_ context.Context, hash []byte) (domain.APIKey, error) {
+	for _, ws := range []string{wsA, wsB} {
+		if h := sha256.Sum256([]byte("slk_" + ws)); bytes.Equal(h[:], hash) {
+			id, _ := domain.ParseID(ws)
+			return domain.APIKey{ID: id, WorkspaceID: id}, nil
+		}
+	}
+	return domain.APIKey{}, ports.ErrNotFound
 }
 
 // send starts a request as ws (the admin when empty) and returns where its
@@ -44,7 +61,11 @@ func (h *heldRequests) send(ws string) <-chan *httptest.ResponseRecorder {
 	out := make(chan *httptest.ResponseRecorder, 1)
 	go func() {
 		req := httptest.NewRequest(http.MethodGet, "/api/v1/x", nil)
-		req.Header.Set("X-Workspace", ws)
+		token := heldAdminToken
+		if ws != "" {
+			token = "slk_" + ws
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
 		rec := httptest.NewRecorder()
 		h.handler.ServeHTTP(rec, req)
 		out <- rec
@@ -120,20 +141,20 @@ func TestAWorkspacePastItsRateWaitsAndOthersDoNot(t *testing.T) {
 	a, _ := domain.ParseID(wsA)
 	b, _ := domain.ParseID(wsB)
 	for i := range 2 {
-		release, _, why := g.admit(a, now)
+		release, _, why := g.takeWorkspace(a, now)
 		if release == nil {
 			t.Fatalf("request %d within the burst refused: %s", i+1, why)
 		}
 		release()
 	}
-	release, retryAfter, why := g.admit(a, now)
+	release, retryAfter, why := g.takeWorkspace(a, now)
 	if release != nil || retryAfter < time.Second || retryAfter > 2*time.Second || why == "" {
 		t.Errorf("past the burst: admitted %v, Retry-After %s (%q); want refused for about 2s", release != nil, retryAfter, why)
 	}
-	if release, _, _ := g.admit(b, now); release == nil {
+	if release, _, _ := g.takeWorkspace(b, now); release == nil {
 		t.Error("another workspace was refused")
 	}
-	if release, _, _ := g.admit(a, now.Add(2*time.Second)); release == nil {
+	if release, _, _ := g.takeWorkspace(a, now.Add(2*time.Second)); release == nil {
 		t.Error("refused again once the bucket refilled")
 	}
 }
@@ -159,5 +180,44 @@ func TestReadinessChecksRunAtMostOnceASecond(t *testing.T) {
 	wg.Wait()
 	if n := runs.Load(); n != 1 {
 		t.Errorf("200 concurrent calls ran the check %d times, want once", n)
+	}
+}
+
+// TestKnownVerdictsAreAnsweredWithoutAPlace: with every place of the
+// process taken, a bogus key already refused once is refused again at
+// once (401), as is a workspace past its rate (429): neither waits for a
+// place. A key never seen waits for one, since its lookup is database
+// work, and gets 503 when none comes free.
+func TestKnownVerdictsAreAnsweredWithoutAPlace(t *testing.T) {
+	t.Parallel()
+	const wait = 2 * time.Second
+	h := newHeldRequests(Tenancy{Rate: 0.001, Burst: 1, WorkspaceConcurrency: 1, Concurrency: 1, QueueWait: wait})
+	send := func(token string) (*httptest.ResponseRecorder, time.Duration) {
+		start := time.Now()
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/x", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.handler.ServeHTTP(rec, req)
+		return rec, time.Since(start)
+	}
+	if rec, _ := send("slk_bogus"); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("a bogus key: %d", rec.Code)
+	}
+	held := h.send(wsA) // takes A's one token and the process's one place
+	h.waitEntered(t, 1)
+	for _, c := range []struct {
+		token string
+		code  int
+	}{{"slk_bogus", http.StatusUnauthorized}, {"slk_" + wsA, http.StatusTooManyRequests}} {
+		if rec, took := send(c.token); rec.Code != c.code || took >= wait {
+			t.Errorf("%s with every place taken: %d after %s; want %d at once", c.token, rec.Code, took, c.code)
+		}
+	}
+	if rec, took := send("slk_" + wsB); rec.Code != http.StatusServiceUnavailable || took < wait {
+		t.Errorf("an unseen key with every place taken: %d after %s; want 503 after %s", rec.Code, took, wait)
+	}
+	close(h.release)
+	if rec := answer(t, held); rec.Code != http.StatusOK {
+		t.Errorf("the held request answered %d", rec.Code)
 	}
 }

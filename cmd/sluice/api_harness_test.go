@@ -125,7 +125,7 @@ func newStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *st
 		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, cfg)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store}, workflows, quotas, domain.DefaultTemplateBudget, adminToken)
+	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store}, workflows, quotas, domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: adminToken})
 	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store)
 	hub := postgres.NewFeedHub(pool, log)
 	hubCtx, stopHub := context.WithCancel(context.Background())

@@ -147,7 +147,7 @@ func newHeapBenchAPI(b *testing.B, name string, plan client.Plan, graph string) 
 	pool := pgtest.Pool(b)
 	store := postgres.NewStore(pool, testLog())
 	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()},
-		nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken)
+		nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: adminToken})
 	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), nil, testLog())
 	if err != nil {
 		b.Fatal(err)

@@ -695,7 +695,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, testLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, adminToken), httpapi.DefaultLimits(), prometheus.NewRegistry(),
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: adminToken}), httpapi.DefaultLimits(), prometheus.NewRegistry(),
 		[]httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}}, testLog())
 	if err != nil {
 		t.Fatal(err)

@@ -69,6 +69,10 @@ type Config struct {
 // what a workspace may hold of the API's database pool.
 type HTTPConfig struct {
 	Limits httpapi.Limits
+	// KeyCache is how long and how many workspace keys' verdicts the API
+	// remembers, so a flood with one key, valid or bogus, reaches the
+	// database once per TTL.
+	KeyCache app.KeyCache
 	// StatementTimeout is the API pool's statement_timeout; the pool has
 	// Limits.Tenancy.Concurrency connections.
 	StatementTimeout  time.Duration
@@ -185,6 +189,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		WriteTimeout:      e.duration("SLUICE_HTTP_WRITE_TIMEOUT", 60*time.Second, 100*time.Millisecond),
 		IdleTimeout:       e.duration("SLUICE_HTTP_IDLE_TIMEOUT", 120*time.Second, 100*time.Millisecond),
 		MaxHeaderBytes:    e.integer("SLUICE_HTTP_MAX_HEADER_BYTES", 64<<10, 4<<10, 1<<20),
+	}
+	keyCache := app.DefaultKeyCache()
+	c.HTTP.KeyCache = app.KeyCache{
+		TTL:  e.duration("SLUICE_API_KEY_CACHE_TTL", keyCache.TTL, 100*time.Millisecond),
+		Size: e.integer("SLUICE_API_KEY_CACHE_SIZE", keyCache.Size, 1, 10_000_000),
 	}
 	if c.AdminProfiles && len(c.AdminToken) < 16 {
 		e.bad("SLUICE_ADMIN_PPROF", "true", "profiles are served to the admin token only: set SLUICE_ADMIN_TOKEN (16 characters or more) in this role too")
@@ -340,6 +349,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	// the default holds it no longer than its interval after a run.
 	c.FeedPurge.LeaseAtMostFor = max(c.FeedPurge.LeaseAtMostFor, 2*passBudget)
 	c.FeedPurge.LeaseAtLeastFor = min(c.FeedPurge.LeaseAtLeastFor, c.FeedPurge.Interval/2)
+	c.Streams.WriteTimeout = e.duration("SLUICE_STREAM_WRITE_TIMEOUT", c.Streams.WriteTimeout, 100*time.Millisecond)
 
 	if err := errors.Join(e.errs...); err != nil {
 		return Config{}, fmt.Errorf("bad configuration:\n%w", err)

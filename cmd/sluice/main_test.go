@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/nodes"
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -61,6 +62,9 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 		"SLUICE_WORKER_POLLERS_MIN":        "0",
 		"SLUICE_WORKER_POLLERS_MAX":        "1001",
 		"SLUICE_WORKER_POLLERS_INITIAL":    "many",
+		"SLUICE_API_KEY_CACHE_TTL":         "1ms",
+		"SLUICE_API_KEY_CACHE_SIZE":        "0",
+		"SLUICE_STREAM_WRITE_TIMEOUT":      "forever",
 		// Retired for SLUICE_ENGINE_PAYLOAD_LIMIT: refused, not ignored,
 		// whatever its value.
 		"SLUICE_NODE_OUTPUT_MAX": "1572864",
@@ -128,6 +132,12 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	if tn := cfg.HTTP.Limits.Tenancy; tn.Rate != 50 || tn.Burst != 100 || tn.WorkspaceConcurrency != 4 || tn.Concurrency != 10 ||
 		tn.QueueWait != 2*time.Second || cfg.HTTP.StatementTimeout != 5*time.Second {
 		t.Errorf("API sharing = %+v, statement timeout %s", tn, cfg.HTTP.StatementTimeout)
+	}
+	if k := cfg.HTTP.KeyCache; k != (app.KeyCache{TTL: 5 * time.Second, Size: 10_000}) {
+		t.Errorf("key cache = %+v, want 5 s on 10,000 keys", k)
+	}
+	if st := cfg.Streams; st != (app.StreamLimits{Total: 1000, PerWorkspace: 20, Idle: 5 * time.Minute, WriteTimeout: 10 * time.Second}) {
+		t.Errorf("stream limits = %+v", st)
 	}
 }
 

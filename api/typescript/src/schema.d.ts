@@ -800,9 +800,13 @@ export interface paths {
          *     `data:` (JSON). Events after `Last-Event-ID` are sent first, from
          *     those kept (`SLUICE_STREAM_RETENTION`), then each as it commits; the
          *     stream ends after `run.finished`. A reconnect with the last id
-         *     received misses none. Streams are bounded per workspace and per
-         *     server (429 past them) and closed after `SLUICE_STREAM_IDLE`
-         *     without an event.
+         *     received misses none. An open passes the same checks as every
+         *     request (401, the workspace's rate and requests in flight: 429);
+         *     streams are bounded per workspace and per server (429 past them).
+         *     A stream is closed after `SLUICE_STREAM_IDLE` without an event,
+         *     when its client takes longer than `SLUICE_STREAM_WRITE_TIMEOUT` to
+         *     take one, and within twice `SLUICE_API_KEY_CACHE_TTL` of its key's
+         *     revocation, with a comment saying why.
          */
         get: operations["streamExecutionEvents"];
         put?: never;
@@ -841,7 +845,8 @@ export interface paths {
          * @description A `text/event-stream` of the workspace's queue events
          *     (`queue.insert`, `queue.update`, `queue.delete`, with the item's
          *     status) and run events (`run.started`, `run.finished`), in order,
-         *     resumable with `Last-Event-ID` as the execution stream is.
+         *     resumable with `Last-Event-ID`, bounded and closed as the execution
+         *     stream is.
          */
         get: operations["streamWorkspaceEvents"];
         put?: never;
