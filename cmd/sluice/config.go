@@ -232,6 +232,9 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	d.StaleAfter = e.duration("SLUICE_DISPATCH_STALE_AFTER", d.StaleAfter, time.Second)
 	d.ReconcileAfter = e.duration("SLUICE_DISPATCH_RECONCILE_AFTER", d.ReconcileAfter, 0)
 	d.StuckStartAfter = e.duration("SLUICE_STUCK_START_AFTER", d.StuckStartAfter, 0)
+	// Each look is one visibility query; faster than 100 ms would only
+	// load Temporal.
+	d.CloseWatchInterval = e.duration("SLUICE_CLOSE_WATCH_INTERVAL", d.CloseWatchInterval, 100*time.Millisecond)
 	// Retries wait at least one poll interval, so wake-ups cannot burn the
 	// attempts in a burst.
 	d.Backoff.Base = max(d.PollInterval, e.duration("SLUICE_DISPATCH_BACKOFF_BASE", d.PollInterval, 10*time.Millisecond))

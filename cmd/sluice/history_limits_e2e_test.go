@@ -185,3 +185,51 @@ func TestAForEachOf100ItemsOf10KBEndsRecordedBySluice(t *testing.T) {
 		t.Errorf("the history is %d bytes, over Temporal's warning of 10 MB", bytes)
 	}
 }
+
+// TestARunTerminatedInTemporalIsRecordedPromptly: an operator (or the
+// server, at one of its limits) terminates a run's workflow while its
+// node is RUNNING. The close watch records the run FAILED, naming the
+// termination and its reason, and ends the node's record, within seconds
+// (SLUICE_CLOSE_WATCH_INTERVAL, 5 s), where the reconciler's walk waits
+// for the run to be a minute old and then for its next turn; the FREE
+// workspace's next run completes.
+func TestARunTerminatedInTemporalIsRecordedPromptly(t *testing.T) {
+	release := make(chan struct{})
+	var h hits
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.add(r.URL.Path)
+		if r.URL.Path == "/hold" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		fmt.Fprint(w, `{"ok": true}`)
+	}))
+	defer srv.Close()
+	defer close(release)
+	base := startSluice(t, nil)
+	e := newE2EWithPlan(t, base, "FREE")
+	graph := func(path string) map[string]any {
+		return map[string]any{"nodes": []any{node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL + path})}}
+	}
+	id := e.startIn(graph("/hold"), nil)
+	waitForHits(t, &h, "/hold", 1)
+	const reason = "Workflow history count exceeds limit."
+	if err := temporalClient(t, temporalAddress(t)).TerminateWorkflow(context.Background(), "execution-"+id, "", reason); err != nil {
+		t.Fatal(err)
+	}
+	terminated := time.Now()
+	ex := e.waitForStatus(id, 30*time.Second, "FAILED", "COMPLETED", "CANCELLED")
+	took := time.Since(terminated)
+	t.Logf("recorded %s %s after the termination: %v", ex.Status, took.Round(time.Millisecond), ex.Error)
+	if ex.Status != "FAILED" || ex.Error == nil || !strings.Contains(*ex.Error, "terminated outside Sluice: "+reason) {
+		t.Errorf("execution: %s %v, want FAILED naming the termination and its reason", ex.Status, ex.Error)
+	}
+	if n := ex.node("call"); n.Status != "FAILED" || n.Error == nil || !strings.Contains(*n.Error, "terminated outside Sluice") {
+		t.Errorf("node: %s %v, want FAILED naming the run's end", n.Status, n.Error)
+	}
+	if ex := e.waitForStatus(e.startIn(graph("/ok"), nil), time.Minute, "COMPLETED", "FAILED"); ex.Status != "COMPLETED" {
+		t.Errorf("the workspace's next run ended %s, want COMPLETED", ex.Status)
+	}
+}

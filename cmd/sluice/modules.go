@@ -434,10 +434,11 @@ func runDispatcher(p dispatcherParams) {
 	}
 	recovery := app.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
 	reconciler := app.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
-		FailStuckStartsAfter(d.StuckStartAfter)
+		FailStuckStartsAfter(d.StuckStartAfter).
+		WatchClosed(p.Engine, app.MaintenanceSchedule{Interval: d.CloseWatchInterval, LeaseAtMostFor: m.LeaseAtMostFor, LeaseAtLeastFor: d.CloseWatchInterval / 2})
 	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
 		log.With("job", app.ScheduleFiringLeaseName))
-	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, firing.Run}
+	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, reconciler.RunCloseWatch, firing.Run}
 	if p.QueueLease != nil {
 		loops = append(loops, p.QueueLease.Run)
 	}
