@@ -21,11 +21,13 @@ const (
 	temporalHistoryBytesMax = 50 << 20
 )
 
-// Default history budget: the events limit leaves 11,200 events below
-// Temporal's for what a run does once it may start nothing more (the
-// nodes in flight ending, their records, the completion); the bytes limit
-// (DefaultHistoryLimit) leaves 18 MB, more than a workflow task
-// (TaskLimit) and the results of the nodes then in flight.
+// DefaultHistoryEventsLimit leaves 11,200 events below Temporal's for
+// what a run does once it may start nothing more (the nodes in flight
+// ending, their records, the completion); the bytes limit
+// (DefaultHistoryLimit) leaves 18 MB for a workflow task (TaskLimit) and
+// the results of the nodes then in flight: that covers up to 10 of them
+// at the payload limit, not 25 (ENTERPRISE's nodes in flight) all
+// returning 1.5 MB at the last moment.
 const DefaultHistoryEventsLimit = 40_000
 
 // historyLimitErrorType is the application error type of a step the

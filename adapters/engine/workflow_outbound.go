@@ -63,8 +63,8 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 				// Not admitted as it went: it keeps its turn and goes
 				// again after the wait.
 				needTurn = false
-				if err := r.historyRoom("waiting for the rate of node "+in.Node.Key+"'s host", 0); err != nil {
-					settle.SetError(err)
+				if full := r.historyRoom("waiting for the rate of node "+in.Node.Key+"'s host", 0); full != nil {
+					settle.SetError(full)
 					return
 				}
 				if err = workflow.Sleep(ctx, wait); err != nil {
