@@ -13,8 +13,10 @@ import (
 
 // Reconciler records the real outcome of RUNNING executions whose workflow
 // closed or vanished without telling Sluice (terminated by an operator,
-// say), freeing their slots. It runs in one process at a time under the
-// reconcileExecutions lease.
+// or by Temporal at one of its limits, say), freeing their slots. Its walk
+// runs in one process at a time under the reconcileExecutions lease; its
+// close watch (WatchClosed), which records terminations within seconds,
+// under the watchClosedWorkflows lease.
 type Reconciler struct {
 	store      ports.DispatchStore
 	executions ports.ExecutionStore

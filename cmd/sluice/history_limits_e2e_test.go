@@ -162,11 +162,12 @@ func TestAForEachOf100ItemsOf10KBEndsRecordedBySluice(t *testing.T) {
 	records := allNodeRecords(e, id)
 	t.Logf("the run ended %s after %s; %d requests of %d bytes in all; history %d events, %d bytes; %d node records",
 		ex.Status, took.Round(time.Millisecond), posted.Load(), postedBytes.Load(), events, bytes, len(records))
-	if ex.Status == "FAILED" && (ex.Error == nil || *ex.Error == "") {
-		t.Errorf("the run FAILED with no recorded cause")
-	}
 	if ex.Status != "COMPLETED" {
-		t.Errorf("the run ended %s (%v), want COMPLETED: 100 posts of 10 KB fit every limit once iterations carry only their element", ex.Status, ex.Error)
+		cause := "no recorded cause"
+		if ex.Error != nil && *ex.Error != "" {
+			cause = *ex.Error
+		}
+		t.Errorf("the run ended %s (%s), want COMPLETED: 100 posts of 10 KB fit every limit once iterations carry only their element", ex.Status, cause)
 	}
 	if len(records) != 101 {
 		t.Errorf("%d node records, want the FOR_EACH's and its 100 iterations'", len(records))
@@ -222,7 +223,11 @@ func TestARunTerminatedInTemporalIsRecordedPromptly(t *testing.T) {
 	terminated := time.Now()
 	ex := e.waitForStatus(id, 30*time.Second, "FAILED", "COMPLETED", "CANCELLED")
 	took := time.Since(terminated)
-	t.Logf("recorded %s %s after the termination: %v", ex.Status, took.Round(time.Millisecond), ex.Error)
+	recorded := ""
+	if ex.Error != nil {
+		recorded = *ex.Error
+	}
+	t.Logf("recorded %s %s after the termination: %q", ex.Status, took.Round(time.Millisecond), recorded)
 	if ex.Status != "FAILED" || ex.Error == nil || !strings.Contains(*ex.Error, "terminated outside Sluice: "+reason) {
 		t.Errorf("execution: %s %v, want FAILED naming the termination and its reason", ex.Status, ex.Error)
 	}
