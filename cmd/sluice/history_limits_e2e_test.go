@@ -238,3 +238,51 @@ func TestARunTerminatedInTemporalIsRecordedPromptly(t *testing.T) {
 		t.Errorf("the workspace's next run ended %s, want COMPLETED", ex.Status)
 	}
 }
+
+// TestTheHistoryBudgetEndsARunBeforeTemporalDoes: with a history events
+// limit of 1,000, a PRO workspace's FOR_EACH of 200 HTTP iterations (about
+// 7 events each) reaches the limit part way, as Temporal's server counts
+// it: no further iteration starts, the run fails naming the limit, ended by
+// Sluice (its workflow COMPLETED in Temporal, not terminated), with no
+// record left RUNNING.
+func TestTheHistoryBudgetEndsARunBeforeTemporalDoes(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		fmt.Fprint(w, `{"ok": true}`)
+	}))
+	defer srv.Close()
+	base := startSluice(t, map[string]string{"SLUICE_ENGINE_HISTORY_EVENTS_LIMIT": "1000"})
+	e := newE2EWithPlan(t, base, "PRO")
+	items := make([]any, 200)
+	for i := range items {
+		items[i] = i
+	}
+	graph := map[string]any{"nodes": []any{node("each", "FOR_EACH", map[string]any{
+		"items": "{{ input.items }}",
+		"node":  map[string]any{"type": "HTTP_REQUEST", "config": map[string]any{"url": srv.URL + "/{{ item }}"}},
+	})}}
+	began := time.Now()
+	id := e.startIn(graph, map[string]any{"items": items})
+	ex := e.waitForStatus(id, 2*time.Minute, "COMPLETED", "FAILED")
+	events, bytes := endedBySluice(t, id)
+	records := allNodeRecords(e, id)
+	t.Logf("the run ended %s after %s; the host saw %d calls; history %d events, %d bytes; %d node records",
+		ex.Status, time.Since(began).Round(time.Millisecond), calls.Load(), events, bytes, len(records))
+	if n := ex.node("each"); ex.Status != "FAILED" || n.Status != "FAILED" || n.Error == nil || !strings.Contains(*n.Error, "at the limit of 1000 (SLUICE_ENGINE_HISTORY_EVENTS_LIMIT") {
+		t.Errorf("run %s, FOR_EACH %s %v; want both FAILED naming the events limit", ex.Status, n.Status, n.Error)
+	}
+	if c := calls.Load(); c >= 200 {
+		t.Errorf("the host saw %d calls, want the iterations before the limit only", c)
+	}
+	for _, n := range records {
+		if n.Status == "RUNNING" {
+			t.Errorf("node %s left RUNNING", n.Key)
+		}
+	}
+	// The count is read at the start of each workflow task; the run ends
+	// with the iterations then in flight and its records.
+	if events < 1000 || events > 1200 {
+		t.Errorf("the history holds %d events, want the limit of 1000 and a few to end the run", events)
+	}
+}

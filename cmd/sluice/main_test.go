@@ -47,6 +47,7 @@ func TestConfigNamesEveryBadVariable(t *testing.T) {
 		"SLUICE_ENGINE_HISTORY_EVENTS_LIMIT": "51200",
 		"SLUICE_OUTBOUND_PAUSE_FLOOR":        "1ms",
 		"SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS": "0",
+		"SLUICE_CLOSE_WATCH_INTERVAL":        "1ms",
 		"SLUICE_NODE_TEMPLATE_BUDGET":        "12",
 		"SLUICE_HTTP_NODE_ALLOW":             "10.0.0.0/99",
 		"SLUICE_HTTP_NODE_PROXY":             "ftp://proxy.internal",
