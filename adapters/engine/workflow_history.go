@@ -21,14 +21,17 @@ const (
 	temporalHistoryBytesMax = 50 << 20
 )
 
-// DefaultHistoryEventsLimit leaves 11,200 events below Temporal's for
-// what a run does once it may start nothing more (the nodes in flight
-// ending, their records, the completion); the bytes limit
-// (DefaultHistoryLimit) leaves 18 MB for a workflow task (TaskLimit) and
-// the results of the nodes then in flight: that covers up to 10 of them
-// at the payload limit, not 25 (ENTERPRISE's nodes in flight) all
+// DefaultHistoryEventsLimit leaves 6,200 events below Temporal's for
+// what a run adds once it may start nothing more, which the budget cannot
+// refuse: the nodes in flight ending (a few events each, 25 at most), the
+// events a tenant signals (one per WAIT_FOR_EVENT node, 500 at most),
+// records and the completion. It keeps a FOR_EACH of ENTERPRISE's 5,000
+// HTTP iterations (about 7.7 events each, measured) within it. The bytes
+// limit (DefaultHistoryLimit) leaves 18 MB for a workflow task (TaskLimit)
+// and the results of the nodes then in flight: that covers up to 10 of
+// them at the payload limit, not 25 (ENTERPRISE's nodes in flight) all
 // returning 1.5 MB at the last moment.
-const DefaultHistoryEventsLimit = 40_000
+const DefaultHistoryEventsLimit = 45_000
 
 // historyLimitErrorType is the application error type of a step the
 // history budget refused.
