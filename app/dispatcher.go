@@ -64,6 +64,10 @@ type DispatcherConfig struct {
 	// ReconcilePageSize is how many RUNNING executions the reconciler
 	// checks per run; it walks through all of them over successive runs.
 	ReconcilePageSize int
+	// CloseWatchInterval is how often the reconciler looks for workflows
+	// closed outside Sluice lately (Reconciler.WatchClosed): the most a
+	// run that Temporal terminated waits to be recorded and free its slot.
+	CloseWatchInterval time.Duration
 	// Backoff spaces out dispatch retries; its Base is at least PollInterval.
 	Backoff domain.DispatchBackoff
 }
@@ -73,20 +77,21 @@ type DispatcherConfig struct {
 // threshold, and a 10 s queue lease.
 func DefaultDispatcherConfig() DispatcherConfig {
 	return DispatcherConfig{
-		Enabled:           true,
-		BatchSize:         10,
-		MaxBatchSize:      200,
-		PollInterval:      5 * time.Second,
-		Exclusive:         true,
-		LeaseTTL:          QueueLeaseTTL,
-		StartConcurrency:  8,
-		StartTimeout:      10 * time.Second,
-		BreakerBackoff:    DefaultBreakerBackoff,
-		StaleAfter:        5 * time.Minute,
-		ReconcileAfter:    time.Minute,
-		StuckStartAfter:   5 * time.Minute,
-		ReconcilePageSize: 500,
-		Backoff:           domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
+		Enabled:            true,
+		BatchSize:          10,
+		MaxBatchSize:       200,
+		PollInterval:       5 * time.Second,
+		Exclusive:          true,
+		LeaseTTL:           QueueLeaseTTL,
+		StartConcurrency:   8,
+		StartTimeout:       10 * time.Second,
+		BreakerBackoff:     DefaultBreakerBackoff,
+		StaleAfter:         5 * time.Minute,
+		ReconcileAfter:     time.Minute,
+		StuckStartAfter:    5 * time.Minute,
+		ReconcilePageSize:  500,
+		CloseWatchInterval: 5 * time.Second,
+		Backoff:            domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
 	}
 }
 

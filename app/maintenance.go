@@ -15,6 +15,7 @@ import (
 const (
 	StaleRecoveryLeaseName    = "recoverStaleQueueItems"
 	ReconcilerLeaseName       = "reconcileExecutions"
+	CloseWatchLeaseName       = "watchClosedWorkflows"
 	IdempotencyPurgeLeaseName = "purgeIdempotencyKeys"
 	RetentionLeaseName        = "deleteExpiredRows"
 )

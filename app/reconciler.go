@@ -13,8 +13,10 @@ import (
 
 // Reconciler records the real outcome of RUNNING executions whose workflow
 // closed or vanished without telling Sluice (terminated by an operator,
-// say), freeing their slots. It runs in one process at a time under the
-// reconcileExecutions lease.
+// or by Temporal at one of its limits, say), freeing their slots. Its walk
+// runs in one process at a time under the reconcileExecutions lease; its
+// close watch (WatchClosed), which records terminations within seconds,
+// under the watchClosedWorkflows lease.
 type Reconciler struct {
 	store      ports.DispatchStore
 	executions ports.ExecutionStore
@@ -30,6 +32,13 @@ type Reconciler struct {
 	// stuckAfter is how long a RUNNING execution's workflow may wait for
 	// a worker to pick it up before it is failed; 0 never fails one.
 	stuckAfter time.Duration
+	// watch, when set, lists the workflows lately closed outside Sluice
+	// for WatchClosed, which runs in closeWatch's loop; watched are the
+	// executions its last turn recorded, which the next (its window
+	// overlapping) skips.
+	watch      ports.ClosedWorkflowWatch
+	closeWatch maintenance
+	watched    map[domain.ID]bool
 	// pickedUp are the executions found picked up by a worker, which
 	// need no further look: this walk's and the last one's, so the set
 	// holds only executions still RUNNING.
@@ -45,6 +54,77 @@ type Reconciler struct {
 func (r *Reconciler) FailStuckStartsAfter(d time.Duration) *Reconciler {
 	r.stuckAfter = d
 	return r
+}
+
+// closeWatchWindow is how far back each look of the close watch reaches:
+// past its interval, for the lag of Temporal's visibility.
+const closeWatchWindow = time.Minute
+
+// WatchClosed has the reconciler also look, every schedule.Interval
+// (SLUICE_CLOSE_WATCH_INTERVAL) under its own lease, for workflows that
+// closed outside Sluice within the last minute (terminated by the server
+// at one of its limits, or by an operator), and record their end at once
+// (RunCloseWatch): the walk of RUNNING executions reaches them only once
+// they are older than olderThan, a minute and more later.
+func (r *Reconciler) WatchClosed(watch ports.ClosedWorkflowWatch, schedule MaintenanceSchedule) *Reconciler {
+	r.watch = watch
+	r.closeWatch = maintenance{name: CloseWatchLeaseName, lease: r.loop.lease, schedule: schedule, metrics: r.loop.metrics, log: r.log, job: r.runCloseWatch}
+	return r
+}
+
+// RunCloseWatch runs the close watch on its schedule until ctx ends; it
+// returns at once when WatchClosed was not set.
+func (r *Reconciler) RunCloseWatch(ctx context.Context) {
+	if r.watch == nil {
+		return
+	}
+	r.closeWatch.run(ctx)
+}
+
+// runCloseWatch is one turn of the close watch, skipped while the
+// breaker is open.
+func (r *Reconciler) runCloseWatch(ctx context.Context) {
+	if !r.breaker.closed() {
+		return
+	}
+	if n, err := r.RecordClosed(ctx, time.Now().Add(-closeWatchWindow)); err != nil {
+		r.log.Error("recording workflows closed outside Sluice failed", "error", err)
+	} else if n > 0 {
+		r.log.Info("recorded workflows closed outside Sluice", "count", n)
+	}
+}
+
+// RecordClosed records the end of the executions whose workflow closed
+// outside Sluice since since (at most a page of them), naming how and
+// why, and returns how many were still RUNNING. Ending them ends their
+// RUNNING node records too and frees their slots.
+func (r *Reconciler) RecordClosed(ctx context.Context, since time.Time) (int, error) {
+	closed, err := r.watch.ClosedOutsideSluice(ctx, since, r.pageSize)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	seen := make(map[domain.ID]bool, len(closed))
+	for _, c := range closed {
+		seen[c.ExecutionID] = true
+		if r.watched[c.ExecutionID] {
+			continue
+		}
+		status, msg, _ := finalStatus(c.State)
+		if c.Reason != "" {
+			msg += ": " + c.Reason
+		}
+		found, err := finishExecution(ctx, r.executions, r.log, c.ExecutionID, status, msg, domain.DefaultRecordValueMax)
+		if err != nil {
+			return n, err
+		}
+		if found {
+			n++
+			r.log.Warn("recorded a workflow closed outside Sluice", "execution_id", c.ExecutionID, "workflow_state", c.State, "reason", c.Reason)
+		}
+	}
+	r.watched = seen
+	return n, nil
 }
 
 // NewReconciler builds the reconciler. It asks Temporal only about

@@ -166,3 +166,45 @@ func TestReconcilerFailsOnlyStartsNoWorkerWillPickUp(t *testing.T) {
 		t.Errorf("asked %v; want a picked-up run asked once, a backlogged one each walk, a young one never", engine.asked)
 	}
 }
+
+// closedWatch lists the same closed workflows at every look.
+type closedWatch struct{ closed []ports.ClosedWorkflow }
+
+func (w closedWatch) ClosedOutsideSluice(context.Context, time.Time, int) ([]ports.ClosedWorkflow, error) {
+	return w.closed, nil
+}
+
+// messageRecorder records FinishExecution calls with their messages.
+type messageRecorder struct {
+	ports.ExecutionStore
+	calls []string
+}
+
+func (m *messageRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, msg *string, _ ports.SettleFunc, _ ...domain.NodeRecord) (bool, error) {
+	m.calls = append(m.calls, id.String()+" "+string(status)+" "+*msg)
+	return true, nil
+}
+
+func TestTheCloseWatchRecordsEachRunClosedOutsideSluiceOnceNamingWhy(t *testing.T) {
+	t.Parallel()
+	terminated, timedOut := domain.ID(uuid.New()), domain.ID(uuid.New())
+	watch := closedWatch{closed: []ports.ClosedWorkflow{
+		{ExecutionID: terminated, State: ports.WorkflowTerminated, Reason: "Workflow history count exceeds limit."},
+		{ExecutionID: timedOut, State: ports.WorkflowTimedOut},
+	}}
+	rec := &messageRecorder{}
+	r, _ := newTestReconciler(&pagedStore{}, rec, closedEngine{}, 10)
+	r.WatchClosed(watch, DefaultMaintenanceSchedule())
+	for range 2 {
+		if _, err := r.RecordClosed(context.Background(), time.Now().Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		terminated.String() + " FAILED workflow terminated outside Sluice: Workflow history count exceeds limit.",
+		timedOut.String() + " FAILED workflow timed out",
+	}
+	if strings.Join(rec.calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("completions:\n%s\nwant (once each, the second look overlapping the first):\n%s", strings.Join(rec.calls, "\n"), strings.Join(want, "\n"))
+	}
+}

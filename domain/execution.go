@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -58,6 +59,23 @@ func (s NodeStatus) Terminal() bool {
 		return true
 	}
 	return false
+}
+
+// LeftRunning is how a node record still RUNNING when its execution ended
+// with status (and message msg) ends: CANCELLED with a cancelled
+// execution, else FAILED, its error naming the execution's end. A run
+// ended from outside its workflow (Temporal terminating it at one of its
+// limits, an operator, the reconciler) never got to record its nodes.
+func LeftRunning(status ExecutionStatus, msg string) (NodeStatus, string) {
+	node := NodeFailed
+	if status == ExecutionCancelled {
+		node = NodeCancelled
+	}
+	reason := fmt.Sprintf("the execution ended %s while the node was RUNNING", status)
+	if msg != "" {
+		reason += ": " + msg
+	}
+	return node, reason
 }
 
 // Execution is one run of a definition version. Its RUNNING row is what

@@ -150,22 +150,82 @@ func (l OutboundLimit) Admit(sent, now time.Time) (newSent time.Time, wait time.
 }
 
 // OutboundPauses bound how long an upstream's Retry-After holds a
-// workspace's calls to its host.
+// workspace's calls to its host, and how often it may send a node back.
 type OutboundPauses struct {
-	// Max is the longest Retry-After a node waits for: a 429 or 503 asking
-	// for longer fails the node (naming this bound), as the answer would
-	// without a Retry-After, and pauses nothing.
+	// Max is the longest a node waits for Retry-Afters, all its rounds
+	// together: a 429 or 503 asking for more fails the node (naming this
+	// bound), as the answer would without a Retry-After, and pauses
+	// nothing.
 	Max time.Duration
 	// HostsMax is how many hosts a workspace may have paused at once. A
 	// Retry-After past it still holds the node that got it, on its own
 	// timer, but not the workspace's other calls to that host.
 	HostsMax int
+	// Floor is the shortest wait a Retry-After buys: one of zero, a date
+	// already past or less than Floor waits Floor, so that an upstream
+	// answering "Retry-After: 0" cannot have a node call it as fast as the
+	// workflow can loop.
+	Floor time.Duration
+	// Rounds is how many Retry-After answers one node run (each FOR_EACH
+	// iteration is one) waits out; the next fails it. Each round is a call
+	// to the host and about a dozen events of the run's history.
+	Rounds int
 }
 
-// DefaultOutboundPauses waits at most 5 minutes per Retry-After, with at
-// most 100 hosts paused per workspace.
+// DefaultOutboundPauses waits at most 5 minutes in all per node, at least
+// 1 s per Retry-After and at most 10 rounds, with at most 100 hosts paused
+// per workspace: a host answering "Retry-After: 0" for ever sees 11 calls
+// a node, and the node fails after about 10 s.
 func DefaultOutboundPauses() OutboundPauses {
-	return OutboundPauses{Max: 5 * time.Minute, HostsMax: 100}
+	return OutboundPauses{Max: 5 * time.Minute, HostsMax: 100, Floor: time.Second, Rounds: 10}
+}
+
+// RetryAfterRound is one Retry-After answer as the rule reads it.
+type RetryAfterRound struct {
+	// Host is the host that answered.
+	Host string
+	// Status is its answer's status code.
+	Status int
+	// Asked is the wait its Retry-After asked for (zero for a date
+	// already past).
+	Asked time.Duration
+	// Round is the answer's number for the node run, from 1.
+	Round int
+	// Waited is what the run's earlier rounds waited in all.
+	Waited time.Duration
+}
+
+// RetryAfterExhaustedError is a node run's Retry-After round past one of
+// OutboundPauses' bounds: the node fails with it.
+type RetryAfterExhaustedError struct {
+	RetryAfterRound
+	// Bound names the bound passed, with its variable.
+	Bound string
+	// Wait is what this round would have waited.
+	Wait time.Duration
+}
+
+// Error names the host, its status, the round and the bound passed.
+func (e *RetryAfterExhaustedError) Error() string {
+	return fmt.Sprintf("%s answered %d with a Retry-After for the %s time (asking for %s, a wait of %s): %s",
+		e.Host, e.Status, ordinal(e.Round), e.Asked, e.Wait, e.Bound)
+}
+
+// Wait is OutboundPauses' rule for one Retry-After round: how long the
+// node waits before it calls again (the wait asked for, at least Floor),
+// or a RetryAfterExhaustedError when the round is past Rounds or the wait
+// would take the run's waits past Max.
+func (p OutboundPauses) Wait(r RetryAfterRound) (time.Duration, error) {
+	wait := max(r.Asked, p.Floor)
+	switch {
+	case r.Round > p.Rounds:
+		return 0, &RetryAfterExhaustedError{RetryAfterRound: r, Wait: wait,
+			Bound: fmt.Sprintf("Retry-After rounds exhausted, over the maximum of %d a node (SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS)", p.Rounds)}
+	case r.Waited+wait > p.Max:
+		return 0, &RetryAfterExhaustedError{RetryAfterRound: r, Wait: wait,
+			Bound: fmt.Sprintf("Retry-After waits too long: waiting would take the node's Retry-After waits to %s, over the maximum of %s (SLUICE_OUTBOUND_PAUSE_MAX)", r.Waited+wait, p.Max)}
+	}
+	return wait, nil
 }
 
 // CheckOutboundLimits refuses one more host limit when the workspace
@@ -186,5 +246,26 @@ func (p OutboundPauses) WithDefaults() OutboundPauses {
 	if p.HostsMax <= 0 {
 		p.HostsMax = d.HostsMax
 	}
+	if p.Floor <= 0 {
+		p.Floor = d.Floor
+	}
+	if p.Rounds <= 0 {
+		p.Rounds = d.Rounds
+	}
 	return p
+}
+
+// ordinal spells n as "1st", "2nd", "3rd", "11th".
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
 }

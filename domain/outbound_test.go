@@ -115,3 +115,33 @@ func TestOutboundAdmitRefusesWithoutMovingTheBucket(t *testing.T) {
 		t.Errorf("after its wait the call still waits %v", w)
 	}
 }
+
+func TestOutboundPausesWaitFloorsEachRoundAndEndsAtItsBounds(t *testing.T) {
+	t.Parallel()
+	p := domain.OutboundPauses{Max: time.Minute, Floor: time.Second, Rounds: 3}
+	for _, tc := range []struct {
+		name    string
+		round   domain.RetryAfterRound
+		want    time.Duration
+		refusal string
+	}{
+		{name: "zero waits the floor", round: domain.RetryAfterRound{Round: 1}, want: time.Second},
+		{name: "under the floor waits the floor", round: domain.RetryAfterRound{Asked: 10 * time.Millisecond, Round: 2}, want: time.Second},
+		{name: "over the floor waits what was asked", round: domain.RetryAfterRound{Asked: 5 * time.Second, Round: 3}, want: 5 * time.Second},
+		{name: "past the rounds", round: domain.RetryAfterRound{Host: "api.example", Status: 429, Round: 4},
+			refusal: "api.example answered 429 with a Retry-After for the 4th time (asking for 0s, a wait of 1s): Retry-After rounds exhausted, over the maximum of 3 a node (SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS)"},
+		{name: "past the waits' maximum", round: domain.RetryAfterRound{Host: "api.example", Status: 503, Asked: 30 * time.Second, Round: 2, Waited: 40 * time.Second},
+			refusal: "Retry-After waits too long: waiting would take the node's Retry-After waits to 1m10s, over the maximum of 1m0s (SLUICE_OUTBOUND_PAUSE_MAX)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := p.Wait(tc.round)
+			switch {
+			case tc.refusal == "" && (err != nil || got != tc.want):
+				t.Errorf("Wait = %s, %v; want %s", got, err, tc.want)
+			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+				t.Errorf("Wait = %s, %v; want a refusal naming %q", got, err, tc.refusal)
+			}
+		})
+	}
+}

@@ -94,6 +94,28 @@ type WorkflowEngine interface {
 	HealthCheck
 }
 
+// ClosedWorkflow is an execution's workflow that closed otherwise than by
+// returning (terminated, timed out or failed), so that Sluice's code
+// recorded nothing of its end.
+type ClosedWorkflow struct {
+	ExecutionID domain.ID
+	// State is how it closed.
+	State WorkflowState
+	// Reason is what closed it as Temporal recorded it (a termination's
+	// reason, such as the server's "history count exceeds limit", or a
+	// failure's message); "" when it recorded none.
+	Reason string
+}
+
+// ClosedWorkflowWatch lists the executions' workflows that closed
+// otherwise than by returning, lately, so that their end is recorded
+// promptly rather than when the reconciler reaches them.
+type ClosedWorkflowWatch interface {
+	// ClosedOutsideSluice lists at most limit such workflows closed since
+	// since, newest first.
+	ClosedOutsideSluice(ctx context.Context, since time.Time, limit int) ([]ClosedWorkflow, error)
+}
+
 // NodeSlot is one node's claim on a slot of its workspace's share of the
 // external-API worker.
 type NodeSlot struct {

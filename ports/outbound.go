@@ -68,6 +68,8 @@ type OutboundTurn struct {
 type RetryAfterError struct {
 	// Host is the host called, in domain.OutboundHostOf's form.
 	Host string
+	// Status is the answer's status code (429 or 503).
+	Status int
 	// Wait is how long the upstream asked to wait, from its answer.
 	Wait time.Duration
 	Err  error

@@ -152,8 +152,9 @@ const retryAfterErrorType = "upstream_retry_after"
 
 // retryAfterDetail is what the workflow needs of a Retry-After answer.
 type retryAfterDetail struct {
-	Host string
-	Wait time.Duration
+	Host   string
+	Status int `json:",omitempty"`
+	Wait   time.Duration
 }
 
 // retryAfterApplicationError turns an executor's RetryAfterError into a
@@ -164,7 +165,7 @@ func retryAfterApplicationError(err error) error {
 	if !errors.As(err, &ra) {
 		return nil
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), retryAfterErrorType, nil, retryAfterDetail{Host: ra.Host, Wait: ra.Wait})
+	return temporal.NewNonRetryableApplicationError(err.Error(), retryAfterErrorType, nil, retryAfterDetail{Host: ra.Host, Status: ra.Status, Wait: ra.Wait})
 }
 
 // retryAfterOf reads a node activity's error as a Retry-After answer.

@@ -8,11 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sluicehq/sluice/domain"
@@ -207,6 +210,76 @@ func (e *WorkflowClient) TerminateWorkflow(ctx context.Context, executionID doma
 		return nil
 	}
 	return classify(err)
+}
+
+var _ ports.ClosedWorkflowWatch = (*WorkflowClient)(nil)
+
+// ClosedOutsideSluice asks Temporal's visibility for the workflows of
+// this deployment's workflow task queue that closed since since as
+// terminated, timed out or failed: a Sluice run ends by returning (its
+// workflow COMPLETED, or CANCELLED for a cancel it recorded), so these are
+// the runs ended around Sluice, by the server at one of its limits or by
+// an operator. Each one's close event is read for its reason. Workflows
+// not named execution-<id> (none of Sluice's) are left out.
+func (e *WorkflowClient) ClosedOutsideSluice(ctx context.Context, since time.Time, limit int) ([]ports.ClosedWorkflow, error) {
+	if err := e.initialize(ctx); err != nil {
+		return nil, err
+	}
+	query := fmt.Sprintf(`TaskQueue = %q AND CloseTime >= %q AND (ExecutionStatus = "Terminated" OR ExecutionStatus = "TimedOut" OR ExecutionStatus = "Failed")`,
+		e.queues.Workflows, since.UTC().Format(time.RFC3339Nano))
+	resp, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: int32(limit)})
+	if err != nil {
+		return nil, classify(err)
+	}
+	var out []ports.ClosedWorkflow
+	for _, info := range resp.GetExecutions() {
+		if len(out) >= limit {
+			break
+		}
+		wf := info.GetExecution()
+		id, ok := strings.CutPrefix(wf.GetWorkflowId(), workflowIDPrefix)
+		if !ok {
+			continue
+		}
+		executionID, err := domain.ParseID(id)
+		if err != nil {
+			continue
+		}
+		c := ports.ClosedWorkflow{ExecutionID: executionID}
+		switch info.GetStatus() {
+		case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+			c.State = ports.WorkflowTerminated
+		case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+			c.State = ports.WorkflowTimedOut
+		default:
+			c.State = ports.WorkflowFailed
+		}
+		c.Reason, err = e.closeReason(ctx, wf.GetWorkflowId(), wf.GetRunId())
+		if err != nil {
+			return out, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// closeReason reads a closed workflow's close event for the reason
+// Temporal recorded: a termination's reason or a failure's message.
+func (e *WorkflowClient) closeReason(ctx context.Context, workflowID, runID string) (string, error) {
+	it := e.client.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return "", classify(err)
+		}
+		if a := ev.GetWorkflowExecutionTerminatedEventAttributes(); a != nil {
+			return a.GetReason(), nil
+		}
+		if a := ev.GetWorkflowExecutionFailedEventAttributes(); a != nil {
+			return a.GetFailure().GetMessage(), nil
+		}
+	}
+	return "", nil
 }
 
 // WorkflowResult reads the ExecutionResult a completed workflow returned.

@@ -127,7 +127,7 @@ func (e fakeHTTPRequest) Execute(ctx context.Context, run ports.NodeRun) (any, a
 	what := cfg.Method + " " + req.URL.String()
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 &&
 		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		return in, nil, &ports.RetryAfterError{Host: req.URL.Hostname(), Wait: time.Duration(secs) * time.Second,
+		return in, nil, &ports.RetryAfterError{Host: req.URL.Hostname(), Status: resp.StatusCode, Wait: time.Duration(secs) * time.Second,
 			Err: fmt.Errorf("%s: status %d, Retry-After %d", what, resp.StatusCode, secs)}
 	}
 	switch {

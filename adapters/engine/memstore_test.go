@@ -317,6 +317,17 @@ func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domai
 		if err := s.recordNodes(id, nodes); err != nil {
 			return false, err
 		}
+		var reason string
+		if errMsg != nil {
+			reason = *errMsg
+		}
+		left, leftErr := domain.LeftRunning(status, reason)
+		for key, n := range e.nodes {
+			if n.Status == domain.NodeRunning {
+				n.Status, n.Error = left, &leftErr
+				e.nodes[key] = n
+			}
+		}
 		e.status, e.err = status, errMsg
 	}
 	switch decision {

@@ -104,10 +104,14 @@ type Limits struct {
 	// ending the workflow; below this limit a node fails instead, with a
 	// recorded error.
 	PayloadLimit int
-	// HistoryLimit is the history size, in bytes, past which no further
-	// node starts and the execution fails; Temporal ends a workflow whose
-	// history passes 50 MB.
+	// HistoryLimit is the history size, in bytes, past which nothing more
+	// is added (historyRoom) and the execution fails; Temporal ends a
+	// workflow whose history passes 50 MB.
 	HistoryLimit int
+	// HistoryEventsLimit is the history's length, in events, at which
+	// nothing more is added (historyRoom) and the execution fails;
+	// Temporal ends a workflow whose history passes 51,200 events.
+	HistoryEventsLimit int
 	// TaskLimit bounds the bytes one workflow task hands back to Temporal,
 	// whose reply is refused past 4 MiB (gRPC's message limit), which
 	// would fail the task again on every retry and hold the slot for
@@ -154,7 +158,7 @@ func DefaultWorkspaceNodesInFlight() map[domain.Plan]int {
 // the default payload and history limits and domain.DefaultOutboundPauses.
 func DefaultLimits() Limits {
 	return Limits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
-		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, TaskLimit: DefaultTaskLimit,
+		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, HistoryEventsLimit: DefaultHistoryEventsLimit, TaskLimit: DefaultTaskLimit,
 		OutboundPauses: domain.DefaultOutboundPauses()}
 }
 
@@ -175,6 +179,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.HistoryLimit <= 0 {
 		l.HistoryLimit = d.HistoryLimit
+	}
+	if l.HistoryEventsLimit <= 0 {
+		l.HistoryEventsLimit = d.HistoryEventsLimit
 	}
 	if l.TaskLimit <= 0 {
 		l.TaskLimit = d.TaskLimit
@@ -252,7 +259,7 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 	}
 	run := &executionRun{
 		ctx: ctx, executionID: executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID),
-		in: in, retry: cfg.Retry, limits: cfg.Limits, outputs: map[string]any{},
+		in: in, retry: cfg.Retry, limits: cfg.Limits.withDefaults(), outputs: map[string]any{},
 		share: cfg.Limits.WorkspaceNodesInFlight[in.Plan],
 	}
 
@@ -711,6 +718,9 @@ func (r *executionRun) inShare(ctx workflow.Context, n domain.Node, opts workflo
 		Lease: attempts*(opts.StartToCloseTimeout+opts.RetryPolicy.MaximumInterval) + time.Minute,
 	}
 	for wait := shareWaitFirst; ; wait = min(2*wait, shareWaitLongest) {
+		if err := r.historyRoom("waiting for a slot of the workspace's share for node "+in.Node.Key, 0); err != nil {
+			return RunNodeOutput{}, err
+		}
 		var taken bool
 		if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), acquireNodeSlotActivity, slot).Get(ctx, &taken); err != nil {
 			return RunNodeOutput{}, err
@@ -742,13 +752,27 @@ func (r *executionRun) started(n domain.Node) {
 // nodeInput builds a node's activity input with only the parts of the
 // execution input and of upstream outputs its templates read. It fails the
 // node, without retries, when that is over the payload limit or when the
-// history has grown past its limit.
+// history has no room for it (historyRoom).
 func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
-	if size := workflow.GetInfo(r.ctx).GetCurrentHistorySize(); size > r.limits.HistoryLimit {
-		return RunNodeInput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"the execution's history is %d bytes, over the limit of %d (SLUICE_ENGINE_HISTORY_LIMIT): no further node starts", size, r.limits.HistoryLimit),
-			"history_too_large", nil)
+	in, err := r.readsInput(n)
+	if err != nil {
+		return RunNodeInput{}, err
 	}
+	if in.size > r.limits.PayloadLimit {
+		return RunNodeInput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the node's config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", in.size, r.limits.PayloadLimit),
+			"payload_too_large", nil)
+	}
+	if err := r.historyRoom("starting node "+n.Key, in.size); err != nil {
+		return RunNodeInput{}, err
+	}
+	return in, nil
+}
+
+// readsInput is node n's activity input with the parts of the execution
+// input and of the upstream outputs held that n's templates read, and its
+// size: its config and that data.
+func (r *executionRun) readsInput(n domain.Node) (RunNodeInput, error) {
 	reads := domain.ReadsOf(n)
 	in := RunNodeInput{ExecutionID: r.executionID, WorkspaceID: r.in.WorkspaceID, Node: n, KeyPrefix: r.keyPrefix()}
 	size := len(n.Config)
@@ -776,11 +800,6 @@ func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 		size += len(raw)
 	}
 	in.size = size
-	if size > r.limits.PayloadLimit {
-		return RunNodeInput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"the node's config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", size, r.limits.PayloadLimit),
-			"payload_too_large", nil)
-	}
 	return in, nil
 }
 
@@ -813,6 +832,14 @@ func (r *executionRun) launchDelay(sel workflow.Selector, n domain.Node) {
 		return
 	}
 	wait := cfg.Duration.Std()
+	if err := r.historyRoom("starting node "+n.Key, 0); err != nil {
+		f, settle := workflow.NewFuture(r.ctx)
+		settle.SetError(err)
+		sel.AddFuture(f, func(f workflow.Future) {
+			r.last = nodeOutcome{node: n, err: f.Get(r.ctx, nil), started: &started}
+		})
+		return
+	}
 	if wait > 0 {
 		r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: 1, StartedAt: &started})
 	}

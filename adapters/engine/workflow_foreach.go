@@ -25,7 +25,7 @@ func holdsSlot(t domain.NodeType) bool {
 func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in RunNodeInput) bool {
 	switch n.Type {
 	case domain.NodeForEach:
-		r.launchForEach(sel, n, in)
+		r.launchForEach(sel, n)
 		return true
 	case domain.NodeWaitForEvent:
 		r.launchWait(sel, n)
@@ -43,7 +43,7 @@ func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in 
 // for one of the execution's nodes in flight, and outputs their outputs in
 // input order. The first failed iteration fails the node: no further one
 // starts, those in flight end and are recorded.
-func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node, in RunNodeInput) {
+func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node) {
 	started := workflow.Now(r.ctx)
 	f, settle := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
@@ -53,6 +53,13 @@ func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node, in Ru
 		r.last = nodeOutcome{node: n, output: out, err: err, started: &started, ended: &ended, attempt: 1}
 	})
 	cfg, items, err := r.forEachItems(n)
+	var in RunNodeInput
+	if err == nil {
+		// Each iteration carries what its template reads, taken once
+		// here, and its element: not the FOR_EACH's own input, which
+		// holds the whole array.
+		in, err = r.readsInput(cfg.Node.Iteration(n.Key, 0))
+	}
 	r.started(n)
 	if err != nil {
 		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
@@ -104,12 +111,13 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 			failure = err
 			break
 		}
-		for r.observeTask(); !r.fitsTask(it.Node, it); r.observeTask() {
-			// The task is full: end it and go on in the next one.
-			if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
-				break
-			}
-			r.task.used = 0
+		if err := r.historyRoom(fmt.Sprintf("iteration %d of %s", i, n.Key), it.size); err != nil {
+			failure = err
+			break
+		}
+		if err := r.takeTaskShare(ctx, it); err != nil {
+			failure = err
+			break
 		}
 		r.busy++
 		launched++
@@ -146,9 +154,9 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 	return out, nil
 }
 
-// iterationInput is the activity input of iteration i: FOR_EACH n's input
-// with its node template as the node, recorded as <key>[i], and the
-// element to read.
+// iterationInput is the activity input of iteration i: what the node
+// template reads (in, from readsInput), with the template as the node,
+// recorded as <key>[i], and the element to read.
 func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, in RunNodeInput, i int, item any) (RunNodeInput, error) {
 	raw, err := json.Marshal(item)
 	if err != nil {
@@ -162,6 +170,19 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 			i, in.size, r.limits.PayloadLimit)
 	}
 	return in, nil
+}
+
+// takeTaskShare takes the share of the current workflow task that
+// activity input in needs (fitsTask), ending tasks (1 ms timers) until one
+// has room.
+func (r *executionRun) takeTaskShare(ctx workflow.Context, in RunNodeInput) error {
+	for r.observeTask(); !r.fitsTask(in.Node, in); r.observeTask() {
+		if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
+			return err
+		}
+		r.task.used = 0
+	}
+	return nil
 }
 
 // runIteration runs one iteration as its node type runs: a pure node as a

@@ -17,20 +17,37 @@ import (
 // pause. It then runs the node as before (within the workspace's share
 // when there is one), its activity admitting the call at the rate just
 // before it goes: one refused there (its timer fired late, beside others)
-// waits again on a timer and runs again, spending no attempt. An answer with a Retry-After pauses the host for the workspace and
-// sends the node back to wait for its turn, a new activity whose attempts
-// start again, since no attempt was at fault; the node's Retry-After waits
-// together are bounded by OutboundPauses.Max, past which it fails naming
-// that bound. The future settles as the activity's would.
+// waits again on a timer and runs again, spending no attempt.
+//
+// An answer with a Retry-After is a round: OutboundPauses.Wait decides
+// how long it waits (at least the floor, so a "Retry-After: 0" cannot spin
+// the node) or fails the node, naming the host, its status and the bound,
+// once the node's rounds or their waits together pass their bounds. A
+// round pauses the host for the workspace and sends the node back to wait
+// for its turn, a new activity whose attempts start again, since no
+// attempt was at fault. Each call, and each wait, asks the history budget
+// first (historyRoom). The future settles as the activity's would.
 func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
 	f, settle := workflow.NewFuture(r.ctx)
 	pauses := r.limits.OutboundPauses.WithDefaults()
 	in.OutboundAdmit = true
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		var waited time.Duration
-		for needTurn := true; ; {
+		for round, needTurn := 0, true; ; {
 			if needTurn {
 				if err := r.waitForTurn(ctx, in); err != nil {
+					settle.SetError(err)
+					return
+				}
+			}
+			if round > 0 {
+				// The node's input goes to Temporal again, in a new
+				// activity: the history and the task must have room.
+				if err := r.historyRoom(fmt.Sprintf("calling again for node %s after Retry-After round %d", in.Node.Key, round), in.size); err != nil {
+					settle.SetError(err)
+					return
+				}
+				if err := r.takeTaskShare(ctx, in); err != nil {
 					settle.SetError(err)
 					return
 				}
@@ -46,6 +63,10 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 				// Not admitted as it went: it keeps its turn and goes
 				// again after the wait.
 				needTurn = false
+				if full := r.historyRoom("waiting for the rate of node "+in.Node.Key+"'s host", 0); full != nil {
+					settle.SetError(full)
+					return
+				}
 				if err = workflow.Sleep(ctx, wait); err != nil {
 					settle.SetError(err)
 					return
@@ -58,15 +79,15 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 				settle.Set(out, err)
 				return
 			}
-			waited += ra.Wait
-			if waited > pauses.Max {
-				settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-					"%s; waiting %s for it would take the node's Retry-After waits to %s, over the maximum of %s (SLUICE_OUTBOUND_PAUSE_MAX)",
-					errorMessage(err), ra.Wait, waited, pauses.Max), "retry_after_too_long", nil))
+			round++
+			wait, exhausted := pauses.Wait(domain.RetryAfterRound{Host: ra.Host, Status: ra.Status, Asked: ra.Wait, Round: round, Waited: waited})
+			if exhausted != nil {
+				settle.SetError(temporal.NewNonRetryableApplicationError(exhausted.Error(), "retry_after_exhausted", nil))
 				return
 			}
+			waited += wait
 			var shared bool
-			pause := OutboundPauseInput{WorkspaceID: r.in.WorkspaceID, Host: ra.Host, Wait: ra.Wait, HostsMax: pauses.HostsMax}
+			pause := OutboundPauseInput{WorkspaceID: r.in.WorkspaceID, Host: ra.Host, Wait: wait, HostsMax: pauses.HostsMax}
 			if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), pauseOutboundHostActivity, pause).Get(ctx, &shared); err != nil {
 				settle.SetError(err)
 				return
@@ -74,7 +95,7 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 			if !shared {
 				// The workspace has its whole bound of hosts paused: this
 				// node still waits, on its own.
-				if err := workflow.Sleep(ctx, ra.Wait); err != nil {
+				if err := workflow.Sleep(ctx, wait); err != nil {
 					settle.SetError(err)
 					return
 				}
@@ -90,6 +111,9 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 func (r *executionRun) waitForTurn(ctx workflow.Context, in RunNodeInput) error {
 	ask := OutboundTurnInput{Run: in}
 	for {
+		if err := r.historyRoom("waiting for node "+in.Node.Key+"'s turn at its host", 0); err != nil {
+			return err
+		}
 		var turn OutboundTurnOutput
 		if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), outboundTurnActivity, ask).Get(ctx, &turn); err != nil {
 			return err

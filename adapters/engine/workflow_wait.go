@@ -74,7 +74,9 @@ func (r *executionRun) launchWait(sel workflow.Selector, n domain.Node) {
 			if len(out.Output) == 0 {
 				out.Output = json.RawMessage("null")
 			}
-			if len(out.Output) > r.limits.PayloadLimit {
+			if err := r.historyRoom(fmt.Sprintf("taking event %q", cfg.Event), 0); err != nil {
+				werr = err
+			} else if len(out.Output) > r.limits.PayloadLimit {
 				werr = temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 					"event %q's payload is %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", cfg.Event, len(out.Output), r.limits.PayloadLimit),
 					"payload_too_large", nil)

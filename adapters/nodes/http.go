@@ -336,7 +336,7 @@ func retryAfter(resp *http.Response, target *url.URL, what string, now time.Time
 		return nil
 	}
 	return &ports.RetryAfterError{
-		Host: domain.OutboundHostOf(target.Hostname()), Wait: wait,
+		Host: domain.OutboundHostOf(target.Hostname()), Status: resp.StatusCode, Wait: wait,
 		Err: fmt.Errorf("http %s: %d with Retry-After %s", what, resp.StatusCode, value),
 	}
 }

@@ -770,7 +770,8 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 // the same transaction (enqueueWebhooks). The item is read under its row lock, so settle
 // decides from the state a concurrent cancellation or release left, never
 // over it. The node records are written only with the execution's end, so
-// a repeat writes none.
+// a repeat writes none; records the execution leaves RUNNING end with it
+// (domain.LeftRunning), so no node outlives its run.
 func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
 	var dropped int64
@@ -797,6 +798,14 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 		} else {
 			found = true
 			if err := s.recordNodes(ctx, tx, id, nodes); err != nil {
+				return err
+			}
+			var reason string
+			if errMsg != nil {
+				reason = *errMsg
+			}
+			left, leftErr := domain.LeftRunning(status, reason)
+			if err := s.q.NodesEndRunning(ctx, tx, dbsqlc.NodesEndRunningParams{ExecutionID: id, Status: string(left), Error: &leftErr}); err != nil {
 				return err
 			}
 			// The end's webhook deliveries commit with the end itself.

@@ -245,6 +245,9 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	d.StaleAfter = e.duration("SLUICE_DISPATCH_STALE_AFTER", d.StaleAfter, time.Second)
 	d.ReconcileAfter = e.duration("SLUICE_DISPATCH_RECONCILE_AFTER", d.ReconcileAfter, 0)
 	d.StuckStartAfter = e.duration("SLUICE_STUCK_START_AFTER", d.StuckStartAfter, 0)
+	// Each look is one visibility query; faster than 100 ms would only
+	// load Temporal.
+	d.CloseWatchInterval = e.duration("SLUICE_CLOSE_WATCH_INTERVAL", d.CloseWatchInterval, 100*time.Millisecond)
 	// Retries wait at least one poll interval, so wake-ups cannot burn the
 	// attempts in a burst.
 	d.Backoff.Base = max(d.PollInterval, e.duration("SLUICE_DISPATCH_BACKOFF_BASE", d.PollInterval, 10*time.Millisecond))
@@ -303,6 +306,9 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	w.Limits.PayloadLimit = e.integer("SLUICE_ENGINE_PAYLOAD_LIMIT", w.Limits.PayloadLimit, 1024, 2_000_000)
 	// Temporal ends a workflow whose history passes 50 MB.
 	w.Limits.HistoryLimit = e.integer("SLUICE_ENGINE_HISTORY_LIMIT", w.Limits.HistoryLimit, 1<<20, 45<<20)
+	// Temporal ends a workflow whose history passes 51,200 events; the
+	// run needs some below it to end itself.
+	w.Limits.HistoryEventsLimit = e.integer("SLUICE_ENGINE_HISTORY_EVENTS_LIMIT", w.Limits.HistoryEventsLimit, 1000, 48_000)
 	// Temporal refuses a workflow task's reply over 4 MiB (gRPC's message
 	// limit); a task must hold at least one node's payload.
 	w.Limits.TaskLimit = e.integer("SLUICE_ENGINE_TASK_LIMIT", w.Limits.TaskLimit, w.Limits.PayloadLimit+1024, 3840<<10)
@@ -311,6 +317,13 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		e.bad("SLUICE_OUTBOUND_PAUSE_MAX", w.Limits.OutboundPauses.Max.String(), "want at most "+maxOutboundPause.String())
 	}
 	w.Limits.OutboundPauses.HostsMax = e.integer("SLUICE_OUTBOUND_PAUSED_HOSTS_MAX", w.Limits.OutboundPauses.HostsMax, 1, 10_000)
+	// A floor under 10 ms would let "Retry-After: 0" spin a node again.
+	w.Limits.OutboundPauses.Floor = e.duration("SLUICE_OUTBOUND_PAUSE_FLOOR", w.Limits.OutboundPauses.Floor, 10*time.Millisecond)
+	if w.Limits.OutboundPauses.Floor > w.Limits.OutboundPauses.Max {
+		e.bad("SLUICE_OUTBOUND_PAUSE_FLOOR", w.Limits.OutboundPauses.Floor.String(), "want at most SLUICE_OUTBOUND_PAUSE_MAX ("+w.Limits.OutboundPauses.Max.String()+")")
+	}
+	// Each round is a call to the host and a dozen history events.
+	w.Limits.OutboundPauses.Rounds = e.integer("SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS", w.Limits.OutboundPauses.Rounds, 1, 1000)
 	c.Worker = w
 	c.RecordValueMax = e.integer("SLUICE_RECORD_VALUE_MAX", domain.DefaultRecordValueMax, 1<<10, 1<<20)
 

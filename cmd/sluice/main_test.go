@@ -38,33 +38,37 @@ func TestEveryRoleWiresUp(t *testing.T) {
 func TestConfigNamesEveryBadVariable(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"SLUICE_DISPATCH_BATCH_SIZE":       "zero",
-		"SLUICE_DISPATCH_POLL_INTERVAL":    "5",
-		"SLUICE_WORKER_QUEUES":             "workflows,emails",
-		"SLUICE_ADMIN_TOKEN":               "short",
-		"SLUICE_NODES_IN_FLIGHT":           "FREE=0",
-		"SLUICE_ENGINE_PAYLOAD_LIMIT":      "3000000",
-		"SLUICE_ENGINE_HISTORY_LIMIT":      "60000000",
-		"SLUICE_NODE_TEMPLATE_BUDGET":      "12",
-		"SLUICE_HTTP_NODE_ALLOW":           "10.0.0.0/99",
-		"SLUICE_HTTP_NODE_PROXY":           "ftp://proxy.internal",
-		"SLUICE_QUOTA_STORED_ITEMS":        "PRO=-1",
-		"SLUICE_QUOTA_DEFINITION_VERSIONS": "GOLD=1",
-		"SLUICE_RETENTION_DAYS":            "FREE=0",
-		"SLUICE_RETENTION_BATCH_SIZE":      "0",
-		"SLUICE_API_WORKSPACE_RATE":        "0",
-		"SLUICE_API_WORKSPACE_CONCURRENCY": "10",
-		"SLUICE_API_DB_WAIT":               "1ms",
-		"SLUICE_API_STATEMENT_TIMEOUT":     "5",
-		"SLUICE_WORKSPACE_NODES_IN_FLIGHT": "PRO=x",
-		"SLUICE_ENGINE_TASK_LIMIT":         "5000000",
-		"SLUICE_RECORD_VALUE_MAX":          "12",
-		"SLUICE_WORKER_POLLERS_MIN":        "0",
-		"SLUICE_WORKER_POLLERS_MAX":        "1001",
-		"SLUICE_WORKER_POLLERS_INITIAL":    "many",
-		"SLUICE_API_KEY_CACHE_TTL":         "1ms",
-		"SLUICE_API_KEY_CACHE_SIZE":        "0",
-		"SLUICE_STREAM_WRITE_TIMEOUT":      "forever",
+		"SLUICE_DISPATCH_BATCH_SIZE":         "zero",
+		"SLUICE_DISPATCH_POLL_INTERVAL":      "5",
+		"SLUICE_WORKER_QUEUES":               "workflows,emails",
+		"SLUICE_ADMIN_TOKEN":                 "short",
+		"SLUICE_NODES_IN_FLIGHT":             "FREE=0",
+		"SLUICE_ENGINE_PAYLOAD_LIMIT":        "3000000",
+		"SLUICE_ENGINE_HISTORY_LIMIT":        "60000000",
+		"SLUICE_ENGINE_HISTORY_EVENTS_LIMIT": "51200",
+		"SLUICE_OUTBOUND_PAUSE_FLOOR":        "1ms",
+		"SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS": "0",
+		"SLUICE_CLOSE_WATCH_INTERVAL":        "1ms",
+		"SLUICE_NODE_TEMPLATE_BUDGET":        "12",
+		"SLUICE_HTTP_NODE_ALLOW":             "10.0.0.0/99",
+		"SLUICE_HTTP_NODE_PROXY":             "ftp://proxy.internal",
+		"SLUICE_QUOTA_STORED_ITEMS":          "PRO=-1",
+		"SLUICE_QUOTA_DEFINITION_VERSIONS":   "GOLD=1",
+		"SLUICE_RETENTION_DAYS":              "FREE=0",
+		"SLUICE_RETENTION_BATCH_SIZE":        "0",
+		"SLUICE_API_WORKSPACE_RATE":          "0",
+		"SLUICE_API_WORKSPACE_CONCURRENCY":   "10",
+		"SLUICE_API_DB_WAIT":                 "1ms",
+		"SLUICE_API_STATEMENT_TIMEOUT":       "5",
+		"SLUICE_WORKSPACE_NODES_IN_FLIGHT":   "PRO=x",
+		"SLUICE_ENGINE_TASK_LIMIT":           "5000000",
+		"SLUICE_RECORD_VALUE_MAX":            "12",
+		"SLUICE_WORKER_POLLERS_MIN":          "0",
+		"SLUICE_WORKER_POLLERS_MAX":          "1001",
+		"SLUICE_WORKER_POLLERS_INITIAL":      "many",
+		"SLUICE_API_KEY_CACHE_TTL":           "1ms",
+		"SLUICE_API_KEY_CACHE_SIZE":          "0",
+		"SLUICE_STREAM_WRITE_TIMEOUT":        "forever",
 		// Retired for SLUICE_ENGINE_PAYLOAD_LIMIT: refused, not ignored,
 		// whatever its value.
 		"SLUICE_NODE_OUTPUT_MAX": "1572864",
@@ -111,7 +115,8 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	}
 	l := cfg.Worker.Limits
 	if l.NodesInFlight[domain.PlanFree] != 4 || l.NodesInFlight[domain.PlanPro] != 10 || l.NodesInFlight[domain.PlanEnterprise] != 25 ||
-		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit || l.TaskLimit != engine.DefaultTaskLimit {
+		l.PayloadLimit != engine.DefaultPayloadLimit || l.HistoryLimit != engine.DefaultHistoryLimit || l.TaskLimit != engine.DefaultTaskLimit ||
+		l.HistoryEventsLimit != engine.DefaultHistoryEventsLimit || l.OutboundPauses != domain.DefaultOutboundPauses() {
 		t.Errorf("engine limits = %+v", l)
 	}
 	if !reflect.DeepEqual(l.WorkspaceNodesInFlight, map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}) {

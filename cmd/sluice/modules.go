@@ -455,10 +455,11 @@ func runDispatcher(p dispatcherParams) {
 	}
 	recovery := app.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
 	reconciler := app.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
-		FailStuckStartsAfter(d.StuckStartAfter)
+		FailStuckStartsAfter(d.StuckStartAfter).
+		WatchClosed(p.Engine, app.MaintenanceSchedule{Interval: d.CloseWatchInterval, LeaseAtMostFor: m.LeaseAtMostFor, LeaseAtLeastFor: d.CloseWatchInterval / 2})
 	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
 		log.With("job", app.ScheduleFiringLeaseName))
-	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, firing.Run}
+	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, reconciler.RunCloseWatch, firing.Run}
 	if p.QueueLease != nil {
 		loops = append(loops, p.QueueLease.Run)
 	}
@@ -473,10 +474,12 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	log = log.With("component", "worker")
 	n := cfg.Nodes
 	log.Info("node limits", "template_budget", n.TemplateBudget, "payload_limit", cfg.Worker.Limits.PayloadLimit,
-		"task_limit", cfg.Worker.Limits.TaskLimit, "record_value_max", cfg.RecordValueMax,
+		"task_limit", cfg.Worker.Limits.TaskLimit, "history_limit", cfg.Worker.Limits.HistoryLimit,
+		"history_events_limit", cfg.Worker.Limits.HistoryEventsLimit, "record_value_max", cfg.RecordValueMax,
 		"response_body_max", n.ResponseBodyMax, "response_headers_max", n.ResponseHeadersMax, "proxy", n.Proxy != nil)
 	log.Info("outbound pauses", "pause_max", cfg.Worker.Limits.OutboundPauses.Max.String(),
-		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax)
+		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax, "pause_floor", cfg.Worker.Limits.OutboundPauses.Floor.String(),
+		"retry_after_rounds", cfg.Worker.Limits.OutboundPauses.Rounds)
 	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store)), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store), engine.WithOutboundGate(store),
 		engine.WithOutboundMetrics(engine.NewOutboundMetrics(reg)))

@@ -51,3 +51,10 @@ FROM (SELECT unnest(@node_keys::text[]) AS node_key, unnest(@node_types::text[])
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
     attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt), completed_at = now();
+
+-- name: NodesEndRunning :exec
+-- Ends the records an execution left RUNNING as it ended (domain.LeftRunning):
+-- a range of the (execution_id, node_key) unique index.
+UPDATE workflow_execution_nodes
+SET status = @status, error = @error, completed_at = now()
+WHERE execution_id = @execution_id AND status = 'RUNNING';

@@ -209,6 +209,28 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		}
 	})
 
+	t.Run("FinishExecutionEndsTheNodesItLeavesRunning", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		if err := f.Store.RecordNodes(ctx, run.ExecutionID, []domain.NodeRecord{
+			{Key: "left", Type: domain.NodeHTTPRequest, Status: domain.NodeRunning, Attempt: 1, StartedAt: &at},
+			{Key: "done", Type: domain.NodeTransform, Status: domain.NodeCompleted, Attempt: 1, Output: json.RawMessage(`1`)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		msg := "workflow terminated outside Sluice"
+		if found, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionFailed, &msg, keep); err != nil || !found {
+			t.Fatalf("finishing: found %v, %v", found, err)
+		}
+		wantStatus, wantErr := domain.LeftRunning(domain.ExecutionFailed, msg)
+		if n := node(t, f.Store, run.ExecutionID, "left"); n.Status != wantStatus || n.Error == nil || *n.Error != wantErr {
+			t.Errorf("the node left RUNNING ended %s (%v), want %s (%q)", n.Status, n.Error, wantStatus, wantErr)
+		}
+		if n := node(t, f.Store, run.ExecutionID, "done"); n.Status != domain.NodeCompleted || n.Error != nil {
+			t.Errorf("the completed node became %s (%v), want it kept COMPLETED", n.Status, n.Error)
+		}
+	})
+
 	t.Run("FinishExecutionPersistsWhatSettleDecides", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {

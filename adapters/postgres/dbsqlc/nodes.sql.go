@@ -108,6 +108,25 @@ func (q *Queries) NodeStart(ctx context.Context, db DBTX, arg NodeStartParams) (
 	return i, err
 }
 
+const nodesEndRunning = `-- name: NodesEndRunning :exec
+UPDATE workflow_execution_nodes
+SET status = $1, error = $2, completed_at = now()
+WHERE execution_id = $3 AND status = 'RUNNING'
+`
+
+type NodesEndRunningParams struct {
+	Status      string
+	Error       *string
+	ExecutionID domain.ID
+}
+
+// Ends the records an execution left RUNNING as it ended (domain.LeftRunning):
+// a range of the (execution_id, node_key) unique index.
+func (q *Queries) NodesEndRunning(ctx context.Context, db DBTX, arg NodesEndRunningParams) error {
+	_, err := db.Exec(ctx, nodesEndRunning, arg.Status, arg.Error, arg.ExecutionID)
+	return err
+}
+
 const nodesFinish = `-- name: NodesFinish :exec
 INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at)
 SELECT gen_random_uuid(), $1::uuid, r.node_key, r.node_type, r.status, r.attempt, NULL::jsonb, nullif(r.output, '')::jsonb,
