@@ -2,7 +2,6 @@ package main
 
 import (
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,21 +177,6 @@ func TestConfigServesProfilesOnlyBehindTheAdminToken(t *testing.T) {
 	delete(env, "SLUICE_ADMIN_PPROF")
 	if cfg, err = LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, false); err != nil || cfg.profilesToken() != "" {
 		t.Errorf("profiles off: token %q, err %v, want none", cfg.profilesToken(), err)
-	}
-}
-
-func TestVersionNamesTheBuildsVersionAndRevision(t *testing.T) {
-	var out strings.Builder
-	printVersion(&out)
-	if !regexp.MustCompile(`^sluice \S+ \(revision \S+\)\n$`).MatchString(out.String()) {
-		t.Errorf("sluice version printed %q, want `sluice <version> (revision <revision>)`", out.String())
-	}
-	version, revision = "v1.2.3", "0123abc"
-	t.Cleanup(func() { version, revision = "", "" })
-	out.Reset()
-	printVersion(&out)
-	if out.String() != "sluice v1.2.3 (revision 0123abc)\n" {
-		t.Errorf("with link-time values, sluice version printed %q", out.String())
 	}
 }
 
