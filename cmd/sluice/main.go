@@ -8,18 +8,20 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/sluicehq/sluice/cmd/sluice/service"
 )
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, usage)
+		fmt.Fprintln(os.Stderr, service.Usage)
 		os.Exit(2)
 	}
 	if os.Args[1] == "version" {
 		printVersion(os.Stdout)
 		return
 	}
-	if err := run(os.Args[1]); err != nil {
+	if err := service.Run(os.Args[1]); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice:", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,3 @@
+package harness
+
+var OneTransform = map[string]any{"nodes": []any{Node("a", "TRANSFORM", map[string]any{"output": map[string]any{"k": "v"}})}}
