@@ -53,9 +53,11 @@ type Stack struct {
 	Pool       *pgxpool.Pool
 	Dispatcher *app.Dispatcher
 	URL        string
-	Contract   *contract
+	Contract   *Contract
 }
 
+// TestLog is the logger the in-process servers log to: discarded, or
+// debug lines on stderr when SLUICE_TEST_LOG is set.
 func TestLog() *slog.Logger {
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -84,10 +86,13 @@ func TemporalAddress(t testing.TB) string {
 	return RequireEnv(t, "TEMPORAL_ADDRESS")
 }
 
+// NoWakeups wakes a dispatcher never, so a test drives its batches by hand.
 type NoWakeups struct{}
 
+// C is a nil channel, which never delivers.
 func (NoWakeups) C() <-chan struct{} { return nil }
 
+// NewStack starts a Stack with the default quotas and request limits.
 func NewStack(t *testing.T) *Stack {
 	t.Helper()
 	return NewStackWithQuotas(t, domain.DefaultQuotas())
@@ -209,24 +214,26 @@ func init() {
 	})
 }
 
-// contract checks exchanges against openapi.yaml, as loaded from the
+// Contract checks exchanges against openapi.yaml, as loaded from the
 // embedded spec the server publishes, and remembers which operations
 // answered which statuses.
-type contract struct {
+type Contract struct {
 	router routers.Router
 	mu     sync.Mutex
 	seen   map[string][]int // operationId -> statuses, in order
 	Ops    []string         // every operationId of the spec
 }
 
-func NewContract(t *testing.T) *contract {
+// NewContract loads the embedded spec into a Contract that has seen
+// nothing yet.
+func NewContract(t *testing.T) *Contract {
 	t.Helper()
 	loader := openapi3.NewLoader()
 	spec, err := loader.LoadFromData(sluice.OpenAPISpec)
 	if err != nil {
 		t.Fatalf("loading openapi.yaml: %v", err)
 	}
-	if err := spec.Validate(loader.Context); err != nil {
+	if err = spec.Validate(loader.Context); err != nil {
 		t.Fatalf("openapi.yaml is not a valid OpenAPI document: %v", err)
 	}
 	// Match by path whatever host the test server listens on.
@@ -235,7 +242,7 @@ func NewContract(t *testing.T) *contract {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &contract{router: router, seen: map[string][]int{}}
+	c := &Contract{router: router, seen: map[string][]int{}}
 	for _, item := range spec.Paths.Map() {
 		for _, op := range item.Operations() {
 			c.Ops = append(c.Ops, op.OperationID)
@@ -252,14 +259,14 @@ var formats = openapi3.WithStringFormatValidators(map[string]openapi3.StringForm
 	"date-time": openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringDateTime),
 })
 
-func (c *contract) record(op string, status int) {
+func (c *Contract) record(op string, status int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seen[op] = append(c.seen[op], status)
 }
 
 // Statuses returns the statuses each operation has answered so far.
-func (c *contract) Statuses() map[string][]int {
+func (c *Contract) Statuses() map[string][]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string][]int, len(c.seen))
@@ -277,10 +284,12 @@ func (c *contract) Statuses() map[string][]int {
 // title, a detail and the status repeated in the body.
 type CheckingTransport struct {
 	T        testing.TB
-	Contract *contract
+	Contract *Contract
 	Next     http.RoundTripper
 }
 
+// RoundTrip sends the request and fails the test unless the request and
+// its answer are what the spec allows.
 func (ct *CheckingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ct.T.Helper()
 	var reqBody []byte
@@ -382,6 +391,8 @@ func Reader(t *testing.T) func(*http.Response, error) Answer {
 	}
 }
 
+// Read reads a whole answer and its problem, failing the test if the
+// request failed.
 func Read(t *testing.T, resp *http.Response, err error) Answer {
 	t.Helper()
 	if err != nil {
@@ -416,6 +427,7 @@ func (a Answer) FieldPaths() []string {
 	return out
 }
 
+// Bearer sends token as the request's bearer token.
 func Bearer(token string) client.RequestEditorFn {
 	return func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+token)
@@ -423,6 +435,7 @@ func Bearer(token string) client.RequestEditorFn {
 	}
 }
 
+// Ptr points at a copy of v, for the generated client's optional fields.
 func Ptr[T any](v T) *T { return &v }
 
 // RawInput encodes an enqueue input.

@@ -7,8 +7,8 @@ import (
 	"github.com/sluicehq/sluice/ports/porttest"
 )
 
-// nodeRun is an execution as the API shows it, with its node records.
-type nodeRun struct {
+// NodeRun is an execution as the API shows it, with its node records.
+type NodeRun struct {
 	Status string `json:"status"`
 	Error  *string
 	Nodes  []struct {
@@ -20,7 +20,7 @@ type nodeRun struct {
 }
 
 // Node returns the record of key, or fails the test.
-func (r nodeRun) Node(t *testing.T, key string) (status string, output any) {
+func (r NodeRun) Node(t *testing.T, key string) (status string, output any) {
 	t.Helper()
 	for _, n := range r.Nodes {
 		if n.Key == key {
@@ -56,11 +56,11 @@ func StartGraph(t *testing.T, base, plan string, graph map[string]any, input any
 }
 
 // WaitRun polls the execution until done holds, and returns it.
-func WaitRun(t *testing.T, base, execID string, within time.Duration, what string, done func(nodeRun) bool) nodeRun {
+func WaitRun(t *testing.T, base, execID string, within time.Duration, what string, done func(NodeRun) bool) NodeRun {
 	t.Helper()
-	var run nodeRun
+	var run NodeRun
 	porttest.Eventually(t, within, porttest.Holds(what, func() bool {
-		run = nodeRun{}
+		run = NodeRun{}
 		Call(t, "GET", base+"/api/v1/workflow/executions/"+execID, TestAdminToken, nil, &run)
 		return done(run)
 	}))
@@ -68,8 +68,8 @@ func WaitRun(t *testing.T, base, execID string, within time.Duration, what strin
 }
 
 // NodeIs reports whether the run has a record of key in status.
-func NodeIs(key, status string) func(nodeRun) bool {
-	return func(r nodeRun) bool {
+func NodeIs(key, status string) func(NodeRun) bool {
+	return func(r NodeRun) bool {
 		for _, n := range r.Nodes {
 			if n.Key == key && n.Status == status {
 				return true
@@ -79,8 +79,9 @@ func NodeIs(key, status string) func(nodeRun) bool {
 	}
 }
 
-func StatusIs(status string) func(nodeRun) bool {
-	return func(r nodeRun) bool { return r.Status == status }
+// StatusIs is done once the run has the status.
+func StatusIs(status string) func(NodeRun) bool {
+	return func(r NodeRun) bool { return r.Status == status }
 }
 
 // DefineIn creates a definition of graph in workspace ws and returns its id.

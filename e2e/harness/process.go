@@ -74,6 +74,7 @@ func StartFaultRole(t *testing.T, name string, env []string) *FaultRole {
 	return r
 }
 
+// Alive says whether the process has not exited yet.
 func (r *FaultRole) Alive() bool {
 	select {
 	case <-r.Done:

@@ -22,6 +22,7 @@ func NewE2E(t testing.TB, base string) *E2E {
 	return NewE2EWithPlan(t, base, "ENTERPRISE")
 }
 
+// NodeRecord is one node's record as the API shows it.
 type NodeRecord struct {
 	Key         string          `json:"key"`
 	Status      string          `json:"status"`
@@ -33,6 +34,7 @@ type NodeRecord struct {
 	CompletedAt *time.Time      `json:"completedAt"`
 }
 
+// Execution is a run as the API shows it, with its node records.
 type Execution struct {
 	ID     string       `json:"id"`
 	Status string       `json:"status"`
@@ -40,6 +42,7 @@ type Execution struct {
 	Nodes  []NodeRecord `json:"nodes"`
 }
 
+// Node returns the record of the node with key, or an empty record.
 func (e *Execution) Node(key string) NodeRecord {
 	for _, n := range e.Nodes {
 		if n.Key == key {
@@ -53,7 +56,7 @@ func (e *Execution) Node(key string) NodeRecord {
 // execution id once dispatched.
 //
 // Each start gets a workspace of its own, so its execution is the only one
-// there (see executionOf).
+// there (see ExecutionOf).
 func (e *E2E) Start(graph map[string]any, input map[string]any) string {
 	e.T.Helper()
 	e.Ws = NewE2E(e.T, e.Base).Ws
@@ -82,6 +85,8 @@ func (e *E2E) StartIn(graph map[string]any, input map[string]any) string {
 	return ExecutionOf(t, e.Base, e.Ws, q.QueueID)
 }
 
+// WaitFor polls the execution until it has one of statuses, failing the
+// test at the deadline.
 func (e *E2E) WaitFor(execID string, statuses ...string) Execution {
 	e.T.Helper()
 	var ex Execution
@@ -98,10 +103,12 @@ func (e *E2E) WaitFor(execID string, statuses ...string) Execution {
 	return ex
 }
 
+// Node is a graph's node of a type with its config.
 func Node(key, typ string, cfg map[string]any) map[string]any {
 	return map[string]any{"key": key, "type": typ, "config": cfg}
 }
 
+// Edge is a graph's edge from one node key to another.
 func Edge(from, to string) map[string]any { return map[string]any{"from": from, "to": to} }
 
 // runningApp is a started sluice and its database.

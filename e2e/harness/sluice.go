@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/ports/porttest"
 )
 
+// TestAdminToken is the admin token of the servers StartSluice starts.
 const TestAdminToken = "e2e-admin-token-0123456789"
 
 // StartSluice runs `sluice all` in-process against a fresh database on the

@@ -6,6 +6,8 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
+// TemporalClient connects to the Temporal server at hostPort, closed when
+// the test ends.
 func TemporalClient(t *testing.T, hostPort string) client.Client {
 	t.Helper()
 	c, err := client.NewLazyClient(client.Options{HostPort: hostPort, Namespace: "default", Logger: NopLogger{}})

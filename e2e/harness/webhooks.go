@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// webhookReceiver is a local HTTPS receiver that records what it is sent
+// WebhookReceiver is a local HTTPS receiver that records what it is sent
 // and answers with what answer says for the nth request (from 1).
-type webhookReceiver struct {
+type WebhookReceiver struct {
 	Srv    *httptest.Server
 	Mu     sync.Mutex
 	Bodies [][]byte
@@ -22,9 +22,10 @@ type webhookReceiver struct {
 	Times  []time.Time
 }
 
-func NewWebhookReceiver(t *testing.T, answer func(n int, r *http.Request) int) *webhookReceiver {
+// NewWebhookReceiver starts a WebhookReceiver, closed when the test ends.
+func NewWebhookReceiver(t *testing.T, answer func(n int, r *http.Request) int) *WebhookReceiver {
 	t.Helper()
-	rc := &webhookReceiver{}
+	rc := &WebhookReceiver{}
 	rc.Srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		rc.Mu.Lock()
@@ -39,7 +40,8 @@ func NewWebhookReceiver(t *testing.T, answer func(n int, r *http.Request) int) *
 	return rc
 }
 
-func (rc *webhookReceiver) Count() int {
+// Count is how many requests the receiver has had.
+func (rc *WebhookReceiver) Count() int {
 	rc.Mu.Lock()
 	defer rc.Mu.Unlock()
 	return len(rc.Bodies)

@@ -29,7 +29,7 @@ type configVar struct {
 // configVars declares every variable, in the order the docs list them.
 // Adding one is a row here, its read in LoadConfig, and its row in
 // docs/configuration.md (regenerate it with
-// SLUICE_WRITE_DOCS=1 go test -run TestConfigurationDocIsTheTable ./cmd/sluice/).
+// SLUICE_WRITE_DOCS=1 go test -run TestConfigurationDocIsTheTable ./cmd/sluice/service/).
 var configVars = []configVar{
 	{Name: "DATABASE_URL", Roles: "every", Default: "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable", Meaning: "the PostgreSQL database; `pool_max_conns` in it sizes the pool"},
 	{Name: "TEMPORAL_ADDRESS", Roles: "every", Default: "127.0.0.1:7233", Meaning: "Temporal's frontend"},
@@ -147,7 +147,7 @@ var declaredVars = func() map[string]bool {
 // variable cannot be added to LoadConfig without its row and its docs.
 func (e *env) get(name string) (string, bool) {
 	if !declaredVars[name] {
-		e.errs = append(e.errs, fmt.Errorf("%s: read but not declared in configVars (cmd/sluice/config_vars.go)", name))
+		e.errs = append(e.errs, fmt.Errorf("%s: read but not declared in configVars (cmd/sluice/service/config_vars.go)", name))
 	}
 	return e.lookup(name)
 }

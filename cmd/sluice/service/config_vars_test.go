@@ -12,8 +12,8 @@ import (
 // the markers around the generated part.
 const (
 	configDoc        = "../../../docs/configuration.md"
-	configTableBegin = "<!-- generated from cmd/sluice/config_vars.go: begin -->"
-	configTableEnd   = "<!-- generated from cmd/sluice/config_vars.go: end -->"
+	configTableBegin = "<!-- generated from cmd/sluice/service/config_vars.go: begin -->"
+	configTableEnd   = "<!-- generated from cmd/sluice/service/config_vars.go: end -->"
 )
 
 // recordingLookup answers from env and records every name asked for.
@@ -188,7 +188,7 @@ func TestConfigurationDocIsTheTable(t *testing.T) {
 			w = wantLines[i]
 		}
 		if g != w {
-			t.Fatalf("%s is not the table configVars renders; first difference at row %d:\n doc:   %s\n table: %s\nregenerate with SLUICE_WRITE_DOCS=1 go test -run TestConfigurationDocIsTheTable ./cmd/sluice/", configDoc, i+1, g, w)
+			t.Fatalf("%s is not the table configVars renders; first difference at row %d:\n doc:   %s\n table: %s\nregenerate with SLUICE_WRITE_DOCS=1 go test -run TestConfigurationDocIsTheTable ./cmd/sluice/service/", configDoc, i+1, g, w)
 		}
 	}
 }
