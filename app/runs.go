@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"slices"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -85,29 +83,40 @@ func (r *Runs) Graph(ctx context.Context, definitionID domain.ID, version int) (
 	return v.Graph, nil
 }
 
+// retryRecordsPage is how many of the original's node records a retry
+// reads at once: its memory is a page and the outputs it keeps, whatever
+// the size of the run (a FOR_EACH's thousands of iteration records).
+const retryRecordsPage = 256
+
 // RetryOutputs names retryOf as the execution id retries and returns the
 // outputs id reuses: those of retryOf's COMPLETED nodes
 // (domain.NodeRecord.ReusableOutput), in key order while they fit in
 // limit bytes together. A node whose output was truncated at the record
-// bound, or past limit, is left out and so runs again.
+// bound, or past limit, is left out and so runs again. A retryOf that is
+// gone is ports.ErrNotFound.
 func (r *Runs) RetryOutputs(ctx context.Context, id, retryOf domain.ID, limit int) (map[string]json.RawMessage, error) {
-	_, nodes, err := r.store.GetExecution(ctx, retryOf)
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(nodes, func(a, b domain.NodeRecord) int { return strings.Compare(a.Key, b.Key) })
-	out := map[string]json.RawMessage{}
-	size := 0
-	for _, n := range nodes {
-		raw, ok := n.ReusableOutput()
-		if !ok || size+len(raw) > limit {
-			continue
-		}
-		size += len(raw)
-		out[n.Key] = raw
-	}
 	if err := r.store.SetRetryOf(ctx, id, retryOf); err != nil {
 		return nil, err
+	}
+	out := map[string]json.RawMessage{}
+	size := 0
+	for after := ""; size < limit; {
+		nodes, err := r.store.ListNodes(ctx, retryOf, retryRecordsPage, after)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nodes {
+			raw, ok := n.ReusableOutput()
+			if !ok || size+len(raw) > limit {
+				continue
+			}
+			size += len(raw)
+			out[n.Key] = raw
+		}
+		if len(nodes) < retryRecordsPage {
+			break
+		}
+		after = nodes[len(nodes)-1].Key
 	}
 	return out, nil
 }

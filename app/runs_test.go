@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +203,67 @@ func TestRunsCompleteSettlesTheItemByTheOutcome(t *testing.T) {
 	}
 	if store.errMsg != nil || store.settled != ports.SettleDelete {
 		t.Errorf("completion: error %v, settlement %d; want none and delete", store.errMsg, store.settled)
+	}
+}
+
+// retryRecords is an ExecutionStore fake holding one original's node
+// records, paged as the port says, and counting the widest page asked.
+type retryRecords struct {
+	ports.ExecutionStore
+	nodes      []domain.NodeRecord // in key order
+	widest     int
+	pages      int
+	linkedGone bool
+}
+
+func (s *retryRecords) SetRetryOf(context.Context, domain.ID, domain.ID) error {
+	if s.linkedGone {
+		return ports.ErrNotFound
+	}
+	return nil
+}
+
+func (s *retryRecords) ListNodes(_ context.Context, _ domain.ID, limit int, after string) ([]domain.NodeRecord, error) {
+	s.pages++
+	s.widest = max(s.widest, limit)
+	i, _ := slices.BinarySearchFunc(s.nodes, after, func(n domain.NodeRecord, k string) int { return strings.Compare(n.Key, k) })
+	for i < len(s.nodes) && s.nodes[i].Key <= after {
+		i++
+	}
+	return s.nodes[i:min(len(s.nodes), i+limit)], nil
+}
+
+// TestARetryReadsItsOriginalsRecordsAPageAtATime: an original with
+// thousands of records (a FOR_EACH's iterations) is read in pages of
+// retryRecordsPage, never whole, and the outputs kept are the COMPLETED
+// ones that fit the limit, in key order, as before.
+func TestARetryReadsItsOriginalsRecordsAPageAtATime(t *testing.T) {
+	t.Parallel()
+	store := &retryRecords{}
+	for i := range 5 * retryRecordsPage {
+		n := domain.NodeRecord{Key: fmt.Sprintf("n%05d", i), Status: domain.NodeCompleted, Output: json.RawMessage(`"0123456789"`)}
+		if i%2 == 1 {
+			n.Status = domain.NodeFailed
+		}
+		store.nodes = append(store.nodes, n)
+	}
+	runs := NewRuns(store, discard())
+	// Room for 300 outputs of 12 bytes: the first 300 COMPLETED nodes.
+	out, err := runs.RetryOutputs(context.Background(), domain.ID(uuid.New()), domain.ID(uuid.New()), 300*12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.widest > retryRecordsPage {
+		t.Errorf("read a page of %d records, want at most %d", store.widest, retryRecordsPage)
+	}
+	if len(out) != 300 || out["n00000"] == nil || out["n00598"] == nil || out["n00600"] != nil || out["n00001"] != nil {
+		t.Errorf("kept %d outputs, want the 300 COMPLETED ones from n00000 to n00598", len(out))
+	}
+	if store.pages > 3 {
+		t.Errorf("read %d pages, want to stop once the limit was full (3)", store.pages)
+	}
+	store.linkedGone = true
+	if _, err := runs.RetryOutputs(context.Background(), domain.ID(uuid.New()), domain.ID(uuid.New()), 100); !errors.Is(err, ports.ErrNotFound) {
+		t.Errorf("an original that is gone: %v, want ErrNotFound", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -65,6 +66,36 @@ func decodeSubWorkflowConfig(raw json.RawMessage, path string, ve *ValidationErr
 		c.Input = append(json.RawMessage(nil), bytes.TrimSpace(v)...)
 	}
 	return c
+}
+
+// PinnedVersion is a definition version that a SUB_WORKFLOW runs by
+// number.
+type PinnedVersion struct {
+	Definition ID
+	Version    int
+}
+
+// PinnedVersions lists, each once and in node order, the versions g's
+// SUB_WORKFLOW nodes pin by number: what must stay stored while g is, or
+// the runs of g would fail to load their child. A node following the
+// current version pins none; a config that does not decode (refused at
+// save) pins none.
+func (g Graph) PinnedVersions() []PinnedVersion {
+	var out []PinnedVersion
+	for _, n := range g.Nodes {
+		if n.Type != NodeSubWorkflow {
+			continue
+		}
+		c, err := DecodeSubWorkflowConfig(n.Config)
+		if err != nil || c.Version == 0 {
+			continue
+		}
+		p := PinnedVersion{Definition: c.Definition, Version: c.Version}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // SubWorkflowLoader returns the graph a SUB_WORKFLOW of the workspace

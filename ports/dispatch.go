@@ -195,7 +195,10 @@ type Wakeups interface {
 
 // ExecutionStore is the worker's side of storage.
 type ExecutionStore interface {
-	GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error)
+	// ListNodes returns up to limit node records of an execution in key
+	// order, after afterKey ("" for the first page): the worker reads a
+	// run's records a page at a time, so that no read grows with the run.
+	ListNodes(ctx context.Context, executionID domain.ID, limit int, afterKey string) ([]domain.NodeRecord, error)
 	GetDefinitionVersion(ctx context.Context, definitionID domain.ID, version int) (domain.DefinitionVersion, error)
 	// StartNode records a node run as RUNNING (or a retry's new attempt).
 	StartNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error
@@ -215,7 +218,8 @@ type ExecutionStore interface {
 	// found=false, with no execution or node written, when the execution
 	// was not RUNNING or missing: a repeat, logged by the caller.
 	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle SettleFunc, nodes ...domain.NodeRecord) (found bool, err error)
-	// SetRetryOf names the execution that execution id retries.
+	// SetRetryOf names the execution that execution id retries;
+	// ErrNotFound when either is gone.
 	SetRetryOf(ctx context.Context, id, retryOf domain.ID) error
 }
 

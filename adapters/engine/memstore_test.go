@@ -56,8 +56,35 @@ type completion struct {
 
 var _ ports.ExecutionStore = (*memStore)(nil)
 
-// SetRetryOf is not kept: the workflow tests check records, not links.
-func (s *memStore) SetRetryOf(context.Context, domain.ID, domain.ID) error { return nil }
+// SetRetryOf is not kept (the workflow tests check records, not links),
+// but refuses a link to or from an execution that is not stored, as the
+// Postgres store does.
+func (s *memStore) SetRetryOf(_ context.Context, id, retryOf domain.ID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.executions[id]
+	_, of := s.executions[retryOf]
+	if !ok || !of {
+		return ports.ErrNotFound
+	}
+	return nil
+}
+
+// ListNodes pages through an execution's records in key order.
+func (s *memStore) ListNodes(_ context.Context, executionID domain.ID, limit int, afterKey string) ([]domain.NodeRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var page []domain.NodeRecord
+	if e, ok := s.executions[executionID]; ok { // a missing one has no records, as in Postgres
+		for _, n := range e.nodes {
+			if n.Key > afterKey {
+				page = append(page, n)
+			}
+		}
+	}
+	slices.SortFunc(page, func(a, b domain.NodeRecord) int { return cmp.Compare(a.Key, b.Key) })
+	return page[:min(len(page), limit)], nil
+}
 
 // RecordNodes applies StartNode or FinishNode to each record.
 func (s *memStore) RecordNodes(_ context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
@@ -319,6 +346,13 @@ func TestMemStoreKeepsTheExecutionStoreContract(t *testing.T) {
 				return run
 			},
 			QueueItem: func(_ *testing.T, id domain.ID) (domain.QueueItem, bool) { return s.queueItem(id) },
+			Execution: func(t *testing.T, id domain.ID) domain.Execution {
+				e, _, err := s.GetExecution(context.Background(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e
+			},
 		}
 	})
 }

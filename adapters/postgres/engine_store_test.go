@@ -87,7 +87,7 @@ func TestRecordNodesWritesABatchInOneGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, nodes, err := store.GetExecution(ctx, item.ExecutionID)
+	nodes, err := store.ListNodes(ctx, item.ExecutionID, 100, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestRecordNodesWritesABatchInOneGo(t *testing.T) {
 	if err := store.RecordNodes(ctx, item.ExecutionID, []domain.NodeRecord{{Key: "wait", Type: domain.NodeDelay, Status: domain.NodeCompleted, Output: json.RawMessage(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	_, nodes, _ = store.GetExecution(ctx, item.ExecutionID)
+	nodes, _ = store.ListNodes(ctx, item.ExecutionID, 100, "")
 	for _, n := range nodes {
 		if n.Key == "wait" && (n.Status != domain.NodeCompleted || n.StartedAt == nil || n.CompletedAt == nil) {
 			t.Errorf("wait after finishing = %+v", n)
@@ -144,7 +144,11 @@ func TestFinishExecutionWritesItsLastRecordsOnlyOnce(t *testing.T) {
 	if err != nil || found {
 		t.Fatalf("repeating: found %v, %v", found, err)
 	}
-	exec, nodes, err := store.GetExecution(ctx, item.ExecutionID)
+	exec, err := store.GetExecutionWithoutNodes(ctx, item.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := store.ListNodes(ctx, item.ExecutionID, 100, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +183,13 @@ func TestStoreKeepsTheExecutionStoreContract(t *testing.T) {
 					t.Fatal(err)
 				}
 				return q, true
+			},
+			Execution: func(t *testing.T, id domain.ID) domain.Execution {
+				e, err := store.GetExecutionWithoutNodes(context.Background(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e
 			},
 		}
 	})

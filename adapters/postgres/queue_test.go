@@ -159,7 +159,7 @@ func (b *queueBench) item(t *testing.T, id domain.ID) (domain.QueueItem, bool) {
 // execution returns the status of the execution row, "" when there is none.
 func (b *queueBench) execution(t *testing.T, id domain.ID) domain.ExecutionStatus {
 	t.Helper()
-	e, _, err := b.store.GetExecution(context.Background(), id)
+	e, err := b.store.GetExecutionWithoutNodes(context.Background(), id)
 	if errors.Is(err, ports.ErrNotFound) {
 		return ""
 	}

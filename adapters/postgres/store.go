@@ -152,10 +152,30 @@ func (s *Store) CreateDefinition(ctx context.Context, d domain.Definition) (doma
 		}); err != nil {
 			return err
 		}
+		if err := s.insertPins(ctx, tx, r.ID, 1, d.Graph); err != nil {
+			return err
+		}
 		out = definitionFromRow(r, d.Graph)
 		return nil
 	})
 	return out, txErr
+}
+
+// insertPins writes the child versions a new version's SUB_WORKFLOW nodes
+// pin, so retention keeps them while the version is stored. A pinned
+// version that is gone (deleted since the save-time check read it) fails
+// the save with the foreign key, as a missing child should.
+func (s *Store) insertPins(ctx context.Context, tx pgx.Tx, definition domain.ID, version int32, g domain.Graph) error {
+	pins := g.PinnedVersions()
+	if len(pins) == 0 {
+		return nil
+	}
+	p := dbsqlc.DefinitionVersionPinsInsertParams{WorkflowDefinitionID: definition, Version: version}
+	for _, pin := range pins {
+		p.ChildDefinitionIds = append(p.ChildDefinitionIds, pin.Definition)
+		p.ChildVersions = append(p.ChildVersions, int32(pin.Version))
+	}
+	return interpretError(s.q.DefinitionVersionPinsInsert(ctx, tx, p))
 }
 
 func definitionFromRow(r dbsqlc.WorkflowDefinition, g domain.Graph) domain.Definition {
@@ -289,6 +309,9 @@ func (s *Store) AddDefinitionVersion(ctx context.Context, id domain.ID, g domain
 		}
 		r, err := s.q.DefinitionVersionInsert(ctx, tx, dbsqlc.DefinitionVersionInsertParams{WorkflowDefinitionID: id, Version: v, Graph: graph})
 		if err != nil {
+			return err
+		}
+		if err := s.insertPins(ctx, tx, id, v, g); err != nil {
 			return err
 		}
 		out = domain.DefinitionVersion{DefinitionID: id, Version: int(r.Version), Graph: g, CreatedAt: r.CreatedAt}
@@ -607,23 +630,17 @@ func executionFromRow(r dbsqlc.WorkflowExecution) domain.Execution {
 	}
 }
 
-// SetRetryOf names the execution id retries.
+// SetRetryOf names the execution id retries; ports.ErrNotFound when
+// either is gone.
 func (s *Store) SetRetryOf(ctx context.Context, id, retryOf domain.ID) error {
-	return interpretError(s.q.ExecutionSetRetryOf(ctx, s.pool, dbsqlc.ExecutionSetRetryOfParams{ID: id, RetryOf: &retryOf}))
-}
-
-// GetExecution loads an execution with all its node records (the
-// worker's port; the API pages through ListNodes).
-func (s *Store) GetExecution(ctx context.Context, id domain.ID) (domain.Execution, []domain.NodeRecord, error) {
-	r, err := s.q.ExecutionGet(ctx, s.pool, id)
+	n, err := s.q.ExecutionSetRetryOf(ctx, s.pool, dbsqlc.ExecutionSetRetryOfParams{ID: id, RetryOf: &retryOf})
 	if err != nil {
-		return domain.Execution{}, nil, interpretError(err)
+		return err
 	}
-	rows, err := s.q.NodesForExecution(ctx, s.pool, id)
-	if err != nil {
-		return domain.Execution{}, nil, err
+	if n == 0 {
+		return ports.ErrNotFound
 	}
-	return executionFromRow(r), nodesFromRows(rows), nil
+	return nil
 }
 
 func nodesFromRows(rows []dbsqlc.WorkflowExecutionNode) []domain.NodeRecord {

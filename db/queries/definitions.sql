@@ -8,6 +8,12 @@ INSERT INTO workflow_definition_versions (workflow_definition_id, version, graph
 VALUES (@workflow_definition_id, @version, @graph)
 RETURNING *;
 
+-- name: DefinitionVersionPinsInsert :exec
+-- The child versions a new version's SUB_WORKFLOW nodes pin by number
+-- (domain.Graph.PinnedVersions), written with it.
+INSERT INTO workflow_definition_version_pins (workflow_definition_id, version, child_definition_id, child_version)
+SELECT @workflow_definition_id, @version, unnest(@child_definition_ids::uuid[]), unnest(@child_versions::int[]);
+
 -- name: DefinitionGet :one
 SELECT * FROM workflow_definitions WHERE id = @id AND deleted_at IS NULL;
 

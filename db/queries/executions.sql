@@ -88,7 +88,9 @@ WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => @old
 ORDER BY e.started_at, e.id
 LIMIT @max_rows;
 
--- name: ExecutionSetRetryOf :exec
+-- name: ExecutionSetRetryOf :execrows
 -- Names the execution a retry retries, written by the retry's workflow
--- when it reads the outputs it reuses.
-UPDATE workflow_executions SET retry_of = @retry_of WHERE id = @id;
+-- before it reads the outputs it reuses; no row when the retried
+-- execution is gone (or the retry is).
+UPDATE workflow_executions e SET retry_of = @retry_of
+WHERE e.id = @id AND EXISTS (SELECT 1 FROM workflow_executions o WHERE o.id = @retry_of);

@@ -27,11 +27,6 @@ SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
 WHERE workflow_execution_nodes.status = 'RUNNING'
   AND workflow_execution_nodes.attempt <= EXCLUDED.attempt;
 
--- name: NodesForExecution :many
-SELECT * FROM workflow_execution_nodes
-WHERE execution_id = @execution_id
-ORDER BY started_at NULLS LAST, node_key;
-
 -- name: NodesPage :many
 -- One page of an execution's node records in key order after the cursor:
 -- a range of the (execution_id, node_key) unique index, so a page costs

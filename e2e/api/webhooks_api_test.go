@@ -12,10 +12,10 @@ import (
 	"github.com/sluicehq/sluice/e2e/harness"
 )
 
-// publicHookURL is a webhook target the guard accepts (TEST-NET-3 is not
-// among its refused ranges); the API tests run no sender, so nothing is
-// ever sent there.
-const publicHookURL = "https://203.0.113.10/hook"
+// publicHookURL is a webhook target the guard accepts, a public address
+// (the documentation ranges such as TEST-NET-3 are refused as special
+// purpose); the API tests run no sender, so nothing is ever sent there.
+const publicHookURL = "https://93.184.215.14/hook"
 
 // webhookFixture registers a webhook endpoint in ws with c and adds a
 // FAILED delivery of exec to it (as the sender leaves one that ran out of
@@ -94,9 +94,9 @@ func TestNegativeWebhookTargets(t *testing.T) {
 		{"https://169.254.169.254/latest/meta-data", "/url"},
 		{"https://[::ffff:10.1.2.3]/hook", "/url"},
 		{"https://localhost/hook", "/url"},
-		{"https://203.0.113.10:22/hook", "/url"},
-		{"http://203.0.113.10/hook", "/url"},
-		{"https://user:pw@203.0.113.10/hook", "/url"},
+		{"https://93.184.215.14:22/hook", "/url"},
+		{"http://93.184.215.14/hook", "/url"},
+		{"https://user:pw@93.184.215.14/hook", "/url"},
 	} {
 		ans := read(a.CreateWebhookEndpoint(ctx, client.CreateWebhookEndpointRequest{
 			WorkspaceID: w.wsA, URL: tc.url, Events: []client.WebhookEvent{client.ExecutionCompleted},

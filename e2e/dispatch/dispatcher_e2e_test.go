@@ -216,7 +216,7 @@ func TestDispatchClaimsABatchAndTheNextCycleTheRest(t *testing.T) {
 		if q.Status != domain.QueueDispatched || q.ExecutionID == nil || q.DispatchedAt == nil {
 			t.Fatalf("item %s = %s exec %v, want DISPATCHED with an execution", id, q.Status, q.ExecutionID)
 		}
-		e, _, err := b.store.GetExecution(context.Background(), *q.ExecutionID)
+		e, err := b.store.GetExecutionWithoutNodes(context.Background(), *q.ExecutionID)
 		if err != nil || e.Status != domain.ExecutionRunning || e.Version != 1 {
 			t.Fatalf("execution of %s = %+v, %v; want RUNNING version 1", id, e, err)
 		}
@@ -334,7 +334,7 @@ func TestRetryReusesTheExecutionIDAndSurvivesAShortOutage(t *testing.T) {
 		t.Fatalf("after a failed start: %+v", q)
 	}
 	firstExec := *q.ExecutionID
-	if _, _, err := b.store.GetExecution(context.Background(), firstExec); !errors.Is(err, ports.ErrNotFound) {
+	if _, err := b.store.GetExecutionWithoutNodes(context.Background(), firstExec); !errors.Is(err, ports.ErrNotFound) {
 		t.Fatalf("the failed try's execution row is still there (%v): it would hold the slot during the backoff", err)
 	}
 	if !q.AvailableAt.After(time.Now().Add(-time.Second)) {
@@ -505,7 +505,7 @@ func TestReconcilerRecordsWorkflowsTerminatedOutsideSluice(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("reconciled %d, %v; want 1", n, err)
 	}
-	e, _, err := b.store.GetExecution(ctx, *q.ExecutionID)
+	e, err := b.store.GetExecutionWithoutNodes(ctx, *q.ExecutionID)
 	if err != nil || e.Status != domain.ExecutionFailed || e.Error == nil {
 		t.Fatalf("execution = %+v %v; want FAILED with the reason", e, err)
 	}

@@ -31,6 +31,8 @@ type ExecutionStoreFixture struct {
 	NewRun func(t *testing.T, graph domain.Graph) Run
 	// QueueItem reads a queue item back; ok is false when it is gone.
 	QueueItem func(t *testing.T, id domain.ID) (item domain.QueueItem, ok bool)
+	// Execution reads an execution's row back.
+	Execution func(t *testing.T, id domain.ID) domain.Execution
 }
 
 // ExecutionStore runs the contract of ports.ExecutionStore against the
@@ -194,7 +196,8 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		if err != nil || found {
 			t.Fatalf("repeating: found %v, %v; want not found", found, err)
 		}
-		e, nodes, err := f.Store.GetExecution(ctx, run.ExecutionID)
+		e := f.Execution(t, run.ExecutionID)
+		nodes, err := f.Store.ListNodes(ctx, run.ExecutionID, 100, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +285,8 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		if !errors.Is(err, refused) {
 			t.Fatalf("finishing: %v, want the settle error", err)
 		}
-		e, nodes, err := f.Store.GetExecution(ctx, run.ExecutionID)
+		e := f.Execution(t, run.ExecutionID)
+		nodes, err := f.Store.ListNodes(ctx, run.ExecutionID, 100, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +302,7 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 // node reads one node record of an execution, failing when there is none.
 func node(t *testing.T, store ports.ExecutionStore, executionID domain.ID, key string) domain.NodeRecord {
 	t.Helper()
-	_, nodes, err := store.GetExecution(context.Background(), executionID)
+	nodes, err := store.ListNodes(context.Background(), executionID, 10_000, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -270,6 +270,30 @@ func (q *Queries) DefinitionVersionInsert(ctx context.Context, db DBTX, arg Defi
 	return i, err
 }
 
+const definitionVersionPinsInsert = `-- name: DefinitionVersionPinsInsert :exec
+INSERT INTO workflow_definition_version_pins (workflow_definition_id, version, child_definition_id, child_version)
+SELECT $1, $2, unnest($3::uuid[]), unnest($4::int[])
+`
+
+type DefinitionVersionPinsInsertParams struct {
+	WorkflowDefinitionID domain.ID
+	Version              int32
+	ChildDefinitionIds   []domain.ID
+	ChildVersions        []int32
+}
+
+// The child versions a new version's SUB_WORKFLOW nodes pin by number
+// (domain.Graph.PinnedVersions), written with it.
+func (q *Queries) DefinitionVersionPinsInsert(ctx context.Context, db DBTX, arg DefinitionVersionPinsInsertParams) error {
+	_, err := db.Exec(ctx, definitionVersionPinsInsert,
+		arg.WorkflowDefinitionID,
+		arg.Version,
+		arg.ChildDefinitionIds,
+		arg.ChildVersions,
+	)
+	return err
+}
+
 const definitionVersionsFound = `-- name: DefinitionVersionsFound :many
 SELECT v.workflow_definition_id, v.version
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS version) AS w

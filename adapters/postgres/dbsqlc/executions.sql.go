@@ -165,8 +165,9 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 	return items, nil
 }
 
-const executionSetRetryOf = `-- name: ExecutionSetRetryOf :exec
-UPDATE workflow_executions SET retry_of = $1 WHERE id = $2
+const executionSetRetryOf = `-- name: ExecutionSetRetryOf :execrows
+UPDATE workflow_executions e SET retry_of = $1
+WHERE e.id = $2 AND EXISTS (SELECT 1 FROM workflow_executions o WHERE o.id = $1)
 `
 
 type ExecutionSetRetryOfParams struct {
@@ -175,10 +176,14 @@ type ExecutionSetRetryOfParams struct {
 }
 
 // Names the execution a retry retries, written by the retry's workflow
-// when it reads the outputs it reuses.
-func (q *Queries) ExecutionSetRetryOf(ctx context.Context, db DBTX, arg ExecutionSetRetryOfParams) error {
-	_, err := db.Exec(ctx, executionSetRetryOf, arg.RetryOf, arg.ID)
-	return err
+// before it reads the outputs it reuses; no row when the retried
+// execution is gone (or the retry is).
+func (q *Queries) ExecutionSetRetryOf(ctx context.Context, db DBTX, arg ExecutionSetRetryOfParams) (int64, error) {
+	result, err := db.Exec(ctx, executionSetRetryOf, arg.RetryOf, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const executionWorkspace = `-- name: ExecutionWorkspace :one

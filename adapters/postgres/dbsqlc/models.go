@@ -150,6 +150,13 @@ type WorkflowDefinitionVersion struct {
 	CreatedAt            time.Time
 }
 
+type WorkflowDefinitionVersionPin struct {
+	WorkflowDefinitionID domain.ID
+	Version              int32
+	ChildDefinitionID    domain.ID
+	ChildVersion         int32
+}
+
 type WorkflowExecution struct {
 	ID                   domain.ID
 	WorkspaceID          domain.ID

@@ -150,44 +150,6 @@ func (q *Queries) NodesFinish(ctx context.Context, db DBTX, arg NodesFinishParam
 	return err
 }
 
-const nodesForExecution = `-- name: NodesForExecution :many
-SELECT id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at FROM workflow_execution_nodes
-WHERE execution_id = $1
-ORDER BY started_at NULLS LAST, node_key
-`
-
-func (q *Queries) NodesForExecution(ctx context.Context, db DBTX, executionID domain.ID) ([]WorkflowExecutionNode, error) {
-	rows, err := db.Query(ctx, nodesForExecution, executionID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []WorkflowExecutionNode{}
-	for rows.Next() {
-		var i WorkflowExecutionNode
-		if err := rows.Scan(
-			&i.ID,
-			&i.ExecutionID,
-			&i.NodeKey,
-			&i.NodeType,
-			&i.Status,
-			&i.Attempt,
-			&i.Input,
-			&i.Output,
-			&i.Error,
-			&i.StartedAt,
-			&i.CompletedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const nodesPage = `-- name: NodesPage :many
 SELECT id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at FROM workflow_execution_nodes
 WHERE execution_id = $1 AND node_key > $2

@@ -82,6 +82,8 @@ USING (
                       WHERE e.workflow_definition_id = o.workflow_definition_id AND e.workflow_version = o.version)
       AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q
                       WHERE q.workflow_definition_id = o.workflow_definition_id AND q.pinned_version = o.version)
+      AND NOT EXISTS (SELECT 1 FROM workflow_definition_version_pins p
+                      WHERE p.child_definition_id = o.workflow_definition_id AND p.child_version = o.version)
     LIMIT $3
     FOR UPDATE OF o SKIP LOCKED
 ) x
@@ -96,8 +98,8 @@ type RetentionDeleteDefinitionVersionsParams struct {
 
 // Versions older than their definition's current one, replaced before
 // @before (a newer version was created before it), that no stored
-// execution uses and no stored queue item pins (a retry runs the version
-// it pins). The current version is never deleted; a claim about to run a
+// execution uses, no stored queue item pins (a retry runs the version it
+// pins) and no stored version's SUB_WORKFLOW pins. The current version is never deleted; a claim about to run a
 // pinned version holds a key-share lock on it (DefinitionVersionsFound),
 // which the row lock below skips.
 func (q *Queries) RetentionDeleteDefinitionVersions(ctx context.Context, db DBTX, arg RetentionDeleteDefinitionVersionsParams) (int64, error) {
@@ -116,6 +118,8 @@ USING (
         SELECT g.id FROM workflow_definitions g
         WHERE g.workspace_id = w.id AND g.deleted_at < $1::timestamptz
           AND NOT EXISTS (SELECT 1 FROM workflow_executions e WHERE e.workflow_definition_id = g.id)
+          AND NOT EXISTS (SELECT 1 FROM workflow_definition_version_pins p
+                          WHERE p.child_definition_id = g.id)
         ORDER BY g.deleted_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
@@ -132,8 +136,9 @@ type RetentionDeleteDefinitionsParams struct {
 	Plan    string
 }
 
-// Definitions deleted before @before that no stored execution uses; their
-// versions go with them (ON DELETE CASCADE).
+// Definitions deleted before @before that no stored execution uses and
+// none of whose versions a stored SUB_WORKFLOW pins; their versions go
+// with them (ON DELETE CASCADE).
 func (q *Queries) RetentionDeleteDefinitions(ctx context.Context, db DBTX, arg RetentionDeleteDefinitionsParams) (int64, error) {
 	result, err := db.Exec(ctx, retentionDeleteDefinitions, arg.Before, arg.MaxRows, arg.Plan)
 	if err != nil {
