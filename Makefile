@@ -62,15 +62,17 @@ test: vet lint lint-spec console-check check-generated check-rules build browser
 # Temporal worker, spawn processes or drive a browser (e2e/dispatch,
 # e2e/engine, e2e/faults, e2e/console, e2e/bench). e2e/api is in: its
 # server runs in the test process, and Temporal only accepts the workflows
-# it starts (no worker runs them), bar the few API tests that need a run to
-# finish. The stack is devstack's, as for `make test`.
+# it starts (no worker runs them). Its few tests that start a whole sluice,
+# worker included (harness.StartSluiceWith), skip under -short, saying so;
+# `make test` passes no -short and runs them. The stack is devstack's, as
+# for `make test`.
 FAST_PACKAGES := . ./domain/... ./ports/... ./app/... ./adapters/... ./api/... ./db/... ./docs/... ./cmd/sluice/... ./e2e/api/...
 
 ## test-fast: unit, contract and API tests on a fresh stack, in minutes;
 ## `make test` runs these and the rest.
 test-fast: bin/devstack
 	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
-	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 20m $(FAST_PACKAGES)'
+	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(GO) test -short -count=1 -timeout 20m $(FAST_PACKAGES)'
 
 test-go:
 	$(GO) test -count=1 -timeout 40m ./...

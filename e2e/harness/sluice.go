@@ -29,10 +29,17 @@ func StartSluice(t testing.TB, extra map[string]string) string {
 	return StartSluiceWith(t, extra)
 }
 
-// StartSluiceWith is startSluice with extra fx options, such as a decorator
-// that replaces a component.
+// StartSluiceWith is StartSluice with extra fx options, such as a
+// decorator that replaces a component.
+//
+// A whole sluice runs a Temporal worker, which the fast tier (`make
+// test-fast`, under -short) leaves out: there the test is skipped, and
+// says so. `make test` runs it.
 func StartSluiceWith(t testing.TB, extra map[string]string, opts ...fx.Option) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a whole sluice with its Temporal worker: not in the fast tier (-short); make test runs it")
+	}
 	dbURL := extra["DATABASE_URL"]
 	if dbURL == "" {
 		dbURL = pgtest.URL(t)
