@@ -55,7 +55,7 @@ type watchedRole struct {
 	lines []string
 }
 
-// startWatchedRole runs `sluice <name>` as startFaultRole does, keeping its
+// startWatchedRole runs `sluice <name>` as harness.StartFaultRole does, keeping its
 // stderr lines (and copying them to the test's stderr).
 func startWatchedRole(t *testing.T, name string, env []string) *watchedRole {
 	t.Helper()

@@ -80,7 +80,7 @@ func RequireEnv(t testing.TB, name string) string {
 	return v
 }
 
-// TemporalAddress is the real Temporal server's address; see requireEnv.
+// TemporalAddress is the real Temporal server's address; see RequireEnv.
 func TemporalAddress(t testing.TB) string {
 	t.Helper()
 	return RequireEnv(t, "TEMPORAL_ADDRESS")
@@ -98,13 +98,13 @@ func NewStack(t *testing.T) *Stack {
 	return NewStackWithQuotas(t, domain.DefaultQuotas())
 }
 
-// NewStackWithQuotas is newStack with the given workspace quotas.
+// NewStackWithQuotas is NewStack with the given workspace quotas.
 func NewStackWithQuotas(t *testing.T, quotas domain.Quotas) *Stack {
 	t.Helper()
 	return NewStackWith(t, quotas, httpapi.DefaultLimits())
 }
 
-// NewStackWith is newStack with the given workspace quotas and request
+// NewStackWith is NewStack with the given workspace quotas and request
 // limits.
 func NewStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *Stack {
 	t.Helper()
@@ -280,7 +280,7 @@ func (c *Contract) Statuses() map[string][]int {
 // spec routes its request to: the status must be one the operation
 // documents, and headers and body must match its schema. Whatever the
 // request, the server must not answer 5xx (but readiness's 503), and every
-// 4xx or 5xx is application/problem+json with a type under problemBase, a
+// 4xx or 5xx is application/problem+json with a type under ProblemBase, a
 // title, a detail and the status repeated in the body.
 type CheckingTransport struct {
 	T        testing.TB

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,3 +120,37 @@ type runningApp struct {
 
 // AppsByBase lets a test stop a started sluice to restart it.
 var AppsByBase = map[string]runningApp{}
+
+// HTTPNodeAllow lets HTTP_REQUEST nodes reach the tests' local servers
+// past the outbound guard, which refuses loopback by default.
+const HTTPNodeAllow = "127.0.0.0/8,::1/128"
+
+// NewE2EWithPlan is NewE2E with a workspace on plan.
+func NewE2EWithPlan(t testing.TB, base, plan string) *E2E {
+	var ws struct{ ID string }
+	if code := Call(t, "POST", base+"/api/v1/workspaces", TestAdminToken, map[string]any{"name": "e2e-" + plan, "plan": plan}, &ws); code != 201 {
+		t.Fatalf("create workspace: %d", code)
+	}
+	return &E2E{T: t, Base: base, Ws: ws.ID}
+}
+
+// WaitForStatus polls an execution until it has one of statuses, for up
+// to within.
+func (e *E2E) WaitForStatus(execID string, within time.Duration, statuses ...string) Execution {
+	e.T.Helper()
+	var ex Execution
+	porttest.Eventually(e.T, within, porttest.Holds("execution to reach "+strings.Join(statuses, " or "), func() bool {
+		ex = Execution{}
+		Call(e.T, "GET", e.Base+"/api/v1/workflow/executions/"+execID, TestAdminToken, nil, &ex)
+		for _, s := range statuses {
+			if ex.Status == s {
+				return true
+			}
+		}
+		return false
+	}))
+	return ex
+}
+
+// OneTransform is the smallest graph that runs: one TRANSFORM node.
+var OneTransform = map[string]any{"nodes": []any{Node("a", "TRANSFORM", map[string]any{"output": map[string]any{"k": "v"}})}}

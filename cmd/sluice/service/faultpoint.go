@@ -12,7 +12,7 @@ import (
 
 // TestHaltEnv is for the fault suite only: set to an app.FaultPoint, it
 // makes the dispatcher halt at that point of its first batch with items,
-// print testHaltedLine and the point to stderr, and wait there for
+// print TestHaltedLine and the point to stderr, and wait there for
 // SIGCONT, so that a test can kill -9 the process exactly there, or stop
 // it (SIGSTOP) past its lease and resume it. It is read only when set, and
 // is not configuration: it is not in configVars or the docs.
@@ -22,7 +22,7 @@ const TestHaltEnv = "SLUICE_TEST_HALT_AT"
 const TestHaltedLine = "SLUICE_TEST_HALTED"
 
 // testHalt returns the dispatcher's Halt for the point named in
-// testHaltEnv, nil when it is unset, or an error naming a bad value.
+// TestHaltEnv, nil when it is unset, or an error naming a bad value.
 func testHalt() (func(app.FaultPoint), error) {
 	at, ok := os.LookupEnv(TestHaltEnv)
 	if !ok {
