@@ -24,7 +24,7 @@ RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 # Targets HTTP_REQUEST nodes may reach under `make run`.
 RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
-.PHONY: all build run test test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules image ca-certificates clean
+.PHONY: all build run test test-fast test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules image ca-certificates clean
 
 all: build
 
@@ -58,16 +58,37 @@ test: vet lint lint-spec console-check check-generated check-rules build browser
 	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
 	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(MAKE) --no-print-directory test-go test-ts'
 
+# The fast tier: every package but the end-to-end suites that run a
+# Temporal worker, spawn processes or drive a browser (e2e/dispatch,
+# e2e/engine, e2e/faults, e2e/console, e2e/bench). e2e/api is in: its
+# server runs in the test process, and Temporal only accepts the workflows
+# it starts (no worker runs them). Its few tests that start a whole sluice,
+# worker included (harness.StartSluiceWith), skip under -short, saying so;
+# `make test` passes no -short and runs them. The stack is devstack's, as
+# for `make test`.
+FAST_PACKAGES := . ./domain/... ./ports/... ./app/... ./adapters/... ./api/... ./db/... ./docs/... ./cmd/sluice/... ./e2e/api/...
+
+## test-fast: unit, contract and API tests on a fresh stack, in minutes;
+## `make test` runs these and the rest.
+test-fast: bin/devstack
+	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
+	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(GO) test -short -count=1 -timeout 20m $(FAST_PACKAGES)'
+
+# The end-to-end suites run one package at a time, after the rest, as
+# they did as one package: several timing figures they assert would
+# otherwise share the two cores with another suite's whole stack.
 test-go:
-	$(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -timeout 40m $$($(GO) list ./... | grep -v '/e2e/')
+	$(GO) test -count=1 -p 1 -timeout 40m ./e2e/...
 	cd cmd/devstack && $(GO) test -count=1 ./...
 	cd deploy && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 
 # The race detector over every package whose tests run in this process:
-# the domain, app, adapters and cmd/sluice's in-process end-to-end suites
-# (its subprocess suites drive bin/sluice, which is built without it).
-RACE_PACKAGES := ./domain/... ./ports/... ./app/... ./adapters/... ./cmd/sluice/...
+# the domain, app, adapters, cmd/sluice and the in-process end-to-end
+# suites under e2e/ (the subprocess suites drive a sluice binary, which is
+# built without it).
+RACE_PACKAGES := ./domain/... ./ports/... ./app/... ./adapters/... ./cmd/sluice/... ./e2e/...
 
 ## test-race: the in-process suites under `go test -race`, on a fresh stack.
 test-race: build

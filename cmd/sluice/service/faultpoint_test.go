@@ -1,0 +1,24 @@
+package service
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/app"
+)
+
+func TestTestHaltIsOffUnlessSetAndRefusesAnUnknownPoint(t *testing.T) {
+	if halt, err := testHalt(); halt != nil || err != nil {
+		t.Fatalf("unset: halt %v, %v; want none", halt != nil, err)
+	}
+	t.Setenv(TestHaltEnv, "nowhere")
+	if _, err := testHalt(); err == nil || !strings.Contains(err.Error(), TestHaltEnv) {
+		t.Fatalf("unknown point: %v, want an error naming %s", err, TestHaltEnv)
+	}
+	t.Setenv(TestHaltEnv, string(app.FaultAfterStart))
+	halt, err := testHalt()
+	if err != nil || halt == nil {
+		t.Fatalf("%s: halt %v, %v; want one", app.FaultAfterStart, halt != nil, err)
+	}
+	halt(app.FaultAfterClaim) // another point: returns at once
+}
