@@ -204,11 +204,12 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 				"execution_id", item.ExecutionID)
 			startCtx, span := d.startSpan(ctx, item, claimSpan)
 			defer func() { endStartSpan(span, b.errs[i]) }()
-			deadline, ok := d.startDeadline()
+			deadline, ok := d.startDeadline(item.Claimer)
 			if !ok {
 				b.errs[i] = errLeaseTermEnded
 				return
 			}
+			d.faultPoint(FaultBeforeStart)
 			startCtx, cancel := context.WithDeadline(startCtx, deadline)
 			defer cancel()
 			b.errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
@@ -235,7 +236,8 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 // releaseAfterError computes the item's next state after a failed start
 // with the domain state machine: back to PENDING after a backoff, or FAILED
 // at the last allowed attempt. Its execution row goes either way, freeing
-// the slot; the execution id stays on the item so a retry reuses it.
+// the slot, and its execution id with it: should the failed start have
+// reached Temporal after all, that run is refused admission.
 func (d *Dispatcher) releaseAfterError(item ports.ClaimedItem, cause error) (ports.QueueTransition, error) {
 	next := item.QueueState
 	from := next.Status

@@ -118,6 +118,10 @@ type FaultPoint string
 const (
 	// FaultAfterClaim is after the claim committed, before any start.
 	FaultAfterClaim FaultPoint = "claimed"
+	// FaultBeforeStart is in each start, after its lease term was
+	// checked and before the Temporal call: the starts in flight that a
+	// pause holds there land after the term ended.
+	FaultBeforeStart FaultPoint = "starting"
 	// FaultAfterStart is after the starts returned, before any marking.
 	FaultAfterStart FaultPoint = "started"
 )

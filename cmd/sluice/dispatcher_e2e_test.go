@@ -530,33 +530,33 @@ func TestLeaseIsExclusiveUntilItExpires(t *testing.T) {
 	b := setupDispatch(t)
 	ctx := context.Background()
 	one, two := postgres.NewLease(b.pool, "one"), postgres.NewLease(b.pool, "two")
-	if ok, err := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); err != nil || !ok {
+	if _, ok, err := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); err != nil || !ok {
 		t.Fatalf("first acquire: %v %v", ok, err)
 	}
-	if ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
+	if _, ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
 		t.Fatal("a second holder took a held lease")
 	}
-	if ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
+	if _, ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
 		t.Fatal("the holder could not extend its lease")
 	}
 	if err := one.Release(ctx, app.QueueLeaseName, 0); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, 200*time.Millisecond); !ok {
+	if _, ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, 200*time.Millisecond); !ok {
 		t.Fatal("a released lease could not be taken")
 	}
 	// lockAtLeastFor keeps it held after release.
 	if err := two.Release(ctx, app.QueueLeaseName, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
+	if _, ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
 		t.Fatal("lease taken before lockAtLeastFor passed")
 	}
 	// An expired lease (lockAtMostFor) can be taken over.
 	if _, err := b.pool.Exec(ctx, "UPDATE shedlock SET lock_until = now() - interval '1 second'"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
+	if _, ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
 		t.Fatal("an expired lease could not be taken over")
 	}
 }

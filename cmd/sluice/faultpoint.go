@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // testHaltEnv is for the fault suite only: set to an app.FaultPoint, it
-// makes the dispatcher halt at that point of its first batch with items,
+// makes the dispatcher halt at that point of its first batch with items
+// (every start of the batch that reaches FaultBeforeStart waits there),
 // print testHaltedLine and the point to stderr, and wait there for
 // SIGCONT, so that a test can kill -9 the process exactly there, or stop
 // it (SIGSTOP) past its lease and resume it. It is read only when set, and
@@ -29,8 +31,8 @@ func testHalt() (func(app.FaultPoint), error) {
 		return nil, nil
 	}
 	point := app.FaultPoint(at)
-	if point != app.FaultAfterClaim && point != app.FaultAfterStart {
-		return nil, fmt.Errorf("%s: %q is not %q or %q", testHaltEnv, at, app.FaultAfterClaim, app.FaultAfterStart)
+	if !slices.Contains([]app.FaultPoint{app.FaultAfterClaim, app.FaultBeforeStart, app.FaultAfterStart}, point) {
+		return nil, fmt.Errorf("%s: %q is not %q, %q or %q", testHaltEnv, at, app.FaultAfterClaim, app.FaultBeforeStart, app.FaultAfterStart)
 	}
 	var once sync.Once
 	return func(p app.FaultPoint) {

@@ -34,6 +34,11 @@ SET status = 'RUNNING', started_at = now(), completed_at = NULL, duration_ms = N
 -- name: ExecutionsDelete :exec
 DELETE FROM workflow_executions WHERE id = ANY(@ids::uuid[]) AND status = 'RUNNING';
 
+-- name: ExecutionExists :one
+-- Whether execution @id has its row: it was claimed, and the claim was not
+-- released (a release deletes the row).
+SELECT EXISTS (SELECT 1 FROM workflow_executions WHERE id = @id)::bool;
+
 -- name: ExecutionGet :one
 SELECT * FROM workflow_executions WHERE id = @id;
 

@@ -14,6 +14,19 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
+const executionExists = `-- name: ExecutionExists :one
+SELECT EXISTS (SELECT 1 FROM workflow_executions WHERE id = $1)::bool
+`
+
+// Whether execution @id has its row: it was claimed, and the claim was not
+// released (a release deletes the row).
+func (q *Queries) ExecutionExists(ctx context.Context, db DBTX, id domain.ID) (bool, error) {
+	row := db.QueryRow(ctx, executionExists, id)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const executionFinish = `-- name: ExecutionFinish :one
 UPDATE workflow_executions
 SET status = $1, completed_at = now(), error = $2,
