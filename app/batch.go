@@ -100,6 +100,7 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchRes
 	var ok []ports.ClaimedItem
 	var unknown []unsettledItem
 	var failed []ports.QueueTransition
+	termEnded := 0
 	for i, item := range b.items {
 		switch {
 		case b.errs[i] == nil:
@@ -107,8 +108,7 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchRes
 			d.metrics.FailuresPerItem.Observe(float64(item.DispatchFailures))
 			continue
 		case errors.Is(b.errs[i], errLeaseTermEnded):
-			d.log.Warn("not starting a claimed item: the lease term it was claimed under has ended; leaving it to the next holder",
-				"queue_item_id", item.ID)
+			termEnded++
 			continue
 		case errors.Is(b.errs[i], ports.ErrEngineUnavailable):
 			d.metrics.dispatchFailed(startFailureReason(b.errs[i]), OutcomeHeld, item.WorkspaceID.String())
@@ -133,6 +133,10 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchRes
 			res.Released++
 			d.metrics.dispatchFailed(reason, OutcomeReleased, item.WorkspaceID.String())
 		}
+	}
+	if termEnded > 0 {
+		d.log.Warn("not starting claimed items: the lease term they were claimed under has ended; leaving them to its settling",
+			"count", termEnded)
 	}
 	if len(unknown) > 0 {
 		d.log.Warn("temporal unavailable; pausing dispatch", "unresolved_items", len(unknown), "error", d.breaker.Err())
@@ -204,12 +208,12 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 				"execution_id", item.ExecutionID)
 			startCtx, span := d.startSpan(ctx, item, claimSpan)
 			defer func() { endStartSpan(span, b.errs[i]) }()
+			d.faultPoint(FaultBeforeStart)
 			deadline, ok := d.startDeadline(item.Claimer)
 			if !ok {
 				b.errs[i] = errLeaseTermEnded
 				return
 			}
-			d.faultPoint(FaultBeforeStart)
 			startCtx, cancel := context.WithDeadline(startCtx, deadline)
 			defer cancel()
 			b.errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
