@@ -16,8 +16,10 @@ CROSS JOIN LATERAL (
 ) AS e;
 
 -- name: ExecutionsUpsertRunning :exec
--- A retry reuses the id kept on its queue item, so its Temporal workflow id
--- stays execution-{id}; a row left from an earlier try is reset to RUNNING.
+-- Each claim writes an execution of its own: a release takes the released
+-- claim's id off the item and deletes its row (ExecutionsDelete), so a
+-- retry runs under a new id. The conflict branch resets a row the id
+-- already has to RUNNING, which no claim made since then meets.
 INSERT INTO workflow_executions (id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, input, concurrency_key)
 SELECT e.id, e.queue_id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input, q.concurrency_key
 FROM (SELECT unnest(@ids::uuid[]) AS id,

@@ -343,8 +343,10 @@ type ExecutionsUpsertRunningParams struct {
 	Inputs                []json.RawMessage
 }
 
-// A retry reuses the id kept on its queue item, so its Temporal workflow id
-// stays execution-{id}; a row left from an earlier try is reset to RUNNING.
+// Each claim writes an execution of its own: a release takes the released
+// claim's id off the item and deletes its row (ExecutionsDelete), so a
+// retry runs under a new id. The conflict branch resets a row the id
+// already has to RUNNING, which no claim made since then meets.
 func (q *Queries) ExecutionsUpsertRunning(ctx context.Context, db DBTX, arg ExecutionsUpsertRunningParams) error {
 	_, err := db.Exec(ctx, executionsUpsertRunning,
 		arg.Ids,
