@@ -147,15 +147,17 @@ func (d *Dispatcher) markDispatchedUnder(ctx context.Context, claimer ports.Fenc
 			}
 		}
 		// A run admitted before this marking (AdmitRun) moved its item
-		// DISPATCHED itself: started all the same.
-		admitted := 0
-		for _, st := range d.cancelWithdrawn(ctx, missed, true) {
-			if st == domain.QueueDispatched {
-				admitted++
+		// DISPATCHED itself: started all the same, and counted here, its
+		// latency up to now, a little after its admission.
+		statuses := d.cancelWithdrawn(ctx, missed, true)
+		now := d.now()
+		for _, it := range missed {
+			if statuses[it.ID] == domain.QueueDispatched {
+				n++
+				d.metrics.Dispatched.Inc()
+				d.metrics.Latency.Observe(now.Sub(it.CreatedAt).Seconds())
 			}
 		}
-		d.metrics.Dispatched.Add(float64(admitted))
-		n += admitted
 	}
 	return n, nil
 }

@@ -210,3 +210,33 @@ func (s *slowClaimStore) Claim(ctx context.Context, fence ports.Fence, admit por
 	time.Sleep(QueueLeaseTTL + time.Second)
 	return s.fakeStore.Claim(ctx, fence, admit, reject)
 }
+
+func TestItemsTheirRunsAdmittedBeforeTheMarkingCountAsDispatched(t *testing.T) {
+	t.Parallel()
+	admitted := staleItem(0)
+	store := &admittedFirstStore{fakeStore: &fakeStore{}, admitted: admitted.ID}
+	d := newTestDispatcher(store, okEngine{}, nil, nil, nonExclusive())
+	item := ports.ClaimedItem{QueueItem: admitted, ExecutionID: *admitted.ExecutionID}
+	n, err := d.markDispatched(context.Background(), []ports.ClaimedItem{item})
+	if err != nil || n != 1 {
+		t.Fatalf("marking an item its run already moved DISPATCHED: %d, %v; want it counted", n, err)
+	}
+	if got := testutil.ToFloat64(d.metrics.Dispatched); got != 1 {
+		t.Errorf("queue_items_dispatched_total = %v, want 1", got)
+	}
+}
+
+// admittedFirstStore marks nothing: the run of item admitted has already
+// moved it DISPATCHED (AdmitRun).
+type admittedFirstStore struct {
+	*fakeStore
+	admitted domain.ID
+}
+
+func (s *admittedFirstStore) MarkDispatched(context.Context, ports.Fence, []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	return nil, nil
+}
+
+func (s *admittedFirstStore) QueueStatuses(context.Context, []domain.ID) (map[domain.ID]domain.QueueStatus, error) {
+	return map[domain.ID]domain.QueueStatus{s.admitted: domain.QueueDispatched}, nil
+}
