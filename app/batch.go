@@ -104,6 +104,7 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchRes
 	var ok []ports.ClaimedItem
 	var unknown []unsettledItem
 	var failed []ports.QueueTransition
+	termEnded := 0
 	for i, item := range b.items {
 		switch {
 		case b.errs[i] == nil:
@@ -111,8 +112,7 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchRes
 			d.metrics.FailuresPerItem.Observe(float64(item.DispatchFailures))
 			continue
 		case errors.Is(b.errs[i], errLeaseTermEnded):
-			d.log.Warn("not starting a claimed item: the lease term it was claimed under has ended; leaving it to the next holder",
-				"queue_item_id", item.ID)
+			termEnded++
 			continue
 		case errors.Is(b.errs[i], ports.ErrEngineUnavailable):
 			d.metrics.dispatchFailed(startFailureReason(b.errs[i]), OutcomeHeld, item.WorkspaceID.String())
@@ -137,6 +137,10 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchRes
 			res.Released++
 			d.metrics.dispatchFailed(reason, OutcomeReleased, item.WorkspaceID.String())
 		}
+	}
+	if termEnded > 0 {
+		d.log.Warn("not starting claimed items: the lease term they were claimed under has ended; leaving them to its settling",
+			"count", termEnded)
 	}
 	if len(unknown) > 0 {
 		d.log.Warn("temporal unavailable; pausing dispatch", "unresolved_items", len(unknown), "error", d.breaker.Err())
@@ -205,7 +209,8 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 				"execution_id", item.ExecutionID)
 			startCtx, span := d.startSpan(ctx, item, claimSpan)
 			defer func() { endStartSpan(span, b.errs[i]) }()
-			deadline, ok := d.startDeadline()
+			d.faultPoint(FaultBeforeStart)
+			deadline, ok := d.startDeadline(item.Claimer)
 			if !ok {
 				b.errs[i] = errLeaseTermEnded
 				return
@@ -236,7 +241,8 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 // releaseAfterError computes the item's next state after a failed start
 // with the domain state machine: back to PENDING after a backoff, or FAILED
 // at the last allowed attempt. Its execution row goes either way, freeing
-// the slot; the execution id stays on the item so a retry reuses it.
+// the slot, and its execution id with it: should the failed start have
+// reached Temporal after all, that run is refused admission.
 func (d *Dispatcher) releaseAfterError(item ports.ClaimedItem, cause error) (ports.QueueTransition, error) {
 	next := item.QueueState
 	from := next.Status

@@ -123,6 +123,11 @@ type FaultPoint string
 const (
 	// FaultAfterClaim is after the claim committed, before any start.
 	FaultAfterClaim FaultPoint = "claimed"
+	// FaultBeforeStart is in each start of the batch, before its lease
+	// term is checked: the starts in flight that a pause holds there (the
+	// batch's first StartConcurrency, the rest waiting for a slot) check
+	// it only when resumed, after the term ended.
+	FaultBeforeStart FaultPoint = "starting"
 	// FaultAfterStart is after the starts returned, before any marking.
 	FaultAfterStart FaultPoint = "started"
 )

@@ -116,8 +116,8 @@ func TestExclusiveDispatcherClaimsOnlyWhileHoldingTheLeaseAndFencesTheClaim(t *t
 		store.mu.Lock()
 		fence := store.fences[0]
 		store.mu.Unlock()
-		if want := (ports.Fence{Lease: QueueLeaseName, Holder: shed.Holder()}); fence != want {
-			t.Errorf("claim fenced by %+v, want %+v", fence, want)
+		if want := (ports.Fence{Lease: QueueLeaseName, Holder: shed.Holder(), Term: lease.Fence().Term}); fence != want || want.Term.IsZero() {
+			t.Errorf("claim fenced by %+v, want %+v: the lease in the term the heartbeat holds it in", fence, want)
 		}
 	})
 }

@@ -80,7 +80,7 @@ func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, budget int, plan
 	now := time.Now()
 	item := ports.ClaimedItem{
 		QueueItem:   domain.QueueItem{ID: id, WorkspaceID: ws, QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}},
-		ExecutionID: domain.ID(uuid.New()), Version: 1,
+		ExecutionID: domain.ID(uuid.New()), Version: 1, Claimer: fence,
 	}
 	return ports.ClaimResult{Claimed: []ports.ClaimedItem{item}, Workspaces: 1, Refused: f.refused}, nil
 }
@@ -168,15 +168,32 @@ func (e *outageEngine) startsNow() int {
 	return e.starts
 }
 
-// fakeLease is a ShedLock table of one process's view: a lease is free,
-// ours, or held by another holder, and a query can be made to fail.
+// fakeLease is one holder's view of a fake ShedLock table: a lease is
+// free, live and held by a holder in a term, or expired; a query can be
+// made to fail. It keeps ports.Lease's contract (porttest.Lease runs
+// against it and against the Postgres lease): a holder's renewal keeps
+// the term only while the lease is live.
 type fakeLease struct {
+	table    *fakeLeaseTable
+	holder   string
 	mu       sync.Mutex
-	others   map[string]bool // names another holder has
-	fail     error           // what every TryAcquire returns while set
-	ours     map[string]bool
+	fail     error // what every TryAcquire returns while set
 	acquires map[string]int
 	releases []leaseRelease
+}
+
+// fakeLeaseTable is the rows of a fake ShedLock table, shared by the
+// views of several holders.
+type fakeLeaseTable struct {
+	mu    sync.Mutex
+	rows  map[string]fakeLeaseRow
+	terms int // terms handed out, each a distinct time
+}
+
+type fakeLeaseRow struct {
+	holder string
+	term   time.Time
+	live   bool
 }
 
 type leaseRelease struct {
@@ -184,40 +201,84 @@ type leaseRelease struct {
 	atLeastFor time.Duration
 }
 
+// otherHolder names the holder setOther gives a lease to.
+const otherHolder = "another"
+
 func newFakeLease() *fakeLease {
-	return &fakeLease{others: map[string]bool{}, ours: map[string]bool{}, acquires: map[string]int{}}
+	return (&fakeLeaseTable{rows: map[string]fakeLeaseRow{}}).view("test-holder")
 }
 
-func (l *fakeLease) Holder() string { return "test-holder" }
+// view is holder's view of the table.
+func (t *fakeLeaseTable) view(holder string) *fakeLease {
+	return &fakeLease{table: t, holder: holder, acquires: map[string]int{}}
+}
 
-func (l *fakeLease) TryAcquire(_ context.Context, name string, _ time.Duration) (bool, error) {
+func (l *fakeLease) Holder() string { return l.holder }
+
+func (l *fakeLease) TryAcquire(_ context.Context, name string, _ time.Duration) (time.Time, bool, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.acquires[name]++
-	if l.fail != nil {
-		return false, l.fail
+	fail := l.fail
+	l.mu.Unlock()
+	if fail != nil {
+		return time.Time{}, false, fail
 	}
-	if l.others[name] {
-		l.ours[name] = false
-		return false, nil
+	return l.table.acquire(name, l.holder)
+}
+
+// acquire takes the lease for holder when it is free or expired, in a new
+// term, or extends holder's live lease in its term.
+func (t *fakeLeaseTable) acquire(name, holder string) (time.Time, bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	row := t.rows[name]
+	if row.live && row.holder != holder {
+		return time.Time{}, false, nil
 	}
-	l.ours[name] = true
-	return true, nil
+	if !row.live {
+		t.terms++
+		row = fakeLeaseRow{holder: holder, term: time.Unix(int64(t.terms), 0), live: true}
+		t.rows[name] = row
+	}
+	return row.term, true, nil
 }
 
 func (l *fakeLease) Release(_ context.Context, name string, atLeastFor time.Duration) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.ours[name] = false
 	l.releases = append(l.releases, leaseRelease{name: name, atLeastFor: atLeastFor})
+	l.mu.Unlock()
+	l.table.mu.Lock()
+	defer l.table.mu.Unlock()
+	if row := l.table.rows[name]; row.holder == l.holder {
+		row.live = false
+		l.table.rows[name] = row
+	}
 	return nil
 }
 
-// setOther gives the named lease to another holder, or takes it back.
+// expire lets the named lease run out, whoever holds it.
+func (t *fakeLeaseTable) expire(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	row := t.rows[name]
+	row.live = false
+	t.rows[name] = row
+}
+
+// setOther gives the named lease to another holder, or lets that
+// holder's lease run out.
 func (l *fakeLease) setOther(name string, held bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.others[name] = held
+	if held {
+		l.table.expire(name)
+		_, _, _ = l.table.acquire(name, otherHolder)
+		return
+	}
+	l.table.mu.Lock()
+	defer l.table.mu.Unlock()
+	if row := l.table.rows[name]; row.holder == otherHolder {
+		row.live = false
+		l.table.rows[name] = row
+	}
 }
 
 func (l *fakeLease) setFail(err error) {

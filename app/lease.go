@@ -34,7 +34,10 @@ var ErrLeaseNotTried = errors.New("queue lease not tried yet")
 // the claim transaction checks and share-locks, so a holder paused past
 // its term cannot claim, and which the claim's marking checks again, so
 // such a holder cannot mark either: the claims of an ended term are the
-// next holder's to settle.
+// next holder's to settle. A holder that renews its own lease after it
+// expired gets a new term from the database, which this counts as a new
+// tenure: the old term's claims stay the peer's (or its own settling's),
+// and no start of theirs is made under the new term (HeldUntil).
 type QueueLease struct {
 	name string
 	// label is the name in metrics, the same for every registration lease
@@ -58,10 +61,13 @@ type QueueLease struct {
 	tenures atomic.Uint64
 
 	// mu guards tried and lastErr, what the last attempt found, for
-	// readiness, and heldUntil.
+	// readiness, and term and heldUntil.
 	mu      sync.Mutex
 	tried   bool
 	lastErr error
+	// term is the lease's term (its locked_at) as the heartbeat last took
+	// or kept it; zero once another holder has it.
+	term time.Time
 	// heldUntil is when the lease certainly runs out unless renewed: the
 	// term from the moment the last successful attempt was sent. The
 	// database's lock_until is later still, since it counts the term from
@@ -141,27 +147,37 @@ func (l *QueueLease) Holding() bool { return l.holding.Load() }
 // the claim loop need not wait for its poll.
 func (l *QueueLease) Gained() <-chan struct{} { return l.gained }
 
-// Fence is what a claim must still hold to act: this holder's lease.
+// Fence is what a claim must still hold to act: this holder's lease, in
+// the term the heartbeat knows, so that a claim is never stamped with a
+// term that began behind the loop's back.
 func (l *QueueLease) Fence() ports.Fence {
-	return ports.Fence{Lease: l.name, Holder: l.lease.Holder()}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return ports.Fence{Lease: l.name, Holder: l.lease.Holder(), Term: l.term}
 }
 
-// HeldUntil is when the lease certainly runs out unless renewed, by this
-// process's clock; the zero time when it is not held. Work done under the
-// lease whose effect no transaction can fence (a Temporal start) is done
-// only before it, and with it as its deadline, so none lands after another
-// holder took over and settled the claims of this term.
-func (l *QueueLease) HeldUntil() time.Time {
+// HeldUntil is when the lease's term term certainly runs out unless
+// renewed, by this process's clock; the zero time when the lease is not
+// held, or is held in another term. A Temporal start of a claim is made
+// only before the end of the claim's own term and with it as its
+// deadline: once the term ended (even if this holder has since renewed
+// the lease as a new one), a peer may have asked Temporal about the claim
+// and released it. What a start that left before that lands after it
+// does is decided by the run's admission (ports.ExecutionStore.AdmitRun).
+func (l *QueueLease) HeldUntil(term time.Time) time.Time {
 	if !l.holding.Load() {
 		return time.Time{}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if term.IsZero() || !l.term.Equal(term) {
+		return time.Time{}
+	}
 	return l.heldUntil
 }
 
-// Tenure counts the times the heartbeat took the lease over; it changes
-// exactly when a new tenure begins.
+// Tenure counts the times the heartbeat took the lease, or found it in a
+// new term; it changes exactly when a new tenure begins.
 func (l *QueueLease) Tenure() uint64 { return l.tenures.Load() }
 
 // Lost records that a claim found the lease gone (ports.ErrLeaseLost):
@@ -189,17 +205,21 @@ func (l *QueueLease) Ready() error {
 // beat is one heartbeat: take or renew the lease and record what happened.
 func (l *QueueLease) beat(ctx context.Context) {
 	asked := l.now()
-	held, err := l.lease.TryAcquire(ctx, l.name, l.ttl)
+	term, held, err := l.lease.TryAcquire(ctx, l.name, l.ttl)
 	if ctx.Err() != nil {
 		return
 	}
 	l.mu.Lock()
 	l.tried, l.lastErr = true, err
+	newTerm := false
 	if err == nil {
-		l.heldUntil = time.Time{}
-		if held {
+		l.heldUntil, newTerm = time.Time{}, held && !term.Equal(l.term)
+		if !held {
+			term = time.Time{}
+		} else {
 			l.heldUntil = asked.Add(l.ttl)
 		}
+		l.term = term
 	}
 	l.mu.Unlock()
 	l.metrics.setHeld(l.label, held && err == nil)
@@ -216,11 +236,19 @@ func (l *QueueLease) beat(ctx context.Context) {
 	case held:
 		l.renewedAt = l.now()
 		if l.holding.Swap(true) {
-			l.testSignals.kept.signal(struct{}{})
-			return
+			if !newTerm {
+				l.testSignals.kept.signal(struct{}{})
+				return
+			}
+			// Our own lease ran out before this renewal (the process was
+			// paused, or the database unreachable) and the renewal began a
+			// new term: the old one's claims are settled as an ended
+			// term's, by a peer or by this loop.
+			l.log.Warn("queue lease expired before it was renewed; holding it in a new term", "lease", l.name)
+		} else {
+			l.log.Info("queue lease acquired", "lease", l.name)
 		}
 		l.tenures.Add(1)
-		l.log.Info("queue lease acquired", "lease", l.name)
 		select {
 		case l.gained <- struct{}{}:
 		default:

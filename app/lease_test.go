@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // queueLeaseBundle is a queue lease on a fake ShedLock table, its signals
@@ -68,22 +69,55 @@ func TestQueueLease(t *testing.T) {
 		before := time.Now()
 		b.run(t)
 		b.lease.testSignals.gained.wait(t, "the lease gained")
-		until, after := b.lease.HeldUntil(), time.Now()
+		until, after := b.lease.HeldUntil(b.lease.Fence().Term), time.Now()
 		if until.Before(before.Add(b.lease.ttl)) || until.After(after.Add(b.lease.ttl)) {
 			t.Errorf("HeldUntil %s, want one term after the attempt, between %s and %s", until, before.Add(b.lease.ttl), after.Add(b.lease.ttl))
 		}
 		if n := b.lease.Tenure(); n != 1 {
 			t.Errorf("tenure %d after the first takeover, want 1", n)
 		}
+		term := b.lease.Fence().Term
 		b.shed.setOther(QueueLeaseName, true)
 		b.lease.testSignals.denied.wait(t, "the lease taken by another")
-		if until := b.lease.HeldUntil(); !until.IsZero() {
+		if until := b.lease.HeldUntil(term); !until.IsZero() {
 			t.Errorf("HeldUntil %s once another holder took the lease, want zero", until)
 		}
 		b.shed.setOther(QueueLeaseName, false)
 		b.lease.testSignals.gained.wait(t, "the lease gained again")
 		if n := b.lease.Tenure(); n != 2 {
 			t.Errorf("tenure %d after taking the lease back, want 2", n)
+		}
+	})
+
+	t.Run("ARenewalOfItsOwnExpiredLeaseIsANewTermInWhichTheOldTermsStartsAreNotMade", func(t *testing.T) {
+		t.Parallel()
+		b := setupQueueLease(t)
+		b.lease.beat(context.Background())
+		b.lease.testSignals.gained.wait(t, "the lease gained")
+		first := b.lease.Fence().Term
+		b.lease.beat(context.Background())
+		b.lease.testSignals.kept.wait(t, "the lease renewed while live")
+		if term := b.lease.Fence().Term; !term.Equal(first) || b.lease.Tenure() != 1 {
+			t.Fatalf("a renewal of a live lease gave term %s, tenure %d; want the same term %s, tenure 1", term, b.lease.Tenure(), first)
+		}
+		// Paused past the term: nobody took the lease, but it expired, so
+		// a peer may have settled the term's claims already.
+		b.shed.table.expire(QueueLeaseName)
+		b.lease.beat(context.Background())
+		b.lease.testSignals.gained.wait(t, "the expired lease renewed")
+		b.lease.testSignals.kept.requireNone(t, "the expired lease renewed as the same tenure")
+		second := b.lease.Fence().Term
+		if second.IsZero() || second.Equal(first) || b.lease.Tenure() != 2 {
+			t.Fatalf("after renewing its own expired lease: term %s (first %s), tenure %d; want a new term and tenure 2", second, first, b.lease.Tenure())
+		}
+		if until := b.lease.HeldUntil(first); !until.IsZero() {
+			t.Errorf("HeldUntil of the ended term %s, want zero: none of its starts may be made", until)
+		}
+		if until := b.lease.HeldUntil(second); until.IsZero() {
+			t.Error("HeldUntil of the new term is zero, want its end")
+		}
+		if !b.lease.Holding() {
+			t.Error("not holding the lease it renewed")
 		}
 	})
 
@@ -233,6 +267,17 @@ func TestQueueLease(t *testing.T) {
 		}
 		if got := testutil.ToFloat64(b.metrics.Failures); got != before+1 {
 			t.Errorf("shedlock_acquisition_failures = %v, want %v", got, before+1)
+		}
+	})
+}
+
+func TestFakeLeaseKeepsTheLeaseContract(t *testing.T) {
+	t.Parallel()
+	porttest.Lease(t, func(*testing.T) porttest.LeaseFixture {
+		table := newFakeLease().table
+		return porttest.LeaseFixture{
+			One: table.view("one"), Two: table.view("two"),
+			Expire: func(_ *testing.T, name string) { table.expire(name) },
 		}
 	})
 }

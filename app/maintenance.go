@@ -79,7 +79,7 @@ func (m *maintenance) turn(ctx context.Context) {
 			m.log.Error("maintenance panicked", "lease", m.name, "panic", fmt.Sprint(r))
 		}
 	}()
-	held, err := m.lease.TryAcquire(ctx, m.name, m.schedule.LeaseAtMostFor)
+	_, held, err := m.lease.TryAcquire(ctx, m.name, m.schedule.LeaseAtMostFor)
 	if err != nil || !held {
 		if err != nil && ctx.Err() == nil {
 			m.log.Error("acquiring maintenance lease failed", "lease", m.name, "error", err)

@@ -73,6 +73,19 @@ func (r *Runs) storable(nodes []domain.NodeRecord) []domain.NodeRecord {
 	return out
 }
 
+// Admit is a run's first step: whether the claim it was started for
+// stands (ports.ExecutionStore.AdmitRun). A run refused was started for a
+// claim a peer had already released, and is logged: its item runs under a
+// later claim, so this one must end without effect.
+func (r *Runs) Admit(ctx context.Context, executionID domain.ID) (bool, error) {
+	admitted, err := r.store.AdmitRun(ctx, executionID)
+	if err == nil && !admitted {
+		r.log.Warn("run not admitted: its claim was released before its start landed; ending it without effect",
+			"execution_id", executionID)
+	}
+	return admitted, err
+}
+
 // Graph loads the graph of a definition version; ports.ErrNotFound when it
 // is gone, which no retry can change.
 func (r *Runs) Graph(ctx context.Context, definitionID domain.ID, version int) (domain.Graph, error) {
@@ -191,14 +204,22 @@ func finishExecution(ctx context.Context, store ports.ExecutionStore, log *slog.
 
 // SettleQueueItem is what an execution that ended with status does to its
 // queue item: a completed run deletes it, so it can never be started
-// again (even when it is still PENDING because its start was judged not
-// to have happened); a failed or cancelled one records the outcome on it
+// again; a failed or cancelled one records the outcome on it
 // (RecordOutcome). An item that is already FAILED or CANCELLED keeps its
 // own end, and one that cannot take the outcome is left as it is and
-// logged: the execution's end is recorded either way.
+// logged: the execution's end is recorded either way. Only an item the
+// run was admitted for is settled, CLAIMED or DISPATCHED: a PENDING one
+// is waiting for a claim of its own, whatever ended (a release takes the
+// released claim's execution id off the item, so this is a defence in
+// depth), and is never deleted by a run that has no record of it.
 func SettleQueueItem(status domain.ExecutionStatus, reason string, log *slog.Logger) ports.SettleFunc {
 	return func(item *domain.QueueItem) (ports.Settlement, error) {
 		if item.Status.Terminal() {
+			return ports.SettleKeep, nil
+		}
+		if item.Status != domain.QueueClaimed && item.Status != domain.QueueDispatched {
+			log.Warn("a run ended for a queue item it was not admitted for; leaving the item", "queue_item_id", item.ID,
+				"status", item.Status, "execution_status", status)
 			return ports.SettleKeep, nil
 		}
 		if status == domain.ExecutionCompleted {

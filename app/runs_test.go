@@ -34,8 +34,8 @@ func TestSettleQueueItemDecidesWhatAnExecutionsEndDoesToItsItem(t *testing.T) {
 	}{
 		{name: "completed run deletes its dispatched item", from: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now},
 			status: domain.ExecutionCompleted, want: ports.SettleDelete, wantState: domain.QueueDispatched},
-		{name: "completed run deletes an item judged unstarted", from: domain.QueueState{Status: domain.QueuePending},
-			status: domain.ExecutionCompleted, want: ports.SettleDelete, wantState: domain.QueuePending},
+		{name: "a completed run leaves a pending item it was not admitted for", from: domain.QueueState{Status: domain.QueuePending},
+			status: domain.ExecutionCompleted, want: ports.SettleKeep, wantState: domain.QueuePending},
 		{name: "failed run fails its dispatched item", from: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now},
 			status: domain.ExecutionFailed, want: ports.SettleWrite, wantState: domain.QueueFailed},
 		{name: "short run ends while its item is still claimed", from: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now},

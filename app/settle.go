@@ -134,6 +134,7 @@ func (d *Dispatcher) markDispatchedUnder(ctx context.Context, claimer ports.Fenc
 		d.metrics.Latency.Observe(r.DispatchedAt.Sub(r.CreatedAt).Seconds())
 		d.log.Info("dispatched execution", "queue_item_id", r.ID, "execution_id", executionOf[r.ID])
 	}
+	n := len(recs)
 	if len(recs) < len(items) {
 		marked := make(map[domain.ID]bool, len(recs))
 		for _, r := range recs {
@@ -145,9 +146,20 @@ func (d *Dispatcher) markDispatchedUnder(ctx context.Context, claimer ports.Fenc
 				missed = append(missed, it)
 			}
 		}
-		d.cancelWithdrawn(ctx, missed, true)
+		// A run admitted before this marking (AdmitRun) moved its item
+		// DISPATCHED itself: started all the same, and counted here, its
+		// latency up to now, a little after its admission.
+		statuses := d.cancelWithdrawn(ctx, missed, true)
+		now := d.now()
+		for _, it := range missed {
+			if statuses[it.ID] == domain.QueueDispatched {
+				n++
+				d.metrics.Dispatched.Inc()
+				d.metrics.Latency.Observe(now.Sub(it.CreatedAt).Seconds())
+			}
+		}
 	}
-	return len(recs), nil
+	return n, nil
 }
 
 // applyReleases writes the releases of unstarted items; an item cancelled
@@ -174,11 +186,12 @@ func (d *Dispatcher) applyReleases(ctx context.Context, ts []ports.QueueTransiti
 	return nil
 }
 
-// cancelWithdrawn handles claimed items that were cancelled while this
-// dispatcher worked on them: a started workflow is asked to cancel (it
-// records CANCELLED itself), an unstarted one's execution is recorded
-// CANCELLED at once.
-func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedItem, started bool) {
+// cancelWithdrawn handles claimed items that moved on while this
+// dispatcher worked on them, and returns the statuses it found them in
+// (none when they could not be read). Those cancelled meanwhile are
+// withdrawn: a started workflow is asked to cancel (it records CANCELLED
+// itself), an unstarted one's execution is recorded CANCELLED at once.
+func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedItem, started bool) map[domain.ID]domain.QueueStatus {
 	ids := make([]domain.ID, len(items))
 	for i, it := range items {
 		ids[i] = it.ID
@@ -186,7 +199,7 @@ func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedI
 	statuses, err := d.store.QueueStatuses(ctx, ids)
 	if err != nil {
 		d.log.Warn("cannot read the status of items that moved on during dispatch", "error", err)
-		return
+		return nil
 	}
 	for _, it := range items {
 		if statuses[it.ID] != domain.QueueCancelled {
@@ -203,4 +216,5 @@ func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedI
 			d.log.Error("recording a cancelled item's execution failed", "queue_item_id", it.ID, "error", err)
 		}
 	}
+	return statuses
 }

@@ -79,19 +79,21 @@ func (d *Dispatcher) settleEndedTerms(ctx context.Context) bool {
 // the term's next holder, which finds it never started.
 var errLeaseTermEnded = errors.New("the lease term the item was claimed under has ended")
 
-// startDeadline is the deadline of a Temporal start: StartTimeout from
-// now, but no later than the end of this dispatcher's lease term (its
-// HeldUntil), and not at all (false) once the term is over. A start cannot
-// be fenced in a transaction, so it is fenced in time: the next holder
-// takes over only after the term ends, and then asks Temporal whether each
-// of the term's claims started.
-func (d *Dispatcher) startDeadline() (time.Time, bool) {
+// startDeadline is the deadline of the Temporal start of an item claimed
+// under claimer: StartTimeout from now, but no later than the end of the
+// claim's lease term (HeldUntil of its term), and not at all (false) once
+// that term is over, even if the lease has since been renewed as a new
+// term. The next holder takes over only after the term ends, and then asks
+// Temporal whether each of the term's claims started; a start that left
+// before the term ended but lands after that is refused by the run's
+// admission, which the release has already withdrawn (AdmitRun).
+func (d *Dispatcher) startDeadline(claimer ports.Fence) (time.Time, bool) {
 	now := d.now()
 	deadline := now.Add(d.cfg.StartTimeout)
 	if d.lease == nil {
 		return deadline, true
 	}
-	until := d.lease.HeldUntil()
+	until := d.lease.HeldUntil(claimer.Term)
 	if !now.Before(until) {
 		return time.Time{}, false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -145,6 +146,58 @@ func TestNoStartOnceTheLeaseTermHasRunOut(t *testing.T) {
 	})
 }
 
+func TestNoStartOfAClaimWhoseTermEndedThoughTheLeaseWasRenewedAsANewTerm(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		shed := newFakeLease()
+		// Between the claim and its start the lease runs out (the process
+		// was paused past its term) and the heartbeat renews it: a new
+		// term, in which a peer may already have released the claim.
+		store := &pausedAfterClaimStore{fakeStore: &fakeStore{queued: 1}, pause: func() { shed.table.expire(QueueLeaseName) }}
+		lease := NewQueueLease(shed, QueueLeaseTTL, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+		engine := &outageEngine{}
+		cfg := DefaultDispatcherConfig()
+		cfg.PollInterval = time.Hour
+		d := newTestDispatcher(store, engine, lease, nil, cfg)
+		stop := runLoops(lease.Run, d.Run)
+		defer stop()
+		time.Sleep(2 * QueueLeaseTTL)
+		synctest.Wait()
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		if lease.Tenure() != 2 || store.claims < 1 || store.fences[0].Term.Equal(lease.Fence().Term) {
+			t.Fatalf("tenure %d, %d claims, first in term %s, lease now in %s; want the claim made and the lease renewed in a new term",
+				lease.Tenure(), store.claims, store.fences[0].Term, lease.Fence().Term)
+		}
+		if n := engine.startsNow(); n != 0 {
+			t.Fatalf("%d starts of a claim whose term ended before them, want none", n)
+		}
+		if len(store.dispatched) != 0 || len(store.released) != 0 {
+			t.Errorf("marked %v, released %v; want the item left CLAIMED for the ended term's settling", store.dispatched, store.released)
+		}
+	})
+}
+
+// pausedAfterClaimStore's claim returns once the lease it was made under
+// has been renewed as a new term: pause runs after the claim, and the
+// claim waits past a heartbeat.
+type pausedAfterClaimStore struct {
+	*fakeStore
+	pause func()
+	once  sync.Once
+}
+
+func (s *pausedAfterClaimStore) Claim(ctx context.Context, fence ports.Fence, budget int, plan ports.PlanFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := s.fakeStore.Claim(ctx, fence, budget, plan, reject)
+	if len(res.Claimed) > 0 {
+		s.once.Do(func() {
+			s.pause()
+			time.Sleep(QueueLeaseTTL + time.Second)
+		})
+	}
+	return res, err
+}
+
 // slowClaimStore's claim outlasts the queue lease's term, calling during
 // as it starts.
 type slowClaimStore struct {
@@ -156,4 +209,34 @@ func (s *slowClaimStore) Claim(ctx context.Context, fence ports.Fence, budget in
 	s.during()
 	time.Sleep(QueueLeaseTTL + time.Second)
 	return s.fakeStore.Claim(ctx, fence, budget, plan, reject)
+}
+
+func TestItemsTheirRunsAdmittedBeforeTheMarkingCountAsDispatched(t *testing.T) {
+	t.Parallel()
+	admitted := staleItem(0)
+	store := &admittedFirstStore{fakeStore: &fakeStore{}, admitted: admitted.ID}
+	d := newTestDispatcher(store, okEngine{}, nil, nil, nonExclusive())
+	item := ports.ClaimedItem{QueueItem: admitted, ExecutionID: *admitted.ExecutionID}
+	n, err := d.markDispatched(context.Background(), []ports.ClaimedItem{item})
+	if err != nil || n != 1 {
+		t.Fatalf("marking an item its run already moved DISPATCHED: %d, %v; want it counted", n, err)
+	}
+	if got := testutil.ToFloat64(d.metrics.Dispatched); got != 1 {
+		t.Errorf("queue_items_dispatched_total = %v, want 1", got)
+	}
+}
+
+// admittedFirstStore marks nothing: the run of item admitted has already
+// moved it DISPATCHED (AdmitRun).
+type admittedFirstStore struct {
+	*fakeStore
+	admitted domain.ID
+}
+
+func (s *admittedFirstStore) MarkDispatched(context.Context, ports.Fence, []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	return nil, nil
+}
+
+func (s *admittedFirstStore) QueueStatuses(context.Context, []domain.ID) (map[domain.ID]domain.QueueStatus, error) {
+	return map[domain.ID]domain.QueueStatus{s.admitted: domain.QueueDispatched}, nil
 }

@@ -17,6 +17,7 @@ import (
 //
 //	PENDING    --claim [QueueMarkClaimed]-->                 CLAIMED
 //	CLAIMED    --mark dispatched [QueueMarkDispatched]-->    DISPATCHED
+//	CLAIMED    --run admitted [QueueAdmitRun]-->             DISPATCHED
 //	CLAIMED    --ReleaseAfterDispatchError-->                PENDING, or FAILED on the last allowed attempt
 //	CLAIMED    --ReleaseUnstarted-->                         PENDING
 //	CLAIMED    --RecoverStale-->                             PENDING
@@ -24,11 +25,13 @@ import (
 //	PENDING    --workspace gone [QueueFailPendingOfWorkspaces]--> FAILED
 //	PENDING, CLAIMED --Cancel-->                             CANCELLED
 //	CLAIMED, DISPATCHED --RecordOutcome(FAILED|CANCELLED)--> FAILED | CANCELLED
-//	PENDING, CLAIMED, DISPATCHED --execution COMPLETED [QueueDeleteByExecution]--> deleted
+//	CLAIMED, DISPATCHED --execution COMPLETED [QueueDeleteByExecution]--> deleted
 //
-// A completion finds its item PENDING only when the workflow started
-// although its start was judged not to have happened; deleting the item
-// then keeps a finished run from being started again.
+// Each claim runs under an execution id of its own, and a release
+// (ReleaseAfterDispatchError, ReleaseUnstarted, RecoverStale) takes it off
+// the item with its execution row. A workflow whose start was judged not
+// to have happened, but which lands after the release, is refused by its
+// admission [QueueAdmitRun], so it can neither run nor settle the item.
 //
 // ClaimedAt is set exactly while an item is CLAIMED (the table's CHECK
 // says the same), so every edge out of CLAIMED clears it.

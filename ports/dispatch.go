@@ -153,8 +153,12 @@ type QueueTransition struct {
 	FromStatus    domain.QueueStatus
 	FromClaimedAt *time.Time
 	To            domain.QueueState
-	// DropExecution removes the item's RUNNING execution row, freeing its
-	// slot; the id stays on the item for the retry.
+	// DropExecution is the execution of the claim being released: the
+	// transition is written only while the item is still in that claim,
+	// and then removes the execution's RUNNING row, freeing its slot, and
+	// takes the id off the item. A start of it that lands later is refused
+	// admission (ExecutionStore.AdmitRun); the next claim runs under an id
+	// of its own.
 	DropExecution *domain.ID
 }
 
@@ -195,7 +199,8 @@ type DispatchStore interface {
 	// its claimer (ClaimedItem.Claimer) in the same transaction.
 	Claim(ctx context.Context, fence Fence, budget int, plan PlanFunc, reject RejectFunc) (ClaimResult, error)
 	// MarkDispatched moves items still CLAIMED by the given execution to
-	// DISPATCHED in one statement. With a non-zero fence it first checks,
+	// DISPATCHED in one statement, and returns those it moved: not those
+	// the run's admission (ExecutionStore.AdmitRun) moved first. With a non-zero fence it first checks,
 	// in the same transaction, that the fence's lease is still this
 	// holder's and in the fence's term; otherwise it returns ErrLeaseLost
 	// and marks nothing: the term's claims are the next holder's to settle.
@@ -244,9 +249,12 @@ func (f Fence) Fenced() bool { return f.Lease != "" }
 type Lease interface {
 	// Holder names this process in the lease table, for fencing.
 	Holder() string
-	// TryAcquire takes or extends the lease for atMostFor; false means
-	// another holder has it.
-	TryAcquire(ctx context.Context, name string, atMostFor time.Duration) (bool, error)
+	// TryAcquire takes or extends the lease for atMostFor; held false
+	// means another holder has it. term is the lease's term then (see
+	// Fence.Term): an extension keeps it only while the lease is
+	// unexpired, so a holder that renews its own lease after it expired
+	// starts a new term, whose fence refuses the old term's claims.
+	TryAcquire(ctx context.Context, name string, atMostFor time.Duration) (term time.Time, held bool, err error)
 	// Release lets go of the lease, which stays held until atLeastFor after
 	// it was taken.
 	Release(ctx context.Context, name string, atLeastFor time.Duration) error
@@ -264,6 +272,15 @@ type ExecutionStore interface {
 	// order, after afterKey ("" for the first page): the worker reads a
 	// run's records a page at a time, so that no read grows with the run.
 	ListNodes(ctx context.Context, executionID domain.ID, limit int, afterKey string) ([]domain.NodeRecord, error)
+	// AdmitRun is a run's first step, before it has any effect: it
+	// reports whether execution id's claim stands (its row exists, so the
+	// claim was not released) and, if its item is still CLAIMED in that
+	// claim, marks it DISPATCHED in the same transaction, so that no
+	// release can follow. A run not admitted was started for a claim that
+	// had been released (a start that left before the claimer's lease term
+	// ended and landed after a peer settled it): it must end without
+	// effect, and its item runs under a later claim.
+	AdmitRun(ctx context.Context, id domain.ID) (bool, error)
 	GetDefinitionVersion(ctx context.Context, definitionID domain.ID, version int) (domain.DefinitionVersion, error)
 	// StartNode records a node run as RUNNING (or a retry's new attempt).
 	StartNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error

@@ -200,6 +200,20 @@ func NewActivities(runs *app.Runs, executors []ports.NodeExecutor, opts ...Activ
 	return a
 }
 
+// AdmitRunInput names the execution whose run asks for admission.
+type AdmitRunInput struct {
+	ExecutionID string
+}
+
+// AdmitRun answers whether the run's claim stands (app.Runs.Admit).
+func (a *Activities) AdmitRun(ctx context.Context, in AdmitRunInput) (bool, error) {
+	id, err := domain.ParseID(in.ExecutionID)
+	if err != nil {
+		return false, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
+	}
+	return a.runs.Admit(ctx, id)
+}
+
 // LoadGraph reads the definition version's graph. A missing version cannot
 // appear later, so it is not retried.
 func (a *Activities) LoadGraph(ctx context.Context, in LoadGraphInput) (domain.Graph, error) {

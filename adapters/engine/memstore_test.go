@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -30,7 +31,10 @@ type memStore struct {
 	definitions map[domain.ID]domain.Definition
 	executions  map[domain.ID]*memExecution
 	// items holds each run's queue item by execution id.
-	items       map[domain.ID]*domain.QueueItem
+	items map[domain.ID]*domain.QueueItem
+	// released holds the items whose claim was released: they have no
+	// execution id.
+	released    []*domain.QueueItem
 	completions []completion
 	// beforeLoad and beforeFinish, when set, run at the start of
 	// GetDefinitionVersion and FinishExecution, so tests can act (cancel
@@ -178,11 +182,48 @@ func (s *memStore) addRun(definitionID, executionID domain.ID, version int, g do
 	return item.ID
 }
 
+// AdmitRun admits the run while its execution is kept, marking its item
+// DISPATCHED if it is still CLAIMED, as the Postgres store does.
+func (s *memStore) AdmitRun(_ context.Context, id domain.ID) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if item, ok := s.items[id]; ok && item.Status == domain.QueueClaimed {
+		now := time.Now()
+		item.Status, item.ClaimedAt, item.DispatchedAt = domain.QueueDispatched, nil, &now
+	}
+	_, ok := s.executions[id]
+	return ok, nil
+}
+
+// addClaimedRun is addRun with the item still CLAIMED.
+func (s *memStore) addClaimedRun(definitionID, executionID domain.ID, version int, g domain.Graph) domain.ID {
+	id := s.addRun(definitionID, executionID, version, g)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	item := s.items[executionID]
+	item.Status, item.ClaimedAt, item.DispatchedAt = domain.QueueClaimed, &now, nil
+	return id
+}
+
+// release releases the claim of execution executionID as the Postgres
+// store's release does: the item goes back to PENDING without its
+// execution id, and the execution is dropped.
+func (s *memStore) release(executionID domain.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	item := s.items[executionID]
+	item.Status, item.ClaimedAt, item.ExecutionID = domain.QueuePending, nil, nil
+	delete(s.items, executionID)
+	delete(s.executions, executionID)
+	s.released = append(s.released, item)
+}
+
 // queueItem returns the queue item with id, and whether there is one.
 func (s *memStore) queueItem(id domain.ID) (domain.QueueItem, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, q := range s.items {
+	for _, q := range append(slices.Collect(maps.Values(s.items)), s.released...) {
 		if q.ID == id {
 			return *q, true
 		}
@@ -384,6 +425,12 @@ func TestMemStoreKeepsTheExecutionStoreContract(t *testing.T) {
 				run.QueueID = s.addRun(run.DefinitionID, run.ExecutionID, run.Version, g)
 				return run
 			},
+			NewClaimedRun: func(_ *testing.T, g domain.Graph) porttest.Run {
+				run := porttest.Run{ExecutionID: domain.ID(uuid.New()), DefinitionID: domain.ID(uuid.New()), Version: 1}
+				run.QueueID = s.addClaimedRun(run.DefinitionID, run.ExecutionID, run.Version, g)
+				return run
+			},
+			Release:   func(_ *testing.T, run porttest.Run) { s.release(run.ExecutionID) },
 			QueueItem: func(_ *testing.T, id domain.ID) (domain.QueueItem, bool) { return s.queueItem(id) },
 			Execution: func(t *testing.T, id domain.ID) domain.Execution {
 				e, _, err := s.GetExecution(context.Background(), id)

@@ -122,6 +122,7 @@ func registerWorkflow(w worker.WorkflowRegistry, wf *Workflows) {
 
 // registerActivities registers every activity under its recorded name.
 func registerActivities(w worker.ActivityRegistry, acts *Activities) {
+	w.RegisterActivityWithOptions(acts.AdmitRun, activity.RegisterOptions{Name: admitRunActivity})
 	w.RegisterActivityWithOptions(acts.LoadGraph, activity.RegisterOptions{Name: loadGraphActivity})
 	w.RegisterActivityWithOptions(acts.LoadRetryOutputs, activity.RegisterOptions{Name: loadRetryOutputsActivity})
 	w.RegisterActivityWithOptions(acts.RunNode, activity.RegisterOptions{Name: runNodeActivity})

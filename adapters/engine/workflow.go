@@ -18,6 +18,7 @@ import (
 // change.
 const (
 	ExecutionWorkflowName   = "SluiceExecution"
+	admitRunActivity        = "AdmitRun"
 	loadGraphActivity       = "LoadGraph"
 	runNodeActivity         = "RunNode"
 	runPureNodeActivity     = "RunPureNode"
@@ -247,7 +248,10 @@ type nodeOutcome struct {
 // and written by a local activity whenever the workflow is about to wait on
 // the server, and at the end together with the execution's status.
 //
-// It always ends by recording the execution's status through
+// It first asks whether its claim stands (AdmitRun): a run started for a
+// claim its dispatcher's peer had already released ends at once, FAILED
+// in Temporal with an error of type NotAdmittedErrorType, having recorded
+// nothing. An admitted run always ends by recording the execution's status through
 // CompleteExecution, on a context that cancellation cannot interrupt, so a
 // cancelled or failed execution frees its slot like a completed one.
 func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (ExecutionResult, error) {
@@ -261,6 +265,12 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		ctx: ctx, executionID: executionIDFrom(workflow.GetInfo(ctx).WorkflowExecution.ID, in.ExecutionID),
 		in: in, retry: cfg.Retry, limits: cfg.Limits.withDefaults(), outputs: map[string]any{},
 		share: cfg.Limits.WorkspaceNodesInFlight[in.Plan],
+	}
+	if admitted, msg := run.admit(); msg != "" {
+		return run.finish(domain.ExecutionFailed, msg)
+	} else if !admitted {
+		return ExecutionResult{}, temporal.NewNonRetryableApplicationError(
+			"not admitted: the claim this run was started for had been released", NotAdmittedErrorType, nil)
 	}
 
 	graph, msg := run.graph()
@@ -306,6 +316,28 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		return run.finish(domain.ExecutionFailed, failure)
 	}
 	return run.finish(domain.ExecutionCompleted, "")
+}
+
+// NotAdmittedErrorType is the type of the error a run refused admission ends
+// with: Temporal shows such a workflow FAILED, and Sluice has no record of
+// it, since its item runs under another claim.
+const NotAdmittedErrorType = "NotAdmitted"
+
+// admit asks, before the run has any effect, whether the claim it was
+// started for stands (AdmitRun); a child run belongs to its parent's, and
+// is not asked. It returns a failure message when the question could not
+// be answered, "" otherwise: the run then fails with it, which records
+// nothing for a claim that was released.
+func (r *executionRun) admit() (bool, string) {
+	if r.in.Parent != nil {
+		return true, ""
+	}
+	var admitted bool
+	err := workflow.ExecuteLocalActivity(bookkeeping(r.ctx), admitRunActivity, AdmitRunInput{ExecutionID: r.executionID}).Get(r.ctx, &admitted)
+	if err != nil {
+		return false, "checking the run's admission: " + errorMessage(err)
+	}
+	return admitted, ""
 }
 
 // graph decodes the graph the input carries, or loads it when the input

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -899,4 +900,46 @@ func TestExecutionZeroDelayIsAJoinPointWithoutATimer(t *testing.T) {
 		t.Errorf("after's output = %v, want 0", out)
 	}
 	h.wantStatuses(map[string]domain.NodeStatus{"now": domain.NodeCompleted, "after": domain.NodeCompleted})
+}
+
+func TestARunWhoseClaimWasReleasedEndsNotAdmittedHavingDoneNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{"nodes": [{"key": "a", "type": "HTTP_REQUEST", "config": {"url": "https://example.com"}}]}`)
+	// The claim the run was started for was released before the start
+	// landed: its item is PENDING without the execution, whose row is gone.
+	h.store.release(h.execID)
+	_, err := h.run()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != NotAdmittedErrorType {
+		t.Fatalf("workflow error %v, want one of type %s", err, NotAdmittedErrorType)
+	}
+	if ran := h.ranKeys(); len(ran) != 0 {
+		t.Errorf("nodes %v ran, want none", ran)
+	}
+	if got := h.store.finished(); len(got) != 0 {
+		t.Errorf("completions %+v, want none: nothing is recorded of a run not admitted", got)
+	}
+}
+
+func TestAnAdmittedRunMarksItsClaimedItemDispatched(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
+	// A claimed run (its dispatcher has not marked it yet) is admitted;
+	// the admission marks its item, so that no release can follow.
+	var admittedWhile domain.QueueStatus
+	h.store.mu.Lock()
+	h.store.items[h.execID].Status = domain.QueueClaimed
+	h.store.mu.Unlock()
+	h.store.beforeFinish = func() {
+		h.store.mu.Lock()
+		admittedWhile = h.store.items[h.execID].Status
+		h.store.mu.Unlock()
+	}
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status %s, want COMPLETED", res.Status)
+	}
+	if admittedWhile != domain.QueueDispatched {
+		t.Errorf("item %s when the admitted run ended, want DISPATCHED", admittedWhile)
+	}
+	h.wantCompletion(domain.ExecutionCompleted, "")
 }

@@ -256,10 +256,11 @@ func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence,
 			failed = append(failed, t)
 			continue
 		}
+		// Every claim runs under an execution id of its own: a release
+		// takes the last claim's off the item, so that a start of it
+		// landing late is refused admission instead of running the item
+		// beside this claim.
 		execID := domain.ID(uuid.New())
-		if rec.ExecutionID != nil {
-			execID = *rec.ExecutionID // a retry keeps its workflow id
-		}
 		up.Ids = append(up.Ids, execID)
 		up.QueueIds = append(up.QueueIds, rec.ID)
 		up.WorkspaceIds = append(up.WorkspaceIds, rec.WorkspaceID)
@@ -612,6 +613,12 @@ func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.Queu
 		p.AttemptCounts = append(p.AttemptCounts, int32(t.To.AttemptCount))
 		p.DispatchFailures = append(p.DispatchFailures, int32(t.To.DispatchFailures))
 		p.LastErrors = append(p.LastErrors, t.To.LastError)
+		var dropped domain.ID
+		if t.DropExecution != nil {
+			dropped = *t.DropExecution
+		}
+		p.DropExecutions = append(p.DropExecutions, t.DropExecution != nil)
+		p.DroppedExecutionIds = append(p.DroppedExecutionIds, dropped)
 	}
 	written, err := s.q.QueueApplyTransitions(ctx, tx, p)
 	if err != nil {
@@ -759,6 +766,23 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// AdmitRun admits a run as it starts; see ports.ExecutionStore. The item
+// is written first, under its row lock, and the execution's row read
+// after, by a statement of its own, so it sees whatever release the lock
+// waited for.
+func (s *Store) AdmitRun(ctx context.Context, id domain.ID) (bool, error) {
+	admitted := false
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := s.q.QueueAdmitRun(ctx, tx, &id); err != nil {
+			return err
+		}
+		var err error
+		admitted, err = s.q.ExecutionExists(ctx, tx, id)
+		return err
+	})
+	return admitted, err
 }
 
 // FinishExecution ends a RUNNING execution, writes its last node records

@@ -193,7 +193,7 @@ func TestClaimIsFencedByTheQueueLease(t *testing.T) {
 	ctx := context.Background()
 	seedQueue(t, pool, 3)
 	one, two := postgres.NewLease(pool, "one"), postgres.NewLease(pool, "two")
-	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+	if _, ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
 	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
@@ -206,7 +206,7 @@ func TestClaimIsFencedByTheQueueLease(t *testing.T) {
 	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
 		t.Fatalf("claim on an expired lease: %v, want ErrLeaseLost", err)
 	}
-	if ok, err := two.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+	if _, ok, err := two.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("takeover: %v %v", ok, err)
 	}
 	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
@@ -383,7 +383,7 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 	ctx := context.Background()
 	seedQueue(t, pool, 2)
 	one, two := postgres.NewLease(pool, "one"), postgres.NewLease(pool, "two")
-	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+	if _, ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
 	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
@@ -407,7 +407,7 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 	}
 
 	// A renewal keeps the term: the claims are live and markable.
-	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+	if _, ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("renew: %v %v", ok, err)
 	}
 	if ended, err := store.ClaimsOfEndedTerms(ctx, 10); err != nil || len(ended) != 0 {
@@ -426,7 +426,7 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 		}
 	}
 	expire()
-	if ok, err := two.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+	if _, ok, err := two.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("takeover: %v %v", ok, err)
 	}
 	ended, err := store.ClaimsOfEndedTerms(ctx, 10)
@@ -439,7 +439,7 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 	// The old holder taking the lease back begins a new term: its old
 	// term's marks stay refused, and the claim stays to be settled.
 	expire()
-	if ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
+	if _, ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("taking it back: %v %v", ok, err)
 	}
 	if _, err := mark(res.Claimed[1]); !errors.Is(err, ports.ErrLeaseLost) {

@@ -161,18 +161,42 @@ func TestStoreKeepsTheExecutionStoreContract(t *testing.T) {
 	t.Parallel()
 	porttest.ExecutionStore(t, func(t *testing.T) porttest.ExecutionStoreFixture {
 		store := postgres.NewStore(pgtest.Pool(t), quiet())
+		claimed := func(t *testing.T, g domain.Graph) ports.ClaimedItem {
+			raw, err := json.Marshal(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return claimOne(t, store, domain.PlanFree, string(raw))
+		}
+		runOf := func(item ports.ClaimedItem) porttest.Run {
+			return porttest.Run{ExecutionID: item.ExecutionID, QueueID: item.ID, DefinitionID: item.DefinitionID, Version: item.Version}
+		}
 		return porttest.ExecutionStoreFixture{
 			Store: store,
 			NewRun: func(t *testing.T, g domain.Graph) porttest.Run {
-				raw, err := json.Marshal(g)
-				if err != nil {
-					t.Fatal(err)
-				}
-				item := claimOne(t, store, domain.PlanFree, string(raw))
+				item := claimed(t, g)
 				if recs, err := store.MarkDispatched(context.Background(), ports.Fence{}, []ports.DispatchedItem{{ID: item.ID, ExecutionID: item.ExecutionID}}); err != nil || len(recs) != 1 {
 					t.Fatalf("marking dispatched: %d, %v", len(recs), err)
 				}
-				return porttest.Run{ExecutionID: item.ExecutionID, QueueID: item.ID, DefinitionID: item.DefinitionID, Version: item.Version}
+				return runOf(item)
+			},
+			NewClaimedRun: func(t *testing.T, g domain.Graph) porttest.Run { return runOf(claimed(t, g)) },
+			Release: func(t *testing.T, run porttest.Run) {
+				item, err := store.GetQueueItem(context.Background(), run.QueueID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				next := item.QueueState
+				if err := next.ReleaseUnstarted("not started"); err != nil {
+					t.Fatal(err)
+				}
+				exec := run.ExecutionID
+				written, err := store.ApplyTransitions(context.Background(), []ports.QueueTransition{
+					{ID: item.ID, FromStatus: item.Status, FromClaimedAt: item.ClaimedAt, To: next, DropExecution: &exec},
+				})
+				if err != nil || len(written) != 1 {
+					t.Fatalf("releasing: %v, %v", written, err)
+				}
 			},
 			QueueItem: func(t *testing.T, id domain.ID) (domain.QueueItem, bool) {
 				q, err := store.GetQueueItem(context.Background(), id)

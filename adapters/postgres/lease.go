@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/adapters/postgres/dbsqlc"
@@ -29,10 +31,17 @@ func NewLease(pool *pgxpool.Pool, holder string) *Lease {
 // Holder names this process in locked_by.
 func (l *Lease) Holder() string { return l.holder }
 
-// TryAcquire takes the lease if free or expired, or extends our own.
-func (l *Lease) TryAcquire(ctx context.Context, name string, atMostFor time.Duration) (bool, error) {
-	n, err := l.q.LeaseAcquire(ctx, l.pool, dbsqlc.LeaseAcquireParams{Name: name, LockAtMostForSeconds: atMostFor.Seconds(), LockedBy: l.holder})
-	return n == 1, err
+// TryAcquire takes the lease if free or expired, or extends our own, and
+// returns its term.
+func (l *Lease) TryAcquire(ctx context.Context, name string, atMostFor time.Duration) (time.Time, bool, error) {
+	term, err := l.q.LeaseAcquire(ctx, l.pool, dbsqlc.LeaseAcquireParams{Name: name, LockAtMostForSeconds: atMostFor.Seconds(), LockedBy: l.holder})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return term, true, nil
 }
 
 // Release keeps the lease until atLeastFor after it was taken.

@@ -127,22 +127,15 @@ func TestQueueStatsStayExactThroughEveryTransition(t *testing.T) {
 	}
 	pgtest.RequireExactStats(t, pool, "dispatch and a dispatch-failure release")
 
-	// A retry whose earlier execution row is still there (here FAILED) is
-	// written by the upsert's UPDATE branch: FAILED back to RUNNING.
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, completed_at)
-		SELECT q.execution_id, q.workspace_id, q.workflow_definition_id, 1, 'FAILED', now()
-		FROM workflow_execution_queue q WHERE q.execution_id = $1`, failed.ExecutionID); err != nil {
+	// The retry, once its backoff has passed, runs under an execution of
+	// its own.
+	if _, err := pool.Exec(ctx, "UPDATE workflow_execution_queue SET available_at = now() WHERE id = $1", failed.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "UPDATE workflow_execution_queue SET available_at = now() WHERE execution_id = $1", failed.ExecutionID); err != nil {
-		t.Fatal(err)
+	if retry := claimAndDispatch(t, store); len(retry.Claimed) != 1 || retry.Claimed[0].ID != failed.ID || retry.Claimed[0].ExecutionID == failed.ExecutionID {
+		t.Fatalf("retry claimed %+v; want the released item under a new execution", retry.Claimed)
 	}
-	pgtest.RequireExactStats(t, pool, "a finished execution row left behind")
-	if retry := claimAndDispatch(t, store); len(retry.Claimed) != 1 || retry.Claimed[0].ExecutionID != failed.ExecutionID {
-		t.Fatalf("retry claimed %+v; want the released item with its execution", retry.Claimed)
-	}
-	pgtest.RequireExactStats(t, pool, "a retry reusing its execution row")
+	pgtest.RequireExactStats(t, pool, "a retry under a new execution")
 
 	// Cancel a PENDING item, then a CLAIMED one (its execution stays RUNNING
 	// until its dispatcher settles it).

@@ -348,26 +348,14 @@ func queueEdges() []queueEdge {
 	completed := func(from domain.QueueStatus) queueEdge {
 		return queueEdge{from: from, label: completedLabel, to: "deleted", walk: func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
-			switch from {
-			case domain.QueueDispatched:
+			if from == domain.QueueDispatched {
 				b.markDispatched(t, item)
-			case domain.QueuePending:
-				// The start was judged not to have happened and the item
-				// went back to PENDING; then the workflow reports in.
-				next := item.QueueState
-				if err := next.ReleaseUnstarted("not started"); err != nil {
-					t.Fatal(err)
-				}
-				b.apply(t, transition(item.QueueItem, next, true))
 			}
 			found, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionCompleted, nil)
-			if err != nil || (!found && from != domain.QueuePending) {
+			if err != nil || !found {
 				t.Fatalf("finishing: found %v, %v", found, err)
 			}
 			b.requireGone(t, "after the execution completed", item.ID)
-			if from == domain.QueuePending {
-				return
-			}
 			if got := b.execution(t, item.ExecutionID); got != domain.ExecutionCompleted {
 				t.Fatalf("execution %q, want COMPLETED", got)
 			}
@@ -394,6 +382,18 @@ func queueEdges() []queueEdge {
 				t.Fatalf("marking an item DISPATCHED twice moved %d rows, want 0", n)
 			}
 		}},
+		{from: domain.QueueClaimed, label: "run admitted [QueueAdmitRun]", to: "DISPATCHED", walk: func(t *testing.T, b *queueBench) {
+			item := b.claimed(t)
+			for range 2 { // the second, a replay of the first, changes nothing
+				if admitted, err := b.store.AdmitRun(ctx, item.ExecutionID); err != nil || !admitted {
+					t.Fatalf("admitting the claimed item's run: %v, %v", admitted, err)
+				}
+				b.requireRow(t, "admitted", item.ID, rowWant{status: domain.QueueDispatched, executionID: &item.ExecutionID, execution: domain.ExecutionRunning})
+			}
+			if n := b.markDispatched(t, item); n != 0 {
+				t.Fatalf("the dispatcher's marking after the admission moved %d rows, want 0", n)
+			}
+		}},
 		{from: domain.QueueClaimed, label: releaseErrLabel, to: "PENDING", walk: func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
 			now := time.Now()
@@ -401,7 +401,7 @@ func queueEdges() []queueEdge {
 				t.Fatalf("release wrote %d rows, want 1", len(ids))
 			}
 			q := b.requireRow(t, "released after a dispatch error", item.ID, rowWant{
-				status: domain.QueuePending, attempts: 1, failures: 1, lastError: "temporal said no", executionID: &item.ExecutionID,
+				status: domain.QueuePending, attempts: 1, failures: 1, lastError: "temporal said no",
 			})
 			if want := now.Add(testBackoff.Delay(1)); !sameInstant(q.AvailableAt, want) {
 				t.Fatalf("available_at %s, want now + the first backoff, %s", q.AvailableAt, want)
@@ -409,26 +409,25 @@ func queueEdges() []queueEdge {
 			b.claim(t, 0) // the backoff holds it back
 			b.elapseBackoff(t, item.ID)
 			retry := b.claim(t, 1)[0]
-			if retry.ExecutionID != item.ExecutionID {
-				t.Fatalf("the retry runs execution %s, want the first claim's %s", retry.ExecutionID, item.ExecutionID)
+			if retry.ExecutionID == item.ExecutionID {
+				t.Fatalf("the retry runs the released claim's execution %s, want one of its own", item.ExecutionID)
 			}
 			b.requireRow(t, "claimed again", item.ID, rowWant{
-				status: domain.QueueClaimed, attempts: 1, failures: 1, lastError: "temporal said no", executionID: &item.ExecutionID, execution: domain.ExecutionRunning,
+				status: domain.QueueClaimed, attempts: 1, failures: 1, lastError: "temporal said no", executionID: &retry.ExecutionID, execution: domain.ExecutionRunning,
 			})
+			if got := b.execution(t, item.ExecutionID); got != "" {
+				t.Fatalf("the released claim's execution is %q, want it gone", got)
+			}
 		}},
 		{from: domain.QueueClaimed, label: releaseErrLabel, to: "FAILED", how: "last allowed attempt", walk: func(t *testing.T, b *queueBench) {
 			id := b.pending(t)
-			var execID domain.ID
 			for n := 1; n <= domain.MaxDispatchAttempts; n++ {
 				item := b.claim(t, 1)[0]
-				if n == 1 {
-					execID = item.ExecutionID
-				}
 				reason := fmt.Sprintf("dispatch error %d", n)
 				now := time.Now()
 				b.releaseAfterError(t, item.QueueItem, reason, now)
 				if n < domain.MaxDispatchAttempts {
-					q := b.requireRow(t, reason, id, rowWant{status: domain.QueuePending, attempts: n, failures: n, lastError: reason, executionID: &execID})
+					q := b.requireRow(t, reason, id, rowWant{status: domain.QueuePending, attempts: n, failures: n, lastError: reason})
 					if want := now.Add(testBackoff.Delay(n)); !sameInstant(q.AvailableAt, want) {
 						t.Fatalf("after %s: available_at %s, want %s", reason, q.AvailableAt, want)
 					}
@@ -436,7 +435,7 @@ func queueEdges() []queueEdge {
 					continue
 				}
 				b.requireRow(t, "the last allowed dispatch error", id, rowWant{
-					status: domain.QueueFailed, attempts: n, failures: n, lastError: reason, executionID: &execID,
+					status: domain.QueueFailed, attempts: n, failures: n, lastError: reason,
 				})
 			}
 			b.claim(t, 0)
@@ -451,13 +450,13 @@ func queueEdges() []queueEdge {
 				t.Fatalf("release wrote %d rows, want 1", len(ids))
 			}
 			q := b.requireRow(t, "released unstarted", item.ID, rowWant{
-				status: domain.QueuePending, attempts: 1, lastError: "not started: temporal was unavailable", executionID: &item.ExecutionID,
+				status: domain.QueuePending, attempts: 1, lastError: "not started: temporal was unavailable",
 			})
 			if !q.AvailableAt.Equal(item.AvailableAt) {
 				t.Fatalf("available_at moved from %s to %s; an outage of the engine is no reason to back off", item.AvailableAt, q.AvailableAt)
 			}
-			if retry := b.claim(t, 1)[0]; retry.ExecutionID != item.ExecutionID {
-				t.Fatalf("the retry runs execution %s, want %s", retry.ExecutionID, item.ExecutionID)
+			if retry := b.claim(t, 1)[0]; retry.ExecutionID == item.ExecutionID {
+				t.Fatalf("the retry runs the released claim's execution %s, want one of its own", item.ExecutionID)
 			}
 		}},
 		{from: domain.QueueClaimed, label: "RecoverStale", to: "PENDING", walk: func(t *testing.T, b *queueBench) {
@@ -472,7 +471,7 @@ func queueEdges() []queueEdge {
 			if ids := b.apply(t, transition(observed, next, true)); len(ids) != 1 {
 				t.Fatalf("recovery wrote %d rows, want 1", len(ids))
 			}
-			b.requireRow(t, "recovered", item.ID, rowWant{status: domain.QueuePending, attempts: 1, executionID: &item.ExecutionID})
+			b.requireRow(t, "recovered", item.ID, rowWant{status: domain.QueuePending, attempts: 1})
 			b.claim(t, 1)
 		}},
 		{from: domain.QueuePending, label: "Fail", to: "FAILED", how: "definition deleted", walk: func(t *testing.T, b *queueBench) {
@@ -515,7 +514,6 @@ func queueEdges() []queueEdge {
 		recordOutcome(domain.QueueClaimed, domain.ExecutionCancelled),
 		recordOutcome(domain.QueueDispatched, domain.ExecutionFailed),
 		recordOutcome(domain.QueueDispatched, domain.ExecutionCancelled),
-		completed(domain.QueuePending),
 		completed(domain.QueueClaimed),
 		completed(domain.QueueDispatched),
 	}
@@ -621,7 +619,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 			if n := b.markDispatched(t, item); n != 0 {
 				t.Fatalf("a late dispatcher marked %d items DISPATCHED, want 0", n)
 			}
-			b.requireRow(t, "after the late marking", item.ID, rowWant{status: domain.QueuePending, attempts: 1, executionID: &item.ExecutionID})
+			b.requireRow(t, "after the late marking", item.ID, rowWant{status: domain.QueuePending, attempts: 1})
 		}},
 		{"mark dispatched after the item was cancelled", func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
@@ -650,7 +648,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 			if ids := b.releaseAfterError(t, item.QueueItem, "late error", time.Now()); len(ids) != 0 {
 				t.Fatalf("the first claim's release wrote %v, want nothing", ids)
 			}
-			q := b.requireRow(t, "after the late release", item.ID, rowWant{status: domain.QueueClaimed, attempts: 1, executionID: &item.ExecutionID, execution: domain.ExecutionRunning})
+			q := b.requireRow(t, "after the late release", item.ID, rowWant{status: domain.QueueClaimed, attempts: 1, executionID: &again.ExecutionID, execution: domain.ExecutionRunning})
 			if !q.ClaimedAt.Equal(*again.ClaimedAt) {
 				t.Fatalf("claimed_at %s, want the live claim's %s", q.ClaimedAt, again.ClaimedAt)
 			}
@@ -699,7 +697,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 				t.Fatalf("recovery of the old claim wrote %v, want nothing", ids)
 			}
 			q := b.requireRow(t, "after the late recovery", item.ID, rowWant{
-				status: domain.QueueClaimed, attempts: 1, lastError: "unavailable", executionID: &item.ExecutionID, execution: domain.ExecutionRunning,
+				status: domain.QueueClaimed, attempts: 1, lastError: "unavailable", executionID: &again.ExecutionID, execution: domain.ExecutionRunning,
 			})
 			if !q.ClaimedAt.Equal(*again.ClaimedAt) {
 				t.Fatalf("claimed_at %s, want the live claim's %s", q.ClaimedAt, again.ClaimedAt)
@@ -730,7 +728,42 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 			if _, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionFailed, &msg); err != nil {
 				t.Fatal(err)
 			}
-			b.requireRow(t, "after a late outcome", item.ID, rowWant{status: domain.QueuePending, attempts: 1, failures: 1, lastError: "start failed", executionID: &item.ExecutionID})
+			b.requireRow(t, "after a late outcome", item.ID, rowWant{status: domain.QueuePending, attempts: 1, failures: 1, lastError: "start failed"})
+		}},
+		{"a run of a released claim neither admitted nor deleting the item at its end", func(t *testing.T, b *queueBench) {
+			// The takeover released the claim; the old claimer's start,
+			// already on its way, lands after that and the run completes.
+			item := b.claimed(t)
+			next := item.QueueState
+			if err := next.ReleaseUnstarted("not started: the dispatcher that claimed it lost its lease"); err != nil {
+				t.Fatal(err)
+			}
+			b.apply(t, transition(item.QueueItem, next, true))
+			if admitted, err := b.store.AdmitRun(ctx, item.ExecutionID); err != nil || admitted {
+				t.Fatalf("admitting the released claim's run: %v, %v; want it refused", admitted, err)
+			}
+			if found, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionCompleted, nil); err != nil || found {
+				t.Fatalf("completing the released claim's run: found %v, %v; want nothing recorded", found, err)
+			}
+			b.requireRow(t, "after the released claim's run ended", item.ID, rowWant{status: domain.QueuePending, attempts: 1,
+				lastError: "not started: the dispatcher that claimed it lost its lease"})
+			b.claim(t, 1) // it runs under a claim of its own
+		}},
+		{"release unstarted of an item its run was admitted for meanwhile", func(t *testing.T, b *queueBench) {
+			// The start landed between the takeover's question to Temporal
+			// and its release: the run's admission came first.
+			item := b.claimed(t)
+			if admitted, err := b.store.AdmitRun(ctx, item.ExecutionID); err != nil || !admitted {
+				t.Fatalf("admitting: %v, %v", admitted, err)
+			}
+			next := item.QueueState
+			if err := next.ReleaseUnstarted("unavailable"); err != nil {
+				t.Fatal(err)
+			}
+			if ids := b.apply(t, transition(item.QueueItem, next, true)); len(ids) != 0 {
+				t.Fatalf("release wrote %v, want nothing", ids)
+			}
+			b.requireRow(t, "after the late release", item.ID, rowWant{status: domain.QueueDispatched, executionID: &item.ExecutionID, execution: domain.ExecutionRunning})
 		}},
 		{"execution outcome for a CANCELLED item", func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)

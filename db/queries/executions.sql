@@ -16,8 +16,10 @@ CROSS JOIN LATERAL (
 ) AS e;
 
 -- name: ExecutionsUpsertRunning :exec
--- A retry reuses the id kept on its queue item, so its Temporal workflow id
--- stays execution-{id}; a row left from an earlier try is reset to RUNNING.
+-- Each claim writes an execution of its own: a release takes the released
+-- claim's id off the item and deletes its row (ExecutionsDelete), so a
+-- retry runs under a new id. The conflict branch resets a row the id
+-- already has to RUNNING, which no claim made since then meets.
 INSERT INTO workflow_executions (id, queue_id, workspace_id, workflow_definition_id, workflow_version, status, input, concurrency_key)
 SELECT e.id, e.queue_id, e.workspace_id, e.workflow_definition_id, e.workflow_version, 'RUNNING', e.input, q.concurrency_key
 FROM (SELECT unnest(@ids::uuid[]) AS id,
@@ -33,6 +35,11 @@ SET status = 'RUNNING', started_at = now(), completed_at = NULL, duration_ms = N
 
 -- name: ExecutionsDelete :exec
 DELETE FROM workflow_executions WHERE id = ANY(@ids::uuid[]) AND status = 'RUNNING';
+
+-- name: ExecutionExists :one
+-- Whether execution @id has its row: it was claimed, and the claim was not
+-- released (a release deletes the row).
+SELECT EXISTS (SELECT 1 FROM workflow_executions WHERE id = @id)::bool;
 
 -- name: ExecutionGet :one
 SELECT * FROM workflow_executions WHERE id = @id;

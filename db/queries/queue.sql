@@ -176,16 +176,41 @@ WITH dispatched AS (
 )
 SELECT d.id, d.created_at, d.dispatched_at FROM dispatched d;
 
+-- name: QueueAdmitRun :exec
+-- The first write of a run, before it does anything: its item, still
+-- CLAIMED in the run's own claim (execution_id), becomes DISPATCHED, as
+-- the dispatcher's marking would make it, with its audit row. A release
+-- of the claim (QueueApplyTransitions with a dropped execution) is
+-- guarded by CLAIMED and by the execution id, so once this has committed
+-- no release can follow, and one that committed first has taken the id
+-- off the item, which this then does not find. The item's row lock orders
+-- the two; ExecutionExists, read after it, says which came first.
+WITH admitted AS (
+    UPDATE workflow_execution_queue q
+    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
+    WHERE q.execution_id = @execution_id AND q.status = 'CLAIMED'
+    RETURNING q.id, q.workspace_id, q.execution_id
+)
+INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
+SELECT gen_random_uuid(), w.id, 'workflow', 'queue.dispatched', a.id, jsonb_build_object('executionId', a.execution_id)
+FROM admitted a LEFT JOIN workspaces w ON w.id = a.workspace_id;
+
 -- name: QueueApplyTransitions :many
 -- Writes states computed by the domain state machine, each guarded by the
 -- state it was computed from (status and claimed_at), so a row that moved on
 -- meanwhile is left alone. Each written transition's audit row, by @actor,
 -- is written by the same statement; the workspace is named only while it
 -- exists (an item outlives a deleted workspace until it is failed).
+-- A transition that drops its claim's execution (a release) is guarded by
+-- that execution id too, and takes it off the item: the execution id
+-- names one claim, so a run of it whose start lands after the release is
+-- refused admission (ExecutionAdmit), and a later claim runs under an id
+-- of its own.
 WITH moved AS (
     UPDATE workflow_execution_queue q
     SET status = t.status,
         claimed_at = NULL,
+        execution_id = CASE WHEN t.drop_execution THEN NULL ELSE q.execution_id END,
         available_at = t.available_at,
         attempt_count = t.attempt_count,
         dispatch_failures = t.dispatch_failures,
@@ -198,10 +223,15 @@ WITH moved AS (
                  unnest(@available_ats::timestamptz[]) AS available_at,
                  unnest(@attempt_counts::int[]) AS attempt_count,
                  unnest(@dispatch_failures::int[]) AS dispatch_failures,
-                 unnest(@last_errors::text[]) AS last_error) AS t
+                 unnest(@last_errors::text[]) AS last_error,
+                 unnest(@drop_executions::bool[]) AS drop_execution,
+                 unnest(@dropped_execution_ids::uuid[]) AS dropped_execution_id) AS t
     WHERE q.id = t.id AND q.status = t.from_status
       AND CASE WHEN t.from_claimed THEN q.claimed_at = t.from_claimed_at ELSE q.claimed_at IS NULL END
-    RETURNING q.id, q.workspace_id, q.execution_id, t.from_status, q.status, q.attempt_count, q.dispatch_failures, q.last_error
+      AND (NOT t.drop_execution OR q.execution_id = t.dropped_execution_id)
+    RETURNING q.id, q.workspace_id,
+              CASE WHEN t.drop_execution THEN t.dropped_execution_id ELSE q.execution_id END AS execution_id,
+              t.from_status, q.status, q.attempt_count, q.dispatch_failures, q.last_error
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
     SELECT gen_random_uuid(), w.id, @actor::text,

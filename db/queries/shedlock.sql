@@ -1,6 +1,10 @@
--- name: LeaseAcquire :execrows
+-- name: LeaseAcquire :one
 -- ShedLock's own algorithm on database time: take the lease when it is free
--- or expired, or extend it when we already hold it.
+-- or expired, or extend it when we already hold it. It returns the term,
+-- locked_at, which an extension keeps only while the lease is unexpired:
+-- a holder that renews its own expired lease starts a new term, since a
+-- peer may already have settled the claims of the old one. No row means
+-- another holder has the lease.
 INSERT INTO shedlock (name, lock_until, locked_at, locked_by)
 VALUES (@name, now() + make_interval(secs => @lock_at_most_for_seconds::float8), now(), @locked_by)
 ON CONFLICT (name) DO UPDATE
@@ -8,7 +12,8 @@ SET lock_until = EXCLUDED.lock_until,
     locked_at = CASE WHEN shedlock.locked_by = EXCLUDED.locked_by AND shedlock.lock_until > now()
                      THEN shedlock.locked_at ELSE EXCLUDED.locked_at END,
     locked_by = EXCLUDED.locked_by
-WHERE shedlock.lock_until <= now() OR shedlock.locked_by = EXCLUDED.locked_by;
+WHERE shedlock.lock_until <= now() OR shedlock.locked_by = EXCLUDED.locked_by
+RETURNING locked_at;
 
 -- name: LeaseRelease :exec
 -- Releasing keeps the lease until lockAtLeastFor has passed since it was

@@ -272,7 +272,7 @@ func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups po
 		if _, err := db.aux.Exec(context.Background(), "DELETE FROM shedlock WHERE name = $1", app.QueueLeaseName); err != nil {
 			b.Fatal(err)
 		}
-		if held, err := lease.TryAcquire(context.Background(), app.QueueLeaseName, 24*time.Hour); err != nil || !held {
+		if _, held, err := lease.TryAcquire(context.Background(), app.QueueLeaseName, 24*time.Hour); err != nil || !held {
 			b.Fatalf("taking the queue lease: %v, %v", held, err)
 		}
 		queueLease = app.NewQueueLease(lease, cfg.LeaseTTL, app.NewLeaseMetrics(prometheus.NewRegistry()), log)

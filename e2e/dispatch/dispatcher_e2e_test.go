@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -311,14 +312,24 @@ func TestPriorityOrdersWorkWithinAWorkspace(t *testing.T) {
 	}
 }
 
-func TestRetryReusesTheExecutionIDAndSurvivesAShortOutage(t *testing.T) {
+func TestRetryRunsUnderAnExecutionOfItsOwnAndSurvivesAShortOutage(t *testing.T) {
 	b := setupDispatch(t)
 	ws, def := b.workspace(t, domain.PlanPro)
 	id := b.enqueue(t, ws, def, 1)[0]
 	// Temporal is "down" for the first two attempts, as during an outage
 	// shorter than the backoff schedule.
 	var calls atomic.Int32
-	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(domain.ID) bool { return calls.Add(1) <= 2 }}
+	var failedMu sync.Mutex
+	var failed []domain.ID
+	eng := &countingEngine{WorkflowEngine: b.engine, fail: func(exec domain.ID) bool {
+		if calls.Add(1) > 2 {
+			return false
+		}
+		failedMu.Lock()
+		defer failedMu.Unlock()
+		failed = append(failed, exec)
+		return true
+	}}
 	cfg := testConfig()
 	// Long enough that a loaded machine cannot reach the immediate retry
 	// below only after the backoff has passed.
@@ -330,12 +341,8 @@ func TestRetryReusesTheExecutionIDAndSurvivesAShortOutage(t *testing.T) {
 		t.Fatalf("first try: %+v %v; want released", res, err)
 	}
 	q := b.item(t, id)
-	if q.Status != domain.QueuePending || q.DispatchFailures != 1 || q.AttemptCount != 1 || q.LastError == "" || q.ExecutionID == nil {
-		t.Fatalf("after a failed start: %+v", q)
-	}
-	firstExec := *q.ExecutionID
-	if _, err := b.store.GetExecutionWithoutNodes(context.Background(), firstExec); !errors.Is(err, ports.ErrNotFound) {
-		t.Fatalf("the failed try's execution row is still there (%v): it would hold the slot during the backoff", err)
+	if q.Status != domain.QueuePending || q.DispatchFailures != 1 || q.AttemptCount != 1 || q.LastError == "" || q.ExecutionID != nil {
+		t.Fatalf("after a failed start: %+v, want it PENDING without the failed claim's execution", q)
 	}
 	if !q.AvailableAt.After(time.Now().Add(-time.Second)) {
 		t.Fatalf("available_at %s: a failed item must back off", q.AvailableAt)
@@ -349,8 +356,17 @@ func TestRetryReusesTheExecutionIDAndSurvivesAShortOutage(t *testing.T) {
 		return b.item(t, id).Status == domain.QueueDispatched
 	}))
 	q = b.item(t, id)
-	if *q.ExecutionID != firstExec {
-		t.Fatalf("retry used execution %s, want the kept id %s", *q.ExecutionID, firstExec)
+	failedMu.Lock()
+	defer failedMu.Unlock()
+	if len(failed) != 2 || slices.Contains(failed, *q.ExecutionID) {
+		t.Fatalf("the retry runs execution %s, the failed tries %v; want one of its own after two failed tries", *q.ExecutionID, failed)
+	}
+	for _, exec := range failed {
+		// The failed tries' rows went with their release: they would hold
+		// the slot during the backoff.
+		if _, err := b.store.GetExecutionWithoutNodes(context.Background(), exec); !errors.Is(err, ports.ErrNotFound) {
+			t.Fatalf("the failed try's execution %s is still there: %v", exec, err)
+		}
 	}
 	if q.DispatchFailures != 2 {
 		t.Fatalf("dispatch_failures = %d, want 2", q.DispatchFailures)
@@ -521,33 +537,33 @@ func TestLeaseIsExclusiveUntilItExpires(t *testing.T) {
 	b := setupDispatch(t)
 	ctx := context.Background()
 	one, two := postgres.NewLease(b.pool, "one"), postgres.NewLease(b.pool, "two")
-	if ok, err := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); err != nil || !ok {
+	if _, ok, err := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); err != nil || !ok {
 		t.Fatalf("first acquire: %v %v", ok, err)
 	}
-	if ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
+	if _, ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
 		t.Fatal("a second holder took a held lease")
 	}
-	if ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
+	if _, ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
 		t.Fatal("the holder could not extend its lease")
 	}
 	if err := one.Release(ctx, app.QueueLeaseName, 0); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, 200*time.Millisecond); !ok {
+	if _, ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, 200*time.Millisecond); !ok {
 		t.Fatal("a released lease could not be taken")
 	}
 	// lockAtLeastFor keeps it held after release.
 	if err := two.Release(ctx, app.QueueLeaseName, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
+	if _, ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
 		t.Fatal("lease taken before lockAtLeastFor passed")
 	}
 	// An expired lease (lockAtMostFor) can be taken over.
 	if _, err := b.pool.Exec(ctx, "UPDATE shedlock SET lock_until = now() - interval '1 second'"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
+	if _, ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
 		t.Fatal("an expired lease could not be taken over")
 	}
 }

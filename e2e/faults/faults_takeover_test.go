@@ -83,6 +83,7 @@ func startWatchedRole(t *testing.T, name string, env []string) *watchedRole {
 	go func() { <-read; _ = cmd.Wait(); close(w.Done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused one must hear the SIGTERM
+		_ = cmd.Process.Signal(service.TestResumeSignal)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-w.Done:
@@ -228,14 +229,18 @@ func TestFaultLeaseHolderKilledBetweenClaimAndMarkIsSettledAtTakeover(t *testing
 	if !standby.Alive() {
 		t.Fatal("the standby dispatcher died")
 	}
-	// The released item kept its execution id, so its one workflow is
-	// the one a late start would have hit: none lost, none twice.
+	// The released item runs under an execution of its own; the killed
+	// holder's claim left neither a row nor a workflow behind (a start of
+	// it landing late would be refused admission).
 	var dispatchedExec uuid.UUID
 	if err := conn.QueryRow(context.Background(), `SELECT execution_id FROM workflow_execution_queue WHERE workspace_id = $1 AND status = 'DISPATCHED'`, ws).Scan(&dispatchedExec); err != nil {
 		t.Fatal(err)
 	}
-	if dispatchedExec != claimedExec {
-		t.Errorf("the item started was execution %s, want the killed holder's claim %s, released and started once", dispatchedExec, claimedExec)
+	if dispatchedExec == claimedExec {
+		t.Errorf("the item started under the killed holder's released claim %s, want an execution of its own", claimedExec)
+	}
+	if n := count(t, conn, `SELECT count(*) FROM workflow_executions WHERE id = $1`, claimedExec); n != 0 {
+		t.Errorf("the killed holder's released claim %s kept its execution row", claimedExec)
 	}
 	requireStartedOnce(t, conn, temporalAddr, queuePrefix, ws, 2, 1)
 }
@@ -252,7 +257,7 @@ func TestFaultLeaseHolderPausedPastItsLeaseNeitherClaimsNorLosesItsItems(t *test
 		keeps int
 	}{
 		{halt: app.FaultAfterStart, refused: "the lease term these items were claimed under has ended", keeps: 3},
-		{halt: app.FaultAfterClaim, refused: "not starting a claimed item: the lease term it was claimed under has ended", keeps: 0},
+		{halt: app.FaultAfterClaim, refused: "not starting claimed items: the lease term they were claimed under has ended", keeps: 0},
 	} {
 		t.Run("halted "+string(tc.halt), func(t *testing.T) {
 			t.Parallel()
@@ -288,6 +293,7 @@ func TestFaultLeaseHolderPausedPastItsLeaseNeitherClaimsNorLosesItsItems(t *test
 			// starts and marks, it claims nothing more, and its items'
 			// outcomes stand.
 			_ = holder.Cmd.Process.Signal(syscall.SIGCONT)
+			_ = holder.Cmd.Process.Signal(service.TestResumeSignal)
 			pausedFor := time.Since(stoppedAt)
 			holder.waitLine(t, time.Minute, tc.refused)
 			enqueue(t, conn, ws, 2)

@@ -29,6 +29,13 @@ type ExecutionStoreFixture struct {
 	Store ports.ExecutionStore
 	// NewRun stores graph as a definition version with a started run of it.
 	NewRun func(t *testing.T, graph domain.Graph) Run
+	// NewClaimedRun is NewRun with the run's item still CLAIMED: claimed,
+	// its execution written, its dispatcher not yet heard from.
+	NewClaimedRun func(t *testing.T, graph domain.Graph) Run
+	// Release releases the claim of a NewClaimedRun as a peer settling it
+	// does when Temporal has never heard of its workflow
+	// (QueueState.ReleaseUnstarted, dropping the claim's execution).
+	Release func(t *testing.T, run Run)
 	// QueueItem reads a queue item back; ok is false when it is gone.
 	QueueItem func(t *testing.T, id domain.ID) (item domain.QueueItem, ok bool)
 	// Execution reads an execution's row back.
@@ -294,6 +301,53 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		}
 		if _, ok := f.QueueItem(t, run.QueueID); ok {
 			t.Error("the item outlived its finished run")
+		}
+	})
+
+	t.Run("AdmitRunAdmitsAStartedRunAndLeavesItsItemDispatched", func(t *testing.T) {
+		t.Parallel()
+		f, run := setup(t)
+		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || !admitted {
+			t.Fatalf("admitting a started run: %v, %v; want it admitted", admitted, err)
+		}
+		if item, ok := f.QueueItem(t, run.QueueID); !ok || item.Status != domain.QueueDispatched {
+			t.Errorf("item %+v (present %v), want DISPATCHED", item.QueueState, ok)
+		}
+	})
+
+	t.Run("AdmitRunMarksTheItemOfAClaimedRunDispatched", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		run := f.NewClaimedRun(t, graph)
+		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || !admitted {
+			t.Fatalf("admitting a claimed run: %v, %v; want it admitted", admitted, err)
+		}
+		if item, ok := f.QueueItem(t, run.QueueID); !ok || item.Status != domain.QueueDispatched || item.DispatchedAt == nil || item.ClaimedAt != nil {
+			t.Errorf("item %+v (present %v), want DISPATCHED, so that no release can follow", item.QueueState, ok)
+		}
+	})
+
+	t.Run("ARunWhoseClaimWasReleasedIsNotAdmittedAndItsEndLeavesTheItem", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		run := f.NewClaimedRun(t, graph)
+		f.Release(t, run)
+		// The start landed after the release: the run is refused, and
+		// were it to end all the same, its end finds no item to settle.
+		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || admitted {
+			t.Fatalf("admitting a released claim's run: %v, %v; want it refused", admitted, err)
+		}
+		called := false
+		found, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, func(*domain.QueueItem) (ports.Settlement, error) {
+			called = true
+			return ports.SettleDelete, nil
+		})
+		if err != nil || found || called {
+			t.Fatalf("ending the released claim's run: found %v, settle called %v, %v; want neither", found, called, err)
+		}
+		item, ok := f.QueueItem(t, run.QueueID)
+		if !ok || item.Status != domain.QueuePending || item.ExecutionID != nil {
+			t.Errorf("item %+v with execution %v (present %v), want PENDING with no execution, for a claim of its own", item.QueueState, item.ExecutionID, ok)
 		}
 	})
 

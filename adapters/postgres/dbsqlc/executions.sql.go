@@ -14,6 +14,19 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
+const executionExists = `-- name: ExecutionExists :one
+SELECT EXISTS (SELECT 1 FROM workflow_executions WHERE id = $1)::bool
+`
+
+// Whether execution @id has its row: it was claimed, and the claim was not
+// released (a release deletes the row).
+func (q *Queries) ExecutionExists(ctx context.Context, db DBTX, id domain.ID) (bool, error) {
+	row := db.QueryRow(ctx, executionExists, id)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const executionFinish = `-- name: ExecutionFinish :one
 UPDATE workflow_executions
 SET status = $1, completed_at = now(), error = $2,
@@ -374,8 +387,10 @@ type ExecutionsUpsertRunningParams struct {
 	Inputs                []json.RawMessage
 }
 
-// A retry reuses the id kept on its queue item, so its Temporal workflow id
-// stays execution-{id}; a row left from an earlier try is reset to RUNNING.
+// Each claim writes an execution of its own: a release takes the released
+// claim's id off the item and deletes its row (ExecutionsDelete), so a
+// retry runs under a new id. The conflict branch resets a row the id
+// already has to RUNNING, which no claim made since then meets.
 func (q *Queries) ExecutionsUpsertRunning(ctx context.Context, db DBTX, arg ExecutionsUpsertRunningParams) error {
 	_, err := db.Exec(ctx, executionsUpsertRunning,
 		arg.Ids,

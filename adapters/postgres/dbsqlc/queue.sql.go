@@ -176,11 +176,37 @@ func (q *Queries) QueueAdmissibleWindow(ctx context.Context, db DBTX, arg QueueA
 	return items, nil
 }
 
+const queueAdmitRun = `-- name: QueueAdmitRun :exec
+WITH admitted AS (
+    UPDATE workflow_execution_queue q
+    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
+    WHERE q.execution_id = $1 AND q.status = 'CLAIMED'
+    RETURNING q.id, q.workspace_id, q.execution_id
+)
+INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
+SELECT gen_random_uuid(), w.id, 'workflow', 'queue.dispatched', a.id, jsonb_build_object('executionId', a.execution_id)
+FROM admitted a LEFT JOIN workspaces w ON w.id = a.workspace_id
+`
+
+// The first write of a run, before it does anything: its item, still
+// CLAIMED in the run's own claim (execution_id), becomes DISPATCHED, as
+// the dispatcher's marking would make it, with its audit row. A release
+// of the claim (QueueApplyTransitions with a dropped execution) is
+// guarded by CLAIMED and by the execution id, so once this has committed
+// no release can follow, and one that committed first has taken the id
+// off the item, which this then does not find. The item's row lock orders
+// the two; ExecutionExists, read after it, says which came first.
+func (q *Queries) QueueAdmitRun(ctx context.Context, db DBTX, executionID *domain.ID) error {
+	_, err := db.Exec(ctx, queueAdmitRun, executionID)
+	return err
+}
+
 const queueApplyTransitions = `-- name: QueueApplyTransitions :many
 WITH moved AS (
     UPDATE workflow_execution_queue q
     SET status = t.status,
         claimed_at = NULL,
+        execution_id = CASE WHEN t.drop_execution THEN NULL ELSE q.execution_id END,
         available_at = t.available_at,
         attempt_count = t.attempt_count,
         dispatch_failures = t.dispatch_failures,
@@ -193,13 +219,18 @@ WITH moved AS (
                  unnest($6::timestamptz[]) AS available_at,
                  unnest($7::int[]) AS attempt_count,
                  unnest($8::int[]) AS dispatch_failures,
-                 unnest($9::text[]) AS last_error) AS t
+                 unnest($9::text[]) AS last_error,
+                 unnest($10::bool[]) AS drop_execution,
+                 unnest($11::uuid[]) AS dropped_execution_id) AS t
     WHERE q.id = t.id AND q.status = t.from_status
       AND CASE WHEN t.from_claimed THEN q.claimed_at = t.from_claimed_at ELSE q.claimed_at IS NULL END
-    RETURNING q.id, q.workspace_id, q.execution_id, t.from_status, q.status, q.attempt_count, q.dispatch_failures, q.last_error
+      AND (NOT t.drop_execution OR q.execution_id = t.dropped_execution_id)
+    RETURNING q.id, q.workspace_id,
+              CASE WHEN t.drop_execution THEN t.dropped_execution_id ELSE q.execution_id END AS execution_id,
+              t.from_status, q.status, q.attempt_count, q.dispatch_failures, q.last_error
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
-    SELECT gen_random_uuid(), w.id, $10::text,
+    SELECT gen_random_uuid(), w.id, $12::text,
            CASE m.status WHEN 'PENDING' THEN 'queue.released' ELSE 'queue.' || lower(m.status) END, m.id,
            jsonb_strip_nulls(jsonb_build_object('from', m.from_status, 'executionId', m.execution_id, 'attemptCount', m.attempt_count,
                                                 'dispatchFailures', m.dispatch_failures, 'lastError', m.last_error))
@@ -209,16 +240,18 @@ SELECT m.id FROM moved m
 `
 
 type QueueApplyTransitionsParams struct {
-	Ids              []domain.ID
-	FromStatuses     []string
-	FromClaimed      []bool
-	FromClaimedAts   []time.Time
-	Statuses         []string
-	AvailableAts     []time.Time
-	AttemptCounts    []int32
-	DispatchFailures []int32
-	LastErrors       []string
-	Actor            string
+	Ids                 []domain.ID
+	FromStatuses        []string
+	FromClaimed         []bool
+	FromClaimedAts      []time.Time
+	Statuses            []string
+	AvailableAts        []time.Time
+	AttemptCounts       []int32
+	DispatchFailures    []int32
+	LastErrors          []string
+	DropExecutions      []bool
+	DroppedExecutionIds []domain.ID
+	Actor               string
 }
 
 // Writes states computed by the domain state machine, each guarded by the
@@ -226,6 +259,11 @@ type QueueApplyTransitionsParams struct {
 // meanwhile is left alone. Each written transition's audit row, by @actor,
 // is written by the same statement; the workspace is named only while it
 // exists (an item outlives a deleted workspace until it is failed).
+// A transition that drops its claim's execution (a release) is guarded by
+// that execution id too, and takes it off the item: the execution id
+// names one claim, so a run of it whose start lands after the release is
+// refused admission (ExecutionAdmit), and a later claim runs under an id
+// of its own.
 func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueApplyTransitionsParams) ([]domain.ID, error) {
 	rows, err := db.Query(ctx, queueApplyTransitions,
 		arg.Ids,
@@ -237,6 +275,8 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 		arg.AttemptCounts,
 		arg.DispatchFailures,
 		arg.LastErrors,
+		arg.DropExecutions,
+		arg.DroppedExecutionIds,
 		arg.Actor,
 	)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-const leaseAcquire = `-- name: LeaseAcquire :execrows
+const leaseAcquire = `-- name: LeaseAcquire :one
 INSERT INTO shedlock (name, lock_until, locked_at, locked_by)
 VALUES ($1, now() + make_interval(secs => $2::float8), now(), $3)
 ON CONFLICT (name) DO UPDATE
@@ -19,6 +19,7 @@ SET lock_until = EXCLUDED.lock_until,
                      THEN shedlock.locked_at ELSE EXCLUDED.locked_at END,
     locked_by = EXCLUDED.locked_by
 WHERE shedlock.lock_until <= now() OR shedlock.locked_by = EXCLUDED.locked_by
+RETURNING locked_at
 `
 
 type LeaseAcquireParams struct {
@@ -28,13 +29,16 @@ type LeaseAcquireParams struct {
 }
 
 // ShedLock's own algorithm on database time: take the lease when it is free
-// or expired, or extend it when we already hold it.
-func (q *Queries) LeaseAcquire(ctx context.Context, db DBTX, arg LeaseAcquireParams) (int64, error) {
-	result, err := db.Exec(ctx, leaseAcquire, arg.Name, arg.LockAtMostForSeconds, arg.LockedBy)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+// or expired, or extend it when we already hold it. It returns the term,
+// locked_at, which an extension keeps only while the lease is unexpired:
+// a holder that renews its own expired lease starts a new term, since a
+// peer may already have settled the claims of the old one. No row means
+// another holder has the lease.
+func (q *Queries) LeaseAcquire(ctx context.Context, db DBTX, arg LeaseAcquireParams) (time.Time, error) {
+	row := db.QueryRow(ctx, leaseAcquire, arg.Name, arg.LockAtMostForSeconds, arg.LockedBy)
+	var locked_at time.Time
+	err := row.Scan(&locked_at)
+	return locked_at, err
 }
 
 const leaseFence = `-- name: LeaseFence :one

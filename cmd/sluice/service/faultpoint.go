@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -11,15 +12,23 @@ import (
 )
 
 // TestHaltEnv is for the fault suite only: set to an app.FaultPoint, it
-// makes the dispatcher halt at that point of its first batch with items,
+// makes the dispatcher halt at that point of its first batch with items
+// (every start of the batch that reaches FaultBeforeStart waits there),
 // print TestHaltedLine and the point to stderr, and wait there for
-// SIGCONT, so that a test can kill -9 the process exactly there, or stop
-// it (SIGSTOP) past its lease and resume it. It is read only when set, and
-// is not configuration: it is not in configVars or the docs.
+// TestResumeSignal, so that a test can kill -9 the process exactly there,
+// or stop it (SIGSTOP) past its lease, resume the process (SIGCONT), and
+// resume the halted batch, at once or once the process has done something
+// (renewed its lease, say). It is read only when set, and is not
+// configuration: it is not in configVars or the docs.
 const TestHaltEnv = "SLUICE_TEST_HALT_AT"
 
 // TestHaltedLine starts the line a halted dispatcher prints.
 const TestHaltedLine = "SLUICE_TEST_HALTED"
+
+// TestResumeSignal resumes a halted batch. The process listens for it from
+// the start when TestHaltEnv is set, so that it never ends the process,
+// and one sent before the halt lets the halt pass.
+const TestResumeSignal = syscall.SIGUSR1
 
 // testHalt returns the dispatcher's Halt for the point named in
 // TestHaltEnv, nil when it is unset, or an error naming a bad value.
@@ -29,18 +38,17 @@ func testHalt() (func(app.FaultPoint), error) {
 		return nil, nil
 	}
 	point := app.FaultPoint(at)
-	if point != app.FaultAfterClaim && point != app.FaultAfterStart {
-		return nil, fmt.Errorf("%s: %q is not %q or %q", TestHaltEnv, at, app.FaultAfterClaim, app.FaultAfterStart)
+	if !slices.Contains([]app.FaultPoint{app.FaultAfterClaim, app.FaultBeforeStart, app.FaultAfterStart}, point) {
+		return nil, fmt.Errorf("%s: %q is not %q, %q or %q", TestHaltEnv, at, app.FaultAfterClaim, app.FaultBeforeStart, app.FaultAfterStart)
 	}
+	resumed := make(chan os.Signal, 1)
+	signal.Notify(resumed, TestResumeSignal)
 	var once sync.Once
 	return func(p app.FaultPoint) {
 		if p != point {
 			return
 		}
 		once.Do(func() {
-			resumed := make(chan os.Signal, 1)
-			signal.Notify(resumed, syscall.SIGCONT)
-			defer signal.Stop(resumed)
 			fmt.Fprintln(os.Stderr, TestHaltedLine, p)
 			<-resumed
 		})
