@@ -313,7 +313,7 @@ func (w *world) checkBUntouched(t *testing.T) {
 	}
 	var endpoints int
 	var delivery string
-	if err := w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1),
+	if err := w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1 AND deleted_at IS NULL),
 		(SELECT status || ':' || attempts || ':' || next_attempt_at::text FROM webhook_deliveries WHERE id = $2)`,
 		w.wsB, w.deliveryB).Scan(&endpoints, &delivery); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,10 @@ import (
 
 const testAdminToken = "e2e-admin-token-0123456789"
 
+// testWebhookSecretKey is SLUICE_WEBHOOK_SECRET_KEY in the tests: 32
+// bytes in base64.
+const testWebhookSecretKey = "c2x1aWNlLWUyZS13ZWJob29rLXNlY3JldC1rZXktMzI="
+
 // startSluice runs `sluice all` in-process against a fresh database on the
 // real Postgres and the real Temporal server of the test stack, on its own
 // task queues, and returns its base URL.
@@ -50,6 +54,7 @@ func startSluiceWith(t testing.TB, extra map[string]string, opts ...fx.Option) s
 		"SLUICE_HTTP_ADDR":              addr,
 		"SLUICE_ADMIN_ADDR":             "127.0.0.1:0",
 		"SLUICE_ADMIN_TOKEN":            testAdminToken,
+		"SLUICE_WEBHOOK_SECRET_KEY":     testWebhookSecretKey,
 		"SLUICE_LOG_LEVEL":              "warn",
 		"SLUICE_DISPATCH_POLL_INTERVAL": "1s",
 		// The tests' HTTP servers listen on loopback, which the binary's
