@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -194,5 +197,79 @@ func TestAReceiverThatNeverAnswersDelaysNoOtherWorkspace(t *testing.T) {
 	t.Logf("B's webhook arrived %s after its execution ended, with %d of A's requests hanging", delay, hung.count())
 	if ex.Status != "COMPLETED" || delay > time.Second {
 		t.Fatalf("B's webhook arrived %s after its execution ended (status %s), want within 1s", delay, ex.Status)
+	}
+}
+
+// TestDeletingAnEndpointWith200000DeliveriesIsBoundedAndStopsItsSends:
+// an endpoint whose receiver answers 500 has 200,000 deliveries (50,000
+// of them PENDING and due, so the sender is sending them when the delete
+// comes). The API deletes it within a second (before, one statement
+// cascaded every delivery); after the answer at most the attempts then
+// in flight (a workspace's places, 4) arrive, a run that ends in the
+// workspace writes nothing to it, and the senders' purge removes its
+// deliveries in batches and then its row.
+func TestDeletingAnEndpointWith200000DeliveriesIsBoundedAndStopsItsSends(t *testing.T) {
+	const deliveries, pending, inFlightMax = 200_000, 50_000, 4
+	rc := newWebhookReceiver(t, func(int, *http.Request) int { return http.StatusInternalServerError })
+	base := startSluice(t, map[string]string{
+		"SLUICE_WEBHOOK_CA_FILE":               webhookCAFile(t, rc.srv),
+		"SLUICE_WEBHOOK_POLL_INTERVAL":         "50ms",
+		"SLUICE_WEBHOOK_PURGE_INTERVAL":        "200ms",
+		"SLUICE_WEBHOOK_WORKSPACE_CONCURRENCY": strconv.Itoa(inFlightMax),
+	})
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, appsByBase[base].dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e := newE2E(t, base)
+	endpoint, _ := registerWebhook(t, base, e.ws, rc.srv.URL+"/hook")
+	if _, err := db.Exec(ctx, `
+		INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, execution_id, event_type, payload, status, attempts, delivered_at)
+		SELECT gen_random_uuid(), $1, $2, gen_random_uuid(), 'execution.completed', '{"type":"execution.completed"}',
+		       CASE WHEN g <= $4 THEN 'PENDING' ELSE 'DELIVERED' END, 1, CASE WHEN g > $4 THEN now() END
+		FROM generate_series(1, $3::int) g`, endpoint, e.ws, deliveries, pending); err != nil {
+		t.Fatal(err)
+	}
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the sender to be sending the backlog", func() bool { return rc.count() > 0 }))
+
+	start := time.Now()
+	code := call(t, "DELETE", base+"/api/v1/webhooks/endpoints/"+endpoint, testAdminToken, nil, nil)
+	took := time.Since(start)
+	atDelete := rc.count()
+	if code != http.StatusNoContent {
+		t.Fatalf("delete answered %d, want 204", code)
+	}
+	if took > time.Second {
+		t.Fatalf("deleting an endpoint with %d deliveries took %s, want under 1 s", deliveries, took)
+	}
+	if code := call(t, "GET", base+"/api/v1/webhooks/endpoints/"+endpoint, testAdminToken, nil, nil); code != http.StatusNotFound {
+		t.Fatalf("the deleted endpoint answered %d, want 404", code)
+	}
+
+	exec := e.startIn(oneTransform, nil)
+	e.waitFor(exec, "COMPLETED")
+	purgeStart := time.Now()
+	porttest.Eventually(t, 3*time.Minute, porttest.Holds("the purge to remove the endpoint and its deliveries", func() bool {
+		var rows, left int
+		if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_endpoints WHERE id = $1), (SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1)`,
+			endpoint).Scan(&rows, &left); err != nil {
+			t.Fatal(err)
+		}
+		return rows == 0 && left == 0
+	}))
+	var ofTheRun int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE execution_id = $1`, exec).Scan(&ofTheRun); err != nil {
+		t.Fatal(err)
+	}
+	after := rc.count() - atDelete
+	t.Logf("delete of an endpoint with %d deliveries (%d pending): 204 in %s; %d requests before it, %d after (at most %d in flight); purged %s after the run ended",
+		deliveries, pending, took, atDelete, after, inFlightMax, time.Since(purgeStart))
+	if after > inFlightMax {
+		t.Fatalf("the receiver got %d requests after the delete, more than the %d that could be in flight", after, inFlightMax)
+	}
+	if ofTheRun != 0 {
+		t.Fatalf("the run that ended after the delete wrote %d deliveries", ofTheRun)
 	}
 }
