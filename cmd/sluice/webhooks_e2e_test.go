@@ -203,8 +203,11 @@ func TestAReceiverThatNeverAnswersDelaysNoOtherWorkspace(t *testing.T) {
 // TestDeletingAnEndpointWith200000DeliveriesIsBoundedAndStopsItsSends:
 // an endpoint whose receiver answers 500 has 200,000 deliveries (50,000
 // of them PENDING and due, so the sender is sending them when the delete
-// comes). The API deletes it within a second (before, one statement
-// cascaded every delivery); after the answer at most the attempts then
+// comes), and one of its delivered ones is locked by another transaction
+// while the delete runs, as the purge's batches and the senders' records
+// lock theirs. The API deletes it within a second (before, one statement
+// cascaded every delivery, waiting for every row lock, here until the
+// API's statement timeout answered 500); after the answer at most the attempts then
 // in flight (a workspace's places, 4) arrive, a run that ends in the
 // workspace writes nothing to it, and the senders' purge removes its
 // deliveries in batches and then its row.
@@ -233,13 +236,23 @@ func TestDeletingAnEndpointWith200000DeliveriesIsBoundedAndStopsItsSends(t *test
 		t.Fatal(err)
 	}
 	porttest.Eventually(t, 30*time.Second, porttest.Holds("the sender to be sending the backlog", func() bool { return rc.count() > 0 }))
+	holder, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'DELIVERED' LIMIT 1 FOR UPDATE`, endpoint); err != nil {
+		t.Fatal(err)
+	}
 
 	start := time.Now()
 	code := call(t, "DELETE", base+"/api/v1/webhooks/endpoints/"+endpoint, testAdminToken, nil, nil)
 	took := time.Since(start)
 	atDelete := rc.count()
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if code != http.StatusNoContent {
-		t.Fatalf("delete answered %d, want 204", code)
+		t.Fatalf("delete answered %d after %s, want 204", code, took)
 	}
 	if took > time.Second {
 		t.Fatalf("deleting an endpoint with %d deliveries took %s, want under 1 s", deliveries, took)
