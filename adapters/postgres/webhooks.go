@@ -69,12 +69,12 @@ func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, st
 // checks cannot change under it. The secret is stored sealed
 // (WebhookSecretKeys); the answer carries it, the one time it is shown.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint) (domain.WebhookEndpoint, error) {
-	sealed, keyID, err := s.secrets.seal(e.ID, e.Secret)
-	if err != nil {
-		return domain.WebhookEndpoint{}, err
+	sealed, keyID, sealErr := s.secrets.seal(e.ID, e.Secret)
+	if sealErr != nil {
+		return domain.WebhookEndpoint{}, sealErr
 	}
 	var out domain.WebhookEndpoint
-	err = s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := s.q.WorkspaceLockForWebhooks(ctx, tx, e.WorkspaceID); err != nil {
 			return interpretError(err)
 		}
