@@ -9,12 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -284,5 +287,50 @@ func TestDeletingAnEndpointWith200000DeliveriesIsBoundedAndStopsItsSends(t *test
 	}
 	if ofTheRun != 0 {
 		t.Fatalf("the run that ended after the delete wrote %d deliveries", ofTheRun)
+	}
+}
+
+// TestARoleWithoutTheSecretKeyRefusesToStartOverStoredEndpoints: once an
+// endpoint is stored, an api or worker process started without
+// SLUICE_WEBHOOK_SECRET_KEY refuses to start naming the variable (it
+// could neither create nor send to an endpoint), and one started with the
+// key starts.
+func TestARoleWithoutTheSecretKeyRefusesToStartOverStoredEndpoints(t *testing.T) {
+	base := startSluice(t, nil)
+	e := newE2E(t, base)
+	registerWebhook(t, base, e.ws, publicHookURL)
+	for _, role := range []struct {
+		name   string
+		module fx.Option
+	}{{"api", apiModule}, {"worker", workerModule}} {
+		for _, key := range []string{"", testWebhookSecretKey} {
+			env := map[string]string{
+				"DATABASE_URL": appsByBase[base].dbURL, "TEMPORAL_ADDRESS": temporalAddress(t),
+				"TEMPORAL_TASK_QUEUE_PREFIX": "t" + uuid.NewString()[:8] + ".", "SLUICE_HTTP_ADDR": "127.0.0.1:0",
+				"SLUICE_ADMIN_ADDR": "127.0.0.1:0", "SLUICE_ADMIN_TOKEN": testAdminToken, "SLUICE_LOG_LEVEL": "error",
+				"SLUICE_WEBHOOK_SECRET_KEY": key,
+			}
+			cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			app := fx.New(commonModule, role.module, fx.Supply(cfg), fx.NopLogger)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err = app.Start(ctx)
+			cancel()
+			if err == nil {
+				stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_ = app.Stop(stop)
+				cancel()
+			}
+			switch {
+			case key == "" && (err == nil || !strings.Contains(err.Error(), "SLUICE_WEBHOOK_SECRET_KEY")):
+				t.Errorf("%s without a key over a stored endpoint: start error %v, want a refusal naming SLUICE_WEBHOOK_SECRET_KEY", role.name, err)
+			case key != "" && err != nil:
+				t.Errorf("%s with the key: %v", role.name, err)
+			case key == "":
+				t.Logf("%s without a key: %v", role.name, err)
+			}
+		}
 	}
 }
