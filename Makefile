@@ -23,6 +23,9 @@ TS_TOKEN := walkthrough-admin-token-0123456789
 RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 # Targets HTTP_REQUEST nodes may reach under `make run`.
 RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
+# The key that seals webhook signing secrets under `make run`, for local
+# use only (32 bytes in base64); set SLUICE_WEBHOOK_SECRET_KEY to your own.
+RUN_WEBHOOK_SECRET_KEY ?= c2x1aWNlLWRldi13ZWJob29rLXNlY3JldC1rZXktMzI=
 
 .PHONY: all build run test test-fast test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules image ca-certificates clean
 
@@ -49,7 +52,8 @@ build: bin/sluice bin/devstack
 ## HTTP_REQUEST nodes may reach loopback here, for local services; the
 ## binary's own default refuses every private and local address.
 run: build
-	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" SLUICE_HTTP_NODE_ALLOW="$${SLUICE_HTTP_NODE_ALLOW-$(RUN_HTTP_NODE_ALLOW)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
+	SLUICE_ADMIN_TOKEN="$${SLUICE_ADMIN_TOKEN:-$(RUN_ADMIN_TOKEN)}" SLUICE_HTTP_NODE_ALLOW="$${SLUICE_HTTP_NODE_ALLOW-$(RUN_HTTP_NODE_ALLOW)}" \
+	SLUICE_WEBHOOK_SECRET_KEY="$${SLUICE_WEBHOOK_SECRET_KEY:-$(RUN_WEBHOOK_SECRET_KEY)}" bin/devstack -- bash -c 'bin/sluice migrate && exec bin/sluice all'
 
 ## test: vet, lint, spec lint, generated-code drift, then unit, integration,
 ## fuzz, the console's browser test and the TypeScript walk-through on a

@@ -85,7 +85,7 @@ func NewWebhookSender(outbox ports.WebhookOutbox, poster ports.WebhookPoster, wa
 		}, []string{"outcome"}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "webhook_deliveries_deleted_total",
-			Help: "Delivered and failed webhook deliveries deleted past their retention.",
+			Help: "Webhook deliveries deleted: delivered and failed ones past their retention, and those of deleted endpoints.",
 		}),
 	}
 	for _, o := range []string{"delivered", "retry", "failed"} {
@@ -236,14 +236,19 @@ func httpStatusText(code int) string {
 	return "HTTP " + strconv.Itoa(code)
 }
 
-// purge deletes finished deliveries past their retention, in batches
-// until none is left or the pass's time is spent.
+// purge deletes finished deliveries past their retention, and the
+// deliveries and then the rows of deleted endpoints, in batches until
+// none is left or the pass's time is spent.
 func (s *WebhookSender) purge(ctx context.Context) {
 	cut := s.now().Add(-s.cfg.Retention)
 	_, err := s.cfg.Purge.run(ctx, s.now, []purgeStep{func(ctx context.Context, limit int) (int, error) {
 		n, err := s.outbox.DeleteFinishedWebhookDeliveries(ctx, cut, limit)
 		s.purged.Add(float64(n))
 		return n, err
+	}, func(ctx context.Context, limit int) (int, error) {
+		deliveries, endpoints, err := s.outbox.PurgeDeletedWebhookEndpoints(ctx, limit)
+		s.purged.Add(float64(deliveries))
+		return deliveries + endpoints, err
 	}})
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("deleting old webhook deliveries failed", "error", err)

@@ -120,8 +120,10 @@ func (w *Webhooks) GetEndpoint(ctx context.Context, a domain.Actor, id domain.ID
 	return e, nil
 }
 
-// DeleteEndpoint deletes an endpoint with its deliveries; a delivery in
-// flight may still arrive once.
+// DeleteEndpoint deletes an endpoint at once, whatever its backlog: it
+// is no longer shown, written to or sent from (a delivery already in
+// flight may still arrive once), and the webhook senders' purge removes
+// its deliveries in batches.
 func (w *Webhooks) DeleteEndpoint(ctx context.Context, a domain.Actor, id domain.ID) error {
 	if _, err := w.GetEndpoint(ctx, a, id); err != nil {
 		return err

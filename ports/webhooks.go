@@ -23,7 +23,10 @@ type WebhookStore interface {
 	CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint) (domain.WebhookEndpoint, error)
 	GetWebhookEndpoint(ctx context.Context, id domain.ID) (domain.WebhookEndpoint, error)
 	ListWebhookEndpoints(ctx context.Context, workspaceID domain.ID) ([]domain.WebhookEndpoint, error)
-	// DeleteWebhookEndpoint deletes an endpoint and its deliveries.
+	// DeleteWebhookEndpoint marks an endpoint deleted at once, whatever
+	// its backlog: it is no longer read, written to or sent from, and
+	// WebhookOutbox.PurgeDeletedWebhookEndpoints removes its deliveries
+	// and then it.
 	DeleteWebhookEndpoint(ctx context.Context, id domain.ID) error
 	ListWebhookDeliveries(ctx context.Context, endpointID domain.ID, status *domain.DeliveryStatus, limit int, before *DeliveryCursor) ([]domain.WebhookDelivery, error)
 	GetWebhookDelivery(ctx context.Context, id domain.ID) (domain.WebhookDelivery, error)
@@ -65,6 +68,10 @@ type WebhookOutbox interface {
 	// DeleteFinishedWebhookDeliveries deletes up to limit delivered or
 	// failed deliveries created before before.
 	DeleteFinishedWebhookDeliveries(ctx context.Context, before time.Time, limit int) (int, error)
+	// PurgeDeletedWebhookEndpoints deletes up to limit deliveries of
+	// deleted endpoints and, when fewer were left, the deleted endpoints
+	// that have none.
+	PurgeDeletedWebhookEndpoints(ctx context.Context, limit int) (deliveries, endpoints int, err error)
 }
 
 // WebhookMessage is one signed POST of a delivery.

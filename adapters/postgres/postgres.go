@@ -34,6 +34,9 @@ type Store struct {
 	// the deliveries it kept from being written (nil: not counted).
 	deliveries domain.WebhookDeliveryBound
 	drops      prometheus.Counter
+	// secrets seal and open the endpoints' signing secrets (nil: no key,
+	// so no endpoint can be created or sent to).
+	secrets *WebhookSecretKeys
 }
 
 // StoreOption configures a Store.
@@ -44,6 +47,12 @@ type StoreOption func(*Store)
 // delivery the bound drops in dropped, which may be nil.
 func WithWebhookDeliveryBound(b domain.WebhookDeliveryBound, dropped prometheus.Counter) StoreOption {
 	return func(s *Store) { s.deliveries, s.drops = b, dropped }
+}
+
+// WithWebhookSecretKeys seals and opens webhook secrets with k; a store
+// without it creates no endpoint and sends to none.
+func WithWebhookSecretKeys(k *WebhookSecretKeys) StoreOption {
+	return func(s *Store) { s.secrets = k }
 }
 
 var (

@@ -66,8 +66,13 @@ func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, st
 
 // CreateWebhookEndpoint stores an endpoint under its workspace's row lock,
 // so the count the quota (the workspace's in force, read after the lock)
-// checks cannot change under it.
+// checks cannot change under it. The secret is stored sealed
+// (WebhookSecretKeys); the answer carries it, the one time it is shown.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpoint) (domain.WebhookEndpoint, error) {
+	sealed, keyID, sealErr := s.secrets.seal(e.ID, e.Secret)
+	if sealErr != nil {
+		return domain.WebhookEndpoint{}, sealErr
+	}
 	var out domain.WebhookEndpoint
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := s.q.WorkspaceLockForWebhooks(ctx, tx, e.WorkspaceID); err != nil {
@@ -84,7 +89,7 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpo
 		}
 		r, err := s.q.WebhookEndpointInsert(ctx, tx, dbsqlc.WebhookEndpointInsertParams{
 			ID: e.ID, WorkspaceID: e.WorkspaceID, Url: e.URL, Events: events, WorkflowDefinitionID: e.DefinitionID,
-			Secret: e.Secret, MaxEndpoints: int32(maxEndpoints),
+			SecretSealed: sealed, SecretKeyID: &keyID, MaxEndpoints: int32(maxEndpoints),
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return &domain.QuotaError{Quota: "webhook endpoints", Limit: maxEndpoints}
@@ -93,12 +98,14 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e domain.WebhookEndpo
 			return interpretError(err)
 		}
 		out = endpointFromRow(r)
+		out.Secret = e.Secret
 		return nil
 	})
 	return out, err
 }
 
-// GetWebhookEndpoint reads one endpoint, its secret included.
+// GetWebhookEndpoint reads one endpoint that is not deleted, without its
+// secret, which only the sender's claim opens.
 func (s *Store) GetWebhookEndpoint(ctx context.Context, id domain.ID) (domain.WebhookEndpoint, error) {
 	r, err := s.q.WebhookEndpointGet(ctx, s.pool, id)
 	if err != nil {
@@ -121,7 +128,9 @@ func (s *Store) ListWebhookEndpoints(ctx context.Context, workspaceID domain.ID)
 	return out, nil
 }
 
-// DeleteWebhookEndpoint deletes an endpoint; its deliveries go with it.
+// DeleteWebhookEndpoint marks an endpoint deleted, one row's update
+// whatever its backlog; PurgeDeletedWebhookEndpoints deletes its
+// deliveries and its row.
 func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id domain.ID) error {
 	n, err := s.q.WebhookEndpointDelete(ctx, s.pool, id)
 	if err != nil {
@@ -226,15 +235,23 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, limit, perWorkspace 
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	out := make([]ports.ClaimedDelivery, len(rows))
-	for i, r := range rows {
-		out[i] = ports.ClaimedDelivery{
+	out := make([]ports.ClaimedDelivery, 0, len(rows))
+	for _, r := range rows {
+		secret, err := s.secrets.endpointSecret(r.EndpointID, r.Secret, r.SecretSealed, r.SecretKeyID)
+		if err != nil {
+			// Not sent unsigned, nor with a wrong signature: the claim's
+			// lease runs out and it is due again, for a process with the
+			// right key, and until then each claim logs why.
+			s.log.Error("a webhook delivery is not sent: its endpoint's secret does not open", "delivery_id", r.ID, "error", err)
+			continue
+		}
+		out = append(out, ports.ClaimedDelivery{
 			Delivery: domain.WebhookDelivery{
 				ID: r.ID, EndpointID: r.EndpointID, WorkspaceID: r.WorkspaceID, Event: domain.WebhookEvent(r.EventType),
 				Payload: r.Payload, Status: domain.DeliveryPending, Attempts: int(r.Attempts),
 			},
-			WindowStart: r.WindowStart, URL: r.Url, Secret: r.Secret,
-		}
+			WindowStart: r.WindowStart, URL: r.Url, Secret: secret,
+		})
 	}
 	return out, nil
 }
@@ -259,6 +276,19 @@ func (s *Store) DeleteFinishedWebhookDeliveries(ctx context.Context, before time
 	return int(n), interpretError(err)
 }
 
+// PurgeDeletedWebhookEndpoints deletes a batch of at most limit
+// deliveries of deleted endpoints and, once a batch comes back short,
+// the deleted endpoints left without any; it says how many rows it
+// deleted, deliveries first.
+func (s *Store) PurgeDeletedWebhookEndpoints(ctx context.Context, limit int) (deliveries, endpoints int, err error) {
+	n, err := s.q.WebhookDeliveriesDeleteOfDeleted(ctx, s.pool, int32(limit))
+	if err != nil || int(n) == limit {
+		return int(n), 0, interpretError(err)
+	}
+	m, err := s.q.WebhookEndpointsDeleteEmptied(ctx, s.pool, int32(limit))
+	return int(n), int(m), interpretError(err)
+}
+
 func endpointFromRow(r dbsqlc.WebhookEndpoint) domain.WebhookEndpoint {
 	events := make([]domain.WebhookEvent, len(r.Events))
 	for i, e := range r.Events {
@@ -266,7 +296,7 @@ func endpointFromRow(r dbsqlc.WebhookEndpoint) domain.WebhookEndpoint {
 	}
 	return domain.WebhookEndpoint{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, URL: r.Url, Events: events, DefinitionID: r.WorkflowDefinitionID,
-		Secret: r.Secret, CreatedAt: r.CreatedAt, DeliveriesDropped: r.DeliveriesDropped, LastDroppedAt: r.LastDroppedAt,
+		CreatedAt: r.CreatedAt, DeliveriesDropped: r.DeliveriesDropped, LastDroppedAt: r.LastDroppedAt,
 	}
 }
 

@@ -76,7 +76,7 @@ func fastestClaim(t *testing.T, store *postgres.Store, rounds int) time.Duration
 func TestTheDeliveryClaimCostsTheSameBehind100OrBehind100000(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	store := postgres.NewStore(pool, quiet())
+	store := postgres.NewStore(pool, quiet(), postgres.WithWebhookSecretKeys(webhookKeys(t, "current", "")))
 	ws, _ := createWorkspace(t, store, domain.PlanEnterprise)
 	endpoint := createEndpoint(t, store, ws)
 
@@ -127,7 +127,7 @@ type planNode struct {
 func TestTheDeliveryClaimPlanReadsAFewRowsBehind100000(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	store := postgres.NewStore(pool, quiet())
+	store := postgres.NewStore(pool, quiet(), postgres.WithWebhookSecretKeys(webhookKeys(t, "current", "")))
 	ws, _ := createWorkspace(t, store, domain.PlanEnterprise)
 	addDueDeliveries(t, pool, createEndpoint(t, store, ws), ws, 100_000)
 	ctx := context.Background()
@@ -171,7 +171,8 @@ func TestAWorkspacesWebhookDeliveriesStopAtTheirBoundAndTheDropsAreCounted(t *te
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"})
-	store := postgres.NewStore(pool, quiet(), postgres.WithWebhookDeliveryBound(domain.WebhookDeliveryBound{Stored: 6, Pending: 5}, dropped))
+	store := postgres.NewStore(pool, quiet(), postgres.WithWebhookDeliveryBound(domain.WebhookDeliveryBound{Stored: 6, Pending: 5}, dropped),
+		postgres.WithWebhookSecretKeys(webhookKeys(t, "current", "")))
 	ctx := context.Background()
 	ws, def := createWorkspace(t, store, domain.PlanEnterprise)
 	first, second := createEndpoint(t, store, ws), createEndpoint(t, store, ws)

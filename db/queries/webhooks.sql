@@ -1,23 +1,46 @@
 -- name: WebhookEndpointInsert :one
 -- Inserts the endpoint unless its workspace already has max_endpoints;
 -- the caller holds the workspace's row lock, so two creates cannot both
--- pass the count.
-INSERT INTO webhook_endpoints (id, workspace_id, url, events, workflow_definition_id, secret)
-SELECT @id, @workspace_id, @url, @events::text[], sqlc.narg(workflow_definition_id), @secret
-WHERE (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = @workspace_id) < @max_endpoints::int
+-- pass the count. Deleted endpoints, whose rows wait for the purge, do
+-- not count. The secret is stored sealed only.
+INSERT INTO webhook_endpoints (id, workspace_id, url, events, workflow_definition_id, secret_sealed, secret_key_id)
+SELECT @id, @workspace_id, @url, @events::text[], sqlc.narg(workflow_definition_id), @secret_sealed, @secret_key_id
+WHERE (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = @workspace_id AND deleted_at IS NULL) < @max_endpoints::int
 RETURNING *;
 
 -- name: WorkspaceLockForWebhooks :one
 SELECT id FROM workspaces WHERE id = @id FOR NO KEY UPDATE;
 
 -- name: WebhookEndpointGet :one
-SELECT * FROM webhook_endpoints WHERE id = @id;
+SELECT * FROM webhook_endpoints WHERE id = @id AND deleted_at IS NULL;
 
 -- name: WebhookEndpointList :many
-SELECT * FROM webhook_endpoints WHERE workspace_id = @workspace_id ORDER BY created_at, id;
+SELECT * FROM webhook_endpoints WHERE workspace_id = @workspace_id AND deleted_at IS NULL ORDER BY created_at, id;
 
 -- name: WebhookEndpointDelete :execrows
-DELETE FROM webhook_endpoints WHERE id = @id;
+-- Marks the endpoint deleted, whatever its backlog: from now on nothing is
+-- written to it or sent from it, and the senders' purge deletes its
+-- deliveries in batches and then the row (WebhookDeliveriesDeleteOfDeleted,
+-- WebhookEndpointsDeleteEmptied).
+UPDATE webhook_endpoints SET deleted_at = now() WHERE id = @id AND deleted_at IS NULL;
+
+-- name: WebhookEndpointsAnyLive :one
+-- Whether any endpoint is stored, which a role without a secret key
+-- refuses to start over.
+SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE deleted_at IS NULL)::bool;
+
+-- name: WebhookEndpointsToSeal :many
+-- Endpoints whose secret is not sealed under the current key (plaintext,
+-- from before secrets were sealed, or sealed under a previous key), in
+-- id order after @after_id, locked so two starting processes seal each
+-- once.
+SELECT id, secret, secret_sealed, secret_key_id FROM webhook_endpoints
+WHERE secret_key_id IS DISTINCT FROM @key_id::text AND id > @after_id
+ORDER BY id LIMIT @max_rows
+FOR UPDATE SKIP LOCKED;
+
+-- name: WebhookEndpointSeal :exec
+UPDATE webhook_endpoints SET secret = NULL, secret_sealed = @secret_sealed, secret_key_id = @secret_key_id WHERE id = @id;
 
 -- name: WebhookDeliveriesLock :one
 -- Takes, for the rest of the transaction that records an execution's
@@ -29,7 +52,7 @@ SELECT e.workspace_id FROM workflow_executions e
 CROSS JOIN LATERAL (SELECT pg_advisory_xact_lock(7305002, hashtext(e.workspace_id::text))) l
 WHERE e.id = @execution_id
   AND EXISTS (SELECT 1 FROM webhook_endpoints ep
-              WHERE ep.workspace_id = e.workspace_id AND @event_type::text = ANY (ep.events)
+              WHERE ep.workspace_id = e.workspace_id AND @event_type::text = ANY (ep.events) AND ep.deleted_at IS NULL
                 AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id));
 
 -- name: WebhookDeliveriesLockWorkspace :exec
@@ -68,7 +91,7 @@ SELECT gen_random_uuid(), ep.id, e.workspace_id, e.id, @event_type::text,
                'durationMs', e.duration_ms, 'error', e.error))
 FROM workflow_executions e
 JOIN webhook_endpoints ep ON ep.workspace_id = e.workspace_id
-WHERE e.id = @execution_id AND @event_type::text = ANY (ep.events)
+WHERE e.id = @execution_id AND @event_type::text = ANY (ep.events) AND ep.deleted_at IS NULL
   AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id)
 ORDER BY ep.created_at, ep.id
 LIMIT @max_rows::int
@@ -80,7 +103,7 @@ RETURNING endpoint_id;
 UPDATE webhook_endpoints ep
 SET deliveries_dropped = ep.deliveries_dropped + 1, last_dropped_at = now()
 FROM workflow_executions e
-WHERE e.id = @execution_id AND ep.workspace_id = e.workspace_id AND @event_type::text = ANY (ep.events)
+WHERE e.id = @execution_id AND ep.workspace_id = e.workspace_id AND @event_type::text = ANY (ep.events) AND ep.deleted_at IS NULL
   AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id)
   AND NOT (ep.id = ANY (@written::uuid[]));
 
@@ -98,7 +121,9 @@ SELECT pg_notify('sluice_webhooks', '');
 -- backlog behind them. A claim counts the attempt and moves
 -- next_attempt_at past the lease, so a sender that dies mid-send leaves
 -- the delivery due again after it (at least once). SKIP LOCKED lets
--- several senders claim side by side.
+-- several senders claim side by side. A deleted endpoint's deliveries
+-- are passed over (at most the workspace's bound of PENDING ones, until
+-- the purge deletes them).
 WITH RECURSIVE waiting AS (
     (SELECT d.workspace_id FROM webhook_deliveries d WHERE d.status = 'PENDING' ORDER BY d.workspace_id LIMIT 1)
     UNION ALL
@@ -116,6 +141,7 @@ WITH RECURSIVE waiting AS (
     CROSS JOIN LATERAL (
         SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
         WHERE d.workspace_id = w.workspace_id AND d.status = 'PENDING' AND d.next_attempt_at <= now()
+          AND NOT EXISTS (SELECT 1 FROM webhook_endpoints gone WHERE gone.id = d.endpoint_id AND gone.deleted_at IS NOT NULL)
         ORDER BY d.next_attempt_at, d.id
         LIMIT greatest(cap.per_workspace - coalesce(b.n, 0), 0)
         FOR UPDATE OF d SKIP LOCKED
@@ -130,7 +156,8 @@ UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => @lease_seconds::float8)
 FROM picked p, webhook_endpoints ep
 WHERE d.id = p.id AND ep.id = d.endpoint_id
-RETURNING d.id, d.workspace_id, d.endpoint_id, d.event_type, d.payload, d.attempts, d.window_start, ep.url, ep.secret;
+RETURNING d.id, d.workspace_id, d.endpoint_id, d.event_type, d.payload, d.attempts, d.window_start, ep.url,
+          ep.secret, ep.secret_sealed, ep.secret_key_id;
 
 -- name: WebhookDeliveryRecordAttempt :execrows
 -- Records how a claimed attempt ended. Fenced by the attempt number: an
@@ -145,7 +172,7 @@ WHERE id = @id AND attempts = @attempts AND status = 'PENDING';
 -- name: WebhookDeliveryGet :one
 SELECT d.*, ep.workspace_id AS endpoint_workspace_id FROM webhook_deliveries d
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
-WHERE d.id = @id;
+WHERE d.id = @id AND ep.deleted_at IS NULL;
 
 -- name: WebhookDeliveryList :many
 -- An endpoint's deliveries, newest first, keyset-paged on (created_at, id).
@@ -174,4 +201,23 @@ DELETE FROM webhook_deliveries WHERE id IN (
     SELECT f.id FROM webhook_deliveries f
     WHERE f.status <> 'PENDING' AND f.created_at < @before::timestamptz
     ORDER BY f.created_at LIMIT @max_rows
+    FOR UPDATE SKIP LOCKED);
+
+-- name: WebhookDeliveriesDeleteOfDeleted :execrows
+-- Deletes a batch of the deliveries of deleted endpoints, whatever their
+-- status, skipping rows another purge or a sender holds.
+DELETE FROM webhook_deliveries WHERE id IN (
+    SELECT d.id FROM webhook_endpoints ep
+    JOIN webhook_deliveries d ON d.endpoint_id = ep.id
+    WHERE ep.deleted_at IS NOT NULL
+    LIMIT @max_rows
+    FOR UPDATE OF d SKIP LOCKED);
+
+-- name: WebhookEndpointsDeleteEmptied :execrows
+-- Deletes the rows of deleted endpoints that have no delivery left.
+DELETE FROM webhook_endpoints WHERE id IN (
+    SELECT ep.id FROM webhook_endpoints ep
+    WHERE ep.deleted_at IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = ep.id)
+    LIMIT @max_rows
     FOR UPDATE SKIP LOCKED);

@@ -220,7 +220,7 @@ func (w *world) opsOnB() []op {
 		}},
 		{"createWebhookEndpoint", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CreateWebhookEndpoint(ctx, client.CreateWebhookEndpointRequest{
-				WorkspaceID: w.wsB, URL: publicHookURL, Events: []client.WebhookEvent{client.ExecutionCompleted},
+				WorkspaceID: w.wsB, URL: harness.PublicHookURL, Events: []client.WebhookEvent{client.ExecutionCompleted},
 			})
 		}},
 		{"listWebhookEndpoints", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
@@ -314,7 +314,7 @@ func (w *world) checkBUntouched(t *testing.T) {
 	}
 	var endpoints int
 	var delivery string
-	if err := w.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1),
+	if err := w.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1 AND deleted_at IS NULL),
 		(SELECT status || ':' || attempts || ':' || next_attempt_at::text FROM webhook_deliveries WHERE id = $2)`,
 		w.wsB, w.deliveryB).Scan(&endpoints, &delivery); err != nil {
 		t.Fatal(err)

@@ -119,7 +119,11 @@ func NewStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *St
 	}
 	t.Cleanup(tc.Close)
 	workflows := engine.NewWorkflowClient(tc, engine.NewTaskQueues("http"+uuid.NewString()[:8]+"."), engine.DefaultLimits())
-	store := postgres.NewStore(pool, log)
+	keys, err := postgres.NewWebhookSecretKeys([]byte("sluice-api-webhook-secret-key-32"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.NewStore(pool, log, postgres.WithWebhookSecretKeys(keys))
 
 	registry := prometheus.NewRegistry()
 	cfg := app.DefaultDispatcherConfig()

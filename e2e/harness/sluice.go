@@ -21,6 +21,10 @@ import (
 // TestAdminToken is the admin token of the servers StartSluice starts.
 const TestAdminToken = "e2e-admin-token-0123456789"
 
+// TestWebhookSecretKey is SLUICE_WEBHOOK_SECRET_KEY in the tests: 32
+// bytes in base64.
+const TestWebhookSecretKey = "c2x1aWNlLWUyZS13ZWJob29rLXNlY3JldC1rZXktMzI="
+
 // StartSluice runs `sluice all` in-process against a fresh database on the
 // real Postgres and the real Temporal server of the test stack, on its own
 // task queues, and returns its base URL.
@@ -58,6 +62,7 @@ func StartSluiceWith(t testing.TB, extra map[string]string, opts ...fx.Option) s
 		"SLUICE_HTTP_ADDR":              addr,
 		"SLUICE_ADMIN_ADDR":             "127.0.0.1:0",
 		"SLUICE_ADMIN_TOKEN":            TestAdminToken,
+		"SLUICE_WEBHOOK_SECRET_KEY":     TestWebhookSecretKey,
 		"SLUICE_LOG_LEVEL":              "warn",
 		"SLUICE_DISPATCH_POLL_INTERVAL": "1s",
 		// The tests' HTTP servers listen on loopback, which the binary's

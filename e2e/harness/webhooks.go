@@ -73,3 +73,8 @@ func RegisterWebhook(t *testing.T, base, ws, url string) (id, secret string) {
 	}
 	return ep.ID, ep.Secret
 }
+
+// PublicHookURL is a webhook target the guard accepts, a public address
+// (the documentation ranges such as TEST-NET-3 are refused as special
+// purpose); the API tests run no sender, so nothing is ever sent there.
+const PublicHookURL = "https://93.184.215.14/hook"

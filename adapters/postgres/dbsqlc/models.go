@@ -131,10 +131,13 @@ type WebhookEndpoint struct {
 	Url                  string
 	Events               []string
 	WorkflowDefinitionID *domain.ID
-	Secret               string
+	Secret               *string
 	CreatedAt            time.Time
 	DeliveriesDropped    int64
 	LastDroppedAt        *time.Time
+	SecretSealed         []byte
+	SecretKeyID          *string
+	DeletedAt            *time.Time
 }
 
 type WorkflowDefinition struct {

@@ -31,6 +31,7 @@ WITH RECURSIVE waiting AS (
     CROSS JOIN LATERAL (
         SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
         WHERE d.workspace_id = w.workspace_id AND d.status = 'PENDING' AND d.next_attempt_at <= now()
+          AND NOT EXISTS (SELECT 1 FROM webhook_endpoints gone WHERE gone.id = d.endpoint_id AND gone.deleted_at IS NOT NULL)
         ORDER BY d.next_attempt_at, d.id
         LIMIT greatest(cap.per_workspace - coalesce(b.n, 0), 0)
         FOR UPDATE OF d SKIP LOCKED
@@ -45,7 +46,8 @@ UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::float8)
 FROM picked p, webhook_endpoints ep
 WHERE d.id = p.id AND ep.id = d.endpoint_id
-RETURNING d.id, d.workspace_id, d.endpoint_id, d.event_type, d.payload, d.attempts, d.window_start, ep.url, ep.secret
+RETURNING d.id, d.workspace_id, d.endpoint_id, d.event_type, d.payload, d.attempts, d.window_start, ep.url,
+          ep.secret, ep.secret_sealed, ep.secret_key_id
 `
 
 type WebhookDeliveriesClaimParams struct {
@@ -57,15 +59,17 @@ type WebhookDeliveriesClaimParams struct {
 }
 
 type WebhookDeliveriesClaimRow struct {
-	ID          domain.ID
-	WorkspaceID domain.ID
-	EndpointID  domain.ID
-	EventType   string
-	Payload     json.RawMessage
-	Attempts    int32
-	WindowStart time.Time
-	Url         string
-	Secret      string
+	ID           domain.ID
+	WorkspaceID  domain.ID
+	EndpointID   domain.ID
+	EventType    string
+	Payload      json.RawMessage
+	Attempts     int32
+	WindowStart  time.Time
+	Url          string
+	Secret       *string
+	SecretSealed []byte
+	SecretKeyID  *string
 }
 
 // Claims due deliveries for sending: at most per_workspace a workspace,
@@ -78,7 +82,9 @@ type WebhookDeliveriesClaimRow struct {
 // backlog behind them. A claim counts the attempt and moves
 // next_attempt_at past the lease, so a sender that dies mid-send leaves
 // the delivery due again after it (at least once). SKIP LOCKED lets
-// several senders claim side by side.
+// several senders claim side by side. A deleted endpoint's deliveries
+// are passed over (at most the workspace's bound of PENDING ones, until
+// the purge deletes them).
 func (q *Queries) WebhookDeliveriesClaim(ctx context.Context, db DBTX, arg WebhookDeliveriesClaimParams) ([]WebhookDeliveriesClaimRow, error) {
 	rows, err := db.Query(ctx, webhookDeliveriesClaim,
 		arg.LeaseSeconds,
@@ -104,6 +110,8 @@ func (q *Queries) WebhookDeliveriesClaim(ctx context.Context, db DBTX, arg Webho
 			&i.WindowStart,
 			&i.Url,
 			&i.Secret,
+			&i.SecretSealed,
+			&i.SecretKeyID,
 		); err != nil {
 			return nil, err
 		}
@@ -172,6 +180,25 @@ func (q *Queries) WebhookDeliveriesDeleteFinished(ctx context.Context, db DBTX, 
 	return result.RowsAffected(), nil
 }
 
+const webhookDeliveriesDeleteOfDeleted = `-- name: WebhookDeliveriesDeleteOfDeleted :execrows
+DELETE FROM webhook_deliveries WHERE id IN (
+    SELECT d.id FROM webhook_endpoints ep
+    JOIN webhook_deliveries d ON d.endpoint_id = ep.id
+    WHERE ep.deleted_at IS NOT NULL
+    LIMIT $1
+    FOR UPDATE OF d SKIP LOCKED)
+`
+
+// Deletes a batch of the deliveries of deleted endpoints, whatever their
+// status, skipping rows another purge or a sender holds.
+func (q *Queries) WebhookDeliveriesDeleteOfDeleted(ctx context.Context, db DBTX, maxRows int32) (int64, error) {
+	result, err := db.Exec(ctx, webhookDeliveriesDeleteOfDeleted, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const webhookDeliveriesEnqueue = `-- name: WebhookDeliveriesEnqueue :many
 INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, execution_id, event_type, payload)
 SELECT gen_random_uuid(), ep.id, e.workspace_id, e.id, $1::text,
@@ -185,7 +212,7 @@ SELECT gen_random_uuid(), ep.id, e.workspace_id, e.id, $1::text,
                'durationMs', e.duration_ms, 'error', e.error))
 FROM workflow_executions e
 JOIN webhook_endpoints ep ON ep.workspace_id = e.workspace_id
-WHERE e.id = $2 AND $1::text = ANY (ep.events)
+WHERE e.id = $2 AND $1::text = ANY (ep.events) AND ep.deleted_at IS NULL
   AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id)
 ORDER BY ep.created_at, ep.id
 LIMIT $3::int
@@ -229,7 +256,7 @@ SELECT e.workspace_id FROM workflow_executions e
 CROSS JOIN LATERAL (SELECT pg_advisory_xact_lock(7305002, hashtext(e.workspace_id::text))) l
 WHERE e.id = $1
   AND EXISTS (SELECT 1 FROM webhook_endpoints ep
-              WHERE ep.workspace_id = e.workspace_id AND $2::text = ANY (ep.events)
+              WHERE ep.workspace_id = e.workspace_id AND $2::text = ANY (ep.events) AND ep.deleted_at IS NULL
                 AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id))
 `
 
@@ -263,7 +290,7 @@ func (q *Queries) WebhookDeliveriesLockWorkspace(ctx context.Context, db DBTX, w
 const webhookDeliveryGet = `-- name: WebhookDeliveryGet :one
 SELECT d.id, d.endpoint_id, d.workspace_id, d.execution_id, d.event_type, d.payload, d.status, d.attempts, d.next_attempt_at, d.window_start, d.last_status_code, d.last_error, d.created_at, d.delivered_at, ep.workspace_id AS endpoint_workspace_id FROM webhook_deliveries d
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
-WHERE d.id = $1
+WHERE d.id = $1 AND ep.deleted_at IS NULL
 `
 
 type WebhookDeliveryGetRow struct {
@@ -434,9 +461,13 @@ func (q *Queries) WebhookDeliveryResend(ctx context.Context, db DBTX, id domain.
 }
 
 const webhookEndpointDelete = `-- name: WebhookEndpointDelete :execrows
-DELETE FROM webhook_endpoints WHERE id = $1
+UPDATE webhook_endpoints SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL
 `
 
+// Marks the endpoint deleted, whatever its backlog: from now on nothing is
+// written to it or sent from it, and the senders' purge deletes its
+// deliveries in batches and then the row (WebhookDeliveriesDeleteOfDeleted,
+// WebhookEndpointsDeleteEmptied).
 func (q *Queries) WebhookEndpointDelete(ctx context.Context, db DBTX, id domain.ID) (int64, error) {
 	result, err := db.Exec(ctx, webhookEndpointDelete, id)
 	if err != nil {
@@ -446,7 +477,7 @@ func (q *Queries) WebhookEndpointDelete(ctx context.Context, db DBTX, id domain.
 }
 
 const webhookEndpointGet = `-- name: WebhookEndpointGet :one
-SELECT id, workspace_id, url, events, workflow_definition_id, secret, created_at, deliveries_dropped, last_dropped_at FROM webhook_endpoints WHERE id = $1
+SELECT id, workspace_id, url, events, workflow_definition_id, secret, created_at, deliveries_dropped, last_dropped_at, secret_sealed, secret_key_id, deleted_at FROM webhook_endpoints WHERE id = $1 AND deleted_at IS NULL
 `
 
 func (q *Queries) WebhookEndpointGet(ctx context.Context, db DBTX, id domain.ID) (WebhookEndpoint, error) {
@@ -462,15 +493,18 @@ func (q *Queries) WebhookEndpointGet(ctx context.Context, db DBTX, id domain.ID)
 		&i.CreatedAt,
 		&i.DeliveriesDropped,
 		&i.LastDroppedAt,
+		&i.SecretSealed,
+		&i.SecretKeyID,
+		&i.DeletedAt,
 	)
 	return i, err
 }
 
 const webhookEndpointInsert = `-- name: WebhookEndpointInsert :one
-INSERT INTO webhook_endpoints (id, workspace_id, url, events, workflow_definition_id, secret)
-SELECT $1, $2, $3, $4::text[], $5, $6
-WHERE (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $2) < $7::int
-RETURNING id, workspace_id, url, events, workflow_definition_id, secret, created_at, deliveries_dropped, last_dropped_at
+INSERT INTO webhook_endpoints (id, workspace_id, url, events, workflow_definition_id, secret_sealed, secret_key_id)
+SELECT $1, $2, $3, $4::text[], $5, $6, $7
+WHERE (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $2 AND deleted_at IS NULL) < $8::int
+RETURNING id, workspace_id, url, events, workflow_definition_id, secret, created_at, deliveries_dropped, last_dropped_at, secret_sealed, secret_key_id, deleted_at
 `
 
 type WebhookEndpointInsertParams struct {
@@ -479,13 +513,15 @@ type WebhookEndpointInsertParams struct {
 	Url                  string
 	Events               []string
 	WorkflowDefinitionID *domain.ID
-	Secret               string
+	SecretSealed         []byte
+	SecretKeyID          *string
 	MaxEndpoints         int32
 }
 
 // Inserts the endpoint unless its workspace already has max_endpoints;
 // the caller holds the workspace's row lock, so two creates cannot both
-// pass the count.
+// pass the count. Deleted endpoints, whose rows wait for the purge, do
+// not count. The secret is stored sealed only.
 func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg WebhookEndpointInsertParams) (WebhookEndpoint, error) {
 	row := db.QueryRow(ctx, webhookEndpointInsert,
 		arg.ID,
@@ -493,7 +529,8 @@ func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg Webhoo
 		arg.Url,
 		arg.Events,
 		arg.WorkflowDefinitionID,
-		arg.Secret,
+		arg.SecretSealed,
+		arg.SecretKeyID,
 		arg.MaxEndpoints,
 	)
 	var i WebhookEndpoint
@@ -507,12 +544,15 @@ func (q *Queries) WebhookEndpointInsert(ctx context.Context, db DBTX, arg Webhoo
 		&i.CreatedAt,
 		&i.DeliveriesDropped,
 		&i.LastDroppedAt,
+		&i.SecretSealed,
+		&i.SecretKeyID,
+		&i.DeletedAt,
 	)
 	return i, err
 }
 
 const webhookEndpointList = `-- name: WebhookEndpointList :many
-SELECT id, workspace_id, url, events, workflow_definition_id, secret, created_at, deliveries_dropped, last_dropped_at FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY created_at, id
+SELECT id, workspace_id, url, events, workflow_definition_id, secret, created_at, deliveries_dropped, last_dropped_at, secret_sealed, secret_key_id, deleted_at FROM webhook_endpoints WHERE workspace_id = $1 AND deleted_at IS NULL ORDER BY created_at, id
 `
 
 func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, workspaceID domain.ID) ([]WebhookEndpoint, error) {
@@ -534,6 +574,9 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, workspaceID 
 			&i.CreatedAt,
 			&i.DeliveriesDropped,
 			&i.LastDroppedAt,
+			&i.SecretSealed,
+			&i.SecretKeyID,
+			&i.DeletedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -545,11 +588,39 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, db DBTX, workspaceID 
 	return items, nil
 }
 
+const webhookEndpointSeal = `-- name: WebhookEndpointSeal :exec
+UPDATE webhook_endpoints SET secret = NULL, secret_sealed = $1, secret_key_id = $2 WHERE id = $3
+`
+
+type WebhookEndpointSealParams struct {
+	SecretSealed []byte
+	SecretKeyID  *string
+	ID           domain.ID
+}
+
+func (q *Queries) WebhookEndpointSeal(ctx context.Context, db DBTX, arg WebhookEndpointSealParams) error {
+	_, err := db.Exec(ctx, webhookEndpointSeal, arg.SecretSealed, arg.SecretKeyID, arg.ID)
+	return err
+}
+
+const webhookEndpointsAnyLive = `-- name: WebhookEndpointsAnyLive :one
+SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE deleted_at IS NULL)::bool
+`
+
+// Whether any endpoint is stored, which a role without a secret key
+// refuses to start over.
+func (q *Queries) WebhookEndpointsAnyLive(ctx context.Context, db DBTX) (bool, error) {
+	row := db.QueryRow(ctx, webhookEndpointsAnyLive)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const webhookEndpointsCountDropped = `-- name: WebhookEndpointsCountDropped :execrows
 UPDATE webhook_endpoints ep
 SET deliveries_dropped = ep.deliveries_dropped + 1, last_dropped_at = now()
 FROM workflow_executions e
-WHERE e.id = $1 AND ep.workspace_id = e.workspace_id AND $2::text = ANY (ep.events)
+WHERE e.id = $1 AND ep.workspace_id = e.workspace_id AND $2::text = ANY (ep.events) AND ep.deleted_at IS NULL
   AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id)
   AND NOT (ep.id = ANY ($3::uuid[]))
 `
@@ -568,6 +639,73 @@ func (q *Queries) WebhookEndpointsCountDropped(ctx context.Context, db DBTX, arg
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const webhookEndpointsDeleteEmptied = `-- name: WebhookEndpointsDeleteEmptied :execrows
+DELETE FROM webhook_endpoints WHERE id IN (
+    SELECT ep.id FROM webhook_endpoints ep
+    WHERE ep.deleted_at IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = ep.id)
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED)
+`
+
+// Deletes the rows of deleted endpoints that have no delivery left.
+func (q *Queries) WebhookEndpointsDeleteEmptied(ctx context.Context, db DBTX, maxRows int32) (int64, error) {
+	result, err := db.Exec(ctx, webhookEndpointsDeleteEmptied, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const webhookEndpointsToSeal = `-- name: WebhookEndpointsToSeal :many
+SELECT id, secret, secret_sealed, secret_key_id FROM webhook_endpoints
+WHERE secret_key_id IS DISTINCT FROM $1::text AND id > $2
+ORDER BY id LIMIT $3
+FOR UPDATE SKIP LOCKED
+`
+
+type WebhookEndpointsToSealParams struct {
+	KeyID   string
+	AfterID domain.ID
+	MaxRows int32
+}
+
+type WebhookEndpointsToSealRow struct {
+	ID           domain.ID
+	Secret       *string
+	SecretSealed []byte
+	SecretKeyID  *string
+}
+
+// Endpoints whose secret is not sealed under the current key (plaintext,
+// from before secrets were sealed, or sealed under a previous key), in
+// id order after @after_id, locked so two starting processes seal each
+// once.
+func (q *Queries) WebhookEndpointsToSeal(ctx context.Context, db DBTX, arg WebhookEndpointsToSealParams) ([]WebhookEndpointsToSealRow, error) {
+	rows, err := db.Query(ctx, webhookEndpointsToSeal, arg.KeyID, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookEndpointsToSealRow{}
+	for rows.Next() {
+		var i WebhookEndpointsToSealRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Secret,
+			&i.SecretSealed,
+			&i.SecretKeyID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const webhookNotify = `-- name: WebhookNotify :exec

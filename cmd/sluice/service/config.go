@@ -2,6 +2,7 @@ package service
 
 import (
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
+	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 )
@@ -89,6 +91,10 @@ type WebhooksConfig struct {
 	Poster nodes.WebhookConfig
 	// Bound caps each workspace's stored and pending deliveries.
 	Bound domain.WebhookDeliveryBound
+	// SecretKeys seal the endpoints' signing secrets at rest; nil when
+	// SLUICE_WEBHOOK_SECRET_KEY is unset, which an api or worker process
+	// accepts only while no endpoint is stored.
+	SecretKeys *postgres.WebhookSecretKeys
 }
 
 // maxOutboundPause bounds SLUICE_OUTBOUND_PAUSE_MAX: a node held longer
@@ -391,6 +397,7 @@ func webhooksConfig(e *env) WebhooksConfig {
 		Poster: nodes.WebhookConfig{Timeout: s.Timeout},
 		Bound:  b,
 	}
+	w.SecretKeys = webhookSecretKeys(e)
 	if f := e.str("SLUICE_WEBHOOK_CA_FILE", ""); f != "" {
 		pem, err := os.ReadFile(f)
 		pool := x509.NewCertPool()
@@ -401,6 +408,42 @@ func webhooksConfig(e *env) WebhooksConfig {
 		}
 	}
 	return w
+}
+
+// webhookSecretKeys reads SLUICE_WEBHOOK_SECRET_KEY and, while rotating,
+// SLUICE_WEBHOOK_SECRET_KEY_PREVIOUS: each 32 bytes in base64. A bad
+// value is refused without being echoed, since it is a key.
+func webhookSecretKeys(e *env) *postgres.WebhookSecretKeys {
+	const currentVar, previousVar = "SLUICE_WEBHOOK_SECRET_KEY", "SLUICE_WEBHOOK_SECRET_KEY_PREVIOUS"
+	read := func(name string) ([]byte, bool) {
+		v := e.str(name, "")
+		if v == "" {
+			return nil, true
+		}
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(b) != postgres.WebhookSecretKeySize {
+			e.errs = append(e.errs, fmt.Errorf("%s: want %d random bytes in base64 (openssl rand -base64 %d); the value is not shown", name, postgres.WebhookSecretKeySize, postgres.WebhookSecretKeySize))
+			return nil, false
+		}
+		return b, true
+	}
+	current, ok := read(currentVar)
+	previous, okPrevious := read(previousVar)
+	switch {
+	case !ok || !okPrevious:
+		return nil
+	case current == nil && previous != nil:
+		e.errs = append(e.errs, fmt.Errorf("%s is set without %s: a rotation names the new key as current", previousVar, currentVar))
+		return nil
+	case current == nil:
+		return nil
+	}
+	k, err := postgres.NewWebhookSecretKeys(current, previous)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", currentVar, err))
+		return nil
+	}
+	return k
 }
 
 // retiredOutputMax was a second bound on node output, beside the payload

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/base64"
 	"reflect"
 	"strings"
 	"testing"
@@ -198,6 +199,43 @@ func TestConfigServesProfilesOnlyBehindTheAdminToken(t *testing.T) {
 	delete(env, "SLUICE_ADMIN_PPROF")
 	if cfg, err = LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, false); err != nil || cfg.profilesToken() != "" {
 		t.Errorf("profiles off: token %q, err %v, want none", cfg.profilesToken(), err)
+	}
+}
+
+// testWebhookSecretKey is a good SLUICE_WEBHOOK_SECRET_KEY: 32 bytes in
+// base64.
+const testWebhookSecretKey = "c2x1aWNlLWUyZS13ZWJob29rLXNlY3JldC1rZXktMzI="
+
+// TestConfigRefusesABadWebhookSecretKeyWithoutShowingIt: a webhook
+// secret key that is not 32 bytes of base64 is refused naming the
+// variable but not its value; a previous key needs a current one; two
+// good keys are read, a rotation's current one first.
+func TestConfigRefusesABadWebhookSecretKeyWithoutShowingIt(t *testing.T) {
+	t.Parallel()
+	const short = "c2hvcnQta2V5LXRoYXQtbXVzdC1ub3QtbGVhaw=="
+	load := func(env map[string]string) (Config, error) {
+		env["SLUICE_ADMIN_TOKEN"] = "0123456789abcdef"
+		return LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
+	}
+	_, err := load(map[string]string{"SLUICE_WEBHOOK_SECRET_KEY": short})
+	if err == nil || !strings.Contains(err.Error(), "SLUICE_WEBHOOK_SECRET_KEY") || strings.Contains(err.Error(), short) {
+		t.Errorf("a 28-byte key: %v, want a refusal naming the variable without its value", err)
+	}
+	_, err = load(map[string]string{"SLUICE_WEBHOOK_SECRET_KEY_PREVIOUS": testWebhookSecretKey})
+	if err == nil || !strings.Contains(err.Error(), "SLUICE_WEBHOOK_SECRET_KEY_PREVIOUS") || strings.Contains(err.Error(), testWebhookSecretKey) {
+		t.Errorf("a previous key alone: %v, want a refusal", err)
+	}
+	other := base64.StdEncoding.EncodeToString([]byte("another-webhook-secret-key-of-32"))
+	cfg, err := load(map[string]string{"SLUICE_WEBHOOK_SECRET_KEY": other, "SLUICE_WEBHOOK_SECRET_KEY_PREVIOUS": testWebhookSecretKey})
+	if err != nil || cfg.Webhooks.SecretKeys == nil {
+		t.Fatalf("two good keys: %v", err)
+	}
+	alone, err := load(map[string]string{"SLUICE_WEBHOOK_SECRET_KEY": other})
+	if err != nil || alone.Webhooks.SecretKeys.CurrentID() != cfg.Webhooks.SecretKeys.CurrentID() {
+		t.Errorf("the rotation's current key is not SLUICE_WEBHOOK_SECRET_KEY (%v)", err)
+	}
+	if none, err := load(map[string]string{}); err != nil || none.Webhooks.SecretKeys != nil {
+		t.Errorf("no key: %v, keys %v; want none, refused only at start over stored endpoints", err, none.Webhooks.SecretKeys)
 	}
 }
 

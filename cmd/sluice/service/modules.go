@@ -67,7 +67,7 @@ var CommonModule = fx.Module("common",
 // one api process at a time.
 var APIModule = fx.Module("api",
 	fx.Provide(newApplication, newFeedHub, func(reg *prometheus.Registry) *app.RetentionMetrics { return app.NewRetentionMetrics(reg) }),
-	fx.Invoke(startHTTP, runIdempotencyKeyPurge, runRetention, runFeedHub, runFeedPurge),
+	fx.Invoke(sealWebhookSecrets, startHTTP, runIdempotencyKeyPurge, runRetention, runFeedHub, runFeedPurge),
 )
 
 // newFeedHub is the one reader of events that feeds the process's event
@@ -127,8 +127,28 @@ var WorkerModule = fx.Module("worker",
 		func(store *postgres.Store, log *slog.Logger) *app.QuotaSnapshot {
 			return app.NewQuotaSnapshot(store, log)
 		}),
-	fx.Invoke(startWorkers, runWebhookSender),
+	fx.Invoke(sealWebhookSecrets, startWorkers, runWebhookSender),
 )
+
+// sealWebhookSecrets runs as an api or worker process starts, the roles
+// that create and send to webhook endpoints: it seals under
+// SLUICE_WEBHOOK_SECRET_KEY the secrets that are not yet (plaintext ones
+// from before secrets were sealed, those under the previous key), or,
+// without a key, refuses to start while any endpoint is stored. The
+// migration cannot do it, having no key. In `sluice all` both roles run
+// it; the second finds nothing left.
+func sealWebhookSecrets(lc fx.Lifecycle, store *postgres.Store, log *slog.Logger) {
+	lc.Append(fx.StartHook(func(ctx context.Context) error {
+		n, err := store.SealWebhookSecrets(ctx)
+		if err != nil {
+			return fmt.Errorf("sealing webhook secrets: %w", err)
+		}
+		if n > 0 {
+			log.Info("webhook secrets sealed under the current key", "endpoints", n)
+		}
+		return nil
+	}))
+}
 
 // runWebhookSender sends completion webhooks from every worker process:
 // the sender claims with SKIP LOCKED and fences its answers, so any
@@ -226,7 +246,7 @@ func newStore(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slo
 		Help: "Webhook deliveries not written because their workspace held SLUICE_WEBHOOK_DELIVERIES_MAX stored or SLUICE_WEBHOOK_PENDING_MAX pending deliveries; each is counted on its endpoint too.",
 	})
 	reg.MustRegister(dropped)
-	return postgres.NewStore(pool, log, postgres.WithWebhookDeliveryBound(cfg.Webhooks.Bound, dropped))
+	return postgres.NewStore(pool, log, postgres.WithWebhookDeliveryBound(cfg.Webhooks.Bound, dropped), postgres.WithWebhookSecretKeys(cfg.Webhooks.SecretKeys))
 }
 
 func newRegistry() (*prometheus.Registry, prometheus.Gatherer) {
@@ -308,7 +328,7 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 		return nil, err
 	}
 	lc.Append(fx.StopHook(pool.Close))
-	store := postgres.NewStore(pool, log)
+	store := postgres.NewStore(pool, log, postgres.WithWebhookSecretKeys(cfg.Webhooks.SecretKeys))
 	a := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
 		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store},
 		workflows, cfg.Quotas, cfg.Nodes.TemplateBudget, app.AuthConfig{AdminToken: cfg.AdminToken, KeyCache: cfg.HTTP.KeyCache})
