@@ -58,7 +58,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 		if err = s.q.QueueNotify(ctx, tx); err != nil {
 			return err
 		}
-		stats, err := s.q.QueuePendingLockCount(ctx, tx, b.WorkspaceID)
+		stats, err := s.enqueueCounts(ctx, tx, b.WorkspaceID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -162,4 +162,15 @@ func (s *Store) claimBatchKeys(ctx context.Context, tx pgx.Tx, b ports.EnqueueBa
 		return nil, fmt.Errorf("%w: an idempotency key of the batch changed while it was enqueued; send it again", ports.ErrConflict)
 	}
 	return out, nil
+}
+
+// enqueueCounts locks the workspace's counter row until commit and then
+// reads its counts, in two statements (see QueueLockWorkspaceCounts), so
+// that an enqueue that waited on a claim counts both the item the claim
+// took and the execution it stored.
+func (s *Store) enqueueCounts(ctx context.Context, tx pgx.Tx, workspaceID domain.ID) (dbsqlc.QueuePendingLockCountRow, error) {
+	if err := s.q.QueueLockWorkspaceCounts(ctx, tx, workspaceID); err != nil {
+		return dbsqlc.QueuePendingLockCountRow{}, err
+	}
+	return s.q.QueuePendingLockCount(ctx, tx, workspaceID)
 }

@@ -461,7 +461,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired
 		if err := s.q.QueueNotify(ctx, tx); err != nil {
 			return err
 		}
-		stats, err := s.q.QueuePendingLockCount(ctx, tx, e.WorkspaceID)
+		stats, err := s.enqueueCounts(ctx, tx, e.WorkspaceID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}

@@ -341,12 +341,23 @@ WHERE created_at < now() - make_interval(secs => @retention_seconds::float8);
 -- already settled.
 SELECT id, status FROM workflow_execution_queue WHERE id = ANY(@ids::uuid[]);
 
+-- name: QueueLockWorkspaceCounts :exec
+-- Locks the workspace's counter row until commit, in a statement of its
+-- own, before QueuePendingLockCount reads the counts in the next. Read in
+-- the statement that waited for the lock, the counts would mix two moments:
+-- READ COMMITTED re-reads only the locked row once the lock is granted, so
+-- a claim that held it would show its item gone from pending but not the
+-- execution it stored, and an enqueue would pass the stored-executions
+-- quota by the claim's batch.
+SELECT 1 FROM workspace_queue_stats WHERE workspace_id = @workspace_id FOR NO KEY UPDATE;
+
 -- name: QueuePendingLockCount :one
 -- The workspace's PENDING and stored counts and plan, its counter row
 -- locked until commit, so concurrent enqueues check the queue quotas one
 -- at a time, against the plan in force (the insert's trigger would take
 -- the same lock a moment later). executions is its stored executions
--- (workspace_executions_stored), for the stored-executions quota.
+-- (workspace_executions_stored), for the stored-executions quota. Run after
+-- QueueLockWorkspaceCounts, so that it reads every count as of one moment.
 SELECT s.pending, s.plan, coalesce(q.items, 0)::int AS stored, coalesce(x.executions, 0)::int AS executions
 FROM workspace_queue_stats s LEFT JOIN workspace_queue_stored q ON q.workspace_id = s.workspace_id
 LEFT JOIN workspace_executions_stored x ON x.workspace_id = s.workspace_id

@@ -798,6 +798,22 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, arg QueueListParams) (
 	return items, nil
 }
 
+const queueLockWorkspaceCounts = `-- name: QueueLockWorkspaceCounts :exec
+SELECT 1 FROM workspace_queue_stats WHERE workspace_id = $1 FOR NO KEY UPDATE
+`
+
+// Locks the workspace's counter row until commit, in a statement of its
+// own, before QueuePendingLockCount reads the counts in the next. Read in
+// the statement that waited for the lock, the counts would mix two moments:
+// READ COMMITTED re-reads only the locked row once the lock is granted, so
+// a claim that held it would show its item gone from pending but not the
+// execution it stored, and an enqueue would pass the stored-executions
+// quota by the claim's batch.
+func (q *Queries) QueueLockWorkspaceCounts(ctx context.Context, db DBTX, workspaceID domain.ID) error {
+	_, err := db.Exec(ctx, queueLockWorkspaceCounts, workspaceID)
+	return err
+}
+
 const queueMarkClaimed = `-- name: QueueMarkClaimed :many
 WITH claimed AS (
     UPDATE workflow_execution_queue q
@@ -985,7 +1001,8 @@ type QueuePendingLockCountRow struct {
 // locked until commit, so concurrent enqueues check the queue quotas one
 // at a time, against the plan in force (the insert's trigger would take
 // the same lock a moment later). executions is its stored executions
-// (workspace_executions_stored), for the stored-executions quota.
+// (workspace_executions_stored), for the stored-executions quota. Run after
+// QueueLockWorkspaceCounts, so that it reads every count as of one moment.
 func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceID domain.ID) (QueuePendingLockCountRow, error) {
 	row := db.QueryRow(ctx, queuePendingLockCount, workspaceID)
 	var i QueuePendingLockCountRow
