@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -63,7 +64,7 @@ func TestPlanGivesHeldWorkspacesNoShareOfTheBatch(t *testing.T) {
 	}
 	ws = append(ws, ent)
 	reads := 0
-	plan, err := PlanClaim(newAdmission(discardLog()).admit)(ws, 10, windowWalk(queues, &reads))
+	plan, err := PlanClaim(newAdmission(discardLog()).admit)(time.Now(), ws, 10, windowWalk(queues, &reads))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +100,7 @@ func containsItem(cs []domain.KeyedCandidate, id domain.ID) bool {
 func TestPlanHoldsEveryLimitAndLeavesNothingAdmissibleBehind(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for round := range 2000 {
 		queues := map[domain.ID][]domain.KeyedCandidate{}
 		var ws []ports.PendingWorkspace
@@ -106,7 +108,8 @@ func TestPlanHoldsEveryLimitAndLeavesNothingAdmissibleBehind(t *testing.T) {
 			limit := 1 + rng.IntN(6)
 			w := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: limit, Running: rng.IntN(limit + 1)}
 			if rng.IntN(3) == 0 {
-				w.Rated, w.RateRoom = true, rng.IntN(4)
+				room := rng.IntN(4)
+				w.Rate, w.Rated, w.RateRoom = roomBucket(now, room), true, room
 			}
 			keyRunning := map[string]int{}
 			for range rng.IntN(30) {
@@ -125,7 +128,7 @@ func TestPlanHoldsEveryLimitAndLeavesNothingAdmissibleBehind(t *testing.T) {
 		}
 		budget := 1 + rng.IntN(12)
 		reads := 0
-		plan, err := PlanClaim(newAdmission(discardLog()).admit)(ws, budget, windowWalk(queues, &reads))
+		plan, err := PlanClaim(newAdmission(discardLog()).admit)(now, ws, budget, windowWalk(queues, &reads))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +158,8 @@ func TestPlanHoldsEveryLimitAndLeavesNothingAdmissibleBehind(t *testing.T) {
 			}
 			// What it could have started: ChooseKeyed over every item it
 			// holds, within its room.
-			could := len(domain.ChooseKeyed(queues[w.ID], w.Room()))
+			picks, _ := domain.ChooseKeyed(domain.WorkspaceFigures{Limit: w.Limit, Running: w.Running, Rate: w.Rate}, queues[w.ID], w.Room(), now)
+			could := len(picks)
 			if n < could {
 				short = true
 			}
@@ -163,5 +167,14 @@ func TestPlanHoldsEveryLimitAndLeavesNothingAdmissibleBehind(t *testing.T) {
 		if short && len(plan.Chosen) < budget {
 			t.Fatalf("round %d: chose %d of a budget of %d and left items that could start", round, len(plan.Chosen), budget)
 		}
+	}
+}
+
+// roomBucket is a start-rate bucket (one a second, bursts of three) that
+// allows room starts (0 to 3) at now.
+func roomBucket(now time.Time, room int) *domain.RateBucket {
+	return &domain.RateBucket{
+		Rate: domain.StartRate{Rate: 1, Per: domain.PerSecond, Burst: 3},
+		TAT:  now.Add(time.Duration(3-room) * time.Second),
 	}
 }

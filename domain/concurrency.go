@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
+	"time"
 )
 
 // Concurrency is a definition's concurrency key: at most Limit executions
@@ -167,52 +167,16 @@ func (c Concurrency) ResolveKey(input json.RawMessage) (string, error) {
 type KeyedCandidate struct {
 	// ID is the item's.
 	ID ID
+	// AvailableAt is when it may be claimed.
+	AvailableAt time.Time
+	// Attempted is true once a start of it failed (AdmissionFigures).
+	Attempted bool
 	// Key is the item's concurrency key; "" for an item without one.
 	Key string
 	// Limit is the key's limit, as stored on the item.
 	Limit int
 	// Running counts the key's RUNNING executions.
 	Running int
-	// Rated is true when the key has a start rate.
-	Rated bool
-	// RateRoom is, for a rated key, how many starts its bucket allows now
-	// (StartRate.Allowed).
-	RateRoom int
-}
-
-// ChooseKeyed picks up to quota of candidates (given in claim order) for
-// one workspace, never more per key than the key's limit leaves, and with
-// keys taking turns: the first item of each key (an item without a key is
-// a turn of its own) in claim order, then the second of each, and so on,
-// so one key's backlog never stands in front of another key's items. A
-// rated key takes no more than its start rate allows now either.
-func ChooseKeyed(candidates []KeyedCandidate, quota int) []ID {
-	type turn struct{ round, index int }
-	taken := map[string]int{}
-	order := make([]turn, 0, len(candidates))
-	for i, c := range candidates {
-		round := 0
-		if c.Key != "" {
-			room := FreeSlots(c.Limit, c.Running)
-			if c.Rated {
-				room = min(room, c.RateRoom)
-			}
-			if taken[c.Key] >= room {
-				continue
-			}
-			round = taken[c.Key]
-			taken[c.Key]++
-		}
-		order = append(order, turn{round: round, index: i})
-	}
-	// A stable sort by round keeps claim order within each round.
-	slices.SortStableFunc(order, func(a, b turn) int { return a.round - b.round })
-	out := make([]ID, 0, min(quota, len(order)))
-	for _, t := range order {
-		if len(out) == quota {
-			break
-		}
-		out = append(out, candidates[t.index].ID)
-	}
-	return out
+	// Rate is the key's start-rate bucket, nil when it has no rate.
+	Rate *RateBucket
 }

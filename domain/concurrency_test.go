@@ -15,6 +15,9 @@ func TestChooseKeyedHoldsEachKeysLimitAndTakesTurns(t *testing.T) {
 	for i := range ids {
 		ids[i][0] = byte(i + 1)
 	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	oneLeft := &RateBucket{Rate: StartRate{Rate: 1, Per: PerSecond, Burst: 1}}
+	noneLeft := &RateBucket{Rate: StartRate{Rate: 1, Per: PerSecond, Burst: 1}, TAT: now.Add(time.Second)}
 	tests := []struct {
 		name       string
 		candidates []KeyedCandidate
@@ -35,17 +38,21 @@ func TestChooseKeyedHoldsEachKeysLimitAndTakesTurns(t *testing.T) {
 		}, 3, []ID{ids[0], ids[2], ids[3]}},
 		{"the quota bounds the batch", []KeyedCandidate{{ID: ids[0]}, {ID: ids[1]}}, 1, []ID{ids[0]}},
 		{"a rated key takes no more than its rate allows, and the next key goes", []KeyedCandidate{
-			{ID: ids[0], Key: "a", Limit: 5, Rated: true, RateRoom: 1}, {ID: ids[1], Key: "a", Limit: 5, Rated: true, RateRoom: 1},
+			{ID: ids[0], Key: "a", Limit: 5, Rate: oneLeft}, {ID: ids[1], Key: "a", Limit: 5, Rate: oneLeft},
 			{ID: ids[2], Key: "b", Limit: 5}, {ID: ids[3], Key: "b", Limit: 5},
 		}, 5, []ID{ids[0], ids[2], ids[3]}},
 		{"a rated key whose rate allows none is passed over", []KeyedCandidate{
-			{ID: ids[0], Key: "a", Limit: 5, Rated: true}, {ID: ids[1], Key: "b", Limit: 5},
+			{ID: ids[0], Key: "a", Limit: 5, Rate: noneLeft}, {ID: ids[1], Key: "b", Limit: 5},
 		}, 5, []ID{ids[1]}},
+		{"an item not yet due takes no turn of its key", []KeyedCandidate{
+			{ID: ids[0], Key: "a", Limit: 5, AvailableAt: now.Add(time.Minute)}, {ID: ids[1], Key: "a", Limit: 5}, {ID: ids[2], Key: "b", Limit: 5},
+		}, 2, []ID{ids[1], ids[2]}},
+		{"a full workspace takes nothing", []KeyedCandidate{{ID: ids[0]}}, 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := ChooseKeyed(tt.candidates, tt.quota); !slices.Equal(got, tt.want) {
+			if got, _ := ChooseKeyed(WorkspaceFigures{Limit: 10}, tt.candidates, tt.quota, now); !slices.Equal(got, tt.want) {
 				t.Fatalf("ChooseKeyed = %v, want %v", got, tt.want)
 			}
 		})
@@ -104,7 +111,10 @@ func TestWaitingOnSaysWhatHoldsAnItem(t *testing.T) {
 	room := WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 1, KeyRunning: map[string]int{"a": 2, "b": 1}}
 	full := WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 5, KeyRunning: map[string]int{"a": 2}}
 	perSecond := &StartRate{Rate: 1, Per: PerSecond, Burst: 1}
-	wsRated := WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 1, WorkspaceRate: perSecond, WorkspaceRateNext: later}
+	// A bucket whose TAT is a minute ahead (rate 1/s, burst 1) next lets a
+	// start go in a minute.
+	wsBucket := &RateBucket{Rate: *perSecond, TAT: later}
+	wsRated := WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 1, WorkspaceRate: wsBucket}
 	keyRated := pending("b", 0, now)
 	keyRated.ConcurrencyRate = perSecond
 	tests := []struct {
@@ -121,12 +131,12 @@ func TestWaitingOnSaysWhatHoldsAnItem(t *testing.T) {
 		{"a notBefore past waits on what is full", pending("", 0, now.Add(-time.Second)), full, &Waiting{Reason: WaitWorkspaceLimit, Limit: 5, Running: 5}},
 		{"not PENDING waits on nothing", QueueItem{QueueState: QueueState{Status: QueueDispatched}}, full, nil},
 		{"the workspace's rate, with when it next lets one go", pending("b", 0, now), wsRated, &Waiting{Reason: WaitStartRate, Until: &later}},
-		{"a full workspace comes before its rate", pending("b", 0, now), WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 5, WorkspaceRate: perSecond, WorkspaceRateNext: later},
+		{"a full workspace comes before its rate", pending("b", 0, now), WaitFigures{WorkspaceLimit: 5, WorkspaceRunning: 5, WorkspaceRate: wsBucket},
 			&Waiting{Reason: WaitWorkspaceLimit, Limit: 5, Running: 5}},
-		{"a workspace rate already due holds nothing", pending("b", 0, now), WaitFigures{WorkspaceLimit: 5, WorkspaceRate: perSecond, WorkspaceRateNext: now}, nil},
-		{"the key's rate, with its key", keyRated, WaitFigures{WorkspaceLimit: 5, KeyRunning: map[string]int{"b": 1}, KeyRateNext: map[string]time.Time{"b": later}},
+		{"a workspace rate already due holds nothing", pending("b", 0, now), WaitFigures{WorkspaceLimit: 5, WorkspaceRate: &RateBucket{Rate: *perSecond, TAT: now}}, nil},
+		{"the key's rate, with its key", keyRated, WaitFigures{WorkspaceLimit: 5, KeyRunning: map[string]int{"b": 1}, KeyTAT: map[string]time.Time{"b": later}},
 			&Waiting{Reason: WaitStartRate, Key: "b", Until: &later}},
-		{"a full key comes before its rate", keyRated, WaitFigures{WorkspaceLimit: 5, KeyRunning: map[string]int{"b": 2}, KeyRateNext: map[string]time.Time{"b": later}},
+		{"a full key comes before its rate", keyRated, WaitFigures{WorkspaceLimit: 5, KeyRunning: map[string]int{"b": 2}, KeyTAT: map[string]time.Time{"b": later}},
 			&Waiting{Reason: WaitKeyLimit, Limit: 2, Running: 2, Key: "b"}},
 	}
 	for _, tt := range tests {

@@ -37,10 +37,14 @@
 //
 // PlanLimits are what a Plan allows each workspace on it (WorkspaceLimits
 // override them per workspace); they are data, kept in the database and
-// edited by the admin. Admission reads its rules from here (FreeSlots,
-// ChooseKeyed, StartRate) and is planned in one place, app.PlanClaim,
-// from the workspace's limit and RUNNING count, its start rate, and its
-// items' keys and due times. A retry is never blocked
+// edited by the admin. Whether an item may start is decided by one
+// function, Verdict, from its AdmissionFigures (its due time, its
+// workspace's limit, RUNNING count and start-rate bucket, its key's limit,
+// RUNNING count and bucket): admit, or the WaitReason with its figures.
+// The claim is planned in one place, app.PlanClaim, which deals the batch
+// between workspaces and takes each one's items by ChooseKeyed, which
+// gives every item read its Verdict; QueueItem.WaitingOn shows the same
+// Verdict on the same figures, read now. A retry is never blocked
 // by itself: releasing a failed dispatch drops its execution row, so the
 // retry's slot is free again.
 //

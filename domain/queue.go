@@ -399,3 +399,23 @@ func (q QueueItem) RunsVersion(current int) int {
 	}
 	return current
 }
+
+// VersionToRun is the definition version q's execution runs (RunsVersion),
+// given the definition's current version (0 when the definition is gone)
+// and found, which says whether a version of it is stored. When that
+// version cannot be run, reason says why, for the item's failure: the
+// claim fails such an item rather than wait, since nothing brings a
+// deleted definition or version back.
+func (q QueueItem) VersionToRun(current int, found func(version int) bool) (version int, reason string) {
+	version = q.RunsVersion(current)
+	switch {
+	case current == 0:
+		return version, "workflow definition not found: it was deleted after the item was enqueued"
+	case found(version):
+		return version, ""
+	case q.PinnedVersion > 0:
+		return version, fmt.Sprintf("workflow definition version %d, which this retry runs, not found: it was deleted after the item was enqueued", version)
+	default:
+		return version, fmt.Sprintf("workflow definition version %d not found", version)
+	}
+}

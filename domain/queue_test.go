@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -380,6 +381,37 @@ func TestAQueueItemRunsItsPinnedVersionElseTheCurrentOne(t *testing.T) {
 			t.Parallel()
 			if got := (QueueItem{PinnedVersion: tc.pinned}).RunsVersion(tc.current); got != tc.want {
 				t.Fatalf("RunsVersion(%d) with pinned %d = %d, want %d", tc.current, tc.pinned, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestVersionToRunSaysWhyAnItemCannotRun(t *testing.T) {
+	t.Parallel()
+	stored := func(vs ...int) func(int) bool {
+		return func(v int) bool { return slices.Contains(vs, v) }
+	}
+	retry := QueueItem{PinnedVersion: 2}
+	tests := []struct {
+		name    string
+		item    QueueItem
+		current int
+		found   func(int) bool
+		version int
+		reason  string
+	}{
+		{"the current version runs", QueueItem{}, 3, stored(3), 3, ""},
+		{"a definition gone", QueueItem{}, 0, stored(), 0, "workflow definition not found: it was deleted after the item was enqueued"},
+		{"the current version gone", QueueItem{}, 3, stored(2), 3, "workflow definition version 3 not found"},
+		{"a retry runs its pinned version", retry, 3, stored(2, 3), 2, ""},
+		{"a retry whose pinned version is gone", retry, 3, stored(3), 2,
+			"workflow definition version 2, which this retry runs, not found: it was deleted after the item was enqueued"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if v, reason := tt.item.VersionToRun(tt.current, tt.found); v != tt.version || reason != tt.reason {
+				t.Fatalf("VersionToRun = %d, %q; want %d, %q", v, reason, tt.version, tt.reason)
 			}
 		})
 	}

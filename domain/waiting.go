@@ -45,8 +45,9 @@ type Waiting struct {
 }
 
 // WaitFigures are what an item's wait is decided from, read together: its
-// workspace's limit and RUNNING count, and the RUNNING count of each
-// concurrency key asked for.
+// workspace's limit, RUNNING count and start-rate bucket, and the RUNNING
+// count and bucket of each concurrency key asked for. They are the figures
+// the claim decides from (AdmissionFigures), read now.
 type WaitFigures struct {
 	// WorkspaceLimit is the workspace's limit in force.
 	WorkspaceLimit int
@@ -54,47 +55,32 @@ type WaitFigures struct {
 	WorkspaceRunning int
 	// KeyRunning counts RUNNING executions per concurrency key.
 	KeyRunning map[string]int
-	// WorkspaceRate is the workspace's start rate in force, nil for none.
-	WorkspaceRate *StartRate
-	// WorkspaceRateNext is when the workspace's bucket next lets a start
-	// go.
-	WorkspaceRateNext time.Time
-	// KeyRateNext is, per concurrency key, when its bucket next lets a
-	// start go (the rate is the item's own, ConcurrencyRate).
-	KeyRateNext map[string]time.Time
+	// WorkspaceRate is the workspace's bucket, nil for no start rate.
+	WorkspaceRate *RateBucket
+	// KeyTAT is, per concurrency key, its bucket's theoretical arrival
+	// time (zero at rest); the rate is the item's own, ConcurrencyRate.
+	KeyTAT map[string]time.Time
 }
 
 // WaitingOn says what holds q back now, nil when nothing does (it is
-// next in line, or not PENDING). A time ahead is said first, since it holds
-// the item whatever room there is: a back-off once an attempt failed, its
-// notBefore before any; then a full workspace; then the workspace's start
-// rate; then a full key; then the key's start rate.
-// It is the same rule the claim applies (FreeSlots), read for display.
+// next in line, or not PENDING): Verdict, on q's figures.
 func (q QueueItem) WaitingOn(f WaitFigures, now time.Time) *Waiting {
 	if q.Status != QueuePending {
 		return nil
 	}
-	if q.AvailableAt.After(now) {
-		until := q.AvailableAt
-		if q.AttemptCount > 0 {
-			return &Waiting{Reason: WaitBackOff, Until: &until}
-		}
-		return &Waiting{Reason: WaitNotBefore, Until: &until}
+	return Verdict(q.AdmissionFigures(f), now)
+}
+
+// AdmissionFigures are q's own figures (when it may go, its key, limit and
+// rate) with its workspace's and key's from f.
+func (q QueueItem) AdmissionFigures(f WaitFigures) AdmissionFigures {
+	a := AdmissionFigures{
+		AvailableAt: q.AvailableAt, Attempted: q.AttemptCount > 0,
+		WorkspaceLimit: f.WorkspaceLimit, WorkspaceRunning: f.WorkspaceRunning, WorkspaceRate: f.WorkspaceRate,
+		Key: q.ConcurrencyKey, KeyLimit: q.ConcurrencyLimit, KeyRunning: f.KeyRunning[q.ConcurrencyKey],
 	}
-	if FreeSlots(f.WorkspaceLimit, f.WorkspaceRunning) == 0 {
-		return &Waiting{Reason: WaitWorkspaceLimit, Limit: f.WorkspaceLimit, Running: f.WorkspaceRunning}
+	if q.ConcurrencyKey != "" && q.ConcurrencyRate != nil {
+		a.KeyRate = &RateBucket{Rate: *q.ConcurrencyRate, TAT: f.KeyTAT[q.ConcurrencyKey]}
 	}
-	if f.WorkspaceRate != nil && f.WorkspaceRateNext.After(now) {
-		until := f.WorkspaceRateNext
-		return &Waiting{Reason: WaitStartRate, Rate: f.WorkspaceRate, Until: &until}
-	}
-	if q.ConcurrencyKey != "" {
-		if running := f.KeyRunning[q.ConcurrencyKey]; FreeSlots(q.ConcurrencyLimit, running) == 0 {
-			return &Waiting{Reason: WaitKeyLimit, Limit: q.ConcurrencyLimit, Running: running, Key: q.ConcurrencyKey}
-		}
-		if next := f.KeyRateNext[q.ConcurrencyKey]; q.ConcurrencyRate != nil && next.After(now) {
-			return &Waiting{Reason: WaitStartRate, Rate: q.ConcurrencyRate, Key: q.ConcurrencyKey, Until: &next}
-		}
-	}
-	return nil
+	return a
 }

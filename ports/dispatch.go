@@ -20,8 +20,13 @@ type PendingWorkspace struct {
 	// Limit is the RUNNING executions it may have, read in the claim's
 	// transaction: its own limit, else its plan's.
 	Limit int
+	// Rate is the workspace's start-rate bucket as read under the lock,
+	// nil for no start rate.
+	Rate *domain.RateBucket
 	// Rated is true when the workspace has a start rate; RateRoom is then
-	// how many starts its bucket allows now (domain.StartRate.Allowed).
+	// how many starts its bucket allows now. The planner fills them from
+	// Rate at the claim's now (domain.RateBucket.Room); the store leaves
+	// them unset.
 	Rated    bool
 	RateRoom int
 	// Known is true once the claim has read the workspace's admissible
@@ -58,10 +63,13 @@ type AdmitFunc func(workspaces []PendingWorkspace, budget int) map[domain.ID]int
 // WindowReader reads, under the claim's locks and in one statement, the
 // admissible items of each workspace given a count in n: a window of
 // about four items per count (so keys can take turns), in claim order,
-// each with what its key allows now (domain.KeyedCandidate). Items due
-// later, and items whose key is at its limit or over its start rate as
-// the walk counts them, are passed over, so a window shorter than asked
-// for holds every item of the workspace that may start now.
+// each with its key's figures (domain.KeyedCandidate). Items due later,
+// and items whose key is at its limit or over its start rate as the walk
+// counts them, are passed over: that is a prefilter, for speed (the
+// planner gives every item it reads its verdict, so an item the walk
+// would pass over is held by it all the same), and what lets a window
+// shorter than asked for hold every item of the workspace that may start
+// now.
 type WindowReader func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error)
 
 // ClaimPlan is what a claim's planner decided for the locked workspaces.
@@ -74,12 +82,37 @@ type ClaimPlan struct {
 	AtCapacity int
 	Refused    map[domain.Plan]int
 	PassedOver map[domain.WaitReason]int
+	// Decisions are, per workspace whose items were read, the verdicts
+	// given to its items (domain.ChooseKeyed), in the order given.
+	Decisions map[domain.ID][]domain.Decision
+	// Started says, once the store has claimed what it could of Chosen
+	// (claimed), which start-rate buckets the plan read to write (those
+	// the claimed items took a start from, and those a raised rate
+	// capped), and how long until a workspace's rate next lets a start go
+	// (0 when none holds one back). Nil writes nothing.
+	Started func(claimed []ClaimedItem) ([]RateBucketWrite, time.Duration)
+}
+
+// RateBucketWrite is a start-rate bucket's new state, for the store to
+// write: a workspace's (Key "") or one of its concurrency keys'.
+type RateBucketWrite struct {
+	// Workspace is the bucket's workspace.
+	Workspace domain.ID
+	// Key is its concurrency key, "" for the workspace's own bucket.
+	Key string
+	// TAT is its new theoretical arrival time.
+	TAT time.Time
+	// NextAt is when it next lets a start go (domain.RateBucket.NextStart),
+	// stored so that SQL can pass over a key over its rate.
+	NextAt time.Time
 }
 
 // PlanFunc plans a claim of up to budget items from the locked
-// workspaces, reading their admissible items through read. It is the one
-// place that decides what a claim takes; the store reads and writes.
-type PlanFunc func(workspaces []PendingWorkspace, budget int, read WindowReader) (ClaimPlan, error)
+// workspaces, reading their admissible items through read, at now (the
+// store's clock, by which rates and due times are read). It is the one
+// place that decides what a claim takes: each item by domain.Verdict. The
+// store reads and writes.
+type PlanFunc func(now time.Time, workspaces []PendingWorkspace, budget int, read WindowReader) (ClaimPlan, error)
 
 // RejectFunc applies the domain's verdict to a PENDING item the claim
 // found can never run (its definition or version is gone, or its
@@ -183,12 +216,17 @@ type DispatchStore interface {
 	// under their limits as stored and an item due now (skipping those
 	// another dispatcher holds; those whose items all wait for a
 	// notBefore or a back-off only give the claim its NextDue), reads each
-	// one's limit, RUNNING count and start rate under the lock, and asks
-	// plan which items to take, plan reading the workspaces' admissible
-	// items through the store (the prefilter and the window's walk pass
-	// over what cannot start now; plan decides among the rest, and relies
-	// on the walk's passing over held keys to know that a short window is
-	// all a workspace can start). It then locks the chosen items
+	// one's limit, RUNNING count and start-rate bucket under the lock, and
+	// asks plan which items to take at the database's now, plan reading the
+	// workspaces' admissible items through the store. Admission is decided
+	// there, each item by domain.Verdict; the store decides nothing. Its
+	// prefilters (QueuePendingWorkspaces, which skips workspaces full by
+	// their counts or with nothing due, and the window's walk,
+	// queue_admissible_window, which passes over items due later and keys
+	// held by their limits or rates) are for speed only: plan holds what
+	// they drop by its verdicts all the same, and the walk's passing over
+	// held keys is what lets a short window be all a workspace can start.
+	// It then locks the chosen items
 	// with FOR UPDATE SKIP LOCKED, hands items that cannot run to reject,
 	// writes the others' executions as RUNNING and marks those items
 	// CLAIMED, then commits.

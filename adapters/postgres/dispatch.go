@@ -73,7 +73,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 		if err != nil {
 			return err
 		}
-		p, err := plan(snap.workspaces, budget, func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
+		p, err := plan(snap.rates.now, snap.workspaces, budget, func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
 			return s.readWindows(ctx, tx, snap.workspaces, n, snap.rates)
 		})
 		if err != nil {
@@ -91,7 +91,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 				return err
 			}
 		}
-		return s.finishClaim(ctx, tx, snap, &res)
+		return s.finishClaim(ctx, tx, snap, p, &res)
 	})
 	if err != nil {
 		return ports.ClaimResult{}, err
@@ -188,17 +188,21 @@ func (s *Store) lockWorkspaces(ctx context.Context, tx pgx.Tx, present []domain.
 		return claimSnapshot{}, err
 	}
 	for i := range snap.workspaces {
-		snap.workspaces[i].RateRoom, snap.workspaces[i].Rated = snap.rates.workspaceRoom(snap.ids[i])
+		snap.workspaces[i].Rate = snap.rates.bucket(bucketID{workspace: snap.ids[i]})
 	}
 	return snap, nil
 }
 
-// finishClaim runs on every way out once the workspaces are locked: it
-// writes the start-rate buckets the claimed items took from and says when
-// the claim should run again.
-func (s *Store) finishClaim(ctx context.Context, tx pgx.Tx, snap claimSnapshot, res *ports.ClaimResult) error {
-	if err := snap.rates.take(ctx, s.q, tx, res.Claimed); err != nil {
-		return err
+// finishClaim runs on every way out once the claim is planned: it writes
+// the start-rate buckets the plan says the claimed items took from and
+// says when the claim should run again.
+func (s *Store) finishClaim(ctx context.Context, tx pgx.Tx, snap claimSnapshot, p ports.ClaimPlan, res *ports.ClaimResult) error {
+	if p.Started != nil {
+		writes, rateDue := p.Started(res.Claimed)
+		if err := snap.rates.write(ctx, s.q, tx, writes); err != nil {
+			return err
+		}
+		res.NextDue = sooner(res.NextDue, rateDue)
 	}
 	due, err := s.q.ClaimNextDue(ctx, tx, snap.ids)
 	if err != nil {
@@ -207,7 +211,6 @@ func (s *Store) finishClaim(ctx context.Context, tx pgx.Tx, snap claimSnapshot, 
 	if due > 0 {
 		res.NextDue = sooner(res.NextDue, seconds(due))
 	}
-	res.NextDue = sooner(res.NextDue, snap.rates.due())
 	return nil
 }
 
@@ -234,19 +237,10 @@ func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence,
 		if rowErr != nil {
 			return rowErr
 		}
-		version := rec.RunsVersion(int(c.CurrentVersion))
-		found := c.VersionFound
-		if rec.PinnedVersion > 0 {
-			found = pinnedFound[versionOf{rec.DefinitionID, int32(version)}]
-		}
-		if c.CurrentVersion == 0 || !found {
-			reason := "workflow definition not found: it was deleted after the item was enqueued"
-			switch {
-			case c.CurrentVersion != 0 && rec.PinnedVersion > 0:
-				reason = fmt.Sprintf("workflow definition version %d, which this retry runs, not found: it was deleted after the item was enqueued", version)
-			case c.CurrentVersion != 0:
-				reason = fmt.Sprintf("workflow definition version %d not found", version)
-			}
+		version, reason := rec.VersionToRun(int(c.CurrentVersion), func(v int) bool {
+			return (v == int(c.CurrentVersion) && c.VersionFound) || pinnedFound[versionOf{rec.DefinitionID, int32(v)}]
+		})
+		if reason != "" {
 			s.log.Warn("definition not found; failing the queue item", "queue_item_id", rec.ID,
 				"workspace_id", rec.WorkspaceID, "workflow_definition_id", rec.DefinitionID, "version", version)
 			t, rejectErr := rejected(rec, reason, reject)
@@ -353,7 +347,7 @@ func sooner(a, b time.Duration) time.Duration {
 
 // readWindows reads, in one statement, a window of admissible items of
 // each workspace given a count in n (claimWindow items per count), in
-// claim order, with what each item's key allows now.
+// claim order, with each item's key's figures.
 func (s *Store) readWindows(ctx context.Context, tx pgx.Tx, workspaces []ports.PendingWorkspace, n map[domain.ID]int, rates *claimRates) (map[domain.ID][]domain.KeyedCandidate, error) {
 	var p dbsqlc.QueueAdmissibleWindowParams
 	for _, w := range workspaces {
@@ -374,7 +368,9 @@ func (s *Store) readWindows(ctx context.Context, tx pgx.Tx, workspaces []ports.P
 	out := map[domain.ID][]domain.KeyedCandidate{}
 	for _, r := range rows {
 		c := domain.KeyedCandidate{ID: r.ID, Key: r.ConcurrencyKey, Limit: int(r.ConcurrencyLimit), Running: int(r.KeyRunning)}
-		c.RateRoom, c.Rated = rates.keyRoom(r.WorkspaceID, r.ConcurrencyKey)
+		if r.ConcurrencyKey != "" {
+			c.Rate = rates.bucket(bucketID{workspace: r.WorkspaceID, key: r.ConcurrencyKey})
+		}
 		out[r.WorkspaceID] = append(out[r.WorkspaceID], c)
 	}
 	return out, nil

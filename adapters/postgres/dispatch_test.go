@@ -24,13 +24,17 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// seedQueue makes an ENTERPRISE workspace with a definition at version 1
-// and n PENDING items of it, and returns the definition and the items.
+// seedQueue makes an ENTERPRISE workspace limited to 1,000 running (so a
+// claim may take every item seeded) with a definition at version 1 and n
+// PENDING items of it, and returns the definition and the items.
 func seedQueue(t *testing.T, pool *pgxpool.Pool, n int) (uuid.UUID, []uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	ws, def := uuid.New(), uuid.New()
 	if _, err := pool.Exec(ctx, `INSERT INTO workspaces (id, name, plan) VALUES ($1, 'w', 'ENTERPRISE')`, ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO workspace_limits (workspace_id, max_running) VALUES ($1, 1000)`, ws); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO workflow_definitions (id, workspace_id, name) VALUES ($1, $2, 'd')`, def, ws); err != nil {
@@ -52,7 +56,7 @@ func seedQueue(t *testing.T, pool *pgxpool.Pool, n int) (uuid.UUID, []uuid.UUID)
 const allBudget = 100
 
 // admitAll gives each locked workspace 100 items whatever the budget
-// (allBudget).
+// (allBudget); the planner's verdicts still hold each workspace's limit.
 func admitAll(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 	out := map[domain.ID]int{}
 	for _, w := range ws {

@@ -20,24 +20,18 @@ type bucketID struct {
 	key       string
 }
 
-// rateBucket is a bucket as a claim read it, with the rate it is read by.
-type rateBucket struct {
-	rate domain.StartRate
-	tat  time.Time
-}
-
 // claimRates are the start-rate buckets of one claim's locked workspaces
 // and of the rated keys in its window, read under the workspaces' locks,
-// and the database's now(), by which every bucket is read and written.
+// and the database's now(), at which the claim's plan reads them.
 type claimRates struct {
 	now     time.Time
-	buckets map[bucketID]*rateBucket
+	buckets map[bucketID]*domain.RateBucket
 }
 
 // readStartRates reads the locked workspaces' rates in force (after
 // AdmissionLimitsReadLock) and their buckets.
 func (s *Store) readStartRates(ctx context.Context, tx pgx.Tx, ids []domain.ID) (*claimRates, error) {
-	r := &claimRates{buckets: map[bucketID]*rateBucket{}}
+	r := &claimRates{buckets: map[bucketID]*domain.RateBucket{}}
 	if len(ids) == 0 {
 		return r, nil
 	}
@@ -50,23 +44,22 @@ func (s *Store) readStartRates(ctx context.Context, tx pgx.Tx, ids []domain.ID) 
 		if row.StartRate == 0 {
 			continue
 		}
-		r.buckets[bucketID{workspace: row.WorkspaceID}] = &rateBucket{
-			rate: domain.StartRate{Rate: int(row.StartRate), Per: domain.RatePeriod(row.StartRatePer), Burst: int(row.StartBurst)},
-			tat:  row.Tat,
+		r.buckets[bucketID{workspace: row.WorkspaceID}] = &domain.RateBucket{
+			Rate: domain.StartRate{Rate: int(row.StartRate), Per: domain.RatePeriod(row.StartRatePer), Burst: int(row.StartBurst)},
+			TAT:  row.Tat,
 		}
 	}
 	return r, nil
 }
 
-// workspaceRoom is how many starts workspace ws's start rate allows now,
-// and whether it has one.
-func (r *claimRates) workspaceRoom(ws domain.ID) (int, bool) {
-	b, ok := r.buckets[bucketID{workspace: ws}]
+// bucket is the bucket id as read, nil when it has no rate.
+func (r *claimRates) bucket(id bucketID) *domain.RateBucket {
+	b, ok := r.buckets[id]
 	if !ok {
-		return 0, false
+		return nil
 	}
-	n, _ := b.rate.Allowed(b.tat, r.now, domain.StartRateMax)
-	return n, true
+	read := *b
+	return &read
 }
 
 // readKeys reads the buckets of the rated keys in the claim's window. A
@@ -80,8 +73,8 @@ func (r *claimRates) readKeys(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx,
 		if row.ConcurrencyRate == 0 || r.buckets[id] != nil {
 			continue
 		}
-		r.buckets[id] = &rateBucket{
-			rate: domain.StartRate{Rate: int(row.ConcurrencyRate), Per: domain.RatePeriod(row.ConcurrencyRatePer), Burst: int(row.ConcurrencyBurst)},
+		r.buckets[id] = &domain.RateBucket{
+			Rate: domain.StartRate{Rate: int(row.ConcurrencyRate), Per: domain.RatePeriod(row.ConcurrencyRatePer), Burst: int(row.ConcurrencyBurst)},
 		}
 		p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, id.workspace), append(p.Keys, id.key)
 	}
@@ -93,69 +86,18 @@ func (r *claimRates) readKeys(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx,
 		return fmt.Errorf("reading key start rates: %w", err)
 	}
 	for _, b := range stored {
-		r.buckets[bucketID{workspace: b.WorkspaceID, key: b.ConcurrencyKey}].tat = b.Tat
+		r.buckets[bucketID{workspace: b.WorkspaceID, key: b.ConcurrencyKey}].TAT = b.Tat
 	}
 	return nil
 }
 
-// keyRoom is how many starts key's rate allows now in workspace ws, and
-// whether it has a rate.
-func (r *claimRates) keyRoom(ws domain.ID, key string) (int, bool) {
-	if key == "" {
-		return 0, false
-	}
-	b, ok := r.buckets[bucketID{workspace: ws, key: key}]
-	if !ok {
-		return 0, false
-	}
-	n, _ := b.rate.Allowed(b.tat, r.now, domain.StartRateMax)
-	return n, true
-}
-
-// due is how long until the next start a workspace's bucket holds back
-// (by its rate in force), 0 when none is held back.
-func (r *claimRates) due() time.Duration {
-	var soonest time.Duration
-	for id, b := range r.buckets {
-		if id.key != "" {
-			continue
-		}
-		if _, next := b.rate.Allowed(b.tat, r.now, 0); next.After(r.now) {
-			if d := next.Sub(r.now); soonest == 0 || d < soonest {
-				soonest = d
-			}
-		}
-	}
-	return soonest
-}
-
-// take writes the buckets the claimed items took from (their workspace's
-// and their key's, one start each) and those whose TAT a raised rate
-// capped, then, when it met any rate, sweeps buckets at rest.
-func (r *claimRates) take(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, claimed []ports.ClaimedItem) error {
-	counts := map[bucketID]int{}
-	for _, c := range claimed {
-		if id := (bucketID{workspace: c.WorkspaceID}); r.buckets[id] != nil {
-			counts[id]++
-		}
-		if id := (bucketID{workspace: c.WorkspaceID, key: c.ConcurrencyKey}); c.ConcurrencyKey != "" && r.buckets[id] != nil {
-			counts[id]++
-		}
-	}
+// write writes the buckets the plan changed (ports.ClaimPlan.Started)
+// then, when the claim met any rate, sweeps buckets at rest.
+func (r *claimRates) write(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, writes []ports.RateBucketWrite) error {
 	var p dbsqlc.StartRateBucketsSetParams
-	for id, b := range r.buckets {
-		n := counts[id]
-		tat := b.rate.Take(b.tat, r.now, n)
-		// A bucket nothing started from is written only when its TAT was
-		// past what its rate allows (a rate since raised), so that the
-		// capped TAT ages from here (StartRate.Take).
-		if n == 0 && !(b.tat.After(tat) && tat.After(r.now)) {
-			continue
-		}
-		b.tat = tat
-		_, next := b.rate.Allowed(tat, r.now, 0)
-		p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, id.workspace), append(p.Keys, id.key)
-		p.Tats, p.NextAts = append(p.Tats, tat), append(p.NextAts, next)
+	for _, w := range writes {
+		p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, w.Workspace), append(p.Keys, w.Key)
+		p.Tats, p.NextAts = append(p.Tats, w.TAT), append(p.NextAts, w.NextAt)
 	}
 	if len(p.Keys) > 0 {
 		if err := q.StartRateBucketsSet(ctx, tx, p); err != nil {
@@ -173,8 +115,8 @@ func (r *claimRates) take(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, cla
 	return nil
 }
 
-// waitRates adds to f the workspace's start rate and when its bucket and
-// each of keys' next let a start go. A workspace gone has none.
+// waitRates adds to f the workspace's start-rate bucket and each of
+// keys' TAT, as the claim reads them. A workspace gone has none.
 func (s *Store) waitRates(ctx context.Context, workspaceID domain.ID, keys []string, f *domain.WaitFigures) error {
 	r, err := s.q.QueueWaitRates(ctx, s.pool, dbsqlc.QueueWaitRatesParams{WorkspaceID: workspaceID, Keys: keys})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -184,13 +126,15 @@ func (s *Store) waitRates(ctx context.Context, workspaceID domain.ID, keys []str
 		return err
 	}
 	if r.StartRate > 0 {
-		f.WorkspaceRate = &domain.StartRate{Rate: int(r.StartRate), Per: domain.RatePeriod(r.StartRatePer), Burst: int(r.StartBurst)}
-		f.WorkspaceRateNext = r.NextAt
+		f.WorkspaceRate = &domain.RateBucket{
+			Rate: domain.StartRate{Rate: int(r.StartRate), Per: domain.RatePeriod(r.StartRatePer), Burst: int(r.StartBurst)},
+			TAT:  r.Tat,
+		}
 	}
-	f.KeyRateNext = make(map[string]time.Time, len(keys))
+	f.KeyTAT = make(map[string]time.Time, len(keys))
 	for i, k := range keys {
-		if i < len(r.KeyNextAts) {
-			f.KeyRateNext[k] = r.KeyNextAts[i]
+		if i < len(r.KeyTats) {
+			f.KeyTAT[k] = r.KeyTats[i]
 		}
 	}
 	return nil

@@ -42,12 +42,12 @@ const queueWaitRates = `-- name: QueueWaitRates :one
 SELECT coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate ELSE p.start_rate END, 0)::int AS start_rate,
        coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate_per ELSE p.start_rate_per END, '')::text AS start_rate_per,
        coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_burst ELSE p.start_burst END, 0)::int AS start_burst,
-       coalesce((SELECT b.next_at FROM start_rate_buckets b WHERE b.workspace_id = w.id AND b.concurrency_key = ''),
-                'epoch'::timestamptz)::timestamptz AS next_at,
-       coalesce((SELECT array_agg(coalesce(b.next_at, 'epoch'::timestamptz) ORDER BY u.ord)
+       coalesce((SELECT b.tat FROM start_rate_buckets b WHERE b.workspace_id = w.id AND b.concurrency_key = ''),
+                'epoch'::timestamptz)::timestamptz AS tat,
+       coalesce((SELECT array_agg(coalesce(b.tat, 'epoch'::timestamptz) ORDER BY u.ord)
                  FROM unnest($1::text[]) WITH ORDINALITY AS u(key, ord)
                  LEFT JOIN start_rate_buckets b ON b.workspace_id = w.id AND b.concurrency_key = u.key),
-                '{}')::timestamptz[] AS key_next_ats
+                '{}')::timestamptz[] AS key_tats
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id
@@ -63,14 +63,14 @@ type QueueWaitRatesRow struct {
 	StartRate    int32
 	StartRatePer string
 	StartBurst   int32
-	NextAt       time.Time
-	KeyNextAts   []time.Time
+	Tat          time.Time
+	KeyTats      []time.Time
 }
 
 // What a page of one workspace's items may wait on by rate: the
-// workspace's start rate in force (rate 0: none), when its bucket next
-// lets a start go, and the same for each key asked for ('epoch' for a
-// bucket at rest). One primary-key probe of start_rate_buckets each.
+// workspace's start rate in force (rate 0: none), its bucket's
+// theoretical arrival time, and the same for each key asked for ('epoch'
+// for a bucket at rest): the figures the claim decides from. One primary-key probe of start_rate_buckets each.
 func (q *Queries) QueueWaitRates(ctx context.Context, db DBTX, arg QueueWaitRatesParams) (QueueWaitRatesRow, error) {
 	row := db.QueryRow(ctx, queueWaitRates, arg.Keys, arg.WorkspaceID)
 	var i QueueWaitRatesRow
@@ -78,8 +78,8 @@ func (q *Queries) QueueWaitRates(ctx context.Context, db DBTX, arg QueueWaitRate
 		&i.StartRate,
 		&i.StartRatePer,
 		&i.StartBurst,
-		&i.NextAt,
-		&i.KeyNextAts,
+		&i.Tat,
+		&i.KeyTats,
 	)
 	return i, err
 }
