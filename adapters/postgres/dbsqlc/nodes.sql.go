@@ -137,7 +137,8 @@ FROM (SELECT unnest($2::text[]) AS node_key, unnest($3::text[]) AS node_type,
              unnest($8::text[]) AS started_at, unnest($9::text[]) AS completed_at) AS r
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
-    attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt), completed_at = EXCLUDED.completed_at
+    attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt),
+    completed_at = GREATEST(EXCLUDED.completed_at, workflow_execution_nodes.started_at)
 `
 
 type NodesFinishParams struct {
@@ -158,8 +159,9 @@ type NodesFinishParams struct {
 // time (RFC 3339) stands for NULL. The end is the one the workflow decided
 // (now() when it gave none), not the write's: a batch is written when the
 // workflow waits, after the nodes that started since, whose starts must not
-// precede it. Rows are written in the arrays' order, which is the order
-// the feed's trigger tells of them.
+// precede it; a record that was started (a DELAY's RUNNING, stamped by the
+// database) never ends before its start. Rows are written in the arrays'
+// order, which is the order the feed's trigger tells of them.
 func (q *Queries) NodesFinish(ctx context.Context, db DBTX, arg NodesFinishParams) error {
 	_, err := db.Exec(ctx, nodesFinish,
 		arg.ExecutionID,
