@@ -325,9 +325,12 @@ type ExecutionStore interface {
 	// FinishNode records how a node run ended, creating the row when the
 	// node never started (SKIPPED, CANCELLED).
 	FinishNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error
-	// RecordNodes writes several records of one execution in one round
-	// trip: RUNNING ones as StartNode does, the rest as FinishNode does
-	// (input is left as it was). Keys must be distinct.
+	// RecordNodes writes several records of one execution: RUNNING ones
+	// as StartNode does, the rest as FinishNode does (input is left as it
+	// was), each with the end time given when there is one. Keys must be
+	// distinct. The records are written, and told by the event stream, in
+	// the order given: the workflow queues a node's record after those of
+	// the nodes it waited on.
 	RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error
 	// FinishExecution ends a RUNNING execution and writes nodes as
 	// RecordNodes does; then it hands the execution's queue item, under its

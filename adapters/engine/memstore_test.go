@@ -47,6 +47,25 @@ type memStore struct {
 	// default when 0), and subWorkflowNodes each execution's count.
 	subWorkflowQuota int
 	subWorkflowNodes map[domain.ID]int
+	// writes are the record writes that change a node's status or
+	// attempt, in the order they were made: what the Postgres feed's
+	// trigger turns into node.started and node.finished events.
+	writes []memWrite
+}
+
+// memWrite is one write of a node record, as the stream would tell it.
+type memWrite struct {
+	Execution domain.ID
+	Record    domain.NodeRecord
+}
+
+// wrote notes the write of rec over old (exists when there was one), as
+// the feed's trigger does: only a change of status or attempt is told.
+func (s *memStore) wrote(executionID domain.ID, old domain.NodeRecord, exists bool, rec domain.NodeRecord) {
+	if exists && old.Status == rec.Status && old.Attempt == rec.Attempt {
+		return
+	}
+	s.writes = append(s.writes, memWrite{Execution: executionID, Record: rec})
 }
 
 type memExecution struct {
@@ -282,6 +301,7 @@ func (s *memStore) startNode(executionID domain.ID, n domain.NodeRecord) error {
 		now := time.Now()
 		rec.StartedAt = &now
 	}
+	s.wrote(executionID, old, exists, rec)
 	e.nodes[n.Key] = rec
 	return nil
 }
@@ -306,7 +326,8 @@ func (s *memStore) finishNode(executionID domain.ID, n domain.NodeRecord) error 
 	}
 	rec := n
 	rec.Attempt = max(1, n.Attempt)
-	if old, exists := e.nodes[n.Key]; exists {
+	old, exists := e.nodes[n.Key]
+	if exists {
 		rec.Attempt = max(rec.Attempt, old.Attempt)
 		if old.StartedAt != nil {
 			rec.StartedAt = old.StartedAt
@@ -319,6 +340,7 @@ func (s *memStore) finishNode(executionID domain.ID, n domain.NodeRecord) error 
 		now := time.Now()
 		rec.CompletedAt = &now
 	}
+	s.wrote(executionID, old, exists, rec)
 	e.nodes[n.Key] = rec
 	return nil
 }

@@ -413,6 +413,9 @@ type executionRun struct {
 	// busy counts the node activities in flight, against the plan's
 	// nodes in flight: drive's nodes and FOR_EACH iterations alike.
 	busy int
+	// clock is the latest time the run has stamped on a record or read
+	// from one (see now).
+	clock time.Time
 }
 
 // taskShare is what the current workflow task carries back to Temporal,
@@ -683,11 +686,13 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 			StartToCloseTimeout: timeout,
 			RetryPolicy:         retry,
 		})
+		floor := r.now()
 		f := workflow.ExecuteLocalActivity(ctx, runPureNodeActivity, in)
 		sel.AddFuture(f, func(f workflow.Future) {
 			var out PureNodeOutput
 			err := f.Get(r.ctx, &out)
-			r.last = nodeOutcome{node: n, output: out.Output, err: err, started: out.StartedAt, ended: out.CompletedAt, attempt: out.Attempt}
+			started, ended := causalSpan(floor, out.StartedAt, out.CompletedAt)
+			r.last = nodeOutcome{node: n, output: out.Output, err: err, started: started, ended: ended, attempt: out.Attempt}
 		})
 		return
 	}
@@ -853,7 +858,7 @@ func pickJSON(v any, paths [][]domain.PathSegment, whole json.RawMessage) (json.
 // over. Its RUNNING record is written before the workflow waits (see
 // drive); a zero delay needs no timer at all.
 func (r *executionRun) launchDelay(sel workflow.Selector, n domain.Node) {
-	started := workflow.Now(r.ctx)
+	started := r.now()
 	cfg, err := domain.DecodeDelayConfig(n.Config)
 	if err != nil {
 		f, settle := workflow.NewFuture(r.ctx)
@@ -877,7 +882,7 @@ func (r *executionRun) launchDelay(sel workflow.Selector, n domain.Node) {
 	}
 	f := workflow.NewTimer(r.ctx, wait)
 	sel.AddFuture(f, func(f workflow.Future) {
-		ended := workflow.Now(r.ctx)
+		ended := r.now()
 		o := nodeOutcome{node: n, err: f.Get(r.ctx, nil), started: &started, ended: &ended, attempt: 1}
 		if o.err == nil {
 			o.output, o.err = json.Marshal(map[string]any{"waitedMs": wait.Milliseconds()})
@@ -886,17 +891,54 @@ func (r *executionRun) launchDelay(sel workflow.Selector, n domain.Node) {
 	})
 }
 
-// record queues node records for the next write. A record decided before
+// record queues node records for the next write, in the order they were
+// decided, which is the order they are written and streamed in: a node's
+// record follows those of the nodes it waited on. A record decided before
 // or during a cancellation is still written: flush and finish write on
 // disconnected contexts.
 func (r *executionRun) record(nodes ...NodeRecordInput) {
-	now := workflow.Now(r.ctx)
 	for _, n := range nodes {
+		for _, t := range []*time.Time{n.StartedAt, n.CompletedAt} {
+			if t != nil && t.After(r.clock) {
+				r.clock = *t
+			}
+		}
 		if n.Status != domain.NodeRunning && n.CompletedAt == nil {
+			now := r.now()
 			n.CompletedAt = &now
 		}
 		r.pending = append(r.pending, n)
 	}
+}
+
+// now is the time the run stamps on a node's record: workflow time, but
+// never before a time it has already stamped or read from a record. The
+// clocks differ (workflow time is the Temporal server's at the task's
+// start, a pure node's times the worker's as it ran), and a node must not
+// seem to start before the nodes it waited on ended.
+func (r *executionRun) now() time.Time {
+	if t := workflow.Now(r.ctx); t.After(r.clock) {
+		r.clock = t
+	}
+	return r.clock
+}
+
+// causalSpan is a pure node's start and end, read on the worker's clock,
+// moved no earlier than floor, the run's clock when the node was launched
+// (so no earlier than the ends of the nodes it waited on), the end no
+// earlier than the start.
+func causalSpan(floor time.Time, started, ended *time.Time) (*time.Time, *time.Time) {
+	if started == nil || ended == nil {
+		return started, ended
+	}
+	s, e := *started, *ended
+	if s.Before(floor) {
+		s = floor
+	}
+	if e.Before(s) {
+		e = s
+	}
+	return &s, &e
 }
 
 // takePending returns the queued records, the last one per node (a DELAY's

@@ -44,12 +44,12 @@ func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in 
 // input order. The first failed iteration fails the node: no further one
 // starts, those in flight end and are recorded.
 func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node) {
-	started := workflow.Now(r.ctx)
+	started := r.now()
 	f, settle := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out json.RawMessage
 		err := f.Get(r.ctx, &out)
-		ended := workflow.Now(r.ctx)
+		ended := r.now()
 		r.last = nodeOutcome{node: n, output: out, err: err, started: &started, ended: &ended, attempt: 1}
 	})
 	cfg, items, err := r.forEachItems(n)
@@ -193,7 +193,7 @@ func (r *executionRun) takeTaskShare(ctx workflow.Context, in RunNodeInput) erro
 // failure or cancellation is recorded here.
 func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json.RawMessage, error) {
 	n := in.Node
-	started := workflow.Now(ctx)
+	started := r.now()
 	var output json.RawMessage
 	var err error
 	timeout, retry := r.attemptPolicy(n)
@@ -206,8 +206,9 @@ func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json
 		err = workflow.ExecuteLocalActivity(lctx, runPureNodeActivity, in).Get(ctx, &out)
 		r.pureEnded(nodeOutcome{node: n, output: out.Output})
 		if err == nil {
+			began, ended := causalSpan(started, out.StartedAt, out.CompletedAt)
 			r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeCompleted, Attempt: out.Attempt,
-				Output: out.Output, StartedAt: out.StartedAt, CompletedAt: out.CompletedAt})
+				Output: out.Output, StartedAt: began, CompletedAt: ended})
 		}
 		output = out.Output
 	} else {

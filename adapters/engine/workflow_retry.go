@@ -55,7 +55,7 @@ func (r *executionRun) reuse(sel workflow.Selector, n domain.Node) bool {
 	f, settle := workflow.NewFuture(r.ctx)
 	settle.Set(nil, nil)
 	sel.AddFuture(f, func(workflow.Future) {
-		now := workflow.Now(r.ctx)
+		now := r.now()
 		r.last = nodeOutcome{node: n, output: out, started: &now, ended: &now, attempt: 1}
 	})
 	return true

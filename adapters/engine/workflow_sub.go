@@ -205,12 +205,12 @@ func (r *executionRun) finishChild(status domain.ExecutionStatus, msg string) (E
 // (childGraph). A cancelled run cancels the child and waits for its
 // records.
 func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
-	started := workflow.Now(r.ctx)
+	started := r.now()
 	f, settle := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out json.RawMessage
 		err := f.Get(r.ctx, &out)
-		ended := workflow.Now(r.ctx)
+		ended := r.now()
 		r.last = nodeOutcome{node: n, output: out, err: err, started: &started, ended: &ended, attempt: 1}
 	})
 	cfg, input, err := r.subInput(n)

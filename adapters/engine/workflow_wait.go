@@ -43,12 +43,12 @@ func completeIn(sched *domain.Scheduler, o nodeOutcome, out any) ([]string, erro
 // "when": false edges, or fails it when there are none. A cancelled
 // execution ends the wait at once.
 func (r *executionRun) launchWait(sel workflow.Selector, n domain.Node) {
-	started := workflow.Now(r.ctx)
+	started := r.now()
 	f, settle := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var w waitOutcome
 		err := f.Get(r.ctx, &w)
-		ended := workflow.Now(r.ctx)
+		ended := r.now()
 		r.last = nodeOutcome{node: n, output: w.Output, err: err, started: &started, ended: &ended, attempt: 1, branch: &w.Came}
 	})
 	r.started(n)

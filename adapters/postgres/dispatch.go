@@ -721,25 +721,44 @@ func (s *Store) FinishNode(ctx context.Context, executionID domain.ID, n domain.
 	}))
 }
 
-// RecordNodes writes several node records of one execution: RUNNING ones
-// one by one as StartNode does, the rest in one statement.
+// RecordNodes writes several node records of one execution, in the order
+// given: each run of ended records in one statement, each RUNNING one as
+// StartNode does. The order is the stream's: the feed's trigger tells of
+// each row as it is written, so a node the workflow started after its
+// upstreams ended (its record queued after theirs) is told after them.
 func (s *Store) RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
 	return s.recordNodes(ctx, s.pool, executionID, nodes)
 }
 
 func (s *Store) recordNodes(ctx context.Context, db dbsqlc.DBTX, executionID domain.ID, nodes []domain.NodeRecord) error {
-	p := dbsqlc.NodesFinishParams{ExecutionID: executionID}
-	for _, n := range nodes {
-		if n.Status == domain.NodeRunning {
-			if err := s.startNode(ctx, db, executionID, n); err != nil {
+	for len(nodes) > 0 {
+		if nodes[0].Status == domain.NodeRunning {
+			if err := s.startNode(ctx, db, executionID, nodes[0]); err != nil {
 				return err
 			}
+			nodes = nodes[1:]
 			continue
 		}
-		started, errMsg := "", ""
-		if n.StartedAt != nil {
-			started = n.StartedAt.UTC().Format(time.RFC3339Nano)
+		ended := len(nodes)
+		for i, n := range nodes {
+			if n.Status == domain.NodeRunning {
+				ended = i
+				break
+			}
 		}
+		if err := s.finishNodes(ctx, db, executionID, nodes[:ended]); err != nil {
+			return err
+		}
+		nodes = nodes[ended:]
+	}
+	return nil
+}
+
+// finishNodes writes ended records in one statement, in their order.
+func (s *Store) finishNodes(ctx context.Context, db dbsqlc.DBTX, executionID domain.ID, nodes []domain.NodeRecord) error {
+	p := dbsqlc.NodesFinishParams{ExecutionID: executionID}
+	for _, n := range nodes {
+		errMsg := ""
 		if n.Error != nil {
 			errMsg = *n.Error
 		}
@@ -749,12 +768,18 @@ func (s *Store) recordNodes(ctx context.Context, db dbsqlc.DBTX, executionID dom
 		p.Attempts = append(p.Attempts, int32(max(1, n.Attempt)))
 		p.Outputs = append(p.Outputs, string(n.Output))
 		p.Errors = append(p.Errors, errMsg)
-		p.StartedAts = append(p.StartedAts, started)
-	}
-	if len(p.NodeKeys) == 0 {
-		return nil
+		p.StartedAts = append(p.StartedAts, rfc3339(n.StartedAt))
+		p.CompletedAts = append(p.CompletedAts, rfc3339(n.CompletedAt))
 	}
 	return interpretError(s.q.NodesFinish(ctx, db, p))
+}
+
+// rfc3339 is t as NodesFinish reads it, "" (NULL) for none.
+func rfc3339(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 func nilIfEmpty(raw json.RawMessage) json.RawMessage {

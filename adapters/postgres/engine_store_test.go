@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,4 +218,62 @@ func TestStoreKeepsTheExecutionStoreContract(t *testing.T) {
 			},
 		}
 	})
+}
+
+// TestRecordNodesWritesAndStreamsABatchInItsOrder: a batch the workflow
+// decided (two ends, then a DELAY that waited on them starting, then
+// another end) is written, and told by the feed, in the batch's order, and
+// an end keeps the time the workflow gave it: a node started after its
+// upstreams ended is never told, nor stamped, before them.
+func TestRecordNodesWritesAndStreamsABatchInItsOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, slog.New(slog.DiscardHandler))
+	item := claimOne(t, store, domain.PlanFree, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
+	ended := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
+	err := store.RecordNodes(ctx, item.ExecutionID, []domain.NodeRecord{
+		{Key: "w1", Type: domain.NodeDelay, Status: domain.NodeCompleted, Output: json.RawMessage(`{}`), StartedAt: &ended, CompletedAt: &ended},
+		{Key: "b", Type: domain.NodeTransform, Status: domain.NodeCompleted, Output: json.RawMessage(`1`), StartedAt: &ended, CompletedAt: &ended},
+		{Key: "w2", Type: domain.NodeDelay, Status: domain.NodeRunning},
+		{Key: "c", Type: domain.NodeTransform, Status: domain.NodeCompleted, Output: json.RawMessage(`2`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT kind || '(' || (data->>'key') || ')' FROM feed_events WHERE execution_id = $1 AND kind LIKE 'node.%' ORDER BY id`, item.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		told = append(told, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := "node.finished(w1) node.finished(b) node.started(w2) node.finished(c)"
+	if got := strings.Join(told, " "); got != want {
+		t.Errorf("the feed told %s, want %s", got, want)
+	}
+	nodes, err := store.ListNodes(ctx, item.ExecutionID, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		switch n.Key {
+		case "w1", "b":
+			if n.CompletedAt == nil || !n.CompletedAt.Equal(ended) {
+				t.Errorf("%s ended at %v, want the time the workflow gave, %s", n.Key, n.CompletedAt, ended)
+			}
+		case "w2":
+			if n.StartedAt == nil || n.StartedAt.Before(ended) {
+				t.Errorf("w2 started at %v, before its upstreams ended at %s", n.StartedAt, ended)
+			}
+		}
+	}
 }

@@ -39,18 +39,24 @@ LIMIT @max_rows;
 -- name: NodesFinish :exec
 -- NodeFinish for many nodes of one execution in one statement: the records
 -- the workflow decides (pure nodes, DELAY, failures, skips) are written in
--- batches. The keys must be distinct; an empty output, error or start time
--- (RFC 3339) stands for NULL.
+-- batches. The keys must be distinct; an empty output, error, start or end
+-- time (RFC 3339) stands for NULL. The end is the one the workflow decided
+-- (now() when it gave none), not the write's: a batch is written when the
+-- workflow waits, after the nodes that started since, whose starts must not
+-- precede it; a record that was started (a DELAY's RUNNING, stamped by the
+-- database) never ends before its start. Rows are written in the arrays'
+-- order, which is the order the feed's trigger tells of them.
 INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at)
 SELECT gen_random_uuid(), @execution_id::uuid, r.node_key, r.node_type, r.status, r.attempt, NULL::jsonb, nullif(r.output, '')::jsonb,
-       nullif(r.error, ''), nullif(r.started_at, '')::timestamptz, now()
+       nullif(r.error, ''), nullif(r.started_at, '')::timestamptz, coalesce(nullif(r.completed_at, '')::timestamptz, now())
 FROM (SELECT unnest(@node_keys::text[]) AS node_key, unnest(@node_types::text[]) AS node_type,
              unnest(@statuses::text[]) AS status, unnest(@attempts::int[]) AS attempt,
              unnest(@outputs::text[]) AS output, unnest(@errors::text[]) AS error,
-             unnest(@started_ats::text[]) AS started_at) AS r
+             unnest(@started_ats::text[]) AS started_at, unnest(@completed_ats::text[]) AS completed_at) AS r
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
-    attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt), completed_at = now();
+    attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt),
+    completed_at = GREATEST(EXCLUDED.completed_at, workflow_execution_nodes.started_at);
 
 -- name: NodesEndRunning :exec
 -- Ends the records an execution left RUNNING as it ended (domain.LeftRunning):

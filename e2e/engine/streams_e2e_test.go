@@ -147,8 +147,8 @@ func TestAnExecutionsStreamSendsNodeAndRunEventsInOrderAndResumes(t *testing.T) 
 		kinds = append(kinds, k)
 	}
 	// Pure nodes (TRANSFORM) are recorded once, when they finish; a DELAY
-	// is recorded as started when its timer starts. The records of one
-	// step are written together, so a.finished may follow wait.started.
+	// is recorded as started when its timer starts, after the ends of the
+	// nodes it waited on (TestAnExecutionsStreamTellsEachNodeAfterTheNodesItWaitsOn).
 	if kinds[0] != "run.started" || kinds[len(kinds)-1] != "run.finished" {
 		t.Fatalf("events %v: want run.started first and run.finished last", kinds)
 	}

@@ -130,31 +130,38 @@ func (q *Queries) NodesEndRunning(ctx context.Context, db DBTX, arg NodesEndRunn
 const nodesFinish = `-- name: NodesFinish :exec
 INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at)
 SELECT gen_random_uuid(), $1::uuid, r.node_key, r.node_type, r.status, r.attempt, NULL::jsonb, nullif(r.output, '')::jsonb,
-       nullif(r.error, ''), nullif(r.started_at, '')::timestamptz, now()
+       nullif(r.error, ''), nullif(r.started_at, '')::timestamptz, coalesce(nullif(r.completed_at, '')::timestamptz, now())
 FROM (SELECT unnest($2::text[]) AS node_key, unnest($3::text[]) AS node_type,
              unnest($4::text[]) AS status, unnest($5::int[]) AS attempt,
              unnest($6::text[]) AS output, unnest($7::text[]) AS error,
-             unnest($8::text[]) AS started_at) AS r
+             unnest($8::text[]) AS started_at, unnest($9::text[]) AS completed_at) AS r
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
-    attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt), completed_at = now()
+    attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt),
+    completed_at = GREATEST(EXCLUDED.completed_at, workflow_execution_nodes.started_at)
 `
 
 type NodesFinishParams struct {
-	ExecutionID domain.ID
-	NodeKeys    []string
-	NodeTypes   []string
-	Statuses    []string
-	Attempts    []int32
-	Outputs     []string
-	Errors      []string
-	StartedAts  []string
+	ExecutionID  domain.ID
+	NodeKeys     []string
+	NodeTypes    []string
+	Statuses     []string
+	Attempts     []int32
+	Outputs      []string
+	Errors       []string
+	StartedAts   []string
+	CompletedAts []string
 }
 
 // NodeFinish for many nodes of one execution in one statement: the records
 // the workflow decides (pure nodes, DELAY, failures, skips) are written in
-// batches. The keys must be distinct; an empty output, error or start time
-// (RFC 3339) stands for NULL.
+// batches. The keys must be distinct; an empty output, error, start or end
+// time (RFC 3339) stands for NULL. The end is the one the workflow decided
+// (now() when it gave none), not the write's: a batch is written when the
+// workflow waits, after the nodes that started since, whose starts must not
+// precede it; a record that was started (a DELAY's RUNNING, stamped by the
+// database) never ends before its start. Rows are written in the arrays'
+// order, which is the order the feed's trigger tells of them.
 func (q *Queries) NodesFinish(ctx context.Context, db DBTX, arg NodesFinishParams) error {
 	_, err := db.Exec(ctx, nodesFinish,
 		arg.ExecutionID,
@@ -165,6 +172,7 @@ func (q *Queries) NodesFinish(ctx context.Context, db DBTX, arg NodesFinishParam
 		arg.Outputs,
 		arg.Errors,
 		arg.StartedAts,
+		arg.CompletedAts,
 	)
 	return err
 }
