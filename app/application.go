@@ -55,7 +55,7 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas,
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
 		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables),
-		Events:      NewEvents(s.Executions, s.Definitions, s.Events, engine),
+		Events:      NewEvents(s.Executions, s.Definitions, s.Events, engine, quotas),
 	}
 	if s.OutboundLimits != nil {
 		a.Outbound = NewOutboundLimits(s.OutboundLimits, s.Workspaces)

@@ -21,12 +21,13 @@ type Events struct {
 	definitions ports.DefinitionStore
 	events      ports.EventStore
 	sender      ports.EventSender
+	quotas      domain.Quotas
 }
 
 // NewEvents builds the event use case. sender may be nil in a process that
 // cannot reach Temporal; events then cannot be sent from it.
-func NewEvents(executions ports.ExecutionReader, definitions ports.DefinitionStore, events ports.EventStore, sender ports.EventSender) *Events {
-	return &Events{executions: executions, definitions: definitions, events: events, sender: sender}
+func NewEvents(executions ports.ExecutionReader, definitions ports.DefinitionStore, events ports.EventStore, sender ports.EventSender, quotas domain.Quotas) *Events {
+	return &Events{executions: executions, definitions: definitions, events: events, sender: sender, quotas: quotas}
 }
 
 // Send delivers event name, with its payload, to the execution's
@@ -35,8 +36,10 @@ func NewEvents(executions ports.ExecutionReader, definitions ports.DefinitionSto
 // event already (409, ErrNotWaiting or ErrFinished): each node takes one
 // event, which bounds what a tenant can add to a run's history. A node
 // that has not started yet keeps the event until it does, for as long as
-// the run lives. The event is noted before it is signalled, and taken back
-// if the signal fails, so that it can be sent again.
+// the run lives. The run's events together carry at most
+// Quotas.EventBytesPerRun payload bytes (a QuotaError past it). The event
+// is noted before it is signalled, and taken back if the signal fails, so
+// that it can be sent again.
 func (s *Events) Send(ctx context.Context, a domain.Actor, id domain.ID, name string, payload json.RawMessage) (string, error) {
 	ws, err := s.executions.ExecutionWorkspace(ctx, id)
 	if err != nil {
@@ -63,7 +66,9 @@ func (s *Events) Send(ctx context.Context, a domain.Actor, id domain.ID, name st
 	if s.sender == nil {
 		return "", errors.New("this process has no workflow engine to send events")
 	}
-	accepted, err := s.events.AcceptEvent(ctx, id, name, key)
+	accepted, err := s.events.AcceptEvent(ctx, id, name, key, len(payload), func(taken int) error {
+		return s.quotas.CheckEventBytes(taken, len(payload))
+	})
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,7 +44,7 @@ func TestQuotaBoundsAreTheSpecsAndTheMigrationsBounds(t *testing.T) {
 		t.Fatal("no quota bounds")
 	}
 	for _, b := range bounds {
-		inSpec := regexp.MustCompile(`\b` + b.Name + `: \{ type: integer,(?: nullable: true,)? minimum: (\d+), maximum: (\d+)`).
+		inSpec := regexp.MustCompile(`\b`+b.Name+`: \{ type: integer,(?: nullable: true,)? minimum: (\d+), maximum: (\d+)`).
 			FindAllStringSubmatch(string(spec), -1)
 		if len(inSpec) < 3 { // the plan's figures, a plan edit, a workspace's overrides
 			t.Errorf("%s: openapi.yaml declares its range %d times, want it in every schema that carries it (at least 3)", b.Name, len(inSpec))
@@ -92,4 +93,31 @@ func snake(name string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+func TestCheckEventBytesRefusesAnEventPastTheRunsBound(t *testing.T) {
+	t.Parallel()
+	q := Quotas{EventBytesPerRun: 100}
+	for _, tt := range []struct {
+		name     string
+		taken, n int
+		refused  bool
+	}{
+		{"the first event", 0, 100, false},
+		{"an event that fills the bound", 60, 40, false},
+		{"an event one byte past it", 60, 41, true},
+		{"any event once it is full", 100, 1, true},
+	} {
+		err := q.CheckEventBytes(tt.taken, tt.n)
+		var quota *QuotaError
+		switch {
+		case tt.refused && (!errors.As(err, &quota) || quota.Field != "/payload" || quota.Limit != 100 || quota.RetryAfter != 0):
+			t.Errorf("%s: %v, want a quota error naming /payload with no Retry-After (waiting frees nothing)", tt.name, err)
+		case !tt.refused && err != nil:
+			t.Errorf("%s: %v, want it accepted", tt.name, err)
+		}
+	}
+	if err := (Quotas{}).CheckEventBytes(1<<30, 1<<30); err != nil {
+		t.Errorf("no bound set: %v", err)
+	}
 }

@@ -26,13 +26,31 @@ type Quotas struct {
 	// the tree of definitions its SUB_WORKFLOWs reach (CheckSubWorkflows);
 	// a save whose walk takes longer is refused, naming it.
 	SubWorkflowCheck time.Duration
+	// EventBytesPerRun caps the payload bytes of the events one run
+	// accepts, together: each event is a signal in the run's Temporal
+	// history as soon as it is sent, whether or not its node has started,
+	// so without it 500 WAIT_FOR_EVENT nodes of 1 MiB events would take a
+	// run past Temporal's history limit before the workflow could refuse.
+	EventBytesPerRun int
 }
 
 // DefaultQuotas are these: a graph has at most 500 nodes, an item may wait at most
 // 30 days for its notBefore, a bulk enqueue carries at most 1,000
-// items, and a save's sub-workflow walk takes at most 2 s.
+// items, a save's sub-workflow walk takes at most 2 s, and a run's events
+// carry at most 8 MiB together (a quarter of the history budget).
 func DefaultQuotas() Quotas {
-	return Quotas{NodesPerGraph: 500, NotBeforeHorizon: 30 * 24 * time.Hour, BatchItems: 1_000, SubWorkflowCheck: 2 * time.Second}
+	return Quotas{NodesPerGraph: 500, NotBeforeHorizon: 30 * 24 * time.Hour, BatchItems: 1_000, SubWorkflowCheck: 2 * time.Second,
+		EventBytesPerRun: 8 << 20}
+}
+
+// CheckEventBytes refuses an event of n payload bytes when the run's
+// events accepted so far, taken bytes, leave no room for it. Waiting will
+// not help: a run's events are never taken back once sent.
+func (q Quotas) CheckEventBytes(taken, n int) error {
+	if q.EventBytesPerRun > 0 && taken+n > q.EventBytesPerRun {
+		return &QuotaError{Quota: "event payload bytes in one run", Limit: q.EventBytesPerRun, Field: "/payload"}
+	}
+	return nil
 }
 
 // PendingRetryAfter is what a caller refused by the pending-items quota is

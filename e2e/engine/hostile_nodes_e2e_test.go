@@ -19,6 +19,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/cmd/sluice/service"
+	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -308,6 +309,10 @@ func TestHostileCombinationsEndBySluice(t *testing.T) {
 		"SLUICE_OUTBOUND_PAUSE_FLOOR":        "100ms",
 		"SLUICE_ENGINE_HISTORY_LIMIT":        fmt.Sprint(8 << 20),
 		"SLUICE_ENGINE_HISTORY_EVENTS_LIMIT": "1000",
+		// Past the history limit, so that the events x bytes row meets
+		// the history budget rather than the events' own bound (the row
+		// at the defaults meets that).
+		"SLUICE_EVENT_BYTES_PER_RUN": fmt.Sprint(64 << 20),
 	})
 	db := connOf(t, base)
 	forEach := func(items any, template map[string]any) map[string]any {
@@ -555,24 +560,28 @@ func TestHostileCombinationsEndBySluice(t *testing.T) {
 		}
 	})
 
-	t.Run("events x bytes, at the default limits: events kept behind a DELAY past Temporal's 50 MB", func(t *testing.T) {
-		t.Skip("bug: no per-run bound on event payload bytes; measured: a FREE run waiting behind a DELAY took 53 of 60 events of 1 MB (each within SLUICE_HTTP_MAX_BODY_BYTES, one per WAIT_FOR_EVENT node) in 4.6 s, and Temporal terminated it at 53,031,263 bytes of history (\"Workflow history size exceeds limit.\"); the last 7 events answered 404")
-		const waits, size = 60, 1_000_000
+	t.Run("events x bytes, at the default limits: the run's events are refused past their bound, long before Temporal's 50 MB", func(t *testing.T) {
+		const waits, size = 20, 1_000_000
 		defaults := harness.StartSluice(t, nil)
 		ws := harness.NewE2EWithPlan(t, defaults, "FREE").Ws
-		nodes := []any{harness.Node("d", "DELAY", map[string]any{"duration": "90s"})}
+		nodes := []any{harness.Node("d", "DELAY", map[string]any{"duration": "5s"})}
 		var edges []any
 		for i := range waits {
 			k := fmt.Sprintf("w%d", i)
-			nodes = append(nodes, harness.Node(k, "WAIT_FOR_EVENT", map[string]any{"event": k}))
+			nodes = append(nodes, harness.Node(k, "WAIT_FOR_EVENT", map[string]any{"event": k, "timeout": "10s"}))
 			edges = append(edges, harness.Edge("d", k))
 		}
 		id := startRun(t, defaults, ws, harness.DefineIn(t, defaults, ws, "events", map[string]any{"nodes": nodes, "edges": edges}))
 		accepted, refused := 0, map[int]int{}
+		var lastProblem struct {
+			Detail string
+			Errors []struct{ Path string }
+		}
 		began := time.Now()
 		for i := range waits {
+			lastProblem.Detail, lastProblem.Errors = "", nil
 			code := harness.Call(t, "POST", defaults+"/api/v1/workflow/executions/"+id+"/events", harness.TestAdminToken,
-				map[string]any{"name": fmt.Sprintf("w%d", i), "payload": strings.Repeat("x", size)}, nil)
+				map[string]any{"name": fmt.Sprintf("w%d", i), "payload": strings.Repeat("x", size)}, &lastProblem)
 			if code == http.StatusAccepted {
 				accepted++
 			} else {
@@ -580,9 +589,20 @@ func TestHostileCombinationsEndBySluice(t *testing.T) {
 			}
 		}
 		sent := time.Since(began)
-		ex, recs, events, bytes := endsBySluice(t, defaults, connOf(t, defaults), ws, id, 3*time.Minute)
-		t.Logf("FIGURE %d events of %d B for waits behind a DELAY, default limits: %d accepted, refused %v, in %s; the run %s: %s; history %d events, %d bytes; %d records",
-			waits, size, accepted, refused, sent.Round(time.Millisecond), ex.Status, recordedCause(ex), events, bytes, len(recs))
+		ex, recs, events, bytes := endsBySluice(t, defaults, connOf(t, defaults), ws, id, 2*time.Minute)
+		t.Logf("FIGURE %d events of %d B for waits behind a DELAY, default limits: %d accepted, refused %v (last: %q), in %s; the run %s: %s; history %d events, %d bytes; %d records",
+			waits, size, accepted, refused, lastProblem.Detail, sent.Round(time.Millisecond), ex.Status, recordedCause(ex), events, bytes, len(recs))
+		// A payload of size x's is a JSON string of size+2 bytes.
+		want := domain.DefaultQuotas().EventBytesPerRun / (size + 2)
+		if accepted != want || refused[http.StatusTooManyRequests] != waits-want {
+			t.Errorf("%d events accepted and %v refused, want %d accepted and the other %d refused 429 by the run's event bytes", accepted, refused, want, waits-want)
+		}
+		if !strings.Contains(lastProblem.Detail, "event payload bytes in one run") || len(lastProblem.Errors) != 1 || lastProblem.Errors[0].Path != "/payload" {
+			t.Errorf("the last refusal said %q %+v, want the quota naming /payload", lastProblem.Detail, lastProblem.Errors)
+		}
+		if bytes > int64(domain.DefaultQuotas().EventBytesPerRun)+1<<20 {
+			t.Errorf("the run's history reached %d bytes, want its events' bound plus a little", bytes)
+		}
 	})
 
 	t.Run("a save whose SUB_WORKFLOW tree multiplies past subWorkflowNodes is 422 naming it", func(t *testing.T) {

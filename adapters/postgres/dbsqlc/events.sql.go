@@ -13,8 +13,8 @@ import (
 )
 
 const eventAccept = `-- name: EventAccept :one
-INSERT INTO workflow_execution_events (execution_id, name, node_key)
-SELECT $1, $2, $3
+INSERT INTO workflow_execution_events (execution_id, name, node_key, bytes)
+SELECT $1, $2, $3, $4
 WHERE EXISTS (SELECT 1 FROM workflow_executions WHERE id = $1 AND status = 'RUNNING')
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_nodes n
                   WHERE n.execution_id = $1 AND n.node_key = $3
@@ -27,16 +27,35 @@ type EventAcceptParams struct {
 	ExecutionID domain.ID
 	Name        string
 	NodeKey     string
+	Bytes       int32
 }
 
 // Accepts an event for a WAIT_FOR_EVENT node while its execution runs and
 // the node has no final record, once per node: no row back means one of
 // those does not hold.
 func (q *Queries) EventAccept(ctx context.Context, db DBTX, arg EventAcceptParams) (time.Time, error) {
-	row := db.QueryRow(ctx, eventAccept, arg.ExecutionID, arg.Name, arg.NodeKey)
+	row := db.QueryRow(ctx, eventAccept,
+		arg.ExecutionID,
+		arg.Name,
+		arg.NodeKey,
+		arg.Bytes,
+	)
 	var received_at time.Time
 	err := row.Scan(&received_at)
 	return received_at, err
+}
+
+const eventBytesTaken = `-- name: EventBytesTaken :one
+SELECT coalesce(sum(bytes), 0)::bigint FROM workflow_execution_events WHERE execution_id = $1
+`
+
+// The payload bytes of the events accepted for a run so far: at most one
+// row per WAIT_FOR_EVENT node, read by the primary key's prefix.
+func (q *Queries) EventBytesTaken(ctx context.Context, db DBTX, executionID domain.ID) (int64, error) {
+	row := db.QueryRow(ctx, eventBytesTaken, executionID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const eventForget = `-- name: EventForget :exec
@@ -53,4 +72,18 @@ type EventForgetParams struct {
 func (q *Queries) EventForget(ctx context.Context, db DBTX, arg EventForgetParams) error {
 	_, err := db.Exec(ctx, eventForget, arg.ExecutionID, arg.Name)
 	return err
+}
+
+const eventRunLock = `-- name: EventRunLock :one
+SELECT id FROM workflow_executions WHERE id = $1 AND status = 'RUNNING' FOR NO KEY UPDATE
+`
+
+// Locks a RUNNING execution's row for an event's acceptance, so that the
+// events of one run are counted against its bound one at a time; no row
+// means the execution is not RUNNING.
+func (q *Queries) EventRunLock(ctx context.Context, db DBTX, executionID domain.ID) (domain.ID, error) {
+	row := db.QueryRow(ctx, eventRunLock, executionID)
+	var id domain.ID
+	err := row.Scan(&id)
+	return id, err
 }

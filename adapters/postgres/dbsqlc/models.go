@@ -186,6 +186,7 @@ type WorkflowExecutionEvent struct {
 	Name        string
 	NodeKey     string
 	ReceivedAt  time.Time
+	Bytes       int32
 }
 
 type WorkflowExecutionNode struct {

@@ -818,7 +818,10 @@ export interface paths {
          *     Each node takes one event: a second one, one for a node that has
          *     ended (completed, timed out, skipped, cancelled), one no node waits
          *     for, or one for a finished execution is a 409. The body is bounded
-         *     like any request (413).
+         *     like any request (413), and the payloads of one run's events
+         *     together by `SLUICE_EVENT_BYTES_PER_RUN` (8 MiB): each is in the
+         *     run's history once sent, so past it an event is a 429 naming
+         *     `/payload`, with no Retry-After (waiting frees nothing).
          */
         post: operations["sendEvent"];
         delete?: never;

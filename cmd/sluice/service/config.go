@@ -235,6 +235,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.Quotas.NotBeforeHorizon = e.duration("SLUICE_ENQUEUE_NOT_BEFORE_HORIZON", c.Quotas.NotBeforeHorizon, time.Second)
 	c.Quotas.BatchItems = e.integer("SLUICE_ENQUEUE_BATCH_MAX", c.Quotas.BatchItems, 1, 1_000)
 	c.Quotas.SubWorkflowCheck = e.duration("SLUICE_SUBWORKFLOW_CHECK_TIMEOUT", c.Quotas.SubWorkflowCheck, 10*time.Millisecond)
+	c.Quotas.EventBytesPerRun = e.integer("SLUICE_EVENT_BYTES_PER_RUN", c.Quotas.EventBytesPerRun, 1<<10, 1<<30)
 
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
