@@ -26,6 +26,12 @@ type Runs struct {
 	finished *prometheus.CounterVec
 	// definitions load SUB_WORKFLOW graphs (WithDefinitions).
 	definitions SubWorkflowStore
+	// slots keep the workspaces' shares of the external-API worker
+	// (WithNodeSlots); nil grants every slot.
+	slots ports.NodeSlots
+	// outbound holds HTTP nodes to their workspace's host limits and
+	// pauses (WithOutboundGate); nil lets every call go.
+	outbound ports.OutboundGate
 }
 
 // RunsOption configures Runs.

@@ -100,12 +100,6 @@ type CompleteInput struct {
 type Activities struct {
 	runs      *app.Runs
 	executors map[domain.NodeType]ports.NodeExecutor
-	// slots keep the workspaces' shares of the external-API worker; nil
-	// grants every slot.
-	slots ports.NodeSlots
-	// outbound holds HTTP nodes to their workspace's host limits and
-	// pauses; nil lets every call go.
-	outbound ports.OutboundGate
 	// outboundMetrics observes the outbound gate's waits; nil observes
 	// nothing.
 	outboundMetrics *OutboundMetrics
@@ -129,12 +123,6 @@ func WithNodeMetrics(m *NodeMetrics) ActivitiesOption {
 // Temporal's tracing interceptor starts.
 func WithTracer(tp trace.TracerProvider) ActivitiesOption {
 	return func(a *Activities) { a.tracer = tp.Tracer(tracerName) }
-}
-
-// WithNodeSlots keeps the workspaces' shares of the external-API worker in
-// slots.
-func WithNodeSlots(slots ports.NodeSlots) ActivitiesOption {
-	return func(a *Activities) { a.slots = slots }
 }
 
 // NodeSlotInput names an HTTP node's slot of its workspace's share.
@@ -164,26 +152,20 @@ func (in NodeSlotInput) slot() (ports.NodeSlot, error) {
 // false when the workspace holds its whole share; the workflow then waits
 // on a timer, holding no worker slot, and tries again.
 func (a *Activities) AcquireNodeSlot(ctx context.Context, in NodeSlotInput) (bool, error) {
-	if a.slots == nil {
-		return true, nil
-	}
 	slot, err := in.slot()
 	if err != nil {
 		return false, err
 	}
-	return a.slots.AcquireNodeSlot(ctx, slot, in.Share, in.Lease)
+	return a.runs.AcquireNodeSlot(ctx, slot, in.Share, in.Lease)
 }
 
 // ReleaseNodeSlot gives the node's slot back once its activity has ended.
 func (a *Activities) ReleaseNodeSlot(ctx context.Context, in NodeSlotInput) error {
-	if a.slots == nil {
-		return nil
-	}
 	slot, err := in.slot()
 	if err != nil {
 		return err
 	}
-	return a.slots.ReleaseNodeSlot(ctx, slot)
+	return a.runs.ReleaseNodeSlot(ctx, slot)
 }
 
 // NewActivities builds the activities over the worker's use cases and the

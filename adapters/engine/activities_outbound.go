@@ -12,12 +12,6 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// WithOutboundGate holds HTTP nodes to their workspace's host limits and
-// pauses in gate.
-func WithOutboundGate(gate ports.OutboundGate) ActivitiesOption {
-	return func(a *Activities) { a.outbound = gate }
-}
-
 // WithOutboundMetrics observes the outbound gate's waits, pauses and
 // refusals into m.
 func WithOutboundMetrics(m *OutboundMetrics) ActivitiesOption {
@@ -41,11 +35,9 @@ type OutboundTurnOutput struct {
 
 // OutboundTurn names the host the node calls and asks for its turn. A
 // node whose host cannot be told (its URL fails to resolve) goes at once,
-// to fail as it would have; so does every node when no gate is set.
+// to fail as it would have (app.Runs.OutboundTurn lets every node go when
+// no gate is set).
 func (a *Activities) OutboundTurn(ctx context.Context, in OutboundTurnInput) (OutboundTurnOutput, error) {
-	if a.outbound == nil {
-		return OutboundTurnOutput{}, nil
-	}
 	host, ok := a.targetHost(in.Run)
 	if !ok {
 		return OutboundTurnOutput{}, nil
@@ -54,7 +46,7 @@ func (a *Activities) OutboundTurn(ctx context.Context, in OutboundTurnInput) (Ou
 	if err != nil {
 		return OutboundTurnOutput{}, temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
 	}
-	turn, err := a.outbound.TakeOutboundTurn(ctx, ws, host, in.HoldsSlot)
+	turn, err := a.runs.OutboundTurn(ctx, ws, host, in.HoldsSlot)
 	if err != nil {
 		return OutboundTurnOutput{}, err
 	}
@@ -72,7 +64,7 @@ const outboundWaitErrorType = "outbound_wait"
 // non-retryable outboundWaitErrorType error, which the workflow waits out
 // on a timer before it runs the node again, spending no attempt.
 func (a *Activities) admitOutbound(ctx context.Context, in RunNodeInput) error {
-	if !in.OutboundAdmit || a.outbound == nil {
+	if !in.OutboundAdmit {
 		return nil
 	}
 	host, ok := a.targetHost(in)
@@ -83,7 +75,7 @@ func (a *Activities) admitOutbound(ctx context.Context, in RunNodeInput) error {
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
 	}
-	wait, err := a.outbound.AdmitOutboundCall(ctx, ws, host)
+	wait, err := a.runs.AdmitOutboundCall(ctx, ws, host)
 	if err != nil || wait <= 0 {
 		return err
 	}
@@ -131,14 +123,11 @@ type OutboundPauseInput struct {
 // when the workspace has HostsMax other hosts paused (or no gate is set):
 // the node then waits on its own.
 func (a *Activities) PauseOutboundHost(ctx context.Context, in OutboundPauseInput) (bool, error) {
-	if a.outbound == nil {
-		return false, nil
-	}
 	ws, err := domain.ParseID(in.WorkspaceID)
 	if err != nil {
 		return false, temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
 	}
-	shared, err := a.outbound.PauseOutboundHost(ctx, ws, in.Host, in.Wait, in.HostsMax)
+	shared, err := a.runs.PauseOutboundHost(ctx, ws, in.Host, in.Wait, in.HostsMax)
 	if err != nil {
 		return false, err
 	}

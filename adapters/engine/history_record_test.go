@@ -572,7 +572,7 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID
 // newRecordingActivities are the activities the recorder's worker runs,
 // with the recorder's payload limit.
 func newRecordingActivities(store *memStore) *Activities {
-	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler), app.WithDefinitions(store)), fakeExecutors(), WithNodeSlots(&refusedOnce{}), WithOutboundGate(&firstTurnWaits{}))
+	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler), app.WithDefinitions(store), app.WithNodeSlots(&refusedOnce{}), app.WithOutboundGate(&firstTurnWaits{})), fakeExecutors())
 	a.PayloadLimit = 1000
 	return a
 }

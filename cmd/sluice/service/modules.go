@@ -500,8 +500,9 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	log.Info("outbound pauses", "pause_max", cfg.Worker.Limits.OutboundPauses.Max.String(),
 		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax, "pause_floor", cfg.Worker.Limits.OutboundPauses.Floor.String(),
 		"retry_after_rounds", cfg.Worker.Limits.OutboundPauses.Rounds)
-	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store)), nodes.All(n),
-		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp), engine.WithNodeSlots(store), engine.WithOutboundGate(store),
+	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store),
+		app.WithNodeSlots(store), app.WithOutboundGate(store)), nodes.All(n),
+		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp),
 		engine.WithOutboundMetrics(engine.NewOutboundMetrics(reg)))
 	wc := cfg.Worker
 	wc.Quotas = quotas
