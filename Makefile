@@ -24,7 +24,7 @@ RUN_ADMIN_TOKEN ?= sluice-dev-admin-token
 # Targets HTTP_REQUEST nodes may reach under `make run`.
 RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 
-.PHONY: all build run test test-fast test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules image ca-certificates clean
+.PHONY: all build run test test-fast test-go bench-smoke test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules image ca-certificates clean
 
 all: build
 
@@ -80,6 +80,7 @@ test-fast: bin/devstack
 test-go:
 	$(GO) test -count=1 -timeout 40m $$($(GO) list ./... | grep -v '/e2e/')
 	$(GO) test -count=1 -p 1 -timeout 40m ./e2e/...
+	$(MAKE) --no-print-directory bench-smoke
 	cd cmd/devstack && $(GO) test -count=1 ./...
 	cd deploy && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
@@ -185,6 +186,13 @@ GENERATED := adapters/postgres/dbsqlc api/server.gen.go api/client api/typescrip
 check-generated: generate
 	@git diff --exit-code -- $(GENERATED) || { echo "generated code is out of date: run make generate and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "untracked generated files: run make generate and commit" >&2; exit 1; }
+
+# Every benchmark of `make bench` at a tiny size (SLUICE_BENCH_SMOKE=1), so
+# that `make test` fails when a benchmark would: the same seeding, drains,
+# processes and checks, in about a minute. Its figures measure nothing and
+# are printed as a smoke run's, with no verdict. Needs the test stack.
+bench-smoke:
+	SLUICE_BENCH_SMOKE=1 $(GO) test -count=1 -run='^$$' -bench=. -benchtime=1x -timeout 10m ./e2e/bench/
 
 # Where `make bench` writes what it prints, headed by the commit, the date,
 # the machine and the Go toolchain, so that figures quoted in
