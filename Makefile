@@ -27,7 +27,7 @@ RUN_HTTP_NODE_ALLOW ?= 127.0.0.0/8,::1/128
 # use only (32 bytes in base64); set SLUICE_WEBHOOK_SECRET_KEY to your own.
 RUN_WEBHOOK_SECRET_KEY ?= c2x1aWNlLWRldi13ZWJob29rLXNlY3JldC1rZXktMzI=
 
-.PHONY: all build run test test-fast test-go test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules image ca-certificates clean
+.PHONY: all build run test test-fast test-go bench-smoke test-race test-ts vet lint generate check-generated fuzz bench lint-spec console-check ts-deps browser promtool check-rules image ca-certificates clean
 
 all: build
 
@@ -84,6 +84,7 @@ test-fast: bin/devstack
 test-go:
 	$(GO) test -count=1 -timeout 40m $$($(GO) list ./... | grep -v '/e2e/')
 	$(GO) test -count=1 -p 1 -timeout 40m ./e2e/...
+	$(MAKE) --no-print-directory bench-smoke
 	cd cmd/devstack && $(GO) test -count=1 ./...
 	cd deploy && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
@@ -189,6 +190,15 @@ GENERATED := adapters/postgres/dbsqlc api/server.gen.go api/client api/typescrip
 check-generated: generate
 	@git diff --exit-code -- $(GENERATED) || { echo "generated code is out of date: run make generate and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "untracked generated files: run make generate and commit" >&2; exit 1; }
+
+# Every benchmark of `make bench`, those of e2e/bench at a tiny size
+# (SLUICE_BENCH_SMOKE=1), so that `make test` fails when a benchmark would:
+# the same seeding, drains, processes and checks, in about a minute and a
+# half on a loaded machine. Their figures measure nothing and are printed
+# as a smoke run's, with no verdict. The template benchmark of
+# adapters/nodes is small already and runs whole. Needs the test stack.
+bench-smoke:
+	SLUICE_BENCH_SMOKE=1 $(GO) test -count=1 -run='^$$' -bench=. -benchtime=1x -timeout 10m ./adapters/nodes/ ./e2e/bench/
 
 # Where `make bench` writes what it prints, headed by the commit, the date,
 # the machine and the Go toolchain, so that figures quoted in

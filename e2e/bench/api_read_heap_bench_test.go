@@ -59,7 +59,8 @@ func BenchmarkAPIPeakHeapReadingTheLargestFreeRun(b *testing.B) {
 		id    domain.ID
 		nodes int
 	}
-	cases := []run{{name: "one-node run", nodes: 1}, {name: "largest FREE run (500 nodes)", nodes: 500}}
+	largestNodes := benchSize(500, 5)
+	cases := []run{{name: "one-node run", nodes: 1}, {name: fmt.Sprintf("largest FREE run (%d nodes)", largestNodes), nodes: largestNodes}}
 	for i := range cases {
 		cases[i].id = storeRun(cases[i].nodes)
 	}
@@ -132,14 +133,14 @@ func BenchmarkAPIPeakHeapReadingTheLargestFreeRun(b *testing.B) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n== API peak heap, %d clients reading a whole run at once (target < %d MB for the largest FREE run; the server runs in this process) ==\n", clients, target>>20)
 	for i, c := range cases {
-		verdict := "met"
-		if peaks[i] >= target {
-			verdict = "MISSED"
+		fmt.Fprintf(&sb, "%-30s peak heap %7.1f MB (%6.2f× the one-node run)  node rows stored %7.1f MB  largest answer %5.2f MB",
+			c.name, float64(peaks[i])/(1<<20), float64(peaks[i])/float64(max(1, peaks[0])), float64(stored[i])/(1<<20), float64(largest[i])/(1<<20))
+		if i == len(cases)-1 {
+			fmt.Fprintf(&sb, "  [target < %d MB: %s]", target>>20, benchVerdict(peaks[i] < target))
 		}
-		fmt.Fprintf(&sb, "%-30s peak heap %7.1f MB (%6.2f× the one-node run)  node rows stored %7.1f MB  largest answer %5.2f MB  %s\n",
-			c.name, float64(peaks[i])/(1<<20), float64(peaks[i])/float64(max(1, peaks[0])), float64(stored[i])/(1<<20), float64(largest[i])/(1<<20), verdict)
+		sb.WriteString("\n")
 	}
-	b.Log(sb.String())
+	benchPrint(sb.String())
 }
 
 // incompressible is n characters of random base64, which Postgres cannot

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // This file holds the benchmarks' fixtures: a fake workflow engine, a
@@ -175,6 +176,9 @@ type benchDB struct {
 	dropped  bool
 	baseURL  string
 	database string
+	// stopLease stops the heartbeat of the last dispatcher built on this
+	// database, releasing its lease; nil before the first.
+	stopLease func()
 }
 
 func benchOpenDB(b *testing.B) *benchDB {
@@ -220,6 +224,9 @@ func (db *benchDB) close() {
 		return
 	}
 	db.dropped = true
+	if db.stopLease != nil {
+		db.stopLease()
+	}
 	db.pool.Close()
 	db.aux.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -232,29 +239,22 @@ func (db *benchDB) close() {
 	_, _ = admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{db.database}.Sanitize()))
 }
 
-// benchDispatcher is a claim loop on the real store and lease with the
-// fake engine, and, in exclusive mode, the queue lease's holder.
-type benchDispatcher struct {
-	*app.Dispatcher
-	queueLease *app.QueueLease
-}
+// benchLeaseTTL is the term of the lease a benchmark's dispatcher claims
+// under: longer than any benchmark runs, so its heartbeat takes the lease
+// once and no renewal (nor a stall of the loaded machine past a short
+// term) falls inside a measurement.
+const benchLeaseTTL = 6 * time.Hour
 
-// run runs the claim loop, and the queue lease's heartbeat in exclusive
-// mode, until ctx ends.
-func (d benchDispatcher) run(ctx context.Context) {
-	if d.queueLease == nil {
-		d.Run(ctx)
-		return
-	}
-	done := make(chan struct{})
-	go func() { d.queueLease.Run(ctx); close(done) }()
-	d.Run(ctx)
-	<-done
-}
-
-// dispatcher builds a dispatcher on the real store and lease with the
-// fake engine, its store calls timed into phases.
-func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (benchDispatcher, *benchEngine) {
+// dispatcher builds a dispatcher on the real store with the fake engine,
+// its store calls timed into phases, under the lease production gives it:
+// the queue lease when cfg is exclusive, a registration lease of its own
+// when not. The lease's heartbeat runs until the benchmark ends, or until
+// the next dispatcher of this database is built, and the lease is held
+// before this returns: claims are fenced by the lease's term, and a start
+// is made only within the term its claim was made in
+// (app.QueueLease.HeldUntil), so a dispatcher whose heartbeat never ran
+// claims items and starts none of them.
+func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (*app.Dispatcher, *benchEngine) {
 	b.Helper()
 	log := benchLogger()
 	store := postgres.NewStore(db.pool, log)
@@ -262,27 +262,32 @@ func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups po
 	if wakeups == nil {
 		wakeups = benchNoWakeups{}
 	}
-	lease := postgres.NewLease(db.pool, "bench-"+uuid.NewString())
-	var queueLease *app.QueueLease
-	if cfg.Exclusive {
-		// The drain loops call DispatchBatch without the heartbeat, so
-		// the lease its claims are fenced by is taken here, for longer
-		// than any benchmark runs, from any earlier dispatcher of this
-		// database.
-		if _, err := db.aux.Exec(context.Background(), "DELETE FROM shedlock WHERE name = $1", app.QueueLeaseName); err != nil {
-			b.Fatal(err)
-		}
-		if _, held, err := lease.TryAcquire(context.Background(), app.QueueLeaseName, 24*time.Hour); err != nil || !held {
-			b.Fatalf("taking the queue lease: %v, %v", held, err)
-		}
-		queueLease = app.NewQueueLease(lease, cfg.LeaseTTL, app.NewLeaseMetrics(prometheus.NewRegistry()), log)
+	// An earlier dispatcher of this database lets the queue lease go
+	// first, as a dispatcher that stops gracefully does.
+	if db.stopLease != nil {
+		db.stopLease()
 	}
+	lease := postgres.NewLease(db.pool, "bench-"+uuid.NewString())
+	leaseMetrics := app.NewLeaseMetrics(prometheus.NewRegistry())
+	queueLease := app.NewRegistrationLease(lease, benchLeaseTTL, leaseMetrics, log)
+	if cfg.Exclusive {
+		queueLease = app.NewQueueLease(lease, benchLeaseTTL, leaseMetrics, log)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); queueLease.Run(ctx) }()
+	db.stopLease = func() { cancel(); <-done }
+	b.Cleanup(db.stopLease)
+	porttest.Eventually(b, time.Minute, porttest.Holds("the dispatcher's lease to be held", queueLease.Holding))
+	// The statements counted per batch are the dispatcher's from here,
+	// not the lease's taking.
+	db.tracer.reset()
 	metrics := app.NewDispatchMetrics(prometheus.NewRegistry())
 	d := app.NewDispatcher(app.DispatcherDeps{
 		Store: benchTimedStore{DispatchStore: store, phases: phases}, Executions: store, Engine: engine, Wakeups: wakeups,
 		Lease: queueLease, Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, cfg)
-	return benchDispatcher{Dispatcher: d, queueLease: queueLease}, engine
+	return d, engine
 }
 
 // benchWorkspaces creates n workspaces on plan, each with one definition at
@@ -465,7 +470,7 @@ func (db *benchDB) ceiling(b *testing.B, batch, want int) (int, time.Duration) {
 // DISPATCHED and returns how many were and the time spent inside
 // DispatchBatch. With complete set, the given workspaces' executions are
 // completed between batches, off the clock.
-func benchDrain(b *testing.B, db *benchDB, d benchDispatcher, want int, complete []domain.ID) (int, time.Duration) {
+func benchDrain(b *testing.B, db *benchDB, d *app.Dispatcher, want int, complete []domain.ID) (int, time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	var spent time.Duration
@@ -697,13 +702,6 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[domai
 		}
 		benchPrint(fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) [%s] %s (%d pending workspaces, %d with quota):\n%s\n", label, name, len(pending), len(qIDs), strings.Join(plan, "\n")))
 	}
-}
-
-// benchPrint writes a summary to standard output. The testing package
-// keeps only ten lines of a benchmark's b.Log output, so summaries and plans
-// go straight to stdout, which go test passes through.
-func benchPrint(s string) {
-	fmt.Fprint(os.Stdout, s)
 }
 
 // benchTracer times the dispatcher's statements as the client sees them,

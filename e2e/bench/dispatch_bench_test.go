@@ -19,16 +19,16 @@ import (
 	"github.com/sluicehq/sluice/ports/porttest"
 )
 
-const (
+var (
 	// benchItems is how many items the throughput benchmark drains.
-	benchItems = 20_000
+	benchItems = benchSize(20_000, 200)
 	// benchWorkspaceCount is how many ENTERPRISE workspaces hold the
 	// measured items: with the default limit of 20 that is 1,000 free
 	// slots, more than any batch size measured, so limits never throttle.
-	benchWorkspaceCount = 50
+	benchWorkspaceCount = benchSize(50, 10)
 	// benchHistory is how many COMPLETED executions every database starts
 	// with, as a service that has been running has.
-	benchHistory = 20_000
+	benchHistory = benchSize(20_000, 200)
 )
 
 // benchSeedMeasured creates the measured workspaces with their history and
@@ -125,7 +125,7 @@ func benchThroughputRow(b *testing.B, cfg app.DispatcherConfig, ceilBatch int, h
 	if ceiling.items != benchItems || slc.items != benchItems {
 		b.Fatalf("%s: ceiling marked %d and sluice dispatched %d items, want %d each", description, ceiling.items, slc.items, benchItems)
 	}
-	if got := slcDB.countStatus(b, "DISPATCHED"); got != benchItems || slcEngine.starts.Load() != benchItems {
+	if got := slcDB.countStatus(b, "DISPATCHED"); got != benchItems || slcEngine.starts.Load() != int64(benchItems) {
 		b.Fatalf("sluice: %d DISPATCHED and %d starts, want %d of each", got, slcEngine.starts.Load(), benchItems)
 	}
 	slcStmts = slcDB.tracer.report(slcPhases.batches.Load())
@@ -140,17 +140,17 @@ func benchThroughputRow(b *testing.B, cfg app.DispatcherConfig, ceilBatch int, h
 	fmt.Fprintf(&sb, "\n== dispatch throughput, %s: %d items in %d ENTERPRISE workspaces, fake Temporal, interleaved in %d rounds ==\n",
 		description, benchItems, benchWorkspaceCount, rounds)
 	ratio := 100 * slc.rate() / ceiling.rate()
-	b.ReportMetric(ceiling.rate(), "ceiling_items/s")
-	b.ReportMetric(slc.rate(), "sluice_items/s")
-	b.ReportMetric(ratio, "sluice/ceiling_%")
+	benchMetric(b, ceiling.rate(), "ceiling_items/s")
+	benchMetric(b, slc.rate(), "sluice_items/s")
+	benchMetric(b, ratio, "sluice/ceiling_%")
 	fmt.Fprintf(&sb, "%s: ceiling %7.0f items/s (%v)  sluice %7.0f items/s (%v)  sluice/ceiling %5.1f %%  [target >= 50 %%: %s]\n",
 		description, ceiling.rate(), ceiling.took.Round(time.Millisecond), slc.rate(), slc.took.Round(time.Millisecond), ratio, benchVerdict(ratio >= 50))
 	fmt.Fprintf(&sb, "    sluice %s\n    sluice %s\n", slcPhases, slcStmts)
 	if hasKept {
 		kr := 100 * keptM.rate() / ceiling.rate()
-		b.ReportMetric(keptM.rate(), "sluice_running_kept_items/s")
-		fmt.Fprintf(&sb, "%s, RUNNING kept (ENTERPRISE limit 400): sluice %7.0f items/s (%v)  %5.1f %% of ceiling\n",
-			description, keptM.rate(), keptM.took.Round(time.Millisecond), kr)
+		benchMetric(b, keptM.rate(), "sluice_running_kept_items/s")
+		fmt.Fprintf(&sb, "%s, RUNNING kept (ENTERPRISE limit %d): sluice %7.0f items/s (%v)  %5.1f %% of ceiling\n",
+			description, benchItems/benchWorkspaceCount, keptM.rate(), keptM.took.Round(time.Millisecond), kr)
 		fmt.Fprintf(&sb, "    sluice %s\n    sluice %s\n", keptPhases, keptStmts)
 	}
 	benchPrint(sb.String())
@@ -166,10 +166,10 @@ func benchThroughputRow(b *testing.B, cfg app.DispatcherConfig, ceilBatch int, h
 // ENTERPRISE workspaces, 15 each, so the default limits never throttle.
 func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	benchRequireDB(b)
-	const (
-		rate     = 100
-		duration = 15 * time.Second
-		nWS      = 100
+	const rate = 100
+	var (
+		duration = benchSize(15*time.Second, time.Second)
+		nWS      = benchSize(100, 10)
 	)
 	total := int(rate * duration / time.Second)
 	db := benchOpenDB(b)
@@ -188,7 +188,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	var loops sync.WaitGroup
 	loops.Add(2)
 	go func() { defer loops.Done(); listener.Run(ctx) }()
-	go func() { defer loops.Done(); d.run(ctx) }()
+	go func() { defer loops.Done(); d.Run(ctx) }()
 	defer func() { cancel(); loops.Wait() }()
 
 	// Wait until the listener's LISTEN is in place, then push a few items
@@ -285,10 +285,10 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	benchSortDurations(enq)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	p50, p90, p99, pmax := benchPercentile(lat, 50), benchPercentile(lat, 90), benchPercentile(lat, 99), lat[len(lat)-1]
-	b.ReportMetric(ms(p50), "p50_ms")
-	b.ReportMetric(ms(p99), "p99_ms")
-	b.ReportMetric(ms(pmax), "max_ms")
-	b.ReportMetric(float64(total)/sending.Seconds(), "enqueues/s")
+	benchMetric(b, ms(p50), "p50_ms")
+	benchMetric(b, ms(p99), "p99_ms")
+	benchMetric(b, ms(pmax), "max_ms")
+	benchMetric(b, float64(total)/sending.Seconds(), "enqueues/s")
 
 	var sb strings.Builder
 	items := engine.starts.Load() - warmStarts
@@ -325,10 +325,10 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 // queries, read from db/queries, before and after the drain.
 func BenchmarkDispatchUnderBacklog(b *testing.B) {
 	benchRequireDB(b)
-	const (
-		measured   = 15_000
-		atCapacity = 1_000
-		million    = 1_000_000
+	var (
+		measured   = benchSize(15_000, 1_500)
+		atCapacity = benchSize(1_000, 50)
+		million    = benchSize(1_000_000, 10_000)
 	)
 	// batch 0 is the default configuration, whose batch adapts.
 	phaseBatches := []struct{ batch, items, rounds int }{{100, measured / 3, 5}, {10, measured / 3, 10}, {0, measured - 2*(measured/3), 5}}
@@ -339,15 +339,15 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 	}
 	scenarios := []scenario{
 		{"empty backlog", "empty", func(*benchDB, []domain.ID, []domain.ID) {}},
-		{"1M pending behind, same workspaces, priority 4", "1M_behind", func(db *benchDB, ws, defs []domain.ID) {
+		{fmt.Sprintf("%d pending behind, same workspaces, priority 4", million), "1M_behind", func(db *benchDB, ws, defs []domain.ID) {
 			db.items(b, ws, defs, million, 4, time.Hour)
 		}},
-		{"1000 FREE workspaces at capacity, 10 pending each", "1000_at_capacity", func(db *benchDB, _, _ []domain.ID) {
+		{fmt.Sprintf("%d FREE workspaces at capacity, 10 pending each", atCapacity), "1000_at_capacity", func(db *benchDB, _, _ []domain.ID) {
 			fws, fdefs := db.workspaces(b, domain.PlanFree, atCapacity)
 			db.occupy(b, fws, fdefs)
 			db.items(b, fws, fdefs, 10*atCapacity, 2, 3*time.Hour)
 		}},
-		{"1M pending in 1000 FREE workspaces at capacity", "1M_at_capacity", func(db *benchDB, _, _ []domain.ID) {
+		{fmt.Sprintf("%d pending in %d FREE workspaces at capacity", million, atCapacity), "1M_at_capacity", func(db *benchDB, _, _ []domain.ID) {
 			fws, fdefs := db.workspaces(b, domain.PlanFree, atCapacity)
 			db.occupy(b, fws, fdefs)
 			db.items(b, fws, fdefs, million, 2, 3*time.Hour)
@@ -428,12 +428,12 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 			if pb.batch == 0 {
 				label, key = "default  ", "default"
 			}
-			b.ReportMetric(rate, fmt.Sprintf("%s_%s_items/s", sc.key, key))
+			benchMetric(b, rate, fmt.Sprintf("%s_%s_items/s", sc.key, key))
 			if si == 0 {
 				fmt.Fprintf(&sb, "  %s: %7.0f items/s\n", label, rate)
 			} else {
 				kept := 100 * rate / states[0].meters[pi].rate()
-				b.ReportMetric(kept, fmt.Sprintf("%s_%s_kept_%%", sc.key, key))
+				benchMetric(b, kept, fmt.Sprintf("%s_%s_kept_%%", sc.key, key))
 				fmt.Fprintf(&sb, "  %s: %7.0f items/s  %5.1f %% of the empty-backlog rate  [target >= 80 %%: %s]\n",
 					label, rate, kept, benchVerdict(kept >= 80))
 			}
@@ -441,13 +441,6 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 		}
 	}
 	benchPrint(sb.String())
-}
-
-func benchVerdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "MISSED"
 }
 
 // BenchmarkEnqueueContention measures what enqueue costs when many callers
@@ -461,10 +454,10 @@ func benchVerdict(ok bool) string {
 func BenchmarkEnqueueContention(b *testing.B) {
 	benchRequireDB(b)
 	const (
-		callers  = 16
-		perRound = 4_000
-		rounds   = 3
+		callers = 16
+		rounds  = 3
 	)
+	perRound := benchSize(4_000, 160)
 	db := benchOpenDB(b)
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, callers)
 	db.vacuumAnalyze(b)
@@ -522,8 +515,8 @@ func BenchmarkEnqueueContention(b *testing.B) {
 	}{{"hot (one workspace)", &hot}, {"spread (16 workspaces)", &spread}} {
 		benchSortDurations(r.m.lat)
 		key := strings.Fields(r.name)[0]
-		b.ReportMetric(r.m.rate(), key+"_enqueues/s")
-		b.ReportMetric(ms(benchPercentile(r.m.lat, 99)), key+"_p99_ms")
+		benchMetric(b, r.m.rate(), key+"_enqueues/s")
+		benchMetric(b, ms(benchPercentile(r.m.lat, 99)), key+"_p99_ms")
 		fmt.Fprintf(&sb, "%-24s %7.0f enqueues/s  p50 %.1f ms  p99 %.1f ms\n", r.name+":", r.m.rate(),
 			ms(benchPercentile(r.m.lat, 50)), ms(benchPercentile(r.m.lat, 99)))
 	}
@@ -540,11 +533,10 @@ func BenchmarkEnqueueContention(b *testing.B) {
 func BenchmarkBulkEnqueue(b *testing.B) {
 	benchRequireDB(b)
 	const (
-		singles   = 1_000
-		batches   = 10
 		batchSize = 1_000
 		rounds    = 3
 	)
+	singles, batches := benchSize(1_000, 50), benchSize(10, 1)
 	db := benchOpenDB(b)
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, 1)
 	db.vacuumAnalyze(b)
@@ -576,13 +568,13 @@ func BenchmarkBulkEnqueue(b *testing.B) {
 		bulk.add(batches*batchSize, time.Since(start))
 	}
 	benchInterleave(rounds, []func(){runSingle, runBulk})
-	b.ReportMetric(single.rate(), "single_items/s")
-	b.ReportMetric(bulk.rate(), "bulk_items/s")
+	benchMetric(b, single.rate(), "single_items/s")
+	benchMetric(b, bulk.rate(), "bulk_items/s")
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n== bulk vs single enqueue into one workspace: %d singles and %d batches of %d a round, %d rounds ==\n",
 		singles, batches, batchSize, rounds)
 	fmt.Fprintf(&sb, "%-28s %8.0f items/s\n", "single (Executions.Enqueue):", single.rate())
 	fmt.Fprintf(&sb, "%-28s %8.0f items/s\n", "bulk (EnqueueBatch, 1,000):", bulk.rate())
-	fmt.Fprintf(&sb, "bulk/single per item: %.1fx (target >= 10x)\n", bulk.rate()/single.rate())
+	fmt.Fprintf(&sb, "bulk/single per item: %.1fx [target >= 10x: %s]\n", bulk.rate()/single.rate(), benchVerdict(bulk.rate() >= 10*single.rate()))
 	benchPrint(sb.String())
 }

@@ -56,18 +56,22 @@ import (
 // SLUICE_BENCH_SHAPE=1 or 2 runs that shape alone.
 
 const (
-	benchRuns    = 400
-	benchCallers = 32
+	benchCallers    = 32
+	benchWorkspaces = 20
+	// benchSteadyRate paces the latency phase.
+	benchSteadyRate = 20
+)
+
+var (
+	benchRuns = benchSize(400, 20)
 	// benchRounds is how many times each throughput (the one-node runs',
 	// the DAG's) is measured, each time between two bare runs; odd, so
 	// the median is a round.
-	benchRounds     = 3
-	benchWorkspaces = 20
-	// benchSteadyRate and benchSteadyFor pace the latency phase.
-	benchSteadyRate = 20
-	benchSteadyFor  = 10 * time.Second
+	benchRounds = benchSize(3, 1)
+	// benchSteadyFor is how long the latency phase runs.
+	benchSteadyFor = benchSize(10*time.Second, time.Second)
 	// benchLegsSample is how many runs' histories the breakdown reads.
-	benchLegsSample = 50
+	benchLegsSample = benchSize(50, 5)
 )
 
 // benchShape is one way to run Sluice's roles: start runs them and returns
@@ -208,22 +212,22 @@ func benchShapeOnce(b *testing.B, c client.Client, n int, shape benchShape) {
 	fmt.Fprintf(&sb, "(a) bare workflow, one no-op activity, %d runs from %d callers, %d times (before, between and after the rest): median %6.1f runs/s (%s); %d events per run\n",
 		benchRuns, benchCallers, len(bares), bare, benchRates(bareRates, "%.1f"), bares[0].events)
 	fmt.Fprintf(&sb, "(b) Sluice, one-node TRANSFORM, enqueued over HTTP, %d runs in %d ENTERPRISE workspaces, %d rounds each between two (a) runs: median %5.1f %% of (a) (rounds %s) [target >= 100 %%: %s]; %d events per run\n",
-		benchRuns, benchWorkspaces, benchRounds, transformRatio, benchRates(ratios, "%.1f %%"), benchMet(transformRatio >= 100), transform.events)
+		benchRuns, benchWorkspaces, benchRounds, transformRatio, benchRates(ratios, "%.1f %%"), benchVerdict(transformRatio >= 100), transform.events)
 	fmt.Fprintf(&sb, "    median round: %6.1f runs/s (%v); run duration (claim to COMPLETED) p50 %v, p99 %v\n",
 		transform.rate(), transform.took.Round(time.Millisecond), transform.p50.Round(time.Millisecond), transform.p99.Round(time.Millisecond))
 	fmt.Fprintf(&sb, "    its legs, p50 of %d runs: %s\n", min(benchLegsSample, benchRuns), transform.legs)
 	fmt.Fprintf(&sb, "(c) Sluice, 6-node DAG (HTTP, CONDITION, 2 TRANSFORM, join, DELAY 0s), %d runs in %d ENTERPRISE workspaces, %d rounds each between two (a) runs: median %5.1f %% of (a) (rounds %s) [target >= 50 %%: %s]; %d events per run\n",
-		benchRuns, benchWorkspaces, benchRounds, dagRatio, benchRates(dagRatios, "%.1f %%"), benchMet(dagRatio >= 50), dag.events)
+		benchRuns, benchWorkspaces, benchRounds, dagRatio, benchRates(dagRatios, "%.1f %%"), benchVerdict(dagRatio >= 50), dag.events)
 	fmt.Fprintf(&sb, "    median round: %6.1f runs/s (%v); run duration (claim to COMPLETED) p50 %v, p99 %v\n",
 		dag.rate(), dag.took.Round(time.Millisecond), dag.p50.Round(time.Millisecond), dag.p99.Round(time.Millisecond))
 	fmt.Fprintf(&sb, "(b) enqueue -> COMPLETED at a steady %d runs/s for %v (%d runs): p50 %v, p99 %v [target p50 <= 100 ms: %s]\n",
-		benchSteadyRate, benchSteadyFor, latency.n, latency.p50.Round(time.Millisecond), latency.p99.Round(time.Millisecond), benchMet(latency.p50 <= 100*time.Millisecond))
+		benchSteadyRate, benchSteadyFor, latency.n, latency.p50.Round(time.Millisecond), latency.p99.Round(time.Millisecond), benchVerdict(latency.p50 <= 100*time.Millisecond))
 	fmt.Fprintf(&sb, "    legs, p50 of %d runs: %s\n", min(benchLegsSample, latency.n), latency.legs)
-	fmt.Print(sb.String())
-	b.ReportMetric(bare, fmt.Sprintf("shape%d_bare_runs/s", n))
-	b.ReportMetric(transformRatio, fmt.Sprintf("shape%d_transform_%%_of_bare", n))
-	b.ReportMetric(dagRatio, fmt.Sprintf("shape%d_dag_%%_of_bare", n))
-	b.ReportMetric(float64(latency.p50.Microseconds())/1000, fmt.Sprintf("shape%d_steady_p50_ms", n))
+	benchPrint(sb.String())
+	benchMetric(b, bare, fmt.Sprintf("shape%d_bare_runs/s", n))
+	benchMetric(b, transformRatio, fmt.Sprintf("shape%d_transform_%%_of_bare", n))
+	benchMetric(b, dagRatio, fmt.Sprintf("shape%d_dag_%%_of_bare", n))
+	benchMetric(b, float64(latency.p50.Microseconds())/1000, fmt.Sprintf("shape%d_steady_p50_ms", n))
 }
 
 // benchSettle waits, before a phase, until the previous phases' work is
@@ -262,7 +266,11 @@ func benchSettle(b *testing.B, c client.Client, db *pgx.Conn) {
 // benchProgress prints a phase as it ends, with its wall-clock times, so
 // that a slow one can be laid beside the machine's own records of the run.
 func benchProgress(what string, began time.Time, r engineRate) {
-	fmt.Printf("    %s: %s to %s, %.1f runs/s\n", what, began.Format("15:04:05.0"), time.Now().Format("15:04:05.0"), r.rate())
+	smoke := ""
+	if benchSmoke {
+		smoke = " (smoke run, not a result)"
+	}
+	fmt.Printf("    %s: %s to %s, %.1f runs/s%s\n", what, began.Format("15:04:05.0"), time.Now().Format("15:04:05.0"), r.rate(), smoke)
 }
 
 // benchMedian is the middle of an odd count of figures (the upper middle
@@ -294,13 +302,6 @@ func benchLoad() string {
 		return "unknown"
 	}
 	return f[0]
-}
-
-func benchMet(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "MISSED"
 }
 
 // engineRate is one throughput figure.
@@ -338,7 +339,7 @@ func benchBare(b *testing.B, c client.Client) engineRate {
 	began := time.Now()
 	for range benchCallers {
 		wg.Go(func() {
-			for next.Add(1) <= benchRuns {
+			for int(next.Add(1)) <= benchRuns {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, benchBareWorkflow)
 				if err == nil {
