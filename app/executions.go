@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice/domain"
@@ -407,12 +406,12 @@ func (s *Executions) CancelQueueItem(ctx context.Context, a domain.Actor, id dom
 		})
 		if err == nil {
 			if wasClaimed && !workflowCancelled {
-				// Claimed between the read and the cancel: its dispatcher
-				// finds the item CANCELLED when it marks it, and cancels
-				// the workflow itself if this cannot.
-				if cancelErr := s.cancelClaimedWorkflow(ctx, q); cancelErr != nil {
-					slog.Default().Warn("cancelling a claimed item's workflow failed; its dispatcher will", "queue_item_id", q.ID, "error", cancelErr)
-				}
+				// Claimed between the read and the cancel. The item was
+				// still CLAIMED, so its run had not been admitted: if this
+				// cannot cancel the workflow, the run's admission finds
+				// the item CANCELLED and ends it CANCELLED before any node
+				// (ports.AdmissionCancelled), whoever sent its start.
+				_ = s.cancelClaimedWorkflow(ctx, q)
 			}
 			return CancelDone, nil
 		}

@@ -82,14 +82,21 @@ func (r *Runs) storable(nodes []domain.NodeRecord) []domain.NodeRecord {
 // Admit is a run's first step: whether the claim it was started for
 // stands (ports.ExecutionStore.AdmitRun). A run refused was started for a
 // claim a peer had already released, and is logged: its item runs under a
-// later claim, so this one must end without effect.
-func (r *Runs) Admit(ctx context.Context, executionID domain.ID) (bool, error) {
-	admitted, err := r.store.AdmitRun(ctx, executionID)
-	if err == nil && !admitted {
+// later claim, so this one must end without effect. A run whose item was
+// cancelled before it started ends CANCELLED, so a cancel answered while
+// its start was on the wire holds even if the dispatcher that sent the
+// start is gone before it could cancel the workflow itself.
+func (r *Runs) Admit(ctx context.Context, executionID domain.ID) (ports.Admission, error) {
+	admission, err := r.store.AdmitRun(ctx, executionID)
+	switch {
+	case err != nil:
+	case admission == ports.AdmissionRefused:
 		r.log.Warn("run not admitted: its claim was released before its start landed; ending it without effect",
 			"execution_id", executionID)
+	case admission == ports.AdmissionCancelled:
+		r.log.Info("run admitted as cancelled: its item was cancelled before its start landed", "execution_id", executionID)
 	}
-	return admitted, err
+	return admission, err
 }
 
 // Graph loads the graph of a definition version; ports.ErrNotFound when it

@@ -304,6 +304,20 @@ type Wakeups interface {
 	C() <-chan struct{}
 }
 
+// Admission is what a run's first step (ExecutionStore.AdmitRun) finds.
+type Admission int
+
+const (
+	// AdmissionRefused means the run's claim was released; it ends without
+	// effect.
+	AdmissionRefused Admission = iota
+	// AdmissionGranted means the run's claim stands; it runs.
+	AdmissionGranted
+	// AdmissionCancelled means the run's claim stands but its item was
+	// cancelled before the run started; it ends CANCELLED at once.
+	AdmissionCancelled
+)
+
 // ExecutionStore is the worker's side of storage.
 type ExecutionStore interface {
 	// ListNodes returns up to limit node records of an execution in key
@@ -317,8 +331,11 @@ type ExecutionStore interface {
 	// release can follow. A run not admitted was started for a claim that
 	// had been released (a start that left before the claimer's lease term
 	// ended and landed after a peer settled it): it must end without
-	// effect, and its item runs under a later claim.
-	AdmitRun(ctx context.Context, id domain.ID) (bool, error)
+	// effect, and its item runs under a later claim. A run whose claim
+	// stands but whose item was cancelled meanwhile (a cancel that found
+	// no workflow yet, before this start landed) is AdmissionCancelled: it
+	// must end CANCELLED without running a node.
+	AdmitRun(ctx context.Context, id domain.ID) (Admission, error)
 	GetDefinitionVersion(ctx context.Context, definitionID domain.ID, version int) (domain.DefinitionVersion, error)
 	// StartNode records a node run as RUNNING (or a retry's new attempt).
 	StartNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error

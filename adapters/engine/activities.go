@@ -187,13 +187,21 @@ type AdmitRunInput struct {
 	ExecutionID string
 }
 
+// AdmitRunOutput is what a run's admission found: whether its claim
+// stands, and whether its item was cancelled before it started.
+type AdmitRunOutput struct {
+	Admitted  bool
+	Cancelled bool
+}
+
 // AdmitRun answers whether the run's claim stands (app.Runs.Admit).
-func (a *Activities) AdmitRun(ctx context.Context, in AdmitRunInput) (bool, error) {
+func (a *Activities) AdmitRun(ctx context.Context, in AdmitRunInput) (AdmitRunOutput, error) {
 	id, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
-		return false, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
+		return AdmitRunOutput{}, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
-	return a.runs.Admit(ctx, id)
+	admission, err := a.runs.Admit(ctx, id)
+	return AdmitRunOutput{Admitted: admission != ports.AdmissionRefused, Cancelled: admission == ports.AdmissionCancelled}, err
 }
 
 // LoadGraph reads the definition version's graph. A missing version cannot

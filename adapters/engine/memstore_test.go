@@ -203,15 +203,22 @@ func (s *memStore) addRun(definitionID, executionID domain.ID, version int, g do
 
 // AdmitRun admits the run while its execution is kept, marking its item
 // DISPATCHED if it is still CLAIMED, as the Postgres store does.
-func (s *memStore) AdmitRun(_ context.Context, id domain.ID) (bool, error) {
+func (s *memStore) AdmitRun(_ context.Context, id domain.ID) (ports.Admission, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if item, ok := s.items[id]; ok && item.Status == domain.QueueClaimed {
+	item, hasItem := s.items[id]
+	if hasItem && item.Status == domain.QueueClaimed {
 		now := time.Now()
 		item.Status, item.ClaimedAt, item.DispatchedAt = domain.QueueDispatched, nil, &now
 	}
-	_, ok := s.executions[id]
-	return ok, nil
+	switch _, ok := s.executions[id]; {
+	case !ok:
+		return ports.AdmissionRefused, nil
+	case hasItem && item.Status == domain.QueueCancelled:
+		return ports.AdmissionCancelled, nil
+	default:
+		return ports.AdmissionGranted, nil
+	}
 }
 
 // addClaimedRun is addRun with the item still CLAIMED.
@@ -452,7 +459,14 @@ func TestMemStoreKeepsTheExecutionStoreContract(t *testing.T) {
 				run.QueueID = s.addClaimedRun(run.DefinitionID, run.ExecutionID, run.Version, g)
 				return run
 			},
-			Release:   func(_ *testing.T, run porttest.Run) { s.release(run.ExecutionID) },
+			Release: func(_ *testing.T, run porttest.Run) { s.release(run.ExecutionID) },
+			Cancel: func(t *testing.T, run porttest.Run) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if err := s.items[run.ExecutionID].Cancel(); err != nil {
+					t.Fatal(err)
+				}
+			},
 			QueueItem: func(_ *testing.T, id domain.ID) (domain.QueueItem, bool) { return s.queueItem(id) },
 			Execution: func(t *testing.T, id domain.ID) domain.Execution {
 				e, _, err := s.GetExecution(context.Background(), id)

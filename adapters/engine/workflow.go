@@ -266,11 +266,13 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		in: in, retry: cfg.Retry, limits: cfg.Limits.withDefaults(), outputs: map[string]any{},
 		share: cfg.Limits.WorkspaceNodesInFlight[in.Plan],
 	}
-	if admitted, msg := run.admit(); msg != "" {
+	if admission, msg := run.admit(); msg != "" {
 		return run.finish(domain.ExecutionFailed, msg)
-	} else if !admitted {
+	} else if !admission.Admitted {
 		return ExecutionResult{}, temporal.NewNonRetryableApplicationError(
 			"not admitted: the claim this run was started for had been released", NotAdmittedErrorType, nil)
+	} else if admission.Cancelled {
+		return run.finish(domain.ExecutionCancelled, "cancelled before the run started")
 	}
 
 	graph, msg := run.graph()
@@ -328,16 +330,16 @@ const NotAdmittedErrorType = "NotAdmitted"
 // is not asked. It returns a failure message when the question could not
 // be answered, "" otherwise: the run then fails with it, which records
 // nothing for a claim that was released.
-func (r *executionRun) admit() (bool, string) {
+func (r *executionRun) admit() (AdmitRunOutput, string) {
 	if r.in.Parent != nil {
-		return true, ""
+		return AdmitRunOutput{Admitted: true}, ""
 	}
-	var admitted bool
-	err := workflow.ExecuteLocalActivity(bookkeeping(r.ctx), admitRunActivity, AdmitRunInput{ExecutionID: r.executionID}).Get(r.ctx, &admitted)
+	var admission AdmitRunOutput
+	err := workflow.ExecuteLocalActivity(bookkeeping(r.ctx), admitRunActivity, AdmitRunInput{ExecutionID: r.executionID}).Get(r.ctx, &admission)
 	if err != nil {
-		return false, "checking the run's admission: " + errorMessage(err)
+		return AdmitRunOutput{}, "checking the run's admission: " + errorMessage(err)
 	}
-	return admitted, ""
+	return admission, ""
 }
 
 // graph decodes the graph the input carries, or loads it when the input

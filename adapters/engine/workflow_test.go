@@ -943,3 +943,25 @@ func TestAnAdmittedRunMarksItsClaimedItemDispatched(t *testing.T) {
 	}
 	h.wantCompletion(domain.ExecutionCompleted, "")
 }
+
+func TestARunWhoseItemWasCancelledBeforeItStartedEndsCancelledHavingRunNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{"nodes": [{"key": "a", "type": "HTTP_REQUEST", "config": {"url": "https://example.com"}}]}`)
+	// The cancel found no workflow (the start was still on the wire),
+	// ended the CLAIMED item and answered CANCELLED; the dispatcher that
+	// sent the start is gone, so nobody else will cancel the workflow.
+	h.store.mu.Lock()
+	item := h.store.items[h.execID]
+	item.Status = domain.QueueClaimed
+	if err := item.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	h.store.mu.Unlock()
+	if res := h.mustRun(); res.Status != domain.ExecutionCancelled {
+		t.Fatalf("status %s, want CANCELLED", res.Status)
+	}
+	if ran := h.ranKeys(); len(ran) != 0 {
+		t.Errorf("nodes %v ran, want none: the cancel was answered before the run started", ran)
+	}
+	h.wantCompletion(domain.ExecutionCancelled, "cancelled before the run started")
+}

@@ -199,6 +199,11 @@ func TestStoreKeepsTheExecutionStoreContract(t *testing.T) {
 					t.Fatalf("releasing: %v, %v", written, err)
 				}
 			},
+			Cancel: func(t *testing.T, run porttest.Run) {
+				if _, err := store.UpdateQueueItem(context.Background(), run.QueueID, func(q *domain.QueueItem) error { return q.Cancel() }); err != nil {
+					t.Fatal(err)
+				}
+			},
 			QueueItem: func(t *testing.T, id domain.ID) (domain.QueueItem, bool) {
 				q, err := store.GetQueueItem(context.Background(), id)
 				if errors.Is(err, ports.ErrNotFound) {

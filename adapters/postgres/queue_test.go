@@ -385,7 +385,7 @@ func queueEdges() []queueEdge {
 		{from: domain.QueueClaimed, label: "run admitted [QueueAdmitRun]", to: "DISPATCHED", walk: func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
 			for range 2 { // the second, a replay of the first, changes nothing
-				if admitted, err := b.store.AdmitRun(ctx, item.ExecutionID); err != nil || !admitted {
+				if admitted, err := b.store.AdmitRun(ctx, item.ExecutionID); err != nil || admitted != ports.AdmissionGranted {
 					t.Fatalf("admitting the claimed item's run: %v, %v", admitted, err)
 				}
 				b.requireRow(t, "admitted", item.ID, rowWant{status: domain.QueueDispatched, executionID: &item.ExecutionID, execution: domain.ExecutionRunning})
@@ -739,7 +739,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.apply(t, transition(item.QueueItem, next, true))
-			if admitted, err := b.store.AdmitRun(ctx, item.ExecutionID); err != nil || admitted {
+			if admitted, err := b.store.AdmitRun(ctx, item.ExecutionID); err != nil || admitted != ports.AdmissionRefused {
 				t.Fatalf("admitting the released claim's run: %v, %v; want it refused", admitted, err)
 			}
 			if found, err := finish(ctx, b.store, item.ExecutionID, domain.ExecutionCompleted, nil); err != nil || found {
@@ -753,7 +753,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 			// The start landed between the takeover's question to Temporal
 			// and its release: the run's admission came first.
 			item := b.claimed(t)
-			if admitted, err := b.store.AdmitRun(ctx, item.ExecutionID); err != nil || !admitted {
+			if admitted, err := b.store.AdmitRun(ctx, item.ExecutionID); err != nil || admitted != ports.AdmissionGranted {
 				t.Fatalf("admitting: %v, %v", admitted, err)
 			}
 			next := item.QueueState

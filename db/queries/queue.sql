@@ -176,6 +176,12 @@ WITH dispatched AS (
 )
 SELECT d.id, d.created_at, d.dispatched_at FROM dispatched d;
 
+-- name: QueueStatusOfExecution :one
+-- The status of the item whose claim is execution @execution_id, read by
+-- a run's admission after QueueAdmitRun: CANCELLED when a cancel ended it
+-- while it was CLAIMED.
+SELECT status FROM workflow_execution_queue WHERE execution_id = @execution_id;
+
 -- name: QueueAdmitRun :exec
 -- The first write of a run, before it does anything: its item, still
 -- CLAIMED in the run's own claim (execution_id), becomes DISPATCHED, as

@@ -77,7 +77,12 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 	reasonOf(freeWS, byWorkspace, "WORKSPACE_LIMIT", "Workspace limit: 1 of 1 running")
 	reasonOf(keyWS, byKey, "KEY_LIMIT", "Key acme: 1 of 1 running")
 	reasonOf(keyWS, delayed.QueueID, "NOT_BEFORE", "Delayed start (notBefore) · can go at ")
-	reasonOf(keyWS, delayed.QueueID, "NOT_BEFORE", " (in 59m ")
+	// An hour ahead reads "in 59m …s" once a second has passed since the
+	// enqueue, "in 1h 0m" within it: either is the time left.
+	sel := `#queue tr[data-queue="` + delayed.QueueID + `"] .waiting[data-reason="NOT_BEFORE"]`
+	if got := evalJS[string](b, `document.querySelector('`+sel+`').innerText`); !strings.Contains(got, " (in 59m ") && !strings.Contains(got, " (in 1h 0m)") {
+		t.Errorf("the item held by NOT_BEFORE reads %q, want the hour left in it", got)
+	}
 	b.screenshot("console-queue-waiting")
 	// A reason the console has no words for, and fields it does not know
 	// (as a start rate's may be), are shown by their names and values,

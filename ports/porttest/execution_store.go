@@ -36,6 +36,10 @@ type ExecutionStoreFixture struct {
 	// does when Temporal has never heard of its workflow
 	// (QueueState.ReleaseUnstarted, dropping the claim's execution).
 	Release func(t *testing.T, run Run)
+	// Cancel cancels the still CLAIMED item of a NewClaimedRun, as the
+	// API's cancel does when it finds no workflow started yet
+	// (QueueState.Cancel): the claim, its execution and its slot stay.
+	Cancel func(t *testing.T, run Run)
 	// QueueItem reads a queue item back; ok is false when it is gone.
 	QueueItem func(t *testing.T, id domain.ID) (item domain.QueueItem, ok bool)
 	// Execution reads an execution's row back.
@@ -307,7 +311,7 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 	t.Run("AdmitRunAdmitsAStartedRunAndLeavesItsItemDispatched", func(t *testing.T) {
 		t.Parallel()
 		f, run := setup(t)
-		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || !admitted {
+		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || admitted != ports.AdmissionGranted {
 			t.Fatalf("admitting a started run: %v, %v; want it admitted", admitted, err)
 		}
 		if item, ok := f.QueueItem(t, run.QueueID); !ok || item.Status != domain.QueueDispatched {
@@ -319,7 +323,7 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		t.Parallel()
 		f := newFixture(t)
 		run := f.NewClaimedRun(t, graph)
-		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || !admitted {
+		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || admitted != ports.AdmissionGranted {
 			t.Fatalf("admitting a claimed run: %v, %v; want it admitted", admitted, err)
 		}
 		if item, ok := f.QueueItem(t, run.QueueID); !ok || item.Status != domain.QueueDispatched || item.DispatchedAt == nil || item.ClaimedAt != nil {
@@ -334,7 +338,7 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		f.Release(t, run)
 		// The start landed after the release: the run is refused, and
 		// were it to end all the same, its end finds no item to settle.
-		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || admitted {
+		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || admitted != ports.AdmissionRefused {
 			t.Fatalf("admitting a released claim's run: %v, %v; want it refused", admitted, err)
 		}
 		called := false
@@ -348,6 +352,21 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		item, ok := f.QueueItem(t, run.QueueID)
 		if !ok || item.Status != domain.QueuePending || item.ExecutionID != nil {
 			t.Errorf("item %+v with execution %v (present %v), want PENDING with no execution, for a claim of its own", item.QueueState, item.ExecutionID, ok)
+		}
+	})
+
+	t.Run("ARunWhoseItemWasCancelledWhileClaimedIsAdmittedAsCancelled", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		run := f.NewClaimedRun(t, graph)
+		// The cancel found no workflow (the start was on the wire), ended
+		// the item and answered CANCELLED; then the start landed.
+		f.Cancel(t, run)
+		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || admitted != ports.AdmissionCancelled {
+			t.Fatalf("admitting the run of a cancelled item: %v, %v; want it admitted as cancelled", admitted, err)
+		}
+		if item, ok := f.QueueItem(t, run.QueueID); !ok || item.Status != domain.QueueCancelled {
+			t.Errorf("item %+v (present %v), want it still CANCELLED", item.QueueState, ok)
 		}
 	})
 

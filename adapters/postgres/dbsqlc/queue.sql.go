@@ -1257,6 +1257,20 @@ func (q *Queries) QueueStatsFullByPlan(ctx context.Context, db DBTX) ([]QueueSta
 	return items, nil
 }
 
+const queueStatusOfExecution = `-- name: QueueStatusOfExecution :one
+SELECT status FROM workflow_execution_queue WHERE execution_id = $1
+`
+
+// The status of the item whose claim is execution @execution_id, read by
+// a run's admission after QueueAdmitRun: CANCELLED when a cancel ended it
+// while it was CLAIMED.
+func (q *Queries) QueueStatusOfExecution(ctx context.Context, db DBTX, executionID *domain.ID) (string, error) {
+	row := db.QueryRow(ctx, queueStatusOfExecution, executionID)
+	var status string
+	err := row.Scan(&status)
+	return status, err
+}
+
 const queueStatusesByIDs = `-- name: QueueStatusesByIDs :many
 SELECT id, status FROM workflow_execution_queue WHERE id = ANY($1::uuid[])
 `
