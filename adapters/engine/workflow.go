@@ -791,16 +791,11 @@ func (r *executionRun) started(n domain.Node) {
 // nodeInput builds a node's activity input with only the parts of the
 // execution input and of upstream outputs its templates read. It fails the
 // node, without retries, when that is over the payload limit or when the
-// history has no room for it (historyRoom).
+// history has no room for it (historyRoom decides both).
 func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 	in, err := r.readsInput(n)
 	if err != nil {
 		return RunNodeInput{}, err
-	}
-	if in.size > r.limits.PayloadLimit {
-		return RunNodeInput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"the node's config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", in.size, r.limits.PayloadLimit),
-			"payload_too_large", nil)
 	}
 	if err := r.historyRoom("starting node "+n.Key, in.size); err != nil {
 		return RunNodeInput{}, err

@@ -165,10 +165,6 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 	in.Node = cfg.Node.Iteration(n.Key, i)
 	in.Iteration = &IterationInput{Index: i, Item: raw}
 	in.size += len(raw)
-	if in.size > r.limits.PayloadLimit {
-		return RunNodeInput{}, fmt.Errorf("iteration %d: its config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)",
-			i, in.size, r.limits.PayloadLimit)
-	}
 	return in, nil
 }
 

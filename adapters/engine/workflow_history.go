@@ -41,8 +41,10 @@ const historyLimitErrorType = "history_limit"
 // adds to the history makes before it adds: a node's start, a FOR_EACH
 // iteration, a Retry-After round, a wait for a host's turn or a share's
 // slot, an event taken from a signal, a child's start. adding is the
-// payload bytes the step hands to Temporal (an activity's input, an
-// event's payload), 0 when it carries none of the tenant's data.
+// payload bytes the step hands to Temporal (an activity's input: a node's
+// config and the data its templates read), 0 when it carries none of the
+// tenant's data; it is the one check of an input against the payload
+// limit.
 //
 // It refuses (a non-retryable error naming the limit and its variable,
 // which fails the step's node and so the run, recorded by Sluice) when the
@@ -62,8 +64,8 @@ func (r *executionRun) historyRoom(what string, adding int) error {
 	var msg string
 	switch {
 	case adding > r.limits.PayloadLimit:
-		msg = fmt.Sprintf("%s would hand Temporal %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)",
-			what, adding, r.limits.PayloadLimit)
+		msg = fmt.Sprintf("the node's config and the data its templates read are %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT): %s is refused",
+			adding, r.limits.PayloadLimit, what)
 	case events >= r.limits.HistoryEventsLimit:
 		msg = fmt.Sprintf("the execution's history holds %d events, at the limit of %d (SLUICE_ENGINE_HISTORY_EVENTS_LIMIT; Temporal ends a run at %d): %s is refused",
 			events, r.limits.HistoryEventsLimit, temporalHistoryEventsMax, what)
