@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,17 +51,10 @@ func StartSluiceWith(t testing.TB, extra map[string]string, opts ...fx.Option) s
 		dbURL = pgtest.URL(t)
 	}
 	temporalAddr := TemporalAddress(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	env := map[string]string{
 		"DATABASE_URL":                  dbURL,
 		"TEMPORAL_ADDRESS":              temporalAddr,
 		"TEMPORAL_TASK_QUEUE_PREFIX":    "t" + uuid.NewString()[:8] + ".",
-		"SLUICE_HTTP_ADDR":              addr,
 		"SLUICE_ADMIN_ADDR":             "127.0.0.1:0",
 		"SLUICE_ADMIN_TOKEN":            TestAdminToken,
 		"SLUICE_WEBHOOK_SECRET_KEY":     TestWebhookSecretKey,
@@ -75,15 +70,29 @@ func StartSluiceWith(t testing.TB, extra map[string]string, opts ...fx.Option) s
 	for k, v := range extra {
 		env[k] = v
 	}
-	cfg, err := service.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := fx.New(append([]fx.Option{service.CommonModule, service.APIModule, service.DispatcherModule, service.WorkerModule, fx.Supply(cfg), fx.NopLogger}, opts...)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
-		t.Fatal(err)
+	// The API's port is chosen here, so that the test knows its URL, and
+	// is free only until the app binds it: another package's process may
+	// take it in between (make test runs the e2e packages side by side),
+	// so a start that finds it taken chooses again.
+	var app *fx.App
+	var addr string
+	for attempt := 1; ; attempt++ {
+		addr = freeLoopbackAddr(t)
+		env["SLUICE_HTTP_ADDR"] = addr
+		cfg, err := service.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		app = fx.New(append([]fx.Option{service.CommonModule, service.APIModule, service.DispatcherModule, service.WorkerModule, fx.Supply(cfg), fx.NopLogger}, opts...)...)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = app.Start(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if attempt == 5 || !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -92,6 +101,17 @@ func StartSluiceWith(t testing.TB, extra map[string]string, opts ...fx.Option) s
 	})
 	AppsByBase["http://"+addr] = runningApp{App: app, DBURL: dbURL}
 	return "http://" + addr
+}
+
+// freeLoopbackAddr is a loopback address whose port was free a moment ago.
+func freeLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // Call sends a JSON request and decodes a JSON answer into out.
