@@ -443,6 +443,24 @@ func TestRecordHistories(t *testing.T) {
 			want: domain.ExecutionCancelled,
 		},
 		{
+			// The team's workflow is terminated by someone else: the node
+			// fails naming the termination.
+			name:  "temporal_workflow_terminated",
+			graph: fmt.Sprintf(`{"nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamSlow", "taskQueue": "%s"}}]}`, teamQueue),
+			during: func(t *testing.T, execID domain.ID) {
+				var rec domain.NodeRecord
+				porttest.Eventually(t, time.Minute, porttest.Holds("the child RUNNING", func() bool {
+					var ok bool
+					rec, ok = store.node(execID, "team")
+					return ok && rec.ChildRunID != ""
+				}))
+				if err := c.TerminateWorkflow(context.Background(), rec.ChildWorkflowID, rec.ChildRunID, "an operator"); err != nil {
+					t.Errorf("terminating the child: %v", err)
+				}
+			},
+			want: domain.ExecutionFailed,
+		},
+		{
 			// The run's deadline passes while the team's workflow runs.
 			name:  "temporal_workflow_run_deadline",
 			graph: fmt.Sprintf(`{"runTimeout": "2s", "nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamSlow", "taskQueue": "%s"}}]}`, teamQueue),

@@ -5,12 +5,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/fx"
 
+	sluiceengine "github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -127,4 +133,66 @@ func spanNames(spans tracetest.SpanStubs) string {
 		names[i] = s.Name
 	}
 	return strings.Join(names, ", ")
+}
+
+// TestATemporalWorkflowsChildIsInTheRunsTrace: with tracing on, the
+// TEMPORAL_WORKFLOW's child start is a span of the run's trace, and a team
+// worker with the same Temporal tracing interceptor continues it: the
+// team's workflow runs in the enqueue request's trace, under the start.
+func TestATemporalWorkflowsChildIsInTheRunsTrace(t *testing.T) {
+	exporter := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	base := harness.StartSluiceWith(t, nil, fx.Decorate(func(trace.TracerProvider) trace.TracerProvider { return tp }))
+
+	tracing, err := sluiceengine.NewTracingInterceptor(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := client.Dial(client.Options{HostPort: harness.TemporalAddress(t), Namespace: "default", Logger: harness.NopLogger{},
+		Interceptors: []interceptor.ClientInterceptor{tracing}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	queue := "traced-team-" + uuid.NewString()[:8]
+	tw := worker.New(tc, queue, worker.Options{})
+	tw.RegisterWorkflowWithOptions(func(workflow.Context) (string, error) { return "done", nil }, workflow.RegisterOptions{Name: "TracedTeam"})
+	if err := tw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tw.Stop)
+
+	traced := harness.NewE2EWithPlan(t, base, "FREE")
+	allowQueue(t, base, traced.Ws, queue)
+	graph := map[string]any{"nodes": []any{harness.Node("team", "TEMPORAL_WORKFLOW", map[string]any{"workflowType": "TracedTeam", "taskQueue": queue})}}
+	traced.WaitFor(traced.StartIn(graph, nil), "COMPLETED")
+
+	var request tracetest.SpanStub
+	for _, s := range exporter.GetSpans() {
+		if s.Name == "POST /api/v1/workflow/executions/start" {
+			request = s
+		}
+	}
+	if !request.SpanContext.IsValid() {
+		t.Fatalf("no span for the enqueue request among %s", spanNames(exporter.GetSpans()))
+	}
+	var start, run tracetest.SpanStub
+	porttest.Eventually(t, 10*time.Second, porttest.Holds("the child's start and run spans in the request's trace", func() bool {
+		for _, s := range exporter.GetSpans() {
+			if s.SpanContext.TraceID() != request.SpanContext.TraceID() {
+				continue
+			}
+			switch s.Name {
+			case "StartChildWorkflow:TracedTeam":
+				start = s
+			case "RunWorkflow:TracedTeam":
+				run = s
+			}
+		}
+		return start.SpanContext.IsValid() && run.SpanContext.IsValid()
+	}))
+	if run.Parent.SpanID() != start.SpanContext.SpanID() {
+		t.Errorf("the team workflow's span's parent is %s, want the child start's span %s", run.Parent.SpanID(), start.SpanContext.SpanID())
+	}
 }
