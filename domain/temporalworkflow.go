@@ -54,7 +54,8 @@ type TemporalWorkflowConfig struct {
 	// when omitted. The plan's node timeout caps it.
 	RunTimeout Duration `json:"runTimeout,omitempty"`
 	// RetryPolicy is how Temporal retries the child; one attempt when
-	// omitted. The plan caps its maxAttempts (as a node's retry).
+	// omitted, the worker's attempts when it sets no maxAttempts. The plan
+	// caps its maxAttempts (as a node's retry).
 	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
 }
 

@@ -166,9 +166,15 @@ func (r *executionRun) temporalChildOptions(cfg domain.TemporalWorkflowConfig, i
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 	}
 	if p := cfg.RetryPolicy; p != nil {
+		// A policy without maxAttempts keeps the worker's attempts, as a
+		// node's retry does; Temporal would read 0 as unlimited.
+		attempts := r.retry.MaximumAttempts
+		if p.MaxAttempts > 0 {
+			attempts = int32(min(p.MaxAttempts, 1000))
+		}
 		opts.RetryPolicy = &temporal.RetryPolicy{
 			InitialInterval: p.InitialInterval.Std(), BackoffCoefficient: p.BackoffCoefficient,
-			MaximumInterval: p.MaxInterval.Std(), MaximumAttempts: int32(min(p.MaxAttempts, 1000)),
+			MaximumInterval: p.MaxInterval.Std(), MaximumAttempts: max(attempts, 1),
 		}
 	}
 	return opts

@@ -44,7 +44,8 @@ func (h *harness) withTeam() *team {
 }
 
 // registerTeamWorkflows registers a team's workflow types: TeamEcho
-// returns its input, TeamFail fails, TeamNap sleeps a minute, TeamSlow a
+// returns its input, TeamFail fails, TeamFlaky fails once then returns
+// its attempt, TeamNap sleeps a minute, TeamSlow a
 // day (the harness registers its own, which counts cancellations), and
 // TeamSquatter starts and leaves running a TeamSlow under the id it is
 // given.
@@ -58,6 +59,14 @@ func registerTeamWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
 		return "rested", workflow.Sleep(ctx, time.Minute)
 	}, workflow.RegisterOptions{Name: "TeamNap"})
+	// TeamFlaky fails its first attempt, retryably (the SDK's test
+	// environment retries a child once at most).
+	r.RegisterWorkflowWithOptions(func(ctx workflow.Context) (int32, error) {
+		if a := workflow.GetInfo(ctx).Attempt; a < 2 {
+			return 0, temporal.NewApplicationError("not yet", "Flaky")
+		}
+		return workflow.GetInfo(ctx).Attempt, nil
+	}, workflow.RegisterOptions{Name: "TeamFlaky"})
 	r.RegisterWorkflowWithOptions(func(ctx workflow.Context, in map[string]string) error {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: in["id"], TaskQueue: teamQueue,
 			ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON})
@@ -280,5 +289,41 @@ func TestARetryOfAFailedTemporalWorkflowStartsANewChildAndReusesWhatCompleted(t 
 	rec, _ := h.store.node(h.execID, "team")
 	if want := WorkflowID(h.execID) + "/team"; rec.ChildWorkflowID != want || rec.ChildRunID == "old-run" {
 		t.Errorf("the retry's child is %q run %q, want a new child %q", rec.ChildWorkflowID, rec.ChildRunID, want)
+	}
+}
+
+func TestTemporalWorkflowIsRetriedUnderItsConfigsPolicy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, policy string
+		// workerAttempts replaces the worker's attempts when set.
+		workerAttempts int32
+		want           domain.ExecutionStatus
+	}{
+		{name: "two attempts", policy: `{"maxAttempts": 2, "initialInterval": "1s"}`, want: domain.ExecutionCompleted},
+		{name: "one attempt", policy: `{"maxAttempts": 1, "initialInterval": "1s"}`, want: domain.ExecutionFailed},
+		{name: "the worker's attempts (3) when the policy sets none", policy: `{"initialInterval": "1s"}`, want: domain.ExecutionCompleted},
+		{name: "the worker's attempts (1) when the policy sets none", policy: `{"initialInterval": "1s"}`, workerAttempts: 1, want: domain.ExecutionFailed},
+		{name: "no policy, one attempt", policy: `null`, want: domain.ExecutionFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, `{"nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamFlaky", "taskQueue": "team-orders", "retryPolicy": `+tc.policy+`}}]}`)
+			h.withTeam()
+			if tc.workerAttempts > 0 {
+				h.wf.Retry.MaximumAttempts = tc.workerAttempts
+			}
+			res := h.mustRun()
+			if res.Status != tc.want {
+				t.Fatalf("status = %s (%s), want %s", res.Status, res.Error, tc.want)
+			}
+			if tc.want == domain.ExecutionCompleted {
+				if got := jsonText(t, h.record("team").Output); got != "2" {
+					t.Errorf("output = %s, want the second attempt's", got)
+				}
+			} else if got := h.record("team").Error; !strings.Contains(got, "not yet") {
+				t.Errorf("error = %q, want the last attempt's failure", got)
+			}
+		})
 	}
 }
