@@ -1270,7 +1270,10 @@ type ListWorkspacesParams struct {
 
 // DeleteAllowedWorkflowParams defines parameters for DeleteAllowedWorkflow.
 type DeleteAllowedWorkflowParams struct {
-	TaskQueue    string  `form:"taskQueue" json:"taskQueue"`
+	// TaskQueue The entry's task queue.
+	TaskQueue string `form:"taskQueue" json:"taskQueue"`
+
+	// WorkflowType The entry's one workflow type; omitted for the entry that allows any type.
 	WorkflowType *string `form:"workflowType,omitempty" json:"workflowType,omitempty"`
 }
 

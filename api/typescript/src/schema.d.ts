@@ -2994,7 +2994,9 @@ export interface operations {
     deleteAllowedWorkflow: {
         parameters: {
             query: {
+                /** @description The entry's task queue. */
                 taskQueue: string;
+                /** @description The entry's one workflow type; omitted for the entry that allows any type. */
                 workflowType?: string;
             };
             header?: never;
