@@ -65,7 +65,7 @@ func TestFaultTeamWorkflowOutlivesSluicesWorkerAndIsPickedUpOnReplay(t *testing.
 		err := conn.QueryRow(ctx, `SELECT coalesce(child_workflow_id, ''), coalesce(child_run_id, '') FROM workflow_execution_nodes n
 			JOIN workflow_executions e ON e.id = n.execution_id WHERE e.workflow_definition_id = $1 AND n.node_key = 'ship'`, def).Scan(&childID, &childRun)
 		if err != nil || childRun == "" {
-			return fmt.Errorf("the node's record names no child yet (%v)", err)
+			return fmt.Errorf("the node's record names no child yet (%w)", err)
 		}
 		return nil
 	})
