@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -64,8 +65,11 @@ func TestFaultTeamWorkflowOutlivesSluicesWorkerAndIsPickedUpOnReplay(t *testing.
 	porttest.Eventually(t, 2*time.Minute, func() error {
 		err := conn.QueryRow(ctx, `SELECT coalesce(child_workflow_id, ''), coalesce(child_run_id, '') FROM workflow_execution_nodes n
 			JOIN workflow_executions e ON e.id = n.execution_id WHERE e.workflow_definition_id = $1 AND n.node_key = 'ship'`, def).Scan(&childID, &childRun)
-		if err != nil || childRun == "" {
-			return fmt.Errorf("the node's record names no child yet (%w)", err)
+		if err != nil {
+			return fmt.Errorf("reading the node's record: %w", err)
+		}
+		if childRun == "" {
+			return errors.New("the node's record names no child yet")
 		}
 		return nil
 	})
