@@ -291,6 +291,10 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	case errors.Is(err, ports.ErrLeaseLost) && d.lease != nil:
 		d.lease.Lost()
 		return false
+	case errors.Is(err, ErrLeaseNotHeld):
+		// The heartbeat let the lease go since the check above; it wakes
+		// the loop when it takes it again.
+		return false
 	case err != nil:
 		if ctx.Err() == nil {
 			d.log.Error("dispatch batch failed; retrying next cycle", "error", err)

@@ -153,7 +153,28 @@ func (l *QueueLease) Gained() <-chan struct{} { return l.gained }
 func (l *QueueLease) Fence() ports.Fence {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.fenceLocked()
+}
+
+// fenceLocked is Fence with mu held.
+func (l *QueueLease) fenceLocked() ports.Fence {
 	return ports.Fence{Lease: l.name, Holder: l.lease.Holder(), Term: l.term}
+}
+
+// claimFence is the fence a claim is made under and the tenure it belongs
+// to, read together; held is false, and nothing may be claimed, unless the
+// heartbeat holds the lease in a term it knows. The store's fence would
+// refuse most claims made otherwise, but not all: a zero term accepts
+// whatever term the table holds (one whose taking the heartbeat never
+// heard of), and a heartbeat that let the lease go after a term of failed
+// renewals may still find it live in the table.
+func (l *QueueLease) claimFence() (fence ports.Fence, tenure uint64, held bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.holding.Load() || l.term.IsZero() {
+		return ports.Fence{}, 0, false
+	}
+	return l.fenceLocked(), l.tenures.Load(), true
 }
 
 // HeldUntil is when the lease's term term certainly runs out unless
@@ -221,6 +242,15 @@ func (l *QueueLease) beat(ctx context.Context) {
 		}
 		l.term = term
 	}
+	// A new tenure begins with the term and the holding, under mu, so that
+	// claimFence reads a term with its own tenure.
+	wasHolding, began := false, false
+	if err == nil && held {
+		wasHolding = l.holding.Swap(true)
+		if began = !wasHolding || newTerm; began {
+			l.tenures.Add(1)
+		}
+	}
 	l.mu.Unlock()
 	l.metrics.setHeld(l.label, held && err == nil)
 	switch {
@@ -235,11 +265,11 @@ func (l *QueueLease) beat(ctx context.Context) {
 		l.testSignals.failed.signal(err)
 	case held:
 		l.renewedAt = l.now()
-		if l.holding.Swap(true) {
-			if !newTerm {
-				l.testSignals.kept.signal(struct{}{})
-				return
-			}
+		if !began {
+			l.testSignals.kept.signal(struct{}{})
+			return
+		}
+		if wasHolding {
 			// Our own lease ran out before this renewal (the process was
 			// paused, or the database unreachable) and the renewal began a
 			// new term: the old one's claims are settled as an ended
@@ -248,7 +278,6 @@ func (l *QueueLease) beat(ctx context.Context) {
 		} else {
 			l.log.Info("queue lease acquired", "lease", l.name)
 		}
-		l.tenures.Add(1)
 		select {
 		case l.gained <- struct{}{}:
 		default:
