@@ -86,7 +86,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	if err != nil {
 		return domain.QueueItem{}, false, err
 	}
-	e, err := newQueueItem(ports.Enqueue{
+	e, err := newQueueItem(ports.ItemToEnqueue{
 		WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
 		NotBefore: req.NotBefore, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
@@ -230,7 +230,7 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 				return nil, err
 			}
 		}
-		e, err := newQueueItem(ports.Enqueue{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Input: it.Input,
+		e, err := newQueueItem(ports.ItemToEnqueue{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Input: it.Input,
 			Priority: it.Priority, Actor: a, IdempotencyKey: it.IdempotencyKey, NotBefore: it.NotBefore}, concurrency)
 		if err != nil {
 			return nil, domain.InputAt(err, fmt.Sprintf("/items/%d", i))

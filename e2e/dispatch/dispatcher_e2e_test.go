@@ -122,7 +122,7 @@ func (b *dispatchBundle) enqueue(t *testing.T, ws, def domain.ID, n int) []domai
 	t.Helper()
 	ids := make([]domain.ID, n)
 	for i := range ids {
-		q, _, err := b.store.Enqueue(context.Background(), ports.Enqueue{
+		q, _, err := b.store.Enqueue(context.Background(), ports.ItemToEnqueue{
 			ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true},
 		})
 		if err != nil {
@@ -297,7 +297,7 @@ func TestPriorityOrdersWorkWithinAWorkspace(t *testing.T) {
 	b := setupDispatch(t)
 	ws, def := b.workspace(t, domain.PlanFree)
 	b.enqueue(t, ws, def, 2)
-	urgent, _, err := b.store.Enqueue(context.Background(), ports.Enqueue{
+	urgent, _, err := b.store.Enqueue(context.Background(), ports.ItemToEnqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 1, Actor: domain.Actor{Admin: true},
 	})
 	if err != nil {

@@ -339,7 +339,7 @@ func TestADelayedItemStartsWithin500msOfItsNotBefore(t *testing.T) {
 	defer cancel()
 	b.startDispatchersPolling(ctx, &wg, 1, 5*time.Second)
 	notBefore := time.Now().Add(2 * time.Second)
-	q, _, err := b.store.Enqueue(ctx, ports.Enqueue{ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def,
+	q, _, err := b.store.Enqueue(ctx, ports.ItemToEnqueue{ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def,
 		Input: json.RawMessage(`{}`), Priority: 2, NotBefore: &notBefore, Actor: domain.Actor{Admin: true}})
 	if err != nil {
 		t.Fatal(err)
