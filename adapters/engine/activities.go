@@ -439,7 +439,7 @@ func nodeRecords(nodes []NodeRecordInput) []domain.NodeRecord {
 }
 
 // CompleteExecution records the final status with the last node records
-// and settles the queue item (app.Runs.Complete).
+// and ends the queue item (app.Runs.Complete).
 func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
 	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {

@@ -123,7 +123,7 @@ func TestThreeDispatchersHoldEveryKeyLimitWith200Keys(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", harness.TestLog()))
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
 			}
 			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}

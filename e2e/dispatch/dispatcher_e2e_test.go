@@ -253,7 +253,7 @@ func TestWorkspaceAtCapacityIsPassedOverAndNeverFails(t *testing.T) {
 	}
 	// Freeing the slot admits the next one, oldest first.
 	first := b.item(t, ids[0])
-	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", harness.TestLog())); err != nil {
+	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog())); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.DispatchBatch(context.Background()); err != nil {
@@ -612,7 +612,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", harness.TestLog()))
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
 			}
 			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}

@@ -85,7 +85,7 @@ func TestALimitChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) {
 		}
 		rows.Close()
 		for _, id := range ids {
-			if _, err := b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", log)); err != nil {
+			if _, err := b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", log)); err != nil {
 				t.Fatal(err)
 			}
 		}
