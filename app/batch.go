@@ -44,12 +44,12 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 
 // claimedBatch is a committed claim whose starts are under way.
 type claimedBatch struct {
-	// tenure is the lease's tenure the batch was claimed in, read with
-	// the claim's fence.
-	tenure uint64
-	items  []ports.ClaimedItem
-	res    BatchResult
-	begun  time.Time
+	// termNumber is the number of the lease's term the batch was claimed
+	// in (QueueLease.TermNumber), read with the claim's fence.
+	termNumber uint64
+	items      []ports.ClaimedItem
+	res        BatchResult
+	begun      time.Time
 	// errs holds each item's start error; read it only after done.
 	errs []error
 	// launched is closed once every start holds a slot of the start
@@ -75,7 +75,7 @@ func (d *Dispatcher) claimBatch(ctx context.Context) (*claimedBatch, error) {
 	var fence ports.Fence
 	if d.lease != nil {
 		var held bool
-		if fence, b.tenure, held = d.lease.claimFence(); !held {
+		if fence, b.termNumber, held = d.lease.claimFence(); !held {
 			return nil, ErrLeaseNotHeld
 		}
 	}

@@ -273,7 +273,7 @@ var ErrLeaseLost = errors.New("lease lost")
 type Fence struct {
 	Lease  string
 	Holder string
-	// Term, when set, is the tenure the lease must still be in: its
+	// Term, when set, is the term the lease must still be in: its
 	// locked_at, which stays put while the holder renews and changes on
 	// every new acquisition. A claim takes whatever term is current and
 	// records it; the claim's marks must still be in it.
