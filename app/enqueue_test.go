@@ -86,7 +86,7 @@ func newEnqueueBench(t *testing.T) *enqueueBench {
 	defs := keyedDefinitions{ws: b.ws, current: byCustomer, v1: byRegion}
 	failed := domain.Execution{ID: domain.ID(uuid.New()), WorkspaceID: b.ws, DefinitionID: b.def, Version: 1,
 		Status: domain.ExecutionFailed, Input: json.RawMessage(`{"customer": "c-1", "region": "eu"}`)}
-	b.execs = NewExecutions(b.queue, failedExecution{e: failed}, defs, nil, nil, domain.DefaultQuotas())
+	b.execs = NewExecutions(b.queue, failedExecution{e: failed}, defs, nil, nil, domain.DefaultProcessQuotas())
 	b.schedule = NewScheduleFiring(nil, nil, nil, DefaultScheduleFiringConfig(), nil, discardLog())
 	return b
 }

@@ -699,7 +699,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, harness.TestLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: harness.AdminToken}), httpapi.DefaultLimits(), prometheus.NewRegistry(),
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultProcessQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: harness.AdminToken}), httpapi.DefaultLimits(), prometheus.NewRegistry(),
 		[]httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}}, harness.TestLog())
 	if err != nil {
 		t.Fatal(err)
@@ -725,7 +725,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	small := domain.DefaultQuotas()
+	small := domain.DefaultProcessQuotas()
 	small.NodesPerGraph = 10
 	smallPlan := domain.QuotaOverrides{StoredItems: harness.Ptr(3), Definitions: harness.Ptr(2), DefinitionVersions: harness.Ptr(3), StoredExecutions: harness.Ptr(2)}
 	for _, row := range []struct {

@@ -23,7 +23,7 @@ import (
 // another workspace on another plan is not affected.
 func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 	t.Parallel()
-	quotas := domain.DefaultQuotas()
+	quotas := domain.DefaultProcessQuotas()
 	quotas.NodesPerGraph = 2
 	s := harness.NewStackWithQuotas(t, quotas)
 	s.SetPlanQuotas(t, domain.PlanFree, domain.QuotaOverrides{PendingItems: harness.Ptr(2), Definitions: harness.Ptr(1)})
@@ -105,7 +105,7 @@ func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 func TestTheGraphNodeQuotaIsTheOneBoundOnNodes(t *testing.T) {
 	t.Parallel()
 	const quota = 1_500
-	quotas := domain.DefaultQuotas()
+	quotas := domain.DefaultProcessQuotas()
 	quotas.NodesPerGraph = quota
 	s := harness.NewStackWithQuotas(t, quotas)
 	ctx := context.Background()
@@ -243,7 +243,7 @@ func TestConcurrentDefinitionCreatesLeaveExactlyTheQuota(t *testing.T) {
 	const quota, before, concurrent = 20, 15, 50
 	limits := httpapi.DefaultLimits()
 	limits.Tenancy.WorkspaceConcurrency = concurrent // the quota, not the request caps, is under test
-	s := harness.NewStackWith(t, domain.DefaultQuotas(), limits)
+	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	s.SetPlanQuotas(t, domain.PlanPro, domain.QuotaOverrides{Definitions: harness.Ptr(quota)})
 	ctx := context.Background()
 	ws, c := quotaWorkspace(t, s, client.PRO)
@@ -298,7 +298,7 @@ func TestAWorkspacePastItsRequestRateGetsTooManyRequests(t *testing.T) {
 	const burst = 5
 	limits := httpapi.DefaultLimits()
 	limits.Tenancy.Rate, limits.Tenancy.Burst = 1, burst
-	s := harness.NewStackWith(t, domain.DefaultQuotas(), limits)
+	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	ctx := context.Background()
 	ws, c := quotaWorkspace(t, s, client.PRO)
 	refusedAt := 0

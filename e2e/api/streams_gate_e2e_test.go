@@ -131,7 +131,7 @@ func TestAFloodOfBogusStreamOpensCostsAnotherTenantNoMoreThanOnAGuardedRoute(t *
 	// The measured tenant sends as fast as it is answered; its own rate
 	// is not under test.
 	limits.Tenancy.Rate, limits.Tenancy.Burst = 100_000, 100_000
-	s := harness.NewStackWith(t, domain.DefaultQuotas(), limits)
+	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	ctx := context.Background()
 	admin := s.Client(t, harness.AdminToken)
 	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "tenant", Plan: client.PRO})
@@ -232,7 +232,7 @@ func TestStreamOpensPassTheRequestGate(t *testing.T) {
 	t.Parallel()
 	limits := httpapi.DefaultLimits()
 	limits.Tenancy.Rate, limits.Tenancy.Burst, limits.Tenancy.WorkspaceConcurrency = 0.001, 3, 1
-	s := harness.NewStackWith(t, domain.DefaultQuotas(), limits)
+	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	ctx := context.Background()
 	admin := s.Client(t, harness.AdminToken)
 	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "gated", Plan: client.PRO})

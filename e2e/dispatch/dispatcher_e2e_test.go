@@ -679,7 +679,7 @@ func TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted(t *testing
 	if err := b.engine.StartWorkflow(ctx, ports.WorkflowStart{ExecutionID: started.ExecutionID, WorkspaceID: ws, DefinitionID: def, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	executions := app.NewExecutions(b.store, b.store, b.store, b.store, b.engine, domain.Quotas{})
+	executions := app.NewExecutions(b.store, b.store, b.store, b.store, b.engine, domain.ProcessQuotas{})
 	outcome, err := executions.CancelQueueItem(ctx, domain.Actor{WorkspaceID: ws}, id)
 	if err != nil || outcome != app.CancelDone {
 		t.Fatalf("cancel: %s, %v; want CANCELLED", outcome, err)

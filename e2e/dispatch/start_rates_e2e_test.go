@@ -273,7 +273,7 @@ func TestAStartRateChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) 
 	if err != nil || len(page) != 5 {
 		t.Fatalf("listing the waiting items: %d, %v", len(page), err)
 	}
-	waits, err := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultQuotas()).WaitingOn(ctx, page)
+	waits, err := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas()).WaitingOn(ctx, page)
 	if err != nil {
 		t.Fatal(err)
 	}

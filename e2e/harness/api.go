@@ -95,18 +95,18 @@ func (NoWakeups) C() <-chan struct{} { return nil }
 // NewStack starts a Stack with the default quotas and request limits.
 func NewStack(t *testing.T) *Stack {
 	t.Helper()
-	return NewStackWithQuotas(t, domain.DefaultQuotas())
+	return NewStackWithQuotas(t, domain.DefaultProcessQuotas())
 }
 
 // NewStackWithQuotas is NewStack with the given workspace quotas.
-func NewStackWithQuotas(t *testing.T, quotas domain.Quotas) *Stack {
+func NewStackWithQuotas(t *testing.T, quotas domain.ProcessQuotas) *Stack {
 	t.Helper()
 	return NewStackWith(t, quotas, httpapi.DefaultLimits())
 }
 
 // NewStackWith is NewStack with the given workspace quotas and request
 // limits.
-func NewStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *Stack {
+func NewStackWith(t *testing.T, quotas domain.ProcessQuotas, limits httpapi.Limits) *Stack {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	addr := TemporalAddress(t)

@@ -39,7 +39,7 @@ type Config struct {
 	// series; off by default, as it grows with the tenants.
 	MetricsWorkspaceLabel bool
 	LogLevel              slog.Level
-	Quotas                domain.Quotas
+	ProcessQuotas         domain.ProcessQuotas
 	Dispatcher            app.DispatcherConfig
 	// Maintenance schedules the maintenance jobs: stale recovery and the
 	// reconciler on the dispatcher, the idempotency-key purge on the api.
@@ -230,12 +230,12 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 			e.bad(name, v, "plan quotas are data now: edit them with PATCH /api/v1/plans/{plan}, or a workspace's with PUT /api/v1/workspaces/{id}/limits (migration 00017 seeds the defaults)")
 		}
 	}
-	c.Quotas = domain.DefaultQuotas()
-	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
-	c.Quotas.NotBeforeHorizon = e.duration("SLUICE_ENQUEUE_NOT_BEFORE_HORIZON", c.Quotas.NotBeforeHorizon, time.Second)
-	c.Quotas.BatchItems = e.integer("SLUICE_ENQUEUE_BATCH_MAX", c.Quotas.BatchItems, 1, 1_000)
-	c.Quotas.SubWorkflowCheck = e.duration("SLUICE_SUBWORKFLOW_CHECK_TIMEOUT", c.Quotas.SubWorkflowCheck, 10*time.Millisecond)
-	c.Quotas.EventBytesPerRun = e.integer("SLUICE_EVENT_BYTES_PER_RUN", c.Quotas.EventBytesPerRun, 1<<10, 1<<30)
+	c.ProcessQuotas = domain.DefaultProcessQuotas()
+	c.ProcessQuotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.ProcessQuotas.NodesPerGraph, 1, 100_000)
+	c.ProcessQuotas.NotBeforeHorizon = e.duration("SLUICE_ENQUEUE_NOT_BEFORE_HORIZON", c.ProcessQuotas.NotBeforeHorizon, time.Second)
+	c.ProcessQuotas.BatchItems = e.integer("SLUICE_ENQUEUE_BATCH_MAX", c.ProcessQuotas.BatchItems, 1, 1_000)
+	c.ProcessQuotas.SubWorkflowCheck = e.duration("SLUICE_SUBWORKFLOW_CHECK_TIMEOUT", c.ProcessQuotas.SubWorkflowCheck, 10*time.Millisecond)
+	c.ProcessQuotas.EventBytesPerRun = e.integer("SLUICE_EVENT_BYTES_PER_RUN", c.ProcessQuotas.EventBytesPerRun, 1<<10, 1<<30)
 
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
