@@ -118,7 +118,7 @@ type Limits struct {
 	// would fail the task again on every retry and hold the slot for
 	// ever. A task carries the results of the pure nodes that ended in it
 	// (local activity markers) and the inputs of the activities it
-	// schedules; a node starts only while its share fits, each pure node
+	// schedules; a node starts only while its bytes fit, each pure node
 	// counted at PayloadLimit until its result is known. Never below
 	// PayloadLimit.
 	TaskLimit int
@@ -138,9 +138,9 @@ const (
 	DefaultTaskLimit    = 3 * 1024 * 1024
 )
 
-// taskShareOverhead is what one node's share of a task carries besides its
-// data: the command or marker around it and the encoding of its fields.
-const taskShareOverhead = 1024
+// taskEntryOverhead is what one node's entry in a task carries besides
+// its data: the command or marker around it and the encoding of its fields.
+const taskEntryOverhead = 1024
 
 // DefaultNodesInFlight is FREE 4, PRO 10, ENTERPRISE 25, as migration
 // 00017 seeds the plans' nodesInFlight.
@@ -187,7 +187,7 @@ func (l Limits) withDefaults() Limits {
 	if l.TaskLimit <= 0 {
 		l.TaskLimit = d.TaskLimit
 	}
-	l.TaskLimit = max(l.TaskLimit, l.PayloadLimit+taskShareOverhead)
+	l.TaskLimit = max(l.TaskLimit, l.PayloadLimit+taskEntryOverhead)
 	l.OutboundPauses = l.OutboundPauses.WithDefaults()
 	return l
 }
@@ -404,7 +404,7 @@ type executionRun struct {
 	pending []NodeRecordInput
 	last    nodeOutcome
 	// task sizes each workflow task against Limits.TaskLimit.
-	task taskShare
+	task taskLoad
 	// deadline is set, to the reason, once the run's deadline passed.
 	deadline string
 	// reused are the outputs a retry reuses, by node key, each dropped
@@ -420,12 +420,12 @@ type executionRun struct {
 	clock time.Time
 }
 
-// taskShare is what the current workflow task carries back to Temporal,
+// taskLoad is what the current workflow task carries back to Temporal,
 // as far as nodes make it: used by results and scheduled inputs, reserved
 // by pure nodes still running (PayloadLimit each, their results being
 // unknown). historyLength is the history length the task started at,
 // which changes, deterministically on replay, when a new task starts.
-type taskShare struct {
+type taskLoad struct {
 	used, reserved int
 	historyLength  int
 	// pures are the pure nodes holding a reservation.
@@ -438,7 +438,7 @@ type taskShare struct {
 // flight, so that each gets its final record. It returns the first failure
 // ("" if none) and the keys of ready nodes it never launched.
 //
-// A ready node also waits while its share would
+// A ready node also waits while its bytes would
 // take the current workflow task past Limits.TaskLimit; when only such
 // nodes are left, a 1 ms timer ends the task (its markers and commands go
 // to the server) and the next one starts empty.
@@ -517,7 +517,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	}
 }
 
-// observeTask starts a new task share when a new workflow task has
+// observeTask starts a new task load when a new workflow task has
 // started since the last look.
 func (r *executionRun) observeTask() {
 	if n := workflow.GetInfo(r.ctx).GetCurrentHistoryLength(); n != r.task.historyLength {
@@ -527,27 +527,27 @@ func (r *executionRun) observeTask() {
 }
 
 // fitsTask reports whether node n, with activity input in, fits in the
-// current workflow task, and if so takes its share: a pure node reserves
+// current workflow task, and if so takes its room: a pure node reserves
 // PayloadLimit for its result, an activity its input. A node always fits
 // an empty task (PayloadLimit is below TaskLimit).
 func (r *executionRun) fitsTask(n domain.Node, in RunNodeInput) bool {
-	share := taskShareOverhead
+	need := taskEntryOverhead
 	if isPure(n.Type) {
-		share += r.limits.PayloadLimit
+		need += r.limits.PayloadLimit
 	} else {
-		share += r.startShare(n, in)
+		need += r.startBytes(n, in)
 	}
-	if taken := r.task.used + r.task.reserved; taken > 0 && taken+share > r.limits.TaskLimit {
+	if taken := r.task.used + r.task.reserved; taken > 0 && taken+need > r.limits.TaskLimit {
 		return false
 	}
 	if isPure(n.Type) {
-		r.task.reserved += share
+		r.task.reserved += need
 		if r.task.pures == nil {
 			r.task.pures = map[string]bool{}
 		}
 		r.task.pures[n.Key] = true
 	} else {
-		r.task.used += share
+		r.task.used += need
 	}
 	return true
 }
@@ -560,8 +560,8 @@ func (r *executionRun) pureEnded(o nodeOutcome) {
 	}
 	delete(r.task.pures, o.node.Key)
 	r.observeTask()
-	r.task.reserved -= taskShareOverhead + r.limits.PayloadLimit
-	r.task.used += taskShareOverhead + len(o.output)
+	r.task.reserved -= taskEntryOverhead + r.limits.PayloadLimit
+	r.task.used += taskEntryOverhead + len(o.output)
 }
 
 // isPure reports whether a node type runs inside the worker, as a local

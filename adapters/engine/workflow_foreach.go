@@ -115,7 +115,7 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 			failure = err
 			break
 		}
-		if err := r.takeTaskShare(ctx, it); err != nil {
+		if err := r.takeTaskRoom(ctx, it); err != nil {
 			failure = err
 			break
 		}
@@ -168,10 +168,10 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 	return in, nil
 }
 
-// takeTaskShare takes the share of the current workflow task that
+// takeTaskRoom takes the room in the current workflow task that
 // activity input in needs (fitsTask), ending tasks (1 ms timers) until one
 // has room.
-func (r *executionRun) takeTaskShare(ctx workflow.Context, in RunNodeInput) error {
+func (r *executionRun) takeTaskRoom(ctx workflow.Context, in RunNodeInput) error {
 	for r.observeTask(); !r.fitsTask(in.Node, in); r.observeTask() {
 		if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
 			return err

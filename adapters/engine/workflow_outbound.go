@@ -47,7 +47,7 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 					settle.SetError(err)
 					return
 				}
-				if err := r.takeTaskShare(ctx, in); err != nil {
+				if err := r.takeTaskRoom(ctx, in); err != nil {
 					settle.SetError(err)
 					return
 				}

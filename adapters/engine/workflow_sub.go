@@ -92,7 +92,7 @@ func (a *Activities) StartSubWorkflow(ctx context.Context, in StartSubWorkflowIn
 // command carries the child's ids and input only. It also takes the
 // child's count against the execution's quota, and notes the version it
 // runs for the parent. The graph, at most the payload limit, is the
-// marker of the current workflow task, whose share it takes (taskShare).
+// marker of the current workflow task, whose room it takes (taskLoad).
 // It returns a failure message, "" on success.
 func (r *executionRun) childGraph() (domain.Graph, string) {
 	var sub SubWorkflowGraph
@@ -104,7 +104,7 @@ func (r *executionRun) childGraph() (domain.Graph, string) {
 	}
 	r.in.Version = sub.Version
 	r.task.historyLength = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
-	r.task.used = taskShareOverhead + len(sub.Graph)
+	r.task.used = taskEntryOverhead + len(sub.Graph)
 	g, err := domain.DecodeGraph(sub.Graph)
 	if err != nil {
 		return domain.Graph{}, "graph " + err.Error()
@@ -257,11 +257,11 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 	})
 }
 
-// startShare is the bytes node n's start hands to Temporal in the current
+// startBytes is the bytes node n's start hands to Temporal in the current
 // workflow task, with activity input in: a SUB_WORKFLOW's start carries
 // its resolved input, which templates may make larger than what they read
 // (an input that fails to resolve fails the node and starts nothing).
-func (r *executionRun) startShare(n domain.Node, in RunNodeInput) int {
+func (r *executionRun) startBytes(n domain.Node, in RunNodeInput) int {
 	if n.Type != domain.NodeSubWorkflow {
 		return in.size
 	}
