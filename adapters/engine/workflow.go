@@ -400,9 +400,9 @@ type executionRun struct {
 	// share is the workspace's share of the external-API worker its HTTP
 	// nodes take a slot of (Limits.WorkspaceNodesInFlight); 0 for none.
 	share int
-	// pending are records decided but not yet written; see flush.
-	pending []NodeRecordInput
-	last    nodeOutcome
+	// unwritten are records decided but not yet written; see flush.
+	unwritten []NodeRecordInput
+	last      nodeOutcome
 	// task sizes each workflow task against Limits.TaskLimit.
 	task taskLoad
 	// deadline is set, to the reason, once the run's deadline passed.
@@ -904,7 +904,7 @@ func (r *executionRun) record(nodes ...NodeRecordInput) {
 			now := r.now()
 			n.CompletedAt = &now
 		}
-		r.pending = append(r.pending, n)
+		r.unwritten = append(r.unwritten, n)
 	}
 }
 
@@ -938,23 +938,23 @@ func causalSpan(floor time.Time, started, ended *time.Time) (*time.Time, *time.T
 	return &s, &e
 }
 
-// takePending returns the queued records, the last one per node (a DELAY's
+// takeUnwritten returns the queued records, the last one per node (a DELAY's
 // RUNNING and COMPLETED decided in one go become one COMPLETED write).
-func (r *executionRun) takePending() []NodeRecordInput {
-	if len(r.pending) == 0 {
+func (r *executionRun) takeUnwritten() []NodeRecordInput {
+	if len(r.unwritten) == 0 {
 		return nil
 	}
-	last := make(map[string]int, len(r.pending))
-	for i, n := range r.pending {
+	last := make(map[string]int, len(r.unwritten))
+	for i, n := range r.unwritten {
 		last[n.Key] = i
 	}
 	out := make([]NodeRecordInput, 0, len(last))
-	for i, n := range r.pending {
+	for i, n := range r.unwritten {
 		if last[n.Key] == i {
 			out = append(out, n)
 		}
 	}
-	r.pending = nil
+	r.unwritten = nil
 	r.prefixKeys(out)
 	return out
 }
@@ -962,7 +962,7 @@ func (r *executionRun) takePending() []NodeRecordInput {
 // flush writes the queued records. A failure to record is logged, not
 // fatal: the execution's own status stays authoritative.
 func (r *executionRun) flush() {
-	nodes := r.takePending()
+	nodes := r.takeUnwritten()
 	if len(nodes) == 0 {
 		return
 	}
@@ -1000,7 +1000,7 @@ func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (Execut
 		return r.finishChild(status, msg)
 	}
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
-	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending()}
+	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takeUnwritten()}
 	err := workflow.ExecuteLocalActivity(boundedCompletionWrite(ctx), completeActivity, in).Get(ctx, nil)
 	if err == nil {
 		return ExecutionResult{Status: status, Error: msg}, nil
