@@ -106,7 +106,7 @@ type Activities struct {
 	metrics         *NodeMetrics
 	tracer          trace.Tracer
 	// PayloadLimit is the largest node output, in bytes, handed back to
-	// Temporal (Limits.PayloadLimit); DefaultPayloadLimit when zero.
+	// Temporal (RunLimits.PayloadLimit); DefaultPayloadLimit when zero.
 	PayloadLimit int
 }
 

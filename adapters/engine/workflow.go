@@ -40,7 +40,7 @@ type ExecutionInput struct {
 	DefinitionID string
 	Version      int
 	Input        json.RawMessage
-	// Plan sizes the nodes in flight (Limits.NodesInFlight).
+	// Plan sizes the nodes in flight (RunLimits.NodesInFlight).
 	Plan domain.Plan
 	// Graph is the version's graph as stored; when empty the workflow
 	// loads it through the LoadGraph local activity. A child run's is
@@ -83,9 +83,9 @@ func DefaultRetryConfig() RetryConfig {
 	return RetryConfig{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 3}
 }
 
-// Limits bound what one execution takes of the shared service. Like
+// RunLimits bound what one execution takes of the shared service. Like
 // RetryConfig they are read once per execution through a side effect.
-type Limits struct {
+type RunLimits struct {
 	// NodesInFlight caps, per plan, the nodes of one execution that run at
 	// once (DELAY timers hold no worker slot and are not counted); the rest
 	// wait, ready, in the workflow. A plan missing here gets FREE's cap.
@@ -155,17 +155,17 @@ func DefaultWorkspaceNodesInFlight() map[domain.Plan]int {
 	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}
 }
 
-// DefaultLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight,
+// DefaultRunLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight,
 // the default payload and history limits and domain.DefaultOutboundPauses.
-func DefaultLimits() Limits {
-	return Limits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
+func DefaultRunLimits() RunLimits {
+	return RunLimits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
 		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, HistoryEventsLimit: DefaultHistoryEventsLimit, TaskLimit: DefaultTaskLimit,
 		OutboundPauses: domain.DefaultOutboundPauses()}
 }
 
 // withDefaults fills unset limits with the defaults.
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits()
+func (l RunLimits) withDefaults() RunLimits {
+	d := DefaultRunLimits()
 	if len(l.NodesInFlight) == 0 {
 		l.NodesInFlight = d.NodesInFlight
 	}
@@ -193,7 +193,7 @@ func (l Limits) withDefaults() Limits {
 }
 
 // inFlight is the cap of plan.
-func (l Limits) inFlight(plan domain.Plan) int {
+func (l RunLimits) inFlight(plan domain.Plan) int {
 	if n, ok := l.NodesInFlight[plan]; ok && n > 0 {
 		return n
 	}
@@ -206,9 +206,9 @@ func (l Limits) inFlight(plan domain.Plan) int {
 // Workflows holds the worker's configuration for the workflow.
 type Workflows struct {
 	Retry  RetryConfig
-	Limits Limits
+	Limits RunLimits
 	// Quotas, when set, give each execution its workspace's nodes in
-	// flight, share and FOR_EACH cap in force over Limits' (limitsFor).
+	// flight, share and FOR_EACH cap in force over RunLimits' (limitsFor).
 	Quotas QuotaSource
 }
 
@@ -216,7 +216,7 @@ type Workflows struct {
 // start by a side effect.
 type settings struct {
 	Retry  RetryConfig
-	Limits Limits
+	Limits RunLimits
 }
 
 // nodeOutcome is one finished node, as the selector hands it back.
@@ -385,7 +385,7 @@ type executionRun struct {
 	executionID string
 	in          ExecutionInput
 	retry       RetryConfig
-	limits      Limits
+	limits      RunLimits
 	types       map[string]domain.NodeType
 	// edges are the graph's, for the branches a node may take.
 	edges []domain.Edge
@@ -398,12 +398,12 @@ type executionRun struct {
 	outputs map[string]any
 	readers map[string]int
 	// share is the workspace's share of the external-API worker its HTTP
-	// nodes take a slot of (Limits.WorkspaceNodesInFlight); 0 for none.
+	// nodes take a slot of (RunLimits.WorkspaceNodesInFlight); 0 for none.
 	share int
 	// unwritten are records decided but not yet written; see flush.
 	unwritten []NodeRecordInput
 	last      nodeOutcome
-	// task sizes each workflow task against Limits.TaskLimit.
+	// task sizes each workflow task against RunLimits.TaskLimit.
 	task taskLoad
 	// deadline is set, to the reason, once the run's deadline passed.
 	deadline string
@@ -439,7 +439,7 @@ type taskLoad struct {
 // ("" if none) and the keys of ready nodes it never launched.
 //
 // A ready node also waits while its bytes would
-// take the current workflow task past Limits.TaskLimit; when only such
+// take the current workflow task past RunLimits.TaskLimit; when only such
 // nodes are left, a 1 ms timer ends the task (its markers and commands go
 // to the server) and the next one starts empty.
 func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {

@@ -46,7 +46,7 @@ func setupDispatch(t *testing.T) *dispatchBundle {
 	// all the dispatcher needs to observe.
 	queues := engine.NewTaskQueues("disp" + uuid.NewString()[:8] + ".")
 	log := harness.TestLog()
-	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: engine.NewWorkflowClient(c, queues, engine.DefaultLimits()), client: c, log: log}
+	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: engine.NewWorkflowClient(c, queues, engine.DefaultRunLimits()), client: c, log: log}
 }
 
 // planLimits reads each plan's concurrency limit as stored.
@@ -378,7 +378,7 @@ func TestTemporalDownFailsNothingAndPausesDispatch(t *testing.T) {
 	ws, def := b.workspace(t, domain.PlanPro)
 	ids := b.enqueue(t, ws, def, 3)
 	// A client pointed at a port nobody listens on.
-	dead := engine.NewWorkflowClient(harness.TemporalClient(t, "127.0.0.1:1"), engine.NewTaskQueues("dead."), engine.DefaultLimits())
+	dead := engine.NewWorkflowClient(harness.TemporalClient(t, "127.0.0.1:1"), engine.NewTaskQueues("dead."), engine.DefaultRunLimits())
 	cfg := testConfig()
 	cfg.BatchSize = 1
 	d := b.dispatcher(dead, cfg, nil)

@@ -118,7 +118,7 @@ func NewStackWith(t *testing.T, quotas domain.ProcessQuotas, limits httpapi.Limi
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	workflows := engine.NewWorkflowClient(tc, engine.NewTaskQueues("http"+uuid.NewString()[:8]+"."), engine.DefaultLimits())
+	workflows := engine.NewWorkflowClient(tc, engine.NewTaskQueues("http"+uuid.NewString()[:8]+"."), engine.DefaultRunLimits())
 	keys, err := postgres.NewWebhookSecretKeys([]byte("sluice-api-webhook-secret-key-32"), nil)
 	if err != nil {
 		t.Fatal(err)

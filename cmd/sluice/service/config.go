@@ -307,7 +307,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	}
 	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
 	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
-	w.Limits = engine.DefaultLimits()
+	w.Limits = engine.DefaultRunLimits()
 	// Temporal refuses a payload over 2 MB (2,097,152 bytes) by ending the
 	// workflow; the limit stays below it, with room for the envelope.
 	w.Limits.PayloadLimit = e.integer("SLUICE_ENGINE_PAYLOAD_LIMIT", w.Limits.PayloadLimit, 1024, 2_000_000)
