@@ -241,7 +241,7 @@ func TestAVersionLoopMeetsTheDefinitionVersionsQuota(t *testing.T) {
 func TestConcurrentDefinitionCreatesLeaveExactlyTheQuota(t *testing.T) {
 	t.Parallel()
 	const quota, before, concurrent = 20, 15, 50
-	limits := httpapi.DefaultLimits()
+	limits := httpapi.DefaultRequestLimits()
 	limits.Tenancy.WorkspaceConcurrency = concurrent // the quota, not the request caps, is under test
 	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	s.SetPlanQuotas(t, domain.PlanPro, domain.QuotaOverrides{Definitions: harness.Ptr(quota)})
@@ -296,7 +296,7 @@ func TestConcurrentDefinitionCreatesLeaveExactlyTheQuota(t *testing.T) {
 func TestAWorkspacePastItsRequestRateGetsTooManyRequests(t *testing.T) {
 	t.Parallel()
 	const burst = 5
-	limits := httpapi.DefaultLimits()
+	limits := httpapi.DefaultRequestLimits()
 	limits.Tenancy.Rate, limits.Tenancy.Burst = 1, burst
 	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	ctx := context.Background()

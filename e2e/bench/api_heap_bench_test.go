@@ -146,7 +146,7 @@ func newHeapBenchAPI(b *testing.B, name string, plan client.Plan, graph string) 
 	store := postgres.NewStore(pool, harness.TestLog())
 	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()},
 		nil, domain.DefaultProcessQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: harness.AdminToken})
-	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), nil, harness.TestLog())
+	handler, err := httpapi.NewHandler(application, httpapi.DefaultRequestLimits(), prometheus.NewRegistry(), nil, harness.TestLog())
 	if err != nil {
 		b.Fatal(err)
 	}

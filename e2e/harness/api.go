@@ -101,12 +101,12 @@ func NewStack(t *testing.T) *Stack {
 // NewStackWithQuotas is NewStack with the given workspace quotas.
 func NewStackWithQuotas(t *testing.T, quotas domain.ProcessQuotas) *Stack {
 	t.Helper()
-	return NewStackWith(t, quotas, httpapi.DefaultLimits())
+	return NewStackWith(t, quotas, httpapi.DefaultRequestLimits())
 }
 
 // NewStackWith is NewStack with the given workspace quotas and request
 // limits.
-func NewStackWith(t *testing.T, quotas domain.ProcessQuotas, limits httpapi.Limits) *Stack {
+func NewStackWith(t *testing.T, quotas domain.ProcessQuotas, limits httpapi.RequestLimits) *Stack {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	addr := TemporalAddress(t)

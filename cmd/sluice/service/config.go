@@ -70,7 +70,7 @@ type Config struct {
 // request sizes, how long a slow client may take to send or read, and
 // what a workspace may hold of the API's database pool.
 type HTTPConfig struct {
-	Limits httpapi.Limits
+	Limits httpapi.RequestLimits
 	// KeyCache is how long and how many workspace keys' verdicts the API
 	// remembers, so a flood with one key, valid or bogus, reaches the
 	// database once per TTL.
@@ -176,7 +176,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		AdminProfiles:         e.boolean("SLUICE_ADMIN_PPROF", false),
 	}
 	c.Temporal.TLS = temporalTLS(e)
-	httpLimits := httpapi.DefaultLimits()
+	httpLimits := httpapi.DefaultRequestLimits()
 	tenancy := httpLimits.Tenancy
 	tenancy.Rate = float64(e.integer("SLUICE_API_WORKSPACE_RATE", int(tenancy.Rate), 1, 100_000))
 	tenancy.Burst = e.integer("SLUICE_API_WORKSPACE_BURST", tenancy.Burst, 1, 100_000)
@@ -184,7 +184,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	tenancy.WorkspaceConcurrency = e.integer("SLUICE_API_WORKSPACE_CONCURRENCY", min(tenancy.WorkspaceConcurrency, tenancy.Concurrency-1), 1, tenancy.Concurrency-1)
 	tenancy.QueueWait = e.duration("SLUICE_API_DB_WAIT", tenancy.QueueWait, 10*time.Millisecond)
 	c.HTTP = HTTPConfig{
-		Limits: httpapi.Limits{
+		Limits: httpapi.RequestLimits{
 			MaxBodyBytes: int64(e.integer("SLUICE_HTTP_MAX_BODY_BYTES", int(httpLimits.MaxBodyBytes), 1<<10, 64<<20)),
 			MaxJSONDepth: e.integer("SLUICE_HTTP_MAX_JSON_DEPTH", httpLimits.MaxJSONDepth, 2, 1000),
 			Tenancy:      tenancy,
