@@ -408,7 +408,7 @@ type executionRun struct {
 	// deadline is set, to the reason, once the run's deadline passed.
 	deadline string
 	// reused are the outputs a retry reuses, by node key, each dropped
-	// once its node is settled with it.
+	// once its node has ended with it.
 	reused map[string]json.RawMessage
 	// leaves are a child run's nodes nothing reads: its outputs.
 	leaves []string
@@ -671,8 +671,8 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		return
 	}
 	if err != nil {
-		f, settle := workflow.NewFuture(r.ctx)
-		settle.SetError(err)
+		f, outcome := workflow.NewFuture(r.ctx)
+		outcome.SetError(err)
 		sel.AddFuture(f, func(f workflow.Future) {
 			r.last = nodeOutcome{node: n, err: f.Get(r.ctx, nil)}
 		})
@@ -729,7 +729,7 @@ func (r *executionRun) activityOptions(n domain.Node, timeout time.Duration, ret
 
 // runActivityNode runs node n as its activity on ctx: an HTTP node
 // through its host's turn and within the workspace's share (runOutbound),
-// any other directly. The future settles as the activity's would.
+// any other directly. The future resolves as the activity's would.
 func (r *executionRun) runActivityNode(ctx workflow.Context, n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
 	if n.Type == domain.NodeHTTPRequest {
 		return r.runOutbound(n, opts, in)
@@ -858,8 +858,8 @@ func (r *executionRun) launchDelay(sel workflow.Selector, n domain.Node) {
 	started := r.now()
 	cfg, err := domain.DecodeDelayConfig(n.Config)
 	if err != nil {
-		f, settle := workflow.NewFuture(r.ctx)
-		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_config", nil))
+		f, outcome := workflow.NewFuture(r.ctx)
+		outcome.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_config", nil))
 		sel.AddFuture(f, func(f workflow.Future) {
 			r.last = nodeOutcome{node: n, err: f.Get(r.ctx, nil), started: &started}
 		})
@@ -867,8 +867,8 @@ func (r *executionRun) launchDelay(sel workflow.Selector, n domain.Node) {
 	}
 	wait := cfg.Duration.Std()
 	if err := r.historyRoom("starting node "+n.Key, 0); err != nil {
-		f, settle := workflow.NewFuture(r.ctx)
-		settle.SetError(err)
+		f, outcome := workflow.NewFuture(r.ctx)
+		outcome.SetError(err)
 		sel.AddFuture(f, func(f workflow.Future) {
 			r.last = nodeOutcome{node: n, err: f.Get(r.ctx, nil), started: &started}
 		})

@@ -45,7 +45,7 @@ func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in 
 // starts, those in flight end and are recorded.
 func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node) {
 	started := r.now()
-	f, settle := workflow.NewFuture(r.ctx)
+	f, outcome := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out json.RawMessage
 		err := f.Get(r.ctx, &out)
@@ -62,13 +62,13 @@ func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node) {
 	}
 	r.started(n)
 	if err != nil {
-		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
+		outcome.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
 		return
 	}
 	r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: 1, StartedAt: &started})
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		out, err := r.iterate(ctx, n, cfg, in, items)
-		settle.Set(out, err)
+		outcome.Set(out, err)
 	})
 }
 

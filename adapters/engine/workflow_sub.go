@@ -206,7 +206,7 @@ func (r *executionRun) finishChild(status domain.ExecutionStatus, msg string) (E
 // records.
 func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 	started := r.now()
-	f, settle := workflow.NewFuture(r.ctx)
+	f, outcome := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out json.RawMessage
 		err := f.Get(r.ctx, &out)
@@ -216,7 +216,7 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 	cfg, input, err := r.subInput(n)
 	r.started(n)
 	if err != nil {
-		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
+		outcome.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
 		return
 	}
 	depth := 1
@@ -224,7 +224,7 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 		depth = r.in.Parent.Depth + 1
 	}
 	if depth > domain.MaxSubWorkflowDepth {
-		settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		outcome.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"sub-workflows nest deeper than the limit of %d", domain.MaxSubWorkflowDepth), "too_deep", nil))
 		return
 	}
@@ -245,15 +245,15 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		var res ExecutionResult
 		if err := run.Get(ctx, &res); err != nil {
-			settle.SetError(err)
+			outcome.SetError(err)
 			return
 		}
 		if res.Status != domain.ExecutionCompleted {
-			settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			outcome.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"sub-workflow %s version %d %s: %s", cfg.Definition, res.Version, strings.ToLower(string(res.Status)), res.Error), "sub_workflow_failed", nil))
 			return
 		}
-		settle.Set(res.Output, nil)
+		outcome.Set(res.Output, nil)
 	})
 }
 
