@@ -49,7 +49,7 @@ func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in 
 // starts, those in flight end and are recorded.
 func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node) {
 	started := r.now()
-	f, settle := workflow.NewFuture(r.ctx)
+	f, outcome := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out json.RawMessage
 		err := f.Get(r.ctx, &out)
@@ -66,13 +66,13 @@ func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node) {
 	}
 	r.started(n)
 	if err != nil {
-		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
+		outcome.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
 		return
 	}
 	r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: 1, StartedAt: &started})
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		out, err := r.iterate(ctx, n, cfg, in, items)
-		settle.Set(out, err)
+		outcome.Set(out, err)
 	})
 }
 
@@ -119,7 +119,7 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 			failure = err
 			break
 		}
-		if err := r.takeTaskShare(ctx, it); err != nil {
+		if err := r.takeTaskRoom(ctx, it); err != nil {
 			failure = err
 			break
 		}
@@ -172,10 +172,10 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 	return in, nil
 }
 
-// takeTaskShare takes the share of the current workflow task that
+// takeTaskRoom takes the room in the current workflow task that
 // activity input in needs (fitsTask), ending tasks (1 ms timers) until one
 // has room.
-func (r *executionRun) takeTaskShare(ctx workflow.Context, in RunNodeInput) error {
+func (r *executionRun) takeTaskRoom(ctx workflow.Context, in RunNodeInput) error {
 	for r.observeTask(); !r.fitsTask(in.Node, in); r.observeTask() {
 		if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
 			return err

@@ -62,7 +62,7 @@ const (
 // meanwhile, it asks the allow-list again (CheckTemporalWorkflow), starts
 // the child under a deterministic id (domain.TemporalWorkflowID), records
 // the node RUNNING with the child's ids once Temporal has started it, and
-// settles with the child's result.
+// resolves with the child's result.
 //
 // The child's execution timeout is the config's (or the default), cut to
 // what is left of the run's deadline (and childDeadlineMargin), so a child
@@ -73,7 +73,7 @@ const (
 func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 	started := r.now()
 	var child *ChildWorkflow
-	f, settle := workflow.NewFuture(r.ctx)
+	f, outcome := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out json.RawMessage
 		err := f.Get(r.ctx, &out)
@@ -86,7 +86,7 @@ func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 		err = r.historyRoom("starting node "+n.Key, len(input))
 	}
 	if err != nil {
-		settle.SetError(asNonRetryable(err))
+		outcome.SetError(asNonRetryable(err))
 		return
 	}
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
@@ -94,11 +94,11 @@ func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 		if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), checkTemporalWorkflowActivity, CheckTemporalWorkflowInput{
 			WorkspaceID: r.in.WorkspaceID, TaskQueue: cfg.TaskQueue, WorkflowType: cfg.WorkflowType,
 		}).Get(ctx, &refusal); err != nil {
-			settle.SetError(err)
+			outcome.SetError(err)
 			return
 		}
 		if refusal != "" {
-			settle.SetError(temporal.NewNonRetryableApplicationError(refusal+" (the allow-list changed since the definition was saved)", allowListErrorType, nil))
+			outcome.SetError(temporal.NewNonRetryableApplicationError(refusal+" (the allow-list changed since the definition was saved)", allowListErrorType, nil))
 			return
 		}
 		id := domain.TemporalWorkflowID(workflowIDPrefix+r.executionID, r.keyPrefix()+n.Key, suffix)
@@ -110,7 +110,7 @@ func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 		run := workflow.ExecuteChildWorkflow(cctx, cfg.WorkflowType, args...)
 		var exec workflow.Execution
 		if err := run.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
-			settle.SetError(childStartError(err, cfg, id))
+			outcome.SetError(childStartError(err, cfg, id))
 			return
 		}
 		child = &ChildWorkflow{WorkflowID: exec.ID, RunID: exec.RunID}
@@ -119,10 +119,10 @@ func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 		var out json.RawMessage
 		if err := run.Get(ctx, &out); err != nil {
 			if temporal.IsCanceledError(err) && r.ctx.Err() != nil {
-				settle.SetError(err)
+				outcome.SetError(err)
 				return
 			}
-			settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("workflow %s on task queue %q (id %s) %s",
+			outcome.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("workflow %s on task queue %q (id %s) %s",
 				cfg.WorkflowType, cfg.TaskQueue, id, childFailure(err, cfg)), childFailedErrorType, nil))
 			return
 		}
@@ -130,11 +130,11 @@ func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 			out = json.RawMessage("null")
 		}
 		if len(out) > r.limits.PayloadLimit {
-			settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			outcome.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"workflow %s returned %d bytes, over the payload limit of %d (SLUICE_ENGINE_PAYLOAD_LIMIT)", cfg.WorkflowType, len(out), r.limits.PayloadLimit), "payload_too_large", nil))
 			return
 		}
-		settle.Set(out, nil)
+		outcome.Set(out, nil)
 	})
 }
 

@@ -332,7 +332,7 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	a := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
 		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store,
 		AllowLists: store, OwnTaskQueues: cfg.Worker.Queues.Reserved()},
-		workflows, cfg.Quotas, cfg.Nodes.TemplateBudget, app.AuthConfig{AdminToken: cfg.AdminToken, KeyCache: cfg.HTTP.KeyCache})
+		workflows, cfg.ProcessQuotas, cfg.Nodes.TemplateBudget, app.AuthConfig{AdminToken: cfg.AdminToken, KeyCache: cfg.HTTP.KeyCache})
 	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store)
 	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
 	return a, nil
