@@ -39,3 +39,5 @@ export function createSluiceClient(
     headers: Object.fromEntries(headers.entries()),
   });
 }
+
+export { executeWorkflow, GatedApiError, GatedRun, GatedRunError, GATING_NODE_TYPE, type StartOptions } from "./gated.js";
