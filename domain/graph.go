@@ -29,13 +29,13 @@ const (
 
 // NodeTypes lists every node type, for API enums and validation messages.
 func NodeTypes() []NodeType {
-	return []NodeType{NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent, NodeSubWorkflow}
+	return []NodeType{NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent, NodeSubWorkflow, NodeTemporalWorkflow}
 }
 
 // Valid reports whether t is one of NodeTypes.
 func (t NodeType) Valid() bool {
 	switch t {
-	case NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent, NodeSubWorkflow:
+	case NodeHTTPRequest, NodeTransform, NodeCondition, NodeDelay, NodeForEach, NodeWaitForEvent, NodeSubWorkflow, NodeTemporalWorkflow:
 		return true
 	}
 	return false
@@ -45,7 +45,7 @@ func (t NodeType) Valid() bool {
 // (a timer, or iterations of other nodes) rather than through a node
 // executor in an activity.
 func (t NodeType) RunByWorkflow() bool {
-	return t == NodeDelay || t == NodeForEach || t == NodeWaitForEvent || t == NodeSubWorkflow
+	return t == NodeDelay || t == NodeForEach || t == NodeWaitForEvent || t == NodeSubWorkflow || t == NodeTemporalWorkflow
 }
 
 // MaxNodeKeyLength bounds node keys; keys appear in templates, URLs of the
@@ -378,6 +378,9 @@ func (g Graph) CheckPolicies(caps PolicyCaps) error {
 				caps.checkNodePolicies(f.Node.Retry, f.Node.Timeout, p+"/config/node", &ve)
 			}
 		}
+		if n.Type == NodeTemporalWorkflow {
+			caps.checkTemporalWorkflowPolicies(n.Config, p+"/config", &ve)
+		}
 	}
 	caps.checkRunTimeout(g.RunTimeout.Std(), "/runTimeout", &ve)
 	return ve.errOrNil()
@@ -472,6 +475,8 @@ func validateConfig(t NodeType, raw json.RawMessage, path string, ve *Validation
 		decodeWaitForEventConfig(raw, path, ve)
 	case NodeSubWorkflow:
 		decodeSubWorkflowConfig(raw, path, ve)
+	case NodeTemporalWorkflow:
+		decodeTemporalWorkflowConfig(raw, path, ve)
 	}
 }
 

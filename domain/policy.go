@@ -217,8 +217,12 @@ func decodeTimeout(raw json.RawMessage, path string, ve *ValidationError) Durati
 //     it can only mean each iteration's.
 //   - SUB_WORKFLOW: the child is a run of its own definition, with that
 //     definition's node policies and runTimeout; the parent's node adds none.
+//   - TEMPORAL_WORKFLOW: the child's retries and timeouts are Temporal's,
+//     set in its config (retryPolicy, executionTimeout, runTimeout), where
+//     they mean the child workflow's rather than an activity's.
 var noPolicyTypes = map[NodeType]string{
-	NodeWaitForEvent: "a WAIT_FOR_EVENT node is a durable wait: it neither fails nor retries, and its config's timeout is how long it waits",
-	NodeForEach:      "a FOR_EACH node takes no policy of its own: set retry and timeout on its template (config.node), where they apply to each iteration",
-	NodeSubWorkflow:  "a SUB_WORKFLOW node takes no policy: the child runs with its own definition's node policies and runTimeout",
+	NodeWaitForEvent:     "a WAIT_FOR_EVENT node is a durable wait: it neither fails nor retries, and its config's timeout is how long it waits",
+	NodeForEach:          "a FOR_EACH node takes no policy of its own: set retry and timeout on its template (config.node), where they apply to each iteration",
+	NodeSubWorkflow:      "a SUB_WORKFLOW node takes no policy: the child runs with its own definition's node policies and runTimeout",
+	NodeTemporalWorkflow: "a TEMPORAL_WORKFLOW node takes its policies in its config (retryPolicy, executionTimeout, runTimeout), which Temporal applies to the child workflow",
 }
