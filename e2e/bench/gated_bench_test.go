@@ -1,0 +1,278 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sluicehq/sluice/e2e/harness"
+	"github.com/sluicehq/sluice/examples/teamservice"
+)
+
+// The gated-workflow benchmark (issue 35): what Sluice's gate costs a team
+// that starts its own workflow type through it rather than with Temporal's
+// client.ExecuteWorkflow. Both paths start the example's ChargeCustomer on
+// the team's own task queue, served by one worker in this process, on the
+// same Temporal server, in the same run, interleaved:
+//
+//	(1) latency: from just before the enqueue (gated) or the ExecuteWorkflow
+//	    call (direct) to the team workflow's first WorkflowTaskStarted, read
+//	    from its history, at a steady pace; the p50 of the gated path may be
+//	    at most 10 ms more than the direct one's;
+//	(2) rate: N charges over 20 ENTERPRISE tenants from 32 callers, timed
+//	    from the first call until every team workflow has completed (the
+//	    gated side until every run has: the parent's end is part of its
+//	    price); the gated rate must be at least 80 % of the direct one.
+
+var (
+	gatedLatencyRuns = benchSize(40, 3)
+	gatedRateRuns    = benchSize(400, 20)
+)
+
+const gatedLatencyPace = 100 * time.Millisecond
+
+func BenchmarkGatedTemporalWorkflowAgainstDirect(b *testing.B) {
+	addr := os.Getenv("TEMPORAL_ADDRESS")
+	if addr == "" {
+		b.Skip("TEMPORAL_ADDRESS not set: run through `make bench`")
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: harness.NopLogger{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	before, err := c.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{Query: "ExecutionStatus = 'Running'"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	quiet := before.GetCount()
+	for range b.N {
+		gatedBenchOnce(b, c, quiet)
+	}
+}
+
+// gatedBench is one Sluice and one team worker, and the tenants whose
+// gating definitions start ChargeCustomer on the team's queue.
+type gatedBench struct {
+	b       *testing.B
+	c       client.Client
+	base    string
+	queue   string
+	db      *pgx.Conn
+	tenants []gatedBenchTenant
+}
+
+type gatedBenchTenant struct{ ws, def string }
+
+func gatedBenchOnce(b *testing.B, c client.Client, quiet int64) {
+	loadBefore := benchLoad()
+	benchSettle(b, c, quiet, nil)
+	g := &gatedBench{b: b, c: c, queue: "bench-team-" + uuid.NewString()[:8]}
+	g.base = harness.StartSluice(b, nil)
+	db, err := pgx.Connect(context.Background(), harness.AppsByBase[g.base].DBURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	g.db = db
+	w := worker.New(c, g.queue, worker.Options{})
+	teamservice.Register(w)
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	for range benchWorkspaces {
+		var ws struct{ ID string }
+		if code := harness.Call(b, "POST", g.base+"/api/v1/workspaces", harness.TestAdminToken, map[string]any{"name": "gated-bench", "plan": "ENTERPRISE"}, &ws); code != 201 {
+			b.Fatalf("create workspace: %d", code)
+		}
+		harness.AllowTaskQueue(b, g.base, ws.ID, g.queue, teamservice.WorkflowType)
+		var def struct{ ID string }
+		if code := harness.Call(b, "POST", g.base+"/api/v1/workflow/definitions", harness.TestAdminToken,
+			map[string]any{"workspaceId": ws.ID, "name": "charge", "graph": harness.ChargeGraph(g.queue, nil)}, &def); code != 201 {
+			b.Fatalf("create the gating definition: %d", code)
+		}
+		g.tenants = append(g.tenants, gatedBenchTenant{ws.ID, def.ID})
+	}
+
+	// (1) latency, the two paths interleaved one start at a time.
+	var gatedLat, directLat []time.Duration
+	for n := range gatedLatencyRuns {
+		gatedLat = append(gatedLat, g.firstTaskAfter(g.gatedStart(n%benchWorkspaces, n)))
+		directLat = append(directLat, g.firstTaskAfter(g.directStart(n)))
+		time.Sleep(gatedLatencyPace) // paces the starts; not synchronisation
+	}
+	benchSortDurations(gatedLat)
+	benchSortDurations(directLat)
+	gp50, dp50 := benchPercentile(gatedLat, 50), benchPercentile(directLat, 50)
+	added := gp50 - dp50
+
+	// (2) rate, direct then gated then direct, the gated figure against
+	// the mean of the two beside it.
+	benchSettle(b, c, quiet, nil)
+	direct1 := g.rate(g.directStartOnly, g.directWait)
+	benchSettle(b, c, quiet, g.db)
+	gated := g.rate(g.gatedEnqueue, g.gatedWait(g.completed()))
+	benchSettle(b, c, quiet, g.db)
+	direct2 := g.rate(g.directStartOnly, g.directWait)
+	direct := (direct1 + direct2) / 2
+	ratio := 100 * gated / direct
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n== gated Temporal workflow: the example's ChargeCustomer started through Sluice (a one-node TEMPORAL_WORKFLOW definition) against a direct ExecuteWorkflow, same server, same worker, same run; load average %s before, %s after ==\n",
+		loadBefore, benchLoad())
+	fmt.Fprintf(&sb, "(1) call -> the team workflow's first workflow task, %d of each, interleaved every %v: gated p50 %v p99 %v, direct p50 %v p99 %v; added p50 %v [target <= 10 ms: %s]\n",
+		gatedLatencyRuns, gatedLatencyPace, gp50.Round(100*time.Microsecond), benchPercentile(gatedLat, 99).Round(100*time.Microsecond),
+		dp50.Round(100*time.Microsecond), benchPercentile(directLat, 99).Round(100*time.Microsecond), added.Round(100*time.Microsecond), benchVerdict(added <= 10*time.Millisecond))
+	fmt.Fprintf(&sb, "(2) %d charges over %d ENTERPRISE tenants from %d callers, until all completed: gated %.1f/s, direct %.1f/s and %.1f/s (before and after): %.1f %% [target >= 80 %%: %s]\n",
+		gatedRateRuns, benchWorkspaces, benchCallers, gated, direct1, direct2, ratio, benchVerdict(ratio >= 80))
+	benchPrint(sb.String())
+	benchMetric(b, float64(added.Microseconds())/1000, "gated_added_p50_ms")
+	benchMetric(b, ratio, "gated_%_of_direct_rate")
+}
+
+// gatedStart enqueues charge n in tenant i and returns when it called and
+// the team workflow's id once Sluice has started the run.
+func (g *gatedBench) gatedStart(i, n int) (time.Time, string) {
+	tn := g.tenants[i]
+	input := teamservice.ChargeInput{Customer: fmt.Sprintf("c%d", n), AmountCents: 100}
+	var started struct {
+		QueueID string `json:"queueId"`
+	}
+	at := time.Now()
+	if code := harness.Call(g.b, "POST", g.base+"/api/v1/workflow/executions/start", harness.TestAdminToken,
+		map[string]any{"workspaceId": tn.ws, "workflowDefinitionId": tn.def, "input": input}, &started); code != 202 {
+		g.b.Fatalf("enqueue: %d", code)
+	}
+	exec := harness.ExecutionOf(g.b, g.base, tn.ws, started.QueueID)
+	return at, "execution-" + exec + "/charge"
+}
+
+// directStart starts charge n with ExecuteWorkflow, as the team would
+// without Sluice.
+func (g *gatedBench) directStart(n int) (time.Time, string) {
+	id := fmt.Sprintf("direct-%s-%d", uuid.NewString()[:8], n)
+	at := time.Now()
+	if _, err := g.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: g.queue},
+		teamservice.WorkflowType, teamservice.ChargeInput{Customer: fmt.Sprintf("c%d", n), AmountCents: 100}); err != nil {
+		g.b.Fatal(err)
+	}
+	return at, id
+}
+
+// firstTaskAfter is how long after the call the workflow's first workflow
+// task started, from its history.
+func (g *gatedBench) firstTaskAfter(at time.Time, workflowID string) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The gated child may not exist yet when its parent has just started.
+	for {
+		it := g.c.GetWorkflowHistory(ctx, workflowID, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				break
+			}
+			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED {
+				return ev.GetEventTime().AsTime().Sub(at)
+			}
+		}
+		if ctx.Err() != nil {
+			g.b.Fatalf("no workflow task started for %s within a minute", workflowID)
+		}
+		time.Sleep(20 * time.Millisecond) // the child's start is not announced; polled
+	}
+}
+
+// rate starts gatedRateRuns charges through start from benchCallers
+// callers, waits with wait until all have completed, and returns charges
+// completed per second from the first call.
+func (g *gatedBench) rate(start func(n int) string, wait func(ids []string)) float64 {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	ids := make([]string, gatedRateRuns)
+	began := time.Now()
+	for range benchCallers {
+		wg.Go(func() {
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= gatedRateRuns {
+					return
+				}
+				ids[n] = start(n)
+			}
+		})
+	}
+	wg.Wait()
+	wait(ids)
+	return benchRate(gatedRateRuns, time.Since(began))
+}
+
+// directStartOnly starts charge n with ExecuteWorkflow, as the team would
+// without Sluice, and returns its workflow id.
+func (g *gatedBench) directStartOnly(n int) string {
+	id := fmt.Sprintf("direct-%s-%d", uuid.NewString()[:8], n)
+	if _, err := g.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: g.queue},
+		teamservice.WorkflowType, teamservice.ChargeInput{Customer: fmt.Sprintf("c%d", n), AmountCents: 100}); err != nil {
+		g.b.Error(err)
+	}
+	return id
+}
+
+// directWait waits for every direct charge's result.
+func (g *gatedBench) directWait(ids []string) {
+	for _, id := range ids {
+		if err := g.c.GetWorkflow(context.Background(), id, "").Get(context.Background(), nil); err != nil {
+			g.b.Fatal(err)
+		}
+	}
+}
+
+// gatedEnqueue enqueues charge n in the next tenant, as a team calling
+// Sluice would, and returns its queue item's id.
+func (g *gatedBench) gatedEnqueue(n int) string {
+	tn := g.tenants[n%len(g.tenants)]
+	input := teamservice.ChargeInput{Customer: fmt.Sprintf("c%d", n), AmountCents: 100}
+	var started struct {
+		QueueID string `json:"queueId"`
+	}
+	if code := harness.Call(g.b, "POST", g.base+"/api/v1/workflow/executions/start", harness.TestAdminToken,
+		map[string]any{"workspaceId": tn.ws, "workflowDefinitionId": tn.def, "input": input}, &started); code != 202 {
+		g.b.Errorf("enqueue: %d", code)
+	}
+	return started.QueueID
+}
+
+// gatedWait waits until Sluice has completed every run of the phase: the
+// database's count of COMPLETED runs has grown by the phase's.
+func (g *gatedBench) gatedWait(from int) func([]string) {
+	return func([]string) {
+		deadline := time.Now().Add(5 * time.Minute)
+		for g.completed() < from+gatedRateRuns {
+			if time.Now().After(deadline) {
+				g.b.Fatalf("%d of %d gated runs completed within 5 minutes", g.completed()-from, gatedRateRuns)
+			}
+			time.Sleep(20 * time.Millisecond) // polled: Sluice's completions are rows
+		}
+	}
+}
+
+func (g *gatedBench) completed() int {
+	var n int
+	if err := g.db.QueryRow(context.Background(), `SELECT count(*) FROM workflow_executions WHERE status = 'COMPLETED'`).Scan(&n); err != nil {
+		g.b.Fatal(err)
+	}
+	return n
+}
