@@ -218,7 +218,7 @@ func TestFaultGatedTemporalWorkflowsStayWithinEachTenantsLimit(t *testing.T) {
 	// kill -9 of the team's worker, restarted: its workflow tasks and
 	// activities in flight time out and run again on the new one.
 	team.Kill()
-	team = harness.StartTeamWorker(t, server.addr(), queue)
+	harness.StartTeamWorker(t, server.addr(), queue)
 	// The Temporal outage, with enqueues arriving during it.
 	outage := faultDuration("SLUICE_FAULT_GATED_TEMPORAL_OUTAGE", 20*time.Second)
 	server.stop()
