@@ -32,6 +32,10 @@ type Runs struct {
 	// outbound holds HTTP nodes to their workspace's host limits and
 	// pauses (WithOutboundGate); nil lets every call go.
 	outbound ports.OutboundGate
+	// allowLists and reserved decide what TEMPORAL_WORKFLOW nodes may
+	// start (WithAllowLists); nil allows nothing.
+	allowLists ports.AllowLists
+	reserved   domain.ReservedTaskQueues
 }
 
 // RunsOption configures Runs.

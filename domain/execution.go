@@ -131,4 +131,9 @@ type NodeRecord struct {
 	StartedAt *time.Time
 	// CompletedAt is when the node ended.
 	CompletedAt *time.Time
+	// ChildWorkflowID is a TEMPORAL_WORKFLOW's child's workflow id in
+	// Temporal once it started; "" otherwise.
+	ChildWorkflowID string
+	// ChildRunID is that child's run id; "" until it started.
+	ChildRunID string
 }

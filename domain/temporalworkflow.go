@@ -166,14 +166,30 @@ func temporalNameProblem(s string) string {
 	return ""
 }
 
-// CheckTemporalWorkflowSuffix checks a resolved workflow id suffix: the
-// rules of a literal name (TemporalWorkflowConfig's), so that a tenant's
-// input cannot make the child's id unbounded or unreadable.
-func CheckTemporalWorkflowSuffix(s string) error {
-	if problem := temporalNameProblem(s); problem != "" {
-		return fmt.Errorf("config.workflowIdSuffix resolved to %q, which %s", truncateForMessage(s), problem)
+// ResolveTemporalWorkflowSuffix resolves a config's workflowIdSuffix
+// against ctx: it must give a string (or a number) that keeps the rules
+// of a literal name, so that a tenant's input cannot make the child's id
+// unbounded or unreadable.
+func ResolveTemporalWorkflowSuffix(suffix string, ctx TemplateContext) (string, error) {
+	v, err := Resolve(suffix, ctx)
+	if err != nil {
+		return "", fmt.Errorf("config.workflowIdSuffix: %w", err)
 	}
-	return nil
+	var s string
+	switch v := v.(type) {
+	case string:
+		s = v
+	case json.Number:
+		s = v.String()
+	case float64:
+		s = strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		return "", fmt.Errorf("config.workflowIdSuffix resolved to %s, not a string", kindOf(v))
+	}
+	if problem := temporalNameProblem(s); problem != "" {
+		return "", fmt.Errorf("config.workflowIdSuffix resolved to %q, which %s", truncateForMessage(s), problem)
+	}
+	return s, nil
 }
 
 // truncateForMessage shortens s for an error message.

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -97,11 +98,16 @@ func TestTemporalWorkflowIDIsTheRunsIDTheNodeAndTheSuffix(t *testing.T) {
 	if got := TemporalWorkflowID("execution-1", "sub/team", "order-7"); got != "execution-1/sub/team/order-7" {
 		t.Errorf("suffix: %q", got)
 	}
-	if err := CheckTemporalWorkflowSuffix("a b"); err == nil {
-		t.Error("a suffix with a space was accepted")
+	ctx := TemplateContext{Input: map[string]any{"id": "order-7", "n": json.Number("42"), "sp": "a b", "big": strings.Repeat("s", MaxTemporalNameLength+1), "obj": map[string]any{}}}
+	for suffix, want := range map[string]string{"{{ input.id }}": "order-7", "o-{{ input.n }}": "o-42", "{{ input.n }}": "42"} {
+		if got, err := ResolveTemporalWorkflowSuffix(suffix, ctx); err != nil || got != want {
+			t.Errorf("%s resolved to %q, %v; want %q", suffix, got, err, want)
+		}
 	}
-	if err := CheckTemporalWorkflowSuffix(strings.Repeat("s", MaxTemporalNameLength+1)); err == nil {
-		t.Error("an oversized suffix was accepted")
+	for _, suffix := range []string{"{{ input.sp }}", "{{ input.big }}", "{{ input.obj }}", "{{ input.missing }}"} {
+		if got, err := ResolveTemporalWorkflowSuffix(suffix, ctx); err == nil {
+			t.Errorf("%s resolved to %q, want refused", suffix, got)
+		}
 	}
 }
 

@@ -76,6 +76,8 @@ type NodeRecordInput struct {
 	// CompletedAt is workflow time, when the workflow decided the record;
 	// nil for RUNNING.
 	CompletedAt *time.Time
+	// Child is a TEMPORAL_WORKFLOW's child workflow, once started.
+	Child *ChildWorkflow `json:",omitempty"`
 }
 
 // RecordNodesInput carries node records of one execution.
@@ -430,6 +432,9 @@ func nodeRecords(nodes []NodeRecordInput) []domain.NodeRecord {
 	recs := make([]domain.NodeRecord, len(nodes))
 	for i, n := range nodes {
 		recs[i] = domain.NodeRecord{Key: n.Key, Type: n.Type, Status: n.Status, Attempt: max(1, n.Attempt), Output: n.Output, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt}
+		if n.Child != nil {
+			recs[i].ChildWorkflowID, recs[i].ChildRunID = n.Child.WorkflowID, n.Child.RunID
+		}
 		if n.Error != "" {
 			msg := n.Error
 			recs[i].Error = &msg

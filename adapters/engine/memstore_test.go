@@ -51,6 +51,8 @@ type memStore struct {
 	// attempt, in the order they were made: what the Postgres feed's
 	// trigger turns into node.started and node.finished events.
 	writes []memWrite
+	// allowed is every workspace's allow-list.
+	allowed []domain.AllowListEntry
 }
 
 // memWrite is one write of a node record, as the stream would tell it.
@@ -300,7 +302,8 @@ func (s *memStore) startNode(executionID domain.ID, n domain.NodeRecord) error {
 	if exists && (old.Status != domain.NodeRunning && old.Status != domain.NodeFailed || old.Attempt > max(1, n.Attempt)) {
 		return nil
 	}
-	rec := domain.NodeRecord{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: max(1, n.Attempt), Input: n.Input, StartedAt: n.StartedAt}
+	rec := domain.NodeRecord{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: max(1, n.Attempt), Input: n.Input, StartedAt: n.StartedAt,
+		ChildWorkflowID: n.ChildWorkflowID, ChildRunID: n.ChildRunID}
 	if exists && old.StartedAt != nil {
 		rec.StartedAt = old.StartedAt
 	}
@@ -341,6 +344,9 @@ func (s *memStore) finishNode(executionID domain.ID, n domain.NodeRecord) error 
 		}
 		if len(rec.Input) == 0 {
 			rec.Input = old.Input
+		}
+		if rec.ChildWorkflowID == "" {
+			rec.ChildWorkflowID, rec.ChildRunID = old.ChildWorkflowID, old.ChildRunID
 		}
 	}
 	if rec.CompletedAt == nil {
@@ -477,4 +483,37 @@ func TestMemStoreKeepsTheExecutionStoreContract(t *testing.T) {
 			},
 		}
 	})
+}
+
+// AllowListEntries is the allow-list every workspace has here.
+func (s *memStore) AllowListEntries(context.Context, domain.ID) ([]domain.AllowListEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.allowed), nil
+}
+
+// PutAllowListEntry adds e to every workspace's list.
+func (s *memStore) PutAllowListEntry(_ context.Context, _ domain.ID, e domain.AllowListEntry, limit int) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Contains(s.allowed, e) {
+		return true, nil
+	}
+	if len(s.allowed) >= limit {
+		return false, nil
+	}
+	s.allowed = append(s.allowed, e)
+	return true, nil
+}
+
+// DeleteAllowListEntry removes e from every workspace's list.
+func (s *memStore) DeleteAllowListEntry(_ context.Context, _ domain.ID, e domain.AllowListEntry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.Index(s.allowed, e)
+	if i < 0 {
+		return ports.ErrNotFound
+	}
+	s.allowed = slices.Delete(s.allowed, i, i+1)
+	return nil
 }

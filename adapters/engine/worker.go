@@ -134,6 +134,7 @@ func registerActivities(w worker.ActivityRegistry, acts *Activities) {
 	w.RegisterActivityWithOptions(acts.OutboundTurn, activity.RegisterOptions{Name: outboundTurnActivity})
 	w.RegisterActivityWithOptions(acts.PauseOutboundHost, activity.RegisterOptions{Name: pauseOutboundHostActivity})
 	w.RegisterActivityWithOptions(acts.StartSubWorkflow, activity.RegisterOptions{Name: startSubWorkflowActivity})
+	w.RegisterActivityWithOptions(acts.CheckTemporalWorkflow, activity.RegisterOptions{Name: checkTemporalWorkflowActivity})
 }
 
 // Start starts every worker; on failure it stops those already started.

@@ -233,6 +233,8 @@ type nodeOutcome struct {
 	// branch is the branch a WAIT_FOR_EVENT's outcome took (see
 	// completeIn); nil for other nodes.
 	branch *bool
+	// child is a TEMPORAL_WORKFLOW's child once Temporal started it.
+	child *ChildWorkflow
 }
 
 // Execution runs one execution's DAG: every ready node at once, up to the
@@ -407,6 +409,8 @@ type executionRun struct {
 	task taskShare
 	// deadline is set, to the reason, once the run's deadline passed.
 	deadline string
+	// deadlineAt is when the run's deadline passes; zero for none.
+	deadlineAt time.Time
 	// reused are the outputs a retry reuses, by node key, each dropped
 	// once its node is settled with it.
 	reused map[string]json.RawMessage
@@ -587,21 +591,21 @@ func (r *executionRun) apply(sched *domain.Scheduler, o nodeOutcome) string {
 			}
 			if !o.recorded {
 				r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCompleted, Attempt: o.attempt,
-					Output: o.output, StartedAt: o.started, CompletedAt: o.ended})
+					Output: o.output, StartedAt: o.started, CompletedAt: o.ended, Child: o.child})
 			}
 			r.record(r.skipped(skipped, "branch not taken")...)
 			return ""
 		}
 		o.err = err
 	} else if temporal.IsCanceledError(o.err) && r.ctx.Err() != nil {
-		r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCancelled, Error: r.cancelReason(), StartedAt: o.started})
+		r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeCancelled, Error: r.cancelReason(), StartedAt: o.started, Child: o.child})
 		return ""
 	}
 	// A node failed, or was cancelled without the execution being
 	// cancelled, which leaves its successors as stuck as a failure would.
 	msg := errorMessage(o.err)
 	_ = sched.Failed(key)
-	r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeFailed, Error: msg, StartedAt: o.started})
+	r.record(NodeRecordInput{Key: key, Type: o.node.Type, Status: domain.NodeFailed, Error: msg, StartedAt: o.started, Child: o.child})
 	return fmt.Sprintf("node %s failed: %s", key, msg)
 }
 
@@ -962,11 +966,17 @@ func (r *executionRun) takePending() []NodeRecordInput {
 // flush writes the queued records. A failure to record is logged, not
 // fatal: the execution's own status stays authoritative.
 func (r *executionRun) flush() {
+	r.flushOn(r.ctx)
+}
+
+// flushOn is flush from the workflow goroutine whose context is on, which
+// a blocking call must use.
+func (r *executionRun) flushOn(on workflow.Context) {
 	nodes := r.takePending()
 	if len(nodes) == 0 {
 		return
 	}
-	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
+	ctx, _ := workflow.NewDisconnectedContext(on)
 	err := workflow.ExecuteLocalActivity(bookkeeping(ctx), recordNodesActivity, RecordNodesInput{ExecutionID: r.executionID, Nodes: nodes}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(r.ctx).Warn("recording nodes failed", "execution_id", r.executionID, "error", err)

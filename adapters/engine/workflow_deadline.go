@@ -24,6 +24,7 @@ func (r *executionRun) armDeadline(g domain.Graph) workflow.Context {
 	}
 	ctx, cancel := workflow.WithCancel(r.ctx)
 	left := limit - workflow.Now(r.ctx).Sub(workflow.GetInfo(r.ctx).WorkflowStartTime)
+	r.deadlineAt = workflow.Now(r.ctx).Add(left)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		if workflow.NewTimer(ctx, max(left, time.Millisecond)).Get(ctx, nil) == nil {
 			r.deadline = fmt.Sprintf("run deadline of %s passed", limit)

@@ -15,9 +15,10 @@ import (
 // nodes in flight while it runs. A DELAY waits on a timer; a FOR_EACH
 // holds none itself, its iterations each take one; a WAIT_FOR_EVENT waits
 // on a signal. A SUB_WORKFLOW holds one while its child runs, inside it
-// (executionRun.nodesInFlight).
+// (executionRun.nodesInFlight), and a TEMPORAL_WORKFLOW while the team's
+// workflow runs.
 func holdsSlot(t domain.NodeType) bool {
-	return !t.RunByWorkflow() || t == domain.NodeSubWorkflow
+	return !t.RunByWorkflow() || t == domain.NodeSubWorkflow || t == domain.NodeTemporalWorkflow
 }
 
 // launchComposite starts the node types the workflow runs itself rather
@@ -32,6 +33,9 @@ func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in 
 		return true
 	case domain.NodeSubWorkflow:
 		r.launchSub(sel, n)
+		return true
+	case domain.NodeTemporalWorkflow:
+		r.launchTemporal(sel, n)
 		return true
 	}
 	return false

@@ -258,15 +258,20 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 }
 
 // startShare is the bytes node n's start hands to Temporal in the current
-// workflow task, with activity input in: a SUB_WORKFLOW's start carries
-// its resolved input, which templates may make larger than what they read
-// (an input that fails to resolve fails the node and starts nothing).
+// workflow task, with activity input in: a SUB_WORKFLOW's or a
+// TEMPORAL_WORKFLOW's start carries its resolved input, which templates
+// may make larger than what they read (an input that fails to resolve
+// fails the node and starts nothing).
 func (r *executionRun) startShare(n domain.Node, in RunNodeInput) int {
-	if n.Type != domain.NodeSubWorkflow {
-		return in.size
-	}
-	if _, input, err := r.subInput(n); err == nil {
-		return max(in.size, len(input))
+	switch n.Type {
+	case domain.NodeSubWorkflow:
+		if _, input, err := r.subInput(n); err == nil {
+			return max(in.size, len(input))
+		}
+	case domain.NodeTemporalWorkflow:
+		if _, input, _, err := r.temporalInput(n); err == nil {
+			return max(in.size, len(input))
+		}
 	}
 	return in.size
 }

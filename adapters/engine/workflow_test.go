@@ -90,7 +90,8 @@ func newHarnessWith(t *testing.T, graph string, executors []ports.NodeExecutor) 
 	h.wf = &Workflows{Retry: testRetry}
 	registerWorkflow(h.env, h.wf)
 	h.env.SetTestTimeout(30 * time.Second)
-	h.acts = NewActivities(app.NewRuns(h.store, slog.New(slog.DiscardHandler), app.WithDefinitions(h.store)), executors)
+	h.acts = NewActivities(app.NewRuns(h.store, slog.New(slog.DiscardHandler), app.WithDefinitions(h.store),
+		app.WithAllowLists(h.store, domain.ReservedTaskQueues{Queues: []string{WorkflowTaskQueue, ExternalAPITaskQueue}})), executors)
 	registerActivities(h.env, h.acts)
 	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: WorkflowID(h.execID)})
 	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
