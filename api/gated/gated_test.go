@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/api/gated"
 	"github.com/sluicehq/sluice/e2e/harness"
+	"github.com/sluicehq/sluice/examples/teamservice"
 )
 
 // workspace makes a workspace of plan on the sluice at base, a definition
@@ -104,5 +105,67 @@ func TestExecuteWorkflowReturnsTheAPIsProblem(t *testing.T) {
 	}
 	if _, err := c.ExecuteWorkflow(ctx, gated.StartOptions{WorkspaceID: ws, WorkflowType: "ChargeCustomer", TaskQueue: "nobody"}, map[string]any{}); err == nil {
 		t.Fatal("a workflow type no definition gates was enqueued")
+	}
+}
+
+// team is a workspace of plan whose allow-list has the example team's
+// queue, with a gating definition of ChargeCustomer there, and the team's
+// worker polling it; the client holds the workspace's own key.
+func team(t *testing.T, base, plan string) (*gated.Client, uuid.UUID, string) {
+	t.Helper()
+	queue := "team-billing-" + uuid.NewString()[:8]
+	harness.StartTeamWorker(t, harness.TemporalAddress(t), queue)
+	var ws struct{ ID uuid.UUID }
+	if code := harness.Call(t, "POST", base+"/api/v1/workspaces", harness.TestAdminToken, map[string]any{"name": "team", "plan": plan}, &ws); code != 201 {
+		t.Fatalf("create workspace: %d", code)
+	}
+	harness.AllowTaskQueue(t, base, ws.ID.String(), queue, teamservice.WorkflowType)
+	var key struct{ Secret string }
+	if code := harness.Call(t, "POST", base+"/api/v1/workspaces/"+ws.ID.String()+"/api-keys", harness.TestAdminToken, map[string]any{"name": "team"}, &key); code != 201 {
+		t.Fatalf("create API key: %d", code)
+	}
+	if code := harness.Call(t, "POST", base+"/api/v1/workflow/definitions", key.Secret,
+		map[string]any{"workspaceId": ws.ID, "name": "charge", "graph": harness.ChargeGraph(queue, nil)}, nil); code != 201 {
+		t.Fatalf("create the gating definition: %d", code)
+	}
+	c, err := gated.NewClient(base, key.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ws.ID, queue
+}
+
+func TestExecuteWorkflowRunsTheTeamsWorkflowFoundByTypeAndQueue(t *testing.T) {
+	base := harness.StartSluice(t, map[string]string{"SLUICE_DISPATCH_POLL_INTERVAL": "100ms"})
+	c, ws, queue := team(t, base, "PRO")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := gated.StartOptions{WorkspaceID: ws, WorkflowType: teamservice.WorkflowType, TaskQueue: queue}
+
+	run, err := c.ExecuteWorkflow(ctx, opts, teamservice.ChargeInput{Customer: "ada", AmountCents: 1200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var receipt teamservice.Receipt
+	if err := run.Get(ctx, &receipt); err != nil {
+		t.Fatal(err)
+	}
+	child := run.ChildWorkflow()
+	wantID := "execution-" + run.ExecutionID().String() + "/charge"
+	if receipt.Customer != "ada" || receipt.AmountCents != 1200 || receipt.ChargeID != "ch_"+wantID {
+		t.Fatalf("receipt %+v, want ChargeCustomer's for ada's 1200 from workflow %s", receipt, wantID)
+	}
+	if child.WorkflowID != wantID || child.RunID == "" {
+		t.Fatalf("child workflow %+v, want %s and its run id", child, wantID)
+	}
+
+	declined, err := c.ExecuteWorkflow(ctx, opts, teamservice.ChargeInput{Customer: "ada", AmountCents: 1200, Decline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = declined.Get(ctx, nil)
+	var runErr *gated.RunError
+	if !errors.As(err, &runErr) || runErr.Status != "FAILED" || !strings.Contains(runErr.NodeError, "card declined") {
+		t.Fatalf("Get of a declined charge: %v, want a FAILED *gated.RunError carrying the workflow's failure", err)
 	}
 }
