@@ -138,7 +138,7 @@ func ChargeGraph(queue string, concurrency map[string]any) map[string]any {
 // nodes may start that type there.
 func AllowTaskQueue(t testing.TB, base, ws, queue, workflowType string) {
 	t.Helper()
-	if code := Call(t, "POST", base+"/api/v1/workspaces/"+ws+"/allow-list", TestAdminToken,
+	if code := Call(t, "PUT", base+"/api/v1/workspaces/"+ws+"/allowed-workflows", TestAdminToken,
 		map[string]any{"taskQueue": queue, "workflowType": workflowType}, nil); code/100 != 2 {
 		t.Fatalf("allow-list %s for workspace %s: %d", queue, ws, code)
 	}
