@@ -105,6 +105,15 @@ const (
 	ExecutionFailed    WebhookEvent = "execution.failed"
 )
 
+// AllowedWorkflow defines model for AllowedWorkflow.
+type AllowedWorkflow struct {
+	// TaskQueue A team's task queue, a literal name of 1 to 200 bytes without spaces; never one of Sluice's own queues.
+	TaskQueue string `json:"taskQueue"`
+
+	// WorkflowType The one workflow type allowed on the queue; null (or omitted) allows any type.
+	WorkflowType *string `json:"workflowType"`
+}
+
 // APIKey defines model for ApiKey.
 type APIKey struct {
 	CreatedAt time.Time          `json:"createdAt"`
@@ -449,14 +458,20 @@ type Node struct {
 	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the workspace's nodeTimeoutSeconds quota; not on DELAY.
 	Timeout *string `json:"timeout,omitempty"`
 
-	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
+	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH, WAIT_FOR_EVENT, SUB_WORKFLOW or TEMPORAL_WORKFLOW; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
 }
 
 // NodeRecord defines model for NodeRecord.
 type NodeRecord struct {
-	Attempt     int        `json:"attempt"`
-	CompletedAt *time.Time `json:"completedAt"`
+	Attempt int `json:"attempt"`
+
+	// ChildRunID That child's run id.
+	ChildRunID *string `json:"childRunId"`
+
+	// ChildWorkflowID A TEMPORAL_WORKFLOW node's child workflow id in Temporal, once it started: the execution's workflow id, the node's key and its workflowIdSuffix, joined by '/'.
+	ChildWorkflowID *string    `json:"childWorkflowId"`
+	CompletedAt     *time.Time `json:"completedAt"`
 
 	// Error Why the node failed; NUL and bytes that are not UTF-8 are shown as U+FFFD, and past `SLUICE_RECORD_VALUE_MAX` bytes it ends with its true size.
 	Error *string `json:"error"`
@@ -1260,6 +1275,12 @@ type ListWorkspacesParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// DeleteAllowedWorkflowParams defines parameters for DeleteAllowedWorkflow.
+type DeleteAllowedWorkflowParams struct {
+	TaskQueue    string  `form:"taskQueue" json:"taskQueue"`
+	WorkflowType *string `form:"workflowType,omitempty" json:"workflowType,omitempty"`
+}
+
 // StreamWorkspaceEventsParams defines parameters for StreamWorkspaceEvents.
 type StreamWorkspaceEventsParams struct {
 	// LastEventID The id of the last event received; the stream resumes after it.
@@ -1298,6 +1319,9 @@ type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 
 // UpdateWorkspacePlanJSONRequestBody defines body for UpdateWorkspacePlan for application/json ContentType.
 type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
+
+// PutAllowedWorkflowJSONRequestBody defines body for PutAllowedWorkflow for application/json ContentType.
+type PutAllowedWorkflowJSONRequestBody = AllowedWorkflow
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
@@ -1427,6 +1451,15 @@ type ServerInterface interface {
 	// Change a workspace's plan
 	// (PATCH /api/v1/workspaces/{workspaceId})
 	UpdateWorkspacePlan(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
+	// Remove an entry from the workspace's allow-list
+	// (DELETE /api/v1/workspaces/{workspaceId}/allowed-workflows)
+	DeleteAllowedWorkflow(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, params DeleteAllowedWorkflowParams)
+	// List the workspace's allow-list of Temporal workflows
+	// (GET /api/v1/workspaces/{workspaceId}/allowed-workflows)
+	ListAllowedWorkflows(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
+	// Allow the workspace a task queue (and optionally one workflow type on it)
+	// (PUT /api/v1/workspaces/{workspaceId}/allowed-workflows)
+	PutAllowedWorkflow(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
 	// List API keys
 	// (GET /api/v1/workspaces/{workspaceId}/api-keys)
 	ListAPIKeys(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID)
@@ -2859,6 +2892,125 @@ func (siw *ServerInterfaceWrapper) UpdateWorkspacePlan(w http.ResponseWriter, r 
 	handler.ServeHTTP(w, r)
 }
 
+// DeleteAllowedWorkflow operation middleware
+func (siw *ServerInterfaceWrapper) DeleteAllowedWorkflow(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteAllowedWorkflowParams
+
+	// ------------- Required query parameter "taskQueue" -------------
+
+	if paramValue := r.URL.Query().Get("taskQueue"); paramValue != "" {
+
+	} else {
+		siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "taskQueue"})
+		return
+	}
+
+	err = runtime.BindQueryParameter("form", true, true, "taskQueue", r.URL.Query(), &params.TaskQueue)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "taskQueue", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "workflowType" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "workflowType", r.URL.Query(), &params.WorkflowType)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workflowType", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteAllowedWorkflow(w, r, workspaceID, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListAllowedWorkflows operation middleware
+func (siw *ServerInterfaceWrapper) ListAllowedWorkflows(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAllowedWorkflows(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutAllowedWorkflow operation middleware
+func (siw *ServerInterfaceWrapper) PutAllowedWorkflow(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "workspaceId" -------------
+	var workspaceID WorkspaceID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "workspaceId", r.PathValue("workspaceId"), &workspaceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workspaceId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutAllowedWorkflow(w, r, workspaceID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListAPIKeys operation middleware
 func (siw *ServerInterfaceWrapper) ListAPIKeys(w http.ResponseWriter, r *http.Request) {
 
@@ -3407,6 +3559,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces", wrapper.CreateWorkspace)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.GetWorkspace)
 	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/workspaces/{workspaceId}", wrapper.UpdateWorkspacePlan)
+	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/allowed-workflows", wrapper.DeleteAllowedWorkflow)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/allowed-workflows", wrapper.ListAllowedWorkflows)
+	m.HandleFunc("PUT "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/allowed-workflows", wrapper.PutAllowedWorkflow)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.ListAPIKeys)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys", wrapper.CreateAPIKey)
 	m.HandleFunc("DELETE "+options.BaseURL+"/api/v1/workspaces/{workspaceId}/api-keys/{keyId}", wrapper.RevokeAPIKey)
@@ -7414,6 +7569,317 @@ func (response UpdateWorkspacePlan503ApplicationProblemPlusJSONResponse) VisitUp
 	return json.NewEncoder(w).Encode(response.Body)
 }
 
+type DeleteAllowedWorkflowRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Params      DeleteAllowedWorkflowParams
+}
+
+type DeleteAllowedWorkflowResponseObject interface {
+	VisitDeleteAllowedWorkflowResponse(w http.ResponseWriter) error
+}
+
+type DeleteAllowedWorkflow204Response struct {
+}
+
+func (response DeleteAllowedWorkflow204Response) VisitDeleteAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteAllowedWorkflow400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteAllowedWorkflow400ApplicationProblemPlusJSONResponse) VisitDeleteAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteAllowedWorkflow401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteAllowedWorkflow401ApplicationProblemPlusJSONResponse) VisitDeleteAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteAllowedWorkflow403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteAllowedWorkflow403ApplicationProblemPlusJSONResponse) VisitDeleteAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteAllowedWorkflow404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteAllowedWorkflow404ApplicationProblemPlusJSONResponse) VisitDeleteAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteAllowedWorkflow429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteAllowedWorkflow429ApplicationProblemPlusJSONResponse) VisitDeleteAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteAllowedWorkflow500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteAllowedWorkflow500ApplicationProblemPlusJSONResponse) VisitDeleteAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteAllowedWorkflow503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteAllowedWorkflow503ApplicationProblemPlusJSONResponse) VisitDeleteAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListAllowedWorkflowsRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+}
+
+type ListAllowedWorkflowsResponseObject interface {
+	VisitListAllowedWorkflowsResponse(w http.ResponseWriter) error
+}
+
+type ListAllowedWorkflows200JSONResponse []AllowedWorkflow
+
+func (response ListAllowedWorkflows200JSONResponse) VisitListAllowedWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListAllowedWorkflows400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListAllowedWorkflows400ApplicationProblemPlusJSONResponse) VisitListAllowedWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListAllowedWorkflows401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAllowedWorkflows401ApplicationProblemPlusJSONResponse) VisitListAllowedWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListAllowedWorkflows403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListAllowedWorkflows403ApplicationProblemPlusJSONResponse) VisitListAllowedWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListAllowedWorkflows404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListAllowedWorkflows404ApplicationProblemPlusJSONResponse) VisitListAllowedWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListAllowedWorkflows429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response ListAllowedWorkflows429ApplicationProblemPlusJSONResponse) VisitListAllowedWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListAllowedWorkflows500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListAllowedWorkflows500ApplicationProblemPlusJSONResponse) VisitListAllowedWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListAllowedWorkflows503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListAllowedWorkflows503ApplicationProblemPlusJSONResponse) VisitListAllowedWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PutAllowedWorkflowRequestObject struct {
+	WorkspaceID WorkspaceID `json:"workspaceId"`
+	Body        *PutAllowedWorkflowJSONRequestBody
+}
+
+type PutAllowedWorkflowResponseObject interface {
+	VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error
+}
+
+type PutAllowedWorkflow200JSONResponse AllowedWorkflow
+
+func (response PutAllowedWorkflow200JSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutAllowedWorkflow400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutAllowedWorkflow400ApplicationProblemPlusJSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutAllowedWorkflow401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutAllowedWorkflow401ApplicationProblemPlusJSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutAllowedWorkflow403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutAllowedWorkflow403ApplicationProblemPlusJSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutAllowedWorkflow404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutAllowedWorkflow404ApplicationProblemPlusJSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutAllowedWorkflow413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutAllowedWorkflow413ApplicationProblemPlusJSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutAllowedWorkflow422ApplicationProblemPlusJSONResponse struct {
+	InvalidFieldApplicationProblemPlusJSONResponse
+}
+
+func (response PutAllowedWorkflow422ApplicationProblemPlusJSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutAllowedWorkflow429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response PutAllowedWorkflow429ApplicationProblemPlusJSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PutAllowedWorkflow500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PutAllowedWorkflow500ApplicationProblemPlusJSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutAllowedWorkflow503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PutAllowedWorkflow503ApplicationProblemPlusJSONResponse) VisitPutAllowedWorkflowResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
 type ListAPIKeysRequestObject struct {
 	WorkspaceID WorkspaceID `json:"workspaceId"`
 }
@@ -8615,6 +9081,15 @@ type StrictServerInterface interface {
 	// Change a workspace's plan
 	// (PATCH /api/v1/workspaces/{workspaceId})
 	UpdateWorkspacePlan(ctx context.Context, request UpdateWorkspacePlanRequestObject) (UpdateWorkspacePlanResponseObject, error)
+	// Remove an entry from the workspace's allow-list
+	// (DELETE /api/v1/workspaces/{workspaceId}/allowed-workflows)
+	DeleteAllowedWorkflow(ctx context.Context, request DeleteAllowedWorkflowRequestObject) (DeleteAllowedWorkflowResponseObject, error)
+	// List the workspace's allow-list of Temporal workflows
+	// (GET /api/v1/workspaces/{workspaceId}/allowed-workflows)
+	ListAllowedWorkflows(ctx context.Context, request ListAllowedWorkflowsRequestObject) (ListAllowedWorkflowsResponseObject, error)
+	// Allow the workspace a task queue (and optionally one workflow type on it)
+	// (PUT /api/v1/workspaces/{workspaceId}/allowed-workflows)
+	PutAllowedWorkflow(ctx context.Context, request PutAllowedWorkflowRequestObject) (PutAllowedWorkflowResponseObject, error)
 	// List API keys
 	// (GET /api/v1/workspaces/{workspaceId}/api-keys)
 	ListAPIKeys(ctx context.Context, request ListAPIKeysRequestObject) (ListAPIKeysResponseObject, error)
@@ -9763,6 +10238,92 @@ func (sh *strictHandler) UpdateWorkspacePlan(w http.ResponseWriter, r *http.Requ
 	}
 }
 
+// DeleteAllowedWorkflow operation middleware
+func (sh *strictHandler) DeleteAllowedWorkflow(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID, params DeleteAllowedWorkflowParams) {
+	var request DeleteAllowedWorkflowRequestObject
+
+	request.WorkspaceID = workspaceID
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteAllowedWorkflow(ctx, request.(DeleteAllowedWorkflowRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteAllowedWorkflow")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteAllowedWorkflowResponseObject); ok {
+		if err := validResponse.VisitDeleteAllowedWorkflowResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListAllowedWorkflows operation middleware
+func (sh *strictHandler) ListAllowedWorkflows(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request ListAllowedWorkflowsRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAllowedWorkflows(ctx, request.(ListAllowedWorkflowsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAllowedWorkflows")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAllowedWorkflowsResponseObject); ok {
+		if err := validResponse.VisitListAllowedWorkflowsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutAllowedWorkflow operation middleware
+func (sh *strictHandler) PutAllowedWorkflow(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
+	var request PutAllowedWorkflowRequestObject
+
+	request.WorkspaceID = workspaceID
+
+	var body PutAllowedWorkflowJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutAllowedWorkflow(ctx, request.(PutAllowedWorkflowRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutAllowedWorkflow")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutAllowedWorkflowResponseObject); ok {
+		if err := validResponse.VisitPutAllowedWorkflowResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListAPIKeys operation middleware
 func (sh *strictHandler) ListAPIKeys(w http.ResponseWriter, r *http.Request, workspaceID WorkspaceID) {
 	var request ListAPIKeysRequestObject
@@ -10099,326 +10660,340 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+1YbubY3+ioaPt8YgW+VjW0gCfDPcYPTYYcADWRlr17OwXKVjLUoS+6SDHHn5DnO",
-	"A50X+4bmlKpU5fINQ26bsfdYHcpVumtef3POL5VQDkdSMKFVZf9LZUQTOmSaJfDX4ThRMjH/ipgKEz7S",
-	"XIrKfuVqwEhXsM8aX+gS2Sd6wMgoYXdcjhUZ0RtWqwQVbt7+a8ySSSWoCDpklf1KiI0GFRUO2JCa1of0",
-	"8wkTN3pQ2W/W60FFT0bmTaUTLm4qX78GlSPW54Kb7o+j8vHcy+S2H8t7EqWvvlCER+kwRlQPslFEfoNB",
-	"JWF/jXnCosq+TsbMH1tfJkOqK/uV8ZibN6fH1hbRSHKhZ46M9QZS3hJm35s3LJa1teagPrNwPG+9mHth",
-	"7nC8VtYbzwlVun3HZq8Sj9wpiqnShJl3ScJCxu9YdAA/KJ0wOiQJU+MhU4T2NUsI1+nYB4xGLMlGb/qs",
-	"QqfV46NK6Xi50C93KkFlyAUfjoeV/ez0caHZDUtw9HzI9fS4z+kNI4r/PfOsx/Cd33PE+nQc68r+bj0w",
-	"5x57hVOfjqFROobLcMCiccxmLaCyv8/bT5W1sd52fpTJrRrRkM27jvDCvOHce62sM56v5mM1kkIxoFu/",
-	"0eiC/TVmCvYslEIzAf+ko1HMQ2rGuTVKZC9mw3/8R5lBf6mwz3Q4ihlOR1MeV/ZhSExp0pPRhAyoIlQQ",
-	"liRAvuC/qrL/7y+VIVOK3pghDcfmbUYosUOFCe9Xtvypfv0UVJSmeqwq+ztA77g2HVeOxR2NeURst9lM",
-	"B1qP1P7WlorHPGS1iN254astjh9V3Udf/ZX7XwnrV/Yr/9dWRua38Fe1dY4t4PpN76CbO1dkSGOzBSwi",
-	"MiG9hNFbhRcSWqqZLg+l6Mc8XHfBjyM2HEnNRDipvmMTck8VGSsWkXuuB4SSiPf7LDGkwWxJxV/HvWwd",
-	"08Est4Ben6H78rFX0TWscCYaflJynMANMbNgsI5vZNLjUcTEmgtpOsh4HOmxWIobRbQkVEg9YEl2Q3Or",
-	"uJ2tYjaUpZaxn77+WGun5S0TZEgnREhNtByHZuG4SlcOVuxYaJYIGq+5YNw2k95vtya7+RtaeGupC2oH",
-	"+BjrcimHTA+4uCF9ymNzIwVeRZbcseTAHix75gZU3LDIrJ75wq4WUIs3nMXRmivWIPatWcQwYX1zd/dJ",
-	"o14z/9cwtGSU8DuqGdm4eHNIGnuN15sHhMZGcOMa78blyYfjw/b126ur8+vTs6P2devk5OyjR0vHSZyn",
-	"oc3mNA3twwxXoqD4yWPsUgu794gkoWHIRlqR3linG8ZDs1lmkVRAlDnehsWkAuOHixOzvTRdMxpFCVPK",
-	"UGEqiBzrnhyLiICUQUZGbOKmB/NQHRgRKpnYgVBNQO4wO2CYb+Qfht8TOhqseRia7jCoWadhLG6FvBdE",
-	"yIiRTuVzp+Jt6Y0ZwhaLbpjaqm9pWfka+N+GkzBm+4SSamdcr28z0kv/RadaMR2oxQcEXl7tgOAnj0Xe",
-	"oDXYEKkJJTiqo9bvbuds9+aNmCvtmKDZYjNhfwePxWisn/o6m1MbShGOk8TwSnLLJqRT+fKFcNN7LRwr",
-	"LYcsOY7I16+dCgmpMBPrIaOL7wwhGHKlDO0y45/6zNtI+GnxFuJrK22hbfmRthBaIxtGKhR/jdmYvVAB",
-	"3E5PGg/I/YCHA8KoYV88vHXvqk0S0/BWkfsBRZqQU12LS50wGmHr5lXzhGtyw++YMidES0kMiz+winh6",
-	"dKgmuJxwXk6lfmPIw5pnpUTZJq9pPdqmr1i12d/pVXfCl43qHn3Nqru9l+Gr6DXb69cbcNT7MABf6NjJ",
-	"tvbUe2GJbRVSV/H1x9jSU4lUOCdfXEl5QpMb9piqBPscMhYp0qjvvN599ZL0Jpopf0kanhx2TiexpBFu",
-	"MYxkqaXRUlbx9cc67TB0Q41Mq+YYUl/2cBzOLdp7KiZrrtlfY6mpXSxDPqgmQ6k0adTrdTJiIjK0BO4S",
-	"4RpZT0YvPH3gj1w7yy0f9F1Nv3lsfeBejuPI8GxFpGDO9OFrzTAARTbcPGXSEUrLhEX+lAPvCub+IHcs",
-	"UfgQGCIZsaQjgOcEKXVSmylBSbs2O6xsn3a0ivSp0m7LDQNKqGYdIRNQis3BHFIxIVyQfsxvBtrslBQh",
-	"q5FTlD1BkbOjpyIVSTuCxoauTdxvVmStke4F08mk2uprlnRxSJrcD1jCyD3l2jQ5YPFI7XeEGT2uSJRQ",
-	"LpQRolLDlSJmQdQggG5BOjaSVML6PI5VrWOUG7QbgeXA63XarnHJQikiUKLMGEiP9WXC8ArQYba3RmMx",
-	"O1vLGznnmXfMYfkg6FgPZML/ZuvSZ8dne4wmZtuMIpWjuI3scuS6XepqjP0vHonuwhAt70S9TxuuyBVx",
-	"cqNMSMLu5K2VXT8Iekd5THsxewRV2ZIwbuRzNTkgOpkQekO5IGogEx1PcgqhR5wvrRg/9oaz7CKmHzwW",
-	"cclmYa6kmYk5q5respxeKOT9PhGSRFTTHlWsI0IpBAuBbITmJPcTxkDa5EjhQaUwAijlOn+nIynYQUdk",
-	"64VW2dz1fZxblkxMn9DJShcrXVzoujXi7xjwpVEiRyzRHE2GYcKoZlFL5+yNEdWsqvmQTRsdgwqPlrBN",
-	"Olvnl+kfRoYIfS43n/Z5ggp8QkPNEuUYhGJhwnQA28ri2IiBitARTcAKPtWFvTBzZiXGsb1DaHSdauI+",
-	"b+ldbBrOzLj/rsAreSsvLEc6+cBbeH+4n9KWZe8/DO1xhzSO2QxvVAi/mVWi7pjXiPmBRkMugEsJCUIz",
-	"cp+M3R0YhTvlfeYN83JPGgUrKBwSaKxkAMmYkb7lo9ghkDBvS3pSxoyCaeyWTRYazUnr/BjGMlYsOiBm",
-	"k/IdmKaLW7H8VsJc4visDxrePIKDa55a+0Elmzdup5pk9sZZo58xWrfdhYOEK+8Wz5/K7JPy0Z9ufiPX",
-	"vroxFQtptXmn9EK4K2BeKB++CFl8YT0aDx6941dfKkwY8vjvymHr9LB9ctI+qgTu38env3tjmHeNbXOl",
-	"A85U1emD3bJCexfMVF1fNLsfSMVI95ZNus5IAHQ/lag0+6xJMhZOniSWH6XbH3SENLdtZK6+EUyNpAAd",
-	"4fUHNVkZmYINR7GR/OQdw5NodXf8T8LArRAyI47Hk8CpGh3R3LXqWWCHaLiQlqku0tx9uRmkJg4jogoC",
-	"QjKq31bXjw7gIfRl+Ko0/x1QjdJrqt4TMG6D1dSMUZCNnWYzU+E3a+TYCP1I5/pjZADIJs/bp0fHp7+n",
-	"rQ9kHIGE3aPhLUGTv+EWKAgD3wBzkpOmzZJaUWGcCCsZ58/dLZuzvek6HZBwwMJbZ66yng7tOBhavcy8",
-	"Ng0ZSAWyGYaksoMdl3tj3yRySBpmbxr1elCv11cbSVF0gBOf6AuqWTm1vmWTF3jg4EVQLAKSHceCQheg",
-	"BQgNN/hdbxzeMr3fEd0vnQqoVJV90qjVjH5bD0inYnS2yj7pVBQIRZ3K/9sx4s7YvGl+740Tpc0b5mP7",
-	"3dcu2VCMkUs3ejh6tKeY0B0BX4CEaFWhzRo5XG6V4ByiidWzTW2lq7RVq9U28dx4YjZ0WNlv7AZmNmYf",
-	"YSqG28PKNupfi+TGnDO3y6XkBkQGlOQ8Py+NItB8aXzuHds+jRUrnmRH2IvAkyEX7u/GIqIIbcweXoZY",
-	"edgQb5xRfh6P+d0ZpB80oTWFu1K5Doc9e1kciuFhixImUrQ/jxKmFJclktgbfsfQ46HIBl4UMpDjhER0",
-	"UpX96lAKPSD4v/bRPWO3aAVR/DNeAWU1EBDCrU7q+jHvWUfN/x1RHk9qpP2ZhjqeODtOfoxAbcEDeEdj",
-	"q9oYarPiRnFn4C9frDIRKqh8rt7Iqn2Y0HujA9cu6P17a9H3Xqjy4UgmOrsa7v3MJs9EKA1D2YLHX2FM",
-	"uVnZ44eq2HbjZbO5swjV8uBza5h4TEfnMuYocsy7JGe5l430Rg2DzaFx7GmbltZHCZcJ15Pc200PurOz",
-	"aIpG0fpTCpZrofLh6rBSJkoft05bxHxC/jbnCXwuiRSEZScKZARqTlXhIL3cWerC92N5X8TTLRQmH5FS",
-	"lI4hWERP/4nmzKcnpoWxLyJoH9FZ60CADxsfoN1Qtgc79oKRuj7NV2YkQ/r5GL/bhhNg/8gOAE0SCkd/",
-	"nMQlIpwgzlJFPlycTJOn+oPPVb6jMxFPEMGR83RlGkGZWvuUR9EsR+BWf84eu4++obSxhpK5UL+0JpfU",
-	"FLacLcC+/zUo6qNolCqx5A3AbitCdoD2fcLB+FhbuEu2xenBf8qGX7h4y8+j+OHyEwJbx0Cx8JoofiOM",
-	"2oSv1sgTzTW7T49iskShXVta6pk2PH61muC5riVlPIpWncQTWSQLa+MWIm+hzIZbdrGy3TqnN2WGG0fc",
-	"l6Ly3t5/nabkGfweSMx8219xEayz1Gtj/nS8A7P2GYxWFT1WO5B3s892YRUKIQB3cza+fHVifseSyeWU",
-	"mc2aYipB5ah9cvzP9gUY3N60jk/aR9PGNiOGmy+rdzQxR1GZJlzj5+iIrWTd2f+Cr849ewNQwIohGO2o",
-	"7OD1EzksvX5alj6+HzB/BVN5uLCC0Cw0UrZAbTR9/UZ1ODASyYpc04Plvis1PKENo1uADHcJOprQRqa4",
-	"uImZs8IFZAQRA2x4QCKuNBehdm4uSnpmoEXhZ3f3cXSzwtid6w8dOWiaBMd1F1rremzjW6lzQurfwNU2",
-	"Iz5DsyEYC5UzNQbOxkiEJCqWOiBjoXmMEp65/geZGXW7bhRuRajZHbLRtSDP9ukfH9of2tenZ1fXv7Xf",
-	"nF20r9+eXRz/eXba3QwQ0gh+YNoRO/U6QBcVtg9afo1YZcnBCBAEqUg0ZikGASxSy9GmdbW9r7OvQRqQ",
-	"A/fhYYLkavxj6v7lNIWGE+tnKws/sLKIC/BpieV+4Eo/xZ0mlxkAJmF6nAgWgc0cvGPmHwFRkojxsMcS",
-	"RW4ZG1koaMRvuH6mCT8UTcgvB2DbwREyTm6Y0DVylkRmF8GvkvIYz+3cpzwRTClCw0Qqlf2kSCjNlMD8",
-	"aPnRkramZCyu+JDJcanywhVJxkbhjhiNYi5YQAwHB3cEujA2KPldkmicAHpmc9+BytErMAbbUwjeyTg9",
-	"x6FMIhaR1LdoNgR8ZABoxY7QGWclrBcwDDtOAmgdcPtJG+U3kIlmCbnnQtWIcy8V0XFZCw4vgmDBDUp2",
-	"mk03hq3stYK3qbE7rPxM9rE5pC7KSVh5OgYvLDmFhI1iOmHRTG9XFo1lMTmpwwictRaCdYB30bqYZMJv",
-	"uKAx0IpyQETmp57Hzf4wM7GydnH93CzTtrzJzFu4lEmst3BPMIGlRg37vq6WOX2IppTNUu2xdIR3TOhM",
-	"QZkaGcsHJT/caiBkxEqVAnNSP7aOr67fnF1ct//ZPr3CeBNzFDGk+N78j5aL7TL52GdrJHAdz5z9lbxk",
-	"CK9/gIGwJEobxmx+J7RsYhgn0Oc3NTs7YMZ9mRT0mMa0vXFEtWaJ6ej/+Xer+iet/l2v7l1XP/3jf5Vy",
-	"QQShlxmPJ+S/Ls9OkXjbMcmxHo11jbTA60yGjAoFOKDaU8ssyzpp51x9c0lipteDzTke+l6VxpvP+N5j",
-	"5RhguNi0s7QJ7gEibRbiQjMkS5AXWZ3pszchv7evjNYthZddAOA0eDZirjSJGYWIFW3OyHeRaCPc5VmY",
-	"yxG9ATcukA2UbhTZmDk1ECuWIrSnMmIX0F6pOc+M6zRn0ytBOcJvDpkh2OcZw6WadLecGLGVuVe2vnhE",
-	"7SsGynUtQA+AS118BEI88O8hoXhpF55Cj2FODzwLWEBKnC4hhgXQRLMIZFE7GLOycMI8sJh7zcoel4Cp",
-	"zuRP1I9WxkQmTCeTs/6CHBko0pjdN+8bcTUVnG0YLizcgYXZwNCpIDKJuKDJxEirS7m27BxXMacuJ3yk",
-	"5M4JIGuKuubDuV6E9Y30mUy0lEWgOCpPFsxWNcgR9xyVdhR3LrN4DLN+xnm+j1W/eBQ8w/XFh9NTNFwf",
-	"nr0/P2lf+YbrwIOPfio5FhBS3nZcK79CaRBpGZYWSPWXBZOziUNcQ2UTS8OYi7HYR63fa8SQXwuXTxgZ",
-	"C/7XGJFxLLphwJYgvIAcnp0eHV8dn50iSR3SCQlpkkxI11DILtGSjHh4i5HWCRXhoNYR79mwxxJrijDt",
-	"s8801GQjpIpVFROKa37HNoN8MMsI3AuGrOBHFvmJCE1nBeICwjP6/KbEIkSuyoLGbAR4KpAp1Ir3Uq3Y",
-	"i5PeDMxrHZELT8SAcgj8mGhWigUN85DfuRhy71Uj2EQ3bIXbEmEAYym/XLoVs/llrcy3l6DJw9kwkO1y",
-	"5ZkxMu5kLSl6wHiCnCqzndBpy8kGbksWL5derSADYF6+Oz4/bx9trmRnWdleAuHkMTXTGYuYKZDNBlQ5",
-	"kOrmYk0J9+LTN5fl3jIa6xIFGFC/araoW+YHKxKTjK0u8N7P1tfh0JVoF+Yu/2BQPovsnq8wlstOi64e",
-	"xHpl2Ds977rFUtwA9FgwYrTT4QiDKQGWnrdNAixzyOOYO7QmpM5AqrmZ4ven7oE5q2UX4QBC06UgR+2T",
-	"1r9Kg6nwQXHckKbkov3Hh/blVUCuLlqnl2/OLt4HGSMJsM2AgOreOnxrhp7X5ZdCqiuJdu+p7BAJMzvO",
-	"IqLlDdMDliy+sgixhndmHV2rq0wdYLsx5WLfo+jOqeqbX+mPg0nK0qzYfUBOP5wAfQRGZf0CCYPN/HD1",
-	"pvoa/lKgoVJFPvzjzZs3R8hggTw7n8NF+/Ds4uj6n62TD+3r963/7toGuSbMnJE084YZcprybbFq7nTu",
-	"6bNuLSVp4Ai8GmBHHot3cS1WHKiRVkfc0XhsA1kWjt8IDSOjv2OQAUaimuGK0Agfnco++dKpwMsQaTCu",
-	"17dDcAjwvxmmWIFAhITdcXaPwQjZS6gy2/AYqiBeBz/qVL5+tYGfxVX6NrRsGjMMNqkS+dD328VUGzkO",
-	"uDOopmykajjfWzbBqdWwJbJxP5Ax2zxwe9MR0/LZhWPbMb9lzhG4D3vXEQs2L0CSNqSJIQx2B1IC0RHZ",
-	"Ufwey7xYVV14O5ZTXQ0tyrRWR4SXJm+eHugol7uX6ZlwJGe2qjifSD6GWrjAPPT0eqG3zsurhFZGXagc",
-	"ntlcVWkizfxS2SChUo6yOsJsINUMomt+MVJ3SIUUPKQQlzrcJ7G8Zwkx2lpAhCQ6oTw2snUkZ8VVY16M",
-	"c5agFJEfnBzn0gAgfXgQ2rGwlTCzsu4Du4SroBXdnpzTcVmU6dOvIsZhfBCax2XcnmGsJ7wFXHh/SpoL",
-	"aRynEaMwLIiFdJADlre6rbzO/gBLV7AYhlKcgpFGMOdTJJki9wMeszQpnE3WmiZNtloiWtnBQjAWgoub",
-	"GumqWz7qGm7LlEudAjZGrg9IFz7oplmlCI3j1CkLTm97lU0jzq5WeknPLeDcffDmot2uBJXzi7NKUGmf",
-	"XrUvzi+OL9szv4XLrfJA7IIdiH6+wElNr5alNL7J14/Mt3kOjaoKOsGA3rEcOAKCHxcGHC0Pqi/Ef877",
-	"IA21fIw7DiMM/KVacJEXTwbyHylElHt/zzDVQ9ohiiutmFakxxSPGIihflIytBJtDPkNqmSkXq83XhEF",
-	"ma30gA03DzDk1QUsYfoerjEuui+TkEWAeAIrHM+wIC6GmYIWZJNb5E9SVMQml0zH/QJQ0Dj2j9MLPwRF",
-	"HXi2GsHunYXHj8be2GnubZact8UnzutneoiZETt/2s0JhzCCgMT8jhlqEDEQRixxS5hmAlY9YUMJcfMD",
-	"NvQngoxgqTksmkJfJm2K6ICSObRjNjRHDtT2VMc1MzAUTUJaUh9HlOpvysjHNIuZz9wtsOnqAdfbtN1C",
-	"Ma9kpJDHTWlw4kxqQ/rZvWr23Vl7IxbGNGH+UnpZtRS9K65pc2pNlxll3ghRMlZrC0H4Ar4cGK5r7R3B",
-	"Y475ZX3n9XLDVsfiDZgsp0d8ClrTlJcUdHIvh8NBZt4AZg0gvVVPwqKhutyob6UqOwhO9EGZAQjZ9P0z",
-	"2lyRMqDoU7hSAWGfAU1+A78re3t5HJMeS1OaTR3mhawKsf8zbp3L9+DlgpuageGR3gzSLJXFGQTEy8j0",
-	"MCqX0qMjOimjc3SiUv79wgc7viADbijdJLVVbOTM6uhepSLyzOc28x0NNb/jehIQGUdpvrvNA+Q2vQly",
-	"H49SjkWNtJCx9fnNOGHgaN7P5QMCgpXwKC9cbL/crS8Pvlx4qX2/QvFSexcXvchu0+BUMZ0npnC3ZTJj",
-	"ZwvXfLuxu/1yic100ul7Lo6ng7yngvwSbeZkaFRxLq4hGDtAP0iP6XvGBAiz8I06IDTNL8iHTIMtZu48",
-	"Xr/cWX4SZWN2P5Xe+QBVDuuY4yKMxxGLHsZaFw4SEOGpS7aMu5aLw56AkJqMHUlAYgB09x6JUCiH5qwv",
-	"SQycaRndmR07SE8w71Q2a6Tlk2meZncsiicotiiLz5iiK0uu0Awi+IdH/IyQJyYErT3la7XM9B9G/tS4",
-	"99ECEE7LEUbIHSGef8DjyJAARTYuP/x2/fHs4t2bk7OPm9O8E4i4jKPAWhVjdsfi1Mxvxeu0PRLKsZHD",
-	"DDMDl4H1dyhD9TyygmmXdMLAp6nGvaoDTxjl8d6Q6hFVCs3fxYtobmvWIx6yLJcp1wGOwtBsheNDFo6k",
-	"HAfnz9p3Y4Lu8RAB9T4f0luy/IdozIPpF+rxLOSbS9/3hcN0vZzOl6TeXl2dWyN0qeriqciwAeaIGCYA",
-	"8pTFHrHPWHWg2jo/ho9ZAgEZWWrWFWXvhZFPOSXWl13ylzivEQVlmpxPvOdyo4LAXypZlzHmoiw7c2sK",
-	"uk/JSSvKmiW0oITMFwWmMuuSS/Y5bSl5c0j2dnZfpYQaU5mqMi0Zc5x+meFkU2UpdFgcVZHQuGSlNnWV",
-	"rcHyX5dnp1WYPUuq4NfAdPRL4iA9nFCJoZsLpY2cVzrmKad8Ls2Kjtkc3/40LEihpPHh4tinQbdcQCUq",
-	"O/fFrlTrZcD+5wL4gVuVx2lY18ShIZ0lMgAQ/4TFjCpGIKGblo7dl+cuS5PLrpQeIKZ8uJ5PxzMQzQTo",
-	"z0tz76XSK2Tqo9qx7KVcrw+JTOdqRHU4eEN5PE7KmDgGWlsSSaQgV2w4kgmNUakFgCuyOarJdvnOuF7W",
-	"9JHPD6V4LNB4TJVuL41E90PlSlXEpaG2sJIPw9p6h2Qx3nbJmmrIZo3KEqUb/SC4sWvwioe3C8u4geMg",
-	"PVc8jet4Sm9rLkopqNjskGcLbeYf0xe/WxQdXxornHqE0wMb5ClwCS3w70JQCA7yfW4+4fUpauHiT1FK",
-	"f63nMo/HcDZnnOj7+Jr9U1aaOOPwpHX8HvzKR8eX562rw7erQJF9zNmiSKyiVOAimO4FmonJCNoBy8Yo",
-	"BgNRltqTJS+MEocwDqhVddG+uvjX9f/ePHBpCGPWh1gXBO/mPgQcj4J86jnkWcE3TsNb2e8fStbv85Db",
-	"JPeebF4qmGc+5z4XNMa1LmNpPn4NzGE2b7ZQ9yyx2jRTZGOnXq/u7u1tWlJI0cGKJujUsgvahGI6AFUc",
-	"k86CoOnUclChDFWPyEZvQmw8tdVudz5/BioH8aJURPbx7ufP7qN8tE26Brt7e94i7NTrZXw3S33g15j1",
-	"BE+uOY2dhlHizS2UfEDsE5yRg6wyyaDU0+25Gsoy6OIvgddsZnWaB2RM3ReZ4jxX/zRLMHN+zjZpk+6j",
-	"lc5SReXPMCBY1wlqtuVXrVxanrr+zv72ODmtpnKCPnrE3LdPpLk4PtBwoz/mxVyl0VZQT9fKLl75qehB",
-	"AoxpbLbwAl1BJ9ifufi3fDQqdLaS3DI7CJh91m94YjWcEoQl+2wHoyWMJ41047GFlawzLNv7FR/OCiiE",
-	"Aex6lm6UZIW8JxvmVk1yQ8nTtuXOfpGIPVZe1JI8qPDbOhrLfOXAz5L6WEnifmQR1CWdyxMvbx2myUIG",
-	"W/TE1vyOp3vobVjuohTPrXeh8yRlFSCZI+ePIZmmrOH7CKaXTOegig/LHpTCGQs2aESrGflpSCfkRqZl",
-	"DYAu2Iz+mBTeBhS5dPb1cltCKQ6xrNORkeXgDewQYrtcKng1YsJ1WK/V67lOF6IaCws9G5s4Y73T5KoI",
-	"H3vYii8DB7LJCGSCbMDI475Pegm/z2KuPBfs84ABrNr/fKTO6gNYtf95AL9T0yfmvUoxm4/W8Xzgz4oT",
-	"f0jni1z/qwyhDI6z3CjmOJVW3fxVu18AuVn57K3a/3y4zLe4/EsAQFYZRjlaY/EwVkFvrDKeEtTF8oP5",
-	"LtToYQDexZiMhxymBwx+DvDhWxznxZiGb8DQFnv2n5quLeu0f2ICVxCzPEZbKlf5J38l+2dWyyirt9s1",
-	"f3ankrGAVNkdQYFWROfHUtx0RDIWGGKZfg8CILxFxYTccxHJe4d2gQYComIOeSM3aEc4STUhlGAVl6zy",
-	"FRS41PmaV6YvHBEYILnuCBrH8l4dEGG68IAbMnFeJIyfqBEQS6AKu2BkQwpCOyLd832Sxcc/qLbR9MYu",
-	"pSpcDRgunXU1lq7ciCVcookwZlThrrmkW1gTimywOybiCYHZOM/l5kPAqIlvqU8nittTaoVPSitnXeKE",
-	"zNHB8a+JNIFecHxlF+EDaK7nMV06EWxZYqibcYKV6RDM61XUIvZ8gZmfWsTUsuEK68YSrIvjXxGsmBfu",
-	"10Tmr4+XXxe9vh6gfD0s9/r46vWhyY8MC14DnbsyaPZhzO0qw59nXK5QLG8zTVqYMXC44pAUxVqQXcgN",
-	"YlqXJPDfjN4+ETF92ohy/2N1y0dVOcJddUgzXN0Z4vnasOJHAfw+Bmr1kfCkK56BGWzzsYv1PRe9+45F",
-	"7zz3y8OK161SaW72mVqzltaDi2LNrIb10Yc4lQRwYy5MmouuQAymkPd+8kwXmA2h3hsInQcXIBck5oJt",
-	"EtA4UNfQPnxzPge5nYWjBHfBFH7S6DXv2v+6Pjl+f3xVW6F+LjhwbeY3CsOEDja80CgoITyjWm6yqp0l",
-	"YVTJXMD5x7OLd5fnrcM2Dr4SVNKJVILKb63Dd9dnb95UgkpWGqASVC6vWhdX1xetq/LI9GSWPfqjDUxU",
-	"ZCwi1CrzBbu8yY3nJCmgcBqqst+HLAW4A26wFhNDScQgH7lLtJ9WVtjEbP/4VTYv+52r0osHKWYQrIBN",
-	"3Ej8Jpv+A5Md2H0ovRvIoVydoZm4ZfVouTsilz18LXCs5ahLunwhdfaqNRdXzWXOZ9X8x3ar3MGdXOKz",
-	"kCYJZ8uVRFwNpmveRkDYoU1Rt4RzgX3WVn1bZTtnpg03U4dck2irMOf8UlMR0SQidqkVYeKOxXLEyBfT",
-	"cIAgCk2Ho4BEVNOvteVxrYVqXaWOe+/YFBGeeESmcwk5D7q3nHmgaH7d8l51/6xnS7XEPXwMR3vxan8f",
-	"f3tJEcdHKDAHU+JMHSVyNCoraJFqD5jdDSDnbvchJ7Vh0KAF9lgI+We49oKW09IyNubRAkA/tn97e3b2",
-	"7tpWfTtuX16/b/03ycYDSQsHdOoDKwrA264ev5akx2AMOQrgEsiXJIxfr4bsFB5y+QABu8xlOKw0iw8g",
-	"w4wibVY3wg8eDr6yZWwfjPpZ2MFjo4ByhWZngoJKiIN3iouLPe8+OY7mJKuUmtXSrGY+jauhTTz3KA23",
-	"L5WqUjG+RCYINb9jcyOZXZEoiiGJM8WuB9x+nMkJVfqtHCdzR4HZNEXEIoLA8tSNYQ7rQI6T8lEtezXK",
-	"xew0HbL2HSpcu4wp+y7zLgrjAWGxpT+ZI2m2TrlGFWGbGqqEXKLrxVEmCLiBjZshK6+ZAIl7+DibDAmX",
-	"MnBHKx3p1HavAlsrAI8enLeKQViA7+s78F2ApYHv38aTvXgnnpYQ5mngY2W0SvfNT2uVPnwU2Sglbt9J",
-	"KirMsCR41Q8FMLTCpu2y7tE0pfdGlu5r82C2Y3p1MN2DTv0j4+keNobHhdR9k9s/H9y2+hCeAt+24iie",
-	"BOL2gM14ZJTbQ47D4wLdvtHFXALrtuJIvgXcbcUhPTbi7RuJCovgaw88Io+LYPtG53QxiO3bcJHFOLZv",
-	"QLyWhbI9PRV7ThezUrqYaSHRHG0WjhOuJ5dGarVgA0YTNqN4HI2GRr2VtwyLZ/hJj1rnx+SWTWp2+cAZ",
-	"attKex5oPcICi1z0ZQmwCwuy3UDV63tUrTVLVJojo0Y+ZiWOYRsxotUmnlLkqPW7IrLfETbBAyg9RuOE",
-	"pFguvTHXCC60/ZlpaSwoKOJJlmLZA/G9QHEYqtpQ0k8YQ7PDxpuLdps0AnJ+cUZ2A5KlOCbNeuZY0x2R",
-	"KeqbtY7oCJeQBWsmofuou0VHfOuu0SUCMuB2W2M9kAn/G5Lj7pPfYD1thQXYBiwn0N3H4Xr7g6E4WCnG",
-	"r3dSsmWBmTFkOaThgClYhI5wFoT09RrBIWMwNlekC7l2Q2h7y+a6+cd/lBRdsuHyC1nAY8xDJjBDuPWT",
-	"t0ams2qzVremLTwdan9r6/7+vkbh55pMbrbst2rr5PiwfXrZhm+ybD3u0LTOjytB5c4VlKs0anV8T46Y",
-	"oCNe2a9s1+q1beuZh7Nul3sL7R43rCwjqS0NziBROEvSEk52514oXG/0P8AGFNe5I+xCZyVAzB8cU1Lm",
-	"rcIbPAogaV4A5w1y5E3IHY151BG4sUM6IVTdYtZjEsacCU02YIRSKBmzTRIzmgh7g6xVKJId4XIim70C",
-	"05nAAVfh2DvjNe6YUeaos35Wfmf6EKYPWafUSAqbCKBZr9uKRNqaC/1D8R/nnM3wrtBh6pi/ZRNov957",
-	"RXfCJqs2ou1+dYft0upe73VYfRW9ZLv9Hbrda4Y+yQQ13Hz4st8IG+Fuo7odvuxVd+huz3zIqvV+I2rS",
-	"7d5OuJuagvYrrTCzCO1DUvKvVtoa0oUlyHD+QL1KymrCr+BM2qk3ZrWVLt3WB0Ht1WZQrGGnubf4oysp",
-	"31MBFoRdXPf57wPvEjTGD7aXGpVLPYIrMx4OaTIBI7zE8mNxjMYXTW9Uzj6jKp/MJ+5KmTVWM29VCwgV",
-	"popAqmKNDZhHF8qWuCIoNuNJAilZbUVRLjCVeEw5JNHJn9YTrvQ59L/eaf13uR0DgDY5q0KzXtTxUUP2",
-	"TH6Nogq+W64Tb5sPCzrqzpTOCM3nlTgU5uzRtmn3C4jPV6U6l9VQ5ulAL+s5nWS3TEOwElxOYG/ioyn5",
-	"GYbvWRYrzXrzZbXRqDYbV436ft38/59log+kKpklgu58/eRf5qXMdF7Ngema5V9noT9VQNTQ3HjMiqD0",
-	"Ghd/mXv5RiY9HkVM/Aykwty+VOpXL+yV9kgGkoZparH1xfznK1heaUKHzIh+9hbOwOAKW5/CsBRX39PS",
-	"emv2z1QE1CKWI/YW/vUJZIVwMJ+AXTKtbN4VC/J3wARbzFNErmY1QIH1gCWq5iRAj8BBlhxMEp6Rjix1",
-	"GeB3gOQFrrxBR6T1DQ5cVDbmx4EIWSHxfSfh9rD6GaT6hEqPaPPtCK4IhLbYF6AnJ5qCi0uNwMsNgjMJ",
-	"6ch/syOKieKzZNK2EKl/UQNSfoE7wrzqk1HIv13wtSFwyUUF1Wu7RGHFLShrhuVjbGJu9D7i+rsUwhZg",
-	"t08ga3wfVtyst1kgwJiqjpAJTtcsfloGxpPReIb2yukjLokyTzpQoNUOA5I28VKxKossySry/CajyWoi",
-	"lc9mXhfZwm69Xl9axpmOdClUw7f46fVEwBk8dZqplnHVAlt9XWSrjXo5X228LmGs5uXFnHXX56xYyabA",
-	"WLfrpZzVGajnsdZGgbXWZ/LWMuY6i7vOZ6+7D2KvjeXPkc9VZ3PRVNzDMnlmapaPLsGwfqNReka/Heut",
-	"7yz+4lTqN+ZAwQeN7aV4NVQVQebeXIZZg0IIWXB/BongECLebD2gdNfnSwT2bKqtDMSy9cX+e3IcfTUd",
-	"M0xWslBYcJ+9UEbphnLFGWRyc4b8kPU1V4pY5M02IkRpFbT39NYKBK4nEo0ZEfI+AMWdOTcs4gUDlzrZ",
-	"cCvIGNcRNviRHOvUqOrPzFoIEhYyjnlwqU5hZ1rKW4hyDakgmtl6X1hQHHO920E5ILeHN/eDYc2oOmKn",
-	"uUc2bAbkjiOfaZb0bAs7lU1rXsubPQZQXHQ2pK3rtVEGbyvhrRdwPooQxSne1VzRfJEymu0ctMgnsfW9",
-	"TIPJYZHFOI7zyOJKvfeK7dA6q+7R3VfVnXC7X30dbYfVRr/JtqOdcLf3kqbY0f1FGCxoskGbve1wJ6ru",
-	"spf96g5t9Kqvw2ZU3WY7/V36svcqfG0+AvPJLm30muF2VN1hu+bdl+bdV1F1j9X7rp0cGnW/glkdWUQg",
-	"w7whJdNo4F3gtXm47ywdL4P3ekDcNI3n0ixnCotaznfcsQ7cZfvlOM4PzgsumYgwlAHJC72hXPj2JEv3",
-	"Z3AD5ju/Sk1LkAnavQVlfVItPVWbXJF9FiYM6xRMG5A+TrtdFjKazFbueMpfY6Q6lqnk0UxrcZW1DFur",
-	"G0qKKOslrSXpTjzfs+9ghcmX/JgqWlJ+7WYJLBfshivwxlEBxP+SfLg4SeUDLeMoCzgqLzXSEeb2b3RL",
-	"2Fg3IN0ilrgbdES3BE3c3YeCJkZPl0O2GRAX6BtPAFkqRb5AgO98c0ZnGg4yIsQVUfxGQEaPOJb3rpCD",
-	"CyfpiDSeRI1YyPv2ZmV1k9yavlCkez9QLLzuWvJivWsdAZYZmxPZBubYKiqt3EIaQQtcYeBHwkI7tmYc",
-	"2CZscQPIJQEenChhSrmU0ooldzyF9AmmYScC0zAlO81mR1gxrbs1TuKu6TwnhqWmFSOgdYsaYhcNRuBh",
-	"zWrfbDTqoMIxFrFo01a9MdMJoM+9MvHsEGSnIlVZwwriYheWBqp/KvodYYNrtknz7RaWui8g8Zd0Oi3v",
-	"WCpbiZXsL43VVmqG2OoLZSXxL/VgwRJ/sjLlkiJtIeoDZWO8MoZRwh1633/3x17y+vd3//orubr/z4fz",
-	"o9fHJ+d/HsvmCT2hl/eVFbdwOq4Du3367Y2m+Od8fhlkvmJck2fLyK9oGXE8lVASzq4u9gDxeOtLpmZ+",
-	"RV5ubmlZ9WA0jPtMLMUlZGQAavW5sFJnQ+CC9ME46FUrNYwNq2rn6T32U0bvc6RsZ9YIo2cB8tseTVx2",
-	"I0IudRqDxdpYpn75ZK0EarLwlNR/GYb3w7OvFfnW8y39trf0d6ZXuKIFA0ZZp9krW+3MUAnxUUtyG89i",
-	"v5SR5oXKhTcLdl8w2DhrDdgGO2LD2gYDYoOk20eBDb7cDNJqI8DD0kBMVLteqLSRUEasRo6cdRbetkkd",
-	"PUszBfftCAqETdunbff/ur5oX7VPr47PTrtk4xWJ6AQ817YwzWaZ9uMZmI6y1VpgYToT8SRnB8e14W5W",
-	"s4xOacKB5W78dJqDhScFfH2VJV60AWvr2q9Sm9W/P+WD6Qw9fKjJGKL+Sshbi4zoDZRs8sShZzL3HaxZ",
-	"opxmPDG1s4x3qxBHWErXzDhVwezmfWddcAkDIw+K5FFAZBIBEepNCI/KrdFHuQCG5Q3RREsSc6Wf2iD9",
-	"q9KIbN2XIQ/pHj3Th+9AH9xNJfloH0cb/Kezrdz/pDGPqNOIoQS6zQ0tE6xmThWxUQak4dDL+J6rpcwV",
-	"3DkWQc5lstNsZtYcV+e4zBqaHbZ1DKEwFngW3TB3/hEZ9G9op88hBYEca5sbcWgTG+5X3rI4lgH58gUL",
-	"5tYMlSBfv8JqQw65yk3CmM4IwNVF6/TyzdnFeySalqq4l57erpYt2Xe2mNo4n3+6+JNG8F03AhTT17Qe",
-	"bdNXrNrs7/SqO+HLRnWPvmbV3d7L8FX0mu31643K1KYtg8t+wn31LkEJtbXW1Gdr6ArW0N/hHP4MODHY",
-	"XCs+FSj5TEK+QFTb+hJ5FpO5ptBL2XdCmSsV4CydmCvG5vvHyqVUp9BtB80KY0ZtsdIDYnNG+gBmMw41",
-	"mGUbLVD/Z7PoD24WXeGMzjCOXg7kvYMApgD6VFJwGZ6ssPFCoZRRajGdd3bq35vX/cr86Cq3ec+X8btY",
-	"P1e6iatZBXLm9oV2gQKz2brzch+t1e8sbeUStRJEBfPhcKzNKqX6icWEwOV0Ud49BsmCU/JieJrHo7IK",
-	"81mlWXOwF2ksjhg8keLy6euKioEdz3fHUfjemmUJ4CJimga5Nx9AxdxGzSBm5iDZ9p+F7F9RyG5FEaFu",
-	"ix9Jqk4J3dYX+6+vM02kKPRAPZQyekVzyL2lRB6f9Dy5m/hJ73Pj8e/zr3qXfwrJZNEtW08aCb7M3m+C",
-	"pZUPbFyyrdLcmBHrdJdj3uUegLnlX0oFI5bLH7a0vyT7rNQZHIIZn4zoDRcUhe4yh4kXPvmD+ktKnLt+",
-	"Ml/xBK7ddFF83+78cbh0N76SM3tpShJSr7smAExLc61D+LeTTWFgYJrBiiqQBKf7F5af73aErdAFwfAs",
-	"2twnNPXVOJQzhMEfmxOGSdwZScaC0FjJjqB9bUPwoHXIOo5GFyKFh9dDB3/ZkvyVVsJfdxUuPpyeHp/+",
-	"7u+MNTp9bB1fXb85u7hu/7N9egWh9n6aZUzkBEAmsqEYAPvM7Ltl93TrixdK9nUL4U/dzdkTtB29kUnb",
-	"VTdIJ2on1pMyZlhM5xf1Eaa3arGL0Nu+jXwsEpj5VZotgSQslEmkNp8Z93fwJDKfeTjW7T0sl4+9ewSU",
-	"B7T+UrW97RLRUeHRNqut5+TfghEQS+ICmEl1RLPeNFdZipAho/dyibiir7okJsfLYtcRkISdfARiIkj3",
-	"OGLDkdRMhJPqOzbpBhBBPGKmHxthQoc2vYlNM9IRkFQk4YYjxx5BthV8ScT7fQbTgM8weUbaFORCU4R2",
-	"xE59r0besUkeeJXVpm3uQEZ9rPyaxdqV4KvsAqc3c5EMkAVjI89QtA+iAARa18iVP9Y05mdqIciMdThw",
-	"tLqwEFjIixKY92UoRyzKTy2YswgpGx4wGkFiNkuTCzuYo8l+ubjd3UUF2D6tYcxJC++51GsRzZeQa87C",
-	"tC6rVT2l0bd4flYyI60YUu6EhP3KdtQMG706re71X7PqTvQqrL7uvaTV3f4Oc79V1gmSttPKcouUcSv3",
-	"0i/HeepLcJ5DKfoxxxT6D7UXzdh6P0PmVEYcTXlc2a80HIakElTAj4jEKsMF2DSPfrk+mxcPcQLhWGk5",
-	"ZImz9nJFILER5OyzFSm38G5CtjR7lHaazSyhprVoYYv55K1qf8tC0msRu3NTUlscP6nalpfOE2MnO8N2",
-	"Aa2RmIa3NpflNHssWwqImzSvAmfR5IZDoV1FtJRQXp5sdHMDNkxOE1yWzQPM3mnUgIjRKOa2OLcUN5hD",
-	"Q6TJzQhWiCcb3RHUyKyGdNSF9J0ugLTPWRxZGe4HF3zstc+JJOtIP9Wey5y2QAYajwynbQT1er2geObj",
-	"eMmGA2C3T//40P7Qvv6tdXX4FtKD2MxfRt7ZJJCYjaX5y4wMYv42Z50NmdABYdRcDVDqnLdV3ouOgBMQ",
-	"EMekssBi0k2LLXaxQfcDz7gt5NLFLGZWRCNGQoMucEBqHGvg8Cgd2VJBAP/EPCYIO+gIV53fDgTkIaTK",
-	"gYOWQTfRkGuLM8u3FGC2V/sctgK/AJ2W0STmLMHnNkMdCowg63QEfjCiSlmxyDfQ2Doh9wMZQ6o3IUGj",
-	"pHG8j6G/WOwassr5aWLITnPPvxzQjksQh3VPoYaaZT+kZXYENglioEH2oi5RHexFQRazhDddfciJnMpj",
-	"aCLoJmwEVTT3ieHe3c0DQqHpbJiZlGYb7AiXKg6WAubdy4AfO/U9J+mahgy5EUTf85C5owgv446QnXp9",
-	"GYn1N7g96whgVrOdIYoZJds7u+8spoyGrNqoBFPf/J7YUjaZANcwDOTnEeFgQZ9SjssWfGWJzp3JNC/y",
-	"tIj36eFCHh6lMkkPkx+Ye+FuHdmADAM4nM0yEvUsFT6hF/HYyU8/i7SQt1j3xvHtA2WGnOVxgfPQF1Fe",
-	"ZAnSwFILIqOL/ULHhzO+ca2wLoAzrpENZwbercNRN+QbjvrmgeH4EVOnqVGwi9lc0dgBCVKh3SVNqdBY",
-	"F/OOGHZi+n9hhxsQRADDsDG7fmr/AOEoCz27aB+eXRxd/7N18qGNedF6E80UCjQbjZfkHf/Njz2DFHBY",
-	"GgATj/AswQftWeuju/xolMDy3aN4rMhunfz//x/ZNv8D2Tw6Ik1MBzyX/82cUSgZixl5430bzJr+WRd5",
-	"O8tDW2uCj9aWO3jvcogyzFyGsbJ8lRRp5TaMDMNtgw3BeLJ4dI0/K8XBYAf4Rx7WPQcUbodhXSHzu0sZ",
-	"yeHZ+/OT9lX7qBwyHjzIDJEscJeX9r6+yGC+9sGHTypGzDOVXPm+qWdL/XdwsS+hrK4cCOhlU1zk2C5Q",
-	"ecxQtTraL9/lLLDfoctnPY0tx4KvrkpOhoiEkg02axboKEajwoLVh63Tw/bJSfsIY58TxjB/KPoDsK/Y",
-	"Vc6xOPiOQAi70ThTw3VLoAiJ+T+c69EKjshYBlAO20vDRSZMH9ihTTsk4aOtL5YiuWXtlqaRgp/m8JhV",
-	"hfgV2ENG3XApVzLF4sAv7GBLQ11wCzDRGA1DNtLPRtkfP4YFz/QjWNHKfPGzC6qQrmafNb5WVTphdNh1",
-	"wpkvLGM7IO2CpLvfESDp1iw77wYo+dbcTTcPjHTnfgdyAU+yNzoCBFCwb3R5tN/FJMvKnD8RMgtG2gxI",
-	"F7p3v99yEW0iVepGVFPz/L8uz043IaxSaGXNVd0TqnQVHlWPj7ogHUNlfYsL6idyaORytBKNdGYpvLy6",
-	"aLfeewkaNgOzIgIFZgr+0VAOh1yrA5STcemQRNrec3OtkRaoD0KwUGf2J8gywSMQ7Rm/YxGY3aHgABRa",
-	"EESOmPAtamixGrDwVqXVbsznaLTc2Kk3ginLWwLhUSJytk2VpWDaJzvNvc0DNwF0oUJi+6JTERoYgTqf",
-	"GFF+Y6e551L2seFmrSNaxK6CYR+xVMzZDQvLenx00u6mSX3Mkb+zpkezxFigB6pTaXCv+ib0QksfL46v",
-	"2tdXx+/bZx+uuqDymG8M70HTmjNmglXNfdw6P75+1/7X9WHr8G37+urqpGvVPKPIvVBmNe9kaGufuRgt",
-	"ORyaISk6gRTVg0kZW7mE+adspe2K7q/G1s2xhU8tW1+g/kxd4BxvqvDI7HFH4BUiuUvaEXB/yJeOnwy6",
-	"U9nvLMXMOpWgY/QP+AA0EHhik6WYh6kA36l87QhYsSmkT+o3LpeTAYKEE3sWlb9x0mW8zgW7CXOnOuVO",
-	"+GBdkXlmsApzGDs8C12jVpvLPsWkyjBtsm9IPNVghjnA9KQ2d3g3DWoB24yMIP0pKNCGXMPn8CmkmRdS",
-	"pzDCCdNeMXMcFpZ84ZpEkqkAwBfWwgGlC/qs1hGQPhbbBdIG1SXxXlKioLYH0i7zA8A3iqNgQJg3UqtB",
-	"QDQfssgMOyDqlo9G5lkqvG9iU0JmAD/VEX2ZgLMz6yWVzzNRO5PUr1xdIq4ca+iImN8alpCVotzYaWxv",
-	"BqkNza5x6pDDdcCj0hFa3jA9YAnpTVKyDJt2/du/rtqX1+fti+uLD6ddsvGavOe/be5b35sFuLKOwPYG",
-	"XGmZTLCGETiwiJLIlXjGWlwWW+dG6ojuljsDlsILSS6YTibVFnCsjRQKCQqO9TOV5mQyx9OhGB/sdbGW",
-	"IjoaJfKOxrn89vYpi34zd5KiF2ZZM4QZ2JU0Y3wS58WDSghMT9YcTnQl2blWVpthmpBrPhexUFybu8sS",
-	"ECOmPTsnVnZO/AzlAtz115LQ1MJgztqjqFbCFfUu1azO6Q0wlkSObwZFFprzJvgOBMN3RvSGdcRAxlFm",
-	"dO+Ceb2beSAa9br7cdMCE+5oPAbDuk0cnlFrn8pOuQKAYgqJbombRN5nFck6YglbfS5qwpWRnouaNEsD",
-	"XoBZIQEw2ZyoaB0TWOjKr/4dzA8w+ckg4Wb5LmCLF2PC/TP0qxGwFclFec63GfftB7D3Ajz4qcy9GUgc",
-	"gnKncOJgQPDgUZC0Gf2JllphQXAoa0hSMc85+zYsjCeV87zaXMRckclmjRxrENDUYmD6ho99fpGlyOLK",
-	"uTsxbMa8Bubi3lgDcsiI4CMuBFQOQKEdjRcJcyUpza53xC2b1AjQJRSjU5U0jZXKlghqLmJgheu8I9LG",
-	"DUuxOfgg2ueGcnGQBv9Y5LyNMEJ9ArvsCEwRGpB7ltaXjM28Enxi5fZU6UDgUjZ9GEBHGPFFJ2MRUgBy",
-	"aTKDpBNYehgeCu/mHMDuWWAUOIzTSUOOKFgIMNkr0oXzedbv1ggEEVGbJpXIpCMy+3/WQkgF6TFAvXOj",
-	"nYDegAVL77lim+V1tnQyeTwD/DMa+tnw/sBU+jqZ5ANq0sq5NrOvsELN0iIjbP1KwatZ0IfKlaWxynMK",
-	"VREOnOhCYbzQHe2CUYb7GQJ0o4HWbmfAxrpWHYHlp4E65NEuaa0+SGTFLYIaKAqgV9wQMrvwBrWevITF",
-	"jGZWX+rWD2NjwPZAbBr3jujR8Fb2+3Z0swTLP2Alf55IXLtqTxGEC0vxyydXhlkeazZcLAB7d+bZMPwd",
-	"oh299V+ZOGZe+gWYvfuBEZAghbNFmuaCukWkjJASYmHQ7CewlWaSXio98iwWGwXYtLaWIjv1nYNC2DgH",
-	"Y+lYgDhpqEohMx96Ll3k+AwkW3qk10ayWdzYoRyb1+tBJd2fuWnXYsqHfvEIL/oFjG726RJpTCyzeUN5",
-	"PE7MJOrZwzmQsvrOn2uVG11SpPPKjeKUclGDqcB3dHx53ro6fIuoMrQKnQm/KMaPiUzPztEMI2d2IZ/p",
-	"4fdI25Kt/9I2hulNTKkJaqv5XBQz8rBk+SLWKA26BK2eDVT7geaxCAaXRgRa9JnhIaQvwfTqhF+ZkMOT",
-	"1vH79pE1OqCf0Nd+wWxiZOI7lnjZ70wrGYGBr/3cNGjXQBje0uA7MoW9w2ixIvjOIepgwVOVHbwe2bhT",
-	"t15HXEHlbjzdiFL3sHdARmYi5+bwtIcg51bV2dPpPAPnnoFzCJxbgvouQ+HAg4vK+89H4gqm3yxS1ZG7",
-	"XFmRwIt6cZJSR2xQEQUWFQB2wAApJtfWvqc2g8ytNWUn7ggrqE/bDn0iZEaWWg1dCBnQpY5YZDeE1x+P",
-	"AD1bDp8pz3qR787OJRPPtu/lFyvWql9IlMx5icYxWy0BXvpVvnp9eZ67y7SL57JAq8bpztCU63uezp1I",
-	"0f48SpjCaKNKnWyT/23+z+m0zXAvarCdfvUVNbphuB1V99jrfrVOG71muB3tsN2+F0v2NQCvdnJH40vA",
-	"iSmnsBqt9w9Hw7JHVzy8dX/b3RH8ZqBj2C72Wb/hScFs0LyqN7MpuHeu+BDC1ma9lz7e9h5/CiryjiUx",
-	"HZ1Diguzubd8BIdtrLyIZfwzs01kKns9qGg+ZH9KYcbeHidyxLbOacLV7OTu/hZ8e0V+Hbunu4+LzZ7p",
-	"NX9W8r+D0VN5dNPR8+zZ7PpQF+CS9f3u1h2f0VajdRBDOAhLKQdkpoFyUB1hbgP5WwpGNrp5+tINSNfd",
-	"le4mQDshLoB0CzSj2xEb1pk+HMeaj2Km3EDcq0RxYSj9gJEPgn8mbCTDwSaGIBPNw9tUxLPpmFHlRIEw",
-	"BRg4lICZtOLiJk7DhW3AhBVHu27xDL2ysdKg0pqejDLtfiehHENoh2GmGHTQERZ8kL4DvUJkgo9Ejakg",
-	"imkbPzGQiTbM0SxYR0AqHkgMou8Z5N+Qhm0y+FmRjZ16vSQxT5leDEzBXeN1sKBzeccUKZ9BZmeTzh/X",
-	"wJlfwu+Qgv+Zg/8P5+CrcuvnUmP/w/KXpKXGVEboy8SAuVrd1hf3zwWVxSB/qONthispIiQZygQCWQBp",
-	"oNNaY6mDVGk6mVUsLMefnkuF/dilwhacsYXVwdKjgz4EC+DJpJvS+hizT0j9mcc+89gfg8f6hPGZPH0P",
-	"X/dC2rQatP0yZYiIbHc5QAui1YCKG+ulBE1MYdZEAE6ze1JUizEjXYgJ0x1hsJk28YOifjytgR+YR9Bv",
-	"BFQTKg8BfpJZggrOEWVhlEZttfhHIe/LFMUPcCmfRFHcrpMdoJ+N6u7yFy0/oJXUrmeW8MwSfkCWAIkx",
-	"Iv6shf2qWSQjrh9TB9uCy7R6QFaRa5VafkuVOExbjCkDEqbGQxbVyDkdK/OYErzc2WcpaGeKm5hv2LPM",
-	"/kygfyoCHdgT/oxx+MEpLZCXRyW1SO2+Ha11YZA8vMWaFiwi9wNuiComhLC0FswiUoQs6AhbHCkwcgRm",
-	"6QKPETrKhgcYScU1uZHgA8sCxkAfAM9VR1yYiSI5T4cEODEODMD16+ExS7BOZq2eqfszdf/JqLsTaZ7J",
-	"+48e/Gr2aWX6DgdsETgtexFoaEjjmAFAjijGyAaN4zRHFo2GXASunooFn2bAiFs2AVBDBGl7ehPCo3JQ",
-	"28dsbCvn3PspoyXTCS+GDWXb8W1v5c8A6rn3z407/97D2bAe9AfmkJiI4xnFVNRIyxxsIkVc4pDDT9Md",
-	"fITsYa1wCLHSMYUsOxdnq0Iv0sE8JfaChprfMeCTS4QcIrT2hCr9Vo4T+IovzdkCm0lofzeYvUY2hX0E",
-	"bc/gz9mIVr+aPzFG4FfLCpZ67++9W1d630sZ3tYXT7paFLicx/al9cLMwUNOB0cT/4lXAhFu+ATR4xEb",
-	"6UHqvfXijkGPsKhzmzEdMgkP5Dgp9ermycxaMcj2+jYfdH0bT3h9X32z65vDxD/7H7+H/3HhDV5VAPzo",
-	"KU5zXJAeR09TK2W5rzjzE0CBc9BFSB1MV19QaToppSUkgJrhLMzEPHPu1xAU7L1pn161L84vji/bq3oJ",
-	"HyYh/AQkplmfQWO8tVqW1Ow+MqmxXf3CJOeXEzQAMFCIzxrh5X2ovGF+r96yySK9u5j833ySJtvH3HaK",
-	"hQnTqlyJbp0fvzO9rHeLjVqbHX+r686/B60Rf8dgu2w4GE0SOpl1Kcy0nlnvd1CWW+fHsPjeUU5P5iOw",
-	"3VI1u8h18QATKBSL4dbWYO8yb7nZHMBHID4PqIIE4krLpIzVonKAp/8RlPGQr6p94/n/DmEPPjcF1lnv",
-	"vWI7tM6qe3T3VXUn3O5XX0fbYbXRb7LtaCfc7b2kWSxKyA23TFiff67sV1R8e73Tb9K9EBbxTt76ZnLc",
-	"uNxr17d/NO/qf/71etj4/Gq03dsVe+HON4k0iRzFmUlhgkxxw5E/c96fRMUXjk6Vk6lV+O3Wl1s2WYDU",
-	"9wlUi9hjj4Xks2LWTjMwL9bIhXkJ4sqw5DNkbZBVOaqV+AFNex5pWoTcxw+ekfvf3J1iln3h4VuLRwZl",
-	"Pm/b3QtlXSMliUfgDD9qhqjSS7NOvbHphKiuXMgGplqpcaFYoruBTb1SQ80o+xuvp6vpkWU96QhM2rGJ",
-	"VbDGtjCAIhu5GmVBoWjXZlbvLOgIcGqaXbdp//LVxYI02b7pwpW/UvmEgmmdMK5ml49KtzstH/UIBaC2",
-	"0wJQ/sp59Z9sGhSo2rRMIpRipacs6dVzqaefuNRTySXMX5nHqPtUJGgr1UNbhgqBUWc2FbrKfM7WA+3P",
-	"Wt5DQQ4IKhjHsTXvceWlu59vYz/B3tc1g2W5AmzR4hQ6k/2SPurLpE3DwTEq2vhsSD9foM0xBdTIiLUw",
-	"iajyn13xIZNjXUDoQN7rY/EGCgW6h3KsgdC9lSprY8RExMVNrvdkLMqbdcCC91wcl0ODvPw39gHobO0s",
-	"b07uea5bNe59tAgaLEZin3v2Opvok/UGUt62RTSSXGRzeYDe4X10Or1mqxsC7QFa5HmwZxUP+zPB/K5u",
-	"iNxeeDTS0ItHsYuMF5hFLlyok555RIi8Y0nqhXyhDoC+dcSGTFzGN0igERDaU0zoTWtdUa5UliV+pAWu",
-	"jgize5iHHYEhUoSrtPgc1loCoHt52bRSgvlAo4tP6hrNKdLVXB7jNjWsp/R0PCqJd/N+MIFv/hLUvdwb",
-	"88vRe3P5nCnzOcZp6RinN5zFP4dAvhp/WUYqdpe7uoR4nACsrchL3l5dnV9ftP/40L68sgWOaMLIgMUR",
-	"0TIgI5Z0hDb7oslAKp1DbZoHRqjOATuJcjmM5b3wqoqY+Rq+NqMuyJmdyqOI2v/+UumNE6Ur+41ZoLTd",
-	"nJF8AE6KCh3xmm2kFsphxr/UOUuQ6AF2pZQ4+S1+Xd1ZlluAZX1mz5Lid/OaTUlldv/gVkxf6+JVXVeA",
-	"fAB52PpihjbX6n1I4zgVDmEiCGhxJdsNEcHWWHTgwhoJFWQ8snYwqm5ZBLKn0jyOCVa9TEspMxGpWals",
-	"8jdgOav4UN79ilbxX5D94V5NXRu0xfRt7Wqgw092aUot7R5z2yeUHJ1eYv28DVeptbm7TXoTzVRAYtpj",
-	"MeRXjJk27QcdEfEbrlVAXlRfgGHtxfWLgBwfnbrC1jwhn0W1aqY43CRGJxPk+JzQKEqYMg04JAclI5no",
-	"A3NL8NL006yP5ocaeY8FCUhIFatyoZhQXPM75phqiY/ArudsF0FZJvIyxfRNDgMX0jgmUgTLiBPmXajQ",
-	"nZKUG5lVwQU23SVpfB4407pTXLd7QGhHYPn3O1sozdAiW4MsGie0F08CWDhUU2FYLHGFFPzyZljn3Q3B",
-	"1jDLlCSbc9JsMsrlGzvNPahA3hFcb9bI2VhXZb+agH4MNXqxlGSPWuKPOS8N5dxpNgMv22RHQJKTGdrz",
-	"NP17oO7syT5l8ssqqnNuTE+pOH9neW3ZJSlIaXOksmd17tdX59ZkZivJcCBqzVfxBkC+PGnshSKGdsmE",
-	"7Na30ckJ1TGrLchn5AKl0WWS19WmKbn1wd4bCg3lyVH4MxJdqhV2hFULjXAItJAryC8PMdpMD1hiRiMk",
-	"lJ8YgLnRhk04EVF1RNZwjbQsmbaVcc8+XP129uH06Pq89eGyfXT99uzy6hJK5NrJJ8x+HzmmMl9DJasq",
-	"qOe4D2srqDNJGI7+g1mOUnLVXEu9hOEvq17imtrlFPL+WdH8ARTN4qY8sZI5YDTWg79nA0BsscVmvW7T",
-	"MIBjIZEhU4ooltwxRRxbPiDhgIW3kPU0YiMmIibCSanz9a3td13BIi3uIm+XZ/PYeWn8bczvWA33iYVj",
-	"zBAA2Ghv1+6YYMrX/nERLcmH7K7LLigT5FwqfZMwRTaMlOnKi6GDZyjB8I7xY4Zqcr1p618eANFPa+8E",
-	"uaznlIM7ZwQVzl0FdtRWWJLIxFD7AQ8HRli35gDYysRwOXlTumMXOK+1k1rACYHgFjtx3Lygou3Us818",
-	"3L2FCdS8eztj0KNE9mI2/Eep/0dToNtQU960t0/cNNJV38C3VBrpJ282vTJEu/XtoKK5BqzPqWsnw28N",
-	"tB6p/a0tFY95yGoRu3MjUltC6iq+vvR6nOO35cHm2SUlkcREV/Z4zb8DZin5zEuQ//BLpcdowhLTBnA2",
-	"OGhlpWuG9BZK81eCyjiJ7VLsb23FMqQxaPCv66/rwB5tp1NiEhNU2NL/eNzB3l4rqXijSgwGKXmsqlCO",
-	"jC6esIgJzWnst5FCA8tNDtDli9TtI7xAIPXC8wpAupqIauo1je6B6XZbOR6Bxv4R1BBPzRtGpTUdTot2",
-	"XvtFFlK+BlDW0PNoeuvJh8MxpNQkd9YD6rXuO0GnW7b1l7i4Ccg91SGkVAPwXeaAzmLtvGa9+kvTrR55",
-	"w0zGorwqB9plXGIbr+nMtznd8iW/EeYMSHP7oQSIdUn66xExwzESnltl915Jo4Z75IBzimxcwo2oXpqH",
-	"iCHc9GePqK3ypswdRMCXu5Hel/ZGfv309f8EAAD//+qgh6K8swEA",
+	"H4sIAAAAAAAC/+y9+1YbubY3+ioaPt8YgW+VjW0gF/jnuInTYYcADWRlr9XOwXKVbGtRltwlGeLOyXOc",
+	"Bzov9g3NKVWpyuUbhtw2Y++xOpSrdNe8/uacXyqhHI2lYEKrysGXypgmdMQ0S+Cvo0miZGL+FTEVJnys",
+	"uRSVg8rVkJGuYJ81vtAlsk/0kJFxwm65nCgypgNWqwQVbt7+a8KSaSWoCDpilYNKiI0GFRUO2Yia1kf0",
+	"8wkTAz2sHDTr9aCip2PzptIJF4PK169B5TXrc8FN98dR+XjuZHLTj+UdidJXnynCo3QYY6qH2Sgiv8Gg",
+	"krC/JjxhUeVAJxPmj60vkxHVlYPKZMLNm7Nja4toLLnQc0fGekMpbwiz7y0aFsva2nBQn1k4WbRezL2w",
+	"cDheK5uN54Qq3b5l81eJR+4UxVRpwsy7JGEh47csOoQflE4YHZGEqcmIKUL7miWE63TsQ0YjlmSjN31W",
+	"odPq8etK6Xi50M/3KkFlxAUfTUaVg+z0caHZgCU4ej7ienbc53TAiOJ/zz3rMXzn9xyxPp3EunKwXw/M",
+	"ucde4dSnY2iUjuEyHLJoErN5C6js74v2U2VtbLadH2Vyo8Y0ZIuuI7ywaDh3XiubjOer+ViNpVAM6NZv",
+	"NLpgf02Ygj0LpdBMwD/peBzzkJpx7owT2YvZ6B//UWbQXyrsMx2NY4bT0ZTHlQMYElOa9GQ0JUOqCBWE",
+	"JQmQL/ivqhz8+aUyYkrRgRnSaGLeZoQSO1SY8EFlx5/q109BRWmqJ6pysAf0jmvTceVY3NKYR8R2m810",
+	"qPVYHezsqHjCQ1aL2K0bvtrh+FHVffTVX7n/lbB+5aDyf+1kZH4Hf1U759gCrt/sDrq5c0VGNDZbwCIi",
+	"E9JLGL1ReCGhpZrp8kiKfszDTRf8OGKjsdRMhNPqOzYld1SRiWIRueN6SCiJeL/PEkMazJZU/HV8la1j",
+	"OpjVFtDrM3RfPvQquoYVzkTDT0pOErghZhYM1vGNTHo8ipjYcCFNBxmPIz0WSzFQREtChdRDlmQ3NLeK",
+	"u9kqZkNZaRn76esPtXZa3jBBRnRKhNREy0loFo6rdOVgxY6FZomg8YYLxm0z6f12a7Kfv6GFt1a6oHaA",
+	"D7Eul3LE9JCLAelTHpsbKfAqsuSWJYf2YNkzN6RiwCKzeuYLu1pALd5wFkcbrliD2LfmEcOE9c3dPSCN",
+	"es38X8PQknHCb6lmZOvizRFpvGq83D4kNDaCG9d4Ny5PPhwfta/fXl2dX5+evW5ft05Ozj56tHSSxHka",
+	"2mzO0tA+zHAtCoqfPMQutbB7j0gSGoZsrBXpTXS6YTw0m2UWSQVEmeNtWEwqMH64ODHbS9M1o1GUMKUM",
+	"FaaCyInuyYmICEgZZGzEJm56MA/VoRGhkqkdCNUE5A6zA4b5Rv5h+D2h4+GGh6HpDoOadxom4kbIO0GE",
+	"jBjpVD53Kt6WDswQdlg0YGqnvqNl5WvgfxtOw5gdEEqqnUm9vstIL/0XnWnFdKCWHxB4eb0Dgp88FHmD",
+	"1mBDpCaU4Khet353O2e7N2/EXGnHBM0Wmwn7O3gsxhP92NfZnNpQinCSJIZXkhs2JZ3Kly+Em95r4URp",
+	"OWLJcUS+fu1USEiFmVgPGV18awjBiCtlaJcZ/8xn3kbCT8u3EF9bawttyw+0hdAa2TJSofhrwibsmQrg",
+	"dnrSeEDuhjwcEkYN++LhjXtXbZOYhjeK3A0p0oSc6lpc6oTRCFs3r5onXJMBv2XKnBAtJTEs/tAq4unR",
+	"oZrgcsJ5OZX6jSEPG56VEmWbvKT1aJe+YNVmf69X3QufN6qv6EtW3e89D19EL9mrfr0BR70PA/CFjr1s",
+	"a0+9F1bYViF1FV9/iC09lUiFc/LFlZQnNBmwh1Ql2OeQsUiRRn3v5f6L56Q31Uz5S9Lw5LBzOo0ljXCL",
+	"YSQrLY2WsoqvP9Rph6EbamRaNceQ+rKH43Bu0d5TMd1wzf6aSE3tYhnyQTUZSaVJo16vkzETkaElcJcI",
+	"18h6Mnrh6QN/5NpZbfmg72r6zUPrA3dyEkeGZysiBXOmD19rhgEosuXmKZOOUFomLPKnHHhXMPcHuWWJ",
+	"wofAEMmYJR0BPCdIqZPaTglK2rXZYWX7tKNVpE+VdltuGFBCNesImYBSbA7miIop4YL0Yz4YarNTUoSs",
+	"Rk5R9gRFzo6eilQk7QgaG7o2db9ZkbVGuhdMJ9Nqq69Z0sUhaXI3ZAkjd5Rr0+SQxWN10BFm9LgiUUK5",
+	"UEaISg1XipgFUcMAugXp2EhSCevzOFa1jlFu0G4ElgOv11m7xiULpYhAiTJjID3WlwnDK0BH2d4ajcXs",
+	"bC1v5Fxk3jGH5YOgEz2UCf+bbUqfHZ/tMZqYbTOKVI7iNrLLket2pasx8b94ILoLQ7S8E/U+bbgiV8TJ",
+	"jTIhCbuVN1Z2/SDoLeUx7cXsAVRlS8K4kc/V9JDoZErogHJB1FAmOp7mFEKPOF9aMX7iDWfVRUw/eCji",
+	"ks3CXEkzE3NWNb1hOb1QyLsDIiSJqKY9qlhHhFIIFgLZCM1J7ieMgbTJkcKDSmEEUMp1/k5HUrDDjsjW",
+	"C62yuev7MLcsmZo+oZO1Lla6uNB1y6iaLPpoBRjweSRyzBLN0Xaoqbr5w1CT2ZG1iGZ09EwR8w6SnIBQ",
+	"EnPNEhqDXmUIecMMvVmvI1eHZZQTTYC4qkMijHTviP4lnIxnipgTjlJhbdbAGaQC1xX8UGZwNQ2mYpn5",
+	"HrXqzEIArR8SMYljsiUTIkdcaxZt43uKGAJuvjP9m5fwZqEpdtYAnBlr//SW7FP6quz9h6EZrTXm79h0",
+	"dqHDhFHNopbOWXgjqllV8xErWwUerWANdtblL7M/jA3Z/1y+fn2eoMkkoaFmiXIsWbEwYTqAi8Ti2Aje",
+	"itAxTXTpRlkStWBWS9Y2yFnFVzLG+3sBr+Tt6rAc6eQDb+H94ZZt3RGNYzbH/xfCb2aVqCMsNWJ+oNGI",
+	"C5ALhAQ1Bfl9JmAcEupJG+YN83JPGpU2KBwSaKxkAMmEkb6VXLBDYBrelvSkjBkFY+QNmy51U5DW+TGM",
+	"ZaJYZG9JrgPTdHErVt9KmEscn/VBp15E4nHNU/8KKMGLxu2UwczCO2/0c0brtrtwkHDl3eL5U5l/Uj76",
+	"081v5MZXN6ZiKXc075ReCHcFzAvlwxchiy+sD+neo3cSwpcKE4Yh/Vk5ap0etU9O2q8rgfv38env3hgW",
+	"XWPbXOmAM+NACZ+yalIXDINdXxi+G0rFSPeGTbvOLAOcNpVhNfusSTIRToInVgJItz/oCMNQ5NhcfaMK",
+	"GM4FHeH1B8OEMlIcG41jI2vLW4Yn0VpL8D8JA0dOyIwCFE8Dp9x1RHPfKsSBHaLh+1qm2l9z//l2kBqV",
+	"jFIgCKglaPCw1pXoEB5CX44F3w2pRn0hNagQcCeAndqMUZCtvWYzM5ps18ixUbOQzvUnyABQMDlvn74+",
+	"Pv09bX0o4wh0mh4Nbwg6WQy3QNUD+AYY8Jz+YpbUCmeTRFhdJH/ubtiC7U3X6ZCEQxbeOAOh9S1px8HQ",
+	"zmjmtW3IQCoCzzHdlR3suNz//SaRIxR3GvV6UK/X1xtJUViDE5/oC6rnyDg3bGpFJXgRVLmAZMexoEIH",
+	"aHNDUxl+15uEN0wfdET3S6cCSmzlgDRqtUa9Xq8HpFMxWnLlgHQqCsTQTuX/7RgBc2LeNL/3JonS5g3z",
+	"sf3ua5dsKcbIpRs9HD3aU0zojoAvQCa3yud2jRyttkpwDtGo7VkDd9JV2qnVatt4bjzFBjqsHDT2AzMb",
+	"s48wFcPtYWUb9a9FcmPOmdvlUnIDIgNKcp5nnUYR2BpofO4d2z6NFSueZEfYi1CfERfu78YyoghtzB9e",
+	"hhG63xAHzg2yiMf87lwA95rQhsJdqVyHw56/LA43cr9FCRMp2p/HCVOKyxJJ7A2/ZehjUmQLLwoZyklC",
+	"Ijqtyn51JIUeEvxf++iOsRu0Oyn+Ga+AsjofCOHWCuD6Me9Z19j/HVEeT2uk/ZmGOp46JSo/RqC24HO9",
+	"pbFVJg21WXOjuHOplC9WmQgVVD5XB7JqHyb07j9KitoFvXtvfSjeC1U+GstEZ1fDvZ95QZgIpWEoO/D4",
+	"K4wpNyt7/FD53W08bzb3luGI7n1uDROP6fhcxhxFjkWX5Cz3spHeqGGwOfyTPW2z0vo44TLhepp7u+mB",
+	"pfaWTdEoWv+WguVaqHy4OqqUidLHrdMWMZ+Qv815Ai9XIgVh2YkCGYGaU1U4SM/3VrrwRicvIhiXCpMP",
+	"SClKxxAso6f/RAPy4xPTwtiXEbSP6B53sMv7jQ/whSjbg+dgyUhdn+YrM5IR/XyM3+3CCbB/ZAeAJgmF",
+	"oz9J4hIRThBnGyQfLk5myVP93ucq39GZiKeImcn5FjONoEytfcyjaJYjcKu/YI/dR99Q2thAyVyqX1qT",
+	"S2oKW80WYN//GhT1UTRKldhOh2ApFyE7RI8K4WDurS3dJdvi7OA/ZcMvXLzV51H8cPUJga1jqFh4TRQf",
+	"CKM24as18khzze7Tg5gsUWjXlpZ6pg2PX60neG5qSZmMo3Un8UgWycLauIXIWyiz4ZZdrGy3zumgzHDj",
+	"iPtKVN7b+6+zlDwLeAASs5aJ3LmnvTYWT8c7MBufwWhd0WO9A3k7/2wXVqEQdHG7YOPLVyfmtyyZXs6Y",
+	"2awpphJUXrdPjv/ZvgCD25vW8Un79ayxzYjh5svqLU3MUVSmCdf4Obq+K1l39r/gHXXP3gD4smIIRjsq",
+	"O3j9RI5Kr5+WpY/vhsxfwVQeLqwgNAuNlC1QG01fv1EdDo1EsibX9IDQ70oNT2jD6BZA2l2Crj20kSku",
+	"BjFzVriAjCFGg40OScSV5iLUzrFISc8MtCj87O8/jG5WGLtztqIjB02TABXoQmtdj218K3VOSP0bODfn",
+	"RMRoNgJjoXKmxsDZGImQRMVSB2QiNI9RwjPX/zAzo+7WjcKtCDW7Q7a6FlbbPv3jQ/tD+/r07Or6t/ab",
+	"s4v29duzi+N/n512twMEkYLnnXbEXr0OTk2F7YOWXyNWWXLADYSdKhJNWIr6AIvUarRpU23v6/xrkIZA",
+	"wX24nyC5Hv+YuX85TaHhxPr5ysIPrCziAnxaYbnvudKPcafJZQY5SpieJIJFYDMH75j5R0CUJGIy6rFE",
+	"kRvGxhZ8G/EB10804YeiCfnlgGgCcIRMkgETukbOksjsIvhVUh7juZ37lCeCKUVomEilsp8UCaWZEpgf",
+	"LT9a0daUTMQVHzE5KVVeuCLJxCjcEaNRzAULiOHg4I5AF8YWJb9LEk0SwCttHzgYP3oFJmB7CsE7Gafn",
+	"OJRJxCKS+hbNhoCPDCDE2BE646yE9QyGYcdJAB8Fbj9p4yqHMtEsIXdcqBpx7qUiHjFrwSF0EJ65Rcle",
+	"s+nGsJO9VvA2NfZHlZ/JPraA1EU5CStPx+CFFaeQsHFMpyya6+3K4t8sCip1GIGz1oLeDvEuWheTTPiA",
+	"CxoDrSgHRGR+6kXcDCA9VtYurp+bZdqWN5lFC5cyic0W7hEmsNKoYd831TJnD9GMslmqPZaO8JYJnSko",
+	"MyNj+TDw+1sNhIxYqVJgTurH1vHV9Zuzi+v2P9unVxjhY44iBnHfmf/RcrldJh9tbo0EruO5s7+SlwwD",
+	"Gu5hICyJi4cxA5aPlk0MIzP6fFCzswNm3JdJQY9pzNobx1RrlpiO/p8/W9V/0+rf9eqr6+qnf/yvUi6I",
+	"sP8y4/GU/Nfl2SkSbzsmOdHjia6RFnidyYhRoQAHVHtsmWVVJ+2Cq28uScz0ZrA5x0Pfq9II/znfe6wc",
+	"QzqXm3ZWNsHdQ6TNgopohmQJ8iKrM332puT39pXRuqXw8jkAnAbPRsyVJjGjECOkzRn5LhJthLs8D3M5",
+	"pgNw4wLZQOlGka25UwOxYiVCeyojdgHtlZrzzLhOcza9EpQj/OaQGYJ9njNcqkl3x4kRO5l7ZeeLR9S+",
+	"Ymhi1wL0ALjUxUcgxAP/HhGKl3bpKfQY5uzAsxARpMTpEmIgBk00i0AWtYMxKwsnzAOLudes7IFY5Uz+",
+	"RP1obUxkwnQyPesvyUqCIo3ZffO+EVdTwdkGPsPCHVqYDQydCiKTiAuaTI20upJry85xHXPqasJHSu6c",
+	"ALKhqGs+XOhF2NxIn8lEK1kEiqPyZMFsVYMccc9RaUdxFzKLhzDrZ5zn+1j1i0fBM1xffDg9RcP10dn7",
+	"85P2lW+4Djz46KeSYwFB/G3HtfIrlIbtlmFpgVR/WTI5m6rFNVQ2sTRwvBgn8br1e40Y8mvh8gkjE8H/",
+	"miAyjkUDBmwJAjrI0dnp6+Or47NTJKkjOiUhTZIp6RoK2SVakjEPbzC2PaEiHNY64j0b9VhiTRGmffaZ",
+	"hppshVSxqmJCcc1v2XaQDx8ag3vBkBX8yCI/EaHprEBcQEBMnw9KLELkqixMz8bcpwKZQq34VaoVe5Hp",
+	"24F5rSNyAaEYwg+hNlPNSrGgYR7yuxBD7r1qBJtowNa4LRGGjJbyy5VbMZtf1spiewmaPJwNA9kuV54Z",
+	"I+NO1pKih4wnyKky2wmdtZxs4bZkEYrp1QoyAOblu+Pz8/br7bXsLGvbSyCAP6ZmOhMRMwWy2ZAqB1Ld",
+	"Xq4p4V58+uay3FtGY12iAAPqV80Xdcv8YEVikrHVJd77+fo6HLoS7cLc5R8MymeR3YsVxnLZadnVg+i6",
+	"DHunF123WIoBQI8FI0Y7HY0xfBVg6XnbJMAyRzyOuUNrQrISpJrbKX5/5h6Ys1p2EQ4hGYAU5HX7pPWv",
+	"0mAqXRrtBolhLtp/fGhfXgXk6qJ1evnm7OJ9kDGSANsMCKjuraO3QUGTD8jlh9+uP55dvHtzcvbRTOyq",
+	"/f787KJ1kj5cCcquJBrGZxJ2JMwcCRYRLQdMD1my/E4jBhvemXe2rTIzc8LtzpXLheGQx9HFZE4iQKoJ",
+	"vIAEy6ZqWyrDwycuhrKs4dbsgqbWE/NtFqoIaTzIFTN3iMaBDTrRTvk4yKsvz5T/ZeBbQFyomaGid+nQ",
+	"Lif9Pv8ckP9Ijr4f8mzn2WpzfAijRGpTyC/Px+E0HbrVZw7J6YcTmACGjaLDJWFwSz5cvam+hL8UqP5U",
+	"kQ//ePPmzWuUXIDvOWfORfvo7OL19T9bJx/a1+9b/921DXJNmLl8aRIZM+Q0e+Fym4czZswSEbsBaUQO",
+	"vBpgR57s5AKGrJxVI62OuKXxxEYILR2/2eKxJlRh9AYGVZvhitBIdZ3KAfnSqcDLEMIxqdd3Q/C08L8Z",
+	"ZguCCI+E3XJ2h1Ee2Utoi7BxR1RBIBR+1Kl8/WpjmIur9G2YxCwYG4x9JbfOd4jGVBsBGcQe0PnZWNVw",
+	"vjdsilOrYUtk624oY7Z96PamI2YF3wsnD8X8hjkP6wHsXUcs2bwAecWIJoag2h1ICWtHZEfxeyzzchvA",
+	"0tuxmk3A0PDMHOC428pswVOwHcV39zI9E47kzNfBFzOXh9C3l9jdHl/h9tZ5dV3bCv9Lte4zm3YtzQmb",
+	"XyobfVXKideH7g2lmkN0zS+Gc4ZUSMFDCgG/owMSyzuWEKMGB0RIohPKY6O0RHJewDqmeDlnCYpn+cHJ",
+	"SS6jBdKHe8FIC1sJMyvrPrBLuA4M1O3JOZ2Uhe8+/ipigMsHoXlcxu0ZBtHCW8CFD2bE5JDGcRqKC8OC",
+	"IFOH5WB5c+ba6+wPsHQFi/E9xSkYaQTTl0WSKXI35DFL8xvavMNp/m+rfqP7AkwvEyG4GNRIV93wcddw",
+	"W6ZcFiAw3nJ9SLrwQTdNkEZoHKfebkAT2KtsGnEGy9JLem6R/O6DNxftdiWonF+cVYJK+/SqfXF+cXzZ",
+	"nvstXG6VR7gXDGz08wVOana1LKXxbel+ygObkGMcU8xuOqS3LIc6gajSpZFcq0crFAJrF32QxrA+xB2H",
+	"EQb+Ui25yMsnA6m8FEL1vb/n+EAggxbFlVZMK9JjikcMxFA/vx6a37ZGfIC6LqnX640XREGSNj1ko+1D",
+	"jCV2kWCYiYprDDjvyyRkEUDJwLzJM5CNCw6noD3arCH5kxQVQd8l03G/AMY2jv3j9MyP7VGHnhFMsDtn",
+	"OvPD3Lf2mq+2S87b8hPn9TM7xMw7kD/t5oRDfEZAYn7LDDWIGAgjlrglTDMBq56wkYSEBEM28ieCjGCl",
+	"OSybQl8mbYqwi5I5tGM2MkcO7CHOeAAzMBRNQoZdH6CV6m/KyMc0S0aQ+bFg09U9rrdpu4ViXslIISWh",
+	"0uAdm9ZG9LN71ey7M6NHLIxpwvyl9BLEKXpbXNPmzJquMsq8dadkrNbIhLgQfDkwXNcakoKHHPPz+t7L",
+	"1YatjsUbsAXPjvgUtKYZ9zPo5F5yjMPMLATMGtCP656EZUN1aX7fSlV2EJzogzIDELLZ+2e0uSJlQNGn",
+	"cKUCwj4DTH8Avyt7e3kckx5Ls/PNHOalrAqDKubcOpdIw0trODMDwyO9GaQJV4szCIiXXOx+VC6lR6/p",
+	"tIzO0alK+fczH0X6jAy5oXTT1FaxlfNXoN+aisjzS9gkjjTU/JbraUBkHKWpG7cPkdv0psh9PEo5ETXS",
+	"QsbW54NJwsCDf5BLtAQEK+FRXrjYfb5fXx3VuvRS+w6b4qX2Li66592mwaliOk9M4W7LZM7OFq75bmN/",
+	"9/kKm+mk0/dcHM9Gz89ETybazMnQqOJcXEMwdsDUkB7Td4wJEGbhG3VIaJoqk4+YBlvMwnm8fL63+iTK",
+	"xux+Kr3zAaoc1uPJRRhPIhbdj7UuHSRA7VNfdxl3LReHPQEhNbU7koDEAOjuHRKhUI4g2d1qxMCZ5NFP",
+	"3LGD9ATzTmW7Rlo+meZpotKieIJii7LAlxm6suIKzSGCf3jEzwh5YkrQ2lO+VqtM/37kT016zrJ/Wg7d",
+	"Qu4IiRLAlp9MhCJbvkdle5Z3AhGXcRRYq2LMblmcukeseJ22R0I5MXKYYWbgarGOJGWonkdWMJ+VThg4",
+	"i9WkV3Wmf6M83hlSPaZKofm7eBHNbc16xEOWpeXlOsBRGJqtcHzIwpGU4+ByfiTPPwy6x30E1Lt8rHTJ",
+	"8h+hMQ+mXygttZRvrnzflw7T9XK6WJJ6e3V1bo3QpaqLpyLDBpgjYpgAyFMW1MU+YwGNauv8GD5mCUS6",
+	"ZFmG15S9l4aU5ZRYX3bJX+K8RhSUaXI+8V7IjQoCf6lkXcaYi7Ls3K0p6D4lJ60oa5bQghIyXxSYyqxL",
+	"Lm/trKXkzRF5tbf/IiXUmJVXlWnJmK73yxwnmyrLTcTiqIqExuXdtTnBbDmh/7o8O63C7FlSBb8GVlZY",
+	"EWDqAbBKDN1cKG3kvNIxz6AdcvlrdMwWgCZmna0KJY0PF8c+DbrhAoqq2bkvd0FbLwP2vzAyArhVeQCM",
+	"dU0cGdJZIgMA8U9YzKhiBDLlaenYfXlSuDRP8lp5F2LKR5v5dDwD0dzIh0UVG7wchYUUiFQ7lr2aJ/oe",
+	"If9cjakOh28ojydJGRPHCHZLIonMXPCo1AJyGNkc1WS3fGdcLxv6yBfHqDwUGj+mSrdXhvj7MYilKuLK",
+	"GGZYyfuBmL1DshzIvGJ5QGSzRmWJ0o2+F47bNXjFw5ulFQnBcZCeK54GzDymtzUX/hVUbNrNs6U284/p",
+	"i98tPJGvDMJOPcLpgQ3yFLiEFvh3IShEXfk+N5/w+hS1cPFnKKW/1guZx0M4mzNO9H18zf4pK81IcnTS",
+	"On4PfuXXx5fnraujt+tgvH0w37IQt6JU4ELD7gSaickY2gHLxjgGA1GWM5Ulz4wShzAOKLt20b66+Nf1",
+	"/94+dPkdY9aHICJERec+BByPgtIAOUhfwTdOwxvZ7x9J1u/zkNt6DZ5sXiqYZz7nPhc0xrUuY2k+MBDM",
+	"YTYhuVB3LLHaNFNka69er+6/erVtSSFFByuaoFPLLmgTiukAVHHM5guCplPLQYUyVD0iW70psYHqVrvd",
+	"+/wZqBwE4lIR2cf7nz+7j/JhTOka7L965S3CXr1exneznBJ+uWRP8OSa09hpGCXe3EL1EsQ+wRk5zIrs",
+	"DEs93Z6roSw1Mf4SeM1mVqdFCNHUfZEpzgv1T7MEc+fnbJO2fgRa6SxVVP4MA4IlygBOmF+1cml55vo7",
+	"+9vDJAubSbb64KGI3z5D6fLAS8ON/lgUzJaGsUFpaCu7eJXUonsJMKax+cILdAWdYH/m4t/w8bjQ2Vpy",
+	"y/zoavZZv+GJ1XBKEJbssx2MljCeNISQxxZWssmwbO9XfDQvUhMGsO9ZulGSFfKObJlbNc0NJU/bVjv7",
+	"RSL2UAlnSxLMwm+baCyLlQM//exDZd/7kUVQl80vT7y8dZglCxls0RNb8zue7qG3YbmLUjy33oXOk5R1",
+	"gGSOnD+EZJqyhu8jmF4ynYMq3i8tUwpnLNigEa1m5KcRnZKBTOtFAF2wpRIw276N1HJ1AurltoRSHGJZ",
+	"p2Mjy8Eb2CEEzbkc+2rMhOuwXqvXc50uRTUWFno+NnHOeqdZaxE+dr8VXwUOZLM8yATZgJHHfZ/0Cn6f",
+	"5Vx5IdjnHgNYt//FSJ31B7Bu/4sAfqemT0wolmI2H6zjxcCfNSd+n86Xuf7XGUIZHGe1USxwKq27+et2",
+	"vwRys/bZW7f/xXCZb3H5VwCArDOMcrTG8mGsg95YZzwlqIvVB/NdqNH9ALzLMRn3OUz3GPwC4MO3OM7L",
+	"MQ3fgKEt9+w/Nl1b1Wn/yASuIGZ5jLZUrvJP/lr2z6xIVFY6umv+7M5kuQGpsjuGWsOIzo+lGHREMhEY",
+	"Ypl+DwIgvEXFlNxxEck7h3aBBgKiYg4JObdoRzhJNSGUYHmcrKQY1GrV+WJipi8cERggue4IrM95SITp",
+	"wgNuyMR5kTB+okZALOEK39ySgtCOSPf8gGSJB+5VNGp2Y1dSFa6GDJfOuhpLV27MEi7RRBgzqnDXXDYz",
+	"LLZFttgtE/EUC6k6z+X2fcCoiW+pTyeK21NqhU9KS5Jd4oTM0cHxb4g0gV5wfGUX4QNorucxXTnDblnG",
+	"rcEkwZJ/COb1SpURe77AzE8tYmrVcIVNYwk2xfGvCVbMC/cbIvM3x8tvil7fDFC+GZZ7c3z15tDkB4YF",
+	"b4DOXRs0ez/mdpXhzzMuV6hCuJ1mg8wYOFxxyDZjLcgu5AYxrSsS+G9Gbx+JmD5uRLn/sbrh46oc4646",
+	"pBmu7hzxfGNY8YMAfh8CtfpAeNI1z8ActvnQVRCfqgl+x2qCnvvlflUB1ynhN/9MbVik7N7VxuaWGfvo",
+	"Q5xKArgxySjNRVcgBlPIOz8rqQvMhlDvLYTOgwuQCxJzwbYJaByoa2gfvrmYg9zMw1GCu2AGP2n0mnft",
+	"f12fHL8/vqqtUZgYHLg2pR6FYUIHW15oFNRmnlOGOFnXzpIwqmQu4Pzj2cW7y/PWURsHXwkq6UQqQeW3",
+	"1tG767M3bypBJau5UAkql1eti6vri9ZVeWR6Ms8e/dEGJioyERFqlflKaN7kJguSFFA4DVXZ70OWAtwB",
+	"N1iLiaEkYpDo3VUwSEtWbGMZBfwqm5f9zpU/xoMUMwhWwCYGEr/Jpn/PZAd2H0rvBnIoV8BpLm5ZPVju",
+	"jsilZd8IHGs56oouX8hJvm4xy3WTxPM5MA0rBFS5gzu5jHIhTRLOVqs1uR5M17yNgLAjm/tvBecC+6yt",
+	"+rbOds7Nx26mDkk80VZhzvmlpiKiSUTsUivCxC2L5ZiRL6bhAEEUmo7GAYmopl9rq+NaC2XQSh333rEp",
+	"IjzxiMzmEnIedG8580DR/Lrlver+Wc+WaoV7+BCO9uLV/j7+9pLqmA9QuQ+mxJl6ncjxuKxSSKo9YHY3",
+	"gJy73Ydk34ZBgxbYYyHkn3EJ8pARupo9NubRAkA/tn97e3b27tqW0ztuX16/b/03ycYD2SCHdOYDKwrA",
+	"2xYFTLQkPQZjyFEAl5m/JBP/ZsV5Z/CQqwcI2GUuw2GlWXwAGWYUabO6EX5wf/CVrQ98b9TP0g4eGgWU",
+	"q+A7FxRUQhy8U1xc7EX3yXE0J1ml1KyWZjXzaVwNbeK5R2m4falUlYrxJTJBqPktWxjJ7KpvUQxJnCt2",
+	"3eP240xOqNJv5SRZOArMQioiFhEElqduDHNYh3KSlI9q1atRLmaneaa171Dh2mVMOXApjVEYDwiLLf3J",
+	"HEnzdcoNyjPb1FAl5BJdL44yQcANbNwcWXnDBEjcw8fZZEi4lIE7WulIZ7Z7HdhaAXh077xVDMICfF/f",
+	"oe8CLA18/zae7OU78biEME8DHyqjVbpvflqr9OGDyEYpcftOUlFhhiXBq34ogKEVNm2XdY+mudK3snRf",
+	"24fzHdPrg+nudeofGE93vzE8LKTum9z+xeC29YfwGPi2NUfxKBC3e2zGA6Pc7nMcHhbo9o0u5gpYtzVH",
+	"8i3gbmsO6aERb99IVFgGX7vnEXlYBNs3OqfLQWzfhossx7F9A+K1KpTt8anYU7qYtdLFzAqJ5mizcJJw",
+	"Pb00UqsFGzCasDlV+Wg0MuqtvGFYlcRPetQ6PyY3bFqzywfOUNtW2vNQ6zFWruSiL0uAXVjpbgDlxO9Q",
+	"tdYsUWmOjBr5mNWOhm1kxEs8pcjr1u+KyH5H2AQPoPQYjROSYrn0xlwjuND2Z6alsVKjiKdZimUPxPcM",
+	"xWEoF0RJP2EMzQ5bby7abdIIyPnFGdkPSJbimDTrmWNNd0SmqG/XOqIjXEIWLEaF7qPuDh3zndtGlwjI",
+	"gNttTfRQJvxvSI57QH6D9bQVFmAbsJxA9wCH6+0PhuJgCR6/kEzJlgVmxpDlkIZDpmAROsJZENLXawSH",
+	"jMHYXJEu5NoNoe0dm+vmH/9RUnTJlssvZAGPMQ+ZwAzh1k/eGpvOqs1a3Zq28HSog52du7u7GoWfazIZ",
+	"7Nhv1c7J8VH79LIN32TZetyhaZ0fV4LKravUV2nU6vieHDNBx7xyUNmt1Wu71jMPZ90u9w7aPQasLCOp",
+	"rbnOIFE4S9LaWHbnnilcb/Q/wAYU17kj7EJnJUDMHzzKlU3BLdniUQBJ8wI4b5Ajb0puacyjjsCNHdEp",
+	"oeoGsx6TMOZMaLIFI5RCyZhtk5jRRNgbZK1CkewIlxPZ7BWYzgQOuArH3hmvcceMMked9bPyO9NHMH3I",
+	"OqXGUthEAM163ZZ60tZc6B+K/zjnbIZ3hQ5Tx/wNm0L79d4Luhc2WbUR7fare2yfVl/1XobVF9Fztt/f",
+	"o7u9ZuiTTFDDzYfP+42wEe43qrvh8151j+73zIesWu83oibd7e2F+6kp6KDSCjOL0AEkJf9qpa0RXVrb",
+	"DecP1KukXin8Cs6kvXpjXlvp0u18ENRebQbFGvaar5Z/dCXleyrAgrCP6774feBdgsb4we5Ko3KpR3Bl",
+	"JqMRTaZghJdY1y2O0fii6UDl7DOq8sl84q6UWWM191a1gFBhqgikKtbYgHl0oWyJK4JiM54kkJLVlmrl",
+	"AlOJx5RDEp38aT3hSp9D/5ud1j/L7RgAtMlZFZr1oo6PGrJn8msUVfD9cp1413xY0FH3ZnRGaD6vxKEw",
+	"Z4+2TbtfQHy+KNW5rIaySAd6Xs/pJPtlGoKV4HICexMfzcjPMHzPslhp1pvPq41Gtdm4atQP6ub//10m",
+	"+kCqknki6N7XT/5lXslM59UcmC0G/3Ue+lMFRI3MjcesCEpvcPFXuZdvZNLjUcTEz0AqzO1LpX71zF5p",
+	"j2QgaZilFjtfzH++guWVJnTEjOhnb+EcDK6w9SkMS3GFUy2tt2b/TEVALWI1Ym/hX59AVgiHiwnYJdPK",
+	"5l2xIH8HTLBVUkXkioEDFFgPWaJqTgL0CBxkycEk4RnpyFKXAX4HSF7gyht0RFrf4NBFZWN+HIiQFRLf",
+	"dxJuD6ufQapPKKGJNt+O4IpAaIt9AXpyoim4uNQYvNwgOJOQjv03O6KYKD5LJm0rvPoXNSDlF7gjzKs+",
+	"GYX82wVfGwKXXFRQvbZPFFbcgrJmWD7GJuZG7yOuv0shbAF2BwSyxvdhxc16mwUCjKnqCJngdM3ip2Vg",
+	"PBmNZ2ivnD7ikijzpAOVb+0wIGkTLxWrssiSrCLPbzKaridS+WzmZZEt7Nfr9ZVlnNlIl695NdvipzcT",
+	"Aefw1FmmWsZVC2z1ZZGtNurlfLXxsoSxmpeXc9Z9n7NiJZsCY92tl3JWZ6BexFobBdZan8tby5jrPO66",
+	"mL3u34u9NlY/Rz5Xnc9FU3EPy+SZqVk+ugLD+o1G6Rn9dqy3vrf8i1Op35gDBR80dlfi1VBVBJl7cxVm",
+	"DQohZMH9GSSCI4h4s/WA0l1fLBHYs6l2MhDLzhf77+lx9NV0zDBZyVJhwX32TBmlG+pAZ5DJ7TnyQ9bX",
+	"QilimTfbiBClVdDe0xsrELieSDRhRMi7ABR35tywiBcMXOpkw60gY1xH2OBHcqxTo6o/M2shSFjIOObB",
+	"pTqFnWkpbyDKNaSCaGbrfWGldsz1bgflgNwe3twPhjWj6oi95iuyZTMgdxz5TLOkZ1vYqWxb81re7DGE",
+	"4qLzIW1dr40yeFsJb72A81GEKM7wruaa5ouU0ezmoEU+ia2/yjSYHBZZTOI4jyyu1Hsv2B6ts+oruv+i",
+	"uhfu9qsvo92w2ug32W60F+73ntMUO3qwDIMFTTZos7cb7kXVffa8X92jjV71ZdiMqrtsr79Pn/dehC/N",
+	"R2A+2aeNXjPcjap7bN+8+9y8+yKqvmL1vmsnh0Y9qGBWRxYRyDBvSMksGngfeG0e7jtPx8vgvR4QN03j",
+	"uTLLmcGilvMdd6wDd9l+OY7zg/OCSyYiDGVA8kIHlAvfnmTp/hxuwHznV6lpCTJBu7egrE+qpadqE0rp",
+	"RLEwYVinYNaA9HHW7bKU0WS2csdT/pog1bFMJY9m2oirbGTYWt9QUkRZr2gtSXfi6Z59BytMvuTHTNGS",
+	"8ms3T2C5YAOuwBtHBRD/S/Lh4iSVD7SMoyzgqLzUSEeY27/VLWFj3YB0i1jibtAR3RI0cfcACpoYPV2O",
+	"2HZAXKBvPAVkqRT5AgG+880ZnWk4zIgQV0TxgYCMHnEs71whBxdO0hFpPIkas5D37c3K6ia5NX2mSPdu",
+	"qFh43bXkxXrXOgIsMzYnsg3MsVVUWrmFNIIWuMLAj4SFdmzNOLBN2OIGkEsCPDhRwpRyKaUVS255CukT",
+	"TMNOBKZhSvaazY6wYlp3Z5LEXdN5TgxLTStGQOsWNcQuGozAw5rVvtlq1EGFYyxi0batemOmE0Cfr8rE",
+	"syOQnYpUZQMriItdWBmo/qnod4QNrtkmzbc7WOq+gMRf0em0umOpbCXWsr801lupOWKrL5SVxL/UgyVL",
+	"/MnKlCuKtIWoD5SN8coYRgl36H3/3R+vkpe/v/vXX8nV3X8+nL9+eXxy/u9j2TyhJ/TyrrLmFs7GdWC3",
+	"j7+90Qz/XMwvg8xXjGvyZBn5FS0jjqcSSsL51cXuIR7vfMnUzK/Iy80tLasejIZxn4mluISMDECtPhdW",
+	"6mwIXJA+GAe9aqWGsWFV7Ty9x37K6H2OlO3NG2H0JEB+26OJy25EyJVOY7BcG8vUL5+slUBNlp6S+i/D",
+	"8H549rUm33q6pd/2lv7O9BpXtGDAKOs0e2WnnRkqIT5qRW7jWexXMtI8U7nwZsHuCgYbZ60B22BHbFnb",
+	"YEBskHT7dWCDL7eDtNoI8LA0EBPVrmcqbSSUEauR1846C2/bpI6epZmC+3YMBcJm7dO2+39dX7Sv2qdX",
+	"x2enXbL1gkR0Cp5rW5hmu0z78QxMr7PVWmJhOhPxNGcHx7XhblbzjE5pwoHVbvxsmoOlJwV8fZUVXrQB",
+	"a5var1Kb1Z+f8sF0hh7e12QMUX8l5K1FxnQAJZs8ceiJzH0Ha5YopxmPTO0s490pxBGW0jUzTlUwu3nf",
+	"WRdcwsDIgyJ5FBCZRECEelPCo3Jr9OtcAMPqhmiiJYm50o9tkP5VaUS27quQh3SPnujDd6AP7qaSfLSP",
+	"ow3+0/lW7n/SmEfUacRQAt3mhpYJVjOnitgoA9Jw6GV8z9VS5gruHIsg5zLZazYza46rc1xmDc0O2yaG",
+	"UBgLPIsGzJ1/RAb9Ce30OaQgkBNtcyOObGLDg8pbFscyIF++YMHcmqES5OtXWG3IIVcZJIzpjABcXbRO",
+	"L9+cXbxHommpinvp8e1q2ZJ9Z4upjfP5p4s/aQTfdSNAMX1J69EufcGqzf5er7oXPm9UX9GXrLrfex6+",
+	"iF6yV/16ozKzaavgsh9xX71LUEJtrTX1yRq6hjX0dziHPwNODDbXik8FSj6XkC8R1Xa+RJ7FZKEp9FL2",
+	"nVDmSgU4SyfmirH5/rFyKdUpdNtBs8KYUVus9JDYnJE+gNmMQw3n2UYL1P/JLPqDm0XXOKNzjKOXQ3nn",
+	"IIApgD6VFFyGJytsPFMoZZRaTBednfr35nW/Mj+6ym3e02X8LtbPtW7ielaBnLl9qV2gwGx2br3cRxv1",
+	"O09buUStBFHBfDSaaLNKqX5iMSFwOV2Ud49BsuCUvBie5vGorMJ8VmnWHOxlGosjBo+kuHz6uqZiYMfz",
+	"3XEUvrdmVQK4jJimQe7Ne1Axt1FziJk5SLb9JyH7VxSyW1FEqNviB5KqU0K388X+6+tcEykKPVAPpYxe",
+	"0RxybyWRxyc9j+4mftT73Hj4+/yr3uWfQjJZdss2k0aCL/P3m2Bp5UMbl2yrNDfmxDrd5ph3uQdgYfmX",
+	"UsGI5fKHrewvyT4rdQaHYMYnYzrggqLQXeYw8cInf1B/SYlz10/mKx7BtZsuiu/bXTwOl+7GV3LmL01J",
+	"QupN1wSAaWmudQj/drIpDAxMM1hRBZLgdP/C8vPdjrAVuiAYnkXbB4SmvhqHcoYw+GNzwjCJOyPJRBAa",
+	"K9kRtK9tCB60DlnH0ehCpPDweujgL1uSv9JK+JuuwsWH09Pj09/9nbFGp4+t46vrN2cX1+1/tk+vINTe",
+	"T7OMiZwAyES2FANgn5l9t+ye7nzxQsm+7iD8qbs9f4K2ozcyabvqBulE7cR6UsYMi+n8oj7C9FYtdxF6",
+	"27eVj0UCM79KsyWQhIUyidT2E+P+Dp5E5jMPx7q9h+XysXePgPKA1l+qtrddIjoqPNpmtfWc/FswAmJJ",
+	"XAAzqY5o1pvmKksRMmT0Xi4RV/RVl8TkeFnsOgKSsJOPQEwE6R5HbDSWmolwWn3Hpt0AIojHzPRjI0zo",
+	"yKY3sWlGOgKSiiTccOTYI8i2gi+JeL/PYBrwGSbPSJuCXGiK0I7Yq7+qkXdsmgdeZbVpm3uQUR8rv2ax",
+	"diX4KrvA6c1cJgNkwdjIMxTtgygAgdY1cuWPNY35mVkIMmcdDh2tLiwEFvKiBOZ9Gcoxi/JTCxYsQsqG",
+	"h4xGkJjN0uTCDuZosl8ubn9/WQG2TxsYc9LCey71WkTzJeSa8zCtq2pVj2n0LZ6ftcxIa4aUOyHhoLIb",
+	"NcNGr06rr/ovWXUvehFWX/ae0+p+f4+53yqbBEnbaWW5Rcq4lXvpl+M89RU4z5EU/ZhjCv372ovmbL2f",
+	"IXMmI46mPK4cVBoOQ1IJKuBHRGKV4QJsmke/XJ/Ni4c4gXCitByxxFl7uSKQ2Ahy9tmKlDt4NyFbmj1K",
+	"e81mllDTWrSwxXzyVnWwYyHptYjduimpHY6fVG3LK+eJsZOdY7uA1khMwxuby3KWPZYtBcRNmleBs2gy",
+	"4FBoVxEtJZSXJ1vd3IANk9MEl2X7ELN3GjUgYjSKuS3OLcUAc2iINLkZwQrxZKs7hhqZ1ZCOu5C+0wWQ",
+	"9jmLIyvD/eCCj732OZFkE+mn2nOZ05bIQJOx4bSNoF6vFxTPfBwv2XIA7PbpHx/aH9rXv7Wujt5CehCb",
+	"+cvIO9sEErOxNH+ZkUHM3+assxETOiCMmqsBSp3ztso70RFwAgLimFQWWEy6abHFLjbofuAZt4VcupjF",
+	"zIpoxEho0AUOSE1iDRwepSNbKgjgn5jHBGEHHeGq89uBgDyEVDlw0DLoJhpxbXFm+ZYCzPZqn8NW4Beg",
+	"0zKaxJwl+NxmqEOBEWSdjsAPxlQpKxb5BhpbJ+RuKGNI9SYkaJQ0jg8w9BeLXUNWOT9NDNlrvvIvB7Tj",
+	"EsRh3VOooWbZD2mZHYFNghhokL2oS1QHe1GQxSzhTVcfciKn8hiaCLoJG0MVzQNiuHd3+5BQaDobZial",
+	"2QY7wqWKg6WAefcy4Mde/ZWTdE1DhtwIou94yNxRhJdxR8hevb6KxPob3J5NBDCr2c4RxYyS7Z3ddxZT",
+	"RkNWbVSCmW9+T2wpm0yAaxgG8vOIcLCgjynHZQu+tkTnzmSaF3lWxPt0fyEPj1KZpIfJD8y9cLeObEGG",
+	"ARzOdhmJepIKH9GLeOzkp59FWshbrHuT+OaeMkPO8rjEeeiLKM+yBGlgqQWR0cV+oePDGd+4VlgXwBnX",
+	"yJYzA+/X4agb8g1HffvQcPyIqdPUKNjFbK5o7IAEqdDuiqZUaKyLeUcMOzH9P7PDDQgigGHYmF0/tX+A",
+	"cJSFnl20j84uXl//s3XyoY150XpTzRQKNFuN5+Qd/82PPYMUcFgaABOP8CzBB+1Z66O7/GiUwPLd43ii",
+	"yH6d/P//H9k1/wPZPDoiTUwHPJf/zZxRKJmIOXnjfRvMhv5ZF3k7z0Nba4KP1pY7eO9yiDLMXIaxsnyd",
+	"FGnlNowMw22DDcF4snx0jX9XioPBDvCPPKx7ASjcDsO6QhZ3lzKSo7P35yftq/brcsh4cC8zRLLEXV7a",
+	"++Yig/naBx8+qhixyFRy5fumniz138HFvoKyunYgoJdNcZlju0DlMUPV+mi/fJfzwH5HLp/1LLYcC766",
+	"KjkZIhJKNtisWaCjGI0KC1YftU6P2icn7dcY+5wwhvlD0R+AfcWuco7FwXcEQtiNxpkarlsCRUjM/+Fc",
+	"j1ZwRMYyhHLYXhouMmX60A5t1iEJH+18sRTJLWu3NI0U/LSAx6wrxK/BHjLqhku5likWB35hB1sa6oJb",
+	"gInGaBiysX4yyv74MSx4ph/Ailbmi59fUIV0Nfus8bWq0gmjo64TznxhGdsBaRck3YOOAEm3Ztl5N0DJ",
+	"t+ZuunlgpDv3O5ALeJK90REggIJ9o8ujgy4mWVbm/ImQWTDSdkC60L37/YaLaBupUjeimprn/3V5droN",
+	"YZVCK2uu6p5QpavwqHr8ugvSMVTWt7igfiJHRi5HK9FYZ5bCy6uLduu9l6BhOzArIlBgpuAfDeVoxLU6",
+	"RDkZlw5JpO09N9caaYH6IAQLdWZ/giwTPALRnvFbFoHZHQoOQKEFQeSYCd+ihharIQtvVFrtxnyORsut",
+	"vXojmLG8JRAeJSJn21RZCqYDstd8tX3oJoAuVEhsX3QqQgNjUOcTI8pv7TVfuZR9bLRd64gWsatg2Ecs",
+	"FXN2w8KyHr8+aXfTpD7myN9a06NZYizQA9WpNLhXfRN6oaWPF8dX7eur4/ftsw9XXVB5zDeG96BpzRkz",
+	"warmPm6dH1+/a//r+qh19LZ9fXV10rVqnlHknimzmrcytLXPXIyWHI3MkBSdQorq4bSMrVzC/FO20nZF",
+	"99dj6+bYwqeWrS9Rf2YucI43VXhk9rgj8AqR3CXtCLg/5EvHTwbdqRx0VmJmnUrQMfoHfAAaCDyxyVLM",
+	"w1SA71S+dgSs2AzSJ/Ubl8vJAEHCiT2Jyt846TJe54LdhLlTnXInfLCpyDw3WIU5jB2eha5Rq81ln2FS",
+	"ZZg22TcknmowwxxielKbO7ybBrWAbUZGkP4UFGhDruFz+BTSzAupUxjhlGmvmDkOC0u+cE0iyVQA4Atr",
+	"4YDSBX1W6whIH4vtAmmD6pJ4LylRUNsDaZf5AeAbxVEwIMxbqdUgIJqPWGSGHRB1w8dj8ywV3rexKSEz",
+	"gJ/qiL5MwNmZ9ZLK55monUnqV64uEVeONXREzG8MS8hKUW7tNXa3g9SGZtc4dcjhOuBR6QgtB0wPWUJ6",
+	"05Qsw6Zd//avq/bl9Xn74vriw2mXbL0k7/lv2wfW92YBrqwjsL0hV1omU6xhBA4soiRyJZ6xFpfF1rmR",
+	"OqK7486ApfBCkgumk2m1BRxrK4VCgoJj/UylOZnM8XQoxnt7XayliI7HibylcS6/vX3Kot/MnaTohVnV",
+	"DGEGdiXNGB/FeXGvEgKzkzWHE11Jdq6V9WaYJuRazEUsFNfm7rIExIhpT86JtZ0TP0O5AHf9tSQ0tTCY",
+	"s/YgqpVwRb1LNatzOgDGksjJYFhkoTlvgu9AMHxnTAesI4YyjjKjexfM693MA9Go192P2xaYcEvjCRjW",
+	"beLwjFr7VHbGFQAUU0h0SwwSeZdVJOuIFWz1uagJV0Z6IWrSLA14AeaFBMBkc6KidUxgoSu/+newOMDk",
+	"J4OEm+W7gC1ejgn3z9CvRsDWJBflOd/m3LcfwN4L8ODHMvdmIHEIyp3BiYMBwYNHQdJm9CdaaoUFwaGs",
+	"IUnFPOfs27IwnlTO82pzEXNFpts1cqxBQFPLgelbPvb5WZYiiyvn7sSwGfMamIt7Ew3IISOCj7kQUDkA",
+	"hXY0XiTMlaQ0u94RN2xaI0CXUIxOVdI0VipbIqi5iIEVrvOOSBs3LMXm4INonwHl4jAN/rHIeRthhPoE",
+	"dtkRmCI0IHcsrS8Zm3kl+MTK7anSgcClbPowgI4w4otOJiKkAOTSZA5JJ7D0MDwU3s05gN2zwChwGKeT",
+	"hhxRsBBgslekC+fzrN+tEQgiojZNKpFJR2T2/6yFkArSY4B650Y7Ab0BC5beccW2y+ts6WT6cAb4JzT0",
+	"k+H9nqn0dTLNB9SklXNtZl9hhZqVRUbY+rWCV7OgD5UrS2OV5xSqIhw40YXCeKE72gWjjA4yBOhWA63d",
+	"zoCNda06AstPA3XIo13SWn2QyIpbBDVQFECvuCFkduEtaj15CYsZzay+1K0fxsaA7YHYNO4d0aPhjez3",
+	"7ejmCZZ/wEr+PJG4dtUeIwgXluKXT64MszzWbLRcAPbuzJNh+DtEO3rrvzZxzLz0SzB7d0MjIEEKZ4s0",
+	"zQV1i0gZISXEwqDZT2ArzSS9VHrkWSw2CrBpbS1F9up7h4WwcQ7G0okAcdJQlUJmPvRcusjxOUi29Ehv",
+	"jGSzuLEjOTGv14NKuj8L067FlI/84hFe9AsY3ezTFdKYWGbzhvJ4kphJ1LOHCyBl9b1/b1RudEWRzis3",
+	"ilPKRQ2mAt/r48vz1tXRW0SVoVXoTPhFMX5MZHp2juYYObML+UQPv0falmz9V7YxzG5iSk1QW83nopiT",
+	"hyXLF7FBadAVaPV8oNoPNI9lMLg0ItCizwwPIX0Jplcn/MqEHJ20jt+3X1ujA/oJfe0XzCZGJr5liZf9",
+	"zrSSERj42s9Ng3YNhOGtDL4jM9g7jBYrgu8cog4WPFXZweuRjTt163XEFVTuxtONKHUPewdkZC5ybgFP",
+	"uw9ybl2dPZ3OE3DuCTiHwLkVqO8qFA48uKi8/3wkrmD6zSJVHbnLlRUJvKgXJyl1xBYVUWBRAWAHDJBi",
+	"cm3te2o7yNxaM3bijrCC+qzt0CdCZmSp1dCFkAFd6ohldkN4/eEI0JPl8InybBb57uxcMvFs+15+sWKt",
+	"+qVEyZyXaBKz9RLgpV/lq9eX57m7TLt4Kgu0bpzuHE25/srTuRMp2p/HCVMYbVSpk13yv83/OZ22Gb6K",
+	"GmyvX31BjW4Y7kbVV+xlv1qnjV4z3I322H7fiyX7GoBXO7ml8SXgxJRTWI3W+4ejYdmjKx7euL/t7gg+",
+	"GOoYtot91m94UjAbNK/qzWwK7p0rPoKwtXnvpY93vcefgoq8ZUlMx+eQ4sJs7g0fw2GbKC9iGf/MbBOZ",
+	"yl4PKpqP2L+lMGNvTxI5ZjvnNOFqfnJ3fwu+vSK/id3T3cflZs/0mj8p+d/B6Kk8uunoefZsfn2oC3DJ",
+	"+n53647PaKvROoghHISllAMy00A5qI4wt4H8LQUjW908fekGpOvuSncboJ0QF0C6BZrR7Ygt60wfTWLN",
+	"xzFTbiDuVaK4MJR+yMgHwT8TNpbhcBtDkInm4U0q4tl0zKhyokCYAgwcSsBMWnExiNNwYRswYcXRrls8",
+	"Q69srDSotKYno0y730koJxDaYZgpBh10hAUfpO9ArxCZ4CNRYyqIYtrGTwxlog1zNAvWEZCKBxKD6DsG",
+	"+TekYZsMflZka69eL0nMU6YXA1Nw13gTLOhC3jFDyueQ2fmk88c1cOaX8Duk4H/i4P/DOfi63Pqp1Nj/",
+	"sPwlaakxlRH6MjFgoVa388X9c0llMcgf6nib4UqKCElGMoFAFkAa6LTWWOogVZpO5xULy/Gnp1JhP3ap",
+	"sCVnbGl1sPTooA/BAngy6aa0Psb8E1J/4rFPPPbH4LE+YXwiT9/D172UNq0Hbb9MGSIi210O0IJoNaRi",
+	"YL2UoIkpzJoIwGl2R4pqMWakCzFhuiMMNtMmflDUj2c18EPzCPqNgGpC5SHATzJLUME5oiyM0qitFv8o",
+	"5F2ZovgBLuWjKIq7dbIH9LNR3V/9ouUHtJba9cQSnljCD8gSIDFGxJ+0sF81i2TE9UPqYDtwmdYPyCpy",
+	"rVLLb6kSh2mLMWVAwtRkxKIaOacTZR5Tgpc7+ywF7cxwE/MNe5LZnwj0T0WgA3vCnzAOPzilBfLyoKQW",
+	"qd23o7UuDJKHN1jTgkXkbsgNUcWEEJbWgllEipAFHWGLIwVGjsAsXeAxQkfZ6BAjqbgmAwk+sCxgDPQB",
+	"8Fx1xIWZKJLzdEiAE+PAAFy/Hh6zBOtk1uqJuj9R95+MujuR5om8/+jBr2af1qbvcMCWgdOyF4GGhjSO",
+	"GQDkiGKMbNE4TnNk0WjEReDqqVjwaQaMuGFTADVEkLanNyU8Kge1fczGtnbOvZ8yWjKd8HLYULYd3/ZW",
+	"/gygnjv/3Ljz7z2cD+tBf2AOiYk4nnFMRY20zMEmUsQlDjn8NN3BB8ge1gpHECsdU8iyc3G2LvQiHcxj",
+	"Yi9oqPktAz65QsghQmtPqNJv5SSBr/jKnC2wmYQO9oP5a2RT2EfQ9hz+nI1o/av5E2MEfrWsYKn3/s67",
+	"daX3vZTh7XzxpKtlgct5bF9aL8wcPOR0cDTxn3glEOGGTxA9HrGxHqbeWy/uGPQIizq3GdMhk/BQTpJS",
+	"r26ezGwUg2yvb/Ne17fxiNf3xTe7vjlM/JP/8Xv4H5fe4HUFwI+e4rTABelx9DS1Upb7ijM/ARQ4B12E",
+	"1OFs9QWVppNSWkICqDnOwkzMM+d+A0HB3pv26VX74vzi+LK9rpfwfhLCT0BimvU5NMZbq1VJzf4Dkxrb",
+	"1S9Mcn45QQMAA4X4rDFe3vvKGzsWql51BiK1CDp4wUby1qreTOhkClp1V1N1A0Y3W4/BtXU1HbMuJuOD",
+	"tyFHNOT909Mxw1rwhZe5IhLLiG4DTp/essiLb+gITJBtJBeb1C+A5H2UXLXfn59dtE6uP55dvHtzcvbR",
+	"S3Jts+gBggJrpiVmJjQGcUflquQmk5gdknDI4yhhIgVCuiTdyUR0hEy1MC1vGFLug6J1gQyYVmSvvltm",
+	"hEU4XgsX/6Ndgln7Qlk4XLraC4Ph/OLq9XppMNy8WDu3G5V12vu0CvYTz88T9vObG+TMsmO+I7i0Tpjw",
+	"CQkQgmrMlfbIySx1mIsQNTzFHE3UMlSQq0wcT9P+IBuFOT0qKOR8e6bmXGJFRtTewID0pl434DTpCCAn",
+	"W9n8fCpjU8Etvq+Q0HPhhT3hSheuq9pQ7fnzi3eXDyqa0VEV7JF+QA1cRGu/K3m/x6Eu1swHlWNxK7nh",
+	"/p/8W2zNg4tFhyJV+predpokdDo3G7qAQP6ny/0dbI3zLzOR/dlsMGrpFd9QzZmUEIg3ORXGcHZiuHdx",
+	"6Bmzx2tvE8myjksVnOaeMIcSwhKXSRTm9kCaWSdaQOzjHGJTI+cTDSnZUnpiHawgOSRp/TkL4EyBNyuI",
+	"BB2RkhhyGU84TFjeCZ9wgjMDEwD1GLG7YwuTY83X0URp81vMNTO7mm4vxjnKfprgvVmv25qsri4SyoAd",
+	"sbXXbJaEIJJWbsBG1HJtNep1d8UhFrIjbEGM0sDF84meFW7urWHeg+ytqifNELtHUD2/9fDLafM0cCmv",
+	"MdnCE4ZxZQzjG3M7fgZmAMehYCWmvry0VZDKpChIZeaMcL29hEGspFmOefWGTZd5dIv033ySkivMmq5Y",
+	"mDCtyt2zrfPjd6aXDWWxe4hJY/6OTVeVjsy0nkSj7yAatc6PYfH9E+1O5gNIOqUO3KI9Fw+wEUVcIi8L",
+	"BXM5nd1sDuEjMG8MqYLSVErLpMyIi24nPP0P4OYN+bp+XTz/3yGg3rfTglG23nvB9midVV/R/RfVvXC3",
+	"X30Z7YbVRr/JdqO9cL/3nGYmjpBXgso4YX3+uXJQUfHN9V6/SV+FsIi38sYHYOHG5V67vvmjeVv/918v",
+	"R43PL8a7vX3xKtz7JjkMIkdx5lKYIHMJ4sifuPxP4jwWjk6Vk6l1+O3Olxs2XRID7hOoFrHHHoyWQIz6",
+	"CF61Cpt5sUYuzEugLkDZU0CYClmV41oJwtS055Gm5XZBGMATf/zWdkGz7EsP30Y8MiizE9runikLuitJ",
+	"aQln+EFzD5demk0qWc+W2nCFKLcwiWeNC8US3Q1sUs8a+tyyv/F6umqRWT7NjsB0kNtYX3liS84pspWr",
+	"fh0UykFvZ5W0g44AuKzZdZtQPl+3OkjLuJkuXGFllU9Vn1ag5mp+YeJ0u9PCxA9QWng3LS3sr5xXWdgm",
+	"2IR6wKuk2CzWEM7SKT8VEf6JiwiXXML8lXmIisJFgrZWpe1VqBDABeZToasMzWyxzf6s5R2UeoRw9Ukc",
+	"W+AIV14htcXorRPsfVMrV2a4/Sd6ZtOgDM+k6x71ZdKm4fAYFW18NqKfLxDNkoZqyIi1sDyF8p9d8RGT",
+	"E12I/QBX0bF4AyXo3UM50UDo3kqVtTFmIuJikOs9mYjyZh1k/T0Xx+VBJ15mVfsAdLZ2lpE19zzXrZr0",
+	"nPEOy1za5x4SxJaQYL2hlDdtEY0lF9lc7qF3eB+dzq7Z+hATe4CWYdrsWcXD/kQwvyvALbcXHo009OLR",
+	"PEC+1nHhkmjouUeEyFuWpPjWZ+oQ6FtHbMnE5RKH1IwBoT3FhN621hXlijBb4kdaAKKLMG+kedgR6Lsh",
+	"XKVlzbGKL3pySgtylxLMexpdfFLXaM6Qrubq0VMzw3pMDN2Dkng373sT+OYvQd3LcX6/HL03l8+ZMp88",
+	"T7+e5+lyPf6yilTsLnd1BfE4gYCpIi95e3V1fn3R/uND+/LKIolowsiQxRHRMiBjgAOafdFkKJXOxQOa",
+	"B0WH+JQoVx1H3ok8dgn42hzk0JmdyoOI2n9+qfQmidKVg8a8cKf9nJF8CE6KCh3zmm2kFspRxr/UOUuQ",
+	"6EFURClx8lu8B6YotwCr+syeJMUfBlDk7iLcitlrXbyqmwqQ9yAPO1/M0BZavY9oHKfCIUwEQyVILMWA",
+	"JUBEsDUWHbqEOYQKMhlbOxhVNywC2VNpHsdkKONI2Yw7tp7WvCSp+RvwPxot+wuyPwuxLV4btMWY8yIF",
+	"HrnHuzRBOSI3ZW4HhJLXp5cIqNtKIWL7uwgRC0hMeywG/FjMtGk/6IiID7hWAXlWfQaGtWfXzwJy/PrU",
+	"liNmPCGfRbVqpjjaRiweOT4nNIoSpkwDDslByVgm+tDcErw0/bSegPmhRt5jqTsSUsWqXCgmFNf8ljmm",
+	"WuIjsOs530VQVuNqOTQxpHFcCk0sESfMu1wMMKgASMpAppC5LrDpLkkzv4AzrTvDdbuHhHYEhCuAyqut",
+	"QGOrW0eThPbiaQALh2oqDIslrkSfXzg7j9qz1bEzJclWMzCbjHL51l7zFRlTpTuC6+0aOZvoquxXE9CP",
+	"b2kMlb9ERHrUEn9EGRrKudds+qETHQEowjna8yz9u6fu7Mk+ZfLLOqpzbkyPqTh/Z3lt1SUpSGkLpLIn",
+	"de7XV+c2ZGZryXAgai1W8YZAvjxp7JkihnbJhOzXd9HJecF0Mq22IFOuS8GFLpO8rjZLya0PFhDkjIZD",
+	"K/wZiS7VCjvCqoVGOARayBWAaSH7F9NDlpjRCAmFDYdgbrQB+U5EVB2RNVwjLUumL08+HB+1r88+XP12",
+	"9uH09fV568Nl+/X127PLq8vr963/dpNPmP0+ckxlsYZK1lVQz3EfNlZQ55IwHP0Hsxyl5Kq5kXoJw19V",
+	"vcQ1tcsp5N2TovkDKJrFTXlkJXPIaKyHf88HgNgy/s163Sb4A8dCIkOmFFEsuWWKOLZ8SMIhC2+gnkbE",
+	"xkxETITTUufrW9vvpoJFWjZU3qzO5rHz0sxOMb9lNdwnFk4w9xxgo71du2WCKV/7x0W0JB9iY1ZdUCbI",
+	"uVR6kDCF0HQXy4IOnpEEwzsG4BiqyfU2odDCIRD9tKprLoS3Tzm4c8YQ9dubaCDJqK2wJJGJofZDHg6N",
+	"sG7NAbCVieFyclC6Yxc4r43TJcIJgbQJduK4eUFF26lnm/mwewsTqHn3ds6gx4nsxWz0j1L/j6ZAt816",
+	"wkYfEDeNdNW38C2V5pCRg22vwO1+fTeoaK4B63Pq2snwW0Otx+pgZ0dBfFQtYrduRGpHSF3F11dej3P8",
+	"tjyNWXZJSSQxksser8V3wCwln3sJ8h9+qfQYTVhi2gDOBgetrCjqiN4wkkwMg54ksV2Kg52dWIY0Bg3+",
+	"Zf1lHdij7XRGTGKCQjk7LFLHE/B2gkmqWEtVlRgMUvJYVaEcG108YRETmtPYbyOFBpabHKDLZ6nbR3gp",
+	"JtQzzysAiVAjqqnXNLoHZttt5XgEGvvHRlPOzBtGpTUdzop2XvtFFlI+gzSgzg/LcxPJ4pcL/o6lsctk",
+	"C0A82/5SzsTWlO8KdOpHRmY7zEejCZSPcAkR/Pn6btnZlm2tYS4GAbmjOhxi1GPku8SzvDJes16t4dlW",
+	"X3vDTCaivAIlWopcElev6czbOtvyJR8IcyqloUdQ7tI6Sf31iJjhYRiJnB17+15Jo4af5aB8imxdwh2t",
+	"XpqHiGr0N83iyMqbMlQBIWiORnhfWhrx9dPX/xMAAP//ltPBmnPFAQA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -15,9 +15,11 @@ type Application struct {
 	Definitions *Definitions
 	Executions  *Executions
 	// Outbound is nil when Stores has no OutboundLimits.
-	Outbound  *OutboundLimits
-	Schedules *Schedules
-	Events    *Events
+	Outbound *OutboundLimits
+	// AllowLists is nil when Stores has no AllowLists.
+	AllowLists *AllowLists
+	Schedules  *Schedules
+	Events     *Events
 	// Webhooks are set by the API's composition (NewWebhooks): they need
 	// the outbound guard, which the other use cases do not.
 	Webhooks *Webhooks
@@ -42,6 +44,12 @@ type Stores struct {
 	Timetables ports.TimetableParser
 	// Events keeps the events sent to WAIT_FOR_EVENT nodes.
 	Events ports.EventStore
+	// AllowLists keep what the workspaces' TEMPORAL_WORKFLOW nodes may
+	// start; without them every such node is refused at save.
+	AllowLists ports.AllowLists
+	// OwnTaskQueues are Sluice's own task queues, which no allow-list
+	// may open.
+	OwnTaskQueues domain.ReservedTaskQueues
 }
 
 // NewApplication wires the use cases. engine may be nil in a process that
@@ -52,13 +60,16 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas,
 		Auth:        authenticator,
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, authenticator),
 		Plans:       NewPlans(s.Plans, s.Workspaces),
-		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
+		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget).CheckingAllowLists(s.AllowLists, s.OwnTaskQueues),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
 		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables),
 		Events:      NewEvents(s.Executions, s.Definitions, s.Events, engine, quotas),
 	}
 	if s.OutboundLimits != nil {
 		a.Outbound = NewOutboundLimits(s.OutboundLimits, s.Workspaces)
+	}
+	if s.AllowLists != nil {
+		a.AllowLists = NewAllowLists(s.AllowLists, s.Workspaces, s.OwnTaskQueues)
 	}
 	return a
 }

@@ -21,6 +21,19 @@ type Definitions struct {
 	// templateBudget is the bytes a node's templates may produce when it
 	// runs; a graph whose templates can never fit in it is refused.
 	templateBudget int
+	// allowLists and reserved decide what TEMPORAL_WORKFLOW nodes may
+	// start (CheckingAllowLists); nil allows nothing.
+	allowLists ports.AllowLists
+	reserved   domain.ReservedTaskQueues
+}
+
+// CheckingAllowLists has saves refuse a graph whose TEMPORAL_WORKFLOW
+// nodes start what the workspace's allow-list does not permit, reserved
+// (Sluice's own queues) never being permitted; without it a graph with
+// any TEMPORAL_WORKFLOW is refused.
+func (s *Definitions) CheckingAllowLists(lists ports.AllowLists, reserved domain.ReservedTaskQueues) *Definitions {
+	s.allowLists, s.reserved = lists, reserved
+	return s
 }
 
 // NewDefinitions builds the definition use cases. templateBudget is the
@@ -52,8 +65,9 @@ func (s *Definitions) CreateDefinition(ctx context.Context, a domain.Actor, work
 }
 
 // validateGraph checks the graph's structure, then its template fan-out
-// against the budget and its policies against the workspace's caps in
-// force (read now, so an edit applies to the next save), reporting
+// against the budget, its policies against the workspace's caps in force
+// (read now, so an edit applies to the next save) and its
+// TEMPORAL_WORKFLOWs against the workspace's allow-list, reporting
 // problems under prefix.
 func (s *Definitions) validateGraph(ctx context.Context, g domain.Graph, workspaceID domain.ID, prefix string) error {
 	err := g.Validate()
@@ -66,6 +80,13 @@ func (s *Definitions) validateGraph(ctx context.Context, g domain.Graph, workspa
 			return err
 		}
 		err = g.CheckPolicies(quotas.PolicyCaps())
+	}
+	if err == nil && g.UsesTemporalWorkflows() {
+		var l domain.AllowList
+		if l, err = allowList(ctx, s.allowLists, s.reserved, workspaceID); err != nil {
+			return err
+		}
+		err = g.CheckAllowList(l)
 	}
 	if err == nil {
 		return nil

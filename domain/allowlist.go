@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // MaxAllowListEntries bounds a workspace's allow-list: the admin keeps
@@ -60,18 +59,17 @@ func (l AllowList) Refusal(queue, workflowType string) string {
 }
 
 // ReservedTaskQueues are Sluice's own task queues, which no allow-list
-// entry may name: the deployment's queues exactly, and, when the
-// deployment sets a task queue prefix, every queue under that prefix.
+// entry may name: the deployment's queues, its task queue prefix
+// included. A team's worker polling one would take Sluice's tasks, and a
+// tenant's start there would run Sluice's code.
 type ReservedTaskQueues struct {
-	// Prefix is the deployment's task queue prefix (may be "").
-	Prefix string
 	// Queues are Sluice's own queue names, prefix included.
 	Queues []string
 }
 
 // Contains reports whether queue is one of Sluice's own.
 func (r ReservedTaskQueues) Contains(queue string) bool {
-	return slices.Contains(r.Queues, queue) || (r.Prefix != "" && strings.HasPrefix(queue, r.Prefix))
+	return slices.Contains(r.Queues, queue)
 }
 
 // CheckAllowListEntry refuses an entry the admin may not put: names that

@@ -115,7 +115,7 @@ func TestAllowListPermitsListedQueuesAndTypesButNeverSluicesOwn(t *testing.T) {
 	t.Parallel()
 	l := AllowList{
 		Entries:  []AllowListEntry{{TaskQueue: "orders"}, {TaskQueue: "billing", WorkflowType: "Invoice"}, {TaskQueue: "sluice.workflows.default"}},
-		Reserved: ReservedTaskQueues{Prefix: "sluice.", Queues: []string{"sluice.workflows.default", "sluice.activities.external-api"}},
+		Reserved: ReservedTaskQueues{Queues: []string{"sluice.workflows.default", "sluice.activities.external-api"}},
 	}
 	for _, tc := range []struct {
 		queue, typ string
@@ -126,7 +126,7 @@ func TestAllowListPermitsListedQueuesAndTypesButNeverSluicesOwn(t *testing.T) {
 		{"billing", "Refund", false},
 		{"shipping", "Ship", false},
 		{"sluice.workflows.default", "SluiceExecution", false},
-		{"sluice.other", "X", false},
+		{"sluice.activities.external-api", "X", false},
 	} {
 		if got := l.Permits(tc.queue, tc.typ); got != tc.want {
 			t.Errorf("Permits(%q, %q) = %v, want %v", tc.queue, tc.typ, got, tc.want)

@@ -42,6 +42,11 @@ func NewTaskQueues(prefix string) TaskQueues {
 	return TaskQueues{Workflows: prefix + WorkflowTaskQueue, ExternalAPI: prefix + ExternalAPITaskQueue}
 }
 
+// Reserved are the queues as no workspace's allow-list may open them.
+func (q TaskQueues) Reserved() domain.ReservedTaskQueues {
+	return domain.ReservedTaskQueues{Queues: []string{q.Workflows, q.ExternalAPI}}
+}
+
 // workflowIDPrefix starts every execution's workflow id; the workflow
 // parses the execution id back out of it.
 const workflowIDPrefix = "execution-"

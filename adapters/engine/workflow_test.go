@@ -91,7 +91,7 @@ func newHarnessWith(t *testing.T, graph string, executors []ports.NodeExecutor) 
 	registerWorkflow(h.env, h.wf)
 	h.env.SetTestTimeout(30 * time.Second)
 	h.acts = NewActivities(app.NewRuns(h.store, slog.New(slog.DiscardHandler), app.WithDefinitions(h.store),
-		app.WithAllowLists(h.store, domain.ReservedTaskQueues{Queues: []string{WorkflowTaskQueue, ExternalAPITaskQueue}})), executors)
+		app.WithAllowLists(h.store, NewTaskQueues("").Reserved())), executors)
 	registerActivities(h.env, h.acts)
 	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: WorkflowID(h.execID)})
 	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {

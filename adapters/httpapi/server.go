@@ -499,6 +499,10 @@ func nodeRecordsOut(nodes []domain.NodeRecord) []api.NodeRecord {
 			Key: n.Key, Type: string(n.Type), Status: api.NodeStatus(n.Status), Attempt: n.Attempt,
 			Input: rawOrNull(n.Input), Output: rawOrNull(n.Output), Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
 		}
+		if n.ChildWorkflowID != "" {
+			id, run := n.ChildWorkflowID, n.ChildRunID
+			records[i].ChildWorkflowID, records[i].ChildRunID = &id, &run
+		}
 	}
 	return records
 }

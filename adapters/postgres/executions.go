@@ -27,6 +27,7 @@ func (s *Store) StartNode(ctx context.Context, executionID domain.ID, n domain.N
 func (s *Store) startNode(ctx context.Context, db dbsqlc.DBTX, executionID domain.ID, n domain.NodeRecord) error {
 	_, err := s.q.NodeStart(ctx, db, dbsqlc.NodeStartParams{
 		ID: domain.ID(uuid.New()), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Attempt: int32(max(1, n.Attempt)), Input: n.Input,
+		ChildWorkflowID: nilIfBlank(n.ChildWorkflowID), ChildRunID: nilIfBlank(n.ChildRunID),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // already finished: a replayed start after completion
@@ -91,6 +92,8 @@ func (s *Store) finishNodes(ctx context.Context, db dbsqlc.DBTX, executionID dom
 		p.Errors = append(p.Errors, errMsg)
 		p.StartedAts = append(p.StartedAts, rfc3339(n.StartedAt))
 		p.CompletedAts = append(p.CompletedAts, rfc3339(n.CompletedAt))
+		p.ChildWorkflowIds = append(p.ChildWorkflowIds, n.ChildWorkflowID)
+		p.ChildRunIds = append(p.ChildRunIds, n.ChildRunID)
 	}
 	return interpretError(s.q.NodesFinish(ctx, db, p))
 }
@@ -101,6 +104,14 @@ func rfc3339(t *time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// nilIfBlank is s, or NULL when it is "".
+func nilIfBlank(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func nilIfEmpty(raw json.RawMessage) json.RawMessage {

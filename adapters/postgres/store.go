@@ -650,6 +650,12 @@ func nodesFromRows(rows []dbsqlc.WorkflowExecutionNode) []domain.NodeRecord {
 			Key: n.NodeKey, Type: domain.NodeType(n.NodeType), Status: domain.NodeStatus(n.Status), Attempt: int(n.Attempt),
 			Input: n.Input, Output: n.Output, Error: n.Error, StartedAt: n.StartedAt, CompletedAt: n.CompletedAt,
 		}
+		if n.ChildWorkflowID != nil {
+			nodes[i].ChildWorkflowID = *n.ChildWorkflowID
+		}
+		if n.ChildRunID != nil {
+			nodes[i].ChildRunID = *n.ChildRunID
+		}
 	}
 	return nodes
 }

@@ -98,6 +98,15 @@ const (
 	ExecutionFailed    WebhookEvent = "execution.failed"
 )
 
+// AllowedWorkflow defines model for AllowedWorkflow.
+type AllowedWorkflow struct {
+	// TaskQueue A team's task queue, a literal name of 1 to 200 bytes without spaces; never one of Sluice's own queues.
+	TaskQueue string `json:"taskQueue"`
+
+	// WorkflowType The one workflow type allowed on the queue; null (or omitted) allows any type.
+	WorkflowType *string `json:"workflowType"`
+}
+
 // APIKey defines model for ApiKey.
 type APIKey struct {
 	CreatedAt time.Time          `json:"createdAt"`
@@ -442,14 +451,20 @@ type Node struct {
 	// Timeout The longest one attempt may take (a Go duration, or milliseconds as a number), at most the workspace's nodeTimeoutSeconds quota; not on DELAY.
 	Timeout *string `json:"timeout,omitempty"`
 
-	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together.
+	// Type HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH, WAIT_FOR_EVENT, SUB_WORKFLOW or TEMPORAL_WORKFLOW; checked with the rest of the graph so that every problem is reported together.
 	Type string `json:"type"`
 }
 
 // NodeRecord defines model for NodeRecord.
 type NodeRecord struct {
-	Attempt     int        `json:"attempt"`
-	CompletedAt *time.Time `json:"completedAt"`
+	Attempt int `json:"attempt"`
+
+	// ChildRunID That child's run id.
+	ChildRunID *string `json:"childRunId"`
+
+	// ChildWorkflowID A TEMPORAL_WORKFLOW node's child workflow id in Temporal, once it started: the execution's workflow id, the node's key and its workflowIdSuffix, joined by '/'.
+	ChildWorkflowID *string    `json:"childWorkflowId"`
+	CompletedAt     *time.Time `json:"completedAt"`
 
 	// Error Why the node failed; NUL and bytes that are not UTF-8 are shown as U+FFFD, and past `SLUICE_RECORD_VALUE_MAX` bytes it ends with its true size.
 	Error *string `json:"error"`
@@ -1253,6 +1268,12 @@ type ListWorkspacesParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// DeleteAllowedWorkflowParams defines parameters for DeleteAllowedWorkflow.
+type DeleteAllowedWorkflowParams struct {
+	TaskQueue    string  `form:"taskQueue" json:"taskQueue"`
+	WorkflowType *string `form:"workflowType,omitempty" json:"workflowType,omitempty"`
+}
+
 // StreamWorkspaceEventsParams defines parameters for StreamWorkspaceEvents.
 type StreamWorkspaceEventsParams struct {
 	// LastEventID The id of the last event received; the stream resumes after it.
@@ -1291,6 +1312,9 @@ type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 
 // UpdateWorkspacePlanJSONRequestBody defines body for UpdateWorkspacePlan for application/json ContentType.
 type UpdateWorkspacePlanJSONRequestBody = UpdateWorkspaceRequest
+
+// PutAllowedWorkflowJSONRequestBody defines body for PutAllowedWorkflow for application/json ContentType.
+type PutAllowedWorkflowJSONRequestBody = AllowedWorkflow
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
@@ -1512,6 +1536,17 @@ type ClientInterface interface {
 	UpdateWorkspacePlanWithBody(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	UpdateWorkspacePlan(ctx context.Context, workspaceID WorkspaceID, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteAllowedWorkflow request
+	DeleteAllowedWorkflow(ctx context.Context, workspaceID WorkspaceID, params *DeleteAllowedWorkflowParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListAllowedWorkflows request
+	ListAllowedWorkflows(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutAllowedWorkflowWithBody request with any body
+	PutAllowedWorkflowWithBody(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	PutAllowedWorkflow(ctx context.Context, workspaceID WorkspaceID, body PutAllowedWorkflowJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListAPIKeys request
 	ListAPIKeys(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2146,6 +2181,54 @@ func (c *Client) UpdateWorkspacePlanWithBody(ctx context.Context, workspaceID Wo
 
 func (c *Client) UpdateWorkspacePlan(ctx context.Context, workspaceID WorkspaceID, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateWorkspacePlanRequest(c.Server, workspaceID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) DeleteAllowedWorkflow(ctx context.Context, workspaceID WorkspaceID, params *DeleteAllowedWorkflowParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteAllowedWorkflowRequest(c.Server, workspaceID, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) ListAllowedWorkflows(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAllowedWorkflowsRequest(c.Server, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) PutAllowedWorkflowWithBody(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutAllowedWorkflowRequestWithBody(c.Server, workspaceID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) PutAllowedWorkflow(ctx context.Context, workspaceID WorkspaceID, body PutAllowedWorkflowJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutAllowedWorkflowRequest(c.Server, workspaceID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4172,6 +4255,155 @@ func NewUpdateWorkspacePlanRequestWithBody(server string, workspaceID WorkspaceI
 	return req, nil
 }
 
+// NewDeleteAllowedWorkflowRequest generates requests for DeleteAllowedWorkflow
+func NewDeleteAllowedWorkflowRequest(server string, workspaceID WorkspaceID, params *DeleteAllowedWorkflowParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/allowed-workflows", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		queryValues := queryURL.Query()
+
+		if queryFrag, err := runtime.StyleParamWithLocation("form", true, "taskQueue", runtime.ParamLocationQuery, params.TaskQueue); err != nil {
+			return nil, err
+		} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+			return nil, err
+		} else {
+			for k, v := range parsed {
+				for _, v2 := range v {
+					queryValues.Add(k, v2)
+				}
+			}
+		}
+
+		if params.WorkflowType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "workflowType", runtime.ParamLocationQuery, *params.WorkflowType); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		queryURL.RawQuery = queryValues.Encode()
+	}
+
+	req, err := http.NewRequest("DELETE", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAllowedWorkflowsRequest generates requests for ListAllowedWorkflows
+func NewListAllowedWorkflowsRequest(server string, workspaceID WorkspaceID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/allowed-workflows", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutAllowedWorkflowRequest calls the generic PutAllowedWorkflow builder with application/json body
+func NewPutAllowedWorkflowRequest(server string, workspaceID WorkspaceID, body PutAllowedWorkflowJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutAllowedWorkflowRequestWithBody(server, workspaceID, "application/json", bodyReader)
+}
+
+// NewPutAllowedWorkflowRequestWithBody generates requests for PutAllowedWorkflow with any type of body
+func NewPutAllowedWorkflowRequestWithBody(server string, workspaceID WorkspaceID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "workspaceId", runtime.ParamLocationPath, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workspaces/%s/allowed-workflows", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("PUT", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListAPIKeysRequest generates requests for ListAPIKeys
 func NewListAPIKeysRequest(server string, workspaceID WorkspaceID) (*http.Request, error) {
 	var err error
@@ -4822,6 +5054,17 @@ type ClientWithResponsesInterface interface {
 	UpdateWorkspacePlanWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error)
 
 	UpdateWorkspacePlanWithResponse(ctx context.Context, workspaceID WorkspaceID, body UpdateWorkspacePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkspacePlanResponse, error)
+
+	// DeleteAllowedWorkflowWithResponse request
+	DeleteAllowedWorkflowWithResponse(ctx context.Context, workspaceID WorkspaceID, params *DeleteAllowedWorkflowParams, reqEditors ...RequestEditorFn) (*DeleteAllowedWorkflowResponse, error)
+
+	// ListAllowedWorkflowsWithResponse request
+	ListAllowedWorkflowsWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListAllowedWorkflowsResponse, error)
+
+	// PutAllowedWorkflowWithBodyWithResponse request with any body
+	PutAllowedWorkflowWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutAllowedWorkflowResponse, error)
+
+	PutAllowedWorkflowWithResponse(ctx context.Context, workspaceID WorkspaceID, body PutAllowedWorkflowJSONRequestBody, reqEditors ...RequestEditorFn) (*PutAllowedWorkflowResponse, error)
 
 	// ListAPIKeysWithResponse request
 	ListAPIKeysWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListAPIKeysResponse, error)
@@ -6011,6 +6254,94 @@ func (r UpdateWorkspacePlanResponse) StatusCode() int {
 	return 0
 }
 
+type DeleteAllowedWorkflowResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteAllowedWorkflowResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteAllowedWorkflowResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type ListAllowedWorkflowsResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *[]AllowedWorkflow
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAllowedWorkflowsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAllowedWorkflowsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type PutAllowedWorkflowResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *AllowedWorkflow
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON404 *NotFound
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidField
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r PutAllowedWorkflowResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutAllowedWorkflowResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type ListAPIKeysResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
@@ -6786,6 +7117,41 @@ func (c *ClientWithResponses) UpdateWorkspacePlanWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseUpdateWorkspacePlanResponse(rsp)
+}
+
+// DeleteAllowedWorkflowWithResponse request returning *DeleteAllowedWorkflowResponse
+func (c *ClientWithResponses) DeleteAllowedWorkflowWithResponse(ctx context.Context, workspaceID WorkspaceID, params *DeleteAllowedWorkflowParams, reqEditors ...RequestEditorFn) (*DeleteAllowedWorkflowResponse, error) {
+	rsp, err := c.DeleteAllowedWorkflow(ctx, workspaceID, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteAllowedWorkflowResponse(rsp)
+}
+
+// ListAllowedWorkflowsWithResponse request returning *ListAllowedWorkflowsResponse
+func (c *ClientWithResponses) ListAllowedWorkflowsWithResponse(ctx context.Context, workspaceID WorkspaceID, reqEditors ...RequestEditorFn) (*ListAllowedWorkflowsResponse, error) {
+	rsp, err := c.ListAllowedWorkflows(ctx, workspaceID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAllowedWorkflowsResponse(rsp)
+}
+
+// PutAllowedWorkflowWithBodyWithResponse request with arbitrary body returning *PutAllowedWorkflowResponse
+func (c *ClientWithResponses) PutAllowedWorkflowWithBodyWithResponse(ctx context.Context, workspaceID WorkspaceID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutAllowedWorkflowResponse, error) {
+	rsp, err := c.PutAllowedWorkflowWithBody(ctx, workspaceID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutAllowedWorkflowResponse(rsp)
+}
+
+func (c *ClientWithResponses) PutAllowedWorkflowWithResponse(ctx context.Context, workspaceID WorkspaceID, body PutAllowedWorkflowJSONRequestBody, reqEditors ...RequestEditorFn) (*PutAllowedWorkflowResponse, error) {
+	rsp, err := c.PutAllowedWorkflow(ctx, workspaceID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutAllowedWorkflowResponse(rsp)
 }
 
 // ListAPIKeysWithResponse request returning *ListAPIKeysResponse
@@ -9916,6 +10282,238 @@ func ParseUpdateWorkspacePlanResponse(rsp *http.Response) (*UpdateWorkspacePlanR
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteAllowedWorkflowResponse parses an HTTP response from a DeleteAllowedWorkflowWithResponse call
+func ParseDeleteAllowedWorkflowResponse(rsp *http.Response) (*DeleteAllowedWorkflowResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteAllowedWorkflowResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListAllowedWorkflowsResponse parses an HTTP response from a ListAllowedWorkflowsWithResponse call
+func ParseListAllowedWorkflowsResponse(rsp *http.Response) (*ListAllowedWorkflowsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAllowedWorkflowsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []AllowedWorkflow
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutAllowedWorkflowResponse parses an HTTP response from a PutAllowedWorkflowWithResponse call
+func ParsePutAllowedWorkflowResponse(rsp *http.Response) (*PutAllowedWorkflowResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutAllowedWorkflowResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AllowedWorkflow
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidField
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

@@ -3,11 +3,13 @@
 -- with the new attempt number. An attempt older than the record's (a
 -- zombie: an attempt Temporal timed out and retried, still running on
 -- some worker) never takes the record back.
-INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, started_at)
-VALUES (@id, @execution_id, @node_key, @node_type, 'RUNNING', @attempt, @input, now())
+INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, started_at, child_workflow_id, child_run_id)
+VALUES (@id, @execution_id, @node_key, @node_type, 'RUNNING', @attempt, @input, now(), sqlc.narg(child_workflow_id), sqlc.narg(child_run_id))
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = 'RUNNING', attempt = EXCLUDED.attempt, input = EXCLUDED.input, error = NULL, output = NULL,
-    started_at = workflow_execution_nodes.started_at, completed_at = NULL
+    started_at = workflow_execution_nodes.started_at, completed_at = NULL,
+    child_workflow_id = coalesce(EXCLUDED.child_workflow_id, workflow_execution_nodes.child_workflow_id),
+    child_run_id = coalesce(EXCLUDED.child_run_id, workflow_execution_nodes.child_run_id)
 WHERE workflow_execution_nodes.status IN ('RUNNING', 'FAILED')
   AND workflow_execution_nodes.attempt <= EXCLUDED.attempt
 RETURNING *;
@@ -45,16 +47,22 @@ LIMIT @max_rows;
 -- workflow waits, after the nodes that started since, whose starts must not
 -- precede it; a record that was started (a DELAY's RUNNING, stamped by the
 -- database) never ends before its start. Rows are written in the arrays'
--- order, which is the order the feed's trigger tells of them.
-INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at)
+-- order, which is the order the feed's trigger tells of them. A child
+-- workflow's ids, once written, stay (an empty one keeps them).
+INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at,
+                                      child_workflow_id, child_run_id)
 SELECT gen_random_uuid(), @execution_id::uuid, r.node_key, r.node_type, r.status, r.attempt, NULL::jsonb, nullif(r.output, '')::jsonb,
-       nullif(r.error, ''), nullif(r.started_at, '')::timestamptz, coalesce(nullif(r.completed_at, '')::timestamptz, now())
+       nullif(r.error, ''), nullif(r.started_at, '')::timestamptz, coalesce(nullif(r.completed_at, '')::timestamptz, now()),
+       nullif(r.child_workflow_id, ''), nullif(r.child_run_id, '')
 FROM (SELECT unnest(@node_keys::text[]) AS node_key, unnest(@node_types::text[]) AS node_type,
              unnest(@statuses::text[]) AS status, unnest(@attempts::int[]) AS attempt,
              unnest(@outputs::text[]) AS output, unnest(@errors::text[]) AS error,
-             unnest(@started_ats::text[]) AS started_at, unnest(@completed_ats::text[]) AS completed_at) AS r
+             unnest(@started_ats::text[]) AS started_at, unnest(@completed_ats::text[]) AS completed_at,
+             unnest(@child_workflow_ids::text[]) AS child_workflow_id, unnest(@child_run_ids::text[]) AS child_run_id) AS r
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
+    child_workflow_id = coalesce(EXCLUDED.child_workflow_id, workflow_execution_nodes.child_workflow_id),
+    child_run_id = coalesce(EXCLUDED.child_run_id, workflow_execution_nodes.child_run_id),
     attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt),
     completed_at = GREATEST(EXCLUDED.completed_at, workflow_execution_nodes.started_at);
 

@@ -118,7 +118,8 @@ func NewStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *St
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	workflows := engine.NewWorkflowClient(tc, engine.NewTaskQueues("http"+uuid.NewString()[:8]+"."), engine.DefaultLimits())
+	queues := engine.NewTaskQueues("http" + uuid.NewString()[:8] + ".")
+	workflows := engine.NewWorkflowClient(tc, queues, engine.DefaultLimits())
 	keys, err := postgres.NewWebhookSecretKeys([]byte("sluice-api-webhook-secret-key-32"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +135,8 @@ func NewStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *St
 		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, cfg)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store}, workflows, quotas, domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: AdminToken})
+	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store,
+		AllowLists: store, OwnTaskQueues: queues.Reserved()}, workflows, quotas, domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: AdminToken})
 	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store)
 	hub := postgres.NewFeedHub(pool, log)
 	hubCtx, stopHub := context.WithCancel(context.Background())

@@ -190,17 +190,19 @@ type WorkflowExecutionEvent struct {
 }
 
 type WorkflowExecutionNode struct {
-	ID          domain.ID
-	ExecutionID domain.ID
-	NodeKey     string
-	NodeType    string
-	Status      string
-	Attempt     int32
-	Input       json.RawMessage
-	Output      json.RawMessage
-	Error       *string
-	StartedAt   *time.Time
-	CompletedAt *time.Time
+	ID              domain.ID
+	ExecutionID     domain.ID
+	NodeKey         string
+	NodeType        string
+	Status          string
+	Attempt         int32
+	Input           json.RawMessage
+	Output          json.RawMessage
+	Error           *string
+	StartedAt       *time.Time
+	CompletedAt     *time.Time
+	ChildWorkflowID *string
+	ChildRunID      *string
 }
 
 type WorkflowExecutionQueue struct {
@@ -240,6 +242,13 @@ type Workspace struct {
 	Plan      string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+type WorkspaceAllowList struct {
+	WorkspaceID  domain.ID
+	TaskQueue    string
+	WorkflowType *string
+	CreatedAt    time.Time
 }
 
 type WorkspaceExecutionsStored struct {

@@ -59,23 +59,27 @@ func (q *Queries) NodeFinish(ctx context.Context, db DBTX, arg NodeFinishParams)
 }
 
 const nodeStart = `-- name: NodeStart :one
-INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, started_at)
-VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, now())
+INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, started_at, child_workflow_id, child_run_id)
+VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, now(), $7, $8)
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = 'RUNNING', attempt = EXCLUDED.attempt, input = EXCLUDED.input, error = NULL, output = NULL,
-    started_at = workflow_execution_nodes.started_at, completed_at = NULL
+    started_at = workflow_execution_nodes.started_at, completed_at = NULL,
+    child_workflow_id = coalesce(EXCLUDED.child_workflow_id, workflow_execution_nodes.child_workflow_id),
+    child_run_id = coalesce(EXCLUDED.child_run_id, workflow_execution_nodes.child_run_id)
 WHERE workflow_execution_nodes.status IN ('RUNNING', 'FAILED')
   AND workflow_execution_nodes.attempt <= EXCLUDED.attempt
-RETURNING id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at
+RETURNING id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at, child_workflow_id, child_run_id
 `
 
 type NodeStartParams struct {
-	ID          domain.ID
-	ExecutionID domain.ID
-	NodeKey     string
-	NodeType    string
-	Attempt     int32
-	Input       json.RawMessage
+	ID              domain.ID
+	ExecutionID     domain.ID
+	NodeKey         string
+	NodeType        string
+	Attempt         int32
+	Input           json.RawMessage
+	ChildWorkflowID *string
+	ChildRunID      *string
 }
 
 // One row per node run; a Temporal retry of the same node updates its row
@@ -90,6 +94,8 @@ func (q *Queries) NodeStart(ctx context.Context, db DBTX, arg NodeStartParams) (
 		arg.NodeType,
 		arg.Attempt,
 		arg.Input,
+		arg.ChildWorkflowID,
+		arg.ChildRunID,
 	)
 	var i WorkflowExecutionNode
 	err := row.Scan(
@@ -104,6 +110,8 @@ func (q *Queries) NodeStart(ctx context.Context, db DBTX, arg NodeStartParams) (
 		&i.Error,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.ChildWorkflowID,
+		&i.ChildRunID,
 	)
 	return i, err
 }
@@ -128,29 +136,36 @@ func (q *Queries) NodesEndRunning(ctx context.Context, db DBTX, arg NodesEndRunn
 }
 
 const nodesFinish = `-- name: NodesFinish :exec
-INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at)
+INSERT INTO workflow_execution_nodes (id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at,
+                                      child_workflow_id, child_run_id)
 SELECT gen_random_uuid(), $1::uuid, r.node_key, r.node_type, r.status, r.attempt, NULL::jsonb, nullif(r.output, '')::jsonb,
-       nullif(r.error, ''), nullif(r.started_at, '')::timestamptz, coalesce(nullif(r.completed_at, '')::timestamptz, now())
+       nullif(r.error, ''), nullif(r.started_at, '')::timestamptz, coalesce(nullif(r.completed_at, '')::timestamptz, now()),
+       nullif(r.child_workflow_id, ''), nullif(r.child_run_id, '')
 FROM (SELECT unnest($2::text[]) AS node_key, unnest($3::text[]) AS node_type,
              unnest($4::text[]) AS status, unnest($5::int[]) AS attempt,
              unnest($6::text[]) AS output, unnest($7::text[]) AS error,
-             unnest($8::text[]) AS started_at, unnest($9::text[]) AS completed_at) AS r
+             unnest($8::text[]) AS started_at, unnest($9::text[]) AS completed_at,
+             unnest($10::text[]) AS child_workflow_id, unnest($11::text[]) AS child_run_id) AS r
 ON CONFLICT (execution_id, node_key) DO UPDATE
 SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
+    child_workflow_id = coalesce(EXCLUDED.child_workflow_id, workflow_execution_nodes.child_workflow_id),
+    child_run_id = coalesce(EXCLUDED.child_run_id, workflow_execution_nodes.child_run_id),
     attempt = GREATEST(workflow_execution_nodes.attempt, EXCLUDED.attempt),
     completed_at = GREATEST(EXCLUDED.completed_at, workflow_execution_nodes.started_at)
 `
 
 type NodesFinishParams struct {
-	ExecutionID  domain.ID
-	NodeKeys     []string
-	NodeTypes    []string
-	Statuses     []string
-	Attempts     []int32
-	Outputs      []string
-	Errors       []string
-	StartedAts   []string
-	CompletedAts []string
+	ExecutionID      domain.ID
+	NodeKeys         []string
+	NodeTypes        []string
+	Statuses         []string
+	Attempts         []int32
+	Outputs          []string
+	Errors           []string
+	StartedAts       []string
+	CompletedAts     []string
+	ChildWorkflowIds []string
+	ChildRunIds      []string
 }
 
 // NodeFinish for many nodes of one execution in one statement: the records
@@ -161,7 +176,8 @@ type NodesFinishParams struct {
 // workflow waits, after the nodes that started since, whose starts must not
 // precede it; a record that was started (a DELAY's RUNNING, stamped by the
 // database) never ends before its start. Rows are written in the arrays'
-// order, which is the order the feed's trigger tells of them.
+// order, which is the order the feed's trigger tells of them. A child
+// workflow's ids, once written, stay (an empty one keeps them).
 func (q *Queries) NodesFinish(ctx context.Context, db DBTX, arg NodesFinishParams) error {
 	_, err := db.Exec(ctx, nodesFinish,
 		arg.ExecutionID,
@@ -173,12 +189,14 @@ func (q *Queries) NodesFinish(ctx context.Context, db DBTX, arg NodesFinishParam
 		arg.Errors,
 		arg.StartedAts,
 		arg.CompletedAts,
+		arg.ChildWorkflowIds,
+		arg.ChildRunIds,
 	)
 	return err
 }
 
 const nodesPage = `-- name: NodesPage :many
-SELECT id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at FROM workflow_execution_nodes
+SELECT id, execution_id, node_key, node_type, status, attempt, input, output, error, started_at, completed_at, child_workflow_id, child_run_id FROM workflow_execution_nodes
 WHERE execution_id = $1 AND node_key > $2
 ORDER BY node_key
 LIMIT $3
@@ -214,6 +232,8 @@ func (q *Queries) NodesPage(ctx context.Context, db DBTX, arg NodesPageParams) (
 			&i.Error,
 			&i.StartedAt,
 			&i.CompletedAt,
+			&i.ChildWorkflowID,
+			&i.ChildRunID,
 		); err != nil {
 			return nil, err
 		}

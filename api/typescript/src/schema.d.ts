@@ -313,6 +313,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/workspaces/{workspaceId}/allowed-workflows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the workspace's allow-list of Temporal workflows
+         * @description The task queues, and optionally the workflow types, the
+         *     workspace's TEMPORAL_WORKFLOW nodes may start, by task queue then
+         *     type (an entry for any type first). Admin token only: a workspace
+         *     key gets 403.
+         */
+        get: operations["listAllowedWorkflows"];
+        /**
+         * Allow the workspace a task queue (and optionally one workflow type on it)
+         * @description From the next save on, the workspace's definitions may name the
+         *     queue (with the type, or any type when `workflowType` is null or
+         *     omitted) in a TEMPORAL_WORKFLOW node. Putting an entry that is
+         *     there already changes nothing. Admin token only: a workspace key
+         *     gets 403. Sluice's own task queues can never be allowed, and names
+         *     must be literal Temporal names of at most 200 bytes without spaces
+         *     (422 naming the field). A workspace keeps at most 100 entries (429
+         *     past it).
+         */
+        put: operations["putAllowedWorkflow"];
+        post?: never;
+        /**
+         * Remove an entry from the workspace's allow-list
+         * @description Removes the entry for `taskQueue` and `workflowType` (the entry
+         *     for any type when `workflowType` is omitted). A saved definition
+         *     keeps its version, but a TEMPORAL_WORKFLOW node that starts after
+         *     the removal fails, naming the rule; children already started run
+         *     on. Admin token only: a workspace key gets 403.
+         */
+        delete: operations["deleteAllowedWorkflow"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workspaces/{workspaceId}/outbound-pauses": {
         parameters: {
             query?: never;
@@ -1307,6 +1352,12 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
         };
+        AllowedWorkflow: {
+            /** @description A team's task queue, a literal name of 1 to 200 bytes without spaces; never one of Sluice's own queues. */
+            taskQueue: string;
+            /** @description The one workflow type allowed on the queue; null (or omitted) allows any type. */
+            workflowType?: string | null;
+        };
         OutboundPause: {
             /** @description The host in canonical form: lower case, no trailing dot. */
             host: string;
@@ -1375,7 +1426,7 @@ export interface components {
         };
         Node: {
             key: string;
-            /** @description HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH or WAIT_FOR_EVENT; checked with the rest of the graph so that every problem is reported together. */
+            /** @description HTTP_REQUEST, TRANSFORM, CONDITION, DELAY, FOR_EACH, WAIT_FOR_EVENT, SUB_WORKFLOW or TEMPORAL_WORKFLOW; checked with the rest of the graph so that every problem is reported together. */
             type: string;
             config?: {
                 [key: string]: unknown;
@@ -1671,6 +1722,10 @@ export interface components {
             startedAt: string | null;
             /** Format: date-time */
             completedAt: string | null;
+            /** @description A TEMPORAL_WORKFLOW node's child workflow id in Temporal, once it started: the execution's workflow id, the node's key and its workflowIdSuffix, joined by '/'. */
+            childWorkflowId?: string | null;
+            /** @description That child's run id. */
+            childRunId?: string | null;
         };
         NodeRecordPage: {
             items: components["schemas"]["NodeRecord"][];
@@ -2841,6 +2896,127 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidField"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listAllowedWorkflows: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "taskQueue": "team-orders",
+                     *         "workflowType": null
+                     *       },
+                     *       {
+                     *         "taskQueue": "team-billing",
+                     *         "workflowType": "Invoice"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["AllowedWorkflow"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putAllowedWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "taskQueue": "team-billing",
+                 *       "workflowType": "Invoice"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AllowedWorkflow"];
+            };
+        };
+        responses: {
+            /** @description The entry, on the list. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "taskQueue": "team-billing",
+                     *       "workflowType": "Invoice"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AllowedWorkflow"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidField"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteAllowedWorkflow: {
+        parameters: {
+            query: {
+                taskQueue: string;
+                workflowType?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The workspace's id. */
+                workspaceId: components["parameters"]["WorkspaceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

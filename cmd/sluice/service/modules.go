@@ -330,7 +330,8 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	lc.Append(fx.StopHook(pool.Close))
 	store := postgres.NewStore(pool, log, postgres.WithWebhookSecretKeys(cfg.Webhooks.SecretKeys))
 	a := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
-		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store},
+		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store,
+		AllowLists: store, OwnTaskQueues: cfg.Worker.Queues.Reserved()},
 		workflows, cfg.Quotas, cfg.Nodes.TemplateBudget, app.AuthConfig{AdminToken: cfg.AdminToken, KeyCache: cfg.HTTP.KeyCache})
 	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store)
 	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
@@ -501,7 +502,7 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax, "pause_floor", cfg.Worker.Limits.OutboundPauses.Floor.String(),
 		"retry_after_rounds", cfg.Worker.Limits.OutboundPauses.Rounds)
 	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store),
-		app.WithNodeSlots(store), app.WithOutboundGate(store)), nodes.All(n),
+		app.WithNodeSlots(store), app.WithOutboundGate(store), app.WithAllowLists(store, cfg.Worker.Queues.Reserved())), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp),
 		engine.WithOutboundMetrics(engine.NewOutboundMetrics(reg)))
 	wc := cfg.Worker
