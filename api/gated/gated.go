@@ -358,8 +358,14 @@ func gatingNode(nodes *[]client.NodeRecord) *client.NodeRecord {
 	return found
 }
 
+// noteChild keeps the child's ids from the node record, once it has them.
 func (r *Run) noteChild(n *client.NodeRecord) {
-	_ = n
+	if n.ChildWorkflowID == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.child = ChildWorkflow{WorkflowID: *n.ChildWorkflowID, RunID: deref(n.ChildRunID)}
 }
 
 func pause(ctx context.Context, d time.Duration) error {
