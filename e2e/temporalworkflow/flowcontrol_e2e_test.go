@@ -96,6 +96,7 @@ func (g *gate) charge(t *testing.T, ws, queueID string) charged {
 	exec := harness.ExecutionOf(t, g.base, ws, queueID)
 	var run struct {
 		Status    string    `json:"status"`
+		Error     *string   `json:"error"`
 		StartedAt time.Time `json:"startedAt"`
 		Nodes     []struct {
 			Key    string          `json:"key"`
@@ -110,7 +111,7 @@ func (g *gate) charge(t *testing.T, ws, queueID string) charged {
 		case "RUNNING":
 			return fmt.Errorf("run %s still RUNNING", exec)
 		}
-		t.Fatalf("run %s ended %s: %+v", exec, run.Status, run)
+		t.Fatalf("run %s ended %s: %v %+v", exec, run.Status, deref(run.Error), run.Nodes)
 		return nil
 	})
 	c := charged{startedAt: run.StartedAt}
@@ -174,14 +175,14 @@ func TestFlowControlAppliesUnchangedToATemporalWorkflowDefinition(t *testing.T) 
 			ws, def := g.tenant(t, "FREE", nil)
 			holder := g.enqueue(t, ws, def, teamservice.ChargeInput{Customer: "hold", AmountCents: 1, HoldMs: 2000}, nil)
 			harness.ExecutionOf(t, g.base, ws, holder)
-			late := g.enqueue(t, ws, def, teamservice.ChargeInput{Customer: "late", AmountCents: 1}, map[string]any{"priority": 9})
+			late := g.enqueue(t, ws, def, teamservice.ChargeInput{Customer: "late", AmountCents: 1}, map[string]any{"priority": 4})
 			urgent := g.enqueue(t, ws, def, teamservice.ChargeInput{Customer: "urgent", AmountCents: 1}, map[string]any{"priority": 1})
 			if reason := g.waitingOn(t, late); reason != "WORKSPACE_LIMIT" {
 				t.Fatalf("a charge behind a FREE workspace's one running waits on %q, want WORKSPACE_LIMIT", reason)
 			}
 			u, l := g.charge(t, ws, urgent), g.charge(t, ws, late)
 			if !u.startedAt.Before(l.startedAt) {
-				t.Fatalf("priority 1 started %v, priority 9 %v: want priority 1 first", u.startedAt, l.startedAt)
+				t.Fatalf("priority 1 started %v, priority 4 %v: want priority 1 first", u.startedAt, l.startedAt)
 			}
 		}},
 		{"a delayed charge waits for its notBefore", func(t *testing.T) {
@@ -217,7 +218,7 @@ func TestFlowControlAppliesUnchangedToATemporalWorkflowDefinition(t *testing.T) 
 			}
 		}},
 		{"a schedule's ticks start charges", func(t *testing.T) {
-			ws, def := g.tenant(t, "PRO", nil)
+			ws, def := g.tenant(t, "ENTERPRISE", nil) // the plan whose schedules may tick every second
 			var sched struct{ ID string }
 			if code := harness.Call(t, "POST", g.base+"/api/v1/workflow/schedules", harness.TestAdminToken, map[string]any{
 				"workspaceId": ws, "workflowDefinitionId": def, "name": "nightly", "intervalSeconds": 1,
@@ -260,4 +261,11 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
