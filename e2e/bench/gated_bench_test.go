@@ -108,15 +108,19 @@ func gatedBenchOnce(b *testing.B, c client.Client, quiet int64) {
 	}
 
 	// (1) latency, the two paths interleaved one start at a time.
-	var gatedLat, directLat []time.Duration
+	var gatedLat, directLat, dispatch, parent, pickup, directPickup []time.Duration
+	var last gatedLegs
+	var directEvents int
 	for n := range gatedLatencyRuns {
-		gatedLat = append(gatedLat, g.firstTaskAfter(g.gatedStart(n%benchWorkspaces, n)))
-		directLat = append(directLat, g.firstTaskAfter(g.directStart(n)))
+		last = g.gatedLegs(g.gatedStart(n%benchWorkspaces, n))
+		gatedLat, dispatch, parent, pickup = append(gatedLat, last.total), append(dispatch, last.dispatch), append(parent, last.parent), append(pickup, last.pickup)
+		at, id := g.directStart(n)
+		d := g.historyOf(id)
+		directLat, directPickup = append(directLat, d.firstTask.Sub(at)), append(directPickup, d.firstTask.Sub(d.started))
+		directEvents = d.events
 		time.Sleep(gatedLatencyPace) // paces the starts; not synchronisation
 	}
-	benchSortDurations(gatedLat)
-	benchSortDurations(directLat)
-	gp50, dp50 := benchPercentile(gatedLat, 50), benchPercentile(directLat, 50)
+	gp50, dp50 := p50(gatedLat), p50(directLat)
 	added := gp50 - dp50
 
 	// (2) rate, direct then gated then direct, the gated figure against
@@ -136,6 +140,9 @@ func gatedBenchOnce(b *testing.B, c client.Client, quiet int64) {
 	fmt.Fprintf(&sb, "(1) call -> the team workflow's first workflow task, %d of each, interleaved every %v: gated p50 %v p99 %v, direct p50 %v p99 %v; added p50 %v [target <= 10 ms: %s]\n",
 		gatedLatencyRuns, gatedLatencyPace, gp50.Round(100*time.Microsecond), benchPercentile(gatedLat, 99).Round(100*time.Microsecond),
 		dp50.Round(100*time.Microsecond), benchPercentile(directLat, 99).Round(100*time.Microsecond), added.Round(100*time.Microsecond), benchVerdict(added <= 10*time.Millisecond))
+	fmt.Fprintf(&sb, "    gated legs, p50: enqueue -> the run's workflow started %v, -> the child started %v, -> its first workflow task %v (direct: start -> first task %v); events: the run %d + the child %d, direct %d\n",
+		p50(dispatch).Round(100*time.Microsecond), p50(parent).Round(100*time.Microsecond), p50(pickup).Round(100*time.Microsecond),
+		p50(directPickup).Round(100*time.Microsecond), last.parentEvents, last.childEvents, directEvents)
 	fmt.Fprintf(&sb, "(2) %d charges over %d ENTERPRISE tenants from %d callers, until all completed: gated %.1f/s, direct %.1f/s and %.1f/s (before and after): %.1f %% [target >= 80 %%: %s]\n",
 		gatedRateRuns, benchWorkspaces, benchCallers, gated, direct1, direct2, ratio, benchVerdict(ratio >= 80))
 	benchPrint(sb.String())
@@ -144,7 +151,7 @@ func gatedBenchOnce(b *testing.B, c client.Client, quiet int64) {
 }
 
 // gatedStart enqueues charge n in tenant i and returns when it called and
-// the team workflow's id once Sluice has started the run.
+// the run's execution id once Sluice has started it.
 func (g *gatedBench) gatedStart(i, n int) (time.Time, string) {
 	tn := g.tenants[i]
 	input := teamservice.ChargeInput{Customer: fmt.Sprintf("c%d", n), AmountCents: 100}
@@ -156,8 +163,7 @@ func (g *gatedBench) gatedStart(i, n int) (time.Time, string) {
 		map[string]any{"workspaceId": tn.ws, "workflowDefinitionId": tn.def, "input": input}, &started); code != 202 {
 		g.b.Fatalf("enqueue: %d", code)
 	}
-	exec := harness.ExecutionOf(g.b, g.base, tn.ws, started.QueueID)
-	return at, "execution-" + exec + "/charge"
+	return at, harness.ExecutionOf(g.b, g.base, tn.ws, started.QueueID)
 }
 
 // directStart starts charge n with ExecuteWorkflow, as the team would
@@ -172,28 +178,71 @@ func (g *gatedBench) directStart(n int) (time.Time, string) {
 	return at, id
 }
 
-// firstTaskAfter is how long after the call the workflow's first workflow
-// task started, from its history.
-func (g *gatedBench) firstTaskAfter(at time.Time, workflowID string) time.Duration {
+// history is what the bench reads of one workflow's history: when it
+// started, when its first workflow task started, and its length.
+type history struct {
+	started, firstTask time.Time
+	events             int
+}
+
+// historyOf waits for the workflow's first workflow task and reads its
+// history to its end.
+func (g *gatedBench) historyOf(workflowID string) history {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// The gated child may not exist yet when its parent has just started.
 	for {
+		var h history
 		it := g.c.GetWorkflowHistory(ctx, workflowID, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
 			if err != nil {
 				break
 			}
-			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED {
-				return ev.GetEventTime().AsTime().Sub(at)
+			h.events++
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+				h.started = ev.GetEventTime().AsTime()
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+				if h.firstTask.IsZero() {
+					h.firstTask = ev.GetEventTime().AsTime()
+				}
 			}
+		}
+		if !h.firstTask.IsZero() {
+			return h
 		}
 		if ctx.Err() != nil {
 			g.b.Fatalf("no workflow task started for %s within a minute", workflowID)
 		}
-		time.Sleep(20 * time.Millisecond) // the child's start is not announced; polled
+		time.Sleep(20 * time.Millisecond) // a gated child's start is not announced; polled
 	}
+}
+
+// gatedLegs is one gated start's time from the enqueue to the team
+// workflow's first workflow task, in its legs: to the run's workflow
+// start (admission and dispatch), from it to the child's start (the run's
+// own work: admitting the run, checking the allow-list, the start
+// command), and from that to the child's first workflow task (the team
+// worker's pickup, which a direct start pays as well).
+type gatedLegs struct {
+	total, dispatch, parent, pickup time.Duration
+	parentEvents, childEvents       int
+}
+
+func (g *gatedBench) gatedLegs(at time.Time, execID string) gatedLegs {
+	child := g.historyOf("execution-" + execID + "/charge")
+	parent := g.historyOf("execution-" + execID)
+	return gatedLegs{
+		total: child.firstTask.Sub(at), dispatch: parent.started.Sub(at),
+		parent: child.started.Sub(parent.started), pickup: child.firstTask.Sub(child.started),
+		parentEvents: parent.events, childEvents: child.events,
+	}
+}
+
+// p50 is the median of ds, which it sorts.
+func p50(ds []time.Duration) time.Duration {
+	benchSortDurations(ds)
+	return benchPercentile(ds, 50)
 }
 
 // rate starts gatedRateRuns charges through start from benchCallers

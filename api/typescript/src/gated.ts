@@ -116,9 +116,16 @@ async function gatingDefinition(client: SluiceClient, options: StartOptions): Pr
   }
 }
 
+/** The team's workflow as Temporal knows it, once the node started it. */
+export interface ChildWorkflow {
+  workflowId: string;
+  runId: string | null;
+}
+
 /** One enqueued run of a gated workflow. */
 export class GatedRun {
   #executionId: string | undefined;
+  #child: ChildWorkflow | undefined;
 
   constructor(
     private readonly client: SluiceClient,
@@ -130,6 +137,11 @@ export class GatedRun {
   /** The run's execution once Sluice has admitted it; undefined before. */
   get executionId(): string | undefined {
     return this.#executionId;
+  }
+
+  /** The team workflow's ids once a look at the run has seen them; undefined before. */
+  get childWorkflow(): ChildWorkflow | undefined {
+    return this.#child;
   }
 
   /** Waits until Sluice has admitted the run, and returns its execution's id. */
@@ -153,6 +165,9 @@ export class GatedRun {
       });
       if (!data) throw new GatedApiError("get execution", response.status, error);
       const node = gatingNode(data);
+      if (node?.childWorkflowId) {
+        this.#child = { workflowId: node.childWorkflowId, runId: node.childRunId ?? null };
+      }
       if (data.status === "COMPLETED") {
         if (!node) throw new Error(`execution ${executionId} has no ${GATING_NODE_TYPE} node record to read the result from`);
         return node.output as T;

@@ -40,4 +40,12 @@ export function createSluiceClient(
   });
 }
 
-export { executeWorkflow, GatedApiError, GatedRun, GatedRunError, GATING_NODE_TYPE, type StartOptions } from "./gated.js";
+export {
+  type ChildWorkflow,
+  executeWorkflow,
+  GatedApiError,
+  GatedRun,
+  GatedRunError,
+  GATING_NODE_TYPE,
+  type StartOptions,
+} from "./gated.js";
