@@ -24,6 +24,9 @@ type Runs struct {
 	recordValueMax int
 	// finished counts the executions this worker ended, by status.
 	finished *prometheus.CounterVec
+	// workflowNodes times the nodes the workflow runs itself, by type and
+	// status (observeWorkflowNodes).
+	workflowNodes *prometheus.HistogramVec
 	// definitions load SUB_WORKFLOW graphs (WithDefinitions).
 	definitions SubWorkflowStore
 	// slots keep the workspaces' shares of the external-API worker
@@ -60,6 +63,30 @@ func WithRunMetrics(reg prometheus.Registerer) RunsOption {
 			r.finished.WithLabelValues(string(s))
 		}
 		reg.MustRegister(r.finished)
+		r.workflowNodes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "workflow_node_duration_seconds",
+			Help:    "Time from start to end of the nodes the workflow runs itself rather than an executor (DELAY, FOR_EACH, WAIT_FOR_EVENT, SUB_WORKFLOW, TEMPORAL_WORKFLOW), as recorded by this worker, by node type and final status.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 14),
+		}, []string{"type", "status"})
+		reg.MustRegister(r.workflowNodes)
+	}
+}
+
+// observeWorkflowNodes times, as their records are written, the ended
+// nodes the workflow runs itself: an executor's nodes are timed by the
+// executor (node_duration_seconds), these are not, and their records are
+// written once, by a local activity that replay does not run again (a
+// write retried after a lost answer counts twice). A record without both
+// times (a node skipped or cancelled before it started) is not timed.
+func (r *Runs) observeWorkflowNodes(nodes []domain.NodeRecord) {
+	if r.workflowNodes == nil {
+		return
+	}
+	for _, n := range nodes {
+		if !n.Type.RunByWorkflow() || n.Status == domain.NodeRunning || n.StartedAt == nil || n.CompletedAt == nil {
+			continue
+		}
+		r.workflowNodes.WithLabelValues(string(n.Type), string(n.Status)).Observe(n.CompletedAt.Sub(*n.StartedAt).Seconds())
 	}
 }
 
@@ -178,6 +205,7 @@ func (r *Runs) RecordNodes(ctx context.Context, executionID domain.ID, nodes []d
 		}
 		return err
 	}
+	r.observeWorkflowNodes(nodes)
 	return nil
 }
 
@@ -197,6 +225,7 @@ func (r *Runs) Complete(ctx context.Context, executionID domain.ID, status domai
 	if r.finished != nil {
 		r.finished.WithLabelValues(string(status)).Inc()
 	}
+	r.observeWorkflowNodes(nodes)
 	return nil
 }
 

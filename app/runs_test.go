@@ -267,3 +267,53 @@ func TestARetryReadsItsOriginalsRecordsAPageAtATime(t *testing.T) {
 		t.Errorf("an original that is gone: %v, want ErrNotFound", err)
 	}
 }
+
+func TestRunsTimeTheNodesTheWorkflowRunsItselfByTypeAndStatus(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	reg := prometheus.NewRegistry()
+	store := &runStore{found: true, item: domain.QueueItem{QueueState: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now}}}
+	runs := NewRuns(store, discard(), WithRunMetrics(reg))
+	started, ended := now.Add(-2*time.Second), now
+	msg := "no worker"
+	if err := runs.RecordNodes(context.Background(), domain.ID(uuid.New()), []domain.NodeRecord{
+		{Key: "team", Type: domain.NodeTemporalWorkflow, Status: domain.NodeRunning, StartedAt: &started},
+		{Key: "http", Type: domain.NodeHTTPRequest, Status: domain.NodeFailed, StartedAt: &started, CompletedAt: &ended},
+		{Key: "skipped", Type: domain.NodeDelay, Status: domain.NodeSkipped},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runs.Complete(context.Background(), domain.ID(uuid.New()), domain.ExecutionFailed, "node team failed",
+		domain.NodeRecord{Key: "team", Type: domain.NodeTemporalWorkflow, Status: domain.NodeFailed, Error: &msg, StartedAt: &started, CompletedAt: &ended}); err != nil {
+		t.Fatal(err)
+	}
+	// Only the ended TEMPORAL_WORKFLOW is timed: a RUNNING record has not
+	// ended, the executor times its HTTP node, a skipped DELAY never ran.
+	if n := testutil.CollectAndCount(reg, "workflow_node_duration_seconds"); n != 1 {
+		t.Fatalf("%d series of workflow_node_duration_seconds, want 1", n)
+	}
+	got, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var count uint64
+	var sum float64
+	for _, mf := range got {
+		if mf.GetName() != "workflow_node_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["type"] != "TEMPORAL_WORKFLOW" || labels["status"] != "FAILED" {
+				t.Errorf("series %v, want TEMPORAL_WORKFLOW FAILED", labels)
+			}
+			count, sum = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+		}
+	}
+	if count != 1 || sum < 1.9 || sum > 2.1 {
+		t.Errorf("observed %d nodes summing %.2f s, want one of 2 s", count, sum)
+	}
+}

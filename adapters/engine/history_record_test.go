@@ -20,6 +20,8 @@ import (
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/domain"
@@ -113,13 +115,27 @@ func TestRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ws.Stop)
+	// A team's worker on its own queue, for TEMPORAL_WORKFLOW nodes; the
+	// queue nobody polls is allowed too, for a child no worker picks up.
+	teamQueue, unpolledQueue := "sluice-history-team-"+uuid.NewString()[:8], "sluice-history-nobody-"+uuid.NewString()[:8]
+	store.allowed = []domain.AllowListEntry{{TaskQueue: teamQueue}, {TaskQueue: unpolledQueue}}
+	tw := worker.New(c, teamQueue, worker.Options{})
+	registerTeamWorkflows(tw)
+	tw.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+		return workflow.Sleep(ctx, time.Hour)
+	}, workflow.RegisterOptions{Name: "TeamSlow"})
+	if err := tw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tw.Stop)
 
 	type scenario struct {
 		name  string
 		graph string
 		input string
-		// during runs while the execution does, e.g. to cancel it.
-		during func(t *testing.T, execID domain.ID)
+		// before runs before the execution starts; during while it runs,
+		// e.g. to cancel it.
+		before, during func(t *testing.T, execID domain.ID)
 		want   domain.ExecutionStatus
 		// loadGraph leaves the graph out of the input.
 		loadGraph bool
@@ -383,6 +399,76 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionCompleted,
 		},
 		{
+			// A team's workflow (TEMPORAL_WORKFLOW) on its own queue whose
+			// result a CONDITION and a TRANSFORM read.
+			name: "temporal_workflow_completed_then_condition",
+			graph: fmt.Sprintf(`{"nodes": [
+				{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamEcho", "taskQueue": "%s",
+					"input": {"order": "{{ input.order }}"}, "workflowIdSuffix": "{{ input.order }}"}},
+				{"key": "ok", "type": "CONDITION", "config": {"left": "{{ steps.team.output.ok }}", "op": "==", "right": true}},
+				{"key": "shipped", "type": "TRANSFORM", "config": {"output": "{{ steps.team.output.echo.order }}"}},
+				{"key": "refunded", "type": "TRANSFORM", "config": {"output": "refunded"}}
+			], "edges": [{"from": "team", "to": "ok"}, {"from": "team", "to": "shipped"},
+				{"from": "ok", "to": "shipped", "when": true}, {"from": "ok", "to": "refunded", "when": false}]}`, teamQueue),
+			input: `{"order": "o-7"}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
+			// The team's workflow fails: the node fails with its failure.
+			name:  "temporal_workflow_failed",
+			graph: fmt.Sprintf(`{"nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamFail", "taskQueue": "%s"}}]}`, teamQueue),
+			want:  domain.ExecutionFailed,
+		},
+		{
+			// No worker polls the team's queue: the child's execution
+			// timeout ends it, and the node fails naming the queue.
+			name:  "temporal_workflow_no_worker_times_out",
+			graph: fmt.Sprintf(`{"nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamEcho", "taskQueue": "%s", "executionTimeout": "2s"}}]}`, unpolledQueue),
+			want:  domain.ExecutionFailed,
+		},
+		{
+			// The run is cancelled while the team's workflow runs: the
+			// child is asked to cancel.
+			name:  "temporal_workflow_cancelled_with_the_run",
+			graph: fmt.Sprintf(`{"nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamSlow", "taskQueue": "%s"}}]}`, teamQueue),
+			during: func(t *testing.T, execID domain.ID) {
+				porttest.Eventually(t, time.Minute, porttest.Holds("the child RUNNING", func() bool {
+					rec, ok := store.node(execID, "team")
+					return ok && rec.ChildRunID != ""
+				}))
+				if err := c.CancelWorkflow(context.Background(), WorkflowID(execID), ""); err != nil {
+					t.Errorf("cancelling: %v", err)
+				}
+			},
+			want: domain.ExecutionCancelled,
+		},
+		{
+			// The run's deadline passes while the team's workflow runs.
+			name:  "temporal_workflow_run_deadline",
+			graph: fmt.Sprintf(`{"runTimeout": "2s", "nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamSlow", "taskQueue": "%s"}}]}`, teamQueue),
+			want:  domain.ExecutionCancelled,
+		},
+		{
+			// The child's workflow id is taken: the node fails naming it.
+			name:  "temporal_workflow_id_already_started",
+			graph: fmt.Sprintf(`{"nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamEcho", "taskQueue": "%s"}}]}`, teamQueue),
+			before: func(t *testing.T, execID domain.ID) {
+				if _, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+					ID: domain.TemporalWorkflowID(WorkflowID(execID), "team", ""), TaskQueue: teamQueue, WorkflowExecutionTimeout: time.Minute,
+				}, "TeamSlow"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: domain.ExecutionFailed,
+		},
+		{
+			// The allow-list no longer permits the queue when the node
+			// starts: it fails naming the rule, and no child starts.
+			name:  "temporal_workflow_allow_list_revoked",
+			graph: `{"nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamEcho", "taskQueue": "revoked-queue"}}]}`,
+			want:  domain.ExecutionFailed,
+		},
+		{
 			// A dispatcher that could not fit the graph in the input.
 			name:      "graph_loaded_by_the_workflow",
 			graph:     `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,
@@ -435,6 +521,9 @@ func TestRecordHistories(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			defer cancel()
+			if sc.before != nil {
+				sc.before(t, execID)
+			}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: WorkflowID(execID), TaskQueue: queues.Workflows}, ExecutionWorkflowName, in)
 			if err != nil {
 				t.Fatalf("starting workflow: %v", err)
@@ -572,7 +661,8 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID
 // newRecordingActivities are the activities the recorder's worker runs,
 // with the recorder's payload limit.
 func newRecordingActivities(store *memStore) *Activities {
-	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler), app.WithDefinitions(store), app.WithNodeSlots(&refusedOnce{}), app.WithOutboundGate(&firstTurnWaits{})), fakeExecutors())
+	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler), app.WithDefinitions(store), app.WithNodeSlots(&refusedOnce{}), app.WithOutboundGate(&firstTurnWaits{}),
+		app.WithAllowLists(store, NewTaskQueues("").Reserved())), fakeExecutors())
 	a.PayloadLimit = 1000
 	return a
 }

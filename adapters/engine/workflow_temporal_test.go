@@ -9,6 +9,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/domain"
@@ -28,12 +29,7 @@ type team struct {
 // queue to the harness's workspace.
 func (h *harness) withTeam() *team {
 	tm := &team{}
-	h.env.RegisterWorkflowWithOptions(func(_ workflow.Context, in map[string]any) (map[string]any, error) {
-		return map[string]any{"echo": in, "ok": true}, nil
-	}, workflow.RegisterOptions{Name: "TeamEcho"})
-	h.env.RegisterWorkflowWithOptions(func(workflow.Context, map[string]any) (map[string]any, error) {
-		return nil, temporal.NewNonRetryableApplicationError("card declined", "Declined", nil)
-	}, workflow.RegisterOptions{Name: "TeamFail"})
+	registerTeamWorkflows(h.env)
 	h.env.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
 		err := workflow.Sleep(ctx, 24*time.Hour)
 		if temporal.IsCanceledError(err) {
@@ -41,18 +37,30 @@ func (h *harness) withTeam() *team {
 		}
 		return err
 	}, workflow.RegisterOptions{Name: "TeamSlow"})
-	h.env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
+	h.store.allowed = []domain.AllowListEntry{{TaskQueue: teamQueue}}
+	return tm
+}
+
+// registerTeamWorkflows registers a team's workflow types: TeamEcho
+// returns its input, TeamFail fails, TeamNap sleeps a minute, TeamSlow a
+// day (the harness registers its own, which counts cancellations), and
+// TeamSquatter starts and leaves running a TeamSlow under the id it is
+// given.
+func registerTeamWorkflows(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(func(_ workflow.Context, in map[string]any) (map[string]any, error) {
+		return map[string]any{"echo": in, "ok": true}, nil
+	}, workflow.RegisterOptions{Name: "TeamEcho"})
+	r.RegisterWorkflowWithOptions(func(workflow.Context) (map[string]any, error) {
+		return nil, temporal.NewNonRetryableApplicationError("card declined", "Declined", nil)
+	}, workflow.RegisterOptions{Name: "TeamFail"})
+	r.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
 		return "rested", workflow.Sleep(ctx, time.Minute)
 	}, workflow.RegisterOptions{Name: "TeamNap"})
-	// TeamSquatter starts, and leaves running, a workflow under the id
-	// it is given: the id a later node's child is due to take.
-	h.env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in map[string]string) error {
+	r.RegisterWorkflowWithOptions(func(ctx workflow.Context, in map[string]string) error {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: in["id"], TaskQueue: teamQueue,
 			ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON})
 		return workflow.ExecuteChildWorkflow(cctx, "TeamSlow").GetChildWorkflowExecution().Get(ctx, nil)
 	}, workflow.RegisterOptions{Name: "TeamSquatter"})
-	h.store.allowed = []domain.AllowListEntry{{TaskQueue: teamQueue}}
-	return tm
 }
 
 func TestTemporalWorkflowRunsTheTeamsWorkflowAndOutputsItsResult(t *testing.T) {

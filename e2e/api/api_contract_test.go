@@ -416,6 +416,23 @@ func TestContractEveryOperation(t *testing.T) {
 		t.Errorf("listOutboundPauses with no Retry-After answered: %s", pauses.Body)
 	}
 
+	// The workspace's allow-list, kept by the admin: put (twice, one
+	// entry), listed, and removed.
+	for range 2 {
+		pa, err := admin.PutAllowedWorkflowWithResponse(ctx, ws.ID, client.AllowedWorkflow{TaskQueue: "team-orders", WorkflowType: harness.Ptr("Fulfil")})
+		status(t, "putAllowedWorkflow", pa, err, http.StatusOK)
+		if pa.JSON200.TaskQueue != "team-orders" || pa.JSON200.WorkflowType == nil || *pa.JSON200.WorkflowType != "Fulfil" {
+			t.Errorf("putAllowedWorkflow: %s", pa.Body)
+		}
+	}
+	la, err := admin.ListAllowedWorkflowsWithResponse(ctx, ws.ID)
+	status(t, "listAllowedWorkflows", la, err, http.StatusOK)
+	if len(*la.JSON200) != 1 {
+		t.Errorf("listAllowedWorkflows after putting one entry twice: %s", la.Body)
+	}
+	da, err := admin.DeleteAllowedWorkflowWithResponse(ctx, ws.ID, &client.DeleteAllowedWorkflowParams{TaskQueue: "team-orders", WorkflowType: harness.Ptr("Fulfil")})
+	status(t, "deleteAllowedWorkflow", da, err, http.StatusNoContent)
+
 	// A bulk enqueue, delayed an hour so nothing above is disturbed.
 	later := time.Now().Add(time.Hour)
 	bulk, err := key.EnqueueExecutionBatchWithResponse(ctx, client.EnqueueExecutionBatchRequest{WorkspaceID: ws.ID, WorkflowDefinitionID: def.ID,

@@ -265,6 +265,15 @@ func (w *world) opsOnB() []op {
 		{"listOutboundPauses", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.ListOutboundPauses(ctx, w.wsB)
 		}},
+		{"listAllowedWorkflows", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListAllowedWorkflows(ctx, w.wsB)
+		}},
+		{"putAllowedWorkflow", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.PutAllowedWorkflow(ctx, w.wsB, client.AllowedWorkflow{TaskQueue: "intruder-queue"})
+		}},
+		{"deleteAllowedWorkflow", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteAllowedWorkflow(ctx, w.wsB, &client.DeleteAllowedWorkflowParams{TaskQueue: "intruder-queue"})
+		}},
 		{"sendEvent", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.SendEvent(ctx, w.execB, client.EventToSend{Name: "approval"})
 		}},
@@ -470,6 +479,15 @@ func TestNegativeOtherWorkspace(t *testing.T) {
 		}},
 		{"revokeAPIKey", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.RevokeAPIKey(ctx, w.wsA, w.spareKeyOfA)
+		}},
+		{"listAllowedWorkflows", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.ListAllowedWorkflows(ctx, w.wsA)
+		}},
+		{"putAllowedWorkflow", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.PutAllowedWorkflow(ctx, w.wsA, client.AllowedWorkflow{TaskQueue: "self-allowed"})
+		}},
+		{"deleteAllowedWorkflow", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.DeleteAllowedWorkflow(ctx, w.wsA, &client.DeleteAllowedWorkflowParams{TaskQueue: "self-allowed"})
 		}},
 	}
 	for _, o := range adminOnly {
@@ -1364,4 +1382,95 @@ func TestNegativeStartRates(t *testing.T) {
 		t.Errorf("%d items stored with the key's rate 3/minute burst 3 (%v), want 3", stored, err)
 	}
 	w.checkBUntouched(t)
+}
+
+// TestNegativeAllowedWorkflows: the allow-list is the admin's (a
+// workspace key gets 403, even on its own workspace); Sluice's own task
+// queues and names that are no literal Temporal name are refused with 422
+// naming the field, and so is an empty type, which would otherwise widen
+// to any; a definition whose TEMPORAL_WORKFLOW names a queue or type the
+// list does not permit, or a queue as a template, is refused at save
+// with 422 naming the node's config field; an oversized input is refused
+// by the request limit (413). Nothing refused is written.
+func TestNegativeAllowedWorkflows(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t)
+	ctx := context.Background()
+	read := harness.Reader(t)
+	admin := s.Client(t, harness.AdminToken)
+	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "team", Plan: client.PRO})
+	status(t, "createWorkspace", cw, err, http.StatusCreated)
+	ws := cw.JSON201.ID
+	ck, err := admin.CreateAPIKeyWithResponse(ctx, ws, client.CreateAPIKeyRequest{Name: "team key"})
+	status(t, "createAPIKey", ck, err, http.StatusCreated)
+	key := s.Client(t, ck.JSON201.Secret)
+
+	read(key.PutAllowedWorkflow(ctx, ws, client.AllowedWorkflow{TaskQueue: "team-orders"})).
+		Expect(t, "putAllowedWorkflow with the workspace's own key", http.StatusForbidden, "forbidden")
+	read(key.ListAllowedWorkflows(ctx, ws)).Expect(t, "listAllowedWorkflows with the workspace's own key", http.StatusForbidden, "forbidden")
+	for _, tc := range []struct {
+		name  string
+		entry client.AllowedWorkflow
+		field string
+	}{
+		{"Sluice's workflow queue", client.AllowedWorkflow{TaskQueue: s.Queues.Workflows}, "/taskQueue"},
+		{"Sluice's external-API queue", client.AllowedWorkflow{TaskQueue: s.Queues.ExternalAPI, WorkflowType: harness.Ptr("X")}, "/taskQueue"},
+		{"an empty queue", client.AllowedWorkflow{TaskQueue: ""}, "/taskQueue"},
+		{"a queue of 201 bytes", client.AllowedWorkflow{TaskQueue: strings.Repeat("q", 201)}, "/taskQueue"},
+		{"a queue with a space", client.AllowedWorkflow{TaskQueue: "team orders"}, "/taskQueue"},
+		{"a template queue", client.AllowedWorkflow{TaskQueue: "{{ input.q }}"}, "/taskQueue"},
+		{"an empty type", client.AllowedWorkflow{TaskQueue: "team-orders", WorkflowType: harness.Ptr("")}, "/workflowType"},
+		{"a type with a newline", client.AllowedWorkflow{TaskQueue: "team-orders", WorkflowType: harness.Ptr("a\nb")}, "/workflowType"},
+	} {
+		got := read(admin.PutAllowedWorkflow(ctx, ws, tc.entry))
+		got.Expect(t, "putAllowedWorkflow of "+tc.name, http.StatusUnprocessableEntity, "invalid-field")
+		if !slices.Equal(got.FieldPaths(), []string{tc.field}) {
+			t.Errorf("putAllowedWorkflow of %s: field paths %v, want [%s]", tc.name, got.FieldPaths(), tc.field)
+		}
+	}
+	var stored int
+	if err := s.Pool.QueryRow(ctx, "SELECT count(*) FROM workspace_allow_list WHERE workspace_id = $1", ws).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 0 {
+		t.Fatalf("refused entries stored %d rows", stored)
+	}
+	read(admin.DeleteAllowedWorkflow(ctx, ws, &client.DeleteAllowedWorkflowParams{TaskQueue: "never-allowed"})).
+		Expect(t, "deleteAllowedWorkflow of an entry not there", http.StatusNotFound, "not-found")
+	read(admin.PutAllowedWorkflow(ctx, uuid.New(), client.AllowedWorkflow{TaskQueue: "team-orders"})).
+		Expect(t, "putAllowedWorkflow on no workspace", http.StatusNotFound, "not-found")
+
+	pa, err := admin.PutAllowedWorkflowWithResponse(ctx, ws, client.AllowedWorkflow{TaskQueue: "team-billing", WorkflowType: harness.Ptr("Invoice")})
+	status(t, "putAllowedWorkflow", pa, err, http.StatusOK)
+	node := func(config string) client.Graph {
+		return client.Graph(`{"nodes":[{"key":"team","type":"TEMPORAL_WORKFLOW","config":` + config + `}],"edges":[]}`)
+	}
+	for _, tc := range []struct {
+		name, config, field string
+	}{
+		{"a queue not allowed", `{"workflowType":"Invoice","taskQueue":"team-orders"}`, "/graph/nodes/0/config/taskQueue"},
+		{"a type not allowed on the queue", `{"workflowType":"Refund","taskQueue":"team-billing"}`, "/graph/nodes/0/config/workflowType"},
+		{"Sluice's own queue", `{"workflowType":"SluiceExecution","taskQueue":"` + s.Queues.Workflows + `"}`, "/graph/nodes/0/config/taskQueue"},
+		{"a queue from a template", `{"workflowType":"Invoice","taskQueue":"{{ input.queue }}"}`, "/graph/nodes/0/config/taskQueue"},
+		{"an execution timeout past the plan's node timeout", `{"workflowType":"Invoice","taskQueue":"team-billing","executionTimeout":"48h"}`, "/graph/nodes/0/config/executionTimeout"},
+	} {
+		got := read(key.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "gate", Graph: node(tc.config)}))
+		if got.Status != http.StatusUnprocessableEntity || !slices.Equal(got.FieldPaths(), []string{tc.field}) {
+			t.Errorf("createDefinition with %s: %d %v, want 422 naming [%s]", tc.name, got.Status, got.FieldPaths(), tc.field)
+		}
+	}
+	big := strings.Repeat("x", 2<<20)
+	read(key.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "gate",
+		Graph: node(`{"workflowType":"Invoice","taskQueue":"team-billing","input":{"blob":"` + big + `"}}`)})).
+		Expect(t, "createDefinition with an oversized input", http.StatusRequestEntityTooLarge, "too-large")
+	var defs int
+	if err := s.Pool.QueryRow(ctx, "SELECT count(*) FROM workflow_definitions WHERE workspace_id = $1", ws).Scan(&defs); err != nil {
+		t.Fatal(err)
+	}
+	if defs != 0 {
+		t.Errorf("refused definitions stored %d rows", defs)
+	}
+	cd, err := key.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{WorkspaceID: ws, Name: "gate",
+		Graph: node(`{"workflowType":"Invoice","taskQueue":"team-billing","input":{"id":"{{ input.id }}"}}`)})
+	status(t, "createDefinition of an allowed TEMPORAL_WORKFLOW", cd, err, http.StatusCreated)
 }

@@ -670,6 +670,66 @@ func TestHostileCombinationsEndBySluice(t *testing.T) {
 			t.Errorf("a bulk of 1 at the quota: %d %q, want 429 naming stored executions", atQuota, atProblem)
 		}
 	})
+	t.Run("children x nodes in flight: ten TEMPORAL_WORKFLOWs on a queue no worker polls hold FREE's 4 and fail at their timeout naming the queue", func(t *testing.T) {
+		ws := harness.NewE2EWithPlan(t, base, "FREE").Ws
+		const queue = "hostile-nobody-polls"
+		allowQueue(t, base, ws, queue)
+		nodes := make([]any, 10)
+		for i := range nodes {
+			nodes[i] = harness.Node(fmt.Sprintf("t%d", i), "TEMPORAL_WORKFLOW", map[string]any{"workflowType": "Anything", "taskQueue": queue, "executionTimeout": "3s"})
+		}
+		began := time.Now()
+		id := startRun(t, base, ws, harness.DefineIn(t, base, ws, "unpolled", map[string]any{"nodes": nodes, "edges": []any{}}))
+		peak := 0
+		ex := harness.WaitRun(t, base, id, 2*time.Minute, "the run to end", func(r harness.NodeRun) bool {
+			running := 0
+			for _, r := range treeRecords(t, db, id) {
+				if r.status == "RUNNING" {
+					running++
+				}
+			}
+			peak = max(peak, running)
+			return r.Status == "COMPLETED" || r.Status == "FAILED"
+		})
+		recs := treeRecords(t, db, id)
+		t.Logf("FIGURE ten children on an unpolled queue, FREE: %s after %s, at most %d open at once (nodesInFlight %d), %d records: %s",
+			ex.Status, time.Since(began).Round(time.Millisecond), peak, freeNodesInFlight, len(recs), recordedCause(ex))
+		if ex.Status != "FAILED" || !strings.Contains(recordedCause(ex), `no worker on task queue "`+queue+`"`) {
+			t.Errorf("the run ended %s (%s), want FAILED naming the team's queue", ex.Status, recordedCause(ex))
+		}
+		if peak > freeNodesInFlight {
+			t.Errorf("%d children open at once, over FREE's nodes in flight of %d", peak, freeNodesInFlight)
+		}
+		if left := stillRunning(recs); len(left) > 0 {
+			t.Errorf("records left RUNNING: %v", left)
+		}
+		next := startRun(t, base, ws, harness.DefineIn(t, base, ws, "next", harness.OneTransform))
+		harness.WaitRun(t, base, next, time.Minute, "the workspace's next run to complete", harness.StatusIs("COMPLETED"))
+	})
+
+	t.Run("input x workflow id: a workflowIdSuffix from 10 KB of input fails the node naming the bound, starting nothing", func(t *testing.T) {
+		ws := harness.NewE2EWithPlan(t, base, "FREE").Ws
+		const queue = "hostile-suffix"
+		allowQueue(t, base, ws, queue)
+		graph := map[string]any{"nodes": []any{harness.Node("team", "TEMPORAL_WORKFLOW", map[string]any{
+			"workflowType": "Anything", "taskQueue": queue, "workflowIdSuffix": "{{ input.id }}"})}, "edges": []any{}}
+		def := harness.DefineIn(t, base, ws, "suffix", graph)
+		id := harness.ExecutionOf(t, base, ws, enqueueWith(t, base, ws, def, map[string]any{"id": strings.Repeat("i", 10<<10)}))
+		ex, recs, events, bytes := endsBySluice(t, base, db, ws, id, time.Minute)
+		t.Logf("FIGURE a 10 KB workflow id suffix: %s; history %d events, %d bytes; %d records: %s", ex.Status, events, bytes, len(recs), recordedCause(ex))
+		if ex.Status != "FAILED" || !strings.Contains(recordedCause(ex), "over the maximum of 200") {
+			t.Errorf("the run ended %s (%s), want FAILED naming the suffix's bound", ex.Status, recordedCause(ex))
+		}
+	})
+}
+
+// allowQueue puts queue, for any workflow type, on ws's allow-list.
+func allowQueue(t *testing.T, base, ws, queue string) {
+	t.Helper()
+	if code := harness.Call(t, "PUT", base+"/api/v1/workspaces/"+ws+"/allowed-workflows", harness.TestAdminToken,
+		map[string]any{"taskQueue": queue}, nil); code != http.StatusOK {
+		t.Fatalf("allowing %s: %d", queue, code)
+	}
 }
 
 // enqueueWith enqueues a run of def in ws with input and returns its queue

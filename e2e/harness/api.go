@@ -54,6 +54,9 @@ type Stack struct {
 	Dispatcher *app.Dispatcher
 	URL        string
 	Contract   *Contract
+	// Queues are the stack's own task queues, which no allow-list may
+	// open.
+	Queues engine.TaskQueues
 }
 
 // TestLog is the logger the in-process servers log to: discarded, or
@@ -155,7 +158,7 @@ func NewStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *St
 	}
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
-	return &Stack{Pool: pool, Dispatcher: dispatcher, URL: srv.URL, Contract: NewContract(t)}
+	return &Stack{Pool: pool, Dispatcher: dispatcher, URL: srv.URL, Contract: NewContract(t), Queues: queues}
 }
 
 // Client returns a generated client that sends token (none when empty)

@@ -229,6 +229,8 @@ function configSummary(node) {
       return `wait ${str(c["duration"])}`;
     case "HTTP_REQUEST":
       return clip(`${c["method"] || "GET"} ${str(c["url"])}`, 22);
+    case "TEMPORAL_WORKFLOW":
+      return clip(`${str(c["workflowType"])} @ ${str(c["taskQueue"])}`, 22);
     default:
       return "";
   }

@@ -132,6 +132,10 @@ function nodeCard(node, rec, children, run) {
     fields.push(["Completed", rec.completedAt ? when(rec.completedAt) : ""]);
     const d = span(rec.startedAt, rec.completedAt);
     fields.push(["Took", d === null ? "" : rec.completedAt ? duration(d) : rec.startedAt ? sinceEl(rec.startedAt) : ""]);
+    // A TEMPORAL_WORKFLOW's child in Temporal, to find the team's
+    // workflow by; its status is the node's.
+    fields.push(["Child workflow", rec.childWorkflowId ? h("code", { "data-child-workflow": rec.childWorkflowId }, rec.childWorkflowId) : ""]);
+    fields.push(["Child run", rec.childRunId ? h("code", {}, rec.childRunId) : ""]);
   }
   return h(
     "article",
