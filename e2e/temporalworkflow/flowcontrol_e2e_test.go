@@ -7,8 +7,12 @@
 package temporalworkflow
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,18 +23,25 @@ import (
 	"github.com/sluicehq/sluice/ports/porttest"
 )
 
-// gate is one sluice and the team's worker on its own queue.
+// gate is one sluice, the team's worker on its own queue, and a webhook
+// receiver the sluice trusts.
 type gate struct {
 	base  string
 	queue string
+	hooks *harness.WebhookReceiver
 }
 
 func newGate(t *testing.T) *gate {
 	t.Helper()
-	base := harness.StartSluice(t, map[string]string{"SLUICE_DISPATCH_POLL_INTERVAL": "100ms"})
+	hooks := harness.NewWebhookReceiver(t, func(int, *http.Request) int { return http.StatusOK })
+	base := harness.StartSluice(t, map[string]string{
+		"SLUICE_DISPATCH_POLL_INTERVAL": "100ms",
+		"SLUICE_WEBHOOK_CA_FILE":        harness.WebhookCAFile(t, hooks.Srv),
+		"SLUICE_WEBHOOK_POLL_INTERVAL":  "50ms",
+	})
 	queue := "team-billing-" + uuid.NewString()[:8]
 	harness.StartTeamWorker(t, harness.TemporalAddress(t), queue)
-	return &gate{base: base, queue: queue}
+	return &gate{base: base, queue: queue, hooks: hooks}
 }
 
 // tenant is a workspace of plan whose allow-list has the team's queue and
@@ -125,7 +136,8 @@ func (g *gate) charge(t *testing.T, ws, queueID string) charged {
 // 35's item 3: a definition whose one node starts the team's own workflow
 // is admitted by the same flow control as any other, each rule in its own
 // workspace: keys from the input, start rates, priorities, delayed, bulk
-// and scheduled enqueues, and the waiting reasons they show.
+// and scheduled enqueues, the waiting reasons they show, the run's event
+// stream and its completion webhook.
 func TestFlowControlAppliesUnchangedToATemporalWorkflowDefinition(t *testing.T) {
 	g := newGate(t)
 	cases := []struct {
@@ -238,6 +250,45 @@ func TestFlowControlAppliesUnchangedToATemporalWorkflowDefinition(t *testing.T) 
 			porttest.Eventually(t, time.Minute, porttest.Holds("two scheduled charges to complete", func() bool {
 				harness.Call(t, "GET", g.base+"/api/v1/workflow/executions?workspaceId="+ws+"&status=COMPLETED", harness.TestAdminToken, nil, &page)
 				return len(page.Items) >= 2
+			}))
+		}},
+		{"a completed charge is told by the run's event stream and by a completion webhook", func(t *testing.T) {
+			ws, def := g.tenant(t, "PRO", nil)
+			harness.RegisterWebhook(t, g.base, ws, g.hooks.Srv.URL+"/hook")
+			id := g.enqueue(t, ws, def, teamservice.ChargeInput{Customer: "ada", AmountCents: 100}, nil)
+			g.charge(t, ws, id)
+			exec := harness.ExecutionOf(t, g.base, ws, id)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "GET", g.base+"/api/v1/workflow/executions/"+exec+"/events", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+harness.TestAdminToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream, err := io.ReadAll(resp.Body) // the stream ends after run.finished
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			compact := strings.ReplaceAll(string(stream), " ", "")
+			for _, want := range []string{"event:node.started", `"type":"TEMPORAL_WORKFLOW","status":"COMPLETED"`, "event:run.finished"} {
+				if !strings.Contains(compact, want) {
+					t.Fatalf("the run's stream lacks %s:\n%s", want, stream)
+				}
+			}
+			porttest.Eventually(t, 30*time.Second, porttest.Holds("the completion webhook to arrive", func() bool {
+				g.hooks.Mu.Lock()
+				defer g.hooks.Mu.Unlock()
+				for _, b := range g.hooks.Bodies {
+					if strings.Contains(string(b), exec) && strings.Contains(string(b), "execution.completed") {
+						return true
+					}
+				}
+				return false
 			}))
 		}},
 	}
