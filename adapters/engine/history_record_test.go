@@ -136,7 +136,7 @@ func TestRecordHistories(t *testing.T) {
 		// before runs before the execution starts; during while it runs,
 		// e.g. to cancel it.
 		before, during func(t *testing.T, execID domain.ID)
-		want   domain.ExecutionStatus
+		want           domain.ExecutionStatus
 		// loadGraph leaves the graph out of the input.
 		loadGraph bool
 		// refuseSuccess makes the store refuse a COMPLETED completion.

@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -246,5 +248,37 @@ func TestTemporalWorkflowHoldsANodeInFlight(t *testing.T) {
 	}
 	if latest.Sub(start) < time.Minute {
 		t.Errorf("the last child started %s after the run, want it to wait for a slot (1m)", latest.Sub(start))
+	}
+}
+
+func TestARetryOfAFailedTemporalWorkflowStartsANewChildAndReusesWhatCompleted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{"nodes": [
+		{"key": "order", "type": "TRANSFORM", "config": {"output": {"id": "o-9"}}},
+		{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamEcho", "taskQueue": "team-orders", "input": {"order": "{{ steps.order.output.id }}"}}}
+	], "edges": [{"from": "order", "to": "team"}]}`)
+	h.withTeam()
+	// The original run: "order" completed with another output, "team"
+	// failed on its child.
+	orig := domain.ID(uuid.New())
+	h.store.addRun(domain.ID(uuid.New()), orig, 1, domain.Graph{})
+	msg := "workflow TeamEcho failed"
+	if err := h.store.RecordNodes(context.Background(), orig, []domain.NodeRecord{
+		{Key: "order", Type: domain.NodeTransform, Status: domain.NodeCompleted, Attempt: 1, Output: []byte(`{"id": "o-1"}`)},
+		{Key: "team", Type: domain.NodeTemporalWorkflow, Status: domain.NodeFailed, Attempt: 1, Error: &msg,
+			ChildWorkflowID: WorkflowID(orig) + "/team", ChildRunID: "old-run"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.in.RetryOf = orig.String()
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if got := jsonText(t, h.record("team").Output); !strings.Contains(got, `"order":"o-1"`) {
+		t.Errorf("team output = %s, want the child to read the reused output of order", got)
+	}
+	rec, _ := h.store.node(h.execID, "team")
+	if want := WorkflowID(h.execID) + "/team"; rec.ChildWorkflowID != want || rec.ChildRunID == "old-run" {
+		t.Errorf("the retry's child is %q run %q, want a new child %q", rec.ChildWorkflowID, rec.ChildRunID, want)
 	}
 }
