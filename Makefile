@@ -43,6 +43,11 @@ VERSION_LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 bin/sluice: FORCE
 	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o bin/sluice ./cmd/sluice
 
+# The example team's Temporal worker (examples/teamservice), which the
+# TypeScript client's test gates.
+bin/teamworker: FORCE
+	$(GO) build -o bin/teamworker ./examples/teamservice/teamworker
+
 bin/devstack: FORCE
 	cd cmd/devstack && $(GO) build -o ../../bin/devstack .
 
@@ -101,13 +106,16 @@ test-race: build
 	$(TEST_STACK) -- bash -c 'cd $(CURDIR) && SLUICE_REQUIRE_INTEGRATION=1 $(GO) test -race -count=1 -timeout 60m $(RACE_PACKAGES)'
 
 # The README's walk-through through the TypeScript client, against
-# `sluice all` on the stack's own database.
-test-ts: ts-deps
+# `sluice all` on the stack's own database, and its executeWorkflow
+# against the example team's worker on a queue of its own.
+TS_TEAM_QUEUE ?= ts-team-billing
+test-ts: ts-deps bin/teamworker
 	bin/sluice migrate
 	@SLUICE_HTTP_ADDR=$(TS_ADDR) SLUICE_ADMIN_ADDR=127.0.0.1:0 SLUICE_ADMIN_TOKEN=$(TS_TOKEN) SLUICE_LOG_LEVEL=warn bin/sluice all & pid=$$!; \
+	TEAM_TASK_QUEUE=$(TS_TEAM_QUEUE) bin/teamworker >/dev/null 2>&1 & wpid=$$!; \
 	for i in $$(seq 1 100); do curl -sf http://$(TS_ADDR)/healthz >/dev/null && break; sleep 0.2; done; \
-	(cd api/typescript && SLUICE_URL=http://$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) npm test); rc=$$?; \
-	kill $$pid; wait $$pid; exit $$rc
+	(cd api/typescript && SLUICE_URL=http://$(TS_ADDR) SLUICE_ADMIN_TOKEN=$(TS_TOKEN) TEAM_TASK_QUEUE=$(TS_TEAM_QUEUE) npm test); rc=$$?; \
+	kill $$pid $$wpid; wait $$pid $$wpid; exit $$rc
 
 ## browser: Debian's chromium, which the console's browser test drives;
 ## installed only when missing.

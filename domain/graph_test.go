@@ -122,6 +122,27 @@ func TestGraphJSONRoundTrip(t *testing.T) {
 	}
 }
 
+func TestAGraphWithAKeysStartRateReadsBackWhatEncodeGraphWrites(t *testing.T) {
+	t.Parallel()
+	in := `{"nodes":[{"key":"t","type":"TRANSFORM","config":{"output":1}}],"edges":[],` +
+		`"concurrency":{"key":"{{ input.customer }}","limit":3,"startRate":{"rate":2,"per":"second","burst":4}}}`
+	g, err := DecodeGraph([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := EncodeGraph(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeGraph(data)
+	if err != nil {
+		t.Fatalf("a run could not read back its graph %s: %v", data, err)
+	}
+	if !reflect.DeepEqual(back, g) {
+		t.Fatalf("round trip: %s gave %#v", data, back)
+	}
+}
+
 func TestValidateAcceptsValidGraphs(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -37,13 +37,17 @@ const StartRateMax = 10_000
 //
 // It is enforced by the GCRA (GCRA) of Interval and Tolerance; a start is
 // a cell.
+//
+// Its JSON names are the API's, which decodeStartRate reads: a graph's
+// concurrency.startRate is written by EncodeGraph and read back strictly
+// by DecodeGraph when a run loads its graph.
 type StartRate struct {
 	// Rate is the starts allowed per Per.
-	Rate int
+	Rate int `json:"rate"`
 	// Per is the period.
-	Per RatePeriod
+	Per RatePeriod `json:"per"`
 	// Burst is the most starts in any window of one Per.
-	Burst int
+	Burst int `json:"burst"`
 }
 
 // Interval is the emission interval Per/Rate, rounded up to the

@@ -39,3 +39,13 @@ export function createSluiceClient(
     headers: Object.fromEntries(headers.entries()),
   });
 }
+
+export {
+  type ChildWorkflow,
+  executeWorkflow,
+  GatedApiError,
+  GatedRun,
+  GatedRunError,
+  GATING_NODE_TYPE,
+  type StartOptions,
+} from "./gated.js";
