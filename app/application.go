@@ -51,7 +51,7 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas,
 	a := &Application{
 		Auth:        authenticator,
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, authenticator),
-		Plans:       NewPlans(s.Plans, s.Workspaces),
+		Plans:       NewPlans(s.Plans, s.Workspaces, ExternalWorker{}),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
 		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables),

@@ -227,3 +227,18 @@ func (q PlanQuotas) With(o QuotaOverrides) PlanQuotas {
 	}
 	return q
 }
+
+// WorkerShareWarning is the warning an admin gets for a workspace share
+// of the external-API worker (workspaceNodesInFlight) above the slots of
+// one worker: such a share is never the bound that holds while one worker
+// serves, since the worker's slots run out first and the workspace then
+// takes slots from the others. Several workers may give it, so the figure
+// is saved, with this said. Empty when the share fits, or slots is not
+// known (zero).
+func WorkerShareWarning(share, slots int) string {
+	if slots <= 0 || share <= slots {
+		return ""
+	}
+	return fmt.Sprintf("workspaceNodesInFlight %d is above the %d slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY): with one worker a workspace can hold every slot, and this bound holds only with %d workers or more",
+		share, slots, (share+slots-1)/slots)
+}

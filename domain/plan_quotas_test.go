@@ -79,3 +79,25 @@ func TestAWorkspacesOwnQuotaBeatsItsPlansAndNilKeepsThePlans(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
+
+// TestAWorkerShareAboveOneWorkersSlotsIsWarnedAbout: a share above the
+// slots is warned about, naming both figures and the workers it needs; a
+// share at or under them, or unknown slots, says nothing.
+func TestAWorkerShareAboveOneWorkersSlotsIsWarnedAbout(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		share, slots int
+		want         string
+	}{
+		{share: 21, slots: 20, want: "workspaceNodesInFlight 21 is above the 20 slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY): with one worker a workspace can hold every slot, and this bound holds only with 2 workers or more"},
+		{share: 41, slots: 20, want: "holds only with 3 workers or more"},
+		{share: 20, slots: 20},
+		{share: 4, slots: 20},
+		{share: 100, slots: 0},
+	} {
+		got := WorkerShareWarning(c.share, c.slots)
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("WorkerShareWarning(%d, %d) = %q, want %q", c.share, c.slots, got, c.want)
+		}
+	}
+}

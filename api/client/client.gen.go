@@ -431,6 +431,9 @@ type Health struct {
 	Status string             `json:"status"`
 }
 
+// LimitWarnings Only in the answer to an edit: what the limits now allow that the service cannot give, each a sentence naming the field and the figure it passes. The edit is saved all the same: for example a workspaceNodesInFlight above the slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY as the API process reads it), which several workers may still serve.
+type LimitWarnings = []string
+
 // Node defines model for Node.
 type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
@@ -563,6 +566,9 @@ type PlanLimits struct {
 	// SubWorkflowNodes Nodes the child runs (SUB_WORKFLOW) of one execution may hold, every level together; each child run counts its graph's nodes. A definition whose tree of sub-workflows always passes it is refused (422); a child run that would pass it, counted as each starts, fails its SUB_WORKFLOW naming the quota.
 	SubWorkflowNodes int       `json:"subWorkflowNodes"`
 	UpdatedAt        time.Time `json:"updatedAt"`
+
+	// Warnings Only in the answer to an edit: what the limits now allow that the service cannot give, each a sentence naming the field and the figure it passes. The edit is saved all the same: for example a workspaceNodesInFlight above the slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY as the API process reads it), which several workers may still serve.
+	Warnings *LimitWarnings `json:"warnings,omitempty"`
 
 	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
 	WebhookEndpoints int `json:"webhookEndpoints"`
@@ -1013,6 +1019,9 @@ type WorkspaceLimits struct {
 	// SubWorkflowNodes Replaces the plan's; null keeps it.
 	SubWorkflowNodes *int       `json:"subWorkflowNodes"`
 	UpdatedAt        *time.Time `json:"updatedAt"`
+
+	// Warnings Only in the answer to an edit: what the limits now allow that the service cannot give, each a sentence naming the field and the figure it passes. The edit is saved all the same: for example a workspaceNodesInFlight above the slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY as the API process reads it), which several workers may still serve.
+	Warnings *LimitWarnings `json:"warnings,omitempty"`
 
 	// WebhookEndpoints Replaces the plan's; null keeps it.
 	WebhookEndpoints *int               `json:"webhookEndpoints"`

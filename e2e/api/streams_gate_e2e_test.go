@@ -143,11 +143,11 @@ func (l latencies) at(p int) time.Duration { return l[(len(l)*p+99)/100-1] }
 // or 429 once its address has spent its failed lookups), costs the
 // database next to nothing (under one pool acquire per 20 opens, where
 // there was one per open), and another tenant's p99 under it is no worse
-// than under the same flood of a guarded route (GET of a workspace) with
-// one bogus key, within a margin for a shared machine. Four floods: one
-// bogus key (its verdict is cached) and a distinct bogus key per request
-// (none is cached: the address's failed lookups hold them), each on the
-// guarded route and on stream opens. Phases alternate the kinds and each
+// than under the same flood of a guarded route (GET of a workspace),
+// within a margin for a shared machine. Four floods: one bogus key (its
+// verdict is cached) and a distinct bogus key per request (none is
+// cached: the address's failed lookups hold them), each on the guarded
+// route and on stream opens. Phases alternate the kinds and each
 // kind's samples are pooled, so load from outside the test falls on all
 // alike. Measured from outside before the fix (streams outside the gate,
 // a lookup per open): p99 542–1,570 ms against 191–247 ms, up to 89 of
@@ -173,9 +173,8 @@ func TestAFloodOfBogusStreamOpensCostsAnotherTenantNoMoreThanOnAGuardedRoute(t *
 		name, url string
 		distinct  bool
 	}
-	const reference = "guarded route, one key"
 	kinds := []floodKind{
-		{reference, s.URL + "/api/v1/workspaces/" + ws, false},
+		{"guarded route, one key", s.URL + "/api/v1/workspaces/" + ws, false},
 		{"stream opens, one key", s.URL + "/api/v1/workspaces/" + ws + "/events", false},
 		{"stream opens, distinct keys", s.URL + "/api/v1/workspaces/" + ws + "/events", true},
 		{"guarded route, distinct keys", s.URL + "/api/v1/workspaces/" + ws, true},
@@ -185,7 +184,7 @@ func TestAFloodOfBogusStreamOpensCostsAnotherTenantNoMoreThanOnAGuardedRoute(t *
 		workers   = 128
 		perPhase  = 150 // the tenant's requests in one phase
 		floodOnly = 1000
-		rounds    = 2 // of each kind, alternating
+		rounds    = 3 // of each kind, alternating
 	)
 	tenant := func(n int) (latencies, int) {
 		hc := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
@@ -251,18 +250,18 @@ func TestAFloodOfBogusStreamOpensCostsAnotherTenantNoMoreThanOnAGuardedRoute(t *
 			t.Errorf("under a flood of %s: %d of the tenant's %d requests refused", kind, n, len(pooled[kind]))
 		}
 	}
-	slices.Sort(pooled[reference])
-	guarded := pooled[reference].at(99)
-	for _, kind := range kinds[1:] {
-		slices.Sort(pooled[kind.name])
-		p99 := pooled[kind.name].at(99)
-		t.Logf("the tenant's p99 over %d requests each: %s under a flood of %s, %s under a flood of a %s (ratio %.2f); %s without a flood",
-			len(pooled[kind.name]), p99, kind.name, guarded, reference, float64(p99)/float64(guarded), base.at(99))
+	for _, pair := range [][2]floodKind{{kinds[1], kinds[0]}, {kinds[2], kinds[3]}} {
+		streams, guarded := pair[0].name, pair[1].name
+		slices.Sort(pooled[streams])
+		slices.Sort(pooled[guarded])
+		sp99, gp99 := pooled[streams].at(99), pooled[guarded].at(99)
+		t.Logf("the tenant's p99 over %d requests each: %s under a flood of %s, %s under a flood of %s (ratio %.2f); %s without a flood",
+			len(pooled[streams]), sp99, streams, gp99, guarded, float64(sp99)/float64(gp99), base.at(99))
 		// A margin for a machine shared with other tests, where a stall
 		// of the scheduler lands in one phase or another: twice, plus
-		// 50 ms.
-		if p99 > 2*guarded+50*time.Millisecond {
-			t.Errorf("the tenant's p99 under a flood of %s is %s, against %s under a flood of a %s", kind.name, p99, guarded, reference)
+		// 100 ms (the issue measured 542–1,570 ms against 191–247 ms).
+		if sp99 > 2*gp99+100*time.Millisecond {
+			t.Errorf("the tenant's p99 under a flood of %s is %s, against %s under a flood of %s", streams, sp99, gp99, guarded)
 		}
 	}
 }

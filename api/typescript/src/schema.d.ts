@@ -1113,7 +1113,10 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
             startRate?: components["schemas"]["StartRate"];
+            warnings?: components["schemas"]["LimitWarnings"];
         } & components["schemas"]["PlanQuotas"];
+        /** @description Only in the answer to an edit: what the limits now allow that the service cannot give, each a sentence naming the field and the figure it passes. The edit is saved all the same: for example a workspaceNodesInFlight above the slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY as the API process reads it), which several workers may still serve. */
+        LimitWarnings: string[];
         /** @description The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart. */
         PlanQuotas: {
             /** @description PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After). */
@@ -1187,6 +1190,7 @@ export interface components {
             /** Format: date-time */
             updatedAt: string | null;
             startRate?: components["schemas"]["StartRate"];
+            warnings?: components["schemas"]["LimitWarnings"];
         } & components["schemas"]["WorkspaceQuotas"];
         /** @description A workspace's own quotas over its plan's (PlanQuotas); null keeps the plan's. */
         WorkspaceQuotas: {
