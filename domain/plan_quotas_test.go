@@ -67,14 +67,15 @@ func TestAWorkspacesOwnQuotaBeatsItsPlansAndNilKeepsThePlans(t *testing.T) {
 	t.Parallel()
 	plan := PlanQuotas{PendingItems: 1, StoredItems: 2, Definitions: 3, DefinitionVersions: 4, Schedules: 5,
 		ScheduleMinIntervalSeconds: 6, NodeAttempts: 7, NodeTimeoutSeconds: 8, RunTimeoutSeconds: 9,
-		NodesInFlight: 10, WorkspaceNodesInFlight: 11, ForEachItems: 12, WebhookEndpoints: 13, OutboundHosts: 14, SubWorkflowNodes: 15, StoredExecutions: 16}
+		NodesInFlight: 10, WorkspaceNodesInFlight: 11, ForEachItems: 12, WebhookEndpoints: 13, OutboundHosts: 14, SubWorkflowNodes: 15, StoredExecutions: 16,
+		RetryAfterRounds: 17}
 	if got := plan.With(QuotaOverrides{}); got != plan {
 		t.Fatalf("no override changed the plan's: %+v", got)
 	}
 	own, first, last := 100, 200, 300
-	got := plan.With(QuotaOverrides{NodesInFlight: &own, PendingItems: &first, SubWorkflowNodes: &last})
+	got := plan.With(QuotaOverrides{NodesInFlight: &own, PendingItems: &first, RetryAfterRounds: &last})
 	want := plan
-	want.NodesInFlight, want.PendingItems, want.SubWorkflowNodes = own, first, last
+	want.NodesInFlight, want.PendingItems, want.RetryAfterRounds = own, first, last
 	if got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}

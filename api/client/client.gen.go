@@ -541,6 +541,9 @@ type PlanLimits struct {
 	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
 	RetentionDays int `json:"retentionDays"`
 
+	// RetryAfterRounds Retry-After answers one node run (each FOR_EACH iteration is one) waits out; the next fails the node, naming the host, its status and this quota. Each round is a call to the host and about a dozen events of the run's history. The worker's SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS is the ceiling over it. Read when an execution starts.
+	RetryAfterRounds int `json:"retryAfterRounds"`
+
 	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
 	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
 
@@ -605,6 +608,9 @@ type PlanQuotas struct {
 
 	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
 	RetentionDays int `json:"retentionDays"`
+
+	// RetryAfterRounds Retry-After answers one node run (each FOR_EACH iteration is one) waits out; the next fails the node, naming the host, its status and this quota. Each round is a call to the host and about a dozen events of the run's history. The worker's SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS is the ceiling over it. Read when an execution starts.
+	RetryAfterRounds int `json:"retryAfterRounds"`
 
 	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
 	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
@@ -782,6 +788,9 @@ type SetWorkspaceLimitsRequest struct {
 	// PendingItems Absent or null keeps the plan's.
 	PendingItems *int `json:"pendingItems"`
 
+	// RetryAfterRounds Absent or null keeps the plan's.
+	RetryAfterRounds *int `json:"retryAfterRounds"`
+
 	// RunTimeoutSeconds Absent or null keeps the plan's.
 	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
 
@@ -843,6 +852,7 @@ type UpdatePlanRequest struct {
 	OutboundHosts              *int `json:"outboundHosts,omitempty"`
 	PendingItems               *int `json:"pendingItems,omitempty"`
 	RetentionDays              *int `json:"retentionDays,omitempty"`
+	RetryAfterRounds           *int `json:"retryAfterRounds,omitempty"`
 	RunTimeoutSeconds          *int `json:"runTimeoutSeconds,omitempty"`
 	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds,omitempty"`
 	Schedules                  *int `json:"schedules,omitempty"`
@@ -994,6 +1004,9 @@ type WorkspaceLimits struct {
 	// PendingItems Replaces the plan's; null keeps it.
 	PendingItems *int `json:"pendingItems"`
 
+	// RetryAfterRounds Replaces the plan's; null keeps it.
+	RetryAfterRounds *int `json:"retryAfterRounds"`
+
 	// RunTimeoutSeconds Replaces the plan's; null keeps it.
 	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
 
@@ -1062,6 +1075,9 @@ type WorkspaceQuotas struct {
 
 	// PendingItems Replaces the plan's; null keeps it.
 	PendingItems *int `json:"pendingItems"`
+
+	// RetryAfterRounds Replaces the plan's; null keeps it.
+	RetryAfterRounds *int `json:"retryAfterRounds"`
 
 	// RunTimeoutSeconds Replaces the plan's; null keeps it.
 	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`

@@ -1151,6 +1151,8 @@ export interface components {
             subWorkflowNodes: number;
             /** @description Executions a workspace may store, with the PENDING items that will become one; past it an enqueue is refused (429, problem names "stored executions"). An execution is stored until retention deletes it. */
             storedExecutions: number;
+            /** @description Retry-After answers one node run (each FOR_EACH iteration is one) waits out; the next fails the node, naming the host, its status and this quota. Each round is a call to the host and about a dozen events of the run's history. The worker's SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS is the ceiling over it. Read when an execution starts. */
+            retryAfterRounds: number;
             /** @description Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override. */
             retentionDays: number;
         };
@@ -1173,6 +1175,7 @@ export interface components {
             outboundHosts?: number;
             subWorkflowNodes?: number;
             storedExecutions?: number;
+            retryAfterRounds?: number;
             retentionDays?: number;
             /** @description The plan's start rate (see StartRate). Absent keeps the one it has; null removes it. */
             startRate?: {
@@ -1226,6 +1229,8 @@ export interface components {
             subWorkflowNodes: number | null;
             /** @description Replaces the plan's; null keeps it. */
             storedExecutions: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            retryAfterRounds: number | null;
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
@@ -1262,6 +1267,8 @@ export interface components {
             subWorkflowNodes?: number | null;
             /** @description Absent or null keeps the plan's. */
             storedExecutions?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            retryAfterRounds?: number | null;
             startRate?: components["schemas"]["StartRate"];
         };
         /**
@@ -2518,6 +2525,7 @@ export interface operations {
                      *         "outboundHosts": 100,
                      *         "subWorkflowNodes": 100,
                      *         "storedExecutions": 10000,
+                     *         "retryAfterRounds": 10,
                      *         "retentionDays": 7,
                      *         "updatedAt": "2026-11-21T10:00:00Z"
                      *       }
@@ -2581,6 +2589,7 @@ export interface operations {
                      *       "outboundHosts": 100,
                      *       "subWorkflowNodes": 1000,
                      *       "storedExecutions": 100000,
+                     *       "retryAfterRounds": 10,
                      *       "retentionDays": 30,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
@@ -2637,6 +2646,7 @@ export interface operations {
                      *       "outboundHosts": null,
                      *       "subWorkflowNodes": null,
                      *       "storedExecutions": null,
+                     *       "retryAfterRounds": null,
                      *       "updatedAt": null
                      *     }
                      */
@@ -2700,6 +2710,7 @@ export interface operations {
                      *       "outboundHosts": null,
                      *       "subWorkflowNodes": null,
                      *       "storedExecutions": null,
+                     *       "retryAfterRounds": null,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */
