@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"strings"
@@ -90,13 +92,45 @@ func newVerdicts(size int) *lru.Cache[[sha256.Size]byte, verdict] {
 // apiKeyPrefix marks Sluice keys so that leaked ones are easy to scan for.
 const apiKeyPrefix = "slk_"
 
+// apiKeyRandomBytes is a key's randomness: 160 bits, written as 32
+// characters of lower-case base32 after the prefix.
+const apiKeyRandomBytes = 20
+
+// apiKeyEncoding writes a key's random bytes.
+var apiKeyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newAPIKeySecret mints a key's secret: the prefix, then its random bytes.
+func newAPIKeySecret() (string, error) {
+	raw := make([]byte, apiKeyRandomBytes)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	return apiKeyPrefix + apiKeyEncoding.EncodeToString(raw), nil
+}
+
+// apiKeyShaped says whether token has the shape newAPIKeySecret mints: the
+// prefix and 32 characters of its alphabet. A token of another shape is
+// no key, and is refused without a lookup.
+func apiKeyShaped(token string) bool {
+	rest, ok := strings.CutPrefix(token, apiKeyPrefix)
+	if !ok || len(rest) != apiKeyEncoding.EncodedLen(apiKeyRandomBytes) {
+		return false
+	}
+	for _, c := range []byte(rest) {
+		if (c < 'a' || c > 'z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
+	return true
+}
+
 // VerdictTTL is how long a cached verdict on a key is trusted: whoever
 // holds a key's grant for longer (an event stream) asks again this often.
 func (s *Authenticator) VerdictTTL() time.Duration { return s.ttl }
 
 // Cached answers what Authenticate would from memory alone: for no token,
-// the admin token, a token that is no Sluice key, and a key whose verdict
-// is cached. known is false when only Authenticate, which reads the store,
+// the admin token, a token that is no Sluice key or has not a key's shape,
+// and a key whose verdict is cached. known is false when only Authenticate, which reads the store,
 // can say.
 func (s *Authenticator) Cached(token string) (a domain.Actor, known bool, err error) {
 	if token == "" {
@@ -105,7 +139,7 @@ func (s *Authenticator) Cached(token string) (a domain.Actor, known bool, err er
 	if IsAdminToken(token, s.adminSecret) {
 		return domain.Actor{Admin: true}, true, nil
 	}
-	if !strings.HasPrefix(token, apiKeyPrefix) {
+	if !apiKeyShaped(token) {
 		return domain.Actor{}, true, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
 	}
 	h := sha256.Sum256([]byte(token))

@@ -3,7 +3,8 @@ package app
 import (
 	"context"
 	"errors"
-	"strconv"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func TestAKeysVerdictIsLookedUpOncePerTTL(t *testing.T) {
 		name, token string
 		wantErr     bool
 	}{
-		{"a bogus key", "slk_bogus", true},
+		{"a bogus key", bogusKey(0), true},
 		{"a valid key", secret, false},
 	} {
 		before := keys.lookups
@@ -59,7 +60,7 @@ func TestAKeysVerdictIsLookedUpOncePerTTL(t *testing.T) {
 	}
 	// Twice the cache's size of distinct bogus keys: the valid key stays.
 	for i := range 8 {
-		if _, err := auth.Authenticate(ctx, "slk_bogus"+strconv.Itoa(i)); !errors.Is(err, ErrUnauthenticated) {
+		if _, err := auth.Authenticate(ctx, bogusKey(i+1)); !errors.Is(err, ErrUnauthenticated) {
 			t.Fatal(err)
 		}
 	}
@@ -70,6 +71,47 @@ func TestAKeysVerdictIsLookedUpOncePerTTL(t *testing.T) {
 	for token, want := range map[string]domain.Actor{"": {}, "not-a-key": {}, "admin-token-0123456789": {Admin: true}} {
 		if a, known, _ := auth.Cached(token); !known || a != want {
 			t.Errorf("Cached(%q) = %+v, known %v", token, a, known)
+		}
+	}
+}
+
+// bogusKey is the i-th of distinct tokens shaped like keys that are none.
+func bogusKey(i int) string {
+	return apiKeyPrefix + apiKeyEncoding.EncodeToString(fmt.Appendf(nil, "%020d", i))
+}
+
+// TestATokenNotShapedLikeAKeyIsRefusedWithoutALookup: keys are minted as
+// the prefix and 32 characters of lower-case base32; a token with the
+// prefix and any other shape is refused from memory, so a flood of them
+// never reaches the store, while a minted key and a bogus key of the
+// right shape are looked up.
+func TestATokenNotShapedLikeAKeyIsRefusedWithoutALookup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _, keys := newWorkspacesFixture(t)
+	_, secret, err := s.CreateAPIKey(ctx, adminActor, tenantA.ID, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := NewAuthenticator(keys, AuthConfig{})
+	for _, token := range []string{
+		"slk_bogus", apiKeyPrefix + strings.Repeat("a", 31), apiKeyPrefix + strings.Repeat("a", 33),
+		apiKeyPrefix + strings.Repeat("A", 32), apiKeyPrefix + strings.Repeat("1", 32), secret[:len(secret)-1] + "=",
+	} {
+		before := keys.lookups
+		if _, known, err := auth.Cached(token); !known || !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%q: known %v, err %v; want refused from memory", token, known, err)
+		}
+		if _, err := auth.Authenticate(ctx, token); !errors.Is(err, ErrUnauthenticated) || keys.lookups != before {
+			t.Errorf("%q: err %v after %d lookups; want refused without one", token, err, keys.lookups-before)
+		}
+	}
+	for _, token := range []string{secret, bogusKey(7)} {
+		if !apiKeyShaped(token) {
+			t.Errorf("%q is refused by its shape", token)
+		}
+		if _, known, _ := auth.Cached(token); known {
+			t.Errorf("%q is known before its lookup", token)
 		}
 	}
 }

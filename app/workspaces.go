@@ -2,9 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -149,11 +146,10 @@ func (s *Workspaces) CreateAPIKey(ctx context.Context, a domain.Actor, workspace
 	if _, err := s.workspaces.GetWorkspace(ctx, workspaceID); err != nil {
 		return domain.APIKey{}, "", err
 	}
-	raw := make([]byte, 20)
-	if _, err := rand.Read(raw); err != nil {
+	secret, err := newAPIKeySecret()
+	if err != nil {
 		return domain.APIKey{}, "", err
 	}
-	secret := apiKeyPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw))
 	key, err := s.keys.CreateAPIKey(ctx, domain.APIKey{
 		ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, Name: name, Prefix: secret[:len(apiKeyPrefix)+6],
 	}, hashSecret(secret))

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/netip"
@@ -168,8 +169,27 @@ type OutboundPauses struct {
 	Floor time.Duration
 	// Rounds is how many Retry-After answers one node run (each FOR_EACH
 	// iteration is one) waits out; the next fails it. Each round is a call
-	// to the host and about a dozen events of the run's history.
+	// to the host and about a dozen events of the run's history. The
+	// worker's figure (SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS) is the ceiling;
+	// ForQuota lowers it to a workspace's retryAfterRounds.
 	Rounds int
+	// RoundsBound names the bound Rounds is, for the error that fails a
+	// node past it; empty is the worker's variable.
+	RoundsBound string
+}
+
+// roundsVariable names the worker's ceiling on Retry-After rounds.
+const roundsVariable = "SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS"
+
+// ForQuota is p for a workspace whose retryAfterRounds quota is rounds:
+// its rounds are the quota's, or the worker's ceiling when that is lower
+// (or the quota unset, zero), each named as the bound.
+func (p OutboundPauses) ForQuota(rounds int) OutboundPauses {
+	p = p.WithDefaults()
+	if rounds > 0 && rounds <= p.Rounds {
+		p.Rounds, p.RoundsBound = rounds, "the workspace's retryAfterRounds quota"
+	}
+	return p
 }
 
 // DefaultOutboundPauses waits at most 5 minutes in all per node, at least
@@ -220,7 +240,7 @@ func (p OutboundPauses) Wait(r RetryAfterRound) (time.Duration, error) {
 	switch {
 	case r.Round > p.Rounds:
 		return 0, &RetryAfterExhaustedError{RetryAfterRound: r, Wait: wait,
-			Bound: fmt.Sprintf("Retry-After rounds exhausted, over the maximum of %d a node (SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS)", p.Rounds)}
+			Bound: fmt.Sprintf("Retry-After rounds exhausted, over the maximum of %d a node (%s)", p.Rounds, cmp.Or(p.RoundsBound, roundsVariable))}
 	case r.Waited+wait > p.Max:
 		return 0, &RetryAfterExhaustedError{RetryAfterRound: r, Wait: wait,
 			Bound: fmt.Sprintf("Retry-After waits too long: waiting would take the node's Retry-After waits to %s, over the maximum of %s (SLUICE_OUTBOUND_PAUSE_MAX)", r.Waited+wait, p.Max)}

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,32 @@ func TestOutboundPausesWaitFloorsEachRoundAndEndsAtItsBounds(t *testing.T) {
 				t.Errorf("Wait = %s, %v; want a refusal naming %q", got, err, tc.refusal)
 			}
 		})
+	}
+}
+
+// TestAWorkspacesRetryAfterRoundsHoldUnderTheWorkersCeiling: a node's
+// rounds are the workspace's retryAfterRounds quota or the worker's
+// ceiling, whichever is lower, and the round past them fails the node
+// naming the bound that held; an unset quota leaves the ceiling.
+func TestAWorkspacesRetryAfterRoundsHoldUnderTheWorkersCeiling(t *testing.T) {
+	t.Parallel()
+	ceiling := domain.DefaultOutboundPauses() // 10 rounds
+	for _, c := range []struct {
+		quota, rounds int
+		bound         string
+	}{
+		{quota: 2, rounds: 2, bound: "(the workspace's retryAfterRounds quota)"},
+		{quota: 10, rounds: 10, bound: "(the workspace's retryAfterRounds quota)"},
+		{quota: 50, rounds: 10, bound: "(SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS)"},
+		{quota: 0, rounds: 10, bound: "(SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS)"},
+	} {
+		p := ceiling.ForQuota(c.quota)
+		if _, err := p.Wait(domain.RetryAfterRound{Host: "h", Status: 429, Round: c.rounds}); err != nil {
+			t.Errorf("quota %d: round %d refused: %v", c.quota, c.rounds, err)
+		}
+		_, err := p.Wait(domain.RetryAfterRound{Host: "h", Status: 429, Round: c.rounds + 1})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("over the maximum of %d a node %s", c.rounds, c.bound)) {
+			t.Errorf("quota %d: round %d: %v, want refused naming %d rounds %s", c.quota, c.rounds+1, err, c.rounds, c.bound)
+		}
 	}
 }

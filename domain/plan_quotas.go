@@ -56,6 +56,12 @@ type PlanQuotas struct {
 	// PENDING items that will each become one: an execution keeps its
 	// input (up to the body limit) and its node records until retention.
 	StoredExecutions int
+	// RetryAfterRounds caps the Retry-After answers one node run (each
+	// FOR_EACH iteration is one) waits out; the next fails the node. Each
+	// round is a call to the host and about a dozen events of the run's
+	// history. The worker's SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS is the
+	// ceiling over it (OutboundPauses.ForQuota).
+	RetryAfterRounds int
 }
 
 // QuotaOverrides are optional PlanQuotas: a workspace's own figures (nil
@@ -93,6 +99,8 @@ type QuotaOverrides struct {
 	SubWorkflowNodes *int
 	// StoredExecutions replaces PlanQuotas.StoredExecutions when set.
 	StoredExecutions *int
+	// RetryAfterRounds replaces PlanQuotas.RetryAfterRounds when set.
+	RetryAfterRounds *int
 }
 
 // QuotaBound is one quota's API name and the range it may be set to. The
@@ -133,6 +141,7 @@ func (o *QuotaOverrides) overrideFields() []struct {
 		{QuotaBound{Name: "outboundHosts", Min: 1, Max: 10_000}, &o.OutboundHosts},
 		{QuotaBound{Name: "subWorkflowNodes", Min: 1, Max: 1_000_000}, &o.SubWorkflowNodes},
 		{QuotaBound{Name: "storedExecutions", Min: 1, Max: 100_000_000}, &o.StoredExecutions},
+		{QuotaBound{Name: "retryAfterRounds", Min: 1, Max: 1_000}, &o.RetryAfterRounds},
 	}
 }
 
@@ -219,11 +228,26 @@ func (q PlanQuotas) CheckScheduleInterval(shortest time.Duration, field string) 
 func (q PlanQuotas) With(o QuotaOverrides) PlanQuotas {
 	targets := []*int{&q.PendingItems, &q.StoredItems, &q.Definitions, &q.DefinitionVersions, &q.Schedules,
 		&q.ScheduleMinIntervalSeconds, &q.NodeAttempts, &q.NodeTimeoutSeconds, &q.RunTimeoutSeconds,
-		&q.NodesInFlight, &q.WorkspaceNodesInFlight, &q.ForEachItems, &q.WebhookEndpoints, &q.OutboundHosts, &q.SubWorkflowNodes, &q.StoredExecutions}
+		&q.NodesInFlight, &q.WorkspaceNodesInFlight, &q.ForEachItems, &q.WebhookEndpoints, &q.OutboundHosts, &q.SubWorkflowNodes, &q.StoredExecutions, &q.RetryAfterRounds}
 	for i, f := range o.overrideFields() {
 		if v := *f.v; v != nil {
 			*targets[i] = *v
 		}
 	}
 	return q
+}
+
+// WorkerShareWarning is the warning an admin gets for a workspace share
+// of the external-API worker (workspaceNodesInFlight) above the slots of
+// one worker: such a share is never the bound that holds while one worker
+// serves, since the worker's slots run out first and the workspace then
+// takes slots from the others. Several workers may give it, so the figure
+// is saved, with this said. Empty when the share fits, or slots is not
+// known (zero).
+func WorkerShareWarning(share, slots int) string {
+	if slots <= 0 || share <= slots {
+		return ""
+	}
+	return fmt.Sprintf("workspaceNodesInFlight %d is above the %d slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY): with one worker a workspace can hold every slot, and this bound holds only with %d workers or more",
+		share, slots, (share+slots-1)/slots)
 }

@@ -67,15 +67,38 @@ func TestAWorkspacesOwnQuotaBeatsItsPlansAndNilKeepsThePlans(t *testing.T) {
 	t.Parallel()
 	plan := PlanQuotas{PendingItems: 1, StoredItems: 2, Definitions: 3, DefinitionVersions: 4, Schedules: 5,
 		ScheduleMinIntervalSeconds: 6, NodeAttempts: 7, NodeTimeoutSeconds: 8, RunTimeoutSeconds: 9,
-		NodesInFlight: 10, WorkspaceNodesInFlight: 11, ForEachItems: 12, WebhookEndpoints: 13, OutboundHosts: 14, SubWorkflowNodes: 15, StoredExecutions: 16}
+		NodesInFlight: 10, WorkspaceNodesInFlight: 11, ForEachItems: 12, WebhookEndpoints: 13, OutboundHosts: 14, SubWorkflowNodes: 15, StoredExecutions: 16,
+		RetryAfterRounds: 17}
 	if got := plan.With(QuotaOverrides{}); got != plan {
 		t.Fatalf("no override changed the plan's: %+v", got)
 	}
 	own, first, last := 100, 200, 300
-	got := plan.With(QuotaOverrides{NodesInFlight: &own, PendingItems: &first, SubWorkflowNodes: &last})
+	got := plan.With(QuotaOverrides{NodesInFlight: &own, PendingItems: &first, RetryAfterRounds: &last})
 	want := plan
-	want.NodesInFlight, want.PendingItems, want.SubWorkflowNodes = own, first, last
+	want.NodesInFlight, want.PendingItems, want.RetryAfterRounds = own, first, last
 	if got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestAWorkerShareAboveOneWorkersSlotsIsWarnedAbout: a share above the
+// slots is warned about, naming both figures and the workers it needs; a
+// share at or under them, or unknown slots, says nothing.
+func TestAWorkerShareAboveOneWorkersSlotsIsWarnedAbout(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		share, slots int
+		want         string
+	}{
+		{share: 21, slots: 20, want: "workspaceNodesInFlight 21 is above the 20 slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY): with one worker a workspace can hold every slot, and this bound holds only with 2 workers or more"},
+		{share: 41, slots: 20, want: "holds only with 3 workers or more"},
+		{share: 20, slots: 20},
+		{share: 4, slots: 20},
+		{share: 100, slots: 0},
+	} {
+		got := WorkerShareWarning(c.share, c.slots)
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("WorkerShareWarning(%d, %d) = %q, want %q", c.share, c.slots, got, c.want)
+		}
 	}
 }

@@ -17,7 +17,8 @@ type QuotaSource interface {
 
 // limitsFor is the limits an execution starts with: the worker's, with
 // the nodes in flight, workspace share and FOR_EACH cap of in's plan
-// replaced by its workspace's quotas in force when the source has them.
+// replaced by its workspace's quotas in force when the source has them,
+// and its Retry-After rounds the workspace's under the worker's ceiling.
 // The side effect records the maps as before, so histories recorded
 // either way replay alike and no version marker is needed; the new
 // figures apply to executions that start after an edit, never to one that
@@ -39,5 +40,6 @@ func (w *Workflows) limitsFor(in ExecutionInput) RunLimits {
 	l.NodesInFlight[in.Plan] = q.NodesInFlight
 	l.WorkspaceNodesInFlight[in.Plan] = q.WorkspaceNodesInFlight
 	l.ForEachItems[in.Plan] = q.ForEachItems
+	l.OutboundPauses = l.OutboundPauses.ForQuota(q.RetryAfterRounds)
 	return l
 }

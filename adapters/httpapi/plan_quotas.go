@@ -14,6 +14,7 @@ func planChangeIn(b *api.UpdatePlanRequest) domain.PlanChange {
 		NodeTimeoutSeconds: b.NodeTimeoutSeconds, RunTimeoutSeconds: b.RunTimeoutSeconds,
 		NodesInFlight: b.NodesInFlight, WorkspaceNodesInFlight: b.WorkspaceNodesInFlight, ForEachItems: b.ForEachItems,
 		WebhookEndpoints: b.WebhookEndpoints, OutboundHosts: b.OutboundHosts, SubWorkflowNodes: b.SubWorkflowNodes, StoredExecutions: b.StoredExecutions,
+		RetryAfterRounds: b.RetryAfterRounds,
 	}}
 }
 
@@ -27,6 +28,7 @@ func workspaceQuotasIn(b *api.SetWorkspaceLimitsRequest) domain.QuotaOverrides {
 		NodeTimeoutSeconds: b.NodeTimeoutSeconds, RunTimeoutSeconds: b.RunTimeoutSeconds,
 		NodesInFlight: b.NodesInFlight, WorkspaceNodesInFlight: b.WorkspaceNodesInFlight, ForEachItems: b.ForEachItems,
 		WebhookEndpoints: b.WebhookEndpoints, OutboundHosts: b.OutboundHosts, SubWorkflowNodes: b.SubWorkflowNodes, StoredExecutions: b.StoredExecutions,
+		RetryAfterRounds: b.RetryAfterRounds,
 	}
 }
 
@@ -37,6 +39,7 @@ func planQuotasOut(out *api.PlanLimits, q domain.PlanQuotas) {
 	out.NodeAttempts, out.NodeTimeoutSeconds, out.RunTimeoutSeconds = q.NodeAttempts, q.NodeTimeoutSeconds, q.RunTimeoutSeconds
 	out.NodesInFlight, out.WorkspaceNodesInFlight, out.ForEachItems = q.NodesInFlight, q.WorkspaceNodesInFlight, q.ForEachItems
 	out.WebhookEndpoints, out.OutboundHosts, out.SubWorkflowNodes, out.StoredExecutions = q.WebhookEndpoints, q.OutboundHosts, q.SubWorkflowNodes, q.StoredExecutions
+	out.RetryAfterRounds = q.RetryAfterRounds
 }
 
 // workspaceQuotasOut sets out's own quotas from o (nil is the plan's).
@@ -46,4 +49,5 @@ func workspaceQuotasOut(out *api.WorkspaceLimits, o domain.QuotaOverrides) {
 	out.NodeAttempts, out.NodeTimeoutSeconds, out.RunTimeoutSeconds = o.NodeAttempts, o.NodeTimeoutSeconds, o.RunTimeoutSeconds
 	out.NodesInFlight, out.WorkspaceNodesInFlight, out.ForEachItems = o.NodesInFlight, o.WorkspaceNodesInFlight, o.ForEachItems
 	out.WebhookEndpoints, out.OutboundHosts, out.SubWorkflowNodes, out.StoredExecutions = o.WebhookEndpoints, o.OutboundHosts, o.SubWorkflowNodes, o.StoredExecutions
+	out.RetryAfterRounds = o.RetryAfterRounds
 }

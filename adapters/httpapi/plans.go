@@ -33,11 +33,13 @@ func (s *Server) UpdatePlan(ctx context.Context, req api.UpdatePlanRequestObject
 		return nil, err
 	}
 	change.StartRate = rate
-	p, err := s.app.Plans.UpdatePlan(ctx, actorFrom(ctx), domain.Plan(req.Plan), change)
+	p, warnings, err := s.app.Plans.UpdatePlan(ctx, actorFrom(ctx), domain.Plan(req.Plan), change)
 	if err != nil {
 		return nil, err
 	}
-	return api.UpdatePlan200JSONResponse(planOut(p)), nil
+	out := planOut(p)
+	out.Warnings = warningsOut(warnings)
+	return api.UpdatePlan200JSONResponse(out), nil
 }
 
 // GetWorkspaceLimits shows a workspace's own limits.
@@ -51,14 +53,24 @@ func (s *Server) GetWorkspaceLimits(ctx context.Context, req api.GetWorkspaceLim
 
 // SetWorkspaceLimits replaces a workspace's own limits.
 func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLimitsRequestObject) (api.SetWorkspaceLimitsResponseObject, error) {
-	l, err := s.app.Plans.SetWorkspaceLimits(ctx, actorFrom(ctx), domain.WorkspaceLimits{
+	l, warnings, err := s.app.Plans.SetWorkspaceLimits(ctx, actorFrom(ctx), domain.WorkspaceLimits{
 		WorkspaceID: domain.ID(req.WorkspaceID), MaxRunning: req.Body.MaxRunning, Quotas: workspaceQuotasIn(req.Body),
 		StartRate: startRateIn(req.Body.StartRate),
 	})
 	if err != nil {
 		return nil, err
 	}
-	return api.SetWorkspaceLimits200JSONResponse(workspaceLimitsOut(l)), nil
+	out := workspaceLimitsOut(l)
+	out.Warnings = warningsOut(warnings)
+	return api.SetWorkspaceLimits200JSONResponse(out), nil
+}
+
+// warningsOut is an edit's warnings, absent when there are none.
+func warningsOut(warnings []string) *api.LimitWarnings {
+	if len(warnings) == 0 {
+		return nil
+	}
+	return &warnings
 }
 
 func planOut(p domain.PlanLimits) api.PlanLimits {

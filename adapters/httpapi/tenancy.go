@@ -5,11 +5,13 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/app"
@@ -36,13 +38,115 @@ type Tenancy struct {
 	// gets 503 with Retry-After.
 	Concurrency int
 	QueueWait   time.Duration
+	// AuthFailures bounds the key lookups that fail, per client address.
+	AuthFailures AuthFailures
+}
+
+// AuthFailures bounds what tokens that are no key cost: a token whose
+// verdict is not cached is looked up in the database, so a flood of
+// distinct bogus keys would cost a lookup each. Each lookup that refuses
+// its token takes a cell of its client address's bucket (domain.GCRA:
+// PerMinute a minute, Burst at once from rest); while the bucket has no
+// cell, a token from that address that must be looked up is refused with
+// 429 and Retry-After before it takes a place or reaches the database.
+// Tokens answered from memory (cached verdicts, the admin's, tokens not
+// shaped like a key) never count and are never held. An IPv6 client is
+// counted by its /64, which one host usually holds whole. Behind a proxy
+// the address is the proxy's: its clients share one bucket.
+type AuthFailures struct {
+	PerMinute int
+	Burst     int
+	// Addresses is how many client addresses' buckets are kept; past it
+	// the least recently failed is forgotten, as if at rest.
+	Addresses int
+}
+
+// DefaultAuthFailures lets an address fail 20 lookups at once, then 60 a
+// minute, and remembers 10,000 addresses (about 1 MB).
+func DefaultAuthFailures() AuthFailures {
+	return AuthFailures{PerMinute: 60, Burst: 20, Addresses: 10_000}
 }
 
 // DefaultTenancy lets a workspace send 50 requests a second (bursts of
 // 100) with at most 4 in flight, and the process serve 10 at once, each
 // waiting at most 2 s for its turn.
 func DefaultTenancy() Tenancy {
-	return Tenancy{Rate: 50, Burst: 100, WorkspaceConcurrency: 4, Concurrency: 10, QueueWait: 2 * time.Second}
+	return Tenancy{Rate: 50, Burst: 100, WorkspaceConcurrency: 4, Concurrency: 10, QueueWait: 2 * time.Second,
+		AuthFailures: DefaultAuthFailures()}
+}
+
+// authFailureBuckets keeps AuthFailures' buckets, one TAT per client
+// address.
+type authFailureBuckets struct {
+	rule domain.GCRA
+	now  func() time.Time
+	mu   sync.Mutex
+	tats *lru.Cache[netip.Prefix, time.Time]
+}
+
+func newAuthFailureBuckets(cfg AuthFailures) *authFailureBuckets {
+	d := DefaultAuthFailures()
+	if cfg.PerMinute <= 0 {
+		cfg.PerMinute = d.PerMinute
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = d.Burst
+	}
+	if cfg.Addresses <= 0 {
+		cfg.Addresses = d.Addresses
+	}
+	interval := time.Minute / time.Duration(cfg.PerMinute)
+	tats, err := lru.New[netip.Prefix, time.Time](cfg.Addresses)
+	if err != nil {
+		panic(err) // lru refuses only a size below 1
+	}
+	return &authFailureBuckets{rule: domain.GCRA{Interval: interval, Tolerance: time.Duration(cfg.Burst-1) * interval},
+		now: time.Now, tats: tats}
+}
+
+// clientOf is the bucket r's client is counted in: its IPv4 address, or
+// its IPv6 /64; ok is false when the address cannot be read (a listener
+// that is no TCP one), and then nothing is counted.
+func clientOf(r *http.Request) (client netip.Prefix, ok bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	addr := ap.Addr().Unmap()
+	bits := 32
+	if addr.Is6() {
+		bits = 64
+	}
+	client, err = addr.Prefix(bits)
+	return client, err == nil
+}
+
+// reserve takes a cell of client's bucket for a lookup about to be made,
+// or says how long until one conforms. The cell is taken before the
+// lookup, not after it fails, so that concurrent lookups from one address
+// cannot all pass while none has failed yet; a lookup that finds its key
+// gives the cell back (refund).
+func (b *authFailureBuckets) reserve(client netip.Prefix) (wait time.Duration) {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tat, _ := b.tats.Get(client)
+	if n, next := b.rule.Allowed(tat, now, 1); n == 0 {
+		return next.Sub(now)
+	}
+	b.tats.Add(client, b.rule.Take(tat, now, 1))
+	return 0
+}
+
+// refund gives back the cell reserve took for a lookup that authenticated
+// (or could not say: the store failed, the client went away), as if it
+// had never been taken; a TAT moved into the past is a bucket at rest.
+func (b *authFailureBuckets) refund(client netip.Prefix) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if tat, ok := b.tats.Peek(client); ok {
+		b.tats.Add(client, tat.Add(-b.rule.Interval))
+	}
 }
 
 // tenantIdleAfter is how long a workspace's state is kept without
@@ -52,8 +156,9 @@ const tenantIdleAfter = 10 * time.Minute
 
 // gate enforces a Tenancy.
 type gate struct {
-	cfg   Tenancy
-	slots chan struct{}
+	cfg      Tenancy
+	slots    chan struct{}
+	failures *authFailureBuckets
 
 	mu      sync.Mutex
 	tenants map[domain.ID]*tenant
@@ -67,7 +172,8 @@ type tenant struct {
 }
 
 func newGate(cfg Tenancy) *gate {
-	return &gate{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency), tenants: map[domain.ID]*tenant{}}
+	return &gate{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency), tenants: map[domain.ID]*tenant{},
+		failures: newAuthFailureBuckets(cfg.AuthFailures)}
 }
 
 // places are the process place and workspace place a request holds;
@@ -121,8 +227,11 @@ func bearerToken(r *http.Request) string {
 // key whose verdict is cached, valid or refused) is refused, or held to
 // its workspace, before it takes a process place: a flood with a bogus
 // key, or past a workspace's rate, neither waits for a place nor reaches
-// the database. A token that must be looked up takes its process place
-// first, since the lookup is database work, and keeps it for the request.
+// the database. A token that must be looked up is first held to its
+// client address's failed lookups (AuthFailures), so a flood of distinct
+// bogus keys costs a lookup only while its address has failures to
+// spend; then it takes its process place, since the lookup is database
+// work, and keeps it for the request.
 // Every operation, event streams included, comes through here; a stream
 // gives its places back once its lookup and replay are done (streams.go).
 func (g *gate) admit(auth *app.Authenticator, errs errorResponder, next http.Handler) http.Handler {
@@ -132,10 +241,20 @@ func (g *gate) admit(auth *app.Authenticator, errs errorResponder, next http.Han
 		defer p.release()
 		actor, known, err := auth.Cached(token)
 		if !known {
+			client, counted := clientOf(r)
+			if counted && !g.serveLookup(w, client) {
+				return
+			}
 			if !g.serveProcessPlace(w, r, p) {
+				if counted {
+					g.failures.refund(client)
+				}
 				return
 			}
 			actor, err = auth.Authenticate(r.Context(), token)
+			if counted && !errors.Is(err, app.ErrUnauthenticated) {
+				g.failures.refund(client)
+			}
 		}
 		if err != nil {
 			errs.respond(w, r, err)
@@ -165,6 +284,19 @@ func (g *gate) serveProcessPlace(w http.ResponseWriter, r *http.Request, p *plac
 		return false // the client went away
 	}
 	return true
+}
+
+// serveLookup reserves a failed lookup of client's for a token about to
+// be looked up, or answers 429 with Retry-After and says false.
+func (g *gate) serveLookup(w http.ResponseWriter, client netip.Prefix) bool {
+	wait := g.failures.reserve(client)
+	if wait <= 0 {
+		return true
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(wait, time.Second).Seconds()))))
+	writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many requests",
+		"too many tokens that are no key from this address (at most "+strconv.Itoa(g.cfg.AuthFailures.PerMinute)+" a minute)", nil)
+	return false
 }
 
 // serveWorkspacePlace takes a rate token and a concurrency place of ws,

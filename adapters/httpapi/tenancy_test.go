@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,12 +45,25 @@ func newHeldRequests(cfg Tenancy) *heldRequests {
 	return h
 }
 
-// workspaceKeys is an APIKeyStore whose key "slk_<id>" is workspace id's.
-type workspaceKeys struct{ ports.APIKeyStore }
+// workspaceKeys is an APIKeyStore whose key keyOf(id) is workspace id's;
+// it counts its lookups when lookups is set.
+type workspaceKeys struct {
+	ports.APIKeyStore
+	lookups *atomic.Int64
+}
 
-func (workspaceKeys) APIKeyBySecretHash(_ context.Context, hash []byte) (domain.APIKey, error) {
+// keyOf is workspace ws's key in workspaceKeys, shaped as keys are minted.
+func keyOf(ws string) string {
+	h := sha256.Sum256([]byte(ws))
+	return "slk_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:20]))
+}
+
+func (k workspaceKeys) APIKeyBySecretHash(_ context.Context, hash []byte) (domain.APIKey, error) {
+	if k.lookups != nil {
+		k.lookups.Add(1)
+	}
 	for _, ws := range []string{wsA, wsB} {
-		if h := sha256.Sum256([]byte("slk_" + ws)); bytes.Equal(h[:], hash) {
+		if h := sha256.Sum256([]byte(keyOf(ws))); bytes.Equal(h[:], hash) {
 			id, _ := domain.ParseID(ws)
 			return domain.APIKey{ID: id, WorkspaceID: id}, nil
 		}
@@ -63,7 +79,7 @@ func (h *heldRequests) send(ws string) <-chan *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/api/v1/x", nil)
 		token := heldAdminToken
 		if ws != "" {
-			token = "slk_" + ws
+			token = keyOf(ws)
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		rec := httptest.NewRecorder()
@@ -200,7 +216,8 @@ func TestKnownVerdictsAreAnsweredWithoutAPlace(t *testing.T) {
 		h.handler.ServeHTTP(rec, req)
 		return rec, time.Since(start)
 	}
-	if rec, _ := send("slk_bogus"); rec.Code != http.StatusUnauthorized {
+	bogus := keyOf("bogus")
+	if rec, _ := send(bogus); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("a bogus key: %d", rec.Code)
 	}
 	held := h.send(wsA) // takes A's one token and the process's one place
@@ -208,16 +225,84 @@ func TestKnownVerdictsAreAnsweredWithoutAPlace(t *testing.T) {
 	for _, c := range []struct {
 		token string
 		code  int
-	}{{"slk_bogus", http.StatusUnauthorized}, {"slk_" + wsA, http.StatusTooManyRequests}} {
+	}{{bogus, http.StatusUnauthorized}, {keyOf(wsA), http.StatusTooManyRequests}} {
 		if rec, took := send(c.token); rec.Code != c.code || took >= wait {
 			t.Errorf("%s with every place taken: %d after %s; want %d at once", c.token, rec.Code, took, c.code)
 		}
 	}
-	if rec, took := send("slk_" + wsB); rec.Code != http.StatusServiceUnavailable || took < wait {
+	if rec, took := send(keyOf(wsB)); rec.Code != http.StatusServiceUnavailable || took < wait {
 		t.Errorf("an unseen key with every place taken: %d after %s; want 503 after %s", rec.Code, took, wait)
 	}
 	close(h.release)
 	if rec := answer(t, held); rec.Code != http.StatusOK {
 		t.Errorf("the held request answered %d", rec.Code)
+	}
+}
+
+// TestAnAddressPastItsFailedLookupsIsRefusedBeforeItsNext: distinct bogus
+// keys from one client address are each looked up while its burst of
+// failures lasts (3 here); the next is refused with 429 and Retry-After
+// without a lookup, as is any token of that address that must be looked
+// up, while a key whose verdict is cached is still served and another
+// address still has its keys looked up. A minute later (one failure's
+// worth at 1 a minute) the address has one lookup again.
+func TestAnAddressPastItsFailedLookupsIsRefusedBeforeItsNext(t *testing.T) {
+	t.Parallel()
+	lookups := &atomic.Int64{}
+	g := newGate(Tenancy{Rate: 1000, Burst: 1000, WorkspaceConcurrency: 10, Concurrency: 10, QueueWait: time.Second,
+		AuthFailures: AuthFailures{PerMinute: 1, Burst: 3, Addresses: 10}})
+	now := time.Now()
+	g.failures.now = func() time.Time { return now }
+	auth := app.NewAuthenticator(workspaceKeys{lookups: lookups}, app.AuthConfig{})
+	h := g.admit(auth, errorResponder{log: slog.New(slog.DiscardHandler)}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}))
+	send := func(from, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/x", nil)
+		req.RemoteAddr = from
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	const flooder, other = "192.0.2.7:4000", "[2001:db8::1]:4000"
+	if rec := send(flooder, keyOf(wsA)); rec.Code != http.StatusOK {
+		t.Fatalf("a valid key before the flood: %d", rec.Code)
+	}
+	bogus := 0
+	next := func() string { bogus++; return keyOf("bogus" + strconv.Itoa(bogus)) }
+	for i := range 3 {
+		if rec := send(flooder, next()); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("distinct bogus key %d within the burst: %d, want 401", i+1, rec.Code)
+		}
+	}
+	before := lookups.Load()
+	for _, c := range []struct {
+		what, from, token string
+		code              int
+	}{
+		{"a 4th distinct bogus key", flooder, next(), http.StatusTooManyRequests},
+		{"an uncached valid key from the same address", flooder, keyOf(wsB), http.StatusTooManyRequests},
+		{"a cached valid key from the same address", flooder, keyOf(wsA), http.StatusOK},
+		{"a bogus key from another address's /64", "[2001:db8::2]:5000", next(), http.StatusUnauthorized},
+		{"a valid key from another address", other, keyOf(wsB), http.StatusOK},
+	} {
+		rec := send(c.from, c.token)
+		if rec.Code != c.code {
+			t.Errorf("%s: %d %s, want %d", c.what, rec.Code, rec.Body, c.code)
+		}
+		if c.code == http.StatusTooManyRequests && (rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "from this address")) {
+			t.Errorf("%s: Retry-After %q, %s; want when to come back and why", c.what, rec.Header().Get("Retry-After"), rec.Body)
+		}
+	}
+	if n := lookups.Load() - before; n != 2 {
+		t.Errorf("%d lookups past the flooder's burst, want 2 (the other addresses')", n)
+	}
+	now = now.Add(time.Minute)
+	if rec := send(flooder, next()); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a minute later: %d, want one lookup again (401)", rec.Code)
+	}
+	if rec := send(flooder, next()); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("the next at once: %d, want 429", rec.Code)
 	}
 }

@@ -28,6 +28,7 @@ func (s *Store) workspaceQuotas(ctx context.Context, db dbsqlc.DBTX, workspaceID
 		NodeTimeoutSeconds: int(r.NodeTimeoutSeconds), RunTimeoutSeconds: int(r.RunTimeoutSeconds),
 		NodesInFlight: int(r.NodesInFlight), WorkspaceNodesInFlight: int(r.WorkspaceNodesInFlight), ForEachItems: int(r.ForEachItems),
 		WebhookEndpoints: int(r.WebhookEndpoints), OutboundHosts: int(r.OutboundHosts), SubWorkflowNodes: int(r.SubWorkflowNodes), StoredExecutions: int(r.StoredExecutions),
+		RetryAfterRounds: int(r.RetryAfterRounds),
 	}, nil
 }
 
@@ -40,6 +41,7 @@ func planQuotasFromRow(r dbsqlc.Plan) domain.PlanQuotas {
 		NodeTimeoutSeconds: int(r.NodeTimeoutSeconds), RunTimeoutSeconds: int(r.RunTimeoutSeconds),
 		NodesInFlight: int(r.NodesInFlight), WorkspaceNodesInFlight: int(r.WorkspaceNodesInFlight), ForEachItems: int(r.ForEachItems),
 		WebhookEndpoints: int(r.WebhookEndpoints), OutboundHosts: int(r.OutboundHosts), SubWorkflowNodes: int(r.SubWorkflowNodes), StoredExecutions: int(r.StoredExecutions),
+		RetryAfterRounds: int(r.RetryAfterRounds),
 	}
 }
 
@@ -52,6 +54,7 @@ func quotaOverridesFromRow(r dbsqlc.WorkspaceLimit) domain.QuotaOverrides {
 		NodeTimeoutSeconds: intPtr(r.NodeTimeoutSeconds), RunTimeoutSeconds: intPtr(r.RunTimeoutSeconds),
 		NodesInFlight: intPtr(r.NodesInFlight), WorkspaceNodesInFlight: intPtr(r.WorkspaceNodesInFlight), ForEachItems: intPtr(r.ForEachItems),
 		WebhookEndpoints: intPtr(r.WebhookEndpoints), OutboundHosts: intPtr(r.OutboundHosts), SubWorkflowNodes: intPtr(r.SubWorkflowNodes), StoredExecutions: intPtr(r.StoredExecutions),
+		RetryAfterRounds: intPtr(r.RetryAfterRounds),
 	}
 }
 
@@ -67,7 +70,8 @@ func planUpdateParams(plan domain.Plan, c domain.PlanChange) dbsqlc.PlanUpdatePa
 		NodeTimeoutSeconds: int32Ptr(o.NodeTimeoutSeconds), RunTimeoutSeconds: int32Ptr(o.RunTimeoutSeconds),
 		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
 		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts), SubWorkflowNodes: int32Ptr(o.SubWorkflowNodes), StoredExecutions: int32Ptr(o.StoredExecutions),
-		SetStartRate: !c.StartRate.Keep,
+		RetryAfterRounds: int32Ptr(o.RetryAfterRounds),
+		SetStartRate:     !c.StartRate.Keep,
 	}
 	if p.SetStartRate {
 		p.StartRate, p.StartRatePer, p.StartBurst = startRateToColumns(c.StartRate.Rate)
@@ -87,6 +91,7 @@ func workspaceLimitsParams(l domain.WorkspaceLimits) dbsqlc.WorkspaceLimitsSetPa
 		NodeTimeoutSeconds: int32Ptr(o.NodeTimeoutSeconds), RunTimeoutSeconds: int32Ptr(o.RunTimeoutSeconds),
 		NodesInFlight: int32Ptr(o.NodesInFlight), WorkspaceNodesInFlight: int32Ptr(o.WorkspaceNodesInFlight), ForEachItems: int32Ptr(o.ForEachItems),
 		WebhookEndpoints: int32Ptr(o.WebhookEndpoints), OutboundHosts: int32Ptr(o.OutboundHosts), SubWorkflowNodes: int32Ptr(o.SubWorkflowNodes), StoredExecutions: int32Ptr(o.StoredExecutions),
+		RetryAfterRounds: int32Ptr(o.RetryAfterRounds),
 	}
 	p.StartRate, p.StartRatePer, p.StartBurst = startRateToColumns(l.StartRate)
 	return p
@@ -140,6 +145,7 @@ func (s *Store) QuotaSnapshot(ctx context.Context) (map[domain.Plan]domain.PlanQ
 	for _, r := range own {
 		byWorkspace[r.WorkspaceID] = domain.QuotaOverrides{
 			NodesInFlight: intPtr(r.NodesInFlight), WorkspaceNodesInFlight: intPtr(r.WorkspaceNodesInFlight), ForEachItems: intPtr(r.ForEachItems),
+			RetryAfterRounds: intPtr(r.RetryAfterRounds),
 		}
 	}
 	return byPlan, byWorkspace, nil

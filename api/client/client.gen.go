@@ -440,6 +440,9 @@ type Health struct {
 	Status string             `json:"status"`
 }
 
+// LimitWarnings Only in the answer to an edit: what the limits now allow that the service cannot give, each a sentence naming the field and the figure it passes. The edit is saved all the same: for example a workspaceNodesInFlight above the slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY as the API process reads it), which several workers may still serve.
+type LimitWarnings = []string
+
 // Node defines model for Node.
 type Node struct {
 	Config *rawjson.RawMessage `json:"config,omitempty"`
@@ -553,6 +556,9 @@ type PlanLimits struct {
 	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
 	RetentionDays int `json:"retentionDays"`
 
+	// RetryAfterRounds Retry-After answers one node run (each FOR_EACH iteration is one) waits out; the next fails the node, naming the host, its status and this quota. Each round is a call to the host and about a dozen events of the run's history. The worker's SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS is the ceiling over it. Read when an execution starts.
+	RetryAfterRounds int `json:"retryAfterRounds"`
+
 	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
 	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
 
@@ -578,6 +584,9 @@ type PlanLimits struct {
 	// SubWorkflowNodes Nodes the child runs (SUB_WORKFLOW) of one execution may hold, every level together; each child run counts its graph's nodes. A definition whose tree of sub-workflows always passes it is refused (422); a child run that would pass it, counted as each starts, fails its SUB_WORKFLOW naming the quota.
 	SubWorkflowNodes int       `json:"subWorkflowNodes"`
 	UpdatedAt        time.Time `json:"updatedAt"`
+
+	// Warnings Only in the answer to an edit: what the limits now allow that the service cannot give, each a sentence naming the field and the figure it passes. The edit is saved all the same: for example a workspaceNodesInFlight above the slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY as the API process reads it), which several workers may still serve.
+	Warnings *LimitWarnings `json:"warnings,omitempty"`
 
 	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
 	WebhookEndpoints int `json:"webhookEndpoints"`
@@ -614,6 +623,9 @@ type PlanQuotas struct {
 
 	// RetentionDays Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override.
 	RetentionDays int `json:"retentionDays"`
+
+	// RetryAfterRounds Retry-After answers one node run (each FOR_EACH iteration is one) waits out; the next fails the node, naming the host, its status and this quota. Each round is a call to the host and about a dozen events of the run's history. The worker's SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS is the ceiling over it. Read when an execution starts.
+	RetryAfterRounds int `json:"retryAfterRounds"`
 
 	// RunTimeoutSeconds Longest run deadline, in seconds, a definition or an enqueue may set; past it the save or enqueue is refused (422).
 	RunTimeoutSeconds int `json:"runTimeoutSeconds"`
@@ -791,6 +803,9 @@ type SetWorkspaceLimitsRequest struct {
 	// PendingItems Absent or null keeps the plan's.
 	PendingItems *int `json:"pendingItems"`
 
+	// RetryAfterRounds Absent or null keeps the plan's.
+	RetryAfterRounds *int `json:"retryAfterRounds"`
+
 	// RunTimeoutSeconds Absent or null keeps the plan's.
 	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
 
@@ -852,6 +867,7 @@ type UpdatePlanRequest struct {
 	OutboundHosts              *int `json:"outboundHosts,omitempty"`
 	PendingItems               *int `json:"pendingItems,omitempty"`
 	RetentionDays              *int `json:"retentionDays,omitempty"`
+	RetryAfterRounds           *int `json:"retryAfterRounds,omitempty"`
 	RunTimeoutSeconds          *int `json:"runTimeoutSeconds,omitempty"`
 	ScheduleMinIntervalSeconds *int `json:"scheduleMinIntervalSeconds,omitempty"`
 	Schedules                  *int `json:"schedules,omitempty"`
@@ -1003,6 +1019,9 @@ type WorkspaceLimits struct {
 	// PendingItems Replaces the plan's; null keeps it.
 	PendingItems *int `json:"pendingItems"`
 
+	// RetryAfterRounds Replaces the plan's; null keeps it.
+	RetryAfterRounds *int `json:"retryAfterRounds"`
+
 	// RunTimeoutSeconds Replaces the plan's; null keeps it.
 	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`
 
@@ -1028,6 +1047,9 @@ type WorkspaceLimits struct {
 	// SubWorkflowNodes Replaces the plan's; null keeps it.
 	SubWorkflowNodes *int       `json:"subWorkflowNodes"`
 	UpdatedAt        *time.Time `json:"updatedAt"`
+
+	// Warnings Only in the answer to an edit: what the limits now allow that the service cannot give, each a sentence naming the field and the figure it passes. The edit is saved all the same: for example a workspaceNodesInFlight above the slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY as the API process reads it), which several workers may still serve.
+	Warnings *LimitWarnings `json:"warnings,omitempty"`
 
 	// WebhookEndpoints Replaces the plan's; null keeps it.
 	WebhookEndpoints *int               `json:"webhookEndpoints"`
@@ -1068,6 +1090,9 @@ type WorkspaceQuotas struct {
 
 	// PendingItems Replaces the plan's; null keeps it.
 	PendingItems *int `json:"pendingItems"`
+
+	// RetryAfterRounds Replaces the plan's; null keeps it.
+	RetryAfterRounds *int `json:"retryAfterRounds"`
 
 	// RunTimeoutSeconds Replaces the plan's; null keeps it.
 	RunTimeoutSeconds *int `json:"runTimeoutSeconds"`

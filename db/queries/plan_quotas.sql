@@ -20,16 +20,18 @@ SELECT
     coalesce(o.webhook_endpoints, p.webhook_endpoints)::integer AS webhook_endpoints,
     coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts,
     coalesce(o.sub_workflow_nodes, p.sub_workflow_nodes)::integer AS sub_workflow_nodes,
-    coalesce(o.stored_executions, p.stored_executions)::integer AS stored_executions
+    coalesce(o.stored_executions, p.stored_executions)::integer AS stored_executions,
+    coalesce(o.retry_after_rounds, p.retry_after_rounds)::integer AS retry_after_rounds
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id
 WHERE w.id = @workspace_id;
 
 -- name: WorkspaceQuotasWorkerOverrides :many
--- The workspaces with their own nodes in flight or FOR_EACH cap, for the
--- worker's snapshot (engine.QuotaSnapshot). The admin sets them one by
--- one, so they are few.
-SELECT workspace_id, nodes_in_flight, workspace_nodes_in_flight, for_each_items
+-- The workspaces with their own nodes in flight, FOR_EACH cap or
+-- Retry-After rounds, for the worker's snapshot (engine.QuotaSnapshot).
+-- The admin sets them one by one, so they are few.
+SELECT workspace_id, nodes_in_flight, workspace_nodes_in_flight, for_each_items, retry_after_rounds
 FROM workspace_limits
-WHERE nodes_in_flight IS NOT NULL OR workspace_nodes_in_flight IS NOT NULL OR for_each_items IS NOT NULL;
+WHERE nodes_in_flight IS NOT NULL OR workspace_nodes_in_flight IS NOT NULL OR for_each_items IS NOT NULL
+    OR retry_after_rounds IS NOT NULL;

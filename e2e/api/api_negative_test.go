@@ -405,10 +405,11 @@ func TestNegativeUnauthenticated(t *testing.T) {
 			r.SetBasicAuth("admin", harness.AdminToken)
 			return nil
 		},
-		"admin token typo": harness.Bearer(harness.AdminToken + "x"),
-		"unknown token":    harness.Bearer("not-a-sluice-token"),
-		"unknown slk key":  harness.Bearer("slk_" + strings.Repeat("a", 32)),
-		"revoked key":      harness.Bearer(w.revokedA),
+		"admin token typo":           harness.Bearer(harness.AdminToken + "x"),
+		"unknown token":              harness.Bearer("not-a-sluice-token"),
+		"unknown slk key":            harness.Bearer("slk_" + strings.Repeat("a", 32)),
+		"slk key of the wrong shape": harness.Bearer("slk_" + strings.Repeat("A", 32)),
+		"revoked key":                harness.Bearer(w.revokedA),
 		"lower-case bearer": func(_ context.Context, r *http.Request) error {
 			r.Header.Set("Authorization", "bearer nope")
 			return nil
@@ -998,6 +999,7 @@ func TestNegativePlansAndLimits(t *testing.T) {
 		{"nodeAttempts", 1, 100}, {"nodeTimeoutSeconds", 1, 604_800}, {"runTimeoutSeconds", 1, 31_536_000},
 		{"nodesInFlight", 1, 1_000}, {"workspaceNodesInFlight", 1, 10_000}, {"forEachItems", 1, 100_000},
 		{"webhookEndpoints", 1, 1_000}, {"outboundHosts", 1, 10_000}, {"subWorkflowNodes", 1, 1_000_000},
+		{"storedExecutions", 1, 100_000_000}, {"retryAfterRounds", 1, 1_000},
 	} {
 		bodies[b.Name+" below its minimum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Min-1)}
 		bodies[b.Name+" above its maximum"] = badBody{"/" + b.Name, fmt.Sprintf(`{"maxRunning": null, %q: %d}`, b.Name, b.Max+1)}

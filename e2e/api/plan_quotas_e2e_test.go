@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/api/client"
@@ -259,5 +260,65 @@ func TestANodesInFlightChangeAppliesToTheNextRun(t *testing.T) {
 	run("after", 2)
 	if q, _ := quotas.Current(domain.ID(uuid.New()), domain.PlanFree); q.NodesInFlight != 4 {
 		t.Errorf("another FREE workspace's nodes in flight = %d, want the plan's 4", q.NodesInFlight)
+	}
+}
+
+// TestAWorkspaceShareAboveTheWorkersSlotsIsSavedWithAWarning: with one
+// external-API worker of 5 slots (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY),
+// an admin who sets a plan's workspaceNodesInFlight to 8, or a
+// workspace's own to 6, has the figure saved (several workers may give
+// it) and the answer's warnings name the field, the figure and the slots;
+// each warned edit is counted in limits_worker_share_warnings_total. A
+// share of 5, within the slots, is answered without warnings.
+func TestAWorkspaceShareAboveTheWorkersSlotsIsSavedWithAWarning(t *testing.T) {
+	t.Parallel()
+	var reg *prometheus.Registry
+	base := harness.StartSluiceWith(t, map[string]string{"SLUICE_WORKER_EXTERNAL_API_CONCURRENCY": "5"}, fx.Populate(&reg))
+	ws, _, _ := workspaceWithKey(t, base)
+	warned := func() float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "limits_worker_share_warnings_total" {
+				return f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatal("no limits_worker_share_warnings_total")
+		return 0
+	}
+	type answer struct {
+		WorkspaceNodesInFlight *int
+		Warnings               []string
+	}
+	for _, c := range []struct {
+		what, method, path string
+		body               map[string]any
+		share              int
+		warn               bool
+	}{
+		{"a plan's share above the slots", "PATCH", "/api/v1/plans/PRO", map[string]any{"workspaceNodesInFlight": 8}, 8, true},
+		{"a plan's share at the slots", "PATCH", "/api/v1/plans/PRO", map[string]any{"workspaceNodesInFlight": 5}, 5, false},
+		{"a workspace's share above the slots", "PUT", "/api/v1/workspaces/" + ws + "/limits", map[string]any{"maxRunning": nil, "workspaceNodesInFlight": 6}, 6, true},
+	} {
+		before := warned()
+		var got answer
+		if code := harness.Call(t, c.method, base+c.path, harness.TestAdminToken, c.body, &got); code != http.StatusOK {
+			t.Fatalf("%s: %d", c.what, code)
+		}
+		t.Logf("%s (%d, 5 slots): warnings %q", c.what, c.share, got.Warnings)
+		if got.WorkspaceNodesInFlight == nil || *got.WorkspaceNodesInFlight != c.share {
+			t.Errorf("%s: saved %v, want %d", c.what, got.WorkspaceNodesInFlight, c.share)
+		}
+		switch {
+		case !c.warn && len(got.Warnings) > 0:
+			t.Errorf("%s: warned %q", c.what, got.Warnings)
+		case c.warn && (len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], fmt.Sprintf("workspaceNodesInFlight %d is above the 5 slots", c.share))):
+			t.Errorf("%s: warnings %q, want one naming the share and the slots", c.what, got.Warnings)
+		}
+		if want := map[bool]float64{true: 1, false: 0}[c.warn]; warned()-before != want {
+			t.Errorf("%s: the counter moved by %v, want %v", c.what, warned()-before, want)
+		}
 	}
 }

@@ -12,9 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.uber.org/fx"
 
+	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
+	"github.com/sluicehq/sluice/ports/porttest"
 )
 
 // allNodeRecords pages through an execution's harness.Node records.
@@ -67,16 +72,23 @@ func endedBySluice(t *testing.T, id string) (events, bytes int64) {
 // host sees the first harness.Call and one per round; the run is ended by Sluice
 // (its workflow closed COMPLETED in Temporal, not terminated), and the
 // FREE workspace's next run completes. Run with the defaults (a floor of
-// 1 s, 10 rounds) and with a test-scoped floor and cap.
+// 1 s, the plan's 10 rounds under the worker's ceiling of 10), with a
+// worker's ceiling of 3 under the plan's 10, and with the FREE plan's
+// retryAfterRounds set to 2 through the plans API under the default
+// ceiling: the node fails after the rounds of the lower bound, naming it.
 func TestARetryAfterOfZeroFailsTheNodeWithinItsRounds(t *testing.T) {
+	const quotaBound, ceilingBound = "the workspace's retryAfterRounds quota", "SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS"
 	for _, tc := range []struct {
-		name   string
-		env    map[string]string
-		rounds int
-		floor  time.Duration
+		name       string
+		env        map[string]string
+		planRounds int // set on the FREE plan when not zero
+		rounds     int
+		bound      string
+		floor      time.Duration
 	}{
-		{name: "defaults", rounds: 10, floor: time.Second},
-		{name: "configured", env: map[string]string{"SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS": "3", "SLUICE_OUTBOUND_PAUSE_FLOOR": "300ms"}, rounds: 3, floor: 300 * time.Millisecond},
+		{name: "defaults", rounds: 10, bound: quotaBound, floor: time.Second},
+		{name: "configured", env: map[string]string{"SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS": "3", "SLUICE_OUTBOUND_PAUSE_FLOOR": "300ms"}, rounds: 3, bound: ceilingBound, floor: 300 * time.Millisecond},
+		{name: "per plan", env: map[string]string{"SLUICE_OUTBOUND_PAUSE_FLOOR": "300ms"}, planRounds: 2, rounds: 2, bound: quotaBound, floor: 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h hits
@@ -90,8 +102,19 @@ func TestARetryAfterOfZeroFailsTheNodeWithinItsRounds(t *testing.T) {
 				fmt.Fprint(w, `{"ok": true}`)
 			}))
 			defer srv.Close()
-			base := harness.StartSluice(t, tc.env)
+			var quotas *app.QuotaSnapshot
+			base := harness.StartSluiceWith(t, tc.env, fx.Populate(&quotas))
 			e := harness.NewE2EWithPlan(t, base, "FREE")
+			if tc.planRounds > 0 {
+				if code := harness.Call(t, "PATCH", base+"/api/v1/plans/FREE", harness.TestAdminToken, map[string]any{"retryAfterRounds": tc.planRounds}, nil); code != http.StatusOK {
+					t.Fatalf("updatePlan: %d", code)
+				}
+				ws := domain.ID(uuid.MustParse(e.Ws))
+				porttest.Eventually(t, 5*time.Second, porttest.Holds("the worker's snapshot to show the plan's rounds", func() bool {
+					q, ok := quotas.Current(ws, domain.PlanFree)
+					return ok && q.RetryAfterRounds == tc.planRounds
+				}))
+			}
 			graph := func(path string) map[string]any {
 				return map[string]any{"nodes": []any{harness.Node("call", "HTTP_REQUEST", map[string]any{"url": srv.URL + path})}}
 			}
@@ -109,7 +132,7 @@ func TestARetryAfterOfZeroFailsTheNodeWithinItsRounds(t *testing.T) {
 				t.Fatalf("the run ended %s, want FAILED", ex.Status)
 			}
 			n := ex.Node("call")
-			for _, want := range []string{"Retry-After rounds exhausted", fmt.Sprintf("over the maximum of %d", tc.rounds), "127.0.0.1 answered 429"} {
+			for _, want := range []string{"Retry-After rounds exhausted", fmt.Sprintf("over the maximum of %d a node (%s)", tc.rounds, tc.bound), "127.0.0.1 answered 429"} {
 				if n.Status != "FAILED" || n.Error == nil || !strings.Contains(*n.Error, want) {
 					t.Errorf("node: %s %v, want FAILED naming %q", n.Status, n.Error, want)
 				}

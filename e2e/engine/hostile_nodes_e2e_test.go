@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/fx"
 
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/cmd/sluice/service"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
@@ -289,7 +291,8 @@ func recordedCause(r harness.NodeRun) string {
 
 // TestHostileCombinationsEndBySluice runs, on the real stack, what a FREE
 // workspace can do where features compose: each multiplier of the round
-// three findings (Retry-After rounds, FOR_EACH iterations, SUB_WORKFLOW
+// three findings (Retry-After rounds, the worker's and a workspace's own,
+// FOR_EACH iterations, SUB_WORKFLOW
 // children, WAIT_FOR_EVENT events, item bytes, stored executions) taken
 // together with another. Each row's run is ended by Sluice with a recorded
 // cause, or refused with a 4xx naming the bound; none leaves a record
@@ -304,7 +307,8 @@ func recordedCause(r harness.NodeRun) string {
 // own stack at the defaults.
 func TestHostileCombinationsEndBySluice(t *testing.T) {
 	const rounds = 2
-	base := harness.StartSluice(t, map[string]string{
+	var quotas *app.QuotaSnapshot
+	base := harness.StartSluiceWith(t, map[string]string{
 		"SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS": fmt.Sprint(rounds),
 		"SLUICE_OUTBOUND_PAUSE_FLOOR":        "100ms",
 		"SLUICE_ENGINE_HISTORY_LIMIT":        fmt.Sprint(8 << 20),
@@ -313,7 +317,7 @@ func TestHostileCombinationsEndBySluice(t *testing.T) {
 		// the history budget rather than the events' own bound (the row
 		// at the defaults meets that).
 		"SLUICE_EVENT_BYTES_PER_RUN": fmt.Sprint(64 << 20),
-	})
+	}, fx.Populate(&quotas))
 	db := connOf(t, base)
 	forEach := func(items any, template map[string]any) map[string]any {
 		return map[string]any{"nodes": []any{harness.Node("each", "FOR_EACH", map[string]any{"items": items, "node": template})}, "edges": []any{}}
@@ -340,6 +344,31 @@ func TestHostileCombinationsEndBySluice(t *testing.T) {
 		}
 		if c := h.calls.Load(); c != rounds+1 {
 			t.Errorf("the host saw %d calls, want the first and one per round: %d", c, rounds+1)
+		}
+	})
+
+	t.Run("rounds: the same call in a workspace whose own retryAfterRounds is 1, under the worker's 2", func(t *testing.T) {
+		h := newHostileHost(t)
+		ws := harness.NewE2EWithPlan(t, base, "FREE").Ws
+		if code := harness.Call(t, "PUT", base+"/api/v1/workspaces/"+ws+"/limits", harness.TestAdminToken,
+			map[string]any{"maxRunning": nil, "retryAfterRounds": 1}, nil); code != http.StatusOK {
+			t.Fatalf("setting the workspace's retryAfterRounds: %d", code)
+		}
+		id := domain.ID(uuid.MustParse(ws))
+		porttest.Eventually(t, 5*time.Second, porttest.Holds("the worker's snapshot to show the workspace's rounds", func() bool {
+			q, ok := quotas.Current(id, domain.PlanFree)
+			return ok && q.RetryAfterRounds == 1
+		}))
+		graph := map[string]any{"nodes": []any{harness.Node("call", "HTTP_REQUEST", map[string]any{"url": h.URL + "/busy"})}, "edges": []any{}}
+		run := startRun(t, base, ws, harness.DefineIn(t, base, ws, "busy", graph))
+		ex, _, events, bytes := endsBySluice(t, base, db, ws, run, 2*time.Minute)
+		t.Logf("FIGURE one call x the workspace's 1 round: %s, the host saw %d calls; history %d events, %d bytes: %s",
+			ex.Status, h.calls.Load(), events, bytes, recordedCause(ex))
+		if ex.Status != "FAILED" || !strings.Contains(recordedCause(ex), "over the maximum of 1 a node (the workspace's retryAfterRounds quota)") {
+			t.Errorf("the run ended %s (%s), want FAILED naming the workspace's retryAfterRounds", ex.Status, recordedCause(ex))
+		}
+		if c := h.calls.Load(); c != 2 {
+			t.Errorf("the host saw %d calls, want the first and one round: 2", c)
 		}
 	})
 

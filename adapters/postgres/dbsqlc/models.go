@@ -73,6 +73,7 @@ type Plan struct {
 	RetentionDays              int32
 	SubWorkflowNodes           int32
 	StoredExecutions           int32
+	RetryAfterRounds           int32
 }
 
 type Schedule struct {
@@ -279,6 +280,7 @@ type WorkspaceLimit struct {
 	OutboundHosts              *int32
 	SubWorkflowNodes           *int32
 	StoredExecutions           *int32
+	RetryAfterRounds           *int32
 }
 
 type WorkspaceNodeSlot struct {

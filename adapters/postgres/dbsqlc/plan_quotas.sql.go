@@ -29,7 +29,8 @@ SELECT
     coalesce(o.webhook_endpoints, p.webhook_endpoints)::integer AS webhook_endpoints,
     coalesce(o.outbound_hosts, p.outbound_hosts)::integer AS outbound_hosts,
     coalesce(o.sub_workflow_nodes, p.sub_workflow_nodes)::integer AS sub_workflow_nodes,
-    coalesce(o.stored_executions, p.stored_executions)::integer AS stored_executions
+    coalesce(o.stored_executions, p.stored_executions)::integer AS stored_executions,
+    coalesce(o.retry_after_rounds, p.retry_after_rounds)::integer AS retry_after_rounds
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id
@@ -54,6 +55,7 @@ type WorkspaceQuotasGetRow struct {
 	OutboundHosts              int32
 	SubWorkflowNodes           int32
 	StoredExecutions           int32
+	RetryAfterRounds           int32
 }
 
 // A workspace's quotas in force: its own where set, else its plan's. Read
@@ -81,14 +83,16 @@ func (q *Queries) WorkspaceQuotasGet(ctx context.Context, db DBTX, workspaceID d
 		&i.OutboundHosts,
 		&i.SubWorkflowNodes,
 		&i.StoredExecutions,
+		&i.RetryAfterRounds,
 	)
 	return i, err
 }
 
 const workspaceQuotasWorkerOverrides = `-- name: WorkspaceQuotasWorkerOverrides :many
-SELECT workspace_id, nodes_in_flight, workspace_nodes_in_flight, for_each_items
+SELECT workspace_id, nodes_in_flight, workspace_nodes_in_flight, for_each_items, retry_after_rounds
 FROM workspace_limits
 WHERE nodes_in_flight IS NOT NULL OR workspace_nodes_in_flight IS NOT NULL OR for_each_items IS NOT NULL
+    OR retry_after_rounds IS NOT NULL
 `
 
 type WorkspaceQuotasWorkerOverridesRow struct {
@@ -96,11 +100,12 @@ type WorkspaceQuotasWorkerOverridesRow struct {
 	NodesInFlight          *int32
 	WorkspaceNodesInFlight *int32
 	ForEachItems           *int32
+	RetryAfterRounds       *int32
 }
 
-// The workspaces with their own nodes in flight or FOR_EACH cap, for the
-// worker's snapshot (engine.QuotaSnapshot). The admin sets them one by
-// one, so they are few.
+// The workspaces with their own nodes in flight, FOR_EACH cap or
+// Retry-After rounds, for the worker's snapshot (engine.QuotaSnapshot).
+// The admin sets them one by one, so they are few.
 func (q *Queries) WorkspaceQuotasWorkerOverrides(ctx context.Context, db DBTX) ([]WorkspaceQuotasWorkerOverridesRow, error) {
 	rows, err := db.Query(ctx, workspaceQuotasWorkerOverrides)
 	if err != nil {
@@ -115,6 +120,7 @@ func (q *Queries) WorkspaceQuotasWorkerOverrides(ctx context.Context, db DBTX) (
 			&i.NodesInFlight,
 			&i.WorkspaceNodesInFlight,
 			&i.ForEachItems,
+			&i.RetryAfterRounds,
 		); err != nil {
 			return nil, err
 		}

@@ -30,13 +30,14 @@ UPDATE plans SET
     outbound_hosts = coalesce($15, outbound_hosts),
     sub_workflow_nodes = coalesce($16, sub_workflow_nodes),
     stored_executions = coalesce($17, stored_executions),
-    retention_days = coalesce($18, retention_days),
-    start_rate = CASE WHEN $19::bool THEN $20 ELSE start_rate END,
-    start_rate_per = CASE WHEN $19::bool THEN $21 ELSE start_rate_per END,
-    start_burst = CASE WHEN $19::bool THEN $22 ELSE start_burst END,
+    retry_after_rounds = coalesce($18, retry_after_rounds),
+    retention_days = coalesce($19, retention_days),
+    start_rate = CASE WHEN $20::bool THEN $21 ELSE start_rate END,
+    start_rate_per = CASE WHEN $20::bool THEN $22 ELSE start_rate_per END,
+    start_burst = CASE WHEN $20::bool THEN $23 ELSE start_burst END,
     updated_at = now()
-WHERE name = $23
-RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions
+WHERE name = $24
+RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions, retry_after_rounds
 `
 
 type PlanUpdateParams struct {
@@ -57,6 +58,7 @@ type PlanUpdateParams struct {
 	OutboundHosts              *int32
 	SubWorkflowNodes           *int32
 	StoredExecutions           *int32
+	RetryAfterRounds           *int32
 	RetentionDays              *int32
 	SetStartRate               bool
 	StartRate                  *int32
@@ -88,6 +90,7 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		arg.OutboundHosts,
 		arg.SubWorkflowNodes,
 		arg.StoredExecutions,
+		arg.RetryAfterRounds,
 		arg.RetentionDays,
 		arg.SetStartRate,
 		arg.StartRate,
@@ -120,12 +123,13 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		&i.RetentionDays,
 		&i.SubWorkflowNodes,
 		&i.StoredExecutions,
+		&i.RetryAfterRounds,
 	)
 	return i, err
 }
 
 const plansList = `-- name: PlansList :many
-SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions FROM plans
+SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions, retry_after_rounds FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name)
 `
 
@@ -163,6 +167,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 			&i.RetentionDays,
 			&i.SubWorkflowNodes,
 			&i.StoredExecutions,
+			&i.RetryAfterRounds,
 		); err != nil {
 			return nil, err
 		}
@@ -175,7 +180,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 }
 
 const workspaceLimitsGet = `-- name: WorkspaceLimitsGet :one
-SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions FROM workspace_limits WHERE workspace_id = $1
+SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions, retry_after_rounds FROM workspace_limits WHERE workspace_id = $1
 `
 
 func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID domain.ID) (WorkspaceLimit, error) {
@@ -204,6 +209,7 @@ func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID d
 		&i.OutboundHosts,
 		&i.SubWorkflowNodes,
 		&i.StoredExecutions,
+		&i.RetryAfterRounds,
 	)
 	return i, err
 }
@@ -212,13 +218,13 @@ const workspaceLimitsSet = `-- name: WorkspaceLimitsSet :one
 INSERT INTO workspace_limits (
     workspace_id, max_running, pending_items, stored_items, definitions, definition_versions, schedules,
     schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight,
-    workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions, start_rate, start_rate_per, start_burst)
+    workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions, retry_after_rounds, start_rate, start_rate_per, start_burst)
 VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9,
     $10, $11, $12,
     $13, $14, $15, $16,
-    $17, $18, $19, $20, $21)
+    $17, $18, $19, $20, $21, $22)
 ON CONFLICT (workspace_id) DO UPDATE SET
     max_running = EXCLUDED.max_running, pending_items = EXCLUDED.pending_items, stored_items = EXCLUDED.stored_items,
     definitions = EXCLUDED.definitions, definition_versions = EXCLUDED.definition_versions, schedules = EXCLUDED.schedules,
@@ -226,9 +232,9 @@ ON CONFLICT (workspace_id) DO UPDATE SET
     node_timeout_seconds = EXCLUDED.node_timeout_seconds, run_timeout_seconds = EXCLUDED.run_timeout_seconds,
     nodes_in_flight = EXCLUDED.nodes_in_flight, workspace_nodes_in_flight = EXCLUDED.workspace_nodes_in_flight,
     for_each_items = EXCLUDED.for_each_items, webhook_endpoints = EXCLUDED.webhook_endpoints,
-    outbound_hosts = EXCLUDED.outbound_hosts, sub_workflow_nodes = EXCLUDED.sub_workflow_nodes, stored_executions = EXCLUDED.stored_executions, start_rate = EXCLUDED.start_rate, start_rate_per = EXCLUDED.start_rate_per,
+    outbound_hosts = EXCLUDED.outbound_hosts, sub_workflow_nodes = EXCLUDED.sub_workflow_nodes, stored_executions = EXCLUDED.stored_executions, retry_after_rounds = EXCLUDED.retry_after_rounds, start_rate = EXCLUDED.start_rate, start_rate_per = EXCLUDED.start_rate_per,
     start_burst = EXCLUDED.start_burst, updated_at = now()
-RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions
+RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions, retry_after_rounds
 `
 
 type WorkspaceLimitsSetParams struct {
@@ -250,6 +256,7 @@ type WorkspaceLimitsSetParams struct {
 	OutboundHosts              *int32
 	SubWorkflowNodes           *int32
 	StoredExecutions           *int32
+	RetryAfterRounds           *int32
 	StartRate                  *int32
 	StartRatePer               *string
 	StartBurst                 *int32
@@ -277,6 +284,7 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		arg.OutboundHosts,
 		arg.SubWorkflowNodes,
 		arg.StoredExecutions,
+		arg.RetryAfterRounds,
 		arg.StartRate,
 		arg.StartRatePer,
 		arg.StartBurst,
@@ -305,6 +313,7 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		&i.OutboundHosts,
 		&i.SubWorkflowNodes,
 		&i.StoredExecutions,
+		&i.RetryAfterRounds,
 	)
 	return i, err
 }

@@ -1158,7 +1158,10 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
             startRate?: components["schemas"]["StartRate"];
+            warnings?: components["schemas"]["LimitWarnings"];
         } & components["schemas"]["PlanQuotas"];
+        /** @description Only in the answer to an edit: what the limits now allow that the service cannot give, each a sentence naming the field and the figure it passes. The edit is saved all the same: for example a workspaceNodesInFlight above the slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY as the API process reads it), which several workers may still serve. */
+        LimitWarnings: string[];
         /** @description The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart. */
         PlanQuotas: {
             /** @description PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After). */
@@ -1193,6 +1196,8 @@ export interface components {
             subWorkflowNodes: number;
             /** @description Executions a workspace may store, with the PENDING items that will become one; past it an enqueue is refused (429, problem names "stored executions"). An execution is stored until retention deletes it. */
             storedExecutions: number;
+            /** @description Retry-After answers one node run (each FOR_EACH iteration is one) waits out; the next fails the node, naming the host, its status and this quota. Each round is a call to the host and about a dozen events of the run's history. The worker's SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS is the ceiling over it. Read when an execution starts. */
+            retryAfterRounds: number;
             /** @description Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override. */
             retentionDays: number;
         };
@@ -1215,6 +1220,7 @@ export interface components {
             outboundHosts?: number;
             subWorkflowNodes?: number;
             storedExecutions?: number;
+            retryAfterRounds?: number;
             retentionDays?: number;
             /** @description The plan's start rate (see StartRate). Absent keeps the one it has; null removes it. */
             startRate?: {
@@ -1232,6 +1238,7 @@ export interface components {
             /** Format: date-time */
             updatedAt: string | null;
             startRate?: components["schemas"]["StartRate"];
+            warnings?: components["schemas"]["LimitWarnings"];
         } & components["schemas"]["WorkspaceQuotas"];
         /** @description A workspace's own quotas over its plan's (PlanQuotas); null keeps the plan's. */
         WorkspaceQuotas: {
@@ -1267,6 +1274,8 @@ export interface components {
             subWorkflowNodes: number | null;
             /** @description Replaces the plan's; null keeps it. */
             storedExecutions: number | null;
+            /** @description Replaces the plan's; null keeps it. */
+            retryAfterRounds: number | null;
         };
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
@@ -1303,6 +1312,8 @@ export interface components {
             subWorkflowNodes?: number | null;
             /** @description Absent or null keeps the plan's. */
             storedExecutions?: number | null;
+            /** @description Absent or null keeps the plan's. */
+            retryAfterRounds?: number | null;
             startRate?: components["schemas"]["StartRate"];
         };
         /**
@@ -2569,6 +2580,7 @@ export interface operations {
                      *         "outboundHosts": 100,
                      *         "subWorkflowNodes": 100,
                      *         "storedExecutions": 10000,
+                     *         "retryAfterRounds": 10,
                      *         "retentionDays": 7,
                      *         "updatedAt": "2026-11-21T10:00:00Z"
                      *       }
@@ -2632,6 +2644,7 @@ export interface operations {
                      *       "outboundHosts": 100,
                      *       "subWorkflowNodes": 1000,
                      *       "storedExecutions": 100000,
+                     *       "retryAfterRounds": 10,
                      *       "retentionDays": 30,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
@@ -2688,6 +2701,7 @@ export interface operations {
                      *       "outboundHosts": null,
                      *       "subWorkflowNodes": null,
                      *       "storedExecutions": null,
+                     *       "retryAfterRounds": null,
                      *       "updatedAt": null
                      *     }
                      */
@@ -2751,6 +2765,7 @@ export interface operations {
                      *       "outboundHosts": null,
                      *       "subWorkflowNodes": null,
                      *       "storedExecutions": null,
+                     *       "retryAfterRounds": null,
                      *       "updatedAt": "2026-11-21T10:05:00Z"
                      *     }
                      */

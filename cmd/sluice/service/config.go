@@ -183,6 +183,11 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	tenancy.Concurrency = e.integer("SLUICE_API_DB_CONNS", tenancy.Concurrency, 2, 1000)
 	tenancy.WorkspaceConcurrency = e.integer("SLUICE_API_WORKSPACE_CONCURRENCY", min(tenancy.WorkspaceConcurrency, tenancy.Concurrency-1), 1, tenancy.Concurrency-1)
 	tenancy.QueueWait = e.duration("SLUICE_API_DB_WAIT", tenancy.QueueWait, 10*time.Millisecond)
+	tenancy.AuthFailures = httpapi.AuthFailures{
+		PerMinute: e.integer("SLUICE_API_AUTH_FAILURES_PER_MINUTE", tenancy.AuthFailures.PerMinute, 1, 1_000_000),
+		Burst:     e.integer("SLUICE_API_AUTH_FAILURE_BURST", tenancy.AuthFailures.Burst, 1, 1_000_000),
+		Addresses: e.integer("SLUICE_API_AUTH_FAILURE_ADDRESSES", tenancy.AuthFailures.Addresses, 1, 10_000_000),
+	}
 	c.HTTP = HTTPConfig{
 		Limits: httpapi.RequestLimits{
 			MaxBodyBytes: int64(e.integer("SLUICE_HTTP_MAX_BODY_BYTES", int(httpLimits.MaxBodyBytes), 1<<10, 64<<20)),

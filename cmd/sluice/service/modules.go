@@ -316,7 +316,7 @@ func startHTTP(p httpParams) error {
 // connections are the API's places (SLUICE_API_DB_CONNS) and its
 // statements time out (SLUICE_API_STATEMENT_TIMEOUT), so tenants' requests
 // neither wait on nor take the connections of the process's other roles.
-func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.FeedHub, log *slog.Logger) (*app.Application, error) {
+func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.FeedHub, reg *prometheus.Registry, log *slog.Logger) (*app.Application, error) {
 	poolCfg, err := postgres.APIPoolConfig(cfg.DatabaseURL, cfg.HTTP.Limits.Tenancy.Concurrency, cfg.HTTP.StatementTimeout)
 	if err != nil {
 		return nil, err
@@ -335,6 +335,10 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 		workflows, cfg.ProcessQuotas, cfg.Nodes.TemplateBudget, app.AuthConfig{AdminToken: cfg.AdminToken, KeyCache: cfg.HTTP.KeyCache})
 	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store)
 	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
+	// The API warns an admin who gives a workspace more of the external
+	// worker than one worker has: it reads the worker's slots from its own
+	// environment, as `sluice all` shares it.
+	a.Plans = app.NewPlans(store, store, app.NewExternalWorker(cfg.Worker.ExternalAPISize, reg, log))
 	return a, nil
 }
 
