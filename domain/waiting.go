@@ -23,6 +23,13 @@ const (
 	// started as many executions as its start rate allows for now; it may
 	// go from Until.
 	WaitStartRate WaitReason = "START_RATE"
+	// WaitPoolFull is the pool every workspace shares running as many
+	// executions as its capacity (see Pool).
+	WaitPoolFull WaitReason = "POOL_FULL"
+	// WaitFloorOwners is a workspace at or above its floor (a borrower)
+	// while the pool's free slots are held for workspaces below theirs
+	// with an item due.
+	WaitFloorOwners WaitReason = "FLOOR_OWNERS"
 )
 
 // Waiting says what holds an item back, with the figure: the limit and
@@ -30,10 +37,15 @@ const (
 type Waiting struct {
 	// Reason is what holds the item.
 	Reason WaitReason
-	// Limit is the limit that is full (workspace or key).
+	// Limit is the limit that is full (workspace or key), or the pool's
+	// capacity, for WaitPoolFull and WaitFloorOwners.
 	Limit int
-	// Running is what runs under it.
+	// Running is what runs under it (in the whole pool, for WaitPoolFull
+	// and WaitFloorOwners).
 	Running int
+	// Reserved are the pool's free slots held for workspaces below their
+	// floor, for WaitFloorOwners.
+	Reserved int
 	// Key is the full concurrency key, for WaitKeyLimit.
 	Key string
 	// Until is when a back-off ends, for WaitBackOff, when a delayed
