@@ -37,21 +37,15 @@ type PoolFigures struct {
 	Reserved int
 }
 
-// Free is how many more executions the pool lets start, whoever starts
-// them: all of them when it has no capacity (-1 means unbounded).
+// Free is how many more executions a pool with a capacity lets start,
+// whoever starts them.
 func (p PoolFigures) Free() int {
-	if !p.Bounded {
-		return -1
-	}
 	return max(0, p.Capacity-p.Running)
 }
 
-// Lendable is how many of the free slots a borrower may take: those no
-// one below their floor is waiting for.
+// Lendable is how many of the free slots of a pool with a capacity a
+// borrower may take: those no one below their floor is waiting for.
 func (p PoolFigures) Lendable() int {
-	if !p.Bounded {
-		return -1
-	}
 	return max(0, p.Capacity-p.Running-p.Reserved)
 }
 

@@ -65,6 +65,11 @@ type WaitFigures struct {
 	WorkspaceLimit int
 	// WorkspaceRunning counts its RUNNING executions.
 	WorkspaceRunning int
+	// WorkspaceFloor is its floor in the pool.
+	WorkspaceFloor int
+	// Pool is the pool's figures, the workspace's own floor's deficit not
+	// among the slots Reserved.
+	Pool PoolFigures
 	// KeyRunning counts RUNNING executions per concurrency key.
 	KeyRunning map[string]int
 	// WorkspaceRate is the workspace's bucket, nil for no start rate.
@@ -88,7 +93,7 @@ func (q QueueItem) WaitingOn(f WaitFigures, now time.Time) *Waiting {
 func (q QueueItem) AdmissionFigures(f WaitFigures) AdmissionFigures {
 	a := AdmissionFigures{
 		AvailableAt: q.AvailableAt, Attempted: q.AttemptCount > 0,
-		WorkspaceLimit: f.WorkspaceLimit, WorkspaceRunning: f.WorkspaceRunning, WorkspaceRate: f.WorkspaceRate,
+		WorkspaceLimit: f.WorkspaceLimit, WorkspaceRunning: f.WorkspaceRunning, WorkspaceFloor: f.WorkspaceFloor, WorkspaceRate: f.WorkspaceRate, Pool: f.Pool,
 		Key: q.ConcurrencyKey, KeyLimit: q.ConcurrencyLimit, KeyRunning: f.KeyRunning[q.ConcurrencyKey],
 	}
 	if q.ConcurrencyKey != "" && q.ConcurrencyRate != nil {
