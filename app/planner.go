@@ -87,6 +87,9 @@ func newPlanning(now time.Time, pool domain.PoolFigures, deal ports.AdmitFunc, w
 		},
 		picks: map[domain.ID][]domain.ID{}, seen: map[domain.ID]int{},
 	}
+	c.plan.Version = func(item domain.QueueItem, current int, found func(int) bool) (int, string) {
+		return item.VersionToRun(current, found)
+	}
 	buckets := bucketsRead{}
 	c.read = buckets.reading(read)
 	c.plan.Started = func(claimed []ports.ClaimedItem) ([]ports.RateBucketWrite, time.Duration) {

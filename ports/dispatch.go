@@ -91,6 +91,12 @@ type ClaimPlan struct {
 	// Decisions are, per workspace whose items were read, the verdicts
 	// given to its items (domain.ChooseKeyed), in the order given.
 	Decisions map[domain.ID][]domain.Decision
+	// Version is the definition version a chosen item's execution runs,
+	// from its definition's current version as the claim read it (0 when
+	// the definition is gone) and found, which says whether a version of
+	// it is stored; reason says why it can never run, "" when it can. The
+	// store fails an item with a reason (through the claim's RejectFunc).
+	Version func(item domain.QueueItem, current int, found func(version int) bool) (version int, reason string)
 	// Started says, once the store has claimed what it could of Chosen
 	// (claimed), which start-rate buckets the plan read to write (those
 	// the claimed items took a start from, and those a raised rate

@@ -67,6 +67,15 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) d ON true;
 
+-- name: QueuePendingWorkspacesUnfiltered :many
+-- Every workspace with pending work, full or not and due or not, then
+-- those that no longer exist (plan ''): QueuePendingWorkspaces without its
+-- prefilter, for a Store built WithoutRoomPrefilter, whose claims lock
+-- them all and leave every decision to the plan's verdicts.
+SELECT s.workspace_id::uuid AS workspace_id, coalesce(s.plan, '')::text AS plan
+FROM workspace_queue_stats s
+WHERE s.has_pending;
+
 -- name: AdmissionLimitsReadLock :exec
 -- Taken by every claim before it reads a limit, shared; an edit of a limit
 -- takes it exclusive until it commits (AdmissionLimitsWriteLock). So an

@@ -1065,6 +1065,41 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueueP
 	return items, nil
 }
 
+const queuePendingWorkspacesUnfiltered = `-- name: QueuePendingWorkspacesUnfiltered :many
+SELECT s.workspace_id::uuid AS workspace_id, coalesce(s.plan, '')::text AS plan
+FROM workspace_queue_stats s
+WHERE s.has_pending
+`
+
+type QueuePendingWorkspacesUnfilteredRow struct {
+	WorkspaceID domain.ID
+	Plan        string
+}
+
+// Every workspace with pending work, full or not and due or not, then
+// those that no longer exist (plan ”): QueuePendingWorkspaces without its
+// prefilter, for a Store built WithoutRoomPrefilter, whose claims lock
+// them all and leave every decision to the plan's verdicts.
+func (q *Queries) QueuePendingWorkspacesUnfiltered(ctx context.Context, db DBTX) ([]QueuePendingWorkspacesUnfilteredRow, error) {
+	rows, err := db.Query(ctx, queuePendingWorkspacesUnfiltered)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueuePendingWorkspacesUnfilteredRow{}
+	for rows.Next() {
+		var i QueuePendingWorkspacesUnfilteredRow
+		if err := rows.Scan(&i.WorkspaceID, &i.Plan); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
 SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
