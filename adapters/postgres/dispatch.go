@@ -303,9 +303,9 @@ func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence,
 		if reason != "" {
 			s.log.Warn("definition not found; failing the queue item", "queue_item_id", c.item.ID,
 				"workspace_id", c.item.WorkspaceID, "workflow_definition_id", c.item.DefinitionID, "version", version)
-			t, err := rejected(c.item, reason, reject)
-			if err != nil {
-				return err
+			t, rejectErr := rejected(c.item, reason, reject)
+			if rejectErr != nil {
+				return rejectErr
 			}
 			failed = append(failed, t)
 			continue
