@@ -65,12 +65,12 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 		if err = s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
 			return fmt.Errorf("locking the limits: %w", err)
 		}
-		pool, err := s.lockPool(ctx, tx)
-		if err != nil {
+		present, capacity, err := s.pendingWorkspaces(ctx, tx, &res)
+		if err != nil || len(present) == 0 {
 			return err
 		}
-		present, err := s.pendingWorkspaces(ctx, tx, &res)
-		if err != nil || len(present) == 0 {
+		pool, err := s.lockPool(ctx, tx, capacity)
+		if err != nil {
 			return err
 		}
 		snap, err := s.lockWorkspaces(ctx, tx, present)
@@ -109,13 +109,15 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 // pendingWorkspaces reads the claim's prefilter (QueuePendingWorkspaces)
 // and counts the full workspaces it skips, fails the items of the
 // workspaces that are gone, and returns those to lock: with room by their
-// counts and an item due now. A workspace with room whose items are all
-// due later is passed over and gives res its NextDue.
-func (s *Store) pendingWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]domain.ID, error) {
+// counts and an item due now; and the pool's capacity as read with them
+// (0: none). A workspace with room whose items are all due later is
+// passed over and gives res its NextDue.
+func (s *Store) pendingWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]domain.ID, int, error) {
 	pending, err := s.readPending(ctx, tx, res)
-	if err != nil {
-		return nil, err
+	if err != nil || len(pending) == 0 {
+		return nil, 0, err
 	}
+	capacity := int(pending[0].PoolCapacity)
 	var gone, present []domain.ID
 	for _, p := range pending {
 		switch {
@@ -132,42 +134,39 @@ func (s *Store) pendingWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.Cla
 	}
 	res.Workspaces = len(gone) + len(present)
 	if len(gone) == 0 {
-		return present, nil
+		return present, capacity, nil
 	}
 	reason := "workspace not found: it was deleted after the item was enqueued"
 	n, err := s.q.QueueFailPendingOfWorkspaces(ctx, tx, dbsqlc.QueueFailPendingOfWorkspacesParams{
 		WorkspaceIds: gone, LastError: &reason,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failing items of deleted workspaces: %w", err)
+		return nil, 0, fmt.Errorf("failing items of deleted workspaces: %w", err)
 	}
 	res.Failed += int(n)
 	for _, ws := range gone {
 		s.log.Warn("workspace not found; failing its pending queue items", "workspace_id", ws)
 	}
 	if err = s.q.QueueStatsForgetGone(ctx, tx, gone); err != nil {
-		return nil, fmt.Errorf("forgetting deleted workspaces' counts: %w", err)
+		return nil, 0, fmt.Errorf("forgetting deleted workspaces' counts: %w", err)
 	}
-	return present, nil
+	return present, capacity, nil
 }
 
-// lockPool reads the pool's capacity in force and, when it has one, locks
-// the pool's row until the claim commits (PoolLockForAdmission), before
-// any workspace: the claims that can create RUNNING executions in a
-// bounded pool then run one after another, so the pool's count read
-// under the lock is exact. With no capacity nothing is locked.
-func (s *Store) lockPool(ctx context.Context, tx pgx.Tx) (domain.PoolFigures, error) {
-	capacity, err := s.q.PoolCapacity(ctx, tx)
-	if err != nil {
-		return domain.PoolFigures{}, fmt.Errorf("reading the pool: %w", err)
-	}
-	if capacity == nil {
+// lockPool locks, when the pool has a capacity (capacity, as the claim
+// read it after the limits' read lock; 0 for none), the pool's row until
+// the claim commits (PoolLockForAdmission), before any workspace: the
+// claims that can create RUNNING executions in a bounded pool then run
+// one after another, so the pool's count read under the lock is exact.
+// With no capacity nothing is locked.
+func (s *Store) lockPool(ctx context.Context, tx pgx.Tx, capacity int) (domain.PoolFigures, error) {
+	if capacity == 0 {
 		return domain.PoolFigures{}, nil
 	}
-	if err = s.q.PoolLockForAdmission(ctx, tx); err != nil {
+	if err := s.q.PoolLockForAdmission(ctx, tx); err != nil {
 		return domain.PoolFigures{}, fmt.Errorf("locking the pool: %w", err)
 	}
-	return domain.PoolFigures{Bounded: true, Capacity: int(*capacity)}, nil
+	return domain.PoolFigures{Bounded: true, Capacity: capacity}, nil
 }
 
 // readPool reads, under the pool's lock, what runs in a pool with a
@@ -203,7 +202,7 @@ func (s *Store) readPending(ctx context.Context, tx pgx.Tx, res *ports.ClaimResu
 		}
 		out := make([]dbsqlc.QueuePendingWorkspacesRow, len(rows))
 		for i, r := range rows {
-			out[i] = dbsqlc.QueuePendingWorkspacesRow{WorkspaceID: r.WorkspaceID, Plan: r.Plan}
+			out[i] = dbsqlc.QueuePendingWorkspacesRow{WorkspaceID: r.WorkspaceID, Plan: r.Plan, PoolCapacity: r.PoolCapacity}
 		}
 		return out, nil
 	}
