@@ -92,8 +92,10 @@ const (
 // Defines values for WaitingOnReason.
 const (
 	BACKOFF        WaitingOnReason = "BACK_OFF"
+	FLOOROWNERS    WaitingOnReason = "FLOOR_OWNERS"
 	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
 	NOTBEFORE      WaitingOnReason = "NOT_BEFORE"
+	POOLFULL       WaitingOnReason = "POOL_FULL"
 	STARTRATE      WaitingOnReason = "START_RATE"
 	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
 )
@@ -538,10 +540,13 @@ type PlanLimits struct {
 	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
 	Definitions int `json:"definitions"`
 
+	// Floor RUNNING executions each workspace on the plan is guaranteed in the pool: admitted before any borrower. Never above maxRunning; used only when the pool has a capacity.
+	Floor int `json:"floor"`
+
 	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
 	ForEachItems int `json:"forEachItems"`
 
-	// MaxRunning RUNNING executions a workspace on the plan may have.
+	// MaxRunning RUNNING executions a workspace on the plan may have: its ceiling in the pool.
 	MaxRunning int `json:"maxRunning"`
 
 	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
@@ -597,6 +602,9 @@ type PlanLimits struct {
 
 	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
 	WebhookEndpoints int `json:"webhookEndpoints"`
+
+	// Weight How the plan's workspaces share borrowed capacity (above their floors) with other borrowers: in proportion to their weights. Used only when the pool has a capacity.
+	Weight int `json:"weight"`
 
 	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
@@ -657,6 +665,19 @@ type PlanQuotas struct {
 
 	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
+}
+
+// Pool defines model for Pool.
+type Pool struct {
+	// Borrowed Of them, those above their workspace's floor: capacity lent by the floors' owners or free.
+	Borrowed int `json:"borrowed"`
+
+	// Capacity RUNNING executions of all workspaces together; null is no pool (each workspace up to its own limit).
+	Capacity *int `json:"capacity"`
+
+	// Running RUNNING executions of all workspaces now.
+	Running   int       `json:"running"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // Problem RFC 9457 problem details.
@@ -781,13 +802,16 @@ type SetOutboundLimitRequest struct {
 	RequestsPerSecond float64 `json:"requestsPerSecond"`
 }
 
-// SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
+// SetWorkspaceLimitsRequest A floor above the limit in force (its own, else its plan's) or above the pool's capacity is refused (422).
 type SetWorkspaceLimitsRequest struct {
 	// DefinitionVersions Absent or null keeps the plan's.
 	DefinitionVersions *int `json:"definitionVersions"`
 
 	// Definitions Absent or null keeps the plan's.
 	Definitions *int `json:"definitions"`
+
+	// Floor Absent or null keeps the plan's.
+	Floor *int `json:"floor"`
 
 	// ForEachItems Absent or null keeps the plan's.
 	ForEachItems *int `json:"forEachItems"`
@@ -862,10 +886,11 @@ type StartRate struct {
 // StartRatePer defines model for StartRate.Per.
 type StartRatePer string
 
-// UpdatePlanRequest The figures to change; an absent one is left as it is.
+// UpdatePlanRequest The figures to change; an absent one is left as it is. A floor above maxRunning, as they are after the edit, or above the pool's capacity is refused (422).
 type UpdatePlanRequest struct {
 	DefinitionVersions         *int `json:"definitionVersions,omitempty"`
 	Definitions                *int `json:"definitions,omitempty"`
+	Floor                      *int `json:"floor,omitempty"`
 	ForEachItems               *int `json:"forEachItems,omitempty"`
 	MaxRunning                 *int `json:"maxRunning,omitempty"`
 	NodeAttempts               *int `json:"nodeAttempts,omitempty"`
@@ -885,7 +910,14 @@ type UpdatePlanRequest struct {
 	StoredItems            *int               `json:"storedItems,omitempty"`
 	SubWorkflowNodes       *int               `json:"subWorkflowNodes,omitempty"`
 	WebhookEndpoints       *int               `json:"webhookEndpoints,omitempty"`
+	Weight                 *int               `json:"weight,omitempty"`
 	WorkspaceNodesInFlight *int               `json:"workspaceNodesInFlight,omitempty"`
+}
+
+// UpdatePoolRequest defines model for UpdatePoolRequest.
+type UpdatePoolRequest struct {
+	// Capacity Null removes the capacity.
+	Capacity *int `json:"capacity"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -911,7 +943,7 @@ type WaitingOn struct {
 	// Key The full concurrency key, for KEY_LIMIT.
 	Key *string `json:"key,omitempty"`
 
-	// Limit The limit that is full (workspace or key).
+	// Limit The limit that is full (workspace or key), or the pool's capacity, for POOL_FULL and FLOOR_OWNERS.
 	Limit *int `json:"limit,omitempty"`
 
 	// Rate A start rate: at most `rate` executions start per `per` in the long
@@ -922,7 +954,10 @@ type WaitingOn struct {
 	Rate   *StartRate      `json:"rate"`
 	Reason WaitingOnReason `json:"reason"`
 
-	// Running What runs under it now.
+	// Reserved For FLOOR_OWNERS: the pool's free slots held for workspaces below their floor with an item due, which a workspace at or above its own floor may not borrow.
+	Reserved *int `json:"reserved,omitempty"`
+
+	// Running What runs under it now (in the whole pool, for POOL_FULL and FLOOR_OWNERS).
 	Running *int `json:"running,omitempty"`
 
 	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE; when the rate next lets a start go, for START_RATE.
@@ -1004,6 +1039,9 @@ type WorkspaceLimits struct {
 
 	// Definitions Replaces the plan's; null keeps it.
 	Definitions *int `json:"definitions"`
+
+	// Floor Replaces the plan's floor; null keeps it.
+	Floor *int `json:"floor"`
 
 	// ForEachItems Replaces the plan's; null keeps it.
 	ForEachItems *int `json:"forEachItems"`
@@ -1318,6 +1356,9 @@ type StreamWorkspaceEventsParams struct {
 // UpdatePlanJSONRequestBody defines body for UpdatePlan for application/json ContentType.
 type UpdatePlanJSONRequestBody = UpdatePlanRequest
 
+// UpdatePoolJSONRequestBody defines body for UpdatePool for application/json ContentType.
+type UpdatePoolJSONRequestBody = UpdatePoolRequest
+
 // CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
 type CreateWebhookEndpointJSONRequestBody = CreateWebhookEndpointRequest
 
@@ -1371,6 +1412,12 @@ type ServerInterface interface {
 	// Change a plan's limits
 	// (PATCH /api/v1/plans/{plan})
 	UpdatePlan(w http.ResponseWriter, r *http.Request, plan Plan)
+	// Show the pool
+	// (GET /api/v1/pool)
+	GetPool(w http.ResponseWriter, r *http.Request)
+	// Change the pool's capacity
+	// (PATCH /api/v1/pool)
+	UpdatePool(w http.ResponseWriter, r *http.Request)
 	// Send a delivery again
 	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
 	ResendWebhookDelivery(w http.ResponseWriter, r *http.Request, deliveryID openapi_types.UUID)
@@ -1597,6 +1644,46 @@ func (siw *ServerInterfaceWrapper) UpdatePlan(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UpdatePlan(w, r, plan)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPool operation middleware
+func (siw *ServerInterfaceWrapper) GetPool(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPool(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdatePool operation middleware
+func (siw *ServerInterfaceWrapper) UpdatePool(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdatePool(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3551,6 +3638,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/me", wrapper.GetCaller)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/plans", wrapper.ListPlans)
 	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/plans/{plan}", wrapper.UpdatePlan)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/pool", wrapper.GetPool)
+	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/pool", wrapper.UpdatePool)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/deliveries/{deliveryId}/resend", wrapper.ResendWebhookDelivery)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.ListWebhookEndpoints)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.CreateWebhookEndpoint)
@@ -3891,6 +3980,186 @@ type UpdatePlan503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response UpdatePlan503ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetPoolRequestObject struct {
+}
+
+type GetPoolResponseObject interface {
+	VisitGetPoolResponse(w http.ResponseWriter) error
+}
+
+type GetPool200JSONResponse Pool
+
+func (response GetPool200JSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPool401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool401ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPool403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool403ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPool429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool429ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetPool500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool500ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPool503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool503ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdatePoolRequestObject struct {
+	Body *UpdatePoolJSONRequestBody
+}
+
+type UpdatePoolResponseObject interface {
+	VisitUpdatePoolResponse(w http.ResponseWriter) error
+}
+
+type UpdatePool200JSONResponse Pool
+
+func (response UpdatePool200JSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool400ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool401ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool403ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool413ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool422ApplicationProblemPlusJSONResponse struct {
+	InvalidFieldApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool422ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool429ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdatePool500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool500ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool503ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -9001,6 +9270,12 @@ type StrictServerInterface interface {
 	// Change a plan's limits
 	// (PATCH /api/v1/plans/{plan})
 	UpdatePlan(ctx context.Context, request UpdatePlanRequestObject) (UpdatePlanResponseObject, error)
+	// Show the pool
+	// (GET /api/v1/pool)
+	GetPool(ctx context.Context, request GetPoolRequestObject) (GetPoolResponseObject, error)
+	// Change the pool's capacity
+	// (PATCH /api/v1/pool)
+	UpdatePool(ctx context.Context, request UpdatePoolRequestObject) (UpdatePoolResponseObject, error)
 	// Send a delivery again
 	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
 	ResendWebhookDelivery(ctx context.Context, request ResendWebhookDeliveryRequestObject) (ResendWebhookDeliveryResponseObject, error)
@@ -9259,6 +9534,61 @@ func (sh *strictHandler) UpdatePlan(w http.ResponseWriter, r *http.Request, plan
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UpdatePlanResponseObject); ok {
 		if err := validResponse.VisitUpdatePlanResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPool operation middleware
+func (sh *strictHandler) GetPool(w http.ResponseWriter, r *http.Request) {
+	var request GetPoolRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPool(ctx, request.(GetPoolRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPool")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPoolResponseObject); ok {
+		if err := validResponse.VisitGetPoolResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdatePool operation middleware
+func (sh *strictHandler) UpdatePool(w http.ResponseWriter, r *http.Request) {
+	var request UpdatePoolRequestObject
+
+	var body UpdatePoolJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdatePool(ctx, request.(UpdatePoolRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdatePool")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdatePoolResponseObject); ok {
+		if err := validResponse.VisitUpdatePoolResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -10688,347 +11018,360 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+XbbOrY3+CpY6m+t2F9RsuQhg/1P6zjKOb5xbB/ZrtyqUtqCSEhCmQJUBGRHJ53n",
-	"6AfqF/sW9gZIkKImy850ve5ddWKKxIw9/vbeXyqhHI2lYEKryuGXypgmdMQ0S+Cv40miZGL+FTEVJnys",
-	"uRSVw8rVkJGuYJ81vtAlsk/0kJFxwu64nCgypgNWqwQVbt7+z4Ql00pQEXTEKoeVEBsNKiocshE1rY/o",
-	"51MmBnpYOdyt14OKno7Nm0onXAwqX78GlbeszwU33Z9E5eO5l8ltP5b3JEpffaEIj9JhjKkeZqOI/AaD",
-	"SsL+M+EJiyqHOpkwf2x9mYyorhxWJhNu3pwdW0tEY8mFnjsy1htKeUuYfW/RsFjW1oaD+szCyaL1Yu6F",
-	"hcPxWtlsPKdU6dYdm79KPHKnKKZKE2beJQkLGb9j0RH8oHTC6IgkTE1GTBHa1ywhXKdjHzIasSQbvemz",
-	"Cp1WT95WSsfLhX65XwkqIy74aDKqHGanjwvNBizB0fMR17PjvqADRhT/a+5Zj+E7v+eI9ekk1pXDg3pg",
-	"zj32Cqc+HUOjdAyX4ZBFk5jNW0Blf1+0nyprY7Pt/CiTWzWmIVt0HeGFRcO591rZZDxfzcdqLIViQLd+",
-	"o1Gb/WfCFOxZKIVmAv5Jx+OYh9SMc2ecyF7MRn/7tzKD/lJhn+loHDOcjqY8rhzCkJjSpCejKRlSRagg",
-	"LEmAfMF/VeXwX18qI6YUHZghjSbmbUYosUOFCR9Wdvypfv0UVJSmeqIqh/tA77g2HVdOxB2NeURst9lM",
-	"h1qP1eHOjoonPGS1iN254asdjh9V3Udf/ZX7XwnrVw4r/9dORuZ38Fe1c4Et4PrN7qCbO1dkRGOzBSwi",
-	"MiG9hNFbhRcSWqqZLo+l6Mc83HTBTyI2GkvNRDitvmdTck8VmSgWkXuuh4SSiPf7LDGkwWxJxV/HN9k6",
-	"poNZbQG9PkP35WOvomtY4Uw0/KTkJIEbYmbBYB3fyaTHo4iJDRfSdJDxONJjsRQDRbQkVEg9ZEl2Q3Or",
-	"uJetYjaUlZaxn77+WGun5S0TZESnREhNtJyEZuG4SlcOVuxEaJYIGm+4YNw2k95vtyYH+RtaeGulC2oH",
-	"+BjrcilHTA+5GJA+5bG5kQKvIkvuWHJkD5Y9c0MqBiwyq2e+sKsF1OIdZ3G04Yo1iH1rHjFMWN/c3UPS",
-	"qNfM/zUMLRkn/I5qRrba745J403j9fYRobER3LjGu3F5en1y3Lr54+rq4ubs/G3rpnl6ev7Ro6WTJM7T",
-	"0N3dWRrahxmuRUHxk8fYpSZ27xFJQsOQjbUivYlON4yHZrPMIqmAKHO8DYtJBcbr9qnZXpquGY2ihCll",
-	"qDAVRE50T05EREDKIGMjNnHTg3mojowIlUztQKgmIHeYHTDMN/IPw+8JHQ83PAy77jCoeadhIm6FvBdE",
-	"yIiRTuVzp+Jt6cAMYYdFA6Z26jtaVr4G/rfhNIzZIaGk2pnU63uM9NJ/0ZlWTAdq+QGBl9c7IPjJY5E3",
-	"aA02RGpCCY7qbfN3t3O2e/NGzJV2TNBssZmwv4MnYjzRT32dzakNpQgnSWJ4JbllU9KpfPlCuOm9Fk6U",
-	"liOWnETk69dOhYRUmIn1kNHFd4YQjLhShnaZ8c985m0k/LR8C/G1tbbQtvxIWwitkS0jFYr/TNiEvVAB",
-	"3E5PGg/I/ZCHQ8KoYV88vHXvqm0S0/BWkfshRZqQU12LS50wGmHr5lXzhGsy4HdMmROipSSGxR9ZRTw9",
-	"OlQTXE44L2dSvzPkYcOzUqJsk9e0Hu3RV6y629/vVffDl43qG/qaVQ96L8NX0Wv2pl9vwFHvwwB8oWM/",
-	"29oz74UVtlVIXcXXH2NLzyRS4Zx8cSXlKU0G7DFVCfY5ZCxSpFHff33w6iXpTTVT/pI0PDnsgk5jSSPc",
-	"YhjJSkujpazi64912mHohhqZVs0xpL7s4TicW7QPVEw3XLP/TKSmdrEM+aCajKTSpFGv18mYicjQErhL",
-	"hGtkPRm98PSBP3PtrLZ80Hc1/eax9YF7OYkjw7MVkYI504evNcMAFNly85RJRygtExb5Uw68K5j7g9yx",
-	"ROFDYIhkzJKOAJ4TpNRJbacEJe3a7LCyfdrRKtKnSrstNwwooZp1hExAKTYHc0TFlHBB+jEfDLXZKSlC",
-	"ViNnKHuCImdHT0UqknYEjQ1dm7rfrMhaI90208m02uxrlnRxSJrcD1nCyD3l2jQ5ZPFYHXaEGT2uSJRQ",
-	"LpQRolLDlSJmQdQwgG5BOjaSVML6PI5VrWOUG7QbgeXA63XWrnHJQikiUKLMGEiP9WXC8ArQUba3RmMx",
-	"O1vLGzkXmXfMYbkWdKKHMuF/sU3ps+OzPUYTs21GkcpR3EZ2OXLdrnQ1Jv4Xj0R3YYiWd6Lepw1X5Io4",
-	"uVEmJGF38tbKrteC3lEe017MHkFVtiSMG/lcTY+ITqaEDigXRA1louNpTiH0iPOlFeMn3nBWXcT0g8ci",
-	"LtkszJU0MzFnVdNbltMLhbw/JEKSiGrao4p1RCiFYCGQjdCc5H7CGEibHCk8qBRGAKVc5+90JAU76ohs",
-	"vdAqm7u+j3PLkqnpEzpZ62KliwtdN42qyaKPVoABn0cixyzRHG2HmqrbPw01mR1Zk2hGRy8UMe8gyQkI",
-	"JTHXLKEx6FWGkDfM0HfrdeTqsIxyogkQV3VEhJHuHdG/hJPxQhFzwlEqrM0aOINU4LqCH8oMrqbBVCwz",
-	"36NWnVkIoPUjIiZxTLZkQuSIa82ibXxPEUPAzXemf/MS3iw0xc4agDNj7b+8JfuUvip7/2ZoRmuO+Xs2",
-	"nV3oMGFUs6ipcxbeiGpW1XzEylaBRytYg511+cvsD2ND9j+Xr1+fJ2gySWioWaIcS1YsTJgO4CKxODaC",
-	"tyJ0TBNdulGWRC2Y1ZK1DXJW8ZWM8f5ewCt5uzosRzr5wFt4f7hlW3dM45jN8f+F8JtZJeoIS42YH2g0",
-	"4gLkAiFBTUF+nwkYR4R60oZ5w7zck0alDQqHBBorGUAyYaRvJRfsEJiGtyU9KWNGwRh5y6ZL3RSkeXEC",
-	"Y5koFtlbkuvANF3citW3EuYSx+d90KkXkXhc89S/AkrwonE7ZTCz8M4b/ZzRuu0uHCRcebd4/lTmn5SP",
-	"/nTzG7nx1Y2pWModzTulF8JdAfNC+fBFyOK29SE9ePROQvhSYcIwpH9Vjptnx63T09bbSuD+fXL2uzeG",
-	"RdfYNlc64Mw4UMKnrJrUBcNg1xeG74dSMdK9ZdOuM8sAp01lWM0+a5JMhJPgiZUA0u0POsIwFDk2V9+o",
-	"AoZzQUd4/cEwoYwUx0bj2Mja8o7hSbTWEvxPwsCREzKjAMXTwCl3HbF7YBXiwA7R8H0tU+1v9+DldpAa",
-	"lYxSIAioJWjwsNaV6AgeQl+OBd8PqUZ9ITWoEHAngJ3ajFGQrf3d3cxosl0jJ0bNQjrXnyADQMHkonX2",
-	"9uTs97T1oYwj0Gl6NLwl6GQx3AJVD+AbYMBz+otZUiucTRJhdZH8ubtlC7Y3XacjEg5ZeOsMhNa3pB0H",
-	"Qzujmde2IQOpCDzHdFd2sONy//e7RI5Q3GnU60G9Xl9vJEVhDU58ottUz5FxbtnUikrwIqhyAcmOY0GF",
-	"DtDmhqYy/K43CW+ZPuyI7pdOBZTYyiFp1GqNer1eD0inYrTkyiHpVBSIoZ3K/9sxAubEvGl+700Spc0b",
-	"5mP73dcu2VKMkUs3ejh6tKeY0B0BX4BMbpXP7Ro5Xm2V4ByiUduzBu6kq7RTq9W28dx4ig10WDlsHARm",
-	"NmYfYSqG28PKNupfi+TGnDO3y6XkBkQGlOQ8zzqNIrA10PjCO7Z9GitWPMmOsBehPiMu3N+NZUQR2pg/",
-	"vAwj9LAhDpwbZBGP+d25AB40oQ2Fu1K5Doc9f1kcbuRhixImUrQ+jxOmFJclktg7fsfQx6TIFl4UMpST",
-	"hER0WpX96kgKPST4v/bRPWO3aHdS/DNeAWV1PhDCrRXA9WPes66x/zuiPJ7WSOszDXU8dUpUfoxAbcHn",
-	"ekdjq0waarPmRnHnUilfrDIRKqh8rg5k1T5M6P2/lRS1Nr3/YH0o3gtVPhrLRGdXw72feUGYCKVhKDvw",
-	"+CuMKTcre/xQ+d1rvNzd3V+GI3rwuTVMPKbjCxlzFDkWXZLz3MtGeqOGwebwT/a0zUrr44TLhOtp7u1d",
-	"Dyy1v2yKRtH6pxQs10Ll+uq4UiZKnzTPmsR8Qv4y5wm8XIkUhGUnCmQEak5V4SC93F/pwhudvIhgXCpM",
-	"PiKlKB1DsIye/h0NyE9PTAtjX0bQPqJ73MEuHzY+wBeibA+egyUjdX2ar8xIRvTzCX63ByfA/pEdAJok",
-	"FI7+JIlLRDhBnG2QXLdPZ8lT/cHnKt/RuYiniJnJ+RYzjaBMrX3Ko2iWI3Crv2CP3UffUNrYQMlcql9a",
-	"k0tqClvNFmDf/xoU9VE0SpXYTodgKRchO0KPCuFg7q0t3SXb4uzgP2XDL1y81edR/HD1CYGtY6hYeEMU",
-	"HwijNuGrNfJEc83u06OYLFFo15aWeqYNj1+tJ3huakmZjKN1J/FEFsnC2riFyFsos+GWXaxsty7ooMxw",
-	"44j7SlTe2/uvs5Q8C3gAErOWidy5p702Fk/HOzAbn8FoXdFjvQN5N/9sF1ahEHRxt2Djy1cn5ncsmV7O",
-	"mNmsKaYSVN62Tk/+3mqDwe1d8+S09XbW2GbEcPNl9Y4m5igq04Rr/AJd35WsO/tf8I66Z+8AfFkxBKMV",
-	"lR28fiJHpddPy9LH90Pmr2AqDxdWEJqFRsoWqIWmr9+oDodGIlmTa3pA6Pelhie0YXQLIO0uQdce2sgU",
-	"F4OYOStcQMYQo8FGRyTiSnMRaudYpKRnBloUfg4OHkc3K4zdOVvRkYOmSYAKdKG1rsc2vpU6J6T+DZyb",
-	"cyJiNBuBsVA5U2PgbIxESKJiqQMyEZrHKOGZ63+UmVH36kbhVoSa3SFbXQurbZ39ed26bt2cnV/d/NZ6",
-	"d95u3fxx3j755/lZdztAECl43mlH7Nfr4NRU2D5o+TVilSUH3EDYqSLRhKWoD7BIrUabNtX2vs6/BmkI",
-	"FNyHhwmS6/GPmfuX0xQaTqyfryz8wMoiLsCnFZb7gSv9FHeaXGaQo4TpSSJYBDZz8I6ZfwRESSImox5L",
-	"FLllbGzBtxEfcP1ME34ompBfDogmAEfIJBkwoWvkPInMLoJfJeUxntu5T3kimFKEholUKvtJkVCaKYH5",
-	"0fKjFW1NyURc8RGTk1LlhSuSTIzCHTEaxVywgBgODu4IdGFsUfK7JNEkAbzS9qGD8aNXYAK2pxC8k3F6",
-	"jkOZRCwiqW/RbAj4yABCjB2hM85KWC9gGHacBPBR4PaTNq5yKBPNEnLPhaoR514q4hGzFhxCB+GZW5Ts",
-	"7+66MexkrxW8TY2DUeVnso8tIHVRTsLK0zF4YcUpJGwc0ymL5nq7svg3i4JKHUbgrLWgtyO8i9bFJBM+",
-	"4ILGQCvKARGZn3oRNwNIj5W1i+vnZpm25U1m0cKlTGKzhXuCCaw0atj3TbXM2UM0o2yWao+lI7xjQmcK",
-	"yszIWD4M/OFWAyEjVqoUmJP6sXlydfPuvH3T+nvr7AojfMxRxCDue/M/Wi63y+Sjza2RwHU8d/ZX8pJh",
-	"QMMDDIQlcfEwZsDy0bKJYWRGnw9qdnbAjPsyKegxjVl745hqzRLT0f/zr2b1n7T6V7365qb66W//q5QL",
-	"Iuy/zHg8Jf91eX6GxNuOSU70eKJrpAleZzJiVCjAAdWeWmZZ1Um74OqbSxIzvRlszvHQD6o0wn/O9x4r",
-	"x5DO5aadlU1wDxBps6AimiFZgrzI6kyfvSn5vXVltG4pvHwOAKfBsxFzpUnMKMQIaXNGvotEG+Euz8Nc",
-	"jukA3LhANlC6UWRr7tRArFiJ0J7JiLWhvVJznhnXWc6mV4JyhN8cMkOwz3OGSzXp7jgxYidzr+x88Yja",
-	"VwxN7FqAHgCXuvgIhHjg3yNC8dIuPYUew5wdeBYigpQ4XUIMxKCJZhHIonYwZmXhhHlgMfealT0Qq5zJ",
-	"n6gfrY2JTJhOpuf9JVlJUKQxu2/eN+JqKjjbwGdYuCMLs4GhU0FkEnFBk6mRVldybdk5rmNOXU34SMmd",
-	"E0A2FHXNhwu9CJsb6TOZaCWLQHFUniyYrWqQI+45Ku0o7kJm8Rhm/YzzfB+rfvEoeIbr9vXZGRquj88/",
-	"XJy2rnzDdeDBRz+VHAsI4m85rpVfoTRstwxLC6T6y5LJ2VQtrqGyiaWB48U4ibfN32vEkF8Ll08YmQj+",
-	"nwki41g0YMCWIKCDHJ+fvT25Ojk/Q5I6olMS0iSZkq6hkF2iJRnz8BZj2xMqwmGtIz6wUY8l1hRh2mef",
-	"aajJVkgVqyomFNf8jm0H+fChMbgXDFnBjyzyExGazgrEBQTE9PmgxCJErsrC9GzMfSqQKdSK36RasReZ",
-	"vh2Y1zoiFxCKIfwQajPVrBQLGuYhvwsx5N6rRrCJBmyN2xJhyGgpv1y5FbP5Za0stpegycPZMJDtcuWZ",
-	"MTLuZC0pesh4gpwqs53QWcvJFm5LFqGYXq0gA2Bevj+5uGi93V7LzrK2vQQC+GNqpjMRMVMgmw2pciDV",
-	"7eWaEu7Fp28uy/3BaKxLFGBA/ar5om6ZH6xITDK2usR7P19fhzRdH2kiuBioOWAYi2enQt1DZCQSJK4P",
-	"szB8uIyKCHlvM5No94tL2mFzGwz4HbMgY0qMGMJEyPxTYpNv2MjTPh9MEKYwpkoxhcTEdA4BrvSORabD",
-	"1L5zaAUysKD5pkxzudSJeGdjbXvyzkahxlKrTGrGtDPV5sUJfMoSsmUNvh/P2+9b7ZvWf1+12mfN05vm",
-	"xcnN8fnZ8XW73To7/odRPkx75stxIkNzRi1aXm+7fAbKkEUa26YV0G2leRxjGGJOSs/rxfUSXua7SWap",
-	"BlCTErXREOkfDKNpIfuLLQHlQvEymgphkxmoUi+io7EUA8CUC0ao1mw0xrhkiDfIG50BbzviccwdDBey",
-	"0CA73E4DM2YInCFCZRTuCLI8SEHetk6b/yiNktOlYYyQ8afd+vO6dXkVkKt28+zy3Xn7Q5BJCAG2GRCw",
-	"yTSP/wgKJpqAXF7/Bsf73en5RzOxq9aHi/N28zR9uFKMgpJ46WcysSTMHAkWES0HTA9ZspxYI7ge3ikj",
-	"Wp6WOnPC7c6VC/zhkMdRezInwyPVBF5ATmRz8C1VzuATFxxb1nBzdkFTs5j5NotBhfws5IqZO0TjwEYT",
-	"aadVHub10hfK/zLwTVsuhtDQ5Pt0aJeTfp9/Dsi/JUenHnmx82K1OT6GtSk1FuWX5+Nwmg7dKqpH5Oz6",
-	"FCaA8cDoSUsY3JLrq3fV1/CXApsOVeT6b+/evXuLIikINM5L124dn7ff3vy9eXrduvnQ/O+ubZBrwszl",
-	"S7MDmSGnaSmXG7OclWqWiNgNSEOt4NUAO/KEYhcJZgXoGml2xB2NJzb0a+n4zRaPNaEKw3IwWt4MV4RG",
-	"XO9UDsmXTgVehticSb2+F4ILjf/FMA0UhO4k7I6zewzfyV5CI5MNKDOMjX3W+FGn8vWrDU4vrtK3YRKz",
-	"KHuw4pbcOt/THVNtNB+QZ8GYw8aqhvO9ZVOcWg1bIlv3Qxmz7SO3Nx0xq9G0naAb81vmXOeHsHcdsWTz",
-	"AuQVI5oYgmp3ICWsHZEdxe+xzMuNO0tvx2rGHkPDMzuP424rswXPcuIovruX6ZlwJGe+cWUxc3kMQ8oS",
-	"g+rTW1K8dV7diGK1uqXmlHObTy9N9ptfKhtWV8qJ18dkDqWaQ3TNL4ZzhlRIwUMKkdyjQxJLo7CEVLGA",
-	"CEl0Qnls9IxIzstEgLl7LliC4ll+cHKSS1WC9OFB+ODCVsLMyroP7BKug+91e3JBJ2Vx2U+/ihi5dC00",
-	"j8u4PUNtEt4CLnw4IyaHNI7TGGsYFkQPO5AOy9up115nf4ClK1gM3CpOwUgjmJcukkwZ5S5maeJKm1A6",
-	"Texu7SrolwKb2kQYbbtGuuqWj7uG2zLl0juB/sr1EenCB900811OzQWYiL3KphFniS69pBc2RMN98K7d",
-	"alWCykX7vBJUWmdXrfZF++SyNfdbuNwqH7pQsJzSz22c1OxqWUrjO0n8XBY208o4ppi2dkhRD07hRBAu",
-	"vDREb/UwlELE9KIP0uDkh8YAeGaVRf3kbTAzRmUz7MBf4yUUYPkqQHI3hcEb3t9zvGKQU43iFimmFekx",
-	"xSMG8qufcRENslsjPkAlmdTr9cYroiBtnx6y0fYRGn5cbCDmJkNTDhN9mYQsAnChtS+lsCuXLoCC2mnz",
-	"yOSPYFQMAyiZjvsFUNdx7J/DF360lzryzKKC3Ttjqp/4YGt/9812yUFdflS9fmaHmPmL8tcELUUyYQGJ",
-	"+R0zZCRiIMVYqpgwzQSsesJGElJUDNnInwhykJXmsGwKfZm0KAJxSubQitnIHDkwpDirA8zAkEIJOZd9",
-	"yF6q+CkjWNMsPUXm2YRNVw+gC6btJsqHJSOFJJVKg790WhvRz+5Vs+/OsRKxMKYJ85fSSxmo6F1xTXdn",
-	"1nSVUebNQiVjtdYpRArhy4Fh19YCFTzmmF/W91+vNuzUpjo7YjC5zgISQJn30qUcZfYk4PKAh133JCwb",
-	"qkv8/IdUZQfByUwobFhjdvH+GTWwSBlQZipcqYCwzxC4MYDffTtvj6X5GmcO81Ieh2E2c26dS63iJbqc",
-	"mYFhrt4M0hS8xRkExEs39zAql9Kjt3RaRufoVKWM/4WPK35BhtxQumlq5NjKebAQyUBF5HmqbFpPGmp+",
-	"x/U0IDKO0mSe20fIbXpT5D4epZyIGmkiY7OOBini6WEu9RYQrIRHealk7+XBKkuQTGEJ2+DqLJGNslW2",
-	"3hUkmoiTmQiyBSNOaShkzdOWE0nBti2UTk70UYa2AVKaUtbAd66Y4xg4KLWeKOtn4dYMXSMtWCG4CpCR",
-	"KASp0xPEzQe0h8w4kn8xgei/NPcbYrftFmauX5a8UC5L/fn11W/n12dvb9qtq/Y/bprvrlrtm7Z5cukA",
-	"uSFDFQOMYWhweUxqMONnnE9ufedqkdx6JBWhNO46wX1nOs/mgOrKZM6dKxDgvcbB3ssVZuIUjg9cnMxm",
-	"upiJdE60mZPhHsW5uIZg7IB/Iz2m7xkToJ/AN+qI0DStLR8xDea1hfN4/XJ/9UmUjdn9VEqNA9QiLTqB",
-	"izCeRCx6mNCzdJAQFpPiUsrknnINxxPdUu+JI9ZIpoEj3iN7COUIElOuRqadlwUxHR07SE/X6lS2a6Tp",
-	"XxmeJhUuCo4oUCoLUpuh+Cuu0Bz29KfHloz4LaYpCSpbq1Wm/zDGpCY956w5K4dZotwCZAjcM8lEKLLl",
-	"O8m2Z6UaYK8yjgJrKI7ZHYtTj5dVfNL2SCgnhmgaSgzeM+sbVIYfeWQFc8/phAGwQ016VefNUYTG94aJ",
-	"ol/calG5i2hua9YjHrIshTbXAY7CcFOF40NyGlgOYgaXcw16jATZxQNUh/t8XoOS5T9G+yxMv1AGbqlE",
-	"s/J9XzrMUtxAuf/V+hVKlUrP6gEbYI6IYQIg6VoAZhnqQMXSywi+pla0NPwzZ17wpcr8Jc7rqkGZju0T",
-	"74XcqKCKleo8ZYy5qGXM3ZqCVlpy0opaQAktKCHzJXJcUbotsyG6tNOzMt+7Y/Jm/+BVSrsxqbYqM2lg",
-	"tu0vc1ypqiy1GIujKtIelzbbom1sNbD/ujw/q8KCsKQK3issjLIiPtzDT5a4M7hQ2gjlpWOeASvl0k/p",
-	"mC3APM261BUKH9ftE58s3XIBNRHt3JcDDawvCftfGNgEDKw8fs06oI4NNS0RC4AfJCxmVDECiS61dBJA",
-	"eU7HNM35WmlTYspHm3nuPGve3MClRQVXvBSjhQymVDsuvhre4AEZO7gaUx0O31EeT5Iyvo4JKCzVJDID",
-	"WqDuBMB/5HxUk73ynXG9bIiEWBxi9ljBNDFVurVyhI4fQjxHmV0xBAFW8mExCN4hWR6HsGJ1T+S8RouJ",
-	"0o1+UBiGa/CKh7dLC4qCeyg9VzyNd3tKn3ouejOo2Ky550s9Ix/TF79bdDFfOYYi9funBzbIU+ASWuDf",
-	"haAQNOl7Vn3C61PUwsWfoZT+Wi9kHo8BKcg40fdBFPinrDSh0PFp8+QDoAfenlxeNK+O/1gnRMOHbC6L",
-	"UC1KBS6y816gTZ+MoR0wdoxjsOZlKY/BJuXgvVA1EQ1S/3v7yKVnjVkfYgAxqCH3IaC1FFT2yAE3CwgI",
-	"Gt7Kfv9Ysn6fh9yWW/HE9VJZPUMW9LmgMa51GUvz4Z9gu7T1BBCprex3ZGu/Xq8evHmzbUkhRTc62hlT",
-	"MzwoGIrpALRzTMYNgqbT1EGrMlQ9Ilu9KbF5JqzCu//5M1A5iKOnIrKPDz5/dh9tF/HNOO2DN2+8Rdiv",
-	"18v4boZ19qude4In15zGTuko8dkXig8hwg3OyFFWI2tYimfw/EJlmcXxl8BrNjNELcIBp76mTJdeqJKa",
-	"JZg7P2eutOVf0HBnqaLyZxgQrDAIoNH8qpVLyzPX35nkHifX30yu5EePJP72CYaXx00bbvTnoljUNAoV",
-	"Krtb2cUrhBg9SIAxjc0XXqAr6AT7Mxf/lo/Hhc7WklvmJ0dgn/U7nlgNpwRHyz7bwWgJ40kjgHlswUOb",
-	"DMv2fsVH8wKtYQAHnvEbJVkh78mWuVXT3FDytG21s18kYo+VL7okPzT8tonGslg58LNHP1byzB9ZBHXJ",
-	"OPPEy1uHWbKQgVM9sTW/4+keehuWuyjFc+td6DxJWQcu6Mj5Y0imKWv4PoLpJdM5QOrDsqqloNWCWRox",
-	"iUZ+GtEpGci03AvQBVvpBItl2EBLV+ajXm5LKEWblnU6NrIcvIEdQsyrK5Ghxky4Duu1ej3X6VLsamGh",
-	"5yNQ56x3mnQaQYIPW/FVsFs2SYtMkA0YedwHEKzgClrOlRcisx4wgHX7XwyrWn8A6/a/CMZ5ZvrEfIAp",
-	"MvfROl6M0lpz4g/pfBkaYJ0hlGGnVhvFAj/Tupu/bvdL8FFrn711+1+MbfoWl385Wuep92AFVMo6QyiH",
-	"kCwfxjqQknXGUwIFWX0w34UePgwovhwo8pDj/IDBL0BjfIsLtRxo8Q1Y6nK4wVPf6lWRBE9MYguCnsfq",
-	"SyU7/+SvZYHNqsxltee75s/uTJoskGu7YyhWjlEgsRSDjkgmAkN50+9BBIW3qJiSey4iee8gONBAQFTM",
-	"IaPvFu0IJysnhBKsr5XVJERAYb4aoekLRwQmUK47Agv8HhFhuvDQJDJxfiyM06kREIy4wje3pCC0I9I9",
-	"PyRZ5pIHVZ2b3diVlJWrIcOls87O0pUbs4RLNFLGjCrcNZcOEav1kS12x0Q8xUrMzne6/RDscuL7CtKJ",
-	"4vaU+gGS0pqGlzghc3Rw/BvCX6AXHF/ZRbgG3fkipiun6C5L2TeYJFgzFLHfXq1DYs8XOBqohXGtGt2y",
-	"aejJpmEfayIo8+rFhoEcm4dXbBrssFn8wWbQ/83h+Bsj2TcHXD8y2HkDzPHaUOCHccerLN4hY5OFOqjb",
-	"aT7aTAIAGgH5rqwR3IV4IVJ3RQ7xzQj2E1Hjp0194H+sbvm4Kse4qw4sh6s7R77fGCz9KDDmx8DiPhJK",
-	"ds0zMIfvPnYd1ud6pt+xnqnnQXpYXdJ1iojOP1Mblkl8cL3DuYUOP/oorZJMA5jmmOZiRhBGKuS9nxfZ",
-	"ZRCAnARbGBAAXkwuSMwF2yagsqCyon0E6mIOcjsPCgoejxkIqFGM3rf+cXN68uHkqrZGafQrl0cQvSxc",
-	"YQdbXigeVIefUwg9WddQkzCqZC4zwsfz9vvLi+ZxCwdfCSrpRCpB5bfm8fub83fvKkElq/pSCSqXV832",
-	"1U27eVWeQiGZZ1L/aANhFZmICNXSfC1Gb3KTBdk0KJyGquz3IZ0G7oAbrIX1UBIxKDXhaqikRXO2sZAL",
-	"fpXNy37nCrDjQYoZhGBgEwOJ32TTf2BWDrsPpXcDOZQrITcXeq0eLclM5ApDbITvtRx1Ra81RFCuW053",
-	"3TIVfA7SxAoBVe4QWy71YUiThLPVqt2uhzQ2byOm7dgmqVzBP8I+a6v/rbOdcytCmKlDGmE0dphzfqmp",
-	"iGgSEbvUijBxx2I5ZuSLaThAHIimo3FAIqrp19rq0NxCIcZS7IF3bIogVTwis0mvHAjAW8481jW/bnlg",
-	"gH/Ws6Va4R4+BlageLW/D2SgpD7vI9QOhSlxpt4mcjwuq1WUag+YhhBQ8273odyAYdCgBfZYCImSXCZH",
-	"ZISuapiN5HQpalu//XF+/v7GFvQ8aV3efGj+N8nGA2lLh3TmAysKwNsWyEy0JD0GY8hRAFcbpKQWyGbl",
-	"wWcgnavHONhlLoOSpemmANxmFGmzuhF+8HD8mK1Q/mDg0tIOHhvIlKshPhfXVEIcvFNcXOxF98lxNCdZ",
-	"pdSslqbf82lcDY3quUdpeodSqSoV40tkglDzO7YwPtvV/6MYaDlX7HrA7ceZnFKl/5CTZOEoMF2uiFhE",
-	"EBuf+kHMYR3KSVI+qlWvRrmYnWa6175HhmuXoefQJVVHYTwgLLb0J/NEzdcpNygQb3OYlZBL9N04ygQx",
-	"Q7Bxc2TlDbPxcQ/iZ5Nv4VIG7milI53Z7nWQdwXs1IMTrDGIbPCdhUe+D7E0nP/buMKX78RyQviwHGqP",
-	"WuvwsVKvpRvu519LHz6KUJVSxe8kThVmWBK464dBGCJj88tZx2xa5mEry0u3fTTfJb4+kPBB1+WRsYQP",
-	"G8Pjwgm/CdlYDOxbfwhPge1bcxRPAu97wGY8MsLvIcfhcUF+3+hirpKV68k3YwWo35qj+BZovzWH9NiA",
-	"v28k6CxD7z3wnD4ugO8bXZblGL5vw8qWw/i+waVdFcn39KT0OYXPpil8ZoVXc9pZOEm4nl4aadqiJxhN",
-	"2JxCpzQaGX1d3jKsB+TnpmpenJBbNq3ZFQXvrm0r7Xmo9RiLAXPRlyVQNyweOqAacoyDrUCzRKV5S2rk",
-	"Y1aOH3aWES8/mCJvm78rIvsdYZNugBYHeRUFyxKLc41wS9ufmZbG4rcinmbJzT1Y4wsU06ECGyX9hGEd",
-	"LbL1rt1qkUZALtrn5CAgWXJxslvPPIW6IzLLw3atIzrCJcnB+n7oD+vu0DHfuWt0iYAU0t3mRA9lwv+C",
-	"FJiH5DdYT1vbBLYBC3l0D3G43v5geBQWv/JLOJVsmavVlTAaDpmCRegIZxJJX68RHDIGyHNFupCsOoS2",
-	"d2z+ob/9W0nRJVsu55OFgMY8ZAJz81vHf3NsOqvu1urWVoenQx3u7Nzf39co/FyTyWDHfqt2Tk+OW2eX",
-	"Lfgmy6DkDk3z4qQSVO5c8dNKo1bH9+SYCTrmlcPKXq1e27NQAzjrdrl30JAzYGUpfSHPIKTGo3HMkrTc",
-	"oN25FwrXGx0qsAHFde4Iu9BZ8R3zB49yBYtwS7Z4BOlLWQDnDVIZTskdjXnUEbixIzolVN1i2nASxpwJ",
-	"TbZghFIoGbNtEjOaCHuDrJkrkh3hkoqbvQJboMABV+HYO2s87phRMqkz51Z+Z/oYpg+URY2lsMkZdut1",
-	"W2RNW/unfyj+7bzNGQIYOkyRBrdsCu3Xe6/ofrjLqo1or1/dZwe0+qb3Oqy+il6yg/4+3evthj4VBfOA",
-	"+fBlvxE2woNGdS982avu04Oe+ZBV6/1GtEv3evvhQWrbOqw0w8zEdQjlAL5aAWxEl5bLxPkD9SopAQ2/",
-	"gndsv96Y11a6dDvXgtqrzaBMyv7um+UfXUn5gQqwbBzgui9+H9iZoDF+sLfSqFw6GFyZyWhEkyl4FSSW",
-	"yoxjNAppOlA5u5GqfDKfuCtl1ljNvVVNIFSYvgOpijWCYCJqKBjkyg/ZLDSJLS4I1a+5wFz8MeWQ2Ch/",
-	"Wk+50hfQ/2an9V/l9hVADuWsHbv1ou0BNXfPhtkomgYOynX1PfNhQXfen9Flofm8conynT3atuBFAQP7",
-	"qkwXbNRLlTOryixSll7Wc8rLQZkqYUW9nGS/i49mBG2YlGdArezWd19WG43qbuOqUT+sm///Z5mMBHOY",
-	"J6vuf/3kX/GVjIpeDZAZq2L5/YfjHhA1MnQA81covQE5WOW2vpNJj0cREz8DATF3MlUP1At70T1CggRj",
-	"lobsfDH/+Qp2YprQETMCob2bc6DGwtaLMYzGVai2HMB6NzJdAtWN1ViARbl9AgkiHC4ma5dMK6+gK/4b",
-	"8Be2HLWIMOu0RTzrIUtUzcmFHtmDfEaYez8jKFmSOYApASEMXNWQjkjLhhy5+HnMZASxzELi+07u7WE1",
-	"QsjTCrWK0ULdEVwRCAGyL0BPTmAFT54agzMfxGkS0rH/ZkcU6y9kmcBtKW3/ogZzCtd2hHnVJ66Q1r7g",
-	"UkR8loueqtcOiMIKeFBmEMs52Xz36GTF9Xf5ny2O8JBAMYY+rLhZb7NAAKVVHSETnK5Z/LQskye58QzU",
-	"ltNSXAZsnnSgxLgdBqTX4qXCVhaBk1XI+k1G0/UELZ/5vC4yi4N6vb6y5DMbEfQ1r49bmPhmguEcTjvL",
-	"ast4bYHZvi4y20a9nNs2XpewW/Pycn574PNbrCxVYLd79TX4rTOyL2K4jQLDrc/luGUsdx7PXcx0Dx7E",
-	"dBurny6f187nraloiMUszdQsd12Bjf1Go/TkfjuGXN9f/sWZ1O/MuYAPGnsrcXAo4YMsf3cVFg7KI2Qx",
-	"/hnkhGOIF7TFt9JdXywn2LOpdjIEz84X++/pSfTVdMww2cxSEcJ99kIZBR3K8Gd40e05UkXW10LZYplH",
-	"3ggWpbUKP9BbKya4nkg0YUTI+wCUfOZcyQiWDFzqa8PDgAJ1hA0dJSc6tcn6M7PWhISFjGMeY6pTzJ2W",
-	"8hZihEMqiGa2Kl/CxoxqTN9vB+VQ7B7Y3g8lNqPqiP3dN2TLZrDuOKKaJr7PtrBT2bamuLyJZAglgOfj",
-	"+bpeG2XYvhKO24bzUcRnznC03TVNHSn72cvhqnwSW3+T6TU5ILaYxHEeVl2p916xfVpn1Tf04FV1P9zr",
-	"V19He2G10d9le9F+eNB7SVPg7OEyABo02aC7vb1wP6oesJf96j5t9Kqvw92ousf2+wf0Ze9V+Np8BKaW",
-	"A9ro7YZ7UXWfHZh3X5p3X0XVN6zed+3koLiHFczKySICRQMMKZmFQh8AB85jnedpfhm22UMhp2lYV2Y5",
-	"M0Dccr7jjnXgLtsvx3F+cF5wyUSEcRxIXuiAcuHbnizdn8MNmO87KzVDQSZv9xbU0Ep191SZQtmdKBYm",
-	"DEtPzBqbPs56bZYymsyu7njKfyZIdSxTySOyNuIqGxnB1jefFCHmK9pQ0p14vmffwTaTr+IyU4em/NrN",
-	"E1jabMAVeO6oAOJ/Sa7bp6l8oGUcZdFW5dVjOsLc/q1uCRvrBqRbBFJ3g47olkCpu4dQo8Zo73LEtgPi",
-	"opzjKcBqpcgXePAddc5ATcNhRoS4IooPBORDiWN57wpxuFiajkiDadSYhbxvb1ZWCsut6QtFuvdDxcKb",
-	"riUv1hPXEWCvsTmtbVSSLYzTzC2kEbTAbQY+J6ydZAs0gsXCFqeATBzg7YkSptLKdYoldzyFJQqmYScC",
-	"rIO3v7vbEVZM6+5MkrhrOs+JYanBxQho3aKG2EUzEnhjs3JGW406qHCMRSzatoWMzHQC6PNNmXh2DLJT",
-	"kapsYBtxgRsro/Q/FX2UsME126T5dkeBG7IQhrCig2p1J1TZSqxllWmst1JzxFZfKCsJ/qkHS5b4k5Up",
-	"VxRpCyEvKBvjlTGMEu7Qh/77P98kr39//4//JFf3/76+ePv65PTinydy95Se0sv7yppbOBvUgt0+/fZG",
-	"M/xzMb8MMr8yrsmzZeRXtIw4nkooCecXjHuAeLzzJVMzvyIvN7e0rFQ3mst9JpZiGDIyAOUXXUytsyFw",
-	"QfpgHPRKAxvGhrXv8/Qe+ymj9zlStj9vhNGzAPltjyYuuxEhVzqNwXJtLFO/fLJWAktZekrqvwzD++HZ",
-	"15p86/mWfttb+jvTa1zRggGjrNPslZ1WZqiEGK8VuY1nsV/JSPNC5WK7BbsvGGyctQZsgx2xZW2DAbER",
-	"4q23gY083Q7SajG2JriNQkW164VKGwllxGrkrbPOwts2JaZnaabg1B1DgbdZ+7Tt/h837dZV6+zq5Pys",
-	"S7ZekYhOwZ9tCwttl2k/noHpbbZaSyxM5yKe5uzguDbczWqe0SnNtrDajZ/N8bD0pICvr7LCizboblP7",
-	"VWqz+tenfECgoYcPNRlD5GIJeWuSMR1AyS1PHHomc9/BmiXKacYTUzvLeHcKsZCldM2MUxXMbt531gWX",
-	"MDDyoEgeBUQmERCh3pTwqNwa/TYX/7C6IZpoSWKu9FMbpH9VGpGt+yrkId2jZ/rwHeiDu6kkHyzkaIP/",
-	"dL6V++805hF1GjFUtbeZtWWCBeqpIjYigTQc0hnfc7WwuYI7xyLIWE32d3cza46rU11mDc0O2yaGUBgL",
-	"PIsGzJ1/RAb9C9rpc8i/ICfaJoYc2ayOh5U/WBzLgHz5ggWPa4ZKkK9fYbUhgV5lkDCmMwJw1W6eXb47",
-	"b39Aommpinvp6e1q2ZJ9Z4upjQn6u4tVaQTfdSNAMX1N69EefcWqu/39XnU/fNmovqGvWfWg9zJ8Fb1m",
-	"b/r1RmVm01ZBaz/hvnqXoITaWmvqszV0DWvo73AOfwacGGyuFZ8KlHwuIV8iqu18iTyLyUJT6KXsO6HM",
-	"FVpwlk5MlGOrJWDlWapTQLeDZoUxo7bY7BGxCTN9WLMZhxrOs40WqP+zWfQHN4uucUbnGEcvh/LeQQBT",
-	"WH0qKbj0VlbYeKFQyii1mC46O/Xvzet+ZX50ldu858v4Xayfa93E9awCOXP7UrtAgdns3Hn5mzbqd562",
-	"colaCaKC+Wg00WaVUv3EYkLgcrqI8B6DTMkpeTE8zeNRaZBSlFUKNgd7mcbiiMETKS6fvq6pGNjxfHcc",
-	"he+tWZUALiOmaUD87gOomNuoOcTMHCTb/rOQ/SsK2c0oItRt8SNJ1Smh2/li//V1rokUhR4oBlNGr2gO",
-	"ubeSyOOTnid3Ez/pfW48/n3+Ve/yTyGZLLtlm0kjwZf5+02wNPaRjVa2VbYbc2Kd7nLMu9wDsLD2Talg",
-	"xHLpx1b2l2SflTqDQzDjkzEdcEFR6C5zmOQSJ/2Q/pIS566fyVg8gWs3XRTft7t4HC41jq/kzF+akmzc",
-	"m64JANPSRPMQFO5kUxgYmGawnAwkzOnCg5Oo2xG2PBmEyLNo+5DQ1FfjUM4QHH9iThhmsGckmQhCYyU7",
-	"gva1DcGD1iHlOhpdiBQeXg8d/GVLYofyCKvQvj47Ozn73d8Za3T62Dy5unl33r5p/b11dgUB+H6OaUz6",
-	"BEAmsqUYAPvM7Ltl93TnixdK9nUH4U/d7fkTtB29k0nLlXZIJ2on1pMyZlhJ6Bf1Eaa3armL0Nu+rXws",
-	"Epj5VZpDgSQslEmktp8Z93fwJDKfeTjW7T0sl4+9ewSUB7T+UrW95ZLWUeHRNqut5+TfghEQCwoDmEl1",
-	"xG5911xlKUKGjN7LMOJK5uqSmBwv411HQAZ68hGIiSDdk4iNxlIzEU6r79m0G0AE8ZiZfmyECR3ZpCc2",
-	"+UhHQKqRhBuOHHsE2dY/JhHv9xlMAz7DlBppU5A3TRHaEfv1NzXynk3zwKussu/uPpQTwLq5WaxdCb7K",
-	"LnB6M5fJAFkwNvIMRfsgCkCgdY1c+WNNY35mFoLMWYcjR6sLC4FVzCiBeV+Gcsyi/NSCBYuQsuEhoxEk",
-	"cbM0ubCDOZrs18o7OFhWfe7TBsactOqgS9MW0Xz9vN15mNZVtaqnNPoWz89aZqQ1Q8qdkHBY2Yt2w0av",
-	"Tqtv+q9ZdT96FVZf917S6kF/n7nfKpsESdtpZblFyriVe+mX4zz1FTjPsRT9mGMZgIfai+ZsvZ9NcyZP",
-	"jqY8rhxWGg5DUgkq4EdEYpXhAmxKSL9Woc2hhziBcKK0HLHEWXu5IpDuCPL72XKcO3g3IYeaPUr7u7tZ",
-	"8k1r0cIW84le1eGOhaTXInbnpqR2OH5StS2vnCfGTnaO7QJaIzENb23ey1n2WLYUEDdpXgXOosmAQ5Vh",
-	"RbSUUJyfbHVzAzZMThNclu0jzPRp1ICI0SjmtrS5FAPMoSHSlGcE6+uTre4YCoRWQzruQqpPF0Da5yyO",
-	"rAz3gws+9trnRJJNpJ9qz+VTWyIDTcaG0zaCer1eUDzzcbxkywGwW2d/XreuWze/Na+O/4D0IDYfmJF3",
-	"tgmka2NpVjMjg5i/zVlnIyZ0QBg1VwOUOudtlfeiI+AEBMQxqSywmHTTSpNdbND9wDNuC3l3MbeZFdGI",
-	"kdCgCxyQmsQaODxKR7ZOEsA/MY8Jwg46wk7eDQTkIaTKgYOWQTfRiGuLM8u3FGBmWPsctgK/AJ2W0STm",
-	"LMHnNm8dCowg63QEfjCmSlmxyDfQ2Fon90MZQwI4IUGjpHF8iKG/WOkbcs35aWLI/u4b/3JAOy5tHBZ9",
-	"hQJylv2QptkR2CSIgQbZi7r0dbAXBVnMEt509SF/ciqPoYmgm7AxlBA9JIZ7d7ePCIWms2FmUpptsCNc",
-	"AjlYCph3LwN+7NffOEnXNGTIjSD6nofMHUV4GXeE7Nfrq0isv8Ht2UQAs5rtHFHMKNne2X1vMWU0ZNVG",
-	"JZj55vfEluPJBLiGYSA/jwgHC/qUcly24GtLdO5MpjmUZ0W8Tw8X8vAolUl6mPzA3At368gWZBjA4WyX",
-	"kahnqfAJvYgnTn76WaSFvMW6N4lvHygz5CyPS5yHvojyIkuQBpZaEBld7Bc6PpzxjWuFNQSccY1sOTPw",
-	"QR2OuiHfcNS3jwzHj5g6S42CXczxisYOSJsK7a5oSoXGuph3xLAT0/8LO9yAIAIYho2Z+FP7BwhHWehZ",
-	"u3V83n578/fm6XUL86L1ppopFGi2Gi/Je/6bH3sGKeCwjAAmHuFZgg/as9ZHd/nRKIG1y8fxRJGDOvn/",
-	"/z+yZ/4Hsnl0RJqYDngu/4s5o1AyEXNyzPs2mA39sy7ydp6HtrYLPlpbGuGDyyzKMHMZxsrydVKkldsw",
-	"Mgy3DTYE48ny0TX+WSkOBjvAP/Kw7gWgcDsM6wpZ3F3KSI7PP1yctq5ab8sh48GDzBDJEnd5ae+biwzm",
-	"ax98+KRixCJTyZXvm3q21H8HF/sKyuragYBeNsVlju0ClccMVeuj/fJdzgP7Hbss17PYcqx26yrqZIhI",
-	"KO9gs2aBjmI0KqzWfdw8O26dnrbeYuxzwhjmD0V/APYVuyo7FgffEQhhNxpnarhuChQhMf+Hcz1awREZ",
-	"yxBqgXtpuMiU6SM7tFmHJHy088VSJLes3dI0UvDTAh6zrhC/BnvIqBsu5VqmWBx42w62NNQFtwATjdEw",
-	"ZGP9bJT98WNY8Ew/ghWtzBc/v/gK6Wr2WeNrVaUTRkddJ5z5wjK2A9IuSLqHHQGSbs2y826Akm/N3XTz",
-	"wEh37ncgF/Ake6MjQAAF+0aXR4ddTLKszPkTIbNgpO2AdKF79/stF9E2UqVuRDU1z//r8vxsG8IqhVbW",
-	"XNU9pUpX4VH15G0XpGMF2GXEBfUTOTJyOVqJxjqzFF5etVvND16Chu3ArIhAgZmCfzSUoxHX6gjlZFw6",
-	"JJG299xca6QJ6oMQLNSZ/QmyTPAIRHvG71gEZncoQwDlFwSRYyZ8ixparIYsvFVpZRzzORott/brjWDG",
-	"8pZAeJSInG1TZSmYDsn+7pvtIzcBdKFCuvuiUxEaGIM6nxhRfmt/941L2cdG27WOaBK7CoZ9xFIxZzcs",
-	"LOvJ29NWN03qY478nTU9miXGYj5QyUqDe9U3oRda+tg+uWrdXJ18aJ1fX3VB5THfGN6DpjVnzASrmvu4",
-	"eXFy8771j5vj5vEfrZurq9OuVfOMIvdCmdW8k6Gtk+ZitORoZIak6BRSVA+nZWzlEuafshU8jZV1JQlz",
-	"bOFTy9aXqD8zFzjHmyo8MnvcEXiFSO6SdgTcH/Kl4yeD7lQOOysxs04l6Bj9Az4ADQSe2GQp5mEqwHcq",
-	"XzsCVmwG6ZP6jcvlZIAg4cSeReVvnHQZr3PBbsLcqU65Ez7YVGSeG6zCHMYOz0LXqNXmss8wqTJMm+wb",
-	"Ek81mGGOMD2pzR3eTYNawDYjI0h/Cgq0IdfwOXwKaeaF1CmMcMq0V5Adh4WFYLgmkWQqAPCFtXBA6YI+",
-	"q3UEpI/FdoG0QSVKvJeUKKjtgbTL/ADwjeIoGBDmrdRqEBDNRywyww6IuuXjsXmWCu/b2JSQGcBPdURf",
-	"JuDszHpJ5fNM1M4k9StXrYgrxxo6Iua3hiVkZSu39ht720FqQ7NrnDrkcB3wqHSElgOmhywhvWlKlmHT",
-	"bn77x1Xr8uai1b5pX591ydZr8oH/tn1ofW8W4Mo6AtsbcqVlMsXKRuDAIkoiV+IZa3FZbJ0bqSO6O+4M",
-	"WAovJGkznUyrUKCFbKVQSFBwrJ+pNCeTOZ4Oxfhgr4u1FNHxOJF3NM7lt7dPWfSbuZMUvTCrmiHMwK6k",
-	"GeOTOC8eVEJgdrLmcKIryc61st4M04Rci7mIheLa3F2WgBgx7dk5sbZz4mcoF+Cuv5aEphYGc9YeRbUS",
-	"riZ4qWZ1QQfAWBI5GQyLLDTnTfAdCIbvjOmAdcRQxlFmdO+Ceb2beSAa9br7cdsCE+5oPAHDuk0cnlFr",
-	"n8rOuAKAYgqJbolBIu+zOmUdsYKtPhc14apQL0RNmqUBL8C8kACYbE5UtI4JLHTlFw8PFgeY/GSQcLN8",
-	"bdji5Zhw/wz9agRsTXJRnvNtzn37Aey9AA9+KnNvBhKHoNwZnDgYEDx4FCRtRn+ipVZYPByKHZJUzHPO",
-	"vi0L40nlPK82FzFXZLpdIycaBDS1HJi+5WOfX2Qpsrhy7k4MmzGvgbm4N9GAHDIi+JgLAZUDUGhH40XC",
-	"XKFKs+sdccumNQJ0CcXoVCVNY6WyJYJKjBhY4TrviLRxw1JsDj6I9hlQLo7S4B+LnLcRRqhPYJcdgSlC",
-	"A3LP0qqTsZlXgk+s3J4qHQhcyqYPA+gII77oZCJCCkAuTeaQdAJLD8ND4d2cA9g9C4wCh3E6acgRBQsB",
-	"JntFunA+z/vdGoEgImrTpBKZdERm/89aCKkgPQaod260E9AbsIzpPVdsu7zOlk6mj2eAf0ZDPxveH5hK",
-	"XyfTfEBNWk/XZvYVVqhZWWSErV8reDUL+lC5sjRWeU6hKsKBE10ojBe6o10wyugwQ4BuNdDa7QzYWNeq",
-	"I7AoNVCHPNolrdUHiay4RVADRQH0ihtCZhfeotaTl7CY0czqS936YWwM2B6ITePeET0a3sp+345unmD5",
-	"J6zkzxOJa1ftKYJwYSl++eTKMMsTzUbLBWDvzjwbhr9DtKO3/msTx8xLvwSzdz80AhKkcLZI01xQt4iU",
-	"EVJCLAya/QS20kzSS6VHnsViowCb1tZSZL++f1QIG+dgLJ0IECcNVSlk5kPPpYscn4NkS4/0xkg2ixs7",
-	"lhPzej2opPuzMO1aTPnILx7hRb+A0c0+XSGNiWU27yiPJ4mZRD17uABSVt//50blRlcU6bxyozilXNRg",
-	"KvC9Pbm8aF4d/4GoMrQKnQu/KMaPiUzPztEcI2d2IZ/p4fdI25Kt/8o2htlNTKkJaqv5XBRz8rBk+SI2",
-	"KA26Aq2eD1T7geaxDAaXRgRa9JnhIaQvwfTqhF+ZkOPT5smH1ltrdEA/oa/9gtnEyMR3LPGy35lWMgID",
-	"X/u5adCugTC8lcF3ZAZ7h9FiRfCdQ9TBgqcqO3g9snGnbr2OuILK3Xi6EaXuYe+AjMxFzi3gaQ9Bzq2r",
-	"s6fTeQbOPQPnEDi3AvVdhcKBBxeV95+PxBVMv1mkqiN3ubIigRf14iSljtiiIgosKgDsgAFSTK6tfU9t",
-	"B5lba8ZO3BFWUJ+1HfpEyIwstRq6EDKgSx2xzG4Irz8eAXq2HD5Tns0i352dSyaebd/LL1asVb+UKJnz",
-	"Ek1itl4CvPSrfPX68jx3l2kXz2WB1o3TnaMp1994OnciRevzOGEKo40qdbJH/rf5P6fT7oZvogbb71df",
-	"UaMbhntR9Q173a/WaaO3G+5F++yg78WSfQ3Aq53c0fgScGLKKaxG6/3T0bDs0RUPb93fdncEHwx1DNvF",
-	"Put3PCmYDXav6rvZFNw7V3wEYWvz3ksf73mPPwUVeceSmI4vIMWF2dxbPobDNlFexDL+mdkmMpW9HlQ0",
-	"H7F/SmHG3pokcsx2LmjC1fzk7v4WfHtFfhO7p7uPy82e6TV/VvK/g9FTeXTT0fPs2fz6UG1wyfp+d+uO",
-	"z2ir0TqIIRyEpZQDMtNAOaiOMLeB/CUFI1vdPH3pBqTr7kp3G6CdEBdAugWa0e2ILetMH01izccxU24g",
-	"7lWiuDCUfsjIteCfCRvLcLiNIchE8/A2FfFsOmZUOVEgTAEGDiVgJq24GMRpuLANmLDiaNctnqFXNlYa",
-	"VFrTk1Gm3e8klBMI7TDMFIMOOsKCD9J3oFeITPCRqDEVRDFt4yeGMtGGOZoF6whIxQOJQfQ9g/wb0rBN",
-	"Bj8rsrVfr5ck5inTi4EpuGu8CRZ0Ie+YIeVzyOx80vnjGjjzS/gdUvA/c/D/4Rx8XW79XGrsf1j+krTU",
-	"mMoIfZkYsFCr2/ni/rmkshjkD3W8zXAlRYQkI5lAIAsgDXRaayx1kCpNp/OKheX403OpsB+7VNiSM7a0",
-	"Olh6dNCHYAE8mXRTWh9j/gmpP/PYZx77Y/BYnzA+k6fv4eteSpvWg7ZfpgwRke0uB2hBtBpSMbBeStDE",
-	"FGZNBOA0uydFtRgz0oWYMN0RBptpEz8o6sezGviReQT9RkA1ofIQ4CeZJajgHFEWRmnUVot/FPK+TFG8",
-	"hkv5JIriXp3sA/1sVA9Wv2j5Aa2ldj2zhGeW8AOyBEiMEfFnLexXzSIZcf2YOtgOXKb1A7KKXKvU8luq",
-	"xGHaYkwZkDA1GbGoRi7oRJnHlODlzj5LQTsz3MR8w55l9mcC/VMR6MCe8GeMww9OaYG8PCqpRWr37Wit",
-	"C4Pk4S3WtGARuR9yQ1QxIYSltWAWkSJkQUfY4kiBkSMwSxd4jNBRNjrCSCquyUCCDywLGAN9ADxXHdE2",
-	"E0Vyng4JcGIcGIDr18NjlmCdzFo9U/dn6v6TUXcn0jyT9x89+NXs09r0HQ7YMnBa9iLQ0JDGMQOAHFGM",
-	"kS0ax2mOLBqNuAhcPRULPs2AEbdsCqCGCNL29KaER+Wgto/Z2NbOufdTRkumE14OG8q249veyp8B1HPv",
-	"nxt3/r2H82E96A/MITERxzOOqaiRpjnYRIq4xCGHn6Y7+AjZw5rhCGKlYwpZdtrn60Iv0sE8JfaChprf",
-	"MeCTK4QcIrT2lCr9h5wk8BVfmbMFNpPQ4UEwf41sCvsI2p7Dn7MRrX81f2KMwK+WFSz13t97t670vpcy",
-	"vJ0vnnS1LHA5j+1L64WZg4ecDo4m/hOvBCLc8AmixyM21sPUe+vFHYMeYVHnNmM6ZBIeyklS6tXNk5mN",
-	"YpDt9d190PVtPOH1ffXNrm8OE//sf/we/selN3hdAfCjpzgtcEF6HD1NrZTlvuLMTwAFzkEXIXU0W31B",
-	"pemklJaQAGqOszAT88y530BQsPemdXbVal+0Ty5b63oJHyYh/AQkZrc+h8Z4a7UqqTl4ZFJju/qFSc4v",
-	"J2gAYKAQnzXGy/tQeWPHQtWrzkCkFkEH22wk76zqzYROpqBVdzVVt2B0s/UYXFtX0zHrYjI+eBtyREPe",
-	"Pz0dM6wFX3iZKyKxjOg24PTpHYu8+IaOwATZRnKxSf0CSN5HyVXrw8V5u3l68/G8/f7d6flHL8m1zaIH",
-	"CAqsmZaYmdAYxB2Vq5KbTGJ2RMIhj6OEiRQI6ZJ0JxPRETLVwrS8ZUi5D4vWBTJgWpH9+l6ZERbheE1c",
-	"/I92CVaJmoOFfKGIWXMU6OaFzaW7sjBozi/CXq+vkJHKH4QULMswYL48cruXWmHwmMAu2ALFbv8Xhfu5",
-	"A1FZZ6ifVoGf4hF+hp9+c5ugWXZMuQR0w8kzPi2DA1KNudIeRZslUHNBquZoZvdCBbniyPE07S89rioo",
-	"pJ17oebQEUVG1BKBgPSmXjfgt+kIoGhb2fx8Qmez0S0mGZBTdCHNOOVKFyiG2lDz+tcXj0wcVjSjoyqY",
-	"RP2YHriI1oRY8n6PQ2mumQ8qJ+JOciOAfPJvsbVQLpZeioTxa3rbaZLQ6dyE7AJyCTxf7u9g7px/mYns",
-	"zyakUUuv+Iaa1qSEQLzLaVFGuCBGgCgOPZM38NrbXLas47IVp+kvzKGEyMhlQo25PZDp1kk3EH45h9jU",
-	"yMVEQ1a4lJ5YHy8IL0laAs9iSFPszwpSSUekJIZcxhMOE5b3wiec4E/BHEQ9Ruzu2NroWHZ2NFHa/BZz",
-	"zcyuptuLoZayn+aY363XbVlYV5oJxdCO2Nrf3S2JgiTN3ICNtOfaatTr7opDOGZH2JocpbGTFxM9K189",
-	"WMl9ANlbVVWbIXZPoP1+6+HPkRkDl3Ub8z08wyhXhlG+M7fjZ2AGcBwKhmrqy0tbBalsRokwZ4Tr7SUM",
-	"YiXldsyrt2y6zKlcpP/mk5RcYeJ2xcKEaVXuIW5enLw3vWwoiz1ATBrz92y6qnRkpvUsGn0H0ah5cQKL",
-	"759odzIfQdIp9SEXTcp4gI0o4nKJWTSaSyvtZnMEH4GFZUgVVMdSWiZldmT0fOHpfwRPc8jXdS3j+f8O",
-	"Mf2+qRjswvXeK7ZP66z6hh68qu6He/3q62gvrDb6u2wv2g8Pei9pZuIIeSWojBPW558rhxUV397s93fp",
-	"mxAW8U7e+hgw3Ljcaze3f+7e1f/5n9ejxudX473egXgT7n+TNAqRozhzKUyQeSVx5M9c/ifxXwtHp8rJ",
-	"1Dr8dufLLZsuCUP3CVST2GMPdlMgRn3Ez1qFzbxYI23zEqgLUHkVQK5CVuW4VgJyNe15pGm5XRAG8Mwf",
-	"v7Vd0Cz70sO3EY8sNWHb7l4oi/sryaoJZ/hR0x+XXppNimnPVvtwtTC3MI9ojQvFEt0NbF7RGrr9sr/x",
-	"erqClVlKz47AjJTbWOJ5YqveKbKVK8AdFCpSb2fFvIOOAMSu2XWb0z5fOjtIK8mZLlxtZ5XPlp8WweZq",
-	"fm3kdLvT2siPUN14L61u7K+cV9zY5viEksSrZPksljHOMjo/1zH+iesYl1zC/JV5jKLGRYK2VrHvVagQ",
-	"IBbmU6GrDFBtHXv+rOU9VJuEiPlJHFvsCldeLbfFALJT7H1TK1dmuP07OofTuBDPpOse9WXSouHwBBVt",
-	"fDain9sIqEmjRWTEmlghQ/nPrviIyYkuhJ+Aq+hEvIMq+O6hnGggdH9IlbUxZiLiYpDrHTIjQ6ngtnk/",
-	"ez4R5d05NP0HLk7K42G8pK/2AehyrSxZbO55bjhq0nNGPazAaZ97IBVb3YL1hlLetkQ0llxkc3yAPuJ9",
-	"dDa7luujX+zBWga3s2cYL8EzIf2u2LvcXni009CRJ/MM+dpI2+X30HOPCJF3LEmhty/UEdC9jtiSiUtz",
-	"DlkjA0J7igm9ba0uytWHtkSRNAHfF2FKS/OwI9CnQ7hKK65jgWH08JTWCi8lpA80xvgksLE7Q9J2Vw/s",
-	"mhnWU8L7HpX0u3k/mPDv/tJUvxya+MvxAXMpnenz2VP163mqLtfjO6tI0e7SV1cQpxOI8SrymD+uri5u",
-	"2q0/r1uXVxZ5RBNGhiyOiJYBGQOC0eyLJkOpdC6E0TwoOtCnRLmCPvJe5LFOwO/mII3O7VQeRTT/15dK",
-	"b5IoXTlszIvQOsgZ1Yfg1KjQMa/ZRmqhHGV8TV2wBIkeBHKUEie/xQdgkHILsKqP7VmC/GEASO4uwq2Y",
-	"vdbFq7qpYPkA8rDzxQxtoZX8mMZxKjTCRDC6g8RSDFgCRARbY9GRy/FDqCCTsbWbUXVr4bhK8zgmQxlH",
-	"yiYJsiXA5uV1zd+A/9Ho2l+Q/VlIbvHaoO3GnBcp8Mg93aUJyhG8KXM7JJS8PbtEAN5WCik72ENIWUBi",
-	"2mMx4M1ipk37QUdEfMC1CsiL6gswxL24eRGQk7dntoIy4wn5LKpVM8XRNmL3yMkFoVGUMGUacMgPSsYy",
-	"0UfmluCl6aclEMwPNfIBq/ORkCpW5UIxobjmd8wx1RKfgl3P+S6FsrJcy6GMIY3jUihjiThh3uVigHEQ",
-	"QFIGMoXYdYFNd0marAacb90Zrts9IrQjIMICVGFtBRpbkDuaJLQXTwNYOFRfYVgscVUF/VrfeZSfLeid",
-	"KU+2AIPZZJTLt/Z335AxVbojuN6ukfOJrsp+NQG9+Y7GUKxMRKRHLfFHVKKhnPu7u360R0cA6nCOVj1L",
-	"/x6oU3uyT5n8so5KnRvTUyrU31leW3VJClLaAqnsWZ379dW5DZnZWjIciFqLVbwhkC9PGnuhiKFdMiEH",
-	"9T10iraZTqZVsP+kWcPQxZLX1WYpufXZAuKc0XBohT8j0aVaYUdYtdAIh0ALuQLwLSQsY3rIEjMaIaEW",
-	"4xDMkDaHgBMRVUdkDddI05Lpy9Prk+PWzfn11W/n12dvby6a15ettzd/nF9eXd58aP63m3zC7PeRYyqL",
-	"NVSyroJ6gfuwsYI6l4Th6K/NcpSSq92N1EsY/qrqJa6pXU4h758VzR9A0SxuyhMrmUNGYz38az5gRKh7",
-	"liiIvMCchOBwSGTIlCKKJXdMEceWj0g4ZOEtlACJ2JiJiIlwWuqs/cP2u6lgkVY6lbers3nsvDQZVczv",
-	"WA33iYUTTJcHWGpv1+6YYMrX/nERLcmHWJpVF5QJciGVHiRMIZTdxb6g42ckwfCOATuGanK9TSi0cARE",
-	"Py1Em4s67lMObp4xBCr3JhpIMmorLElkYqj9kIdDI6xbcwBsZWK4nByU7lgb57Vxhkc4IZDpwU4cNy+o",
-	"aDv1bDMfd29hAjXv3s4Z9DiRvZiN/lbqF9IU6LZZT9joQ+Kmka76Fr6l0rQ3crDt1eQ9qO8FFc01YIPO",
-	"XDsZ3muo9Vgd7uwoiKeqRezOjUjtCKmr+PrK63GB35ZnXssuKYkkRn7Z47X4Dpil5HMvQf7DL5UeowlL",
-	"TBvA2eCglUWkj+gtI8nEMOhJEtulONzZiWVIY9DgX9df14E92k5nxCQmKFTgw7p6PAEvKJikiuVfVYnB",
-	"ICWPVRXKsdHFExYxoTmN/TZSKGG5yQG6fJG6fYSXFUO98LwCkLs1opp6TaN7YLbdZo5HoLF/bDTlzLxh",
-	"VFrT4axo57VfZCHlM0gD8PwwPjeRLN654O9YGutMtgD0s+0v5UwsTvmuQKd+JGW2w3w0mkDFC5fDwZ+v",
-	"766dbdmWR+ZiEJB7qsMhRklGvqs8S4XjNeuVR55t9a03zGQiyotmoqXI5Z31ms68rbMtX/KBMKdSGnoE",
-	"FTqtk9Rfj4gZHoaRy9mxt++VNGr4WQ76p8jWJdzR6qV5iChIf9Ms7qy8KUMVELLmaIT3paURXz99/T8B",
-	"AAD//9dPdWulywEA",
+	"H4sIAAAAAAAC/+y9+VYjObY3+ipavt9aCV+HjZlygH+ui3RWcYoECsjO093Oi+UIGasJS+6QDOnKm89x",
+	"H+i+2Le0t6RQ2BEeMORQh3XO6krCEZq1x9/e+0stlsORFExoVTv4UhvRjA6ZZhn8dTTOlMzMvxKm4oyP",
+	"NJeidlC7GjDSFeyzxhe6RPaJHjAyytgdl2NFRvSGNWpRjZu3/zNm2aQW1QQdstpBLcZGo5qKB2xITetD",
+	"+vmEiRs9qB3sNJtRTU9G5k2lMy5ual+/RrW3rM8FN90fJ+XjuZfZbT+V9yTxr75QhCd+GCOqB/kokrDB",
+	"qJax/4x5xpLagc7GLBxbX2ZDqmsHtfGYmzdnx9YWyUhyoStHxnoDKW8Js+/NGxbL21pzUJ9ZPJ63Xsy9",
+	"MHc4QSvrjeeEKt2+Y9WrxBN3ilKqNGHmXZKxmPE7lhzCD0pnjA5JxtR4yBShfc0ywrUf+4DRhGX56E2f",
+	"dei0fvy2VjpeLvTLvVpUG3LBh+Nh7SA/fVxodsMyHD0fcj077nN6w4jif1ae9RS+C3tOWJ+OU1072G9G",
+	"5txjr3Dq/Ri2S8dwGQ9YMk5Z1QIq+/u8/VR5G+tt50eZ3aoRjdm86wgvzBvOfdDKOuP5aj5WIykUA7r1",
+	"C00u2H/GTMGexVJoJuCfdDRKeUzNOLdGmeylbPi3fysz6C819pkORynD6WjK09oBDIkpTXoymZABVYQK",
+	"wrIMyBf8V9UO/vWlNmRK0RszpOHYvM0IJXaoMOGD2lY41a+foprSVI9V7WAP6B3XpuPasbijKU+I7Taf",
+	"6UDrkTrY2lLpmMeskbA7N3y1xfGjuvvoa7hy/ytj/dpB7f/aysn8Fv6qts6xBVy/2R10c+eKDGlqtoAl",
+	"RGaklzF6q/BCQksN0+WRFP2Ux+su+HHChiOpmYgn9d/ZhNxTRcaKJeSe6wGhJOH9PssMaTBbUgvX8U2+",
+	"jn4wyy1g0GfsvnzsVXQNK5yJhp+UHGdwQ8wsGKzjO5n1eJIwseZCmg5yHkd6LJXiRhEtCRVSD1iW39DC",
+	"Ku7mq5gPZall7PvXH2vttLxlggzphAipiZbj2CwcV37lYMWOhWaZoOmaC8ZtM/5+uzXZL97QqbeWuqB2",
+	"gI+xLpdyyPSAixvSpzw1N1LgVWTZHcsO7cGyZ25AxQ1LzOqZL+xqAbV4x1marLli28S+VUUMM9Y3d/eA",
+	"bDcb5v+2DS0ZZfyOakY2Lt4dke032683DwlNjeDGNd6Ny5MPx0ft69+urs6vT8/etq9bJydnHwNaOs7S",
+	"Ig3d2ZmloX2Y4UoUFD95jF1qYfcBkSQ0jtlIK9Iba79hPDabZRZJRUSZ421YjBcYP1ycmO2lfs1okmRM",
+	"KUOFqSByrHtyLBICUgYZGbGJmx7MQ3VoRKhsYgdCNQG5w+yAYb5JeBh+zehosOZh2HGHQVWdhrG4FfJe",
+	"ECETRjq1z51asKU3ZghbLLlhaqu5pWXtaxR+G0/ilB0QSuqdcbO5y0jP/4vOtGI6UIsPCLy82gHBTx6L",
+	"vEFrsCFSE0pwVG9bv7qds92bN1KutGOCZovNhMMdPBajsX7q62xObSxFPM4ywyvJLZuQTu3LF8JN7414",
+	"rLQcsuw4IV+/dmokpsJMrIeMLr0zhGDIlTK0y4x/5rNgI+GnxVuIr620hbblR9pCaI1sGKlQ/GfMxuyF",
+	"iuB2BtJ4RO4HPB4QRg374vGte1dtkpTGt4rcDyjShILqOr3UGaMJtm5eNU+4Jjf8jilzQrSUxLD4Q6uI",
+	"+6NDNcHlhPNyKvU7Qx7WPCslyjZ5TZvJLn3F6jv9vV59L365XX9DX7P6fu9l/Cp5zd70m9tw1PswgFDo",
+	"2Mu39jR4YYltFVLX8fXH2NJTiVS4IF9cSXlCsxv2mKoE+xwzliiy3dx7vf/qJelNNFPhkmwHctg5naSS",
+	"JrjFMJKllkZLWcfXH+u0w9ANNTKtmmNIQ9nDcTi3aO+pmKy5Zv8ZS03tYhnyQTUZSqXJdrPZJCMmEkNL",
+	"4C4RrpH15PQi0Af+KLSz3PJB33X/zWPrA/dynCaGZysiBXOmj1BrhgEosuHmKbOOUFpmLAmnHAVXsPAH",
+	"uWOZwofAEMmIZR0BPCfy1ElteoLiuzY7rGyfdrSK9KnSbssNA8qoZh0hM1CKzcEcUjEhXJB+ym8G2uyU",
+	"FDFrkFOUPUGRs6OnwoukHUFTQ9cm7jcrsjZI94LpbFJv9TXLujgkTe4HLGPknnJtmhywdKQOOsKMHlck",
+	"ySgXyghR3nCliFkQNYigW5COjSSVsT5PU9XoGOUG7UZgOQh6nbVrXLJYigSUKDMG0mN9mTG8AnSY763R",
+	"WMzONopGznnmHXNYPgg61gOZ8T/ZuvTZ8dkeo5nZNqNIFSjudn45Ct0udTXG4RePRHdhiJZ3ot6nDVfk",
+	"iji5UWYkY3fy1squHwS9ozylvZQ9gqpsSRg38rmaHBKdTQi9oVwQNZCZTicFhTAgzpdWjB8Hw1l2Ef0H",
+	"j0Vc8lmYK2lmYs6qpresoBcKeX9AhCQJ1bRHFeuIWArBYiAbsTnJ/YwxkDY5UnhQKYwASrku3ulECnbY",
+	"Efl6oVW2cH0f55ZlE9MndLLSxfKLC123jKrJko9WgAGfRyZHLNMcbYeaqts/DDWZHVmLaEaHLxQx7yDJ",
+	"iQglKdcsoynoVYaQb5uh7zSbyNVhGeVYEyCu6pAII907on8JJ+OFIuaEo1TYmDVwRl7guoIfygyupkEv",
+	"lpnvUavOLQTQ+iER4zQlGzIjcsi1ZskmvqeIIeDmO9O/eQlvFppiZw3AubH2X8GSffKvyt6/GZrRWiP+",
+	"O5vMLnScMapZ0tIFC29CNatrPmRlq8CTJazBzrr8ZfaHkSH7n8vXr88zNJlkNNYsU44lKxZnTEdwkVia",
+	"GsFbETqimS7dKEui5sxqwdpGBav4Usb4cC/glaJdHZbDTz4KFj4cbtnWHdE0ZRX+vxh+M6tEHWFpEPMD",
+	"TYZcgFwgJKgpyO9zAeOQ0EDaMG+Yl3vSqLTR1CGBxkoGkI0Z6VvJBTsEphFsSU/KlFEwRt6yyUI3BWmd",
+	"H8NYxool9pYUOjBNT2/F8lsJc0nTsz7o1PNIPK6596+AEjxv3E4ZzC28VaOvGK3b7qmDhCvvFi+cSvVJ",
+	"+RhOt7iRa1/dlIqF3NG8U3oh3BUwL5QPX8QsvbA+pAeP3kkIX2pMGIb0r9pR6/SofXLSfluL3L+PT38N",
+	"xjDvGtvmSgecGwdK+JRVk7pgGOyGwvD9QCpGurds0nVmGeC0XobV7LMm2Vg4CZ5YCcBvf9QRhqHIkbn6",
+	"RhUwnAs6wusPhgllpDg2HKVG1pZ3DE+itZbgfzIGjpyYGQUonUROueuInX2rEEd2iIbva+m1v539l5uR",
+	"NyoZpUAQUEvQ4GGtK8khPIS+HAu+H1CN+oI3qBBwJ4Cd2oxRkI29nZ3caLLZIMdGzUI61x8jA0DB5Lx9",
+	"+vb49Fff+kCmCeg0PRrfEnSyGG6BqgfwDTDgOf3FLKkVzsaZsLpI8dzdsjnb69fpkMQDFt86A6H1LWnH",
+	"wdDOaOa1aciAF4ErTHdlBzst93+/y+QQxZ3tZjNqNpurjWRaWIMTn+kLqitknFs2saISvAiqXETy4zil",
+	"Qkdoc0NTGX7XG8e3TB90RPdLpwZKbO2AbDca281msxmRTs1oybUD0qkpEEM7tf+3YwTMsXnT/N4bZ0qb",
+	"N8zH9ruvXbKhGCOXbvRw9GhPMaE7Ar4Amdwqn5sNcrTcKsE5RKN2YA3c8qu01Wg0NvHcBIoNdFg72N6P",
+	"zGzMPsJUDLeHld1ufp0mN+acuV0uJTcgMqAkF3jWaZKArYGm58Gx7dNUsemT7Aj7NNRnyIX7e3sRUYQ2",
+	"qoeXY4QeNsQb5waZx2N+dS6AB01oTeGuVK7DYVcvi8ONPGxR4kyK9udRxpTiskQSe8fvGPqYFNnAi0IG",
+	"cpyRhE7qsl8fSqEHBP/XPrpn7BbtTop/xiugrM4HQri1Arh+zHvWNfZ/J5SnkwZpf6axTidOiSqOEagt",
+	"+FzvaGqVSUNtVtwo7lwq5YtVJkJFtc/1G1m3DzN6/28lReOC3r+3PpTghTofjmSm86vh3s+9IEzE0jCU",
+	"LXj8FcZUmJU9fqj87m6/3NnZW4QjevC5NUw8paNzmXIUOeZdkrPCy0Z6o4bBFvBP9rTNSuujjMuM60nh",
+	"7Z0ALLW3aIpG0fqnFKzQQu3D1VGtTJQ+bp22iPmE/GnOE3i5MikIy08UyAjUnKqpg/Ryb6kLb3TyaQTj",
+	"QmHyESlF6RiiRfT072hAfnpiOjX2RQTtI7rHHezyYeMDfCHK9uA5WDBS16f5yoxkSD8f43e7cALsH/kB",
+	"oFlG4eiPs7REhBPE2QbJh4uTWfLUfPC5KnZ0JtIJYmYKvsVcIyhTa5/yKJrliNzqz9lj99E3lDbWUDIX",
+	"6pfW5OJNYcvZAuz7X6NpfRSNUiW20wFYykXMDtGjQjiYexsLd8m2ODv4T/nwpy7e8vOY/nD5CYGtY6BY",
+	"fE0UvxFGbcJXG+SJ5prfp0cxWaLQri0tDUwbAb9aTfBc15IyHiWrTuKJLJJTa+MWomihzIdbdrHy3Tqn",
+	"N2WGG0fcl6Lywd5/naXkecADkJiVTOTOPR20MX86wYFZ+wwmq4oeqx3Iu+qzPbUKU0EXd3M2vnx1Un7H",
+	"ssnljJnNmmJqUe1t++T47+0LMLi9ax2ftN/OGtuMGG6+rN/RzBxFZZpwjZ+j67uWd2f/C95R9+wdgC9r",
+	"hmC0k7KD18/ksPT6aVn6+H7AwhX08vDUCkKz0EjZArXR9PUL1fHASCQrcs0ACP17qeEJbRjdKZB2l6Br",
+	"D21kioublDkrXERGEKPBhock4UpzEWvnWKSkZwY6Lfzs7z+ObjY1dudsRUcOmiYBKtCF1roB2/hW6pyQ",
+	"+hdwblZExGg2BGOhcqbGyNkYiZBEpVJHZCw0T1HCM9f/MDej7jaNwq0INbtDNroWVts+/eND+0P7+vTs",
+	"6vqX9ruzi/b1b2cXx/88O+1uRggiBc877Yi9ZhOcmgrbBy2/Qayy5IAbCDtVJBkzj/oAi9RytGldbe9r",
+	"9TXwIVBwHx4mSK7GP2buX0FT2HZifbWy8AMri7gAn5ZY7geu9FPcaXKZQ44ypseZYAnYzME7Zv4RESWJ",
+	"GA97LFPklrGRBd8m/IbrZ5rwQ9GE4nJANAE4QsbZDRO6Qc6yxOwi+FU8jwnczn3KM8GUIjTOpFL5T4rE",
+	"0kwJzI+WHy1pa8rG4ooPmRyXKi9ckWxsFO6E0STlgkXEcHBwR6ALY4OSXyVJxhnglTYPHIwfvQJjsD3F",
+	"4J1M/TmOZZawhHjfotkQ8JEBhBg7QmeclbBewDDsOAngo8DtJ21c5UBmmmXkngvVIM69NI1HzFtwCB2E",
+	"Z25Qsrez48awlb825W3a3h/Wfib72BxSlxQkrCIdgxeWnELGRimdsKTS25XHv1kUlHcYgbPWgt4O8S5a",
+	"F5PM+A0XNAVaUQ6IyP3U87gZQHqsrD29fm6Wvq1gMvMWzjOJ9RbuCSaw1Khh39fVMmcP0YyyWao9lo7w",
+	"jgmdKygzI2PFMPCHWw2ETFipUmBO6sfW8dX1u7OL6/bf26dXGOFjjiIGcd+b/9FysV2mGG1ujQSu48rZ",
+	"X8lLhgENDzAQlsTFw5gBy0fLJoaRGX1+07CzA2bcl9mUHrM9a28cUa1ZZjr6f/7Vqv+T1v9s1t9c1z/9",
+	"7X+VckGE/ZcZjyfkvy7PTpF42zHJsR6NdYO0wOtMhowKBTigxlPLLMs6aedcfXNJUqbXg805HvpelUb4",
+	"V3wfsHIM6Vxs2lnaBPcAkTYPKqI5kiUqiqzO9NmbkF/bV0brliLI5wBwGjwbKVeapIxCjJA2Z+S7SLQJ",
+	"7nIV5nJEb8CNC2QDpRtFNiqnBmLFUoT2VCbsAtorNeeZcZ0WbHolKEf4zSEzBPtcMVyqSXfLiRFbuXtl",
+	"60tA1L5iaGLXAvQAuNTFRyDEA/8eEoqXduEpDBjm7MDzEBGkxH4JMRCDZpolIIvawZiVhRMWgMXca1b2",
+	"QKxyLn+ifrQyJjJjOpuc9RdkJUGRxuy+ed+Iq15wtoHPsHCHFmYDQ6eCyCzhgmYTI60u5dqyc1zFnLqc",
+	"8OHJnRNA1hR1zYdzvQjrG+lzmWgpi8D0qAJZMF/VqEDcC1TaUdy5zOIxzPo55/k+Vv3poxAYri8+nJ6i",
+	"4fro7P35SfsqNFxHAXz0U8mxgCD+tuNaxRXyYbtlWFog1V8WTM6manENlU3MB45Px0m8bf3aIIb8Wrh8",
+	"xshY8P+MERnHkhsGbAkCOsjR2enb46vjs1MkqUM6ITHNsgnpGgrZJVqSEY9vMbY9oyIeNDriPRv2WGZN",
+	"EaZ99pnGmmzEVLG6YkJxze/YZlQMHxqBe8GQFfzIIj8RoemsQFxAQEyf35RYhMhVWZiejbn3AplCrfiN",
+	"14qDyPTNyLzWEYWAUAzhh1CbiWalWNC4CPmdiyEPXjWCTXLDVrgtCYaMlvLLpVsxm1/Wynx7CZo8nA0D",
+	"2S5XgRkj507WkqIHjGfIqXLbCZ21nGzgtuQRiv5qRTkA8/L34/Pz9tvNlewsK9tLIIA/pWY6Y5EyBbLZ",
+	"gCoHUt1crCnhXnz65rLcb4ymukQBBtSvqhZ1y/xg08QkZ6sLvPfV+jqk6fpIM8HFjaoAw1g8OxXqHiIj",
+	"kSBxfZCH4cNlVETIe5uZRLtfXNIOm9vght8xCzKmxIghTMQsPCU2+YaNPO3zmzHCFEZUKaaQmJjOIcCV",
+	"3rHEdOjtOwdWIAMLWmjKNJdLHYt3Nta2J+9sFGoqtcqlZkw7U2+dH8OnLCMb1uD78ezi9/bFdfu/r9oX",
+	"p62T69b58fXR2enRh4uL9unRP4zyYdozX44yGZszatHyetPlM1CGLNLUNq2AbivN0xTDEAtSelEvbpbw",
+	"stBNMks1gJqUqI2GSP9gGE0L2Z9vCSgXihfRVAibzEGVeh4dTaW4AUy5YIRqzYYjjEuGeIOi0RnwtkOe",
+	"ptzBcCELDbLDTR+YMUPgDBEqo3CHkOVBCvK2fdL6R2mUnC4NY4SMPxftPz60L68icnXROr18d3bxPsol",
+	"hAjbjAjYZFpHv0VTJpqIXH74BY73u5Ozj2ZiV+3352cXrRP/cKkYBSXx0s9kYsmYORIsIVreMD1g2WJi",
+	"jeB6eKeMaAVa6swJtztXLvDHA54mF+OKDI9UE3gBOZHNwbdQOYNPXHBsWcOt2QX1ZjHzbR6DCvlZyBUz",
+	"d4imkY0m0k6rPCjqpS9U+GUUmrZcDKGhyfd+aJfjfp9/jsi/JUenHnmx9WK5OT6Gtckbi4rL83Ew8UO3",
+	"iuohOf1wAhPAeGD0pGUMbsmHq3f11/CXApsOVeTD3969e/cWRVIQaJyX7qJ9dHbx9vrvrZMP7ev3rf/u",
+	"2ga5JsxcPp8dyAzZp6VcbMxyVqpZImI3wIdawasRdhQIxS4SzArQDdLqiDuajm3o18Lxmy0eaUIVhuVg",
+	"tLwZroiNuN6pHZAvnRq8DLE542ZzNwYXGv+TYRooCN3J2B1n9xi+k7+ERiYbUGYYG/us8aNO7etXG5w+",
+	"vUrfhknMouzBilty60JPd0q10XxAngVjDhupBs73lk1wag1siWzcD2TKNg/d3nTErEZz4QTdlN8y5zo/",
+	"gL3riAWbFyGvGNLMEFS7A56wdkR+FL/HMi827iy8HcsZewwNz+08jrstzRYCy4mj+O5e+jPhSE61cWU+",
+	"c3kMQ8oCg+rTW1KCdV7eiGK1uoXmlDObT88n+y0ulQ2rK+XEq2MyB1JVEF3zi+GcMRVS8JhCJPfwgKTS",
+	"KCwxVSwiQhKdUZ4aPSORVZkIMHfPOctQPCsOTo4LqUqQPjwIHzy1lTCzsu4ju4Sr4HvdnpzTcVlc9tOv",
+	"IkYufRCap2XcnqE2CW8BFz6YEZNjmqY+xhqGBdHDDqTDinbqldc5HGDpCk4Hbk1PwUgjmJcukUwZ5S5l",
+	"PnGlTSjtE7tbuwr6pcCmNhZG226Qrrrlo67htky59E6gv3J9SLrwQddnviuouQATsVfZNOIs0aWX9NyG",
+	"aLgP3l2027Wodn5xVotq7dOr9sX5xfFlu/JbuNyqGLowhdxNZZlkZ4lM6B8BxT/PxGDzrIxSCmt0M6YZ",
+	"FZqB3IS/SJkeQD4GHbhVqJiQnswyczAb5BSyw6BKP6SfL3B5DxEEAk6ae3/opEwxKTWJ6YjGXE8K2CWI",
+	"TW7Oz20Or9tOlpozrZiw0S0H9I4dgCQYM7xVwcTnD60UW7V8OM5U5Pi8D3yQ9kNjIQLz0rx+irYo8yHj",
+	"N4MSavUbGJiYMwkGoDQ1MIqBPRuJ32Sy4S0+PCNwXNUmylyYdMCdJnVgNsCcbpmhT03aj3AsqkE+POxY",
+	"LcTkFhwJZosKBy2yl8wvygI2sPgIQIY/hRE8wd8VrlFIrEfx4CqmFekxxROGRzdIu4lW+Y0hv0FLCWk2",
+	"m9uviILcjXrAhpuHSARcgCgmqEN7HhN9mcUsAYSpNTJ67J3LGUHB9mCTCRXpUDIdC1IyHfcLQO/TNLyd",
+	"L8KQP3UY2MYFu3cW9TD7xcbezpvNklu6+J4G/cwOMXcaFokHmgtlxiKS8jtmeEnCQJS1rDFjmglY9YwN",
+	"JeQpGbBhOBEUI5aaw6Ip9GXWpojGKplDO2VDc+TAmuZMTzADww8lJN4OcZte+1dGu6J5jpLcvQ2brh5A",
+	"FE3bLVQSSkYKmUqVBqf5pDGkn92rZt+ddy1hcUozFi5lkDdS0bvpNd2ZWdNlRlm0DZaM1ZooES6GL0eG",
+	"YlkzZPSYY37Z3Hu93LC9YX12xGB3n0WlgEUnyJlzmBsVQdQDUPSqJ2HRUF3279+kKjsITnBGidN6NKbv",
+	"3y1jo2nKgILz1JWKCPsM0Ts38Hto7O8xn7Rz5jAvZPAYa1Vx61x+nSDb6cwMjMgRzMDnYZ6eQUSCnIMP",
+	"o3KeHr2lkzI6RyeqnI+/IANuKN3EW7o2Cm5MhLNQkQTuSpvblcaa33E9iYhME5/RdfMQuU1vgtwnoJRj",
+	"0SAtZGzW22SY+0Eh/xoQrIwnrLAMuy/3l1mCbAJLeAH+7hKJMV9l62JDoolgqbEgGzBiT0MhdaK2nEgK",
+	"tmnxlHKsD3PIFZBST1mj0MNmjmPk8PR6rKyzjVtfRIO0YYXgKnCUaYzqEWhj5gPaQ2acyD+ZQAioTwCI",
+	"AH67hbn/n2UvlCtVcPbh6pezD6dvry/aVxf/uG69u2pfXF+YJ5cOle0kYrCIotXtManBjLO5mtyGHvZp",
+	"chuQVMRTuesE953pIpsDqiuzijs3RYB3t/d3Xy4xE6d1vufieDbdyUy4e6bNnAz3mJ6LawjGDiBI0mP6",
+	"njEBSip8ow4J9bmN+ZBpsLHOncfrl3vLT6JszO6nUmocoSnBQlS4iNNxwpKHCT0LBwmxUR6cVCb3lOt9",
+	"gejmXWiOWCOZBo54j+whlkPITrocmXauNgT2dOwgAw20U9tskFZ4ZbjPLD0tOKJAqSxScYbiL7lCFezp",
+	"j4AtGfFbTDwJKlurZab/MMakxj3nsTstx9qi3AJkCHx02VgoshF6SjdnpRpgrzJNIustSNkdS73b0yo+",
+	"vj0Sy7EhmoYSgwvVOoiV4UcBWcEEhDpjgO5R417dufQUoem9YaIIjrBaVOEimtua94iHLM+jznWEozDc",
+	"1FpnkJxGloOYwRX8wwEjQXbxANXhvpjcomT5j9BID9OfqgW4UKJZ+r4vHGYpeKTcCW+dS6VKZWALgg0w",
+	"R8QwAZB0LQq3DHqiUhmkhV9RK1rN3hBKlcVLXNRVozIdOyTec7nRlCpWqvOUMeZpLaNya6a00pKTNq0F",
+	"lNCCEjJfIsdNS7dlhuRzKdMSr4i1TpVoICA+DSOi4cqHNqvwPIEl6CA3bqVQ3A296GjbekHkvQBBMoPE",
+	"5OWpI10DS1kx7ckObG05XQM4PFTlQVPYxpSZdzwy4mMh8+kydHtx/Em2ghl2dgLFzDdBs+v6c/zC5iOM",
+	"8m1f5MBxGetnJ/XuiLzZ23/lOT7m41dlhjBM1P+lAoWhyrISsjSpI8dyGfctUM8WEvyvy7PTOlwjltXB",
+	"8Y01lZYMLQmg1yWeUC6UNqpc6ZhncI6FzHU6ZXPgkrNoHIUi64eL45CZ3XIB5VTt3BdjlKwbGvufGxMJ",
+	"Yk956Kv1XR8ZHlwiTIIUkbGUUcUI5MjV0smN5UfXV0hYKeNSSvlwPad/YAOujHmcV6spyE48lfyYaif7",
+	"LQdVekCyH65GVMeDd5Sn46xMGsTcNZbXEpljtFDjhpghlJeoJrvlO+N6WRNENT869bHi8FKqdHvp4L4w",
+	"+0CFCWTJ6CVYyYeFLwWHZHEI05KFgVFeM7pv4jf6QRFcrsErHt8urEUMnmV/rrgPlX1KOE4h8Duq2YTb",
+	"ZwudiR/9i98tMQFfOvzKQ4b8gY2KFLiEFoR3IZqKtw5BGSHhDSnq1MWfoZThWs9lHo+BRso50fcBI4Wn",
+	"rDQX2dFJ6/g9AI/eHl+et66OflsluitEey8Kbp+WClxQ+L1ATxAZQTtgIhulYAPOs6WDJdNFBkDBVTRj",
+	"/u/NQ5fZOWV9CB/GeKjChwD0VFAUqID5nlITaHwr+/0jyfp9HnNbqSkQmUs1vByU1OeCprjWZSwtRI6D",
+	"xduWIsEgD2W/Ixt7zWZ9/82bTUsKKSJw0DrtnTegliqmI7DpoEsdBE1n3wFd3FD1hGz0JsSmqLFmkr3P",
+	"n4HKQQoOKhL7eP/zZ/fR5nRoBE57/82bYBH2mlVoDWuO2mk2ywRPrjlNnapaAveZqluG4Fg4I4d5eb1B",
+	"KRQq8CaWFSXAX6Kg2dx8OS+EwHsocwvMXEOGWYLK+Tkjt60cheZeSxVVOMOIYHFSwJsXV61cWp65/s6Q",
+	"+zhpQmfSrD96EoJvn5t8scpruNEf88LYfQC7edPJLkEN1eRBAoxprFp4ga6gE+zPXPxbPhpNdbaS3FKd",
+	"V4V91u94ZjWcEgg++2wHoyWMxycP4KnFHa4zLNv7FR9W5WiAAewHLhOUZIW8JxvmVk0KQynStuXO/jQR",
+	"e6xU8yWp5eG3dTSW+cpBmHj+sfLu/sgiqMvjWyRewTrMkoUc1x6IrcUd93sYbFjhokyf2+BCF0nKKkhj",
+	"R84fQzL1rOH7CKaXTBew7A9LyOjx7lPODIQzG/lpSCfkRvpKUUAXbJEkrLNjY7RdhaBmuS2hFKhe1unI",
+	"yHLwBnYI4fKuuo4aMeE6bDaazUKnC2HvUwtdDV6vWG+frx7xxcuu+LTcDgbvIKAXAYhcEIASYui4vBcR",
+	"YalCuCKiTTZJ4bORlCkgz61NvcyhvTrY0KaWkhlyIKMKhIiXR7GBz4USPmAAq/ZfAf5eveci7HqJjucC",
+	"ENfqf6mJz4OBn5o+MX2qD2R4tI7n4xlXnPhDOl+Em1llCGUow+VGMccju+rmr9r9AiThymdv1f7nowC/",
+	"BdVZjGt76j1YAr+1yhDKwVaLh7EK+GqV8ZSAppYfzHehhw+LJ1kMqXrIcX7A4Ofglr7FhVoMSfoGvHwx",
+	"MOepb/WymJsnJrFTwm3A6kul2fDkryS95kU5D7ylrWv+7M5kFQRZvjtiWdfFiKVS3HRENhaY+cB/D2I3",
+	"vEXFhNxzkch7B1aDBiKiUg4J0DdoRzj9ICOUYDnCvIQrQm+LxVtNXzgiMPty3RFYD/2QCNNFIDrLzPnu",
+	"MKyxQU49VEQwsiEFoR3h9/wglM8fUqRzdmOXUtCuBgyXzjp4S1duxDIu0TCbMqpw11z2WCxuSjbYHRPp",
+	"BAvXO3/x5kNQ/lnoH/ETxe0p9X1kpSVgL3FC5ujg+NcEikEvOL6yi/AB7AXnKRUPU+eufMonkJoxSiIo",
+	"DUvs+QLnCrWAxwYpaoH5ZY1sVqYJpAuhALHXNn9U9DT637qRYCtHYTnta8UY1mnlaUUgdFH3WTMea/0o",
+	"qXVjltYLI1ovgmf9qJq1A1LWj5t45JiFNUIHVkb0P4x1X+VhSzkPn6ppvelzi+fiCRAwyF1ovRIuUhMB",
+	"90uyr2/GTZ6IVTxtGpvwY3XLR3U5wl116EVc3QrlY+2Yh0eJRngMSP1qYHf2IGJYLa+veHSqZAkp0weW",
+	"4a5EN5+G9w5CPKpzQaypOPhBVEtLj11s/Llo93cs2h34Oh9WfHuVStnVt2bNWsAPLupbWc33Y4gnLEmn",
+	"g7n8aSEmDgHPQt6Hyf9dmhxIvLOBAU/gb+eCpFwwcOvYx1KHWOn5rPW2CrQMvrkZsLJRZ39v/+P65Pj9",
+	"8VUp9Cd1KbFK0BI2czWFYUIHG0GocWa6wGr/JZoJ9n1+dnZy/e7DCWZJfHdydnZxffbxtH1xWeEwXNUs",
+	"lzGqZCFt0Mezi98vz1tHbZx0Lar5BahFtV9aR79fn717V4tqeUm0WlS7vGpdXF1ftK4g5ZAbdS2qhWMu",
+	"F0EYJMUtcW2+k1lhygfhOvUz5rL6DliKhocg5gPhS0EeGBvdIPDIJWPmkvWGUWZU59qiC2PBr4d0grAo",
+	"iO6oWPwqL9FHmwVBkbFI0NICIBFr34FEhDCvRZu+WRHHMicHF4XrVZf9PiThwh7cLlpEHyUJgwJVrvKa",
+	"L7W3ieXf8Kt8ww/znDggD8PNTBnE7GETNxK/yc/FA3N52QNaSmxQFnKFZyujLtSjpaZLXDmptaD9VnZb",
+	"ErACIferFuFftbgVrwCZWXGzzh1Y0yVMjmmWcbZcjfzVggzM2whnPbKprZdwE7LP2loaVtnOyjpSZupQ",
+	"fABtfuacX2oqEpolxC61IkzcsVSOGPliGo4QAqbpcBSRhGr6tbE8Kn+qfHMp7Cg4NtP4dDwis6kyHf4n",
+	"WM4izL24bkVMUHjW86Va4h4+Bkxo+mp/H7RQSVX/R6g4DlPiTL3N5GhUxve8norJiyFgxu0+FCkyjAjs",
+	"DT0WQ3pFl//ZcjFba9SG/rvE9u1ffjs7+/3algE/bl9ev2/9N8nHA5LIgM58YGUreNvGMBAtSY/BGAoU",
+	"wFUUK6kgBolDVt1/T89m0NzLhzfZZS5DkfoklYBrlYLB6ib4wcOho+OsPCRzWcziwg4eG8NoBuy3qBLS",
+	"WEIcglM8vdjz7pPjaE7k9NSs4ZP2hjSugb6lwiOfD6hUpvR6UYlMEGt+x+Ym9HBVgylG5leGDz/g9uNM",
+	"TqjSv8lxNncUmGRfJCwhGBbj3YHmsA7kOCsf1bJXo1xv8fVxdOiY5NqldDsohnfPwO3Kx1SJ8V4ljyWi",
+	"2meHjC5MR5kgXBA27mlivnmA7rXpG3EpI3e0/EhntnsV0O0UbPIhaVkZxDMVUm/Bq4ehL700AcyqEL25",
+	"mVJnh7HSAJ4Qk7L4LCwmxQ/Oefp4NZpL04eukTXUH70wdah/+CjinafP30mwm5phSfaAMBbLkDubGtUi",
+	"JXyZqo08permYTVGZXVI8YOuzSOjih82hpWBxXPxvd+EfMxH2q4+hKcA2644iifB2z5gMx4ZcvuQ4/C4",
+	"qNtvdDGXSSj55JuxBPZ2xVF8C/jtikN6bATuNxJ4FsFpH3hOHxdR+40uy2JQ7bdhZYtxtd/g0i4LrX16",
+	"UvqcfW7d7HOzwqs57SweZ1xPLo00bRFDjGasolA7TYZcEC1vGdYzDB1erfNjcssAEAGyOUQFY1u+54HW",
+	"o9pX9Nf3ZQn2FIuf31ANNVLAaqFZpnzypAb5mDvmYGcZCVJbKvK29asist8RNvMPaHOQEliwvDAK14h/",
+	"tv1BsRAs3o9FGmxxlgBn/ALFdFuywXsMyca7i3abbEfk/OKM7EckL45Cdpq5E1h3RG4D2Wx0REe4TF1Y",
+	"nxi9ed0tOuJbd9tdIqD6Qbc11gOZ8T8he/MB+QXW09Zmg23AQmTdAxxusD8Yo4nFO8MSlCVb5tyXGaPx",
+	"gClYhI5wxhn/eoPgkDFLB1ekC3UWYmh7yyZB+9u/lRRdsuESz1lMdspjJrC2kMV0tEams/pOo2mthng6",
+	"1MHW1v39fYPCzw2Z3WzZb9XWyfFR+/SyDd/kadzcoWmdH9ei2p0r3l7bbjTxPTligo547aC222g2di2K",
+	"BM66Xe4tNCndsLJs9JAiFyE/acoyXy7Z7twLheuNrh3YgOl17gi70HnxQPMHTwoFF3FLNngCmbdZBOcN",
+	"svBOyB1NedIRuLFDOiFU3WLFCxKnnAlNNmCEUiiZsk2SMpoJe4OswS2RHeHqYZi9AqukwAHX4dg7vwDu",
+	"mFEyqTMs135l+gimD5RFjaSwGWJ2mk1bJFZbS2x4KP7tAAE5JB869CCSWzaB9pu9V3Qv3mH17WS3X99j",
+	"+7T+pvc6rr9KXrL9/h7d7e3EIRUF84D58GV/O96O97fru/HLXn2P7vfMh6ze7G8nO3S3txfveyvbQa0V",
+	"58a2Ayhn9NUKYEO6sNw3zh+o1yxlxMMBfrq95nZVW37ptj4Iaq82gzJveztvFn90JeV7KsCysY/rPv99",
+	"YGeCpvjB7lKjcjmpcGXGwyHNJuDfkFjqO03ROKTpjSrYj1Ttk/nEXSmzxqryVrWAUGEOIaQq1giCNRQA",
+	"he/KJ9pUWJktjqwHbEi4wDIyKeWQXa14Wk+40ufQ/3qn9V/l9hUAhRWsHTtND6tvTlshUIcPrJrb00aC",
+	"/XKtfdd8OKVF781otdB8Uc1ESc8eclu6awoB/qpMK9xulqppVqmZpza9bBbUmP0ypcIKfQUZfwcfzYjc",
+	"MKnApFrbae68rG9v13e2r7abB03z//8sk5ZgDg6Xul0twO59/RTe+6UsjUFhsxlTYzlRgDsQETU0xAEz",
+	"6yi9Bo1Y5gq/k1mPJwkTPwNVMRfV6wzqhb39AXVBKjJLWLa+mP98BeMxzeiQGSnRXtgKzL2wRfAM90Ec",
+	"qWcL1vmSKxiogyzHFyyq8ROIFfFgPq27ZFoFVerx3wAPwVT8RiCAKgoW+q8HLFMNJywGtBAyrWEtmZy2",
+	"5OkvAUUF1DFyVbA6wpfBOnSZPTDHGmQcEBLfd8KwTQ4NeccFa5AWmq07gissk2dfgJ6cFAuORjUCrAHI",
+	"2CSmo/DNjpiuJ5RXtkCRvEDwoopq/B1hXg3pLJRpmfJ4InzMxTg2G/tEYVlfqJ2MNSpt/Rb0AeP6u3oG",
+	"Fjd6QKC4UB9W3Ky3WSCATquOkBlO1yy+rzUZiHM8x+kVVBdX0YFnHQHIQBwGJP7jpRJYHieXl/38RSaT",
+	"1aSvkA+9nuYb+81mc2lxaDZu72tRSbfxEutJixXsd5b/zmfAUxz49TQH3m6Ws+Dt1yU82Ly8mAnvh0wY",
+	"C2dO8eDd5gpM2Nng53Hh7Sku3Kxkw2V8uIoRz+fE+0tx4p1qTry9/JELGXA1w/VCJJbtNrO0LHcJ3vYL",
+	"Tfxx/nZcurm3+ItTqd+ZIwIfbO8uxdahTh3KATvL8HVQMyHp+s8gPBxBqK+tMOl3fYHwYMsrLFRKroIY",
+	"H6uJ5FQdSoYqsjFbMqAjlit6IFg0XdjW8t3xyOj5U5UPIlTlAfcNqg+AvikUnrsnw3E8QLMEhAd0hC9m",
+	"mtcwLVRKs9VMjTjCSCJjteV5WmOYVOj/UJliXXqeF7J4uR1WkwAC6kHvb15V0JxXgfS/PNkwA68iGFAz",
+	"91kgd3fqcuDq5OJuT1+l1YTcBReoGM7aEUZGKhd0uS4TbUvE2I5YLMe64uR2bE70c+IeNGGTBvgq0rls",
+	"B9VKCmJdK28LQ0VoR4QYqdnEANXinbtjDxTvChdqVVEuCJt8ClHuUa7+/uNe/Z9HRHjm+DnHLwlxm8/1",
+	"rXCqtnKs8dYX++/JcfLVdM4wI+ZCa4L77IUiPMFckXlky2aFgSHva66ZYRFy71NUG8mybDTv6a21GLie",
+	"SDJmRkhAyYE5qBmGdUSuPo9RZ0EF6Qib64Uca++zDWdmvQ0ZixnHYitU++gALeUtJPWJqSCapaktzTti",
+	"VGNlOjsoF8AYxFmG1NGMqiP2dt6QDVtmp+O0Kl/TLd/CTm3TuuqKLpQBVR3RrY486AZtlEUhlFDnCzgf",
+	"05EkMxRxZ0VXiNc/dwsI8FDHar7JrZ2FkDHDOosBYLVm7xXbo01Wf0P3X9X34t1+/XWyG9e3+ztsN9mL",
+	"93svqQ/xOVgElYcmt+lObzfeS+r77GW/vke3e/XX8U5S32V7/X36svcqfm0+AlfMPt3u7cS7SX2P7Zt3",
+	"X5p3XyX1N6zZd+0UgoYOalg6gCUE6uEZcjIbtLUPKngxKqvKHpxHYQXxUr5WxNJsYyZkqJyDuGMducv2",
+	"l9Mzf3RplYkEI06RvNAbykXom7J0v4IbsBBbU6oRQrkh9xaUh/ZmfG9XtZHBisUZw6qKs86oj7OojoWM",
+	"Jve7O57ynzFSHctUisjttbjKWk6y1T0p08FwS7pT/E4837Pv4KYpFiidKbFafu2qBJYLdsMVIHuoAOJ/",
+	"ST5cnHj5QBt1zceFlxdG7Qhz+ze6JWysG5HudMhXN+qIbknQV/cA7DUyI0oO2WZEXOafdAIBQEYTDKvQ",
+	"hUAe58Cm8SAnQlwRxW8EJDBMU3nvqgW6qN+O8GG/asRi3rc3K6/y7Nb0hSLd+4Fi8XXXkheL1OkI0Hlt",
+	"4R0bP21rvrYKC2kELYDVACYFywJDPXaOzgtbQQ9S5wEaJMmY8kXZFcvuuA9bEEzDTkRY4n1vZ6cjrJjW",
+	"3Rpnadd0XhDDvO/FCGjdaRNxFz1KgNbKK/VubDdBK2MsYcmmrdFrphNBn2/KxLMjkJ2mqcoaerQLMV06",
+	"nvDTNIYJNrhhmzTfbimAKU0FTC4JYFkepFK2Eitp9dsrWhzKxdZQKCsJU25GC5b4k5UplxRpp4JzUTbG",
+	"K2MYJdyh9/3f/3iTvf7193/8J7u6//eH87evj0/O/3ksd07oCb28r624hbPht9jt029vMsM/5/PLKMed",
+	"4Zo8+0P+itYRx1MJJXF1LfQHiMdbX3I18yvycnNLZ7n6W+s5D5mYxzjmZKBBWr5cmLchcEH64BK0xfx5",
+	"mhLD2O7YrEiN/ZTR+wIp26saYfIsQH7bo4nLbkTIpU5jtFgby9WvkKyVuK0WnpLmX4bh/fDsa0W+9XxL",
+	"v+0t/ZXpFa7olAGjrNP8la12bqiEGPAluU1gsV/KSPNCFbLQCHY/ZbBx1hqwDXbEhrUNRsTmsmm/jWyO",
+	"jM3Il7QEHubzZaDa9UL5RmKZsAZ566yz8LbNYR9Ymingu0ZQhXrWPm27/8f1RfuqfXp1fHbaJRuvSEIn",
+	"4MK01U9LXYeBgeltvloLLExnIp0U7OC4NtzNqsro5PNCLXfjZ7NRLTwpgPCpLfGiDcpf137lbVb/+lRM",
+	"GGDo4UNNxpDZoIS8tciI3kBd4EAceiZz38GaJcppxhNTO8t4t6ZyJZTSNTNONWV2C76zLriMgZEHRfIk",
+	"IjJLgAj1JoQn5dbot4X4yOUN0URLknKln9og/VelEfm6L0Me/B4904fvQB/cTSXFYGJHG8Kn1Vbuv9OU",
+	"J9RpxDcZHQ1sKRyZIaqJKmIjFsm2Az/hezaeEkqXGLU+gRIzZG9nJ7fmjKgeNCqsoflhW8cQCmOBZ8kN",
+	"c+cfocH/gnb6HPI0ybG2OcGHNqH3Qe03lqYyIl++EEgY3jBUgnz9CqsNuZNrNxljOicAVxet08t3Zxfv",
+	"kWhaquJeenq7Wr5k39liamOG/+5iWbej77oRoJi+ps1kl75i9Z3+Xq++F7/crr+hr1l9v/cyfpW8Zm/6",
+	"ze3azKYtE8P1hPsaXIISamutqc/W0BWsob/COfwZsGKwuVZ8mqLklYR8gai29SUJLCZzTaGXsu+EMlcZ",
+	"zVk6MaWfLW8GiiKh2kNeHTQrThnNMNb+kFh4ZBjhZMahBlW20Snq/2wW/cHNoiuc0Qrj6OVA3jsIoI+w",
+	"85KCS8RphY0XCqWMUovpvLPT/N687q/Mj64Km/d8Gb+L9XOlm7iaVaBgbl9oF5hiNlt3QX7Htfqt0lYu",
+	"UStBVDAfDsfarJLXTywmBC6nyxjTY1DTwZMXw9MCHuXDOBIM3xDynpiDvUhjccTgiRSXT19XVAzseL47",
+	"jiL01ixLABcRU58wZ+cBVMxtVAUxMwfJtv8sZP8VhexWkhDqtviRpGpP6La+2H99rTSRotADwVpl9IoW",
+	"kHtLiTwh6XlyN/GT3uftx7/Pf9W7/FNIJotu2XrSSPSler+JGA97LDu0iUsygI+S7YpYp7sC8y73AMwt",
+	"7FgqGLFCetKl/SX5Z6XO4BjM+GREb7igKHSXOUwKiRV/SH9JiXM3rLkgnsC16xcl9O3OH4dLnRcqOdVL",
+	"U1I3ZN01AWCaL4kD+WGcbAoDA9MMlnWDhHpdeHCcdDvCluyFMGOWbB4Q6n01DuUM8cXH5oRhrR1GsrEg",
+	"NFWyI7CSOGaZZEMsDoNGFyJFgNdDB3/ZktihPMIqzKYtcEanj63jq+t3ZxfX7b+3T68gF09YDQOTQgKQ",
+	"iWwoBsA+M/tu2T3d+hKEkn3dQvhTd7N6grajdzJruyJUfqJ2Yj0pU4ZFJP+iPkJ/qxa7CIPt2yjGIoGZ",
+	"X/l0SiRjscwStfnMuL+DJ5GFzMOx7uBhuXwc3COgPKD1l6rtbZfUloqAtlltvSD/ThkB4XwgmEl1xE5z",
+	"B2pWipghow9yMMAIwF85G5MTZMTtCKiVQz7a8pjd44QNR1IzEU/qv7NJN4II4hEz/dgIEzq0+c98AgfI",
+	"1pBxw5HTgCBjdjBKEt7vM5gGfIZpGHxTkFdVEdoRe803DfI7mxSBV2aKKaNKk509KHykyIgF1T7L8FV2",
+	"gf3NXCQD5MHYyDMU7YMoAIHWmFnGj9XH/MwsBKlYh0NHq6cWAgvYUgLzvozliCXFqUVzFsGz4QGjCSR5",
+	"tTR5agcLNDksk7y/v6jw8Kc1jDm+4LRL45rQYunknSpM67Ja1VMafafPz0pmpBVDyp2QcFDbTXbi7V6T",
+	"1t/0X7P6XvIqrr/uvaT1/f4ec7/V1gmSttPKk4uVcSv30l+O8zSX4DxHUvRTjmWCHmovqtj6MNv2TMo8",
+	"TXlaO6htOwxJLaqBHxGJVY4LsCmjwzLVNscu4gTisdJyyDJn7eWKQJYoyP9rK7Fv4d2EdKr2KO3t7OTJ",
+	"ua1FC1ssJoJXB1sWkt5I2J2bktri+Endtrx0rhc72QrbBbRGUhrf2rzYs+yxbCl8TW3gLJrc8DumMERV",
+	"klSKG7LRLQzYMDlNcFk2DzETuFEDEkaTlGNaIfMd5tAQPvspoSnksN/ojqA2fD2moy6kAncBpH3O0sTK",
+	"cD+44GOvfUEkWUf6qfdc1qkFMtB4ZDjtdtRsNqcUz2IcL9lwAOz26R8f2h/a17+0ro5+g/QgNjWokXc2",
+	"CSS1Yj7BqZFBzN/mrLMhE9qmcUOlznlb5b3oCDgBEXFMKg8sJl1fE7uLDbofeM5tIS8/pjm1IhoxEhp0",
+	"gQNS41QDh0fpyFZ0BPgn5jFB2AFkpDNfuIGAPIRUOXLQMujG5bqaaSnCzPH2OWwFfgE6LaNZylmGz20K",
+	"WxQYQdbpCPxgRJWyYlFooLG10LBuucwAywqZZdIDDP0F466GtLNhmhiyt/MmvBzQjssgi/X+odStZT+k",
+	"ZXYENglioEH2oi6TLezFlCxmCa9ffaiv4OUxNBF0MzaCYucHxHDv7uYhodB0PsxcSrMNdoTLJZvXa+/l",
+	"wI+95hsn6ZqGDLkRRN/zmLmjCC/jjpC9ZnMZifUXuD3rCGBWs60QxYySHZzd3y2mjMasvg2SZfGbXzNb",
+	"ri8X4LYNA/l5RDhY0KeU4/IFX1mic2fS11iYFfE+PVzIw6NUJulh8gNzL9ytIxuQYQCHs1lGop6lwif0",
+	"Ih47+elnkRaKFuveOL19oMxQsDwucB6GIsqLPEEaWGpBZHSxX+j4cMY3rhXWGHLGNbLhzMD7TTjqhnzD",
+	"Ud88NBw/YerUGwW7mO4djR2Q0BLaXdKUCo11Me+IYSem/xd2uBFBBDAMGyv1ePsHCEd56NlF++js4u31",
+	"31snH9qYF6030UyhQLOx/ZL8zn8JY88gBRyWGcLEIzxP8EF71vroLj8aJSB7LRmlY0X2m+T////Irvkf",
+	"yObRET4xHfBc/idzRqFsLCpy0IY2mDX9sy7ytspD29gBH60tnfTeJRlnmLkMY2X5KinSym0YOYbbBhuC",
+	"8WTx6Lb/WZseDHaAfxRh3XNA4XYY1hUyvzvPSI7O3p+ftK/ab8sh49GDzBDZAnd5ae/riwzm6xB8+KRi",
+	"xDxTyVXom3q21H8HF/sSyurKgYBBNsVFju0pKo8ZqlZH+xW7rAL7HbmCF7PYcqzL7yru5YhIKP9ks2aB",
+	"jmI0KgK1Po5ap0ftk5P2W4x9zhjD/KHoD8C+UleFz+LgOwIh7Ebj9IbrlkAREvN/ONejFRyRsQyoIkIG",
+	"abjIhOlDO7RZhyR8tPXFUiS3rN3SNFLw0xwes6oQvwJ7yKkbLuVKplgc+IUdbGmoC24BJhqjccxG+tko",
+	"++PHsOCZfgQrWpkvvroOAulq9lnja3WlM0aHXSechcIytgPSLki6Bx0Bkm7DsvNuhJJvw91088BId+53",
+	"IBfwJH+jI7AwAtcD0uXJQReTLCtz/kTMLBhpMyJd6N79fstFsolUqZtQTc3z/7o8O92EsEqhlTVXdU+o",
+	"0nV4VD9+2wXpWAF2GXFB/UwOjVyOVqKRzi2Fl1cX7db7IEHDZmRWRKDATME/GsvhkGt1iHIyLh2SSNt7",
+	"Ya4N0gL1QQgW69z+BFkmeAKiPeN3LAGzO8O6EUAj5YiJ0KKGFqsBi2+Vr5xnPkej5cZeczuasbxlEB4l",
+	"EmfbVHkKpgOyt/Nm89BNAF2oUO9m2qkIDYxAnc+MKL+xt/PGpexjw81GR7SIXQXDPlKpmLMbTi3r8duT",
+	"dtcn9TFH/s6aHs0SY7E/qHSpwb0amtCnWvp4cXzVvr46ft8++3DVBZXHfEOg6IYZrzNmglXNfdw6P77+",
+	"vf2P66PW0W/t66urk65V84wi90KZ1byTsa2j6mK05HBohqToBFJUDyZlbOUS5u/ZCp7G2qqShDm28Kll",
+	"6wvUn5kLXOBNNZ6YPe4IvEKkcEk7Au4P+dIJk0F3agedpZhZpxZ1jP4BH4AGAk9sshTz0AvwndrXjoAV",
+	"m0H6eL9xuZwMECSc2LOo/I2TLuN1nrKbMHeqPXfCB+uKzJXBKsxh7PAsdI1abS77DJMqw7TJviHxVIMZ",
+	"5hDTk9rc4V0f1AK2GZlA+lNQoA25hs/hU0gzL6T2MMIJc6nz82Fh3RCuSSKZigB8YS0cULCozxodAelj",
+	"sV0gbVCpGu8lJQqKeyHtMj8AfGN6FAwI84a3GkRE8yFLzLAjom75aGSeeeF9E5sSMgf4qY7oywycnXkv",
+	"Xj7PRe1cUr9yhQu5cqyhI1J+a1hCXtZ6Y297dzPyNjS7xt4hh+uAR6UjXKEk0pt4sgybdv3LP67al9fn",
+	"7Yvriw+nXbLxmrznv2weWN+bBbiyjsD2BlxpmU2wOgw4sIiSyJV4zlpcFlvnRuqI7pY7A5bCC0kumM4m",
+	"dajQRjY8FBIUHOtnKs3JZI6nQzE+2OtiLUV0NMrkHU0L+e3tU5b8Yu4kRS/MsmYIM7Aracb4JM6LB5UQ",
+	"mJ2sOZzoSrJzra02Q5+Qaz4XsVBcm7vLEhAjpj07J1Z2TvwM5QLc9deSUG9hMGftUVQra8+t0KzO6Q0w",
+	"lkyObwbTLLTgTQgdCIbvjOgN64iBTJPc6N4F83o390BsN5vux00LTLij6RgM6zZxeE6tQyo74woAiikk",
+	"uiVuMnmflyztiCVs9YWoCawluQA1aZYGvABVIQEw2YKoaB0TWOlySD/bkBKo9jkvwOQng4Sb5buALV6M",
+	"CQ/P0F+NgK1ILspzvlXctx/A3gvw4Kcy9+YgcQjKncGJgwEhgEdB0mb0J1pq1RG+RiTxYp5z9m1YGI+X",
+	"84KKnMRckclmgxxrENDUYmD6Roh9fpGnyOLKuTsxbMa8Bubi3lgDcsiI4CMuBFQOQKEdjRcZczWrza53",
+	"xC2bNAjQJRSjvUrqY6XyJYKizBhY4TrvCN+4YSk2Bx9E+9xQLg598I9FztsII9QnsMuOwBShEblnvgB1",
+	"auaV4RMrt3ulA4FL+fRhAB1hxBedjUVMAcilSQVJx+KhMDwU3s05gN2zwChwGPtJQ44oWAgw2SvShfN5",
+	"1u82CAQRUZsmlcisI3L7f95CTAXpMUC9cyhFavQGrGh+zxXbLK+zpbPJ4xngn9HQz4b3B6bS19mkGFDj",
+	"64/azL7CCjVLi4yw9SsFr+ZBH6pQlsYqzx6qIhw40YXCBKE72gWjDA9yBOjGNlq7nQEb61p1BDxE6lBE",
+	"u/hafZDIiqugHDGgV9wQcrvwBrWevIyljOZWX+rWD2NjwPZAbBr3jujR+Fb2+3Z0VYLlH7CSP08krl21",
+	"pwjChaX4yydXhlkeazZcLAAHd+bZMPwdoh2D9V+ZOOZe+gWYvfuBEZAghbNFmhaCukWijJASY2HQ/Cew",
+	"leaSnpceeR6LjQKsr62lyF5z73AqbJyDsXQsQJw0VGUqMx96Ll3keAWSzR/ptZFsFjd2JMfm9WZU8/sz",
+	"N+1aSvkwLB4RRL+A0c0+XSKNiWU27yhPx5mZRDN/OAdS1tz751rlRpcU6YJyozilQtSgF/jeHl+et66O",
+	"fkNUGVqFzkRYFOPHRKbn56jCyJlfyGd6+D3StuTrv7SNYXYTPTVBbbWYi6IiD0ueL2KN0qBL0OpqoNoP",
+	"NI9FMDgfEWjRZ4aHkL4E06sTfmVGjk5ax+/bb63RAf2EofYLZhMjE9+xLMh+Z1rJCQx8HeamQbsGwvCW",
+	"Bt+RGewdRotNg+8cog4W3Kvs4PXIx+3deh1xBZW78XQjSj3A3gEZqUTOzeFpD0HOraqz++k8A+eegXMI",
+	"nFuC+i5D4cCDi8r7z0fipky/eaSqI3eFsiJREPXiJKWO2KAiiSwqAOyAEVJMrq19T21GuVtrxk7cEVZQ",
+	"n7UdhkTIjMxbDV0IGdCljlhkN4TXH48APVsOnynPepHvzs4ls8C2H+QXm65Vv5AomfOSjFO2WgI8/1Wx",
+	"en15nrtL38VzWaBV43QrNOXmm0DnzqRofx5lTGG0Ua1Jdsn/Nv/ndNqd+E2yzfb69VfU6IbxblJ/w173",
+	"60263duJd5M9tt8PYsm+RuDVzu5oegk4MeUUVqP1/uFoWP7oise37m+7O4LfDHQK28U+63c8mzIb7Fw1",
+	"d/IpuHeu+BDC1qre8493g8efopq8Y1lKR+eQ4sJs7i0fwWEbqyBiGf/MbRO5yt6MapoP2T+lMGNvjzM5",
+	"YlvnNOOqOrl7uAXfXpFfx+7p7uNis6e/5s9K/ncweqqAbjp6nj+rrg91AS7Z0O9u3fE5bTVaBzGEgzBP",
+	"OSAzDZSD6ghzG8ifUjCy0S3Sl25Euu6udDcB2glxAaQ7RTO6HbFhnenDcar5KGXKDcS9ShQXhtIPGPkg",
+	"+GfCRjIebGIIMtE8vvUink3HjConCoQeYOBQAmbSioub1IcL24AJK4523eIZemVjpUGlNT0ZZdr9TmI5",
+	"htAOw0wx6KAjLPjAvwO9QmRCiERNqSCKaRs/MZCZNszRLFhHQCoeSAyi7xnk35CGbTL4WZGNvWazJDFP",
+	"mV4MTMFd43WwoHN5xwwpryCz1aTzxzVwFpfwO6Tgf+bg/8M5+Krc+rnU2P+w/CW+1JjKCX2ZGDBXq9v6",
+	"4v65oLIY5A91vM1wJUWEJEOZQSALIA20rzXmHaRK00lVsbACf3ouFfZjlwpbcMYWVgfzRwd9CBbAk0s3",
+	"pfUxqk9I85nHPvPYH4PHhoTxmTx9D1/3Qtq0GrT90jNERLa7HKBTotWAihvrpQRNTGHWRABOs3syrRZj",
+	"RroYE6Y7wmAzbeIH0/rxrAZ+aB5BvwlQTag8BPhJZgkqOEeUhVEatdXiH4W8L1MUP8ClfBJFcbdJ9oB+",
+	"btf3l79oxQGtpHY9s4RnlvADsgRIjJHwZy3sr5pFMuH6MXWwLbhMqwdkTXOtUstvqRKHaYsxZUDG1HjI",
+	"kgY5p2NlHlOClzv/zIN2ZriJ+YY9y+zPBPqnItCRPeHPGIcfnNICeXlUUovU7tvRWhcGyeNbrGnBEnI/",
+	"4IaoYkIIS2vBLCJFzKKOsMWRIiNHYJYu8Biho2x4iJFUXJMbCT6wPGAM9AHwXHXEhZkoknM/JMCJcWAA",
+	"rt8Aj1mCdTJr9Uzdn6n7T0bdnUjzTN5/9OBXs08r03c4YIvAafmLQENjmqYMAHJEMUY2aJr6HFk0GXIR",
+	"uXoqFnyaAyNu2QRADQmk7elNCE/KQW0f87GtnHPvp4yW9BNeDBvKt+Pb3sqfAdRzH54bd/6Dh9WwHvQH",
+	"FpCYiOMZpVQ0SMscbCJFWuKQw0/9Dj5C9rBWPIRY6ZRClp2Ls1WhF34wT4m9oLHmdwz45BIhhwitPaFK",
+	"/ybHGXzFl+Zskc0kdLAfVa+RTWGfQNsV/Dkf0epX8yfGCPzVsoJ57/19cOtK73spw9v6EkhXiwKXi9g+",
+	"Xy/MHDzkdHA08Z94JRDhhk8QPZ6wkR54720Qdwx6hEWd24zpkEl4IMdZqVe3SGbWikG213fnQdd3+wmv",
+	"76tvdn0LmPhn/+P38D8uvMGrCoAfA8Vpjgsy4Og+tVKe+4qzMAEUOAddhNThbPUF5dNJKS0hAVSFszAX",
+	"88y5X0NQsPemfXrVvji/OL5sr+olfJiE8BOQmJ1mBY0J1mpZUrP/yKTGdvUXJjl/OUEDAANT8VkjvLwP",
+	"lTe2LFS97gxEah508IIN5Z1VvZnQ2QS06q6m6haMbrYeg2vrajJiXUzGB29DjmjI+6cnI4a14Kde5opI",
+	"LCO6CTh9eseSIL6hIzBBtpFcbFK/CJL3UXLVfn9+dtE6uf54dvH7u5Ozj0GSa5tFDxAUWDMtMzOhKYg7",
+	"qlAlNxun7JDEA54mGRMeCOmSdGdj0RHSa2Fa3jKk3AfT1gVyw7Qie83dMiMswvFauPgf7RIsEzUHC/lC",
+	"EbPmKNBVhc35XZkbNBcWYW82l8hIFQ5CCpZnGDBfHrrd81YYPCawC7ZAsdv/eeF+7kDUVhnqp2Xgp3iE",
+	"n+Gn39wmaJYdUy4B3XDyTEjL4IDUU650QNFmCVQlSNUczfxeqKhQHDmd+P78cVXRVNq5F6qCjigypJYI",
+	"RKQ3CboBv01HAEXbyOcXEjqbjW4+yYCconNpxglXeopiqDU1r399CcjEQU0zOqyDSTSM6YGLaE2IJe/3",
+	"OJTmmvmgdizuJDcCyKfwFlsL5XzpZZowfvW3nWYZnVQmZBeQS+D5cn8Hc2f1ZSayP5uQRi284mtqWuMS",
+	"AvGuoEUZ4YIYAWJ66Lm8gdfe5rJlHZet2Ke/MIcSIiMXCTXm9kCmWyfdQPhlBbFpkPOxhqxwnp5YHy8I",
+	"L5kvgWcxpB77s4RU0hGexJDLdMxhwvJehIQT/CmYg6jHiN0dWxsdy84Ox0qb31KumdlVv70Yain7Psf8",
+	"TrNpy8K60kwohnbExt7OTkkUJGkVBmykPdfWdrPprjiEY3aErclRGjt5Ptaz8tWDldwHkL1lVbUZYvcE",
+	"2u+3Hn6FzBi5rNuY7+EZRrk0jPKduR0/AzOA4zBlqKahvLQxJZXNKBHmjHC9uYBBLKXcjnj9lk0WOZWn",
+	"6b/5xJMrTNyuWJwxrco9xK3z499NL2vKYg8Qk0b8dzZZVjoy03oWjb6DaNQ6P4bFD0+0O5mPIOmU+pCn",
+	"Tcp4gI0o4nKJWTSaSyvtZnMIH4GFZUAVVMdSWmZldmT0fOHpfwRPc8xXdS3j+f8OMf2hqRjsws3eK7ZH",
+	"m6z+hu6/qu/Fu/3662Q3rm/3d9hushfv917S3MQR81pUG2Wszz/XDmoqvb3e6+/QNzEs4p28DTFguHGF",
+	"165v/9i5a/7zP6+H259fjXZ7++JNvPdN0igkjuJUUpgo90riyJ+5/E/ivxaOTpWTqVX47daXWzZZEIYe",
+	"EqgWscce7KZAjPqIn7UKm3mxQS7MS6AuQOVVALkKWZejRgnI1bQXkKbFdkEYwDN//NZ2QbPsCw/fWjyy",
+	"1IRtu3uhLO6vJKsmnOFHTX9cemnWKaY9W+3D1cLcwDyiDS4Uy3Q3snlFG+j2y//G6+kKVuYpPTsCM1Ju",
+	"Yonnsa16p8hGoQB3NFWRejMv5h11BCB2za7bnPbF0tmRryRnunC1nVUxW74vgs1VdW1kv92+NvIjVDfe",
+	"9dWNw5ULihvbHJ9QkniZLJ/TZYzzjM7PdYx/4jrGJZeweGUeo6jxNEFbqdj3MlQIEAvVVOgqB1Rbx144",
+	"a3kP1SYhYn6cpha7wlVQy20+gOwEe1/XypUbbv+OzmEfFxKYdN2jfirzog59mbVpPDhGrRufDennC0TX",
+	"+NARmbAWlstQ4bMrPmRyrKdiUcBvdCzeQUl891CONVC936TK2xgxkXBxU+gd0iRD3eAL837+fCzKu3PQ",
+	"+vdcHJcHxwQZYO0DUOzaeebYwvPCcNS45yx8WI7TPg8QK7bUBesNpLxti2Qkucjn+ADlJPjodHYtV4fC",
+	"2FO2CHtnDzTeiGeq+l2BeIW9CAipISpP5iYKVZMLl+xDVx4RIu9Y5nG4L9QhEMGO2JCZy3kOKSQjQnuK",
+	"Cb1pTTDKFYu2FJK0AOyXYH5L87Aj0MFDuPLl17HaMLp7SguHl1LVB1pmQhK4vTND0naWj/KaGdZTYv2e",
+	"jg+4RXgwF9j5S7OActDiX44pmBvqjKLPPqy/ng/rcjUmtIx87S59fQlBO4Por2mG89vV1fn1RfuPD+3L",
+	"K4tJohkjA5YmRMuIjADbaPZFk4FUuhDcaB5Mu9YnRLlSP/JeFFFQwPwqMEhndiqPIrT/60utN86Urh1s",
+	"V8Vu7RfM7QNwd9ToiDdsI41YDnMmp85ZhkQPQjxKiVPY4gPQSYUFWNb79ixO/jDQJHcX4VbMXuvpq7qu",
+	"lPkA8rD1xQxtrv38iKaplyBhIhj3QVIpblgGRARbY8mhy/5DqCDjkbWoUXVrgbpK8zQlA5kmyqYPssXB",
+	"qjK+Fm/A/2jc7V+Q/Vmw7vS1QauOOS9S4JF7uksTlWN7PXM7IJS8Pb1EaN6GB5vt7yLYLCIp7bEUkGgp",
+	"06b9qCMSfsO1isiL+gsw0b24fhGR47entrYy4xn5LOp1M8XhJqL6yPE5oUmSMWUacJgQSkYy04fmluCl",
+	"6fviCOaHBnmPdftITBWrc6GYUFzzO+aYaom3wa5ntbOhrGDXYpBjTNO0FORYIk6Yd7m4wQgJICk30oPv",
+	"usCmu8SnsQG3XHeG63YPCe0IiL0AvVhbgcaW6k7GGe2lkwgWDnVZGBbLXL3BsAp4Ef9nS33nypMtzWA2",
+	"GeXyjb2dN2REle4Irjcb5Gys67Jfz0CJvqMplDETCelRS/wRr2go597OThgH0hGAR6xQsWfp3wMV7ED2",
+	"KZNfVtGvC2N6Su36O8tryy7JlJQ2Ryp7Vuf++urcmsxsJRkORK35Kt4AyFcgjb1QxNAumZH95i66Sy+Y",
+	"ziZ1sP/4fGLofCnqarOU3HpzAYvOaDywwp+R6LxW2BFWLTTCIdBCrgCWC6nMmB6wzIxGSKjSOACbpM0u",
+	"4ERE1RF5ww3SsmT68uTD8VH7+uzD1S9nH07fXp+3Ply2317/dnZ5dXn9vvXfbvIZs98njqnM11DJqgrq",
+	"Oe7D2gpqJQnD0X8wy1FKrnbWUi9h+Muql7imdjmFvH9WNH8ARXN6U55YyRwwmurBn9VQEqHuWaYgJgOz",
+	"FYL3IZMxU4oolt0xRRxbPiTxgMW3UBwkYSMmEibiSakb9zfb77qCha+BKm+XZ/PYeWmaqpTfsQbuE4vH",
+	"mEgPUNbBrt0xwVSo/eMiWpIPUTbLLigT5FwqfZMxhSB3FxWDXqChBMM7hvIYqsn1JqHQwiEQfV+ithCP",
+	"3KccfD4jCGHujTWQZNRWWJbJzFD7AY8HRli35gDYysxwOXlTumMXOK+1cz/CCYEcEHbiuHlRTdup55v5",
+	"uHsLE2gE97Zi0KNM9lI2/Fupk0hToNtmPWGjD4ibhl/1DXxL+YQ48mYzqNa739yNapprQA2dunZyJNhA",
+	"65E62NpSEGnVSNidG5HaElLX8fWl1+Mcvy3PyZZfUpJIjAmzx2v+HTBLySsvQfHDL7UeoxnLTBvA2eCg",
+	"lcWqD+ktI9nYMOhxltqlONjaSmVMU9DgXzdfN4E92k5nxCQmKNTmw4p7PAOXKJikpgvDqhKDgSePdRXL",
+	"kdHFM5YwoTlNwzY8yLDc5ABdvvBuHxHky1AvAq8AZHVNqKZB0+gemG23VeARaOwfGU05N28YldZ0OCva",
+	"Be1Ps5DyGfjQvDDAz00kj4Se8ncsjIImGwAH2gyXciZKp3xXoNMwxjLfYT4cjqEWhsvuEM439N3OtmwL",
+	"J3NxE5F7quMBxk8mod88T5ITNBsUTp5t9W0wzGwsystpoqXIZaQNms69rbMtX/IbYU6lNPQIandaJ2m4",
+	"HgkzPAxjmvNjb98radTwswIoUJGNS7ij9UvzEPGR4aZZRFp5U4YqIJjN0YjgS0sjvn76+n8CAAD///Yh",
+	"+Nyf3AEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

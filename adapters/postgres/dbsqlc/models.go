@@ -73,7 +73,15 @@ type Plan struct {
 	RetentionDays              int32
 	SubWorkflowNodes           int32
 	StoredExecutions           int32
+	Floor                      int32
+	Weight                     int32
 	RetryAfterRounds           int32
+}
+
+type Pool struct {
+	Name      string
+	Capacity  *int32
+	UpdatedAt time.Time
 }
 
 type Schedule struct {
@@ -280,6 +288,7 @@ type WorkspaceLimit struct {
 	OutboundHosts              *int32
 	SubWorkflowNodes           *int32
 	StoredExecutions           *int32
+	Floor                      *int32
 	RetryAfterRounds           *int32
 }
 
