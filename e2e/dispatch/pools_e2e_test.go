@@ -316,7 +316,7 @@ func TestAPoolFloorAndCeilingEditedThroughTheAPIApplyToTheNextClaim(t *testing.T
 	c := harness.TemporalClient(t, harness.TemporalAddress(t))
 	log := harness.TestLog()
 	b := &dispatchBundle{pool: s.Pool, store: postgres.NewStore(s.Pool, log), client: c, log: log,
-		engine: engine.NewWorkflowClient(c, engine.NewTaskQueues("pools"+uuid.NewString()[:8]+"."), engine.DefaultLimits())}
+		engine: engine.NewWorkflowClient(c, engine.NewTaskQueues("pools"+uuid.NewString()[:8]+"."), engine.DefaultRunLimits())}
 	admin := s.Client(t, harness.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
