@@ -195,16 +195,18 @@ func (d *Dispatcher) adaptBatch(full bool) {
 }
 
 // startAll starts the batch's workflows concurrently, each holding a slot
-// of the dispatcher's start concurrency, which the batch claimed behind it
-// shares, and records each item's error. A start that finds Temporal
-// unavailable opens the breaker at once, so no further batch is claimed
-// while this one's other starts are still failing.
+// of the dispatcher's adaptive start limit, which the batch claimed behind
+// it shares, and records each item's error; each start's latency and
+// outcome move the limit. A start that finds Temporal unavailable opens
+// the breaker at once, so no further batch is claimed while this one's
+// other starts are still failing.
 func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan trace.SpanContext) {
 	var wg sync.WaitGroup
 	for i, item := range b.items {
-		d.starts <- struct{}{}
+		inFlight := d.starts.acquire()
 		wg.Go(func() {
-			defer func() { <-d.starts }()
+			called, took := false, time.Duration(0)
+			defer func() { d.starts.release(inFlight, took, b.errs[i], called) }()
 			d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
 				"execution_id", item.ExecutionID)
 			startCtx, span := d.startSpan(ctx, item, claimSpan)
@@ -217,6 +219,7 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 			}
 			startCtx, cancel := context.WithDeadline(startCtx, deadline)
 			defer cancel()
+			began := time.Now()
 			b.errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
 				ExecutionID:  item.ExecutionID,
 				WorkspaceID:  item.WorkspaceID,
@@ -228,6 +231,7 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 				RetryOf:      item.RetryOf,
 				RunTimeout:   item.RunTimeout,
 			})
+			called, took = true, time.Since(began)
 			if errors.Is(b.errs[i], ports.ErrEngineUnavailable) {
 				d.breaker.trip(d.now(), b.errs[i])
 			}

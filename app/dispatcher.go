@@ -38,14 +38,20 @@ type DispatcherConfig struct {
 	// of a term and others try as often, so a dead holder's lease passes on
 	// within about LeaseTTL * 6/5.
 	LeaseTTL time.Duration
-	// StartConcurrency bounds the Temporal starts in flight, those of the
-	// batch being started and of the one claimed behind it together. More
-	// is not faster once workers take first workflow tasks slower than
-	// the starts come: the surplus waits in Temporal's matching as a
-	// backlog, which the server writes and reads back, so the server that
-	// binds does more work per run (see docs/benchmarks.md, "Where a run's time
-	// goes").
+	// StartConcurrency is the floor of the Temporal starts in flight,
+	// those of the batch being started and of the one claimed behind it
+	// together, and where their limit starts. The limit adapts between it
+	// and MaxStartConcurrency to Temporal's answers (domain.StartLimit): it
+	// rises while starts are answered as fast as ever, so a server a round
+	// trip away gets as many in flight as it answers, and falls when starts
+	// slow down or time out. Slowing down is what a server or its workers
+	// falling behind look like: the surplus waits in Temporal's matching as
+	// a backlog, which the server writes and reads back, so more in flight
+	// is then less done (see docs/benchmarks.md, "Where a run's time goes").
 	StartConcurrency int
+	// MaxStartConcurrency is the ceiling of the starts in flight; equal to
+	// StartConcurrency, it fixes the limit there.
+	MaxStartConcurrency int
 	// StartTimeout bounds one Temporal start, so an unreachable server
 	// costs a failed attempt instead of a hung loop.
 	StartTimeout time.Duration
@@ -77,21 +83,22 @@ type DispatcherConfig struct {
 // threshold, and a 10 s queue lease.
 func DefaultDispatcherConfig() DispatcherConfig {
 	return DispatcherConfig{
-		Enabled:            true,
-		BatchSize:          10,
-		MaxBatchSize:       200,
-		PollInterval:       5 * time.Second,
-		Exclusive:          true,
-		LeaseTTL:           QueueLeaseTTL,
-		StartConcurrency:   8,
-		StartTimeout:       10 * time.Second,
-		BreakerBackoff:     DefaultBreakerBackoff,
-		StaleAfter:         5 * time.Minute,
-		ReconcileAfter:     time.Minute,
-		StuckStartAfter:    5 * time.Minute,
-		ReconcilePageSize:  500,
-		CloseWatchInterval: 5 * time.Second,
-		Backoff:            domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
+		Enabled:             true,
+		BatchSize:           10,
+		MaxBatchSize:        200,
+		PollInterval:        5 * time.Second,
+		Exclusive:           true,
+		LeaseTTL:            QueueLeaseTTL,
+		StartConcurrency:    8,
+		MaxStartConcurrency: 128,
+		StartTimeout:        10 * time.Second,
+		BreakerBackoff:      DefaultBreakerBackoff,
+		StaleAfter:          5 * time.Minute,
+		ReconcileAfter:      time.Minute,
+		StuckStartAfter:     5 * time.Minute,
+		ReconcilePageSize:   500,
+		CloseWatchInterval:  5 * time.Second,
+		Backoff:             domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
 	}
 }
 
@@ -125,8 +132,8 @@ const (
 	FaultAfterClaim FaultPoint = "claimed"
 	// FaultBeforeStart is in each start of the batch, before its lease
 	// term is checked: the starts in flight that a pause holds there (the
-	// batch's first StartConcurrency, the rest waiting for a slot) check
-	// it only when resumed, after the term ended.
+	// batch's first, up to the start limit, the rest waiting for a slot)
+	// check it only when resumed, after the term ended.
 	FaultBeforeStart FaultPoint = "starting"
 	// FaultAfterStart is after the starts returned, before any marking.
 	FaultAfterStart FaultPoint = "started"
@@ -161,9 +168,9 @@ type Dispatcher struct {
 	// takeover tracks the settling of ended lease terms' claims.
 	takeover takeover
 	halt     func(FaultPoint)
-	// starts holds a slot per Temporal start in flight, StartConcurrency
-	// in all.
-	starts chan struct{}
+	// starts holds a slot per Temporal start in flight, up to the adaptive
+	// start limit.
+	starts *startGate
 	// inFlight is the batch whose starts run while the loop claims the
 	// next one; the loop finishes it before it sleeps or stops.
 	inFlight *claimedBatch
@@ -190,7 +197,7 @@ func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
 		store: deps.Store, executions: deps.Executions, engine: deps.Engine, wakeups: deps.Wakeups, lease: deps.Lease,
 		breaker: deps.Breaker, metrics: deps.Metrics, log: deps.Log, cfg: cfg, admission: newAdmission(deps.Log),
 		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize, halt: deps.Halt,
-		starts: make(chan struct{}, max(1, cfg.StartConcurrency)),
+		starts: newStartGate(cfg.StartConcurrency, cfg.MaxStartConcurrency, deps.Metrics.StartLimit),
 	}
 	d.plan = PlanClaim(d.admission.admit)
 	return d

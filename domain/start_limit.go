@@ -15,11 +15,13 @@ import "time"
 // one round meet the same overload and one cut answers them all.
 //
 // The baseline is the latency of an unloaded start: it follows a faster
-// sample at once and a slower one by a 1/StartBaselineMemory share, so a
-// server that slows for good (a new region, a bigger history) becomes the
-// new baseline after some thousand samples, while a queue that builds with
-// the limit (the server or its workers falling behind) is met by cuts
-// first.
+// sample at once, and a slower one only while the limit is at its floor,
+// by a 1/StartBaselineMemory share. Latency that grows with the starts in
+// flight (the server or its workers falling behind) is then met by cuts,
+// which bring it back, and never becomes the baseline; a server that
+// stays slower at the floor (a new region, a loaded cluster) becomes the
+// new baseline after some hundred samples, and the limit rises from
+// there.
 //
 // A StartLimit is not safe for concurrent use; its owner serialises
 // Observe and Limit.
@@ -38,10 +40,10 @@ const (
 	StartLatencyTolerance = 2
 	// StartLimitBackoff is what a cut leaves of the limit.
 	StartLimitBackoff = 0.75
-	// StartBaselineMemory is over how many samples the baseline forgets a
-	// faster past: a slower sample moves it by 1/StartBaselineMemory of the
-	// difference.
-	StartBaselineMemory = 1000
+	// StartBaselineMemory is over how many samples at the floor the
+	// baseline forgets a faster past: each moves it by 1/StartBaselineMemory
+	// of the difference.
+	StartBaselineMemory = 100
 )
 
 // StartSample is one start as the limit learns from it.
@@ -80,7 +82,9 @@ func (l *StartLimit) Observe(s StartSample) {
 			l.baseline = s.Latency
 		default:
 			slow = s.Latency > StartLatencyTolerance*l.baseline
-			l.baseline += (s.Latency - l.baseline) / StartBaselineMemory
+			if l.limit <= l.floor {
+				l.baseline += (s.Latency - l.baseline) / StartBaselineMemory
+			}
 		}
 	}
 	switch {

