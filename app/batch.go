@@ -39,7 +39,9 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	if err != nil {
 		return BatchResult{}, err
 	}
-	return d.finishBatch(ctx, b)
+	res, unsettled, err := d.finishBatch(ctx, b)
+	d.unsettled = append(d.unsettled, unsettled...)
+	return res, err
 }
 
 // claimedBatch is a committed claim whose starts are under way.
@@ -93,12 +95,14 @@ func (d *Dispatcher) claimBatch(ctx context.Context) (*claimedBatch, error) {
 
 // finishBatch waits for the batch's starts and records each outcome:
 // started items DISPATCHED, failed ones released or FAILED, and those
-// Temporal's absence left in doubt resolved or kept unsettled.
-func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchResult, error) {
+// Temporal's absence left in doubt resolved, or returned as unsettled for
+// the loop to keep. It runs beside the loop's next claim, so it touches no
+// state of the loop's.
+func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (res BatchResult, unsettled []unsettledItem, err error) {
 	<-b.done
-	res := b.res
+	res = b.res
 	if len(b.items) == 0 {
-		return res, nil
+		return res, nil, nil
 	}
 	d.faultPoint(FaultAfterStart)
 	var ok []ports.ClaimedItem
@@ -148,25 +152,25 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchRes
 		ok = append(ok, started...)
 		failed = append(failed, released...)
 		res.Released += len(released)
-		d.unsettled = append(d.unsettled, stillUnknown...)
+		unsettled = append(unsettled, stillUnknown...)
 	}
 	if len(ok) > 0 {
 		n, err := d.markDispatched(ctx, ok)
 		res.Dispatched = n
 		if err != nil {
 			for _, item := range ok {
-				d.unsettled = append(d.unsettled, unsettledItem{item: item, accepted: true})
+				unsettled = append(unsettled, unsettledItem{item: item, accepted: true})
 			}
-			return res, fmt.Errorf("mark dispatched: %w", err)
+			return res, unsettled, fmt.Errorf("mark dispatched: %w", err)
 		}
 	}
 	if len(failed) > 0 {
 		if err := d.applyReleases(ctx, failed); err != nil {
-			return res, fmt.Errorf("release failed dispatches: %w", err)
+			return res, unsettled, fmt.Errorf("release failed dispatches: %w", err)
 		}
 	}
 	d.metrics.Duration.Observe(d.now().Sub(b.begun).Seconds())
-	return res, nil
+	return res, unsettled, nil
 }
 
 // claim runs the admission transaction, fenced by the queue lease in

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -288,12 +289,20 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	}
 	// The next claim waits until the batch in flight has all its starts
 	// under way, so claimed items wait for at most one batch's starts; the
-	// claim commits before any of its own starts, as always.
+	// claim commits before any of its own starts, as always. The batch in
+	// flight is finished (its outcomes recorded) beside the claim, on a
+	// connection of its own, and before the cycle ends: against a distant
+	// Temporal the starts take no time of the loop's, and the claim and
+	// the marking, together, are what bounds the rate.
+	finished := func() {}
 	if prev := d.inFlight; prev != nil {
 		<-prev.launched
+		d.inFlight = nil
+		finished = d.finishBeside(ctx, prev)
+		defer finished()
 	}
 	b, err := d.claimBatch(ctx)
-	d.finishInFlight(ctx)
+	finished()
 	switch {
 	case errors.Is(err, ports.ErrLeaseLost) && d.lease != nil:
 		d.lease.Lost()
@@ -316,9 +325,32 @@ func (d *Dispatcher) finishInFlight(ctx context.Context) {
 		return
 	}
 	d.inFlight = nil
-	if _, err := d.finishBatch(ctx, b); err != nil && ctx.Err() == nil {
-		d.log.Error("dispatch batch failed; retrying next cycle", "error", err)
-	}
+	d.finishBeside(ctx, b)()
+}
+
+// finishBeside finishes batch b in the background and returns the wait
+// for it, which may be called more than once: it hands what b left
+// unsettled to the loop, which alone touches d.unsettled.
+func (d *Dispatcher) finishBeside(ctx context.Context, b *claimedBatch) (wait func()) {
+	done := make(chan struct{})
+	var unsettled []unsettledItem
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				d.log.Error("finishing a dispatch batch panicked", "panic", fmt.Sprint(r))
+			}
+		}()
+		var err error
+		_, unsettled, err = d.finishBatch(ctx, b)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("dispatch batch failed; retrying next cycle", "error", err)
+		}
+	}()
+	return sync.OnceFunc(func() {
+		<-done
+		d.unsettled = append(d.unsettled, unsettled...)
+	})
 }
 
 // probeEngine asks an unavailable Temporal whether it is back, once its

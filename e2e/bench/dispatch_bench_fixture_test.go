@@ -256,9 +256,17 @@ const benchLeaseTTL = 6 * time.Hour
 // claims items and starts none of them.
 func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (*app.Dispatcher, *benchEngine) {
 	b.Helper()
+	engine := &benchEngine{}
+	d, _ := db.dispatcherOn(b, cfg, wakeups, phases, engine)
+	return d, engine
+}
+
+// dispatcherOn is dispatcher with the given engine; it returns the
+// dispatcher's series too.
+func (db *benchDB) dispatcherOn(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases, engine ports.WorkflowEngine) (*app.Dispatcher, *app.DispatchMetrics) {
+	b.Helper()
 	log := benchLogger()
 	store := postgres.NewStore(db.pool, log)
-	engine := &benchEngine{}
 	if wakeups == nil {
 		wakeups = benchNoWakeups{}
 	}
@@ -287,7 +295,7 @@ func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups po
 		Store: benchTimedStore{DispatchStore: store, phases: phases}, Executions: store, Engine: engine, Wakeups: wakeups,
 		Lease: queueLease, Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, cfg)
-	return d, engine
+	return d, metrics
 }
 
 // benchWorkspaces creates n workspaces on plan, each with one definition at
