@@ -179,6 +179,23 @@ type benchDB struct {
 	// stopLease stops the heartbeat of the last dispatcher built on this
 	// database, releasing its lease; nil before the first.
 	stopLease func()
+	// walBytes adds up the WAL written during the ceiling's statements and
+	// the dispatcher's batches on this database, not the seeding's nor the
+	// completions'.
+	walBytes int64
+}
+
+// walPosition is the cluster's WAL insert position in bytes. The
+// benchmarks' contenders run one after the other, so the WAL written
+// between two positions read around one contender's step is that step's,
+// give or take a checkpoint's or autovacuum's.
+func (db *benchDB) walPosition(b *testing.B) int64 {
+	b.Helper()
+	var pos int64
+	if err := db.aux.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&pos); err != nil {
+		b.Fatalf("reading the WAL position: %v", err)
+	}
+	return pos
 }
 
 func benchOpenDB(b *testing.B) *benchDB {
@@ -460,6 +477,7 @@ func (db *benchDB) ceiling(b *testing.B, batch, want int) (int, time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	total := 0
+	wal := db.walPosition(b)
 	start := time.Now()
 	for total < want {
 		tag, err := db.aux.Exec(ctx, benchCeilingSQL, batch)
@@ -471,7 +489,9 @@ func (db *benchDB) ceiling(b *testing.B, batch, want int) (int, time.Duration) {
 		}
 		total += int(tag.RowsAffected())
 	}
-	return total, time.Since(start)
+	took := time.Since(start)
+	db.walBytes += db.walPosition(b) - wal
+	return total, took
 }
 
 // benchDrain calls DispatchBatch until at least want more items are
@@ -484,9 +504,11 @@ func benchDrain(b *testing.B, db *benchDB, d *app.Dispatcher, want int, complete
 	var spent time.Duration
 	done := 0
 	for done < want {
+		wal := db.walPosition(b)
 		start := time.Now()
 		res, err := d.DispatchBatch(ctx)
 		spent += time.Since(start)
+		db.walBytes += db.walPosition(b) - wal
 		if err != nil {
 			b.Fatalf("dispatch batch: %v", err)
 		}
