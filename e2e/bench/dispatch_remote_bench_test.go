@@ -77,7 +77,8 @@ func benchBareStarts(b *testing.B, e ports.WorkflowEngine, callers, n int) time.
 // buys against a Temporal 20 ms away (Temporal Cloud's StartWorkflow p50
 // is 14-20 ms), played by a fake of the dispatcher's Temporal port
 // (ports.WorkflowEngine) whose every start takes 20 ms. Four contenders
-// start against the same fake, one after the other:
+// start against the same fake, interleaved in five rounds, each round a
+// fifth of each one's items:
 //
 //   - bare: 64 callers call StartWorkflow back to back, nothing else;
 //   - adaptive: the dispatcher's Run loop, default configuration (starts in
@@ -104,46 +105,76 @@ func BenchmarkDispatchDistantTemporal(b *testing.B) {
 		latency = 20 * time.Millisecond
 		callers = 64
 	)
+	const rounds = 5
 	items, fixedItems := benchSize(10_000, 300), benchSize(2_000, 100)
 	bareItems := items
 
-	dispatch := func(cfg app.DispatcherConfig, n int, latency time.Duration) (rate float64, most, limit int, phases *benchPhases, stmts string) {
-		db := benchOpenDB(b)
-		defer db.close()
-		ws, defs := db.workspaces(b, domain.PlanEnterprise, benchWorkspaceCount)
-		db.history(b, ws, defs, benchHistory)
-		db.items(b, ws, defs, n, 2, 2*time.Hour)
-		if _, err := db.aux.Exec(context.Background(), "UPDATE plans SET max_running = $1 WHERE name = 'ENTERPRISE'", n); err != nil {
+	// A dispatching contender has a database of its own, seeded with the
+	// workspaces and their history; each of its rounds adds its share of
+	// items and runs the loop until every item so far is DISPATCHED, so
+	// that no start is in flight when the loop stops.
+	type contender struct {
+		db      *benchDB
+		ws      []domain.ID
+		defs    []domain.ID
+		d       *app.Dispatcher
+		metrics *app.DispatchMetrics
+		engine  *benchDistantEngine
+		phases  *benchPhases
+		total   int
+		m       benchMeter
+	}
+	open := func(cfg app.DispatcherConfig, n int, latency time.Duration) *contender {
+		c := &contender{db: benchOpenDB(b), engine: &benchDistantEngine{latency: latency}, phases: &benchPhases{}}
+		c.ws, c.defs = c.db.workspaces(b, domain.PlanEnterprise, benchWorkspaceCount)
+		c.db.history(b, c.ws, c.defs, benchHistory)
+		if _, err := c.db.aux.Exec(context.Background(), "UPDATE plans SET max_running = $1 WHERE name = 'ENTERPRISE'", n); err != nil {
 			b.Fatal(err)
 		}
-		db.vacuumAnalyze(b)
-		engine := &benchDistantEngine{latency: latency}
-		phases = &benchPhases{}
-		d, metrics := db.dispatcherOn(b, cfg, nil, phases, engine)
+		c.db.vacuumAnalyze(b)
+		c.d, c.metrics = c.db.dispatcherOn(b, cfg, nil, c.phases, c.engine)
+		return c
+	}
+	drain := func(c *contender, share int) {
+		c.db.items(b, c.ws, c.defs, share, 2, time.Minute)
+		c.total += share
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan struct{})
 		start := time.Now()
-		go func() { defer close(ran); d.Run(ctx) }()
-		porttest.Eventually(b, 5*time.Minute, porttest.Holds(fmt.Sprintf("all %d items to be DISPATCHED", n), func() bool {
-			return engine.starts.Load() == int64(n) && db.countStatus(b, "DISPATCHED") == n
+		go func() { defer close(ran); c.d.Run(ctx) }()
+		porttest.Eventually(b, 5*time.Minute, porttest.Holds(fmt.Sprintf("all %d items to be DISPATCHED", c.total), func() bool {
+			return c.engine.starts.Load() == int64(c.total) && c.db.countStatus(b, "DISPATCHED") == c.total
 		}))
-		took := time.Since(start)
+		c.m.add(share, time.Since(start))
 		cancel()
 		<-ran
-		return benchRate(n, took), engine.mostInFlight(), int(testutil.ToFloat64(metrics.StartLimit)), phases, db.tracer.report(phases.batches.Load())
 	}
 
+	var bareM benchMeter
 	bareEngine := &benchDistantEngine{latency: latency}
-	bareTook := benchBareStarts(b, bareEngine, callers, bareItems)
+	adaptiveC := open(app.DefaultDispatcherConfig(), items, latency)
+	fixedCfg := app.DefaultDispatcherConfig()
+	fixedCfg.MaxStartConcurrency = fixedCfg.StartConcurrency
+	fixedC := open(fixedCfg, fixedItems, latency)
+	atOnceC := open(app.DefaultDispatcherConfig(), items, 0)
+	benchInterleave(rounds, []func(){
+		func() { bareM.add(bareItems/rounds, benchBareStarts(b, bareEngine, callers, bareItems/rounds)) },
+		func() { drain(adaptiveC, items/rounds) },
+		func() { drain(fixedC, fixedItems/rounds) },
+		func() { drain(atOnceC, items/rounds) },
+	})
 	if b.Failed() {
 		return
 	}
-	bare := benchRate(bareItems, bareTook)
-	adaptive, adaptiveMost, adaptiveLimit, adaptivePhases, adaptiveStmts := dispatch(app.DefaultDispatcherConfig(), items, latency)
-	fixedCfg := app.DefaultDispatcherConfig()
-	fixedCfg.MaxStartConcurrency = fixedCfg.StartConcurrency
-	fixed, fixedMost, _, _, _ := dispatch(fixedCfg, fixedItems, latency)
-	atOnce, _, _, atOncePhases, atOnceStmts := dispatch(app.DefaultDispatcherConfig(), items, 0)
+	bare, adaptive, fixed, atOnce := bareM.rate(), adaptiveC.m.rate(), fixedC.m.rate(), atOnceC.m.rate()
+	adaptiveMost, adaptiveLimit := adaptiveC.engine.mostInFlight(), int(testutil.ToFloat64(adaptiveC.metrics.StartLimit))
+	fixedMost := fixedC.engine.mostInFlight()
+	adaptivePhases, adaptiveStmts := adaptiveC.phases, adaptiveC.db.tracer.report(adaptiveC.phases.batches.Load())
+	atOncePhases, atOnceStmts := atOnceC.phases, atOnceC.db.tracer.report(atOnceC.phases.batches.Load())
+	for _, c := range []*contender{adaptiveC, fixedC, atOnceC} {
+		c.db.close()
+	}
+	bareTook := bareM.took
 
 	defaults := app.DefaultDispatcherConfig()
 	ratio := 100 * adaptive / bare
@@ -153,7 +184,7 @@ func BenchmarkDispatchDistantTemporal(b *testing.B) {
 	benchMetric(b, ratio, "adaptive/bare_%")
 	benchMetric(b, atOnce, "at_once_items/s")
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n== dispatch against a distant Temporal: a fake start port answering every start after %v ==\n", latency)
+	fmt.Fprintf(&sb, "\n== dispatch against a distant Temporal: a fake start port answering every start after %v; contenders interleaved in %d rounds ==\n", latency, rounds)
 	fmt.Fprintf(&sb, "bare client, %d callers:                      %7.0f starts/s (%d starts in %v)\n", callers, bare, bareItems, bareTook.Round(time.Millisecond))
 	fmt.Fprintf(&sb, "dispatcher, adaptive limit %d to %d:          %7.0f items/s (%d items; %d starts in flight at most, limit %d at the end)  adaptive/bare %5.1f %%  [target >= 80 %%: %s]\n",
 		defaults.StartConcurrency, defaults.MaxStartConcurrency, adaptive, items, adaptiveMost, adaptiveLimit, ratio, benchVerdict(ratio >= 80))
