@@ -39,7 +39,9 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 	if err != nil {
 		return BatchResult{}, err
 	}
-	return d.finishBatch(ctx, b)
+	res, unsettled, err := d.finishBatch(ctx, b)
+	d.unsettled = append(d.unsettled, unsettled...)
+	return res, err
 }
 
 // claimedBatch is a committed claim whose starts are under way.
@@ -108,12 +110,14 @@ func (d *Dispatcher) claimBatch(ctx context.Context) (*claimedBatch, error) {
 
 // finishBatch waits for the batch's starts and records each outcome:
 // started items DISPATCHED, failed ones released or FAILED, and those
-// Temporal's absence left in doubt resolved or kept unsettled.
-func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchResult, error) {
+// Temporal's absence left in doubt resolved, or returned as unsettled for
+// the loop to keep. It runs beside the loop's next claim, so it touches no
+// state of the loop's.
+func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (res BatchResult, unsettled []unsettledItem, err error) {
 	<-b.done
-	res := b.res
+	res = b.res
 	if len(b.items) == 0 {
-		return res, nil
+		return res, nil, nil
 	}
 	d.faultPoint(FaultAfterStart)
 	var ok []ports.ClaimedItem
@@ -163,25 +167,25 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchRes
 		ok = append(ok, started...)
 		failed = append(failed, released...)
 		res.Released += len(released)
-		d.unsettled = append(d.unsettled, stillUnknown...)
+		unsettled = append(unsettled, stillUnknown...)
 	}
 	if len(ok) > 0 {
 		n, err := d.markDispatched(ctx, ok)
 		res.Dispatched = n
 		if err != nil {
 			for _, item := range ok {
-				d.unsettled = append(d.unsettled, unsettledItem{item: item, accepted: true})
+				unsettled = append(unsettled, unsettledItem{item: item, accepted: true})
 			}
-			return res, fmt.Errorf("mark dispatched: %w", err)
+			return res, unsettled, fmt.Errorf("mark dispatched: %w", err)
 		}
 	}
 	if len(failed) > 0 {
 		if err := d.applyReleases(ctx, failed); err != nil {
-			return res, fmt.Errorf("release failed dispatches: %w", err)
+			return res, unsettled, fmt.Errorf("release failed dispatches: %w", err)
 		}
 	}
 	d.metrics.Duration.Observe(d.now().Sub(b.begun).Seconds())
-	return res, nil
+	return res, unsettled, nil
 }
 
 // claim runs the admission transaction, fenced by fence (the zero Fence
@@ -206,16 +210,18 @@ func (d *Dispatcher) adaptBatch(full bool) {
 }
 
 // startAll starts the batch's workflows concurrently, each holding a slot
-// of the dispatcher's start concurrency, which the batch claimed behind it
-// shares, and records each item's error. A start that finds Temporal
-// unavailable opens the breaker at once, so no further batch is claimed
-// while this one's other starts are still failing.
+// of the dispatcher's adaptive start limit, which the batch claimed behind
+// it shares, and records each item's error; each start's latency and
+// outcome move the limit. A start that finds Temporal unavailable opens
+// the breaker at once, so no further batch is claimed while this one's
+// other starts are still failing.
 func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan trace.SpanContext) {
 	var wg sync.WaitGroup
 	for i, item := range b.items {
-		d.starts <- struct{}{}
+		inFlight := d.starts.acquire()
 		wg.Go(func() {
-			defer func() { <-d.starts }()
+			called, took := false, time.Duration(0)
+			defer func() { d.starts.release(inFlight, took, b.errs[i], called) }()
 			d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
 				"execution_id", item.ExecutionID)
 			startCtx, span := d.startSpan(ctx, item, claimSpan)
@@ -228,6 +234,7 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 			}
 			startCtx, cancel := context.WithDeadline(startCtx, deadline)
 			defer cancel()
+			began := time.Now()
 			b.errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
 				ExecutionID:  item.ExecutionID,
 				WorkspaceID:  item.WorkspaceID,
@@ -239,6 +246,7 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 				RetryOf:      item.RetryOf,
 				RunTimeout:   item.RunTimeout,
 			})
+			called, took = true, time.Since(began)
 			if errors.Is(b.errs[i], ports.ErrEngineUnavailable) {
 				d.breaker.trip(d.now(), b.errs[i])
 			}

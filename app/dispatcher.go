@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -38,14 +39,20 @@ type DispatcherConfig struct {
 	// of a term and others try as often, so a dead holder's lease passes on
 	// within about LeaseTTL * 6/5.
 	LeaseTTL time.Duration
-	// StartConcurrency bounds the Temporal starts in flight, those of the
-	// batch being started and of the one claimed behind it together. More
-	// is not faster once workers take first workflow tasks slower than
-	// the starts come: the surplus waits in Temporal's matching as a
-	// backlog, which the server writes and reads back, so the server that
-	// binds does more work per run (see docs/benchmarks.md, "Where a run's time
-	// goes").
+	// StartConcurrency is the floor of the Temporal starts in flight,
+	// those of the batch being started and of the one claimed behind it
+	// together, and where their limit starts. The limit adapts between it
+	// and MaxStartConcurrency to Temporal's answers (domain.StartLimit): it
+	// rises while starts are answered as fast as ever, so a server a round
+	// trip away gets as many in flight as it answers, and falls when starts
+	// slow down or time out. Slowing down is what a server or its workers
+	// falling behind look like: the surplus waits in Temporal's matching as
+	// a backlog, which the server writes and reads back, so more in flight
+	// is then less done (see docs/benchmarks.md, "Where a run's time goes").
 	StartConcurrency int
+	// MaxStartConcurrency is the ceiling of the starts in flight; equal to
+	// StartConcurrency, it fixes the limit there.
+	MaxStartConcurrency int
 	// StartTimeout bounds one Temporal start, so an unreachable server
 	// costs a failed attempt instead of a hung loop.
 	StartTimeout time.Duration
@@ -77,21 +84,22 @@ type DispatcherConfig struct {
 // threshold, and a 10 s queue lease.
 func DefaultDispatcherConfig() DispatcherConfig {
 	return DispatcherConfig{
-		Enabled:            true,
-		BatchSize:          10,
-		MaxBatchSize:       200,
-		PollInterval:       5 * time.Second,
-		Exclusive:          true,
-		LeaseTTL:           QueueLeaseTTL,
-		StartConcurrency:   8,
-		StartTimeout:       10 * time.Second,
-		BreakerBackoff:     DefaultBreakerBackoff,
-		StaleAfter:         5 * time.Minute,
-		ReconcileAfter:     time.Minute,
-		StuckStartAfter:    5 * time.Minute,
-		ReconcilePageSize:  500,
-		CloseWatchInterval: 5 * time.Second,
-		Backoff:            domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
+		Enabled:             true,
+		BatchSize:           10,
+		MaxBatchSize:        200,
+		PollInterval:        5 * time.Second,
+		Exclusive:           true,
+		LeaseTTL:            QueueLeaseTTL,
+		StartConcurrency:    8,
+		MaxStartConcurrency: 128,
+		StartTimeout:        10 * time.Second,
+		BreakerBackoff:      DefaultBreakerBackoff,
+		StaleAfter:          5 * time.Minute,
+		ReconcileAfter:      time.Minute,
+		StuckStartAfter:     5 * time.Minute,
+		ReconcilePageSize:   500,
+		CloseWatchInterval:  5 * time.Second,
+		Backoff:             domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
 	}
 }
 
@@ -125,8 +133,8 @@ const (
 	FaultAfterClaim FaultPoint = "claimed"
 	// FaultBeforeStart is in each start of the batch, before its lease
 	// term is checked: the starts in flight that a pause holds there (the
-	// batch's first StartConcurrency, the rest waiting for a slot) check
-	// it only when resumed, after the term ended.
+	// batch's first, up to the start limit, the rest waiting for a slot)
+	// check it only when resumed, after the term ended.
 	FaultBeforeStart FaultPoint = "starting"
 	// FaultAfterStart is after the starts returned, before any marking.
 	FaultAfterStart FaultPoint = "started"
@@ -161,9 +169,9 @@ type Dispatcher struct {
 	// takeover tracks the settling of ended lease terms' claims.
 	takeover takeover
 	halt     func(FaultPoint)
-	// starts holds a slot per Temporal start in flight, StartConcurrency
-	// in all.
-	starts chan struct{}
+	// starts holds a slot per Temporal start in flight, up to the adaptive
+	// start limit.
+	starts *startGate
 	// inFlight is the batch whose starts run while the loop claims the
 	// next one; the loop finishes it before it sleeps or stops.
 	inFlight *claimedBatch
@@ -190,7 +198,7 @@ func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
 		store: deps.Store, executions: deps.Executions, engine: deps.Engine, wakeups: deps.Wakeups, lease: deps.Lease,
 		breaker: deps.Breaker, metrics: deps.Metrics, log: deps.Log, cfg: cfg, admission: newAdmission(deps.Log),
 		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize, halt: deps.Halt,
-		starts: make(chan struct{}, max(1, cfg.StartConcurrency)),
+		starts: newStartGate(cfg.StartConcurrency, cfg.MaxStartConcurrency, deps.Metrics.StartLimit),
 	}
 	d.plan = PlanClaim(d.admission.admit)
 	return d
@@ -281,12 +289,20 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	}
 	// The next claim waits until the batch in flight has all its starts
 	// under way, so claimed items wait for at most one batch's starts; the
-	// claim commits before any of its own starts, as always.
+	// claim commits before any of its own starts, as always. The batch in
+	// flight is finished (its outcomes recorded) beside the claim, on a
+	// connection of its own, and before the cycle ends: against a distant
+	// Temporal the starts take no time of the loop's, and the claim and
+	// the marking, together, are what bounds the rate.
+	finished := func() {}
 	if prev := d.inFlight; prev != nil {
 		<-prev.launched
+		d.inFlight = nil
+		finished = d.finishBeside(ctx, prev)
+		defer finished()
 	}
 	b, err := d.claimBatch(ctx)
-	d.finishInFlight(ctx)
+	finished()
 	switch {
 	case errors.Is(err, ports.ErrLeaseLost) && d.lease != nil:
 		d.lease.Lost()
@@ -313,9 +329,32 @@ func (d *Dispatcher) finishInFlight(ctx context.Context) {
 		return
 	}
 	d.inFlight = nil
-	if _, err := d.finishBatch(ctx, b); err != nil && ctx.Err() == nil {
-		d.log.Error("dispatch batch failed; retrying next cycle", "error", err)
-	}
+	d.finishBeside(ctx, b)()
+}
+
+// finishBeside finishes batch b in the background and returns the wait
+// for it, which may be called more than once: it hands what b left
+// unsettled to the loop, which alone touches d.unsettled.
+func (d *Dispatcher) finishBeside(ctx context.Context, b *claimedBatch) (wait func()) {
+	done := make(chan struct{})
+	var unsettled []unsettledItem
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				d.log.Error("finishing a dispatch batch panicked", "panic", fmt.Sprint(r))
+			}
+		}()
+		var err error
+		_, unsettled, err = d.finishBatch(ctx, b)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("dispatch batch failed; retrying next cycle", "error", err)
+		}
+	}()
+	return sync.OnceFunc(func() {
+		<-done
+		d.unsettled = append(d.unsettled, unsettled...)
+	})
 }
 
 // probeEngine asks an unavailable Temporal whether it is back, once its

@@ -366,13 +366,13 @@ func (e *gatedEngine) counts() (inFlight, most int) {
 // TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency:
 // while a full batch's starts are in flight the loop claims the next
 // batch, one batch ahead and no more, and the two batches' starts share
-// StartConcurrency.
+// StartConcurrency (fixed here: floor and ceiling 2).
 func TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		store := &fakeStore{queued: 5}
 		cfg := nonExclusive()
-		cfg.BatchSize, cfg.MaxBatchSize, cfg.StartConcurrency = 1, 1, 2
+		cfg.BatchSize, cfg.MaxBatchSize, cfg.StartConcurrency, cfg.MaxStartConcurrency = 1, 1, 2, 2
 		engine := &gatedEngine{release: make(chan struct{})}
 		d := newTestDispatcher(store, engine, nil, nil, cfg)
 		stop := runLoops(d.Run)

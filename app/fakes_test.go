@@ -41,6 +41,8 @@ type fakeStore struct {
 	endedReadAfter []int
 	// markFences are the fences of the marks, in order.
 	markFences []ports.Fence
+	// batched makes a claim take up to its budget, not one item.
+	batched bool
 }
 
 func (f *fakeStore) ClaimsOfEndedTerms(context.Context, int) ([]domain.QueueItem, error) {
@@ -68,21 +70,32 @@ func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, budget int, plan
 	if f.queued == 0 {
 		return ports.ClaimResult{Refused: f.refused}, nil
 	}
-	ws, id := domain.ID(uuid.New()), domain.ID(uuid.New())
-	p, err := plan(time.Now(), domain.PoolFigures{}, []ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: 1}}, budget,
+	n := 1
+	if f.batched {
+		n = min(budget, f.queued)
+	}
+	ws := domain.ID(uuid.New())
+	candidates := make([]domain.KeyedCandidate, n)
+	for i := range candidates {
+		candidates[i] = domain.KeyedCandidate{ID: domain.ID(uuid.New())}
+	}
+	p, err := plan(time.Now(), domain.PoolFigures{}, []ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: n}}, budget,
 		func(map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
-			return map[domain.ID][]domain.KeyedCandidate{ws: {{ID: id}}}, nil
+			return map[domain.ID][]domain.KeyedCandidate{ws: candidates}, nil
 		})
 	if err != nil || len(p.Chosen) == 0 {
 		return ports.ClaimResult{Refused: f.refused}, err
 	}
-	f.queued--
+	f.queued -= len(p.Chosen)
 	now := time.Now()
-	item := ports.ClaimedItem{
-		QueueItem:   domain.QueueItem{ID: id, WorkspaceID: ws, QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}},
-		ExecutionID: domain.ID(uuid.New()), Version: 1, Claimer: fence,
+	res := ports.ClaimResult{Workspaces: 1, Refused: f.refused}
+	for _, id := range p.Chosen {
+		res.Claimed = append(res.Claimed, ports.ClaimedItem{
+			QueueItem:   domain.QueueItem{ID: id, WorkspaceID: ws, QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}},
+			ExecutionID: domain.ID(uuid.New()), Version: 1, Claimer: fence,
+		})
 	}
-	return ports.ClaimResult{Claimed: []ports.ClaimedItem{item}, Workspaces: 1, Refused: f.refused}, nil
+	return res, nil
 }
 
 func (f *fakeStore) MarkDispatched(_ context.Context, fence ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {

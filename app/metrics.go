@@ -52,6 +52,10 @@ type DispatchMetrics struct {
 	BreakerOpen prometheus.Gauge
 	// BreakerTrips counts the times the breaker opened.
 	BreakerTrips prometheus.Counter
+	// StartLimit is the adaptive limit of the Temporal starts in flight
+	// (domain.StartLimit), between SLUICE_DISPATCH_START_CONCURRENCY and
+	// SLUICE_DISPATCH_START_CONCURRENCY_MAX.
+	StartLimit prometheus.Gauge
 
 	workspaceLabel bool
 }
@@ -150,6 +154,9 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	m.BreakerTrips = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dispatcher_temporal_breaker_trips_total", Help: "Times the circuit breaker opened because Temporal was unavailable.",
 	})
+	m.StartLimit = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dispatcher_start_limit", Help: "The adaptive limit of the dispatcher's Temporal starts in flight: it rises while starts are answered as fast as ever and falls when they slow down, time out or find Temporal unavailable.",
+	})
 	// Every bounded label value starts at zero, so the series exist (and
 	// rate() over them reads 0) before the first event.
 	if !m.workspaceLabel {
@@ -169,7 +176,7 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 		m.PassedOver.WithLabelValues(passedOverLabel(reason))
 	}
 	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.TermClaimsSettled,
-		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.PassedOver, m.BreakerOpen, m.BreakerTrips)
+		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.PassedOver, m.BreakerOpen, m.BreakerTrips, m.StartLimit)
 	return m
 }
 

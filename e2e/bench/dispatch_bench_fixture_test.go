@@ -179,6 +179,23 @@ type benchDB struct {
 	// stopLease stops the heartbeat of the last dispatcher built on this
 	// database, releasing its lease; nil before the first.
 	stopLease func()
+	// walBytes adds up the WAL written during the ceiling's statements and
+	// the dispatcher's batches on this database, not the seeding's nor the
+	// completions'.
+	walBytes int64
+}
+
+// walPosition is the cluster's WAL insert position in bytes. The
+// benchmarks' contenders run one after the other, so the WAL written
+// between two positions read around one contender's step is that step's,
+// give or take a checkpoint's or autovacuum's.
+func (db *benchDB) walPosition(b *testing.B) int64 {
+	b.Helper()
+	var pos int64
+	if err := db.aux.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&pos); err != nil {
+		b.Fatalf("reading the WAL position: %v", err)
+	}
+	return pos
 }
 
 func benchOpenDB(b *testing.B) *benchDB {
@@ -256,9 +273,17 @@ const benchLeaseTTL = 6 * time.Hour
 // hold the lease claims nothing (app.ErrLeaseNotHeld).
 func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (*app.Dispatcher, *benchEngine) {
 	b.Helper()
+	engine := &benchEngine{}
+	d, _ := db.dispatcherOn(b, cfg, wakeups, phases, engine)
+	return d, engine
+}
+
+// dispatcherOn is dispatcher with the given engine; it returns the
+// dispatcher's series too.
+func (db *benchDB) dispatcherOn(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases, engine ports.WorkflowEngine) (*app.Dispatcher, *app.DispatchMetrics) {
+	b.Helper()
 	log := benchLogger()
 	store := postgres.NewStore(db.pool, log)
-	engine := &benchEngine{}
 	if wakeups == nil {
 		wakeups = benchNoWakeups{}
 	}
@@ -287,7 +312,7 @@ func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups po
 		Store: benchTimedStore{DispatchStore: store, phases: phases}, Executions: store, Engine: engine, Wakeups: wakeups,
 		Lease: queueLease, Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, cfg)
-	return d, engine
+	return d, metrics
 }
 
 // benchWorkspaces creates n workspaces on plan, each with one definition at
@@ -452,6 +477,7 @@ func (db *benchDB) ceiling(b *testing.B, batch, want int) (int, time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	total := 0
+	wal := db.walPosition(b)
 	start := time.Now()
 	for total < want {
 		tag, err := db.aux.Exec(ctx, benchCeilingSQL, batch)
@@ -463,7 +489,9 @@ func (db *benchDB) ceiling(b *testing.B, batch, want int) (int, time.Duration) {
 		}
 		total += int(tag.RowsAffected())
 	}
-	return total, time.Since(start)
+	took := time.Since(start)
+	db.walBytes += db.walPosition(b) - wal
+	return total, took
 }
 
 // benchDrain calls DispatchBatch until at least want more items are
@@ -476,9 +504,11 @@ func benchDrain(b *testing.B, db *benchDB, d *app.Dispatcher, want int, complete
 	var spent time.Duration
 	done := 0
 	for done < want {
+		wal := db.walPosition(b)
 		start := time.Now()
 		res, err := d.DispatchBatch(ctx)
 		spent += time.Since(start)
+		db.walBytes += db.walPosition(b) - wal
 		if err != nil {
 			b.Fatalf("dispatch batch: %v", err)
 		}

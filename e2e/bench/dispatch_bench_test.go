@@ -146,6 +146,10 @@ func benchThroughputRow(b *testing.B, cfg app.DispatcherConfig, ceilBatch int, h
 	fmt.Fprintf(&sb, "%s: ceiling %7.0f items/s (%v)  sluice %7.0f items/s (%v)  sluice/ceiling %5.1f %%  [target >= 50 %%: %s]\n",
 		description, ceiling.rate(), ceiling.took.Round(time.Millisecond), slc.rate(), slc.took.Round(time.Millisecond), ratio, benchVerdict(ratio >= 50))
 	fmt.Fprintf(&sb, "    sluice %s\n    sluice %s\n", slcPhases, slcStmts)
+	ceilWAL, slcWAL := float64(ceilDB.walBytes)/float64(ceiling.items), float64(slcDB.walBytes)/float64(slc.items)
+	benchMetric(b, slcWAL, "sluice_wal_B/item")
+	fmt.Fprintf(&sb, "    WAL per item: ceiling %.0f B, sluice %.0f B (%.1f times the ceiling's; every row write is a WAL record, every index entry another)\n",
+		ceilWAL, slcWAL, slcWAL/ceilWAL)
 	if hasKept {
 		kr := 100 * keptM.rate() / ceiling.rate()
 		benchMetric(b, keptM.rate(), "sluice_running_kept_items/s")

@@ -253,6 +253,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	d.PollInterval = e.duration("SLUICE_DISPATCH_POLL_INTERVAL", d.PollInterval, 10*time.Millisecond)
 	d.Exclusive = e.boolean("SLUICE_DISPATCH_EXCLUSIVE", d.Exclusive)
 	d.StartConcurrency = e.integer("SLUICE_DISPATCH_START_CONCURRENCY", d.StartConcurrency, 1, 256)
+	d.MaxStartConcurrency = e.integer("SLUICE_DISPATCH_START_CONCURRENCY_MAX", max(d.MaxStartConcurrency, d.StartConcurrency), d.StartConcurrency, 1024)
 	d.StartTimeout = e.duration("SLUICE_DISPATCH_START_TIMEOUT", d.StartTimeout, 100*time.Millisecond)
 	d.StaleAfter = e.duration("SLUICE_DISPATCH_STALE_AFTER", d.StaleAfter, time.Second)
 	d.ReconcileAfter = e.duration("SLUICE_DISPATCH_RECONCILE_AFTER", d.ReconcileAfter, 0)
