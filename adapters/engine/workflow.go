@@ -405,7 +405,7 @@ type executionRun struct {
 	// writing is set while a write of records is in flight, flusher
 	// while flushAsTheyEnd's writer runs.
 	writing, flusher bool
-	last    nodeOutcome
+	last             nodeOutcome
 	// task sizes each workflow task against Limits.TaskLimit.
 	task taskShare
 	// deadline is set, to the reason, once the run's deadline passed.
