@@ -347,6 +347,21 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionCompleted,
 		},
 		{
+			// A FOR_EACH of TRANSFORMs, its records written as iterations
+			// end, whose first iteration outgrows the room of what it
+			// carries (its element repeated 40 times) and runs again with
+			// the payload limit reserved.
+			name: "for_each_iteration_outgrows_its_room",
+			graph: `{
+				"nodes": [
+					{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input.items }}", "node": {"type": "TRANSFORM", "config": {"output": {"i": "{{ index }}", "copies": [` +
+				strings.TrimSuffix(strings.Repeat(`"{{ item }}", `, 40), ", ") + `]}}}}}
+				]
+			}`,
+			input: `{"items": ["` + strings.Repeat("x", 1000) + `", "y", "z", "w", "v", "u"]}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
 			// One WAIT_FOR_EVENT signalled before it starts (behind a
 			// DELAY), one that times out onto its false branch.
 			name: "wait_for_event_signalled_and_timed_out",
