@@ -347,18 +347,18 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionCompleted,
 		},
 		{
-			// A FOR_EACH of TRANSFORMs, its records written as iterations
-			// end, whose first iteration outgrows the room of what it
-			// carries (its element repeated 40 times) and runs again with
+			// A FOR_EACH of a TRANSFORM whose iteration outgrows the
+			// room of what it carries (its element of 20 bytes repeated 40 times, within
+			// the recorder's payload limit of 1,000) and runs again with
 			// the payload limit reserved.
 			name: "for_each_iteration_outgrows_its_room",
 			graph: `{
 				"nodes": [
-					{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input.items }}", "node": {"type": "TRANSFORM", "config": {"output": {"i": "{{ index }}", "copies": [` +
-				strings.TrimSuffix(strings.Repeat(`"{{ item }}", `, 40), ", ") + `]}}}}}
+					{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input.items }}", "node": {"type": "TRANSFORM", "config": {"output": [` +
+				strings.TrimSuffix(strings.Repeat(`"{{ item }}",`, 40), ",") + `]}}}}
 				]
 			}`,
-			input: `{"items": ["` + strings.Repeat("x", 1000) + `", "y", "z", "w", "v", "u"]}`,
+			input: `{"items": ["` + strings.Repeat("x", 20) + `"]}`,
 			want:  domain.ExecutionCompleted,
 		},
 		{
@@ -473,7 +473,7 @@ func TestRecordHistories(t *testing.T) {
 				}
 			}
 			if len(got) != 1 || got[0] != sc.want {
-				t.Fatalf("completions = %v, want one %s", got, sc.want)
+				t.Fatalf("completions = %v, want one %s (%s)", got, sc.want, res.Error)
 			}
 			writeHistory(ctx, t, c, WorkflowID(execID), path)
 		})

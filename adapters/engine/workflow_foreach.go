@@ -155,14 +155,19 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 	return out, nil
 }
 
+// pureOutputSlack is what a pure iteration's output may hold beyond the
+// data it carries before it outgrows its room: a CONDITION's verdict, an
+// index, an execution id, the JSON around them.
+const pureOutputSlack = 256
+
 // iterationInput is the activity input of iteration i: what the node
 // template reads (in, from readsInput), with the template as the node,
 // recorded as <key>[i], and the element to read. A pure iteration's
 // output is given the room of what it carries (OutputRoom): its output is
-// built of its config and what it reads, and taskShareOverhead covers a
-// small constant (a CONDITION's verdict, an index), so its task reserves
-// that, not the payload limit; one that outgrows it runs again with the
-// payload limit reserved (runIteration).
+// built of its config and what it reads, and pureOutputSlack covers what
+// it holds besides, so its task reserves that, not the payload limit; one
+// that outgrows it runs again with the payload limit reserved
+// (runPureIteration).
 func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, in RunNodeInput, i int, item any) (RunNodeInput, error) {
 	raw, err := json.Marshal(item)
 	if err != nil {
@@ -172,7 +177,7 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 	in.Iteration = &IterationInput{Index: i, Item: raw}
 	in.size += len(raw)
 	if isPure(in.Node.Type) {
-		in.OutputRoom = in.size + taskShareOverhead
+		in.OutputRoom = in.size + pureOutputSlack
 	}
 	return in, nil
 }
