@@ -46,7 +46,7 @@ type Stores struct {
 
 // NewApplication wires the use cases. engine may be nil in a process that
 // cannot reach Temporal.
-func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas, templateBudget int, auth AuthConfig) *Application {
+func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.ProcessQuotas, templateBudget int, auth AuthConfig) *Application {
 	authenticator := NewAuthenticator(s.APIKeys, auth)
 	a := &Application{
 		Auth:        authenticator,

@@ -44,11 +44,12 @@ func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
 
 // claimedBatch is a committed claim whose starts are under way.
 type claimedBatch struct {
-	// tenure is the lease's tenure the batch was claimed in.
-	tenure uint64
-	items  []ports.ClaimedItem
-	res    BatchResult
-	begun  time.Time
+	// termNumber is the number of the lease's term the batch was claimed
+	// in (QueueLease.TermNumber), read with the claim's fence.
+	termNumber uint64
+	items      []ports.ClaimedItem
+	res        BatchResult
+	begun      time.Time
 	// errs holds each item's start error; read it only after done.
 	errs []error
 	// launched is closed once every start holds a slot of the start
@@ -56,15 +57,29 @@ type claimedBatch struct {
 	launched, done chan struct{}
 }
 
+// ErrLeaseNotHeld is what a dispatch batch returns, having claimed
+// nothing, when its dispatcher has a lease and the lease's heartbeat does
+// not hold it in a known term.
+var ErrLeaseNotHeld = errors.New("dispatch lease not held")
+
 // claimBatch runs the claim and, once it has committed, launches the
 // batch's starts in the background; finishBatch waits for them and
-// records the outcomes.
+// records the outcomes. A dispatcher with a lease claims only while the
+// heartbeat holds it, fenced by the term it holds it in
+// (QueueLease.claimFence), and otherwise returns ErrLeaseNotHeld: a claim
+// the heartbeat does not know to be in a term of its own would have its
+// starts refused (HeldUntil) and its items left CLAIMED for a peer to
+// settle.
 func (d *Dispatcher) claimBatch(ctx context.Context) (*claimedBatch, error) {
 	b := &claimedBatch{begun: d.now(), launched: make(chan struct{}), done: make(chan struct{})}
+	var fence ports.Fence
 	if d.lease != nil {
-		b.tenure = d.lease.Tenure()
+		var held bool
+		if fence, b.termNumber, held = d.lease.claimFence(); !held {
+			return nil, ErrLeaseNotHeld
+		}
 	}
-	claim, claimSpan, err := d.claim(ctx)
+	claim, claimSpan, err := d.claim(ctx, fence)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -169,14 +184,10 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (BatchRes
 	return res, nil
 }
 
-// claim runs the admission transaction, fenced by the queue lease in
-// exclusive mode, inside a span of its own.
-func (d *Dispatcher) claim(ctx context.Context) (ports.ClaimResult, trace.SpanContext, error) {
+// claim runs the admission transaction, fenced by fence (the zero Fence
+// for a dispatcher without a lease), inside a span of its own.
+func (d *Dispatcher) claim(ctx context.Context, fence ports.Fence) (ports.ClaimResult, trace.SpanContext, error) {
 	ctx, span := d.startClaimSpan(ctx)
-	var fence ports.Fence
-	if d.lease != nil {
-		fence = d.lease.Fence()
-	}
 	claim, err := d.store.Claim(ctx, fence, d.batchSize, d.plan, RejectUnrunnable)
 	endClaimSpan(span, claim, err)
 	return claim, span.SpanContext(), err

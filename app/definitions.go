@@ -17,7 +17,7 @@ import (
 type Definitions struct {
 	definitions ports.DefinitionStore
 	workspaces  ports.WorkspaceStore
-	quotas      domain.Quotas
+	quotas      domain.ProcessQuotas
 	// templateBudget is the bytes a node's templates may produce when it
 	// runs; a graph whose templates can never fit in it is refused.
 	templateBudget int
@@ -25,7 +25,7 @@ type Definitions struct {
 
 // NewDefinitions builds the definition use cases. templateBudget is the
 // node template budget the workers run with (SLUICE_NODE_TEMPLATE_BUDGET).
-func NewDefinitions(definitions ports.DefinitionStore, workspaces ports.WorkspaceStore, quotas domain.Quotas, templateBudget int) *Definitions {
+func NewDefinitions(definitions ports.DefinitionStore, workspaces ports.WorkspaceStore, quotas domain.ProcessQuotas, templateBudget int) *Definitions {
 	return &Definitions{definitions: definitions, workspaces: workspaces, quotas: quotas, templateBudget: templateBudget}
 }
 

@@ -64,13 +64,13 @@ func TestSavingRefusesFanOutPastTheConfiguredBudget(t *testing.T) {
 	graph := domain.Graph{Nodes: []domain.Node{{Key: "big", Type: domain.NodeTransform, Config: json.RawMessage(fmt.Sprintf(`{"output": %q}`, literal))}}}
 
 	store := &definitionsOnly{}
-	defaults := NewDefinitions(store, oneWorkspace{w: ws}, domain.DefaultQuotas(), domain.DefaultTemplateBudget)
+	defaults := NewDefinitions(store, oneWorkspace{w: ws}, domain.DefaultProcessQuotas(), domain.DefaultTemplateBudget)
 	saved, err := defaults.CreateDefinition(context.Background(), admin, ws.ID, "big", graph)
 	if err != nil {
 		t.Fatalf("4 KiB of literal text under the default 1 MiB budget: %v", err)
 	}
 
-	small := NewDefinitions(store, oneWorkspace{w: ws}, domain.DefaultQuotas(), 1<<10)
+	small := NewDefinitions(store, oneWorkspace{w: ws}, domain.DefaultProcessQuotas(), 1<<10)
 	_, err = small.CreateDefinition(context.Background(), admin, ws.ID, "big", graph)
 	var invalid *domain.ValidationError
 	if !errors.As(err, &invalid) || len(invalid.Problems) != 1 || invalid.Problems[0].Path != "/graph/nodes/0/config" ||
@@ -100,7 +100,7 @@ func (stalledDefinitions) GetDefinition(ctx context.Context, _ domain.ID) (domai
 func TestSavingStopsTheSubWorkflowWalkAtItsDeadline(t *testing.T) {
 	t.Parallel()
 	ws := domain.Workspace{ID: domain.ID{1}, Plan: domain.PlanFree}
-	quotas := domain.DefaultQuotas()
+	quotas := domain.DefaultProcessQuotas()
 	quotas.SubWorkflowCheck = 50 * time.Millisecond
 	s := NewDefinitions(stalledDefinitions{}, oneWorkspace{w: ws}, quotas, domain.DefaultTemplateBudget)
 	graph := domain.Graph{Nodes: []domain.Node{{Key: "sub", Type: domain.NodeSubWorkflow,

@@ -270,10 +270,10 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	if d.lease != nil && !d.lease.Holding() {
 		return false
 	}
-	// A batch in flight from an earlier tenure of the lease is finished
+	// A batch in flight from an earlier term of the lease is finished
 	// first: its claims are now an ended term's, which settling would
 	// otherwise ask Temporal about while its own starts are still going.
-	if b := d.inFlight; b != nil && d.lease != nil && b.tenure != d.lease.Tenure() {
+	if b := d.inFlight; b != nil && d.lease != nil && b.termNumber != d.lease.TermNumber() {
 		d.finishInFlight(ctx)
 	}
 	if !d.settleEndedTerms(ctx) {
@@ -290,6 +290,10 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	switch {
 	case errors.Is(err, ports.ErrLeaseLost) && d.lease != nil:
 		d.lease.Lost()
+		return false
+	case errors.Is(err, ErrLeaseNotHeld):
+		// The heartbeat let the lease go since the check above; it wakes
+		// the loop when it takes it again.
 		return false
 	case err != nil:
 		if ctx.Err() == nil {

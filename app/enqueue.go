@@ -18,7 +18,7 @@ import (
 // input that lacks what the key reads is refused (a *domain.InputError at
 // /input) rather than run unkeyed. concurrency is the concurrency of the
 // version the item runs, nil for none.
-func newQueueItem(e ports.Enqueue, concurrency *domain.Concurrency) (ports.Enqueue, error) {
+func newQueueItem(e ports.ItemToEnqueue, concurrency *domain.Concurrency) (ports.ItemToEnqueue, error) {
 	e.ID = newQueueID()
 	if e.Priority == 0 {
 		e.Priority = DefaultPriority
@@ -30,7 +30,7 @@ func newQueueItem(e ports.Enqueue, concurrency *domain.Concurrency) (ports.Enque
 	if concurrency != nil {
 		key, err := concurrency.ResolveKey(e.Input)
 		if err != nil {
-			return ports.Enqueue{}, err
+			return ports.ItemToEnqueue{}, err
 		}
 		e.ConcurrencyKey, e.ConcurrencyLimit, e.ConcurrencyRate = &key, concurrency.Limit, concurrency.StartRate
 	}

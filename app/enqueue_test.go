@@ -25,12 +25,12 @@ type enqueueBench struct {
 
 type recordingQueue struct {
 	ports.QueueStore
-	items   []ports.Enqueue
+	items   []ports.ItemToEnqueue
 	batches []ports.EnqueueBatch
 	stored  domain.QueueItem
 }
 
-func (q *recordingQueue) Enqueue(_ context.Context, e ports.Enqueue) (domain.QueueItem, bool, error) {
+func (q *recordingQueue) Enqueue(_ context.Context, e ports.ItemToEnqueue) (domain.QueueItem, bool, error) {
 	q.items = append(q.items, e)
 	return domain.QueueItem{ID: e.ID}, false, nil
 }
@@ -86,7 +86,7 @@ func newEnqueueBench(t *testing.T) *enqueueBench {
 	defs := keyedDefinitions{ws: b.ws, current: byCustomer, v1: byRegion}
 	failed := domain.Execution{ID: domain.ID(uuid.New()), WorkspaceID: b.ws, DefinitionID: b.def, Version: 1,
 		Status: domain.ExecutionFailed, Input: json.RawMessage(`{"customer": "c-1", "region": "eu"}`)}
-	b.execs = NewExecutions(b.queue, failedExecution{e: failed}, defs, nil, nil, domain.DefaultQuotas())
+	b.execs = NewExecutions(b.queue, failedExecution{e: failed}, defs, nil, nil, domain.DefaultProcessQuotas())
 	b.schedule = NewScheduleFiring(nil, nil, nil, DefaultScheduleFiringConfig(), nil, discardLog())
 	return b
 }
@@ -94,7 +94,7 @@ func newEnqueueBench(t *testing.T) *enqueueBench {
 // checkBuilt checks what newQueueItem gives every item: a time-ordered id
 // (UUIDv7), the defaults filled, and the key resolved over the input with
 // its limit and rate.
-func checkBuilt(t *testing.T, way string, e ports.Enqueue, key string, c *domain.Concurrency, priority int) {
+func checkBuilt(t *testing.T, way string, e ports.ItemToEnqueue, key string, c *domain.Concurrency, priority int) {
 	t.Helper()
 	if v := uuid.UUID(e.ID).Version(); v != 7 {
 		t.Errorf("%s: the item's id is a UUID v%d, want v7 (minted in order)", way, v)
@@ -141,7 +141,7 @@ func TestABulkEnqueueBuildsItsItemsWithTheConstructorInIncreasingIDs(t *testing.
 		t.Errorf("the batch's key rate %v, want the definition's %v", batch.ConcurrencyRate, byCustomer.StartRate)
 	}
 	for i, it := range batch.Items {
-		e := ports.Enqueue{ID: it.ID, Input: it.Input, Priority: it.Priority, ConcurrencyKey: it.ConcurrencyKey,
+		e := ports.ItemToEnqueue{ID: it.ID, Input: it.Input, Priority: it.Priority, ConcurrencyKey: it.ConcurrencyKey,
 			ConcurrencyLimit: it.ConcurrencyLimit, ConcurrencyRate: batch.ConcurrencyRate}
 		checkBuilt(t, "bulk", e, "c-"+string(rune('a'+i%26)), byCustomer, 1+i%4)
 		if i > 0 && string(it.ID[:]) <= string(batch.Items[i-1].ID[:]) {

@@ -21,12 +21,12 @@ type Events struct {
 	definitions ports.DefinitionStore
 	events      ports.EventStore
 	sender      ports.EventSender
-	quotas      domain.Quotas
+	quotas      domain.ProcessQuotas
 }
 
 // NewEvents builds the event use case. sender may be nil in a process that
 // cannot reach Temporal; events then cannot be sent from it.
-func NewEvents(executions ports.ExecutionReader, definitions ports.DefinitionStore, events ports.EventStore, sender ports.EventSender, quotas domain.Quotas) *Events {
+func NewEvents(executions ports.ExecutionReader, definitions ports.DefinitionStore, events ports.EventStore, sender ports.EventSender, quotas domain.ProcessQuotas) *Events {
 	return &Events{executions: executions, definitions: definitions, events: events, sender: sender, quotas: quotas}
 }
 
@@ -37,7 +37,7 @@ func NewEvents(executions ports.ExecutionReader, definitions ports.DefinitionSto
 // event, which bounds what a tenant can add to a run's history. A node
 // that has not started yet keeps the event until it does, for as long as
 // the run lives. The run's events together carry at most
-// Quotas.EventBytesPerRun payload bytes (a QuotaError past it). The event
+// ProcessQuotas.EventBytesPerRun payload bytes (a QuotaError past it). The event
 // is noted before it is signalled, and taken back if the signal fails, so
 // that it can be sent again.
 func (s *Events) Send(ctx context.Context, a domain.Actor, id domain.ID, name string, payload json.RawMessage) (string, error) {

@@ -21,14 +21,14 @@ type Executions struct {
 	definitions ports.DefinitionStore
 	workspaces  ports.WorkspaceStore
 	engine      ports.WorkflowEngine
-	quotas      domain.Quotas
+	quotas      domain.ProcessQuotas
 }
 
 // NewExecutions builds the execution use cases. engine may be nil in a
 // process that cannot reach Temporal; running executions then cannot be
 // cancelled from it.
 func NewExecutions(queue ports.QueueStore, executions ports.ExecutionReader, definitions ports.DefinitionStore,
-	workspaces ports.WorkspaceStore, engine ports.WorkflowEngine, quotas domain.Quotas) *Executions {
+	workspaces ports.WorkspaceStore, engine ports.WorkflowEngine, quotas domain.ProcessQuotas) *Executions {
 	return &Executions{queue: queue, executions: executions, definitions: definitions, workspaces: workspaces, engine: engine, quotas: quotas}
 }
 
@@ -40,7 +40,7 @@ type EnqueueRequest struct {
 	Priority       int
 	IdempotencyKey string
 	// RunTimeout is the run's own deadline, 0 for none; at most the
-	// plan's cap (Quotas.RunTimeout).
+	// plan's cap (PlanQuotas.RunTimeoutSeconds).
 	RunTimeout time.Duration
 	// retryOf and pinnedVersion make the enqueue a retry (Retry,
 	// Requeue); a client's enqueue sets neither.
@@ -86,7 +86,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	if err != nil {
 		return domain.QueueItem{}, false, err
 	}
-	e, err := newQueueItem(ports.Enqueue{
+	e, err := newQueueItem(ports.ItemToEnqueue{
 		WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
 		NotBefore: req.NotBefore, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
@@ -230,7 +230,7 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 				return nil, err
 			}
 		}
-		e, err := newQueueItem(ports.Enqueue{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Input: it.Input,
+		e, err := newQueueItem(ports.ItemToEnqueue{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Input: it.Input,
 			Priority: it.Priority, Actor: a, IdempotencyKey: it.IdempotencyKey, NotBefore: it.NotBefore}, concurrency)
 		if err != nil {
 			return nil, domain.InputAt(err, fmt.Sprintf("/items/%d", i))

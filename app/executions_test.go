@@ -64,7 +64,7 @@ func TestCancelQueueItemWithdrawsAQueuedItem(t *testing.T) {
 			ws := domain.ID(uuid.New())
 			queue := &queueFake{item: domain.QueueItem{ID: domain.ID(uuid.New()), WorkspaceID: ws, ExecutionID: &exec, QueueState: tc.from}}
 			engine := &cancelEngine{}
-			s := NewExecutions(queue, nil, nil, nil, engine, domain.Quotas{})
+			s := NewExecutions(queue, nil, nil, nil, engine, domain.ProcessQuotas{})
 			outcome, err := s.CancelQueueItem(context.Background(), domain.Actor{WorkspaceID: ws}, queue.item.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -105,7 +105,7 @@ func TestCancelQueueItemKeepsAClaimedItemWhenItsWorkflowCannotBeCancelled(t *tes
 			queue := &queueFake{item: domain.QueueItem{ID: domain.ID(uuid.New()), WorkspaceID: ws, ExecutionID: &exec,
 				QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now}}}
 			engine := &cancelEngine{err: tc.err}
-			s := NewExecutions(queue, nil, nil, nil, engine, domain.Quotas{})
+			s := NewExecutions(queue, nil, nil, nil, engine, domain.ProcessQuotas{})
 			_, err := s.CancelQueueItem(context.Background(), domain.Actor{WorkspaceID: ws}, queue.item.ID)
 			if (err != nil) != tc.wantErr {
 				t.Errorf("cancel: %v, want an error: %v", err, tc.wantErr)
@@ -120,7 +120,7 @@ func TestCancelQueueItemKeepsAClaimedItemWhenItsWorkflowCannotBeCancelled(t *tes
 func TestCancelQueueItemRefusesAnotherWorkspacesItem(t *testing.T) {
 	t.Parallel()
 	queue := &queueFake{item: domain.QueueItem{ID: domain.ID(uuid.New()), WorkspaceID: domain.ID(uuid.New()), QueueState: domain.QueueState{Status: domain.QueuePending}}}
-	s := NewExecutions(queue, nil, nil, nil, &cancelEngine{}, domain.Quotas{})
+	s := NewExecutions(queue, nil, nil, nil, &cancelEngine{}, domain.ProcessQuotas{})
 	if _, err := s.CancelQueueItem(context.Background(), domain.Actor{WorkspaceID: domain.ID(uuid.New())}, queue.item.ID); !errors.Is(err, ErrForbidden) {
 		t.Errorf("cancel: %v, want ErrForbidden", err)
 	}
@@ -133,7 +133,7 @@ func TestCancelQueueItemRefusesAFinishedItem(t *testing.T) {
 	t.Parallel()
 	ws := domain.ID(uuid.New())
 	queue := &queueFake{item: domain.QueueItem{ID: domain.ID(uuid.New()), WorkspaceID: ws, QueueState: domain.QueueState{Status: domain.QueueFailed}}}
-	s := NewExecutions(queue, nil, nil, nil, &cancelEngine{}, domain.Quotas{})
+	s := NewExecutions(queue, nil, nil, nil, &cancelEngine{}, domain.ProcessQuotas{})
 	if _, err := s.CancelQueueItem(context.Background(), domain.Actor{WorkspaceID: ws}, queue.item.ID); !errors.Is(err, ErrFinished) {
 		t.Errorf("cancel: %v, want ErrFinished", err)
 	}

@@ -35,9 +35,9 @@ var ErrLeaseNotTried = errors.New("queue lease not tried yet")
 // its term cannot claim, and which the claim's marking checks again, so
 // such a holder cannot mark either: the claims of an ended term are the
 // next holder's to settle. A holder that renews its own lease after it
-// expired gets a new term from the database, which this counts as a new
-// tenure: the old term's claims stay the peer's (or its own settling's),
-// and no start of theirs is made under the new term (HeldUntil).
+// expired gets a new term from the database, and a new TermNumber: the
+// old term's claims stay the peer's (or its own settling's), and no start
+// of theirs is made under the new term (HeldUntil).
 type QueueLease struct {
 	name string
 	// label is the name in metrics, the same for every registration lease
@@ -56,9 +56,9 @@ type QueueLease struct {
 	// renewedAt is when the heartbeat last took or renewed the lease; only
 	// the heartbeat touches it.
 	renewedAt time.Time
-	// tenures counts the times the heartbeat took the lease over, so the
-	// claim loop can tell a new tenure from the one it last saw.
-	tenures atomic.Uint64
+	// terms counts the terms the heartbeat has held the lease in
+	// (TermNumber).
+	terms atomic.Uint64
 
 	// mu guards tried and lastErr, what the last attempt found, for
 	// readiness, and term and heldUntil.
@@ -153,7 +153,28 @@ func (l *QueueLease) Gained() <-chan struct{} { return l.gained }
 func (l *QueueLease) Fence() ports.Fence {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.fenceLocked()
+}
+
+// fenceLocked is Fence with mu held.
+func (l *QueueLease) fenceLocked() ports.Fence {
 	return ports.Fence{Lease: l.name, Holder: l.lease.Holder(), Term: l.term}
+}
+
+// claimFence is the fence a claim is made under and the number of the term
+// to, read together; held is false, and nothing may be claimed, unless the
+// heartbeat holds the lease in a term it knows. The store's fence would
+// refuse most claims made otherwise, but not all: a zero term accepts
+// whatever term the table holds (one whose taking the heartbeat never
+// heard of), and a heartbeat that let the lease go after a term of failed
+// renewals may still find it live in the table.
+func (l *QueueLease) claimFence() (fence ports.Fence, termNumber uint64, held bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.holding.Load() || l.term.IsZero() {
+		return ports.Fence{}, 0, false
+	}
+	return l.fenceLocked(), l.terms.Load(), true
 }
 
 // HeldUntil is when the lease's term term certainly runs out unless
@@ -176,9 +197,11 @@ func (l *QueueLease) HeldUntil(term time.Time) time.Time {
 	return l.heldUntil
 }
 
-// Tenure counts the times the heartbeat took the lease, or found it in a
-// new term; it changes exactly when a new tenure begins.
-func (l *QueueLease) Tenure() uint64 { return l.tenures.Load() }
+// TermNumber counts the terms the heartbeat has held the lease in: the
+// times it took the lease, or found it in a new term. It changes exactly
+// when a new term begins, so the claim loop can tell a term from the one
+// it last saw without comparing database times.
+func (l *QueueLease) TermNumber() uint64 { return l.terms.Load() }
 
 // Lost records that a claim found the lease gone (ports.ErrLeaseLost):
 // another dispatcher took it while the heartbeat still believed it ours.
@@ -221,6 +244,15 @@ func (l *QueueLease) beat(ctx context.Context) {
 		}
 		l.term = term
 	}
+	// A new term's number is counted with the term and the holding, under
+	// mu, so that claimFence reads a term with its own number.
+	wasHolding, began := false, false
+	if err == nil && held {
+		wasHolding = l.holding.Swap(true)
+		if began = !wasHolding || newTerm; began {
+			l.terms.Add(1)
+		}
+	}
 	l.mu.Unlock()
 	l.metrics.setHeld(l.label, held && err == nil)
 	switch {
@@ -235,11 +267,11 @@ func (l *QueueLease) beat(ctx context.Context) {
 		l.testSignals.failed.signal(err)
 	case held:
 		l.renewedAt = l.now()
-		if l.holding.Swap(true) {
-			if !newTerm {
-				l.testSignals.kept.signal(struct{}{})
-				return
-			}
+		if !began {
+			l.testSignals.kept.signal(struct{}{})
+			return
+		}
+		if wasHolding {
 			// Our own lease ran out before this renewal (the process was
 			// paused, or the database unreachable) and the renewal began a
 			// new term: the old one's claims are settled as an ended
@@ -248,7 +280,6 @@ func (l *QueueLease) beat(ctx context.Context) {
 		} else {
 			l.log.Info("queue lease acquired", "lease", l.name)
 		}
-		l.tenures.Add(1)
 		select {
 		case l.gained <- struct{}{}:
 		default:

@@ -63,7 +63,7 @@ func TestQueueLease(t *testing.T) {
 		}
 	})
 
-	t.Run("HeldUntilEndsTheTermCountedFromTheAttemptAndTenuresCountTakeovers", func(t *testing.T) {
+	t.Run("HeldUntilEndsTheTermCountedFromTheAttemptAndTermNumbersCountTakeovers", func(t *testing.T) {
 		t.Parallel()
 		b := setupQueueLease(t)
 		before := time.Now()
@@ -73,8 +73,8 @@ func TestQueueLease(t *testing.T) {
 		if until.Before(before.Add(b.lease.ttl)) || until.After(after.Add(b.lease.ttl)) {
 			t.Errorf("HeldUntil %s, want one term after the attempt, between %s and %s", until, before.Add(b.lease.ttl), after.Add(b.lease.ttl))
 		}
-		if n := b.lease.Tenure(); n != 1 {
-			t.Errorf("tenure %d after the first takeover, want 1", n)
+		if n := b.lease.TermNumber(); n != 1 {
+			t.Errorf("term number %d after the first takeover, want 1", n)
 		}
 		term := b.lease.Fence().Term
 		b.shed.setOther(QueueLeaseName, true)
@@ -84,8 +84,8 @@ func TestQueueLease(t *testing.T) {
 		}
 		b.shed.setOther(QueueLeaseName, false)
 		b.lease.testSignals.gained.wait(t, "the lease gained again")
-		if n := b.lease.Tenure(); n != 2 {
-			t.Errorf("tenure %d after taking the lease back, want 2", n)
+		if n := b.lease.TermNumber(); n != 2 {
+			t.Errorf("term number %d after taking the lease back, want 2", n)
 		}
 	})
 
@@ -97,18 +97,18 @@ func TestQueueLease(t *testing.T) {
 		first := b.lease.Fence().Term
 		b.lease.beat(context.Background())
 		b.lease.testSignals.kept.wait(t, "the lease renewed while live")
-		if term := b.lease.Fence().Term; !term.Equal(first) || b.lease.Tenure() != 1 {
-			t.Fatalf("a renewal of a live lease gave term %s, tenure %d; want the same term %s, tenure 1", term, b.lease.Tenure(), first)
+		if term := b.lease.Fence().Term; !term.Equal(first) || b.lease.TermNumber() != 1 {
+			t.Fatalf("a renewal of a live lease gave term %s, number %d; want the same term %s, number 1", term, b.lease.TermNumber(), first)
 		}
 		// Paused past the term: nobody took the lease, but it expired, so
 		// a peer may have settled the term's claims already.
 		b.shed.table.expire(QueueLeaseName)
 		b.lease.beat(context.Background())
 		b.lease.testSignals.gained.wait(t, "the expired lease renewed")
-		b.lease.testSignals.kept.requireNone(t, "the expired lease renewed as the same tenure")
+		b.lease.testSignals.kept.requireNone(t, "the expired lease renewed as the same term")
 		second := b.lease.Fence().Term
-		if second.IsZero() || second.Equal(first) || b.lease.Tenure() != 2 {
-			t.Fatalf("after renewing its own expired lease: term %s (first %s), tenure %d; want a new term and tenure 2", second, first, b.lease.Tenure())
+		if second.IsZero() || second.Equal(first) || b.lease.TermNumber() != 2 {
+			t.Fatalf("after renewing its own expired lease: term %s (first %s), term number %d; want a new term, number 2", second, first, b.lease.TermNumber())
 		}
 		if until := b.lease.HeldUntil(first); !until.IsZero() {
 			t.Errorf("HeldUntil of the ended term %s, want zero: none of its starts may be made", until)

@@ -52,7 +52,7 @@ type finishRecorder struct {
 	finished map[domain.ID]domain.ExecutionStatus
 }
 
-func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ports.SettleFunc, _ ...domain.NodeRecord) (bool, error) {
+func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ports.ItemAtEndFunc, _ ...domain.NodeRecord) (bool, error) {
 	f.finished[id] = status
 	return true, nil
 }
@@ -180,7 +180,7 @@ type messageRecorder struct {
 	calls []string
 }
 
-func (m *messageRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, msg *string, _ ports.SettleFunc, _ ...domain.NodeRecord) (bool, error) {
+func (m *messageRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, msg *string, _ ports.ItemAtEndFunc, _ ...domain.NodeRecord) (bool, error) {
 	m.calls = append(m.calls, id.String()+" "+string(status)+" "+*msg)
 	return true, nil
 }

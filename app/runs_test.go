@@ -22,40 +22,40 @@ import (
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func TestSettleQueueItemDecidesWhatAnExecutionsEndDoesToItsItem(t *testing.T) {
+func TestQueueItemAtEndDecidesWhatAnExecutionsEndDoesToItsItem(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	for _, tc := range []struct {
 		name      string
 		from      domain.QueueState
 		status    domain.ExecutionStatus
-		want      ports.Settlement
+		want      ports.ItemAtEnd
 		wantState domain.QueueStatus
 	}{
 		{name: "completed run deletes its dispatched item", from: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now},
-			status: domain.ExecutionCompleted, want: ports.SettleDelete, wantState: domain.QueueDispatched},
+			status: domain.ExecutionCompleted, want: ports.DeleteItem, wantState: domain.QueueDispatched},
 		{name: "a completed run leaves a pending item it was not admitted for", from: domain.QueueState{Status: domain.QueuePending},
-			status: domain.ExecutionCompleted, want: ports.SettleKeep, wantState: domain.QueuePending},
+			status: domain.ExecutionCompleted, want: ports.KeepItem, wantState: domain.QueuePending},
 		{name: "failed run fails its dispatched item", from: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now},
-			status: domain.ExecutionFailed, want: ports.SettleWrite, wantState: domain.QueueFailed},
+			status: domain.ExecutionFailed, want: ports.WriteItem, wantState: domain.QueueFailed},
 		{name: "short run ends while its item is still claimed", from: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &now},
-			status: domain.ExecutionCancelled, want: ports.SettleWrite, wantState: domain.QueueCancelled},
+			status: domain.ExecutionCancelled, want: ports.WriteItem, wantState: domain.QueueCancelled},
 		{name: "a cancellation it raced with stays", from: domain.QueueState{Status: domain.QueueCancelled},
-			status: domain.ExecutionFailed, want: ports.SettleKeep, wantState: domain.QueueCancelled},
+			status: domain.ExecutionFailed, want: ports.KeepItem, wantState: domain.QueueCancelled},
 		{name: "a pending item cannot take a failure", from: domain.QueueState{Status: domain.QueuePending},
-			status: domain.ExecutionFailed, want: ports.SettleKeep, wantState: domain.QueuePending},
+			status: domain.ExecutionFailed, want: ports.KeepItem, wantState: domain.QueuePending},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			item := domain.QueueItem{ID: domain.ID(uuid.New()), QueueState: tc.from}
-			got, err := SettleQueueItem(tc.status, "why", discard())(&item)
+			got, err := QueueItemAtEnd(tc.status, "why", discard())(&item)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != tc.want || item.Status != tc.wantState {
-				t.Errorf("settlement %d leaving %s, want %d leaving %s", got, item.Status, tc.want, tc.wantState)
+				t.Errorf("item at end %d leaving %s, want %d leaving %s", got, item.Status, tc.want, tc.wantState)
 			}
-			if got == ports.SettleWrite && (item.LastError != "why" || item.ClaimedAt != nil) {
+			if got == ports.WriteItem && (item.LastError != "why" || item.ClaimedAt != nil) {
 				t.Errorf("written state %+v, want the outcome's reason and no claim", item.QueueState)
 			}
 		})
@@ -72,7 +72,7 @@ type runStore struct {
 	status                      domain.ExecutionStatus
 	errMsg                      *string
 	item                        domain.QueueItem
-	settled                     ports.Settlement
+	itemAtEnd                   ports.ItemAtEnd
 }
 
 func (s *runStore) StartNode(_ context.Context, _ domain.ID, n domain.NodeRecord) error {
@@ -90,10 +90,10 @@ func (s *runStore) RecordNodes(_ context.Context, _ domain.ID, nodes []domain.No
 	return s.recordErr
 }
 
-func (s *runStore) FinishExecution(_ context.Context, _ domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
+func (s *runStore) FinishExecution(_ context.Context, _ domain.ID, status domain.ExecutionStatus, errMsg *string, atEnd ports.ItemAtEndFunc, nodes ...domain.NodeRecord) (bool, error) {
 	s.status, s.errMsg, s.recorded = status, errMsg, append(s.recorded, nodes...)
 	var err error
-	s.settled, err = settle(&s.item)
+	s.itemAtEnd, err = atEnd(&s.item)
 	return s.found, err
 }
 
@@ -178,7 +178,7 @@ func TestRunsBoundTheExecutionErrorAtTheConfiguredRecordBound(t *testing.T) {
 	}
 }
 
-func TestRunsCompleteSettlesTheItemByTheOutcome(t *testing.T) {
+func TestRunsCompleteEndsTheItemByTheOutcome(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	store := &runStore{found: true, item: domain.QueueItem{QueueState: domain.QueueState{Status: domain.QueueDispatched, DispatchedAt: &now}}}
@@ -191,8 +191,8 @@ func TestRunsCompleteSettlesTheItemByTheOutcome(t *testing.T) {
 	if store.status != domain.ExecutionFailed || store.errMsg == nil || *store.errMsg != "node a failed" || len(store.recorded) != 1 {
 		t.Errorf("finished %s (%v) with %d records", store.status, store.errMsg, len(store.recorded))
 	}
-	if store.settled != ports.SettleWrite || store.item.Status != domain.QueueFailed || store.item.LastError != "node a failed" {
-		t.Errorf("item settled %d to %+v, want FAILED with the reason written", store.settled, store.item.QueueState)
+	if store.itemAtEnd != ports.WriteItem || store.item.Status != domain.QueueFailed || store.item.LastError != "node a failed" {
+		t.Errorf("item at end %d to %+v, want FAILED with the reason written", store.itemAtEnd, store.item.QueueState)
 	}
 
 	// A completion without an error records none, and a repeat (not
@@ -201,8 +201,8 @@ func TestRunsCompleteSettlesTheItemByTheOutcome(t *testing.T) {
 	if err := NewRuns(store, discard()).Complete(context.Background(), domain.ID(uuid.New()), domain.ExecutionCompleted, ""); err != nil {
 		t.Fatal(err)
 	}
-	if store.errMsg != nil || store.settled != ports.SettleDelete {
-		t.Errorf("completion: error %v, settlement %d; want none and delete", store.errMsg, store.settled)
+	if store.errMsg != nil || store.itemAtEnd != ports.DeleteItem {
+		t.Errorf("completion: error %v, item at end %d; want none and delete", store.errMsg, store.itemAtEnd)
 	}
 }
 

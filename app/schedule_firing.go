@@ -163,7 +163,7 @@ func (f *ScheduleFiring) decide(d ports.DueSchedule) (ports.TickPlan, error) {
 		return plan, nil
 	}
 	sc := d.Schedule
-	plan.Item, err = newQueueItem(ports.Enqueue{WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input,
+	plan.Item, err = newQueueItem(ports.ItemToEnqueue{WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input,
 		Priority: sc.Priority, Actor: domain.Actor{}}, d.Concurrency)
 	if bad := (*domain.InputError)(nil); errors.As(err, &bad) {
 		return ports.TickPlan{Firing: plan.Firing, Refused: bad}, nil

@@ -9,17 +9,17 @@ import (
 )
 
 // takeover is what the claim loop knows of the claims of ended lease
-// terms: the tenure of its lease it last settled them for, and when it
-// looks for them next.
+// terms: the number of its lease's term it last settled them in, and when
+// it looks for them next.
 type takeover struct {
-	settledTenure uint64
-	nextLook      time.Time
+	settledTermNumber uint64
+	nextLook          time.Time
 }
 
 // settleEndedTerms settles, before the loop claims anything new, the
 // claims made under lease terms that have ended: a dead or paused
 // dispatcher's, whose marks its term's fence now refuses. It runs when
-// this dispatcher's lease begins a new tenure (it took the queue lease
+// this dispatcher's lease begins a new term (it took the queue lease
 // over, or took its registration lease back after a lapse), and otherwise
 // at the heartbeat's cadence (a fifth of the lease's term), which is how a
 // dispatcher beside others finds the claims of one whose registration
@@ -33,8 +33,8 @@ func (d *Dispatcher) settleEndedTerms(ctx context.Context) bool {
 	if d.lease == nil {
 		return true
 	}
-	tenure := d.lease.Tenure()
-	if tenure == d.takeover.settledTenure && d.now().Before(d.takeover.nextLook) {
+	termNumber := d.lease.TermNumber()
+	if termNumber == d.takeover.settledTermNumber && d.now().Before(d.takeover.nextLook) {
 		return true
 	}
 	items, err := d.store.ClaimsOfEndedTerms(ctx, staleBatch)
@@ -70,7 +70,7 @@ func (d *Dispatcher) settleEndedTerms(ctx context.Context) bool {
 			next = 0 // the rest next cycle
 		}
 	}
-	d.takeover = takeover{settledTenure: tenure, nextLook: d.now().Add(next)}
+	d.takeover = takeover{settledTermNumber: termNumber, nextLook: d.now().Add(next)}
 	return d.breaker.closed()
 }
 

@@ -165,9 +165,9 @@ func TestNoStartOfAClaimWhoseTermEndedThoughTheLeaseWasRenewedAsANewTerm(t *test
 		synctest.Wait()
 		store.mu.Lock()
 		defer store.mu.Unlock()
-		if lease.Tenure() != 2 || store.claims < 1 || store.fences[0].Term.Equal(lease.Fence().Term) {
-			t.Fatalf("tenure %d, %d claims, first in term %s, lease now in %s; want the claim made and the lease renewed in a new term",
-				lease.Tenure(), store.claims, store.fences[0].Term, lease.Fence().Term)
+		if lease.TermNumber() != 2 || store.claims < 1 || store.fences[0].Term.Equal(lease.Fence().Term) {
+			t.Fatalf("term number %d, %d claims, first in term %s, lease now in %s; want the claim made and the lease renewed in a new term",
+				lease.TermNumber(), store.claims, store.fences[0].Term, lease.Fence().Term)
 		}
 		if n := engine.startsNow(); n != 0 {
 			t.Fatalf("%d starts of a claim whose term ended before them, want none", n)

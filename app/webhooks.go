@@ -27,18 +27,6 @@ func NewWebhooks(store ports.WebhookStore, poster ports.WebhookPoster, defs port
 	return &Webhooks{store: store, poster: poster, defs: defs}
 }
 
-// InvalidFieldError lists request fields the use case refused after the
-// schema accepted them, such as a webhook target the outbound guard
-// refuses; each problem names its field.
-type InvalidFieldError struct {
-	Problems []domain.Problem
-}
-
-// Error names the fields.
-func (e *InvalidFieldError) Error() string {
-	return (&domain.ValidationError{Problems: e.Problems}).Error()
-}
-
 // CreateEndpointRequest is the body of an endpoint's creation.
 type CreateEndpointRequest struct {
 	WorkspaceID  domain.ID
@@ -55,14 +43,13 @@ func (w *Webhooks) CreateEndpoint(ctx context.Context, a domain.Actor, req Creat
 	if err := requireWorkspace(a, req.WorkspaceID, "workspace"); err != nil {
 		return domain.WebhookEndpoint{}, err
 	}
-	var ve *domain.ValidationError
-	if err := domain.ValidateWebhookTarget(req.URL, req.Events); errors.As(err, &ve) {
-		return domain.WebhookEndpoint{}, &InvalidFieldError{Problems: ve.Problems}
+	if err := domain.ValidateWebhookTarget(req.URL, req.Events); err != nil {
+		return domain.WebhookEndpoint{}, err
 	}
 	if err := w.poster.CheckTarget(ctx, req.URL); err != nil {
 		var refused *ports.TargetRefusedError
 		if errors.As(err, &refused) {
-			return domain.WebhookEndpoint{}, &InvalidFieldError{Problems: []domain.Problem{{Path: "/url", Message: refused.Reason}}}
+			return domain.WebhookEndpoint{}, &domain.ValidationError{Problems: []domain.Problem{{Path: "/url", Message: refused.Reason}}}
 		}
 		return domain.WebhookEndpoint{}, err
 	}

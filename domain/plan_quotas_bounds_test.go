@@ -97,7 +97,7 @@ func snake(name string) string {
 
 func TestCheckEventBytesRefusesAnEventPastTheRunsBound(t *testing.T) {
 	t.Parallel()
-	q := Quotas{EventBytesPerRun: 100}
+	q := ProcessQuotas{EventBytesPerRun: 100}
 	for _, tt := range []struct {
 		name     string
 		taken, n int
@@ -117,7 +117,7 @@ func TestCheckEventBytesRefusesAnEventPastTheRunsBound(t *testing.T) {
 			t.Errorf("%s: %v, want it accepted", tt.name, err)
 		}
 	}
-	if err := (Quotas{}).CheckEventBytes(1<<30, 1<<30); err != nil {
+	if err := (ProcessQuotas{}).CheckEventBytes(1<<30, 1<<30); err != nil {
 		t.Errorf("no bound set: %v", err)
 	}
 }

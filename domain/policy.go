@@ -10,7 +10,7 @@ import (
 // RetryPolicy is how one node's failed attempts are retried, when the node
 // sets one; a node without it runs with the worker's configured retries
 // (SLUICE_ENGINE_RETRY_*). A field left at zero keeps the worker's value.
-// A plan caps MaxAttempts (Quotas.NodeAttempts).
+// A plan caps MaxAttempts (PlanQuotas.NodeAttempts).
 type RetryPolicy struct {
 	// MaxAttempts is the number of attempts, the first included; 1 means
 	// no retry.

@@ -31,7 +31,7 @@ import (
 // (ReleaseAfterDispatchError, ReleaseUnstarted, RecoverStale) takes it off
 // the item with its execution row. A workflow whose start was judged not
 // to have happened, but which lands after the release, is refused by its
-// admission [QueueAdmitRun], so it can neither run nor settle the item.
+// admission [QueueAdmitRun], so it can neither run nor end the item.
 //
 // ClaimedAt is set exactly while an item is CLAIMED (the table's CHECK
 // says the same), so every edge out of CLAIMED clears it.

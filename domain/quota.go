@@ -5,13 +5,13 @@ import (
 	"time"
 )
 
-// Quotas are the process-wide bounds on what one request may carry, the
+// ProcessQuotas are the process-wide bounds on what one request may carry, the
 // same for every plan: how large one graph may be, how far ahead an item
 // may wait, how many items one bulk enqueue carries. What varies by plan
 // (how much a workspace may store and queue, its policy caps) is data:
 // PlanQuotas. A request past a quota is refused whole; nothing already
 // stored is touched.
-type Quotas struct {
+type ProcessQuotas struct {
 	// NodesPerGraph caps the nodes of one definition version.
 	NodesPerGraph int
 	// NotBeforeHorizon caps how far ahead an enqueue's notBefore may be, so
@@ -34,19 +34,19 @@ type Quotas struct {
 	EventBytesPerRun int
 }
 
-// DefaultQuotas are these: a graph has at most 500 nodes, an item may wait at most
-// 30 days for its notBefore, a bulk enqueue carries at most 1,000
+// DefaultProcessQuotas are these: a graph has at most 500 nodes, an item
+// may wait at most 30 days for its notBefore, a bulk enqueue carries at most 1,000
 // items, a save's sub-workflow walk takes at most 2 s, and a run's events
 // carry at most 8 MiB together (a quarter of the history budget).
-func DefaultQuotas() Quotas {
-	return Quotas{NodesPerGraph: 500, NotBeforeHorizon: 30 * 24 * time.Hour, BatchItems: 1_000, SubWorkflowCheck: 2 * time.Second,
+func DefaultProcessQuotas() ProcessQuotas {
+	return ProcessQuotas{NodesPerGraph: 500, NotBeforeHorizon: 30 * 24 * time.Hour, BatchItems: 1_000, SubWorkflowCheck: 2 * time.Second,
 		EventBytesPerRun: 8 << 20}
 }
 
 // CheckEventBytes refuses an event of n payload bytes when the run's
 // events accepted so far, taken bytes, leave no room for it. Waiting will
 // not help: a run's events are never taken back once sent.
-func (q Quotas) CheckEventBytes(taken, n int) error {
+func (q ProcessQuotas) CheckEventBytes(taken, n int) error {
 	if q.EventBytesPerRun > 0 && taken+n > q.EventBytesPerRun {
 		return &QuotaError{Quota: "event payload bytes in one run", Limit: q.EventBytesPerRun, Field: "/payload"}
 	}
@@ -78,7 +78,7 @@ func (e *QuotaError) Error() string {
 }
 
 // CheckGraph refuses a graph with more nodes than NodesPerGraph.
-func (q Quotas) CheckGraph(g Graph, field string) error {
+func (q ProcessQuotas) CheckGraph(g Graph, field string) error {
 	if q.NodesPerGraph > 0 && len(g.Nodes) > q.NodesPerGraph {
 		return &QuotaError{Quota: "nodes per graph", Limit: q.NodesPerGraph, Field: field + "/nodes"}
 	}
@@ -93,7 +93,7 @@ const StoredRetryAfter = time.Minute
 
 // CheckBatch refuses a bulk enqueue of more than BatchItems items, naming
 // field (the items array).
-func (q Quotas) CheckBatch(n int, field string) error {
+func (q ProcessQuotas) CheckBatch(n int, field string) error {
 	if q.BatchItems > 0 && n > q.BatchItems {
 		return &FieldError{Field: field, Message: fmt.Sprintf("at most %d items in one request", q.BatchItems)}
 	}
@@ -102,7 +102,7 @@ func (q Quotas) CheckBatch(n int, field string) error {
 
 // CheckNotBefore refuses a notBefore more than NotBeforeHorizon after now,
 // naming field. A time already past is accepted: the item is due at once.
-func (q Quotas) CheckNotBefore(now, notBefore time.Time, field string) error {
+func (q ProcessQuotas) CheckNotBefore(now, notBefore time.Time, field string) error {
 	if q.NotBeforeHorizon > 0 && notBefore.Sub(now) > q.NotBeforeHorizon {
 		return &FieldError{Field: field, Message: fmt.Sprintf("at most %s ahead", q.NotBeforeHorizon)}
 	}

@@ -227,7 +227,7 @@ func (s *Scheduler) Failed(key string) error {
 }
 
 // resolveEdge records that one incoming edge of node to is resolved, live or
-// not, and settles the node once all its incoming edges are: ready if any was
+// not, and decides the node once all its incoming edges are: ready if any was
 // live, else skipped, which resolves its own outgoing edges as dead in turn.
 // Newly skipped ids are appended to skipped.
 func (s *Scheduler) resolveEdge(to int, live bool, skipped []int) []int {

@@ -273,7 +273,7 @@ var ErrLeaseLost = errors.New("lease lost")
 type Fence struct {
 	Lease  string
 	Holder string
-	// Term, when set, is the tenure the lease must still be in: its
+	// Term, when set, is the term the lease must still be in: its
 	// locked_at, which stays put while the holder renews and changes on
 	// every new acquisition. A claim takes whatever term is current and
 	// records it; the claim's marks must still be in it.
@@ -351,33 +351,35 @@ type ExecutionStore interface {
 	RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error
 	// FinishExecution ends a RUNNING execution and writes nodes as
 	// RecordNodes does; then it hands the execution's queue item, under its
-	// row lock, to settle and persists what settle decides, all in one
-	// transaction, and wakes the dispatchers. settle is called even when
+	// row lock, to atEnd and persists what atEnd decides, all in one
+	// transaction, and wakes the dispatchers. atEnd is called even when
 	// the execution was not RUNNING or is missing, so no item is left
 	// behind a finished workflow; it is not called when there is no item.
 	// found=false, with no execution or node written, when the execution
 	// was not RUNNING or missing: a repeat, logged by the caller.
-	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle SettleFunc, nodes ...domain.NodeRecord) (found bool, err error)
+	FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, atEnd ItemAtEndFunc, nodes ...domain.NodeRecord) (found bool, err error)
 	// SetRetryOf names the execution that execution id retries;
 	// ErrNotFound when either is gone.
 	SetRetryOf(ctx context.Context, id, retryOf domain.ID) error
 }
 
-// Settlement is what a finished execution does to its queue item.
-type Settlement int
+// ItemAtEnd is what a finished execution does to its queue item. (To
+// settle, in Sluice, is only what is done to a claim in doubt: asking
+// Temporal whether its start landed.)
+type ItemAtEnd int
 
 const (
-	// SettleKeep leaves the item as it is.
-	SettleKeep Settlement = iota
-	// SettleWrite writes the state the settle function left on the item,
+	// KeepItem leaves the item as it is.
+	KeepItem ItemAtEnd = iota
+	// WriteItem writes the state the ItemAtEndFunc left on the item,
 	// guarded by the state it was read in.
-	SettleWrite
-	// SettleDelete deletes the item: its run completed, and a deleted item
+	WriteItem
+	// DeleteItem deletes the item: its run completed, and a deleted item
 	// can never be started again.
-	SettleDelete
+	DeleteItem
 )
 
-// SettleFunc decides, under the item's row lock, what the finished
-// execution does to its queue item; for SettleWrite it applies the domain
+// ItemAtEndFunc decides, under the item's row lock, what the finished
+// execution does to its queue item; for WriteItem it applies the domain
 // transition to item first.
-type SettleFunc func(item *domain.QueueItem) (Settlement, error)
+type ItemAtEndFunc func(item *domain.QueueItem) (ItemAtEnd, error)

@@ -8,8 +8,9 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// Enqueue is what the enqueue use case asks storage to write.
-type Enqueue struct {
+// ItemToEnqueue is the queue item the enqueue use case asks storage to
+// write, with what its writing needs (the actor, an idempotency key).
+type ItemToEnqueue struct {
 	ID           domain.ID
 	WorkspaceID  domain.ID
 	DefinitionID domain.ID
@@ -54,13 +55,13 @@ type EnqueueBatchItem struct {
 	ID       domain.ID
 	Input    json.RawMessage
 	Priority int
-	// NotBefore is as Enqueue's.
+	// NotBefore is as ItemToEnqueue's.
 	NotBefore *time.Time
 	// IdempotencyKey is empty when the item has none; keys are distinct
 	// within a batch.
 	IdempotencyKey string
 	RequestHash    []byte
-	// ConcurrencyKey and ConcurrencyLimit are as Enqueue's.
+	// ConcurrencyKey and ConcurrencyLimit are as ItemToEnqueue's.
 	ConcurrencyKey   *string
 	ConcurrencyLimit int
 }
@@ -80,7 +81,7 @@ type QueueStore interface {
 	// record in one transaction and wakes the dispatchers. With a key
 	// already used for the same request hash it returns the original item
 	// and replayed=true; with a different hash, ErrConflict.
-	Enqueue(ctx context.Context, e Enqueue) (item domain.QueueItem, replayed bool, err error)
+	Enqueue(ctx context.Context, e ItemToEnqueue) (item domain.QueueItem, replayed bool, err error)
 	// EnqueueBatch writes a bulk enqueue's items and their audit rows in
 	// one statement, in one transaction with their idempotency records,
 	// after checking the batch's size against the quotas under the

@@ -43,7 +43,7 @@ type TickPlan struct {
 	Firing domain.Firing
 	// Item is the tick's queue item when Firing.Enqueue and Refused is
 	// nil, built as every enqueue's is.
-	Item Enqueue
+	Item ItemToEnqueue
 	// Refused is why the tick's item could not be built (its input lacks
 	// what the definition's key reads): nothing is enqueued, the refusal
 	// is recorded (activity "schedule.refused", naming the field) and the

@@ -116,7 +116,7 @@ type Activities struct {
 	metrics         *NodeMetrics
 	tracer          trace.Tracer
 	// PayloadLimit is the largest node output, in bytes, handed back to
-	// Temporal (Limits.PayloadLimit); DefaultPayloadLimit when zero.
+	// Temporal (RunLimits.PayloadLimit); DefaultPayloadLimit when zero.
 	PayloadLimit int
 }
 
@@ -452,7 +452,7 @@ func nodeRecords(nodes []NodeRecordInput) []domain.NodeRecord {
 }
 
 // CompleteExecution records the final status with the last node records
-// and settles the queue item (app.Runs.Complete).
+// and ends the queue item (app.Runs.Complete).
 func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
 	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {

@@ -55,7 +55,7 @@ func WorkflowID(executionID domain.ID) string { return workflowIDPrefix + execut
 type WorkflowClient struct {
 	client client.Client
 	queues TaskQueues
-	// payloadLimit is Limits.PayloadLimit, the workers' bound on what one
+	// payloadLimit is RunLimits.PayloadLimit, the workers' bound on what one
 	// payload may carry, which a start's input must keep to as well.
 	payloadLimit int
 	// initMu and initialized: see initialize.
@@ -67,7 +67,7 @@ var _ ports.WorkflowEngine = (*WorkflowClient)(nil)
 
 // NewWorkflowClient wraps a connected client; limits are the workers' (only the
 // payload limit applies to starting a workflow).
-func NewWorkflowClient(c client.Client, queues TaskQueues, limits Limits) *WorkflowClient {
+func NewWorkflowClient(c client.Client, queues TaskQueues, limits RunLimits) *WorkflowClient {
 	return &WorkflowClient{client: c, queues: queues, payloadLimit: limits.withDefaults().PayloadLimit}
 }
 

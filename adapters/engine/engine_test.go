@@ -54,7 +54,7 @@ func TestStartWorkflowCarriesTheGraphWithinTheConfiguredPayloadLimit(t *testing.
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rec := &startRecorder{}
-			e := NewWorkflowClient(rec, NewTaskQueues("test."), Limits{PayloadLimit: tc.limit})
+			e := NewWorkflowClient(rec, NewTaskQueues("test."), RunLimits{PayloadLimit: tc.limit})
 			input := json.RawMessage(`{"s":"` + strings.Repeat("i", tc.inputSize) + `"}`)
 			err := e.StartWorkflow(context.Background(), ports.WorkflowStart{ExecutionID: domain.ID(uuid.New()), Input: input, Graph: graph})
 			if err != nil {
@@ -97,7 +97,7 @@ func (c *firstCallCounter) ExecuteWorkflow(context.Context, client.StartWorkflow
 func TestTheFirstStartsInParallelLoadTheCapabilitiesOnce(t *testing.T) {
 	t.Parallel()
 	c := &firstCallCounter{}
-	e := NewWorkflowClient(c, NewTaskQueues("test."), Limits{})
+	e := NewWorkflowClient(c, NewTaskQueues("test."), RunLimits{})
 	c.down.Store(true)
 	if err := e.StartWorkflow(context.Background(), ports.WorkflowStart{ExecutionID: domain.ID(uuid.New())}); err == nil {
 		t.Fatal("a start while the server is down succeeded")

@@ -107,7 +107,7 @@ func TestRecordHistories(t *testing.T) {
 		WorkflowsSize: 10, ExternalAPISize: 10, Retry: testRetry,
 		// Small payload and task limits, so that a recorded history shows
 		// tasks ended at the task limit without megabytes of data.
-		Limits: Limits{PayloadLimit: 1000, TaskLimit: 4000},
+		Limits: RunLimits{PayloadLimit: 1000, TaskLimit: 4000},
 	}, newRecordingActivities(store), slog.New(slog.DiscardHandler))
 	if err := ws.Start(); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 // contract (porttest.ExecutionStore, which runs against it and against the
 // Postgres store): one record per node, a late StartNode never reopens a
 // node that ended COMPLETED, SKIPPED or CANCELLED, FinishExecution only
-// ends a RUNNING execution and persists what settle decides for its queue
+// ends a RUNNING execution and persists what atEnd decides for its queue
 // item. It also keeps every FinishExecution call, so tests can check what
 // the workflow asked for and not just the final row.
 type memStore struct {
@@ -353,9 +353,9 @@ func (s *memStore) finishNode(executionID domain.ID, n domain.NodeRecord) error 
 }
 
 // FinishExecution does all it writes at once, under the lock, as the
-// Postgres store does in one transaction: settle decides on a copy of the
+// Postgres store does in one transaction: atEnd decides on a copy of the
 // item before anything changes.
-func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
+func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, atEnd ports.ItemAtEndFunc, nodes ...domain.NodeRecord) (bool, error) {
 	if s.beforeFinish != nil {
 		s.beforeFinish()
 	}
@@ -373,11 +373,11 @@ func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domai
 	s.completions = append(s.completions, c)
 	item, hasItem := s.items[id]
 	var next domain.QueueItem
-	decision := ports.SettleKeep
+	decision := ports.KeepItem
 	if hasItem {
 		next = *item
 		var err error
-		if decision, err = settle(&next); err != nil {
+		if decision, err = atEnd(&next); err != nil {
 			return false, err
 		}
 	}
@@ -401,9 +401,9 @@ func (s *memStore) FinishExecution(_ context.Context, id domain.ID, status domai
 		e.status, e.err = status, errMsg
 	}
 	switch decision {
-	case ports.SettleWrite:
+	case ports.WriteItem:
 		*item = next
-	case ports.SettleDelete:
+	case ports.DeleteItem:
 		delete(s.items, id)
 	}
 	return found, nil

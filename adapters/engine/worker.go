@@ -22,9 +22,9 @@ type WorkerConfig struct {
 	WorkflowsSize    int
 	ExternalAPISize  int
 	Retry            RetryConfig
-	Limits           Limits
+	Limits           RunLimits
 	// Quotas, when set, are each workspace's quotas in force, over
-	// Limits' per-plan figures (Workflows.Quotas).
+	// RunLimits' per-plan figures (Workflows.Quotas).
 	Quotas QuotaSource
 	// Pollers sizes each queue's pollers, which the SDK scales with the
 	// backlog between its bounds.

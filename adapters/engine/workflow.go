@@ -40,7 +40,7 @@ type ExecutionInput struct {
 	DefinitionID string
 	Version      int
 	Input        json.RawMessage
-	// Plan sizes the nodes in flight (Limits.NodesInFlight).
+	// Plan sizes the nodes in flight (RunLimits.NodesInFlight).
 	Plan domain.Plan
 	// Graph is the version's graph as stored; when empty the workflow
 	// loads it through the LoadGraph local activity. A child run's is
@@ -83,9 +83,9 @@ func DefaultRetryConfig() RetryConfig {
 	return RetryConfig{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 3}
 }
 
-// Limits bound what one execution takes of the shared service. Like
+// RunLimits bound what one execution takes of the shared service. Like
 // RetryConfig they are read once per execution through a side effect.
-type Limits struct {
+type RunLimits struct {
 	// NodesInFlight caps, per plan, the nodes of one execution that run at
 	// once (DELAY timers hold no worker slot and are not counted); the rest
 	// wait, ready, in the workflow. A plan missing here gets FREE's cap.
@@ -118,7 +118,7 @@ type Limits struct {
 	// would fail the task again on every retry and hold the slot for
 	// ever. A task carries the results of the pure nodes that ended in it
 	// (local activity markers) and the inputs of the activities it
-	// schedules; a node starts only while its share fits, each pure node
+	// schedules; a node starts only while its bytes fit, each pure node
 	// counted at PayloadLimit until its result is known. Never below
 	// PayloadLimit.
 	TaskLimit int
@@ -138,9 +138,9 @@ const (
 	DefaultTaskLimit    = 3 * 1024 * 1024
 )
 
-// taskShareOverhead is what one node's share of a task carries besides its
-// data: the command or marker around it and the encoding of its fields.
-const taskShareOverhead = 1024
+// taskEntryOverhead is what one node's entry in a task carries besides
+// its data: the command or marker around it and the encoding of its fields.
+const taskEntryOverhead = 1024
 
 // DefaultNodesInFlight is FREE 4, PRO 10, ENTERPRISE 25, as migration
 // 00017 seeds the plans' nodesInFlight.
@@ -155,17 +155,17 @@ func DefaultWorkspaceNodesInFlight() map[domain.Plan]int {
 	return map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}
 }
 
-// DefaultLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight,
+// DefaultRunLimits are DefaultNodesInFlight, DefaultWorkspaceNodesInFlight,
 // the default payload and history limits and domain.DefaultOutboundPauses.
-func DefaultLimits() Limits {
-	return Limits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
+func DefaultRunLimits() RunLimits {
+	return RunLimits{NodesInFlight: DefaultNodesInFlight(), WorkspaceNodesInFlight: DefaultWorkspaceNodesInFlight(),
 		PayloadLimit: DefaultPayloadLimit, HistoryLimit: DefaultHistoryLimit, HistoryEventsLimit: DefaultHistoryEventsLimit, TaskLimit: DefaultTaskLimit,
 		OutboundPauses: domain.DefaultOutboundPauses()}
 }
 
 // withDefaults fills unset limits with the defaults.
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits()
+func (l RunLimits) withDefaults() RunLimits {
+	d := DefaultRunLimits()
 	if len(l.NodesInFlight) == 0 {
 		l.NodesInFlight = d.NodesInFlight
 	}
@@ -187,13 +187,13 @@ func (l Limits) withDefaults() Limits {
 	if l.TaskLimit <= 0 {
 		l.TaskLimit = d.TaskLimit
 	}
-	l.TaskLimit = max(l.TaskLimit, l.PayloadLimit+taskShareOverhead)
+	l.TaskLimit = max(l.TaskLimit, l.PayloadLimit+taskEntryOverhead)
 	l.OutboundPauses = l.OutboundPauses.WithDefaults()
 	return l
 }
 
 // inFlight is the cap of plan.
-func (l Limits) inFlight(plan domain.Plan) int {
+func (l RunLimits) inFlight(plan domain.Plan) int {
 	if n, ok := l.NodesInFlight[plan]; ok && n > 0 {
 		return n
 	}
@@ -206,9 +206,9 @@ func (l Limits) inFlight(plan domain.Plan) int {
 // Workflows holds the worker's configuration for the workflow.
 type Workflows struct {
 	Retry  RetryConfig
-	Limits Limits
+	Limits RunLimits
 	// Quotas, when set, give each execution its workspace's nodes in
-	// flight, share and FOR_EACH cap in force over Limits' (limitsFor).
+	// flight, share and FOR_EACH cap in force over RunLimits' (limitsFor).
 	Quotas QuotaSource
 }
 
@@ -216,7 +216,7 @@ type Workflows struct {
 // start by a side effect.
 type settings struct {
 	Retry  RetryConfig
-	Limits Limits
+	Limits RunLimits
 }
 
 // nodeOutcome is one finished node, as the selector hands it back.
@@ -385,7 +385,7 @@ type executionRun struct {
 	executionID string
 	in          ExecutionInput
 	retry       RetryConfig
-	limits      Limits
+	limits      RunLimits
 	types       map[string]domain.NodeType
 	// edges are the graph's, for the branches a node may take.
 	edges []domain.Edge
@@ -398,20 +398,20 @@ type executionRun struct {
 	outputs map[string]any
 	readers map[string]int
 	// share is the workspace's share of the external-API worker its HTTP
-	// nodes take a slot of (Limits.WorkspaceNodesInFlight); 0 for none.
+	// nodes take a slot of (RunLimits.WorkspaceNodesInFlight); 0 for none.
 	share int
-	// pending are records decided but not yet written; see flush.
-	pending []NodeRecordInput
+	// unwritten are records decided but not yet written; see flush.
+	unwritten []NodeRecordInput
 	// writing is set while a write of records is in flight, flusher
 	// while flushAsTheyEnd's writer runs.
 	writing, flusher bool
 	last             nodeOutcome
-	// task sizes each workflow task against Limits.TaskLimit.
-	task taskShare
+	// task sizes each workflow task against RunLimits.TaskLimit.
+	task taskLoad
 	// deadline is set, to the reason, once the run's deadline passed.
 	deadline string
 	// reused are the outputs a retry reuses, by node key, each dropped
-	// once its node is settled with it.
+	// once its node has ended with it.
 	reused map[string]json.RawMessage
 	// leaves are a child run's nodes nothing reads: its outputs.
 	leaves []string
@@ -423,14 +423,14 @@ type executionRun struct {
 	clock time.Time
 }
 
-// taskShare is what the current workflow task carries back to Temporal,
+// taskLoad is what the current workflow task carries back to Temporal,
 // as far as nodes make it: used by results and scheduled inputs, reserved
 // by pure nodes still running (their OutputRoom each, their results being
 // unknown), and the events it adds (a marker or command per node, a
 // marker per records write). historyLength is the history length the
 // task started at, which changes, deterministically on replay, when a new
 // task starts.
-type taskShare struct {
+type taskLoad struct {
 	used, reserved int
 	events         int
 	historyLength  int
@@ -438,8 +438,8 @@ type taskShare struct {
 	pures map[string]int
 }
 
-// restart empties the share, as a new workflow task starts.
-func (t *taskShare) restart() {
+// restart empties the load, as a new workflow task starts.
+func (t *taskLoad) restart() {
 	t.used, t.events = 0, 0
 }
 
@@ -449,8 +449,8 @@ func (t *taskShare) restart() {
 // flight, so that each gets its final record. It returns the first failure
 // ("" if none) and the keys of ready nodes it never launched.
 //
-// A ready node also waits while its share would
-// take the current workflow task past Limits.TaskLimit; when only such
+// A ready node also waits while its bytes would
+// take the current workflow task past RunLimits.TaskLimit; when only such
 // nodes are left, a 1 ms timer ends the task (its markers and commands go
 // to the server) and the next one starts empty.
 func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
@@ -528,7 +528,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 	}
 }
 
-// observeTask starts a new task share when a new workflow task has
+// observeTask starts a new task load when a new workflow task has
 // started since the last look.
 func (r *executionRun) observeTask() {
 	if n := workflow.GetInfo(r.ctx).GetCurrentHistoryLength(); n != r.task.historyLength {
@@ -538,28 +538,28 @@ func (r *executionRun) observeTask() {
 }
 
 // fitsTask reports whether node n, with activity input in, fits in the
-// current workflow task, and if so takes its share: a pure node reserves
+// current workflow task, and if so takes its room: a pure node reserves
 // its result's room (outputRoom), an activity its input. A node always
 // fits an empty task (PayloadLimit is below TaskLimit).
 func (r *executionRun) fitsTask(n domain.Node, in RunNodeInput) bool {
-	share := taskShareOverhead
+	need := taskEntryOverhead
 	if isPure(n.Type) {
-		share += r.outputRoom(in)
+		need += r.outputRoom(in)
 	} else {
-		share += r.startShare(n, in)
+		need += r.startBytes(n, in)
 	}
-	if taken := r.task.used + r.task.reserved; taken > 0 && taken+share > r.limits.TaskLimit {
+	if taken := r.task.used + r.task.reserved; taken > 0 && taken+need > r.limits.TaskLimit {
 		return false
 	}
 	r.task.events++
 	if isPure(n.Type) {
-		r.task.reserved += share
+		r.task.reserved += need
 		if r.task.pures == nil {
 			r.task.pures = map[string]int{}
 		}
-		r.task.pures[n.Key] = share
+		r.task.pures[n.Key] = need
 	} else {
-		r.task.used += share
+		r.task.used += need
 	}
 	return true
 }
@@ -576,14 +576,14 @@ func (r *executionRun) outputRoom(in RunNodeInput) int {
 // pureEnded replaces a pure node's reservation by the size of its result,
 // which its marker carries in the current task.
 func (r *executionRun) pureEnded(o nodeOutcome) {
-	share, ok := r.task.pures[o.node.Key]
+	need, ok := r.task.pures[o.node.Key]
 	if !ok {
 		return
 	}
 	delete(r.task.pures, o.node.Key)
 	r.observeTask()
-	r.task.reserved -= share
-	r.task.used += taskShareOverhead + len(o.output)
+	r.task.reserved -= need
+	r.task.used += taskEntryOverhead + len(o.output)
 }
 
 // isPure reports whether a node type runs inside the worker, as a local
@@ -693,8 +693,8 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		return
 	}
 	if err != nil {
-		f, settle := workflow.NewFuture(r.ctx)
-		settle.SetError(err)
+		f, outcome := workflow.NewFuture(r.ctx)
+		outcome.SetError(err)
 		sel.AddFuture(f, func(f workflow.Future) {
 			r.last = nodeOutcome{node: n, err: f.Get(r.ctx, nil)}
 		})
@@ -751,7 +751,7 @@ func (r *executionRun) activityOptions(n domain.Node, timeout time.Duration, ret
 
 // runActivityNode runs node n as its activity on ctx: an HTTP node
 // through its host's turn and within the workspace's share (runOutbound),
-// any other directly. The future settles as the activity's would.
+// any other directly. The future resolves as the activity's would.
 func (r *executionRun) runActivityNode(ctx workflow.Context, n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
 	if n.Type == domain.NodeHTTPRequest {
 		return r.runOutbound(n, opts, in)
@@ -880,8 +880,8 @@ func (r *executionRun) launchDelay(sel workflow.Selector, n domain.Node) {
 	started := r.now()
 	cfg, err := domain.DecodeDelayConfig(n.Config)
 	if err != nil {
-		f, settle := workflow.NewFuture(r.ctx)
-		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_config", nil))
+		f, outcome := workflow.NewFuture(r.ctx)
+		outcome.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_config", nil))
 		sel.AddFuture(f, func(f workflow.Future) {
 			r.last = nodeOutcome{node: n, err: f.Get(r.ctx, nil), started: &started}
 		})
@@ -889,8 +889,8 @@ func (r *executionRun) launchDelay(sel workflow.Selector, n domain.Node) {
 	}
 	wait := cfg.Duration.Std()
 	if err := r.historyRoom("starting node "+n.Key, 0); err != nil {
-		f, settle := workflow.NewFuture(r.ctx)
-		settle.SetError(err)
+		f, outcome := workflow.NewFuture(r.ctx)
+		outcome.SetError(err)
 		sel.AddFuture(f, func(f workflow.Future) {
 			r.last = nodeOutcome{node: n, err: f.Get(r.ctx, nil), started: &started}
 		})
@@ -926,7 +926,7 @@ func (r *executionRun) record(nodes ...NodeRecordInput) {
 			now := r.now()
 			n.CompletedAt = &now
 		}
-		r.pending = append(r.pending, n)
+		r.unwritten = append(r.unwritten, n)
 	}
 }
 
@@ -960,23 +960,23 @@ func causalSpan(floor time.Time, started, ended *time.Time) (*time.Time, *time.T
 	return &s, &e
 }
 
-// takePending returns the queued records, the last one per node (a DELAY's
+// takeUnwritten returns the queued records, the last one per node (a DELAY's
 // RUNNING and COMPLETED decided in one go become one COMPLETED write).
-func (r *executionRun) takePending() []NodeRecordInput {
-	if len(r.pending) == 0 {
+func (r *executionRun) takeUnwritten() []NodeRecordInput {
+	if len(r.unwritten) == 0 {
 		return nil
 	}
-	last := make(map[string]int, len(r.pending))
-	for i, n := range r.pending {
+	last := make(map[string]int, len(r.unwritten))
+	for i, n := range r.unwritten {
 		last[n.Key] = i
 	}
 	out := make([]NodeRecordInput, 0, len(last))
-	for i, n := range r.pending {
+	for i, n := range r.unwritten {
 		if last[n.Key] == i {
 			out = append(out, n)
 		}
 	}
-	r.pending = nil
+	r.unwritten = nil
 	r.prefixKeys(out)
 	return out
 }
@@ -990,7 +990,7 @@ func (r *executionRun) takePending() []NodeRecordInput {
 func (r *executionRun) flush(on workflow.Context) {
 	ctx, _ := workflow.NewDisconnectedContext(on)
 	r.awaitWrite(ctx)
-	nodes := r.takePending()
+	nodes := r.takeUnwritten()
 	if len(nodes) == 0 {
 		return
 	}
@@ -1014,13 +1014,13 @@ func (r *executionRun) awaitWrite(ctx workflow.Context) {
 // before it ran: FOR_EACH iterations' records are written as iterations
 // end, not when the loop does, at most one write per iteration.
 func (r *executionRun) flushAsTheyEnd() {
-	if r.flusher || len(r.pending) == 0 {
+	if r.flusher || len(r.unwritten) == 0 {
 		return
 	}
 	r.flusher = true
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		for len(r.pending) > 0 {
+		for len(r.unwritten) > 0 {
 			r.flush(ctx)
 		}
 		r.flusher = false
@@ -1055,7 +1055,7 @@ func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (Execut
 	}
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
 	r.awaitWrite(ctx)
-	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takePending()}
+	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takeUnwritten()}
 	err := workflow.ExecuteLocalActivity(boundedCompletionWrite(ctx), completeActivity, in).Get(ctx, nil)
 	if err == nil {
 		return ExecutionResult{Status: status, Error: msg}, nil

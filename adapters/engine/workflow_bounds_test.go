@@ -21,7 +21,7 @@ func TestExecutionSizesEachWorkflowTaskAgainstTheTaskLimit(t *testing.T) {
 		nodes = append(nodes, fmt.Sprintf(`{"key": "t%d", "type": "TRANSFORM", "config": {"output": "{{ input.s }}"}}`, i))
 	}
 	h := newHarness(t, `{"nodes": [`+strings.Join(nodes, ",")+`]}`).withInput(`{"s": "` + strings.Repeat("x", 900) + `"}`)
-	h.wf.Limits = Limits{PayloadLimit: 1000, TaskLimit: 4000}
+	h.wf.Limits = RunLimits{PayloadLimit: 1000, TaskLimit: 4000}
 	h.acts.PayloadLimit = 1000
 	var timers atomic.Int32
 	h.env.SetOnTimerScheduledListener(func(string, time.Duration) { timers.Add(1) })

@@ -45,7 +45,7 @@ func (r *executionRun) launchComposite(sel workflow.Selector, n domain.Node, in 
 // starts, those in flight end and are recorded.
 func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node) {
 	started := r.now()
-	f, settle := workflow.NewFuture(r.ctx)
+	f, outcome := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out json.RawMessage
 		err := f.Get(r.ctx, &out)
@@ -62,13 +62,13 @@ func (r *executionRun) launchForEach(sel workflow.Selector, n domain.Node) {
 	}
 	r.started(n)
 	if err != nil {
-		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
+		outcome.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
 		return
 	}
 	r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: 1, StartedAt: &started})
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		out, err := r.iterate(ctx, n, cfg, in, items)
-		settle.Set(out, err)
+		outcome.Set(out, err)
 	})
 }
 
@@ -115,7 +115,7 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 			failure = err
 			break
 		}
-		if err := r.takeTaskShare(ctx, it); err != nil {
+		if err := r.takeTaskRoom(ctx, it); err != nil {
 			failure = err
 			break
 		}
@@ -182,13 +182,13 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 	return in, nil
 }
 
-// takeTaskShare takes the share of the current workflow task that
+// takeTaskRoom takes the room in the current workflow task that
 // activity input in needs (fitsTask). While it does not fit, it waits for
 // the pure nodes running in the task to end (each turns its reservation
 // into its result's size, which may leave room), and ends the task (a 1
 // ms timer) only when none is left to end: then the task's reply itself
 // is full.
-func (r *executionRun) takeTaskShare(ctx workflow.Context, in RunNodeInput) error {
+func (r *executionRun) takeTaskRoom(ctx workflow.Context, in RunNodeInput) error {
 	for r.observeTask(); !r.fitsTask(in.Node, in); r.observeTask() {
 		if reserved := r.task.reserved; reserved > 0 {
 			if err := workflow.Await(ctx, func() bool { return r.task.reserved < reserved }); err != nil {
@@ -241,7 +241,7 @@ func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json
 }
 
 // runPureIteration runs a pure iteration as a local activity within the
-// share its task reserved; one whose output outgrew its room runs again,
+// room its task reserved; one whose output outgrew its room runs again,
 // once, with the payload limit reserved, which the activity's own check
 // bounds.
 func (r *executionRun) runPureIteration(ctx workflow.Context, in RunNodeInput, timeout time.Duration, retry *temporal.RetryPolicy) (PureNodeOutput, error) {
@@ -257,7 +257,7 @@ func (r *executionRun) runPureIteration(ctx workflow.Context, in RunNodeInput, t
 			return out, err
 		}
 		in.OutputRoom = 0
-		if err := r.takeTaskShare(ctx, in); err != nil {
+		if err := r.takeTaskRoom(ctx, in); err != nil {
 			return PureNodeOutput{}, err
 		}
 	}

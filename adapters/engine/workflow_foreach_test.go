@@ -41,7 +41,7 @@ func TestForEachOverTheItemCapFailsNamingTheLimit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, `{"nodes": [{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input }}",
 		"node": {"type": "TRANSFORM", "config": {"output": "{{ item }}"}}}}]}`).withInput(`[1, 2, 3]`)
-	h.wf.Limits = Limits{ForEachItems: map[domain.Plan]int{domain.PlanFree: 2}}
+	h.wf.Limits = RunLimits{ForEachItems: map[domain.Plan]int{domain.PlanFree: 2}}
 	res := h.mustRun()
 	if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, "FOR_EACH limit of 2 (its forEachItems quota)") {
 		t.Fatalf("result = %s (%s), want FAILED naming the FOR_EACH limit", res.Status, res.Error)
@@ -92,7 +92,7 @@ func TestForEachIterationsShareTheNodesInFlightWithOtherNodes(t *testing.T) {
 		{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input }}", "node": {"type": "HTTP_REQUEST", "config": {"url": "%s/{{ item }}"}}}},
 		{"key": "side", "type": "HTTP_REQUEST", "config": {"url": "%s/side"}}
 	]}`, srv.URL, srv.URL)).withInput("[" + strings.Join(list, ",") + "]")
-	h.wf.Limits = Limits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: limit}}
+	h.wf.Limits = RunLimits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: limit}}
 	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
 		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
 	}

@@ -52,7 +52,7 @@ const historyLimitErrorType = "history_limit"
 // when the history already holds HistoryEventsLimit events, or when the
 // payload would take its size past HistoryLimit. The figures are those at
 // the start of the current workflow task with what the task has added so
-// far as Sluice counts it (taskShare: a node's marker or command and its
+// far as Sluice counts it (taskLoad: a node's marker or command and its
 // data, a records write), so a task that runs many pure nodes (a FOR_EACH
 // whose iterations all end in one task) is held to the budget as it goes;
 // the limits keep a task's worth (TaskLimit) of margin below Temporal's

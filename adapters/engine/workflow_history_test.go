@@ -22,7 +22,7 @@ func TestARetryAfterOfZeroWaitsTheFloorAndEndsAfterTheRounds(t *testing.T) {
 	t.Parallel()
 	srv, calls := retryAfterServer(t, 1000, "0")
 	h := newHarness(t, fmt.Sprintf(`{"nodes": [{"key": "call", "type": "HTTP_REQUEST", "config": {"url": "%s/x"}}]}`, srv.URL))
-	h.wf.Limits = Limits{OutboundPauses: domain.OutboundPauses{Floor: 2 * time.Second, Rounds: 2}}
+	h.wf.Limits = RunLimits{OutboundPauses: domain.OutboundPauses{Floor: 2 * time.Second, Rounds: 2}}
 	var mu sync.Mutex
 	var timers []time.Duration
 	h.env.SetOnTimerScheduledListener(func(_ string, d time.Duration) {
@@ -58,7 +58,7 @@ func TestTheHistoryBudgetEndsARetryAfterLoopAtTheEventsLimit(t *testing.T) {
 	t.Parallel()
 	srv, calls := retryAfterServer(t, 1_000_000, "1")
 	h := newHarness(t, fmt.Sprintf(`{"nodes": [{"key": "call", "type": "HTTP_REQUEST", "config": {"url": "%s/x"}}]}`, srv.URL))
-	h.wf.Limits = Limits{HistoryEventsLimit: 5000, OutboundPauses: domain.OutboundPauses{Max: 24 * time.Hour, Rounds: 1000}}
+	h.wf.Limits = RunLimits{HistoryEventsLimit: 5000, OutboundPauses: domain.OutboundPauses{Max: 24 * time.Hour, Rounds: 1000}}
 	// The history reaches the limit 10 s into the run (its figures are
 	// the server's, which the test environment leaves to the test).
 	h.env.RegisterDelayedCallback(func() { h.env.SetCurrentHistoryLength(5000) }, 10*time.Second)
@@ -102,7 +102,7 @@ func TestTheHistoryBudgetStopsForEachIterationsAtTheBytesLimit(t *testing.T) {
 	t.Cleanup(srv.Close)
 	h := newHarness(t, fmt.Sprintf(`{"nodes": [{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input }}",
 		"node": {"type": "HTTP_REQUEST", "config": {"url": "%s/{{ item }}"}}}}]}`, srv.URL)).withInput(`[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19]`)
-	h.wf.Limits = Limits{HistoryLimit: 2 << 20}
+	h.wf.Limits = RunLimits{HistoryLimit: 2 << 20}
 	h.env.RegisterDelayedCallback(func() { h.env.SetCurrentHistorySize(2 << 20) }, 1500*time.Millisecond)
 	res := h.mustRun()
 	if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, "SLUICE_ENGINE_HISTORY_LIMIT") {

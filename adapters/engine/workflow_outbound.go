@@ -26,9 +26,9 @@ import (
 // round pauses the host for the workspace and sends the node back to wait
 // for its turn, a new activity whose attempts start again, since no
 // attempt was at fault. Each call, and each wait, asks the history budget
-// first (historyRoom). The future settles as the activity's would.
+// first (historyRoom). The future resolves as the activity's would.
 func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions, in RunNodeInput) workflow.Future {
-	f, settle := workflow.NewFuture(r.ctx)
+	f, outcome := workflow.NewFuture(r.ctx)
 	pauses := r.limits.OutboundPauses.WithDefaults()
 	in.OutboundAdmit = true
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
@@ -36,7 +36,7 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 		for round, needTurn := 0, true; ; {
 			if needTurn {
 				if err := r.waitForTurn(ctx, in); err != nil {
-					settle.SetError(err)
+					outcome.SetError(err)
 					return
 				}
 			}
@@ -44,11 +44,11 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 				// The node's input goes to Temporal again, in a new
 				// activity: the history and the task must have room.
 				if err := r.historyRoom(fmt.Sprintf("calling again for node %s after Retry-After round %d", in.Node.Key, round), in.size); err != nil {
-					settle.SetError(err)
+					outcome.SetError(err)
 					return
 				}
-				if err := r.takeTaskShare(ctx, in); err != nil {
-					settle.SetError(err)
+				if err := r.takeTaskRoom(ctx, in); err != nil {
+					outcome.SetError(err)
 					return
 				}
 			}
@@ -64,11 +64,11 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 				// again after the wait.
 				needTurn = false
 				if full := r.historyRoom("waiting for the rate of node "+in.Node.Key+"'s host", 0); full != nil {
-					settle.SetError(full)
+					outcome.SetError(full)
 					return
 				}
 				if err = workflow.Sleep(ctx, wait); err != nil {
-					settle.SetError(err)
+					outcome.SetError(err)
 					return
 				}
 				continue
@@ -76,27 +76,27 @@ func (r *executionRun) runOutbound(n domain.Node, opts workflow.ActivityOptions,
 			needTurn = true
 			ra, ok := retryAfterOf(err)
 			if !ok {
-				settle.Set(out, err)
+				outcome.Set(out, err)
 				return
 			}
 			round++
 			wait, exhausted := pauses.Wait(domain.RetryAfterRound{Host: ra.Host, Status: ra.Status, Asked: ra.Wait, Round: round, Waited: waited})
 			if exhausted != nil {
-				settle.SetError(temporal.NewNonRetryableApplicationError(exhausted.Error(), "retry_after_exhausted", nil))
+				outcome.SetError(temporal.NewNonRetryableApplicationError(exhausted.Error(), "retry_after_exhausted", nil))
 				return
 			}
 			waited += wait
 			var shared bool
 			pause := OutboundPauseInput{WorkspaceID: r.in.WorkspaceID, Host: ra.Host, Wait: wait, HostsMax: pauses.HostsMax}
 			if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), pauseOutboundHostActivity, pause).Get(ctx, &shared); err != nil {
-				settle.SetError(err)
+				outcome.SetError(err)
 				return
 			}
 			if !shared {
 				// The workspace has its whole bound of hosts paused: this
 				// node still waits, on its own.
 				if err := workflow.Sleep(ctx, wait); err != nil {
-					settle.SetError(err)
+					outcome.SetError(err)
 					return
 				}
 			}

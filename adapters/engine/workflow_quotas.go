@@ -22,7 +22,7 @@ type QuotaSource interface {
 // either way replay alike and no version marker is needed; the new
 // figures apply to executions that start after an edit, never to one that
 // runs.
-func (w *Workflows) limitsFor(in ExecutionInput) Limits {
+func (w *Workflows) limitsFor(in ExecutionInput) RunLimits {
 	l := w.Limits.withDefaults()
 	if w.Quotas == nil {
 		return l

@@ -42,7 +42,7 @@ func (r *executionRun) loadReused() string {
 	return ""
 }
 
-// reuse settles node n with the output its original recorded, when the
+// reuse ends node n with the output its original recorded, when the
 // retry reuses one, in place of running it; the workflow records it
 // COMPLETED with that output.
 func (r *executionRun) reuse(sel workflow.Selector, n domain.Node) bool {
@@ -52,8 +52,8 @@ func (r *executionRun) reuse(sel workflow.Selector, n domain.Node) bool {
 	}
 	delete(r.reused, n.Key)
 	r.started(n)
-	f, settle := workflow.NewFuture(r.ctx)
-	settle.Set(nil, nil)
+	f, outcome := workflow.NewFuture(r.ctx)
+	outcome.Set(nil, nil)
 	sel.AddFuture(f, func(workflow.Future) {
 		now := r.now()
 		r.last = nodeOutcome{node: n, output: out, started: &now, ended: &now, attempt: 1}

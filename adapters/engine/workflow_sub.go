@@ -92,7 +92,7 @@ func (a *Activities) StartSubWorkflow(ctx context.Context, in StartSubWorkflowIn
 // command carries the child's ids and input only. It also takes the
 // child's count against the execution's quota, and notes the version it
 // runs for the parent. The graph, at most the payload limit, is the
-// marker of the current workflow task, whose share it takes (taskShare).
+// marker of the current workflow task, whose room it takes (taskLoad).
 // It returns a failure message, "" on success.
 func (r *executionRun) childGraph() (domain.Graph, string) {
 	var sub SubWorkflowGraph
@@ -105,7 +105,7 @@ func (r *executionRun) childGraph() (domain.Graph, string) {
 	r.in.Version = sub.Version
 	r.task.historyLength = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
 	r.task.restart()
-	r.task.used, r.task.events = taskShareOverhead+len(sub.Graph), 1
+	r.task.used, r.task.events = taskEntryOverhead+len(sub.Graph), 1
 	g, err := domain.DecodeGraph(sub.Graph)
 	if err != nil {
 		return domain.Graph{}, "graph " + err.Error()
@@ -207,7 +207,7 @@ func (r *executionRun) finishChild(status domain.ExecutionStatus, msg string) (E
 // records.
 func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 	started := r.now()
-	f, settle := workflow.NewFuture(r.ctx)
+	f, outcome := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var out json.RawMessage
 		err := f.Get(r.ctx, &out)
@@ -217,7 +217,7 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 	cfg, input, err := r.subInput(n)
 	r.started(n)
 	if err != nil {
-		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
+		outcome.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_input", nil))
 		return
 	}
 	depth := 1
@@ -225,7 +225,7 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 		depth = r.in.Parent.Depth + 1
 	}
 	if depth > domain.MaxSubWorkflowDepth {
-		settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		outcome.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"sub-workflows nest deeper than the limit of %d", domain.MaxSubWorkflowDepth), "too_deep", nil))
 		return
 	}
@@ -246,23 +246,23 @@ func (r *executionRun) launchSub(sel workflow.Selector, n domain.Node) {
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		var res ExecutionResult
 		if err := run.Get(ctx, &res); err != nil {
-			settle.SetError(err)
+			outcome.SetError(err)
 			return
 		}
 		if res.Status != domain.ExecutionCompleted {
-			settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			outcome.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"sub-workflow %s version %d %s: %s", cfg.Definition, res.Version, strings.ToLower(string(res.Status)), res.Error), "sub_workflow_failed", nil))
 			return
 		}
-		settle.Set(res.Output, nil)
+		outcome.Set(res.Output, nil)
 	})
 }
 
-// startShare is the bytes node n's start hands to Temporal in the current
+// startBytes is the bytes node n's start hands to Temporal in the current
 // workflow task, with activity input in: a SUB_WORKFLOW's start carries
 // its resolved input, which templates may make larger than what they read
 // (an input that fails to resolve fails the node and starts nothing).
-func (r *executionRun) startShare(n domain.Node, in RunNodeInput) int {
+func (r *executionRun) startBytes(n domain.Node, in RunNodeInput) int {
 	if n.Type != domain.NodeSubWorkflow {
 		return in.size
 	}

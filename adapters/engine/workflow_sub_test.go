@@ -157,7 +157,7 @@ func TestSubWorkflowHoldsANodeInFlightItsChildRunsInside(t *testing.T) {
 		{"key": "s1", "type": "SUB_WORKFLOW", "config": {"definition": "%[2]s"}},
 		{"key": "s2", "type": "SUB_WORKFLOW", "config": {"definition": "%[2]s"}}
 	]}`, srv.URL, child))
-	h.wf.Limits = Limits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: limit}}
+	h.wf.Limits = RunLimits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: limit}}
 	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
 		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
 	}
@@ -176,7 +176,7 @@ func TestSubWorkflowWhoseGraphIsOverThePayloadLimitFailsNamingIt(t *testing.T) {
 	h := newHarness(t, `{}`)
 	child := h.withChild(fmt.Sprintf(`{"nodes": [{"key": "big", "type": "TRANSFORM", "config": {"output": %q}}]}`, strings.Repeat("x", 4<<10)))
 	h = newHarnessLike(t, h, fmt.Sprintf(`{"nodes": [{"key": "sub", "type": "SUB_WORKFLOW", "config": {"definition": "%s"}}]}`, child))
-	h.wf.Limits = Limits{PayloadLimit: 2 << 10}
+	h.wf.Limits = RunLimits{PayloadLimit: 2 << 10}
 	res := h.mustRun()
 	if res.Status != domain.ExecutionFailed || !strings.Contains(res.Error, "over the payload limit of 2048 (SLUICE_ENGINE_PAYLOAD_LIMIT)") {
 		t.Fatalf("result = %s (%s), want FAILED naming the payload limit", res.Status, res.Error)

@@ -793,7 +793,7 @@ func TestExecutionCapsNodesInFlightByPlan(t *testing.T) {
 		nodes = append(nodes, fmt.Sprintf(`{"key": "n%d", "type": "HTTP_REQUEST", "config": {"url": "%s/%d"}}`, i, srv.URL, i))
 	}
 	h := newHarness(t, `{"nodes": [`+strings.Join(nodes, ",")+`]}`)
-	h.wf.Limits = Limits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: limit, domain.PlanPro: total}}
+	h.wf.Limits = RunLimits{NodesInFlight: map[domain.Plan]int{domain.PlanFree: limit, domain.PlanPro: total}}
 	res := h.mustRun()
 
 	if res.Status != domain.ExecutionCompleted {
@@ -862,7 +862,7 @@ func TestExecutionFailsANodeOverThePayloadLimitWithARecordedError(t *testing.T) 
 				],
 				"edges": [{"from": "big", "to": "after"}]
 			}`).withInput(`{"s": "` + strings.Repeat("s", 300) + `", "t": "` + strings.Repeat("t", 60) + `"}`)
-			h.wf.Limits = Limits{PayloadLimit: 200}
+			h.wf.Limits = RunLimits{PayloadLimit: 200}
 			h.acts.PayloadLimit = 200
 			res := h.mustRun()
 

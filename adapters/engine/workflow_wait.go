@@ -44,7 +44,7 @@ func completeIn(sched *domain.Scheduler, o nodeOutcome, out any) ([]string, erro
 // execution ends the wait at once.
 func (r *executionRun) launchWait(sel workflow.Selector, n domain.Node) {
 	started := r.now()
-	f, settle := workflow.NewFuture(r.ctx)
+	f, outcome := workflow.NewFuture(r.ctx)
 	sel.AddFuture(f, func(f workflow.Future) {
 		var w waitOutcome
 		err := f.Get(r.ctx, &w)
@@ -54,7 +54,7 @@ func (r *executionRun) launchWait(sel workflow.Selector, n domain.Node) {
 	r.started(n)
 	cfg, err := domain.DecodeWaitForEventConfig(n.Config)
 	if err != nil {
-		settle.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_config", nil))
+		outcome.SetError(temporal.NewNonRetryableApplicationError(err.Error(), "invalid_config", nil))
 		return
 	}
 	r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: 1, StartedAt: &started})
@@ -99,6 +99,6 @@ func (r *executionRun) launchWait(sel workflow.Selector, n domain.Node) {
 			})
 		}
 		s.Select(ctx)
-		settle.Set(out, werr)
+		outcome.Set(out, werr)
 	})
 }

@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/app"
 )
 
 // ReadinessCheck is one thing a role needs before it can do its work:
@@ -146,14 +146,11 @@ func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, prof
 	return mux
 }
 
-// bearerOnly serves next only to a request bearing token, comparing the
-// tokens' hashes in constant time; anything else gets a 401.
-func bearerOnly(token string, next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(token))
+// bearerOnly serves next only to a request bearing the admin token, as
+// the API tells it (app.IsAdminToken); anything else gets a 401.
+func bearerOnly(adminToken string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(got))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		if !app.IsAdminToken(bearerToken(r), adminToken) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeProblem(w, http.StatusUnauthorized, "unauthenticated", "Unauthenticated", "the admin bearer token is required for profiles", nil)
 			return

@@ -16,8 +16,8 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// Limits bound what one request may cost before any handler sees it.
-type Limits struct {
+// RequestLimits bound what one request may cost before any handler sees it.
+type RequestLimits struct {
 	// MaxBodyBytes refuses larger bodies with 413, before they are read.
 	MaxBodyBytes int64
 	// MaxJSONDepth refuses JSON nested deeper (objects and arrays) with 400,
@@ -28,10 +28,10 @@ type Limits struct {
 	Tenancy Tenancy
 }
 
-// DefaultLimits are 1 MiB bodies nested at most 64 deep, and the default
+// DefaultRequestLimits are 1 MiB bodies nested at most 64 deep, and the default
 // Tenancy.
-func DefaultLimits() Limits {
-	return Limits{MaxBodyBytes: 1 << 20, MaxJSONDepth: 64, Tenancy: DefaultTenancy()}
+func DefaultRequestLimits() RequestLimits {
+	return RequestLimits{MaxBodyBytes: 1 << 20, MaxJSONDepth: 64, Tenancy: DefaultTenancy()}
 }
 
 // checkJSONBody refuses JSON bodies that schema validation would let

@@ -51,11 +51,8 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 	var tooLarge *http.MaxBytesError
 	var bad *badRequestError
 	var quota *domain.QuotaError
-	var invalid *app.InvalidFieldError
 	var field *domain.FieldError
 	switch {
-	case errors.As(err, &invalid):
-		writeProblem(w, http.StatusUnprocessableEntity, "invalid-field", "Invalid field", pluralProblems(len(invalid.Problems)), fieldErrors(invalid.Problems))
 	case errors.As(err, &quota):
 		var fields []api.FieldError
 		if quota.Field != "" {

@@ -51,7 +51,7 @@ func actorFrom(ctx context.Context) domain.Actor {
 // NewHandler builds the whole HTTP surface: /healthz, /readyz, /metrics,
 // /openapi.yaml and the /api/v1 operations. Its /readyz runs checks, the
 // process's readiness checks, as the admin server's does.
-func NewHandler(application *app.Application, limits Limits, gatherer prometheus.Gatherer, checks []ReadinessCheck, log *slog.Logger) (http.Handler, error) {
+func NewHandler(application *app.Application, limits RequestLimits, gatherer prometheus.Gatherer, checks []ReadinessCheck, log *slog.Logger) (http.Handler, error) {
 	spec, err := api.GetSwagger()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded spec: %w", err)

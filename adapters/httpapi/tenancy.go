@@ -105,6 +105,16 @@ func (g *gate) takeProcess(ctx context.Context, p *places) error {
 	}
 }
 
+// bearerToken is the token of r's Authorization header, "" when it bears
+// none: every surface that authenticates reads the header this way.
+func bearerToken(r *http.Request) string {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
 // admit authenticates a request and holds it to the process's places and
 // its workspace's rate and concurrency, in the order that makes refusals
 // cheapest. A token the Authenticator answers from memory (the admin's, a
@@ -117,11 +127,7 @@ func (g *gate) takeProcess(ctx context.Context, p *places) error {
 // gives its places back once its lookup and replay are done (streams.go).
 func (g *gate) admit(auth *app.Authenticator, errs errorResponder, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			token = ""
-		}
-		token = strings.TrimSpace(token)
+		token := bearerToken(r)
 		p := &places{}
 		defer p.release()
 		actor, known, err := auth.Cached(token)

@@ -219,7 +219,7 @@ func TestClaimIsFencedByTheQueueLease(t *testing.T) {
 	}
 }
 
-func TestFinishExecutionSettlesTheItemWhenTheExecutionRowIsGone(t *testing.T) {
+func TestFinishExecutionEndsTheItemWhenTheExecutionRowIsGone(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	store := postgres.NewStore(pool, quiet())
@@ -251,14 +251,14 @@ func TestFinishExecutionSettlesTheItemWhenTheExecutionRowIsGone(t *testing.T) {
 	}
 }
 
-// finish ends an execution as the worker does, settling its queue item by
+// finish ends an execution as the worker does, ending its queue item by
 // app's rule.
 func finish(ctx context.Context, store *postgres.Store, id domain.ID, status domain.ExecutionStatus, msg *string, nodes ...domain.NodeRecord) (bool, error) {
 	reason := ""
 	if msg != nil {
 		reason = *msg
 	}
-	return store.FinishExecution(ctx, id, status, msg, app.SettleQueueItem(status, reason, quiet()), nodes...)
+	return store.FinishExecution(ctx, id, status, msg, app.QueueItemAtEnd(status, reason, quiet()), nodes...)
 }
 
 // cancel cancels a queue item as the API does: Cancel applied under the

@@ -36,7 +36,7 @@ func claimOne(t *testing.T, store *postgres.Store, plan domain.Plan, graph strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := store.Enqueue(ctx, ports.Enqueue{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, DefinitionID: d.ID, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true}}); err != nil {
+	if _, _, err := store.Enqueue(ctx, ports.ItemToEnqueue{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, DefinitionID: d.ID, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true}}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := store.Claim(ctx, ports.Fence{}, 1, app.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {

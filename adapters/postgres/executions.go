@@ -138,17 +138,17 @@ func (s *Store) AdmitRun(ctx context.Context, id domain.ID) (ports.Admission, er
 }
 
 // FinishExecution ends a RUNNING execution, writes its last node records
-// and persists what settle decides for its queue item, in one transaction,
-// then wakes the dispatchers: a slot is free. The item is settled even when
+// and persists what atEnd decides for its queue item, in one transaction,
+// then wakes the dispatchers: a slot is free. atEnd decides for the item even when
 // the execution row is missing or already ended (a repeat, or a row dropped
 // while its workflow ran), so no item is left DISPATCHED or CLAIMED behind
 // a finished workflow. The execution's webhook deliveries are written in
-// the same transaction (enqueueWebhooks). The item is read under its row lock, so settle
+// the same transaction (enqueueWebhooks). The item is read under its row lock, so atEnd
 // decides from the state a concurrent cancellation or release left, never
 // over it. The node records are written only with the execution's end, so
 // a repeat writes none; records the execution leaves RUNNING end with it
 // (domain.LeftRunning), so no node outlives its run.
-func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, settle ports.SettleFunc, nodes ...domain.NodeRecord) (bool, error) {
+func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain.ExecutionStatus, errMsg *string, atEnd ports.ItemAtEndFunc, nodes ...domain.NodeRecord) (bool, error) {
 	found := false
 	var dropped int64
 	err := s.withCachedPlansTx(ctx, func(tx pgx.Tx) error {
@@ -167,7 +167,7 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 				return err
 			}
 			if _, err := s.q.ExecutionGet(ctx, tx, id); errors.Is(err, pgx.ErrNoRows) {
-				s.log.Warn("execution row missing at completion; settling its queue item anyway", "execution_id", id, "status", status)
+				s.log.Warn("execution row missing at completion; ending its queue item anyway", "execution_id", id, "status", status)
 			} else if err != nil {
 				return err
 			}
@@ -191,7 +191,7 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 			}
 		}
 		if itemFound {
-			if err := s.settle(ctx, tx, r, settle); err != nil {
+			if err := s.applyItemAtEnd(ctx, tx, r, atEnd); err != nil {
 				return err
 			}
 		} else {
@@ -205,26 +205,26 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 	return found, err
 }
 
-// settle persists what settle decides for the locked item r.
-func (s *Store) settle(ctx context.Context, tx pgx.Tx, r dbsqlc.WorkflowExecutionQueue, settle ports.SettleFunc) error {
+// applyItemAtEnd persists what atEnd decides for the locked item r.
+func (s *Store) applyItemAtEnd(ctx context.Context, tx pgx.Tx, r dbsqlc.WorkflowExecutionQueue, atEnd ports.ItemAtEndFunc) error {
 	from, err := queueFromRow(r)
 	if err != nil {
 		return err
 	}
 	next := from
-	decision, err := settle(&next)
+	decision, err := atEnd(&next)
 	if err != nil {
 		return err
 	}
 	switch decision {
-	case ports.SettleKeep:
+	case ports.KeepItem:
 		return nil
-	case ports.SettleWrite:
+	case ports.WriteItem:
 		return s.writeState(ctx, tx, from, next.QueueState, auditWorkflow)
-	case ports.SettleDelete:
+	case ports.DeleteItem:
 		_, err := s.q.QueueDeleteByExecution(ctx, tx, dbsqlc.QueueDeleteByExecutionParams{ExecutionID: from.ExecutionID, Actor: auditWorkflow})
 		return err
 	default:
-		return fmt.Errorf("queue item %s: unknown settlement %d", from.ID, decision)
+		return fmt.Errorf("queue item %s: unknown fate %d at its run's end", from.ID, decision)
 	}
 }

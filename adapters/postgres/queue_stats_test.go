@@ -306,7 +306,7 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 		}
 		enqueuers.Go(func() {
 			for range each {
-				if _, _, err := store.Enqueue(context.Background(), ports.Enqueue{
+				if _, _, err := store.Enqueue(context.Background(), ports.ItemToEnqueue{
 					ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Input: []byte(`{}`), Priority: 2, Actor: domain.Actor{Admin: true},
 				}); err != nil {
 					t.Errorf("enqueue: %v", err)

@@ -62,7 +62,7 @@ func enqueue(t *testing.T, store *postgres.Store, ws, def domain.ID, n int) []do
 	t.Helper()
 	ids := make([]domain.ID, n)
 	for i := range ids {
-		q, _, err := store.Enqueue(context.Background(), ports.Enqueue{
+		q, _, err := store.Enqueue(context.Background(), ports.ItemToEnqueue{
 			ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true},
 		})
 		if err != nil {

@@ -170,7 +170,7 @@ func TestFiringPassesOverTheSchedulesItIsToldToSkip(t *testing.T) {
 func tickPlan(tt domain.Timetable, d ports.DueSchedule) (ports.TickPlan, error) {
 	sc := d.Schedule
 	p := ports.TickPlan{Firing: sc.Fire(tt, d.Now, time.Minute, d.PreviousActive),
-		Item: ports.Enqueue{ID: domain.ID(uuid.New()), WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input, Priority: sc.Priority}}
+		Item: ports.ItemToEnqueue{ID: domain.ID(uuid.New()), WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input, Priority: sc.Priority}}
 	if c := d.Concurrency; c != nil {
 		key, err := c.ResolveKey(sc.Input)
 		var bad *domain.InputError

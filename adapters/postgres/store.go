@@ -374,7 +374,7 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 
 // Enqueue writes the item, its audit row and its idempotency key in one
 // transaction, then NOTIFYs the dispatchers at commit.
-func (s *Store) Enqueue(ctx context.Context, e ports.Enqueue) (domain.QueueItem, bool, error) {
+func (s *Store) Enqueue(ctx context.Context, e ports.ItemToEnqueue) (domain.QueueItem, bool, error) {
 	var out domain.QueueItem
 	replayed := false
 	err := s.withCachedPlansTx(ctx, func(tx pgx.Tx) error {
@@ -403,7 +403,7 @@ func enqueuer(a domain.Actor, fired *scheduleTick) string {
 // enqueueTx is Enqueue within tx: the one enqueue path, which a schedule's
 // firing takes too (with its tick), so that a fired item passes the same
 // quotas under the same lock as an item enqueued by a request.
-func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.Enqueue, fired *scheduleTick) (domain.QueueItem, bool, error) {
+func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.ItemToEnqueue, fired *scheduleTick) (domain.QueueItem, bool, error) {
 	var out domain.QueueItem
 	replayed := false
 	err := func() error {

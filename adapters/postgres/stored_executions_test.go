@@ -34,7 +34,7 @@ func TestAnEnqueueRacingAClaimCountsWhatTheClaimStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	enqueue := func(id domain.ID) error {
-		_, _, err := store.Enqueue(ctx, ports.Enqueue{ID: id, WorkspaceID: ws, DefinitionID: def, Input: []byte(`{}`), Priority: 2, Actor: domain.Actor{Admin: true}})
+		_, _, err := store.Enqueue(ctx, ports.ItemToEnqueue{ID: id, WorkspaceID: ws, DefinitionID: def, Input: []byte(`{}`), Priority: 2, Actor: domain.Actor{Admin: true}})
 		return err
 	}
 	first := domain.ID(uuid.New())

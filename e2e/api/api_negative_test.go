@@ -699,7 +699,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, harness.TestLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: harness.AdminToken}), httpapi.DefaultLimits(), prometheus.NewRegistry(),
+	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultProcessQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: harness.AdminToken}), httpapi.DefaultRequestLimits(), prometheus.NewRegistry(),
 		[]httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}}, harness.TestLog())
 	if err != nil {
 		t.Fatal(err)
@@ -725,12 +725,12 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	small := domain.DefaultQuotas()
+	small := domain.DefaultProcessQuotas()
 	small.NodesPerGraph = 10
 	smallPlan := domain.QuotaOverrides{StoredItems: harness.Ptr(3), Definitions: harness.Ptr(2), DefinitionVersions: harness.Ptr(3), StoredExecutions: harness.Ptr(2)}
 	for _, row := range []struct {
 		name   string
-		limits func(*httpapi.Limits)
+		limits func(*httpapi.RequestLimits)
 		// loop repeats an allowed request and returns the first answer
 		// that is not a success.
 		loop       func(t *testing.T, ws uuid.UUID, c *client.ClientWithResponses) *http.Response
@@ -786,7 +786,7 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 				}
 			}},
 		{name: "requests faster than the workspace's rate", retryAfter: true,
-			limits: func(l *httpapi.Limits) { l.Tenancy.Rate, l.Tenancy.Burst = 1, 3 },
+			limits: func(l *httpapi.RequestLimits) { l.Tenancy.Rate, l.Tenancy.Burst = 1, 3 },
 			loop: func(t *testing.T, ws uuid.UUID, c *client.ClientWithResponses) *http.Response {
 				for {
 					r, err := c.GetWorkspaceWithResponse(ctx, ws)
@@ -798,7 +798,7 @@ func TestNegativeWhatAWorkspaceKeepsAndSends(t *testing.T) {
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			t.Parallel()
-			limits := httpapi.DefaultLimits()
+			limits := httpapi.DefaultRequestLimits()
 			if row.limits != nil {
 				row.limits(&limits)
 			}

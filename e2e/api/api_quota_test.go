@@ -23,7 +23,7 @@ import (
 // another workspace on another plan is not affected.
 func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 	t.Parallel()
-	quotas := domain.DefaultQuotas()
+	quotas := domain.DefaultProcessQuotas()
 	quotas.NodesPerGraph = 2
 	s := harness.NewStackWithQuotas(t, quotas)
 	s.SetPlanQuotas(t, domain.PlanFree, domain.QuotaOverrides{PendingItems: harness.Ptr(2), Definitions: harness.Ptr(1)})
@@ -105,7 +105,7 @@ func TestQuotasRefuseWithTooManyRequests(t *testing.T) {
 func TestTheGraphNodeQuotaIsTheOneBoundOnNodes(t *testing.T) {
 	t.Parallel()
 	const quota = 1_500
-	quotas := domain.DefaultQuotas()
+	quotas := domain.DefaultProcessQuotas()
 	quotas.NodesPerGraph = quota
 	s := harness.NewStackWithQuotas(t, quotas)
 	ctx := context.Background()
@@ -241,9 +241,9 @@ func TestAVersionLoopMeetsTheDefinitionVersionsQuota(t *testing.T) {
 func TestConcurrentDefinitionCreatesLeaveExactlyTheQuota(t *testing.T) {
 	t.Parallel()
 	const quota, before, concurrent = 20, 15, 50
-	limits := httpapi.DefaultLimits()
+	limits := httpapi.DefaultRequestLimits()
 	limits.Tenancy.WorkspaceConcurrency = concurrent // the quota, not the request caps, is under test
-	s := harness.NewStackWith(t, domain.DefaultQuotas(), limits)
+	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	s.SetPlanQuotas(t, domain.PlanPro, domain.QuotaOverrides{Definitions: harness.Ptr(quota)})
 	ctx := context.Background()
 	ws, c := quotaWorkspace(t, s, client.PRO)
@@ -296,9 +296,9 @@ func TestConcurrentDefinitionCreatesLeaveExactlyTheQuota(t *testing.T) {
 func TestAWorkspacePastItsRequestRateGetsTooManyRequests(t *testing.T) {
 	t.Parallel()
 	const burst = 5
-	limits := httpapi.DefaultLimits()
+	limits := httpapi.DefaultRequestLimits()
 	limits.Tenancy.Rate, limits.Tenancy.Burst = 1, burst
-	s := harness.NewStackWith(t, domain.DefaultQuotas(), limits)
+	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	ctx := context.Background()
 	ws, c := quotaWorkspace(t, s, client.PRO)
 	refusedAt := 0

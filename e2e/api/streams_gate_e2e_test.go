@@ -127,11 +127,11 @@ func (l latencies) at(p int) time.Duration { return l[(len(l)*p+99)/100-1] }
 // tenant's requests answered 429; here before the fix, with 128 workers
 // unpaced, 246 ms against 66 ms.
 func TestAFloodOfBogusStreamOpensCostsAnotherTenantNoMoreThanOnAGuardedRoute(t *testing.T) {
-	limits := httpapi.DefaultLimits()
+	limits := httpapi.DefaultRequestLimits()
 	// The measured tenant sends as fast as it is answered; its own rate
 	// is not under test.
 	limits.Tenancy.Rate, limits.Tenancy.Burst = 100_000, 100_000
-	s := harness.NewStackWith(t, domain.DefaultQuotas(), limits)
+	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	ctx := context.Background()
 	admin := s.Client(t, harness.AdminToken)
 	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "tenant", Plan: client.PRO})
@@ -230,9 +230,9 @@ func TestAFloodOfBogusStreamOpensCostsAnotherTenantNoMoreThanOnAGuardedRoute(t *
 // is refused with 401 by the same gate.
 func TestStreamOpensPassTheRequestGate(t *testing.T) {
 	t.Parallel()
-	limits := httpapi.DefaultLimits()
+	limits := httpapi.DefaultRequestLimits()
 	limits.Tenancy.Rate, limits.Tenancy.Burst, limits.Tenancy.WorkspaceConcurrency = 0.001, 3, 1
-	s := harness.NewStackWith(t, domain.DefaultQuotas(), limits)
+	s := harness.NewStackWith(t, domain.DefaultProcessQuotas(), limits)
 	ctx := context.Background()
 	admin := s.Client(t, harness.AdminToken)
 	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "gated", Plan: client.PRO})

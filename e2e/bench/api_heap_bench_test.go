@@ -145,8 +145,8 @@ func newHeapBenchAPI(b *testing.B, name string, plan client.Plan, graph string) 
 	pool := pgtest.Pool(b)
 	store := postgres.NewStore(pool, harness.TestLog())
 	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()},
-		nil, domain.DefaultQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: harness.AdminToken})
-	handler, err := httpapi.NewHandler(application, httpapi.DefaultLimits(), prometheus.NewRegistry(), nil, harness.TestLog())
+		nil, domain.DefaultProcessQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: harness.AdminToken})
+	handler, err := httpapi.NewHandler(application, httpapi.DefaultRequestLimits(), prometheus.NewRegistry(), nil, harness.TestLog())
 	if err != nil {
 		b.Fatal(err)
 	}

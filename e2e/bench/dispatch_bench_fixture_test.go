@@ -252,8 +252,8 @@ const benchLeaseTTL = 6 * time.Hour
 // the next dispatcher of this database is built, and the lease is held
 // before this returns: claims are fenced by the lease's term, and a start
 // is made only within the term its claim was made in
-// (app.QueueLease.HeldUntil), so a dispatcher whose heartbeat never ran
-// claims items and starts none of them.
+// (app.QueueLease.HeldUntil), so a dispatcher whose heartbeat does not
+// hold the lease claims nothing (app.ErrLeaseNotHeld).
 func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (*app.Dispatcher, *benchEngine) {
 	b.Helper()
 	log := benchLogger()

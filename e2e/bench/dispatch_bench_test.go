@@ -178,7 +178,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	db.vacuumAnalyze(b)
 	log := benchLogger()
 	st := postgres.NewStore(db.aux, log)
-	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultQuotas())
+	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	listener := postgres.NewListener(db.pool, log)
@@ -462,7 +462,7 @@ func BenchmarkEnqueueContention(b *testing.B) {
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, callers)
 	db.vacuumAnalyze(b)
 	st := postgres.NewStore(db.aux, benchLogger())
-	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultQuotas())
+	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
 	type meter struct {
 		benchMeter
 		lat []time.Duration
@@ -541,7 +541,7 @@ func BenchmarkBulkEnqueue(b *testing.B) {
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, 1)
 	db.vacuumAnalyze(b)
 	st := postgres.NewStore(db.aux, benchLogger())
-	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultQuotas())
+	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
 	actor := domain.Actor{WorkspaceID: ws[0], KeyID: domain.ID(uuid.New())}
 	ctx := context.Background()
 	var single, bulk benchMeter

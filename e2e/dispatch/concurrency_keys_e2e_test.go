@@ -44,7 +44,7 @@ func (b *dispatchBundle) keyedWorkspace(t *testing.T, maxRunning, keyLimit int) 
 // which resolves the key over the input.
 func (b *dispatchBundle) enqueueKeyed(t *testing.T, ws, def domain.ID, key string, n int) {
 	t.Helper()
-	executions := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultQuotas())
+	executions := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas())
 	input, _ := json.Marshal(map[string]string{"k": key})
 	for range n {
 		if _, _, err := executions.Enqueue(context.Background(), domain.Actor{Admin: true}, app.EnqueueRequest{
@@ -123,7 +123,7 @@ func TestThreeDispatchersHoldEveryKeyLimitWith200Keys(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", harness.TestLog()))
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
 			}
 			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}
@@ -219,7 +219,7 @@ func TestAFreeKeyIsAdmittedWhileOtherKeysAreFull(t *testing.T) {
 	if err != nil || len(page) != 100 {
 		t.Fatalf("listing the waiting items: %d, %v", len(page), err)
 	}
-	waits, err := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultQuotas()).WaitingOn(ctx, page)
+	waits, err := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas()).WaitingOn(ctx, page)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func setupDispatch(t *testing.T) *dispatchBundle {
 	// all the dispatcher needs to observe.
 	queues := engine.NewTaskQueues("disp" + uuid.NewString()[:8] + ".")
 	log := harness.TestLog()
-	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: engine.NewWorkflowClient(c, queues, engine.DefaultLimits()), client: c, log: log}
+	return &dispatchBundle{pool: pool, store: postgres.NewStore(pool, log), engine: engine.NewWorkflowClient(c, queues, engine.DefaultRunLimits()), client: c, log: log}
 }
 
 // planLimits reads each plan's concurrency limit as stored.
@@ -122,7 +122,7 @@ func (b *dispatchBundle) enqueue(t *testing.T, ws, def domain.ID, n int) []domai
 	t.Helper()
 	ids := make([]domain.ID, n)
 	for i := range ids {
-		q, _, err := b.store.Enqueue(context.Background(), ports.Enqueue{
+		q, _, err := b.store.Enqueue(context.Background(), ports.ItemToEnqueue{
 			ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true},
 		})
 		if err != nil {
@@ -253,7 +253,7 @@ func TestWorkspaceAtCapacityIsPassedOverAndNeverFails(t *testing.T) {
 	}
 	// Freeing the slot admits the next one, oldest first.
 	first := b.item(t, ids[0])
-	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", harness.TestLog())); err != nil {
+	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog())); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.DispatchBatch(context.Background()); err != nil {
@@ -297,7 +297,7 @@ func TestPriorityOrdersWorkWithinAWorkspace(t *testing.T) {
 	b := setupDispatch(t)
 	ws, def := b.workspace(t, domain.PlanFree)
 	b.enqueue(t, ws, def, 2)
-	urgent, _, err := b.store.Enqueue(context.Background(), ports.Enqueue{
+	urgent, _, err := b.store.Enqueue(context.Background(), ports.ItemToEnqueue{
 		ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Input: json.RawMessage(`{}`), Priority: 1, Actor: domain.Actor{Admin: true},
 	})
 	if err != nil {
@@ -378,7 +378,7 @@ func TestTemporalDownFailsNothingAndPausesDispatch(t *testing.T) {
 	ws, def := b.workspace(t, domain.PlanPro)
 	ids := b.enqueue(t, ws, def, 3)
 	// A client pointed at a port nobody listens on.
-	dead := engine.NewWorkflowClient(harness.TemporalClient(t, "127.0.0.1:1"), engine.NewTaskQueues("dead."), engine.DefaultLimits())
+	dead := engine.NewWorkflowClient(harness.TemporalClient(t, "127.0.0.1:1"), engine.NewTaskQueues("dead."), engine.DefaultRunLimits())
 	cfg := testConfig()
 	cfg.BatchSize = 1
 	d := b.dispatcher(dead, cfg, nil)
@@ -612,7 +612,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", harness.TestLog()))
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
 			}
 			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}
@@ -679,7 +679,7 @@ func TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted(t *testing
 	if err := b.engine.StartWorkflow(ctx, ports.WorkflowStart{ExecutionID: started.ExecutionID, WorkspaceID: ws, DefinitionID: def, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	executions := app.NewExecutions(b.store, b.store, b.store, b.store, b.engine, domain.Quotas{})
+	executions := app.NewExecutions(b.store, b.store, b.store, b.store, b.engine, domain.ProcessQuotas{})
 	outcome, err := executions.CancelQueueItem(ctx, domain.Actor{WorkspaceID: ws}, id)
 	if err != nil || outcome != app.CancelDone {
 		t.Fatalf("cancel: %s, %v; want CANCELLED", outcome, err)

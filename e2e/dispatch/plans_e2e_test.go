@@ -31,7 +31,7 @@ func TestALimitChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) {
 	c := harness.TemporalClient(t, harness.TemporalAddress(t))
 	log := harness.TestLog()
 	b := &dispatchBundle{pool: s.Pool, store: postgres.NewStore(s.Pool, log), client: c, log: log,
-		engine: engine.NewWorkflowClient(c, engine.NewTaskQueues("plans"+uuid.NewString()[:8]+"."), engine.DefaultLimits())}
+		engine: engine.NewWorkflowClient(c, engine.NewTaskQueues("plans"+uuid.NewString()[:8]+"."), engine.DefaultRunLimits())}
 	admin := s.Client(t, harness.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -85,7 +85,7 @@ func TestALimitChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) {
 		}
 		rows.Close()
 		for _, id := range ids {
-			if _, err := b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.SettleQueueItem(domain.ExecutionCompleted, "", log)); err != nil {
+			if _, err := b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", log)); err != nil {
 				t.Fatal(err)
 			}
 		}

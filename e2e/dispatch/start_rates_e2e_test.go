@@ -240,7 +240,7 @@ func TestAStartRateChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) 
 	c := harness.TemporalClient(t, harness.TemporalAddress(t))
 	log := harness.TestLog()
 	b := &dispatchBundle{pool: s.Pool, store: postgres.NewStore(s.Pool, log), client: c, log: log,
-		engine: engine.NewWorkflowClient(c, engine.NewTaskQueues("rates"+uuid.NewString()[:8]+"."), engine.DefaultLimits())}
+		engine: engine.NewWorkflowClient(c, engine.NewTaskQueues("rates"+uuid.NewString()[:8]+"."), engine.DefaultRunLimits())}
 	admin := s.Client(t, harness.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -273,7 +273,7 @@ func TestAStartRateChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) 
 	if err != nil || len(page) != 5 {
 		t.Fatalf("listing the waiting items: %d, %v", len(page), err)
 	}
-	waits, err := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultQuotas()).WaitingOn(ctx, page)
+	waits, err := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas()).WaitingOn(ctx, page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestADelayedItemStartsWithin500msOfItsNotBefore(t *testing.T) {
 	defer cancel()
 	b.startDispatchersPolling(ctx, &wg, 1, 5*time.Second)
 	notBefore := time.Now().Add(2 * time.Second)
-	q, _, err := b.store.Enqueue(ctx, ports.Enqueue{ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def,
+	q, _, err := b.store.Enqueue(ctx, ports.ItemToEnqueue{ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def,
 		Input: json.RawMessage(`{}`), Priority: 2, NotBefore: &notBefore, Actor: domain.Actor{Admin: true}})
 	if err != nil {
 		t.Fatal(err)

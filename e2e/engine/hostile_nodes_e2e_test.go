@@ -593,14 +593,14 @@ func TestHostileCombinationsEndBySluice(t *testing.T) {
 		t.Logf("FIGURE %d events of %d B for waits behind a DELAY, default limits: %d accepted, refused %v (last: %q), in %s; the run %s: %s; history %d events, %d bytes; %d records",
 			waits, size, accepted, refused, lastProblem.Detail, sent.Round(time.Millisecond), ex.Status, recordedCause(ex), events, bytes, len(recs))
 		// A payload of size x's is a JSON string of size+2 bytes.
-		want := domain.DefaultQuotas().EventBytesPerRun / (size + 2)
+		want := domain.DefaultProcessQuotas().EventBytesPerRun / (size + 2)
 		if accepted != want || refused[http.StatusTooManyRequests] != waits-want {
 			t.Errorf("%d events accepted and %v refused, want %d accepted and the other %d refused 429 by the run's event bytes", accepted, refused, want, waits-want)
 		}
 		if !strings.Contains(lastProblem.Detail, "event payload bytes in one run") || len(lastProblem.Errors) != 1 || lastProblem.Errors[0].Path != "/payload" {
 			t.Errorf("the last refusal said %q %+v, want the quota naming /payload", lastProblem.Detail, lastProblem.Errors)
 		}
-		if bytes > int64(domain.DefaultQuotas().EventBytesPerRun)+1<<20 {
+		if bytes > int64(domain.DefaultProcessQuotas().EventBytesPerRun)+1<<20 {
 			t.Errorf("the run's history reached %d bytes, want its events' bound plus a little", bytes)
 		}
 	})

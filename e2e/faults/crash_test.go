@@ -119,7 +119,7 @@ func TestDispatcherKilledAtRandomLosesNothingAndStartsNothingTwice(t *testing.T)
 		t.Fatal(err)
 	}
 	defer c.Close()
-	workflows := engine.NewWorkflowClient(c, engine.NewTaskQueues(queuePrefix), engine.DefaultLimits())
+	workflows := engine.NewWorkflowClient(c, engine.NewTaskQueues(queuePrefix), engine.DefaultRunLimits())
 	rows, err := conn.Query(ctx, "SELECT id FROM workflow_executions")
 	if err != nil {
 		t.Fatal(err)

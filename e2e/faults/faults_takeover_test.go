@@ -175,7 +175,7 @@ func requireStartedOnce(t *testing.T, conn *pgx.Conn, temporalAddr, queuePrefix 
 		t.Fatal(err)
 	}
 	defer c.Close()
-	workflows := engine.NewWorkflowClient(c, engine.NewTaskQueues(queuePrefix), engine.DefaultLimits())
+	workflows := engine.NewWorkflowClient(c, engine.NewTaskQueues(queuePrefix), engine.DefaultRunLimits())
 	rows, err := conn.Query(ctx, `SELECT id FROM workflow_executions WHERE workspace_id = $1`, ws)
 	if err != nil {
 		t.Fatal(err)

@@ -95,18 +95,18 @@ func (NoWakeups) C() <-chan struct{} { return nil }
 // NewStack starts a Stack with the default quotas and request limits.
 func NewStack(t *testing.T) *Stack {
 	t.Helper()
-	return NewStackWithQuotas(t, domain.DefaultQuotas())
+	return NewStackWithQuotas(t, domain.DefaultProcessQuotas())
 }
 
 // NewStackWithQuotas is NewStack with the given workspace quotas.
-func NewStackWithQuotas(t *testing.T, quotas domain.Quotas) *Stack {
+func NewStackWithQuotas(t *testing.T, quotas domain.ProcessQuotas) *Stack {
 	t.Helper()
-	return NewStackWith(t, quotas, httpapi.DefaultLimits())
+	return NewStackWith(t, quotas, httpapi.DefaultRequestLimits())
 }
 
 // NewStackWith is NewStack with the given workspace quotas and request
 // limits.
-func NewStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *Stack {
+func NewStackWith(t *testing.T, quotas domain.ProcessQuotas, limits httpapi.RequestLimits) *Stack {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	addr := TemporalAddress(t)
@@ -118,7 +118,7 @@ func NewStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *St
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	workflows := engine.NewWorkflowClient(tc, engine.NewTaskQueues("http"+uuid.NewString()[:8]+"."), engine.DefaultLimits())
+	workflows := engine.NewWorkflowClient(tc, engine.NewTaskQueues("http"+uuid.NewString()[:8]+"."), engine.DefaultRunLimits())
 	keys, err := postgres.NewWebhookSecretKeys([]byte("sluice-api-webhook-secret-key-32"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		f := newFixture(t)
 		return f, f.NewRun(t, graph)
 	}
-	keep := func(*domain.QueueItem) (ports.Settlement, error) { return ports.SettleKeep, nil }
+	keep := func(*domain.QueueItem) (ports.ItemAtEnd, error) { return ports.KeepItem, nil }
 
 	t.Run("GetDefinitionVersionReturnsTheStoredGraph", func(t *testing.T) {
 		t.Parallel()
@@ -242,23 +242,23 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		}
 	})
 
-	t.Run("FinishExecutionPersistsWhatSettleDecides", func(t *testing.T) {
+	t.Run("FinishExecutionPersistsWhatItsItemAtEndDecides", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
 			name     string
-			decision ports.Settlement
+			decision ports.ItemAtEnd
 			wantGone bool
 			want     domain.QueueStatus
 		}{
-			{name: "keep", decision: ports.SettleKeep, want: domain.QueueDispatched},
-			{name: "write", decision: ports.SettleWrite, want: domain.QueueFailed},
-			{name: "delete", decision: ports.SettleDelete, wantGone: true},
+			{name: "keep", decision: ports.KeepItem, want: domain.QueueDispatched},
+			{name: "write", decision: ports.WriteItem, want: domain.QueueFailed},
+			{name: "delete", decision: ports.DeleteItem, wantGone: true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
 				f, run := setup(t)
 				var seen domain.QueueItem
-				settle := func(item *domain.QueueItem) (ports.Settlement, error) {
+				atEnd := func(item *domain.QueueItem) (ports.ItemAtEnd, error) {
 					seen = *item
 					if err := item.RecordOutcome(domain.ExecutionFailed, "node a failed"); err != nil {
 						return 0, err
@@ -266,11 +266,11 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 					return tc.decision, nil
 				}
 				msg := "node a failed"
-				if _, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionFailed, &msg, settle); err != nil {
+				if _, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionFailed, &msg, atEnd); err != nil {
 					t.Fatal(err)
 				}
 				if seen.ID != run.QueueID || seen.Status != domain.QueueDispatched {
-					t.Errorf("settle saw item %s in %s, want %s DISPATCHED", seen.ID, seen.Status, run.QueueID)
+					t.Errorf("atEnd saw item %s in %s, want %s DISPATCHED", seen.ID, seen.Status, run.QueueID)
 				}
 				item, ok := f.QueueItem(t, run.QueueID)
 				if ok == tc.wantGone {
@@ -279,29 +279,29 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 				if ok && item.Status != tc.want {
 					t.Errorf("item is %s, want %s", item.Status, tc.want)
 				}
-				if ok && tc.decision == ports.SettleWrite && item.LastError != msg {
+				if ok && tc.decision == ports.WriteItem && item.LastError != msg {
 					t.Errorf("item's last error = %q, want %q", item.LastError, msg)
 				}
 			})
 		}
 	})
 
-	t.Run("FinishExecutionSettlesTheItemOfAnEndedExecution", func(t *testing.T) {
+	t.Run("FinishExecutionDecidesTheItemOfAnEndedExecution", func(t *testing.T) {
 		t.Parallel()
 		f, run := setup(t)
 		if _, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, keep); err != nil {
 			t.Fatal(err)
 		}
 		called := false
-		found, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, func(*domain.QueueItem) (ports.Settlement, error) {
+		found, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, func(*domain.QueueItem) (ports.ItemAtEnd, error) {
 			called = true
-			return ports.SettleDelete, nil
+			return ports.DeleteItem, nil
 		})
 		if err != nil || found {
 			t.Fatalf("repeat: found %v, %v", found, err)
 		}
 		if !called {
-			t.Fatal("settle was not called for the item of an execution already ended")
+			t.Fatal("atEnd was not called for the item of an execution already ended")
 		}
 		if _, ok := f.QueueItem(t, run.QueueID); ok {
 			t.Error("the item outlived its finished run")
@@ -337,17 +337,17 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		run := f.NewClaimedRun(t, graph)
 		f.Release(t, run)
 		// The start landed after the release: the run is refused, and
-		// were it to end all the same, its end finds no item to settle.
+		// were it to end all the same, its end finds no item to change.
 		if admitted, err := f.Store.AdmitRun(ctx, run.ExecutionID); err != nil || admitted != ports.AdmissionRefused {
 			t.Fatalf("admitting a released claim's run: %v, %v; want it refused", admitted, err)
 		}
 		called := false
-		found, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, func(*domain.QueueItem) (ports.Settlement, error) {
+		found, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, func(*domain.QueueItem) (ports.ItemAtEnd, error) {
 			called = true
-			return ports.SettleDelete, nil
+			return ports.DeleteItem, nil
 		})
 		if err != nil || found || called {
-			t.Fatalf("ending the released claim's run: found %v, settle called %v, %v; want neither", found, called, err)
+			t.Fatalf("ending the released claim's run: found %v, atEnd called %v, %v; want neither", found, called, err)
 		}
 		item, ok := f.QueueItem(t, run.QueueID)
 		if !ok || item.Status != domain.QueuePending || item.ExecutionID != nil {
@@ -370,15 +370,15 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 		}
 	})
 
-	t.Run("ASettleErrorWritesNothing", func(t *testing.T) {
+	t.Run("AnItemAtEndErrorWritesNothing", func(t *testing.T) {
 		t.Parallel()
 		f, run := setup(t)
 		refused := errors.New("refused")
-		_, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, func(*domain.QueueItem) (ports.Settlement, error) {
-			return ports.SettleDelete, refused
+		_, err := f.Store.FinishExecution(ctx, run.ExecutionID, domain.ExecutionCompleted, nil, func(*domain.QueueItem) (ports.ItemAtEnd, error) {
+			return ports.DeleteItem, refused
 		}, domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeCompleted})
 		if !errors.Is(err, refused) {
-			t.Fatalf("finishing: %v, want the settle error", err)
+			t.Fatalf("finishing: %v, want the atEnd error", err)
 		}
 		e := f.Execution(t, run.ExecutionID)
 		nodes, err := f.Store.ListNodes(ctx, run.ExecutionID, 100, "")
@@ -386,10 +386,10 @@ func ExecutionStore(t *testing.T, newFixture func(t *testing.T) ExecutionStoreFi
 			t.Fatal(err)
 		}
 		if e.Status != domain.ExecutionRunning || len(nodes) != 0 {
-			t.Errorf("after a refused settle: %s with %d nodes, want RUNNING with none", e.Status, len(nodes))
+			t.Errorf("after a refused atEnd: %s with %d nodes, want RUNNING with none", e.Status, len(nodes))
 		}
 		if item, ok := f.QueueItem(t, run.QueueID); !ok || item.Status != domain.QueueDispatched {
-			t.Errorf("after a refused settle the item is %+v (present %v), want DISPATCHED", item.QueueState, ok)
+			t.Errorf("after a refused atEnd the item is %+v (present %v), want DISPATCHED", item.QueueState, ok)
 		}
 	})
 }

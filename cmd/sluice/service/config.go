@@ -39,7 +39,7 @@ type Config struct {
 	// series; off by default, as it grows with the tenants.
 	MetricsWorkspaceLabel bool
 	LogLevel              slog.Level
-	Quotas                domain.Quotas
+	ProcessQuotas         domain.ProcessQuotas
 	Dispatcher            app.DispatcherConfig
 	// Maintenance schedules the maintenance jobs: stale recovery and the
 	// reconciler on the dispatcher, the idempotency-key purge on the api.
@@ -70,7 +70,7 @@ type Config struct {
 // request sizes, how long a slow client may take to send or read, and
 // what a workspace may hold of the API's database pool.
 type HTTPConfig struct {
-	Limits httpapi.Limits
+	Limits httpapi.RequestLimits
 	// KeyCache is how long and how many workspace keys' verdicts the API
 	// remembers, so a flood with one key, valid or bogus, reaches the
 	// database once per TTL.
@@ -176,7 +176,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		AdminProfiles:         e.boolean("SLUICE_ADMIN_PPROF", false),
 	}
 	c.Temporal.TLS = temporalTLS(e)
-	httpLimits := httpapi.DefaultLimits()
+	httpLimits := httpapi.DefaultRequestLimits()
 	tenancy := httpLimits.Tenancy
 	tenancy.Rate = float64(e.integer("SLUICE_API_WORKSPACE_RATE", int(tenancy.Rate), 1, 100_000))
 	tenancy.Burst = e.integer("SLUICE_API_WORKSPACE_BURST", tenancy.Burst, 1, 100_000)
@@ -184,7 +184,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	tenancy.WorkspaceConcurrency = e.integer("SLUICE_API_WORKSPACE_CONCURRENCY", min(tenancy.WorkspaceConcurrency, tenancy.Concurrency-1), 1, tenancy.Concurrency-1)
 	tenancy.QueueWait = e.duration("SLUICE_API_DB_WAIT", tenancy.QueueWait, 10*time.Millisecond)
 	c.HTTP = HTTPConfig{
-		Limits: httpapi.Limits{
+		Limits: httpapi.RequestLimits{
 			MaxBodyBytes: int64(e.integer("SLUICE_HTTP_MAX_BODY_BYTES", int(httpLimits.MaxBodyBytes), 1<<10, 64<<20)),
 			MaxJSONDepth: e.integer("SLUICE_HTTP_MAX_JSON_DEPTH", httpLimits.MaxJSONDepth, 2, 1000),
 			Tenancy:      tenancy,
@@ -230,12 +230,12 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 			e.bad(name, v, "plan quotas are data now: edit them with PATCH /api/v1/plans/{plan}, or a workspace's with PUT /api/v1/workspaces/{id}/limits (migration 00017 seeds the defaults)")
 		}
 	}
-	c.Quotas = domain.DefaultQuotas()
-	c.Quotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.Quotas.NodesPerGraph, 1, 100_000)
-	c.Quotas.NotBeforeHorizon = e.duration("SLUICE_ENQUEUE_NOT_BEFORE_HORIZON", c.Quotas.NotBeforeHorizon, time.Second)
-	c.Quotas.BatchItems = e.integer("SLUICE_ENQUEUE_BATCH_MAX", c.Quotas.BatchItems, 1, 1_000)
-	c.Quotas.SubWorkflowCheck = e.duration("SLUICE_SUBWORKFLOW_CHECK_TIMEOUT", c.Quotas.SubWorkflowCheck, 10*time.Millisecond)
-	c.Quotas.EventBytesPerRun = e.integer("SLUICE_EVENT_BYTES_PER_RUN", c.Quotas.EventBytesPerRun, 1<<10, 1<<30)
+	c.ProcessQuotas = domain.DefaultProcessQuotas()
+	c.ProcessQuotas.NodesPerGraph = e.integer("SLUICE_QUOTA_GRAPH_NODES", c.ProcessQuotas.NodesPerGraph, 1, 100_000)
+	c.ProcessQuotas.NotBeforeHorizon = e.duration("SLUICE_ENQUEUE_NOT_BEFORE_HORIZON", c.ProcessQuotas.NotBeforeHorizon, time.Second)
+	c.ProcessQuotas.BatchItems = e.integer("SLUICE_ENQUEUE_BATCH_MAX", c.ProcessQuotas.BatchItems, 1, 1_000)
+	c.ProcessQuotas.SubWorkflowCheck = e.duration("SLUICE_SUBWORKFLOW_CHECK_TIMEOUT", c.ProcessQuotas.SubWorkflowCheck, 10*time.Millisecond)
+	c.ProcessQuotas.EventBytesPerRun = e.integer("SLUICE_EVENT_BYTES_PER_RUN", c.ProcessQuotas.EventBytesPerRun, 1<<10, 1<<30)
 
 	d := app.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
@@ -307,7 +307,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	}
 	w.Retry.MaximumAttempts = int32(e.integer("SLUICE_NODE_MAX_ATTEMPTS", int(w.Retry.MaximumAttempts), 1, 100))
 	w.Retry.InitialInterval = e.duration("SLUICE_NODE_RETRY_INITIAL_INTERVAL", w.Retry.InitialInterval, 10*time.Millisecond)
-	w.Limits = engine.DefaultLimits()
+	w.Limits = engine.DefaultRunLimits()
 	// Temporal refuses a payload over 2 MB (2,097,152 bytes) by ending the
 	// workflow; the limit stays below it, with room for the envelope.
 	w.Limits.PayloadLimit = e.integer("SLUICE_ENGINE_PAYLOAD_LIMIT", w.Limits.PayloadLimit, 1024, 2_000_000)

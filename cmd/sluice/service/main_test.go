@@ -122,7 +122,7 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	if !reflect.DeepEqual(l.WorkspaceNodesInFlight, map[domain.Plan]int{domain.PlanFree: 4, domain.PlanPro: 10, domain.PlanEnterprise: 15}) {
 		t.Errorf("workspace shares = %v, want FREE 4, PRO 10, ENTERPRISE 15", l.WorkspaceNodesInFlight)
 	}
-	if q := cfg.Quotas; q.NodesPerGraph != 500 || q.BatchItems != 1_000 || q.NotBeforeHorizon != 30*24*time.Hour {
+	if q := cfg.ProcessQuotas; q.NodesPerGraph != 500 || q.BatchItems != 1_000 || q.NotBeforeHorizon != 30*24*time.Hour {
 		t.Errorf("quotas = %+v", q)
 	}
 	if r := cfg.Retention; r.Pass.BatchSize != 100 || r.Pass.Budget != 20*time.Second {
