@@ -39,6 +39,13 @@ type RunNodeInput struct {
 	KeyPrefix string `json:",omitempty"`
 	// Iteration is set on a FOR_EACH iteration: its element and index.
 	Iteration *IterationInput `json:",omitempty"`
+	// OutputRoom is, for a pure node, the bytes of output the workflow
+	// task awaiting it reserved (fitsTask); 0 reserves the payload limit.
+	// An output larger than its room is not returned: the node reports
+	// Outgrew, and the workflow runs it again (it is pure) with the
+	// payload limit reserved, so that a task never carries more than it
+	// reserved.
+	OutputRoom int `json:",omitempty"`
 	// size is the bytes of data the input carries, its config and what its
 	// templates read, as the workflow measured them; not sent.
 	size int
@@ -62,6 +69,9 @@ type PureNodeOutput struct {
 	Attempt     int
 	StartedAt   *time.Time
 	CompletedAt *time.Time
+	// Outgrew is the size of an output over the input's OutputRoom, which
+	// is then not returned; 0 when Output is the output.
+	Outgrew int `json:",omitempty"`
 }
 
 // NodeRecordInput is one node record the workflow writes.
@@ -275,6 +285,9 @@ func (a *Activities) RunPureNode(ctx context.Context, in RunNodeInput) (PureNode
 		return PureNodeOutput{}, err
 	}
 	ended := time.Now()
+	if in.OutputRoom > 0 && len(out) > in.OutputRoom {
+		return PureNodeOutput{Outgrew: len(out), Attempt: int(activity.GetInfo(ctx).Attempt)}, nil
+	}
 	return PureNodeOutput{Output: out, Attempt: int(activity.GetInfo(ctx).Attempt), StartedAt: &started, CompletedAt: &ended}, nil
 }
 

@@ -363,6 +363,21 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionCompleted,
 		},
 		{
+			// A FOR_EACH of a TRANSFORM whose iteration outgrows the
+			// room of what it carries (its element of 20 bytes repeated 40 times, within
+			// the recorder's payload limit of 1,000) and runs again with
+			// the payload limit reserved.
+			name: "for_each_iteration_outgrows_its_room",
+			graph: `{
+				"nodes": [
+					{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input.items }}", "node": {"type": "TRANSFORM", "config": {"output": [` +
+				strings.TrimSuffix(strings.Repeat(`"{{ item }}",`, 40), ",") + `]}}}}
+				]
+			}`,
+			input: `{"items": ["` + strings.Repeat("x", 20) + `"]}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
 			// One WAIT_FOR_EVENT signalled before it starts (behind a
 			// DELAY), one that times out onto its false branch.
 			name: "wait_for_event_signalled_and_timed_out",
@@ -565,7 +580,7 @@ func TestRecordHistories(t *testing.T) {
 				}
 			}
 			if len(got) != 1 || got[0] != sc.want {
-				t.Fatalf("completions = %v, want one %s", got, sc.want)
+				t.Fatalf("completions = %v, want one %s (%s)", got, sc.want, res.Error)
 			}
 			writeHistory(ctx, t, c, WorkflowID(execID), path)
 		})

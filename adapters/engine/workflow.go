@@ -404,7 +404,10 @@ type executionRun struct {
 	share int
 	// unwritten are records decided but not yet written; see flush.
 	unwritten []NodeRecordInput
-	last      nodeOutcome
+	// writing is set while a write of records is in flight, flusher
+	// while flushAsTheyEnd's writer runs.
+	writing, flusher bool
+	last             nodeOutcome
 	// task sizes each workflow task against RunLimits.TaskLimit.
 	task taskLoad
 	// deadline is set, to the reason, once the run's deadline passed.
@@ -426,14 +429,22 @@ type executionRun struct {
 
 // taskLoad is what the current workflow task carries back to Temporal,
 // as far as nodes make it: used by results and scheduled inputs, reserved
-// by pure nodes still running (PayloadLimit each, their results being
-// unknown). historyLength is the history length the task started at,
-// which changes, deterministically on replay, when a new task starts.
+// by pure nodes still running (their OutputRoom each, their results being
+// unknown), and the events it adds (a marker or command per node, a
+// marker per records write). historyLength is the history length the
+// task started at, which changes, deterministically on replay, when a new
+// task starts.
 type taskLoad struct {
 	used, reserved int
+	events         int
 	historyLength  int
-	// pures are the pure nodes holding a reservation.
-	pures map[string]bool
+	// pures are the pure nodes holding a reservation, with its size.
+	pures map[string]int
+}
+
+// restart empties the load, as a new workflow task starts.
+func (t *taskLoad) restart() {
+	t.used, t.events = 0, 0
 }
 
 // drive launches ready nodes, at most the plan's cap of them at once, and
@@ -489,9 +500,9 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 			ready = held
 		}
 		if pending == 0 && waitingForTask {
-			r.flush()
+			r.flush(r.ctx)
 			_ = workflow.Sleep(r.ctx, time.Millisecond)
-			r.task.used = 0
+			r.task.restart()
 			continue
 		}
 		if pending == 0 {
@@ -504,7 +515,7 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 		if local == 0 {
 			// Only the server can wake the workflow now, so this is the
 			// moment to make the decided records visible.
-			r.flush()
+			r.flush(r.ctx)
 		}
 		sel.Select(r.ctx)
 		pending--
@@ -526,45 +537,56 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 func (r *executionRun) observeTask() {
 	if n := workflow.GetInfo(r.ctx).GetCurrentHistoryLength(); n != r.task.historyLength {
 		r.task.historyLength = n
-		r.task.used = 0
+		r.task.restart()
 	}
 }
 
 // fitsTask reports whether node n, with activity input in, fits in the
 // current workflow task, and if so takes its room: a pure node reserves
-// PayloadLimit for its result, an activity its input. A node always fits
-// an empty task (PayloadLimit is below TaskLimit).
+// its result's room (outputRoom), an activity its input. A node always
+// fits an empty task (PayloadLimit is below TaskLimit).
 func (r *executionRun) fitsTask(n domain.Node, in RunNodeInput) bool {
 	need := taskEntryOverhead
 	if isPure(n.Type) {
-		need += r.limits.PayloadLimit
+		need += r.outputRoom(in)
 	} else {
 		need += r.startBytes(n, in)
 	}
 	if taken := r.task.used + r.task.reserved; taken > 0 && taken+need > r.limits.TaskLimit {
 		return false
 	}
+	r.task.events++
 	if isPure(n.Type) {
 		r.task.reserved += need
 		if r.task.pures == nil {
-			r.task.pures = map[string]bool{}
+			r.task.pures = map[string]int{}
 		}
-		r.task.pures[n.Key] = true
+		r.task.pures[n.Key] = need
 	} else {
 		r.task.used += need
 	}
 	return true
 }
 
+// outputRoom is the bytes a pure node's result may take in the task that
+// awaits it: in.OutputRoom, or the payload limit when that is 0.
+func (r *executionRun) outputRoom(in RunNodeInput) int {
+	if in.OutputRoom > 0 {
+		return min(in.OutputRoom, r.limits.PayloadLimit)
+	}
+	return r.limits.PayloadLimit
+}
+
 // pureEnded replaces a pure node's reservation by the size of its result,
 // which its marker carries in the current task.
 func (r *executionRun) pureEnded(o nodeOutcome) {
-	if !r.task.pures[o.node.Key] {
+	need, ok := r.task.pures[o.node.Key]
+	if !ok {
 		return
 	}
 	delete(r.task.pures, o.node.Key)
 	r.observeTask()
-	r.task.reserved -= taskEntryOverhead + r.limits.PayloadLimit
+	r.task.reserved -= need
 	r.task.used += taskEntryOverhead + len(o.output)
 }
 
@@ -963,24 +985,50 @@ func (r *executionRun) takeUnwritten() []NodeRecordInput {
 	return out
 }
 
-// flush writes the queued records. A failure to record is logged, not
-// fatal: the execution's own status stays authoritative.
-func (r *executionRun) flush() {
-	r.flushOn(r.ctx)
-}
-
-// flushOn is flush from the workflow goroutine whose context is on, which
-// a blocking call must use.
-func (r *executionRun) flushOn(on workflow.Context) {
+// flush writes the queued records, once the write in flight (if any) is
+// done, so that writes land in the order their records were decided. A
+// write is a marker in the current task, counted in its events (its
+// result is empty). A failure to record is logged, not fatal: the
+// execution's own status stays authoritative. on is the calling
+// coroutine's context, which a blocking call must use.
+func (r *executionRun) flush(on workflow.Context) {
+	ctx, _ := workflow.NewDisconnectedContext(on)
+	r.awaitWrite(ctx)
 	nodes := r.takeUnwritten()
 	if len(nodes) == 0 {
 		return
 	}
-	ctx, _ := workflow.NewDisconnectedContext(on)
+	r.observeTask()
+	r.task.events++
+	r.writing = true
 	err := workflow.ExecuteLocalActivity(bookkeeping(ctx), recordNodesActivity, RecordNodesInput{ExecutionID: r.executionID, Nodes: nodes}).Get(ctx, nil)
+	r.writing = false
 	if err != nil {
 		workflow.GetLogger(r.ctx).Warn("recording nodes failed", "execution_id", r.executionID, "error", err)
 	}
+}
+
+// awaitWrite waits until no write of records is in flight.
+func (r *executionRun) awaitWrite(ctx workflow.Context) {
+	_ = workflow.Await(ctx, func() bool { return !r.writing })
+}
+
+// flushAsTheyEnd writes the queued records in the background while the
+// workflow goes on, each write taking what was queued while the one
+// before it ran: FOR_EACH iterations' records are written as iterations
+// end, not when the loop does, at most one write per iteration.
+func (r *executionRun) flushAsTheyEnd() {
+	if r.flusher || len(r.unwritten) == 0 {
+		return
+	}
+	r.flusher = true
+	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for len(r.unwritten) > 0 {
+			r.flush(ctx)
+		}
+		r.flusher = false
+	})
 }
 
 // cancelled records the nodes the cancellation kept from running as
@@ -1010,6 +1058,7 @@ func (r *executionRun) finish(status domain.ExecutionStatus, msg string) (Execut
 		return r.finishChild(status, msg)
 	}
 	ctx, _ := workflow.NewDisconnectedContext(r.ctx)
+	r.awaitWrite(ctx)
 	in := CompleteInput{ExecutionID: r.executionID, Status: status, Error: msg, Nodes: r.takeUnwritten()}
 	err := workflow.ExecuteLocalActivity(boundedCompletionWrite(ctx), completeActivity, in).Get(ctx, nil)
 	if err == nil {

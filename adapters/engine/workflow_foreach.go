@@ -129,6 +129,7 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 			out, err := r.runIteration(ctx, it)
 			r.busy--
 			done++
+			r.flushAsTheyEnd()
 			if err != nil {
 				if failure == nil {
 					failure = fmt.Errorf("iteration %d (%s) failed: %s", it.Iteration.Index, it.Node.Key, errorMessage(err))
@@ -158,9 +159,19 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 	return out, nil
 }
 
+// pureOutputSlack is what a pure iteration's output may hold beyond the
+// data it carries before it outgrows its room: a CONDITION's verdict, an
+// index, an execution id, the JSON around them.
+const pureOutputSlack = 256
+
 // iterationInput is the activity input of iteration i: what the node
 // template reads (in, from readsInput), with the template as the node,
-// recorded as <key>[i], and the element to read.
+// recorded as <key>[i], and the element to read. A pure iteration's
+// output is given the room of what it carries (OutputRoom): its output is
+// built of its config and what it reads, and pureOutputSlack covers what
+// it holds besides, so its task reserves that, not the payload limit; one
+// that outgrows it runs again with the payload limit reserved
+// (runPureIteration).
 func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, in RunNodeInput, i int, item any) (RunNodeInput, error) {
 	raw, err := json.Marshal(item)
 	if err != nil {
@@ -169,18 +180,30 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 	in.Node = cfg.Node.Iteration(n.Key, i)
 	in.Iteration = &IterationInput{Index: i, Item: raw}
 	in.size += len(raw)
+	if isPure(in.Node.Type) {
+		in.OutputRoom = in.size + pureOutputSlack
+	}
 	return in, nil
 }
 
 // takeTaskRoom takes the room in the current workflow task that
-// activity input in needs (fitsTask), ending tasks (1 ms timers) until one
-// has room.
+// activity input in needs (fitsTask). While it does not fit, it waits for
+// the pure nodes running in the task to end (each turns its reservation
+// into its result's size, which may leave room), and ends the task (a 1
+// ms timer) only when none is left to end: then the task's reply itself
+// is full.
 func (r *executionRun) takeTaskRoom(ctx workflow.Context, in RunNodeInput) error {
 	for r.observeTask(); !r.fitsTask(in.Node, in); r.observeTask() {
+		if reserved := r.task.reserved; reserved > 0 {
+			if err := workflow.Await(ctx, func() bool { return r.task.reserved < reserved }); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
 			return err
 		}
-		r.task.used = 0
+		r.task.restart()
 	}
 	return nil
 }
@@ -198,13 +221,8 @@ func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json
 	var err error
 	timeout, retry := r.attemptPolicy(n)
 	if isPure(n.Type) {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: timeout,
-			RetryPolicy:         retry,
-		})
 		var out PureNodeOutput
-		err = workflow.ExecuteLocalActivity(lctx, runPureNodeActivity, in).Get(ctx, &out)
-		r.pureEnded(nodeOutcome{node: n, output: out.Output})
+		out, err = r.runPureIteration(ctx, in, timeout, retry)
 		if err == nil {
 			began, ended := causalSpan(started, out.StartedAt, out.CompletedAt)
 			r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeCompleted, Attempt: out.Attempt,
@@ -224,4 +242,27 @@ func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json
 		r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeFailed, Error: errorMessage(err), StartedAt: &started})
 	}
 	return output, err
+}
+
+// runPureIteration runs a pure iteration as a local activity within the
+// room its task reserved; one whose output outgrew its room runs again,
+// once, with the payload limit reserved, which the activity's own check
+// bounds.
+func (r *executionRun) runPureIteration(ctx workflow.Context, in RunNodeInput, timeout time.Duration, retry *temporal.RetryPolicy) (PureNodeOutput, error) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: timeout,
+		RetryPolicy:         retry,
+	})
+	for {
+		var out PureNodeOutput
+		err := workflow.ExecuteLocalActivity(lctx, runPureNodeActivity, in).Get(ctx, &out)
+		r.pureEnded(nodeOutcome{node: in.Node, output: out.Output})
+		if err != nil || out.Outgrew == 0 || in.OutputRoom == 0 {
+			return out, err
+		}
+		in.OutputRoom = 0
+		if err := r.takeTaskRoom(ctx, in); err != nil {
+			return PureNodeOutput{}, err
+		}
+	}
 }

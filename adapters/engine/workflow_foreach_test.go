@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/sluicehq/sluice/domain"
 )
@@ -154,5 +158,96 @@ func TestForEachIterationsRunUnderTheTemplatesRetryPolicy(t *testing.T) {
 	}
 	if rec := h.record("each[0]"); rec.Status != domain.NodeCompleted || rec.Attempt != 5 {
 		t.Errorf("iteration: %s at attempt %d, want COMPLETED at 5", rec.Status, rec.Attempt)
+	}
+}
+
+// TestForEachWritesEachIterationsRecordAsItEnds: a FREE run's FOR_EACH of
+// 20 TRANSFORM items, four at a time. By the time the last iteration
+// starts, the first one's record has been written COMPLETED (it was once
+// written with all the others when the loop ended, every completedAt the
+// loop's end), and the iterations' records carry distinct completedAt,
+// each the time its own iteration ended.
+func TestForEachWritesEachIterationsRecordAsItEnds(t *testing.T) {
+	t.Parallel()
+	const items = 20
+	h := newHarness(t, `{"nodes": [{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input }}",
+		"node": {"type": "TRANSFORM", "config": {"output": {"i": "{{ index }}"}}}}}]}`).withInput(`[` + strings.Repeat(`0, `, items-1) + `0]`)
+	var (
+		mu           sync.Mutex
+		lastStarted  bool
+		firstWritten domain.NodeStatus
+	)
+	last := fmt.Sprintf("each[%d]", items-1)
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+		if info.ActivityType.Name != runPureNodeActivity || len(args) != 1 {
+			return
+		}
+		if in, ok := args[0].(RunNodeInput); ok && in.Node.Key == last {
+			rec, _ := h.store.node(h.execID, "each[0]")
+			mu.Lock()
+			lastStarted, firstWritten = true, rec.Status
+			mu.Unlock()
+		}
+	})
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !lastStarted {
+		t.Fatalf("iteration %s never started", last)
+	}
+	if firstWritten != domain.NodeCompleted {
+		t.Errorf("when %s started, each[0]'s record was %q, want COMPLETED: records are written as iterations end", last, firstWritten)
+	}
+	ended := map[time.Time]bool{}
+	for i := range items {
+		rec, ok := h.store.node(h.execID, fmt.Sprintf("each[%d]", i))
+		if !ok || rec.CompletedAt == nil {
+			t.Fatalf("each[%d] has no completedAt (%v)", i, rec)
+		}
+		ended[*rec.CompletedAt] = true
+	}
+	if len(ended) != items {
+		t.Errorf("%d distinct completedAt among %d iterations, want each its own", len(ended), items)
+	}
+}
+
+// TestForEachIterationOutgrowingItsRoomRunsAgainWithThePayloadLimit: a
+// pure iteration's task reserves the room of what it carries, and an
+// output built past it (one element repeated 40 times) is not returned
+// in that task: the iteration runs again with the payload limit reserved,
+// and the run completes with the whole output.
+func TestForEachIterationOutgrowingItsRoomRunsAgainWithThePayloadLimit(t *testing.T) {
+	t.Parallel()
+	many := strings.TrimSuffix(strings.Repeat(`"{{ item }}", `, 40), ", ")
+	h := newHarness(t, `{"nodes": [{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input }}",
+		"node": {"type": "TRANSFORM", "config": {"output": [`+many+`]}}}},
+		{"key": "after", "type": "TRANSFORM", "config": {"output": "{{ steps.each.output[0][39] }}"}}
+	], "edges": [{"from": "each", "to": "after"}]}`).withInput(`["` + strings.Repeat("x", 1000) + `"]`)
+	var (
+		mu   sync.Mutex
+		runs []int
+	)
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+		if info.ActivityType.Name != runPureNodeActivity || len(args) != 1 {
+			return
+		}
+		if in, ok := args[0].(RunNodeInput); ok && in.Node.Key == "each[0]" {
+			mu.Lock()
+			runs = append(runs, in.OutputRoom)
+			mu.Unlock()
+		}
+	})
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if got := h.record("after").Output; got != strings.Repeat("x", 1000) {
+		t.Errorf("after read %.40v from the iteration's 40th copy, want its element", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runs) != 2 || runs[0] <= 0 || runs[0] >= 40_000 || runs[1] != 0 {
+		t.Errorf("the iteration ran with rooms %v, want its own room (under its 40 KB output), then the payload limit's (0)", runs)
 	}
 }

@@ -51,8 +51,12 @@ const historyLimitErrorType = "history_limit"
 // payload is over the blob limit (PayloadLimit, below Temporal's 2 MB),
 // when the history already holds HistoryEventsLimit events, or when the
 // payload would take its size past HistoryLimit. The figures are those at
-// the start of the current workflow task, which is why the limits keep a
-// task's worth (TaskLimit) of margin below Temporal's.
+// the start of the current workflow task with what the task has added so
+// far as Sluice counts it (taskLoad: a node's marker or command and its
+// data, a records write), so a task that runs many pure nodes (a FOR_EACH
+// whose iterations all end in one task) is held to the budget as it goes;
+// the limits keep a task's worth (TaskLimit) of margin below Temporal's
+// for what Sluice does not count.
 //
 // A run that would pass the budget fails rather than continue as new: a
 // run's state (outputs held for later nodes, records, slots) is not
@@ -60,7 +64,8 @@ const historyLimitErrorType = "history_limit"
 // legitimate run within the budget.
 func (r *executionRun) historyRoom(what string, adding int) error {
 	info := workflow.GetInfo(r.ctx)
-	events, size := info.GetCurrentHistoryLength(), info.GetCurrentHistorySize()
+	r.observeTask()
+	events, size := info.GetCurrentHistoryLength()+r.task.events, info.GetCurrentHistorySize()+r.task.used
 	var msg string
 	switch {
 	case adding > r.limits.PayloadLimit:

@@ -104,7 +104,8 @@ func (r *executionRun) childGraph() (domain.Graph, string) {
 	}
 	r.in.Version = sub.Version
 	r.task.historyLength = workflow.GetInfo(r.ctx).GetCurrentHistoryLength()
-	r.task.used = taskEntryOverhead + len(sub.Graph)
+	r.task.restart()
+	r.task.used, r.task.events = taskEntryOverhead+len(sub.Graph), 1
 	g, err := domain.DecodeGraph(sub.Graph)
 	if err != nil {
 		return domain.Graph{}, "graph " + err.Error()
@@ -172,7 +173,7 @@ func (r *executionRun) retainLeaves(g domain.Graph) {
 // parent's execution and returns its status with its outputs, an object
 // of its completed leaves' outputs by key, bounded by the payload limit.
 func (r *executionRun) finishChild(status domain.ExecutionStatus, msg string) (ExecutionResult, error) {
-	r.flush()
+	r.flush(r.ctx)
 	res := ExecutionResult{Status: status, Error: msg, Version: r.in.Version}
 	if status != domain.ExecutionCompleted {
 		return res, nil

@@ -115,7 +115,7 @@ func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 		}
 		child = &ChildWorkflow{WorkflowID: exec.ID, RunID: exec.RunID}
 		r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeRunning, Attempt: 1, StartedAt: &started, Child: child})
-		r.flushOn(ctx)
+		r.flush(ctx)
 		var out json.RawMessage
 		if err := run.Get(ctx, &out); err != nil {
 			if temporal.IsCanceledError(err) && r.ctx.Err() != nil {
