@@ -162,19 +162,24 @@ SELECT c.id, c.status, c.claimed_at FROM claimed c;
 -- both lists by ANY is the same test, and it is two index lookups instead
 -- of a join the planner misjudges (make bench measured the join at 50 ms
 -- for 500 items).
--- Each dispatched item's audit row is written by the same statement.
+-- Each dispatched item's audit row is written by the same statement, and
+-- its admission wait (queue_admission_wait_ms, read in SET from the row as
+-- it was claimed), returned with its workspace's plan for the per-plan
+-- histogram.
 WITH dispatched AS (
     UPDATE workflow_execution_queue q
-    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
+    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL,
+        admission_wait_ms = queue_admission_wait_ms(q.workspace_id, q.created_at, q.available_at, q.claimed_at)
     WHERE q.id = ANY(@ids::uuid[]) AND q.status = 'CLAIMED' AND q.execution_id = ANY(@execution_ids::uuid[])
-    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.dispatched_at
+    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.dispatched_at, q.admission_wait_ms
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
     SELECT gen_random_uuid(), w.id, 'dispatcher', 'queue.dispatched', d.id,
            jsonb_build_object('executionId', d.execution_id)
     FROM dispatched d LEFT JOIN workspaces w ON w.id = d.workspace_id
 )
-SELECT d.id, d.created_at, d.dispatched_at FROM dispatched d;
+SELECT d.id, d.created_at, d.dispatched_at, d.admission_wait_ms, w.plan AS plan
+FROM dispatched d LEFT JOIN workspaces w ON w.id = d.workspace_id;
 
 -- name: QueueStatusOfExecution :one
 -- The status of the item whose claim is execution @execution_id, read by
@@ -193,7 +198,8 @@ SELECT status FROM workflow_execution_queue WHERE execution_id = @execution_id;
 -- the two; ExecutionExists, read after it, says which came first.
 WITH admitted AS (
     UPDATE workflow_execution_queue q
-    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
+    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL,
+        admission_wait_ms = queue_admission_wait_ms(q.workspace_id, q.created_at, q.available_at, q.claimed_at)
     WHERE q.execution_id = @execution_id AND q.status = 'CLAIMED'
     RETURNING q.id, q.workspace_id, q.execution_id
 )
@@ -398,3 +404,11 @@ SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_
            SELECT u.ord, (SELECT count(*) FROM workflow_executions e
                           WHERE e.workspace_id = @workspace_id AND e.concurrency_key = u.key AND e.status = 'RUNNING')::int AS running
            FROM unnest(@keys::text[]) WITH ORDINALITY AS u(key, ord)) k), '{}')::int[] AS key_running;
+
+-- name: QueueAdmissionWaits :many
+-- The admission waits of started items, with their workspaces' plans: for
+-- items whose run moved them DISPATCHED (QueueAdmitRun) before the
+-- dispatcher's marking, which then reads what that admission stored.
+SELECT q.id, q.created_at, q.dispatched_at, q.admission_wait_ms, w.plan AS plan
+FROM workflow_execution_queue q LEFT JOIN workspaces w ON w.id = q.workspace_id
+WHERE q.id = ANY(@ids::uuid[]) AND q.status = 'DISPATCHED';

@@ -232,6 +232,7 @@ type WorkflowExecutionQueue struct {
 	ConcurrencyRate      *int32
 	ConcurrencyRatePer   *string
 	ConcurrencyBurst     *int32
+	AdmissionWaitMs      *int64
 }
 
 type Workspace struct {
@@ -302,6 +303,7 @@ type WorkspaceQueueStat struct {
 	Pending     int32
 	Running     int32
 	HasPending  bool
+	FullUntil   *time.Time
 }
 
 type WorkspaceQueueStored struct {

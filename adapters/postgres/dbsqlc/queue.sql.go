@@ -176,10 +176,54 @@ func (q *Queries) QueueAdmissibleWindow(ctx context.Context, db DBTX, arg QueueA
 	return items, nil
 }
 
+const queueAdmissionWaits = `-- name: QueueAdmissionWaits :many
+SELECT q.id, q.created_at, q.dispatched_at, q.admission_wait_ms, w.plan AS plan
+FROM workflow_execution_queue q LEFT JOIN workspaces w ON w.id = q.workspace_id
+WHERE q.id = ANY($1::uuid[]) AND q.status = 'DISPATCHED'
+`
+
+type QueueAdmissionWaitsRow struct {
+	ID              domain.ID
+	CreatedAt       time.Time
+	DispatchedAt    *time.Time
+	AdmissionWaitMs *int64
+	Plan            *string
+}
+
+// The admission waits of started items, with their workspaces' plans: for
+// items whose run moved them DISPATCHED (QueueAdmitRun) before the
+// dispatcher's marking, which then reads what that admission stored.
+func (q *Queries) QueueAdmissionWaits(ctx context.Context, db DBTX, ids []domain.ID) ([]QueueAdmissionWaitsRow, error) {
+	rows, err := db.Query(ctx, queueAdmissionWaits, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueAdmissionWaitsRow{}
+	for rows.Next() {
+		var i QueueAdmissionWaitsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.CreatedAt,
+			&i.DispatchedAt,
+			&i.AdmissionWaitMs,
+			&i.Plan,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueAdmitRun = `-- name: QueueAdmitRun :exec
 WITH admitted AS (
     UPDATE workflow_execution_queue q
-    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
+    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL,
+        admission_wait_ms = queue_admission_wait_ms(q.workspace_id, q.created_at, q.available_at, q.claimed_at)
     WHERE q.execution_id = $1 AND q.status = 'CLAIMED'
     RETURNING q.id, q.workspace_id, q.execution_id
 )
@@ -298,7 +342,7 @@ func (q *Queries) QueueApplyTransitions(ctx context.Context, db DBTX, arg QueueA
 }
 
 const queueClaimCandidates = `-- name: QueueClaimCandidates :many
-SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit, q.schedule_id, q.schedule_tick, q.run_timeout_ms, q.retry_of, q.pinned_version, q.concurrency_rate, q.concurrency_rate_per, q.concurrency_burst,
+SELECT q.id, q.workspace_id, q.workflow_definition_id, q.status, q.input, q.priority, q.created_at, q.available_at, q.claimed_at, q.dispatched_at, q.attempt_count, q.dispatch_failures, q.last_error, q.execution_id, q.trace_context, q.claim_lease, q.claimed_by, q.claim_term, q.concurrency_key, q.concurrency_limit, q.schedule_id, q.schedule_tick, q.run_timeout_ms, q.retry_of, q.pinned_version, q.concurrency_rate, q.concurrency_rate_per, q.concurrency_burst, q.admission_wait_ms,
        coalesce(d.current_version, 0)::int AS current_version,
        (v.version IS NOT NULL)::bool AS version_found
 FROM (
@@ -363,6 +407,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domai
 			&i.WorkflowExecutionQueue.ConcurrencyRate,
 			&i.WorkflowExecutionQueue.ConcurrencyRatePer,
 			&i.WorkflowExecutionQueue.ConcurrencyBurst,
+			&i.WorkflowExecutionQueue.AdmissionWaitMs,
 			&i.CurrentVersion,
 			&i.VersionFound,
 		); err != nil {
@@ -377,7 +422,7 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domai
 }
 
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue q
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst, admission_wait_ms FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM shedlock l
@@ -431,6 +476,7 @@ func (q *Queries) QueueClaimsOfEndedTerms(ctx context.Context, db DBTX, maxRows 
 			&i.ConcurrencyRate,
 			&i.ConcurrencyRatePer,
 			&i.ConcurrencyBurst,
+			&i.AdmissionWaitMs,
 		); err != nil {
 			return nil, err
 		}
@@ -488,7 +534,7 @@ func (q *Queries) QueueFailPendingOfWorkspaces(ctx context.Context, db DBTX, arg
 }
 
 const queueGet = `-- name: QueueGet :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst, admission_wait_ms FROM workflow_execution_queue WHERE id = $1
 `
 
 func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -523,12 +569,13 @@ func (q *Queries) QueueGet(ctx context.Context, db DBTX, id domain.ID) (Workflow
 		&i.ConcurrencyRate,
 		&i.ConcurrencyRatePer,
 		&i.ConcurrencyBurst,
+		&i.AdmissionWaitMs,
 	)
 	return i, err
 }
 
 const queueGetByExecutionForUpdate = `-- name: QueueGetByExecutionForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst, admission_wait_ms FROM workflow_execution_queue WHERE execution_id = $1 FOR UPDATE
 `
 
 // Locks the item whose execution ended until commit, so the outcome is
@@ -566,12 +613,13 @@ func (q *Queries) QueueGetByExecutionForUpdate(ctx context.Context, db DBTX, exe
 		&i.ConcurrencyRate,
 		&i.ConcurrencyRatePer,
 		&i.ConcurrencyBurst,
+		&i.AdmissionWaitMs,
 	)
 	return i, err
 }
 
 const queueGetForUpdate = `-- name: QueueGetForUpdate :one
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst, admission_wait_ms FROM workflow_execution_queue WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecutionQueue, error) {
@@ -606,6 +654,7 @@ func (q *Queries) QueueGetForUpdate(ctx context.Context, db DBTX, id domain.ID) 
 		&i.ConcurrencyRate,
 		&i.ConcurrencyRatePer,
 		&i.ConcurrencyBurst,
+		&i.AdmissionWaitMs,
 	)
 	return i, err
 }
@@ -620,7 +669,7 @@ VALUES ($1, $2, $3, $4, $5, $6,
         $10, $11,
         greatest(now(), coalesce($12::timestamptz, now())), $13, $14,
         $15, $16, $17)
-RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst
+RETURNING id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst, admission_wait_ms
 `
 
 type QueueInsertParams struct {
@@ -701,6 +750,7 @@ func (q *Queries) QueueInsert(ctx context.Context, db DBTX, arg QueueInsertParam
 		&i.ConcurrencyRate,
 		&i.ConcurrencyRatePer,
 		&i.ConcurrencyBurst,
+		&i.AdmissionWaitMs,
 	)
 	return i, err
 }
@@ -878,16 +928,18 @@ func (q *Queries) QueueMarkClaimed(ctx context.Context, db DBTX, arg QueueMarkCl
 const queueMarkDispatched = `-- name: QueueMarkDispatched :many
 WITH dispatched AS (
     UPDATE workflow_execution_queue q
-    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
+    SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL,
+        admission_wait_ms = queue_admission_wait_ms(q.workspace_id, q.created_at, q.available_at, q.claimed_at)
     WHERE q.id = ANY($1::uuid[]) AND q.status = 'CLAIMED' AND q.execution_id = ANY($2::uuid[])
-    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.dispatched_at
+    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.dispatched_at, q.admission_wait_ms
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
     SELECT gen_random_uuid(), w.id, 'dispatcher', 'queue.dispatched', d.id,
            jsonb_build_object('executionId', d.execution_id)
     FROM dispatched d LEFT JOIN workspaces w ON w.id = d.workspace_id
 )
-SELECT d.id, d.created_at, d.dispatched_at FROM dispatched d
+SELECT d.id, d.created_at, d.dispatched_at, d.admission_wait_ms, w.plan AS plan
+FROM dispatched d LEFT JOIN workspaces w ON w.id = d.workspace_id
 `
 
 type QueueMarkDispatchedParams struct {
@@ -896,9 +948,11 @@ type QueueMarkDispatchedParams struct {
 }
 
 type QueueMarkDispatchedRow struct {
-	ID           domain.ID
-	CreatedAt    time.Time
-	DispatchedAt *time.Time
+	ID              domain.ID
+	CreatedAt       time.Time
+	DispatchedAt    *time.Time
+	AdmissionWaitMs *int64
+	Plan            *string
 }
 
 // Only items still in the claim that started their workflow move on, so a
@@ -907,7 +961,10 @@ type QueueMarkDispatchedRow struct {
 // both lists by ANY is the same test, and it is two index lookups instead
 // of a join the planner misjudges (make bench measured the join at 50 ms
 // for 500 items).
-// Each dispatched item's audit row is written by the same statement.
+// Each dispatched item's audit row is written by the same statement, and
+// its admission wait (queue_admission_wait_ms, read in SET from the row as
+// it was claimed), returned with its workspace's plan for the per-plan
+// histogram.
 func (q *Queries) QueueMarkDispatched(ctx context.Context, db DBTX, arg QueueMarkDispatchedParams) ([]QueueMarkDispatchedRow, error) {
 	rows, err := db.Query(ctx, queueMarkDispatched, arg.Ids, arg.ExecutionIds)
 	if err != nil {
@@ -917,7 +974,13 @@ func (q *Queries) QueueMarkDispatched(ctx context.Context, db DBTX, arg QueueMar
 	items := []QueueMarkDispatchedRow{}
 	for rows.Next() {
 		var i QueueMarkDispatchedRow
-		if err := rows.Scan(&i.ID, &i.CreatedAt, &i.DispatchedAt); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.CreatedAt,
+			&i.DispatchedAt,
+			&i.AdmissionWaitMs,
+			&i.Plan,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1066,7 +1129,7 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueueP
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
-SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue
+SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst, admission_wait_ms FROM workflow_execution_queue
 WHERE status = 'CLAIMED' AND claimed_at < now() - make_interval(secs => $1::float8)
 ORDER BY claimed_at
 LIMIT $2
@@ -1116,6 +1179,7 @@ func (q *Queries) QueueStaleClaimed(ctx context.Context, db DBTX, arg QueueStale
 			&i.ConcurrencyRate,
 			&i.ConcurrencyRatePer,
 			&i.ConcurrencyBurst,
+			&i.AdmissionWaitMs,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,74 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adapters/postgres"
+	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// TestAdmissionWaitCountsFromTheSlotItsWorkspaceFreed: an item that waited
+// ten minutes behind its own FREE workspace's one running execution waited
+// while admissible only from the moment that execution ended, so its
+// admission wait is short; an item that waited as long in an ENTERPRISE
+// workspace that was never full waited all that time while admissible.
+// The stored wait is what the marking returns and what AdmissionWaits
+// reads.
+func TestAdmissionWaitCountsFromTheSlotItsWorkspaceFreed(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	const waited = 10 * time.Minute
+
+	// start claims and marks what the limits admit, the item given having
+	// been enqueued (and due) waited ago, after the executions running
+	// in its workspace end.
+	start := func(ws domain.ID, item domain.ID) ports.DispatchedRecord {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET created_at = now() - $2::interval, available_at = now() - $2::interval WHERE id = $1`, item, waited); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE workflow_executions SET status = 'COMPLETED', completed_at = now(), duration_ms = 1 WHERE workspace_id = $1 AND status = 'RUNNING'`, ws); err != nil {
+			t.Fatal(err)
+		}
+		res := claimAll(t, store)
+		if len(res.Claimed) != 1 || res.Claimed[0].ID != item {
+			t.Fatalf("claim = %+v; want the one item %s", res.Claimed, item)
+		}
+		recs, err := store.MarkDispatched(ctx, ports.Fence{}, []ports.DispatchedItem{{ID: item, ExecutionID: res.Claimed[0].ExecutionID}})
+		if err != nil || len(recs) != 1 || recs[0].AdmissionWait == nil {
+			t.Fatalf("marking %s: %+v, %v; want one record with its admission wait", item, recs, err)
+		}
+		read, err := store.AdmissionWaits(ctx, []domain.ID{item})
+		if err != nil || len(read) != 1 || read[0].AdmissionWait == nil || *read[0].AdmissionWait != *recs[0].AdmissionWait || read[0].Plan != recs[0].Plan {
+			t.Fatalf("AdmissionWaits(%s) = %+v, %v; want the marking's record %+v", item, read, err, recs[0])
+		}
+		return recs[0]
+	}
+
+	for _, c := range []struct {
+		plan    domain.Plan
+		full    bool
+		atLeast time.Duration
+		under   time.Duration
+	}{
+		{domain.PlanFree, true, 0, time.Minute},
+		{domain.PlanEnterprise, false, waited, 2 * waited},
+	} {
+		ws, def := createWorkspace(t, store, c.plan)
+		first := enqueue(t, store, ws, def, 1)[0]
+		if rec := start(ws, first); *rec.AdmissionWait < waited || rec.Plan != c.plan {
+			t.Errorf("%s: the first item, its workspace empty: wait %v, plan %q; want at least %v (nothing held it), plan %s", c.plan, *rec.AdmissionWait, rec.Plan, waited, c.plan)
+		}
+		second := enqueue(t, store, ws, def, 1)[0]
+		rec := start(ws, second)
+		if *rec.AdmissionWait < c.atLeast || *rec.AdmissionWait >= c.under {
+			t.Errorf("%s (full before the slot freed: %v): admission wait %v; want in [%v, %v)", c.plan, c.full, *rec.AdmissionWait, c.atLeast, c.under)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+-- +goose Up
+-- The admission wait of each started item: how long it waited while it was
+-- admissible, from the later of its enqueue, its notBefore (or a dispatch
+-- back-off: available_at) and the last moment its workspace's own limit
+-- stopped holding it, to the moment its start was recorded (DISPATCHED).
+-- Waits the tenant's own running limit imposes are not counted; waits for
+-- anything else (the pool, other tenants, the dispatcher itself) are. See
+-- docs/admission.md#admission-wait for what it leaves out.
+--
+-- full_until is the last moment a RUNNING execution of the workspace
+-- ended (or was dropped by a release) while the workspace was at or over
+-- its running limit: the moment its own limit last stopped holding its
+-- items. It is written by the trigger below, after the counting trigger
+-- of the same statement (triggers of one event fire in name order:
+-- ..._count_running_* before ..._note_full_*), so running is already
+-- the count after the statement. An update that leaves a workspace below
+-- its limit writes nothing: the row stays a HOT update's.
+ALTER TABLE workspace_queue_stats ADD COLUMN full_until timestamptz;
+-- admission_wait_ms is written once, when the item's start is recorded;
+-- NULL for items never started and for those started before this column.
+ALTER TABLE workflow_execution_queue ADD COLUMN admission_wait_ms bigint CHECK (admission_wait_ms >= 0);
+-- The console's capacity series read the last hour's starts by this index.
+CREATE INDEX workflow_execution_queue_admitted_idx ON workflow_execution_queue (dispatched_at) WHERE admission_wait_ms IS NOT NULL;
+
+-- +goose StatementBegin
+CREATE FUNCTION workspace_queue_stats_note_full() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    WITH freed AS (
+        SELECT workspace_id, sum(n)::integer AS n
+        FROM (SELECT workspace_id, 1 AS n FROM old_rows WHERE status = 'RUNNING'
+              UNION ALL
+              SELECT workspace_id, -1 FROM new_rows WHERE status = 'RUNNING') x
+        GROUP BY 1 HAVING sum(n) > 0
+    )
+    UPDATE workspace_queue_stats s SET full_until = now()
+    FROM freed f
+    WHERE s.workspace_id = f.workspace_id
+      AND s.running + f.n >= coalesce(
+          (SELECT o.max_running FROM workspace_limits o WHERE o.workspace_id = s.workspace_id),
+          (SELECT p.max_running FROM plans p WHERE p.name = s.plan));
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION workspace_queue_stats_note_full_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    WITH freed AS (
+        SELECT workspace_id, count(*)::integer AS n FROM old_rows WHERE status = 'RUNNING' GROUP BY 1
+    )
+    UPDATE workspace_queue_stats s SET full_until = now()
+    FROM freed f
+    WHERE s.workspace_id = f.workspace_id
+      AND s.running + f.n >= coalesce(
+          (SELECT o.max_running FROM workspace_limits o WHERE o.workspace_id = s.workspace_id),
+          (SELECT p.max_running FROM plans p WHERE p.name = s.plan));
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER workflow_executions_note_full_update AFTER UPDATE ON workflow_executions
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_note_full();
+CREATE TRIGGER workflow_executions_note_full_delete AFTER DELETE ON workflow_executions
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_note_full_deleted();
+
+-- queue_admission_wait_ms is the one definition of an item's admission
+-- wait, in milliseconds up to now (its start being recorded), for an item
+-- of workspace ws enqueued at created, due at available and claimed at
+-- claimed: from the latest of created, available and the workspace's
+-- full_until (only a full_until up to the claim: a slot freed after the
+-- item took its own says nothing of its wait).
+-- +goose StatementBegin
+CREATE FUNCTION queue_admission_wait_ms(ws uuid, created timestamptz, available timestamptz, claimed timestamptz)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT greatest(0, floor(1000 * extract(epoch FROM now() - greatest(created, available,
+        (SELECT s.full_until FROM workspace_queue_stats s WHERE s.workspace_id = ws AND s.full_until <= coalesce(claimed, now()))))))::bigint
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+DROP FUNCTION queue_admission_wait_ms(uuid, timestamptz, timestamptz, timestamptz);
+DROP TRIGGER workflow_executions_note_full_delete ON workflow_executions;
+DROP TRIGGER workflow_executions_note_full_update ON workflow_executions;
+DROP FUNCTION workspace_queue_stats_note_full_deleted();
+DROP FUNCTION workspace_queue_stats_note_full();
+DROP INDEX workflow_execution_queue_admitted_idx;
+ALTER TABLE workflow_execution_queue DROP COLUMN admission_wait_ms;
+ALTER TABLE workspace_queue_stats DROP COLUMN full_until;
