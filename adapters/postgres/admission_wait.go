@@ -37,4 +37,3 @@ func dispatchedRecord(id domain.ID, created time.Time, dispatched *time.Time, wa
 	}
 	return r
 }
-
