@@ -191,8 +191,13 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 func (m *DispatchMetrics) started(r ports.DispatchedRecord) {
 	m.Latency.Observe(r.DispatchedAt.Sub(r.CreatedAt).Seconds())
 	if r.AdmissionWait != nil && r.Plan != "" {
-		m.AdmissionWait.WithLabelValues(string(r.Plan)).Observe(r.AdmissionWait.Seconds())
+		m.waited(ports.AdmissionWait{Plan: r.Plan, Wait: *r.AdmissionWait})
 	}
+}
+
+// waited observes one admission wait under its plan.
+func (m *DispatchMetrics) waited(w ports.AdmissionWait) {
+	m.AdmissionWait.WithLabelValues(string(w.Plan)).Observe(w.Wait.Seconds())
 }
 
 // dispatchFailed counts one failed start of an item of workspace ws.

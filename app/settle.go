@@ -147,24 +147,27 @@ func (d *Dispatcher) markDispatchedUnder(ctx context.Context, claimer ports.Fenc
 			}
 		}
 		// A run admitted before this marking (AdmitRun) moved its item
-		// DISPATCHED itself: started all the same, and counted here, with
-		// the latency and admission wait its admission stored.
+		// DISPATCHED itself: started all the same, and counted here, its
+		// latency up to now, a little after its admission, and the
+		// admission wait its admission stored.
 		statuses := d.cancelWithdrawn(ctx, missed, true)
+		now := d.now()
 		var admitted []domain.ID
 		for _, it := range missed {
 			if statuses[it.ID] == domain.QueueDispatched {
-				admitted = append(admitted, it.ID)
+				n++
+				d.metrics.Dispatched.Inc()
+				d.metrics.Latency.Observe(now.Sub(it.CreatedAt).Seconds())
+				admitted = append(admitted, it.ExecutionID)
 			}
 		}
 		if len(admitted) > 0 {
-			n += len(admitted)
-			d.metrics.Dispatched.Add(float64(len(admitted)))
-			recs, err := d.store.AdmissionWaits(context.WithoutCancel(ctx), admitted)
+			waits, err := d.store.AdmissionWaits(context.WithoutCancel(ctx), admitted)
 			if err != nil {
 				d.log.Warn("cannot read the admission waits of items their runs started", "count", len(admitted), "error", err)
 			}
-			for _, r := range recs {
-				d.metrics.started(r)
+			for _, w := range waits {
+				d.metrics.waited(w)
 			}
 		}
 	}

@@ -215,7 +215,7 @@ func (s *slowClaimStore) Claim(ctx context.Context, fence ports.Fence, budget in
 func TestItemsTheirRunsAdmittedBeforeTheMarkingCountAsDispatched(t *testing.T) {
 	t.Parallel()
 	admitted := staleItem(0)
-	store := &admittedFirstStore{fakeStore: &fakeStore{}, admitted: admitted.ID}
+	store := &admittedFirstStore{fakeStore: &fakeStore{}, admitted: admitted.ID, execution: *admitted.ExecutionID}
 	d := newTestDispatcher(store, okEngine{}, nil, nil, nonExclusive())
 	item := ports.ClaimedItem{QueueItem: admitted, ExecutionID: *admitted.ExecutionID}
 	n, err := d.markDispatched(context.Background(), []ports.ClaimedItem{item})
@@ -267,19 +267,19 @@ func (o onlyPlan) Collect(ch chan<- prometheus.Metric) {
 // moved it DISPATCHED (AdmitRun).
 type admittedFirstStore struct {
 	*fakeStore
-	admitted domain.ID
+	admitted  domain.ID
+	execution domain.ID
 }
 
 func (s *admittedFirstStore) MarkDispatched(context.Context, ports.Fence, []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
 	return nil, nil
 }
 
-func (s *admittedFirstStore) AdmissionWaits(_ context.Context, ids []domain.ID) ([]ports.DispatchedRecord, error) {
-	wait := 2 * time.Second
-	var out []ports.DispatchedRecord
-	for _, id := range ids {
-		if id == s.admitted {
-			out = append(out, ports.DispatchedRecord{ID: id, Plan: domain.PlanPro, AdmissionWait: &wait})
+func (s *admittedFirstStore) AdmissionWaits(_ context.Context, executionIDs []domain.ID) (map[domain.ID]ports.AdmissionWait, error) {
+	out := map[domain.ID]ports.AdmissionWait{}
+	for _, id := range executionIDs {
+		if id == s.execution {
+			out[id] = ports.AdmissionWait{Plan: domain.PlanPro, Wait: 2 * time.Second}
 		}
 	}
 	return out, nil

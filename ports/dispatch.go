@@ -215,6 +215,13 @@ type DispatchedRecord struct {
 	AdmissionWait *time.Duration
 }
 
+// AdmissionWait is a started execution's admission wait as stored (see
+// docs/admission.md#admission-wait), with its workspace's plan.
+type AdmissionWait struct {
+	Plan domain.Plan
+	Wait time.Duration
+}
+
 // DispatchStore is the dispatcher's side of storage.
 type DispatchStore interface {
 	// Claim runs one admission transaction of up to budget items: it
@@ -265,10 +272,10 @@ type DispatchStore interface {
 	// than olderThan that come after the cursor in (AdmittedAt, ID) order,
 	// for the reconciler; a zero cursor starts from the oldest.
 	RunningAdmittedBefore(ctx context.Context, olderThan time.Duration, after ExecutionCursor, limit int) ([]domain.Execution, error)
-	// AdmissionWaits returns the records of the given items that are
-	// DISPATCHED, with the admission wait stored when their start was
-	// recorded: for items whose run recorded it before the marking did.
-	AdmissionWaits(ctx context.Context, ids []domain.ID) ([]DispatchedRecord, error)
+	// AdmissionWaits returns, by execution, the admission wait stored
+	// when the given executions' starts were recorded, for those that have
+	// one: for items whose run recorded it before the marking did.
+	AdmissionWaits(ctx context.Context, executionIDs []domain.ID) (map[domain.ID]AdmissionWait, error)
 	// QueueStatuses returns the current status of the given items; ids not
 	// found are absent from the map.
 	QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.QueueStatus, error)

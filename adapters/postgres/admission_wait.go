@@ -8,16 +8,18 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// AdmissionWaits reads the stored admission waits of the given items that
-// are DISPATCHED.
-func (s *Store) AdmissionWaits(ctx context.Context, ids []domain.ID) ([]ports.DispatchedRecord, error) {
-	rows, err := s.q.QueueAdmissionWaits(ctx, s.pool, ids)
+// AdmissionWaits reads the stored admission waits of the given
+// executions.
+func (s *Store) AdmissionWaits(ctx context.Context, executionIDs []domain.ID) (map[domain.ID]ports.AdmissionWait, error) {
+	rows, err := s.q.ExecutionAdmissionWaits(ctx, s.pool, executionIDs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ports.DispatchedRecord, len(rows))
-	for i, r := range rows {
-		out[i] = dispatchedRecord(r.ID, r.CreatedAt, r.DispatchedAt, r.AdmissionWaitMs, r.Plan)
+	out := make(map[domain.ID]ports.AdmissionWait, len(rows))
+	for _, r := range rows {
+		if r.AdmissionWaitMs != nil {
+			out[r.ID] = ports.AdmissionWait{Plan: domain.Plan(r.Plan), Wait: time.Duration(*r.AdmissionWaitMs) * time.Millisecond}
+		}
 	}
 	return out, nil
 }

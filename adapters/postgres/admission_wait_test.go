@@ -16,8 +16,8 @@ import (
 // while admissible only from the moment that execution ended, so its
 // admission wait is short; an item that waited as long in an ENTERPRISE
 // workspace that was never full waited all that time while admissible.
-// The stored wait is what the marking returns and what AdmissionWaits
-// reads.
+// The wait stored on the execution is what the marking returns and what
+// AdmissionWaits reads.
 func TestAdmissionWaitCountsFromTheSlotItsWorkspaceFreed(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
@@ -44,9 +44,10 @@ func TestAdmissionWaitCountsFromTheSlotItsWorkspaceFreed(t *testing.T) {
 		if err != nil || len(recs) != 1 || recs[0].AdmissionWait == nil {
 			t.Fatalf("marking %s: %+v, %v; want one record with its admission wait", item, recs, err)
 		}
-		read, err := store.AdmissionWaits(ctx, []domain.ID{item})
-		if err != nil || len(read) != 1 || read[0].AdmissionWait == nil || *read[0].AdmissionWait != *recs[0].AdmissionWait || read[0].Plan != recs[0].Plan {
-			t.Fatalf("AdmissionWaits(%s) = %+v, %v; want the marking's record %+v", item, read, err, recs[0])
+		exec := res.Claimed[0].ExecutionID
+		read, err := store.AdmissionWaits(ctx, []domain.ID{exec})
+		if err != nil || len(read) != 1 || read[exec].Wait != *recs[0].AdmissionWait || read[exec].Plan != recs[0].Plan {
+			t.Fatalf("AdmissionWaits(%s) = %+v, %v; want the marking's record %+v", exec, read, err, recs[0])
 		}
 		return recs[0]
 	}

@@ -16,11 +16,12 @@
 -- the count after the statement. An update that leaves a workspace below
 -- its limit writes nothing: the row stays a HOT update's.
 ALTER TABLE workspace_queue_stats ADD COLUMN full_until timestamptz;
--- admission_wait_ms is written once, when the item's start is recorded;
--- NULL for items never started and for those started before this column.
-ALTER TABLE workflow_execution_queue ADD COLUMN admission_wait_ms bigint CHECK (admission_wait_ms >= 0);
+-- admission_wait_ms is written once, on the execution (which outlives its
+-- queue item), when its start is recorded; NULL for executions started
+-- before this column.
+ALTER TABLE workflow_executions ADD COLUMN admission_wait_ms bigint CHECK (admission_wait_ms >= 0);
 -- The console's capacity series read the last hour's starts by this index.
-CREATE INDEX workflow_execution_queue_admitted_idx ON workflow_execution_queue (dispatched_at) WHERE admission_wait_ms IS NOT NULL;
+CREATE INDEX workflow_executions_admitted_idx ON workflow_executions (started_at) WHERE admission_wait_ms IS NOT NULL;
 
 -- +goose StatementBegin
 CREATE FUNCTION workspace_queue_stats_note_full() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -68,9 +69,10 @@ CREATE TRIGGER workflow_executions_note_full_delete AFTER DELETE ON workflow_exe
 -- queue_admission_wait_ms is the one definition of an item's admission
 -- wait, in milliseconds up to now (its start being recorded), for an item
 -- of workspace ws enqueued at created, due at available and claimed at
--- claimed: from the latest of created, available and the workspace's
--- full_until (only a full_until up to the claim: a slot freed after the
--- item took its own says nothing of its wait).
+-- claimed (its execution's started_at, written by the claim): from the
+-- latest of created, available and the workspace's full_until (only a
+-- full_until up to the claim: a slot freed after the item took its own
+-- says nothing of its wait).
 -- +goose StatementBegin
 CREATE FUNCTION queue_admission_wait_ms(ws uuid, created timestamptz, available timestamptz, claimed timestamptz)
 RETURNS bigint LANGUAGE sql STABLE AS $$
@@ -85,6 +87,6 @@ DROP TRIGGER workflow_executions_note_full_delete ON workflow_executions;
 DROP TRIGGER workflow_executions_note_full_update ON workflow_executions;
 DROP FUNCTION workspace_queue_stats_note_full_deleted();
 DROP FUNCTION workspace_queue_stats_note_full();
-DROP INDEX workflow_execution_queue_admitted_idx;
-ALTER TABLE workflow_execution_queue DROP COLUMN admission_wait_ms;
+DROP INDEX workflow_executions_admitted_idx;
+ALTER TABLE workflow_executions DROP COLUMN admission_wait_ms;
 ALTER TABLE workspace_queue_stats DROP COLUMN full_until;

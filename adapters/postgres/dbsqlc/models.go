@@ -179,6 +179,7 @@ type WorkflowExecution struct {
 	ConcurrencyKey       *string
 	RetryOf              *domain.ID
 	SubWorkflowNodes     int32
+	AdmissionWaitMs      *int64
 }
 
 type WorkflowExecutionEvent struct {
@@ -232,7 +233,6 @@ type WorkflowExecutionQueue struct {
 	ConcurrencyRate      *int32
 	ConcurrencyRatePer   *string
 	ConcurrencyBurst     *int32
-	AdmissionWaitMs      *int64
 }
 
 type Workspace struct {
