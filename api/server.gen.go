@@ -92,8 +92,10 @@ const (
 // Defines values for WaitingOnReason.
 const (
 	BACKOFF        WaitingOnReason = "BACK_OFF"
+	FLOOROWNERS    WaitingOnReason = "FLOOR_OWNERS"
 	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
 	NOTBEFORE      WaitingOnReason = "NOT_BEFORE"
+	POOLFULL       WaitingOnReason = "POOL_FULL"
 	STARTRATE      WaitingOnReason = "START_RATE"
 	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
 )
@@ -520,10 +522,13 @@ type PlanLimits struct {
 	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
 	Definitions int `json:"definitions"`
 
+	// Floor RUNNING executions each workspace on the plan is guaranteed in the pool: admitted before any borrower. Never above maxRunning; used only when the pool has a capacity.
+	Floor int `json:"floor"`
+
 	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
 	ForEachItems int `json:"forEachItems"`
 
-	// MaxRunning RUNNING executions a workspace on the plan may have.
+	// MaxRunning RUNNING executions a workspace on the plan may have: its ceiling in the pool.
 	MaxRunning int `json:"maxRunning"`
 
 	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
@@ -573,6 +578,9 @@ type PlanLimits struct {
 
 	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
 	WebhookEndpoints int `json:"webhookEndpoints"`
+
+	// Weight How the plan's workspaces share borrowed capacity (above their floors) with other borrowers: in proportion to their weights. Used only when the pool has a capacity.
+	Weight int `json:"weight"`
 
 	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
@@ -630,6 +638,19 @@ type PlanQuotas struct {
 
 	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
+}
+
+// Pool defines model for Pool.
+type Pool struct {
+	// Borrowed Of them, those above their workspace's floor: capacity lent by the floors' owners or free.
+	Borrowed int `json:"borrowed"`
+
+	// Capacity RUNNING executions of all workspaces together; null is no pool (each workspace up to its own limit).
+	Capacity *int `json:"capacity"`
+
+	// Running RUNNING executions of all workspaces now.
+	Running   int       `json:"running"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // Problem RFC 9457 problem details.
@@ -754,13 +775,16 @@ type SetOutboundLimitRequest struct {
 	RequestsPerSecond float64 `json:"requestsPerSecond"`
 }
 
-// SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
+// SetWorkspaceLimitsRequest A floor above the limit in force (its own, else its plan's) or above the pool's capacity is refused (422).
 type SetWorkspaceLimitsRequest struct {
 	// DefinitionVersions Absent or null keeps the plan's.
 	DefinitionVersions *int `json:"definitionVersions"`
 
 	// Definitions Absent or null keeps the plan's.
 	Definitions *int `json:"definitions"`
+
+	// Floor Absent or null keeps the plan's.
+	Floor *int `json:"floor"`
 
 	// ForEachItems Absent or null keeps the plan's.
 	ForEachItems *int `json:"forEachItems"`
@@ -832,10 +856,11 @@ type StartRate struct {
 // StartRatePer defines model for StartRate.Per.
 type StartRatePer string
 
-// UpdatePlanRequest The figures to change; an absent one is left as it is.
+// UpdatePlanRequest The figures to change; an absent one is left as it is. A floor above maxRunning, as they are after the edit, or above the pool's capacity is refused (422).
 type UpdatePlanRequest struct {
 	DefinitionVersions         *int `json:"definitionVersions,omitempty"`
 	Definitions                *int `json:"definitions,omitempty"`
+	Floor                      *int `json:"floor,omitempty"`
 	ForEachItems               *int `json:"forEachItems,omitempty"`
 	MaxRunning                 *int `json:"maxRunning,omitempty"`
 	NodeAttempts               *int `json:"nodeAttempts,omitempty"`
@@ -854,7 +879,14 @@ type UpdatePlanRequest struct {
 	StoredItems            *int               `json:"storedItems,omitempty"`
 	SubWorkflowNodes       *int               `json:"subWorkflowNodes,omitempty"`
 	WebhookEndpoints       *int               `json:"webhookEndpoints,omitempty"`
+	Weight                 *int               `json:"weight,omitempty"`
 	WorkspaceNodesInFlight *int               `json:"workspaceNodesInFlight,omitempty"`
+}
+
+// UpdatePoolRequest defines model for UpdatePoolRequest.
+type UpdatePoolRequest struct {
+	// Capacity Null removes the capacity.
+	Capacity *int `json:"capacity"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -880,7 +912,7 @@ type WaitingOn struct {
 	// Key The full concurrency key, for KEY_LIMIT.
 	Key *string `json:"key,omitempty"`
 
-	// Limit The limit that is full (workspace or key).
+	// Limit The limit that is full (workspace or key), or the pool's capacity, for POOL_FULL and FLOOR_OWNERS.
 	Limit *int `json:"limit,omitempty"`
 
 	// Rate A start rate: at most `rate` executions start per `per` in the long
@@ -891,7 +923,10 @@ type WaitingOn struct {
 	Rate   *StartRate      `json:"rate"`
 	Reason WaitingOnReason `json:"reason"`
 
-	// Running What runs under it now.
+	// Reserved For FLOOR_OWNERS: the pool's free slots held for workspaces below their floor with an item due, which a workspace at or above its own floor may not borrow.
+	Reserved *int `json:"reserved,omitempty"`
+
+	// Running What runs under it now (in the whole pool, for POOL_FULL and FLOOR_OWNERS).
 	Running *int `json:"running,omitempty"`
 
 	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE; when the rate next lets a start go, for START_RATE.
@@ -973,6 +1008,9 @@ type WorkspaceLimits struct {
 
 	// Definitions Replaces the plan's; null keeps it.
 	Definitions *int `json:"definitions"`
+
+	// Floor Replaces the plan's floor; null keeps it.
+	Floor *int `json:"floor"`
 
 	// ForEachItems Replaces the plan's; null keeps it.
 	ForEachItems *int `json:"forEachItems"`
@@ -1269,6 +1307,9 @@ type StreamWorkspaceEventsParams struct {
 // UpdatePlanJSONRequestBody defines body for UpdatePlan for application/json ContentType.
 type UpdatePlanJSONRequestBody = UpdatePlanRequest
 
+// UpdatePoolJSONRequestBody defines body for UpdatePool for application/json ContentType.
+type UpdatePoolJSONRequestBody = UpdatePoolRequest
+
 // CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
 type CreateWebhookEndpointJSONRequestBody = CreateWebhookEndpointRequest
 
@@ -1319,6 +1360,12 @@ type ServerInterface interface {
 	// Change a plan's limits
 	// (PATCH /api/v1/plans/{plan})
 	UpdatePlan(w http.ResponseWriter, r *http.Request, plan Plan)
+	// Show the pool
+	// (GET /api/v1/pool)
+	GetPool(w http.ResponseWriter, r *http.Request)
+	// Change the pool's capacity
+	// (PATCH /api/v1/pool)
+	UpdatePool(w http.ResponseWriter, r *http.Request)
 	// Send a delivery again
 	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
 	ResendWebhookDelivery(w http.ResponseWriter, r *http.Request, deliveryID openapi_types.UUID)
@@ -1536,6 +1583,46 @@ func (siw *ServerInterfaceWrapper) UpdatePlan(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UpdatePlan(w, r, plan)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPool operation middleware
+func (siw *ServerInterfaceWrapper) GetPool(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPool(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdatePool operation middleware
+func (siw *ServerInterfaceWrapper) UpdatePool(w http.ResponseWriter, r *http.Request) {
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdatePool(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3371,6 +3458,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/me", wrapper.GetCaller)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/plans", wrapper.ListPlans)
 	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/plans/{plan}", wrapper.UpdatePlan)
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/pool", wrapper.GetPool)
+	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/pool", wrapper.UpdatePool)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/deliveries/{deliveryId}/resend", wrapper.ResendWebhookDelivery)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.ListWebhookEndpoints)
 	m.HandleFunc("POST "+options.BaseURL+"/api/v1/webhooks/endpoints", wrapper.CreateWebhookEndpoint)
@@ -3708,6 +3797,186 @@ type UpdatePlan503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response UpdatePlan503ApplicationProblemPlusJSONResponse) VisitUpdatePlanResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetPoolRequestObject struct {
+}
+
+type GetPoolResponseObject interface {
+	VisitGetPoolResponse(w http.ResponseWriter) error
+}
+
+type GetPool200JSONResponse Pool
+
+func (response GetPool200JSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPool401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool401ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPool403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool403ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPool429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool429ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetPool500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool500ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPool503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetPool503ApplicationProblemPlusJSONResponse) VisitGetPoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdatePoolRequestObject struct {
+	Body *UpdatePoolJSONRequestBody
+}
+
+type UpdatePoolResponseObject interface {
+	VisitUpdatePoolResponse(w http.ResponseWriter) error
+}
+
+type UpdatePool200JSONResponse Pool
+
+func (response UpdatePool200JSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool400ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool401ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool403ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool413ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool422ApplicationProblemPlusJSONResponse struct {
+	InvalidFieldApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool422ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool429ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdatePool500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool500ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdatePool503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdatePool503ApplicationProblemPlusJSONResponse) VisitUpdatePoolResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
@@ -8507,6 +8776,12 @@ type StrictServerInterface interface {
 	// Change a plan's limits
 	// (PATCH /api/v1/plans/{plan})
 	UpdatePlan(ctx context.Context, request UpdatePlanRequestObject) (UpdatePlanResponseObject, error)
+	// Show the pool
+	// (GET /api/v1/pool)
+	GetPool(ctx context.Context, request GetPoolRequestObject) (GetPoolResponseObject, error)
+	// Change the pool's capacity
+	// (PATCH /api/v1/pool)
+	UpdatePool(ctx context.Context, request UpdatePoolRequestObject) (UpdatePoolResponseObject, error)
 	// Send a delivery again
 	// (POST /api/v1/webhooks/deliveries/{deliveryId}/resend)
 	ResendWebhookDelivery(ctx context.Context, request ResendWebhookDeliveryRequestObject) (ResendWebhookDeliveryResponseObject, error)
@@ -8756,6 +9031,61 @@ func (sh *strictHandler) UpdatePlan(w http.ResponseWriter, r *http.Request, plan
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UpdatePlanResponseObject); ok {
 		if err := validResponse.VisitUpdatePlanResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPool operation middleware
+func (sh *strictHandler) GetPool(w http.ResponseWriter, r *http.Request) {
+	var request GetPoolRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPool(ctx, request.(GetPoolRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPool")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPoolResponseObject); ok {
+		if err := validResponse.VisitGetPoolResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdatePool operation middleware
+func (sh *strictHandler) UpdatePool(w http.ResponseWriter, r *http.Request) {
+	var request UpdatePoolRequestObject
+
+	var body UpdatePoolJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdatePool(ctx, request.(UpdatePoolRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdatePool")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdatePoolResponseObject); ok {
+		if err := validResponse.VisitUpdatePoolResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -10099,326 +10429,339 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+1YbubY3+ioaPt8YgW+VjW0gCfDPcYPTYYcADWRlr17OwXKVjLUoS+6SDHHn5DnO",
-	"A50X+4bmlKpU5fINQ26bsfdYHcpVumtef3POL5VQDkdSMKFVZf9LZUQTOmSaJfDX4ThRMjH/ipgKEz7S",
-	"XIrKfuVqwEhXsM8aX+gS2Sd6wMgoYXdcjhUZ0RtWqwQVbt7+a8ySSSWoCDpklf1KiI0GFRUO2JCa1of0",
-	"8wkTN3pQ2W/W60FFT0bmTaUTLm4qX78GlSPW54Kb7o+j8vHcy+S2H8t7EqWvvlCER+kwRlQPslFEfoNB",
-	"JWF/jXnCosq+TsbMH1tfJkOqK/uV8ZibN6fH1hbRSHKhZ46M9QZS3hJm35s3LJa1teagPrNwPG+9mHth",
-	"7nC8VtYbzwlVun3HZq8Sj9wpiqnShJl3ScJCxu9YdAA/KJ0wOiQJU+MhU4T2NUsI1+nYB4xGLMlGb/qs",
-	"QqfV46NK6Xi50C93KkFlyAUfjoeV/ez0caHZDUtw9HzI9fS4z+kNI4r/PfOsx/Cd33PE+nQc68r+bj0w",
-	"5x57hVOfjqFROobLcMCiccxmLaCyv8/bT5W1sd52fpTJrRrRkM27jvDCvOHce62sM56v5mM1kkIxoFu/",
-	"0eiC/TVmCvYslEIzAf+ko1HMQ2rGuTVKZC9mw3/8R5lBf6mwz3Q4ihlOR1MeV/ZhSExp0pPRhAyoIlQQ",
-	"liRAvuC/qrL/7y+VIVOK3pghDcfmbUYosUOFCe9Xtvypfv0UVJSmeqwq+ztA77g2HVeOxR2NeURst9lM",
-	"B1qP1P7WlorHPGS1iN254astjh9V3Udf/ZX7XwnrV/Yr/9dWRua38Fe1dY4t4PpN76CbO1dkSGOzBSwi",
-	"MiG9hNFbhRcSWqqZLg+l6Mc8XHfBjyM2HEnNRDipvmMTck8VGSsWkXuuB4SSiPf7LDGkwWxJxV/HvWwd",
-	"08Est4Ben6H78rFX0TWscCYaflJynMANMbNgsI5vZNLjUcTEmgtpOsh4HOmxWIobRbQkVEg9YEl2Q3Or",
-	"uJ2tYjaUpZaxn77+WGun5S0TZEgnREhNtByHZuG4SlcOVuxYaJYIGq+5YNw2k95vtya7+RtaeGupC2oH",
-	"+BjrcimHTA+4uCF9ymNzIwVeRZbcseTAHix75gZU3LDIrJ75wq4WUIs3nMXRmivWIPatWcQwYX1zd/dJ",
-	"o14z/9cwtGSU8DuqGdm4eHNIGnuN15sHhMZGcOMa78blyYfjw/b126ur8+vTs6P2devk5OyjR0vHSZyn",
-	"oc3mNA3twwxXoqD4yWPsUgu794gkoWHIRlqR3linG8ZDs1lmkVRAlDnehsWkAuOHixOzvTRdMxpFCVPK",
-	"UGEqiBzrnhyLiICUQUZGbOKmB/NQHRgRKpnYgVBNQO4wO2CYb+Qfht8TOhqseRia7jCoWadhLG6FvBdE",
-	"yIiRTuVzp+Jt6Y0ZwhaLbpjaqm9pWfka+N+GkzBm+4SSamdcr28z0kv/RadaMR2oxQcEXl7tgOAnj0Xe",
-	"oDXYEKkJJTiqo9bvbuds9+aNmCvtmKDZYjNhfwePxWisn/o6m1MbShGOk8TwSnLLJqRT+fKFcNN7LRwr",
-	"LYcsOY7I16+dCgmpMBPrIaOL7wwhGHKlDO0y45/6zNtI+GnxFuJrK22hbfmRthBaIxtGKhR/jdmYvVAB",
-	"3E5PGg/I/YCHA8KoYV88vHXvqk0S0/BWkfsBRZqQU12LS50wGmHr5lXzhGtyw++YMidES0kMiz+winh6",
-	"dKgmuJxwXk6lfmPIw5pnpUTZJq9pPdqmr1i12d/pVXfCl43qHn3Nqru9l+Gr6DXb69cbcNT7MABf6NjJ",
-	"tvbUe2GJbRVSV/H1x9jSU4lUOCdfXEl5QpMb9piqBPscMhYp0qjvvN599ZL0Jpopf0kanhx2TiexpBFu",
-	"MYxkqaXRUlbx9cc67TB0Q41Mq+YYUl/2cBzOLdp7KiZrrtlfY6mpXSxDPqgmQ6k0adTrdTJiIjK0BO4S",
-	"4RpZT0YvPH3gj1w7yy0f9F1Nv3lsfeBejuPI8GxFpGDO9OFrzTAARTbcPGXSEUrLhEX+lAPvCub+IHcs",
-	"UfgQGCIZsaQjgOcEKXVSmylBSbs2O6xsn3a0ivSp0m7LDQNKqGYdIRNQis3BHFIxIVyQfsxvBtrslBQh",
-	"q5FTlD1BkbOjpyIVSTuCxoauTdxvVmStke4F08mk2uprlnRxSJrcD1jCyD3l2jQ5YPFI7XeEGT2uSJRQ",
-	"LpQRolLDlSJmQdQggG5BOjaSVML6PI5VrWOUG7QbgeXA63XarnHJQikiUKLMGEiP9WXC8ArQYba3RmMx",
-	"O1vLGznnmXfMYfkg6FgPZML/ZuvSZ8dne4wmZtuMIpWjuI3scuS6XepqjP0vHonuwhAt70S9TxuuyBVx",
-	"cqNMSMLu5K2VXT8Iekd5THsxewRV2ZIwbuRzNTkgOpkQekO5IGogEx1PcgqhR5wvrRg/9oaz7CKmHzwW",
-	"cclmYa6kmYk5q5respxeKOT9PhGSRFTTHlWsI0IpBAuBbITmJPcTxkDa5EjhQaUwAijlOn+nIynYQUdk",
-	"64VW2dz1fZxblkxMn9DJShcrXVzoujXi7xjwpVEiRyzRHE2GYcKoZlFL5+yNEdWsqvmQTRsdgwqPlrBN",
-	"Olvnl+kfRoYIfS43n/Z5ggp8QkPNEuUYhGJhwnQA28ri2IiBitARTcAKPtWFvTBzZiXGsb1DaHSdauI+",
-	"b+ldbBrOzLj/rsAreSsvLEc6+cBbeH+4n9KWZe8/DO1xhzSO2QxvVAi/mVWi7pjXiPmBRkMugEsJCUIz",
-	"cp+M3R0YhTvlfeYN83JPGgUrKBwSaKxkAMmYkb7lo9ghkDBvS3pSxoyCaeyWTRYazUnr/BjGMlYsOiBm",
-	"k/IdmKaLW7H8VsJc4visDxrePIKDa55a+0Elmzdup5pk9sZZo58xWrfdhYOEK+8Wz5/K7JPy0Z9ufiPX",
-	"vroxFQtptXmn9EK4K2BeKB++CFl8YT0aDx6941dfKkwY8vjvymHr9LB9ctI+qgTu38env3tjmHeNbXOl",
-	"A85U1emD3bJCexfMVF1fNLsfSMVI95ZNus5IAHQ/lag0+6xJMhZOniSWH6XbH3SENLdtZK6+EUyNpAAd",
-	"4fUHNVkZmYINR7GR/OQdw5NodXf8T8LArRAyI47Hk8CpGh3R3LXqWWCHaLiQlqku0tx9uRmkJg4jogoC",
-	"QjKq31bXjw7gIfRl+Ko0/x1QjdJrqt4TMG6D1dSMUZCNnWYzU+E3a+TYCP1I5/pjZADIJs/bp0fHp7+n",
-	"rQ9kHIGE3aPhLUGTv+EWKAgD3wBzkpOmzZJaUWGcCCsZ58/dLZuzvek6HZBwwMJbZ66yng7tOBhavcy8",
-	"Ng0ZSAWyGYaksoMdl3tj3yRySBpmbxr1elCv11cbSVF0gBOf6AuqWTm1vmWTF3jg4EVQLAKSHceCQheg",
-	"BQgNN/hdbxzeMr3fEd0vnQqoVJV90qjVjH5bD0inYnS2yj7pVBQIRZ3K/9sx4s7YvGl+740Tpc0b5mP7",
-	"3dcu2VCMkUs3ejh6tKeY0B0BX4CEaFWhzRo5XG6V4ByiidWzTW2lq7RVq9U28dx4YjZ0WNlv7AZmNmYf",
-	"YSqG28PKNupfi+TGnDO3y6XkBkQGlOQ8Py+NItB8aXzuHds+jRUrnmRH2IvAkyEX7u/GIqIIbcweXoZY",
-	"edgQb5xRfh6P+d0ZpB80oTWFu1K5Doc9e1kciuFhixImUrQ/jxKmFJclktgbfsfQ46HIBl4UMpDjhER0",
-	"UpX96lAKPSD4v/bRPWO3aAVR/DNeAWU1EBDCrU7q+jHvWUfN/x1RHk9qpP2ZhjqeODtOfoxAbcEDeEdj",
-	"q9oYarPiRnFn4C9frDIRKqh8rt7Iqn2Y0HujA9cu6P17a9H3Xqjy4UgmOrsa7v3MJs9EKA1D2YLHX2FM",
-	"uVnZ44eq2HbjZbO5swjV8uBza5h4TEfnMuYocsy7JGe5l430Rg2DzaFx7GmbltZHCZcJ15Pc200PurOz",
-	"aIpG0fpTCpZrofLh6rBSJkoft05bxHxC/jbnCXwuiRSEZScKZARqTlXhIL3cWerC92N5X8TTLRQmH5FS",
-	"lI4hWERP/4nmzKcnpoWxLyJoH9FZ60CADxsfoN1Qtgc79oKRuj7NV2YkQ/r5GL/bhhNg/8gOAE0SCkd/",
-	"nMQlIpwgzlJFPlycTJOn+oPPVb6jMxFPEMGR83RlGkGZWvuUR9EsR+BWf84eu4++obSxhpK5UL+0JpfU",
-	"FLacLcC+/zUo6qNolCqx5A3AbitCdoD2fcLB+FhbuEu2xenBf8qGX7h4y8+j+OHyEwJbx0Cx8JoofiOM",
-	"2oSv1sgTzTW7T49iskShXVta6pk2PH61muC5riVlPIpWncQTWSQLa+MWIm+hzIZbdrGy3TqnN2WGG0fc",
-	"l6Ly3t5/nabkGfweSMx8219xEayz1Gtj/nS8A7P2GYxWFT1WO5B3s892YRUKIQB3cza+fHVifseSyeWU",
-	"mc2aYipB5ah9cvzP9gUY3N60jk/aR9PGNiOGmy+rdzQxR1GZJlzj5+iIrWTd2f+Cr849ewNQwIohGO2o",
-	"7OD1EzksvX5alj6+HzB/BVN5uLCC0Cw0UrZAbTR9/UZ1ODASyYpc04Plvis1PKENo1uADHcJOprQRqa4",
-	"uImZs8IFZAQRA2x4QCKuNBehdm4uSnpmoEXhZ3f3cXSzwtid6w8dOWiaBMd1F1rremzjW6lzQurfwNU2",
-	"Iz5DsyEYC5UzNQbOxkiEJCqWOiBjoXmMEp65/geZGXW7bhRuRajZHbLRtSDP9ukfH9of2tenZ1fXv7Xf",
-	"nF20r9+eXRz/eXba3QwQ0gh+YNoRO/U6QBcVtg9afo1YZcnBCBAEqUg0ZikGASxSy9GmdbW9r7OvQRqQ",
-	"A/fhYYLkavxj6v7lNIWGE+tnKws/sLKIC/BpieV+4Eo/xZ0mlxkAJmF6nAgWgc0cvGPmHwFRkojxsMcS",
-	"RW4ZG1koaMRvuH6mCT8UTcgvB2DbwREyTm6Y0DVylkRmF8GvkvIYz+3cpzwRTClCw0Qqlf2kSCjNlMD8",
-	"aPnRkramZCyu+JDJcanywhVJxkbhjhiNYi5YQAwHB3cEujA2KPldkmicAHpmc9+BytErMAbbUwjeyTg9",
-	"x6FMIhaR1LdoNgR8ZABoxY7QGWclrBcwDDtOAmgdcPtJG+U3kIlmCbnnQtWIcy8V0XFZCw4vgmDBDUp2",
-	"mk03hq3stYK3qbE7rPxM9rE5pC7KSVh5OgYvLDmFhI1iOmHRTG9XFo1lMTmpwwictRaCdYB30bqYZMJv",
-	"uKAx0IpyQETmp57Hzf4wM7GydnH93CzTtrzJzFu4lEmst3BPMIGlRg37vq6WOX2IppTNUu2xdIR3TOhM",
-	"QZkaGcsHJT/caiBkxEqVAnNSP7aOr67fnF1ct//ZPr3CeBNzFDGk+N78j5aL7TL52GdrJHAdz5z9lbxk",
-	"CK9/gIGwJEobxmx+J7RsYhgn0Oc3NTs7YMZ9mRT0mMa0vXFEtWaJ6ej/+Xer+iet/l2v7l1XP/3jf5Vy",
-	"QQShlxmPJ+S/Ls9OkXjbMcmxHo11jbTA60yGjAoFOKDaU8ssyzpp51x9c0lipteDzTke+l6VxpvP+N5j",
-	"5RhguNi0s7QJ7gEibRbiQjMkS5AXWZ3pszchv7evjNYthZddAOA0eDZirjSJGYWIFW3OyHeRaCPc5VmY",
-	"yxG9ATcukA2UbhTZmDk1ECuWIrSnMmIX0F6pOc+M6zRn0ytBOcJvDpkh2OcZw6WadLecGLGVuVe2vnhE",
-	"7SsGynUtQA+AS118BEI88O8hoXhpF55Cj2FODzwLWEBKnC4hhgXQRLMIZFE7GLOycMI8sJh7zcoel4Cp",
-	"zuRP1I9WxkQmTCeTs/6CHBko0pjdN+8bcTUVnG0YLizcgYXZwNCpIDKJuKDJxEirS7m27BxXMacuJ3yk",
-	"5M4JIGuKuubDuV6E9Y30mUy0lEWgOCpPFsxWNcgR9xyVdhR3LrN4DLN+xnm+j1W/eBQ8w/XFh9NTNFwf",
-	"nr0/P2lf+YbrwIOPfio5FhBS3nZcK79CaRBpGZYWSPWXBZOziUNcQ2UTS8OYi7HYR63fa8SQXwuXTxgZ",
-	"C/7XGJFxLLphwJYgvIAcnp0eHV8dn50iSR3SCQlpkkxI11DILtGSjHh4i5HWCRXhoNYR79mwxxJrijDt",
-	"s8801GQjpIpVFROKa37HNoN8MMsI3AuGrOBHFvmJCE1nBeICwjP6/KbEIkSuyoLGbAR4KpAp1Ir3Uq3Y",
-	"i5PeDMxrHZELT8SAcgj8mGhWigUN85DfuRhy71Uj2EQ3bIXbEmEAYym/XLoVs/llrcy3l6DJw9kwkO1y",
-	"5ZkxMu5kLSl6wHiCnCqzndBpy8kGbksWL5derSADYF6+Oz4/bx9trmRnWdleAuHkMTXTGYuYKZDNBlQ5",
-	"kOrmYk0J9+LTN5fl3jIa6xIFGFC/araoW+YHKxKTjK0u8N7P1tfh0JVoF+Yu/2BQPovsnq8wlstOi64e",
-	"xHpl2Ds977rFUtwA9FgwYrTT4QiDKQGWnrdNAixzyOOYO7QmpM5AqrmZ4ven7oE5q2UX4QBC06UgR+2T",
-	"1r9Kg6nwQXHckKbkov3Hh/blVUCuLlqnl2/OLt4HGSMJsM2AgOreOnxrhp7X5ZdCqiuJdu+p7BAJMzvO",
-	"IqLlDdMDliy+sgixhndmHV2rq0wdYLsx5WLfo+jOqeqbX+mPg0nK0qzYfUBOP5wAfQRGZf0CCYPN/HD1",
-	"pvoa/lKgoVJFPvzjzZs3R8hggTw7n8NF+/Ds4uj6n62TD+3r963/7toGuSbMnJE084YZcprybbFq7nTu",
-	"6bNuLSVp4Ai8GmBHHot3cS1WHKiRVkfc0XhsA1kWjt8IDSOjv2OQAUaimuGK0Agfnco++dKpwMsQaTCu",
-	"17dDcAjwvxmmWIFAhITdcXaPwQjZS6gy2/AYqiBeBz/qVL5+tYGfxVX6NrRsGjMMNqkS+dD328VUGzkO",
-	"uDOopmykajjfWzbBqdWwJbJxP5Ax2zxwe9MR0/LZhWPbMb9lzhG4D3vXEQs2L0CSNqSJIQx2B1IC0RHZ",
-	"Ufwey7xYVV14O5ZTXQ0tyrRWR4SXJm+eHugol7uX6ZlwJGe2qjifSD6GWrjAPPT0eqG3zsurhFZGXagc",
-	"ntlcVWkizfxS2SChUo6yOsJsINUMomt+MVJ3SIUUPKQQlzrcJ7G8Zwkx2lpAhCQ6oTw2snUkZ8VVY16M",
-	"c5agFJEfnBzn0gAgfXgQ2rGwlTCzsu4Du4SroBXdnpzTcVmU6dOvIsZhfBCax2XcnmGsJ7wFXHh/SpoL",
-	"aRynEaMwLIiFdJADlre6rbzO/gBLV7AYhlKcgpFGMOdTJJki9wMeszQpnE3WmiZNtloiWtnBQjAWgoub",
-	"GumqWz7qGm7LlEudAjZGrg9IFz7oplmlCI3j1CkLTm97lU0jzq5WeknPLeDcffDmot2uBJXzi7NKUGmf",
-	"XrUvzi+OL9szv4XLrfJA7IIdiH6+wElNr5alNL7J14/Mt3kOjaoKOsGA3rEcOAKCHxcGHC0Pqi/Ef877",
-	"IA21fIw7DiMM/KVacJEXTwbyHylElHt/zzDVQ9ohiiutmFakxxSPGIihflIytBJtDPkNqmSkXq83XhEF",
-	"ma30gA03DzDk1QUsYfoerjEuui+TkEWAeAIrHM+wIC6GmYIWZJNb5E9SVMQml0zH/QJQ0Dj2j9MLPwRF",
-	"HXi2GsHunYXHj8be2GnubZact8UnzutneoiZETt/2s0JhzCCgMT8jhlqEDEQRixxS5hmAlY9YUMJcfMD",
-	"NvQngoxgqTksmkJfJm2K6ICSObRjNjRHDtT2VMc1MzAUTUJaUh9HlOpvysjHNIuZz9wtsOnqAdfbtN1C",
-	"Ma9kpJDHTWlw4kxqQ/rZvWr23Vl7IxbGNGH+UnpZtRS9K65pc2pNlxll3ghRMlZrC0H4Ar4cGK5r7R3B",
-	"Y475ZX3n9XLDVsfiDZgsp0d8ClrTlJcUdHIvh8NBZt4AZg0gvVVPwqKhutyob6UqOwhO9EGZAQjZ9P0z",
-	"2lyRMqDoU7hSAWGfAU1+A78re3t5HJMeS1OaTR3mhawKsf8zbp3L9+DlgpuageGR3gzSLJXFGQTEy8j0",
-	"MCqX0qMjOimjc3SiUv79wgc7viADbijdJLVVbOTM6uhepSLyzOc28x0NNb/jehIQGUdpvrvNA+Q2vQly",
-	"H49SjkWNtJCx9fnNOGHgaN7P5QMCgpXwKC9cbL/crS8Pvlx4qX2/QvFSexcXvchu0+BUMZ0npnC3ZTJj",
-	"ZwvXfLuxu/1yic100ul7Lo6ng7yngvwSbeZkaFRxLq4hGDtAP0iP6XvGBAiz8I06IDTNL8iHTIMtZu48",
-	"Xr/cWX4SZWN2P5Xe+QBVDuuY4yKMxxGLHsZaFw4SEOGpS7aMu5aLw56AkJqMHUlAYgB09x6JUCiH5qwv",
-	"SQycaRndmR07SE8w71Q2a6Tlk2meZncsiicotiiLz5iiK0uu0Awi+IdH/IyQJyYErT3la7XM9B9G/tS4",
-	"99ECEE7LEUbIHSGef8DjyJAARTYuP/x2/fHs4t2bk7OPm9O8E4i4jKPAWhVjdsfi1Mxvxeu0PRLKsZHD",
-	"DDMDl4H1dyhD9TyygmmXdMLAp6nGvaoDTxjl8d6Q6hFVCs3fxYtobmvWIx6yLJcp1wGOwtBsheNDFo6k",
-	"HAfnz9p3Y4Lu8RAB9T4f0luy/IdozIPpF+rxLOSbS9/3hcN0vZzOl6TeXl2dWyN0qeriqciwAeaIGCYA",
-	"8pTFHrHPWHWg2jo/ho9ZAgEZWWrWFWXvhZFPOSXWl13ylzivEQVlmpxPvOdyo4LAXypZlzHmoiw7c2sK",
-	"uk/JSSvKmiW0oITMFwWmMuuSS/Y5bSl5c0j2dnZfpYQaU5mqMi0Zc5x+meFkU2UpdFgcVZHQuGSlNnWV",
-	"rcHyX5dnp1WYPUuq4NfAdPRL4iA9nFCJoZsLpY2cVzrmKad8Ls2Kjtkc3/40LEihpPHh4tinQbdcQCUq",
-	"O/fFrlTrZcD+5wL4gVuVx2lY18ShIZ0lMgAQ/4TFjCpGIKGblo7dl+cuS5PLrpQeIKZ8uJ5PxzMQzQTo",
-	"z0tz76XSK2Tqo9qx7KVcrw+JTOdqRHU4eEN5PE7KmDgGWlsSSaQgV2w4kgmNUakFgCuyOarJdvnOuF7W",
-	"9JHPD6V4LNB4TJVuL41E90PlSlXEpaG2sJIPw9p6h2Qx3nbJmmrIZo3KEqUb/SC4sWvwioe3C8u4geMg",
-	"PVc8jet4Sm9rLkopqNjskGcLbeYf0xe/WxQdXxornHqE0wMb5ClwCS3w70JQCA7yfW4+4fUpauHiT1FK",
-	"f63nMo/HcDZnnOj7+Jr9U1aaOOPwpHX8HvzKR8eX562rw7erQJF9zNmiSKyiVOAimO4FmonJCNoBy8Yo",
-	"BgNRltqTJS+MEocwDqhVddG+uvjX9f/ePHBpCGPWh1gXBO/mPgQcj4J86jnkWcE3TsNb2e8fStbv85Db",
-	"JPeebF4qmGc+5z4XNMa1LmNpPn4NzGE2b7ZQ9yyx2jRTZGOnXq/u7u1tWlJI0cGKJujUsgvahGI6AFUc",
-	"k86CoOnUclChDFWPyEZvQmw8tdVudz5/BioH8aJURPbx7ufP7qN8tE26Brt7e94i7NTrZXw3S33g15j1",
-	"BE+uOY2dhlHizS2UfEDsE5yRg6wyyaDU0+25Gsoy6OIvgddsZnWaB2RM3ReZ4jxX/zRLMHN+zjZpk+6j",
-	"lc5SReXPMCBY1wlqtuVXrVxanrr+zv72ODmtpnKCPnrE3LdPpLk4PtBwoz/mxVyl0VZQT9fKLl75qehB",
-	"AoxpbLbwAl1BJ9ifufi3fDQqdLaS3DI7CJh91m94YjWcEoQl+2wHoyWMJ41047GFlawzLNv7FR/OCiiE",
-	"Aex6lm6UZIW8JxvmVk1yQ8nTtuXOfpGIPVZe1JI8qPDbOhrLfOXAz5L6WEnifmQR1CWdyxMvbx2myUIG",
-	"W/TE1vyOp3vobVjuohTPrXeh8yRlFSCZI+ePIZmmrOH7CKaXTOegig/LHpTCGQs2aESrGflpSCfkRqZl",
-	"DYAu2Iz+mBTeBhS5dPb1cltCKQ6xrNORkeXgDewQYrtcKng1YsJ1WK/V67lOF6IaCws9G5s4Y73T5KoI",
-	"H3vYii8DB7LJCGSCbMDI475Pegm/z2KuPBfs84ABrNr/fKTO6gNYtf95AL9T0yfmvUoxm4/W8Xzgz4oT",
-	"f0jni1z/qwyhDI6z3CjmOJVW3fxVu18AuVn57K3a/3y4zLe4/EsAQFYZRjlaY/EwVkFvrDKeEtTF8oP5",
-	"LtToYQDexZiMhxymBwx+DvDhWxznxZiGb8DQFnv2n5quLeu0f2ICVxCzPEZbKlf5J38l+2dWyyirt9s1",
-	"f3ankrGAVNkdQYFWROfHUtx0RDIWGGKZfg8CILxFxYTccxHJe4d2gQYComIOeSM3aEc4STUhlGAVl6zy",
-	"FRS41PmaV6YvHBEYILnuCBrH8l4dEGG68IAbMnFeJIyfqBEQS6AKu2BkQwpCOyLd832Sxcc/qLbR9MYu",
-	"pSpcDRgunXU1lq7ciCVcookwZlThrrmkW1gTimywOybiCYHZOM/l5kPAqIlvqU8nittTaoVPSitnXeKE",
-	"zNHB8a+JNIFecHxlF+EDaK7nMV06EWxZYqibcYKV6RDM61XUIvZ8gZmfWsTUsuEK68YSrIvjXxGsmBfu",
-	"10Tmr4+XXxe9vh6gfD0s9/r46vWhyY8MC14DnbsyaPZhzO0qw59nXK5QLG8zTVqYMXC44pAUxVqQXcgN",
-	"YlqXJPDfjN4+ETF92ohy/2N1y0dVOcJddUgzXN0Z4vnasOJHAfw+Bmr1kfCkK56BGWzzsYv1PRe9+45F",
-	"7zz3y8OK161SaW72mVqzltaDi2LNrIb10Yc4lQRwYy5MmouuQAymkPd+8kwXmA2h3hsInQcXIBck5oJt",
-	"EtA4UNfQPnxzPge5nYWjBHfBFH7S6DXv2v+6Pjl+f3xVW6F+LjhwbeY3CsOEDja80CgoITyjWm6yqp0l",
-	"YVTJXMD5x7OLd5fnrcM2Dr4SVNKJVILKb63Dd9dnb95UgkpWGqASVC6vWhdX1xetq/LI9GSWPfqjDUxU",
-	"ZCwi1CrzBbu8yY3nJCmgcBqqst+HLAW4A26wFhNDScQgH7lLtJ9WVtjEbP/4VTYv+52r0osHKWYQrIBN",
-	"3Ej8Jpv+A5Md2H0ovRvIoVydoZm4ZfVouTsilz18LXCs5ahLunwhdfaqNRdXzWXOZ9X8x3ar3MGdXOKz",
-	"kCYJZ8uVRFwNpmveRkDYoU1Rt4RzgX3WVn1bZTtnpg03U4dck2irMOf8UlMR0SQidqkVYeKOxXLEyBfT",
-	"cIAgCk2Ho4BEVNOvteVxrYVqXaWOe+/YFBGeeESmcwk5D7q3nHmgaH7d8l51/6xnS7XEPXwMR3vxan8f",
-	"f3tJEcdHKDAHU+JMHSVyNCoraJFqD5jdDSDnbvchJ7Vh0KAF9lgI+We49oKW09IyNubRAkA/tn97e3b2",
-	"7tpWfTtuX16/b/03ycYDSQsHdOoDKwrA264ev5akx2AMOQrgEsiXJIxfr4bsFB5y+QABu8xlOKw0iw8g",
-	"w4wibVY3wg8eDr6yZWwfjPpZ2MFjo4ByhWZngoJKiIN3iouLPe8+OY7mJKuUmtXSrGY+jauhTTz3KA23",
-	"L5WqUjG+RCYINb9jcyOZXZEoiiGJM8WuB9x+nMkJVfqtHCdzR4HZNEXEIoLA8tSNYQ7rQI6T8lEtezXK",
-	"xew0HbL2HSpcu4wp+y7zLgrjAWGxpT+ZI2m2TrlGFWGbGqqEXKLrxVEmCLiBjZshK6+ZAIl7+DibDAmX",
-	"MnBHKx3p1HavAlsrAI8enLeKQViA7+s78F2ApYHv38aTvXgnnpYQ5mngY2W0SvfNT2uVPnwU2Sglbt9J",
-	"KirMsCR41Q8FMLTCpu2y7tE0pfdGlu5r82C2Y3p1MN2DTv0j4+keNobHhdR9k9s/H9y2+hCeAt+24iie",
-	"BOL2gM14ZJTbQ47D4wLdvtHFXALrtuJIvgXcbcUhPTbi7RuJCovgaw88Io+LYPtG53QxiO3bcJHFOLZv",
-	"QLyWhbI9PRV7ThezUrqYaSHRHG0WjhOuJ5dGarVgA0YTNqN4HI2GRr2VtwyLZ/hJj1rnx+SWTWp2+cAZ",
-	"attKex5oPcICi1z0ZQmwCwuy3UDV63tUrTVLVJojo0Y+ZiWOYRsxotUmnlLkqPW7IrLfETbBAyg9RuOE",
-	"pFguvTHXCC60/ZlpaSwoKOJJlmLZA/G9QHEYqtpQ0k8YQ7PDxpuLdps0AnJ+cUZ2A5KlOCbNeuZY0x2R",
-	"KeqbtY7oCJeQBWsmofuou0VHfOuu0SUCMuB2W2M9kAn/G5Lj7pPfYD1thQXYBiwn0N3H4Xr7g6E4WCnG",
-	"r3dSsmWBmTFkOaThgClYhI5wFoT09RrBIWMwNlekC7l2Q2h7y+a6+cd/lBRdsuHyC1nAY8xDJjBDuPWT",
-	"t0ams2qzVremLTwdan9r6/7+vkbh55pMbrbst2rr5PiwfXrZhm+ybD3u0LTOjytB5c4VlKs0anV8T46Y",
-	"oCNe2a9s1+q1beuZh7Nul3sL7R43rCwjqS0NziBROEvSEk52514oXG/0P8AGFNe5I+xCZyVAzB8cU1Lm",
-	"rcIbPAogaV4A5w1y5E3IHY151BG4sUM6IVTdYtZjEsacCU02YIRSKBmzTRIzmgh7g6xVKJId4XIim70C",
-	"05nAAVfh2DvjNe6YUeaos35Wfmf6EKYPWafUSAqbCKBZr9uKRNqaC/1D8R/nnM3wrtBh6pi/ZRNov957",
-	"RXfCJqs2ou1+dYft0upe73VYfRW9ZLv9Hbrda4Y+yQQ13Hz4st8IG+Fuo7odvuxVd+huz3zIqvV+I2rS",
-	"7d5OuJuagvYrrTCzCO1DUvKvVtoa0oUlyHD+QL1KymrCr+BM2qk3ZrWVLt3WB0Ht1WZQrGGnubf4oysp",
-	"31MBFoRdXPf57wPvEjTGD7aXGpVLPYIrMx4OaTIBI7zE8mNxjMYXTW9Uzj6jKp/MJ+5KmTVWM29VCwgV",
-	"popAqmKNDZhHF8qWuCIoNuNJAilZbUVRLjCVeEw5JNHJn9YTrvQ59L/eaf13uR0DgDY5q0KzXtTxUUP2",
-	"TH6Nogq+W64Tb5sPCzrqzpTOCM3nlTgU5uzRtmn3C4jPV6U6l9VQ5ulAL+s5nWS3TEOwElxOYG/ioyn5",
-	"GYbvWRYrzXrzZbXRqDYbV436ft38/59log+kKpklgu58/eRf5qXMdF7Ngema5V9noT9VQNTQ3HjMiqD0",
-	"Ghd/mXv5RiY9HkVM/Aykwty+VOpXL+yV9kgGkoZparH1xfznK1heaUKHzIh+9hbOwOAKW5/CsBRX39PS",
-	"emv2z1QE1CKWI/YW/vUJZIVwMJ+AXTKtbN4VC/J3wARbzFNErmY1QIH1gCWq5iRAj8BBlhxMEp6Rjix1",
-	"GeB3gOQFrrxBR6T1DQ5cVDbmx4EIWSHxfSfh9rD6GaT6hEqPaPPtCK4IhLbYF6AnJ5qCi0uNwMsNgjMJ",
-	"6ch/syOKieKzZNK2EKl/UQNSfoE7wrzqk1HIv13wtSFwyUUF1Wu7RGHFLShrhuVjbGJu9D7i+rsUwhZg",
-	"t08ga3wfVtyst1kgwJiqjpAJTtcsfloGxpPReIb2yukjLokyTzpQoNUOA5I28VKxKossySry/CajyWoi",
-	"lc9mXhfZwm69Xl9axpmOdClUw7f46fVEwBk8dZqplnHVAlt9XWSrjXo5X228LmGs5uXFnHXX56xYyabA",
-	"WLfrpZzVGajnsdZGgbXWZ/LWMuY6i7vOZ6+7D2KvjeXPkc9VZ3PRVNzDMnlmapaPLsGwfqNReka/Heut",
-	"7yz+4lTqN+ZAwQeN7aV4NVQVQebeXIZZg0IIWXB/BongECLebD2gdNfnSwT2bKqtDMSy9cX+e3IcfTUd",
-	"M0xWslBYcJ+9UEbphnLFGWRyc4b8kPU1V4pY5M02IkRpFbT39NYKBK4nEo0ZEfI+AMWdOTcs4gUDlzrZ",
-	"cCvIGNcRNviRHOvUqOrPzFoIEhYyjnlwqU5hZ1rKW4hyDakgmtl6X1hQHHO920E5ILeHN/eDYc2oOmKn",
-	"uUc2bAbkjiOfaZb0bAs7lU1rXsubPQZQXHQ2pK3rtVEGbyvhrRdwPooQxSne1VzRfJEymu0ctMgnsfW9",
-	"TIPJYZHFOI7zyOJKvfeK7dA6q+7R3VfVnXC7X30dbYfVRr/JtqOdcLf3kqbY0f1FGCxoskGbve1wJ6ru",
-	"spf96g5t9Kqvw2ZU3WY7/V36svcqfG0+AvPJLm30muF2VN1hu+bdl+bdV1F1j9X7rp0cGnW/glkdWUQg",
-	"w7whJdNo4F3gtXm47ywdL4P3ekDcNI3n0ixnCotaznfcsQ7cZfvlOM4PzgsumYgwlAHJC72hXPj2JEv3",
-	"Z3AD5ju/Sk1LkAnavQVlfVItPVWbXJF9FiYM6xRMG5A+TrtdFjKazFbueMpfY6Q6lqnk0UxrcZW1DFur",
-	"G0qKKOslrSXpTjzfs+9ghcmX/JgqWlJ+7WYJLBfshivwxlEBxP+SfLg4SeUDLeMoCzgqLzXSEeb2b3RL",
-	"2Fg3IN0ilrgbdES3BE3c3YeCJkZPl0O2GRAX6BtPAFkqRb5AgO98c0ZnGg4yIsQVUfxGQEaPOJb3rpCD",
-	"CyfpiDSeRI1YyPv2ZmV1k9yavlCkez9QLLzuWvJivWsdAZYZmxPZBubYKiqt3EIaQQtcYeBHwkI7tmYc",
-	"2CZscQPIJQEenChhSrmU0ooldzyF9AmmYScC0zAlO81mR1gxrbs1TuKu6TwnhqWmFSOgdYsaYhcNRuBh",
-	"zWrfbDTqoMIxFrFo01a9MdMJoM+9MvHsEGSnIlVZwwriYheWBqp/KvodYYNrtknz7RaWui8g8Zd0Oi3v",
-	"WCpbiZXsL43VVmqG2OoLZSXxL/VgwRJ/sjLlkiJtIeoDZWO8MoZRwh1633/3x17y+vd3//orubr/z4fz",
-	"o9fHJ+d/HsvmCT2hl/eVFbdwOq4Du3367Y2m+Od8fhlkvmJck2fLyK9oGXE8lVASzq4u9gDxeOtLpmZ+",
-	"RV5ubmlZ9WA0jPtMLMUlZGQAavW5sFJnQ+CC9ME46FUrNYwNq2rn6T32U0bvc6RsZ9YIo2cB8tseTVx2",
-	"I0IudRqDxdpYpn75ZK0EarLwlNR/GYb3w7OvFfnW8y39trf0d6ZXuKIFA0ZZp9krW+3MUAnxUUtyG89i",
-	"v5SR5oXKhTcLdl8w2DhrDdgGO2LD2gYDYoOk20eBDb7cDNJqI8DD0kBMVLteqLSRUEasRo6cdRbetkkd",
-	"PUszBfftCAqETdunbff/ur5oX7VPr47PTrtk4xWJ6AQ817YwzWaZ9uMZmI6y1VpgYToT8SRnB8e14W5W",
-	"s4xOacKB5W78dJqDhScFfH2VJV60AWvr2q9Sm9W/P+WD6Qw9fKjJGKL+Sshbi4zoDZRs8sShZzL3HaxZ",
-	"opxmPDG1s4x3qxBHWErXzDhVwezmfWddcAkDIw+K5FFAZBIBEepNCI/KrdFHuQCG5Q3RREsSc6Wf2iD9",
-	"q9KIbN2XIQ/pHj3Th+9AH9xNJfloH0cb/Kezrdz/pDGPqNOIoQS6zQ0tE6xmThWxUQak4dDL+J6rpcwV",
-	"3DkWQc5lstNsZtYcV+e4zBqaHbZ1DKEwFngW3TB3/hEZ9G9op88hBYEca5sbcWgTG+5X3rI4lgH58gUL",
-	"5tYMlSBfv8JqQw65yk3CmM4IwNVF6/TyzdnFeySalqq4l57erpYt2Xe2mNo4n3+6+JNG8F03AhTT17Qe",
-	"bdNXrNrs7/SqO+HLRnWPvmbV3d7L8FX0mu31643K1KYtg8t+wn31LkEJtbXW1Gdr6ArW0N/hHP4MODHY",
-	"XCs+FSj5TEK+QFTb+hJ5FpO5ptBL2XdCmSsV4CydmCvG5vvHyqVUp9BtB80KY0ZtsdIDYnNG+gBmMw41",
-	"mGUbLVD/Z7PoD24WXeGMzjCOXg7kvYMApgD6VFJwGZ6ssPFCoZRRajGdd3bq35vX/cr86Cq3ec+X8btY",
-	"P1e6iatZBXLm9oV2gQKz2brzch+t1e8sbeUStRJEBfPhcKzNKqX6icWEwOV0Ud49BsmCU/JieJrHo7IK",
-	"81mlWXOwF2ksjhg8keLy6euKioEdz3fHUfjemmUJ4CJimga5Nx9AxdxGzSBm5iDZ9p+F7F9RyG5FEaFu",
-	"ix9Jqk4J3dYX+6+vM02kKPRAPZQyekVzyL2lRB6f9Dy5m/hJ73Pj8e/zr3qXfwrJZNEtW08aCb7M3m+C",
-	"pZUPbFyyrdLcmBHrdJdj3uUegLnlX0oFI5bLH7a0vyT7rNQZHIIZn4zoDRcUhe4yh4kXPvmD+ktKnLt+",
-	"Ml/xBK7ddFF83+78cbh0N76SM3tpShJSr7smAExLc61D+LeTTWFgYJrBiiqQBKf7F5af73aErdAFwfAs",
-	"2twnNPXVOJQzhMEfmxOGSdwZScaC0FjJjqB9bUPwoHXIOo5GFyKFh9dDB3/ZkvyVVsJfdxUuPpyeHp/+",
-	"7u+MNTp9bB1fXb85u7hu/7N9egWh9n6aZUzkBEAmsqEYAPvM7Ltl93TrixdK9nUL4U/dzdkTtB29kUnb",
-	"VTdIJ2on1pMyZlhM5xf1Eaa3arGL0Nu+jXwsEpj5VZotgSQslEmkNp8Z93fwJDKfeTjW7T0sl4+9ewSU",
-	"B7T+UrW97RLRUeHRNqut5+TfghEQS+ICmEl1RLPeNFdZipAho/dyibiir7okJsfLYtcRkISdfARiIkj3",
-	"OGLDkdRMhJPqOzbpBhBBPGKmHxthQoc2vYlNM9IRkFQk4YYjxx5BthV8ScT7fQbTgM8weUbaFORCU4R2",
-	"xE59r0besUkeeJXVpm3uQEZ9rPyaxdqV4KvsAqc3c5EMkAVjI89QtA+iAARa18iVP9Y05mdqIciMdThw",
-	"tLqwEFjIixKY92UoRyzKTy2YswgpGx4wGkFiNkuTCzuYo8l+ubjd3UUF2D6tYcxJC++51GsRzZeQa87C",
-	"tC6rVT2l0bd4flYyI60YUu6EhP3KdtQMG706re71X7PqTvQqrL7uvaTV3f4Oc79V1gmSttPKcouUcSv3",
-	"0i/HeepLcJ5DKfoxxxT6D7UXzdh6P0PmVEYcTXlc2a80HIakElTAj4jEKsMF2DSPfrk+mxcPcQLhWGk5",
-	"ZImz9nJFILER5OyzFSm38G5CtjR7lHaazSyhprVoYYv55K1qf8tC0msRu3NTUlscP6nalpfOE2MnO8N2",
-	"Aa2RmIa3NpflNHssWwqImzSvAmfR5IZDoV1FtJRQXp5sdHMDNkxOE1yWzQPM3mnUgIjRKOa2OLcUN5hD",
-	"Q6TJzQhWiCcb3RHUyKyGdNSF9J0ugLTPWRxZGe4HF3zstc+JJOtIP9Wey5y2QAYajwynbQT1er2geObj",
-	"eMmGA2C3T//40P7Qvv6tdXX4FtKD2MxfRt7ZJJCYjaX5y4wMYv42Z50NmdABYdRcDVDqnLdV3ouOgBMQ",
-	"EMekssBi0k2LLXaxQfcDz7gt5NLFLGZWRCNGQoMucEBqHGvg8Cgd2VJBAP/EPCYIO+gIV53fDgTkIaTK",
-	"gYOWQTfRkGuLM8u3FGC2V/sctgK/AJ2W0STmLMHnNkMdCowg63QEfjCiSlmxyDfQ2Doh9wMZQ6o3IUGj",
-	"pHG8j6G/WOwassr5aWLITnPPvxzQjksQh3VPoYaaZT+kZXYENglioEH2oi5RHexFQRazhDddfciJnMpj",
-	"aCLoJmwEVTT3ieHe3c0DQqHpbJiZlGYb7AiXKg6WAubdy4AfO/U9J+mahgy5EUTf85C5owgv446QnXp9",
-	"GYn1N7g96whgVrOdIYoZJds7u+8spoyGrNqoBFPf/J7YUjaZANcwDOTnEeFgQZ9SjssWfGWJzp3JNC/y",
-	"tIj36eFCHh6lMkkPkx+Ye+FuHdmADAM4nM0yEvUsFT6hF/HYyU8/i7SQt1j3xvHtA2WGnOVxgfPQF1Fe",
-	"ZAnSwFILIqOL/ULHhzO+ca2wLoAzrpENZwbercNRN+QbjvrmgeH4EVOnqVGwi9lc0dgBCVKh3SVNqdBY",
-	"F/OOGHZi+n9hhxsQRADDsDG7fmr/AOEoCz27aB+eXRxd/7N18qGNedF6E80UCjQbjZfkHf/Njz2DFHBY",
-	"GgATj/AswQftWeuju/xolMDy3aN4rMhunfz//x/ZNv8D2Tw6Ik1MBzyX/82cUSgZixl5430bzJr+WRd5",
-	"O8tDW2uCj9aWO3jvcogyzFyGsbJ8lRRp5TaMDMNtgw3BeLJ4dI0/K8XBYAf4Rx7WPQcUbodhXSHzu0sZ",
-	"yeHZ+/OT9lX7qBwyHjzIDJEscJeX9r6+yGC+9sGHTypGzDOVXPm+qWdL/XdwsS+hrK4cCOhlU1zk2C5Q",
-	"ecxQtTraL9/lLLDfoctnPY0tx4KvrkpOhoiEkg02axboKEajwoLVh63Tw/bJSfsIY58TxjB/KPoDsK/Y",
-	"Vc6xOPiOQAi70ThTw3VLoAiJ+T+c69EKjshYBlAO20vDRSZMH9ihTTsk4aOtL5YiuWXtlqaRgp/m8JhV",
-	"hfgV2ENG3XApVzLF4sAv7GBLQ11wCzDRGA1DNtLPRtkfP4YFz/QjWNHKfPGzC6qQrmafNb5WVTphdNh1",
-	"wpkvLGM7IO2CpLvfESDp1iw77wYo+dbcTTcPjHTnfgdyAU+yNzoCBFCwb3R5tN/FJMvKnD8RMgtG2gxI",
-	"F7p3v99yEW0iVepGVFPz/L8uz043IaxSaGXNVd0TqnQVHlWPj7ogHUNlfYsL6idyaORytBKNdGYpvLy6",
-	"aLfeewkaNgOzIgIFZgr+0VAOh1yrA5STcemQRNrec3OtkRaoD0KwUGf2J8gywSMQ7Rm/YxGY3aHgABRa",
-	"EESOmPAtamixGrDwVqXVbsznaLTc2Kk3ginLWwLhUSJytk2VpWDaJzvNvc0DNwF0oUJi+6JTERoYgTqf",
-	"GFF+Y6e551L2seFmrSNaxK6CYR+xVMzZDQvLenx00u6mSX3Mkb+zpkezxFigB6pTaXCv+ib0QksfL46v",
-	"2tdXx+/bZx+uuqDymG8M70HTmjNmglXNfdw6P75+1/7X9WHr8G37+urqpGvVPKPIvVBmNe9kaGufuRgt",
-	"ORyaISk6gRTVg0kZW7mE+adspe2K7q/G1s2xhU8tW1+g/kxd4BxvqvDI7HFH4BUiuUvaEXB/yJeOnwy6",
-	"U9nvLMXMOpWgY/QP+AA0EHhik6WYh6kA36l87QhYsSmkT+o3LpeTAYKEE3sWlb9x0mW8zgW7CXOnOuVO",
-	"+GBdkXlmsApzGDs8C12jVpvLPsWkyjBtsm9IPNVghjnA9KQ2d3g3DWoB24yMIP0pKNCGXMPn8CmkmRdS",
-	"pzDCCdNeMXMcFpZ84ZpEkqkAwBfWwgGlC/qs1hGQPhbbBdIG1SXxXlKioLYH0i7zA8A3iqNgQJg3UqtB",
-	"QDQfssgMOyDqlo9G5lkqvG9iU0JmAD/VEX2ZgLMz6yWVzzNRO5PUr1xdIq4ca+iImN8alpCVotzYaWxv",
-	"BqkNza5x6pDDdcCj0hFa3jA9YAnpTVKyDJt2/du/rtqX1+fti+uLD6ddsvGavOe/be5b35sFuLKOwPYG",
-	"XGmZTLCGETiwiJLIlXjGWlwWW+dG6ojuljsDlsILSS6YTibVFnCsjRQKCQqO9TOV5mQyx9OhGB/sdbGW",
-	"IjoaJfKOxrn89vYpi34zd5KiF2ZZM4QZ2JU0Y3wS58WDSghMT9YcTnQl2blWVpthmpBrPhexUFybu8sS",
-	"ECOmPTsnVnZO/AzlAtz115LQ1MJgztqjqFbCFfUu1azO6Q0wlkSObwZFFprzJvgOBMN3RvSGdcRAxlFm",
-	"dO+Ceb2beSAa9br7cdMCE+5oPAbDuk0cnlFrn8pOuQKAYgqJbombRN5nFck6YglbfS5qwpWRnouaNEsD",
-	"XoBZIQEw2ZyoaB0TWOjKr/4dzA8w+ckg4Wb5LmCLF2PC/TP0qxGwFclFec63GfftB7D3Ajz4qcy9GUgc",
-	"gnKncOJgQPDgUZC0Gf2JllphQXAoa0hSMc85+zYsjCeV87zaXMRckclmjRxrENDUYmD6ho99fpGlyOLK",
-	"uTsxbMa8Bubi3lgDcsiI4CMuBFQOQKEdjRcJcyUpza53xC2b1AjQJRSjU5U0jZXKlghqLmJgheu8I9LG",
-	"DUuxOfgg2ueGcnGQBv9Y5LyNMEJ9ArvsCEwRGpB7ltaXjM28Enxi5fZU6UDgUjZ9GEBHGPFFJ2MRUgBy",
-	"aTKDpBNYehgeCu/mHMDuWWAUOIzTSUOOKFgIMNkr0oXzedbv1ggEEVGbJpXIpCMy+3/WQkgF6TFAvXOj",
-	"nYDegAVL77lim+V1tnQyeTwD/DMa+tnw/sBU+jqZ5ANq0sq5NrOvsELN0iIjbP1KwatZ0IfKlaWxynMK",
-	"VREOnOhCYbzQHe2CUYb7GQJ0o4HWbmfAxrpWHYHlp4E65NEuaa0+SGTFLYIaKAqgV9wQMrvwBrWevITF",
-	"jGZWX+rWD2NjwPZAbBr3jujR8Fb2+3Z0swTLP2Alf55IXLtqTxGEC0vxyydXhlkeazZcLAB7d+bZMPwd",
-	"oh299V+ZOGZe+gWYvfuBEZAghbNFmuaCukWkjJASYmHQ7CewlWaSXio98iwWGwXYtLaWIjv1nYNC2DgH",
-	"Y+lYgDhpqEohMx96Ll3k+AwkW3qk10ayWdzYoRyb1+tBJd2fuWnXYsqHfvEIL/oFjG726RJpTCyzeUN5",
-	"PE7MJOrZwzmQsvrOn2uVG11SpPPKjeKUclGDqcB3dHx53ro6fIuoMrQKnQm/KMaPiUzPztEMI2d2IZ/p",
-	"4fdI25Kt/9I2hulNTKkJaqv5XBQz8rBk+SLWKA26BK2eDVT7geaxCAaXRgRa9JnhIaQvwfTqhF+ZkMOT",
-	"1vH79pE1OqCf0Nd+wWxiZOI7lnjZ70wrGYGBr/3cNGjXQBje0uA7MoW9w2ixIvjOIepgwVOVHbwe2bhT",
-	"t15HXEHlbjzdiFL3sHdARmYi5+bwtIcg51bV2dPpPAPnnoFzCJxbgvouQ+HAg4vK+89H4gqm3yxS1ZG7",
-	"XFmRwIt6cZJSR2xQEQUWFQB2wAApJtfWvqc2g8ytNWUn7ggrqE/bDn0iZEaWWg1dCBnQpY5YZDeE1x+P",
-	"AD1bDp8pz3qR787OJRPPtu/lFyvWql9IlMx5icYxWy0BXvpVvnp9eZ67y7SL57JAq8bpztCU63uezp1I",
-	"0f48SpjCaKNKnWyT/23+z+m0zXAvarCdfvUVNbphuB1V99jrfrVOG71muB3tsN2+F0v2NQCvdnJH40vA",
-	"iSmnsBqt9w9Hw7JHVzy8dX/b3RH8ZqBj2C72Wb/hScFs0LyqN7MpuHeu+BDC1ma9lz7e9h5/CiryjiUx",
-	"HZ1Diguzubd8BIdtrLyIZfwzs01kKns9qGg+ZH9KYcbeHidyxLbOacLV7OTu/hZ8e0V+Hbunu4+LzZ7p",
-	"NX9W8r+D0VN5dNPR8+zZ7PpQF+CS9f3u1h2f0VajdRBDOAhLKQdkpoFyUB1hbgP5WwpGNrp5+tINSNfd",
-	"le4mQDshLoB0CzSj2xEb1pk+HMeaj2Km3EDcq0RxYSj9gJEPgn8mbCTDwSaGIBPNw9tUxLPpmFHlRIEw",
-	"BRg4lICZtOLiJk7DhW3AhBVHu27xDL2ysdKg0pqejDLtfiehHENoh2GmGHTQERZ8kL4DvUJkgo9Ejakg",
-	"imkbPzGQiTbM0SxYR0AqHkgMou8Z5N+Qhm0y+FmRjZ16vSQxT5leDEzBXeN1sKBzeccUKZ9BZmeTzh/X",
-	"wJlfwu+Qgv+Zg/8P5+CrcuvnUmP/w/KXpKXGVEboy8SAuVrd1hf3zwWVxSB/qONthispIiQZygQCWQBp",
-	"oNNaY6mDVGk6mVUsLMefnkuF/dilwhacsYXVwdKjgz4EC+DJpJvS+hizT0j9mcc+89gfg8f6hPGZPH0P",
-	"X/dC2rQatP0yZYiIbHc5QAui1YCKG+ulBE1MYdZEAE6ze1JUizEjXYgJ0x1hsJk28YOifjytgR+YR9Bv",
-	"BFQTKg8BfpJZggrOEWVhlEZttfhHIe/LFMUPcCmfRFHcrpMdoJ+N6u7yFy0/oJXUrmeW8MwSfkCWAIkx",
-	"Iv6shf2qWSQjrh9TB9uCy7R6QFaRa5VafkuVOExbjCkDEqbGQxbVyDkdK/OYErzc2WcpaGeKm5hv2LPM",
-	"/kygfyoCHdgT/oxx+MEpLZCXRyW1SO2+Ha11YZA8vMWaFiwi9wNuiComhLC0FswiUoQs6AhbHCkwcgRm",
-	"6QKPETrKhgcYScU1uZHgA8sCxkAfAM9VR1yYiSI5T4cEODEODMD16+ExS7BOZq2eqfszdf/JqLsTaZ7J",
-	"+48e/Gr2aWX6DgdsETgtexFoaEjjmAFAjijGyAaN4zRHFo2GXASunooFn2bAiFs2AVBDBGl7ehPCo3JQ",
-	"28dsbCvn3PspoyXTCS+GDWXb8W1v5c8A6rn3z407/97D2bAe9AfmkJiI4xnFVNRIyxxsIkVc4pDDT9Md",
-	"fITsYa1wCLHSMYUsOxdnq0Iv0sE8JfaChprfMeCTS4QcIrT2hCr9Vo4T+IovzdkCm0lofzeYvUY2hX0E",
-	"bc/gz9mIVr+aPzFG4FfLCpZ67++9W1d630sZ3tYXT7paFLicx/al9cLMwUNOB0cT/4lXAhFu+ATR4xEb",
-	"6UHqvfXijkGPsKhzmzEdMgkP5Dgp9ermycxaMcj2+jYfdH0bT3h9X32z65vDxD/7H7+H/3HhDV5VAPzo",
-	"KU5zXJAeR09TK2W5rzjzE0CBc9BFSB1MV19QaToppSUkgJrhLMzEPHPu1xAU7L1pn161L84vji/bq3oJ",
-	"HyYh/AQkplmfQWO8tVqW1Ow+MqmxXf3CJOeXEzQAMFCIzxrh5X2ovGF+r96yySK9u5j833ySJtvH3HaK",
-	"hQnTqlyJbp0fvzO9rHeLjVqbHX+r686/B60Rf8dgu2w4GE0SOpl1Kcy0nlnvd1CWW+fHsPjeUU5P5iOw",
-	"3VI1u8h18QATKBSL4dbWYO8yb7nZHMBHID4PqIIE4krLpIzVonKAp/8RlPGQr6p94/n/DmEPPjcF1lnv",
-	"vWI7tM6qe3T3VXUn3O5XX0fbYbXRb7LtaCfc7b2kWSxKyA23TFiff67sV1R8e73Tb9K9EBbxTt76ZnLc",
-	"uNxr17d/NO/qf/71etj4/Gq03dsVe+HON4k0iRzFmUlhgkxxw5E/c96fRMUXjk6Vk6lV+O3Wl1s2WYDU",
-	"9wlUi9hjj4Xks2LWTjMwL9bIhXkJ4sqw5DNkbZBVOaqV+AFNex5pWoTcxw+ekfvf3J1iln3h4VuLRwZl",
-	"Pm/b3QtlXSMliUfgDD9qhqjSS7NOvbHphKiuXMgGplqpcaFYoruBTb1SQ80o+xuvp6vpkWU96QhM2rGJ",
-	"VbDGtjCAIhu5GmVBoWjXZlbvLOgIcGqaXbdp//LVxYI02b7pwpW/UvmEgmmdMK5ml49KtzstH/UIBaC2",
-	"0wJQ/sp59Z9sGhSo2rRMIpRipacs6dVzqaefuNRTySXMX5nHqPtUJGgr1UNbhgqBUWc2FbrKfM7WA+3P",
-	"Wt5DQQ4IKhjHsTXvceWlu59vYz/B3tc1g2W5AmzR4hQ6k/2SPurLpE3DwTEq2vhsSD9foM0xBdTIiLUw",
-	"iajyn13xIZNjXUDoQN7rY/EGCgW6h3KsgdC9lSprY8RExMVNrvdkLMqbdcCC91wcl0ODvPw39gHobO0s",
-	"b07uea5bNe59tAgaLEZin3v2Opvok/UGUt62RTSSXGRzeYDe4X10Or1mqxsC7QFa5HmwZxUP+zPB/K5u",
-	"iNxeeDTS0ItHsYuMF5hFLlyok555RIi8Y0nqhXyhDoC+dcSGTFzGN0igERDaU0zoTWtdUa5UliV+pAWu",
-	"jgize5iHHYEhUoSrtPgc1loCoHt52bRSgvlAo4tP6hrNKdLVXB7jNjWsp/R0PCqJd/N+MIFv/hLUvdwb",
-	"88vRe3P5nCnzOcZp6RinN5zFP4dAvhp/WUYqdpe7uoR4nACsrchL3l5dnV9ftP/40L68sgWOaMLIgMUR",
-	"0TIgI5Z0hDb7oslAKp1DbZoHRqjOATuJcjmM5b3wqoqY+Rq+NqMuyJmdyqOI2v/+UumNE6Ur+41ZoLTd",
-	"nJF8AE6KCh3xmm2kFsphxr/UOUuQ6AF2pZQ4+S1+Xd1ZlluAZX1mz5Lid/OaTUlldv/gVkxf6+JVXVeA",
-	"fAB52PpihjbX6n1I4zgVDmEiCGhxJdsNEcHWWHTgwhoJFWQ8snYwqm5ZBLKn0jyOCVa9TEspMxGpWals",
-	"8jdgOav4UN79ilbxX5D94V5NXRu0xfRt7Wqgw092aUot7R5z2yeUHJ1eYv28DVeptbm7TXoTzVRAYtpj",
-	"MeRXjJk27QcdEfEbrlVAXlRfgGHtxfWLgBwfnbrC1jwhn0W1aqY43CRGJxPk+JzQKEqYMg04JAclI5no",
-	"A3NL8NL006yP5ocaeY8FCUhIFatyoZhQXPM75phqiY/ArudsF0FZJvIyxfRNDgMX0jgmUgTLiBPmXajQ",
-	"nZKUG5lVwQU23SVpfB4407pTXLd7QGhHYPn3O1sozdAiW4MsGie0F08CWDhUU2FYLHGFFPzyZljn3Q3B",
-	"1jDLlCSbc9JsMsrlGzvNPahA3hFcb9bI2VhXZb+agH4MNXqxlGSPWuKPOS8N5dxpNgMv22RHQJKTGdrz",
-	"NP17oO7syT5l8ssqqnNuTE+pOH9neW3ZJSlIaXOksmd17tdX59ZkZivJcCBqzVfxBkC+PGnshSKGdsmE",
-	"7Na30ckJ1TGrLchn5AKl0WWS19WmKbn1wd4bCg3lyVH4MxJdqhV2hFULjXAItJAryC8PMdpMD1hiRiMk",
-	"lJ8YgLnRhk04EVF1RNZwjbQsmbaVcc8+XP129uH06Pq89eGyfXT99uzy6hJK5NrJJ8x+HzmmMl9DJasq",
-	"qOe4D2srqDNJGI7+g1mOUnLVXEu9hOEvq17imtrlFPL+WdH8ARTN4qY8sZI5YDTWg79nA0BsscVmvW7T",
-	"MIBjIZEhU4ooltwxRRxbPiDhgIW3kPU0YiMmIibCSanz9a3td13BIi3uIm+XZ/PYeWn8bczvWA33iYVj",
-	"zBAA2Ghv1+6YYMrX/nERLcmH7K7LLigT5FwqfZMwRTaMlOnKi6GDZyjB8I7xY4Zqcr1p618eANFPa+8E",
-	"uaznlIM7ZwQVzl0FdtRWWJLIxFD7AQ8HRli35gDYysRwOXlTumMXOK+1k1rACYHgFjtx3Lygou3Us818",
-	"3L2FCdS8eztj0KNE9mI2/Eep/0dToNtQU960t0/cNNJV38C3VBrpJ282vTJEu/XtoKK5BqzPqWsnw28N",
-	"tB6p/a0tFY95yGoRu3MjUltC6iq+vvR6nOO35cHm2SUlkcREV/Z4zb8DZin5zEuQ//BLpcdowhLTBnA2",
-	"OGhlpWuG9BZK81eCyjiJ7VLsb23FMqQxaPCv66/rwB5tp1NiEhNU2NL/eNzB3l4rqXijSgwGKXmsqlCO",
-	"jC6esIgJzWnst5FCA8tNDtDli9TtI7xAIPXC8wpAupqIauo1je6B6XZbOR6Bxv4R1BBPzRtGpTUdTot2",
-	"XvtFFlK+BlDW0PNoeuvJh8MxpNQkd9YD6rXuO0GnW7b1l7i4Ccg91SGkVAPwXeaAzmLtvGa9+kvTrR55",
-	"w0zGorwqB9plXGIbr+nMtznd8iW/EeYMSHP7oQSIdUn66xExwzESnltl915Jo4Z75IBzimxcwo2oXpqH",
-	"iCHc9GePqK3ypswdRMCXu5Hel/ZGfv309f8EAAD//+qgh6K8swEA",
+	"H4sIAAAAAAAC/+y9+1YbO9Yv+ioaPnuMwP7KxuaSC/xzWMRZi28RYAHp7O52DparZKymLLlLMsSdk+c4",
+	"D3RebA/NKalUdpUvGHLbjO8bvUK5SnfN62/O+aUWy+FICia0qu1/qY1oRodMswz+OhpnSmbmXwlTccZH",
+	"mktR269dDRjpCvZZ4wtdIvtEDxgZZeyOy7EiI3rDGrWoxs3b/x6zbFKLaoIOWW2/FmOjUU3FAzakpvUh",
+	"/XzCxI0e1Pa3m82opicj86bSGRc3ta9fo9pb1ueCm+6Pk/Lx3Mvstp/Ke5L4V18owhM/jBHVg3wUSdhg",
+	"VMvYv8c8Y0ltX2djFo6tL7Mh1bX92njMzZuzY2uLZCS50JUjY72BlLeE2ffmDYvlba05qM8sHs9bL+Ze",
+	"mDucoJX1xnNClW7fsepV4ok7RSlVmjDzLslYzPgdSw7gB6UzRockY2o8ZIrQvmYZ4dqPfcBowrJ89KbP",
+	"OnRaP35bKx0vF/rlbi2qDbngw/Gwtp+fPi40u2EZjp4PuZ4d9zm9YUTx/1Se9RS+C3tOWJ+OU13b32tG",
+	"5txjr3Dq/RhapWO4jAcsGaesagGV/X3efqq8jfW286PMbtWIxmzedYQX5g3nPmhlnfF8NR+rkRSKAd36",
+	"jSYX7N9jpmDPYik0E/BPOhqlPKZmnFujTPZSNvyvfykz6C819pkORynD6WjK09o+DIkpTXoymZABVYQK",
+	"wrIMyBf8V9X2//mlNmRK0RszpOHYvM0IJXaoMOH92lY41a+foprSVI9VbX8X6B3XpuPasbijKU+I7Taf",
+	"6UDrkdrf2lLpmMeskbA7N3y1xfGjuvvoa7hy/yNj/dp+7f/aysn8Fv6qts6xBVy/2R10c+eKDGlqtoAl",
+	"RGaklzF6q/BCQksN0+WRFP2Ux+su+HHChiOpmYgn9T/ZhNxTRcaKJeSe6wGhJOH9PssMaTBbUgvX8U2+",
+	"jn4wyy1g0GfsvnzsVXQNK5yJhp+UHGdwQ8wsGKzjO5n1eJIwseZCmg5yHkd6LJXiRhEtCRVSD1iW39DC",
+	"Ku7kq5gPZall7PvXH2vttLxlggzphAipiZbj2CwcV37lYMWOhWaZoOmaC8ZtM/5+uzXZK97QqbeWuqB2",
+	"gI+xLpdyyPSAixvSpzw1N1LgVWTZHcsO7MGyZ25AxQ1LzOqZL+xqAbV4x1marLliLWLfqiKGGeubu7tP",
+	"Ws2G+b+WoSWjjN9RzcjGxbsj0nrTer15QGhqBDeu8W5cnnw4Pmpf/3F1dX59eva2fX14cnL2MaCl4ywt",
+	"0tDt7Vka2ocZrkRB8ZPH2KVD7D4gkoTGMRtpRXpj7TeMx2azzCKpiChzvA2L8QLjh4sTs73UrxlNkowp",
+	"ZagwFUSOdU+ORUJAyiAjIzZx04N5qA6MCJVN7ECoJiB3mB0wzDcJD8PvGR0N1jwM2+4wqKrTMBa3Qt4L",
+	"ImTCSKf2uVMLtvTGDGGLJTdMbTW3tKx9jcJv40mcsn1CSb0zbjZ3GOn5f9GZVkwHavEBgZdXOyD4yWOR",
+	"N2gNNkRqQgmO6u3h727nbPfmjZQr7Zig2WIz4XAHj8VorJ/6OptTG0sRj7PM8EpyyyakU/vyhXDTeyMe",
+	"Ky2HLDtOyNevnRqJqTAT6yGjS+8MIRhypQztMuOf+SzYSPhp8RbiayttoW35kbYQWiMbRioU/x6zMXuh",
+	"IridgTQekfsBjweEUcO+eHzr3lWbJKXxrSL3A4o0oaC6Ti91xmiCrZtXzROuyQ2/Y8qcEC0lMSz+wCri",
+	"/uhQTXA54bycSv3OkIc1z0qJsk1e02ayQ1+x+nZ/t1ffjV+26m/oa1bf672MXyWv2Zt+swVHvQ8DCIWO",
+	"3XxrT4MXlthWIXUdX3+MLT2VSIUL8sWVlCc0u2GPqUqwzzFjiSKt5u7rvVcvSW+imQqXpBXIYed0kkqa",
+	"4BbDSJZaGi1lHV9/rNMOQzfUyLRqjiENZQ/H4dyivadisuaa/XssNbWLZcgH1WQolSatZrNJRkwkhpbA",
+	"XSJcI+vJ6UWgD/xVaGe55YO+6/6bx9YH7uU4TQzPVkQK5kwfodYMA1Bkw81TZh2htMxYEk45Cq5g4Q9y",
+	"xzKFD4EhkhHLOgJ4TuSpk9r0BMV3bXZY2T7taBXpU6XdlhsGlFHNOkJmoBSbgzmkYkK4IP2U3wy02Skp",
+	"YtYgpyh7giJnR0+FF0k7gqaGrk3cb1ZkbZDuBdPZpH7Y1yzr4pA0uR+wjJF7yrVpcsDSkdrvCDN6XJEk",
+	"o1woI0R5w5UiZkHUIIJuQTo2klTG+jxNVaNjlBu0G4HlIOh11q5xyWIpElCizBhIj/VlxvAK0GG+t0Zj",
+	"MTvbKBo555l3zGH5IOhYD2TG/8PWpc+Oz/YYzcy2GUWqQHFb+eUodLvU1RiHXzwS3YUhWt6Jep82XJEr",
+	"4uRGmZGM3clbK7t+EPSO8pT2UvYIqrIlYdzI52pyQHQ2IfSGckHUQGY6nRQUwoA4X1oxfhwMZ9lF9B88",
+	"FnHJZ2GupJmJOaua3rKCXijk/T4RkiRU0x5VrCNiKQSLgWzE5iT3M8ZA2uRI4UGlMAIo5bp4pxMp2EFH",
+	"5OuFVtnC9X2cW5ZNTJ/QyUoXyy8udH044n8y4EujTI5YpjmaDOOMUc2SQ12wNyZUs7rmQzZrdIxqPFnC",
+	"NulsnV9mfxgZIvS53Hza5xkq8BmNNcuUYxCKxRnTEWwrS1MjBipCRzQDK/hMF/bCzJmVGKf2DqHRdaaJ",
+	"+6Kld7FpODfj/rMGrxStvLAcfvJRsPDhcD/5lmXvXwztcUc0TVmFNyqG38wqUXfMG8T8QJMhF8ClhASh",
+	"GblPzu4OjMLteZ95w7zck0bBiqYOCTRWMoBszEjf8lHsEEhYsCU9KVNGwTR2yyYLjebk8PwYxjJWLDkg",
+	"ZpOKHZimp7di+a2EuaTpWR80vHkEB9fcW/tBJZs3bqea5PbGqtFXjNZt99RBwpV3ixdOpfqkfAynW9zI",
+	"ta9uSsVCWm3eKb0Q7gqYF8qHL2KWXliPxoNH7/jVlxoThjz+s3Z0eHrUPjlpv61F7t/Hp78HY5h3jW1z",
+	"pQPOVdXZg31ohfYumKm6oWh2P5CKke4tm3SdkQDovpeoNPusSTYWTp4klh/57Y86QprbNjJX3wimRlKA",
+	"jvD6g5qsjEzBhqPUSH7yjuFJtLo7/idj4FaImRHH00nkVI2O2N6z6llkh2i4kJZeF9nee7kZeROHEVEF",
+	"ASEZ1W+r6ycH8BD6MnxVmv8OqEbp1av3BIzbYDU1YxRkY3d7O1fhNxvk2Aj9SOf6Y2QAyCbP26dvj09/",
+	"960PZJqAhN2j8S1Bk7/hFigIA98Ac5KTps2SWlFhnAkrGRfP3S2bs71+nQ5IPGDxrTNXWU+HdhwMrV5m",
+	"XpuGDHiBrMKQVHaw03Jv7LtMDknL7E2r2YyazeZqI5kWHeDEZ/qCalZOrW/Z5AUeOHgRFIuI5MdxSqGL",
+	"0AKEhhv8rjeOb5ne74jul04NVKraPmk1Gka/bUakUzM6W22fdGoKhKJO7f/tGHFnbN40v/fGmdLmDfOx",
+	"/e5rl2woxsilGz0cPdpTTOiOgC9AQrSq0GaDHC23SnAO0cQa2Ka2/CptNRqNTTw3gZgNHdb2W3uRmY3Z",
+	"R5iK4fawsq3m12lyY86Z2+VScgMiA0pygZ+XJglovjQ9D45tn6aKTZ9kR9ingSdDLtzfrUVEEdqoHl6O",
+	"WHnYEG+cUX4ej/ndGaQfNKE1hbtSuQ6HXb0sDsXwsEWJMynan0cZU4rLEknsHb9j6PFQZAMvChnIcUYS",
+	"OqnLfn0ohR4Q/F/76J6xW7SCKP4Zr4CyGggI4VYndf2Y96yj5v9OKE8nDdL+TGOdTpwdpzhGoLbgAbyj",
+	"qVVtDLVZcaO4M/CXL1aZCBXVPtdvZN0+zOi90YEbF/T+vbXoBy/U+XAkM51fDfd+bpNnIpaGoWzB468w",
+	"psKs7PFDVWyn9XJ7e3cRquXB59Yw8ZSOzmXKUeSYd0nOCi8b6Y0aBltA49jTNiutjzIuM64nhbe3A+jO",
+	"7qIpGkXrH1KwQgu1D1dHtTJR+vjw9JCYT8h/zHkCn0smBWH5iQIZgZpTNXWQXu4udeH7qbyfxtMtFCYf",
+	"kVKUjiFaRE//hubMpyemU2NfRNA+orPWgQAfNj5Au6FsD3bsBSN1fZqvzEiG9PMxfrcDJ8D+kR8AmmUU",
+	"jv44S0tEOEGcpYp8uDiZJU/NB5+rYkdnIp0ggqPg6co1gjK19imPolmOyK3+nD12H31DaWMNJXOhfmlN",
+	"Lt4UtpwtwL7/NZrWR9EoVWLJG4DdVsTsAO37hIPxsbFwl2yLs4P/lA9/6uItP4/pD5efENg6BorF10Tx",
+	"G2HUJny1QZ5orvl9ehSTJQrt2tLSwLQR8KvVBM91LSnjUbLqJJ7IIjm1Nm4hihbKfLhlFyvfrXN6U2a4",
+	"ccR9KSof7P3XWUqew++BxMy3/U0vgnWWBm3Mn05wYNY+g8mqosdqB/Ku+mxPrcJUCMDdnI0vX52U37Fs",
+	"cjljZrOmmFpUe9s+Of5b+wIMbu8Oj0/ab2eNbUYMN1/W72hmjqIyTbjGz9ERW8u7s/8FX5179g6ggDVD",
+	"MNpJ2cHrZ3JYev20LH18P2DhCnp5eGoFoVlopGyB2mj6+o3qeGAkkhW5ZgDL/bPU8IQ2jO4UZLhL0NGE",
+	"NjLFxU3KnBUuIiOIGGDDA5JwpbmItXNzUdIzA50Wfvb2Hkc3mxq7c/2hIwdNk+C47kJr3YBtfCt1Tkj9",
+	"G7jaKuIzNBuCsVA5U2PkbIxESKJSqSMyFpqnKOGZ63+Qm1F3mkbhVoSa3SEbXQvybJ/+9aH9oX19enZ1",
+	"/Vv73dlF+/qPs4vjf5yddjcjhDSCH5h2xG6zCdBFhe2Dlt8gVllyMAIEQSqSjJnHIIBFajnatK6297X6",
+	"GviAHLgPDxMkV+MfM/evoCm0nFhfrSz8wMoiLsCnJZb7gSv9FHeaXOYAmIzpcSZYAjZz8I6Zf0RESSLG",
+	"wx7LFLllbGShoAm/4fqZJvxQNKG4HIBtB0fIOLthQjfIWZaYXQS/iucxgdu5T3kmmFKExplUKv9JkVia",
+	"KYH50fKjJW1N2Vhc8SGT41LlhSuSjY3CnTCapFywiBgODu4IdGFsUPK7JMk4A/TM5r4DlaNXYAy2pxi8",
+	"k6k/x7HMEpYQ71s0GwI+MgC0YkfojLMS1gsYhh0nAbQOuP2kjfIbyEyzjNxzoRrEuZem0XF5Cw4vgmDB",
+	"DUp2t7fdGLby16a8Ta29Ye1nso/NIXVJQcIq0jF4YckpZGyU0glLKr1deTSWxeR4hxE4ay0E6wDvonUx",
+	"yYzfcEFToBXlgIjcTz2Pm/1lZmJl7en1c7P0bQWTmbdwnkmst3BPMIGlRg37vq6WOXuIZpTNUu2xdIR3",
+	"TOhcQZkZGSsGJT/caiBkwkqVAnNSPx4eX12/O7u4bv+tfXqF8SbmKGJI8b35Hy0X22WKsc/WSOA6rpz9",
+	"lbxkCK9/gIGwJEobxmx+J7RsYhgn0Oc3DTs7YMZ9mU3pMa1Ze+OIas0y09H/88/D+j9o/T/N+pvr+qf/",
+	"+h+lXBBB6GXG4wn578uzUyTedkxyrEdj3SCH4HUmQ0aFAhxQ46lllmWdtHOuvrkkKdPrweYcD32vSuPN",
+	"K74PWDkGGC427SxtgnuASJuHuNAcyRIVRVZn+uxNyO/tK6N1SxFkFwA4DZ6NlCtNUkYhYkWbM/JdJNoE",
+	"d7kKczmiN+DGBbKB0o0iG5VTA7FiKUJ7KhN2Ae2VmvPMuE4LNr0SlCP85pAZgn2uGC7VpLvlxIit3L2y",
+	"9SUgal8xUK5rAXoAXOriIxDigX8PCcVLu/AUBgxzduB5wAJSYr+EGBZAM80SkEXtYMzKwgkLwGLuNSt7",
+	"XAKmOpc/UT9aGROZMZ1NzvoLcmSgSGN237xvxFUvONswXFi4AwuzgaFTQWSWcEGziZFWl3Jt2TmuYk5d",
+	"Tvjw5M4JIGuKuubDuV6E9Y30uUy0lEVgelSBLJivalQg7gUq7SjuXGbxGGb9nPN8H6v+9FEIDNcXH05P",
+	"0XB9dPb+/KR9FRquowA++qnkWEBIedtxreIK+SDSMiwtkOovCyZnE4e4hsom5sOYp2Ox3x7+3iCG/Fq4",
+	"fMbIWPB/jxEZx5IbBmwJwgvI0dnp2+Or47NTJKlDOiExzbIJ6RoK2SVakhGPbzHSOqMiHjQ64j0b9lhm",
+	"TRGmffaZxppsxFSxumJCcc3v2GZUDGYZgXvBkBX8yCI/EaHprEBcQHhGn9+UWITIVVnQmI0A9wKZQq34",
+	"jdeKgzjpzci81hGF8EQMKIfAj4lmpVjQuAj5nYshD141gk1yw1a4LQkGMJbyy6VbMZtf1sp8ewmaPJwN",
+	"A9kuV4EZI+dO1pKiB4xnyKly2wmdtZxs4Lbk8XL+akU5APPyz+Pz8/bbzZXsLCvbSyCcPKVmOmORMgWy",
+	"2YAqB1LdXKwp4V58+uay3B+MprpEAQbUr6oWdcv8YNPEJGerC7z31fo6HLoS7cLc5R8MymeR3fMVxnLZ",
+	"adHVg1ivHHun5123VIobgB4LRox2OhxhMCXA0ou2SYBlDnmacofWhNQZSDU3PX5/5h6Ys1p2EQ4gNF0K",
+	"8rZ9cvj30mAqfDA9bkhTctH+60P78ioiVxeHp5fvzi7eRzkjibDNiIDqfnj0hxl6UZdfCqmuJNq9Z7JD",
+	"ZMzsOEuIljdMD1i2+MoixBreqTq6VleZOcB2Y8rFvkfRnb3qW1zpj4OJZ2lW7D4gpx9OgD4Co7J+gYzB",
+	"Zn64eld/DX8p0FCpIh/+6927d2+RwQJ5dj6Hi/bR2cXb678dnnxoX78//F9d2yDXhJkz4jNvmCH7lG+L",
+	"VXOnc8+edWsp8YEj8GqEHQUs3sW1WHGgQQ474o6mYxvIsnD8RmgYGf0dgwwwEtUMV8RG+OjU9smXTg1e",
+	"hkiDcbO5E4NDgP+HYYoVCETI2B1n9xiMkL+EKrMNj6EK4nXwo07t61cb+Dm9St+Gls1ihsEmVSIfhn67",
+	"lGojxwF3BtWUjVQD53vLJji1BrZENu4HMmWbB25vOmJWPrtwbDvlt8w5Avdh7zpiweZFSNKGNDOEwe6A",
+	"JxAdkR/F77HMi1XVhbdjOdXV0KJca3VEeGnyFuiBjnK5e+nPhCM51arifCL5GGrhAvPQ0+uFwTovrxJa",
+	"GXWhcnhmc1X5RJrFpbJBQqUcZXWE2UCqCqJrfjFSd0yFFDymEJc63CepvGcZMdpaRIQkOqM8NbJ1Iqvi",
+	"qjEvxjnLUIooDk6OC2kAkD48CO04tZUws7LuI7uEq6AV3Z6c03FZlOnTryLGYXwQmqdl3J5hrCe8BVx4",
+	"f0aai2ma+ohRGBbEQjrIASta3VZe53CApSs4HYYyPQUjjWDOp0QyRe4HPGU+KZxN1uqTJlstEa3sYCEY",
+	"C8HFTYN01S0fdQ23ZcqlTgEbI9cHpAsfdH1WKULT1Dtlweltr7JpxNnVSi/puQWcuw/eXbTbtah2fnFW",
+	"i2rt06v2xfnF8WW78lu43KoIxJ7CIaayTLKzRCa09kKsZB5XbrMcGkXVrNHNmGZUaAZyE/4iZboP0eU6",
+	"MBJTMSE9mWXmYDbIKYM0RT15x8iQfr7A5T1AlzaYnO/9oZMyxYSvJKYjGnM9KSAxINKyOT9vMLxuO1lq",
+	"zrRiwkYFGtA7tg+SYMzwVgUTnz+0UqTI8sEFU3Gw8z7wIacPRXYzfjMoITp/yHu/Gi8KSBk1MPK93eLE",
+	"7xXZwF1GewycOrWJohNGQrtDofbNOppDKjM09Ev7EY5FNciHh52OhUDBgnXTrHThvET2rvhFWUDNF+8k",
+	"JMFSGFYQ/F3hr4HcUxTPn2JakR5TPGF4AoPMdGgq3BjyG9TLSbPZbL0iCtKb6QEbbh7gXXZRa5jDiWsM",
+	"ju/LLGYJwN7AFMtzQJALZKegCtsMJ0VykkwD1Eum434BPHCahpfsRRiHpA4Cg51g987MF4bkb+xuv9ks",
+	"uWyLr1vQz+wQc09GkQaYew+xJBFJ+R0zLCFhIJFaDpcxzQSsesaGEpInDNgwnAhKA0vNYdEU+jJrU4SI",
+	"lMyhnbKhOXJgu/GGDjMDw9Yk5KYNwWReiVdGSaJ54oTc5wabrh5A20zbhyjrl4wUkvkpDZ68SWNIP7tX",
+	"zb47k3/C4pRmLFzKILWaonfTa7o9s6bLjLJoiSoZqzWIIYYFX44MxbJGr+gxx/yyuft6uWGrY/EuLSfV",
+	"p6A6z7jKwTATJPI4yG1cILEBUnPVk7BoqC5B7h9SlR0EJ/+i4AiEbPb+GZV+mjKg/Dt1pSLCPkNIwQ38",
+	"ruzt5WlKeszntZs5zAv5NAaAVNw6l/QjSAg4MwMjOQQz8KlKp2cQkSAt18OonKdHb+mkjM7RiSrn4y/I",
+	"gBtKN/EGq42CbwV97FQkgQ/Fpj+kseZ3XE8iItPEJz3cPEBu05sg9wko5Vg0yCEytj6/GWcMmPt+ISkU",
+	"EKyMJ6ywDDsv95rLI3AXXurQuTR9qYOLi1ACt2lwqpguElO42zKr2Nmpa77T2tt5ucRmOhXlPRfHs5H+",
+	"M5GemTZzMjRqei6uIRg74H9Ij+l7xgRoNPCNOiDUJ5nkQ6bBIDd3Hq9f7i4/ibIxu59K73yEeqf1znIR",
+	"p+OEJQ9jrQsHCWEB3i9fxl3LlYRAQPB+A0cSkBgA3b1HIhTLoTnrSxID519An3bHDjJQVzq1zQY5DMk0",
+	"9yk+p8UTFFuUBenM0JUlV6iCCP4VED8j5IkJQZNf+VotM/2HkT817n20KJTTcpgZckdI6jDgaWJIgCIb",
+	"lx9+u/54dvHnu5Ozj5uzvBOIuEyTyJqWU3bHUu/rseK1b4/EcmzkMMPMwG9knV7KUL2ArGDuLZ0xcGyr",
+	"ca/uEDSK0PTekOoRVQp9INMX0dzWvEc8ZHlCW64jHIWh2VaVRxaOpBwHF8469GWD7vEQAfW+GNddsvxH",
+	"aNGF6U8VZVrIN5e+7wuH6Xo5nS9J/XF1dW49EaWqS2A4gA0wR8QwAZCnLACNfcbSE/XD82P4mGUQlZPn",
+	"511R9l5Nqw1ll+IlLmpEUZkmFxLvudxoSuAvlazLGPO0LFu5NVO6T8lJm5Y1S2hBCZmfFpjKTIznUqYl",
+	"9nJr8CgRasFjPIyIhvsdmkHCwwPGhf3cXpJCSR30r6K55AWR9wIyj2aQDrY8RZprYCn7lj3GgfkmJ2IA",
+	"+4RaCGhd2ZgyAI5HRMtihr9liPRinHW2goFudgLFDA9Bs+ta+v3C5iOM8m1fZNp3eYJnJ/XuiLzZ3Xvl",
+	"2TtmQVZlthVMj/ylwj+vyrJvsTSpI3tyeY5t1jtbvum/L89O63BnWFYHlyhWslgSQh1ADEt8ZFwobbSD",
+	"0jHP4HkKGZp0yubAgmYRhQrl0w8XxyHnuuUCitjZuS9GYVgHJfY/N/YHZJzyEC/r1TwyDLdEcgSRIWMp",
+	"o4oRyAWppRMSy4+uz0u9UmaRlPLheu7gwKxYGdszr0JGkIVzKskn1U7QWwq18ZCkFlyNqI4H7yhPx1mZ",
+	"6Ic5GixjJVKQKzYcyYymaAoBbDwKR1STnfKdcb2sCa+ZH4X1WPEmKVW6vXQQSxhlW2pYWBqlDyv5MJh+",
+	"cEgWQ/WXLMeIwplRdBO/0Q+KVHANXvH4dmEFSPA5+nPFfUjYUwI1CgGOUc0mlj1b6Gb66F/8bgG4fOkw",
+	"Aw8m8Qc2KlLgEloQ3oVoKq4wdNeHhDekqFMXf4ZShms9l3k8Bk4l50TfB6YSnrLSnDtHJ4fH7wGS8vb4",
+	"8vzw6uiPVaIYQrjqoiDOaanABT/eC3QukBG0A/awUQpmxTwrMMteGNUfEWBQ5u6ifXXx9+v/uXngMpim",
+	"rA9hcoj7L3wIEEAFpRgKoNUpNYHGt7LfP5Ks3+cxt/UxApG5VJ3L4Sp9LmiKa13G0kLoKxhRbcp9oe5Z",
+	"Zm0wTJGN3WazvvfmzaYlhRSxGei48P4A0EEV0xEYcNBLC4KmM+aA4m2oekI2ehNiUzFYm8ju589A5SDU",
+	"nIrEPt77/Nl9VAzU82uw9+ZNsAi7zSo/vrU9heWpA8GTa05Tp5eWAEGmqsUgbBLOyEFe1GhQCpIJHFRl",
+	"ybfxlyhoNrdVzsNAe6dXbm6Za7UwS1A5P2fRtvU60LZrqaIKZxgRLAkH5R6Lq1YuLc9cf2e1fZx0eDPp",
+	"hB892Pbb5+BdrPIabvTXvHBNH6gJpbit7BJUrkseJMCYxqqFF+gKOsH+zMW/5aPRVGcryS3V+QPYZ/2O",
+	"Z1bDKQFns892MFrCeHyQLE8tIm2dYdner/iwKhYZBrAX+EdQkhXynmyYWzUpDKVI25Y7+9NE7LFSKpek",
+	"UIbf1tFY5isHYYLlx8ov+SOLoC5fZZF4BeswSxZyxHMgthZ33O9hsGGFizJ9boMLXSQpq2BQHTl/DMnU",
+	"s4bvI5heMl1AOT8s8ZhHQk95LhDoauSnIZ2QG+krogBdsMVAsJ6EjUV0lTCa5baEUghzWacjI8vBG9gh",
+	"hIW6KhJqxITrsNloNgudLgRETy10Nay5Yr19XmZEni674jO1mlMps9xUbjFtXBBAp2GIpLwXEWGpQgQc",
+	"Ahg2SeGzkZQpYJKtTb3Me706fs2mUJEZciCjCoQgikexgc9Fpz1gAKv2XwELXr3nIiB3iY7nYtrW6n+p",
+	"ic8DCJ+aPjFNoIe4P1rH8yFyK078IZ0vAsmsMoQy4Npyo5jjfl1181ftfgE4beWzt2r/84Fl34LqLAGV",
+	"WmUY5bimxcNYBee0ynhK8EnLD+a7UKOH4fwXo5cecpgeMPg5EKFvcZwXo3++ASddjIF5arq2LLzliQnc",
+	"lGgZMNpSWTI8+SvJjnnpt7w8edf82Z3JXQWSdHcE9awxjiSV4qYjsrHAiHT/PQi98BYVE3LPRSLvHS4M",
+	"GoiISjmk2d2gHeGk84xQgkWv8kKBUA9YF0sEmr5wRGB05bojaJrKe3VAhOkiEFxl5jxnGG7WIKceqCEY",
+	"2ZCC0I7we74fSscPKQU3u7FLqUdXA4ZLZ92rpSs3YhmXaBZNGVW4ay5HIZbQIxvsjol0QmA2zlu7+RDY",
+	"dhZ6J/xEcXtKPQ9ZaaHBS5yQOTo4/jUxWdALjq/sInwAbf08peJhyhTm0bsZZ1jIE2HvQQFCYs8XuDao",
+	"xRY2SFEHyy8rJhUYsAmkccDS0pBALuG2MNuja1/rhvasHFbjdJ8VYwunVZcVMcdFzWPNAJv1w17WDUJZ",
+	"Ly5kvZCM9cMk1o8weGR0/xog+5Wx7w/jvFd5GEnOgqcKn276BLS5dAH0BxJcWZO+i5xDaPqS3OebMYMn",
+	"ovRPmx0k/Fjd8lFdjnBXHfQPV7dCd1g7OuBRcPuPAT5fDRbOHkTLqsXtFY9OlSggZfrAWq2V0ODT8N5B",
+	"MER1iP2acr8fRLWw89gVaZ8ru37Hyq6Bo/BhFVpXKadafWvWLBj54MqPlSUfP4ZgvJIsJZjwmRaixxAt",
+	"LOR9mCHaZR+BfCYbGBoEzmouSMoFA5+IfSx1CDSez1pvqxC/4NiaQfoabfTP9t+vT47fH181VigSf+X9",
+	"O+BM4wo72AhCP6FOPpaELlEssO/zs7OT63cfTjD53LuTs7OL67OPp+2Lywpv26pWtYxRJQvZWD6eXfx5",
+	"eX541MZJ16KaX4BaVPvt8OjP67N372pRLa+bU4tql1eHF1fXF4dXkMnFjboW1cIxl4sgTLHsrizG5J3M",
+	"ClPeD9epnzEGMUaKDFiKdoMgYAKxP0FeDhsaIPDIJWMWkfsBjweFeCyqc2XPxYDg10M6QUwRhEZULH6V",
+	"i+WjjUpXZCwSNJQAwsKaZyC/G8xr0aZvVgSBzEltROF61WW/D7mNsAe3ixYOR0nCoIqJK8/j6zFtYo0g",
+	"/Crf8IM8RwnIw3AzUwbRbdjEjcRv8nPxwBRJ9oCWEhuUhVx1wsqQBfVoGb8SV3NkLVy8ld2WRHtAwY1V",
+	"KzWvWgGFVyC0rLhZ5w7p6NKlxjTLOFuukPJqCH3zNmJBj2xi2yV8bOyztoaCVbazstiImTpkqEaTnTnn",
+	"l5qKhGYJsUutCBN3LJUjRr6YhiPET2k6HEUkoZp+bSwPaZ+q8VmK2QmOzTS4G4/IbAZCB54JlrOIES+u",
+	"WxFQE571fKmWuIePgbGZvtrfB2pTUvr5EcrSwpQ4U28zORqV8T2vp2JOWIg2cbsPlSwMIwJ7Q4/FkLXO",
+	"8KqAi9mCdDZI3mK/P7Z/++Ps7M9rWyv2uH15/f7wf5F8PCCJDOjMB1a2grdtAADRkvQYjKFAAVzZmZIy",
+	"M+tVnp+BQi8fG2SXuQyC6XP/AShUCgarm+AHD8dd2uL3Dwb8LezgsQGAhfL0lXjAEuIQnOLpxZ53nxxH",
+	"cyKnp2YNnws1pHENdA0VHvn8LKUypdeLSmSCWPM7Njf1hSstSTGGvTL29gG3H2dyQpX+Q46zuaPAHNwi",
+	"YQnBmBLvzTOHdSDHWfmolr0a5XqLL6KgQ78i1y7F1n4xNnoGq1Y+pkqA9CrpARESPjtk9EA6ygSxdrBx",
+	"TxMwzQNorE2nh0sZuaPlRzqz3asgVqcwhw/JdskgGKiQCglePQhd4aWpUlbFt81NQDk7jJUG8ISQksVn",
+	"4WlJcZEKl2ZlXCMZoz9BYUZG//BRpDRPZr+TfDY1w5II+jAeyVAtm3HS4hV8SZKNPFPl5kE1UmR1WO2D",
+	"Tv8jI2sfNoaVwbVzMa7fhArMR5uuPoSnAJyuOIonwZw+YDMeGXb6kOPwuMjTb3QxlwCfrjiSb4E/XXFI",
+	"jw1B/UYiwyI86QOPyONCSr/ROV2MKv02XGQxsPQbEK9lsaVPT8WeM52tlOlsVkg0R5vF44zryaWRWi3A",
+	"htGMVRS/pcnQKNrylmHxr9A/dHh+TG4Z4AdABoYIVGzL9zzQeoQFornoyxKkJRaUvaEaKjWAkq9Zpnyi",
+	"ngb5mPuxYBsxrN7mTFTk7eHvish+R9gsM6D8GN0X8jm68gxcI9rX9gclC7AgMuaYtyUiAlTtCxSHbcZ5",
+	"72AjG+8u2m3Sisj5xRnZi0heooFsN3Ofqe6I3GSw2eiIjnBZobDmIzq/ult0xLfuWl0iIHl793CsBzLj",
+	"/4G87vvkN1hPWyEKtgHLIXX3cbjB/mA8IFa6C+u1lWyZ8/ZljMYDpmAROsLZMvzrDYJDxowQXJEupImP",
+	"oe0tm3Drv/6lpOiSDZfkzCKQUx4zgRVOLATicGQ6q283mtbIhqdD7W9t3d/fNyj83JDZzZb9Vm2dHB+1",
+	"Ty/b8E2eMswdmsPz41pUu3MFcWutRhPfkyMm6IjX9ms7jWZjx4Iu4Kzb5d5CC8wNK0umDblXESGTpizz",
+	"JSjtzr1QuN7oCYENmF7njrALnZcwM39wzKZctE9v8CSCfK8RnDdI7zohdzTlSUfgxg7phFB1iwn7SZxy",
+	"JjTZgBFKoWTKNknKaCbsDbL2qUR2hEvnb/YKjHgCB1yHY+/M6LhjRpmjzg5b+53pI5g+JExUIylsNpLt",
+	"ZtNWVNTWcBkein85/3kOQIcOPebilk2g/WbvFd2Nt1m9lez067tsj9bf9F7H9VfJS7bX36U7ve04JJmg",
+	"hpsPX/ZbcSvea9V34pe9+i7d65kPWb3ZbyXbdKe3G+95o9R+7TDObVP7UFTlq5W2hnRhCVWcP1CvkrLg",
+	"8Cu4tXabraq2/NJtfRDUXm0GxaZ2t98s/uhKyvdUgAVhD9d9/vvAuwRN8YOdpUbl8h/hyoyHQ5pNwB0g",
+	"sXxqmqIRRtMbVbDTqNon84m7UmaNVeWtOgRChflqkKpYYwOmgAfMuSviZtMuZZBN3FZE5wKrYKSUQyav",
+	"4mk94UqfQ//rndZ/ltsxAENVsCpsNz2IvDmt7aOuHBgBW9PK+F65drxjPpzSVndntEdovqjOoVhnD7kt",
+	"IDSFd35Vqn1ZXWWeNvSyWdBO9sp0BSvLFUT3bXw0I0nD8ANbY227uf2y3mrVt1tXreZ+0/z/P8qEIMic",
+	"5ACbrWq5dPfrp/CGL2W7CwopzRjvyq8/nPaIqKEhA5ivRek1qMEyl/WdzHo8SZj4GeiHuZJeFVAv7D0P",
+	"6AjSi1kSsvXF/OcrmGNpRofMyIP2alaA0YUtumX4jCtabhmA9UrkegOqFstxAAv3+wQCRDyYT9UumVY2",
+	"I5QNxXG4CVuhXCSYiN9i4vWAZarhxMKA6kH+Lix6kVORPKkiwIuADkauXE9H+Ho9By5fBGbugjh2IfF9",
+	"J/balMOQuhrKV6MhuCO4wrJc9gXoycmr4IFTI3DCgzRNYjoK3+yI6cIneXEEW109vKgRKb/AHWFeDSkq",
+	"1JOYcgUirsrF7jUbe0RhGVGo1Yo18WyhCXSO4vq7lPgWULlPoApKH1bcrLdZIMAUq46QGU7XLL6vbRcI",
+	"bjwHsBWUFFcUgGcdqDpvhwHp5HiprJXHf+VlBn+TyWQ1OSvkOK+nOcRes9lcWvCZjUf7WtS9bSDBenJh",
+	"BaOd5bTzWe0Ur309zWtbzXJm23pdwm3Ny4vZ7V7IbrFQ3xS33WmWsltnv57Hb1tT/LZZyXDLOG4Vy53P",
+	"c/eW4rnb1Ty3tfzhClltNWv1giEWBDaztMx1CS72G038wf12/Li5u/iLU6nfmbMFH7R2lmLgUDoLOf72",
+	"MhwcVEdI2v0ziAlHEKxqi975XV8gJtj0/AsVjasgzMVqFzn9hiqGimzMppzviOWS5gsWTZfMtBx2PDK6",
+	"+1Tm/AjVc4A+gzoDuGcKtbDuyXAcD9DUAAj5jvD1FfOyioXiTbbAohE8GElkrLY892oMkwqdHiobrEu5",
+	"80IIL1thNQIglR73/eZVBc15Fcj5y5MNM/AqggHVOJ9Fb3enLgeudCfu9vRVWk2cXXCBihGdHWGkoXKR",
+	"lusyIbZEYO2IxRKrK3tsx+aEPCfYQRM27N3Xp82lOKh2URDgDvO2MFqCdkQIE5oNba8W5Nwde6AgV7hQ",
+	"qwptQeTgUwhtj3L19x736v88IsIzx885fkmU13yub4VTtZXDbbe+2H9PjpOvpnOGGRUX2g3cZy8U4Qnm",
+	"GsyDOzYrTAl5X3MNCotQb5+i2qi0yvt7emttA64nkoyZERJQcmAOpoWRDZGr72IUV0hr3RE2Wwk51t7p",
+	"Gs7MehAyFjOOxTqo9gB5LeUtpKWJqSCa2XrmGRsxqrGMmR2Ui+ELQg1D6mhG1RG722/Ihi3T0nH6ky8A",
+	"lm9hp7Zp3W9Ft8iAqo7oVoPvu0EbZUD8Eup8AedjOphihiJur+je8JrmTgEEHepYzTe5XbMQNWVYZzEG",
+	"qtbsvWK7tMnqb+jeq/puvNOvv0524nqrv812kt14r/eS+iiX/UVocWiyRbd7O/FuUt9jL/v1Xdrq1V/H",
+	"20l9h+329+jL3qv4tfkI3Ct7tNXbjneS+i7bM+++NO++SupvWLPv2inEzezXMPU8SwgUTzPkZDZuaQ+U",
+	"7WJgUpXlNw9ECkKGfK2BpdnGTNRMOQdxxzpyl+2X0zN/dGmViQSDLpG80BvKRehvsnS/ghuwEBxTqhFC",
+	"uRr3FlSs9QZ7b0G1wbGKxRnDEnyzDqaPs7CMhYwm96U7nvLvMVIdy1SKqOe1uMpajq/VfSbT8WBLOk78",
+	"Tjzfs+/gkClWs5ypx1l+7aoElgt2wxWgdagA4n9JPlycePlAG3XNh0aXV9HsCHP7N7olbKwbke501FM3",
+	"6ohuSdxTdx/sNTIjSg7ZZkRc8pt0AjEwRhMMq5iF4BznlKbxICdCXBHFbwSk4EtTee+qzbnA147wka9q",
+	"xGLetzcrLwns1vSFIt37gWLxddeSF4u+6QjQeW3hFhtCbAuEHhYW0ghaAJUBnAnWkLXl0MFNYSuwQfI3",
+	"QHgkGVPK1b1RLLvjHvIvmIadiEAzJrvb2x1hxbTu1jhLu6bzghjmvSxGQOtOm4i76DsCBFZe1nWj1QSt",
+	"jLGEJZu2oKuZTgR9vikTz45AdpqmKmvo0S7KcumQuk/TuCTY4IZt0ny7pQB6NBUzuCQoZXngSdlKrKTV",
+	"t1a0OJSLraFQVhKp24wWLPEnK1MuKdJOxaeibIxXxjBKuEPv+3/+9SZ7/fuff/93dnX/rw/nb18fn5z/",
+	"41hun9ATenlfW3ELZyNQsdun395khn/O55dRjiXDNXn2h/yK1hHHUwklcXXh7AeIx1tfcjXzK/Jyc0tn",
+	"ufpb6yMPmZjHLeZkAMrQuwQYzobABemDS9BWfudpSgxju2OzIjX2U0bvC6Rst2qEybMA+W2PJi67ESGX",
+	"Oo3RYm0sV79Cslbitlp4Spq/DMP74dnXinzr+ZZ+21v6O9MrXNEpA0ZZp/krW+3cUAnx00tym8Biv5SR",
+	"5oUqJGIR7H7KYOOsNWAb7IgNaxuMiE3n0n4b2TQRm5EviQg8zKeMQLXrhfKNxDJhDfLWWWfhbZuFPbA0",
+	"U0ByjaCK8ax92nb/9+uL9lX79Or47LRLNl6RhE7AhWmrZ5a6DgMD09t8tRZYmM5EOinYwXFtuJtVldHJ",
+	"p0Za7sbPJmRaeFIA4VNb4kUb0L6u/crbrP75qRhsb+jhQ03GkBWghLwdkhG9gbqygTj0TOa+gzVLlNOM",
+	"J6Z2lvFuTeUZKKVrZpxqyuwWfGddcBkDIw+K5ElEZJYAEepNCE/KrdFvCwGOyxuiiZYk5Uo/tUH6V6UR",
+	"+bovQx78Hj3Th+9AH9xNJcVoYEcbwqfVVu6/0ZQn1GnENxkdDWwxF5khqokqYqMQScuBn/A9GyMJxTeM",
+	"Wp9AkRSyu72dW3NGVA8aFdbQ/LCtYwiFscCz5Ia584/Q4H9CO30OqYrkWNu02EOb03q/9gdLUxmRL18I",
+	"5MxuGCpBvn6F1Yb0wbWbjDGdE4Cri8PTy3dnF++RaFqq4l56ertavmTf2WJq44D/5uJTW9F33QhQTF/T",
+	"ZrJDX7H6dn+3V9+NX7bqb+hrVt/rvYxfJa/Zm36zVZvZtGWitZ5wX4NLUEJtrTX12Rq6gjX0dziHPwNW",
+	"DDbXik9TlLySkC8Q1ba+JIHFZK4p9FL2nVDmans5SydmtbMFukBRJFR7yKuDZsUpoxnGzx8QC48MY5nM",
+	"ONSgyjY6Rf2fzaI/uFl0hTNaYRy9HMh7BwH0sXReUnC5KK2w8UKhlFFqMZ13dprfm9f9yvzoqrB5z5fx",
+	"u1g/V7qJq1kFCub2hXaBKWazdRfkRlyr3ypt5RK1EkQF8+FwrM0qef3EYkLgcrosMD0GZQ08eTE8LeBR",
+	"PowjwfANIe+JOdiLNBZHDJ5Icfn0dUXFwI7nu+MoQm/NsgRwETH1SXC2H0DF3EZVEDNzkGz7z0L2ryhk",
+	"HyYJoW6LH0mq9oRu64v919dKEykKPRCsVUavaAG5t5TIE5KeJ3cTP+l9bj3+ff5V7/JPIZksumXrSSPR",
+	"l+r9JmI87LHswKYoyQA+SloVsU53BeZd7gGYW9uwVDBihfyiS/tL8s9KncExmPHJiN5wQVHoLnOYBPkT",
+	"flB/SYlzNyw7IJ7AtesXJfTtzh+HS4cXKjnVS1NSOmPdNQFgmq8KA5lgnGwKAwPTDFY2gyR5XXhwnHQ7",
+	"wlathTBjlmzuE+p9NQ7lDPHFx+aEYbkZRrKxIDRVsiOwFjZmjmRDrI+CRhciRYDXQwd/2ZLYoTzCKsym",
+	"LXBGp4+Hx1fX784urtt/a59eQdadsCAEJnoEIBPZUAyAfWb23bJ7uvUlCCX7uoXwp+5m9QRtR+9k1nZ1",
+	"mPxE7cR6UqYM6yj+oj5Cf6sWuwiD7dsoxiKBmV/5xEkkY7HMErX5zLi/gyeRhczDse7gYbl8HNwjoDyg",
+	"9Zeq7W2XqJaKgLZZbb0g/04ZAeF8IJhJdcR2cxvKNoqYIaMPcjDACMBfORuTE2S57QgoF0M+2gqR3eOE",
+	"DUdSMxFP6n+ySTeCCOIRM/3YCBM6tJnOfAIHyNaQccOR04AgYx4wShLe7zOYBnyGaRh8U5ArVRHaEbvN",
+	"Nw3yJ5sUgVdmiimjSpPtXaj9o8iIBQUvy/BVdoH9zVwkA+TB2MgzFO2DKACB1phZxo/Vx/zMLASpWIcD",
+	"R6unFgJruFIC876M5YglxalFcxbBs+EBowkkbrU0eWoHCzQ5rBS8t7eo9u6nNYw5vuayS82a0GL14O0q",
+	"TOuyWtVTGn2nz89KZqQVQ8qdkLBf20m241avSetv+q9ZfTd5Fddf917S+l5/l7nfausESdtp5cnFyriV",
+	"e+mX4zzNJTjPkRT9lGOJnYfaiyq2PsygPZMcT1Oe1vZrLYchqUU18CMiscpxATYNdFip2ebNRZxAPFZa",
+	"DlnmrL1cEcgSBTl9bTHyLbybkDjVHqXd7e084ba1aGGLxeTuan/LQtIbCbtzU1JbHD+p25aXzvViJ1th",
+	"u4DWSErjW5vrepY9li2FLysNnEWTG37HFIaoSpJKcUM2uoUBGyanCS7L5gFm9zZqQMJoknJMK2S+wxwa",
+	"wuc5JTSFvPQb3RGUR6/HdNSF9N4ugLTPWZpYGe4HF3zstS+IJOtIP/Weyzq1QAYajwynbUXNZnNK8SzG",
+	"8ZINB8Bun/71of2hff3b4dXRH5AexCYBNfLOJoGkVsynMjUyiPnbnHU2ZELbNG6o1Dlvq7wXHQEnICKO",
+	"SeWBxaTry0J3sUH3A8+5LeTax4SmVkQjRkKDLnBAapxq4PAoHdmihgD/xDwmCDuAjHTmCzcQkIeQKkcO",
+	"WgbduFxXMy1FmA3ePoetwC9Ap2U0SznL8LlNVosCI8g6HYEfjKhSViwKDTS2jhiW7pYZYFkhs0y6j6G/",
+	"YNzVkGA2TBNDdrffhJcD2nG5YrHkPVR7teyHHJodgU2CGGiQvajLWQt7MSWLWcLrVx9qJnh5DE0E3YyN",
+	"oN73PjHcu7t5QCg0nQ8zl9Jsgx3hssbmJct7OfBjt/nGSbqmIUNuBNH3PGbuKMLLuCNkt9lcRmL9DW7P",
+	"OgKY1WwrRDGjZAdn90+LKaMxq7dAsix+83tmS93lAlzLMJCfR4SDBX1KOS5f8JUlOncmfd2EWRHv08OF",
+	"PDxKZZIeJj8w98LdOrIBGQZwOJtlJOpZKnxCL+Kxk59+FmmhaLHujdPbB8oMBcvjAudhKKK8yBOkgaUW",
+	"REYX+4WOD2d841ph3SBnXCMbzgy814Sjbsg3HPXNA8PxE6ZOvVGwi4nd0dgBCS2h3SVNqdBYF/OOGHZi",
+	"+n9hhxsRRADDsLH6jrd/gHCUh55dtI/OLt5e/+3w5EMb86L1JpopFGg2Wi/Jn/y3MPYMUsBh6SBMPMLz",
+	"BB+0Z62P7vKjUQKy15JROlZkr0n+//+P7Jj/gWweHeET0wHP5f9hziiUjUVFDtrQBrOmf9ZF3lZ5aBvb",
+	"4KO15ZDeu3TiDDOXYawsXyVFWrkNI8dw22BDMJ4sHl3rH7XpwWAH+EcR1j0HFG6HYV0h87vzjOTo7P35",
+	"Sfuq/bYcMh49yAyRLXCXl/a+vshgvg7Bh08qRswzlVyFvqlnS/13cLEvoayuHAgYZFNc5NieovKYoWp1",
+	"tF+xyyqw35ErbTGLLcfS9K6KXo6IhJJONmsW6ChGoyJQ1ePo8PSofXLSfouxzxljmD8U/QHYV+oq61kc",
+	"fEcghN1onN5wfShQhMT8H871aAVHZCwDqoiQQRouMmH6wA5t1iEJH219sRTJLWu3NI0U/DSHx6wqxK/A",
+	"HnLqhku5kikWB35hB1sa6oJbgInGaByzkX42yv74MSx4ph/Bilbmi6+ug0C6mn3W+Fpd6YzRYdcJZ6Gw",
+	"jO2AtAuS7n5HgKTbsOy8G6Hk23A33Tww0p37HcgFPMnf6AgsjMD1gHR5st/FJMvKnD8RMwtG2oxIF7p3",
+	"v99ykWwiVeomVFPz/L8vz043IaxSaGXNVd0TqnQdHtWP33ZBOlaAXUZcUD+TQyOXo5VopHNL4eXVRfvw",
+	"fZCgYTMyKyJQYKbgH43lcMi1OkA5GZcOSaTtvTDXBjkE9UEIFuvc/gRZJngCoj3jdywBszvDuhFAI+WI",
+	"idCihharAYtvla+GZz5Ho+XGbrMVzVjeMgiPEomzbao8BdM+2d1+s3ngJoAuVKhsM+1UhAZGoM5nRpTf",
+	"2N1+41L2seFmoyMOiV0Fwz5SqZizG04t6/Hbk3bXJ/UxR/7Omh7NEmMBP6heqcG9GprQp1r6eHF81b6+",
+	"On7fPvtw1QWVx3xDoOiGGa8zZoJVzX18eH58/Wf779dHh0d/tK+vrk66Vs0zitwLZVbzTsa2NqqL0ZLD",
+	"oRmSohNIUT2YlLGVS5i/Zyt4GmurShLm2MKnlq0vUH9mLnCBN9V4Yva4I/AKkcIl7Qi4P+RLJ0wG3ant",
+	"d5ZiZp1a1DH6B3wAGgg8sclSzEMvwHdqXzsCVmwG6eP9xuVyMkCQcGLPovI3TrqM13nKbsLcqfbcCR+s",
+	"KzJXBqswh7HDs9A1arW57DNMqgzTJvuGxFMNZpgDTE9qc4d3fVAL2GZkAulPQYE25Bo+h08hzbyQ2sMI",
+	"J8ylzs+HhXVDuCaJZCoC8IW1cEDBoj5rdASkj8V2gbRB9Wm8l5QoKO6FtMv8APCN6VEwIMwb3moQEc2H",
+	"LDHDjoi65aOReeaF901sSsgc4Kc6oi8zcHbmvXj5PBe1c0n9ypUo5Mqxho5I+a1hCXmp6o3d1s5m5G1o",
+	"do29Qw7XAY9KR7hCSaQ38WQZNu36t79ftS+vz9sX1xcfTrtk4zV5z3/b3Le+NwtwZR2B7Q240jKbYHUY",
+	"cGARJZEr8Zy1uCy2zo3UEd0tdwYshReSXDCdTeqHwLE2PBQSFBzrZyrNyWSOp0MxPtjrYi1FdDTK5B1N",
+	"C/nt7VOW/GbuJEUvzLJmCDOwK2nG+CTOiweVEJidrDmc6Eqyc62tNkOfkGs+F7FQXJu7yxIQI6Y9OydW",
+	"dk78DOUC3PXXklBvYTBn7VFUK2vPrdCszukNMJZMjm8G0yy04E0IHQiG74zoDeuIgUyT3OjeBfN6N/dA",
+	"tJpN9+OmBSbc0XQMhnWbODyn1iGVnXEFAMUUEt0SN5m8z4uTdsQStvpC1ATWklyAmjRLA16AqpAAmGxB",
+	"VLSOCax0OaSfbUgJ1PWcF2Dyk0HCzfJdwBYvxoSHZ+hXI2ArkovynG8V9+0HsPcCPPipzL05SByCcmdw",
+	"4mBACOBRkLQZ/YmWWnWErxFJvJjnnH0bFsbj5bygIicxV2Sy2SDHGgQ0tRiYvhFin1/kKbK4cu5ODJsx",
+	"r4G5uDfWgBwyIviICwGVA1BoR+NFxlx1arPrHXHLJg0CdAnFaK+S+lipfImg/DIGVrjOO8I3bliKzcEH",
+	"0T43lIsDH/xjkfM2wgj1CeyyIzBFaETumS81nZp5ZfjEyu1e6UDgUj59GEBHGPFFZ2MRUwByaVJB0rF4",
+	"KAwPhXdzDmD3LDAKHMZ+0pAjChYCTPaKdOF8nvW7DQJBRNSmSSUy64jc/p+3EFNBegxQ7xxKkRq9AWuX",
+	"33PFNsvrbOls8ngG+Gc09LPh/YGp9HU2KQbU+PqjNrOvsELN0iIjbP1Kwat50IcqlKWxyrOHqggHTnSh",
+	"MEHojnbBKMP9HAG60UJrtzNgY12rjoCHSB2KaBdfqw8SWXEVlCMG9IobQm4X3qDWk5exlNHc6kvd+mFs",
+	"DNgeiE3j3hE9Gt/Kft+Orkqw/AtW8ueJxLWr9hRBuLAUv3xyZZjlsWbDxQJwcGeeDcPfIdoxWP+ViWPu",
+	"pV+A2bsfGAEJUjhbpGkhqFskyggpMRYGzX8CW2ku6Xnpkeex2CjA+tpaiuw2dw+mwsY5GEvHAsRJQ1Wm",
+	"MvOh59JFjlcg2fyRXhvJZnFjR3JsXm9GNb8/c9OupZQPw+IRQfQLGN3s0yXSmFhm847ydJyZSTTzh3Mg",
+	"Zc3df6xVbnRJkS4oN4pTKkQNeoHv7fHl+eHV0R+IKkOr0JkIi2L8mMj0/BxVGDnzC/lMD79H2pZ8/Ze2",
+	"McxuoqcmqK0Wc1FU5GHJ80WsURp0CVpdDVT7geaxCAbnIwIt+szwENKXYHp1wq/MyNHJ4fH79ltrdEA/",
+	"Yaj9gtnEyMR3LAuy35lWcgIDX4e5adCugTC8pcF3ZAZ7h9Fi0+A7h6iDBfcqO3g98nF7t15HXEHlbjzd",
+	"iFIPsHdARiqRc3N42kOQc6vq7H46z8C5Z+AcAueWoL7LUDjw4KLy/vORuCnTbx6p6shdoaxIFES9OEmp",
+	"IzaoSCKLCgA7YIQUk2tr31ObUe7WmrETd4QV1GdthyERMiPzVkMXQgZ0qSMW2Q3h9ccjQM+Ww2fKs17k",
+	"u7NzySyw7Qf5xaZr1S8kSua8JOOUrZYAz39VrF5fnufu0nfxXBZo1TjdCk25+SbQuTMp2p9HGVMYbVRr",
+	"kh3yP83/OZ12O36TtNhuv/6KGt0w3knqb9jrfr1JW73teCfZZXv9IJbsawRe7eyOppeAE1NOYTVa71+O",
+	"huWPrnh86/62uyP4zUCnsF3ss37HsymzwfZVczufgnvnig8hbK3qPf94J3j8KarJO5aldHQOKS7M5t7y",
+	"ERy2sQoilvHP3DaRq+zNqKb5kP1DCjP29jiTI7Z1TjOuqpO7h1vw7RX5deye7j4uNnv6a/6s5H8Ho6cK",
+	"6Kaj5/mz6vpQF+CSDf3u1h2f01ajdRBDOAjzlAMy00A5qI4wt4H8RwpGNrpF+tKNSNfdle4mQDshLoB0",
+	"p2hGtyM2rDN9OE41H6VMuYG4V4niwlD6ASMfBP9M2EjGg00MQSaax7dexLPpmFHlRIHQAwwcSsBMWnFx",
+	"k/pwYRswYcXRrls8Q69srDSotKYno0y730ksxxDaYZgpBh10hAUf+HegV4hMCJGoKRVEMW3jJwYy04Y5",
+	"mgXrCEjFA4lB9D2D/BvSsE0GPyuysdtsliTmKdOLgSm4a7wOFnQu75gh5RVktpp0/rgGzuISfocU/M8c",
+	"/P9wDr4qt34uNfZ/WP4SX2pM5YS+TAyYq9VtfXH/XFBZDPKHOt5muJIiQpKhzCCQBZAG2tca8w5Spemk",
+	"qlhYgT89lwr7sUuFLThjC6uD+aODPgQL4Mmlm9L6GNUnpPnMY5957I/BY0PC+EyevoeveyFtWg3afukZ",
+	"IiLbXQ7QKdFqQMWN9VKCJqYwayIAp9k9mVaLMSNdjAnTHWGwmTbxg2n9eFYDPzCPoN8EqCZUHgL8JLME",
+	"FZwjysIojdpq8Y9C3pcpih/gUj6JorjTJLtAP1v1veUvWnFAK6ldzyzhmSX8gCwBEmMk/FkL+1WzSCZc",
+	"P6YOtgWXafWArGmuVWr5LVXiMG0xpgzImBoPWdIg53SszGNK8HLnn3nQzgw3Md+wZ5n9mUD/VAQ6sif8",
+	"GePwg1NaIC+PSmqR2n07WuvCIHl8izUtWELuB9wQVUwIYWktmEWkiFnUEbY4UmTkCMzSBR4jdJQNDzCS",
+	"imtyI8EHlgeMgT4AnquOuDATRXLuhwQ4MQ4MwPUb4DFLsE5mrZ6p+zN1/8mouxNpnsn7jx78avZpZfoO",
+	"B2wROC1/EWhoTNOUAUCOKMbIBk1TnyOLJkMuIldPxYJPc2DELZsAqCGBtD29CeFJOajtYz62lXPu/ZTR",
+	"kn7Ci2FD+XZ821v5M4B67sNz485/8LAa1oP+wAISE3E8o5SKBjk0B5tIkZY45PBTv4OPkD3sMB5CrHRK",
+	"IcvOxdmq0As/mKfEXtBY8zsGfHKJkEOE1p5Qpf+Q4wy+4ktztshmEtrfi6rXyKawT6DtCv6cj2j1q/kT",
+	"YwR+taxg3nt/H9y60vteyvC2vgTS1aLA5SK2z9cLMwcPOR0cTfwnXglEuOETRI8nbKQH3nsbxB2DHmFR",
+	"5zZjOmQSHshxVurVLZKZtWKQ7fXdftD1bT3h9X31za5vARP/7H/8Hv7HhTd4VQHwY6A4zXFBBhzdp1bK",
+	"c19xFiaAAuegi5A6mK2+oHw6KaUlJICqcBbmYp4592sICvbetE+v2hfnF8eX7VW9hA+TEH4CErPdrKAx",
+	"wVotS2r2HpnU2K5+YZLzywkaABiYis8a4eV9qLxhfq/fsskivXs6+b/5xCfbx9x2isUZ06pciT48P/7T",
+	"9LLeLTZqbX78ra47/x4cjvifDLbLhoPRLKOTqkthpvXMer+Dsnx4fgyLHxxlfzIfge2WqtnTXBcPMIFC",
+	"sRhubQ32LvOWm80BfATi84AqSCCutMzKWC0qB3j6H0EZj/mq2jee/+8Q9hByU2Cdzd4rtkubrP6G7r2q",
+	"78Y7/frrZCeut/rbbCfZjfd6L2keixJzwy0z1uefa/s1ld5e7/a36ZsYFvFO3oZmcty4wmvXt39t3zX/",
+	"8e/Xw9bnV6Od3p54E+9+k0iTxFGcSgoT5YobjvyZ8/4kKr5wdKqcTK3Cb7e+3LLJAqR+SKAOiT32WEg+",
+	"L2btNAPzYoNcmJcgrgxLPkPWBlmXo0aJH9C0F5CmRch9/OAZuf/N3Slm2RcevrV4ZFTm87bdvVDWNVKS",
+	"eATO8KNmiCq9NOvUG5tNiOrKhWxgqpUGF4pluhvZ1CsN1Izyv/F6upoeedaTjsCkHZtYBWtsCwMoslGo",
+	"URZNFe3azOudRR0BTk2z6zbtX7G6WOST7ZsuXPkrVUwo6OuEcVVdPspvty8f9QgFoHZ8Aahw5YL6TzYN",
+	"ClRtWiYRynSlpzzp1XOpp5+41FPJJSxemceo+zRN0Faqh7YMFQKjTjUVusp9ztYDHc5a3kNBDggqGKep",
+	"Ne9xFaS7n29jP8He1zWD5bkCbNFiD53Jf/GP+qnM8172Zdam8eAYtW58NqSfL9AA6dE1MmGHmFFUhc+u",
+	"+JDJsZ6C60AS7GPxDqoGuodyrIHq/SFV3saIiYSLm0Lv2ViUN+tQBu+5OC7HCQXJcOwDUODaeRKdwvNC",
+	"t2rc+2jhNFiZxD4PjHc26yfrDaS8bYtkJLnI5/IAJST46HR2zVa3CtrTtMgNYQ8unvxn6vldfRKFvQgI",
+	"piEej2IkGS+wkVy4uCddeUSIvGOZd0m+UAdA7DpiQ2Yu/Rtk04gI7Skm9KY1tShXN8tSQnIIfo8EU32Y",
+	"hx2B8VKEK1+JDgsvAeq9vIZaKfV8oAUmJHWt7RnStb084G1mWE/p9ng6eu8W4cHUfvuXIPXlfppfjvib",
+	"m+iMnM/RT0tHP73jLP05RPXVmM0y8rK73PUlBOcMAG/TjOWPq6vz64v2Xx/al1e29BHNGBmwNCFaRmTE",
+	"so7QZl80GUilC3hO88CI2wXIJ1Euu7G8F0G9ETNfw+QqKoac2ak8ihD+zy+13jhTurbfqoKr7RXM5wNw",
+	"X9ToiDdsI41YDnNmps5ZhkQPUC2lxCls8evqbrTCAizrTXsWG7+bP21GRLP7B7di9lpPX9V1pckHkIet",
+	"L2Zoc+3hRzRNvaQIE0GoiyvmbogItsaSAxfwSKgg45G1kFF1yxIQRJXmaUqwHqYvssxEoqqS3BRvwHL2",
+	"8qG8+xXt5b8g+8O9mrk2aKXp26rWQIef7NKU2uAD5rZPKHl7eomV9TZcDdftvR3Sm2imIpLSHksh82LK",
+	"tGk/6oiE33CtIvKi/gJMbi+uX0Tk+O2pK3nNM/JZ1OtmisNNYhQ0QY7PCU2SjCnTgMN4UDKSmT4wtwQv",
+	"Td/ngzQ/NMh7LFVAYqpYnQvFhOKa3zHHVEu8B3Y9q50HZTnKy7TUdwV0XEzTlEgRLSNOmHehdrcnKTcy",
+	"r48LbLpLfOQeuNm6M1y3e0BoR2Bh+DtbQs3QIludLBlntJdOIlg41FlhWCxzJRbCwmdYAd4NwVY3y5Uk",
+	"m43SbDLK5Ru722+gNnlHcL3ZIGdjXZf9egbKMlTvxSKTPWqJP2bDNJRzd3s7CvJQdgSkP6lQpWfp3wMV",
+	"6UD2KZNfVtGjC2N6Si36O8tryy7JlJQ2Ryp7Vud+fXVuTWa2kgwHotZ8FW8A5CuQxl4oYmiXzMhecwfd",
+	"n1A3s34ImY5cCDU6U4q62iwlt97Ze0OhoXA5Cn9GovNaYUdYtdAIh0ALuYLM8xC9zfSAZWY0QkJhigHY",
+	"Hm1AhRMRVUfkDTfIoSXTtmbu2Yer384+nL69Pj/8cNl+e/3H2eXVJRTPtZPPmP0+cUxlvoZKVlVQz3Ef",
+	"1lZQK0kYjv6DWY5ScrW9lnoJw19WvcQ1tcsp5P2zovkDKJrTm/LESuaA0VQP/lMNDbFlGLebTZugAbwM",
+	"mYyZUkSx7I4p4tjyAYkHLL6FfKgJGzGRMBFPSt2yf9h+1xUsfNkXebs8m8fOSyNzU37HGrhPLB5j7gBA",
+	"TQe7dscEU6H2j4toST7kfV12QZkg51Lpm4wpsmGkTFd4DL09QwmGd4wsM1ST601bGfMAiL6vyhMV8qFT",
+	"Dr6dEdQ+d7XZUVthWSYzQ+0HPB4YYd2aA2ArM8Pl5E3pjl3gvNZOdwEnBMJe7MRx86KatlPPN/Nx9xYm",
+	"0AjubcWgR5nspWz4X6XOIE2BbkO1edPePnHT8Ku+gW8pHwMobzaDAkV7zZ2oprkGFNCpaydHdg20Hqn9",
+	"rS2VjnnMGgm7cyNSW0LqOr6+9Hqc47flYej5JSWJxBRY9njNvwNmKXnlJSh++KXWYzRjmWkDOBsctLKi",
+	"NkN6C0X7a1FtnKV2Kfa3tlIZ0xQ0+NfN101gj7bTGTGJCQrlCLDIAM/A9QkmqelaOKrEYODJY13FcmR0",
+	"8YwlTGhO07ANDxosNzlAly+820cEIULqReAVgEQ2CdU0aBrdA7PtHhZ4BBr7R1Bd3Js3jEprOpwV7YL2",
+	"p1lI+RpAwcPAvRmsJx8Ox5Bsk9xZd2jQeugRnW3ZVmbi4iYi91THkGwNYHm5NzqPwguaDSozzbb6Nhhm",
+	"Nhbl9TrQLuNS3gRN577N2ZYv+Y0wZ0Ca2w/FQaxLMlyPhBmOkfHCKrv3Sho13KMAqVNk4xJuRP3SPER0",
+	"4WY4e8RzlTdl7iBCwdyNDL60N/Lrp6//OwAA//8AuqVZtsQBAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -69,7 +69,7 @@ func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, budget int, plan
 		return ports.ClaimResult{Refused: f.refused}, nil
 	}
 	ws, id := domain.ID(uuid.New()), domain.ID(uuid.New())
-	p, err := plan(time.Now(), []ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: 1}}, budget,
+	p, err := plan(time.Now(), domain.PoolFigures{}, []ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: 1}}, budget,
 		func(map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
 			return map[domain.ID][]domain.KeyedCandidate{ws: {{ID: id}}}, nil
 		})

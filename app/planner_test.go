@@ -64,7 +64,7 @@ func TestPlanGivesHeldWorkspacesNoShareOfTheBatch(t *testing.T) {
 	}
 	ws = append(ws, ent)
 	reads := 0
-	plan, err := PlanClaim(newAdmission(discardLog()).admit)(time.Now(), ws, 10, windowWalk(queues, &reads))
+	plan, err := PlanClaim(newAdmission(discardLog()).admit)(time.Now(), domain.PoolFigures{}, ws, 10, windowWalk(queues, &reads))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestPlanHoldsEveryLimitAndLeavesNothingAdmissibleBehind(t *testing.T) {
 		}
 		budget := 1 + rng.IntN(12)
 		reads := 0
-		plan, err := PlanClaim(newAdmission(discardLog()).admit)(now, ws, budget, windowWalk(queues, &reads))
+		plan, err := PlanClaim(newAdmission(discardLog()).admit)(now, domain.PoolFigures{}, ws, budget, windowWalk(queues, &reads))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -161,7 +161,7 @@ func TestTheClaimAndWaitingOnGiveTheSameVerdicts(t *testing.T) {
 		s := randomSnapshot(rng)
 		// Every other round unfiltered, so that the planner meets items
 		// held by every rule.
-		plan, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.workspaces, 1+rng.IntN(12), s.reader(round%2 == 0, new(int)))
+		plan, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, domain.PoolFigures{}, s.workspaces, 1+rng.IntN(12), s.reader(round%2 == 0, new(int)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,11 +250,11 @@ func TestTheClaimTakesTheSameItemsWithoutThePrefilter(t *testing.T) {
 	for round := range 3000 {
 		s := randomSnapshot(rng)
 		budget := 1 + rng.IntN(12)
-		filtered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.pendingWorkspaces(true), budget, s.reader(true, &dropped))
+		filtered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, domain.PoolFigures{}, s.pendingWorkspaces(true), budget, s.reader(true, &dropped))
 		if err != nil {
 			t.Fatal(err)
 		}
-		unfiltered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.pendingWorkspaces(false), budget, s.reader(false, nil))
+		unfiltered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, domain.PoolFigures{}, s.pendingWorkspaces(false), budget, s.reader(false, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func TestThePlanSaysWhichBucketsTheClaimedItemsTook(t *testing.T) {
 	read := func(map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
 		return map[domain.ID][]domain.KeyedCandidate{ws.ID: {keyed, other, stale}}, nil
 	}
-	plan, err := PlanClaim(newAdmission(discardLog()).admit)(now, []ports.PendingWorkspace{ws}, 5, read)
+	plan, err := PlanClaim(newAdmission(discardLog()).admit)(now, domain.PoolFigures{}, []ports.PendingWorkspace{ws}, 5, read)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,10 @@ func (s *Plans) UpdatePlan(ctx context.Context, a domain.Actor, plan domain.Plan
 	if _, err := domain.ParsePlan(string(plan)); err != nil {
 		return domain.PlanLimits{}, ports.ErrNotFound
 	}
-	if err := checkLimits(change.MaxRunning, change.Quotas, change.RetentionDays); err != nil {
+	if err := checkLimits(change.MaxRunning, change.Quotas, change.RetentionDays, shareFigure{change.Floor, domain.FloorBound}, shareFigure{change.Weight, domain.WeightBound}); err != nil {
+		return domain.PlanLimits{}, err
+	}
+	if err := s.checkPlanFloor(ctx, plan, change); err != nil {
 		return domain.PlanLimits{}, err
 	}
 	if r := change.StartRate; !r.Keep && r.Rate != nil {
@@ -70,7 +73,10 @@ func (s *Plans) SetWorkspaceLimits(ctx context.Context, a domain.Actor, l domain
 	if err := requireAdmin(a); err != nil {
 		return domain.WorkspaceLimits{}, err
 	}
-	if err := checkLimits(l.MaxRunning, l.Quotas, nil); err != nil {
+	if err := checkLimits(l.MaxRunning, l.Quotas, nil, shareFigure{l.Floor, domain.FloorBound}); err != nil {
+		return domain.WorkspaceLimits{}, err
+	}
+	if err := s.checkWorkspaceFloor(ctx, l); err != nil {
 		return domain.WorkspaceLimits{}, err
 	}
 	if l.StartRate != nil {
@@ -81,15 +87,28 @@ func (s *Plans) SetWorkspaceLimits(ctx context.Context, a domain.Actor, l domain
 	return s.plans.SetWorkspaceLimits(ctx, l)
 }
 
+// shareFigure is a pool figure an edit may set (nil: not set), with its
+// bound.
+type shareFigure struct {
+	v     *int
+	bound domain.QuotaBound
+}
+
 // checkLimits refuses, in one 422 naming every field at fault, a
-// concurrency limit, quota or retention out of its range.
-func checkLimits(maxRunning *int, quotas domain.QuotaOverrides, retentionDays *int) error {
+// concurrency limit, quota, retention or pool figure out of its range.
+func checkLimits(maxRunning *int, quotas domain.QuotaOverrides, retentionDays *int, shares ...shareFigure) error {
 	var problems []domain.Problem
 	retention := error(nil)
 	if retentionDays != nil {
 		retention = domain.CheckRetentionDays(*retentionDays, "/retentionDays")
 	}
-	for _, err := range []error{checkMaxRunning(maxRunning), quotas.Check(), retention} {
+	checks := []error{checkMaxRunning(maxRunning), quotas.Check(), retention}
+	for _, f := range shares {
+		if f.v != nil {
+			checks = append(checks, f.bound.Check(*f.v, "/"+f.bound.Name))
+		}
+	}
+	for _, err := range checks {
 		var ve *domain.ValidationError
 		if errors.As(err, &ve) {
 			problems = append(problems, ve.Problems...)
@@ -108,4 +127,100 @@ func checkMaxRunning(n *int) error {
 		return nil
 	}
 	return domain.CheckMaxRunning(*n, "/maxRunning")
+}
+
+// Pool returns the pool every workspace shares. Admin only.
+func (s *Plans) Pool(ctx context.Context, a domain.Actor) (domain.Pool, error) {
+	if err := requireAdmin(a); err != nil {
+		return domain.Pool{}, err
+	}
+	return s.plans.Pool(ctx)
+}
+
+// UpdatePool sets the pool's capacity (nil: none), used by the next claim
+// of every dispatcher. A capacity below a plan's floor is refused: that
+// floor could never be met. A lower capacity cancels nothing. Admin only.
+func (s *Plans) UpdatePool(ctx context.Context, a domain.Actor, capacity *int) (domain.Pool, error) {
+	if err := requireAdmin(a); err != nil {
+		return domain.Pool{}, err
+	}
+	if capacity != nil {
+		if err := domain.PoolCapacityBound.Check(*capacity, "/capacity"); err != nil {
+			return domain.Pool{}, err
+		}
+		plans, err := s.plans.ListPlans(ctx)
+		if err != nil {
+			return domain.Pool{}, err
+		}
+		for _, p := range plans {
+			if err := domain.CheckFloor(p.Floor, p.MaxRunning, capacity, "/capacity"); err != nil {
+				return domain.Pool{}, err
+			}
+		}
+	}
+	return s.plans.UpdatePool(ctx, capacity)
+}
+
+// checkPlanFloor refuses a plan edit that leaves the plan's floor above
+// its ceiling or the pool's capacity, naming the field the edit set (the
+// floor when it set both).
+func (s *Plans) checkPlanFloor(ctx context.Context, plan domain.Plan, change domain.PlanChange) error {
+	if change.Floor == nil && change.MaxRunning == nil {
+		return nil
+	}
+	cur, pool, err := s.planAndPool(ctx, plan)
+	if err != nil {
+		return err
+	}
+	floor, ceiling, field := cur.Floor, cur.MaxRunning, "/maxRunning"
+	if change.MaxRunning != nil {
+		ceiling = *change.MaxRunning
+	}
+	if change.Floor != nil {
+		floor, field = *change.Floor, "/floor"
+	}
+	return domain.CheckFloor(floor, ceiling, pool.Capacity, field)
+}
+
+// checkWorkspaceFloor refuses a workspace's own limits whose floor in
+// force (its own, else its plan's) is above its limit in force or the
+// pool's capacity, naming the field it set (the floor when it set both).
+func (s *Plans) checkWorkspaceFloor(ctx context.Context, l domain.WorkspaceLimits) error {
+	if l.Floor == nil && l.MaxRunning == nil {
+		return nil
+	}
+	w, err := s.workspaces.GetWorkspace(ctx, l.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	plan, pool, err := s.planAndPool(ctx, w.Plan)
+	if err != nil {
+		return err
+	}
+	floor, ceiling, field := plan.Floor, plan.MaxRunning, "/maxRunning"
+	if l.MaxRunning != nil {
+		ceiling = *l.MaxRunning
+	}
+	if l.Floor != nil {
+		floor, field = *l.Floor, "/floor"
+	}
+	return domain.CheckFloor(floor, ceiling, pool.Capacity, field)
+}
+
+// planAndPool reads plan's limits as stored and the pool.
+func (s *Plans) planAndPool(ctx context.Context, plan domain.Plan) (domain.PlanLimits, domain.Pool, error) {
+	plans, err := s.plans.ListPlans(ctx)
+	if err != nil {
+		return domain.PlanLimits{}, domain.Pool{}, err
+	}
+	pool, err := s.plans.Pool(ctx)
+	if err != nil {
+		return domain.PlanLimits{}, domain.Pool{}, err
+	}
+	for _, p := range plans {
+		if p.Plan == plan {
+			return p, pool, nil
+		}
+	}
+	return domain.PlanLimits{}, domain.Pool{}, ports.ErrNotFound
 }

@@ -64,8 +64,13 @@ type AdmissionFigures struct {
 	WorkspaceLimit int
 	// WorkspaceRunning counts what runs under it.
 	WorkspaceRunning int
+	// WorkspaceFloor is the workspace's floor in the pool (its own, else
+	// its plan's); what it runs from it up is borrowed.
+	WorkspaceFloor int
 	// WorkspaceRate is the workspace's bucket, nil for no start rate.
 	WorkspaceRate *RateBucket
+	// Pool is the pool's figures; unbounded, it holds nothing back.
+	Pool PoolFigures
 	// Key is the item's concurrency key, "" for none.
 	Key string
 	// KeyLimit is the key's limit, as stored on the item.
@@ -80,8 +85,10 @@ type AdmissionFigures struct {
 // start at now (nil), or what holds it back, with its figures. A time
 // ahead is said first, since it holds the item whatever room there is (a
 // back-off once an attempt failed, its notBefore before any); then a full
-// workspace; then the workspace's start rate; then a full key; then the
-// key's start rate. The claim admits by it (ChooseKeyed) and
+// workspace (its ceiling); then a full pool; then, for a workspace at or
+// above its floor (a borrower), a pool whose free slots are all held for
+// workspaces below theirs; then the workspace's start rate; then a full
+// key; then the key's start rate. The claim admits by it (ChooseKeyed) and
 // QueueItem.WaitingOn shows it.
 func Verdict(f AdmissionFigures, now time.Time) *Waiting {
 	if f.AvailableAt.After(now) {
@@ -93,6 +100,9 @@ func Verdict(f AdmissionFigures, now time.Time) *Waiting {
 	}
 	if FreeSlots(f.WorkspaceLimit, f.WorkspaceRunning) == 0 {
 		return &Waiting{Reason: WaitWorkspaceLimit, Limit: f.WorkspaceLimit, Running: f.WorkspaceRunning}
+	}
+	if w := poolHolds(f); w != nil {
+		return w
 	}
 	if w := rateHolds(f.WorkspaceRate, now); w != nil {
 		return w
@@ -106,6 +116,23 @@ func Verdict(f AdmissionFigures, now time.Time) *Waiting {
 	if w := rateHolds(f.KeyRate, now); w != nil {
 		w.Key = f.Key
 		return w
+	}
+	return nil
+}
+
+// poolHolds is the wait a pool with a capacity imposes on an item of a
+// workspace with f's figures, nil when it lets the item start: a full
+// pool holds everyone; slots held for floors hold only borrowers.
+func poolHolds(f AdmissionFigures) *Waiting {
+	p := f.Pool
+	if !p.Bounded {
+		return nil
+	}
+	if p.Running >= p.Capacity {
+		return &Waiting{Reason: WaitPoolFull, Limit: p.Capacity, Running: p.Running}
+	}
+	if f.WorkspaceRunning >= FloorInForce(f.WorkspaceFloor, f.WorkspaceLimit) && p.Lendable() == 0 {
+		return &Waiting{Reason: WaitFloorOwners, Limit: p.Capacity, Running: p.Running, Reserved: p.Reserved}
 	}
 	return nil
 }
@@ -131,14 +158,19 @@ type WorkspaceFigures struct {
 	Limit int
 	// Running counts what runs under it.
 	Running int
+	// Floor is its floor in the pool.
+	Floor int
 	// Rate is its bucket, nil for no start rate.
 	Rate *RateBucket
+	// Pool is the pool's figures as this workspace's items meet them: the
+	// starts the claim gives other workspaces counted in Running.
+	Pool PoolFigures
 }
 
 // Verdict is the verdict of an item of the workspace due now and without
 // a key: what holds every item of it, nil when something may start.
 func (w WorkspaceFigures) Verdict(now time.Time) *Waiting {
-	return Verdict(AdmissionFigures{WorkspaceLimit: w.Limit, WorkspaceRunning: w.Running, WorkspaceRate: w.Rate}, now)
+	return Verdict(AdmissionFigures{WorkspaceLimit: w.Limit, WorkspaceRunning: w.Running, WorkspaceFloor: w.Floor, WorkspaceRate: w.Rate, Pool: w.Pool}, now)
 }
 
 // Decision is the verdict ChooseKeyed gave one candidate: Waiting nil
@@ -148,6 +180,8 @@ type Decision struct {
 	ID ID
 	// Waiting is what held it, nil when it was admitted.
 	Waiting *Waiting
+	// Pool is the pool's figures the verdict was given on.
+	Pool PoolFigures
 }
 
 // ChooseKeyed picks up to quota of candidates (given in claim order) of
@@ -165,13 +199,15 @@ func ChooseKeyed(w WorkspaceFigures, candidates []KeyedCandidate, quota int, now
 	figures := func(c KeyedCandidate, picked, ofKey int) AdmissionFigures {
 		f := AdmissionFigures{
 			AvailableAt: c.AvailableAt, Attempted: c.Attempted,
-			WorkspaceLimit: w.Limit, WorkspaceRunning: w.Running + picked,
+			WorkspaceLimit: w.Limit, WorkspaceRunning: w.Running + picked, WorkspaceFloor: w.Floor,
 			Key: c.Key, KeyLimit: c.Limit, KeyRunning: c.Running + ofKey,
 		}
 		if w.Rate != nil {
 			b := w.Rate.After(now, picked)
 			f.WorkspaceRate = &b
 		}
+		f.Pool = w.Pool
+		f.Pool.Running += picked
 		if c.Rate != nil {
 			b := c.Rate.After(now, ofKey)
 			f.KeyRate = &b
@@ -183,7 +219,7 @@ func ChooseKeyed(w WorkspaceFigures, candidates []KeyedCandidate, quota int, now
 	order := make([]turn, 0, len(candidates))
 	for i, c := range candidates {
 		if v := Verdict(figures(c, 0, 0), now); v != nil && (v.Reason == WaitNotBefore || v.Reason == WaitBackOff) {
-			decisions = append(decisions, Decision{ID: c.ID, Waiting: v})
+			decisions = append(decisions, Decision{ID: c.ID, Waiting: v, Pool: w.Pool})
 			continue
 		}
 		round := 0
@@ -202,8 +238,9 @@ func ChooseKeyed(w WorkspaceFigures, candidates []KeyedCandidate, quota int, now
 			break
 		}
 		c := candidates[t.index]
-		v := Verdict(figures(c, len(out), taken[c.Key]), now)
-		decisions = append(decisions, Decision{ID: c.ID, Waiting: v})
+		f := figures(c, len(out), taken[c.Key])
+		v := Verdict(f, now)
+		decisions = append(decisions, Decision{ID: c.ID, Waiting: v, Pool: f.Pool})
 		if v != nil {
 			continue
 		}

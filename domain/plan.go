@@ -74,8 +74,15 @@ const MaxRunningCeiling = 100_000
 type PlanLimits struct {
 	// Plan is the plan they belong to.
 	Plan Plan
-	// MaxRunning is how many RUNNING executions a workspace may have.
+	// MaxRunning is how many RUNNING executions a workspace may have: its
+	// ceiling in the pool.
 	MaxRunning int
+	// Floor is how many RUNNING executions each workspace on the plan is
+	// guaranteed in the pool (see Pool).
+	Floor int
+	// Weight is how the plan's workspaces share borrowed capacity with
+	// other borrowers (see Pool).
+	Weight int
 	// Quotas are the plan's other figures.
 	Quotas PlanQuotas
 	// RetentionDays is how long its workspaces' history is kept; a plan
@@ -93,6 +100,10 @@ type PlanLimits struct {
 type PlanChange struct {
 	// MaxRunning replaces the plan's when set.
 	MaxRunning *int
+	// Floor replaces the plan's when set.
+	Floor *int
+	// Weight replaces the plan's when set.
+	Weight *int
 	// Quotas are the other figures to replace.
 	Quotas QuotaOverrides
 	// RetentionDays replaces the plan's when set.
@@ -116,6 +127,8 @@ type WorkspaceLimits struct {
 	WorkspaceID ID
 	// MaxRunning replaces the plan's MaxRunning when set.
 	MaxRunning *int
+	// Floor replaces the plan's Floor when set.
+	Floor *int
 	// Quotas replace the plan's quotas where set.
 	Quotas QuotaOverrides
 	// UpdatedAt is when the admin last changed them; zero when never set.

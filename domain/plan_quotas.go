@@ -107,6 +107,31 @@ type QuotaBound struct {
 	Max int
 }
 
+// The bounds of the pool's figures, beside the quotas' (overrideFields)
+// in the one table of plan-limit bounds: a plan's or a workspace's floor
+// (0 reserves nothing; at most a limit can be), a plan's weight (a
+// thousandfold between plans is more than any offer needs, and it keeps
+// a typo from starving every other plan's borrowers), and the pool's
+// capacity.
+var (
+	// FloorBound bounds a floor.
+	FloorBound = QuotaBound{Name: "floor", Min: 0, Max: MaxRunningCeiling}
+	// WeightBound bounds a plan's weight.
+	WeightBound = QuotaBound{Name: "weight", Min: 1, Max: 1_000}
+	// PoolCapacityBound bounds the pool's capacity.
+	PoolCapacityBound = QuotaBound{Name: "capacity", Min: 1, Max: 10_000_000}
+)
+
+// Check refuses v outside b, as a ValidationError naming field.
+func (b QuotaBound) Check(v int, field string) error {
+	if v < b.Min || v > b.Max {
+		e := &ValidationError{}
+		e.add(field, "must be from %d to %d, got %d", b.Min, b.Max, v)
+		return e
+	}
+	return nil
+}
+
 // overrideFields pairs each figure of o with its bound, in the API's order.
 func (o *QuotaOverrides) overrideFields() []struct {
 	QuotaBound

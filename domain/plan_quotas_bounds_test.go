@@ -73,6 +73,48 @@ func TestQuotaBoundsAreTheSpecsAndTheMigrationsBounds(t *testing.T) {
 	}
 }
 
+// TestPoolBoundsAreTheSpecsAndTheMigrationsBounds holds the pool's
+// figures (FloorBound, WeightBound, PoolCapacityBound) to the same rule
+// as the quotas': every schema of openapi.yaml that carries one gives its
+// range, and the newest migration declaring its column's CHECK gives the
+// same BETWEEN, in each table that keeps it.
+func TestPoolBoundsAreTheSpecsAndTheMigrationsBounds(t *testing.T) {
+	t.Parallel()
+	spec, err := os.ReadFile(filepath.Join("..", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	migration, err := os.ReadFile(filepath.Join("..", "db", "migrations", "00033_pools.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, _ := strings.Cut(string(migration), "-- +goose Down")
+	for _, tt := range []struct {
+		bound       QuotaBound
+		inSpec      int // schemas that carry it
+		inMigration int // tables that keep it
+	}{
+		{FloorBound, 4, 2},  // a plan's, a plan edit, a workspace's, a workspace edit; plans and workspace_limits
+		{WeightBound, 2, 1}, // a plan's and a plan edit; plans
+		{PoolCapacityBound, 2, 1},
+	} {
+		b := tt.bound
+		found := regexp.MustCompile(`\b`+b.Name+`: \{ type: integer,(?: nullable: true,)? minimum: (\d+), maximum: (\d+)`).FindAllStringSubmatch(string(spec), -1)
+		if len(found) != tt.inSpec {
+			t.Errorf("%s: openapi.yaml declares its range %d times, want %d", b.Name, len(found), tt.inSpec)
+		}
+		checks := regexp.MustCompile(`CHECK \(`+snake(b.Name)+` BETWEEN (\d+) AND (\d+)\)`).FindAllStringSubmatch(up, -1)
+		if len(checks) != tt.inMigration {
+			t.Errorf("%s: 00033 declares its CHECK %d times, want %d", b.Name, len(checks), tt.inMigration)
+		}
+		for _, m := range append(found, checks...) {
+			if atoi(t, m[1]) != b.Min || atoi(t, m[2]) != b.Max {
+				t.Errorf("%s: %s to %s declared, Go says %d to %d", b.Name, m[1], m[2], b.Min, b.Max)
+			}
+		}
+	}
+}
+
 func atoi(t *testing.T, s string) int {
 	t.Helper()
 	n, err := strconv.Atoi(s)

@@ -23,6 +23,13 @@ const (
 	// started as many executions as its start rate allows for now; it may
 	// go from Until.
 	WaitStartRate WaitReason = "START_RATE"
+	// WaitPoolFull is the pool every workspace shares running as many
+	// executions as its capacity (see Pool).
+	WaitPoolFull WaitReason = "POOL_FULL"
+	// WaitFloorOwners is a workspace at or above its floor (a borrower)
+	// while the pool's free slots are held for workspaces below theirs
+	// with an item due.
+	WaitFloorOwners WaitReason = "FLOOR_OWNERS"
 )
 
 // Waiting says what holds an item back, with the figure: the limit and
@@ -30,10 +37,15 @@ const (
 type Waiting struct {
 	// Reason is what holds the item.
 	Reason WaitReason
-	// Limit is the limit that is full (workspace or key).
+	// Limit is the limit that is full (workspace or key), or the pool's
+	// capacity, for WaitPoolFull and WaitFloorOwners.
 	Limit int
-	// Running is what runs under it.
+	// Running is what runs under it (in the whole pool, for WaitPoolFull
+	// and WaitFloorOwners).
 	Running int
+	// Reserved are the pool's free slots held for workspaces below their
+	// floor, for WaitFloorOwners.
+	Reserved int
 	// Key is the full concurrency key, for WaitKeyLimit.
 	Key string
 	// Until is when a back-off ends, for WaitBackOff, when a delayed
@@ -53,6 +65,11 @@ type WaitFigures struct {
 	WorkspaceLimit int
 	// WorkspaceRunning counts its RUNNING executions.
 	WorkspaceRunning int
+	// WorkspaceFloor is its floor in the pool.
+	WorkspaceFloor int
+	// Pool is the pool's figures, the workspace's own floor's deficit not
+	// among the slots Reserved.
+	Pool PoolFigures
 	// KeyRunning counts RUNNING executions per concurrency key.
 	KeyRunning map[string]int
 	// WorkspaceRate is the workspace's bucket, nil for no start rate.
@@ -76,7 +93,7 @@ func (q QueueItem) WaitingOn(f WaitFigures, now time.Time) *Waiting {
 func (q QueueItem) AdmissionFigures(f WaitFigures) AdmissionFigures {
 	a := AdmissionFigures{
 		AvailableAt: q.AvailableAt, Attempted: q.AttemptCount > 0,
-		WorkspaceLimit: f.WorkspaceLimit, WorkspaceRunning: f.WorkspaceRunning, WorkspaceRate: f.WorkspaceRate,
+		WorkspaceLimit: f.WorkspaceLimit, WorkspaceRunning: f.WorkspaceRunning, WorkspaceFloor: f.WorkspaceFloor, WorkspaceRate: f.WorkspaceRate, Pool: f.Pool,
 		Key: q.ConcurrencyKey, KeyLimit: q.ConcurrencyLimit, KeyRunning: f.KeyRunning[q.ConcurrencyKey],
 	}
 	if q.ConcurrencyKey != "" && q.ConcurrencyRate != nil {

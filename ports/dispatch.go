@@ -18,8 +18,14 @@ type PendingWorkspace struct {
 	// lock.
 	Running int
 	// Limit is the RUNNING executions it may have, read in the claim's
-	// transaction: its own limit, else its plan's.
+	// transaction: its own limit, else its plan's. It is the workspace's
+	// ceiling in the pool.
 	Limit int
+	// Floor is its floor in the pool (its own, else its plan's) and
+	// Weight its plan's weight, read with Limit; they count only when the
+	// pool has a capacity (domain.Pool).
+	Floor  int
+	Weight int
 	// Rate is the workspace's start-rate bucket as read under the lock,
 	// nil for no start rate.
 	Rate *domain.RateBucket
@@ -109,10 +115,13 @@ type RateBucketWrite struct {
 
 // PlanFunc plans a claim of up to budget items from the locked
 // workspaces, reading their admissible items through read, at now (the
-// store's clock, by which rates and due times are read). It is the one
+// store's clock, by which rates and due times are read), in the pool as
+// the claim read it under its lock (its Running counting every
+// workspace's RUNNING executions, its Reserved the slots held for the
+// workspaces below their floor other than the locked ones). It is the one
 // place that decides what a claim takes: each item by domain.Verdict. The
 // store reads and writes.
-type PlanFunc func(now time.Time, workspaces []PendingWorkspace, budget int, read WindowReader) (ClaimPlan, error)
+type PlanFunc func(now time.Time, pool domain.PoolFigures, workspaces []PendingWorkspace, budget int, read WindowReader) (ClaimPlan, error)
 
 // RejectFunc applies the domain's verdict to a PENDING item the claim
 // found can never run (its definition or version is gone, or its

@@ -20,6 +20,11 @@ type PlanStore interface {
 	// SetWorkspaceLimits replaces the workspace's own limits; ErrNotFound
 	// when the workspace does not exist.
 	SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits) (domain.WorkspaceLimits, error)
+	// Pool returns the pool every workspace shares, with what runs in it.
+	Pool(ctx context.Context) (domain.Pool, error)
+	// UpdatePool sets the pool's capacity (nil: none), ordered against
+	// every claim as a plan edit is.
+	UpdatePool(ctx context.Context, capacity *int) (domain.Pool, error)
 }
 
 // QuotaSnapshotReader reads, in one go, what a process needs to resolve

@@ -78,9 +78,13 @@ func queueOut(q domain.QueueItem, w *domain.Waiting) api.QueueItem {
 	}
 	if w != nil {
 		out.WaitingOn = &api.WaitingOn{Reason: api.WaitingOnReason(w.Reason), Until: w.Until}
-		if w.Reason == domain.WaitWorkspaceLimit || w.Reason == domain.WaitKeyLimit {
+		switch w.Reason {
+		case domain.WaitWorkspaceLimit, domain.WaitKeyLimit, domain.WaitPoolFull:
 			limit, running := w.Limit, w.Running
 			out.WaitingOn.Limit, out.WaitingOn.Running = &limit, &running
+		case domain.WaitFloorOwners:
+			limit, running, reserved := w.Limit, w.Running, w.Reserved
+			out.WaitingOn.Limit, out.WaitingOn.Running, out.WaitingOn.Reserved = &limit, &running, &reserved
 		}
 		if w.Key != "" {
 			key := w.Key

@@ -7,7 +7,7 @@ import (
 
 // planChangeIn is a plan edit: an absent figure is left as it is.
 func planChangeIn(b *api.UpdatePlanRequest) domain.PlanChange {
-	return domain.PlanChange{MaxRunning: b.MaxRunning, RetentionDays: b.RetentionDays, Quotas: domain.QuotaOverrides{
+	return domain.PlanChange{MaxRunning: b.MaxRunning, Floor: b.Floor, Weight: b.Weight, RetentionDays: b.RetentionDays, Quotas: domain.QuotaOverrides{
 		PendingItems: b.PendingItems, StoredItems: b.StoredItems, Definitions: b.Definitions,
 		DefinitionVersions: b.DefinitionVersions, Schedules: b.Schedules,
 		ScheduleMinIntervalSeconds: b.ScheduleMinIntervalSeconds, NodeAttempts: b.NodeAttempts,

@@ -52,7 +52,7 @@ func (s *Server) GetWorkspaceLimits(ctx context.Context, req api.GetWorkspaceLim
 // SetWorkspaceLimits replaces a workspace's own limits.
 func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLimitsRequestObject) (api.SetWorkspaceLimitsResponseObject, error) {
 	l, err := s.app.Plans.SetWorkspaceLimits(ctx, actorFrom(ctx), domain.WorkspaceLimits{
-		WorkspaceID: domain.ID(req.WorkspaceID), MaxRunning: req.Body.MaxRunning, Quotas: workspaceQuotasIn(req.Body),
+		WorkspaceID: domain.ID(req.WorkspaceID), MaxRunning: req.Body.MaxRunning, Floor: req.Body.Floor, Quotas: workspaceQuotasIn(req.Body),
 		StartRate: startRateIn(req.Body.StartRate),
 	})
 	if err != nil {
@@ -61,15 +61,37 @@ func (s *Server) SetWorkspaceLimits(ctx context.Context, req api.SetWorkspaceLim
 	return api.SetWorkspaceLimits200JSONResponse(workspaceLimitsOut(l)), nil
 }
 
+// GetPool shows the pool every workspace shares.
+func (s *Server) GetPool(ctx context.Context, _ api.GetPoolRequestObject) (api.GetPoolResponseObject, error) {
+	p, err := s.app.Plans.Pool(ctx, actorFrom(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return api.GetPool200JSONResponse(poolOut(p)), nil
+}
+
+// UpdatePool sets the pool's capacity.
+func (s *Server) UpdatePool(ctx context.Context, req api.UpdatePoolRequestObject) (api.UpdatePoolResponseObject, error) {
+	p, err := s.app.Plans.UpdatePool(ctx, actorFrom(ctx), req.Body.Capacity)
+	if err != nil {
+		return nil, err
+	}
+	return api.UpdatePool200JSONResponse(poolOut(p)), nil
+}
+
+func poolOut(p domain.Pool) api.Pool {
+	return api.Pool{Capacity: p.Capacity, Running: p.Running, Borrowed: p.Borrowed, UpdatedAt: p.UpdatedAt}
+}
+
 func planOut(p domain.PlanLimits) api.PlanLimits {
-	out := api.PlanLimits{Plan: api.Plan(p.Plan), MaxRunning: p.MaxRunning, UpdatedAt: p.UpdatedAt, StartRate: startRateOut(p.StartRate)}
+	out := api.PlanLimits{Plan: api.Plan(p.Plan), MaxRunning: p.MaxRunning, Floor: p.Floor, Weight: p.Weight, UpdatedAt: p.UpdatedAt, StartRate: startRateOut(p.StartRate)}
 	planQuotasOut(&out, p.Quotas)
 	out.RetentionDays = p.RetentionDays
 	return out
 }
 
 func workspaceLimitsOut(l domain.WorkspaceLimits) api.WorkspaceLimits {
-	out := api.WorkspaceLimits{WorkspaceID: uuid.UUID(l.WorkspaceID), MaxRunning: l.MaxRunning, StartRate: startRateOut(l.StartRate)}
+	out := api.WorkspaceLimits{WorkspaceID: uuid.UUID(l.WorkspaceID), MaxRunning: l.MaxRunning, Floor: l.Floor, StartRate: startRateOut(l.StartRate)}
 	workspaceQuotasOut(&out, l.Quotas)
 	if !l.UpdatedAt.IsZero() {
 		at := l.UpdatedAt

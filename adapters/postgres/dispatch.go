@@ -65,6 +65,10 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 		if err = s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
 			return fmt.Errorf("locking the limits: %w", err)
 		}
+		pool, err := s.lockPool(ctx, tx)
+		if err != nil {
+			return err
+		}
 		present, err := s.pendingWorkspaces(ctx, tx, &res)
 		if err != nil || len(present) == 0 {
 			return err
@@ -73,7 +77,10 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 		if err != nil {
 			return err
 		}
-		p, err := plan(snap.rates.now, snap.workspaces, budget, func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
+		if err = s.readPool(ctx, tx, &pool, snap.ids); err != nil {
+			return err
+		}
+		p, err := plan(snap.rates.now, pool, snap.workspaces, budget, func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
 			return s.readWindows(ctx, tx, snap.workspaces, n, snap.rates)
 		})
 		if err != nil {
@@ -152,6 +159,46 @@ func (s *Store) pendingWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.Cla
 	return present, nil
 }
 
+// lockPool reads the pool's capacity in force and, when it has one, locks
+// the pool's row until the claim commits (PoolLockForAdmission), before
+// any workspace: the claims that can create RUNNING executions in a
+// bounded pool then run one after another, so the pool's count read
+// under the lock is exact. With no capacity nothing is locked.
+func (s *Store) lockPool(ctx context.Context, tx pgx.Tx) (domain.PoolFigures, error) {
+	capacity, err := s.q.PoolCapacity(ctx, tx)
+	if err != nil {
+		return domain.PoolFigures{}, fmt.Errorf("reading the pool: %w", err)
+	}
+	if capacity == nil {
+		return domain.PoolFigures{}, nil
+	}
+	if err = s.q.PoolLockForAdmission(ctx, tx); err != nil {
+		return domain.PoolFigures{}, fmt.Errorf("locking the pool: %w", err)
+	}
+	return domain.PoolFigures{Bounded: true, Capacity: int(*capacity)}, nil
+}
+
+// readPool reads, under the pool's lock, what runs in a pool with a
+// capacity and the slots held for the workspaces below their floor other
+// than the locked ones.
+func (s *Store) readPool(ctx context.Context, tx pgx.Tx, pool *domain.PoolFigures, locked []domain.ID) error {
+	if !pool.Bounded {
+		return nil
+	}
+	return s.readPoolFigures(ctx, tx, pool, locked)
+}
+
+// readPoolFigures reads what runs in the pool and the slots held for the
+// workspaces below their floor other than those given.
+func (s *Store) readPoolFigures(ctx context.Context, db dbsqlc.DBTX, pool *domain.PoolFigures, locked []domain.ID) error {
+	r, err := s.q.PoolAdmissionFigures(ctx, db, locked)
+	if err != nil {
+		return fmt.Errorf("counting the pool: %w", err)
+	}
+	pool.Running, pool.Reserved = int(r.Running), int(r.FloorsWaiting)
+	return nil
+}
+
 // claimSnapshot is what a claim read of the workspaces it locked: their
 // limits, RUNNING counts and start rates, under their locks.
 type claimSnapshot struct {
@@ -175,7 +222,7 @@ func (s *Store) lockWorkspaces(ctx context.Context, tx pgx.Tx, present []domain.
 	index := make(map[domain.ID]int, len(locked))
 	for i, w := range locked {
 		snap.ids[i], index[w.ID], snap.plans[w.ID] = w.ID, i, domain.Plan(w.Plan)
-		snap.workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Limit: int(w.MaxRunning)}
+		snap.workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Limit: int(w.MaxRunning), Floor: int(w.Floor), Weight: int(w.Weight)}
 	}
 	running, err := s.q.ExecutionsRunningForWorkspaces(ctx, tx, snap.ids)
 	if err != nil {

@@ -61,6 +61,7 @@ func planUpdateParams(plan domain.Plan, c domain.PlanChange) dbsqlc.PlanUpdatePa
 	o := c.Quotas
 	p := dbsqlc.PlanUpdateParams{
 		Name: string(plan), MaxRunning: int32Ptr(c.MaxRunning), RetentionDays: int32Ptr(c.RetentionDays),
+		Floor: int32Ptr(c.Floor), Weight: int32Ptr(c.Weight),
 		PendingItems: int32Ptr(o.PendingItems), StoredItems: int32Ptr(o.StoredItems), Definitions: int32Ptr(o.Definitions),
 		DefinitionVersions: int32Ptr(o.DefinitionVersions), Schedules: int32Ptr(o.Schedules),
 		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),
@@ -80,7 +81,7 @@ func planUpdateParams(plan domain.Plan, c domain.PlanChange) dbsqlc.PlanUpdatePa
 func workspaceLimitsParams(l domain.WorkspaceLimits) dbsqlc.WorkspaceLimitsSetParams {
 	o := l.Quotas
 	p := dbsqlc.WorkspaceLimitsSetParams{
-		WorkspaceID: l.WorkspaceID, MaxRunning: int32Ptr(l.MaxRunning),
+		WorkspaceID: l.WorkspaceID, MaxRunning: int32Ptr(l.MaxRunning), Floor: int32Ptr(l.Floor),
 		PendingItems: int32Ptr(o.PendingItems), StoredItems: int32Ptr(o.StoredItems), Definitions: int32Ptr(o.Definitions),
 		DefinitionVersions: int32Ptr(o.DefinitionVersions), Schedules: int32Ptr(o.Schedules),
 		ScheduleMinIntervalSeconds: int32Ptr(o.ScheduleMinIntervalSeconds), NodeAttempts: int32Ptr(o.NodeAttempts),

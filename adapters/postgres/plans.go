@@ -79,13 +79,40 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 	return out, err
 }
 
+// Pool returns the default pool, with what runs in it.
+func (s *Store) Pool(ctx context.Context) (domain.Pool, error) {
+	r, err := s.q.PoolGet(ctx, s.pool)
+	if err != nil {
+		return domain.Pool{}, interpretError(err)
+	}
+	return domain.Pool{Capacity: intPtr(r.Capacity), Running: int(r.Running), Borrowed: int(r.Borrowed), UpdatedAt: r.UpdatedAt}, nil
+}
+
+// UpdatePool sets the pool's capacity under the limits' write lock and
+// wakes the dispatchers, as UpdatePlan does.
+func (s *Store) UpdatePool(ctx context.Context, capacity *int) (domain.Pool, error) {
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
+			return err
+		}
+		if _, err := s.q.PoolUpdate(ctx, tx, int32Ptr(capacity)); err != nil {
+			return interpretError(err)
+		}
+		return s.q.QueueNotify(ctx, tx)
+	})
+	if err != nil {
+		return domain.Pool{}, err
+	}
+	return s.Pool(ctx)
+}
+
 func planFromRow(r dbsqlc.Plan) domain.PlanLimits {
-	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), Quotas: planQuotasFromRow(r), RetentionDays: int(r.RetentionDays), UpdatedAt: r.UpdatedAt,
+	return domain.PlanLimits{Plan: domain.Plan(r.Name), MaxRunning: int(r.MaxRunning), Floor: int(r.Floor), Weight: int(r.Weight), Quotas: planQuotasFromRow(r), RetentionDays: int(r.RetentionDays), UpdatedAt: r.UpdatedAt,
 		StartRate: startRateFromColumns(r.StartRate, r.StartRatePer, r.StartBurst)}
 }
 
 func workspaceLimitsFromRow(r dbsqlc.WorkspaceLimit) domain.WorkspaceLimits {
-	out := domain.WorkspaceLimits{WorkspaceID: r.WorkspaceID, Quotas: quotaOverridesFromRow(r), UpdatedAt: r.UpdatedAt}
+	out := domain.WorkspaceLimits{WorkspaceID: r.WorkspaceID, Quotas: quotaOverridesFromRow(r), UpdatedAt: r.UpdatedAt, Floor: intPtr(r.Floor)}
 	if r.MaxRunning != nil {
 		n := int(*r.MaxRunning)
 		out.MaxRunning = &n

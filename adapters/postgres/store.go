@@ -562,10 +562,22 @@ func (s *Store) WaitFigures(ctx context.Context, workspaceID domain.ID, keys []s
 	if err != nil {
 		return domain.WaitFigures{}, err
 	}
-	f := domain.WaitFigures{WorkspaceLimit: int(r.MaxRunning), WorkspaceRunning: int(r.Running), KeyRunning: make(map[string]int, len(keys))}
+	f := domain.WaitFigures{WorkspaceLimit: int(r.MaxRunning), WorkspaceRunning: int(r.Running), WorkspaceFloor: int(r.Floor), KeyRunning: make(map[string]int, len(keys))}
 	for i, k := range keys {
 		if i < len(r.KeyRunning) {
 			f.KeyRunning[k] = int(r.KeyRunning[i])
+		}
+	}
+	// The pool as a claim would read it, the workspace's own floor not
+	// among the slots held for others.
+	capacity, err := s.q.PoolCapacity(ctx, s.pool)
+	if err != nil {
+		return domain.WaitFigures{}, err
+	}
+	if capacity != nil {
+		f.Pool = domain.PoolFigures{Bounded: true, Capacity: int(*capacity)}
+		if err = s.readPoolFigures(ctx, s.pool, &f.Pool, []domain.ID{workspaceID}); err != nil {
+			return domain.WaitFigures{}, err
 		}
 	}
 	return f, s.waitRates(ctx, workspaceID, keys, &f)

@@ -85,8 +85,10 @@ const (
 // Defines values for WaitingOnReason.
 const (
 	BACKOFF        WaitingOnReason = "BACK_OFF"
+	FLOOROWNERS    WaitingOnReason = "FLOOR_OWNERS"
 	KEYLIMIT       WaitingOnReason = "KEY_LIMIT"
 	NOTBEFORE      WaitingOnReason = "NOT_BEFORE"
+	POOLFULL       WaitingOnReason = "POOL_FULL"
 	STARTRATE      WaitingOnReason = "START_RATE"
 	WORKSPACELIMIT WaitingOnReason = "WORKSPACE_LIMIT"
 )
@@ -513,10 +515,13 @@ type PlanLimits struct {
 	// Definitions Definitions a workspace may store, live or deleted until retention removes them; past it a create is refused (429).
 	Definitions int `json:"definitions"`
 
+	// Floor RUNNING executions each workspace on the plan is guaranteed in the pool: admitted before any borrower. Never above maxRunning; used only when the pool has a capacity.
+	Floor int `json:"floor"`
+
 	// ForEachItems Elements one FOR_EACH may run over; past it the node fails. Read when an execution starts.
 	ForEachItems int `json:"forEachItems"`
 
-	// MaxRunning RUNNING executions a workspace on the plan may have.
+	// MaxRunning RUNNING executions a workspace on the plan may have: its ceiling in the pool.
 	MaxRunning int `json:"maxRunning"`
 
 	// NodeAttempts Largest retry.maxAttempts a node may declare; past it a definition save is refused (422).
@@ -566,6 +571,9 @@ type PlanLimits struct {
 
 	// WebhookEndpoints Completion webhook endpoints a workspace may have; past it a create is refused (429).
 	WebhookEndpoints int `json:"webhookEndpoints"`
+
+	// Weight How the plan's workspaces share borrowed capacity (above their floors) with other borrowers: in proportion to their weights. Used only when the pool has a capacity.
+	Weight int `json:"weight"`
 
 	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
@@ -623,6 +631,19 @@ type PlanQuotas struct {
 
 	// WorkspaceNodesInFlight HTTP nodes of all a workspace's executions that hold or wait for an external-API worker slot at once. Read when an execution starts.
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
+}
+
+// Pool defines model for Pool.
+type Pool struct {
+	// Borrowed Of them, those above their workspace's floor: capacity lent by the floors' owners or free.
+	Borrowed int `json:"borrowed"`
+
+	// Capacity RUNNING executions of all workspaces together; null is no pool (each workspace up to its own limit).
+	Capacity *int `json:"capacity"`
+
+	// Running RUNNING executions of all workspaces now.
+	Running   int       `json:"running"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // Problem RFC 9457 problem details.
@@ -747,13 +768,16 @@ type SetOutboundLimitRequest struct {
 	RequestsPerSecond float64 `json:"requestsPerSecond"`
 }
 
-// SetWorkspaceLimitsRequest defines model for SetWorkspaceLimitsRequest.
+// SetWorkspaceLimitsRequest A floor above the limit in force (its own, else its plan's) or above the pool's capacity is refused (422).
 type SetWorkspaceLimitsRequest struct {
 	// DefinitionVersions Absent or null keeps the plan's.
 	DefinitionVersions *int `json:"definitionVersions"`
 
 	// Definitions Absent or null keeps the plan's.
 	Definitions *int `json:"definitions"`
+
+	// Floor Absent or null keeps the plan's.
+	Floor *int `json:"floor"`
 
 	// ForEachItems Absent or null keeps the plan's.
 	ForEachItems *int `json:"forEachItems"`
@@ -825,10 +849,11 @@ type StartRate struct {
 // StartRatePer defines model for StartRate.Per.
 type StartRatePer string
 
-// UpdatePlanRequest The figures to change; an absent one is left as it is.
+// UpdatePlanRequest The figures to change; an absent one is left as it is. A floor above maxRunning, as they are after the edit, or above the pool's capacity is refused (422).
 type UpdatePlanRequest struct {
 	DefinitionVersions         *int `json:"definitionVersions,omitempty"`
 	Definitions                *int `json:"definitions,omitempty"`
+	Floor                      *int `json:"floor,omitempty"`
 	ForEachItems               *int `json:"forEachItems,omitempty"`
 	MaxRunning                 *int `json:"maxRunning,omitempty"`
 	NodeAttempts               *int `json:"nodeAttempts,omitempty"`
@@ -847,7 +872,14 @@ type UpdatePlanRequest struct {
 	StoredItems            *int               `json:"storedItems,omitempty"`
 	SubWorkflowNodes       *int               `json:"subWorkflowNodes,omitempty"`
 	WebhookEndpoints       *int               `json:"webhookEndpoints,omitempty"`
+	Weight                 *int               `json:"weight,omitempty"`
 	WorkspaceNodesInFlight *int               `json:"workspaceNodesInFlight,omitempty"`
+}
+
+// UpdatePoolRequest defines model for UpdatePoolRequest.
+type UpdatePoolRequest struct {
+	// Capacity Null removes the capacity.
+	Capacity *int `json:"capacity"`
 }
 
 // UpdateScheduleRequest defines model for UpdateScheduleRequest.
@@ -873,7 +905,7 @@ type WaitingOn struct {
 	// Key The full concurrency key, for KEY_LIMIT.
 	Key *string `json:"key,omitempty"`
 
-	// Limit The limit that is full (workspace or key).
+	// Limit The limit that is full (workspace or key), or the pool's capacity, for POOL_FULL and FLOOR_OWNERS.
 	Limit *int `json:"limit,omitempty"`
 
 	// Rate A start rate: at most `rate` executions start per `per` in the long
@@ -884,7 +916,10 @@ type WaitingOn struct {
 	Rate   *StartRate      `json:"rate"`
 	Reason WaitingOnReason `json:"reason"`
 
-	// Running What runs under it now.
+	// Reserved For FLOOR_OWNERS: the pool's free slots held for workspaces below their floor with an item due, which a workspace at or above its own floor may not borrow.
+	Reserved *int `json:"reserved,omitempty"`
+
+	// Running What runs under it now (in the whole pool, for POOL_FULL and FLOOR_OWNERS).
 	Running *int `json:"running,omitempty"`
 
 	// Until When a back-off ends, for BACK_OFF; when a delayed start (notBefore) comes, for NOT_BEFORE; when the rate next lets a start go, for START_RATE.
@@ -966,6 +1001,9 @@ type WorkspaceLimits struct {
 
 	// Definitions Replaces the plan's; null keeps it.
 	Definitions *int `json:"definitions"`
+
+	// Floor Replaces the plan's floor; null keeps it.
+	Floor *int `json:"floor"`
 
 	// ForEachItems Replaces the plan's; null keeps it.
 	ForEachItems *int `json:"forEachItems"`
@@ -1262,6 +1300,9 @@ type StreamWorkspaceEventsParams struct {
 // UpdatePlanJSONRequestBody defines body for UpdatePlan for application/json ContentType.
 type UpdatePlanJSONRequestBody = UpdatePlanRequest
 
+// UpdatePoolJSONRequestBody defines body for UpdatePool for application/json ContentType.
+type UpdatePoolJSONRequestBody = UpdatePoolRequest
+
 // CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
 type CreateWebhookEndpointJSONRequestBody = CreateWebhookEndpointRequest
 
@@ -1384,6 +1425,14 @@ type ClientInterface interface {
 	UpdatePlanWithBody(ctx context.Context, plan Plan, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	UpdatePlan(ctx context.Context, plan Plan, body UpdatePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPool request
+	GetPool(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdatePoolWithBody request with any body
+	UpdatePoolWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	UpdatePool(ctx context.Context, body UpdatePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResendWebhookDelivery request
 	ResendWebhookDelivery(ctx context.Context, deliveryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1594,6 +1643,42 @@ func (c *Client) UpdatePlanWithBody(ctx context.Context, plan Plan, contentType 
 
 func (c *Client) UpdatePlan(ctx context.Context, plan Plan, body UpdatePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdatePlanRequest(c.Server, plan, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) GetPool(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPoolRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) UpdatePoolWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePoolRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) UpdatePool(ctx context.Context, body UpdatePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePoolRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2418,6 +2503,73 @@ func NewUpdatePlanRequestWithBody(server string, plan Plan, contentType string, 
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("PATCH", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetPoolRequest generates requests for GetPool
+func NewGetPoolRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/pool")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdatePoolRequest calls the generic UpdatePool builder with application/json body
+func NewUpdatePoolRequest(server string, body UpdatePoolJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdatePoolRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewUpdatePoolRequestWithBody generates requests for UpdatePool with any type of body
+func NewUpdatePoolRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/pool")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -4695,6 +4847,14 @@ type ClientWithResponsesInterface interface {
 
 	UpdatePlanWithResponse(ctx context.Context, plan Plan, body UpdatePlanJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePlanResponse, error)
 
+	// GetPoolWithResponse request
+	GetPoolWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetPoolResponse, error)
+
+	// UpdatePoolWithBodyWithResponse request with any body
+	UpdatePoolWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePoolResponse, error)
+
+	UpdatePoolWithResponse(ctx context.Context, body UpdatePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePoolResponse, error)
+
 	// ResendWebhookDeliveryWithResponse request
 	ResendWebhookDeliveryWithResponse(ctx context.Context, deliveryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResendWebhookDeliveryResponse, error)
 
@@ -4944,6 +5104,63 @@ func (r UpdatePlanResponse) Status() string {
 
 // StatusCode returns HTTPResponse.StatusCode
 func (r UpdatePlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type GetPoolResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *Pool
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPoolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPoolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type UpdatePoolResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *Pool
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidField
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdatePoolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdatePoolResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -6384,6 +6601,32 @@ func (c *ClientWithResponses) UpdatePlanWithResponse(ctx context.Context, plan P
 	return ParseUpdatePlanResponse(rsp)
 }
 
+// GetPoolWithResponse request returning *GetPoolResponse
+func (c *ClientWithResponses) GetPoolWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetPoolResponse, error) {
+	rsp, err := c.GetPool(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPoolResponse(rsp)
+}
+
+// UpdatePoolWithBodyWithResponse request with arbitrary body returning *UpdatePoolResponse
+func (c *ClientWithResponses) UpdatePoolWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePoolResponse, error) {
+	rsp, err := c.UpdatePoolWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePoolResponse(rsp)
+}
+
+func (c *ClientWithResponses) UpdatePoolWithResponse(ctx context.Context, body UpdatePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePoolResponse, error) {
+	rsp, err := c.UpdatePool(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePoolResponse(rsp)
+}
+
 // ResendWebhookDeliveryWithResponse request returning *ResendWebhookDeliveryResponse
 func (c *ClientWithResponses) ResendWebhookDeliveryWithResponse(ctx context.Context, deliveryID openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResendWebhookDeliveryResponse, error) {
 	rsp, err := c.ResendWebhookDelivery(ctx, deliveryID, reqEditors...)
@@ -7083,6 +7326,149 @@ func ParseUpdatePlanResponse(rsp *http.Response) (*UpdatePlanResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidField
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetPoolResponse parses an HTTP response from a GetPoolWithResponse call
+func ParseGetPoolResponse(rsp *http.Response) (*GetPoolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPoolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Pool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdatePoolResponse parses an HTTP response from a UpdatePoolWithResponse call
+func ParseUpdatePoolResponse(rsp *http.Response) (*UpdatePoolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdatePoolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Pool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge

@@ -400,11 +400,13 @@ WHERE r.plan IS NOT NULL
 GROUP BY r.plan;
 
 -- name: QueueWaitFigures :one
--- What a page of one workspace's items waits on, in one read: its limit in
--- force, its RUNNING count, and the RUNNING count of each key asked for
--- (one probe of the key index each).
+-- What a page of one workspace's items waits on, in one read: its limit
+-- and floor in force, its RUNNING count, and the RUNNING count of each key
+-- asked for (one probe of the key index each).
 SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_id = @workspace_id),
                 (SELECT p.max_running FROM workspaces w JOIN plans p ON p.name = w.plan WHERE w.id = @workspace_id), 0)::int AS max_running,
+       coalesce((SELECT o.floor FROM workspace_limits o WHERE o.workspace_id = @workspace_id),
+                (SELECT p.floor FROM workspaces w JOIN plans p ON p.name = w.plan WHERE w.id = @workspace_id), 0)::int AS floor,
        (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = @workspace_id AND e.status = 'RUNNING')::int AS running,
        coalesce((SELECT array_agg(k.running ORDER BY k.ord) FROM (
            SELECT u.ord, (SELECT count(*) FROM workflow_executions e

@@ -41,8 +41,10 @@ RETURNING *;
 -- move on to other workspaces instead of waiting.
 -- Each workspace's limit is read by the same statement, taken after
 -- AdmissionLimitsReadLock, so it is the one in force: its own, else its
--- plan's.
-SELECT w.id, w.plan, coalesce(o.max_running, p.max_running)::int AS max_running
+-- plan's; so are its floor (its own, else its plan's) and its plan's
+-- weight, which admission reads only when the pool has a capacity.
+SELECT w.id, w.plan, coalesce(o.max_running, p.max_running)::int AS max_running,
+       coalesce(o.floor, p.floor)::int AS floor, p.weight
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id

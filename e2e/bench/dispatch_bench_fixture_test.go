@@ -130,9 +130,9 @@ func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, budget in
 	start := time.Now()
 	var admitStart, admitEnd time.Time
 	var reading time.Duration
-	res, err := s.DispatchStore.Claim(ctx, fence, budget, func(now time.Time, ws []ports.PendingWorkspace, budget int, read ports.WindowReader) (ports.ClaimPlan, error) {
+	res, err := s.DispatchStore.Claim(ctx, fence, budget, func(now time.Time, pool domain.PoolFigures, ws []ports.PendingWorkspace, budget int, read ports.WindowReader) (ports.ClaimPlan, error) {
 		admitStart = time.Now()
-		p, err := plan(now, ws, budget, func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
+		p, err := plan(now, pool, ws, budget, func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
 			began := time.Now()
 			defer func() { reading += time.Since(began) }()
 			return read(n)

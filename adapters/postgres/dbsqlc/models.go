@@ -73,6 +73,14 @@ type Plan struct {
 	RetentionDays              int32
 	SubWorkflowNodes           int32
 	StoredExecutions           int32
+	Floor                      int32
+	Weight                     int32
+}
+
+type Pool struct {
+	Name      string
+	Capacity  *int32
+	UpdatedAt time.Time
 }
 
 type Schedule struct {
@@ -271,6 +279,7 @@ type WorkspaceLimit struct {
 	OutboundHosts              *int32
 	SubWorkflowNodes           *int32
 	StoredExecutions           *int32
+	Floor                      *int32
 }
 
 type WorkspaceNodeSlot struct {

@@ -31,12 +31,14 @@ UPDATE plans SET
     sub_workflow_nodes = coalesce($16, sub_workflow_nodes),
     stored_executions = coalesce($17, stored_executions),
     retention_days = coalesce($18, retention_days),
-    start_rate = CASE WHEN $19::bool THEN $20 ELSE start_rate END,
-    start_rate_per = CASE WHEN $19::bool THEN $21 ELSE start_rate_per END,
-    start_burst = CASE WHEN $19::bool THEN $22 ELSE start_burst END,
+    floor = coalesce($19, floor),
+    weight = coalesce($20, weight),
+    start_rate = CASE WHEN $21::bool THEN $22 ELSE start_rate END,
+    start_rate_per = CASE WHEN $21::bool THEN $23 ELSE start_rate_per END,
+    start_burst = CASE WHEN $21::bool THEN $24 ELSE start_burst END,
     updated_at = now()
-WHERE name = $23
-RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions
+WHERE name = $25
+RETURNING name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions, floor, weight
 `
 
 type PlanUpdateParams struct {
@@ -58,6 +60,8 @@ type PlanUpdateParams struct {
 	SubWorkflowNodes           *int32
 	StoredExecutions           *int32
 	RetentionDays              *int32
+	Floor                      *int32
+	Weight                     *int32
 	SetStartRate               bool
 	StartRate                  *int32
 	StartRatePer               *string
@@ -89,6 +93,8 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		arg.SubWorkflowNodes,
 		arg.StoredExecutions,
 		arg.RetentionDays,
+		arg.Floor,
+		arg.Weight,
 		arg.SetStartRate,
 		arg.StartRate,
 		arg.StartRatePer,
@@ -120,12 +126,14 @@ func (q *Queries) PlanUpdate(ctx context.Context, db DBTX, arg PlanUpdateParams)
 		&i.RetentionDays,
 		&i.SubWorkflowNodes,
 		&i.StoredExecutions,
+		&i.Floor,
+		&i.Weight,
 	)
 	return i, err
 }
 
 const plansList = `-- name: PlansList :many
-SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions FROM plans
+SELECT name, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, retention_days, sub_workflow_nodes, stored_executions, floor, weight FROM plans
 ORDER BY array_position(ARRAY['FREE', 'PRO', 'ENTERPRISE']::text[], name)
 `
 
@@ -163,6 +171,8 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 			&i.RetentionDays,
 			&i.SubWorkflowNodes,
 			&i.StoredExecutions,
+			&i.Floor,
+			&i.Weight,
 		); err != nil {
 			return nil, err
 		}
@@ -175,7 +185,7 @@ func (q *Queries) PlansList(ctx context.Context, db DBTX) ([]Plan, error) {
 }
 
 const workspaceLimitsGet = `-- name: WorkspaceLimitsGet :one
-SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions FROM workspace_limits WHERE workspace_id = $1
+SELECT workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions, floor FROM workspace_limits WHERE workspace_id = $1
 `
 
 func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID domain.ID) (WorkspaceLimit, error) {
@@ -204,6 +214,7 @@ func (q *Queries) WorkspaceLimitsGet(ctx context.Context, db DBTX, workspaceID d
 		&i.OutboundHosts,
 		&i.SubWorkflowNodes,
 		&i.StoredExecutions,
+		&i.Floor,
 	)
 	return i, err
 }
@@ -212,13 +223,13 @@ const workspaceLimitsSet = `-- name: WorkspaceLimitsSet :one
 INSERT INTO workspace_limits (
     workspace_id, max_running, pending_items, stored_items, definitions, definition_versions, schedules,
     schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight,
-    workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions, start_rate, start_rate_per, start_burst)
+    workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions, start_rate, start_rate_per, start_burst, floor)
 VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9,
     $10, $11, $12,
     $13, $14, $15, $16,
-    $17, $18, $19, $20, $21)
+    $17, $18, $19, $20, $21, $22)
 ON CONFLICT (workspace_id) DO UPDATE SET
     max_running = EXCLUDED.max_running, pending_items = EXCLUDED.pending_items, stored_items = EXCLUDED.stored_items,
     definitions = EXCLUDED.definitions, definition_versions = EXCLUDED.definition_versions, schedules = EXCLUDED.schedules,
@@ -227,8 +238,8 @@ ON CONFLICT (workspace_id) DO UPDATE SET
     nodes_in_flight = EXCLUDED.nodes_in_flight, workspace_nodes_in_flight = EXCLUDED.workspace_nodes_in_flight,
     for_each_items = EXCLUDED.for_each_items, webhook_endpoints = EXCLUDED.webhook_endpoints,
     outbound_hosts = EXCLUDED.outbound_hosts, sub_workflow_nodes = EXCLUDED.sub_workflow_nodes, stored_executions = EXCLUDED.stored_executions, start_rate = EXCLUDED.start_rate, start_rate_per = EXCLUDED.start_rate_per,
-    start_burst = EXCLUDED.start_burst, updated_at = now()
-RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions
+    start_burst = EXCLUDED.start_burst, floor = EXCLUDED.floor, updated_at = now()
+RETURNING workspace_id, max_running, updated_at, start_rate, start_rate_per, start_burst, pending_items, stored_items, definitions, definition_versions, schedules, schedule_min_interval_seconds, node_attempts, node_timeout_seconds, run_timeout_seconds, nodes_in_flight, workspace_nodes_in_flight, for_each_items, webhook_endpoints, outbound_hosts, sub_workflow_nodes, stored_executions, floor
 `
 
 type WorkspaceLimitsSetParams struct {
@@ -253,6 +264,7 @@ type WorkspaceLimitsSetParams struct {
 	StartRate                  *int32
 	StartRatePer               *string
 	StartBurst                 *int32
+	Floor                      *int32
 }
 
 // Replaces a workspace's own limits, in one write (NULL keeps its plan's).
@@ -280,6 +292,7 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		arg.StartRate,
 		arg.StartRatePer,
 		arg.StartBurst,
+		arg.Floor,
 	)
 	var i WorkspaceLimit
 	err := row.Scan(
@@ -305,6 +318,7 @@ func (q *Queries) WorkspaceLimitsSet(ctx context.Context, db DBTX, arg Workspace
 		&i.OutboundHosts,
 		&i.SubWorkflowNodes,
 		&i.StoredExecutions,
+		&i.Floor,
 	)
 	return i, err
 }

@@ -1362,6 +1362,8 @@ func (q *Queries) QueueStatusesByIDs(ctx context.Context, db DBTX, ids []domain.
 const queueWaitFigures = `-- name: QueueWaitFigures :one
 SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_id = $1),
                 (SELECT p.max_running FROM workspaces w JOIN plans p ON p.name = w.plan WHERE w.id = $1), 0)::int AS max_running,
+       coalesce((SELECT o.floor FROM workspace_limits o WHERE o.workspace_id = $1),
+                (SELECT p.floor FROM workspaces w JOIN plans p ON p.name = w.plan WHERE w.id = $1), 0)::int AS floor,
        (SELECT count(*) FROM workflow_executions e WHERE e.workspace_id = $1 AND e.status = 'RUNNING')::int AS running,
        coalesce((SELECT array_agg(k.running ORDER BY k.ord) FROM (
            SELECT u.ord, (SELECT count(*) FROM workflow_executions e
@@ -1376,16 +1378,22 @@ type QueueWaitFiguresParams struct {
 
 type QueueWaitFiguresRow struct {
 	MaxRunning int32
+	Floor      int32
 	Running    int32
 	KeyRunning []int32
 }
 
-// What a page of one workspace's items waits on, in one read: its limit in
-// force, its RUNNING count, and the RUNNING count of each key asked for
-// (one probe of the key index each).
+// What a page of one workspace's items waits on, in one read: its limit
+// and floor in force, its RUNNING count, and the RUNNING count of each key
+// asked for (one probe of the key index each).
 func (q *Queries) QueueWaitFigures(ctx context.Context, db DBTX, arg QueueWaitFiguresParams) (QueueWaitFiguresRow, error) {
 	row := db.QueryRow(ctx, queueWaitFigures, arg.WorkspaceID, arg.Keys)
 	var i QueueWaitFiguresRow
-	err := row.Scan(&i.MaxRunning, &i.Running, &i.KeyRunning)
+	err := row.Scan(
+		&i.MaxRunning,
+		&i.Floor,
+		&i.Running,
+		&i.KeyRunning,
+	)
 	return i, err
 }

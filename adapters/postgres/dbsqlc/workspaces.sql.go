@@ -167,7 +167,8 @@ func (q *Queries) WorkspaceUpdatePlan(ctx context.Context, db DBTX, arg Workspac
 }
 
 const workspacesLockForAdmission = `-- name: WorkspacesLockForAdmission :many
-SELECT w.id, w.plan, coalesce(o.max_running, p.max_running)::int AS max_running
+SELECT w.id, w.plan, coalesce(o.max_running, p.max_running)::int AS max_running,
+       coalesce(o.floor, p.floor)::int AS floor, p.weight
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id
@@ -180,6 +181,8 @@ type WorkspacesLockForAdmissionRow struct {
 	ID         domain.ID
 	Plan       string
 	MaxRunning int32
+	Floor      int32
+	Weight     int32
 }
 
 // Admission is serialised per workspace by this row lock: every transaction
@@ -189,7 +192,8 @@ type WorkspacesLockForAdmissionRow struct {
 // move on to other workspaces instead of waiting.
 // Each workspace's limit is read by the same statement, taken after
 // AdmissionLimitsReadLock, so it is the one in force: its own, else its
-// plan's.
+// plan's; so are its floor (its own, else its plan's) and its plan's
+// weight, which admission reads only when the pool has a capacity.
 func (q *Queries) WorkspacesLockForAdmission(ctx context.Context, db DBTX, ids []domain.ID) ([]WorkspacesLockForAdmissionRow, error) {
 	rows, err := db.Query(ctx, workspacesLockForAdmission, ids)
 	if err != nil {
@@ -199,7 +203,13 @@ func (q *Queries) WorkspacesLockForAdmission(ctx context.Context, db DBTX, ids [
 	items := []WorkspacesLockForAdmissionRow{}
 	for rows.Next() {
 		var i WorkspacesLockForAdmissionRow
-		if err := rows.Scan(&i.ID, &i.Plan, &i.MaxRunning); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Plan,
+			&i.MaxRunning,
+			&i.Floor,
+			&i.Weight,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

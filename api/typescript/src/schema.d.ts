@@ -170,6 +170,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/pool": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show the pool
+         * @description Admin only. The capacity every workspace shares (RUNNING executions
+         *     of all workspaces together; null is none, each workspace admits up
+         *     to its own limit), what runs in it now and how much of that is
+         *     borrowed (above the workspaces' floors). See docs/admission.md.
+         */
+        get: operations["getPool"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the pool's capacity
+         * @description Admin only. Sets the capacity every workspace shares; null removes
+         *     it. Every dispatcher uses it from its next claim; once this returns
+         *     no claim admits by the old one. A lower capacity cancels nothing:
+         *     no one is admitted until the pool is under it. A capacity below a
+         *     plan's floor is refused (422).
+         */
+        patch: operations["updatePool"];
+        trace?: never;
+    };
     "/api/v1/plans": {
         parameters: {
             query?: never;
@@ -1108,12 +1139,30 @@ export interface components {
         };
         PlanLimits: {
             plan: components["schemas"]["Plan"];
-            /** @description RUNNING executions a workspace on the plan may have. */
+            /** @description RUNNING executions a workspace on the plan may have: its ceiling in the pool. */
             maxRunning: number;
+            /** @description RUNNING executions each workspace on the plan is guaranteed in the pool: admitted before any borrower. Never above maxRunning; used only when the pool has a capacity. */
+            floor: number;
+            /** @description How the plan's workspaces share borrowed capacity (above their floors) with other borrowers: in proportion to their weights. Used only when the pool has a capacity. */
+            weight: number;
             /** Format: date-time */
             updatedAt: string;
             startRate?: components["schemas"]["StartRate"];
         } & components["schemas"]["PlanQuotas"];
+        Pool: {
+            /** @description RUNNING executions of all workspaces together; null is no pool (each workspace up to its own limit). */
+            capacity: number | null;
+            /** @description RUNNING executions of all workspaces now. */
+            running: number;
+            /** @description Of them, those above their workspace's floor: capacity lent by the floors' owners or free. */
+            borrowed: number;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        UpdatePoolRequest: {
+            /** @description Null removes the capacity. */
+            capacity: number | null;
+        };
         /** @description The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart. */
         PlanQuotas: {
             /** @description PENDING queue items a workspace may have; past it an enqueue is refused (429, Retry-After). */
@@ -1151,9 +1200,11 @@ export interface components {
             /** @description Days the plan's workspaces' history is kept (executions, failed and cancelled items, activity, old versions); read by each retention run. A plan figure only: no workspace override. */
             retentionDays: number;
         };
-        /** @description The figures to change; an absent one is left as it is. */
+        /** @description The figures to change; an absent one is left as it is. A floor above maxRunning, as they are after the edit, or above the pool's capacity is refused (422). */
         UpdatePlanRequest: {
             maxRunning?: number;
+            floor?: number;
+            weight?: number;
             pendingItems?: number;
             storedItems?: number;
             definitions?: number;
@@ -1184,6 +1235,8 @@ export interface components {
             workspaceId: string;
             /** @description Replaces the plan's; null keeps it. */
             maxRunning: number | null;
+            /** @description Replaces the plan's floor; null keeps it. */
+            floor: number | null;
             /** Format: date-time */
             updatedAt: string | null;
             startRate?: components["schemas"]["StartRate"];
@@ -1223,9 +1276,12 @@ export interface components {
             /** @description Replaces the plan's; null keeps it. */
             storedExecutions: number | null;
         };
+        /** @description A floor above the limit in force (its own, else its plan's) or above the pool's capacity is refused (422). */
         SetWorkspaceLimitsRequest: {
             /** @description Null returns to the plan's. */
             maxRunning: number | null;
+            /** @description Absent or null keeps the plan's. */
+            floor?: number | null;
             /** @description Absent or null keeps the plan's. */
             pendingItems?: number | null;
             /** @description Absent or null keeps the plan's. */
@@ -1629,11 +1685,13 @@ export interface components {
         /** @description What holds a PENDING item back now; null when nothing does (it is next in line) or it is not PENDING. */
         WaitingOn: {
             /** @enum {string} */
-            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF" | "NOT_BEFORE" | "START_RATE";
-            /** @description The limit that is full (workspace or key). */
+            reason: "WORKSPACE_LIMIT" | "KEY_LIMIT" | "BACK_OFF" | "NOT_BEFORE" | "START_RATE" | "POOL_FULL" | "FLOOR_OWNERS";
+            /** @description The limit that is full (workspace or key), or the pool's capacity, for POOL_FULL and FLOOR_OWNERS. */
             limit?: number;
-            /** @description What runs under it now. */
+            /** @description What runs under it now (in the whole pool, for POOL_FULL and FLOOR_OWNERS). */
             running?: number;
+            /** @description For FLOOR_OWNERS: the pool's free slots held for workspaces below their floor with an item due, which a workspace at or above its own floor may not borrow. */
+            reserved?: number;
             /** @description The full concurrency key, for KEY_LIMIT. */
             key?: string;
             /**
@@ -2478,6 +2536,84 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getPool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pool. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "capacity": 100,
+                     *       "running": 97,
+                     *       "borrowed": 61,
+                     *       "updatedAt": "2026-11-27T10:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Pool"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updatePool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "capacity": 100
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdatePoolRequest"];
+            };
+        };
+        responses: {
+            /** @description The pool as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "capacity": 100,
+                     *       "running": 97,
+                     *       "borrowed": 61,
+                     *       "updatedAt": "2026-11-27T10:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Pool"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidField"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     listPlans: {
         parameters: {
             query?: never;
@@ -2498,6 +2634,8 @@ export interface operations {
                      *       {
                      *         "plan": "FREE",
                      *         "maxRunning": 1,
+                     *         "floor": 0,
+                     *         "weight": 1,
                      *         "pendingItems": 1000,
                      *         "storedItems": 2000,
                      *         "definitions": 20,
@@ -2561,6 +2699,8 @@ export interface operations {
                      * @example {
                      *       "plan": "PRO",
                      *       "maxRunning": 8,
+                     *       "floor": 0,
+                     *       "weight": 2,
                      *       "pendingItems": 5000,
                      *       "storedItems": 20000,
                      *       "definitions": 200,
@@ -2617,6 +2757,7 @@ export interface operations {
                      * @example {
                      *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
                      *       "maxRunning": null,
+                     *       "floor": null,
                      *       "pendingItems": null,
                      *       "storedItems": null,
                      *       "definitions": null,
@@ -2680,6 +2821,7 @@ export interface operations {
                      * @example {
                      *       "workspaceId": "6f1c1c51-3c6b-4a5b-9b8e-0f1d2a3b4c5d",
                      *       "maxRunning": 12,
+                     *       "floor": null,
                      *       "pendingItems": null,
                      *       "storedItems": null,
                      *       "definitions": null,
