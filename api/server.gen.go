@@ -147,6 +147,18 @@ type CancelResponse struct {
 // CancelResponseStatus defines model for CancelResponse.Status.
 type CancelResponseStatus string
 
+// Capacity defines model for Capacity.
+type Capacity struct {
+	// From The start of the first step.
+	From        time.Time `json:"from"`
+	Plans       []PlanUse `json:"plans"`
+	Pool        PoolUse   `json:"pool"`
+	StepSeconds int       `json:"stepSeconds"`
+
+	// To The end of the last step.
+	To time.Time `json:"to"`
+}
+
 // Concurrency At most `limit` executions whose `key` resolves to the same text run at once in the workspace,
 // on top of its own limit. The key is a template over the input (input references only, at most
 // 256 bytes, resolving to at most 256), resolved when an item is enqueued; an input without what
@@ -640,6 +652,28 @@ type PlanQuotas struct {
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
 }
 
+// PlanUse defines model for PlanUse.
+type PlanUse struct {
+	// Floor The plan's floor per workspace now, as admission uses it (never above maxRunning).
+	Floor int `json:"floor"`
+
+	// MaxRunning The plan's limit per workspace now.
+	MaxRunning int  `json:"maxRunning"`
+	Plan       Plan `json:"plan"`
+
+	// Running Per step, the plan's workspaces' RUNNING executions at the step's end.
+	Running []int `json:"running"`
+
+	// Starts Per step, the runs started.
+	Starts []int `json:"starts"`
+
+	// WaitP50Seconds Per step, the median admission wait of the runs started, in seconds; 0 in a step without one (starts says which).
+	WaitP50Seconds []float32 `json:"waitP50Seconds"`
+
+	// WaitP99Seconds Per step, the 99th percentile of those waits, in seconds; 0 in a step without one.
+	WaitP99Seconds []float32 `json:"waitP99Seconds"`
+}
+
 // Pool defines model for Pool.
 type Pool struct {
 	// Borrowed Of them, those above their workspace's floor: capacity lent by the floors' owners or free.
@@ -651,6 +685,18 @@ type Pool struct {
 	// Running RUNNING executions of all workspaces now.
 	Running   int       `json:"running"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// PoolUse defines model for PoolUse.
+type PoolUse struct {
+	// Borrowed Per step, the RUNNING executions above their workspaces' floors.
+	Borrowed []int `json:"borrowed"`
+
+	// Capacity The pool's capacity now; null is none.
+	Capacity *int `json:"capacity"`
+
+	// WithinFloor Per step, the RUNNING executions within their workspaces' floors.
+	WithinFloor []int `json:"withinFloor"`
 }
 
 // Problem RFC 9457 problem details.
@@ -1184,6 +1230,15 @@ type Unauthorized = Problem
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
 
+// GetCapacityParams defines parameters for GetCapacity.
+type GetCapacityParams struct {
+	// WindowSeconds How far back the series reach, in seconds.
+	WindowSeconds *int `form:"windowSeconds,omitempty" json:"windowSeconds,omitempty"`
+
+	// StepSeconds The time between points, in seconds; at most windowSeconds.
+	StepSeconds *int `form:"stepSeconds,omitempty" json:"stepSeconds,omitempty"`
+}
+
 // ListWebhookEndpointsParams defines parameters for ListWebhookEndpoints.
 type ListWebhookEndpointsParams struct {
 	// WorkspaceID The workspace.
@@ -1351,6 +1406,9 @@ type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// Show capacity over time
+	// (GET /api/v1/capacity)
+	GetCapacity(w http.ResponseWriter, r *http.Request, params GetCapacityParams)
 	// Who is calling
 	// (GET /api/v1/me)
 	GetCaller(w http.ResponseWriter, r *http.Request)
@@ -1520,6 +1578,47 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GetCapacity operation middleware
+func (siw *ServerInterfaceWrapper) GetCapacity(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetCapacityParams
+
+	// ------------- Optional query parameter "windowSeconds" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "windowSeconds", r.URL.Query(), &params.WindowSeconds)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "windowSeconds", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "stepSeconds" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "stepSeconds", r.URL.Query(), &params.StepSeconds)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "stepSeconds", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetCapacity(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // GetCaller operation middleware
 func (siw *ServerInterfaceWrapper) GetCaller(w http.ResponseWriter, r *http.Request) {
@@ -3455,6 +3554,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/capacity", wrapper.GetCapacity)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/me", wrapper.GetCaller)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/plans", wrapper.ListPlans)
 	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/plans/{plan}", wrapper.UpdatePlan)
@@ -3548,6 +3648,91 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnavailableResponseHeaders
+}
+
+type GetCapacityRequestObject struct {
+	Params GetCapacityParams
+}
+
+type GetCapacityResponseObject interface {
+	VisitGetCapacityResponse(w http.ResponseWriter) error
+}
+
+type GetCapacity200JSONResponse Capacity
+
+func (response GetCapacity200JSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity400ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity401ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity403ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity429ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetCapacity500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity500ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity503ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetCallerRequestObject struct {
@@ -8767,6 +8952,9 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// Show capacity over time
+	// (GET /api/v1/capacity)
+	GetCapacity(ctx context.Context, request GetCapacityRequestObject) (GetCapacityResponseObject, error)
 	// Who is calling
 	// (GET /api/v1/me)
 	GetCaller(ctx context.Context, request GetCallerRequestObject) (GetCallerResponseObject, error)
@@ -8955,6 +9143,32 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// GetCapacity operation middleware
+func (sh *strictHandler) GetCapacity(w http.ResponseWriter, r *http.Request, params GetCapacityParams) {
+	var request GetCapacityRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetCapacity(ctx, request.(GetCapacityRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetCapacity")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetCapacityResponseObject); ok {
+		if err := validResponse.VisitGetCapacityResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // GetCaller operation middleware
@@ -10429,339 +10643,353 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+1YbO9Yv+ioaPnuMwP7KxuaSC/xzWMRZi28RYAHp7O52DparZKymLLlLMsSdk+c4",
-	"D3RebA/NKalUdpUvGHLbjO8bvUK5SnfN62/O+aUWy+FICia0qu1/qY1oRodMswz+OhpnSmbmXwlTccZH",
-	"mktR269dDRjpCvZZ4wtdIvtEDxgZZeyOy7EiI3rDGrWoxs3b/x6zbFKLaoIOWW2/FmOjUU3FAzakpvUh",
-	"/XzCxI0e1Pa3m82opicj86bSGRc3ta9fo9pb1ueCm+6Pk/Lx3Mvstp/Ke5L4V18owhM/jBHVg3wUSdhg",
-	"VMvYv8c8Y0ltX2djFo6tL7Mh1bX92njMzZuzY2uLZCS50JUjY72BlLeE2ffmDYvlba05qM8sHs9bL+Ze",
-	"mDucoJX1xnNClW7fsepV4ok7RSlVmjDzLslYzPgdSw7gB6UzRockY2o8ZIrQvmYZ4dqPfcBowrJ89KbP",
-	"OnRaP35bKx0vF/rlbi2qDbngw/Gwtp+fPi40u2EZjp4PuZ4d9zm9YUTx/1Se9RS+C3tOWJ+OU13b32tG",
-	"5txjr3Dq/RhapWO4jAcsGaesagGV/X3efqq8jfW286PMbtWIxmzedYQX5g3nPmhlnfF8NR+rkRSKAd36",
-	"jSYX7N9jpmDPYik0E/BPOhqlPKZmnFujTPZSNvyvfykz6C819pkORynD6WjK09o+DIkpTXoymZABVYQK",
-	"wrIMyBf8V9X2//mlNmRK0RszpOHYvM0IJXaoMOH92lY41a+foprSVI9VbX8X6B3XpuPasbijKU+I7Taf",
-	"6UDrkdrf2lLpmMeskbA7N3y1xfGjuvvoa7hy/yNj/dp+7f/aysn8Fv6qts6xBVy/2R10c+eKDGlqtoAl",
-	"RGaklzF6q/BCQksN0+WRFP2Ux+su+HHChiOpmYgn9T/ZhNxTRcaKJeSe6wGhJOH9PssMaTBbUgvX8U2+",
-	"jn4wyy1g0GfsvnzsVXQNK5yJhp+UHGdwQ8wsGKzjO5n1eJIwseZCmg5yHkd6LJXiRhEtCRVSD1iW39DC",
-	"Ku7kq5gPZall7PvXH2vttLxlggzphAipiZbj2CwcV37lYMWOhWaZoOmaC8ZtM/5+uzXZK97QqbeWuqB2",
-	"gI+xLpdyyPSAixvSpzw1N1LgVWTZHcsO7MGyZ25AxQ1LzOqZL+xqAbV4x1marLliLWLfqiKGGeubu7tP",
-	"Ws2G+b+WoSWjjN9RzcjGxbsj0nrTer15QGhqBDeu8W5cnnw4Pmpf/3F1dX59eva2fX14cnL2MaCl4ywt",
-	"0tDt7Vka2ocZrkRB8ZPH2KVD7D4gkoTGMRtpRXpj7TeMx2azzCKpiChzvA2L8QLjh4sTs73UrxlNkowp",
-	"ZagwFUSOdU+ORUJAyiAjIzZx04N5qA6MCJVN7ECoJiB3mB0wzDcJD8PvGR0N1jwM2+4wqKrTMBa3Qt4L",
-	"ImTCSKf2uVMLtvTGDGGLJTdMbTW3tKx9jcJv40mcsn1CSb0zbjZ3GOn5f9GZVkwHavEBgZdXOyD4yWOR",
-	"N2gNNkRqQgmO6u3h727nbPfmjZQr7Zig2WIz4XAHj8VorJ/6OptTG0sRj7PM8EpyyyakU/vyhXDTeyMe",
-	"Ky2HLDtOyNevnRqJqTAT6yGjS+8MIRhypQztMuOf+SzYSPhp8RbiayttoW35kbYQWiMbRioU/x6zMXuh",
-	"IridgTQekfsBjweEUcO+eHzr3lWbJKXxrSL3A4o0oaC6Ti91xmiCrZtXzROuyQ2/Y8qcEC0lMSz+wCri",
-	"/uhQTXA54bycSv3OkIc1z0qJsk1e02ayQ1+x+nZ/t1ffjV+26m/oa1bf672MXyWv2Zt+swVHvQ8DCIWO",
-	"3XxrT4MXlthWIXUdX3+MLT2VSIUL8sWVlCc0u2GPqUqwzzFjiSKt5u7rvVcvSW+imQqXpBXIYed0kkqa",
-	"4BbDSJZaGi1lHV9/rNMOQzfUyLRqjiENZQ/H4dyivadisuaa/XssNbWLZcgH1WQolSatZrNJRkwkhpbA",
-	"XSJcI+vJ6UWgD/xVaGe55YO+6/6bx9YH7uU4TQzPVkQK5kwfodYMA1Bkw81TZh2htMxYEk45Cq5g4Q9y",
-	"xzKFD4EhkhHLOgJ4TuSpk9r0BMV3bXZY2T7taBXpU6XdlhsGlFHNOkJmoBSbgzmkYkK4IP2U3wy02Skp",
-	"YtYgpyh7giJnR0+FF0k7gqaGrk3cb1ZkbZDuBdPZpH7Y1yzr4pA0uR+wjJF7yrVpcsDSkdrvCDN6XJEk",
-	"o1woI0R5w5UiZkHUIIJuQTo2klTG+jxNVaNjlBu0G4HlIOh11q5xyWIpElCizBhIj/VlxvAK0GG+t0Zj",
-	"MTvbKBo555l3zGH5IOhYD2TG/8PWpc+Oz/YYzcy2GUWqQHFb+eUodLvU1RiHXzwS3YUhWt6Jep82XJEr",
-	"4uRGmZGM3clbK7t+EPSO8pT2UvYIqrIlYdzI52pyQHQ2IfSGckHUQGY6nRQUwoA4X1oxfhwMZ9lF9B88",
-	"FnHJZ2GupJmJOaua3rKCXijk/T4RkiRU0x5VrCNiKQSLgWzE5iT3M8ZA2uRI4UGlMAIo5bp4pxMp2EFH",
-	"5OuFVtnC9X2cW5ZNTJ/QyUoXyy8udH044n8y4EujTI5YpjmaDOOMUc2SQ12wNyZUs7rmQzZrdIxqPFnC",
-	"NulsnV9mfxgZIvS53Hza5xkq8BmNNcuUYxCKxRnTEWwrS1MjBipCRzQDK/hMF/bCzJmVGKf2DqHRdaaJ",
-	"+6Kld7FpODfj/rMGrxStvLAcfvJRsPDhcD/5lmXvXwztcUc0TVmFNyqG38wqUXfMG8T8QJMhF8ClhASh",
-	"GblPzu4OjMLteZ95w7zck0bBiqYOCTRWMoBszEjf8lHsEEhYsCU9KVNGwTR2yyYLjebk8PwYxjJWLDkg",
-	"ZpOKHZimp7di+a2EuaTpWR80vHkEB9fcW/tBJZs3bqea5PbGqtFXjNZt99RBwpV3ixdOpfqkfAynW9zI",
-	"ta9uSsVCWm3eKb0Q7gqYF8qHL2KWXliPxoNH7/jVlxoThjz+s3Z0eHrUPjlpv61F7t/Hp78HY5h3jW1z",
-	"pQPOVdXZg31ohfYumKm6oWh2P5CKke4tm3SdkQDovpeoNPusSTYWTp4klh/57Y86QprbNjJX3wimRlKA",
-	"jvD6g5qsjEzBhqPUSH7yjuFJtLo7/idj4FaImRHH00nkVI2O2N6z6llkh2i4kJZeF9nee7kZeROHEVEF",
-	"ASEZ1W+r6ycH8BD6MnxVmv8OqEbp1av3BIzbYDU1YxRkY3d7O1fhNxvk2Aj9SOf6Y2QAyCbP26dvj09/",
-	"960PZJqAhN2j8S1Bk7/hFigIA98Ac5KTps2SWlFhnAkrGRfP3S2bs71+nQ5IPGDxrTNXWU+HdhwMrV5m",
-	"XpuGDHiBrMKQVHaw03Jv7LtMDknL7E2r2YyazeZqI5kWHeDEZ/qCalZOrW/Z5AUeOHgRFIuI5MdxSqGL",
-	"0AKEhhv8rjeOb5ne74jul04NVKraPmk1Gka/bUakUzM6W22fdGoKhKJO7f/tGHFnbN40v/fGmdLmDfOx",
-	"/e5rl2woxsilGz0cPdpTTOiOgC9AQrSq0GaDHC23SnAO0cQa2Ka2/CptNRqNTTw3gZgNHdb2W3uRmY3Z",
-	"R5iK4fawsq3m12lyY86Z2+VScgMiA0pygZ+XJglovjQ9D45tn6aKTZ9kR9ingSdDLtzfrUVEEdqoHl6O",
-	"WHnYEG+cUX4ej/ndGaQfNKE1hbtSuQ6HXb0sDsXwsEWJMynan0cZU4rLEknsHb9j6PFQZAMvChnIcUYS",
-	"OqnLfn0ohR4Q/F/76J6xW7SCKP4Zr4CyGggI4VYndf2Y96yj5v9OKE8nDdL+TGOdTpwdpzhGoLbgAbyj",
-	"qVVtDLVZcaO4M/CXL1aZCBXVPtdvZN0+zOi90YEbF/T+vbXoBy/U+XAkM51fDfd+bpNnIpaGoWzB468w",
-	"psKs7PFDVWyn9XJ7e3cRquXB59Yw8ZSOzmXKUeSYd0nOCi8b6Y0aBltA49jTNiutjzIuM64nhbe3A+jO",
-	"7qIpGkXrH1KwQgu1D1dHtTJR+vjw9JCYT8h/zHkCn0smBWH5iQIZgZpTNXWQXu4udeH7qbyfxtMtFCYf",
-	"kVKUjiFaRE//hubMpyemU2NfRNA+orPWgQAfNj5Au6FsD3bsBSN1fZqvzEiG9PMxfrcDJ8D+kR8AmmUU",
-	"jv44S0tEOEGcpYp8uDiZJU/NB5+rYkdnIp0ggqPg6co1gjK19imPolmOyK3+nD12H31DaWMNJXOhfmlN",
-	"Lt4UtpwtwL7/NZrWR9EoVWLJG4DdVsTsAO37hIPxsbFwl2yLs4P/lA9/6uItP4/pD5efENg6BorF10Tx",
-	"G2HUJny1QZ5orvl9ehSTJQrt2tLSwLQR8KvVBM91LSnjUbLqJJ7IIjm1Nm4hihbKfLhlFyvfrXN6U2a4",
-	"ccR9KSof7P3XWUqew++BxMy3/U0vgnWWBm3Mn05wYNY+g8mqosdqB/Ku+mxPrcJUCMDdnI0vX52U37Fs",
-	"cjljZrOmmFpUe9s+Of5b+wIMbu8Oj0/ab2eNbUYMN1/W72hmjqIyTbjGz9ERW8u7s/8FX5179g6ggDVD",
-	"MNpJ2cHrZ3JYev20LH18P2DhCnp5eGoFoVlopGyB2mj6+o3qeGAkkhW5ZgDL/bPU8IQ2jO4UZLhL0NGE",
-	"NjLFxU3KnBUuIiOIGGDDA5JwpbmItXNzUdIzA50Wfvb2Hkc3mxq7c/2hIwdNk+C47kJr3YBtfCt1Tkj9",
-	"G7jaKuIzNBuCsVA5U2PkbIxESKJSqSMyFpqnKOGZ63+Qm1F3mkbhVoSa3SEbXQvybJ/+9aH9oX19enZ1",
-	"/Vv73dlF+/qPs4vjf5yddjcjhDSCH5h2xG6zCdBFhe2Dlt8gVllyMAIEQSqSjJnHIIBFajnatK6297X6",
-	"GviAHLgPDxMkV+MfM/evoCm0nFhfrSz8wMoiLsCnJZb7gSv9FHeaXOYAmIzpcSZYAjZz8I6Zf0RESSLG",
-	"wx7LFLllbGShoAm/4fqZJvxQNKG4HIBtB0fIOLthQjfIWZaYXQS/iucxgdu5T3kmmFKExplUKv9JkVia",
-	"KYH50fKjJW1N2Vhc8SGT41LlhSuSjY3CnTCapFywiBgODu4IdGFsUPK7JMk4A/TM5r4DlaNXYAy2pxi8",
-	"k6k/x7HMEpYQ71s0GwI+MgC0YkfojLMS1gsYhh0nAbQOuP2kjfIbyEyzjNxzoRrEuZem0XF5Cw4vgmDB",
-	"DUp2t7fdGLby16a8Ta29Ye1nso/NIXVJQcIq0jF4YckpZGyU0glLKr1deTSWxeR4hxE4ay0E6wDvonUx",
-	"yYzfcEFToBXlgIjcTz2Pm/1lZmJl7en1c7P0bQWTmbdwnkmst3BPMIGlRg37vq6WOXuIZpTNUu2xdIR3",
-	"TOhcQZkZGSsGJT/caiBkwkqVAnNSPx4eX12/O7u4bv+tfXqF8SbmKGJI8b35Hy0X22WKsc/WSOA6rpz9",
-	"lbxkCK9/gIGwJEobxmx+J7RsYhgn0Oc3DTs7YMZ9mU3pMa1Ze+OIas0y09H/88/D+j9o/T/N+pvr+qf/",
-	"+h+lXBBB6GXG4wn578uzUyTedkxyrEdj3SCH4HUmQ0aFAhxQ46lllmWdtHOuvrkkKdPrweYcD32vSuPN",
-	"K74PWDkGGC427SxtgnuASJuHuNAcyRIVRVZn+uxNyO/tK6N1SxFkFwA4DZ6NlCtNUkYhYkWbM/JdJNoE",
-	"d7kKczmiN+DGBbKB0o0iG5VTA7FiKUJ7KhN2Ae2VmvPMuE4LNr0SlCP85pAZgn2uGC7VpLvlxIit3L2y",
-	"9SUgal8xUK5rAXoAXOriIxDigX8PCcVLu/AUBgxzduB5wAJSYr+EGBZAM80SkEXtYMzKwgkLwGLuNSt7",
-	"XAKmOpc/UT9aGROZMZ1NzvoLcmSgSGN237xvxFUvONswXFi4AwuzgaFTQWSWcEGziZFWl3Jt2TmuYk5d",
-	"Tvjw5M4JIGuKuubDuV6E9Y30uUy0lEVgelSBLJivalQg7gUq7SjuXGbxGGb9nPN8H6v+9FEIDNcXH05P",
-	"0XB9dPb+/KR9FRquowA++qnkWEBIedtxreIK+SDSMiwtkOovCyZnE4e4hsom5sOYp2Ox3x7+3iCG/Fq4",
-	"fMbIWPB/jxEZx5IbBmwJwgvI0dnp2+Or47NTJKlDOiExzbIJ6RoK2SVakhGPbzHSOqMiHjQ64j0b9lhm",
-	"TRGmffaZxppsxFSxumJCcc3v2GZUDGYZgXvBkBX8yCI/EaHprEBcQHhGn9+UWITIVVnQmI0A9wKZQq34",
-	"jdeKgzjpzci81hGF8EQMKIfAj4lmpVjQuAj5nYshD141gk1yw1a4LQkGMJbyy6VbMZtf1sp8ewmaPJwN",
-	"A9kuV4EZI+dO1pKiB4xnyKly2wmdtZxs4Lbk8XL+akU5APPyz+Pz8/bbzZXsLCvbSyCcPKVmOmORMgWy",
-	"2YAqB1LdXKwp4V58+uay3B+MprpEAQbUr6oWdcv8YNPEJGerC7z31fo6HLoS7cLc5R8MymeR3fMVxnLZ",
-	"adHVg1ivHHun5123VIobgB4LRox2OhxhMCXA0ou2SYBlDnmacofWhNQZSDU3PX5/5h6Ys1p2EQ4gNF0K",
-	"8rZ9cvj30mAqfDA9bkhTctH+60P78ioiVxeHp5fvzi7eRzkjibDNiIDqfnj0hxl6UZdfCqmuJNq9Z7JD",
-	"ZMzsOEuIljdMD1i2+MoixBreqTq6VleZOcB2Y8rFvkfRnb3qW1zpj4OJZ2lW7D4gpx9OgD4Co7J+gYzB",
-	"Zn64eld/DX8p0FCpIh/+6927d2+RwQJ5dj6Hi/bR2cXb678dnnxoX78//F9d2yDXhJkz4jNvmCH7lG+L",
-	"VXOnc8+edWsp8YEj8GqEHQUs3sW1WHGgQQ474o6mYxvIsnD8RmgYGf0dgwwwEtUMV8RG+OjU9smXTg1e",
-	"hkiDcbO5E4NDgP+HYYoVCETI2B1n9xiMkL+EKrMNj6EK4nXwo07t61cb+Dm9St+Gls1ihsEmVSIfhn67",
-	"lGojxwF3BtWUjVQD53vLJji1BrZENu4HMmWbB25vOmJWPrtwbDvlt8w5Avdh7zpiweZFSNKGNDOEwe6A",
-	"JxAdkR/F77HMi1XVhbdjOdXV0KJca3VEeGnyFuiBjnK5e+nPhCM51arifCL5GGrhAvPQ0+uFwTovrxJa",
-	"GXWhcnhmc1X5RJrFpbJBQqUcZXWE2UCqCqJrfjFSd0yFFDymEJc63CepvGcZMdpaRIQkOqM8NbJ1Iqvi",
-	"qjEvxjnLUIooDk6OC2kAkD48CO04tZUws7LuI7uEq6AV3Z6c03FZlOnTryLGYXwQmqdl3J5hrCe8BVx4",
-	"f0aai2ma+ohRGBbEQjrIASta3VZe53CApSs4HYYyPQUjjWDOp0QyRe4HPGU+KZxN1uqTJlstEa3sYCEY",
-	"C8HFTYN01S0fdQ23ZcqlTgEbI9cHpAsfdH1WKULT1Dtlweltr7JpxNnVSi/puQWcuw/eXbTbtah2fnFW",
-	"i2rt06v2xfnF8WW78lu43KoIxJ7CIaayTLKzRCa09kKsZB5XbrMcGkXVrNHNmGZUaAZyE/4iZboP0eU6",
-	"MBJTMSE9mWXmYDbIKYM0RT15x8iQfr7A5T1AlzaYnO/9oZMyxYSvJKYjGnM9KSAxINKyOT9vMLxuO1lq",
-	"zrRiwkYFGtA7tg+SYMzwVgUTnz+0UqTI8sEFU3Gw8z7wIacPRXYzfjMoITp/yHu/Gi8KSBk1MPK93eLE",
-	"7xXZwF1GewycOrWJohNGQrtDofbNOppDKjM09Ev7EY5FNciHh52OhUDBgnXTrHThvET2rvhFWUDNF+8k",
-	"JMFSGFYQ/F3hr4HcUxTPn2JakR5TPGF4AoPMdGgq3BjyG9TLSbPZbL0iCtKb6QEbbh7gXXZRa5jDiWsM",
-	"ju/LLGYJwN7AFMtzQJALZKegCtsMJ0VykkwD1Eum434BPHCahpfsRRiHpA4Cg51g987MF4bkb+xuv9ks",
-	"uWyLr1vQz+wQc09GkQaYew+xJBFJ+R0zLCFhIJFaDpcxzQSsesaGEpInDNgwnAhKA0vNYdEU+jJrU4SI",
-	"lMyhnbKhOXJgu/GGDjMDw9Yk5KYNwWReiVdGSaJ54oTc5wabrh5A20zbhyjrl4wUkvkpDZ68SWNIP7tX",
-	"zb47k3/C4pRmLFzKILWaonfTa7o9s6bLjLJoiSoZqzWIIYYFX44MxbJGr+gxx/yyuft6uWGrY/EuLSfV",
-	"p6A6z7jKwTATJPI4yG1cILEBUnPVk7BoqC5B7h9SlR0EJ/+i4AiEbPb+GZV+mjKg/Dt1pSLCPkNIwQ38",
-	"ruzt5WlKeszntZs5zAv5NAaAVNw6l/QjSAg4MwMjOQQz8KlKp2cQkSAt18OonKdHb+mkjM7RiSrn4y/I",
-	"gBtKN/EGq42CbwV97FQkgQ/Fpj+kseZ3XE8iItPEJz3cPEBu05sg9wko5Vg0yCEytj6/GWcMmPt+ISkU",
-	"EKyMJ6ywDDsv95rLI3AXXurQuTR9qYOLi1ACt2lwqpguElO42zKr2Nmpa77T2tt5ucRmOhXlPRfHs5H+",
-	"M5GemTZzMjRqei6uIRg74H9Ij+l7xgRoNPCNOiDUJ5nkQ6bBIDd3Hq9f7i4/ibIxu59K73yEeqf1znIR",
-	"p+OEJQ9jrQsHCWEB3i9fxl3LlYRAQPB+A0cSkBgA3b1HIhTLoTnrSxID519An3bHDjJQVzq1zQY5DMk0",
-	"9yk+p8UTFFuUBenM0JUlV6iCCP4VED8j5IkJQZNf+VotM/2HkT817n20KJTTcpgZckdI6jDgaWJIgCIb",
-	"lx9+u/54dvHnu5Ozj5uzvBOIuEyTyJqWU3bHUu/rseK1b4/EcmzkMMPMwG9knV7KUL2ArGDuLZ0xcGyr",
-	"ca/uEDSK0PTekOoRVQp9INMX0dzWvEc8ZHlCW64jHIWh2VaVRxaOpBwHF8469GWD7vEQAfW+GNddsvxH",
-	"aNGF6U8VZVrIN5e+7wuH6Xo5nS9J/XF1dW49EaWqS2A4gA0wR8QwAZCnLACNfcbSE/XD82P4mGUQlZPn",
-	"511R9l5Nqw1ll+IlLmpEUZkmFxLvudxoSuAvlazLGPO0LFu5NVO6T8lJm5Y1S2hBCZmfFpjKTIznUqYl",
-	"9nJr8CgRasFjPIyIhvsdmkHCwwPGhf3cXpJCSR30r6K55AWR9wIyj2aQDrY8RZprYCn7lj3GgfkmJ2IA",
-	"+4RaCGhd2ZgyAI5HRMtihr9liPRinHW2goFudgLFDA9Bs+ta+v3C5iOM8m1fZNp3eYJnJ/XuiLzZ3Xvl",
-	"2TtmQVZlthVMj/ylwj+vyrJvsTSpI3tyeY5t1jtbvum/L89O63BnWFYHlyhWslgSQh1ADEt8ZFwobbSD",
-	"0jHP4HkKGZp0yubAgmYRhQrl0w8XxyHnuuUCitjZuS9GYVgHJfY/N/YHZJzyEC/r1TwyDLdEcgSRIWMp",
-	"o4oRyAWppRMSy4+uz0u9UmaRlPLheu7gwKxYGdszr0JGkIVzKskn1U7QWwq18ZCkFlyNqI4H7yhPx1mZ",
-	"6Ic5GixjJVKQKzYcyYymaAoBbDwKR1STnfKdcb2sCa+ZH4X1WPEmKVW6vXQQSxhlW2pYWBqlDyv5MJh+",
-	"cEgWQ/WXLMeIwplRdBO/0Q+KVHANXvH4dmEFSPA5+nPFfUjYUwI1CgGOUc0mlj1b6Gb66F/8bgG4fOkw",
-	"Aw8m8Qc2KlLgEloQ3oVoKq4wdNeHhDekqFMXf4ZShms9l3k8Bk4l50TfB6YSnrLSnDtHJ4fH7wGS8vb4",
-	"8vzw6uiPVaIYQrjqoiDOaanABT/eC3QukBG0A/awUQpmxTwrMMteGNUfEWBQ5u6ifXXx9+v/uXngMpim",
-	"rA9hcoj7L3wIEEAFpRgKoNUpNYHGt7LfP5Ks3+cxt/UxApG5VJ3L4Sp9LmiKa13G0kLoKxhRbcp9oe5Z",
-	"Zm0wTJGN3WazvvfmzaYlhRSxGei48P4A0EEV0xEYcNBLC4KmM+aA4m2oekI2ehNiUzFYm8ju589A5SDU",
-	"nIrEPt77/Nl9VAzU82uw9+ZNsAi7zSo/vrU9heWpA8GTa05Tp5eWAEGmqsUgbBLOyEFe1GhQCpIJHFRl",
-	"ybfxlyhoNrdVzsNAe6dXbm6Za7UwS1A5P2fRtvU60LZrqaIKZxgRLAkH5R6Lq1YuLc9cf2e1fZx0eDPp",
-	"hB892Pbb5+BdrPIabvTXvHBNH6gJpbit7BJUrkseJMCYxqqFF+gKOsH+zMW/5aPRVGcryS3V+QPYZ/2O",
-	"Z1bDKQFns892MFrCeHyQLE8tIm2dYdner/iwKhYZBrAX+EdQkhXynmyYWzUpDKVI25Y7+9NE7LFSKpek",
-	"UIbf1tFY5isHYYLlx8ov+SOLoC5fZZF4BeswSxZyxHMgthZ33O9hsGGFizJ9boMLXSQpq2BQHTl/DMnU",
-	"s4bvI5heMl1AOT8s8ZhHQk95LhDoauSnIZ2QG+krogBdsMVAsJ6EjUV0lTCa5baEUghzWacjI8vBG9gh",
-	"hIW6KhJqxITrsNloNgudLgRETy10Nay5Yr19XmZEni674jO1mlMps9xUbjFtXBBAp2GIpLwXEWGpQgQc",
-	"Ahg2SeGzkZQpYJKtTb3Me706fs2mUJEZciCjCoQgikexgc9Fpz1gAKv2XwELXr3nIiB3iY7nYtrW6n+p",
-	"ic8DCJ+aPjFNoIe4P1rH8yFyK078IZ0vAsmsMoQy4Npyo5jjfl1181ftfgE4beWzt2r/84Fl34LqLAGV",
-	"WmUY5bimxcNYBee0ynhK8EnLD+a7UKOH4fwXo5cecpgeMPg5EKFvcZwXo3++ASddjIF5arq2LLzliQnc",
-	"lGgZMNpSWTI8+SvJjnnpt7w8edf82Z3JXQWSdHcE9awxjiSV4qYjsrHAiHT/PQi98BYVE3LPRSLvHS4M",
-	"GoiISjmk2d2gHeGk84xQgkWv8kKBUA9YF0sEmr5wRGB05bojaJrKe3VAhOkiEFxl5jxnGG7WIKceqCEY",
-	"2ZCC0I7we74fSscPKQU3u7FLqUdXA4ZLZ92rpSs3YhmXaBZNGVW4ay5HIZbQIxvsjol0QmA2zlu7+RDY",
-	"dhZ6J/xEcXtKPQ9ZaaHBS5yQOTo4/jUxWdALjq/sInwAbf08peJhyhTm0bsZZ1jIE2HvQQFCYs8XuDao",
-	"xRY2SFEHyy8rJhUYsAmkccDS0pBALuG2MNuja1/rhvasHFbjdJ8VYwunVZcVMcdFzWPNAJv1w17WDUJZ",
-	"Ly5kvZCM9cMk1o8weGR0/xog+5Wx7w/jvFd5GEnOgqcKn276BLS5dAH0BxJcWZO+i5xDaPqS3OebMYMn",
-	"ovRPmx0k/Fjd8lFdjnBXHfQPV7dCd1g7OuBRcPuPAT5fDRbOHkTLqsXtFY9OlSggZfrAWq2V0ODT8N5B",
-	"MER1iP2acr8fRLWw89gVaZ8ru37Hyq6Bo/BhFVpXKadafWvWLBj54MqPlSUfP4ZgvJIsJZjwmRaixxAt",
-	"LOR9mCHaZR+BfCYbGBoEzmouSMoFA5+IfSx1CDSez1pvqxC/4NiaQfoabfTP9t+vT47fH181VigSf+X9",
-	"O+BM4wo72AhCP6FOPpaELlEssO/zs7OT63cfTjD53LuTs7OL67OPp+2Lywpv26pWtYxRJQvZWD6eXfx5",
-	"eX541MZJ16KaX4BaVPvt8OjP67N372pRLa+bU4tql1eHF1fXF4dXkMnFjboW1cIxl4sgTLHsrizG5J3M",
-	"ClPeD9epnzEGMUaKDFiKdoMgYAKxP0FeDhsaIPDIJWMWkfsBjweFeCyqc2XPxYDg10M6QUwRhEZULH6V",
-	"i+WjjUpXZCwSNJQAwsKaZyC/G8xr0aZvVgSBzEltROF61WW/D7mNsAe3ixYOR0nCoIqJK8/j6zFtYo0g",
-	"/Crf8IM8RwnIw3AzUwbRbdjEjcRv8nPxwBRJ9oCWEhuUhVx1wsqQBfVoGb8SV3NkLVy8ld2WRHtAwY1V",
-	"KzWvWgGFVyC0rLhZ5w7p6NKlxjTLOFuukPJqCH3zNmJBj2xi2yV8bOyztoaCVbazstiImTpkqEaTnTnn",
-	"l5qKhGYJsUutCBN3LJUjRr6YhiPET2k6HEUkoZp+bSwPaZ+q8VmK2QmOzTS4G4/IbAZCB54JlrOIES+u",
-	"WxFQE571fKmWuIePgbGZvtrfB2pTUvr5EcrSwpQ4U28zORqV8T2vp2JOWIg2cbsPlSwMIwJ7Q4/FkLXO",
-	"8KqAi9mCdDZI3mK/P7Z/++Ps7M9rWyv2uH15/f7wf5F8PCCJDOjMB1a2grdtAADRkvQYjKFAAVzZmZIy",
-	"M+tVnp+BQi8fG2SXuQyC6XP/AShUCgarm+AHD8dd2uL3Dwb8LezgsQGAhfL0lXjAEuIQnOLpxZ53nxxH",
-	"cyKnp2YNnws1pHENdA0VHvn8LKUypdeLSmSCWPM7Njf1hSstSTGGvTL29gG3H2dyQpX+Q46zuaPAHNwi",
-	"YQnBmBLvzTOHdSDHWfmolr0a5XqLL6KgQ78i1y7F1n4xNnoGq1Y+pkqA9CrpARESPjtk9EA6ygSxdrBx",
-	"TxMwzQNorE2nh0sZuaPlRzqz3asgVqcwhw/JdskgGKiQCglePQhd4aWpUlbFt81NQDk7jJUG8ISQksVn",
-	"4WlJcZEKl2ZlXCMZoz9BYUZG//BRpDRPZr+TfDY1w5II+jAeyVAtm3HS4hV8SZKNPFPl5kE1UmR1WO2D",
-	"Tv8jI2sfNoaVwbVzMa7fhArMR5uuPoSnAJyuOIonwZw+YDMeGXb6kOPwuMjTb3QxlwCfrjiSb4E/XXFI",
-	"jw1B/UYiwyI86QOPyONCSr/ROV2MKv02XGQxsPQbEK9lsaVPT8WeM52tlOlsVkg0R5vF44zryaWRWi3A",
-	"htGMVRS/pcnQKNrylmHxr9A/dHh+TG4Z4AdABoYIVGzL9zzQeoQFornoyxKkJRaUvaEaKjWAkq9Zpnyi",
-	"ngb5mPuxYBsxrN7mTFTk7eHvish+R9gsM6D8GN0X8jm68gxcI9rX9gclC7AgMuaYtyUiAlTtCxSHbcZ5",
-	"72AjG+8u2m3Sisj5xRnZi0heooFsN3Ofqe6I3GSw2eiIjnBZobDmIzq/ult0xLfuWl0iIHl793CsBzLj",
-	"/4G87vvkN1hPWyEKtgHLIXX3cbjB/mA8IFa6C+u1lWyZ8/ZljMYDpmAROsLZMvzrDYJDxowQXJEupImP",
-	"oe0tm3Drv/6lpOiSDZfkzCKQUx4zgRVOLATicGQ6q283mtbIhqdD7W9t3d/fNyj83JDZzZb9Vm2dHB+1",
-	"Ty/b8E2eMswdmsPz41pUu3MFcWutRhPfkyMm6IjX9ms7jWZjx4Iu4Kzb5d5CC8wNK0umDblXESGTpizz",
-	"JSjtzr1QuN7oCYENmF7njrALnZcwM39wzKZctE9v8CSCfK8RnDdI7zohdzTlSUfgxg7phFB1iwn7SZxy",
-	"JjTZgBFKoWTKNknKaCbsDbL2qUR2hEvnb/YKjHgCB1yHY+/M6LhjRpmjzg5b+53pI5g+JExUIylsNpLt",
-	"ZtNWVNTWcBkein85/3kOQIcOPebilk2g/WbvFd2Nt1m9lez067tsj9bf9F7H9VfJS7bX36U7ve04JJmg",
-	"hpsPX/ZbcSvea9V34pe9+i7d65kPWb3ZbyXbdKe3G+95o9R+7TDObVP7UFTlq5W2hnRhCVWcP1CvkrLg",
-	"8Cu4tXabraq2/NJtfRDUXm0GxaZ2t98s/uhKyvdUgAVhD9d9/vvAuwRN8YOdpUbl8h/hyoyHQ5pNwB0g",
-	"sXxqmqIRRtMbVbDTqNon84m7UmaNVeWtOgRChflqkKpYYwOmgAfMuSviZtMuZZBN3FZE5wKrYKSUQyav",
-	"4mk94UqfQ//rndZ/ltsxAENVsCpsNz2IvDmt7aOuHBgBW9PK+F65drxjPpzSVndntEdovqjOoVhnD7kt",
-	"IDSFd35Vqn1ZXWWeNvSyWdBO9sp0BSvLFUT3bXw0I0nD8ANbY227uf2y3mrVt1tXreZ+0/z/P8qEIMic",
-	"5ACbrWq5dPfrp/CGL2W7CwopzRjvyq8/nPaIqKEhA5ivRek1qMEyl/WdzHo8SZj4GeiHuZJeFVAv7D0P",
-	"6AjSi1kSsvXF/OcrmGNpRofMyIP2alaA0YUtumX4jCtabhmA9UrkegOqFstxAAv3+wQCRDyYT9UumVY2",
-	"I5QNxXG4CVuhXCSYiN9i4vWAZarhxMKA6kH+Lix6kVORPKkiwIuADkauXE9H+Ho9By5fBGbugjh2IfF9",
-	"J/balMOQuhrKV6MhuCO4wrJc9gXoycmr4IFTI3DCgzRNYjoK3+yI6cIneXEEW109vKgRKb/AHWFeDSkq",
-	"1JOYcgUirsrF7jUbe0RhGVGo1Yo18WyhCXSO4vq7lPgWULlPoApKH1bcrLdZIMAUq46QGU7XLL6vbRcI",
-	"bjwHsBWUFFcUgGcdqDpvhwHp5HiprJXHf+VlBn+TyWQ1OSvkOK+nOcRes9lcWvCZjUf7WtS9bSDBenJh",
-	"BaOd5bTzWe0Ur309zWtbzXJm23pdwm3Ny4vZ7V7IbrFQ3xS33WmWsltnv57Hb1tT/LZZyXDLOG4Vy53P",
-	"c/eW4rnb1Ty3tfzhClltNWv1giEWBDaztMx1CS72G038wf12/Li5u/iLU6nfmbMFH7R2lmLgUDoLOf72",
-	"MhwcVEdI2v0ziAlHEKxqi975XV8gJtj0/AsVjasgzMVqFzn9hiqGimzMppzviOWS5gsWTZfMtBx2PDK6",
-	"+1Tm/AjVc4A+gzoDuGcKtbDuyXAcD9DUAAj5jvD1FfOyioXiTbbAohE8GElkrLY892oMkwqdHiobrEu5",
-	"80IIL1thNQIglR73/eZVBc15Fcj5y5MNM/AqggHVOJ9Fb3enLgeudCfu9vRVWk2cXXCBihGdHWGkoXKR",
-	"lusyIbZEYO2IxRKrK3tsx+aEPCfYQRM27N3Xp82lOKh2URDgDvO2MFqCdkQIE5oNba8W5Nwde6AgV7hQ",
-	"qwptQeTgUwhtj3L19x736v88IsIzx885fkmU13yub4VTtZXDbbe+2H9PjpOvpnOGGRUX2g3cZy8U4Qnm",
-	"GsyDOzYrTAl5X3MNCotQb5+i2qi0yvt7emttA64nkoyZERJQcmAOpoWRDZGr72IUV0hr3RE2Wwk51t7p",
-	"Gs7MehAyFjOOxTqo9gB5LeUtpKWJqSCa2XrmGRsxqrGMmR2Ui+ELQg1D6mhG1RG722/Ihi3T0nH6ky8A",
-	"lm9hp7Zp3W9Ft8iAqo7oVoPvu0EbZUD8Eup8AedjOphihiJur+je8JrmTgEEHepYzTe5XbMQNWVYZzEG",
-	"qtbsvWK7tMnqb+jeq/puvNOvv0524nqrv812kt14r/eS+iiX/UVocWiyRbd7O/FuUt9jL/v1Xdrq1V/H",
-	"20l9h+329+jL3qv4tfkI3Ct7tNXbjneS+i7bM+++NO++SupvWLPv2inEzezXMPU8SwgUTzPkZDZuaQ+U",
-	"7WJgUpXlNw9ECkKGfK2BpdnGTNRMOQdxxzpyl+2X0zN/dGmViQSDLpG80BvKRehvsnS/ghuwEBxTqhFC",
-	"uRr3FlSs9QZ7b0G1wbGKxRnDEnyzDqaPs7CMhYwm96U7nvLvMVIdy1SKqOe1uMpajq/VfSbT8WBLOk78",
-	"Tjzfs+/gkClWs5ypx1l+7aoElgt2wxWgdagA4n9JPlycePlAG3XNh0aXV9HsCHP7N7olbKwbke501FM3",
-	"6ohuSdxTdx/sNTIjSg7ZZkRc8pt0AjEwRhMMq5iF4BznlKbxICdCXBHFbwSk4EtTee+qzbnA147wka9q",
-	"xGLetzcrLwns1vSFIt37gWLxddeSF4u+6QjQeW3hFhtCbAuEHhYW0ghaAJUBnAnWkLXl0MFNYSuwQfI3",
-	"QHgkGVPK1b1RLLvjHvIvmIadiEAzJrvb2x1hxbTu1jhLu6bzghjmvSxGQOtOm4i76DsCBFZe1nWj1QSt",
-	"jLGEJZu2oKuZTgR9vikTz45AdpqmKmvo0S7KcumQuk/TuCTY4IZt0ny7pQB6NBUzuCQoZXngSdlKrKTV",
-	"t1a0OJSLraFQVhKp24wWLPEnK1MuKdJOxaeibIxXxjBKuEPv+3/+9SZ7/fuff/93dnX/rw/nb18fn5z/",
-	"41hun9ATenlfW3ELZyNQsdun395khn/O55dRjiXDNXn2h/yK1hHHUwklcXXh7AeIx1tfcjXzK/Jyc0tn",
-	"ufpb6yMPmZjHLeZkAMrQuwQYzobABemDS9BWfudpSgxju2OzIjX2U0bvC6Rst2qEybMA+W2PJi67ESGX",
-	"Oo3RYm0sV79Cslbitlp4Spq/DMP74dnXinzr+ZZ+21v6O9MrXNEpA0ZZp/krW+3cUAnx00tym8Biv5SR",
-	"5oUqJGIR7H7KYOOsNWAb7IgNaxuMiE3n0n4b2TQRm5EviQg8zKeMQLXrhfKNxDJhDfLWWWfhbZuFPbA0",
-	"U0ByjaCK8ax92nb/9+uL9lX79Or47LRLNl6RhE7AhWmrZ5a6DgMD09t8tRZYmM5EOinYwXFtuJtVldHJ",
-	"p0Za7sbPJmRaeFIA4VNb4kUb0L6u/crbrP75qRhsb+jhQ03GkBWghLwdkhG9gbqygTj0TOa+gzVLlNOM",
-	"J6Z2lvFuTeUZKKVrZpxqyuwWfGddcBkDIw+K5ElEZJYAEepNCE/KrdFvCwGOyxuiiZYk5Uo/tUH6V6UR",
-	"+bovQx78Hj3Th+9AH9xNJcVoYEcbwqfVVu6/0ZQn1GnENxkdDWwxF5khqokqYqMQScuBn/A9GyMJxTeM",
-	"Wp9AkRSyu72dW3NGVA8aFdbQ/LCtYwiFscCz5Ia584/Q4H9CO30OqYrkWNu02EOb03q/9gdLUxmRL18I",
-	"5MxuGCpBvn6F1Yb0wbWbjDGdE4Cri8PTy3dnF++RaFqq4l56ertavmTf2WJq44D/5uJTW9F33QhQTF/T",
-	"ZrJDX7H6dn+3V9+NX7bqb+hrVt/rvYxfJa/Zm36zVZvZtGWitZ5wX4NLUEJtrTX12Rq6gjX0dziHPwNW",
-	"DDbXik9TlLySkC8Q1ba+JIHFZK4p9FL2nVDmans5SydmtbMFukBRJFR7yKuDZsUpoxnGzx8QC48MY5nM",
-	"ONSgyjY6Rf2fzaI/uFl0hTNaYRy9HMh7BwH0sXReUnC5KK2w8UKhlFFqMZ13dprfm9f9yvzoqrB5z5fx",
-	"u1g/V7qJq1kFCub2hXaBKWazdRfkRlyr3ypt5RK1EkQF8+FwrM0qef3EYkLgcrosMD0GZQ08eTE8LeBR",
-	"PowjwfANIe+JOdiLNBZHDJ5Icfn0dUXFwI7nu+MoQm/NsgRwETH1SXC2H0DF3EZVEDNzkGz7z0L2ryhk",
-	"HyYJoW6LH0mq9oRu64v919dKEykKPRCsVUavaAG5t5TIE5KeJ3cTP+l9bj3+ff5V7/JPIZksumXrSSPR",
-	"l+r9JmI87LHswKYoyQA+SloVsU53BeZd7gGYW9uwVDBihfyiS/tL8s9KncExmPHJiN5wQVHoLnOYBPkT",
-	"flB/SYlzNyw7IJ7AtesXJfTtzh+HS4cXKjnVS1NSOmPdNQFgmq8KA5lgnGwKAwPTDFY2gyR5XXhwnHQ7",
-	"wlathTBjlmzuE+p9NQ7lDPHFx+aEYbkZRrKxIDRVsiOwFjZmjmRDrI+CRhciRYDXQwd/2ZLYoTzCKsym",
-	"LXBGp4+Hx1fX784urtt/a59eQdadsCAEJnoEIBPZUAyAfWb23bJ7uvUlCCX7uoXwp+5m9QRtR+9k1nZ1",
-	"mPxE7cR6UqYM6yj+oj5Cf6sWuwiD7dsoxiKBmV/5xEkkY7HMErX5zLi/gyeRhczDse7gYbl8HNwjoDyg",
-	"9Zeq7W2XqJaKgLZZbb0g/04ZAeF8IJhJdcR2cxvKNoqYIaMPcjDACMBfORuTE2S57QgoF0M+2gqR3eOE",
-	"DUdSMxFP6n+ySTeCCOIRM/3YCBM6tJnOfAIHyNaQccOR04AgYx4wShLe7zOYBnyGaRh8U5ArVRHaEbvN",
-	"Nw3yJ5sUgVdmiimjSpPtXaj9o8iIBQUvy/BVdoH9zVwkA+TB2MgzFO2DKACB1phZxo/Vx/zMLASpWIcD",
-	"R6unFgJruFIC876M5YglxalFcxbBs+EBowkkbrU0eWoHCzQ5rBS8t7eo9u6nNYw5vuayS82a0GL14O0q",
-	"TOuyWtVTGn2nz89KZqQVQ8qdkLBf20m241avSetv+q9ZfTd5Fddf917S+l5/l7nfausESdtp5cnFyriV",
-	"e+mX4zzNJTjPkRT9lGOJnYfaiyq2PsygPZMcT1Oe1vZrLYchqUU18CMiscpxATYNdFip2ebNRZxAPFZa",
-	"DlnmrL1cEcgSBTl9bTHyLbybkDjVHqXd7e084ba1aGGLxeTuan/LQtIbCbtzU1JbHD+p25aXzvViJ1th",
-	"u4DWSErjW5vrepY9li2FLysNnEWTG37HFIaoSpJKcUM2uoUBGyanCS7L5gFm9zZqQMJoknJMK2S+wxwa",
-	"wuc5JTSFvPQb3RGUR6/HdNSF9N4ugLTPWZpYGe4HF3zstS+IJOtIP/Weyzq1QAYajwynbUXNZnNK8SzG",
-	"8ZINB8Bun/71of2hff3b4dXRH5AexCYBNfLOJoGkVsynMjUyiPnbnHU2ZELbNG6o1Dlvq7wXHQEnICKO",
-	"SeWBxaTry0J3sUH3A8+5LeTax4SmVkQjRkKDLnBAapxq4PAoHdmihgD/xDwmCDuAjHTmCzcQkIeQKkcO",
-	"WgbduFxXMy1FmA3ePoetwC9Ap2U0SznL8LlNVosCI8g6HYEfjKhSViwKDTS2jhiW7pYZYFkhs0y6j6G/",
-	"YNzVkGA2TBNDdrffhJcD2nG5YrHkPVR7teyHHJodgU2CGGiQvajLWQt7MSWLWcLrVx9qJnh5DE0E3YyN",
-	"oN73PjHcu7t5QCg0nQ8zl9Jsgx3hssbmJct7OfBjt/nGSbqmIUNuBNH3PGbuKMLLuCNkt9lcRmL9DW7P",
-	"OgKY1WwrRDGjZAdn90+LKaMxq7dAsix+83tmS93lAlzLMJCfR4SDBX1KOS5f8JUlOncmfd2EWRHv08OF",
-	"PDxKZZIeJj8w98LdOrIBGQZwOJtlJOpZKnxCL+Kxk59+FmmhaLHujdPbB8oMBcvjAudhKKK8yBOkgaUW",
-	"REYX+4WOD2d841ph3SBnXCMbzgy814Sjbsg3HPXNA8PxE6ZOvVGwi4nd0dgBCS2h3SVNqdBYF/OOGHZi",
-	"+n9hhxsRRADDsLH6jrd/gHCUh55dtI/OLt5e/+3w5EMb86L1JpopFGg2Wi/Jn/y3MPYMUsBh6SBMPMLz",
-	"BB+0Z62P7vKjUQKy15JROlZkr0n+//+P7Jj/gWweHeET0wHP5f9hziiUjUVFDtrQBrOmf9ZF3lZ5aBvb",
-	"4KO15ZDeu3TiDDOXYawsXyVFWrkNI8dw22BDMJ4sHl3rH7XpwWAH+EcR1j0HFG6HYV0h87vzjOTo7P35",
-	"Sfuq/bYcMh49yAyRLXCXl/a+vshgvg7Bh08qRswzlVyFvqlnS/13cLEvoayuHAgYZFNc5NieovKYoWp1",
-	"tF+xyyqw35ErbTGLLcfS9K6KXo6IhJJONmsW6ChGoyJQ1ePo8PSofXLSfouxzxljmD8U/QHYV+oq61kc",
-	"fEcghN1onN5wfShQhMT8H871aAVHZCwDqoiQQRouMmH6wA5t1iEJH219sRTJLWu3NI0U/DSHx6wqxK/A",
-	"HnLqhku5kikWB35hB1sa6oJbgInGaByzkX42yv74MSx4ph/Bilbmi6+ug0C6mn3W+Fpd6YzRYdcJZ6Gw",
-	"jO2AtAuS7n5HgKTbsOy8G6Hk23A33Tww0p37HcgFPMnf6AgsjMD1gHR5st/FJMvKnD8RMwtG2oxIF7p3",
-	"v99ykWwiVeomVFPz/L8vz043IaxSaGXNVd0TqnQdHtWP33ZBOlaAXUZcUD+TQyOXo5VopHNL4eXVRfvw",
-	"fZCgYTMyKyJQYKbgH43lcMi1OkA5GZcOSaTtvTDXBjkE9UEIFuvc/gRZJngCoj3jdywBszvDuhFAI+WI",
-	"idCihharAYtvla+GZz5Ho+XGbrMVzVjeMgiPEomzbao8BdM+2d1+s3ngJoAuVKhsM+1UhAZGoM5nRpTf",
-	"2N1+41L2seFmoyMOiV0Fwz5SqZizG04t6/Hbk3bXJ/UxR/7Omh7NEmMBP6heqcG9GprQp1r6eHF81b6+",
-	"On7fPvtw1QWVx3xDoOiGGa8zZoJVzX18eH58/Wf779dHh0d/tK+vrk66Vs0zitwLZVbzTsa2NqqL0ZLD",
-	"oRmSohNIUT2YlLGVS5i/Zyt4GmurShLm2MKnlq0vUH9mLnCBN9V4Yva4I/AKkcIl7Qi4P+RLJ0wG3ant",
-	"d5ZiZp1a1DH6B3wAGgg8sclSzEMvwHdqXzsCVmwG6eP9xuVyMkCQcGLPovI3TrqM13nKbsLcqfbcCR+s",
-	"KzJXBqswh7HDs9A1arW57DNMqgzTJvuGxFMNZpgDTE9qc4d3fVAL2GZkAulPQYE25Bo+h08hzbyQ2sMI",
-	"J8ylzs+HhXVDuCaJZCoC8IW1cEDBoj5rdASkj8V2gbRB9Wm8l5QoKO6FtMv8APCN6VEwIMwb3moQEc2H",
-	"LDHDjoi65aOReeaF901sSsgc4Kc6oi8zcHbmvXj5PBe1c0n9ypUo5Mqxho5I+a1hCXmp6o3d1s5m5G1o",
-	"do29Qw7XAY9KR7hCSaQ38WQZNu36t79ftS+vz9sX1xcfTrtk4zV5z3/b3Le+NwtwZR2B7Q240jKbYHUY",
-	"cGARJZEr8Zy1uCy2zo3UEd0tdwYshReSXDCdTeqHwLE2PBQSFBzrZyrNyWSOp0MxPtjrYi1FdDTK5B1N",
-	"C/nt7VOW/GbuJEUvzLJmCDOwK2nG+CTOiweVEJidrDmc6Eqyc62tNkOfkGs+F7FQXJu7yxIQI6Y9OydW",
-	"dk78DOUC3PXXklBvYTBn7VFUK2vPrdCszukNMJZMjm8G0yy04E0IHQiG74zoDeuIgUyT3OjeBfN6N/dA",
-	"tJpN9+OmBSbc0XQMhnWbODyn1iGVnXEFAMUUEt0SN5m8z4uTdsQStvpC1ATWklyAmjRLA16AqpAAmGxB",
-	"VLSOCax0OaSfbUgJ1PWcF2Dyk0HCzfJdwBYvxoSHZ+hXI2ArkovynG8V9+0HsPcCPPipzL05SByCcmdw",
-	"4mBACOBRkLQZ/YmWWnWErxFJvJjnnH0bFsbj5bygIicxV2Sy2SDHGgQ0tRiYvhFin1/kKbK4cu5ODJsx",
-	"r4G5uDfWgBwyIviICwGVA1BoR+NFxlx1arPrHXHLJg0CdAnFaK+S+lipfImg/DIGVrjOO8I3bliKzcEH",
-	"0T43lIsDH/xjkfM2wgj1CeyyIzBFaETumS81nZp5ZfjEyu1e6UDgUj59GEBHGPFFZ2MRUwByaVJB0rF4",
-	"KAwPhXdzDmD3LDAKHMZ+0pAjChYCTPaKdOF8nvW7DQJBRNSmSSUy64jc/p+3EFNBegxQ7xxKkRq9AWuX",
-	"33PFNsvrbOls8ngG+Gc09LPh/YGp9HU2KQbU+PqjNrOvsELN0iIjbP1Kwat50IcqlKWxyrOHqggHTnSh",
-	"MEHojnbBKMP9HAG60UJrtzNgY12rjoCHSB2KaBdfqw8SWXEVlCMG9IobQm4X3qDWk5exlNHc6kvd+mFs",
-	"DNgeiE3j3hE9Gt/Kft+Orkqw/AtW8ueJxLWr9hRBuLAUv3xyZZjlsWbDxQJwcGeeDcPfIdoxWP+ViWPu",
-	"pV+A2bsfGAEJUjhbpGkhqFskyggpMRYGzX8CW2ku6Xnpkeex2CjA+tpaiuw2dw+mwsY5GEvHAsRJQ1Wm",
-	"MvOh59JFjlcg2fyRXhvJZnFjR3JsXm9GNb8/c9OupZQPw+IRQfQLGN3s0yXSmFhm847ydJyZSTTzh3Mg",
-	"Zc3df6xVbnRJkS4oN4pTKkQNeoHv7fHl+eHV0R+IKkOr0JkIi2L8mMj0/BxVGDnzC/lMD79H2pZ8/Ze2",
-	"McxuoqcmqK0Wc1FU5GHJ80WsURp0CVpdDVT7geaxCAbnIwIt+szwENKXYHp1wq/MyNHJ4fH79ltrdEA/",
-	"Yaj9gtnEyMR3LAuy35lWcgIDX4e5adCugTC8pcF3ZAZ7h9Fi0+A7h6iDBfcqO3g98nF7t15HXEHlbjzd",
-	"iFIPsHdARiqRc3N42kOQc6vq7H46z8C5Z+AcAueWoL7LUDjw4KLy/vORuCnTbx6p6shdoaxIFES9OEmp",
-	"IzaoSCKLCgA7YIQUk2tr31ObUe7WmrETd4QV1GdthyERMiPzVkMXQgZ0qSMW2Q3h9ccjQM+Ww2fKs17k",
-	"u7NzySyw7Qf5xaZr1S8kSua8JOOUrZYAz39VrF5fnufu0nfxXBZo1TjdCk25+SbQuTMp2p9HGVMYbVRr",
-	"kh3yP83/OZ12O36TtNhuv/6KGt0w3knqb9jrfr1JW73teCfZZXv9IJbsawRe7eyOppeAE1NOYTVa71+O",
-	"huWPrnh86/62uyP4zUCnsF3ss37HsymzwfZVczufgnvnig8hbK3qPf94J3j8KarJO5aldHQOKS7M5t7y",
-	"ERy2sQoilvHP3DaRq+zNqKb5kP1DCjP29jiTI7Z1TjOuqpO7h1vw7RX5deye7j4uNnv6a/6s5H8Ho6cK",
-	"6Kaj5/mz6vpQF+CSDf3u1h2f01ajdRBDOAjzlAMy00A5qI4wt4H8RwpGNrpF+tKNSNfdle4mQDshLoB0",
-	"p2hGtyM2rDN9OE41H6VMuYG4V4niwlD6ASMfBP9M2EjGg00MQSaax7dexLPpmFHlRIHQAwwcSsBMWnFx",
-	"k/pwYRswYcXRrls8Q69srDSotKYno0y730ksxxDaYZgpBh10hAUf+HegV4hMCJGoKRVEMW3jJwYy04Y5",
-	"mgXrCEjFA4lB9D2D/BvSsE0GPyuysdtsliTmKdOLgSm4a7wOFnQu75gh5RVktpp0/rgGzuISfocU/M8c",
-	"/P9wDr4qt34uNfZ/WP4SX2pM5YS+TAyYq9VtfXH/XFBZDPKHOt5muJIiQpKhzCCQBZAG2tca8w5Spemk",
-	"qlhYgT89lwr7sUuFLThjC6uD+aODPgQL4Mmlm9L6GNUnpPnMY5957I/BY0PC+EyevoeveyFtWg3afukZ",
-	"IiLbXQ7QKdFqQMWN9VKCJqYwayIAp9k9mVaLMSNdjAnTHWGwmTbxg2n9eFYDPzCPoN8EqCZUHgL8JLME",
-	"FZwjysIojdpq8Y9C3pcpih/gUj6JorjTJLtAP1v1veUvWnFAK6ldzyzhmSX8gCwBEmMk/FkL+1WzSCZc",
-	"P6YOtgWXafWArGmuVWr5LVXiMG0xpgzImBoPWdIg53SszGNK8HLnn3nQzgw3Md+wZ5n9mUD/VAQ6sif8",
-	"GePwg1NaIC+PSmqR2n07WuvCIHl8izUtWELuB9wQVUwIYWktmEWkiFnUEbY4UmTkCMzSBR4jdJQNDzCS",
-	"imtyI8EHlgeMgT4AnquOuDATRXLuhwQ4MQ4MwPUb4DFLsE5mrZ6p+zN1/8mouxNpnsn7jx78avZpZfoO",
-	"B2wROC1/EWhoTNOUAUCOKMbIBk1TnyOLJkMuIldPxYJPc2DELZsAqCGBtD29CeFJOajtYz62lXPu/ZTR",
-	"kn7Ci2FD+XZ821v5M4B67sNz485/8LAa1oP+wAISE3E8o5SKBjk0B5tIkZY45PBTv4OPkD3sMB5CrHRK",
-	"IcvOxdmq0As/mKfEXtBY8zsGfHKJkEOE1p5Qpf+Q4wy+4ktztshmEtrfi6rXyKawT6DtCv6cj2j1q/kT",
-	"YwR+taxg3nt/H9y60vteyvC2vgTS1aLA5SK2z9cLMwcPOR0cTfwnXglEuOETRI8nbKQH3nsbxB2DHmFR",
-	"5zZjOmQSHshxVurVLZKZtWKQ7fXdftD1bT3h9X31za5vARP/7H/8Hv7HhTd4VQHwY6A4zXFBBhzdp1bK",
-	"c19xFiaAAuegi5A6mK2+oHw6KaUlJICqcBbmYp4592sICvbetE+v2hfnF8eX7VW9hA+TEH4CErPdrKAx",
-	"wVotS2r2HpnU2K5+YZLzywkaABiYis8a4eV9qLxhfq/fsskivXs6+b/5xCfbx9x2isUZ06pciT48P/7T",
-	"9LLeLTZqbX78ra47/x4cjvifDLbLhoPRLKOTqkthpvXMer+Dsnx4fgyLHxxlfzIfge2WqtnTXBcPMIFC",
-	"sRhubQ32LvOWm80BfATi84AqSCCutMzKWC0qB3j6H0EZj/mq2jee/+8Q9hByU2Cdzd4rtkubrP6G7r2q",
-	"78Y7/frrZCeut/rbbCfZjfd6L2keixJzwy0z1uefa/s1ld5e7/a36ZsYFvFO3oZmcty4wmvXt39t3zX/",
-	"8e/Xw9bnV6Od3p54E+9+k0iTxFGcSgoT5YobjvyZ8/4kKr5wdKqcTK3Cb7e+3LLJAqR+SKAOiT32WEg+",
-	"L2btNAPzYoNcmJcgrgxLPkPWBlmXo0aJH9C0F5CmRch9/OAZuf/N3Slm2RcevrV4ZFTm87bdvVDWNVKS",
-	"eATO8KNmiCq9NOvUG5tNiOrKhWxgqpUGF4pluhvZ1CsN1Izyv/F6upoeedaTjsCkHZtYBWtsCwMoslGo",
-	"URZNFe3azOudRR0BTk2z6zbtX7G6WOST7ZsuXPkrVUwo6OuEcVVdPspvty8f9QgFoHZ8Aahw5YL6TzYN",
-	"ClRtWiYRynSlpzzp1XOpp5+41FPJJSxemceo+zRN0Faqh7YMFQKjTjUVusp9ztYDHc5a3kNBDggqGKep",
-	"Ne9xFaS7n29jP8He1zWD5bkCbNFiD53Jf/GP+qnM8172Zdam8eAYtW58NqSfL9AA6dE1MmGHmFFUhc+u",
-	"+JDJsZ6C60AS7GPxDqoGuodyrIHq/SFV3saIiYSLm0Lv2ViUN+tQBu+5OC7HCQXJcOwDUODaeRKdwvNC",
-	"t2rc+2jhNFiZxD4PjHc26yfrDaS8bYtkJLnI5/IAJST46HR2zVa3CtrTtMgNYQ8unvxn6vldfRKFvQgI",
-	"piEej2IkGS+wkVy4uCddeUSIvGOZd0m+UAdA7DpiQ2Yu/Rtk04gI7Skm9KY1tShXN8tSQnIIfo8EU32Y",
-	"hx2B8VKEK1+JDgsvAeq9vIZaKfV8oAUmJHWt7RnStb084G1mWE/p9ng6eu8W4cHUfvuXIPXlfppfjvib",
-	"m+iMnM/RT0tHP73jLP05RPXVmM0y8rK73PUlBOcMAG/TjOWPq6vz64v2Xx/al1e29BHNGBmwNCFaRmTE",
-	"so7QZl80GUilC3hO88CI2wXIJ1Euu7G8F0G9ETNfw+QqKoac2ak8ihD+zy+13jhTurbfqoKr7RXM5wNw",
-	"X9ToiDdsI41YDnNmps5ZhkQPUC2lxCls8evqbrTCAizrTXsWG7+bP21GRLP7B7di9lpPX9V1pckHkIet",
-	"L2Zoc+3hRzRNvaQIE0GoiyvmbogItsaSAxfwSKgg45G1kFF1yxIQRJXmaUqwHqYvssxEoqqS3BRvwHL2",
-	"8qG8+xXt5b8g+8O9mrk2aKXp26rWQIef7NKU2uAD5rZPKHl7eomV9TZcDdftvR3Sm2imIpLSHksh82LK",
-	"tGk/6oiE33CtIvKi/gJMbi+uX0Tk+O2pK3nNM/JZ1OtmisNNYhQ0QY7PCU2SjCnTgMN4UDKSmT4wtwQv",
-	"Td/ngzQ/NMh7LFVAYqpYnQvFhOKa3zHHVEu8B3Y9q50HZTnKy7TUdwV0XEzTlEgRLSNOmHehdrcnKTcy",
-	"r48LbLpLfOQeuNm6M1y3e0BoR2Bh+DtbQs3QIludLBlntJdOIlg41FlhWCxzJRbCwmdYAd4NwVY3y5Uk",
-	"m43SbDLK5Ru722+gNnlHcL3ZIGdjXZf9egbKMlTvxSKTPWqJP2bDNJRzd3s7CvJQdgSkP6lQpWfp3wMV",
-	"6UD2KZNfVtGjC2N6Si36O8tryy7JlJQ2Ryp7Vud+fXVuTWa2kgwHotZ8FW8A5CuQxl4oYmiXzMhecwfd",
-	"n1A3s34ImY5cCDU6U4q62iwlt97Ze0OhoXA5Cn9GovNaYUdYtdAIh0ALuYLM8xC9zfSAZWY0QkJhigHY",
-	"Hm1AhRMRVUfkDTfIoSXTtmbu2Yer384+nL69Pj/8cNl+e/3H2eXVJRTPtZPPmP0+cUxlvoZKVlVQz3Ef",
-	"1lZQK0kYjv6DWY5ScrW9lnoJw19WvcQ1tcsp5P2zovkDKJrTm/LESuaA0VQP/lMNDbFlGLebTZugAbwM",
-	"mYyZUkSx7I4p4tjyAYkHLL6FfKgJGzGRMBFPSt2yf9h+1xUsfNkXebs8m8fOSyNzU37HGrhPLB5j7gBA",
-	"TQe7dscEU6H2j4toST7kfV12QZkg51Lpm4wpsmGkTFd4DL09QwmGd4wsM1ST601bGfMAiL6vyhMV8qFT",
-	"Dr6dEdQ+d7XZUVthWSYzQ+0HPB4YYd2aA2ArM8Pl5E3pjl3gvNZOdwEnBMJe7MRx86KatlPPN/Nx9xYm",
-	"0AjubcWgR5nspWz4X6XOIE2BbkO1edPePnHT8Ku+gW8pHwMobzaDAkV7zZ2oprkGFNCpaydHdg20Hqn9",
-	"rS2VjnnMGgm7cyNSW0LqOr6+9Hqc47flYej5JSWJxBRY9njNvwNmKXnlJSh++KXWYzRjmWkDOBsctLKi",
-	"NkN6C0X7a1FtnKV2Kfa3tlIZ0xQ0+NfN101gj7bTGTGJCQrlCLDIAM/A9QkmqelaOKrEYODJY13FcmR0",
-	"8YwlTGhO07ANDxosNzlAly+820cEIULqReAVgEQ2CdU0aBrdA7PtHhZ4BBr7R1Bd3Js3jEprOpwV7YL2",
-	"p1lI+RpAwcPAvRmsJx8Ox5Bsk9xZd2jQeugRnW3ZVmbi4iYi91THkGwNYHm5NzqPwguaDSozzbb6Nhhm",
-	"Nhbl9TrQLuNS3gRN577N2ZYv+Y0wZ0Ca2w/FQaxLMlyPhBmOkfHCKrv3Sho13KMAqVNk4xJuRP3SPER0",
-	"4WY4e8RzlTdl7iBCwdyNDL60N/Lrp6//OwAA//8AuqVZtsQBAA==",
+	"H4sIAAAAAAAC/+y9fVcbOdYv+lW0fM5agfOUjW0gCfDPpROnm6cToIFMzkw7N5arZKyhLHlKMsSdm89x",
+	"P9D9Yndpb0mlsqv8giFJ57BmrelQrtK79vv+7S+1WI7GUjChVe3wS21MMzpimmXw16tJpmRm/pUwFWd8",
+	"rLkUtcPa1ZCRnmCfNb7QI3JA9JCRccZuuZwoMqbXrFGLaty8/Z8Jy6a1qCboiNUOazE2GtVUPGQjalof",
+	"0c9vmbjWw9phu9mMano6Nm8qnXFxXfv6Naq9ZgMuuOn+JCkfz53MbgapvCOJf/WZIjzxwxhTPcxHkYQN",
+	"RrWM/WfCM5bUDnU2YeHYBjIbUV07rE0m3Lw5P7aOSMaSC105MtYfSnlDmH1v0bBY3taGg/rM4smi9WLu",
+	"hYXDCVrZbDxvqdKdW1a9SjxxpyilShNm3iUZixm/ZckR/KB0xuiIZExNRkwROtAsI1z7sQ8ZTViWj970",
+	"WYdO6yeva6Xj5UI/36tFtREXfDQZ1Q7z08eFZtcsw9HzEdfz4z6n14wo/lflWU/hu7DnhA3oJNW1w/1m",
+	"ZM499gqn3o+hVTqGy3jIkknKqhZQ2d8X7afK29hsOz/I7EaNacwWXUd4YdFw7oJWNhnPV/OxGkuhGNCt",
+	"X2hywf4zYQr2LJZCMwH/pONxymNqxrkzzmQ/ZaP/+rcyg/5SY5/paJwynI6mPK0dwpCY0qQvkykZUkWo",
+	"ICzLgHzBf1Xt8M8vtRFTil6bIY0m5m1GKLFDhQkf1nbCqX79GNWUpnqiaod7QO+4Nh3XTsQtTXlCbLf5",
+	"TIdaj9Xhzo5KJzxmjYTduuGrHY4f1d1HX8OV+58ZG9QOa/9jJyfzO/ir2jnHFnD95nfQzZ0rMqKp2QKW",
+	"EJmRfsbojcILCS01TJevpBikPN50wU8SNhpLzUQ8rf/OpuSOKjJRLCF3XA8JJQkfDFhmSIPZklq4jgf5",
+	"OvrBrLaAQZ+x+/KhV9E1rHAmGn5ScpLBDTGzYLCOb2TW50nCxIYLaTrIeRzps1SKa0W0JFRIPWRZfkML",
+	"q7ibr2I+lJWWceBff6i10/KGCTKiUyKkJlpOYrNwXPmVgxU7EZplgqYbLhi3zfj77dZkv3hDZ95a6YLa",
+	"AT7EulzKEdNDLq7JgPLU3EiBV5Fltyw7sgfLnrkhFdcsMatnvrCrBdTiDWdpsuGKtYh9q4oYZmxg7u4h",
+	"aTUb5n8tQ0vGGb+lmpGtizevSOug9XL7iNDUCG5c4924fPv+5FXn029XV+efTs9edz4dv3179iGgpZMs",
+	"LdLQdnuehg5ghmtRUPzkIXbpGLsPiCShcczGWpH+RPsN47HZLLNIKiLKHG/DYrzA+P7irdle6teMJknG",
+	"lDJUmAoiJ7ovJyIhIGWQsRGbuOnBPFRHRoTKpnYgVBOQO8wOGOabhIfh14yOhxsehrY7DKrqNEzEjZB3",
+	"ggiZMNKtfe7Wgi29NkPYYck1UzvNHS1rX6Pw23gap+yQUFLvTprNXUb6/l90rhXTgVp+QODl9Q4IfvJQ",
+	"5A1agw2RmlCCo3p9/KvbOdu9eSPlSjsmaLbYTDjcwRMxnujHvs7m1MZSxJMsM7yS3LAp6da+fCHc9N6I",
+	"J0rLEctOEvL1a7dGYirMxPrI6NJbQwhGXClDu8z45z4LNhJ+Wr6F+NpaW2hbfqAthNbIlpEKxX8mbMKe",
+	"qQhuZyCNR+RuyOMhYdSwLx7fuHfVNklpfKPI3ZAiTSiorrNLnTGaYOvmVfOEa3LNb5kyJ0RLSQyLP7KK",
+	"uD86VBNcTjgvp1K/MeRhw7NSomyTl7SZ7NIXrN4e7PXre/HzVv2AvmT1/f7z+EXykh0Mmi046gMYQCh0",
+	"7OVbexq8sMK2Cqnr+PpDbOmpRCpckC+upHxLs2v2kKoE+xwzlijSau693H/xnPSnmqlwSVqBHHZOp6mk",
+	"CW4xjGSlpdFS1vH1hzrtMHRDjUyr5hjSUPZwHM4t2jsqphuu2X8mUlO7WIZ8UE1GUmnSajabZMxEYmgJ",
+	"3CXCNbKenF4E+sAfhXZWWz7ou+6/eWh94E5O0sTwbEWkYM70EWrNMABFttw8ZdYVSsuMJeGUo+AKFv4g",
+	"tyxT+BAYIhmzrCuA50SeOqltT1B812aHle3TjlaRAVXabblhQBnVrCtkBkqxOZgjKqaECzJI+fVQm52S",
+	"ImYNcoqyJyhydvRUeJG0K2hq6NrU/WZF1gbpXTCdTevHA82yHg5Jk7shyxi5o1ybJocsHavDrjCjxxVJ",
+	"MsqFMkKUN1wpYhZEDSPoFqRjI0llbMDTVDW6RrlBuxFYDoJe5+0alyyWIgElyoyB9NlAZgyvAB3le2s0",
+	"FrOzjaKRc5F5xxyW94JO9FBm/C+2KX12fLbPaGa2zShSBYrbyi9HoduVrsYk/OKB6C4M0fJO1Pu04Ypc",
+	"ESc3yoxk7FbeWNn1vaC3lKe0n7IHUJUtCeNGPlfTI6KzKaHXlAuihjLT6bSgEAbE+dKK8ZNgOKsuov/g",
+	"oYhLPgtzJc1MzFnV9IYV9EIh7w6JkCShmvapYl0RSyFYDGQjNid5kDEG0iZHCg8qhRFAKdfFO51IwY66",
+	"Il8vtMoWru/D3LJsavqETta6WH5xoevjMf+dAV8aZ3LMMs3RZBhnjGqWHOuCvTGhmtU1H7F5o2NU48kK",
+	"tkln6/wy/8PYEKHP5ebTAc9Qgc9orFmmHINQLM6YjmBbWZoaMVAROqYZWMHnurAXZsGsxCS1dwiNrnNN",
+	"3BUtvctNw7kZ988avFK08sJy+MlHwcKHw/3oW5b9fzO0x72iacoqvFEx/GZWibpj3iDmB5qMuAAuJSQI",
+	"zch9cnZ3ZBRuz/vMG+blvjQKVjRzSKCxkgFkE0YGlo9ih0DCgi3pS5kyCqaxGzZdajQnx+cnMJaJYskR",
+	"MZtU7MA0PbsVq28lzCVNzwag4S0iOLjm3toPKtmicTvVJLc3Vo2+YrRuu2cOEq68W7xwKtUn5UM43eJG",
+	"bnx1UyqW0mrzTumFcFfAvFA+fBGz9MJ6NO49esevvtSYMOTxz9qr49NXnbdvO69rkfv3yemvwRgWXWPb",
+	"XPmAxzTmuoSsDjI5qnBXaZppR9aQ3CnNxoWDvZD8muXD5QDRf4XdeK+A1dqWaJbRKTQkZbr0cylT+7kZ",
+	"peVRwdnwHCeqaVnhcRVFF+c6053ZEFhW6Kk4HjsZtzile5WbFeaHeWwVrB6YFHuhGH03lIqR3g2b9pxB",
+	"B3i0l341+6xJNhFO9idWdvBXNeoKaSjj2KyCUSKMVAcdIakGk4Yy8h8bjVMjpctbhlTD2lnwPxkDF1DM",
+	"jOqUTiOnFnZFe9+q0pEdopEYtPR6Y3v/+XbkzVFGnRAEFBo0lVi7THIED6EvIwNJ898h1ahpeFMMAUcE",
+	"WLjNGAXZ2mu3c3PLdoOcmIOJPGkwQWaNIs155/T1yemvvvWhTBPQhvo0viHonjGcHZUW4PFg+nOaj1lS",
+	"K9ZNMmG1mOLFu2ELttev0xGJhyy+caZF65Xy1xItlGZe2+ageuG5wuhXdkvTcs/5m0yOSMvsTavZjJrN",
+	"5nojmb90QE4uqGbld++GTZ/hgUO6Y5TAiOTHcUb5jtBah0Y2/K4/iW+YPuyK3pduDdTf2iFpNRqtZrPZ",
+	"jEi3ZvTr2iHp1hRcxm7t/+ka0XRi3jS/9yeZ0uYN87H97muPbCnGyKUbPRw92ldM6K6AL0Cat2rrdoO8",
+	"Wm2V4ByiOTywI+74VdppNBrbeG4ClQg6rB229iMzG7OPMBUjmcHKtppfZymROWdul0vJDYh3KHUHPnma",
+	"JGCloOl5cGwHNFVs9iQ7JjwbJDTiwv3dWkYvoY3q4eXRRfcb4rVzoCxiIb8658G9JrShIF4qg+Owq5fF",
+	"RZzcb1HiTIrO53HGlOKyRGp+w28ZeqcU2cKLQoZykpGETutyUB9JoYcE/98+umPsBi1Win/GK6CstggS",
+	"hLUfuH7Me9ap9n8llKfTBul8prFOp87mVhwjUFvw1t7S1LJUQ23W3CjunDHli1Um7ka1z/VrWbcPM3r3",
+	"byVF44LevbPel+CFOh+NZabzq+Hez/0nTMTSMJQdePwVxlSYlT1+qDbvtp6323vLIpDufW4NE0/p+Fym",
+	"HEWORZfkrPCyEc6oYbCFyCl72uY1q3HGZWbFUP92Owiz2ls2RSN8/UsKVmih9v7qVa1M7Tk5Pj0m5hPy",
+	"lzlP4B/LpCAsP1EgI1BzqmYO0vO9lS78IJV3s7GPSwX/B6QUpWOIltHTf6Dp+fGJ6czYlxG0D+hYdwGb",
+	"9xsfRCaurni4Ps1XZiQj+vkEv9uFE2D/aM3rJZMsLRHhBHFWRfL+4u08eWre+1wVOzoT6RSjbQpeyVwj",
+	"KDNBPOZRNMsRudVfsMfuo28obWxgEFhqC7DmMW+2XM1uY9//Gs0q5GhALLG6DsHGLmJ2hL4YwsFQ3Fi6",
+	"S7bF+cF/zIc/c/FWn8fsh6tPCOxSQ8XiT0Txa2HUJny1QR5prvl9ehDzMgrt2tLSclPDeoLnplavyThZ",
+	"dxKPZD2eWRu3EEVrcj7csouV79Y5vS4zsjnivhKVD/a+xMKUp0oAiVlsp51dBOvYDtpYPJ3gwGx8BpN1",
+	"RY/1DuRt9dmeWYWZdI3bBRtfvjopv2XZ9HLOJGpNMbWo9rrz9uQfnQswjr45PnnbeT1vGDViuPmyfksz",
+	"cxSVacI1fo5O81renf0v+FXdszcQtlkzBKOTlB08ZzKdW1u0K85fsSELV9DLw5Umw7IF6qDp6xeq46GR",
+	"SNbkmkEI9e+lhie0YfRmwrt7BJ2CaCNTXFynzFnhIjKG7A42OiIJV5qLWDuXJCV9M9BZ4Wd//2F0s5mx",
+	"OzctOt3QNAlBBj1orRewjW+lzgmpfwG3aEUujWYjMBYqZ2qMnI2RCElUKnVEJkLzFCU8c/2PcjPqbtMo",
+	"3IpQsztkq2cDcjunf7zvvO98Oj27+vRL583ZRefTb2cXJ/86O+1tRxh+Cj572hV7zSaEmSpsH7T8BrHK",
+	"kgv5wIBVRZIJ8/EiYJFa0f6/obb3tfoa+OQpuA/3EyTX4x9z96+gKbScWF+tLPzAyiIuwMcVlvueK/0Y",
+	"d5pc5sFKGdOTTLAEbObgyTT/iIiSRExGfZYpcsPY2IbtJvya6yea8EPRhOJyQB4COEIm2TUTukHOssTs",
+	"IvhVPI8JQgQGlGeCKUVonEml8p8UiaWZEpgfLT9a0daUTcQVHzE5KVVeuCLZxCjcCaNJygWLiOHg4I5A",
+	"F8YWJb9KkkwyiHTaPnQJAOgVmIDtKQZPcurPcSyzhCXE+4HNhoCPDIKPsSN0xlkJ6xkMw46TQGQVuP2k",
+	"zcgcykyzjNxxoRrEuZdmIxnzFlxsDwZ2blGy1267Mezkr814m1r7o9rfyT62gNQlBQmrSMfghRWnkLFx",
+	"SqcsqfR25ZlzNn7KO4zAWWvD5Y7wLloXk8z4NRc0BVpRHrySxxQs4mZ/mJlYWXt2/dwsfVvBZBYtnGcS",
+	"my3cI0xgpVHDvm+qZc4fojlls1R7LB3hLRM6V1DmRsaKCeT3txoImbBSpcCc1A/HJ1ef3pxdfOr8o3N6",
+	"hblB5ihi+ved+T8tl9tlinnq1kjgOq6c/ZW8ZJgKcQ8DYUl8B4zZ/E5o2cQwp2PArxt2dsCMBzKb0WNa",
+	"8/bGMdWaZaaj//vP4/q/aP2vZv3gU/3jf/3PUi6ICQNlxuMp+e/Ls1Mk3nZMcqLHE90gx+B1JiNGhYKY",
+	"rcZjyyyrOmkXXH1zSVKmNwtxdDz0nSrFBqj4PmDlmAy63LSzsgnuHiJtno5E80iWqCiyOtNnf0p+7VwZ",
+	"rVuKAAkCwmnwbKRcaZIyCtlF2pyR7yLRJrjLVfGxY3oNblwgGyjdKLJVOTUQK1YitKcyYRfQXqk5z4zr",
+	"tGDTK4lIhd9cZIZgnyuGSzXp7TgxYid3r+x8CYjaV0xq7NlgSghc6uEjEOKBf48IxUu79BQGDHN+4Hly",
+	"CVJiv4SYwkEzzRKQRe1gzMrCCQuCxdxrVva4hPj3XP5E/Wjt+NWM6Wx6NliCZ4Iijdl9874RV73gbFOm",
+	"YeGObJgNDJ0KIrOEC5pNjbS6kmvLznEdc+pqwocnd04A2VDUNR8u9CJsbqTPZaKVLAKzowpkwXxVowJx",
+	"L1BpR3EXMouHMOvnnOf7WPVnj0JguL54f3qKhutXZ+/O33auQsN1FIT6fiw5FpD+33Fcq7hCPuG3LO4Z",
+	"SPWXJZOzIC+uobKJ+ZTz2bz518e/Noghvza1IWNkIvh/JhgZx5JrBmwJUkHIq7PT1ydXJ2enSFJHdEpi",
+	"mmVT0jMUske0JGMe32BWfEZFPGx0xTs26rPMmiJM++wzjTXZiqlidcWE4prfsu2omHg0BveCISv4kY38",
+	"xAhNZwXiAlJpBvy6xCJErsoS/Gy2vhfIFGrFB14rDnLatyPzWlcUUkkx+R+SdKaalcaCxsWQ34Xx/sGr",
+	"RrBJrtkatyW5ZpX8cuVWzOaXtbLYXoImD2fDQLbLVWDGyLmTtaToIeMZcqrcdkLnLSdbuC15bqO/WlEe",
+	"gHn5+8n5eef19lp2lrXtJZD6n1IznYlImQLZbEiVC1LdXq4p4V58/Oay3G+MprpEAYaoX1Ut6pb5wWaJ",
+	"Sc5Wl3jvq/V1OHQl2oW5yz9YKJ+N7F6sMJbLTsuuHuTl5bF3etF1S6W4htBjwYjRTkdjTHyFsPSibRLC",
+	"Mkc8TbmL1gSYE6Sa2z5+f+4emLNadhGOAEZACvK68/b4n6WJb/hgdtwAKXPR+eN95/IqIlcXx6eXb84u",
+	"3kU5I4mwzYiA6n786jcz9KIuv1KkupJo955D8siY2XGWEC2vmR6ybPmVxRBreKfq6FpdZe4A240pF/se",
+	"RHf2qm9xpT8Mp56lWbH7iJy+fwv0ERiV9QtkDDbz/dWb+kv4S4GGShV5/19v3rx5jQwWyLPzOVx0Xp1d",
+	"vP70j+O37zuf3h3/755tkGvCzBnxKClmyB6eb7lq7nTu+bNuLSU+cQRejbCjgMW7vBYrDjTIcVfc0nRi",
+	"E1mWjt8IDWOjv2OSAWYNm+GK2Agf3doh+dKtwcuQaTBpNndjcAjwvxjC4UAiQsZuObvDZIT8JVSZbXoM",
+	"VZCvgx91a1+/2iTd2VX6NrRsPmYYbFIl8mHot0upNnIccGdQTdlYNXC+N2yKU2tgS2TrbihTtn3k9qYr",
+	"5uWzC8e2U37DnCPwEPauK5ZsXoQkbUQzQxjsDngC0RX5Ufwey7xcVV16O1ZTXQ0tyrVWR4RXJm+BHugo",
+	"l7uX/kw4klOtKi4mkg+hFi4xDz2+Xhis8+oqoZVRlyqHZxZXzIOeFpfKJgmVcpT1I8yGUlUQXfOLkbpj",
+	"KqTgMYUc4tEhSeUdy4jR1iIiJNEZ5amRrRNZlQOPGCbnLEMpojg4OSlANiB9uFe048xWwszKuo/sEq4T",
+	"rej25JxOyjKCH38VMQ/jvdA8LeP2DHM94S3gwodz0lxM09RnjMKwIBfShRwwcc9cWLvO4QBLV3A2DWV2",
+	"CkYaQXyuRDJF7oY8ZR7AzwLreoBrqyWilR0sBBMhuLhukJ664eOe4bZMOZgbsDFyfUR68EHPI4ARmqbe",
+	"KQtOb3uVTSPOrlZ6Sc9twLn74M1Fp1OLaucXZ7Wo1jm96lycX5xcdiq/hcutioHYM3GIqSyT7CyRCa29",
+	"kCuZYwBYREqjqJo1up7QjArNQG7CX6RMDwEJQAdGYiqmpC+zzBzMBjllACnVl7eMjOjnC1zeI3Rpg8n5",
+	"zh86KVME5yWxTUQvRGJApmVzMcYzvG47WWnOtGLCRgUa0lt2CJJgzPBWBRNfPLTSSJHVkwtm8mAXfeBT",
+	"Tu8b2c349bCE6Pwm7/xqPCtEyqihke/tFid+r8gW7jLaY+DUqW0UnTAT2h0KdWjW0RxSmaGhX9qPcCyq",
+	"Qd7f73QsDRQsWDfNShfOS2Tvil+UJdR8+U4CYJnCtILg7wp/DeCEUTx/imlF+kzxhOEJDFAE0VS4NeLX",
+	"qJeTZrPZekEUQNHpIRttH+FddllriLfFNSbHD2QWswTC3sAUy/OAIJfITkEVtmg0RXKSzAaol0zH/QLx",
+	"wGkaXrJnYR6SOgoMdoLdOTNfmJK/tdc+2C65bMuvW9DP/BBzT0aRBph7D7kkEUn5LTMsIWEgkVoOlzHN",
+	"BKx6xkYSwBOGbBROBKWBleawbAoDmXUohoiUzKGTspE5cmC78YYOMwPD1iTgCIfBZF6JV0ZJojlwQu5z",
+	"g01X96Btpu1jlPVLRgrAi0qDJ2/aGNHP7lWz787kn7A4pRkLlzKAwVP0dnZN23Nrusooi5aokrFagxjG",
+	"sODLkaFY1ugVPeSYnzf3Xq42bHUi3qTlpPoUVOc5VzkYZgIgj6PcxgUSG0RqrnsSlg3VgRn/JlXZQXDy",
+	"LwqOQMjm759R6WcpA8q/M1cqIuwzpBRcw+/K3l6epqTPPAbh3GFeyqcxAaTi1jnQjwC8cW4GRnIIZuBh",
+	"ZWdnEJEAQu1+VM7To9d0Wkbn6FSV8/FnZMgNpZt6g9VWwbeCPnYqksCHYqEqaaz5LdfTiMg08QCV20fI",
+	"bfpT5D4BpZyIBjlGxjbg15OMAXM/LAB4AcHKeMIKy7D7fL+5egTu0ksdOpdmL3VwcTGUwG0anCqmi8QU",
+	"7rbMKnZ25prvtvZ3n6+wmU5FecfFyXym/1ymZ6bNnAyNmp2LawjGDvE/pM/0HWMCNBr4Rh0R6gFB+Yhp",
+	"MMgtnMfL53urT6JszO6n0jsfod5pvbNcxOkkYcn9WOvSQUJagPfLl3HXciUhEBC838CRBCQGQHfvkAjF",
+	"cmTO+orEwPkX0KfdtYMM1JVubbtBjkMyzT0c66x4gmKLskE6c3RlxRWqIIJ/BMTPCHliStDkV75Wq0z/",
+	"fuRPTfofbBTKaXmYGXJHAHUY8jQxJECRrcv3v3z6cHbx+5u3Zx+253knEHGZJpE1LafslqXe12PFa98e",
+	"ieXEyGGGmYHfyDq9lKF6AVlB7C2dMXBsq0m/7iJoFKHpnSHVY6oU+kBmL6K5rXmPeMhy8GGuIxyFodlW",
+	"lUcWjqQcBxfOOvRlg+5xHwH1rpjXXbL8r9CiC9OfKaC1lG+ufN+XDtP1crpYkvrt6urceiJKVZfAcAAb",
+	"YI6IYQIgT9kANPYZy4TUj89P4GOWQVZOjqW8puy9nlYbyi7FS1zUiKIyTS4k3gu50YzAXypZlzHmWVm2",
+	"cmtmdJ+SkzYra5bQghIyPyswlZkYHcbg4YqmtKtcvII3IOM1P9hC3qFbKQE4ZynIxF7xLVFqHauARltk",
+	"2QqGYKuIzA6hvM11TFJZVefn5oRrw78rBM0yu5uVojQbm3slkkJMb+nkHdzK8+a8rwbvzrKhAem37qbN",
+	"+jMX/ny/WSmcFfsdsYRTERwAoBc20CAcVCjGHZEmgfw10463zBg2tYWzJcowDChKUYyILjGQ5u6QVSZ2",
+	"cLDixA4O9NActdjcqNSGaxkeBzkRK83mgUa+hnEv80/sqZnbzrllKKUSFm50xqtmzaIlqi9s9yiyKxQa",
+	"S0MWA6M8zK2qKRRJwygMNKo+I/JOAJZ0BgDf5Tc7DrBcl1rBLbMLjLy5qAPB4VDdBm2wWzNugsmYaFnE",
+	"AV1FlFuejZGtYcafn0AlydvUH+gXNjxJftuXOQAdAO0aB6d45cpoadlRUs/scdmM0FUfoytrlAeXoD2s",
+	"Qt6FB0YsitgJxTNI1X1Tzl2XTj/Ht3/w+VdvfTjkYPtLt9yC/c+f4zevyMHe/guv92EpA1VmdMcaB18q",
+	"ArdUGSwjS5M66i2uWIGFQ7U1GP/78uy0DsIUy+oQK4PlqFbMrQliz0uCJ7hQmoq4PPx8LtCzAN2nU7Yg",
+	"XnQ+1Fyh4eL9xUmo0txwhGm2c18enmcjV7D/hUmhoPyW5/7acJdXRhMrMSmALpmxlFHFCIAEa+msB+XU",
+	"yheXWAtyKqV8tFmcUOBvqkz6XFTmKoBnnkF/ptpZAFYK57sP2hFXY6rj4RvK00lWZhNA8B6rcREpyBUb",
+	"jWVGU7SRQ9IUas1Uk93ynXG9bBh3uTg996ESEVOqdGfl7MYQfqHU4rxy+has5P3yt4JDsjyHa8Wayqi1",
+	"D8yV9xt9rxQ21+AVj2+WlnGGYBR/rrjPFX7MCL5C5jvKs1xcny1V9j74F78bMgNfOf/MRxn6AxsVKXAJ",
+	"LQjvQjSTcB7GcYWEN6SoMxd/jlKGa72QeTxEAGPOib5P/GJ4ykrB2F69PT55B7GKr08uz4+vXv22Tnpb",
+	"mMewLLt/VipwWfF3Ar3OZAztgE46TsHflMPFs+yZIls2NBhq1V50ri7++el/bR85aOuUDSB/GhPCCh9C",
+	"bLiCekqFbIYZAZ/GN3IweCXZYMBjbotcBVpSqZ0vV38HXNAU17qMpYU5EeBds3VzhLoDARq/I1t7zWZ9",
+	"/+Bg25JCikF76NH2jmIwTiqmI7DsY/gOCJrOyg8WWUPVE7LVnxKL0WON5XufPwOVAwwSKhL7eP/zZ/fR",
+	"jL3CrcH+wUGwCFhSfYHA3m42ywRPrjlNncGyJEJwpuQbxtPDGTnKKxMOS6Mng8iFsqoM+EsUNJs7sRYl",
+	"x/hoiNwOv9CcbZagcn7O1WmLbqHTz1JFFc4wIljXFWo2F1etXFqeu/7OnfcwOKlzOPMPjsLw7cHZl+u+",
+	"hhv9sSiP32fwQ7EZK7sE5WeTewkwprFq4QW6gk6wP3Pxb/h4PNPZWnJLNbAM+6zf8MxqOCVZO+yzHYyW",
+	"MB6PnsBTG6q8ybBs71d8VAVSAQPYDxznKMkKeUe2zK2aFoZSpG2rnf1ZIvZQWPsl2Prw2yYay2LlIETe",
+	"fyjg4R9ZBHVAxkXiFazDPFnIU2ECsbW4434Pgw0rXJTZcxtc6CJJWSc5wZHzh5BMPWv4PoLpJdOF9Jf7",
+	"IVL6FJkZlzZmQBj5aUSn5Fr6UllAF2yVKCw0ZJPUXYmkZrktoTS3pazTsZHl4A3sEPACXHkhNWbCddhs",
+	"NJuFTpdmyswsdHW+S8V6e8B+TElYdcVn5Xb0oHqTtnVnckEgbBlz5+WdiAhLFYZGo8NxmxQ+m7VMl4U1",
+	"rR/YbLG1ZIYcyKgCYXTdg7g9FoYt32MA6/Zf4eRev+dipsYKHS8Mdt6o/5Umvsi/fmr6RPxYn/v0YB0v",
+	"jp1ec+L36XxZ9OQ6QyiLaF5tFAvictbd/HW7XxK1vPbZW7f/xRHH34LqrBBDu84wygNelw9jnQDYdcZT",
+	"Eri6+mC+CzW6XwLY8rDW+xymewx+QezotzjOy8NCvwEnXR4c+dh0bdW4x0cmcDOiZcBoS2XJ8OSvJTvm",
+	"NUEPvZ2rZ/7szYEagiTdG7Os55I6UymuuyKbCIQq8d+D0AtvUTEld1wk8s4FDEMDEVEpB/z1LdoVTjrP",
+	"CCVYDTGvIAtF/XWxdqzpC0cERleuu4KmqbxTRxBAEQquMnOeM8xDbpDTINSCbElBaFf4PT8MpeP71Aid",
+	"39iV1KOrIcOls+7V0pUbs4xLNIumjCrcNQdei7VVyRa7ZSKdEpiN89Zu3yefJwu9E36iuD2lnoestALt",
+	"JU7IHB0c/4bButALjq/sIrwHbf08peJ+yhQCrF5PMqzwjPlQQWVaYs8XuDaoDTpvkKIOll9WRJsZsing",
+	"+9CBtm59lnBbsfPBta9Ncz7Xzrd0us+aSeezqsuayShFzWPDzMvN8yE3zU7cLGFws1y9zfPnNk89e+C0",
+	"rw2yr9ZOirof5w2iz3MWPFMRe9sjk+fSBdAfQD60Jn2XUo05Sytyn2/GDB6J0j8ubFT4sbrh47oc4666",
+	"0D9c3QrdYeO0sQdJ6HqIrKT18oXYvWhZtbi95tGpEgWkTO9ZxLsyjPc0vHeQJVeNvbKh3O8HUS3sPHSp",
+	"8qeS39+x5HfgKLxf6e516mxX35oNKwnfuyRwZS3gD2EwXgl8FVYCoIW0YowWzuPrQVl0sFQAdLWFOaPg",
+	"rOaCpFww8InYx1KHgcaLWetNVcQvOLbmIn2NNvp755+f3p68O7kqjZtJHQRdSaiBxb2mMEzoYCvABMhM",
+	"F9ugXpQoFtj3+dnZ209v3r9FVNI3b8/OLj6dfTjtXFxWeNvWtapljCpZgOn6cHbx++X58asOTroW1fwC",
+	"1KLaL8evfv909uZNLarlBdVqUe3y6vji6tPF8RVAfLlR16JaOOZyEYQplt2WZYe8kVlhyofhOg0yxiD5",
+	"VJEhS9FuEOTIYOxPANhkUwMEHrlkwiLMLysk6lKdK3su7Qe/HtEpxhRBOkTF4le5WD5YuBJFJiJBQwlE",
+	"WFjzDAB/wryWbXpF+uRkAeYdhetVl4MBgN5hD24XbTgcJQmD8laubpsv1LeNxePwq3zDj3LwKpCH4Wam",
+	"DNKesYlrid/k5+Ke2Hn2gJYSG5SFXNnaypQF9WBQkIkrRrVRXLyV3VaM9oBKTOuW8F+3NBaviNCy4mad",
+	"u0hHh6Md0yzjbLUK++tF6Ju3MRb0lUU8X8HHxj5rayhYZzsrq1CZqUPpAjTZmXN+qalIaJYQu9SKMHHL",
+	"Ujlm5ItpOML4KU1H44gkVNOvjdVD2meKP5fG7ATHZja4G4/IPDStC54JlrMYI15ct2JATXjW86Va4R4+",
+	"RIzN7NX+PqE2s6X9H6ZeOUyJM/U6k+NxGd/zeiqChUO2idt9KHFkGBHYG/osBjhTw6sCLmYrlVr0FBv7",
+	"/aHzy29nZ79/skXETzqXn94d/2+SjwckkSGd+8DKVvC2TQAgWpI+gzEUKICrR1ZSf8wc0bX339OzuVDo",
+	"1XOD7DKXhWB6UFgICpWCweom+MH94y4nWXk+46oBf0s7eOgAQDNgv0WV8YAlxCE4xbOLveg+OY7mRE5P",
+	"zRoeJDukcQ10DRUeeeCuUpnS60UlMkGs+S1biInkag5TBDepTLe+x+3HmbylSv8mJ9nCUWBxBpGwhGBO",
+	"iffmmcM6lJOsfFSrXo1yvcVX19GhX5Frh714WEyHn4tVKx9TZYD0OiAdGBI+P2T0QDrKBLl2sHGPkyPP",
+	"g9BYC8WASxm5o+VHOrfd60SszsQc3gcGmUEyUAEjD149Cl3hpRha68a3LUQmnh/GWgN4xJCS5WfhcUlx",
+	"kQqXInpsgNLrT1AI1esfPoiU5snsd5LPZmZYkkEf5iMZqmWhiG28gq9VtZVDGG8fVUeKrB9We6/T/8CR",
+	"tfcbw9rBtQtjXL8JFVgcbbr+EB4j4HTNUTxKzOk9NuOBw07vcxweNvL0G13MFYJP1xzJt4g/XXNIDx2C",
+	"+o1EhmXxpPc8Ig8bUvqNzunyqNJvw0WWB5Z+A+K1amzp41OxJwjMtSAw54VEc7RZPMm4nl4aqdUG2DCa",
+	"sQq4S5qMjKItbxhWhQz9Q8fnJ+SGQfwAyMCQgYpt+Z6HWo9rX9G9PZAlkZZYafyaaijhA0q+ZpnyQD0N",
+	"8iH3Y8E2Ylq9BdNV5PXxr4rIQVdYlBlQfozuC0C/rm4P1xjta/uDWjZYKR+Lj9jaQUFU7TMUh20pEu9g",
+	"I1tvLjod0orI+cUZ2Y9IXruHtJu5z1R3RW4y2G50RVc4VCgsBozOr94OHfOd21aPCKjq0Tue6KHM+F9Q",
+	"8OOQ/ALraUsHwjZgnbzeIQ432B/MB8QSqGEhz5Itc96+jNF4yBQsQlc4W4Z/vUFwyIgIwRXpQf2QGNre",
+	"sYBb//VvJUWPbDmQMxuBnPKYCcS/syEQx2PTWb3daFojG54Odbizc3d316Dwc0Nm1zv2W7Xz9uRV5/Sy",
+	"A9/kkGHu0Byfn9Si2q2rlF5rNZr4nhwzQce8dljbbTQbuzboAs66Xe6dME7mmpVFysPC5vgasRRKpiwM",
+	"dh3Ta3aYo16lVOmu6GH4syUCPbLl4svNUZKTbBuwMrUhiHJAeuZf4btdAS/vPm8SvPvbUejnXYKKFxxf",
+	"D4uHQe4uYndEthyG3bYt1ckyW/pJq66Y7yACzdCGeJsPYDj7Tfz44MDCq5jOi7inimwlMlY7/mljlPwP",
+	"/0fdvLLdIFbJt8jaXUEzBiVpoZqFRbd20LFHttyzBVElI4T2oMItblcEeB82Dj2wHHJhy+y4QAkLpI07",
+	"jEvcFX5//WRTKtQzX8RCJH5loSepGFEMLaNdcckYgWnbA2Mm7SOt4GYYpZk6e3ftV6Zf5WiDY5rRETME",
+	"ECxb85WaBjSzeHJD0yvAbcEtDjFYAZjAfPGfCcumzkJ3WCscTUe1qVXe6STVgI3YLFRlKPDo580yplzG",
+	"NzQf5ZUI8CQXUWLdtSiMqWrgwS0pH/bzZkFLLMgVZWP+CJEWYyksxE672bT1o7W1xoeU7t8uKCTPqjC0",
+	"tnZYazfbz+utVr394qp5cNhsHjab/7KmUNxBa41sFa2CLWfrdWXgfLDEn8+b0fO9aH//Y451/OdBsxkd",
+	"7Dejly+aH+chif9sNpqtdmT+vwX/v/txHt7XvHQQNRvw3v5HswBji2ubA5L++aIZvWhHz00vOYEE1b+A",
+	"3Plnuxm196N2+yPI6/neHLYQqkcWl6bVdEvzNdy9hXXtXfcgO5SgrjF0uH+Nanu4d2Wt+T3e+YUmLioM",
+	"Pmkt/+S9oJYXswQ/2l3+0RuZ9XmSMLDR77UPln9xJeU7KsBIuL/KTEA8FTTFD3ZXmoeDOEMJcDIa0WyK",
+	"lUXucnaGjMxa/em1cqFtqvbRfOY4J/ouSnnmKZSzwNjSNGWZr+pvZZ5nCiUVjCEA0WVWQukKK6LkVaHN",
+	"HxwL1BQ9u1s8iaCERgQkGipmTMktTXnSFSgSjeiUUHWDNdBInHImNNnSOT/fJimjmbCyp/XsJLIrHHK1",
+	"kXLA/YWw3qIOAqNzQFdSdDP92qZEBjr00Yo3bArtN/sv6F7cZvVWsjuo77F9Wj/ov4zrL5LnbH+wR3f7",
+	"7ThUNsCAbT58PmjFrXi/Vd+Nn/fre3S/bz5k9eaglbTpbn8v3k9ymnsc516dQ6hT+XWN2wvzr7i7eDga",
+	"97+IP/i1+jCURsAw00T3hbtNuXBWvFKWXawgiaI8HhYAwErWri62BSzMoEATVqwzXBcKC6aUAwZm8bS+",
+	"5UqfQ/+bndY/yz0AwA8K9vh206dfNWft5C0rfISMsmjG3i+3K++aD2fsvHtzdldovmgIRYPIDDMuZgq9",
+	"KLVbWivfIjvi82bBrrdfZmWzVpCC0auNj+ZsUDD8wEuXs9hWwGLLrEZGBnKpDq1qi86eEQvyG76S1yuo",
+	"TTvn9iq//nDaI6JGhgwg0pnSjSe27OmHuZLzisdirgyPdr6Y/3wFR+YiRSJI4xK2jjFI3ZCa4BmA9efn",
+	"Fjc0yq3GAWyg/EdQvePhYqp2ybSyWIo2idVFHGKBLMP6obaZzSbTQ5aphjOoBFQPkC+xjmBORXI4YgjM",
+	"BToYucoUXeFLoB45pCXEvAQEGCHxfWcwsvUZoBqQYA1yjC7UruAKKx3bF6AnZ+kBDVSNIXwN7FBG5grf",
+	"7IrZWpJ5vTlU0gukLSLlF7grQDcNKCqU6JsJosGIZKd+NRv7RJGUapY1yHFXYJlxW7sPw4pw/V2VMZuK",
+	"cEigsOQAVtyst1fsVVfIDKdrFt+XCw8EN56HfhfMe67OGs+6AoLNcRgAxMpLZa08czqv3P6LTKbryVkh",
+	"x3k5yyH2m83myoLPfCb316LV2qbgbSYXVjDaeU67mNXO8NqXs7y21Sxntq2XJdzWvLyc3e6H7BZrn89w",
+	"291mKbt1nt9F/LY1w2+blQy3jONWsdzFPHd/JZ7brua5rdUPV8hqq1mrFwyNXIiz/NHV5Obe8i9OpX5j",
+	"zhZ80NpdiYFDNWLk+O1VODiojlDu4u8gJrwCmAdbR9zv+hIxwdp8VjN5O8sAahc5/YbC8IpszRuLu2K1",
+	"CkOCuRIleZw2ctjJ2OjuM2WGIlTPIWkI1BnIGKJQXviOjCbxEE0NkFvWFb5kfV6pvqRezLYRPKyxNrRR",
+	"V+j0UAZqU8qd29qet+ZsbN4IePCigubcy5QGA68iGFKmT6L3jEXM+VtKrtJ64uySC1TEQugKIw2Vi7Rc",
+	"lwmxJQJrVyyXWFHE82NzQp4T7KAJCxgDbeQl8d3CFAW447wtzDOkXVGokjgHClMtyLk7dk9BrnCh1hXa",
+	"gpz7xxDaHuTq7z/s1f/7iAhPHD/n+CX50Yu5vhVO1U6eqLLzxf57epJ8NZ0zxCJeajdwnz1ThCeI0pun",
+	"RW5XmBLyvhYaFJbFi4PTqgyJ7B29sbYB1xNJJrYgq5EcmAtwxpzAyFVGM4orFIToCovzRU60D1cKZ2Y9",
+	"CBmLGUeHP9U+tUxLeQOAbjEVRLMUKWXGxoxqrAxtB+Wy34Mk/ZA6mlF1xV77gGzZAmddpz/5msr5FnZr",
+	"2zZwpegWGVLVFb3qtLVe0EZZClsJdb6A8zGbhjhHEdtruje8prlbSB8KdazQq1rINzass5g9XGv2X7A9",
+	"2mT1A7r/or4X7w7qL5PduN4atNlushfv959Tnx96uCzPCpps0XZ/N95L6vvs+aC+R1v9+su4ndR32d5g",
+	"nz7vv4hfmo/AvbJPW/12vJvU99i+efe5efdFUj9gzYFrp5BxeljDoi0sIVCP2pCT+YzffVC2iym9VZbf",
+	"PIU3SLb1VXpWZhtz+ablHMQd68hdtp9Oz/zRpVUmEoQrQPJCrykXob/J0v0KbsDCsNJSjRAKvbm3IiNE",
+	"eoO9t6BaWAnF4oxhVfN5B9OH+YDGpYwmj0KrimYp5AttxFU2cnyt7zOZzaRe0XHid+Lpnn0HhwwtZE85",
+	"dsyCI11y7aoElgt2zRXEuVIBxP+SvL946+UDbdQ1DyoS9huaWszt3+qVsLFeRHqz+cK9qCt6JRnDvUOw",
+	"18iMKDli2xFxsHHpFLJHjSYY1v8Mw1qdU5rGw5wIcUUUvxYAXpum8s7VaXWQEV3hMSPUmMV8YG+Wt/77",
+	"NX2mSO9uqFj8qWfJi41b7QrQeW3JMwu+AcqwkbbChTSCFgSZQpzJHcTqDaVCM5HMXO1SgE2FCI8kY0q5",
+	"inGKZbfcJ8sJpmEnItCMyV673RVWTOvtTLK0ZzoviGHey2IEtN6sibiHviOIXfbHiGy1mqCVMZawZPuI",
+	"jKn1IEXQ50GZePYKZKdZqrKBHu3wCVZORv84G9ELG9ywTZpvdxQE7c5k268YlLJ64EnZSqyl1bfWtDiU",
+	"i62hUFaCcdGMlizxRytTrijSziA7oGyMV8YwSrhD7wa//3GQvfz193/+J7u6+/f789cvT96e/+tEtt/S",
+	"t/TyrrbmFs5jN2C3j7+9yRz/XMwvozyWDNfkyR/yM1pHHE8llNiLBFxlhlHfQzze+ZKrmV+Rl5tbOs/V",
+	"X1sfecjEfNxiTgYa5NgXavQ2BC7IAFyCEIGoNE9TYhjbLZsXqbGfMnpfIGV7VSNMngTIb3s0cdmNCLnS",
+	"aYyWa2O5+hWStRK31dJT0vxpGN4Pz77W5FtPt/Tb3tJfmV7jis4YMMo6zV/Z6eSGSkAeWZHbBBb7lYw0",
+	"z1QBwkywuxmDjbPWgG2wK7asbTAiFgit8zqyAEvbkS8m7DOhAGwJ1a5nyjcSy4Q1yGtnncUMKaxfElia",
+	"KURyjaH+/7x92nb/z08XnavO6dXJ2WmPbL0gCZ2CC9Mm+pS6DgMD0+t8tZZYmM5EOi3YwXFtuJtVdSaS",
+	"BRVc7cbPQxkuPSkQ4VNb4UULBbN5LpO1Wf35sQhTY+jhfU3GgKdTQt6OIWnS6NeBOPRE5r6DNUuU04xH",
+	"pnaW8e7MIPSU0jUzTjVjdgu+sy64jIGRB0XyJCIyS4AI9aeEJ+XW6NcFaIDVDdFES5JypR/bIP2z0oh8",
+	"3VchD36PnujDd6AP7qaSIo6Gow3h02or9z9oyhPqNOLrjI6HtgyazDCqiSpi8/dJywU/4XsWXQDKVhm1",
+	"PoHyYmSv3c6tOWOqh40Ka2h+2DYxhMJY4Flyzdz5x9DgP6GdAQeQPznRtqDEyFaDOKz9xtJURuTLFwLV",
+	"JhqGSpCvX2G1AXi/dp0xpnMCcHVxfHr55uziHRJNS1XcS49vV8uX7DtbTC2Cxj8cskMr+q4bAYrpS9pM",
+	"dukLVm8P9vr1vfh5q35AX7L6fv95/CJ5yQ4GzVZtbtNWydZ6xH0NLkEJtbXW1Cdr6BrW0F/hHP4dYsVg",
+	"c634NEPJKwn5ElFt50sSWEwWmkIv5cAJZa4qprN0Ih6sLW0JiiKh2oe8utCsOGU0Q+SZI2LDI8NcJjMO",
+	"Nayyjc5Q/yez6A9uFl3jjFYYRy+H8s6FAPpcOi8pOBRnK2w8UyhllFpMF52d5vfmdT8zP7oqbN7TZfwu",
+	"1s+1buJ6VoGCuX2pXWCG2ezcBqjCG/Vbpa1colaCUcF8NJpos0peP7ExIXA5HX5an0FBIE9eDE8LeJRP",
+	"40gwfUPIO2IO9jKNxRGDR1JcPn5dUzGw4/nucRSht2ZVAriMmHr4uPY9qJjbqApiZg6Sbf9JyP4Zhezj",
+	"JCHUbfEDSdWe0O18sf/6WmkiRaEHkrXK6BUtRO6tJPKEpOfR3cSPep9bD3+ff9a7/LeQTJbdss2kkVIQ",
+	"Q3eVxGTUZ9mRhSjJIHyUtCpynW4LzLvcA7CwKnCpYMQKyNwr+0tCGM8SZ3AMZnwyptdcUBS6yxwmAX7C",
+	"D+ovKXHuhgV7xCO4dv2ihL7dxeNwcHihklO9NCVFpzZdEwhM8/XUHIwqyKYwMDDNYE1QAMnrwYOTpNcV",
+	"tt47pBmzZPuQUO+rcVHOkF98Yk4YFmpjANZKUyW7gg60TcGD1qGyGBpdiBRBvB46+MuWxA7lAVahAkSX",
+	"UPLh+OTq05uzi0+df3ROrwB1JyylhBDJEMhEthSDwD4z+17ZPd35EqSSfd3B8KfedvUEbUdvZNZxFQz9",
+	"RO3E+lKmDCsQ/6Q+Qn+rlrsIg+3bKuYigZlfeeAkkrFYZonafmLc38GTyELm4Vh38LBcPg7uEVAe0PpL",
+	"1faOg3inIqBtVlsvyL8zRkAExoZgJtUV7WYbCh6LmCGjDzAYLPg11yU5OQE+fFdAoTXywdZW7p0kbDSW",
+	"mol4Wv+dTXsRZBCPmenHZpjQkUU68wAOgNaQccOR04AgIw4YJQkfDBhMAz5DGAbfFGClKkK7Yq950CC/",
+	"s2kx8MpMMWVUadLeA8RsBfjfea5dSXyVXWB/M5fJAHkyNvIMRQcgCkCiNSLL+LH6nJ+5hSAV63DkaPXM",
+	"QiCoNyUw78tYjllSnFq0YBE8Gx4ymgBwq6XJMztYoMlhjf39/WVV6z9uYMwBehYi6Se0WHe/XRXTuqpW",
+	"9ZhG39nzs5YZac2UcickHNZ2k3bc6jdp/WDwktX3khdx/WX/Oa3vD/aY+622SZK0nVYOLlbGrdxLPx3n",
+	"aa7AeV5JMUg5Fqe7r72oYuvD2hNz4Hia8rR2WGu5GJJaVAM/IhKrPC7AwkAjW4inQJAQNxfjBOKJ0nLE",
+	"Mmft5YoAShRg+oLSd1jbwbv59WN+lPba7bxUhbVoYYvFsijqcMeGpDcSduumpHY4flK3La+M9WInW2G7",
+	"gNZISuMbi3U9zx7LlgLyJs2rwFk0uea3TGGKqiSpFNdkq1cYsGFymuCybB8hurdRAxJGk5QjrJD5DjE0",
+	"hMc5JTSFii5bvbFMeTytx3TcA3hvl0A64CxNrAz3gws+9toXRJJNpJ9636FOLZGBJmPDaVtRs9mcUTyL",
+	"ebxkywVgd07/eN953/n0y/HVq98AHsSCgBp5B4qVmC8dlKmRQczf5qyzERPawrihUue8rfJOdAWcgIg4",
+	"JpUnFpOekPoXqNPRwwbdDzzntlClBgFNrYhGjIQGXeCA1CTVwOFROrLlgCH8E3FMMOwAEOnMF24gIA8h",
+	"VY5caBl047Cu5lqKEA3ePoetwC9Ap2U0SznL8LkFq0WBEWSdrsAPxlQpKxaFBhpbgfNuKFNAfRUSNEqa",
+	"poeY+gvGXQ0AsyFMDNlrH4SXA9pxWLEA5EWgTrplP+TY7AhsEuRAg+xFHWYt1kwpymKW8PrVh2pDXh5D",
+	"E0EvY+OUTllySAz37m0fEQpN58PMpTTbYFc41FhYCph3Pw/82GseOEnXNGTIjSD6jsfMHUV4GXeE7DWb",
+	"q0isv8Dt2UQAs5pthShmlOzg7P5uY8pozOotkCyL3/ya2SKxuQDXMgzk7yPCwYI+phyXL/jaEp07k75u",
+	"wryI9/H+Qh4epTJJD8EPzL1wt45sAcIADme7jEQ9SYWP6EU8cfLT30VaKFqs+5P05p4yQ8HyuMR5GIoo",
+	"z3KANLDUgsjocr/Q8eGMb1AsLDSu5YXO9ptw1A35hqO+fWQ4fsLUqTcK9hDYHY0dAGgJ7a5oSoXGeog7",
+	"YtiJ6f+ZHW5EMAIYho1167z9A4SjPPXsovPq7OL1p38cv33fQVy0/lQzhQLNVus5+Z3/EuaeAQQcFt1D",
+	"4BGeA3zQvrU+usuPRglAryXjdKLIfpP8f/8v2TX/B2geXeGB6YDn8r+YMwplE1GBQRvaYDb0z7rM2yoP",
+	"baMNPlpbSPCdgxNniFyGubJ8HYi0chtGHsNtkw3BeLJ8dK1/1WYHgx3gH8Ww7gVB4XYY1hWyuDvPSF6d",
+	"vTt/27nqvC4PGY/uZYbIlrjLS3vfXGQwX4fBh48qRiwylVyFvqknS/13cLGvoKyunQgYoCkuc2zPUHlE",
+	"qFo/2q/YZVWw3ytX2mI+tvwQmJ+rP5tHREJJJ4uaBTqK0agIVPV4dXz6qvP2bec15j5njCF+KPoDsK/U",
+	"1aS1cfBdgSHsRuP0hutjgSIk4n8416MVHJGxDKkiQgYwXGTK9JEd2rxDEj7a+WIpklvWXimMFPy0gMes",
+	"K8SvwR5y6oZLuZYpFgd+YQdbmuqCW4BAYzSO2Vg/GWV//BwWPNMPYEUr88VX10EgPc0+a3ytrnTG6Kjn",
+	"hLNQWMZ2QNoFSfewK0DSbVh23otQ8m24m24eGOnO/Q7kAp7kb3QFFkbgekh6PDnsIciyMudPxMwGI21H",
+	"pAfdu99vuEi2kSr1Eqqpef7fl2en25BWKbSy5qreW6p0HR7VT173QDpWELuMcUGDTI6MXI5WorHOLYWX",
+	"Vxed43cBQAOWJhYoMFPwj8ZyNOJaHaGcjEuHJNL2XphrgxyD+iAEi3VufwKUCZ6AaM/4LUvA7M6wbgTQ",
+	"SDlmIrSoocVqyOIb5avhmc/RaLm112xFc5a3DNKjROJsmyqHYDoke+2D7SM3AXShQmWbWaeir6CsWGZE",
+	"+a299oGD7GOj7UZXHBO7CoZ9pFIxZzecWdaT1287PQ/qY478rTU9miXGAn5QvVKDezU0oc+09OHi5Krz",
+	"6erkXefs/VUPVB7zDYGiG2a8zpgJVjX38fH5yaffO//89Or41W+dT1dXb3tWzTOK3DNlVvNWxraquMvR",
+	"kqORGZKiU4CoHpZWOL6E+Xu2gqextq4kYY4tfGrZ+hL1Z+4CF3hTjSdmj7sCrxApXNKugPtDvnRDMOhu",
+	"7bC7EjPr1qKu0T/gA9BA4IkFSzEPvQDfrX3tClixuUgf7zcul5MhBAkn9iQqf2PQZbzOM3YT5k615074",
+	"YFORuTJZhbkYOzwLPaNWm8s+x6TKYtrkwJB4qsEMc4TwpBY7vOeTWsA2IxOAPwUF2pBr+Bw+BZh5IbUP",
+	"I5wyB52fDwvrhnBNEslUBMEX1sIBBYsGrNEVAB+L7QJpMzKyvZfU1gtH2mV+gPCN2VFgdfctbzWIoIxx",
+	"YoYdEXXDx2PzzAvv29iUkHmAn+qKgczA2Zn34uXzXNTOJfUrV6KQK8cauiLlN4YlTEnOelq7ts4+ODpx",
+	"jb1DDtcBj0pXuEJJpD/1ZBk27dMv/7zqXH4671x8unh/2iNbL8k7/sv2ofW92QBX1hXY3pArLbMpVocB",
+	"BxZRErkSz1mLQ7F1bqSu6O24M2ApvJDkgulsWj8GjrXlQyFBwbF+plJMJnM8XRTjvb0u1lJEx+NM3tK0",
+	"gG9vn7LkF3MnKXphVjVDmIFdSTPGR3Fe3KuEwPxkzeFEV5Kda229GXpArsVcxIbiWuwuS0CMmPbknFjb",
+	"OfF3KBfgrr+WhHoLgzlrD6JaWXtuhWZ1Tq+BsWRycj2cZaEFb0LoQDB8Z0yvWVcMZZrkRvcemNd7uQei",
+	"1Wy6H7dtYMItTSdgWLfA4Tm1DqnsnCsAKKaQ6Ja4zuRdXpy0K1aw1ReyJrCW5JKoSbM04AWoSgmAyRZE",
+	"ReuYwEqXI/rZppRAXc9FCSZ/s5Bws3wXsMXLY8LDM/SzEbA1yUU55lvFffsB7L0QHvxY5t48SByScufi",
+	"xMGAEIRHAWgz+hMtteoKXyOSeDHPOfu2bBiPl/OCipzEXJHpdoOcaBDQ1PLA9K0w9vlZDpHFlXN3YtqM",
+	"eQ3Mxf2JhsghI4KPuRBQOQCFdjReZMxVpza73hU3bNogQJdQjPYqqc+VypcIyi9jYoXrvCt844alWAw+",
+	"yPa5plwc+eQfGzlvM4xQn8AuuwIhQiNyx3yp6dTMK8MnVm73SgcGLuXThwF0hRFfdDYRMYVALk0qSDoW",
+	"D4XhofBuzgHsng2MAoexnzRgRMFCgMlekR6cz7NBr0EgiYhamFQis67I7f95CzEVpM8g6p1DKVKjN2Dt",
+	"8juu2HZ5nS2dTR/OAP8UDf1keL8nlL7OpsWEGl9/1CL7CivUrCwywtavlbyaJ32oQlkaqzz7UBXhghNd",
+	"KkyQuqNdMsroMI8A3WqhtdsZsLGuVVfAQ6QOxWgXX6sPgKy4CsoRQ/SKG0JuF96i1pOXsZTR3OpL3fph",
+	"bgzYHoiFce+KPo1v5GBgR1clWP4BK/n3ycS1q/YYSbiwFD89uDLM8kSz0XIBOLgzT4bh75DtGKz/2sQx",
+	"99Ividm7GxoBCSCcbaRpIalbJMoIKTEWBs1/AltpLul56ZHnudgowPraWorsNfeOZtLGORhLJwLESUNV",
+	"ZpD50HPpMscrItn8kd44ks3Gjb2SE/N6M6r5/VkIu5ZSPgqLRwTZL2B0s09XgDGxzOYN5ekkM5No5g8X",
+	"hJQ19/61UbnRFUW6oNwoTqmQNegFvtcnl+fHV69+w6gytAqdibAoxo8ZmZ6fowojZ34hn+jh94Btydd/",
+	"ZRvD/CZ6aoLaahGLogKHJceL2KA06Aq0ujpQ7Qeax7IwOJ8RaKPPDA8hAwmmVyf8yoy8ent88q7z2hod",
+	"0E8Yar9gNjEy8S3LAvQ700pOYODrEJsG7RoYhrdy8B2Zi73DbLHZ4DsXUQcL7lV28Hrk4/Zuva64gsrd",
+	"eLoxSj2IvQMyUhk5t4Cn3Sdybl2d3U/nKXDuKXAOA+dWoL6rUDjw4KLy/vcjcTOm3zxT1ZG7QlmRKMh6",
+	"cZJSV2xRkUQ2KgDsgBFSTK6tfU9tR7lba85O3BVWUJ+3HYZEyIzMWw1dChnQpa5YZjeE1x+OAD1ZDp8o",
+	"z2aZ787OJbPAth/gi83Wql9KlMx5SSYpWw8Az39VrF5fjnN36bt4Kgu0bp5uhabcPAh07kyKzudxxhRm",
+	"G9WaZJf8L/M/p9O244OkxfYG9RfU6IbxblI/YC8H9SZt9dvxbrLH9gdBLtnXCLza2S1NLyFOTDmF1Wi9",
+	"fzgalj+64vGN+9vujuDXQ53CdrHP+g3PZswG7atmO5+Ce+eKjyBtreo9/3g3ePwxqslblqV0fA4QF2Zz",
+	"b/gYDttEBRnL+Gdum8hV9mZU03zE/iWFGXtnkskx2zmnGVfV4O7hFnx7RX4Tu6e7j8vNnv6aPyn538Ho",
+	"qQK66eh5/qy6PtQFuGRDv7t1x+e01WgdxBAOwjzlAGQaKAfVFeY2kL+kYGSrV6QvvYj03F3pbUNoJ+QF",
+	"kN4Mzeh1xZZ1po8mqebjlCk3EPcqUVwYSj9k5L3gnwkby3i4jSnIRPP4xot4Fo4ZVU4UCH2AgYsSMJNW",
+	"XFynPl3YJkxYcbTnFs/QK5srDSqt6cko0+53EssJpHYYZopJB11hgw/8O9ArZCaEkagpFUQxbfMnhjLT",
+	"hjmaBesKgOIBYBB9xwB/Qxq2yeBnRbb2ms0SYJ4yvRiYgrvGm8SCLuQdc6S8gsxWk84f18BZXMLvAMH/",
+	"xMH/D+fg63Lrp1Jj/4fhl/hSYyon9GViwEKtbueL++eSymKAH+p4m+FKighJRjKDRBaINNC+1ph3kCpN",
+	"p1XFwgr86alU2I9dKmzJGVtaHcwfHfQh2ACeXLoprY9RfUKaTzz2icf+GDw2JIxP5Ol7+LqX0qb1Qtsv",
+	"PUPEyHaHATojWg2puLZeStDEFKImQuA0uyOzajEi0sUImO4Ig0XaxA9m9eN5DfzIPIJ+E6CaUHkI4ieZ",
+	"JajgHFE2jNKorTb+Uci7MkXxPVzKR1EUd5tkD+hnq76/+kUrDmgtteuJJTyxhB+QJQAwRsKftLCfFUUy",
+	"4fohdbAduEzrJ2TNcq1Sy2+pEoewxQgZkDE1GbGkQc7pRJnHlODlzj/zQTtz3MR8w55k9icC/bci0JE9",
+	"4U8xDj84pQXy8qCkFqndt6O1Lg2SxzdY04Il5G7IDVFFQAhLa8EsIkXMoq6wxZEiI0cgShd4jNBRNjrC",
+	"TCquybUEH1ieMAb6AHiuuuLCTBTJuR8SxIlxYACu3yAesyTWyazVE3V/ou5/M+ruRJon8v6jJ7+afVqb",
+	"vsMBWxaclr8INDSmacogQI4oxsgWTVOPkUWTEReRq6dig0/zwIgbNoWghgRge/pTwpPyoLYP+djWxtz7",
+	"W2ZL+gkvDxvKt+Pb3sq/Q1DPXXhu3PkPHlaH9aA/sBCJiXE845SKBjk2B5tIkZY45PBTv4MPgB52HI8g",
+	"VzqlgLJzcbZu6IUfzGPGXtBY81sGfHKFlEMMrX1Llf5NTjL4iq/M2SKLJHS4H1WvkYWwT6DtCv6cj2j9",
+	"q/k3jhH42VDBvPf+Lrh1pfe9lOHtfAmkq2WJy8XYPl8vzBw85HRwNPGfeCUwwg2fYPR4wsZ66L23Qd4x",
+	"6BE26twipgOS8FBOslKvbpHMbJSDbK9v+17Xt/WI1/fFN7u+hZj4J//j9/A/Lr3B6wqAHwLFaYELMuDo",
+	"Hlopx77iLASAAuegy5A6mq++oDyclNISAKAqnIW5mGfO/QaCgr03ndOrzsX5xcllZ10v4f0khL8BiWk3",
+	"K2hMsFarkpr9ByY1tqufmOT8dIIGBAzM5GeN8fLeV94wv9dv2HSZ3j0L/m8+8WD7iG2nWJwxrcqV6OPz",
+	"k99NL5vdYqPW5sff6rqL78HxmP/OYLtsOhjNMjqtuhRmWk+s9zsoy8fnJ7D4wVH2J/MB2G6pmj3LdfEA",
+	"EygUi+nW1mDvkLfcbI7gIxCfh1QBgLjSMitjtagc4Ol/AGU85utq33j+v0PaQ8hNgXU2+y/YHm2y+gHd",
+	"f1Hfi3cH9ZfJblxvDdpsN9mL9/vPaZ6LEnPDLTM24J9rhzWV3nzaG7TpQQyLeCtvQjM5blzhtU83f7Rv",
+	"m//6z8tR6/OL8W5/XxzEe98k0yRxFKeSwkS54oYjf+K8fxMVXzg6VU6m1uG3O19u2HRJpH5IoI6JPfZY",
+	"SD4vZu00A/Nig1yYlyCvDEs+A2qDrMtxo8QPaNoLSNOyyH384Cly/5u7U8yyLz18G/HIqMznbbt7pqxr",
+	"pAR4BM7wgyJElV6aTeqNzQOiunIhWwi10uBCsUz3Igu90kDNKP8br6er6ZGjnnQFgnZsYxWsiS0MoMhW",
+	"oUZZNFO0azuvdxZ1BTg1za5b2L9idbHIg+2bLlz5K1UEFPR1wriqLh/lt9uXj3qAAlC7vgBUuHJB/ScL",
+	"gwJVm1YBQpmt9JSDXj2Vevobl3oquYTFK/MQdZ9mCdpa9dBWoUJg1KmmQle5z9l6oMNZyzsoyAFJBZM0",
+	"teY9rgK4+8U29rfY+6ZmsBwrwBYt9qEz+S/+0SCVOe7lQGYdGg9PUOvGZyP6+QINkD66RibsGBFFVfjs",
+	"io+YnOiZcB0AwT4Rb6BqoHsoJxqo3m9S5W2MmUi4uC70nk1EebMuyuAdFyflcUIBGI59AApcJwfRKTwv",
+	"dKsm/Q82nAYrk9jngfHOon6y/lDKm45IxpKLfC73UEKCj07n12x9q6A9TcvcEPbg4sl/op7f1SdR2IuA",
+	"YBri8SBGkskSG8mFy3vSlUeEyFuWeZfkM3UExK4rtmTm4N8ATSMitK+Y0NvW1KJc3SxLCckx+D0ShPow",
+	"D7sC86UIV74SHRZegqj38hpqpdTznhaYkNS12nOkq716wNvcsB7T7fF49N4twr2pffunIPXlfpqfjvib",
+	"m+iMnE/ZTytnP73hLP17iOrrMZtV5GV3uesrCM4ZBLzNMpbfrq7OP110/njfubyypY9oxsiQpQnRMiJj",
+	"lnWFNvuiyVAqXYjnNA+MuF0I+STKoRvLOxHUGzHzNUyuomLImZ3Kgwjhf36p9SeZ0rXDVlW42n7BfD4E",
+	"90WNjnnDNtKI5ShnZuqcZUj0IKqllDiFLX5d341WWIBVvWlPYuN386fNiWh2/+BWzF/r2au6qTR5D/Kw",
+	"88UMbaE9/BVNUy8pwkQw1MUVczdEBFtjyZFLeCRUkMnYWsioumEJCKJK8zQlWA/TF1lmIlFVIDfFG7Ca",
+	"vXwkb39Ge/lPyP5wr+auDVppBraqNdDhR7s0pTb4gLkdEkpen15iZb0tV8O1vb9L+lPNVERS2mcpIC+m",
+	"TJv2o65I+DXXKiLP6s/A5Pbs07OInLw+dSWveUY+i3rdTHG0TYyCJsjJOaFJkjFlGnAxHpSMZaaPzC3B",
+	"SzPweJDmhwZ5h6UKSEwVq3OhmFBc81vmmGqJ98CuZ7XzoAyjvExLfVOIjotpmhIpolXECfMu1O72JOVa",
+	"5vVxgU33iM/cAzdbb47r9o4I7QosDH9rS6gZWmSrkyWTjPbTaQQLhzorDItlrsRCWPgMK8C7IdjqZrmS",
+	"ZNEozSajXL611z6A2uRdwfV2g5xNdF0O6hkoy1C9F4tM9qkl/oiGaSjnXrsdBTiUXQHwJxWq9Dz9u6ci",
+	"Hcg+ZfLLOnp0YUyPqUV/Z3lt1SWZkdIWSGVP6tzPr85tyMzWkuFA1Fqs4g2BfAXS2DNFDO2SGdlv7qL7",
+	"E+pm1o8B6cilUKMzpairzVNy6529MxQaCpej8GckOq8VdoVVC41wCLSQK0Ceh+xtpocsM6MREgpTDMH2",
+	"aBMqnIiouiJvuEGOLZm2NXPP3l/9cvb+9PWn8+P3l53Xn347u7y6hOK5dvIZs98njqks1lDJugrqOe7D",
+	"xgpqJQnD0b83y1FKrtobqZcw/FXVS1xTu5xC3j0pmj+Aojm7KY+sZA4ZTfXwr+rQEFuGsd1sWoAG8DJk",
+	"MmZKEcWyW6aIY8tHJB6y+AbwUBM2ZiJhIp6WumV/s/1uKlj4si/yZnU2j52XZuam/JY1cJ9YPEHsAIia",
+	"DnbtlgmmQu0fF9GSfMB9XXVBmSDnUunrjCmyZaRMV3gMvT0jCYZ3zCwzVJPrbVsZ8wiIvq/KExXw0CkH",
+	"384Yap+72uyorbAsk5mh9kMeD42wbs0BsJWZ4XLyunTHLnBeG8NdwAmBtBc7cdy8qKbt1PPNfNi9hQk0",
+	"gntbMehxJvspG/1XqTNIU6DbUG3etHdI3DT8qm/hW8rnAMrr7aBA0X5zN6ppriEK6NS1k0d2DbUeq8Od",
+	"HZVOeMwaCbt1I1I7Quo6vr7yepzjt+Vp6PklJYlECCx7vBbfAbOUvPISFD/8UuszmrHMtAGcDQ5aWVGb",
+	"Eb2Bov21qDbJUrsUhzs7qYxpChr8y+bLJrBH2+mcmMQEhXIEWGSAZ+D6BJPUbC0cVWIw8OSxrmI5Nrp4",
+	"xhImNKdp2IYPGiw3OUCXz7zbRwQpQupZ4BUAIJuEaho0je6B+XaPCzwCjf1jqC7uzRtGpTUdzot2Qfuz",
+	"LKR8DaDgYeDeDNaTj0YTANskt9YdGrQeekTnW7aVmbi4jsgd1TGArUFYXu6NzrPwgmaDykzzrb4OhplN",
+	"RHm9DrTLOMiboOnctznf8iW/FuYMSHP7oTiIdUmG65EwwzEyXlhl915Jo4Z7FELqFNm6hBtRvzQPMbpw",
+	"O5w9xnOVN2XuIIaCuRsZfGlv5NePX///AAAA//93dSy4tdMBAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -12,6 +12,8 @@ type Application struct {
 	Auth        *Authenticator
 	Workspaces  *Workspaces
 	Plans       *Plans
+	// Capacity is nil when Stores has no Capacity.
+	Capacity    *Capacity
 	Definitions *Definitions
 	Executions  *Executions
 	// Outbound is nil when Stores has no OutboundLimits.
@@ -42,6 +44,8 @@ type Stores struct {
 	Timetables ports.TimetableParser
 	// Events keeps the events sent to WAIT_FOR_EVENT nodes.
 	Events ports.EventStore
+	// Capacity reads the capacity page's series.
+	Capacity ports.CapacityStore
 }
 
 // NewApplication wires the use cases. engine may be nil in a process that
@@ -59,6 +63,9 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas,
 	}
 	if s.OutboundLimits != nil {
 		a.Outbound = NewOutboundLimits(s.OutboundLimits, s.Workspaces)
+	}
+	if s.Capacity != nil {
+		a.Capacity = NewCapacity(s.Capacity, s.Plans)
 	}
 	return a
 }
