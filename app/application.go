@@ -9,9 +9,9 @@ import (
 // case takes the caller (a domain.Actor), checks what it may do, and then
 // acts through its ports.
 type Application struct {
-	Auth        *Authenticator
-	Workspaces  *Workspaces
-	Plans       *Plans
+	Auth       *Authenticator
+	Workspaces *Workspaces
+	Plans      *Plans
 	// Capacity is nil when Stores has no Capacity.
 	Capacity    *Capacity
 	Definitions *Definitions

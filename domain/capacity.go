@@ -55,7 +55,7 @@ type PlanCapacity struct {
 	Running []int
 	Starts  []int
 	WaitP50 []*time.Duration
-	WaitP99  []*time.Duration
+	WaitP99 []*time.Duration
 	// Limit and Floor are the plan's per workspace, as set now.
 	Limit int
 	Floor int
