@@ -9,10 +9,9 @@ import (
 // case takes the caller (a domain.Actor), checks what it may do, and then
 // acts through its ports.
 type Application struct {
-	Auth       *Authenticator
-	Workspaces *Workspaces
-	Plans      *Plans
-	// Capacity is nil when Stores has no Capacity.
+	Auth        *Authenticator
+	Workspaces  *Workspaces
+	Plans       *Plans
 	Capacity    *Capacity
 	Definitions *Definitions
 	Executions  *Executions
@@ -56,6 +55,7 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas,
 		Auth:        authenticator,
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, authenticator),
 		Plans:       NewPlans(s.Plans, s.Workspaces),
+		Capacity:    NewCapacity(s.Capacity, s.Plans),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
 		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables),
@@ -63,9 +63,6 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Quotas,
 	}
 	if s.OutboundLimits != nil {
 		a.Outbound = NewOutboundLimits(s.OutboundLimits, s.Workspaces)
-	}
-	if s.Capacity != nil {
-		a.Capacity = NewCapacity(s.Capacity, s.Plans)
 	}
 	return a
 }

@@ -5171,6 +5171,7 @@ type GetCapacityResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	ApplicationProblemJSON401 *Unauthorized
 	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON422 *InvalidField
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -7379,6 +7380,13 @@ func ParseGetCapacityResponse(rsp *http.Response) (*GetCapacityResponse, error) 
 			return nil, err
 		}
 		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidField
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

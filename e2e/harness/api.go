@@ -134,7 +134,7 @@ func NewStackWith(t *testing.T, quotas domain.Quotas, limits httpapi.Limits) *St
 		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, cfg)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store}, workflows, quotas, domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: AdminToken})
+	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store, Capacity: store}, workflows, quotas, domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: AdminToken})
 	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store)
 	hub := postgres.NewFeedHub(pool, log)
 	hubCtx, stopHub := context.WithCancel(context.Background())

@@ -212,7 +212,7 @@ export interface paths {
          * Show capacity over time
          * @description Admin only. The console's capacity page: over the last
          *     `windowSeconds` (at most an hour) in steps of `stepSeconds` (at
-         *     most 360 points), the pool's RUNNING executions within their
+         *     most 360 points; a step longer than the window is refused, 422), the pool's RUNNING executions within their
          *     workspaces' floors and above them (borrowed), and per plan its
          *     RUNNING executions, its starts and the p50 and p99 of their
          *     admission waits (docs/admission.md#admission-wait). Running counts
@@ -2754,6 +2754,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            422: components["responses"]["InvalidField"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
