@@ -217,8 +217,11 @@ func (s *sloBench) enqueue(ws, def string, n int) (string, error) {
 	var out struct {
 		QueueID string `json:"queueId"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 202 {
-		return "", fmt.Errorf("enqueue: %d, %v", resp.StatusCode, err)
+	if resp.StatusCode != http.StatusAccepted {
+		return "", fmt.Errorf("enqueue: %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return "", fmt.Errorf("enqueue: %w", err)
 	}
 	return out.QueueID, nil
 }
