@@ -29,10 +29,10 @@ import (
 // Temporal dev server, the real Postgres), each figure printed beside its
 // target. Method, in docs/benchmarks.md#the-slo-under-a-flood:
 //
-//   - sloWorkspaces workspaces, their plans drawn 80 % FREE, 15 % PRO,
-//     5 % ENTERPRISE, their load Zipf-distributed by rank (s = 1.1): the
-//     busiest quiet workspace gets about 13 % of the quiet runs, most get
-//     one or none;
+//   - sloWorkspaces workspaces, their load Zipf-distributed by rank
+//     (s = 1.1): the busiest quiet workspace gets about 18 % of the quiet
+//     runs, most get one or none; their plans follow the load: the top
+//     1 % ENTERPRISE, the next 9 % PRO, the rest FREE;
 //   - the quiet tenants start one-node TRANSFORM runs through the API at a
 //     steady, open-loop sloQuietRate for sloQuietFor, each to a workspace
 //     drawn by its Zipf weight (the same draws in both scenarios);
@@ -46,7 +46,7 @@ import (
 // workspaces of its own.
 var (
 	sloWorkspaces = benchSize(1_000, 50)
-	sloQuietRate  = benchSize(20.0, 10.0)
+	sloQuietRate  = benchSize(10.0, 10.0)
 	sloQuietFor   = benchSize(30*time.Second, 2*time.Second)
 	// sloFloodDepth is the flood's backlog, in multiples of its limit.
 	sloFloodDepth = benchSize(100, 10)
@@ -247,15 +247,16 @@ func (s *sloBench) enqueueBatch(ws, def string, n int) {
 func (s *sloBench) run(flood bool) sloScenario {
 	b := s.b
 	ctx := context.Background()
-	// The same draws in both scenarios: plans by workspace, then the
-	// quiet runs' workspaces by Zipf rank.
-	rng := rand.New(rand.NewPCG(36, 1))
+	// Plans follow the load, as customers' do: the busiest 1 % of the
+	// quiet workspaces by Zipf rank are ENTERPRISE, the next 9 % PRO, the
+	// rest FREE, so no quiet tenant's load reaches its own limit and what
+	// a quiet tenant waits is what others cost it.
 	plans := make([]string, sloWorkspaces)
 	for i := range plans {
-		switch r := rng.Float64(); {
-		case r < 0.05:
+		switch rank := i - 2; {
+		case rank < (sloWorkspaces-2)/100:
 			plans[i] = string(domain.PlanEnterprise)
-		case r < 0.20:
+		case rank < (sloWorkspaces-2)/10:
 			plans[i] = string(domain.PlanPro)
 		default:
 			plans[i] = string(domain.PlanFree)
@@ -294,6 +295,7 @@ func (s *sloBench) run(flood bool) sloScenario {
 		fair.sample(measuring, s.db)
 	}()
 
+	// The same draws in both scenarios: workspace 2 + k has Zipf rank k.
 	zipf := rand.NewZipf(rand.New(rand.NewPCG(36, 2)), 1.1, 1, uint64(sloWorkspaces-3))
 	total := int(sloQuietRate * sloQuietFor.Seconds())
 	sent := make([]sloSent, total)
@@ -511,7 +513,7 @@ func (s *sloBench) report(calm, flooded sloScenario, loadBefore string) {
 	b := s.b
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n== SLO under a flood: %d workspaces (80/15/5 %% FREE/PRO/ENTERPRISE, Zipf s=1.1 load), quiet runs at %.0f/s for %v, one PRO tenant flooding %d× its limit, one PRO tenant against a 429 upstream; sluice all in this process, real Temporal; load average %s before, %s after ==\n",
+	fmt.Fprintf(&sb, "\n== SLO under a flood: %d workspaces (Zipf s=1.1 load; plans by rank: top 1 %% ENTERPRISE, next 9 %% PRO, rest FREE), quiet runs at %.0f/s for %v, one PRO tenant flooding %d× its limit, one PRO tenant against a 429 upstream; sluice all in this process, real Temporal; load average %s before, %s after ==\n",
 		sloWorkspaces, sloQuietRate, sloQuietFor, sloFloodDepth, loadBefore, benchLoad())
 	for _, sc := range []sloScenario{calm, flooded} {
 		name := "without the flood"
