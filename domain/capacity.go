@@ -12,12 +12,16 @@ var (
 	CapacityStepBound = QuotaBound{Name: "stepSeconds", Min: 10, Max: 600}
 )
 
-// CapacityWindow is the span a capacity series covers, ending at To, in
-// Points steps of Step.
+// CapacityWindow is the span a capacity series covers, in Points steps
+// of Step.
 type CapacityWindow struct {
-	From   time.Time
-	To     time.Time
-	Step   time.Duration
+	// From is the start of the first step.
+	From time.Time
+	// To is the end of the last step: the end of the step now is in.
+	To time.Time
+	// Step is the time between points.
+	Step time.Duration
+	// Points is how many steps the window has.
 	Points int
 }
 
@@ -46,34 +50,44 @@ func NewCapacityWindow(to time.Time, windowSeconds, stepSeconds int) (CapacityWi
 	return CapacityWindow{From: to.Add(-time.Duration(points) * step), To: to, Step: step, Points: points}, nil
 }
 
-// PlanCapacity is one plan's series over a window, a value per step: the
-// RUNNING executions of its workspaces at the step's end, and the p50 and
-// p99 of the admission waits of the runs started in the step (nil in a
-// step with none).
+// PlanCapacity is one plan's series over a window, a value per step.
 type PlanCapacity struct {
-	Plan    Plan
+	// Plan is the plan.
+	Plan Plan
+	// Running counts its workspaces' RUNNING executions at the step's end.
 	Running []int
-	Starts  []int
+	// Starts counts its runs started in the step.
+	Starts []int
+	// WaitP50 is the median admission wait of those runs, nil in a step
+	// without one.
 	WaitP50 []*time.Duration
+	// WaitP99 is their 99th percentile, nil in a step without one.
 	WaitP99 []*time.Duration
-	// Limit and Floor are the plan's per workspace, as set now.
+	// Limit is the plan's limit per workspace, as set now.
 	Limit int
+	// Floor is the plan's floor per workspace as admission uses it, as
+	// set now.
 	Floor int
 }
 
-// PoolCapacity is the pool's series over a window, a value per step: the
-// RUNNING executions within their workspaces' floors, and above them
-// (borrowed). Its capacity is the pool's now (nil: none).
+// PoolCapacity is the pool's series over a window, a value per step.
 type PoolCapacity struct {
-	Capacity    *int
+	// Capacity is the pool's now, nil for none.
+	Capacity *int
+	// WithinFloor counts the RUNNING executions within their workspaces'
+	// floors at the step's end.
 	WithinFloor []int
-	Borrowed    []int
+	// Borrowed counts those above their workspaces' floors.
+	Borrowed []int
 }
 
 // Capacity is the capacity page's picture: the pool's use and each
 // plan's running executions and admission waits over one window.
 type Capacity struct {
+	// Window is the span the series cover.
 	Window CapacityWindow
-	Pool   PoolCapacity
-	Plans  []PlanCapacity
+	// Pool is the pool's series.
+	Pool PoolCapacity
+	// Plans are every plan's series.
+	Plans []PlanCapacity
 }
