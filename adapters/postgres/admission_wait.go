@@ -17,9 +17,7 @@ func (s *Store) AdmissionWaits(ctx context.Context, executionIDs []domain.ID) (m
 	}
 	out := make(map[domain.ID]ports.AdmissionWait, len(rows))
 	for _, r := range rows {
-		if r.AdmissionWaitMs != nil {
-			out[r.ID] = ports.AdmissionWait{Plan: domain.Plan(r.Plan), Wait: time.Duration(*r.AdmissionWaitMs) * time.Millisecond}
-		}
+		out[r.ExecutionID] = ports.AdmissionWait{Plan: domain.Plan(r.Plan), Wait: time.Duration(r.WaitMs) * time.Millisecond}
 	}
 	return out, nil
 }

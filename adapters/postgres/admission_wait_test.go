@@ -73,3 +73,35 @@ func TestAdmissionWaitCountsFromTheSlotItsWorkspaceFreed(t *testing.T) {
 		}
 	}
 }
+
+// TestARunAdmittedBeforeItsMarkingStoresItsAdmissionWait: when the run's
+// own admission (AdmitRun) records the start before the dispatcher's
+// marking, the wait is stored on the execution by the same definition,
+// and AdmissionWaits reads it for the marking that then finds nothing to
+// move.
+func TestARunAdmittedBeforeItsMarkingStoresItsAdmissionWait(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	ws, def := createWorkspace(t, store, domain.PlanPro)
+	item := enqueue(t, store, ws, def, 1)[0]
+	if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET created_at = now() - interval '3 seconds', available_at = now() - interval '3 seconds' WHERE id = $1`, item); err != nil {
+		t.Fatal(err)
+	}
+	res := claimAll(t, store)
+	if len(res.Claimed) != 1 {
+		t.Fatalf("claim = %+v; want the item", res.Claimed)
+	}
+	exec := res.Claimed[0].ExecutionID
+	if admission, err := store.AdmitRun(ctx, exec); err != nil || admission != ports.AdmissionGranted {
+		t.Fatalf("AdmitRun = %v, %v; want granted", admission, err)
+	}
+	waits, err := store.AdmissionWaits(ctx, []domain.ID{exec})
+	if err != nil || waits[exec].Plan != domain.PlanPro || waits[exec].Wait < 3*time.Second || waits[exec].Wait > time.Minute {
+		t.Fatalf("AdmissionWaits after AdmitRun = %+v, %v; want PRO's wait of 3 s or a little more", waits, err)
+	}
+	if recs, err := store.MarkDispatched(ctx, ports.Fence{}, []ports.DispatchedItem{{ID: item, ExecutionID: exec}}); err != nil || len(recs) != 0 {
+		t.Fatalf("marking after AdmitRun = %+v, %v; want nothing left to move", recs, err)
+	}
+}

@@ -163,26 +163,28 @@ SELECT c.id, c.status, c.claimed_at FROM claimed c;
 -- of a join the planner misjudges (make bench measured the join at 50 ms
 -- for 500 items).
 -- Each dispatched item's audit row is written by the same statement, and
--- its execution's admission wait (queue_admission_wait_ms), returned with
--- its workspace's plan for the per-plan histogram.
+-- its execution's admission wait (queue_admission_wait_ms, into
+-- admission_waits), returned with its workspace's plan for the per-plan
+-- histogram.
 WITH dispatched AS (
     UPDATE workflow_execution_queue q
     SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
     WHERE q.id = ANY(@ids::uuid[]) AND q.status = 'CLAIMED' AND q.execution_id = ANY(@execution_ids::uuid[])
     RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at, q.dispatched_at
 ), waited AS (
-    UPDATE workflow_executions e
-    SET admission_wait_ms = queue_admission_wait_ms(d.workspace_id, d.created_at, d.available_at, e.started_at)
-    FROM dispatched d WHERE e.id = d.execution_id
-    RETURNING e.id, e.admission_wait_ms
+    INSERT INTO admission_waits (execution_id, workspace_id, started_at, wait_ms)
+    SELECT e.id, d.workspace_id, e.started_at, queue_admission_wait_ms(d.workspace_id, d.created_at, d.available_at, e.started_at)
+    FROM dispatched d JOIN workflow_executions e ON e.id = d.execution_id
+    ON CONFLICT (execution_id) DO UPDATE SET wait_ms = EXCLUDED.wait_ms, started_at = EXCLUDED.started_at
+    RETURNING execution_id, wait_ms
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
     SELECT gen_random_uuid(), w.id, 'dispatcher', 'queue.dispatched', d.id,
            jsonb_build_object('executionId', d.execution_id)
     FROM dispatched d LEFT JOIN workspaces w ON w.id = d.workspace_id
 )
-SELECT d.id, d.created_at, d.dispatched_at, wt.admission_wait_ms, w.plan AS plan
-FROM dispatched d LEFT JOIN waited wt ON wt.id = d.execution_id LEFT JOIN workspaces w ON w.id = d.workspace_id;
+SELECT d.id, d.created_at, d.dispatched_at, wt.wait_ms AS admission_wait_ms, w.plan AS plan
+FROM dispatched d LEFT JOIN waited wt ON wt.execution_id = d.execution_id LEFT JOIN workspaces w ON w.id = d.workspace_id;
 
 -- name: QueueStatusOfExecution :one
 -- The status of the item whose claim is execution @execution_id, read by
@@ -205,9 +207,10 @@ WITH admitted AS (
     WHERE q.execution_id = @execution_id AND q.status = 'CLAIMED'
     RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at
 ), waited AS (
-    UPDATE workflow_executions e
-    SET admission_wait_ms = queue_admission_wait_ms(a.workspace_id, a.created_at, a.available_at, e.started_at)
-    FROM admitted a WHERE e.id = a.execution_id
+    INSERT INTO admission_waits (execution_id, workspace_id, started_at, wait_ms)
+    SELECT e.id, a.workspace_id, e.started_at, queue_admission_wait_ms(a.workspace_id, a.created_at, a.available_at, e.started_at)
+    FROM admitted a JOIN workflow_executions e ON e.id = a.execution_id
+    ON CONFLICT (execution_id) DO UPDATE SET wait_ms = EXCLUDED.wait_ms, started_at = EXCLUDED.started_at
 )
 INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
 SELECT gen_random_uuid(), w.id, 'workflow', 'queue.dispatched', a.id, jsonb_build_object('executionId', a.execution_id)
@@ -418,6 +421,6 @@ SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_
 -- workspaces' plans: for items whose run recorded their start
 -- (QueueAdmitRun) before the dispatcher's marking, which then reads what
 -- that admission stored.
-SELECT e.id, e.admission_wait_ms, w.plan AS plan
-FROM workflow_executions e JOIN workspaces w ON w.id = e.workspace_id
-WHERE e.id = ANY(@ids::uuid[]) AND e.admission_wait_ms IS NOT NULL;
+SELECT a.execution_id, a.wait_ms, w.plan AS plan
+FROM admission_waits a JOIN workspaces w ON w.id = a.workspace_id
+WHERE a.execution_id = ANY(@ids::uuid[]);

@@ -34,8 +34,12 @@ func TestCapacitySeriesCountTheRunsOfTheWindow(t *testing.T) {
 	run := func(status, started, completed string, waitMs any) {
 		t.Helper()
 		if _, err := s.Pool.Exec(ctx, `
-			INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, started_at, completed_at, admission_wait_ms)
-			VALUES ($1, $2, $3, 1, $4, now() - $5::interval, CASE WHEN $6 = '' THEN NULL ELSE now() - $6::interval END, $7)`,
+			WITH e AS (
+				INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, started_at, completed_at)
+				VALUES ($1, $2, $3, 1, $4, now() - $5::interval, CASE WHEN $6 = '' THEN NULL ELSE now() - $6::interval END)
+				RETURNING id, workspace_id, started_at)
+			INSERT INTO admission_waits (execution_id, workspace_id, started_at, wait_ms)
+			SELECT id, workspace_id, started_at, $7 FROM e WHERE $7::bigint IS NOT NULL`,
 			uuid.New(), cw.JSON201.ID, cd.JSON201.ID, status, started, completed, waitMs); err != nil {
 			t.Fatal(err)
 		}

@@ -394,9 +394,9 @@ func (s *sloBench) run(flood bool) sloScenario {
 	var longestMs int64
 	var longestWS string
 	if err := s.db.QueryRow(ctx, `
-		SELECT coalesce(max(e.admission_wait_ms), 0), coalesce((array_agg(w.plan || ' ' || w.id ORDER BY e.admission_wait_ms DESC NULLS LAST))[1], '')
-		FROM workflow_executions e JOIN workspaces w ON w.id = e.workspace_id
-		WHERE e.workspace_id = ANY($1::uuid[])`, ws).Scan(&longestMs, &longestWS); err != nil {
+		SELECT coalesce(max(a.wait_ms), 0), coalesce((array_agg(w.plan || ' ' || w.id ORDER BY a.wait_ms DESC))[1], '')
+		FROM admission_waits a JOIN workspaces w ON w.id = a.workspace_id
+		WHERE a.workspace_id = ANY($1::uuid[])`, ws).Scan(&longestMs, &longestWS); err != nil {
 		b.Fatal(err)
 	}
 	sc.longestWait = time.Duration(longestMs) * time.Millisecond

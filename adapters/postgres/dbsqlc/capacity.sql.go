@@ -19,7 +19,8 @@ WITH runs AS (
                 ELSE least($3::integer - 1, ceil(extract(epoch FROM e.completed_at - $1::timestamptz) / $2::integer - 1) - 1)::integer END AS last_i
     FROM workflow_executions e
     WHERE e.status = 'RUNNING'
-       OR (e.admission_wait_ms IS NOT NULL AND e.started_at >= $4::timestamptz AND e.completed_at > $1::timestamptz)
+       OR (e.id IN (SELECT a.execution_id FROM admission_waits a WHERE a.started_at >= $4::timestamptz)
+           AND e.completed_at > $1::timestamptz)
 ), per_ws AS (
     SELECT s.i, runs.workspace_id, count(*)::integer AS running
     FROM runs JOIN generate_series(0, $3::integer - 1) AS s(i) ON s.i BETWEEN runs.first_i AND runs.last_i
@@ -55,7 +56,8 @@ type CapacityRunningRow struct {
 // Per step and plan, the RUNNING executions at the step's end (from +
 // (i+1) * step) and how many of them were within their workspace's floor
 // (its own, else its plan's, never above its limit). The runs are those
-// RUNNING now and those started since @since (by the admitted index) that
+// RUNNING now and those started since @since (by the admission waits'
+// started_at index) that
 // ended after @from: a run started before @since that ended inside the
 // window is not counted. Each run is joined to the steps it spans.
 func (q *Queries) CapacityRunning(ctx context.Context, db DBTX, arg CapacityRunningParams) ([]CapacityRunningRow, error) {
@@ -89,13 +91,13 @@ func (q *Queries) CapacityRunning(ctx context.Context, db DBTX, arg CapacityRunn
 }
 
 const capacityWaits = `-- name: CapacityWaits :many
-SELECT floor(extract(epoch FROM e.started_at - $1::timestamptz) / $2::integer)::integer AS step, w.plan,
+SELECT floor(extract(epoch FROM a.started_at - $1::timestamptz) / $2::integer)::integer AS step, w.plan,
        count(*)::integer AS starts,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY e.admission_wait_ms)::double precision AS p50_ms,
-       percentile_cont(0.99) WITHIN GROUP (ORDER BY e.admission_wait_ms)::double precision AS p99_ms
-FROM workflow_executions e
-JOIN workspaces w ON w.id = e.workspace_id
-WHERE e.admission_wait_ms IS NOT NULL AND e.started_at >= $1::timestamptz AND e.started_at < $3::timestamptz
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY a.wait_ms)::double precision AS p50_ms,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY a.wait_ms)::double precision AS p99_ms
+FROM admission_waits a
+JOIN workspaces w ON w.id = a.workspace_id
+WHERE a.started_at >= $1::timestamptz AND a.started_at < $3::timestamptz
 GROUP BY 1, 2
 ORDER BY 1, 2
 `
@@ -116,7 +118,7 @@ type CapacityWaitsRow struct {
 
 // Per step and plan, the runs started in the step and the p50 and p99 of
 // their admission waits (docs/admission.md#admission-wait), by the
-// admitted index.
+// admission waits' started_at index.
 func (q *Queries) CapacityWaits(ctx context.Context, db DBTX, arg CapacityWaitsParams) ([]CapacityWaitsRow, error) {
 	rows, err := db.Query(ctx, capacityWaits, arg.FromAt, arg.StepSeconds, arg.ToAt)
 	if err != nil {

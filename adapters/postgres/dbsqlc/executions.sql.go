@@ -32,7 +32,7 @@ UPDATE workflow_executions
 SET status = $1, completed_at = now(), error = $2,
     duration_ms = (extract(epoch FROM now() - started_at) * 1000)::bigint
 WHERE id = $3 AND status = 'RUNNING'
-RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of, sub_workflow_nodes, admission_wait_ms
+RETURNING id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of, sub_workflow_nodes
 `
 
 type ExecutionFinishParams struct {
@@ -60,13 +60,12 @@ func (q *Queries) ExecutionFinish(ctx context.Context, db DBTX, arg ExecutionFin
 		&i.ConcurrencyKey,
 		&i.RetryOf,
 		&i.SubWorkflowNodes,
-		&i.AdmissionWaitMs,
 	)
 	return i, err
 }
 
 const executionGet = `-- name: ExecutionGet :one
-SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of, sub_workflow_nodes, admission_wait_ms FROM workflow_executions WHERE id = $1
+SELECT id, workspace_id, workflow_definition_id, workflow_version, status, input, started_at, completed_at, duration_ms, error, queue_id, concurrency_key, retry_of, sub_workflow_nodes FROM workflow_executions WHERE id = $1
 `
 
 func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (WorkflowExecution, error) {
@@ -87,7 +86,6 @@ func (q *Queries) ExecutionGet(ctx context.Context, db DBTX, id domain.ID) (Work
 		&i.ConcurrencyKey,
 		&i.RetryOf,
 		&i.SubWorkflowNodes,
-		&i.AdmissionWaitMs,
 	)
 	return i, err
 }
@@ -304,7 +302,7 @@ func (q *Queries) ExecutionsRunningForWorkspaces(ctx context.Context, db DBTX, w
 }
 
 const executionsRunningStartedBefore = `-- name: ExecutionsRunningStartedBefore :many
-SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error, e.queue_id, e.concurrency_key, e.retry_of, e.sub_workflow_nodes, e.admission_wait_ms FROM workflow_executions e
+SELECT e.id, e.workspace_id, e.workflow_definition_id, e.workflow_version, e.status, e.input, e.started_at, e.completed_at, e.duration_ms, e.error, e.queue_id, e.concurrency_key, e.retry_of, e.sub_workflow_nodes FROM workflow_executions e
 WHERE e.status = 'RUNNING' AND e.started_at < now() - make_interval(secs => $1::float8)
   AND (e.started_at, e.id) > ($2::timestamptz, $3::uuid)
   AND NOT EXISTS (SELECT 1 FROM workflow_execution_queue q WHERE q.execution_id = e.id AND q.status = 'CLAIMED')
@@ -354,7 +352,6 @@ func (q *Queries) ExecutionsRunningStartedBefore(ctx context.Context, db DBTX, a
 			&i.ConcurrencyKey,
 			&i.RetryOf,
 			&i.SubWorkflowNodes,
-			&i.AdmissionWaitMs,
 		); err != nil {
 			return nil, err
 		}

@@ -21,6 +21,13 @@ type Activity struct {
 	CreatedAt   time.Time
 }
 
+type AdmissionWait struct {
+	ExecutionID domain.ID
+	WorkspaceID domain.ID
+	StartedAt   time.Time
+	WaitMs      int64
+}
+
 type ApiKey struct {
 	ID          domain.ID
 	WorkspaceID domain.ID
@@ -187,7 +194,6 @@ type WorkflowExecution struct {
 	ConcurrencyKey       *string
 	RetryOf              *domain.ID
 	SubWorkflowNodes     int32
-	AdmissionWaitMs      *int64
 }
 
 type WorkflowExecutionEvent struct {
