@@ -87,6 +87,9 @@ func newPlanning(now time.Time, pool domain.PoolFigures, deal ports.AdmitFunc, w
 		},
 		picks: map[domain.ID][]domain.ID{}, seen: map[domain.ID]int{},
 	}
+	c.plan.Version = func(item domain.QueueItem, current int, found func(int) bool) (int, string) {
+		return item.VersionToRun(current, found)
+	}
 	buckets := bucketsRead{}
 	c.read = buckets.reading(read)
 	c.plan.Started = func(claimed []ports.ClaimedItem) ([]ports.RateBucketWrite, time.Duration) {
@@ -214,12 +217,14 @@ func shares(pool domain.PoolFigures, workspaces []ports.PendingWorkspace, budget
 	for i, w := range workspaces {
 		room[i] = w.Room()
 	}
-	// next gives one slot to the workspace with room whose share
-	// (held/of) is smallest among those below, false when there is none.
+	// next gives one slot to the workspace with room whose share once
+	// given it ((held+1)/of, a weighted fair queue's finish time) is
+	// smallest among those below, false when there is none.
 	next := func(below func(w ports.PendingWorkspace, held int) (share, of int, ok bool)) bool {
 		best, bestShare, bestOf := -1, 0, 1
 		for i, w := range workspaces {
 			share, of, ok := below(w, w.Running+quotas[w.ID])
+			share++
 			if room[i] > 0 && ok && (best < 0 || share*bestOf < bestShare*of) {
 				best, bestShare, bestOf = i, share, of
 			}

@@ -19,6 +19,8 @@ type verdictSnapshot struct {
 	now        time.Time
 	workspaces []ports.PendingWorkspace
 	items      map[domain.ID][]domain.QueueItem
+	// pool is the pool the workspaces share; unbounded unless withPool.
+	pool domain.PoolFigures
 	// keyRunning and keyTAT are per workspace, per key.
 	keyRunning map[domain.ID]map[string]int
 	keyTAT     map[domain.ID]map[string]time.Time
@@ -161,7 +163,7 @@ func TestTheClaimAndWaitingOnGiveTheSameVerdicts(t *testing.T) {
 		s := randomSnapshot(rng)
 		// Every other round unfiltered, so that the planner meets items
 		// held by every rule.
-		plan, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, domain.PoolFigures{}, s.workspaces, 1+rng.IntN(12), s.reader(round%2 == 0, new(int)))
+		plan, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.pool, s.workspaces, 1+rng.IntN(12), s.reader(round%2 == 0, new(int)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,11 +252,11 @@ func TestTheClaimTakesTheSameItemsWithoutThePrefilter(t *testing.T) {
 	for round := range 3000 {
 		s := randomSnapshot(rng)
 		budget := 1 + rng.IntN(12)
-		filtered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, domain.PoolFigures{}, s.pendingWorkspaces(true), budget, s.reader(true, &dropped))
+		filtered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.pool, s.pendingWorkspaces(true), budget, s.reader(true, &dropped))
 		if err != nil {
 			t.Fatal(err)
 		}
-		unfiltered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, domain.PoolFigures{}, s.pendingWorkspaces(false), budget, s.reader(false, nil))
+		unfiltered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.pool, s.pendingWorkspaces(false), budget, s.reader(false, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

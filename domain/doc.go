@@ -39,8 +39,9 @@
 // override them per workspace); they are data, kept in the database and
 // edited by the admin. Whether an item may start is decided by one
 // function, Verdict, from its AdmissionFigures (its due time, its
-// workspace's limit, RUNNING count and start-rate bucket, its key's limit,
-// RUNNING count and bucket): admit, or the WaitReason with its figures.
+// workspace's limit, RUNNING count, floor and start-rate bucket, the
+// Pool's figures, its key's limit, RUNNING count and bucket): admit, or
+// the WaitReason with its figures.
 // The claim is planned in one place, app.PlanClaim, which deals the batch
 // between workspaces and takes each one's items by ChooseKeyed, which
 // gives every item read its Verdict; QueueItem.WaitingOn shows the same

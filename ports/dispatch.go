@@ -91,6 +91,12 @@ type ClaimPlan struct {
 	// Decisions are, per workspace whose items were read, the verdicts
 	// given to its items (domain.ChooseKeyed), in the order given.
 	Decisions map[domain.ID][]domain.Decision
+	// Version is the definition version a chosen item's execution runs,
+	// from its definition's current version as the claim read it (0 when
+	// the definition is gone) and found, which says whether a version of
+	// it is stored; reason says why it can never run, "" when it can. The
+	// store fails an item with a reason (through the claim's RejectFunc).
+	Version func(item domain.QueueItem, current int, found func(version int) bool) (version int, reason string)
 	// Started says, once the store has claimed what it could of Chosen
 	// (claimed), which start-rate buckets the plan read to write (those
 	// the claimed items took a start from, and those a raised rate
@@ -234,11 +240,16 @@ type AdmissionWait struct {
 // DispatchStore is the dispatcher's side of storage.
 type DispatchStore interface {
 	// Claim runs one admission transaction of up to budget items: it
-	// fails items of vanished workspaces, locks the workspaces with room
+	// reads the pool's capacity and, when it has one, locks the pool
+	// (before any workspace, so that claims in a bounded pool run one
+	// after another and its count is exact); it fails items of vanished
+	// workspaces, locks the workspaces with room
 	// under their limits as stored and an item due now (skipping those
 	// another dispatcher holds; those whose items all wait for a
 	// notBefore or a back-off only give the claim its NextDue), reads each
-	// one's limit, RUNNING count and start-rate bucket under the lock, and
+	// one's limit, floor, weight, RUNNING count and start-rate bucket
+	// under the lock (and, in a bounded pool, the pool's RUNNING count
+	// and the slots held for floors' owners not locked), and
 	// asks plan which items to take at the database's now, plan reading the
 	// workspaces' admissible items through the store. Admission is decided
 	// there, each item by domain.Verdict; the store decides nothing. Its

@@ -65,12 +65,12 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 		if err = s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
 			return fmt.Errorf("locking the limits: %w", err)
 		}
-		pool, err := s.lockPool(ctx, tx)
-		if err != nil {
+		present, capacity, err := s.pendingWorkspaces(ctx, tx, &res)
+		if err != nil || len(present) == 0 {
 			return err
 		}
-		present, err := s.pendingWorkspaces(ctx, tx, &res)
-		if err != nil || len(present) == 0 {
+		pool, err := s.lockPool(ctx, tx, capacity)
+		if err != nil {
 			return err
 		}
 		snap, err := s.lockWorkspaces(ctx, tx, present)
@@ -94,7 +94,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 			res.PassedOver[k] += n
 		}
 		if len(p.Chosen) > 0 {
-			if err = s.claimChosen(ctx, tx, claimer, snap, p.Chosen, reject, itemByItem, &res); err != nil {
+			if err = s.claimChosen(ctx, tx, claimer, snap, p, reject, itemByItem, &res); err != nil {
 				return err
 			}
 		}
@@ -109,21 +109,15 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 // pendingWorkspaces reads the claim's prefilter (QueuePendingWorkspaces)
 // and counts the full workspaces it skips, fails the items of the
 // workspaces that are gone, and returns those to lock: with room by their
-// counts and an item due now. A workspace with room whose items are all
-// due later is passed over and gives res its NextDue.
-func (s *Store) pendingWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]domain.ID, error) {
-	pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("pending workspaces: %w", err)
+// counts and an item due now; and the pool's capacity as read with them
+// (0: none). A workspace with room whose items are all due later is
+// passed over and gives res its NextDue.
+func (s *Store) pendingWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]domain.ID, int, error) {
+	pending, err := s.readPending(ctx, tx, res)
+	if err != nil || len(pending) == 0 {
+		return nil, 0, err
 	}
-	full, err := s.q.QueueStatsFullByPlan(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("counting full workspaces: %w", err)
-	}
-	for _, f := range full {
-		res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
-		res.PassedOver[domain.WaitWorkspaceLimit] += int(f.FullWorkspaces)
-	}
+	capacity := int(pending[0].PoolCapacity)
 	var gone, present []domain.ID
 	for _, p := range pending {
 		switch {
@@ -140,42 +134,39 @@ func (s *Store) pendingWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.Cla
 	}
 	res.Workspaces = len(gone) + len(present)
 	if len(gone) == 0 {
-		return present, nil
+		return present, capacity, nil
 	}
 	reason := "workspace not found: it was deleted after the item was enqueued"
 	n, err := s.q.QueueFailPendingOfWorkspaces(ctx, tx, dbsqlc.QueueFailPendingOfWorkspacesParams{
 		WorkspaceIds: gone, LastError: &reason,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failing items of deleted workspaces: %w", err)
+		return nil, 0, fmt.Errorf("failing items of deleted workspaces: %w", err)
 	}
 	res.Failed += int(n)
 	for _, ws := range gone {
 		s.log.Warn("workspace not found; failing its pending queue items", "workspace_id", ws)
 	}
 	if err = s.q.QueueStatsForgetGone(ctx, tx, gone); err != nil {
-		return nil, fmt.Errorf("forgetting deleted workspaces' counts: %w", err)
+		return nil, 0, fmt.Errorf("forgetting deleted workspaces' counts: %w", err)
 	}
-	return present, nil
+	return present, capacity, nil
 }
 
-// lockPool reads the pool's capacity in force and, when it has one, locks
-// the pool's row until the claim commits (PoolLockForAdmission), before
-// any workspace: the claims that can create RUNNING executions in a
-// bounded pool then run one after another, so the pool's count read
-// under the lock is exact. With no capacity nothing is locked.
-func (s *Store) lockPool(ctx context.Context, tx pgx.Tx) (domain.PoolFigures, error) {
-	capacity, err := s.q.PoolCapacity(ctx, tx)
-	if err != nil {
-		return domain.PoolFigures{}, fmt.Errorf("reading the pool: %w", err)
-	}
-	if capacity == nil {
+// lockPool locks, when the pool has a capacity (capacity, as the claim
+// read it after the limits' read lock; 0 for none), the pool's row until
+// the claim commits (PoolLockForAdmission), before any workspace: the
+// claims that can create RUNNING executions in a bounded pool then run
+// one after another, so the pool's count read under the lock is exact.
+// With no capacity nothing is locked.
+func (s *Store) lockPool(ctx context.Context, tx pgx.Tx, capacity int) (domain.PoolFigures, error) {
+	if capacity == 0 {
 		return domain.PoolFigures{}, nil
 	}
-	if err = s.q.PoolLockForAdmission(ctx, tx); err != nil {
+	if err := s.q.PoolLockForAdmission(ctx, tx); err != nil {
 		return domain.PoolFigures{}, fmt.Errorf("locking the pool: %w", err)
 	}
-	return domain.PoolFigures{Bounded: true, Capacity: int(*capacity)}, nil
+	return domain.PoolFigures{Bounded: true, Capacity: capacity}, nil
 }
 
 // readPool reads, under the pool's lock, what runs in a pool with a
@@ -197,6 +188,37 @@ func (s *Store) readPoolFigures(ctx context.Context, db dbsqlc.DBTX, pool *domai
 	}
 	pool.Running, pool.Reserved = int(r.Running), int(r.FloorsWaiting)
 	return nil
+}
+
+// readPending reads the workspaces with pending work the claim may lock:
+// the room prefilter's (QueuePendingWorkspaces), counting in res the full
+// ones it skips; or, WithoutRoomPrefilter, every one, none of them
+// skipped.
+func (s *Store) readPending(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]dbsqlc.QueuePendingWorkspacesRow, error) {
+	if s.unfiltered {
+		rows, err := s.q.QueuePendingWorkspacesUnfiltered(ctx, tx)
+		if err != nil {
+			return nil, fmt.Errorf("pending workspaces: %w", err)
+		}
+		out := make([]dbsqlc.QueuePendingWorkspacesRow, len(rows))
+		for i, r := range rows {
+			out[i] = dbsqlc.QueuePendingWorkspacesRow{WorkspaceID: r.WorkspaceID, Plan: r.Plan, PoolCapacity: r.PoolCapacity}
+		}
+		return out, nil
+	}
+	pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("pending workspaces: %w", err)
+	}
+	full, err := s.q.QueueStatsFullByPlan(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("counting full workspaces: %w", err)
+	}
+	for _, f := range full {
+		res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
+		res.PassedOver[domain.WaitWorkspaceLimit] += int(f.FullWorkspaces)
+	}
+	return pending, nil
 }
 
 // claimSnapshot is what a claim read of the workspaces it locked: their
@@ -262,64 +284,36 @@ func (s *Store) finishClaim(ctx context.Context, tx pgx.Tx, snap claimSnapshot, 
 }
 
 // claimChosen locks the chosen items that are still PENDING, fails those
-// that cannot run (their definition or version gone, or, item by item,
-// their execution refused), writes the others' executions as RUNNING and
-// marks them CLAIMED by claimer, adding them to res.
-func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence, snap claimSnapshot, chosen []domain.ID,
+// that cannot run (the plan's Version says their definition or version
+// is gone; item by item, their execution is refused), writes the others'
+// executions as RUNNING and marks them CLAIMED by claimer, adding them to
+// res.
+func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence, snap claimSnapshot, p ports.ClaimPlan,
 	reject ports.RejectFunc, itemByItem bool, res *ports.ClaimResult,
 ) error {
-	candidates, err := s.q.QueueClaimCandidates(ctx, tx, chosen)
-	if err != nil {
-		return fmt.Errorf("claiming items: %w", err)
-	}
-	pinnedFound, err := s.pinnedVersionsFound(ctx, tx, candidates)
+	candidates, err := s.lockCandidates(ctx, tx, p.Chosen)
 	if err != nil {
 		return err
 	}
 	var failed []ports.QueueTransition
-	up := dbsqlc.ExecutionsUpsertRunningParams{}
-	claim := dbsqlc.QueueMarkClaimedParams{}
+	var batch claimBatch
 	for _, c := range candidates {
-		rec, rowErr := queueFromRow(c.WorkflowExecutionQueue)
-		if rowErr != nil {
-			return rowErr
-		}
-		version, reason := rec.VersionToRun(int(c.CurrentVersion), func(v int) bool {
-			return (v == int(c.CurrentVersion) && c.VersionFound) || pinnedFound[versionOf{rec.DefinitionID, int32(v)}]
-		})
+		version, reason := p.Version(c.item, c.current, c.found)
 		if reason != "" {
-			s.log.Warn("definition not found; failing the queue item", "queue_item_id", rec.ID,
-				"workspace_id", rec.WorkspaceID, "workflow_definition_id", rec.DefinitionID, "version", version)
-			t, rejectErr := rejected(rec, reason, reject)
+			s.log.Warn("definition not found; failing the queue item", "queue_item_id", c.item.ID,
+				"workspace_id", c.item.WorkspaceID, "workflow_definition_id", c.item.DefinitionID, "version", version)
+			t, rejectErr := rejected(c.item, reason, reject)
 			if rejectErr != nil {
 				return rejectErr
 			}
 			failed = append(failed, t)
 			continue
 		}
-		// Every claim runs under an execution id of its own: a release
-		// takes the last claim's off the item, so that a start of it
-		// landing late is refused admission instead of running the item
-		// beside this claim.
-		execID := domain.ID(uuid.New())
-		up.Ids = append(up.Ids, execID)
-		up.QueueIds = append(up.QueueIds, rec.ID)
-		up.WorkspaceIds = append(up.WorkspaceIds, rec.WorkspaceID)
-		up.WorkflowDefinitionIds = append(up.WorkflowDefinitionIds, rec.DefinitionID)
-		up.WorkflowVersions = append(up.WorkflowVersions, int32(version))
-		up.Inputs = append(up.Inputs, rec.Input)
-		claim.Ids = append(claim.Ids, rec.ID)
-		claim.ExecutionIds = append(claim.ExecutionIds, execID)
-		rec.ExecutionID = &execID
-		item := ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: version, Plan: snap.plans[rec.WorkspaceID]}
-		if c.WorkflowExecutionQueue.TraceContext != nil {
-			item.TraceParent = *c.WorkflowExecutionQueue.TraceContext
-		}
-		res.Claimed = append(res.Claimed, item)
+		res.Claimed = append(res.Claimed, batch.add(c, version, snap.plans[c.item.WorkspaceID]))
 	}
 	if itemByItem {
 		var refused []ports.QueueTransition
-		up, claim, res.Claimed, refused, err = s.upsertEachRunning(ctx, tx, up, claim, res.Claimed, reject)
+		batch.up, batch.claim, res.Claimed, refused, err = s.upsertEachRunning(ctx, tx, batch.up, batch.claim, res.Claimed, reject)
 		if err != nil {
 			return err
 		}
@@ -331,17 +325,89 @@ func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence,
 		}
 		res.Failed += len(failed)
 	}
-	if len(claim.Ids) == 0 {
+	if len(batch.claim.Ids) == 0 {
 		return nil
 	}
 	if err = s.attachGraphs(ctx, tx, res.Claimed); err != nil {
 		return err
 	}
 	if !itemByItem {
-		if err = s.q.ExecutionsUpsertRunning(ctx, tx, up); err != nil {
+		if err = s.q.ExecutionsUpsertRunning(ctx, tx, batch.up); err != nil {
 			return fmt.Errorf("creating executions: %w", asRowError(err))
 		}
 	}
+	return s.markClaimed(ctx, tx, claimer, batch.claim, res.Claimed)
+}
+
+// claimCandidate is a chosen item as the claim locked it, with what says
+// which definition version it can run: the definition's current version
+// (0 when it is gone) and found, whether a version of it is stored.
+type claimCandidate struct {
+	item        domain.QueueItem
+	current     int
+	found       func(version int) bool
+	traceParent string
+}
+
+// lockCandidates locks the chosen items still PENDING (QueueClaimCandidates)
+// and reads, for the retries among them, whether their pinned versions
+// still exist.
+func (s *Store) lockCandidates(ctx context.Context, tx pgx.Tx, chosen []domain.ID) ([]claimCandidate, error) {
+	rows, err := s.q.QueueClaimCandidates(ctx, tx, chosen)
+	if err != nil {
+		return nil, fmt.Errorf("claiming items: %w", err)
+	}
+	pinnedFound, err := s.pinnedVersionsFound(ctx, tx, rows)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]claimCandidate, len(rows))
+	for i, r := range rows {
+		item, err := queueFromRow(r.WorkflowExecutionQueue)
+		if err != nil {
+			return nil, err
+		}
+		current, currentFound := int(r.CurrentVersion), r.VersionFound
+		out[i] = claimCandidate{item: item, current: current, found: func(v int) bool {
+			return (v == current && currentFound) || pinnedFound[versionOf{item.DefinitionID, int32(v)}]
+		}}
+		if r.WorkflowExecutionQueue.TraceContext != nil {
+			out[i].traceParent = *r.WorkflowExecutionQueue.TraceContext
+		}
+	}
+	return out, nil
+}
+
+// claimBatch is what a claim writes of the items it claims: their
+// executions as RUNNING, and the items as CLAIMED under them.
+type claimBatch struct {
+	up    dbsqlc.ExecutionsUpsertRunningParams
+	claim dbsqlc.QueueMarkClaimedParams
+}
+
+// add adds c's item, to run version, and returns it as claimed. Every
+// claim runs under an execution id of its own: a release takes the last
+// claim's off the item, so that a start of it landing late is refused
+// admission instead of running the item beside this claim.
+func (b *claimBatch) add(c claimCandidate, version int, plan domain.Plan) ports.ClaimedItem {
+	rec := c.item
+	execID := domain.ID(uuid.New())
+	b.up.Ids = append(b.up.Ids, execID)
+	b.up.QueueIds = append(b.up.QueueIds, rec.ID)
+	b.up.WorkspaceIds = append(b.up.WorkspaceIds, rec.WorkspaceID)
+	b.up.WorkflowDefinitionIds = append(b.up.WorkflowDefinitionIds, rec.DefinitionID)
+	b.up.WorkflowVersions = append(b.up.WorkflowVersions, int32(version))
+	b.up.Inputs = append(b.up.Inputs, rec.Input)
+	b.claim.Ids = append(b.claim.Ids, rec.ID)
+	b.claim.ExecutionIds = append(b.claim.ExecutionIds, execID)
+	rec.ExecutionID = &execID
+	return ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: version, Plan: plan, TraceParent: c.traceParent}
+}
+
+// markClaimed marks the batch's items CLAIMED by claimer (with its lease
+// and term when fenced) and hands them out in the state the statement
+// wrote, checked as any loaded state is.
+func (s *Store) markClaimed(ctx context.Context, tx pgx.Tx, claimer ports.Fence, claim dbsqlc.QueueMarkClaimedParams, items []ports.ClaimedItem) error {
 	if claimer.Fenced() {
 		claim.ClaimLease, claim.ClaimedBy, claim.ClaimTerm = &claimer.Lease, &claimer.Holder, &claimer.Term
 	}
@@ -349,8 +415,6 @@ func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence,
 	if err != nil {
 		return fmt.Errorf("marking claimed: %w", err)
 	}
-	// The items are handed out in the state QueueMarkClaimed wrote,
-	// checked as any loaded state is.
 	claimed := make(map[domain.ID]domain.QueueState, len(stamped))
 	for _, r := range stamped {
 		status, err := domain.ParseQueueStatus(r.Status)
@@ -359,8 +423,8 @@ func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence,
 		}
 		claimed[r.ID] = domain.QueueState{Status: status, ClaimedAt: r.ClaimedAt}
 	}
-	for i := range res.Claimed {
-		item := &res.Claimed[i]
+	for i := range items {
+		item := &items[i]
 		st, ok := claimed[item.ID]
 		if !ok {
 			return fmt.Errorf("queue item %s was not claimed although it was locked", item.ID)

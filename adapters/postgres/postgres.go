@@ -37,6 +37,20 @@ type Store struct {
 	// secrets seal and open the endpoints' signing secrets (nil: no key,
 	// so no endpoint can be created or sent to).
 	secrets *WebhookSecretKeys
+	// unfiltered is true when claims lock every workspace with pending
+	// work rather than those the room prefilter keeps
+	// (WithoutRoomPrefilter).
+	unfiltered bool
+}
+
+// WithoutRoomPrefilter makes the store's claims lock every workspace with
+// pending work, full or with nothing due included, instead of those the
+// claim's prefilter (QueuePendingWorkspaces) keeps: the plan's verdicts
+// then hold what the prefilter would have skipped. The prefilter is for
+// speed only; this is how a test shows it (the window's walk,
+// queue_admissible_window, is kept: the planner's tests show it apart).
+func WithoutRoomPrefilter() StoreOption {
+	return func(s *Store) { s.unfiltered = true }
 }
 
 // StoreOption configures a Store.

@@ -20,8 +20,8 @@ WHERE name = 'default'
 RETURNING capacity, updated_at;
 
 -- name: PoolCapacity :one
--- The default pool's capacity in force, read by a claim after
--- AdmissionLimitsReadLock (NULL: none).
+-- The default pool's capacity (NULL: none), for what an item waits on. A
+-- claim reads it with its pending workspaces (QueuePendingWorkspaces).
 SELECT capacity FROM pools WHERE name = 'default';
 
 -- name: PoolLockForAdmission :exec

@@ -56,9 +56,13 @@ LIMIT @max_rows;
 -- workflow_execution_queue_due_idx each: a workspace whose items all wait
 -- for a notBefore or a back-off is not locked at all (00023). The counts
 -- are a prefilter only: admission locks each workspace and recounts under
--- the lock, which is what makes it exact.
+-- the lock, which is what makes it exact. Each row carries the pool's
+-- capacity in force (0: none), read after AdmissionLimitsReadLock, so the
+-- claim needs no statement more to know whether to lock the pool; with
+-- no row there is nothing to admit.
 SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan,
-       coalesce(extract(epoch FROM d.available_at - now()), 0)::float8 AS due_in_seconds
+       coalesce(extract(epoch FROM d.available_at - now()), 0)::float8 AS due_in_seconds,
+       coalesce((SELECT p.capacity FROM pools p WHERE p.name = 'default'), 0)::int AS pool_capacity
 FROM admission_workspaces_with_room() AS r
 LEFT JOIN LATERAL (
     SELECT i.available_at FROM workflow_execution_queue i
@@ -66,6 +70,16 @@ LEFT JOIN LATERAL (
     ORDER BY i.available_at
     LIMIT 1
 ) d ON true;
+
+-- name: QueuePendingWorkspacesUnfiltered :many
+-- Every workspace with pending work, full or not and due or not, then
+-- those that no longer exist (plan ''): QueuePendingWorkspaces without its
+-- prefilter, for a Store built WithoutRoomPrefilter, whose claims lock
+-- them all and leave every decision to the plan's verdicts.
+SELECT s.workspace_id::uuid AS workspace_id, coalesce(s.plan, '')::text AS plan,
+       coalesce((SELECT p.capacity FROM pools p WHERE p.name = 'default'), 0)::int AS pool_capacity
+FROM workspace_queue_stats s
+WHERE s.has_pending;
 
 -- name: AdmissionLimitsReadLock :exec
 -- Taken by every claim before it reads a limit, shared; an edit of a limit

@@ -130,6 +130,24 @@ func TestContractEveryOperation(t *testing.T) {
 	if upl.JSON200.Plan != client.FREE || upl.JSON200.MaxRunning != 2 {
 		t.Errorf("updatePlan: %s", upl.Body)
 	}
+	if upl.JSON200.Floor != 0 || upl.JSON200.Weight != 1 {
+		t.Errorf("updatePlan: FREE's floor and weight as seeded, 0 and 1: %s", upl.Body)
+	}
+	gp, err := admin.GetPoolWithResponse(ctx)
+	status(t, "getPool", gp, err, http.StatusOK)
+	if gp.JSON200.Capacity != nil {
+		t.Errorf("getPool: the default pool has no capacity: %s", gp.Body)
+	}
+	upo, err := admin.UpdatePoolWithResponse(ctx, client.UpdatePoolRequest{Capacity: harness.Ptr(50)})
+	status(t, "updatePool", upo, err, http.StatusOK)
+	if upo.JSON200.Capacity == nil || *upo.JSON200.Capacity != 50 {
+		t.Errorf("updatePool: %s", upo.Body)
+	}
+	upo, err = admin.UpdatePoolWithResponse(ctx, client.UpdatePoolRequest{Capacity: nil})
+	status(t, "updatePool to none", upo, err, http.StatusOK)
+	if upo.JSON200.Capacity != nil {
+		t.Errorf("updatePool to none: %s", upo.Body)
+	}
 	gl, err := admin.GetWorkspaceLimitsWithResponse(ctx, ws.ID)
 	status(t, "getWorkspaceLimits", gl, err, http.StatusOK)
 	if gl.JSON200.WorkspaceID != ws.ID || gl.JSON200.MaxRunning != nil || gl.JSON200.UpdatedAt != nil {

@@ -148,6 +148,12 @@ func (w *world) opsOnB() []op {
 		{"updatePlan", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.UpdatePlan(ctx, client.PRO, client.UpdatePlanRequest{MaxRunning: harness.Ptr(1000)})
 		}},
+		{"getPool", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetPool(ctx)
+		}},
+		{"updatePool", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.UpdatePool(ctx, client.UpdatePoolRequest{Capacity: harness.Ptr(1000)})
+		}},
 		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsB, Name: "intruder", Graph: greetGraph()})
 		}},

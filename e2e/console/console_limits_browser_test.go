@@ -17,7 +17,8 @@ import (
 // the queue page says why a PENDING item waits: one held by its FREE
 // workspace's limit (1 of 1 running), one held by its key's limit (key
 // acme, 1 of 1) and one delayed by its notBefore (when it can go); a
-// reason it has no words for is shown by its name and fields. The admin then edits a plan's limit and the workspace's
+// reason it has no words for is shown by its name and fields, and the
+// pool's reasons (POOL_FULL, FLOOR_OWNERS) in words. The admin then edits a plan's limit and the workspace's
 // own limit in the console (a refused value is shown next to its field),
 // and the API returns the new values; and the outbound limits page lists
 // a host an upstream's Retry-After paused, adds a host (a bad host name
@@ -93,6 +94,15 @@ func TestConsoleShowsWhyItemsWaitAndTheAdminEditsLimits(t *testing.T) {
 	for _, want := range []string{"Some new reason · rate per second 10, burst 20 · next at ", " (in 1m 30s)"} {
 		if !strings.Contains(got, want) && !strings.Contains(got, strings.Replace(want, "30s", "29s", 1)) {
 			t.Errorf("an unknown reason reads %q, want %q in it", got, want)
+		}
+	}
+
+	// The pool's reasons, in words with their figures.
+	evalJS[bool](b, `void import("./waiting.js").then((m) => { window.poolReasons = [m.waitingView({reason: "POOL_FULL", limit: 100, running: 100}).innerText, m.waitingView({reason: "FLOOR_OWNERS", limit: 100, running: 97, reserved: 3}).innerText]; }); true`)
+	b.waitFor("the pool's reasons drawn", `Array.isArray(window.poolReasons)`, 5*time.Second)
+	for i, want := range []string{"Pool full: 100 of 100 running", "Waiting for floors' owners: 3 free slots of the pool held for workspaces below their floor (97 of 100 running)"} {
+		if got := evalJS[[]string](b, `window.poolReasons`); len(got) != 2 || got[i] != want {
+			t.Errorf("the pool's reasons read %q, want %q", got, want)
 		}
 	}
 

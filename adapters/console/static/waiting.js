@@ -23,6 +23,11 @@ const REASONS = {
   BACK_OFF: () => ({ text: "Backing off after a failed start", used: [] }),
   NOT_BEFORE: () => ({ text: "Delayed start (notBefore)", used: [] }),
   START_RATE: () => ({ text: "Start rate", used: [] }),
+  POOL_FULL: (w) => ({ text: `Pool full: ${w["running"]} of ${w["limit"]} running`, used: ["running", "limit"] }),
+  FLOOR_OWNERS: (w) => ({
+    text: `Waiting for floors' owners: ${w["reserved"]} free slots of the pool held for workspaces below their floor (${w["running"]} of ${w["limit"]} running)`,
+    used: ["reserved", "running", "limit"],
+  }),
 };
 
 /**

@@ -1076,7 +1076,8 @@ func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceI
 
 const queuePendingWorkspaces = `-- name: QueuePendingWorkspaces :many
 SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan,
-       coalesce(extract(epoch FROM d.available_at - now()), 0)::float8 AS due_in_seconds
+       coalesce(extract(epoch FROM d.available_at - now()), 0)::float8 AS due_in_seconds,
+       coalesce((SELECT p.capacity FROM pools p WHERE p.name = 'default'), 0)::int AS pool_capacity
 FROM admission_workspaces_with_room() AS r
 LEFT JOIN LATERAL (
     SELECT i.available_at FROM workflow_execution_queue i
@@ -1090,6 +1091,7 @@ type QueuePendingWorkspacesRow struct {
 	WorkspaceID  domain.ID
 	Plan         string
 	DueInSeconds float64
+	PoolCapacity int32
 }
 
 // The workspaces worth locking for admission: those whose counts in
@@ -1103,7 +1105,10 @@ type QueuePendingWorkspacesRow struct {
 // workflow_execution_queue_due_idx each: a workspace whose items all wait
 // for a notBefore or a back-off is not locked at all (00023). The counts
 // are a prefilter only: admission locks each workspace and recounts under
-// the lock, which is what makes it exact.
+// the lock, which is what makes it exact. Each row carries the pool's
+// capacity in force (0: none), read after AdmissionLimitsReadLock, so the
+// claim needs no statement more to know whether to lock the pool; with
+// no row there is nothing to admit.
 func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueuePendingWorkspacesRow, error) {
 	rows, err := db.Query(ctx, queuePendingWorkspaces)
 	if err != nil {
@@ -1113,7 +1118,49 @@ func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueueP
 	items := []QueuePendingWorkspacesRow{}
 	for rows.Next() {
 		var i QueuePendingWorkspacesRow
-		if err := rows.Scan(&i.WorkspaceID, &i.Plan, &i.DueInSeconds); err != nil {
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.Plan,
+			&i.DueInSeconds,
+			&i.PoolCapacity,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queuePendingWorkspacesUnfiltered = `-- name: QueuePendingWorkspacesUnfiltered :many
+SELECT s.workspace_id::uuid AS workspace_id, coalesce(s.plan, '')::text AS plan,
+       coalesce((SELECT p.capacity FROM pools p WHERE p.name = 'default'), 0)::int AS pool_capacity
+FROM workspace_queue_stats s
+WHERE s.has_pending
+`
+
+type QueuePendingWorkspacesUnfilteredRow struct {
+	WorkspaceID  domain.ID
+	Plan         string
+	PoolCapacity int32
+}
+
+// Every workspace with pending work, full or not and due or not, then
+// those that no longer exist (plan ”): QueuePendingWorkspaces without its
+// prefilter, for a Store built WithoutRoomPrefilter, whose claims lock
+// them all and leave every decision to the plan's verdicts.
+func (q *Queries) QueuePendingWorkspacesUnfiltered(ctx context.Context, db DBTX) ([]QueuePendingWorkspacesUnfilteredRow, error) {
+	rows, err := db.Query(ctx, queuePendingWorkspacesUnfiltered)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueuePendingWorkspacesUnfilteredRow{}
+	for rows.Next() {
+		var i QueuePendingWorkspacesUnfilteredRow
+		if err := rows.Scan(&i.WorkspaceID, &i.Plan, &i.PoolCapacity); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
