@@ -66,8 +66,8 @@ type sloScenario struct {
 	// start → claimed (the execution's started_at, written by the claim),
 	// and claimed → DISPATCHED (Temporal's start and the marking).
 	claimed, started []time.Duration
-	jain       float64
-	backlogged int
+	jain             float64
+	backlogged       int
 	// longestWait is the longest admission wait stored for any run of
 	// the scenario's workspaces (docs/admission.md#admission-wait), and
 	// longestPlan names whose it was.
