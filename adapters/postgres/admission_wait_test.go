@@ -105,3 +105,46 @@ func TestARunAdmittedBeforeItsMarkingStoresItsAdmissionWait(t *testing.T) {
 		t.Fatalf("marking after AdmitRun = %+v, %v; want nothing left to move", recs, err)
 	}
 }
+
+// TestAdmissionWaitKeepsTheSlotFreedBeforeItsClaim: a PRO workspace full
+// at its 5 runs frees a slot, an item that waited ten minutes behind them
+// is claimed into it, and another run ends (the workspace full again)
+// before the item's start is recorded. The item waited while admissible
+// only from the first slot: the one freed after its claim, which moves
+// the workspace's full_until past the claim, must not make it count from
+// its enqueue.
+func TestAdmissionWaitKeepsTheSlotFreedBeforeItsClaim(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	ws, def := createWorkspace(t, store, domain.PlanPro)
+	enqueue(t, store, ws, def, 5)
+	if res := claimAndDispatch(t, store); len(res.Claimed) != 5 {
+		t.Fatalf("filling the workspace: %d claimed, want 5", len(res.Claimed))
+	}
+	item := enqueue(t, store, ws, def, 1)[0]
+	if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET created_at = now() - interval '10 minutes', available_at = now() - interval '10 minutes' WHERE id = $1`, item); err != nil {
+		t.Fatal(err)
+	}
+	endOne := func() {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `UPDATE workflow_executions SET status = 'COMPLETED', completed_at = now(), duration_ms = 1
+			WHERE id = (SELECT id FROM workflow_executions WHERE workspace_id = $1 AND status = 'RUNNING' ORDER BY started_at LIMIT 1)`, ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	endOne()
+	res := claimAll(t, store)
+	if len(res.Claimed) != 1 || res.Claimed[0].ID != item {
+		t.Fatalf("claim = %+v; want the waiting item", res.Claimed)
+	}
+	endOne()
+	recs, err := store.MarkDispatched(ctx, ports.Fence{}, []ports.DispatchedItem{{ID: item, ExecutionID: res.Claimed[0].ExecutionID}})
+	if err != nil || len(recs) != 1 || recs[0].AdmissionWait == nil {
+		t.Fatalf("marking: %+v, %v", recs, err)
+	}
+	if w := *recs[0].AdmissionWait; w >= time.Minute {
+		t.Errorf("admission wait %v; want it counted from the slot freed before the claim, not from the enqueue ten minutes ago", w)
+	}
+}

@@ -16,19 +16,23 @@
 -- the count after the statement. An update that leaves a workspace below
 -- its limit writes nothing: the row stays a HOT update's.
 ALTER TABLE workspace_queue_stats ADD COLUMN full_until timestamptz;
--- admission_waits keeps each started execution's admission wait, written
--- once, when its start is recorded, with the execution's workspace and
--- started_at (the claim's moment) for the console's capacity series. A
--- table of its own rather than a column of workflow_executions: the
--- marking then inserts a narrow row instead of updating the execution's
--- (whose triggers and indexes every update pays), and the executions' row
--- width, by which their lists' plans are chosen, stays as it was. It goes
--- with its execution (a released claim's, retention).
+-- admission_waits keeps each started execution's admission wait. Its row
+-- is written when the claim writes the execution (the trigger below),
+-- with the workspace's full_until at that moment (slot_freed_at: the last
+-- time its own limit stopped holding its items, up to the claim), and
+-- wait_ms is written once, when the start is recorded. The moment is
+-- caught at the claim because full_until moves on: read at the marking,
+-- a slot freed after the claim would hide the one this item took. A
+-- table of its own rather than columns of workflow_executions: the
+-- executions' rows, their updates and their lists' plans (chosen by
+-- their width) stay as they were. It goes with its execution (a released
+-- claim's, retention).
 CREATE TABLE admission_waits (
-    execution_id uuid PRIMARY KEY REFERENCES workflow_executions (id) ON DELETE CASCADE,
-    workspace_id uuid NOT NULL,
-    started_at   timestamptz NOT NULL,
-    wait_ms      bigint NOT NULL CHECK (wait_ms >= 0)
+    execution_id  uuid PRIMARY KEY REFERENCES workflow_executions (id) ON DELETE CASCADE,
+    workspace_id  uuid NOT NULL,
+    started_at    timestamptz NOT NULL,
+    slot_freed_at timestamptz,
+    wait_ms       bigint CHECK (wait_ms >= 0)
 );
 -- The console's capacity series read the last hour's starts by this index.
 CREATE INDEX admission_waits_started_idx ON admission_waits (started_at);
@@ -76,23 +80,41 @@ CREATE TRIGGER workflow_executions_note_full_update AFTER UPDATE ON workflow_exe
 CREATE TRIGGER workflow_executions_note_full_delete AFTER DELETE ON workflow_executions
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION workspace_queue_stats_note_full_deleted();
 
--- queue_admission_wait_ms is the one definition of an item's admission
--- wait, in milliseconds up to now (its start being recorded), for an item
--- of workspace ws enqueued at created, due at available and claimed at
--- claimed (its execution's started_at, written by the claim): from the
--- latest of created, available and the workspace's full_until (only a
--- full_until up to the claim: a slot freed after the item took its own
--- says nothing of its wait).
+-- admission_waits_note_claim writes, per statement that writes RUNNING
+-- executions (a claim's), each one's row with its workspace's full_until
+-- as it stands at the claim. An execution the claim's upsert finds
+-- already there (its conflict branch) keeps the row it has.
 -- +goose StatementBegin
-CREATE FUNCTION queue_admission_wait_ms(ws uuid, created timestamptz, available timestamptz, claimed timestamptz)
+CREATE FUNCTION admission_waits_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO admission_waits (execution_id, workspace_id, started_at, slot_freed_at)
+    SELECT n.id, n.workspace_id, n.started_at, s.full_until
+    FROM new_rows n LEFT JOIN workspace_queue_stats s ON s.workspace_id = n.workspace_id
+    WHERE n.status = 'RUNNING'
+    ON CONFLICT (execution_id) DO NOTHING;
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER workflow_executions_note_claim AFTER INSERT ON workflow_executions
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION admission_waits_note_claim();
+
+-- queue_admission_wait_ms is the one definition of an item's admission
+-- wait, in milliseconds up to now (its start being recorded): from the
+-- latest of its enqueue (created), its notBefore or back-off (available)
+-- and the moment its workspace's own limit last stopped holding its
+-- items before its claim (slot_freed, admission_waits.slot_freed_at).
+-- +goose StatementBegin
+CREATE FUNCTION queue_admission_wait_ms(created timestamptz, available timestamptz, slot_freed timestamptz)
 RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT greatest(0, floor(1000 * extract(epoch FROM now() - greatest(created, available,
-        (SELECT s.full_until FROM workspace_queue_stats s WHERE s.workspace_id = ws AND s.full_until <= coalesce(claimed, now()))))))::bigint
+    SELECT greatest(0, floor(1000 * extract(epoch FROM now() - greatest(created, available, slot_freed))))::bigint
 $$;
 -- +goose StatementEnd
 
 -- +goose Down
-DROP FUNCTION queue_admission_wait_ms(uuid, timestamptz, timestamptz, timestamptz);
+DROP FUNCTION queue_admission_wait_ms(timestamptz, timestamptz, timestamptz);
+DROP TRIGGER workflow_executions_note_claim ON workflow_executions;
+DROP FUNCTION admission_waits_note_claim();
 DROP TRIGGER workflow_executions_note_full_delete ON workflow_executions;
 DROP TRIGGER workflow_executions_note_full_update ON workflow_executions;
 DROP FUNCTION workspace_queue_stats_note_full_deleted();

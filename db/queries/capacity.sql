@@ -43,6 +43,6 @@ SELECT floor(extract(epoch FROM a.started_at - sqlc.arg(from_at)::timestamptz) /
        percentile_cont(0.99) WITHIN GROUP (ORDER BY a.wait_ms)::double precision AS p99_ms
 FROM admission_waits a
 JOIN workspaces w ON w.id = a.workspace_id
-WHERE a.started_at >= sqlc.arg(from_at)::timestamptz AND a.started_at < sqlc.arg(to_at)::timestamptz
+WHERE a.started_at >= sqlc.arg(from_at)::timestamptz AND a.started_at < sqlc.arg(to_at)::timestamptz AND a.wait_ms IS NOT NULL
 GROUP BY 1, 2
 ORDER BY 1, 2;

@@ -177,20 +177,18 @@ SELECT c.id, c.status, c.claimed_at FROM claimed c;
 -- of a join the planner misjudges (make bench measured the join at 50 ms
 -- for 500 items).
 -- Each dispatched item's audit row is written by the same statement, and
--- its execution's admission wait (queue_admission_wait_ms, into
--- admission_waits), returned with its workspace's plan for the per-plan
--- histogram.
+-- its execution's admission wait (queue_admission_wait_ms, into the
+-- admission_waits row its claim wrote), returned with its workspace's
+-- plan for the per-plan histogram.
 WITH dispatched AS (
     UPDATE workflow_execution_queue q
     SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
     WHERE q.id = ANY(@ids::uuid[]) AND q.status = 'CLAIMED' AND q.execution_id = ANY(@execution_ids::uuid[])
     RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at, q.dispatched_at
 ), waited AS (
-    INSERT INTO admission_waits (execution_id, workspace_id, started_at, wait_ms)
-    SELECT e.id, d.workspace_id, e.started_at, queue_admission_wait_ms(d.workspace_id, d.created_at, d.available_at, e.started_at)
-    FROM dispatched d JOIN workflow_executions e ON e.id = d.execution_id
-    ON CONFLICT (execution_id) DO UPDATE SET wait_ms = EXCLUDED.wait_ms, started_at = EXCLUDED.started_at
-    RETURNING execution_id, wait_ms
+    UPDATE admission_waits a SET wait_ms = queue_admission_wait_ms(d.created_at, d.available_at, a.slot_freed_at)
+    FROM dispatched d WHERE a.execution_id = d.execution_id
+    RETURNING a.execution_id, a.wait_ms
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
     SELECT gen_random_uuid(), w.id, 'dispatcher', 'queue.dispatched', d.id,
@@ -221,10 +219,8 @@ WITH admitted AS (
     WHERE q.execution_id = @execution_id AND q.status = 'CLAIMED'
     RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at
 ), waited AS (
-    INSERT INTO admission_waits (execution_id, workspace_id, started_at, wait_ms)
-    SELECT e.id, a.workspace_id, e.started_at, queue_admission_wait_ms(a.workspace_id, a.created_at, a.available_at, e.started_at)
-    FROM admitted a JOIN workflow_executions e ON e.id = a.execution_id
-    ON CONFLICT (execution_id) DO UPDATE SET wait_ms = EXCLUDED.wait_ms, started_at = EXCLUDED.started_at
+    UPDATE admission_waits w SET wait_ms = queue_admission_wait_ms(a.created_at, a.available_at, w.slot_freed_at)
+    FROM admitted a WHERE w.execution_id = a.execution_id
 )
 INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
 SELECT gen_random_uuid(), w.id, 'workflow', 'queue.dispatched', a.id, jsonb_build_object('executionId', a.execution_id)
@@ -435,6 +431,6 @@ SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_
 -- workspaces' plans: for items whose run recorded their start
 -- (QueueAdmitRun) before the dispatcher's marking, which then reads what
 -- that admission stored.
-SELECT a.execution_id, a.wait_ms, w.plan AS plan
+SELECT a.execution_id, a.wait_ms::bigint AS wait_ms, w.plan AS plan
 FROM admission_waits a JOIN workspaces w ON w.id = a.workspace_id
-WHERE a.execution_id = ANY(@ids::uuid[]);
+WHERE a.execution_id = ANY(@ids::uuid[]) AND a.wait_ms IS NOT NULL;

@@ -39,7 +39,8 @@ func TestCapacitySeriesCountTheRunsOfTheWindow(t *testing.T) {
 				VALUES ($1, $2, $3, 1, $4, now() - $5::interval, CASE WHEN $6 = '' THEN NULL ELSE now() - $6::interval END)
 				RETURNING id, workspace_id, started_at)
 			INSERT INTO admission_waits (execution_id, workspace_id, started_at, wait_ms)
-			SELECT id, workspace_id, started_at, $7 FROM e WHERE $7::bigint IS NOT NULL`,
+			SELECT id, workspace_id, started_at, $7 FROM e WHERE $7::bigint IS NOT NULL
+			ON CONFLICT (execution_id) DO UPDATE SET wait_ms = EXCLUDED.wait_ms`,
 			uuid.New(), cw.JSON201.ID, cd.JSON201.ID, status, started, completed, waitMs); err != nil {
 			t.Fatal(err)
 		}

@@ -399,7 +399,7 @@ func (s *sloBench) run(flood bool) sloScenario {
 	if err := s.db.QueryRow(ctx, `
 		SELECT coalesce(max(a.wait_ms), 0), coalesce((array_agg(w.plan || ' ' || w.id ORDER BY a.wait_ms DESC))[1], '')
 		FROM admission_waits a JOIN workspaces w ON w.id = a.workspace_id
-		WHERE a.workspace_id = ANY($1::uuid[])`, ws).Scan(&longestMs, &longestWS); err != nil {
+		WHERE a.workspace_id = ANY($1::uuid[]) AND a.wait_ms IS NOT NULL`, ws).Scan(&longestMs, &longestWS); err != nil {
 		b.Fatal(err)
 	}
 	sc.longestWait = time.Duration(longestMs) * time.Millisecond

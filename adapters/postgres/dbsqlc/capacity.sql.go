@@ -97,7 +97,7 @@ SELECT floor(extract(epoch FROM a.started_at - $1::timestamptz) / $2::integer)::
        percentile_cont(0.99) WITHIN GROUP (ORDER BY a.wait_ms)::double precision AS p99_ms
 FROM admission_waits a
 JOIN workspaces w ON w.id = a.workspace_id
-WHERE a.started_at >= $1::timestamptz AND a.started_at < $3::timestamptz
+WHERE a.started_at >= $1::timestamptz AND a.started_at < $3::timestamptz AND a.wait_ms IS NOT NULL
 GROUP BY 1, 2
 ORDER BY 1, 2
 `

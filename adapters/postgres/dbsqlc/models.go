@@ -25,7 +25,8 @@ type AdmissionWait struct {
 	ExecutionID domain.ID
 	WorkspaceID domain.ID
 	StartedAt   time.Time
-	WaitMs      int64
+	SlotFreedAt *time.Time
+	WaitMs      *int64
 }
 
 type ApiKey struct {
