@@ -156,6 +156,18 @@ type CancelResponse struct {
 // CancelResponseStatus defines model for CancelResponse.Status.
 type CancelResponseStatus string
 
+// Capacity defines model for Capacity.
+type Capacity struct {
+	// From The start of the first step.
+	From        time.Time `json:"from"`
+	Plans       []PlanUse `json:"plans"`
+	Pool        PoolUse   `json:"pool"`
+	StepSeconds int       `json:"stepSeconds"`
+
+	// To The end of the last step.
+	To time.Time `json:"to"`
+}
+
 // Concurrency At most `limit` executions whose `key` resolves to the same text run at once in the workspace,
 // on top of its own limit. The key is a template over the input (input references only, at most
 // 256 bytes, resolving to at most 256), resolved when an item is enqueued; an input without what
@@ -667,6 +679,28 @@ type PlanQuotas struct {
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
 }
 
+// PlanUse defines model for PlanUse.
+type PlanUse struct {
+	// Floor The plan's floor per workspace now, as admission uses it (never above maxRunning).
+	Floor int `json:"floor"`
+
+	// MaxRunning The plan's limit per workspace now.
+	MaxRunning int  `json:"maxRunning"`
+	Plan       Plan `json:"plan"`
+
+	// Running Per step, the plan's workspaces' RUNNING executions at the step's end.
+	Running []int `json:"running"`
+
+	// Starts Per step, the runs started.
+	Starts []int `json:"starts"`
+
+	// WaitP50Seconds Per step, the median admission wait of the runs started, in seconds; 0 in a step without one (starts says which).
+	WaitP50Seconds []float32 `json:"waitP50Seconds"`
+
+	// WaitP99Seconds Per step, the 99th percentile of those waits, in seconds; 0 in a step without one.
+	WaitP99Seconds []float32 `json:"waitP99Seconds"`
+}
+
 // Pool defines model for Pool.
 type Pool struct {
 	// Borrowed Of them, those above their workspace's floor: capacity lent by the floors' owners or free.
@@ -678,6 +712,18 @@ type Pool struct {
 	// Running RUNNING executions of all workspaces now.
 	Running   int       `json:"running"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// PoolUse defines model for PoolUse.
+type PoolUse struct {
+	// Borrowed Per step, the RUNNING executions above their workspaces' floors.
+	Borrowed []int `json:"borrowed"`
+
+	// Capacity The pool's capacity now; null is none.
+	Capacity *int `json:"capacity"`
+
+	// WithinFloor Per step, the RUNNING executions within their workspaces' floors.
+	WithinFloor []int `json:"withinFloor"`
 }
 
 // Problem RFC 9457 problem details.
@@ -1224,6 +1270,15 @@ type Unauthorized = Problem
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
 
+// GetCapacityParams defines parameters for GetCapacity.
+type GetCapacityParams struct {
+	// WindowSeconds How far back the series reach, in seconds.
+	WindowSeconds *int `form:"windowSeconds,omitempty" json:"windowSeconds,omitempty"`
+
+	// StepSeconds The time between points, in seconds; at most windowSeconds.
+	StepSeconds *int `form:"stepSeconds,omitempty" json:"stepSeconds,omitempty"`
+}
+
 // ListWebhookEndpointsParams defines parameters for ListWebhookEndpoints.
 type ListWebhookEndpointsParams struct {
 	// WorkspaceID The workspace.
@@ -1403,6 +1458,9 @@ type SetOutboundLimitJSONRequestBody = SetOutboundLimitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// Show capacity over time
+	// (GET /api/v1/capacity)
+	GetCapacity(w http.ResponseWriter, r *http.Request, params GetCapacityParams)
 	// Who is calling
 	// (GET /api/v1/me)
 	GetCaller(w http.ResponseWriter, r *http.Request)
@@ -1581,6 +1639,47 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GetCapacity operation middleware
+func (siw *ServerInterfaceWrapper) GetCapacity(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetCapacityParams
+
+	// ------------- Optional query parameter "windowSeconds" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "windowSeconds", r.URL.Query(), &params.WindowSeconds)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "windowSeconds", Err: err})
+		return
+	}
+
+	// ------------- Optional query parameter "stepSeconds" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "stepSeconds", r.URL.Query(), &params.StepSeconds)
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "stepSeconds", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetCapacity(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // GetCaller operation middleware
 func (siw *ServerInterfaceWrapper) GetCaller(w http.ResponseWriter, r *http.Request) {
@@ -3635,6 +3734,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc("GET "+options.BaseURL+"/api/v1/capacity", wrapper.GetCapacity)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/me", wrapper.GetCaller)
 	m.HandleFunc("GET "+options.BaseURL+"/api/v1/plans", wrapper.ListPlans)
 	m.HandleFunc("PATCH "+options.BaseURL+"/api/v1/plans/{plan}", wrapper.UpdatePlan)
@@ -3731,6 +3831,102 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnavailableResponseHeaders
+}
+
+type GetCapacityRequestObject struct {
+	Params GetCapacityParams
+}
+
+type GetCapacityResponseObject interface {
+	VisitGetCapacityResponse(w http.ResponseWriter) error
+}
+
+type GetCapacity200JSONResponse Capacity
+
+func (response GetCapacity200JSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity400ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity401ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity403ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity422ApplicationProblemPlusJSONResponse struct {
+	InvalidFieldApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity422ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity429ApplicationProblemPlusJSONResponse struct {
+	TooManyApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity429ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetCapacity500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity500ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCapacity503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetCapacity503ApplicationProblemPlusJSONResponse) VisitGetCapacityResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetCallerRequestObject struct {
@@ -9261,6 +9457,9 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// Show capacity over time
+	// (GET /api/v1/capacity)
+	GetCapacity(ctx context.Context, request GetCapacityRequestObject) (GetCapacityResponseObject, error)
 	// Who is calling
 	// (GET /api/v1/me)
 	GetCaller(ctx context.Context, request GetCallerRequestObject) (GetCallerResponseObject, error)
@@ -9458,6 +9657,32 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// GetCapacity operation middleware
+func (sh *strictHandler) GetCapacity(w http.ResponseWriter, r *http.Request, params GetCapacityParams) {
+	var request GetCapacityRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetCapacity(ctx, request.(GetCapacityRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetCapacity")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetCapacityResponseObject); ok {
+		if err := validResponse.VisitGetCapacityResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // GetCaller operation middleware
@@ -11018,360 +11243,375 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9+VYjObY3+ipavt9aCV+HjZlygH+ui3RWcYoECsjO093Oi+UIGasJS+6QDOnKm89x",
-	"H+i+2Le0t6RQ2BEeMORQh3XO6krCEZq1x9/e+0stlsORFExoVTv4UhvRjA6ZZhn8dTTOlMzMvxKm4oyP",
-	"NJeidlC7GjDSFeyzxhe6RPaJHjAyytgdl2NFRvSGNWpRjZu3/zNm2aQW1QQdstpBLcZGo5qKB2xITetD",
-	"+vmEiRs9qB3sNJtRTU9G5k2lMy5ual+/RrW3rM8FN90fJ+XjuZfZbT+V9yTxr75QhCd+GCOqB/kokrDB",
-	"qJax/4x5xpLagc7GLBxbX2ZDqmsHtfGYmzdnx9YWyUhyoStHxnoDKW8Js+/NGxbL21pzUJ9ZPJ63Xsy9",
-	"MHc4QSvrjeeEKt2+Y9WrxBN3ilKqNGHmXZKxmPE7lhzCD0pnjA5JxtR4yBShfc0ywrUf+4DRhGX56E2f",
-	"dei0fvy2VjpeLvTLvVpUG3LBh+Nh7SA/fVxodsMyHD0fcj077nN6w4jif1ae9RS+C3tOWJ+OU1072G9G",
-	"5txjr3Dq/Ri2S8dwGQ9YMk5Z1QIq+/u8/VR5G+tt50eZ3aoRjdm86wgvzBvOfdDKOuP5aj5WIykUA7r1",
-	"C00u2H/GTMGexVJoJuCfdDRKeUzNOLdGmeylbPi3fysz6C819pkORynD6WjK09oBDIkpTXoymZABVYQK",
-	"wrIMyBf8V9UO/vWlNmRK0RszpOHYvM0IJXaoMOGD2lY41a+foprSVI9V7WAP6B3XpuPasbijKU+I7Taf",
-	"6UDrkTrY2lLpmMeskbA7N3y1xfGjuvvoa7hy/ytj/dpB7f/aysn8Fv6qts6xBVy/2R10c+eKDGlqtoAl",
-	"RGaklzF6q/BCQksN0+WRFP2Ux+su+HHChiOpmYgn9d/ZhNxTRcaKJeSe6wGhJOH9PssMaTBbUgvX8U2+",
-	"jn4wyy1g0GfsvnzsVXQNK5yJhp+UHGdwQ8wsGKzjO5n1eJIwseZCmg5yHkd6LJXiRhEtCRVSD1iW39DC",
-	"Ku7mq5gPZall7PvXH2vttLxlggzphAipiZbj2CwcV37lYMWOhWaZoOmaC8ZtM/5+uzXZL97QqbeWuqB2",
-	"gI+xLpdyyPSAixvSpzw1N1LgVWTZHcsO7cGyZ25AxQ1LzOqZL+xqAbV4x1marLli28S+VUUMM9Y3d/eA",
-	"bDcb5v+2DS0ZZfyOakY2Lt4dke032683DwlNjeDGNd6Ny5MPx0ft69+urs6vT8/etq9bJydnHwNaOs7S",
-	"Ig3d2ZmloX2Y4UoUFD95jF1qYfcBkSQ0jtlIK9Iba79hPDabZRZJRUSZ421YjBcYP1ycmO2lfs1okmRM",
-	"KUOFqSByrHtyLBICUgYZGbGJmx7MQ3VoRKhsYgdCNQG5w+yAYb5JeBh+zehosOZh2HGHQVWdhrG4FfJe",
-	"ECETRjq1z51asKU3ZghbLLlhaqu5pWXtaxR+G0/ilB0QSuqdcbO5y0jP/4vOtGI6UIsPCLy82gHBTx6L",
-	"vEFrsCFSE0pwVG9bv7qds92bN1KutGOCZovNhMMdPBajsX7q62xObSxFPM4ywyvJLZuQTu3LF8JN7414",
-	"rLQcsuw4IV+/dmokpsJMrIeMLr0zhGDIlTK0y4x/5rNgI+GnxVuIr620hbblR9pCaI1sGKlQ/GfMxuyF",
-	"iuB2BtJ4RO4HPB4QRg374vGte1dtkpTGt4rcDyjShILqOr3UGaMJtm5eNU+4Jjf8jilzQrSUxLD4Q6uI",
-	"+6NDNcHlhPNyKvU7Qx7WPCslyjZ5TZvJLn3F6jv9vV59L365XX9DX7P6fu9l/Cp5zd70m9tw1PswgFDo",
-	"2Mu39jR4YYltFVLX8fXH2NJTiVS4IF9cSXlCsxv2mKoE+xwzliiy3dx7vf/qJelNNFPhkmwHctg5naSS",
-	"JrjFMJKllkZLWcfXH+u0w9ANNTKtmmNIQ9nDcTi3aO+pmKy5Zv8ZS03tYhnyQTUZSqXJdrPZJCMmEkNL",
-	"4C4RrpH15PQi0Af+KLSz3PJB33X/zWPrA/dynCaGZysiBXOmj1BrhgEosuHmKbOOUFpmLAmnHAVXsPAH",
-	"uWOZwofAEMmIZR0BPCfy1ElteoLiuzY7rGyfdrSK9KnSbssNA8qoZh0hM1CKzcEcUjEhXJB+ym8G2uyU",
-	"FDFrkFOUPUGRs6OnwoukHUFTQ9cm7jcrsjZI94LpbFJv9TXLujgkTe4HLGPknnJtmhywdKQOOsKMHlck",
-	"ySgXyghR3nCliFkQNYigW5COjSSVsT5PU9XoGOUG7UZgOQh6nbVrXLJYigSUKDMG0mN9mTG8AnSY763R",
-	"WMzONopGznnmHXNYPgg61gOZ8T/ZuvTZ8dkeo5nZNqNIFSjudn45Ct0udTXG4RePRHdhiJZ3ot6nDVfk",
-	"iji5UWYkY3fy1squHwS9ozylvZQ9gqpsSRg38rmaHBKdTQi9oVwQNZCZTicFhTAgzpdWjB8Hw1l2Ef0H",
-	"j0Vc8lmYK2lmYs6qpresoBcKeX9AhCQJ1bRHFeuIWArBYiAbsTnJ/YwxkDY5UnhQKYwASrku3ulECnbY",
-	"Efl6oVW2cH0f55ZlE9MndLLSxfKLC123jKrJko9WgAGfRyZHLNMcbYeaqts/DDWZHVmLaEaHLxQx7yDJ",
-	"iQglKdcsoynoVYaQb5uh7zSbyNVhGeVYEyCu6pAII907on8JJ+OFIuaEo1TYmDVwRl7guoIfygyupkEv",
-	"lpnvUavOLQTQ+iER4zQlGzIjcsi1ZskmvqeIIeDmO9O/eQlvFppiZw3AubH2X8GSffKvyt6/GZrRWiP+",
-	"O5vMLnScMapZ0tIFC29CNatrPmRlq8CTJazBzrr8ZfaHkSH7n8vXr88zNJlkNNYsU44lKxZnTEdwkVia",
-	"GsFbETqimS7dKEui5sxqwdpGBav4Usb4cC/glaJdHZbDTz4KFj4cbtnWHdE0ZRX+vxh+M6tEHWFpEPMD",
-	"TYZcgFwgJKgpyO9zAeOQ0EDaMG+Yl3vSqLTR1CGBxkoGkI0Z6VvJBTsEphFsSU/KlFEwRt6yyUI3BWmd",
-	"H8NYxool9pYUOjBNT2/F8lsJc0nTsz7o1PNIPK6596+AEjxv3E4ZzC28VaOvGK3b7qmDhCvvFi+cSvVJ",
-	"+RhOt7iRa1/dlIqF3NG8U3oh3BUwL5QPX8QsvbA+pAeP3kkIX2pMGIb0r9pR6/SofXLSfluL3L+PT38N",
-	"xjDvGtvmSgecGwdK+JRVk7pgGOyGwvD9QCpGurds0nVmGeC0XobV7LMm2Vg4CZ5YCcBvf9QRhqHIkbn6",
-	"RhUwnAs6wusPhgllpDg2HKVG1pZ3DE+itZbgfzIGjpyYGQUonUROueuInX2rEEd2iIbva+m1v539l5uR",
-	"NyoZpUAQUEvQ4GGtK8khPIS+HAu+H1CN+oI3qBBwJ4Cd2oxRkI29nZ3caLLZIMdGzUI61x8jA0DB5Lx9",
-	"+vb49Fff+kCmCeg0PRrfEnSyGG6BqgfwDTDgOf3FLKkVzsaZsLpI8dzdsjnb69fpkMQDFt86A6H1LWnH",
-	"wdDOaOa1aciAF4ErTHdlBzst93+/y+QQxZ3tZjNqNpurjWRaWIMTn+kLqitknFs2saISvAiqXETy4zil",
-	"Qkdoc0NTGX7XG8e3TB90RPdLpwZKbO2AbDca281msxmRTs1oybUD0qkpEEM7tf+3YwTMsXnT/N4bZ0qb",
-	"N8zH9ruvXbKhGCOXbvRw9GhPMaE7Ar4Amdwqn5sNcrTcKsE5RKN2YA3c8qu01Wg0NvHcBIoNdFg72N6P",
-	"zGzMPsJUDLeHld1ufp0mN+acuV0uJTcgMqAkF3jWaZKArYGm58Gx7dNUsemT7Aj7NNRnyIX7e3sRUYQ2",
-	"qoeXY4QeNsQb5waZx2N+dS6AB01oTeGuVK7DYVcvi8ONPGxR4kyK9udRxpTiskQSe8fvGPqYFNnAi0IG",
-	"cpyRhE7qsl8fSqEHBP/XPrpn7BbtTop/xiugrM4HQri1Arh+zHvWNfZ/J5SnkwZpf6axTidOiSqOEagt",
-	"+FzvaGqVSUNtVtwo7lwq5YtVJkJFtc/1G1m3DzN6/28lReOC3r+3PpTghTofjmSm86vh3s+9IEzE0jCU",
-	"LXj8FcZUmJU9fqj87m6/3NnZW4QjevC5NUw8paNzmXIUOeZdkrPCy0Z6o4bBFvBP9rTNSuujjMuM60nh",
-	"7Z0ALLW3aIpG0fqnFKzQQu3D1VGtTJQ+bp22iPmE/GnOE3i5MikIy08UyAjUnKqpg/Ryb6kLb3TyaQTj",
-	"QmHyESlF6RiiRfT072hAfnpiOjX2RQTtI7rHHezyYeMDfCHK9uA5WDBS16f5yoxkSD8f43e7cALsH/kB",
-	"oFlG4eiPs7REhBPE2QbJh4uTWfLUfPC5KnZ0JtIJYmYKvsVcIyhTa5/yKJrliNzqz9lj99E3lDbWUDIX",
-	"6pfW5OJNYcvZAuz7X6NpfRSNUiW20wFYykXMDtGjQjiYexsLd8m2ODv4T/nwpy7e8vOY/nD5CYGtY6BY",
-	"fE0UvxFGbcJXG+SJ5prfp0cxWaLQri0tDUwbAb9aTfBc15IyHiWrTuKJLJJTa+MWomihzIdbdrHy3Tqn",
-	"N2WGG0fcl6Lywd5/naXkecADkJiVTOTOPR20MX86wYFZ+wwmq4oeqx3Iu+qzPbUKU0EXd3M2vnx1Un7H",
-	"ssnljJnNmmJqUe1t++T47+0LMLi9ax2ftN/OGtuMGG6+rN/RzBxFZZpwjZ+j67uWd2f/C95R9+wdgC9r",
-	"hmC0k7KD18/ksPT6aVn6+H7AwhX08vDUCkKz0EjZArXR9PUL1fHASCQrcs0ACP17qeEJbRjdKZB2l6Br",
-	"D21kioublDkrXERGEKPBhock4UpzEWvnWKSkZwY6Lfzs7z+ObjY1dudsRUcOmiYBKtCF1roB2/hW6pyQ",
-	"+hdwblZExGg2BGOhcqbGyNkYiZBEpVJHZCw0T1HCM9f/MDej7jaNwq0INbtDNroWVts+/eND+0P7+vTs",
-	"6vqX9ruzi/b1b2cXx/88O+1uRggiBc877Yi9ZhOcmgrbBy2/Qayy5IAbCDtVJBkzj/oAi9RytGldbe9r",
-	"9TXwIVBwHx4mSK7GP2buX0FT2HZifbWy8AMri7gAn5ZY7geu9FPcaXKZQ44ypseZYAnYzME7Zv4RESWJ",
-	"GA97LFPklrGRBd8m/IbrZ5rwQ9GE4nJANAE4QsbZDRO6Qc6yxOwi+FU8jwnczn3KM8GUIjTOpFL5T4rE",
-	"0kwJzI+WHy1pa8rG4ooPmRyXKi9ckWxsFO6E0STlgkXEcHBwR6ALY4OSXyVJxhnglTYPHIwfvQJjsD3F",
-	"4J1M/TmOZZawhHjfotkQ8JEBhBg7QmeclbBewDDsOAngo8DtJ21c5UBmmmXkngvVIM69NI1HzFtwCB2E",
-	"Z25Qsrez48awlb825W3a3h/Wfib72BxSlxQkrCIdgxeWnELGRimdsKTS25XHv1kUlHcYgbPWgt4O8S5a",
-	"F5PM+A0XNAVaUQ6IyP3U87gZQHqsrD29fm6Wvq1gMvMWzjOJ9RbuCSaw1Khh39fVMmcP0YyyWao9lo7w",
-	"jgmdKygzI2PFMPCHWw2ETFipUmBO6sfW8dX1u7OL6/bf26dXGOFjjiIGcd+b/9FysV2mGG1ujQSu48rZ",
-	"X8lLhgENDzAQlsTFw5gBy0fLJoaRGX1+07CzA2bcl9mUHrM9a28cUa1ZZjr6f/7Vqv+T1v9s1t9c1z/9",
-	"7X+VckGE/ZcZjyfkvy7PTpF42zHJsR6NdYO0wOtMhowKBTigxlPLLMs6aedcfXNJUqbXg805HvpelUb4",
-	"V3wfsHIM6Vxs2lnaBPcAkTYPKqI5kiUqiqzO9NmbkF/bV0brliLI5wBwGjwbKVeapIxCjJA2Z+S7SLQJ",
-	"7nIV5nJEb8CNC2QDpRtFNiqnBmLFUoT2VCbsAtorNeeZcZ0WbHolKEf4zSEzBPtcMVyqSXfLiRFbuXtl",
-	"60tA1L5iaGLXAvQAuNTFRyDEA/8eEoqXduEpDBjm7MDzEBGkxH4JMRCDZpolIIvawZiVhRMWgMXca1b2",
-	"QKxyLn+ifrQyJjJjOpuc9RdkJUGRxuy+ed+Iq15wtoHPsHCHFmYDQ6eCyCzhgmYTI60u5dqyc1zFnLqc",
-	"8OHJnRNA1hR1zYdzvQjrG+lzmWgpi8D0qAJZMF/VqEDcC1TaUdy5zOIxzPo55/k+Vv3poxAYri8+nJ6i",
-	"4fro7P35SfsqNFxHAXz0U8mxgCD+tuNaxRXyYbtlWFog1V8WTM6manENlU3MB45Px0m8bf3aIIb8Wrh8",
-	"xshY8P+MERnHkhsGbAkCOsjR2enb46vjs1MkqUM6ITHNsgnpGgrZJVqSEY9vMbY9oyIeNDriPRv2WGZN",
-	"EaZ99pnGmmzEVLG6YkJxze/YZlQMHxqBe8GQFfzIIj8RoemsQFxAQEyf35RYhMhVWZiejbn3AplCrfiN",
-	"14qDyPTNyLzWEYWAUAzhh1CbiWalWNC4CPmdiyEPXjWCTXLDVrgtCYaMlvLLpVsxm1/Wynx7CZo8nA0D",
-	"2S5XgRkj507WkqIHjGfIqXLbCZ21nGzgtuQRiv5qRTkA8/L34/Pz9tvNlewsK9tLIIA/pWY6Y5EyBbLZ",
-	"gCoHUt1crCnhXnz65rLcb4ymukQBBtSvqhZ1y/xg08QkZ6sLvPfV+jqk6fpIM8HFjaoAw1g8OxXqHiIj",
-	"kSBxfZCH4cNlVETIe5uZRLtfXNIOm9vght8xCzKmxIghTMQsPCU2+YaNPO3zmzHCFEZUKaaQmJjOIcCV",
-	"3rHEdOjtOwdWIAMLWmjKNJdLHYt3Nta2J+9sFGoqtcqlZkw7U2+dH8OnLCMb1uD78ezi9/bFdfu/r9oX",
-	"p62T69b58fXR2enRh4uL9unRP4zyYdozX44yGZszatHyetPlM1CGLNLUNq2AbivN0xTDEAtSelEvbpbw",
-	"stBNMks1gJqUqI2GSP9gGE0L2Z9vCSgXihfRVAibzEGVeh4dTaW4AUy5YIRqzYYjjEuGeIOi0RnwtkOe",
-	"ptzBcCELDbLDTR+YMUPgDBEqo3CHkOVBCvK2fdL6R2mUnC4NY4SMPxftPz60L68icnXROr18d3bxPsol",
-	"hAjbjAjYZFpHv0VTJpqIXH74BY73u5Ozj2ZiV+3352cXrRP/cKkYBSXx0s9kYsmYORIsIVreMD1g2WJi",
-	"jeB6eKeMaAVa6swJtztXLvDHA54mF+OKDI9UE3gBOZHNwbdQOYNPXHBsWcOt2QX1ZjHzbR6DCvlZyBUz",
-	"d4imkY0m0k6rPCjqpS9U+GUUmrZcDKGhyfd+aJfjfp9/jsi/JUenHnmx9WK5OT6Gtckbi4rL83Ew8UO3",
-	"iuohOf1wAhPAeGD0pGUMbsmHq3f11/CXApsOVeTD3969e/cWRVIQaJyX7qJ9dHbx9vrvrZMP7ev3rf/u",
-	"2ga5JsxcPp8dyAzZp6VcbMxyVqpZImI3wIdawasRdhQIxS4SzArQDdLqiDuajm3o18Lxmy0eaUIVhuVg",
-	"tLwZroiNuN6pHZAvnRq8DLE542ZzNwYXGv+TYRooCN3J2B1n9xi+k7+ERiYbUGYYG/us8aNO7etXG5w+",
-	"vUrfhknMouzBilty60JPd0q10XxAngVjDhupBs73lk1wag1siWzcD2TKNg/d3nTErEZz4QTdlN8y5zo/",
-	"gL3riAWbFyGvGNLMEFS7A56wdkR+FL/HMi827iy8HcsZewwNz+08jrstzRYCy4mj+O5e+jPhSE61cWU+",
-	"c3kMQ8oCg+rTW1KCdV7eiGK1uoXmlDObT88n+y0ulQ2rK+XEq2MyB1JVEF3zi+GcMRVS8JhCJPfwgKTS",
-	"KCwxVSwiQhKdUZ4aPSORVZkIMHfPOctQPCsOTo4LqUqQPjwIHzy1lTCzsu4ju4Sr4HvdnpzTcVlc9tOv",
-	"IkYufRCap2XcnqE2CW8BFz6YEZNjmqY+xhqGBdHDDqTDinbqldc5HGDpCk4Hbk1PwUgjmJcukUwZ5S5l",
-	"PnGlTSjtE7tbuwr6pcCmNhZG226Qrrrlo67htky59E6gv3J9SLrwQddnviuouQATsVfZNOIs0aWX9NyG",
-	"aLgP3l2027Wodn5xVotq7dOr9sX5xfFlu/JbuNyqGLowhdxNZZlkZ4lM6B8BxT/PxGDzrIxSCmt0M6YZ",
-	"FZqB3IS/SJkeQD4GHbhVqJiQnswyczAb5BSyw6BKP6SfL3B5DxEEAk6ae3/opEwxKTWJ6YjGXE8K2CWI",
-	"TW7Oz20Or9tOlpozrZiw0S0H9I4dgCQYM7xVwcTnD60UW7V8OM5U5Pi8D3yQ9kNjIQLz0rx+irYo8yHj",
-	"N4MSavUbGJiYMwkGoDQ1MIqBPRuJ32Sy4S0+PCNwXNUmylyYdMCdJnVgNsCcbpmhT03aj3AsqkE+POxY",
-	"LcTkFhwJZosKBy2yl8wvygI2sPgIQIY/hRE8wd8VrlFIrEfx4CqmFekxxROGRzdIu4lW+Y0hv0FLCWk2",
-	"m9uviILcjXrAhpuHSARcgCgmqEN7HhN9mcUsAYSpNTJ67J3LGUHB9mCTCRXpUDIdC1IyHfcLQO/TNLyd",
-	"L8KQP3UY2MYFu3cW9TD7xcbezpvNklu6+J4G/cwOMXcaFokHmgtlxiKS8jtmeEnCQJS1rDFjmglY9YwN",
-	"JeQpGbBhOBEUI5aaw6Ip9GXWpojGKplDO2VDc+TAmuZMTzADww8lJN4OcZte+1dGu6J5jpLcvQ2brh5A",
-	"FE3bLVQSSkYKmUqVBqf5pDGkn92rZt+ddy1hcUozFi5lkDdS0bvpNd2ZWdNlRlm0DZaM1ZooES6GL0eG",
-	"YlkzZPSYY37Z3Hu93LC9YX12xGB3n0WlgEUnyJlzmBsVQdQDUPSqJ2HRUF3279+kKjsITnBGidN6NKbv",
-	"3y1jo2nKgILz1JWKCPsM0Ts38Hto7O8xn7Rz5jAvZPAYa1Vx61x+nSDb6cwMjMgRzMDnYZ6eQUSCnIMP",
-	"o3KeHr2lkzI6RyeqnI+/IANuKN3EW7o2Cm5MhLNQkQTuSpvblcaa33E9iYhME5/RdfMQuU1vgtwnoJRj",
-	"0SAtZGzW22SY+0Eh/xoQrIwnrLAMuy/3l1mCbAJLeAH+7hKJMV9l62JDoolgqbEgGzBiT0MhdaK2nEgK",
-	"tmnxlHKsD3PIFZBST1mj0MNmjmPk8PR6rKyzjVtfRIO0YYXgKnCUaYzqEWhj5gPaQ2acyD+ZQAioTwCI",
-	"AH67hbn/n2UvlCtVcPbh6pezD6dvry/aVxf/uG69u2pfXF+YJ5cOle0kYrCIotXtManBjLO5mtyGHvZp",
-	"chuQVMRTuesE953pIpsDqiuzijs3RYB3t/d3Xy4xE6d1vufieDbdyUy4e6bNnAz3mJ6LawjGDiBI0mP6",
-	"njEBSip8ow4J9bmN+ZBpsLHOncfrl3vLT6JszO6nUmocoSnBQlS4iNNxwpKHCT0LBwmxUR6cVCb3lOt9",
-	"gejmXWiOWCOZBo54j+whlkPITrocmXauNgT2dOwgAw20U9tskFZ4ZbjPLD0tOKJAqSxScYbiL7lCFezp",
-	"j4AtGfFbTDwJKlurZab/MMakxj3nsTstx9qi3AJkCHx02VgoshF6SjdnpRpgrzJNIustSNkdS73b0yo+",
-	"vj0Sy7EhmoYSgwvVOoiV4UcBWcEEhDpjgO5R417dufQUoem9YaIIjrBaVOEimtua94iHLM+jznWEozDc",
-	"1FpnkJxGloOYwRX8wwEjQXbxANXhvpjcomT5j9BID9OfqgW4UKJZ+r4vHGYpeKTcCW+dS6VKZWALgg0w",
-	"R8QwAZB0LQq3DHqiUhmkhV9RK1rN3hBKlcVLXNRVozIdOyTec7nRlCpWqvOUMeZpLaNya6a00pKTNq0F",
-	"lNCCEjJfIsdNS7dlhuRzKdMSr4i1TpVoICA+DSOi4cqHNqvwPIEl6CA3bqVQ3A296GjbekHkvQBBMoPE",
-	"5OWpI10DS1kx7ckObG05XQM4PFTlQVPYxpSZdzwy4mMh8+kydHtx/Em2ghl2dgLFzDdBs+v6c/zC5iOM",
-	"8m1f5MBxGetnJ/XuiLzZ23/lOT7m41dlhjBM1P+lAoWhyrISsjSpI8dyGfctUM8WEvyvy7PTOlwjltXB",
-	"8Y01lZYMLQmg1yWeUC6UNqpc6ZhncI6FzHU6ZXPgkrNoHIUi64eL45CZ3XIB5VTt3BdjlKwbGvufGxMJ",
-	"Yk956Kv1XR8ZHlwiTIIUkbGUUcUI5MjV0smN5UfXV0hYKeNSSvlwPad/YAOujHmcV6spyE48lfyYaif7",
-	"LQdVekCyH65GVMeDd5Sn46xMGsTcNZbXEpljtFDjhpghlJeoJrvlO+N6WRNENT869bHi8FKqdHvp4L4w",
-	"+0CFCWTJ6CVYyYeFLwWHZHEI05KFgVFeM7pv4jf6QRFcrsErHt8urEUMnmV/rrgPlX1KOE4h8Duq2YTb",
-	"ZwudiR/9i98tMQFfOvzKQ4b8gY2KFLiEFoR3IZqKtw5BGSHhDSnq1MWfoZThWs9lHo+BRso50fcBI4Wn",
-	"rDQX2dFJ6/g9AI/eHl+et66OflsluitEey8Kbp+WClxQ+L1ATxAZQTtgIhulYAPOs6WDJdNFBkDBVTRj",
-	"/u/NQ5fZOWV9CB/GeKjChwD0VFAUqID5nlITaHwr+/0jyfp9HnNbqSkQmUs1vByU1OeCprjWZSwtRI6D",
-	"xduWIsEgD2W/Ixt7zWZ9/82bTUsKKSJw0DrtnTegliqmI7DpoEsdBE1n3wFd3FD1hGz0JsSmqLFmkr3P",
-	"n4HKQQoOKhL7eP/zZ/fR5nRoBE57/82bYBH2mlVoDWuO2mk2ywRPrjlNnapaAveZqluG4Fg4I4d5eb1B",
-	"KRQq8CaWFSXAX6Kg2dx8OS+EwHsocwvMXEOGWYLK+Tkjt60cheZeSxVVOMOIYHFSwJsXV61cWp65/s6Q",
-	"+zhpQmfSrD96EoJvn5t8scpruNEf88LYfQC7edPJLkEN1eRBAoxprFp4ga6gE+zPXPxbPhpNdbaS3FKd",
-	"V4V91u94ZjWcEgg++2wHoyWMxycP4KnFHa4zLNv7FR9W5WiAAewHLhOUZIW8JxvmVk0KQynStuXO/jQR",
-	"e6xU8yWp5eG3dTSW+cpBmHj+sfLu/sgiqMvjWyRewTrMkoUc1x6IrcUd93sYbFjhokyf2+BCF0nKKkhj",
-	"R84fQzL1rOH7CKaXTBew7A9LyOjx7lPODIQzG/lpSCfkRvpKUUAXbJEkrLNjY7RdhaBmuS2hFKhe1unI",
-	"yHLwBnYI4fKuuo4aMeE6bDaazUKnC2HvUwtdDV6vWG+frx7xxcuu+LTcDgbvIKAXAYhcEIASYui4vBcR",
-	"YalCuCKiTTZJ4bORlCkgz61NvcyhvTrY0KaWkhlyIKMKhIiXR7GBz4USPmAAq/ZfAf5eveci7HqJjucC",
-	"ENfqf6mJz4OBn5o+MX2qD2R4tI7n4xlXnPhDOl+Em1llCGUow+VGMccju+rmr9r9AiThymdv1f7nowC/",
-	"BdVZjGt76j1YAr+1yhDKwVaLh7EK+GqV8ZSAppYfzHehhw+LJ1kMqXrIcX7A4Ofglr7FhVoMSfoGvHwx",
-	"MOepb/WymJsnJrFTwm3A6kul2fDkryS95kU5D7ylrWv+7M5kFQRZvjtiWdfFiKVS3HRENhaY+cB/D2I3",
-	"vEXFhNxzkch7B1aDBiKiUg4J0DdoRzj9ICOUYDnCvIQrQm+LxVtNXzgiMPty3RFYD/2QCNNFIDrLzPnu",
-	"MKyxQU49VEQwsiEFoR3h9/wglM8fUqRzdmOXUtCuBgyXzjp4S1duxDIu0TCbMqpw11z2WCxuSjbYHRPp",
-	"BAvXO3/x5kNQ/lnoH/ETxe0p9X1kpSVgL3FC5ujg+NcEikEvOL6yi/AB7AXnKRUPU+eufMonkJoxSiIo",
-	"DUvs+QLnCrWAxwYpaoH5ZY1sVqYJpAuhALHXNn9U9DT637qRYCtHYTnta8UY1mnlaUUgdFH3WTMea/0o",
-	"qXVjltYLI1ovgmf9qJq1A1LWj5t45JiFNUIHVkb0P4x1X+VhSzkPn6ppvelzi+fiCRAwyF1ovRIuUhMB",
-	"90uyr2/GTZ6IVTxtGpvwY3XLR3U5wl116EVc3QrlY+2Yh0eJRngMSP1qYHf2IGJYLa+veHSqZAkp0weW",
-	"4a5EN5+G9w5CPKpzQaypOPhBVEtLj11s/Llo93cs2h34Oh9WfHuVStnVt2bNWsAPLupbWc33Y4gnLEmn",
-	"g7n8aSEmDgHPQt6Hyf9dmhxIvLOBAU/gb+eCpFwwcOvYx1KHWOn5rPW2CrQMvrkZsLJRZ39v/+P65Pj9",
-	"8VUp9Cd1KbFK0BI2czWFYUIHG0GocWa6wGr/JZoJ9n1+dnZy/e7DCWZJfHdydnZxffbxtH1xWeEwXNUs",
-	"lzGqZCFt0Mezi98vz1tHbZx0Lar5BahFtV9aR79fn717V4tqeUm0WlS7vGpdXF1ftK4g5ZAbdS2qhWMu",
-	"F0EYJMUtcW2+k1lhygfhOvUz5rL6DliKhocg5gPhS0EeGBvdIPDIJWPmkvWGUWZU59qiC2PBr4d0grAo",
-	"iO6oWPwqL9FHmwVBkbFI0NICIBFr34FEhDCvRZu+WRHHMicHF4XrVZf9PiThwh7cLlpEHyUJgwJVrvKa",
-	"L7W3ieXf8Kt8ww/znDggD8PNTBnE7GETNxK/yc/FA3N52QNaSmxQFnKFZyujLtSjpaZLXDmptaD9VnZb",
-	"ErACIferFuFftbgVrwCZWXGzzh1Y0yVMjmmWcbZcjfzVggzM2whnPbKprZdwE7LP2loaVtnOyjpSZupQ",
-	"fABtfuacX2oqEpolxC61IkzcsVSOGPliGo4QAqbpcBSRhGr6tbE8Kn+qfHMp7Cg4NtP4dDwis6kyHf4n",
-	"WM4izL24bkVMUHjW86Va4h4+Bkxo+mp/H7RQSVX/R6g4DlPiTL3N5GhUxve8norJiyFgxu0+FCkyjAjs",
-	"DT0WQ3pFl//ZcjFba9SG/rvE9u1ffjs7+/3algE/bl9ev2/9N8nHA5LIgM58YGUreNvGMBAtSY/BGAoU",
-	"wFUUK6kgBolDVt1/T89m0NzLhzfZZS5DkfoklYBrlYLB6ib4wcOho+OsPCRzWcziwg4eG8NoBuy3qBLS",
-	"WEIcglM8vdjz7pPjaE7k9NSs4ZP2hjSugb6lwiOfD6hUpvR6UYlMEGt+x+Ym9HBVgylG5leGDz/g9uNM",
-	"TqjSv8lxNncUmGRfJCwhGBbj3YHmsA7kOCsf1bJXo1xv8fVxdOiY5NqldDsohnfPwO3Kx1SJ8V4ljyWi",
-	"2meHjC5MR5kgXBA27mlivnmA7rXpG3EpI3e0/EhntnsV0O0UbPIhaVkZxDMVUm/Bq4ehL700AcyqEL25",
-	"mVJnh7HSAJ4Qk7L4LCwmxQ/Oefp4NZpL04eukTXUH70wdah/+CjinafP30mwm5phSfaAMBbLkDubGtUi",
-	"JXyZqo08permYTVGZXVI8YOuzSOjih82hpWBxXPxvd+EfMxH2q4+hKcA2644iifB2z5gMx4ZcvuQ4/C4",
-	"qNtvdDGXSSj55JuxBPZ2xVF8C/jtikN6bATuNxJ4FsFpH3hOHxdR+40uy2JQ7bdhZYtxtd/g0i4LrX16",
-	"UvqcfW7d7HOzwqs57SweZ1xPLo00bRFDjGasolA7TYZcEC1vGdYzDB1erfNjcssAEAGyOUQFY1u+54HW",
-	"o9pX9Nf3ZQn2FIuf31ANNVLAaqFZpnzypAb5mDvmYGcZCVJbKvK29asist8RNvMPaHOQEliwvDAK14h/",
-	"tv1BsRAs3o9FGmxxlgBn/ALFdFuywXsMyca7i3abbEfk/OKM7EckL45Cdpq5E1h3RG4D2Wx0REe4TF1Y",
-	"nxi9ed0tOuJbd9tdIqD6Qbc11gOZ8T8he/MB+QXW09Zmg23AQmTdAxxusD8Yo4nFO8MSlCVb5tyXGaPx",
-	"gClYhI5wxhn/eoPgkDFLB1ekC3UWYmh7yyZB+9u/lRRdsuESz1lMdspjJrC2kMV0tEams/pOo2mthng6",
-	"1MHW1v39fYPCzw2Z3WzZb9XWyfFR+/SyDd/kadzcoWmdH9ei2p0r3l7bbjTxPTligo547aC222g2di2K",
-	"BM66Xe4tNCndsLJs9JAiFyE/acoyXy7Z7twLheuNrh3YgOl17gi70HnxQPMHTwoFF3FLNngCmbdZBOcN",
-	"svBOyB1NedIRuLFDOiFU3WLFCxKnnAlNNmCEUiiZsk2SMpoJe4OswS2RHeHqYZi9AqukwAHX4dg7vwDu",
-	"mFEyqTMs135l+gimD5RFjaSwGWJ2mk1bJFZbS2x4KP7tAAE5JB869CCSWzaB9pu9V3Qv3mH17WS3X99j",
-	"+7T+pvc6rr9KXrL9/h7d7e3EIRUF84D58GV/O96O97fru/HLXn2P7vfMh6ze7G8nO3S3txfveyvbQa0V",
-	"58a2Ayhn9NUKYEO6sNw3zh+o1yxlxMMBfrq95nZVW37ptj4Iaq82gzJveztvFn90JeV7KsCysY/rPv99",
-	"YGeCpvjB7lKjcjmpcGXGwyHNJuDfkFjqO03ROKTpjSrYj1Ttk/nEXSmzxqryVrWAUGEOIaQq1giCNRQA",
-	"he/KJ9pUWJktjqwHbEi4wDIyKeWQXa14Wk+40ufQ/3qn9V/l9hUAhRWsHTtND6tvTlshUIcPrJrb00aC",
-	"/XKtfdd8OKVF781otdB8Uc1ESc8eclu6awoB/qpMK9xulqppVqmZpza9bBbUmP0ypcIKfQUZfwcfzYjc",
-	"MKnApFrbae68rG9v13e2r7abB03z//8sk5ZgDg6Xul0twO59/RTe+6UsjUFhsxlTYzlRgDsQETU0xAEz",
-	"6yi9Bo1Y5gq/k1mPJwkTPwNVMRfV6wzqhb39AXVBKjJLWLa+mP98BeMxzeiQGSnRXtgKzL2wRfAM90Ec",
-	"qWcL1vmSKxiogyzHFyyq8ROIFfFgPq27ZFoFVerx3wAPwVT8RiCAKgoW+q8HLFMNJywGtBAyrWEtmZy2",
-	"5OkvAUUF1DFyVbA6wpfBOnSZPTDHGmQcEBLfd8KwTQ4NeccFa5AWmq07gissk2dfgJ6cFAuORjUCrAHI",
-	"2CSmo/DNjpiuJ5RXtkCRvEDwoopq/B1hXg3pLJRpmfJ4InzMxTg2G/tEYVlfqJ2MNSpt/Rb0AeP6u3oG",
-	"Fjd6QKC4UB9W3Ky3WSCATquOkBlO1yy+rzUZiHM8x+kVVBdX0YFnHQHIQBwGJP7jpRJYHieXl/38RSaT",
-	"1aSvkA+9nuYb+81mc2lxaDZu72tRSbfxEutJixXsd5b/zmfAUxz49TQH3m6Ws+Dt1yU82Ly8mAnvh0wY",
-	"C2dO8eDd5gpM2Nng53Hh7Sku3Kxkw2V8uIoRz+fE+0tx4p1qTry9/JELGXA1w/VCJJbtNrO0LHcJ3vYL",
-	"Tfxx/nZcurm3+ItTqd+ZIwIfbO8uxdahTh3KATvL8HVQMyHp+s8gPBxBqK+tMOl3fYHwYMsrLFRKroIY",
-	"H6uJ5FQdSoYqsjFbMqAjlit6IFg0XdjW8t3xyOj5U5UPIlTlAfcNqg+AvikUnrsnw3E8QLMEhAd0hC9m",
-	"mtcwLVRKs9VMjTjCSCJjteV5WmOYVOj/UJliXXqeF7J4uR1WkwAC6kHvb15V0JxXgfS/PNkwA68iGFAz",
-	"91kgd3fqcuDq5OJuT1+l1YTcBReoGM7aEUZGKhd0uS4TbUvE2I5YLMe64uR2bE70c+IeNGGTBvgq0rls",
-	"B9VKCmJdK28LQ0VoR4QYqdnEANXinbtjDxTvChdqVVEuCJt8ClHuUa7+/uNe/Z9HRHjm+DnHLwlxm8/1",
-	"rXCqtnKs8dYX++/JcfLVdM4wI+ZCa4L77IUiPMFckXlky2aFgSHva66ZYRFy71NUG8mybDTv6a21GLie",
-	"SDJmRkhAyYE5qBmGdUSuPo9RZ0EF6Qib64Uca++zDWdmvQ0ZixnHYitU++gALeUtJPWJqSCapaktzTti",
-	"VGNlOjsoF8AYxFmG1NGMqiP2dt6QDVtmp+O0Kl/TLd/CTm3TuuqKLpQBVR3RrY486AZtlEUhlFDnCzgf",
-	"05EkMxRxZ0VXiNc/dwsI8FDHar7JrZ2FkDHDOosBYLVm7xXbo01Wf0P3X9X34t1+/XWyG9e3+ztsN9mL",
-	"93svqQ/xOVgElYcmt+lObzfeS+r77GW/vke3e/XX8U5S32V7/X36svcqfm0+AlfMPt3u7cS7SX2P7Zt3",
-	"X5p3XyX1N6zZd+0UgoYOalg6gCUE6uEZcjIbtLUPKngxKqvKHpxHYQXxUr5WxNJsYyZkqJyDuGMducv2",
-	"l9Mzf3RplYkEI06RvNAbykXom7J0v4IbsBBbU6oRQrkh9xaUh/ZmfG9XtZHBisUZw6qKs86oj7OojoWM",
-	"Jve7O57ynzFSHctUisjttbjKWk6y1T0p08FwS7pT/E4837Pv4KYpFiidKbFafu2qBJYLdsMVIHuoAOJ/",
-	"ST5cnHj5QBt1zceFlxdG7Qhz+ze6JWysG5HudMhXN+qIbknQV/cA7DUyI0oO2WZEXOafdAIBQEYTDKvQ",
-	"hUAe58Cm8SAnQlwRxW8EJDBMU3nvqgW6qN+O8GG/asRi3rc3K6/y7Nb0hSLd+4Fi8XXXkheL1OkI0Hlt",
-	"4R0bP21rvrYKC2kELYDVACYFywJDPXaOzgtbQQ9S5wEaJMmY8kXZFcvuuA9bEEzDTkRY4n1vZ6cjrJjW",
-	"3Rpnadd0XhDDvO/FCGjdaRNxFz1KgNbKK/VubDdBK2MsYcmmrdFrphNBn2/KxLMjkJ2mqcoaerQLMV06",
-	"nvDTNIYJNrhhmzTfbimAKU0FTC4JYFkepFK2Eitp9dsrWhzKxdZQKCsJU25GC5b4k5UplxRpp4JzUTbG",
-	"K2MYJdyh9/3f/3iTvf7193/8J7u6//eH87evj0/O/3ksd07oCb28r624hbPht9jt029vMsM/5/PLKMed",
-	"4Zo8+0P+itYRx1MJJXF1LfQHiMdbX3I18yvycnNLZ7n6W+s5D5mYxzjmZKBBWr5cmLchcEH64BK0xfx5",
-	"mhLD2O7YrEiN/ZTR+wIp26saYfIsQH7bo4nLbkTIpU5jtFgby9WvkKyVuK0WnpLmX4bh/fDsa0W+9XxL",
-	"v+0t/ZXpFa7olAGjrNP8la12bqiEGPAluU1gsV/KSPNCFbLQCHY/ZbBx1hqwDXbEhrUNRsTmsmm/jWyO",
-	"jM3Il7QEHubzZaDa9UL5RmKZsAZ566yz8LbNYR9Ymingu0ZQhXrWPm27/8f1RfuqfXp1fHbaJRuvSEIn",
-	"4MK01U9LXYeBgeltvloLLExnIp0U7OC4NtzNqsro5PNCLXfjZ7NRLTwpgPCpLfGiDcpf137lbVb/+lRM",
-	"GGDo4UNNxpDZoIS8tciI3kBd4EAceiZz38GaJcppxhNTO8t4t6ZyJZTSNTNONWV2C76zLriMgZEHRfIk",
-	"IjJLgAj1JoQn5dbot4X4yOUN0URLknKln9og/VelEfm6L0Me/B4904fvQB/cTSXFYGJHG8Kn1Vbuv9OU",
-	"J9RpxDcZHQ1sKRyZIaqJKmIjFsm2Az/hezaeEkqXGLU+gRIzZG9nJ7fmjKgeNCqsoflhW8cQCmOBZ8kN",
-	"c+cfocH/gnb6HPI0ybG2OcGHNqH3Qe03lqYyIl++EEgY3jBUgnz9CqsNuZNrNxljOicAVxet08t3Zxfv",
-	"kWhaquJeenq7Wr5k39liamOG/+5iWbej77oRoJi+ps1kl75i9Z3+Xq++F7/crr+hr1l9v/cyfpW8Zm/6",
-	"ze3azKYtE8P1hPsaXIISamutqc/W0BWsob/COfwZsGKwuVZ8mqLklYR8gai29SUJLCZzTaGXsu+EMlcZ",
-	"zVk6MaWfLW8GiiKh2kNeHTQrThnNMNb+kFh4ZBjhZMahBlW20Snq/2wW/cHNoiuc0Qrj6OVA3jsIoI+w",
-	"85KCS8RphY0XCqWMUovpvLPT/N687q/Mj64Km/d8Gb+L9XOlm7iaVaBgbl9oF5hiNlt3QX7Htfqt0lYu",
-	"UStBVDAfDsfarJLXTywmBC6nyxjTY1DTwZMXw9MCHuXDOBIM3xDynpiDvUhjccTgiRSXT19XVAzseL47",
-	"jiL01ixLABcRU58wZ+cBVMxtVAUxMwfJtv8sZP8VhexWkhDqtviRpGpP6La+2H99rTSRotADwVpl9IoW",
-	"kHtLiTwh6XlyN/GT3uftx7/Pf9W7/FNIJotu2XrSSPSler+JGA97LDu0iUsygI+S7YpYp7sC8y73AMwt",
-	"7FgqGLFCetKl/SX5Z6XO4BjM+GREb7igKHSXOUwKiRV/SH9JiXM3rLkgnsC16xcl9O3OH4dLnRcqOdVL",
-	"U1I3ZN01AWCaL4kD+WGcbAoDA9MMlnWDhHpdeHCcdDvCluyFMGOWbB4Q6n01DuUM8cXH5oRhrR1GsrEg",
-	"NFWyI7CSOGaZZEMsDoNGFyJFgNdDB3/ZktihPMIqzKYtcEanj63jq+t3ZxfX7b+3T68gF09YDQOTQgKQ",
-	"iWwoBsA+M/tu2T3d+hKEkn3dQvhTd7N6grajdzJruyJUfqJ2Yj0pU4ZFJP+iPkJ/qxa7CIPt2yjGIoGZ",
-	"X/l0SiRjscwStfnMuL+DJ5GFzMOx7uBhuXwc3COgPKD1l6rtbZfUloqAtlltvSD/ThkB4XwgmEl1xE5z",
-	"B2pWipghow9yMMAIwF85G5MTZMTtCKiVQz7a8pjd44QNR1IzEU/qv7NJN4II4hEz/dgIEzq0+c98AgfI",
-	"1pBxw5HTgCBjdjBKEt7vM5gGfIZpGHxTkFdVEdoRe803DfI7mxSBV2aKKaNKk509KHykyIgF1T7L8FV2",
-	"gf3NXCQD5MHYyDMU7YMoAIHWmFnGj9XH/MwsBKlYh0NHq6cWAgvYUgLzvozliCXFqUVzFsGz4QGjCSR5",
-	"tTR5agcLNDksk7y/v6jw8Kc1jDm+4LRL45rQYunknSpM67Ja1VMafafPz0pmpBVDyp2QcFDbTXbi7V6T",
-	"1t/0X7P6XvIqrr/uvaT1/f4ec7/V1gmSttPKk4uVcSv30l+O8zSX4DxHUvRTjmWCHmovqtj6MNv2TMo8",
-	"TXlaO6htOwxJLaqBHxGJVY4LsCmjwzLVNscu4gTisdJyyDJn7eWKQJYoyP9rK7Fv4d2EdKr2KO3t7OTJ",
-	"ua1FC1ssJoJXB1sWkt5I2J2bktri+Endtrx0rhc72QrbBbRGUhrf2rzYs+yxbCl8TW3gLJrc8DumMERV",
-	"klSKG7LRLQzYMDlNcFk2DzETuFEDEkaTlGNaIfMd5tAQPvspoSnksN/ojqA2fD2moy6kAncBpH3O0sTK",
-	"cD+44GOvfUEkWUf6qfdc1qkFMtB4ZDjtdtRsNqcUz2IcL9lwAOz26R8f2h/a17+0ro5+g/QgNjWokXc2",
-	"CSS1Yj7BqZFBzN/mrLMhE9qmcUOlznlb5b3oCDgBEXFMKg8sJl1fE7uLDbofeM5tIS8/pjm1IhoxEhp0",
-	"gQNS41QDh0fpyFZ0BPgn5jFB2AFkpDNfuIGAPIRUOXLQMujG5bqaaSnCzPH2OWwFfgE6LaNZylmGz20K",
-	"WxQYQdbpCPxgRJWyYlFooLG10LBuucwAywqZZdIDDP0F466GtLNhmhiyt/MmvBzQjssgi/X+odStZT+k",
-	"ZXYENglioEH2oi6TLezFlCxmCa9ffaiv4OUxNBF0MzaCYucHxHDv7uYhodB0PsxcSrMNdoTLJZvXa+/l",
-	"wI+95hsn6ZqGDLkRRN/zmLmjCC/jjpC9ZnMZifUXuD3rCGBWs60QxYySHZzd3y2mjMasvg2SZfGbXzNb",
-	"ri8X4LYNA/l5RDhY0KeU4/IFX1mic2fS11iYFfE+PVzIw6NUJulh8gNzL9ytIxuQYQCHs1lGop6lwif0",
-	"Ih47+elnkRaKFuveOL19oMxQsDwucB6GIsqLPEEaWGpBZHSxX+j4cMY3rhXWGHLGNbLhzMD7TTjqhnzD",
-	"Ud88NBw/YerUGwW7mO4djR2Q0BLaXdKUCo11Me+IYSem/xd2uBFBBDAMGyv1ePsHCEd56NlF++js4u31",
-	"31snH9qYF6030UyhQLOx/ZL8zn8JY88gBRyWGcLEIzxP8EF71vroLj8aJSB7LRmlY0X2m+T////Irvkf",
-	"yObRET4xHfBc/idzRqFsLCpy0IY2mDX9sy7ytspD29gBH60tnfTeJRlnmLkMY2X5KinSym0YOYbbBhuC",
-	"8WTx6Lb/WZseDHaAfxRh3XNA4XYY1hUyvzvPSI7O3p+ftK/ab8sh49GDzBDZAnd5ae/riwzm6xB8+KRi",
-	"xDxTyVXom3q21H8HF/sSyurKgYBBNsVFju0pKo8ZqlZH+xW7rAL7HbmCF7PYcqzL7yru5YhIKP9ks2aB",
-	"jmI0KgK1Po5ap0ftk5P2W4x9zhjD/KHoD8C+UleFz+LgOwIh7Ebj9IbrlkAREvN/ONejFRyRsQyoIkIG",
-	"abjIhOlDO7RZhyR8tPXFUiS3rN3SNFLw0xwes6oQvwJ7yKkbLuVKplgc+IUdbGmoC24BJhqjccxG+tko",
-	"++PHsOCZfgQrWpkvvroOAulq9lnja3WlM0aHXSechcIytgPSLki6Bx0Bkm7DsvNuhJJvw91088BId+53",
-	"IBfwJH+jI7AwAtcD0uXJQReTLCtz/kTMLBhpMyJd6N79fstFsolUqZtQTc3z/7o8O92EsEqhlTVXdU+o",
-	"0nV4VD9+2wXpWAF2GXFB/UwOjVyOVqKRzi2Fl1cX7db7IEHDZmRWRKDATME/GsvhkGt1iHIyLh2SSNt7",
-	"Ya4N0gL1QQgW69z+BFkmeAKiPeN3LAGzO8O6EUAj5YiJ0KKGFqsBi2+Vr5xnPkej5cZeczuasbxlEB4l",
-	"EmfbVHkKpgOyt/Nm89BNAF2oUO9m2qkIDYxAnc+MKL+xt/PGpexjw81GR7SIXQXDPlKpmLMbTi3r8duT",
-	"dtcn9TFH/s6aHs0SY7E/qHSpwb0amtCnWvp4cXzVvr46ft8++3DVBZXHfEOg6IYZrzNmglXNfdw6P77+",
-	"vf2P66PW0W/t66urk65V84wi90KZ1byTsa2j6mK05HBohqToBFJUDyZlbOUS5u/ZCp7G2qqShDm28Kll",
-	"6wvUn5kLXOBNNZ6YPe4IvEKkcEk7Au4P+dIJk0F3agedpZhZpxZ1jP4BH4AGAk9sshTz0AvwndrXjoAV",
-	"m0H6eL9xuZwMECSc2LOo/I2TLuN1nrKbMHeqPXfCB+uKzJXBKsxh7PAsdI1abS77DJMqw7TJviHxVIMZ",
-	"5hDTk9rc4V0f1AK2GZlA+lNQoA25hs/hU0gzL6T2MMIJc6nz82Fh3RCuSSKZigB8YS0cULCozxodAelj",
-	"sV0gbVCpGu8lJQqKeyHtMj8AfGN6FAwI84a3GkRE8yFLzLAjom75aGSeeeF9E5sSMgf4qY7oywycnXkv",
-	"Xj7PRe1cUr9yhQu5cqyhI1J+a1hCXtZ6Y297dzPyNjS7xt4hh+uAR6UjXKEk0pt4sgybdv3LP67al9fn",
-	"7Yvriw+nXbLxmrznv2weWN+bBbiyjsD2BlxpmU2wOgw4sIiSyJV4zlpcFlvnRuqI7pY7A5bCC0kumM4m",
-	"dajQRjY8FBIUHOtnKs3JZI6nQzE+2OtiLUV0NMrkHU0L+e3tU5b8Yu4kRS/MsmYIM7Aracb4JM6LB5UQ",
-	"mJ2sOZzoSrJzra02Q5+Qaz4XsVBcm7vLEhAjpj07J1Z2TvwM5QLc9deSUG9hMGftUVQra8+t0KzO6Q0w",
-	"lkyObwbTLLTgTQgdCIbvjOgN64iBTJPc6N4F83o390BsN5vux00LTLij6RgM6zZxeE6tQyo74woAiikk",
-	"uiVuMnmflyztiCVs9YWoCawluQA1aZYGvABVIQEw2YKoaB0TWOlySD/bkBKo9jkvwOQng4Sb5buALV6M",
-	"CQ/P0F+NgK1ILspzvlXctx/A3gvw4Kcy9+YgcQjKncGJgwEhgEdB0mb0J1pq1RG+RiTxYp5z9m1YGI+X",
-	"84KKnMRckclmgxxrENDUYmD6Roh9fpGnyOLKuTsxbMa8Bubi3lgDcsiI4CMuBFQOQKEdjRcZczWrza53",
-	"xC2bNAjQJRSjvUrqY6XyJYKizBhY4TrvCN+4YSk2Bx9E+9xQLg598I9FztsII9QnsMuOwBShEblnvgB1",
-	"auaV4RMrt3ulA4FL+fRhAB1hxBedjUVMAcilSQVJx+KhMDwU3s05gN2zwChwGPtJQ44oWAgw2SvShfN5",
-	"1u82CAQRUZsmlcisI3L7f95CTAXpMUC9cyhFavQGrGh+zxXbLK+zpbPJ4xngn9HQz4b3B6bS19mkGFDj",
-	"64/azL7CCjVLi4yw9SsFr+ZBH6pQlsYqzx6qIhw40YXCBKE72gWjDA9yBOjGNlq7nQEb61p1BDxE6lBE",
-	"u/hafZDIiqugHDGgV9wQcrvwBrWevIyljOZWX+rWD2NjwPZAbBr3jujR+Fb2+3Z0VYLlH7CSP08krl21",
-	"pwjChaX4yydXhlkeazZcLAAHd+bZMPwdoh2D9V+ZOOZe+gWYvfuBEZAghbNFmhaCukWijJASY2HQ/Cew",
-	"leaSnpceeR6LjQKsr62lyF5z73AqbJyDsXQsQJw0VGUqMx96Ll3keAWSzR/ptZFsFjd2JMfm9WZU8/sz",
-	"N+1aSvkwLB4RRL+A0c0+XSKNiWU27yhPx5mZRDN/OAdS1tz751rlRpcU6YJyozilQtSgF/jeHl+et66O",
-	"fkNUGVqFzkRYFOPHRKbn56jCyJlfyGd6+D3StuTrv7SNYXYTPTVBbbWYi6IiD0ueL2KN0qBL0OpqoNoP",
-	"NI9FMDgfEWjRZ4aHkL4E06sTfmVGjk5ax+/bb63RAf2EofYLZhMjE9+xLMh+Z1rJCQx8HeamQbsGwvCW",
-	"Bt+RGewdRotNg+8cog4W3Kvs4PXIx+3deh1xBZW78XQjSj3A3gEZqUTOzeFpD0HOraqz++k8A+eegXMI",
-	"nFuC+i5D4cCDi8r7z0fipky/eaSqI3eFsiJREPXiJKWO2KAiiSwqAOyAEVJMrq19T21GuVtrxk7cEVZQ",
-	"n7UdhkTIjMxbDV0IGdCljlhkN4TXH48APVsOnynPepHvzs4ls8C2H+QXm65Vv5AomfOSjFO2WgI8/1Wx",
-	"en15nrtL38VzWaBV43QrNOXmm0DnzqRofx5lTGG0Ua1Jdsn/Nv/ndNqd+E2yzfb69VfU6IbxblJ/w173",
-	"60263duJd5M9tt8PYsm+RuDVzu5oegk4MeUUVqP1/uFoWP7oise37m+7O4LfDHQK28U+63c8mzIb7Fw1",
-	"d/IpuHeu+BDC1qre8493g8efopq8Y1lKR+eQ4sJs7i0fwWEbqyBiGf/MbRO5yt6MapoP2T+lMGNvjzM5",
-	"YlvnNOOqOrl7uAXfXpFfx+7p7uNis6e/5s9K/ncweqqAbjp6nj+rrg91AS7Z0O9u3fE5bTVaBzGEgzBP",
-	"OSAzDZSD6ghzG8ifUjCy0S3Sl25Euu6udDcB2glxAaQ7RTO6HbFhnenDcar5KGXKDcS9ShQXhtIPGPkg",
-	"+GfCRjIebGIIMtE8vvUink3HjConCoQeYOBQAmbSioub1IcL24AJK4523eIZemVjpUGlNT0ZZdr9TmI5",
-	"htAOw0wx6KAjLPjAvwO9QmRCiERNqSCKaRs/MZCZNszRLFhHQCoeSAyi7xnk35CGbTL4WZGNvWazJDFP",
-	"mV4MTMFd43WwoHN5xwwpryCz1aTzxzVwFpfwO6Tgf+bg/8M5+Krc+rnU2P+w/CW+1JjKCX2ZGDBXq9v6",
-	"4v65oLIY5A91vM1wJUWEJEOZQSALIA20rzXmHaRK00lVsbACf3ouFfZjlwpbcMYWVgfzRwd9CBbAk0s3",
-	"pfUxqk9I85nHPvPYH4PHhoTxmTx9D1/3Qtq0GrT90jNERLa7HKBTotWAihvrpQRNTGHWRABOs3syrRZj",
-	"RroYE6Y7wmAzbeIH0/rxrAZ+aB5BvwlQTag8BPhJZgkqOEeUhVEatdXiH4W8L1MUP8ClfBJFcbdJ9oB+",
-	"btf3l79oxQGtpHY9s4RnlvADsgRIjJHwZy3sr5pFMuH6MXWwLbhMqwdkTXOtUstvqRKHaYsxZUDG1HjI",
-	"kgY5p2NlHlOClzv/zIN2ZriJ+YY9y+zPBPqnItCRPeHPGIcfnNICeXlUUovU7tvRWhcGyeNbrGnBEnI/",
-	"4IaoYkIIS2vBLCJFzKKOsMWRIiNHYJYu8Biho2x4iJFUXJMbCT6wPGAM9AHwXHXEhZkoknM/JMCJcWAA",
-	"rt8Aj1mCdTJr9Uzdn6n7T0bdnUjzTN5/9OBXs08r03c4YIvAafmLQENjmqYMAHJEMUY2aJr6HFk0GXIR",
-	"uXoqFnyaAyNu2QRADQmk7elNCE/KQW0f87GtnHPvp4yW9BNeDBvKt+Pb3sqfAdRzH54bd/6Dh9WwHvQH",
-	"FpCYiOMZpVQ0SMscbCJFWuKQw0/9Dj5C9rBWPIRY6ZRClp2Ls1WhF34wT4m9oLHmdwz45BIhhwitPaFK",
-	"/ybHGXzFl+Zskc0kdLAfVa+RTWGfQNsV/Dkf0epX8yfGCPzVsoJ57/19cOtK73spw9v6EkhXiwKXi9g+",
-	"Xy/MHDzkdHA08Z94JRDhhk8QPZ6wkR54720Qdwx6hEWd24zpkEl4IMdZqVe3SGbWikG213fnQdd3+wmv",
-	"76tvdn0LmPhn/+P38D8uvMGrCoAfA8Vpjgsy4Og+tVKe+4qzMAEUOAddhNThbPUF5dNJKS0hAVSFszAX",
-	"88y5X0NQsPemfXrVvji/OL5sr+olfJiE8BOQmJ1mBY0J1mpZUrP/yKTGdvUXJjl/OUEDAANT8VkjvLwP",
-	"lTe2LFS97gxEah508IIN5Z1VvZnQ2QS06q6m6haMbrYeg2vrajJiXUzGB29DjmjI+6cnI4a14Kde5opI",
-	"LCO6CTh9eseSIL6hIzBBtpFcbFK/CJL3UXLVfn9+dtE6uf54dvH7u5Ozj0GSa5tFDxAUWDMtMzOhKYg7",
-	"qlAlNxun7JDEA54mGRMeCOmSdGdj0RHSa2Fa3jKk3AfT1gVyw7Qie83dMiMswvFauPgf7RIsEzUHC/lC",
-	"EbPmKNBVhc35XZkbNBcWYW82l8hIFQ5CCpZnGDBfHrrd81YYPCawC7ZAsdv/eeF+7kDUVhnqp2Xgp3iE",
-	"n+Gn39wmaJYdUy4B3XDyTEjL4IDUU650QNFmCVQlSNUczfxeqKhQHDmd+P78cVXRVNq5F6qCjigypJYI",
-	"RKQ3CboBv01HAEXbyOcXEjqbjW4+yYCconNpxglXeopiqDU1r399CcjEQU0zOqyDSTSM6YGLaE2IJe/3",
-	"OJTmmvmgdizuJDcCyKfwFlsL5XzpZZowfvW3nWYZnVQmZBeQS+D5cn8Hc2f1ZSayP5uQRi284mtqWuMS",
-	"AvGuoEUZ4YIYAWJ66Lm8gdfe5rJlHZet2Ke/MIcSIiMXCTXm9kCmWyfdQPhlBbFpkPOxhqxwnp5YHy8I",
-	"L5kvgWcxpB77s4RU0hGexJDLdMxhwvJehIQT/CmYg6jHiN0dWxsdy84Ox0qb31KumdlVv70Yain7Psf8",
-	"TrNpy8K60kwohnbExt7OTkkUJGkVBmykPdfWdrPprjiEY3aErclRGjt5Ptaz8tWDldwHkL1lVbUZYvcE",
-	"2u+3Hn6FzBi5rNuY7+EZRrk0jPKduR0/AzOA4zBlqKahvLQxJZXNKBHmjHC9uYBBLKXcjnj9lk0WOZWn",
-	"6b/5xJMrTNyuWJwxrco9xK3z499NL2vKYg8Qk0b8dzZZVjoy03oWjb6DaNQ6P4bFD0+0O5mPIOmU+pCn",
-	"Tcp4gI0o4nKJWTSaSyvtZnMIH4GFZUAVVMdSWmZldmT0fOHpfwRPc8xXdS3j+f8OMf2hqRjsws3eK7ZH",
-	"m6z+hu6/qu/Fu/3662Q3rm/3d9hushfv917S3MQR81pUG2Wszz/XDmoqvb3e6+/QNzEs4p28DTFguHGF",
-	"165v/9i5a/7zP6+H259fjXZ7++JNvPdN0igkjuJUUpgo90riyJ+5/E/ivxaOTpWTqVX47daXWzZZEIYe",
-	"EqgWscce7KZAjPqIn7UKm3mxQS7MS6AuQOVVALkKWZejRgnI1bQXkKbFdkEYwDN//NZ2QbPsCw/fWjyy",
-	"1IRtu3uhLO6vJKsmnOFHTX9cemnWKaY9W+3D1cLcwDyiDS4Uy3Q3snlFG+j2y//G6+kKVuYpPTsCM1Ju",
-	"Yonnsa16p8hGoQB3NFWRejMv5h11BCB2za7bnPbF0tmRryRnunC1nVUxW74vgs1VdW1kv92+NvIjVDfe",
-	"9dWNw5ULihvbHJ9QkniZLJ/TZYzzjM7PdYx/4jrGJZeweGUeo6jxNEFbqdj3MlQIEAvVVOgqB1Rbx144",
-	"a3kP1SYhYn6cpha7wlVQy20+gOwEe1/XypUbbv+OzmEfFxKYdN2jfirzog59mbVpPDhGrRufDennC0TX",
-	"+NARmbAWlstQ4bMrPmRyrKdiUcBvdCzeQUl891CONVC936TK2xgxkXBxU+gd0iRD3eAL837+fCzKu3PQ",
-	"+vdcHJcHxwQZYO0DUOzaeebYwvPCcNS45yx8WI7TPg8QK7bUBesNpLxti2Qkucjn+ADlJPjodHYtV4fC",
-	"2FO2CHtnDzTeiGeq+l2BeIW9CAipISpP5iYKVZMLl+xDVx4RIu9Y5nG4L9QhEMGO2JCZy3kOKSQjQnuK",
-	"Cb1pTTDKFYu2FJK0AOyXYH5L87Aj0MFDuPLl17HaMLp7SguHl1LVB1pmQhK4vTND0naWj/KaGdZTYv2e",
-	"jg+4RXgwF9j5S7OActDiX44pmBvqjKLPPqy/ng/rcjUmtIx87S59fQlBO4Por2mG89vV1fn1RfuPD+3L",
-	"K4tJohkjA5YmRMuIjADbaPZFk4FUuhDcaB5Mu9YnRLlSP/JeFFFQwPwqMEhndiqPIrT/60utN86Urh1s",
-	"V8Vu7RfM7QNwd9ToiDdsI41YDnMmp85ZhkQPQjxKiVPY4gPQSYUFWNb79ixO/jDQJHcX4VbMXuvpq7qu",
-	"lPkA8rD1xQxtrv38iKaplyBhIhj3QVIpblgGRARbY8mhy/5DqCDjkbWoUXVrgbpK8zQlA5kmyqYPssXB",
-	"qjK+Fm/A/2jc7V+Q/Vmw7vS1QauOOS9S4JF7uksTlWN7PXM7IJS8Pb1EaN6GB5vt7yLYLCIp7bEUkGgp",
-	"06b9qCMSfsO1isiL+gsw0b24fhGR47entrYy4xn5LOp1M8XhJqL6yPE5oUmSMWUacJgQSkYy04fmluCl",
-	"6fviCOaHBnmPdftITBWrc6GYUFzzO+aYaom3wa5ntbOhrGDXYpBjTNO0FORYIk6Yd7m4wQgJICk30oPv",
-	"usCmu8SnsQG3XHeG63YPCe0IiL0AvVhbgcaW6k7GGe2lkwgWDnVZGBbLXL3BsAp4Ef9nS33nypMtzWA2",
-	"GeXyjb2dN2REle4Irjcb5Gys67Jfz0CJvqMplDETCelRS/wRr2go597OThgH0hGAR6xQsWfp3wMV7ED2",
-	"KZNfVtGvC2N6Su36O8tryy7JlJQ2Ryp7Vuf++urcmsxsJRkORK35Kt4AyFcgjb1QxNAumZH95i66Sy+Y",
-	"ziZ1sP/4fGLofCnqarOU3HpzAYvOaDywwp+R6LxW2BFWLTTCIdBCrgCWC6nMmB6wzIxGSKjSOACbpM0u",
-	"4ERE1RF5ww3SsmT68uTD8VH7+uzD1S9nH07fXp+3Ply2317/dnZ5dXn9vvXfbvIZs98njqnM11DJqgrq",
-	"Oe7D2gpqJQnD0X8wy1FKrnbWUi9h+Muql7imdjmFvH9WNH8ARXN6U55YyRwwmurBn9VQEqHuWaYgJgOz",
-	"FYL3IZMxU4oolt0xRRxbPiTxgMW3UBwkYSMmEibiSakb9zfb77qCha+BKm+XZ/PYeWmaqpTfsQbuE4vH",
-	"mEgPUNbBrt0xwVSo/eMiWpIPUTbLLigT5FwqfZMxhSB3FxWDXqChBMM7hvIYqsn1JqHQwiEQfV+ithCP",
-	"3KccfD4jCGHujTWQZNRWWJbJzFD7AY8HRli35gDYysxwOXlTumMXOK+1cz/CCYEcEHbiuHlRTdup55v5",
-	"uHsLE2gE97Zi0KNM9lI2/Fupk0hToNtmPWGjD4ibhl/1DXxL+YQ48mYzqNa739yNapprQA2dunZyJNhA",
-	"65E62NpSEGnVSNidG5HaElLX8fWl1+Mcvy3PyZZfUpJIjAmzx2v+HTBLySsvQfHDL7UeoxnLTBvA2eCg",
-	"lcWqD+ktI9nYMOhxltqlONjaSmVMU9DgXzdfN4E92k5nxCQmKNTmw4p7PAOXKJikpgvDqhKDgSePdRXL",
-	"kdHFM5YwoTlNwzY8yLDc5ABdvvBuHxHky1AvAq8AZHVNqKZB0+gemG23VeARaOwfGU05N28YldZ0OCva",
-	"Be1Ps5DyGfjQvDDAz00kj4Se8ncsjIImGwAH2gyXciZKp3xXoNMwxjLfYT4cjqEWhsvuEM439N3OtmwL",
-	"J3NxE5F7quMBxk8mod88T5ITNBsUTp5t9W0wzGwsystpoqXIZaQNms69rbMtX/IbYU6lNPQIandaJ2m4",
-	"HgkzPAxjmvNjb98radTwswIoUJGNS7ij9UvzEPGR4aZZRFp5U4YqIJjN0YjgS0sjvn76+n8CAAD///Yh",
-	"+Nyf3AEA",
+	"H4sIAAAAAAAC/+y9+3LbONYv+ioo7V0VeQ8lS7KdxPI/x+0o3f7asd2+TL6ZVo4FkZDFMQVoCMiOJifP",
+	"cR7ovNgprAWAoETqYtlJOp9rqnpiisQd675+60slFKOx4IwrWWl/qYxpSkdMsRT+OpqkUqT6XxGTYRqP",
+	"VSx4pV25GjLS4+yzwhd6RAyIGjIyTtl9LCaSjOktq1eCSqzf/veEpdNKUOF0xCrtSoiNBhUZDtmI6tZH",
+	"9PMJ47dqWGm3Go2goqZj/aZUacxvK1+/BpV3bBDzWHd/HBWP50Gkd4NEPJDIvfpKkjhywxhTNcxGEfkN",
+	"BpWU/XsSpyyqtFU6Yf7YBiIdUVVpVyaTWL85P7YOj8Yi5qp0ZKw/FOKOMPPeomGxrK0NB/WZhZNF68Xs",
+	"CwuH47Wy2XhOqFSde1a+SnFkT1FCpSJMv0tSFrL4nkUH8INUKaMjkjI5GTFJ6ECxlMTKjX3IaMTSbPS6",
+	"zxp0Wjt+Vykcb8zV691KUBnFPB5NRpV2dvpirtgtS3H08ShW8+M+p7eMyPg/pWc9ge/8niM2oJNEVdp7",
+	"jUCfe+wVTr0bQ7NwDJfhkEWThJUtoDS/L9pPmbWx2XZ+FOmdHNOQLbqO8MKi4Tx4rWwynq/6YzkWXDKg",
+	"W7/Q6IL9e8Ik7FkouGIc/knH4yQOqR7n9jgV/YSN/vYvqQf9pcI+09E4YTgdReOk0oYhMalIX0RTMqSS",
+	"UE5YmgL5gv+XlfafXyojJiW91UMaTfTbjFBihgoTble2/al+/RRUpKJqIivtXaB3sdIdV475PU3iiJhu",
+	"s5kOlRrL9va2TCZxyOoRu7fDl9sxflSzH331V+5/p2xQaVf+13ZG5rfxV7l9ji3g+s3voJ17LMmIJnoL",
+	"WERESvopo3cSLyS0VNddHgk+SOJw0wU/jthoLBTj4bT2O5uSByrJRLKIPMRqSCiJ4sGApZo06C2p+Ou4",
+	"n62jG8xqC+j1Gdovn3oVbcMSZ6LgJykmKdwQPQsG6/hepP04ihjfcCF1BxmPI32WCH4riRKEcqGGLM1u",
+	"aG4Vd7JVzIay0jIO3OtPtXZK3DFORnRKuFBEiUmoFy6WbuVgxY65YimnyYYLFptm3P22a7KXv6Ezb610",
+	"Qc0An2JdLsWIqWHMb8mAxom+kRyvIkvvWXpgDpY5c0PKb1mkV09/YVYLqMX7mCXRhivWJOatMmKYsoG+",
+	"u23SbNT1/5qalozT+J4qRqoX749Ic7/5duuA0EQLbrHCu3F5cn181Ln57erq/Ob07F3n5vDk5OyjR0sn",
+	"aZKnoa3WPA0dwAzXoqD4yVPs0iF27xFJQsOQjZUk/YlyGxaHerP0IsmASH28NYtxAuP1xYneXurWjEZR",
+	"yqTUVJhyIiaqLyY8IiBlkLEWm2Ldg34oD7QIlU7NQKgiIHfoHdDMN/IPw68pHQ83PAwtexhk2WmY8Dsu",
+	"HjjhImKkW/ncrXhbequHsM2iWya3G9tKVL4G/rfhNExYm1BS604ajR1G+u5fdK4V3YFcfkDg5fUOCH7y",
+	"VOQNWoMNEYpQgqN6d/ir3TnTvX4jiaWyTFBvsZ6wv4PHfDxRz32d9akNBQ8naap5JbljU9KtfPlCYt17",
+	"PZxIJUYsPY7I16/dCgkp1xPrI6NL7jUhGMVSatqlxz/3mbeR8NPyLcTX1tpC0/ITbSG0RqpaKuT/nrAJ",
+	"eyUDuJ2eNB6Qh2EcDgmjmn3F4Z19V26RhIZ3kjwMKdKEnOo6u9QpoxG2rl/VT2JFbuN7JvUJUUIQzeIP",
+	"jCLujg5VBJcTzsupUO81edjwrBQo2+QtbUQ79A2rtQa7/dpu+LpZ26dvWW2v/zp8E71l+4NGE476AAbg",
+	"Cx272daeei+ssK1cqBq+/hRbeiqQCufkiyshTmh6y55SlWCfQ8YiSZqN3bd7b16T/lQx6S9J05PDzuk0",
+	"ETTCLYaRrLQ0Sogavv5Upx2GrqmRblUfQ+rLHpbD2UX7QPl0wzX790QoahZLkw+qyEhIRZqNRoOMGY80",
+	"LYG7RGKFrCejF54+8EeundWWD/quuW+eWh94EJMk0jxbEsGZNX34WjMMQJKqnadIu1wqkbLIn3LgXcHc",
+	"H+SepRIfAkMkY5Z2OfCcwFEnueUIiuta77A0fZrRSjKgUtkt1wwopYp1uUhBKdYHc0T5lMScDJL4dqj0",
+	"Tgkesjo5RdkTFDkzesqdSNrlNNF0bWp/MyJrnfQumEqntcOBYmkPh6TIw5CljDzQWOkmhywZy3aX69Hj",
+	"ikQpjbnUQpQzXEmiF0QOA+gWpGMtSaVsECeJrHe1coN2I7AceL3O2zUuWSh4BEqUHgPps4FIGV4BOsr2",
+	"VmssemfreSPnIvOOPizXnE7UUKTxf9im9Nny2T6jqd42rUjlKG4zuxy5ble6GhP/iyeiuzBEwztR71Oa",
+	"K8aSWLlRpCRl9+LOyK7XnN7TOKH9hD2BqmxIWKzlczk9ICqdEnpLY07kUKQqmeYUQo84XxoxfuINZ9VF",
+	"dB88FXHJZqGvpJ6JPquK3rGcXsjFQ5twQSKqaJ9K1uWh4JyFQDZCfZIHKWMgbcZI4UGl0AIojVX+TkeC",
+	"s4Muz9YLrbK56/s0tyyd6j6hk7Uulltc6PpQq5os+mgEGPB5pGLMUhWj7VBRefeHpibzIzskitHRK0n0",
+	"O0hyAkJJEiuW0gT0Kk3Im3rorUYDuToso5goAsRVHhCupXtL9C/hZLySRJ9wlArr8wbOwAlcV/BDkcFV",
+	"N+jEMv09atWZhQBaPyB8kiSkKlIiRrFSLNrC9yTRBFx/p/vXL+HNQlPsvAE4M9b+6S3ZJ/eq6P+LoRnt",
+	"cBz/zqbzCx2mjCoWHaqchTeiitVUPGJFqxBHK1iDrXX5y/wPY032Pxev3yBO0WSS0lCxVFqWLFmYMhXA",
+	"RWJJogVvSeiYpqpwowyJWjCrJWsb5KziKxnj/b2AV/J2dVgON/nAW3h/uEVbd0SThJX4/0L4Ta8StYSl",
+	"TvQPNBrFHOQCLkBNQX6fCRgHhHrShn5Dv9wXWqUNZg4JNFYwgHTCyMBILtghMA1vS/pCJIyCMfKOTZe6",
+	"Kcjh+TGMZSJZZG5JrgPd9OxWrL6VMJckORuATr2IxOOaO/8KKMGLxm2VwczCWzb6ktHa7Z45SLjydvH8",
+	"qZSflI/+dPMbufHVTShfyh31O4UXwl4B/ULx8HnIkgvjQ3r06K2E8KXCuGZIf1aODk+POicnnXeVwP77",
+	"+PRXbwyLrrFprnjAYxrGqoCsDlIxKnEQKpoqS9aQ3EnFxrmDvZD86uXD5QBla4XduJYg3JiWaJrSKTQk",
+	"RLL0cyES87kepZEKvLPheHxQUaLEx83zTuV1pjuzIbCs0FN+PGYydnEK9yoz5BTIFEal7YERt+crLg9D",
+	"IRnp3bFpz5rQQCpy+oZinxVJJ9xqW8RIa+6qBl2umb8Y61XQapuWMqAjJNVgRJJa4majcaL1InHPkGoY",
+	"yxb+X8rA6RYyrawm08Aq4l3e2jPGi8AMUctoSjhNvbX3eitwBkCtwHECKiQap4wlLDqAh9CXFZcehlSh",
+	"bueMXwRcP+BT0GPkpLrbamUGrq06OdYHE3nSYILMGoXI887pu+PTX13rQ5FEoH/2aXhH0CGmOTuqicDj",
+	"wdhqdU29pEaQnqTc6I35i3fHFmyvW6cDEg5ZeGeNucYP6K4l2oT1vLb0QXXqSomZteiWJsWxCu9TMULR",
+	"tNloBI1GY72RzF86ICcXVJXIo3dsasRapDta7Q5IdhxnzB0B2kfRrInf9SfhHVPtLu996VbA4FBpk2a9",
+	"3mw0Go2AdCtjlupH3YqEy9it/D9drQxM9Jv69/4klUq/oT82333tkapkjFza0cPRo33JuOpy+AL0J2Mo",
+	"2KqTo9VWCc4hOiA8y+22W6Xter2+hefGU0Khw0q7uRfo2eh9hKloyQxWttn4OkuJ9Dmzu1xIbkC8Q6nb",
+	"i4KgUQR2IZqce8d2QBPJZk+yZcKzYVmjmNu/m8voJbRRPrwsnutxQ7y1LqtFLORX66551IQ2FMQLZXAc",
+	"dvmy2Bifxy1KmAre+TxOmZSxKJCa38f3DP2BklTxopChmKQkotOaGNRGgqshwf+aRw+M3aGNUMaf8QpI",
+	"o5+DBGEsNrYf/Z5xY/5fEY2TaZ10PtNQJVOr8ObHCNQW/OP3NDEsVVObNTcqtu6v4sUqEneDyufaraiZ",
+	"hyl9+JcUvH5BHz4Yf5f3Qi0ejUWqsqth3888VoyHQjOUbXj8FcaUm5U5fmio2Gm+brV2l8V8Pfrcaiae",
+	"0PG5SGIUORZdkrPcy1o4o5rB5mLVzGmb16zGaSxSI4a6t1teYNvusilq4eufgrNcC5Xrq6NKkdpzfHh6",
+	"SPQn5D/6PIFHMhWcsOxEgYxA9amaOUivd1e68INEPMxGmy4V/J+QUhSOIVhGT/+Oxv7nJ6YzY19G0D5i",
+	"KIMNkX3c+CAWdHXFw/apv9IjGdHPx/jdDpwA80dzXi+ZpEmBCMeJteOS64uTefLUePS5ynd0xpMpxjfl",
+	"/MCZRlBkgnjOo6iXI7Crv2CP7UffUNrYwCCw1BZgzGPObLma3ca8/zWYVcjRgFhg5x6CV4OH7AC9XyQG",
+	"03x96S6ZFucH/ykb/szFW30esx+uPiGwSw0lC2+IjG+5Vpvw1Tp5prlm9+lJzMsotCtDS4tNDesJnpta",
+	"vSbjaN1JPJP1eGZt7ELkrcnZcIsuVrZb5/S2yMhmiftKVN7b+wILU5acAiRmLXeGDSXw2lg8He/AbHwG",
+	"o3VFj/UO5H352Z5ZhZkEmfsFG1+8Okl8z9Lp5ZxJ1JhiKkHlXefk+O+dCzCOvj88Pum8mzeMajFcf1m7",
+	"p6k+ilI3YRs/xzCFStad+X/wZNtn7yFQtqIJRicqOnjWZDq3tmhXnL9iQ+avoJOHS02GRQvUQdPXL1SF",
+	"Qy2RrMk1vaD13wsNT2jD6M0E1PcIumHRRiZjfpswa4ULyBjyadjogESxVDEPlXUCU9LXA50Vfvb2nkY3",
+	"mxm7dYyj0w1NkxDW0YPWeh7b+FbqHBfqF3BEl2QvKTYCY6G0psbA2hgJF0QmQgVkwlWcoISnr/9BZkbd",
+	"aWiFWxKqd4dUeyYEunP6x3XnunNzenZ180vn/dlF5+a3s4vjf56d9rYCDPiFKAna5buNBjigJbYPWn6d",
+	"GGXJBtlgiLAk0YS5CB2wSK1o/99Q2/tafg1cuhrch8cJkuvxj7n7l9MUmlasL1cWfmBlERfg0wrL/ciV",
+	"fo47TS6z8LCUqUnKWQQ2c/Bk6n8ERArCJ6M+SyW5Y2xsAqWj+DZWLzThh6IJ+eWAzA9whEzSW8ZVnZyl",
+	"kd5F8Ks4HuOFCAxonHImJaFhKqTMfpIkFHpKYH40/GhFW1M64VfxiIlJofISS5JOtMIdMRolMWcB0Rwc",
+	"3BHowqhS8qsg0SSF2LKttk25QK/ABGxPIXiSE3eOQ5FGLCLOD6w3BHxkEO6NHaEzzkhYr2AYZpwEYtnA",
+	"7SdMDuxQpIql5CHmsk6se2k2djRrwUZTYShtlZLdVsuOYTt7bcbb1NwbVf5K9rEFpC7KSVh5OgYvrDiF",
+	"lI0TOmVRqbcry1U0EWvOYQTOWhOgeIB30biYRBrfxpwmQCuKg1eymIJF3AzCr4ysPbt+dpauLW8yixbO",
+	"MYnNFu4ZJrDSqGHfN9Uy5w/RnLJZqD0WjvCecZUpKHMjY/mU/cdbDbiIWKFSoE/qx8Pjq5v3Zxc3nb93",
+	"Tq8wG0sfRUy4f9D/UWK5XSaPDGCMBLbj0tlfiUuGySePMBAWxHfAmCHukhZNDLNoBvFt3cwOmPFApDN6",
+	"THPe3jimSrFUd/R//3lY+yet/adR27+pffrb/y7kgpiiUWQ8npL/ujw7ReJtxiQmajxRdXIIXmcyYpRL",
+	"iNmqP7fMsqqTdsHV15ckYWqzEEfLQz/IQjSGku89Vo7pt8tNOyub4B4h0mYJYDSLZAnyIqs1ffan5NfO",
+	"lda6BfewNyCcBs9GEktFEkYhn0vpM/JdJNoId7ksPnZMb8GNC2QDpRtJqqVTA7FiJUJ7KiJ2Ae0VmvP0",
+	"uE5zNr2CiFT4zUZmcPa5ZLhUkd62FSO2M/fK9hePqH3FNNKeCaaEwKUePgIhHvj3iFC8tEtPoccw5wee",
+	"pfMgJXZLiEkzNFUsAlnUDEavLJwwL1jMvmZkD4wrz+RP1I/Wjl9NmUqnZ4MlCDIo0ujd1+9rcdUJziZJ",
+	"HRbuwITZwNApJyKNYk7TqZZWV3JtmTmuY05dTfhw5M4KIBuKuvrDhV6EzY30mUy0kkVgdlSeLJitapAj",
+	"7jkqbSnuQmbxFGb9jPN8H6v+7FHwDNcX16enaLg+OvtwftK58g3XgRfq+6ngWADgQsdyrfwKuRTrorhn",
+	"INVflkzOwOrYhoom5pL8Z3Na3h3+Wiea/JrUhpSRCY//PcHIOBbdMmBLkHxDjs5O3x1fHZ+dIkkd0SkJ",
+	"aZpOSU9TyB5Rgozj8A5xCFLKw2G9yz+wUZ+lxhSh22efaahINaSS1STjMlbxPdsK8qleY3AvaLKCH5nI",
+	"T4zQtFagmEPy0iC+LbAIkauilEqDj+AEMola8b7Tij0Uga1Av9blueRdhFuAtKipYoWxoGE+5HdhvL/3",
+	"qhZsolu2xm2Jblkpv1y5Fb35Ra0stpegycPaMJDtxtIzY2TcyVhS1JDFKXKqzHZC5y0nVdyWLJvUXa0g",
+	"C8C8/P34/LzzbmstO8va9hIAW0ions6EJ0yCbDak0gapbi3XlHAvPn1zWe43RhNVoABD1K8sF3WL/GCz",
+	"xCRjq0u89+X6OkCqfaQpj/mtLAmGMfHslMsHyGJFghSrdgaZAJdREi4eDIqMsr9YgBWDQ3Eb3zMTZEyJ",
+	"FkMYD5l/SgxQiskSHsS3EwxTGFMpmURiojuHZGR6zyLdobPvtI1ABhY035SpL5c85u9NXnRf3JuM4UQo",
+	"mUnNCBFUOzw/hk9ZSqrG4Pvx7OL3zsVN57+vOhenhyc3h+fHN0dnp0fXFxed06N/aOVDt6e/HKci1GfU",
+	"RMurLYs9ITVZpIlpWgLdlipOEkwZzUnpeb24UcDLfDfJPNUAalKgNmoi/YPFaJqQ/cWWgGKheBlNhRTX",
+	"LKhSLaKjieC3EFPOGaFKsdEYc8gh3yBvdIZ421GcJLENwwXEIGSHWy4xY47AaSJUROEOAJFDcPKuc3L4",
+	"j8KMRlWYcgroTBedP647l1cBubo4PL18f3bxIcgkhADbDAjYZA6PfgtmTDQBubz+BY73+5Ozj3piV50P",
+	"52cXhyfu4Uo5ClLgpZ9DzUmZPhIsIkrcMjVk6XJijcH18E4R0fK01LkTbnauWOAPh3ESXUxK0DipIvAC",
+	"ciKDl7hUOYNPbCJzUcOH8wvqzGL62yxfGLB0yBXTd4gmgckmUlarbOf10lfS/zLwTVs231PT5Ac3tMvJ",
+	"YBB/Dsi/RIxOPfJq+9Vqc3wKa5MzFuWX5+Nw6oZuFNUDcnp9AhPA3G30pKUMbsn11fvaW/hLgk2HSnL9",
+	"t/fv379DkRQEGuulu+gcnV28u/n74cl15+bD4X/3TIOxIkxfPofkpIfsIESXG7OslWqeiJgNcKlW8GqA",
+	"HXlCsc0EMwJ0nRx2+T1NJib1a+n49RaPFaES03IQ2UAPl4daXO9W2uRLtwIvQ27OpNHYCcGFFv+HIWQX",
+	"pO6k7D5mD5i+k72ERiaTUKYZG/us8KNu5etXAyQwu0rfhknMR9mDFbfg1vme7oQqrfmAPAvGHDaWdZzv",
+	"HZvi1OrYEqk+DEXCtg7s3nT5vEZzYQXdJL5j1nXehr3r8iWbFyCvGNFUE1SzA46wdnl2FL/HMi837iy9",
+	"HasZezQNz+w8lrutzBY8y4ml+PZeujNhSU65cWUxc3kKQ8oSg+rzW1K8dV7diGK0uqXmlDODfeiAmfNL",
+	"ZdLqCjnx+jGZQyFLiK7+RXPOkHLB45BC1v2oTRKhFZaQShYQLohKaZxoPSMSZagRiLN0zlIUz/KDE5Mc",
+	"rAzSh0fFB89sJcysqPvALOE68b12T87ppCiH/vlXETOXrrmKkyJuz1CbhLeAC7fnxOSQJonLsYZhQfaw",
+	"DdJh/JHZ42ad/QEWruBs4tbsFLQ0ghiCkWBSK3cJcyCjBvzbgfAbuwr6pcCmNuFa266TnryLxz3NbZm0",
+	"UFygv8bqgPTgg55DKcypuRAmYq6ybsRaogsv6blJ0bAfvL/odCpB5fzirBJUOqdXnYvzi+PLTum3cLll",
+	"PnVhJnI3EUWSnSEyvn8EFP8MNcNg4owTCmt0O6Ep5YqB3IS/CJG0ATtDeW4VyqekL9JUH8w6OQUkH1Tp",
+	"R/TzBS7vAQaBgJPmwR06IRIEECehgW7IxS5BbnJjMQ49vG46WWnOtGTCWrcc0nvWBkkwZHirvIkvHlph",
+	"bNXq6TgzmeOLPnBJ2o/NhfDMS4v6ydui9Icsvh0WUKvfwMDErEnQC0qTQ60YmLMRuU0mVWfxiVMCx1Vu",
+	"ocyFoAP2NMm23gB9ukWKPjVhPsKxyDq5ftyxWhqTm3Mk6C3KHbTAXDK3KEvYwPIjAGiMEjN4vL9LXKMA",
+	"gkjx4EqmJOkzGUcMj64HkYpW+eoovkVLCWk0Gs03RALOphqy0dYBEgGbIIpggmjPY3wg0pBFEGFqjIwu",
+	"9s5iRlCwPRjgpzwdimZzQQqmY3+B0Psk8W/nKz/lTx54tnHOHqxF3Ue/qO629rcKbunye+r1Mz/EzGmY",
+	"Jx5oLhQpC0gS3zPNSyIGoqxhjSlTjMOqp2wkAKdkyEb+RFCMWGkOy6YwEGmHYjRWwRw6CRvpIwfWNGt6",
+	"ghlofigAJN2P23Tav9TaFc0wSjL3Nmy6fARR1G0fopJQMFJAlZUKnObT+oh+tq/qfbfetYiFCU2Zv5Qe",
+	"xqek97Nr2ppb01VGmbcNFozVmCgxXAxfDjTFMmbI4CnH/Lqx+3a1YTvD+vyIwe4+H5UCFh0PM+cgMyqC",
+	"qAdB0euehGVDtUjtvwlZdBCs4IwSp/FozN6/O8bGs5QBBeeZKxUQ9hmyd27hd9/Y32cOYHXuMC9l8Jhr",
+	"VXLrLL6Oh0w7NwMtcngzcJjZszMIiIcP+Tgq5+jROzotonN0Kov5+CsyjDWlmzpLVzXnxsRwFsojz11p",
+	"cHhpqOL7WE0DIpLIoe9uHSC36U+R+3iUcsLr5BAZm/E2aebezmHlAcFK44jllmHn9d4qS5BOYQkvwN9d",
+	"IDFmq2xcbEg0MVhqwkkVRuxoKMBcKsOJBGdbJp5STNRBFnIFpNRR1sD3sOnjGNh4ejWRxtkWG19EnXRg",
+	"heAqxCjTaNXD08b0B7SPzDgS/2EcQ0AdWCMG8JstzPz/LH0lbVmJs+urX86uT9/dXHSuLv5xc/j+qnNx",
+	"c6GfXNqobCsRg0UUrW5PSQ3mnM3l5Nb3sM+SW4+kYjyVvU5w35nKszmguiItuXMzBHinubfzeoWZWK3z",
+	"Q8yP5+FO5tLdU6XnpLnH7FxsQzB2CIIkfaYeGOOgpMI38oBQh0Mdj5gCG+vCebx9vbv6JIrGbH8qpMYB",
+	"mhJMiErMw2QSsehxQs/SQUJulAtOKpJ7ivU+T3RzLjRLrJFMA0d8QPYQihEgya5Gpq2rDQN7umaQngba",
+	"rWzVyaF/ZWKHAj4rOKJAKU2k4hzFX3GFStjTHx5b0uI3nzoSVLRWq0z/cYxJTvrWY3daHGuLcguQIfDR",
+	"pRMuSdX3lG7NSzXAXkUSBcZbkLB7lji3p1F8XHskFBNNNDUlBheqcRBLzY88soIAhCplEN0jJ/2adelJ",
+	"QpMHzUQxOMJoUbmLqG9r1iMesgzzPlYBjkJzU2OdQXIaGA6iB5fzD3uMBNnFI1SHhzy4RcHyH6GRHqY/",
+	"U7dxqUSz8n1fOszC4JFiJ7xxLhUqlZ4tCDZAHxHNBEDSNVG4RaEnMhEehP+aWtF69gZfqsxf4ryuGhTp",
+	"2D7xXsiNZlSxQp2niDHPahmlWzOjlRactFktoIAWFJD5AjluVrotMiRb7NX2igbTq0wWhjcACSA761w8",
+	"oPMwgsICgpOJufVVXmgDLYGMXGS/9IZg6lnNDqG4zXUMj2lZ5+f60CvN0ku0giLrqhGsFBvrq8ajXBRV",
+	"4eQtDNXrgrApvE7LhgbcwDgVN+tP04DzvUapvJbvd8SimHLvAAAJyaRuNyhfsjsgDQJ5vbodZ0bTnKuK",
+	"syVS8xAIUctnihSYwTOn1yoT299fcWL7+2qoj1qob1Riwlg12wPdZqXZPNHI17DEpu6JOTVz2zm3DIVU",
+	"wsAwz/hOjQ27wE4B2z0KzAr5lm2f68Ao25kJPIFynRhrgxbwV0Q8cFA3Uyg1UXyzQw/jeqmvw/A/zyKf",
+	"ST+QNAN11tBgXp1xBk3GWsnM4SOvIt0tz1JL13DWzE+glORt6vV1C+ufJLfty9y8Fph7jYOTv3JFtLTo",
+	"KMlX5rhsRujKj9GV8aCA49ccVi4e/APDF8Vl+RIbQBi8L+auS6efVVp58vmXb70/ZG/7C7fclJ2ZP8fv",
+	"j8j+7t4bpwpiUR1Z5CHBajtfSsLzZBFcLUuiGqoytmyOieA21YD/6/LstAbyFUtrEBGFhRFXzDn0cnIK",
+	"QmRiLhXlYXFazlwAfA7SVCVsQRz9fJimRFvG9cWxr+XcxQhfb+a+PHjVxCdh/wuT5UEfLsZEMEFNR1o5",
+	"K7AygHqZsoRRyQiApythDQrF1MqVOVoLii+h8WizaDDPOViaDL+o4KIHWz+Dik+VNQqsFsP6CBS4WI6p",
+	"CofvaZxM0iIzAYKaGSWMiCx4F02xkEyKijRVZKd4Z2wvG0bXLoYteKoE7YRK1Vk569uHpSmxja+Y1gor",
+	"+bi8Vu+QLM9tXbG6PyryA33l3UY/KrXXNngVh3eLu3wlMeTInavYYSg8Z5xmDhEE5dmY354tVfY+uhe/",
+	"G2JNvHJerosldQc2yFPgAlrg34VgBojDj9bzCa9PUWcu/hyl9Nd6IfN4ijDVjBN9nyhV/5QVglQenRwe",
+	"f4CI1HfHl+eHV0e/rZP266cBLUM9mZUKLFrIA8cQATKGdkAnHSfgHMzKaICLy6aMQdV09G/9n60DC/mf",
+	"sAHgSmCibO5DyACQUNkvlww0I+DT8E4MBkeCDQZxGJtyi56WVGj6y9TfQcxpgmtdxNL8lCJwhZp6Ypj9",
+	"J813pLrbaNT29ve3DCmkGJqJbkvn1Qd7pWQqAGM/xlqBoGkN/2Ck1VQ9ItX+lBjsMmM/3/38GagcYDNR",
+	"HpnHe58/24+2ZnPmcNp7+/veIuw2ysL4jMDeajSKBM9YxTSxNsyCONCZ4qOYNQFn5CCrkTssjJH1wkyK",
+	"qtXgL4HXbObXWpRb5kJXMtP8Qgu3XoLS+Vnvpyn/iH5AQxWlP8OAYIVxSETKr1qxtDx3/a2H72nwo+fq",
+	"bzw5Os23L1qxXPfV3OiPRfgmDtkEinAZ2cUrhB49SoDRjZULL9AVdIL96Yt/F4/HM52tJbeUA26xz+p9",
+	"nBoNpyA3i302g1ECxuNQZeLEBKRvMizT+1U8KgPvgQHseb50lGS5eCBVfaumuaHkadtqZ3+WiD1VDZKC",
+	"miPw2yYay2LlwK9I8lSA7D+yCGoB3vPEy1uHebKQJTx5Ymt+x90eehuWuyiz59a70HmSsk4KiiXnTyGZ",
+	"OtbwfQTTS6ZySU6PQ+p1iVAzXm7Mc9Hy04hOya1wJQSBLpjqeViAzYB32NJxjWJbQmEGU1GnYy3LwRvY",
+	"IeCo2LJrcsy47bBRbzRynS7Nh5pZ6PKsppL1doVMMPFk1RWfldvRg5ohPaA7M+YEYswRU0Q88ICwRGIc",
+	"Ozoct0jus1nLdFGk0/pR6AZzUKTIgbQq4IdCPonbY2GM+SMGsG7/JU7u9XvO5+Os0PHCyPSN+l9p4ov8",
+	"66e6T8TVdhluT9bx4kD3NSf+mM6XBVSuM4Si8PPVRrEgVGfdzV+3+yUh5mufvXX7Xxwe/i2ozvKA5+fe",
+	"gxUCe9cZQnEU7vJhrBOVu854CqJpVx/Md6GHj0s0XB5r+5jj/IjBLwho/RYXanms6jfg5csjNp/7Vq8a",
+	"jPnMJHZGuPVYfaE065/8taTXrFpz21naevrP3hzcLMjyvTFLezZ5OBH8tsvTCUdIHPc9iN3wFuVT8hDz",
+	"SDzYKGZoICAyiaEyRpV2udUPUkIJ1qnNantjTka+qrfuC0cEZt9YdTmAwckDCOHwRWeRWt8d5rvXyakX",
+	"7EGqghPa5W7P2758/pjqzfMbu5KCdjVkuHTGwVu4cmOWxgINswmjEnfNwopj1WtSZfeMJ1MCs7H+4q3H",
+	"pH+lvn/ETRS3p9D3kRbWBr/ECemjg+PfMIIYesHxFV2Ea7AXnCeUP06du3JYgCA1Y/qcVzOcmPMFzhVq",
+	"IuHrJK8FZpc1MHB9U8CRopB7pQywYPA8+t+mKcJrp+da7WtNcINZ5WnNDJm87rNhou7m6bObJrNull+6",
+	"WWrn5umWG2cqbp5Q98TJbBvklK2d6vU41u0F0Gc8nFQlY8RJA1uu6EQmngABA1Bb45WwKfyYibUi+/pm",
+	"3OSZWMXz4pv5H8u7eFwTY9xVG72Iq1uifGycDPckaWpPkWu1XhYUexQxLJfX1zw6ZbKEEMnjjPHlkcin",
+	"/r2D3L9ykKANFQc3iHJpyXo+HjnLOS/4mpW9VyrF8o2RguMFHGGn+brVWoEpPLLQ+YaeVM/XuXqlPN8H",
+	"6g339e6S0Zbfmg2LxD+62ntpmfePfjxhAc4aFnmhuWRpDHjOUgRA27T4aYDIVsVMWPC3x5wkMWfg1jGP",
+	"hfJjpRez1ruyoGXwzc0FK2t19vfOP25Ojj8cXxWG/iQWK7EgWsKUNKAwTOig6mFQpLqLLdBPCjQT7Pv8",
+	"7Ozk5v31CcLnvj85O7u4Oft42rm4LHEYrmuWSxmVIocn9/Hs4vfL88OjDk66ElTcAlSCyi+HR7/fnL1/",
+	"XwkqWa3MSlC5vDq8uLq5OLwCLDo76kpQ8cdcLIIwQEsvcG2+F2luym1/nQYps3DvQ5ag4cFL88HwJQ8g",
+	"zGQ3cDxy0YRZFHc//ZiqTFu0mUv49YhOMSwKMjpKFr/MS/TRwONIMuERWlogSMTYdwChFua1bNNLMkAn",
+	"C8AZKVyvmhgMAJ0Re7C7aCL6KIkYVC60JTldDdYtrAuKX2UbfpCBpYE8DDczYZDMjU3cCvwmOxePBHk0",
+	"B7SQ2KAsZCuSl2ZdyCfDLI1sncGNQvuN7LZiwApgsSwNzzZiIby7PH2gJGJunoQZcbMW22BNi6Qf0jSN",
+	"mVwpCn+9JAP9NoazHpmaByu4CdlnZSwN62xnaYFBPXWoSoM2P33OLxXlEU0jYpZaEsbvWSLGjHzRDQcY",
+	"AqboaByQiCr6tb56VP5MXf/CsCPv2MzGp+MRmcdQtvE/3nLmw9zz65aPCfLPerZUK9zDpwgTmr3a3yda",
+	"6GNe2XqScFazrDGT71IxHhfxPaenIqo9JMzY3YfqdZoRgb2hz0LA3bWFAQwXM0WoDSaMrXjS+eW3s7Pf",
+	"b951To7/3rk47lzefDj8b5KNBySRIZ37wMhW8LbJYSBKkD6DMeQogC01WVBaEhCl1t1/R8/morlXT28y",
+	"y1wURerQiyGuVXAGqxvhB48PHZ2kxSmZq8YsLu3gqWMY9YDdFpWGNBYQB+8Uzy72ovtkOZoVOR01qzs0",
+	"d5/G1dG3lHvkgOIKZUqnFxXIBKGK79lCpCdbTp4iZEtpxvgjbj/O5IRK9ZuYpAtHgdVXeMQigmkxzh2o",
+	"D+tQTNLiUa16NYr1Flc4TfmOyVhZrM92PqN/LtyueEylMd7r4IxgVPv8kNGFaSkTpAvCxj1Pmn/sRfca",
+	"NAlcysAeLTfSue1eJ+h2JmzyMXjdDPKZcpiM8OqB70svRAZbN0RvIYT2/DDWGsAzxqQsPwvLSfGjwbCf",
+	"rnh/IZrJBnDS7uj5mNLu4ZOId44+fyfBbmaGBegBfi6WJncGM9tESrj6hdUMa3vroDxGZf2Q4kddmyeO",
+	"Kn7cGNYOLF4Y3/tNyMfiSNv1h/AcwbZrjuJZ4m0fsRlPHHL7mOPwtFG33+hiroI0/OybsULs7Zqj+Bbh",
+	"t2sO6akjcL+RwLMsnPaR5/RpI2q/0WVZHlT7bVjZ8rjab3BpVw2tfX5S+gJLuiks6bzwqk87CydprKaX",
+	"Wpo2EUOMpqwEgpRGo5gTJe4YFrr1HV6H58fkjkFABMjmkBWMbbmeh0qNK1/RXz8QBbGnUK2S3FIFxbPA",
+	"aqFYKh14Up18zBxzsLOMeJjHkrw7/FUSMehyg/wD2hxgxXOWVcyKFcY/m/6gihSYJkz1HlO1y4szfoVi",
+	"uqnl4zyGpPr+otMhzYCcX5yRvYBkVbNIq5E5gVWXZzaQrXqXd7lF6sLC9ejN623Tcbx93+wRDmVxeocT",
+	"NRRp/B+A9W+TX2A9TdFO2AasUNlr43C9/cEcTazq7NcmLtgy675MGQ2HTMIidLk1zrjX6wSHjCgdsSQ9",
+	"KMATQtvbBgTtb/+SgvdI1QLPmZjsJA4ZR0xCE9NxONad1Vr1hrEa4umQ7e3th4eHOoWf6yK93Tbfyu2T",
+	"46PO6WUHvslg3OyhOTw/rgQVU9ah0q406w18T4wZp+O40q7s1Bv1HRNFAmfdLPe2H/hzy4pyB2BhM8yT",
+	"UHApEuaH/47pLWtnSGQJlarLexgQbuhCj1RtxL0+SmKSbgF+qdI0UgxIT//Lf7fL4eWd1w2C5ODAwptC",
+	"SWrdEzWOXww8z2KQA7Lbam0Fvp97CbChd9odsqEt6IAhzyNStTCEW6amLktNjTYlu3y+A1dNIlXSlW4f",
+	"7zXw4/19g5CjO89D10pSjUQot93T+ij6X+6Pmn5lq06MrcLgpXc5TRkU5YbqMQaz3KL/6qVLJ9zi4JIR",
+	"orNQbveiyz3IFrOenuU05qaslQ0UMfDoeCBwibvcHQc32YRy+coVjeGRW1noSUhGJEPLcJdfMkZg2uZ8",
+	"6Um7SDO4SFr3p9beX/mVqaMMMHJMUzpiml6CZW++MtqApgYSEMvvx0zipfdhdAFbQn/x7wlLp9ZC2a7k",
+	"TrIl8tTYIOgkUQBv2chVQclx+deNIrZexGZUPMrqS+DBzwP92luUG1PZwL1LVTzs142cspuTTIrG/Aki",
+	"TcaCG5SkVqNhKugr443wCeO/bFBMlpaiSXOlXWk1Wq9rzWat9eaqsd9uNNqNxj+NKRh30Fhjm3mraNPa",
+	"um29Rhcs8ufrRvB6N9jb+5TBVf+532gE+3uN4O2bxqd5VOk/G/VGsxXo/zbhvzuf5hGa9Uv7QaMO7+19",
+	"0gswNtDEGabsn28awZtW8Fr3ktFTsGDkwFf/bDWC1l7Qan0CiT/bm3YT0ZZEfmmaDbs0X/3dW2QTdHcC",
+	"RI0C4DyGAQdfg8ou7l1Ra26Pt3+hkY2Kg0+ayz+55tSwbhbhRzvLP3ov0n4cRQx8FLut1vIvjvk9TeII",
+	"gFLxo/3lH10J8YFyMJDurTJ9kIo5TfCDnZUmb6HtUMqcjEY0nWKRmYeMZSKzNK4SeittPKCsfNKfWe6M",
+	"Dp9CvnwKlU0wIDdJWIr8BLgg7NcridIQBl6AeDQrBXW5EYOymu/6jzjK1clHgakaR1AwiQVA16F4ypTA",
+	"FnQ5il0jOiVU3mGhQhImMeOKVFUmM2yRhNGUG/nWuMMi0eUWsVxLUuAzRDh3XgOh1HrtS9mAnn5lU8oE",
+	"HboQzzs2hfYb/Td0N2yxWjPaGdR22R6t7fffhrU30Wu2N9ilO/1W6Os4YLzXH74eNMNmuNes7YSv+7Vd",
+	"utfXH7JaY9CMWnSnvxvuRRmhPgwzV1gbqtB+XePKw/xLLjwejvrjb+8Pfq0+DoWWSvQ00XVjb1Mm0eWv",
+	"lOExK0i7KPP7hR+wTr2tem+AKlOoooZlJTWrhuqfCY0B+zR/Wk9iqc6h/81O65/F3g9gIjlfRKvhkt4a",
+	"sz6CppFYfO6aN+HvFdvUd/SHMzbu3TmbMzSfNwKjHWaGg+fzs94U2Wy1KFJgRDUmx0VGzdeNnJFxr8jk",
+	"Z0wyOQtcCx/NGcRgUp7DM+PWTY9bF5mw9Bxs1kiz3Ly0qyWM7N6v5Af06lHPOQKLiQLcgYDIkSYOiHsn",
+	"Vf2bcvgfm6roizqvwyzm1fBo+4v+v6/g2l2kk3gZcdzULgcBHrI8HFswoRGZ+Q8thKvxBZNz8AmU/nC4",
+	"mNZdMiUNsqZJKLbBm1hBTQsEUPzOJOapIUtl3ZpyPFoIOKhYAjSjLRk4NcQ4A3UMbJ2SLnfViw8s7hYi",
+	"oAIeEBf4vjVVmWodUC6Kszo5RKdyl8cSq5ubF6Ana2MCZVaOIRIQLGBaEvPf7PLZMrBZQULU93MELyDF",
+	"F7jLQc316CxU15yJR8LgbqvJNep7RJKEKpbWyWGXJ+KBpbbsJkZo4frbMnQmq6NNoCbsAFZcr7ezEcgu",
+	"FylOVy8+lrPLQaNqlmmj6HOGRVuIL067HOL2cRgAyxsXSmBZFnvFQa39IqLpetKXz4fezvKNvUajsbI4",
+	"NJ9V/zVvQjfZjJtJiyXsd57/LmbAMxz47SwHbjaKWXDzbQEP1i8vZ8J7PhPWkuYcD95prMGErYd8ERdu",
+	"znDhRikbLuLDZYx4MSfeW4kTt8o5cXP1I+cz4HKG64RILUPiLH90Pbyxu/yLU6He6yMCHzR3VmLrUF78",
+	"p9X0jwCIg9D8ri8RHoxRaTUTvLUioCaSUXU5pJp3V+et0V2+WhUqzmwZmywQHvnuZKz1/JlSVAGq8pCV",
+	"BaoPpGRRqBf+QEaTcIhmCUje63JrMiPVDEtk3vK+pcURYw32jeAl+j+UCtuUnmfGvNfNOSOeszLuvymh",
+	"OY+y1cHAywiGEMmLQD5jPbMOnYKrtJ6Qu+QC5cEmulzLSMWCbqyKRNsCMbbLl8uxKPi5sVnRz4p70ISB",
+	"9IE2lCtVbBcmL9YdZm1hIift8lwlzTnYnnLxzt6xR4p3uQu1rijngRo8hyj3JFd/72mv/l9HRHjh+BnH",
+	"L0hAX8z1jXAqt7NMoO0v5t/T4+ir7pwhXvVSa4L97JUkcYRIzlne6VaJgSHra6GZYVlcPXjFirDiPtA7",
+	"YzGwPZFoYor2asmB2UBwTLoMbPU8rc6CCtLlBomNHCsXUeXPzHgbUhayGAMQqHK5e0qIO4DcCykniiVI",
+	"KVM2ZlRhQXEzKAsv4KEg+NRRj6rLd1v7pGqK4HWtVuVKcWdb2K1smUCavAtlSGWX98rzAnteG0U5ggXU",
+	"+QLOx2ye5xxFbK3pCnH6504uP8vXsXy3bS6hW7POfHp2pdF/w3Zpg9X26d6b2m64M6i9jXbCWnPQYjvR",
+	"brjXf01dAm57WSIbNNmkrf5OuBvV9tjrQW2XNvu1t2Erqu2w3cEefd1/E77VH4ErZo82+61wJ6rtsj39",
+	"7mv97puots8aA9tOLqW3XcHCPiwiUMZck5P5lOo9UMHzOdNl9uAsR9rLZnaVnFZmG3MJvcUcxB7rwF62",
+	"n07P/NGlVcYjxINA8kJvacx935Sh+yXcgPmRr4UaIRQDtG8FWoh0ZnxnVzW4HZKFKcNi+PPOqI/zMZdL",
+	"GU0WFVcWLpPLq9qIq2zkJFvfkzKbqr6iO8XtxMs9+w5uGprLMrPsmHlHuuDalQksF+w2lhB3SzkQ/0ty",
+	"fXHi5AOl1TWH2uL365ta9O2v9grYWC8gvdmE7F7Q5b2ClOxeG+w1IiVSjNhWQCwuXzKF9FytCfo1Yv0w",
+	"W+vApuEwI0KxJDK+5QAvnCTiwdbytZgcXe5AOeSYhfHA3CznE3Br+kqS3sNQsvCmZ8iLiaPtctB5TVk8",
+	"g24CyrCWtvyF1IIWBL1CTMoDBAMOhUQzkUhtfVsAtoVokChlUtqqgpKl97FLKuRMwU4EoBmT3Vary42Y",
+	"1tuepElPd54Tw5zvRQtovVkTcQ89ShBL7Y4RqTYboJUxFrFo64CMqfErBdDnfpF4dgSy0yxV2UCPtgAQ",
+	"K2f7f5qNMIYNrpsm9bfbEoKIZ+AMVgxgWT1IpWgl1tLqm2taHIrFVl8oKwARaQRLlviTkSlXFGlnoDNQ",
+	"NsYroxkl3KEPg9//2E/f/vr7P/6dXj386/r83dvjk/N/HovWCT2hlw+VNbdwHhwDu33+7Y3m+Odifhlk",
+	"cWe4Ji/+kJ/ROmJ5KqHEXCTgKjOM+hHi8faXTM38irxc39J5rv7OeM59JuZiHDMyUCeHrpinsyHEnAzA",
+	"JQjRilLFSUI0Y7tn8yI19lNE73OkbLdshNGLAPltjyYuuxYhVzqNwXJtLFO/fLJW4LZaekoaPw3D++HZ",
+	"15p86+WWfttb+itTa1zRGQNGUafZK9udzFAJCC0rchvPYr+SkeaVzGHEcfYwY7Cx1hqwDXZ51dgGA2KQ",
+	"5jrvAoNgtRW4gtMu1QrQrFDteiVdI6GIWJ28s9ZZTMHCCjOepZlCfNdYaa1y3j5tuv/HzUXnqnN6dXx2",
+	"2iPVNySiU3BhmkyiQtehZ2B6l63WEgvTGU+mOTs4rk1sZ1We6mRQG1e78fNYkUtPCkT4VFZ40UDmbJ4s",
+	"ZWxWf37Kw/loevhYkzHgDhWQt0NI4tT6tScOvZC572DN4sU045mpnWG82zNIRoV0TY9TzpjdvO+MCy5l",
+	"YORBkTwKiEgjIEL9KYmjYmv0uxx6weqGaKIESWKpntsg/bPSiGzdVyEPbo9e6MN3oA/2ppI81IelDf7T",
+	"civ332kSR9RqxLcpHQ9NoTqRYlQTlcTgCZCmDX7C9wzaARQW02p9BAXgyG6rlVlzxlQN6yXW0OywbWII",
+	"hbHAs+iW2fOPocF/QjuDGFAUxUSZih0jU26jXfmNJYkIyJcvBMp51DWVIF+/wmpDZYPKbcqYygjA1cXh",
+	"6eX7s4sPSDQNVbEvPb9dLVuy72wxNYgef7dIE83gu24EKKZvaSPaoW9YrTXY7dd2w9fN2j59y2p7/dfh",
+	"m+gt2x80mpW5TVslh+sZ99W7BAXU1lhTX6yha1hDf4Vz+FeIFYPNNeLTDCUvJeRLRLXtL5FnMVloCr0U",
+	"AyuU2bql1tKJgLum+CgoioQqF/JqQ7PChNEUkXAOiAmP9DOc9DjksMw2OkP9X8yiP7hZdI0zWmIcvRyK",
+	"BxsC6DLsnKRgYbKNsPFKopRRaDFddHYa35vX/cz86Cq3eS+X8btYP9e6ietZBXLm9qV2gRlms33voS9v",
+	"1G+ZtnKJWglGBcej0UTpVXL6iYkJgctp8dz6DCouOfKieZrHo1waR4TpG1w8EH2wl2kslhg8k+Ly6eua",
+	"ioEZz3ePo/C9NasSwGXE1MHZtR5BxexGlRAzfZBM+y9C9s8oZB9GEaF2i59IqnaEbvuL+dfXUhMpCj2Q",
+	"rFVEr2gucm8lkccnPc/uJn7W+9x8+vv8s97lv4RksuyWbSaNFKIk2qvEJ6M+Sw8McEkK4aOkWZLrdJ9j",
+	"3sUegIVllwsFI5YDD1/ZX+LjhBY4g0Mw45MxvY05RaG7yGGSgz3+If0lBc5dvyISfwbXrlsU37e7eBwW",
+	"Os9XcsqXpqCq16ZrAoFprmCdxWkF2RQGBqYZLLoKgHo9eHAc9brcFNSHNGMWbbUJdb4aG+UM+cXH+oRh",
+	"JTwGaLA0kaLL6UCZFDxoHUq3odGFCO7F66GDv2hJzFCeYBVKUHoJJR8Pj69u3p9d3HT+3jm9Aiwev1YV",
+	"QjZDIBOpSgaBfXr2vaJ7uv3FSyX7uo3hT72t8gmajt6LtGNLRLqJmon1hUgYlnj+SX2E7lYtdxF621fN",
+	"5yKBmV86OCWSslCkkdx6YdzfwZPIfOZhWbf3sFg+9u4RUB7Q+gvV9o6FnKfco21GW8/JvzNGQETehmAm",
+	"2eWtRgsqSvOQIaP3MBgMunasCnJyPLz6LodKduSjKV7dO47YaCwU4+G09jub9gLIIB4z3Y/JMKEjg3/m",
+	"ABwArSGNNUdOPIKM6GCURPFgwGAa8BnCMLimAFdVEtrlu439OvmdTfOBV3qKCaNSkdYuQHJLABjPcu0K",
+	"4qvMArubuUwGyJKxkWdIOgBRABKtEVnGjdXl/MwtBClZhwNLq2cWAlHDKYF5X4ZizKL81IIFi+DY8JDR",
+	"CEBeDU2e2cEcTR7RzyeM36phpd3a2wNIa/t3syTL8JHGHKBnPrJ/RKH0URqLFDAkWmUxratqVc9p9J09",
+	"P2uZkdZMKbdCQruyE7XCZr9Ba/uDt6y2G70Ja2/7r2ltb7DL7G+VTZKkzbQycLEibmVf+uk4T2MFznMk",
+	"+CCJsYjfY+1FJVvv18KYg8xTNE4q7UrTxpBUggr4EZFYZXEBBjIa2UI4BYKEGLsYJxBOpBIjllprbywJ",
+	"oEQB/i8ofe3KNt7Nr5+yo7TbamWlM4xFC1vMl2mR7W0Tkl6P2L2dktyO8ZOaaXllrBcz2RLbBbRGEhre",
+	"GVzsefZYtBSQN6lfBc6iyG18zySmqAookUGqvdyANZNTBJdl6wCRwLUaEDEaJTHCCs2W1oD6FjSBCjPV",
+	"3lgkcTithXTcAyhwm0A6iFkSGRnuBxd8zLXPiSSbSD+1vkWdWiIDTcaa0zaDRqMxo3jm83hJ1QZgd07/",
+	"uO5cd25+Obw6+g3gQQw0qJZ3oHiK/tICnGoZRP+tzzobMa4MjBsqddbbKh54l8MJCIhlUlliMelxoX6B",
+	"QiA9bND+EGfcFqrmIMypEdGIltCgCxyQnCQKODxKR6beMoR/Io4Jhh0AIp3+wg4E5CGkyoENLYNuLNbV",
+	"XEsBIseb57AV+AXotIymScxSfG4gbFFgBFmny/GDMZXSiEW+gcZUKn0YigSwYLkAjZImSRtTf8G4qwB2",
+	"1oeJIbutff9yQDsWQRaAvAgUojfshxzqHYFNghxokL2oRbLFoix5WcwQXrf6UP3IyWNoIuilbJzQKYva",
+	"RHPv3tYBodB0NsxMSjMNdrnFkoWlgHn3s8CP3ca+lXR1Q5rccKIe4pDZowgv446Q3UZjFYn1F7g9mwhg",
+	"RrMtEcW0ku2d3d9NTBkNWa0JkmX+m19TU0w3E+CamoH8dUQ4WNDnlOOyBV9borNn0tVYmBfxPj1eyMOj",
+	"VCTpIfiBvhf21pEqIAzgcLaKSNSLVPiMXsRjKz/9VaSFvMW6P0nuHikz5CyPS5yHvojyKgNIA0stiIw2",
+	"9wsdH9b4BtXIfONaVnhtrwFHXZNvOOpbB5rjR0yeOqNgD+He0dgBgJbQ7oqmVGish7gjmp3o/l+Z4QYE",
+	"I4Bh2FhHz9k/QDjKUs8uOkdnF+9u/n54ct1BXLT+VDGJAk21+Zr8Hv/i554BBBwWAUTgkTgD+KB9Y320",
+	"lx+NEoBeS8bJRJK9Bvn//l+yo/8DaB5d7oDpgOfG/2HWKJROeAkGrW+D2dA/azNvyzy09Rb4aE1hww8W",
+	"ZJwhchnmysbrQKQV2zCyGG6TbAjGk+Wja/6zMjsY7AD/yId1LwgKN8MwrpDF3TlGcnT24fykc9V5Vxwy",
+	"HjzKDJEucZcX9r65yKC/9oMPn1WMWGQqufJ9Uy+W+u/gYl9BWV07EdBDU1zm2J6h8ohQtX60X77LsmC/",
+	"I1vwYj62vA3Mz9bDzSIiofyTQc0CHUVrVARqfRwdnh51Tk467zD3OWUM8UPRH4B9JbZGromD73IMYdca",
+	"pzNcH3IUIRH/w7oejeCIjGVIJeHCg+EiU6YOzNDmHZLw0fYXQ5HssvYKYaTgpwU8Zl0hfg32kFE3XMq1",
+	"TLE48Asz2MJUF9wCBBqjYcjG6sUo++PnsOCZfgIrWpEvvrwOAukp9lnhazWpUkZHPSuc+cIytgPSLki6",
+	"7S4HSbdu2HkvQMm3bm+6fqClO/s7kAt4kr3R5VgYIVZD0oujdg9BlqU+fzxkJhhpKyA96N7+fhfzaAup",
+	"Ui+iiurn/3V5droFaZVcSWOu6p1QqWrwqHb8rgfSsYTYZYwLGqRipOVytBKNVWYpvLy66Bx+8AAasPYx",
+	"R4GZgn80FKNRrOQBysm4dEgiTe+5udbJIagPnLNQZfYnQJmIIxDtWXzPIjC7M6wbATRSjBn3LWposRqy",
+	"8E66ynn6czRaVncbzWDO8pZCehSPrG1TZhBMbbLb2t86sBNAFyrUu5l1KroSzZKlWpSv7rb2LWQfG23V",
+	"u/yQmFXQ7CMRklm74cyyHr876fQcqI8+8vfG9KiXGIv9QaVLBe5V34Q+09LHi+Orzs3V8YfO2fVVD1Qe",
+	"/Q2Boht6vNaYCVY1+/Hh+fHN751/3BwdHv3Wubm6OukZNU8rcq+kXs17EZoq5zZHS4xGekiSTgGielhY",
+	"QvkS5u/YCp7GyrqShD628Klh60vUn7kLnONNlTjSe9zleIVI7pJ2Odwf8qXrg0F3K+3uSsysWwm6Wv+A",
+	"D0ADgScGLEU/dAJ8t/K1y2HF5iJ9nN+4WE6GECSc2Iuo/I1Bl/E6z9hNmD3Vjjvhg01F5tJkFWZj7PAs",
+	"9LRarS/7HJMqimkTA03iqQIzzAHCkxrs8J5LagHbjIgA/hQUaE2u4XP4FGDmuVAujHDKLHR+NiysGxIr",
+	"EgkmAwi+MBYOKFg0YPUuB/hYbBdIm5aRzb2kpiA50i79A4RvzI4Cy8dXndUggJLHkR52QORdPB7rZ054",
+	"38KmuMgC/GSXD0QKzs6sFyefZ6J2Jqlf2cKFsbSsocuT+E6zhCnJWE9zxxTyB0cnrrFzyOE64FHpclso",
+	"ifSnjizDpt388o+rzuXNeefi5uL6tEeqb8mH+JettvG9mQBX1uXY3jCWSqRTrA4DDiwiBXKlOGMtFsXW",
+	"upG6vLdtz4Ch8FyQC6bSaQ0qtJGqC4UEBcf4mQoxmfTxtFGMj/a6GEsRHY9TcU+THL69ecqiX/SdpOiF",
+	"WdUMoQd2JfQYn8V58agSAvOT1YcTXUlmrpX1ZugAuRZzEROKa7C7DAHRYtqLc2Jt58RfoVyAvf5KEOos",
+	"DPqsPYlqZey5JZrVOb0FxpKKye1wloXmvAm+A0HznTG9ZV0+FEmUGd17YF7vZR6IZqNhf9wygQn3NJmA",
+	"Yd0Ah2fU2qeyc64AoJhcoFviNhUPWcnSLl/BVp/LmsBakkuiJvXSgBegLCUAJpsTFY1jAitdjuhnk1IC",
+	"1T4XJZj8xULC9fJdwBYvjwn3z9DPRsDWJBfFmG8l9+0HsPdCePBzmXuzIHFIyp2LEwcDghceBaDN6E80",
+	"1KrLXY1I4sQ86+yrmjAeJ+d5FTmJviLTrTo5ViCgyeWB6VU/9vlVBpEVS+vuxLQZ/RqYi/sTBZFDWgQf",
+	"x5xD5QAU2tF4kTJbs1rvepffsWmdAF1CMdqppC5XKlsiKMqMiRW28y53jWuWYjD4INvnlsb8wCX/mMh5",
+	"k2GE+gR22eUIERqQB+YKUCd6Xik+MXK7UzowcCmbPgygy7X4otIJDykEcilSQtKxeCgMD4V3fQ5g90xg",
+	"FDiM3aQBIwoWAkz2kvTgfJ4NenUCSUTUwKQSkXZ5Zv/PWggpJ30GUe8xlCLVegNWNH+IJdsqrrOl0unT",
+	"GeBfoqFfDO+PhNJX6TSfUOPqjxpkX26EmpVFRtj6tZJXs6QPmStLY5RnF6rCbXCiTYXxUneUTUYZtbMI",
+	"0GoTrd3WgI11rbocHiJ1yEe7uFp9AGQVS68cMUSv2CFkduEqNZ68lCWMZlZfatcPc2PA9kAMjHuX92l4",
+	"JwYDM7oywfIPWMm/TiauWbXnSMKFpfjpwZVhlseKjZYLwN6deTEMf4dsR2/91yaOmZd+Sczew1ALSADh",
+	"bCJNc0ndPJJaSAmxMGj2E9hKM0nPSY9xlouNAqyrrSXJbmP3YCZtPAZj6YSDOKmpygwyH3oubeZ4SSSb",
+	"O9IbR7KZuLEjMdGvN4KK25+FsGsJjUd+8Qgv+wWMbubpCjAmhtm8p3EySfUkGtnDBSFljd1/blRudEWR",
+	"zis3ilPKZQ06ge/d8eX54dXRbxhVhlahM+4XxfgxI9Ozc1Ri5Mwu5As9/B6wLdn6r2xjmN9ER01QW81j",
+	"UZTgsGR4ERuUBl2BVpcHqv1A81gWBucyAk30meYhZCDA9GqFX5GSo5PD4w+dd8bogH5CX/sFs4mWie9Z",
+	"6qHf6VYyAgNf+9g0aNfAMLyVg+/IXOwdZovNBt/ZiDpYcKeyg9cjG7dz63X5FVTuxtONUepe7B2QkdLI",
+	"uQU87TGRc+vq7G46L4FzL4FzGDi3AvVdhcKBBxeV978eiZsx/WaZqpbc5cqKBF7Wi5WUurxKeRSYqACw",
+	"AwZIMWNl7HtyK8jcWnN24i43gvq87dAnQnpkzmpoU8iALnX5MrshvP50BOjFcvhCeTbLfLd2LpF6tn0P",
+	"X2y2Vv1SoqTPSzRJ2HoAeO6rfPX6Ypy7S9fFS1mgdfN0SzTlxr6nc6eCdz6PUyYx26jSIDvk/+j/WZ22",
+	"Fe5HTbY7qL2hWjcMd6LaPns7qDVos98Kd6Jdtjfwcsm+BuDVTu9pcglxYtIqrFrr/cPSsOzRVRze2b/N",
+	"7vD4dqgS2C72Wb2P0xmzQeuq0cqmYN+5ikeQtlb2nnu84z3+FFTEPUsTOj4HiAu9uXfxGA7bRHoZy/hn",
+	"ZpvIVPZGUFHxiP1TcD32ziQVY7Z9TtNYloO7+1vw7RX5Teye9j4uN3u6a/6i5H8Ho6f06Kal59mz8vpQ",
+	"F+CS9f3uxh2f0VatdRBNOAhzlAOQaaAcVJfr20D+Izgj1V6evvQC0rN3pbcFoZ2QF0B6MzSj1+VV40wf",
+	"TRIVjxMm7UDsq0TGXFP6ISPXPP5M2FiEwy1MQSYqDu+ciGfgmFHlRIHQBRjYKAE9aRnz28SlC5uECSOO",
+	"9uziaXplcqVBpdU9aWXa/k5CMYHUDs1MMemgy03wgXsHeoXMBD8SNaGcSKZM/sRQpEozR71gXQ5QPAAM",
+	"oh4Y4G8IzTYZ/CxJdbfRKADmKdKLgSnYa7xJLOhC3jFHykvIbDnp/HENnPkl/A4Q/C8c/H84B1+XW7+U",
+	"Gvsfhl/iSo3JjNAXiQELtbrtL/afSyqLAX6o5W2aK0nCBRmJFBJZINJAuVpjzkEqFZ2WFQvL8aeXUmE/",
+	"dqmwJWdsaXUwd3TQh2ACeDLpprA+RvkJabzw2Bce+2PwWJ8wvpCn7+HrXkqb1gttv3QMESPbLQbojGg1",
+	"pPzWeClBE5OImgiB0+yBzKrFiEgXImC6JQwGaRM/mNWP5zXwA/0I+o2AakLlIYifZIaggnNEmjBKrbaa",
+	"+EcuHooUxWu4lM+iKO40yC7Qz2Ztb/WLlh/QWmrXC0t4YQk/IEsAYIwoftHCflYUyShWT6mDbcNlWj8h",
+	"a5ZrFVp+C5U4hC1GyICUycmIRXVyTidSP6YEL3f2mQvameMm+hv2IrO/EOi/FIEOzAl/iXH4wSktkJcn",
+	"JbVI7b4drbVpkHF4hzUtWEQehrEmqggIYWgtmEUED1nQ5aY4UqDlCETpAo8ROspGB5hJFStyK8AHliWM",
+	"gT4Anqsuv9ATRXLuhgRxYjEwANuvF49ZEOuk1+qFur9Q978YdbcizQt5/9GTX/U+rU3f4YAtC07LXgQa",
+	"GtIkYRAgRyRjpEqTxGFk0WgU88DWUzHBp1lgxB2bQlBDBLA9/SmJo+Kgto/Z2NbG3PtLZku6CS8PG8q2",
+	"49veyr9CUM+Df27s+fcelof1oD8wF4mJcTzjhPI6OdQHmwieFDjk8FO3g0+AHnYYjiBXOqGAsnNxtm7o",
+	"hRvMc8Ze0FDF9wz45Aophxhae0Kl+k1MUvgqXpmzBQZJqL0XlK+RgbCPoO0S/pyNaP2r+ReOEfjZUMGc",
+	"9/7Bu3WF972Q4W1/8aSrZYnL+dg+Vy9MHzzkdHA08Z94JTDCDZ9g9HjExmrovLde3jHoESbq3CCmA5Lw",
+	"UEzSQq9unsxslINsrm/rUde3+YzX9803u765mPgX/+P38D8uvcHrCoAfPcVpgQvS4+gOWinDvoqZDwAF",
+	"zkGbIXUwX31BOjgpqQQAQJU4CzMxT5/7DQQFc286p1edi/OL48vOul7Cx0kIfwES02qU0BhvrVYlNXtP",
+	"TGpMVz8xyfnpBA0IGJjJzxrj5X2svLFtQtVr1kAkF4UOXrCRuDeqN+MqnYJW3VNU3oHRzdRjsG1dTces",
+	"h2B88DZgRAPun5qOGdaCn3k5lkRgGdEtiNOn9yzy8hu6HAGyteRiQP0CAO+j5Krz4fzs4vDk5uPZxe/v",
+	"T84+eiDXBkUPIiiwZlqqZ0ITEHdkrkpuOknYAQmHcRKljLtASAvSnU54lwunhSlxx5Byt2etC+SWKUl2",
+	"GztFRlgMxzvExf9olmCVrDlYyFeS6DVHga4sbc7tysKkOb8Ie6OxAiKVPwjBWYYwoL88sLvnrDB4TGAX",
+	"TIFiu/+L0v3sgaisM9RPq4Sf4hF+CT/95jZBvewIuQR0w8ozPi2DA1JLYqk8ijZPoEqDVPXRzO6FDHLF",
+	"kZOp688dVxnMwM69kiV0RJIRNUQgIP2p1w34bbocKFo1m59P6Awa3WKSAZiiC2nGSSzVDMWQG2pef37x",
+	"yES7ohgd1cAk6uf0wEU0JsSC9/sxlOaa+6ByzO9FrAWQT/4tNhbKxdLLLGH86m47TVM6LQVk54Al8HK5",
+	"v4O5s/wyEzGYB6SRS6/4hprWpIBAvM9pUVq4IFqAmB16Jm/gtTdYtqxr0Yod/IU+lJAZuUyo0bcHkG6t",
+	"dAPplyXEpk7OJwpQ4Rw9MT5eEF5SVwLPxJC62J8VpJIudySGXCaTGCYsHrhPOMGfghhEfUbM7pja6Fh2",
+	"djSRSv+WxIrpXXXbi6mWYuAw5luNhikLa0szoRja5dXdVqsgC5Ic5gaspT3bVrPRsFcc0jG73NTkKMyd",
+	"PJ+oefnq0UruI8jeqqraHLF7Bu33Ww+/RGYMLOo24j28hFGuHEb5Xt+OvwIzgOMwY6imvrxUnZHK5pQI",
+	"fUZitbWEQayk3I7j2h2bLnMqz9J//YkjVwjcLlmYMiWLPcSH58e/6142lMUeISaN49/ZdFXpSE/rRTT6",
+	"DqLR4fkxLL5/ou3JfAJJp9CHPGtSxgOsRRGLJWai0SystJ3NAXwEFpYhlVAdSyqRFtmR0fOFp/8JPM1h",
+	"vK5rGc//d8jp903FYBdu9N+wXdpgtX2696a2G+4Mam+jnbDWHLTYTrQb7vVf08zEEcaVoDJO2SD+XGlX",
+	"ZHJ3szto0f0QFvFe3PkxYLhxuddu7v5o3Tf++e+3o+bnN+Od/h7fD3e/CYxCZClOKYUJMq8kjvyFy/9F",
+	"/Nfc0qliMrUOv93+csemS9LQfQJ1SMyxB7spEKMBxs8ahU2/WCcX+iVQF6DyKgS5clET43pBkKtuzyNN",
+	"y+2CMIAX/vit7YJ62Zcevo14ZKEJ23T3Spq4vwJUTTjDTwp/XHhpNimmPV/tw9bCrCKOaD3mkqWqFxhc",
+	"0Tq6/bK/8XragpUZpGeXIyLlFpZ4npiqd5JUcwW4g5mK1FtZMe+gyyFiV++6wbTPl84OXCU53YWt7Szz",
+	"aPmuCHYsy2sju+12tZGfoLrxjqtu7K+cV9zYYHxCSeJVUD5nyxhniM4vdYz/wnWMCy5h/so8RVHjWYK2",
+	"VrHvVagQRCyUU6GrLKDaOPb8WYsHqDYJGfOTJDGxK7H0arktDiA7wd43tXJlhtu/o3PY5YV4Jl37aJCI",
+	"rKjDQKQdGg6PUevGZyP6+QKja1zqiIjYIZbLkP6zq3jExETN5KKA3+iYv4eS+PahmCiger8JmbUxZjyK",
+	"+W2ud4BJhrrBF/r97PmEF3dnQ+s/xPy4ODnGQ4A1D0Cx62TIsbnnueHISd9a+LAcp3nuRayYUhesPxTi",
+	"rsOjsYh5NsdHKCfeR6fza7l+KIw5Zcti78yBxhvxQlW/ayBebi88QqqJyrO5iXzV5MKCfajSI0LEPUtd",
+	"HO4reQBEsMurIrWY5wAhGRDal4yrLWOCkbZYtKGQ5BCC/SLEt9QPuxwdPCSWrvw6VhtGd09h4fBCqvpI",
+	"y4xPAputOZLWWj3La25Yzxnr93x8wC7Co7lA66dmAcVBiz8dU9A31BpFX3xYP58P63I9JrSKfG0vfW0F",
+	"QTuF7K9ZhvPb1dX5zUXnj+vO5ZWJSaIpI0OWRESJgIwhtlHviyJDIVUuuVE/mHWtT4m0pX7EA89HQQHz",
+	"K4lBOjNTeRKh/c8vlf4klarSbpblbu3lzO1DcHdU6Dium0bqoRhlTE6esxSJHqR4FBInv8VHRCflFmBV",
+	"79uLOPnDhCbZuwi3Yv5az17VTaXMR5CH7S96aAvt50c0SZwECRPBvA+SCH7LUiAi2BqLDiz6D6GcTMbG",
+	"okblnQnUlSpOEjIUSSQNfJApDlaG+Jq/Af+j425/QvZngnVnrw1adfR5ERyP3PNdmqA4ttcxtzah5N3p",
+	"JYbmVV2w2d4OBpsFJKF9lkAkWsKUbj/o8ii+jZUMyKvaKzDRvbp5FZDjd6emtjKLU/KZ12p6iqMtjOoj",
+	"x+eERlHKpG7AxoRQMhapOtC3BC/NwBVH0D/UyQes20dCKlkt5pJxGav4nlmmWuBtMOtZ7mwoKti1PMgx",
+	"pElSGORYIE7od2N+ixkSQFJuhQu+6wGb7hEHYwNuud4c1+0dENrlkHsBerEyAo0p1R1NUtpPpgEsHOqy",
+	"MCyW2nqDfhXwfPyfKfWdKU+mNIPeZJTLq7utfTKmUnV5rLbq5GyiamJQS0GJvqcJlDHjEelTQ/wxXlFT",
+	"zt1Wy88D6XKIRyxRsefp3yMVbE/2KZJf1tGvc2N6Tu36O8trqy7JjJS2QCp7Ued+fnVuQ2a2lgwHotZi",
+	"FW8I5MuTxl5JommXSMleYwfdpRdMpdMa2H8cnhg6X/K62jwlN95ciEVnNBwa4U9LdE4r7HKjFmrhEGhh",
+	"LCEsF6DMmBqyVI+GC6jSOASbpEEXsCKi7PKs4To5NGT68uT6+Khzc3Z99cvZ9em7m/PD68vOu5vfzi6v",
+	"Lm8+HP63nXzKzPeRZSqLNVSyroJ6jvuwsYJaSsJw9Nd6OQrJVWsj9RKGv6p6iWtqlpOLhxdF8wdQNGc3",
+	"5ZmVzCGjiRr+pzyUhMsHlkrIyUC0QvA+pCJkUhLJ0nsmiWXLByQcsvAOioNEbMx4xHg4LXTj/mb63VSw",
+	"cDVQxd3qbB47L4SpSuJ7Vsd9YuEEgfQgytrbtXvGmfS1f1xEQ/Ihy2bVBWWcnAupblMmMcjdZsWgF2gk",
+	"wPCOqTyaasZqi1Bo4QCIvitRm8tHHtAYfD5jSGHuTxSQZNRWWJqKVFP7YRwOtbBuzAGwlanmcuK2cMcu",
+	"cF4bYz/CCQEMCDNx3LygoszUs8182r2FCdS9e1sy6HEq+gkb/a3QSaQo0G29nrDRbWKn4Va9im9JB4gj",
+	"bre8ar17jZ2gomIFUUOntp0sEmyo1Fi2t7clZFrVI3ZvRyS3uVA1fH3l9TjHb4sx2bJLSiKBOWHmeC2+",
+	"A3op49JLkP/wS6XPaMpS3QZwNjhoRbnqI3rHSDrRDHqSJmYp2tvbiQhpAhr828bbBrBH0+mcmMQ4hdp8",
+	"WHEvTsElCiap2cKwssBg4MhjTYZirHXxlEWMq5gmfhsuyLDY5ABdvnJuH+7hZchXnlcAUF0jqqjXNLoH",
+	"5ts9zPEINPaPtaacmTe0Sqs7nBftvPZnWUjxDFxqnp/gZyeSZULP+DuWZkGTKoQDbflLOZelU7wr0Kmf",
+	"Y5ntcDwaTaAWhkV38Ofr+27nWzaFk2N+G5AHqsIh5k9Gvt88A8nxmvUKJ8+3+s4bZjrhxeU00VJkEWm9",
+	"pjNv63zLl/Et16dSaHoEtTuNk9Rfj4hpHoY5zdmxN+8VNKr5WS4oUJLqJdzR2qV+iPGR/qaZiLTipjRV",
+	"wGA2SyO8Lw2N+Prp6/8fAAD//5woKJcC7AEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -12,6 +12,7 @@ type Application struct {
 	Auth        *Authenticator
 	Workspaces  *Workspaces
 	Plans       *Plans
+	Capacity    *Capacity
 	Definitions *Definitions
 	Executions  *Executions
 	// Outbound is nil when Stores has no OutboundLimits.
@@ -50,6 +51,8 @@ type Stores struct {
 	// OwnTaskQueues are Sluice's own task queues, which no allow-list
 	// may open.
 	OwnTaskQueues domain.ReservedTaskQueues
+	// Capacity reads the capacity page's series.
+	Capacity ports.CapacityStore
 }
 
 // NewApplication wires the use cases. engine may be nil in a process that
@@ -60,6 +63,7 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Process
 		Auth:        authenticator,
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, authenticator),
 		Plans:       NewPlans(s.Plans, s.Workspaces, ExternalWorker{}),
+		Capacity:    NewCapacity(s.Capacity, s.Plans),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget).CheckingAllowLists(s.AllowLists, s.OwnTaskQueues),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
 		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables),

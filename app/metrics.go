@@ -30,6 +30,12 @@ type DispatchMetrics struct {
 	// a later holder (settleEndedTerms).
 	TermClaimsSettled prometheus.Counter
 	Latency           prometheus.Histogram
+	// AdmissionWait observes, by plan, each started item's admission wait:
+	// from the moment it was admissible (the latest of its enqueue, its
+	// notBefore or back-off, and the last moment its workspace's own
+	// running limit stopped holding it) to its start being recorded. The
+	// latency SLO is written on it (docs/admission.md#admission-wait).
+	AdmissionWait *prometheus.HistogramVec
 	// DispatchFailures counts failed Temporal starts by reason and by what
 	// became of the item: released for a retry, failed for good, or held
 	// CLAIMED with no failure counted because Temporal was unavailable.
@@ -131,6 +137,11 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 		Name: "queue_enqueue_to_dispatch_seconds", Help: "Time from enqueue to DISPATCHED.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 	})
+	m.AdmissionWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "queue_admission_wait_seconds",
+		Help:    "Time a started item waited while admissible, by plan: from the latest of its enqueue, its notBefore and the last moment its workspace's own running limit stopped holding it, to its start being recorded.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"plan"})
 	m.DispatchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "queue_dispatch_failures_total",
 		Help: "Failed Temporal starts of queue items, by reason (start_timeout, temporal_unavailable, start_error), and by outcome: released for a retry, failed for good, or held claimed while Temporal is unavailable.",
@@ -171,13 +182,29 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 	}
 	for _, plan := range domain.Plans() {
 		m.AdmissionRefusals.WithLabelValues(string(plan))
+		m.AdmissionWait.WithLabelValues(string(plan))
 	}
 	for _, reason := range []domain.WaitReason{domain.WaitWorkspaceLimit, domain.WaitStartRate} {
 		m.PassedOver.WithLabelValues(passedOverLabel(reason))
 	}
 	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.TermClaimsSettled,
-		m.Latency, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.PassedOver, m.BreakerOpen, m.BreakerTrips, m.StartLimit)
+		m.Latency, m.AdmissionWait, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.PassedOver, m.BreakerOpen, m.BreakerTrips, m.StartLimit)
 	return m
+}
+
+// started observes a started item's enqueue-to-dispatch latency and, when
+// one was stored, its admission wait under its plan. An item whose
+// workspace is gone has no plan and is left out of the per-plan series.
+func (m *DispatchMetrics) started(r ports.DispatchedRecord) {
+	m.Latency.Observe(r.DispatchedAt.Sub(r.CreatedAt).Seconds())
+	if r.AdmissionWait != nil && r.Plan != "" {
+		m.waited(ports.AdmissionWait{Plan: r.Plan, Wait: *r.AdmissionWait})
+	}
+}
+
+// waited observes one admission wait under its plan.
+func (m *DispatchMetrics) waited(w ports.AdmissionWait) {
+	m.AdmissionWait.WithLabelValues(string(w.Plan)).Observe(w.Wait.Seconds())
 }
 
 // dispatchFailed counts one failed start of an item of workspace ws.

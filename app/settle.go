@@ -131,7 +131,7 @@ func (d *Dispatcher) markDispatchedUnder(ctx context.Context, claimer ports.Fenc
 	}
 	d.metrics.Dispatched.Add(float64(len(recs)))
 	for _, r := range recs {
-		d.metrics.Latency.Observe(r.DispatchedAt.Sub(r.CreatedAt).Seconds())
+		d.metrics.started(r)
 		d.log.Info("dispatched execution", "queue_item_id", r.ID, "execution_id", executionOf[r.ID])
 	}
 	n := len(recs)
@@ -148,14 +148,26 @@ func (d *Dispatcher) markDispatchedUnder(ctx context.Context, claimer ports.Fenc
 		}
 		// A run admitted before this marking (AdmitRun) moved its item
 		// DISPATCHED itself: started all the same, and counted here, its
-		// latency up to now, a little after its admission.
+		// latency up to now, a little after its admission, and the
+		// admission wait its admission stored.
 		statuses := d.cancelWithdrawn(ctx, missed, true)
 		now := d.now()
+		var admitted []domain.ID
 		for _, it := range missed {
 			if statuses[it.ID] == domain.QueueDispatched {
 				n++
 				d.metrics.Dispatched.Inc()
 				d.metrics.Latency.Observe(now.Sub(it.CreatedAt).Seconds())
+				admitted = append(admitted, it.ExecutionID)
+			}
+		}
+		if len(admitted) > 0 {
+			waits, err := d.store.AdmissionWaits(context.WithoutCancel(ctx), admitted)
+			if err != nil {
+				d.log.Warn("cannot read the admission waits of items their runs started", "count", len(admitted), "error", err)
+			}
+			for _, w := range waits {
+				d.metrics.waited(w)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -214,7 +215,7 @@ func (s *slowClaimStore) Claim(ctx context.Context, fence ports.Fence, budget in
 func TestItemsTheirRunsAdmittedBeforeTheMarkingCountAsDispatched(t *testing.T) {
 	t.Parallel()
 	admitted := staleItem(0)
-	store := &admittedFirstStore{fakeStore: &fakeStore{}, admitted: admitted.ID}
+	store := &admittedFirstStore{fakeStore: &fakeStore{}, admitted: admitted.ID, execution: *admitted.ExecutionID}
 	d := newTestDispatcher(store, okEngine{}, nil, nil, nonExclusive())
 	item := ports.ClaimedItem{QueueItem: admitted, ExecutionID: *admitted.ExecutionID}
 	n, err := d.markDispatched(context.Background(), []ports.ClaimedItem{item})
@@ -224,17 +225,64 @@ func TestItemsTheirRunsAdmittedBeforeTheMarkingCountAsDispatched(t *testing.T) {
 	if got := testutil.ToFloat64(d.metrics.Dispatched); got != 1 {
 		t.Errorf("queue_items_dispatched_total = %v, want 1", got)
 	}
+	// Its admission wait is the one its run's admission stored.
+	want := `
+		# HELP queue_admission_wait_seconds Time a started item waited while admissible, by plan: from the latest of its enqueue, its notBefore and the last moment its workspace's own running limit stopped holding it, to its start being recorded.
+		# TYPE queue_admission_wait_seconds histogram
+		queue_admission_wait_seconds_bucket{plan="PRO",le="0.005"} 0
+		queue_admission_wait_seconds_bucket{plan="PRO",le="0.01"} 0
+		queue_admission_wait_seconds_bucket{plan="PRO",le="0.025"} 0
+		queue_admission_wait_seconds_bucket{plan="PRO",le="0.05"} 0
+		queue_admission_wait_seconds_bucket{plan="PRO",le="0.1"} 0
+		queue_admission_wait_seconds_bucket{plan="PRO",le="0.25"} 0
+		queue_admission_wait_seconds_bucket{plan="PRO",le="0.5"} 0
+		queue_admission_wait_seconds_bucket{plan="PRO",le="1"} 0
+		queue_admission_wait_seconds_bucket{plan="PRO",le="2.5"} 1
+		queue_admission_wait_seconds_bucket{plan="PRO",le="5"} 1
+		queue_admission_wait_seconds_bucket{plan="PRO",le="10"} 1
+		queue_admission_wait_seconds_bucket{plan="PRO",le="30"} 1
+		queue_admission_wait_seconds_bucket{plan="PRO",le="60"} 1
+		queue_admission_wait_seconds_bucket{plan="PRO",le="+Inf"} 1
+		queue_admission_wait_seconds_sum{plan="PRO"} 2
+		queue_admission_wait_seconds_count{plan="PRO"} 1
+	`
+	if err := testutil.CollectAndCompare(onlyPlan{d.metrics.AdmissionWait, "PRO"}, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+// onlyPlan collects one plan's series of a per-plan histogram.
+type onlyPlan struct {
+	vec  *prometheus.HistogramVec
+	plan string
+}
+
+func (o onlyPlan) Describe(ch chan<- *prometheus.Desc) { o.vec.Describe(ch) }
+
+func (o onlyPlan) Collect(ch chan<- prometheus.Metric) {
+	o.vec.WithLabelValues(o.plan).(prometheus.Histogram).Collect(ch)
 }
 
 // admittedFirstStore marks nothing: the run of item admitted has already
 // moved it DISPATCHED (AdmitRun).
 type admittedFirstStore struct {
 	*fakeStore
-	admitted domain.ID
+	admitted  domain.ID
+	execution domain.ID
 }
 
 func (s *admittedFirstStore) MarkDispatched(context.Context, ports.Fence, []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
 	return nil, nil
+}
+
+func (s *admittedFirstStore) AdmissionWaits(_ context.Context, executionIDs []domain.ID) (map[domain.ID]ports.AdmissionWait, error) {
+	out := map[domain.ID]ports.AdmissionWait{}
+	for _, id := range executionIDs {
+		if id == s.execution {
+			out[id] = ports.AdmissionWait{Plan: domain.PlanPro, Wait: 2 * time.Second}
+		}
+	}
+	return out, nil
 }
 
 func (s *admittedFirstStore) QueueStatuses(context.Context, []domain.ID) (map[domain.ID]domain.QueueStatus, error) {

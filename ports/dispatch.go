@@ -217,11 +217,24 @@ type DispatchedItem struct {
 }
 
 // DispatchedRecord reports an item marked DISPATCHED, for the
-// enqueue-to-dispatch latency.
+// enqueue-to-dispatch latency and the admission wait.
 type DispatchedRecord struct {
 	ID           domain.ID
 	CreatedAt    time.Time
 	DispatchedAt time.Time
+	// Plan is the item's workspace's plan, "" when the workspace is gone.
+	Plan domain.Plan
+	// AdmissionWait is how long the item waited while admissible (see
+	// docs/admission.md#admission-wait), as stored when its start was
+	// recorded; nil when none was stored.
+	AdmissionWait *time.Duration
+}
+
+// AdmissionWait is a started execution's admission wait as stored (see
+// docs/admission.md#admission-wait), with its workspace's plan.
+type AdmissionWait struct {
+	Plan domain.Plan
+	Wait time.Duration
 }
 
 // DispatchStore is the dispatcher's side of storage.
@@ -279,6 +292,10 @@ type DispatchStore interface {
 	// than olderThan that come after the cursor in (AdmittedAt, ID) order,
 	// for the reconciler; a zero cursor starts from the oldest.
 	RunningAdmittedBefore(ctx context.Context, olderThan time.Duration, after ExecutionCursor, limit int) ([]domain.Execution, error)
+	// AdmissionWaits returns, by execution, the admission wait stored
+	// when the given executions' starts were recorded, for those that have
+	// one: for items whose run recorded it before the marking did.
+	AdmissionWaits(ctx context.Context, executionIDs []domain.ID) (map[domain.ID]AdmissionWait, error)
 	// QueueStatuses returns the current status of the given items; ids not
 	// found are absent from the map.
 	QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.QueueStatus, error)

@@ -648,10 +648,7 @@ func (s *Store) MarkDispatched(ctx context.Context, fence ports.Fence, items []p
 	}
 	out := make([]ports.DispatchedRecord, len(rows))
 	for i, r := range rows {
-		out[i] = ports.DispatchedRecord{ID: r.ID, CreatedAt: r.CreatedAt}
-		if r.DispatchedAt != nil {
-			out[i].DispatchedAt = *r.DispatchedAt
-		}
+		out[i] = dispatchedRecord(r.ID, r.CreatedAt, r.DispatchedAt, r.AdmissionWaitMs, r.Plan)
 	}
 	return out, nil
 }

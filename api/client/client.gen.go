@@ -149,6 +149,18 @@ type CancelResponse struct {
 // CancelResponseStatus defines model for CancelResponse.Status.
 type CancelResponseStatus string
 
+// Capacity defines model for Capacity.
+type Capacity struct {
+	// From The start of the first step.
+	From        time.Time `json:"from"`
+	Plans       []PlanUse `json:"plans"`
+	Pool        PoolUse   `json:"pool"`
+	StepSeconds int       `json:"stepSeconds"`
+
+	// To The end of the last step.
+	To time.Time `json:"to"`
+}
+
 // Concurrency At most `limit` executions whose `key` resolves to the same text run at once in the workspace,
 // on top of its own limit. The key is a template over the input (input references only, at most
 // 256 bytes, resolving to at most 256), resolved when an item is enqueued; an input without what
@@ -660,6 +672,28 @@ type PlanQuotas struct {
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
 }
 
+// PlanUse defines model for PlanUse.
+type PlanUse struct {
+	// Floor The plan's floor per workspace now, as admission uses it (never above maxRunning).
+	Floor int `json:"floor"`
+
+	// MaxRunning The plan's limit per workspace now.
+	MaxRunning int  `json:"maxRunning"`
+	Plan       Plan `json:"plan"`
+
+	// Running Per step, the plan's workspaces' RUNNING executions at the step's end.
+	Running []int `json:"running"`
+
+	// Starts Per step, the runs started.
+	Starts []int `json:"starts"`
+
+	// WaitP50Seconds Per step, the median admission wait of the runs started, in seconds; 0 in a step without one (starts says which).
+	WaitP50Seconds []float32 `json:"waitP50Seconds"`
+
+	// WaitP99Seconds Per step, the 99th percentile of those waits, in seconds; 0 in a step without one.
+	WaitP99Seconds []float32 `json:"waitP99Seconds"`
+}
+
 // Pool defines model for Pool.
 type Pool struct {
 	// Borrowed Of them, those above their workspace's floor: capacity lent by the floors' owners or free.
@@ -671,6 +705,18 @@ type Pool struct {
 	// Running RUNNING executions of all workspaces now.
 	Running   int       `json:"running"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// PoolUse defines model for PoolUse.
+type PoolUse struct {
+	// Borrowed Per step, the RUNNING executions above their workspaces' floors.
+	Borrowed []int `json:"borrowed"`
+
+	// Capacity The pool's capacity now; null is none.
+	Capacity *int `json:"capacity"`
+
+	// WithinFloor Per step, the RUNNING executions within their workspaces' floors.
+	WithinFloor []int `json:"withinFloor"`
 }
 
 // Problem RFC 9457 problem details.
@@ -1217,6 +1263,15 @@ type Unauthorized = Problem
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
 
+// GetCapacityParams defines parameters for GetCapacity.
+type GetCapacityParams struct {
+	// WindowSeconds How far back the series reach, in seconds.
+	WindowSeconds *int `form:"windowSeconds,omitempty" json:"windowSeconds,omitempty"`
+
+	// StepSeconds The time between points, in seconds; at most windowSeconds.
+	StepSeconds *int `form:"stepSeconds,omitempty" json:"stepSeconds,omitempty"`
+}
+
 // ListWebhookEndpointsParams defines parameters for ListWebhookEndpoints.
 type ListWebhookEndpointsParams struct {
 	// WorkspaceID The workspace.
@@ -1467,6 +1522,9 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+	// GetCapacity request
+	GetCapacity(ctx context.Context, params *GetCapacityParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetCaller request
 	GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1666,6 +1724,18 @@ type ClientInterface interface {
 
 	// GetReadyz request
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (c *Client) GetCapacity(ctx context.Context, params *GetCapacityParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCapacityRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 func (c *Client) GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2530,6 +2600,71 @@ func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetCapacityRequest generates requests for GetCapacity
+func NewGetCapacityRequest(server string, params *GetCapacityParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/capacity")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		queryValues := queryURL.Query()
+
+		if params.WindowSeconds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "windowSeconds", runtime.ParamLocationQuery, *params.WindowSeconds); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		if params.StepSeconds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "stepSeconds", runtime.ParamLocationQuery, *params.StepSeconds); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		queryURL.RawQuery = queryValues.Encode()
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetCallerRequest generates requests for GetCaller
@@ -5096,6 +5231,9 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+	// GetCapacityWithResponse request
+	GetCapacityWithResponse(ctx context.Context, params *GetCapacityParams, reqEditors ...RequestEditorFn) (*GetCapacityResponse, error)
+
 	// GetCallerWithResponse request
 	GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error)
 
@@ -5295,6 +5433,35 @@ type ClientWithResponsesInterface interface {
 
 	// GetReadyzWithResponse request
 	GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzResponse, error)
+}
+
+type GetCapacityResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *Capacity
+	ApplicationProblemJSON400 *BadRequest
+	ApplicationProblemJSON401 *Unauthorized
+	ApplicationProblemJSON403 *Forbidden
+	ApplicationProblemJSON422 *InvalidField
+	ApplicationProblemJSON429 *TooMany
+	ApplicationProblemJSON500 *Internal
+	ApplicationProblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCapacityResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCapacityResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
 }
 
 type GetCallerResponse struct {
@@ -6925,6 +7092,15 @@ func (r GetReadyzResponse) StatusCode() int {
 	return 0
 }
 
+// GetCapacityWithResponse request returning *GetCapacityResponse
+func (c *ClientWithResponses) GetCapacityWithResponse(ctx context.Context, params *GetCapacityParams, reqEditors ...RequestEditorFn) (*GetCapacityResponse, error) {
+	rsp, err := c.GetCapacity(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCapacityResponse(rsp)
+}
+
 // GetCallerWithResponse request returning *GetCallerResponse
 func (c *ClientWithResponses) GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error) {
 	rsp, err := c.GetCaller(ctx, reqEditors...)
@@ -7555,6 +7731,81 @@ func (c *ClientWithResponses) GetReadyzWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetReadyzResponse(rsp)
+}
+
+// ParseGetCapacityResponse parses an HTTP response from a GetCapacityWithResponse call
+func ParseGetCapacityResponse(rsp *http.Response) (*GetCapacityResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCapacityResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Capacity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidField
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseGetCallerResponse parses an HTTP response from a GetCallerWithResponse call

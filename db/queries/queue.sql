@@ -176,19 +176,27 @@ SELECT c.id, c.status, c.claimed_at FROM claimed c;
 -- both lists by ANY is the same test, and it is two index lookups instead
 -- of a join the planner misjudges (make bench measured the join at 50 ms
 -- for 500 items).
--- Each dispatched item's audit row is written by the same statement.
+-- Each dispatched item's audit row is written by the same statement, and
+-- its execution's admission wait (queue_admission_wait_ms, into the
+-- admission_waits row its claim wrote), returned with its workspace's
+-- plan for the per-plan histogram.
 WITH dispatched AS (
     UPDATE workflow_execution_queue q
     SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
     WHERE q.id = ANY(@ids::uuid[]) AND q.status = 'CLAIMED' AND q.execution_id = ANY(@execution_ids::uuid[])
-    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.dispatched_at
+    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at, q.dispatched_at
+), waited AS (
+    UPDATE admission_waits a SET wait_ms = queue_admission_wait_ms(d.created_at, d.available_at, a.slot_freed_at)
+    FROM dispatched d WHERE a.execution_id = d.execution_id
+    RETURNING a.execution_id, a.wait_ms
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
     SELECT gen_random_uuid(), w.id, 'dispatcher', 'queue.dispatched', d.id,
            jsonb_build_object('executionId', d.execution_id)
     FROM dispatched d LEFT JOIN workspaces w ON w.id = d.workspace_id
 )
-SELECT d.id, d.created_at, d.dispatched_at FROM dispatched d;
+SELECT d.id, d.created_at, d.dispatched_at, wt.wait_ms AS admission_wait_ms, w.plan AS plan
+FROM dispatched d LEFT JOIN waited wt ON wt.execution_id = d.execution_id LEFT JOIN workspaces w ON w.id = d.workspace_id;
 
 -- name: QueueStatusOfExecution :one
 -- The status of the item whose claim is execution @execution_id, read by
@@ -209,7 +217,10 @@ WITH admitted AS (
     UPDATE workflow_execution_queue q
     SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
     WHERE q.execution_id = @execution_id AND q.status = 'CLAIMED'
-    RETURNING q.id, q.workspace_id, q.execution_id
+    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at
+), waited AS (
+    UPDATE admission_waits w SET wait_ms = queue_admission_wait_ms(a.created_at, a.available_at, w.slot_freed_at)
+    FROM admitted a WHERE w.execution_id = a.execution_id
 )
 INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
 SELECT gen_random_uuid(), w.id, 'workflow', 'queue.dispatched', a.id, jsonb_build_object('executionId', a.execution_id)
@@ -414,3 +425,12 @@ SELECT coalesce((SELECT o.max_running FROM workspace_limits o WHERE o.workspace_
            SELECT u.ord, (SELECT count(*) FROM workflow_executions e
                           WHERE e.workspace_id = @workspace_id AND e.concurrency_key = u.key AND e.status = 'RUNNING')::int AS running
            FROM unnest(@keys::text[]) WITH ORDINALITY AS u(key, ord)) k), '{}')::int[] AS key_running;
+
+-- name: ExecutionAdmissionWaits :many
+-- The stored admission waits of started executions, with their
+-- workspaces' plans: for items whose run recorded their start
+-- (QueueAdmitRun) before the dispatcher's marking, which then reads what
+-- that admission stored.
+SELECT a.execution_id, a.wait_ms::bigint AS wait_ms, w.plan AS plan
+FROM admission_waits a JOIN workspaces w ON w.id = a.workspace_id
+WHERE a.execution_id = ANY(@ids::uuid[]) AND a.wait_ms IS NOT NULL;

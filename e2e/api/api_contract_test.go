@@ -192,6 +192,13 @@ func TestContractEveryOperation(t *testing.T) {
 		t.Errorf("getCaller with the admin token: %s", me.Body)
 	}
 
+	// The capacity series: the last hour in steps of a minute by default.
+	cp, err := admin.GetCapacityWithResponse(ctx, nil)
+	status(t, "getCapacity", cp, err, http.StatusOK)
+	if c := cp.JSON200; c.StepSeconds != 60 || len(c.Pool.Borrowed) != 60 || len(c.Plans) != 3 {
+		t.Errorf("getCapacity: %s", cp.Body)
+	}
+
 	lk, err := key.ListAPIKeysWithResponse(ctx, ws.ID)
 	status(t, "listApiKeys", lk, err, http.StatusOK)
 	if len(*lk.JSON200) != 2 {

@@ -154,6 +154,9 @@ func (w *world) opsOnB() []op {
 		{"updatePool", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.UpdatePool(ctx, client.UpdatePoolRequest{Capacity: harness.Ptr(1000)})
 		}},
+		{"getCapacity", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
+			return c.GetCapacity(ctx, nil)
+		}},
 		{"createDefinition", func(ctx context.Context, c client.ClientInterface) (*http.Response, error) {
 			return c.CreateDefinition(ctx, client.CreateDefinitionRequest{WorkspaceID: w.wsB, Name: "intruder", Graph: greetGraph()})
 		}},

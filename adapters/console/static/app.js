@@ -4,10 +4,11 @@
 // checked by tsc against the types generated from openapi.yaml (make
 // console-check); types.js names them.
 //
-// The route is the hash: #/workspaces, #/plans, #/workspaces/ID/queue?status=FAILED,
+// The route is the hash: #/workspaces, #/plans, #/capacity, #/workspaces/ID/queue?status=FAILED,
 // #/definitions/ID?v=2, #/executions/ID. Links are real anchors, so they
 // work with the keyboard, open in new tabs and survive a reload.
 import { token, whenRefused } from "./api.js";
+import { viewCapacity } from "./capacity.js";
 import { h, mainEl, tickClocks } from "./dom.js";
 import { viewDefinition, viewDefinitions } from "./definitions.js";
 import { viewExecutions } from "./executions.js";
@@ -39,6 +40,7 @@ const routes = [
   [re(`^\/workspaces\/${ID}\/limits$`), (m) => viewWorkspaceLimits(m[1] || "")],
   [re(`^\/workspaces\/${ID}\/outbound$`), (m) => viewOutbound(m[1] || "")],
   [re(`^\/plans$`), () => viewPlans()],
+  [re(`^\/capacity$`), () => viewCapacity()],
   [re(`^\/definitions\/${ID}$`), (m, q) => viewDefinition(m[1] || "", q)],
   [re(`^\/executions\/${ID}$`), (m) => viewExecution(m[1] || "")],
 ];

@@ -16,9 +16,12 @@ export function renderWho() {
     return;
   }
   nav.replaceChildren(h("a", { href: "#/workspaces" }, "Workspaces"));
-  // The plans are the admin's only: their link shows for the admin token.
+  // The plans and the capacity page are the admin's only: their links
+  // show for the admin token.
   isAdmin().then((admin) => {
-    if (admin && token() && !nav.querySelector("#nav-plans")) nav.append(h("a", { href: "#/plans", id: "nav-plans" }, "Plans"));
+    if (admin && token() && !nav.querySelector("#nav-plans")) {
+      nav.append(h("a", { href: "#/plans", id: "nav-plans" }, "Plans"), h("a", { href: "#/capacity", id: "nav-capacity" }, "Capacity"));
+    }
   });
   who.replaceChildren(
     h(

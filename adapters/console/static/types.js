@@ -32,6 +32,8 @@
 /** @typedef {Schemas['FieldError']} FieldError */
 /** @typedef {Schemas['PlanLimits']} PlanLimits */
 /** @typedef {Schemas['WorkspaceLimits']} WorkspaceLimits */
+/** @typedef {Schemas['Capacity']} Capacity */
+/** @typedef {Schemas['PlanUse']} PlanUse */
 /** @typedef {Schemas['OutboundLimit']} OutboundLimit */
 /** @typedef {Schemas['OutboundPause']} OutboundPause */
 /** @typedef {Schemas['WebhookEndpoint']} WebhookEndpoint */

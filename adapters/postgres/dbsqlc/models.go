@@ -21,6 +21,14 @@ type Activity struct {
 	CreatedAt   time.Time
 }
 
+type AdmissionWait struct {
+	ExecutionID domain.ID
+	WorkspaceID domain.ID
+	StartedAt   time.Time
+	SlotFreedAt *time.Time
+	WaitMs      *int64
+}
+
 type ApiKey struct {
 	ID          domain.ID
 	WorkspaceID domain.ID
@@ -322,6 +330,7 @@ type WorkspaceQueueStat struct {
 	Pending     int32
 	Running     int32
 	HasPending  bool
+	FullUntil   *time.Time
 }
 
 type WorkspaceQueueStored struct {

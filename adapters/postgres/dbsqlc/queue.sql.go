@@ -38,6 +38,42 @@ func (q *Queries) AdmissionLimitsWriteLock(ctx context.Context, db DBTX) error {
 	return err
 }
 
+const executionAdmissionWaits = `-- name: ExecutionAdmissionWaits :many
+SELECT a.execution_id, a.wait_ms::bigint AS wait_ms, w.plan AS plan
+FROM admission_waits a JOIN workspaces w ON w.id = a.workspace_id
+WHERE a.execution_id = ANY($1::uuid[]) AND a.wait_ms IS NOT NULL
+`
+
+type ExecutionAdmissionWaitsRow struct {
+	ExecutionID domain.ID
+	WaitMs      int64
+	Plan        string
+}
+
+// The stored admission waits of started executions, with their
+// workspaces' plans: for items whose run recorded their start
+// (QueueAdmitRun) before the dispatcher's marking, which then reads what
+// that admission stored.
+func (q *Queries) ExecutionAdmissionWaits(ctx context.Context, db DBTX, ids []domain.ID) ([]ExecutionAdmissionWaitsRow, error) {
+	rows, err := db.Query(ctx, executionAdmissionWaits, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ExecutionAdmissionWaitsRow{}
+	for rows.Next() {
+		var i ExecutionAdmissionWaitsRow
+		if err := rows.Scan(&i.ExecutionID, &i.WaitMs, &i.Plan); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const idempotencyKeyClaim = `-- name: IdempotencyKeyClaim :execrows
 INSERT INTO idempotency_keys (workspace_id, key, request_hash, queue_id)
 VALUES ($1, $2, $3, $4)
@@ -181,7 +217,10 @@ WITH admitted AS (
     UPDATE workflow_execution_queue q
     SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
     WHERE q.execution_id = $1 AND q.status = 'CLAIMED'
-    RETURNING q.id, q.workspace_id, q.execution_id
+    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at
+), waited AS (
+    UPDATE admission_waits w SET wait_ms = queue_admission_wait_ms(a.created_at, a.available_at, w.slot_freed_at)
+    FROM admitted a WHERE w.execution_id = a.execution_id
 )
 INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
 SELECT gen_random_uuid(), w.id, 'workflow', 'queue.dispatched', a.id, jsonb_build_object('executionId', a.execution_id)
@@ -880,14 +919,19 @@ WITH dispatched AS (
     UPDATE workflow_execution_queue q
     SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL
     WHERE q.id = ANY($1::uuid[]) AND q.status = 'CLAIMED' AND q.execution_id = ANY($2::uuid[])
-    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.dispatched_at
+    RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at, q.dispatched_at
+), waited AS (
+    UPDATE admission_waits a SET wait_ms = queue_admission_wait_ms(d.created_at, d.available_at, a.slot_freed_at)
+    FROM dispatched d WHERE a.execution_id = d.execution_id
+    RETURNING a.execution_id, a.wait_ms
 ), audit AS (
     INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)
     SELECT gen_random_uuid(), w.id, 'dispatcher', 'queue.dispatched', d.id,
            jsonb_build_object('executionId', d.execution_id)
     FROM dispatched d LEFT JOIN workspaces w ON w.id = d.workspace_id
 )
-SELECT d.id, d.created_at, d.dispatched_at FROM dispatched d
+SELECT d.id, d.created_at, d.dispatched_at, wt.wait_ms AS admission_wait_ms, w.plan AS plan
+FROM dispatched d LEFT JOIN waited wt ON wt.execution_id = d.execution_id LEFT JOIN workspaces w ON w.id = d.workspace_id
 `
 
 type QueueMarkDispatchedParams struct {
@@ -896,9 +940,11 @@ type QueueMarkDispatchedParams struct {
 }
 
 type QueueMarkDispatchedRow struct {
-	ID           domain.ID
-	CreatedAt    time.Time
-	DispatchedAt *time.Time
+	ID              domain.ID
+	CreatedAt       time.Time
+	DispatchedAt    *time.Time
+	AdmissionWaitMs *int64
+	Plan            *string
 }
 
 // Only items still in the claim that started their workflow move on, so a
@@ -907,7 +953,10 @@ type QueueMarkDispatchedRow struct {
 // both lists by ANY is the same test, and it is two index lookups instead
 // of a join the planner misjudges (make bench measured the join at 50 ms
 // for 500 items).
-// Each dispatched item's audit row is written by the same statement.
+// Each dispatched item's audit row is written by the same statement, and
+// its execution's admission wait (queue_admission_wait_ms, into the
+// admission_waits row its claim wrote), returned with its workspace's
+// plan for the per-plan histogram.
 func (q *Queries) QueueMarkDispatched(ctx context.Context, db DBTX, arg QueueMarkDispatchedParams) ([]QueueMarkDispatchedRow, error) {
 	rows, err := db.Query(ctx, queueMarkDispatched, arg.Ids, arg.ExecutionIds)
 	if err != nil {
@@ -917,7 +966,13 @@ func (q *Queries) QueueMarkDispatched(ctx context.Context, db DBTX, arg QueueMar
 	items := []QueueMarkDispatchedRow{}
 	for rows.Next() {
 		var i QueueMarkDispatchedRow
-		if err := rows.Scan(&i.ID, &i.CreatedAt, &i.DispatchedAt); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.CreatedAt,
+			&i.DispatchedAt,
+			&i.AdmissionWaitMs,
+			&i.Plan,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

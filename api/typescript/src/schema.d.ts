@@ -201,6 +201,35 @@ export interface paths {
         patch: operations["updatePool"];
         trace?: never;
     };
+    "/api/v1/capacity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show capacity over time
+         * @description Admin only. The console's capacity page: over the last
+         *     `windowSeconds` (at most an hour) in steps of `stepSeconds` (at
+         *     most 360 points; a step longer than the window is refused, 422), the pool's RUNNING executions within their
+         *     workspaces' floors and above them (borrowed), and per plan its
+         *     RUNNING executions, its starts and the p50 and p99 of their
+         *     admission waits (docs/admission.md#admission-wait). Running counts
+         *     are taken at each step's end; a run started more than an hour
+         *     before the window that ended inside it is not counted. The pool's
+         *     capacity and the plans' limits and floors are those set now.
+         *     See docs/console.md#capacity.
+         */
+        get: operations["getCapacity"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/plans": {
         parameters: {
             query?: never;
@@ -1197,6 +1226,44 @@ export interface components {
         } & components["schemas"]["PlanQuotas"];
         /** @description Only in the answer to an edit: what the limits now allow that the service cannot give, each a sentence naming the field and the figure it passes. The edit is saved all the same: for example a workspaceNodesInFlight above the slots of one external-API worker (SLUICE_WORKER_EXTERNAL_API_CONCURRENCY as the API process reads it), which several workers may still serve. */
         LimitWarnings: string[];
+        Capacity: {
+            /**
+             * Format: date-time
+             * @description The start of the first step.
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description The end of the last step.
+             */
+            to: string;
+            stepSeconds: number;
+            pool: components["schemas"]["PoolUse"];
+            plans: components["schemas"]["PlanUse"][];
+        };
+        PoolUse: {
+            /** @description The pool's capacity now; null is none. */
+            capacity: number | null;
+            /** @description Per step, the RUNNING executions within their workspaces' floors. */
+            withinFloor: number[];
+            /** @description Per step, the RUNNING executions above their workspaces' floors. */
+            borrowed: number[];
+        };
+        PlanUse: {
+            plan: components["schemas"]["Plan"];
+            /** @description The plan's limit per workspace now. */
+            maxRunning: number;
+            /** @description The plan's floor per workspace now, as admission uses it (never above maxRunning). */
+            floor: number;
+            /** @description Per step, the plan's workspaces' RUNNING executions at the step's end. */
+            running: number[];
+            /** @description Per step, the runs started. */
+            starts: number[];
+            /** @description Per step, the median admission wait of the runs started, in seconds; 0 in a step without one (starts says which). */
+            waitP50Seconds: number[];
+            /** @description Per step, the 99th percentile of those waits, in seconds; 0 in a step without one. */
+            waitP99Seconds: number[];
+        };
         Pool: {
             /** @description RUNNING executions of all workspaces together; null is no pool (each workspace up to its own limit). */
             capacity: number | null;
@@ -2674,6 +2741,85 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidField"];
+            429: components["responses"]["TooMany"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getCapacity: {
+        parameters: {
+            query?: {
+                /** @description How far back the series reach, in seconds. */
+                windowSeconds?: number;
+                /** @description The time between points, in seconds; at most windowSeconds. */
+                stepSeconds?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The series. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "from": "2026-11-27T09:00:00Z",
+                     *       "to": "2026-11-27T10:00:00Z",
+                     *       "stepSeconds": 1200,
+                     *       "pool": {
+                     *         "capacity": 100,
+                     *         "withinFloor": [
+                     *           20,
+                     *           25,
+                     *           22
+                     *         ],
+                     *         "borrowed": [
+                     *           70,
+                     *           72,
+                     *           60
+                     *         ]
+                     *       },
+                     *       "plans": [
+                     *         {
+                     *           "plan": "FREE",
+                     *           "maxRunning": 1,
+                     *           "floor": 1,
+                     *           "running": [
+                     *             60,
+                     *             64,
+                     *             55
+                     *           ],
+                     *           "starts": [
+                     *             900,
+                     *             950,
+                     *             870
+                     *           ],
+                     *           "waitP50Seconds": [
+                     *             0.012,
+                     *             0.011,
+                     *             0.013
+                     *           ],
+                     *           "waitP99Seconds": [
+                     *             0.09,
+                     *             0.2,
+                     *             0.05
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Capacity"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             422: components["responses"]["InvalidField"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
