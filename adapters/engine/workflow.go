@@ -523,6 +523,9 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 			r.busy--
 			if isPure(t) {
 				local--
+				// awaitPure ended a run node's reservation; this ends a
+				// reused one's.
+				r.pureEnded(r.last)
 			}
 		}
 		if msg := r.apply(sched, r.last); failure == "" {
