@@ -378,6 +378,22 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionCompleted,
 		},
 		{
+			// A DAG's TRANSFORM node that outgrows the room of what it
+			// carries (an input of 200 bytes repeated 4 times, within the
+			// recorder's payload limit of 1,000) and runs again with the
+			// payload limit reserved, beside a small one that does not.
+			name: "pure_node_outgrows_its_room",
+			graph: `{
+				"nodes": [
+					{"key": "big", "type": "TRANSFORM", "config": {"output": [` +
+				strings.TrimSuffix(strings.Repeat(`"{{ input.s }}",`, 4), ",") + `]}},
+					{"key": "small", "type": "TRANSFORM", "config": {"output": "{{ input.s }}"}}
+				]
+			}`,
+			input: `{"s": "` + strings.Repeat("x", 200) + `"}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
 			// One WAIT_FOR_EVENT signalled before it starts (behind a
 			// DELAY), one that times out onto its false branch.
 			name: "wait_for_event_signalled_and_timed_out",

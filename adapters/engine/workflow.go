@@ -523,6 +523,8 @@ func (r *executionRun) drive(sched *domain.Scheduler) (string, []string) {
 			r.busy--
 			if isPure(t) {
 				local--
+				// awaitPure ended a run node's reservation; this ends a
+				// reused one's.
 				r.pureEnded(r.last)
 			}
 		}
@@ -566,6 +568,25 @@ func (r *executionRun) fitsTask(n domain.Node, in RunNodeInput) bool {
 		r.task.used += need
 	}
 	return true
+}
+
+// pureOutputSlack is what a pure node's output may hold beyond the data
+// it carries before it outgrows its room: a CONDITION's verdict, an
+// index, an execution id, the JSON around them.
+const pureOutputSlack = 256
+
+// withOutputRoom gives a pure node's input in the room of what it carries
+// (OutputRoom), for DAG nodes and FOR_EACH iterations alike: its output is
+// built of its config and what it reads, and pureOutputSlack covers what
+// it holds besides, so the task awaiting it reserves that, not the
+// payload limit, and many pure nodes end in one workflow task. One that
+// outgrows its room runs again with the payload limit reserved (awaitPure).
+// A room that would reach the payload limit is left 0, the payload limit.
+func (r *executionRun) withOutputRoom(in RunNodeInput) RunNodeInput {
+	if room := in.size + pureOutputSlack; isPure(in.Node.Type) && room < r.limits.PayloadLimit {
+		in.OutputRoom = room
+	}
+	return in
 }
 
 // outputRoom is the bytes a pure node's result may take in the task that
@@ -710,12 +731,12 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 	r.started(n)
 	timeout, retry := r.attemptPolicy(n)
 	if isPure(n.Type) {
-		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: timeout,
-			RetryPolicy:         retry,
-		})
 		floor := r.now()
-		f := workflow.ExecuteLocalActivity(ctx, runPureNodeActivity, in)
+		p := r.startPure(r.ctx, in, timeout, retry)
+		f, settle := workflow.NewFuture(r.ctx)
+		workflow.Go(r.ctx, func(ctx workflow.Context) {
+			settle.Set(r.awaitPure(ctx, p))
+		})
 		sel.AddFuture(f, func(f workflow.Future) {
 			var out PureNodeOutput
 			err := f.Get(r.ctx, &out)
@@ -730,6 +751,44 @@ func (r *executionRun) launchPrepared(sel workflow.Selector, n domain.Node, in R
 		err := f.Get(r.ctx, &out)
 		r.last = nodeOutcome{node: n, output: out.Output, err: err, recorded: true}
 	})
+}
+
+// pureRun is a pure node's local activity in flight: its input, the
+// local activity context it runs on, and its future.
+type pureRun struct {
+	in  RunNodeInput
+	ctx workflow.Context
+	f   workflow.Future
+}
+
+// startPure starts pure node input in as a local activity on ctx, each
+// attempt bounded by timeout and retried under retry, within the room its
+// task reserved (fitsTask).
+func (r *executionRun) startPure(ctx workflow.Context, in RunNodeInput, timeout time.Duration, retry *temporal.RetryPolicy) pureRun {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: timeout,
+		RetryPolicy:         retry,
+	})
+	return pureRun{in: in, ctx: lctx, f: workflow.ExecuteLocalActivity(lctx, runPureNodeActivity, in)}
+}
+
+// awaitPure waits for pure run p and ends its reservation. One whose
+// output outgrew its room runs again, once, with the payload limit
+// reserved, which the activity's own check bounds.
+func (r *executionRun) awaitPure(ctx workflow.Context, p pureRun) (PureNodeOutput, error) {
+	for {
+		var out PureNodeOutput
+		err := p.f.Get(ctx, &out)
+		r.pureEnded(nodeOutcome{node: p.in.Node, output: out.Output})
+		if err != nil || out.Outgrew == 0 || p.in.OutputRoom == 0 {
+			return out, err
+		}
+		p.in.OutputRoom = 0
+		if err := r.takeTaskRoom(ctx, p.in); err != nil {
+			return PureNodeOutput{}, err
+		}
+		p.f = workflow.ExecuteLocalActivity(p.ctx, runPureNodeActivity, p.in)
+	}
 }
 
 // activityOptions are the options of node n's activity, each attempt
@@ -817,7 +876,8 @@ func (r *executionRun) started(n domain.Node) {
 // nodeInput builds a node's activity input with only the parts of the
 // execution input and of upstream outputs its templates read. It fails the
 // node, without retries, when that is over the payload limit or when the
-// history has no room for it (historyRoom decides both).
+// history has no room for it (historyRoom decides both). A pure node's
+// input carries its output's room (withOutputRoom).
 func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 	in, err := r.readsInput(n)
 	if err != nil {
@@ -826,7 +886,7 @@ func (r *executionRun) nodeInput(n domain.Node) (RunNodeInput, error) {
 	if err := r.historyRoom("starting node "+n.Key, in.size); err != nil {
 		return RunNodeInput{}, err
 	}
-	return in, nil
+	return r.withOutputRoom(in), nil
 }
 
 // readsInput is node n's activity input with the parts of the execution

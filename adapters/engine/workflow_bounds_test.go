@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/sluicehq/sluice/domain"
 )
@@ -104,5 +108,78 @@ func TestExecutionDropsOutputsNoNodeIsLeftToRead(t *testing.T) {
 	run.started(g.Nodes[3])
 	if len(run.outputs) != 0 {
 		t.Errorf("outputs kept: %v", run.outputs)
+	}
+}
+
+// TestManyParallelPureNodesShareOneWorkflowTask: 100 parallel TRANSFORM
+// nodes of 20 KB each under the default limits (1.5 MiB payload, 3 MiB
+// task). Each reserves the room of what it carries (withOutputRoom), about
+// 21 KB, so the first workflow task holds all of them (2.1 MB) and no task
+// is ended by a timer. Each once reserved the payload limit, so a task
+// held one running at a time, and, as the test environment keeps one
+// history length (its one workflow task spans the run), the results
+// piled up past the task limit's other half after some 70 nodes and a
+// timer ended the task; on a server, whose every local activity result
+// starts a task, each node was a task.
+func TestManyParallelPureNodesShareOneWorkflowTask(t *testing.T) {
+	t.Parallel()
+	const parallel = 100
+	var nodes []string
+	want := map[string]domain.NodeStatus{}
+	for i := range parallel {
+		nodes = append(nodes, fmt.Sprintf(`{"key": "t%d", "type": "TRANSFORM", "config": {"output": {"i": %d, "s": "{{ input.s }}"}}}`, i, i))
+		want[fmt.Sprintf("t%d", i)] = domain.NodeCompleted
+	}
+	h := newHarness(t, `{"nodes": [`+strings.Join(nodes, ",")+`]}`).withInput(`{"s": "` + strings.Repeat("x", 20_000) + `"}`)
+	var timers atomic.Int32
+	h.env.SetOnTimerScheduledListener(func(string, time.Duration) { timers.Add(1) })
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	h.wantStatuses(want)
+	if n := timers.Load(); n != 0 {
+		t.Errorf("%d workflow tasks ended by a timer for %d pure nodes of 20 KB, want none: they fit one task together", n, parallel)
+	}
+}
+
+// TestPureNodeOutgrowingItsRoomRunsAgainWithThePayloadLimit: a TRANSFORM
+// node's task reserves the room of what it carries, and an output built
+// past it (what it read, repeated 40 times) is not returned in that task:
+// the node runs again with the payload limit reserved, and the run
+// completes with the whole output, which the node after it reads.
+func TestPureNodeOutgrowingItsRoomRunsAgainWithThePayloadLimit(t *testing.T) {
+	t.Parallel()
+	many := strings.TrimSuffix(strings.Repeat(`"{{ input.s }}", `, 40), ", ")
+	h := newHarness(t, `{"nodes": [
+		{"key": "big", "type": "TRANSFORM", "config": {"output": [`+many+`]}},
+		{"key": "after", "type": "TRANSFORM", "config": {"output": "{{ steps.big.output[39] }}"}}
+	], "edges": [{"from": "big", "to": "after"}]}`).withInput(`{"s": "` + strings.Repeat("x", 1000) + `"}`)
+	var (
+		mu   sync.Mutex
+		runs []int
+	)
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+		if info.ActivityType.Name != runPureNodeActivity || len(args) != 1 {
+			return
+		}
+		if in, ok := args[0].(RunNodeInput); ok && in.Node.Key == "big" {
+			mu.Lock()
+			runs = append(runs, in.OutputRoom)
+			mu.Unlock()
+		}
+	})
+	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+	}
+	if got := h.record("after").Output; got != strings.Repeat("x", 1000) {
+		t.Errorf("after read %.40v from big's 40th copy, want the input", got)
+	}
+	if rec := h.record("big"); rec.Status != domain.NodeCompleted {
+		t.Errorf("big is %s, want COMPLETED", rec.Status)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runs) != 2 || runs[0] <= 0 || runs[0] >= 40_000 || runs[1] != 0 {
+		t.Errorf("big ran with rooms %v, want its own room (under its 40 KB output), then the payload limit's (0)", runs)
 	}
 }

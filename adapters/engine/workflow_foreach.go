@@ -159,19 +159,11 @@ func (r *executionRun) iterate(ctx workflow.Context, n domain.Node, cfg domain.F
 	return out, nil
 }
 
-// pureOutputSlack is what a pure iteration's output may hold beyond the
-// data it carries before it outgrows its room: a CONDITION's verdict, an
-// index, an execution id, the JSON around them.
-const pureOutputSlack = 256
-
 // iterationInput is the activity input of iteration i: what the node
 // template reads (in, from readsInput), with the template as the node,
-// recorded as <key>[i], and the element to read. A pure iteration's
-// output is given the room of what it carries (OutputRoom): its output is
-// built of its config and what it reads, and pureOutputSlack covers what
-// it holds besides, so its task reserves that, not the payload limit; one
-// that outgrows it runs again with the payload limit reserved
-// (runPureIteration).
+// recorded as <key>[i], and the element to read; a pure iteration's
+// output is given the room of what it carries (withOutputRoom), as a pure
+// node's is.
 func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, in RunNodeInput, i int, item any) (RunNodeInput, error) {
 	raw, err := json.Marshal(item)
 	if err != nil {
@@ -180,10 +172,7 @@ func (r *executionRun) iterationInput(n domain.Node, cfg domain.ForEachConfig, i
 	in.Node = cfg.Node.Iteration(n.Key, i)
 	in.Iteration = &IterationInput{Index: i, Item: raw}
 	in.size += len(raw)
-	if isPure(in.Node.Type) {
-		in.OutputRoom = in.size + pureOutputSlack
-	}
-	return in, nil
+	return r.withOutputRoom(in), nil
 }
 
 // takeTaskRoom takes the room in the current workflow task that
@@ -222,7 +211,7 @@ func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json
 	timeout, retry := r.attemptPolicy(n)
 	if isPure(n.Type) {
 		var out PureNodeOutput
-		out, err = r.runPureIteration(ctx, in, timeout, retry)
+		out, err = r.awaitPure(ctx, r.startPure(ctx, in, timeout, retry))
 		if err == nil {
 			began, ended := causalSpan(started, out.StartedAt, out.CompletedAt)
 			r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeCompleted, Attempt: out.Attempt,
@@ -242,27 +231,4 @@ func (r *executionRun) runIteration(ctx workflow.Context, in RunNodeInput) (json
 		r.record(NodeRecordInput{Key: n.Key, Type: n.Type, Status: domain.NodeFailed, Error: errorMessage(err), StartedAt: &started})
 	}
 	return output, err
-}
-
-// runPureIteration runs a pure iteration as a local activity within the
-// room its task reserved; one whose output outgrew its room runs again,
-// once, with the payload limit reserved, which the activity's own check
-// bounds.
-func (r *executionRun) runPureIteration(ctx workflow.Context, in RunNodeInput, timeout time.Duration, retry *temporal.RetryPolicy) (PureNodeOutput, error) {
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: timeout,
-		RetryPolicy:         retry,
-	})
-	for {
-		var out PureNodeOutput
-		err := workflow.ExecuteLocalActivity(lctx, runPureNodeActivity, in).Get(ctx, &out)
-		r.pureEnded(nodeOutcome{node: in.Node, output: out.Output})
-		if err != nil || out.Outgrew == 0 || in.OutputRoom == 0 {
-			return out, err
-		}
-		in.OutputRoom = 0
-		if err := r.takeTaskRoom(ctx, in); err != nil {
-			return PureNodeOutput{}, err
-		}
-	}
 }
