@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -151,5 +152,41 @@ func TestTheClaimAdmitsTheSameItemsWithoutTheRoomPrefilter(t *testing.T) {
 	t.Logf("24 claims of 3: %d items claimed, the same with and without the room prefilter; %d workspace visits the prefilter spared", claimed, lockedMore)
 	if claimed == 0 || lockedMore == 0 {
 		t.Fatalf("the scene exercises nothing: %d claimed, %d visits spared", claimed, lockedMore)
+	}
+}
+
+// TestFunctionsThatTurnScansOffTurnJITOff holds the rule 00037 states: a
+// function that turns a scan type off (the room prefilter) prices that
+// scan at 10^10, past every jit_*_above_cost, so it also turns JIT off,
+// whatever the session's setting, or every claim compiles its query.
+func TestFunctionsThatTurnScansOffTurnJITOff(t *testing.T) {
+	pool := pgtest.Pool(t)
+	rows, err := pool.Query(context.Background(), `
+		SELECT p.proname::text, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND p.proconfig IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	found := 0
+	for rows.Next() {
+		var name string
+		var config []string
+		if err := rows.Scan(&name, &config); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(config, func(c string) bool { return strings.HasPrefix(c, "enable_") && strings.HasSuffix(c, "=off") }) {
+			continue
+		}
+		found++
+		if !slices.Contains(config, "jit=off") {
+			t.Errorf("%s sets %v: it turns a scan off and leaves JIT to the session", name, config)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if found == 0 {
+		t.Fatal("no function turns a scan off: the room prefilter (admission_workspaces_with_room) was expected to")
 	}
 }
