@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -91,7 +92,7 @@ func newEnqueueBench(t *testing.T) *enqueueBench {
 	return b
 }
 
-// checkBuilt checks what newQueueItem gives every item: a time-ordered id
+// checkBuilt checks what queue.NewItem gives every item: a time-ordered id
 // (UUIDv7), the defaults filled, and the key resolved over the input with
 // its limit and rate.
 func checkBuilt(t *testing.T, way string, e ports.ItemToEnqueue, key string, c *domain.Concurrency, priority int) {
@@ -108,7 +109,7 @@ func checkBuilt(t *testing.T, way string, e ports.ItemToEnqueue, key string, c *
 }
 
 // TestASingleEnqueueBuildsItsItemWithTheConstructor: a client's enqueue
-// stores the item newQueueItem built: v7 id, default priority, key.
+// stores the item queue.NewItem built: v7 id, default priority, key.
 func TestASingleEnqueueBuildsItsItemWithTheConstructor(t *testing.T) {
 	t.Parallel()
 	b := newEnqueueBench(t)
@@ -117,14 +118,14 @@ func TestASingleEnqueueBuildsItsItemWithTheConstructor(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := b.queue.items[0]
-	checkBuilt(t, "single", e, "c-9", byCustomer, DefaultPriority)
+	checkBuilt(t, "single", e, "c-9", byCustomer, queue.DefaultPriority)
 	if len(e.RequestHash) == 0 || e.RetryOf != nil || e.PinnedVersion != 0 {
 		t.Errorf("single: hash %x retry of %v pinned %d", e.RequestHash, e.RetryOf, e.PinnedVersion)
 	}
 }
 
 // TestABulkEnqueueBuildsItsItemsWithTheConstructorInIncreasingIDs: every
-// item of a batch is built by newQueueItem, their ids increasing in the
+// item of a batch is built by queue.NewItem, their ids increasing in the
 // order sent.
 func TestABulkEnqueueBuildsItsItemsWithTheConstructorInIncreasingIDs(t *testing.T) {
 	t.Parallel()
@@ -151,7 +152,7 @@ func TestABulkEnqueueBuildsItsItemsWithTheConstructorInIncreasingIDs(t *testing.
 }
 
 // TestARetryBuildsItsItemWithTheConstructorOnThePinnedVersionsKey: a
-// retry's item is built by newQueueItem with the key of the version it
+// retry's item is built by queue.NewItem with the key of the version it
 // pins, not the current one.
 func TestARetryBuildsItsItemWithTheConstructorOnThePinnedVersionsKey(t *testing.T) {
 	t.Parallel()
@@ -161,14 +162,14 @@ func TestARetryBuildsItsItemWithTheConstructorOnThePinnedVersionsKey(t *testing.
 		t.Fatal(err)
 	}
 	e := b.queue.items[0]
-	checkBuilt(t, "retry", e, "eu", byRegion, DefaultPriority)
+	checkBuilt(t, "retry", e, "eu", byRegion, queue.DefaultPriority)
 	if e.RetryOf == nil || *e.RetryOf != failed.ID || e.PinnedVersion != 1 {
 		t.Errorf("retry: retry of %v pinned %d, want %s at version 1", e.RetryOf, e.PinnedVersion, failed.ID)
 	}
 }
 
 // TestARequeueBuildsItsItemWithTheConstructor: a requeue's item is a new
-// one built by newQueueItem, keeping the old item's priority.
+// one built by queue.NewItem, keeping the old item's priority.
 func TestARequeueBuildsItsItemWithTheConstructor(t *testing.T) {
 	t.Parallel()
 	b := newEnqueueBench(t)
@@ -187,7 +188,7 @@ func TestARequeueBuildsItsItemWithTheConstructor(t *testing.T) {
 
 // TestAScheduleTickBuildsItsItemWithTheConstructor: the firing's decision
 // (no longer the Postgres adapter) builds the tick's item with
-// newQueueItem, and turns an input the key cannot read into a refusal.
+// queue.NewItem, and turns an input the key cannot read into a refusal.
 func TestAScheduleTickBuildsItsItemWithTheConstructor(t *testing.T) {
 	t.Parallel()
 	b := newEnqueueBench(t)

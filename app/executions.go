@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -51,9 +52,6 @@ type EnqueueRequest struct {
 	NotBefore *time.Time
 }
 
-// DefaultPriority is the priority of an enqueue that names none.
-const DefaultPriority = 2
-
 // Enqueue enqueues an execution. The definition must exist (404) and
 // belong to the caller's workspace (403): no tenant runs another's graph.
 func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueRequest) (domain.QueueItem, bool, error) {
@@ -86,7 +84,7 @@ func (s *Executions) Enqueue(ctx context.Context, a domain.Actor, req EnqueueReq
 	if err != nil {
 		return domain.QueueItem{}, false, err
 	}
-	e, err := newQueueItem(ports.ItemToEnqueue{
+	e, err := queue.NewItem(ports.ItemToEnqueue{
 		WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID,
 		Input: req.Input, Priority: req.Priority, Actor: a, IdempotencyKey: req.IdempotencyKey,
 		NotBefore: req.NotBefore, RetryOf: req.retryOf, PinnedVersion: req.pinnedVersion, RunTimeout: req.RunTimeout,
@@ -230,7 +228,7 @@ func (s *Executions) EnqueueBatch(ctx context.Context, a domain.Actor, req Enque
 				return nil, err
 			}
 		}
-		e, err := newQueueItem(ports.ItemToEnqueue{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Input: it.Input,
+		e, err := queue.NewItem(ports.ItemToEnqueue{WorkspaceID: req.WorkspaceID, DefinitionID: req.DefinitionID, Input: it.Input,
 			Priority: it.Priority, Actor: a, IdempotencyKey: it.IdempotencyKey, NotBefore: it.NotBefore}, concurrency)
 		if err != nil {
 			return nil, domain.InputAt(err, fmt.Sprintf("/items/%d", i))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -114,7 +115,7 @@ func (r *Reconciler) RecordClosed(ctx context.Context, since time.Time) (int, er
 		if c.Reason != "" {
 			msg += ": " + c.Reason
 		}
-		found, err := finishExecution(ctx, r.executions, r.log, c.ExecutionID, status, msg, domain.DefaultRecordValueMax)
+		found, err := queue.FinishExecution(ctx, r.executions, r.log, c.ExecutionID, status, msg, domain.DefaultRecordValueMax)
 		if err != nil {
 			return n, err
 		}
@@ -203,7 +204,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 				continue
 			}
 		}
-		found, err := finishExecution(ctx, r.executions, r.log, e.ID, status, msg, domain.DefaultRecordValueMax)
+		found, err := queue.FinishExecution(ctx, r.executions, r.log, e.ID, status, msg, domain.DefaultRecordValueMax)
 		if err != nil {
 			return n, err
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -147,13 +148,13 @@ func (f *ScheduleFiring) backOff(id domain.ID, err error) {
 // decide is what a due schedule does: a schedule whose definition is gone,
 // or whose timetable no longer reads, is paused; any other fires its tick
 // (domain.Schedule.Fire), and a tick that enqueues has its item built as
-// every enqueue's is (newQueueItem), by the dispatcher (no actor). An
+// every enqueue's is (queue.NewItem), by the dispatcher (no actor). An
 // input that lacks what the definition's key reads is the plan's refusal.
 func (f *ScheduleFiring) decide(d ports.DueSchedule) (ports.TickPlan, error) {
 	if !d.DefinitionLive {
 		return ports.TickPlan{Firing: domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}}, nil
 	}
-	tt, err := timetableOf(f.parser, d.Schedule)
+	tt, err := queue.TimetableOf(f.parser, d.Schedule)
 	if err != nil {
 		f.log.Warn("a schedule's timetable no longer reads; pausing it", "schedule_id", d.Schedule.ID, "error", err)
 		return ports.TickPlan{Firing: domain.Firing{Tick: *d.Schedule.NextFireAt, Pause: true}}, nil
@@ -163,7 +164,7 @@ func (f *ScheduleFiring) decide(d ports.DueSchedule) (ports.TickPlan, error) {
 		return plan, nil
 	}
 	sc := d.Schedule
-	plan.Item, err = newQueueItem(ports.ItemToEnqueue{WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input,
+	plan.Item, err = queue.NewItem(ports.ItemToEnqueue{WorkspaceID: sc.WorkspaceID, DefinitionID: sc.DefinitionID, Input: sc.Input,
 		Priority: sc.Priority, Actor: domain.Actor{}}, d.Concurrency)
 	if bad := (*domain.InputError)(nil); errors.As(err, &bad) {
 		return ports.TickPlan{Firing: plan.Firing, Refused: bad}, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -87,26 +88,10 @@ func (c ScheduleChanges) apply(s *domain.Schedule) error {
 	return nil
 }
 
-// timetableOf reads the schedule's timetable; a bad cron expression or
-// time zone is a FieldError naming its field.
-func timetableOf(parser ports.TimetableParser, s domain.Schedule) (domain.Timetable, error) {
-	if s.Cron == "" {
-		return domain.IntervalTimetable{Every: s.Interval}, nil
-	}
-	tt, err := parser.Timetable(s.Cron, s.TimeZone)
-	switch {
-	case errors.Is(err, domain.ErrBadTimeZone):
-		return nil, &domain.FieldError{Field: "/timeZone", Message: err.Error()}
-	case err != nil:
-		return nil, &domain.FieldError{Field: "/cronExpression", Message: err.Error()}
-	}
-	return tt, nil
-}
-
 // checkTimetable reads the schedule's timetable and refuses one that never
 // fires, or fires more often than the workspace's plan allows.
 func (s *Schedules) checkTimetable(ctx context.Context, sc domain.Schedule, now time.Time) (domain.Timetable, error) {
-	tt, err := timetableOf(s.parser, sc)
+	tt, err := queue.TimetableOf(s.parser, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +151,7 @@ func (s *Schedules) Create(ctx context.Context, a domain.Actor, workspaceID, def
 		return ScheduleView{}, fmt.Errorf("%w: the workflow definition belongs to another workspace", ErrForbidden)
 	}
 	sc := domain.Schedule{ID: domain.ID(uuid.New()), WorkspaceID: workspaceID, DefinitionID: definitionID,
-		TimeZone: "UTC", Input: json.RawMessage("{}"), Priority: DefaultPriority, Overlap: domain.OverlapSkip}
+		TimeZone: "UTC", Input: json.RawMessage("{}"), Priority: queue.DefaultPriority, Overlap: domain.OverlapSkip}
 	if err = c.apply(&sc); err != nil {
 		return ScheduleView{}, err
 	}
@@ -213,7 +198,7 @@ func maxTime(a, b time.Time) time.Time {
 // viewStored shows a stored schedule; a timetable that no longer reads
 // (a zone gone from the time-zone database) shows no fire times.
 func (s *Schedules) viewStored(sc domain.Schedule) ScheduleView {
-	tt, err := timetableOf(s.parser, sc)
+	tt, err := queue.TimetableOf(s.parser, sc)
 	if err != nil {
 		tt = nil
 	}
@@ -311,7 +296,7 @@ func (s *Schedules) Resume(ctx context.Context, a domain.Actor, id domain.ID) (S
 		return ScheduleView{}, err
 	}
 	sc, err := s.store.UpdateSchedule(ctx, id, func(sc *domain.Schedule, now time.Time) error {
-		tt, err := timetableOf(s.parser, *sc)
+		tt, err := queue.TimetableOf(s.parser, *sc)
 		if err != nil {
 			return err
 		}

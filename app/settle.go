@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -224,7 +225,7 @@ func (d *Dispatcher) cancelWithdrawn(ctx context.Context, items []ports.ClaimedI
 			continue
 		}
 		msg := "cancelled before its workflow started"
-		if _, err := finishExecution(ctx, d.executions, d.log, it.ExecutionID, domain.ExecutionCancelled, msg, domain.DefaultRecordValueMax); err != nil {
+		if _, err := queue.FinishExecution(ctx, d.executions, d.log, it.ExecutionID, domain.ExecutionCancelled, msg, domain.DefaultRecordValueMax); err != nil {
 			d.log.Error("recording a cancelled item's execution failed", "queue_item_id", it.ID, "error", err)
 		}
 	}

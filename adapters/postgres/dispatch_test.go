@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -258,7 +259,7 @@ func finish(ctx context.Context, store *postgres.Store, id domain.ID, status dom
 	if msg != nil {
 		reason = *msg
 	}
-	return store.FinishExecution(ctx, id, status, msg, app.QueueItemAtEnd(status, reason, quiet()), nodes...)
+	return store.FinishExecution(ctx, id, status, msg, queue.AtEnd(status, reason, quiet()), nodes...)
 }
 
 // cancel cancels a queue item as the API does: Cancel applied under the

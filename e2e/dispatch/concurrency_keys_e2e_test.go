@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports"
@@ -123,7 +124,7 @@ func TestThreeDispatchersHoldEveryKeyLimitWith200Keys(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, queue.AtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
 			}
 			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}

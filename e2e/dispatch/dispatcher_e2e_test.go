@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports"
@@ -253,7 +254,7 @@ func TestWorkspaceAtCapacityIsPassedOverAndNeverFails(t *testing.T) {
 	}
 	// Freeing the slot admits the next one, oldest first.
 	first := b.item(t, ids[0])
-	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog())); err != nil {
+	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, queue.AtEnd(domain.ExecutionCompleted, "", harness.TestLog())); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.DispatchBatch(context.Background()); err != nil {
@@ -612,7 +613,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, queue.AtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
 			}
 			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}

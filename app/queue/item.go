@@ -1,4 +1,4 @@
-package app
+package queue
 
 import (
 	"encoding/json"
@@ -9,7 +9,10 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// newQueueItem builds the queue item of every way in: a client's single
+// DefaultPriority is the priority of an enqueue that names none.
+const DefaultPriority = 2
+
+// NewItem builds the queue item of every way in: a client's single
 // or bulk enqueue, a retry, a requeue and a schedule's tick. Each way
 // checks what is its own (its workspace, quotas, notBefore horizon) and
 // hands in what it knows of the item; this mints the item's id, fills the
@@ -18,7 +21,7 @@ import (
 // input that lacks what the key reads is refused (a *domain.InputError at
 // /input) rather than run unkeyed. concurrency is the concurrency of the
 // version the item runs, nil for none.
-func newQueueItem(e ports.ItemToEnqueue, concurrency *domain.Concurrency) (ports.ItemToEnqueue, error) {
+func NewItem(e ports.ItemToEnqueue, concurrency *domain.Concurrency) (ports.ItemToEnqueue, error) {
 	e.ID = newQueueID()
 	if e.Priority == 0 {
 		e.Priority = DefaultPriority
