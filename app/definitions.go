@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -83,7 +84,7 @@ func (s *Definitions) validateGraph(ctx context.Context, g domain.Graph, workspa
 	}
 	if err == nil && g.UsesTemporalWorkflows() {
 		var l domain.AllowList
-		if l, err = allowList(ctx, s.allowLists, s.reserved, workspaceID); err != nil {
+		if l, err = worker.AllowList(ctx, s.allowLists, s.reserved, workspaceID); err != nil {
 			return err
 		}
 		err = g.CheckAllowList(l)

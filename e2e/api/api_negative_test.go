@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 )
@@ -1215,7 +1216,7 @@ func TestNegativeEvents(t *testing.T) {
 // runs no iteration.
 func TestNegativeForEachPastItsCapFailsBeforeAnyIteration(t *testing.T) {
 	t.Parallel()
-	var quotas *app.QuotaSnapshot
+	var quotas *worker.QuotaSnapshot
 	base := harness.StartSluiceWith(t, nil, fx.Populate(&quotas))
 	harness.SetPlanQuotasE2E(t, base, quotas, domain.PlanFree, map[string]any{"forEachItems": 3}, func(q domain.PlanQuotas) bool { return q.ForEachItems == 3 })
 	graph := map[string]any{"nodes": []any{map[string]any{"key": "each", "type": "FOR_EACH", "config": map[string]any{

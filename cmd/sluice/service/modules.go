@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -124,8 +125,8 @@ var DispatcherModule = fx.Module("dispatcher",
 // Postgres and Temporal answer.
 var WorkerModule = fx.Module("worker",
 	fx.Provide(fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`)),
-		func(store *postgres.Store, log *slog.Logger) *app.QuotaSnapshot {
-			return app.NewQuotaSnapshot(store, log)
+		func(store *postgres.Store, log *slog.Logger) *worker.QuotaSnapshot {
+			return worker.NewQuotaSnapshot(store, log)
 		}),
 	fx.Invoke(sealWebhookSecrets, startWorkers, runWebhookSender),
 )
@@ -494,7 +495,7 @@ func runDispatcher(p dispatcherParams) {
 
 // startWorkers runs the Temporal workers, with the plans' worker-side quotas
 // read before they start and refreshed in the background.
-func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, quotas *app.QuotaSnapshot, reg *prometheus.Registry,
+func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, quotas *worker.QuotaSnapshot, reg *prometheus.Registry,
 	tp trace.TracerProvider, log *slog.Logger) {
 	log = log.With("component", "worker")
 	n := cfg.Nodes
@@ -505,8 +506,8 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	log.Info("outbound pauses", "pause_max", cfg.Worker.Limits.OutboundPauses.Max.String(),
 		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax, "pause_floor", cfg.Worker.Limits.OutboundPauses.Floor.String(),
 		"retry_after_rounds", cfg.Worker.Limits.OutboundPauses.Rounds)
-	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store),
-		app.WithNodeSlots(store), app.WithOutboundGate(store), app.WithAllowLists(store, cfg.Worker.Queues.Reserved())), nodes.All(n),
+	acts := engine.NewActivities(worker.NewRuns(store, log, worker.WithRecordValueMax(cfg.RecordValueMax), worker.WithRunMetrics(reg), worker.WithDefinitions(store),
+		worker.WithNodeSlots(store), worker.WithOutboundGate(store), worker.WithAllowLists(store, cfg.Worker.Queues.Reserved())), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp),
 		engine.WithOutboundMetrics(engine.NewOutboundMetrics(reg)))
 	wc := cfg.Worker

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func TestRunsHoldNodesToTheirSharesAndHostsThroughTheirGates(t *testing.T) {
 	ws := domain.ID(uuid.New())
 	a, b := ports.NodeSlot{WorkspaceID: ws, NodeKey: "a"}, ports.NodeSlot{WorkspaceID: ws, NodeKey: "b"}
 
-	open := NewRuns(nil, discardLog())
+	open := NewRuns(nil, discard())
 	if ok, err := open.AcquireNodeSlot(ctx, a, 0, time.Minute); !ok || err != nil {
 		t.Errorf("no slots kept: acquire = %v, %v; want granted", ok, err)
 	}
@@ -70,7 +70,7 @@ func TestRunsHoldNodesToTheirSharesAndHostsThroughTheirGates(t *testing.T) {
 	}
 
 	g := &oneSlotGate{held: map[ports.NodeSlot]bool{}}
-	gated := NewRuns(nil, discardLog(), WithNodeSlots(g), WithOutboundGate(g))
+	gated := NewRuns(nil, discard(), WithNodeSlots(g), WithOutboundGate(g))
 	if ok, _ := gated.AcquireNodeSlot(ctx, a, 1, time.Minute); !ok {
 		t.Error("the first node of a share of one was refused")
 	}
