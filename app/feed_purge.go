@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -42,7 +43,7 @@ type FeedPurge struct {
 // NewFeedPurge builds the feed's purge; it counts on retention's series
 // under the kind feed_events.
 func NewFeedPurge(store ports.FeedStore, lease ports.Lease, schedule MaintenanceSchedule, cfg FeedPurgeConfig,
-	metrics *RetentionMetrics, leaseMetrics *LeaseMetrics, log *slog.Logger) *FeedPurge {
+	metrics *RetentionMetrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *FeedPurge {
 	p := &FeedPurge{store: store, cfg: cfg, metrics: metrics, log: log}
 	p.loop = maintenance{name: FeedPurgeLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: p.run}
 	return p

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/internal/apptest"
 )
 
 // feedRows is a feed of events written one a second up to now, of
@@ -43,7 +45,7 @@ func TestTheFeedPurgeDeletesInBatchesUntilNothingPastItsRetentionIsLeft(t *testi
 	}
 	cfg := FeedPurgeConfig{Retention: 600 * time.Second, Pass: PurgePass{BatchSize: 1000, Budget: time.Minute}, Now: func() time.Time { return now }}
 	metrics := NewRetentionMetrics(prometheus.NewRegistry())
-	p := NewFeedPurge(feed, newFakeLease(), testSchedule(), cfg, metrics, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+	p := NewFeedPurge(feed, apptest.NewLease(), testSchedule(), cfg, metrics, dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 
 	p.run(context.Background())
 	// Written 3100 s to 1 s ago: the 2,500 written more than 600 s ago go.

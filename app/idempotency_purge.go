@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -18,7 +19,7 @@ type IdempotencyKeyPurge struct {
 
 // NewIdempotencyKeyPurge builds the purge.
 func NewIdempotencyKeyPurge(keys ports.IdempotencyKeyStore, lease ports.Lease, schedule MaintenanceSchedule,
-	leaseMetrics *LeaseMetrics, log *slog.Logger) *IdempotencyKeyPurge {
+	leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *IdempotencyKeyPurge {
 	p := &IdempotencyKeyPurge{keys: keys, log: log}
 	p.loop = maintenance{name: IdempotencyPurgeLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: p.run}
 	return p

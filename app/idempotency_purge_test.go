@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/internal/apptest"
 )
 
 // countingKeys counts purges.
@@ -29,25 +31,25 @@ func (k *countingKeys) count() int {
 
 func TestIdempotencyKeyPurgeRunsOnlyUnderItsLease(t *testing.T) {
 	t.Parallel()
-	shed := newFakeLease()
-	shed.setOther(IdempotencyPurgeLeaseName, true)
+	shed := apptest.NewLease()
+	shed.SetOther(IdempotencyPurgeLeaseName, true)
 	keys := &countingKeys{}
-	p := NewIdempotencyKeyPurge(keys, shed, testSchedule(), NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
-	p.loop.ran.init()
+	p := NewIdempotencyKeyPurge(keys, shed, testSchedule(), dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+	p.loop.ran.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	if p.loop.ran.wait(t, "a turn under another process's lease") || keys.count() != 0 {
+	if p.loop.ran.Wait(t, "a turn under another process's lease") || keys.count() != 0 {
 		t.Fatalf("purged %d times while another api process held the lease", keys.count())
 	}
-	shed.setOther(IdempotencyPurgeLeaseName, false)
-	for !p.loop.ran.wait(t, "a turn with the lease free") {
+	shed.SetOther(IdempotencyPurgeLeaseName, false)
+	for !p.loop.ran.Wait(t, "a turn with the lease free") {
 	}
 	if keys.count() == 0 {
 		t.Fatal("no purge once the lease was free")
 	}
-	if rel := shed.released(); len(rel) == 0 || rel[0].name != IdempotencyPurgeLeaseName {
+	if rel := shed.Released(); len(rel) == 0 || rel[0].Name != IdempotencyPurgeLeaseName {
 		t.Errorf("releases %+v, want the purge's lease", rel)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/internal/testsignal"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -46,13 +48,13 @@ type maintenance struct {
 	name     string
 	lease    ports.Lease
 	schedule MaintenanceSchedule
-	metrics  *LeaseMetrics
+	metrics  *dispatch.LeaseMetrics
 	log      *slog.Logger
 	job      func(ctx context.Context)
 
 	// ran is signalled after each turn: true when the job ran, false when
 	// the lease was elsewhere or could not be had.
-	ran testSignal[bool]
+	ran testsignal.Signal[bool]
 }
 
 // run runs a turn at once and then every Interval until ctx ends.
@@ -73,7 +75,7 @@ func (m *maintenance) run(ctx context.Context) {
 // the lease after it. A panicking job is logged and the loop goes on.
 func (m *maintenance) turn(ctx context.Context) {
 	ran := false
-	defer func() { m.ran.signal(ran) }()
+	defer func() { m.ran.Send(ran) }()
 	defer func() {
 		if r := recover(); r != nil {
 			m.log.Error("maintenance panicked", "lease", m.name, "panic", fmt.Sprint(r))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -22,7 +23,7 @@ type Reconciler struct {
 	store      ports.DispatchStore
 	executions ports.ExecutionStore
 	engine     ports.WorkflowEngine
-	breaker    *Breaker
+	breaker    *dispatch.Breaker
 	olderThan  time.Duration
 	pageSize   int
 	log        *slog.Logger
@@ -85,7 +86,7 @@ func (r *Reconciler) RunCloseWatch(ctx context.Context) {
 // runCloseWatch is one turn of the close watch, skipped while the
 // breaker is open.
 func (r *Reconciler) runCloseWatch(ctx context.Context) {
-	if !r.breaker.closed() {
+	if !r.breaker.Closed() {
 		return
 	}
 	if n, err := r.RecordClosed(ctx, time.Now().Add(-closeWatchWindow)); err != nil {
@@ -131,8 +132,8 @@ func (r *Reconciler) RecordClosed(ctx context.Context, since time.Time) (int, er
 // NewReconciler builds the reconciler. It asks Temporal only about
 // executions RUNNING for longer than olderThan, pageSize of them per run
 // (500 when not positive).
-func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, engine ports.WorkflowEngine, breaker *Breaker, lease ports.Lease,
-	olderThan time.Duration, pageSize int, schedule MaintenanceSchedule, leaseMetrics *LeaseMetrics, log *slog.Logger) *Reconciler {
+func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
+	olderThan time.Duration, pageSize int, schedule MaintenanceSchedule, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Reconciler {
 	if pageSize <= 0 {
 		pageSize = 500
 	}
@@ -147,7 +148,7 @@ func (r *Reconciler) Run(ctx context.Context) { r.loop.run(ctx) }
 // run is one scheduled run: skipped while the breaker is open, since the
 // reconciler must ask Temporal and waits for the probe that closes it.
 func (r *Reconciler) run(ctx context.Context) {
-	if !r.breaker.closed() {
+	if !r.breaker.Closed() {
 		return
 	}
 	if n, err := r.Reconcile(ctx); err != nil {

@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/internal/apptest"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -57,9 +59,9 @@ func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status
 	return true, nil
 }
 
-func newTestReconciler(store ports.DispatchStore, rec ports.ExecutionStore, engine ports.WorkflowEngine, pageSize int) (*Reconciler, *Breaker) {
-	b := NewBreaker(DefaultBreakerBackoff, NewDispatchMetrics(prometheus.NewRegistry()))
-	r := NewReconciler(store, rec, engine, b, newFakeLease(), 0, pageSize, testSchedule(), NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+func newTestReconciler(store ports.DispatchStore, rec ports.ExecutionStore, engine ports.WorkflowEngine, pageSize int) (*Reconciler, *dispatch.Breaker) {
+	b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, dispatch.NewMetrics(prometheus.NewRegistry()))
+	r := NewReconciler(store, rec, engine, b, apptest.NewLease(), 0, pageSize, testSchedule(), dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 	return r, b
 }
 
@@ -99,12 +101,12 @@ func TestReconcilerLeavesRunningWorkflowsAndWaitsForTheBreaker(t *testing.T) {
 	t.Parallel()
 	store := &pagedStore{running: []domain.Execution{{ID: domain.ID(uuid.New()), AdmittedAt: time.Now().Add(-time.Hour)}}}
 	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
-	running := describingEngine{states: map[domain.ID]ports.WorkflowState{store.running[0].ID: ports.WorkflowRunning}}
+	running := apptest.DescribingEngine{States: map[domain.ID]ports.WorkflowState{store.running[0].ID: ports.WorkflowRunning}}
 	r, b := newTestReconciler(store, rec, running, 10)
 	if n, err := r.Reconcile(context.Background()); err != nil || n != 0 || len(rec.finished) != 0 {
 		t.Fatalf("Reconcile = %d, %v, finished %v; want a running workflow left alone", n, err, rec.finished)
 	}
-	b.trip(time.Now(), ports.ErrEngineUnavailable)
+	b.Trip(time.Now(), ports.ErrEngineUnavailable)
 	r.run(context.Background())
 	if len(store.cursors) != 1 {
 		t.Errorf("the reconciler read a page while the breaker was open")

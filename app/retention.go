@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -68,7 +69,7 @@ type Retention struct {
 
 // NewRetention builds the retention job.
 func NewRetention(store ports.RetentionStore, lease ports.Lease, schedule MaintenanceSchedule, cfg RetentionConfig,
-	metrics *RetentionMetrics, leaseMetrics *LeaseMetrics, log *slog.Logger) *Retention {
+	metrics *RetentionMetrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Retention {
 	r := &Retention{store: store, cfg: cfg, metrics: metrics, log: log}
 	r.loop = maintenance{name: RetentionLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r

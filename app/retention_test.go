@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/internal/apptest"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -54,7 +56,7 @@ func TestRetentionDeletesInBatchesUntilNothingPastItsPeriodRemains(t *testing.T)
 	cfg := DefaultRetentionConfig()
 	cfg.Pass.BatchSize, cfg.Now = 5, func() time.Time { return now }
 	metrics := NewRetentionMetrics(prometheus.NewRegistry())
-	r := NewRetention(store, newFakeLease(), testSchedule(), cfg, metrics, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+	r := NewRetention(store, apptest.NewLease(), testSchedule(), cfg, metrics, dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 
 	r.run(context.Background())
 	if got := testutil.ToFloat64(metrics.Deleted.WithLabelValues("executions")); got != 25 {
@@ -94,7 +96,7 @@ func TestARetentionRunStopsWhenItsTimeIsSpentAndTheNextGoesOn(t *testing.T) {
 	cfg.Pass = PurgePass{BatchSize: 5, Budget: 21 * time.Second}
 	cfg.Now = func() time.Time { return clock }
 	metrics := NewRetentionMetrics(prometheus.NewRegistry())
-	r := NewRetention(store, newFakeLease(), testSchedule(), cfg, metrics, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+	r := NewRetention(store, apptest.NewLease(), testSchedule(), cfg, metrics, dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 
 	r.run(context.Background())
 	if store.calls != 21 {

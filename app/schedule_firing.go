@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -77,7 +78,7 @@ const (
 
 // NewScheduleFiring builds the job.
 func NewScheduleFiring(store ports.ScheduleStore, parser ports.TimetableParser, lease ports.Lease,
-	cfg ScheduleFiringConfig, leaseMetrics *LeaseMetrics, log *slog.Logger) *ScheduleFiring {
+	cfg ScheduleFiringConfig, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *ScheduleFiring {
 	f := &ScheduleFiring{store: store, parser: parser, cfg: cfg, log: log, failing: map[domain.ID]scheduleBackOff{}, now: time.Now}
 	f.loop = maintenance{name: ScheduleFiringLeaseName, lease: lease, schedule: cfg.Schedule, metrics: leaseMetrics, log: log, job: f.fireDue}
 	return f

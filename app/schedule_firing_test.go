@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluicehq/sluice/app/internal/apptest"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -55,7 +56,7 @@ func TestAFailingScheduleIsPassedOverAndTheOthersFire(t *testing.T) {
 	broken, others := schedule(), []domain.Schedule{schedule(), schedule(), schedule()}
 	store := &dueSchedules{due: append([]domain.Schedule{broken}, others...), breaking: map[domain.ID]bool{broken.ID: true}, fired: map[domain.ID]int{}}
 	now := tick
-	f := NewScheduleFiring(store, nil, &fakeLease{}, DefaultScheduleFiringConfig(), nil, discardLog())
+	f := NewScheduleFiring(store, nil, &apptest.Lease{}, DefaultScheduleFiringConfig(), nil, discardLog())
 	f.now = func() time.Time { return now }
 
 	f.fireDue(context.Background())

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -22,9 +23,9 @@ const staleBatch = 500
 type StaleRecovery struct {
 	store      ports.DispatchStore
 	engine     ports.WorkflowEngine
-	breaker    *Breaker
+	breaker    *dispatch.Breaker
 	staleAfter time.Duration
-	metrics    *DispatchMetrics
+	metrics    *dispatch.Metrics
 	log        *slog.Logger
 	now        func() time.Time
 	loop       maintenance
@@ -32,8 +33,8 @@ type StaleRecovery struct {
 
 // NewStaleRecovery builds the stale recovery service; staleAfter is how
 // long an item may stay CLAIMED before recovery settles it.
-func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, breaker *Breaker, lease ports.Lease,
-	staleAfter time.Duration, schedule MaintenanceSchedule, metrics *DispatchMetrics, leaseMetrics *LeaseMetrics, log *slog.Logger) *StaleRecovery {
+func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
+	staleAfter time.Duration, schedule MaintenanceSchedule, metrics *dispatch.Metrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *StaleRecovery {
 	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, metrics: metrics, log: log, now: time.Now}
 	r.loop = maintenance{name: StaleRecoveryLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r
@@ -47,12 +48,12 @@ func (r *StaleRecovery) Run(ctx context.Context) { r.loop.run(ctx) }
 // recovery itself is skipped while the breaker is open, since it must ask
 // Temporal and waits for the probe that closes it.
 func (r *StaleRecovery) run(ctx context.Context) {
-	if n, err := r.store.ForgetExpiredLeases(ctx, RegistrationLeasePrefix); err != nil {
+	if n, err := r.store.ForgetExpiredLeases(ctx, dispatch.RegistrationLeasePrefix); err != nil {
 		r.log.Error("forgetting expired dispatcher registrations failed", "error", err)
 	} else if n > 0 {
 		r.log.Info("forgot expired dispatcher registrations", "count", n)
 	}
-	if !r.breaker.closed() {
+	if !r.breaker.Closed() {
 		return
 	}
 	if n, err := r.Recover(ctx); err != nil {

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/internal/apptest"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -58,36 +59,11 @@ func (s *staleStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransit
 	return ids, nil
 }
 
-// describingEngine answers DescribeWorkflow from a map; an execution it
-// lacks was never started.
-type describingEngine struct {
-	ports.WorkflowEngine
-	states map[domain.ID]ports.WorkflowState
-	errs   map[domain.ID]error
-}
-
-func (e describingEngine) DescribeWorkflow(_ context.Context, id domain.ID) (ports.WorkflowState, error) {
-	if err := e.errs[id]; err != nil {
-		return "", err
-	}
-	if s, ok := e.states[id]; ok {
-		return s, nil
-	}
-	return ports.WorkflowNotFound, nil
-}
-
-func staleItem(claimedAgo time.Duration) domain.QueueItem {
-	at := time.Now().Add(-claimedAgo)
-	exec := domain.ID(uuid.New())
-	return domain.QueueItem{ID: domain.ID(uuid.New()), ExecutionID: &exec,
-		QueueState: domain.QueueState{Status: domain.QueueClaimed, ClaimedAt: &at, AttemptCount: 1}}
-}
-
-func newTestStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine) (*StaleRecovery, *DispatchMetrics, *Breaker) {
-	m := NewDispatchMetrics(prometheus.NewRegistry())
-	b := NewBreaker(DefaultBreakerBackoff, m)
-	r := NewStaleRecovery(store, engine, b, newFakeLease(), 5*time.Minute, testSchedule(), m,
-		NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+func newTestStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine) (*StaleRecovery, *dispatch.Metrics, *dispatch.Breaker) {
+	m := dispatch.NewMetrics(prometheus.NewRegistry())
+	b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, m)
+	r := NewStaleRecovery(store, engine, b, apptest.NewLease(), 5*time.Minute, testSchedule(), m,
+		dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 	return r, m, b
 }
 
@@ -96,11 +72,11 @@ func TestStaleRecovery(t *testing.T) {
 
 	t.Run("StartedIsDispatchedAndUnstartedGoesBackWithItsSlotFreed", func(t *testing.T) {
 		t.Parallel()
-		started, unstarted, unknown := staleItem(10*time.Minute), staleItem(10*time.Minute), staleItem(10*time.Minute)
+		started, unstarted, unknown := apptest.StaleItem(10*time.Minute), apptest.StaleItem(10*time.Minute), apptest.StaleItem(10*time.Minute)
 		store := &staleStore{stale: []domain.QueueItem{started, unstarted, unknown}}
-		engine := describingEngine{
-			states: map[domain.ID]ports.WorkflowState{*started.ExecutionID: ports.WorkflowRunning},
-			errs:   map[domain.ID]error{*unknown.ExecutionID: ports.ErrEngineUnavailable},
+		engine := apptest.DescribingEngine{
+			States: map[domain.ID]ports.WorkflowState{*started.ExecutionID: ports.WorkflowRunning},
+			Errs:   map[domain.ID]error{*unknown.ExecutionID: ports.ErrEngineUnavailable},
 		}
 		r, m, _ := newTestStaleRecovery(store, engine)
 		n, err := r.Recover(context.Background())
@@ -125,8 +101,8 @@ func TestStaleRecovery(t *testing.T) {
 
 	t.Run("AClaimYoungerThanTheThresholdIsLeft", func(t *testing.T) {
 		t.Parallel()
-		store := &staleStore{stale: []domain.QueueItem{staleItem(time.Minute)}}
-		r, _, _ := newTestStaleRecovery(store, describingEngine{})
+		store := &staleStore{stale: []domain.QueueItem{apptest.StaleItem(time.Minute)}}
+		r, _, _ := newTestStaleRecovery(store, apptest.DescribingEngine{})
 		if n, err := r.Recover(context.Background()); err != nil || n != 0 || len(store.applied) != 0 {
 			t.Fatalf("Recover = %d, %v, wrote %+v; want nothing for a fresh claim", n, err, store.applied)
 		}
@@ -134,17 +110,17 @@ func TestStaleRecovery(t *testing.T) {
 
 	t.Run("WaitsWhileTheBreakerIsOpen", func(t *testing.T) {
 		t.Parallel()
-		store := &staleStore{stale: []domain.QueueItem{staleItem(10 * time.Minute)}}
-		r, _, b := newTestStaleRecovery(store, describingEngine{})
-		b.trip(time.Now(), ports.ErrEngineUnavailable)
+		store := &staleStore{stale: []domain.QueueItem{apptest.StaleItem(10 * time.Minute)}}
+		r, _, b := newTestStaleRecovery(store, apptest.DescribingEngine{})
+		b.Trip(time.Now(), ports.ErrEngineUnavailable)
 		r.run(context.Background())
 		if len(store.applied)+len(store.dispatched) != 0 {
 			t.Fatal("recovered while Temporal was unavailable")
 		}
-		if len(store.forgotten) != 1 || store.forgotten[0] != RegistrationLeasePrefix {
-			t.Errorf("forgot leases by %q, want the expired registrations (%q) forgotten, which needs no Temporal", store.forgotten, RegistrationLeasePrefix)
+		if len(store.forgotten) != 1 || store.forgotten[0] != dispatch.RegistrationLeasePrefix {
+			t.Errorf("forgot leases by %q, want the expired registrations (%q) forgotten, which needs no Temporal", store.forgotten, dispatch.RegistrationLeasePrefix)
 		}
-		b.reset()
+		b.Reset()
 		r.run(context.Background())
 		if len(store.applied) != 1 {
 			t.Fatalf("transitions %+v once the breaker closed, want 1", store.applied)

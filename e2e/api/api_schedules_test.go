@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -157,7 +158,7 @@ func TestAPausedScheduleFiresOnceForTheTicksItMissed(t *testing.T) {
 	cfg := app.DefaultScheduleFiringConfig()
 	cfg.Schedule.Interval = 100 * time.Millisecond
 	firing := app.NewScheduleFiring(store, crontab.NewParser(), postgres.NewLease(s.Pool, "test:"+uuid.NewString()),
-		cfg, app.NewLeaseMetrics(prometheus.NewRegistry()), harness.TestLog())
+		cfg, dispatch.NewLeaseMetrics(prometheus.NewRegistry()), harness.TestLog())
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); firing.Run(runCtx) }()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -64,10 +65,10 @@ func benchSeedMeasured(b *testing.B, db *benchDB, n int) (ws, defs []domain.ID) 
 // its ceiling runs at batch 200, the most it claims at once.
 func BenchmarkDispatchThroughput(b *testing.B) {
 	benchRequireDB(b)
-	defaults := app.DefaultDispatcherConfig()
+	defaults := dispatch.DefaultDispatcherConfig()
 	rows := []struct {
 		name        string
-		cfg         app.DispatcherConfig
+		cfg         dispatch.DispatcherConfig
 		ceilBatch   int
 		kept        bool
 		description string
@@ -84,13 +85,13 @@ func BenchmarkDispatchThroughput(b *testing.B) {
 }
 
 // fixedBatch is the default configuration with a batch that does not adapt.
-func fixedBatch(n int) app.DispatcherConfig {
-	cfg := app.DefaultDispatcherConfig()
+func fixedBatch(n int) dispatch.DispatcherConfig {
+	cfg := dispatch.DefaultDispatcherConfig()
 	cfg.BatchSize, cfg.MaxBatchSize = n, n
 	return cfg
 }
 
-func benchThroughputRow(b *testing.B, cfg app.DispatcherConfig, ceilBatch int, hasKept bool, description string) {
+func benchThroughputRow(b *testing.B, cfg dispatch.DispatcherConfig, ceilBatch int, hasKept bool, description string) {
 	const rounds = 10
 	var ceiling, slc, keptM benchMeter
 	slcPhases, keptPhases := &benchPhases{}, &benchPhases{}
@@ -187,7 +188,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	listener := postgres.NewListener(db.pool, log)
 	phases := &benchPhases{}
-	cfg := app.DefaultDispatcherConfig()
+	cfg := dispatch.DefaultDispatcherConfig()
 	d, engine := db.dispatcher(b, cfg, listener, phases)
 	var loops sync.WaitGroup
 	loops.Add(2)
@@ -393,7 +394,7 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 	for pi, pb := range phaseBatches {
 		var steps []func()
 		for _, st := range states {
-			cfg := app.DefaultDispatcherConfig()
+			cfg := dispatch.DefaultDispatcherConfig()
 			if pb.batch > 0 {
 				cfg = fixedBatch(pb.batch)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports"
@@ -27,10 +28,10 @@ import (
 // poll, each woken by its own listener, until ctx ends, and returns
 // their metrics. A long poll shows that what makes a rated or delayed item
 // start on time is the claim's next due time, not the poll.
-func (b *dispatchBundle) startDispatchersPolling(ctx context.Context, wg *sync.WaitGroup, n int, poll time.Duration) []*app.DispatchMetrics {
+func (b *dispatchBundle) startDispatchersPolling(ctx context.Context, wg *sync.WaitGroup, n int, poll time.Duration) []*dispatch.Metrics {
 	cfg := testConfig()
 	cfg.PollInterval = poll
-	var metrics []*app.DispatchMetrics
+	var metrics []*dispatch.Metrics
 	for range n {
 		l := postgres.NewListener(b.pool, b.log)
 		d := b.dispatcher(b.engine, cfg, l)

@@ -35,6 +35,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -51,7 +52,7 @@ const ProblemBase = "https://sluice.dev/problems/"
 // dispatcher the test drives by hand.
 type Stack struct {
 	Pool       *pgxpool.Pool
-	Dispatcher *app.Dispatcher
+	Dispatcher *dispatch.Dispatcher
 	URL        string
 	Contract   *Contract
 	// Queues are the stack's own task queues, which no allow-list may
@@ -130,12 +131,12 @@ func NewStackWith(t *testing.T, quotas domain.ProcessQuotas, limits httpapi.Requ
 	store := postgres.NewStore(pool, log, postgres.WithWebhookSecretKeys(keys))
 
 	registry := prometheus.NewRegistry()
-	cfg := app.DefaultDispatcherConfig()
+	cfg := dispatch.DefaultDispatcherConfig()
 	cfg.Exclusive = false
-	metrics := app.NewDispatchMetrics(registry)
-	dispatcher := app.NewDispatcher(app.DispatcherDeps{
+	metrics := dispatch.NewMetrics(registry)
+	dispatcher := dispatch.NewDispatcher(dispatch.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: NoWakeups{},
-		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
+		Breaker: dispatch.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, cfg)
 
 	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store, Capacity: store,

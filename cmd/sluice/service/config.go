@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -40,7 +41,7 @@ type Config struct {
 	MetricsWorkspaceLabel bool
 	LogLevel              slog.Level
 	ProcessQuotas         domain.ProcessQuotas
-	Dispatcher            app.DispatcherConfig
+	Dispatcher            dispatch.DispatcherConfig
 	// Maintenance schedules the maintenance jobs: stale recovery and the
 	// reconciler on the dispatcher, the idempotency-key purge on the api.
 	Maintenance app.MaintenanceSchedule
@@ -242,7 +243,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.ProcessQuotas.SubWorkflowCheck = e.duration("SLUICE_SUBWORKFLOW_CHECK_TIMEOUT", c.ProcessQuotas.SubWorkflowCheck, 10*time.Millisecond)
 	c.ProcessQuotas.EventBytesPerRun = e.integer("SLUICE_EVENT_BYTES_PER_RUN", c.ProcessQuotas.EventBytesPerRun, 1<<10, 1<<30)
 
-	d := app.DefaultDispatcherConfig()
+	d := dispatch.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
 	d.BatchSize = e.integer("SLUICE_DISPATCH_BATCH_SIZE", d.BatchSize, 1, 1000)
 	d.MaxBatchSize = e.integer("SLUICE_DISPATCH_MAX_BATCH_SIZE", max(d.MaxBatchSize, d.BatchSize), d.BatchSize, 5000)

@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -57,7 +58,7 @@ var CommonModule = fx.Module("common",
 		}, fx.ResultTags(`group:"readiness"`)),
 		func(pool *pgxpool.Pool) ports.Lease { return postgres.NewLease(pool, holderName()) },
 		observedReadiness,
-		func(reg *prometheus.Registry) *app.LeaseMetrics { return app.NewLeaseMetrics(reg) },
+		func(reg *prometheus.Registry) *dispatch.LeaseMetrics { return dispatch.NewLeaseMetrics(reg) },
 	),
 	fx.Invoke(startAdmin),
 )
@@ -79,7 +80,7 @@ func newFeedHub(pool *pgxpool.Pool, log *slog.Logger) *postgres.FeedHub {
 
 // runFeedPurge deletes the feed's events past SLUICE_STREAM_RETENTION on
 // its own schedule, under its lease so that one api process does it.
-func runFeedPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics,
+func runFeedPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *dispatch.LeaseMetrics,
 	rm *app.RetentionMetrics, log *slog.Logger) {
 	purge := app.NewFeedPurge(store, lease, cfg.FeedPurge, cfg.Feed, rm, lm, log.With("component", "feed"))
 	var bg background
@@ -100,13 +101,13 @@ func runFeedHub(lc fx.Lifecycle, hub *postgres.FeedHub) {
 var DispatcherModule = fx.Module("dispatcher",
 	fx.Provide(
 		newDispatchMetrics,
-		func(cfg Config, m *app.DispatchMetrics) *app.Breaker {
-			return app.NewBreaker(cfg.Dispatcher.BreakerBackoff, m)
+		func(cfg Config, m *dispatch.Metrics) *dispatch.Breaker {
+			return dispatch.NewBreaker(cfg.Dispatcher.BreakerBackoff, m)
 		},
 		newQueueLease,
 		newDispatcher,
 		fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`)),
-		fx.Annotate(func(l *app.QueueLease) httpapi.ReadinessCheck {
+		fx.Annotate(func(l *dispatch.QueueLease) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error {
 				if l == nil {
 					return nil // a dispatcher that is off needs no lease
@@ -114,7 +115,7 @@ var DispatcherModule = fx.Module("dispatcher",
 				return l.Ready()
 			}}
 		}, fx.ResultTags(`group:"readiness"`)),
-		fx.Annotate(func(b *app.Breaker) httpapi.ReadinessCheck {
+		fx.Annotate(func(b *dispatch.Breaker) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "temporal_breaker", Check: func(context.Context) error { return b.Err() }}
 		}, fx.ResultTags(`group:"readiness"`)),
 	),
@@ -387,7 +388,7 @@ func holderName() string {
 
 // runIdempotencyKeyPurge purges expired Idempotency-Keys on the
 // maintenance schedule, under its lease so that one api process does it.
-func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics, log *slog.Logger) {
+func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *dispatch.LeaseMetrics, log *slog.Logger) {
 	purge := app.NewIdempotencyKeyPurge(store, lease, cfg.Maintenance, lm, log.With("component", "api"))
 	var bg background
 	bg.start(lc, purge.Run)
@@ -395,7 +396,7 @@ func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, 
 
 // runRetention deletes what is past its plan's retention period on the
 // maintenance schedule, under its lease so that one api process does it.
-func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics,
+func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *dispatch.LeaseMetrics,
 	rm *app.RetentionMetrics, log *slog.Logger) {
 	retention := app.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, rm, lm, log.With("component", "retention"))
 	var bg background
@@ -404,45 +405,45 @@ func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease port
 
 // newDispatchMetrics registers the dispatcher's series and the queue
 // gauges read at scrape time.
-func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *app.DispatchMetrics {
+func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *dispatch.Metrics {
 	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.MetricsWorkspaceLabel))
-	var opts []app.DispatchMetricsOption
+	var opts []dispatch.MetricsOption
 	if cfg.MetricsWorkspaceLabel {
-		opts = append(opts, app.WithWorkspaceLabel())
+		opts = append(opts, dispatch.WithWorkspaceLabel())
 	}
-	return app.NewDispatchMetrics(reg, opts...)
+	return dispatch.NewMetrics(reg, opts...)
 }
 
 // newQueueLease is the lease the dispatcher claims under: the queue lease
 // of an exclusive dispatcher, its own registration lease for one that
 // dispatches beside others, nil for one that is off.
-func newQueueLease(cfg Config, lease ports.Lease, lm *app.LeaseMetrics, log *slog.Logger) *app.QueueLease {
+func newQueueLease(cfg Config, lease ports.Lease, lm *dispatch.LeaseMetrics, log *slog.Logger) *dispatch.QueueLease {
 	if !cfg.Dispatcher.Enabled {
 		return nil
 	}
 	log = log.With("component", "dispatcher")
 	if !cfg.Dispatcher.Exclusive {
-		return app.NewRegistrationLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
+		return dispatch.NewRegistrationLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
 	}
-	return app.NewQueueLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
+	return dispatch.NewQueueLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
 }
 
 // dispatcher is the claim loop and the listener that wakes it.
 type dispatcher struct {
 	fx.Out
-	Dispatcher *app.Dispatcher
+	Dispatcher *dispatch.Dispatcher
 	Listener   *postgres.Listener
 }
 
-func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.WorkflowClient, queueLease *app.QueueLease,
-	breaker *app.Breaker, metrics *app.DispatchMetrics, tp trace.TracerProvider, log *slog.Logger) (dispatcher, error) {
+func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.WorkflowClient, queueLease *dispatch.QueueLease,
+	breaker *dispatch.Breaker, metrics *dispatch.Metrics, tp trace.TracerProvider, log *slog.Logger) (dispatcher, error) {
 	log = log.With("component", "dispatcher")
 	listener := postgres.NewListener(pool, log)
 	halt, err := testHalt()
 	if err != nil {
 		return dispatcher{}, err
 	}
-	d := app.NewDispatcher(app.DispatcherDeps{
+	d := dispatch.NewDispatcher(dispatch.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: listener, Lease: queueLease,
 		Breaker: breaker, Metrics: metrics, Tracer: tp, Log: log, Halt: halt,
 	}, cfg.Dispatcher)
@@ -454,15 +455,15 @@ type dispatcherParams struct {
 	fx.In
 	Lifecycle    fx.Lifecycle
 	Config       Config
-	Dispatcher   *app.Dispatcher
+	Dispatcher   *dispatch.Dispatcher
 	Listener     *postgres.Listener
-	QueueLease   *app.QueueLease
-	Breaker      *app.Breaker
+	QueueLease   *dispatch.QueueLease
+	Breaker      *dispatch.Breaker
 	Store        *postgres.Store
 	Engine       *engine.WorkflowClient
 	Lease        ports.Lease
-	Metrics      *app.DispatchMetrics
-	LeaseMetrics *app.LeaseMetrics
+	Metrics      *dispatch.Metrics
+	LeaseMetrics *dispatch.LeaseMetrics
 	Log          *slog.Logger
 }
 

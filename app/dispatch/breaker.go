@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ var DefaultBreakerBackoff = domain.DispatchBackoff{Base: time.Second, Max: 30 * 
 // for the probe that closes it.
 type Breaker struct {
 	backoff domain.DispatchBackoff
-	metrics *DispatchMetrics
+	metrics *Metrics
 
 	mu      sync.Mutex
 	open    bool
@@ -32,7 +32,7 @@ type Breaker struct {
 
 // NewBreaker builds a closed breaker whose probes follow backoff
 // (DefaultBreakerBackoff when its Base is not positive).
-func NewBreaker(backoff domain.DispatchBackoff, metrics *DispatchMetrics) *Breaker {
+func NewBreaker(backoff domain.DispatchBackoff, metrics *Metrics) *Breaker {
 	if backoff.Base <= 0 {
 		backoff = DefaultBreakerBackoff
 	}
@@ -49,9 +49,9 @@ func (b *Breaker) Err() error {
 	return fmt.Errorf("temporal unavailable since %s, dispatch paused: %w", b.since.Format(time.RFC3339), b.cause)
 }
 
-// trip opens the breaker, or after a failed probe pushes the next probe
+// Trip opens the breaker, or after a failed probe pushes the next probe
 // further out.
-func (b *Breaker) trip(now time.Time, cause error) {
+func (b *Breaker) Trip(now time.Time, cause error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.open {
@@ -68,8 +68,8 @@ func (b *Breaker) trip(now time.Time, cause error) {
 	b.probeAt = now.Add(b.backoff.Delay(b.probes))
 }
 
-// reset closes the breaker after a successful probe.
-func (b *Breaker) reset() {
+// Reset closes the breaker after a successful probe.
+func (b *Breaker) Reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.open, b.probes, b.cause = false, 0, nil
@@ -83,8 +83,10 @@ func (b *Breaker) nextProbe() (time.Time, bool) {
 	return b.probeAt, b.open
 }
 
-// closed reports whether Temporal may be called.
-func (b *Breaker) closed() bool {
+// Closed reports whether Temporal may be called: the dispatcher and the
+// maintenance jobs that ask Temporal (stale recovery, the reconciler) read
+// the one breaker.
+func (b *Breaker) Closed() bool {
 	_, open := b.nextProbe()
 	return !open
 }

@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -248,7 +248,7 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 			})
 			called, took = true, time.Since(began)
 			if errors.Is(b.errs[i], ports.ErrEngineUnavailable) {
-				d.breaker.trip(d.now(), b.errs[i])
+				d.breaker.Trip(d.now(), b.errs[i])
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// DispatchMetrics are the dispatcher's Prometheus series. The queue_*
+// Metrics are the dispatcher's Prometheus series. The queue_*
 // names are stable: dashboards and alerts are written against them. Labels are
 // bounded: plan and reason take a handful of values; a workspace label is
 // added only when WorkspaceLabel is set (SLUICE_METRICS_WORKSPACE_LABEL),
 // as it grows with the tenants.
-type DispatchMetrics struct {
+type Metrics struct {
 	// Cycles counts the claim loop's finished cycles, idle ones included,
 	// so an idle dispatcher (counting up) and a stuck one (flat) differ.
 	Cycles         prometheus.Counter
@@ -88,18 +88,18 @@ const (
 	OutcomeHeld     = "held"
 )
 
-// DispatchMetricsOption adjusts the series before they are created.
-type DispatchMetricsOption func(*DispatchMetrics)
+// MetricsOption adjusts the series before they are created.
+type MetricsOption func(*Metrics)
 
 // WithWorkspaceLabel adds a workspace label to queue_dispatch_failures_total.
 // Its cardinality grows with the tenants, so it is for operators who opt in.
-func WithWorkspaceLabel() DispatchMetricsOption {
-	return func(m *DispatchMetrics) { m.workspaceLabel = true }
+func WithWorkspaceLabel() MetricsOption {
+	return func(m *Metrics) { m.workspaceLabel = true }
 }
 
-// NewDispatchMetrics creates the series and registers them with reg.
-func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption) *DispatchMetrics {
-	m := &DispatchMetrics{}
+// NewMetrics creates the series and registers them with reg.
+func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) *Metrics {
+	m := &Metrics{}
 	for _, o := range opts {
 		o(m)
 	}
@@ -195,7 +195,7 @@ func NewDispatchMetrics(reg prometheus.Registerer, opts ...DispatchMetricsOption
 // started observes a started item's enqueue-to-dispatch latency and, when
 // one was stored, its admission wait under its plan. An item whose
 // workspace is gone has no plan and is left out of the per-plan series.
-func (m *DispatchMetrics) started(r ports.DispatchedRecord) {
+func (m *Metrics) started(r ports.DispatchedRecord) {
 	m.Latency.Observe(r.DispatchedAt.Sub(r.CreatedAt).Seconds())
 	if r.AdmissionWait != nil && r.Plan != "" {
 		m.waited(ports.AdmissionWait{Plan: r.Plan, Wait: *r.AdmissionWait})
@@ -203,12 +203,12 @@ func (m *DispatchMetrics) started(r ports.DispatchedRecord) {
 }
 
 // waited observes one admission wait under its plan.
-func (m *DispatchMetrics) waited(w ports.AdmissionWait) {
+func (m *Metrics) waited(w ports.AdmissionWait) {
 	m.AdmissionWait.WithLabelValues(string(w.Plan)).Observe(w.Wait.Seconds())
 }
 
 // dispatchFailed counts one failed start of an item of workspace ws.
-func (m *DispatchMetrics) dispatchFailed(reason, outcome string, ws string) {
+func (m *Metrics) dispatchFailed(reason, outcome string, ws string) {
 	labels := []string{reason, outcome}
 	if m.workspaceLabel {
 		labels = append(labels, ws)
@@ -217,14 +217,14 @@ func (m *DispatchMetrics) dispatchFailed(reason, outcome string, ws string) {
 }
 
 // refused counts the workspaces passed over in one batch, by plan.
-func (m *DispatchMetrics) refused(byPlan map[domain.Plan]int) {
+func (m *Metrics) refused(byPlan map[domain.Plan]int) {
 	for plan, n := range byPlan {
 		m.AdmissionRefusals.WithLabelValues(string(plan)).Add(float64(n))
 	}
 }
 
 // passedOver counts the workspaces passed over in one batch, by reason.
-func (m *DispatchMetrics) passedOver(byReason map[domain.WaitReason]int) {
+func (m *Metrics) passedOver(byReason map[domain.WaitReason]int) {
 	for reason, n := range byReason {
 		m.PassedOver.WithLabelValues(passedOverLabel(reason)).Add(float64(n))
 	}

@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -114,7 +114,7 @@ type DispatcherDeps struct {
 	// beside the loop; nil when dispatchers claim side by side.
 	Lease   *QueueLease
 	Breaker *Breaker
-	Metrics *DispatchMetrics
+	Metrics *Metrics
 	// Tracer gives the claim and start spans; nil means the global
 	// provider.
 	Tracer trace.TracerProvider
@@ -149,7 +149,7 @@ type Dispatcher struct {
 	wakeups    ports.Wakeups
 	lease      *QueueLease
 	breaker    *Breaker
-	metrics    *DispatchMetrics
+	metrics    *Metrics
 	log        *slog.Logger
 	cfg        DispatcherConfig
 	admission  *admission
@@ -272,7 +272,7 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 		return false
 	}
 	d.settle(ctx)
-	if !d.breaker.closed() {
+	if !d.breaker.Closed() {
 		return false
 	}
 	if d.lease != nil && !d.lease.Holding() {
@@ -370,11 +370,11 @@ func (d *Dispatcher) probeEngine(ctx context.Context) bool {
 	pctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
 	if err := d.engine.CheckHealth(pctx); err != nil {
-		d.breaker.trip(d.now(), err)
+		d.breaker.Trip(d.now(), err)
 		d.log.Warn("temporal still unavailable; dispatch stays paused", "error", err)
 		return false
 	}
-	d.breaker.reset()
+	d.breaker.Reset()
 	d.log.Info("temporal reachable again; dispatch resumes")
 	return true
 }

@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -13,26 +13,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/app/internal/apptest"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
 // startingDescribingEngine starts every workflow and describes from a map.
-type startingDescribingEngine struct{ describingEngine }
+type startingDescribingEngine struct{ apptest.DescribingEngine }
 
 func (startingDescribingEngine) StartWorkflow(context.Context, ports.WorkflowStart) error { return nil }
 
 func TestTakeoverSettlesTheEndedTermsClaimsBeforeClaiming(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		started, unstarted, unknown := staleItem(time.Second), staleItem(time.Second), staleItem(time.Second)
+		started, unstarted, unknown := apptest.StaleItem(time.Second), apptest.StaleItem(time.Second), apptest.StaleItem(time.Second)
 		store := &fakeStore{queued: 1, ended: []domain.QueueItem{started, unstarted, unknown}}
-		engine := startingDescribingEngine{describingEngine{
-			states: map[domain.ID]ports.WorkflowState{*started.ExecutionID: ports.WorkflowRunning},
-			errs:   map[domain.ID]error{*unknown.ExecutionID: errors.New("permission denied")},
+		engine := startingDescribingEngine{apptest.DescribingEngine{
+			States: map[domain.ID]ports.WorkflowState{*started.ExecutionID: ports.WorkflowRunning},
+			Errs:   map[domain.ID]error{*unknown.ExecutionID: errors.New("permission denied")},
 		}}
-		shed := newFakeLease()
-		shed.setOther(QueueLeaseName, true)
+		shed := apptest.NewLease()
+		shed.SetOther(QueueLeaseName, true)
 		lease := NewQueueLease(shed, QueueLeaseTTL, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 		cfg := DefaultDispatcherConfig()
 		cfg.PollInterval = time.Hour // only the lease's gain may wake the loop
@@ -47,7 +48,7 @@ func TestTakeoverSettlesTheEndedTermsClaimsBeforeClaiming(t *testing.T) {
 			t.Fatalf("%d reads of ended terms' claims before holding the lease, want none", reads)
 		}
 
-		shed.setOther(QueueLeaseName, false)
+		shed.SetOther(QueueLeaseName, false)
 		time.Sleep(QueueLeaseTTL / 5)
 		synctest.Wait()
 		store.mu.Lock()
@@ -92,7 +93,7 @@ func TestMarksOfAnEndedTermAreDroppedForTheNextHolder(t *testing.T) {
 		store := &termEndedStore{fakeStore: &fakeStore{}}
 		d := newTestDispatcher(store, okEngine{}, nil, nil, nonExclusive())
 		claimer := ports.Fence{Lease: QueueLeaseName, Holder: "h", Term: time.Now()}
-		item := ports.ClaimedItem{QueueItem: staleItem(0), Claimer: claimer}
+		item := ports.ClaimedItem{QueueItem: apptest.StaleItem(0), Claimer: claimer}
 		item.ExecutionID = *item.QueueItem.ExecutionID
 		n, err := d.markDispatched(context.Background(), []ports.ClaimedItem{item})
 		if err != nil || n != 0 {
@@ -120,11 +121,11 @@ func (s *termEndedStore) MarkDispatched(ctx context.Context, fence ports.Fence, 
 func TestNoStartOnceTheLeaseTermHasRunOut(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		shed := newFakeLease()
+		shed := apptest.NewLease()
 		// The claim takes longer than the term, and the renewals fail
 		// meanwhile: by the time it returns, another holder may have the
 		// lease and be settling this claim.
-		store := &slowClaimStore{fakeStore: &fakeStore{queued: 1}, during: func() { shed.setFail(errors.New("connection refused")) }}
+		store := &slowClaimStore{fakeStore: &fakeStore{queued: 1}, during: func() { shed.SetFail(errors.New("connection refused")) }}
 		lease := NewQueueLease(shed, QueueLeaseTTL, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 		engine := &outageEngine{}
 		cfg := DefaultDispatcherConfig()
@@ -150,11 +151,11 @@ func TestNoStartOnceTheLeaseTermHasRunOut(t *testing.T) {
 func TestNoStartOfAClaimWhoseTermEndedThoughTheLeaseWasRenewedAsANewTerm(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		shed := newFakeLease()
+		shed := apptest.NewLease()
 		// Between the claim and its start the lease runs out (the process
 		// was paused past its term) and the heartbeat renews it: a new
 		// term, in which a peer may already have released the claim.
-		store := &pausedAfterClaimStore{fakeStore: &fakeStore{queued: 1}, pause: func() { shed.table.expire(QueueLeaseName) }}
+		store := &pausedAfterClaimStore{fakeStore: &fakeStore{queued: 1}, pause: func() { shed.Table().Expire(QueueLeaseName) }}
 		lease := NewQueueLease(shed, QueueLeaseTTL, NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 		engine := &outageEngine{}
 		cfg := DefaultDispatcherConfig()
@@ -214,7 +215,7 @@ func (s *slowClaimStore) Claim(ctx context.Context, fence ports.Fence, budget in
 
 func TestItemsTheirRunsAdmittedBeforeTheMarkingCountAsDispatched(t *testing.T) {
 	t.Parallel()
-	admitted := staleItem(0)
+	admitted := apptest.StaleItem(0)
 	store := &admittedFirstStore{fakeStore: &fakeStore{}, admitted: admitted.ID, execution: *admitted.ExecutionID}
 	d := newTestDispatcher(store, okEngine{}, nil, nil, nonExclusive())
 	item := ports.ClaimedItem{QueueItem: admitted, ExecutionID: *admitted.ExecutionID}

@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/app/internal/testsignal"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -79,11 +80,11 @@ type QueueLease struct {
 
 // queueLeaseSignals are the heartbeat's events, for tests to wait on.
 type queueLeaseSignals struct {
-	gained   testSignal[struct{}] // took the lease
-	kept     testSignal[struct{}] // renewed a lease it held
-	denied   testSignal[struct{}] // found it held elsewhere
-	failed   testSignal[error]    // could not ask
-	released testSignal[struct{}] // let it go on stop
+	gained   testsignal.Signal[struct{}] // took the lease
+	kept     testsignal.Signal[struct{}] // renewed a lease it held
+	denied   testsignal.Signal[struct{}] // found it held elsewhere
+	failed   testsignal.Signal[error]    // could not ask
+	released testsignal.Signal[struct{}] // let it go on stop
 }
 
 // NewQueueLease builds the queue lease's holder on lease; ttl is its term
@@ -264,11 +265,11 @@ func (l *QueueLease) beat(ctx context.Context) {
 		if l.now().Sub(l.renewedAt) >= l.ttl {
 			l.holding.Store(false)
 		}
-		l.testSignals.failed.signal(err)
+		l.testSignals.failed.Send(err)
 	case held:
 		l.renewedAt = l.now()
 		if !began {
-			l.testSignals.kept.signal(struct{}{})
+			l.testSignals.kept.Send(struct{}{})
 			return
 		}
 		if wasHolding {
@@ -284,13 +285,13 @@ func (l *QueueLease) beat(ctx context.Context) {
 		case l.gained <- struct{}{}:
 		default:
 		}
-		l.testSignals.gained.signal(struct{}{})
+		l.testSignals.gained.Send(struct{}{})
 	default:
 		l.metrics.Failures.Inc()
 		if l.holding.Swap(false) {
 			l.log.Warn("queue lease taken over by another dispatcher", "lease", l.name)
 		}
-		l.testSignals.denied.signal(struct{}{})
+		l.testSignals.denied.Send(struct{}{})
 	}
 }
 
@@ -306,5 +307,5 @@ func (l *QueueLease) release() {
 		l.log.Warn("releasing queue lease failed", "error", err)
 	}
 	l.metrics.setHeld(l.label, false)
-	l.testSignals.released.signal(struct{}{})
+	l.testSignals.released.Send(struct{}{})
 }

@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/app/internal/apptest"
 	"github.com/sluicehq/sluice/ports"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -18,22 +19,22 @@ import (
 // ready to wait on.
 type queueLeaseBundle struct {
 	lease   *QueueLease
-	shed    *fakeLease
+	shed    *apptest.Lease
 	metrics *LeaseMetrics
 }
 
 func setupQueueLease(t *testing.T) *queueLeaseBundle {
 	t.Helper()
-	shed := newFakeLease()
+	shed := apptest.NewLease()
 	m := NewLeaseMetrics(prometheus.NewRegistry())
 	// A short term makes the heartbeat beat every 10 ms; the tests wait on
 	// its signals, not on its period.
 	l := NewQueueLease(shed, 50*time.Millisecond, m, discardLog())
-	l.testSignals.gained.init()
-	l.testSignals.kept.init()
-	l.testSignals.denied.init()
-	l.testSignals.failed.init()
-	l.testSignals.released.init()
+	l.testSignals.gained.Init()
+	l.testSignals.kept.Init()
+	l.testSignals.denied.Init()
+	l.testSignals.failed.Init()
+	l.testSignals.released.Init()
 	return &queueLeaseBundle{lease: l, shed: shed, metrics: m}
 }
 
@@ -68,7 +69,7 @@ func TestQueueLease(t *testing.T) {
 		b := setupQueueLease(t)
 		before := time.Now()
 		b.run(t)
-		b.lease.testSignals.gained.wait(t, "the lease gained")
+		b.lease.testSignals.gained.Wait(t, "the lease gained")
 		until, after := b.lease.HeldUntil(b.lease.Fence().Term), time.Now()
 		if until.Before(before.Add(b.lease.ttl)) || until.After(after.Add(b.lease.ttl)) {
 			t.Errorf("HeldUntil %s, want one term after the attempt, between %s and %s", until, before.Add(b.lease.ttl), after.Add(b.lease.ttl))
@@ -77,13 +78,13 @@ func TestQueueLease(t *testing.T) {
 			t.Errorf("term number %d after the first takeover, want 1", n)
 		}
 		term := b.lease.Fence().Term
-		b.shed.setOther(QueueLeaseName, true)
-		b.lease.testSignals.denied.wait(t, "the lease taken by another")
+		b.shed.SetOther(QueueLeaseName, true)
+		b.lease.testSignals.denied.Wait(t, "the lease taken by another")
 		if until := b.lease.HeldUntil(term); !until.IsZero() {
 			t.Errorf("HeldUntil %s once another holder took the lease, want zero", until)
 		}
-		b.shed.setOther(QueueLeaseName, false)
-		b.lease.testSignals.gained.wait(t, "the lease gained again")
+		b.shed.SetOther(QueueLeaseName, false)
+		b.lease.testSignals.gained.Wait(t, "the lease gained again")
 		if n := b.lease.TermNumber(); n != 2 {
 			t.Errorf("term number %d after taking the lease back, want 2", n)
 		}
@@ -93,19 +94,19 @@ func TestQueueLease(t *testing.T) {
 		t.Parallel()
 		b := setupQueueLease(t)
 		b.lease.beat(context.Background())
-		b.lease.testSignals.gained.wait(t, "the lease gained")
+		b.lease.testSignals.gained.Wait(t, "the lease gained")
 		first := b.lease.Fence().Term
 		b.lease.beat(context.Background())
-		b.lease.testSignals.kept.wait(t, "the lease renewed while live")
+		b.lease.testSignals.kept.Wait(t, "the lease renewed while live")
 		if term := b.lease.Fence().Term; !term.Equal(first) || b.lease.TermNumber() != 1 {
 			t.Fatalf("a renewal of a live lease gave term %s, number %d; want the same term %s, number 1", term, b.lease.TermNumber(), first)
 		}
 		// Paused past the term: nobody took the lease, but it expired, so
 		// a peer may have settled the term's claims already.
-		b.shed.table.expire(QueueLeaseName)
+		b.shed.Table().Expire(QueueLeaseName)
 		b.lease.beat(context.Background())
-		b.lease.testSignals.gained.wait(t, "the expired lease renewed")
-		b.lease.testSignals.kept.requireNone(t, "the expired lease renewed as the same term")
+		b.lease.testSignals.gained.Wait(t, "the expired lease renewed")
+		b.lease.testSignals.kept.RequireNone(t, "the expired lease renewed as the same term")
 		second := b.lease.Fence().Term
 		if second.IsZero() || second.Equal(first) || b.lease.TermNumber() != 2 {
 			t.Fatalf("after renewing its own expired lease: term %s (first %s), term number %d; want a new term, number 2", second, first, b.lease.TermNumber())
@@ -123,7 +124,7 @@ func TestQueueLease(t *testing.T) {
 
 	t.Run("ARegistrationLeaseIsNamedAfterItsHolder", func(t *testing.T) {
 		t.Parallel()
-		shed := newFakeLease()
+		shed := apptest.NewLease()
 		m := NewLeaseMetrics(prometheus.NewRegistry())
 		l := NewRegistrationLease(shed, 50*time.Millisecond, m, discardLog())
 		if want := RegistrationLeaseName(shed.Holder()); l.Fence() != (ports.Fence{Lease: want, Holder: shed.Holder()}) || want == RegistrationLeaseName("another") {
@@ -132,12 +133,12 @@ func TestQueueLease(t *testing.T) {
 		if n := len(RegistrationLeaseName(strings.Repeat("h", 300))); n > 64 {
 			t.Errorf("registration lease name of %d characters, want it to fit shedlock.name (64)", n)
 		}
-		l.testSignals.gained.init()
+		l.testSignals.gained.Init()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { l.Run(ctx); close(done) }()
 		defer func() { cancel(); <-done }()
-		l.testSignals.gained.wait(t, "the registration taken")
+		l.testSignals.gained.Wait(t, "the registration taken")
 		if got := testutil.ToFloat64(m.Held.WithLabelValues(registrationLeaseLabel)); got != 1 {
 			t.Errorf("dispatcher_lease_held{lease=%q} = %v, want 1", registrationLeaseLabel, got)
 		}
@@ -147,7 +148,7 @@ func TestQueueLease(t *testing.T) {
 		t.Parallel()
 		b := setupQueueLease(t)
 		b.run(t)
-		b.lease.testSignals.gained.wait(t, "the lease gained")
+		b.lease.testSignals.gained.Wait(t, "the lease gained")
 		if !b.lease.Holding() {
 			t.Error("not holding after gaining the lease")
 		}
@@ -162,17 +163,17 @@ func TestQueueLease(t *testing.T) {
 		if got := b.heldGauge(); got != 1 {
 			t.Errorf("dispatcher_lease_held = %v for the holder, want 1", got)
 		}
-		b.lease.testSignals.kept.wait(t, "the lease renewed")
-		b.lease.testSignals.gained.requireNone(t, "second gain while holding")
+		b.lease.testSignals.kept.Wait(t, "the lease renewed")
+		b.lease.testSignals.gained.RequireNone(t, "second gain while holding")
 	})
 
 	t.Run("StandbyIsReadyButDoesNotHold", func(t *testing.T) {
 		t.Parallel()
 		b := setupQueueLease(t)
-		b.shed.setOther(QueueLeaseName, true)
+		b.shed.SetOther(QueueLeaseName, true)
 		b.run(t)
-		b.lease.testSignals.denied.wait(t, "the lease denied")
-		b.lease.testSignals.denied.wait(t, "the lease denied again")
+		b.lease.testSignals.denied.Wait(t, "the lease denied")
+		b.lease.testSignals.denied.Wait(t, "the lease denied again")
 		if b.lease.Holding() {
 			t.Error("holding a lease held elsewhere")
 		}
@@ -191,9 +192,9 @@ func TestQueueLease(t *testing.T) {
 		t.Parallel()
 		b := setupQueueLease(t)
 		b.run(t)
-		b.lease.testSignals.gained.wait(t, "the lease gained")
-		b.shed.setOther(QueueLeaseName, true)
-		b.lease.testSignals.denied.wait(t, "the lease denied")
+		b.lease.testSignals.gained.Wait(t, "the lease gained")
+		b.shed.SetOther(QueueLeaseName, true)
+		b.lease.testSignals.denied.Wait(t, "the lease denied")
 		if b.lease.Holding() {
 			t.Error("still holding after another dispatcher took the lease")
 		}
@@ -205,10 +206,10 @@ func TestQueueLease(t *testing.T) {
 		now := time.Now()
 		b.lease.now = func() time.Time { return now }
 		b.lease.beat(context.Background())
-		b.lease.testSignals.gained.wait(t, "the lease gained")
-		b.shed.setFail(errors.New("connection refused"))
+		b.lease.testSignals.gained.Wait(t, "the lease gained")
+		b.shed.SetFail(errors.New("connection refused"))
 		b.lease.beat(context.Background())
-		if err := b.lease.testSignals.failed.wait(t, "the failed attempt"); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		if err := b.lease.testSignals.failed.Wait(t, "the failed attempt"); err == nil || !strings.Contains(err.Error(), "connection refused") {
 			t.Errorf("the failed attempt signalled %v, want the lease query's error", err)
 		}
 		if err := b.lease.Ready(); err == nil {
@@ -219,7 +220,7 @@ func TestQueueLease(t *testing.T) {
 		}
 		now = now.Add(b.lease.ttl)
 		b.lease.beat(context.Background())
-		if err := b.lease.testSignals.failed.wait(t, "the second failed attempt"); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		if err := b.lease.testSignals.failed.Wait(t, "the second failed attempt"); err == nil || !strings.Contains(err.Error(), "connection refused") {
 			t.Errorf("the second failed attempt signalled %v, want the lease query's error", err)
 		}
 		if b.lease.Holding() {
@@ -231,11 +232,11 @@ func TestQueueLease(t *testing.T) {
 		t.Parallel()
 		b := setupQueueLease(t)
 		stop := b.run(t)
-		b.lease.testSignals.gained.wait(t, "the lease gained")
+		b.lease.testSignals.gained.Wait(t, "the lease gained")
 		stop()
-		b.lease.testSignals.released.wait(t, "the lease released")
-		rel := b.shed.released()
-		if len(rel) != 1 || rel[0] != (leaseRelease{name: QueueLeaseName}) {
+		b.lease.testSignals.released.Wait(t, "the lease released")
+		rel := b.shed.Released()
+		if len(rel) != 1 || rel[0] != (apptest.Release{Name: QueueLeaseName}) {
 			t.Errorf("releases = %+v, want the queue lease released with no lock-at-least-for", rel)
 		}
 		if got := b.heldGauge(); got != 0 {
@@ -246,11 +247,11 @@ func TestQueueLease(t *testing.T) {
 	t.Run("StandbyStopsWithoutReleasing", func(t *testing.T) {
 		t.Parallel()
 		b := setupQueueLease(t)
-		b.shed.setOther(QueueLeaseName, true)
+		b.shed.SetOther(QueueLeaseName, true)
 		stop := b.run(t)
-		b.lease.testSignals.denied.wait(t, "the lease denied")
+		b.lease.testSignals.denied.Wait(t, "the lease denied")
 		stop()
-		if rel := b.shed.released(); len(rel) != 0 {
+		if rel := b.shed.Released(); len(rel) != 0 {
 			t.Errorf("a standby released %+v, another holder's lease", rel)
 		}
 	})
@@ -259,7 +260,7 @@ func TestQueueLease(t *testing.T) {
 		t.Parallel()
 		b := setupQueueLease(t)
 		b.lease.beat(context.Background())
-		b.lease.testSignals.gained.wait(t, "the lease gained")
+		b.lease.testSignals.gained.Wait(t, "the lease gained")
 		before := testutil.ToFloat64(b.metrics.Failures)
 		b.lease.Lost()
 		if b.lease.Holding() {
@@ -274,10 +275,10 @@ func TestQueueLease(t *testing.T) {
 func TestFakeLeaseKeepsTheLeaseContract(t *testing.T) {
 	t.Parallel()
 	porttest.Lease(t, func(*testing.T) porttest.LeaseFixture {
-		table := newFakeLease().table
+		table := apptest.NewLease().Table()
 		return porttest.LeaseFixture{
-			One: table.view("one"), Two: table.view("two"),
-			Expire: func(_ *testing.T, name string) { table.expire(name) },
+			One: table.View("one"), Two: table.View("two"),
+			Expire: func(_ *testing.T, name string) { table.Expire(name) },
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -7,6 +7,11 @@ import (
 
 	"github.com/sluicehq/sluice/ports"
 )
+
+// takeoverBatch bounds the claims of ended terms one look settles, as
+// stale recovery bounds its run: when a look was full, the loop looks
+// again at its next cycle for the rest.
+const takeoverBatch = 500
 
 // takeover is what the claim loop knows of the claims of ended lease
 // terms: the number of its lease's term it last settled them in, and when
@@ -37,7 +42,7 @@ func (d *Dispatcher) settleEndedTerms(ctx context.Context) bool {
 	if termNumber == d.takeover.settledTermNumber && d.now().Before(d.takeover.nextLook) {
 		return true
 	}
-	items, err := d.store.ClaimsOfEndedTerms(ctx, staleBatch)
+	items, err := d.store.ClaimsOfEndedTerms(ctx, takeoverBatch)
 	if err != nil {
 		d.log.Error("reading the claims of ended lease terms failed; not claiming", "error", err)
 		return false
@@ -66,12 +71,12 @@ func (d *Dispatcher) settleEndedTerms(ctx context.Context) bool {
 		d.metrics.TermClaimsSettled.Add(float64(len(started) + len(released)))
 		d.log.Info("settled the claims of ended lease terms", "dispatched", len(started), "released", len(released),
 			"unknown", len(unknown))
-		if len(unknown) > 0 || len(items) == staleBatch {
+		if len(unknown) > 0 || len(items) == takeoverBatch {
 			next = 0 // the rest next cycle
 		}
 	}
 	d.takeover = takeover{settledTermNumber: termNumber, nextLook: d.now().Add(next)}
-	return d.breaker.closed()
+	return d.breaker.Closed()
 }
 
 // errLeaseTermEnded is the outcome of a start not made because the lease

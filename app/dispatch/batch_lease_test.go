@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/app/internal/apptest"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -14,18 +15,16 @@ import (
 // its holder's in the lease table, in the fence's term when it names one.
 type fencingStore struct {
 	*fakeStore
-	leases *fakeLeaseTable
+	leases *apptest.LeaseTable
 }
 
 func (s *fencingStore) Claim(ctx context.Context, fence ports.Fence, budget int, plan ports.PlanFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
 	if fence.Fenced() {
-		s.leases.mu.Lock()
-		row := s.leases.rows[fence.Lease]
-		s.leases.mu.Unlock()
-		if !row.live || row.holder != fence.Holder || (!fence.Term.IsZero() && !row.term.Equal(fence.Term)) {
+		holder, term, live := s.leases.Row(fence.Lease)
+		if !live || holder != fence.Holder || (!fence.Term.IsZero() && !term.Equal(fence.Term)) {
 			return ports.ClaimResult{}, ports.ErrLeaseLost
 		}
-		fence.Term = row.term
+		fence.Term = term
 	}
 	return s.fakeStore.Claim(ctx, fence, budget, plan, reject)
 }
@@ -45,17 +44,17 @@ func TestDispatchBatchClaimsNothingWithoutTheLeaseHeld(t *testing.T) {
 	}{
 		{"TheHeartbeatNeverLearnedItTookTheLease", func(t *testing.T, b *queueLeaseBundle) {
 			// A TryAcquire that committed but whose answer was lost.
-			if _, held, _ := b.shed.table.acquire(QueueLeaseName, b.shed.Holder()); !held {
+			if _, held, _ := b.shed.Table().Acquire(QueueLeaseName, b.shed.Holder()); !held {
 				t.Fatal("the fake table refused a free lease")
 			}
 		}},
 		{"TheHeartbeatsRenewalsFailedForATerm", func(t *testing.T, b *queueLeaseBundle) {
 			b.lease.beat(context.Background())
-			b.lease.testSignals.gained.wait(t, "the lease gained")
-			b.shed.setFail(errors.New("connection refused"))
+			b.lease.testSignals.gained.Wait(t, "the lease gained")
+			b.shed.SetFail(errors.New("connection refused"))
 			b.lease.now = func() time.Time { return time.Now().Add(b.lease.ttl) }
 			b.lease.beat(context.Background())
-			_ = b.lease.testSignals.failed.wait(t, "a failed renewal")
+			_ = b.lease.testSignals.failed.Wait(t, "a failed renewal")
 		}},
 	}
 	for _, c := range cases {
@@ -66,7 +65,7 @@ func TestDispatchBatchClaimsNothingWithoutTheLeaseHeld(t *testing.T) {
 			if b.lease.Holding() {
 				t.Fatal("the heartbeat holds the lease; the case is wrong")
 			}
-			store := &fencingStore{fakeStore: &fakeStore{queued: 1}, leases: b.shed.table}
+			store := &fencingStore{fakeStore: &fakeStore{queued: 1}, leases: b.shed.Table()}
 			d := newTestDispatcher(store, okEngine{}, b.lease, nil, DefaultDispatcherConfig())
 			res, err := d.DispatchBatch(context.Background())
 			if claims, _ := store.counts(); claims != 0 || res.Claimed != 0 {

@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -181,131 +181,6 @@ func (e *outageEngine) startsNow() int {
 	return e.starts
 }
 
-// fakeLease is one holder's view of a fake ShedLock table: a lease is
-// free, live and held by a holder in a term, or expired; a query can be
-// made to fail. It keeps ports.Lease's contract (porttest.Lease runs
-// against it and against the Postgres lease): a holder's renewal keeps
-// the term only while the lease is live.
-type fakeLease struct {
-	table    *fakeLeaseTable
-	holder   string
-	mu       sync.Mutex
-	fail     error // what every TryAcquire returns while set
-	acquires map[string]int
-	releases []leaseRelease
-}
-
-// fakeLeaseTable is the rows of a fake ShedLock table, shared by the
-// views of several holders.
-type fakeLeaseTable struct {
-	mu    sync.Mutex
-	rows  map[string]fakeLeaseRow
-	terms int // terms handed out, each a distinct time
-}
-
-type fakeLeaseRow struct {
-	holder string
-	term   time.Time
-	live   bool
-}
-
-type leaseRelease struct {
-	name       string
-	atLeastFor time.Duration
-}
-
-// otherHolder names the holder setOther gives a lease to.
-const otherHolder = "another"
-
-func newFakeLease() *fakeLease {
-	return (&fakeLeaseTable{rows: map[string]fakeLeaseRow{}}).view("test-holder")
-}
-
-// view is holder's view of the table.
-func (t *fakeLeaseTable) view(holder string) *fakeLease {
-	return &fakeLease{table: t, holder: holder, acquires: map[string]int{}}
-}
-
-func (l *fakeLease) Holder() string { return l.holder }
-
-func (l *fakeLease) TryAcquire(_ context.Context, name string, _ time.Duration) (time.Time, bool, error) {
-	l.mu.Lock()
-	l.acquires[name]++
-	fail := l.fail
-	l.mu.Unlock()
-	if fail != nil {
-		return time.Time{}, false, fail
-	}
-	return l.table.acquire(name, l.holder)
-}
-
-// acquire takes the lease for holder when it is free or expired, in a new
-// term, or extends holder's live lease in its term.
-func (t *fakeLeaseTable) acquire(name, holder string) (time.Time, bool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	row := t.rows[name]
-	if row.live && row.holder != holder {
-		return time.Time{}, false, nil
-	}
-	if !row.live {
-		t.terms++
-		row = fakeLeaseRow{holder: holder, term: time.Unix(int64(t.terms), 0), live: true}
-		t.rows[name] = row
-	}
-	return row.term, true, nil
-}
-
-func (l *fakeLease) Release(_ context.Context, name string, atLeastFor time.Duration) error {
-	l.mu.Lock()
-	l.releases = append(l.releases, leaseRelease{name: name, atLeastFor: atLeastFor})
-	l.mu.Unlock()
-	l.table.mu.Lock()
-	defer l.table.mu.Unlock()
-	if row := l.table.rows[name]; row.holder == l.holder {
-		row.live = false
-		l.table.rows[name] = row
-	}
-	return nil
-}
-
-// expire lets the named lease run out, whoever holds it.
-func (t *fakeLeaseTable) expire(name string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	row := t.rows[name]
-	row.live = false
-	t.rows[name] = row
-}
-
-// setOther gives the named lease to another holder, or lets that
-// holder's lease run out.
-func (l *fakeLease) setOther(name string, held bool) {
-	if held {
-		l.table.expire(name)
-		_, _, _ = l.table.acquire(name, otherHolder)
-		return
-	}
-	l.table.mu.Lock()
-	defer l.table.mu.Unlock()
-	if row := l.table.rows[name]; row.holder == otherHolder {
-		row.live = false
-		l.table.rows[name] = row
-	}
-}
-
-func (l *fakeLease) setFail(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.fail = err
-}
-
-func (l *fakeLease) released() []leaseRelease {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]leaseRelease(nil), l.releases...)
-}
-
 type chanWakeups chan struct{}
 
 func (c chanWakeups) C() <-chan struct{} { return c }
@@ -313,14 +188,14 @@ func (c chanWakeups) C() <-chan struct{} { return c }
 // testDispatcher is a claim loop on fakes with what a test inspects.
 type testDispatcher struct {
 	*Dispatcher
-	metrics *DispatchMetrics
+	metrics *Metrics
 	breaker *Breaker
 }
 
 // newTestDispatcher builds a claim loop on store and engine; lease, when
 // not nil, makes it exclusive.
 func newTestDispatcher(store ports.DispatchStore, engine ports.WorkflowEngine, lease *QueueLease, wake ports.Wakeups, cfg DispatcherConfig) testDispatcher {
-	m := NewDispatchMetrics(prometheus.NewRegistry())
+	m := NewMetrics(prometheus.NewRegistry())
 	b := NewBreaker(cfg.BreakerBackoff, m)
 	if wake == nil {
 		wake = chanWakeups(nil)

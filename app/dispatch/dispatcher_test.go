@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/app/internal/apptest"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -93,8 +94,8 @@ func TestExclusiveDispatcherClaimsOnlyWhileHoldingTheLeaseAndFencesTheClaim(t *t
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		store := &fakeStore{queued: 1}
-		shed := newFakeLease()
-		shed.setOther(QueueLeaseName, true)
+		shed := apptest.NewLease()
+		shed.SetOther(QueueLeaseName, true)
 		lm := NewLeaseMetrics(prometheus.NewRegistry())
 		lease := NewQueueLease(shed, QueueLeaseTTL, lm, discardLog())
 		cfg := DefaultDispatcherConfig()
@@ -107,7 +108,7 @@ func TestExclusiveDispatcherClaimsOnlyWhileHoldingTheLeaseAndFencesTheClaim(t *t
 		if claims, _ := store.counts(); claims != 0 {
 			t.Fatalf("%d claims while another dispatcher held the lease", claims)
 		}
-		shed.setOther(QueueLeaseName, false)
+		shed.SetOther(QueueLeaseName, false)
 		time.Sleep(QueueLeaseTTL / 5)
 		synctest.Wait()
 		if _, n := store.counts(); n != 1 {
@@ -126,7 +127,7 @@ func TestClaimFindingTheLeaseLostStopsClaimingUntilRegained(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		store := &lostLeaseStore{fakeStore: &fakeStore{queued: 1}}
-		shed := newFakeLease()
+		shed := apptest.NewLease()
 		lm := NewLeaseMetrics(prometheus.NewRegistry())
 		lease := NewQueueLease(shed, QueueLeaseTTL, lm, discardLog())
 		cfg := DefaultDispatcherConfig()

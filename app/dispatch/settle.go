@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func (d *Dispatcher) resolveWith(ctx context.Context, items []unsettledItem, why
 		switch {
 		case err != nil:
 			if errors.Is(err, ports.ErrEngineUnavailable) {
-				d.breaker.trip(d.now(), err)
+				d.breaker.Trip(d.now(), err)
 			}
 			unknown = append(unknown, u)
 		case state == ports.WorkflowNotFound:

@@ -1,4 +1,4 @@
-package app
+package dispatch
 
 import (
 	"math/rand/v2"
