@@ -4,24 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/sluicehq/sluice/app/internal/apptest"
 	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
-// enqueueBench is the use cases of every way in over stores that keep
+// enqueueBench is the API's use cases of every way in over stores that keep
 // what they are asked to write: a definition keyed on input.customer
 // (limit 3, 5 starts a second) at its current version 2, keyed on
 // input.region (limit 1) at version 1, which a retry pins.
 type enqueueBench struct {
-	ws, def  domain.ID
-	queue    *recordingQueue
-	execs    *Executions
-	schedule *ScheduleFiring
+	ws, def domain.ID
+	queue   *recordingQueue
+	execs   *Executions
 }
 
 type recordingQueue struct {
@@ -88,24 +87,7 @@ func newEnqueueBench(t *testing.T) *enqueueBench {
 	failed := domain.Execution{ID: domain.ID(uuid.New()), WorkspaceID: b.ws, DefinitionID: b.def, Version: 1,
 		Status: domain.ExecutionFailed, Input: json.RawMessage(`{"customer": "c-1", "region": "eu"}`)}
 	b.execs = NewExecutions(b.queue, failedExecution{e: failed}, defs, nil, nil, domain.DefaultProcessQuotas())
-	b.schedule = NewScheduleFiring(nil, nil, nil, DefaultScheduleFiringConfig(), nil, discardLog())
 	return b
-}
-
-// checkBuilt checks what queue.NewItem gives every item: a time-ordered id
-// (UUIDv7), the defaults filled, and the key resolved over the input with
-// its limit and rate.
-func checkBuilt(t *testing.T, way string, e ports.ItemToEnqueue, key string, c *domain.Concurrency, priority int) {
-	t.Helper()
-	if v := uuid.UUID(e.ID).Version(); v != 7 {
-		t.Errorf("%s: the item's id is a UUID v%d, want v7 (minted in order)", way, v)
-	}
-	if e.ConcurrencyKey == nil || *e.ConcurrencyKey != key || e.ConcurrencyLimit != c.Limit || e.ConcurrencyRate != c.StartRate {
-		t.Errorf("%s: key %v limit %d rate %v, want %q, %d, %v", way, e.ConcurrencyKey, e.ConcurrencyLimit, e.ConcurrencyRate, key, c.Limit, c.StartRate)
-	}
-	if e.Priority != priority || len(e.Input) == 0 {
-		t.Errorf("%s: priority %d input %q, want priority %d and an input", way, e.Priority, e.Input, priority)
-	}
 }
 
 // TestASingleEnqueueBuildsItsItemWithTheConstructor: a client's enqueue
@@ -118,7 +100,7 @@ func TestASingleEnqueueBuildsItsItemWithTheConstructor(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := b.queue.items[0]
-	checkBuilt(t, "single", e, "c-9", byCustomer, queue.DefaultPriority)
+	apptest.CheckBuilt(t, "single", e, "c-9", byCustomer, queue.DefaultPriority)
 	if len(e.RequestHash) == 0 || e.RetryOf != nil || e.PinnedVersion != 0 {
 		t.Errorf("single: hash %x retry of %v pinned %d", e.RequestHash, e.RetryOf, e.PinnedVersion)
 	}
@@ -144,7 +126,7 @@ func TestABulkEnqueueBuildsItsItemsWithTheConstructorInIncreasingIDs(t *testing.
 	for i, it := range batch.Items {
 		e := ports.ItemToEnqueue{ID: it.ID, Input: it.Input, Priority: it.Priority, ConcurrencyKey: it.ConcurrencyKey,
 			ConcurrencyLimit: it.ConcurrencyLimit, ConcurrencyRate: batch.ConcurrencyRate}
-		checkBuilt(t, "bulk", e, "c-"+string(rune('a'+i%26)), byCustomer, 1+i%4)
+		apptest.CheckBuilt(t, "bulk", e, "c-"+string(rune('a'+i%26)), byCustomer, 1+i%4)
 		if i > 0 && string(it.ID[:]) <= string(batch.Items[i-1].ID[:]) {
 			t.Fatalf("item %d's id %s does not follow item %d's %s: the batch would not keep the order sent", i, it.ID, i-1, batch.Items[i-1].ID)
 		}
@@ -162,7 +144,7 @@ func TestARetryBuildsItsItemWithTheConstructorOnThePinnedVersionsKey(t *testing.
 		t.Fatal(err)
 	}
 	e := b.queue.items[0]
-	checkBuilt(t, "retry", e, "eu", byRegion, queue.DefaultPriority)
+	apptest.CheckBuilt(t, "retry", e, "eu", byRegion, queue.DefaultPriority)
 	if e.RetryOf == nil || *e.RetryOf != failed.ID || e.PinnedVersion != 1 {
 		t.Errorf("retry: retry of %v pinned %d, want %s at version 1", e.RetryOf, e.PinnedVersion, failed.ID)
 	}
@@ -180,41 +162,8 @@ func TestARequeueBuildsItsItemWithTheConstructor(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := b.queue.items[0]
-	checkBuilt(t, "requeue", e, "c-4", byCustomer, 3)
+	apptest.CheckBuilt(t, "requeue", e, "c-4", byCustomer, 3)
 	if e.ID == old {
 		t.Error("requeue: the new item reuses the old item's id")
-	}
-}
-
-// TestAScheduleTickBuildsItsItemWithTheConstructor: the firing's decision
-// (no longer the Postgres adapter) builds the tick's item with
-// queue.NewItem, and turns an input the key cannot read into a refusal.
-func TestAScheduleTickBuildsItsItemWithTheConstructor(t *testing.T) {
-	t.Parallel()
-	b := newEnqueueBench(t)
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	due := now.Add(-time.Second)
-	due1 := ports.DueSchedule{Now: now, DefinitionLive: true, Concurrency: byCustomer, Schedule: domain.Schedule{
-		ID: domain.ID(uuid.New()), WorkspaceID: b.ws, DefinitionID: b.def, Interval: time.Minute, Overlap: domain.OverlapQueue,
-		Input: json.RawMessage(`{"customer": "c-7"}`), Priority: 4, NextFireAt: &due}}
-	plan, err := b.schedule.decide(due1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !plan.Firing.Enqueue || plan.Refused != nil {
-		t.Fatalf("the due tick's plan %+v, want an item", plan)
-	}
-	checkBuilt(t, "schedule tick", plan.Item, "c-7", byCustomer, 4)
-	if plan.Item.WorkspaceID != b.ws || plan.Item.DefinitionID != b.def || plan.Item.Actor != (domain.Actor{}) {
-		t.Errorf("schedule tick: item %+v, want the schedule's workspace and definition, no actor", plan.Item)
-	}
-
-	// An input the key cannot read is the plan's refusal, naming /input.
-	due1.Schedule.Input = json.RawMessage(`{"order": 1}`)
-	if plan, err = b.schedule.decide(due1); err != nil {
-		t.Fatal(err)
-	}
-	if plan.Refused == nil || len(plan.Refused.Problems) != 1 || plan.Refused.Problems[0].Path != "/input" || !plan.Firing.Enqueue {
-		t.Errorf("a tick whose input lacks the key: %+v, want its refusal at /input", plan)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/maintenance"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -155,9 +156,9 @@ func TestAPausedScheduleFiresOnceForTheTicksItMissed(t *testing.T) {
 	status(t, "createDefinition", def, err, http.StatusCreated)
 
 	store := postgres.NewStore(s.Pool, harness.TestLog())
-	cfg := app.DefaultScheduleFiringConfig()
+	cfg := maintenance.DefaultScheduleFiringConfig()
 	cfg.Schedule.Interval = 100 * time.Millisecond
-	firing := app.NewScheduleFiring(store, crontab.NewParser(), postgres.NewLease(s.Pool, "test:"+uuid.NewString()),
+	firing := maintenance.NewScheduleFiring(store, crontab.NewParser(), postgres.NewLease(s.Pool, "test:"+uuid.NewString()),
 		cfg, dispatch.NewLeaseMetrics(prometheus.NewRegistry()), harness.TestLog())
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/maintenance"
 	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
@@ -81,8 +82,8 @@ type dispatcherParts struct {
 	*dispatch.Dispatcher
 	breaker    *dispatch.Breaker
 	metrics    *dispatch.Metrics
-	recovery   *app.StaleRecovery
-	reconciler *app.Reconciler
+	recovery   *maintenance.StaleRecovery
+	reconciler *maintenance.Reconciler
 }
 
 func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg dispatch.DispatcherConfig, wake ports.Wakeups) *dispatcherParts {
@@ -93,15 +94,15 @@ func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg dispatch.Di
 	leaseMetrics := dispatch.NewLeaseMetrics(prometheus.NewRegistry())
 	breaker := dispatch.NewBreaker(cfg.BreakerBackoff, metrics)
 	lease := postgres.NewLease(b.pool, uuid.NewString())
-	schedule := app.DefaultMaintenanceSchedule()
+	schedule := maintenance.DefaultJobSchedule()
 	return &dispatcherParts{
 		Dispatcher: dispatch.NewDispatcher(dispatch.DispatcherDeps{
 			Store: b.store, Executions: b.store, Engine: engine, Wakeups: wake, Breaker: breaker, Metrics: metrics, Log: b.log,
 		}, cfg),
 		breaker:    breaker,
 		metrics:    metrics,
-		recovery:   app.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, schedule, metrics, leaseMetrics, b.log),
-		reconciler: app.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.ReconcilePageSize, schedule, leaseMetrics, b.log),
+		recovery:   maintenance.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, schedule, metrics, leaseMetrics, b.log),
+		reconciler: maintenance.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.ReconcilePageSize, schedule, leaseMetrics, b.log),
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/maintenance"
 	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -68,7 +69,9 @@ var CommonModule = fx.Module("common",
 // expired Idempotency-Keys and deletes what is past its retention, each
 // one api process at a time.
 var APIModule = fx.Module("api",
-	fx.Provide(newApplication, newFeedHub, func(reg *prometheus.Registry) *app.RetentionMetrics { return app.NewRetentionMetrics(reg) }),
+	fx.Provide(newApplication, newFeedHub, func(reg *prometheus.Registry) *maintenance.RetentionMetrics {
+		return maintenance.NewRetentionMetrics(reg)
+	}),
 	fx.Invoke(sealWebhookSecrets, startHTTP, runIdempotencyKeyPurge, runRetention, runFeedHub, runFeedPurge),
 )
 
@@ -81,8 +84,8 @@ func newFeedHub(pool *pgxpool.Pool, log *slog.Logger) *postgres.FeedHub {
 // runFeedPurge deletes the feed's events past SLUICE_STREAM_RETENTION on
 // its own schedule, under its lease so that one api process does it.
 func runFeedPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *dispatch.LeaseMetrics,
-	rm *app.RetentionMetrics, log *slog.Logger) {
-	purge := app.NewFeedPurge(store, lease, cfg.FeedPurge, cfg.Feed, rm, lm, log.With("component", "feed"))
+	rm *maintenance.RetentionMetrics, log *slog.Logger) {
+	purge := maintenance.NewFeedPurge(store, lease, cfg.FeedPurge, cfg.Feed, rm, lm, log.With("component", "feed"))
 	var bg background
 	bg.start(lc, purge.Run)
 }
@@ -159,7 +162,7 @@ func sealWebhookSecrets(lc fx.Lifecycle, store *postgres.Store, log *slog.Logger
 func runWebhookSender(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, store *postgres.Store, reg *prometheus.Registry, log *slog.Logger) {
 	log = log.With("component", "webhooks")
 	listener := postgres.NewChannelListener(pool, log, postgres.WebhookChannel)
-	sender := app.NewWebhookSender(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), listener, cfg.Webhooks.Sender, reg, log)
+	sender := maintenance.NewWebhookSender(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), listener, cfg.Webhooks.Sender, reg, log)
 	var bg background
 	bg.start(lc, listener.Run, sender.Run)
 }
@@ -389,7 +392,7 @@ func holderName() string {
 // runIdempotencyKeyPurge purges expired Idempotency-Keys on the
 // maintenance schedule, under its lease so that one api process does it.
 func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *dispatch.LeaseMetrics, log *slog.Logger) {
-	purge := app.NewIdempotencyKeyPurge(store, lease, cfg.Maintenance, lm, log.With("component", "api"))
+	purge := maintenance.NewIdempotencyKeyPurge(store, lease, cfg.Maintenance, lm, log.With("component", "api"))
 	var bg background
 	bg.start(lc, purge.Run)
 }
@@ -397,8 +400,8 @@ func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, 
 // runRetention deletes what is past its plan's retention period on the
 // maintenance schedule, under its lease so that one api process does it.
 func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *dispatch.LeaseMetrics,
-	rm *app.RetentionMetrics, log *slog.Logger) {
-	retention := app.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, rm, lm, log.With("component", "retention"))
+	rm *maintenance.RetentionMetrics, log *slog.Logger) {
+	retention := maintenance.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, rm, lm, log.With("component", "retention"))
 	var bg background
 	bg.start(lc, retention.Run)
 }
@@ -480,12 +483,12 @@ func runDispatcher(p dispatcherParams) {
 		log.Info("dispatcher disabled by configuration")
 		return
 	}
-	recovery := app.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
-	reconciler := app.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
+	recovery := maintenance.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
+	reconciler := maintenance.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
 		FailStuckStartsAfter(d.StuckStartAfter).
-		WatchClosed(p.Engine, app.MaintenanceSchedule{Interval: d.CloseWatchInterval, LeaseAtMostFor: m.LeaseAtMostFor, LeaseAtLeastFor: d.CloseWatchInterval / 2})
-	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
-		log.With("job", app.ScheduleFiringLeaseName))
+		WatchClosed(p.Engine, maintenance.JobSchedule{Interval: d.CloseWatchInterval, LeaseAtMostFor: m.LeaseAtMostFor, LeaseAtLeastFor: d.CloseWatchInterval / 2})
+	firing := maintenance.NewScheduleFiring(p.Store, crontab.NewParser(), p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
+		log.With("job", maintenance.ScheduleFiringLeaseName))
 	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, reconciler.RunCloseWatch, firing.Run}
 	if p.QueueLease != nil {
 		loops = append(loops, p.QueueLease.Run)

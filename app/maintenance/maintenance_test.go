@@ -1,4 +1,4 @@
-package app
+package maintenance
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/sluicehq/sluice/app/internal/apptest"
 )
 
-func testSchedule() MaintenanceSchedule {
-	return MaintenanceSchedule{Interval: 10 * time.Millisecond, LeaseAtMostFor: time.Minute, LeaseAtLeastFor: 30 * time.Second}
+func testSchedule() JobSchedule {
+	return JobSchedule{Interval: 10 * time.Millisecond, LeaseAtMostFor: time.Minute, LeaseAtLeastFor: 30 * time.Second}
 }
 
 // newTestMaintenance is a job counting its runs on a fake lease.

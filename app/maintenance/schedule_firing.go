@@ -1,4 +1,4 @@
-package app
+package maintenance
 
 import (
 	"context"
@@ -20,7 +20,7 @@ type ScheduleFiringConfig struct {
 	// Schedule is how often the job runs and its lease's terms. A turn
 	// fires every due tick, so ticks fire up to Interval late; a holder
 	// that dies mid-turn keeps the others away for LeaseAtMostFor.
-	Schedule MaintenanceSchedule
+	Schedule JobSchedule
 	// CatchUp is how late a tick may fire on its own: ticks overdue by
 	// more were missed (no dispatcher ran, or the schedule was paused) and
 	// fire once, as the latest of them. It should exceed LeaseAtMostFor,
@@ -35,7 +35,7 @@ type ScheduleFiringConfig struct {
 // most 15 s, and fires each tick overdue by up to a minute.
 func DefaultScheduleFiringConfig() ScheduleFiringConfig {
 	return ScheduleFiringConfig{
-		Schedule:   MaintenanceSchedule{Interval: time.Second, LeaseAtMostFor: 15 * time.Second},
+		Schedule:   JobSchedule{Interval: time.Second, LeaseAtMostFor: 15 * time.Second},
 		CatchUp:    time.Minute,
 		MaxPerTurn: 1000,
 	}

@@ -1,4 +1,4 @@
-package app
+package maintenance
 
 import (
 	"context"
@@ -68,7 +68,7 @@ const closeWatchWindow = time.Minute
 // at one of its limits, or by an operator), and record their end at once
 // (RunCloseWatch): the walk of RUNNING executions reaches them only once
 // they are older than olderThan, a minute and more later.
-func (r *Reconciler) WatchClosed(watch ports.ClosedWorkflowWatch, schedule MaintenanceSchedule) *Reconciler {
+func (r *Reconciler) WatchClosed(watch ports.ClosedWorkflowWatch, schedule JobSchedule) *Reconciler {
 	r.watch = watch
 	r.closeWatch = maintenance{name: CloseWatchLeaseName, lease: r.loop.lease, schedule: schedule, metrics: r.loop.metrics, log: r.log, job: r.runCloseWatch}
 	return r
@@ -133,7 +133,7 @@ func (r *Reconciler) RecordClosed(ctx context.Context, since time.Time) (int, er
 // executions RUNNING for longer than olderThan, pageSize of them per run
 // (500 when not positive).
 func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
-	olderThan time.Duration, pageSize int, schedule MaintenanceSchedule, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Reconciler {
+	olderThan time.Duration, pageSize int, schedule JobSchedule, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Reconciler {
 	if pageSize <= 0 {
 		pageSize = 500
 	}

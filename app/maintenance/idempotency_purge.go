@@ -1,4 +1,4 @@
-package app
+package maintenance
 
 import (
 	"context"
@@ -18,7 +18,7 @@ type IdempotencyKeyPurge struct {
 }
 
 // NewIdempotencyKeyPurge builds the purge.
-func NewIdempotencyKeyPurge(keys ports.IdempotencyKeyStore, lease ports.Lease, schedule MaintenanceSchedule,
+func NewIdempotencyKeyPurge(keys ports.IdempotencyKeyStore, lease ports.Lease, schedule JobSchedule,
 	leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *IdempotencyKeyPurge {
 	p := &IdempotencyKeyPurge{keys: keys, log: log}
 	p.loop = maintenance{name: IdempotencyPurgeLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: p.run}

@@ -1,4 +1,4 @@
-package app
+package maintenance
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type FeedPurge struct {
 
 // NewFeedPurge builds the feed's purge; it counts on retention's series
 // under the kind feed_events.
-func NewFeedPurge(store ports.FeedStore, lease ports.Lease, schedule MaintenanceSchedule, cfg FeedPurgeConfig,
+func NewFeedPurge(store ports.FeedStore, lease ports.Lease, schedule JobSchedule, cfg FeedPurgeConfig,
 	metrics *RetentionMetrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *FeedPurge {
 	p := &FeedPurge{store: store, cfg: cfg, metrics: metrics, log: log}
 	p.loop = maintenance{name: FeedPurgeLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: p.run}

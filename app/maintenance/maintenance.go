@@ -1,4 +1,4 @@
-package app
+package maintenance
 
 import (
 	"context"
@@ -22,10 +22,10 @@ const (
 	RetentionLeaseName        = "deleteExpiredRows"
 )
 
-// MaintenanceSchedule is how often a maintenance job runs and the ShedLock
+// JobSchedule is how often a maintenance job runs and the ShedLock
 // terms of its lease. Running a minute late harms no job, so the terms are
 // ShedLock's usual ones rather than the queue lease's short heartbeat.
-type MaintenanceSchedule struct {
+type JobSchedule struct {
 	// Interval is the time between runs.
 	Interval time.Duration
 	// LeaseAtMostFor bounds how long a holder that dies keeps the job away
@@ -36,10 +36,10 @@ type MaintenanceSchedule struct {
 	LeaseAtLeastFor time.Duration
 }
 
-// DefaultMaintenanceSchedule runs a job every minute under a lease held at
+// DefaultJobSchedule runs a job every minute under a lease held at
 // most two minutes and at least 30 seconds.
-func DefaultMaintenanceSchedule() MaintenanceSchedule {
-	return MaintenanceSchedule{Interval: time.Minute, LeaseAtMostFor: 2 * time.Minute, LeaseAtLeastFor: 30 * time.Second}
+func DefaultJobSchedule() JobSchedule {
+	return JobSchedule{Interval: time.Minute, LeaseAtMostFor: 2 * time.Minute, LeaseAtLeastFor: 30 * time.Second}
 }
 
 // maintenance runs one job on its schedule under its own lease. Each
@@ -47,7 +47,7 @@ func DefaultMaintenanceSchedule() MaintenanceSchedule {
 type maintenance struct {
 	name     string
 	lease    ports.Lease
-	schedule MaintenanceSchedule
+	schedule JobSchedule
 	metrics  *dispatch.LeaseMetrics
 	log      *slog.Logger
 	job      func(ctx context.Context)

@@ -1,4 +1,4 @@
-package app
+package maintenance
 
 import (
 	"context"
@@ -68,7 +68,7 @@ type Retention struct {
 }
 
 // NewRetention builds the retention job.
-func NewRetention(store ports.RetentionStore, lease ports.Lease, schedule MaintenanceSchedule, cfg RetentionConfig,
+func NewRetention(store ports.RetentionStore, lease ports.Lease, schedule JobSchedule, cfg RetentionConfig,
 	metrics *RetentionMetrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Retention {
 	r := &Retention{store: store, cfg: cfg, metrics: metrics, log: log}
 	r.loop = maintenance{name: RetentionLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}

@@ -1,4 +1,4 @@
-package app
+package maintenance
 
 import (
 	"context"
@@ -34,7 +34,7 @@ type StaleRecovery struct {
 // NewStaleRecovery builds the stale recovery service; staleAfter is how
 // long an item may stay CLAIMED before recovery settles it.
 func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
-	staleAfter time.Duration, schedule MaintenanceSchedule, metrics *dispatch.Metrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *StaleRecovery {
+	staleAfter time.Duration, schedule JobSchedule, metrics *dispatch.Metrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *StaleRecovery {
 	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, metrics: metrics, log: log, now: time.Now}
 	r.loop = maintenance{name: StaleRecoveryLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r

@@ -1,7 +1,8 @@
-package app
+package maintenance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -84,5 +85,40 @@ func TestAFailingScheduleIsPassedOverAndTheOthersFire(t *testing.T) {
 	f.fireDue(context.Background())
 	if store.fired[broken.ID] != 1 || len(f.failing) != 0 {
 		t.Errorf("the mended schedule fired %d ticks and %d schedules are still failing, want 1 and 0", store.fired[broken.ID], len(f.failing))
+	}
+}
+
+// TestAScheduleTickBuildsItsItemWithTheConstructor: the firing's decision
+// (no longer the Postgres adapter) builds the tick's item with
+// queue.NewItem, and turns an input the key cannot read into a refusal.
+func TestAScheduleTickBuildsItsItemWithTheConstructor(t *testing.T) {
+	t.Parallel()
+	ws, def := domain.ID(uuid.New()), domain.ID(uuid.New())
+	firing := NewScheduleFiring(nil, nil, nil, DefaultScheduleFiringConfig(), nil, discardLog())
+	byCustomer := &domain.Concurrency{Key: "{{ input.customer }}", Limit: 3, StartRate: &domain.StartRate{Rate: 5, Per: domain.PerSecond, Burst: 5}}
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	due := now.Add(-time.Second)
+	due1 := ports.DueSchedule{Now: now, DefinitionLive: true, Concurrency: byCustomer, Schedule: domain.Schedule{
+		ID: domain.ID(uuid.New()), WorkspaceID: ws, DefinitionID: def, Interval: time.Minute, Overlap: domain.OverlapQueue,
+		Input: json.RawMessage(`{"customer": "c-7"}`), Priority: 4, NextFireAt: &due}}
+	plan, err := firing.decide(due1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Firing.Enqueue || plan.Refused != nil {
+		t.Fatalf("the due tick's plan %+v, want an item", plan)
+	}
+	apptest.CheckBuilt(t, "schedule tick", plan.Item, "c-7", byCustomer, 4)
+	if plan.Item.WorkspaceID != ws || plan.Item.DefinitionID != def || plan.Item.Actor != (domain.Actor{}) {
+		t.Errorf("schedule tick: item %+v, want the schedule's workspace and definition, no actor", plan.Item)
+	}
+
+	// An input the key cannot read is the plan's refusal, naming /input.
+	due1.Schedule.Input = json.RawMessage(`{"order": 1}`)
+	if plan, err = firing.decide(due1); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Refused == nil || len(plan.Refused.Problems) != 1 || plan.Refused.Problems[0].Path != "/input" || !plan.Firing.Enqueue {
+		t.Errorf("a tick whose input lacks the key: %+v, want its refusal at /input", plan)
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package maintenance
 
 import (
 	"context"
@@ -196,7 +196,7 @@ func TestTheCloseWatchRecordsEachRunClosedOutsideSluiceOnceNamingWhy(t *testing.
 	}}
 	rec := &messageRecorder{}
 	r, _ := newTestReconciler(&pagedStore{}, rec, closedEngine{}, 10)
-	r.WatchClosed(watch, DefaultMaintenanceSchedule())
+	r.WatchClosed(watch, DefaultJobSchedule())
 	for range 2 {
 		if _, err := r.RecordClosed(context.Background(), time.Now().Add(-time.Minute)); err != nil {
 			t.Fatal(err)
