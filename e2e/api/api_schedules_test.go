@@ -14,9 +14,9 @@ import (
 	"github.com/sluicehq/sluice/adapters/crontab"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/app/maintenance"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -40,7 +40,7 @@ func TestSchedulesThroughTheAPI(t *testing.T) {
 		CronExpression: harness.Ptr("0 3 * * *"), TimeZone: harness.Ptr("Europe/Paris"), Input: harness.RawInput(map[string]any{"k": 1})})
 	status(t, "createSchedule", cr, err, http.StatusCreated)
 	sc := cr.JSON201
-	if sc.OverlapPolicy != client.Skip || sc.Paused || sc.NextFireAt == nil || len(sc.NextFireTimes) != app.ScheduleShownFireTimes {
+	if sc.OverlapPolicy != client.Skip || sc.Paused || sc.NextFireAt == nil || len(sc.NextFireTimes) != usecases.ScheduleShownFireTimes {
 		t.Fatalf("created schedule: %s", cr.Body)
 	}
 	paris, _ := time.LoadLocation("Europe/Paris")

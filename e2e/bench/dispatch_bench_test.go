@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/adapters/postgres"
-	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -183,7 +183,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	db.vacuumAnalyze(b)
 	log := benchLogger()
 	st := postgres.NewStore(db.aux, log)
-	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
+	svc := usecases.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	listener := postgres.NewListener(db.pool, log)
@@ -206,7 +206,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	}))
 	enqueue := func(i int) (domain.ID, error) {
 		w := i % nWS
-		rec, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, app.EnqueueRequest{
+		rec, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, usecases.EnqueueRequest{
 			WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
 		})
 		return rec.ID, err
@@ -467,7 +467,7 @@ func BenchmarkEnqueueContention(b *testing.B) {
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, callers)
 	db.vacuumAnalyze(b)
 	st := postgres.NewStore(db.aux, benchLogger())
-	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
+	svc := usecases.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
 	type meter struct {
 		benchMeter
 		lat []time.Duration
@@ -491,7 +491,7 @@ func BenchmarkEnqueueContention(b *testing.B) {
 						return
 					}
 					t0 := time.Now()
-					_, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, app.EnqueueRequest{
+					_, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, usecases.EnqueueRequest{
 						WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
 					})
 					if err != nil {
@@ -546,27 +546,27 @@ func BenchmarkBulkEnqueue(b *testing.B) {
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, 1)
 	db.vacuumAnalyze(b)
 	st := postgres.NewStore(db.aux, benchLogger())
-	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
+	svc := usecases.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
 	actor := domain.Actor{WorkspaceID: ws[0], KeyID: domain.ID(uuid.New())}
 	ctx := context.Background()
 	var single, bulk benchMeter
 	runSingle := func() {
 		start := time.Now()
 		for range singles {
-			if _, _, err := svc.Enqueue(ctx, actor, app.EnqueueRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Input: json.RawMessage(`{"n":1}`)}); err != nil {
+			if _, _, err := svc.Enqueue(ctx, actor, usecases.EnqueueRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Input: json.RawMessage(`{"n":1}`)}); err != nil {
 				b.Fatalf("enqueue: %v", err)
 			}
 		}
 		single.add(singles, time.Since(start))
 	}
-	items := make([]app.EnqueueBatchItem, batchSize)
+	items := make([]usecases.EnqueueBatchItem, batchSize)
 	for i := range items {
-		items[i] = app.EnqueueBatchItem{Input: json.RawMessage(`{"n":1}`)}
+		items[i] = usecases.EnqueueBatchItem{Input: json.RawMessage(`{"n":1}`)}
 	}
 	runBulk := func() {
 		start := time.Now()
 		for range batches {
-			if _, err := svc.EnqueueBatch(ctx, actor, app.EnqueueBatchRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Items: items}); err != nil {
+			if _, err := svc.EnqueueBatch(ctx, actor, usecases.EnqueueBatchRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Items: items}); err != nil {
 				b.Fatalf("bulk enqueue: %v", err)
 			}
 		}

@@ -21,10 +21,10 @@ import (
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/app/maintenance"
 	"github.com/sluicehq/sluice/app/queue"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports"
@@ -682,9 +682,9 @@ func TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted(t *testing
 	if err := b.engine.StartWorkflow(ctx, ports.WorkflowStart{ExecutionID: started.ExecutionID, WorkspaceID: ws, DefinitionID: def, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	executions := app.NewExecutions(b.store, b.store, b.store, b.store, b.engine, domain.ProcessQuotas{})
+	executions := usecases.NewExecutions(b.store, b.store, b.store, b.store, b.engine, domain.ProcessQuotas{})
 	outcome, err := executions.CancelQueueItem(ctx, domain.Actor{WorkspaceID: ws}, id)
-	if err != nil || outcome != app.CancelDone {
+	if err != nil || outcome != usecases.CancelDone {
 		t.Fatalf("cancel: %s, %v; want CANCELLED", outcome, err)
 	}
 	if q := b.item(t, id); q.Status != domain.QueueCancelled {

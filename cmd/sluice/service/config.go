@@ -16,9 +16,9 @@ import (
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
-	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/app/maintenance"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -61,7 +61,7 @@ type Config struct {
 	// the calls' bounds and the endpoints a workspace may have.
 	Webhooks WebhooksConfig
 	// Streams bound the live event streams (api role).
-	Streams app.StreamLimits
+	Streams usecases.StreamLimits
 	// Feed is how long events are kept for Last-Event-ID resumption and
 	// how the api role's purge deletes them, on the FeedPurge schedule.
 	Feed      maintenance.FeedPurgeConfig
@@ -76,7 +76,7 @@ type HTTPConfig struct {
 	// KeyCache is how long and how many workspace keys' verdicts the API
 	// remembers, so a flood with one key, valid or bogus, reaches the
 	// database once per TTL.
-	KeyCache app.KeyCache
+	KeyCache usecases.KeyCache
 	// StatementTimeout is the API pool's statement_timeout; the pool has
 	// Limits.Tenancy.Concurrency connections.
 	StatementTimeout  time.Duration
@@ -203,8 +203,8 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		IdleTimeout:       e.duration("SLUICE_HTTP_IDLE_TIMEOUT", 120*time.Second, 100*time.Millisecond),
 		MaxHeaderBytes:    e.integer("SLUICE_HTTP_MAX_HEADER_BYTES", 64<<10, 4<<10, 1<<20),
 	}
-	keyCache := app.DefaultKeyCache()
-	c.HTTP.KeyCache = app.KeyCache{
+	keyCache := usecases.DefaultKeyCache()
+	c.HTTP.KeyCache = usecases.KeyCache{
 		TTL:  e.duration("SLUICE_API_KEY_CACHE_TTL", keyCache.TTL, 100*time.Millisecond),
 		Size: e.integer("SLUICE_API_KEY_CACHE_SIZE", keyCache.Size, 1, 10_000_000),
 	}
@@ -362,7 +362,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	}
 	c.Nodes = n
 	c.Webhooks = webhooksConfig(e)
-	c.Streams = app.DefaultStreamLimits()
+	c.Streams = usecases.DefaultStreamLimits()
 	c.Streams.Total = e.integer("SLUICE_STREAMS_MAX", c.Streams.Total, 1, 100_000)
 	c.Streams.PerWorkspace = e.integer("SLUICE_STREAMS_PER_WORKSPACE", min(c.Streams.PerWorkspace, c.Streams.Total), 1, c.Streams.Total)
 	c.Streams.Idle = e.duration("SLUICE_STREAM_IDLE", c.Streams.Idle, time.Second)

@@ -28,9 +28,9 @@ import (
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
-	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/app/maintenance"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -286,7 +286,7 @@ type httpParams struct {
 	fx.In
 	Lifecycle   fx.Lifecycle
 	Config      Config
-	Application *app.Application
+	Application *usecases.Application
 	Registry    *prometheus.Registry
 	Gatherer    prometheus.Gatherer
 	Checks      []httpapi.ReadinessCheck
@@ -321,7 +321,7 @@ func startHTTP(p httpParams) error {
 // connections are the API's places (SLUICE_API_DB_CONNS) and its
 // statements time out (SLUICE_API_STATEMENT_TIMEOUT), so tenants' requests
 // neither wait on nor take the connections of the process's other roles.
-func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.FeedHub, reg *prometheus.Registry, log *slog.Logger) (*app.Application, error) {
+func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.FeedHub, reg *prometheus.Registry, log *slog.Logger) (*usecases.Application, error) {
 	poolCfg, err := postgres.APIPoolConfig(cfg.DatabaseURL, cfg.HTTP.Limits.Tenancy.Concurrency, cfg.HTTP.StatementTimeout)
 	if err != nil {
 		return nil, err
@@ -334,16 +334,16 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	store := postgres.NewStore(pool, log, postgres.WithWebhookSecretKeys(cfg.Webhooks.SecretKeys))
-	a := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
+	a := usecases.NewApplication(usecases.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
 		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store, Capacity: store,
 		AllowLists: store, OwnTaskQueues: cfg.Worker.Queues.Reserved()},
-		workflows, cfg.ProcessQuotas, cfg.Nodes.TemplateBudget, app.AuthConfig{AdminToken: cfg.AdminToken, KeyCache: cfg.HTTP.KeyCache})
-	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store)
-	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
+		workflows, cfg.ProcessQuotas, cfg.Nodes.TemplateBudget, usecases.AuthConfig{AdminToken: cfg.AdminToken, KeyCache: cfg.HTTP.KeyCache})
+	a.Webhooks = usecases.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store)
+	a.Streams = usecases.NewStreams(hub, store, store, cfg.Streams)
 	// The API warns an admin who gives a workspace more of the external
 	// worker than one worker has: it reads the worker's slots from its own
 	// environment, as `sluice all` shares it.
-	a.Plans = app.NewPlans(store, store, app.NewExternalWorker(cfg.Worker.ExternalAPISize, reg, log))
+	a.Plans = usecases.NewPlans(store, store, usecases.NewExternalWorker(cfg.Worker.ExternalAPISize, reg, log))
 	return a, nil
 }
 

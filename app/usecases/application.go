@@ -1,4 +1,4 @@
-package app
+package usecases
 
 import (
 	"github.com/sluicehq/sluice/domain"
