@@ -66,14 +66,15 @@ type DispatcherConfig struct {
 	ReconcileAfter time.Duration
 	// StuckStartAfter is how long a started workflow may wait for a
 	// worker to pick up its first task before the reconciler fails it
-	// (Reconciler.FailStuckStartsAfter); 0 never fails one.
+	// (maintenance.Reconciler.FailStuckStartsAfter); 0 never fails one.
 	StuckStartAfter time.Duration
 	// ReconcilePageSize is how many RUNNING executions the reconciler
 	// checks per run; it walks through all of them over successive runs.
 	ReconcilePageSize int
 	// CloseWatchInterval is how often the reconciler looks for workflows
-	// closed outside Sluice lately (Reconciler.WatchClosed): the most a
-	// run that Temporal terminated waits to be recorded and free its slot.
+	// closed outside Sluice lately (maintenance.Reconciler.WatchClosed):
+	// the most a run that Temporal terminated waits to be recorded and
+	// free its slot.
 	CloseWatchInterval time.Duration
 	// Backoff spaces out dispatch retries; its Base is at least PollInterval.
 	Backoff domain.DispatchBackoff

@@ -9,8 +9,9 @@ import (
 )
 
 // FinishExecution ends an execution through the store with the one rule
-// for its queue item (AtEnd). The worker's completion and the
-// dispatcher's reconciliation both end executions through it. errMax
+// for its queue item (AtEnd). The worker's completion, the dispatcher's
+// end of an item cancelled before its workflow started, and the
+// maintenance reconciler all end executions through it. errMax
 // bounds the error message as a record's value is bounded: the worker's
 // configured bound, or domain.DefaultRecordValueMax where the caller does
 // not know it.
