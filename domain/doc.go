@@ -42,7 +42,7 @@
 // workspace's limit, RUNNING count, floor and start-rate bucket, the
 // Pool's figures, its key's limit, RUNNING count and bucket): admit, or
 // the WaitReason with its figures.
-// The claim is planned in one place, app.PlanClaim, which deals the batch
+// The claim is planned in one place, dispatch.PlanClaim, which deals the batch
 // between workspaces and takes each one's items by ChooseKeyed, which
 // gives every item read its Verdict; QueueItem.WaitingOn shows the same
 // Verdict on the same figures, read now. A retry is never blocked

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -106,11 +106,11 @@ type CompleteInput struct {
 }
 
 // Activities are the workflow's activities: the Temporal side of the
-// worker's use cases in app.Runs, which they call for everything they
+// worker's use cases in worker.Runs, which they call for everything they
 // record, and the node executors. They hold their dependencies, as
 // Temporal's samples do, and are registered by name.
 type Activities struct {
-	runs      *app.Runs
+	runs      *worker.Runs
 	executors map[domain.NodeType]ports.NodeExecutor
 	// outboundMetrics observes the outbound gate's waits; nil observes
 	// nothing.
@@ -182,7 +182,7 @@ func (a *Activities) ReleaseNodeSlot(ctx context.Context, in NodeSlotInput) erro
 
 // NewActivities builds the activities over the worker's use cases and the
 // node executor registry.
-func NewActivities(runs *app.Runs, executors []ports.NodeExecutor, opts ...ActivitiesOption) *Activities {
+func NewActivities(runs *worker.Runs, executors []ports.NodeExecutor, opts ...ActivitiesOption) *Activities {
 	reg := make(map[domain.NodeType]ports.NodeExecutor, len(executors))
 	for _, e := range executors {
 		reg[e.Type()] = e
@@ -206,7 +206,7 @@ type AdmitRunOutput struct {
 	Cancelled bool
 }
 
-// AdmitRun answers whether the run's claim stands (app.Runs.Admit).
+// AdmitRun answers whether the run's claim stands (worker.Runs.Admit).
 func (a *Activities) AdmitRun(ctx context.Context, in AdmitRunInput) (AdmitRunOutput, error) {
 	id, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
@@ -411,7 +411,7 @@ func templateContext(in RunNodeInput) (domain.TemplateContext, error) {
 }
 
 // LoadRetryOutputs reads the outputs a retry reuses and names the
-// execution it retries (app.Runs.RetryOutputs). An original that is gone
+// execution it retries (worker.Runs.RetryOutputs). An original that is gone
 // is a failure no retry can change.
 func (a *Activities) LoadRetryOutputs(ctx context.Context, in RetryOutputsInput) (RetryOutputs, error) {
 	id, err := domain.ParseID(in.ExecutionID)
@@ -457,7 +457,7 @@ func nodeRecords(nodes []NodeRecordInput) []domain.NodeRecord {
 }
 
 // CompleteExecution records the final status with the last node records
-// and ends the queue item (app.Runs.Complete).
+// and ends the queue item (worker.Runs.Complete).
 func (a *Activities) CompleteExecution(ctx context.Context, in CompleteInput) error {
 	execID, err := domain.ParseID(in.ExecutionID)
 	if err != nil {

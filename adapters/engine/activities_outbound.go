@@ -35,7 +35,7 @@ type OutboundTurnOutput struct {
 
 // OutboundTurn names the host the node calls and asks for its turn. A
 // node whose host cannot be told (its URL fails to resolve) goes at once,
-// to fail as it would have (app.Runs.OutboundTurn lets every node go when
+// to fail as it would have (worker.Runs.OutboundTurn lets every node go when
 // no gate is set).
 func (a *Activities) OutboundTurn(ctx context.Context, in OutboundTurnInput) (OutboundTurnOutput, error) {
 	host, ok := a.targetHost(in.Run)

@@ -23,7 +23,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sluicehq/sluice/app"
+	appworker "github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -710,8 +710,8 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, workflowID
 // newRecordingActivities are the activities the recorder's worker runs,
 // with the recorder's payload limit.
 func newRecordingActivities(store *memStore) *Activities {
-	a := NewActivities(app.NewRuns(store, slog.New(slog.DiscardHandler), app.WithDefinitions(store), app.WithNodeSlots(&refusedOnce{}), app.WithOutboundGate(&firstTurnWaits{}),
-		app.WithAllowLists(store, NewTaskQueues("").Reserved())), fakeExecutors())
+	a := NewActivities(appworker.NewRuns(store, slog.New(slog.DiscardHandler), appworker.WithDefinitions(store), appworker.WithNodeSlots(&refusedOnce{}), appworker.WithOutboundGate(&firstTurnWaits{}),
+		appworker.WithAllowLists(store, NewTaskQueues("").Reserved())), fakeExecutors())
 	a.PayloadLimit = 1000
 	return a
 }

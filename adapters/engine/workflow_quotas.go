@@ -10,7 +10,7 @@ import (
 
 // QuotaSource gives a workspace's quotas in force (its own where set,
 // else its plan's) from memory: the workflow reads them in a side effect,
-// which must not wait on I/O (app.QuotaSnapshot keeps them fresh).
+// which must not wait on I/O (worker.QuotaSnapshot keeps them fresh).
 type QuotaSource interface {
 	Current(workspaceID domain.ID, plan domain.Plan) (domain.PlanQuotas, bool)
 }

@@ -51,7 +51,7 @@ type SubWorkflowGraph struct {
 
 // StartSubWorkflow loads the graph a child run runs, which must be of the
 // run's workspace, and counts its nodes against the execution's
-// subWorkflowNodes quota (app.Runs.StartSubWorkflow), then refuses a graph
+// subWorkflowNodes quota (worker.Runs.StartSubWorkflow), then refuses a graph
 // whose encoding is over in.GraphLimit (its nodes stay counted: the
 // count errs toward the quota). A missing definition cannot appear later,
 // nor a quota passed free itself, so neither is retried.

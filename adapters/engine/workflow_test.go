@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -90,8 +90,8 @@ func newHarnessWith(t *testing.T, graph string, executors []ports.NodeExecutor) 
 	h.wf = &Workflows{Retry: testRetry}
 	registerWorkflow(h.env, h.wf)
 	h.env.SetTestTimeout(30 * time.Second)
-	h.acts = NewActivities(app.NewRuns(h.store, slog.New(slog.DiscardHandler), app.WithDefinitions(h.store),
-		app.WithAllowLists(h.store, NewTaskQueues("").Reserved())), executors)
+	h.acts = NewActivities(worker.NewRuns(h.store, slog.New(slog.DiscardHandler), worker.WithDefinitions(h.store),
+		worker.WithAllowLists(h.store, NewTaskQueues("").Reserved())), executors)
 	registerActivities(h.env, h.acts)
 	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: WorkflowID(h.execID)})
 	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {

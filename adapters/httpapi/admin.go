@@ -13,8 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 )
 
 // ReadinessCheck is one thing a role needs before it can do its work:
@@ -147,10 +146,10 @@ func NewAdminHandler(gatherer prometheus.Gatherer, checks []ReadinessCheck, prof
 }
 
 // bearerOnly serves next only to a request bearing the admin token, as
-// the API tells it (app.IsAdminToken); anything else gets a 401.
+// the API tells it (usecases.IsAdminToken); anything else gets a 401.
 func bearerOnly(adminToken string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !app.IsAdminToken(bearerToken(r), adminToken) {
+		if !usecases.IsAdminToken(bearerToken(r), adminToken) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeProblem(w, http.StatusUnauthorized, "unauthenticated", "Unauthenticated", "the admin bearer token is required for profiles", nil)
 			return

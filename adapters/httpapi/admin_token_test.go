@@ -8,19 +8,18 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 )
 
 // TestProfilesAreServedToExactlyTheHeadersTheAPITakesForTheAdmin: the API
 // gate and the admin server's profiles read the Authorization header one
 // way (bearerToken) and compare it with the admin token by one function
-// (app.IsAdminToken), so a header is the admin's to both or to neither.
+// (usecases.IsAdminToken), so a header is the admin's to both or to neither.
 func TestProfilesAreServedToExactlyTheHeadersTheAPITakesForTheAdmin(t *testing.T) {
 	t.Parallel()
 	const admin = "profiles-admin-token-0123"
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	auth := app.NewAuthenticator(workspaceKeys{}, app.AuthConfig{AdminToken: admin})
+	auth := usecases.NewAuthenticator(workspaceKeys{}, usecases.AuthConfig{AdminToken: admin})
 	api := newGate(DefaultTenancy()).admit(auth, errorResponder{log: slog.New(slog.DiscardHandler)}, ok)
 	profiles := NewAdminHandler(prometheus.NewRegistry(), nil, admin, slog.New(slog.DiscardHandler))
 	headers := []string{

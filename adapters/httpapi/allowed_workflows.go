@@ -5,14 +5,14 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
 // allowLists is the allow-list use cases, or ErrNotFound in a process
 // built without their store.
-func (s *Server) allowLists() (*app.AllowLists, error) {
+func (s *Server) allowLists() (*usecases.AllowLists, error) {
 	if s.app.AllowLists == nil {
 		return nil, fmt.Errorf("%w: allow-lists are not served here", ports.ErrNotFound)
 	}

@@ -8,11 +8,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 )
 
-func workspaceOut(w app.WorkspaceView) api.Workspace {
+func workspaceOut(w usecases.WorkspaceView) api.Workspace {
 	return api.Workspace{
 		ID: uuid.UUID(w.ID), Name: w.Name, Plan: api.Plan(w.Plan), Limit: w.Limit, Active: w.Active, Queued: w.Queued,
 		FailedLastHour: w.FailedLastHour, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
@@ -32,7 +32,7 @@ func graphIn(raw api.Graph) (domain.Graph, error) {
 			for i, p := range ve.Problems {
 				ps[i] = domain.Problem{Path: "/graph" + p.Path, Message: p.Message}
 			}
-			return domain.Graph{}, app.InvalidGraph(&domain.ValidationError{Problems: ps})
+			return domain.Graph{}, usecases.InvalidGraph(&domain.ValidationError{Problems: ps})
 		}
 		return domain.Graph{}, err
 	}

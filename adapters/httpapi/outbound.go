@@ -5,14 +5,14 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
 // outbound is the outbound-limit use cases, or ErrNotFound in a process
 // built without their store.
-func (s *Server) outbound() (*app.OutboundLimits, error) {
+func (s *Server) outbound() (*usecases.OutboundLimits, error) {
 	if s.app.Outbound == nil {
 		return nil, fmt.Errorf("%w: outbound limits are not served here", ports.ErrNotFound)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -62,20 +62,20 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(quota.RetryAfter.Seconds()))))
 		}
 		writeProblem(w, http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", quota.Error(), fields)
-	case errors.As(err, &ve) && errors.Is(err, app.ErrPolicyCap):
+	case errors.As(err, &ve) && errors.Is(err, usecases.ErrPolicyCap):
 		writeProblem(w, http.StatusUnprocessableEntity, "policy-cap", "Past the plan's cap", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &badInput):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-input", "Invalid input", pluralProblems(len(badInput.Problems)), fieldErrors(badInput.Problems))
-	case errors.As(err, &ve) && errors.Is(err, app.ErrInvalidGraph):
+	case errors.As(err, &ve) && errors.Is(err, usecases.ErrInvalidGraph):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-graph", "Invalid graph", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &ve):
 		// Any other rule's problems (a limit, a host): refused fields.
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-field", "Invalid field", pluralProblems(len(ve.Problems)), fieldErrors(ve.Problems))
 	case errors.As(err, &tooLarge):
 		writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "Payload too large", err.Error(), nil)
-	case errors.Is(err, app.ErrUnauthenticated):
+	case errors.Is(err, usecases.ErrUnauthenticated):
 		writeProblem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized", err.Error(), nil)
-	case errors.Is(err, app.ErrForbidden):
+	case errors.Is(err, usecases.ErrForbidden):
 		writeProblem(w, http.StatusForbidden, "forbidden", "Forbidden", err.Error(), nil)
 	case errors.Is(err, ports.ErrNotFound):
 		writeProblem(w, http.StatusNotFound, "not-found", "Not found", err.Error(), nil)
@@ -83,11 +83,11 @@ func (e errorResponder) respond(w http.ResponseWriter, r *http.Request, err erro
 		writeProblem(w, http.StatusConflict, "idempotency-conflict", "Conflict", err.Error(), nil)
 	case errors.Is(err, domain.ErrScheduleState):
 		writeProblem(w, http.StatusConflict, "schedule-state", "Conflict", err.Error(), nil)
-	case errors.Is(err, app.ErrNotWaiting):
+	case errors.Is(err, usecases.ErrNotWaiting):
 		writeProblem(w, http.StatusConflict, "not-waiting", "Conflict", err.Error(), nil)
-	case errors.Is(err, app.ErrFinished):
+	case errors.Is(err, usecases.ErrFinished):
 		writeProblem(w, http.StatusConflict, "already-finished", "Conflict", err.Error(), nil)
-	case errors.Is(err, app.ErrNotRetryable):
+	case errors.Is(err, usecases.ErrNotRetryable):
 		writeProblem(w, http.StatusConflict, "not-retryable", "Conflict", err.Error(), nil)
 	case errors.As(err, &field):
 		writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid request", field.Error(), []api.FieldError{{Path: field.Field, Message: field.Message}})

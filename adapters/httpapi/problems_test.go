@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -56,17 +56,17 @@ func TestErrorResponderMapsEachKindOfErrorToItsProblem(t *testing.T) {
 		retryAfter string
 	}{
 		{
-			name: "a graph's validation error lists every problem with its path", err: app.InvalidGraph(twoProblems),
+			name: "a graph's validation error lists every problem with its path", err: usecases.InvalidGraph(twoProblems),
 			status: http.StatusUnprocessableEntity, kind: "invalid-graph", detail: "2 problems",
 			fields: twoFields,
 		},
 		{
-			name: "one problem is counted in the singular", err: app.InvalidGraph(&domain.ValidationError{Problems: []domain.Problem{{Path: "/graph", Message: "has a cycle"}}}),
+			name: "one problem is counted in the singular", err: usecases.InvalidGraph(&domain.ValidationError{Problems: []domain.Problem{{Path: "/graph", Message: "has a cycle"}}}),
 			status: http.StatusUnprocessableEntity, kind: "invalid-graph", detail: "1 problem",
 			fields: []api.FieldError{{Path: "/graph", Message: "has a cycle"}},
 		},
 		{
-			name: "a wrapped validation error is still found", err: fmt.Errorf("saving: %w", app.InvalidGraph(twoProblems)),
+			name: "a wrapped validation error is still found", err: fmt.Errorf("saving: %w", usecases.InvalidGraph(twoProblems)),
 			status: http.StatusUnprocessableEntity, kind: "invalid-graph", detail: "2 problems", fields: twoFields,
 		},
 		{
@@ -88,11 +88,11 @@ func TestErrorResponderMapsEachKindOfErrorToItsProblem(t *testing.T) {
 			status: http.StatusRequestEntityTooLarge, kind: "too-large",
 		},
 		{
-			name: "no credential", err: fmt.Errorf("%w: missing bearer token", app.ErrUnauthenticated),
+			name: "no credential", err: fmt.Errorf("%w: missing bearer token", usecases.ErrUnauthenticated),
 			status: http.StatusUnauthorized, kind: "unauthorized", detail: "unauthenticated: missing bearer token",
 		},
 		{
-			name: "another workspace's resource", err: fmt.Errorf("%w: the workspace belongs to another workspace", app.ErrForbidden),
+			name: "another workspace's resource", err: fmt.Errorf("%w: the workspace belongs to another workspace", usecases.ErrForbidden),
 			status: http.StatusForbidden, kind: "forbidden", detail: "forbidden: the workspace belongs to another workspace",
 		},
 		{
@@ -104,7 +104,7 @@ func TestErrorResponderMapsEachKindOfErrorToItsProblem(t *testing.T) {
 			status: http.StatusConflict, kind: "idempotency-conflict", detail: "conflict",
 		},
 		{
-			name: "cancelling what has finished", err: app.ErrFinished,
+			name: "cancelling what has finished", err: usecases.ErrFinished,
 			status: http.StatusConflict, kind: "already-finished", detail: "already finished",
 		},
 		{

@@ -8,12 +8,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
-func scheduleOut(v app.ScheduleView) api.Schedule {
+func scheduleOut(v usecases.ScheduleView) api.Schedule {
 	out := api.Schedule{
 		ID: uuid.UUID(v.ID), WorkspaceID: uuid.UUID(v.WorkspaceID), WorkflowDefinitionID: uuid.UUID(v.DefinitionID),
 		Name: v.Name, TimeZone: v.TimeZone, Input: v.Input, Priority: v.Priority, OverlapPolicy: api.OverlapPolicy(v.Overlap),
@@ -30,8 +30,8 @@ func scheduleOut(v app.ScheduleView) api.Schedule {
 	return out
 }
 
-func scheduleChanges(name, cron, zone *string, interval *int, input *json.RawMessage, priority *int, overlap *api.OverlapPolicy) app.ScheduleChanges {
-	c := app.ScheduleChanges{Name: name, Cron: cron, TimeZone: zone, IntervalSeconds: interval, Input: input, Priority: priority}
+func scheduleChanges(name, cron, zone *string, interval *int, input *json.RawMessage, priority *int, overlap *api.OverlapPolicy) usecases.ScheduleChanges {
+	c := usecases.ScheduleChanges{Name: name, Cron: cron, TimeZone: zone, IntervalSeconds: interval, Input: input, Priority: priority}
 	if overlap != nil {
 		p := domain.OverlapPolicy(*overlap)
 		c.Overlap = &p

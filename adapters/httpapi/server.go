@@ -27,14 +27,14 @@ import (
 
 	sluice "github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
 // Server implements the generated strict server over the use cases.
 type Server struct {
-	app   *app.Application
+	app   *usecases.Application
 	ready *readiness
 	log   *slog.Logger
 }
@@ -51,7 +51,7 @@ func actorFrom(ctx context.Context) domain.Actor {
 // NewHandler builds the whole HTTP surface: /healthz, /readyz, /metrics,
 // /openapi.yaml and the /api/v1 operations. Its /readyz runs checks, the
 // process's readiness checks, as the admin server's does.
-func NewHandler(application *app.Application, limits RequestLimits, gatherer prometheus.Gatherer, checks []ReadinessCheck, log *slog.Logger) (http.Handler, error) {
+func NewHandler(application *usecases.Application, limits RequestLimits, gatherer prometheus.Gatherer, checks []ReadinessCheck, log *slog.Logger) (http.Handler, error) {
 	spec, err := api.GetSwagger()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded spec: %w", err)
@@ -200,7 +200,7 @@ func (s *Server) ListWorkspaces(ctx context.Context, req api.ListWorkspacesReque
 	if err != nil {
 		return nil, err
 	}
-	items, next := idPageOut(ws, page, func(w app.WorkspaceView) domain.ID { return w.ID }, workspaceOut)
+	items, next := idPageOut(ws, page, func(w usecases.WorkspaceView) domain.ID { return w.ID }, workspaceOut)
 	return api.ListWorkspaces200JSONResponse(api.WorkspacePage{Items: items, NextCursor: next}), nil
 }
 
@@ -344,7 +344,7 @@ func (s *Server) GetDefinitionVersion(ctx context.Context, req api.GetDefinition
 
 // EnqueueExecution enqueues an execution.
 func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionRequestObject) (api.EnqueueExecutionResponseObject, error) {
-	in := app.EnqueueRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), DefinitionID: domain.ID(req.Body.WorkflowDefinitionID)}
+	in := usecases.EnqueueRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), DefinitionID: domain.ID(req.Body.WorkflowDefinitionID)}
 	if req.Body.Input != nil {
 		in.Input = *req.Body.Input
 	}
@@ -376,10 +376,10 @@ func (s *Server) EnqueueExecution(ctx context.Context, req api.EnqueueExecutionR
 
 // EnqueueExecutionBatch enqueues a batch of executions of one definition.
 func (s *Server) EnqueueExecutionBatch(ctx context.Context, req api.EnqueueExecutionBatchRequestObject) (api.EnqueueExecutionBatchResponseObject, error) {
-	in := app.EnqueueBatchRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), DefinitionID: domain.ID(req.Body.WorkflowDefinitionID),
-		Items: make([]app.EnqueueBatchItem, len(req.Body.Items))}
+	in := usecases.EnqueueBatchRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), DefinitionID: domain.ID(req.Body.WorkflowDefinitionID),
+		Items: make([]usecases.EnqueueBatchItem, len(req.Body.Items))}
 	for i, it := range req.Body.Items {
-		item := app.EnqueueBatchItem{NotBefore: it.NotBefore}
+		item := usecases.EnqueueBatchItem{NotBefore: it.NotBefore}
 		if it.Input != nil {
 			item.Input = *it.Input
 		}

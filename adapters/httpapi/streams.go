@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -18,7 +18,7 @@ import (
 // request (tenancy.go): its lookups and its replay hold a process place and
 // one of its workspace's requests in flight, bought with a rate token; once
 // it streams it gives those back and holds only its stream's place
-// (app.Streams), until it ends: at its idle limit, when its client stops
+// (usecases.Streams), until it ends: at its idle limit, when its client stops
 // taking events for the write timeout, or when its key no longer
 // authenticates.
 
@@ -33,8 +33,8 @@ const keepAlive = 15 * time.Second
 // execution's run finished.
 type eventStream struct {
 	ctx              context.Context
-	stream           app.Stream
-	limits           app.StreamLimits
+	stream           usecases.Stream
+	limits           usecases.StreamLimits
 	recheckEvery     time.Duration
 	endOnRunFinished bool
 }

@@ -14,7 +14,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/time/rate"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -234,7 +234,7 @@ func bearerToken(r *http.Request) string {
 // work, and keeps it for the request.
 // Every operation, event streams included, comes through here; a stream
 // gives its places back once its lookup and replay are done (streams.go).
-func (g *gate) admit(auth *app.Authenticator, errs errorResponder, next http.Handler) http.Handler {
+func (g *gate) admit(auth *usecases.Authenticator, errs errorResponder, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token := bearerToken(r)
 		p := &places{}
@@ -252,7 +252,7 @@ func (g *gate) admit(auth *app.Authenticator, errs errorResponder, next http.Han
 				return
 			}
 			actor, err = auth.Authenticate(r.Context(), token)
-			if counted && !errors.Is(err, app.ErrUnauthenticated) {
+			if counted && !errors.Is(err, usecases.ErrUnauthenticated) {
 				g.failures.refund(client)
 			}
 		}
@@ -318,7 +318,7 @@ func (g *gate) serveWorkspacePlace(w http.ResponseWriter, ws domain.ID, p *place
 // any other. It returns the Authenticator's refusal, or nil when the token
 // still authenticates or nothing could be said (the store failed, no place
 // came free): the holder asks again later.
-func (g *gate) recheck(auth *app.Authenticator, token string) func(context.Context) error {
+func (g *gate) recheck(auth *usecases.Authenticator, token string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		_, known, err := auth.Cached(token)
 		if !known {
@@ -329,7 +329,7 @@ func (g *gate) recheck(auth *app.Authenticator, token string) func(context.Conte
 			}
 			_, err = auth.Authenticate(ctx, token)
 		}
-		if errors.Is(err, app.ErrUnauthenticated) {
+		if errors.Is(err, usecases.ErrUnauthenticated) {
 			return err
 		}
 		return nil

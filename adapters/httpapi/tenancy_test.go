@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -40,7 +40,7 @@ func newHeldRequests(cfg Tenancy) *heldRequests {
 		<-h.release
 		w.WriteHeader(http.StatusOK)
 	})
-	auth := app.NewAuthenticator(workspaceKeys{}, app.AuthConfig{AdminToken: heldAdminToken})
+	auth := usecases.NewAuthenticator(workspaceKeys{}, usecases.AuthConfig{AdminToken: heldAdminToken})
 	h.handler = g.admit(auth, errorResponder{log: slog.New(slog.DiscardHandler)}, inner)
 	return h
 }
@@ -253,7 +253,7 @@ func TestAnAddressPastItsFailedLookupsIsRefusedBeforeItsNext(t *testing.T) {
 		AuthFailures: AuthFailures{PerMinute: 1, Burst: 3, Addresses: 10}})
 	now := time.Now()
 	g.failures.now = func() time.Time { return now }
-	auth := app.NewAuthenticator(workspaceKeys{lookups: lookups}, app.AuthConfig{})
+	auth := usecases.NewAuthenticator(workspaceKeys{lookups: lookups}, usecases.AuthConfig{})
 	h := g.admit(auth, errorResponder{log: slog.New(slog.DiscardHandler)}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	}))

@@ -6,14 +6,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
 // CreateWebhookEndpoint registers a completion webhook endpoint.
 func (s *Server) CreateWebhookEndpoint(ctx context.Context, req api.CreateWebhookEndpointRequestObject) (api.CreateWebhookEndpointResponseObject, error) {
-	in := app.CreateEndpointRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), URL: req.Body.URL}
+	in := usecases.CreateEndpointRequest{WorkspaceID: domain.ID(req.Body.WorkspaceID), URL: req.Body.URL}
 	for _, e := range req.Body.Events {
 		in.Events = append(in.Events, domain.WebhookEvent(e))
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -126,7 +126,7 @@ func TestTheClaimAdmitsTheSameItemsWithoutTheRoomPrefilter(t *testing.T) {
 		var took [2][]uuid.UUID
 		var locked [2]int
 		for i, s := range sides {
-			res, err := s.store.Claim(ctx, ports.Fence{}, 3, app.PlanClaim(roundRobin), app.RejectUnrunnable)
+			res, err := s.store.Claim(ctx, ports.Fence{}, 3, dispatch.PlanClaim(roundRobin), dispatch.RejectUnrunnable)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,8 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -88,7 +89,7 @@ func TestClaimFailsAnItemWhoseVersionIsMissingAndClaimsTheRest(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DELETE FROM workflow_definition_versions WHERE workflow_definition_id = $1`, badDef); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable)
 	if err != nil {
 		t.Fatalf("claim with one item missing its version: %v", err)
 	}
@@ -130,7 +131,7 @@ func TestClaimRunsARetrysPinnedVersionAndFailsOneWhoseVersionIsGone(t *testing.T
 	if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET pinned_version = CASE id WHEN $1 THEN 1 ELSE 9 END WHERE id IN ($1, $2)`, pinned, gone); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -173,7 +174,7 @@ func TestClaimFailsAnItemWhoseExecutionRowIsRefusedAndClaimsTheRest(t *testing.T
 	if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET input = '{"refuse":true}' WHERE id = $1`, bad[0]); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -200,20 +201,20 @@ func TestClaimIsFencedByTheQueueLease(t *testing.T) {
 	if _, ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
+	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
 		t.Fatalf("claim by a non-holder: %v, want ErrLeaseLost", err)
 	}
 	// The holder's lease runs out while it is paused: it must not claim.
 	if _, err := pool.Exec(ctx, `UPDATE shedlock SET lock_until = now() - interval '1 second' WHERE name = 'q'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
+	if _, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable); !errors.Is(err, ports.ErrLeaseLost) {
 		t.Fatalf("claim on an expired lease: %v, want ErrLeaseLost", err)
 	}
 	if _, ok, err := two.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("takeover: %v %v", ok, err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: two.Holder()}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable)
 	if err != nil || len(res.Claimed) != 3 {
 		t.Fatalf("claim by the new holder: %d claimed, %v; want 3", len(res.Claimed), err)
 	}
@@ -225,7 +226,7 @@ func TestFinishExecutionEndsTheItemWhenTheExecutionRowIsGone(t *testing.T) {
 	store := postgres.NewStore(pool, quiet())
 	ctx := context.Background()
 	_, ids := seedQueue(t, pool, 2)
-	res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable)
 	if err != nil || len(res.Claimed) != 2 {
 		t.Fatalf("claim: %d, %v", len(res.Claimed), err)
 	}
@@ -258,7 +259,7 @@ func finish(ctx context.Context, store *postgres.Store, id domain.ID, status dom
 	if msg != nil {
 		reason = *msg
 	}
-	return store.FinishExecution(ctx, id, status, msg, app.QueueItemAtEnd(status, reason, quiet()), nodes...)
+	return store.FinishExecution(ctx, id, status, msg, queue.AtEnd(status, reason, quiet()), nodes...)
 }
 
 // cancel cancels a queue item as the API does: Cancel applied under the
@@ -358,7 +359,7 @@ func TestMissingReferencesAndOrphanCompletionsAreLogged(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DELETE FROM workspaces WHERE id = $1`, goneWS); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); err != nil {
+	if _, err := store.Claim(ctx, ports.Fence{}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable); err != nil {
 		t.Fatal(err)
 	}
 	if recs := logs.Records(t, "definition not found; failing the queue item"); len(recs) != 1 ||
@@ -390,7 +391,7 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 	if _, ok, err := one.TryAcquire(ctx, "q", time.Minute); err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable)
+	res, err := store.Claim(ctx, ports.Fence{Lease: "q", Holder: one.Holder()}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable)
 	if err != nil || len(res.Claimed) != 2 {
 		t.Fatalf("claim: %d claimed, %v; want 2", len(res.Claimed), err)
 	}
@@ -480,7 +481,7 @@ func TestClaimsRecordTheirTermAndAnEndedTermCanNeitherMarkNorHideThem(t *testing
 	// An unfenced claim has no claimer, so no term of its ends: it is
 	// stale recovery's alone.
 	seedQueue(t, pool, 1)
-	if res, err := store.Claim(ctx, ports.Fence{}, allBudget, app.PlanClaim(admitAll), app.RejectUnrunnable); err != nil || len(res.Claimed) != 1 || res.Claimed[0].Claimer.Fenced() {
+	if res, err := store.Claim(ctx, ports.Fence{}, allBudget, dispatch.PlanClaim(admitAll), dispatch.RejectUnrunnable); err != nil || len(res.Claimed) != 1 || res.Claimed[0].Claimer.Fenced() {
 		t.Fatalf("unfenced claim: %+v, %v; want 1 item with no claimer", res.Claimed, err)
 	}
 	if ended, err := store.ClaimsOfEndedTerms(ctx, 10); err != nil || len(ended) != 0 {

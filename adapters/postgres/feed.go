@@ -58,7 +58,7 @@ type subscriber struct {
 }
 
 // NewFeedHub builds a hub; call Run to start it. The events it has sent
-// are deleted by app.FeedPurge.
+// are deleted by maintenance.FeedPurge.
 func NewFeedHub(pool *pgxpool.Pool, log *slog.Logger) *FeedHub {
 	return &FeedHub{
 		pool: pool, q: dbsqlc.New(), log: log,

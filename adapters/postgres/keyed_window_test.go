@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
@@ -59,9 +59,9 @@ func TestClaimTakesABurstsKeyOnlyUpToItsLimitAndFillsTheQuotaBehindIt(t *testing
 	add(1, &b)
 	unkeyed := add(2, nil)
 
-	res, err := store.Claim(ctx, ports.Fence{}, 2, app.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+	res, err := store.Claim(ctx, ports.Fence{}, 2, dispatch.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 		return map[domain.ID]int{ws[0].ID: 2}
-	}), app.RejectUnrunnable)
+	}), dispatch.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}

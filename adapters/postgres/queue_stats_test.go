@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/db"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
@@ -28,7 +28,7 @@ import (
 // admission does.
 func claimAll(t *testing.T, store *postgres.Store) ports.ClaimResult {
 	t.Helper()
-	res, err := store.Claim(context.Background(), ports.Fence{}, tierBudget, app.PlanClaim(admitByTier), app.RejectUnrunnable)
+	res, err := store.Claim(context.Background(), ports.Fence{}, tierBudget, dispatch.PlanClaim(admitByTier), dispatch.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestStatsStayExactUnderConcurrentWrites(t *testing.T) {
 	for range 2 {
 		loops.Go(func() {
 			for ctx.Err() == nil {
-				res, err := store.Claim(ctx, ports.Fence{}, tierBudget, app.PlanClaim(admitByTier), app.RejectUnrunnable)
+				res, err := store.Claim(ctx, ports.Fence{}, tierBudget, dispatch.PlanClaim(admitByTier), dispatch.RejectUnrunnable)
 				if err != nil {
 					continue
 				}
@@ -447,12 +447,12 @@ func TestClaimCountsTheFullWorkspacesItsPrefilterSkips(t *testing.T) {
 	if res := claimAndDispatch(t, store); len(res.Claimed) != 1 {
 		t.Fatalf("occupying the slot: %+v", res)
 	}
-	res, err := store.Claim(context.Background(), ports.Fence{}, 10, app.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+	res, err := store.Claim(context.Background(), ports.Fence{}, 10, dispatch.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 		for _, w := range ws {
 			t.Errorf("workspace %s was locked; the prefilter should have skipped it", w.ID)
 		}
 		return nil
-	}), app.RejectUnrunnable)
+	}), dispatch.RejectUnrunnable)
 	if err != nil {
 		t.Fatal(err)
 	}

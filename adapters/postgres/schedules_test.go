@@ -164,7 +164,7 @@ func TestFiringPassesOverTheSchedulesItIsToldToSkip(t *testing.T) {
 	}
 }
 
-// tickPlan is what app decides for a due schedule (app.ScheduleFiring):
+// tickPlan is what app decides for a due schedule (maintenance.ScheduleFiring):
 // its tick, and an item of its input keyed as the definition's
 // concurrency says, or the refusal of an input the key cannot read.
 func tickPlan(tt domain.Timetable, d ports.DueSchedule) (ports.TickPlan, error) {

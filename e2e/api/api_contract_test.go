@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 )
@@ -487,7 +487,7 @@ func TestContractEveryOperation(t *testing.T) {
 	status(t, "updateSchedule", usc, err, http.StatusOK)
 	rsc, err := key.ResumeScheduleWithResponse(ctx, sc.JSON201.ID)
 	status(t, "resumeSchedule", rsc, err, http.StatusOK)
-	if len(rsc.JSON200.NextFireTimes) != app.ScheduleShownFireTimes {
+	if len(rsc.JSON200.NextFireTimes) != usecases.ScheduleShownFireTimes {
 		t.Errorf("resumeSchedule: %s", rsc.Body)
 	}
 	psc, err := key.PauseScheduleWithResponse(ctx, sc.JSON201.ID)

@@ -20,7 +20,8 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 )
@@ -727,7 +728,7 @@ func TestReadyzIsAProblemWhenPostgresIsDown(t *testing.T) {
 	}
 	pool.Close()
 	store := postgres.NewStore(pool, harness.TestLog())
-	handler, err := httpapi.NewHandler(app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultProcessQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: harness.AdminToken}), httpapi.DefaultRequestLimits(), prometheus.NewRegistry(),
+	handler, err := httpapi.NewHandler(usecases.NewApplication(usecases.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()}, nil, domain.DefaultProcessQuotas(), domain.DefaultTemplateBudget, usecases.AuthConfig{AdminToken: harness.AdminToken}), httpapi.DefaultRequestLimits(), prometheus.NewRegistry(),
 		[]httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}}, harness.TestLog())
 	if err != nil {
 		t.Fatal(err)
@@ -1215,7 +1216,7 @@ func TestNegativeEvents(t *testing.T) {
 // runs no iteration.
 func TestNegativeForEachPastItsCapFailsBeforeAnyIteration(t *testing.T) {
 	t.Parallel()
-	var quotas *app.QuotaSnapshot
+	var quotas *worker.QuotaSnapshot
 	base := harness.StartSluiceWith(t, nil, fx.Populate(&quotas))
 	harness.SetPlanQuotasE2E(t, base, quotas, domain.PlanFree, map[string]any{"forEachItems": 3}, func(q domain.PlanQuotas) bool { return q.ForEachItems == 3 })
 	graph := map[string]any{"nodes": []any{map[string]any{"key": "each", "type": "FOR_EACH", "config": map[string]any{

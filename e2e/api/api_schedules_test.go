@@ -14,7 +14,9 @@ import (
 	"github.com/sluicehq/sluice/adapters/crontab"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/maintenance"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -38,7 +40,7 @@ func TestSchedulesThroughTheAPI(t *testing.T) {
 		CronExpression: harness.Ptr("0 3 * * *"), TimeZone: harness.Ptr("Europe/Paris"), Input: harness.RawInput(map[string]any{"k": 1})})
 	status(t, "createSchedule", cr, err, http.StatusCreated)
 	sc := cr.JSON201
-	if sc.OverlapPolicy != client.Skip || sc.Paused || sc.NextFireAt == nil || len(sc.NextFireTimes) != app.ScheduleShownFireTimes {
+	if sc.OverlapPolicy != client.Skip || sc.Paused || sc.NextFireAt == nil || len(sc.NextFireTimes) != usecases.ScheduleShownFireTimes {
 		t.Fatalf("created schedule: %s", cr.Body)
 	}
 	paris, _ := time.LoadLocation("Europe/Paris")
@@ -154,10 +156,10 @@ func TestAPausedScheduleFiresOnceForTheTicksItMissed(t *testing.T) {
 	status(t, "createDefinition", def, err, http.StatusCreated)
 
 	store := postgres.NewStore(s.Pool, harness.TestLog())
-	cfg := app.DefaultScheduleFiringConfig()
+	cfg := maintenance.DefaultScheduleFiringConfig()
 	cfg.Schedule.Interval = 100 * time.Millisecond
-	firing := app.NewScheduleFiring(store, crontab.NewParser(), postgres.NewLease(s.Pool, "test:"+uuid.NewString()),
-		cfg, app.NewLeaseMetrics(prometheus.NewRegistry()), harness.TestLog())
+	firing := maintenance.NewScheduleFiring(store, crontab.NewParser(), postgres.NewLease(s.Pool, "test:"+uuid.NewString()),
+		cfg, dispatch.NewLeaseMetrics(prometheus.NewRegistry()), harness.TestLog())
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); firing.Run(runCtx) }()

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -214,7 +214,7 @@ func (g *gateServer) counts(run string) (held, peak int) {
 // stays 4 for the other FREE workspaces.
 func TestANodesInFlightChangeAppliesToTheNextRun(t *testing.T) {
 	t.Parallel()
-	var quotas *app.QuotaSnapshot
+	var quotas *worker.QuotaSnapshot
 	base := harness.StartSluiceWith(t, nil, fx.Populate(&quotas))
 	tc := harness.TemporalClient(t, harness.TemporalAddress(t))
 	gates, url := newGateServer(t)

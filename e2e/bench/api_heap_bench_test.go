@@ -23,7 +23,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 )
@@ -144,8 +144,8 @@ func newHeapBenchAPI(b *testing.B, name string, plan client.Plan, graph string) 
 	b.Helper()
 	pool := pgtest.Pool(b)
 	store := postgres.NewStore(pool, harness.TestLog())
-	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()},
-		nil, domain.DefaultProcessQuotas(), domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: harness.AdminToken})
+	application := usecases.NewApplication(usecases.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, Schedules: store, Timetables: crontab.NewParser()},
+		nil, domain.DefaultProcessQuotas(), domain.DefaultTemplateBudget, usecases.AuthConfig{AdminToken: harness.AdminToken})
 	handler, err := httpapi.NewHandler(application, httpapi.DefaultRequestLimits(), prometheus.NewRegistry(), nil, harness.TestLog())
 	if err != nil {
 		b.Fatal(err)

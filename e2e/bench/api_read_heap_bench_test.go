@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 )
@@ -32,7 +32,7 @@ func BenchmarkAPIPeakHeapReadingTheLargestFreeRun(b *testing.B) {
 	api := newHeapBenchAPI(b, "reads", client.FREE, `{"nodes":[{"key":"a","type":"TRANSFORM","config":{"output":1}}],"edges":[]}`)
 	pool, store, srv := api.pool, api.store, api.srv
 	ctx := context.Background()
-	runs := app.NewRuns(store, harness.TestLog())
+	runs := worker.NewRuns(store, harness.TestLog())
 	// storeRun writes an execution with nodes records of a 1 MB input and
 	// output each, through the worker's record path.
 	storeRun := func(nodes int) domain.ID {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -269,9 +269,9 @@ const benchLeaseTTL = 6 * time.Hour
 // the next dispatcher of this database is built, and the lease is held
 // before this returns: claims are fenced by the lease's term, and a start
 // is made only within the term its claim was made in
-// (app.QueueLease.HeldUntil), so a dispatcher whose heartbeat does not
-// hold the lease claims nothing (app.ErrLeaseNotHeld).
-func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (*app.Dispatcher, *benchEngine) {
+// (dispatch.QueueLease.HeldUntil), so a dispatcher whose heartbeat does not
+// hold the lease claims nothing (dispatch.ErrLeaseNotHeld).
+func (db *benchDB) dispatcher(b *testing.B, cfg dispatch.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases) (*dispatch.Dispatcher, *benchEngine) {
 	b.Helper()
 	engine := &benchEngine{}
 	d, _ := db.dispatcherOn(b, cfg, wakeups, phases, engine)
@@ -280,7 +280,7 @@ func (db *benchDB) dispatcher(b *testing.B, cfg app.DispatcherConfig, wakeups po
 
 // dispatcherOn is dispatcher with the given engine; it returns the
 // dispatcher's series too.
-func (db *benchDB) dispatcherOn(b *testing.B, cfg app.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases, engine ports.WorkflowEngine) (*app.Dispatcher, *app.DispatchMetrics) {
+func (db *benchDB) dispatcherOn(b *testing.B, cfg dispatch.DispatcherConfig, wakeups ports.Wakeups, phases *benchPhases, engine ports.WorkflowEngine) (*dispatch.Dispatcher, *dispatch.Metrics) {
 	b.Helper()
 	log := benchLogger()
 	store := postgres.NewStore(db.pool, log)
@@ -293,10 +293,10 @@ func (db *benchDB) dispatcherOn(b *testing.B, cfg app.DispatcherConfig, wakeups 
 		db.stopLease()
 	}
 	lease := postgres.NewLease(db.pool, "bench-"+uuid.NewString())
-	leaseMetrics := app.NewLeaseMetrics(prometheus.NewRegistry())
-	queueLease := app.NewRegistrationLease(lease, benchLeaseTTL, leaseMetrics, log)
+	leaseMetrics := dispatch.NewLeaseMetrics(prometheus.NewRegistry())
+	queueLease := dispatch.NewRegistrationLease(lease, benchLeaseTTL, leaseMetrics, log)
 	if cfg.Exclusive {
-		queueLease = app.NewQueueLease(lease, benchLeaseTTL, leaseMetrics, log)
+		queueLease = dispatch.NewQueueLease(lease, benchLeaseTTL, leaseMetrics, log)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -307,10 +307,10 @@ func (db *benchDB) dispatcherOn(b *testing.B, cfg app.DispatcherConfig, wakeups 
 	// The statements counted per batch are the dispatcher's from here,
 	// not the lease's taking.
 	db.tracer.reset()
-	metrics := app.NewDispatchMetrics(prometheus.NewRegistry())
-	d := app.NewDispatcher(app.DispatcherDeps{
+	metrics := dispatch.NewMetrics(prometheus.NewRegistry())
+	d := dispatch.NewDispatcher(dispatch.DispatcherDeps{
 		Store: benchTimedStore{DispatchStore: store, phases: phases}, Executions: store, Engine: engine, Wakeups: wakeups,
-		Lease: queueLease, Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
+		Lease: queueLease, Breaker: dispatch.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, cfg)
 	return d, metrics
 }
@@ -498,7 +498,7 @@ func (db *benchDB) ceiling(b *testing.B, batch, want int) (int, time.Duration) {
 // DISPATCHED and returns how many were and the time spent inside
 // DispatchBatch. With complete set, the given workspaces' executions are
 // completed between batches, off the clock.
-func benchDrain(b *testing.B, db *benchDB, d *app.Dispatcher, want int, complete []domain.ID) (int, time.Duration) {
+func benchDrain(b *testing.B, db *benchDB, d *dispatch.Dispatcher, want int, complete []domain.ID) (int, time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	var spent time.Duration

@@ -14,7 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/adapters/postgres"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -64,10 +65,10 @@ func benchSeedMeasured(b *testing.B, db *benchDB, n int) (ws, defs []domain.ID) 
 // its ceiling runs at batch 200, the most it claims at once.
 func BenchmarkDispatchThroughput(b *testing.B) {
 	benchRequireDB(b)
-	defaults := app.DefaultDispatcherConfig()
+	defaults := dispatch.DefaultDispatcherConfig()
 	rows := []struct {
 		name        string
-		cfg         app.DispatcherConfig
+		cfg         dispatch.DispatcherConfig
 		ceilBatch   int
 		kept        bool
 		description string
@@ -84,13 +85,13 @@ func BenchmarkDispatchThroughput(b *testing.B) {
 }
 
 // fixedBatch is the default configuration with a batch that does not adapt.
-func fixedBatch(n int) app.DispatcherConfig {
-	cfg := app.DefaultDispatcherConfig()
+func fixedBatch(n int) dispatch.DispatcherConfig {
+	cfg := dispatch.DefaultDispatcherConfig()
 	cfg.BatchSize, cfg.MaxBatchSize = n, n
 	return cfg
 }
 
-func benchThroughputRow(b *testing.B, cfg app.DispatcherConfig, ceilBatch int, hasKept bool, description string) {
+func benchThroughputRow(b *testing.B, cfg dispatch.DispatcherConfig, ceilBatch int, hasKept bool, description string) {
 	const rounds = 10
 	var ceiling, slc, keptM benchMeter
 	slcPhases, keptPhases := &benchPhases{}, &benchPhases{}
@@ -182,12 +183,12 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	db.vacuumAnalyze(b)
 	log := benchLogger()
 	st := postgres.NewStore(db.aux, log)
-	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
+	svc := usecases.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	listener := postgres.NewListener(db.pool, log)
 	phases := &benchPhases{}
-	cfg := app.DefaultDispatcherConfig()
+	cfg := dispatch.DefaultDispatcherConfig()
 	d, engine := db.dispatcher(b, cfg, listener, phases)
 	var loops sync.WaitGroup
 	loops.Add(2)
@@ -205,7 +206,7 @@ func BenchmarkEnqueueToDispatchLatency(b *testing.B) {
 	}))
 	enqueue := func(i int) (domain.ID, error) {
 		w := i % nWS
-		rec, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, app.EnqueueRequest{
+		rec, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, usecases.EnqueueRequest{
 			WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
 		})
 		return rec.ID, err
@@ -393,7 +394,7 @@ func BenchmarkDispatchUnderBacklog(b *testing.B) {
 	for pi, pb := range phaseBatches {
 		var steps []func()
 		for _, st := range states {
-			cfg := app.DefaultDispatcherConfig()
+			cfg := dispatch.DefaultDispatcherConfig()
 			if pb.batch > 0 {
 				cfg = fixedBatch(pb.batch)
 			}
@@ -466,7 +467,7 @@ func BenchmarkEnqueueContention(b *testing.B) {
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, callers)
 	db.vacuumAnalyze(b)
 	st := postgres.NewStore(db.aux, benchLogger())
-	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
+	svc := usecases.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
 	type meter struct {
 		benchMeter
 		lat []time.Duration
@@ -490,7 +491,7 @@ func BenchmarkEnqueueContention(b *testing.B) {
 						return
 					}
 					t0 := time.Now()
-					_, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, app.EnqueueRequest{
+					_, _, err := svc.Enqueue(context.Background(), domain.Actor{WorkspaceID: ws[w], KeyID: domain.ID(uuid.New())}, usecases.EnqueueRequest{
 						WorkspaceID: ws[w], DefinitionID: defs[w], Input: json.RawMessage(`{"n":1}`),
 					})
 					if err != nil {
@@ -545,27 +546,27 @@ func BenchmarkBulkEnqueue(b *testing.B) {
 	ws, defs := db.workspaces(b, domain.PlanEnterprise, 1)
 	db.vacuumAnalyze(b)
 	st := postgres.NewStore(db.aux, benchLogger())
-	svc := app.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
+	svc := usecases.NewExecutions(st, st, st, st, nil, domain.DefaultProcessQuotas())
 	actor := domain.Actor{WorkspaceID: ws[0], KeyID: domain.ID(uuid.New())}
 	ctx := context.Background()
 	var single, bulk benchMeter
 	runSingle := func() {
 		start := time.Now()
 		for range singles {
-			if _, _, err := svc.Enqueue(ctx, actor, app.EnqueueRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Input: json.RawMessage(`{"n":1}`)}); err != nil {
+			if _, _, err := svc.Enqueue(ctx, actor, usecases.EnqueueRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Input: json.RawMessage(`{"n":1}`)}); err != nil {
 				b.Fatalf("enqueue: %v", err)
 			}
 		}
 		single.add(singles, time.Since(start))
 	}
-	items := make([]app.EnqueueBatchItem, batchSize)
+	items := make([]usecases.EnqueueBatchItem, batchSize)
 	for i := range items {
-		items[i] = app.EnqueueBatchItem{Input: json.RawMessage(`{"n":1}`)}
+		items[i] = usecases.EnqueueBatchItem{Input: json.RawMessage(`{"n":1}`)}
 	}
 	runBulk := func() {
 		start := time.Now()
 		for range batches {
-			if _, err := svc.EnqueueBatch(ctx, actor, app.EnqueueBatchRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Items: items}); err != nil {
+			if _, err := svc.EnqueueBatch(ctx, actor, usecases.EnqueueBatchRequest{WorkspaceID: ws[0], DefinitionID: defs[0], Items: items}); err != nil {
 				b.Fatalf("bulk enqueue: %v", err)
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -145,8 +145,8 @@ func BenchmarkDispatchWithConcurrencyKeys(b *testing.B) {
 // keysBenchConfig is the default dispatcher configuration in
 // non-exclusive mode, the mode in which key limits must hold against
 // racing dispatchers; it claims under a registration lease of its own.
-func keysBenchConfig() app.DispatcherConfig {
-	cfg := app.DefaultDispatcherConfig()
+func keysBenchConfig() dispatch.DispatcherConfig {
+	cfg := dispatch.DefaultDispatcherConfig()
 	cfg.Exclusive = false
 	return cfg
 }
@@ -196,7 +196,7 @@ func (db *benchDB) checkKeyLimits(b *testing.B) {
 // executions claimed before the previous batch began (*before holds when
 // that was, on the database's clock), and checks that no key runs past
 // its limit.
-func keysBenchDrain(b *testing.B, db *benchDB, d *app.Dispatcher, want int, before *time.Time) (int, time.Duration) {
+func keysBenchDrain(b *testing.B, db *benchDB, d *dispatch.Dispatcher, want int, before *time.Time) (int, time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	var spent time.Duration

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -117,14 +117,14 @@ func BenchmarkDispatchDistantTemporal(b *testing.B) {
 		db      *benchDB
 		ws      []domain.ID
 		defs    []domain.ID
-		d       *app.Dispatcher
-		metrics *app.DispatchMetrics
+		d       *dispatch.Dispatcher
+		metrics *dispatch.Metrics
 		engine  *benchDistantEngine
 		phases  *benchPhases
 		total   int
 		m       benchMeter
 	}
-	open := func(cfg app.DispatcherConfig, n int, latency time.Duration) *contender {
+	open := func(cfg dispatch.DispatcherConfig, n int, latency time.Duration) *contender {
 		c := &contender{db: benchOpenDB(b), engine: &benchDistantEngine{latency: latency}, phases: &benchPhases{}}
 		c.ws, c.defs = c.db.workspaces(b, domain.PlanEnterprise, benchWorkspaceCount)
 		c.db.history(b, c.ws, c.defs, benchHistory)
@@ -152,11 +152,11 @@ func BenchmarkDispatchDistantTemporal(b *testing.B) {
 
 	var bareM benchMeter
 	bareEngine := &benchDistantEngine{latency: latency}
-	adaptiveC := open(app.DefaultDispatcherConfig(), items, latency)
-	fixedCfg := app.DefaultDispatcherConfig()
+	adaptiveC := open(dispatch.DefaultDispatcherConfig(), items, latency)
+	fixedCfg := dispatch.DefaultDispatcherConfig()
 	fixedCfg.MaxStartConcurrency = fixedCfg.StartConcurrency
 	fixedC := open(fixedCfg, fixedItems, latency)
-	atOnceC := open(app.DefaultDispatcherConfig(), items, 0)
+	atOnceC := open(dispatch.DefaultDispatcherConfig(), items, 0)
 	benchInterleave(rounds, []func(){
 		func() { bareM.add(bareItems/rounds, benchBareStarts(b, bareEngine, callers, bareItems/rounds)) },
 		func() { drain(adaptiveC, items/rounds) },
@@ -176,7 +176,7 @@ func BenchmarkDispatchDistantTemporal(b *testing.B) {
 	}
 	bareTook := bareM.took
 
-	defaults := app.DefaultDispatcherConfig()
+	defaults := dispatch.DefaultDispatcherConfig()
 	ratio := 100 * adaptive / bare
 	benchMetric(b, bare, "bare_starts/s")
 	benchMetric(b, adaptive, "adaptive_items/s")

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -109,7 +109,7 @@ func TestWorkspacesWhoseItemsCannotStartNowTakeNoShareOfTheClaim(t *testing.T) {
 			var wg sync.WaitGroup
 			defer wg.Wait()
 			defer cancel()
-			b.startDispatchersPolling(ctx, &wg, 2, app.DefaultDispatcherConfig().PollInterval)
+			b.startDispatchersPolling(ctx, &wg, 2, dispatch.DefaultDispatcherConfig().PollInterval)
 
 			alone, _ := b.timeToRunning(t)
 			for range holdingWorkspaces {

@@ -12,7 +12,8 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/queue"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports"
@@ -44,10 +45,10 @@ func (b *dispatchBundle) keyedWorkspace(t *testing.T, maxRunning, keyLimit int) 
 // which resolves the key over the input.
 func (b *dispatchBundle) enqueueKeyed(t *testing.T, ws, def domain.ID, key string, n int) {
 	t.Helper()
-	executions := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas())
+	executions := usecases.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas())
 	input, _ := json.Marshal(map[string]string{"k": key})
 	for range n {
-		if _, _, err := executions.Enqueue(context.Background(), domain.Actor{Admin: true}, app.EnqueueRequest{
+		if _, _, err := executions.Enqueue(context.Background(), domain.Actor{Admin: true}, usecases.EnqueueRequest{
 			WorkspaceID: ws, DefinitionID: def, Input: input,
 		}); err != nil {
 			t.Fatal(err)
@@ -123,7 +124,7 @@ func TestThreeDispatchersHoldEveryKeyLimitWith200Keys(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, queue.AtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
 			}
 			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}
@@ -219,7 +220,7 @@ func TestAFreeKeyIsAdmittedWhileOtherKeysAreFull(t *testing.T) {
 	if err != nil || len(page) != 100 {
 		t.Fatalf("listing the waiting items: %d, %v", len(page), err)
 	}
-	waits, err := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas()).WaitingOn(ctx, page)
+	waits, err := usecases.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas()).WaitingOn(ctx, page)
 	if err != nil {
 		t.Fatal(err)
 	}

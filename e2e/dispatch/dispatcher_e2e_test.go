@@ -21,7 +21,10 @@ import (
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/maintenance"
+	"github.com/sluicehq/sluice/app/queue"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports"
@@ -63,8 +66,8 @@ func (b *dispatchBundle) planLimits(t *testing.T) map[domain.Plan]int {
 	return out
 }
 
-func testConfig() app.DispatcherConfig {
-	cfg := app.DefaultDispatcherConfig()
+func testConfig() dispatch.DispatcherConfig {
+	cfg := dispatch.DefaultDispatcherConfig()
 	cfg.PollInterval = 100 * time.Millisecond
 	cfg.Backoff = domain.DispatchBackoff{Base: 100 * time.Millisecond, Max: time.Second}
 	cfg.StaleAfter = 2 * time.Second
@@ -76,30 +79,30 @@ func testConfig() app.DispatcherConfig {
 // dispatcherParts are a non-exclusive dispatcher's claim loop with the
 // breaker and maintenance jobs it shares, on the bundle's store.
 type dispatcherParts struct {
-	*app.Dispatcher
-	breaker    *app.Breaker
-	metrics    *app.DispatchMetrics
-	recovery   *app.StaleRecovery
-	reconciler *app.Reconciler
+	*dispatch.Dispatcher
+	breaker    *dispatch.Breaker
+	metrics    *dispatch.Metrics
+	recovery   *maintenance.StaleRecovery
+	reconciler *maintenance.Reconciler
 }
 
-func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg app.DispatcherConfig, wake ports.Wakeups) *dispatcherParts {
+func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg dispatch.DispatcherConfig, wake ports.Wakeups) *dispatcherParts {
 	if wake == nil {
 		wake = harness.NoWakeups{}
 	}
-	metrics := app.NewDispatchMetrics(prometheus.NewRegistry())
-	leaseMetrics := app.NewLeaseMetrics(prometheus.NewRegistry())
-	breaker := app.NewBreaker(cfg.BreakerBackoff, metrics)
+	metrics := dispatch.NewMetrics(prometheus.NewRegistry())
+	leaseMetrics := dispatch.NewLeaseMetrics(prometheus.NewRegistry())
+	breaker := dispatch.NewBreaker(cfg.BreakerBackoff, metrics)
 	lease := postgres.NewLease(b.pool, uuid.NewString())
-	schedule := app.DefaultMaintenanceSchedule()
+	schedule := maintenance.DefaultJobSchedule()
 	return &dispatcherParts{
-		Dispatcher: app.NewDispatcher(app.DispatcherDeps{
+		Dispatcher: dispatch.NewDispatcher(dispatch.DispatcherDeps{
 			Store: b.store, Executions: b.store, Engine: engine, Wakeups: wake, Breaker: breaker, Metrics: metrics, Log: b.log,
 		}, cfg),
 		breaker:    breaker,
 		metrics:    metrics,
-		recovery:   app.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, schedule, metrics, leaseMetrics, b.log),
-		reconciler: app.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.ReconcilePageSize, schedule, leaseMetrics, b.log),
+		recovery:   maintenance.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, schedule, metrics, leaseMetrics, b.log),
+		reconciler: maintenance.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.ReconcilePageSize, schedule, leaseMetrics, b.log),
 	}
 }
 
@@ -253,7 +256,7 @@ func TestWorkspaceAtCapacityIsPassedOverAndNeverFails(t *testing.T) {
 	}
 	// Freeing the slot admits the next one, oldest first.
 	first := b.item(t, ids[0])
-	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog())); err != nil {
+	if _, err := b.store.FinishExecution(context.Background(), *first.ExecutionID, domain.ExecutionCompleted, nil, queue.AtEnd(domain.ExecutionCompleted, "", harness.TestLog())); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.DispatchBatch(context.Background()); err != nil {
@@ -407,7 +410,7 @@ func TestTemporalDownFailsNothingAndPausesDispatch(t *testing.T) {
 	}
 	// The failed start is counted, by why it failed, as held: no failure
 	// counts against the item.
-	if got := testutil.ToFloat64(d.metrics.DispatchFailures.WithLabelValues(app.ReasonTemporalUnavailable, app.OutcomeHeld)); got != 1 {
+	if got := testutil.ToFloat64(d.metrics.DispatchFailures.WithLabelValues(dispatch.ReasonTemporalUnavailable, dispatch.OutcomeHeld)); got != 1 {
 		t.Errorf("queue_dispatch_failures_total{temporal_unavailable,held} = %v with Temporal unreachable, want 1", got)
 	}
 }
@@ -462,13 +465,13 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 	ids := b.enqueue(t, ws, def, 2)
 	// A dispatcher that claims and then "crashes" before starting anything.
 	cfg := testConfig()
-	claim, err := b.store.Claim(ctx, ports.Fence{}, 2, app.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+	claim, err := b.store.Claim(ctx, ports.Fence{}, 2, dispatch.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 		out := map[domain.ID]int{}
 		for _, w := range ws {
 			out[w.ID] = 2
 		}
 		return out
-	}), app.RejectUnrunnable)
+	}), dispatch.RejectUnrunnable)
 	if err != nil || len(claim.Claimed) != 2 {
 		t.Fatalf("claim: %+v %v", claim, err)
 	}
@@ -537,33 +540,33 @@ func TestLeaseIsExclusiveUntilItExpires(t *testing.T) {
 	b := setupDispatch(t)
 	ctx := context.Background()
 	one, two := postgres.NewLease(b.pool, "one"), postgres.NewLease(b.pool, "two")
-	if _, ok, err := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); err != nil || !ok {
+	if _, ok, err := one.TryAcquire(ctx, dispatch.QueueLeaseName, time.Second); err != nil || !ok {
 		t.Fatalf("first acquire: %v %v", ok, err)
 	}
-	if _, ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
+	if _, ok, _ := two.TryAcquire(ctx, dispatch.QueueLeaseName, time.Second); ok {
 		t.Fatal("a second holder took a held lease")
 	}
-	if _, ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
+	if _, ok, _ := one.TryAcquire(ctx, dispatch.QueueLeaseName, time.Second); !ok {
 		t.Fatal("the holder could not extend its lease")
 	}
-	if err := one.Release(ctx, app.QueueLeaseName, 0); err != nil {
+	if err := one.Release(ctx, dispatch.QueueLeaseName, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := two.TryAcquire(ctx, app.QueueLeaseName, 200*time.Millisecond); !ok {
+	if _, ok, _ := two.TryAcquire(ctx, dispatch.QueueLeaseName, 200*time.Millisecond); !ok {
 		t.Fatal("a released lease could not be taken")
 	}
 	// lockAtLeastFor keeps it held after release.
-	if err := two.Release(ctx, app.QueueLeaseName, time.Hour); err != nil {
+	if err := two.Release(ctx, dispatch.QueueLeaseName, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); ok {
+	if _, ok, _ := one.TryAcquire(ctx, dispatch.QueueLeaseName, time.Second); ok {
 		t.Fatal("lease taken before lockAtLeastFor passed")
 	}
 	// An expired lease (lockAtMostFor) can be taken over.
 	if _, err := b.pool.Exec(ctx, "UPDATE shedlock SET lock_until = now() - interval '1 second'"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := one.TryAcquire(ctx, app.QueueLeaseName, time.Second); !ok {
+	if _, ok, _ := one.TryAcquire(ctx, dispatch.QueueLeaseName, time.Second); !ok {
 		t.Fatal("an expired lease could not be taken over")
 	}
 }
@@ -612,7 +615,7 @@ func TestThreeDispatchersNeverExceedAnyLimit(t *testing.T) {
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, queue.AtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
 			}
 			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}
@@ -665,13 +668,13 @@ func TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted(t *testing
 	ctx := context.Background()
 	ws, def := b.workspace(t, domain.PlanFree)
 	id := b.enqueue(t, ws, def, 1)[0]
-	claim, err := b.store.Claim(ctx, ports.Fence{}, 1, app.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+	claim, err := b.store.Claim(ctx, ports.Fence{}, 1, dispatch.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
 		out := map[domain.ID]int{}
 		for _, w := range ws {
 			out[w.ID] = 1
 		}
 		return out
-	}), app.RejectUnrunnable)
+	}), dispatch.RejectUnrunnable)
 	if err != nil || len(claim.Claimed) != 1 {
 		t.Fatalf("claim: %+v %v", claim, err)
 	}
@@ -679,9 +682,9 @@ func TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted(t *testing
 	if err := b.engine.StartWorkflow(ctx, ports.WorkflowStart{ExecutionID: started.ExecutionID, WorkspaceID: ws, DefinitionID: def, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	executions := app.NewExecutions(b.store, b.store, b.store, b.store, b.engine, domain.ProcessQuotas{})
+	executions := usecases.NewExecutions(b.store, b.store, b.store, b.store, b.engine, domain.ProcessQuotas{})
 	outcome, err := executions.CancelQueueItem(ctx, domain.Actor{WorkspaceID: ws}, id)
-	if err != nil || outcome != app.CancelDone {
+	if err != nil || outcome != usecases.CancelDone {
 		t.Fatalf("cancel: %s, %v; want CANCELLED", outcome, err)
 	}
 	if q := b.item(t, id); q.Status != domain.QueueCancelled {

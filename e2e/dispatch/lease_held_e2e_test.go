@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/adapters/postgres"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -29,23 +29,23 @@ func TestADispatcherWhoseHeartbeatDoesNotHoldTheLeaseClaimsNothing(t *testing.T)
 	ws, def := b.workspace(t, domain.PlanEnterprise)
 	b.enqueue(t, ws, def, 1)
 	shed := postgres.NewLease(b.pool, "holder-"+uuid.NewString())
-	if _, held, err := shed.TryAcquire(ctx, app.QueueLeaseName, time.Minute); err != nil || !held {
+	if _, held, err := shed.TryAcquire(ctx, dispatch.QueueLeaseName, time.Minute); err != nil || !held {
 		t.Fatalf("taking the free lease: held %v, %v", held, err)
 	}
-	lease := app.NewQueueLease(shed, time.Minute, app.NewLeaseMetrics(prometheus.NewRegistry()), b.log)
+	lease := dispatch.NewQueueLease(shed, time.Minute, dispatch.NewLeaseMetrics(prometheus.NewRegistry()), b.log)
 	cfg := testConfig()
 	cfg.Exclusive = true
-	metrics := app.NewDispatchMetrics(prometheus.NewRegistry())
-	d := app.NewDispatcher(app.DispatcherDeps{
+	metrics := dispatch.NewMetrics(prometheus.NewRegistry())
+	d := dispatch.NewDispatcher(dispatch.DispatcherDeps{
 		Store: b.store, Executions: b.store, Engine: b.engine, Wakeups: harness.NoWakeups{}, Lease: lease,
-		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: b.log,
+		Breaker: dispatch.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: b.log,
 	}, cfg)
 
 	res, err := d.DispatchBatch(ctx)
 	if claimed := b.countStatus(t, domain.QueueClaimed); res.Claimed != 0 || claimed != 0 {
 		t.Fatalf("without the heartbeat holding the lease: batch %+v, %d items CLAIMED; want none claimed", res, claimed)
 	}
-	if !errors.Is(err, app.ErrLeaseNotHeld) {
+	if !errors.Is(err, dispatch.ErrLeaseNotHeld) {
 		t.Errorf("batch without the heartbeat holding the lease: %v, want ErrLeaseNotHeld", err)
 	}
 

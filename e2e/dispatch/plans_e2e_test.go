@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -85,7 +85,7 @@ func TestALimitChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) {
 		}
 		rows.Close()
 		for _, id := range ids {
-			if _, err := b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", log)); err != nil {
+			if _, err := b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, queue.AtEnd(domain.ExecutionCompleted, "", log)); err != nil {
 				t.Fatal(err)
 			}
 		}

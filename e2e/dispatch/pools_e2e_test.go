@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -69,7 +69,7 @@ func (b *dispatchBundle) completeRunsAfter(ctx context.Context, wg *sync.WaitGro
 			}
 			rows.Close()
 			for _, id := range ids {
-				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
+				_, _ = b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, queue.AtEnd(domain.ExecutionCompleted, "", harness.TestLog()))
 			}
 			time.Sleep(5 * time.Millisecond) // a worker's pace of completions, not synchronisation
 		}
@@ -357,7 +357,7 @@ func TestAPoolFloorAndCeilingEditedThroughTheAPIApplyToTheNextClaim(t *testing.T
 		}
 		rows.Close()
 		for _, id := range ids {
-			if _, err := b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, app.QueueItemAtEnd(domain.ExecutionCompleted, "", log)); err != nil {
+			if _, err := b.store.FinishExecution(ctx, id, domain.ExecutionCompleted, nil, queue.AtEnd(domain.ExecutionCompleted, "", log)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -16,7 +16,8 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports"
@@ -27,10 +28,10 @@ import (
 // poll, each woken by its own listener, until ctx ends, and returns
 // their metrics. A long poll shows that what makes a rated or delayed item
 // start on time is the claim's next due time, not the poll.
-func (b *dispatchBundle) startDispatchersPolling(ctx context.Context, wg *sync.WaitGroup, n int, poll time.Duration) []*app.DispatchMetrics {
+func (b *dispatchBundle) startDispatchersPolling(ctx context.Context, wg *sync.WaitGroup, n int, poll time.Duration) []*dispatch.Metrics {
 	cfg := testConfig()
 	cfg.PollInterval = poll
-	var metrics []*app.DispatchMetrics
+	var metrics []*dispatch.Metrics
 	for range n {
 		l := postgres.NewListener(b.pool, b.log)
 		d := b.dispatcher(b.engine, cfg, l)
@@ -273,7 +274,7 @@ func TestAStartRateChangedThroughTheAPIIsUsedByRunningDispatchers(t *testing.T) 
 	if err != nil || len(page) != 5 {
 		t.Fatalf("listing the waiting items: %d, %v", len(page), err)
 	}
-	waits, err := app.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas()).WaitingOn(ctx, page)
+	waits, err := usecases.NewExecutions(b.store, b.store, b.store, b.store, nil, domain.DefaultProcessQuotas()).WaitingOn(ctx, page)
 	if err != nil {
 		t.Fatal(err)
 	}

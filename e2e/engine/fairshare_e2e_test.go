@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/fx"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -189,7 +189,7 @@ func TestAWorkspacesExecutionsTogetherHoldOnlyItsShareOfTheExternalWorker(t *tes
 	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"ok": true}`) }))
 	defer fast.Close()
 
-	var quotas *app.QuotaSnapshot
+	var quotas *worker.QuotaSnapshot
 	base := harness.StartSluiceWith(t, map[string]string{"SLUICE_HTTP_NODE_ALLOW": harness.HTTPNodeAllow}, fx.Populate(&quotas))
 	harness.SetPlanQuotasE2E(t, base, quotas, domain.PlanPro, map[string]any{"workspaceNodesInFlight": share},
 		func(q domain.PlanQuotas) bool { return q.WorkspaceNodesInFlight == share })

@@ -16,7 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/fx"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
@@ -102,7 +102,7 @@ func TestARetryAfterOfZeroFailsTheNodeWithinItsRounds(t *testing.T) {
 				fmt.Fprint(w, `{"ok": true}`)
 			}))
 			defer srv.Close()
-			var quotas *app.QuotaSnapshot
+			var quotas *worker.QuotaSnapshot
 			base := harness.StartSluiceWith(t, tc.env, fx.Populate(&quotas))
 			e := harness.NewE2EWithPlan(t, base, "FREE")
 			if tc.planRounds > 0 {

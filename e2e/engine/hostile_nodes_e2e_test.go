@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/fx"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/cmd/sluice/service"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
@@ -307,7 +307,7 @@ func recordedCause(r harness.NodeRun) string {
 // own stack at the defaults.
 func TestHostileCombinationsEndBySluice(t *testing.T) {
 	const rounds = 2
-	var quotas *app.QuotaSnapshot
+	var quotas *worker.QuotaSnapshot
 	base := harness.StartSluiceWith(t, map[string]string{
 		"SLUICE_OUTBOUND_RETRY_AFTER_ROUNDS": fmt.Sprint(rounds),
 		"SLUICE_OUTBOUND_PAUSE_FLOOR":        "100ms",

@@ -20,7 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/cmd/sluice/service"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
@@ -56,11 +56,11 @@ func TestFaultDispatcherPausedWithStartsInFlightStartsNothingItsPeerReleased(t *
 	conn := connect(t, dbURL)
 	queuePrefix := "leaseterm" + uuid.NewString()[:8] + "."
 	env := defaultEnv(dbURL, temporalAddr, queuePrefix, "SLUICE_DISPATCH_EXCLUSIVE=false", "SLUICE_DISPATCH_LEASE_TTL=2s")
-	paused := startWatchedRole(t, "dispatcher", append(env, service.TestHaltEnv+"="+string(app.FaultBeforeStart),
+	paused := startWatchedRole(t, "dispatcher", append(env, service.TestHaltEnv+"="+string(dispatch.FaultBeforeStart),
 		"SLUICE_DISPATCH_BATCH_SIZE="+strconv.Itoa(pausedBurst)))
-	registration := app.RegistrationLeaseName(lockedBy(t, conn, paused.FaultRole))
+	registration := dispatch.RegistrationLeaseName(lockedBy(t, conn, paused.FaultRole))
 	ws, def := seedBurst(t, conn, pausedBurst)
-	paused.waitLine(t, time.Minute, service.TestHaltedLine+" "+string(app.FaultBeforeStart))
+	paused.waitLine(t, time.Minute, service.TestHaltedLine+" "+string(dispatch.FaultBeforeStart))
 	claimed := executionIDs(t, conn, `SELECT execution_id FROM workflow_execution_queue
 		WHERE workspace_id = $1 AND status = 'CLAIMED' AND claimed_by LIKE $2`, ws, holderPattern(paused.FaultRole))
 	if len(claimed) != pausedBurst {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/cmd/sluice/service"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/e2e/harness"
@@ -117,7 +117,7 @@ func holderPattern(r *harness.FaultRole) string { return "%:" + strconv.Itoa(r.C
 func waitHoldsQueueLease(t *testing.T, conn *pgx.Conn, r *harness.FaultRole) {
 	t.Helper()
 	waitCount(t, conn, time.Minute, r.Name+" holding the queue lease", 1,
-		`SELECT count(*) FROM shedlock WHERE name = $1 AND locked_by LIKE $2 AND lock_until > now()`, app.QueueLeaseName, holderPattern(r))
+		`SELECT count(*) FROM shedlock WHERE name = $1 AND locked_by LIKE $2 AND lock_until > now()`, dispatch.QueueLeaseName, holderPattern(r))
 }
 
 // seedWorkspace adds a workspace of plan with a definition of an empty
@@ -200,12 +200,12 @@ func TestFaultLeaseHolderKilledBetweenClaimAndMarkIsSettledAtTakeover(t *testing
 	// No worker: a started workflow keeps the FREE workspace's one slot,
 	// so what is measured is dispatch alone.
 	env := defaultEnv(dbURL, temporalAddr, queuePrefix)
-	holder := startWatchedRole(t, "dispatcher", append(env, service.TestHaltEnv+"="+string(app.FaultAfterClaim)))
+	holder := startWatchedRole(t, "dispatcher", append(env, service.TestHaltEnv+"="+string(dispatch.FaultAfterClaim)))
 	waitHoldsQueueLease(t, conn, holder.FaultRole)
 	standby := harness.StartFaultRole(t, "dispatcher", env)
 
 	ws := seedWorkspace(t, conn, domain.PlanFree, 2)
-	holder.waitLine(t, time.Minute, service.TestHaltedLine+" "+string(app.FaultAfterClaim))
+	holder.waitLine(t, time.Minute, service.TestHaltedLine+" "+string(dispatch.FaultAfterClaim))
 	var claimedExec uuid.UUID
 	if err := conn.QueryRow(context.Background(), `SELECT execution_id FROM workflow_execution_queue
 		WHERE workspace_id = $1 AND status = 'CLAIMED' AND claimed_by LIKE $2`, ws, holderPattern(holder.FaultRole)).Scan(&claimedExec); err != nil {
@@ -248,7 +248,7 @@ func TestFaultLeaseHolderKilledBetweenClaimAndMarkIsSettledAtTakeover(t *testing
 func TestFaultLeaseHolderPausedPastItsLeaseNeitherClaimsNorLosesItsItems(t *testing.T) {
 	harness.FaultTest(t)
 	for _, tc := range []struct {
-		halt app.FaultPoint
+		halt dispatch.FaultPoint
 		// refused is what the resumed holder logs as its fence refuses it.
 		refused string
 		// keeps is how many items still show the holder as their claimer:
@@ -256,8 +256,8 @@ func TestFaultLeaseHolderPausedPastItsLeaseNeitherClaimsNorLosesItsItems(t *test
 		// ones were released and claimed again by it.
 		keeps int
 	}{
-		{halt: app.FaultAfterStart, refused: "the lease term these items were claimed under has ended", keeps: 3},
-		{halt: app.FaultAfterClaim, refused: "not starting claimed items: the lease term they were claimed under has ended", keeps: 0},
+		{halt: dispatch.FaultAfterStart, refused: "the lease term these items were claimed under has ended", keeps: 3},
+		{halt: dispatch.FaultAfterClaim, refused: "not starting claimed items: the lease term they were claimed under has ended", keeps: 0},
 	} {
 		t.Run("halted "+string(tc.halt), func(t *testing.T) {
 			t.Parallel()
@@ -287,7 +287,7 @@ func TestFaultLeaseHolderPausedPastItsLeaseNeitherClaimsNorLosesItsItems(t *test
 			waitHoldsQueueLease(t, conn, standby)
 			// The pause outlasts a whole lease term: the fault itself, not
 			// synchronisation.
-			time.Sleep(time.Until(stoppedAt.Add(app.QueueLeaseTTL + time.Second)))
+			time.Sleep(time.Until(stoppedAt.Add(dispatch.QueueLeaseTTL + time.Second)))
 
 			// Resumed: the fence of the term it claimed under refuses its
 			// starts and marks, it claims nothing more, and its items'
@@ -319,11 +319,11 @@ func TestFaultNonExclusiveDispatcherKilledBetweenClaimAndMarkIsSettledWhenItsReg
 	conn := connect(t, dbURL)
 	queuePrefix := "registration" + uuid.NewString()[:8] + "."
 	env := defaultEnv(dbURL, temporalAddr, queuePrefix, "SLUICE_DISPATCH_EXCLUSIVE=false")
-	killed := startWatchedRole(t, "dispatcher", append(env, service.TestHaltEnv+"="+string(app.FaultAfterClaim)))
+	killed := startWatchedRole(t, "dispatcher", append(env, service.TestHaltEnv+"="+string(dispatch.FaultAfterClaim)))
 	waitCount(t, conn, time.Minute, "the first dispatcher's registration", 1,
-		`SELECT count(*) FROM shedlock WHERE name = $1 AND lock_until > now()`, app.RegistrationLeaseName(lockedBy(t, conn, killed.FaultRole)))
+		`SELECT count(*) FROM shedlock WHERE name = $1 AND lock_until > now()`, dispatch.RegistrationLeaseName(lockedBy(t, conn, killed.FaultRole)))
 	ws := seedWorkspace(t, conn, domain.PlanFree, 2)
-	killed.waitLine(t, time.Minute, service.TestHaltedLine+" "+string(app.FaultAfterClaim))
+	killed.waitLine(t, time.Minute, service.TestHaltedLine+" "+string(dispatch.FaultAfterClaim))
 	other := harness.StartFaultRole(t, "dispatcher", env)
 
 	_ = killed.Cmd.Process.Signal(syscall.SIGKILL)

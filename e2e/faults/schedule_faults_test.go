@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/maintenance"
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -56,7 +56,7 @@ func TestFaultScheduleFiresOncePerTickThroughTwoKillsOfTheLeaseHolder(t *testing
 
 	killHolder := func() {
 		var lockedBy string
-		if err := conn.QueryRow(ctx, `SELECT locked_by FROM shedlock WHERE name = $1`, app.ScheduleFiringLeaseName).Scan(&lockedBy); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT locked_by FROM shedlock WHERE name = $1`, maintenance.ScheduleFiringLeaseName).Scan(&lockedBy); err != nil {
 			t.Fatalf("reading the lease holder: %v", err)
 		}
 		parts := strings.Split(lockedBy, ":")

@@ -34,7 +34,8 @@ import (
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/api/client"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports/porttest"
 )
@@ -51,7 +52,7 @@ const ProblemBase = "https://sluice.dev/problems/"
 // dispatcher the test drives by hand.
 type Stack struct {
 	Pool       *pgxpool.Pool
-	Dispatcher *app.Dispatcher
+	Dispatcher *dispatch.Dispatcher
 	URL        string
 	Contract   *Contract
 	// Queues are the stack's own task queues, which no allow-list may
@@ -130,17 +131,17 @@ func NewStackWith(t *testing.T, quotas domain.ProcessQuotas, limits httpapi.Requ
 	store := postgres.NewStore(pool, log, postgres.WithWebhookSecretKeys(keys))
 
 	registry := prometheus.NewRegistry()
-	cfg := app.DefaultDispatcherConfig()
+	cfg := dispatch.DefaultDispatcherConfig()
 	cfg.Exclusive = false
-	metrics := app.NewDispatchMetrics(registry)
-	dispatcher := app.NewDispatcher(app.DispatcherDeps{
+	metrics := dispatch.NewMetrics(registry)
+	dispatcher := dispatch.NewDispatcher(dispatch.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: NoWakeups{},
-		Breaker: app.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
+		Breaker: dispatch.NewBreaker(cfg.BreakerBackoff, metrics), Metrics: metrics, Log: log,
 	}, cfg)
 
-	application := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store, Capacity: store,
-		AllowLists: store, OwnTaskQueues: queues.Reserved()}, workflows, quotas, domain.DefaultTemplateBudget, app.AuthConfig{AdminToken: AdminToken})
-	application.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store)
+	application := usecases.NewApplication(usecases.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store, OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store, Capacity: store,
+		AllowLists: store, OwnTaskQueues: queues.Reserved()}, workflows, quotas, domain.DefaultTemplateBudget, usecases.AuthConfig{AdminToken: AdminToken})
+	application.Webhooks = usecases.NewWebhooks(store, nodes.NewWebhookPoster(nodes.DefaultConfig(), nodes.WebhookConfig{Timeout: time.Second}), store)
 	hub := postgres.NewFeedHub(pool, log)
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	hubDone := make(chan struct{})
@@ -148,9 +149,9 @@ func NewStackWith(t *testing.T, quotas domain.ProcessQuotas, limits httpapi.Requ
 	t.Cleanup(func() { stopHub(); <-hubDone })
 	// Streams idle for a second end, so the contract's checking transport,
 	// which reads whole answers, sees them end.
-	streamLimits := app.DefaultStreamLimits()
+	streamLimits := usecases.DefaultStreamLimits()
 	streamLimits.Idle = time.Second
-	application.Streams = app.NewStreams(hub, store, store, streamLimits)
+	application.Streams = usecases.NewStreams(hub, store, store, streamLimits)
 	checks := []httpapi.ReadinessCheck{{Name: "postgres", Check: store.CheckHealth}, {Name: "temporal", Check: workflows.CheckHealth}}
 	handler, err := httpapi.NewHandler(application, limits, registry, checks, log)
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/maintenance"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -40,15 +42,15 @@ type Config struct {
 	MetricsWorkspaceLabel bool
 	LogLevel              slog.Level
 	ProcessQuotas         domain.ProcessQuotas
-	Dispatcher            app.DispatcherConfig
+	Dispatcher            dispatch.DispatcherConfig
 	// Maintenance schedules the maintenance jobs: stale recovery and the
 	// reconciler on the dispatcher, the idempotency-key purge on the api.
-	Maintenance app.MaintenanceSchedule
+	Maintenance maintenance.JobSchedule
 	// ScheduleFiring is how the dispatcher fires schedules.
-	ScheduleFiring app.ScheduleFiringConfig
+	ScheduleFiring maintenance.ScheduleFiringConfig
 	// Retention is how long each plan's history is kept, and the batches
 	// the api role's retention job deletes it in.
-	Retention app.RetentionConfig
+	Retention maintenance.RetentionConfig
 	Worker    engine.WorkerConfig
 	// RecordValueMax bounds each input, output and error a node record
 	// keeps; past it the record keeps a marked preview and the true size.
@@ -59,11 +61,11 @@ type Config struct {
 	// the calls' bounds and the endpoints a workspace may have.
 	Webhooks WebhooksConfig
 	// Streams bound the live event streams (api role).
-	Streams app.StreamLimits
+	Streams usecases.StreamLimits
 	// Feed is how long events are kept for Last-Event-ID resumption and
 	// how the api role's purge deletes them, on the FeedPurge schedule.
-	Feed      app.FeedPurgeConfig
-	FeedPurge app.MaintenanceSchedule
+	Feed      maintenance.FeedPurgeConfig
+	FeedPurge maintenance.JobSchedule
 }
 
 // HTTPConfig bounds what one client can hold of the API server: its
@@ -74,7 +76,7 @@ type HTTPConfig struct {
 	// KeyCache is how long and how many workspace keys' verdicts the API
 	// remembers, so a flood with one key, valid or bogus, reaches the
 	// database once per TTL.
-	KeyCache app.KeyCache
+	KeyCache usecases.KeyCache
 	// StatementTimeout is the API pool's statement_timeout; the pool has
 	// Limits.Tenancy.Concurrency connections.
 	StatementTimeout  time.Duration
@@ -87,7 +89,7 @@ type HTTPConfig struct {
 
 // WebhooksConfig is completion webhooks' configuration.
 type WebhooksConfig struct {
-	Sender app.WebhookSenderConfig
+	Sender maintenance.WebhookSenderConfig
 	Poster nodes.WebhookConfig
 	// Bound caps each workspace's stored and pending deliveries.
 	Bound domain.WebhookDeliveryBound
@@ -201,8 +203,8 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 		IdleTimeout:       e.duration("SLUICE_HTTP_IDLE_TIMEOUT", 120*time.Second, 100*time.Millisecond),
 		MaxHeaderBytes:    e.integer("SLUICE_HTTP_MAX_HEADER_BYTES", 64<<10, 4<<10, 1<<20),
 	}
-	keyCache := app.DefaultKeyCache()
-	c.HTTP.KeyCache = app.KeyCache{
+	keyCache := usecases.DefaultKeyCache()
+	c.HTTP.KeyCache = usecases.KeyCache{
 		TTL:  e.duration("SLUICE_API_KEY_CACHE_TTL", keyCache.TTL, 100*time.Millisecond),
 		Size: e.integer("SLUICE_API_KEY_CACHE_SIZE", keyCache.Size, 1, 10_000_000),
 	}
@@ -242,7 +244,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	c.ProcessQuotas.SubWorkflowCheck = e.duration("SLUICE_SUBWORKFLOW_CHECK_TIMEOUT", c.ProcessQuotas.SubWorkflowCheck, 10*time.Millisecond)
 	c.ProcessQuotas.EventBytesPerRun = e.integer("SLUICE_EVENT_BYTES_PER_RUN", c.ProcessQuotas.EventBytesPerRun, 1<<10, 1<<30)
 
-	d := app.DefaultDispatcherConfig()
+	d := dispatch.DefaultDispatcherConfig()
 	d.Enabled = e.boolean("SLUICE_DISPATCH_ENABLED", d.Enabled)
 	d.BatchSize = e.integer("SLUICE_DISPATCH_BATCH_SIZE", d.BatchSize, 1, 1000)
 	d.MaxBatchSize = e.integer("SLUICE_DISPATCH_MAX_BATCH_SIZE", max(d.MaxBatchSize, d.BatchSize), d.BatchSize, 5000)
@@ -267,13 +269,13 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	d.Backoff.Max = e.duration("SLUICE_DISPATCH_BACKOFF_MAX", d.Backoff.Max, d.Backoff.Base)
 	c.Dispatcher = d
 
-	m := app.DefaultMaintenanceSchedule()
+	m := maintenance.DefaultJobSchedule()
 	m.Interval = e.duration("SLUICE_DISPATCH_RECOVERY_INTERVAL", m.Interval, 100*time.Millisecond)
 	m.LeaseAtMostFor = e.duration("SLUICE_RECOVERY_LEASE_AT_MOST_FOR", m.LeaseAtMostFor, time.Second)
 	m.LeaseAtLeastFor = e.duration("SLUICE_RECOVERY_LEASE_AT_LEAST_FOR", m.LeaseAtLeastFor, 0)
 	c.Maintenance = m
 
-	f := app.DefaultScheduleFiringConfig()
+	f := maintenance.DefaultScheduleFiringConfig()
 	f.Schedule.Interval = e.duration("SLUICE_SCHEDULE_FIRE_INTERVAL", f.Schedule.Interval, 50*time.Millisecond)
 	f.Schedule.LeaseAtMostFor = e.duration("SLUICE_SCHEDULE_LEASE_AT_MOST_FOR", f.Schedule.LeaseAtMostFor, time.Second)
 	f.CatchUp = e.duration("SLUICE_SCHEDULE_CATCH_UP", f.CatchUp, 0)
@@ -282,8 +284,8 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 
 	// Every purge (retention, the feed's, the webhook deliveries') runs
 	// its batches until nothing past its period is left or this is spent.
-	passBudget := e.duration("SLUICE_PURGE_PASS_BUDGET", app.DefaultPurgePass().Budget, 100*time.Millisecond)
-	r := app.DefaultRetentionConfig()
+	passBudget := e.duration("SLUICE_PURGE_PASS_BUDGET", maintenance.DefaultPurgePass().Budget, 100*time.Millisecond)
+	r := maintenance.DefaultRetentionConfig()
 	r.Pass.BatchSize = e.integer("SLUICE_RETENTION_BATCH_SIZE", r.Pass.BatchSize, 1, 10_000)
 	r.Pass.Budget = passBudget
 	c.Retention = r
@@ -360,13 +362,13 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 	}
 	c.Nodes = n
 	c.Webhooks = webhooksConfig(e)
-	c.Streams = app.DefaultStreamLimits()
+	c.Streams = usecases.DefaultStreamLimits()
 	c.Streams.Total = e.integer("SLUICE_STREAMS_MAX", c.Streams.Total, 1, 100_000)
 	c.Streams.PerWorkspace = e.integer("SLUICE_STREAMS_PER_WORKSPACE", min(c.Streams.PerWorkspace, c.Streams.Total), 1, c.Streams.Total)
 	c.Streams.Idle = e.duration("SLUICE_STREAM_IDLE", c.Streams.Idle, time.Second)
-	c.Feed = app.FeedPurgeConfig{
+	c.Feed = maintenance.FeedPurgeConfig{
 		Retention: e.duration("SLUICE_STREAM_RETENTION", time.Hour, time.Second),
-		Pass:      app.PurgePass{BatchSize: app.DefaultPurgePass().BatchSize, Budget: passBudget},
+		Pass:      maintenance.PurgePass{BatchSize: maintenance.DefaultPurgePass().BatchSize, Budget: passBudget},
 		Now:       time.Now,
 	}
 	c.FeedPurge = c.Maintenance
@@ -385,7 +387,7 @@ func LoadConfig(lookup func(string) (string, bool), needAdmin bool) (Config, err
 
 // webhooksConfig reads the SLUICE_WEBHOOK_* variables.
 func webhooksConfig(e *env) WebhooksConfig {
-	s := app.DefaultWebhookSenderConfig()
+	s := maintenance.DefaultWebhookSenderConfig()
 	s.Concurrency = e.integer("SLUICE_WEBHOOK_CONCURRENCY", s.Concurrency, 1, 1024)
 	s.WorkspaceConcurrency = e.integer("SLUICE_WEBHOOK_WORKSPACE_CONCURRENCY", min(s.WorkspaceConcurrency, s.Concurrency), 1, s.Concurrency)
 	s.Timeout = e.duration("SLUICE_WEBHOOK_TIMEOUT", s.Timeout, 100*time.Millisecond)

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 )
 
-// TestHaltEnv is for the fault suite only: set to an app.FaultPoint, it
+// TestHaltEnv is for the fault suite only: set to an dispatch.FaultPoint, it
 // makes the dispatcher halt at that point of its first batch with items
 // (every start of the batch that reaches FaultBeforeStart waits there),
 // print TestHaltedLine and the point to stderr, and wait there for
@@ -32,19 +32,19 @@ const TestResumeSignal = syscall.SIGUSR1
 
 // testHalt returns the dispatcher's Halt for the point named in
 // TestHaltEnv, nil when it is unset, or an error naming a bad value.
-func testHalt() (func(app.FaultPoint), error) {
+func testHalt() (func(dispatch.FaultPoint), error) {
 	at, ok := os.LookupEnv(TestHaltEnv)
 	if !ok {
 		return nil, nil
 	}
-	point := app.FaultPoint(at)
-	if !slices.Contains([]app.FaultPoint{app.FaultAfterClaim, app.FaultBeforeStart, app.FaultAfterStart}, point) {
-		return nil, fmt.Errorf("%s: %q is not %q, %q or %q", TestHaltEnv, at, app.FaultAfterClaim, app.FaultBeforeStart, app.FaultAfterStart)
+	point := dispatch.FaultPoint(at)
+	if !slices.Contains([]dispatch.FaultPoint{dispatch.FaultAfterClaim, dispatch.FaultBeforeStart, dispatch.FaultAfterStart}, point) {
+		return nil, fmt.Errorf("%s: %q is not %q, %q or %q", TestHaltEnv, at, dispatch.FaultAfterClaim, dispatch.FaultBeforeStart, dispatch.FaultAfterStart)
 	}
 	resumed := make(chan os.Signal, 1)
 	signal.Notify(resumed, TestResumeSignal)
 	var once sync.Once
-	return func(p app.FaultPoint) {
+	return func(p dispatch.FaultPoint) {
 		if p != point {
 			return
 		}

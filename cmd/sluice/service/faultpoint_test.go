@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
 )
 
 func TestTestHaltIsOffUnlessSetAndRefusesAnUnknownPoint(t *testing.T) {
@@ -15,10 +15,10 @@ func TestTestHaltIsOffUnlessSetAndRefusesAnUnknownPoint(t *testing.T) {
 	if _, err := testHalt(); err == nil || !strings.Contains(err.Error(), TestHaltEnv) {
 		t.Fatalf("unknown point: %v, want an error naming %s", err, TestHaltEnv)
 	}
-	t.Setenv(TestHaltEnv, string(app.FaultAfterStart))
+	t.Setenv(TestHaltEnv, string(dispatch.FaultAfterStart))
 	halt, err := testHalt()
 	if err != nil || halt == nil {
-		t.Fatalf("%s: halt %v, %v; want one", app.FaultAfterStart, halt != nil, err)
+		t.Fatalf("%s: halt %v, %v; want one", dispatch.FaultAfterStart, halt != nil, err)
 	}
-	halt(app.FaultAfterClaim) // another point: returns at once
+	halt(dispatch.FaultAfterClaim) // another point: returns at once
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/engine"
 	"github.com/sluicehq/sluice/adapters/nodes"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 )
 
@@ -138,10 +138,10 @@ func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 		tn.QueueWait != 2*time.Second || cfg.HTTP.StatementTimeout != 5*time.Second {
 		t.Errorf("API sharing = %+v, statement timeout %s", tn, cfg.HTTP.StatementTimeout)
 	}
-	if k := cfg.HTTP.KeyCache; k != (app.KeyCache{TTL: 5 * time.Second, Size: 10_000}) {
+	if k := cfg.HTTP.KeyCache; k != (usecases.KeyCache{TTL: 5 * time.Second, Size: 10_000}) {
 		t.Errorf("key cache = %+v, want 5 s on 10,000 keys", k)
 	}
-	if st := cfg.Streams; st != (app.StreamLimits{Total: 1000, PerWorkspace: 20, Idle: 5 * time.Minute, WriteTimeout: 10 * time.Second}) {
+	if st := cfg.Streams; st != (usecases.StreamLimits{Total: 1000, PerWorkspace: 20, Idle: 5 * time.Minute, WriteTimeout: 10 * time.Second}) {
 		t.Errorf("stream limits = %+v", st)
 	}
 }

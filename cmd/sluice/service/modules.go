@@ -28,7 +28,10 @@ import (
 	"github.com/sluicehq/sluice/adapters/httpapi"
 	"github.com/sluicehq/sluice/adapters/nodes"
 	"github.com/sluicehq/sluice/adapters/postgres"
-	"github.com/sluicehq/sluice/app"
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/maintenance"
+	"github.com/sluicehq/sluice/app/usecases"
+	"github.com/sluicehq/sluice/app/worker"
 	"github.com/sluicehq/sluice/ports"
 )
 
@@ -56,7 +59,7 @@ var CommonModule = fx.Module("common",
 		}, fx.ResultTags(`group:"readiness"`)),
 		func(pool *pgxpool.Pool) ports.Lease { return postgres.NewLease(pool, holderName()) },
 		observedReadiness,
-		func(reg *prometheus.Registry) *app.LeaseMetrics { return app.NewLeaseMetrics(reg) },
+		func(reg *prometheus.Registry) *dispatch.LeaseMetrics { return dispatch.NewLeaseMetrics(reg) },
 	),
 	fx.Invoke(startAdmin),
 )
@@ -66,7 +69,9 @@ var CommonModule = fx.Module("common",
 // expired Idempotency-Keys and deletes what is past its retention, each
 // one api process at a time.
 var APIModule = fx.Module("api",
-	fx.Provide(newApplication, newFeedHub, func(reg *prometheus.Registry) *app.RetentionMetrics { return app.NewRetentionMetrics(reg) }),
+	fx.Provide(newApplication, newFeedHub, func(reg *prometheus.Registry) *maintenance.RetentionMetrics {
+		return maintenance.NewRetentionMetrics(reg)
+	}),
 	fx.Invoke(sealWebhookSecrets, startHTTP, runIdempotencyKeyPurge, runRetention, runFeedHub, runFeedPurge),
 )
 
@@ -78,9 +83,9 @@ func newFeedHub(pool *pgxpool.Pool, log *slog.Logger) *postgres.FeedHub {
 
 // runFeedPurge deletes the feed's events past SLUICE_STREAM_RETENTION on
 // its own schedule, under its lease so that one api process does it.
-func runFeedPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics,
-	rm *app.RetentionMetrics, log *slog.Logger) {
-	purge := app.NewFeedPurge(store, lease, cfg.FeedPurge, cfg.Feed, rm, lm, log.With("component", "feed"))
+func runFeedPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *dispatch.LeaseMetrics,
+	rm *maintenance.RetentionMetrics, log *slog.Logger) {
+	purge := maintenance.NewFeedPurge(store, lease, cfg.FeedPurge, cfg.Feed, rm, lm, log.With("component", "feed"))
 	var bg background
 	bg.start(lc, purge.Run)
 }
@@ -99,13 +104,13 @@ func runFeedHub(lc fx.Lifecycle, hub *postgres.FeedHub) {
 var DispatcherModule = fx.Module("dispatcher",
 	fx.Provide(
 		newDispatchMetrics,
-		func(cfg Config, m *app.DispatchMetrics) *app.Breaker {
-			return app.NewBreaker(cfg.Dispatcher.BreakerBackoff, m)
+		func(cfg Config, m *dispatch.Metrics) *dispatch.Breaker {
+			return dispatch.NewBreaker(cfg.Dispatcher.BreakerBackoff, m)
 		},
 		newQueueLease,
 		newDispatcher,
 		fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`)),
-		fx.Annotate(func(l *app.QueueLease) httpapi.ReadinessCheck {
+		fx.Annotate(func(l *dispatch.QueueLease) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "lease", Check: func(context.Context) error {
 				if l == nil {
 					return nil // a dispatcher that is off needs no lease
@@ -113,7 +118,7 @@ var DispatcherModule = fx.Module("dispatcher",
 				return l.Ready()
 			}}
 		}, fx.ResultTags(`group:"readiness"`)),
-		fx.Annotate(func(b *app.Breaker) httpapi.ReadinessCheck {
+		fx.Annotate(func(b *dispatch.Breaker) httpapi.ReadinessCheck {
 			return httpapi.ReadinessCheck{Name: "temporal_breaker", Check: func(context.Context) error { return b.Err() }}
 		}, fx.ResultTags(`group:"readiness"`)),
 	),
@@ -124,8 +129,8 @@ var DispatcherModule = fx.Module("dispatcher",
 // Postgres and Temporal answer.
 var WorkerModule = fx.Module("worker",
 	fx.Provide(fx.Annotate(temporalReadiness, fx.ResultTags(`group:"readiness"`)),
-		func(store *postgres.Store, log *slog.Logger) *app.QuotaSnapshot {
-			return app.NewQuotaSnapshot(store, log)
+		func(store *postgres.Store, log *slog.Logger) *worker.QuotaSnapshot {
+			return worker.NewQuotaSnapshot(store, log)
 		}),
 	fx.Invoke(sealWebhookSecrets, startWorkers, runWebhookSender),
 )
@@ -157,7 +162,7 @@ func sealWebhookSecrets(lc fx.Lifecycle, store *postgres.Store, log *slog.Logger
 func runWebhookSender(lc fx.Lifecycle, cfg Config, pool *pgxpool.Pool, store *postgres.Store, reg *prometheus.Registry, log *slog.Logger) {
 	log = log.With("component", "webhooks")
 	listener := postgres.NewChannelListener(pool, log, postgres.WebhookChannel)
-	sender := app.NewWebhookSender(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), listener, cfg.Webhooks.Sender, reg, log)
+	sender := maintenance.NewWebhookSender(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), listener, cfg.Webhooks.Sender, reg, log)
 	var bg background
 	bg.start(lc, listener.Run, sender.Run)
 }
@@ -281,7 +286,7 @@ type httpParams struct {
 	fx.In
 	Lifecycle   fx.Lifecycle
 	Config      Config
-	Application *app.Application
+	Application *usecases.Application
 	Registry    *prometheus.Registry
 	Gatherer    prometheus.Gatherer
 	Checks      []httpapi.ReadinessCheck
@@ -316,7 +321,7 @@ func startHTTP(p httpParams) error {
 // connections are the API's places (SLUICE_API_DB_CONNS) and its
 // statements time out (SLUICE_API_STATEMENT_TIMEOUT), so tenants' requests
 // neither wait on nor take the connections of the process's other roles.
-func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.FeedHub, reg *prometheus.Registry, log *slog.Logger) (*app.Application, error) {
+func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClient, hub *postgres.FeedHub, reg *prometheus.Registry, log *slog.Logger) (*usecases.Application, error) {
 	poolCfg, err := postgres.APIPoolConfig(cfg.DatabaseURL, cfg.HTTP.Limits.Tenancy.Concurrency, cfg.HTTP.StatementTimeout)
 	if err != nil {
 		return nil, err
@@ -329,16 +334,16 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 	}
 	lc.Append(fx.StopHook(pool.Close))
 	store := postgres.NewStore(pool, log, postgres.WithWebhookSecretKeys(cfg.Webhooks.SecretKeys))
-	a := app.NewApplication(app.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
+	a := usecases.NewApplication(usecases.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
 		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store, Capacity: store,
 		AllowLists: store, OwnTaskQueues: cfg.Worker.Queues.Reserved()},
-		workflows, cfg.ProcessQuotas, cfg.Nodes.TemplateBudget, app.AuthConfig{AdminToken: cfg.AdminToken, KeyCache: cfg.HTTP.KeyCache})
-	a.Webhooks = app.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store)
-	a.Streams = app.NewStreams(hub, store, store, cfg.Streams)
+		workflows, cfg.ProcessQuotas, cfg.Nodes.TemplateBudget, usecases.AuthConfig{AdminToken: cfg.AdminToken, KeyCache: cfg.HTTP.KeyCache})
+	a.Webhooks = usecases.NewWebhooks(store, nodes.NewWebhookPoster(cfg.Nodes, cfg.Webhooks.Poster), store)
+	a.Streams = usecases.NewStreams(hub, store, store, cfg.Streams)
 	// The API warns an admin who gives a workspace more of the external
 	// worker than one worker has: it reads the worker's slots from its own
 	// environment, as `sluice all` shares it.
-	a.Plans = app.NewPlans(store, store, app.NewExternalWorker(cfg.Worker.ExternalAPISize, reg, log))
+	a.Plans = usecases.NewPlans(store, store, usecases.NewExternalWorker(cfg.Worker.ExternalAPISize, reg, log))
 	return a, nil
 }
 
@@ -386,62 +391,62 @@ func holderName() string {
 
 // runIdempotencyKeyPurge purges expired Idempotency-Keys on the
 // maintenance schedule, under its lease so that one api process does it.
-func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics, log *slog.Logger) {
-	purge := app.NewIdempotencyKeyPurge(store, lease, cfg.Maintenance, lm, log.With("component", "api"))
+func runIdempotencyKeyPurge(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *dispatch.LeaseMetrics, log *slog.Logger) {
+	purge := maintenance.NewIdempotencyKeyPurge(store, lease, cfg.Maintenance, lm, log.With("component", "api"))
 	var bg background
 	bg.start(lc, purge.Run)
 }
 
 // runRetention deletes what is past its plan's retention period on the
 // maintenance schedule, under its lease so that one api process does it.
-func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *app.LeaseMetrics,
-	rm *app.RetentionMetrics, log *slog.Logger) {
-	retention := app.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, rm, lm, log.With("component", "retention"))
+func runRetention(lc fx.Lifecycle, cfg Config, store *postgres.Store, lease ports.Lease, lm *dispatch.LeaseMetrics,
+	rm *maintenance.RetentionMetrics, log *slog.Logger) {
+	retention := maintenance.NewRetention(store, lease, cfg.Maintenance, cfg.Retention, rm, lm, log.With("component", "retention"))
 	var bg background
 	bg.start(lc, retention.Run)
 }
 
 // newDispatchMetrics registers the dispatcher's series and the queue
 // gauges read at scrape time.
-func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *app.DispatchMetrics {
+func newDispatchMetrics(cfg Config, pool *pgxpool.Pool, reg *prometheus.Registry, log *slog.Logger) *dispatch.Metrics {
 	reg.MustRegister(postgres.NewQueueCollector(pool, log, cfg.MetricsWorkspaceLabel))
-	var opts []app.DispatchMetricsOption
+	var opts []dispatch.MetricsOption
 	if cfg.MetricsWorkspaceLabel {
-		opts = append(opts, app.WithWorkspaceLabel())
+		opts = append(opts, dispatch.WithWorkspaceLabel())
 	}
-	return app.NewDispatchMetrics(reg, opts...)
+	return dispatch.NewMetrics(reg, opts...)
 }
 
 // newQueueLease is the lease the dispatcher claims under: the queue lease
 // of an exclusive dispatcher, its own registration lease for one that
 // dispatches beside others, nil for one that is off.
-func newQueueLease(cfg Config, lease ports.Lease, lm *app.LeaseMetrics, log *slog.Logger) *app.QueueLease {
+func newQueueLease(cfg Config, lease ports.Lease, lm *dispatch.LeaseMetrics, log *slog.Logger) *dispatch.QueueLease {
 	if !cfg.Dispatcher.Enabled {
 		return nil
 	}
 	log = log.With("component", "dispatcher")
 	if !cfg.Dispatcher.Exclusive {
-		return app.NewRegistrationLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
+		return dispatch.NewRegistrationLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
 	}
-	return app.NewQueueLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
+	return dispatch.NewQueueLease(lease, cfg.Dispatcher.LeaseTTL, lm, log)
 }
 
 // dispatcher is the claim loop and the listener that wakes it.
 type dispatcher struct {
 	fx.Out
-	Dispatcher *app.Dispatcher
+	Dispatcher *dispatch.Dispatcher
 	Listener   *postgres.Listener
 }
 
-func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.WorkflowClient, queueLease *app.QueueLease,
-	breaker *app.Breaker, metrics *app.DispatchMetrics, tp trace.TracerProvider, log *slog.Logger) (dispatcher, error) {
+func newDispatcher(cfg Config, pool *pgxpool.Pool, store *postgres.Store, workflows *engine.WorkflowClient, queueLease *dispatch.QueueLease,
+	breaker *dispatch.Breaker, metrics *dispatch.Metrics, tp trace.TracerProvider, log *slog.Logger) (dispatcher, error) {
 	log = log.With("component", "dispatcher")
 	listener := postgres.NewListener(pool, log)
 	halt, err := testHalt()
 	if err != nil {
 		return dispatcher{}, err
 	}
-	d := app.NewDispatcher(app.DispatcherDeps{
+	d := dispatch.NewDispatcher(dispatch.DispatcherDeps{
 		Store: store, Executions: store, Engine: workflows, Wakeups: listener, Lease: queueLease,
 		Breaker: breaker, Metrics: metrics, Tracer: tp, Log: log, Halt: halt,
 	}, cfg.Dispatcher)
@@ -453,15 +458,15 @@ type dispatcherParams struct {
 	fx.In
 	Lifecycle    fx.Lifecycle
 	Config       Config
-	Dispatcher   *app.Dispatcher
+	Dispatcher   *dispatch.Dispatcher
 	Listener     *postgres.Listener
-	QueueLease   *app.QueueLease
-	Breaker      *app.Breaker
+	QueueLease   *dispatch.QueueLease
+	Breaker      *dispatch.Breaker
 	Store        *postgres.Store
 	Engine       *engine.WorkflowClient
 	Lease        ports.Lease
-	Metrics      *app.DispatchMetrics
-	LeaseMetrics *app.LeaseMetrics
+	Metrics      *dispatch.Metrics
+	LeaseMetrics *dispatch.LeaseMetrics
 	Log          *slog.Logger
 }
 
@@ -478,12 +483,12 @@ func runDispatcher(p dispatcherParams) {
 		log.Info("dispatcher disabled by configuration")
 		return
 	}
-	recovery := app.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
-	reconciler := app.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
+	recovery := maintenance.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
+	reconciler := maintenance.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
 		FailStuckStartsAfter(d.StuckStartAfter).
-		WatchClosed(p.Engine, app.MaintenanceSchedule{Interval: d.CloseWatchInterval, LeaseAtMostFor: m.LeaseAtMostFor, LeaseAtLeastFor: d.CloseWatchInterval / 2})
-	firing := app.NewScheduleFiring(p.Store, crontab.NewParser(), p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
-		log.With("job", app.ScheduleFiringLeaseName))
+		WatchClosed(p.Engine, maintenance.JobSchedule{Interval: d.CloseWatchInterval, LeaseAtMostFor: m.LeaseAtMostFor, LeaseAtLeastFor: d.CloseWatchInterval / 2})
+	firing := maintenance.NewScheduleFiring(p.Store, crontab.NewParser(), p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
+		log.With("job", maintenance.ScheduleFiringLeaseName))
 	loops := []func(context.Context){p.Listener.Run, p.Dispatcher.Run, recovery.Run, reconciler.Run, reconciler.RunCloseWatch, firing.Run}
 	if p.QueueLease != nil {
 		loops = append(loops, p.QueueLease.Run)
@@ -494,7 +499,7 @@ func runDispatcher(p dispatcherParams) {
 
 // startWorkers runs the Temporal workers, with the plans' worker-side quotas
 // read before they start and refreshed in the background.
-func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, quotas *app.QuotaSnapshot, reg *prometheus.Registry,
+func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.Store, quotas *worker.QuotaSnapshot, reg *prometheus.Registry,
 	tp trace.TracerProvider, log *slog.Logger) {
 	log = log.With("component", "worker")
 	n := cfg.Nodes
@@ -505,8 +510,8 @@ func startWorkers(lc fx.Lifecycle, cfg Config, c client.Client, store *postgres.
 	log.Info("outbound pauses", "pause_max", cfg.Worker.Limits.OutboundPauses.Max.String(),
 		"paused_hosts_max", cfg.Worker.Limits.OutboundPauses.HostsMax, "pause_floor", cfg.Worker.Limits.OutboundPauses.Floor.String(),
 		"retry_after_rounds", cfg.Worker.Limits.OutboundPauses.Rounds)
-	acts := engine.NewActivities(app.NewRuns(store, log, app.WithRecordValueMax(cfg.RecordValueMax), app.WithRunMetrics(reg), app.WithDefinitions(store),
-		app.WithNodeSlots(store), app.WithOutboundGate(store), app.WithAllowLists(store, cfg.Worker.Queues.Reserved())), nodes.All(n),
+	acts := engine.NewActivities(worker.NewRuns(store, log, worker.WithRecordValueMax(cfg.RecordValueMax), worker.WithRunMetrics(reg), worker.WithDefinitions(store),
+		worker.WithNodeSlots(store), worker.WithOutboundGate(store), worker.WithAllowLists(store, cfg.Worker.Queues.Reserved())), nodes.All(n),
 		engine.WithNodeMetrics(engine.NewNodeMetrics(reg)), engine.WithTracer(tp),
 		engine.WithOutboundMetrics(engine.NewOutboundMetrics(reg)))
 	wc := cfg.Worker

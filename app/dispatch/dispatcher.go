@@ -1,0 +1,381 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// DispatcherConfig tunes the dispatcher role: its claim loop, its queue
+// lease, its breaker and its maintenance jobs' thresholds.
+type DispatcherConfig struct {
+	// Enabled turns the role off without removing the module.
+	Enabled bool
+	// BatchSize is the smallest batch one admission transaction claims:
+	// the batch while the queue is shallow, which keeps a lone item's wait
+	// short.
+	BatchSize int
+	// MaxBatchSize caps the batch. A batch that comes back full doubles
+	// the next one up to this cap, and one that does not returns to
+	// BatchSize, so the batch follows the backlog.
+	MaxBatchSize int
+	// PollInterval is the fallback cadence when no wake-up arrives.
+	PollInterval time.Duration
+	// Exclusive makes one dispatcher at a time hold the
+	// processExecutionQueue lease and dispatch. Without it several dispatch
+	// at once, which is as exact, because admission locks each workspace
+	// and starts are idempotent; see docs/operations.md for the trade-off.
+	Exclusive bool
+	// LeaseTTL is the queue lease's term. The holder renews it every fifth
+	// of a term and others try as often, so a dead holder's lease passes on
+	// within about LeaseTTL * 6/5.
+	LeaseTTL time.Duration
+	// StartConcurrency is the floor of the Temporal starts in flight,
+	// those of the batch being started and of the one claimed behind it
+	// together, and where their limit starts. The limit adapts between it
+	// and MaxStartConcurrency to Temporal's answers (domain.StartLimit): it
+	// rises while starts are answered as fast as ever, so a server a round
+	// trip away gets as many in flight as it answers, and falls when starts
+	// slow down or time out. Slowing down is what a server or its workers
+	// falling behind look like: the surplus waits in Temporal's matching as
+	// a backlog, which the server writes and reads back, so more in flight
+	// is then less done (see docs/benchmarks.md, "Where a run's time goes").
+	StartConcurrency int
+	// MaxStartConcurrency is the ceiling of the starts in flight; equal to
+	// StartConcurrency, it fixes the limit there.
+	MaxStartConcurrency int
+	// StartTimeout bounds one Temporal start, so an unreachable server
+	// costs a failed attempt instead of a hung loop.
+	StartTimeout time.Duration
+	// BreakerBackoff spaces the probes of an unavailable Temporal: the
+	// first after Base, doubling to Max.
+	BreakerBackoff domain.DispatchBackoff
+	// StaleAfter is how long an item may stay CLAIMED before recovery.
+	StaleAfter time.Duration
+	// ReconcileAfter is the minimum age of a RUNNING execution before the
+	// reconciler asks Temporal about it.
+	ReconcileAfter time.Duration
+	// StuckStartAfter is how long a started workflow may wait for a
+	// worker to pick up its first task before the reconciler fails it
+	// (maintenance.Reconciler.FailStuckStartsAfter); 0 never fails one.
+	StuckStartAfter time.Duration
+	// ReconcilePageSize is how many RUNNING executions the reconciler
+	// checks per run; it walks through all of them over successive runs.
+	ReconcilePageSize int
+	// CloseWatchInterval is how often the reconciler looks for workflows
+	// closed outside Sluice lately (maintenance.Reconciler.WatchClosed):
+	// the most a run that Temporal terminated waits to be recorded and
+	// free its slot.
+	CloseWatchInterval time.Duration
+	// Backoff spaces out dispatch retries; its Base is at least PollInterval.
+	Backoff domain.DispatchBackoff
+}
+
+// DefaultDispatcherConfig returns the defaults: batches from 10, a 5 s
+// fallback poll (LISTEN/NOTIFY wakes the dispatcher sooner), a 5 min stale
+// threshold, and a 10 s queue lease.
+func DefaultDispatcherConfig() DispatcherConfig {
+	return DispatcherConfig{
+		Enabled:             true,
+		BatchSize:           10,
+		MaxBatchSize:        200,
+		PollInterval:        5 * time.Second,
+		Exclusive:           true,
+		LeaseTTL:            QueueLeaseTTL,
+		StartConcurrency:    8,
+		MaxStartConcurrency: 128,
+		StartTimeout:        10 * time.Second,
+		BreakerBackoff:      DefaultBreakerBackoff,
+		StaleAfter:          5 * time.Minute,
+		ReconcileAfter:      time.Minute,
+		StuckStartAfter:     5 * time.Minute,
+		ReconcilePageSize:   500,
+		CloseWatchInterval:  5 * time.Second,
+		Backoff:             domain.DispatchBackoff{Base: 5 * time.Second, Max: 5 * time.Minute},
+	}
+}
+
+// DispatcherDeps are the ports and shared parts the claim loop works
+// through.
+type DispatcherDeps struct {
+	Store      ports.DispatchStore
+	Executions ports.ExecutionStore
+	Engine     ports.WorkflowEngine
+	Wakeups    ports.Wakeups
+	// Lease is the queue lease in exclusive mode, whose heartbeat runs
+	// beside the loop; nil when dispatchers claim side by side.
+	Lease   *QueueLease
+	Breaker *Breaker
+	Metrics *Metrics
+	// Tracer gives the claim and start spans; nil means the global
+	// provider.
+	Tracer trace.TracerProvider
+	Log    *slog.Logger
+	// Halt, for the fault suite only, is called at each FaultPoint of a
+	// batch with items and may block there; nil in production.
+	Halt func(FaultPoint)
+}
+
+// FaultPoint names a point of a dispatch batch where the fault suite halts
+// the real binary, to kill or pause it there.
+type FaultPoint string
+
+const (
+	// FaultAfterClaim is after the claim committed, before any start.
+	FaultAfterClaim FaultPoint = "claimed"
+	// FaultBeforeStart is in each start of the batch, before its lease
+	// term is checked: the starts in flight that a pause holds there (the
+	// batch's first, up to the start limit, the rest waiting for a slot)
+	// check it only when resumed, after the term ended.
+	FaultBeforeStart FaultPoint = "starting"
+	// FaultAfterStart is after the starts returned, before any marking.
+	FaultAfterStart FaultPoint = "started"
+)
+
+// Dispatcher is the claim loop: it admits queue items against their
+// workspace's limit, starts their workflows and records the outcome.
+type Dispatcher struct {
+	store      ports.DispatchStore
+	executions ports.ExecutionStore
+	engine     ports.WorkflowEngine
+	wakeups    ports.Wakeups
+	lease      *QueueLease
+	breaker    *Breaker
+	metrics    *Metrics
+	log        *slog.Logger
+	cfg        DispatcherConfig
+	admission  *admission
+	// plan is the claim's planner, dealing by admission.
+	plan   ports.PlanFunc
+	tracer trace.Tracer
+	now    func() time.Time
+
+	// batchSize is the next batch's size, between BatchSize and
+	// MaxBatchSize.
+	batchSize int
+	// unsettled are claimed items whose start or marking could not be
+	// finished (Temporal or Postgres away); every cycle tries to settle
+	// them before claiming more. Stale recovery covers them if this
+	// process dies.
+	unsettled []unsettledItem
+	// takeover tracks the settling of ended lease terms' claims.
+	takeover takeover
+	halt     func(FaultPoint)
+	// starts holds a slot per Temporal start in flight, up to the adaptive
+	// start limit.
+	starts *startGate
+	// inFlight is the batch whose starts run while the loop claims the
+	// next one; the loop finishes it before it sleeps or stops.
+	inFlight *claimedBatch
+	// nextDue is how long after the last claim something it passed over
+	// for a time (a start rate, a notBefore) may go; 0 for nothing.
+	nextDue time.Duration
+}
+
+// minDueWait bounds below the loop's sleep until a claim's next due time,
+// so a rate of thousands per second costs at most a hundred claims a
+// second per dispatcher rather than a busy loop on the database.
+const minDueWait = 10 * time.Millisecond
+
+// NewDispatcher builds the claim loop.
+func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
+	if cfg.MaxBatchSize < cfg.BatchSize {
+		cfg.MaxBatchSize = cfg.BatchSize
+	}
+	tp := deps.Tracer
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	d := &Dispatcher{
+		store: deps.Store, executions: deps.Executions, engine: deps.Engine, wakeups: deps.Wakeups, lease: deps.Lease,
+		breaker: deps.Breaker, metrics: deps.Metrics, log: deps.Log, cfg: cfg, admission: newAdmission(deps.Log),
+		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize, halt: deps.Halt,
+		starts: newStartGate(cfg.StartConcurrency, cfg.MaxStartConcurrency, deps.Metrics.StartLimit),
+	}
+	d.plan = PlanClaim(d.admission.admit)
+	return d
+}
+
+// Run dispatches until ctx ends: on every wake-up, on every poll tick, when
+// the queue lease is gained, when the breaker's next probe is due, when
+// the last claim said something it passed over comes due (a start rate's
+// next start, a notBefore; no sooner than minDueWait), and
+// back to back while batches come back full. Errors are logged and retried
+// on the next cycle; the loop never dies of them. A batch still starting
+// when ctx ends is finished before Run returns.
+func (d *Dispatcher) Run(ctx context.Context) {
+	defer d.finishInFlight(ctx)
+	poll := time.NewTicker(d.cfg.PollInterval)
+	defer poll.Stop()
+	probe := time.NewTimer(time.Hour)
+	defer probe.Stop()
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
+	var gained <-chan struct{}
+	if d.lease != nil {
+		gained = d.lease.Gained()
+	}
+	for {
+		full := d.cycle(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if full {
+			continue
+		}
+		if at, open := d.breaker.nextProbe(); open {
+			probe.Reset(max(0, at.Sub(d.now())))
+		}
+		if d.nextDue > 0 {
+			due.Reset(max(minDueWait, d.nextDue))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+		case <-d.wakeups.C():
+		case <-gained:
+		case <-probe.C:
+		case <-due.C:
+		}
+	}
+}
+
+// cycle runs one turn of the loop: probe Temporal if the breaker is open,
+// settle what earlier cycles left unsettled, then, holding the lease where
+// one is needed, claim and dispatch a batch. It reports whether the batch
+// came back full; only then does it leave the batch's starts running, for
+// the next cycle to claim behind them, and otherwise it finishes the batch.
+func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
+	defer func() {
+		d.metrics.Cycles.Inc()
+		if r := recover(); r != nil {
+			d.log.Error("dispatch cycle panicked", "panic", fmt.Sprint(r))
+			full = false
+		}
+	}()
+	defer func() {
+		if !full {
+			d.finishInFlight(ctx)
+		}
+	}()
+	d.nextDue = 0
+	if !d.probeEngine(ctx) {
+		return false
+	}
+	d.settle(ctx)
+	if !d.breaker.Closed() {
+		return false
+	}
+	if d.lease != nil && !d.lease.Holding() {
+		return false
+	}
+	// A batch in flight from an earlier term of the lease is finished
+	// first: its claims are now an ended term's, which settling would
+	// otherwise ask Temporal about while its own starts are still going.
+	if b := d.inFlight; b != nil && d.lease != nil && b.termNumber != d.lease.TermNumber() {
+		d.finishInFlight(ctx)
+	}
+	if !d.settleEndedTerms(ctx) {
+		return false
+	}
+	// The next claim waits until the batch in flight has all its starts
+	// under way, so claimed items wait for at most one batch's starts; the
+	// claim commits before any of its own starts, as always. The batch in
+	// flight is finished (its outcomes recorded) beside the claim, on a
+	// connection of its own, and before the cycle ends: against a distant
+	// Temporal the starts take no time of the loop's, and the claim and
+	// the marking, together, are what bounds the rate.
+	finished := func() {}
+	if prev := d.inFlight; prev != nil {
+		<-prev.launched
+		d.inFlight = nil
+		finished = d.finishBeside(ctx, prev)
+		defer finished()
+	}
+	b, err := d.claimBatch(ctx)
+	finished()
+	switch {
+	case errors.Is(err, ports.ErrLeaseLost) && d.lease != nil:
+		d.lease.Lost()
+		return false
+	case errors.Is(err, ErrLeaseNotHeld):
+		// The heartbeat let the lease go since the check above; it wakes
+		// the loop when it takes it again.
+		return false
+	case err != nil:
+		if ctx.Err() == nil {
+			d.log.Error("dispatch batch failed; retrying next cycle", "error", err)
+		}
+		return false
+	}
+	d.inFlight = b
+	return b.res.Full
+}
+
+// finishInFlight waits for the batch in flight, if any, and records its
+// outcomes.
+func (d *Dispatcher) finishInFlight(ctx context.Context) {
+	b := d.inFlight
+	if b == nil {
+		return
+	}
+	d.inFlight = nil
+	d.finishBeside(ctx, b)()
+}
+
+// finishBeside finishes batch b in the background and returns the wait
+// for it, which may be called more than once: it hands what b left
+// unsettled to the loop, which alone touches d.unsettled.
+func (d *Dispatcher) finishBeside(ctx context.Context, b *claimedBatch) (wait func()) {
+	done := make(chan struct{})
+	var unsettled []unsettledItem
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				d.log.Error("finishing a dispatch batch panicked", "panic", fmt.Sprint(r))
+			}
+		}()
+		var err error
+		_, unsettled, err = d.finishBatch(ctx, b)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("dispatch batch failed; retrying next cycle", "error", err)
+		}
+	}()
+	return sync.OnceFunc(func() {
+		<-done
+		d.unsettled = append(d.unsettled, unsettled...)
+	})
+}
+
+// probeEngine asks an unavailable Temporal whether it is back, once its
+// backoff has passed. It reports whether dispatch may go on.
+func (d *Dispatcher) probeEngine(ctx context.Context) bool {
+	at, open := d.breaker.nextProbe()
+	if !open {
+		return true
+	}
+	if d.now().Before(at) {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancel()
+	if err := d.engine.CheckHealth(pctx); err != nil {
+		d.breaker.Trip(d.now(), err)
+		d.log.Warn("temporal still unavailable; dispatch stays paused", "error", err)
+		return false
+	}
+	d.breaker.Reset()
+	d.log.Info("temporal reachable again; dispatch resumes")
+	return true
+}

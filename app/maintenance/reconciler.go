@@ -1,0 +1,281 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/queue"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// Reconciler records the real outcome of RUNNING executions whose workflow
+// closed or vanished without telling Sluice (terminated by an operator,
+// or by Temporal at one of its limits, say), freeing their slots. Its walk
+// runs in one process at a time under the reconcileExecutions lease; its
+// close watch (WatchClosed), which records terminations within seconds,
+// under the watchClosedWorkflows lease.
+type Reconciler struct {
+	store      ports.DispatchStore
+	executions ports.ExecutionStore
+	engine     ports.WorkflowEngine
+	breaker    *dispatch.Breaker
+	olderThan  time.Duration
+	pageSize   int
+	log        *slog.Logger
+	loop       maintenance
+
+	// cursor is where the walk resumes; only the loop touches it.
+	cursor ports.ExecutionCursor
+	// stuckAfter is how long a RUNNING execution's workflow may wait for
+	// a worker to pick it up before it is failed; 0 never fails one.
+	stuckAfter time.Duration
+	// watch, when set, lists the workflows lately closed outside Sluice
+	// for WatchClosed, which runs in closeWatch's loop; watched are the
+	// executions its last turn recorded, which the next (its window
+	// overlapping) skips.
+	watch      ports.ClosedWorkflowWatch
+	closeWatch maintenance
+	watched    map[domain.ID]bool
+	// pickedUp are the executions found picked up by a worker, which
+	// need no further look: this walk's and the last one's, so the set
+	// holds only executions still RUNNING.
+	pickedUp, pickedUpLastWalk map[domain.ID]bool
+}
+
+// FailStuckStartsAfter has the reconciler fail, and free the slot of, an
+// execution whose workflow no worker has picked up after d
+// (SLUICE_STUCK_START_AFTER): Temporal has no schedule-to-start timeout
+// for a workflow's first task, so such a run would hold its slot for ever.
+// Since the reconciler only looks at executions older than its olderThan,
+// the effective limit is the longer of the two.
+func (r *Reconciler) FailStuckStartsAfter(d time.Duration) *Reconciler {
+	r.stuckAfter = d
+	return r
+}
+
+// closeWatchWindow is how far back each look of the close watch reaches:
+// past its interval, for the lag of Temporal's visibility.
+const closeWatchWindow = time.Minute
+
+// WatchClosed has the reconciler also look, every schedule.Interval
+// (SLUICE_CLOSE_WATCH_INTERVAL) under its own lease, for workflows that
+// closed outside Sluice within the last minute (terminated by the server
+// at one of its limits, or by an operator), and record their end at once
+// (RunCloseWatch): the walk of RUNNING executions reaches them only once
+// they are older than olderThan, a minute and more later.
+func (r *Reconciler) WatchClosed(watch ports.ClosedWorkflowWatch, schedule JobSchedule) *Reconciler {
+	r.watch = watch
+	r.closeWatch = maintenance{name: CloseWatchLeaseName, lease: r.loop.lease, schedule: schedule, metrics: r.loop.metrics, log: r.log, job: r.runCloseWatch}
+	return r
+}
+
+// RunCloseWatch runs the close watch on its schedule until ctx ends; it
+// returns at once when WatchClosed was not set.
+func (r *Reconciler) RunCloseWatch(ctx context.Context) {
+	if r.watch == nil {
+		return
+	}
+	r.closeWatch.run(ctx)
+}
+
+// runCloseWatch is one turn of the close watch, skipped while the
+// breaker is open.
+func (r *Reconciler) runCloseWatch(ctx context.Context) {
+	if !r.breaker.Closed() {
+		return
+	}
+	if n, err := r.RecordClosed(ctx, time.Now().Add(-closeWatchWindow)); err != nil {
+		r.log.Error("recording workflows closed outside Sluice failed", "error", err)
+	} else if n > 0 {
+		r.log.Info("recorded workflows closed outside Sluice", "count", n)
+	}
+}
+
+// RecordClosed records the end of the executions whose workflow closed
+// outside Sluice since since (at most a page of them), naming how and
+// why, and returns how many were still RUNNING. Ending them ends their
+// RUNNING node records too and frees their slots.
+func (r *Reconciler) RecordClosed(ctx context.Context, since time.Time) (int, error) {
+	closed, err := r.watch.ClosedOutsideSluice(ctx, since, r.pageSize)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	seen := make(map[domain.ID]bool, len(closed))
+	for _, c := range closed {
+		seen[c.ExecutionID] = true
+		if r.watched[c.ExecutionID] {
+			continue
+		}
+		status, msg, _ := finalStatus(c.State)
+		if c.Reason != "" {
+			msg += ": " + c.Reason
+		}
+		found, err := queue.FinishExecution(ctx, r.executions, r.log, c.ExecutionID, status, msg, domain.DefaultRecordValueMax)
+		if err != nil {
+			return n, err
+		}
+		if found {
+			n++
+			r.log.Warn("recorded a workflow closed outside Sluice", "execution_id", c.ExecutionID, "workflow_state", c.State, "reason", c.Reason)
+		}
+	}
+	r.watched = seen
+	return n, nil
+}
+
+// NewReconciler builds the reconciler. It asks Temporal only about
+// executions RUNNING for longer than olderThan, pageSize of them per run
+// (500 when not positive).
+func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
+	olderThan time.Duration, pageSize int, schedule JobSchedule, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Reconciler {
+	if pageSize <= 0 {
+		pageSize = 500
+	}
+	r := &Reconciler{store: store, executions: executions, engine: engine, breaker: breaker, olderThan: olderThan, pageSize: pageSize, log: log}
+	r.loop = maintenance{name: ReconcilerLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
+	return r
+}
+
+// Run reconciles a page on the schedule until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) { r.loop.run(ctx) }
+
+// run is one scheduled run: skipped while the breaker is open, since the
+// reconciler must ask Temporal and waits for the probe that closes it.
+func (r *Reconciler) run(ctx context.Context) {
+	if !r.breaker.Closed() {
+		return
+	}
+	if n, err := r.Reconcile(ctx); err != nil {
+		r.log.Error("reconciling stuck executions failed", "error", err)
+	} else if n > 0 {
+		r.log.Info("reconciled stuck executions", "count", n)
+	}
+}
+
+// Reconcile checks one page of RUNNING executions past olderThan against
+// Temporal and records the real final status of those whose workflow is
+// closed or missing. Pages follow each other across calls in (started_at,
+// id) order and wrap around at the end, so every such execution is checked
+// within ceil(total/pageSize) calls however many long runs are older.
+// Executions whose item is still CLAIMED are stale recovery's business and
+// are not returned by the store.
+func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
+	running, err := r.store.RunningAdmittedBefore(ctx, r.olderThan, r.cursor, r.pageSize)
+	if err != nil {
+		return 0, err
+	}
+	if len(running) < r.pageSize {
+		r.cursor = ports.ExecutionCursor{}
+		defer func() { r.pickedUpLastWalk, r.pickedUp = r.pickedUp, nil }()
+	} else {
+		last := running[len(running)-1]
+		r.cursor = ports.ExecutionCursor{AdmittedAt: last.AdmittedAt, ID: last.ID}
+	}
+	n := 0
+	for _, e := range running {
+		state, err := r.engine.DescribeWorkflow(ctx, e.ID)
+		if err != nil {
+			if errors.Is(err, ports.ErrEngineUnavailable) {
+				return n, fmt.Errorf("describing workflows: %w", err)
+			}
+			r.log.Warn("cannot describe execution's workflow", "execution_id", e.ID, "error", err)
+			continue
+		}
+		status, msg, closed := finalStatus(state)
+		if state == ports.WorkflowRunning {
+			if closed, msg, err = r.abandoned(ctx, e); err != nil {
+				return n, err
+			}
+			status = domain.ExecutionFailed
+		}
+		if !closed {
+			continue
+		}
+		if state == ports.WorkflowCompleted {
+			// A DAG that failed or was cancelled also ends its workflow
+			// normally; the status it recorded is in its result.
+			if status, msg, err = r.engine.WorkflowResult(ctx, e.ID); err != nil {
+				r.log.Warn("cannot read a completed workflow's result", "execution_id", e.ID, "error", err)
+				continue
+			}
+		}
+		found, err := queue.FinishExecution(ctx, r.executions, r.log, e.ID, status, msg, domain.DefaultRecordValueMax)
+		if err != nil {
+			return n, err
+		}
+		if found {
+			n++
+			r.log.Warn("reconciled stuck execution", "execution_id", e.ID, "workflow_state", state, "status", status)
+		}
+	}
+	return n, nil
+}
+
+// abandoned terminates the workflow of e when it has waited past
+// stuckAfter for a worker that is not there, and returns the failure to
+// record, naming the task queue. An unavailable engine is an error (the
+// walk stops); another failure to ask leaves e for the next run.
+func (r *Reconciler) abandoned(ctx context.Context, e domain.Execution) (bool, string, error) {
+	if r.stuckAfter <= 0 || time.Since(e.AdmittedAt) < r.stuckAfter {
+		return false, "", nil
+	}
+	if r.pickedUp[e.ID] || r.pickedUpLastWalk[e.ID] {
+		r.notePickedUp(e.ID)
+		return false, "", nil
+	}
+	pickup, err := r.engine.WorkflowPickup(ctx, e.ID)
+	if err == nil && pickup.PickedUp {
+		r.notePickedUp(e.ID)
+	}
+	if err == nil && pickup.Abandoned() {
+		msg := fmt.Sprintf("no worker picked up the execution on task queue %q within %s (SLUICE_STUCK_START_AFTER): "+
+			"is a worker polling it, with the same TEMPORAL_TASK_QUEUE_PREFIX?", pickup.TaskQueue, r.stuckAfter)
+		if err = r.engine.TerminateWorkflow(ctx, e.ID, msg); err == nil {
+			return true, msg, nil
+		}
+	}
+	if errors.Is(err, ports.ErrEngineUnavailable) {
+		return false, "", fmt.Errorf("checking a stuck start: %w", err)
+	}
+	if err != nil {
+		r.log.Warn("cannot check or end a stuck start", "execution_id", e.ID, "error", err)
+	}
+	return false, "", nil
+}
+
+// notePickedUp remembers, for this walk and the next, that id's workflow
+// has been picked up, which is for good: it is not asked about again. One
+// that waits on a polled queue (a backlog) is asked again next walk.
+func (r *Reconciler) notePickedUp(id domain.ID) {
+	if r.pickedUp == nil {
+		r.pickedUp = map[domain.ID]bool{}
+	}
+	r.pickedUp[id] = true
+}
+
+// finalStatus maps a closed or missing workflow to the execution status to
+// record.
+func finalStatus(s ports.WorkflowState) (domain.ExecutionStatus, string, bool) {
+	switch s {
+	case ports.WorkflowNotFound:
+		return domain.ExecutionFailed, "workflow not found in Temporal", true
+	case ports.WorkflowCompleted:
+		return domain.ExecutionCompleted, "", true
+	case ports.WorkflowFailed:
+		return domain.ExecutionFailed, "workflow failed without recording completion", true
+	case ports.WorkflowCancelled:
+		return domain.ExecutionCancelled, "workflow cancelled outside Sluice", true
+	case ports.WorkflowTerminated:
+		return domain.ExecutionFailed, "workflow terminated outside Sluice", true
+	case ports.WorkflowTimedOut:
+		return domain.ExecutionFailed, "workflow timed out", true
+	default:
+		return "", "", false
+	}
+}

@@ -1,0 +1,212 @@
+package maintenance
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/app/internal/apptest"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// closedEngine says every workflow completed, with the given result.
+type closedEngine struct {
+	ports.WorkflowEngine
+	status domain.ExecutionStatus
+	msg    string
+}
+
+func (e closedEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
+	return ports.WorkflowCompleted, nil
+}
+
+func (e closedEngine) WorkflowResult(context.Context, domain.ID) (domain.ExecutionStatus, string, error) {
+	return e.status, e.msg, nil
+}
+
+// pagedStore serves RUNNING executions in pages after a cursor.
+type pagedStore struct {
+	ports.DispatchStore
+	running []domain.Execution
+	cursors []ports.ExecutionCursor
+}
+
+func (s *pagedStore) RunningAdmittedBefore(_ context.Context, _ time.Duration, after ports.ExecutionCursor, limit int) ([]domain.Execution, error) {
+	s.cursors = append(s.cursors, after)
+	var out []domain.Execution
+	for _, e := range s.running {
+		if e.AdmittedAt.After(after.AdmittedAt) && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// finishRecorder records FinishExecution calls.
+type finishRecorder struct {
+	ports.ExecutionStore
+	finished map[domain.ID]domain.ExecutionStatus
+}
+
+func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, _ *string, _ ports.ItemAtEndFunc, _ ...domain.NodeRecord) (bool, error) {
+	f.finished[id] = status
+	return true, nil
+}
+
+func newTestReconciler(store ports.DispatchStore, rec ports.ExecutionStore, engine ports.WorkflowEngine, pageSize int) (*Reconciler, *dispatch.Breaker) {
+	b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, dispatch.NewMetrics(prometheus.NewRegistry()))
+	r := NewReconciler(store, rec, engine, b, apptest.NewLease(), 0, pageSize, testSchedule(), dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+	return r, b
+}
+
+func TestReconcileWalksEveryPageAndRecordsTheWorkflowsResult(t *testing.T) {
+	t.Parallel()
+	store := &pagedStore{}
+	t0 := time.Now().Add(-time.Hour)
+	for i := range 5 {
+		store.running = append(store.running, domain.Execution{ID: domain.ID(uuid.New()), AdmittedAt: t0.Add(time.Duration(i) * time.Second)})
+	}
+	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
+	// The workflow completed normally, but the DAG it ran failed.
+	r, _ := newTestReconciler(store, rec, closedEngine{status: domain.ExecutionFailed, msg: "node a failed"}, 2)
+	for range 3 {
+		if _, err := r.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.finished) != 5 {
+		t.Fatalf("reconciled %d of 5 executions in 3 pages of 2", len(rec.finished))
+	}
+	for id, st := range rec.finished {
+		if st != domain.ExecutionFailed {
+			t.Errorf("execution %s recorded %s, want FAILED from the workflow's result", id, st)
+		}
+	}
+	// The walk wraps around after a short page.
+	if _, err := r.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if last := store.cursors[len(store.cursors)-1]; last != (ports.ExecutionCursor{}) {
+		t.Errorf("after the last page the walk resumed at %v, want the start", last)
+	}
+}
+
+func TestReconcilerLeavesRunningWorkflowsAndWaitsForTheBreaker(t *testing.T) {
+	t.Parallel()
+	store := &pagedStore{running: []domain.Execution{{ID: domain.ID(uuid.New()), AdmittedAt: time.Now().Add(-time.Hour)}}}
+	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
+	running := apptest.DescribingEngine{States: map[domain.ID]ports.WorkflowState{store.running[0].ID: ports.WorkflowRunning}}
+	r, b := newTestReconciler(store, rec, running, 10)
+	if n, err := r.Reconcile(context.Background()); err != nil || n != 0 || len(rec.finished) != 0 {
+		t.Fatalf("Reconcile = %d, %v, finished %v; want a running workflow left alone", n, err, rec.finished)
+	}
+	b.Trip(time.Now(), ports.ErrEngineUnavailable)
+	r.run(context.Background())
+	if len(store.cursors) != 1 {
+		t.Errorf("the reconciler read a page while the breaker was open")
+	}
+}
+
+// pickupEngine says every workflow runs and answers WorkflowPickup from a
+// map, counting the questions and the terminations.
+type pickupEngine struct {
+	ports.WorkflowEngine
+	pickups    map[domain.ID]ports.WorkflowPickup
+	asked      map[domain.ID]int
+	terminated map[domain.ID]string
+}
+
+func (e *pickupEngine) DescribeWorkflow(context.Context, domain.ID) (ports.WorkflowState, error) {
+	return ports.WorkflowRunning, nil
+}
+
+func (e *pickupEngine) WorkflowPickup(_ context.Context, id domain.ID) (ports.WorkflowPickup, error) {
+	e.asked[id]++
+	return e.pickups[id], nil
+}
+
+func (e *pickupEngine) TerminateWorkflow(_ context.Context, id domain.ID, reason string) error {
+	e.terminated[id] = reason
+	return nil
+}
+
+func TestReconcilerFailsOnlyStartsNoWorkerWillPickUp(t *testing.T) {
+	t.Parallel()
+	old, young := time.Now().Add(-time.Hour), time.Now()
+	abandoned, backlog, running, fresh := domain.ID(uuid.New()), domain.ID(uuid.New()), domain.ID(uuid.New()), domain.ID(uuid.New())
+	store := &pagedStore{running: []domain.Execution{
+		{ID: abandoned, AdmittedAt: old}, {ID: backlog, AdmittedAt: old.Add(time.Second)},
+		{ID: running, AdmittedAt: old.Add(2 * time.Second)}, {ID: fresh, AdmittedAt: young},
+	}}
+	engine := &pickupEngine{asked: map[domain.ID]int{}, terminated: map[domain.ID]string{}, pickups: map[domain.ID]ports.WorkflowPickup{
+		abandoned: {TaskQueue: "x.workflows"},
+		backlog:   {TaskQueue: "x.workflows", Polled: true},
+		running:   {TaskQueue: "x.workflows", PickedUp: true},
+		fresh:     {TaskQueue: "x.workflows"},
+	}}
+	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
+	r, _ := newTestReconciler(store, rec, engine, 10)
+	r.FailStuckStartsAfter(time.Minute)
+	for range 2 {
+		if _, err := r.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.finished) != 1 || rec.finished[abandoned] != domain.ExecutionFailed {
+		t.Fatalf("finished %v; want only the abandoned start FAILED", rec.finished)
+	}
+	if reason := engine.terminated[abandoned]; len(engine.terminated) != 1 || !strings.Contains(reason, `"x.workflows"`) {
+		t.Fatalf("terminated %v; want the abandoned start's workflow, naming its queue", engine.terminated)
+	}
+	if engine.asked[running] != 1 || engine.asked[backlog] != 2 || engine.asked[fresh] != 0 {
+		t.Errorf("asked %v; want a picked-up run asked once, a backlogged one each walk, a young one never", engine.asked)
+	}
+}
+
+// closedWatch lists the same closed workflows at every look.
+type closedWatch struct{ closed []ports.ClosedWorkflow }
+
+func (w closedWatch) ClosedOutsideSluice(context.Context, time.Time, int) ([]ports.ClosedWorkflow, error) {
+	return w.closed, nil
+}
+
+// messageRecorder records FinishExecution calls with their messages.
+type messageRecorder struct {
+	ports.ExecutionStore
+	calls []string
+}
+
+func (m *messageRecorder) FinishExecution(_ context.Context, id domain.ID, status domain.ExecutionStatus, msg *string, _ ports.ItemAtEndFunc, _ ...domain.NodeRecord) (bool, error) {
+	m.calls = append(m.calls, id.String()+" "+string(status)+" "+*msg)
+	return true, nil
+}
+
+func TestTheCloseWatchRecordsEachRunClosedOutsideSluiceOnceNamingWhy(t *testing.T) {
+	t.Parallel()
+	terminated, timedOut := domain.ID(uuid.New()), domain.ID(uuid.New())
+	watch := closedWatch{closed: []ports.ClosedWorkflow{
+		{ExecutionID: terminated, State: ports.WorkflowTerminated, Reason: "Workflow history count exceeds limit."},
+		{ExecutionID: timedOut, State: ports.WorkflowTimedOut},
+	}}
+	rec := &messageRecorder{}
+	r, _ := newTestReconciler(&pagedStore{}, rec, closedEngine{}, 10)
+	r.WatchClosed(watch, DefaultJobSchedule())
+	for range 2 {
+		if _, err := r.RecordClosed(context.Background(), time.Now().Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		terminated.String() + " FAILED workflow terminated outside Sluice: Workflow history count exceeds limit.",
+		timedOut.String() + " FAILED workflow timed out",
+	}
+	if strings.Join(rec.calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("completions:\n%s\nwant (once each, the second look overlapping the first):\n%s", strings.Join(rec.calls, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -1,0 +1,119 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/app/dispatch"
+	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
+)
+
+// staleBatch bounds the items one recovery run settles; the rest wait for
+// the next run.
+const staleBatch = 500
+
+// StaleRecovery settles queue items left CLAIMED by a dispatcher that died
+// or lost its way between its claim and its outcome. It asks Temporal
+// whether each item's workflow started, so an item is never started twice,
+// and runs in one process at a time under the recoverStaleQueueItems
+// lease.
+type StaleRecovery struct {
+	store      ports.DispatchStore
+	engine     ports.WorkflowEngine
+	breaker    *dispatch.Breaker
+	staleAfter time.Duration
+	metrics    *dispatch.Metrics
+	log        *slog.Logger
+	now        func() time.Time
+	loop       maintenance
+}
+
+// NewStaleRecovery builds the stale recovery service; staleAfter is how
+// long an item may stay CLAIMED before recovery settles it.
+func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
+	staleAfter time.Duration, schedule JobSchedule, metrics *dispatch.Metrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *StaleRecovery {
+	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, metrics: metrics, log: log, now: time.Now}
+	r.loop = maintenance{name: StaleRecoveryLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
+	return r
+}
+
+// Run recovers stale items on the schedule until ctx ends.
+func (r *StaleRecovery) Run(ctx context.Context) { r.loop.run(ctx) }
+
+// run is one scheduled run. It first deletes the expired registration
+// leases of dispatchers that are gone, which needs only Postgres; the
+// recovery itself is skipped while the breaker is open, since it must ask
+// Temporal and waits for the probe that closes it.
+func (r *StaleRecovery) run(ctx context.Context) {
+	if n, err := r.store.ForgetExpiredLeases(ctx, dispatch.RegistrationLeasePrefix); err != nil {
+		r.log.Error("forgetting expired dispatcher registrations failed", "error", err)
+	} else if n > 0 {
+		r.log.Info("forgot expired dispatcher registrations", "count", n)
+	}
+	if !r.breaker.Closed() {
+		return
+	}
+	if n, err := r.Recover(ctx); err != nil {
+		r.log.Error("stale recovery failed", "error", err)
+	} else if n > 0 {
+		r.log.Info("recovered stale queue items", "recovered_count", n)
+	}
+}
+
+// Recover settles items CLAIMED for longer than staleAfter: one whose
+// workflow did start is marked DISPATCHED (so it never starts twice); any
+// other goes back to PENDING, but only if it is still in the claim that
+// was observed, and its execution row is dropped to free the slot. An item
+// whose workflow Temporal cannot describe is left for the next run.
+func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
+	stale, err := r.store.StaleClaimed(ctx, r.staleAfter, staleBatch)
+	if err != nil {
+		return 0, err
+	}
+	var started []ports.DispatchedItem
+	var released []ports.QueueTransition
+	for _, item := range stale {
+		if item.ExecutionID == nil {
+			continue
+		}
+		state, err := r.engine.DescribeWorkflow(ctx, *item.ExecutionID)
+		if err != nil {
+			r.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", err)
+			continue
+		}
+		if state != ports.WorkflowNotFound {
+			started = append(started, ports.DispatchedItem{ID: item.ID, ExecutionID: *item.ExecutionID})
+			continue
+		}
+		next := item.QueueState
+		if err := next.RecoverStale(*item.ClaimedAt, r.now(), r.staleAfter); err != nil {
+			if !errors.Is(err, domain.ErrNotStale) {
+				r.log.Warn("stale recovery refused", "queue_item_id", item.ID, "error", err)
+			}
+			continue
+		}
+		released = append(released, ports.QueueTransition{
+			ID: item.ID, FromStatus: item.Status, FromClaimedAt: item.ClaimedAt, To: next, DropExecution: item.ExecutionID,
+		})
+	}
+	n := 0
+	if len(started) > 0 {
+		recs, err := r.store.MarkDispatched(ctx, ports.Fence{}, started)
+		if err != nil {
+			return n, err
+		}
+		n += len(recs)
+	}
+	if len(released) > 0 {
+		ids, err := r.store.ApplyTransitions(ctx, released)
+		if err != nil {
+			return n, err
+		}
+		n += len(ids)
+	}
+	r.metrics.StaleRecovered.Add(float64(n))
+	return n, nil
+}
