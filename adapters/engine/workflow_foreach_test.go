@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -162,30 +164,41 @@ func TestForEachIterationsRunUnderTheTemplatesRetryPolicy(t *testing.T) {
 }
 
 // TestForEachWritesEachIterationsRecordAsItEnds: a FREE run's FOR_EACH of
-// 20 TRANSFORM items, four at a time. By the time the last iteration
-// starts, the first one's record has been written COMPLETED (it was once
-// written with all the others when the loop ended, every completedAt the
-// loop's end), and the iterations' records carry distinct completedAt,
-// each the time its own iteration ended.
+// 20 TRANSFORM items, four at a time. The iterations' records are written
+// as they end, by several records writes, none of which carries them all
+// (they were once written together when the loop ended, every completedAt
+// the loop's end); and they carry distinct completedAt, each the time its
+// own iteration ended. With four in flight, the write that the first end
+// sets off carries at most four, unless the test environment ran the whole
+// loop before the writer's coroutine was scheduled (rare: about once in 100
+// runs here), which this test cannot rule out.
 func TestForEachWritesEachIterationsRecordAsItEnds(t *testing.T) {
 	t.Parallel()
 	const items = 20
 	h := newHarness(t, `{"nodes": [{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input }}",
 		"node": {"type": "TRANSFORM", "config": {"output": {"i": "{{ index }}"}}}}}]}`).withInput(`[` + strings.Repeat(`0, `, items-1) + `0]`)
 	var (
-		mu           sync.Mutex
-		lastStarted  bool
-		firstWritten domain.NodeStatus
+		mu        sync.Mutex
+		perWrite  []int // the iterations each records write carried COMPLETED
+		iteration = regexp.MustCompile(`^each\[\d+\]$`)
 	)
-	last := fmt.Sprintf("each[%d]", items-1)
 	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
-		if info.ActivityType.Name != runPureNodeActivity || len(args) != 1 {
+		if info.ActivityType.Name != recordNodesActivity || len(args) != 1 {
 			return
 		}
-		if in, ok := args[0].(RunNodeInput); ok && in.Node.Key == last {
-			rec, _ := h.store.node(h.execID, "each[0]")
+		in, ok := args[0].(RecordNodesInput)
+		if !ok {
+			return
+		}
+		n := 0
+		for _, rec := range in.Nodes {
+			if iteration.MatchString(rec.Key) && rec.Status == domain.NodeCompleted {
+				n++
+			}
+		}
+		if n > 0 {
 			mu.Lock()
-			lastStarted, firstWritten = true, rec.Status
+			perWrite = append(perWrite, n)
 			mu.Unlock()
 		}
 	})
@@ -194,11 +207,8 @@ func TestForEachWritesEachIterationsRecordAsItEnds(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !lastStarted {
-		t.Fatalf("iteration %s never started", last)
-	}
-	if firstWritten != domain.NodeCompleted {
-		t.Errorf("when %s started, each[0]'s record was %q, want COMPLETED: records are written as iterations end", last, firstWritten)
+	if len(perWrite) < 2 || slices.Max(perWrite) >= items {
+		t.Errorf("the iterations were written by records writes carrying %v of them, want several writes none carrying all %d: records are written as iterations end", perWrite, items)
 	}
 	ended := map[time.Time]bool{}
 	for i := range items {
