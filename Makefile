@@ -219,12 +219,15 @@ bench: build
 	rm -rf $(TEST_ROOT) && mkdir -p $(TEST_ROOT)
 	set -o pipefail; { \
 	  echo "# make bench"; \
-	  echo "commit:  $(REVISION)$$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"; \
+	  echo "commit:  $(REVISION)$$(git diff --quiet HEAD -- . ':!$(BENCH_RESULTS)' 2>/dev/null || echo ' (with uncommitted changes)')"; \
 	  echo "date:    $$(date -u +%Y-%m-%dT%H:%M:%SZ)"; \
 	  echo "machine: $$(uname -srm), $$(nproc) cores, $$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $$(awk '/^MemTotal/ {printf "%.1f GiB", $$2 / 1048576}' /proc/meminfo)"; \
 	  echo "go:      $$($(GO) version)"; \
+	  echo "load:    $$(cut -d' ' -f1-3 /proc/loadavg) (1, 5 and 15 min averages, at the start)"; \
 	  echo; \
 	  $(TEST_STACK) -- bash -c 'cd $(CURDIR) && $(GO) test -run="^$$" -bench=. -benchtime=1x -timeout 60m ./...'; \
+	  echo; \
+	  echo "load:    $$(cut -d' ' -f1-3 /proc/loadavg) (1, 5 and 15 min averages, at the end)"; \
 	} 2>&1 | tee $(BENCH_RESULTS)
 
 # The growth test at the issue's size: five minutes of a workload of 1,000
