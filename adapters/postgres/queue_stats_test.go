@@ -171,7 +171,7 @@ func TestQueueStatsStayExactThroughEveryTransition(t *testing.T) {
 		t.Fatalf("stale claims: %d, %v; want 1", len(stale), err)
 	}
 	recovered := stale[0].QueueState
-	if err := recovered.RecoverStale(*stale[0].ClaimedAt, time.Now(), time.Minute); err != nil {
+	if err := recovered.ReleaseUnstarted("not started: its dispatcher stopped"); err != nil {
 		t.Fatal(err)
 	}
 	if ids, err := store.ApplyTransitions(ctx, []ports.QueueTransition{{

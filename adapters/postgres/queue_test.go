@@ -251,7 +251,8 @@ func (b *queueBench) elapseBackoff(t *testing.T, id domain.ID) {
 const staleAfter = time.Millisecond
 
 // recoverStale polls until stale recovery observes the item's claim as
-// stale, and returns the observed item with the domain's recovery of it.
+// stale, and returns the observed item with the release stale recovery
+// gives one whose workflow never started.
 func (b *queueBench) recoverStale(t *testing.T, id domain.ID) (domain.QueueItem, domain.QueueState) {
 	t.Helper()
 	var item domain.QueueItem
@@ -266,13 +267,10 @@ func (b *queueBench) recoverStale(t *testing.T, id domain.ID) (domain.QueueItem,
 				continue
 			}
 			item, next = q, q.QueueState
-			err := next.RecoverStale(*q.ClaimedAt, time.Now(), staleAfter)
-			if err == nil {
-				return nil
-			}
-			if !errors.Is(err, domain.ErrNotStale) {
+			if err := next.ReleaseUnstarted("not started: its dispatcher stopped"); err != nil {
 				t.Fatal(err)
 			}
+			return nil
 		}
 		return fmt.Errorf("item %s is not a stale claim yet", id)
 	})
@@ -459,7 +457,7 @@ func queueEdges() []queueEdge {
 				t.Fatalf("the retry runs the released claim's execution %s, want one of its own", item.ExecutionID)
 			}
 		}},
-		{from: domain.QueueClaimed, label: "RecoverStale", to: "PENDING", walk: func(t *testing.T, b *queueBench) {
+		{from: domain.QueueClaimed, label: "ReleaseUnstarted", to: "PENDING", how: "by stale recovery", walk: func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
 			if items, err := b.store.StaleClaimed(ctx, time.Minute, 100); err != nil || len(items) != 0 {
 				t.Fatalf("a fresh claim is among the stale ones: %d, %v", len(items), err)
