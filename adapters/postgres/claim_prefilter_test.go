@@ -115,10 +115,10 @@ func TestTheClaimAdmitsTheSameItemsWithoutTheRoomPrefilter(t *testing.T) {
 		if round == 12 {
 			six, two := 6, 2
 			for _, s := range sides {
-				if _, err := s.store.UpdatePool(ctx, &six); err != nil {
+				if _, err := s.store.UpdatePool(ctx, &six, nil); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.store.UpdatePlan(ctx, domain.PlanPro, domain.PlanChange{Floor: &two}); err != nil {
+				if _, err := s.store.UpdatePlan(ctx, domain.PlanPro, domain.PlanChange{Floor: &two}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
