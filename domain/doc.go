@@ -19,7 +19,7 @@
 // a deleted workspace, deleting the item of a completed run), because a
 // per-row round trip through Go would cost the dispatcher its throughput;
 // every other edge is a QueueState method (ReleaseAfterDispatchError,
-// ReleaseUnstarted, RecoverStale, Fail, Cancel, RecordOutcome) that app
+// ReleaseUnstarted, Fail, Cancel, RecordOutcome) that app
 // applies, through the store's update closures where the item must be
 // locked, and whose result the store writes guarded by the state it was
 // computed from. Adapters validate every row they load (ParseQueueStatus,

@@ -20,7 +20,6 @@ import (
 //	CLAIMED    --run admitted [QueueAdmitRun]-->             DISPATCHED
 //	CLAIMED    --ReleaseAfterDispatchError-->                PENDING, or FAILED on the last allowed attempt
 //	CLAIMED    --ReleaseUnstarted-->                         PENDING
-//	CLAIMED    --RecoverStale-->                             PENDING
 //	PENDING    --Fail-->                                     FAILED
 //	PENDING    --workspace gone [QueueFailPendingOfWorkspaces]--> FAILED
 //	PENDING, CLAIMED --Cancel-->                             CANCELLED
@@ -28,7 +27,7 @@ import (
 //	CLAIMED, DISPATCHED --execution COMPLETED [QueueDeleteByExecution]--> deleted
 //
 // Each claim runs under an execution id of its own, and a release
-// (ReleaseAfterDispatchError, ReleaseUnstarted, RecoverStale) takes it off
+// (ReleaseAfterDispatchError, ReleaseUnstarted) takes it off
 // the item with its execution row. A workflow whose start was judged not
 // to have happened, but which lands after the release, is refused by its
 // admission [QueueAdmitRun], so it can neither run nor end the item.
@@ -102,8 +101,6 @@ const (
 	// EventRecordOutcome names QueueState.RecordOutcome; the error's Event adds
 	// the outcome, e.g. "record outcome COMPLETED".
 	EventRecordOutcome = "record outcome"
-	// EventRecoverStale names QueueState.RecoverStale.
-	EventRecoverStale = "recover stale"
 )
 
 var (
@@ -111,13 +108,6 @@ var (
 	// *TransitionError), so callers can treat "the item moved on meanwhile"
 	// as one case with errors.Is.
 	ErrIllegalTransition = errors.New("illegal queue transition")
-	// ErrClaimChanged is returned by RecoverStale when the item is no longer
-	// held by the claim the recovery job observed (it was released and
-	// claimed again). Recovering it would steal a live claim.
-	ErrClaimChanged = errors.New("queue item claim changed")
-	// ErrNotStale is returned by RecoverStale when the claim is younger than
-	// the threshold: its dispatcher may still be working on it.
-	ErrNotStale = errors.New("queue item claim is not stale")
 )
 
 // TransitionError reports a transition that the item's current state does not
@@ -218,10 +208,11 @@ func (q *QueueState) ReleaseAfterDispatchError(reason string, now time.Time, b D
 }
 
 // ReleaseUnstarted returns a CLAIMED item to PENDING when its workflow is
-// known not to have started because the workflow engine was unavailable.
-// The engine's outage says nothing about the item, so the attempt counts
-// but no dispatch failure does, and the item is claimable again as soon as
-// the engine is back. reason becomes LastError, so a user can see why the
+// known not to have started: its start was in doubt (the workflow engine
+// was unavailable, or the dispatcher that claimed it lost its lease or
+// stopped) and the engine has never seen it. None of that says anything
+// about the item, so the attempt counts but no dispatch failure does, and
+// the item is claimable again at once. reason becomes LastError, so a user can see why the
 // item waited.
 func (q *QueueState) ReleaseUnstarted(reason string) error {
 	if q.Status != QueueClaimed {
@@ -281,32 +272,6 @@ func (q *QueueState) RecordOutcome(status ExecutionStatus, reason string) error 
 	}
 	q.ClaimedAt = nil
 	q.LastError = reason
-	return nil
-}
-
-// RecoverStale returns a CLAIMED item to PENDING when the dispatcher that
-// claimed it apparently died. It only acts on the claim the recovery job
-// observed (ClaimedAt equal to observedClaimedAt, compared with time.Equal
-// so a database round trip does not matter), otherwise ErrClaimChanged: the
-// item was released and claimed again meanwhile and that newer claim is
-// alive. The claim must also be older than threshold (ErrNotStale). The
-// release counts as an attempt but not as a dispatch failure.
-func (q *QueueState) RecoverStale(observedClaimedAt time.Time, now time.Time, threshold time.Duration) error {
-	if q.Status != QueueClaimed {
-		return q.refuse(EventRecoverStale)
-	}
-	if threshold <= 0 {
-		return fmt.Errorf("recover stale: threshold %s must be positive", threshold)
-	}
-	if q.ClaimedAt == nil || !q.ClaimedAt.Equal(observedClaimedAt) {
-		return fmt.Errorf("%w: observed claim at %s", ErrClaimChanged, observedClaimedAt.Format(time.RFC3339Nano))
-	}
-	if age := now.Sub(*q.ClaimedAt); age <= threshold {
-		return fmt.Errorf("%w: claimed %s ago, threshold %s", ErrNotStale, age, threshold)
-	}
-	q.Status = QueuePending
-	q.ClaimedAt = nil
-	q.AttemptCount++
 	return nil
 }
 

@@ -42,12 +42,6 @@ var queueEvents = []queueEvent{
 	{EventRecordOutcome + " CANCELLED", func(q *QueueState) error { return q.RecordOutcome(ExecutionCancelled, "cancelled by user") }},
 	{EventRecordOutcome + " COMPLETED", func(q *QueueState) error { return q.RecordOutcome(ExecutionCompleted, "") }},
 	{EventRecordOutcome + " RUNNING", func(q *QueueState) error { return q.RecordOutcome(ExecutionRunning, "") }},
-	{EventRecoverStale, func(q *QueueState) error {
-		if q.ClaimedAt == nil {
-			return q.RecoverStale(t0.Add(-10*time.Minute), t0, 5*time.Minute)
-		}
-		return q.RecoverStale(*q.ClaimedAt, t0, 5*time.Minute)
-	}},
 }
 
 // TestQueueTransitionMatrix applies every event to an item in every state.
@@ -65,7 +59,6 @@ func TestQueueTransitionMatrix(t *testing.T) {
 			EventReleaseAfterDispatchError:    QueuePending,
 			EventReleaseUnstarted:             QueuePending,
 			EventCancel:                       QueueCancelled,
-			EventRecoverStale:                 QueuePending,
 			EventRecordOutcome + " FAILED":    QueueFailed,
 			EventRecordOutcome + " CANCELLED": QueueCancelled,
 		},
@@ -216,68 +209,6 @@ func TestFailAndRecordOutcomeSetLastError(t *testing.T) {
 				t.Fatalf("got %s %q; want %s %q", q.Status, q.LastError, tt.wantStatus, tt.wantError)
 			}
 		})
-	}
-}
-
-func TestRecoverStale(t *testing.T) {
-	t.Parallel()
-	claimedAt := t0.Add(-10 * time.Minute)
-	tests := []struct {
-		name      string
-		observed  time.Time
-		now       time.Time
-		threshold time.Duration
-		wantErr   error
-		anyErr    bool
-	}{
-		{name: "same old claim is recovered", observed: claimedAt, now: t0, threshold: 5 * time.Minute},
-		{name: "same claim seen in another location", observed: claimedAt.In(time.FixedZone("X", 3600)), now: t0, threshold: 5 * time.Minute},
-		{name: "claim changed meanwhile", observed: claimedAt.Add(-time.Minute), now: t0, threshold: 5 * time.Minute, wantErr: ErrClaimChanged},
-		{name: "young claim", observed: claimedAt, now: claimedAt.Add(time.Minute), threshold: 5 * time.Minute, wantErr: ErrNotStale},
-		{name: "exactly at threshold is not older", observed: claimedAt, now: claimedAt.Add(5 * time.Minute), threshold: 5 * time.Minute, wantErr: ErrNotStale},
-		{name: "non-positive threshold", observed: claimedAt, now: t0, threshold: 0, anyErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			q := itemIn(QueueClaimed)
-			q.ClaimedAt = ptr(claimedAt)
-			q.AttemptCount, q.DispatchFailures, q.LastError = 2, 1, "temporal down"
-			before := q
-			err := q.RecoverStale(tt.observed, tt.now, tt.threshold)
-			if tt.wantErr != nil || tt.anyErr {
-				if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
-					t.Fatalf("RecoverStale = %v, want %v", err, tt.wantErr)
-				}
-				if q != before {
-					t.Fatalf("refused recovery changed the item")
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if q.Status != QueuePending || q.ClaimedAt != nil || q.AttemptCount != 3 || q.DispatchFailures != 1 || q.LastError != "temporal down" {
-				t.Fatalf("after recovery: %+v", q)
-			}
-		})
-	}
-}
-
-func TestRecoverStaleAfterReclaimIsRefused(t *testing.T) {
-	t.Parallel()
-	q := itemIn(QueueClaimed)
-	observed := *q.ClaimedAt
-	// Another dispatcher releases and claims again before recovery runs.
-	if err := q.ReleaseUnstarted("temporal unavailable"); err != nil {
-		t.Fatal(err)
-	}
-	q.Status, q.ClaimedAt = QueueClaimed, ptr(t0.Add(time.Second))
-	if err := q.RecoverStale(observed, t0.Add(time.Hour), 5*time.Minute); !errors.Is(err, ErrClaimChanged) {
-		t.Fatalf("RecoverStale = %v, want ErrClaimChanged", err)
-	}
-	if q.Status != QueueClaimed {
-		t.Fatalf("live claim was released")
 	}
 }
 

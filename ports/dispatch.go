@@ -9,9 +9,9 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-// PendingWorkspace is a workspace with claimable work, as the admission
+// ClaimableWorkspace is a workspace with claimable work, as the admission
 // step sees it under the workspace's row lock.
-type PendingWorkspace struct {
+type ClaimableWorkspace struct {
 	ID   domain.ID
 	Plan domain.Plan
 	// Running is the workspace's RUNNING executions, counted under the
@@ -47,7 +47,7 @@ type PendingWorkspace struct {
 // Room is how many items w can start now by what the claim knows of it:
 // its free slots (domain.FreeSlots), within its start rate's room when it
 // has one, within its admissible items once they are known.
-func (w PendingWorkspace) Room() int {
+func (w ClaimableWorkspace) Room() int {
 	n := domain.FreeSlots(w.Limit, w.Running)
 	if w.Rated {
 		n = min(n, w.RateRoom)
@@ -64,7 +64,7 @@ func (w PendingWorkspace) Room() int {
 // dispatcher's planner calls it in the claim's phases: once with what the
 // counts and rates say, and once more, with Known set, for what the first
 // quotas left unused because a workspace's items were held.
-type AdmitFunc func(workspaces []PendingWorkspace, budget int) map[domain.ID]int
+type AdmitFunc func(workspaces []ClaimableWorkspace, budget int) map[domain.ID]int
 
 // WindowReader reads, under the claim's locks and in one statement, the
 // admissible items of each workspace given a count in n: a window of
@@ -127,7 +127,7 @@ type RateBucketWrite struct {
 // workspaces below their floor other than the locked ones). It is the one
 // place that decides what a claim takes: each item by domain.Verdict. The
 // store reads and writes.
-type PlanFunc func(now time.Time, pool domain.PoolFigures, workspaces []PendingWorkspace, budget int, read WindowReader) (ClaimPlan, error)
+type PlanFunc func(now time.Time, pool domain.PoolFigures, workspaces []ClaimableWorkspace, budget int, read WindowReader) (ClaimPlan, error)
 
 // RejectFunc applies the domain's verdict to a PENDING item the claim
 // found can never run (its definition or version is gone, or its
@@ -253,7 +253,7 @@ type DispatchStore interface {
 	// asks plan which items to take at the database's now, plan reading the
 	// workspaces' admissible items through the store. Admission is decided
 	// there, each item by domain.Verdict; the store decides nothing. Its
-	// prefilters (QueuePendingWorkspaces, which skips workspaces full by
+	// prefilters (QueueClaimableWorkspaces, which skips workspaces full by
 	// their counts or with nothing due, and the window's walk,
 	// queue_admissible_window, which passes over items due later and keys
 	// held by their limits or rates) are for speed only: plan holds what

@@ -2,26 +2,14 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
-	"github.com/sluicehq/sluice/ports"
 )
-
-// allowLists is the allow-list use cases, or ErrNotFound in a process
-// built without their store.
-func (s *Server) allowLists() (*usecases.AllowLists, error) {
-	if s.app.AllowLists == nil {
-		return nil, fmt.Errorf("%w: allow-lists are not served here", ports.ErrNotFound)
-	}
-	return s.app.AllowLists, nil
-}
 
 // ListAllowedWorkflows lists a workspace's allow-list.
 func (s *Server) ListAllowedWorkflows(ctx context.Context, req api.ListAllowedWorkflowsRequestObject) (api.ListAllowedWorkflowsResponseObject, error) {
-	l, err := s.allowLists()
+	l, err := served(s.app.AllowLists, "allow-lists")
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +26,7 @@ func (s *Server) ListAllowedWorkflows(ctx context.Context, req api.ListAllowedWo
 
 // PutAllowedWorkflow adds an entry to a workspace's allow-list.
 func (s *Server) PutAllowedWorkflow(ctx context.Context, req api.PutAllowedWorkflowRequestObject) (api.PutAllowedWorkflowResponseObject, error) {
-	l, err := s.allowLists()
+	l, err := served(s.app.AllowLists, "allow-lists")
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +42,7 @@ func (s *Server) PutAllowedWorkflow(ctx context.Context, req api.PutAllowedWorkf
 
 // DeleteAllowedWorkflow removes an entry from a workspace's allow-list.
 func (s *Server) DeleteAllowedWorkflow(ctx context.Context, req api.DeleteAllowedWorkflowRequestObject) (api.DeleteAllowedWorkflowResponseObject, error) {
-	l, err := s.allowLists()
+	l, err := served(s.app.AllowLists, "allow-lists")
 	if err != nil {
 		return nil, err
 	}

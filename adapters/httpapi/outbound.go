@@ -2,26 +2,15 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/app/usecases"
 	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
 
-// outbound is the outbound-limit use cases, or ErrNotFound in a process
-// built without their store.
-func (s *Server) outbound() (*usecases.OutboundLimits, error) {
-	if s.app.Outbound == nil {
-		return nil, fmt.Errorf("%w: outbound limits are not served here", ports.ErrNotFound)
-	}
-	return s.app.Outbound, nil
-}
-
 // ListOutboundLimits lists a workspace's host limits.
 func (s *Server) ListOutboundLimits(ctx context.Context, req api.ListOutboundLimitsRequestObject) (api.ListOutboundLimitsResponseObject, error) {
-	o, err := s.outbound()
+	o, err := served(s.app.Outbound, "outbound limits")
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +27,7 @@ func (s *Server) ListOutboundLimits(ctx context.Context, req api.ListOutboundLim
 
 // ListOutboundPauses lists a workspace's hosts paused now.
 func (s *Server) ListOutboundPauses(ctx context.Context, req api.ListOutboundPausesRequestObject) (api.ListOutboundPausesResponseObject, error) {
-	o, err := s.outbound()
+	o, err := served(s.app.Outbound, "outbound limits")
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +44,7 @@ func (s *Server) ListOutboundPauses(ctx context.Context, req api.ListOutboundPau
 
 // SetOutboundLimit sets a workspace's limit for one host.
 func (s *Server) SetOutboundLimit(ctx context.Context, req api.SetOutboundLimitRequestObject) (api.SetOutboundLimitResponseObject, error) {
-	o, err := s.outbound()
+	o, err := served(s.app.Outbound, "outbound limits")
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +57,7 @@ func (s *Server) SetOutboundLimit(ctx context.Context, req api.SetOutboundLimitR
 
 // DeleteOutboundLimit removes a workspace's limit for one host.
 func (s *Server) DeleteOutboundLimit(ctx context.Context, req api.DeleteOutboundLimitRequestObject) (api.DeleteOutboundLimitResponseObject, error) {
-	o, err := s.outbound()
+	o, err := served(s.app.Outbound, "outbound limits")
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,16 @@ type Server struct {
 
 var _ api.StrictServerInterface = (*Server)(nil)
 
+// served returns an optional use case (one the Application holds only
+// when its store was given), or ErrNotFound naming what is missing in a
+// process built without it, so its routes answer 404 there.
+func served[U any](useCase *U, what string) (*U, error) {
+	if useCase == nil {
+		return nil, fmt.Errorf("%w: %s are not served here", ports.ErrNotFound, what)
+	}
+	return useCase, nil
+}
+
 type actorKey struct{}
 
 func actorFrom(ctx context.Context) domain.Actor {

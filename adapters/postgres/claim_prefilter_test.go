@@ -72,9 +72,9 @@ func prefilterScene(t *testing.T, pool *pgxpool.Pool) {
 // roundRobin deals up to budget one slot at a time over the workspaces in
 // id order, each up to its Room: the dispatcher's deal without its memory
 // of who was served last, so that two stores deal alike.
-func roundRobin(ws []ports.PendingWorkspace, budget int) map[domain.ID]int {
+func roundRobin(ws []ports.ClaimableWorkspace, budget int) map[domain.ID]int {
 	ws = slices.Clone(ws)
-	slices.SortFunc(ws, func(a, b ports.PendingWorkspace) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	slices.SortFunc(ws, func(a, b ports.ClaimableWorkspace) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	out := map[domain.ID]int{}
 	for progressed := true; budget > 0 && progressed; {
 		progressed = false
@@ -115,10 +115,10 @@ func TestTheClaimAdmitsTheSameItemsWithoutTheRoomPrefilter(t *testing.T) {
 		if round == 12 {
 			six, two := 6, 2
 			for _, s := range sides {
-				if _, err := s.store.UpdatePool(ctx, &six); err != nil {
+				if _, err := s.store.UpdatePool(ctx, &six, nil); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.store.UpdatePlan(ctx, domain.PlanPro, domain.PlanChange{Floor: &two}); err != nil {
+				if _, err := s.store.UpdatePlan(ctx, domain.PlanPro, domain.PlanChange{Floor: &two}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}

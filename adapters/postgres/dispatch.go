@@ -65,7 +65,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 		if err = s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
 			return fmt.Errorf("locking the limits: %w", err)
 		}
-		present, capacity, err := s.pendingWorkspaces(ctx, tx, &res)
+		present, capacity, err := s.claimableWorkspaces(ctx, tx, &res)
 		if err != nil || len(present) == 0 {
 			return err
 		}
@@ -106,13 +106,13 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 	return res, nil
 }
 
-// pendingWorkspaces reads the claim's prefilter (QueuePendingWorkspaces)
+// claimableWorkspaces reads the claim's prefilter (QueueClaimableWorkspaces)
 // and counts the full workspaces it skips, fails the items of the
 // workspaces that are gone, and returns those to lock: with room by their
 // counts and an item due now; and the pool's capacity as read with them
 // (0: none). A workspace with room whose items are all due later is
 // passed over and gives res its NextDue.
-func (s *Store) pendingWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]domain.ID, int, error) {
+func (s *Store) claimableWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]domain.ID, int, error) {
 	pending, err := s.readPending(ctx, tx, res)
 	if err != nil || len(pending) == 0 {
 		return nil, 0, err
@@ -191,24 +191,24 @@ func (s *Store) readPoolFigures(ctx context.Context, db dbsqlc.DBTX, pool *domai
 }
 
 // readPending reads the workspaces with pending work the claim may lock:
-// the room prefilter's (QueuePendingWorkspaces), counting in res the full
+// the room prefilter's (QueueClaimableWorkspaces), counting in res the full
 // ones it skips; or, WithoutRoomPrefilter, every one, none of them
 // skipped.
-func (s *Store) readPending(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]dbsqlc.QueuePendingWorkspacesRow, error) {
+func (s *Store) readPending(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]dbsqlc.QueueClaimableWorkspacesRow, error) {
 	if s.unfiltered {
-		rows, err := s.q.QueuePendingWorkspacesUnfiltered(ctx, tx)
+		rows, err := s.q.QueueClaimableWorkspacesUnfiltered(ctx, tx)
 		if err != nil {
-			return nil, fmt.Errorf("pending workspaces: %w", err)
+			return nil, fmt.Errorf("claimable workspaces: %w", err)
 		}
-		out := make([]dbsqlc.QueuePendingWorkspacesRow, len(rows))
+		out := make([]dbsqlc.QueueClaimableWorkspacesRow, len(rows))
 		for i, r := range rows {
-			out[i] = dbsqlc.QueuePendingWorkspacesRow{WorkspaceID: r.WorkspaceID, Plan: r.Plan, PoolCapacity: r.PoolCapacity}
+			out[i] = dbsqlc.QueueClaimableWorkspacesRow{WorkspaceID: r.WorkspaceID, Plan: r.Plan, PoolCapacity: r.PoolCapacity}
 		}
 		return out, nil
 	}
-	pending, err := s.q.QueuePendingWorkspaces(ctx, tx)
+	pending, err := s.q.QueueClaimableWorkspaces(ctx, tx)
 	if err != nil {
-		return nil, fmt.Errorf("pending workspaces: %w", err)
+		return nil, fmt.Errorf("claimable workspaces: %w", err)
 	}
 	full, err := s.q.QueueStatsFullByPlan(ctx, tx)
 	if err != nil {
@@ -225,7 +225,7 @@ func (s *Store) readPending(ctx context.Context, tx pgx.Tx, res *ports.ClaimResu
 // limits, RUNNING counts and start rates, under their locks.
 type claimSnapshot struct {
 	ids        []domain.ID
-	workspaces []ports.PendingWorkspace
+	workspaces []ports.ClaimableWorkspace
 	plans      map[domain.ID]domain.Plan
 	rates      *claimRates
 }
@@ -238,13 +238,13 @@ func (s *Store) lockWorkspaces(ctx context.Context, tx pgx.Tx, present []domain.
 		return claimSnapshot{}, fmt.Errorf("locking workspaces: %w", err)
 	}
 	snap := claimSnapshot{
-		ids: make([]domain.ID, len(locked)), workspaces: make([]ports.PendingWorkspace, len(locked)),
+		ids: make([]domain.ID, len(locked)), workspaces: make([]ports.ClaimableWorkspace, len(locked)),
 		plans: make(map[domain.ID]domain.Plan, len(locked)),
 	}
 	index := make(map[domain.ID]int, len(locked))
 	for i, w := range locked {
 		snap.ids[i], index[w.ID], snap.plans[w.ID] = w.ID, i, domain.Plan(w.Plan)
-		snap.workspaces[i] = ports.PendingWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Limit: int(w.MaxRunning), Floor: int(w.Floor), Weight: int(w.Weight)}
+		snap.workspaces[i] = ports.ClaimableWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Limit: int(w.MaxRunning), Floor: int(w.Floor), Weight: int(w.Weight)}
 	}
 	running, err := s.q.ExecutionsRunningForWorkspaces(ctx, tx, snap.ids)
 	if err != nil {
@@ -459,7 +459,7 @@ func sooner(a, b time.Duration) time.Duration {
 // readWindows reads, in one statement, a window of admissible items of
 // each workspace given a count in n (claimWindow items per count), in
 // claim order, with each item's key's figures.
-func (s *Store) readWindows(ctx context.Context, tx pgx.Tx, workspaces []ports.PendingWorkspace, n map[domain.ID]int, rates *claimRates) (map[domain.ID][]domain.KeyedCandidate, error) {
+func (s *Store) readWindows(ctx context.Context, tx pgx.Tx, workspaces []ports.ClaimableWorkspace, n map[domain.ID]int, rates *claimRates) (map[domain.ID][]domain.KeyedCandidate, error) {
 	var p dbsqlc.QueueAdmissibleWindowParams
 	for _, w := range workspaces {
 		if k := n[w.ID]; k > 0 {

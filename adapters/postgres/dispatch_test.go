@@ -58,7 +58,7 @@ const allBudget = 100
 
 // admitAll gives each locked workspace 100 items whatever the budget
 // (allBudget); the planner's verdicts still hold each workspace's limit.
-func admitAll(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+func admitAll(ws []ports.ClaimableWorkspace, _ int) map[domain.ID]int {
 	out := map[domain.ID]int{}
 	for _, w := range ws {
 		out[w.ID] = 100

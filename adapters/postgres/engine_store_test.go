@@ -39,7 +39,7 @@ func claimOne(t *testing.T, store *postgres.Store, plan domain.Plan, graph strin
 	if _, _, err := store.Enqueue(ctx, ports.ItemToEnqueue{ID: domain.ID(uuid.New()), WorkspaceID: w.ID, DefinitionID: d.ID, Input: json.RawMessage(`{}`), Priority: 2, Actor: domain.Actor{Admin: true}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := store.Claim(ctx, ports.Fence{}, 1, dispatch.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+	res, err := store.Claim(ctx, ports.Fence{}, 1, dispatch.PlanClaim(func(ws []ports.ClaimableWorkspace, _ int) map[domain.ID]int {
 		q := map[domain.ID]int{}
 		for _, w := range ws {
 			q[w.ID] = 1

@@ -59,7 +59,7 @@ func TestClaimTakesABurstsKeyOnlyUpToItsLimitAndFillsTheQuotaBehindIt(t *testing
 	add(1, &b)
 	unkeyed := add(2, nil)
 
-	res, err := store.Claim(ctx, ports.Fence{}, 2, dispatch.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+	res, err := store.Claim(ctx, ports.Fence{}, 2, dispatch.PlanClaim(func(ws []ports.ClaimableWorkspace, _ int) map[domain.ID]int {
 		return map[domain.ID]int{ws[0].ID: 2}
 	}), dispatch.RejectUnrunnable)
 	if err != nil {

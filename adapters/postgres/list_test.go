@@ -85,7 +85,7 @@ func TestQueueListIsTheClaimOrderPagedByIt(t *testing.T) {
 			t.Fatalf("step %d: listing PENDING: %v %v", step, first, err)
 		}
 		res, err := b.store.Claim(context.Background(), ports.Fence{}, 1,
-			dispatch.PlanClaim(func([]ports.PendingWorkspace, int) map[domain.ID]int { return map[domain.ID]int{b.ws: 1} }), dispatch.RejectUnrunnable)
+			dispatch.PlanClaim(func([]ports.ClaimableWorkspace, int) map[domain.ID]int { return map[domain.ID]int{b.ws: 1} }), dispatch.RejectUnrunnable)
 		if err != nil || len(res.Claimed) != 1 {
 			t.Fatalf("step %d: claim: %+v %v", step, res, err)
 		}

@@ -33,7 +33,7 @@ func TestOutboundLimitsPerWorkspaceAreBounded(t *testing.T) {
 	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
 	ws, other := newOutboundWorkspace(t, store), newOutboundWorkspace(t, store)
 	bound := 2
-	if _, err := store.SetWorkspaceLimits(ctx, domain.WorkspaceLimits{WorkspaceID: ws, Quotas: domain.QuotaOverrides{OutboundHosts: &bound}}); err != nil {
+	if _, err := store.SetWorkspaceLimits(ctx, domain.WorkspaceLimits{WorkspaceID: ws, Quotas: domain.QuotaOverrides{OutboundHosts: &bound}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"a.example", "b.example"} {

@@ -30,12 +30,12 @@ func (s *Store) ListPlans(ctx context.Context) ([]domain.PlanLimits, error) {
 }
 
 // UpdatePlan sets the figures the change gives, in one write, under the
-// limits' write lock, and wakes the dispatchers in the same transaction so a raised
-// limit is used at once.
-func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, change domain.PlanChange) (domain.PlanLimits, error) {
+// limits' write lock once check has passed under it, and wakes the
+// dispatchers in the same transaction so a raised limit is used at once.
+func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, change domain.PlanChange, check ports.LimitsCheck) (domain.PlanLimits, error) {
 	var out domain.PlanLimits
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
+		if err := s.lockLimitsAndCheck(ctx, tx, nil, check); err != nil {
 			return err
 		}
 		r, err := s.q.PlanUpdate(ctx, tx, planUpdateParams(plan, change))
@@ -62,11 +62,12 @@ func (s *Store) WorkspaceLimits(ctx context.Context, workspaceID domain.ID) (dom
 }
 
 // SetWorkspaceLimits replaces the workspace's own limits under the limits'
-// write lock, and wakes the dispatchers, as UpdatePlan does.
-func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits) (domain.WorkspaceLimits, error) {
+// write lock once check has passed under it, and wakes the dispatchers, as
+// UpdatePlan does.
+func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits, check ports.LimitsCheck) (domain.WorkspaceLimits, error) {
 	var out domain.WorkspaceLimits
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
+		if err := s.lockLimitsAndCheck(ctx, tx, &l.WorkspaceID, check); err != nil {
 			return err
 		}
 		r, err := s.q.WorkspaceLimitsSet(ctx, tx, workspaceLimitsParams(l))
@@ -88,11 +89,12 @@ func (s *Store) Pool(ctx context.Context) (domain.Pool, error) {
 	return domain.Pool{Capacity: intPtr(r.Capacity), Running: int(r.Running), Borrowed: int(r.Borrowed), UpdatedAt: r.UpdatedAt}, nil
 }
 
-// UpdatePool sets the pool's capacity under the limits' write lock and
-// wakes the dispatchers, as UpdatePlan does.
-func (s *Store) UpdatePool(ctx context.Context, capacity *int) (domain.Pool, error) {
+// UpdatePool sets the pool's capacity under the limits' write lock once
+// check has passed under it, and wakes the dispatchers, as UpdatePlan
+// does.
+func (s *Store) UpdatePool(ctx context.Context, capacity *int, check ports.LimitsCheck) (domain.Pool, error) {
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
+		if err := s.lockLimitsAndCheck(ctx, tx, nil, check); err != nil {
 			return err
 		}
 		if _, err := s.q.PoolUpdate(ctx, tx, int32Ptr(capacity)); err != nil {
@@ -104,6 +106,41 @@ func (s *Store) UpdatePool(ctx context.Context, capacity *int) (domain.Pool, err
 		return domain.Pool{}, err
 	}
 	return s.Pool(ctx)
+}
+
+// lockLimitsAndCheck takes the limits' write lock, which every limits
+// edit takes, then reads the limits in force under it and runs check (nil:
+// none) on them: the edit's check and its write are one step against
+// every other edit. workspace, for a workspace's own limits, names the
+// workspace whose plan the check reads (ErrNotFound when it is gone).
+func (s *Store) lockLimitsAndCheck(ctx context.Context, tx pgx.Tx, workspace *domain.ID, check ports.LimitsCheck) error {
+	if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
+		return err
+	}
+	if check == nil {
+		return nil
+	}
+	var in ports.LimitsInForce
+	rows, err := s.q.PlansList(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		in.Plans = append(in.Plans, planFromRow(r))
+	}
+	capacity, err := s.q.PoolCapacity(ctx, tx)
+	if err != nil {
+		return interpretError(err)
+	}
+	in.PoolCapacity = intPtr(capacity)
+	if workspace != nil {
+		w, err := s.q.WorkspaceGet(ctx, tx, *workspace)
+		if err != nil {
+			return interpretError(err)
+		}
+		in.WorkspacePlan = workspaceFromRow(w).Plan
+	}
+	return check(in)
 }
 
 func planFromRow(r dbsqlc.Plan) domain.PlanLimits {

@@ -45,7 +45,7 @@ type Store struct {
 
 // WithoutRoomPrefilter makes the store's claims lock every workspace with
 // pending work, full or with nothing due included, instead of those the
-// claim's prefilter (QueuePendingWorkspaces) keeps: the plan's verdicts
+// claim's prefilter (QueueClaimableWorkspaces) keeps: the plan's verdicts
 // then hold what the prefilter would have skipped. The prefilter is for
 // speed only; this is how a test shows it (the window's walk,
 // queue_admissible_window, is kept: the planner's tests show it apart).

@@ -40,7 +40,7 @@ func claimAll(t *testing.T, store *postgres.Store) ports.ClaimResult {
 // the tests' free slots).
 const tierBudget = 100_000
 
-func admitByTier(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+func admitByTier(ws []ports.ClaimableWorkspace, _ int) map[domain.ID]int {
 	out := map[domain.ID]int{}
 	for _, w := range ws {
 		out[w.ID] = domain.FreeSlots(w.Limit, w.Running)
@@ -171,7 +171,7 @@ func TestQueueStatsStayExactThroughEveryTransition(t *testing.T) {
 		t.Fatalf("stale claims: %d, %v; want 1", len(stale), err)
 	}
 	recovered := stale[0].QueueState
-	if err := recovered.RecoverStale(*stale[0].ClaimedAt, time.Now(), time.Minute); err != nil {
+	if err := recovered.ReleaseUnstarted("not started: its dispatcher stopped"); err != nil {
 		t.Fatal(err)
 	}
 	if ids, err := store.ApplyTransitions(ctx, []ports.QueueTransition{{
@@ -447,7 +447,7 @@ func TestClaimCountsTheFullWorkspacesItsPrefilterSkips(t *testing.T) {
 	if res := claimAndDispatch(t, store); len(res.Claimed) != 1 {
 		t.Fatalf("occupying the slot: %+v", res)
 	}
-	res, err := store.Claim(context.Background(), ports.Fence{}, 10, dispatch.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+	res, err := store.Claim(context.Background(), ports.Fence{}, 10, dispatch.PlanClaim(func(ws []ports.ClaimableWorkspace, _ int) map[domain.ID]int {
 		for _, w := range ws {
 			t.Errorf("workspace %s was locked; the prefilter should have skipped it", w.ID)
 		}

@@ -250,8 +250,12 @@ func (b *queueBench) elapseBackoff(t *testing.T, id domain.ID) {
 // which would change the claim its dispatcher holds.
 const staleAfter = time.Millisecond
 
+// staleReason is the LastError of these tests' stale recoveries.
+const staleReason = "not started: its dispatcher stopped"
+
 // recoverStale polls until stale recovery observes the item's claim as
-// stale, and returns the observed item with the domain's recovery of it.
+// stale, and returns the observed item with the release stale recovery
+// gives one whose workflow never started.
 func (b *queueBench) recoverStale(t *testing.T, id domain.ID) (domain.QueueItem, domain.QueueState) {
 	t.Helper()
 	var item domain.QueueItem
@@ -266,13 +270,10 @@ func (b *queueBench) recoverStale(t *testing.T, id domain.ID) (domain.QueueItem,
 				continue
 			}
 			item, next = q, q.QueueState
-			err := next.RecoverStale(*q.ClaimedAt, time.Now(), staleAfter)
-			if err == nil {
-				return nil
-			}
-			if !errors.Is(err, domain.ErrNotStale) {
+			if err := next.ReleaseUnstarted(staleReason); err != nil {
 				t.Fatal(err)
 			}
+			return nil
 		}
 		return fmt.Errorf("item %s is not a stale claim yet", id)
 	})
@@ -459,7 +460,7 @@ func queueEdges() []queueEdge {
 				t.Fatalf("the retry runs the released claim's execution %s, want one of its own", item.ExecutionID)
 			}
 		}},
-		{from: domain.QueueClaimed, label: "RecoverStale", to: "PENDING", walk: func(t *testing.T, b *queueBench) {
+		{from: domain.QueueClaimed, label: "ReleaseUnstarted", to: "PENDING", how: "by stale recovery", walk: func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
 			if items, err := b.store.StaleClaimed(ctx, time.Minute, 100); err != nil || len(items) != 0 {
 				t.Fatalf("a fresh claim is among the stale ones: %d, %v", len(items), err)
@@ -471,7 +472,7 @@ func queueEdges() []queueEdge {
 			if ids := b.apply(t, transition(observed, next, true)); len(ids) != 1 {
 				t.Fatalf("recovery wrote %d rows, want 1", len(ids))
 			}
-			b.requireRow(t, "recovered", item.ID, rowWant{status: domain.QueuePending, attempts: 1})
+			b.requireRow(t, "recovered", item.ID, rowWant{status: domain.QueuePending, attempts: 1, lastError: staleReason})
 			b.claim(t, 1)
 		}},
 		{from: domain.QueuePending, label: "Fail", to: "FAILED", how: "definition deleted", walk: func(t *testing.T, b *queueBench) {
@@ -619,7 +620,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 			if n := b.markDispatched(t, item); n != 0 {
 				t.Fatalf("a late dispatcher marked %d items DISPATCHED, want 0", n)
 			}
-			b.requireRow(t, "after the late marking", item.ID, rowWant{status: domain.QueuePending, attempts: 1})
+			b.requireRow(t, "after the late marking", item.ID, rowWant{status: domain.QueuePending, attempts: 1, lastError: staleReason})
 		}},
 		{"mark dispatched after the item was cancelled", func(t *testing.T, b *queueBench) {
 			item := b.claimed(t)
@@ -648,7 +649,7 @@ func TestQueueGuardsRefuseStaleTransitions(t *testing.T) {
 			if ids := b.releaseAfterError(t, item.QueueItem, "late error", time.Now()); len(ids) != 0 {
 				t.Fatalf("the first claim's release wrote %v, want nothing", ids)
 			}
-			q := b.requireRow(t, "after the late release", item.ID, rowWant{status: domain.QueueClaimed, attempts: 1, executionID: &again.ExecutionID, execution: domain.ExecutionRunning})
+			q := b.requireRow(t, "after the late release", item.ID, rowWant{status: domain.QueueClaimed, attempts: 1, lastError: staleReason, executionID: &again.ExecutionID, execution: domain.ExecutionRunning})
 			if !q.ClaimedAt.Equal(*again.ClaimedAt) {
 				t.Fatalf("claimed_at %s, want the live claim's %s", q.ClaimedAt, again.ClaimedAt)
 			}

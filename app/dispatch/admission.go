@@ -42,14 +42,14 @@ func newAdmission(log *slog.Logger) *admission {
 
 // admit turns the workspaces' locked counts into claim quotas for a batch
 // of up to budget items: each workspace gets at most what it can start
-// now (PendingWorkspace.Room), handed out one at a time in round-robin
+// now (ClaimableWorkspace.Room), handed out one at a time in round-robin
 // order from after the workspace served last last time. A workspace at capacity, over its start
 // rate or whose items are all held gets nothing, so neither its backlog
 // nor its share of the batch stands in front of anyone else's items. A
 // workspace found full, or filled by this batch, is logged at capacity:
 // later batches' prefilter skips it by its counts without locking it, so
 // the batch that fills it is the one that can say so.
-func (a *admission) admit(workspaces []ports.PendingWorkspace, budget int) map[domain.ID]int {
+func (a *admission) admit(workspaces []ports.ClaimableWorkspace, budget int) map[domain.ID]int {
 	quotas := a.quotas(workspaces, budget)
 	for _, w := range workspaces {
 		if active := w.Running + quotas[w.ID]; active >= w.Limit {
@@ -80,7 +80,7 @@ func (a *admission) logAtCapacity(ws domain.ID, active, limit int) {
 	a.log.Info("workspace at capacity", "workspace_id", ws, "active_count", active, "tier_limit", limit)
 }
 
-func (a *admission) quotas(workspaces []ports.PendingWorkspace, budget int) map[domain.ID]int {
+func (a *admission) quotas(workspaces []ports.ClaimableWorkspace, budget int) map[domain.ID]int {
 	// Sorted on a copy: the caller's slice is its own (the store indexes
 	// it by position).
 	workspaces = slices.Clone(workspaces)

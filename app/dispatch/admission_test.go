@@ -16,12 +16,12 @@ import (
 func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 	t.Parallel()
 	a := newAdmission(discardLog())
-	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1, Running: 1}
-	pro := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5, Running: 2}
-	ent := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
-	free := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1}
+	full := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1, Running: 1}
+	pro := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5, Running: 2}
+	ent := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
+	free := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1}
 	const budget = 7
-	q := a.admit([]ports.PendingWorkspace{full, pro, ent, free}, budget)
+	q := a.admit([]ports.ClaimableWorkspace{full, pro, ent, free}, budget)
 	if q[full.ID] != 0 {
 		t.Errorf("a full workspace got %d", q[full.ID])
 	}
@@ -54,9 +54,9 @@ func TestAdmitIsRoundRobinWithinFreeSlots(t *testing.T) {
 func TestAdmitServesEveryWorkspaceThatCanStartWithinOneCycle(t *testing.T) {
 	t.Parallel()
 	a := newAdmission(discardLog())
-	var ws []ports.PendingWorkspace
+	var ws []ports.ClaimableWorkspace
 	for i := range 50 {
-		w := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5}
+		w := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5}
 		if i%2 == 0 {
 			w.Rated = true
 		} else {
@@ -64,16 +64,16 @@ func TestAdmitServesEveryWorkspaceThatCanStartWithinOneCycle(t *testing.T) {
 		}
 		ws = append(ws, w)
 	}
-	ent := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
+	ent := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
 	q := a.admit(append(ws, ent), 10)
 	if q[ent.ID] != 10 || len(q) != 1 {
 		t.Errorf("quotas %v; want the whole batch of 10 for the one workspace that can start", q)
 	}
 
 	a = newAdmission(discardLog())
-	ready := make([]ports.PendingWorkspace, 25)
+	ready := make([]ports.ClaimableWorkspace, 25)
 	for i := range ready {
-		ready[i] = ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1}
+		ready[i] = ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1}
 	}
 	served := map[domain.ID]bool{}
 	for batch := range 3 {
@@ -92,8 +92,8 @@ func TestAdmitServesEveryWorkspaceThatCanStartWithinOneCycle(t *testing.T) {
 func TestAdmitGivesAWorkspaceOverALoweredLimitNothing(t *testing.T) {
 	t.Parallel()
 	a := newAdmission(discardLog())
-	lowered := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 2, Running: 4}
-	if q := a.admit([]ports.PendingWorkspace{lowered}, 10); q[lowered.ID] != 0 {
+	lowered := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 2, Running: 4}
+	if q := a.admit([]ports.ClaimableWorkspace{lowered}, 10); q[lowered.ID] != 0 {
 		t.Errorf("a workspace running 4 under a lowered limit of 2 got %d", q[lowered.ID])
 	}
 }
@@ -104,13 +104,13 @@ func TestAdmitLogsAWorkspaceAtCapacityOncePerInterval(t *testing.T) {
 	a := newAdmission(slog.New(slog.NewJSONHandler(&logs, nil)))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a.now = func() time.Time { return now }
-	full := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5, Running: 5}
-	filled := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1}
-	roomy := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
+	full := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5, Running: 5}
+	filled := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1}
+	roomy := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
 	// The first batch finds one full and fills another, which later
 	// batches' prefilter skips by its counts: both are logged, once.
 	for range 3 {
-		a.admit([]ports.PendingWorkspace{full, filled, roomy}, 2)
+		a.admit([]ports.ClaimableWorkspace{full, filled, roomy}, 2)
 		filled.Running = 1
 	}
 	recs := logs.Records(t, "workspace at capacity")
@@ -125,7 +125,7 @@ func TestAdmitLogsAWorkspaceAtCapacityOncePerInterval(t *testing.T) {
 		}
 	}
 	now = now.Add(capacityLogEvery)
-	a.admit([]ports.PendingWorkspace{full, roomy}, 2)
+	a.admit([]ports.ClaimableWorkspace{full, roomy}, 2)
 	if n := len(logs.Records(t, "workspace at capacity")); n != 3 {
 		t.Errorf("%d lines after the interval, want the full workspace logged again (3)", n)
 	}
@@ -137,9 +137,9 @@ func TestAdmitLogsAWorkspaceAtCapacityOncePerInterval(t *testing.T) {
 // handed out with another workspace's plan.
 func TestAdmitLeavesTheCallersWorkspacesInTheirOrder(t *testing.T) {
 	t.Parallel()
-	var ws []ports.PendingWorkspace
+	var ws []ports.ClaimableWorkspace
 	for range 20 {
-		ws = append(ws, ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1})
+		ws = append(ws, ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanFree, Limit: 1})
 	}
 	before := slices.Clone(ws)
 	newAdmission(discardLog()).admit(ws, 10)

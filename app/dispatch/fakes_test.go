@@ -79,7 +79,7 @@ func (f *fakeStore) Claim(_ context.Context, fence ports.Fence, budget int, plan
 	for i := range candidates {
 		candidates[i] = domain.KeyedCandidate{ID: domain.ID(uuid.New())}
 	}
-	p, err := plan(time.Now(), domain.PoolFigures{}, []ports.PendingWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: n}}, budget,
+	p, err := plan(time.Now(), domain.PoolFigures{}, []ports.ClaimableWorkspace{{ID: ws, Plan: domain.PlanFree, Limit: n}}, budget,
 		func(map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
 			return map[domain.ID][]domain.KeyedCandidate{ws: candidates}, nil
 		})

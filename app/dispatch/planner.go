@@ -30,7 +30,7 @@ import (
 // window walk for speed only: items due later, or held by their keys,
 // that a window holds are passed over by their verdicts.
 func PlanClaim(deal ports.AdmitFunc) ports.PlanFunc {
-	return func(now time.Time, pool domain.PoolFigures, workspaces []ports.PendingWorkspace, budget int, read ports.WindowReader) (ports.ClaimPlan, error) {
+	return func(now time.Time, pool domain.PoolFigures, workspaces []ports.ClaimableWorkspace, budget int, read ports.WindowReader) (ports.ClaimPlan, error) {
 		c := newPlanning(now, pool, deal, workspaces, read)
 		c.quotas = c.dealing(c.workspaces, c.pool, budget)
 		windows, err := c.read(c.quotas)
@@ -66,7 +66,7 @@ type planning struct {
 	now        time.Time
 	pool       domain.PoolFigures
 	deal       ports.AdmitFunc
-	workspaces []ports.PendingWorkspace
+	workspaces []ports.ClaimableWorkspace
 	read       ports.WindowReader
 	plan       ports.ClaimPlan
 	quotas     map[domain.ID]int
@@ -78,7 +78,7 @@ type planning struct {
 // newPlanning starts a plan: it fills in each workspace's rate room (on a
 // copy: the caller's slice is its own), gives each its verdict on the
 // claim's figures, and has the plan say which buckets claimed items take.
-func newPlanning(now time.Time, pool domain.PoolFigures, deal ports.AdmitFunc, workspaces []ports.PendingWorkspace, read ports.WindowReader) *planning {
+func newPlanning(now time.Time, pool domain.PoolFigures, deal ports.AdmitFunc, workspaces []ports.ClaimableWorkspace, read ports.WindowReader) *planning {
 	c := &planning{
 		now: now, pool: pool, deal: deal, workspaces: slices.Clone(workspaces),
 		plan: ports.ClaimPlan{
@@ -119,7 +119,7 @@ func newPlanning(now time.Time, pool domain.PoolFigures, deal ports.AdmitFunc, w
 // dealing deals quotas of up to budget among workspaces in pool: by the
 // admission's round robin when the pool has no capacity, by shares when
 // it has one.
-func (c *planning) dealing(workspaces []ports.PendingWorkspace, pool domain.PoolFigures, budget int) map[domain.ID]int {
+func (c *planning) dealing(workspaces []ports.ClaimableWorkspace, pool domain.PoolFigures, budget int) map[domain.ID]int {
 	if !pool.Bounded {
 		return c.deal(workspaces, budget)
 	}
@@ -128,7 +128,7 @@ func (c *planning) dealing(workspaces []ports.PendingWorkspace, pool domain.Pool
 
 // choose picks w's items from its window, up to its quota, each by its
 // verdict on w's figures in the pool as the quotas leave it to w.
-func (c *planning) choose(w ports.PendingWorkspace, window []domain.KeyedCandidate) {
+func (c *planning) choose(w ports.ClaimableWorkspace, window []domain.KeyedCandidate) {
 	f := figures(w)
 	f.Pool = c.pool
 	for id, n := range c.quotas {
@@ -156,8 +156,8 @@ func (c *planning) reread(left int) error {
 	if err != nil {
 		return err
 	}
-	var again []ports.PendingWorkspace
-	byID := map[domain.ID]ports.PendingWorkspace{}
+	var again []ports.ClaimableWorkspace
+	byID := map[domain.ID]ports.ClaimableWorkspace{}
 	pool := c.pool
 	for _, w := range c.workspaces {
 		pool.Running += len(c.picks[w.ID])
@@ -211,7 +211,7 @@ func (c *planning) reread(left int) error {
 // free slots less those Reserved for floors' owners not locked here) to
 // the borrowers, the one holding the least borrowed for its weight first,
 // so that borrowers share by weight.
-func shares(pool domain.PoolFigures, workspaces []ports.PendingWorkspace, budget int) map[domain.ID]int {
+func shares(pool domain.PoolFigures, workspaces []ports.ClaimableWorkspace, budget int) map[domain.ID]int {
 	quotas := map[domain.ID]int{}
 	room := make([]int, len(workspaces))
 	for i, w := range workspaces {
@@ -220,7 +220,7 @@ func shares(pool domain.PoolFigures, workspaces []ports.PendingWorkspace, budget
 	// next gives one slot to the workspace with room whose share once
 	// given it ((held+1)/of, a weighted fair queue's finish time) is
 	// smallest among those below, false when there is none.
-	next := func(below func(w ports.PendingWorkspace, held int) (share, of int, ok bool)) bool {
+	next := func(below func(w ports.ClaimableWorkspace, held int) (share, of int, ok bool)) bool {
 		best, bestShare, bestOf := -1, 0, 1
 		for i, w := range workspaces {
 			share, of, ok := below(w, w.Running+quotas[w.ID])
@@ -236,7 +236,7 @@ func shares(pool domain.PoolFigures, workspaces []ports.PendingWorkspace, budget
 		room[best]--
 		return true
 	}
-	floorOwner := func(w ports.PendingWorkspace, held int) (int, int, bool) {
+	floorOwner := func(w ports.ClaimableWorkspace, held int) (int, int, bool) {
 		floor := domain.FloorInForce(w.Floor, w.Limit)
 		return held, floor, held < floor
 	}
@@ -244,7 +244,7 @@ func shares(pool domain.PoolFigures, workspaces []ports.PendingWorkspace, budget
 	for floors < min(budget, pool.Free()) && next(floorOwner) {
 		floors++
 	}
-	borrower := func(w ports.PendingWorkspace, held int) (int, int, bool) {
+	borrower := func(w ports.ClaimableWorkspace, held int) (int, int, bool) {
 		return held - domain.FloorInForce(w.Floor, w.Limit), max(w.Weight, 1), true
 	}
 	for lent := min(budget, pool.Lendable()) - floors; lent > 0; lent-- {
@@ -264,7 +264,7 @@ func sumOf(m map[domain.ID]int) int {
 }
 
 // figures are w's figures as the domain decides from them.
-func figures(w ports.PendingWorkspace) domain.WorkspaceFigures {
+func figures(w ports.ClaimableWorkspace) domain.WorkspaceFigures {
 	return domain.WorkspaceFigures{Limit: w.Limit, Running: w.Running, Floor: w.Floor, Rate: w.Rate}
 }
 

@@ -115,7 +115,7 @@ func (s verdictSnapshot) comparePassedOver(t *testing.T, round int, plan ports.C
 
 // replayInPool replays the planner's verdicts on w's items as WaitingOn
 // gives them on the same figures, and returns how many items it took.
-func (s verdictSnapshot) replayInPool(t *testing.T, round int, w ports.PendingWorkspace, decisions []domain.Decision, chosen map[domain.ID]bool, compared map[string]int) int {
+func (s verdictSnapshot) replayInPool(t *testing.T, round int, w ports.ClaimableWorkspace, decisions []domain.Decision, chosen map[domain.ID]bool, compared map[string]int) int {
 	t.Helper()
 	items := map[domain.ID]domain.QueueItem{}
 	for _, q := range s.items[w.ID] {
@@ -185,8 +185,8 @@ func (s verdictSnapshot) everyItem(ws domain.ID) []domain.KeyedCandidate {
 func TestSharesGiveFloorsFirstThenLendByWeight(t *testing.T) {
 	t.Parallel()
 	a, b, c := domain.ID{1}, domain.ID{2}, domain.ID{3}
-	ws := func(floorA int) []ports.PendingWorkspace {
-		return []ports.PendingWorkspace{
+	ws := func(floorA int) []ports.ClaimableWorkspace {
+		return []ports.ClaimableWorkspace{
 			{ID: a, Limit: 20, Floor: floorA, Weight: 1},
 			{ID: b, Limit: 20, Weight: 1},
 			{ID: c, Limit: 20, Weight: 3},

@@ -50,15 +50,15 @@ func windowWalk(queues map[domain.ID][]domain.KeyedCandidate, reads *int) ports.
 func TestPlanGivesHeldWorkspacesNoShareOfTheBatch(t *testing.T) {
 	t.Parallel()
 	queues := map[domain.ID][]domain.KeyedCandidate{}
-	var ws []ports.PendingWorkspace
+	var ws []ports.ClaimableWorkspace
 	for range 50 {
-		w := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5, Running: 1}
+		w := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: 5, Running: 1}
 		for range 200 {
 			queues[w.ID] = append(queues[w.ID], domain.KeyedCandidate{ID: domain.ID(uuid.New()), Key: "held", Limit: 1, Running: 1})
 		}
 		ws = append(ws, w)
 	}
-	ent := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
+	ent := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanEnterprise, Limit: 20}
 	for range 40 {
 		queues[ent.ID] = append(queues[ent.ID], domain.KeyedCandidate{ID: domain.ID(uuid.New())})
 	}
@@ -103,10 +103,10 @@ func TestPlanHoldsEveryLimitAndLeavesNothingAdmissibleBehind(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for round := range 2000 {
 		queues := map[domain.ID][]domain.KeyedCandidate{}
-		var ws []ports.PendingWorkspace
+		var ws []ports.ClaimableWorkspace
 		for range 1 + rng.IntN(8) {
 			limit := 1 + rng.IntN(6)
-			w := ports.PendingWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: limit, Running: rng.IntN(limit + 1)}
+			w := ports.ClaimableWorkspace{ID: domain.ID(uuid.New()), Plan: domain.PlanPro, Limit: limit, Running: rng.IntN(limit + 1)}
 			if rng.IntN(3) == 0 {
 				room := rng.IntN(4)
 				w.Rate, w.Rated, w.RateRoom = roomBucket(now, room), true, room

@@ -17,7 +17,7 @@ import (
 // items in claim order, with their keys' RUNNING counts and buckets.
 type verdictSnapshot struct {
 	now        time.Time
-	workspaces []ports.PendingWorkspace
+	workspaces []ports.ClaimableWorkspace
 	items      map[domain.ID][]domain.QueueItem
 	// pool is the pool the workspaces share; unbounded unless withPool.
 	pool domain.PoolFigures
@@ -45,7 +45,7 @@ func randomSnapshot(rng *rand.Rand) verdictSnapshot {
 	}
 	for range 1 + rng.IntN(6) {
 		limit := 1 + rng.IntN(6)
-		w := ports.PendingWorkspace{ID: randomID(rng), Plan: domain.PlanPro, Limit: limit, Running: rng.IntN(limit + 1)}
+		w := ports.ClaimableWorkspace{ID: randomID(rng), Plan: domain.PlanPro, Limit: limit, Running: rng.IntN(limit + 1)}
 		if rng.IntN(3) == 0 {
 			r, tat := randomRate()
 			w.Rate = &domain.RateBucket{Rate: r, TAT: tat}
@@ -130,14 +130,14 @@ func (s verdictSnapshot) reader(prefilter bool, dropped *int) ports.WindowReader
 	}
 }
 
-// pendingWorkspaces are the workspaces the claim locks: with the
-// prefilter (QueuePendingWorkspaces), those with a free slot and an item
+// claimableWorkspaces are the workspaces the claim locks: with the
+// prefilter (QueueClaimableWorkspaces), those with a free slot and an item
 // due now; without it, all of them.
-func (s verdictSnapshot) pendingWorkspaces(prefilter bool) []ports.PendingWorkspace {
+func (s verdictSnapshot) claimableWorkspaces(prefilter bool) []ports.ClaimableWorkspace {
 	if !prefilter {
 		return s.workspaces
 	}
-	var out []ports.PendingWorkspace
+	var out []ports.ClaimableWorkspace
 	for _, w := range s.workspaces {
 		due := slices.ContainsFunc(s.items[w.ID], func(q domain.QueueItem) bool { return !q.AvailableAt.After(s.now) })
 		if due && domain.FreeSlots(w.Limit, w.Running) > 0 {
@@ -239,7 +239,7 @@ func TestTheClaimAndWaitingOnGiveTheSameVerdicts(t *testing.T) {
 
 // TestTheClaimTakesTheSameItemsWithoutThePrefilter plans the same claims
 // over 3,000 random snapshots twice: once reading as the store does (the
-// workspaces prefiltered by QueuePendingWorkspaces, the windows by the
+// workspaces prefiltered by QueueClaimableWorkspaces, the windows by the
 // walk), once handed every workspace and every item the walk went
 // through, those it passes over too. The items taken are the same: the
 // planner holds by its verdicts what the prefilter drops, so the
@@ -252,11 +252,11 @@ func TestTheClaimTakesTheSameItemsWithoutThePrefilter(t *testing.T) {
 	for round := range 3000 {
 		s := randomSnapshot(rng)
 		budget := 1 + rng.IntN(12)
-		filtered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.pool, s.pendingWorkspaces(true), budget, s.reader(true, &dropped))
+		filtered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.pool, s.claimableWorkspaces(true), budget, s.reader(true, &dropped))
 		if err != nil {
 			t.Fatal(err)
 		}
-		unfiltered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.pool, s.pendingWorkspaces(false), budget, s.reader(false, nil))
+		unfiltered, err := PlanClaim(newAdmission(discardLog()).admit)(s.now, s.pool, s.claimableWorkspaces(false), budget, s.reader(false, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +319,7 @@ func TestThePlanSaysWhichBucketsTheClaimedItemsTook(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	perSecond := domain.StartRate{Rate: 1, Per: domain.PerSecond, Burst: 2}
-	ws := ports.PendingWorkspace{ID: domain.ID{1}, Plan: domain.PlanPro, Limit: 5, Rate: &domain.RateBucket{Rate: perSecond}}
+	ws := ports.ClaimableWorkspace{ID: domain.ID{1}, Plan: domain.PlanPro, Limit: 5, Rate: &domain.RateBucket{Rate: perSecond}}
 	keyed := domain.KeyedCandidate{ID: domain.ID{2}, Key: "a", Limit: 5, Rate: &domain.RateBucket{Rate: perSecond}}
 	other := domain.KeyedCandidate{ID: domain.ID{3}}
 	// Key "b"'s TAT is an hour ahead, left by a rate since raised: it
@@ -328,7 +328,7 @@ func TestThePlanSaysWhichBucketsTheClaimedItemsTook(t *testing.T) {
 	read := func(map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
 		return map[domain.ID][]domain.KeyedCandidate{ws.ID: {keyed, other, stale}}, nil
 	}
-	plan, err := PlanClaim(newAdmission(discardLog()).admit)(now, domain.PoolFigures{}, []ports.PendingWorkspace{ws}, 5, read)
+	plan, err := PlanClaim(newAdmission(discardLog()).admit)(now, domain.PoolFigures{}, []ports.ClaimableWorkspace{ws}, 5, read)
 	if err != nil {
 		t.Fatal(err)
 	}

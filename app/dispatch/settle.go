@@ -55,9 +55,10 @@ func (d *Dispatcher) resolve(ctx context.Context, items []unsettledItem) (starte
 }
 
 // resolveWith is resolve for claimed items whose start is in doubt for
-// any reason: an item not accepted is asked of Temporal (DescribeWorkflow),
-// the one rule that tells a started workflow from one that never was;
-// why tells the user why an unstarted item waited.
+// any reason: an item Temporal accepted is started; any other is settled
+// by SettleInDoubt, and an unknown answer because Temporal is unavailable
+// trips the claim loop's breaker, which is the loop's alone to trip. why
+// tells the user why an unstarted item waited.
 func (d *Dispatcher) resolveWith(ctx context.Context, items []unsettledItem, why string) (started []ports.ClaimedItem, released []ports.QueueTransition, unknown []unsettledItem) {
 	for _, u := range items {
 		if u.accepted {
@@ -65,29 +66,91 @@ func (d *Dispatcher) resolveWith(ctx context.Context, items []unsettledItem, why
 			continue
 		}
 		dctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
-		state, err := d.engine.DescribeWorkflow(dctx, u.item.ExecutionID)
+		s, err := SettleInDoubt(dctx, d.engine, u.item.QueueItem, u.item.ExecutionID, why)
 		cancel()
-		switch {
-		case err != nil:
-			if errors.Is(err, ports.ErrEngineUnavailable) {
-				d.breaker.Trip(d.now(), err)
+		if err != nil {
+			d.log.Error("error releasing unstarted queue item", "queue_item_id", u.item.ID, "error", err)
+			continue
+		}
+		switch s.Verdict {
+		case InDoubtStarted:
+			started = append(started, u.item)
+		case InDoubtNotStarted:
+			released = append(released, s.Release)
+		default:
+			if errors.Is(s.Err, ports.ErrEngineUnavailable) {
+				d.breaker.Trip(d.now(), s.Err)
 			}
 			unknown = append(unknown, u)
-		case state == ports.WorkflowNotFound:
-			next := u.item.QueueState
-			if err := next.ReleaseUnstarted(why); err != nil {
-				d.log.Error("error releasing unstarted queue item", "queue_item_id", u.item.ID, "error", err)
-				continue
-			}
-			exec := u.item.ExecutionID
-			released = append(released, ports.QueueTransition{
-				ID: u.item.ID, FromStatus: u.item.Status, FromClaimedAt: u.item.ClaimedAt, To: next, DropExecution: &exec,
-			})
-		default:
-			started = append(started, u.item)
 		}
 	}
 	return started, released, unknown
+}
+
+// InDoubtVerdict is what SettleInDoubt decides for a CLAIMED item whose
+// workflow start may or may not have reached Temporal.
+type InDoubtVerdict int
+
+const (
+	// InDoubtUnknown means Temporal could not say: the item stays CLAIMED,
+	// holding its slot, and is asked about again later.
+	InDoubtUnknown InDoubtVerdict = iota
+	// InDoubtStarted means its workflow exists, in whatever state: the
+	// item is marked DISPATCHED, so it never starts twice.
+	InDoubtStarted
+	// InDoubtNotStarted means Temporal has never seen its workflow: the
+	// item goes back to PENDING and its execution row is dropped, freeing
+	// its slot.
+	InDoubtNotStarted
+)
+
+// String names the verdict, for logs and test failures.
+func (v InDoubtVerdict) String() string {
+	switch v {
+	case InDoubtStarted:
+		return "started"
+	case InDoubtNotStarted:
+		return "not started"
+	default:
+		return "unknown"
+	}
+}
+
+// InDoubt is SettleInDoubt's verdict on one item.
+type InDoubt struct {
+	Verdict InDoubtVerdict
+	// Release is the item's return to PENDING (QueueState.ReleaseUnstarted)
+	// guarded by the claim the verdict was reached on, and dropping the
+	// claim's execution; set for InDoubtNotStarted only.
+	Release ports.QueueTransition
+	// Err is why Temporal could not answer; set for InDoubtUnknown only.
+	Err error
+}
+
+// SettleInDoubt decides the fate of a CLAIMED item whose start may or may
+// not have reached Temporal: it asks Temporal (DescribeWorkflow) about the
+// claim's execution, the one answer that tells a started workflow from
+// one that never was. It is the one rule for every such item: the claim
+// loop's own unsettled starts, the claims of ended lease terms it takes
+// over, and stale recovery's. why becomes the released item's LastError,
+// so a user sees why it waited. What an unknown answer sets off (the
+// claim loop's breaker) is the caller's; ctx bounds the question. The
+// error is for an item that is not CLAIMED, which is no claim to settle.
+func SettleInDoubt(ctx context.Context, engine ports.WorkflowEngine, item domain.QueueItem, executionID domain.ID, why string) (InDoubt, error) {
+	next := item.QueueState
+	if err := next.ReleaseUnstarted(why); err != nil {
+		return InDoubt{}, err
+	}
+	state, err := engine.DescribeWorkflow(ctx, executionID)
+	switch {
+	case err != nil:
+		return InDoubt{Verdict: InDoubtUnknown, Err: err}, nil
+	case state != ports.WorkflowNotFound:
+		return InDoubt{Verdict: InDoubtStarted}, nil
+	}
+	return InDoubt{Verdict: InDoubtNotStarted, Release: ports.QueueTransition{
+		ID: item.ID, FromStatus: item.Status, FromClaimedAt: item.ClaimedAt, To: next, DropExecution: &executionID,
+	}}, nil
 }
 
 // markDispatched marks started items DISPATCHED, each fenced by the

@@ -2,14 +2,15 @@ package maintenance
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice/app/dispatch"
-	"github.com/sluicehq/sluice/domain"
 	"github.com/sluicehq/sluice/ports"
 )
+
+// staleReason is the LastError of an item stale recovery releases.
+const staleReason = "not started: the dispatcher that claimed it stopped before starting it"
 
 // staleBatch bounds the items one recovery run settles; the rest wait for
 // the next run.
@@ -27,7 +28,6 @@ type StaleRecovery struct {
 	staleAfter time.Duration
 	metrics    *dispatch.Metrics
 	log        *slog.Logger
-	now        func() time.Time
 	loop       maintenance
 }
 
@@ -35,7 +35,7 @@ type StaleRecovery struct {
 // long an item may stay CLAIMED before recovery settles it.
 func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
 	staleAfter time.Duration, schedule JobSchedule, metrics *dispatch.Metrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *StaleRecovery {
-	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, metrics: metrics, log: log, now: time.Now}
+	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, metrics: metrics, log: log}
 	r.loop = maintenance{name: StaleRecoveryLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r
 }
@@ -63,11 +63,15 @@ func (r *StaleRecovery) run(ctx context.Context) {
 	}
 }
 
-// Recover settles items CLAIMED for longer than staleAfter: one whose
-// workflow did start is marked DISPATCHED (so it never starts twice); any
-// other goes back to PENDING, but only if it is still in the claim that
-// was observed, and its execution row is dropped to free the slot. An item
-// whose workflow Temporal cannot describe is left for the next run.
+// Recover settles items CLAIMED for longer than staleAfter (by the
+// database's clock, which set their claimed_at) by dispatch.SettleInDoubt,
+// the rule the claim loop settles its own doubtful claims by: one whose
+// workflow did start is marked DISPATCHED (so it never starts twice); one
+// Temporal has never seen goes back to PENDING, but only if it is still in
+// the claim that was observed, and its execution row is dropped to free
+// the slot. An item whose workflow Temporal cannot describe is left for
+// the next run; the breaker is the claim loop's to trip, and this job
+// waits for it.
 func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 	stale, err := r.store.StaleClaimed(ctx, r.staleAfter, staleBatch)
 	if err != nil {
@@ -79,25 +83,19 @@ func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 		if item.ExecutionID == nil {
 			continue
 		}
-		state, err := r.engine.DescribeWorkflow(ctx, *item.ExecutionID)
+		s, err := dispatch.SettleInDoubt(ctx, r.engine, item, *item.ExecutionID, staleReason)
 		if err != nil {
-			r.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", err)
+			r.log.Warn("stale recovery refused", "queue_item_id", item.ID, "error", err)
 			continue
 		}
-		if state != ports.WorkflowNotFound {
+		switch s.Verdict {
+		case dispatch.InDoubtStarted:
 			started = append(started, ports.DispatchedItem{ID: item.ID, ExecutionID: *item.ExecutionID})
-			continue
+		case dispatch.InDoubtNotStarted:
+			released = append(released, s.Release)
+		default:
+			r.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", s.Err)
 		}
-		next := item.QueueState
-		if err := next.RecoverStale(*item.ClaimedAt, r.now(), r.staleAfter); err != nil {
-			if !errors.Is(err, domain.ErrNotStale) {
-				r.log.Warn("stale recovery refused", "queue_item_id", item.ID, "error", err)
-			}
-			continue
-		}
-		released = append(released, ports.QueueTransition{
-			ID: item.ID, FromStatus: item.Status, FromClaimedAt: item.ClaimedAt, To: next, DropExecution: item.ExecutionID,
-		})
 	}
 	n := 0
 	if len(started) > 0 {

@@ -2,6 +2,9 @@ package maintenance
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,20 +94,11 @@ func TestStaleRecovery(t *testing.T) {
 		}
 		tr := store.applied[0]
 		if tr.ID != unstarted.ID || tr.To.Status != domain.QueuePending || tr.FromStatus != domain.QueueClaimed ||
-			tr.FromClaimedAt != unstarted.ClaimedAt || tr.DropExecution != unstarted.ExecutionID {
+			tr.FromClaimedAt != unstarted.ClaimedAt || tr.DropExecution == nil || *tr.DropExecution != *unstarted.ExecutionID {
 			t.Errorf("transition %+v, want PENDING guarded by the observed claim, dropping its execution", tr)
 		}
 		if got := testutil.ToFloat64(m.StaleRecovered); got != 2 {
 			t.Errorf("queue_stale_recovery_count = %v, want 2", got)
-		}
-	})
-
-	t.Run("AClaimYoungerThanTheThresholdIsLeft", func(t *testing.T) {
-		t.Parallel()
-		store := &staleStore{stale: []domain.QueueItem{apptest.StaleItem(time.Minute)}}
-		r, _, _ := newTestStaleRecovery(store, apptest.DescribingEngine{})
-		if n, err := r.Recover(context.Background()); err != nil || n != 0 || len(store.applied) != 0 {
-			t.Fatalf("Recover = %d, %v, wrote %+v; want nothing for a fresh claim", n, err, store.applied)
 		}
 	})
 
@@ -126,4 +120,157 @@ func TestStaleRecovery(t *testing.T) {
 			t.Fatalf("transitions %+v once the breaker closed, want 1", store.applied)
 		}
 	})
+}
+
+// claimLoopStore hands one claimed item to the claim loop's next batch
+// and records how the loop settled it.
+type claimLoopStore struct {
+	ports.DispatchStore
+	mu         sync.Mutex
+	item       ports.ClaimedItem
+	dispatched []ports.DispatchedItem
+	applied    []ports.QueueTransition
+}
+
+func (s *claimLoopStore) Claim(context.Context, ports.Fence, int, ports.PlanFunc, ports.RejectFunc) (ports.ClaimResult, error) {
+	return ports.ClaimResult{Claimed: []ports.ClaimedItem{s.item}, Workspaces: 1}, nil
+}
+
+func (s *claimLoopStore) MarkDispatched(_ context.Context, _ ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dispatched = append(s.dispatched, items...)
+	out := make([]ports.DispatchedRecord, len(items))
+	for i, it := range items {
+		out[i] = ports.DispatchedRecord{ID: it.ID, CreatedAt: time.Now(), DispatchedAt: time.Now()}
+	}
+	return out, nil
+}
+
+func (s *claimLoopStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransition) ([]domain.ID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.applied = append(s.applied, ts...)
+	ids := make([]domain.ID, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids, nil
+}
+
+// unavailableStarts is a Temporal whose starts fail as unavailable, so
+// each start is in doubt, and which describes from a map.
+type unavailableStarts struct{ apptest.DescribingEngine }
+
+func (unavailableStarts) StartWorkflow(context.Context, ports.WorkflowStart) error {
+	return fmt.Errorf("%w: connection reset", ports.ErrEngineUnavailable)
+}
+
+// settled is what one caller did with a claim in doubt: its verdict, read
+// from what it wrote, and the release it wrote, if any.
+type settled struct {
+	verdict dispatch.InDoubtVerdict
+	release ports.QueueTransition
+}
+
+func settledFrom(t *testing.T, dispatched []ports.DispatchedItem, applied []ports.QueueTransition) settled {
+	t.Helper()
+	switch {
+	case len(dispatched)+len(applied) > 1:
+		t.Fatalf("one item settled twice: dispatched %+v, released %+v", dispatched, applied)
+	case len(dispatched) == 1:
+		return settled{verdict: dispatch.InDoubtStarted}
+	case len(applied) == 1:
+		return settled{verdict: dispatch.InDoubtNotStarted, release: applied[0]}
+	}
+	return settled{verdict: dispatch.InDoubtUnknown}
+}
+
+// TestStaleRecoveryAndTheClaimLoopSettleAClaimInDoubtAlike gives stale
+// recovery and the claim loop (whose start found Temporal unavailable)
+// the same CLAIMED item and the same answer from Temporal, and requires
+// the same verdict of both (dispatch.SettleInDoubt, the one rule), and the
+// same release: back to PENDING guarded by the observed claim, its
+// execution dropped, an attempt but no dispatch failure counted, and a
+// LastError that says why it waited (stale recovery's old transition,
+// RecoverStale, kept the item's earlier error). The breaker is the claim
+// loop's side effect alone.
+func TestStaleRecoveryAndTheClaimLoopSettleAClaimInDoubtAlike(t *testing.T) {
+	t.Parallel()
+	unavailable := fmt.Errorf("%w: connection refused", ports.ErrEngineUnavailable)
+	tests := []struct {
+		name  string
+		state ports.WorkflowState
+		err   error
+		want  dispatch.InDoubtVerdict
+	}{
+		{name: "running", state: ports.WorkflowRunning, want: dispatch.InDoubtStarted},
+		{name: "completed", state: ports.WorkflowCompleted, want: dispatch.InDoubtStarted},
+		{name: "failed", state: ports.WorkflowFailed, want: dispatch.InDoubtStarted},
+		{name: "cancelled", state: ports.WorkflowCancelled, want: dispatch.InDoubtStarted},
+		{name: "terminated", state: ports.WorkflowTerminated, want: dispatch.InDoubtStarted},
+		{name: "timed out", state: ports.WorkflowTimedOut, want: dispatch.InDoubtStarted},
+		{name: "never seen", state: ports.WorkflowNotFound, want: dispatch.InDoubtNotStarted},
+		{name: "temporal unavailable", err: unavailable, want: dispatch.InDoubtUnknown},
+		{name: "temporal refuses the question", err: errors.New("permission denied"), want: dispatch.InDoubtUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			item := apptest.StaleItem(10 * time.Minute)
+			item.LastError = "an earlier dispatch error"
+			exec := *item.ExecutionID
+			answer := apptest.DescribingEngine{States: map[domain.ID]ports.WorkflowState{}, Errs: map[domain.ID]error{}}
+			if tt.err != nil {
+				answer.Errs[exec] = tt.err
+			} else {
+				answer.States[exec] = tt.state
+			}
+
+			staleStore := &staleStore{stale: []domain.QueueItem{item}}
+			r, _, staleBreaker := newTestStaleRecovery(staleStore, answer)
+			if _, err := r.Recover(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			byStale := settledFrom(t, staleStore.dispatched, staleStore.applied)
+			if !staleBreaker.Closed() {
+				t.Error("stale recovery tripped the breaker; tripping it is the claim loop's")
+			}
+
+			loopStore := &claimLoopStore{item: ports.ClaimedItem{QueueItem: item, ExecutionID: exec, Version: 1}}
+			m := dispatch.NewMetrics(prometheus.NewRegistry())
+			loopBreaker := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, m)
+			d := dispatch.NewDispatcher(dispatch.DispatcherDeps{
+				Store: loopStore, Engine: unavailableStarts{answer}, Breaker: loopBreaker, Metrics: m, Log: discardLog(),
+			}, dispatch.DefaultDispatcherConfig())
+			if _, err := d.DispatchBatch(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			byLoop := settledFrom(t, loopStore.dispatched, loopStore.applied)
+			if loopBreaker.Closed() {
+				t.Error("the claim loop's breaker stayed closed after Temporal was unavailable")
+			}
+
+			if byStale.verdict != tt.want || byLoop.verdict != tt.want {
+				t.Fatalf("stale recovery: %s, the claim loop: %s; want %s from both", byStale.verdict, byLoop.verdict, tt.want)
+			}
+			if tt.want != dispatch.InDoubtNotStarted {
+				return
+			}
+			for who, s := range map[string]settled{"stale recovery": byStale, "the claim loop": byLoop} {
+				rel := s.release
+				if rel.ID != item.ID || rel.FromStatus != domain.QueueClaimed || rel.FromClaimedAt == nil || !rel.FromClaimedAt.Equal(*item.ClaimedAt) ||
+					rel.DropExecution == nil || *rel.DropExecution != exec {
+					t.Errorf("%s's release %+v is not guarded by the observed claim, or keeps its execution", who, rel)
+				}
+				if to := rel.To; to.Status != domain.QueuePending || to.ClaimedAt != nil || to.AttemptCount != item.AttemptCount+1 ||
+					to.DispatchFailures != item.DispatchFailures || !to.AvailableAt.Equal(item.AvailableAt) {
+					t.Errorf("%s released the item as %+v; want PENDING at once, one more attempt and no dispatch failure", who, to)
+				}
+				if rel.To.LastError == item.LastError || !strings.HasPrefix(rel.To.LastError, "not started: ") {
+					t.Errorf("%s released the item with LastError %q; want why it waited", who, rel.To.LastError)
+				}
+			}
+		})
+	}
 }

@@ -96,15 +96,12 @@ func (s *Plans) UpdatePlan(ctx context.Context, a domain.Actor, plan domain.Plan
 	if err := checkLimits(change.MaxRunning, change.Quotas, change.RetentionDays, shareFigure{change.Floor, domain.FloorBound}, shareFigure{change.Weight, domain.WeightBound}); err != nil {
 		return domain.PlanLimits{}, nil, err
 	}
-	if err := s.checkPlanFloor(ctx, plan, change); err != nil {
-		return domain.PlanLimits{}, nil, err
-	}
 	if r := change.StartRate; !r.Keep && r.Rate != nil {
 		if err := domain.CheckStartRate(*r.Rate, "/startRate"); err != nil {
 			return domain.PlanLimits{}, nil, err
 		}
 	}
-	p, err := s.plans.UpdatePlan(ctx, plan, change)
+	p, err := s.plans.UpdatePlan(ctx, plan, change, planFloorCheck(plan, change))
 	if err != nil {
 		return domain.PlanLimits{}, nil, err
 	}
@@ -133,15 +130,12 @@ func (s *Plans) SetWorkspaceLimits(ctx context.Context, a domain.Actor, l domain
 	if err := checkLimits(l.MaxRunning, l.Quotas, nil, shareFigure{l.Floor, domain.FloorBound}); err != nil {
 		return domain.WorkspaceLimits{}, nil, err
 	}
-	if err := s.checkWorkspaceFloor(ctx, l); err != nil {
-		return domain.WorkspaceLimits{}, nil, err
-	}
 	if l.StartRate != nil {
 		if err := domain.CheckStartRate(*l.StartRate, "/startRate"); err != nil {
 			return domain.WorkspaceLimits{}, nil, err
 		}
 	}
-	saved, err := s.plans.SetWorkspaceLimits(ctx, l)
+	saved, err := s.plans.SetWorkspaceLimits(ctx, l, workspaceFloorCheck(l))
 	if err != nil {
 		return domain.WorkspaceLimits{}, nil, err
 	}
@@ -209,79 +203,84 @@ func (s *Plans) UpdatePool(ctx context.Context, a domain.Actor, capacity *int) (
 		if err := domain.PoolCapacityBound.Check(*capacity, "/capacity"); err != nil {
 			return domain.Pool{}, err
 		}
-		plans, err := s.plans.ListPlans(ctx)
-		if err != nil {
-			return domain.Pool{}, err
+	}
+	return s.plans.UpdatePool(ctx, capacity, poolFloorCheck(capacity))
+}
+
+// The floor checks below are the rule of every limits edit: a floor in
+// force never above the ceiling it sits under, nor above the pool's
+// capacity (domain.CheckFloor). The store runs each on the limits in force
+// inside the edit's transaction (ports.LimitsCheck), so two edits that
+// each pass alone, such as a capacity lowered while a floor is raised,
+// cannot both be written when together they break it.
+
+// poolFloorCheck refuses a capacity below any plan's floor.
+func poolFloorCheck(capacity *int) ports.LimitsCheck {
+	return func(in ports.LimitsInForce) error {
+		if capacity == nil {
+			return nil
 		}
-		for _, p := range plans {
+		for _, p := range in.Plans {
 			if err := domain.CheckFloor(p.Floor, p.MaxRunning, capacity, "/capacity"); err != nil {
-				return domain.Pool{}, err
+				return err
 			}
 		}
+		return nil
 	}
-	return s.plans.UpdatePool(ctx, capacity)
 }
 
-// checkPlanFloor refuses a plan edit that leaves the plan's floor above
+// planFloorCheck refuses a plan edit that leaves the plan's floor above
 // its ceiling or the pool's capacity, naming the field the edit set (the
 // floor when it set both).
-func (s *Plans) checkPlanFloor(ctx context.Context, plan domain.Plan, change domain.PlanChange) error {
-	if change.Floor == nil && change.MaxRunning == nil {
-		return nil
+func planFloorCheck(plan domain.Plan, change domain.PlanChange) ports.LimitsCheck {
+	return func(in ports.LimitsInForce) error {
+		if change.Floor == nil && change.MaxRunning == nil {
+			return nil
+		}
+		cur, err := planIn(in, plan)
+		if err != nil {
+			return err
+		}
+		floor, ceiling, field := cur.Floor, cur.MaxRunning, "/maxRunning"
+		if change.MaxRunning != nil {
+			ceiling = *change.MaxRunning
+		}
+		if change.Floor != nil {
+			floor, field = *change.Floor, "/floor"
+		}
+		return domain.CheckFloor(floor, ceiling, in.PoolCapacity, field)
 	}
-	cur, pool, err := s.planAndPool(ctx, plan)
-	if err != nil {
-		return err
-	}
-	floor, ceiling, field := cur.Floor, cur.MaxRunning, "/maxRunning"
-	if change.MaxRunning != nil {
-		ceiling = *change.MaxRunning
-	}
-	if change.Floor != nil {
-		floor, field = *change.Floor, "/floor"
-	}
-	return domain.CheckFloor(floor, ceiling, pool.Capacity, field)
 }
 
-// checkWorkspaceFloor refuses a workspace's own limits whose floor in
+// workspaceFloorCheck refuses a workspace's own limits whose floor in
 // force (its own, else its plan's) is above its limit in force or the
 // pool's capacity, naming the field it set (the floor when it set both).
-func (s *Plans) checkWorkspaceFloor(ctx context.Context, l domain.WorkspaceLimits) error {
-	if l.Floor == nil && l.MaxRunning == nil {
-		return nil
+func workspaceFloorCheck(l domain.WorkspaceLimits) ports.LimitsCheck {
+	return func(in ports.LimitsInForce) error {
+		if l.Floor == nil && l.MaxRunning == nil {
+			return nil
+		}
+		plan, err := planIn(in, in.WorkspacePlan)
+		if err != nil {
+			return err
+		}
+		floor, ceiling, field := plan.Floor, plan.MaxRunning, "/maxRunning"
+		if l.MaxRunning != nil {
+			ceiling = *l.MaxRunning
+		}
+		if l.Floor != nil {
+			floor, field = *l.Floor, "/floor"
+		}
+		return domain.CheckFloor(floor, ceiling, in.PoolCapacity, field)
 	}
-	w, err := s.workspaces.GetWorkspace(ctx, l.WorkspaceID)
-	if err != nil {
-		return err
-	}
-	plan, pool, err := s.planAndPool(ctx, w.Plan)
-	if err != nil {
-		return err
-	}
-	floor, ceiling, field := plan.Floor, plan.MaxRunning, "/maxRunning"
-	if l.MaxRunning != nil {
-		ceiling = *l.MaxRunning
-	}
-	if l.Floor != nil {
-		floor, field = *l.Floor, "/floor"
-	}
-	return domain.CheckFloor(floor, ceiling, pool.Capacity, field)
 }
 
-// planAndPool reads plan's limits as stored and the pool.
-func (s *Plans) planAndPool(ctx context.Context, plan domain.Plan) (domain.PlanLimits, domain.Pool, error) {
-	plans, err := s.plans.ListPlans(ctx)
-	if err != nil {
-		return domain.PlanLimits{}, domain.Pool{}, err
-	}
-	pool, err := s.plans.Pool(ctx)
-	if err != nil {
-		return domain.PlanLimits{}, domain.Pool{}, err
-	}
-	for _, p := range plans {
+// planIn is plan's limits among those in force.
+func planIn(in ports.LimitsInForce, plan domain.Plan) (domain.PlanLimits, error) {
+	for _, p := range in.Plans {
 		if p.Plan == plan {
-			return p, pool, nil
+			return p, nil
 		}
 	}
-	return domain.PlanLimits{}, domain.Pool{}, ports.ErrNotFound
+	return domain.PlanLimits{}, ports.ErrNotFound
 }

@@ -20,8 +20,9 @@ WHERE name = 'default'
 RETURNING capacity, updated_at;
 
 -- name: PoolCapacity :one
--- The default pool's capacity (NULL: none), for what an item waits on. A
--- claim reads it with its pending workspaces (QueuePendingWorkspaces).
+-- The default pool's capacity (NULL: none), for what an item waits on,
+-- and for a limits edit's check under the limits' write lock. A claim
+-- reads it with its claimable workspaces (QueueClaimableWorkspaces).
 SELECT capacity FROM pools WHERE name = 'default';
 
 -- name: PoolLockForAdmission :exec

@@ -44,7 +44,7 @@ WHERE workspace_id = @workspace_id
 ORDER BY priority, created_at, id
 LIMIT @max_rows;
 
--- name: QueuePendingWorkspaces :many
+-- name: QueueClaimableWorkspaces :many
 -- The workspaces worth locking for admission: those whose counts in
 -- workspace_queue_stats say they have pending work and fewer RUNNING
 -- executions than their limit (their own, else their plan's, both read
@@ -71,9 +71,9 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) d ON true;
 
--- name: QueuePendingWorkspacesUnfiltered :many
+-- name: QueueClaimableWorkspacesUnfiltered :many
 -- Every workspace with pending work, full or not and due or not, then
--- those that no longer exist (plan ''): QueuePendingWorkspaces without its
+-- those that no longer exist (plan ''): QueueClaimableWorkspaces without its
 -- prefilter, for a Store built WithoutRoomPrefilter, whose claims lock
 -- them all and leave every decision to the plan's verdicts.
 SELECT s.workspace_id::uuid AS workspace_id, coalesce(s.plan, '')::text AS plan,

@@ -96,7 +96,7 @@ func benchLogger() *slog.Logger {
 // benchPhases accumulates where dispatch batches spend their time.
 type benchPhases struct {
 	batches    atomic.Int64
-	claimPre   atomic.Int64 // ns: claim tx begin → admit called (pending workspaces, locks, running counts)
+	claimPre   atomic.Int64 // ns: claim tx begin → admit called (claimable workspaces, locks, running counts)
 	admit      atomic.Int64 // ns: the Go admission planner, without its window reads
 	claimPost  atomic.Int64 // ns: admit returned → claim committed (candidates, executions, mark claimed, commit)
 	markDisp   atomic.Int64 // ns: MarkDispatched
@@ -116,7 +116,7 @@ func (p *benchPhases) String() string {
 		return "no batches"
 	}
 	ms := func(v *atomic.Int64) float64 { return float64(v.Load()) / float64(n) / 1e6 }
-	return fmt.Sprintf("per batch: claim before admit %.2f ms, admit %.3f ms, claim after admit+commit %.2f ms, mark dispatched %.2f ms; %.0f pending workspaces with room seen",
+	return fmt.Sprintf("per batch: claim before admit %.2f ms, admit %.3f ms, claim after admit+commit %.2f ms, mark dispatched %.2f ms; %.0f claimable workspaces with room seen",
 		ms(&p.claimPre), ms(&p.admit), ms(&p.claimPost), ms(&p.markDisp), float64(p.workspaces.Load())/float64(n))
 }
 
@@ -130,7 +130,7 @@ func (s benchTimedStore) Claim(ctx context.Context, fence ports.Fence, budget in
 	start := time.Now()
 	var admitStart, admitEnd time.Time
 	var reading time.Duration
-	res, err := s.DispatchStore.Claim(ctx, fence, budget, func(now time.Time, pool domain.PoolFigures, ws []ports.PendingWorkspace, budget int, read ports.WindowReader) (ports.ClaimPlan, error) {
+	res, err := s.DispatchStore.Claim(ctx, fence, budget, func(now time.Time, pool domain.PoolFigures, ws []ports.ClaimableWorkspace, budget int, read ports.WindowReader) (ports.ClaimPlan, error) {
 		admitStart = time.Now()
 		p, err := plan(now, pool, ws, budget, func(n map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
 			began := time.Now()
@@ -653,13 +653,13 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[domai
 
 	pendingArgs := map[string]any{}
 	var args []any
-	for _, p := range qs["QueuePendingWorkspaces"].Params {
+	for _, p := range qs["QueueClaimableWorkspaces"].Params {
 		args = append(args, pendingArgs[p])
 	}
 	var pending []domain.ID
-	rows, err := tx.Query(ctx, qs["QueuePendingWorkspaces"].SQL, args...)
+	rows, err := tx.Query(ctx, qs["QueueClaimableWorkspaces"].SQL, args...)
 	if err != nil {
-		b.Logf("EXPLAIN skipped: QueuePendingWorkspaces: %v", err)
+		b.Logf("EXPLAIN skipped: QueueClaimableWorkspaces: %v", err)
 		return
 	}
 	for rows.Next() {
@@ -683,12 +683,12 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[domai
 		qIDs, qNs = append(qIDs, id), append(qNs, int32(n)*4)
 	}
 	values := map[string]map[string]any{
-		"QueuePendingWorkspaces":         pendingArgs,
+		"QueueClaimableWorkspaces":       pendingArgs,
 		"WorkspacesLockForAdmission":     {"ids": pending},
 		"ExecutionsRunningForWorkspaces": {"workspace_ids": pending},
 		"QueueAdmissibleWindow":          {"workspace_ids": qIDs, "windows": qNs},
 	}
-	for _, name := range []string{"QueuePendingWorkspaces", "WorkspacesLockForAdmission", "ExecutionsRunningForWorkspaces", "QueueAdmissibleWindow"} {
+	for _, name := range []string{"QueueClaimableWorkspaces", "WorkspacesLockForAdmission", "ExecutionsRunningForWorkspaces", "QueueAdmissibleWindow"} {
 		q, ok := qs[name]
 		if !ok {
 			b.Logf("EXPLAIN %s: query not found in db/queries", name)
@@ -730,7 +730,7 @@ func (db *benchDB) explainClaimPath(b *testing.B, label string, quotas map[domai
 			_, _ = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT explain")
 			continue
 		}
-		benchPrint(fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) [%s] %s (%d pending workspaces, %d with quota):\n%s\n", label, name, len(pending), len(qIDs), strings.Join(plan, "\n")))
+		benchPrint(fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) [%s] %s (%d claimable workspaces, %d with quota):\n%s\n", label, name, len(pending), len(qIDs), strings.Join(plan, "\n")))
 	}
 }
 

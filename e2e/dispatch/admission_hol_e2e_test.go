@@ -92,7 +92,7 @@ func TestWorkspacesWhoseItemsCannotStartNowTakeNoShareOfTheClaim(t *testing.T) {
 			// One start a minute, and its bucket's next start 55 s ahead.
 			ws, def := b.workspace(t, domain.PlanFree)
 			rate := domain.StartRate{Rate: 1, Per: domain.PerMinute, Burst: 1}
-			if _, err := b.store.SetWorkspaceLimits(context.Background(), domain.WorkspaceLimits{WorkspaceID: ws, StartRate: &rate}); err != nil {
+			if _, err := b.store.SetWorkspaceLimits(context.Background(), domain.WorkspaceLimits{WorkspaceID: ws, StartRate: &rate}, nil); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := b.pool.Exec(context.Background(), `

@@ -30,7 +30,7 @@ func (b *dispatchBundle) keyedWorkspace(t *testing.T, maxRunning, keyLimit int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.SetWorkspaceLimits(ctx, domain.WorkspaceLimits{WorkspaceID: w.ID, MaxRunning: &maxRunning}); err != nil {
+	if _, err := b.store.SetWorkspaceLimits(ctx, domain.WorkspaceLimits{WorkspaceID: w.ID, MaxRunning: &maxRunning}, nil); err != nil {
 		t.Fatal(err)
 	}
 	g := domain.Graph{Nodes: []domain.Node{}, Edges: []domain.Edge{}, Concurrency: &domain.Concurrency{Key: "{{ input.k }}", Limit: keyLimit}}

@@ -465,7 +465,7 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 	ids := b.enqueue(t, ws, def, 2)
 	// A dispatcher that claims and then "crashes" before starting anything.
 	cfg := testConfig()
-	claim, err := b.store.Claim(ctx, ports.Fence{}, 2, dispatch.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+	claim, err := b.store.Claim(ctx, ports.Fence{}, 2, dispatch.PlanClaim(func(ws []ports.ClaimableWorkspace, _ int) map[domain.ID]int {
 		out := map[domain.ID]int{}
 		for _, w := range ws {
 			out[w.ID] = 2
@@ -668,7 +668,7 @@ func TestCancellingAClaimedItemCancelsTheWorkflowItsDispatcherStarted(t *testing
 	ctx := context.Background()
 	ws, def := b.workspace(t, domain.PlanFree)
 	id := b.enqueue(t, ws, def, 1)[0]
-	claim, err := b.store.Claim(ctx, ports.Fence{}, 1, dispatch.PlanClaim(func(ws []ports.PendingWorkspace, _ int) map[domain.ID]int {
+	claim, err := b.store.Claim(ctx, ports.Fence{}, 1, dispatch.PlanClaim(func(ws []ports.ClaimableWorkspace, _ int) map[domain.ID]int {
 		out := map[domain.ID]int{}
 		for _, w := range ws {
 			out[w.ID] = 1

@@ -120,12 +120,12 @@ func TestAPoolOf100IsSharedByFloorsCeilingsAndWeightsAcrossThreeDispatchers(t *t
 	shares := map[domain.Plan][2]int{domain.PlanFree: {1, 10}, domain.PlanPro: {5, 30}, domain.PlanEnterprise: {20, 60}}
 	for plan, fc := range shares {
 		ceiling, floor := fc[1], fc[0]
-		if _, err := b.store.UpdatePlan(ctx, plan, domain.PlanChange{MaxRunning: &ceiling, Floor: &floor}); err != nil {
+		if _, err := b.store.UpdatePlan(ctx, plan, domain.PlanChange{MaxRunning: &ceiling, Floor: &floor}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	n := capacity
-	if _, err := b.store.UpdatePool(ctx, &n); err != nil {
+	if _, err := b.store.UpdatePool(ctx, &n, nil); err != nil {
 		t.Fatal(err)
 	}
 	plans := map[domain.ID]domain.Plan{}

@@ -126,7 +126,7 @@ func TestAStartRateOf10PerSecondHoldsAcrossThreeDispatchers(t *testing.T) {
 	ws, def := b.workspace(t, domain.PlanEnterprise)
 	maxRunning := 5000
 	if _, err := b.store.SetWorkspaceLimits(ctx, domain.WorkspaceLimits{WorkspaceID: ws, MaxRunning: &maxRunning,
-		StartRate: &domain.StartRate{Rate: rate, Per: domain.PerSecond, Burst: burst}}); err != nil {
+		StartRate: &domain.StartRate{Rate: rate, Per: domain.PerSecond, Burst: burst}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	b.enqueueBulk(t, ws, def, items)

@@ -473,7 +473,7 @@ func InputField(t *testing.T, input json.RawMessage, name string) any {
 // small quota from the start.
 func (s *Stack) SetPlanQuotas(t *testing.T, plan domain.Plan, q domain.QuotaOverrides) {
 	t.Helper()
-	if _, err := postgres.NewStore(s.Pool, TestLog()).UpdatePlan(context.Background(), plan, domain.PlanChange{Quotas: q}); err != nil {
+	if _, err := postgres.NewStore(s.Pool, TestLog()).UpdatePlan(context.Background(), plan, domain.PlanChange{Quotas: q}, nil); err != nil {
 		t.Fatalf("setting %s's quotas: %v", plan, err)
 	}
 }

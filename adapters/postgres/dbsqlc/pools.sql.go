@@ -49,8 +49,9 @@ const poolCapacity = `-- name: PoolCapacity :one
 SELECT capacity FROM pools WHERE name = 'default'
 `
 
-// The default pool's capacity (NULL: none), for what an item waits on. A
-// claim reads it with its pending workspaces (QueuePendingWorkspaces).
+// The default pool's capacity (NULL: none), for what an item waits on,
+// and for a limits edit's check under the limits' write lock. A claim
+// reads it with its claimable workspaces (QueueClaimableWorkspaces).
 func (q *Queries) PoolCapacity(ctx context.Context, db DBTX) (*int32, error) {
 	row := db.QueryRow(ctx, poolCapacity)
 	var capacity *int32

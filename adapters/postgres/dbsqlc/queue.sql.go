@@ -415,6 +415,103 @@ func (q *Queries) QueueClaimCandidates(ctx context.Context, db DBTX, ids []domai
 	return items, nil
 }
 
+const queueClaimableWorkspaces = `-- name: QueueClaimableWorkspaces :many
+SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan,
+       coalesce(extract(epoch FROM d.available_at - now()), 0)::float8 AS due_in_seconds,
+       coalesce((SELECT p.capacity FROM pools p WHERE p.name = 'default'), 0)::int AS pool_capacity
+FROM admission_workspaces_with_room() AS r
+LEFT JOIN LATERAL (
+    SELECT i.available_at FROM workflow_execution_queue i
+    WHERE i.workspace_id = r.workspace_id AND i.status = 'PENDING'
+    ORDER BY i.available_at
+    LIMIT 1
+) d ON true
+`
+
+type QueueClaimableWorkspacesRow struct {
+	WorkspaceID  domain.ID
+	Plan         string
+	DueInSeconds float64
+	PoolCapacity int32
+}
+
+// The workspaces worth locking for admission: those whose counts in
+// workspace_queue_stats say they have pending work and fewer RUNNING
+// executions than their limit (their own, else their plan's, both read
+// from the plans tables), then those that no longer exist (plan ”),
+// whose pending items are to be failed. The cost follows the workspaces
+// with room, not every workspace with pending work (see the function in
+// 00010_plans_as_data.sql). Each comes with how long until its first
+// PENDING item is due (0 or less: one is due now), one probe of
+// workflow_execution_queue_due_idx each: a workspace whose items all wait
+// for a notBefore or a back-off is not locked at all (00023). The counts
+// are a prefilter only: admission locks each workspace and recounts under
+// the lock, which is what makes it exact. Each row carries the pool's
+// capacity in force (0: none), read after AdmissionLimitsReadLock, so the
+// claim needs no statement more to know whether to lock the pool; with
+// no row there is nothing to admit.
+func (q *Queries) QueueClaimableWorkspaces(ctx context.Context, db DBTX) ([]QueueClaimableWorkspacesRow, error) {
+	rows, err := db.Query(ctx, queueClaimableWorkspaces)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueClaimableWorkspacesRow{}
+	for rows.Next() {
+		var i QueueClaimableWorkspacesRow
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.Plan,
+			&i.DueInSeconds,
+			&i.PoolCapacity,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueClaimableWorkspacesUnfiltered = `-- name: QueueClaimableWorkspacesUnfiltered :many
+SELECT s.workspace_id::uuid AS workspace_id, coalesce(s.plan, '')::text AS plan,
+       coalesce((SELECT p.capacity FROM pools p WHERE p.name = 'default'), 0)::int AS pool_capacity
+FROM workspace_queue_stats s
+WHERE s.has_pending
+`
+
+type QueueClaimableWorkspacesUnfilteredRow struct {
+	WorkspaceID  domain.ID
+	Plan         string
+	PoolCapacity int32
+}
+
+// Every workspace with pending work, full or not and due or not, then
+// those that no longer exist (plan ”): QueueClaimableWorkspaces without its
+// prefilter, for a Store built WithoutRoomPrefilter, whose claims lock
+// them all and leave every decision to the plan's verdicts.
+func (q *Queries) QueueClaimableWorkspacesUnfiltered(ctx context.Context, db DBTX) ([]QueueClaimableWorkspacesUnfilteredRow, error) {
+	rows, err := db.Query(ctx, queueClaimableWorkspacesUnfiltered)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueueClaimableWorkspacesUnfilteredRow{}
+	for rows.Next() {
+		var i QueueClaimableWorkspacesUnfilteredRow
+		if err := rows.Scan(&i.WorkspaceID, &i.Plan, &i.PoolCapacity); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueClaimsOfEndedTerms = `-- name: QueueClaimsOfEndedTerms :many
 SELECT id, workspace_id, workflow_definition_id, status, input, priority, created_at, available_at, claimed_at, dispatched_at, attempt_count, dispatch_failures, last_error, execution_id, trace_context, claim_lease, claimed_by, claim_term, concurrency_key, concurrency_limit, schedule_id, schedule_tick, run_timeout_ms, retry_of, pinned_version, concurrency_rate, concurrency_rate_per, concurrency_burst FROM workflow_execution_queue q
 WHERE q.status = 'CLAIMED' AND q.claim_lease IS NOT NULL
@@ -1068,103 +1165,6 @@ func (q *Queries) QueuePendingLockCount(ctx context.Context, db DBTX, workspaceI
 		&i.Executions,
 	)
 	return i, err
-}
-
-const queuePendingWorkspaces = `-- name: QueuePendingWorkspaces :many
-SELECT r.workspace_id::uuid AS workspace_id, coalesce(r.plan, '')::text AS plan,
-       coalesce(extract(epoch FROM d.available_at - now()), 0)::float8 AS due_in_seconds,
-       coalesce((SELECT p.capacity FROM pools p WHERE p.name = 'default'), 0)::int AS pool_capacity
-FROM admission_workspaces_with_room() AS r
-LEFT JOIN LATERAL (
-    SELECT i.available_at FROM workflow_execution_queue i
-    WHERE i.workspace_id = r.workspace_id AND i.status = 'PENDING'
-    ORDER BY i.available_at
-    LIMIT 1
-) d ON true
-`
-
-type QueuePendingWorkspacesRow struct {
-	WorkspaceID  domain.ID
-	Plan         string
-	DueInSeconds float64
-	PoolCapacity int32
-}
-
-// The workspaces worth locking for admission: those whose counts in
-// workspace_queue_stats say they have pending work and fewer RUNNING
-// executions than their limit (their own, else their plan's, both read
-// from the plans tables), then those that no longer exist (plan ”),
-// whose pending items are to be failed. The cost follows the workspaces
-// with room, not every workspace with pending work (see the function in
-// 00010_plans_as_data.sql). Each comes with how long until its first
-// PENDING item is due (0 or less: one is due now), one probe of
-// workflow_execution_queue_due_idx each: a workspace whose items all wait
-// for a notBefore or a back-off is not locked at all (00023). The counts
-// are a prefilter only: admission locks each workspace and recounts under
-// the lock, which is what makes it exact. Each row carries the pool's
-// capacity in force (0: none), read after AdmissionLimitsReadLock, so the
-// claim needs no statement more to know whether to lock the pool; with
-// no row there is nothing to admit.
-func (q *Queries) QueuePendingWorkspaces(ctx context.Context, db DBTX) ([]QueuePendingWorkspacesRow, error) {
-	rows, err := db.Query(ctx, queuePendingWorkspaces)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []QueuePendingWorkspacesRow{}
-	for rows.Next() {
-		var i QueuePendingWorkspacesRow
-		if err := rows.Scan(
-			&i.WorkspaceID,
-			&i.Plan,
-			&i.DueInSeconds,
-			&i.PoolCapacity,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const queuePendingWorkspacesUnfiltered = `-- name: QueuePendingWorkspacesUnfiltered :many
-SELECT s.workspace_id::uuid AS workspace_id, coalesce(s.plan, '')::text AS plan,
-       coalesce((SELECT p.capacity FROM pools p WHERE p.name = 'default'), 0)::int AS pool_capacity
-FROM workspace_queue_stats s
-WHERE s.has_pending
-`
-
-type QueuePendingWorkspacesUnfilteredRow struct {
-	WorkspaceID  domain.ID
-	Plan         string
-	PoolCapacity int32
-}
-
-// Every workspace with pending work, full or not and due or not, then
-// those that no longer exist (plan ”): QueuePendingWorkspaces without its
-// prefilter, for a Store built WithoutRoomPrefilter, whose claims lock
-// them all and leave every decision to the plan's verdicts.
-func (q *Queries) QueuePendingWorkspacesUnfiltered(ctx context.Context, db DBTX) ([]QueuePendingWorkspacesUnfilteredRow, error) {
-	rows, err := db.Query(ctx, queuePendingWorkspacesUnfiltered)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []QueuePendingWorkspacesUnfilteredRow{}
-	for rows.Next() {
-		var i QueuePendingWorkspacesUnfilteredRow
-		if err := rows.Scan(&i.WorkspaceID, &i.Plan, &i.PoolCapacity); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const queueStaleClaimed = `-- name: QueueStaleClaimed :many
