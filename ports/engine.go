@@ -102,7 +102,8 @@ type RunningChild struct {
 	NodeKey     string
 	WorkflowID  string
 	RunID       string
-	// StartedAt is when the node started: the child was started then.
+	// StartedAt is when the node's RUNNING record naming the child was
+	// written, just after Temporal started the child.
 	StartedAt time.Time
 }
 
