@@ -1,12 +1,14 @@
 package temporalworkflow
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/sluicehq/sluice/e2e/harness"
 	"github.com/sluicehq/sluice/examples/teamservice"
@@ -31,7 +33,14 @@ const (
 //   - on a queue whose worker starts 5 s after the child did, within the
 //     rule's time, the run completes;
 //   - on a queue whose worker was killed -9 and is back 5 s after the
-//     child started (a restart within the rule's time), the run completes.
+//     child started (a restart within the rule's time), the run completes;
+//   - on a queue whose worker was killed -9 once Temporal listed its
+//     poller, and is back only after the rule's time (15 s), the queue
+//     counts as polled (Temporal keeps listing a poller a while after its
+//     last poll):
+//     the child is left alone and the run completes. A worker killed
+//     before Temporal listed it is not known to Temporal as the queue's,
+//     and its queue counts as unpolled.
 func TestTheStuckStartRuleEndsATeamWorkflowNoWorkerPicksUp(t *testing.T) {
 	base := harness.StartSluice(t, map[string]string{
 		"SLUICE_STUCK_START_AFTER":          stuckStartAfter.String(),
@@ -97,6 +106,33 @@ func TestTheStuckStartRuleEndsATeamWorkflowNoWorkerPicksUp(t *testing.T) {
 			t.Fatalf("run %s (%s); want COMPLETED by the worker back %.1f s after the child started", run.Status, deref(run.Error), back.Seconds())
 		}
 		t.Logf("FIGURE a worker killed -9 was back %.1f s after the child started (rule %s): the run completed", back.Seconds(), stuckStartAfter)
+	})
+
+	t.Run("worker restarting past the rule's time", func(t *testing.T) {
+		t.Parallel()
+		queue := "team-slow-restart-" + tag
+		w := harness.StartTeamWorker(t, temporal, queue)
+		tc := harness.TemporalClient(t, temporal)
+		porttest.Eventually(t, time.Minute, func() error {
+			d, err := tc.DescribeTaskQueue(context.Background(), queue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+			if err != nil || len(d.GetPollers()) == 0 {
+				return fmt.Errorf("Temporal lists no poller of %s yet (%v)", queue, err)
+			}
+			return nil
+		})
+		w.Kill()
+		exec := startCharge(t, base, queue)
+		harness.WaitRun(t, base, exec, time.Minute, "the child to start", harness.NodeIs("charge", "RUNNING"))
+		childStarted := time.Now()
+		waitUnpicked(t, base, exec, stuckStartAfter+5*time.Second)
+		harness.StartTeamWorker(t, temporal, queue)
+		back := time.Since(childStarted)
+		run := harness.WaitRun(t, base, exec, 2*time.Minute, "the run to end", func(r harness.NodeRun) bool { return r.Status != "RUNNING" && r.Status != "" })
+		if run.Status != "COMPLETED" {
+			t.Fatalf("run %s (%s); want COMPLETED by the worker back %.1f s after the child started", run.Status, deref(run.Error), back.Seconds())
+		}
+		t.Logf("FIGURE a worker killed -9 once Temporal listed its poller was back %.1f s after the child started (rule %s): the queue counted as polled, the run completed",
+			back.Seconds(), stuckStartAfter)
 	})
 }
 
