@@ -190,18 +190,30 @@ func (e *WorkflowClient) ChildPickup(ctx context.Context, child ports.RunningChi
 	return e.pickup(ctx, child.WorkflowID, child.RunID)
 }
 
-// EndAbandonedChild signals the child's run (abandonedChildSignalName)
-// with reason, then terminates the child: Temporal does not pass a
-// termination's reason to the parent, and a cancel would wait for the
-// team's worker, which is not there. The signal is acknowledged before
-// the termination is asked, so the run reads the reason when it learns
-// that its child ended.
+// EndAbandonedChild signals the workflow that started the child (the
+// run's, or a SUB_WORKFLOW's inside it, as the child's description names
+// its parent) with reason (abandonedChildSignalName), then terminates the
+// child: Temporal does not pass a termination's reason to the parent, and
+// a cancel would wait for the team's worker, which is not there. The
+// signal is acknowledged before the termination is asked, so the parent
+// reads the reason when it learns that its child ended.
 func (e *WorkflowClient) EndAbandonedChild(ctx context.Context, child ports.RunningChild, reason string) error {
 	if err := e.initialize(ctx); err != nil {
 		return err
 	}
 	var nf *serviceerror.NotFound
-	err := e.client.SignalWorkflow(ctx, WorkflowID(child.ExecutionID), "", abandonedChildSignalName(child.WorkflowID), reason)
+	d, err := e.client.DescribeWorkflowExecution(ctx, child.WorkflowID, child.RunID)
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return classify(err)
+	}
+	parentID, parentRun := WorkflowID(child.ExecutionID), ""
+	if p := d.GetWorkflowExecutionInfo().GetParentExecution(); p != nil {
+		parentID, parentRun = p.GetWorkflowId(), p.GetRunId()
+	}
+	err = e.client.SignalWorkflow(ctx, parentID, parentRun, abandonedChildSignalName(child.WorkflowID), reason)
 	if err != nil && !errors.As(err, &nf) {
 		return classify(err)
 	}

@@ -29,7 +29,9 @@ const (
 // workspace and on its own team queue:
 //   - on a queue no worker ever polled, the child is ended by Sluice and
 //     the run fails its node naming the queue and the rule, well before
-//     the child's execution timeout;
+//     the child's execution timeout, also when the node is inside a
+//     SUB_WORKFLOW's child run (the reason goes to the workflow that
+//     started the child);
 //   - on a queue whose worker starts 5 s after the child did, within the
 //     rule's time, the run completes;
 //   - on a queue whose worker was killed -9 and is back 5 s after the
@@ -54,31 +56,33 @@ func TestTheStuckStartRuleEndsATeamWorkflowNoWorkerPicksUp(t *testing.T) {
 	// later start takes a second, not a build.
 	harness.StartTeamWorker(t, temporal, "team-warm-"+tag)
 
-	t.Run("no worker", func(t *testing.T) {
-		t.Parallel()
-		queue := "team-none-" + tag
-		started := time.Now()
-		exec := startCharge(t, base, queue)
-		run := harness.WaitRun(t, base, exec, 2*time.Minute, "the run to end", func(r harness.NodeRun) bool { return r.Status != "RUNNING" && r.Status != "" })
-		if status, _ := run.Node(t, "charge"); run.Status != "FAILED" || status != "FAILED" {
-			t.Fatalf("run %s, node %s; want both FAILED", run.Status, status)
-		}
-		msg := deref(run.Error)
-		if !strings.Contains(msg, fmt.Sprintf("task queue %q", queue)) || !strings.Contains(msg, "stuck-start rule, SLUICE_STUCK_START_AFTER") {
-			t.Fatalf("run error %q; want it to name the team's queue and the stuck-start rule", msg)
-		}
-		took := time.Since(started)
-		if took >= childTimeout/2 {
-			t.Errorf("the run failed after %s; want well before the child's execution timeout of %s", took, childTimeout)
-		}
-		t.Logf("FIGURE a child on an unpolled queue failed its run %.1f s after the enqueue (rule %s, execution timeout %s): %s",
-			took.Seconds(), stuckStartAfter, childTimeout, msg)
-	})
+	for _, nested := range []bool{false, true} {
+		t.Run(fmt.Sprintf("no worker (in a SUB_WORKFLOW: %v)", nested), func(t *testing.T) {
+			t.Parallel()
+			queue := fmt.Sprintf("team-none-%v-%s", nested, tag)
+			started := time.Now()
+			exec := startCharge(t, base, queue, nested)
+			run := harness.WaitRun(t, base, exec, 2*time.Minute, "the run to end", func(r harness.NodeRun) bool { return r.Status != "RUNNING" && r.Status != "" })
+			if run.Status != "FAILED" {
+				t.Fatalf("run %s; want FAILED", run.Status)
+			}
+			msg := deref(run.Error)
+			if !strings.Contains(msg, fmt.Sprintf("task queue %q", queue)) || !strings.Contains(msg, "stuck-start rule, SLUICE_STUCK_START_AFTER") {
+				t.Fatalf("run error %q; want it to name the team's queue and the stuck-start rule", msg)
+			}
+			took := time.Since(started)
+			if took >= childTimeout/2 {
+				t.Errorf("the run failed after %s; want well before the child's execution timeout of %s", took, childTimeout)
+			}
+			t.Logf("FIGURE a child on an unpolled queue (in a SUB_WORKFLOW: %v) failed its run %.1f s after the enqueue (rule %s, execution timeout %s): %s",
+				nested, took.Seconds(), stuckStartAfter, childTimeout, msg)
+		})
+	}
 
 	t.Run("worker starts within the rule's time", func(t *testing.T) {
 		t.Parallel()
 		queue := "team-late-" + tag
-		exec := startCharge(t, base, queue)
+		exec := startCharge(t, base, queue, false)
 		harness.WaitRun(t, base, exec, time.Minute, "the child to start", harness.NodeIs("charge", "RUNNING"))
 		childStarted := time.Now()
 		waitUnpicked(t, base, exec, stuckStartAfter/2)
@@ -95,7 +99,7 @@ func TestTheStuckStartRuleEndsATeamWorkflowNoWorkerPicksUp(t *testing.T) {
 		t.Parallel()
 		queue := "team-restart-" + tag
 		harness.StartTeamWorker(t, temporal, queue).Kill()
-		exec := startCharge(t, base, queue)
+		exec := startCharge(t, base, queue, false)
 		harness.WaitRun(t, base, exec, time.Minute, "the child to start", harness.NodeIs("charge", "RUNNING"))
 		childStarted := time.Now()
 		waitUnpicked(t, base, exec, stuckStartAfter/2)
@@ -121,7 +125,7 @@ func TestTheStuckStartRuleEndsATeamWorkflowNoWorkerPicksUp(t *testing.T) {
 			return nil
 		})
 		w.Kill()
-		exec := startCharge(t, base, queue)
+		exec := startCharge(t, base, queue, false)
 		harness.WaitRun(t, base, exec, time.Minute, "the child to start", harness.NodeIs("charge", "RUNNING"))
 		childStarted := time.Now()
 		waitUnpicked(t, base, exec, stuckStartAfter+5*time.Second)
@@ -157,9 +161,9 @@ func waitUnpicked(t *testing.T, base, exec string, d time.Duration) {
 
 // startCharge creates a PRO workspace allowed ChargeCustomer on queue, a
 // definition of one TEMPORAL_WORKFLOW node starting it there with an
-// execution timeout of childTimeout, and one run of it, and returns the
-// run's execution id.
-func startCharge(t *testing.T, base, queue string) string {
+// execution timeout of childTimeout (inside a SUB_WORKFLOW's child run
+// when nested), and one run of it, and returns the run's execution id.
+func startCharge(t *testing.T, base, queue string, nested bool) string {
 	t.Helper()
 	var ws struct{ ID string }
 	if code := harness.Call(t, "POST", base+"/api/v1/workspaces", harness.TestAdminToken, map[string]any{"name": "stuck-" + queue, "plan": "PRO"}, &ws); code != 201 {
@@ -169,6 +173,9 @@ func startCharge(t *testing.T, base, queue string) string {
 	def := harness.DefineIn(t, base, ws.ID, "charge", map[string]any{"nodes": []any{harness.Node("charge", "TEMPORAL_WORKFLOW", map[string]any{
 		"workflowType": teamservice.WorkflowType, "taskQueue": queue, "input": "{{ input }}", "executionTimeout": childTimeout.String(),
 	})}, "edges": []any{}})
+	if nested {
+		def = harness.DefineIn(t, base, ws.ID, "nested", harness.SubGraph(def, "{{ input }}"))
+	}
 	var started struct {
 		QueueID string `json:"queueId"`
 	}
