@@ -120,7 +120,7 @@ func TestTheStuckStartRuleEndsATeamWorkflowNoWorkerPicksUp(t *testing.T) {
 		porttest.Eventually(t, time.Minute, func() error {
 			d, err := tc.DescribeTaskQueue(context.Background(), queue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 			if err != nil || len(d.GetPollers()) == 0 {
-				return fmt.Errorf("Temporal lists no poller of %s yet (%v)", queue, err)
+				return fmt.Errorf("Temporal lists no poller of %s yet (%w)", queue, err)
 			}
 			return nil
 		})
