@@ -119,8 +119,11 @@ func TestTheStuckStartRuleEndsATeamWorkflowNoWorkerPicksUp(t *testing.T) {
 		tc := harness.TemporalClient(t, temporal)
 		porttest.Eventually(t, time.Minute, func() error {
 			d, err := tc.DescribeTaskQueue(context.Background(), queue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
-			if err != nil || len(d.GetPollers()) == 0 {
-				return fmt.Errorf("Temporal lists no poller of %s yet (%w)", queue, err)
+			if err != nil {
+				return fmt.Errorf("describing %s: %w", queue, err)
+			}
+			if len(d.GetPollers()) == 0 {
+				return fmt.Errorf("Temporal lists no poller of %s yet", queue)
 			}
 			return nil
 		})
