@@ -292,6 +292,10 @@ type DispatchStore interface {
 	// than olderThan that come after the cursor in (AdmittedAt, ID) order,
 	// for the reconciler; a zero cursor starts from the oldest.
 	RunningAdmittedBefore(ctx context.Context, olderThan time.Duration, after ExecutionCursor, limit int) ([]domain.Execution, error)
+	// RunningChildren returns the team workflows that the given
+	// executions' RUNNING TEMPORAL_WORKFLOW nodes started, for the
+	// reconciler's stuck-start rule.
+	RunningChildren(ctx context.Context, executionIDs []domain.ID) ([]RunningChild, error)
 	// AdmissionWaits returns, by execution, the admission wait stored
 	// when the given executions' starts were recorded, for those that have
 	// one: for items whose run recorded it before the marking did.

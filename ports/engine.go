@@ -94,6 +94,32 @@ type WorkflowEngine interface {
 	HealthCheck
 }
 
+// RunningChild is a team workflow that a RUNNING TEMPORAL_WORKFLOW node
+// started as a child of its execution's workflow, as the node's record
+// names it.
+type RunningChild struct {
+	ExecutionID domain.ID
+	NodeKey     string
+	WorkflowID  string
+	RunID       string
+	// StartedAt is when the node's RUNNING record naming the child was
+	// written, just after Temporal started the child.
+	StartedAt time.Time
+}
+
+// ChildWorkflowEngine checks and ends the team workflows that runs started
+// as children, for the stuck-start rule applied to them.
+type ChildWorkflowEngine interface {
+	// ChildPickup tells whether a worker has picked up the child, and if
+	// not whether any worker polls its task queue.
+	ChildPickup(ctx context.Context, child RunningChild) (WorkflowPickup, error)
+	// EndAbandonedChild ends a child no worker will pick up: it tells the
+	// child's run reason first, so that the run fails the node with it,
+	// then terminates the child with reason in its history. A closed or
+	// missing child or run is not an error.
+	EndAbandonedChild(ctx context.Context, child RunningChild, reason string) error
+}
+
 // ClosedWorkflow is an execution's workflow that closed otherwise than by
 // returning (terminated, timed out or failed), so that Sluice's code
 // recorded nothing of its end.

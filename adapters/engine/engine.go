@@ -171,17 +171,66 @@ func (e *WorkflowClient) DescribeWorkflow(ctx context.Context, executionID domai
 	}
 }
 
-// WorkflowPickup reads the workflow's description: RUNNING, a history of
-// its first two events (started, first workflow task scheduled) and that
-// task still SCHEDULED mean no worker has picked it up; the task queue's
-// pollers then tell whether one still may. Temporal lists a poller for
-// some minutes after its last poll, so a worker that polled lately counts
-// as polling.
+// WorkflowPickup reads the execution's workflow's description (pickup).
 func (e *WorkflowClient) WorkflowPickup(ctx context.Context, executionID domain.ID) (ports.WorkflowPickup, error) {
 	if err := e.initialize(ctx); err != nil {
 		return ports.WorkflowPickup{}, err
 	}
-	resp, err := e.client.DescribeWorkflowExecution(ctx, WorkflowID(executionID), "")
+	return e.pickup(ctx, WorkflowID(executionID), "")
+}
+
+var _ ports.ChildWorkflowEngine = (*WorkflowClient)(nil)
+
+// ChildPickup reads the child's description (pickup), on the team's task
+// queue.
+func (e *WorkflowClient) ChildPickup(ctx context.Context, child ports.RunningChild) (ports.WorkflowPickup, error) {
+	if err := e.initialize(ctx); err != nil {
+		return ports.WorkflowPickup{}, err
+	}
+	return e.pickup(ctx, child.WorkflowID, child.RunID)
+}
+
+// EndAbandonedChild signals the workflow that started the child (the
+// run's, or a SUB_WORKFLOW's inside it, as the child's description names
+// its parent) with reason (abandonedChildSignalName), then terminates the
+// child: Temporal does not pass a termination's reason to the parent, and
+// a cancel would wait for the team's worker, which is not there. The
+// signal is acknowledged before the termination is asked, so the parent
+// reads the reason when it learns that its child ended.
+func (e *WorkflowClient) EndAbandonedChild(ctx context.Context, child ports.RunningChild, reason string) error {
+	if err := e.initialize(ctx); err != nil {
+		return err
+	}
+	var nf *serviceerror.NotFound
+	d, err := e.client.DescribeWorkflowExecution(ctx, child.WorkflowID, child.RunID)
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return classify(err)
+	}
+	parentID, parentRun := WorkflowID(child.ExecutionID), ""
+	if p := d.GetWorkflowExecutionInfo().GetParentExecution(); p != nil {
+		parentID, parentRun = p.GetWorkflowId(), p.GetRunId()
+	}
+	err = e.client.SignalWorkflow(ctx, parentID, parentRun, abandonedChildSignalName(child.WorkflowID), reason)
+	if err != nil && !errors.As(err, &nf) {
+		return classify(err)
+	}
+	if err := e.client.TerminateWorkflow(ctx, child.WorkflowID, child.RunID, reason); err != nil && !errors.As(err, &nf) {
+		return classify(err)
+	}
+	return nil
+}
+
+// pickup reads a workflow's description: RUNNING, a history of its first
+// two events (started, first workflow task scheduled) and that task still
+// SCHEDULED mean no worker has picked it up; the task queue's pollers then
+// tell whether one still may. Temporal lists a poller for some minutes
+// after its last poll, so a worker that polled lately (one restarting)
+// counts as polling.
+func (e *WorkflowClient) pickup(ctx context.Context, workflowID, runID string) (ports.WorkflowPickup, error) {
+	resp, err := e.client.DescribeWorkflowExecution(ctx, workflowID, runID)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return ports.WorkflowPickup{PickedUp: true}, nil

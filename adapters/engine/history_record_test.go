@@ -492,6 +492,32 @@ func TestRecordHistories(t *testing.T) {
 			want: domain.ExecutionFailed,
 		},
 		{
+			// No worker polls the team's queue, and the reconciler's
+			// stuck-start rule ends the child (EndAbandonedChild: the
+			// reason signalled to the run, then the child terminated):
+			// the node fails with the reason, long before the child's
+			// execution timeout.
+			name:  "temporal_workflow_ended_by_the_stuck_start_rule",
+			graph: fmt.Sprintf(`{"nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamEcho", "taskQueue": "%s", "executionTimeout": "5m"}}]}`, unpolledQueue),
+			during: func(t *testing.T, execID domain.ID) {
+				var rec domain.NodeRecord
+				porttest.Eventually(t, time.Minute, porttest.Holds("the child RUNNING", func() bool {
+					var ok bool
+					rec, ok = store.node(execID, "team")
+					return ok && rec.ChildRunID != ""
+				}))
+				reason := fmt.Sprintf("no worker picked up workflow %s on task queue %q within 1s (Sluice's stuck-start rule, SLUICE_STUCK_START_AFTER)", rec.ChildWorkflowID, unpolledQueue)
+				ctx := context.Background()
+				if err := c.SignalWorkflow(ctx, WorkflowID(execID), "", abandonedChildSignalName(rec.ChildWorkflowID), reason); err != nil {
+					t.Errorf("telling the run: %v", err)
+				}
+				if err := c.TerminateWorkflow(ctx, rec.ChildWorkflowID, rec.ChildRunID, reason); err != nil {
+					t.Errorf("terminating the child: %v", err)
+				}
+			},
+			want: domain.ExecutionFailed,
+		},
+		{
 			// The run's deadline passes while the team's workflow runs.
 			name:  "temporal_workflow_run_deadline",
 			graph: fmt.Sprintf(`{"runTimeout": "2s", "nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamSlow", "taskQueue": "%s"}}]}`, teamQueue),

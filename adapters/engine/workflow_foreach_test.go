@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sluicehq/sluice/domain"
+	"github.com/sluicehq/sluice/ports"
 )
 
 func TestForEachOutputsIterationsInInputOrderAndRecordsEach(t *testing.T) {
@@ -164,63 +166,97 @@ func TestForEachIterationsRunUnderTheTemplatesRetryPolicy(t *testing.T) {
 }
 
 // TestForEachWritesEachIterationsRecordAsItEnds: a FREE run's FOR_EACH of
-// 20 TRANSFORM items, four at a time. The iterations' records are written
-// as they end, by several records writes, none of which carries them all
-// (they were once written together when the loop ended, every completedAt
-// the loop's end); and they carry distinct completedAt, each the time its
-// own iteration ended. With four in flight, the write that the first end
-// sets off carries at most four, unless the test environment ran the whole
-// loop before the writer's coroutine was scheduled (rare: about once in 100
-// runs here), which this test cannot rule out.
+// 20 TRANSFORM items, four at a time, whose iteration i may end only once
+// the store holds iteration i-1's record (recordGate). Records written as
+// iterations end let every iteration through at once; records written
+// when the loop ends (as they once were) hold iteration 1 until the gate
+// gives up, and the test fails naming it. The gate runs in the iteration's
+// local activity, off the workflow's path, so it holds nothing the
+// records writer needs, and the order it sets does not depend on how the
+// test environment schedules coroutines. Each record carries the time its
+// own iteration ended: later than the one before it.
 func TestForEachWritesEachIterationsRecordAsItEnds(t *testing.T) {
 	t.Parallel()
 	const items = 20
-	h := newHarness(t, `{"nodes": [{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input }}",
-		"node": {"type": "TRANSFORM", "config": {"output": {"i": "{{ index }}"}}}}}]}`).withInput(`[` + strings.Repeat(`0, `, items-1) + `0]`)
-	var (
-		mu        sync.Mutex
-		perWrite  []int // the iterations each records write carried COMPLETED
-		iteration = regexp.MustCompile(`^each\[\d+\]$`)
-	)
-	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
-		if info.ActivityType.Name != recordNodesActivity || len(args) != 1 {
-			return
-		}
-		in, ok := args[0].(RecordNodesInput)
-		if !ok {
-			return
-		}
-		n := 0
-		for _, rec := range in.Nodes {
-			if iteration.MatchString(rec.Key) && rec.Status == domain.NodeCompleted {
-				n++
-			}
-		}
-		if n > 0 {
-			mu.Lock()
-			perWrite = append(perWrite, n)
-			mu.Unlock()
-		}
-	})
+	gate := &recordGate{waitFor: 15 * time.Second}
+	h := newHarnessWith(t, `{"nodes": [{"key": "each", "type": "FOR_EACH", "config": {"items": "{{ input }}",
+		"node": {"type": "TRANSFORM", "config": {"output": {"i": "{{ index }}"}}}}}]}`, []ports.NodeExecutor{gate, fakeCondition{}}).
+		withInput(`[` + strings.Repeat(`0, `, items-1) + `0]`)
+	gate.store, gate.execID = h.store, h.execID
 	if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
 		t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(perWrite) < 2 || slices.Max(perWrite) >= items {
-		t.Errorf("the iterations were written by records writes carrying %v of them, want several writes none carrying all %d: records are written as iterations end", perWrite, items)
+	if late := gate.unstored(); len(late) > 0 {
+		t.Errorf("iterations %v ended before the record of the iteration before them was stored, want each record written as its iteration ends", late)
 	}
-	ended := map[time.Time]bool{}
+	var prev time.Time
 	for i := range items {
 		rec, ok := h.store.node(h.execID, fmt.Sprintf("each[%d]", i))
 		if !ok || rec.CompletedAt == nil {
 			t.Fatalf("each[%d] has no completedAt (%v)", i, rec)
 		}
-		ended[*rec.CompletedAt] = true
+		if !rec.CompletedAt.After(prev) {
+			t.Errorf("each[%d] completedAt %v, not after each[%d]'s %v: want the time its own iteration ended", i, *rec.CompletedAt, i-1, prev)
+		}
+		prev = *rec.CompletedAt
 	}
-	if len(ended) != items {
-		t.Errorf("%d distinct completedAt among %d iterations, want each its own", len(ended), items)
+}
+
+// recordGate is a TRANSFORM executor (fakeTransform) that runs iteration
+// i of a FOR_EACH only once the store holds iteration i-1's record as
+// COMPLETED, or waitFor has passed: then it notes i as late, and holds no
+// iteration after it, so that a failing run ends within the test's time.
+type recordGate struct {
+	fakeTransform
+	store   *memStore
+	execID  domain.ID
+	waitFor time.Duration
+
+	mu   sync.Mutex
+	late []int
+}
+
+var iterationKey = regexp.MustCompile(`^(.+)\[(\d+)\]$`)
+
+func (g *recordGate) Execute(ctx context.Context, run ports.NodeRun) (any, any, error) {
+	if m := iterationKey.FindStringSubmatch(run.Node.Key); m != nil {
+		i, _ := strconv.Atoi(m[2])
+		if i > 0 && len(g.unstored()) == 0 && !g.awaitStored(ctx, fmt.Sprintf("%s[%d]", m[1], i-1)) {
+			g.mu.Lock()
+			g.late = append(g.late, i)
+			g.mu.Unlock()
+		}
 	}
+	return g.fakeTransform.Execute(ctx, run)
+}
+
+// awaitStored polls the store until it holds key's record COMPLETED,
+// reporting false if waitFor passes first.
+func (g *recordGate) awaitStored(ctx context.Context, key string) bool {
+	deadline := time.NewTimer(g.waitFor)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		if rec, ok := g.store.node(g.execID, key); ok && rec.Status == domain.NodeCompleted {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// unstored returns the iterations that ran before the record of the one
+// before them was stored.
+func (g *recordGate) unstored() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.late)
 }
 
 // TestForEachIterationOutgrowingItsRoomRunsAgainWithThePayloadLimit: a

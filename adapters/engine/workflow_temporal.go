@@ -123,7 +123,7 @@ func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 				return
 			}
 			outcome.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("workflow %s on task queue %q (id %s) %s",
-				cfg.WorkflowType, cfg.TaskQueue, id, childFailure(err, cfg)), childFailedErrorType, nil))
+				cfg.WorkflowType, cfg.TaskQueue, id, childFailure(err, cfg, abandonment(ctx, id))), childFailedErrorType, nil))
 			return
 		}
 		if len(out) == 0 {
@@ -205,16 +205,37 @@ func childStartError(err error, cfg domain.TemporalWorkflowConfig, id string) er
 		cfg.WorkflowType, cfg.TaskQueue, errorMessage(err)), childFailedErrorType, nil)
 }
 
+// abandonedChildSignalName is the signal by which the reconciler tells a
+// run why it is about to terminate the child with workflow id childID
+// (WorkflowClient.EndAbandonedChild): no worker picked it up within the
+// stuck-start rule's time. One per child, from Sluice, not the tenant: the
+// one event it adds is within the margin historyRoom keeps for what
+// Sluice does not count.
+func abandonedChildSignalName(childID string) string { return "sluice-abandoned-child:" + childID }
+
+// abandonment is the reason the reconciler gave for terminating the child
+// with workflow id childID, "" when it gave none: its signal is in the
+// history before the child's termination.
+func abandonment(ctx workflow.Context, childID string) string {
+	var reason string
+	workflow.GetSignalChannel(ctx, abandonedChildSignalName(childID)).ReceiveAsync(&reason)
+	return reason
+}
+
 // childFailure says how the child ended, for the node's error: a timeout
 // names the bound and the team's queue a missing worker would leave
-// unpolled.
-func childFailure(err error, cfg domain.TemporalWorkflowConfig) string {
+// unpolled; a termination by Sluice's stuck-start rule, its reason
+// (abandoned).
+func childFailure(err error, cfg domain.TemporalWorkflowConfig, abandoned string) string {
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
 		return fmt.Sprintf("timed out (%s) within its execution timeout of %s: no worker on task queue %q finished it (is the team's worker running?)",
 			timeout.TimeoutType(), cfg.Timeout(), cfg.TaskQueue)
 	}
 	var term *temporal.TerminatedError
+	if errors.As(err, &term) && abandoned != "" {
+		return "was terminated by Sluice: " + abandoned
+	}
 	if errors.As(err, &term) {
 		return "was terminated"
 	}

@@ -788,6 +788,23 @@ func (s *Store) RunningAdmittedBefore(ctx context.Context, olderThan time.Durati
 	return out, nil
 }
 
+// RunningChildren reads the children that the executions' RUNNING
+// TEMPORAL_WORKFLOW nodes started.
+func (s *Store) RunningChildren(ctx context.Context, executionIDs []domain.ID) ([]ports.RunningChild, error) {
+	rows, err := s.q.NodesRunningChildren(ctx, s.pool, executionIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.RunningChild, 0, len(rows))
+	for _, r := range rows {
+		if r.StartedAt == nil {
+			continue
+		}
+		out = append(out, ports.RunningChild{ExecutionID: r.ExecutionID, NodeKey: r.NodeKey, WorkflowID: r.ChildWorkflowID, RunID: r.ChildRunID, StartedAt: *r.StartedAt})
+	}
+	return out, nil
+}
+
 // QueueStatuses reads the current status of the given items.
 func (s *Store) QueueStatuses(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.QueueStatus, error) {
 	rows, err := s.q.QueueStatusesByIDs(ctx, s.pool, ids)

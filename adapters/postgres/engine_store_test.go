@@ -282,3 +282,42 @@ func TestRecordNodesWritesAndStreamsABatchInItsOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestRunningChildrenAreTheGivenRunsRunningTemporalWorkflowNodes: of the
+// records of two runs, RunningChildren for the first returns only its
+// RUNNING node that names a child, with the child's ids and the time its
+// RUNNING record was written: not a completed child, a RUNNING node without one, nor the other
+// run's.
+func TestRunningChildrenAreTheGivenRunsRunningTemporalWorkflowNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := postgres.NewStore(pgtest.Pool(t), slog.New(slog.DiscardHandler))
+	graph := `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`
+	mine, other := claimOne(t, store, domain.PlanFree, graph), claimOne(t, store, domain.PlanFree, graph)
+	started := time.Now().Add(-time.Minute).UTC().Truncate(time.Microsecond)
+	child := func(key, status string) domain.NodeRecord {
+		return domain.NodeRecord{Key: key, Type: domain.NodeTemporalWorkflow, Status: domain.NodeStatus(status), StartedAt: &started,
+			ChildWorkflowID: "execution-x/" + key, ChildRunID: "run-" + key}
+	}
+	if err := store.RecordNodes(ctx, mine.ExecutionID, []domain.NodeRecord{
+		child("team", "RUNNING"), child("done", "COMPLETED"),
+		{Key: "wait", Type: domain.NodeDelay, Status: domain.NodeRunning, StartedAt: &started},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RecordNodes(ctx, other.ExecutionID, []domain.NodeRecord{child("theirs", "RUNNING")}); err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	got, err := store.RunningChildren(ctx, []domain.ID{mine.ExecutionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ports.RunningChild{ExecutionID: mine.ExecutionID, NodeKey: "team", WorkflowID: "execution-x/team", RunID: "run-team"}
+	if len(got) != 1 || got[0].StartedAt.IsZero() || got[0].StartedAt.After(written) {
+		t.Fatalf("RunningChildren = %+v, want the one child, started when its record was written", got)
+	}
+	if got[0].StartedAt = (time.Time{}); got[0] != want {
+		t.Errorf("RunningChildren = %+v, want %+v", got[0], want)
+	}
+}

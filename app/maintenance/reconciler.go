@@ -45,6 +45,12 @@ type Reconciler struct {
 	// need no further look: this walk's and the last one's, so the set
 	// holds only executions still RUNNING.
 	pickedUp, pickedUpLastWalk map[domain.ID]bool
+	// children, when set, checks and ends the team workflows that
+	// TEMPORAL_WORKFLOW nodes started, under the same rule;
+	// childrenPickedUp(LastWalk) are the children found picked up, as
+	// pickedUp are the executions, by workflow and run id.
+	children                                   ports.ChildWorkflowEngine
+	childrenPickedUp, childrenPickedUpLastWalk map[string]bool
 }
 
 // FailStuckStartsAfter has the reconciler fail, and free the slot of, an
@@ -55,6 +61,18 @@ type Reconciler struct {
 // the effective limit is the longer of the two.
 func (r *Reconciler) FailStuckStartsAfter(d time.Duration) *Reconciler {
 	r.stuckAfter = d
+	return r
+}
+
+// FailStuckChildren applies the stuck-start rule (FailStuckStartsAfter)
+// to the team workflows that the walk's running executions started as
+// TEMPORAL_WORKFLOW children: a child no worker picked up within the same
+// time, on a task queue no worker polls, is ended with a reason naming the
+// queue and the rule, and its run fails the node with that reason and
+// ends by Sluice. Without it such a child would hold the run's slot until
+// its execution timeout.
+func (r *Reconciler) FailStuckChildren(children ports.ChildWorkflowEngine) *Reconciler {
+	r.children = children
 	return r
 }
 
@@ -172,12 +190,16 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 	}
 	if len(running) < r.pageSize {
 		r.cursor = ports.ExecutionCursor{}
-		defer func() { r.pickedUpLastWalk, r.pickedUp = r.pickedUp, nil }()
+		defer func() {
+			r.pickedUpLastWalk, r.pickedUp = r.pickedUp, nil
+			r.childrenPickedUpLastWalk, r.childrenPickedUp = r.childrenPickedUp, nil
+		}()
 	} else {
 		last := running[len(running)-1]
 		r.cursor = ports.ExecutionCursor{AdmittedAt: last.AdmittedAt, ID: last.ID}
 	}
 	n := 0
+	var alive []domain.ID
 	for _, e := range running {
 		state, err := r.engine.DescribeWorkflow(ctx, e.ID)
 		if err != nil {
@@ -195,6 +217,9 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 			status = domain.ExecutionFailed
 		}
 		if !closed {
+			if state == ports.WorkflowRunning {
+				alive = append(alive, e.ID)
+			}
 			continue
 		}
 		if state == ports.WorkflowCompleted {
@@ -214,7 +239,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 			r.log.Warn("reconciled stuck execution", "execution_id", e.ID, "workflow_state", state, "status", status)
 		}
 	}
-	return n, nil
+	return n, r.endAbandonedChildren(ctx, alive)
 }
 
 // abandoned terminates the workflow of e when it has waited past
@@ -222,7 +247,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 // record, naming the task queue. An unavailable engine is an error (the
 // walk stops); another failure to ask leaves e for the next run.
 func (r *Reconciler) abandoned(ctx context.Context, e domain.Execution) (bool, string, error) {
-	if r.stuckAfter <= 0 || time.Since(e.AdmittedAt) < r.stuckAfter {
+	if !r.waitedPastStuckStart(e.AdmittedAt) {
 		return false, "", nil
 	}
 	if r.pickedUp[e.ID] || r.pickedUpLastWalk[e.ID] {
@@ -247,6 +272,56 @@ func (r *Reconciler) abandoned(ctx context.Context, e domain.Execution) (bool, s
 		r.log.Warn("cannot check or end a stuck start", "execution_id", e.ID, "error", err)
 	}
 	return false, "", nil
+}
+
+// waitedPastStuckStart reports whether a workflow started at started has
+// waited for a worker past stuckAfter, the stuck-start rule's time.
+func (r *Reconciler) waitedPastStuckStart(started time.Time) bool {
+	return r.stuckAfter > 0 && time.Since(started) >= r.stuckAfter
+}
+
+// endAbandonedChildren applies the stuck-start rule to the children of the
+// given running executions (FailStuckChildren): each one that has waited
+// past stuckAfter, unpicked on a task queue no worker polls (Abandoned), is
+// ended with a reason naming the queue and the rule. An unavailable engine
+// is an error (the walk stops); another failure to ask leaves the child
+// for the next walk.
+func (r *Reconciler) endAbandonedChildren(ctx context.Context, executions []domain.ID) error {
+	if r.children == nil || r.stuckAfter <= 0 || len(executions) == 0 {
+		return nil
+	}
+	children, err := r.store.RunningChildren(ctx, executions)
+	if err != nil {
+		return fmt.Errorf("reading the runs' children: %w", err)
+	}
+	for _, c := range children {
+		key := c.WorkflowID + "/" + c.RunID
+		if !r.waitedPastStuckStart(c.StartedAt) || r.childrenPickedUp[key] || r.childrenPickedUpLastWalk[key] {
+			continue
+		}
+		pickup, err := r.children.ChildPickup(ctx, c)
+		if err == nil && pickup.PickedUp {
+			if r.childrenPickedUp == nil {
+				r.childrenPickedUp = map[string]bool{}
+			}
+			r.childrenPickedUp[key] = true
+		}
+		if err == nil && pickup.Abandoned() {
+			reason := fmt.Sprintf("no worker picked up workflow %s on task queue %q within %s (Sluice's stuck-start rule, SLUICE_STUCK_START_AFTER): "+
+				"is the team's worker polling that queue?", c.WorkflowID, pickup.TaskQueue, r.stuckAfter)
+			if err = r.children.EndAbandonedChild(ctx, c, reason); err == nil {
+				r.log.Warn("ended a child no worker picked up", "execution_id", c.ExecutionID, "node", c.NodeKey, "task_queue", pickup.TaskQueue)
+				continue
+			}
+		}
+		if errors.Is(err, ports.ErrEngineUnavailable) {
+			return fmt.Errorf("checking a stuck child: %w", err)
+		}
+		if err != nil {
+			r.log.Warn("cannot check or end a stuck child", "execution_id", c.ExecutionID, "node", c.NodeKey, "error", err)
+		}
+	}
+	return nil
 }
 
 // notePickedUp remembers, for this walk and the next, that id's workflow

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +167,85 @@ func TestReconcilerFailsOnlyStartsNoWorkerWillPickUp(t *testing.T) {
 	}
 	if engine.asked[running] != 1 || engine.asked[backlog] != 2 || engine.asked[fresh] != 0 {
 		t.Errorf("asked %v; want a picked-up run asked once, a backlogged one each walk, a young one never", engine.asked)
+	}
+}
+
+// childStore is pagedStore whose executions' children are given.
+type childStore struct {
+	*pagedStore
+	children []ports.RunningChild
+}
+
+func (s childStore) RunningChildren(_ context.Context, ids []domain.ID) ([]ports.RunningChild, error) {
+	var out []ports.RunningChild
+	for _, c := range s.children {
+		if slices.Contains(ids, c.ExecutionID) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// childEngine answers ChildPickup from a map by child workflow id,
+// counting the questions and the ends.
+type childEngine struct {
+	pickups map[string]ports.WorkflowPickup
+	asked   map[string]int
+	ended   map[string]string
+}
+
+func (e *childEngine) ChildPickup(_ context.Context, c ports.RunningChild) (ports.WorkflowPickup, error) {
+	e.asked[c.WorkflowID]++
+	return e.pickups[c.WorkflowID], nil
+}
+
+func (e *childEngine) EndAbandonedChild(_ context.Context, c ports.RunningChild, reason string) error {
+	e.ended[c.WorkflowID] = reason
+	return nil
+}
+
+// TestReconcilerEndsOnlyChildrenNoWorkerWillPickUpNamingTheirQueue: of
+// four TEMPORAL_WORKFLOW children of running runs, only the one that has
+// waited past the stuck-start time on a queue no worker polls is ended,
+// with a reason naming its queue and the rule. One whose queue a worker
+// polls (a backlog, or a worker restarting, which Temporal still lists) is
+// asked again each walk; one picked up is asked once; a young one never.
+func TestReconcilerEndsOnlyChildrenNoWorkerWillPickUpNamingTheirQueue(t *testing.T) {
+	t.Parallel()
+	old, young := time.Now().Add(-time.Hour), time.Now()
+	run := domain.ID(uuid.New())
+	store := childStore{pagedStore: &pagedStore{running: []domain.Execution{{ID: run, AdmittedAt: old}}}, children: []ports.RunningChild{
+		{ExecutionID: run, NodeKey: "a", WorkflowID: "abandoned", RunID: "1", StartedAt: old},
+		{ExecutionID: run, NodeKey: "b", WorkflowID: "restarting", RunID: "1", StartedAt: old},
+		{ExecutionID: run, NodeKey: "c", WorkflowID: "running", RunID: "1", StartedAt: old},
+		{ExecutionID: run, NodeKey: "d", WorkflowID: "young", RunID: "1", StartedAt: young},
+	}}
+	engine := &pickupEngine{asked: map[domain.ID]int{}, terminated: map[domain.ID]string{}, pickups: map[domain.ID]ports.WorkflowPickup{
+		run: {TaskQueue: "x.workflows", PickedUp: true},
+	}}
+	children := &childEngine{asked: map[string]int{}, ended: map[string]string{}, pickups: map[string]ports.WorkflowPickup{
+		"abandoned":  {TaskQueue: "team-a"},
+		"restarting": {TaskQueue: "team-b", Polled: true},
+		"running":    {TaskQueue: "team-c", PickedUp: true},
+		"young":      {TaskQueue: "team-d"},
+	}}
+	rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
+	r, _ := newTestReconciler(store, rec, engine, 10)
+	r.FailStuckStartsAfter(time.Minute).FailStuckChildren(children)
+	for range 2 {
+		if _, err := r.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.finished) != 0 || len(engine.terminated) != 0 {
+		t.Fatalf("finished %v, terminated %v; want the run left to fail its node itself", rec.finished, engine.terminated)
+	}
+	reason := children.ended["abandoned"]
+	if len(children.ended) != 1 || !strings.Contains(reason, `task queue "team-a"`) || !strings.Contains(reason, "stuck-start rule, SLUICE_STUCK_START_AFTER") {
+		t.Fatalf("ended %v; want only the abandoned child, naming its queue and the rule", children.ended)
+	}
+	if children.asked["running"] != 1 || children.asked["restarting"] != 2 || children.asked["young"] != 0 {
+		t.Errorf("asked %v; want a picked-up child asked once, a polled queue's each walk, a young one never", children.asked)
 	}
 }
 

@@ -72,3 +72,14 @@ SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
 UPDATE workflow_execution_nodes
 SET status = @status, error = @error, completed_at = now()
 WHERE execution_id = @execution_id AND status = 'RUNNING';
+
+-- name: NodesRunningChildren :many
+-- The team workflows that the given executions' RUNNING TEMPORAL_WORKFLOW
+-- nodes started, for the reconciler's stuck-start rule: ranges of the
+-- (execution_id, node_key) unique index, the executions being one page of
+-- its walk.
+SELECT execution_id, node_key, child_workflow_id::text AS child_workflow_id, child_run_id::text AS child_run_id, started_at
+FROM workflow_execution_nodes
+WHERE execution_id = ANY(@execution_ids::uuid[]) AND status = 'RUNNING'
+  AND child_workflow_id IS NOT NULL AND child_run_id IS NOT NULL AND started_at IS NOT NULL
+ORDER BY execution_id, node_key;

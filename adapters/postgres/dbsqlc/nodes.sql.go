@@ -244,3 +244,49 @@ func (q *Queries) NodesPage(ctx context.Context, db DBTX, arg NodesPageParams) (
 	}
 	return items, nil
 }
+
+const nodesRunningChildren = `-- name: NodesRunningChildren :many
+SELECT execution_id, node_key, child_workflow_id::text AS child_workflow_id, child_run_id::text AS child_run_id, started_at
+FROM workflow_execution_nodes
+WHERE execution_id = ANY($1::uuid[]) AND status = 'RUNNING'
+  AND child_workflow_id IS NOT NULL AND child_run_id IS NOT NULL AND started_at IS NOT NULL
+ORDER BY execution_id, node_key
+`
+
+type NodesRunningChildrenRow struct {
+	ExecutionID     domain.ID
+	NodeKey         string
+	ChildWorkflowID string
+	ChildRunID      string
+	StartedAt       *time.Time
+}
+
+// The team workflows that the given executions' RUNNING TEMPORAL_WORKFLOW
+// nodes started, for the reconciler's stuck-start rule: ranges of the
+// (execution_id, node_key) unique index, the executions being one page of
+// its walk.
+func (q *Queries) NodesRunningChildren(ctx context.Context, db DBTX, executionIds []domain.ID) ([]NodesRunningChildrenRow, error) {
+	rows, err := db.Query(ctx, nodesRunningChildren, executionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []NodesRunningChildrenRow{}
+	for rows.Next() {
+		var i NodesRunningChildrenRow
+		if err := rows.Scan(
+			&i.ExecutionID,
+			&i.NodeKey,
+			&i.ChildWorkflowID,
+			&i.ChildRunID,
+			&i.StartedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

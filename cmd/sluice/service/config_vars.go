@@ -95,7 +95,7 @@ var configVars = []configVar{
 	{Name: "SLUICE_SCHEDULE_FIRE_MAX_PER_TURN", Roles: "dispatcher", Default: "1000", Meaning: "ticks one turn fires before it lets the lease go (1 to 100,000)"},
 	{Name: "SLUICE_RECOVERY_LEASE_AT_LEAST_FOR", Roles: "api, dispatcher", Default: "30s", Meaning: "their lock-at-least-for"},
 	{Name: "SLUICE_DISPATCH_RECONCILE_AFTER", Roles: "dispatcher", Default: "1m", Meaning: "minimum age of a RUNNING execution before the reconciler asks Temporal about it"},
-	{Name: "SLUICE_STUCK_START_AFTER", Roles: "dispatcher", Default: "5m", Meaning: "how long a started workflow may wait for a worker on a queue nobody polls before it is failed, naming the queue (0: never)"},
+	{Name: "SLUICE_STUCK_START_AFTER", Roles: "dispatcher", Default: "5m", Meaning: "how long a started workflow may wait for a worker on a queue nobody polls before it is failed, naming the queue (0: never); the same rule ends a TEMPORAL_WORKFLOW node's child on a team's queue nobody polls, failing the node"},
 	{Name: "SLUICE_RECONCILE_PAGE_SIZE", Roles: "dispatcher", Default: "500", Meaning: "RUNNING executions the reconciler checks per cycle"},
 	{Name: "SLUICE_CLOSE_WATCH_INTERVAL", Roles: "dispatcher", Default: "5s", Meaning: "how often the reconciler asks Temporal's visibility for workflows closed outside Sluice in the last minute (terminated by the server at one of its limits, or by an operator) and records their end, their RUNNING nodes' end and frees their slots, naming the reason (at least 100 ms); the walk of `SLUICE_DISPATCH_RECONCILE_AFTER` stays the backstop"},
 	{Name: "SLUICE_WORKER_QUEUES", Roles: "worker", Default: "workflows,external-api", Meaning: "which task queues this process serves"},

@@ -486,6 +486,7 @@ func runDispatcher(p dispatcherParams) {
 	recovery := maintenance.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
 	reconciler := maintenance.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
 		FailStuckStartsAfter(d.StuckStartAfter).
+		FailStuckChildren(p.Engine).
 		WatchClosed(p.Engine, maintenance.JobSchedule{Interval: d.CloseWatchInterval, LeaseAtMostFor: m.LeaseAtMostFor, LeaseAtLeastFor: d.CloseWatchInterval / 2})
 	firing := maintenance.NewScheduleFiring(p.Store, crontab.NewParser(), p.Lease, p.Config.ScheduleFiring, p.LeaseMetrics,
 		log.With("job", maintenance.ScheduleFiringLeaseName))
