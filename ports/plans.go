@@ -36,9 +36,12 @@ type LimitsInForce struct {
 	// PoolCapacity is the pool's capacity; nil for none.
 	PoolCapacity *int
 	Plans        []domain.PlanLimits
-	// WorkspacePlan is the plan of the workspace whose own limits are
-	// edited; "" for a plan or pool edit.
+	// WorkspacePlan is the plan of the workspace whose own limits or plan
+	// are edited; "" for a plan or pool edit.
 	WorkspacePlan domain.Plan
+	// Workspace is that workspace's own limits as stored (all nil when it
+	// has none); zero for a plan or pool edit.
+	Workspace domain.WorkspaceLimits
 }
 
 // LimitsCheck decides whether a limits edit may be written, given the

@@ -20,7 +20,11 @@ type WorkspaceStore interface {
 	// WorkspaceStats counts the live work of each workspace, in one read.
 	WorkspaceStats(ctx context.Context, ids []domain.ID) (map[domain.ID]domain.WorkspaceStats, error)
 	ListWorkspaces(ctx context.Context, page Page) ([]domain.Workspace, error)
-	UpdateWorkspacePlan(ctx context.Context, id domain.ID, plan domain.Plan) (domain.Workspace, error)
+	// UpdateWorkspacePlan moves the workspace to plan, if check passes as
+	// a limits edit's does (PlanStore): the move is a limits edit, ordered
+	// against every claim and every other edit. ErrNotFound when the
+	// workspace does not exist.
+	UpdateWorkspacePlan(ctx context.Context, id domain.ID, plan domain.Plan, check LimitsCheck) (domain.Workspace, error)
 	// WorkspaceQuotas returns the quotas in force for a workspace: its own
 	// where set, else its plan's, as stored now; ErrNotFound when it does
 	// not exist.

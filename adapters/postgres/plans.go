@@ -111,8 +111,9 @@ func (s *Store) UpdatePool(ctx context.Context, capacity *int, check ports.Limit
 // lockLimitsAndCheck takes the limits' write lock, which every limits
 // edit takes, then reads the limits in force under it and runs check (nil:
 // none) on them: the edit's check and its write are one step against
-// every other edit. workspace, for a workspace's own limits, names the
-// workspace whose plan the check reads (ErrNotFound when it is gone).
+// every other edit. workspace, for a workspace's own limits or plan, names
+// the workspace whose plan and own limits the check reads (ErrNotFound
+// when it is gone).
 func (s *Store) lockLimitsAndCheck(ctx context.Context, tx pgx.Tx, workspace *domain.ID, check ports.LimitsCheck) error {
 	if err := s.q.AdmissionLimitsWriteLock(ctx, tx); err != nil {
 		return err
@@ -139,6 +140,14 @@ func (s *Store) lockLimitsAndCheck(ctx context.Context, tx pgx.Tx, workspace *do
 			return interpretError(err)
 		}
 		in.WorkspacePlan = workspaceFromRow(w).Plan
+		in.Workspace = domain.WorkspaceLimits{WorkspaceID: *workspace}
+		own, err := s.q.WorkspaceLimitsGet(ctx, tx, *workspace)
+		switch err = interpretError(err); {
+		case err == nil:
+			in.Workspace = workspaceLimitsFromRow(own)
+		case !errors.Is(err, ports.ErrNotFound):
+			return err
+		}
 	}
 	return check(in)
 }

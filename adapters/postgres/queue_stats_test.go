@@ -198,7 +198,7 @@ func TestQueueStatsStayExactThroughEveryTransition(t *testing.T) {
 	pgtest.RequireExactStats(t, pool, "completion")
 
 	// A plan change is copied; the upgraded workspace gets its new room.
-	if _, err := store.UpdateWorkspacePlan(ctx, free, domain.PlanPro); err != nil {
+	if _, err := store.UpdateWorkspacePlan(ctx, free, domain.PlanPro, nil); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.RequireExactStats(t, pool, "plan change")

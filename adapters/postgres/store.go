@@ -70,13 +70,24 @@ func (s *Store) ListWorkspaces(ctx context.Context, page ports.Page) ([]domain.W
 	return out, nil
 }
 
-// UpdateWorkspacePlan changes a workspace's plan.
-func (s *Store) UpdateWorkspacePlan(ctx context.Context, id domain.ID, plan domain.Plan) (domain.Workspace, error) {
-	r, err := s.q.WorkspaceUpdatePlan(ctx, s.pool, dbsqlc.WorkspaceUpdatePlanParams{ID: id, Plan: string(plan)})
-	if err != nil {
-		return domain.Workspace{}, interpretError(err)
-	}
-	return workspaceFromRow(r), nil
+// UpdateWorkspacePlan changes a workspace's plan under the limits' write
+// lock once check has passed under it, and wakes the dispatchers, as
+// SetWorkspaceLimits does: a plan is the limits a workspace has none of
+// its own of.
+func (s *Store) UpdateWorkspacePlan(ctx context.Context, id domain.ID, plan domain.Plan, check ports.LimitsCheck) (domain.Workspace, error) {
+	var out domain.Workspace
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockLimitsAndCheck(ctx, tx, &id, check); err != nil {
+			return err
+		}
+		r, err := s.q.WorkspaceUpdatePlan(ctx, tx, dbsqlc.WorkspaceUpdatePlanParams{ID: id, Plan: string(plan)})
+		if err != nil {
+			return interpretError(err)
+		}
+		out = workspaceFromRow(r)
+		return s.q.QueueNotify(ctx, tx)
+	})
+	return out, err
 }
 
 // CreateAPIKey stores a key's hash.

@@ -6645,6 +6645,7 @@ type UpdateWorkspacePlanResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	ApplicationProblemJSON404 *NotFound
 	ApplicationProblemJSON413 *TooLarge
+	ApplicationProblemJSON422 *InvalidField
 	ApplicationProblemJSON429 *TooMany
 	ApplicationProblemJSON500 *Internal
 	ApplicationProblemJSON503 *Unavailable
@@ -10947,6 +10948,13 @@ func ParseUpdateWorkspacePlanResponse(rsp *http.Response) (*UpdateWorkspacePlanR
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidField
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooMany

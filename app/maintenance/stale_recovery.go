@@ -2,6 +2,8 @@ package maintenance
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -26,16 +28,21 @@ type StaleRecovery struct {
 	engine     ports.WorkflowEngine
 	breaker    *dispatch.Breaker
 	staleAfter time.Duration
+	// askTimeout bounds each question to Temporal, as the claim loop's
+	// questions about its own claims in doubt are bounded.
+	askTimeout time.Duration
 	metrics    *dispatch.Metrics
 	log        *slog.Logger
 	loop       maintenance
 }
 
 // NewStaleRecovery builds the stale recovery service; staleAfter is how
-// long an item may stay CLAIMED before recovery settles it.
+// long an item may stay CLAIMED before recovery settles it, askTimeout
+// how long it waits for each answer from Temporal (the dispatcher's
+// StartTimeout, which bounds the claim loop's own questions).
 func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
-	staleAfter time.Duration, schedule JobSchedule, metrics *dispatch.Metrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *StaleRecovery {
-	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, metrics: metrics, log: log}
+	staleAfter, askTimeout time.Duration, schedule JobSchedule, metrics *dispatch.Metrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *StaleRecovery {
+	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, askTimeout: askTimeout, metrics: metrics, log: log}
 	r.loop = maintenance{name: StaleRecoveryLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r
 }
@@ -69,9 +76,14 @@ func (r *StaleRecovery) run(ctx context.Context) {
 // workflow did start is marked DISPATCHED (so it never starts twice); one
 // Temporal has never seen goes back to PENDING, but only if it is still in
 // the claim that was observed, and its execution row is dropped to free
-// the slot. An item whose workflow Temporal cannot describe is left for
-// the next run; the breaker is the claim loop's to trip, and this job
-// waits for it.
+// the slot. Each question waits at most askTimeout. An item whose workflow
+// Temporal cannot describe is left for the next run; at the first answer
+// that Temporal is unavailable (a deadline passed included) the batch
+// stops, as the reconciler's walk does, so an outage costs one question
+// rather than one per item: what was settled before it is written, the
+// items after it stay CLAIMED for the next run, and the outage is the
+// error. The breaker is the claim loop's to trip, and this job waits for
+// it.
 func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 	stale, err := r.store.StaleClaimed(ctx, r.staleAfter, staleBatch)
 	if err != nil {
@@ -79,11 +91,14 @@ func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 	}
 	var started []ports.DispatchedItem
 	var released []ports.QueueTransition
+	var outage error
 	for _, item := range stale {
 		if item.ExecutionID == nil {
 			continue
 		}
-		s, err := dispatch.SettleInDoubt(ctx, r.engine, item, *item.ExecutionID, staleReason)
+		actx, cancel := context.WithTimeout(ctx, r.askTimeout)
+		s, err := dispatch.SettleInDoubt(actx, r.engine, item, *item.ExecutionID, staleReason)
+		cancel()
 		if err != nil {
 			r.log.Warn("stale recovery refused", "queue_item_id", item.ID, "error", err)
 			continue
@@ -94,7 +109,14 @@ func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 		case dispatch.InDoubtNotStarted:
 			released = append(released, s.Release)
 		default:
-			r.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", s.Err)
+			if errors.Is(s.Err, ports.ErrEngineUnavailable) {
+				outage = fmt.Errorf("describing workflows: %w", s.Err)
+			} else {
+				r.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", s.Err)
+			}
+		}
+		if outage != nil {
+			break
 		}
 	}
 	n := 0
@@ -113,5 +135,5 @@ func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 		n += len(ids)
 	}
 	r.metrics.StaleRecovered.Add(float64(n))
-	return n, nil
+	return n, outage
 }

@@ -62,10 +62,18 @@ func (s *staleStore) ApplyTransitions(_ context.Context, ts []ports.QueueTransit
 	return ids, nil
 }
 
+// newTestStaleRecoveryAsking is a stale recovery whose questions to
+// Temporal are bounded by askTimeout.
+func newTestStaleRecoveryAsking(store ports.DispatchStore, engine ports.WorkflowEngine, askTimeout time.Duration) *StaleRecovery {
+	m := dispatch.NewMetrics(prometheus.NewRegistry())
+	return NewStaleRecovery(store, engine, dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, m), apptest.NewLease(), 5*time.Minute, askTimeout,
+		testSchedule(), m, dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+}
+
 func newTestStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine) (*StaleRecovery, *dispatch.Metrics, *dispatch.Breaker) {
 	m := dispatch.NewMetrics(prometheus.NewRegistry())
 	b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, m)
-	r := NewStaleRecovery(store, engine, b, apptest.NewLease(), 5*time.Minute, testSchedule(), m,
+	r := NewStaleRecovery(store, engine, b, apptest.NewLease(), 5*time.Minute, dispatch.DefaultDispatcherConfig().StartTimeout, testSchedule(), m,
 		dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 	return r, m, b
 }
@@ -76,10 +84,12 @@ func TestStaleRecovery(t *testing.T) {
 	t.Run("StartedIsDispatchedAndUnstartedGoesBackWithItsSlotFreed", func(t *testing.T) {
 		t.Parallel()
 		started, unstarted, unknown := apptest.StaleItem(10*time.Minute), apptest.StaleItem(10*time.Minute), apptest.StaleItem(10*time.Minute)
-		store := &staleStore{stale: []domain.QueueItem{started, unstarted, unknown}}
+		// Temporal refusing the question about one item (not an outage)
+		// leaves that item alone and goes on to the next.
+		store := &staleStore{stale: []domain.QueueItem{unknown, started, unstarted}}
 		engine := apptest.DescribingEngine{
 			States: map[domain.ID]ports.WorkflowState{*started.ExecutionID: ports.WorkflowRunning},
-			Errs:   map[domain.ID]error{*unknown.ExecutionID: ports.ErrEngineUnavailable},
+			Errs:   map[domain.ID]error{*unknown.ExecutionID: errors.New("permission denied")},
 		}
 		r, m, _ := newTestStaleRecovery(store, engine)
 		n, err := r.Recover(context.Background())
@@ -229,7 +239,7 @@ func TestStaleRecoveryAndTheClaimLoopSettleAClaimInDoubtAlike(t *testing.T) {
 
 			staleStore := &staleStore{stale: []domain.QueueItem{item}}
 			r, _, staleBreaker := newTestStaleRecovery(staleStore, answer)
-			if _, err := r.Recover(context.Background()); err != nil {
+			if _, err := r.Recover(context.Background()); err != nil && !errors.Is(err, ports.ErrEngineUnavailable) {
 				t.Fatal(err)
 			}
 			byStale := settledFrom(t, staleStore.dispatched, staleStore.applied)
@@ -271,6 +281,101 @@ func TestStaleRecoveryAndTheClaimLoopSettleAClaimInDoubtAlike(t *testing.T) {
 					t.Errorf("%s released the item with LastError %q; want why it waited", who, rel.To.LastError)
 				}
 			}
+		})
+	}
+}
+
+// outageEngine is a Temporal that goes away partway through a batch: it
+// records each DescribeWorkflow it is asked, with the time left on the
+// question's deadline, answers an execution in unavailable at once as an
+// unreachable server does, and holds the question about an execution in
+// hang until its deadline passes, then answers as the adapter does (an
+// unavailable engine that did not answer in time). hang gives up after
+// giveUp all the same, so a question with no deadline fails the test
+// instead of hanging it.
+type outageEngine struct {
+	ports.WorkflowEngine
+	unavailable, hang domain.ID
+	giveUp            time.Duration
+
+	mu    sync.Mutex
+	asked []domain.ID
+	// bounded is, per question, the time left on its deadline; 0 for a
+	// question with none.
+	bounded []time.Duration
+}
+
+func (e *outageEngine) DescribeWorkflow(ctx context.Context, id domain.ID) (ports.WorkflowState, error) {
+	e.mu.Lock()
+	e.asked = append(e.asked, id)
+	var left time.Duration
+	if deadline, ok := ctx.Deadline(); ok {
+		left = time.Until(deadline)
+	}
+	e.bounded = append(e.bounded, left)
+	e.mu.Unlock()
+	switch id {
+	case e.unavailable:
+		return "", fmt.Errorf("%w: connection refused", ports.ErrEngineUnavailable)
+	case e.hang:
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w: %w: %w", ports.ErrEngineUnavailable, ports.ErrEngineTimeout, ctx.Err())
+		case <-time.After(e.giveUp):
+			return "", errors.New("the question had no deadline: the test gave up waiting")
+		}
+	}
+	return ports.WorkflowRunning, nil
+}
+
+// TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion gives stale
+// recovery a batch whose second question finds Temporal gone (refused at
+// once, or hanging), and requires that each question is bounded by the
+// dispatcher's start timeout, that the batch stops at the first
+// unavailable answer (as the reconciler's walk does) instead of asking
+// about every item left, and that what was settled before is written
+// while the items after it are left CLAIMED, untouched, for the next run:
+// nothing lost, nothing started twice.
+func TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
+	t.Parallel()
+	const askTimeout = 200 * time.Millisecond
+	for _, outage := range []string{"refused", "hanging"} {
+		t.Run(outage, func(t *testing.T) {
+			t.Parallel()
+			items := []domain.QueueItem{apptest.StaleItem(10 * time.Minute), apptest.StaleItem(10 * time.Minute),
+				apptest.StaleItem(10 * time.Minute), apptest.StaleItem(10 * time.Minute)}
+			engine := &outageEngine{giveUp: 5 * time.Second}
+			if outage == "refused" {
+				engine.unavailable = *items[1].ExecutionID
+			} else {
+				engine.hang = *items[1].ExecutionID
+			}
+			store := &staleStore{stale: items}
+			r := newTestStaleRecoveryAsking(store, engine, askTimeout)
+
+			began := time.Now()
+			n, err := r.Recover(context.Background())
+			took := time.Since(began)
+
+			if !errors.Is(err, ports.ErrEngineUnavailable) || n != 1 {
+				t.Errorf("Recover = %d, %v; want the one item settled before the outage, and the outage as its error", n, err)
+			}
+			want := []domain.ID{*items[0].ExecutionID, *items[1].ExecutionID}
+			if fmt.Sprint(engine.asked) != fmt.Sprint(want) {
+				t.Errorf("asked Temporal about %v; want %v, stopping at the first unavailable answer", engine.asked, want)
+			}
+			for i, left := range engine.bounded {
+				if left <= 0 || left > askTimeout {
+					t.Errorf("question %d had %v left on its deadline; want a deadline within the start timeout of %v", i, left, askTimeout)
+				}
+			}
+			if len(store.dispatched) != 1 || store.dispatched[0].ID != items[0].ID {
+				t.Errorf("marked dispatched %+v; want the first item, whose workflow started, alone", store.dispatched)
+			}
+			if len(store.applied) != 0 {
+				t.Errorf("released %+v; want the items from the outage on left CLAIMED for the next run", store.applied)
+			}
+			t.Logf("%s outage: asked %d of %d, settled %d, returned after %v", outage, len(engine.asked), len(items), n, took.Round(time.Millisecond))
 		})
 	}
 }

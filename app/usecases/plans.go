@@ -253,8 +253,9 @@ func planFloorCheck(plan domain.Plan, change domain.PlanChange) ports.LimitsChec
 }
 
 // workspaceFloorCheck refuses a workspace's own limits whose floor in
-// force (its own, else its plan's) is above its limit in force or the
-// pool's capacity, naming the field it set (the floor when it set both).
+// force is above its limit in force or the pool's capacity
+// (checkWorkspaceFloor), naming the field it set (the floor when it set
+// both).
 func workspaceFloorCheck(l domain.WorkspaceLimits) ports.LimitsCheck {
 	return func(in ports.LimitsInForce) error {
 		if l.Floor == nil && l.MaxRunning == nil {
@@ -264,15 +265,41 @@ func workspaceFloorCheck(l domain.WorkspaceLimits) ports.LimitsCheck {
 		if err != nil {
 			return err
 		}
-		floor, ceiling, field := plan.Floor, plan.MaxRunning, "/maxRunning"
-		if l.MaxRunning != nil {
-			ceiling = *l.MaxRunning
-		}
+		field := "/maxRunning"
 		if l.Floor != nil {
-			floor, field = *l.Floor, "/floor"
+			field = "/floor"
 		}
-		return domain.CheckFloor(floor, ceiling, in.PoolCapacity, field)
+		return checkWorkspaceFloor(plan, l, in.PoolCapacity, field)
 	}
+}
+
+// planChangeFloorCheck refuses moving a workspace to plan when, with its
+// own limits as stored, its floor in force there would be above its limit
+// in force there or the pool's capacity (checkWorkspaceFloor): an own
+// floor set under a larger plan's ceiling, or a plan whose floor is above
+// the workspace's own ceiling. It names /plan, the field the move set.
+func planChangeFloorCheck(plan domain.Plan) ports.LimitsCheck {
+	return func(in ports.LimitsInForce) error {
+		p, err := planIn(in, plan)
+		if err != nil {
+			return err
+		}
+		return checkWorkspaceFloor(p, in.Workspace, in.PoolCapacity, "/plan")
+	}
+}
+
+// checkWorkspaceFloor is domain.CheckFloor for a workspace on plan with
+// own limits: its floor in force (its own, else its plan's) against its
+// limit in force (likewise) and the pool's capacity, naming field.
+func checkWorkspaceFloor(plan domain.PlanLimits, own domain.WorkspaceLimits, capacity *int, field string) error {
+	floor, ceiling := plan.Floor, plan.MaxRunning
+	if own.Floor != nil {
+		floor = *own.Floor
+	}
+	if own.MaxRunning != nil {
+		ceiling = *own.MaxRunning
+	}
+	return domain.CheckFloor(floor, ceiling, capacity, field)
 }
 
 // planIn is plan's limits among those in force.

@@ -99,12 +99,14 @@ func (s *Workspaces) Caller(ctx context.Context, a domain.Actor) (Caller, error)
 }
 
 // UpdateWorkspacePlan changes a plan; the next admission uses its limit.
-// Admin only.
+// A move that would leave the workspace's floor above its limit or the
+// pool's capacity is refused (planChangeFloorCheck), checked as every
+// limits edit is. Admin only.
 func (s *Workspaces) UpdateWorkspacePlan(ctx context.Context, a domain.Actor, id domain.ID, plan domain.Plan) (WorkspaceView, error) {
 	if err := requireAdmin(a); err != nil {
 		return WorkspaceView{}, err
 	}
-	w, err := s.workspaces.UpdateWorkspacePlan(ctx, id, plan)
+	w, err := s.workspaces.UpdateWorkspacePlan(ctx, id, plan, planChangeFloorCheck(plan))
 	if err != nil {
 		return WorkspaceView{}, err
 	}

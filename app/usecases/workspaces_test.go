@@ -78,7 +78,7 @@ func (f *workspaceFake) ListWorkspaces(_ context.Context, page ports.Page) ([]do
 	return out, nil
 }
 
-func (f *workspaceFake) UpdateWorkspacePlan(_ context.Context, id domain.ID, plan domain.Plan) (domain.Workspace, error) {
+func (f *workspaceFake) UpdateWorkspacePlan(_ context.Context, id domain.ID, plan domain.Plan, _ ports.LimitsCheck) (domain.Workspace, error) {
 	for i := range f.ws {
 		if f.ws[i].ID == id {
 			f.ws[i].Plan = plan

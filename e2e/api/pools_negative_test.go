@@ -2,10 +2,13 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/api/client"
 	"github.com/sluicehq/sluice/e2e/harness"
@@ -141,4 +144,80 @@ func TestNegativePoolsFloorsAndWeights(t *testing.T) {
 		t.Errorf("after the edits the limits are %s", got)
 	}
 	w.checkBUntouched(t)
+}
+
+// TestAPlanChangeThatWouldBreakAWorkspacesFloorIsRefused: moving a
+// workspace to another plan is a limits edit like the others. A move
+// that would leave the workspace's floor in force (its own, else the new
+// plan's) above its limit in force there (likewise) or above the pool's
+// capacity is refused (422 naming /plan) and writes nothing: an own floor
+// set under PRO's ceiling moved to FREE's, a plan whose floor is above
+// the workspace's own ceiling, and an own floor the pool was later
+// lowered under (which the pool edit takes, as docs/admission.md says).
+// A move that keeps the floor under both is taken.
+func TestAPlanChangeThatWouldBreakAWorkspacesFloorIsRefused(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t)
+	ctx := context.Background()
+	read := harness.Reader(t)
+	admin := s.Client(t, harness.AdminToken)
+	ok := func(what string, got harness.Answer) {
+		t.Helper()
+		if got.Status != http.StatusOK && got.Status != http.StatusCreated {
+			t.Fatalf("%s: %d %s", what, got.Status, got.Body)
+		}
+	}
+	workspace := func(name, limits string) uuid.UUID {
+		t.Helper()
+		cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: name, Plan: client.PRO})
+		if err != nil || cw.JSON201 == nil {
+			t.Fatalf("creating %s: %v %s", name, err, cw.Body)
+		}
+		ok(name+"'s own limits", read(admin.SetWorkspaceLimitsWithBody(ctx, cw.JSON201.ID, "application/json", strings.NewReader(limits))))
+		return cw.JSON201.ID
+	}
+	ownFloor := workspace("own floor 4", `{"maxRunning": null, "floor": 4}`)
+	ownCeiling := workspace("own ceiling 2", `{"maxRunning": 2}`)
+	ownFloorOverPool := workspace("own floor 8", `{"maxRunning": 50, "floor": 8}`)
+	ok("ENTERPRISE's floor of 3", read(admin.UpdatePlanWithBody(ctx, client.ENTERPRISE, "application/json", strings.NewReader(`{"floor": 3}`))))
+	ok("a pool of 10", read(admin.UpdatePoolWithBody(ctx, "application/json", strings.NewReader(`{"capacity": 10}`))))
+	ok("the pool lowered to 6, under an own floor of 8", read(admin.UpdatePoolWithBody(ctx, "application/json", strings.NewReader(`{"capacity": 6}`))))
+
+	snapshot := func() string {
+		t.Helper()
+		var got string
+		if err := s.Pool.QueryRow(ctx, `SELECT string_agg(w.name || ':' || w.plan || ' ' || coalesce(l.max_running::text, '-') || '/' || coalesce(l.floor::text, '-')
+			|| ' at ' || w.updated_at::text, ', ' ORDER BY w.name) FROM workspaces w LEFT JOIN workspace_limits l ON l.workspace_id = w.id`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	before := snapshot()
+	move := func(id uuid.UUID, plan client.Plan) harness.Answer {
+		return read(admin.UpdateWorkspacePlanWithBody(ctx, id, "application/json", strings.NewReader(fmt.Sprintf(`{"plan": %q}`, plan))))
+	}
+	for _, c := range []struct {
+		name    string
+		id      uuid.UUID
+		plan    client.Plan
+		message string
+	}{
+		{"an own floor of 4 moved under FREE's ceiling of 1", ownFloor, client.FREE, "above the limit of 1"},
+		{"an own ceiling of 2 moved under ENTERPRISE's floor of 3", ownCeiling, client.ENTERPRISE, "a floor of 3 is above the limit of 2"},
+		{"an own floor of 8 moved while the pool is 6", ownFloorOverPool, client.FREE, "above the pool's capacity of 6"},
+	} {
+		got := move(c.id, c.plan)
+		got.Expect(t, c.name, http.StatusUnprocessableEntity, "invalid-field")
+		if !slices.Contains(got.FieldPaths(), "/plan") || !strings.Contains(string(got.Body), c.message) {
+			t.Errorf("%s: %s; want /plan named, saying %q", c.name, got.Body, c.message)
+		}
+	}
+	if after := snapshot(); after != before {
+		t.Fatalf("refused moves changed the workspaces:\n before %s\n after  %s", before, after)
+	}
+	ok("an own floor of 4 moved to ENTERPRISE (ceiling 20, pool 6)", move(ownFloor, client.ENTERPRISE))
+	var plan string
+	if err := s.Pool.QueryRow(ctx, `SELECT plan FROM workspaces WHERE id = $1`, ownFloor).Scan(&plan); err != nil || plan != "ENTERPRISE" {
+		t.Errorf("the move taken left the plan %q (%v), want ENTERPRISE", plan, err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,4 +117,76 @@ func deref(p *int) any {
 		return "none"
 	}
 	return *p
+}
+
+// TestAPlanChangeAndAFloorEditAtOnceCannotBothBreakAFloor races, 20
+// rounds, a workspace's move from PRO (ceiling 5) to FREE (ceiling 1)
+// against its own floor raised to 3 at the same moment: each passes
+// alone, together they leave a floor of 3 under a ceiling of 1. However
+// they interleave, one is refused (422 naming /plan or /floor) and the
+// workspace's floor stays under its ceiling: the move is checked, as
+// every limits edit is, inside its write's transaction under the limits'
+// write lock. Before, a move was not checked at all, and both were taken
+// whenever the floor was written first.
+func TestAPlanChangeAndAFloorEditAtOnceCannotBothBreakAFloor(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t)
+	ctx := context.Background()
+	admin := s.Client(t, harness.AdminToken)
+	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "moved", Plan: client.PRO})
+	if err != nil || cw.JSON201 == nil {
+		t.Fatalf("creating the workspace: %v %s", err, cw.Body)
+	}
+	ws := cw.JSON201.ID
+	const rounds = 20
+	won := map[string]int{}
+	for round := range rounds {
+		if _, err := s.Pool.Exec(ctx, `UPDATE workspaces SET plan = 'PRO' WHERE id = $1`, ws); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Pool.Exec(ctx, `DELETE FROM workspace_limits WHERE workspace_id = $1`, ws); err != nil {
+			t.Fatal(err)
+		}
+		var resps [2]*http.Response
+		var errs [2]error
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			resps[0], errs[0] = admin.UpdateWorkspacePlanWithBody(ctx, ws, "application/json", strings.NewReader(`{"plan": "FREE"}`))
+		})
+		wg.Go(func() {
+			<-start
+			resps[1], errs[1] = admin.SetWorkspaceLimitsWithBody(ctx, ws, "application/json", strings.NewReader(`{"maxRunning": null, "floor": 3}`))
+		})
+		close(start)
+		wg.Wait()
+		move, floorEdit := harness.Read(t, resps[0], errs[0]), harness.Read(t, resps[1], errs[1])
+		var plan string
+		var ceiling int
+		var floor *int
+		if err := s.Pool.QueryRow(ctx, `SELECT w.plan, p.max_running, l.floor FROM workspaces w JOIN plans p ON p.name = w.plan
+			LEFT JOIN workspace_limits l ON l.workspace_id = w.id WHERE w.id = $1`, ws).Scan(&plan, &ceiling, &floor); err != nil {
+			t.Fatal(err)
+		}
+		left := fmt.Sprintf("%s (ceiling %d) with an own floor of %v", plan, ceiling, deref(floor))
+		switch {
+		case move.Status == http.StatusOK && floorEdit.Status == http.StatusOK:
+			t.Fatalf("round %d: both the move and the floor edit taken, leaving %s", round, left)
+		case floor != nil && *floor > ceiling:
+			t.Fatalf("round %d: the floor was left above its ceiling: %s", round, left)
+		case move.Status == http.StatusOK:
+			floorEdit.Expect(t, "the floor edit after the move", http.StatusUnprocessableEntity, "invalid-field")
+			won["/plan"]++
+		case floorEdit.Status == http.StatusOK:
+			move.Expect(t, "the move after the floor edit", http.StatusUnprocessableEntity, "invalid-field")
+			if !slices.Contains(move.FieldPaths(), "/plan") {
+				t.Errorf("round %d: the refused move names %v, want /plan", round, move.FieldPaths())
+			}
+			won["/floor"]++
+		default:
+			t.Fatalf("round %d: neither taken (%d, %d): %s %s", round, move.Status, floorEdit.Status, move.Body, floorEdit.Body)
+		}
+	}
+	t.Logf("in %d rounds the move was taken %d times and the floor edit %d times, the other refused each time", rounds, won["/plan"], won["/floor"])
 }

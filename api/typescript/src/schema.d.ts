@@ -113,7 +113,7 @@ export interface paths {
         head?: never;
         /**
          * Change a workspace's plan
-         * @description Admin only. The new limit applies from the next admission; running executions are not stopped.
+         * @description Admin only. The new limit applies from the next admission; running executions are not stopped. A move that would leave the workspace's floor (its own, else the new plan's) above its limit (its own, else the new plan's) or above the pool's capacity is refused (422 naming /plan).
          */
         patch: operations["updateWorkspacePlan"];
         trace?: never;
@@ -2552,6 +2552,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["InvalidField"];
             429: components["responses"]["TooMany"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

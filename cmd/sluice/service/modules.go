@@ -483,7 +483,7 @@ func runDispatcher(p dispatcherParams) {
 		log.Info("dispatcher disabled by configuration")
 		return
 	}
-	recovery := maintenance.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, m, p.Metrics, p.LeaseMetrics, log)
+	recovery := maintenance.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, d.StartTimeout, m, p.Metrics, p.LeaseMetrics, log)
 	reconciler := maintenance.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.ReconcilePageSize, m, p.LeaseMetrics, log).
 		FailStuckStartsAfter(d.StuckStartAfter).
 		FailStuckChildren(p.Engine).
