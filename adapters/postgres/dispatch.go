@@ -741,9 +741,7 @@ func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.Queu
 		if err := s.q.ExecutionsDelete(ctx, tx, drop); err != nil {
 			return nil, err
 		}
-		if err := s.q.QueueNotify(ctx, tx); err != nil {
-			return nil, err
-		}
+		wakeAfterCommit(tx, QueueChannel)
 	}
 	return written, nil
 }

@@ -208,7 +208,8 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 		} else {
 			s.log.Warn("completion found no queue item", "execution_id", id, "status", status)
 		}
-		return s.q.QueueNotify(ctx, tx)
+		wakeAfterCommit(tx, QueueChannel)
+		return nil
 	})
 	if err == nil && dropped > 0 && s.drops != nil {
 		s.drops.Add(float64(dropped))
