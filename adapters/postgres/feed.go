@@ -15,7 +15,8 @@ import (
 
 // FeedChannel is the NOTIFY channel that wakes the event streams' hubs:
 // every store wakes it after each transaction it commits, as the feed's
-// triggers (feed_from_*) write events in most of them (notifier).
+// triggers (feed_from_*) write events in most of them, and after the
+// statements that write events on their own (feedWritten).
 const FeedChannel = "sluice_feed"
 
 // eventsPage bounds one read of events, by the hub or a replay.

@@ -203,6 +203,17 @@ func (s *Store) inTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx)
 	return nil
 }
 
+// feedWritten wakes the event streams' hubs once statements run on the
+// pool, outside inTx, have returned: each committed on its own, and wrote
+// feed events (a node record, a queue item's status) that inTx would have
+// woken them for.
+func (s *Store) feedWritten(err error) error {
+	if err == nil {
+		s.wakes.wake(FeedChannel)
+	}
+	return err
+}
+
 // wakingTx is a transaction of inTx, with the channels to wake once it
 // has committed.
 type wakingTx struct {
