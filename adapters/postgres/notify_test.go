@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -95,4 +96,67 @@ func TestCommitsWakeTheirChannelsAfterwardsCoalesced(t *testing.T) {
 	}
 	t.Logf("%d commits over %v: %d NOTIFYs on %s, %d on %s", commits, wrote.Round(time.Millisecond),
 		received[postgres.QueueChannel], postgres.QueueChannel, received[postgres.FeedChannel], postgres.FeedChannel)
+}
+
+// A stream hears of node records written on their own (StartNode,
+// FinishNode: statements outside a transaction) and of a run's end
+// (FinishExecution, a transaction) from the wake-up sent after them, not
+// from the hub's 1 s poll: over ten records each way, the median delay
+// from the write's return to the event's arrival is far below the poll.
+func TestAStreamHearsOfEachWriteWithoutWaitingForThePoll(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	hub := postgres.NewFeedHub(pool, quiet())
+	done := make(chan struct{})
+	go func() { defer close(done); hub.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	const rounds = 10
+	var alone, inTx []time.Duration
+	for i := range rounds {
+		item := claimOne(t, store, domain.PlanEnterprise, `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`)
+		events, err := hub.Subscribe(ctx, ports.FeedFilter{WorkspaceID: item.WorkspaceID, ExecutionID: &item.ExecutionID}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heard := func(kind string, wrote time.Time) time.Duration {
+			t.Helper()
+			timeout := time.After(30 * time.Second)
+			for {
+				select {
+				case e, ok := <-events:
+					if !ok {
+						t.Fatalf("round %d: the stream closed before %s", i, kind)
+					}
+					if e.Kind == kind {
+						return time.Since(wrote)
+					}
+				case <-timeout:
+					t.Fatalf("round %d: no %s within 30 s", i, kind)
+				}
+			}
+		}
+		// Each write waits for its event: no other commit wakes the hub
+		// in between.
+		if err := store.StartNode(ctx, item.ExecutionID, domain.NodeRecord{Key: "a", Type: domain.NodeTransform, Status: domain.NodeRunning}); err != nil {
+			t.Fatal(err)
+		}
+		alone = append(alone, heard("node.started", time.Now()))
+		if _, err := finish(ctx, store, item.ExecutionID, domain.ExecutionCompleted, nil); err != nil {
+			t.Fatal(err)
+		}
+		inTx = append(inTx, heard("run.finished", time.Now()))
+	}
+	for _, m := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"a node record written alone", alone}, {"a run's end, in a transaction", inTx}} {
+		slices.Sort(m.ds)
+		t.Logf("%s: heard after %v (median), %v (longest)", m.name, m.ds[rounds/2].Round(time.Millisecond), m.ds[rounds-1].Round(time.Millisecond))
+		if m.ds[rounds/2] > 250*time.Millisecond {
+			t.Errorf("%s: the median stream heard of it %v after the write; want far below the 1 s poll", m.name, m.ds[rounds/2])
+		}
+	}
 }
