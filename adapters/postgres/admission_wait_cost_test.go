@@ -46,9 +46,6 @@ func BenchmarkAdmissionWaitTriggersOnTheClaimsExecutionWrite(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO workflow_definition_versions (workflow_definition_id, version, graph) VALUES ($1, 1, '{"nodes":[],"edges":[]}')`, def.ID); err != nil {
-		b.Fatal(err)
-	}
 	items := make([]ports.EnqueueBatchItem, batch)
 	for i := range items {
 		items[i] = ports.EnqueueBatchItem{ID: domain.ID(uuid.New()), Input: json.RawMessage(`{}`), Priority: 2}
