@@ -204,9 +204,10 @@ check-generated: generate
 # the same seeding, drains, processes and checks, in about a minute and a
 # half on a loaded machine. Their figures measure nothing and are printed
 # as a smoke run's, with no verdict. The template benchmark of
-# adapters/nodes is small already and runs whole. Needs the test stack.
+# adapters/nodes and the triggers' cost of adapters/postgres are small
+# already and run whole. Needs the test stack.
 bench-smoke:
-	SLUICE_BENCH_SMOKE=1 $(GO) test -count=1 -run='^$$' -bench=. -benchtime=1x -timeout 10m ./adapters/nodes/ ./e2e/bench/
+	SLUICE_BENCH_SMOKE=1 $(GO) test -count=1 -run='^$$' -bench=. -benchtime=1x -timeout 10m ./adapters/nodes/ ./adapters/postgres/ ./e2e/bench/
 
 # Where `make bench` writes what it prints, headed by the commit, the date,
 # the machine and the Go toolchain, so that figures quoted in

@@ -657,7 +657,8 @@ func (s *Store) MarkDispatched(ctx context.Context, fence ports.Fence, items []p
 // transaction when there is a fence.
 func (s *Store) markDispatched(ctx context.Context, fence ports.Fence, p dbsqlc.QueueMarkDispatchedParams) ([]dbsqlc.QueueMarkDispatchedRow, error) {
 	if !fence.Fenced() {
-		return s.q.QueueMarkDispatched(ctx, s.pool, p)
+		rows, err := s.q.QueueMarkDispatched(ctx, s.pool, p)
+		return rows, s.feedWritten(err)
 	}
 	var rows []dbsqlc.QueueMarkDispatchedRow
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -741,9 +742,7 @@ func (s *Store) applyTransitions(ctx context.Context, tx pgx.Tx, ts []ports.Queu
 		if err := s.q.ExecutionsDelete(ctx, tx, drop); err != nil {
 			return nil, err
 		}
-		if err := s.q.QueueNotify(ctx, tx); err != nil {
-			return nil, err
-		}
+		wakeAfterCommit(tx, QueueChannel)
 	}
 	return written, nil
 }

@@ -21,7 +21,7 @@ import (
 
 // StartNode records a node run as RUNNING.
 func (s *Store) StartNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
-	return s.startNode(ctx, s.pool, executionID, n)
+	return s.feedWritten(s.startNode(ctx, s.pool, executionID, n))
 }
 
 func (s *Store) startNode(ctx context.Context, db dbsqlc.DBTX, executionID domain.ID, n domain.NodeRecord) error {
@@ -37,10 +37,10 @@ func (s *Store) startNode(ctx context.Context, db dbsqlc.DBTX, executionID domai
 
 // FinishNode records how a node run ended.
 func (s *Store) FinishNode(ctx context.Context, executionID domain.ID, n domain.NodeRecord) error {
-	return interpretError(s.q.NodeFinish(ctx, s.pool, dbsqlc.NodeFinishParams{
+	return s.feedWritten(interpretError(s.q.NodeFinish(ctx, s.pool, dbsqlc.NodeFinishParams{
 		ID: domain.ID(uuid.New()), ExecutionID: executionID, NodeKey: n.Key, NodeType: string(n.Type), Status: string(n.Status),
 		Attempt: int32(max(1, n.Attempt)), Input: nilIfEmpty(n.Input), Output: nilIfEmpty(n.Output), Error: n.Error, StartedAt: n.StartedAt,
-	}))
+	})))
 }
 
 // RecordNodes writes several node records of one execution, in the order
@@ -49,7 +49,7 @@ func (s *Store) FinishNode(ctx context.Context, executionID domain.ID, n domain.
 // each row as it is written, so a node the workflow started after its
 // upstreams ended (its record queued after theirs) is told after them.
 func (s *Store) RecordNodes(ctx context.Context, executionID domain.ID, nodes []domain.NodeRecord) error {
-	return s.recordNodes(ctx, s.pool, executionID, nodes)
+	return s.feedWritten(s.recordNodes(ctx, s.pool, executionID, nodes))
 }
 
 func (s *Store) recordNodes(ctx context.Context, db dbsqlc.DBTX, executionID domain.ID, nodes []domain.NodeRecord) error {
@@ -208,7 +208,8 @@ func (s *Store) FinishExecution(ctx context.Context, id domain.ID, status domain
 		} else {
 			s.log.Warn("completion found no queue item", "execution_id", id, "status", status)
 		}
-		return s.q.QueueNotify(ctx, tx)
+		wakeAfterCommit(tx, QueueChannel)
+		return nil
 	})
 	if err == nil && dropped > 0 && s.drops != nil {
 		s.drops.Add(float64(dropped))

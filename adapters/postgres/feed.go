@@ -13,7 +13,10 @@ import (
 	"github.com/sluicehq/sluice/ports"
 )
 
-// FeedChannel is the NOTIFY channel the feed triggers (feed_from_*) write to.
+// FeedChannel is the NOTIFY channel that wakes the event streams' hubs:
+// every store wakes it after each transaction it commits, as the feed's
+// triggers (feed_from_*) write events in most of them, and after the
+// statements that write events on their own (feedWritten).
 const FeedChannel = "sluice_feed"
 
 // eventsPage bounds one read of events, by the hub or a replay.
@@ -27,8 +30,8 @@ const replayMax = 5000
 // its stream is closed (it resumes with Last-Event-ID).
 const subscriberBuffer = 1024
 
-// FeedHub feeds the event streams of one API process. On every NOTIFY
-// from the events triggers (and once a second as a fallback) it gives
+// FeedHub feeds the event streams of one API process. On every wake-up
+// on FeedChannel (and once a second as a fallback) it gives
 // committed events their seq (one sequencer at a time in the whole
 // deployment, under an advisory lock), reads the new ones once, and hands
 // each to the subscribers whose filter it matches: one reader per

@@ -31,7 +31,7 @@ func (s *Store) ListPlans(ctx context.Context) ([]domain.PlanLimits, error) {
 
 // UpdatePlan sets the figures the change gives, in one write, under the
 // limits' write lock once check has passed under it, and wakes the
-// dispatchers in the same transaction so a raised limit is used at once.
+// dispatchers once it has committed, so a raised limit is used at once.
 func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, change domain.PlanChange, check ports.LimitsCheck) (domain.PlanLimits, error) {
 	var out domain.PlanLimits
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -43,7 +43,8 @@ func (s *Store) UpdatePlan(ctx context.Context, plan domain.Plan, change domain.
 			return interpretError(err)
 		}
 		out = planFromRow(r)
-		return s.q.QueueNotify(ctx, tx)
+		wakeAfterCommit(tx, QueueChannel)
+		return nil
 	})
 	return out, err
 }
@@ -75,7 +76,8 @@ func (s *Store) SetWorkspaceLimits(ctx context.Context, l domain.WorkspaceLimits
 			return interpretError(err)
 		}
 		out = workspaceLimitsFromRow(r)
-		return s.q.QueueNotify(ctx, tx)
+		wakeAfterCommit(tx, QueueChannel)
+		return nil
 	})
 	return out, err
 }
@@ -100,7 +102,8 @@ func (s *Store) UpdatePool(ctx context.Context, capacity *int, check ports.Limit
 		if _, err := s.q.PoolUpdate(ctx, tx, int32Ptr(capacity)); err != nil {
 			return interpretError(err)
 		}
-		return s.q.QueueNotify(ctx, tx)
+		wakeAfterCommit(tx, QueueChannel)
+		return nil
 	})
 	if err != nil {
 		return domain.Pool{}, err

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -41,6 +42,8 @@ type Store struct {
 	// work rather than those the room prefilter keeps
 	// (WithoutRoomPrefilter).
 	unfiltered bool
+	// wakes sends the NOTIFYs this store's commits owe, after them.
+	wakes *notifier
 }
 
 // WithoutRoomPrefilter makes the store's claims lock every workspace with
@@ -82,7 +85,7 @@ var (
 
 // NewStore wraps a pool.
 func NewStore(pool *pgxpool.Pool, log *slog.Logger, opts ...StoreOption) *Store {
-	s := &Store{pool: pool, q: dbsqlc.New(), log: log, deliveries: domain.DefaultWebhookDeliveryBound()}
+	s := &Store{pool: pool, q: dbsqlc.New(), log: log, deliveries: domain.DefaultWebhookDeliveryBound(), wakes: newNotifier(pool, log)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -179,16 +182,53 @@ func (s *Store) withCachedPlansTx(ctx context.Context, fn func(tx pgx.Tx) error)
 }
 
 // inTx runs fn in a transaction begun with opts, as withTx describes.
+// Once it has committed, the store wakes the listeners fn asked for
+// (wakeAfterCommit), and the event streams' hub: the feed's triggers
+// write events in most transactions, and a wake-up is only a hint to read
+// what has committed.
 func (s *Store) inTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, opts)
+	begun, err := s.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}
+	tx := &wakingTx{Tx: begun}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return err
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	s.wakes.wake(append(tx.channels, FeedChannel)...)
+	return nil
+}
+
+// feedWritten wakes the event streams' hubs once statements run on the
+// pool, outside inTx, have returned: each committed on its own, and wrote
+// feed events (a node record, a queue item's status) that inTx would have
+// woken them for.
+func (s *Store) feedWritten(err error) error {
+	if err == nil {
+		s.wakes.wake(FeedChannel)
+	}
+	return err
+}
+
+// wakingTx is a transaction of inTx, with the channels to wake once it
+// has committed.
+type wakingTx struct {
+	pgx.Tx
+	channels []string
+}
+
+// wakeAfterCommit asks that channel's listeners be woken once tx, a
+// transaction of inTx, has committed: a NOTIFY inside it would hold the
+// database's NOTIFY lock through its commit (notifier).
+func wakeAfterCommit(tx pgx.Tx, channel string) {
+	w := tx.(*wakingTx) // every transaction of the store is begun by inTx
+	if !slices.Contains(w.channels, channel) {
+		w.channels = append(w.channels, channel)
+	}
 }
 
 // interpretError maps driver errors to the ports' errors.

@@ -55,9 +55,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, b ports.EnqueueBatch) ([]ports
 		if len(fresh.Ids) == 0 {
 			return nil
 		}
-		if err = s.q.QueueNotify(ctx, tx); err != nil {
-			return err
-		}
+		wakeAfterCommit(tx, QueueChannel)
 		stats, err := s.enqueueCounts(ctx, tx, b.WorkspaceID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err

@@ -46,6 +46,9 @@ func (s *Store) DeleteExpired(ctx context.Context, kind domain.RetainedKind, pla
 	default:
 		return 0, fmt.Errorf("retention: unknown kind %q", kind)
 	}
+	if kind == domain.RetainedQueueItems {
+		err = s.feedWritten(err) // a queue item's delete is an event
+	}
 	return int(n), err
 }
 

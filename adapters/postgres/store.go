@@ -85,7 +85,8 @@ func (s *Store) UpdateWorkspacePlan(ctx context.Context, id domain.ID, plan doma
 			return interpretError(err)
 		}
 		out = workspaceFromRow(r)
-		return s.q.QueueNotify(ctx, tx)
+		wakeAfterCommit(tx, QueueChannel)
+		return nil
 	})
 	return out, err
 }
@@ -384,7 +385,7 @@ func queueFromRow(r dbsqlc.WorkflowExecutionQueue) (domain.QueueItem, error) {
 }
 
 // Enqueue writes the item, its audit row and its idempotency key in one
-// transaction, then NOTIFYs the dispatchers at commit.
+// transaction, then wakes the dispatchers once it has committed.
 func (s *Store) Enqueue(ctx context.Context, e ports.ItemToEnqueue) (domain.QueueItem, bool, error) {
 	var out domain.QueueItem
 	replayed := false
@@ -469,9 +470,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, e ports.ItemToEnqueue,
 		}); err != nil {
 			return err
 		}
-		if err := s.q.QueueNotify(ctx, tx); err != nil {
-			return err
-		}
+		wakeAfterCommit(tx, QueueChannel)
 		stats, err := s.enqueueCounts(ctx, tx, e.WorkspaceID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err

@@ -61,7 +61,8 @@ func (s *Store) enqueueWebhooks(ctx context.Context, tx pgx.Tx, id domain.ID, st
 	if len(written) == 0 {
 		return dropped, nil
 	}
-	return dropped, s.q.WebhookNotify(ctx, tx)
+	wakeAfterCommit(tx, WebhookChannel)
+	return dropped, nil
 }
 
 // CreateWebhookEndpoint stores an endpoint under its workspace's row lock,
@@ -198,7 +199,8 @@ func (s *Store) ResendWebhookDelivery(ctx context.Context, id domain.ID) (domain
 			return interpretError(err)
 		}
 		out = deliveryFromRow(r)
-		return s.q.WebhookNotify(ctx, tx)
+		wakeAfterCommit(tx, WebhookChannel)
+		return nil
 	})
 	return out, err
 }

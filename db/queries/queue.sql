@@ -18,11 +18,6 @@ VALUES (@id, @workspace_id, @workflow_definition_id, @input, @priority, sqlc.nar
         sqlc.narg(retry_of), sqlc.narg(pinned_version), sqlc.narg(run_timeout_ms))
 RETURNING *;
 
--- name: QueueNotify :exec
--- Wakes every listening dispatcher once the surrounding transaction
--- commits: on enqueue, and whenever a slot frees.
-SELECT pg_notify('sluice_queue', '');
-
 -- name: QueueGet :one
 SELECT * FROM workflow_execution_queue WHERE id = @id;
 

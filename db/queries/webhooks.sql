@@ -107,9 +107,6 @@ WHERE e.id = @execution_id AND ep.workspace_id = e.workspace_id AND @event_type:
   AND (ep.workflow_definition_id IS NULL OR ep.workflow_definition_id = e.workflow_definition_id)
   AND NOT (ep.id = ANY (@written::uuid[]));
 
--- name: WebhookNotify :exec
-SELECT pg_notify('sluice_webhooks', '');
-
 -- name: WebhookDeliveriesClaim :many
 -- Claims due deliveries for sending: at most per_workspace a workspace,
 -- less what this sender already has in flight for it (busy_*), so one

@@ -85,6 +85,10 @@ type sloScenario struct {
 	floodRuns                  int
 	limitedRuns                int
 	limitedHits                int64
+	// notify is what the NOTIFY lock's sampler saw during the scenario,
+	// and load the load average as it ended.
+	notify *notifyWaits
+	load   string
 }
 
 func BenchmarkFloodSLO(b *testing.B) {
@@ -307,6 +311,12 @@ func (s *sloBench) run(flood bool) sloScenario {
 		defer loops.Done()
 		fair.sample(measuring, s.db)
 	}()
+	sc.notify = newNotifyWaits()
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		sc.notify.sample(measuring, s.db)
+	}()
 
 	// The same draws in both scenarios: workspace 2 + k has Zipf rank k.
 	zipf := rand.NewZipf(rand.New(rand.NewPCG(36, 2)), 1.1, 1, uint64(sloWorkspaces-3))
@@ -342,6 +352,7 @@ func (s *sloBench) run(flood bool) sloScenario {
 	}))
 	stop()
 	loops.Wait()
+	sc.load = benchLoadAverage()
 	sc.quiet = total
 	sc.jain, sc.backlogged, sc.shares, sc.jainPrevious, sc.backloggedPrevious = fair.index()
 
@@ -630,6 +641,8 @@ func (s *sloBench) report(calm, flooded sloScenario, loadBefore string) {
 			sc.longestWait, sc.longestPlan, sc.floodRuns, sc.limitedRuns, sc.limitedHits)
 		fmt.Fprintf(&sb, "    backlogged ≥ %v (x = mean share of its entitlement): %s\n", sloSustained, sc.shares)
 		fmt.Fprintf(&sb, "    admission wait p99: quiet tenants' runs %v, the flood's %v\n", sc.quietWaitP99.Round(time.Millisecond), sc.floodWaitP99.Round(time.Millisecond))
+		fmt.Fprintf(&sb, "    load average as it ended: %s\n", sc.load)
+		sb.WriteString(sc.notify.report())
 		fmt.Fprintf(&sb, "    its legs: enqueue→claimed p50 %.1f ms p99 %.1f ms; claimed→DISPATCHED (Temporal's start, the marking) p50 %.1f ms p99 %.1f ms\n",
 			ms(benchPercentile(sc.claimed, 50)), ms(benchPercentile(sc.claimed, 99)), ms(benchPercentile(sc.started, 50)), ms(benchPercentile(sc.started, 99)))
 	}

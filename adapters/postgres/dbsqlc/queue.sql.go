@@ -1080,17 +1080,6 @@ func (q *Queries) QueueMarkDispatched(ctx context.Context, db DBTX, arg QueueMar
 	return items, nil
 }
 
-const queueNotify = `-- name: QueueNotify :exec
-SELECT pg_notify('sluice_queue', '')
-`
-
-// Wakes every listening dispatcher once the surrounding transaction
-// commits: on enqueue, and whenever a slot frees.
-func (q *Queries) QueueNotify(ctx context.Context, db DBTX) error {
-	_, err := db.Exec(ctx, queueNotify)
-	return err
-}
-
 const queueOldestAdmissibleByPlan = `-- name: QueueOldestAdmissibleByPlan :many
 SELECT r.plan::text AS plan, extract(epoch FROM now() - min(h.due_at))::float8 AS age_seconds
 FROM admission_workspaces_with_room() AS r

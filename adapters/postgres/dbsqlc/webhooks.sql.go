@@ -708,15 +708,6 @@ func (q *Queries) WebhookEndpointsToSeal(ctx context.Context, db DBTX, arg Webho
 	return items, nil
 }
 
-const webhookNotify = `-- name: WebhookNotify :exec
-SELECT pg_notify('sluice_webhooks', '')
-`
-
-func (q *Queries) WebhookNotify(ctx context.Context, db DBTX) error {
-	_, err := db.Exec(ctx, webhookNotify)
-	return err
-}
-
 const workspaceLockForWebhooks = `-- name: WorkspaceLockForWebhooks :one
 SELECT id FROM workspaces WHERE id = $1 FOR NO KEY UPDATE
 `
