@@ -192,16 +192,19 @@ func devDynamicConfig() dynamicconfig.StaticClient {
 
 // queuePollRPS is how often each of the one history shard's queues
 // (transfer, timer, visibility) may read its new tasks. The server's
-// default, 20 a second, is per shard, and a production cluster has
-// hundreds of shards (512 in Temporal's Helm chart: 10,240 reads a
-// second); this server has one, so every workflow task, child start and
-// timer of the whole server waited for that one shard's next read:
-// measured on this stack (BenchmarkGatedTemporalWorkflowAgainstDirect,
-// docs/benchmarks.md), a direct ExecuteWorkflow's first workflow task
-// started a p50 of 36-38 ms after the workflow with the default, 3.7-5
-// ms with this. It gives the one shard the whole of such a cluster's
-// budget; the reads stay bounded by the tasks there are to read.
-const queuePollRPS = 10240
+// default, 20 a second, is per shard: a production cluster has hundreds
+// of shards (512 in Temporal's Helm chart), each serving a sliver of the
+// load, so a new task seldom waits for its shard's next read; this server
+// has one shard, so every workflow task, child start and timer of the
+// whole server waited for it. Measured on this stack
+// (BenchmarkGatedTemporalWorkflowAgainstDirect, docs/benchmarks.md), a
+// direct ExecuteWorkflow's first workflow task started a p50 of 34-38 ms
+// after the workflow with 20 a second, 3-6 ms with 200 and with 10,240
+// alike; 200 keeps the reads batched under a burst (at most 5 ms apart),
+// and the runs at 10,240 spent more of the server's CPU per gated run
+// (56 ms against 51 at 200 and 39-45 at 20, on a machine whose load
+// varied from 5 to 13).
+const queuePollRPS = 200
 
 // Addr is host:port of the frontend, handed to clients as TEMPORAL_ADDRESS.
 func (t *temporalServer) Addr() string { return t.addr }
