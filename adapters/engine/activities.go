@@ -194,9 +194,25 @@ func NewActivities(runs *worker.Runs, executors []ports.NodeExecutor, opts ...Ac
 	return a
 }
 
-// AdmitRunInput names the execution whose run asks for admission.
+// AdmitRunInput names the execution whose run asks for admission, and
+// the TEMPORAL_WORKFLOW nodes it may start in the same workflow task,
+// whose allow-list check comes with the admission (see AdmitRun).
 type AdmitRunInput struct {
 	ExecutionID string
+	// WorkspaceID is the run's workspace, whose allow-list the
+	// TemporalWorkflows are checked against.
+	WorkspaceID string `json:",omitempty"`
+	// TemporalWorkflows are the graph's TEMPORAL_WORKFLOW nodes that
+	// nothing waits on.
+	TemporalWorkflows []TemporalWorkflowTarget `json:",omitempty"`
+}
+
+// TemporalWorkflowTarget is what a TEMPORAL_WORKFLOW node would start:
+// the node and its config's task queue and workflow type.
+type TemporalWorkflowTarget struct {
+	NodeKey      string
+	TaskQueue    string
+	WorkflowType string
 }
 
 // AdmitRunOutput is what a run's admission found: whether its claim
@@ -204,16 +220,46 @@ type AdmitRunInput struct {
 type AdmitRunOutput struct {
 	Admitted  bool
 	Cancelled bool
+	// Refusals are the allow-list's refusals of the input's
+	// TemporalWorkflows, by node key; a node not named here is
+	// permitted. Read only for a run admitted and not cancelled.
+	Refusals map[string]string `json:",omitempty"`
 }
 
-// AdmitRun answers whether the run's claim stands (worker.Runs.Admit).
+// AdmitRun answers whether the run's claim stands (worker.Runs.Admit)
+// and, for an admitted run, reads its workspace's allow-list now for the
+// TEMPORAL_WORKFLOW nodes it may start at once: the run-time check those
+// nodes make before their child starts (CheckTemporalWorkflow), answered
+// in the same local activity, so that a one-node gated run's first
+// workflow task waits on one write and one read, not on two round trips
+// of the worker's local activities.
 func (a *Activities) AdmitRun(ctx context.Context, in AdmitRunInput) (AdmitRunOutput, error) {
 	id, err := domain.ParseID(in.ExecutionID)
 	if err != nil {
 		return AdmitRunOutput{}, temporal.NewNonRetryableApplicationError("bad execution id", "invalid_input", err)
 	}
 	admission, err := a.runs.Admit(ctx, id)
-	return AdmitRunOutput{Admitted: admission != ports.AdmissionRefused, Cancelled: admission == ports.AdmissionCancelled}, err
+	out := AdmitRunOutput{Admitted: admission != ports.AdmissionRefused, Cancelled: admission == ports.AdmissionCancelled}
+	if err != nil || !out.Admitted || out.Cancelled || len(in.TemporalWorkflows) == 0 {
+		return out, err
+	}
+	ws, err := domain.ParseID(in.WorkspaceID)
+	if err != nil {
+		return AdmitRunOutput{}, temporal.NewNonRetryableApplicationError("bad workspace id", "invalid_input", err)
+	}
+	list, err := a.runs.AllowList(ctx, ws)
+	if err != nil {
+		return AdmitRunOutput{}, err
+	}
+	for _, t := range in.TemporalWorkflows {
+		if refusal := list.Refusal(t.TaskQueue, t.WorkflowType); refusal != "" {
+			if out.Refusals == nil {
+				out.Refusals = map[string]string{}
+			}
+			out.Refusals[t.NodeKey] = refusal
+		}
+	}
+	return out, nil
 }
 
 // LoadGraph reads the definition version's graph. A missing version cannot

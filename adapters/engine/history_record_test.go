@@ -544,6 +544,19 @@ func TestRecordHistories(t *testing.T) {
 			want:  domain.ExecutionFailed,
 		},
 		{
+			// A team's workflow after another node: the allow-list is read
+			// when the node starts (CheckTemporalWorkflow), not with the
+			// run's admission, which reads it only for nodes that wait on
+			// nothing.
+			name: "temporal_workflow_after_a_node_checks_at_its_start",
+			graph: fmt.Sprintf(`{"nodes": [
+				{"key": "order", "type": "TRANSFORM", "config": {"output": {"order": "{{ input.order }}"}}},
+				{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamEcho", "taskQueue": "%s", "input": "{{ steps.order.output }}"}}
+			], "edges": [{"from": "order", "to": "team"}]}`, teamQueue),
+			input: `{"order": "o-8"}`,
+			want:  domain.ExecutionCompleted,
+		},
+		{
 			// A dispatcher that could not fit the graph in the input.
 			name:      "graph_loaded_by_the_workflow",
 			graph:     `{"nodes": [{"key": "a", "type": "TRANSFORM", "config": {"output": 1}}]}`,

@@ -268,7 +268,10 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		in: in, retry: cfg.Retry, limits: cfg.Limits.withDefaults(), outputs: map[string]any{},
 		share: cfg.Limits.WorkspaceNodesInFlight[in.Plan],
 	}
-	if admission, msg := run.admit(); msg != "" {
+	// A graph the input carries is decoded before the admission, which
+	// then reads the allow-list for its TEMPORAL_WORKFLOW nodes too.
+	graph, graphMsg, carried := run.carriedGraph()
+	if admission, msg := run.admit(graph); msg != "" {
 		return run.finish(domain.ExecutionFailed, msg)
 	} else if !admission.Admitted {
 		return ExecutionResult{}, temporal.NewNonRetryableApplicationError(
@@ -277,12 +280,14 @@ func (w *Workflows) Execution(ctx workflow.Context, in ExecutionInput) (Executio
 		return run.finish(domain.ExecutionCancelled, "cancelled before the run started")
 	}
 
-	graph, msg := run.graph()
+	if !carried {
+		graph, graphMsg = run.graph()
+	}
 	if ctx.Err() != nil {
 		return run.cancelled(nil)
 	}
-	if msg != "" {
-		return run.finish(domain.ExecutionFailed, msg)
+	if graphMsg != "" {
+		return run.finish(domain.ExecutionFailed, graphMsg)
 	}
 	ctx = run.armDeadline(graph)
 	if msg := run.loadReused(); msg != "" {
@@ -331,32 +336,77 @@ const NotAdmittedErrorType = "NotAdmitted"
 // started for stands (AdmitRun); a child run belongs to its parent's, and
 // is not asked. It returns a failure message when the question could not
 // be answered, "" otherwise: the run then fails with it, which records
-// nothing for a claim that was released.
-func (r *executionRun) admit() (AdmitRunOutput, string) {
+// nothing for a claim that was released. The same local activity reads
+// the allow-list for g's TEMPORAL_WORKFLOW nodes that wait on nothing
+// (temporalWorkflowRoots), which admittedRefusal hands to those launched
+// in the same workflow task.
+func (r *executionRun) admit(g domain.Graph) (AdmitRunOutput, string) {
 	if r.in.Parent != nil {
 		return AdmitRunOutput{Admitted: true}, ""
 	}
+	in := AdmitRunInput{ExecutionID: r.executionID}
+	if targets := temporalWorkflowRoots(g); len(targets) > 0 {
+		in.WorkspaceID, in.TemporalWorkflows = r.in.WorkspaceID, targets
+	}
 	var admission AdmitRunOutput
-	err := workflow.ExecuteLocalActivity(bookkeeping(r.ctx), admitRunActivity, AdmitRunInput{ExecutionID: r.executionID}).Get(r.ctx, &admission)
+	err := workflow.ExecuteLocalActivity(bookkeeping(r.ctx), admitRunActivity, in).Get(r.ctx, &admission)
 	if err != nil {
 		return AdmitRunOutput{}, "checking the run's admission: " + errorMessage(err)
+	}
+	if len(in.TemporalWorkflows) > 0 {
+		r.admitted = admittedChecks{task: workflow.GetInfo(r.ctx).GetCurrentHistoryLength(), keys: map[string]bool{}, refusals: admission.Refusals}
+		for _, t := range in.TemporalWorkflows {
+			r.admitted.keys[t.NodeKey] = true
+		}
 	}
 	return admission, ""
 }
 
-// graph decodes the graph the input carries, or loads it when the input
-// carries none, as a child run always does. It returns a failure message,
-// "" on success.
+// admittedChecks are the allow-list's verdicts the admission read, for
+// the TEMPORAL_WORKFLOW nodes it names, and the workflow task (by its
+// history length) it ended in.
+type admittedChecks struct {
+	task     int
+	keys     map[string]bool
+	refusals map[string]string
+}
+
+// temporalWorkflowRoots are g's TEMPORAL_WORKFLOW nodes that no edge
+// leads to, which the run launches first, in its first workflow task
+// unless the nodes in flight or the task's bytes hold them. A config
+// that does not decode is left to the node's launch to report.
+func temporalWorkflowRoots(g domain.Graph) []TemporalWorkflowTarget {
+	var out []TemporalWorkflowTarget
+	for _, n := range g.Nodes {
+		if n.Type != domain.NodeTemporalWorkflow || slices.ContainsFunc(g.Edges, func(e domain.Edge) bool { return e.To == n.Key }) {
+			continue
+		}
+		if cfg, err := domain.DecodeTemporalWorkflowConfig(n.Config); err == nil {
+			out = append(out, TemporalWorkflowTarget{NodeKey: n.Key, TaskQueue: cfg.TaskQueue, WorkflowType: cfg.WorkflowType})
+		}
+	}
+	return out
+}
+
+// carriedGraph decodes the graph the input carries, when it carries one
+// (ok); a child run's never does. It returns a failure message, "" on
+// success.
+func (r *executionRun) carriedGraph() (g domain.Graph, msg string, ok bool) {
+	if r.in.Parent != nil || len(r.in.Graph) == 0 || string(r.in.Graph) == "null" {
+		return domain.Graph{}, "", false
+	}
+	g, err := domain.DecodeGraph(r.in.Graph)
+	if err != nil {
+		return domain.Graph{}, "graph " + err.Error(), true
+	}
+	return g, "", true
+}
+
+// graph loads the graph of a run whose input carries none, as a child
+// run's never does. It returns a failure message, "" on success.
 func (r *executionRun) graph() (domain.Graph, string) {
 	if r.in.Parent != nil {
 		return r.childGraph()
-	}
-	if len(r.in.Graph) > 0 && string(r.in.Graph) != "null" {
-		g, err := domain.DecodeGraph(r.in.Graph)
-		if err != nil {
-			return domain.Graph{}, "graph " + err.Error()
-		}
-		return g, ""
 	}
 	var g domain.Graph
 	err := workflow.ExecuteLocalActivity(bookkeeping(r.ctx), loadGraphActivity, LoadGraphInput{
@@ -425,6 +475,8 @@ type executionRun struct {
 	// clock is the latest time the run has stamped on a record or read
 	// from one (see now).
 	clock time.Time
+	// admitted are the allow-list's verdicts read with the admission.
+	admitted admittedChecks
 }
 
 // taskLoad is what the current workflow task carries back to Temporal,

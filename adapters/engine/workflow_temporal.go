@@ -59,7 +59,9 @@ const (
 // Temporal child workflow on the team's task queue, inside the run's
 // admission slot and holding one of its nodes in flight, as launchSub
 // does. In a goroutine of the workflow, so that other nodes launch
-// meanwhile, it asks the allow-list again (CheckTemporalWorkflow), starts
+// meanwhile, it asks the allow-list again (CheckTemporalWorkflow, or the
+// admission's read when the node launches in the workflow task the
+// admission ended in: admittedRefusal), starts
 // the child under a deterministic id (domain.TemporalWorkflowID), records
 // the node RUNNING with the child's ids once Temporal has started it, and
 // resolves with the child's result.
@@ -89,13 +91,15 @@ func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 		outcome.SetError(asNonRetryable(err))
 		return
 	}
+	refusal, checked := r.admittedRefusal(n.Key)
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
-		var refusal string
-		if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), checkTemporalWorkflowActivity, CheckTemporalWorkflowInput{
-			WorkspaceID: r.in.WorkspaceID, TaskQueue: cfg.TaskQueue, WorkflowType: cfg.WorkflowType,
-		}).Get(ctx, &refusal); err != nil {
-			outcome.SetError(err)
-			return
+		if !checked {
+			if err := workflow.ExecuteLocalActivity(bookkeeping(ctx), checkTemporalWorkflowActivity, CheckTemporalWorkflowInput{
+				WorkspaceID: r.in.WorkspaceID, TaskQueue: cfg.TaskQueue, WorkflowType: cfg.WorkflowType,
+			}).Get(ctx, &refusal); err != nil {
+				outcome.SetError(err)
+				return
+			}
 		}
 		if refusal != "" {
 			outcome.SetError(temporal.NewNonRetryableApplicationError(refusal+" (the allow-list changed since the definition was saved)", allowListErrorType, nil))
@@ -136,6 +140,21 @@ func (r *executionRun) launchTemporal(sel workflow.Selector, n domain.Node) {
 		}
 		outcome.Set(out, nil)
 	})
+}
+
+// admittedRefusal is the allow-list's verdict on TEMPORAL_WORKFLOW node
+// key as the run's admission read it (AdmitRun), and whether there is
+// one to use: only once, and only in the workflow task the admission
+// ended in, where it is as fresh as CheckTemporalWorkflow's would be. A
+// node launched in a later task (held by the nodes in flight or the
+// task's bytes, or waiting on another node) reads the list again.
+func (r *executionRun) admittedRefusal(key string) (string, bool) {
+	a := r.admitted
+	if !a.keys[key] || workflow.GetInfo(r.ctx).GetCurrentHistoryLength() != a.task {
+		return "", false
+	}
+	delete(a.keys, key)
+	return a.refusals[key], true
 }
 
 // temporalChildOptions are the child's options: on the team's queue,

@@ -3,13 +3,16 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -163,6 +166,78 @@ func TestTemporalWorkflowFailuresFailTheNodeWithTheChildsFailure(t *testing.T) {
 				t.Errorf("child on the record = %q, want one only when the child started (%v)", rec.ChildWorkflowID, tc.started)
 			}
 		})
+	}
+}
+
+// localActivities counts the local activities h's run starts, by type.
+func (h *harness) localActivities() func() map[string]int {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[info.ActivityType.Name]++
+	})
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
+}
+
+func TestTemporalWorkflowThatWaitsOnNothingIsCheckedAgainstTheAllowListWithTheRunsAdmission(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// loaded is whether the run loads its graph, so the admission
+		// cannot know the node.
+		loaded bool
+		checks int
+	}{
+		{name: "the input carries the graph: one local activity admits and checks", checks: 0},
+		{name: "the run loads its graph: the node checks at its start", loaded: true, checks: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, `{"nodes": [{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamEcho", "taskQueue": "team-orders"}}]}`)
+			if tc.loaded {
+				h.withoutGraph()
+			}
+			h.withTeam()
+			started := h.localActivities()
+			if res := h.mustRun(); res.Status != domain.ExecutionCompleted {
+				t.Fatalf("status = %s (%s), want COMPLETED", res.Status, res.Error)
+			}
+			if got := started(); got[admitRunActivity] != 1 || got[checkTemporalWorkflowActivity] != tc.checks {
+				t.Errorf("local activities = %v, want one %s and %d %s", got, admitRunActivity, tc.checks, checkTemporalWorkflowActivity)
+			}
+		})
+	}
+}
+
+func TestTemporalWorkflowAfterAnotherNodeReadsTheAllowListWhenItStarts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{"nodes": [
+		{"key": "wait", "type": "DELAY", "config": {"duration": "1m"}},
+		{"key": "team", "type": "TEMPORAL_WORKFLOW", "config": {"workflowType": "TeamEcho", "taskQueue": "team-orders"}}
+	], "edges": [{"from": "wait", "to": "team"}]}`)
+	h.withTeam()
+	started := h.localActivities()
+	// The list changes after the admission, while the DELAY runs.
+	h.env.RegisterDelayedCallback(func() {
+		h.store.mu.Lock()
+		defer h.store.mu.Unlock()
+		h.store.allowed = []domain.AllowListEntry{{TaskQueue: "team-billing"}}
+	}, 30*time.Second)
+	res := h.mustRun()
+	if res.Status != domain.ExecutionFailed {
+		t.Fatalf("status = %s (%s), want FAILED: the list no longer permits the queue when the node starts", res.Status, res.Error)
+	}
+	if got := h.record("team").Error; !strings.Contains(got, "changed since the definition was saved") {
+		t.Errorf("node error = %q, want the allow-list's refusal", got)
+	}
+	if got := started(); got[checkTemporalWorkflowActivity] != 1 {
+		t.Errorf("local activities = %v, want the node's own check", got)
 	}
 }
 

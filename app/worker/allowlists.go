@@ -27,13 +27,20 @@ func WithAllowLists(lists ports.AllowLists, reserved domain.ReservedTaskQueues) 
 	return func(r *Runs) { r.allowLists, r.reserved = lists, reserved }
 }
 
+// AllowList reads the workspace's allow-list now, Sluice's own queues
+// reserved: what a run checks the TEMPORAL_WORKFLOW nodes it starts at
+// once against (domain.AllowList.Refusal), with its admission.
+func (r *Runs) AllowList(ctx context.Context, workspaceID domain.ID) (domain.AllowList, error) {
+	return AllowList(ctx, r.allowLists, r.reserved, workspaceID)
+}
+
 // TemporalWorkflowRefusal reads the workspace's allow-list now and
 // returns why it does not permit workflowType on queue
 // (domain.AllowList.Refusal), "" when it does: the check a
 // TEMPORAL_WORKFLOW makes before its child starts, since the list may
 // have changed since the definition was saved.
 func (r *Runs) TemporalWorkflowRefusal(ctx context.Context, workspaceID domain.ID, queue, workflowType string) (string, error) {
-	l, err := AllowList(ctx, r.allowLists, r.reserved, workspaceID)
+	l, err := r.AllowList(ctx, workspaceID)
 	if err != nil {
 		return "", err
 	}
