@@ -365,9 +365,10 @@ func (e *gatedEngine) counts() (inFlight, most int) {
 }
 
 // TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency:
-// while a full batch's starts are in flight the loop claims the next
-// batch, one batch ahead and no more, and the two batches' starts share
-// StartConcurrency (fixed here: floor and ceiling 2).
+// while batches' starts are in flight the loop claims the next batch as
+// soon as the last one's starts all hold a slot, so one batch at most
+// waits for a slot, and the batches' starts share StartConcurrency (fixed
+// here: floor and ceiling 2).
 func TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -380,8 +381,9 @@ func TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency(t *te
 		defer stop()
 		synctest.Wait()
 		claims, dispatched := store.counts()
-		if inFlight, _ := engine.counts(); claims != 2 || inFlight != 2 || dispatched != 0 {
-			t.Fatalf("with the first start held: %d claims, %d starts in flight, %d dispatched; want 2, 2, 0", claims, inFlight, dispatched)
+		if inFlight, _ := engine.counts(); claims != 3 || inFlight != 2 || dispatched != 0 {
+			t.Fatalf("with the first starts held: %d claims, %d starts in flight, %d dispatched; want 3 (the third waiting for a slot), 2, 0",
+				claims, inFlight, dispatched)
 		}
 		for range 5 {
 			engine.release <- struct{}{}
@@ -392,6 +394,89 @@ func TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency(t *te
 		}
 		if _, most := engine.counts(); most != 2 {
 			t.Errorf("at most %d starts in flight, want StartConcurrency 2", most)
+		}
+	})
+}
+
+// slowFirstEngine holds the first start until release is closed and
+// answers every other start at once.
+type slowFirstEngine struct {
+	ports.WorkflowEngine
+	release chan struct{}
+	mu      sync.Mutex
+	starts  int
+}
+
+func (e *slowFirstEngine) StartWorkflow(ctx context.Context, _ ports.WorkflowStart) error {
+	e.mu.Lock()
+	e.starts++
+	first := e.starts == 1
+	e.mu.Unlock()
+	if !first {
+		return nil
+	}
+	select {
+	case <-e.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// An item enqueued while an earlier batch's start is slow is claimed,
+// started and marked DISPATCHED without waiting for that start: the loop
+// waits for no batch's starts to return before it sleeps or claims again.
+func TestAnItemClaimedWhileAnotherBatchsStartIsSlowIsMarkedWithoutWaitingForIt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{queued: 1}
+		cfg := nonExclusive()
+		cfg.PollInterval = time.Hour
+		wake := make(chanWakeups, 1)
+		engine := &slowFirstEngine{release: make(chan struct{})}
+		d := newTestDispatcher(store, engine, nil, wake, cfg)
+		stop := runLoops(d.Run)
+		defer stop()
+		synctest.Wait()
+		if claims, n := store.counts(); claims != 1 || n != 0 {
+			t.Fatalf("%d claims, %d dispatched with the first start held; want 1, 0", claims, n)
+		}
+		store.mu.Lock()
+		store.queued = 1
+		store.mu.Unlock()
+		wake <- struct{}{}
+		synctest.Wait()
+		if claims, n := store.counts(); claims != 2 || n != 1 {
+			t.Fatalf("after a wake-up with the first start still held: %d claims, %d dispatched; want 2, 1 (the second item, with no time passing)", claims, n)
+		}
+		close(engine.release)
+		synctest.Wait()
+		if _, n := store.counts(); n != 2 {
+			t.Fatalf("%d dispatched once the slow start returned, want 2", n)
+		}
+	})
+}
+
+// An item is marked DISPATCHED as soon as its own start returns, not once
+// the slowest start of its batch has.
+func TestAnItemIsMarkedWhenItsOwnStartReturnsNotItsBatchsSlowest(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{queued: 2, batched: true}
+		cfg := nonExclusive()
+		cfg.PollInterval = time.Hour
+		engine := &slowFirstEngine{release: make(chan struct{})}
+		d := newTestDispatcher(store, engine, nil, nil, cfg)
+		stop := runLoops(d.Run)
+		defer stop()
+		synctest.Wait()
+		if claims, n := store.counts(); claims != 1 || n != 1 {
+			t.Fatalf("one batch of 2 with its first start held: %d claims, %d dispatched; want 1, 1 (the item whose start returned)", claims, n)
+		}
+		close(engine.release)
+		synctest.Wait()
+		if _, n := store.counts(); n != 2 {
+			t.Fatalf("%d dispatched once the slow start returned, want 2", n)
 		}
 	})
 }
