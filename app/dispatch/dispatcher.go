@@ -219,7 +219,7 @@ func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
 // next cycle; the loop never dies of them. Batches still starting when ctx
 // ends are finished before Run returns.
 func (d *Dispatcher) Run(ctx context.Context) {
-	defer d.finishInFlight(ctx)
+	defer d.finishInFlight()
 	poll := time.NewTicker(d.cfg.PollInterval)
 	defer poll.Stop()
 	probe := time.NewTimer(time.Hour)
@@ -288,7 +288,7 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	// claimed waited for the one before it, so the last one's term is
 	// the newest among them.
 	if d.lease != nil && d.claimedTerm != d.lease.TermNumber() {
-		d.finishInFlight(ctx)
+		d.finishInFlight()
 	}
 	if !d.settleEndedTerms(ctx) {
 		return false
@@ -324,7 +324,7 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 
 // finishInFlight waits until the outcome of every start the loop made is
 // written, and takes what they left unsettled.
-func (d *Dispatcher) finishInFlight(context.Context) {
+func (d *Dispatcher) finishInFlight() {
 	d.outcomes.unwritten.Wait()
 	d.unsettled = append(d.unsettled, d.outcomes.take()...)
 }
