@@ -480,3 +480,46 @@ func TestAnItemIsMarkedWhenItsOwnStartReturnsNotItsBatchsSlowest(t *testing.T) {
 		}
 	})
 }
+
+// blockingClaimStore holds its first claim, once it has read the queue,
+// until release is closed: as a claim's commit takes time.
+type blockingClaimStore struct {
+	*fakeStore
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (s *blockingClaimStore) Claim(ctx context.Context, fence ports.Fence, budget int, plan ports.PlanFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := s.fakeStore.Claim(ctx, fence, budget, plan, reject)
+	s.once.Do(func() {
+		close(s.entered)
+		<-s.release
+	})
+	return res, err
+}
+
+// A wake-up that arrives while the loop is claiming, for an item that
+// claim did not see, is not lost: the loop claims again as soon as that
+// claim is done, with no time passing.
+func TestAWakeupDuringAClaimStartsTheNextClaim(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &blockingClaimStore{fakeStore: &fakeStore{}, entered: make(chan struct{}), release: make(chan struct{})}
+		cfg := nonExclusive()
+		cfg.PollInterval = time.Hour
+		wake := make(chanWakeups, 1)
+		d := newTestDispatcher(store, okEngine{}, nil, wake, cfg)
+		stop := runLoops(d.Run)
+		defer stop()
+		<-store.entered
+		store.mu.Lock()
+		store.queued = 1
+		store.mu.Unlock()
+		wake <- struct{}{}
+		close(store.release)
+		synctest.Wait()
+		if claims, n := store.counts(); claims != 2 || n != 1 {
+			t.Fatalf("%d claims, %d dispatched after a wake-up during the first claim; want 2, 1", claims, n)
+		}
+	})
+}
