@@ -67,8 +67,10 @@ type claimedBatch struct {
 	// caller writes them all once done is closed (DispatchBatch).
 	streamed bool
 	// unwritten counts the items whose outcome is still to be written, so
-	// the last one written observes the batch's duration.
-	unwritten atomic.Int32
+	// the last one written observes the batch's duration; unreturned
+	// those whose start has not returned, which the outcome writer waits
+	// for a while.
+	unwritten, unreturned atomic.Int32
 	// launched is closed once every start holds a slot of the start
 	// concurrency (or ran), done once every start has returned.
 	launched, done chan struct{}
@@ -129,6 +131,7 @@ func (d *Dispatcher) claimBatch(ctx context.Context, streamed bool) (*claimedBat
 	d.log.Debug("processing queue items", "batch_size", len(b.items))
 	b.errs = make([]error, len(b.items))
 	b.unwritten.Store(int32(len(b.items)))
+	b.unreturned.Store(int32(len(b.items)))
 	if streamed {
 		d.outcomes.expect(len(b.items))
 	}
@@ -271,6 +274,7 @@ func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan tr
 		inFlight := d.starts.acquire()
 		wg.Go(func() {
 			d.start(ctx, b, i, item, inFlight, claimSpan)
+			b.unreturned.Add(-1)
 			if handEach {
 				d.outcomes.add(d, startOutcome{batch: b, item: item, err: b.errs[i]})
 			}

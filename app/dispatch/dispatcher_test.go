@@ -457,8 +457,10 @@ func TestAnItemClaimedWhileAnotherBatchsStartIsSlowIsMarkedWithoutWaitingForIt(t
 	})
 }
 
-// An item is marked DISPATCHED as soon as its own start returns, not once
-// the slowest start of its batch has.
+// An item is marked DISPATCHED without waiting for the slowest start of
+// its batch: here, where markings take no time, as soon as its own start
+// returns (TestASlowStartHoldsItsBatchsOtherMarkingsBackByOneMarkingsTimeAtMost
+// shows the bound when they take some).
 func TestAnItemIsMarkedWhenItsOwnStartReturnsNotItsBatchsSlowest(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -520,6 +522,85 @@ func TestAWakeupDuringAClaimStartsTheNextClaim(t *testing.T) {
 		synctest.Wait()
 		if claims, n := store.counts(); claims != 2 || n != 1 {
 			t.Fatalf("%d claims, %d dispatched after a wake-up during the first claim; want 2, 1", claims, n)
+		}
+	})
+}
+
+// slowMarkStore's markings take markTook each.
+type slowMarkStore struct {
+	*fakeStore
+	markTook time.Duration
+}
+
+func (s *slowMarkStore) MarkDispatched(ctx context.Context, fence ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	time.Sleep(s.markTook)
+	return s.fakeStore.MarkDispatched(ctx, fence, items)
+}
+
+// heldStartEngine holds its held-th start (from 1) until release is
+// closed and answers every other start at once.
+type heldStartEngine struct {
+	ports.WorkflowEngine
+	held    int
+	release chan struct{}
+	mu      sync.Mutex
+	starts  int
+}
+
+func (e *heldStartEngine) StartWorkflow(ctx context.Context, _ ports.WorkflowStart) error {
+	e.mu.Lock()
+	e.starts++
+	held := e.starts == e.held
+	e.mu.Unlock()
+	if !held {
+		return nil
+	}
+	select {
+	case <-e.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// The outcome of a start whose batch has others in flight waits for them
+// to be written together, but no longer than the last marking took: a
+// slow start holds its batch's other items back by one marking's time at
+// most.
+func TestASlowStartHoldsItsBatchsOtherMarkingsBackByOneMarkingsTimeAtMost(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &slowMarkStore{fakeStore: &fakeStore{queued: 1, batched: true}, markTook: 10 * time.Millisecond}
+		cfg := nonExclusive()
+		cfg.PollInterval = time.Hour
+		wake := make(chanWakeups, 1)
+		engine := &heldStartEngine{held: 2, release: make(chan struct{})}
+		d := newTestDispatcher(store, engine, nil, wake, cfg)
+		stop := runLoops(d.Run)
+		defer stop()
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		if _, n := store.counts(); n != 1 {
+			t.Fatalf("%d dispatched of a first batch of 1 whose marking takes 10 ms, want 1", n)
+		}
+		store.mu.Lock()
+		store.queued = 2
+		store.mu.Unlock()
+		wake <- struct{}{}
+		synctest.Wait()
+		if _, n := store.counts(); n != 1 {
+			t.Fatalf("%d dispatched as a batch of 2 starts with one start held: want still 1, its returned item waiting for the other", n)
+		}
+		time.Sleep(25 * time.Millisecond) // the last marking's 10 ms, then its own 10 ms
+		synctest.Wait()
+		if _, n := store.counts(); n != 2 {
+			t.Fatalf("%d dispatched once a marking's time passed with a start still held, want 2", n)
+		}
+		close(engine.release)
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		if _, n := store.counts(); n != 3 {
+			t.Fatalf("%d dispatched once the held start returned, want 3", n)
 		}
 	})
 }

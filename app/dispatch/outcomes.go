@@ -2,16 +2,22 @@ package dispatch
 
 import (
 	"sync"
+	"time"
 )
 
 // outcomeWriter writes the claim loop's start outcomes as the starts
-// return, in groups: the first outcome to return while no writing runs
-// is written at once, by the goroutine of its start, and whatever returns
-// while a writing runs is written next, together. A lone item is thus
-// marked DISPATCHED as soon as its own start has returned, whatever its
-// batch's other starts are doing, and under load the writes stay few (a
-// group commit). What a writing could not settle is handed to the loop,
-// which alone keeps unsettled items.
+// return, in groups, one writing at a time, by the goroutine of the start
+// that found none running: whatever returns while a writing runs is
+// written next, together (a group commit). A group whose batches still
+// have starts in flight waits for them, but no longer than the last
+// writing took, so a batch whose starts return together is written
+// together, while a slow start holds the others back by at most one
+// writing's time: each writing has its transaction, fence check and
+// commit, and writing every start on its own made them several per claim
+// (docs/benchmarks.md, "Starts against a distant Temporal"). An item
+// whose batch has no other start in flight, a lone item, is written as
+// soon as its start returns. What a writing could not settle is handed to
+// the loop, which alone keeps unsettled items.
 type outcomeWriter struct {
 	mu sync.Mutex
 	// returned are the outcomes waiting for the next writing.
@@ -19,6 +25,12 @@ type outcomeWriter struct {
 	// writing is true while a goroutine writes; it writes returned until
 	// none are left.
 	writing bool
+	// arrived tells the writing goroutine, while it waits for a group's
+	// batches, that another outcome was added.
+	arrived chan struct{}
+	// took is how long the last writing took: the longest a group waits
+	// for the rest of its batches' starts.
+	took time.Duration
 	// unsettled are what writings could not settle, for the loop to take.
 	unsettled []unsettledItem
 	// unwritten counts the claimed items whose outcome is not yet
@@ -31,7 +43,7 @@ type outcomeWriter struct {
 }
 
 func newOutcomeWriter() *outcomeWriter {
-	return &outcomeWriter{handed: make(chan struct{}, 1)}
+	return &outcomeWriter{handed: make(chan struct{}, 1), arrived: make(chan struct{}, 1)}
 }
 
 // expect counts n claimed items whose outcomes will be added.
@@ -44,21 +56,64 @@ func (w *outcomeWriter) add(d *Dispatcher, o startOutcome) {
 	w.returned = append(w.returned, o)
 	if w.writing {
 		w.mu.Unlock()
+		select {
+		case w.arrived <- struct{}{}:
+		default:
+		}
 		return
 	}
 	w.writing = true
 	w.mu.Unlock()
 	for {
+		group := w.gather()
+		if len(group) == 0 {
+			return
+		}
+		began := time.Now()
+		w.write(d, group)
+		w.mu.Lock()
+		w.took = time.Since(began)
+		w.mu.Unlock()
+	}
+}
+
+// gather takes the next group: the outcomes returned so far, once their
+// batches' starts have all returned or the last writing's time has
+// passed. With none returned it ends the writing and returns none.
+func (w *outcomeWriter) gather() []startOutcome {
+	var waited <-chan time.Time
+	for {
 		w.mu.Lock()
 		group := w.returned
-		w.returned = nil
 		if len(group) == 0 {
 			w.writing = false
 			w.mu.Unlock()
-			return
+			return nil
+		}
+		inFlight := false
+		for _, o := range group {
+			inFlight = inFlight || o.batch.unreturned.Load() > 0
+		}
+		if waited == nil && inFlight && w.took > 0 {
+			t := time.NewTimer(w.took)
+			defer t.Stop()
+			waited = t.C
+		}
+		if !inFlight || waited == nil {
+			w.returned = nil
+			w.mu.Unlock()
+			return group
 		}
 		w.mu.Unlock()
-		w.write(d, group)
+		select {
+		case <-w.arrived:
+		case <-waited:
+			w.mu.Lock()
+			group = w.returned
+			w.returned = nil
+			w.mu.Unlock()
+			return group
+		}
 	}
 }
 
