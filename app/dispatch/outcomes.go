@@ -8,8 +8,8 @@ import (
 // outcomeWriter writes the claim loop's start outcomes as the starts
 // return, in groups, one writing at a time, by the goroutine of the start
 // that found none running: whatever returns while a writing runs is
-// written next, together (a group commit). A group whose batches still
-// have starts in flight waits for them, but no longer than the last
+// written next, together (a group commit). A group each of whose batches
+// still has starts in flight waits for them, but no longer than the last
 // writing took, so a batch whose starts return together is written
 // together, while a slow start holds the others back by at most one
 // writing's time: each writing has its transaction, fence check and
@@ -77,9 +77,9 @@ func (w *outcomeWriter) add(d *Dispatcher, o startOutcome) {
 	}
 }
 
-// gather takes the next group: the outcomes returned so far, once their
-// batches' starts have all returned or the last writing's time has
-// passed. With none returned it ends the writing and returns none.
+// gather takes the next group: the outcomes returned so far, once one of
+// their batches has all its starts returned or the last writing's time
+// has passed. With none returned it ends the writing and returns none.
 func (w *outcomeWriter) gather() []startOutcome {
 	var waited <-chan time.Time
 	for {
@@ -90,9 +90,11 @@ func (w *outcomeWriter) gather() []startOutcome {
 			w.mu.Unlock()
 			return nil
 		}
-		inFlight := false
+		// A group waits only while each of its batches has a start in
+		// flight: no item waits for another batch's starts.
+		inFlight := true
 		for _, o := range group {
-			inFlight = inFlight || o.batch.unreturned.Load() > 0
+			inFlight = inFlight && o.batch.unreturned.Load() > 0
 		}
 		if waited == nil && inFlight && w.took > 0 {
 			t := time.NewTimer(w.took)
