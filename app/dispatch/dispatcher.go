@@ -215,7 +215,7 @@ func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
 // the last claim said something it passed over comes due (a start rate's
 // next start, a notBefore; no sooner than minDueWait), and
 // back to back while batches come back full, and when outcomes written
-// beside it left items unsettled. Errors are logged and retried on the
+// beside it left items unsettled or found Temporal unavailable. Errors are logged and retried on the
 // next cycle; the loop never dies of them. Batches still starting when ctx
 // ends are finished before Run returns.
 func (d *Dispatcher) Run(ctx context.Context) {
@@ -262,7 +262,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // one is needed, claim and dispatch a batch. It reports whether the batch
 // came back full. It waits for no earlier batch's starts to return: their
 // outcomes are written as they do (outcomeWriter), so the loop's pace is
-// the claim's, and an item claimed now waits for its own start only.
+// the claim's, and an item claimed now waits for no other batch's starts.
 func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	defer func() {
 		d.metrics.Cycles.Inc()
