@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -29,34 +30,59 @@ type BatchResult struct {
 }
 
 // DispatchBatch claims one batch, starts its workflows and records each
-// outcome. The claim commits before any Temporal call, and no transaction is
-// open while Temporal is called. A start that failed because Temporal is
-// unavailable counts nothing against its item: whether it started is
-// resolved with DescribeWorkflow, the breaker opens, and an item whose
-// fate stays unknown is kept CLAIMED, holding its slot, until it is known.
+// outcome, all of them once every start has returned. The claim commits
+// before any Temporal call, and no transaction is open while Temporal is
+// called. A start that failed because Temporal is unavailable counts
+// nothing against its item: whether it started is resolved with
+// DescribeWorkflow, the breaker opens, and an item whose fate stays
+// unknown is kept CLAIMED, holding its slot, until it is known.
 func (d *Dispatcher) DispatchBatch(ctx context.Context) (BatchResult, error) {
-	b, err := d.claimBatch(ctx)
+	b, err := d.claimBatch(ctx, false)
 	if err != nil {
 		return BatchResult{}, err
 	}
-	res, unsettled, err := d.finishBatch(ctx, b)
+	<-b.done
+	written, unsettled, err := d.writeOutcomes(ctx, b.outcomes())
 	d.unsettled = append(d.unsettled, unsettled...)
+	res := b.res
+	res.Dispatched, res.Released, res.Failed = written.Dispatched, written.Released, res.Failed+written.Failed
 	return res, err
 }
 
 // claimedBatch is a committed claim whose starts are under way.
 type claimedBatch struct {
+	// ctx is the claim's, under which its outcomes are written.
+	ctx context.Context
 	// termNumber is the number of the lease's term the batch was claimed
 	// in (QueueLease.TermNumber), read with the claim's fence.
 	termNumber uint64
 	items      []ports.ClaimedItem
 	res        BatchResult
 	begun      time.Time
-	// errs holds each item's start error; read it only after done.
+	// errs holds each item's start error; read it only once that start
+	// has returned.
 	errs []error
+	// streamed hands each start's outcome to the dispatcher's outcome
+	// writer as it returns (the claim loop's batches); otherwise the
+	// caller writes them all once done is closed (DispatchBatch).
+	streamed bool
+	// unwritten counts the items whose outcome is still to be written, so
+	// the last one written observes the batch's duration; unreturned
+	// those whose start has not returned, which the outcome writer waits
+	// for a while.
+	unwritten, unreturned atomic.Int32
 	// launched is closed once every start holds a slot of the start
 	// concurrency (or ran), done once every start has returned.
 	launched, done chan struct{}
+}
+
+// outcomes are the batch's start outcomes, once done is closed.
+func (b *claimedBatch) outcomes() []startOutcome {
+	out := make([]startOutcome, len(b.items))
+	for i, item := range b.items {
+		out[i] = startOutcome{batch: b, item: item, err: b.errs[i]}
+	}
+	return out
 }
 
 // ErrLeaseNotHeld is what a dispatch batch returns, having claimed
@@ -65,15 +91,16 @@ type claimedBatch struct {
 var ErrLeaseNotHeld = errors.New("dispatch lease not held")
 
 // claimBatch runs the claim and, once it has committed, launches the
-// batch's starts in the background; finishBatch waits for them and
-// records the outcomes. A dispatcher with a lease claims only while the
+// batch's starts in the background; a streamed batch's outcomes are
+// written as its starts return (outcomeWriter), another's by the caller
+// once they all have. A dispatcher with a lease claims only while the
 // heartbeat holds it, fenced by the term it holds it in
 // (QueueLease.claimFence), and otherwise returns ErrLeaseNotHeld: a claim
 // the heartbeat does not know to be in a term of its own would have its
 // starts refused (HeldUntil) and its items left CLAIMED for a peer to
 // settle.
-func (d *Dispatcher) claimBatch(ctx context.Context) (*claimedBatch, error) {
-	b := &claimedBatch{begun: d.now(), launched: make(chan struct{}), done: make(chan struct{})}
+func (d *Dispatcher) claimBatch(ctx context.Context, streamed bool) (*claimedBatch, error) {
+	b := &claimedBatch{ctx: ctx, begun: d.now(), streamed: streamed, launched: make(chan struct{}), done: make(chan struct{})}
 	var fence ports.Fence
 	if d.lease != nil {
 		var held bool
@@ -103,50 +130,62 @@ func (d *Dispatcher) claimBatch(ctx context.Context) (*claimedBatch, error) {
 	d.metrics.BatchSize.Observe(float64(len(b.items)))
 	d.log.Debug("processing queue items", "batch_size", len(b.items))
 	b.errs = make([]error, len(b.items))
+	b.unwritten.Store(int32(len(b.items)))
+	b.unreturned.Store(int32(len(b.items)))
+	if streamed {
+		d.outcomes.expect(len(b.items))
+	}
 	d.faultPoint(FaultAfterClaim)
 	go d.startAll(ctx, b, claimSpan)
 	return b, nil
 }
 
-// finishBatch waits for the batch's starts and records each outcome:
-// started items DISPATCHED, failed ones released or FAILED, and those
-// Temporal's absence left in doubt resolved, or returned as unsettled for
-// the loop to keep. It runs beside the loop's next claim, so it touches no
-// state of the loop's.
-func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (res BatchResult, unsettled []unsettledItem, err error) {
-	<-b.done
-	res = b.res
-	if len(b.items) == 0 {
+// startOutcome is what one start of a batch returned.
+type startOutcome struct {
+	batch *claimedBatch
+	item  ports.ClaimedItem
+	err   error
+}
+
+// writeOutcomes records the outcomes of returned starts, of one batch or
+// of several: started items DISPATCHED (one marking per lease term among
+// them), failed ones released or FAILED, and those Temporal's absence
+// left in doubt resolved, or returned as unsettled for the loop to keep.
+// It runs beside the loop, so it touches no state of the loop's; the
+// counts it returns are of the outcomes given.
+func (d *Dispatcher) writeOutcomes(ctx context.Context, outs []startOutcome) (res BatchResult, unsettled []unsettledItem, err error) {
+	if len(outs) == 0 {
 		return res, nil, nil
 	}
-	d.faultPoint(FaultAfterStart)
+	defer d.written(outs)
 	var ok []ports.ClaimedItem
 	var unknown []unsettledItem
 	var failed []ports.QueueTransition
 	termEnded := 0
-	for i, item := range b.items {
+	for _, o := range outs {
+		item := o.item
 		switch {
-		case b.errs[i] == nil:
+		case o.err == nil:
 			ok = append(ok, item)
 			d.metrics.FailuresPerItem.Observe(float64(item.DispatchFailures))
 			continue
-		case errors.Is(b.errs[i], errLeaseTermEnded):
+		case errors.Is(o.err, errLeaseTermEnded):
 			termEnded++
 			continue
-		case errors.Is(b.errs[i], ports.ErrEngineUnavailable):
-			d.metrics.dispatchFailed(startFailureReason(b.errs[i]), OutcomeHeld, item.WorkspaceID.String())
+		case errors.Is(o.err, ports.ErrEngineUnavailable):
+			d.metrics.dispatchFailed(startFailureReason(o.err), OutcomeHeld, item.WorkspaceID.String())
 			unknown = append(unknown, unsettledItem{item: item})
 			continue
 		}
 		d.log.Error("failed to start temporal workflow", "queue_item_id", item.ID, "execution_id", item.ExecutionID,
-			"attempt_count", item.AttemptCount, "dispatch_failures", item.DispatchFailures+1, "error", b.errs[i])
-		t, err := d.releaseAfterError(item, b.errs[i])
+			"attempt_count", item.AttemptCount, "dispatch_failures", item.DispatchFailures+1, "error", o.err)
+		t, err := d.releaseAfterError(item, o.err)
 		if err != nil {
 			d.log.Error("error processing queue item", "queue_item_id", item.ID, "error", err)
 			continue
 		}
 		failed = append(failed, t)
-		reason := startFailureReason(b.errs[i])
+		reason := startFailureReason(o.err)
 		if t.To.Status == domain.QueueFailed {
 			res.Failed++
 			d.metrics.Failed.WithLabelValues(ReasonAttemptsExhausted).Inc()
@@ -184,8 +223,17 @@ func (d *Dispatcher) finishBatch(ctx context.Context, b *claimedBatch) (res Batc
 			return res, unsettled, fmt.Errorf("release failed dispatches: %w", err)
 		}
 	}
-	d.metrics.Duration.Observe(d.now().Sub(b.begun).Seconds())
 	return res, unsettled, nil
+}
+
+// written counts outs as written, and observes the duration of each
+// batch whose last outcome this was.
+func (d *Dispatcher) written(outs []startOutcome) {
+	for _, o := range outs {
+		if o.batch.unwritten.Add(-1) == 0 {
+			d.metrics.Duration.Observe(d.now().Sub(o.batch.begun).Seconds())
+		}
+	}
 }
 
 // claim runs the admission transaction, fenced by fence (the zero Fence
@@ -210,51 +258,73 @@ func (d *Dispatcher) adaptBatch(full bool) {
 }
 
 // startAll starts the batch's workflows concurrently, each holding a slot
-// of the dispatcher's adaptive start limit, which the batch claimed behind
-// it shares, and records each item's error; each start's latency and
-// outcome move the limit. A start that finds Temporal unavailable opens
-// the breaker at once, so no further batch is claimed while this one's
-// other starts are still failing.
+// of the dispatcher's adaptive start limit, which the batches claimed
+// behind it share, and records each item's error; each start's latency
+// and outcome move the limit. A streamed batch hands each outcome to the
+// outcome writer as its start returns, so an item waits for its own start
+// and not for its batch's slowest. A start that finds Temporal
+// unavailable opens the breaker at once, so no further batch is claimed
+// while this one's other starts are still failing.
 func (d *Dispatcher) startAll(ctx context.Context, b *claimedBatch, claimSpan trace.SpanContext) {
+	// The fault suite's halt after the starts (FaultAfterStart) finds
+	// every start of the batch returned and none of them written.
+	handEach := b.streamed && d.halt == nil
 	var wg sync.WaitGroup
 	for i, item := range b.items {
 		inFlight := d.starts.acquire()
 		wg.Go(func() {
-			called, took := false, time.Duration(0)
-			defer func() { d.starts.release(inFlight, took, b.errs[i], called) }()
-			d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
-				"execution_id", item.ExecutionID)
-			startCtx, span := d.startSpan(ctx, item, claimSpan)
-			defer func() { endStartSpan(span, b.errs[i]) }()
-			d.faultPoint(FaultBeforeStart)
-			deadline, ok := d.startDeadline(item.Claimer)
-			if !ok {
-				b.errs[i] = errLeaseTermEnded
-				return
-			}
-			startCtx, cancel := context.WithDeadline(startCtx, deadline)
-			defer cancel()
-			began := time.Now()
-			b.errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
-				ExecutionID:  item.ExecutionID,
-				WorkspaceID:  item.WorkspaceID,
-				DefinitionID: item.DefinitionID,
-				Version:      item.Version,
-				Input:        item.Input,
-				Plan:         item.Plan,
-				Graph:        item.Graph,
-				RetryOf:      item.RetryOf,
-				RunTimeout:   item.RunTimeout,
-			})
-			called, took = true, time.Since(began)
-			if errors.Is(b.errs[i], ports.ErrEngineUnavailable) {
-				d.breaker.Trip(d.now(), b.errs[i])
+			d.start(ctx, b, i, item, inFlight, claimSpan)
+			b.unreturned.Add(-1)
+			if handEach {
+				d.outcomes.add(d, startOutcome{batch: b, item: item, err: b.errs[i]})
 			}
 		})
 	}
 	close(b.launched)
 	wg.Wait()
+	d.faultPoint(FaultAfterStart)
+	if b.streamed && !handEach {
+		for _, o := range b.outcomes() {
+			d.outcomes.add(d, o)
+		}
+	}
 	close(b.done)
+}
+
+// start makes the Temporal start of the batch's item i, which holds a
+// slot of the start limit taken with inFlight starts in flight, and
+// frees the slot as it returns.
+func (d *Dispatcher) start(ctx context.Context, b *claimedBatch, i int, item ports.ClaimedItem, inFlight int, claimSpan trace.SpanContext) {
+	called, took := false, time.Duration(0)
+	defer func() { d.starts.release(inFlight, took, b.errs[i], called) }()
+	d.log.Info("dispatching queue item", "queue_item_id", item.ID, "workflow_definition_id", item.DefinitionID,
+		"execution_id", item.ExecutionID)
+	startCtx, span := d.startSpan(ctx, item, claimSpan)
+	defer func() { endStartSpan(span, b.errs[i]) }()
+	d.faultPoint(FaultBeforeStart)
+	deadline, ok := d.startDeadline(item.Claimer)
+	if !ok {
+		b.errs[i] = errLeaseTermEnded
+		return
+	}
+	startCtx, cancel := context.WithDeadline(startCtx, deadline)
+	defer cancel()
+	began := time.Now()
+	b.errs[i] = d.engine.StartWorkflow(startCtx, ports.WorkflowStart{
+		ExecutionID:  item.ExecutionID,
+		WorkspaceID:  item.WorkspaceID,
+		DefinitionID: item.DefinitionID,
+		Version:      item.Version,
+		Input:        item.Input,
+		Plan:         item.Plan,
+		Graph:        item.Graph,
+		RetryOf:      item.RetryOf,
+		RunTimeout:   item.RunTimeout,
+	})
+	called, took = true, time.Since(began)
+	if errors.Is(b.errs[i], ports.ErrEngineUnavailable) {
+		d.breaker.Trip(d.now(), b.errs[i])
+	}
 }
 
 // releaseAfterError computes the item's next state after a failed start

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -137,7 +136,8 @@ const (
 	// batch's first, up to the start limit, the rest waiting for a slot)
 	// check it only when resumed, after the term ended.
 	FaultBeforeStart FaultPoint = "starting"
-	// FaultAfterStart is after the starts returned, before any marking.
+	// FaultAfterStart is after the batch's starts all returned, before
+	// any of them is marked.
 	FaultAfterStart FaultPoint = "started"
 )
 
@@ -173,9 +173,13 @@ type Dispatcher struct {
 	// starts holds a slot per Temporal start in flight, up to the adaptive
 	// start limit.
 	starts *startGate
-	// inFlight is the batch whose starts run while the loop claims the
-	// next one; the loop finishes it before it sleeps or stops.
-	inFlight *claimedBatch
+	// outcomes writes the outcomes of the loop's starts as they return.
+	outcomes *outcomeWriter
+	// launching is closed once every start of the last batch claimed
+	// holds a slot of the start limit; nil before the first batch.
+	launching <-chan struct{}
+	// claimedTerm is the lease term number the last batch was claimed in.
+	claimedTerm uint64
 	// nextDue is how long after the last claim something it passed over
 	// for a time (a start rate, a notBefore) may go; 0 for nothing.
 	nextDue time.Duration
@@ -199,7 +203,8 @@ func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
 		store: deps.Store, executions: deps.Executions, engine: deps.Engine, wakeups: deps.Wakeups, lease: deps.Lease,
 		breaker: deps.Breaker, metrics: deps.Metrics, log: deps.Log, cfg: cfg, admission: newAdmission(deps.Log),
 		tracer: tp.Tracer(tracerName), now: time.Now, batchSize: cfg.BatchSize, halt: deps.Halt,
-		starts: newStartGate(cfg.StartConcurrency, cfg.MaxStartConcurrency, deps.Metrics.StartLimit),
+		starts:   newStartGate(cfg.StartConcurrency, cfg.MaxStartConcurrency, deps.Metrics.StartLimit),
+		outcomes: newOutcomeWriter(),
 	}
 	d.plan = PlanClaim(d.admission.admit)
 	return d
@@ -209,11 +214,12 @@ func NewDispatcher(deps DispatcherDeps, cfg DispatcherConfig) *Dispatcher {
 // the queue lease is gained, when the breaker's next probe is due, when
 // the last claim said something it passed over comes due (a start rate's
 // next start, a notBefore; no sooner than minDueWait), and
-// back to back while batches come back full. Errors are logged and retried
-// on the next cycle; the loop never dies of them. A batch still starting
-// when ctx ends is finished before Run returns.
+// back to back while batches come back full, and when outcomes written
+// beside it left items unsettled or found Temporal unavailable. Errors are logged and retried on the
+// next cycle; the loop never dies of them. Batches still starting when ctx
+// ends are finished before Run returns.
 func (d *Dispatcher) Run(ctx context.Context) {
-	defer d.finishInFlight(ctx)
+	defer d.finishInFlight()
 	poll := time.NewTicker(d.cfg.PollInterval)
 	defer poll.Stop()
 	probe := time.NewTimer(time.Hour)
@@ -246,6 +252,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-gained:
 		case <-probe.C:
 		case <-due.C:
+		case <-d.outcomes.handed:
 		}
 	}
 }
@@ -253,19 +260,15 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // cycle runs one turn of the loop: probe Temporal if the breaker is open,
 // settle what earlier cycles left unsettled, then, holding the lease where
 // one is needed, claim and dispatch a batch. It reports whether the batch
-// came back full; only then does it leave the batch's starts running, for
-// the next cycle to claim behind them, and otherwise it finishes the batch.
+// came back full. It waits for no earlier batch's starts to return: their
+// outcomes are written as they do (outcomeWriter), so the loop's pace is
+// the claim's, and an item claimed now waits for no other batch's starts.
 func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	defer func() {
 		d.metrics.Cycles.Inc()
 		if r := recover(); r != nil {
 			d.log.Error("dispatch cycle panicked", "panic", fmt.Sprint(r))
 			full = false
-		}
-	}()
-	defer func() {
-		if !full {
-			d.finishInFlight(ctx)
 		}
 	}()
 	d.nextDue = 0
@@ -279,31 +282,26 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 	if d.lease != nil && !d.lease.Holding() {
 		return false
 	}
-	// A batch in flight from an earlier term of the lease is finished
-	// first: its claims are now an ended term's, which settling would
-	// otherwise ask Temporal about while its own starts are still going.
-	if b := d.inFlight; b != nil && d.lease != nil && b.termNumber != d.lease.TermNumber() {
-		d.finishInFlight(ctx)
+	// Batches from an earlier term of the lease are finished first: their
+	// claims are now an ended term's, which settling would otherwise ask
+	// Temporal about while their own starts are still going. Each batch
+	// claimed waited for the one before it, so the last one's term is
+	// the newest among them.
+	if d.lease != nil && d.claimedTerm != d.lease.TermNumber() {
+		d.finishInFlight()
 	}
 	if !d.settleEndedTerms(ctx) {
 		return false
 	}
-	// The next claim waits until the batch in flight has all its starts
-	// under way, so claimed items wait for at most one batch's starts; the
-	// claim commits before any of its own starts, as always. The batch in
-	// flight is finished (its outcomes recorded) beside the claim, on a
-	// connection of its own, and before the cycle ends: against a distant
-	// Temporal the starts take no time of the loop's, and the claim and
-	// the marking, together, are what bounds the rate.
-	finished := func() {}
-	if prev := d.inFlight; prev != nil {
-		<-prev.launched
-		d.inFlight = nil
-		finished = d.finishBeside(ctx, prev)
-		defer finished()
+	// The next claim waits until the last batch has all its starts under
+	// way, so a claimed item waits for at most the starts in flight and
+	// one batch's; the claim commits before any of its own starts, as
+	// always. Earlier batches' outcomes are written beside the claim, on
+	// connections of their own.
+	if d.launching != nil {
+		<-d.launching
 	}
-	b, err := d.claimBatch(ctx)
-	finished()
+	b, err := d.claimBatch(ctx, true)
 	switch {
 	case errors.Is(err, ports.ErrLeaseLost) && d.lease != nil:
 		d.lease.Lost()
@@ -318,44 +316,17 @@ func (d *Dispatcher) cycle(ctx context.Context) (full bool) {
 		}
 		return false
 	}
-	d.inFlight = b
+	if len(b.items) > 0 {
+		d.launching, d.claimedTerm = b.launched, b.termNumber
+	}
 	return b.res.Full
 }
 
-// finishInFlight waits for the batch in flight, if any, and records its
-// outcomes.
-func (d *Dispatcher) finishInFlight(ctx context.Context) {
-	b := d.inFlight
-	if b == nil {
-		return
-	}
-	d.inFlight = nil
-	d.finishBeside(ctx, b)()
-}
-
-// finishBeside finishes batch b in the background and returns the wait
-// for it, which may be called more than once: it hands what b left
-// unsettled to the loop, which alone touches d.unsettled.
-func (d *Dispatcher) finishBeside(ctx context.Context, b *claimedBatch) (wait func()) {
-	done := make(chan struct{})
-	var unsettled []unsettledItem
-	go func() {
-		defer close(done)
-		defer func() {
-			if r := recover(); r != nil {
-				d.log.Error("finishing a dispatch batch panicked", "panic", fmt.Sprint(r))
-			}
-		}()
-		var err error
-		_, unsettled, err = d.finishBatch(ctx, b)
-		if err != nil && ctx.Err() == nil {
-			d.log.Error("dispatch batch failed; retrying next cycle", "error", err)
-		}
-	}()
-	return sync.OnceFunc(func() {
-		<-done
-		d.unsettled = append(d.unsettled, unsettled...)
-	})
+// finishInFlight waits until the outcome of every start the loop made is
+// written, and takes what they left unsettled.
+func (d *Dispatcher) finishInFlight() {
+	d.outcomes.unwritten.Wait()
+	d.unsettled = append(d.unsettled, d.outcomes.take()...)
 }
 
 // probeEngine asks an unavailable Temporal whether it is back, once its

@@ -365,9 +365,10 @@ func (e *gatedEngine) counts() (inFlight, most int) {
 }
 
 // TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency:
-// while a full batch's starts are in flight the loop claims the next
-// batch, one batch ahead and no more, and the two batches' starts share
-// StartConcurrency (fixed here: floor and ceiling 2).
+// while batches' starts are in flight the loop claims the next batch as
+// soon as the last one's starts all hold a slot, so one batch at most
+// waits for a slot, and the batches' starts share StartConcurrency (fixed
+// here: floor and ceiling 2).
 func TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -380,8 +381,9 @@ func TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency(t *te
 		defer stop()
 		synctest.Wait()
 		claims, dispatched := store.counts()
-		if inFlight, _ := engine.counts(); claims != 2 || inFlight != 2 || dispatched != 0 {
-			t.Fatalf("with the first start held: %d claims, %d starts in flight, %d dispatched; want 2, 2, 0", claims, inFlight, dispatched)
+		if inFlight, _ := engine.counts(); claims != 3 || inFlight != 2 || dispatched != 0 {
+			t.Fatalf("with the first starts held: %d claims, %d starts in flight, %d dispatched; want 3 (the third waiting for a slot), 2, 0",
+				claims, inFlight, dispatched)
 		}
 		for range 5 {
 			engine.release <- struct{}{}
@@ -392,6 +394,213 @@ func TestNextBatchIsClaimedWhileThePreviousStartsWithinTheStartConcurrency(t *te
 		}
 		if _, most := engine.counts(); most != 2 {
 			t.Errorf("at most %d starts in flight, want StartConcurrency 2", most)
+		}
+	})
+}
+
+// slowFirstEngine holds the first start until release is closed and
+// answers every other start at once.
+type slowFirstEngine struct {
+	ports.WorkflowEngine
+	release chan struct{}
+	mu      sync.Mutex
+	starts  int
+}
+
+func (e *slowFirstEngine) StartWorkflow(ctx context.Context, _ ports.WorkflowStart) error {
+	e.mu.Lock()
+	e.starts++
+	first := e.starts == 1
+	e.mu.Unlock()
+	if !first {
+		return nil
+	}
+	select {
+	case <-e.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// An item enqueued while an earlier batch's start is slow is claimed,
+// started and marked DISPATCHED without waiting for that start: the loop
+// waits for no batch's starts to return before it sleeps or claims again.
+func TestAnItemClaimedWhileAnotherBatchsStartIsSlowIsMarkedWithoutWaitingForIt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{queued: 1}
+		cfg := nonExclusive()
+		cfg.PollInterval = time.Hour
+		wake := make(chanWakeups, 1)
+		engine := &slowFirstEngine{release: make(chan struct{})}
+		d := newTestDispatcher(store, engine, nil, wake, cfg)
+		stop := runLoops(d.Run)
+		defer stop()
+		synctest.Wait()
+		if claims, n := store.counts(); claims != 1 || n != 0 {
+			t.Fatalf("%d claims, %d dispatched with the first start held; want 1, 0", claims, n)
+		}
+		store.mu.Lock()
+		store.queued = 1
+		store.mu.Unlock()
+		wake <- struct{}{}
+		synctest.Wait()
+		if claims, n := store.counts(); claims != 2 || n != 1 {
+			t.Fatalf("after a wake-up with the first start still held: %d claims, %d dispatched; want 2, 1 (the second item, with no time passing)", claims, n)
+		}
+		close(engine.release)
+		synctest.Wait()
+		if _, n := store.counts(); n != 2 {
+			t.Fatalf("%d dispatched once the slow start returned, want 2", n)
+		}
+	})
+}
+
+// An item is marked DISPATCHED without waiting for the slowest start of
+// its batch: here, where markings take no time, as soon as its own start
+// returns (TestASlowStartHoldsItsBatchsOtherMarkingsBackByOneMarkingsTimeAtMost
+// shows the bound when they take some).
+func TestAnItemIsMarkedWhenItsOwnStartReturnsNotItsBatchsSlowest(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{queued: 2, batched: true}
+		cfg := nonExclusive()
+		cfg.PollInterval = time.Hour
+		engine := &slowFirstEngine{release: make(chan struct{})}
+		d := newTestDispatcher(store, engine, nil, nil, cfg)
+		stop := runLoops(d.Run)
+		defer stop()
+		synctest.Wait()
+		if claims, n := store.counts(); claims != 1 || n != 1 {
+			t.Fatalf("one batch of 2 with its first start held: %d claims, %d dispatched; want 1, 1 (the item whose start returned)", claims, n)
+		}
+		close(engine.release)
+		synctest.Wait()
+		if _, n := store.counts(); n != 2 {
+			t.Fatalf("%d dispatched once the slow start returned, want 2", n)
+		}
+	})
+}
+
+// blockingClaimStore holds its first claim, once it has read the queue,
+// until release is closed: as a claim's commit takes time.
+type blockingClaimStore struct {
+	*fakeStore
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (s *blockingClaimStore) Claim(ctx context.Context, fence ports.Fence, budget int, plan ports.PlanFunc, reject ports.RejectFunc) (ports.ClaimResult, error) {
+	res, err := s.fakeStore.Claim(ctx, fence, budget, plan, reject)
+	s.once.Do(func() {
+		close(s.entered)
+		<-s.release
+	})
+	return res, err
+}
+
+// A wake-up that arrives while the loop is claiming, for an item that
+// claim did not see, is not lost: the loop claims again as soon as that
+// claim is done, with no time passing.
+func TestAWakeupDuringAClaimStartsTheNextClaim(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &blockingClaimStore{fakeStore: &fakeStore{}, entered: make(chan struct{}), release: make(chan struct{})}
+		cfg := nonExclusive()
+		cfg.PollInterval = time.Hour
+		wake := make(chanWakeups, 1)
+		d := newTestDispatcher(store, okEngine{}, nil, wake, cfg)
+		stop := runLoops(d.Run)
+		defer stop()
+		<-store.entered
+		store.mu.Lock()
+		store.queued = 1
+		store.mu.Unlock()
+		wake <- struct{}{}
+		close(store.release)
+		synctest.Wait()
+		if claims, n := store.counts(); claims != 2 || n != 1 {
+			t.Fatalf("%d claims, %d dispatched after a wake-up during the first claim; want 2, 1", claims, n)
+		}
+	})
+}
+
+// slowMarkStore's markings take markTook each.
+type slowMarkStore struct {
+	*fakeStore
+	markTook time.Duration
+}
+
+func (s *slowMarkStore) MarkDispatched(ctx context.Context, fence ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
+	time.Sleep(s.markTook)
+	return s.fakeStore.MarkDispatched(ctx, fence, items)
+}
+
+// heldStartEngine holds its held-th start (from 1) until release is
+// closed and answers every other start at once.
+type heldStartEngine struct {
+	ports.WorkflowEngine
+	held    int
+	release chan struct{}
+	mu      sync.Mutex
+	starts  int
+}
+
+func (e *heldStartEngine) StartWorkflow(ctx context.Context, _ ports.WorkflowStart) error {
+	e.mu.Lock()
+	e.starts++
+	held := e.starts == e.held
+	e.mu.Unlock()
+	if !held {
+		return nil
+	}
+	select {
+	case <-e.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// The outcome of a start whose batch has others in flight waits for them
+// to be written together, but no longer than the last marking took: a
+// slow start holds its batch's other items back by one marking's time at
+// most.
+func TestASlowStartHoldsItsBatchsOtherMarkingsBackByOneMarkingsTimeAtMost(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &slowMarkStore{fakeStore: &fakeStore{queued: 1, batched: true}, markTook: 10 * time.Millisecond}
+		cfg := nonExclusive()
+		cfg.PollInterval = time.Hour
+		wake := make(chanWakeups, 1)
+		engine := &heldStartEngine{held: 2, release: make(chan struct{})}
+		d := newTestDispatcher(store, engine, nil, wake, cfg)
+		stop := runLoops(d.Run)
+		defer stop()
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		if _, n := store.counts(); n != 1 {
+			t.Fatalf("%d dispatched of a first batch of 1 whose marking takes 10 ms, want 1", n)
+		}
+		store.mu.Lock()
+		store.queued = 2
+		store.mu.Unlock()
+		wake <- struct{}{}
+		synctest.Wait()
+		if _, n := store.counts(); n != 1 {
+			t.Fatalf("%d dispatched as a batch of 2 starts with one start held: want still 1, its returned item waiting for the other", n)
+		}
+		time.Sleep(25 * time.Millisecond) // the last marking's 10 ms, then its own 10 ms
+		synctest.Wait()
+		if _, n := store.counts(); n != 2 {
+			t.Fatalf("%d dispatched once a marking's time passed with a start still held, want 2", n)
+		}
+		close(engine.release)
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		if _, n := store.counts(); n != 3 {
+			t.Fatalf("%d dispatched once the held start returned, want 3", n)
 		}
 	})
 }

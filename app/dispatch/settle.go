@@ -18,8 +18,10 @@ type unsettledItem struct {
 }
 
 // settle finishes what earlier cycles could not: items whose start is
-// unresolved or whose marking failed.
+// unresolved or whose marking failed, with those the outcome writer
+// handed over since the last cycle.
 func (d *Dispatcher) settle(ctx context.Context) {
+	d.unsettled = append(d.unsettled, d.outcomes.take()...)
 	if len(d.unsettled) == 0 {
 		return
 	}
