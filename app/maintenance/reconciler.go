@@ -257,7 +257,7 @@ func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Executi
 		if state == ports.WorkflowCompleted {
 			// A DAG that failed or was cancelled also ends its workflow
 			// normally; the status it recorded is in its result.
-			err := askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+			err = askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
 				status, msg, err = r.engine.WorkflowResult(ctx, e.ID)
 				return err
 			})
