@@ -18,13 +18,19 @@ import (
 // or by Temporal at one of its limits, say), freeing their slots. Its walk
 // runs in one process at a time under the reconcileExecutions lease; its
 // close watch (WatchClosed), which records terminations within seconds,
-// under the watchClosedWorkflows lease.
+// under the watchClosedWorkflows lease. Each of its questions to Temporal
+// waits at most askTimeout (askTemporal), and each of its passes stops at
+// the first answer that Temporal is unavailable, leaving what it did not
+// reach for its next run.
 type Reconciler struct {
 	store      ports.DispatchStore
 	executions ports.ExecutionStore
 	engine     ports.WorkflowEngine
 	breaker    *dispatch.Breaker
 	olderThan  time.Duration
+	// askTimeout bounds each question to Temporal (askTemporal), as stale
+	// recovery's are bounded.
+	askTimeout time.Duration
 	pageSize   int
 	log        *slog.Logger
 	loop       maintenance
@@ -117,12 +123,17 @@ func (r *Reconciler) runCloseWatch(ctx context.Context) {
 // RecordClosed records the end of the executions whose workflow closed
 // outside Sluice since since (at most a page of them), naming how and
 // why, and returns how many were still RUNNING. Ending them ends their
-// RUNNING node records too and frees their slots.
+// RUNNING node records too and frees their slots. The listing is one
+// question, waiting at most askTimeout: when Temporal stops answering
+// partway (unavailable, or the deadline passed while it read the reasons),
+// the workflows listed before are recorded and the outage is the error;
+// the rest are in the next look's window, or reached by the walk.
 func (r *Reconciler) RecordClosed(ctx context.Context, since time.Time) (int, error) {
-	closed, err := r.watch.ClosedOutsideSluice(ctx, since, r.pageSize)
-	if err != nil {
-		return 0, err
-	}
+	var closed []ports.ClosedWorkflow
+	listErr := askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+		closed, err = r.watch.ClosedOutsideSluice(ctx, since, r.pageSize)
+		return err
+	})
 	n := 0
 	seen := make(map[domain.ID]bool, len(closed))
 	for _, c := range closed {
@@ -144,18 +155,20 @@ func (r *Reconciler) RecordClosed(ctx context.Context, since time.Time) (int, er
 		}
 	}
 	r.watched = seen
-	return n, nil
+	return n, listErr
 }
 
 // NewReconciler builds the reconciler. It asks Temporal only about
 // executions RUNNING for longer than olderThan, pageSize of them per run
-// (500 when not positive).
+// (500 when not positive), and waits at most askTimeout for each answer
+// (the dispatcher's StartTimeout, as stale recovery does).
 func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
-	olderThan time.Duration, pageSize int, schedule JobSchedule, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Reconciler {
+	olderThan, askTimeout time.Duration, pageSize int, schedule JobSchedule, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Reconciler {
 	if pageSize <= 0 {
 		pageSize = 500
 	}
-	r := &Reconciler{store: store, executions: executions, engine: engine, breaker: breaker, olderThan: olderThan, pageSize: pageSize, log: log}
+	r := &Reconciler{store: store, executions: executions, engine: engine, breaker: breaker, olderThan: olderThan, askTimeout: askTimeout,
+		pageSize: pageSize, log: log}
 	r.loop = maintenance{name: ReconcilerLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r
 }
@@ -182,26 +195,45 @@ func (r *Reconciler) run(ctx context.Context) {
 // id) order and wrap around at the end, so every such execution is checked
 // within ceil(total/pageSize) calls however many long runs are older.
 // Executions whose item is still CLAIMED are stale recovery's business and
-// are not returned by the store.
+// are not returned by the store. A page stopped by an outage (Temporal
+// unavailable, or a question past its deadline) is walked again by the
+// next call, from where this one began: what was recorded before the
+// outage is written, and what the walk did not reach (the rest of the
+// page, its runs' children) is neither skipped nor marked.
 func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 	running, err := r.store.RunningAdmittedBefore(ctx, r.olderThan, r.cursor, r.pageSize)
 	if err != nil {
 		return 0, err
 	}
+	n, err := r.reconcilePage(ctx, running)
+	if errors.Is(err, ports.ErrEngineUnavailable) {
+		return n, err
+	}
 	if len(running) < r.pageSize {
 		r.cursor = ports.ExecutionCursor{}
-		defer func() {
-			r.pickedUpLastWalk, r.pickedUp = r.pickedUp, nil
-			r.childrenPickedUpLastWalk, r.childrenPickedUp = r.childrenPickedUp, nil
-		}()
+		r.pickedUpLastWalk, r.pickedUp = r.pickedUp, nil
+		r.childrenPickedUpLastWalk, r.childrenPickedUp = r.childrenPickedUp, nil
 	} else {
 		last := running[len(running)-1]
 		r.cursor = ports.ExecutionCursor{AdmittedAt: last.AdmittedAt, ID: last.ID}
 	}
+	return n, err
+}
+
+// reconcilePage checks the executions of one page in order, then the
+// children of those still running (endAbandonedChildren), and returns how
+// many it recorded. It stops at the first answer that Temporal is
+// unavailable, returning it; another failure to ask leaves that execution
+// for the next walk.
+func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Execution) (int, error) {
 	n := 0
 	var alive []domain.ID
 	for _, e := range running {
-		state, err := r.engine.DescribeWorkflow(ctx, e.ID)
+		var state ports.WorkflowState
+		err := askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+			state, err = r.engine.DescribeWorkflow(ctx, e.ID)
+			return err
+		})
 		if err != nil {
 			if errors.Is(err, ports.ErrEngineUnavailable) {
 				return n, fmt.Errorf("describing workflows: %w", err)
@@ -225,7 +257,14 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 		if state == ports.WorkflowCompleted {
 			// A DAG that failed or was cancelled also ends its workflow
 			// normally; the status it recorded is in its result.
-			if status, msg, err = r.engine.WorkflowResult(ctx, e.ID); err != nil {
+			err = askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+				status, msg, err = r.engine.WorkflowResult(ctx, e.ID)
+				return err
+			})
+			if errors.Is(err, ports.ErrEngineUnavailable) {
+				return n, fmt.Errorf("reading a completed workflow's result: %w", err)
+			}
+			if err != nil {
 				r.log.Warn("cannot read a completed workflow's result", "execution_id", e.ID, "error", err)
 				continue
 			}
@@ -245,7 +284,10 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 // abandoned terminates the workflow of e when it has waited past
 // stuckAfter for a worker that is not there, and returns the failure to
 // record, naming the task queue. An unavailable engine is an error (the
-// walk stops); another failure to ask leaves e for the next run.
+// walk stops); another failure to ask leaves e for the next run. Either
+// way e is not recorded: a termination Temporal did not confirm (it may
+// have happened, past the deadline) is recorded by the walk or the close
+// watch once Temporal says the workflow was terminated.
 func (r *Reconciler) abandoned(ctx context.Context, e domain.Execution) (bool, string, error) {
 	if !r.waitedPastStuckStart(e.AdmittedAt) {
 		return false, "", nil
@@ -254,14 +296,21 @@ func (r *Reconciler) abandoned(ctx context.Context, e domain.Execution) (bool, s
 		r.notePickedUp(e.ID)
 		return false, "", nil
 	}
-	pickup, err := r.engine.WorkflowPickup(ctx, e.ID)
+	var pickup ports.WorkflowPickup
+	err := askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+		pickup, err = r.engine.WorkflowPickup(ctx, e.ID)
+		return err
+	})
 	if err == nil && pickup.PickedUp {
 		r.notePickedUp(e.ID)
 	}
 	if err == nil && pickup.Abandoned() {
 		msg := fmt.Sprintf("no worker picked up the execution on task queue %q within %s (SLUICE_STUCK_START_AFTER): "+
 			"is a worker polling it, with the same TEMPORAL_TASK_QUEUE_PREFIX?", pickup.TaskQueue, r.stuckAfter)
-		if err = r.engine.TerminateWorkflow(ctx, e.ID, msg); err == nil {
+		err = askTemporal(ctx, r.askTimeout, func(ctx context.Context) error {
+			return r.engine.TerminateWorkflow(ctx, e.ID, msg)
+		})
+		if err == nil {
 			return true, msg, nil
 		}
 	}
@@ -284,8 +333,9 @@ func (r *Reconciler) waitedPastStuckStart(started time.Time) bool {
 // given running executions (FailStuckChildren): each one that has waited
 // past stuckAfter, unpicked on a task queue no worker polls (Abandoned), is
 // ended with a reason naming the queue and the rule. An unavailable engine
-// is an error (the walk stops); another failure to ask leaves the child
-// for the next walk.
+// is an error (the walk stops, and walks the page again next run); another
+// failure to ask leaves the child for the next walk. Ending a child is
+// one question, its signal to the parent and its termination together.
 func (r *Reconciler) endAbandonedChildren(ctx context.Context, executions []domain.ID) error {
 	if r.children == nil || r.stuckAfter <= 0 || len(executions) == 0 {
 		return nil
@@ -299,7 +349,11 @@ func (r *Reconciler) endAbandonedChildren(ctx context.Context, executions []doma
 		if !r.waitedPastStuckStart(c.StartedAt) || r.childrenPickedUp[key] || r.childrenPickedUpLastWalk[key] {
 			continue
 		}
-		pickup, err := r.children.ChildPickup(ctx, c)
+		var pickup ports.WorkflowPickup
+		err := askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+			pickup, err = r.children.ChildPickup(ctx, c)
+			return err
+		})
 		if err == nil && pickup.PickedUp {
 			if r.childrenPickedUp == nil {
 				r.childrenPickedUp = map[string]bool{}
@@ -309,7 +363,10 @@ func (r *Reconciler) endAbandonedChildren(ctx context.Context, executions []doma
 		if err == nil && pickup.Abandoned() {
 			reason := fmt.Sprintf("no worker picked up workflow %s on task queue %q within %s (Sluice's stuck-start rule, SLUICE_STUCK_START_AFTER): "+
 				"is the team's worker polling that queue?", c.WorkflowID, pickup.TaskQueue, r.stuckAfter)
-			if err = r.children.EndAbandonedChild(ctx, c, reason); err == nil {
+			err = askTemporal(ctx, r.askTimeout, func(ctx context.Context) error {
+				return r.children.EndAbandonedChild(ctx, c, reason)
+			})
+			if err == nil {
 				r.log.Warn("ended a child no worker picked up", "execution_id", c.ExecutionID, "node", c.NodeKey, "task_queue", pickup.TaskQueue)
 				continue
 			}

@@ -2,6 +2,8 @@ package maintenance
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -62,7 +64,7 @@ func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status
 
 func newTestReconciler(store ports.DispatchStore, rec ports.ExecutionStore, engine ports.WorkflowEngine, pageSize int) (*Reconciler, *dispatch.Breaker) {
 	b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, dispatch.NewMetrics(prometheus.NewRegistry()))
-	r := NewReconciler(store, rec, engine, b, apptest.NewLease(), 0, pageSize, testSchedule(), dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+	r := NewReconciler(store, rec, engine, b, apptest.NewLease(), 0, dispatch.DefaultDispatcherConfig().StartTimeout, pageSize, testSchedule(), dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 	return r, b
 }
 
@@ -288,5 +290,189 @@ func TestTheCloseWatchRecordsEachRunClosedOutsideSluiceOnceNamingWhy(t *testing.
 	}
 	if strings.Join(rec.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("completions:\n%s\nwant (once each, the second look overlapping the first):\n%s", strings.Join(rec.calls, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestReconcilerStopsAtAnOutageAndBoundsEachQuestion gives each pass of
+// the reconciler's walk (the describe, a completed workflow's result, the
+// stuck-start rule's pickup check and termination, and the same for a
+// TEMPORAL_WORKFLOW child) a Temporal that goes away at its second
+// question, refusing it at once or hanging, and requires that every
+// question waits at most the start timeout, that the walk stops at that
+// answer instead of asking about every execution and child left, that
+// what was recorded before it is written, and that what the walk did not
+// reach is untouched (not recorded, not terminated, not ended: an outage
+// is no verdict) and walked again by the next run, from the same place.
+func TestReconcilerStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
+	t.Parallel()
+	const askTimeout = 200 * time.Millisecond
+	old := time.Now().Add(-time.Hour)
+	// A page of three executions, a fourth on the next page, and a
+	// TEMPORAL_WORKFLOW child of each of the first three.
+	var e [4]domain.ID
+	var running []domain.Execution
+	var children []ports.RunningChild
+	for i := range e {
+		e[i] = domain.ID(uuid.New())
+		running = append(running, domain.Execution{ID: e[i], AdmittedAt: old.Add(time.Duration(i) * time.Second)})
+		if i < 3 {
+			children = append(children, ports.RunningChild{ExecutionID: e[i], NodeKey: "team", WorkflowID: fmt.Sprint("child-", i), RunID: "1", StartedAt: old})
+		}
+	}
+	abandoned := ports.WorkflowPickup{TaskQueue: "nobody-polls"}
+	d := func(i int) string { return question("DescribeWorkflow", e[i]) }
+	result := func(i int) string { return question("WorkflowResult", e[i]) }
+	pickup := func(i int) string { return question("WorkflowPickup", e[i]) }
+	terminate := func(i int) string { return question("TerminateWorkflow", e[i]) }
+	childPickup := func(i int) string { return question("ChildPickup", children[i].WorkflowID) }
+	endChild := func(i int) string { return question("EndAbandonedChild", children[i].WorkflowID) }
+	walked := []string{d(0), pickup(0), d(1), pickup(1), d(2), pickup(2)}
+
+	for _, pass := range []struct {
+		name  string
+		setUp func(*faultyTemporal)
+		// failing is the question Temporal fails; asked, what the walk
+		// asks, up to and including it.
+		failing    string
+		asked      []string
+		finished   map[domain.ID]domain.ExecutionStatus
+		terminated []domain.ID
+		ended      []string
+	}{{
+		name:     "describe",
+		setUp:    func(f *faultyTemporal) { f.states[e[0]] = ports.WorkflowCompleted },
+		failing:  d(1),
+		asked:    []string{d(0), result(0), d(1)},
+		finished: map[domain.ID]domain.ExecutionStatus{e[0]: domain.ExecutionCompleted},
+	}, {
+		name: "result",
+		setUp: func(f *faultyTemporal) {
+			f.states[e[0]], f.states[e[1]], f.states[e[2]] = ports.WorkflowCompleted, ports.WorkflowCompleted, ports.WorkflowCompleted
+		},
+		failing:  result(1),
+		asked:    []string{d(0), result(0), d(1), result(1)},
+		finished: map[domain.ID]domain.ExecutionStatus{e[0]: domain.ExecutionCompleted},
+	}, {
+		name:       "stuck start's pickup",
+		setUp:      func(f *faultyTemporal) { f.pickups[e[0]], f.pickups[e[2]] = abandoned, abandoned },
+		failing:    pickup(1),
+		asked:      []string{d(0), pickup(0), terminate(0), d(1), pickup(1)},
+		finished:   map[domain.ID]domain.ExecutionStatus{e[0]: domain.ExecutionFailed},
+		terminated: []domain.ID{e[0]},
+	}, {
+		name: "stuck start's termination",
+		setUp: func(f *faultyTemporal) {
+			f.pickups[e[0]], f.pickups[e[1]], f.pickups[e[2]] = abandoned, abandoned, abandoned
+		},
+		failing:    terminate(1),
+		asked:      []string{d(0), pickup(0), terminate(0), d(1), pickup(1), terminate(1)},
+		finished:   map[domain.ID]domain.ExecutionStatus{e[0]: domain.ExecutionFailed},
+		terminated: []domain.ID{e[0]},
+	}, {
+		name: "child's pickup",
+		setUp: func(f *faultyTemporal) {
+			f.childPickups[children[0].WorkflowID], f.childPickups[children[2].WorkflowID] = abandoned, abandoned
+		},
+		failing: childPickup(1),
+		asked:   append(slices.Clone(walked), childPickup(0), endChild(0), childPickup(1)),
+		ended:   []string{children[0].WorkflowID},
+	}, {
+		name: "child's end",
+		setUp: func(f *faultyTemporal) {
+			for _, c := range children {
+				f.childPickups[c.WorkflowID] = abandoned
+			}
+		},
+		failing: endChild(1),
+		asked:   append(slices.Clone(walked), childPickup(0), endChild(0), childPickup(1), endChild(1)),
+		ended:   []string{children[0].WorkflowID},
+	}} {
+		for _, outage := range []temporalFault{refuses, hangs} {
+			t.Run(pass.name+"/"+outage.String(), func(t *testing.T) {
+				t.Parallel()
+				engine := newFaultyTemporal()
+				pass.setUp(engine)
+				engine.faults[pass.failing] = outage
+				store := childStore{pagedStore: &pagedStore{running: running}, children: children}
+				rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
+				b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, dispatch.NewMetrics(prometheus.NewRegistry()))
+				r := NewReconciler(store, rec, engine, b, apptest.NewLease(), 0, askTimeout, 3, testSchedule(),
+					dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog()).FailStuckStartsAfter(time.Minute).FailStuckChildren(engine)
+
+				began := time.Now()
+				n, err := r.Reconcile(context.Background())
+				took := time.Since(began)
+
+				if !errors.Is(err, ports.ErrEngineUnavailable) || n != len(pass.finished) {
+					t.Errorf("Reconcile = %d, %v; want the %d recorded before the outage, and the outage as its error", n, err, len(pass.finished))
+				}
+				asked := engine.questions()
+				if !slices.Equal(asked, pass.asked) {
+					t.Errorf("asked Temporal\n%s\nwant, stopping at the first unavailable answer:\n%s", strings.Join(asked, "\n"), strings.Join(pass.asked, "\n"))
+				}
+				engine.requireBounded(t, askTimeout)
+				if fmt.Sprint(rec.finished) != fmt.Sprint(pass.finished) {
+					t.Errorf("recorded %v; want %v, the rest untouched", rec.finished, pass.finished)
+				}
+				if !slices.Equal(engine.terminated, pass.terminated) || !slices.Equal(engine.ended, pass.ended) {
+					t.Errorf("terminated %v, ended children %v; want %v, %v", engine.terminated, engine.ended, pass.terminated, pass.ended)
+				}
+
+				// Temporal is back: the next run walks the same page again,
+				// from where the stopped one began, and reaches what it
+				// did not.
+				delete(engine.faults, pass.failing)
+				if _, err := r.Reconcile(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if store.cursors[1] != store.cursors[0] {
+					t.Errorf("the run after the outage resumed at %v; want where the stopped run began, %v", store.cursors[1], store.cursors[0])
+				}
+				if again := engine.questions()[len(asked):]; !slices.Contains(again, pass.failing) {
+					t.Errorf("the run after the outage asked %v; want %q among them", again, pass.failing)
+				}
+				t.Logf("%s, %s: asked %d questions, recorded %d, returned after %v", pass.name, outage, len(asked), n, took.Round(time.Millisecond))
+			})
+		}
+	}
+}
+
+// TestTheCloseWatchRecordsWhatItListedBeforeAnOutageAndBoundsItsQuestion
+// gives the close watch a Temporal that goes away while it reads the
+// second of three closed workflows' reasons (refused at once, or
+// hanging), and requires that the listing waits at most the start
+// timeout, that it stops there, and that the workflow read before is
+// recorded while the rest are not.
+func TestTheCloseWatchRecordsWhatItListedBeforeAnOutageAndBoundsItsQuestion(t *testing.T) {
+	t.Parallel()
+	const askTimeout = 200 * time.Millisecond
+	for _, outage := range []temporalFault{refuses, hangs} {
+		t.Run(outage.String(), func(t *testing.T) {
+			t.Parallel()
+			engine := newFaultyTemporal()
+			for range 3 {
+				engine.closed = append(engine.closed, ports.ClosedWorkflow{ExecutionID: domain.ID(uuid.New()), State: ports.WorkflowTerminated, Reason: "by hand"})
+			}
+			first, failing := question("ClosedOutsideSluice", engine.closed[0].ExecutionID), question("ClosedOutsideSluice", engine.closed[1].ExecutionID)
+			engine.faults[failing] = outage
+			rec := &messageRecorder{}
+			b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, dispatch.NewMetrics(prometheus.NewRegistry()))
+			r := NewReconciler(&pagedStore{}, rec, engine, b, apptest.NewLease(), 0, askTimeout, 10, testSchedule(),
+				dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog()).WatchClosed(engine, DefaultJobSchedule())
+
+			n, err := r.RecordClosed(context.Background(), time.Now().Add(-time.Minute))
+
+			if !errors.Is(err, ports.ErrEngineUnavailable) || n != 1 {
+				t.Errorf("RecordClosed = %d, %v; want the one listed before the outage, and the outage as its error", n, err)
+			}
+			if asked := engine.questions(); !slices.Equal(asked, []string{first, failing}) {
+				t.Errorf("asked Temporal %v; want %v, stopping at the first unavailable answer", asked, []string{first, failing})
+			}
+			engine.requireBounded(t, askTimeout)
+			want := engine.closed[0].ExecutionID.String() + " FAILED workflow terminated outside Sluice: by hand"
+			if len(rec.calls) != 1 || rec.calls[0] != want {
+				t.Errorf("recorded %q; want [%q] alone", rec.calls, want)
+			}
+		})
 	}
 }

@@ -28,8 +28,8 @@ type StaleRecovery struct {
 	engine     ports.WorkflowEngine
 	breaker    *dispatch.Breaker
 	staleAfter time.Duration
-	// askTimeout bounds each question to Temporal, as the claim loop's
-	// questions about its own claims in doubt are bounded.
+	// askTimeout bounds each question to Temporal (askTemporal), as the
+	// claim loop's questions about its own claims in doubt are bounded.
 	askTimeout time.Duration
 	metrics    *dispatch.Metrics
 	log        *slog.Logger
@@ -96,9 +96,11 @@ func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 		if item.ExecutionID == nil {
 			continue
 		}
-		actx, cancel := context.WithTimeout(ctx, r.askTimeout)
-		s, err := dispatch.SettleInDoubt(actx, r.engine, item, *item.ExecutionID, staleReason)
-		cancel()
+		var s dispatch.InDoubt
+		err := askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+			s, err = dispatch.SettleInDoubt(ctx, r.engine, item, *item.ExecutionID, staleReason)
+			return err
+		})
 		if err != nil {
 			r.log.Warn("stale recovery refused", "queue_item_id", item.ID, "error", err)
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -285,49 +286,6 @@ func TestStaleRecoveryAndTheClaimLoopSettleAClaimInDoubtAlike(t *testing.T) {
 	}
 }
 
-// outageEngine is a Temporal that goes away partway through a batch: it
-// records each DescribeWorkflow it is asked, with the time left on the
-// question's deadline, answers an execution in unavailable at once as an
-// unreachable server does, and holds the question about an execution in
-// hang until its deadline passes, then answers as the adapter does (an
-// unavailable engine that did not answer in time). hang gives up after
-// giveUp all the same, so a question with no deadline fails the test
-// instead of hanging it.
-type outageEngine struct {
-	ports.WorkflowEngine
-	unavailable, hang domain.ID
-	giveUp            time.Duration
-
-	mu    sync.Mutex
-	asked []domain.ID
-	// bounded is, per question, the time left on its deadline; 0 for a
-	// question with none.
-	bounded []time.Duration
-}
-
-func (e *outageEngine) DescribeWorkflow(ctx context.Context, id domain.ID) (ports.WorkflowState, error) {
-	e.mu.Lock()
-	e.asked = append(e.asked, id)
-	var left time.Duration
-	if deadline, ok := ctx.Deadline(); ok {
-		left = time.Until(deadline)
-	}
-	e.bounded = append(e.bounded, left)
-	e.mu.Unlock()
-	switch id {
-	case e.unavailable:
-		return "", fmt.Errorf("%w: connection refused", ports.ErrEngineUnavailable)
-	case e.hang:
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("%w: %w: %w", ports.ErrEngineUnavailable, ports.ErrEngineTimeout, ctx.Err())
-		case <-time.After(e.giveUp):
-			return "", errors.New("the question had no deadline: the test gave up waiting")
-		}
-	}
-	return ports.WorkflowRunning, nil
-}
-
 // TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion gives stale
 // recovery a batch whose second question finds Temporal gone (refused at
 // once, or hanging), and requires that each question is bounded by the
@@ -339,17 +297,13 @@ func (e *outageEngine) DescribeWorkflow(ctx context.Context, id domain.ID) (port
 func TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
 	t.Parallel()
 	const askTimeout = 200 * time.Millisecond
-	for _, outage := range []string{"refused", "hanging"} {
-		t.Run(outage, func(t *testing.T) {
+	for _, outage := range []temporalFault{refuses, hangs} {
+		t.Run(outage.String(), func(t *testing.T) {
 			t.Parallel()
 			items := []domain.QueueItem{apptest.StaleItem(10 * time.Minute), apptest.StaleItem(10 * time.Minute),
 				apptest.StaleItem(10 * time.Minute), apptest.StaleItem(10 * time.Minute)}
-			engine := &outageEngine{giveUp: 5 * time.Second}
-			if outage == "refused" {
-				engine.unavailable = *items[1].ExecutionID
-			} else {
-				engine.hang = *items[1].ExecutionID
-			}
+			engine := newFaultyTemporal()
+			engine.faults[question("DescribeWorkflow", *items[1].ExecutionID)] = outage
 			store := &staleStore{stale: items}
 			r := newTestStaleRecoveryAsking(store, engine, askTimeout)
 
@@ -360,22 +314,19 @@ func TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
 			if !errors.Is(err, ports.ErrEngineUnavailable) || n != 1 {
 				t.Errorf("Recover = %d, %v; want the one item settled before the outage, and the outage as its error", n, err)
 			}
-			want := []domain.ID{*items[0].ExecutionID, *items[1].ExecutionID}
-			if fmt.Sprint(engine.asked) != fmt.Sprint(want) {
-				t.Errorf("asked Temporal about %v; want %v, stopping at the first unavailable answer", engine.asked, want)
+			asked := engine.questions()
+			want := []string{question("DescribeWorkflow", *items[0].ExecutionID), question("DescribeWorkflow", *items[1].ExecutionID)}
+			if !slices.Equal(asked, want) {
+				t.Errorf("asked Temporal %v; want %v, stopping at the first unavailable answer", asked, want)
 			}
-			for i, left := range engine.bounded {
-				if left <= 0 || left > askTimeout {
-					t.Errorf("question %d had %v left on its deadline; want a deadline within the start timeout of %v", i, left, askTimeout)
-				}
-			}
+			engine.requireBounded(t, askTimeout)
 			if len(store.dispatched) != 1 || store.dispatched[0].ID != items[0].ID {
 				t.Errorf("marked dispatched %+v; want the first item, whose workflow started, alone", store.dispatched)
 			}
 			if len(store.applied) != 0 {
 				t.Errorf("released %+v; want the items from the outage on left CLAIMED for the next run", store.applied)
 			}
-			t.Logf("%s outage: asked %d of %d, settled %d, returned after %v", outage, len(engine.asked), len(items), n, took.Round(time.Millisecond))
+			t.Logf("%s outage: asked %d of %d, settled %d, returned after %v", outage, len(asked), len(items), n, took.Round(time.Millisecond))
 		})
 	}
 }

@@ -102,7 +102,7 @@ func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg dispatch.Di
 		breaker:    breaker,
 		metrics:    metrics,
 		recovery:   maintenance.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, cfg.StartTimeout, schedule, metrics, leaseMetrics, b.log),
-		reconciler: maintenance.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.ReconcilePageSize, schedule, leaseMetrics, b.log),
+		reconciler: maintenance.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.StartTimeout, cfg.ReconcilePageSize, schedule, leaseMetrics, b.log),
 	}
 }
 
