@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -63,6 +64,11 @@ type WorkflowClient struct {
 	// payloadLimit is RunLimits.PayloadLimit, the workers' bound on what one
 	// payload may carry, which a start's input must keep to as well.
 	payloadLimit int
+	// signalledParents are the children (by workflow and run id) whose
+	// parent EndAbandonedChild has signalled, so that a termination that
+	// keeps failing after the signal went through adds no further event to
+	// the parent's history on every walk: at most one per process.
+	signalledParents *lru.Cache[string, struct{}]
 	// initMu and initialized: see initialize.
 	initMu      sync.Mutex
 	initialized atomic.Bool
@@ -73,8 +79,13 @@ var _ ports.WorkflowEngine = (*WorkflowClient)(nil)
 // NewWorkflowClient wraps a connected client; limits are the workers' (only the
 // payload limit applies to starting a workflow).
 func NewWorkflowClient(c client.Client, queues TaskQueues, limits RunLimits) *WorkflowClient {
-	return &WorkflowClient{client: c, queues: queues, payloadLimit: limits.withDefaults().PayloadLimit}
+	signalled, _ := lru.New[string, struct{}](signalledParentsKept) // errors only for a size below 1
+	return &WorkflowClient{client: c, queues: queues, payloadLimit: limits.withDefaults().PayloadLimit, signalledParents: signalled}
 }
+
+// signalledParentsKept bounds the memory of signalled parents; a child
+// forgotten past it may have its parent signalled once more.
+const signalledParentsKept = 4096
 
 // initialize has the SDK load the server's capabilities once, before any
 // other call this client makes. The SDK (v1.50.0) memoizes them on the first
@@ -196,7 +207,8 @@ func (e *WorkflowClient) ChildPickup(ctx context.Context, child ports.RunningChi
 // child: Temporal does not pass a termination's reason to the parent, and
 // a cancel would wait for the team's worker, which is not there. The
 // signal is acknowledged before the termination is asked, so the parent
-// reads the reason when it learns that its child ended.
+// reads the reason when it learns that its child ended; should the
+// termination fail, the next walk asks it again without a second signal.
 func (e *WorkflowClient) EndAbandonedChild(ctx context.Context, child ports.RunningChild, reason string) error {
 	if err := e.initialize(ctx); err != nil {
 		return err
@@ -213,9 +225,13 @@ func (e *WorkflowClient) EndAbandonedChild(ctx context.Context, child ports.Runn
 	if p := d.GetWorkflowExecutionInfo().GetParentExecution(); p != nil {
 		parentID, parentRun = p.GetWorkflowId(), p.GetRunId()
 	}
-	err = e.client.SignalWorkflow(ctx, parentID, parentRun, abandonedChildSignalName(child.WorkflowID), reason)
-	if err != nil && !errors.As(err, &nf) {
-		return classify(err)
+	signalled := child.WorkflowID + "/" + child.RunID
+	if !e.signalledParents.Contains(signalled) {
+		err = e.client.SignalWorkflow(ctx, parentID, parentRun, abandonedChildSignalName(child.WorkflowID), reason)
+		if err != nil && !errors.As(err, &nf) {
+			return classify(err)
+		}
+		e.signalledParents.Add(signalled, struct{}{})
 	}
 	if err := e.client.TerminateWorkflow(ctx, child.WorkflowID, child.RunID, reason); err != nil && !errors.As(err, &nf) {
 		return classify(err)
