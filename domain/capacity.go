@@ -12,6 +12,12 @@ var (
 	CapacityStepBound = QuotaBound{Name: "stepSeconds", Min: 10, Max: 600}
 )
 
+// CapacityReach is how far back from now any capacity series reads: its
+// longest window. The admission limits' history is kept for it.
+func CapacityReach() time.Duration {
+	return time.Duration(CapacityWindowBound.Max) * time.Second
+}
+
 // CapacityWindow is the span a capacity series covers, in Points steps
 // of Step.
 type CapacityWindow struct {
@@ -63,19 +69,21 @@ type PlanCapacity struct {
 	WaitP50 []*time.Duration
 	// WaitP99 is their 99th percentile, nil in a step without one.
 	WaitP99 []*time.Duration
-	// Limit is the plan's limit per workspace, as set now.
-	Limit int
-	// Floor is the plan's floor per workspace as admission uses it, as
-	// set now.
-	Floor int
+	// Limit is the plan's limit per workspace at the step's end, as it
+	// stood then; the last step's is the limit set now.
+	Limit []int
+	// Floor is the plan's floor per workspace at the step's end as
+	// admission used it (FloorInForce), as it stood then.
+	Floor []int
 }
 
 // PoolCapacity is the pool's series over a window, a value per step.
 type PoolCapacity struct {
-	// Capacity is the pool's now, nil for none.
-	Capacity *int
+	// Capacity is the pool's at the step's end, as it stood then, nil
+	// for none; the last step's is the capacity set now.
+	Capacity []*int
 	// WithinFloor counts the RUNNING executions within their workspaces'
-	// floors at the step's end.
+	// floors, as they stood, at the step's end.
 	WithinFloor []int
 	// Borrowed counts those above their workspaces' floors.
 	Borrowed []int

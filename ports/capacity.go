@@ -8,10 +8,11 @@ import (
 
 // CapacityStore reads the series of the console's capacity page.
 type CapacityStore interface {
-	// Capacity returns, over w, the pool's RUNNING executions within and
-	// above their workspaces' floors, and per plan its RUNNING executions,
-	// its starts and their admission waits' p50 and p99, a value per
-	// step. It leaves the figures set now (the pool's capacity, the
-	// plans' limits and floors) unset.
+	// Capacity returns, over w, a value per step: the pool's capacity
+	// and every plan's limit and floor as they stood at the step's end,
+	// the pool's RUNNING executions within and above their workspaces'
+	// floors as they stood then, and per plan its RUNNING executions, its
+	// starts and their admission waits' p50 and p99. Every plan has its
+	// series, in the order of domain.Plans.
 	Capacity(ctx context.Context, w domain.CapacityWindow) (domain.Capacity, error)
 }

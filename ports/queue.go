@@ -164,4 +164,9 @@ type RetentionStore interface {
 	OldestKept(ctx context.Context) (map[domain.RetainedKind]time.Time, error)
 	// RetentionDays returns each plan's retention as stored now.
 	RetentionDays(ctx context.Context) (map[domain.Plan]int, error)
+	// DeleteAdmissionLimitsHistory deletes the admission limits that
+	// stood before the ones in force at before (those are kept, with
+	// every later edit) and returns how many rows it deleted: one
+	// statement over a table that only admin edits write.
+	DeleteAdmissionLimitsHistory(ctx context.Context, before time.Time) (int, error)
 }

@@ -67,3 +67,10 @@ func (s *Store) OldestKept(ctx context.Context) (map[domain.RetainedKind]time.Ti
 		domain.RetainedDeletedDefinitions: r.DeletedDefinitions,
 	}, nil
 }
+
+// DeleteAdmissionLimitsHistory deletes the snapshots of the admission
+// limits set before the one in force at before, per plan.
+func (s *Store) DeleteAdmissionLimitsHistory(ctx context.Context, before time.Time) (int, error) {
+	n, err := s.q.AdmissionLimitsHistoryDelete(ctx, s.pool, before)
+	return int(n), err
+}

@@ -615,6 +615,18 @@ type PlanLimits struct {
 	WorkspaceNodesInFlight int `json:"workspaceNodesInFlight"`
 }
 
+// PlanLimitsChange defines model for PlanLimitsChange.
+type PlanLimitsChange struct {
+	// Floor The plan's floor per workspace at that step's end, as admission uses it (never above maxRunning).
+	Floor int `json:"floor"`
+
+	// MaxRunning The plan's limit per workspace at that step's end.
+	MaxRunning int `json:"maxRunning"`
+
+	// Step The step (an index into the series) from which the figures hold.
+	Step int `json:"step"`
+}
+
 // PlanQuotas The quotas a plan sets beside its concurrency limit (migration 00017 seeds them); each is read where it is enforced, so an edit applies without a restart.
 type PlanQuotas struct {
 	// DefinitionVersions Versions of all a workspace's definitions; past it a new version is refused (429).
@@ -677,6 +689,9 @@ type PlanUse struct {
 	// Floor The plan's floor per workspace now, as admission uses it (never above maxRunning).
 	Floor int `json:"floor"`
 
+	// LimitChanges The plan's limit and floor at each step's end where they changed: the first step's, then one entry per step where either differs from the step before's.
+	LimitChanges []PlanLimitsChange `json:"limitChanges"`
+
 	// MaxRunning The plan's limit per workspace now.
 	MaxRunning int  `json:"maxRunning"`
 	Plan       Plan `json:"plan"`
@@ -707,6 +722,15 @@ type Pool struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
+// PoolCapacityChange defines model for PoolCapacityChange.
+type PoolCapacityChange struct {
+	// Capacity The pool's capacity at that step's end; null is none.
+	Capacity *int `json:"capacity"`
+
+	// Step The step (an index into the series) from which the capacity holds.
+	Step int `json:"step"`
+}
+
 // PoolUse defines model for PoolUse.
 type PoolUse struct {
 	// Borrowed Per step, the RUNNING executions above their workspaces' floors.
@@ -714,6 +738,9 @@ type PoolUse struct {
 
 	// Capacity The pool's capacity now; null is none.
 	Capacity *int `json:"capacity"`
+
+	// CapacityChanges The pool's capacity at each step's end where it changed: the first step's, then one entry per step whose capacity differs from the step before's; a step holds the capacity of the latest entry at or before it.
+	CapacityChanges []PoolCapacityChange `json:"capacityChanges"`
 
 	// WithinFloor Per step, the RUNNING executions within their workspaces' floors.
 	WithinFloor []int `json:"withinFloor"`

@@ -107,6 +107,11 @@ func (r *Retention) run(ctx context.Context) {
 	if !ok {
 		return
 	}
+	// The admission limits' history is kept for the longest capacity
+	// window only: one statement, before the pass, whatever it finds.
+	if _, err := r.store.DeleteAdmissionLimitsHistory(ctx, now.Add(-domain.CapacityReach())); err != nil && ctx.Err() == nil {
+		r.log.Error("deleting the admission limits' history failed", "error", err)
+	}
 	var steps []purgeStep
 	for _, kind := range domain.RetainedKinds() {
 		for _, plan := range append(domain.Plans(), "") {

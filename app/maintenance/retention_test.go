@@ -18,7 +18,9 @@ import (
 type expiringRows struct {
 	backlog map[domain.RetainedKind]map[domain.Plan]int
 	cutoffs map[domain.Plan]time.Time
-	calls   int
+	// historyCutoff is the admission limits' history's.
+	historyCutoff time.Time
+	calls         int
 	// tick is what a statement costs the clock.
 	tick func()
 }
@@ -30,6 +32,12 @@ func (e *expiringRows) DeleteExpired(_ context.Context, kind domain.RetainedKind
 	n := min(limit, e.backlog[kind][plan])
 	e.backlog[kind][plan] -= n
 	return n, nil
+}
+
+// DeleteAdmissionLimitsHistory records the cutoff it was asked for.
+func (e *expiringRows) DeleteAdmissionLimitsHistory(_ context.Context, before time.Time) (int, error) {
+	e.historyCutoff = before
+	return 0, nil
 }
 
 // RetentionDays is the plans' seeded retention, PRO's edited to 31 days.
@@ -45,7 +53,8 @@ func (e *expiringRows) OldestKept(context.Context) (map[domain.RetainedKind]time
 // plan is cut at its own period as stored when the run starts (rows of no
 // workspace at the longest), each kind and plan takes a batch in turn
 // until it comes back short, so a run clears a backlog of many batches
-// (25 rows in batches of 5) rather than leaving it for later runs, and
+// (25 rows in batches of 5) rather than leaving it for later runs, the
+// admission limits' history is cut at the longest capacity window, and
 // the metrics count the rows and the oldest kept.
 func TestRetentionDeletesInBatchesUntilNothingPastItsPeriodRemains(t *testing.T) {
 	t.Parallel()
@@ -75,6 +84,9 @@ func TestRetentionDeletesInBatchesUntilNothingPastItsPeriodRemains(t *testing.T)
 		if got := store.cutoffs[plan]; !got.Equal(now.Add(-period)) {
 			t.Errorf("plan %q cut at %s, want %s", plan, got, now.Add(-period))
 		}
+	}
+	if got := store.historyCutoff; !got.Equal(now.Add(-time.Hour)) {
+		t.Errorf("admission limits' history cut at %s, want an hour ago (%s), the longest capacity window", got, now.Add(-time.Hour))
 	}
 	if got := testutil.ToFloat64(metrics.OldestKeptAge.WithLabelValues("executions")); got != (24 * day).Seconds() {
 		t.Errorf("oldest kept age %vs, want 24 days", got)

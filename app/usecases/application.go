@@ -63,7 +63,7 @@ func NewApplication(s Stores, engine ports.WorkflowEngine, quotas domain.Process
 		Auth:        authenticator,
 		Workspaces:  NewWorkspaces(s.Workspaces, s.APIKeys, authenticator),
 		Plans:       NewPlans(s.Plans, s.Workspaces, ExternalWorker{}),
-		Capacity:    NewCapacity(s.Capacity, s.Plans),
+		Capacity:    NewCapacity(s.Capacity),
 		Definitions: NewDefinitions(s.Definitions, s.Workspaces, quotas, templateBudget).CheckingAllowLists(s.AllowLists, s.OwnTaskQueues),
 		Executions:  NewExecutions(s.Queue, s.Executions, s.Definitions, s.Workspaces, engine, quotas),
 		Schedules:   NewSchedules(s.Schedules, s.Definitions, s.Workspaces, s.Timetables),

@@ -4,7 +4,8 @@
 -- name: CapacityRunning :many
 -- Per step and plan, the RUNNING executions at the step's end (from +
 -- (i+1) * step) and how many of them were within their workspace's floor
--- (its own, else its plan's, never above its limit). The runs are those
+-- (its own, else its plan's as it stood at the step's end by
+-- admission_limits_at, never above its limit). The runs are those
 -- RUNNING now and those started since @since (by the admission waits'
 -- started_at index) that
 -- ended after @from: a run started before @since that ended inside the
@@ -22,15 +23,28 @@ WITH runs AS (
     SELECT s.i, runs.workspace_id, count(*)::integer AS running
     FROM runs JOIN generate_series(0, sqlc.arg(points)::integer - 1) AS s(i) ON s.i BETWEEN runs.first_i AND runs.last_i
     GROUP BY 1, 2
+), plan_at AS (
+    SELECT s.i, a.plan, a.max_running, a.floor
+    FROM generate_series(0, sqlc.arg(points)::integer - 1) AS s(i)
+    CROSS JOIN LATERAL admission_limits_at(sqlc.arg(from_at)::timestamptz + (s.i + 1) * sqlc.arg(step_seconds)::integer * interval '1 second') a
 )
 SELECT p.i::integer AS step, w.plan,
        sum(p.running)::integer AS running,
        sum(least(p.running, coalesce(l.floor, pl.floor), coalesce(l.max_running, pl.max_running)))::integer AS within_floor
 FROM per_ws p
 JOIN workspaces w ON w.id = p.workspace_id
-JOIN plans pl ON pl.name = w.plan
+JOIN plan_at pl ON pl.i = p.i AND pl.plan = w.plan
 LEFT JOIN workspace_limits l ON l.workspace_id = p.workspace_id
 GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- name: CapacityLimits :many
+-- Per step and plan, the plan's ceiling and floor (as stored) and the
+-- pool's capacity (NULL: none) in force at the step's end, by
+-- admission_limits_at: what CapacityRunning splits each step's runs by.
+SELECT s.i::integer AS step, a.plan, a.max_running, a.floor, a.pool_capacity
+FROM generate_series(0, sqlc.arg(points)::integer - 1) AS s(i)
+CROSS JOIN LATERAL admission_limits_at(sqlc.arg(from_at)::timestamptz + (s.i + 1) * sqlc.arg(step_seconds)::integer * interval '1 second') a
 ORDER BY 1, 2;
 
 -- name: CapacityWaits :many

@@ -145,3 +145,11 @@ SELECT
     coalesce((SELECT min(x.deleted_at) FROM workspaces w CROSS JOIN LATERAL (
         SELECT g.deleted_at FROM workflow_definitions g WHERE g.workspace_id = w.id AND g.deleted_at IS NOT NULL
         ORDER BY g.deleted_at LIMIT 1) x), now())::timestamptz AS deleted_definitions;
+
+-- name: AdmissionLimitsHistoryDelete :execrows
+-- The admission limits' snapshots no capacity window reads any more:
+-- per plan, those set before the one in force at @before (the start of
+-- the longest window); that one and every later one are kept.
+DELETE FROM admission_limits_history h
+WHERE h.set_at < (SELECT max(k.set_at) FROM admission_limits_history k
+                  WHERE k.plan = h.plan AND k.set_at <= @before::timestamptz);

@@ -21,6 +21,15 @@ type Activity struct {
 	CreatedAt   time.Time
 }
 
+type AdmissionLimitsHistory struct {
+	ID           int64
+	SetAt        time.Time
+	Plan         string
+	MaxRunning   int32
+	Floor        int32
+	PoolCapacity *int32
+}
+
 type AdmissionWait struct {
 	ExecutionID domain.ID
 	WorkspaceID domain.ID

@@ -10,6 +10,23 @@ import (
 	"time"
 )
 
+const admissionLimitsHistoryDelete = `-- name: AdmissionLimitsHistoryDelete :execrows
+DELETE FROM admission_limits_history h
+WHERE h.set_at < (SELECT max(k.set_at) FROM admission_limits_history k
+                  WHERE k.plan = h.plan AND k.set_at <= $1::timestamptz)
+`
+
+// The admission limits' snapshots no capacity window reads any more:
+// per plan, those set before the one in force at @before (the start of
+// the longest window); that one and every later one are kept.
+func (q *Queries) AdmissionLimitsHistoryDelete(ctx context.Context, db DBTX, before time.Time) (int64, error) {
+	result, err := db.Exec(ctx, admissionLimitsHistoryDelete, before)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const retentionDeleteActivity = `-- name: RetentionDeleteActivity :execrows
 DELETE FROM activity a
 USING (

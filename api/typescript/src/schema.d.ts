@@ -217,8 +217,12 @@ export interface paths {
          *     RUNNING executions, its starts and the p50 and p99 of their
          *     admission waits (docs/admission.md#admission-wait). Running counts
          *     are taken at each step's end; a run started more than an hour
-         *     before the window that ended inside it is not counted. The pool's
-         *     capacity and the plans' limits and floors are those set now.
+         *     before the window that ended inside it is not counted. Each step's
+         *     runs are split by the pool's capacity and the plans' limits and
+         *     floors as they stood at the step's end (a workspace's own limits
+         *     as set now): `capacityChanges` and `limitChanges` give them at the
+         *     first step and at each step where an edit changed them; `capacity`,
+         *     `maxRunning` and `floor` are those set now.
          *     See docs/console.md#capacity.
          */
         get: operations["getCapacity"];
@@ -1244,10 +1248,18 @@ export interface components {
         PoolUse: {
             /** @description The pool's capacity now; null is none. */
             capacity: number | null;
+            /** @description The pool's capacity at each step's end where it changed: the first step's, then one entry per step whose capacity differs from the step before's; a step holds the capacity of the latest entry at or before it. */
+            capacityChanges: components["schemas"]["PoolCapacityChange"][];
             /** @description Per step, the RUNNING executions within their workspaces' floors. */
             withinFloor: number[];
             /** @description Per step, the RUNNING executions above their workspaces' floors. */
             borrowed: number[];
+        };
+        PoolCapacityChange: {
+            /** @description The step (an index into the series) from which the capacity holds. */
+            step: number;
+            /** @description The pool's capacity at that step's end; null is none. */
+            capacity: number | null;
         };
         PlanUse: {
             plan: components["schemas"]["Plan"];
@@ -1255,6 +1267,8 @@ export interface components {
             maxRunning: number;
             /** @description The plan's floor per workspace now, as admission uses it (never above maxRunning). */
             floor: number;
+            /** @description The plan's limit and floor at each step's end where they changed: the first step's, then one entry per step where either differs from the step before's. */
+            limitChanges: components["schemas"]["PlanLimitsChange"][];
             /** @description Per step, the plan's workspaces' RUNNING executions at the step's end. */
             running: number[];
             /** @description Per step, the runs started. */
@@ -1263,6 +1277,14 @@ export interface components {
             waitP50Seconds: number[];
             /** @description Per step, the 99th percentile of those waits, in seconds; 0 in a step without one. */
             waitP99Seconds: number[];
+        };
+        PlanLimitsChange: {
+            /** @description The step (an index into the series) from which the figures hold. */
+            step: number;
+            /** @description The plan's limit per workspace at that step's end. */
+            maxRunning: number;
+            /** @description The plan's floor per workspace at that step's end, as admission uses it (never above maxRunning). */
+            floor: number;
         };
         Pool: {
             /** @description RUNNING executions of all workspaces together; null is no pool (each workspace up to its own limit). */
@@ -2775,14 +2797,24 @@ export interface operations {
                      *       "stepSeconds": 1200,
                      *       "pool": {
                      *         "capacity": 100,
+                     *         "capacityChanges": [
+                     *           {
+                     *             "step": 0,
+                     *             "capacity": 80
+                     *           },
+                     *           {
+                     *             "step": 2,
+                     *             "capacity": 100
+                     *           }
+                     *         ],
                      *         "withinFloor": [
                      *           20,
                      *           25,
                      *           22
                      *         ],
                      *         "borrowed": [
-                     *           70,
-                     *           72,
+                     *           60,
+                     *           55,
                      *           60
                      *         ]
                      *       },
@@ -2791,6 +2823,13 @@ export interface operations {
                      *           "plan": "FREE",
                      *           "maxRunning": 1,
                      *           "floor": 1,
+                     *           "limitChanges": [
+                     *             {
+                     *               "step": 0,
+                     *               "maxRunning": 1,
+                     *               "floor": 1
+                     *             }
+                     *           ],
                      *           "running": [
                      *             60,
                      *             64,
