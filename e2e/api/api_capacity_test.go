@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -104,5 +105,79 @@ func TestCapacitySeriesCountTheRunsOfTheWindow(t *testing.T) {
 		if a.Status != http.StatusBadRequest && a.Status != http.StatusUnprocessableEntity || !strings.Contains(string(a.Body), bad.field) {
 			t.Errorf("GET /capacity?%s: %d %s; want a 4xx problem naming %s", bad.query, a.Status, a.Body, bad.field)
 		}
+	}
+}
+
+// TestCapacitySeriesSplitEachStepByTheLimitsThatStoodThen: after the
+// pool's capacity and ENTERPRISE's ceiling and floor are edited inside
+// the window (the edits' snapshots moved 330 s back), the steps that
+// ended before the edits split the three runs by the limits that stood
+// then (floor 0: all borrowed, no capacity, limit 20) and the later ones
+// by the new (floor 2: 2 within it, 1 borrowed, capacity 50, limit 30);
+// capacityChanges and limitChanges give both, from the step the edits
+// fall in.
+func TestCapacitySeriesSplitEachStepByTheLimitsThatStoodThen(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t)
+	ctx := context.Background()
+	admin := s.Client(t, harness.AdminToken)
+	cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: "Acme", Plan: client.ENTERPRISE})
+	status(t, "createWorkspace", cw, err, http.StatusCreated)
+	cd, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{
+		WorkspaceID: cw.JSON201.ID, Name: "greet",
+		Graph: client.Graph(`{"nodes":[{"key":"greet","type":"TRANSFORM","config":{"output":"hi"}}]}`),
+	})
+	status(t, "createDefinition", cd, err, http.StatusCreated)
+	// Three runs RUNNING since before the window: in every step.
+	for range 3 {
+		if _, err := s.Pool.Exec(ctx, `INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, started_at)
+			VALUES ($1, $2, $3, 1, 'RUNNING', now() - interval '2 hours')`, uuid.New(), cw.JSON201.ID, cd.JSON201.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upo, err := admin.UpdatePoolWithResponse(ctx, client.UpdatePoolRequest{Capacity: harness.Ptr(50)})
+	status(t, "updatePool", upo, err, http.StatusOK)
+	upl, err := admin.UpdatePlanWithResponse(ctx, client.ENTERPRISE, client.UpdatePlanRequest{MaxRunning: harness.Ptr(30), Floor: harness.Ptr(2)})
+	status(t, "updatePlan", upl, err, http.StatusOK)
+	var edited time.Time
+	if err := s.Pool.QueryRow(ctx, `UPDATE admission_limits_history SET set_at = now() - interval '330 seconds'
+		WHERE set_at > '-infinity' RETURNING set_at`).Scan(&edited); err != nil {
+		t.Fatal(err)
+	}
+
+	window, step := 600, 60
+	got, err := admin.GetCapacityWithResponse(ctx, &client.GetCapacityParams{WindowSeconds: &window, StepSeconds: &step})
+	status(t, "getCapacity", got, err, http.StatusOK)
+	c := got.JSON200
+	// The first step whose end is at or after the edits.
+	k := 0
+	for c.From.Add(time.Duration(k+1) * time.Minute).Before(edited) {
+		k++
+	}
+	if k == 0 || k >= 10 {
+		t.Fatalf("the edits at %s fall in step %d of the window from %s; want one inside it", edited, k, c.From)
+	}
+	t.Logf("edits in step %d of 10: within floors %v, borrowed %v", k, c.Pool.WithinFloor, c.Pool.Borrowed)
+	for i := range 10 {
+		wantWithin, wantBorrowed := 0, 3
+		if i >= k {
+			wantWithin, wantBorrowed = 2, 1
+		}
+		if c.Pool.WithinFloor[i] != wantWithin || c.Pool.Borrowed[i] != wantBorrowed {
+			t.Errorf("step %d (edits in step %d): %d within floors and %d borrowed, want %d and %d", i, k, c.Pool.WithinFloor[i], c.Pool.Borrowed[i], wantWithin, wantBorrowed)
+		}
+	}
+	if want := []client.PoolCapacityChange{{Step: 0, Capacity: nil}, {Step: k, Capacity: harness.Ptr(50)}}; !slices.EqualFunc(c.Pool.CapacityChanges, want, func(a, b client.PoolCapacityChange) bool {
+		return a.Step == b.Step && (a.Capacity == nil) == (b.Capacity == nil) && (a.Capacity == nil || *a.Capacity == *b.Capacity)
+	}) || c.Pool.Capacity == nil || *c.Pool.Capacity != 50 {
+		t.Errorf("pool capacity %v now, changes %s; want 50 now, none until step %d and 50 from it", c.Pool.Capacity, got.Body, k)
+	}
+	ent := c.Plans[slices.IndexFunc(c.Plans, func(p client.PlanUse) bool { return p.Plan == client.ENTERPRISE })]
+	if want := []client.PlanLimitsChange{{Step: 0, MaxRunning: 20, Floor: 0}, {Step: k, MaxRunning: 30, Floor: 2}}; !slices.Equal(ent.LimitChanges, want) || ent.MaxRunning != 30 || ent.Floor != 2 {
+		t.Errorf("ENTERPRISE limit %d floor %d now, changes %v; want 30 and 2 now, changes %v", ent.MaxRunning, ent.Floor, ent.LimitChanges, want)
+	}
+	free := c.Plans[slices.IndexFunc(c.Plans, func(p client.PlanUse) bool { return p.Plan == client.FREE })]
+	if len(free.LimitChanges) != 1 || free.LimitChanges[0].Step != 0 {
+		t.Errorf("FREE's limit changes %v, want only the first step's: its limits were not edited", free.LimitChanges)
 	}
 }

@@ -2,9 +2,10 @@
 // The capacity page (admin only): the pool's use over the last hour,
 // within the workspaces' floors, borrowed above them and free, and each
 // plan's running executions and admission waits, as small time charts in
-// plain SVG (no chart library: a few polylines and areas need none). The
-// series come from GET /capacity and are read again every 10 s while the
-// page is shown.
+// plain SVG (no chart library: a few polylines and areas need none). Each
+// point is split by the floors that stood at it, and the pool's capacity
+// is drawn as a step where an edit changed it. The series come from GET
+// /capacity and are read again every 10 s while the page is shown.
 import { api, problemView } from "./api.js";
 import { h, page, s } from "./dom.js";
 import { current, every, view } from "./live.js";
@@ -49,13 +50,43 @@ function points(values, max) {
 const path = (run) => run.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" ");
 
 /**
- * chart is a small time chart of lines, an optional stack of areas drawn
- * below them, and an optional horizontal mark (a limit or a target).
- * @param {string} title
- * @param {{lines?: Series[], stack?: Series[], mark?: {value: number, label: string} | null, unit: (v: number) => string}} spec
+ * stepped holds each point's value until the next point, then rises or
+ * falls to it there: a figure that changes at a point, not between two.
+ * @param {[number, number][]} run
+ * @returns {[number, number][]}
  */
-function chart(title, { lines = [], stack = [], mark = null, unit }) {
-  const all = [...lines, ...stack].flatMap((x) => x.values).filter((v) => v !== null);
+const stepped = (run) => run.flatMap((p, i) => (i === 0 ? [p] : [[p[0], run[i - 1]?.[1] ?? p[1]], p]));
+
+/**
+ * atSteps spreads figures given where they changed (the first step's,
+ * then one per step where it differs) over every step of the series.
+ * @template {{step: number}} C
+ * @template T
+ * @param {C[]} changes
+ * @param {number} n the steps
+ * @param {(c: C | undefined) => T} figure
+ * @returns {T[]}
+ */
+function atSteps(changes, n, figure) {
+  /** @type {T[]} */
+  const out = [];
+  let k = 0;
+  for (let i = 0; i < n; i++) {
+    while (k + 1 < changes.length && (changes[k + 1]?.step ?? n) <= i) k++;
+    out.push(figure(changes[k]));
+  }
+  return out;
+}
+
+/**
+ * chart is a small time chart of lines, lines drawn as steps (a figure
+ * that holds until an edit), an optional stack of areas drawn below
+ * them, and an optional horizontal mark (a target).
+ * @param {string} title
+ * @param {{lines?: Series[], steps?: Series[], stack?: Series[], mark?: {value: number, label: string} | null, unit: (v: number) => string}} spec
+ */
+function chart(title, { lines = [], steps = [], stack = [], mark = null, unit }) {
+  const all = [...lines, ...steps, ...stack].flatMap((x) => x.values).filter((v) => v !== null);
   const stacked = stack.length ? stack[0]?.values.map((_, i) => stack.reduce((sum, x) => sum + (x.values[i] || 0), 0)) || [] : [];
   const max = Math.max(1, ...all.map(Number), ...stacked, mark ? mark.value : 0);
   /** @type {SVGElement[]} */
@@ -74,6 +105,11 @@ function chart(title, { lines = [], stack = [], mark = null, unit }) {
       shapes.push(run.length === 1 ? s("circle", { class: `dot ${x.cls}`, cx: run[0]?.[0], cy: run[0]?.[1], r: 1.8 }) : s("polyline", { class: `line ${x.cls}`, points: path(run) }));
     }
   }
+  for (const x of steps) {
+    for (const run of points(x.values, max)) {
+      shapes.push(s("polyline", { class: `line step ${x.cls}`, points: path(stepped(run)) }));
+    }
+  }
   if (mark) {
     const y = H - PAD - ((H - 2 * PAD) * Math.min(mark.value, max)) / max;
     shapes.push(s("line", { class: "mark", x1: PAD, x2: W - PAD, y1: y, y2: y }));
@@ -87,7 +123,7 @@ function chart(title, { lines = [], stack = [], mark = null, unit }) {
     h(
       "ul",
       { class: "legend" },
-      [...stack, ...lines].map((x) => {
+      [...stack, ...lines, ...steps].map((x) => {
         const v = last(x);
         return h("li", {}, h("span", { class: `key ${x.cls}` }), `${x.label}: ${v === undefined || v === null ? "–" : unit(v)}`);
       }),
@@ -102,21 +138,34 @@ const secs = (v) => (v < 1 ? `${Math.round(v * 1000)} ms` : `${v.toFixed(1)} s`)
 const count = (v) => String(Math.round(v));
 
 /**
- * poolChart is the pool's use: within floors, borrowed and, with a
- * capacity, free.
+ * poolChart is the pool's use: within floors, borrowed and, where it had
+ * a capacity, free under the capacity that stood at each point, drawn as
+ * a step where it changed.
  * @param {Capacity} c
  */
 function poolChart(c) {
-  const cap = c.pool.capacity;
+  const n = c.pool.withinFloor.length;
+  /** @type {(number | null)[]} */
+  const cap = atSteps(c.pool.capacityChanges, n, (x) => x?.capacity ?? null);
   /** @type {Series[]} */
   const stack = [
     { values: c.pool.withinFloor, cls: "floor", label: "within floors" },
     { values: c.pool.borrowed, cls: "borrowed", label: "borrowed" },
   ];
-  if (cap !== null) {
-    stack.push({ values: c.pool.withinFloor.map((v, i) => Math.max(0, cap - v - (c.pool.borrowed[i] || 0))), cls: "free", label: "free" });
+  /** @type {Series[]} */
+  const steps = [];
+  if (cap.some((v) => v !== null)) {
+    stack.push({
+      values: c.pool.withinFloor.map((v, i) => {
+        const k = cap[i];
+        return k === null || k === undefined ? null : Math.max(0, k - v - (c.pool.borrowed[i] || 0));
+      }),
+      cls: "free",
+      label: "free",
+    });
+    steps.push({ values: cap, cls: "capacity", label: "capacity" });
   }
-  return chart("The pool", { stack, mark: cap === null ? null : { value: cap, label: "capacity" }, unit: count });
+  return chart("The pool", { stack, steps, unit: count });
 }
 
 /**
