@@ -13,7 +13,7 @@ import (
 // TestConsoleCapacityPageDrawsThePoolAndTheWaits: with a pool of 10 and a
 // PRO floor of 1, after a few PRO runs and with two running, the admin's
 // Capacity page draws the pool's use (1 within the floor, 1 borrowed, 8
-// free, under its capacity) and
+// free, under its capacity, drawn as a step line from when it was set) and
 // PRO's running executions and admission waits as time charts, from GET
 // /capacity, and the browser's console logs no error. A workspace key is
 // not shown the page's link.
@@ -67,6 +67,11 @@ func TestConsoleCapacityPageDrawsThePoolAndTheWaits(t *testing.T) {
 		if !strings.Contains(legend, want) {
 			t.Errorf("the pool's legend reads %q, want %q in it", legend, want)
 		}
+	}
+	// The capacity is a step line from the point it was set at: before
+	// it the pool had none, and nothing there is drawn as free.
+	if !evalJS[bool](b, `document.querySelector("#capacity .pool-capacity svg polyline.step.capacity") !== null`) {
+		t.Error("the pool's chart draws no capacity step line")
 	}
 	if got := evalJS[string](b, `document.querySelector('`+pro+` .legend').innerText`); !strings.Contains(got, "running: 2") {
 		t.Errorf("PRO's running legend reads %q, want its 2 running now", got)
