@@ -1,29 +1,45 @@
 package console
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
 	"github.com/sluicehq/sluice/e2e/harness"
 )
 
 // TestConsoleCapacityPageDrawsThePoolAndTheWaits: with a pool of 10 and a
 // PRO floor of 1, after a few PRO runs and with two running, the admin's
 // Capacity page draws the pool's use (1 within the floor, 1 borrowed, 8
-// free, under its capacity, drawn as a step line from when it was set) and
+// free, under its capacity, drawn as a step from 20 set half an hour
+// before to 10) and
 // PRO's running executions and admission waits as time charts, from GET
 // /capacity, and the browser's console logs no error. A workspace key is
 // not shown the page's link.
 func TestConsoleCapacityPageDrawsThePoolAndTheWaits(t *testing.T) {
-	base := harness.StartSluice(t, nil)
+	dbURL := pgtest.URL(t)
+	base := harness.StartSluice(t, map[string]string{"DATABASE_URL": dbURL})
 	admin := func(method, path string, body any) {
 		t.Helper()
 		if code := harness.Call(t, method, base+"/api/v1"+path, harness.TestAdminToken, body, nil); code != 200 {
 			t.Fatalf("%s %s: %d", method, path, code)
 		}
+	}
+	// A capacity of 20 set half an hour ago (its snapshot moved back),
+	// then 10: the chart steps from one to the other.
+	admin("PATCH", "/pool", map[string]any{"capacity": 20})
+	db, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	if _, err := db.Exec(context.Background(), `UPDATE admission_limits_history SET set_at = now() - interval '30 minutes' WHERE set_at > '-infinity'`); err != nil {
+		t.Fatal(err)
 	}
 	admin("PATCH", "/pool", map[string]any{"capacity": 10})
 	admin("PATCH", "/plans/PRO", map[string]any{"floor": 1})
@@ -68,10 +84,17 @@ func TestConsoleCapacityPageDrawsThePoolAndTheWaits(t *testing.T) {
 			t.Errorf("the pool's legend reads %q, want %q in it", legend, want)
 		}
 	}
-	// The capacity is a step line from the point it was set at: before
-	// it the pool had none, and nothing there is drawn as free.
-	if !evalJS[bool](b, `document.querySelector("#capacity .pool-capacity svg polyline.step.capacity") !== null`) {
-		t.Error("the pool's chart draws no capacity step line")
+	// The capacity is a step line from the point it was first set at,
+	// 20 then 10: it holds each figure flat, so two of its points share
+	// a y at the x where it steps down.
+	steps := evalJS[int](b, `(() => {
+		const l = document.querySelector("#capacity .pool-capacity svg polyline.step.capacity");
+		if (!l) return -1;
+		const pts = l.getAttribute("points").split(" ").map((p) => p.split(",").map(Number));
+		return new Set(pts.map((p) => p[1])).size;
+	})()`)
+	if steps != 2 {
+		t.Errorf("the pool's capacity line has %d heights, want 2 (20 then 10, as a step)", steps)
 	}
 	if got := evalJS[string](b, `document.querySelector('`+pro+` .legend').innerText`); !strings.Contains(got, "running: 2") {
 		t.Errorf("PRO's running legend reads %q, want its 2 running now", got)

@@ -107,7 +107,7 @@ function chart(title, { lines = [], steps = [], stack = [], mark = null, unit })
   }
   for (const x of steps) {
     for (const run of points(x.values, max)) {
-      shapes.push(s("polyline", { class: `line step ${x.cls}`, points: path(stepped(run)) }));
+      shapes.push(run.length === 1 ? s("circle", { class: `dot step ${x.cls}`, cx: run[0]?.[0], cy: run[0]?.[1], r: 1.8 }) : s("polyline", { class: `line step ${x.cls}`, points: path(stepped(run)) }));
     }
   }
   if (mark) {
