@@ -434,7 +434,7 @@ func TestTwentyEnterpriseArrivalsInABorrowedPoolEachReachTheirFloorWithinOneRunL
 			}
 			return s.total >= poolCapacity*95/100
 		}))
-		ready, pause := time.Now(), rand.N(poolRunLength/2)
+		ready, pause := time.Now(), rand.N(poolRunLength/3)
 		porttest.Eventually(t, poolRunLength, porttest.Holds("the arrival's random moment", func() bool { return time.Since(ready) >= pause }))
 		leastBorrowed = min(leastBorrowed, p.borrowed(p.last()))
 		ws, at := p.arrive(t, domain.PlanEnterprise, floor)
