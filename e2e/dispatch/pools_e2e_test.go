@@ -52,14 +52,18 @@ func (b *dispatchBundle) samplePool(ctx context.Context) (poolSample, error) {
 	return s, rows.Err()
 }
 
-// completeRunsAfter ends every RUNNING execution once it has run for
-// runLength, as a worker would, until ctx ends.
-func (b *dispatchBundle) completeRunsAfter(ctx context.Context, wg *sync.WaitGroup, runLength time.Duration) {
+// completeRunsAfter ends every RUNNING execution once it has run for its
+// length, as a worker would, until ctx ends: runLength, or with a spread,
+// a length of its own (by a hash of its id) spread evenly over runLength
+// × (1 ± spread), whose median is runLength.
+func (b *dispatchBundle) completeRunsAfter(ctx context.Context, wg *sync.WaitGroup, runLength time.Duration, spread float64) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			rows, err := b.pool.Query(ctx, "SELECT id FROM workflow_executions WHERE status = 'RUNNING' AND started_at < now() - make_interval(secs => $1)", runLength.Seconds())
+			rows, err := b.pool.Query(ctx, `SELECT id FROM workflow_executions WHERE status = 'RUNNING'
+				AND started_at < now() - make_interval(secs => $1::float8 * (1 - $2::float8 + 2 * $2::float8 * ((hashtext(id::text) & 1023)::float8 / 1023)))`,
+				runLength.Seconds(), spread)
 			if err != nil {
 				continue
 			}
@@ -106,8 +110,8 @@ var poolShares = map[domain.Plan][2]int{domain.PlanFree: {1, 10}, domain.PlanPro
 // sharedPool is a pool of poolCapacity on the real stack, shared by
 // poolShares: three `sluice dispatcher` processes racing (non-exclusive),
 // FREE workspaces with a backlog, runs ended once they have run
-// poolRunLength, and a sampler reading every workspace's RUNNING and
-// PENDING counts every 50 ms.
+// poolRunLength (the median length, when spread), and a sampler reading
+// every workspace's RUNNING and PENDING counts every 50 ms.
 type sharedPool struct {
 	*dispatchBundle
 	// plans are the plans of the workspaces the test created.
@@ -119,10 +123,11 @@ type sharedPool struct {
 
 // newSharedPool sets the pool and the plans' shares on a fresh database,
 // creates free FREE workspaces with backlog items each, starts the
-// dispatchers, the completer and the sampler, and waits until the FREE
+// dispatchers, the completer (runs' lengths spread by spread) and the
+// sampler, and waits until the FREE
 // workspaces fill the pool to 95 %. Everything it starts ends with the
 // test, or at stop.
-func newSharedPool(t *testing.T, free, backlog int) *sharedPool {
+func newSharedPool(t *testing.T, free, backlog int, spread float64) *sharedPool {
 	t.Helper()
 	url := pgtest.URL(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -160,7 +165,7 @@ func newSharedPool(t *testing.T, free, backlog int) *sharedPool {
 	}
 	startDispatcherProcesses(t, url, 3)
 	t.Cleanup(p.stop) // before the dispatchers stop: cleanups run last first
-	p.completeRunsAfter(ctx, &wg, poolRunLength)
+	p.completeRunsAfter(ctx, &wg, poolRunLength, spread)
 	go func() {
 		defer close(sampled)
 		tick := time.NewTicker(50 * time.Millisecond)
@@ -319,7 +324,7 @@ func (p *sharedPool) requireSharesHeld(t *testing.T, runLength time.Duration) {
 // run length while another holds borrowed slots. It prints the pool's use,
 // the times to floor and the longest such wait.
 func TestAPoolOf100IsSharedByFloorsCeilingsAndWeightsAcrossThreeDispatchers(t *testing.T) {
-	p := newSharedPool(t, 14, 150)
+	p := newSharedPool(t, 14, 150, 0)
 	// Three run lengths of FREE workspaces alone: the pool's use.
 	freeFrom := time.Now()
 	porttest.Eventually(t, 30*time.Second, porttest.Holds("three run lengths to pass", func() bool { return time.Since(freeFrom) > 3*poolRunLength }))
@@ -400,26 +405,29 @@ func TestAPoolOf100IsSharedByFloorsCeilingsAndWeightsAcrossThreeDispatchers(t *t
 // one median run length, the p99 within two" over enough arrivals for a
 // p99. The pool of 100 above is borrowed by 40 busy FREE workspaces
 // (floors 40, so 55 or more borrowed once the pool is 95 % full): a lone
-// ENTERPRISE workspace's share by weight, 4 of 44, is 9 slots, under its
-// floor of 20, so only its floor brings it there (with the 14 FREE
-// workspaces of the test above, its share by weight, 22, would). Twenty
-// ENTERPRISE workspaces arrive one after another, each with 20 items
-// (its floor) at once, at a random moment within half a run length
-// after the pool is 95 % full again with only FREE workspaces running
-// (so that arrivals do not fall in step with the runs' ends). Once one
-// has reached its floor the test ends its runs, as its worker would were
-// they short (the time to floor is over by then, and a quiet workspace
-// holding its slots for a run length would cost the test a minute), and
-// the FREE workspaces borrow the pool again. Over the 20 the median time
-// to floor must be within one median run length (of the FREE runs, which
-// the completer ends) and the p99 (with 20, the largest) within two; no
-// sample is over a ceiling or the pool, and no workspace below its floor
-// with items waiting stays so for more than one run length while another
-// holds borrowed slots. It prints each arrival's time to floor, their
-// median and largest, and the run length.
+// ENTERPRISE workspace's share of the pool by weight, 4 of 44, is 9
+// slots, under its floor of 20, so only its floor brings it there (with
+// the 14 FREE workspaces of the test above its share by weight, 22, would).
+// Runs last 2 to 4 s (a length of their own, median 3 s), so slots free
+// all through a run length as real runs' do: runs all of one length,
+// started together when the pool first fills, free their slots in waves
+// a run length apart, and an arrival then waits for the next wave.
+// Twenty ENTERPRISE workspaces arrive one after another, each with 20
+// items (its floor) at once, at a random moment within a third of a run
+// length after the pool is 95 % full again with only FREE workspaces
+// running. Once one has reached its floor the test ends its runs, as its
+// worker would were they short (its time to floor is over by then, and a
+// quiet workspace holding its slots for a run length would cost the test
+// a minute), and the FREE workspaces borrow the pool again. Over the 20,
+// the median time to floor must be within one median run length (of the
+// FREE runs, which the completer ends) and the p99 (with 20, the
+// largest) within two; no sample is over a ceiling or the pool, and no
+// workspace below its floor with items waiting stays so for more than
+// one run length while another holds borrowed slots. It prints each
+// arrival's time to floor, their median and largest, and the run length.
 func TestTwentyEnterpriseArrivalsInABorrowedPoolEachReachTheirFloorWithinOneRunLength(t *testing.T) {
 	const free, arrivals = 40, 20
-	p := newSharedPool(t, free, 100)
+	p := newSharedPool(t, free, 100, 1.0/3)
 	floor := poolShares[domain.PlanEnterprise][0]
 	var enterprise []domain.ID
 	var toFloor []time.Duration
