@@ -53,9 +53,13 @@ func (b *dispatchBundle) samplePool(ctx context.Context) (poolSample, error) {
 }
 
 // completeRunsAfter ends every RUNNING execution once it has run for its
-// length, as a worker would, until ctx ends: runLength, or with a spread,
-// a length of its own (by a hash of its id) spread evenly over runLength
-// × (1 ± spread), whose median is runLength.
+// length, as a worker would, until ctx ends: a length of its own (by a
+// hash of its id) spread evenly over runLength × (1 ± spread), whose
+// median is runLength. Spread, slots free all through a run length as
+// real runs' do; runs all of one length, started together when the pool
+// first fills, would free theirs in waves a run length apart, and a
+// workspace arriving just after a wave would wait a whole run length for
+// the next.
 func (b *dispatchBundle) completeRunsAfter(ctx context.Context, wg *sync.WaitGroup, runLength time.Duration, spread float64) {
 	wg.Add(1)
 	go func() {
@@ -101,16 +105,21 @@ func startDispatcherProcesses(t *testing.T, url string, n int) {
 }
 
 // The pool the shared-pool tests set: its capacity, how long a run lasts
-// before the test ends it, and each plan's floor and ceiling in it (the
+// before the test ends it (the median; each run's length is spread by
+// poolRunSpread, 2 to 4 s), and each plan's floor and ceiling in it (the
 // plans keep their weights: FREE 1, PRO 2, ENTERPRISE 4).
-const poolCapacity, poolRunLength = 100, 3 * time.Second
+const (
+	poolCapacity  = 100
+	poolRunLength = 3 * time.Second
+	poolRunSpread = 1.0 / 3
+)
 
 var poolShares = map[domain.Plan][2]int{domain.PlanFree: {1, 10}, domain.PlanPro: {5, 30}, domain.PlanEnterprise: {20, 60}}
 
 // sharedPool is a pool of poolCapacity on the real stack, shared by
 // poolShares: three `sluice dispatcher` processes racing (non-exclusive),
 // FREE workspaces with a backlog, runs ended once they have run
-// poolRunLength (the median length, when spread), and a sampler reading
+// their length (median poolRunLength), and a sampler reading
 // every workspace's RUNNING and PENDING counts every 50 ms.
 type sharedPool struct {
 	*dispatchBundle
@@ -123,11 +132,10 @@ type sharedPool struct {
 
 // newSharedPool sets the pool and the plans' shares on a fresh database,
 // creates free FREE workspaces with backlog items each, starts the
-// dispatchers, the completer (runs' lengths spread by spread) and the
-// sampler, and waits until the FREE
+// dispatchers, the completer and the sampler, and waits until the FREE
 // workspaces fill the pool to 95 %. Everything it starts ends with the
 // test, or at stop.
-func newSharedPool(t *testing.T, free, backlog int, spread float64) *sharedPool {
+func newSharedPool(t *testing.T, free, backlog int) *sharedPool {
 	t.Helper()
 	url := pgtest.URL(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -165,7 +173,7 @@ func newSharedPool(t *testing.T, free, backlog int, spread float64) *sharedPool 
 	}
 	startDispatcherProcesses(t, url, 3)
 	t.Cleanup(p.stop) // before the dispatchers stop: cleanups run last first
-	p.completeRunsAfter(ctx, &wg, poolRunLength, spread)
+	p.completeRunsAfter(ctx, &wg, poolRunLength, poolRunSpread)
 	go func() {
 		defer close(sampled)
 		tick := time.NewTicker(50 * time.Millisecond)
@@ -314,7 +322,7 @@ func (p *sharedPool) requireSharesHeld(t *testing.T, runLength time.Duration) {
 
 // TestAPoolOf100IsSharedByFloorsCeilingsAndWeightsAcrossThreeDispatchers:
 // a pool of 100, FREE floor 1 ceiling 10, PRO 5/30, ENTERPRISE 20/60;
-// runs last 3 s; three dispatcher processes race (non-exclusive) and a sampler
+// runs last 2 to 4 s (median 3 s); three dispatcher processes race (non-exclusive) and a sampler
 // reads every workspace's RUNNING count every 50 ms. With only 14 FREE
 // workspaces busy (140 of ceilings) the pool runs at least 95 % full;
 // three ENTERPRISE workspaces that then arrive each reach their floor of
@@ -324,7 +332,7 @@ func (p *sharedPool) requireSharesHeld(t *testing.T, runLength time.Duration) {
 // run length while another holds borrowed slots. It prints the pool's use,
 // the times to floor and the longest such wait.
 func TestAPoolOf100IsSharedByFloorsCeilingsAndWeightsAcrossThreeDispatchers(t *testing.T) {
-	p := newSharedPool(t, 14, 150, 0)
+	p := newSharedPool(t, 14, 150)
 	// Three run lengths of FREE workspaces alone: the pool's use.
 	freeFrom := time.Now()
 	porttest.Eventually(t, 30*time.Second, porttest.Holds("three run lengths to pass", func() bool { return time.Since(freeFrom) > 3*poolRunLength }))
@@ -408,14 +416,11 @@ func TestAPoolOf100IsSharedByFloorsCeilingsAndWeightsAcrossThreeDispatchers(t *t
 // ENTERPRISE workspace's share of the pool by weight, 4 of 44, is 9
 // slots, under its floor of 20, so only its floor brings it there (with
 // the 14 FREE workspaces of the test above its share by weight, 22, would).
-// Runs last 2 to 4 s (a length of their own, median 3 s), so slots free
-// all through a run length as real runs' do: runs all of one length,
-// started together when the pool first fills, free their slots in waves
-// a run length apart, and an arrival then waits for the next wave.
-// Twenty ENTERPRISE workspaces arrive one after another, each with 20
-// items (its floor) at once, at a random moment within a third of a run
-// length after the pool is 95 % full again with only FREE workspaces
-// running. Once one has reached its floor the test ends its runs, as its
+// Once the pool's first runs, started together, have all ended (slots
+// then free all through a run length), twenty ENTERPRISE workspaces
+// arrive one after another, each with 20 items (its floor) at once, at a
+// random moment within a third of a run length after the pool is 95 %
+// full again with only FREE workspaces running. Once one has reached its floor the test ends its runs, as its
 // worker would were they short (its time to floor is over by then, and a
 // quiet workspace holding its slots for a run length would cost the test
 // a minute), and the FREE workspaces borrow the pool again. Over the 20,
@@ -427,7 +432,13 @@ func TestAPoolOf100IsSharedByFloorsCeilingsAndWeightsAcrossThreeDispatchers(t *t
 // arrival's time to floor, their median and largest, and the run length.
 func TestTwentyEnterpriseArrivalsInABorrowedPoolEachReachTheirFloorWithinOneRunLength(t *testing.T) {
 	const free, arrivals = 40, 20
-	p := newSharedPool(t, free, 100, 1.0/3)
+	p := newSharedPool(t, free, 100)
+	// The pool's first runs, started together, have all ended: from here
+	// slots free all through a run length.
+	settled := time.Now()
+	porttest.Eventually(t, 30*time.Second, porttest.Holds("the pool's first runs to end", func() bool {
+		return time.Since(settled) > time.Duration(float64(poolRunLength)*(1+poolRunSpread))
+	}))
 	floor := poolShares[domain.PlanEnterprise][0]
 	var enterprise []domain.ID
 	var toFloor []time.Duration
