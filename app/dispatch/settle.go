@@ -106,18 +106,6 @@ const (
 	InDoubtNotStarted
 )
 
-// String names the verdict, for logs and test failures.
-func (v InDoubtVerdict) String() string {
-	switch v {
-	case InDoubtStarted:
-		return "started"
-	case InDoubtNotStarted:
-		return "not started"
-	default:
-		return "unknown"
-	}
-}
-
 // InDoubt is SettleInDoubt's verdict on one item.
 type InDoubt struct {
 	Verdict InDoubtVerdict

@@ -263,7 +263,7 @@ func TestStaleRecoveryAndTheClaimLoopSettleAClaimInDoubtAlike(t *testing.T) {
 			}
 
 			if byStale.verdict != tt.want || byLoop.verdict != tt.want {
-				t.Fatalf("stale recovery: %s, the claim loop: %s; want %s from both", byStale.verdict, byLoop.verdict, tt.want)
+				t.Fatalf("stale recovery: %s, the claim loop: %s; want %s from both", verdictNames[byStale.verdict], verdictNames[byLoop.verdict], verdictNames[tt.want])
 			}
 			if tt.want != dispatch.InDoubtNotStarted {
 				return
@@ -329,4 +329,11 @@ func TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
 			t.Logf("%s outage: asked %d of %d, settled %d, returned after %v", outage, len(asked), len(items), n, took.Round(time.Millisecond))
 		})
 	}
+}
+
+// verdictNames names the verdicts in test failures.
+var verdictNames = map[dispatch.InDoubtVerdict]string{
+	dispatch.InDoubtUnknown:    "unknown",
+	dispatch.InDoubtStarted:    "started",
+	dispatch.InDoubtNotStarted: "not started",
 }
