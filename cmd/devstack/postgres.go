@@ -216,13 +216,19 @@ func (p *postgres) runningPort() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(lines[3]))
 }
 
+// maxConnections is the server's connection limit, above Postgres's 100:
+// an end-to-end test runs several Sluice processes on the one server, each
+// with a pool of up to 16 (postgres.PoolMaxConns), the API's pool and its
+// listeners' own connections.
+const maxConnections = 300
+
 // start waits until the server accepts connections. On failure the error
 // carries the end of the server log, where the reason (such as the port
 // being taken) is, as pg_ctl itself only says "could not start server".
 func (p *postgres) start(ctx context.Context) error {
 	logPath := filepath.Join(p.dataDir, "server.log")
 	_, err := p.run(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", p.dataDir,
-		"-l", logPath, "-o", fmt.Sprintf("-p %d", p.port))
+		"-l", logPath, "-o", fmt.Sprintf("-p %d -c max_connections=%d", p.port, maxConnections))
 	if err != nil {
 		b, _ := os.ReadFile(logPath)
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")

@@ -186,12 +186,21 @@ func devDynamicConfig() dynamicconfig.StaticClient {
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
 		dynamicconfig.TransferProcessorMaxPollRPS.Key():                  queuePollRPS,
 		dynamicconfig.TimerProcessorMaxPollRPS.Key():                     queuePollRPS,
-		dynamicconfig.VisibilityProcessorMaxPollRPS.Key():                queuePollRPS,
+		dynamicconfig.VisibilityProcessorMaxPollRPS.Key():                visibilityPollRPS,
 	}
 }
 
-// queuePollRPS is how often each of the one history shard's queues
-// (transfer, timer, visibility) may read its new tasks. The server's
+// visibilityPollRPS is the server's default for the visibility queue,
+// which no workflow task waits for (only List and Count do). Read 200
+// times a second as well, each read of a new range split the queue's
+// slice and walked every visibility task still tracked in it, and those
+// wait their turn for SQLite's one writer: under BenchmarkFloodSLO's flood
+// that walk (queues.(*executableTracker).split) took about a tenth of this
+// process's CPU samples (perf, 12 s), and none at 20.
+const visibilityPollRPS = 20
+
+// queuePollRPS is how often the one history shard's transfer and timer
+// queues may read their new tasks. The server's
 // default, 20 a second, is per shard: a production cluster has hundreds
 // of shards (512 in Temporal's Helm chart), each serving a sliver of the
 // load, so a new task seldom waits for its shard's next read; this server
