@@ -13,9 +13,15 @@ import (
 // QueueChannel is the NOTIFY channel for enqueues and freed slots.
 const QueueChannel = "sluice_queue"
 
-// Listener turns NOTIFYs on QueueChannel into wake-ups. It holds one pooled
-// connection in LISTEN and reconnects after errors; while it is down the
-// dispatcher's polling covers.
+// Listener turns NOTIFYs on QueueChannel into wake-ups. It holds one
+// connection in LISTEN, taken out of the pool (hijacked, as River's
+// notifier does) so that it holds none of the pool's connections for as
+// long as it listens: with pgx's default of four, a process's two
+// listeners left the dispatcher's claims, its markings and the worker's
+// local activities two connections to share, and under a flood most of
+// their statements waited for one (docs/benchmarks.md#the-slo-under-a-flood).
+// It reconnects after errors; while it is down the dispatcher's polling
+// covers.
 type Listener struct {
 	pool    *pgxpool.Pool
 	channel string
@@ -60,22 +66,25 @@ func (l *Listener) Run(ctx context.Context) {
 }
 
 func (l *Listener) listen(ctx context.Context) error {
-	conn, err := l.pool.Acquire(ctx)
+	pooled, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
+	// The connection is the listener's from here on, and is closed, never
+	// returned, when it stops listening.
+	conn := pooled.Hijack()
+	defer func() {
+		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(closing)
+	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+l.channel); err != nil {
 		return err
 	}
-	defer func() {
-		// The connection goes back to the pool: stop listening on it.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
-	}()
 	// Work may have arrived while we were not listening.
 	l.signal()
 	for {
-		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
 		l.signal()

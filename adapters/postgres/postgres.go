@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,6 +93,18 @@ func NewStore(pool *pgxpool.Pool, log *slog.Logger, opts ...StoreOption) *Store 
 	return s
 }
 
+// PoolMaxConns is the size of a process's pool unless DATABASE_URL sets
+// pool_max_conns. pgx's own default, the larger of 4 and the CPU count, is
+// 4 on a two-core host, which one process's roles outgrow: the claim
+// loop, the outcome writer, the lease heartbeat and the maintenance jobs
+// of a dispatcher, the local activities of every run a worker is moving.
+// Under BenchmarkFloodSLO's flood, with 4, 6,917 of 9,015 acquires found
+// the pool empty and waited 4 min 57 s in all over a minute; with 16, 33
+// of 15,649 waited 0.35 s, the quiet tenants' p50 enqueue→DISPATCHED fell
+// from 150 to 63 ms and the flood's runs went from 808 to 1,578
+// (docs/benchmarks.md#the-slo-under-a-flood).
+const PoolMaxConns = 16
+
 // PoolConfig is the pool configuration every Sluice process uses for url.
 // pgx caches prepared statements; with them Postgres may settle on a
 // generic plan, which for the dispatcher's array statements compares every
@@ -100,12 +113,16 @@ func NewStore(pool *pgxpool.Pool, log *slog.Logger, opts ...StoreOption) *Store 
 // input, except in the transactions that ask otherwise (cachedPlans). JIT
 // is off: the claim's cost estimate grows with the backlog behind it, and
 // past jit_above_cost every claim would spend 13 to 22 ms compiling a
-// query that runs in 2 (make bench, 1M items pending). Settings in url
-// win.
+// query that runs in 2 (make bench, 1M items pending). The pool holds up
+// to PoolMaxConns connections. Settings in url win (pool_max_conns for
+// the pool's size).
 func PoolConfig(url string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = PoolMaxConns
 	}
 	for k, v := range map[string]string{"plan_cache_mode": "force_custom_plan", "jit": "off"} {
 		if _, set := cfg.ConnConfig.RuntimeParams[k]; !set {

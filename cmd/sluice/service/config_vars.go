@@ -31,7 +31,7 @@ type configVar struct {
 // docs/configuration.md (regenerate it with
 // SLUICE_WRITE_DOCS=1 go test -run TestConfigurationDocIsTheTable ./cmd/sluice/service/).
 var configVars = []configVar{
-	{Name: "DATABASE_URL", Roles: "every", Default: "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable", Meaning: "the PostgreSQL database; `pool_max_conns` in it sizes the pool"},
+	{Name: "DATABASE_URL", Roles: "every", Default: "postgres://postgres@127.0.0.1:55432/sluice?sslmode=disable", Meaning: "the PostgreSQL database; `pool_max_conns` in it sizes the pool the process's roles share (default 16; see [Scaling past one machine](operations.md#scaling-past-one-machine))"},
 	{Name: "TEMPORAL_ADDRESS", Roles: "every", Default: "127.0.0.1:7233", Meaning: "Temporal's frontend"},
 	{Name: "TEMPORAL_NAMESPACE", Roles: "every", Default: "default", Meaning: "the Temporal namespace"},
 	{Name: "TEMPORAL_TASK_QUEUE_PREFIX", Roles: "every", Note: "empty", Meaning: "prepended to the task queues `workflows.default` and `activities.external-api`; the same on every role of one deployment"},

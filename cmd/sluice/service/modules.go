@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/IBM/pgxpoolprometheus"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -231,7 +232,7 @@ func newLogger(cfg Config) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 }
 
-func newPool(lc fx.Lifecycle, cfg Config) (*pgxpool.Pool, error) {
+func newPool(lc fx.Lifecycle, cfg Config, reg *prometheus.Registry) (*pgxpool.Pool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	pool, err := postgres.Connect(ctx, cfg.DatabaseURL)
@@ -239,7 +240,16 @@ func newPool(lc fx.Lifecycle, cfg Config) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	lc.Append(fx.StopHook(pool.Close))
-	return pool, nil
+	return pool, observePool(reg, pool, "work")
+}
+
+// observePool serves the pool's figures as the pgxpool_* metrics,
+// labelled pool="work" for the process's roles' pool and "api" for the
+// API's own: pgxpool_empty_acquire and pgxpool_acquire_duration_ns show
+// statements waiting for a connection, which no Postgres view shows
+// (docs/operations.md#metrics).
+func observePool(reg *prometheus.Registry, pool *pgxpool.Pool, name string) error {
+	return reg.Register(pgxpoolprometheus.NewCollector(pool, map[string]string{"pool": name}))
 }
 
 // newStore is the one store of the process, with the webhook delivery
@@ -333,6 +343,9 @@ func newApplication(lc fx.Lifecycle, cfg Config, workflows *engine.WorkflowClien
 		return nil, err
 	}
 	lc.Append(fx.StopHook(pool.Close))
+	if err := observePool(reg, pool, "api"); err != nil {
+		return nil, err
+	}
 	store := postgres.NewStore(pool, log, postgres.WithWebhookSecretKeys(cfg.Webhooks.SecretKeys))
 	a := usecases.NewApplication(usecases.Stores{Workspaces: store, Plans: store, APIKeys: store, Definitions: store, Queue: store, Executions: store,
 		OutboundLimits: store, Schedules: store, Timetables: crontab.NewParser(), Events: store, Capacity: store,
