@@ -89,6 +89,10 @@ type sloScenario struct {
 	// and load the load average as it ended.
 	notify *notifyWaits
 	load   string
+	// cpu is what each part of the stack spent over the quiet load, and
+	// busy the share of the machine's CPU that was busy meanwhile.
+	cpu  stackCPU
+	busy float64
 }
 
 func BenchmarkFloodSLO(b *testing.B) {
@@ -323,6 +327,7 @@ func (s *sloBench) run(flood bool) sloScenario {
 	total := int(sloQuietRate * sloQuietFor.Seconds())
 	sent := make([]sloSent, total)
 	var wg sync.WaitGroup
+	cpuBefore := readStackCPU()
 	begin := time.Now()
 	for i := range total {
 		w := 2 + int(zipf.Uint64())
@@ -341,6 +346,7 @@ func (s *sloBench) run(flood bool) sloScenario {
 		}()
 	}
 	wg.Wait()
+	sc.cpu, sc.busy = readStackCPU().since(cpuBefore)
 	if b.Failed() {
 		b.FailNow()
 	}
@@ -641,7 +647,8 @@ func (s *sloBench) report(calm, flooded sloScenario, loadBefore string) {
 			sc.longestWait, sc.longestPlan, sc.floodRuns, sc.limitedRuns, sc.limitedHits)
 		fmt.Fprintf(&sb, "    backlogged ≥ %v (x = mean share of its entitlement): %s\n", sloSustained, sc.shares)
 		fmt.Fprintf(&sb, "    admission wait p99: quiet tenants' runs %v, the flood's %v\n", sc.quietWaitP99.Round(time.Millisecond), sc.floodWaitP99.Round(time.Millisecond))
-		fmt.Fprintf(&sb, "    load average as it ended: %s\n", sc.load)
+		fmt.Fprintf(&sb, "    load average as it ended: %s; over the quiet load the machine's CPU was %.0f %% busy; CPU per run started (%d): %s\n",
+			sc.load, 100*sc.busy, sc.quiet+sc.floodRuns+sc.limitedRuns, sc.cpu.perStart(sc.quiet+sc.floodRuns+sc.limitedRuns))
 		sb.WriteString(sc.notify.report())
 		fmt.Fprintf(&sb, "    its legs: enqueue→claimed p50 %.1f ms p99 %.1f ms; claimed→DISPATCHED (Temporal's start, the marking) p50 %.1f ms p99 %.1f ms\n",
 			ms(benchPercentile(sc.claimed, 50)), ms(benchPercentile(sc.claimed, 99)), ms(benchPercentile(sc.started, 50)), ms(benchPercentile(sc.started, 99)))
