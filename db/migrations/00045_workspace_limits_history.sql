@@ -38,8 +38,7 @@ CREATE TABLE workspace_limits_history (
     max_running  integer,
     floor        integer
 );
--- By workspace for its delete's cascade; by replaced_at for the reading
--- and retention.
+-- By workspace for its delete's cascade; by replaced_at for retention.
 CREATE INDEX workspace_limits_history_workspace_idx ON workspace_limits_history (workspace_id);
 CREATE INDEX workspace_limits_history_replaced_idx ON workspace_limits_history (replaced_at);
 
