@@ -60,9 +60,12 @@ func NewCapacityWindow(to time.Time, windowSeconds, stepSeconds int) (CapacityWi
 type PlanCapacity struct {
 	// Plan is the plan.
 	Plan Plan
-	// Running counts its workspaces' RUNNING executions at the step's end.
+	// Running counts the RUNNING executions of the workspaces on the
+	// plan at the step's end (a workspace moved counts in the plan it was
+	// on then).
 	Running []int
-	// Starts counts its runs started in the step.
+	// Starts counts the runs started in the step by workspaces on the
+	// plan when they started.
 	Starts []int
 	// WaitP50 is the median admission wait of those runs, nil in a step
 	// without one.

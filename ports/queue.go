@@ -164,9 +164,10 @@ type RetentionStore interface {
 	OldestKept(ctx context.Context) (map[domain.RetainedKind]time.Time, error)
 	// RetentionDays returns each plan's retention as stored now.
 	RetentionDays(ctx context.Context) (map[domain.Plan]int, error)
-	// DeleteAdmissionLimitsHistory deletes the admission limits that
+	// DeleteAdmissionLimitsHistory deletes the admission limits (the
+	// pool's, the plans', each workspace's plan and own limits) that
 	// stood before the ones in force at before (those are kept, with
-	// every later edit) and returns how many rows it deleted: one
-	// statement over a table that only admin edits write.
+	// every later edit) and returns how many rows it deleted: a statement
+	// per history table, which only admin edits write.
 	DeleteAdmissionLimitsHistory(ctx context.Context, before time.Time) (int, error)
 }

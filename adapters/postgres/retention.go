@@ -68,9 +68,15 @@ func (s *Store) OldestKept(ctx context.Context) (map[domain.RetainedKind]time.Ti
 	}, nil
 }
 
-// DeleteAdmissionLimitsHistory deletes the snapshots of the admission
-// limits set before the one in force at before, per plan.
+// DeleteAdmissionLimitsHistory deletes the snapshots of the plans' and
+// the pool's limits set before the one in force at before, per plan, and
+// the workspaces' figures replaced before it: two statements, each over a
+// table that only admin edits write.
 func (s *Store) DeleteAdmissionLimitsHistory(ctx context.Context, before time.Time) (int, error) {
-	n, err := s.q.AdmissionLimitsHistoryDelete(ctx, s.pool, before)
-	return int(n), err
+	plans, err := s.q.AdmissionLimitsHistoryDelete(ctx, s.pool, before)
+	if err != nil {
+		return int(plans), err
+	}
+	workspaces, err := s.q.WorkspaceLimitsHistoryDelete(ctx, s.pool, before)
+	return int(plans + workspaces), err
 }

@@ -696,7 +696,7 @@ type PlanUse struct {
 	MaxRunning int  `json:"maxRunning"`
 	Plan       Plan `json:"plan"`
 
-	// Running Per step, the plan's workspaces' RUNNING executions at the step's end.
+	// Running Per step, the RUNNING executions of the workspaces on the plan at the step's end.
 	Running []int `json:"running"`
 
 	// Starts Per step, the runs started.

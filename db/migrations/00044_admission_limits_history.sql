@@ -15,8 +15,8 @@
 -- a snapshot (a row per plan) per admin edit; retention
 -- (AdmissionLimitsHistoryDelete) keeps the rows a window of at most an
 -- hour reads: those set within it and, per plan, the one in force at its
--- start. A workspace's own limits and its plan are not kept here: the
--- series read them as set now.
+-- start. A workspace's plan and own limits are kept apart, a row per
+-- workspace edited (workspace_limits_history, 00045).
 CREATE TABLE admission_limits_history (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     set_at        timestamptz NOT NULL,

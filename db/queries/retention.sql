@@ -153,3 +153,9 @@ SELECT
 DELETE FROM admission_limits_history h
 WHERE h.set_at < (SELECT max(k.set_at) FROM admission_limits_history k
                   WHERE k.plan = h.plan AND k.set_at <= @before::timestamptz);
+
+-- name: WorkspaceLimitsHistoryDelete :execrows
+-- The workspaces' replaced figures no capacity window reads any more:
+-- those replaced before @before (the start of the longest window). Each
+-- later one is kept, the earliest per workspace being what stood then.
+DELETE FROM workspace_limits_history h WHERE h.replaced_at < @before::timestamptz;

@@ -181,3 +181,98 @@ func TestCapacitySeriesSplitEachStepByTheLimitsThatStoodThen(t *testing.T) {
 		t.Errorf("FREE's limit changes %v, want only the first step's: its limits were not edited", free.LimitChanges)
 	}
 }
+
+// TestCapacitySeriesSplitEachStepByTheWorkspacesFiguresThatStoodThen:
+// a FREE workspace whose own floor was raised to 2 and another moved from
+// FREE to ENTERPRISE (the edits' rows moved 330 s back) have their runs
+// split, at the steps that ended before the edits, by the figures that
+// stood then (both FREE, floor 0: all five runs FREE and borrowed) and
+// after them by the new (three FREE runs, two within the raised floor;
+// two ENTERPRISE runs, borrowed), and a start counts in the plan its
+// workspace was on then. A workspace at rest writes no row.
+func TestCapacitySeriesSplitEachStepByTheWorkspacesFiguresThatStoodThen(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t)
+	ctx := context.Background()
+	admin := s.Client(t, harness.AdminToken)
+	workspace := func(name string, runs int) uuid.UUID {
+		t.Helper()
+		cw, err := admin.CreateWorkspaceWithResponse(ctx, client.CreateWorkspaceRequest{Name: name, Plan: client.FREE})
+		status(t, "createWorkspace", cw, err, http.StatusCreated)
+		cd, err := admin.CreateDefinitionWithResponse(ctx, client.CreateDefinitionRequest{
+			WorkspaceID: cw.JSON201.ID, Name: "greet",
+			Graph: client.Graph(`{"nodes":[{"key":"greet","type":"TRANSFORM","config":{"output":"hi"}}]}`),
+		})
+		status(t, "createDefinition", cd, err, http.StatusCreated)
+		// RUNNING since before the window: in every step.
+		for range runs {
+			if _, err := s.Pool.Exec(ctx, `INSERT INTO workflow_executions (id, workspace_id, workflow_definition_id, workflow_version, status, started_at)
+				VALUES ($1, $2, $3, 1, 'RUNNING', now() - interval '2 hours')`, uuid.New(), cw.JSON201.ID, cd.JSON201.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return cw.JSON201.ID
+	}
+	raised, moved := workspace("Raised", 3), workspace("Moved", 2)
+	workspace("AtRest", 0)
+	// The moved workspace's two runs' admission waits, as if one had
+	// started before the move (480 s ago) and one after it (120 s ago):
+	// each counts in the plan the workspace was on then.
+	if _, err := s.Pool.Exec(ctx, `WITH e AS (
+			SELECT e.id, CASE WHEN row_number() OVER (ORDER BY e.id) = 1 THEN 480 ELSE 120 END AS age
+			FROM workflow_executions e WHERE e.workspace_id = $1)
+		UPDATE admission_waits a SET started_at = now() - e.age * interval '1 second', wait_ms = 100
+		FROM e WHERE a.execution_id = e.id`, moved); err != nil {
+		t.Fatal(err)
+	}
+	sl, err := admin.SetWorkspaceLimitsWithResponse(ctx, raised, client.SetWorkspaceLimitsRequest{MaxRunning: harness.Ptr(10), Floor: harness.Ptr(2)})
+	status(t, "setWorkspaceLimits", sl, err, http.StatusOK)
+	up, err := admin.UpdateWorkspacePlanWithResponse(ctx, moved, client.UpdateWorkspaceRequest{Plan: client.ENTERPRISE})
+	status(t, "updateWorkspacePlan", up, err, http.StatusOK)
+	var rows int
+	var edited time.Time
+	if err := s.Pool.QueryRow(ctx, `WITH moved AS (
+			UPDATE workspace_limits_history SET replaced_at = now() - interval '330 seconds' RETURNING replaced_at)
+		SELECT count(*), max(replaced_at) FROM moved`).Scan(&rows, &edited); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 {
+		t.Fatalf("%d rows of workspace figures after two workspaces' edits, want 2 (one per workspace edited, none for the one at rest)", rows)
+	}
+
+	window, step := 600, 60
+	got, err := admin.GetCapacityWithResponse(ctx, &client.GetCapacityParams{WindowSeconds: &window, StepSeconds: &step})
+	status(t, "getCapacity", got, err, http.StatusOK)
+	c := got.JSON200
+	k := 0
+	for c.From.Add(time.Duration(k+1) * time.Minute).Before(edited) {
+		k++
+	}
+	if k == 0 || k >= 10 {
+		t.Fatalf("the edits at %s fall in step %d of the window from %s; want one inside it", edited, k, c.From)
+	}
+	free := c.Plans[slices.IndexFunc(c.Plans, func(p client.PlanUse) bool { return p.Plan == client.FREE })]
+	ent := c.Plans[slices.IndexFunc(c.Plans, func(p client.PlanUse) bool { return p.Plan == client.ENTERPRISE })]
+	t.Logf("edits in step %d of 10: FREE %v, ENTERPRISE %v, within floors %v, borrowed %v", k, free.Running, ent.Running, c.Pool.WithinFloor, c.Pool.Borrowed)
+	for i := range 10 {
+		wantFree, wantEnt, wantWithin, wantBorrowed := 5, 0, 0, 5
+		if i >= k {
+			wantFree, wantEnt, wantWithin, wantBorrowed = 3, 2, 2, 3
+		}
+		if free.Running[i] != wantFree || ent.Running[i] != wantEnt || c.Pool.WithinFloor[i] != wantWithin || c.Pool.Borrowed[i] != wantBorrowed {
+			t.Errorf("step %d (edits in step %d): FREE %d, ENTERPRISE %d running, %d within floors and %d borrowed; want %d, %d, %d and %d",
+				i, k, free.Running[i], ent.Running[i], c.Pool.WithinFloor[i], c.Pool.Borrowed[i], wantFree, wantEnt, wantWithin, wantBorrowed)
+		}
+	}
+	started := func(p client.PlanUse) (steps []int) {
+		for i, n := range p.Starts {
+			for range n {
+				steps = append(steps, i)
+			}
+		}
+		return steps
+	}
+	if f, e := started(free), started(ent); len(f) != 1 || f[0] >= k || len(e) != 1 || e[0] < k {
+		t.Errorf("starts in steps FREE %v, ENTERPRISE %v (edits in step %d); want the one before the move in FREE and the one after in ENTERPRISE", f, e, k)
+	}
+}

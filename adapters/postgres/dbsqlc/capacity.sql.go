@@ -82,11 +82,12 @@ WITH runs AS (
 )
 SELECT p.i::integer AS step, w.plan,
        sum(p.running)::integer AS running,
-       sum(least(p.running, coalesce(l.floor, pl.floor), coalesce(l.max_running, pl.max_running)))::integer AS within_floor
+       sum(least(p.running, coalesce(w.floor, pl.floor), coalesce(w.max_running, pl.max_running)))::integer AS within_floor
 FROM per_ws p
-JOIN workspaces w ON w.id = p.workspace_id
+JOIN workspace_limits_spans w ON w.workspace_id = p.workspace_id
+     AND $1::timestamptz + (p.i + 1) * $2::integer * interval '1 second' >= w.from_at
+     AND $1::timestamptz + (p.i + 1) * $2::integer * interval '1 second' < w.to_at
 JOIN plan_at pl ON pl.i = p.i AND pl.plan = w.plan
-LEFT JOIN workspace_limits l ON l.workspace_id = p.workspace_id
 GROUP BY 1, 2
 ORDER BY 1, 2
 `
@@ -109,8 +110,10 @@ type CapacityRunningRow struct {
 // window of at most an hour in at most 360 steps (domain.CapacityWindow).
 // Per step and plan, the RUNNING executions at the step's end (from +
 // (i+1) * step) and how many of them were within their workspace's floor
-// (its own, else its plan's as it stood at the step's end by
-// admission_limits_at, never above its limit). The runs are those
+// (its own, else its plan's, never above its limit), each workspace
+// counted in the plan it was on: its plan and own limits as they stood at
+// the step's end by workspace_limits_spans, its plan's by
+// admission_limits_at. The runs are those
 // RUNNING now and those started since @since (by the admission waits'
 // started_at index) that
 // ended after @from: a run started before @since that ended inside the
@@ -151,7 +154,8 @@ SELECT floor(extract(epoch FROM a.started_at - $1::timestamptz) / $2::integer)::
        percentile_cont(0.5) WITHIN GROUP (ORDER BY a.wait_ms)::double precision AS p50_ms,
        percentile_cont(0.99) WITHIN GROUP (ORDER BY a.wait_ms)::double precision AS p99_ms
 FROM admission_waits a
-JOIN workspaces w ON w.id = a.workspace_id
+JOIN workspace_limits_spans w ON w.workspace_id = a.workspace_id
+     AND a.started_at >= w.from_at AND a.started_at < w.to_at
 WHERE a.started_at >= $1::timestamptz AND a.started_at < $3::timestamptz AND a.wait_ms IS NOT NULL
 GROUP BY 1, 2
 ORDER BY 1, 2
@@ -173,7 +177,8 @@ type CapacityWaitsRow struct {
 
 // Per step and plan, the runs started in the step and the p50 and p99 of
 // their admission waits (docs/admission.md#admission-wait), by the
-// admission waits' started_at index.
+// admission waits' started_at index, each run counted in the plan its
+// workspace was on when it started (workspace_limits_spans).
 func (q *Queries) CapacityWaits(ctx context.Context, db DBTX, arg CapacityWaitsParams) ([]CapacityWaitsRow, error) {
 	rows, err := db.Query(ctx, capacityWaits, arg.FromAt, arg.StepSeconds, arg.ToAt)
 	if err != nil {

@@ -309,6 +309,24 @@ type WorkspaceLimit struct {
 	RetryAfterRounds           *int32
 }
 
+type WorkspaceLimitsHistory struct {
+	ID          int64
+	WorkspaceID domain.ID
+	ReplacedAt  time.Time
+	Plan        string
+	MaxRunning  *int32
+	Floor       *int32
+}
+
+type WorkspaceLimitsSpan struct {
+	WorkspaceID domain.ID
+	FromAt      time.Time
+	ToAt        time.Time
+	Plan        string
+	MaxRunning  *int32
+	Floor       *int32
+}
+
 type WorkspaceNodeSlot struct {
 	ExecutionID domain.ID
 	NodeKey     string

@@ -285,3 +285,18 @@ func (q *Queries) RetentionOldestKept(ctx context.Context, db DBTX) (RetentionOl
 	)
 	return i, err
 }
+
+const workspaceLimitsHistoryDelete = `-- name: WorkspaceLimitsHistoryDelete :execrows
+DELETE FROM workspace_limits_history h WHERE h.replaced_at < $1::timestamptz
+`
+
+// The workspaces' replaced figures no capacity window reads any more:
+// those replaced before @before (the start of the longest window). Each
+// later one is kept, the earliest per workspace being what stood then.
+func (q *Queries) WorkspaceLimitsHistoryDelete(ctx context.Context, db DBTX, before time.Time) (int64, error) {
+	result, err := db.Exec(ctx, workspaceLimitsHistoryDelete, before)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}

@@ -218,10 +218,12 @@ export interface paths {
          *     admission waits (docs/admission.md#admission-wait). Running counts
          *     are taken at each step's end; a run started more than an hour
          *     before the window that ended inside it is not counted. Each step's
-         *     runs are split by the pool's capacity and the plans' limits and
-         *     floors as they stood at the step's end (a workspace's own limits
-         *     as set now): `capacityChanges` and `limitChanges` give them at the
-         *     first step and at each step where an edit changed them; `capacity`,
+         *     runs are split by the pool's capacity, the plans' limits and
+         *     floors, and each workspace's plan and own limit and floor as they
+         *     stood at the step's end, and a start counts in the plan its
+         *     workspace was on then: `capacityChanges` and `limitChanges` give
+         *     the pool's and the plans' figures at the first step and at each
+         *     step where an edit changed them; `capacity`,
          *     `maxRunning` and `floor` are those set now.
          *     See docs/console.md#capacity.
          */
@@ -1269,7 +1271,7 @@ export interface components {
             floor: number;
             /** @description The plan's limit and floor at each step's end where they changed: the first step's, then one entry per step where either differs from the step before's. */
             limitChanges: components["schemas"]["PlanLimitsChange"][];
-            /** @description Per step, the plan's workspaces' RUNNING executions at the step's end. */
+            /** @description Per step, the RUNNING executions of the workspaces on the plan at the step's end. */
             running: number[];
             /** @description Per step, the runs started. */
             starts: number[];
