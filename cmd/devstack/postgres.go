@@ -228,7 +228,7 @@ const maxConnections = 300
 func (p *postgres) start(ctx context.Context) error {
 	logPath := filepath.Join(p.dataDir, "server.log")
 	_, err := p.run(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", p.dataDir,
-		"-l", logPath, "-o", fmt.Sprintf("-p %d -c max_connections=%d", p.port, maxConnections))
+		"-l", logPath, "-o", fmt.Sprintf("-c max_connections=%d -p %d", maxConnections, p.port))
 	if err != nil {
 		b, _ := os.ReadFile(logPath)
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
