@@ -23,7 +23,8 @@ import (
 // under the watchClosedWorkflows lease. Each of its questions to Temporal
 // waits at most askTimeout (askTemporal), and each of its passes stops at
 // the first answer that Temporal is unavailable, leaving what it did not
-// reach for its next run.
+// reach for its next run; the walk goes past one execution or child
+// Temporal does not answer about while it answers otherwise (passOver).
 type Reconciler struct {
 	store      ports.DispatchStore
 	executions ports.ExecutionStore
@@ -212,10 +213,12 @@ func (r *Reconciler) run(ctx context.Context) {
 // within ceil(total/pageSize) calls however many long runs are older.
 // Executions whose item is still CLAIMED are stale recovery's business and
 // are not returned by the store. A page stopped by an outage (Temporal
-// unavailable, or a question past its deadline) is walked again by the
-// next call, from where this one began: what was recorded before the
-// outage is written, and what the walk did not reach (the rest of the
-// page, its runs' children) is neither skipped nor marked.
+// unavailable, or a question past its deadline, and passOver finding it
+// away) is walked again by the next call, from where this one began: what
+// was recorded before the outage is written, and what the walk did not
+// reach (the rest of the page, its runs' children) is neither skipped nor
+// marked. An execution or child gone past is left RUNNING and asked about
+// again by the next walk.
 func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 	running, err := r.store.RunningAdmittedBefore(ctx, r.olderThan, r.cursor, r.pageSize)
 	if err != nil {
