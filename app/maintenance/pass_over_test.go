@@ -198,3 +198,47 @@ func TestAnOutageStopsTheWalkWithoutGoingPastAnything(t *testing.T) {
 		})
 	}
 }
+
+// TestTheWalkGoesPastAChildTemporalNeverAnswersAbout gives the walk a
+// running execution with two TEMPORAL_WORKFLOW children no worker picked
+// up, on queues no worker polls, and a Temporal that refuses every
+// question about the first child (its health check answered). It requires
+// that each walk ends the second child and goes past the first without
+// ending it, and that the first is counted once, at the third walk.
+func TestTheWalkGoesPastAChildTemporalNeverAnswersAbout(t *testing.T) {
+	t.Parallel()
+	engine := newFaultyTemporal()
+	old := time.Now().Add(-time.Hour)
+	run := domain.Execution{ID: domain.ID(uuid.New()), AdmittedAt: old}
+	children := []ports.RunningChild{
+		{ExecutionID: run.ID, NodeKey: "a", WorkflowID: "unanswered", RunID: "1", StartedAt: old},
+		{ExecutionID: run.ID, NodeKey: "b", WorkflowID: "abandoned", RunID: "1", StartedAt: old},
+	}
+	for _, c := range children {
+		engine.childPickups[c.WorkflowID] = ports.WorkflowPickup{TaskQueue: "nobody-polls"}
+	}
+	engine.faults[question("ChildPickup", "unanswered")] = refuses
+	var log bytes.Buffer
+	r, store, rec, metrics := newWalkUnderTest([]domain.Execution{run}, engine, time.Second, 10, &log)
+	r.store = childStore{pagedStore: store, children: children}
+	r.FailStuckStartsAfter(time.Minute).FailStuckChildren(engine)
+
+	for walk := 1; walk <= unansweredWalksToReport+1; walk++ {
+		if _, err := r.Reconcile(context.Background()); err != nil {
+			t.Fatalf("walk %d: Reconcile = %v; want the walk to go past the unanswered child", walk, err)
+		}
+		if !slices.Equal(engine.ended, slices.Repeat([]string{"abandoned"}, walk)) {
+			t.Fatalf("after walk %d ended %v; want the abandoned child ended on each walk, never the unanswered one", walk, engine.ended)
+		}
+		reported := 0
+		if walk >= unansweredWalksToReport {
+			reported = 1
+		}
+		if got := testutil.ToFloat64(metrics.UnansweredWorkflows); got != float64(reported) {
+			t.Fatalf("after walk %d reconciler_unanswered_workflows_total = %v; want %d", walk, got, reported)
+		}
+	}
+	if len(rec.finished) != 0 || !strings.Contains(log.String(), "node=a") {
+		t.Errorf("recorded %v; want the run left RUNNING, and the warning naming the child's node:\n%s", rec.finished, log.String())
+	}
+}

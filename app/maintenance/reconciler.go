@@ -251,8 +251,8 @@ func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Executi
 	for _, e := range running {
 		recorded, stillRunning, err := r.reconcileExecution(ctx, e)
 		if errors.Is(err, ports.ErrEngineUnavailable) {
-			if err := r.passOver(ctx, e.ID.String(), err, "execution_id", e.ID); err != nil {
-				return n, err
+			if stop := r.passOver(ctx, e.ID.String(), err, "execution_id", e.ID); stop != nil {
+				return n, stop
 			}
 			continue
 		}
@@ -400,8 +400,8 @@ func (r *Reconciler) endAbandonedChildren(ctx context.Context, executions []doma
 			continue
 		}
 		if err := r.endIfAbandoned(ctx, c, key); err != nil {
-			if err := r.passOver(ctx, "child "+key, err, "execution_id", c.ExecutionID, "node", c.NodeKey); err != nil {
-				return err
+			if stop := r.passOver(ctx, "child "+key, err, "execution_id", c.ExecutionID, "node", c.NodeKey); stop != nil {
+				return stop
 			}
 			continue
 		}
