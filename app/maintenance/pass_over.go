@@ -61,13 +61,14 @@ func NewReconcilerMetrics(reg prometheus.Registerer) *ReconcilerMetrics {
 // nothing recorded, terminated or ended) and asked about again on the
 // next walk.
 func (r *Reconciler) passOver(ctx context.Context, subject string, err error, about ...any) error {
-	if !r.breaker.Closed() || len(r.passedOver) >= passOverInARowMax {
+	if !r.breaker.Closed() || r.passedOverInARow >= passOverInARowMax {
 		return err
 	}
 	if askTemporal(ctx, r.askTimeout, r.engine.CheckHealth) != nil {
 		return err
 	}
 	r.log.Debug("went past a workflow Temporal did not answer about", append(about, "error", err)...)
+	r.passedOverInARow++
 	r.passedOver = append(r.passedOver, unansweredSubject{key: subject, about: about})
 	return nil
 }
@@ -80,20 +81,17 @@ type unansweredSubject struct {
 }
 
 // answered notes that Temporal answered every question the walk had
-// about subject, which ends its streak of unanswered walks, and shows that
-// Temporal answers for others than those gone past since
-// (countUnanswered).
+// about subject, which ends its streak of unanswered walks and the run's
+// row of subjects gone past (passOver).
 func (r *Reconciler) answered(subject string) {
 	r.unanswered.Remove(subject)
-	r.answeredThisRun = true
-	r.countUnanswered()
+	r.passedOverInARow = 0
 }
 
-// countUnanswered adds a walk to the streak of each subject gone past
-// since Temporal last answered, now that an answer in the same run shows
-// it answers for others (subjects gone past at an outage that the health
-// check does not see are not counted). At most a page of subjects are
-// remembered, the least recently unanswered forgotten first. At the
+// countUnanswered adds a walk to the streak of each subject the run went
+// past, once it has walked its page to the end: a run stopped as an
+// outage counts none. At most a page of subjects are remembered, the
+// least recently unanswered forgotten first. At the
 // unansweredWalksToReport-th walk in a row the reconciler warns once,
 // naming the subject, and counts it in
 // reconciler_unanswered_workflows_total.

@@ -63,13 +63,13 @@ type Reconciler struct {
 
 	// unanswered counts, per execution or child (passOver's subject), the
 	// walks in a row that went past it unanswered, for at most a page of
-	// them; passedOver are those this run went past since Temporal last
-	// answered, and answeredThisRun whether it has answered yet, which
-	// countUnanswered waits for.
-	unanswered      *lru.Cache[string, int]
-	passedOver      []unansweredSubject
-	answeredThisRun bool
-	metrics         *ReconcilerMetrics
+	// them; passedOver are those this run went past, counted once it
+	// walks its page to the end (countUnanswered), and passedOverInARow
+	// how many since Temporal last answered about one.
+	unanswered       *lru.Cache[string, int]
+	passedOver       []unansweredSubject
+	passedOverInARow int
+	metrics          *ReconcilerMetrics
 }
 
 // FailStuckStartsAfter has the reconciler fail, and free the slot of, an
@@ -245,7 +245,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 // returning the outage, or is gone past (passOver); another failure to ask
 // leaves that execution for the next walk.
 func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Execution) (int, error) {
-	r.passedOver, r.answeredThisRun = nil, false
+	r.passedOver, r.passedOverInARow = nil, 0
 	n := 0
 	var alive []domain.ID
 	for _, e := range running {
@@ -270,9 +270,7 @@ func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Executi
 	if err := r.endAbandonedChildren(ctx, alive); err != nil {
 		return n, err
 	}
-	if r.answeredThisRun {
-		r.countUnanswered()
-	}
+	r.countUnanswered()
 	return n, nil
 }
 
