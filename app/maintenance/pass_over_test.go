@@ -133,20 +133,22 @@ func TestTheWalkGoesPastAWorkflowTemporalNeverAnswersAbout(t *testing.T) {
 // TestAnOutageStopsTheWalkWithoutGoingPastAnything gives the walk twelve
 // executions whose workflows were terminated outside Sluice, on one page,
 // and a Temporal that answers no question about them: in one case its
-// health check is not answered either (Temporal is away); in the other
-// it is (the frontend serves, the service that keeps workflows does not).
-// It requires that each of four runs stops with the outage as its error,
-// having asked about the first execution only (away), or having gone past
-// at most passOverInARowMax in a row (health answered); that no run is
+// health check is not answered either (Temporal is away); in another the
+// dispatcher's breaker is open (its health check is then not asked); in
+// the last the health check is answered (the frontend serves, the service
+// that keeps workflows does not). It requires that each of four runs
+// stops with the outage as its error, having asked about the first
+// execution only, or having gone past at most passOverInARowMax in a row
+// (health answered); that no run is
 // recorded or terminated and no workflow counted as unanswered; that
 // every run starts at the same place, so that nothing is skipped; and
 // that once Temporal answers the next run records all twelve.
 func TestAnOutageStopsTheWalkWithoutGoingPastAnything(t *testing.T) {
 	t.Parallel()
 	for _, outage := range []struct {
-		name          string
-		healthAnswers bool
-	}{{"temporal away", false}, {"only the health check answers", true}} {
+		name                       string
+		healthAnswers, breakerOpen bool
+	}{{"temporal away", false, false}, {"breaker open", true, true}, {"only the health check answers", true, false}} {
 		t.Run(outage.name, func(t *testing.T) {
 			t.Parallel()
 			engine := newFaultyTemporal()
@@ -156,17 +158,23 @@ func TestAnOutageStopsTheWalkWithoutGoingPastAnything(t *testing.T) {
 				engine.faults[d(i)] = refuses
 			}
 			want := []string{d(0), healthCheck}
-			if outage.healthAnswers {
+			switch {
+			case outage.breakerOpen:
+				want = []string{d(0)}
+			case outage.healthAnswers:
 				want = nil
 				for i := range passOverInARowMax {
 					want = append(want, d(i), healthCheck)
 				}
 				want = append(want, d(passOverInARowMax))
-			} else {
+			default:
 				engine.faults[healthCheck] = refuses
 			}
 			var log bytes.Buffer
 			r, store, rec, metrics := newWalkUnderTest(running, engine, time.Second, 20, &log)
+			if outage.breakerOpen {
+				r.breaker.Trip(time.Now(), ports.ErrEngineUnavailable)
+			}
 
 			for run := range 4 {
 				before := len(engine.questions())
@@ -186,6 +194,7 @@ func TestAnOutageStopsTheWalkWithoutGoingPastAnything(t *testing.T) {
 			}
 
 			clear(engine.faults)
+			r.breaker.Reset()
 			if n, err := r.Reconcile(context.Background()); err != nil || n != len(running) {
 				t.Fatalf("after the outage Reconcile = %d, %v; want all %d recorded", n, err, len(running))
 			}
@@ -240,5 +249,34 @@ func TestTheWalkGoesPastAChildTemporalNeverAnswersAbout(t *testing.T) {
 	}
 	if len(rec.finished) != 0 || !strings.Contains(log.String(), "node=a") {
 		t.Errorf("recorded %v; want the run left RUNNING, and the warning naming the child's node:\n%s", rec.finished, log.String())
+	}
+}
+
+// TestALoneRunTemporalNeverAnswersAboutIsReported gives the walk a single
+// RUNNING execution, whose describe Temporal always refuses while its
+// health check answers, and requires that each walk goes past it (no
+// question about another is answered, but the page is walked to its end)
+// and that it is reported once, at the third walk.
+func TestALoneRunTemporalNeverAnswersAboutIsReported(t *testing.T) {
+	t.Parallel()
+	engine := newFaultyTemporal()
+	running := terminatedRuns(engine, 1)
+	engine.faults[question("DescribeWorkflow", running[0].ID)] = refuses
+	var log bytes.Buffer
+	r, _, rec, metrics := newWalkUnderTest(running, engine, time.Second, 10, &log)
+	for walk := 1; walk <= unansweredWalksToReport+1; walk++ {
+		if _, err := r.Reconcile(context.Background()); err != nil {
+			t.Fatalf("walk %d: Reconcile = %v; want the walk to go past the run", walk, err)
+		}
+		reported := 0
+		if walk >= unansweredWalksToReport {
+			reported = 1
+		}
+		if got := testutil.ToFloat64(metrics.UnansweredWorkflows); got != float64(reported) {
+			t.Fatalf("after walk %d reconciler_unanswered_workflows_total = %v; want %d", walk, got, reported)
+		}
+	}
+	if len(rec.finished) != 0 || !strings.Contains(log.String(), "execution_id="+running[0].ID.String()) {
+		t.Errorf("recorded %v; want the run left RUNNING and named in the warning:\n%s", rec.finished, log.String())
 	}
 }
