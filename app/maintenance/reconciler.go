@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
@@ -21,7 +23,8 @@ import (
 // under the watchClosedWorkflows lease. Each of its questions to Temporal
 // waits at most askTimeout (askTemporal), and each of its passes stops at
 // the first answer that Temporal is unavailable, leaving what it did not
-// reach for its next run.
+// reach for its next run; the walk goes past one execution or child
+// Temporal does not answer about while it answers otherwise (passOver).
 type Reconciler struct {
 	store      ports.DispatchStore
 	executions ports.ExecutionStore
@@ -57,6 +60,16 @@ type Reconciler struct {
 	// pickedUp are the executions, by workflow and run id.
 	children                                   ports.ChildWorkflowEngine
 	childrenPickedUp, childrenPickedUpLastWalk map[string]bool
+
+	// unanswered counts, per execution or child (passOver's subject), the
+	// walks in a row that went past it unanswered, for at most a page of
+	// them; passedOver are those this run went past, counted once it
+	// walks its page to the end (countUnanswered), and passedOverInARow
+	// how many since Temporal last answered about one.
+	unanswered       *lru.Cache[string, int]
+	passedOver       []unansweredSubject
+	passedOverInARow int
+	metrics          *ReconcilerMetrics
 }
 
 // FailStuckStartsAfter has the reconciler fail, and free the slot of, an
@@ -163,12 +176,16 @@ func (r *Reconciler) RecordClosed(ctx context.Context, since time.Time) (int, er
 // (500 when not positive), and waits at most askTimeout for each answer
 // (the dispatcher's StartTimeout, as stale recovery does).
 func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
-	olderThan, askTimeout time.Duration, pageSize int, schedule JobSchedule, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Reconciler {
+	olderThan, askTimeout time.Duration, pageSize int, schedule JobSchedule, metrics *ReconcilerMetrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *Reconciler {
 	if pageSize <= 0 {
 		pageSize = 500
 	}
+	unanswered, err := lru.New[string, int](pageSize)
+	if err != nil {
+		panic(err) // lru refuses only a size below 1
+	}
 	r := &Reconciler{store: store, executions: executions, engine: engine, breaker: breaker, olderThan: olderThan, askTimeout: askTimeout,
-		pageSize: pageSize, log: log}
+		pageSize: pageSize, log: log, unanswered: unanswered, metrics: metrics}
 	r.loop = maintenance{name: ReconcilerLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r
 }
@@ -196,10 +213,12 @@ func (r *Reconciler) run(ctx context.Context) {
 // within ceil(total/pageSize) calls however many long runs are older.
 // Executions whose item is still CLAIMED are stale recovery's business and
 // are not returned by the store. A page stopped by an outage (Temporal
-// unavailable, or a question past its deadline) is walked again by the
-// next call, from where this one began: what was recorded before the
-// outage is written, and what the walk did not reach (the rest of the
-// page, its runs' children) is neither skipped nor marked.
+// unavailable, or a question past its deadline, and passOver finding it
+// away) is walked again by the next call, from where this one began: what
+// was recorded before the outage is written, and what the walk did not
+// reach (the rest of the page, its runs' children) is neither skipped nor
+// marked. An execution or child gone past is left RUNNING and asked about
+// again by the next walk.
 func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 	running, err := r.store.RunningAdmittedBefore(ctx, r.olderThan, r.cursor, r.pageSize)
 	if err != nil {
@@ -222,63 +241,91 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 
 // reconcilePage checks the executions of one page in order, then the
 // children of those still running (endAbandonedChildren), and returns how
-// many it recorded. It stops at the first answer that Temporal is
-// unavailable, returning it; another failure to ask leaves that execution
-// for the next walk.
+// many it recorded. A question Temporal did not answer either stops it,
+// returning the outage, or is gone past (passOver); another failure to ask
+// leaves that execution for the next walk.
 func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Execution) (int, error) {
+	r.passedOver, r.passedOverInARow = nil, 0
 	n := 0
 	var alive []domain.ID
 	for _, e := range running {
-		var state ports.WorkflowState
-		err := askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
-			state, err = r.engine.DescribeWorkflow(ctx, e.ID)
-			return err
-		})
-		if err != nil {
-			if errors.Is(err, ports.ErrEngineUnavailable) {
-				return n, fmt.Errorf("describing workflows: %w", err)
-			}
-			r.log.Warn("cannot describe execution's workflow", "execution_id", e.ID, "error", err)
-			continue
-		}
-		status, msg, closed := finalStatus(state)
-		if state == ports.WorkflowRunning {
-			if closed, msg, err = r.abandoned(ctx, e); err != nil {
-				return n, err
-			}
-			status = domain.ExecutionFailed
-		}
-		if !closed {
-			if state == ports.WorkflowRunning {
-				alive = append(alive, e.ID)
+		recorded, stillRunning, err := r.reconcileExecution(ctx, e)
+		if errors.Is(err, ports.ErrEngineUnavailable) {
+			if stop := r.passOver(ctx, e.ID.String(), err, "execution_id", e.ID); stop != nil {
+				return n, stop
 			}
 			continue
 		}
-		if state == ports.WorkflowCompleted {
-			// A DAG that failed or was cancelled also ends its workflow
-			// normally; the status it recorded is in its result.
-			err = askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
-				status, msg, err = r.engine.WorkflowResult(ctx, e.ID)
-				return err
-			})
-			if errors.Is(err, ports.ErrEngineUnavailable) {
-				return n, fmt.Errorf("reading a completed workflow's result: %w", err)
-			}
-			if err != nil {
-				r.log.Warn("cannot read a completed workflow's result", "execution_id", e.ID, "error", err)
-				continue
-			}
-		}
-		found, err := queue.FinishExecution(ctx, r.executions, r.log, e.ID, status, msg, domain.DefaultRecordValueMax)
 		if err != nil {
 			return n, err
 		}
-		if found {
+		r.answered(e.ID.String())
+		if recorded {
 			n++
-			r.log.Warn("reconciled stuck execution", "execution_id", e.ID, "workflow_state", state, "status", status)
+		}
+		if stillRunning {
+			alive = append(alive, e.ID)
 		}
 	}
-	return n, r.endAbandonedChildren(ctx, alive)
+	if err := r.endAbandonedChildren(ctx, alive); err != nil {
+		return n, err
+	}
+	r.countUnanswered()
+	return n, nil
+}
+
+// reconcileExecution checks e against Temporal and records its real final
+// status when its workflow is closed or missing, or failed by the
+// stuck-start rule. It reports whether it recorded e, and whether e's
+// workflow is still running (its children are then checked). An unanswered
+// question is its error (ports.ErrEngineUnavailable), as is a failure to
+// record; another failure to ask is logged and leaves e for the next walk.
+func (r *Reconciler) reconcileExecution(ctx context.Context, e domain.Execution) (recorded, stillRunning bool, err error) {
+	var state ports.WorkflowState
+	err = askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+		state, err = r.engine.DescribeWorkflow(ctx, e.ID)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ports.ErrEngineUnavailable) {
+			return false, false, fmt.Errorf("describing workflows: %w", err)
+		}
+		r.log.Warn("cannot describe execution's workflow", "execution_id", e.ID, "error", err)
+		return false, false, nil
+	}
+	status, msg, closed := finalStatus(state)
+	if state == ports.WorkflowRunning {
+		if closed, msg, err = r.abandoned(ctx, e); err != nil {
+			return false, false, err
+		}
+		status = domain.ExecutionFailed
+	}
+	if !closed {
+		return false, state == ports.WorkflowRunning, nil
+	}
+	if state == ports.WorkflowCompleted {
+		// A DAG that failed or was cancelled also ends its workflow
+		// normally; the status it recorded is in its result.
+		err = askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+			status, msg, err = r.engine.WorkflowResult(ctx, e.ID)
+			return err
+		})
+		if errors.Is(err, ports.ErrEngineUnavailable) {
+			return false, false, fmt.Errorf("reading a completed workflow's result: %w", err)
+		}
+		if err != nil {
+			r.log.Warn("cannot read a completed workflow's result", "execution_id", e.ID, "error", err)
+			return false, false, nil
+		}
+	}
+	found, err := queue.FinishExecution(ctx, r.executions, r.log, e.ID, status, msg, domain.DefaultRecordValueMax)
+	if err != nil {
+		return false, false, err
+	}
+	if found {
+		r.log.Warn("reconciled stuck execution", "execution_id", e.ID, "workflow_state", state, "status", status)
+	}
+	return found, false, nil
 }
 
 // abandoned terminates the workflow of e when it has waited past
@@ -332,10 +379,11 @@ func (r *Reconciler) waitedPastStuckStart(started time.Time) bool {
 // endAbandonedChildren applies the stuck-start rule to the children of the
 // given running executions (FailStuckChildren): each one that has waited
 // past stuckAfter, unpicked on a task queue no worker polls (Abandoned), is
-// ended with a reason naming the queue and the rule. An unavailable engine
-// is an error (the walk stops, and walks the page again next run); another
-// failure to ask leaves the child for the next walk. Ending a child is
-// one question, its signal to the parent and its termination together.
+// ended with a reason naming the queue and the rule. A question Temporal
+// did not answer either stops the walk (which walks the page again next
+// run) or is gone past (passOver); another failure to ask leaves the child
+// for the next walk. Ending a child is one question, its signal to the
+// parent and its termination together.
 func (r *Reconciler) endAbandonedChildren(ctx context.Context, executions []domain.ID) error {
 	if r.children == nil || r.stuckAfter <= 0 || len(executions) == 0 {
 		return nil
@@ -349,34 +397,50 @@ func (r *Reconciler) endAbandonedChildren(ctx context.Context, executions []doma
 		if !r.waitedPastStuckStart(c.StartedAt) || r.childrenPickedUp[key] || r.childrenPickedUpLastWalk[key] {
 			continue
 		}
-		var pickup ports.WorkflowPickup
-		err := askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
-			pickup, err = r.children.ChildPickup(ctx, c)
-			return err
+		if err := r.endIfAbandoned(ctx, c, key); err != nil {
+			if stop := r.passOver(ctx, "child "+key, err, "execution_id", c.ExecutionID, "node", c.NodeKey); stop != nil {
+				return stop
+			}
+			continue
+		}
+		r.answered("child " + key)
+	}
+	return nil
+}
+
+// endIfAbandoned asks whether a worker picked up child c (key, its
+// workflow and run id), remembers it if one did, and ends it if none will
+// (Abandoned). An unanswered question is its error
+// (ports.ErrEngineUnavailable); another failure to ask is logged and
+// leaves the child for the next walk.
+func (r *Reconciler) endIfAbandoned(ctx context.Context, c ports.RunningChild, key string) error {
+	var pickup ports.WorkflowPickup
+	err := askTemporal(ctx, r.askTimeout, func(ctx context.Context) (err error) {
+		pickup, err = r.children.ChildPickup(ctx, c)
+		return err
+	})
+	if err == nil && pickup.PickedUp {
+		if r.childrenPickedUp == nil {
+			r.childrenPickedUp = map[string]bool{}
+		}
+		r.childrenPickedUp[key] = true
+	}
+	if err == nil && pickup.Abandoned() {
+		reason := fmt.Sprintf("no worker picked up workflow %s on task queue %q within %s (Sluice's stuck-start rule, SLUICE_STUCK_START_AFTER): "+
+			"is the team's worker polling that queue?", c.WorkflowID, pickup.TaskQueue, r.stuckAfter)
+		err = askTemporal(ctx, r.askTimeout, func(ctx context.Context) error {
+			return r.children.EndAbandonedChild(ctx, c, reason)
 		})
-		if err == nil && pickup.PickedUp {
-			if r.childrenPickedUp == nil {
-				r.childrenPickedUp = map[string]bool{}
-			}
-			r.childrenPickedUp[key] = true
+		if err == nil {
+			r.log.Warn("ended a child no worker picked up", "execution_id", c.ExecutionID, "node", c.NodeKey, "task_queue", pickup.TaskQueue)
+			return nil
 		}
-		if err == nil && pickup.Abandoned() {
-			reason := fmt.Sprintf("no worker picked up workflow %s on task queue %q within %s (Sluice's stuck-start rule, SLUICE_STUCK_START_AFTER): "+
-				"is the team's worker polling that queue?", c.WorkflowID, pickup.TaskQueue, r.stuckAfter)
-			err = askTemporal(ctx, r.askTimeout, func(ctx context.Context) error {
-				return r.children.EndAbandonedChild(ctx, c, reason)
-			})
-			if err == nil {
-				r.log.Warn("ended a child no worker picked up", "execution_id", c.ExecutionID, "node", c.NodeKey, "task_queue", pickup.TaskQueue)
-				continue
-			}
-		}
-		if errors.Is(err, ports.ErrEngineUnavailable) {
-			return fmt.Errorf("checking a stuck child: %w", err)
-		}
-		if err != nil {
-			r.log.Warn("cannot check or end a stuck child", "execution_id", c.ExecutionID, "node", c.NodeKey, "error", err)
-		}
+	}
+	if errors.Is(err, ports.ErrEngineUnavailable) {
+		return fmt.Errorf("checking a stuck child: %w", err)
+	}
+	if err != nil {
+		r.log.Warn("cannot check or end a stuck child", "execution_id", c.ExecutionID, "node", c.NodeKey, "error", err)
 	}
 	return nil
 }

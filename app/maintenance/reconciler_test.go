@@ -64,7 +64,8 @@ func (f *finishRecorder) FinishExecution(_ context.Context, id domain.ID, status
 
 func newTestReconciler(store ports.DispatchStore, rec ports.ExecutionStore, engine ports.WorkflowEngine, pageSize int) (*Reconciler, *dispatch.Breaker) {
 	b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, dispatch.NewMetrics(prometheus.NewRegistry()))
-	r := NewReconciler(store, rec, engine, b, apptest.NewLease(), 0, dispatch.DefaultDispatcherConfig().StartTimeout, pageSize, testSchedule(), dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
+	r := NewReconciler(store, rec, engine, b, apptest.NewLease(), 0, dispatch.DefaultDispatcherConfig().StartTimeout, pageSize, testSchedule(),
+		NewReconcilerMetrics(prometheus.NewRegistry()), dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog())
 	return r, b
 }
 
@@ -297,9 +298,10 @@ func TestTheCloseWatchRecordsEachRunClosedOutsideSluiceOnceNamingWhy(t *testing.
 // the reconciler's walk (the describe, a completed workflow's result, the
 // stuck-start rule's pickup check and termination, and the same for a
 // TEMPORAL_WORKFLOW child) a Temporal that goes away at its second
-// question, refusing it at once or hanging, and requires that every
-// question waits at most the start timeout, that the walk stops at that
-// answer instead of asking about every execution and child left, that
+// question, refusing it at once or hanging (its health check too), and
+// requires that every question waits at most the start timeout, that the
+// walk stops at that answer, once the health check is not answered either,
+// instead of asking about every execution and child left, that
 // what was recorded before it is written, and that what the walk did not
 // reach is untouched (not recorded, not terminated, not ended: an outage
 // is no verdict) and walked again by the next run, from the same place.
@@ -392,11 +394,11 @@ func TestReconcilerStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
 				t.Parallel()
 				engine := newFaultyTemporal()
 				pass.setUp(engine)
-				engine.faults[pass.failing] = outage
+				engine.faults[pass.failing], engine.faults[healthCheck] = outage, outage
 				store := childStore{pagedStore: &pagedStore{running: running}, children: children}
 				rec := &finishRecorder{finished: map[domain.ID]domain.ExecutionStatus{}}
 				b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, dispatch.NewMetrics(prometheus.NewRegistry()))
-				r := NewReconciler(store, rec, engine, b, apptest.NewLease(), 0, askTimeout, 3, testSchedule(),
+				r := NewReconciler(store, rec, engine, b, apptest.NewLease(), 0, askTimeout, 3, testSchedule(), NewReconcilerMetrics(prometheus.NewRegistry()),
 					dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog()).FailStuckStartsAfter(time.Minute).FailStuckChildren(engine)
 
 				began := time.Now()
@@ -407,8 +409,8 @@ func TestReconcilerStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
 					t.Errorf("Reconcile = %d, %v; want the %d recorded before the outage, and the outage as its error", n, err, len(pass.finished))
 				}
 				asked := engine.questions()
-				if !slices.Equal(asked, pass.asked) {
-					t.Errorf("asked Temporal\n%s\nwant, stopping at the first unavailable answer:\n%s", strings.Join(asked, "\n"), strings.Join(pass.asked, "\n"))
+				if want := append(slices.Clone(pass.asked), healthCheck); !slices.Equal(asked, want) {
+					t.Errorf("asked Temporal\n%s\nwant, stopping at the first unavailable answer:\n%s", strings.Join(asked, "\n"), strings.Join(want, "\n"))
 				}
 				engine.requireBounded(t, askTimeout)
 				if fmt.Sprint(rec.finished) != fmt.Sprint(pass.finished) {
@@ -422,6 +424,7 @@ func TestReconcilerStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
 				// from where the stopped one began, and reaches what it
 				// did not.
 				delete(engine.faults, pass.failing)
+				delete(engine.faults, healthCheck)
 				if _, err := r.Reconcile(context.Background()); err != nil {
 					t.Fatal(err)
 				}
@@ -457,7 +460,7 @@ func TestTheCloseWatchRecordsWhatItListedBeforeAnOutageAndBoundsItsQuestion(t *t
 			engine.faults[failing] = outage
 			rec := &messageRecorder{}
 			b := dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, dispatch.NewMetrics(prometheus.NewRegistry()))
-			r := NewReconciler(&pagedStore{}, rec, engine, b, apptest.NewLease(), 0, askTimeout, 10, testSchedule(),
+			r := NewReconciler(&pagedStore{}, rec, engine, b, apptest.NewLease(), 0, askTimeout, 10, testSchedule(), NewReconcilerMetrics(prometheus.NewRegistry()),
 				dispatch.NewLeaseMetrics(prometheus.NewRegistry()), discardLog()).WatchClosed(engine, DefaultJobSchedule())
 
 			n, err := r.RecordClosed(context.Background(), time.Now().Add(-time.Minute))

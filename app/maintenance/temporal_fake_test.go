@@ -115,6 +115,15 @@ func (e *faultyTemporal) requireBounded(t *testing.T, within time.Duration) {
 	}
 }
 
+// healthCheck is the question CheckHealth asks.
+var healthCheck = question("CheckHealth", "frontend")
+
+// CheckHealth answers whether the frontend serves: it does, unless
+// healthCheck is among the faults (an outage the health check sees).
+func (e *faultyTemporal) CheckHealth(ctx context.Context) error {
+	return e.answer(ctx, healthCheck)
+}
+
 func (e *faultyTemporal) DescribeWorkflow(ctx context.Context, id domain.ID) (ports.WorkflowState, error) {
 	if err := e.answer(ctx, question("DescribeWorkflow", id)); err != nil {
 		return "", err

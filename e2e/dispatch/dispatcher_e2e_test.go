@@ -99,10 +99,11 @@ func (b *dispatchBundle) dispatcher(engine ports.WorkflowEngine, cfg dispatch.Di
 		Dispatcher: dispatch.NewDispatcher(dispatch.DispatcherDeps{
 			Store: b.store, Executions: b.store, Engine: engine, Wakeups: wake, Breaker: breaker, Metrics: metrics, Log: b.log,
 		}, cfg),
-		breaker:    breaker,
-		metrics:    metrics,
-		recovery:   maintenance.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, cfg.StartTimeout, schedule, metrics, leaseMetrics, b.log),
-		reconciler: maintenance.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.StartTimeout, cfg.ReconcilePageSize, schedule, leaseMetrics, b.log),
+		breaker:  breaker,
+		metrics:  metrics,
+		recovery: maintenance.NewStaleRecovery(b.store, engine, breaker, lease, cfg.StaleAfter, cfg.StartTimeout, schedule, metrics, leaseMetrics, b.log),
+		reconciler: maintenance.NewReconciler(b.store, b.store, engine, breaker, lease, cfg.ReconcileAfter, cfg.StartTimeout, cfg.ReconcilePageSize, schedule,
+			maintenance.NewReconcilerMetrics(prometheus.NewRegistry()), leaseMetrics, b.log),
 	}
 }
 

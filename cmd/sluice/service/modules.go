@@ -480,6 +480,7 @@ type dispatcherParams struct {
 	Lease        ports.Lease
 	Metrics      *dispatch.Metrics
 	LeaseMetrics *dispatch.LeaseMetrics
+	Registry     *prometheus.Registry
 	Log          *slog.Logger
 }
 
@@ -497,7 +498,8 @@ func runDispatcher(p dispatcherParams) {
 		return
 	}
 	recovery := maintenance.NewStaleRecovery(p.Store, p.Engine, p.Breaker, p.Lease, d.StaleAfter, d.StartTimeout, m, p.Metrics, p.LeaseMetrics, log)
-	reconciler := maintenance.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.StartTimeout, d.ReconcilePageSize, m, p.LeaseMetrics, log).
+	reconciler := maintenance.NewReconciler(p.Store, p.Store, p.Engine, p.Breaker, p.Lease, d.ReconcileAfter, d.StartTimeout, d.ReconcilePageSize, m,
+		maintenance.NewReconcilerMetrics(p.Registry), p.LeaseMetrics, log).
 		FailStuckStartsAfter(d.StuckStartAfter).
 		FailStuckChildren(p.Engine).
 		WatchClosed(p.Engine, maintenance.JobSchedule{Interval: d.CloseWatchInterval, LeaseAtMostFor: m.LeaseAtMostFor, LeaseAtLeastFor: d.CloseWatchInterval / 2})
