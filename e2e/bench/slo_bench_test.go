@@ -671,6 +671,8 @@ func (s *sloBench) floodTurnover(ctx context.Context, flood string, limit int) (
 			next++
 		}
 	}
+	benchSortDurations(runs)
+	benchSortDurations(refills)
 	return runs, refills
 }
 
