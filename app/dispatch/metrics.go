@@ -26,6 +26,11 @@ type Metrics struct {
 	AtCapacity     prometheus.Counter
 	Failed         *prometheus.CounterVec
 	StaleRecovered prometheus.Counter
+	// StaleUnansweredClaims counts the stale claims stale recovery went
+	// past, left CLAIMED, unansweredRunsToReport runs in a row because
+	// Temporal did not answer about their workflow while it answered
+	// otherwise: each such streak once.
+	StaleUnansweredClaims prometheus.Counter
 	// TermClaimsSettled counts the claims of ended lease terms settled by
 	// a later holder (settleEndedTerms).
 	TermClaimsSettled prometheus.Counter
@@ -130,6 +135,10 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) *Metrics {
 	m.StaleRecovered = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "queue_stale_recovery_count", Help: "Stale CLAIMED items settled by recovery.",
 	})
+	m.StaleUnansweredClaims = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "queue_stale_recovery_unanswered_claims_total",
+		Help: "Stale CLAIMED items stale recovery went past, left CLAIMED, three runs in a row because Temporal did not answer about their workflow while it answered otherwise; each streak counted once.",
+	})
 	m.TermClaimsSettled = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "queue_term_claims_settled_total", Help: "CLAIMED items of an ended lease term settled by a later holder.",
 	})
@@ -187,7 +196,7 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) *Metrics {
 	for _, reason := range []domain.WaitReason{domain.WaitWorkspaceLimit, domain.WaitStartRate} {
 		m.PassedOver.WithLabelValues(passedOverLabel(reason))
 	}
-	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.TermClaimsSettled,
+	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.StaleUnansweredClaims, m.TermClaimsSettled,
 		m.Latency, m.AdmissionWait, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.PassedOver, m.BreakerOpen, m.BreakerTrips, m.StartLimit)
 	return m
 }

@@ -2,33 +2,39 @@ package maintenance
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/app/dispatch"
 )
 
-// unansweredWalksToReport is how many walks in a row Temporal may leave
-// unanswered the questions about one execution (or TEMPORAL_WORKFLOW
-// child), while it answers for others, before the reconciler reports it
-// (a warning naming it, and reconciler_unanswered_workflows_total): a
-// question cut short once or twice is a blip (a shard moving between
-// hosts); three walks in a row is a workflow an operator should look at.
-const unansweredWalksToReport = 3
+// unansweredRunsToReport is how many runs in a row (walks of the
+// reconciler, runs of stale recovery) Temporal may leave unanswered the
+// questions about one subject (an execution, a TEMPORAL_WORKFLOW child, a
+// stale claim's workflow), while it answers for others, before the job
+// reports it (a warning naming it, and its counter): a question cut short
+// once or twice is a blip (a shard moving between hosts); three runs in a
+// row is a workflow an operator should look at.
+const unansweredRunsToReport = 3
 
-// passOverInARowMax is how many executions and children a run of the walk
-// goes past in a row, with no question about one between them answered,
-// before it takes Temporal for away although its health check answers:
-// every question failing is an outage of the service that keeps
-// workflows (history), which the frontend's health check does not see.
-// It also bounds what such an outage costs a run: at most this many
-// questions (and health checks) of up to SLUICE_DISPATCH_START_TIMEOUT
-// each, as one question does at an outage the health check sees.
+// passOverInARowMax is how many subjects a run goes past in a row, with
+// no question about one between them answered, before it takes Temporal
+// for away although its health check answers: every question failing is
+// an outage of the service that keeps workflows (history), which the
+// frontend's health check does not see. It also bounds what such an
+// outage costs a run: at most this many questions (and health checks) of
+// up to SLUICE_DISPATCH_START_TIMEOUT each, as one question does at an
+// outage the health check sees.
 const passOverInARowMax = 8
 
 // ReconcilerMetrics are the reconciler's series.
 type ReconcilerMetrics struct {
 	// UnansweredWorkflows counts the executions and TEMPORAL_WORKFLOW
 	// children whose questions Temporal left unanswered
-	// unansweredWalksToReport walks in a row while it answered for others:
+	// unansweredRunsToReport walks in a row while it answered for others:
 	// each such streak once.
 	UnansweredWorkflows prometheus.Counter
 }
@@ -45,66 +51,114 @@ func NewReconcilerMetrics(reg prometheus.Registerer) *ReconcilerMetrics {
 	return m
 }
 
-// passOver is the walk's one rule for a question about subject (an
-// execution, or a TEMPORAL_WORKFLOW child) that Temporal did not answer
-// (err: unavailable, or past its deadline): it returns nil when the walk
-// goes past subject, and err when the walk stops there, as at an outage,
-// to walk the page again next run.
-//
-// Temporal is away, and the walk stops, when the breaker is open, when
-// its health check is not answered either (within askTimeout), or when
-// the walk has already gone past passOverInARowMax in a row. Otherwise
-// Temporal answers, but not about subject (its workflow's shard stuck,
-// say): stopping would hold the walk at this page for as long as that
-// lasts, and nothing after it would ever be checked. So the walk goes
-// past it. Going past is no verdict: subject is left as it is (RUNNING,
-// nothing recorded, terminated or ended) and asked about again on the
-// next walk.
-func (r *Reconciler) passOver(ctx context.Context, subject string, err error, about ...any) error {
-	if !r.breaker.Closed() || r.passedOverInARow >= passOverInARowMax {
-		return err
-	}
-	if askTemporal(ctx, r.askTimeout, r.engine.CheckHealth) != nil {
-		return err
-	}
-	r.log.Debug("went past a workflow Temporal did not answer about", append(about, "error", err)...)
-	r.passedOverInARow++
-	r.passedOver = append(r.passedOver, unansweredSubject{key: subject, about: about})
-	return nil
+// healthChecker is the question passOver asks when one about a subject
+// went unanswered: whether Temporal's frontend serves at all.
+type healthChecker interface {
+	CheckHealth(ctx context.Context) error
 }
 
-// unansweredSubject is an execution or child the walk went past: its key
-// for passOver, and how to name it in the log.
+// unansweredSubjects holds the one rule by which a job that asks Temporal
+// about each subject of a run in turn (the reconciler's walk of RUNNING
+// executions and their children, stale recovery's batch of stale claims)
+// goes past a subject Temporal does not answer about while it answers
+// otherwise (passOver), and what it needs to report one Temporal keeps
+// leaving unanswered (countUnanswered). A job holds one, used by its loop
+// alone.
+type unansweredSubjects struct {
+	health     healthChecker
+	breaker    *dispatch.Breaker
+	askTimeout time.Duration
+	log        *slog.Logger
+	// reported counts each subject reported; leftAs says, in the
+	// warning, what the job does with a subject it goes past.
+	reported prometheus.Counter
+	leftAs   string
+
+	// streaks counts, per subject, the runs in a row that went past it
+	// unanswered, for at most a run's worth of subjects; passedOver are
+	// those this run went past, counted once it reaches its end
+	// (countUnanswered), and inARow how many since Temporal last answered
+	// about one.
+	streaks    *lru.Cache[string, int]
+	passedOver []unansweredSubject
+	inARow     int
+}
+
+// newUnansweredSubjects is the rule for a job whose runs ask about at
+// most perRun subjects, each question within askTimeout (as the health
+// check it asks then), counting a subject reported in reported and
+// warning that the job leaves it as leftAs says.
+func newUnansweredSubjects(health healthChecker, breaker *dispatch.Breaker, askTimeout time.Duration, perRun int,
+	reported prometheus.Counter, leftAs string, log *slog.Logger) *unansweredSubjects {
+	streaks, err := lru.New[string, int](perRun)
+	if err != nil {
+		panic(err) // lru refuses only a size below 1
+	}
+	return &unansweredSubjects{health: health, breaker: breaker, askTimeout: askTimeout, log: log, reported: reported, leftAs: leftAs, streaks: streaks}
+}
+
+// unansweredSubject is a subject a run went past: its key for passOver,
+// and how to name it in the log.
 type unansweredSubject struct {
 	key   string
 	about []any
 }
 
-// answered notes that Temporal answered every question the walk had
-// about subject, which ends its streak of unanswered walks and the run's
-// row of subjects gone past (passOver).
-func (r *Reconciler) answered(subject string) {
-	r.unanswered.Remove(subject)
-	r.passedOverInARow = 0
+// startRun begins a run: no subject gone past yet.
+func (u *unansweredSubjects) startRun() {
+	u.passedOver, u.inARow = nil, 0
 }
 
-// countUnanswered adds a walk to the streak of each subject the run went
-// past, once it has walked its page to the end: a run stopped as an
-// outage counts none. At most a page of subjects are remembered, the
-// least recently unanswered forgotten first. At the
-// unansweredWalksToReport-th walk in a row the reconciler warns once,
-// naming the subject, and counts it in
-// reconciler_unanswered_workflows_total.
-func (r *Reconciler) countUnanswered() {
-	for _, s := range r.passedOver {
-		walks, _ := r.unanswered.Get(s.key)
-		walks++
-		r.unanswered.Add(s.key, walks)
-		if walks == unansweredWalksToReport {
-			r.metrics.UnansweredWorkflows.Inc()
-			r.log.Warn("Temporal keeps leaving a workflow unanswered while it answers for others: the reconciler goes past it, leaving it RUNNING, and asks again each walk",
-				append(s.about, "walks", walks)...)
+// passOver is the one rule for a question about subject (an execution, a
+// TEMPORAL_WORKFLOW child, a stale claim's workflow) that Temporal did
+// not answer (err: unavailable, or past its deadline): it returns nil
+// when the run goes past subject, and err when the run stops there, as at
+// an outage, to take it up again next run.
+//
+// Temporal is away, and the run stops, when the breaker is open, when its
+// health check is not answered either (within askTimeout), or when the
+// run has already gone past passOverInARowMax in a row. Otherwise
+// Temporal answers, but not about subject (its workflow's shard stuck,
+// say): stopping would hold the job at subject for as long as that lasts,
+// and nothing after it would ever be checked. So the run goes past it.
+// Going past is no verdict: subject is left as it is (a run RUNNING, a
+// claim CLAIMED holding its slot: nothing recorded, terminated, ended,
+// released or marked) and asked about again on the next run.
+func (u *unansweredSubjects) passOver(ctx context.Context, subject string, err error, about ...any) error {
+	if !u.breaker.Closed() || u.inARow >= passOverInARowMax {
+		return err
+	}
+	if askTemporal(ctx, u.askTimeout, u.health.CheckHealth) != nil {
+		return err
+	}
+	u.log.Debug("went past a workflow Temporal did not answer about", append(about, "error", err)...)
+	u.inARow++
+	u.passedOver = append(u.passedOver, unansweredSubject{key: subject, about: about})
+	return nil
+}
+
+// answered notes that Temporal answered every question the run had about
+// subject, which ends its streak of unanswered runs and the run's row of
+// subjects gone past (passOver).
+func (u *unansweredSubjects) answered(subject string) {
+	u.streaks.Remove(subject)
+	u.inARow = 0
+}
+
+// countUnanswered adds a run to the streak of each subject the run went
+// past, once it has reached its end: a run stopped as an outage counts
+// none. At most a run's worth of subjects are remembered, the least
+// recently unanswered forgotten first. At the unansweredRunsToReport-th
+// run in a row the job warns once, naming the subject, and counts it.
+func (u *unansweredSubjects) countUnanswered() {
+	for _, s := range u.passedOver {
+		runs, _ := u.streaks.Get(s.key)
+		runs++
+		u.streaks.Add(s.key, runs)
+		if runs == unansweredRunsToReport {
+			u.reported.Inc()
+			u.log.Warn("Temporal keeps leaving a workflow unanswered while it answers for others: "+u.leftAs, append(s.about, "runs", runs)...)
 		}
 	}
-	r.passedOver = nil
+	u.passedOver = nil
 }

@@ -100,12 +100,12 @@ func TestTheWalkGoesPastAWorkflowTemporalNeverAnswersAbout(t *testing.T) {
 			if got := slices.Collect(maps.Keys(rec.finished)); len(got) != len(others) || slices.Contains(got, stuck) {
 				t.Fatalf("the first walk recorded %v; want the five answered about (%v), not %s", rec.finished, others, stuck)
 			}
-			for walks := 2; walks <= unansweredWalksToReport+2; walks++ {
+			for walks := 2; walks <= unansweredRunsToReport+2; walks++ {
 				if about := walk(); !slices.Equal(about, []string{question("DescribeWorkflow", stuck)}) {
 					t.Fatalf("walk %d asked about the unanswered workflow %v; want its describe once", walks, about)
 				}
 				reported := 0
-				if walks >= unansweredWalksToReport {
+				if walks >= unansweredRunsToReport {
 					reported = 1
 				}
 				if got := testutil.ToFloat64(metrics.UnansweredWorkflows); got != float64(reported) || warnings() != reported {
@@ -232,7 +232,7 @@ func TestTheWalkGoesPastAChildTemporalNeverAnswersAbout(t *testing.T) {
 	r.store = childStore{pagedStore: store, children: children}
 	r.FailStuckStartsAfter(time.Minute).FailStuckChildren(engine)
 
-	for walk := 1; walk <= unansweredWalksToReport+1; walk++ {
+	for walk := 1; walk <= unansweredRunsToReport+1; walk++ {
 		if _, err := r.Reconcile(context.Background()); err != nil {
 			t.Fatalf("walk %d: Reconcile = %v; want the walk to go past the unanswered child", walk, err)
 		}
@@ -240,7 +240,7 @@ func TestTheWalkGoesPastAChildTemporalNeverAnswersAbout(t *testing.T) {
 			t.Fatalf("after walk %d ended %v; want the abandoned child ended on each walk, never the unanswered one", walk, engine.ended)
 		}
 		reported := 0
-		if walk >= unansweredWalksToReport {
+		if walk >= unansweredRunsToReport {
 			reported = 1
 		}
 		if got := testutil.ToFloat64(metrics.UnansweredWorkflows); got != float64(reported) {
@@ -264,12 +264,12 @@ func TestALoneRunTemporalNeverAnswersAboutIsReported(t *testing.T) {
 	engine.faults[question("DescribeWorkflow", running[0].ID)] = refuses
 	var log bytes.Buffer
 	r, _, rec, metrics := newWalkUnderTest(running, engine, time.Second, 10, &log)
-	for walk := 1; walk <= unansweredWalksToReport+1; walk++ {
+	for walk := 1; walk <= unansweredRunsToReport+1; walk++ {
 		if _, err := r.Reconcile(context.Background()); err != nil {
 			t.Fatalf("walk %d: Reconcile = %v; want the walk to go past the run", walk, err)
 		}
 		reported := 0
-		if walk >= unansweredWalksToReport {
+		if walk >= unansweredRunsToReport {
 			reported = 1
 		}
 		if got := testutil.ToFloat64(metrics.UnansweredWorkflows); got != float64(reported) {

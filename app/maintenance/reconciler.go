@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/sluicehq/sluice/app/dispatch"
 	"github.com/sluicehq/sluice/app/queue"
 	"github.com/sluicehq/sluice/domain"
@@ -61,15 +59,10 @@ type Reconciler struct {
 	children                                   ports.ChildWorkflowEngine
 	childrenPickedUp, childrenPickedUpLastWalk map[string]bool
 
-	// unanswered counts, per execution or child (passOver's subject), the
-	// walks in a row that went past it unanswered, for at most a page of
-	// them; passedOver are those this run went past, counted once it
-	// walks its page to the end (countUnanswered), and passedOverInARow
-	// how many since Temporal last answered about one.
-	unanswered       *lru.Cache[string, int]
-	passedOver       []unansweredSubject
-	passedOverInARow int
-	metrics          *ReconcilerMetrics
+	// unanswered is the walk's rule for an execution or child Temporal
+	// does not answer about (passOver), and its streaks of walks gone
+	// past them.
+	unanswered *unansweredSubjects
 }
 
 // FailStuckStartsAfter has the reconciler fail, and free the slot of, an
@@ -180,12 +173,10 @@ func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, e
 	if pageSize <= 0 {
 		pageSize = 500
 	}
-	unanswered, err := lru.New[string, int](pageSize)
-	if err != nil {
-		panic(err) // lru refuses only a size below 1
-	}
 	r := &Reconciler{store: store, executions: executions, engine: engine, breaker: breaker, olderThan: olderThan, askTimeout: askTimeout,
-		pageSize: pageSize, log: log, unanswered: unanswered, metrics: metrics}
+		pageSize: pageSize, log: log}
+	r.unanswered = newUnansweredSubjects(engine, breaker, askTimeout, pageSize, metrics.UnansweredWorkflows,
+		"the reconciler goes past it, leaving it RUNNING, and asks again each walk", log)
 	r.loop = maintenance{name: ReconcilerLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r
 }
@@ -245,13 +236,13 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 // returning the outage, or is gone past (passOver); another failure to ask
 // leaves that execution for the next walk.
 func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Execution) (int, error) {
-	r.passedOver, r.passedOverInARow = nil, 0
+	r.unanswered.startRun()
 	n := 0
 	var alive []domain.ID
 	for _, e := range running {
 		recorded, stillRunning, err := r.reconcileExecution(ctx, e)
 		if errors.Is(err, ports.ErrEngineUnavailable) {
-			if stop := r.passOver(ctx, e.ID.String(), err, "execution_id", e.ID); stop != nil {
+			if stop := r.unanswered.passOver(ctx, e.ID.String(), err, "execution_id", e.ID); stop != nil {
 				return n, stop
 			}
 			continue
@@ -259,7 +250,7 @@ func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Executi
 		if err != nil {
 			return n, err
 		}
-		r.answered(e.ID.String())
+		r.unanswered.answered(e.ID.String())
 		if recorded {
 			n++
 		}
@@ -270,7 +261,7 @@ func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Executi
 	if err := r.endAbandonedChildren(ctx, alive); err != nil {
 		return n, err
 	}
-	r.countUnanswered()
+	r.unanswered.countUnanswered()
 	return n, nil
 }
 
@@ -398,12 +389,12 @@ func (r *Reconciler) endAbandonedChildren(ctx context.Context, executions []doma
 			continue
 		}
 		if err := r.endIfAbandoned(ctx, c, key); err != nil {
-			if stop := r.passOver(ctx, "child "+key, err, "execution_id", c.ExecutionID, "node", c.NodeKey); stop != nil {
+			if stop := r.unanswered.passOver(ctx, "child "+key, err, "execution_id", c.ExecutionID, "node", c.NodeKey); stop != nil {
 				return stop
 			}
 			continue
 		}
-		r.answered("child " + key)
+		r.unanswered.answered("child " + key)
 	}
 	return nil
 }

@@ -22,7 +22,9 @@ const staleBatch = 500
 // or lost its way between its claim and its outcome. It asks Temporal
 // whether each item's workflow started, so an item is never started twice,
 // and runs in one process at a time under the recoverStaleQueueItems
-// lease.
+// lease. A run goes past a claim whose workflow Temporal does not answer
+// about while it answers otherwise (passOver), as the reconciler's walk
+// goes past such a run.
 type StaleRecovery struct {
 	store      ports.DispatchStore
 	engine     ports.WorkflowEngine
@@ -34,6 +36,10 @@ type StaleRecovery struct {
 	metrics    *dispatch.Metrics
 	log        *slog.Logger
 	loop       maintenance
+	// unanswered is the rule for a claim Temporal does not answer about
+	// (passOver), and its streaks of runs gone past them, by the claim's
+	// execution id.
+	unanswered *unansweredSubjects
 }
 
 // NewStaleRecovery builds the stale recovery service; staleAfter is how
@@ -43,6 +49,8 @@ type StaleRecovery struct {
 func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
 	staleAfter, askTimeout time.Duration, schedule JobSchedule, metrics *dispatch.Metrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *StaleRecovery {
 	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, askTimeout: askTimeout, metrics: metrics, log: log}
+	r.unanswered = newUnansweredSubjects(engine, breaker, askTimeout, staleBatch, metrics.StaleUnansweredClaims,
+		"stale recovery goes past its claim, leaving the item CLAIMED and holding its slot, and asks again each run", log)
 	r.loop = maintenance{name: StaleRecoveryLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r
 }
@@ -71,24 +79,29 @@ func (r *StaleRecovery) run(ctx context.Context) {
 }
 
 // Recover settles items CLAIMED for longer than staleAfter (by the
-// database's clock, which set their claimed_at) by dispatch.SettleInDoubt,
-// the rule the claim loop settles its own doubtful claims by: one whose
-// workflow did start is marked DISPATCHED (so it never starts twice); one
-// Temporal has never seen goes back to PENDING, but only if it is still in
-// the claim that was observed, and its execution row is dropped to free
-// the slot. Each question waits at most askTimeout. An item whose workflow
-// Temporal cannot describe is left for the next run; at the first answer
-// that Temporal is unavailable (a deadline passed included) the batch
-// stops, as the reconciler's walk does, so an outage costs one question
-// rather than one per item: what was settled before it is written, the
-// items after it stay CLAIMED for the next run, and the outage is the
-// error. The breaker is the claim loop's to trip, and this job waits for
-// it.
+// database's clock, which set their claimed_at), oldest claim first, by
+// dispatch.SettleInDoubt, the rule the claim loop settles its own
+// doubtful claims by: one whose workflow did start is marked DISPATCHED
+// (so it never starts twice); one Temporal has never seen goes back to
+// PENDING, but only if it is still in the claim that was observed, and
+// its execution row is dropped to free the slot. Each question waits at
+// most askTimeout. An item whose workflow Temporal refuses to describe is
+// left for the next run. A question Temporal did not answer (unavailable,
+// a deadline passed included) is no verdict either: passOver either goes
+// past that item, which stays CLAIMED, holding its slot, to be asked
+// about again next run, while the items after it are settled; or finds
+// Temporal away and stops the batch, as the reconciler's walk does, so an
+// outage costs one question (at most passOverInARowMax while Temporal's
+// health check answers) rather than one per item: what was settled before
+// it is written, the items after it stay CLAIMED for the next run, and
+// the outage is the error. The breaker is the claim loop's to trip, and
+// this job waits for it.
 func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 	stale, err := r.store.StaleClaimed(ctx, r.staleAfter, staleBatch)
 	if err != nil {
 		return 0, err
 	}
+	r.unanswered.startRun()
 	var started []ports.DispatchedItem
 	var released []ports.QueueTransition
 	var outage error
@@ -105,21 +118,27 @@ func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 			r.log.Warn("stale recovery refused", "queue_item_id", item.ID, "error", err)
 			continue
 		}
+		subject := item.ExecutionID.String()
+		if s.Verdict == dispatch.InDoubtUnknown && errors.Is(s.Err, ports.ErrEngineUnavailable) {
+			outage = r.unanswered.passOver(ctx, subject, fmt.Errorf("describing workflows: %w", s.Err),
+				"queue_item_id", item.ID, "execution_id", *item.ExecutionID)
+			if outage != nil {
+				break
+			}
+			continue
+		}
+		r.unanswered.answered(subject)
 		switch s.Verdict {
 		case dispatch.InDoubtStarted:
 			started = append(started, ports.DispatchedItem{ID: item.ID, ExecutionID: *item.ExecutionID})
 		case dispatch.InDoubtNotStarted:
 			released = append(released, s.Release)
 		default:
-			if errors.Is(s.Err, ports.ErrEngineUnavailable) {
-				outage = fmt.Errorf("describing workflows: %w", s.Err)
-			} else {
-				r.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", s.Err)
-			}
+			r.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", s.Err)
 		}
-		if outage != nil {
-			break
-		}
+	}
+	if outage == nil {
+		r.unanswered.countUnanswered()
 	}
 	n := 0
 	if len(started) > 0 {

@@ -1,9 +1,11 @@
 package maintenance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -37,8 +39,43 @@ func (s *staleStore) ForgetExpiredLeases(_ context.Context, prefix string) (int6
 	return 0, nil
 }
 
-func (s *staleStore) StaleClaimed(context.Context, time.Duration, int) ([]domain.QueueItem, error) {
-	return s.stale, nil
+// StaleClaimed returns, oldest claim first, up to limit of the stale
+// items recovery has not settled yet, as the store's query does.
+func (s *staleStore) StaleClaimed(_ context.Context, _ time.Duration, limit int) ([]domain.QueueItem, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	settled := make(map[domain.ID]bool, len(s.dispatched)+len(s.applied))
+	for _, d := range s.dispatched {
+		settled[d.ID] = true
+	}
+	for _, t := range s.applied {
+		settled[t.ID] = true
+	}
+	var out []domain.QueueItem
+	for _, it := range s.stale {
+		if len(out) == limit {
+			break
+		}
+		if !settled[it.ID] {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+// settledIDs are the items recovery marked DISPATCHED or released, each
+// as many times as it was.
+func (s *staleStore) settledIDs() []domain.ID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []domain.ID
+	for _, d := range s.dispatched {
+		ids = append(ids, d.ID)
+	}
+	for _, t := range s.applied {
+		ids = append(ids, t.ID)
+	}
+	return ids
 }
 
 func (s *staleStore) MarkDispatched(_ context.Context, _ ports.Fence, items []ports.DispatchedItem) ([]ports.DispatchedRecord, error) {
@@ -288,12 +325,13 @@ func TestStaleRecoveryAndTheClaimLoopSettleAClaimInDoubtAlike(t *testing.T) {
 
 // TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion gives stale
 // recovery a batch whose second question finds Temporal gone (refused at
-// once, or hanging), and requires that each question is bounded by the
-// dispatcher's start timeout, that the batch stops at the first
-// unavailable answer (as the reconciler's walk does) instead of asking
-// about every item left, and that what was settled before is written
-// while the items after it are left CLAIMED, untouched, for the next run:
-// nothing lost, nothing started twice.
+// once, or hanging), its health check too, and requires that each
+// question is bounded by the dispatcher's start timeout, that the batch
+// stops at the first unavailable answer once the health check finds
+// Temporal away (as the reconciler's walk does) instead of asking about
+// every item left, and that what was settled before is written while the
+// items after it are left CLAIMED, untouched, for the next run: nothing
+// lost, nothing started twice.
 func TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
 	t.Parallel()
 	const askTimeout = 200 * time.Millisecond
@@ -304,6 +342,7 @@ func TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
 				apptest.StaleItem(10 * time.Minute), apptest.StaleItem(10 * time.Minute)}
 			engine := newFaultyTemporal()
 			engine.faults[question("DescribeWorkflow", *items[1].ExecutionID)] = outage
+			engine.faults[healthCheck] = outage
 			store := &staleStore{stale: items}
 			r := newTestStaleRecoveryAsking(store, engine, askTimeout)
 
@@ -315,7 +354,7 @@ func TestStaleRecoveryStopsAtAnOutageAndBoundsEachQuestion(t *testing.T) {
 				t.Errorf("Recover = %d, %v; want the one item settled before the outage, and the outage as its error", n, err)
 			}
 			asked := engine.questions()
-			want := []string{question("DescribeWorkflow", *items[0].ExecutionID), question("DescribeWorkflow", *items[1].ExecutionID)}
+			want := []string{question("DescribeWorkflow", *items[0].ExecutionID), question("DescribeWorkflow", *items[1].ExecutionID), healthCheck}
 			if !slices.Equal(asked, want) {
 				t.Errorf("asked Temporal %v; want %v, stopping at the first unavailable answer", asked, want)
 			}
@@ -336,4 +375,183 @@ var verdictNames = map[dispatch.InDoubtVerdict]string{
 	dispatch.InDoubtUnknown:    "unknown",
 	dispatch.InDoubtStarted:    "started",
 	dispatch.InDoubtNotStarted: "not started",
+}
+
+// newStaleRecoveryUnderTest is a stale recovery of the items stale,
+// asking engine within askTimeout, logging to log.
+func newStaleRecoveryUnderTest(stale []domain.QueueItem, engine ports.WorkflowEngine, askTimeout time.Duration, log *bytes.Buffer) (*StaleRecovery, *staleStore, *dispatch.Metrics) {
+	store := &staleStore{stale: stale}
+	m := dispatch.NewMetrics(prometheus.NewRegistry())
+	r := NewStaleRecovery(store, engine, dispatch.NewBreaker(dispatch.DefaultBreakerBackoff, m), apptest.NewLease(), 5*time.Minute, askTimeout,
+		testSchedule(), m, dispatch.NewLeaseMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(log, nil)))
+	return r, store, m
+}
+
+// TestStaleRecoveryGoesPastAClaimTemporalNeverAnswersAbout gives stale
+// recovery three more stale claims than fit its batch (staleBatch),
+// every other one's workflow never started and the rest started, and a
+// Temporal that answers every question but the describe of the second
+// claim's workflow (refusing it, or letting it hang), its health check
+// included. It requires that the first run settles every other claim of
+// its batch, and the second the three left behind it; that the
+// unanswered claim is never marked, released or failed (an unknown
+// start is not a start that did not happen) but asked about again on
+// every run; that stale recovery warns about it once, naming the queue
+// item and its execution, and counts it once in
+// queue_stale_recovery_unanswered_claims_total, at the third run in a
+// row; and that it is settled at the first run after Temporal answers
+// about it. On the rule before passOver (stop at every unanswered
+// question) the first run settled the first claim alone and every later
+// one nothing.
+func TestStaleRecoveryGoesPastAClaimTemporalNeverAnswersAbout(t *testing.T) {
+	t.Parallel()
+	const askTimeout = 200 * time.Millisecond
+	for _, fault := range []temporalFault{refuses, hangs} {
+		t.Run(fault.String(), func(t *testing.T) {
+			t.Parallel()
+			engine := newFaultyTemporal()
+			items := make([]domain.QueueItem, staleBatch+3)
+			for i := range items {
+				items[i] = apptest.StaleItem(10 * time.Minute)
+				if i%2 == 0 {
+					engine.states[*items[i].ExecutionID] = ports.WorkflowNotFound
+				}
+			}
+			stuck := items[1]
+			describeStuck := question("DescribeWorkflow", *stuck.ExecutionID)
+			engine.faults[describeStuck] = fault
+			var log bytes.Buffer
+			r, store, m := newStaleRecoveryUnderTest(items, engine, askTimeout, &log)
+			warnings := func() int { return strings.Count(log.String(), "Temporal keeps leaving a workflow unanswered") }
+
+			for run := 1; run <= unansweredRunsToReport+2; run++ {
+				before := len(engine.questions())
+				n, err := r.Recover(context.Background())
+				if err != nil {
+					t.Fatalf("run %d: Recover = %d, %v; want it to go past the unanswered claim", run, n, err)
+				}
+				want := 0
+				switch run {
+				case 1:
+					want = staleBatch - 1
+				case 2:
+					want = 3
+				}
+				if n != want {
+					t.Fatalf("run %d settled %d; want %d", run, n, want)
+				}
+				if asked := slices.Collect(func(yield func(string) bool) {
+					for _, q := range engine.questions()[before:] {
+						if q == describeStuck && !yield(q) {
+							return
+						}
+					}
+				}); len(asked) != 1 {
+					t.Fatalf("run %d asked about the unanswered claim %d times; want once", run, len(asked))
+				}
+				reported := 0
+				if run >= unansweredRunsToReport {
+					reported = 1
+				}
+				if got := testutil.ToFloat64(m.StaleUnansweredClaims); got != float64(reported) || warnings() != reported {
+					t.Fatalf("after run %d: queue_stale_recovery_unanswered_claims_total = %v, %d warnings; want %d of each", run, got, warnings(), reported)
+				}
+			}
+			settled := store.settledIDs()
+			if slices.Contains(settled, stuck.ID) {
+				t.Fatalf("settled the unanswered claim %s; want it left CLAIMED, holding its slot", stuck.ID)
+			}
+			if distinct := len(slices.Compact(slices.SortedFunc(slices.Values(settled), func(a, b domain.ID) int {
+				return strings.Compare(a.String(), b.String())
+			}))); len(settled) != len(items)-1 || distinct != len(settled) {
+				t.Fatalf("settled %d claims (%d distinct); want each of the %d answered about once", len(settled), distinct, len(items)-1)
+			}
+			for _, about := range []string{"queue_item_id=" + stuck.ID.String(), "execution_id=" + stuck.ExecutionID.String()} {
+				if !strings.Contains(log.String(), about) {
+					t.Errorf("the warning does not name %s:\n%s", about, log.String())
+				}
+			}
+
+			// Temporal answers about it again (it started): the next run
+			// marks it DISPATCHED.
+			delete(engine.faults, describeStuck)
+			if n, err := r.Recover(context.Background()); err != nil || n != 1 || !slices.ContainsFunc(store.dispatched, func(d ports.DispatchedItem) bool { return d.ID == stuck.ID }) {
+				t.Errorf("after Temporal answered, Recover = %d, %v, dispatched %d; want the claim marked DISPATCHED", n, err, len(store.dispatched))
+			}
+			t.Logf("%s: %d claims, %d questions, %d warning", fault, len(items), len(engine.questions()), warnings())
+		})
+	}
+}
+
+// TestAnOutageStopsStaleRecoveryWithoutGoingPastAnything gives stale
+// recovery twelve stale claims whose workflows never started, and a
+// Temporal that answers no question about them: in one case its health
+// check is not answered either (Temporal is away); in another the
+// dispatcher's breaker is open (its health check is then not asked); in
+// the last the health check is answered (the frontend serves, the
+// service that keeps workflows does not). It requires that each of four
+// runs stops with the outage as its error, having asked about the first
+// claim only, or having gone past at most passOverInARowMax in a row
+// (health answered); that no claim is marked, released or counted as
+// unanswered; and that once Temporal answers the next run settles all
+// twelve.
+func TestAnOutageStopsStaleRecoveryWithoutGoingPastAnything(t *testing.T) {
+	t.Parallel()
+	for _, outage := range []struct {
+		name                       string
+		healthAnswers, breakerOpen bool
+	}{{"temporal away", false, false}, {"breaker open", true, true}, {"only the health check answers", true, false}} {
+		t.Run(outage.name, func(t *testing.T) {
+			t.Parallel()
+			engine := newFaultyTemporal()
+			items := make([]domain.QueueItem, 12)
+			d := func(i int) string { return question("DescribeWorkflow", *items[i].ExecutionID) }
+			for i := range items {
+				items[i] = apptest.StaleItem(10 * time.Minute)
+				engine.states[*items[i].ExecutionID] = ports.WorkflowNotFound
+				engine.faults[d(i)] = refuses
+			}
+			want := []string{d(0), healthCheck}
+			switch {
+			case outage.breakerOpen:
+				want = []string{d(0)}
+			case outage.healthAnswers:
+				want = nil
+				for i := range passOverInARowMax {
+					want = append(want, d(i), healthCheck)
+				}
+				want = append(want, d(passOverInARowMax))
+			default:
+				engine.faults[healthCheck] = refuses
+			}
+			var log bytes.Buffer
+			r, store, m := newStaleRecoveryUnderTest(items, engine, time.Second, &log)
+			if outage.breakerOpen {
+				r.breaker.Trip(time.Now(), ports.ErrEngineUnavailable)
+			}
+
+			for run := range 4 {
+				before := len(engine.questions())
+				n, err := r.Recover(context.Background())
+				if !errors.Is(err, ports.ErrEngineUnavailable) || n != 0 {
+					t.Fatalf("run %d: Recover = %d, %v; want nothing settled and the outage as its error", run, n, err)
+				}
+				if asked := engine.questions()[before:]; !slices.Equal(asked, want) {
+					t.Fatalf("run %d asked Temporal\n%s\nwant\n%s", run, strings.Join(asked, "\n"), strings.Join(want, "\n"))
+				}
+			}
+			if settled := store.settledIDs(); len(settled) != 0 {
+				t.Fatalf("settled %v during the outage; want every claim left CLAIMED", settled)
+			}
+			if got := testutil.ToFloat64(m.StaleUnansweredClaims); got != 0 || strings.Contains(log.String(), "keeps leaving") {
+				t.Fatalf("queue_stale_recovery_unanswered_claims_total = %v during the outage, log:\n%s\nwant none counted or reported", got, log.String())
+			}
+
+			clear(engine.faults)
+			r.breaker.Reset()
+			if n, err := r.Recover(context.Background()); err != nil || n != len(items) || len(store.applied) != len(items) {
+				t.Fatalf("after the outage Recover = %d, %v, released %d; want all %d released", n, err, len(store.applied), len(items))
+			}
+		})
+	}
 }

@@ -508,6 +508,101 @@ func TestStaleRecoveryReleasesUnstartedAndSettlesStartedItems(t *testing.T) {
 	}
 }
 
+// shardStuckEngine is the real Temporal client, except that Temporal
+// never answers about one workflow (its shard stuck, say): describing
+// execution is unavailable, while the health check and every other
+// question are answered.
+type shardStuckEngine struct {
+	ports.WorkflowEngine
+	execution domain.ID
+}
+
+func (e shardStuckEngine) DescribeWorkflow(ctx context.Context, id domain.ID) (ports.WorkflowState, error) {
+	if id == e.execution {
+		return "", fmt.Errorf("%w: its shard does not answer", ports.ErrEngineUnavailable)
+	}
+	return e.WorkflowEngine.DescribeWorkflow(ctx, id)
+}
+
+// TestStaleRecoveryGoesPastAClaimTemporalDoesNotAnswerAbout has a
+// dispatcher claim four items and "crash", one of their workflows having
+// reached Temporal, and gives stale recovery a Temporal that answers its
+// health check and every question but the describe of the oldest claim's
+// workflow. It requires that each run settles the three others (the
+// started one DISPATCHED, the rest PENDING with their slots freed) and
+// leaves the oldest CLAIMED with its execution RUNNING, holding its slot;
+// that the third run in a row counts it in
+// queue_stale_recovery_unanswered_claims_total; and that once Temporal
+// answers about it (it never started) it goes back to PENDING. Before
+// stale recovery went past such a claim, the first run stopped at it and
+// settled nothing.
+func TestStaleRecoveryGoesPastAClaimTemporalDoesNotAnswerAbout(t *testing.T) {
+	b := setupDispatch(t)
+	ctx := context.Background()
+	ws, def := b.workspace(t, domain.PlanPro)
+	b.enqueue(t, ws, def, 4)
+	claim, err := b.store.Claim(ctx, ports.Fence{}, 4, dispatch.PlanClaim(func(ws []ports.ClaimableWorkspace, _ int) map[domain.ID]int {
+		out := map[domain.ID]int{}
+		for _, w := range ws {
+			out[w.ID] = 4
+		}
+		return out
+	}), dispatch.RejectUnrunnable)
+	if err != nil || len(claim.Claimed) != 4 {
+		t.Fatalf("claim: %+v %v", claim, err)
+	}
+	stuck, started := claim.Claimed[0], claim.Claimed[1]
+	if err := b.engine.StartWorkflow(ctx, ports.WorkflowStart{ExecutionID: started.ExecutionID, WorkspaceID: ws, DefinitionID: def, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The stuck claim is the oldest, so each run asks about it first.
+	if _, err := b.pool.Exec(ctx, "UPDATE workflow_execution_queue SET claimed_at = now() - CASE WHEN id = $1 THEN interval '11 minutes' ELSE interval '10 minutes' END WHERE status = 'CLAIMED'", stuck.ID); err != nil {
+		t.Fatal(err)
+	}
+	d := b.dispatcher(shardStuckEngine{WorkflowEngine: b.engine, execution: stuck.ExecutionID}, testConfig(), nil)
+
+	for run := 1; run <= 3; run++ {
+		n, err := d.recovery.Recover(ctx)
+		want := 0
+		if run == 1 {
+			want = 3
+		}
+		if err != nil || n != want {
+			t.Fatalf("run %d: Recover = %d, %v; want %d settled, going past the claim Temporal does not answer about", run, n, err, want)
+		}
+		if q := b.item(t, stuck.ID); q.Status != domain.QueueClaimed || q.ExecutionID == nil || *q.ExecutionID != stuck.ExecutionID {
+			t.Fatalf("run %d left the unanswered claim %s %v; want it CLAIMED under its execution", run, q.Status, q.ExecutionID)
+		}
+		reported := 0.0
+		if run == 3 {
+			reported = 1
+		}
+		if got := testutil.ToFloat64(d.metrics.StaleUnansweredClaims); got != reported {
+			t.Fatalf("after run %d queue_stale_recovery_unanswered_claims_total = %v; want %v", run, got, reported)
+		}
+	}
+	if q := b.item(t, started.ID); q.Status != domain.QueueDispatched {
+		t.Errorf("item whose workflow started = %s; want DISPATCHED", q.Status)
+	}
+	for _, c := range claim.Claimed[2:] {
+		if q := b.item(t, c.ID); q.Status != domain.QueuePending {
+			t.Errorf("unstarted item behind the unanswered claim = %s; want PENDING", q.Status)
+		}
+	}
+	if got := b.running(t)[ws]; got != 2 {
+		t.Fatalf("%d RUNNING; want 2: the started run's and the unanswered claim's, which holds its slot", got)
+	}
+
+	// Temporal answers about it again: it never started, so it goes back.
+	answered := b.dispatcher(b.engine, testConfig(), nil)
+	if n, err := answered.recovery.Recover(ctx); err != nil || n != 1 {
+		t.Fatalf("after Temporal answered, Recover = %d, %v; want the claim settled", n, err)
+	}
+	if q := b.item(t, stuck.ID); q.Status != domain.QueuePending {
+		t.Errorf("the claim Temporal has never seen = %s; want PENDING", q.Status)
+	}
+}
+
 func TestReconcilerRecordsWorkflowsTerminatedOutsideSluice(t *testing.T) {
 	b := setupDispatch(t)
 	ctx := context.Background()

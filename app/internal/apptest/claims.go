@@ -29,6 +29,11 @@ func (e DescribingEngine) DescribeWorkflow(_ context.Context, id domain.ID) (por
 	return ports.WorkflowNotFound, nil
 }
 
+// CheckHealth answers that the frontend serves (ports.WorkflowEngine): an
+// unanswered describe is then about that workflow alone, which stale
+// recovery goes past.
+func (DescribingEngine) CheckHealth(context.Context) error { return nil }
+
 // StaleItem is a CLAIMED item, claimed claimedAgo, with its execution id
 // and one attempt: what stale recovery and the takeover settle.
 func StaleItem(claimedAgo time.Duration) domain.QueueItem {
