@@ -671,8 +671,6 @@ func (s *sloBench) floodTurnover(ctx context.Context, flood string, limit int) (
 			next++
 		}
 	}
-	benchSortDurations(runs)
-	benchSortDurations(refills)
 	return runs, refills
 }
 
