@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -90,11 +89,6 @@ type sloScenario struct {
 	// and load the load average as it ended.
 	notify *notifyWaits
 	load   string
-	// floodRun are the flood's run lengths, and floodRefill how long each
-	// of its slots stood free between a run's end and the claim that took
-	// it again (sloBench.floodTurnover): with the flood always due, its
-	// share in Jain's index is about run / (run + refill).
-	floodRun, floodRefill []time.Duration
 	// cpu is what each part of the stack spent over the quiet load, and
 	// busy the share of the machine's CPU that was busy meanwhile.
 	cpu  stackCPU
@@ -450,9 +444,6 @@ func (s *sloBench) run(flood bool) sloScenario {
 		b.Fatal(err)
 	}
 	sc.limitedHits = s.hits.Load() - hitsBefore
-	if flood {
-		sc.floodRun, sc.floodRefill = s.floodTurnover(ctx, ws[1], s.limits[plans[1]])
-	}
 
 	// Wind down before the next scenario or the end: the flood's backlog
 	// is cancelled, the upstream answers, and every run ends.
@@ -638,42 +629,6 @@ func (f *sloFairness) index() (jain float64, n int, shares string, previous floa
 	return sloJain(xs), len(xs), strings.Join(each, ", "), sloJain(old), len(old)
 }
 
-// floodTurnover reads the runs of the flood, whose limit is limit: their lengths (the claim's
-// started_at to completed_at) and the time each of its slots stood free,
-// each claim after the first limit's worth paired with the earliest run
-// end before it not yet paired (the flood is always due, so a slot is
-// claimed again as soon as admission sees it free). Both ends are
-// transaction starts, so the refill is the run end's commit, the wake-up
-// and the claim up to its own start.
-func (s *sloBench) floodTurnover(ctx context.Context, flood string, limit int) (runs, refills []time.Duration) {
-	rows, err := s.db.Query(ctx, `SELECT started_at, completed_at FROM workflow_executions
-		WHERE workspace_id = $1 AND completed_at IS NOT NULL ORDER BY started_at`, flood)
-	if err != nil {
-		s.b.Fatal(err)
-	}
-	var starts, ends []time.Time
-	for rows.Next() {
-		var started, completed time.Time
-		if err := rows.Scan(&started, &completed); err != nil {
-			s.b.Fatal(err)
-		}
-		starts, ends = append(starts, started), append(ends, completed)
-		runs = append(runs, completed.Sub(started))
-	}
-	if err := rows.Err(); err != nil {
-		s.b.Fatal(err)
-	}
-	slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
-	next := 0
-	for _, start := range starts[min(len(starts), limit):] {
-		if next < len(ends) && ends[next].Before(start) {
-			refills = append(refills, start.Sub(ends[next]))
-			next++
-		}
-	}
-	return runs, refills
-}
-
 func (s *sloBench) report(calm, flooded sloScenario, loadBefore string) {
 	b := s.b
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -695,11 +650,6 @@ func (s *sloBench) report(calm, flooded sloScenario, loadBefore string) {
 		fmt.Fprintf(&sb, "    load average as it ended: %s; over the quiet load the machine's CPU was %.0f %% busy; CPU per run started (%d): %s\n",
 			sc.load, 100*sc.busy, sc.quiet+sc.floodRuns+sc.limitedRuns, sc.cpu.perStart(sc.quiet+sc.floodRuns+sc.limitedRuns))
 		sb.WriteString(sc.notify.report())
-		if sc.flood {
-			fmt.Fprintf(&sb, "    the flood's runs: %d, lasting p50 %.1f ms p99 %.1f ms; its slots stood free between a run's end and the next claim p50 %.1f ms p99 %.1f ms\n",
-				len(sc.floodRun), ms(benchPercentile(sc.floodRun, 50)), ms(benchPercentile(sc.floodRun, 99)),
-				ms(benchPercentile(sc.floodRefill, 50)), ms(benchPercentile(sc.floodRefill, 99)))
-		}
 		fmt.Fprintf(&sb, "    its legs: enqueue→claimed p50 %.1f ms p99 %.1f ms; claimed→DISPATCHED (Temporal's start, the marking) p50 %.1f ms p99 %.1f ms\n",
 			ms(benchPercentile(sc.claimed, 50)), ms(benchPercentile(sc.claimed, 99)), ms(benchPercentile(sc.started, 50)), ms(benchPercentile(sc.started, 99)))
 	}
