@@ -31,6 +31,11 @@ type Metrics struct {
 	// Temporal did not answer about their workflow while it answered
 	// otherwise: each such streak once.
 	StaleUnansweredClaims prometheus.Counter
+	// StaleUnansweredClaimsNow is how many of them are in a reported
+	// streak at the end of stale recovery's last run: what the alert
+	// reads, so that it lasts as long as Temporal leaves one unanswered
+	// and clears once it answers (or the claim ends).
+	StaleUnansweredClaimsNow prometheus.Gauge
 	// TermClaimsSettled counts the claims of ended lease terms settled by
 	// a later holder (settleEndedTerms).
 	TermClaimsSettled prometheus.Counter
@@ -139,6 +144,10 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) *Metrics {
 		Name: "queue_stale_recovery_unanswered_claims_total",
 		Help: "Stale CLAIMED items stale recovery went past, left CLAIMED, three runs in a row because Temporal did not answer about their workflow while it answered otherwise; each streak counted once.",
 	})
+	m.StaleUnansweredClaimsNow = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "queue_stale_recovery_unanswered_claims",
+		Help: "Stale CLAIMED items in a reported streak (three runs or more in a row gone past unanswered) at the end of stale recovery's last run.",
+	})
 	m.TermClaimsSettled = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "queue_term_claims_settled_total", Help: "CLAIMED items of an ended lease term settled by a later holder.",
 	})
@@ -196,7 +205,7 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) *Metrics {
 	for _, reason := range []domain.WaitReason{domain.WaitWorkspaceLimit, domain.WaitStartRate} {
 		m.PassedOver.WithLabelValues(passedOverLabel(reason))
 	}
-	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.StaleUnansweredClaims, m.TermClaimsSettled,
+	reg.MustRegister(m.Cycles, m.BatchSize, m.Duration, m.Dispatched, m.AtCapacity, m.Failed, m.StaleRecovered, m.StaleUnansweredClaims, m.StaleUnansweredClaimsNow, m.TermClaimsSettled,
 		m.Latency, m.AdmissionWait, m.DispatchFailures, m.FailuresPerItem, m.AdmissionRefusals, m.PassedOver, m.BreakerOpen, m.BreakerTrips, m.StartLimit)
 	return m
 }

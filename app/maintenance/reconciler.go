@@ -175,7 +175,7 @@ func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, e
 	}
 	r := &Reconciler{store: store, executions: executions, engine: engine, breaker: breaker, olderThan: olderThan, askTimeout: askTimeout,
 		pageSize: pageSize, log: log}
-	r.unanswered = newUnansweredSubjects(engine, breaker, askTimeout, pageSize, metrics.UnansweredWorkflows,
+	r.unanswered = newUnansweredSubjects(engine, breaker, askTimeout, pageSize, metrics.UnansweredWorkflows, metrics.UnansweredWorkflowsNow,
 		"the reconciler goes past it, leaving it RUNNING, and asks again each walk", log)
 	r.loop = maintenance{name: ReconcilerLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r
@@ -235,9 +235,9 @@ func (r *Reconciler) Reconcile(ctx context.Context) (int, error) {
 // many it recorded. A question Temporal did not answer either stops it,
 // returning the outage, or is gone past (passOver); another failure to ask
 // leaves that execution for the next walk.
-func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Execution) (int, error) {
+func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Execution) (n int, err error) {
 	r.unanswered.startRun()
-	n := 0
+	defer func() { r.unanswered.endRun(err == nil) }()
 	var alive []domain.ID
 	for _, e := range running {
 		recorded, stillRunning, err := r.reconcileExecution(ctx, e)
@@ -258,11 +258,7 @@ func (r *Reconciler) reconcilePage(ctx context.Context, running []domain.Executi
 			alive = append(alive, e.ID)
 		}
 	}
-	if err := r.endAbandonedChildren(ctx, alive); err != nil {
-		return n, err
-	}
-	r.unanswered.countUnanswered()
-	return n, nil
+	return n, r.endAbandonedChildren(ctx, alive)
 }
 
 // reconcileExecution checks e against Temporal and records its real final

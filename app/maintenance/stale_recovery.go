@@ -49,7 +49,7 @@ type StaleRecovery struct {
 func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, breaker *dispatch.Breaker, lease ports.Lease,
 	staleAfter, askTimeout time.Duration, schedule JobSchedule, metrics *dispatch.Metrics, leaseMetrics *dispatch.LeaseMetrics, log *slog.Logger) *StaleRecovery {
 	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, askTimeout: askTimeout, metrics: metrics, log: log}
-	r.unanswered = newUnansweredSubjects(engine, breaker, askTimeout, staleBatch, metrics.StaleUnansweredClaims,
+	r.unanswered = newUnansweredSubjects(engine, breaker, askTimeout, staleBatch, metrics.StaleUnansweredClaims, metrics.StaleUnansweredClaimsNow,
 		"stale recovery goes past its claim, leaving the item CLAIMED and holding its slot, and asks again each run", log)
 	r.loop = maintenance{name: StaleRecoveryLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
 	return r
@@ -137,9 +137,7 @@ func (r *StaleRecovery) Recover(ctx context.Context) (int, error) {
 			r.log.Warn("cannot tell whether a stale item's workflow started; leaving it", "queue_item_id", item.ID, "error", s.Err)
 		}
 	}
-	if outage == nil {
-		r.unanswered.countUnanswered()
-	}
+	r.unanswered.endRun(outage == nil)
 	n := 0
 	if len(started) > 0 {
 		recs, err := r.store.MarkDispatched(ctx, ports.Fence{}, started)
