@@ -55,8 +55,9 @@ func newWalkUnderTest(running []domain.Execution, engine *faultyTemporal, askTim
 // that the unanswered one is never recorded or terminated but asked about
 // again on every walk; that the reconciler warns about it once, naming it,
 // and counts it once in reconciler_unanswered_workflows_total, at the
-// third walk in a row; and that it is recorded at the first walk after
-// Temporal answers about it. On the rule before passOver (stop at every
+// third walk in a row, from which reconciler_unanswered_workflows reads 1;
+// and that it is recorded at the first walk after Temporal answers about
+// it, the gauge then reading 0. On the rule before passOver (stop at every
 // unanswered question) the walk never left the first page.
 func TestTheWalkGoesPastAWorkflowTemporalNeverAnswersAbout(t *testing.T) {
 	t.Parallel()
@@ -111,6 +112,9 @@ func TestTheWalkGoesPastAWorkflowTemporalNeverAnswersAbout(t *testing.T) {
 				if got := testutil.ToFloat64(metrics.UnansweredWorkflows); got != float64(reported) || warnings() != reported {
 					t.Fatalf("after walk %d: reconciler_unanswered_workflows_total = %v, %d warnings; want %d of each", walks, got, warnings(), reported)
 				}
+				if now := testutil.ToFloat64(metrics.UnansweredWorkflowsNow); now != float64(reported) {
+					t.Fatalf("after walk %d: reconciler_unanswered_workflows = %v; want %d", walks, now, reported)
+				}
 			}
 			if _, ok := rec.finished[stuck]; ok || len(engine.terminated) != 0 {
 				t.Fatalf("recorded %v, terminated %v; want the unanswered workflow left RUNNING", rec.finished, engine.terminated)
@@ -124,6 +128,9 @@ func TestTheWalkGoesPastAWorkflowTemporalNeverAnswersAbout(t *testing.T) {
 			walk()
 			if rec.finished[stuck] != domain.ExecutionFailed {
 				t.Errorf("after Temporal answered, recorded %v; want %s FAILED", rec.finished, stuck)
+			}
+			if now := testutil.ToFloat64(metrics.UnansweredWorkflowsNow); now != 0 {
+				t.Errorf("after Temporal answered, reconciler_unanswered_workflows = %v; want 0", now)
 			}
 			t.Logf("%s: %d Reconcile calls, %d questions, %d warning", fault, len(store.cursors), len(engine.questions()), warnings())
 		})

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -561,4 +562,75 @@ func TestAnOutageStopsStaleRecoveryWithoutGoingPastAnything(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStaleRecoverySettlesTheClaimsBehindManyKnownStuckOnes gives stale
+// recovery twelve stale claims at the front of its batch (the oldest)
+// whose workflows Temporal never answers about while its health check
+// answers, and five behind them whose workflows never started. It
+// requires that the claims behind are released within
+// ceil(12/passOverInARowMax) runs, the first run stopping at the cap
+// and the next going past the eight it went past (known stuck) and four
+// new; that the twelve are never settled; that they are reported at the
+// unansweredRunsToReport-th run to reach its end, each once, and read in
+// queue_stale_recovery_unanswered_claims for as long as Temporal leaves
+// them unanswered; and that once it answers the next run settles them and
+// the gauge falls to 0. On the rule where every unanswered claim counted
+// toward the cap, every run stopped at the ninth and the five were never
+// settled, nor the twelve reported.
+func TestStaleRecoverySettlesTheClaimsBehindManyKnownStuckOnes(t *testing.T) {
+	t.Parallel()
+	const stuckAtFront, behind = 12, 5
+	engine := newFaultyTemporal()
+	items := make([]domain.QueueItem, stuckAtFront+behind)
+	for i := range items {
+		items[i] = apptest.StaleItem(10 * time.Minute)
+		engine.states[*items[i].ExecutionID] = ports.WorkflowNotFound
+		if i < stuckAtFront {
+			engine.faults[question("DescribeWorkflow", *items[i].ExecutionID)] = refuses
+		}
+	}
+	var log bytes.Buffer
+	r, store, m := newStaleRecoveryUnderTest(items, engine, time.Second, &log)
+	runsToSettle := (stuckAtFront + passOverInARowMax - 1) / passOverInARowMax
+
+	settledBehind, completed, reportedAt := 0, 0, 0
+	for run := 1; run <= runsToSettle+unansweredRunsToReport; run++ {
+		n, err := r.Recover(context.Background())
+		switch {
+		case err == nil:
+			completed++
+		case !errors.Is(err, ports.ErrEngineUnavailable):
+			t.Fatalf("run %d: Recover = %d, %v", run, n, err)
+		}
+		settledBehind += n
+		if run == runsToSettle && settledBehind != behind {
+			t.Fatalf("after %d runs settled %d; want the %d claims behind the stuck ones", run, settledBehind, behind)
+		}
+		reported := 0.0
+		if completed >= unansweredRunsToReport {
+			reported = stuckAtFront
+			reportedAt = cmp.Or(reportedAt, run)
+		}
+		if got, now := testutil.ToFloat64(m.StaleUnansweredClaims), testutil.ToFloat64(m.StaleUnansweredClaimsNow); got != reported || now != reported {
+			t.Fatalf("after run %d (%d reached their end): queue_stale_recovery_unanswered_claims_total = %v, queue_stale_recovery_unanswered_claims = %v; want %v",
+				run, completed, got, now, reported)
+		}
+	}
+	if completed < unansweredRunsToReport {
+		t.Fatalf("%d runs reached their end; want at least %d, to report the stuck claims", completed, unansweredRunsToReport)
+	}
+	if got := len(store.settledIDs()); got != behind {
+		t.Fatalf("settled %d claims; want the %d behind, never the stuck ones", got, behind)
+	}
+
+	clear(engine.faults)
+	if n, err := r.Recover(context.Background()); err != nil || n != stuckAtFront {
+		t.Fatalf("after Temporal answered, Recover = %d, %v; want the %d stuck claims released", n, err, stuckAtFront)
+	}
+	if now := testutil.ToFloat64(m.StaleUnansweredClaimsNow); now != 0 {
+		t.Errorf("queue_stale_recovery_unanswered_claims = %v after Temporal answered; want 0", now)
+	}
+	t.Logf("%d stuck claims at the front, %d behind: settled by run %d, reported at run %d, %d questions", stuckAtFront, behind, runsToSettle,
+		reportedAt, len(engine.questions()))
 }
