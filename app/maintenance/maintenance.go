@@ -51,6 +51,10 @@ type maintenance struct {
 	metrics  *dispatch.LeaseMetrics
 	log      *slog.Logger
 	job      func(ctx context.Context)
+	// elsewhere, when set, is called on a turn that did not get the lease:
+	// a job clears there the gauges that describe its last run, so that a
+	// process the job has moved away from does not keep reporting it.
+	elsewhere func()
 
 	// ran is signalled after each turn: true when the job ran, false when
 	// the lease was elsewhere or could not be had.
@@ -87,6 +91,9 @@ func (m *maintenance) turn(ctx context.Context) {
 			m.log.Error("acquiring maintenance lease failed", "lease", m.name, "error", err)
 		}
 		m.metrics.Failures.Inc()
+		if m.elsewhere != nil {
+			m.elsewhere()
+		}
 		return
 	}
 	defer func() {

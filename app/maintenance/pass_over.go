@@ -215,3 +215,11 @@ func (u *unansweredSubjects) endRun(reachedEnd bool) {
 	}
 	u.reportedNow.Set(float64(inStreak))
 }
+
+// runElsewhere notes a turn of the job's loop that found its lease held
+// by another process: the subjects in a reported streak are then that
+// process's to report, so reportedNow falls to 0 here (the streaks are
+// kept, for the runs this process may take up again).
+func (u *unansweredSubjects) runElsewhere() {
+	u.reportedNow.Set(0)
+}

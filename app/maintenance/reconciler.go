@@ -177,7 +177,8 @@ func NewReconciler(store ports.DispatchStore, executions ports.ExecutionStore, e
 		pageSize: pageSize, log: log}
 	r.unanswered = newUnansweredSubjects(engine, breaker, askTimeout, pageSize, metrics.UnansweredWorkflows, metrics.UnansweredWorkflowsNow,
 		"the reconciler goes past it, leaving it RUNNING, and asks again each walk", log)
-	r.loop = maintenance{name: ReconcilerLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
+	r.loop = maintenance{name: ReconcilerLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run,
+		elsewhere: r.unanswered.runElsewhere}
 	return r
 }
 

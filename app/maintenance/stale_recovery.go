@@ -51,7 +51,8 @@ func NewStaleRecovery(store ports.DispatchStore, engine ports.WorkflowEngine, br
 	r := &StaleRecovery{store: store, engine: engine, breaker: breaker, staleAfter: staleAfter, askTimeout: askTimeout, metrics: metrics, log: log}
 	r.unanswered = newUnansweredSubjects(engine, breaker, askTimeout, staleBatch, metrics.StaleUnansweredClaims, metrics.StaleUnansweredClaimsNow,
 		"stale recovery goes past its claim, leaving the item CLAIMED and holding its slot, and asks again each run", log)
-	r.loop = maintenance{name: StaleRecoveryLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run}
+	r.loop = maintenance{name: StaleRecoveryLeaseName, lease: lease, schedule: schedule, metrics: leaseMetrics, log: log, job: r.run,
+		elsewhere: r.unanswered.runElsewhere}
 	return r
 }
 

@@ -574,8 +574,9 @@ func TestAnOutageStopsStaleRecoveryWithoutGoingPastAnything(t *testing.T) {
 // new; that the twelve are never settled; that they are reported at the
 // unansweredRunsToReport-th run to reach its end, each once, and read in
 // queue_stale_recovery_unanswered_claims for as long as Temporal leaves
-// them unanswered; and that once it answers the next run settles them and
-// the gauge falls to 0. On the rule where every unanswered claim counted
+// them unanswered, by the process that runs the job (0 on a turn that
+// finds its lease elsewhere); and that once Temporal answers the next run
+// settles them and the gauge falls to 0. On the rule where every unanswered claim counted
 // toward the cap, every run stopped at the ninth and the five were never
 // settled, nor the twelve reported.
 func TestStaleRecoverySettlesTheClaimsBehindManyKnownStuckOnes(t *testing.T) {
@@ -622,6 +623,20 @@ func TestStaleRecoverySettlesTheClaimsBehindManyKnownStuckOnes(t *testing.T) {
 	}
 	if got := len(store.settledIDs()); got != behind {
 		t.Fatalf("settled %d claims; want the %d behind, never the stuck ones", got, behind)
+	}
+
+	// Another process takes the job's lease: the stuck claims are its to
+	// report, and this one's gauge falls to 0 until it runs the job again.
+	shed := r.loop.lease.(*apptest.Lease)
+	shed.SetOther(StaleRecoveryLeaseName, true)
+	r.loop.turn(context.Background())
+	if now := testutil.ToFloat64(m.StaleUnansweredClaimsNow); now != 0 {
+		t.Errorf("queue_stale_recovery_unanswered_claims = %v on a turn without the lease; want 0", now)
+	}
+	shed.SetOther(StaleRecoveryLeaseName, false)
+	r.loop.turn(context.Background())
+	if now := testutil.ToFloat64(m.StaleUnansweredClaimsNow); now != stuckAtFront {
+		t.Errorf("queue_stale_recovery_unanswered_claims = %v once this process runs the job again; want %d", now, stuckAtFront)
 	}
 
 	clear(engine.faults)
