@@ -122,28 +122,24 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 }
 
 // AdmitRun admits a run as it starts; see ports.ExecutionStore. The item
-// is written first, under its row lock, and the execution's row read
-// after, by a statement of its own, so it sees whatever release the lock
-// waited for; then the item's status, which a cancel may have ended.
+// is written first, under its row lock, and the execution's row and the
+// item's status read after, by a statement of their own, so it sees
+// whatever release or cancel the lock waited for.
 func (s *Store) AdmitRun(ctx context.Context, id domain.ID) (ports.Admission, error) {
 	admission := ports.AdmissionRefused
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := s.q.QueueAdmitRun(ctx, tx, &id); err != nil {
 			return err
 		}
-		exists, err := s.q.ExecutionExists(ctx, tx, id)
-		if err != nil || !exists {
+		read, err := s.q.ExecutionAdmission(ctx, tx, id)
+		if err != nil || !read.Exists {
 			return err
 		}
 		admission = ports.AdmissionGranted
-		status, err := s.q.QueueStatusOfExecution(ctx, tx, &id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err == nil && domain.QueueStatus(status) == domain.QueueCancelled {
+		if domain.QueueStatus(read.ItemStatus) == domain.QueueCancelled {
 			admission = ports.AdmissionCancelled
 		}
-		return err
+		return nil
 	})
 	return admission, err
 }

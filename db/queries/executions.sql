@@ -36,10 +36,15 @@ SET status = 'RUNNING', started_at = now(), completed_at = NULL, duration_ms = N
 -- name: ExecutionsDelete :exec
 DELETE FROM workflow_executions WHERE id = ANY(@ids::uuid[]) AND status = 'RUNNING';
 
--- name: ExecutionExists :one
--- Whether execution @id has its row: it was claimed, and the claim was not
--- released (a release deletes the row).
-SELECT EXISTS (SELECT 1 FROM workflow_executions WHERE id = @id)::bool;
+-- name: ExecutionAdmission :one
+-- What a run's admission reads after QueueAdmitRun, in one statement of
+-- its own (so it sees whatever release that statement's lock waited for):
+-- whether execution @id has its row (it was claimed, and the claim was
+-- not released: a release deletes the row), and the status of the item
+-- whose claim it is ('' when there is none; CANCELLED when a cancel ended
+-- it while it was CLAIMED).
+SELECT EXISTS (SELECT 1 FROM workflow_executions e WHERE e.id = @id::uuid)::bool AS exists,
+       coalesce((SELECT q.status FROM workflow_execution_queue q WHERE q.execution_id = @id::uuid), '')::text AS item_status;
 
 -- name: ExecutionGet :one
 SELECT * FROM workflow_executions WHERE id = @id;

@@ -193,12 +193,6 @@ WITH dispatched AS (
 SELECT d.id, d.created_at, d.dispatched_at, wt.wait_ms AS admission_wait_ms, w.plan AS plan
 FROM dispatched d LEFT JOIN waited wt ON wt.execution_id = d.execution_id LEFT JOIN workspaces w ON w.id = d.workspace_id;
 
--- name: QueueStatusOfExecution :one
--- The status of the item whose claim is execution @execution_id, read by
--- a run's admission after QueueAdmitRun: CANCELLED when a cancel ended it
--- while it was CLAIMED.
-SELECT status FROM workflow_execution_queue WHERE execution_id = @execution_id;
-
 -- name: QueueAdmitRun :exec
 -- The first write of a run, before it does anything: its item, still
 -- CLAIMED in the run's own claim (execution_id), becomes DISPATCHED, as
@@ -207,7 +201,7 @@ SELECT status FROM workflow_execution_queue WHERE execution_id = @execution_id;
 -- guarded by CLAIMED and by the execution id, so once this has committed
 -- no release can follow, and one that committed first has taken the id
 -- off the item, which this then does not find. The item's row lock orders
--- the two; ExecutionExists, read after it, says which came first.
+-- the two; ExecutionAdmission, read after it, says which came first.
 WITH admitted AS (
     UPDATE workflow_execution_queue q
     SET status = 'DISPATCHED', dispatched_at = now(), claimed_at = NULL

@@ -14,17 +14,27 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
-const executionExists = `-- name: ExecutionExists :one
-SELECT EXISTS (SELECT 1 FROM workflow_executions WHERE id = $1)::bool
+const executionAdmission = `-- name: ExecutionAdmission :one
+SELECT EXISTS (SELECT 1 FROM workflow_executions e WHERE e.id = $1::uuid)::bool AS exists,
+       coalesce((SELECT q.status FROM workflow_execution_queue q WHERE q.execution_id = $1::uuid), '')::text AS item_status
 `
 
-// Whether execution @id has its row: it was claimed, and the claim was not
-// released (a release deletes the row).
-func (q *Queries) ExecutionExists(ctx context.Context, db DBTX, id domain.ID) (bool, error) {
-	row := db.QueryRow(ctx, executionExists, id)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
+type ExecutionAdmissionRow struct {
+	Exists     bool
+	ItemStatus string
+}
+
+// What a run's admission reads after QueueAdmitRun, in one statement of
+// its own (so it sees whatever release that statement's lock waited for):
+// whether execution @id has its row (it was claimed, and the claim was
+// not released: a release deletes the row), and the status of the item
+// whose claim it is (” when there is none; CANCELLED when a cancel ended
+// it while it was CLAIMED).
+func (q *Queries) ExecutionAdmission(ctx context.Context, db DBTX, id domain.ID) (ExecutionAdmissionRow, error) {
+	row := db.QueryRow(ctx, executionAdmission, id)
+	var i ExecutionAdmissionRow
+	err := row.Scan(&i.Exists, &i.ItemStatus)
+	return i, err
 }
 
 const executionFinish = `-- name: ExecutionFinish :one

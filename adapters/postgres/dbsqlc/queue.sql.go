@@ -234,7 +234,7 @@ FROM admitted a LEFT JOIN workspaces w ON w.id = a.workspace_id
 // guarded by CLAIMED and by the execution id, so once this has committed
 // no release can follow, and one that committed first has taken the id
 // off the item, which this then does not find. The item's row lock orders
-// the two; ExecutionExists, read after it, says which came first.
+// the two; ExecutionAdmission, read after it, says which came first.
 func (q *Queries) QueueAdmitRun(ctx context.Context, db DBTX, executionID *domain.ID) error {
 	_, err := db.Exec(ctx, queueAdmitRun, executionID)
 	return err
@@ -1346,20 +1346,6 @@ func (q *Queries) QueueStatsFullByPlan(ctx context.Context, db DBTX) ([]QueueSta
 		return nil, err
 	}
 	return items, nil
-}
-
-const queueStatusOfExecution = `-- name: QueueStatusOfExecution :one
-SELECT status FROM workflow_execution_queue WHERE execution_id = $1
-`
-
-// The status of the item whose claim is execution @execution_id, read by
-// a run's admission after QueueAdmitRun: CANCELLED when a cancel ended it
-// while it was CLAIMED.
-func (q *Queries) QueueStatusOfExecution(ctx context.Context, db DBTX, executionID *domain.ID) (string, error) {
-	row := db.QueryRow(ctx, queueStatusOfExecution, executionID)
-	var status string
-	err := row.Scan(&status)
-	return status, err
 }
 
 const queueStatusesByIDs = `-- name: QueueStatusesByIDs :many

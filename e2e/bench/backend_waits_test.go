@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// backendWaitSample is how often backendWaits reads pg_stat_activity.
+const backendWaitSample = 20 * time.Millisecond
+
+// backendWaits samples, every backendWaitSample, what the database's
+// active client backends wait for, by wait event, and for row locks
+// (Lock:transactionid, Lock:tuple) by the statement that waits. It reads
+// pg_stat_activity alone: pg_locks takes every partition lock of the lock
+// manager while it is read, so a sampler reading it every 10 ms (as this
+// one did until this round) stalled every backend taking a lock, and the
+// flood ran about 30 % fewer runs under it (docs/benchmarks.md, "The
+// benchmark's own sampler"). The NOTIFY queue's lock shows as
+// Lock:object: it is the only object lock Sluice's transactions take.
+type backendWaits struct {
+	mu      sync.Mutex
+	samples int
+	active  int
+	byEvent map[string]int
+	rowLock map[string]int
+}
+
+func newBackendWaits() *backendWaits {
+	return &backendWaits{byEvent: map[string]int{}, rowLock: map[string]int{}}
+}
+
+func (w *backendWaits) sample(ctx context.Context, db *pgxpool.Pool) {
+	tick := time.NewTicker(backendWaitSample)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rows, err := db.Query(ctx, `
+			SELECT coalesce(wait_event_type || ':' || wait_event, 'running'),
+			       left(regexp_replace(query, '\s+', ' ', 'g'), 60)
+			FROM pg_stat_activity
+			WHERE datname = current_database() AND backend_type = 'client backend'
+			  AND state = 'active' AND pid <> pg_backend_pid()`)
+		if err != nil {
+			continue
+		}
+		w.mu.Lock()
+		w.samples++
+		for rows.Next() {
+			var event, query string
+			if rows.Scan(&event, &query) != nil {
+				continue
+			}
+			w.active++
+			w.byEvent[event]++
+			if event == "Lock:transactionid" || event == "Lock:tuple" {
+				w.rowLock[strings.TrimPrefix(strings.TrimSpace(query), "-- name: ")]++
+			}
+		}
+		rows.Close()
+		w.mu.Unlock()
+	}
+}
+
+// report is the samples' figures, the commonest first.
+func (w *backendWaits) report() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "    active backends, sampled every %v over %d samples: %d, waiting for the NOTIFY queue's lock (Lock:object) %d; by wait event: %s\n",
+		backendWaitSample, w.samples, w.active, w.byEvent["Lock:object"], commonest(w.byEvent, 8))
+	fmt.Fprintf(&sb, "      row-lock waits by statement: %s\n", commonest(w.rowLock, 6))
+	return sb.String()
+}
+
+// commonest lists the n largest counts of m, largest first.
+func commonest(m map[string]int, n int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	parts := make([]string, 0, n)
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
