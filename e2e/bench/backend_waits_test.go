@@ -12,16 +12,15 @@ import (
 )
 
 // backendWaitSample is how often backendWaits reads pg_stat_activity.
-const backendWaitSample = 20 * time.Millisecond
+const backendWaitSample = 50 * time.Millisecond
 
 // backendWaits samples, every backendWaitSample, what the database's
 // active client backends wait for, by wait event, and for row locks
 // (Lock:transactionid, Lock:tuple) by the statement that waits. It reads
-// pg_stat_activity alone: pg_locks takes every partition lock of the lock
-// manager while it is read, so a sampler reading it every 10 ms (as this
-// one did until this round) stalled every backend taking a lock, and the
-// flood ran about 30 % fewer runs under it (docs/benchmarks.md, "The
-// benchmark's own sampler"). The NOTIFY queue's lock shows as
+// pg_stat_activity alone, not pg_locks: reading pg_locks takes every
+// partition lock of the lock manager, which Postgres's documentation warns
+// against doing often, and this sampler's predecessor read it every 10 ms
+// beside the runs it measured. The NOTIFY queue's lock shows as
 // Lock:object: it is the only object lock Sluice's transactions take.
 type backendWaits struct {
 	mu      sync.Mutex

@@ -85,9 +85,9 @@ type sloScenario struct {
 	floodRuns                  int
 	limitedRuns                int
 	limitedHits                int64
-	// notify is what the NOTIFY lock's sampler saw during the scenario,
-	// and load the load average as it ended.
-	notify *notifyWaits
+	// waits is what the backends' sampler saw during the scenario, and
+	// load the load average as it ended.
+	waits *backendWaits
 	load   string
 	// cpu is what each part of the stack spent over the quiet load, and
 	// busy the share of the machine's CPU that was busy meanwhile.
@@ -315,11 +315,11 @@ func (s *sloBench) run(flood bool) sloScenario {
 		defer loops.Done()
 		fair.sample(measuring, s.db)
 	}()
-	sc.notify = newNotifyWaits()
+	sc.waits = newBackendWaits()
 	loops.Add(1)
 	go func() {
 		defer loops.Done()
-		sc.notify.sample(measuring, s.db)
+		sc.waits.sample(measuring, s.db)
 	}()
 
 	// The same draws in both scenarios: workspace 2 + k has Zipf rank k.
@@ -649,7 +649,7 @@ func (s *sloBench) report(calm, flooded sloScenario, loadBefore string) {
 		fmt.Fprintf(&sb, "    admission wait p99: quiet tenants' runs %v, the flood's %v\n", sc.quietWaitP99.Round(time.Millisecond), sc.floodWaitP99.Round(time.Millisecond))
 		fmt.Fprintf(&sb, "    load average as it ended: %s; over the quiet load the machine's CPU was %.0f %% busy; CPU per run started (%d): %s\n",
 			sc.load, 100*sc.busy, sc.quiet+sc.floodRuns+sc.limitedRuns, sc.cpu.perStart(sc.quiet+sc.floodRuns+sc.limitedRuns))
-		sb.WriteString(sc.notify.report())
+		sb.WriteString(sc.waits.report())
 		fmt.Fprintf(&sb, "    its legs: enqueue→claimed p50 %.1f ms p99 %.1f ms; claimed→DISPATCHED (Temporal's start, the marking) p50 %.1f ms p99 %.1f ms\n",
 			ms(benchPercentile(sc.claimed, 50)), ms(benchPercentile(sc.claimed, 99)), ms(benchPercentile(sc.started, 50)), ms(benchPercentile(sc.started, 99)))
 	}
