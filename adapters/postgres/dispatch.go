@@ -55,25 +55,30 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 	var res ports.ClaimResult
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ports.ClaimResult{Refused: map[domain.Plan]int{}, PassedOver: map[domain.WaitReason]int{}}
-		claimer, err := s.checkFence(ctx, tx, fence)
-		if err != nil {
+		// The fence, the limits' read lock and the workspaces with
+		// pending work, in one round trip. The limits every later
+		// statement reads are the ones in force until commit: an edit
+		// waits for this lock (see AdmissionLimitsReadLock).
+		var claimer ports.Fence
+		var pending []dbsqlc.QueueClaimableWorkspacesRow
+		var calls []func(db dbsqlc.DBTX) error
+		if fence.Fenced() {
+			calls = append(calls, s.checkFence(ctx, fence, &claimer))
+		}
+		calls = append(calls, func(db dbsqlc.DBTX) error {
+			if err := s.q.AdmissionLimitsReadLock(ctx, db); err != nil {
+				return fmt.Errorf("locking the limits: %w", err)
+			}
+			return nil
+		})
+		if err := pipeline(ctx, tx, append(calls, s.readPending(ctx, &res, &pending)...)...); err != nil {
 			return err
 		}
-		// The limits every later statement reads are the ones in force
-		// until commit: an edit waits for this lock (see
-		// AdmissionLimitsReadLock).
-		if err = s.q.AdmissionLimitsReadLock(ctx, tx); err != nil {
-			return fmt.Errorf("locking the limits: %w", err)
-		}
-		present, capacity, err := s.claimableWorkspaces(ctx, tx, &res)
+		present, capacity, err := s.claimableWorkspaces(ctx, tx, pending, &res)
 		if err != nil || len(present) == 0 {
 			return err
 		}
-		pool, err := s.lockPool(ctx, tx, capacity)
-		if err != nil {
-			return err
-		}
-		snap, err := s.lockWorkspaces(ctx, tx, present)
+		pool, snap, err := s.lockWorkspaces(ctx, tx, capacity, present)
 		if err != nil {
 			return err
 		}
@@ -106,16 +111,15 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 	return res, nil
 }
 
-// claimableWorkspaces reads the claim's prefilter (QueueClaimableWorkspaces)
-// and counts the full workspaces it skips, fails the items of the
-// workspaces that are gone, and returns those to lock: with room by their
+// claimableWorkspaces takes the claim's prefilter as read (readPending),
+// fails the items of the workspaces that are gone, and returns those to
+// lock: with room by their
 // counts and an item due now; and the pool's capacity as read with them
 // (0: none). A workspace with room whose items are all due later is
 // passed over and gives res its NextDue.
-func (s *Store) claimableWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]domain.ID, int, error) {
-	pending, err := s.readPending(ctx, tx, res)
-	if err != nil || len(pending) == 0 {
-		return nil, 0, err
+func (s *Store) claimableWorkspaces(ctx context.Context, tx pgx.Tx, pending []dbsqlc.QueueClaimableWorkspacesRow, res *ports.ClaimResult) ([]domain.ID, int, error) {
+	if len(pending) == 0 {
+		return nil, 0, nil
 	}
 	capacity := int(pending[0].PoolCapacity)
 	var gone, present []domain.ID
@@ -153,22 +157,6 @@ func (s *Store) claimableWorkspaces(ctx context.Context, tx pgx.Tx, res *ports.C
 	return present, capacity, nil
 }
 
-// lockPool locks, when the pool has a capacity (capacity, as the claim
-// read it after the limits' read lock; 0 for none), the pool's row until
-// the claim commits (PoolLockForAdmission), before any workspace: the
-// claims that can create RUNNING executions in a bounded pool then run
-// one after another, so the pool's count read under the lock is exact.
-// With no capacity nothing is locked.
-func (s *Store) lockPool(ctx context.Context, tx pgx.Tx, capacity int) (domain.PoolFigures, error) {
-	if capacity == 0 {
-		return domain.PoolFigures{}, nil
-	}
-	if err := s.q.PoolLockForAdmission(ctx, tx); err != nil {
-		return domain.PoolFigures{}, fmt.Errorf("locking the pool: %w", err)
-	}
-	return domain.PoolFigures{Bounded: true, Capacity: capacity}, nil
-}
-
 // readPool reads, under the pool's lock, what runs in a pool with a
 // capacity and the slots held for the workspaces below their floor other
 // than the locked ones.
@@ -190,35 +178,42 @@ func (s *Store) readPoolFigures(ctx context.Context, db dbsqlc.DBTX, pool *domai
 	return nil
 }
 
-// readPending reads the workspaces with pending work the claim may lock:
-// the room prefilter's (QueueClaimableWorkspaces), counting in res the full
-// ones it skips; or, WithoutRoomPrefilter, every one, none of them
-// skipped.
-func (s *Store) readPending(ctx context.Context, tx pgx.Tx, res *ports.ClaimResult) ([]dbsqlc.QueueClaimableWorkspacesRow, error) {
+// readPending is the calls of a pipeline that read, into pending, the
+// workspaces with pending work the claim may lock: the room prefilter's
+// (QueueClaimableWorkspaces), counting in res the full ones it skips; or,
+// WithoutRoomPrefilter, every one, none of them skipped.
+func (s *Store) readPending(ctx context.Context, res *ports.ClaimResult, pending *[]dbsqlc.QueueClaimableWorkspacesRow) []func(db dbsqlc.DBTX) error {
 	if s.unfiltered {
-		rows, err := s.q.QueueClaimableWorkspacesUnfiltered(ctx, tx)
+		return []func(db dbsqlc.DBTX) error{func(db dbsqlc.DBTX) error {
+			rows, err := s.q.QueueClaimableWorkspacesUnfiltered(ctx, db)
+			if err != nil {
+				return fmt.Errorf("claimable workspaces: %w", err)
+			}
+			*pending = make([]dbsqlc.QueueClaimableWorkspacesRow, len(rows))
+			for i, r := range rows {
+				(*pending)[i] = dbsqlc.QueueClaimableWorkspacesRow{WorkspaceID: r.WorkspaceID, Plan: r.Plan, PoolCapacity: r.PoolCapacity}
+			}
+			return nil
+		}}
+	}
+	return []func(db dbsqlc.DBTX) error{func(db dbsqlc.DBTX) error {
+		rows, err := s.q.QueueClaimableWorkspaces(ctx, db)
 		if err != nil {
-			return nil, fmt.Errorf("claimable workspaces: %w", err)
+			return fmt.Errorf("claimable workspaces: %w", err)
 		}
-		out := make([]dbsqlc.QueueClaimableWorkspacesRow, len(rows))
-		for i, r := range rows {
-			out[i] = dbsqlc.QueueClaimableWorkspacesRow{WorkspaceID: r.WorkspaceID, Plan: r.Plan, PoolCapacity: r.PoolCapacity}
+		*pending = rows
+		return nil
+	}, func(db dbsqlc.DBTX) error {
+		full, err := s.q.QueueStatsFullByPlan(ctx, db)
+		if err != nil {
+			return fmt.Errorf("counting full workspaces: %w", err)
 		}
-		return out, nil
-	}
-	pending, err := s.q.QueueClaimableWorkspaces(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("claimable workspaces: %w", err)
-	}
-	full, err := s.q.QueueStatsFullByPlan(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("counting full workspaces: %w", err)
-	}
-	for _, f := range full {
-		res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
-		res.PassedOver[domain.WaitWorkspaceLimit] += int(f.FullWorkspaces)
-	}
-	return pending, nil
+		for _, f := range full {
+			res.Refused[domain.Plan(f.Plan)] += int(f.FullWorkspaces)
+			res.PassedOver[domain.WaitWorkspaceLimit] += int(f.FullWorkspaces)
+		}
+		return nil
+	}}
 }
 
 // claimSnapshot is what a claim read of the workspaces it locked: their
@@ -230,36 +225,66 @@ type claimSnapshot struct {
 	rates      *claimRates
 }
 
-// lockWorkspaces locks the workspaces to admit from (skipping those
-// another claim holds) and reads their snapshot under the locks.
-func (s *Store) lockWorkspaces(ctx context.Context, tx pgx.Tx, present []domain.ID) (claimSnapshot, error) {
-	locked, err := s.q.WorkspacesLockForAdmission(ctx, tx, present)
-	if err != nil {
-		return claimSnapshot{}, fmt.Errorf("locking workspaces: %w", err)
+// lockWorkspaces locks, in one round trip: the pool's row, when the pool
+// has a capacity (capacity, as the claim read it after the limits' read
+// lock; 0 for none), until the claim commits (PoolLockForAdmission),
+// before any workspace, so that the claims that can create RUNNING
+// executions in a bounded pool run one after another and the pool's count
+// read under the lock is exact; then the workspaces to admit from,
+// skipping those another claim holds; and reads their snapshot under the
+// locks. The RUNNING counts and start rates are read for every workspace
+// in present, each statement after the locks', and kept for the locked.
+func (s *Store) lockWorkspaces(ctx context.Context, tx pgx.Tx, capacity int, present []domain.ID) (domain.PoolFigures, claimSnapshot, error) {
+	var pool domain.PoolFigures
+	var calls []func(db dbsqlc.DBTX) error
+	if capacity > 0 {
+		pool = domain.PoolFigures{Bounded: true, Capacity: capacity}
+		calls = append(calls, func(db dbsqlc.DBTX) error {
+			if err := s.q.PoolLockForAdmission(ctx, db); err != nil {
+				return fmt.Errorf("locking the pool: %w", err)
+			}
+			return nil
+		})
+	}
+	var locked []dbsqlc.WorkspacesLockForAdmissionRow
+	var running []dbsqlc.ExecutionsRunningForWorkspacesRow
+	var rates *claimRates
+	calls = append(calls, func(db dbsqlc.DBTX) (err error) {
+		if locked, err = s.q.WorkspacesLockForAdmission(ctx, db, present); err != nil {
+			return fmt.Errorf("locking workspaces: %w", err)
+		}
+		return nil
+	}, func(db dbsqlc.DBTX) (err error) {
+		if running, err = s.q.ExecutionsRunningForWorkspaces(ctx, db, present); err != nil {
+			return fmt.Errorf("counting running executions: %w", err)
+		}
+		return nil
+	}, func(db dbsqlc.DBTX) (err error) {
+		rates, err = s.readStartRates(ctx, db, present)
+		return err
+	})
+	if err := pipeline(ctx, tx, calls...); err != nil {
+		return domain.PoolFigures{}, claimSnapshot{}, err
 	}
 	snap := claimSnapshot{
 		ids: make([]domain.ID, len(locked)), workspaces: make([]ports.ClaimableWorkspace, len(locked)),
-		plans: make(map[domain.ID]domain.Plan, len(locked)),
+		plans: make(map[domain.ID]domain.Plan, len(locked)), rates: rates,
 	}
 	index := make(map[domain.ID]int, len(locked))
 	for i, w := range locked {
 		snap.ids[i], index[w.ID], snap.plans[w.ID] = w.ID, i, domain.Plan(w.Plan)
 		snap.workspaces[i] = ports.ClaimableWorkspace{ID: w.ID, Plan: domain.Plan(w.Plan), Limit: int(w.MaxRunning), Floor: int(w.Floor), Weight: int(w.Weight)}
 	}
-	running, err := s.q.ExecutionsRunningForWorkspaces(ctx, tx, snap.ids)
-	if err != nil {
-		return claimSnapshot{}, fmt.Errorf("counting running executions: %w", err)
-	}
 	for _, r := range running {
-		snap.workspaces[index[r.WorkspaceID]].Running++
+		if i, ok := index[r.WorkspaceID]; ok {
+			snap.workspaces[i].Running++
+		}
 	}
-	if snap.rates, err = s.readStartRates(ctx, tx, snap.ids); err != nil {
-		return claimSnapshot{}, err
-	}
+	rates.keepWorkspaces(index)
 	for i := range snap.workspaces {
 		snap.workspaces[i].Rate = snap.rates.bucket(bucketID{workspace: snap.ids[i]})
 	}
-	return snap, nil
+	return pool, snap, nil
 }
 
 // finishClaim runs on every way out once the claim is planned: it writes
@@ -328,15 +353,17 @@ func (s *Store) claimChosen(ctx context.Context, tx pgx.Tx, claimer ports.Fence,
 	if len(batch.claim.Ids) == 0 {
 		return nil
 	}
-	if err = s.attachGraphs(ctx, tx, res.Claimed); err != nil {
-		return err
-	}
+	// The graphs, the executions and the marking, in one round trip.
+	calls := []func(db dbsqlc.DBTX) error{s.attachGraphs(ctx, res.Claimed)}
 	if !itemByItem {
-		if err = s.q.ExecutionsUpsertRunning(ctx, tx, batch.up); err != nil {
-			return fmt.Errorf("creating executions: %w", asRowError(err))
-		}
+		calls = append(calls, func(db dbsqlc.DBTX) error {
+			if err := s.q.ExecutionsUpsertRunning(ctx, db, batch.up); err != nil {
+				return fmt.Errorf("creating executions: %w", asRowError(err))
+			}
+			return nil
+		})
 	}
-	return s.markClaimed(ctx, tx, claimer, batch.claim, res.Claimed)
+	return pipeline(ctx, tx, append(calls, s.markClaimed(ctx, claimer, batch.claim, res.Claimed))...)
 }
 
 // claimCandidate is a chosen item as the claim locked it, with what says
@@ -404,14 +431,19 @@ func (b *claimBatch) add(c claimCandidate, version int, plan domain.Plan) ports.
 	return ports.ClaimedItem{QueueItem: rec, ExecutionID: execID, Version: version, Plan: plan, TraceParent: c.traceParent}
 }
 
-// markClaimed marks the batch's items CLAIMED by claimer (with its lease
-// and term when fenced) and hands them out in the state the statement
-// wrote, checked as any loaded state is.
-func (s *Store) markClaimed(ctx context.Context, tx pgx.Tx, claimer ports.Fence, claim dbsqlc.QueueMarkClaimedParams, items []ports.ClaimedItem) error {
+// markClaimed is the call that marks the batch's items CLAIMED by claimer
+// (with its lease and term when fenced), stampClaimed.
+func (s *Store) markClaimed(ctx context.Context, claimer ports.Fence, claim dbsqlc.QueueMarkClaimedParams, items []ports.ClaimedItem) func(db dbsqlc.DBTX) error {
 	if claimer.Fenced() {
 		claim.ClaimLease, claim.ClaimedBy, claim.ClaimTerm = &claimer.Lease, &claimer.Holder, &claimer.Term
 	}
-	stamped, err := s.q.QueueMarkClaimed(ctx, tx, claim)
+	return func(db dbsqlc.DBTX) error { return s.stampClaimed(ctx, db, claimer, claim, items) }
+}
+
+// stampClaimed marks the items CLAIMED as claim says and hands them out in
+// the state the statement wrote, checked as any loaded state is.
+func (s *Store) stampClaimed(ctx context.Context, db dbsqlc.DBTX, claimer ports.Fence, claim dbsqlc.QueueMarkClaimedParams, items []ports.ClaimedItem) error {
+	stamped, err := s.q.QueueMarkClaimed(ctx, db, claim)
 	if err != nil {
 		return fmt.Errorf("marking claimed: %w", err)
 	}
@@ -487,28 +519,29 @@ func (s *Store) readWindows(ctx context.Context, tx pgx.Tx, workspaces []ports.C
 	return out, nil
 }
 
-// checkFence checks, inside tx, that fence's lease is still this holder's
-// (and in fence's term, when it names one), share-locking the lease row
-// until tx ends so that nobody takes it over meanwhile. It returns the
-// fence with the lease's current term, the zero Fence for no fence, and
-// ports.ErrLeaseLost when the lease or the term is gone.
-func (s *Store) checkFence(ctx context.Context, tx pgx.Tx, fence ports.Fence) (ports.Fence, error) {
-	if !fence.Fenced() {
-		return ports.Fence{}, nil
+// checkFence is the call that checks, inside a transaction, that fence's
+// lease is still this holder's (and in fence's term, when it names one),
+// share-locking the lease row until the transaction ends so that nobody
+// takes it over meanwhile. It sets claimer to the fence with the lease's
+// current term, and returns ports.ErrLeaseLost when the lease or the term
+// is gone. fence must be Fenced.
+func (s *Store) checkFence(ctx context.Context, fence ports.Fence, claimer *ports.Fence) func(db dbsqlc.DBTX) error {
+	return func(db dbsqlc.DBTX) error {
+		p := dbsqlc.LeaseFenceParams{Name: fence.Lease, LockedBy: fence.Holder}
+		if !fence.Term.IsZero() {
+			p.Term = &fence.Term
+		}
+		term, err := s.q.LeaseFence(ctx, db, p)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ports.ErrLeaseLost
+		}
+		if err != nil {
+			return fmt.Errorf("checking the lease: %w", err)
+		}
+		*claimer = fence
+		claimer.Term = term
+		return nil
 	}
-	p := dbsqlc.LeaseFenceParams{Name: fence.Lease, LockedBy: fence.Holder}
-	if !fence.Term.IsZero() {
-		p.Term = &fence.Term
-	}
-	term, err := s.q.LeaseFence(ctx, tx, p)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ports.Fence{}, ports.ErrLeaseLost
-	}
-	if err != nil {
-		return ports.Fence{}, fmt.Errorf("checking the lease: %w", err)
-	}
-	fence.Term = term
-	return fence, nil
 }
 
 // versionOf names one version of a definition.
@@ -541,9 +574,9 @@ func (s *Store) pinnedVersionsFound(ctx context.Context, tx pgx.Tx, candidates [
 	return found, nil
 }
 
-// attachGraphs reads the claimed items' graphs in one statement, each
-// distinct definition version once.
-func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.ClaimedItem) error {
+// attachGraphs is the call that reads the claimed items' graphs in one
+// statement, each distinct definition version once, and attaches them.
+func (s *Store) attachGraphs(ctx context.Context, claimed []ports.ClaimedItem) func(db dbsqlc.DBTX) error {
 	seen := map[versionOf]bool{}
 	p := dbsqlc.DefinitionVersionGraphsParams{}
 	for _, c := range claimed {
@@ -553,18 +586,20 @@ func (s *Store) attachGraphs(ctx context.Context, tx pgx.Tx, claimed []ports.Cla
 			p.WorkflowDefinitionIds, p.Versions = append(p.WorkflowDefinitionIds, v.id), append(p.Versions, v.n)
 		}
 	}
-	rows, err := s.q.DefinitionVersionGraphs(ctx, tx, p)
-	if err != nil {
-		return fmt.Errorf("reading graphs: %w", err)
+	return func(db dbsqlc.DBTX) error {
+		rows, err := s.q.DefinitionVersionGraphs(ctx, db, p)
+		if err != nil {
+			return fmt.Errorf("reading graphs: %w", err)
+		}
+		graphs := make(map[versionOf]json.RawMessage, len(rows))
+		for _, r := range rows {
+			graphs[versionOf{r.WorkflowDefinitionID, r.Version}] = r.Graph
+		}
+		for i := range claimed {
+			claimed[i].Graph = graphs[versionOf{claimed[i].DefinitionID, int32(claimed[i].Version)}]
+		}
+		return nil
 	}
-	graphs := make(map[versionOf]json.RawMessage, len(rows))
-	for _, r := range rows {
-		graphs[versionOf{r.WorkflowDefinitionID, r.Version}] = r.Graph
-	}
-	for i := range claimed {
-		claimed[i].Graph = graphs[versionOf{claimed[i].DefinitionID, int32(claimed[i].Version)}]
-	}
-	return nil
 }
 
 // upsertEachRunning writes the claimed items' executions one by one, each
@@ -662,7 +697,8 @@ func (s *Store) markDispatched(ctx context.Context, fence ports.Fence, p dbsqlc.
 	}
 	var rows []dbsqlc.QueueMarkDispatchedRow
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := s.checkFence(ctx, tx, fence); err != nil {
+		var held ports.Fence
+		if err := s.checkFence(ctx, fence, &held)(tx); err != nil {
 			return err
 		}
 		var err error

@@ -28,14 +28,11 @@ type claimRates struct {
 	buckets map[bucketID]*domain.RateBucket
 }
 
-// readStartRates reads the locked workspaces' rates in force (after
-// AdmissionLimitsReadLock) and their buckets.
-func (s *Store) readStartRates(ctx context.Context, tx pgx.Tx, ids []domain.ID) (*claimRates, error) {
+// readStartRates reads the rates in force (after AdmissionLimitsReadLock)
+// of the workspaces ids and their buckets.
+func (s *Store) readStartRates(ctx context.Context, db dbsqlc.DBTX, ids []domain.ID) (*claimRates, error) {
 	r := &claimRates{buckets: map[bucketID]*domain.RateBucket{}}
-	if len(ids) == 0 {
-		return r, nil
-	}
-	rows, err := s.q.StartRatesOfWorkspaces(ctx, tx, ids)
+	rows, err := s.q.StartRatesOfWorkspaces(ctx, db, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading start rates: %w", err)
 	}
@@ -50,6 +47,16 @@ func (s *Store) readStartRates(ctx context.Context, tx pgx.Tx, ids []domain.ID) 
 		}
 	}
 	return r, nil
+}
+
+// keepWorkspaces drops the buckets of the workspaces not in locked, read
+// beside those the claim locked.
+func (r *claimRates) keepWorkspaces(locked map[domain.ID]int) {
+	for id := range r.buckets {
+		if _, ok := locked[id.workspace]; !ok {
+			delete(r.buckets, id)
+		}
+	}
 }
 
 // bucket is the bucket id as read, nil when it has no rate.
