@@ -26,9 +26,12 @@ import (
 // The first error of a call is returned once every result is read.
 func pipeline(ctx context.Context, tx pgx.Tx, calls ...func(db dbsqlc.DBTX) error) error {
 	var rec recorder
-	for _, call := range calls {
+	for i, call := range calls {
 		if err := call(&rec); !errors.Is(err, errRecorded) {
-			return fmt.Errorf("pipelined call %d did not make one statement: %v", rec.batch.Len(), err)
+			if err == nil {
+				err = errors.New("it made none")
+			}
+			return fmt.Errorf("pipelined call %d did not make one statement: %w", i, err)
 		}
 	}
 	if rec.batch.Len() != len(calls) {

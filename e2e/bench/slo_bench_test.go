@@ -88,7 +88,7 @@ type sloScenario struct {
 	// waits is what the backends' sampler saw during the scenario, and
 	// load the load average as it ended.
 	waits *backendWaits
-	load   string
+	load  string
 	// cpu is what each part of the stack spent over the quiet load, and
 	// busy the share of the machine's CPU that was busy meanwhile.
 	cpu  stackCPU
