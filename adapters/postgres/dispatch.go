@@ -113,8 +113,7 @@ func (s *Store) claim(ctx context.Context, fence ports.Fence, budget int, plan p
 
 // claimableWorkspaces takes the claim's prefilter as read (readPending),
 // fails the items of the workspaces that are gone, and returns those to
-// lock: with room by their
-// counts and an item due now; and the pool's capacity as read with them
+// lock: with room by their counts and an item due now; and the pool's capacity as read with them
 // (0: none). A workspace with room whose items are all due later is
 // passed over and gives res its NextDue.
 func (s *Store) claimableWorkspaces(ctx context.Context, tx pgx.Tx, pending []dbsqlc.QueueClaimableWorkspacesRow, res *ports.ClaimResult) ([]domain.ID, int, error) {
@@ -432,41 +431,38 @@ func (b *claimBatch) add(c claimCandidate, version int, plan domain.Plan) ports.
 }
 
 // markClaimed is the call that marks the batch's items CLAIMED by claimer
-// (with its lease and term when fenced), stampClaimed.
+// (with its lease and term when fenced) and hands them out in the state
+// the statement wrote, checked as any loaded state is.
 func (s *Store) markClaimed(ctx context.Context, claimer ports.Fence, claim dbsqlc.QueueMarkClaimedParams, items []ports.ClaimedItem) func(db dbsqlc.DBTX) error {
 	if claimer.Fenced() {
 		claim.ClaimLease, claim.ClaimedBy, claim.ClaimTerm = &claimer.Lease, &claimer.Holder, &claimer.Term
 	}
-	return func(db dbsqlc.DBTX) error { return s.stampClaimed(ctx, db, claimer, claim, items) }
-}
-
-// stampClaimed marks the items CLAIMED as claim says and hands them out in
-// the state the statement wrote, checked as any loaded state is.
-func (s *Store) stampClaimed(ctx context.Context, db dbsqlc.DBTX, claimer ports.Fence, claim dbsqlc.QueueMarkClaimedParams, items []ports.ClaimedItem) error {
-	stamped, err := s.q.QueueMarkClaimed(ctx, db, claim)
-	if err != nil {
-		return fmt.Errorf("marking claimed: %w", err)
-	}
-	claimed := make(map[domain.ID]domain.QueueState, len(stamped))
-	for _, r := range stamped {
-		status, err := domain.ParseQueueStatus(r.Status)
+	return func(db dbsqlc.DBTX) error {
+		stamped, err := s.q.QueueMarkClaimed(ctx, db, claim)
 		if err != nil {
-			return fmt.Errorf("queue item %s: %w", r.ID, err)
+			return fmt.Errorf("marking claimed: %w", err)
 		}
-		claimed[r.ID] = domain.QueueState{Status: status, ClaimedAt: r.ClaimedAt}
+		claimed := make(map[domain.ID]domain.QueueState, len(stamped))
+		for _, r := range stamped {
+			status, err := domain.ParseQueueStatus(r.Status)
+			if err != nil {
+				return fmt.Errorf("queue item %s: %w", r.ID, err)
+			}
+			claimed[r.ID] = domain.QueueState{Status: status, ClaimedAt: r.ClaimedAt}
+		}
+		for i := range items {
+			item := &items[i]
+			st, ok := claimed[item.ID]
+			if !ok {
+				return fmt.Errorf("queue item %s was not claimed although it was locked", item.ID)
+			}
+			item.Status, item.ClaimedAt, item.Claimer = st.Status, st.ClaimedAt, claimer
+			if err := item.Validate(); err != nil {
+				return fmt.Errorf("queue item %s: %w", item.ID, err)
+			}
+		}
+		return nil
 	}
-	for i := range items {
-		item := &items[i]
-		st, ok := claimed[item.ID]
-		if !ok {
-			return fmt.Errorf("queue item %s was not claimed although it was locked", item.ID)
-		}
-		item.Status, item.ClaimedAt, item.Claimer = st.Status, st.ClaimedAt, claimer
-		if err := item.Validate(); err != nil {
-			return fmt.Errorf("queue item %s: %w", item.ID, err)
-		}
-	}
-	return nil
 }
 
 // claimWindow is how many admissible items are read per slot a workspace
