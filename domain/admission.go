@@ -21,6 +21,14 @@ func (b RateBucket) Room(now time.Time) int {
 	return n
 }
 
+// AllowedSince is when the bucket, read at now, began to let the k-th
+// of the starts next taken from it go (k from 0); zero at rest. A start
+// its rate held back waited for its own tenant's limit until then, which
+// its admission wait leaves out (docs/admission.md#admission-wait).
+func (b RateBucket) AllowedSince(now time.Time, k int) time.Time {
+	return b.Rate.AllowedSince(b.TAT, now, k)
+}
+
 // After is the bucket once n more starts are taken from it at now.
 func (b RateBucket) After(now time.Time, n int) RateBucket {
 	if n > 0 {

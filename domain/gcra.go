@@ -40,6 +40,14 @@ func (g GCRA) Allowed(tat, now time.Time, want int) (n int, next time.Time) {
 	return n, base.Add(time.Duration(n) * g.Interval).Add(-g.Tolerance)
 }
 
+// ConformsAt is when the k-th cell (k from 0) after the bucket at tat
+// first conformed, had no cell been taken since: tat + k·Interval -
+// Tolerance. A bucket that holds cells back lets each go at that moment,
+// so it is what a wait for the rate ends at.
+func (g GCRA) ConformsAt(tat time.Time, k int) time.Time {
+	return tat.Add(time.Duration(k)*g.Interval - g.Tolerance)
+}
+
 // Take is the bucket's TAT after n cells at now. It does not ask whether
 // they conform: a caller that reserves cells ahead of time (a turn to
 // wait for) takes them anyway and waits until each conforms.

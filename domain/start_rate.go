@@ -83,6 +83,18 @@ func (r StartRate) Allowed(tat, now time.Time, want int) (n int, next time.Time)
 	return g.Allowed(capped(g, tat, now), now, want)
 }
 
+// AllowedSince is when the bucket whose theoretical arrival time is tat,
+// read at now, began to let the k-th start taken from it next go (k from
+// 0): what a start held back by this rate waited for. A zero tat is a
+// bucket at rest, which held nothing back: zero.
+func (r StartRate) AllowedSince(tat, now time.Time, k int) time.Time {
+	if tat.IsZero() {
+		return time.Time{}
+	}
+	g := r.gcra()
+	return g.ConformsAt(capped(g, tat, now), k)
+}
+
 // Take returns the bucket's TAT after n starts at now.
 func (r StartRate) Take(tat, now time.Time, n int) time.Time {
 	g := r.gcra()

@@ -98,11 +98,26 @@ type ClaimPlan struct {
 	// store fails an item with a reason (through the claim's RejectFunc).
 	Version func(item domain.QueueItem, current int, found func(version int) bool) (version int, reason string)
 	// Started says, once the store has claimed what it could of Chosen
-	// (claimed), which start-rate buckets the plan read to write (those
-	// the claimed items took a start from, and those a raised rate
-	// capped), and how long until a workspace's rate next lets a start go
-	// (0 when none holds one back). Nil writes nothing.
-	Started func(claimed []ClaimedItem) ([]RateBucketWrite, time.Duration)
+	// (claimed), what those starts did to the start-rate buckets the plan
+	// read (RatesTaken). Nil writes nothing.
+	Started func(claimed []ClaimedItem) RatesTaken
+}
+
+// RatesTaken is what a claim's starts did to the start-rate buckets its
+// plan read, for the store to write.
+type RatesTaken struct {
+	// Writes are the buckets to write: those the claimed items took a
+	// start from, and those a raised rate capped.
+	Writes []RateBucketWrite
+	// NextDue is how long until a workspace's rate next lets a start go,
+	// 0 when none holds one back.
+	NextDue time.Duration
+	// RateAllowedAt is, per claimed execution that a start rate of its
+	// own tenant held back after it was enqueued and due (its
+	// workspace's, its key's), when the last of those rates let it go
+	// (domain.RateBucket.AllowedSince): its admission wait is counted
+	// from no earlier.
+	RateAllowedAt map[domain.ID]time.Time
 }
 
 // RateBucketWrite is a start-rate bucket's new state, for the store to

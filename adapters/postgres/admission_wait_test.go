@@ -148,3 +148,53 @@ func TestAdmissionWaitKeepsTheSlotFreedBeforeItsClaim(t *testing.T) {
 		t.Errorf("admission wait %v; want it counted from the slot freed before the claim, not from the enqueue ten minutes ago", w)
 	}
 }
+
+// TestAdmissionWaitCountsFromWhenItsOwnStartRateLetItGo: two ENTERPRISE
+// workspaces, never full, each with a start rate of its own of one a
+// minute with a burst of two, each with an item enqueued ten minutes ago.
+// The first's bucket was left 30 s ahead of now by its last starts, so
+// its rate let the item go only 30 s ago (its TAT less its tolerance of
+// a minute): the item waited for its own tenant's limit until then, and
+// its admission wait is about 30 s. The second's bucket is at rest (no
+// row): nothing held its item, which waited all ten minutes.
+func TestAdmissionWaitCountsFromWhenItsOwnStartRateLetItGo(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := postgres.NewStore(pool, quiet())
+	ctx := context.Background()
+	rate := domain.StartRate{Rate: 1, Per: domain.PerMinute, Burst: 2}
+	for _, c := range []struct {
+		name         string
+		bucket       bool
+		atLeast, max time.Duration
+	}{
+		{"held by its rate until 30 s ago", true, 30 * time.Second, 40 * time.Second},
+		{"its bucket at rest", false, 10 * time.Minute, 11 * time.Minute},
+	} {
+		ws, def := createWorkspace(t, store, domain.PlanEnterprise)
+		if _, err := store.SetWorkspaceLimits(ctx, domain.WorkspaceLimits{WorkspaceID: ws, StartRate: &rate}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if c.bucket {
+			if _, err := pool.Exec(ctx, `INSERT INTO start_rate_buckets (workspace_id, concurrency_key, tat, next_at)
+				VALUES ($1, '', now() + interval '30 seconds', now() - interval '30 seconds')`, ws); err != nil {
+				t.Fatal(err)
+			}
+		}
+		item := enqueue(t, store, ws, def, 1)[0]
+		if _, err := pool.Exec(ctx, `UPDATE workflow_execution_queue SET created_at = now() - interval '10 minutes', available_at = now() - interval '10 minutes' WHERE id = $1`, item); err != nil {
+			t.Fatal(err)
+		}
+		res := claimAll(t, store)
+		if len(res.Claimed) != 1 || res.Claimed[0].ID != item {
+			t.Fatalf("%s: claim = %+v; want the item", c.name, res.Claimed)
+		}
+		recs, err := store.MarkDispatched(ctx, ports.Fence{}, []ports.DispatchedItem{{ID: item, ExecutionID: res.Claimed[0].ExecutionID}})
+		if err != nil || len(recs) != 1 || recs[0].AdmissionWait == nil {
+			t.Fatalf("%s: marking: %+v, %v", c.name, recs, err)
+		}
+		if w := *recs[0].AdmissionWait; w < c.atLeast || w >= c.max {
+			t.Errorf("%s: admission wait %v; want in [%v, %v)", c.name, w, c.atLeast, c.max)
+		}
+	}
+}

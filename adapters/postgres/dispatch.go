@@ -291,11 +291,11 @@ func (s *Store) lockWorkspaces(ctx context.Context, tx pgx.Tx, capacity int, pre
 // says when the claim should run again.
 func (s *Store) finishClaim(ctx context.Context, tx pgx.Tx, snap claimSnapshot, p ports.ClaimPlan, res *ports.ClaimResult) error {
 	if p.Started != nil {
-		writes, rateDue := p.Started(res.Claimed)
-		if err := snap.rates.write(ctx, s.q, tx, writes); err != nil {
+		taken := p.Started(res.Claimed)
+		if err := snap.rates.write(ctx, s.q, tx, taken); err != nil {
 			return err
 		}
-		res.NextDue = sooner(res.NextDue, rateDue)
+		res.NextDue = sooner(res.NextDue, taken.NextDue)
 	}
 	due, err := s.q.ClaimNextDue(ctx, tx, snap.ids)
 	if err != nil {

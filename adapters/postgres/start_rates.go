@@ -41,10 +41,11 @@ func (s *Store) readStartRates(ctx context.Context, db dbsqlc.DBTX, ids []domain
 		if row.StartRate == 0 {
 			continue
 		}
-		r.buckets[bucketID{workspace: row.WorkspaceID}] = &domain.RateBucket{
-			Rate: domain.StartRate{Rate: int(row.StartRate), Per: domain.RatePeriod(row.StartRatePer), Burst: int(row.StartBurst)},
-			TAT:  row.Tat,
+		b := &domain.RateBucket{Rate: domain.StartRate{Rate: int(row.StartRate), Per: domain.RatePeriod(row.StartRatePer), Burst: int(row.StartBurst)}}
+		if row.Tat != nil {
+			b.TAT = *row.Tat
 		}
+		r.buckets[bucketID{workspace: row.WorkspaceID}] = b
 	}
 	return r, nil
 }
@@ -99,10 +100,20 @@ func (r *claimRates) readKeys(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx,
 }
 
 // write writes the buckets the plan changed (ports.ClaimPlan.Started)
-// then, when the claim met any rate, sweeps buckets at rest.
-func (r *claimRates) write(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, writes []ports.RateBucketWrite) error {
+// and when they let the items they held back go, then, when the claim
+// met any rate, sweeps buckets at rest.
+func (r *claimRates) write(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, taken ports.RatesTaken) error {
+	if len(taken.RateAllowedAt) > 0 {
+		var p dbsqlc.AdmissionWaitsRateAllowedParams
+		for id, at := range taken.RateAllowedAt {
+			p.ExecutionIds, p.AllowedAts = append(p.ExecutionIds, id), append(p.AllowedAts, at)
+		}
+		if err := q.AdmissionWaitsRateAllowed(ctx, tx, p); err != nil {
+			return fmt.Errorf("writing when start rates let items go: %w", err)
+		}
+	}
 	var p dbsqlc.StartRateBucketsSetParams
-	for _, w := range writes {
+	for _, w := range taken.Writes {
 		p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, w.Workspace), append(p.Keys, w.Key)
 		p.Tats, p.NextAts = append(p.Tats, w.TAT), append(p.NextAts, w.NextAt)
 	}

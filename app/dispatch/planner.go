@@ -92,7 +92,7 @@ func newPlanning(now time.Time, pool domain.PoolFigures, deal ports.AdmitFunc, w
 	}
 	buckets := bucketsRead{}
 	c.read = buckets.reading(read)
-	c.plan.Started = func(claimed []ports.ClaimedItem) ([]ports.RateBucketWrite, time.Duration) {
+	c.plan.Started = func(claimed []ports.ClaimedItem) ports.RatesTaken {
 		return buckets.started(claimed, now)
 	}
 	for i := range c.workspaces {
@@ -297,36 +297,48 @@ func (b bucketsRead) reading(read ports.WindowReader) ports.WindowReader {
 	}
 }
 
-func (b bucketsRead) has(id bucketOf) bool {
-	_, ok := b[id]
-	return ok
-}
-
 // started is what claiming claimed leaves of the buckets at now: each
 // bucket an item took a start from (its workspace's and its key's, one
-// each) and each a raised rate capped (domain.RateBucket.Took), and how
-// long until a workspace's bucket next lets a start go.
-func (b bucketsRead) started(claimed []ports.ClaimedItem, now time.Time) ([]ports.RateBucketWrite, time.Duration) {
+// each) and each a raised rate capped (domain.RateBucket.Took), how long
+// until a workspace's bucket next lets a start go, and when the buckets
+// let each claimed item go, for those they held back after the item was
+// enqueued and due: the k-th start a claim takes from a bucket (in claim
+// order) was let go when the bucket, as read, allowed its k-th.
+func (b bucketsRead) started(claimed []ports.ClaimedItem, now time.Time) ports.RatesTaken {
+	var taken ports.RatesTaken
 	counts := map[bucketOf]int{}
 	for _, c := range claimed {
-		if id := (bucketOf{workspace: c.WorkspaceID}); b.has(id) {
+		ids := []bucketOf{{workspace: c.WorkspaceID}}
+		if c.ConcurrencyKey != "" {
+			ids = append(ids, bucketOf{workspace: c.WorkspaceID, key: c.ConcurrencyKey})
+		}
+		var allowed time.Time
+		for _, id := range ids {
+			bucket, ok := b[id]
+			if !ok {
+				continue
+			}
+			if at := bucket.AllowedSince(now, counts[id]); at.After(allowed) {
+				allowed = at
+			}
 			counts[id]++
 		}
-		if id := (bucketOf{workspace: c.WorkspaceID, key: c.ConcurrencyKey}); c.ConcurrencyKey != "" && b.has(id) {
-			counts[id]++
+		if allowed.After(c.CreatedAt) && allowed.After(c.AvailableAt) {
+			if taken.RateAllowedAt == nil {
+				taken.RateAllowedAt = map[domain.ID]time.Time{}
+			}
+			taken.RateAllowedAt[c.ExecutionID] = allowed
 		}
 	}
-	var writes []ports.RateBucketWrite
-	var due time.Duration
 	for id, bucket := range b {
 		after, changed := bucket.Took(now, counts[id])
 		next := after.NextStart(now)
 		if changed {
-			writes = append(writes, ports.RateBucketWrite{Workspace: id.workspace, Key: id.key, TAT: after.TAT, NextAt: next})
+			taken.Writes = append(taken.Writes, ports.RateBucketWrite{Workspace: id.workspace, Key: id.key, TAT: after.TAT, NextAt: next})
 		}
-		if d := next.Sub(now); id.key == "" && d > 0 && (due == 0 || d < due) {
-			due = d
+		if d := next.Sub(now); id.key == "" && d > 0 && (taken.NextDue == 0 || d < taken.NextDue) {
+			taken.NextDue = d
 		}
 	}
-	return writes, due
+	return taken
 }

@@ -340,9 +340,10 @@ func TestThePlanSaysWhichBucketsTheClaimedItemsTook(t *testing.T) {
 		claimed   domain.ID
 		keyStarts int
 	}{{"the keyed item claimed", keyed.ID, 1}, {"the unkeyed item claimed", other.ID, 0}} {
-		writes, due := plan.Started([]ports.ClaimedItem{{QueueItem: domain.QueueItem{ID: tt.claimed, WorkspaceID: ws.ID, ConcurrencyKey: map[domain.ID]string{keyed.ID: "a"}[tt.claimed]}}})
+		taken := plan.Started([]ports.ClaimedItem{{QueueItem: domain.QueueItem{ID: tt.claimed, WorkspaceID: ws.ID, ConcurrencyKey: map[domain.ID]string{keyed.ID: "a"}[tt.claimed]}}})
+		due := taken.NextDue
 		got := map[string]ports.RateBucketWrite{}
-		for _, w := range writes {
+		for _, w := range taken.Writes {
 			got[w.Key] = w
 		}
 		second := now.Add(time.Second)
@@ -358,6 +359,57 @@ func TestThePlanSaysWhichBucketsTheClaimedItemsTook(t *testing.T) {
 		if due != 0 {
 			t.Fatalf("%s: due %s, want 0: the workspace's burst of two has a start left", tt.name, due)
 		}
-		t.Logf("%s: %d buckets written", tt.name, len(writes))
+		t.Logf("%s: %d buckets written", tt.name, len(taken.Writes))
+	}
+}
+
+// TestThePlanSaysWhenItsOwnRatesLetEachClaimedItemGo claims four items
+// of a workspace whose start rate held them (ten a second with a burst
+// of twelve, its bucket 50 ms behind now, so three starts are allowed,
+// since 250, 150 and 50 ms ago), one of them under a key whose own rate let it go only 20 ms
+// ago, and checks when the plan says the rates let each go: the later of
+// the two buckets', by each bucket's count of starts in claim order; and
+// nothing for an item enqueued, or due, after its turn came, nor for a
+// workspace whose bucket was at rest.
+func TestThePlanSaysWhenItsOwnRatesLetEachClaimedItemGo(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	tenPerSecond := domain.StartRate{Rate: 10, Per: domain.PerSecond, Burst: 10}
+	held := ports.ClaimableWorkspace{ID: domain.ID{1}, Plan: domain.PlanPro, Limit: 10,
+		Rate: &domain.RateBucket{Rate: domain.StartRate{Rate: 10, Per: domain.PerSecond, Burst: 12}, TAT: ago(50 * time.Millisecond)}}
+	atRest := ports.ClaimableWorkspace{ID: domain.ID{2}, Plan: domain.PlanPro, Limit: 10, Rate: &domain.RateBucket{Rate: tenPerSecond}}
+	keyed := domain.KeyedCandidate{ID: domain.ID{12}, Key: "a", Limit: 5,
+		Rate: &domain.RateBucket{Rate: domain.StartRate{Rate: 1, Per: domain.PerSecond, Burst: 1}, TAT: ago(20 * time.Millisecond)}}
+	read := func(map[domain.ID]int) (map[domain.ID][]domain.KeyedCandidate, error) {
+		return map[domain.ID][]domain.KeyedCandidate{held.ID: {{ID: domain.ID{11}}, keyed, {ID: domain.ID{13}}}, atRest.ID: {{ID: domain.ID{21}}}}, nil
+	}
+	plan, err := PlanClaim(newAdmission(discardLog()).admit)(now, domain.PoolFigures{}, []ports.ClaimableWorkspace{held, atRest}, 10, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := func(id, ws domain.ID, key string, created, available time.Time) ports.ClaimedItem {
+		it := ports.ClaimedItem{QueueItem: domain.QueueItem{ID: id, WorkspaceID: ws, ConcurrencyKey: key, CreatedAt: created}, ExecutionID: domain.ID{id[0], 0xe}}
+		it.AvailableAt = available
+		return it
+	}
+	taken := plan.Started([]ports.ClaimedItem{
+		// The first start the held bucket allowed, since 250 ms ago.
+		item(domain.ID{11}, held.ID, "", ago(10*time.Second), ago(10*time.Second)),
+		// The second (since 150 ms ago), under key "a", since 20 ms ago.
+		item(domain.ID{12}, held.ID, "a", ago(10*time.Second), ago(10*time.Second)),
+		// The third (since 50 ms ago), due only 10 ms ago: not held.
+		item(domain.ID{13}, held.ID, "", ago(10*time.Second), ago(10*time.Millisecond)),
+		// A bucket at rest held nothing back.
+		item(domain.ID{21}, atRest.ID, "", ago(10*time.Second), ago(10*time.Second)),
+	})
+	want := map[domain.ID]time.Time{{11, 0xe}: ago(250 * time.Millisecond), {12, 0xe}: ago(20 * time.Millisecond)}
+	if len(taken.RateAllowedAt) != len(want) {
+		t.Fatalf("rates let go %v, want %v", taken.RateAllowedAt, want)
+	}
+	for id, at := range want {
+		if got := taken.RateAllowedAt[id]; !got.Equal(at) {
+			t.Fatalf("execution %v let go at %s, want %s (all: %v)", id, got, at, taken.RateAllowedAt)
+		}
 	}
 }

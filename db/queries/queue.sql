@@ -181,7 +181,7 @@ WITH dispatched AS (
     WHERE q.id = ANY(@ids::uuid[]) AND q.status = 'CLAIMED' AND q.execution_id = ANY(@execution_ids::uuid[])
     RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at, q.dispatched_at
 ), waited AS (
-    UPDATE admission_waits a SET wait_ms = queue_admission_wait_ms(d.created_at, d.available_at, a.slot_freed_at)
+    UPDATE admission_waits a SET wait_ms = queue_admission_wait_ms(d.created_at, d.available_at, a.slot_freed_at, a.rate_allowed_at)
     FROM dispatched d WHERE a.execution_id = d.execution_id
     RETURNING a.execution_id, a.wait_ms
 ), audit AS (
@@ -208,7 +208,7 @@ WITH admitted AS (
     WHERE q.execution_id = @execution_id AND q.status = 'CLAIMED'
     RETURNING q.id, q.workspace_id, q.execution_id, q.created_at, q.available_at
 ), waited AS (
-    UPDATE admission_waits w SET wait_ms = queue_admission_wait_ms(a.created_at, a.available_at, w.slot_freed_at)
+    UPDATE admission_waits w SET wait_ms = queue_admission_wait_ms(a.created_at, a.available_at, w.slot_freed_at, w.rate_allowed_at)
     FROM admitted a WHERE w.execution_id = a.execution_id
 )
 INSERT INTO activity (id, workspace_id, actor, action, subject_id, details)

@@ -1,15 +1,15 @@
 -- name: StartRatesOfWorkspaces :many
 -- Each locked workspace's start rate in force (its own, else its plan's;
--- rate 0 is none) and its bucket's theoretical arrival time, with the
--- database's clock, which is the only clock the buckets are read and
--- written by. Run after AdmissionLimitsReadLock, under the workspaces'
+-- rate 0 is none) and its bucket's theoretical arrival time (NULL for a
+-- bucket at rest, with no row), with the database's clock, which is the
+-- only clock the buckets are read and written by. Run after AdmissionLimitsReadLock, under the workspaces'
 -- admission locks, so the rate is the one in force and the bucket is
 -- this claim's alone until commit.
 SELECT w.id AS workspace_id,
        coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate ELSE p.start_rate END, 0)::int AS start_rate,
        coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate_per ELSE p.start_rate_per END, '')::text AS start_rate_per,
        coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_burst ELSE p.start_burst END, 0)::int AS start_burst,
-       coalesce(b.tat, now())::timestamptz AS tat,
+       b.tat,
        now()::timestamptz AS now
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
@@ -80,3 +80,12 @@ FROM workspaces w
 JOIN plans p ON p.name = w.plan
 LEFT JOIN workspace_limits o ON o.workspace_id = w.id
 WHERE w.id = @workspace_id;
+
+-- name: AdmissionWaitsRateAllowed :exec
+-- Writes, for the executions a claim started that a start rate of their
+-- own held back, when those rates let each go (ports.RatesTaken), into the
+-- admission_waits rows the claim's executions wrote: their admission
+-- waits are counted from no earlier (queue_admission_wait_ms).
+UPDATE admission_waits a SET rate_allowed_at = r.allowed_at
+FROM (SELECT unnest(@execution_ids::uuid[]) AS execution_id, unnest(@allowed_ats::timestamptz[]) AS allowed_at) r
+WHERE a.execution_id = r.execution_id;

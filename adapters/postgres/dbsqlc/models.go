@@ -31,11 +31,12 @@ type AdmissionLimitsHistory struct {
 }
 
 type AdmissionWait struct {
-	ExecutionID domain.ID
-	WorkspaceID domain.ID
-	StartedAt   time.Time
-	SlotFreedAt *time.Time
-	WaitMs      *int64
+	ExecutionID   domain.ID
+	WorkspaceID   domain.ID
+	StartedAt     time.Time
+	SlotFreedAt   *time.Time
+	WaitMs        *int64
+	RateAllowedAt *time.Time
 }
 
 type ApiKey struct {

@@ -12,6 +12,26 @@ import (
 	"github.com/sluicehq/sluice/domain"
 )
 
+const admissionWaitsRateAllowed = `-- name: AdmissionWaitsRateAllowed :exec
+UPDATE admission_waits a SET rate_allowed_at = r.allowed_at
+FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::timestamptz[]) AS allowed_at) r
+WHERE a.execution_id = r.execution_id
+`
+
+type AdmissionWaitsRateAllowedParams struct {
+	ExecutionIds []domain.ID
+	AllowedAts   []time.Time
+}
+
+// Writes, for the executions a claim started that a start rate of their
+// own held back, when those rates let each go (ports.RatesTaken), into the
+// admission_waits rows the claim's executions wrote: their admission
+// waits are counted from no earlier (queue_admission_wait_ms).
+func (q *Queries) AdmissionWaitsRateAllowed(ctx context.Context, db DBTX, arg AdmissionWaitsRateAllowedParams) error {
+	_, err := db.Exec(ctx, admissionWaitsRateAllowed, arg.ExecutionIds, arg.AllowedAts)
+	return err
+}
+
 const claimNextDue = `-- name: ClaimNextDue :one
 SELECT coalesce(extract(epoch FROM least(
            (SELECT min(b.next_at) FROM start_rate_buckets b
@@ -172,7 +192,7 @@ SELECT w.id AS workspace_id,
        coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate ELSE p.start_rate END, 0)::int AS start_rate,
        coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_rate_per ELSE p.start_rate_per END, '')::text AS start_rate_per,
        coalesce(CASE WHEN o.start_rate IS NOT NULL THEN o.start_burst ELSE p.start_burst END, 0)::int AS start_burst,
-       coalesce(b.tat, now())::timestamptz AS tat,
+       b.tat,
        now()::timestamptz AS now
 FROM workspaces w
 JOIN plans p ON p.name = w.plan
@@ -186,14 +206,14 @@ type StartRatesOfWorkspacesRow struct {
 	StartRate    int32
 	StartRatePer string
 	StartBurst   int32
-	Tat          time.Time
+	Tat          *time.Time
 	Now          time.Time
 }
 
 // Each locked workspace's start rate in force (its own, else its plan's;
-// rate 0 is none) and its bucket's theoretical arrival time, with the
-// database's clock, which is the only clock the buckets are read and
-// written by. Run after AdmissionLimitsReadLock, under the workspaces'
+// rate 0 is none) and its bucket's theoretical arrival time (NULL for a
+// bucket at rest, with no row), with the database's clock, which is the
+// only clock the buckets are read and written by. Run after AdmissionLimitsReadLock, under the workspaces'
 // admission locks, so the rate is the one in force and the bucket is
 // this claim's alone until commit.
 func (q *Queries) StartRatesOfWorkspaces(ctx context.Context, db DBTX, workspaceIds []domain.ID) ([]StartRatesOfWorkspacesRow, error) {
