@@ -50,7 +50,9 @@ func (p PoolFigures) Lendable() int {
 }
 
 // FloorInForce is a workspace's floor as admission uses it: never above
-// its limit (a ceiling lowered under a floor set before wins).
+// its limit (a ceiling lowered under a floor set before wins). SQL that
+// sums floors over many workspaces repeats it as floor_in_force
+// (migration 00047), held to it by a test.
 func FloorInForce(floor, limit int) int {
 	return max(0, min(floor, limit))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/postgres"
 	"github.com/sluicehq/sluice/adapters/postgres/pgtest"
+	"github.com/sluicehq/sluice/domain"
 )
 
 // TestAListenerHoldsNoConnectionOfItsPool: a listener in LISTEN leaves
@@ -73,5 +74,34 @@ func TestAProcesssPoolHoldsPoolMaxConnsUnlessTheURLSizesIt(t *testing.T) {
 		if cfg.MaxConns != want {
 			t.Errorf("%s: MaxConns %d, want %d", url, cfg.MaxConns, want)
 		}
+	}
+}
+
+// TestFloorInForceIsTheDomainsInSQL holds the SQL function the pool's and
+// the capacity series' statements sum floors by (floor_in_force,
+// migration 00047) to domain.FloorInForce, which the planner and the
+// verdicts use, over every floor and limit from 0 to 8: the rule is the
+// domain's, and SQL only repeats it where it sums over many workspaces.
+func TestFloorInForceIsTheDomainsInSQL(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	rows, err := pool.Query(context.Background(), `SELECT f, l, floor_in_force(f, l) FROM generate_series(0, 8) f, generate_series(0, 8) l`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var floor, limit, inForce int
+		if err := rows.Scan(&floor, &limit, &inForce); err != nil {
+			t.Fatal(err)
+		}
+		if want := domain.FloorInForce(floor, limit); inForce != want {
+			t.Errorf("floor_in_force(%d, %d) = %d; domain.FloorInForce says %d", floor, limit, inForce, want)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil || n != 81 {
+		t.Fatalf("compared %d pairs (%v); want 81", n, err)
 	}
 }

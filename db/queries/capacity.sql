@@ -4,7 +4,7 @@
 -- name: CapacityRunning :many
 -- Per step and plan, the RUNNING executions at the step's end (from +
 -- (i+1) * step) and how many of them were within their workspace's floor
--- (its own, else its plan's, never above its limit), each workspace
+-- in force (its own, else its plan's: floor_in_force), each workspace
 -- counted in the plan it was on: its plan and own limits as they stood at
 -- the step's end by workspace_limits_spans, its plan's by
 -- admission_limits_at. The runs are those
@@ -32,7 +32,7 @@ WITH runs AS (
 )
 SELECT p.i::integer AS step, w.plan,
        sum(p.running)::integer AS running,
-       sum(least(p.running, coalesce(w.floor, pl.floor), coalesce(w.max_running, pl.max_running)))::integer AS within_floor
+       sum(least(p.running, floor_in_force(coalesce(w.floor, pl.floor), coalesce(w.max_running, pl.max_running))))::integer AS within_floor
 FROM per_ws p
 JOIN workspace_limits_spans w ON w.workspace_id = p.workspace_id
      AND sqlc.arg(from_at)::timestamptz + (p.i + 1) * sqlc.arg(step_seconds)::integer * interval '1 second' >= w.from_at

@@ -1,10 +1,10 @@
 -- name: PoolGet :one
 -- The default pool: its capacity (NULL: none), what runs in it now and
 -- how much of that is borrowed (each workspace's RUNNING executions above
--- its floor, summed), from the counts workspace_queue_stats keeps.
+-- its floor in force, summed), from the counts workspace_queue_stats keeps.
 SELECT p.capacity, p.updated_at,
        (SELECT coalesce(sum(s.running), 0) FROM workspace_queue_stats s)::int AS running,
-       (SELECT coalesce(sum(greatest(s.running - coalesce(o.floor, pl.floor), 0)), 0)
+       (SELECT coalesce(sum(greatest(s.running - floor_in_force(coalesce(o.floor, pl.floor), coalesce(o.max_running, pl.max_running)), 0)), 0)
         FROM workspace_queue_stats s
         JOIN workspaces w ON w.id = s.workspace_id
         JOIN plans pl ON pl.name = w.plan
@@ -46,7 +46,7 @@ SELECT (SELECT coalesce(sum(s.running), 0) FROM workspace_queue_stats s)::int AS
         JOIN workspaces w ON w.id = s.workspace_id
         JOIN plans p ON p.name = w.plan
         LEFT JOIN workspace_limits o ON o.workspace_id = w.id
-        CROSS JOIN LATERAL (SELECT least(coalesce(o.floor, p.floor), coalesce(o.max_running, p.max_running)) AS floor) f
+        CROSS JOIN LATERAL (SELECT floor_in_force(coalesce(o.floor, p.floor), coalesce(o.max_running, p.max_running)) AS floor) f
         WHERE s.has_pending AND s.running < f.floor
           AND NOT (s.workspace_id = ANY(@locked::uuid[]))
           AND EXISTS (SELECT 1 FROM workflow_execution_queue i
