@@ -76,7 +76,12 @@ func (m *maintenance) run(ctx context.Context) {
 }
 
 // turn runs the job once if this process can take its lease, and releases
-// the lease after it. A panicking job is logged and the loop goes on.
+// the lease after it. The job runs only while the lease is this process's,
+// in the term it was taken in: it is renewed while the job runs (keep),
+// and the job's context is cancelled when it cannot be, so a long job (a
+// reconciler walk over many workflows) neither outlives its lease nor
+// runs beside the same job in another process. A panicking job is logged
+// and the loop goes on.
 func (m *maintenance) turn(ctx context.Context) {
 	ran := false
 	defer func() { m.ran.Send(ran) }()
@@ -85,7 +90,7 @@ func (m *maintenance) turn(ctx context.Context) {
 			m.log.Error("maintenance panicked", "lease", m.name, "panic", fmt.Sprint(r))
 		}
 	}()
-	_, held, err := m.lease.TryAcquire(ctx, m.name, m.schedule.LeaseAtMostFor)
+	term, held, err := m.lease.TryAcquire(ctx, m.name, m.schedule.LeaseAtMostFor)
 	if err != nil || !held {
 		if err != nil && ctx.Err() == nil {
 			m.log.Error("acquiring maintenance lease failed", "lease", m.name, "error", err)
@@ -101,6 +106,52 @@ func (m *maintenance) turn(ctx context.Context) {
 			m.log.Warn("releasing maintenance lease failed", "lease", m.name, "error", err)
 		}
 	}()
-	m.job(ctx)
+	jobCtx, stop := context.WithCancel(ctx)
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		m.keep(jobCtx, term, stop)
+	}()
+	defer func() {
+		stop()
+		<-kept
+	}()
+	m.job(jobCtx)
 	ran = true
+}
+
+// keep renews the job's lease, taken in term, every third of its term
+// until ctx ends, and calls lost when the lease is no longer this
+// process's in that term (another holder has it, or it lapsed and a
+// renewal began a new term), or when renewals have failed until the next
+// one would come after the lease may have expired. A renewal that fails
+// once is tried again at the next tick.
+func (m *maintenance) keep(ctx context.Context, term time.Time, lost context.CancelFunc) {
+	every := m.schedule.LeaseAtMostFor / 3
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		got, held, err := m.lease.TryAcquire(ctx, m.name, m.schedule.LeaseAtMostFor)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil && held && got.Equal(term):
+			renewed = time.Now()
+			continue
+		case err != nil && time.Since(renewed)+every < m.schedule.LeaseAtMostFor:
+			m.log.Warn("renewing a maintenance lease failed; trying again", "lease", m.name, "error", err)
+			continue
+		}
+		m.log.Warn("maintenance lease lost while its job ran; stopping the job", "lease", m.name, "held", held, "error", err)
+		m.metrics.Failures.Inc()
+		lost()
+		return
+	}
 }

@@ -146,6 +146,14 @@ func (l *Lease) SetFail(err error) {
 	l.fail = err
 }
 
+// Acquires counts the TryAcquire calls made for the named lease,
+// renewals included.
+func (l *Lease) Acquires(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acquires[name]
+}
+
 // Released is every Release call so far, in order.
 func (l *Lease) Released() []Release {
 	l.mu.Lock()
