@@ -35,39 +35,35 @@ func newBackendWaits() *backendWaits {
 }
 
 func (w *backendWaits) sample(ctx context.Context, db *pgxpool.Pool) {
-	tick := time.NewTicker(backendWaitSample)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		rows, err := db.Query(ctx, `
-			SELECT coalesce(wait_event_type || ':' || wait_event, 'running'),
-			       left(regexp_replace(query, '\s+', ' ', 'g'), 60)
-			FROM pg_stat_activity
-			WHERE datname = current_database() AND backend_type = 'client backend'
-			  AND state = 'active' AND pid <> pg_backend_pid()`)
-		if err != nil {
+	everyTick(ctx, backendWaitSample, func() { w.sampleOnce(ctx, db) })
+}
+
+// sampleOnce reads the active backends once.
+func (w *backendWaits) sampleOnce(ctx context.Context, db *pgxpool.Pool) {
+	rows, err := db.Query(ctx, `
+		SELECT coalesce(wait_event_type || ':' || wait_event, 'running'),
+		       left(regexp_replace(query, '\s+', ' ', 'g'), 60)
+		FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_type = 'client backend'
+		  AND state = 'active' AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	w.samples++
+	for rows.Next() {
+		var event, query string
+		if rows.Scan(&event, &query) != nil {
 			continue
 		}
-		w.mu.Lock()
-		w.samples++
-		for rows.Next() {
-			var event, query string
-			if rows.Scan(&event, &query) != nil {
-				continue
-			}
-			w.active++
-			w.byEvent[event]++
-			if event == "Lock:transactionid" || event == "Lock:tuple" {
-				w.rowLock[strings.TrimPrefix(strings.TrimSpace(query), "-- name: ")]++
-			}
+		w.active++
+		w.byEvent[event]++
+		if event == "Lock:transactionid" || event == "Lock:tuple" {
+			w.rowLock[strings.TrimPrefix(strings.TrimSpace(query), "-- name: ")]++
 		}
-		rows.Close()
-		w.mu.Unlock()
 	}
+	rows.Close()
+	w.mu.Unlock()
 }
 
 // report is the samples' figures, the commonest first.

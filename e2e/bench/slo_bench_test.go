@@ -512,7 +512,21 @@ func (s *sloBench) holdFlood(ws string, rate domain.StartRate) {
 // keepFlooding tops the flood's backlog back up to depth whenever it has
 // run down by a fifth, until ctx ends.
 func (s *sloBench) keepFlooding(ctx context.Context, ws, def string, depth int) {
-	tick := time.NewTicker(200 * time.Millisecond)
+	everyTick(ctx, 200*time.Millisecond, func() {
+		var pending int
+		if err := s.db.QueryRow(ctx, `SELECT pending FROM workspace_queue_stats WHERE workspace_id = $1`, ws).Scan(&pending); err != nil {
+			return
+		}
+		if pending < depth*4/5 {
+			s.enqueueBatch(ws, def, depth-pending)
+		}
+	})
+}
+
+// everyTick calls f every period until ctx ends: the scenario's samplers
+// and its flood's top-up.
+func everyTick(ctx context.Context, period time.Duration, f func()) {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
@@ -520,13 +534,7 @@ func (s *sloBench) keepFlooding(ctx context.Context, ws, def string, depth int) 
 			return
 		case <-tick.C:
 		}
-		var pending int
-		if err := s.db.QueryRow(ctx, `SELECT pending FROM workspace_queue_stats WHERE workspace_id = $1`, ws).Scan(&pending); err != nil {
-			continue
-		}
-		if pending < depth*4/5 {
-			s.enqueueBatch(ws, def, depth-pending)
-		}
+		f()
 	}
 }
 
@@ -587,60 +595,56 @@ func newSloFairness(limits map[string]int, plans, ws []string, floodRate *domain
 }
 
 func (f *sloFairness) sample(ctx context.Context, db *pgxpool.Pool) {
-	tick := time.NewTicker(sloSample)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		rows, err := db.Query(ctx, `SELECT s.workspace_id::text, s.running,
-			(SELECT count(*) FROM workflow_execution_queue i
-			 WHERE i.workspace_id = s.workspace_id AND i.status = 'PENDING' AND i.available_at <= now())::int,
-			(SELECT b.tat FROM start_rate_buckets b WHERE b.workspace_id = s.workspace_id AND b.concurrency_key = ''), now()
-			FROM workspace_queue_stats s WHERE s.workspace_id = ANY($1::uuid[]) AND s.pending > 0`, f.ws)
-		if err != nil {
+	everyTick(ctx, sloSample, func() { f.sampleOnce(ctx, db) })
+}
+
+// sampleOnce reads the workspaces with PENDING work once.
+func (f *sloFairness) sampleOnce(ctx context.Context, db *pgxpool.Pool) {
+	rows, err := db.Query(ctx, `SELECT s.workspace_id::text, s.running,
+		(SELECT count(*) FROM workflow_execution_queue i
+		 WHERE i.workspace_id = s.workspace_id AND i.status = 'PENDING' AND i.available_at <= now())::int,
+		(SELECT b.tat FROM start_rate_buckets b WHERE b.workspace_id = s.workspace_id AND b.concurrency_key = ''), now()
+		FROM workspace_queue_stats s WHERE s.workspace_id = ANY($1::uuid[]) AND s.pending > 0`, f.ws)
+	if err != nil {
+		return
+	}
+	at := time.Now()
+	f.mu.Lock()
+	seen := map[string]bool{}
+	for rows.Next() {
+		var w string
+		var running, due int
+		var tat *time.Time
+		var now time.Time
+		if rows.Scan(&w, &running, &due, &tat, &now) != nil || f.limitOf[w] == 0 {
 			continue
 		}
-		at := time.Now()
-		f.mu.Lock()
-		seen := map[string]bool{}
-		for rows.Next() {
-			var w string
-			var running, due int
-			var tat *time.Time
-			var now time.Time
-			if rows.Scan(&w, &running, &due, &tat, &now) != nil || f.limitOf[w] == 0 {
-				continue
-			}
-			limit := f.limitOf[w]
-			f.held[w] += math.Min(1, float64(running)/float64(limit))
-			f.samples[w]++
-			if rate, ok := f.rateOf[w]; ok && tat != nil {
-				due, _ = rate.Allowed(*tat, now, due)
-			}
-			if due == 0 {
-				continue
-			}
-			seen[w] = true
-			st := f.streak[w]
-			if st == nil {
-				st = &sloStreak{first: at}
-				f.streak[w] = st
-			}
-			st.last = at
-			st.share += math.Min(1, float64(running)/float64(min(limit, running+due)))
-			st.n++
+		limit := f.limitOf[w]
+		f.held[w] += math.Min(1, float64(running)/float64(limit))
+		f.samples[w]++
+		if rate, ok := f.rateOf[w]; ok && tat != nil {
+			due, _ = rate.Allowed(*tat, now, due)
 		}
-		rows.Close()
-		for w := range f.streak {
-			if !seen[w] {
-				f.endStreak(w)
-			}
+		if due == 0 {
+			continue
 		}
-		f.mu.Unlock()
+		seen[w] = true
+		st := f.streak[w]
+		if st == nil {
+			st = &sloStreak{first: at}
+			f.streak[w] = st
+		}
+		st.last = at
+		st.share += math.Min(1, float64(running)/float64(min(limit, running+due)))
+		st.n++
 	}
+	rows.Close()
+	for w := range f.streak {
+		if !seen[w] {
+			f.endStreak(w)
+		}
+	}
+	f.mu.Unlock()
 }
 
 // endStreak ends w's backlogged interval, counting it if it was
