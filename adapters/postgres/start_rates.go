@@ -99,38 +99,48 @@ func (r *claimRates) readKeys(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx,
 	return nil
 }
 
-// write writes the buckets the plan changed (ports.ClaimPlan.Started)
-// and when they let the items they held back go, then, when the claim
-// met any rate, sweeps buckets at rest.
+// write writes, in one round trip, when the buckets let the items they
+// held back go and the buckets the plan changed (ports.ClaimPlan.Started)
+// then, when the claim met any rate, sweeps buckets at rest.
 func (r *claimRates) write(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx, taken ports.RatesTaken) error {
+	if len(r.buckets) == 0 {
+		// A claim that met no rate has nothing to write, and leaves the
+		// sweep to those that do, so rates cost nothing where none is set.
+		return nil
+	}
+	var calls []func(db dbsqlc.DBTX) error
 	if len(taken.RateAllowedAt) > 0 {
 		var p dbsqlc.AdmissionWaitsRateAllowedParams
 		for id, at := range taken.RateAllowedAt {
 			p.ExecutionIds, p.AllowedAts = append(p.ExecutionIds, id), append(p.AllowedAts, at)
 		}
-		if err := q.AdmissionWaitsRateAllowed(ctx, tx, p); err != nil {
-			return fmt.Errorf("writing when start rates let items go: %w", err)
+		calls = append(calls, func(db dbsqlc.DBTX) error {
+			if err := q.AdmissionWaitsRateAllowed(ctx, db, p); err != nil {
+				return fmt.Errorf("writing when start rates let items go: %w", err)
+			}
+			return nil
+		})
+	}
+	if len(taken.Writes) > 0 {
+		var p dbsqlc.StartRateBucketsSetParams
+		for _, w := range taken.Writes {
+			p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, w.Workspace), append(p.Keys, w.Key)
+			p.Tats, p.NextAts = append(p.Tats, w.TAT), append(p.NextAts, w.NextAt)
 		}
+		calls = append(calls, func(db dbsqlc.DBTX) error {
+			if err := q.StartRateBucketsSet(ctx, db, p); err != nil {
+				return fmt.Errorf("writing start rates: %w", err)
+			}
+			return nil
+		})
 	}
-	var p dbsqlc.StartRateBucketsSetParams
-	for _, w := range taken.Writes {
-		p.WorkspaceIds, p.Keys = append(p.WorkspaceIds, w.Workspace), append(p.Keys, w.Key)
-		p.Tats, p.NextAts = append(p.Tats, w.TAT), append(p.NextAts, w.NextAt)
-	}
-	if len(p.Keys) > 0 {
-		if err := q.StartRateBucketsSet(ctx, tx, p); err != nil {
-			return fmt.Errorf("writing start rates: %w", err)
+	calls = append(calls, func(db dbsqlc.DBTX) error {
+		if err := q.StartRateBucketsSweep(ctx, db); err != nil {
+			return fmt.Errorf("sweeping start rates at rest: %w", err)
 		}
-	}
-	if len(r.buckets) == 0 {
-		// A claim that met no rate leaves the sweep to those that do, so
-		// rates cost nothing where none is set.
 		return nil
-	}
-	if err := q.StartRateBucketsSweep(ctx, tx); err != nil {
-		return fmt.Errorf("sweeping start rates at rest: %w", err)
-	}
-	return nil
+	})
+	return pipeline(ctx, tx, calls...)
 }
 
 // waitRates adds to f the workspace's start-rate bucket and each of
